@@ -1,0 +1,129 @@
+//! The `simtree` command line: `run` a scenario and print its event log, `scenarios` to list them.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use serde_json::Value;
+
+use crate::engine::event::{Event, EventType};
+use crate::llm::MockClient;
+use crate::scenario::{ScenarioLibrary, assets_dir};
+
+#[derive(Debug, Parser)]
+#[command(name = "simtree", version, about = "Branching timelines for multi-agent simulations")]
+pub struct Cli {
+    /// Folder with scenarios/ (default: $SIMTREE_ASSETS, ./assets, or the checkout's assets).
+    #[arg(long, global = true)]
+    pub assets: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a scenario with the offline mock LLM and print its event log.
+    Run {
+        /// Scenario id (file stem in assets/scenarios).
+        #[arg(long)]
+        scenario: String,
+        /// Turns to run (default: the scenario's default_turns).
+        #[arg(long)]
+        turns: Option<u64>,
+        /// Seed for the simulator's RNG (default: the scenario's seed).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Print JSON lines instead of human-readable lines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the scenarios found in the assets folder.
+    Scenarios,
+}
+
+/// Runs the CLI; returns the process exit code.
+pub fn main_with(cli: Cli) -> i32 {
+    match run(cli) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("simtree: {e}");
+            1
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), String> {
+    let assets = cli.assets.unwrap_or_else(assets_dir);
+    let library = ScenarioLibrary::load_dir(&assets.join("scenarios")).map_err(|e| e.to_string())?;
+    match cli.command {
+        Command::Scenarios => {
+            for s in &library.scenarios {
+                println!("{:<22} {:<12} {}", s.id, s.scene.name, s.title);
+            }
+            Ok(())
+        }
+        Command::Run { scenario, turns, seed, json } => {
+            let scenario = library.get(&scenario).map_err(|e| format!("{e} (available: {})", library.ids().join(", ")))?;
+            let mut sim = scenario.build(seed).map_err(|e| e.to_string())?;
+            let turns = turns.unwrap_or(scenario.default_turns);
+            let stdout = std::io::stdout();
+            let mut out = std::io::BufWriter::new(stdout.lock());
+            let mut failed = None;
+            let mut sink = |e: Event| {
+                let line = if json { serde_json::to_string(&e).unwrap_or_default() } else { human_line(&e) };
+                if failed.is_none()
+                    && let Err(err) = writeln!(out, "{line}")
+                {
+                    failed = Some(err);
+                }
+            };
+            sim.flush_pending(&mut sink);
+            let rt = tokio::runtime::Builder::new_current_thread().build().map_err(|e| e.to_string())?;
+            let report = rt.block_on(sim.run(turns, &MockClient, &mut sink));
+            drop(sink);
+            if let Some(err) = failed
+                && err.kind() != std::io::ErrorKind::BrokenPipe
+            {
+                return Err(err.to_string());
+            }
+            out.flush().ok();
+            let report = report.map_err(|e| e.to_string())?;
+            if !json {
+                eprintln!(
+                    "-- {} turns run{}",
+                    report.turns,
+                    if report.complete { ", scene complete" } else if report.stuck { ", no one left to act" } else { "" }
+                );
+            }
+            Ok(())
+        }
+    }
+}
+
+fn s<'a>(v: &'a Value, k: &str) -> &'a str {
+    v.get(k).and_then(Value::as_str).unwrap_or("")
+}
+
+/// One readable line per event.
+pub fn human_line(e: &Event) -> String {
+    let d = &e.data;
+    match e.kind {
+        EventType::SystemBroadcast => format!("[broadcast] {}", s(d, "text")),
+        EventType::AgentProcessStart => format!("[step] {} step {}", s(d, "agent"), d["step"]),
+        EventType::AgentProcessEnd => format!("[decided] {} {}", s(d, "agent"), d["actions"]),
+        EventType::ActionStart => format!("[action] {} {}", s(d, "agent"), d["action"]),
+        EventType::ActionEnd => format!(
+            "[result] {} {} {}",
+            s(d, "agent"),
+            if d["success"] == Value::Bool(true) { "ok" } else { "failed" },
+            d["summary"].as_str().unwrap_or("-")
+        ),
+        EventType::AgentCtxDelta => {
+            format!("[ctx] {} <{}> {}", s(d, "agent"), s(d, "role"), s(d, "content").replace('\n', "\\n"))
+        }
+        EventType::PlanUpdate => format!("[plan] {} {}", s(d, "agent"), d["plan"]),
+        EventType::EmotionUpdate => format!("[emotion] {} {}", s(d, "agent"), s(d, "emotion")),
+        EventType::LandlordDeal => format!("[deal] bottom {}", d["bottom"]),
+        EventType::AgentError => format!("[error] {} step {}: {}", s(d, "agent"), d["step"], s(d, "error")),
+    }
+}

@@ -1,0 +1,312 @@
+//! An agent: persona, action space, short-term memory, plan, emotion — and `process`, which makes
+//! exactly one decision (one LLM call, retried on unparseable output).
+//!
+//! Persona strings are `Arc<str>` and the memory is persistent, so cloning an agent costs the same
+//! however long it has been talking.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use super::action::ActionKind;
+use super::event::{Event, EventType};
+use super::memory::{Message, Role, ShortTermMemory};
+use super::parse::{self, ActionCall, ParseError};
+use super::plan::PlanState;
+use super::prompt::{self, SceneText};
+use crate::llm::{LlmClient, LlmError, LlmState};
+
+/// Upstream's `MAX_REPEAT`: parse retries, so a decision makes at most `max_repeat + 1` calls.
+pub const MAX_REPEAT: u32 = 3;
+
+fn default_language() -> Arc<str> {
+    "en".into()
+}
+fn default_max_repeat() -> u32 {
+    MAX_REPEAT
+}
+fn default_emotion() -> String {
+    "neutral".into()
+}
+
+/// Serialised with upstream's field names (spec §1.3.3).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Agent {
+    pub name: String,
+    #[serde(default)]
+    pub user_profile: Arc<str>,
+    #[serde(default)]
+    pub style: Arc<str>,
+    #[serde(default)]
+    pub initial_instruction: Arc<str>,
+    #[serde(default)]
+    pub role_prompt: Arc<str>,
+    #[serde(default = "default_language")]
+    pub language: Arc<str>,
+    pub action_space: Vec<ActionKind>,
+    #[serde(default)]
+    pub short_memory: ShortTermMemory,
+    #[serde(default)]
+    pub last_history_length: usize,
+    #[serde(default = "default_max_repeat")]
+    pub max_repeat: u32,
+    #[serde(default)]
+    pub properties: Map<String, Value>,
+    #[serde(default)]
+    pub plan_state: PlanState,
+    #[serde(default = "default_emotion")]
+    pub emotion: String,
+    /// Upstream crashes when this is missing (spec §0.1); we default to false.
+    #[serde(default)]
+    pub emotion_enabled: bool,
+}
+
+/// Why a decision failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("no usable response after {attempts} attempts: {last}")]
+    Unparseable { attempts: u32, last: ParseError },
+    #[error(transparent)]
+    Llm(#[from] LlmError),
+}
+
+/// What `process` produced.
+#[derive(Debug, PartialEq)]
+pub enum Decision {
+    /// Nothing new happened since the agent last spoke: no LLM call was made (upstream's EMPTY).
+    Idle,
+    /// The LLM answered; zero or one action.
+    Acted(Vec<ActionCall>),
+}
+
+impl Agent {
+    pub fn new(name: impl Into<String>, action_space: Vec<ActionKind>) -> Self {
+        Agent {
+            name: name.into(),
+            user_profile: "".into(),
+            style: "".into(),
+            initial_instruction: "".into(),
+            role_prompt: "".into(),
+            language: default_language(),
+            action_space,
+            short_memory: ShortTermMemory::new(),
+            last_history_length: 0,
+            max_repeat: MAX_REPEAT,
+            properties: Map::new(),
+            plan_state: PlanState::default(),
+            emotion: default_emotion(),
+            emotion_enabled: false,
+        }
+    }
+
+    /// Appends environment feedback to memory and returns its `agent_ctx_delta` event, which
+    /// carries the unmerged line even when memory merged it into the previous entry.
+    pub fn add_env_feedback(&mut self, text: &str) -> Event {
+        self.short_memory.append(Role::User, text);
+        self.ctx_delta(Role::User, text)
+    }
+
+    fn ctx_delta(&self, role: Role, content: &str) -> Event {
+        Event::new(EventType::AgentCtxDelta, json!({"agent": self.name, "role": role.as_str(), "content": content}))
+    }
+
+    /// `properties.map_xy` as integer coordinates, when present.
+    pub fn map_xy(&self) -> Option<(i64, i64)> {
+        let xy = self.properties.get("map_xy")?.as_array()?;
+        Some((xy.first()?.as_i64()?, xy.get(1)?.as_i64()?))
+    }
+
+    /// `properties.role` when it is a string.
+    pub fn role(&self) -> Option<&str> {
+        self.properties.get("role").and_then(Value::as_str)
+    }
+
+    pub fn has_action(&self, kind: ActionKind) -> bool {
+        self.action_space.contains(&kind)
+    }
+
+    /// Makes one decision (spec §1.3.2). Events (`emotion_update`, `plan_update`, the assistant
+    /// `agent_ctx_delta`) are pushed to `out` in upstream's order.
+    pub async fn process(
+        &mut self,
+        scene: &SceneText,
+        llm: &dyn LlmClient,
+        llm_state: &mut LlmState,
+        out: &mut Vec<Event>,
+        initiative: bool,
+    ) -> Result<Decision, AgentError> {
+        if self.short_memory.len() == self.last_history_length && !initiative {
+            return Ok(Decision::Idle);
+        }
+        let mut ctx = Vec::with_capacity(self.short_memory.len() + 2);
+        ctx.push(Message::new(Role::System, prompt::system_prompt(self, scene)));
+        ctx.extend(self.short_memory.iter().cloned());
+        let last_is_assistant = ctx.len() >= 2 && ctx.last().is_some_and(|m| m.role == Role::Assistant);
+        if initiative || last_is_assistant {
+            // Stored (and merged) but never emitted as a delta, as upstream.
+            self.short_memory.append(Role::User, "Continue.");
+            ctx.push(Message::new(Role::User, "Continue."));
+        }
+        let attempts = self.max_repeat + 1;
+        let mut attempt = 0;
+        let (output, actions, plan) = loop {
+            attempt += 1;
+            let output = llm.chat(&ctx, llm_state).await?;
+            match Self::parse_response(&output, self.emotion_enabled) {
+                Ok((actions, plan, emotion)) => {
+                    if let Some(emotion) = emotion {
+                        self.emotion = emotion.clone();
+                        out.push(Event::new(EventType::EmotionUpdate, json!({"agent": self.name, "emotion": emotion})));
+                    }
+                    break (output, actions, plan);
+                }
+                Err(e) if attempt >= attempts => return Err(AgentError::Unparseable { attempts, last: e }),
+                Err(_) => continue,
+            }
+        };
+        if let Some(plan) = plan {
+            self.plan_state = plan;
+            out.push(Event::new(
+                EventType::PlanUpdate,
+                json!({"agent": self.name, "kind": "replace", "plan": self.plan_state}),
+            ));
+        }
+        self.short_memory.append(Role::Assistant, &output);
+        out.push(self.ctx_delta(Role::Assistant, &output));
+        self.last_history_length = self.short_memory.len();
+        Ok(Decision::Acted(actions))
+    }
+
+    /// Parses one response: the action (from the Action section, else the whole text), the plan
+    /// update and, when enabled, the emotion update.
+    #[allow(clippy::type_complexity)]
+    fn parse_response(
+        output: &str,
+        emotion_enabled: bool,
+    ) -> Result<(Vec<ActionCall>, Option<PlanState>, Option<String>), ParseError> {
+        let sections = parse::split_sections(output);
+        let action = match parse::parse_action(sections.action)? {
+            Some(a) => Some(a),
+            None => parse::parse_action(output)?,
+        };
+        let plan = parse::parse_plan_update(sections.plan_update)?;
+        let emotion = if emotion_enabled { parse::parse_emotion(sections.emotion_update) } else { None };
+        Ok((action.into_iter().collect(), plan, emotion))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::{BoxFuture, LlmClient};
+    use std::sync::Mutex;
+
+    /// Answers with canned replies in order and records each request.
+    struct Script {
+        replies: Mutex<Vec<String>>,
+        seen: Mutex<Vec<Vec<Message>>>,
+    }
+
+    impl Script {
+        fn new(replies: &[&str]) -> Self {
+            let mut r: Vec<String> = replies.iter().map(|s| s.to_string()).collect();
+            r.reverse();
+            Script { replies: Mutex::new(r), seen: Mutex::new(Vec::new()) }
+        }
+    }
+
+    impl LlmClient for Script {
+        fn chat<'a>(&'a self, messages: &'a [Message], _: &'a mut LlmState) -> BoxFuture<'a, Result<String, LlmError>> {
+            self.seen.lock().unwrap().push(messages.to_vec());
+            let reply = self.replies.lock().unwrap().pop().unwrap_or_default();
+            Box::pin(async move { Ok(reply) })
+        }
+    }
+
+    fn run<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
+    }
+
+    const GOOD: &str = "--- Thoughts ---\nx\n--- Plan ---\n1. y\n--- Action ---\n<Action name=\"yield\" />\n--- Plan Update ---\n<Strategy>calm</Strategy>";
+
+    #[test]
+    fn idle_without_new_input_and_one_call_otherwise() {
+        let mut a = Agent::new("Ann", vec![ActionKind::Yield]);
+        let llm = Script::new(&[GOOD]);
+        let (mut st, mut out) = (LlmState::default(), Vec::new());
+        assert_eq!(run(a.process(&SceneText::default(), &llm, &mut st, &mut out, false)).unwrap(), Decision::Idle);
+        a.add_env_feedback("hello");
+        let d = run(a.process(&SceneText::default(), &llm, &mut st, &mut out, false)).unwrap();
+        assert_eq!(d, Decision::Acted(vec![ActionCall::new("yield")]));
+        assert_eq!(llm.seen.lock().unwrap().len(), 1);
+        // plan_update precedes the assistant delta.
+        let kinds: Vec<_> = out.iter().map(|e| e.kind).collect();
+        assert_eq!(kinds, vec![EventType::PlanUpdate, EventType::AgentCtxDelta]);
+        assert_eq!(a.plan_state.strategy, "calm");
+        assert_eq!(a.last_history_length, 2);
+        let prompt = &llm.seen.lock().unwrap()[0][0];
+        assert!(prompt.content.starts_with("\nYou are Ann.\n"));
+    }
+
+    #[test]
+    fn retries_the_same_request_then_gives_up() {
+        let mut a = Agent::new("Ann", vec![ActionKind::Yield]);
+        a.add_env_feedback("hi");
+        let two = "--- Action ---\n<Action name=\"yield\"></Action><Action name=\"yield\"></Action>";
+        let llm = Script::new(&[two, two, two, two, GOOD]);
+        let (mut st, mut out) = (LlmState::default(), Vec::new());
+        let err = run(a.process(&SceneText::default(), &llm, &mut st, &mut out, false)).unwrap_err();
+        assert!(matches!(err, AgentError::Unparseable { attempts: 4, .. }), "{err}");
+        let seen = llm.seen.lock().unwrap();
+        assert_eq!(seen.len(), 4);
+        assert!(seen.iter().all(|req| req == &seen[0]), "retries resend the same context");
+        assert!(out.is_empty());
+        assert_eq!(a.short_memory.len(), 1, "a failed decision stores nothing");
+    }
+
+    #[test]
+    fn an_assistant_tail_gets_a_continue_nudge_that_is_not_emitted() {
+        let mut a = Agent::new("Ann", vec![ActionKind::Yield]);
+        a.short_memory.append(Role::Assistant, "earlier");
+        let llm = Script::new(&[GOOD]);
+        let (mut st, mut out) = (LlmState::default(), Vec::new());
+        run(a.process(&SceneText::default(), &llm, &mut st, &mut out, false)).unwrap();
+        let req = &llm.seen.lock().unwrap()[0];
+        assert_eq!(req.last().unwrap().content.as_ref(), "Continue.");
+        assert!(out.iter().all(|e| e.data["content"] != "Continue."));
+        assert_eq!(a.short_memory.iter().nth(1).unwrap().content.as_ref(), "Continue.");
+    }
+
+    #[test]
+    fn emotion_update_only_when_enabled() {
+        let reply = "--- Action ---\n<Action name=\"yield\" />\n--- Plan Update ---\nno change\n--- Emotion Update ---\nTrust";
+        let mut a = Agent::new("Ann", vec![ActionKind::Yield]);
+        a.emotion_enabled = true;
+        a.add_env_feedback("hi");
+        let llm = Script::new(&[reply]);
+        let (mut st, mut out) = (LlmState::default(), Vec::new());
+        run(a.process(&SceneText::default(), &llm, &mut st, &mut out, false)).unwrap();
+        assert_eq!(a.emotion, "Trust");
+        assert_eq!(out[0].kind, EventType::EmotionUpdate);
+        assert!(llm.seen.lock().unwrap()[0][0].content.contains("Your current emotion is neutral."));
+    }
+
+    #[test]
+    fn the_whole_text_is_a_fallback_for_the_action() {
+        let mut a = Agent::new("Ann", vec![ActionKind::Yield]);
+        a.add_env_feedback("hi");
+        let llm = Script::new(&["I yield. <Action name=\"yield\" />"]);
+        let (mut st, mut out) = (LlmState::default(), Vec::new());
+        let d = run(a.process(&SceneText::default(), &llm, &mut st, &mut out, false)).unwrap();
+        assert_eq!(d, Decision::Acted(vec![ActionCall::new("yield")]));
+    }
+
+    #[test]
+    fn missing_emotion_enabled_defaults_to_false() {
+        let a: Agent = serde_json::from_value(json!({"name": "A", "action_space": ["yield"]})).unwrap();
+        assert!(!a.emotion_enabled);
+        assert_eq!(a.max_repeat, 3);
+        assert_eq!(a.language.as_ref(), "en");
+    }
+}

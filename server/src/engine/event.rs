@@ -1,0 +1,182 @@
+//! Events: the typed records that leave the engine, and the scene events that agents read.
+//!
+//! Two different things are called "event" upstream and both live here:
+//! * [`Event`] — a log record `{type, data}` emitted by the simulator or an agent (what the tree
+//!   stores per node and streams over WebSockets);
+//! * [`SceneEvent`] — something that happens *inside* the story (a chat message, a public
+//!   announcement) and is rendered into a line of text such as `[18:03] [Message] Alice: hi`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The type of a log record. Serialised in snake_case, exactly as upstream's log `type` strings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventType {
+    SystemBroadcast,
+    AgentProcessStart,
+    AgentProcessEnd,
+    ActionStart,
+    ActionEnd,
+    AgentCtxDelta,
+    PlanUpdate,
+    EmotionUpdate,
+    LandlordDeal,
+    /// Not upstream: an agent step that failed (unparseable LLM output after all retries, an action
+    /// missing a required field, an LLM error). Upstream prints these to stdout and logs nothing.
+    AgentError,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::SystemBroadcast => "system_broadcast",
+            EventType::AgentProcessStart => "agent_process_start",
+            EventType::AgentProcessEnd => "agent_process_end",
+            EventType::ActionStart => "action_start",
+            EventType::ActionEnd => "action_end",
+            EventType::AgentCtxDelta => "agent_ctx_delta",
+            EventType::PlanUpdate => "plan_update",
+            EventType::EmotionUpdate => "emotion_update",
+            EventType::LandlordDeal => "landlord_deal",
+            EventType::AgentError => "agent_error",
+        }
+    }
+}
+
+/// One log record as the engine emits it. The tree adds the producing node id.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    #[serde(rename = "type")]
+    pub kind: EventType,
+    pub data: Value,
+}
+
+impl Event {
+    pub fn new(kind: EventType, data: Value) -> Self {
+        Event { kind, data }
+    }
+}
+
+/// Where a running simulator delivers its events, in emission order.
+pub trait EventSink {
+    fn emit(&mut self, event: Event);
+}
+
+impl EventSink for Vec<Event> {
+    fn emit(&mut self, event: Event) {
+        self.push(event);
+    }
+}
+
+/// A sink that drops everything (benchmarks, builders).
+pub struct Discard;
+
+impl EventSink for Discard {
+    fn emit(&mut self, _event: Event) {}
+}
+
+impl<F: FnMut(Event)> EventSink for F {
+    fn emit(&mut self, event: Event) {
+        self(event)
+    }
+}
+
+/// Renders the time prefix for a minute count: `[H:MM] `. Hours are not wrapped at 24, as
+/// upstream (1500 minutes → `[25:00] `).
+pub fn time_prefix(time: Option<i64>) -> String {
+    match time {
+        Some(m) => format!("[{}:{:02}] ", m.div_euclid(60), m.rem_euclid(60)),
+        None => String::new(),
+    }
+}
+
+/// Something that happens in the story and is told to agents as one line of text.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum SceneEvent {
+    Message { sender: String, message: String },
+    Public { content: String, prefix: String },
+    News { content: String },
+    Status { data: String },
+    Speak { sender: String, message: String },
+    TalkTo { sender: String, recipient: String, message: String },
+}
+
+impl SceneEvent {
+    /// A public announcement with the default `Public Event` prefix.
+    pub fn public(content: impl Into<String>) -> Self {
+        SceneEvent::Public { content: content.into(), prefix: "Public Event".into() }
+    }
+
+    /// A public announcement with a custom prefix (`System`, `Event`, …).
+    pub fn public_with(prefix: &str, content: impl Into<String>) -> Self {
+        SceneEvent::Public { content: content.into(), prefix: prefix.into() }
+    }
+
+    /// The line an agent reads, with the `[H:MM] ` prefix when a time is given.
+    pub fn line(&self, time: Option<i64>) -> String {
+        let t = time_prefix(time);
+        match self {
+            SceneEvent::Message { sender, message } => format!("{t}[Message] {sender}: {message}"),
+            SceneEvent::Public { content, prefix } => format!("{t}{prefix}: {content}"),
+            SceneEvent::News { content } => format!("{t}[NEWS] {content}"),
+            SceneEvent::Status { data } => format!("{t}Status: {data}"),
+            SceneEvent::Speak { sender, message } => format!("{t}{sender}: {message}"),
+            SceneEvent::TalkTo { sender, recipient, message } => {
+                format!("{t}{sender} to {recipient}: {message}")
+            }
+        }
+    }
+
+    /// The agent who caused the event; it never receives its own broadcast.
+    pub fn sender(&self) -> Option<&str> {
+        match self {
+            SceneEvent::Message { sender, .. }
+            | SceneEvent::Speak { sender, .. }
+            | SceneEvent::TalkTo { sender, .. } => Some(sender),
+            _ => None,
+        }
+    }
+
+    /// Upstream's event class name, used as `system_broadcast.data.type`.
+    pub fn class_name(&self) -> &'static str {
+        match self {
+            SceneEvent::Message { .. } => "MessageEvent",
+            SceneEvent::Public { .. } => "PublicEvent",
+            SceneEvent::News { .. } => "NewsEvent",
+            SceneEvent::Status { .. } => "StatusEvent",
+            SceneEvent::Speak { .. } => "SpeakEvent",
+            SceneEvent::TalkTo { .. } => "TalkToEvent",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_prefix_does_not_wrap_hours() {
+        assert_eq!(time_prefix(Some(1080)), "[18:00] ");
+        assert_eq!(time_prefix(Some(1083)), "[18:03] ");
+        assert_eq!(time_prefix(Some(1500)), "[25:00] ");
+        assert_eq!(time_prefix(None), "");
+    }
+
+    #[test]
+    fn lines_match_upstream_templates() {
+        let m = SceneEvent::Message { sender: "Alice".into(), message: "hi".into() };
+        assert_eq!(m.line(Some(1080)), "[18:00] [Message] Alice: hi");
+        assert_eq!(SceneEvent::public("x").line(None), "Public Event: x");
+        assert_eq!(SceneEvent::public_with("Event", "y").line(Some(61)), "[1:01] Event: y");
+        assert_eq!(SceneEvent::News { content: "n".into() }.line(None), "[NEWS] n");
+        assert_eq!(SceneEvent::Status { data: "s".into() }.line(None), "Status: s");
+        let s = SceneEvent::Speak { sender: "Bo".into(), message: "m".into() };
+        assert_eq!(s.line(None), "Bo: m");
+        let t = SceneEvent::TalkTo { sender: "A".into(), recipient: "B".into(), message: "m".into() };
+        assert_eq!(t.line(Some(0)), "[0:00] A to B: m");
+        assert_eq!(t.class_name(), "TalkToEvent");
+        assert_eq!(t.sender(), Some("A"));
+    }
+}

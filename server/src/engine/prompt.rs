@@ -1,0 +1,136 @@
+//! The system prompt an agent sends with every LLM call (built fresh each time, never stored).
+//!
+//! The layout follows upstream block by block (spec §1.4); the prose is our own. Two properties
+//! matter beyond style and are tested: the prompt starts with `You are {name}.` (the mock reads the
+//! agent's name from the first "You are"), and the generic blocks here never contain the words the
+//! mock uses to pick a scene (`vote`, `voting`, `werewolf`, `landlord`, …) — those come only from
+//! scene text and action descriptions.
+
+use super::agent::Agent;
+
+/// The scene-provided parts of the prompt.
+#[derive(Clone, Debug, Default)]
+pub struct SceneText {
+    pub description: String,
+    pub guidelines: String,
+    pub examples: String,
+}
+
+const PLAN_INIT_HINT: &str = "You have no goals or milestones yet. In this response, add a Plan Update that sets up numbered Goals and Milestones for yourself.";
+
+fn language_policy(language: &str) -> String {
+    format!(
+        "Language Policy:\n\
+         - Write everything other people will read in {language}.\n\
+         - Keep the Action XML element and attribute names in English; only the values may be in {language}.\n\
+         - Keep the Plan Update tag names (Goals, Milestones, Strategy, Notes) in English.\n\
+         - Do not change language unless someone explicitly asks you to."
+    )
+}
+
+const PLANNING_GUIDE: &str = "Planning:\n\
+- Goals describe end states you want to reach and should stay stable over time.\n\
+- Milestones are concrete, observable results on the way to a goal.\n\
+- Keep one item of your plan marked as your current focus.\n\
+- The strategy says how you intend to get there; notes hold facts worth remembering.\n\
+- Prefer continuity: change the plan only when something important has changed.\n\
+\n\
+Turn flow:\n\
+- Each response contains exactly one Thoughts / Plan / Action block.\n\
+- Each response performs exactly one action. Some actions report their results right away; you will see them before your next response.\n\
+- When you have nothing more to do this turn, end it with <Action name=\"yield\"></Action>.";
+
+const SKELETON: &str = "Respond in exactly this format:\n\
+\n\
+--- Thoughts ---\n\
+Your private reasoning about the situation.\n\
+\n\
+--- Plan ---\n\
+1. A numbered step. [CURRENT]\n\
+2. Another step.\n\
+\n\
+--- Action ---\n\
+Exactly one Action XML element, without code fences.\n\
+\n\
+--- Plan Update ---\n\
+Optional. Either the words: no change\n\
+or any of these tags:\n\
+<Goals>\n\
+1. A goal [CURRENT]\n\
+2. Another goal\n\
+</Goals>\n\
+<Milestones>\n\
+1. A milestone [DONE]\n\
+2. A later milestone\n\
+</Milestones>\n\
+<Strategy>How you will proceed.</Strategy>\n\
+<Notes>Anything worth remembering.</Notes>";
+
+const EMOTION_SECTION: &str = "\n\
+\n\
+--- Emotion Update ---\n\
+Mandatory. Name your current emotion: one of Plutchik's eight primary emotions (Joy, Trust, Fear, Surprise, Sadness, Disgust, Anger, Anticipation) or a dyad of two of them. Base it on how your goals are progressing, on what is new or surprising, on conflict and on what you expect next. Prefer continuity with your previous emotion.";
+
+/// The output-format block, with the emotion section when emotions are enabled.
+pub fn output_format(emotion_enabled: bool) -> String {
+    let mut s = format!("{PLANNING_GUIDE}\n\n{SKELETON}");
+    if emotion_enabled {
+        s.push_str(EMOTION_SECTION);
+    }
+    s
+}
+
+/// Builds the full system prompt of `agent` in `scene`.
+pub fn system_prompt(agent: &Agent, scene: &SceneText) -> String {
+    let emotion_line = if agent.emotion_enabled {
+        format!("Your current emotion is {}.", agent.emotion)
+    } else {
+        String::new()
+    };
+    let mut plan_block = agent.plan_state.render();
+    if agent.plan_state.goals.is_empty() && agent.plan_state.milestones.is_empty() {
+        plan_block.push_str(PLAN_INIT_HINT);
+        plan_block.push('\n');
+    }
+    let mut catalogue = String::new();
+    let mut usage = String::new();
+    for kind in &agent.action_space {
+        let spec = kind.spec();
+        catalogue.push_str(format!("- {}: {}", spec.name, spec.desc).trim_end());
+        catalogue.push('\n');
+        usage.push_str(spec.instruction);
+    }
+    let examples = if scene.examples.is_empty() {
+        String::new()
+    } else {
+        format!("Here are some examples:\n{}\n\n", scene.examples)
+    };
+    let language = if agent.language.is_empty() { "en" } else { &agent.language };
+    format!(
+        "\nYou are {name}.\nYou speak in a {style} style.\n{emotion_line}\n\n{profile}\n\n{role}\n\n{plan_block}\n{policy}\n\n{description}\n\n{guidelines}\n\nAction Space:\n\nAvailable Actions:\n{catalogue}\nUsage:\n{usage}\n{examples}{format}\n\nInitial instruction:\n{instruction}\n",
+        name = agent.name,
+        style = agent.style,
+        profile = agent.user_profile,
+        role = agent.role_prompt,
+        policy = language_policy(language),
+        description = scene.description,
+        guidelines = scene.guidelines,
+        format = output_format(agent.emotion_enabled),
+        instruction = agent.initial_instruction,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generic_blocks_avoid_mock_trigger_words() {
+        let text = format!("{}{}{}{}", output_format(true), language_policy("en"), PLAN_INIT_HINT, PLANNING_GUIDE)
+            .to_lowercase();
+        for word in ["vote", "voting", "werewolf", "landlord", "dou dizhu", "grid-based virtual village", "you are living in a virtual village"] {
+            assert!(!text.contains(word), "generic prompt text mentions {word}");
+        }
+        assert!(!text.contains("you are"), "only the name line may say 'You are'");
+    }
+}

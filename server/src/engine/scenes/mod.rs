@@ -1,0 +1,187 @@
+//! Scenes: the environment agents act in — its state, its rules, the actions it adds, how it
+//! delivers messages and what a turn does to it (spec §1.7, §1.10).
+//!
+//! Each scene lives in its own file as a struct implementing [`SceneRules`]; [`Scene`] is the
+//! closed set of them, serialised as upstream's `{type, name, initial_event, state, config}`.
+//! A scene's `state` is a typed struct; [`Scene::patch_state`] applies a JSON patch through it, so
+//! a bad key or a wrong type is an error that changes nothing.
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::action::{ActionCtx, ActionKind, ActionResult, handle_common};
+use super::agent::Agent;
+use super::event::SceneEvent;
+use super::memory::Message;
+use super::prompt::SceneText;
+use super::world::World;
+
+pub mod council;
+pub mod landlord;
+pub mod simple_chat;
+pub mod village;
+pub mod werewolf;
+
+/// The rules every scene provides. Defaults are upstream's base-class behaviour.
+pub trait SceneRules {
+    /// Scene time in minutes (1080 = 18:00).
+    fn time(&self) -> i64;
+    fn set_time(&mut self, minutes: i64);
+    /// Minutes added by the base `post_turn`.
+    fn minutes_per_turn(&self) -> i64 {
+        3
+    }
+    fn initial_event(&self) -> &str;
+    /// Scenario description, behaviour guidelines and examples for the system prompt.
+    fn text(&self) -> SceneText;
+    /// Actions the scene adds to every agent's action space (after the agent's own).
+    fn scene_actions(&self, agent: &Agent) -> Vec<ActionKind>;
+    fn initialize_agent(&mut self, _agent: &mut Agent) {}
+    /// Runs once after the initial broadcast when a simulation is built.
+    fn pre_run(&mut self, _world: &mut World) -> Result<(), String> {
+        Ok(())
+    }
+    fn should_skip_turn(&self, _agent: &Agent) -> bool {
+        false
+    }
+    fn is_complete(&self) -> bool {
+        false
+    }
+    /// Private status shown to an agent at the start of its turn (empty = none).
+    fn status_prompt(&self, _agent: &Agent) -> String {
+        String::new()
+    }
+    /// The next agent for the `controlled` ordering.
+    fn controlled_next(&self, _world: &World) -> Option<String> {
+        None
+    }
+    /// Speaking range (Manhattan) for `talk_to`, where the scene has a map.
+    fn chat_range(&self) -> Option<i64> {
+        None
+    }
+    /// Executes one action of the acting agent's action space.
+    fn handle(&mut self, ctx: &ActionCtx, world: &mut World) -> ActionResult {
+        handle_common(self, ctx, world)
+    }
+    /// An LLM request the simulator should make before `handle` (its answer arrives as
+    /// `ctx.llm_reply`). Only council's `request_brief` needs one.
+    fn llm_request(&self, _ctx: &ActionCtx, _world: &World) -> Option<Vec<Message>> {
+        None
+    }
+    /// The sender reads its own line, then everyone else gets it via `broadcast`.
+    fn deliver_message(&mut self, event: &SceneEvent, sender: usize, world: &mut World) {
+        let time = Some(self.time());
+        world.feedback(sender, &event.line(time));
+        world.broadcast(event, time, None);
+    }
+    fn post_turn(&mut self, _actor: usize, _world: &mut World) {
+        self.set_time(self.time() + self.minutes_per_turn());
+    }
+}
+
+/// Short scene names used in scenario files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SceneKind {
+    SimpleChat,
+    /// Upstream's alias of simple_chat (a guided emotional dialogue); builds a simple_chat scene.
+    EmotionalConflict,
+    Council,
+    Werewolf,
+    Landlord,
+    Village,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum Scene {
+    #[serde(rename = "simple_chat_scene", alias = "emotional_conflict_scene")]
+    SimpleChat(simple_chat::SimpleChat),
+    #[serde(rename = "council_scene")]
+    Council(council::Council),
+    #[serde(rename = "werewolf_scene")]
+    Werewolf(werewolf::Werewolf),
+    #[serde(rename = "landlord_scene")]
+    Landlord(landlord::Landlord),
+    #[serde(rename = "village_scene")]
+    Village(village::Village),
+}
+
+macro_rules! each_scene {
+    ($self:expr, $s:ident => $body:expr) => {
+        match $self {
+            Scene::SimpleChat($s) => $body,
+            Scene::Council($s) => $body,
+            Scene::Werewolf($s) => $body,
+            Scene::Landlord($s) => $body,
+            Scene::Village($s) => $body,
+        }
+    };
+}
+
+impl Scene {
+    /// Builds a scene from a scenario's `scene` block. `config` is scene-specific; unknown or
+    /// ill-typed keys are errors naming the field.
+    pub fn build(kind: SceneKind, name: String, initial_event: String, config: Value) -> Result<Scene, String> {
+        Ok(match kind {
+            SceneKind::SimpleChat | SceneKind::EmotionalConflict => {
+                Scene::SimpleChat(simple_chat::SimpleChat::new(name, initial_event, parse_config(config)?))
+            }
+            SceneKind::Council => Scene::Council(council::Council::new(name, initial_event, parse_config(config)?)),
+            SceneKind::Werewolf => Scene::Werewolf(werewolf::Werewolf::new(name, initial_event, parse_config(config)?)?),
+            SceneKind::Landlord => Scene::Landlord(landlord::Landlord::new(name, initial_event, parse_config(config)?)?),
+            SceneKind::Village => Scene::Village(village::Village::new(name, initial_event, parse_config(config)?)?),
+        })
+    }
+
+    /// Upstream's scene type string (`simple_chat_scene`, …).
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Scene::SimpleChat(_) => "simple_chat_scene",
+            Scene::Council(_) => "council_scene",
+            Scene::Werewolf(_) => "werewolf_scene",
+            Scene::Landlord(_) => "landlord_scene",
+            Scene::Village(_) => "village_scene",
+        }
+    }
+
+    pub fn rules(&self) -> &dyn SceneRules {
+        each_scene!(self, s => s)
+    }
+
+    pub fn rules_mut(&mut self) -> &mut dyn SceneRules {
+        each_scene!(self, s => s)
+    }
+
+    /// The scene's `state` as JSON.
+    pub fn state_json(&self) -> Value {
+        let full = serde_json::to_value(self).unwrap_or(Value::Null);
+        full.get("state").cloned().unwrap_or(Value::Null)
+    }
+
+    /// Shallow-assigns `updates` into the scene state. Every key must already exist and the result
+    /// must still be a valid state; otherwise nothing changes.
+    pub fn patch_state(&mut self, updates: &Map<String, Value>) -> Result<(), String> {
+        let mut full = serde_json::to_value(&*self).map_err(|e| e.to_string())?;
+        let state = full.get_mut("state").and_then(Value::as_object_mut).ok_or("scene has no state")?;
+        for (k, v) in updates {
+            if !state.contains_key(k) {
+                let known: Vec<&str> = state.keys().map(String::as_str).collect();
+                return Err(format!("unknown scene state key '{k}' (known: {})", known.join(", ")));
+            }
+            state.insert(k.clone(), v.clone());
+        }
+        *self = serde_json::from_value(full).map_err(|e| format!("invalid scene state: {e}"))?;
+        Ok(())
+    }
+}
+
+/// Deserialises a scene config, naming the offending field on error.
+pub fn parse_config<T: DeserializeOwned>(config: Value) -> Result<T, String> {
+    let config = if config.is_null() { Value::Object(Map::new()) } else { config };
+    serde_path_to_error::deserialize(config).map_err(|e| {
+        let path = e.path().to_string();
+        if path == "." { e.inner().to_string() } else { format!("{path}: {}", e.inner()) }
+    })
+}

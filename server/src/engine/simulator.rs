@@ -1,0 +1,366 @@
+//! The simulator: a scene plus a world, and the turn loop that drives them (spec §1.11).
+//!
+//! `run(n)` picks an agent with the ordering, shows it its status, lets it take up to
+//! `max_steps_per_turn` steps (one LLM decision and at most one action each) and advances the
+//! scene. Events reach the caller's sink in upstream's order (spec §7.2). A simulator is plain data:
+//! `clone()` is cheap (persistent memories, small scene states) and independent of history length.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::action::{ActionCtx, ActionKind, ActionResult, Outcome};
+use super::agent::{Agent, AgentError, Decision};
+use super::event::{Event, EventSink, EventType, SceneEvent};
+use super::ordering::{MODERATOR_INSTRUCTION, Ordering, Pick};
+use super::parse::ActionCall;
+use super::scenes::Scene;
+use super::world::World;
+use crate::llm::{LlmClient, LlmError};
+
+/// Upstream's default `max_steps_per_turn`.
+pub const DEFAULT_MAX_STEPS: u32 = 5;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Simulator {
+    pub scene: Scene,
+    pub world: World,
+    pub max_steps_per_turn: u32,
+    pub emotion_enabled: bool,
+    /// Upstream's `turns`: non-skipped turns executed by the most recent `run` call (not
+    /// cumulative; a fork starts at 0). Kept for the DevUI's summaries.
+    pub turns: u64,
+    /// Every turn ever run on this timeline, skipped ones included.
+    #[serde(default)]
+    pub total_turns: u64,
+}
+
+/// How a run ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunReport {
+    /// Turns counted by this call (skipped turns included, as upstream's local counter).
+    pub turns: u64,
+    /// The scene reported completion.
+    pub complete: bool,
+    /// The ordering could not pick anyone (the run stopped early instead of spinning).
+    pub stuck: bool,
+}
+
+/// A run that could not continue: the LLM backend failed after its retries.
+#[derive(Debug, thiserror::Error)]
+#[error("{agent}: {source}")]
+pub struct RunError {
+    pub agent: String,
+    #[source]
+    pub source: LlmError,
+}
+
+/// Construction-time settings.
+#[derive(Clone, Debug)]
+pub struct SimOptions {
+    pub max_steps_per_turn: u32,
+    pub emotion_enabled: bool,
+    pub seed: u64,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        SimOptions { max_steps_per_turn: DEFAULT_MAX_STEPS, emotion_enabled: false, seed: 0 }
+    }
+}
+
+impl Simulator {
+    /// Builds a fresh simulation: every agent is initialised by the scene and gets the scene's
+    /// actions it lacks, the scene's initial event is broadcast, then the scene's `pre_run` runs.
+    /// Builder-time deltas are dropped; the queued `system_broadcast`s stay pending (they become
+    /// the root node's log), as upstream.
+    pub fn build(agents: Vec<Agent>, mut scene: Scene, ordering: Ordering, opts: SimOptions) -> Result<Self, String> {
+        if agents.is_empty() {
+            return Err("a simulation needs at least one agent".into());
+        }
+        let mut agents = agents;
+        for i in 0..agents.len() {
+            if agents[..i].iter().any(|a| a.name == agents[i].name) {
+                return Err(format!("duplicate agent name '{}'", agents[i].name));
+            }
+        }
+        if let Some(m) = ordering.moderator()
+            && !agents.iter().any(|a| a.name == m)
+        {
+            return Err(format!("the llm_moderated ordering's moderator '{m}' is not an agent"));
+        }
+        let rules = scene.rules_mut();
+        for agent in &mut agents {
+            agent.emotion_enabled |= opts.emotion_enabled;
+            rules.initialize_agent(agent);
+            for kind in rules.scene_actions(agent) {
+                if !agent.action_space.contains(&kind) {
+                    agent.action_space.push(kind);
+                }
+            }
+        }
+        let mut ordering = ordering;
+        ordering.attach(&agents);
+        let mut sim = Simulator {
+            world: World::new(agents, ordering, opts.seed),
+            scene,
+            max_steps_per_turn: opts.max_steps_per_turn.max(1),
+            emotion_enabled: opts.emotion_enabled,
+            turns: 0,
+            total_turns: 0,
+        };
+        let initial = SceneEvent::public(sim.scene.rules().initial_event().to_string());
+        sim.broadcast(&initial);
+        sim.scene.rules_mut().pre_run(&mut sim.world)?;
+        sim.world.take_out();
+        Ok(sim)
+    }
+
+    /// Broadcasts a public event at the current scene time (builder announcements and the
+    /// `public_broadcast` branch op). Deltas go to the output buffer; drain them with
+    /// [`Simulator::drain`] or drop them with `world.take_out()`.
+    pub fn broadcast(&mut self, event: &SceneEvent) {
+        let time = Some(self.scene.rules().time());
+        self.world.broadcast(event, time, None);
+    }
+
+    /// A copy for a new tree node: same state, `turns` reset as upstream's clone does.
+    pub fn fork(&self) -> Self {
+        let mut s = self.clone();
+        s.turns = 0;
+        s
+    }
+
+    pub fn is_complete(&self) -> bool {
+        self.scene.rules().is_complete()
+    }
+
+    /// Sends buffered events to `sink`, in order.
+    pub fn drain(&mut self, sink: &mut dyn EventSink) {
+        for e in self.world.take_out() {
+            sink.emit(e);
+        }
+    }
+
+    /// Flushes the deferred queue to `sink` (e.g. a fresh scenario's initial broadcasts).
+    pub fn flush_pending(&mut self, sink: &mut dyn EventSink) {
+        self.world.flush_pending();
+        self.drain(sink);
+    }
+
+    /// Runs `max_turns` turns to completion on a private current-thread runtime and returns the
+    /// events (tests, benchmarks and the CLI; the server awaits [`Simulator::run`] instead).
+    pub fn run_blocking(&mut self, max_turns: u64, llm: &dyn LlmClient) -> (Result<RunReport, RunError>, Vec<Event>) {
+        let mut events = Vec::new();
+        let rt = tokio::runtime::Builder::new_current_thread().build().expect("a current-thread runtime");
+        let report = rt.block_on(self.run(max_turns, llm, &mut events));
+        (report, events)
+    }
+
+    fn emit(&mut self, kind: EventType, data: Value) {
+        self.world.emit(kind, data);
+    }
+
+    /// Runs up to `max_turns` turns.
+    pub async fn run(&mut self, max_turns: u64, llm: &dyn LlmClient, sink: &mut dyn EventSink) -> Result<RunReport, RunError> {
+        let result = self.run_inner(max_turns, llm, sink).await;
+        self.drain(sink);
+        result
+    }
+
+    async fn run_inner(&mut self, max_turns: u64, llm: &dyn LlmClient, sink: &mut dyn EventSink) -> Result<RunReport, RunError> {
+        let mut report = RunReport { turns: 0, complete: false, stuck: false };
+        // Names picked that are not agents (cycled orderings) do not count as turns; a bound keeps
+        // a list of only stale names from spinning forever.
+        let mut misses = 0usize;
+        while report.turns < max_turns {
+            if self.is_complete() {
+                report.complete = true;
+                break;
+            }
+            let Some(name) = self.pick(llm, sink).await? else {
+                report.stuck = true;
+                break;
+            };
+            let Some(idx) = self.world.agent_index(&name) else {
+                misses += 1;
+                if misses > 10_000 {
+                    report.stuck = true;
+                    break;
+                }
+                continue;
+            };
+            misses = 0;
+            let status = self.scene.rules().status_prompt(&self.world.agents[idx]);
+            if !status.is_empty() {
+                let line = SceneEvent::Status { data: status }.line(Some(self.scene.rules().time()));
+                self.world.feedback(idx, &line);
+            }
+            if self.scene.rules().should_skip_turn(&self.world.agents[idx]) {
+                self.end_turn(idx, &name);
+                report.turns += 1;
+                self.total_turns += 1;
+                self.drain(sink);
+                continue;
+            }
+            self.world.flush_pending();
+            self.take_turn(idx, llm, sink).await?;
+            self.end_turn(idx, &name);
+            report.turns += 1;
+            self.total_turns += 1;
+            self.turns = report.turns;
+            self.drain(sink);
+        }
+        report.complete |= self.is_complete();
+        Ok(report)
+    }
+
+    fn end_turn(&mut self, idx: usize, name: &str) {
+        self.scene.rules_mut().post_turn(idx, &mut self.world);
+        self.world.flush_pending();
+        self.world.ordering.post_turn(name);
+    }
+
+    /// Up to `max_steps_per_turn` decisions of one agent.
+    async fn take_turn(&mut self, idx: usize, llm: &dyn LlmClient, sink: &mut dyn EventSink) -> Result<(), RunError> {
+        let agent_name = self.world.agents[idx].name.clone();
+        for step in 1..=self.max_steps_per_turn {
+            self.emit(EventType::AgentProcessStart, json!({"agent": agent_name, "step": step}));
+            self.drain(sink);
+            let actions = match self.decide(idx, llm, false).await {
+                Ok(Decision::Idle) => {
+                    self.emit(EventType::AgentProcessEnd, json!({"agent": agent_name, "step": step, "actions": {}}));
+                    break;
+                }
+                Ok(Decision::Acted(actions)) => {
+                    self.emit(EventType::AgentProcessEnd, json!({"agent": agent_name, "step": step, "actions": actions}));
+                    actions
+                }
+                Err(AgentError::Llm(source)) => {
+                    self.agent_error(&agent_name, step, &source.to_string());
+                    return Err(RunError { agent: agent_name, source });
+                }
+                Err(e @ AgentError::Unparseable { .. }) => {
+                    // Upstream swallows the exception and consumes the step.
+                    self.agent_error(&agent_name, step, &e.to_string());
+                    continue;
+                }
+            };
+            if actions.is_empty() {
+                break;
+            }
+            let mut yielded = false;
+            for call in &actions {
+                self.emit(EventType::ActionStart, json!({"agent": agent_name, "action": call}));
+                match self.act(idx, call, llm).await? {
+                    Ok(outcome) => {
+                        self.emit(EventType::ActionEnd, action_end(&agent_name, call, &outcome));
+                        self.world.flush_pending();
+                        if outcome.pass_control {
+                            yielded = true;
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        self.agent_error(&agent_name, step, &e.0);
+                        break;
+                    }
+                }
+            }
+            self.drain(sink);
+            if yielded {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn agent_error(&mut self, agent: &str, step: u32, error: &str) {
+        self.emit(EventType::AgentError, json!({"agent": agent, "step": step, "error": error}));
+    }
+
+    /// One `process` call of agent `idx`.
+    async fn decide(&mut self, idx: usize, llm: &dyn LlmClient, initiative: bool) -> Result<Decision, AgentError> {
+        let text = self.scene.rules().text();
+        let World { agents, llm: state, out, .. } = &mut self.world;
+        agents[idx].process(&text, llm, state, out, initiative).await
+    }
+
+    /// Runs one action through the agent's action space and the scene. The outer error is an LLM
+    /// failure (ends the run); the inner one an action that could not execute (step consumed).
+    async fn act(&mut self, idx: usize, call: &ActionCall, llm: &dyn LlmClient) -> Result<ActionResult, RunError> {
+        let Some(kind) = self.world.agents[idx].action_space.iter().copied().find(|k| k.name() == call.name) else {
+            return Ok(Ok(Outcome::silent()));
+        };
+        let mut ctx = ActionCtx { call, kind, actor: idx, llm_reply: None };
+        if let Some(request) = self.scene.rules().llm_request(&ctx, &self.world) {
+            let reply = llm
+                .chat(&request, &mut self.world.llm)
+                .await
+                .map_err(|source| RunError { agent: self.world.agents[idx].name.clone(), source })?;
+            ctx.llm_reply = Some(reply);
+        }
+        Ok(self.scene.rules_mut().handle(&ctx, &mut self.world))
+    }
+
+    /// Next agent name from the ordering; asks the moderator when a moderated queue runs empty.
+    async fn pick(&mut self, llm: &dyn LlmClient, sink: &mut dyn EventSink) -> Result<Option<String>, RunError> {
+        for _ in 0..2 {
+            let controlled = matches!(self.world.ordering, Ordering::Controlled)
+                .then(|| self.scene.rules().controlled_next(&self.world))
+                .flatten();
+            let World { ordering, agents, rng, .. } = &mut self.world;
+            match ordering.pick(agents, rng, controlled) {
+                Pick::Name(n) => return Ok(Some(n)),
+                Pick::Stuck => return Ok(None),
+                Pick::NeedsModerator => {
+                    self.ask_moderator(llm).await?;
+                    self.world.ordering.fill_if_empty();
+                    self.drain(sink);
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// The moderator refill of the `llm_moderated` ordering (spec §1.9): one initiative decision
+    /// whose `schedule_order` action fills the queue; its `action_end` is logged without a start.
+    async fn ask_moderator(&mut self, llm: &dyn LlmClient) -> Result<(), RunError> {
+        let Some(moderator) = self.world.ordering.moderator().map(str::to_string) else { return Ok(()) };
+        let Some(idx) = self.world.agent_index(&moderator) else { return Ok(()) };
+        self.world.feedback(idx, &format!("[System] {MODERATOR_INSTRUCTION}"));
+        let actions = match self.decide(idx, llm, true).await {
+            Ok(Decision::Acted(actions)) => actions,
+            Ok(Decision::Idle) => Vec::new(),
+            Err(AgentError::Llm(source)) => return Err(RunError { agent: moderator, source }),
+            Err(e) => {
+                self.agent_error(&moderator, 0, &e.to_string());
+                return Ok(());
+            }
+        };
+        let Some(call) = actions.iter().find(|a| a.name == ActionKind::ScheduleOrder.name()) else {
+            self.agent_error(&moderator, 0, "the moderator did not answer with a schedule_order action");
+            return Ok(());
+        };
+        match self.act(idx, call, llm).await? {
+            Ok(outcome) => self.emit(EventType::ActionEnd, action_end(&moderator, call, &outcome)),
+            Err(e) => self.agent_error(&moderator, 0, &e.0),
+        }
+        Ok(())
+    }
+}
+
+fn action_end(agent: &str, call: &ActionCall, o: &Outcome) -> Value {
+    json!({
+        "agent": agent,
+        "action": call,
+        "success": o.success,
+        "result": o.result,
+        "summary": o.summary,
+        "pass_control": o.pass_control,
+    })
+}
+
+/// Collects events into JSON lines (used by the CLI and tests).
+pub fn event_json(e: &Event) -> String {
+    serde_json::to_string(e).unwrap_or_default()
+}

@@ -1,0 +1,11 @@
+//! simtree: branching timelines for multi-agent simulations.
+//!
+//! * [`engine`] — the pure simulation core (agents, scenes, orderings, the turn loop);
+//! * [`llm`] — the LLM seam and the offline mock dialect;
+//! * [`scenario`] — scenario files (`assets/scenarios/*.json`) turned into simulators;
+//! * [`cli`] — the `simtree` command line.
+
+pub mod cli;
+pub mod engine;
+pub mod llm;
+pub mod scenario;

@@ -1,0 +1,44 @@
+//! LLM access for the engine: one async trait, [`LlmClient`], and the per-simulator state a client
+//! may keep ([`LlmState`]).
+//!
+//! The engine never talks to a network itself; it hands a list of `{role, content}` messages to a
+//! client and gets text back. The state lives in the simulator (not in the client) so that a cloned
+//! simulator continues exactly as the original would — this is where the mock keeps its counters.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::memory::Message;
+
+pub mod mock;
+
+pub use mock::MockClient;
+
+/// A boxed, sendable future (what an object-safe async trait method returns).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Why an LLM call failed after the client's own retries. Ends the run with a visible reason.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LlmError {
+    #[error("LLM request failed: {0}")]
+    Request(String),
+    #[error("LLM response unusable: {0}")]
+    Response(String),
+}
+
+/// Per-simulator state of the LLM side, cloned with the simulator.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LlmState {
+    /// The mock's call counter per extracted agent name (spec §1.14.1).
+    #[serde(default)]
+    pub mock_counters: BTreeMap<String, u64>,
+}
+
+/// A chat-completion backend.
+pub trait LlmClient: Send + Sync {
+    /// Sends `messages` (system first) and returns the assistant's text.
+    fn chat<'a>(&'a self, messages: &'a [Message], state: &'a mut LlmState) -> BoxFuture<'a, Result<String, LlmError>>;
+}

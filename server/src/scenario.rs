@@ -1,0 +1,213 @@
+//! Scenarios are data: one JSON file per scenario in `assets/scenarios/`, turned into a fresh
+//! [`Simulator`]. Dropping a new file in the folder adds a scenario; a malformed file is rejected
+//! with its file name and the JSON path of the offending field.
+//!
+//! ```json
+//! { "title": "…", "description": "…",
+//!   "scene": {"type": "council", "name": "council", "initial_event": "…", "config": {}},
+//!   "agents": [{"name": "Host", "style": "…", "user_profile": "…", "action_space": ["vote"]}],
+//!   "ordering": {"kind": "sequential"}, "max_steps_per_turn": 5, "default_turns": 120,
+//!   "seed": 0, "broadcasts": ["Participants: …"] }
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::engine::action::ActionKind;
+use crate::engine::agent::{Agent, MAX_REPEAT};
+use crate::engine::event::SceneEvent;
+use crate::engine::ordering::Ordering;
+use crate::engine::scenes::{Scene, SceneKind};
+use crate::engine::simulator::{DEFAULT_MAX_STEPS, SimOptions, Simulator};
+
+/// A scenario that failed to load or build.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("{file}: {message}")]
+    Invalid { file: String, message: String },
+    #[error("cannot read {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("unknown scenario '{0}'")]
+    Unknown(String),
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SceneSpec {
+    #[serde(rename = "type")]
+    pub kind: SceneKind,
+    pub name: String,
+    #[serde(default)]
+    pub initial_event: String,
+    #[serde(default)]
+    pub config: Value,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSpec {
+    pub name: String,
+    #[serde(default)]
+    pub user_profile: String,
+    #[serde(default)]
+    pub style: String,
+    #[serde(default)]
+    pub initial_instruction: String,
+    #[serde(default)]
+    pub role_prompt: String,
+    #[serde(default)]
+    pub language: Option<String>,
+    #[serde(default)]
+    pub action_space: Vec<ActionKind>,
+    #[serde(default)]
+    pub properties: Map<String, Value>,
+    #[serde(default)]
+    pub emotion_enabled: Option<bool>,
+    #[serde(default)]
+    pub max_repeat: Option<u32>,
+}
+
+fn default_ordering() -> Ordering {
+    Ordering::Sequential { names: vec![], idx: 0 }
+}
+fn default_steps() -> u32 {
+    DEFAULT_MAX_STEPS
+}
+fn default_turns() -> u64 {
+    50
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// File stem; filled in by the loader.
+    #[serde(default, skip_serializing)]
+    pub id: String,
+    #[serde(default)]
+    pub title: String,
+    #[serde(default)]
+    pub description: String,
+    pub scene: SceneSpec,
+    pub agents: Vec<AgentSpec>,
+    #[serde(default = "default_ordering")]
+    pub ordering: Ordering,
+    #[serde(default = "default_steps")]
+    pub max_steps_per_turn: u32,
+    #[serde(default = "default_turns")]
+    pub default_turns: u64,
+    #[serde(default)]
+    pub seed: u64,
+    #[serde(default)]
+    pub emotion_enabled: bool,
+    /// Public announcements made after construction (upstream builders' extra broadcasts).
+    #[serde(default)]
+    pub broadcasts: Vec<String>,
+}
+
+impl Scenario {
+    /// Parses one scenario file's text; `file` names it in errors.
+    pub fn from_json(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
+        let invalid = |message: String| ScenarioError::Invalid { file: file.to_string(), message };
+        let de = &mut serde_json::Deserializer::from_str(text);
+        let mut scenario: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            invalid(if path == "." { e.inner().to_string() } else { format!("{path}: {}", e.inner()) })
+        })?;
+        scenario.id = Path::new(file).file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        if scenario.agents.is_empty() {
+            return Err(invalid("agents: a scenario needs at least one agent".into()));
+        }
+        // Building once validates the scene config and cross-references (moderator, roles, map).
+        scenario.build(None).map_err(|e| match e {
+            ScenarioError::Invalid { message, .. } => invalid(message),
+            other => other,
+        })?;
+        Ok(scenario)
+    }
+
+    pub fn load_file(path: &Path) -> Result<Scenario, ScenarioError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io { path: path.into(), source })?;
+        let file = path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+        Scenario::from_json(&format!("scenarios/{file}"), &text)
+    }
+
+    /// Builds a fresh simulator; `seed` overrides the file's seed.
+    pub fn build(&self, seed: Option<u64>) -> Result<Simulator, ScenarioError> {
+        let invalid = |message: String| ScenarioError::Invalid { file: format!("scenarios/{}.json", self.id), message };
+        let agents = self.agents.iter().map(AgentSpec::to_agent).collect();
+        let s = &self.scene;
+        let scene = Scene::build(s.kind, s.name.clone(), s.initial_event.clone(), s.config.clone())
+            .map_err(|e| invalid(format!("scene.config: {e}")))?;
+        let opts = SimOptions {
+            max_steps_per_turn: self.max_steps_per_turn,
+            emotion_enabled: self.emotion_enabled,
+            seed: seed.unwrap_or(self.seed),
+        };
+        let mut sim = Simulator::build(agents, scene, self.ordering.clone(), opts).map_err(invalid)?;
+        for text in &self.broadcasts {
+            sim.broadcast(&SceneEvent::public(text.clone()));
+        }
+        sim.world.take_out();
+        Ok(sim)
+    }
+}
+
+impl AgentSpec {
+    fn to_agent(&self) -> Agent {
+        let mut a = Agent::new(self.name.clone(), self.action_space.clone());
+        a.user_profile = Arc::from(self.user_profile.as_str());
+        a.style = Arc::from(self.style.as_str());
+        a.initial_instruction = Arc::from(self.initial_instruction.as_str());
+        a.role_prompt = Arc::from(self.role_prompt.as_str());
+        if let Some(lang) = self.language.as_deref().filter(|l| !l.is_empty()) {
+            a.language = Arc::from(lang);
+        }
+        a.properties = self.properties.clone();
+        a.emotion_enabled = self.emotion_enabled.unwrap_or(false);
+        a.max_repeat = self.max_repeat.unwrap_or(MAX_REPEAT);
+        a
+    }
+}
+
+/// The scenarios of a directory, sorted by id.
+#[derive(Clone, Debug, Default)]
+pub struct ScenarioLibrary {
+    pub scenarios: Vec<Scenario>,
+}
+
+impl ScenarioLibrary {
+    /// Loads every `*.json` in `dir`; the first malformed file is an error.
+    pub fn load_dir(dir: &Path) -> Result<Self, ScenarioError> {
+        let entries = std::fs::read_dir(dir).map_err(|source| ScenarioError::Io { path: dir.into(), source })?;
+        let mut paths: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .collect();
+        paths.sort();
+        let scenarios = paths.iter().map(|p| Scenario::load_file(p)).collect::<Result<_, _>>()?;
+        Ok(ScenarioLibrary { scenarios })
+    }
+
+    pub fn get(&self, id: &str) -> Result<&Scenario, ScenarioError> {
+        self.scenarios.iter().find(|s| s.id == id).ok_or_else(|| ScenarioError::Unknown(id.to_string()))
+    }
+
+    pub fn ids(&self) -> Vec<&str> {
+        self.scenarios.iter().map(|s| s.id.as_str()).collect()
+    }
+}
+
+/// The assets folder: `$SIMTREE_ASSETS`, else `./assets` when present, else the checkout's.
+pub fn assets_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("SIMTREE_ASSETS") {
+        return dir.into();
+    }
+    let local = PathBuf::from("assets");
+    if local.join("scenarios").is_dir() {
+        return local;
+    }
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../assets"))
+}

@@ -1,0 +1,4 @@
+//! `cargo xtask …`: project tasks (placeholder, filled by the toolchain work).
+fn main() {
+    println!("xtask: no tasks yet");
+}
