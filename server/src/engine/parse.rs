@@ -312,7 +312,7 @@ mod tests {
         // Case-sensitive: a lower-case tag is not found.
         assert_eq!(parse_action("<action name=\"yield\"></action>"), Ok(None));
         // Wrong root tag and missing names are "no action".
-        assert_eq!(parse_action("<Actions name=\"yield\"></Actions></Action>"), Ok(None));
+        assert_eq!(parse_action("<Actions name=\"yield\" />"), Ok(None));
         assert_eq!(parse_action("<Action><message>x</message></Action>"), Ok(None));
         assert_eq!(parse_action("<Action name=\"\" />"), Ok(None));
     }
