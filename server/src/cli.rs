@@ -7,11 +7,16 @@ use clap::{Parser, Subcommand};
 use serde_json::Value;
 
 use crate::engine::event::{Event, EventType};
+use crate::http::{AppState, Limits};
 use crate::llm::MockClient;
 use crate::scenario::{ScenarioLibrary, assets_dir};
 
 #[derive(Debug, Parser)]
-#[command(name = "simtree", version, about = "Branching timelines for multi-agent simulations")]
+#[command(
+    name = "simtree",
+    version,
+    about = "Branching timelines for multi-agent simulations"
+)]
 pub struct Cli {
     /// Folder with scenarios/ (default: $SIMTREE_ASSETS, ./assets, or the checkout's assets).
     #[arg(long, global = true)]
@@ -39,6 +44,27 @@ pub enum Command {
     },
     /// List the scenarios found in the assets folder.
     Scenarios,
+    /// Serve the HTTP/WebSocket API (DevUI-compatible) with the offline mock LLM.
+    Serve {
+        /// Address to listen on (port 0 picks a free port; the bound address is printed).
+        #[arg(long, default_value = "127.0.0.1:8090")]
+        addr: std::net::SocketAddr,
+        /// Largest accepted request body in bytes.
+        #[arg(long, default_value_t = Limits::default().max_body_bytes)]
+        max_body_bytes: usize,
+        /// Most turns one request may run.
+        #[arg(long, default_value_t = Limits::default().max_turns_per_request)]
+        max_turns: u64,
+        /// Most children one fan-out request may create.
+        #[arg(long, default_value_t = Limits::default().max_children_per_request)]
+        max_children: u64,
+        /// Most trees the server holds at once.
+        #[arg(long, default_value_t = Limits::default().max_trees)]
+        max_trees: usize,
+        /// Messages a WebSocket watcher may fall behind before it gets a resync.
+        #[arg(long, default_value_t = Limits::default().ws_queue)]
+        ws_queue: usize,
+    },
 }
 
 /// Runs the CLI; returns the process exit code.
@@ -54,7 +80,8 @@ pub fn main_with(cli: Cli) -> i32 {
 
 fn run(cli: Cli) -> Result<(), String> {
     let assets = cli.assets.unwrap_or_else(assets_dir);
-    let library = ScenarioLibrary::load_dir(&assets.join("scenarios")).map_err(|e| e.to_string())?;
+    let library =
+        ScenarioLibrary::load_dir(&assets.join("scenarios")).map_err(|e| e.to_string())?;
     match cli.command {
         Command::Scenarios => {
             for s in &library.scenarios {
@@ -62,15 +89,59 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             Ok(())
         }
-        Command::Run { scenario, turns, seed, json } => {
-            let scenario = library.get(&scenario).map_err(|e| format!("{e} (available: {})", library.ids().join(", ")))?;
+        Command::Serve {
+            addr,
+            max_body_bytes,
+            max_turns,
+            max_children,
+            max_trees,
+            ws_queue,
+        } => {
+            if let Ok(d) = std::env::var("LLM_DIALECT")
+                && d != "mock"
+            {
+                return Err(format!(
+                    "LLM_DIALECT={d} is not supported yet; only the offline 'mock' dialect is available"
+                ));
+            }
+            let limits = Limits {
+                max_body_bytes,
+                max_turns_per_request: max_turns,
+                max_children_per_request: max_children,
+                max_trees,
+                ws_queue,
+            };
+            let app = std::sync::Arc::new(AppState::new(
+                library,
+                std::sync::Arc::new(MockClient),
+                limits,
+            ));
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())?;
+            rt.block_on(crate::http::serve(app, addr))
+                .map_err(|e| format!("cannot serve on {addr}: {e}"))
+        }
+        Command::Run {
+            scenario,
+            turns,
+            seed,
+            json,
+        } => {
+            let scenario = library
+                .get(&scenario)
+                .map_err(|e| format!("{e} (available: {})", library.ids().join(", ")))?;
             let mut sim = scenario.build(seed).map_err(|e| e.to_string())?;
             let turns = turns.unwrap_or(scenario.default_turns);
-            let stdout = std::io::stdout();
-            let mut out = std::io::BufWriter::new(stdout.lock());
+            let mut out = std::io::BufWriter::new(std::io::stdout());
             let mut failed = None;
             let mut sink = |e: Event| {
-                let line = if json { serde_json::to_string(&e).unwrap_or_default() } else { human_line(&e) };
+                let line = if json {
+                    serde_json::to_string(&e).unwrap_or_default()
+                } else {
+                    human_line(&e)
+                };
                 if failed.is_none()
                     && let Err(err) = writeln!(out, "{line}")
                 {
@@ -78,9 +149,10 @@ fn run(cli: Cli) -> Result<(), String> {
                 }
             };
             sim.flush_pending(&mut sink);
-            let rt = tokio::runtime::Builder::new_current_thread().build().map_err(|e| e.to_string())?;
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .map_err(|e| e.to_string())?;
             let report = rt.block_on(sim.run(turns, &MockClient, &mut sink));
-            drop(sink);
             if let Some(err) = failed
                 && err.kind() != std::io::ErrorKind::BrokenPipe
             {
@@ -92,7 +164,13 @@ fn run(cli: Cli) -> Result<(), String> {
                 eprintln!(
                     "-- {} turns run{}",
                     report.turns,
-                    if report.complete { ", scene complete" } else if report.stuck { ", no one left to act" } else { "" }
+                    if report.complete {
+                        ", scene complete"
+                    } else if report.stuck {
+                        ", no one left to act"
+                    } else {
+                        ""
+                    }
                 );
             }
             Ok(())
@@ -115,15 +193,29 @@ pub fn human_line(e: &Event) -> String {
         EventType::ActionEnd => format!(
             "[result] {} {} {}",
             s(d, "agent"),
-            if d["success"] == Value::Bool(true) { "ok" } else { "failed" },
+            if d["success"] == Value::Bool(true) {
+                "ok"
+            } else {
+                "failed"
+            },
             d["summary"].as_str().unwrap_or("-")
         ),
         EventType::AgentCtxDelta => {
-            format!("[ctx] {} <{}> {}", s(d, "agent"), s(d, "role"), s(d, "content").replace('\n', "\\n"))
+            format!(
+                "[ctx] {} <{}> {}",
+                s(d, "agent"),
+                s(d, "role"),
+                s(d, "content").replace('\n', "\\n")
+            )
         }
         EventType::PlanUpdate => format!("[plan] {} {}", s(d, "agent"), d["plan"]),
         EventType::EmotionUpdate => format!("[emotion] {} {}", s(d, "agent"), s(d, "emotion")),
         EventType::LandlordDeal => format!("[deal] bottom {}", d["bottom"]),
-        EventType::AgentError => format!("[error] {} step {}: {}", s(d, "agent"), d["step"], s(d, "error")),
+        EventType::AgentError => format!(
+            "[error] {} step {}: {}",
+            s(d, "agent"),
+            d["step"],
+            s(d, "error")
+        ),
     }
 }

@@ -7,5 +7,7 @@
 
 pub mod cli;
 pub mod engine;
+pub mod http;
 pub mod llm;
 pub mod scenario;
+pub mod tree;

@@ -29,7 +29,10 @@ pub enum ScenarioError {
     #[error("{file}: {message}")]
     Invalid { file: String, message: String },
     #[error("cannot read {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("unknown scenario '{0}'")]
     Unknown(String),
 }
@@ -71,7 +74,10 @@ pub struct AgentSpec {
 }
 
 fn default_ordering() -> Ordering {
-    Ordering::Sequential { names: vec![], idx: 0 }
+    Ordering::Sequential {
+        names: vec![],
+        idx: 0,
+    }
 }
 fn default_steps() -> u32 {
     DEFAULT_MAX_STEPS
@@ -110,15 +116,27 @@ pub struct Scenario {
 impl Scenario {
     /// Parses one scenario file's text; `file` names it in errors.
     pub fn from_json(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
-        let invalid = |message: String| ScenarioError::Invalid { file: file.to_string(), message };
+        let invalid = |message: String| ScenarioError::Invalid {
+            file: file.to_string(),
+            message,
+        };
         let de = &mut serde_json::Deserializer::from_str(text);
         let mut scenario: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
             let path = e.path().to_string();
-            invalid(if path == "." { e.inner().to_string() } else { format!("{path}: {}", e.inner()) })
+            invalid(if path == "." {
+                e.inner().to_string()
+            } else {
+                format!("{path}: {}", e.inner())
+            })
         })?;
-        scenario.id = Path::new(file).file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        scenario.id = Path::new(file)
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
         if scenario.agents.is_empty() {
-            return Err(invalid("agents: a scenario needs at least one agent".into()));
+            return Err(invalid(
+                "agents: a scenario needs at least one agent".into(),
+            ));
         }
         // Building once validates the scene config and cross-references (moderator, roles, map).
         scenario.build(None).map_err(|e| match e {
@@ -129,24 +147,39 @@ impl Scenario {
     }
 
     pub fn load_file(path: &Path) -> Result<Scenario, ScenarioError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io { path: path.into(), source })?;
-        let file = path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io {
+            path: path.into(),
+            source,
+        })?;
+        let file = path
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
         Scenario::from_json(&format!("scenarios/{file}"), &text)
     }
 
     /// Builds a fresh simulator; `seed` overrides the file's seed.
     pub fn build(&self, seed: Option<u64>) -> Result<Simulator, ScenarioError> {
-        let invalid = |message: String| ScenarioError::Invalid { file: format!("scenarios/{}.json", self.id), message };
+        let invalid = |message: String| ScenarioError::Invalid {
+            file: format!("scenarios/{}.json", self.id),
+            message,
+        };
         let agents = self.agents.iter().map(AgentSpec::to_agent).collect();
         let s = &self.scene;
-        let scene = Scene::build(s.kind, s.name.clone(), s.initial_event.clone(), s.config.clone())
-            .map_err(|e| invalid(format!("scene.config: {e}")))?;
+        let scene = Scene::build(
+            s.kind,
+            s.name.clone(),
+            s.initial_event.clone(),
+            s.config.clone(),
+        )
+        .map_err(|e| invalid(format!("scene.config: {e}")))?;
         let opts = SimOptions {
             max_steps_per_turn: self.max_steps_per_turn,
             emotion_enabled: self.emotion_enabled,
             seed: seed.unwrap_or(self.seed),
         };
-        let mut sim = Simulator::build(agents, scene, self.ordering.clone(), opts).map_err(invalid)?;
+        let mut sim =
+            Simulator::build(agents, scene, self.ordering.clone(), opts).map_err(invalid)?;
         for text in &self.broadcasts {
             sim.broadcast(&SceneEvent::public(text.clone()));
         }
@@ -181,18 +214,27 @@ pub struct ScenarioLibrary {
 impl ScenarioLibrary {
     /// Loads every `*.json` in `dir`; the first malformed file is an error.
     pub fn load_dir(dir: &Path) -> Result<Self, ScenarioError> {
-        let entries = std::fs::read_dir(dir).map_err(|source| ScenarioError::Io { path: dir.into(), source })?;
+        let entries = std::fs::read_dir(dir).map_err(|source| ScenarioError::Io {
+            path: dir.into(),
+            source,
+        })?;
         let mut paths: Vec<PathBuf> = entries
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|x| x == "json"))
             .collect();
         paths.sort();
-        let scenarios = paths.iter().map(|p| Scenario::load_file(p)).collect::<Result<_, _>>()?;
+        let scenarios = paths
+            .iter()
+            .map(|p| Scenario::load_file(p))
+            .collect::<Result<_, _>>()?;
         Ok(ScenarioLibrary { scenarios })
     }
 
     pub fn get(&self, id: &str) -> Result<&Scenario, ScenarioError> {
-        self.scenarios.iter().find(|s| s.id == id).ok_or_else(|| ScenarioError::Unknown(id.to_string()))
+        self.scenarios
+            .iter()
+            .find(|s| s.id == id)
+            .ok_or_else(|| ScenarioError::Unknown(id.to_string()))
     }
 
     pub fn ids(&self) -> Vec<&str> {

@@ -33,8 +33,12 @@ fn mutating_a_clone_leaves_the_original_untouched() {
     let before = state(&original);
     let mut copy = original.fork();
     run(&mut copy, 4);
-    copy.scene.patch_state(json!({"time": 5}).as_object().unwrap()).unwrap();
-    copy.world.agents[0].properties.insert("mood".into(), json!("tired"));
+    copy.scene
+        .patch_state(json!({"time": 5}).as_object().unwrap())
+        .unwrap();
+    copy.world.agents[0]
+        .properties
+        .insert("mood".into(), json!("tired"));
     assert_ne!(state(&copy), before);
     assert_eq!(state(&original), before);
 }
@@ -48,7 +52,10 @@ fn a_clone_continues_exactly_as_the_original_would() {
     run(&mut forked, 3);
     let mut child = forked.clone();
     let tail_child = run(&mut child, 3);
-    assert_eq!(tail_straight, tail_child, "the mock's counters travel with the clone");
+    assert_eq!(
+        tail_straight, tail_child,
+        "the mock's counters travel with the clone"
+    );
     assert_eq!(state(&straight), state(&child));
 }
 
@@ -56,15 +63,23 @@ fn a_clone_continues_exactly_as_the_original_would() {
 fn scene_state_patches_are_validated_and_atomic() {
     let mut sim = scenario("simple_chat").build(None).unwrap();
     let before = state(&sim);
-    let err = sim.scene.patch_state(json!({"time": 10, "weather": "rain"}).as_object().unwrap()).unwrap_err();
+    let err = sim
+        .scene
+        .patch_state(json!({"time": 10, "weather": "rain"}).as_object().unwrap())
+        .unwrap_err();
     assert!(err.contains("unknown scene state key 'weather'"), "{err}");
-    let err = sim.scene.patch_state(json!({"time": "noon"}).as_object().unwrap()).unwrap_err();
+    let err = sim
+        .scene
+        .patch_state(json!({"time": "noon"}).as_object().unwrap())
+        .unwrap_err();
     assert!(err.contains("invalid scene state"), "{err}");
     assert_eq!(state(&sim), before);
 }
 
 fn load_err(text: &str) -> String {
-    Scenario::from_json("scenarios/broken.json", text).unwrap_err().to_string()
+    Scenario::from_json("scenarios/broken.json", text)
+        .unwrap_err()
+        .to_string()
 }
 
 #[test]
@@ -78,7 +93,10 @@ fn malformed_scenarios_name_the_file_and_the_field() {
     let mut bad = base.clone();
     bad["agents"][0]["action_space"] = json!(["yield", "fly"]);
     let msg = load_err(&bad.to_string());
-    assert!(msg.starts_with("scenarios/broken.json: agents[0].action_space[1]: unknown variant `fly`"), "{msg}");
+    assert!(
+        msg.starts_with("scenarios/broken.json: agents[0].action_space[1]: unknown variant `fly`"),
+        "{msg}"
+    );
 
     let mut bad = base.clone();
     bad["scene"]["type"] = json!("poker");
@@ -93,12 +111,18 @@ fn malformed_scenarios_name_the_file_and_the_field() {
     let mut bad = base.clone();
     bad["agents"][0]["nmae"] = json!("typo");
     let msg = load_err(&bad.to_string());
-    assert!(msg.contains("agents[0].nmae: unknown field `nmae`"), "{msg}");
+    assert!(
+        msg.contains("agents[0].nmae: unknown field `nmae`"),
+        "{msg}"
+    );
 
     let mut bad = base.clone();
     bad["scene"]["config"] = json!({"colour": 1});
     let msg = load_err(&bad.to_string());
-    assert!(msg.contains("scene.config") && msg.contains("colour"), "{msg}");
+    assert!(
+        msg.contains("scene.config") && msg.contains("colour"),
+        "{msg}"
+    );
 
     let mut bad = base.clone();
     bad["agents"] = json!([{"name": "A"}, {"name": "A"}]);
@@ -117,7 +141,10 @@ fn llm_moderated_ordering_runs_and_survives_cloning() {
         ],
         "ordering": {"kind": "llm_moderated", "moderator": "Mod"}
     });
-    let mut sim = Scenario::from_json("scenarios/moderated.json", &text.to_string()).unwrap().build(None).unwrap();
+    let mut sim = Scenario::from_json("scenarios/moderated.json", &text.to_string())
+        .unwrap()
+        .build(None)
+        .unwrap();
     let events = run(&mut sim, 4);
     // The mock never answers schedule_order, so the moderator's refusal is reported and the queue
     // falls back to every name.

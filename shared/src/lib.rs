@@ -18,3 +18,170 @@ pub struct LogEntry {
     pub data: Value,
     pub node: u64,
 }
+
+/// How a child node was made from its parent (the edge's colour in the UI).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EdgeType {
+    Root,
+    Advance,
+    AgentCtx,
+    AgentPlan,
+    AgentProps,
+    SceneState,
+    PublicEvent,
+    Multi,
+}
+
+/// One counterfactual operation on a node's clone (the body of `branch` and the `ops` of edges).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Op {
+    /// Run `turns` turns (only as the op of an advance edge; not accepted by `branch`).
+    Advance { turns: u64 },
+    /// Append a line to an agent's memory (merge rule applies; no event).
+    AgentCtxAppend {
+        name: String,
+        role: String,
+        content: String,
+    },
+    /// Replace an agent's plan state wholesale.
+    AgentPlanReplace { name: String, plan_state: Value },
+    /// Shallow-assign keys into an agent's properties.
+    AgentPropsPatch {
+        name: String,
+        updates: serde_json::Map<String, Value>,
+    },
+    /// Shallow-assign keys into the scene state (keys must exist; types are checked).
+    SceneStatePatch {
+        updates: serde_json::Map<String, Value>,
+    },
+    /// Broadcast a public event to every agent.
+    PublicBroadcast { text: String },
+}
+
+impl Op {
+    /// The edge type a single op of this kind gives.
+    pub fn edge_type(&self) -> EdgeType {
+        match self {
+            Op::Advance { .. } => EdgeType::Advance,
+            Op::AgentCtxAppend { .. } => EdgeType::AgentCtx,
+            Op::AgentPlanReplace { .. } => EdgeType::AgentPlan,
+            Op::AgentPropsPatch { .. } => EdgeType::AgentProps,
+            Op::SceneStatePatch { .. } => EdgeType::SceneState,
+            Op::PublicBroadcast { .. } => EdgeType::PublicEvent,
+        }
+    }
+
+    /// Edge type of a list of ops: one op gives its own type, zero or several give `multi`.
+    pub fn edge_type_of(ops: &[Op]) -> EdgeType {
+        match ops {
+            [one] => one.edge_type(),
+            _ => EdgeType::Multi,
+        }
+    }
+}
+
+/// `{id, root}` — a tree in the registry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TreeRef {
+    pub id: u64,
+    pub root: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GraphNode {
+    pub id: u64,
+    pub depth: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GraphEdge {
+    pub from: u64,
+    pub to: u64,
+    #[serde(rename = "type")]
+    pub kind: EdgeType,
+}
+
+/// `GET …/graph`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Graph {
+    pub root: u64,
+    pub frontier: Vec<u64>,
+    pub running: Vec<u64>,
+    pub nodes: Vec<GraphNode>,
+    pub edges: Vec<GraphEdge>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SummaryEdge {
+    pub to: u64,
+    #[serde(rename = "type")]
+    pub kind: EdgeType,
+    pub ops: Vec<Op>,
+}
+
+/// One entry of `GET …/summaries`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub id: u64,
+    pub turns: u64,
+    pub parent: Option<u64>,
+    pub edges: Vec<SummaryEdge>,
+}
+
+/// The `data` of a tree-socket `attached` message.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Attached {
+    pub node: u64,
+    pub parent: Option<u64>,
+    pub depth: u32,
+    pub edge_type: EdgeType,
+    pub ops: Vec<Op>,
+}
+
+/// Messages on the tree WebSocket (`{"type": …, "data": …}`). `snapshot` and `resync` are
+/// additive extensions that upstream clients ignore.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "data", rename_all = "snake_case")]
+pub enum TreeMsg {
+    Attached(Attached),
+    RunStart {
+        node: u64,
+    },
+    RunFinish {
+        node: u64,
+    },
+    Deleted {
+        node: u64,
+    },
+    /// Sent right after the handshake and after a resync: the whole graph with running ids.
+    Snapshot(Graph),
+    /// The watcher fell behind and missed messages; a `snapshot` follows.
+    Resync {
+        missed: u64,
+    },
+}
+
+/// `{turns, agents: [...]}` of `GET …/state`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeState {
+    pub turns: u64,
+    pub agents: Vec<AgentState>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgentState {
+    pub name: String,
+    pub role: Option<String>,
+    pub plan_state: Value,
+    pub short_memory: Vec<MemoryLine>,
+    #[serde(default)]
+    pub emotion: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryLine {
+    pub role: String,
+    pub content: String,
+}

@@ -96,17 +96,32 @@ pub struct Outcome {
 
 impl Outcome {
     pub fn ok(result: Value, summary: impl Into<String>, pass_control: bool) -> Self {
-        Outcome { success: true, result, summary: Some(summary.into()), pass_control }
+        Outcome {
+            success: true,
+            result,
+            summary: Some(summary.into()),
+            pass_control,
+        }
     }
 
     pub fn fail(result: Value, summary: impl Into<String>) -> Self {
-        Outcome { success: false, result, summary: Some(summary.into()), pass_control: false }
+        Outcome {
+            success: false,
+            result,
+            summary: Some(summary.into()),
+            pass_control: false,
+        }
     }
 
     /// The action is not in the agent's action space: no feedback, no summary (upstream's silent
     /// failure; the agent's next step sees no new input and its turn ends).
     pub fn silent() -> Self {
-        Outcome { success: false, result: json!({}), summary: None, pass_control: false }
+        Outcome {
+            success: false,
+            result: json!({}),
+            summary: None,
+            pass_control: false,
+        }
     }
 }
 
@@ -120,8 +135,12 @@ pub type ActionResult = Result<Outcome, ActionError>;
 
 /// A required field of an action, or the error upstream's `KeyError` stands for.
 pub fn required<'a>(call: &'a ActionCall, field: &str) -> Result<&'a str, ActionError> {
-    call.get(field)
-        .ok_or_else(|| ActionError(format!("action {} is missing its required field <{field}>", call.name)))
+    call.get(field).ok_or_else(|| {
+        ActionError(format!(
+            "action {} is missing its required field <{field}>",
+            call.name
+        ))
+    })
 }
 
 /// Everything a handler gets besides the scene and the world.
@@ -142,49 +161,87 @@ impl ActionCtx<'_> {
 
 /// Handles the actions every scene shares. Scenes call this for any kind they do not handle
 /// themselves; an action the scene cannot run gets a clear failure instead of upstream's crash.
-pub fn handle_common<S: SceneRules + ?Sized>(scene: &mut S, ctx: &ActionCtx, world: &mut World) -> ActionResult {
+pub fn handle_common<S: SceneRules + ?Sized>(
+    scene: &mut S,
+    ctx: &ActionCtx,
+    world: &mut World,
+) -> ActionResult {
     let name = world.agents[ctx.actor].name.clone();
     let time = Some(scene.time());
     match ctx.kind {
-        ActionKind::Yield => Ok(Outcome::ok(json!({}), format!("{name} yielded the floor"), true)),
+        ActionKind::Yield => Ok(Outcome::ok(
+            json!({}),
+            format!("{name} yielded the floor"),
+            true,
+        )),
         ActionKind::Speak | ActionKind::SendMessage => {
             let speak = ctx.kind == ActionKind::Speak;
             let message = ctx.call.get("message").unwrap_or("").to_string();
             if message.is_empty() {
                 world.feedback(ctx.actor, "Missing message.");
                 let verb = if speak { "speak" } else { "post" };
-                return Ok(Outcome::fail(json!({"error": "Missing message."}), format!("{name} failed to {verb}")));
+                return Ok(Outcome::fail(
+                    json!({"error": "Missing message."}),
+                    format!("{name} failed to {verb}"),
+                ));
             }
             let event = if speak {
-                SceneEvent::Speak { sender: name.clone(), message: message.clone() }
+                SceneEvent::Speak {
+                    sender: name.clone(),
+                    message: message.clone(),
+                }
             } else {
-                SceneEvent::Message { sender: name.clone(), message: message.clone() }
+                SceneEvent::Message {
+                    sender: name.clone(),
+                    message: message.clone(),
+                }
             };
             scene.deliver_message(&event, ctx.actor, world);
-            let summary = if speak { format!("{name} said: {message}") } else { format!("{name}: {message}") };
+            let summary = if speak {
+                format!("{name} said: {message}")
+            } else {
+                format!("{name}: {message}")
+            };
             Ok(Outcome::ok(json!({"message": message}), summary, false))
         }
         ActionKind::TalkTo => {
             let (Some(to), Some(message)) = (ctx.call.get("to"), ctx.call.get("message")) else {
                 world.feedback(ctx.actor, "Provide 'to' (name) and 'message'.");
-                return Ok(Outcome::fail(json!({"error": "missing_fields"}), format!("{name} failed to talk")));
+                return Ok(Outcome::fail(
+                    json!({"error": "missing_fields"}),
+                    format!("{name} failed to talk"),
+                ));
             };
             let Some(target) = world.agent_index(to) else {
                 world.feedback(ctx.actor, &format!("No such person: {to}."));
-                return Ok(Outcome::fail(json!({"error": "unknown_target", "to": to}), format!("{name} failed to talk")));
+                return Ok(Outcome::fail(
+                    json!({"error": "unknown_target", "to": to}),
+                    format!("{name} failed to talk"),
+                ));
             };
             if let (Some(range), Some(d)) = (scene.chat_range(), world.distance(ctx.actor, target))
                 && d > range
             {
                 // Upstream returns a malformed tuple here (an exception); we report a plain failure.
                 world.feedback(ctx.actor, &format!("{to} is too far to talk to."));
-                return Ok(Outcome::fail(json!({"error": "too_far", "to": to}), format!("{name} failed to talk")));
+                return Ok(Outcome::fail(
+                    json!({"error": "too_far", "to": to}),
+                    format!("{name} failed to talk"),
+                ));
             }
-            let line = SceneEvent::TalkTo { sender: name.clone(), recipient: to.to_string(), message: message.to_string() }
-                .line(time);
+            let line = SceneEvent::TalkTo {
+                sender: name.clone(),
+                recipient: to.to_string(),
+                message: message.to_string(),
+            }
+            .line(time);
             world.feedback(ctx.actor, &line);
             world.feedback(target, &line);
-            Ok(Outcome::ok(json!({"to": to, "message": message}), format!("{name} to {to}: {message}"), false))
+            Ok(Outcome::ok(
+                json!({"to": to, "message": message}),
+                format!("{name} to {to}: {message}"),
+                false,
+            ))
         }
         ActionKind::WebSearch => {
             let query = required(ctx.call, "query")?;
@@ -198,7 +255,10 @@ pub fn handle_common<S: SceneRules + ?Sized>(scene: &mut S, ctx: &ActionCtx, wor
         }
         ActionKind::ViewPage => {
             let url = required(ctx.call, "url")?;
-            world.feedback(ctx.actor, &format!("view_page failed: web access is not available offline ({url})"));
+            world.feedback(
+                ctx.actor,
+                &format!("view_page failed: web access is not available offline ({url})"),
+            );
             Ok(Outcome::fail(
                 json!({"error": "view_error", "detail": "web access is not available offline"}),
                 format!("{name} failed to view page: {url}"),
@@ -206,9 +266,15 @@ pub fn handle_common<S: SceneRules + ?Sized>(scene: &mut S, ctx: &ActionCtx, wor
         }
         ActionKind::ScheduleOrder => schedule_order(ctx, world),
         other => {
-            let msg = format!("The action {} is not available in this scene.", other.name());
+            let msg = format!(
+                "The action {} is not available in this scene.",
+                other.name()
+            );
             world.feedback(ctx.actor, &msg);
-            Ok(Outcome::fail(json!({"error": "unsupported_in_scene"}), format!("{name} tried {}", other.name())))
+            Ok(Outcome::fail(
+                json!({"error": "unsupported_in_scene"}),
+                format!("{name} tried {}", other.name()),
+            ))
         }
     }
 }
@@ -217,11 +283,19 @@ fn schedule_order(ctx: &ActionCtx, world: &mut World) -> ActionResult {
     let name = ctx.actor_name(world).to_string();
     let order = required(ctx.call, "order")?;
     if !world.ordering.can_schedule() {
-        return Err(ActionError("schedule_order needs the llm_moderated ordering".into()));
+        return Err(ActionError(
+            "schedule_order needs the llm_moderated ordering".into(),
+        ));
     }
     if !world.ordering.queue_is_empty() {
-        world.feedback(ctx.actor, "The schedule is not empty; shouldn't schedule now.");
-        return Ok(Outcome::fail(json!({"error": "schedule_not_empty"}), "schedule_order failed: schedule not empty"));
+        world.feedback(
+            ctx.actor,
+            "The schedule is not empty; shouldn't schedule now.",
+        );
+        return Ok(Outcome::fail(
+            json!({"error": "schedule_not_empty"}),
+            "schedule_order failed: schedule not empty",
+        ));
     }
     let names: Vec<String> = order
         .split(',')
@@ -231,7 +305,11 @@ fn schedule_order(ctx: &ActionCtx, world: &mut World) -> ActionResult {
         .collect();
     world.ordering.add_to_queue(&names);
     world.feedback(ctx.actor, &format!("Scheduled order: {}", names.join(", ")));
-    Ok(Outcome::ok(json!({"scheduled": names}), format!("{name} scheduled: {}", names.join(",")), false))
+    Ok(Outcome::ok(
+        json!({"scheduled": names}),
+        format!("{name} scheduled: {}", names.join(",")),
+        false,
+    ))
 }
 
 pub const SPEAK: ActionSpec = ActionSpec {
@@ -295,10 +373,25 @@ mod tests {
     fn generic_prompt_text_avoids_the_mock_trigger_words() {
         // The mock picks its branch from keywords in the system prompt; actions every chat agent
         // may hold must not contain them (spec §1.14.2 porting rule).
-        let generic = [SPEAK, SEND_MESSAGE, TALK_TO, YIELD, WEB_SEARCH, VIEW_PAGE, SCHEDULE_ORDER];
+        let generic = [
+            SPEAK,
+            SEND_MESSAGE,
+            TALK_TO,
+            YIELD,
+            WEB_SEARCH,
+            VIEW_PAGE,
+            SCHEDULE_ORDER,
+        ];
         for spec in generic {
             let text = format!("{} {}", spec.desc, spec.instruction).to_lowercase();
-            for word in ["vote", "voting", "werewolf", "landlord", "dou dizhu", "grid-based virtual village"] {
+            for word in [
+                "vote",
+                "voting",
+                "werewolf",
+                "landlord",
+                "dou dizhu",
+                "grid-based virtual village",
+            ] {
                 assert!(!text.contains(word), "{} mentions {word}", spec.name);
             }
         }

@@ -108,7 +108,10 @@ impl Agent {
     }
 
     fn ctx_delta(&self, role: Role, content: &str) -> Event {
-        Event::new(EventType::AgentCtxDelta, json!({"agent": self.name, "role": role.as_str(), "content": content}))
+        Event::new(
+            EventType::AgentCtxDelta,
+            json!({"agent": self.name, "role": role.as_str(), "content": content}),
+        )
     }
 
     /// `properties.map_xy` as integer coordinates, when present.
@@ -140,9 +143,13 @@ impl Agent {
             return Ok(Decision::Idle);
         }
         let mut ctx = Vec::with_capacity(self.short_memory.len() + 2);
-        ctx.push(Message::new(Role::System, prompt::system_prompt(self, scene)));
+        ctx.push(Message::new(
+            Role::System,
+            prompt::system_prompt(self, scene),
+        ));
         ctx.extend(self.short_memory.iter().cloned());
-        let last_is_assistant = ctx.len() >= 2 && ctx.last().is_some_and(|m| m.role == Role::Assistant);
+        let last_is_assistant =
+            ctx.len() >= 2 && ctx.last().is_some_and(|m| m.role == Role::Assistant);
         if initiative || last_is_assistant {
             // Stored (and merged) but never emitted as a delta, as upstream.
             self.short_memory.append(Role::User, "Continue.");
@@ -157,11 +164,16 @@ impl Agent {
                 Ok((actions, plan, emotion)) => {
                     if let Some(emotion) = emotion {
                         self.emotion = emotion.clone();
-                        out.push(Event::new(EventType::EmotionUpdate, json!({"agent": self.name, "emotion": emotion})));
+                        out.push(Event::new(
+                            EventType::EmotionUpdate,
+                            json!({"agent": self.name, "emotion": emotion}),
+                        ));
                     }
                     break (output, actions, plan);
                 }
-                Err(e) if attempt >= attempts => return Err(AgentError::Unparseable { attempts, last: e }),
+                Err(e) if attempt >= attempts => {
+                    return Err(AgentError::Unparseable { attempts, last: e });
+                }
                 Err(_) => continue,
             }
         };
@@ -191,7 +203,11 @@ impl Agent {
             None => parse::parse_action(output)?,
         };
         let plan = parse::parse_plan_update(sections.plan_update)?;
-        let emotion = if emotion_enabled { parse::parse_emotion(sections.emotion_update) } else { None };
+        let emotion = if emotion_enabled {
+            parse::parse_emotion(sections.emotion_update)
+        } else {
+            None
+        };
         Ok((action.into_iter().collect(), plan, emotion))
     }
 }
@@ -212,12 +228,19 @@ mod tests {
         fn new(replies: &[&str]) -> Self {
             let mut r: Vec<String> = replies.iter().map(|s| s.to_string()).collect();
             r.reverse();
-            Script { replies: Mutex::new(r), seen: Mutex::new(Vec::new()) }
+            Script {
+                replies: Mutex::new(r),
+                seen: Mutex::new(Vec::new()),
+            }
         }
     }
 
     impl LlmClient for Script {
-        fn chat<'a>(&'a self, messages: &'a [Message], _: &'a mut LlmState) -> BoxFuture<'a, Result<String, LlmError>> {
+        fn chat<'a>(
+            &'a self,
+            messages: &'a [Message],
+            _: &'a mut LlmState,
+        ) -> BoxFuture<'a, Result<String, LlmError>> {
             self.seen.lock().unwrap().push(messages.to_vec());
             let reply = self.replies.lock().unwrap().pop().unwrap_or_default();
             Box::pin(async move { Ok(reply) })
@@ -225,7 +248,10 @@ mod tests {
     }
 
     fn run<F: std::future::Future>(f: F) -> F::Output {
-        tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(f)
     }
 
     const GOOD: &str = "--- Thoughts ---\nx\n--- Plan ---\n1. y\n--- Action ---\n<Action name=\"yield\" />\n--- Plan Update ---\n<Strategy>calm</Strategy>";
@@ -235,7 +261,10 @@ mod tests {
         let mut a = Agent::new("Ann", vec![ActionKind::Yield]);
         let llm = Script::new(&[GOOD]);
         let (mut st, mut out) = (LlmState::default(), Vec::new());
-        assert_eq!(run(a.process(&SceneText::default(), &llm, &mut st, &mut out, false)).unwrap(), Decision::Idle);
+        assert_eq!(
+            run(a.process(&SceneText::default(), &llm, &mut st, &mut out, false)).unwrap(),
+            Decision::Idle
+        );
         a.add_env_feedback("hello");
         let d = run(a.process(&SceneText::default(), &llm, &mut st, &mut out, false)).unwrap();
         assert_eq!(d, Decision::Acted(vec![ActionCall::new("yield")]));
@@ -253,14 +282,22 @@ mod tests {
     fn retries_the_same_request_then_gives_up() {
         let mut a = Agent::new("Ann", vec![ActionKind::Yield]);
         a.add_env_feedback("hi");
-        let two = "--- Action ---\n<Action name=\"yield\"></Action><Action name=\"yield\"></Action>";
+        let two =
+            "--- Action ---\n<Action name=\"yield\"></Action><Action name=\"yield\"></Action>";
         let llm = Script::new(&[two, two, two, two, GOOD]);
         let (mut st, mut out) = (LlmState::default(), Vec::new());
-        let err = run(a.process(&SceneText::default(), &llm, &mut st, &mut out, false)).unwrap_err();
-        assert!(matches!(err, AgentError::Unparseable { attempts: 4, .. }), "{err}");
+        let err =
+            run(a.process(&SceneText::default(), &llm, &mut st, &mut out, false)).unwrap_err();
+        assert!(
+            matches!(err, AgentError::Unparseable { attempts: 4, .. }),
+            "{err}"
+        );
         let seen = llm.seen.lock().unwrap();
         assert_eq!(seen.len(), 4);
-        assert!(seen.iter().all(|req| req == &seen[0]), "retries resend the same context");
+        assert!(
+            seen.iter().all(|req| req == &seen[0]),
+            "retries resend the same context"
+        );
         assert!(out.is_empty());
         assert_eq!(a.short_memory.len(), 1, "a failed decision stores nothing");
     }
@@ -275,7 +312,10 @@ mod tests {
         let req = &llm.seen.lock().unwrap()[0];
         assert_eq!(req.last().unwrap().content.as_ref(), "Continue.");
         assert!(out.iter().all(|e| e.data["content"] != "Continue."));
-        assert_eq!(a.short_memory.iter().nth(1).unwrap().content.as_ref(), "Continue.");
+        assert_eq!(
+            a.short_memory.iter().nth(1).unwrap().content.as_ref(),
+            "Continue."
+        );
     }
 
     #[test]
@@ -289,7 +329,11 @@ mod tests {
         run(a.process(&SceneText::default(), &llm, &mut st, &mut out, false)).unwrap();
         assert_eq!(a.emotion, "Trust");
         assert_eq!(out[0].kind, EventType::EmotionUpdate);
-        assert!(llm.seen.lock().unwrap()[0][0].content.contains("Your current emotion is neutral."));
+        assert!(
+            llm.seen.lock().unwrap()[0][0]
+                .content
+                .contains("Your current emotion is neutral.")
+        );
     }
 
     #[test]
@@ -304,7 +348,8 @@ mod tests {
 
     #[test]
     fn missing_emotion_enabled_defaults_to_false() {
-        let a: Agent = serde_json::from_value(json!({"name": "A", "action_space": ["yield"]})).unwrap();
+        let a: Agent =
+            serde_json::from_value(json!({"name": "A", "action_space": ["yield"]})).unwrap();
         assert!(!a.emotion_enabled);
         assert_eq!(a.max_repeat, 3);
         assert_eq!(a.language.as_ref(), "en");

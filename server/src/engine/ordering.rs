@@ -67,15 +67,12 @@ impl Ordering {
     /// Freezes the name lists that default to "all agents" (upstream's `set_simulation`).
     pub fn attach(&mut self, agents: &[Agent]) {
         let all = || agents.iter().map(|a| a.name.clone()).collect::<Vec<_>>();
-        match self {
-            Ordering::Sequential { names, .. }
-            | Ordering::Asynchronous { names, .. }
-            | Ordering::LlmModerated { names, .. } => {
-                if names.is_empty() {
-                    *names = all();
-                }
-            }
-            _ => {}
+        if let Ordering::Sequential { names, .. }
+        | Ordering::Asynchronous { names, .. }
+        | Ordering::LlmModerated { names, .. } = self
+            && names.is_empty()
+        {
+            *names = all();
         }
     }
 
@@ -174,7 +171,10 @@ mod tests {
     use crate::engine::action::ActionKind;
 
     fn agents(names: &[&str]) -> Vec<Agent> {
-        names.iter().map(|n| Agent::new(*n, vec![ActionKind::Yield])).collect()
+        names
+            .iter()
+            .map(|n| Agent::new(*n, vec![ActionKind::Yield]))
+            .collect()
     }
 
     fn picks(o: &mut Ordering, a: &[Agent], n: usize) -> Vec<String> {
@@ -190,7 +190,10 @@ mod tests {
     #[test]
     fn sequential_cycles_over_the_frozen_names_and_skips_removed_agents() {
         let mut a = agents(&["A", "B", "C"]);
-        let mut o = Ordering::Sequential { names: vec![], idx: 0 };
+        let mut o = Ordering::Sequential {
+            names: vec![],
+            idx: 0,
+        };
         o.attach(&a);
         assert_eq!(picks(&mut o, &a, 4), ["A", "B", "C", "A"]);
         a.remove(2);
@@ -201,7 +204,10 @@ mod tests {
     #[test]
     fn cycled_yields_listed_names_even_when_not_agents() {
         let a = agents(&["A", "B"]);
-        let mut o = Ordering::Cycled { names: vec!["A".into(), "A".into(), "Z".into()], idx: 0 };
+        let mut o = Ordering::Cycled {
+            names: vec!["A".into(), "A".into(), "Z".into()],
+            idx: 0,
+        };
         assert_eq!(picks(&mut o, &a, 4), ["A", "A", "Z", "A"]);
     }
 
@@ -214,7 +220,8 @@ mod tests {
         let mut rng2 = Rng::seeded(9);
         let again: Vec<_> = (0..20).map(|_| o.pick(&a, &mut rng2, None)).collect();
         assert_eq!(first, again);
-        let distinct: std::collections::HashSet<_> = first.iter().map(|p| format!("{p:?}")).collect();
+        let distinct: std::collections::HashSet<_> =
+            first.iter().map(|p| format!("{p:?}")).collect();
         assert!(distinct.len() > 1);
     }
 
@@ -223,7 +230,10 @@ mod tests {
         let a = agents(&["A", "B"]);
         let mut o = Ordering::Controlled;
         let mut rng = Rng::seeded(1);
-        assert_eq!(o.pick(&a, &mut rng, Some("B".into())), Pick::Name("B".into()));
+        assert_eq!(
+            o.pick(&a, &mut rng, Some("B".into())),
+            Pick::Name("B".into())
+        );
         assert_eq!(o.pick(&a, &mut rng, Some("Z".into())), Pick::Stuck);
         assert_eq!(o.pick(&a, &mut rng, None), Pick::Stuck);
     }
@@ -231,7 +241,11 @@ mod tests {
     #[test]
     fn moderated_queue_asks_then_falls_back_and_survives_clone() {
         let a = agents(&["M", "A", "B"]);
-        let mut o = Ordering::LlmModerated { moderator: "M".into(), names: vec![], queue: VecDeque::new() };
+        let mut o = Ordering::LlmModerated {
+            moderator: "M".into(),
+            names: vec![],
+            queue: VecDeque::new(),
+        };
         o.attach(&a);
         let mut rng = Rng::seeded(1);
         assert_eq!(o.pick(&a, &mut rng, None), Pick::NeedsModerator);

@@ -19,7 +19,9 @@ pub enum ParseError {
     ActionXml(String),
     #[error("the Plan Update is not well-formed: {0}")]
     PlanXml(String),
-    #[error("the Plan Update has an unknown tag <{0}> (allowed: Goals, Milestones, Strategy, Notes)")]
+    #[error(
+        "the Plan Update has an unknown tag <{0}> (allowed: Goals, Milestones, Strategy, Notes)"
+    )]
     PlanTag(String),
     #[error("the Plan Update's <{tag}> line {line:?} is not a numbered item like \"1. text\"")]
     PlanList { tag: String, line: String },
@@ -87,7 +89,10 @@ pub struct ActionCall {
 
 impl ActionCall {
     pub fn new(name: impl Into<String>) -> Self {
-        ActionCall { name: name.into(), fields: IndexMap::new() }
+        ActionCall {
+            name: name.into(),
+            fields: IndexMap::new(),
+        }
     }
 
     pub fn with(mut self, key: &str, value: impl Into<String>) -> Self {
@@ -114,7 +119,9 @@ impl Serialize for ActionCall {
 impl TryFrom<IndexMap<String, String>> for ActionCall {
     type Error = String;
     fn try_from(mut map: IndexMap<String, String>) -> Result<Self, String> {
-        let name = map.shift_remove("action").ok_or("an action map needs an \"action\" key")?;
+        let name = map
+            .shift_remove("action")
+            .ok_or("an action map needs an \"action\" key")?;
         Ok(ActionCall { name, fields: map })
     }
 }
@@ -171,14 +178,19 @@ pub fn parse_action(block: &str) -> Result<Option<ActionCall>, ParseError> {
     if block.trim().is_empty() {
         return Ok(None);
     }
-    let Some(span) = locate_action(block) else { return Ok(None) };
+    let Some(span) = locate_action(block) else {
+        return Ok(None);
+    };
     let xml = normalize_ampersands(span);
     let doc = roxmltree::Document::parse(&xml).map_err(|e| ParseError::ActionXml(e.to_string()))?;
     let root = doc.root_element();
     if !root.tag_name().name().eq_ignore_ascii_case("action") {
         return Ok(None);
     }
-    let name = root.attribute("name").or_else(|| root.attribute("NAME")).unwrap_or("");
+    let name = root
+        .attribute("name")
+        .or_else(|| root.attribute("NAME"))
+        .unwrap_or("");
     if name.is_empty() {
         return Ok(None);
     }
@@ -196,7 +208,10 @@ pub fn parse_action(block: &str) -> Result<Option<ActionCall>, ParseError> {
 }
 
 fn starts_with_no_change(block: &str) -> bool {
-    block.trim().get(..9).is_some_and(|p| p.eq_ignore_ascii_case("no change"))
+    block
+        .trim()
+        .get(..9)
+        .is_some_and(|p| p.eq_ignore_ascii_case("no change"))
 }
 
 /// Items of a numbered list (`1. text` per line); empty text or `(none)` is an empty list.
@@ -208,10 +223,17 @@ fn numbered_items(tag: &str, text: &str) -> Result<Vec<String>, ParseError> {
     let mut items = Vec::new();
     for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
         let digits = line.bytes().take_while(u8::is_ascii_digit).count();
-        let item = (digits > 0).then(|| line[digits..].strip_prefix('.')).flatten();
+        let item = (digits > 0)
+            .then(|| line[digits..].strip_prefix('.'))
+            .flatten();
         match item {
             Some(item) => items.push(item.trim().to_string()),
-            None => return Err(ParseError::PlanList { tag: tag.into(), line: line.into() }),
+            None => {
+                return Err(ParseError::PlanList {
+                    tag: tag.into(),
+                    line: line.into(),
+                });
+            }
         }
     }
     Ok(items)
@@ -249,7 +271,8 @@ pub fn parse_plan_update(block: &str) -> Result<Option<PlanState>, ParseError> {
                     }
                     current_seen |= current;
                     let status = if current { "current" } else { "pending" };
-                    plan.goals.push(Goal::new(format!("g{}", i + 1), desc, status));
+                    plan.goals
+                        .push(Goal::new(format!("g{}", i + 1), desc, status));
                 }
             }
             "Milestones" => {
@@ -288,7 +311,10 @@ mod tests {
         let s = split_sections(FULL);
         assert_eq!(s.thoughts, "think");
         assert_eq!(s.plan, "1. Do. [CURRENT]");
-        assert_eq!(s.action, "<Action name=\"send_message\"><message>Hi &amp; bye</message></Action>");
+        assert_eq!(
+            s.action,
+            "<Action name=\"send_message\"><message>Hi &amp; bye</message></Action>"
+        );
         assert_eq!(s.plan_update, "no change");
         assert_eq!(s.emotion_update, "Joy");
         assert_eq!(split_sections("nothing"), Sections::default());
@@ -301,7 +327,9 @@ mod tests {
         assert_eq!(call.get("message"), Some("Hi & bye"));
         let json = serde_json::to_string(&call).unwrap();
         assert_eq!(json, r#"{"action":"send_message","message":"Hi & bye"}"#);
-        let self_closing = parse_action("text <Action name=\"yield\" /> more").unwrap().unwrap();
+        let self_closing = parse_action("text <Action name=\"yield\" /> more")
+            .unwrap()
+            .unwrap();
         assert_eq!(self_closing, ActionCall::new("yield"));
     }
 
@@ -313,7 +341,10 @@ mod tests {
         assert_eq!(parse_action("<action name=\"yield\"></action>"), Ok(None));
         // Wrong root tag and missing names are "no action".
         assert_eq!(parse_action("<Actions name=\"yield\" />"), Ok(None));
-        assert_eq!(parse_action("<Action><message>x</message></Action>"), Ok(None));
+        assert_eq!(
+            parse_action("<Action><message>x</message></Action>"),
+            Ok(None)
+        );
         assert_eq!(parse_action("<Action name=\"\" />"), Ok(None));
     }
 
@@ -326,7 +357,10 @@ mod tests {
     #[test]
     fn broken_xml_is_an_error() {
         let broken = "<Action name=\"send_message\"><message>hi</msg></Action>";
-        assert!(matches!(parse_action(broken), Err(ParseError::ActionXml(_))));
+        assert!(matches!(
+            parse_action(broken),
+            Err(ParseError::ActionXml(_))
+        ));
         // An unknown named entity survives normalisation and then fails the XML parse.
         let nbsp = "<Action name=\"send_message\"><message>a&nbsp;b</message></Action>";
         assert!(matches!(parse_action(nbsp), Err(ParseError::ActionXml(_))));
@@ -334,8 +368,14 @@ mod tests {
 
     #[test]
     fn stray_ampersands_are_normalised() {
-        assert_eq!(normalize_ampersands("R&D &amp; &#38; &#x26; & x&"), "R&amp;D &amp; &#38; &#x26; &amp; x&amp;");
-        assert_eq!(normalize_ampersands("&#; &#x; &1;"), "&amp;#; &amp;#x; &amp;1;");
+        assert_eq!(
+            normalize_ampersands("R&D &amp; &#38; &#x26; & x&"),
+            "R&amp;D &amp; &#38; &#x26; &amp; x&amp;"
+        );
+        assert_eq!(
+            normalize_ampersands("&#; &#x; &1;"),
+            "&amp;#; &amp;#x; &amp;1;"
+        );
         let call = parse_action("<Action name=\"speak\"><message>Q&A</message></Action>").unwrap();
         assert_eq!(call.unwrap().get("message"), Some("Q&A"));
     }
@@ -345,7 +385,13 @@ mod tests {
         let xml = "<Action name=\"a\"><x>1</x><y> 2 </y><x>3</x><action>b</action></Action>";
         let call = parse_action(xml).unwrap().unwrap();
         assert_eq!(call.name, "b");
-        assert_eq!(call.fields.iter().collect::<Vec<_>>(), vec![(&"x".to_string(), &"3".to_string()), (&"y".to_string(), &"2".to_string())]);
+        assert_eq!(
+            call.fields.iter().collect::<Vec<_>>(),
+            vec![
+                (&"x".to_string(), &"3".to_string()),
+                (&"y".to_string(), &"2".to_string())
+            ]
+        );
     }
 
     #[test]
@@ -356,7 +402,10 @@ mod tests {
         assert_eq!(plan.goals[0], Goal::new("g1", "Win the vote", "current"));
         assert_eq!(plan.goals[1], Goal::new("g2", "Stay calm", "pending"));
         assert_eq!(plan.milestones[0], Milestone::new("m1", "Opened", "done"));
-        assert_eq!(plan.milestones[1], Milestone::new("m2", "Closed", "pending"));
+        assert_eq!(
+            plan.milestones[1],
+            Milestone::new("m2", "Closed", "pending")
+        );
         assert_eq!(plan.strategy, "be brief");
         assert_eq!(plan.notes, "");
     }
@@ -367,12 +416,32 @@ mod tests {
         assert_eq!(parse_plan_update("No change."), Ok(None));
         // Plain text parses to an all-empty plan (upstream wipes the plan too).
         assert_eq!(parse_plan_update("None"), Ok(Some(PlanState::default())));
-        assert_eq!(parse_plan_update("<Goals>(none)</Goals>"), Ok(Some(PlanState::default())));
-        assert!(matches!(parse_plan_update("<Goal>1. x</Goal>"), Err(ParseError::PlanTag(t)) if t == "Goal"));
-        assert!(matches!(parse_plan_update("<Goals>- x</Goals>"), Err(ParseError::PlanList { .. })));
-        assert!(matches!(parse_plan_update("<Goals>1. x"), Err(ParseError::PlanXml(_))));
-        assert_eq!(parse_plan_update("<Goals>1. a [CURRENT]\n2. b [CURRENT]</Goals>"), Err(ParseError::PlanTwoCurrent));
-        assert!(parse_plan_update("<Notes>R&D</Notes>").unwrap().unwrap().notes == "R&D");
+        assert_eq!(
+            parse_plan_update("<Goals>(none)</Goals>"),
+            Ok(Some(PlanState::default()))
+        );
+        assert!(
+            matches!(parse_plan_update("<Goal>1. x</Goal>"), Err(ParseError::PlanTag(t)) if t == "Goal")
+        );
+        assert!(matches!(
+            parse_plan_update("<Goals>- x</Goals>"),
+            Err(ParseError::PlanList { .. })
+        ));
+        assert!(matches!(
+            parse_plan_update("<Goals>1. x"),
+            Err(ParseError::PlanXml(_))
+        ));
+        assert_eq!(
+            parse_plan_update("<Goals>1. a [CURRENT]\n2. b [CURRENT]</Goals>"),
+            Err(ParseError::PlanTwoCurrent)
+        );
+        assert!(
+            parse_plan_update("<Notes>R&D</Notes>")
+                .unwrap()
+                .unwrap()
+                .notes
+                == "R&D"
+        );
     }
 
     #[test]

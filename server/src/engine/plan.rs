@@ -55,7 +55,11 @@ pub struct Milestone {
 
 impl Milestone {
     pub fn new(id: impl Into<String>, desc: impl Into<String>, status: &str) -> Self {
-        Milestone { id: Some(id.into()), desc: Some(desc.into()), status: Some(status.into()) }
+        Milestone {
+            id: Some(id.into()),
+            desc: Some(desc.into()),
+            status: Some(status.into()),
+        }
     }
 }
 
@@ -88,7 +92,10 @@ impl PlanState {
                 or(&m.status, "pending")
             ));
         }
-        out.push_str(&format!("Internal Strategy:\n{}\nInternal Notes:\n{}\n", self.strategy, self.notes));
+        out.push_str(&format!(
+            "Internal Strategy:\n{}\nInternal Notes:\n{}\n",
+            self.strategy, self.notes
+        ));
         out
     }
 }

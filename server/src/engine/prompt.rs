@@ -105,7 +105,11 @@ pub fn system_prompt(agent: &Agent, scene: &SceneText) -> String {
     } else {
         format!("Here are some examples:\n{}\n\n", scene.examples)
     };
-    let language = if agent.language.is_empty() { "en" } else { &agent.language };
+    let language = if agent.language.is_empty() {
+        "en"
+    } else {
+        &agent.language
+    };
     format!(
         "\nYou are {name}.\nYou speak in a {style} style.\n{emotion_line}\n\n{profile}\n\n{role}\n\n{plan_block}\n{policy}\n\n{description}\n\n{guidelines}\n\nAction Space:\n\nAvailable Actions:\n{catalogue}\nUsage:\n{usage}\n{examples}{format}\n\nInitial instruction:\n{instruction}\n",
         name = agent.name,
@@ -126,11 +130,28 @@ mod tests {
 
     #[test]
     fn generic_blocks_avoid_mock_trigger_words() {
-        let text = format!("{}{}{}{}", output_format(true), language_policy("en"), PLAN_INIT_HINT, PLANNING_GUIDE)
-            .to_lowercase();
-        for word in ["vote", "voting", "werewolf", "landlord", "dou dizhu", "grid-based virtual village", "you are living in a virtual village"] {
+        let text = format!(
+            "{}{}{}{}",
+            output_format(true),
+            language_policy("en"),
+            PLAN_INIT_HINT,
+            PLANNING_GUIDE
+        )
+        .to_lowercase();
+        for word in [
+            "vote",
+            "voting",
+            "werewolf",
+            "landlord",
+            "dou dizhu",
+            "grid-based virtual village",
+            "you are living in a virtual village",
+        ] {
             assert!(!text.contains(word), "generic prompt text mentions {word}");
         }
-        assert!(!text.contains("you are"), "only the name line may say 'You are'");
+        assert!(
+            !text.contains("you are"),
+            "only the name line may say 'You are'"
+        );
     }
 }

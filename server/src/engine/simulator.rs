@@ -64,7 +64,11 @@ pub struct SimOptions {
 
 impl Default for SimOptions {
     fn default() -> Self {
-        SimOptions { max_steps_per_turn: DEFAULT_MAX_STEPS, emotion_enabled: false, seed: 0 }
+        SimOptions {
+            max_steps_per_turn: DEFAULT_MAX_STEPS,
+            emotion_enabled: false,
+            seed: 0,
+        }
     }
 }
 
@@ -73,7 +77,12 @@ impl Simulator {
     /// actions it lacks, the scene's initial event is broadcast, then the scene's `pre_run` runs.
     /// Builder-time deltas are dropped; the queued `system_broadcast`s stay pending (they become
     /// the root node's log), as upstream.
-    pub fn build(agents: Vec<Agent>, mut scene: Scene, ordering: Ordering, opts: SimOptions) -> Result<Self, String> {
+    pub fn build(
+        agents: Vec<Agent>,
+        mut scene: Scene,
+        ordering: Ordering,
+        opts: SimOptions,
+    ) -> Result<Self, String> {
         if agents.is_empty() {
             return Err("a simulation needs at least one agent".into());
         }
@@ -86,7 +95,9 @@ impl Simulator {
         if let Some(m) = ordering.moderator()
             && !agents.iter().any(|a| a.name == m)
         {
-            return Err(format!("the llm_moderated ordering's moderator '{m}' is not an agent"));
+            return Err(format!(
+                "the llm_moderated ordering's moderator '{m}' is not an agent"
+            ));
         }
         let rules = scene.rules_mut();
         for agent in &mut agents {
@@ -135,23 +146,29 @@ impl Simulator {
     }
 
     /// Sends buffered events to `sink`, in order.
-    pub fn drain(&mut self, sink: &mut dyn EventSink) {
+    pub fn drain(&mut self, sink: &mut (dyn EventSink + Send)) {
         for e in self.world.take_out() {
             sink.emit(e);
         }
     }
 
     /// Flushes the deferred queue to `sink` (e.g. a fresh scenario's initial broadcasts).
-    pub fn flush_pending(&mut self, sink: &mut dyn EventSink) {
+    pub fn flush_pending(&mut self, sink: &mut (dyn EventSink + Send)) {
         self.world.flush_pending();
         self.drain(sink);
     }
 
     /// Runs `max_turns` turns to completion on a private current-thread runtime and returns the
     /// events (tests, benchmarks and the CLI; the server awaits [`Simulator::run`] instead).
-    pub fn run_blocking(&mut self, max_turns: u64, llm: &dyn LlmClient) -> (Result<RunReport, RunError>, Vec<Event>) {
+    pub fn run_blocking(
+        &mut self,
+        max_turns: u64,
+        llm: &dyn LlmClient,
+    ) -> (Result<RunReport, RunError>, Vec<Event>) {
         let mut events = Vec::new();
-        let rt = tokio::runtime::Builder::new_current_thread().build().expect("a current-thread runtime");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a current-thread runtime");
         let report = rt.block_on(self.run(max_turns, llm, &mut events));
         (report, events)
     }
@@ -161,14 +178,28 @@ impl Simulator {
     }
 
     /// Runs up to `max_turns` turns.
-    pub async fn run(&mut self, max_turns: u64, llm: &dyn LlmClient, sink: &mut dyn EventSink) -> Result<RunReport, RunError> {
+    pub async fn run(
+        &mut self,
+        max_turns: u64,
+        llm: &dyn LlmClient,
+        sink: &mut (dyn EventSink + Send),
+    ) -> Result<RunReport, RunError> {
         let result = self.run_inner(max_turns, llm, sink).await;
         self.drain(sink);
         result
     }
 
-    async fn run_inner(&mut self, max_turns: u64, llm: &dyn LlmClient, sink: &mut dyn EventSink) -> Result<RunReport, RunError> {
-        let mut report = RunReport { turns: 0, complete: false, stuck: false };
+    async fn run_inner(
+        &mut self,
+        max_turns: u64,
+        llm: &dyn LlmClient,
+        sink: &mut (dyn EventSink + Send),
+    ) -> Result<RunReport, RunError> {
+        let mut report = RunReport {
+            turns: 0,
+            complete: false,
+            stuck: false,
+        };
         // Names picked that are not agents (cycled orderings) do not count as turns; a bound keeps
         // a list of only stale names from spinning forever.
         let mut misses = 0usize;
@@ -192,7 +223,8 @@ impl Simulator {
             misses = 0;
             let status = self.scene.rules().status_prompt(&self.world.agents[idx]);
             if !status.is_empty() {
-                let line = SceneEvent::Status { data: status }.line(Some(self.scene.rules().time()));
+                let line =
+                    SceneEvent::Status { data: status }.line(Some(self.scene.rules().time()));
                 self.world.feedback(idx, &line);
             }
             if self.scene.rules().should_skip_turn(&self.world.agents[idx]) {
@@ -209,6 +241,9 @@ impl Simulator {
             self.total_turns += 1;
             self.turns = report.turns;
             self.drain(sink);
+            // Let the executor run other tasks (and cancel this one) between turns: with the mock
+            // LLM a run never waits on anything otherwise.
+            yield_now().await;
         }
         report.complete |= self.is_complete();
         Ok(report)
@@ -221,23 +256,40 @@ impl Simulator {
     }
 
     /// Up to `max_steps_per_turn` decisions of one agent.
-    async fn take_turn(&mut self, idx: usize, llm: &dyn LlmClient, sink: &mut dyn EventSink) -> Result<(), RunError> {
+    async fn take_turn(
+        &mut self,
+        idx: usize,
+        llm: &dyn LlmClient,
+        sink: &mut (dyn EventSink + Send),
+    ) -> Result<(), RunError> {
         let agent_name = self.world.agents[idx].name.clone();
         for step in 1..=self.max_steps_per_turn {
-            self.emit(EventType::AgentProcessStart, json!({"agent": agent_name, "step": step}));
+            self.emit(
+                EventType::AgentProcessStart,
+                json!({"agent": agent_name, "step": step}),
+            );
             self.drain(sink);
             let actions = match self.decide(idx, llm, false).await {
                 Ok(Decision::Idle) => {
-                    self.emit(EventType::AgentProcessEnd, json!({"agent": agent_name, "step": step, "actions": {}}));
+                    self.emit(
+                        EventType::AgentProcessEnd,
+                        json!({"agent": agent_name, "step": step, "actions": {}}),
+                    );
                     break;
                 }
                 Ok(Decision::Acted(actions)) => {
-                    self.emit(EventType::AgentProcessEnd, json!({"agent": agent_name, "step": step, "actions": actions}));
+                    self.emit(
+                        EventType::AgentProcessEnd,
+                        json!({"agent": agent_name, "step": step, "actions": actions}),
+                    );
                     actions
                 }
                 Err(AgentError::Llm(source)) => {
                     self.agent_error(&agent_name, step, &source.to_string());
-                    return Err(RunError { agent: agent_name, source });
+                    return Err(RunError {
+                        agent: agent_name,
+                        source,
+                    });
                 }
                 Err(e @ AgentError::Unparseable { .. }) => {
                     // Upstream swallows the exception and consumes the step.
@@ -250,10 +302,16 @@ impl Simulator {
             }
             let mut yielded = false;
             for call in &actions {
-                self.emit(EventType::ActionStart, json!({"agent": agent_name, "action": call}));
+                self.emit(
+                    EventType::ActionStart,
+                    json!({"agent": agent_name, "action": call}),
+                );
                 match self.act(idx, call, llm).await? {
                     Ok(outcome) => {
-                        self.emit(EventType::ActionEnd, action_end(&agent_name, call, &outcome));
+                        self.emit(
+                            EventType::ActionEnd,
+                            action_end(&agent_name, call, &outcome),
+                        );
                         self.world.flush_pending();
                         if outcome.pass_control {
                             yielded = true;
@@ -275,40 +333,82 @@ impl Simulator {
     }
 
     fn agent_error(&mut self, agent: &str, step: u32, error: &str) {
-        self.emit(EventType::AgentError, json!({"agent": agent, "step": step, "error": error}));
+        self.emit(
+            EventType::AgentError,
+            json!({"agent": agent, "step": step, "error": error}),
+        );
     }
 
     /// One `process` call of agent `idx`.
-    async fn decide(&mut self, idx: usize, llm: &dyn LlmClient, initiative: bool) -> Result<Decision, AgentError> {
+    async fn decide(
+        &mut self,
+        idx: usize,
+        llm: &dyn LlmClient,
+        initiative: bool,
+    ) -> Result<Decision, AgentError> {
         let text = self.scene.rules().text();
-        let World { agents, llm: state, out, .. } = &mut self.world;
-        agents[idx].process(&text, llm, state, out, initiative).await
+        let World {
+            agents,
+            llm: state,
+            out,
+            ..
+        } = &mut self.world;
+        agents[idx]
+            .process(&text, llm, state, out, initiative)
+            .await
     }
 
     /// Runs one action through the agent's action space and the scene. The outer error is an LLM
     /// failure (ends the run); the inner one an action that could not execute (step consumed).
-    async fn act(&mut self, idx: usize, call: &ActionCall, llm: &dyn LlmClient) -> Result<ActionResult, RunError> {
-        let Some(kind) = self.world.agents[idx].action_space.iter().copied().find(|k| k.name() == call.name) else {
+    async fn act(
+        &mut self,
+        idx: usize,
+        call: &ActionCall,
+        llm: &dyn LlmClient,
+    ) -> Result<ActionResult, RunError> {
+        let Some(kind) = self.world.agents[idx]
+            .action_space
+            .iter()
+            .copied()
+            .find(|k| k.name() == call.name)
+        else {
             return Ok(Ok(Outcome::silent()));
         };
-        let mut ctx = ActionCtx { call, kind, actor: idx, llm_reply: None };
+        let mut ctx = ActionCtx {
+            call,
+            kind,
+            actor: idx,
+            llm_reply: None,
+        };
         if let Some(request) = self.scene.rules().llm_request(&ctx, &self.world) {
             let reply = llm
                 .chat(&request, &mut self.world.llm)
                 .await
-                .map_err(|source| RunError { agent: self.world.agents[idx].name.clone(), source })?;
+                .map_err(|source| RunError {
+                    agent: self.world.agents[idx].name.clone(),
+                    source,
+                })?;
             ctx.llm_reply = Some(reply);
         }
         Ok(self.scene.rules_mut().handle(&ctx, &mut self.world))
     }
 
     /// Next agent name from the ordering; asks the moderator when a moderated queue runs empty.
-    async fn pick(&mut self, llm: &dyn LlmClient, sink: &mut dyn EventSink) -> Result<Option<String>, RunError> {
+    async fn pick(
+        &mut self,
+        llm: &dyn LlmClient,
+        sink: &mut (dyn EventSink + Send),
+    ) -> Result<Option<String>, RunError> {
         for _ in 0..2 {
             let controlled = matches!(self.world.ordering, Ordering::Controlled)
                 .then(|| self.scene.rules().controlled_next(&self.world))
                 .flatten();
-            let World { ordering, agents, rng, .. } = &mut self.world;
+            let World {
+                ordering,
+                agents,
+                rng,
+                ..
+            } = &mut self.world;
             match ordering.pick(agents, rng, controlled) {
                 Pick::Name(n) => return Ok(Some(n)),
                 Pick::Stuck => return Ok(None),
@@ -325,20 +425,37 @@ impl Simulator {
     /// The moderator refill of the `llm_moderated` ordering (spec §1.9): one initiative decision
     /// whose `schedule_order` action fills the queue; its `action_end` is logged without a start.
     async fn ask_moderator(&mut self, llm: &dyn LlmClient) -> Result<(), RunError> {
-        let Some(moderator) = self.world.ordering.moderator().map(str::to_string) else { return Ok(()) };
-        let Some(idx) = self.world.agent_index(&moderator) else { return Ok(()) };
-        self.world.feedback(idx, &format!("[System] {MODERATOR_INSTRUCTION}"));
+        let Some(moderator) = self.world.ordering.moderator().map(str::to_string) else {
+            return Ok(());
+        };
+        let Some(idx) = self.world.agent_index(&moderator) else {
+            return Ok(());
+        };
+        self.world
+            .feedback(idx, &format!("[System] {MODERATOR_INSTRUCTION}"));
         let actions = match self.decide(idx, llm, true).await {
             Ok(Decision::Acted(actions)) => actions,
             Ok(Decision::Idle) => Vec::new(),
-            Err(AgentError::Llm(source)) => return Err(RunError { agent: moderator, source }),
+            Err(AgentError::Llm(source)) => {
+                return Err(RunError {
+                    agent: moderator,
+                    source,
+                });
+            }
             Err(e) => {
                 self.agent_error(&moderator, 0, &e.to_string());
                 return Ok(());
             }
         };
-        let Some(call) = actions.iter().find(|a| a.name == ActionKind::ScheduleOrder.name()) else {
-            self.agent_error(&moderator, 0, "the moderator did not answer with a schedule_order action");
+        let Some(call) = actions
+            .iter()
+            .find(|a| a.name == ActionKind::ScheduleOrder.name())
+        else {
+            self.agent_error(
+                &moderator,
+                0,
+                "the moderator did not answer with a schedule_order action",
+            );
             return Ok(());
         };
         match self.act(idx, call, llm).await? {
@@ -347,6 +464,21 @@ impl Simulator {
         }
         Ok(())
     }
+}
+
+/// A runtime-agnostic `yield`: pending once, ready when polled again.
+async fn yield_now() {
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if yielded {
+            std::task::Poll::Ready(())
+        } else {
+            yielded = true;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    })
+    .await
 }
 
 fn action_end(agent: &str, call: &ActionCall, o: &Outcome) -> Value {

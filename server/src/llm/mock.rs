@@ -13,7 +13,11 @@ use crate::engine::memory::{Message, Role};
 pub struct MockClient;
 
 impl LlmClient for MockClient {
-    fn chat<'a>(&'a self, messages: &'a [Message], state: &'a mut LlmState) -> BoxFuture<'a, Result<String, LlmError>> {
+    fn chat<'a>(
+        &'a self,
+        messages: &'a [Message],
+        state: &'a mut LlmState,
+    ) -> BoxFuture<'a, Result<String, LlmError>> {
         let reply = reply(messages, state);
         Box::pin(async move { Ok(reply) })
     }
@@ -22,7 +26,9 @@ impl LlmClient for MockClient {
 /// The agent name the mock counts calls under: the text after the first "You are" up to the first
 /// `.` or newline (so `Rep. Chen Wei` counts as `Rep`).
 pub fn extract_name(system: &str) -> String {
-    let Some(i) = system.find("You are") else { return "Agent".into() };
+    let Some(i) = system.find("You are") else {
+        return "Agent".into();
+    };
     let rest = &system[i + "You are".len()..];
     let trimmed = rest.trim_start();
     if trimmed.len() == rest.len() {
@@ -30,11 +36,19 @@ pub fn extract_name(system: &str) -> String {
     }
     let end = trimmed.find(['.', '\n']).unwrap_or(trimmed.len());
     let name = trimmed[..end].trim();
-    if name.is_empty() { "Agent".into() } else { name.to_string() }
+    if name.is_empty() {
+        "Agent".into()
+    } else {
+        name.to_string()
+    }
 }
 
 fn last_user(messages: &[Message]) -> Option<&str> {
-    messages.iter().rev().find(|m| m.role == Role::User).map(|m| m.content.as_ref())
+    messages
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::User)
+        .map(|m| m.content.as_ref())
 }
 
 /// Formats the action XML: self-closing without fields, else one child per field in order.
@@ -42,17 +56,26 @@ fn action_xml(name: &str, fields: &[(&str, &str)]) -> String {
     if fields.is_empty() {
         return format!("<Action name=\"{name}\" />");
     }
-    let body: String = fields.iter().map(|(k, v)| format!("<{k}>{v}</{k}>")).collect();
+    let body: String = fields
+        .iter()
+        .map(|(k, v)| format!("<{k}>{v}</{k}>"))
+        .collect();
     format!("<Action name=\"{name}\">{body}</Action>")
 }
 
 fn respond(thoughts: &str, plan: &str, xml: &str) -> String {
-    format!("--- Thoughts ---\n{thoughts}\n\n--- Plan ---\n{plan}\n\n--- Action ---\n{xml}\n\n--- Plan Update ---\nno change\n")
+    format!(
+        "--- Thoughts ---\n{thoughts}\n\n--- Plan ---\n{plan}\n\n--- Action ---\n{xml}\n\n--- Plan Update ---\nno change\n"
+    )
 }
 
 /// Computes the mock's answer and advances its counter for the calling agent.
 pub fn reply(messages: &[Message], state: &mut LlmState) -> String {
-    let system = messages.iter().find(|m| m.role == Role::System).map(|m| m.content.as_ref()).unwrap_or("");
+    let system = messages
+        .iter()
+        .find(|m| m.role == Role::System)
+        .map(|m| m.content.as_ref())
+        .unwrap_or("");
     let name = extract_name(system);
     let counter = state.mock_counters.entry(name.clone()).or_insert(0);
     *counter += 1;
@@ -61,9 +84,17 @@ pub fn reply(messages: &[Message], state: &mut LlmState) -> String {
 
     if low.contains("grid-based virtual village") {
         return if n == 1 {
-            respond("Scout surroundings before moving.", "1. Look around. [CURRENT]", &action_xml("look_around", &[]))
+            respond(
+                "Scout surroundings before moving.",
+                "1. Look around. [CURRENT]",
+                &action_xml("look_around", &[]),
+            )
         } else {
-            respond("Pause to let others act.", "1. Yield. [CURRENT]", &action_xml("yield", &[]))
+            respond(
+                "Pause to let others act.",
+                "1. Yield. [CURRENT]",
+                &action_xml("yield", &[]),
+            )
         };
     }
     if low.contains("vote") || low.contains("voting") {
@@ -74,15 +105,21 @@ pub fn reply(messages: &[Message], state: &mut LlmState) -> String {
                 "1. Greet. [CURRENT]",
                 &action_xml("send_message", &[("message", "Good morning, council.")]),
             ),
-            (true, false) => {
-                respond("Yield the floor for members to respond.", "1. Yield. [CURRENT]", &action_xml("yield", &[]))
-            }
+            (true, false) => respond(
+                "Yield the floor for members to respond.",
+                "1. Yield. [CURRENT]",
+                &action_xml("yield", &[]),
+            ),
             (false, true) => respond(
                 "Make a brief opening remark.",
                 "1. Remark. [CURRENT]",
                 &action_xml("send_message", &[("message", "I support moving forward.")]),
             ),
-            (false, false) => respond("No further comment now.", "1. Yield. [CURRENT]", &action_xml("yield", &[])),
+            (false, false) => respond(
+                "No further comment now.",
+                "1. Yield. [CURRENT]",
+                &action_xml("yield", &[]),
+            ),
         };
     }
     if low.contains("you are living in a virtual village") {
@@ -93,7 +130,11 @@ pub fn reply(messages: &[Message], state: &mut LlmState) -> String {
                 &action_xml("send_message", &[("message", "Good morning everyone!")]),
             )
         } else {
-            respond("No need to say more now.", "1. Yield. [CURRENT]", &action_xml("yield", &[]))
+            respond(
+                "No need to say more now.",
+                "1. Yield. [CURRENT]",
+                &action_xml("yield", &[]),
+            )
         };
     }
     if low.contains("werewolf") {
@@ -103,12 +144,19 @@ pub fn reply(messages: &[Message], state: &mut LlmState) -> String {
         return landlord_reply(messages, n);
     }
     if last_user(messages).map(str::trim) == Some("Continue.") {
-        return respond("Already spoke this turn; yield.", "1. Yield. [CURRENT]", &action_xml("yield", &[]));
+        return respond(
+            "Already spoke this turn; yield.",
+            "1. Yield. [CURRENT]",
+            &action_xml("yield", &[]),
+        );
     }
     respond(
         "Say one line this turn.",
         "1. Speak once. [CURRENT]",
-        &action_xml("send_message", &[("message", &format!("[{n}] Hello from {name}."))]),
+        &action_xml(
+            "send_message",
+            &[("message", &format!("[{n}] Hello from {name}."))],
+        ),
     )
 }
 
@@ -138,13 +186,27 @@ fn werewolf_reply(low: &str, n: u64) -> String {
             "1. Night kill. [CURRENT]",
             &action_xml("night_kill", &[("target", "Pia")]),
         ),
-        "seer" => respond("Inspect a likely suspect.", "1. Inspect. [CURRENT]", &action_xml("inspect", &[("target", "Ronan")])),
-        "witch" => respond("Prepare to save tonight's victim.", "1. Save. [CURRENT]", &action_xml("witch_save", &[])),
-        _ => respond("Nothing to do at night.", "1. Wait. [CURRENT]", &action_xml("yield", &[])),
+        "seer" => respond(
+            "Inspect a likely suspect.",
+            "1. Inspect. [CURRENT]",
+            &action_xml("inspect", &[("target", "Ronan")]),
+        ),
+        "witch" => respond(
+            "Prepare to save tonight's victim.",
+            "1. Save. [CURRENT]",
+            &action_xml("witch_save", &[]),
+        ),
+        _ => respond(
+            "Nothing to do at night.",
+            "1. Wait. [CURRENT]",
+            &action_xml("yield", &[]),
+        ),
     }
 }
 
-const RANK_ORDER: [&str; 15] = ["3", "4", "5", "6", "7", "8", "9", "10", "J", "Q", "K", "A", "2", "SJ", "BJ"];
+const RANK_ORDER: [&str; 15] = [
+    "3", "4", "5", "6", "7", "8", "9", "10", "J", "Q", "K", "A", "2", "SJ", "BJ",
+];
 
 fn landlord_reply(messages: &[Message], n: u64) -> String {
     let status = messages
@@ -155,36 +217,57 @@ fn landlord_reply(messages: &[Message], n: u64) -> String {
         .unwrap_or("");
     let phase = status.find("Phase:").map(|i| {
         let rest = status[i + "Phase:".len()..].trim_start_matches([' ', '\t', '\n', '\r']);
-        let end = rest.find(|c: char| !(c.is_ascii_alphabetic() || c == '_')).unwrap_or(rest.len());
+        let end = rest
+            .find(|c: char| !(c.is_ascii_alphabetic() || c == '_'))
+            .unwrap_or(rest.len());
         &rest[..end]
     });
     let (t, p, xml) = match phase {
         Some("bidding") => {
             let a = if n == 1 { "call_landlord" } else { "pass" };
-            ("Decide whether to call landlord.", "1. Act in bidding. [CURRENT]", action_xml(a, &[]))
+            (
+                "Decide whether to call landlord.",
+                "1. Act in bidding. [CURRENT]",
+                action_xml(a, &[]),
+            )
         }
-        Some("doubling") => ("Decline doubling.", "1. Consider doubling. [CURRENT]", action_xml("no_double", &[])),
+        Some("doubling") => (
+            "Decline doubling.",
+            "1. Consider doubling. [CURRENT]",
+            action_xml("no_double", &[]),
+        ),
         Some("playing") => {
             // Like upstream's `Hand:\s*([\w\s]+)`: word characters and whitespace, which runs on
             // into the following lines' words.
             let hand = status.find("Hand:").map_or("", |i| {
                 let rest = status[i + "Hand:".len()..].trim_start();
-                let end = rest.find(|c: char| !(c.is_alphanumeric() || c == '_' || c.is_whitespace())).unwrap_or(rest.len());
+                let end = rest
+                    .find(|c: char| !(c.is_alphanumeric() || c == '_' || c.is_whitespace()))
+                    .unwrap_or(rest.len());
                 &rest[..end]
             });
-            let tokens: Vec<&str> = hand.split_whitespace().filter(|t| *t != "(empty)").collect();
+            let tokens: Vec<&str> = hand
+                .split_whitespace()
+                .filter(|t| *t != "(empty)")
+                .collect();
             match RANK_ORDER.iter().find(|r| tokens.contains(r)) {
                 Some(r) => (
                     "Try a small single.",
                     "1. Play a small single. [CURRENT]",
                     format!("<Action name=\"play_cards\"><cards>{r}</cards></Action>"),
                 ),
-                None => ("No cards to play.", "1. Yield. [CURRENT]", action_xml("yield", &[])),
+                None => (
+                    "No cards to play.",
+                    "1. Yield. [CURRENT]",
+                    action_xml("yield", &[]),
+                ),
             }
         }
         _ => ("Wait.", "1. Yield. [CURRENT]", action_xml("yield", &[])),
     };
-    format!("--- Thoughts ---\n{t}\n\n--- Plan ---\n{p}\n\n--- Action ---\n{xml}\n\n--- Plan Update ---\nno change")
+    format!(
+        "--- Thoughts ---\n{t}\n\n--- Plan ---\n{p}\n\n--- Action ---\n{xml}\n\n--- Plan Update ---\nno change"
+    )
 }
 
 #[cfg(test)]
@@ -192,12 +275,18 @@ mod tests {
     use super::*;
 
     fn req(system: &str, last_user: &str) -> Vec<Message> {
-        vec![Message::new(Role::System, system), Message::new(Role::User, last_user)]
+        vec![
+            Message::new(Role::System, system),
+            Message::new(Role::User, last_user),
+        ]
     }
 
     #[test]
     fn names_are_read_from_the_first_you_are() {
-        assert_eq!(extract_name("\nYou are Rep. Chen Wei.\nYou are the chair."), "Rep");
+        assert_eq!(
+            extract_name("\nYou are Rep. Chen Wei.\nYou are the chair."),
+            "Rep"
+        );
         assert_eq!(extract_name("You are Elias Thorne.\n"), "Elias Thorne");
         assert_eq!(extract_name("You are 主持人.\n"), "主持人");
         assert_eq!(extract_name("nobody"), "Agent");
@@ -207,7 +296,9 @@ mod tests {
     fn chat_branch_counts_per_name_and_yields_after_continue() {
         let mut st = LlmState::default();
         let a = reply(&req("You are Alice.\nchat", "hi"), &mut st);
-        assert!(a.contains("<Action name=\"send_message\"><message>[1] Hello from Alice.</message></Action>"));
+        assert!(a.contains(
+            "<Action name=\"send_message\"><message>[1] Hello from Alice.</message></Action>"
+        ));
         assert!(a.ends_with("--- Plan Update ---\nno change\n"));
         let b = reply(&req("You are Alice.\nchat", "hi"), &mut st);
         assert!(b.contains("[2] Hello from Alice."));
@@ -219,10 +310,16 @@ mod tests {
     #[test]
     fn keyword_precedence() {
         let mut st = LlmState::default();
-        let host = reply(&req("You are Host.\nplease vote and mind the werewolf", "x"), &mut st);
+        let host = reply(
+            &req("You are Host.\nplease vote and mind the werewolf", "x"),
+            &mut st,
+        );
         assert!(host.contains("Good morning, council."));
         assert!(reply(&req("You are Host.\nvoting", "x"), &mut st).contains("name=\"yield\""));
-        let map = reply(&req("You are Kaelen.\na grid-based virtual village, vote", "x"), &mut st);
+        let map = reply(
+            &req("You are Kaelen.\na grid-based virtual village, vote", "x"),
+            &mut st,
+        );
         assert!(map.contains("<Action name=\"look_around\" />"));
         let wolf = reply(&req("You are Mira.\nYou are a Werewolf.", "x"), &mut st);
         assert!(wolf.contains("<Action name=\"night_kill\"><target>Pia</target></Action>"));
@@ -234,9 +331,18 @@ mod tests {
         let status = "[18:00] Status: --- Status ---\nPhase: playing\nMultiplier: x1\nHand: 5 5 9 J 2 BJ\nHand counts: A=1";
         let r = reply(&req("You are Bob.\nDou Dizhu", status), &mut st);
         assert!(r.ends_with("<Action name=\"play_cards\"><cards>5</cards></Action>\n\n--- Plan Update ---\nno change"));
-        let bid = reply(&req("You are Bob.\nlandlord", "Status: Phase: bidding"), &mut st);
-        assert!(bid.contains("<Action name=\"pass\" />"), "second call passes");
-        let dbl = reply(&req("You are Bob.\nlandlord", "Status: Phase: doubling"), &mut st);
+        let bid = reply(
+            &req("You are Bob.\nlandlord", "Status: Phase: bidding"),
+            &mut st,
+        );
+        assert!(
+            bid.contains("<Action name=\"pass\" />"),
+            "second call passes"
+        );
+        let dbl = reply(
+            &req("You are Bob.\nlandlord", "Status: Phase: doubling"),
+            &mut st,
+        );
         assert!(dbl.contains("no_double"));
         let none = reply(&req("You are Bob.\nlandlord", "no status"), &mut st);
         assert!(none.contains("<Action name=\"yield\" />"));

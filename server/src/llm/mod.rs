@@ -40,5 +40,9 @@ pub struct LlmState {
 /// A chat-completion backend.
 pub trait LlmClient: Send + Sync {
     /// Sends `messages` (system first) and returns the assistant's text.
-    fn chat<'a>(&'a self, messages: &'a [Message], state: &'a mut LlmState) -> BoxFuture<'a, Result<String, LlmError>>;
+    fn chat<'a>(
+        &'a self,
+        messages: &'a [Message],
+        state: &'a mut LlmState,
+    ) -> BoxFuture<'a, Result<String, LlmError>>;
 }

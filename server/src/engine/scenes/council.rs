@@ -12,31 +12,71 @@ use crate::engine::prompt::SceneText;
 pub struct Config {}
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct State { pub time: i64 }
+pub struct State {
+    pub time: i64,
+}
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Council { pub name: String, pub initial_event: String, pub state: State }
+pub struct Council {
+    pub name: String,
+    pub initial_event: String,
+    pub state: State,
+}
 
 impl Council {
     pub fn new(name: String, initial_event: String, _config: Config) -> Self {
-        Council { name, initial_event, state: State { time: 1080 } }
+        Council {
+            name,
+            initial_event,
+            state: State { time: 1080 },
+        }
     }
 }
 
 impl SceneRules for Council {
-    fn time(&self) -> i64 { self.state.time }
-    fn set_time(&mut self, minutes: i64) { self.state.time = minutes; }
-    fn initial_event(&self) -> &str { &self.initial_event }
-    fn text(&self) -> SceneText { SceneText::default() }
-    fn scene_actions(&self, _agent: &Agent) -> Vec<ActionKind> { vec![ActionKind::Yield] }
+    fn time(&self) -> i64 {
+        self.state.time
+    }
+    fn set_time(&mut self, minutes: i64) {
+        self.state.time = minutes;
+    }
+    fn initial_event(&self) -> &str {
+        &self.initial_event
+    }
+    fn text(&self) -> SceneText {
+        SceneText::default()
+    }
+    fn scene_actions(&self, _agent: &Agent) -> Vec<ActionKind> {
+        vec![ActionKind::Yield]
+    }
 }
 
-pub const START_VOTING: ActionSpec = ActionSpec { name: "start_voting", desc: "", instruction: "" };
+pub const START_VOTING: ActionSpec = ActionSpec {
+    name: "start_voting",
+    desc: "",
+    instruction: "",
+};
 
-pub const FINISH_MEETING: ActionSpec = ActionSpec { name: "finish_meeting", desc: "", instruction: "" };
+pub const FINISH_MEETING: ActionSpec = ActionSpec {
+    name: "finish_meeting",
+    desc: "",
+    instruction: "",
+};
 
-pub const REQUEST_BRIEF: ActionSpec = ActionSpec { name: "request_brief", desc: "", instruction: "" };
+pub const REQUEST_BRIEF: ActionSpec = ActionSpec {
+    name: "request_brief",
+    desc: "",
+    instruction: "",
+};
 
-pub const VOTING_STATUS: ActionSpec = ActionSpec { name: "voting_status", desc: "", instruction: "" };
+pub const VOTING_STATUS: ActionSpec = ActionSpec {
+    name: "voting_status",
+    desc: "",
+    instruction: "",
+};
 
-pub const VOTE: ActionSpec = ActionSpec { name: "vote", desc: "", instruction: "" };
+pub const VOTE: ActionSpec = ActionSpec {
+    name: "vote",
+    desc: "",
+    instruction: "",
+};

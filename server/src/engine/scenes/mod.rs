@@ -123,15 +123,36 @@ macro_rules! each_scene {
 impl Scene {
     /// Builds a scene from a scenario's `scene` block. `config` is scene-specific; unknown or
     /// ill-typed keys are errors naming the field.
-    pub fn build(kind: SceneKind, name: String, initial_event: String, config: Value) -> Result<Scene, String> {
+    pub fn build(
+        kind: SceneKind,
+        name: String,
+        initial_event: String,
+        config: Value,
+    ) -> Result<Scene, String> {
         Ok(match kind {
-            SceneKind::SimpleChat | SceneKind::EmotionalConflict => {
-                Scene::SimpleChat(simple_chat::SimpleChat::new(name, initial_event, parse_config(config)?))
-            }
-            SceneKind::Council => Scene::Council(council::Council::new(name, initial_event, parse_config(config)?)),
-            SceneKind::Werewolf => Scene::Werewolf(werewolf::Werewolf::new(name, initial_event, parse_config(config)?)?),
-            SceneKind::Landlord => Scene::Landlord(landlord::Landlord::new(name, initial_event, parse_config(config)?)?),
-            SceneKind::Village => Scene::Village(village::Village::new(name, initial_event, parse_config(config)?)?),
+            SceneKind::SimpleChat | SceneKind::EmotionalConflict => Scene::SimpleChat(
+                simple_chat::SimpleChat::new(name, initial_event, parse_config(config)?),
+            ),
+            SceneKind::Council => Scene::Council(council::Council::new(
+                name,
+                initial_event,
+                parse_config(config)?,
+            )),
+            SceneKind::Werewolf => Scene::Werewolf(werewolf::Werewolf::new(
+                name,
+                initial_event,
+                parse_config(config)?,
+            )?),
+            SceneKind::Landlord => Scene::Landlord(landlord::Landlord::new(
+                name,
+                initial_event,
+                parse_config(config)?,
+            )?),
+            SceneKind::Village => Scene::Village(village::Village::new(
+                name,
+                initial_event,
+                parse_config(config)?,
+            )?),
         })
     }
 
@@ -164,11 +185,17 @@ impl Scene {
     /// must still be a valid state; otherwise nothing changes.
     pub fn patch_state(&mut self, updates: &Map<String, Value>) -> Result<(), String> {
         let mut full = serde_json::to_value(&*self).map_err(|e| e.to_string())?;
-        let state = full.get_mut("state").and_then(Value::as_object_mut).ok_or("scene has no state")?;
+        let state = full
+            .get_mut("state")
+            .and_then(Value::as_object_mut)
+            .ok_or("scene has no state")?;
         for (k, v) in updates {
             if !state.contains_key(k) {
                 let known: Vec<&str> = state.keys().map(String::as_str).collect();
-                return Err(format!("unknown scene state key '{k}' (known: {})", known.join(", ")));
+                return Err(format!(
+                    "unknown scene state key '{k}' (known: {})",
+                    known.join(", ")
+                ));
             }
             state.insert(k.clone(), v.clone());
         }
@@ -179,9 +206,17 @@ impl Scene {
 
 /// Deserialises a scene config, naming the offending field on error.
 pub fn parse_config<T: DeserializeOwned>(config: Value) -> Result<T, String> {
-    let config = if config.is_null() { Value::Object(Map::new()) } else { config };
+    let config = if config.is_null() {
+        Value::Object(Map::new())
+    } else {
+        config
+    };
     serde_path_to_error::deserialize(config).map_err(|e| {
         let path = e.path().to_string();
-        if path == "." { e.inner().to_string() } else { format!("{path}: {}", e.inner()) }
+        if path == "." {
+            e.inner().to_string()
+        } else {
+            format!("{path}: {}", e.inner())
+        }
     })
 }

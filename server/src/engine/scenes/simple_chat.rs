@@ -45,7 +45,12 @@ pub const GUIDELINES: &str = "Chat guidelines:\n\
 
 impl SimpleChat {
     pub fn new(name: String, initial_event: String, _config: Config) -> Self {
-        SimpleChat { name, initial_event, state: ChatState { time: 1080 }, config: Default::default() }
+        SimpleChat {
+            name,
+            initial_event,
+            state: ChatState { time: 1080 },
+            config: Default::default(),
+        }
     }
 }
 
@@ -60,7 +65,11 @@ impl SceneRules for SimpleChat {
         &self.initial_event
     }
     fn text(&self) -> SceneText {
-        SceneText { description: DESCRIPTION.into(), guidelines: GUIDELINES.into(), examples: String::new() }
+        SceneText {
+            description: DESCRIPTION.into(),
+            guidelines: GUIDELINES.into(),
+            examples: String::new(),
+        }
     }
     fn scene_actions(&self, _agent: &Agent) -> Vec<ActionKind> {
         vec![ActionKind::SendMessage, ActionKind::Yield]
@@ -74,7 +83,15 @@ mod tests {
     #[test]
     fn prose_keeps_clear_of_the_mock_trigger_words() {
         let text = format!("{DESCRIPTION}{GUIDELINES}").to_lowercase();
-        for word in ["vote", "voting", "werewolf", "landlord", "dou dizhu", "virtual village", "you are"] {
+        for word in [
+            "vote",
+            "voting",
+            "werewolf",
+            "landlord",
+            "dou dizhu",
+            "virtual village",
+            "you are",
+        ] {
             assert!(!text.contains(word), "{word}");
         }
     }

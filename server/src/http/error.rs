@@ -1,0 +1,81 @@
+//! API errors: every failure is a JSON `{"detail": "…"}` with a fitting status — never a 500 for
+//! bad input — and a JSON body extractor that turns malformed bodies into 422 (413 when too large).
+
+use axum::Json;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{FromRequest, Request};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+use crate::tree::TreeError;
+
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub detail: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, detail: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            detail: detail.into(),
+        }
+    }
+    pub fn not_found(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, detail)
+    }
+    pub fn unprocessable(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, detail)
+    }
+    pub fn conflict(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, detail)
+    }
+    pub fn tree_not_found() -> Self {
+        Self::not_found("simtree not found")
+    }
+}
+
+impl From<TreeError> for ApiError {
+    fn from(e: TreeError) -> Self {
+        let status = match e {
+            TreeError::NodeNotFound(_) => StatusCode::NOT_FOUND,
+            TreeError::DeleteRoot | TreeError::Running(_) => StatusCode::CONFLICT,
+            TreeError::InvalidOp(_) => StatusCode::UNPROCESSABLE_ENTITY,
+        };
+        ApiError::new(status, e.to_string())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, Json(json!({"detail": self.detail}))).into_response()
+    }
+}
+
+/// `Json<T>` with upstream-style errors: 413 for an oversized body, 422 for anything else.
+pub struct ApiJson<T>(pub T);
+
+impl<S, T> FromRequest<S> for ApiJson<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match Json::<T>::from_request(req, state).await {
+            Ok(Json(v)) => Ok(ApiJson(v)),
+            Err(rejection) => Err(rejection_error(rejection)),
+        }
+    }
+}
+
+fn rejection_error(r: JsonRejection) -> ApiError {
+    if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        return ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "request body too large");
+    }
+    ApiError::unprocessable(r.body_text())
+}

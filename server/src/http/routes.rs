@@ -1,0 +1,247 @@
+//! REST handlers of the DevUI API (spec §3.1) plus additive extensions (export/import,
+//! scenarios, lca). Bodies and responses match upstream so its clients work unchanged.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use simtree_shared::{Op, TreeRef};
+
+use super::error::{ApiError, ApiJson};
+use super::state::AppState;
+use crate::tree::{NodeId, TreeExport};
+
+type AppResult<T> = Result<T, ApiError>;
+type St = State<Arc<AppState>>;
+
+pub async fn health() -> Json<Value> {
+    Json(json!({"ok": true}))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateBody {
+    scenario: String,
+    #[serde(default)]
+    seed: Option<u64>,
+}
+
+pub async fn create_tree(
+    State(app): St,
+    ApiJson(body): ApiJson<CreateBody>,
+) -> AppResult<Json<TreeRef>> {
+    // Upstream's DevUI calls the Chinese chat `simple_chat_chinese`.
+    let scenario = if body.scenario == "simple_chat_chinese" {
+        "simple_chat_zh"
+    } else {
+        body.scenario.as_str()
+    };
+    Ok(Json(app.create_tree(scenario, body.seed)?))
+}
+
+pub async fn list_trees(State(app): St) -> Json<Vec<TreeRef>> {
+    let mut refs: Vec<TreeRef> = app
+        .trees
+        .iter()
+        .map(|t| TreeRef {
+            id: *t.key(),
+            root: 0,
+        })
+        .collect();
+    refs.sort_by_key(|r| r.id);
+    Json(refs)
+}
+
+pub async fn summaries(State(app): St, Path(tree): Path<u64>) -> AppResult<Response> {
+    let handle = app.tree(tree)?;
+    let s = handle.lock().summaries();
+    Ok(Json(s).into_response())
+}
+
+pub async fn graph(State(app): St, Path(tree): Path<u64>) -> AppResult<Response> {
+    let handle = app.tree(tree)?;
+    let g = handle.lock().graph();
+    Ok(Json(g).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdvanceBody {
+    parent: NodeId,
+    #[serde(default = "one")]
+    turns: u64,
+}
+
+fn one() -> u64 {
+    1
+}
+
+fn yes() -> bool {
+    true
+}
+
+pub async fn advance(
+    State(app): St,
+    Path(tree): Path<u64>,
+    ApiJson(b): ApiJson<AdvanceBody>,
+) -> AppResult<Json<Value>> {
+    let child = app.advance(tree, b.parent, b.turns).await?;
+    Ok(Json(json!({"child": child})))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FrontierBody {
+    #[serde(default = "one")]
+    turns: u64,
+    #[serde(default = "yes")]
+    only_max_depth: bool,
+}
+
+pub async fn advance_frontier(
+    State(app): St,
+    Path(tree): Path<u64>,
+    ApiJson(b): ApiJson<FrontierBody>,
+) -> AppResult<Json<Value>> {
+    let children = app
+        .advance_frontier(tree, b.turns, b.only_max_depth)
+        .await?;
+    Ok(Json(json!({"children": children})))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MultiBody {
+    parent: NodeId,
+    #[serde(default = "one")]
+    turns: u64,
+    count: i64,
+}
+
+pub async fn advance_multi(
+    State(app): St,
+    Path(tree): Path<u64>,
+    ApiJson(b): ApiJson<MultiBody>,
+) -> AppResult<Json<Value>> {
+    let children = app.advance_multi(tree, b.parent, b.turns, b.count).await?;
+    Ok(Json(json!({"children": children})))
+}
+
+pub async fn advance_chain(
+    State(app): St,
+    Path(tree): Path<u64>,
+    ApiJson(b): ApiJson<AdvanceBody>,
+) -> AppResult<Json<Value>> {
+    let child = app.advance_chain(tree, b.parent, b.turns).await?;
+    Ok(Json(json!({"child": child})))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BranchBody {
+    parent: NodeId,
+    ops: Vec<Value>,
+}
+
+pub async fn branch(
+    State(app): St,
+    Path(tree): Path<u64>,
+    ApiJson(b): ApiJson<BranchBody>,
+) -> AppResult<Json<Value>> {
+    let ops = parse_ops(b.ops)?;
+    let child = app.branch(tree, b.parent, ops)?;
+    Ok(Json(json!({"child": child})))
+}
+
+/// Parses ops one by one so the error names the op (`ops[1]: Unknown op: fly`).
+fn parse_ops(raw: Vec<Value>) -> AppResult<Vec<Op>> {
+    raw.into_iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let name = v
+                .get("op")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            serde_json::from_value::<Op>(v).map_err(|e| {
+                let msg = e.to_string();
+                if msg.contains("unknown variant") {
+                    ApiError::unprocessable(format!("ops[{i}]: Unknown op: {name}"))
+                } else {
+                    ApiError::unprocessable(format!("ops[{i}]: {msg}"))
+                }
+            })
+        })
+        .collect()
+}
+
+pub async fn delete_node(
+    State(app): St,
+    Path((tree, node)): Path<(u64, NodeId)>,
+) -> AppResult<Json<Value>> {
+    app.delete(tree, node)?;
+    Ok(Json(json!({"ok": true})))
+}
+
+/// The node's full log, assembled from pre-serialised entries without re-encoding them.
+pub async fn logs(State(app): St, Path((tree, node)): Path<(u64, NodeId)>) -> AppResult<Response> {
+    let handle = app.tree(tree)?;
+    let entries = handle.lock().logs(node)?;
+    let mut body = String::with_capacity(entries.iter().map(|e| e.len() + 1).sum::<usize>() + 2);
+    body.push('[');
+    for (i, e) in entries.iter().enumerate() {
+        if i > 0 {
+            body.push(',');
+        }
+        body.push_str(e);
+    }
+    body.push(']');
+    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
+}
+
+pub async fn state(State(app): St, Path((tree, node)): Path<(u64, NodeId)>) -> AppResult<Response> {
+    let handle = app.tree(tree)?;
+    let s = handle.lock().state(node)?;
+    Ok(Json(s).into_response())
+}
+
+pub async fn lca(
+    State(app): St,
+    Path((tree, a, b)): Path<(u64, NodeId, NodeId)>,
+) -> AppResult<Json<Value>> {
+    let handle = app.tree(tree)?;
+    let l = handle.lock().lca(a, b)?;
+    Ok(Json(json!({"lca": l})))
+}
+
+pub async fn export(State(app): St, Path(tree): Path<u64>) -> AppResult<Response> {
+    let handle = app.tree(tree)?;
+    let e = handle.lock().export()?;
+    Ok(Json(e).into_response())
+}
+
+pub async fn import(
+    State(app): St,
+    ApiJson(body): ApiJson<TreeExport>,
+) -> AppResult<Json<TreeRef>> {
+    Ok(Json(app.import_tree(body)?))
+}
+
+pub async fn delete_tree(State(app): St, Path(tree): Path<u64>) -> AppResult<Json<Value>> {
+    app.delete_tree(tree)?;
+    Ok(Json(json!({"ok": true})))
+}
+
+pub async fn scenarios(State(app): St) -> Json<Value> {
+    let list: Vec<Value> = app
+        .scenarios
+        .scenarios
+        .iter()
+        .map(|s| json!({"id": s.id, "title": s.title, "description": s.description, "scene": s.scene.kind, "default_turns": s.default_turns}))
+        .collect();
+    Json(Value::Array(list))
+}

@@ -1,0 +1,356 @@
+//! The server's shared state: the registry of trees and the operations that run simulations.
+//!
+//! A tree lives behind a mutex that is only held for structural changes (attach, finish, delete,
+//! reads); simulations run outside it as tokio tasks, so many clients can work on one tree and a
+//! fan-out uses every core. Lifecycle messages (`attached`, `run_start`, `run_finish`, `deleted`)
+//! go to the tree's broadcast channel in causal order per node; log entries go to each node's
+//! own log and its live channel.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use dashmap::DashMap;
+use simtree_shared::{Op, TreeMsg, TreeRef};
+use tokio::sync::broadcast;
+use tokio::task::AbortHandle;
+
+use super::error::ApiError;
+use crate::engine::Event;
+use crate::llm::LlmClient;
+use crate::scenario::ScenarioLibrary;
+use crate::tree::{NodeId, NodeLog, SimTree, TreeExport, entry_json};
+
+/// Configurable limits; defaults are documented in the README.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    pub max_body_bytes: usize,
+    pub max_turns_per_request: u64,
+    pub max_children_per_request: u64,
+    pub max_trees: usize,
+    /// Messages a watcher may fall behind before it gets a `resync`.
+    pub ws_queue: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_body_bytes: 2 * 1024 * 1024,
+            max_turns_per_request: 1000,
+            max_children_per_request: 256,
+            max_trees: 1000,
+            ws_queue: 1024,
+        }
+    }
+}
+
+pub struct AppState {
+    pub trees: DashMap<u64, Arc<TreeHandle>>,
+    next_tree: AtomicU64,
+    pub scenarios: ScenarioLibrary,
+    pub llm: Arc<dyn LlmClient>,
+    pub limits: Limits,
+}
+
+pub struct TreeHandle {
+    pub id: u64,
+    tree: Mutex<SimTree>,
+    pub events: broadcast::Sender<TreeMsg>,
+    tasks: Mutex<HashMap<NodeId, AbortHandle>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl TreeHandle {
+    pub fn lock(&self) -> MutexGuard<'_, SimTree> {
+        lock(&self.tree)
+    }
+
+    fn send(&self, msg: TreeMsg) {
+        let _ = self.events.send(msg);
+    }
+}
+
+impl AppState {
+    pub fn new(scenarios: ScenarioLibrary, llm: Arc<dyn LlmClient>, limits: Limits) -> Self {
+        AppState {
+            trees: DashMap::new(),
+            next_tree: AtomicU64::new(0),
+            scenarios,
+            llm,
+            limits,
+        }
+    }
+
+    pub fn tree(&self, id: u64) -> Result<Arc<TreeHandle>, ApiError> {
+        self.trees
+            .get(&id)
+            .map(|t| t.clone())
+            .ok_or_else(ApiError::tree_not_found)
+    }
+
+    fn register(&self, tree: SimTree) -> Result<TreeRef, ApiError> {
+        if self.trees.len() >= self.limits.max_trees {
+            return Err(ApiError::conflict(format!(
+                "the server holds its maximum of {} trees; delete one first",
+                self.limits.max_trees
+            )));
+        }
+        let id = self.next_tree.fetch_add(1, Ordering::SeqCst);
+        let handle = TreeHandle {
+            id,
+            tree: Mutex::new(tree),
+            events: broadcast::channel(self.limits.ws_queue.max(1)).0,
+            tasks: Mutex::new(HashMap::new()),
+        };
+        self.trees.insert(id, Arc::new(handle));
+        Ok(TreeRef { id, root: 0 })
+    }
+
+    pub fn create_tree(&self, scenario: &str, seed: Option<u64>) -> Result<TreeRef, ApiError> {
+        let s = self.scenarios.get(scenario).map_err(|_| {
+            ApiError::unprocessable(format!(
+                "unknown scenario '{scenario}' (available: {})",
+                self.scenarios.ids().join(", ")
+            ))
+        })?;
+        let sim = s
+            .build(seed)
+            .map_err(|e| ApiError::unprocessable(e.to_string()))?;
+        self.register(SimTree::new(scenario, sim))
+    }
+
+    pub fn import_tree(&self, export: TreeExport) -> Result<TreeRef, ApiError> {
+        let tree = SimTree::import(export)?;
+        self.register(tree)
+    }
+
+    fn check_turns(&self, turns: u64) -> Result<(), ApiError> {
+        let max = self.limits.max_turns_per_request;
+        if turns > max {
+            return Err(ApiError::unprocessable(format!(
+                "turns must be at most {max} per request"
+            )));
+        }
+        Ok(())
+    }
+
+    fn check_count(&self, count: u64) -> Result<(), ApiError> {
+        let max = self.limits.max_children_per_request;
+        if count > max {
+            return Err(ApiError::unprocessable(format!(
+                "at most {max} children per request"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Attaches a running child of `parent` and announces it (`attached`, `run_start`).
+    fn start(&self, handle: &TreeHandle, parent: NodeId, turns: u64) -> Result<Pending, ApiError> {
+        let mut tree = handle.lock();
+        let (id, sim, log) = tree.start_advance(parent, turns)?;
+        let attached = tree.node(id)?.attached();
+        handle.send(TreeMsg::Attached(attached));
+        handle.send(TreeMsg::RunStart { node: id });
+        Ok(Pending {
+            id,
+            sim,
+            log,
+            turns,
+        })
+    }
+
+    /// Spawns the run of a started child; it proceeds on the runtime's worker threads.
+    fn spawn(&self, handle: &TreeHandle, p: Pending) -> Running {
+        let Pending {
+            id,
+            mut sim,
+            log,
+            turns,
+        } = p;
+        let llm = self.llm.clone();
+        let task = tokio::spawn(async move {
+            let mut sink = move |e: Event| log.push(entry_json(&e, id));
+            let result = sim.run(turns, &*llm, &mut sink).await;
+            (sim, result.err().map(|e| e.to_string()))
+        });
+        lock(&handle.tasks).insert(id, task.abort_handle());
+        Running { id, task }
+    }
+
+    /// Waits for a run, stores its simulator and announces `run_finish`.
+    async fn collect(&self, handle: &TreeHandle, r: Running) -> Result<NodeId, ApiError> {
+        let Running { id, task } = r;
+        let outcome = task.await;
+        lock(&handle.tasks).remove(&id);
+        match outcome {
+            Ok((sim, error)) => {
+                handle.lock().finish(id, sim, error);
+                handle.send(TreeMsg::RunFinish { node: id });
+                Ok(id)
+            }
+            Err(e) if e.is_cancelled() => Err(ApiError::conflict(format!(
+                "node {id} was deleted while running"
+            ))),
+            Err(_) => {
+                handle
+                    .lock()
+                    .fail_without_sim(id, "the run stopped unexpectedly".into());
+                handle.send(TreeMsg::RunFinish { node: id });
+                Err(ApiError::new(
+                    axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("run of node {id} failed"),
+                ))
+            }
+        }
+    }
+
+    pub async fn advance(&self, tree: u64, parent: NodeId, turns: u64) -> Result<NodeId, ApiError> {
+        self.check_turns(turns)?;
+        let handle = self.tree(tree)?;
+        let pending = self.start(&handle, parent, turns)?;
+        let running = self.spawn(&handle, pending);
+        self.collect(&handle, running).await
+    }
+
+    /// Starts one child per parent (all attached and announced first), runs them concurrently.
+    async fn fan_out(
+        &self,
+        handle: &Arc<TreeHandle>,
+        parents: &[NodeId],
+        turns: u64,
+    ) -> Result<Vec<NodeId>, ApiError> {
+        let mut started = Vec::with_capacity(parents.len());
+        let mut first_error = None;
+        for &p in parents {
+            match self.start(handle, p, turns) {
+                Ok(pending) => started.push(pending),
+                Err(e) => {
+                    // Children already attached still run, so none is left half-made.
+                    first_error = Some(e);
+                    break;
+                }
+            }
+        }
+        let running: Vec<Running> = started.into_iter().map(|p| self.spawn(handle, p)).collect();
+        let mut ids = Vec::with_capacity(running.len());
+        for r in running {
+            match self.collect(handle, r).await {
+                Ok(id) => ids.push(id),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(ids),
+        }
+    }
+
+    pub async fn advance_multi(
+        &self,
+        tree: u64,
+        parent: NodeId,
+        turns: u64,
+        count: i64,
+    ) -> Result<Vec<NodeId>, ApiError> {
+        self.check_turns(turns)?;
+        let count = count.max(0) as u64;
+        self.check_count(count)?;
+        let handle = self.tree(tree)?;
+        handle.lock().node(parent)?;
+        self.fan_out(&handle, &vec![parent; count as usize], turns)
+            .await
+    }
+
+    pub async fn advance_frontier(
+        &self,
+        tree: u64,
+        turns: u64,
+        only_max_depth: bool,
+    ) -> Result<Vec<NodeId>, ApiError> {
+        self.check_turns(turns)?;
+        let handle = self.tree(tree)?;
+        let parents = handle.lock().frontier(only_max_depth);
+        self.check_count(parents.len() as u64)?;
+        self.fan_out(&handle, &parents, turns).await
+    }
+
+    pub async fn advance_chain(
+        &self,
+        tree: u64,
+        parent: NodeId,
+        turns: u64,
+    ) -> Result<NodeId, ApiError> {
+        let steps = turns.max(1);
+        self.check_turns(steps)?;
+        let handle = self.tree(tree)?;
+        let mut current = parent;
+        for _ in 0..steps {
+            let pending = self.start(&handle, current, 1)?;
+            let running = self.spawn(&handle, pending);
+            current = self.collect(&handle, running).await?;
+        }
+        Ok(current)
+    }
+
+    pub fn branch(&self, tree: u64, parent: NodeId, ops: Vec<Op>) -> Result<NodeId, ApiError> {
+        let handle = self.tree(tree)?;
+        let mut t = handle.lock();
+        let id = t.branch(parent, ops)?;
+        handle.send(TreeMsg::Attached(t.node(id)?.attached()));
+        Ok(id)
+    }
+
+    /// Deletes a subtree; runs inside it are cancelled.
+    pub fn delete(&self, tree: u64, node: NodeId) -> Result<(), ApiError> {
+        let handle = self.tree(tree)?;
+        let removed = {
+            let mut t = handle.lock();
+            let removed = t.delete_subtree(node)?;
+            handle.send(TreeMsg::Deleted { node });
+            removed
+        };
+        let tasks = lock(&handle.tasks);
+        for id in removed {
+            if let Some(task) = tasks.get(&id) {
+                task.abort();
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes a whole tree; its running simulations are cancelled.
+    pub fn delete_tree(&self, tree: u64) -> Result<(), ApiError> {
+        let (_, handle) = self
+            .trees
+            .remove(&tree)
+            .ok_or_else(ApiError::tree_not_found)?;
+        for task in lock(&handle.tasks).values() {
+            task.abort();
+        }
+        Ok(())
+    }
+
+    /// Subscribes to a node's live entries.
+    pub fn node_log(&self, tree: u64, node: NodeId) -> Result<Arc<NodeLog>, ApiError> {
+        let handle = self.tree(tree)?;
+        let t = handle.lock();
+        Ok(t.node(node)?.log.clone())
+    }
+}
+
+struct Running {
+    id: NodeId,
+    task: tokio::task::JoinHandle<(crate::engine::Simulator, Option<String>)>,
+}
+
+struct Pending {
+    id: NodeId,
+    sim: crate::engine::Simulator,
+    log: Arc<NodeLog>,
+    turns: u64,
+}

@@ -1,0 +1,145 @@
+//! The two WebSockets of the DevUI protocol (spec §3.1).
+//!
+//! Both subscribe first, then wait for one client text frame (the `ready` handshake), then
+//! forward. The tree socket sends the root's `attached` and, as an extension, a `snapshot` of the
+//! graph with running ids so late joiners are in sync. A watcher that falls behind its bounded
+//! queue gets `resync` (and a fresh snapshot on the tree socket) instead of unbounded buffering.
+
+use std::sync::Arc;
+
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade, close_code};
+use axum::extract::{FromRequestParts, Path, Request, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use simtree_shared::TreeMsg;
+use tokio::sync::broadcast::error::RecvError;
+
+use super::state::AppState;
+use crate::tree::NodeId;
+
+async fn close_policy(mut socket: WebSocket, reason: &str) {
+    let frame = CloseFrame {
+        code: close_code::POLICY,
+        reason: Utf8Bytes::from(reason.to_string()),
+    };
+    let _ = socket.send(Message::Close(Some(frame))).await;
+}
+
+/// Waits for the client's first text frame; false if the socket closed first.
+async fn handshake(socket: &mut WebSocket) -> bool {
+    while let Some(msg) = socket.recv().await {
+        match msg {
+            Ok(Message::Text(_)) => return true,
+            Ok(Message::Close(_)) | Err(_) => return false,
+            Ok(_) => continue,
+        }
+    }
+    false
+}
+
+async fn send_json<T: serde::Serialize>(socket: &mut WebSocket, value: &T) -> bool {
+    match serde_json::to_string(value) {
+        Ok(text) => socket.send(Message::Text(text.into())).await.is_ok(),
+        Err(_) => true,
+    }
+}
+
+pub async fn tree_events(
+    ws: WebSocketUpgrade,
+    State(app): State<Arc<AppState>>,
+    Path(tree): Path<u64>,
+) -> Response {
+    ws.on_upgrade(move |socket| tree_socket(socket, app, tree))
+}
+
+async fn tree_socket(mut socket: WebSocket, app: Arc<AppState>, tree: u64) {
+    let Ok(handle) = app.tree(tree) else {
+        return close_policy(socket, "simtree not found").await;
+    };
+    let mut rx = handle.events.subscribe();
+    if !handshake(&mut socket).await {
+        return;
+    }
+    let (root, graph) = {
+        let t = handle.lock();
+        (t.node(0).map(|n| n.attached()), t.graph())
+    };
+    if let Ok(root) = root
+        && !send_json(&mut socket, &TreeMsg::Attached(root)).await
+    {
+        return;
+    }
+    if !send_json(&mut socket, &TreeMsg::Snapshot(graph)).await {
+        return;
+    }
+    loop {
+        tokio::select! {
+            msg = rx.recv() => match msg {
+                Ok(m) => if !send_json(&mut socket, &m).await { return },
+                Err(RecvError::Lagged(missed)) => {
+                    let graph = handle.lock().graph();
+                    if !send_json(&mut socket, &TreeMsg::Resync { missed }).await
+                        || !send_json(&mut socket, &TreeMsg::Snapshot(graph)).await
+                    {
+                        return;
+                    }
+                }
+                Err(RecvError::Closed) => return,
+            },
+            incoming = socket.recv() => match incoming {
+                Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return,
+                _ => {}
+            },
+        }
+    }
+}
+
+/// `…/sim/{node}/events` is both upstream's REST log route and the node WebSocket: a WebSocket
+/// upgrade request gets the socket, a plain GET the log.
+pub async fn node_events_or_logs(
+    State(app): State<Arc<AppState>>,
+    Path((tree, node)): Path<(u64, NodeId)>,
+    req: Request,
+) -> Response {
+    let wants_ws = req
+        .headers()
+        .get(header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
+    if !wants_ws {
+        return super::routes::logs(State(app), Path((tree, node)))
+            .await
+            .into_response();
+    }
+    let (mut parts, _body) = req.into_parts();
+    match WebSocketUpgrade::from_request_parts(&mut parts, &()).await {
+        Ok(ws) => ws.on_upgrade(move |socket| node_socket(socket, app, tree, node)),
+        Err(rejection) => rejection.into_response(),
+    }
+}
+
+async fn node_socket(mut socket: WebSocket, app: Arc<AppState>, tree: u64, node: NodeId) {
+    let log = match app.node_log(tree, node) {
+        Ok(log) => log,
+        Err(e) => return close_policy(socket, &e.detail).await,
+    };
+    let mut rx = log.subscribe();
+    if !handshake(&mut socket).await {
+        return;
+    }
+    loop {
+        tokio::select! {
+            entry = rx.recv() => match entry {
+                Ok(text) => if socket.send(Message::Text(text.as_ref().into())).await.is_err() { return },
+                Err(RecvError::Lagged(missed)) => {
+                    if !send_json(&mut socket, &TreeMsg::Resync { missed }).await { return }
+                }
+                Err(RecvError::Closed) => return,
+            },
+            incoming = socket.recv() => match incoming {
+                Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return,
+                _ => {}
+            },
+        }
+    }
+}

@@ -1,0 +1,812 @@
+//! SimTree: branching timelines of one simulation (spec §2).
+//!
+//! Each node holds the simulator state it ended with and only its *own* log entries; the log of a
+//! node is the concatenation of its root path, each entry tagged with the node that produced it.
+//! Together with persistent agent memories this keeps memory linear in events and makes forking a
+//! node cost the same at depth 1 and depth 10,000.
+//!
+//! This module is synchronous and lock-free by itself; `http::state` wraps it in a mutex and runs
+//! simulations outside the lock. Invariants kept here: ids are unique and never reused, every
+//! parent exists, a failed branch allocates nothing, the root cannot be deleted.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use simtree_shared::{
+    AgentState, Attached, EdgeType, Graph, GraphEdge, GraphNode, MemoryLine, NodeState, Op,
+    Summary, SummaryEdge,
+};
+use tokio::sync::broadcast;
+
+use crate::engine::Simulator;
+use crate::engine::event::{Event, SceneEvent};
+use crate::engine::memory::Role;
+use crate::engine::plan::PlanState;
+
+pub type NodeId = u64;
+
+/// Errors of tree operations; the HTTP layer maps them to status codes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TreeError {
+    #[error("node {0} not found")]
+    NodeNotFound(NodeId),
+    #[error("Cannot delete root node")]
+    DeleteRoot,
+    #[error("node {0} is running; wait for it to finish")]
+    Running(NodeId),
+    #[error("{0}")]
+    InvalidOp(String),
+}
+
+/// Capacity of each node's live-entry channel (per watcher backlog before a resync).
+pub const NODE_CHANNEL_CAPACITY: usize = 1024;
+
+/// A node's own log entries (pre-serialised JSON `{type, data, node}`) and, once someone watches,
+/// a broadcast channel that carries new entries live.
+#[derive(Debug, Default)]
+pub struct NodeLog {
+    inner: Mutex<NodeLogInner>,
+}
+
+#[derive(Debug, Default)]
+struct NodeLogInner {
+    entries: Vec<Arc<str>>,
+    live: Option<broadcast::Sender<Arc<str>>>,
+}
+
+impl NodeLog {
+    fn from_entries(entries: Vec<Arc<str>>) -> Self {
+        NodeLog {
+            inner: Mutex::new(NodeLogInner {
+                entries,
+                live: None,
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, NodeLogInner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Appends one entry and forwards it to live watchers.
+    pub fn push(&self, entry: Arc<str>) {
+        let mut inner = self.lock();
+        if let Some(tx) = &inner.live {
+            let _ = tx.send(entry.clone());
+        }
+        inner.entries.push(entry);
+    }
+
+    pub fn entries(&self) -> Vec<Arc<str>> {
+        self.lock().entries.clone()
+    }
+
+    pub fn len(&self) -> usize {
+        self.lock().entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Subscribes to entries pushed from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<str>> {
+        let mut inner = self.lock();
+        inner
+            .live
+            .get_or_insert_with(|| broadcast::channel(NODE_CHANNEL_CAPACITY).0)
+            .subscribe()
+    }
+}
+
+/// Serialises an engine event as a log entry of `node`.
+pub fn entry_json(event: &Event, node: NodeId) -> Arc<str> {
+    #[derive(Serialize)]
+    struct Entry<'a> {
+        #[serde(rename = "type")]
+        kind: &'a str,
+        data: &'a Value,
+        node: NodeId,
+    }
+    let text = serde_json::to_string(&Entry {
+        kind: event.kind.as_str(),
+        data: &event.data,
+        node,
+    })
+    .unwrap_or_else(|_| "{}".into());
+    text.into()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeStatus {
+    Ready,
+    Running,
+    Failed,
+}
+
+#[derive(Debug)]
+pub struct Node {
+    pub id: NodeId,
+    pub parent: Option<NodeId>,
+    pub depth: u32,
+    pub edge_type: EdgeType,
+    pub ops: Vec<Op>,
+    pub children: Vec<NodeId>,
+    /// The node's simulator; `None` while it runs (the run owns it).
+    pub sim: Option<Arc<Simulator>>,
+    pub log: Arc<NodeLog>,
+    pub status: NodeStatus,
+    /// Why the run failed, when it did.
+    pub error: Option<String>,
+}
+
+impl Node {
+    pub fn attached(&self) -> Attached {
+        Attached {
+            node: self.id,
+            parent: self.parent,
+            depth: self.depth,
+            edge_type: self.edge_type,
+            ops: self.ops.clone(),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct SimTree {
+    /// Which scenario the tree was made from.
+    pub scenario: String,
+    nodes: BTreeMap<NodeId, Node>,
+    next_id: NodeId,
+}
+
+impl SimTree {
+    /// A tree whose root holds `sim`; the simulator's pending events become the root's log.
+    pub fn new(scenario: impl Into<String>, mut sim: Simulator) -> Self {
+        let mut events: Vec<Event> = Vec::new();
+        sim.flush_pending(&mut events);
+        let entries = events.iter().map(|e| entry_json(e, 0)).collect();
+        let root = Node {
+            id: 0,
+            parent: None,
+            depth: 0,
+            edge_type: EdgeType::Root,
+            ops: Vec::new(),
+            children: Vec::new(),
+            sim: Some(Arc::new(sim.fork())),
+            log: Arc::new(NodeLog::from_entries(entries)),
+            status: NodeStatus::Ready,
+            error: None,
+        };
+        SimTree {
+            scenario: scenario.into(),
+            nodes: BTreeMap::from([(0, root)]),
+            next_id: 1,
+        }
+    }
+
+    pub fn root(&self) -> NodeId {
+        0
+    }
+
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    pub fn node(&self, id: NodeId) -> Result<&Node, TreeError> {
+        self.nodes.get(&id).ok_or(TreeError::NodeNotFound(id))
+    }
+
+    /// The finished simulator of a node (an error while it runs).
+    pub fn sim(&self, id: NodeId) -> Result<&Arc<Simulator>, TreeError> {
+        self.node(id)?.sim.as_ref().ok_or(TreeError::Running(id))
+    }
+
+    fn attach(
+        &mut self,
+        parent: NodeId,
+        ops: Vec<Op>,
+        sim: Option<Arc<Simulator>>,
+        log: NodeLog,
+    ) -> NodeId {
+        let id = self.next_id;
+        self.next_id += 1;
+        let depth = self.nodes.get(&parent).map_or(0, |p| p.depth + 1);
+        let status = if sim.is_some() {
+            NodeStatus::Ready
+        } else {
+            NodeStatus::Running
+        };
+        let node = Node {
+            id,
+            parent: Some(parent),
+            depth,
+            edge_type: Op::edge_type_of(&ops),
+            ops,
+            children: Vec::new(),
+            sim,
+            log: Arc::new(log),
+            status,
+            error: None,
+        };
+        if let Some(p) = self.nodes.get_mut(&parent) {
+            p.children.push(id);
+        }
+        self.nodes.insert(id, node);
+        id
+    }
+
+    /// Creates a running child of `parent` that will advance `turns` turns; returns its id, the
+    /// simulator to run and the log to run it into. The caller runs it and calls [`Self::finish`].
+    pub fn start_advance(
+        &mut self,
+        parent: NodeId,
+        turns: u64,
+    ) -> Result<(NodeId, Simulator, Arc<NodeLog>), TreeError> {
+        let sim = self.sim(parent)?.fork();
+        let id = self.attach(
+            parent,
+            vec![Op::Advance { turns }],
+            None,
+            NodeLog::default(),
+        );
+        let log = self.nodes[&id].log.clone();
+        Ok((id, sim, log))
+    }
+
+    /// Stores a finished run's simulator. A node deleted meanwhile is simply gone.
+    pub fn finish(&mut self, id: NodeId, sim: Simulator, error: Option<String>) {
+        if let Some(node) = self.nodes.get_mut(&id) {
+            node.sim = Some(Arc::new(sim));
+            node.status = if error.is_some() {
+                NodeStatus::Failed
+            } else {
+                NodeStatus::Ready
+            };
+            node.error = error;
+        }
+    }
+
+    /// Marks a run that ended without a simulator (its task died) as failed; the node keeps its
+    /// parent's state so it stays usable.
+    pub fn fail_without_sim(&mut self, id: NodeId, error: String) {
+        let parent_sim = self
+            .nodes
+            .get(&id)
+            .and_then(|n| n.parent)
+            .and_then(|p| self.nodes.get(&p)?.sim.clone());
+        if let Some(node) = self.nodes.get_mut(&id) {
+            node.sim = parent_sim;
+            node.status = NodeStatus::Failed;
+            node.error = Some(error);
+        }
+    }
+
+    /// Applies `ops` to a clone of `parent` and attaches it. All ops are validated on the private
+    /// clone first: on any error nothing is allocated or attached.
+    pub fn branch(&mut self, parent: NodeId, ops: Vec<Op>) -> Result<NodeId, TreeError> {
+        let mut sim = self.sim(parent)?.fork();
+        for (i, op) in ops.iter().enumerate() {
+            apply_op(&mut sim, op).map_err(|e| TreeError::InvalidOp(format!("ops[{i}]: {e}")))?;
+        }
+        let id = self.next_id;
+        let mut events = sim.world.take_out();
+        sim.world.flush_pending();
+        events.extend(sim.world.take_out());
+        let log = NodeLog::from_entries(events.iter().map(|e| entry_json(e, id)).collect());
+        Ok(self.attach(parent, ops, Some(Arc::new(sim)), log))
+    }
+
+    /// Removes `id` and all its descendants; returns the removed ids (for cancelling runs).
+    pub fn delete_subtree(&mut self, id: NodeId) -> Result<Vec<NodeId>, TreeError> {
+        let node = self.node(id)?;
+        let Some(parent) = node.parent else {
+            return Err(TreeError::DeleteRoot);
+        };
+        let mut removed = Vec::new();
+        let mut stack = vec![id];
+        while let Some(n) = stack.pop() {
+            if let Some(node) = self.nodes.remove(&n) {
+                stack.extend(node.children);
+                removed.push(n);
+            }
+        }
+        if let Some(p) = self.nodes.get_mut(&parent) {
+            p.children.retain(|&c| c != id);
+        }
+        removed.sort_unstable();
+        Ok(removed)
+    }
+
+    /// Root path of `id`, root first.
+    pub fn path(&self, id: NodeId) -> Result<Vec<NodeId>, TreeError> {
+        let mut path = vec![id];
+        let mut cur = self.node(id)?;
+        while let Some(p) = cur.parent {
+            path.push(p);
+            cur = self.node(p)?;
+        }
+        path.reverse();
+        Ok(path)
+    }
+
+    /// The full log of a node: its root path's own entries, in order.
+    pub fn logs(&self, id: NodeId) -> Result<Vec<Arc<str>>, TreeError> {
+        let mut out = Vec::new();
+        for n in self.path(id)? {
+            out.extend(self.node(n)?.log.entries());
+        }
+        Ok(out)
+    }
+
+    /// Lowest common ancestor.
+    pub fn lca(&self, a: NodeId, b: NodeId) -> Result<NodeId, TreeError> {
+        let pa = self.path(a)?;
+        let pb = self.path(b)?;
+        Ok(pa
+            .iter()
+            .zip(&pb)
+            .take_while(|(x, y)| x == y)
+            .map(|(x, _)| *x)
+            .last()
+            .unwrap_or(0))
+    }
+
+    /// Nodes without children, ascending.
+    pub fn leaves(&self) -> Vec<NodeId> {
+        self.nodes
+            .values()
+            .filter(|n| n.children.is_empty())
+            .map(|n| n.id)
+            .collect()
+    }
+
+    pub fn max_depth(&self) -> u32 {
+        self.nodes.values().map(|n| n.depth).max().unwrap_or(0)
+    }
+
+    /// The leaves at maximum depth (`only_max_depth`) or all leaves.
+    pub fn frontier(&self, only_max_depth: bool) -> Vec<NodeId> {
+        let max = self.max_depth();
+        self.nodes
+            .values()
+            .filter(|n| n.children.is_empty() && (!only_max_depth || n.depth == max))
+            .map(|n| n.id)
+            .collect()
+    }
+
+    pub fn running(&self) -> Vec<NodeId> {
+        self.nodes
+            .values()
+            .filter(|n| n.status == NodeStatus::Running)
+            .map(|n| n.id)
+            .collect()
+    }
+
+    pub fn graph(&self) -> Graph {
+        let nodes = self
+            .nodes
+            .values()
+            .map(|n| GraphNode {
+                id: n.id,
+                depth: n.depth,
+            })
+            .collect();
+        let edges = self
+            .nodes
+            .values()
+            .flat_map(|n| {
+                n.children.iter().filter_map(|c| {
+                    let child = self.nodes.get(c)?;
+                    Some(GraphEdge {
+                        from: n.id,
+                        to: *c,
+                        kind: child.edge_type,
+                    })
+                })
+            })
+            .collect();
+        Graph {
+            root: 0,
+            frontier: self.frontier(true),
+            running: self.running(),
+            nodes,
+            edges,
+        }
+    }
+
+    pub fn summaries(&self) -> Vec<Summary> {
+        self.nodes
+            .values()
+            .map(|n| Summary {
+                id: n.id,
+                turns: n.sim.as_ref().map_or(0, |s| s.turns),
+                parent: n.parent,
+                edges: n
+                    .children
+                    .iter()
+                    .filter_map(|c| self.nodes.get(c))
+                    .map(|c| SummaryEdge {
+                        to: c.id,
+                        kind: c.edge_type,
+                        ops: c.ops.clone(),
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// `GET …/state`: turns and every agent's role, plan, merged memory and emotion.
+    pub fn state(&self, id: NodeId) -> Result<NodeState, TreeError> {
+        let sim = self.sim(id)?;
+        let agents = sim
+            .world
+            .agents
+            .iter()
+            .map(|a| AgentState {
+                name: a.name.clone(),
+                role: a.role().map(str::to_string),
+                plan_state: serde_json::to_value(&a.plan_state).unwrap_or(Value::Null),
+                short_memory: a
+                    .short_memory
+                    .iter()
+                    .map(|m| MemoryLine {
+                        role: m.role.as_str().to_string(),
+                        content: m.content.to_string(),
+                    })
+                    .collect(),
+                emotion: a.emotion.clone(),
+            })
+            .collect();
+        Ok(NodeState {
+            turns: sim.turns,
+            agents,
+        })
+    }
+
+    /// A lossless JSON snapshot of the whole tree (logs, ops, simulator states).
+    pub fn export(&self) -> Result<TreeExport, TreeError> {
+        let nodes = self
+            .nodes
+            .values()
+            .map(|n| {
+                let sim = n.sim.as_ref().ok_or(TreeError::Running(n.id))?;
+                let logs = n
+                    .log
+                    .entries()
+                    .iter()
+                    .map(|e| serde_json::from_str(e).unwrap_or(Value::Null))
+                    .collect();
+                Ok(NodeExport {
+                    id: n.id,
+                    parent: n.parent,
+                    depth: n.depth,
+                    edge_type: n.edge_type,
+                    ops: n.ops.clone(),
+                    status: n.status,
+                    error: n.error.clone(),
+                    sim: (**sim).clone(),
+                    logs,
+                })
+            })
+            .collect::<Result<_, TreeError>>()?;
+        Ok(TreeExport {
+            format: EXPORT_FORMAT.into(),
+            scenario: self.scenario.clone(),
+            root: 0,
+            seq: self.next_id,
+            nodes,
+        })
+    }
+
+    /// Rebuilds a tree from an export, checking its structure.
+    pub fn import(data: TreeExport) -> Result<SimTree, TreeError> {
+        let bad = |m: String| TreeError::InvalidOp(m);
+        if data.format != EXPORT_FORMAT {
+            return Err(bad(format!(
+                "unsupported export format '{}' (expected {EXPORT_FORMAT})",
+                data.format
+            )));
+        }
+        let mut nodes: BTreeMap<NodeId, Node> = BTreeMap::new();
+        for n in data.nodes {
+            if nodes.contains_key(&n.id) {
+                return Err(bad(format!("duplicate node id {}", n.id)));
+            }
+            if n.id >= data.seq {
+                return Err(bad(format!(
+                    "node id {} is not below seq {}",
+                    n.id, data.seq
+                )));
+            }
+            match n.parent {
+                None if n.id != 0 => return Err(bad(format!("node {} has no parent", n.id))),
+                Some(p) if !nodes.contains_key(&p) => {
+                    return Err(bad(format!(
+                        "node {} lists parent {p} before it appears",
+                        n.id
+                    )));
+                }
+                _ => {}
+            }
+            let expected_depth = n.parent.map_or(0, |p| nodes[&p].depth + 1);
+            if n.depth != expected_depth {
+                return Err(bad(format!(
+                    "node {} has depth {} but its parent implies {expected_depth}",
+                    n.id, n.depth
+                )));
+            }
+            if let Some(p) = n.parent
+                && let Some(parent) = nodes.get_mut(&p)
+            {
+                parent.children.push(n.id);
+            }
+            let entries = n
+                .logs
+                .iter()
+                .map(|v| Arc::<str>::from(v.to_string()))
+                .collect();
+            nodes.insert(
+                n.id,
+                Node {
+                    id: n.id,
+                    parent: n.parent,
+                    depth: n.depth,
+                    edge_type: n.edge_type,
+                    ops: n.ops,
+                    children: Vec::new(),
+                    sim: Some(Arc::new(n.sim)),
+                    log: Arc::new(NodeLog::from_entries(entries)),
+                    status: if n.status == NodeStatus::Running {
+                        NodeStatus::Failed
+                    } else {
+                        n.status
+                    },
+                    error: n.error,
+                },
+            );
+        }
+        if !nodes.contains_key(&0) {
+            return Err(bad("the export has no root node 0".into()));
+        }
+        Ok(SimTree {
+            scenario: data.scenario,
+            nodes,
+            next_id: data.seq,
+        })
+    }
+}
+
+pub const EXPORT_FORMAT: &str = "simtree-export/1";
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TreeExport {
+    pub format: String,
+    pub scenario: String,
+    pub root: NodeId,
+    pub seq: NodeId,
+    pub nodes: Vec<NodeExport>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeExport {
+    pub id: NodeId,
+    pub parent: Option<NodeId>,
+    pub depth: u32,
+    pub edge_type: EdgeType,
+    pub ops: Vec<Op>,
+    pub status: NodeStatus,
+    #[serde(default)]
+    pub error: Option<String>,
+    pub sim: Simulator,
+    pub logs: Vec<Value>,
+}
+
+/// Applies one branch op to a simulator clone (spec §2.3). Errors name what is wrong.
+pub fn apply_op(sim: &mut Simulator, op: &Op) -> Result<(), String> {
+    let agent_index = |sim: &Simulator, name: &str| {
+        sim.world.agent_index(name).ok_or_else(|| {
+            format!(
+                "unknown agent '{name}' (agents: {})",
+                sim.world.names().join(", ")
+            )
+        })
+    };
+    match op {
+        Op::Advance { .. } => {
+            Err("Unknown op: advance (use the advance routes to run turns)".into())
+        }
+        Op::AgentCtxAppend {
+            name,
+            role,
+            content,
+        } => {
+            let i = agent_index(sim, name)?;
+            let role = Role::parse_memory_role(role)
+                .ok_or_else(|| format!("role must be 'user' or 'assistant', not '{role}'"))?;
+            sim.world.agents[i].short_memory.append(role, content);
+            Ok(())
+        }
+        Op::AgentPlanReplace { name, plan_state } => {
+            let i = agent_index(sim, name)?;
+            let plan: PlanState = serde_json::from_value(plan_state.clone())
+                .map_err(|e| format!("plan_state: {e}"))?;
+            sim.world.agents[i].plan_state = plan;
+            Ok(())
+        }
+        Op::AgentPropsPatch { name, updates } => {
+            let i = agent_index(sim, name)?;
+            let props = &mut sim.world.agents[i].properties;
+            for (k, v) in updates {
+                props.insert(k.clone(), v.clone());
+            }
+            Ok(())
+        }
+        Op::SceneStatePatch { updates } => sim.scene.patch_state(updates),
+        Op::PublicBroadcast { text } => {
+            sim.broadcast(&SceneEvent::public(text.clone()));
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::MockClient;
+    use crate::scenario::{Scenario, assets_dir};
+    use serde_json::json;
+
+    fn tree() -> SimTree {
+        let s = Scenario::load_file(&assets_dir().join("scenarios/simple_chat.json")).unwrap();
+        SimTree::new("simple_chat", s.build(None).unwrap())
+    }
+
+    fn advance(t: &mut SimTree, parent: NodeId, turns: u64) -> NodeId {
+        let (id, mut sim, log) = t.start_advance(parent, turns).unwrap();
+        let mut sink = |e: Event| log.push(entry_json(&e, id));
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(sim.run(turns, &MockClient, &mut sink)).unwrap();
+        t.finish(id, sim, None);
+        id
+    }
+
+    #[test]
+    fn logs_are_root_path_concatenations_tagged_by_node() {
+        let mut t = tree();
+        assert_eq!(t.logs(0).unwrap().len(), 3);
+        let a = advance(&mut t, 0, 1);
+        let b = advance(&mut t, a, 1);
+        let logs = t.logs(b).unwrap();
+        assert_eq!(logs.len(), 3 + 45 + 45);
+        assert!(logs[0].ends_with("\"node\":0}"));
+        assert!(logs[3].ends_with(&format!("\"node\":{a}}}")));
+        assert!(logs[48].ends_with(&format!("\"node\":{b}}}")));
+        assert_eq!(
+            t.node(a).unwrap().log.len(),
+            45,
+            "a node stores only its own entries"
+        );
+        assert_eq!(t.summaries()[1].turns, 1);
+    }
+
+    #[test]
+    fn branch_applies_every_op_kind_and_sets_edge_types() {
+        let mut t = tree();
+        let cases = [
+            (
+                json!({"op": "agent_ctx_append", "name": "Alice", "role": "user", "content": "psst"}),
+                EdgeType::AgentCtx,
+            ),
+            (
+                json!({"op": "agent_plan_replace", "name": "Alice", "plan_state": {"strategy": "x"}}),
+                EdgeType::AgentPlan,
+            ),
+            (
+                json!({"op": "agent_props_patch", "name": "Bob", "updates": {"mood": "grim"}}),
+                EdgeType::AgentProps,
+            ),
+            (
+                json!({"op": "scene_state_patch", "updates": {"time": 1200}}),
+                EdgeType::SceneState,
+            ),
+            (
+                json!({"op": "public_broadcast", "text": "Breaking"}),
+                EdgeType::PublicEvent,
+            ),
+        ];
+        for (op, edge) in cases {
+            let op: Op = serde_json::from_value(op).unwrap();
+            let id = t.branch(0, vec![op]).unwrap();
+            assert_eq!(t.node(id).unwrap().edge_type, edge);
+        }
+        let bcast = t.node(5).unwrap();
+        assert_eq!(
+            bcast.log.len(),
+            3 + 1,
+            "three deltas and one system_broadcast"
+        );
+        let state = t.state(5).unwrap();
+        assert!(
+            state.agents[0].short_memory[0]
+                .content
+                .ends_with("Public Event: Breaking")
+        );
+        let plan = t.state(2).unwrap().agents[1].plan_state.clone();
+        assert_eq!(plan["strategy"], "x");
+        let multi = t.branch(0, vec![]).unwrap();
+        assert_eq!(t.node(multi).unwrap().edge_type, EdgeType::Multi);
+    }
+
+    #[test]
+    fn a_failing_branch_leaves_no_node_and_no_id() {
+        let mut t = tree();
+        let bad = vec![
+            Op::PublicBroadcast { text: "ok".into() },
+            Op::AgentPropsPatch {
+                name: "Nobody".into(),
+                updates: Default::default(),
+            },
+        ];
+        let err = t.branch(0, bad).unwrap_err();
+        assert_eq!(
+            err,
+            TreeError::InvalidOp(
+                "ops[1]: unknown agent 'Nobody' (agents: Host, Alice, Bob)".into()
+            )
+        );
+        assert_eq!(t.len(), 1);
+        let next = t.branch(0, vec![]).unwrap();
+        assert_eq!(next, 1, "no id was burnt");
+        assert!(t.branch(0, vec![Op::Advance { turns: 1 }]).is_err());
+        assert!(t.branch(42, vec![]).is_err());
+    }
+
+    #[test]
+    fn delete_lca_frontier_and_root_protection() {
+        let mut t = tree();
+        let a = advance(&mut t, 0, 1);
+        let b = advance(&mut t, a, 1);
+        let c = advance(&mut t, a, 1);
+        let d = advance(&mut t, 0, 1);
+        assert_eq!(t.lca(b, c).unwrap(), a);
+        assert_eq!(t.lca(b, d).unwrap(), 0);
+        assert_eq!(t.frontier(true), vec![b, c]);
+        assert_eq!(t.frontier(false), vec![b, c, d]);
+        assert_eq!(t.delete_subtree(0), Err(TreeError::DeleteRoot));
+        assert_eq!(t.delete_subtree(a).unwrap(), vec![a, b, c]);
+        assert_eq!(t.leaves(), vec![d]);
+        assert_eq!(t.graph().edges.len(), 1);
+        assert_eq!(t.delete_subtree(a), Err(TreeError::NodeNotFound(a)));
+    }
+
+    #[test]
+    fn export_import_is_lossless() {
+        let mut t = tree();
+        let a = advance(&mut t, 0, 2);
+        t.branch(a, vec![Op::PublicBroadcast { text: "x".into() }])
+            .unwrap();
+        let exported = t.export().unwrap();
+        let json = serde_json::to_string(&exported).unwrap();
+        let back = SimTree::import(serde_json::from_str(&json).unwrap()).unwrap();
+        assert_eq!(
+            serde_json::to_string(&back.export().unwrap()).unwrap(),
+            json
+        );
+        assert_eq!(back.logs(2).unwrap(), t.logs(2).unwrap());
+        let mut broken: TreeExport = serde_json::from_str(&json).unwrap();
+        broken.nodes[1].parent = Some(99);
+        assert!(SimTree::import(broken).is_err());
+    }
+}
