@@ -1,13 +1,180 @@
-//! Black-box tests of the `simtree` binary live in `tests/tests/*.rs`; this library holds helpers
-//! they share (locating the built binary).
+//! Helpers for the black-box tests in `tests/tests/*.rs`: start the real `simtree` binary on a free
+//! loopback port, talk to it over HTTP (reqwest) and WebSockets (tokio-tungstenite).
 
+use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
-/// Path of the `simtree` binary built for this workspace (debug profile).
+use futures_util::{SinkExt, StreamExt};
+use serde_json::Value;
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+/// Path of the `simtree` binary: `$SIMTREE_BIN`, else the workspace's debug build.
 pub fn simtree_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("SIMTREE_BIN") {
+        return p.into();
+    }
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
     target.join("debug").join("simtree")
+}
+
+/// A running `simtree serve` on 127.0.0.1:<free port>; killed on drop.
+pub struct Server {
+    child: Child,
+    pub base: String,
+    pub http: reqwest::Client,
+}
+
+impl Server {
+    pub fn start() -> Server {
+        Server::start_with(&[])
+    }
+
+    /// Starts the server with extra `serve` flags.
+    pub fn start_with(flags: &[&str]) -> Server {
+        let bin = simtree_bin();
+        assert!(
+            bin.exists(),
+            "{} is missing: build it first (cargo xtask test does)",
+            bin.display()
+        );
+        let mut child = Command::new(&bin)
+            .args(["serve", "--addr", "127.0.0.1:0"])
+            .args(flags)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn simtree");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("read the listening line");
+        let addr = line
+            .trim()
+            .rsplit("http://")
+            .next()
+            .unwrap_or("")
+            .to_string();
+        assert!(!addr.is_empty(), "unexpected first line: {line:?}");
+        Server {
+            child,
+            base: format!("http://{addr}"),
+            http: reqwest::Client::new(),
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub fn ws_url(&self, path: &str) -> String {
+        format!("{}{path}", self.base.replacen("http://", "ws://", 1))
+    }
+
+    /// GET → (status, JSON body).
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        let r = self.http.get(self.url(path)).send().await.expect("GET");
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// POST JSON → (status, JSON body).
+    pub async fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        let r = self
+            .http
+            .post(self.url(path))
+            .json(body)
+            .send()
+            .await
+            .expect("POST");
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    pub async fn delete(&self, path: &str) -> (u16, Value) {
+        let r = self
+            .http
+            .delete(self.url(path))
+            .send()
+            .await
+            .expect("DELETE");
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Creates a tree of `scenario`; returns its id.
+    pub async fn create(&self, scenario: &str) -> u64 {
+        let (status, body) = self
+            .post("/devui/simtree", &serde_json::json!({"scenario": scenario}))
+            .await;
+        assert_eq!(status, 200, "{body}");
+        body["id"].as_u64().expect("tree id")
+    }
+
+    /// Opens a WebSocket and performs the `ready` handshake.
+    pub async fn watch(&self, path: &str) -> Watcher {
+        let (mut ws, _) = tokio_tungstenite::connect_async(self.ws_url(path))
+            .await
+            .expect("ws connect");
+        ws.send(Message::Text("ready".into())).await.expect("ready");
+        Watcher { ws }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub struct Watcher {
+    pub ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
+}
+
+impl Watcher {
+    /// Next JSON text message, or `None` on close/timeout.
+    pub async fn next(&mut self, timeout: Duration) -> Option<Value> {
+        loop {
+            let msg = tokio::time::timeout(timeout, self.ws.next())
+                .await
+                .ok()??
+                .ok()?;
+            match msg {
+                Message::Text(t) => return serde_json::from_str(&t).ok(),
+                Message::Close(_) => return None,
+                _ => continue,
+            }
+        }
+    }
+
+    /// Reads messages until `pred` matches one (returned) or the timeout passes.
+    pub async fn until(
+        &mut self,
+        timeout: Duration,
+        mut pred: impl FnMut(&Value) -> bool,
+    ) -> (Vec<Value>, bool) {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut seen = Vec::new();
+        while let Some(left) = deadline.checked_duration_since(tokio::time::Instant::now()) {
+            match self.next(left).await {
+                Some(v) => {
+                    let hit = pred(&v);
+                    seen.push(v);
+                    if hit {
+                        return (seen, true);
+                    }
+                }
+                None => break,
+            }
+        }
+        (seen, false)
+    }
 }
