@@ -43,8 +43,9 @@ pub enum TreeError {
 /// Capacity of each node's live-entry channel (per watcher backlog before a resync).
 pub const NODE_CHANNEL_CAPACITY: usize = 1024;
 
-/// A node's own log entries (pre-serialised JSON `{type, data, node}`) and, once someone watches,
-/// a broadcast channel that carries new entries live.
+/// A node's own log entries (serialised JSON `{type, data, node}`, stored back to back in one
+/// string to keep per-entry overhead out of large trees) and, once someone watches, a broadcast
+/// channel that carries new entries live.
 #[derive(Debug, Default)]
 pub struct NodeLog {
     inner: Mutex<NodeLogInner>,
@@ -52,17 +53,36 @@ pub struct NodeLog {
 
 #[derive(Debug, Default)]
 struct NodeLogInner {
-    entries: Vec<Arc<str>>,
+    text: String,
+    /// End offset of each entry in `text`.
+    ends: Vec<usize>,
     live: Option<broadcast::Sender<Arc<str>>>,
 }
 
+impl NodeLogInner {
+    fn push(&mut self, entry: &str) {
+        self.text.push_str(entry);
+        self.ends.push(self.text.len());
+    }
+
+    fn entries(&self) -> impl Iterator<Item = &str> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts
+            .zip(self.ends.iter().copied())
+            .map(|(a, b)| &self.text[a..b])
+    }
+}
+
 impl NodeLog {
-    fn from_entries(entries: Vec<Arc<str>>) -> Self {
+    fn from_entries<'a>(entries: impl IntoIterator<Item = &'a str>) -> Self {
+        let mut inner = NodeLogInner::default();
+        for e in entries {
+            inner.push(e);
+        }
+        inner.text.shrink_to_fit();
+        inner.ends.shrink_to_fit();
         NodeLog {
-            inner: Mutex::new(NodeLogInner {
-                entries,
-                live: None,
-            }),
+            inner: Mutex::new(inner),
         }
     }
 
@@ -71,20 +91,32 @@ impl NodeLog {
     }
 
     /// Appends one entry and forwards it to live watchers.
-    pub fn push(&self, entry: Arc<str>) {
+    pub fn push(&self, entry: &str) {
         let mut inner = self.lock();
         if let Some(tx) = &inner.live {
-            let _ = tx.send(entry.clone());
+            let _ = tx.send(Arc::from(entry));
         }
-        inner.entries.push(entry);
+        inner.push(entry);
     }
 
-    pub fn entries(&self) -> Vec<Arc<str>> {
-        self.lock().entries.clone()
+    /// Releases spare capacity once the node's run is over.
+    pub fn seal(&self) {
+        let mut inner = self.lock();
+        inner.text.shrink_to_fit();
+        inner.ends.shrink_to_fit();
+    }
+
+    /// Calls `f` with each entry, in order, under the log's lock.
+    pub fn for_each(&self, mut f: impl FnMut(&str)) {
+        self.lock().entries().for_each(&mut f);
+    }
+
+    pub fn entries(&self) -> Vec<String> {
+        self.lock().entries().map(str::to_string).collect()
     }
 
     pub fn len(&self) -> usize {
-        self.lock().entries.len()
+        self.lock().ends.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -102,7 +134,7 @@ impl NodeLog {
 }
 
 /// Serialises an engine event as a log entry of `node`.
-pub fn entry_json(event: &Event, node: NodeId) -> Arc<str> {
+pub fn entry_json(event: &Event, node: NodeId) -> String {
     #[derive(Serialize)]
     struct Entry<'a> {
         #[serde(rename = "type")]
@@ -168,7 +200,7 @@ impl SimTree {
     pub fn new(scenario: impl Into<String>, mut sim: Simulator) -> Self {
         let mut events: Vec<Event> = Vec::new();
         sim.flush_pending(&mut events);
-        let entries = events.iter().map(|e| entry_json(e, 0)).collect();
+        let entries: Vec<String> = events.iter().map(|e| entry_json(e, 0)).collect();
         let root = Node {
             id: 0,
             parent: None,
@@ -177,7 +209,7 @@ impl SimTree {
             ops: Vec::new(),
             children: Vec::new(),
             sim: Some(Arc::new(sim.fork())),
-            log: Arc::new(NodeLog::from_entries(entries)),
+            log: Arc::new(NodeLog::from_entries(entries.iter().map(String::as_str))),
             status: NodeStatus::Ready,
             error: None,
         };
@@ -264,6 +296,7 @@ impl SimTree {
     /// Stores a finished run's simulator. A node deleted meanwhile is simply gone.
     pub fn finish(&mut self, id: NodeId, sim: Simulator, error: Option<String>) {
         if let Some(node) = self.nodes.get_mut(&id) {
+            node.log.seal();
             node.sim = Some(Arc::new(sim));
             node.status = if error.is_some() {
                 NodeStatus::Failed
@@ -300,7 +333,8 @@ impl SimTree {
         let mut events = sim.world.take_out();
         sim.world.flush_pending();
         events.extend(sim.world.take_out());
-        let log = NodeLog::from_entries(events.iter().map(|e| entry_json(e, id)).collect());
+        let entries: Vec<String> = events.iter().map(|e| entry_json(e, id)).collect();
+        let log = NodeLog::from_entries(entries.iter().map(String::as_str));
         Ok(self.attach(parent, ops, Some(Arc::new(sim)), log))
     }
 
@@ -338,12 +372,18 @@ impl SimTree {
     }
 
     /// The full log of a node: its root path's own entries, in order.
-    pub fn logs(&self, id: NodeId) -> Result<Vec<Arc<str>>, TreeError> {
+    pub fn logs(&self, id: NodeId) -> Result<Vec<String>, TreeError> {
         let mut out = Vec::new();
-        for n in self.path(id)? {
-            out.extend(self.node(n)?.log.entries());
-        }
+        self.for_each_log_entry(id, |e| out.push(e.to_string()))?;
         Ok(out)
+    }
+
+    /// Visits the full log of a node without copying it.
+    pub fn for_each_log_entry(&self, id: NodeId, mut f: impl FnMut(&str)) -> Result<(), TreeError> {
+        for n in self.path(id)? {
+            self.node(n)?.log.for_each(&mut f);
+        }
+        Ok(())
     }
 
     /// Lowest common ancestor.
@@ -548,11 +588,7 @@ impl SimTree {
             {
                 parent.children.push(n.id);
             }
-            let entries = n
-                .logs
-                .iter()
-                .map(|v| Arc::<str>::from(v.to_string()))
-                .collect();
+            let entries: Vec<String> = n.logs.iter().map(Value::to_string).collect();
             nodes.insert(
                 n.id,
                 Node {
@@ -563,7 +599,7 @@ impl SimTree {
                     ops: n.ops,
                     children: Vec::new(),
                     sim: Some(Arc::new(n.sim)),
-                    log: Arc::new(NodeLog::from_entries(entries)),
+                    log: Arc::new(NodeLog::from_entries(entries.iter().map(String::as_str))),
                     status: if n.status == NodeStatus::Running {
                         NodeStatus::Failed
                     } else {
@@ -673,7 +709,7 @@ mod tests {
 
     fn advance(t: &mut SimTree, parent: NodeId, turns: u64) -> NodeId {
         let (id, mut sim, log) = t.start_advance(parent, turns).unwrap();
-        let mut sink = |e: Event| log.push(entry_json(&e, id));
+        let mut sink = |e: Event| log.push(&entry_json(&e, id));
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();

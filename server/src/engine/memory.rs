@@ -1,13 +1,15 @@
 //! An agent's short-term memory: the conversation it sends to the LLM.
 //!
 //! Upstream keeps a plain list and deep-copies it on every clone, so cloning a long-running
-//! simulation is linear in its history. Here the list is a persistent vector (`imbl::Vector`) of
-//! entries whose text is an `Arc<str>`: a clone shares every chunk with the original and costs the
-//! same after ten turns as after ten thousand. Writes copy at most one chunk.
+//! simulation is linear in its history. Here a memory is a persistent, append-only list: older
+//! entries live in immutable chunks shared (`Arc`) by every clone, and only a short owned tail is
+//! copied. A clone costs the same after ten turns as after ten thousand, and a tree node that
+//! adds a turn stores only the entries that turn created. Entry text is an `Arc<str>`.
 
 use std::sync::Arc;
 
-use imbl::Vector;
+use serde::de::Deserializer;
+use serde::ser::{SerializeSeq, Serializer};
 use serde::{Deserialize, Serialize};
 
 /// Who said a memory line, as the chat APIs name it.
@@ -54,12 +56,26 @@ impl Message {
     }
 }
 
+/// Entries kept in the owned tail before older ones are frozen into a shared chunk.
+const TAIL_MAX: usize = 16;
+
+/// An immutable run of entries, linked to the run before it.
+#[derive(Debug)]
+struct Frozen {
+    prev: Option<Arc<Frozen>>,
+    items: Box<[Message]>,
+}
+
 /// The ordered memory with upstream's merge rule: appending a line with the same role as the last
 /// entry extends that entry (`last + "\n" + line`) instead of adding a new one.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(transparent)]
+///
+/// Invariant: the tail is empty only when the whole memory is, so the last entry (the only one a
+/// merge touches) is always owned.
+#[derive(Clone, Debug, Default)]
 pub struct ShortTermMemory {
-    entries: Vector<Message>,
+    frozen: Option<Arc<Frozen>>,
+    frozen_len: usize,
+    tail: Vec<Message>,
 }
 
 impl ShortTermMemory {
@@ -69,7 +85,7 @@ impl ShortTermMemory {
 
     /// Appends one line, merging it into the last entry when the roles match.
     pub fn append(&mut self, role: Role, content: &str) {
-        if let Some(last) = self.entries.back_mut()
+        if let Some(last) = self.tail.last_mut()
             && last.role == role
         {
             let mut merged = String::with_capacity(last.content.len() + 1 + content.len());
@@ -79,28 +95,81 @@ impl ShortTermMemory {
             last.content = merged.into();
             return;
         }
-        self.entries.push_back(Message::new(role, content));
+        self.push(Message::new(role, content));
+    }
+
+    fn push(&mut self, message: Message) {
+        self.tail.push(message);
+        if self.tail.len() > TAIL_MAX {
+            let keep = self.tail.split_off(self.tail.len() - 1);
+            let items = std::mem::replace(&mut self.tail, keep).into_boxed_slice();
+            self.frozen_len += items.len();
+            self.frozen = Some(Arc::new(Frozen {
+                prev: self.frozen.take(),
+                items,
+            }));
+        }
     }
 
     /// Number of entries (not lines).
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.frozen_len + self.tail.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.len() == 0
     }
 
     pub fn last(&self) -> Option<&Message> {
-        self.entries.back()
+        self.tail.last()
     }
 
-    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Message> + ExactSizeIterator {
-        self.entries.iter()
+    /// Entries in order.
+    pub fn iter(&self) -> impl Iterator<Item = &Message> {
+        let mut chunks = Vec::new();
+        let mut cur = self.frozen.as_deref();
+        while let Some(c) = cur {
+            chunks.push(c);
+            cur = c.prev.as_deref();
+        }
+        chunks
+            .into_iter()
+            .rev()
+            .flat_map(|c| c.items.iter())
+            .chain(self.tail.iter())
     }
 
     pub fn clear(&mut self) {
-        self.entries.clear();
+        *self = Self::default();
+    }
+}
+
+impl PartialEq for ShortTermMemory {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().eq(other.iter())
+    }
+}
+
+/// Serialised as the plain `[{role, content}]` list upstream uses.
+impl Serialize for ShortTermMemory {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.len()))?;
+        for m in self.iter() {
+            seq.serialize_element(m)?;
+        }
+        seq.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for ShortTermMemory {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let items = Vec::<Message>::deserialize(d)?;
+        let mut m = ShortTermMemory::new();
+        for item in items {
+            // Stored entries are taken as they are (no merging), exactly like upstream's restore.
+            m.push(item);
+        }
+        Ok(m)
     }
 }
 

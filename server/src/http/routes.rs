@@ -190,15 +190,13 @@ pub async fn delete_node(
 /// The node's full log, assembled from pre-serialised entries without re-encoding them.
 pub async fn logs(State(app): St, Path((tree, node)): Path<(u64, NodeId)>) -> AppResult<Response> {
     let handle = app.tree(tree)?;
-    let entries = handle.lock().logs(node)?;
-    let mut body = String::with_capacity(entries.iter().map(|e| e.len() + 1).sum::<usize>() + 2);
-    body.push('[');
-    for (i, e) in entries.iter().enumerate() {
-        if i > 0 {
+    let mut body = String::from("[");
+    handle.lock().for_each_log_entry(node, |e| {
+        if body.len() > 1 {
             body.push(',');
         }
         body.push_str(e);
-    }
+    })?;
     body.push(']');
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }

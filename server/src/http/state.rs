@@ -172,7 +172,7 @@ impl AppState {
         } = p;
         let llm = self.llm.clone();
         let task = tokio::spawn(async move {
-            let mut sink = move |e: Event| log.push(entry_json(&e, id));
+            let mut sink = move |e: Event| log.push(&entry_json(&e, id));
             let result = sim.run(turns, &*llm, &mut sink).await;
             (sim, result.err().map(|e| e.to_string()))
         });
