@@ -142,13 +142,12 @@ pub fn entry_json(event: &Event, node: NodeId) -> String {
         data: &'a Value,
         node: NodeId,
     }
-    let text = serde_json::to_string(&Entry {
+    serde_json::to_string(&Entry {
         kind: event.kind.as_str(),
         data: &event.data,
         node,
     })
-    .unwrap_or_else(|_| "{}".into());
-    text.into()
+    .unwrap_or_else(|_| "{}".into())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
