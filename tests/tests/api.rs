@@ -192,6 +192,13 @@ async fn errors_are_json_details_with_fitting_statuses() {
         .post(&p("/advance"), &json!({"parent": 77, "turns": 1}))
         .await;
     assert_eq!(st, 404);
+    let (st, body) = s.get(&p("/node/abc/logs")).await;
+    assert_eq!(st, 422, "{body}");
+    assert!(body["detail"].is_string());
+    assert_eq!(
+        s.get("/nowhere").await,
+        (404, json!({"detail": "Not Found"}))
+    );
     let (st, body) = s.delete(&p("/node/0")).await;
     assert_eq!(
         (st, detail(&body).as_str()),

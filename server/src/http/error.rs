@@ -3,8 +3,9 @@
 
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{FromRequest, Request};
+use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::StatusCode;
+use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 use serde_json::json;
@@ -78,4 +79,27 @@ fn rejection_error(r: JsonRejection) -> ApiError {
         return ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "request body too large");
     }
     ApiError::unprocessable(r.body_text())
+}
+
+/// `Path<T>` whose rejection is a 422 JSON detail (e.g. a non-numeric node id).
+pub struct ApiPath<T>(pub T);
+
+impl<S, T> FromRequestParts<S> for ApiPath<T>
+where
+    T: DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match Path::<T>::from_request_parts(parts, state).await {
+            Ok(Path(v)) => Ok(ApiPath(v)),
+            Err(rejection) => Err(ApiError::unprocessable(rejection.body_text())),
+        }
+    }
+}
+
+/// Unknown routes answer like upstream's framework: 404 `{"detail": "Not Found"}`.
+pub async fn not_found() -> ApiError {
+    ApiError::not_found("Not Found")
 }

@@ -46,6 +46,7 @@ pub fn router(app: Arc<AppState>) -> Router {
         .route("/health", get(health))
         .route("/api/scenarios", get(scenarios))
         .nest("/devui", devui)
+        .fallback(error::not_found)
         .layer(DefaultBodyLimit::max(limit))
         .layer(CorsLayer::permissive())
         .with_state(app)

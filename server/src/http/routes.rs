@@ -4,14 +4,14 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use simtree_shared::{Op, TreeRef};
 
-use super::error::{ApiError, ApiJson};
+use super::error::{ApiError, ApiJson, ApiPath};
 use super::state::AppState;
 use crate::tree::{NodeId, TreeExport};
 
@@ -56,13 +56,13 @@ pub async fn list_trees(State(app): St) -> Json<Vec<TreeRef>> {
     Json(refs)
 }
 
-pub async fn summaries(State(app): St, Path(tree): Path<u64>) -> AppResult<Response> {
+pub async fn summaries(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Response> {
     let handle = app.tree(tree)?;
     let s = handle.lock().summaries();
     Ok(Json(s).into_response())
 }
 
-pub async fn graph(State(app): St, Path(tree): Path<u64>) -> AppResult<Response> {
+pub async fn graph(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Response> {
     let handle = app.tree(tree)?;
     let g = handle.lock().graph();
     Ok(Json(g).into_response())
@@ -86,7 +86,7 @@ fn yes() -> bool {
 
 pub async fn advance(
     State(app): St,
-    Path(tree): Path<u64>,
+    ApiPath(tree): ApiPath<u64>,
     ApiJson(b): ApiJson<AdvanceBody>,
 ) -> AppResult<Json<Value>> {
     let child = app.advance(tree, b.parent, b.turns).await?;
@@ -104,7 +104,7 @@ pub struct FrontierBody {
 
 pub async fn advance_frontier(
     State(app): St,
-    Path(tree): Path<u64>,
+    ApiPath(tree): ApiPath<u64>,
     ApiJson(b): ApiJson<FrontierBody>,
 ) -> AppResult<Json<Value>> {
     let children = app
@@ -124,7 +124,7 @@ pub struct MultiBody {
 
 pub async fn advance_multi(
     State(app): St,
-    Path(tree): Path<u64>,
+    ApiPath(tree): ApiPath<u64>,
     ApiJson(b): ApiJson<MultiBody>,
 ) -> AppResult<Json<Value>> {
     let children = app.advance_multi(tree, b.parent, b.turns, b.count).await?;
@@ -133,7 +133,7 @@ pub async fn advance_multi(
 
 pub async fn advance_chain(
     State(app): St,
-    Path(tree): Path<u64>,
+    ApiPath(tree): ApiPath<u64>,
     ApiJson(b): ApiJson<AdvanceBody>,
 ) -> AppResult<Json<Value>> {
     let child = app.advance_chain(tree, b.parent, b.turns).await?;
@@ -149,7 +149,7 @@ pub struct BranchBody {
 
 pub async fn branch(
     State(app): St,
-    Path(tree): Path<u64>,
+    ApiPath(tree): ApiPath<u64>,
     ApiJson(b): ApiJson<BranchBody>,
 ) -> AppResult<Json<Value>> {
     let ops = parse_ops(b.ops)?;
@@ -181,14 +181,17 @@ fn parse_ops(raw: Vec<Value>) -> AppResult<Vec<Op>> {
 
 pub async fn delete_node(
     State(app): St,
-    Path((tree, node)): Path<(u64, NodeId)>,
+    ApiPath((tree, node)): ApiPath<(u64, NodeId)>,
 ) -> AppResult<Json<Value>> {
     app.delete(tree, node)?;
     Ok(Json(json!({"ok": true})))
 }
 
 /// The node's full log, assembled from pre-serialised entries without re-encoding them.
-pub async fn logs(State(app): St, Path((tree, node)): Path<(u64, NodeId)>) -> AppResult<Response> {
+pub async fn logs(
+    State(app): St,
+    ApiPath((tree, node)): ApiPath<(u64, NodeId)>,
+) -> AppResult<Response> {
     let handle = app.tree(tree)?;
     let mut body = String::from("[");
     handle.lock().for_each_log_entry(node, |e| {
@@ -201,7 +204,10 @@ pub async fn logs(State(app): St, Path((tree, node)): Path<(u64, NodeId)>) -> Ap
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
-pub async fn state(State(app): St, Path((tree, node)): Path<(u64, NodeId)>) -> AppResult<Response> {
+pub async fn state(
+    State(app): St,
+    ApiPath((tree, node)): ApiPath<(u64, NodeId)>,
+) -> AppResult<Response> {
     let handle = app.tree(tree)?;
     let s = handle.lock().state(node)?;
     Ok(Json(s).into_response())
@@ -209,14 +215,14 @@ pub async fn state(State(app): St, Path((tree, node)): Path<(u64, NodeId)>) -> A
 
 pub async fn lca(
     State(app): St,
-    Path((tree, a, b)): Path<(u64, NodeId, NodeId)>,
+    ApiPath((tree, a, b)): ApiPath<(u64, NodeId, NodeId)>,
 ) -> AppResult<Json<Value>> {
     let handle = app.tree(tree)?;
     let l = handle.lock().lca(a, b)?;
     Ok(Json(json!({"lca": l})))
 }
 
-pub async fn export(State(app): St, Path(tree): Path<u64>) -> AppResult<Response> {
+pub async fn export(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Response> {
     let handle = app.tree(tree)?;
     let e = handle.lock().export()?;
     Ok(Json(e).into_response())
@@ -229,7 +235,7 @@ pub async fn import(
     Ok(Json(app.import_tree(body)?))
 }
 
-pub async fn delete_tree(State(app): St, Path(tree): Path<u64>) -> AppResult<Json<Value>> {
+pub async fn delete_tree(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Json<Value>> {
     app.delete_tree(tree)?;
     Ok(Json(json!({"ok": true})))
 }

@@ -8,12 +8,13 @@
 use std::sync::Arc;
 
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade, close_code};
-use axum::extract::{FromRequestParts, Path, Request, State};
+use axum::extract::{FromRequestParts, Request, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use simtree_shared::TreeMsg;
 use tokio::sync::broadcast::error::RecvError;
 
+use super::error::ApiPath;
 use super::state::AppState;
 use crate::tree::NodeId;
 
@@ -47,7 +48,7 @@ async fn send_json<T: serde::Serialize>(socket: &mut WebSocket, value: &T) -> bo
 pub async fn tree_events(
     ws: WebSocketUpgrade,
     State(app): State<Arc<AppState>>,
-    Path(tree): Path<u64>,
+    ApiPath(tree): ApiPath<u64>,
 ) -> Response {
     ws.on_upgrade(move |socket| tree_socket(socket, app, tree))
 }
@@ -98,7 +99,7 @@ async fn tree_socket(mut socket: WebSocket, app: Arc<AppState>, tree: u64) {
 /// upgrade request gets the socket, a plain GET the log.
 pub async fn node_events_or_logs(
     State(app): State<Arc<AppState>>,
-    Path((tree, node)): Path<(u64, NodeId)>,
+    ApiPath((tree, node)): ApiPath<(u64, NodeId)>,
     req: Request,
 ) -> Response {
     let wants_ws = req
@@ -107,7 +108,7 @@ pub async fn node_events_or_logs(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
     if !wants_ws {
-        return super::routes::logs(State(app), Path((tree, node)))
+        return super::routes::logs(State(app), ApiPath((tree, node)))
             .await
             .into_response();
     }
