@@ -15,6 +15,7 @@ pub mod ordering;
 pub mod parse;
 pub mod plan;
 pub mod prompt;
+pub mod pyrepr;
 pub mod rng;
 pub mod scenes;
 pub mod simulator;

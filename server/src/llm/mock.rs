@@ -23,6 +23,27 @@ impl LlmClient for MockClient {
     }
 }
 
+/// The phrases the mock picks its branch by (spec §1.14.2). Prompt prose must carry them only
+/// where upstream does; tests use [`trigger_words_in`] to keep other text clear of them.
+pub const TRIGGER_WORDS: [&str; 7] = [
+    "grid-based virtual village",
+    "vote",
+    "voting",
+    "you are living in a virtual village",
+    "werewolf",
+    "dou dizhu",
+    "landlord",
+];
+
+/// The trigger phrases that occur in `text`, case-insensitively.
+pub fn trigger_words_in(text: &str) -> Vec<&'static str> {
+    let low = text.to_lowercase();
+    TRIGGER_WORDS
+        .into_iter()
+        .filter(|w| low.contains(w))
+        .collect()
+}
+
 /// The agent name the mock counts calls under: the text after the first "You are" up to the first
 /// `.` or newline (so `Rep. Chen Wei` counts as `Rep`).
 pub fn extract_name(system: &str) -> String {

@@ -38,6 +38,7 @@ use crate::engine::agent::Agent;
 use crate::engine::event::SceneEvent;
 use crate::engine::parse::ActionCall;
 use crate::engine::prompt::SceneText;
+use crate::engine::pyrepr::py_str_repr;
 use crate::engine::world::World;
 
 /// Scene configuration in a scenario file: `{"role_map": {name: role}, "moderators": [names]}`.
@@ -644,36 +645,6 @@ fn py_action_repr(call: &ActionCall) -> String {
             .map(|(k, v)| format!("{}: {}", py_str_repr(k), py_str_repr(v))),
     );
     format!("{{{}}}", parts.join(", "))
-}
-
-/// Python's `repr` of a string: single quotes unless the text has a single quote and no double
-/// quote; backslash escapes for the quote, backslash and control characters.
-fn py_str_repr(s: &str) -> String {
-    let quote = if s.contains('\'') && !s.contains('"') {
-        '"'
-    } else {
-        '\''
-    };
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push(quote);
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c == quote => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                out.push_str(&format!("\\x{:02x}", c as u32))
-            }
-            c => out.push(c),
-        }
-    }
-    out.push(quote);
-    out
 }
 
 impl SceneRules for Werewolf {
