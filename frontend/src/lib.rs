@@ -1,4 +1,26 @@
-//! The simtree web UI. This crate is a placeholder until the UI issue lands: the Leptos app
-//! (compiled to wasm32) will live here, drawing the tree and streaming node events.
+//! The simtree web UI: a Leptos (CSR) app compiled to wasm32 and served by `simtree serve`.
+//!
+//! Pure logic — the graph reducer, context deltas, event formatting, the tree layout, routes,
+//! i18n, node comparison — lives in plain modules tested on the native target (`model`, `layout`,
+//! `route`, `i18n`, `compare`). Components (`app`, `graph`, `pages`) only wire it to the DOM, and
+//! `api` talks to the server (fetch, WebSockets).
 
-pub use simtree_shared as shared;
+pub mod compare;
+pub mod i18n;
+pub mod layout;
+pub mod model;
+pub mod route;
+
+mod api;
+mod app;
+mod graph;
+mod pages;
+
+use wasm_bindgen::prelude::*;
+
+/// Entry point called by the generated JS glue.
+#[wasm_bindgen(start)]
+pub fn start() {
+    console_error_panic_hook::set_once();
+    leptos::mount::mount_to_body(app::App);
+}

@@ -64,6 +64,9 @@ pub enum Command {
         /// Messages a WebSocket watcher may fall behind before it gets a resync.
         #[arg(long, default_value_t = Limits::default().ws_queue)]
         ws_queue: usize,
+        /// The web UI's build folder (default: $SIMTREE_STATIC or the checkout's frontend/dist).
+        #[arg(long)]
+        static_dir: Option<PathBuf>,
     },
 }
 
@@ -96,6 +99,7 @@ fn run(cli: Cli) -> Result<(), String> {
             max_children,
             max_trees,
             ws_queue,
+            static_dir,
         } => {
             if let Ok(d) = std::env::var("LLM_DIALECT")
                 && d != "mock"
@@ -111,11 +115,17 @@ fn run(cli: Cli) -> Result<(), String> {
                 max_trees,
                 ws_queue,
             };
-            let app = std::sync::Arc::new(AppState::new(
-                library,
-                std::sync::Arc::new(MockClient),
-                limits,
-            ));
+            let mut app = AppState::new(library, std::sync::Arc::new(MockClient), limits);
+            if let Some(dir) = static_dir {
+                app.static_dir = dir;
+            }
+            if !app.static_dir.join("index.html").exists() {
+                eprintln!(
+                    "simtree: no web UI in {} (build it with `cargo xtask dist`); serving the API only",
+                    app.static_dir.display()
+                );
+            }
+            let app = std::sync::Arc::new(app);
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()

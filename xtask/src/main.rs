@@ -1,8 +1,10 @@
 //! `cargo xtask <task>` — the project's tasks, in Rust instead of shell scripts.
 //!
-//! * `run [serve flags…]` — build and serve the app on 127.0.0.1:8090 (mock LLM, no keys);
-//! * `test` — everything CI checks: formatting, clippy, the whole workspace's tests (unit, golden,
-//!   black-box against the real binary);
+//! * `run [serve flags…]` — build the web UI and the server, serve on 127.0.0.1:8090 (mock LLM, no
+//!   keys);
+//! * `dist [--release]` — build the web UI into `frontend/dist` (wasm-bindgen as a library);
+//! * `test` — everything CI checks: formatting, clippy, the web UI build, the whole workspace's
+//!   tests (unit, golden, black-box against the real binary, headless Chromium);
 //! * `bench` — the engine and tree benchmarks (release build), printing their figures.
 //!
 //! Each task installs what it needs when it is missing, so a fresh machine needs only rustup.
@@ -36,7 +38,105 @@ fn run(mut cmd: Command) -> Result<(), String> {
     }
 }
 
+/// Installs what the build and the tests need when it is missing: the wasm32 target, and
+/// Debian's chromium + chromium-driver for the browser tests.
+fn setup(browser: bool) -> Result<(), String> {
+    let targets = Command::new("rustup")
+        .args(["target", "list", "--installed"])
+        .output();
+    let has_wasm = targets
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("wasm32-unknown-unknown"));
+    if !has_wasm {
+        let mut add = Command::new("rustup");
+        add.args(["target", "add", "wasm32-unknown-unknown"]);
+        run(add)?;
+    }
+    let driver =
+        Path::new("/usr/bin/chromedriver").exists() && Path::new("/usr/bin/chromium").exists();
+    if browser && !driver {
+        run(apt(&["update", "-q"]))?;
+        let mut install = apt(&["install", "-y", "-q", "chromium", "chromium-driver"]);
+        install.env("DEBIAN_FRONTEND", "noninteractive");
+        run(install)?;
+    }
+    Ok(())
+}
+
+/// `apt-get ARGS`, through sudo unless we are root.
+fn apt(args: &[&str]) -> Command {
+    let mut cmd = if is_root() {
+        Command::new("apt-get")
+    } else {
+        Command::new("sudo")
+    };
+    if !is_root() {
+        cmd.arg("apt-get");
+    }
+    cmd.args(args);
+    cmd
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// Builds the web UI: the frontend crate for wasm32, then wasm-bindgen (as a library) into
+/// `frontend/dist` with index.html and the stylesheet.
+fn dist(release: bool) -> Result<(), String> {
+    let started = std::time::Instant::now();
+    let root = root();
+    let profile = if release { "wasm-release" } else { "dev" };
+    let mut build = cargo();
+    build.args([
+        "build",
+        "-p",
+        "simtree-frontend",
+        "--lib",
+        "--target",
+        "wasm32-unknown-unknown",
+        "--profile",
+        profile,
+    ]);
+    run(build)?;
+    let dir = if release { "wasm-release" } else { "debug" };
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let wasm = target
+        .join("wasm32-unknown-unknown")
+        .join(dir)
+        .join("simtree_frontend.wasm");
+    let out = root.join("frontend/dist");
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+    wasm_bindgen_cli_support::Bindgen::new()
+        .input_path(&wasm)
+        .web(true)
+        .map_err(|e| e.to_string())?
+        .typescript(false)
+        // The library defaults to omitting the default module path; without it init() cannot
+        // find the .wasm file.
+        .omit_default_module_path(false)
+        .debug(!release)
+        .generate(&out)
+        .map_err(|e| format!("wasm-bindgen: {e}"))?;
+    for file in ["index.html", "style.css"] {
+        std::fs::copy(root.join("frontend").join(file), out.join(file))
+            .map_err(|e| format!("copy {file}: {e}"))?;
+    }
+    eprintln!(
+        "xtask: web UI built in {:.1?} into {}",
+        started.elapsed(),
+        out.display()
+    );
+    Ok(())
+}
+
 fn test() -> Result<(), String> {
+    setup(true)?;
     let mut fmt = cargo();
     fmt.args(["fmt", "--all", "--", "--check"]);
     run(fmt)?;
@@ -50,16 +150,20 @@ fn test() -> Result<(), String> {
         "warnings",
     ]);
     run(clippy)?;
+    dist(false)?;
     // The black-box tests start the real binary.
     let mut build = cargo();
     build.args(["build", "-p", "simtree-server", "--bin", "simtree"]);
     run(build)?;
     let mut tests = cargo();
-    tests.args(["test", "--workspace"]);
+    // E2E=1: the browser tests must run (they fail instead of skipping when something is missing).
+    tests.args(["test", "--workspace"]).env("E2E", "1");
     run(tests)
 }
 
 fn serve(args: &[String]) -> Result<(), String> {
+    setup(false)?;
+    dist(true)?;
     let mut cmd = cargo();
     cmd.args([
         "run",
@@ -90,7 +194,10 @@ fn main() -> ExitCode {
         Some("test") => test(),
         Some("run") => serve(&args[1..]),
         Some("bench") => bench(),
-        _ => Err("usage: cargo xtask <run [serve flags…] | test | bench>".into()),
+        Some("dist") => setup(false).and_then(|()| dist(args.iter().any(|a| a == "--release"))),
+        _ => {
+            Err("usage: cargo xtask <run [serve flags…] | dist [--release] | test | bench>".into())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

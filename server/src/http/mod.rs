@@ -3,12 +3,14 @@
 //! beside them and never change what an upstream client sees.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{delete, get, post};
 use tower_http::cors::CorsLayer;
+use tower_http::services::{ServeDir, ServeFile};
 
 pub mod error;
 pub mod routes;
@@ -16,6 +18,13 @@ pub mod state;
 pub mod ws;
 
 pub use state::{AppState, Limits};
+
+/// The web UI's build folder: `$SIMTREE_STATIC`, else the checkout's `frontend/dist`.
+pub fn default_static_dir() -> PathBuf {
+    std::env::var_os("SIMTREE_STATIC")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../frontend/dist")))
+}
 
 pub fn router(app: Arc<AppState>) -> Router {
     use routes::*;
@@ -41,12 +50,19 @@ pub fn router(app: Arc<AppState>) -> Router {
         )
         .route("/simtree/{tree}/node/{node}/state", get(state))
         .route("/simtree/{tree}/sim/{node}/state", get(state))
-        .route("/simtree/{tree}/events", get(ws::tree_events));
+        .route("/simtree/{tree}/events", get(ws::tree_events))
+        .fallback(error::not_found);
+    let api = Router::new()
+        .route("/scenarios", get(scenarios))
+        .fallback(error::not_found);
+    // Everything else is the web UI; unknown paths get index.html so deep links survive reloads.
+    let dir = app.static_dir.clone();
+    let ui = ServeDir::new(&dir).fallback(ServeFile::new(dir.join("index.html")));
     Router::new()
         .route("/health", get(health))
-        .route("/api/scenarios", get(scenarios))
+        .nest("/api", api)
         .nest("/devui", devui)
-        .fallback(error::not_found)
+        .fallback_service(ui)
         .layer(DefaultBodyLimit::max(limit))
         .layer(CorsLayer::permissive())
         .with_state(app)

@@ -50,6 +50,8 @@ pub struct AppState {
     pub scenarios: ScenarioLibrary,
     pub llm: Arc<dyn LlmClient>,
     pub limits: Limits,
+    /// The web UI's files (`frontend/dist`).
+    pub static_dir: std::path::PathBuf,
 }
 
 pub struct TreeHandle {
@@ -81,6 +83,7 @@ impl AppState {
             scenarios,
             llm,
             limits,
+            static_dir: super::default_static_dir(),
         }
     }
 

@@ -1,0 +1,486 @@
+//! Pure UI state and the reducers that apply server messages to it (no DOM, tested natively).
+//!
+//! * [`GraphModel`] — the tree as the UI draws it, kept in sync by the tree socket's messages
+//!   (`attached`, `run_start`, `run_finish`, `deleted`, `snapshot`) as upstream's reducer does
+//!   (spec §4.2), plus the extension messages.
+//! * [`NodeView`] — the selected node's events and per-agent context, fed by REST and then by the
+//!   node socket, applying `agent_ctx_delta` with the tail-growth rule (spec §4.4) so the live
+//!   view equals the server's merged memory.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde_json::Value;
+use simtree_shared::{EdgeType, Graph, GraphEdge, LogEntry, NodeState, TreeMsg};
+
+/// The tree as drawn: nodes with depth, edges with type, running ids.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GraphModel {
+    pub root: u64,
+    pub nodes: BTreeMap<u64, u32>,
+    pub edges: Vec<GraphEdge>,
+    pub running: BTreeSet<u64>,
+}
+
+/// A toast the UI should show after a message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Toast {
+    Started(u64),
+    Finished(u64),
+}
+
+impl GraphModel {
+    pub fn from_graph(g: &Graph) -> Self {
+        GraphModel {
+            root: g.root,
+            nodes: g.nodes.iter().map(|n| (n.id, n.depth)).collect(),
+            edges: g.edges.clone(),
+            running: g.running.iter().copied().collect(),
+        }
+    }
+
+    /// Applies one tree-socket message; returns a toast for run start/finish.
+    pub fn apply(&mut self, msg: &TreeMsg) -> Option<Toast> {
+        match msg {
+            TreeMsg::Attached(a) => {
+                self.nodes.entry(a.node).or_insert(a.depth);
+                if let Some(parent) = a.parent
+                    && !self.edges.iter().any(|e| e.to == a.node)
+                {
+                    self.edges.push(GraphEdge {
+                        from: parent,
+                        to: a.node,
+                        kind: a.edge_type,
+                    });
+                }
+                None
+            }
+            TreeMsg::RunStart { node } => {
+                self.running.insert(*node);
+                Some(Toast::Started(*node))
+            }
+            TreeMsg::RunFinish { node } => {
+                self.running.remove(node);
+                Some(Toast::Finished(*node))
+            }
+            TreeMsg::Deleted { node } => {
+                let gone = self.descendants(*node);
+                self.nodes.retain(|id, _| !gone.contains(id));
+                self.edges
+                    .retain(|e| !gone.contains(&e.to) && !gone.contains(&e.from));
+                self.running.retain(|id| !gone.contains(id));
+                None
+            }
+            TreeMsg::Snapshot(g) => {
+                *self = GraphModel::from_graph(g);
+                None
+            }
+            TreeMsg::Resync { .. } => None,
+        }
+    }
+
+    /// `node` and everything below it, from the current edges.
+    pub fn descendants(&self, node: u64) -> BTreeSet<u64> {
+        let children = self.children();
+        let mut out = BTreeSet::new();
+        let mut stack = vec![node];
+        while let Some(n) = stack.pop() {
+            if out.insert(n) {
+                stack.extend(children.get(&n).into_iter().flatten().copied());
+            }
+        }
+        out
+    }
+
+    /// Child lists in edge order.
+    pub fn children(&self) -> HashMap<u64, Vec<u64>> {
+        let mut map: HashMap<u64, Vec<u64>> = HashMap::new();
+        for e in &self.edges {
+            map.entry(e.from).or_default().push(e.to);
+        }
+        map
+    }
+
+    pub fn parent_of(&self, node: u64) -> Option<u64> {
+        self.edges.iter().find(|e| e.to == node).map(|e| e.from)
+    }
+
+    pub fn is_leaf(&self, node: u64) -> bool {
+        !self.edges.iter().any(|e| e.from == node)
+    }
+
+    pub fn edge_type_of(&self, node: u64) -> Option<EdgeType> {
+        self.edges.iter().find(|e| e.to == node).map(|e| e.kind)
+    }
+}
+
+/// One agent's context as shown in the agent panel.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AgentView {
+    pub name: String,
+    pub role: Option<String>,
+    pub memory: Vec<(String, String)>,
+}
+
+/// The selected node: its event list and its agents' memories.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NodeView {
+    pub node: u64,
+    pub turns: u64,
+    pub events: Vec<LogEntry>,
+    pub agents: Vec<AgentView>,
+}
+
+impl NodeView {
+    /// The REST truth: `…/events` and `…/state`.
+    pub fn from_rest(node: u64, events: Vec<LogEntry>, state: &NodeState) -> Self {
+        let agents = state
+            .agents
+            .iter()
+            .map(|a| AgentView {
+                name: a.name.clone(),
+                role: a.role.clone(),
+                memory: a
+                    .short_memory
+                    .iter()
+                    .map(|m| (m.role.clone(), m.content.clone()))
+                    .collect(),
+            })
+            .collect();
+        NodeView {
+            node,
+            turns: state.turns,
+            events,
+            agents,
+        }
+    }
+
+    /// Applies one node-socket entry: context deltas grow the agent's memory with the tail rule
+    /// (same role as the last entry → append `"\n" + content`, else a new entry); everything else
+    /// is an event.
+    pub fn apply(&mut self, entry: LogEntry) {
+        if entry.kind != "agent_ctx_delta" {
+            self.events.push(entry);
+            return;
+        }
+        let d = &entry.data;
+        let (Some(agent), Some(role), Some(content)) = (
+            d["agent"].as_str(),
+            d["role"].as_str(),
+            d["content"].as_str(),
+        ) else {
+            return;
+        };
+        let view = match self.agents.iter_mut().position(|a| a.name == agent) {
+            Some(i) => &mut self.agents[i],
+            None => {
+                self.agents.push(AgentView {
+                    name: agent.to_string(),
+                    ..Default::default()
+                });
+                self.agents.last_mut().expect("just pushed")
+            }
+        };
+        match view.memory.last_mut() {
+            Some((r, text)) if r == role => {
+                text.push('\n');
+                text.push_str(content);
+            }
+            _ => view.memory.push((role.to_string(), content.to_string())),
+        }
+    }
+}
+
+/// How an event line is shown (spec §4.3); `None` hides the entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventLine {
+    /// `event`, `message`, `action`, `deal` or `error` (CSS class of the label).
+    pub kind: &'static str,
+    pub label: String,
+    pub agent: Option<String>,
+    pub text: String,
+}
+
+fn s<'a>(v: &'a Value, k: &str) -> &'a str {
+    v.get(k).and_then(Value::as_str).unwrap_or("")
+}
+
+/// Formats a log entry the way the DevUI's event panel does.
+pub fn event_line(e: &LogEntry) -> Option<EventLine> {
+    let d = &e.data;
+    match e.kind.as_str() {
+        "system_broadcast" if s(d, "type") == "PublicEvent" => Some(EventLine {
+            kind: "event",
+            label: "[Event]".into(),
+            agent: None,
+            text: s(d, "text").into(),
+        }),
+        "action_end" => {
+            let name = s(&d["action"], "action");
+            match name {
+                "yield" | "" => None,
+                "send_message" => {
+                    let text = d["result"]["message"]
+                        .as_str()
+                        .or_else(|| d["action"]["message"].as_str())
+                        .or_else(|| d["summary"].as_str())
+                        .unwrap_or("");
+                    Some(EventLine {
+                        kind: "message",
+                        label: "[Action]".into(),
+                        agent: Some(s(d, "agent").into()),
+                        text: text.into(),
+                    })
+                }
+                other => Some(EventLine {
+                    kind: "action",
+                    label: format!("[Action {other}]"),
+                    agent: None,
+                    text: d["summary"].as_str().unwrap_or("").into(),
+                }),
+            }
+        }
+        "landlord_deal" => {
+            let bottom: Vec<&str> = d["bottom"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            Some(EventLine {
+                kind: "deal",
+                label: "[Deal]".into(),
+                agent: None,
+                text: format!("Bottom: {}", bottom.join(" ")),
+            })
+        }
+        "agent_error" => Some(EventLine {
+            kind: "error",
+            label: "[Error]".into(),
+            agent: Some(s(d, "agent").into()),
+            text: s(d, "error").into(),
+        }),
+        _ => None,
+    }
+}
+
+/// The simulation viewer shows only public events and messages (spec §4.5).
+pub fn viewer_line(e: &LogEntry) -> Option<EventLine> {
+    event_line(e).filter(|l| l.kind == "event" || l.kind == "message")
+}
+
+/// Edge colour by type (spec §4.2).
+pub fn edge_colour(kind: EdgeType) -> &'static str {
+    match kind {
+        EdgeType::Advance => "#000",
+        EdgeType::AgentCtx => "#1b5e20",
+        EdgeType::AgentPlan => "#e65100",
+        EdgeType::AgentProps => "#5e35b1",
+        EdgeType::SceneState => "#6d4c41",
+        EdgeType::PublicEvent => "#1e4976",
+        EdgeType::Root | EdgeType::Multi => "#888",
+    }
+}
+
+/// The legend: the six edge types with a colour, in upstream's order.
+pub const LEGEND: [EdgeType; 6] = [
+    EdgeType::Advance,
+    EdgeType::AgentCtx,
+    EdgeType::AgentPlan,
+    EdgeType::AgentProps,
+    EdgeType::SceneState,
+    EdgeType::PublicEvent,
+];
+
+pub fn edge_name(kind: EdgeType) -> &'static str {
+    match kind {
+        EdgeType::Root => "root",
+        EdgeType::Advance => "advance",
+        EdgeType::AgentCtx => "agent_ctx",
+        EdgeType::AgentPlan => "agent_plan",
+        EdgeType::AgentProps => "agent_props",
+        EdgeType::SceneState => "scene_state",
+        EdgeType::PublicEvent => "public_event",
+        EdgeType::Multi => "multi",
+    }
+}
+
+/// Node fill: selected wins, then root, then leaf, else white (spec §4.2).
+pub fn node_fill(is_selected: bool, is_root: bool, is_leaf: bool) -> &'static str {
+    if is_selected {
+        "#f66"
+    } else if is_root {
+        "#69f"
+    } else if is_leaf {
+        "#7c7"
+    } else {
+        "#fff"
+    }
+}
+
+/// Parses a numeric input as upstream does: empty → the default, unparsable → 1, clamped to ≥ 1.
+pub fn parse_count(text: &str, default: u64) -> u64 {
+    let t = text.trim();
+    if t.is_empty() {
+        return default;
+    }
+    t.parse::<i64>().map(|v| v.max(1) as u64).unwrap_or(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use simtree_shared::{Attached, GraphNode};
+
+    fn attached(node: u64, parent: Option<u64>, depth: u32, edge: EdgeType) -> TreeMsg {
+        TreeMsg::Attached(Attached {
+            node,
+            parent,
+            depth,
+            edge_type: edge,
+            ops: vec![],
+        })
+    }
+
+    #[test]
+    fn the_tree_reducer_follows_upstream() {
+        let mut g = GraphModel::default();
+        g.apply(&attached(0, None, 0, EdgeType::Root));
+        g.apply(&attached(1, Some(0), 1, EdgeType::Advance));
+        g.apply(&attached(2, Some(1), 2, EdgeType::PublicEvent));
+        g.apply(&attached(3, Some(0), 1, EdgeType::Advance));
+        assert_eq!(g.nodes.len(), 4);
+        assert_eq!(g.edges.len(), 3);
+        // A repeated attached (e.g. after a snapshot raced it) adds no duplicate edge.
+        g.apply(&attached(2, Some(1), 2, EdgeType::PublicEvent));
+        assert_eq!(g.edges.len(), 3);
+        assert_eq!(
+            g.apply(&TreeMsg::RunStart { node: 3 }),
+            Some(Toast::Started(3))
+        );
+        assert!(g.running.contains(&3));
+        assert_eq!(
+            g.apply(&TreeMsg::RunFinish { node: 3 }),
+            Some(Toast::Finished(3))
+        );
+        assert!(g.running.is_empty());
+        g.apply(&TreeMsg::RunStart { node: 2 });
+        g.apply(&TreeMsg::Deleted { node: 1 });
+        assert_eq!(g.nodes.keys().copied().collect::<Vec<_>>(), vec![0, 3]);
+        assert_eq!(g.edges.len(), 1);
+        assert!(g.running.is_empty(), "a deleted running node stops pulsing");
+        assert!(g.is_leaf(3) && !g.is_leaf(0));
+    }
+
+    #[test]
+    fn a_snapshot_replaces_the_model() {
+        let mut g = GraphModel::default();
+        g.apply(&attached(5, Some(4), 3, EdgeType::Advance));
+        let snap = Graph {
+            root: 0,
+            frontier: vec![1],
+            running: vec![1],
+            nodes: vec![GraphNode { id: 0, depth: 0 }, GraphNode { id: 1, depth: 1 }],
+            edges: vec![GraphEdge {
+                from: 0,
+                to: 1,
+                kind: EdgeType::Advance,
+            }],
+        };
+        g.apply(&TreeMsg::Snapshot(snap.clone()));
+        assert_eq!(g, GraphModel::from_graph(&snap));
+        assert!(g.running.contains(&1));
+    }
+
+    fn delta(agent: &str, role: &str, content: &str) -> LogEntry {
+        LogEntry {
+            kind: "agent_ctx_delta".into(),
+            data: json!({"agent": agent, "role": role, "content": content}),
+            node: 1,
+        }
+    }
+
+    #[test]
+    fn context_deltas_follow_the_tail_growth_rule() {
+        let mut v = NodeView::default();
+        v.apply(delta("Ann", "user", "a"));
+        v.apply(delta("Ann", "user", "b"));
+        v.apply(delta("Ann", "assistant", "c"));
+        v.apply(delta("Bob", "user", "x"));
+        v.apply(LogEntry {
+            kind: "action_end".into(),
+            data: json!({}),
+            node: 1,
+        });
+        assert_eq!(
+            v.agents[0].memory,
+            vec![
+                ("user".into(), "a\nb".into()),
+                ("assistant".into(), "c".into())
+            ]
+        );
+        assert_eq!(v.agents[1].memory, vec![("user".into(), "x".into())]);
+        assert_eq!(v.events.len(), 1);
+    }
+
+    #[test]
+    fn event_lines_match_the_devui_formatting() {
+        let e = |kind: &str, data: Value| LogEntry {
+            kind: kind.into(),
+            data,
+            node: 0,
+        };
+        let public = e(
+            "system_broadcast",
+            json!({"type": "PublicEvent", "text": "Public Event: hi"}),
+        );
+        assert_eq!(event_line(&public).unwrap().label, "[Event]");
+        assert_eq!(
+            event_line(&e(
+                "system_broadcast",
+                json!({"type": "MessageEvent", "text": "x"})
+            )),
+            None
+        );
+        let msg = e(
+            "action_end",
+            json!({"agent": "Ann", "action": {"action": "send_message", "message": "m"}, "result": {"message": "hello"}, "summary": "s"}),
+        );
+        let line = event_line(&msg).unwrap();
+        assert_eq!(
+            (line.kind, line.agent.as_deref(), line.text.as_str()),
+            ("message", Some("Ann"), "hello")
+        );
+        let other = e(
+            "action_end",
+            json!({"agent": "Ann", "action": {"action": "vote"}, "summary": "Ann voted yes"}),
+        );
+        assert_eq!(event_line(&other).unwrap().label, "[Action vote]");
+        assert_eq!(
+            event_line(&e("action_end", json!({"action": {"action": "yield"}}))),
+            None
+        );
+        let deal = e("landlord_deal", json!({"bottom": ["3", "BJ"]}));
+        assert_eq!(event_line(&deal).unwrap().text, "Bottom: 3 BJ");
+        assert_eq!(viewer_line(&other), None);
+        assert!(viewer_line(&public).is_some());
+    }
+
+    #[test]
+    fn numeric_inputs_parse_like_upstream() {
+        assert_eq!(parse_count("", 5), 5);
+        assert_eq!(parse_count("3", 5), 3);
+        assert_eq!(parse_count("-2", 5), 1);
+        assert_eq!(parse_count("abc", 5), 1);
+    }
+
+    #[test]
+    fn colours_and_fills() {
+        assert_eq!(edge_colour(EdgeType::PublicEvent), "#1e4976");
+        assert_eq!(edge_colour(EdgeType::Multi), "#888");
+        assert_eq!(node_fill(true, true, true), "#f66");
+        assert_eq!(node_fill(false, true, false), "#69f");
+        assert_eq!(node_fill(false, false, true), "#7c7");
+        assert_eq!(node_fill(false, false, false), "#fff");
+    }
+}

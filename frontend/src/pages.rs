@@ -1,0 +1,736 @@
+//! The pages (spec §4.1–4.5) and their panels: home, SimTree (graph + ops + branch editor +
+//! compare), Studio (graph + ops | events | agents, live over the node socket) and the read-only
+//! simulation viewer.
+
+use leptos::html;
+use leptos::prelude::*;
+use serde_json::{Value, json};
+use simtree_shared::{LogEntry, NodeState, TreeMsg, TreeRef};
+
+use crate::api::{self, Socket};
+use crate::app::{Link, Tree, ctx};
+use crate::compare::{Comparison, compare};
+use crate::graph::{GraphView, Legend, Stats};
+use crate::model::{EventLine, NodeView, event_line, parse_count, viewer_line};
+use crate::route::Route;
+
+#[component]
+pub fn Home() -> impl IntoView {
+    let ctx = ctx();
+    let card = move |route: Route, title: &'static str, desc: &'static str| {
+        view! {
+            <div class="card">
+                <h2><Link route=route>{move || ctx.tr(title)}</Link></h2>
+                <p>{move || ctx.tr(desc)}</p>
+            </div>
+        }
+    };
+    view! {
+        <div class="home">
+            {card(Route::Sim { tree: None, node: 0 }, "home.sim", "home.simDesc")}
+            {card(Route::SimTree(None), "home.tree", "home.treeDesc")}
+            {card(Route::Studio(None), "home.studio", "home.studioDesc")}
+        </div>
+    }
+}
+
+/// The tree to open: the route's, else the last one used.
+fn initial_tree(route_id: Option<u64>) -> Option<u64> {
+    route_id.or_else(|| api::storage_get("devui:lastTreeId").and_then(|s| s.parse().ok()))
+}
+
+#[component]
+pub fn SimTreePage(tree_id: Option<u64>) -> impl IntoView {
+    let tree = Tree::new();
+    if let Some(id) = initial_tree(tree_id) {
+        tree.connect(id);
+    }
+    view! {
+        <div class="page simtree">
+            <div class="left">
+                <GraphView tree width=760.0 height=520.0 />
+                <Stats tree />
+                <Legend />
+            </div>
+            <div class="right">
+                <CreatePanel studio=false tree=tree />
+                <OpsPanel tree details=true />
+                <BranchEditor tree />
+                <ComparePanel tree />
+            </div>
+        </div>
+    }
+}
+
+/// Scenario picker and Create / Refresh.
+#[component]
+fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) -> impl IntoView {
+    let ctx = ctx();
+    let scenarios = RwSignal::new(Vec::<(String, String)>::new());
+    let choice = RwSignal::new("simple_chat".to_string());
+    leptos::task::spawn_local(async move {
+        if let Ok(list) = api::get::<Vec<Value>>("/api/scenarios").await {
+            scenarios.set(
+                list.iter()
+                    .filter_map(|s| {
+                        Some((
+                            s["id"].as_str()?.to_string(),
+                            s["title"].as_str().unwrap_or("").to_string(),
+                        ))
+                    })
+                    .collect(),
+            );
+        }
+    });
+    let create = move |_| {
+        let scenario = choice.get();
+        leptos::task::spawn_local(async move {
+            match api::post::<TreeRef>("/devui/simtree", &json!({"scenario": scenario})).await {
+                Ok(r) => {
+                    api::storage_set("devui:lastTreeId", &r.id.to_string());
+                    ctx.navigate(if studio {
+                        Route::Studio(Some(r.id))
+                    } else {
+                        Route::SimTree(Some(r.id))
+                    });
+                }
+                Err(e) => ctx.toast(e),
+            }
+        });
+    };
+    view! {
+        <section class="panel">
+            <h3>{move || ctx.tr("simtree.createNew")}</h3>
+            <div class="row">
+                <select id="scenario-select" on:change=move |ev| choice.set(event_target_value(&ev)) prop:value=move || choice.get()>
+                    <For
+                        each=move || scenarios.get()
+                        key=|(id, _)| id.clone()
+                        children=move |(id, title)| view! { <option value=id.clone() selected=move || choice.get() == id>{format!("{id} — {title}")}</option> }
+                    />
+                </select>
+                <button id="create-btn" on:click=create>{move || ctx.tr("common.create")}</button>
+                <button id="refresh-btn" disabled=move || tree.is_none() on:click=move |_| if let Some(t) = tree { t.refresh() }>
+                    {move || ctx.tr("common.refresh")}
+                </button>
+            </div>
+        </section>
+    }
+}
+
+/// Runs a request and toasts its error.
+fn act(fut: impl std::future::Future<Output = Result<(), String>> + 'static) {
+    let ctx = ctx();
+    leptos::task::spawn_local(async move {
+        if let Err(e) = fut.await {
+            ctx.toast(e);
+        }
+    });
+}
+
+/// Run leaves, advance, parallel run, chain run, details, delete.
+#[component]
+fn OpsPanel(tree: Tree, details: bool) -> impl IntoView {
+    let ctx = ctx();
+    let leaves = RwSignal::new("1".to_string());
+    let steps = RwSignal::new("1".to_string());
+    let size = RwSignal::new("2".to_string());
+    let chain = RwSignal::new("5".to_string());
+    let no_tree = move || tree.id.get().is_none();
+    let no_sel = move || tree.id.get().is_none() || tree.selected.get().is_none();
+    let base = move || format!("/devui/simtree/{}", tree.id.get_untracked().unwrap_or(0));
+    let sel = move || tree.selected.get_untracked().unwrap_or(0);
+    let input = move |id: &'static str, sig: RwSignal<String>| {
+        view! { <input id=id type="number" min="1" prop:value=move || sig.get() on:input=move |ev| sig.set(event_target_value(&ev)) /> }
+    };
+    view! {
+        <section class="panel ops">
+            <h3>"Ops"</h3>
+            <div class="row">
+                <label>{move || ctx.tr("simtree.runLeaves")}</label>
+                {input("leaves-input", leaves)}
+                <button id="run-leaves-btn" disabled=no_tree on:click=move |_| {
+                    let turns = parse_count(&leaves.get(), 1);
+                    let b = base();
+                    act(async move {
+                        api::post::<Value>(&format!("{b}/advance_frontier"), &json!({"turns": turns, "only_max_depth": false})).await?;
+                        tree.refresh();
+                        Ok(())
+                    })
+                }>{move || ctx.tr("simtree.run")}</button>
+            </div>
+            <div class="row">
+                <label>{move || ctx.tr("simtree.stepCount")}</label>
+                {input("steps-input", steps)}
+                <button id="advance-btn" disabled=no_sel on:click=move |_| {
+                    let turns = parse_count(&steps.get(), 1);
+                    let (b, parent) = (base(), sel());
+                    act(async move {
+                        let r = api::post::<Value>(&format!("{b}/advance"), &json!({"parent": parent, "turns": turns})).await?;
+                        if let Some(child) = r["child"].as_u64() {
+                            tree.selected.set(Some(child));
+                        }
+                        Ok(())
+                    })
+                }>"Advance"</button>
+            </div>
+            <div class="row">
+                <label>{move || ctx.tr("simtree.parallelSize")}</label>
+                {input("parallel-input", size)}
+                <button id="parallel-btn" disabled=no_sel on:click=move |_| {
+                    let turns = parse_count(&steps.get(), 1);
+                    let count = parse_count(&size.get(), 2);
+                    let (b, parent) = (base(), sel());
+                    act(async move {
+                        api::post::<Value>(&format!("{b}/advance_multi"), &json!({"parent": parent, "turns": turns, "count": count})).await?;
+                        Ok(())
+                    })
+                }>{move || ctx.tr("simtree.parallelRun")}</button>
+            </div>
+            <div class="row">
+                <label>{move || ctx.tr("simtree.chainLength")}</label>
+                {input("chain-input", chain)}
+                <button id="chain-btn" disabled=no_sel on:click=move |_| {
+                    let turns = parse_count(&chain.get(), 5);
+                    let (b, parent) = (base(), sel());
+                    act(async move {
+                        api::post::<Value>(&format!("{b}/advance_chain"), &json!({"parent": parent, "turns": turns})).await?;
+                        Ok(())
+                    })
+                }>{move || ctx.tr("simtree.chainRun")}</button>
+            </div>
+            <div class="row">
+                <Show when=move || details>
+                    <button id="details-btn" disabled=no_sel on:click=move |_| {
+                        if let (Some(t), Some(n)) = (tree.id.get(), tree.selected.get()) {
+                            ctx.navigate(Route::Sim { tree: Some(t), node: n });
+                        }
+                    }>{move || ctx.tr("common.viewDetails")}</button>
+                </Show>
+                <button
+                    id="delete-btn"
+                    disabled=move || no_sel() || tree.selected.get() == Some(tree.graph.with(|g| g.root))
+                    on:click=move |_| {
+                        let (b, node) = (base(), sel());
+                        act(async move {
+                            api::delete(&format!("{b}/node/{node}")).await?;
+                            tree.refresh();
+                            tree.selected.set(Some(0));
+                            Ok(())
+                        })
+                    }
+                >{move || ctx.tr("simtree.deleteSubtree")}</button>
+            </div>
+        </section>
+    }
+}
+
+/// Agent names of the selected node (for the branch editor's agent list).
+fn agents_of(tree: Tree) -> RwSignal<Vec<String>> {
+    let agents = RwSignal::new(Vec::new());
+    Effect::new(move |_| {
+        let (Some(t), Some(n)) = (tree.id.get(), tree.selected.get()) else {
+            return;
+        };
+        leptos::task::spawn_local(async move {
+            if let Ok(state) =
+                api::get::<NodeState>(&format!("/devui/simtree/{t}/node/{n}/state")).await
+            {
+                agents.set(state.agents.into_iter().map(|a| a.name).collect());
+            }
+        });
+    });
+    agents
+}
+
+/// The full branch editor: all five op kinds (upstream's UI offers only the broadcast).
+#[component]
+fn BranchEditor(tree: Tree) -> impl IntoView {
+    let ctx = ctx();
+    let kind = RwSignal::new("public_broadcast".to_string());
+    let agent = RwSignal::new(String::new());
+    let role = RwSignal::new("user".to_string());
+    let content = RwSignal::new(String::new());
+    let text = RwSignal::new("(announcement)".to_string());
+    let json_text = RwSignal::new("{}".to_string());
+    let agents = agents_of(tree);
+    Effect::new(move |_| {
+        let list = agents.get();
+        if !list.contains(&agent.get_untracked()) {
+            agent.set(list.first().cloned().unwrap_or_default());
+        }
+    });
+    let needs_agent = move || {
+        matches!(
+            kind.get().as_str(),
+            "agent_ctx_append" | "agent_plan_replace" | "agent_props_patch"
+        )
+    };
+    let json_kind = move || {
+        matches!(
+            kind.get().as_str(),
+            "agent_plan_replace" | "agent_props_patch" | "scene_state_patch"
+        )
+    };
+    let apply = move |_| {
+        let op = match kind.get().as_str() {
+            "agent_ctx_append" => Ok(
+                json!({"op": "agent_ctx_append", "name": agent.get(), "role": role.get(), "content": content.get()}),
+            ),
+            "public_broadcast" => Ok(json!({"op": "public_broadcast", "text": text.get()})),
+            k => match serde_json::from_str::<Value>(&json_text.get()) {
+                Err(e) => Err(format!("invalid JSON: {e}")),
+                Ok(v) => Ok(match k {
+                    "agent_plan_replace" => json!({"op": k, "name": agent.get(), "plan_state": v}),
+                    "agent_props_patch" => json!({"op": k, "name": agent.get(), "updates": v}),
+                    _ => json!({"op": k, "updates": v}),
+                }),
+            },
+        };
+        let (Some(t), Some(parent)) = (tree.id.get(), tree.selected.get()) else {
+            return;
+        };
+        act(async move {
+            let op = op?;
+            let r = api::post::<Value>(
+                &format!("/devui/simtree/{t}/branch"),
+                &json!({"parent": parent, "ops": [op]}),
+            )
+            .await?;
+            if let Some(child) = r["child"].as_u64() {
+                tree.selected.set(Some(child));
+            }
+            Ok(())
+        });
+    };
+    view! {
+        <section class="panel branch">
+            <h3>{move || ctx.tr("simtree.branch")}</h3>
+            <div class="row">
+                <label>{move || ctx.tr("simtree.opKind")}</label>
+                <select id="op-kind" on:change=move |ev| kind.set(event_target_value(&ev)) prop:value=move || kind.get()>
+                    <option value="public_broadcast">"public_broadcast"</option>
+                    <option value="agent_ctx_append">"agent_ctx_append"</option>
+                    <option value="agent_plan_replace">"agent_plan_replace"</option>
+                    <option value="agent_props_patch">"agent_props_patch"</option>
+                    <option value="scene_state_patch">"scene_state_patch"</option>
+                </select>
+            </div>
+            <Show when=needs_agent>
+                <div class="row">
+                    <label>{move || ctx.tr("sim.agent")}</label>
+                    <select id="op-agent" on:change=move |ev| agent.set(event_target_value(&ev)) prop:value=move || agent.get()>
+                        <For each=move || agents.get() key=|a| a.clone() children=move |a| view! { <option value=a.clone()>{a.clone()}</option> } />
+                    </select>
+                </div>
+            </Show>
+            <Show when=move || kind.get() == "agent_ctx_append">
+                <div class="row">
+                    <select id="op-role" on:change=move |ev| role.set(event_target_value(&ev)) prop:value=move || role.get()>
+                        <option value="user">"user"</option>
+                        <option value="assistant">"assistant"</option>
+                    </select>
+                    <textarea id="op-content" prop:value=move || content.get() on:input=move |ev| content.set(event_target_value(&ev))></textarea>
+                </div>
+            </Show>
+            <Show when=json_kind>
+                <div class="row">
+                    <textarea id="op-json" class="json" prop:value=move || json_text.get() on:input=move |ev| json_text.set(event_target_value(&ev))></textarea>
+                </div>
+            </Show>
+            <Show when=move || kind.get() == "public_broadcast">
+                <div class="row">
+                    <label>{move || ctx.tr("simtree.broadcast")}</label>
+                    <input id="op-text" prop:value=move || text.get() on:input=move |ev| text.set(event_target_value(&ev)) />
+                </div>
+            </Show>
+            <button id="branch-btn" disabled=move || tree.selected.get().is_none() on:click=apply>{move || ctx.tr("common.apply")}</button>
+        </section>
+    }
+}
+
+/// Root path of a node from the graph model (root first).
+fn path_of(tree: Tree, node: u64) -> Vec<u64> {
+    tree.graph.with_untracked(|g| {
+        let mut path = vec![node];
+        while let Some(p) = path.last().and_then(|&n| g.parent_of(n)) {
+            if path.contains(&p) {
+                break;
+            }
+            path.push(p);
+        }
+        path.reverse();
+        path
+    })
+}
+
+/// Compare the selected node with another: LCA, events since it side by side, first divergence.
+#[component]
+fn ComparePanel(tree: Tree) -> impl IntoView {
+    let ctx = ctx();
+    let other = RwSignal::new(String::new());
+    let result = RwSignal::new(None::<(u64, u64, Comparison)>);
+    Effect::new(move |_| {
+        if let Some(n) = tree.compare_with.get() {
+            other.set(n.to_string());
+        }
+    });
+    let run = move |_| {
+        let (Some(t), Some(a)) = (tree.id.get(), tree.selected.get()) else {
+            return;
+        };
+        let Ok(b) = other.get().trim().parse::<u64>() else {
+            ctx.toast("enter the id of the node to compare with".into());
+            return;
+        };
+        act(async move {
+            let la =
+                api::get::<Vec<LogEntry>>(&format!("/devui/simtree/{t}/node/{a}/logs")).await?;
+            let lb =
+                api::get::<Vec<LogEntry>>(&format!("/devui/simtree/{t}/node/{b}/logs")).await?;
+            let c = compare(&path_of(tree, a), &la, &path_of(tree, b), &lb);
+            result.set(Some((a, b, c)));
+            Ok(())
+        });
+    };
+    let column = move |side: usize| {
+        move || {
+            result.with(|r| {
+                let Some((_, _, c)) = r else {
+                    return Vec::new();
+                };
+                let entries = if side == 0 { &c.left } else { &c.right };
+                entries
+                    .iter()
+                    .enumerate()
+                    .map(|(i, e)| {
+                        let diverge = c.first_divergence == Some(i);
+                        let text = event_line(e).map_or_else(
+                            || e.kind.clone(),
+                            |l| {
+                                format!(
+                                    "{} {}{}",
+                                    l.label,
+                                    l.agent.map(|a| a + ": ").unwrap_or_default(),
+                                    l.text
+                                )
+                            },
+                        );
+                        view! { <li class:diverge=diverge data-index=i.to_string()>{text}</li> }
+                    })
+                    .collect::<Vec<_>>()
+            })
+        }
+    };
+    view! {
+        <section class="panel compare">
+            <h3>{move || ctx.tr("simtree.compare")}</h3>
+            <div class="row">
+                <label>{move || ctx.tr("simtree.compareWith")}</label>
+                <input id="compare-input" prop:value=move || other.get() on:input=move |ev| other.set(event_target_value(&ev)) />
+                <button id="compare-btn" disabled=move || tree.selected.get().is_none() on:click=run>{move || ctx.tr("simtree.compare")}</button>
+            </div>
+            <Show when=move || result.with(Option::is_some)>
+                <div id="compare-view">
+                    <p id="compare-summary">
+                        {move || result.with(|r| r.as_ref().map(|(a, b, c)| {
+                            let div = match c.first_divergence {
+                                Some(i) => format!("{}: #{i}", ctx.tr("simtree.divergence")),
+                                None => ctx.tr("simtree.noDivergence").to_string(),
+                            };
+                            format!("{a} ↔ {b} · {}: {} · {div}", ctx.tr("simtree.lca"), c.lca)
+                        }))}
+                    </p>
+                    <div class="columns">
+                        <ol id="compare-left">{column(0)}</ol>
+                        <ol id="compare-right">{column(1)}</ol>
+                    </div>
+                </div>
+            </Show>
+        </section>
+    }
+}
+
+fn event_view(line: EventLine) -> impl IntoView {
+    view! {
+        <div class=format!("ev ev-{}", line.kind)>
+            <span class="label">{line.label}</span>
+            " "
+            {line.agent.map(|a| view! { <b>{a}": "</b> })}
+            {line.text}
+        </div>
+    }
+}
+
+/// Scrolls an element to its bottom after a change, while `stick` is on.
+fn stick_to_bottom<T>(
+    stick: RwSignal<bool>,
+    el: NodeRef<html::Div>,
+    track: impl Fn() -> T + 'static,
+) {
+    Effect::new(move |_| {
+        track();
+        if stick.get()
+            && let Some(el) = el.get()
+        {
+            el.set_scroll_top(el.scroll_height());
+        }
+    });
+}
+
+/// The events list of a node.
+#[component]
+fn EventsPanel(
+    view_state: RwSignal<NodeView>,
+    stick: RwSignal<bool>,
+    viewer: bool,
+) -> impl IntoView {
+    let ctx = ctx();
+    let el = NodeRef::<html::Div>::new();
+    stick_to_bottom(stick, el, move || view_state.with(|v| v.events.len()));
+    let lines = move || {
+        view_state.with(|v| {
+            v.events
+                .iter()
+                .filter_map(|e| {
+                    if viewer {
+                        viewer_line(e)
+                    } else {
+                        event_line(e)
+                    }
+                })
+                .collect::<Vec<_>>()
+        })
+    };
+    view! {
+        <div id="events" class="events scroll" node_ref=el>
+            {move || {
+                let ls = lines();
+                if ls.is_empty() {
+                    view! { <p class="muted">{ctx.tr("common.noEvents")}</p> }.into_any()
+                } else {
+                    ls.into_iter().map(event_view).collect_view().into_any()
+                }
+            }}
+        </div>
+    }
+}
+
+/// The agent dropdown and the chosen agent's memory.
+#[component]
+fn AgentsPanel(view_state: RwSignal<NodeView>, stick: RwSignal<bool>) -> impl IntoView {
+    let ctx = ctx();
+    let chosen = RwSignal::new(String::new());
+    Effect::new(move |_| {
+        let names: Vec<String> =
+            view_state.with(|v| v.agents.iter().map(|a| a.name.clone()).collect());
+        if !names.contains(&chosen.get_untracked()) {
+            chosen.set(names.first().cloned().unwrap_or_default());
+        }
+    });
+    let el = NodeRef::<html::Div>::new();
+    stick_to_bottom(stick, el, move || {
+        chosen.track();
+        view_state.with(|v| v.agents.iter().map(|a| a.memory.len()).sum::<usize>())
+    });
+    let memory = move || {
+        view_state.with(|v| {
+            v.agents
+                .iter()
+                .find(|a| a.name == chosen.get())
+                .map(|a| a.memory.clone())
+                .unwrap_or_default()
+        })
+    };
+    view! {
+        <div class="agents">
+            <select id="agent-select" on:change=move |ev| chosen.set(event_target_value(&ev)) prop:value=move || chosen.get()>
+                <For
+                    each=move || view_state.with(|v| v.agents.iter().map(|a| a.name.clone()).collect::<Vec<_>>())
+                    key=|n| n.clone()
+                    children=move |n| view! { <option value=n.clone() selected=move || chosen.get() == n>{n.clone()}</option> }
+                />
+            </select>
+            <div class="scroll memory" node_ref=el>
+                <ul id="agent-memory">
+                    {move || {
+                        let m = memory();
+                        if m.is_empty() {
+                            view! { <li class="muted">{ctx.tr("common.empty")}</li> }.into_any()
+                        } else {
+                            m.into_iter()
+                                .map(|(role, content)| {
+                                    let label = format!("[{role}]");
+                                    view! { <li data-role=role><span class="role">{label}</span> " " <span class="content">{content}</span></li> }
+                                })
+                                .collect_view()
+                                .into_any()
+                        }
+                    }}
+                </ul>
+            </div>
+        </div>
+    }
+}
+
+async fn fetch_node(tree: u64, node: u64) -> Result<NodeView, String> {
+    let events =
+        api::get::<Vec<LogEntry>>(&format!("/devui/simtree/{tree}/sim/{node}/events")).await?;
+    let state = api::get::<NodeState>(&format!("/devui/simtree/{tree}/sim/{node}/state")).await?;
+    Ok(NodeView::from_rest(node, events, &state))
+}
+
+/// The tree picker of the studio.
+#[component]
+fn TreeSelect(tree: Tree) -> impl IntoView {
+    let ctx = ctx();
+    let trees = RwSignal::new(Vec::<u64>::new());
+    let reload = move || {
+        leptos::task::spawn_local(async move {
+            if let Ok(list) = api::get::<Vec<TreeRef>>("/devui/simtree").await {
+                trees.set(list.into_iter().map(|t| t.id).collect());
+            }
+        })
+    };
+    reload();
+    view! {
+        <section class="panel">
+            <h3>{move || ctx.tr("studio.selectTree")}</h3>
+            <select
+                id="tree-select"
+                on:focus=move |_| reload()
+                on:change=move |ev| {
+                    if let Ok(id) = event_target_value(&ev).parse::<u64>() {
+                        ctx.navigate(Route::Studio(Some(id)));
+                    }
+                }
+                prop:value=move || tree.id.get().map(|i| i.to_string()).unwrap_or_default()
+            >
+                <option value="">"-"</option>
+                <For each=move || trees.get() key=|t| *t children=move |t| view! { <option value=t.to_string()>{format!("tree {t}")}</option> } />
+            </select>
+        </section>
+    }
+}
+
+#[component]
+pub fn StudioPage(tree_id: Option<u64>) -> impl IntoView {
+    let ctx = ctx();
+    let tree = Tree::new();
+    if let Some(id) = initial_tree(tree_id) {
+        tree.connect(id);
+    }
+    let node_view = RwSignal::new(NodeView::default());
+    let stick = RwSignal::new(true);
+    let socket = StoredValue::new_local(None::<Socket>);
+    on_cleanup(move || socket.set_value(None));
+    let refetch = move |t: u64, n: u64| {
+        leptos::task::spawn_local(async move {
+            if let Ok(v) = fetch_node(t, n).await
+                && tree.selected.get_untracked() == Some(n)
+            {
+                node_view.set(v);
+            }
+        });
+    };
+    // Selection changed: REST truth, then live deltas over the node socket.
+    Effect::new(move |_| {
+        let (Some(t), Some(n)) = (tree.id.get(), tree.selected.get()) else {
+            return;
+        };
+        socket.set_value(None);
+        node_view.set(NodeView {
+            node: n,
+            ..Default::default()
+        });
+        refetch(t, n);
+        let s = api::connect(&format!("/devui/simtree/{t}/sim/{n}/events"), move |text| {
+            if let Ok(entry) = serde_json::from_str::<LogEntry>(&text) {
+                node_view.update(|v| v.apply(entry));
+            }
+        });
+        if let Ok(s) = s {
+            socket.set_value(Some(s));
+        }
+    });
+    // attached / run_finish of the selected node: re-read it; deleted: clear.
+    Effect::new(move |_| {
+        let Some(msg) = tree.last_msg.get() else {
+            return;
+        };
+        let (Some(t), Some(sel)) = (tree.id.get_untracked(), tree.selected.get_untracked()) else {
+            return;
+        };
+        match msg {
+            TreeMsg::Attached(a) if a.node == sel => refetch(t, sel),
+            TreeMsg::RunFinish { node } if node == sel => refetch(t, sel),
+            TreeMsg::Deleted { node } if node == sel => node_view.set(NodeView::default()),
+            _ => {}
+        }
+    });
+    view! {
+        <div class="page studio">
+            <div class="col">
+                <GraphView tree width=440.0 height=360.0 />
+                <Stats tree />
+                <Legend />
+                <TreeSelect tree />
+                <CreatePanel studio=true tree=tree />
+                <OpsPanel tree details=false />
+                <BranchEditor tree />
+            </div>
+            <div class="col">
+                <h3>{move || ctx.tr("studio.events")}</h3>
+                <EventsPanel view_state=node_view stick viewer=false />
+            </div>
+            <div class="col">
+                <h3>
+                    {move || ctx.tr("studio.agents")}
+                    <label class="stick">
+                        <input id="stick-bottom" type="checkbox" prop:checked=move || stick.get() on:change=move |ev| stick.set(event_target_checked(&ev)) />
+                        {move || ctx.tr("common.stickBottom")}
+                    </label>
+                </h3>
+                <AgentsPanel view_state=node_view stick />
+            </div>
+        </div>
+    }
+}
+
+/// The read-only viewer of one node (`/sim/:tree?node=N`): REST once, no sockets.
+#[component]
+pub fn SimViewer(tree_id: Option<u64>, node: u64) -> impl IntoView {
+    let ctx = ctx();
+    let node_view = RwSignal::new(NodeView::default());
+    let error = RwSignal::new(None::<String>);
+    let stick = RwSignal::new(true);
+    if let Some(t) = tree_id {
+        leptos::task::spawn_local(async move {
+            match fetch_node(t, node).await {
+                Ok(v) => node_view.set(v),
+                Err(e) => error.set(Some(e)),
+            }
+        });
+    }
+    view! {
+        <div class="page viewer">
+            <h2 id="viewer-title">
+                {move || ctx.tr("sim.title")} " " {tree_id.map(|t| format!("{t} · node {node}"))}
+            </h2>
+            <p>
+                {tree_id.map(|t| view! { <Link route=Route::SimTree(Some(t)) id="viewer-tree-link">{move || ctx.tr("nav.tree")}</Link> })}
+            </p>
+            {move || error.get().map(|e| view! { <p class="error">{e}</p> })}
+            <div class="viewer-cols">
+                <div id="viewer-events">
+                    <h3>{move || ctx.tr("sim.events")}</h3>
+                    <EventsPanel view_state=node_view stick viewer=true />
+                </div>
+                <div>
+                    <h3>{move || ctx.tr("sim.agent")}</h3>
+                    <AgentsPanel view_state=node_view stick />
+                </div>
+            </div>
+        </div>
+    }
+}

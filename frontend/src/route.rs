@@ -1,0 +1,100 @@
+//! The page routes (spec §4.1), parsed from and printed to a location path + query.
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Route {
+    Home,
+    SimTree(Option<u64>),
+    Studio(Option<u64>),
+    /// `/sim/:treeId?node=N` (also `?sim=N`; default node 0).
+    Sim {
+        tree: Option<u64>,
+        node: u64,
+    },
+}
+
+impl Route {
+    pub fn parse(path: &str, query: &str) -> Route {
+        let parts: Vec<&str> = path
+            .trim_matches('/')
+            .split('/')
+            .filter(|p| !p.is_empty())
+            .collect();
+        let id = |i: usize| parts.get(i).and_then(|p| p.parse().ok());
+        match parts.first().copied() {
+            Some("simtree") => Route::SimTree(id(1)),
+            Some("studio") => Route::Studio(id(1)),
+            Some("sim") => {
+                let q = query.trim_start_matches('?');
+                let node = q
+                    .split('&')
+                    .filter_map(|kv| kv.split_once('='))
+                    .find(|(k, _)| *k == "node" || *k == "sim")
+                    .and_then(|(_, v)| v.parse().ok())
+                    .unwrap_or(0);
+                Route::Sim { tree: id(1), node }
+            }
+            _ => Route::Home,
+        }
+    }
+
+    pub fn href(&self) -> String {
+        match self {
+            Route::Home => "/".into(),
+            Route::SimTree(None) => "/simtree".into(),
+            Route::SimTree(Some(t)) => format!("/simtree/{t}"),
+            Route::Studio(None) => "/studio".into(),
+            Route::Studio(Some(t)) => format!("/studio/{t}"),
+            Route::Sim { tree: None, .. } => "/sim".into(),
+            Route::Sim {
+                tree: Some(t),
+                node,
+            } => format!("/sim/{t}?node={node}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_round_trip() {
+        assert_eq!(Route::parse("/", ""), Route::Home);
+        assert_eq!(Route::parse("/simtree/3", ""), Route::SimTree(Some(3)));
+        assert_eq!(Route::parse("/studio", ""), Route::Studio(None));
+        assert_eq!(
+            Route::parse("/sim/2", "?node=14"),
+            Route::Sim {
+                tree: Some(2),
+                node: 14
+            }
+        );
+        assert_eq!(
+            Route::parse("/sim/2", "?sim=5"),
+            Route::Sim {
+                tree: Some(2),
+                node: 5
+            }
+        );
+        assert_eq!(
+            Route::parse("/sim/2", ""),
+            Route::Sim {
+                tree: Some(2),
+                node: 0
+            }
+        );
+        for r in [
+            Route::Home,
+            Route::SimTree(Some(1)),
+            Route::Studio(Some(4)),
+            Route::Sim {
+                tree: Some(1),
+                node: 9,
+            },
+        ] {
+            let href = r.href();
+            let (p, q) = href.split_once('?').unwrap_or((&href, ""));
+            assert_eq!(Route::parse(p, q), r);
+        }
+    }
+}
