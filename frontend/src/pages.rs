@@ -607,7 +607,11 @@ fn TreeSelect(tree: Tree) -> impl IntoView {
                 prop:value=move || tree.id.get().map(|i| i.to_string()).unwrap_or_default()
             >
                 <option value="">"-"</option>
-                <For each=move || trees.get() key=|t| *t children=move |t| view! { <option value=t.to_string()>{format!("tree {t}")}</option> } />
+                <For
+                    each=move || trees.get()
+                    key=|t| *t
+                    children=move |t| view! { <option value=t.to_string() selected=move || tree.id.get() == Some(t)>{format!("tree {t}")}</option> }
+                />
             </select>
         </section>
     }
