@@ -773,13 +773,13 @@ async fn the_rate_limit_spaces_request_starts() {
     }
     let mut at: Vec<Instant> = server.seen().iter().map(|s| s.at).collect();
     at.sort();
-    for w in at.windows(2) {
-        let gap = w[1] - w[0];
-        assert!(
-            gap >= Duration::from_millis(40),
-            "starts only {gap:?} apart"
-        );
-    }
+    // Five starts 50 ms apart span 200 ms at the client; arrival jitter on a busy machine can
+    // move single arrivals, so the span is checked (unlimited, it would be a few ms).
+    let span = at[4] - at[0];
+    assert!(
+        span >= Duration::from_millis(170),
+        "five requests arrived within {span:?}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
