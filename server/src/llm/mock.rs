@@ -4,8 +4,16 @@
 //! name, picks a branch from keywords in the prompt and answers with a fixed, well-formed response.
 //! Unlike upstream, the counters live in the simulator's [`LlmState`], so a clone continues exactly
 //! as the original would and concurrent runs of sibling nodes cannot race on them.
+//!
+//! As a [`ChatProvider`] the mock also answers structured and tool requests, deterministically
+//! and validly: a request with a response schema gets [`schema::example`] of it as JSON text; a
+//! request with tools (and any tool choice but `none`) gets one call of the chosen tool — the
+//! named one, else the first — with the example of its parameter schema as arguments. Neither
+//! touches the call counters. Usage counts whitespace-separated words, a stand-in for tokens.
 
-use super::{BoxFuture, LlmClient, LlmError, LlmState};
+use super::config::Dialect;
+use super::provider::{ChatProvider, ChatRequest, ChatResponse, ToolCall, ToolChoice, Usage};
+use super::{BoxFuture, LlmClient, LlmError, LlmState, schema};
 use crate::engine::memory::{Message, Role};
 
 /// The offline mock LLM. Stateless itself; see [`LlmState::mock_counters`].
@@ -21,6 +29,71 @@ impl LlmClient for MockClient {
         let reply = reply(messages, state);
         Box::pin(async move { Ok(reply) })
     }
+}
+
+impl ChatProvider for MockClient {
+    fn dialect(&self) -> Dialect {
+        Dialect::Mock
+    }
+
+    fn label(&self) -> String {
+        "mock:mock".into()
+    }
+
+    fn chat<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+        state: &'a mut LlmState,
+    ) -> BoxFuture<'a, Result<ChatResponse, LlmError>> {
+        let response = respond_to(request, state);
+        Box::pin(async move { response })
+    }
+}
+
+fn words(s: &str) -> u64 {
+    s.split_whitespace().count() as u64
+}
+
+/// The mock's answer to a rich request (see the module docs).
+pub fn respond_to(request: &ChatRequest, state: &mut LlmState) -> Result<ChatResponse, LlmError> {
+    let prompt_tokens = request.messages.iter().map(|m| words(&m.content)).sum();
+    let mut out = ChatResponse::default();
+    if let Some(s) = &request.response_schema {
+        out.text = schema::example(&s.schema).to_string();
+    } else if !request.tools.is_empty() && request.tool_choice != ToolChoice::None {
+        let tool =
+            match &request.tool_choice {
+                ToolChoice::Tool(name) => request
+                    .tools
+                    .iter()
+                    .find(|t| &t.name == name)
+                    .ok_or_else(|| {
+                        LlmError::Request(format!(
+                            "mock:mock: tool_choice names {name:?}, which is not among the tools"
+                        ))
+                    })?,
+                _ => &request.tools[0],
+            };
+        out.tool_calls.push(ToolCall {
+            id: None,
+            name: tool.name.clone(),
+            arguments: schema::example(&tool.parameters),
+        });
+    } else {
+        out.text = reply(&request.messages, state);
+    }
+    let completion = words(&out.text)
+        + out
+            .tool_calls
+            .iter()
+            .map(|c| words(&c.arguments.to_string()))
+            .sum::<u64>();
+    out.usage = Usage {
+        prompt_tokens,
+        completion_tokens: completion,
+    };
+    out.finish_reason = Some("stop".into());
+    Ok(out)
 }
 
 /// The phrases the mock picks its branch by (spec §1.14.2). Prompt prose must carry them only
@@ -300,6 +373,64 @@ mod tests {
             Message::new(Role::System, system),
             Message::new(Role::User, last_user),
         ]
+    }
+
+    #[test]
+    fn rich_requests_get_valid_deterministic_tool_calls_and_json() {
+        use crate::llm::provider::{JsonSchema, ToolSpec};
+        use serde_json::json;
+        let params = json!({"type": "object", "properties": {"target": {"type": "string", "enum": ["Pia", "Ronan"]},
+                            "confidence": {"type": "number", "minimum": 0.5}},
+                            "required": ["target", "confidence"], "additionalProperties": false});
+        let tool = |name: &str| ToolSpec {
+            name: name.into(),
+            description: "d".into(),
+            parameters: params.clone(),
+        };
+        let mut st = LlmState::default();
+        let mut r = ChatRequest::new(req("You are Alice.\nchat", "pick one"));
+        r.tools = vec![tool("skip"), tool("vote")];
+        r.tool_choice = ToolChoice::Tool("vote".into());
+        let out = respond_to(&r, &mut st).unwrap();
+        assert_eq!(out.tool_calls.len(), 1);
+        assert_eq!(out.tool_calls[0].name, "vote");
+        assert_eq!(
+            out.tool_calls[0].arguments,
+            json!({"target": "Pia", "confidence": 0.5})
+        );
+        assert_eq!(out.usage.prompt_tokens, 6);
+        r.tool_choice = ToolChoice::Required;
+        assert_eq!(respond_to(&r, &mut st).unwrap().tool_calls[0].name, "skip");
+        r.tool_choice = ToolChoice::Tool("fly".into());
+        assert!(
+            respond_to(&r, &mut st)
+                .unwrap_err()
+                .to_string()
+                .contains("\"fly\"")
+        );
+        assert!(
+            st.mock_counters.is_empty(),
+            "tool answers leave the counters alone"
+        );
+
+        r.tools.clear();
+        r.response_schema = Some(JsonSchema::new("vote", params.clone()));
+        let out = respond_to(&r, &mut st).unwrap();
+        assert_eq!(out.text, r#"{"target":"Pia","confidence":0.5}"#);
+
+        r.response_schema = None;
+        let text = respond_to(&r, &mut st).unwrap().text;
+        assert_eq!(
+            text,
+            reply(
+                &req("You are Alice.\nchat", "pick one"),
+                &mut LlmState::default()
+            )
+        );
+        assert_eq!(
+            st.mock_counters["Alice"], 1,
+            "the text path counts as the plain mock does"
+        );
     }
 
     #[test]

@@ -1,6 +1,11 @@
 //! LLM access for the engine: one async trait, [`LlmClient`], and the per-simulator state a client
 //! may keep ([`LlmState`]).
 //!
+//! Behind it: the richer [`ChatProvider`] (tools, structured output, usage) with the `openai`,
+//! `gemini`, `anthropic` and `mock` dialects, their configuration ([`config`]), the resilience
+//! layer shared by the HTTP dialects ([`resilience`]) and [`structured`], the one JSON-output API
+//! for trading and ABM code. PROVIDERS.md in this folder says why it is built this way.
+//!
 //! The engine never talks to a network itself; it hands a list of `{role, content}` messages to a
 //! client and gets text back. The state lives in the simulator (not in the client) so that a cloned
 //! simulator continues exactly as the original would — this is where the mock keeps its counters.
@@ -13,9 +18,22 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::memory::Message;
 
+pub mod anthropic;
+pub mod config;
+pub mod e2e;
+pub mod gemini;
 pub mod mock;
+pub mod openai;
+pub mod provider;
+pub mod resilience;
+pub mod schema;
 
+pub use config::{ApiKey, ConfigError, Dialect, LlmConfig, LlmOverride, LlmSettings};
 pub use mock::MockClient;
+pub use provider::{
+    ChatProvider, ChatRequest, ChatResponse, JsonSchema, ProviderClient, ProviderPool, ToolCall,
+    ToolChoice, ToolSpec, Usage, build_provider, structured,
+};
 
 /// A boxed, sendable future (what an object-safe async trait method returns).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -27,6 +45,9 @@ pub enum LlmError {
     Request(String),
     #[error("LLM response unusable: {0}")]
     Response(String),
+    /// The model declined or a provider's safety filter withheld the answer.
+    #[error("LLM refused: {0}")]
+    Refused(String),
 }
 
 /// Per-simulator state of the LLM side, cloned with the simulator.

@@ -1,0 +1,209 @@
+//! The `anthropic` dialect: the Messages API (`POST {base}/messages`).
+//!
+//! Request: system messages joined into the top-level `system`, the rest as `messages`;
+//! `max_tokens` (required by the API), `temperature`, and `top_p` only when it is not 1 (recent
+//! models reject both together). Tools as `{name, description, input_schema}` with `tool_choice`
+//! `auto`/`none`/`any`/`tool`. Anthropic has no JSON mode, so a response schema becomes one more
+//! tool named like the schema and a forced `tool_choice: {type: tool, name}` — the model must
+//! answer by "calling" it, and its `input` is the structured value. Headers: `x-api-key` and
+//! `anthropic-version` (configurable, default `2023-06-01`).
+//!
+//! Response: text blocks joined, `tool_use` blocks as tool calls, `usage` (cache reads and
+//! writes count as prompt tokens), `stop_reason: refusal` as a refusal.
+
+use serde_json::{Map, Value, json};
+
+use super::LlmError;
+use super::config::{Dialect, LlmConfig};
+use super::provider::{ChatRequest, ChatResponse, ToolCall, ToolChoice, Usage, Wire};
+use crate::engine::memory::Role;
+
+/// The Messages mapping.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AnthropicWire;
+
+impl Wire for AnthropicWire {
+    fn dialect(&self) -> Dialect {
+        Dialect::Anthropic
+    }
+
+    fn url(&self, config: &LlmConfig, _: &ChatRequest) -> String {
+        format!("{}/messages", config.endpoint())
+    }
+
+    fn headers(&self, config: &LlmConfig) -> Vec<(&'static str, String)> {
+        let mut h: Vec<(&'static str, String)> = config
+            .api_key
+            .iter()
+            .map(|k| ("x-api-key", k.expose().to_string()))
+            .collect();
+        h.push(("anthropic-version", config.anthropic_version.clone()));
+        h
+    }
+
+    fn body(&self, config: &LlmConfig, request: &ChatRequest) -> Value {
+        let messages: Vec<Value> = request
+            .messages
+            .iter()
+            .filter(|m| m.role != Role::System)
+            .map(|m| json!({"role": m.role.as_str(), "content": m.content.as_ref()}))
+            .collect();
+        let mut b = Map::new();
+        b.insert("model".into(), json!(config.model));
+        b.insert(
+            "max_tokens".into(),
+            json!(request.max_tokens.unwrap_or(config.max_tokens)),
+        );
+        if let Some(sys) = request.system_text() {
+            b.insert("system".into(), json!(sys));
+        }
+        b.insert("messages".into(), Value::Array(messages));
+        b.insert(
+            "temperature".into(),
+            json!(request.temperature.unwrap_or(config.temperature)),
+        );
+        let top_p = request.top_p.unwrap_or(config.top_p);
+        if top_p != 1.0 {
+            b.insert("top_p".into(), json!(top_p));
+        }
+        let mut tools: Vec<Value> = request
+            .tools
+            .iter()
+            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
+            .collect();
+        let choice = if let Some(s) = &request.response_schema {
+            let description = s.description.clone().unwrap_or_else(|| {
+                "Give your answer by calling this tool with arguments matching its schema."
+                    .to_string()
+            });
+            tools.push(
+                json!({"name": s.name, "description": description, "input_schema": s.schema}),
+            );
+            Some(json!({"type": "tool", "name": s.name}))
+        } else if tools.is_empty() {
+            None
+        } else {
+            Some(match &request.tool_choice {
+                ToolChoice::Auto => json!({"type": "auto"}),
+                ToolChoice::None => json!({"type": "none"}),
+                ToolChoice::Required => json!({"type": "any"}),
+                ToolChoice::Tool(name) => json!({"type": "tool", "name": name}),
+            })
+        };
+        if !tools.is_empty() {
+            b.insert("tools".into(), Value::Array(tools));
+        }
+        if let Some(c) = choice {
+            b.insert("tool_choice".into(), c);
+        }
+        Value::Object(b)
+    }
+
+    fn parse(&self, body: &Value) -> Result<ChatResponse, LlmError> {
+        if body.get("type").and_then(Value::as_str) == Some("error") {
+            let m = body
+                .pointer("/error/message")
+                .and_then(Value::as_str)
+                .unwrap_or("unknown error");
+            return Err(LlmError::Response(format!("provider error: {m}")));
+        }
+        let count = |k: &str| {
+            body.pointer(&format!("/usage/{k}"))
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+        };
+        let usage = Usage {
+            prompt_tokens: count("input_tokens")
+                + count("cache_creation_input_tokens")
+                + count("cache_read_input_tokens"),
+            completion_tokens: count("output_tokens"),
+        };
+        let stop_reason = body
+            .get("stop_reason")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let refusal = (stop_reason.as_deref() == Some("refusal"))
+            .then(|| "the model refused (stop_reason refusal)".to_string());
+        let blocks = body
+            .get("content")
+            .and_then(Value::as_array)
+            .filter(|c| !c.is_empty());
+        let Some(blocks) = blocks else {
+            if refusal.is_some() {
+                return Ok(ChatResponse {
+                    usage,
+                    refusal,
+                    finish_reason: stop_reason,
+                    ..ChatResponse::default()
+                });
+            }
+            return Err(LlmError::Response("the response has no content".into()));
+        };
+        let mut text = String::new();
+        let mut tool_calls = Vec::new();
+        for block in blocks {
+            match block.get("type").and_then(Value::as_str) {
+                Some("text") => {
+                    text.push_str(block.get("text").and_then(Value::as_str).unwrap_or(""))
+                }
+                Some("tool_use") => {
+                    let name = block
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .ok_or_else(|| LlmError::Response("a tool_use block has no name".into()))?;
+                    tool_calls.push(ToolCall {
+                        id: block.get("id").and_then(Value::as_str).map(str::to_string),
+                        name: name.to_string(),
+                        arguments: block.get("input").cloned().unwrap_or_else(|| json!({})),
+                    });
+                }
+                _ => {} // thinking and other block kinds carry no answer
+            }
+        }
+        Ok(ChatResponse {
+            text: text.trim().to_string(),
+            tool_calls,
+            usage,
+            latency_ms: 0,
+            refusal,
+            finish_reason: stop_reason,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_blocks_usage_and_refusals() {
+        let r = AnthropicWire
+            .parse(&json!({
+                "type": "message", "role": "assistant",
+                "content": [{"type": "thinking", "thinking": "…"}, {"type": "text", "text": "Voting now."},
+                            {"type": "tool_use", "id": "tu_1", "name": "vote", "input": {"target": "Pia"}}],
+                "stop_reason": "tool_use",
+                "usage": {"input_tokens": 20, "cache_read_input_tokens": 5, "output_tokens": 8}
+            }))
+            .unwrap();
+        assert_eq!(r.text, "Voting now.");
+        assert_eq!(r.tool_calls[0].name, "vote");
+        assert_eq!(r.tool_calls[0].id.as_deref(), Some("tu_1"));
+        assert_eq!((r.usage.prompt_tokens, r.usage.completion_tokens), (25, 8));
+        let r = AnthropicWire
+            .parse(&json!({"content": [], "stop_reason": "refusal"}))
+            .unwrap();
+        assert_eq!(
+            r.refusal.as_deref(),
+            Some("the model refused (stop_reason refusal)")
+        );
+        assert_eq!(
+            AnthropicWire.parse(&json!({"content": [], "stop_reason": "end_turn"})),
+            Err(LlmError::Response("the response has no content".into()))
+        );
+        assert_eq!(
+            AnthropicWire.parse(&json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})),
+            Err(LlmError::Response("provider error: Overloaded".into()))
+        );
+    }
+}

@@ -1,0 +1,236 @@
+//! The `gemini` dialect: `POST {base}/models/{model}:generateContent`.
+//!
+//! Request: system messages become `systemInstruction` (upstream sent them as a user turn; the
+//! API has had a proper field for a long time), the rest `contents` with roles `user`/`model`;
+//! sampling in `generationConfig` (`temperature`, `topP`, `maxOutputTokens`, penalties only when
+//! non-zero); a response schema as `responseMimeType: application/json` plus `responseSchema`
+//! (converted by [`schema::to_gemini`], which also sets `propertyOrdering`); tools as
+//! `functionDeclarations` with `toolConfig.functionCallingConfig`. The key travels in the
+//! `x-goog-api-key` header, never in the URL, so no error or log line can carry it.
+//!
+//! Response: the first candidate's text parts joined (thought parts skipped), its
+//! `functionCall`s, `usageMetadata`; a blocked prompt (`promptFeedback.blockReason`) or a
+//! safety-type `finishReason` is a refusal.
+
+use serde_json::{Map, Value, json};
+
+use super::LlmError;
+use super::config::{Dialect, LlmConfig};
+use super::provider::{ChatRequest, ChatResponse, ToolCall, ToolChoice, Usage, Wire};
+use super::schema;
+use crate::engine::memory::Role;
+
+/// Finish reasons that mean a filter withheld the answer.
+const BLOCKED: [&str; 6] = [
+    "SAFETY",
+    "RECITATION",
+    "BLOCKLIST",
+    "PROHIBITED_CONTENT",
+    "SPII",
+    "IMAGE_SAFETY",
+];
+
+/// The generateContent mapping.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GeminiWire;
+
+impl Wire for GeminiWire {
+    fn dialect(&self) -> Dialect {
+        Dialect::Gemini
+    }
+
+    fn url(&self, config: &LlmConfig, _: &ChatRequest) -> String {
+        let model = config.model.trim_start_matches("models/");
+        format!("{}/models/{model}:generateContent", config.endpoint())
+    }
+
+    fn headers(&self, config: &LlmConfig) -> Vec<(&'static str, String)> {
+        config
+            .api_key
+            .iter()
+            .map(|k| ("x-goog-api-key", k.expose().to_string()))
+            .collect()
+    }
+
+    fn body(&self, config: &LlmConfig, request: &ChatRequest) -> Value {
+        let contents: Vec<Value> = request
+            .messages
+            .iter()
+            .filter(|m| m.role != Role::System)
+            .map(|m| {
+                let role = if m.role == Role::Assistant {
+                    "model"
+                } else {
+                    "user"
+                };
+                json!({"role": role, "parts": [{"text": m.content.as_ref()}]})
+            })
+            .collect();
+        let mut b = Map::new();
+        b.insert("contents".into(), Value::Array(contents));
+        if let Some(sys) = request.system_text() {
+            b.insert(
+                "systemInstruction".into(),
+                json!({"parts": [{"text": sys}]}),
+            );
+        }
+        let mut g = Map::new();
+        g.insert(
+            "temperature".into(),
+            json!(request.temperature.unwrap_or(config.temperature)),
+        );
+        g.insert("topP".into(), json!(request.top_p.unwrap_or(config.top_p)));
+        g.insert(
+            "maxOutputTokens".into(),
+            json!(request.max_tokens.unwrap_or(config.max_tokens)),
+        );
+        if config.frequency_penalty != 0.0 {
+            g.insert("frequencyPenalty".into(), json!(config.frequency_penalty));
+        }
+        if config.presence_penalty != 0.0 {
+            g.insert("presencePenalty".into(), json!(config.presence_penalty));
+        }
+        if let Some(s) = &request.response_schema {
+            g.insert("responseMimeType".into(), json!("application/json"));
+            g.insert("responseSchema".into(), schema::to_gemini(&s.schema));
+        }
+        b.insert("generationConfig".into(), Value::Object(g));
+        if !request.tools.is_empty() {
+            let decls: Vec<Value> = request
+                .tools
+                .iter()
+                .map(|t| {
+                    json!({"name": t.name, "description": t.description,
+                           "parameters": schema::to_gemini(&t.parameters)})
+                })
+                .collect();
+            b.insert("tools".into(), json!([{"functionDeclarations": decls}]));
+            let cfg = match &request.tool_choice {
+                ToolChoice::Auto => json!({"mode": "AUTO"}),
+                ToolChoice::None => json!({"mode": "NONE"}),
+                ToolChoice::Required => json!({"mode": "ANY"}),
+                ToolChoice::Tool(name) => json!({"mode": "ANY", "allowedFunctionNames": [name]}),
+            };
+            b.insert("toolConfig".into(), json!({"functionCallingConfig": cfg}));
+        }
+        Value::Object(b)
+    }
+
+    fn parse(&self, body: &Value) -> Result<ChatResponse, LlmError> {
+        let count = |k: &str| {
+            body.pointer(&format!("/usageMetadata/{k}"))
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+        };
+        let usage = Usage {
+            prompt_tokens: count("promptTokenCount"),
+            // Thinking models bill their thoughts as output.
+            completion_tokens: count("candidatesTokenCount") + count("thoughtsTokenCount"),
+        };
+        let Some(cand) = body
+            .get("candidates")
+            .and_then(Value::as_array)
+            .and_then(|c| c.first())
+        else {
+            if let Some(reason) = body
+                .pointer("/promptFeedback/blockReason")
+                .and_then(Value::as_str)
+            {
+                return Ok(ChatResponse {
+                    usage,
+                    refusal: Some(format!(
+                        "the prompt was blocked by the safety filter (blockReason {reason})"
+                    )),
+                    finish_reason: Some(reason.to_string()),
+                    ..ChatResponse::default()
+                });
+            }
+            return Err(LlmError::Response("the response has no candidates".into()));
+        };
+        let finish_reason = cand
+            .get("finishReason")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let refusal = finish_reason
+            .as_deref()
+            .filter(|r| BLOCKED.contains(r))
+            .map(|r| format!("the answer was blocked by the safety filter (finishReason {r})"));
+        let mut text = String::new();
+        let mut tool_calls = Vec::new();
+        for part in cand
+            .pointer("/content/parts")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if part.get("thought").and_then(Value::as_bool) == Some(true) {
+                continue;
+            }
+            if let Some(t) = part.get("text").and_then(Value::as_str) {
+                text.push_str(t);
+            }
+            if let Some(call) = part.get("functionCall") {
+                let name = call
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| LlmError::Response("a functionCall part has no name".into()))?;
+                tool_calls.push(ToolCall {
+                    id: call.get("id").and_then(Value::as_str).map(str::to_string),
+                    name: name.to_string(),
+                    arguments: call.get("args").cloned().unwrap_or_else(|| json!({})),
+                });
+            }
+        }
+        Ok(ChatResponse {
+            text: text.trim().to_string(),
+            tool_calls,
+            usage,
+            latency_ms: 0,
+            refusal,
+            finish_reason,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_parts_function_calls_usage_and_blocks() {
+        let r = GeminiWire
+            .parse(&json!({
+                "candidates": [{"content": {"role": "model", "parts": [
+                    {"text": "thinking…", "thought": true},
+                    {"text": "Hello "}, {"text": "there. "},
+                    {"functionCall": {"name": "vote", "args": {"target": "Pia"}}}]},
+                    "finishReason": "STOP"}],
+                "usageMetadata": {"promptTokenCount": 9, "candidatesTokenCount": 4, "thoughtsTokenCount": 2}
+            }))
+            .unwrap();
+        assert_eq!(r.text, "Hello there.");
+        assert_eq!(r.tool_calls[0].arguments, json!({"target": "Pia"}));
+        assert_eq!((r.usage.prompt_tokens, r.usage.completion_tokens), (9, 6));
+        assert_eq!(r.refusal, None);
+
+        let r = GeminiWire
+            .parse(
+                &json!({"promptFeedback": {"blockReason": "PROHIBITED_CONTENT"},
+                           "usageMetadata": {"promptTokenCount": 7}}),
+            )
+            .unwrap();
+        assert_eq!(
+            r.refusal.as_deref(),
+            Some("the prompt was blocked by the safety filter (blockReason PROHIBITED_CONTENT)")
+        );
+        assert_eq!(r.usage.prompt_tokens, 7);
+        let r = GeminiWire
+            .parse(&json!({"candidates": [{"finishReason": "SAFETY"}]}))
+            .unwrap();
+        assert!(r.refusal.unwrap().contains("finishReason SAFETY"));
+        assert_eq!(
+            GeminiWire.parse(&json!({"candidates": []})),
+            Err(LlmError::Response("the response has no candidates".into()))
+        );
+    }
+}

@@ -1,0 +1,216 @@
+//! The `openai` dialect: Chat Completions (`POST {base}/chat/completions`) as OpenAI and every
+//! OpenAI-compatible server (vLLM, Ollama, llama.cpp, LM Studio, OpenRouter) speak it.
+//!
+//! Request: `model`, `messages` as given, `temperature`, `top_p`, `max_tokens` (the older name,
+//! which compatible servers all accept), penalties only when non-zero; `tools` as functions with
+//! `tool_choice`; a response schema as `response_format` json_schema with `strict: true` (or
+//! `json_object` + `schema` for llama-cpp-python, see [`OpenAiJsonMode`]). Auth is
+//! `Authorization: Bearer <key>`, omitted when no key is configured (local servers).
+//!
+//! Response: the first choice's content (trimmed), its `tool_calls` (arguments parsed from their
+//! JSON string), `message.refusal` or `finish_reason: content_filter` as a refusal, and `usage`.
+
+use serde_json::{Map, Value, json};
+
+use super::LlmError;
+use super::config::{Dialect, LlmConfig, OpenAiJsonMode};
+use super::provider::{ChatRequest, ChatResponse, ToolCall, ToolChoice, Usage, Wire, excerpt};
+
+/// The Chat Completions mapping.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OpenAiWire;
+
+impl Wire for OpenAiWire {
+    fn dialect(&self) -> Dialect {
+        Dialect::OpenAi
+    }
+
+    fn url(&self, config: &LlmConfig, _: &ChatRequest) -> String {
+        format!("{}/chat/completions", config.endpoint())
+    }
+
+    fn headers(&self, config: &LlmConfig) -> Vec<(&'static str, String)> {
+        config
+            .api_key
+            .iter()
+            .map(|k| ("authorization", format!("Bearer {}", k.expose())))
+            .collect()
+    }
+
+    fn body(&self, config: &LlmConfig, request: &ChatRequest) -> Value {
+        let messages: Vec<Value> = request
+            .messages
+            .iter()
+            .map(|m| json!({"role": m.role.as_str(), "content": m.content.as_ref()}))
+            .collect();
+        let mut b = Map::new();
+        b.insert("model".into(), json!(config.model));
+        b.insert("messages".into(), Value::Array(messages));
+        b.insert(
+            "temperature".into(),
+            json!(request.temperature.unwrap_or(config.temperature)),
+        );
+        b.insert("top_p".into(), json!(request.top_p.unwrap_or(config.top_p)));
+        b.insert(
+            "max_tokens".into(),
+            json!(request.max_tokens.unwrap_or(config.max_tokens)),
+        );
+        if config.frequency_penalty != 0.0 {
+            b.insert("frequency_penalty".into(), json!(config.frequency_penalty));
+        }
+        if config.presence_penalty != 0.0 {
+            b.insert("presence_penalty".into(), json!(config.presence_penalty));
+        }
+        if !request.tools.is_empty() {
+            let tools: Vec<Value> = request
+                .tools
+                .iter()
+                .map(|t| {
+                    json!({"type": "function", "function": {
+                        "name": t.name, "description": t.description, "parameters": t.parameters}})
+                })
+                .collect();
+            b.insert("tools".into(), Value::Array(tools));
+            let choice = match &request.tool_choice {
+                ToolChoice::Auto => json!("auto"),
+                ToolChoice::None => json!("none"),
+                ToolChoice::Required => json!("required"),
+                ToolChoice::Tool(name) => json!({"type": "function", "function": {"name": name}}),
+            };
+            b.insert("tool_choice".into(), choice);
+        }
+        if let Some(s) = &request.response_schema {
+            let format = match config.openai_json_mode {
+                OpenAiJsonMode::JsonSchema => {
+                    let mut js = Map::new();
+                    js.insert("name".into(), json!(s.name));
+                    if let Some(d) = &s.description {
+                        js.insert("description".into(), json!(d));
+                    }
+                    js.insert("schema".into(), s.schema.clone());
+                    js.insert("strict".into(), json!(true));
+                    json!({"type": "json_schema", "json_schema": js})
+                }
+                OpenAiJsonMode::JsonObject => json!({"type": "json_object", "schema": s.schema}),
+            };
+            b.insert("response_format".into(), format);
+        }
+        Value::Object(b)
+    }
+
+    fn parse(&self, body: &Value) -> Result<ChatResponse, LlmError> {
+        let Some(choice) = body
+            .get("choices")
+            .and_then(Value::as_array)
+            .and_then(|c| c.first())
+        else {
+            if let Some(m) = body.pointer("/error/message").and_then(Value::as_str) {
+                return Err(LlmError::Response(format!("provider error: {m}")));
+            }
+            return Err(LlmError::Response("the response has no choices".into()));
+        };
+        let message = choice
+            .get("message")
+            .ok_or_else(|| LlmError::Response("the first choice has no message".into()))?;
+        let finish_reason = choice
+            .get("finish_reason")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let refusal = match message.get("refusal").and_then(Value::as_str) {
+            Some(r) => Some(format!("the model refused: {r}")),
+            None if finish_reason.as_deref() == Some("content_filter") => Some(
+                "the answer was blocked by the content filter (finish_reason content_filter)"
+                    .into(),
+            ),
+            None => None,
+        };
+        let mut tool_calls = Vec::new();
+        for call in message
+            .get("tool_calls")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let f = call.get("function").unwrap_or(&Value::Null);
+            let name = f
+                .get("name")
+                .and_then(Value::as_str)
+                .ok_or_else(|| LlmError::Response("a tool call has no function name".into()))?;
+            let arguments = match f.get("arguments") {
+                Some(Value::String(s)) => serde_json::from_str(s).map_err(|e| {
+                    LlmError::Response(format!(
+                        "tool call {name} has malformed JSON arguments ({e}): {:?}",
+                        excerpt(s, 120)
+                    ))
+                })?,
+                Some(v) => v.clone(),
+                None => json!({}),
+            };
+            tool_calls.push(ToolCall {
+                id: call.get("id").and_then(Value::as_str).map(str::to_string),
+                name: name.to_string(),
+                arguments,
+            });
+        }
+        let count = |k: &str| body.pointer(&format!("/usage/{k}")).and_then(Value::as_u64);
+        Ok(ChatResponse {
+            text: message
+                .get("content")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .trim()
+                .to_string(),
+            tool_calls,
+            usage: Usage {
+                prompt_tokens: count("prompt_tokens").unwrap_or(0),
+                completion_tokens: count("completion_tokens").unwrap_or(0),
+            },
+            latency_ms: 0,
+            refusal,
+            finish_reason,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_text_tool_calls_usage_and_refusals() {
+        let r = OpenAiWire
+            .parse(&json!({
+                "choices": [{"message": {"role": "assistant", "content": "  hi  ",
+                    "tool_calls": [{"id": "c1", "type": "function",
+                        "function": {"name": "vote", "arguments": "{\"target\":\"Pia\"}"}}]},
+                    "finish_reason": "tool_calls"}],
+                "usage": {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17}
+            }))
+            .unwrap();
+        assert_eq!(r.text, "hi");
+        assert_eq!(r.tool_calls[0].arguments, json!({"target": "Pia"}));
+        assert_eq!(r.tool_calls[0].id.as_deref(), Some("c1"));
+        assert_eq!(r.usage.total(), 17);
+        assert_eq!(r.finish_reason.as_deref(), Some("tool_calls"));
+
+        let e = OpenAiWire
+            .parse(&json!({"choices": [{"message": {"tool_calls": [
+                {"function": {"name": "vote", "arguments": "{oops"}}]}}]}))
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("tool call vote has malformed JSON arguments"),
+            "{e}"
+        );
+        let r = OpenAiWire
+            .parse(&json!({"choices": [{"message": {"content": null}, "finish_reason": "content_filter"}]}))
+            .unwrap();
+        assert!(r.refusal.unwrap().contains("content filter"));
+        assert_eq!(
+            OpenAiWire.parse(&json!({"error": {"message": "model not loaded"}})),
+            Err(LlmError::Response(
+                "provider error: model not loaded".into()
+            ))
+        );
+    }
+}

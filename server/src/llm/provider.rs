@@ -1,0 +1,732 @@
+//! The rich provider interface: [`ChatProvider`] takes a [`ChatRequest`] (messages plus tools,
+//! tool choice, a response schema and sampling overrides) and returns a [`ChatResponse`] (text,
+//! tool calls, token usage, latency, refusal). The engine's text-only [`LlmClient`] is served by
+//! wrapping any provider in a [`ProviderClient`]; trading and ABM code asks for JSON through
+//! [`structured`].
+//!
+//! The three HTTP dialects share one client, [`HttpProvider`]: a dialect ([`Wire`]) only says how
+//! to shape the request and read the response; timeouts, retries, the shared [`Gate`], status
+//! handling and key scrubbing live here once. [`build_provider`] turns an [`LlmConfig`] into a
+//! provider, and a [`ProviderPool`] hands out one provider — one gate — per endpoint.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::config::{ConfigError, Dialect, LlmConfig};
+use super::resilience::{Failure, Gate, RetryPolicy, retry_after, with_retries};
+use super::{
+    BoxFuture, LlmClient, LlmError, LlmState, MockClient, anthropic, gemini, openai, schema,
+};
+use crate::engine::memory::Message;
+
+/// A function the model may call: its name, what it is for, and a JSON Schema for its arguments.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub parameters: Value,
+}
+
+/// A named JSON Schema for structured output (see [`super::schema`] for the portable subset).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JsonSchema {
+    /// `^[a-zA-Z0-9_-]{1,64}$` — it becomes a function/tool name in some dialects.
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub schema: Value,
+}
+
+impl JsonSchema {
+    pub fn new(name: impl Into<String>, schema: Value) -> JsonSchema {
+        JsonSchema {
+            name: name.into(),
+            description: None,
+            schema,
+        }
+    }
+}
+
+/// Whether and which tool the model must call.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolChoice {
+    /// The model decides.
+    #[default]
+    Auto,
+    /// No tool calls.
+    None,
+    /// Some tool must be called.
+    Required,
+    /// This tool must be called.
+    Tool(String),
+}
+
+/// One chat request, dialect-neutral.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChatRequest {
+    /// `{role, content}` messages, system first (several system messages are joined).
+    pub messages: Vec<Message>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<ToolSpec>,
+    #[serde(default)]
+    pub tool_choice: ToolChoice,
+    /// Ask for JSON matching this schema (what [`structured`] sets).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_schema: Option<JsonSchema>,
+    /// Override the provider config's sampling settings for this request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+}
+
+impl ChatRequest {
+    /// A plain text request.
+    pub fn new(messages: Vec<Message>) -> ChatRequest {
+        ChatRequest {
+            messages,
+            ..ChatRequest::default()
+        }
+    }
+
+    /// The system text (all system messages joined by a blank line), if any.
+    pub fn system_text(&self) -> Option<String> {
+        let parts: Vec<&str> = self
+            .messages
+            .iter()
+            .filter(|m| m.role == crate::engine::memory::Role::System)
+            .map(|m| m.content.as_ref())
+            .collect();
+        (!parts.is_empty()).then(|| parts.join("\n\n"))
+    }
+}
+
+/// A call the model made.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The provider's call id (OpenAI, Anthropic), if it gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub name: String,
+    /// The arguments as parsed JSON (OpenAI sends them as a string; it is parsed here).
+    pub arguments: Value,
+}
+
+/// Tokens one call used, as the provider reported them (0 when it did not).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+impl Usage {
+    pub fn total(&self) -> u64 {
+        self.prompt_tokens + self.completion_tokens
+    }
+}
+
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, o: Usage) {
+        self.prompt_tokens += o.prompt_tokens;
+        self.completion_tokens += o.completion_tokens;
+    }
+}
+
+/// What came back.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChatResponse {
+    /// The assistant text, trimmed (empty when the model only called tools).
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    pub usage: Usage,
+    /// Wall time of the whole call, retries and waits included.
+    pub latency_ms: u64,
+    /// Set when the model refused or a safety filter blocked the answer; `text` is then empty
+    /// or partial. [`ChatResponse::into_result`] turns it into an error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<String>,
+    /// The provider's stop/finish reason as it spelled it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
+}
+
+impl ChatResponse {
+    /// `Err(LlmError::Refused)` for a refusal, else the response.
+    pub fn into_result(self) -> Result<ChatResponse, LlmError> {
+        match &self.refusal {
+            Some(r) => Err(LlmError::Refused(r.clone())),
+            None => Ok(self),
+        }
+    }
+}
+
+/// A model behind some dialect. Implementations are shared (`Arc`) by every tree and node; the
+/// per-simulator `state` is only used by the mock (its call counters).
+pub trait ChatProvider: Send + Sync {
+    fn dialect(&self) -> Dialect;
+
+    /// `dialect:model`, for errors and accounting.
+    fn label(&self) -> String;
+
+    fn chat<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+        state: &'a mut LlmState,
+    ) -> BoxFuture<'a, Result<ChatResponse, LlmError>>;
+}
+
+/// Everything one call produced, handed to a [`ProviderClient`]'s observer (accounting and
+/// recording hook).
+#[derive(Debug)]
+pub struct CallRecord<'a> {
+    pub provider: String,
+    pub request: &'a ChatRequest,
+    pub result: &'a Result<ChatResponse, LlmError>,
+}
+
+type Observer = Arc<dyn Fn(&CallRecord<'_>) + Send + Sync>;
+
+/// Serves the engine's text-only [`LlmClient`] from any [`ChatProvider`]: the messages become a
+/// plain [`ChatRequest`], the response text comes back, a refusal becomes
+/// [`LlmError::Refused`].
+#[derive(Clone)]
+pub struct ProviderClient {
+    provider: Arc<dyn ChatProvider>,
+    observer: Option<Observer>,
+}
+
+impl ProviderClient {
+    pub fn new(provider: Arc<dyn ChatProvider>) -> ProviderClient {
+        ProviderClient {
+            provider,
+            observer: None,
+        }
+    }
+
+    /// Calls `f` after every call, success or failure.
+    pub fn with_observer(
+        mut self,
+        f: impl Fn(&CallRecord<'_>) + Send + Sync + 'static,
+    ) -> ProviderClient {
+        self.observer = Some(Arc::new(f));
+        self
+    }
+
+    pub fn provider(&self) -> &Arc<dyn ChatProvider> {
+        &self.provider
+    }
+}
+
+impl std::fmt::Debug for ProviderClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderClient")
+            .field("provider", &self.provider.label())
+            .finish_non_exhaustive()
+    }
+}
+
+impl LlmClient for ProviderClient {
+    fn chat<'a>(
+        &'a self,
+        messages: &'a [Message],
+        state: &'a mut LlmState,
+    ) -> BoxFuture<'a, Result<String, LlmError>> {
+        Box::pin(async move {
+            let request = ChatRequest::new(messages.to_vec());
+            let result = self.provider.chat(&request, state).await;
+            if let Some(f) = &self.observer {
+                f(&CallRecord {
+                    provider: self.provider.label(),
+                    request: &request,
+                    result: &result,
+                });
+            }
+            Ok(result?.into_result()?.text)
+        })
+    }
+}
+
+/// Asks `provider` for JSON matching `schema` and returns it, validated.
+///
+/// Each dialect uses its native mechanism (OpenAI `response_format` json_schema strict, Gemini
+/// `responseSchema`, Anthropic a forced tool call, the mock a generated example); the answer is
+/// taken from a tool call named like the schema if there is one, else parsed from the text (a
+/// Markdown code fence around it is tolerated). A refusal, non-JSON text or a value that fails
+/// [`schema::validate`] is an error naming the provider and, for a mismatch, the JSON path.
+pub async fn structured(
+    provider: &dyn ChatProvider,
+    request: ChatRequest,
+    schema: JsonSchema,
+    state: &mut LlmState,
+) -> Result<Value, LlmError> {
+    structured_response(provider, request, schema, state)
+        .await
+        .map(|(v, _)| v)
+}
+
+/// [`structured`], also returning the full response (for its usage and latency).
+pub async fn structured_response(
+    provider: &dyn ChatProvider,
+    mut request: ChatRequest,
+    schema: JsonSchema,
+    state: &mut LlmState,
+) -> Result<(Value, ChatResponse), LlmError> {
+    let label = provider.label();
+    request.response_schema = Some(schema.clone());
+    let response = provider.chat(&request, state).await?.into_result()?;
+    let value = match response.tool_calls.iter().find(|c| c.name == schema.name) {
+        Some(call) => call.arguments.clone(),
+        None => parse_json_text(&response.text).map_err(|e| {
+            LlmError::Response(format!(
+                "{label}: structured output for {} is not JSON ({e}); text starts {:?}",
+                schema.name,
+                excerpt(&response.text, 120)
+            ))
+        })?,
+    };
+    schema::validate(&schema.schema, &value).map_err(|e| {
+        LlmError::Response(format!(
+            "{label}: structured output does not match schema {}: {e}",
+            schema.name
+        ))
+    })?;
+    Ok((value, response))
+}
+
+fn parse_json_text(text: &str) -> Result<Value, serde_json::Error> {
+    let t = text.trim();
+    let unfenced = t
+        .strip_prefix("```json")
+        .or_else(|| t.strip_prefix("```"))
+        .and_then(|r| r.trim_end().strip_suffix("```"))
+        .unwrap_or(t);
+    serde_json::from_str(unfenced.trim())
+}
+
+/// The first `max` characters of `s`, marked when cut.
+pub(crate) fn excerpt(s: &str, max: usize) -> String {
+    let mut out: String = s.chars().take(max).collect();
+    if s.chars().count() > max {
+        out.push('…');
+    }
+    out
+}
+
+/// How one HTTP dialect shapes requests and reads responses. Pure: no I/O.
+pub trait Wire: Send + Sync + 'static {
+    fn dialect(&self) -> Dialect;
+    /// The full URL for this request.
+    fn url(&self, config: &LlmConfig, request: &ChatRequest) -> String;
+    /// Headers besides `content-type`, auth included (never logged).
+    fn headers(&self, config: &LlmConfig) -> Vec<(&'static str, String)>;
+    fn body(&self, config: &LlmConfig, request: &ChatRequest) -> Value;
+    /// Reads a 2xx JSON body. `latency_ms` is filled in by the caller.
+    fn parse(&self, body: &Value) -> Result<ChatResponse, LlmError>;
+}
+
+/// One HTTP provider: a dialect, its config, a connection pool and the gate it shares.
+pub struct HttpProvider<W: Wire> {
+    config: LlmConfig,
+    wire: W,
+    http: reqwest::Client,
+    gate: Arc<Gate>,
+    policy: RetryPolicy,
+}
+
+/// OpenAI Chat Completions (and compatible servers).
+pub type OpenAiProvider = HttpProvider<openai::OpenAiWire>;
+/// Gemini `generateContent`.
+pub type GeminiProvider = HttpProvider<gemini::GeminiWire>;
+/// Anthropic Messages.
+pub type AnthropicProvider = HttpProvider<anthropic::AnthropicWire>;
+
+impl<W: Wire> HttpProvider<W> {
+    /// A provider with its own gate built from the config's limits.
+    pub fn new(config: LlmConfig, wire: W) -> Result<HttpProvider<W>, ConfigError> {
+        let gate = Arc::new(Gate::from_config(&config));
+        HttpProvider::with_gate(config, wire, gate)
+    }
+
+    /// A provider sharing `gate` with others (the same endpoint under different settings).
+    pub fn with_gate(
+        config: LlmConfig,
+        wire: W,
+        gate: Arc<Gate>,
+    ) -> Result<HttpProvider<W>, ConfigError> {
+        config.validate()?;
+        let http = reqwest::Client::builder()
+            .build()
+            .map_err(|e| ConfigError::new("http client", e.to_string()))?;
+        Ok(HttpProvider {
+            policy: RetryPolicy::from_config(&config),
+            config,
+            wire,
+            http,
+            gate,
+        })
+    }
+
+    pub fn config(&self) -> &LlmConfig {
+        &self.config
+    }
+
+    pub fn gate(&self) -> &Arc<Gate> {
+        &self.gate
+    }
+
+    /// Replaces the key's text wherever it appears (a proxy could echo a header back).
+    fn scrub(&self, msg: String) -> String {
+        match &self.config.api_key {
+            Some(k) if msg.contains(k.expose()) => msg.replace(k.expose(), "***"),
+            _ => msg,
+        }
+    }
+
+    async fn attempt(&self, url: &str, body: &Value) -> Result<ChatResponse, Failure> {
+        let mut req = self.http.post(url).json(body);
+        for (name, value) in self.wire.headers(&self.config) {
+            req = req.header(name, value);
+        }
+        let resp = req.send().await.map_err(|e| Failure::Transient {
+            reason: self.scrub(format!("connection failed: {e}")),
+            retry_after: None,
+        })?;
+        let status = resp.status();
+        let wait = retry_after(resp.headers(), SystemTime::now());
+        let bytes = resp.bytes().await.map_err(|e| Failure::Transient {
+            reason: self.scrub(format!("reading the response failed: {e}")),
+            retry_after: None,
+        })?;
+        if !status.is_success() {
+            let reason = self.scrub(format!("HTTP {status}{}", error_detail(&bytes)));
+            return Err(
+                if status.as_u16() == 429 || status.as_u16() == 408 || status.is_server_error() {
+                    Failure::Transient {
+                        reason,
+                        retry_after: wait,
+                    }
+                } else {
+                    Failure::Fatal(LlmError::Request(reason))
+                },
+            );
+        }
+        let json: Value = serde_json::from_slice(&bytes).map_err(|e| {
+            Failure::Fatal(LlmError::Response(self.scrub(format!(
+                "malformed JSON in the response body ({e}); body starts {:?}",
+                excerpt(&String::from_utf8_lossy(&bytes), 120)
+            ))))
+        })?;
+        self.wire.parse(&json).map_err(|e| {
+            Failure::Fatal(match e {
+                LlmError::Request(m) => LlmError::Request(self.scrub(m)),
+                LlmError::Response(m) => LlmError::Response(self.scrub(m)),
+                LlmError::Refused(m) => LlmError::Refused(self.scrub(m)),
+            })
+        })
+    }
+}
+
+/// `: message` from a provider's JSON error body (`{"error": {"message": …}}` in all three
+/// dialects), else a short excerpt of the raw body.
+fn error_detail(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let msg = serde_json::from_slice::<Value>(bytes)
+        .ok()
+        .and_then(|v| {
+            v.pointer("/error/message")
+                .or(v.pointer("/message"))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| text.trim().to_string());
+    if msg.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", excerpt(&msg, 300))
+    }
+}
+
+impl<W: Wire> ChatProvider for HttpProvider<W> {
+    fn dialect(&self) -> Dialect {
+        self.wire.dialect()
+    }
+
+    fn label(&self) -> String {
+        self.config.label()
+    }
+
+    fn chat<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+        _state: &'a mut LlmState,
+    ) -> BoxFuture<'a, Result<ChatResponse, LlmError>> {
+        Box::pin(async move {
+            let start = Instant::now();
+            let url = self.wire.url(&self.config, request);
+            let body = self.wire.body(&self.config, request);
+            let label = self.label();
+            let mut response = with_retries(
+                &label,
+                &self.policy,
+                self.config.timeout(),
+                &self.gate,
+                || self.attempt(&url, &body),
+            )
+            .await?;
+            response.latency_ms = start.elapsed().as_millis() as u64;
+            response.refusal = response.refusal.map(|r| format!("{label}: {r}"));
+            Ok(response)
+        })
+    }
+}
+
+/// A provider for `config` with its own gate.
+pub fn build_provider(config: &LlmConfig) -> Result<Arc<dyn ChatProvider>, ConfigError> {
+    build_with_gate(config, Arc::new(Gate::from_config(config)))
+}
+
+fn build_with_gate(
+    config: &LlmConfig,
+    gate: Arc<Gate>,
+) -> Result<Arc<dyn ChatProvider>, ConfigError> {
+    let c = config.clone();
+    Ok(match config.dialect {
+        Dialect::OpenAi => Arc::new(HttpProvider::with_gate(c, openai::OpenAiWire, gate)?),
+        Dialect::Gemini => Arc::new(HttpProvider::with_gate(c, gemini::GeminiWire, gate)?),
+        Dialect::Anthropic => Arc::new(HttpProvider::with_gate(c, anthropic::AnthropicWire, gate)?),
+        Dialect::Mock => {
+            config.validate()?;
+            Arc::new(MockClient)
+        }
+    })
+}
+
+/// Hands out providers so that everything aimed at one endpoint shares one [`Gate`]: the
+/// concurrency and rate limits hold across trees, scenarios and per-agent overrides. The limits
+/// of the first config seen for an endpoint win. Providers are cached per full config.
+#[derive(Default)]
+pub struct ProviderPool {
+    inner: Mutex<PoolInner>,
+}
+
+#[derive(Default)]
+struct PoolInner {
+    gates: HashMap<(Dialect, String), Arc<Gate>>,
+    providers: Vec<(LlmConfig, Arc<dyn ChatProvider>)>,
+}
+
+impl ProviderPool {
+    pub fn new() -> ProviderPool {
+        ProviderPool::default()
+    }
+
+    /// The provider for `config`, built on first use.
+    pub fn get(&self, config: &LlmConfig) -> Result<Arc<dyn ChatProvider>, ConfigError> {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, p)) = inner.providers.iter().find(|(c, _)| c == config) {
+            return Ok(p.clone());
+        }
+        let key = (config.dialect, config.endpoint().to_string());
+        let gate = inner
+            .gates
+            .entry(key)
+            .or_insert_with(|| Arc::new(Gate::from_config(config)))
+            .clone();
+        let p = build_with_gate(config, gate)?;
+        inner.providers.push((config.clone(), p.clone()));
+        Ok(p)
+    }
+
+    /// The gate shared by every provider for this config's endpoint, if one was built.
+    pub fn gate_for(&self, config: &LlmConfig) -> Option<Arc<Gate>> {
+        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        inner
+            .gates
+            .get(&(config.dialect, config.endpoint().to_string()))
+            .cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::memory::Role;
+    use serde_json::json;
+
+    /// Answers every request with a fixed response.
+    struct Canned(ChatResponse);
+
+    impl ChatProvider for Canned {
+        fn dialect(&self) -> Dialect {
+            Dialect::Mock
+        }
+        fn label(&self) -> String {
+            "canned:test".into()
+        }
+        fn chat<'a>(
+            &'a self,
+            _: &'a ChatRequest,
+            _: &'a mut LlmState,
+        ) -> BoxFuture<'a, Result<ChatResponse, LlmError>> {
+            let r = self.0.clone();
+            Box::pin(async move { Ok(r) })
+        }
+    }
+
+    fn schema() -> JsonSchema {
+        JsonSchema::new(
+            "vote",
+            json!({"type": "object", "properties": {"target": {"type": "string"}},
+                   "required": ["target"], "additionalProperties": false}),
+        )
+    }
+
+    fn text(t: &str) -> Canned {
+        Canned(ChatResponse {
+            text: t.into(),
+            ..ChatResponse::default()
+        })
+    }
+
+    #[tokio::test]
+    async fn structured_reads_text_or_tool_calls_and_validates() {
+        let mut st = LlmState::default();
+        let req = ChatRequest::new(vec![Message::new(Role::User, "who?")]);
+        let v = structured(
+            &text("```json\n{\"target\": \"Ronan\"}\n```"),
+            req.clone(),
+            schema(),
+            &mut st,
+        )
+        .await
+        .unwrap();
+        assert_eq!(v, json!({"target": "Ronan"}));
+
+        let tool = Canned(ChatResponse {
+            tool_calls: vec![ToolCall {
+                id: None,
+                name: "vote".into(),
+                arguments: json!({"target": "Pia"}),
+            }],
+            ..ChatResponse::default()
+        });
+        let v = structured(&tool, req.clone(), schema(), &mut st)
+            .await
+            .unwrap();
+        assert_eq!(v, json!({"target": "Pia"}));
+
+        let e = structured(&text("I pick Ronan"), req.clone(), schema(), &mut st)
+            .await
+            .unwrap_err();
+        assert!(
+            e.to_string().starts_with(
+                "LLM response unusable: canned:test: structured output for vote is not JSON"
+            ),
+            "{e}"
+        );
+        let e = structured(&text("{\"target\": 3}"), req.clone(), schema(), &mut st)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "LLM response unusable: canned:test: structured output does not match schema vote: $.target: expected string, got integer"
+        );
+        let refused = Canned(ChatResponse {
+            refusal: Some("canned:test: the model refused: no".into()),
+            ..ChatResponse::default()
+        });
+        let e = structured(&refused, req, schema(), &mut st)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            e,
+            LlmError::Refused("canned:test: the model refused: no".into())
+        );
+    }
+
+    #[tokio::test]
+    async fn the_adapter_returns_text_and_reports_every_call() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        let client = ProviderClient::new(Arc::new(Canned(ChatResponse {
+            text: "hello".into(),
+            usage: Usage {
+                prompt_tokens: 3,
+                completion_tokens: 1,
+            },
+            ..ChatResponse::default()
+        })))
+        .with_observer(move |r| {
+            let usage = r.result.as_ref().map(|x| x.usage).unwrap_or_default();
+            log.lock()
+                .unwrap()
+                .push((r.provider.clone(), r.request.messages.len(), usage));
+        });
+        let mut st = LlmState::default();
+        let out = LlmClient::chat(&client, &[Message::new(Role::User, "hi")], &mut st)
+            .await
+            .unwrap();
+        assert_eq!(out, "hello");
+        assert_eq!(
+            *seen.lock().unwrap(),
+            vec![(
+                "canned:test".to_string(),
+                1,
+                Usage {
+                    prompt_tokens: 3,
+                    completion_tokens: 1
+                }
+            )]
+        );
+    }
+
+    #[test]
+    fn the_pool_shares_one_gate_per_endpoint() {
+        let pool = ProviderPool::new();
+        let mut a = LlmConfig::for_dialect(Dialect::OpenAi);
+        a.base_url = Some("http://127.0.0.1:1/v1".into());
+        a.max_concurrency = 3;
+        let mut b = a.clone();
+        b.temperature = 0.1;
+        b.max_concurrency = 9;
+        let pa = pool.get(&a).unwrap();
+        let pb = pool.get(&b).unwrap();
+        assert!(
+            Arc::ptr_eq(&pa, &pool.get(&a).unwrap()),
+            "cached per config"
+        );
+        assert!(!Arc::ptr_eq(&pa, &pb));
+        let gate = pool.gate_for(&b).unwrap();
+        assert_eq!(
+            gate.limit(),
+            3,
+            "the first config's limits hold for the endpoint"
+        );
+        let mut c = a.clone();
+        c.base_url = Some("http://127.0.0.1:2/v1".into());
+        pool.get(&c).unwrap();
+        assert!(!Arc::ptr_eq(&gate, &pool.gate_for(&c).unwrap()));
+        assert_eq!(
+            pool.get(&LlmConfig::default()).unwrap().label(),
+            "mock:mock"
+        );
+    }
+
+    #[test]
+    fn error_details_come_from_the_json_error_or_the_raw_body() {
+        assert_eq!(
+            error_detail(br#"{"error": {"message": "Rate limit reached", "type": "x"}}"#),
+            ": Rate limit reached"
+        );
+        assert_eq!(error_detail(b"  upstream down  "), ": upstream down");
+        assert_eq!(error_detail(b""), "");
+    }
+}

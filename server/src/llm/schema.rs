@@ -1,0 +1,409 @@
+//! The JSON Schema subset that structured output uses across dialects, and three small tools on
+//! it: [`validate`] (the engine checks what a model returned, whatever the provider promised),
+//! [`example`] (the mock's deterministic valid answer) and [`to_gemini`] (Gemini's OpenAPI-style
+//! `responseSchema` dialect).
+//!
+//! The portable subset: `type` (a name, or `[name, "null"]` for optional values), `properties`,
+//! `required`, `additionalProperties: false`, `items`, `enum`, `const`, `minItems`/`maxItems`,
+//! `minimum`/`maximum`, `minLength`, `anyOf`, `description` and local `$ref`s into `$defs`.
+//! OpenAI's strict mode additionally wants every object to list all its properties in
+//! `required` and set `additionalProperties: false`; write schemas that way (optional fields as
+//! `["string", "null"]`) and they work in every dialect. Other keywords pass through to the
+//! provider but are not checked here.
+
+use serde_json::{Map, Value, json};
+
+/// Resolves a local `$ref` (`#/$defs/X` or `#/definitions/X`) against `root`.
+fn resolve<'a>(root: &'a Value, node: &'a Value) -> Result<&'a Value, String> {
+    let mut node = node;
+    for _ in 0..32 {
+        let Some(r) = node.get("$ref").and_then(Value::as_str) else {
+            return Ok(node);
+        };
+        let path = r
+            .strip_prefix("#/")
+            .ok_or_else(|| format!("only local $refs are supported, not {r:?}"))?;
+        let mut target = root;
+        for part in path.split('/') {
+            target = target
+                .get(part.replace("~1", "/").replace("~0", "~"))
+                .ok_or_else(|| format!("$ref {r:?} points nowhere"))?;
+        }
+        node = target;
+    }
+    Err("$ref chain too deep".into())
+}
+
+/// The schema's `type` names (`["string"]`, `["integer", "null"]`, or empty when unconstrained).
+fn types(node: &Value) -> Vec<&str> {
+    match node.get("type") {
+        Some(Value::String(t)) => vec![t.as_str()],
+        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn type_matches(t: &str, v: &Value) -> bool {
+    match t {
+        "object" => v.is_object(),
+        "array" => v.is_array(),
+        "string" => v.is_string(),
+        "integer" => v.as_i64().is_some() || v.as_u64().is_some(),
+        "number" => v.is_number(),
+        "boolean" => v.is_boolean(),
+        "null" => v.is_null(),
+        _ => true,
+    }
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_f64() => "number",
+        Value::Number(_) => "integer",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// Checks `value` against `schema`; the error names the JSON path (`$.orders[1].qty`).
+pub fn validate(schema: &Value, value: &Value) -> Result<(), String> {
+    check(schema, schema, value, "$")
+}
+
+fn check(root: &Value, node: &Value, v: &Value, path: &str) -> Result<(), String> {
+    let node = resolve(root, node).map_err(|e| format!("{path}: {e}"))?;
+    if let Some(alts) = node
+        .get("anyOf")
+        .or(node.get("oneOf"))
+        .and_then(Value::as_array)
+    {
+        let errors: Vec<String> = alts
+            .iter()
+            .filter_map(|a| check(root, a, v, path).err())
+            .collect();
+        if errors.len() == alts.len() && !alts.is_empty() {
+            return Err(format!(
+                "{path}: matches none of the alternatives ({})",
+                errors.join("; ")
+            ));
+        }
+    }
+    let ts = types(node);
+    if !ts.is_empty() && !ts.iter().any(|t| type_matches(t, v)) {
+        return Err(format!(
+            "{path}: expected {}, got {}",
+            ts.join(" or "),
+            type_name(v)
+        ));
+    }
+    if let Some(c) = node.get("const")
+        && c != v
+    {
+        return Err(format!("{path}: must be {c}"));
+    }
+    if let Some(e) = node.get("enum").and_then(Value::as_array)
+        && !e.contains(v)
+    {
+        let opts: Vec<String> = e.iter().map(Value::to_string).collect();
+        return Err(format!("{path}: {v} is not one of {}", opts.join(", ")));
+    }
+    match v {
+        Value::Object(obj) => {
+            let props = node.get("properties").and_then(Value::as_object);
+            for req in node
+                .get("required")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+            {
+                if !obj.contains_key(req) {
+                    return Err(format!("{path}: missing required field {req:?}"));
+                }
+            }
+            for (k, fv) in obj {
+                match props.and_then(|p| p.get(k)) {
+                    Some(ps) => check(root, ps, fv, &format!("{path}.{k}"))?,
+                    None if node.get("additionalProperties") == Some(&Value::Bool(false)) => {
+                        return Err(format!("{path}: unexpected field {k:?}"));
+                    }
+                    None => {}
+                }
+            }
+        }
+        Value::Array(items) => {
+            let len = items.len() as u64;
+            if let Some(min) = node.get("minItems").and_then(Value::as_u64)
+                && len < min
+            {
+                return Err(format!("{path}: needs at least {min} items, has {len}"));
+            }
+            if let Some(max) = node.get("maxItems").and_then(Value::as_u64)
+                && len > max
+            {
+                return Err(format!("{path}: allows at most {max} items, has {len}"));
+            }
+            if let Some(is) = node.get("items") {
+                for (i, item) in items.iter().enumerate() {
+                    check(root, is, item, &format!("{path}[{i}]"))?;
+                }
+            }
+        }
+        Value::Number(n) => {
+            let x = n.as_f64().unwrap_or(f64::NAN);
+            if let Some(min) = node.get("minimum").and_then(Value::as_f64)
+                && x < min
+            {
+                return Err(format!("{path}: {n} is below the minimum {min}"));
+            }
+            if let Some(max) = node.get("maximum").and_then(Value::as_f64)
+                && x > max
+            {
+                return Err(format!("{path}: {n} is above the maximum {max}"));
+            }
+        }
+        Value::String(s) => {
+            if let Some(min) = node.get("minLength").and_then(Value::as_u64)
+                && (s.chars().count() as u64) < min
+            {
+                return Err(format!("{path}: shorter than {min} characters"));
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// A deterministic value that [`validate`]s against `schema`: the first `const`/`enum` option,
+/// else the smallest value of the first non-null type (every property filled, arrays at their
+/// `minItems`, numbers at their `minimum` or 0, strings `"mock"` padded to `minLength`).
+pub fn example(schema: &Value) -> Value {
+    gen_example(schema, schema, 0)
+}
+
+fn gen_example(root: &Value, node: &Value, depth: usize) -> Value {
+    if depth > 16 {
+        return Value::Null;
+    }
+    let Ok(node) = resolve(root, node) else {
+        return Value::Null;
+    };
+    if let Some(c) = node.get("const") {
+        return c.clone();
+    }
+    if let Some(first) = node
+        .get("enum")
+        .and_then(Value::as_array)
+        .and_then(|e| e.first())
+    {
+        return first.clone();
+    }
+    if let Some(first) = node
+        .get("anyOf")
+        .or(node.get("oneOf"))
+        .and_then(Value::as_array)
+        .and_then(|a| a.first())
+    {
+        return gen_example(root, first, depth + 1);
+    }
+    let ts = types(node);
+    let t = ts
+        .iter()
+        .find(|t| **t != "null")
+        .or(ts.first())
+        .copied()
+        .unwrap_or(if node.get("properties").is_some() {
+            "object"
+        } else {
+            "string"
+        });
+    match t {
+        "object" => {
+            let mut out = Map::new();
+            if let Some(props) = node.get("properties").and_then(Value::as_object) {
+                for (k, ps) in props {
+                    out.insert(k.clone(), gen_example(root, ps, depth + 1));
+                }
+            }
+            Value::Object(out)
+        }
+        "array" => {
+            let n = node.get("minItems").and_then(Value::as_u64).unwrap_or(0);
+            let item = node.get("items").cloned().unwrap_or(json!({}));
+            Value::Array(
+                (0..n.min(64))
+                    .map(|_| gen_example(root, &item, depth + 1))
+                    .collect(),
+            )
+        }
+        "integer" => {
+            let min = node.get("minimum").and_then(Value::as_f64).unwrap_or(0.0);
+            json!(min.ceil() as i64)
+        }
+        "number" => {
+            let min = node.get("minimum").and_then(Value::as_f64).unwrap_or(0.0);
+            json!(min)
+        }
+        "boolean" => json!(false),
+        "null" => Value::Null,
+        _ => {
+            let min = node.get("minLength").and_then(Value::as_u64).unwrap_or(0) as usize;
+            let mut s = String::from("mock");
+            while s.chars().count() < min {
+                s.push('x');
+            }
+            json!(s)
+        }
+    }
+}
+
+/// The schema as Gemini's `responseSchema`/function `parameters` accept it: `$ref`s inlined,
+/// `["t", "null"]` turned into `type: t, nullable: true`, keywords it rejects dropped
+/// (`additionalProperties`, `$defs`, `$schema`, `const` → one-value `enum`), and
+/// `propertyOrdering` set to the properties' declared order so the JSON comes back in that order.
+pub fn to_gemini(schema: &Value) -> Value {
+    gemini_node(schema, schema, 0)
+}
+
+fn gemini_node(root: &Value, node: &Value, depth: usize) -> Value {
+    let node = match resolve(root, node) {
+        Ok(n) if depth <= 16 => n,
+        _ => return json!({}),
+    };
+    let Some(obj) = node.as_object() else {
+        return node.clone();
+    };
+    let mut out = Map::new();
+    for (k, v) in obj {
+        match k.as_str() {
+            "$defs" | "definitions" | "$schema" | "additionalProperties" | "$ref" | "title" => {}
+            "type" => {
+                let ts = types(node);
+                let non_null: Vec<&str> = ts.iter().copied().filter(|t| *t != "null").collect();
+                if let Some(t) = non_null.first() {
+                    out.insert("type".into(), json!(t));
+                }
+                if ts.contains(&"null") {
+                    out.insert("nullable".into(), json!(true));
+                }
+            }
+            "const" => {
+                out.insert("enum".into(), json!([v]));
+            }
+            "properties" => {
+                let props = v.as_object().cloned().unwrap_or_default();
+                let order: Vec<&String> = props.keys().collect();
+                out.insert("propertyOrdering".into(), json!(order));
+                let conv: Map<String, Value> = props
+                    .iter()
+                    .map(|(pk, pv)| (pk.clone(), gemini_node(root, pv, depth + 1)))
+                    .collect();
+                out.insert("properties".into(), Value::Object(conv));
+            }
+            "items" => {
+                out.insert("items".into(), gemini_node(root, v, depth + 1));
+            }
+            "anyOf" | "oneOf" => {
+                let alts: Vec<Value> = v
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|a| gemini_node(root, a, depth + 1))
+                    .collect();
+                out.insert("anyOf".into(), Value::Array(alts));
+            }
+            _ => {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    Value::Object(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn order_schema() -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "side": {"type": "string", "enum": ["buy", "sell"]},
+                "qty": {"type": "integer", "minimum": 1},
+                "limit": {"type": ["number", "null"]},
+                "legs": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/leg"}},
+                "note": {"type": "string", "minLength": 6}
+            },
+            "required": ["side", "qty", "limit", "legs", "note"],
+            "additionalProperties": false,
+            "$defs": {"leg": {"type": "object", "properties": {"symbol": {"type": "string"}},
+                              "required": ["symbol"], "additionalProperties": false}}
+        })
+    }
+
+    #[test]
+    fn the_example_is_valid_and_deterministic() {
+        let s = order_schema();
+        let e = example(&s);
+        assert_eq!(
+            e,
+            json!({"side": "buy", "qty": 1, "limit": 0.0, "legs": [{"symbol": "mock"}], "note": "mockxx"})
+        );
+        assert_eq!(validate(&s, &e), Ok(()));
+        assert_eq!(example(&s), e);
+    }
+
+    #[test]
+    fn validation_names_the_path() {
+        let s = order_schema();
+        let bad = |v: Value| validate(&s, &v).unwrap_err();
+        let ok = json!({"side": "buy", "qty": 1, "limit": null, "legs": [{"symbol": "X"}], "note": "longer"});
+        assert_eq!(validate(&s, &ok), Ok(()));
+        let mut v = ok.clone();
+        v["qty"] = json!("3");
+        assert_eq!(bad(v), "$.qty: expected integer, got string");
+        let mut v = ok.clone();
+        v["qty"] = json!(0);
+        assert_eq!(bad(v), "$.qty: 0 is below the minimum 1");
+        let mut v = ok.clone();
+        v["side"] = json!("hold");
+        assert_eq!(bad(v), "$.side: \"hold\" is not one of \"buy\", \"sell\"");
+        let mut v = ok.clone();
+        v["legs"] = json!([{"symbol": 1}]);
+        assert_eq!(bad(v), "$.legs[0].symbol: expected string, got integer");
+        let mut v = ok.clone();
+        v["extra"] = json!(1);
+        assert_eq!(bad(v), "$: unexpected field \"extra\"");
+        let mut v = ok.clone();
+        v.as_object_mut().unwrap().remove("note");
+        assert_eq!(bad(v), "$: missing required field \"note\"");
+        assert_eq!(bad(json!([])), "$: expected object, got array");
+    }
+
+    #[test]
+    fn gemini_schemas_inline_refs_mark_nullables_and_keep_order() {
+        let g = to_gemini(&order_schema());
+        assert_eq!(
+            g,
+            json!({
+                "type": "object",
+                "properties": {
+                    "side": {"type": "string", "enum": ["buy", "sell"]},
+                    "qty": {"type": "integer", "minimum": 1},
+                    "limit": {"type": "number", "nullable": true},
+                    "legs": {"type": "array", "minItems": 1, "items": {
+                        "type": "object",
+                        "properties": {"symbol": {"type": "string"}},
+                        "propertyOrdering": ["symbol"],
+                        "required": ["symbol"]}},
+                    "note": {"type": "string", "minLength": 6}
+                },
+                "propertyOrdering": ["side", "qty", "limit", "legs", "note"],
+                "required": ["side", "qty", "limit", "legs", "note"]
+            })
+        );
+    }
+}
