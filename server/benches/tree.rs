@@ -8,11 +8,9 @@
 //! Upstream's figures for the same workload (spec §6.3): chain 14.8 s, 87 ms per step at depth
 //! 200, 146 ms for 64 children, 923 MB for a 200-node chain.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use simtree::http::{AppState, Limits};
-use simtree::llm::MockClient;
+use simtree::http::{AppState, Backend, Limits};
 use simtree::scenario::{ScenarioLibrary, assets_dir};
 use simtree_shared::Op;
 
@@ -23,7 +21,7 @@ fn app() -> AppState {
         max_trees: 100_000,
         ..Limits::default()
     };
-    AppState::new(lib, Arc::new(MockClient), limits)
+    AppState::new(lib, Backend::Mock, limits)
 }
 
 fn ms(d: Duration) -> f64 {
@@ -49,10 +47,10 @@ fn rss_kb() -> u64 {
 async fn memory_child(n: u64) {
     let app = app();
     let before = rss_kb();
-    let tree = app.create_tree("simple_chat", None).unwrap().id;
+    let tree = app.create_tree("simple_chat", None, None).unwrap().id;
     let mut node = 0;
     for _ in 1..n {
-        node = app.advance(tree, node, 1).await.unwrap();
+        node = app.advance(tree, node, 1).await.unwrap().node;
     }
     let after = rss_kb();
     println!("{:.1}", (after.saturating_sub(before)) as f64 / 1024.0);
@@ -71,13 +69,13 @@ async fn main_bench() {
     let app = app();
 
     // (a) chain of 200 single-turn advances.
-    let tree = app.create_tree("simple_chat", None).unwrap().id;
+    let tree = app.create_tree("simple_chat", None, None).unwrap().id;
     let mut steps = Vec::new();
     let mut node = 0;
     let started = Instant::now();
     for _ in 0..200 {
         let t = Instant::now();
-        node = app.advance(tree, node, 1).await.unwrap();
+        node = app.advance(tree, node, 1).await.unwrap().node;
         steps.push(t.elapsed());
     }
     let chain_total = started.elapsed();
@@ -96,8 +94,8 @@ async fn main_bench() {
     );
 
     // (b) 64-child advance_multi from a depth-1 node.
-    let tree = app.create_tree("simple_chat", None).unwrap().id;
-    let parent = app.advance(tree, 0, 1).await.unwrap();
+    let tree = app.create_tree("simple_chat", None, None).unwrap().id;
+    let parent = app.advance(tree, 0, 1).await.unwrap().node;
     let mut runs = Vec::new();
     for _ in 0..5 {
         let t = Instant::now();
@@ -111,8 +109,8 @@ async fn main_bench() {
     );
 
     // (c) branch at depth 50.
-    let tree = app.create_tree("simple_chat", None).unwrap().id;
-    let deep = app.advance_chain(tree, 0, 50).await.unwrap();
+    let tree = app.create_tree("simple_chat", None, None).unwrap().id;
+    let deep = app.advance_chain(tree, 0, 50).await.unwrap().node;
     let samples: Vec<Duration> = (0..50)
         .map(|_| {
             let t = Instant::now();

@@ -7,8 +7,9 @@ use clap::{Parser, Subcommand};
 use serde_json::Value;
 
 use crate::engine::event::{Event, EventType};
-use crate::http::{AppState, Limits};
+use crate::http::{AppState, Backend, Limits};
 use crate::llm::MockClient;
+use crate::llm::{Dialect, LlmConfig, LlmSettings, build_provider};
 use crate::scenario::{ScenarioLibrary, assets_dir};
 
 #[derive(Debug, Parser)]
@@ -67,6 +68,12 @@ pub enum Command {
         /// The web UI's build folder (default: $SIMTREE_STATIC or the checkout's frontend/dist).
         #[arg(long)]
         static_dir: Option<PathBuf>,
+        /// LLM settings file (TOML or JSON) layered over the LLM_* environment variables.
+        #[arg(long)]
+        llm_config: Option<PathBuf>,
+        /// Default token budget of every new tree (real providers only; default unlimited).
+        #[arg(long)]
+        token_budget: Option<u64>,
     },
 }
 
@@ -100,22 +107,19 @@ fn run(cli: Cli) -> Result<(), String> {
             max_trees,
             ws_queue,
             static_dir,
+            llm_config,
+            token_budget,
         } => {
-            if let Ok(d) = std::env::var("LLM_DIALECT")
-                && d != "mock"
-            {
-                return Err(format!(
-                    "LLM_DIALECT={d} is not supported yet; only the offline 'mock' dialect is available"
-                ));
-            }
+            let backend = backend(llm_config.as_deref())?;
             let limits = Limits {
                 max_body_bytes,
                 max_turns_per_request: max_turns,
                 max_children_per_request: max_children,
                 max_trees,
                 ws_queue,
+                token_budget,
             };
-            let mut app = AppState::new(library, std::sync::Arc::new(MockClient), limits);
+            let mut app = AppState::new(library, backend, limits);
             if let Some(dir) = static_dir {
                 app.static_dir = dir;
             }
@@ -186,6 +190,26 @@ fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
     }
+}
+
+/// The LLM backend from the LLM_* environment (default: the offline mock) and an optional file.
+fn backend(file: Option<&std::path::Path>) -> Result<Backend, String> {
+    let mut config = LlmConfig::from_env().map_err(|e| format!("LLM settings: {e}"))?;
+    if let Some(path) = file {
+        let settings =
+            LlmSettings::from_path(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let env = |name: &str| std::env::var(name).ok();
+        config = settings
+            .resolve(&config, None, None, &env)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    if config.dialect == Dialect::Mock {
+        return Ok(Backend::Mock);
+    }
+    eprintln!("simtree: LLM backend {}", config.label());
+    build_provider(&config)
+        .map(Backend::Provider)
+        .map_err(|e| format!("LLM settings: {e}"))
 }
 
 fn s<'a>(v: &'a Value, k: &str) -> &'a str {

@@ -24,6 +24,7 @@ use crate::engine::Simulator;
 use crate::engine::event::{Event, SceneEvent};
 use crate::engine::memory::Role;
 use crate::engine::plan::PlanState;
+use crate::llm::ledger::{LlmRecord, UsageTotals};
 
 pub type NodeId = u64;
 
@@ -172,6 +173,8 @@ pub struct Node {
     pub status: NodeStatus,
     /// Why the run failed, when it did.
     pub error: Option<String>,
+    /// Every real LLM call of the node's run (request hash → response, tokens), for replay.
+    pub records: Vec<LlmRecord>,
 }
 
 impl Node {
@@ -211,6 +214,7 @@ impl SimTree {
             log: Arc::new(NodeLog::from_entries(entries.iter().map(String::as_str))),
             status: NodeStatus::Ready,
             error: None,
+            records: Vec::new(),
         };
         SimTree {
             scenario: scenario.into(),
@@ -266,6 +270,7 @@ impl SimTree {
             log: Arc::new(log),
             status,
             error: None,
+            records: Vec::new(),
         };
         if let Some(p) = self.nodes.get_mut(&parent) {
             p.children.push(id);
@@ -292,9 +297,16 @@ impl SimTree {
         Ok((id, sim, log))
     }
 
-    /// Stores a finished run's simulator. A node deleted meanwhile is simply gone.
-    pub fn finish(&mut self, id: NodeId, sim: Simulator, error: Option<String>) {
+    /// Stores a finished run's simulator and LLM records. A node deleted meanwhile is simply gone.
+    pub fn finish(
+        &mut self,
+        id: NodeId,
+        sim: Simulator,
+        error: Option<String>,
+        records: Vec<LlmRecord>,
+    ) {
         if let Some(node) = self.nodes.get_mut(&id) {
+            node.records = records;
             node.log.seal();
             node.sim = Some(Arc::new(sim));
             node.status = if error.is_some() {
@@ -421,6 +433,15 @@ impl SimTree {
             .collect()
     }
 
+    /// LLM usage summed over the whole tree.
+    pub fn usage(&self) -> UsageTotals {
+        let mut total = UsageTotals::default();
+        for n in self.nodes.values() {
+            total.add(&UsageTotals::of(&n.records));
+        }
+        total
+    }
+
     pub fn running(&self) -> Vec<NodeId> {
         self.nodes
             .values()
@@ -533,6 +554,7 @@ impl SimTree {
                     error: n.error.clone(),
                     sim: (**sim).clone(),
                     logs,
+                    records: n.records.clone(),
                 })
             })
             .collect::<Result<_, TreeError>>()?;
@@ -605,6 +627,7 @@ impl SimTree {
                         n.status
                     },
                     error: n.error,
+                    records: n.records,
                 },
             );
         }
@@ -644,6 +667,9 @@ pub struct NodeExport {
     pub error: Option<String>,
     pub sim: Simulator,
     pub logs: Vec<Value>,
+    /// Recorded LLM calls, so an imported tree can still be replayed offline.
+    #[serde(default)]
+    pub records: Vec<LlmRecord>,
 }
 
 /// Applies one branch op to a simulator clone (spec §2.3). Errors name what is wrong.
@@ -713,7 +739,7 @@ mod tests {
             .build()
             .unwrap();
         rt.block_on(sim.run(turns, &MockClient, &mut sink)).unwrap();
-        t.finish(id, sim, None);
+        t.finish(id, sim, None, Vec::new());
         id
     }
 

@@ -38,6 +38,11 @@ impl Server {
 
     /// Starts the server with extra `serve` flags.
     pub fn start_with(flags: &[&str]) -> Server {
+        Server::start_env(flags, &[])
+    }
+
+    /// Starts the server with extra `serve` flags and environment variables.
+    pub fn start_env(flags: &[&str], env: &[(&str, &str)]) -> Server {
         let bin = simtree_bin();
         assert!(
             bin.exists(),
@@ -47,6 +52,7 @@ impl Server {
         let mut child = Command::new(&bin)
             .args(["serve", "--addr", "127.0.0.1:0"])
             .args(flags)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

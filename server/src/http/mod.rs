@@ -17,7 +17,7 @@ pub mod routes;
 pub mod state;
 pub mod ws;
 
-pub use state::{AppState, Limits};
+pub use state::{AppState, Backend, Limits};
 
 /// The web UI's build folder: `$SIMTREE_STATIC`, else the checkout's `frontend/dist`.
 pub fn default_static_dir() -> PathBuf {
@@ -42,6 +42,9 @@ pub fn router(app: Arc<AppState>) -> Router {
         .route("/simtree/{tree}/advance_chain", post(advance_chain))
         .route("/simtree/{tree}/branch", post(branch))
         .route("/simtree/{tree}/lca/{a}/{b}", get(lca))
+        .route("/simtree/{tree}/replay", post(replay))
+        .route("/simtree/{tree}/usage", get(usage))
+        .route("/simtree/{tree}/node/{node}/info", get(node_info))
         .route("/simtree/{tree}/node/{node}", delete(delete_node))
         .route("/simtree/{tree}/node/{node}/logs", get(logs))
         .route(

@@ -12,7 +12,8 @@ use serde_json::{Value, json};
 use simtree_shared::{Op, TreeRef};
 
 use super::error::{ApiError, ApiJson, ApiPath};
-use super::state::AppState;
+use super::state::{AppState, RunResult};
+use crate::llm::ledger::UsageTotals;
 use crate::tree::{NodeId, TreeExport};
 
 type AppResult<T> = Result<T, ApiError>;
@@ -28,6 +29,9 @@ pub struct CreateBody {
     scenario: String,
     #[serde(default)]
     seed: Option<u64>,
+    /// Tokens this tree may spend on a real provider (default: the server's `--token-budget`).
+    #[serde(default)]
+    token_budget: Option<u64>,
 }
 
 pub async fn create_tree(
@@ -40,7 +44,11 @@ pub async fn create_tree(
     } else {
         body.scenario.as_str()
     };
-    Ok(Json(app.create_tree(scenario, body.seed)?))
+    Ok(Json(app.create_tree(
+        scenario,
+        body.seed,
+        body.token_budget,
+    )?))
 }
 
 pub async fn list_trees(State(app): St) -> Json<Vec<TreeRef>> {
@@ -89,8 +97,8 @@ pub async fn advance(
     ApiPath(tree): ApiPath<u64>,
     ApiJson(b): ApiJson<AdvanceBody>,
 ) -> AppResult<Json<Value>> {
-    let child = app.advance(tree, b.parent, b.turns).await?;
-    Ok(Json(json!({"child": child})))
+    let done = app.advance(tree, b.parent, b.turns).await?;
+    Ok(Json(run_json(done)))
 }
 
 #[derive(Deserialize)]
@@ -136,8 +144,62 @@ pub async fn advance_chain(
     ApiPath(tree): ApiPath<u64>,
     ApiJson(b): ApiJson<AdvanceBody>,
 ) -> AppResult<Json<Value>> {
-    let child = app.advance_chain(tree, b.parent, b.turns).await?;
-    Ok(Json(json!({"child": child})))
+    let done = app.advance_chain(tree, b.parent, b.turns).await?;
+    Ok(Json(run_json(done)))
+}
+
+/// `{child}` plus, when the run failed (an LLM error after retries), `error` with the reason.
+fn run_json(done: RunResult) -> Value {
+    match done.error {
+        Some(e) => json!({"child": done.node, "error": e}),
+        None => json!({"child": done.node}),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayBody {
+    node: NodeId,
+    #[serde(default)]
+    parent: Option<NodeId>,
+}
+
+/// Extension: re-run a node's advance from its LLM recording (zero provider calls).
+pub async fn replay(
+    State(app): St,
+    ApiPath(tree): ApiPath<u64>,
+    ApiJson(b): ApiJson<ReplayBody>,
+) -> AppResult<Json<Value>> {
+    let done = app.replay(tree, b.node, b.parent).await?;
+    Ok(Json(run_json(done)))
+}
+
+/// Extension: a node's status, failure reason and LLM usage.
+pub async fn node_info(
+    State(app): St,
+    ApiPath((tree, node)): ApiPath<(u64, NodeId)>,
+) -> AppResult<Json<Value>> {
+    let handle = app.tree(tree)?;
+    let t = handle.lock();
+    let n = t.node(node)?;
+    Ok(Json(json!({
+        "id": n.id,
+        "status": n.status,
+        "error": n.error,
+        "usage": UsageTotals::of(&n.records),
+        "recorded_calls": n.records.len(),
+    })))
+}
+
+/// Extension: LLM usage summed over the tree, and its budget.
+pub async fn usage(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Json<Value>> {
+    let handle = app.tree(tree)?;
+    let total = handle.lock().usage();
+    let budget = handle
+        .budget
+        .as_ref()
+        .map(|b| json!({"limit": b.limit(), "spent": b.spent()}));
+    Ok(Json(json!({"usage": total, "budget": budget})))
 }
 
 #[derive(Deserialize)]

@@ -17,7 +17,9 @@ use tokio::task::AbortHandle;
 
 use super::error::ApiError;
 use crate::engine::Event;
-use crate::llm::LlmClient;
+use crate::llm::ledger::{Ledger, LlmRecord, MeteredClient, ReplayClient};
+use crate::llm::resilience::TokenBudget;
+use crate::llm::{ChatProvider, LlmClient, MockClient};
 use crate::scenario::ScenarioLibrary;
 use crate::tree::{NodeId, NodeLog, SimTree, TreeExport, entry_json};
 
@@ -30,6 +32,8 @@ pub struct Limits {
     pub max_trees: usize,
     /// Messages a watcher may fall behind before it gets a `resync`.
     pub ws_queue: usize,
+    /// Default token budget of every new tree (none = unlimited).
+    pub token_budget: Option<u64>,
 }
 
 impl Default for Limits {
@@ -40,6 +44,7 @@ impl Default for Limits {
             max_children_per_request: 256,
             max_trees: 1000,
             ws_queue: 1024,
+            token_budget: None,
         }
     }
 }
@@ -48,10 +53,17 @@ pub struct AppState {
     pub trees: DashMap<u64, Arc<TreeHandle>>,
     next_tree: AtomicU64,
     pub scenarios: ScenarioLibrary,
-    pub llm: Arc<dyn LlmClient>,
+    pub backend: Backend,
     pub limits: Limits,
     /// The web UI's files (`frontend/dist`).
     pub static_dir: std::path::PathBuf,
+}
+
+/// Where runs get their answers: the offline mock, or a real provider (metered and recorded).
+#[derive(Clone)]
+pub enum Backend {
+    Mock,
+    Provider(Arc<dyn ChatProvider>),
 }
 
 pub struct TreeHandle {
@@ -59,6 +71,8 @@ pub struct TreeHandle {
     tree: Mutex<SimTree>,
     pub events: broadcast::Sender<TreeMsg>,
     tasks: Mutex<HashMap<NodeId, AbortHandle>>,
+    /// The tree's optional token budget; every run of the tree charges it.
+    pub budget: Option<Arc<TokenBudget>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -76,12 +90,12 @@ impl TreeHandle {
 }
 
 impl AppState {
-    pub fn new(scenarios: ScenarioLibrary, llm: Arc<dyn LlmClient>, limits: Limits) -> Self {
+    pub fn new(scenarios: ScenarioLibrary, backend: Backend, limits: Limits) -> Self {
         AppState {
             trees: DashMap::new(),
             next_tree: AtomicU64::new(0),
             scenarios,
-            llm,
+            backend,
             limits,
             static_dir: super::default_static_dir(),
         }
@@ -94,7 +108,7 @@ impl AppState {
             .ok_or_else(ApiError::tree_not_found)
     }
 
-    fn register(&self, tree: SimTree) -> Result<TreeRef, ApiError> {
+    fn register(&self, tree: SimTree, token_budget: Option<u64>) -> Result<TreeRef, ApiError> {
         if self.trees.len() >= self.limits.max_trees {
             return Err(ApiError::conflict(format!(
                 "the server holds its maximum of {} trees; delete one first",
@@ -107,12 +121,20 @@ impl AppState {
             tree: Mutex::new(tree),
             events: broadcast::channel(self.limits.ws_queue.max(1)).0,
             tasks: Mutex::new(HashMap::new()),
+            budget: token_budget
+                .or(self.limits.token_budget)
+                .map(|b| Arc::new(TokenBudget::new(b))),
         };
         self.trees.insert(id, Arc::new(handle));
         Ok(TreeRef { id, root: 0 })
     }
 
-    pub fn create_tree(&self, scenario: &str, seed: Option<u64>) -> Result<TreeRef, ApiError> {
+    pub fn create_tree(
+        &self,
+        scenario: &str,
+        seed: Option<u64>,
+        token_budget: Option<u64>,
+    ) -> Result<TreeRef, ApiError> {
         let s = self.scenarios.get(scenario).map_err(|_| {
             ApiError::unprocessable(format!(
                 "unknown scenario '{scenario}' (available: {})",
@@ -122,12 +144,12 @@ impl AppState {
         let sim = s
             .build(seed)
             .map_err(|e| ApiError::unprocessable(e.to_string()))?;
-        self.register(SimTree::new(scenario, sim))
+        self.register(SimTree::new(scenario, sim), token_budget)
     }
 
     pub fn import_tree(&self, export: TreeExport) -> Result<TreeRef, ApiError> {
         let tree = SimTree::import(export)?;
-        self.register(tree)
+        self.register(tree, None)
     }
 
     fn check_turns(&self, turns: u64) -> Result<(), ApiError> {
@@ -151,7 +173,14 @@ impl AppState {
     }
 
     /// Attaches a running child of `parent` and announces it (`attached`, `run_start`).
-    fn start(&self, handle: &TreeHandle, parent: NodeId, turns: u64) -> Result<Pending, ApiError> {
+    /// `replay` holds the recorded calls to answer from instead of the backend.
+    fn start(
+        &self,
+        handle: &TreeHandle,
+        parent: NodeId,
+        turns: u64,
+        replay: Option<Vec<LlmRecord>>,
+    ) -> Result<Pending, ApiError> {
         let mut tree = handle.lock();
         let (id, sim, log) = tree.start_advance(parent, turns)?;
         let attached = tree.node(id)?.attached();
@@ -162,7 +191,27 @@ impl AppState {
             sim,
             log,
             turns,
+            replay,
         })
+    }
+
+    /// The client one run talks to, and the ledger its real calls are recorded in.
+    fn client_for(
+        &self,
+        handle: &TreeHandle,
+        replay: Option<Vec<LlmRecord>>,
+    ) -> (Arc<dyn LlmClient>, Arc<Ledger>) {
+        let ledger = Arc::new(Ledger::default());
+        let client: Arc<dyn LlmClient> = match (replay, &self.backend) {
+            (Some(records), _) => Arc::new(ReplayClient::new(&records)),
+            (None, Backend::Mock) => Arc::new(MockClient),
+            (None, Backend::Provider(p)) => Arc::new(MeteredClient {
+                provider: p.clone(),
+                ledger: ledger.clone(),
+                budget: handle.budget.clone(),
+            }),
+        };
+        (client, ledger)
     }
 
     /// Spawns the run of a started child; it proceeds on the runtime's worker threads.
@@ -172,27 +221,29 @@ impl AppState {
             mut sim,
             log,
             turns,
+            replay,
         } = p;
-        let llm = self.llm.clone();
+        let (llm, ledger) = self.client_for(handle, replay);
         let task = tokio::spawn(async move {
             let mut sink = move |e: Event| log.push(&entry_json(&e, id));
             let result = sim.run(turns, &*llm, &mut sink).await;
-            (sim, result.err().map(|e| e.to_string()))
+            (sim, result.err().map(|e| e.to_string()), ledger.take())
         });
         lock(&handle.tasks).insert(id, task.abort_handle());
         Running { id, task }
     }
 
-    /// Waits for a run, stores its simulator and announces `run_finish`.
-    async fn collect(&self, handle: &TreeHandle, r: Running) -> Result<NodeId, ApiError> {
+    /// Waits for a run, stores its simulator and records, announces `run_finish`. A run that
+    /// failed (an LLM error after retries) still gives its node, marked failed with the reason.
+    async fn collect(&self, handle: &TreeHandle, r: Running) -> Result<RunResult, ApiError> {
         let Running { id, task } = r;
         let outcome = task.await;
         lock(&handle.tasks).remove(&id);
         match outcome {
-            Ok((sim, error)) => {
-                handle.lock().finish(id, sim, error);
+            Ok((sim, error, records)) => {
+                handle.lock().finish(id, sim, error.clone(), records);
                 handle.send(TreeMsg::RunFinish { node: id });
-                Ok(id)
+                Ok(RunResult { node: id, error })
             }
             Err(e) if e.is_cancelled() => Err(ApiError::conflict(format!(
                 "node {id} was deleted while running"
@@ -210,12 +261,57 @@ impl AppState {
         }
     }
 
-    pub async fn advance(&self, tree: u64, parent: NodeId, turns: u64) -> Result<NodeId, ApiError> {
+    pub async fn advance(
+        &self,
+        tree: u64,
+        parent: NodeId,
+        turns: u64,
+    ) -> Result<RunResult, ApiError> {
         self.check_turns(turns)?;
         let handle = self.tree(tree)?;
-        let pending = self.start(&handle, parent, turns)?;
+        let pending = self.start(&handle, parent, turns, None)?;
         let running = self.spawn(&handle, pending);
         self.collect(&handle, running).await
+    }
+
+    /// Re-runs the advance that made `node` as a new sibling (or as a child of `parent`), answering
+    /// every LLM call from `node`'s recording: zero provider calls, and the same log when nothing
+    /// changed. A mock run is simply re-run (the mock is deterministic). A request the recording
+    /// does not hold fails the run (strict replay) and the reply is a 409 naming it.
+    pub async fn replay(
+        &self,
+        tree: u64,
+        node: NodeId,
+        parent: Option<NodeId>,
+    ) -> Result<RunResult, ApiError> {
+        let handle = self.tree(tree)?;
+        let (parent, turns, records) = {
+            let t = handle.lock();
+            let n = t.node(node)?;
+            let [Op::Advance { turns }] = n.ops.as_slice() else {
+                return Err(ApiError::unprocessable(format!(
+                    "node {node} was not made by an advance; only advances can be replayed"
+                )));
+            };
+            let parent = parent
+                .or(n.parent)
+                .ok_or_else(|| ApiError::unprocessable("the root cannot be replayed"))?;
+            let replay = match &self.backend {
+                Backend::Mock if n.records.is_empty() => None,
+                _ => Some(n.records.clone()),
+            };
+            (parent, *turns, replay)
+        };
+        let pending = self.start(&handle, parent, turns, records)?;
+        let running = self.spawn(&handle, pending);
+        let result = self.collect(&handle, running).await?;
+        match &result.error {
+            Some(e) => Err(ApiError::conflict(format!(
+                "replay of node {node} failed in new node {}: {e}",
+                result.node
+            ))),
+            None => Ok(result),
+        }
     }
 
     /// Starts one child per parent (all attached and announced first), runs them concurrently.
@@ -228,7 +324,7 @@ impl AppState {
         let mut started = Vec::with_capacity(parents.len());
         let mut first_error = None;
         for &p in parents {
-            match self.start(handle, p, turns) {
+            match self.start(handle, p, turns, None) {
                 Ok(pending) => started.push(pending),
                 Err(e) => {
                     // Children already attached still run, so none is left half-made.
@@ -241,7 +337,7 @@ impl AppState {
         let mut ids = Vec::with_capacity(running.len());
         for r in running {
             match self.collect(handle, r).await {
-                Ok(id) => ids.push(id),
+                Ok(done) => ids.push(done.node),
                 Err(e) => {
                     first_error.get_or_insert(e);
                 }
@@ -287,17 +383,25 @@ impl AppState {
         tree: u64,
         parent: NodeId,
         turns: u64,
-    ) -> Result<NodeId, ApiError> {
+    ) -> Result<RunResult, ApiError> {
         let steps = turns.max(1);
         self.check_turns(steps)?;
         let handle = self.tree(tree)?;
         let mut current = parent;
         for _ in 0..steps {
-            let pending = self.start(&handle, current, 1)?;
+            let pending = self.start(&handle, current, 1, None)?;
             let running = self.spawn(&handle, pending);
-            current = self.collect(&handle, running).await?;
+            let done = self.collect(&handle, running).await?;
+            current = done.node;
+            if done.error.is_some() {
+                // A failed step ends the chain: its successors would fail the same way.
+                return Ok(done);
+            }
         }
-        Ok(current)
+        Ok(RunResult {
+            node: current,
+            error: None,
+        })
     }
 
     pub fn branch(&self, tree: u64, parent: NodeId, ops: Vec<Op>) -> Result<NodeId, ApiError> {
@@ -346,9 +450,16 @@ impl AppState {
     }
 }
 
+/// A finished run: its node and, when the run failed, why.
+#[derive(Debug)]
+pub struct RunResult {
+    pub node: NodeId,
+    pub error: Option<String>,
+}
+
 struct Running {
     id: NodeId,
-    task: tokio::task::JoinHandle<(crate::engine::Simulator, Option<String>)>,
+    task: tokio::task::JoinHandle<(crate::engine::Simulator, Option<String>, Vec<LlmRecord>)>,
 }
 
 struct Pending {
@@ -356,4 +467,5 @@ struct Pending {
     sim: crate::engine::Simulator,
     log: Arc<NodeLog>,
     turns: u64,
+    replay: Option<Vec<LlmRecord>>,
 }

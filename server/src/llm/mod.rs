@@ -22,6 +22,7 @@ pub mod anthropic;
 pub mod config;
 pub mod e2e;
 pub mod gemini;
+pub mod ledger;
 pub mod mock;
 pub mod openai;
 pub mod provider;

@@ -1,0 +1,217 @@
+//! Per-run metering, recording and replay of LLM calls.
+//!
+//! Every run of a tree node gets its own client: [`MeteredClient`] (a real provider: checks the
+//! tree's token budget, charges usage, records `request hash → response, tokens, latency` in a
+//! [`Ledger`]), [`ReplayClient`] (answers from a node's records with zero provider calls; a
+//! request that was not recorded fails loudly), or the mock (deterministic, nothing to record).
+//! Records live on the node, so they travel with tree export/import.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use super::provider::{ChatProvider, ChatRequest};
+use super::resilience::TokenBudget;
+use super::{BoxFuture, LlmClient, LlmError, LlmState};
+use crate::engine::memory::Message;
+
+/// A stable hash of a request's messages (FNV-1a 64 over role and content), as hex.
+pub fn request_hash(messages: &[Message]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for &b in bytes {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    for m in messages {
+        eat(m.role.as_str().as_bytes());
+        eat(&[0]);
+        eat(m.content.as_bytes());
+        eat(&[0xff]);
+    }
+    format!("{h:016x}")
+}
+
+/// One recorded call.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LlmRecord {
+    pub hash: String,
+    pub response: String,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub latency_ms: u64,
+}
+
+/// Sums of calls, tokens and latency (per node, per tree).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsageTotals {
+    pub calls: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub latency_ms: u64,
+}
+
+impl UsageTotals {
+    pub fn of(records: &[LlmRecord]) -> UsageTotals {
+        records.iter().fold(UsageTotals::default(), |mut t, r| {
+            t.calls += 1;
+            t.prompt_tokens += r.prompt_tokens;
+            t.completion_tokens += r.completion_tokens;
+            t.latency_ms += r.latency_ms;
+            t
+        })
+    }
+
+    pub fn add(&mut self, other: &UsageTotals) {
+        self.calls += other.calls;
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+        self.latency_ms += other.latency_ms;
+    }
+}
+
+/// The records of one run, in call order.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    records: Mutex<Vec<LlmRecord>>,
+}
+
+impl Ledger {
+    fn push(&self, r: LlmRecord) {
+        self.records
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(r);
+    }
+
+    pub fn take(&self) -> Vec<LlmRecord> {
+        std::mem::take(&mut *self.records.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+/// A real provider behind the tree's budget, recording every successful call.
+pub struct MeteredClient {
+    pub provider: Arc<dyn ChatProvider>,
+    pub ledger: Arc<Ledger>,
+    pub budget: Option<Arc<TokenBudget>>,
+}
+
+impl LlmClient for MeteredClient {
+    fn chat<'a>(
+        &'a self,
+        messages: &'a [Message],
+        state: &'a mut LlmState,
+    ) -> BoxFuture<'a, Result<String, LlmError>> {
+        Box::pin(async move {
+            if let Some(b) = &self.budget {
+                b.check()?;
+            }
+            let started = Instant::now();
+            let request = ChatRequest::new(messages.to_vec());
+            let result = self.provider.chat(&request, state).await;
+            if let (Ok(r), Some(b)) = (&result, &self.budget) {
+                b.charge(&r.usage);
+            }
+            let response = result?.into_result()?;
+            self.ledger.push(LlmRecord {
+                hash: request_hash(messages),
+                response: response.text.clone(),
+                prompt_tokens: response.usage.prompt_tokens,
+                completion_tokens: response.usage.completion_tokens,
+                latency_ms: started.elapsed().as_millis() as u64,
+            });
+            Ok(response.text)
+        })
+    }
+}
+
+/// Answers from recorded calls only (strict): the same request gets the same answers in the
+/// same order; an unknown request is an error naming its hash.
+pub struct ReplayClient {
+    answers: Mutex<HashMap<String, VecDeque<String>>>,
+}
+
+impl ReplayClient {
+    pub fn new(records: &[LlmRecord]) -> ReplayClient {
+        let mut answers: HashMap<String, VecDeque<String>> = HashMap::new();
+        for r in records {
+            answers
+                .entry(r.hash.clone())
+                .or_default()
+                .push_back(r.response.clone());
+        }
+        ReplayClient {
+            answers: Mutex::new(answers),
+        }
+    }
+}
+
+impl LlmClient for ReplayClient {
+    fn chat<'a>(
+        &'a self,
+        messages: &'a [Message],
+        _state: &'a mut LlmState,
+    ) -> BoxFuture<'a, Result<String, LlmError>> {
+        let hash = request_hash(messages);
+        let answer = self
+            .answers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(&hash)
+            .and_then(VecDeque::pop_front);
+        Box::pin(async move {
+            answer.ok_or_else(|| {
+                LlmError::Request(format!(
+                    "strict replay: no recorded answer for request {hash}; this run asks something the recording never saw"
+                ))
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::memory::Role;
+
+    #[test]
+    fn hashes_depend_on_roles_and_contents() {
+        let a = [
+            Message::new(Role::System, "s"),
+            Message::new(Role::User, "u"),
+        ];
+        let b = [
+            Message::new(Role::System, "s"),
+            Message::new(Role::Assistant, "u"),
+        ];
+        let c = [Message::new(Role::System, "su")];
+        assert_eq!(request_hash(&a), request_hash(&a.clone()));
+        assert_ne!(request_hash(&a), request_hash(&b));
+        assert_ne!(request_hash(&a), request_hash(&c));
+    }
+
+    #[test]
+    fn replay_answers_in_order_and_refuses_the_unknown() {
+        let m = [Message::new(Role::User, "q")];
+        let rec = |resp: &str| LlmRecord {
+            hash: request_hash(&m),
+            response: resp.into(),
+            prompt_tokens: 1,
+            completion_tokens: 2,
+            latency_ms: 3,
+        };
+        let client = ReplayClient::new(&[rec("one"), rec("two")]);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let mut st = LlmState::default();
+        assert_eq!(rt.block_on(client.chat(&m, &mut st)).unwrap(), "one");
+        assert_eq!(rt.block_on(client.chat(&m, &mut st)).unwrap(), "two");
+        let err = rt.block_on(client.chat(&m, &mut st)).unwrap_err();
+        assert!(err.to_string().contains("strict replay"));
+        assert_eq!(UsageTotals::of(&[rec("a"), rec("b")]).completion_tokens, 4);
+    }
+}

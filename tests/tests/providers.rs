@@ -1,0 +1,247 @@
+//! A real provider behind the real server: `simtree serve` with `LLM_DIALECT=openai` talks to an
+//! OpenAI-shaped server on 127.0.0.1 (which answers as the mock would, with token counts). Checks
+//! per-node and per-tree accounting, record/replay with the provider stopped, strict replay,
+//! records surviving export/import, a failing provider, and the token budget.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::post;
+use serde_json::{Value, json};
+use simtree::engine::memory::{Message, Role};
+use simtree::llm::LlmState;
+use simtree_e2e::Server;
+
+#[derive(Clone, Default)]
+struct Fake {
+    calls: Arc<AtomicU64>,
+    fail: bool,
+}
+
+/// Answers Chat Completions like the offline mock, counting calls (the counters live in one
+/// shared state here, as a remote model would not know about branches).
+async fn completions(State(f): State<Fake>, Json(body): Json<Value>) -> (StatusCode, Json<Value>) {
+    f.calls.fetch_add(1, Ordering::SeqCst);
+    if f.fail {
+        return (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Json(json!({"error": {"message": "model overloaded"}})),
+        );
+    }
+    let messages: Vec<Message> = body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| {
+            let role = match m["role"].as_str() {
+                Some("system") => Role::System,
+                Some("assistant") => Role::Assistant,
+                _ => Role::User,
+            };
+            Message::new(role, m["content"].as_str().unwrap_or(""))
+        })
+        .collect();
+    // A stateless stand-in for a model: count this agent's earlier replies in the conversation.
+    let mut state = LlmState::default();
+    let name = simtree::llm::mock::extract_name(messages[0].content.as_ref());
+    let earlier = messages
+        .iter()
+        .filter(|m| m.role == Role::Assistant)
+        .count() as u64;
+    state.mock_counters.insert(name, earlier);
+    let text = simtree::llm::mock::reply(&messages, &mut state);
+    let prompt_tokens: usize = messages.iter().map(|m| m.content.len() / 4).sum();
+    (
+        StatusCode::OK,
+        Json(json!({
+            "id": "cmpl-1", "object": "chat.completion", "model": body["model"],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 40, "total_tokens": prompt_tokens + 40}
+        })),
+    )
+}
+
+async fn fake_provider(fail: bool) -> (String, Fake, tokio::task::JoinHandle<()>) {
+    let fake = Fake {
+        calls: Arc::default(),
+        fail,
+    };
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", post(completions))
+        .with_state(fake.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (url, fake, task)
+}
+
+fn server_for(url: &str, flags: &[&str]) -> Server {
+    Server::start_env(
+        flags,
+        &[
+            ("LLM_DIALECT", "openai"),
+            ("LLM_BASE_URL", url),
+            ("LLM_API_KEY", "sk-test-secret"),
+            ("LLM_MODEL", "fake-model"),
+            ("LLM_RETRY_BACKOFF_S", "0.01"),
+            ("LLM_TIMEOUT_S", "5"),
+        ],
+    )
+}
+
+fn own(logs: &Value, node: u64) -> Vec<Value> {
+    logs.as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["node"] == node)
+        .map(|e| json!({"type": e["type"], "data": e["data"]}))
+        .collect()
+}
+
+#[tokio::test]
+async fn werewolf_runs_on_a_provider_and_replays_offline_identically() {
+    let (url, fake, provider) = fake_provider(false).await;
+    let s = server_for(&url, &[]);
+    let t = s.create("werewolf").await;
+    let p = |rest: &str| format!("/devui/simtree/{t}{rest}");
+    let (st, adv) = s
+        .post(&p("/advance"), &json!({"parent": 0, "turns": 10}))
+        .await;
+    assert_eq!(st, 200, "{adv}");
+    assert!(adv.get("error").is_none(), "{adv}");
+    let calls = fake.calls.load(Ordering::SeqCst);
+    assert!(calls > 0);
+
+    let info = s.get(&p("/node/1/info")).await.1;
+    assert_eq!(info["status"], "ready");
+    assert_eq!(info["usage"]["calls"], calls);
+    assert_eq!(info["usage"]["completion_tokens"], calls * 40);
+    assert!(info["usage"]["prompt_tokens"].as_u64().unwrap() > 0);
+    let usage = s.get(&p("/usage")).await.1;
+    assert_eq!(usage["usage"]["calls"], calls);
+    assert_eq!(usage["budget"], Value::Null);
+    // The key never reaches responses or exports.
+    let export = s.get(&p("/export")).await.1;
+    assert!(!export.to_string().contains("sk-test-secret"));
+
+    // Stop the provider: the replay must not need it.
+    provider.abort();
+    let _ = provider.await;
+    let (st, rep) = s.post(&p("/replay"), &json!({"node": 1})).await;
+    assert_eq!(st, 200, "{rep}");
+    let copy = rep["child"].as_u64().unwrap();
+    let original = own(&s.get(&p("/node/1/logs")).await.1, 1);
+    let replayed = own(&s.get(&p(&format!("/node/{copy}/logs"))).await.1, copy);
+    assert_eq!(original.len(), replayed.len());
+    assert_eq!(original, replayed, "the replay's log is identical");
+    assert_eq!(
+        fake.calls.load(Ordering::SeqCst),
+        calls,
+        "zero provider calls during the replay"
+    );
+
+    // Strict replay: the recording does not fit another parent.
+    let (_, br) = s.post(&p("/branch"), &json!({"parent": 0, "ops": [{"op": "public_broadcast", "text": "A stranger arrives."}]})).await;
+    let other = br["child"].as_u64().unwrap();
+    let (st, body) = s
+        .post(&p("/replay"), &json!({"node": 1, "parent": other}))
+        .await;
+    assert_eq!(st, 409, "{body}");
+    assert!(
+        body["detail"].as_str().unwrap().contains("strict replay"),
+        "{body}"
+    );
+
+    // Records travel with export/import.
+    let (st, imported) = s.post("/devui/simtree/import", &export).await;
+    assert_eq!(st, 200);
+    let t2 = imported["id"].as_u64().unwrap();
+    let (st, rep2) = s
+        .post(&format!("/devui/simtree/{t2}/replay"), &json!({"node": 1}))
+        .await;
+    assert_eq!(st, 200, "{rep2}");
+    let again = rep2["child"].as_u64().unwrap();
+    let replayed2 = own(
+        &s.get(&format!("/devui/simtree/{t2}/node/{again}/logs"))
+            .await
+            .1,
+        again,
+    );
+    assert_eq!(original, replayed2);
+}
+
+#[tokio::test]
+async fn a_failing_provider_marks_the_run_failed_and_the_server_keeps_serving() {
+    let (url, fake, _provider) = fake_provider(true).await;
+    let s = server_for(&url, &[]);
+    let t = s.create("simple_chat").await;
+    let (st, adv) = s
+        .post(
+            &format!("/devui/simtree/{t}/advance"),
+            &json!({"parent": 0, "turns": 3}),
+        )
+        .await;
+    assert_eq!(st, 200);
+    let reason = adv["error"]
+        .as_str()
+        .expect("the response names the failure");
+    assert!(
+        reason.contains("500") || reason.contains("overloaded"),
+        "{reason}"
+    );
+    assert!(fake.calls.load(Ordering::SeqCst) >= 2, "retried");
+    let info = s.get(&format!("/devui/simtree/{t}/node/1/info")).await.1;
+    assert_eq!(info["status"], "failed");
+    assert!(info["error"].as_str().unwrap().contains("Host"));
+    let logs = s.get(&format!("/devui/simtree/{t}/node/1/logs")).await.1;
+    assert!(
+        logs.as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["type"] == "agent_error")
+    );
+    assert_eq!(s.get("/health").await, (200, json!({"ok": true})));
+}
+
+#[tokio::test]
+async fn the_token_budget_stops_new_calls_with_a_clear_error() {
+    let (url, fake, _provider) = fake_provider(false).await;
+    let s = server_for(&url, &[]);
+    let (_, created) = s
+        .post(
+            "/devui/simtree",
+            &json!({"scenario": "simple_chat", "token_budget": 2000}),
+        )
+        .await;
+    let t = created["id"].as_u64().unwrap();
+    let (st, adv) = s
+        .post(
+            &format!("/devui/simtree/{t}/advance"),
+            &json!({"parent": 0, "turns": 20}),
+        )
+        .await;
+    assert_eq!(st, 200);
+    assert!(
+        adv["error"]
+            .as_str()
+            .unwrap()
+            .contains("token budget spent"),
+        "{adv}"
+    );
+    let usage = s.get(&format!("/devui/simtree/{t}/usage")).await.1;
+    let spent = usage["budget"]["spent"].as_u64().unwrap();
+    assert!(spent >= 2000 && spent < 2000 + 2000, "{usage}");
+    let calls = fake.calls.load(Ordering::SeqCst);
+    // Further runs of this tree make no calls at all.
+    s.post(
+        &format!("/devui/simtree/{t}/advance"),
+        &json!({"parent": 0, "turns": 1}),
+    )
+    .await;
+    assert_eq!(fake.calls.load(Ordering::SeqCst), calls);
+}
