@@ -235,7 +235,7 @@ async fn the_token_budget_stops_new_calls_with_a_clear_error() {
     );
     let usage = s.get(&format!("/devui/simtree/{t}/usage")).await.1;
     let spent = usage["budget"]["spent"].as_u64().unwrap();
-    assert!(spent >= 2000 && spent < 2000 + 2000, "{usage}");
+    assert!((2000..4000).contains(&spent), "{usage}");
     let calls = fake.calls.load(Ordering::SeqCst);
     // Further runs of this tree make no calls at all.
     s.post(
