@@ -227,6 +227,41 @@ pub fn Stats(tree: Tree) -> impl IntoView {
     }
 }
 
+/// LLM usage of the tree (calls, tokens) and its budget, refreshed after every run.
+#[component]
+pub fn UsageLine(tree: Tree) -> impl IntoView {
+    let usage = RwSignal::new(None::<serde_json::Value>);
+    Effect::new(move |_| {
+        tree.last_msg.track();
+        let Some(t) = tree.id.get() else { return };
+        leptos::task::spawn_local(async move {
+            if let Ok(v) =
+                crate::api::get::<serde_json::Value>(&format!("/devui/simtree/{t}/usage")).await
+            {
+                usage.set(Some(v));
+            }
+        });
+    });
+    let text = move || {
+        usage.with(|u| {
+            let u = u.as_ref()?;
+            let n = |k: &str| u["usage"][k].as_u64().unwrap_or(0);
+            let mut s = format!(
+                "LLM: {} calls · {} prompt + {} completion tokens · {} ms",
+                n("calls"),
+                n("prompt_tokens"),
+                n("completion_tokens"),
+                n("latency_ms")
+            );
+            if let Some(b) = u["budget"].as_object() {
+                s.push_str(&format!(" · budget {}/{}", b["spent"], b["limit"]));
+            }
+            Some(s)
+        })
+    };
+    view! { <div id="usage" class="stats">{text}</div> }
+}
+
 /// The six edge types with their colours.
 #[component]
 pub fn Legend() -> impl IntoView {

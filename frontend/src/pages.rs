@@ -10,7 +10,7 @@ use simtree_shared::{LogEntry, NodeState, TreeMsg, TreeRef};
 use crate::api::{self, Socket};
 use crate::app::{Link, Tree, ctx};
 use crate::compare::{Comparison, compare};
-use crate::graph::{GraphView, Legend, Stats};
+use crate::graph::{GraphView, Legend, Stats, UsageLine};
 use crate::model::{EventLine, NodeView, event_line, parse_count, viewer_line};
 use crate::route::Route;
 
@@ -50,6 +50,7 @@ pub fn SimTreePage(tree_id: Option<u64>) -> impl IntoView {
             <div class="left">
                 <GraphView tree width=760.0 height=520.0 />
                 <Stats tree />
+                <UsageLine tree />
                 <Legend />
             </div>
             <div class="right">
@@ -677,6 +678,7 @@ pub fn StudioPage(tree_id: Option<u64>) -> impl IntoView {
             <div class="col">
                 <GraphView tree width=440.0 height=360.0 />
                 <Stats tree />
+                <UsageLine tree />
                 <Legend />
                 <TreeSelect tree />
                 <CreatePanel studio=true tree=tree />
