@@ -12,6 +12,8 @@
 //! engine's `LlmClient`; [`MockToolModel`] is the deterministic offline dialect and
 //! [`FnToolModel`] wraps any function (tests, or an adapter to a real provider).
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -406,7 +408,7 @@ pub struct Exchange {
 /// repeated), then the current case.
 pub fn llm_request(
     system_prompt: &str,
-    history: &[Exchange],
+    history: &[Arc<Exchange>],
     invocation: &AgentInvocation,
 ) -> ToolRequest {
     let mut messages = vec![ChatMessage::text(ChatRole::System, system_prompt)];
@@ -437,7 +439,7 @@ pub fn llm_request(
 /// `submit_decision` call; the LLM agent asks `model` with `history` as its memory.
 pub async fn invoke(
     spec: &AgentSpec,
-    history: &[Exchange],
+    history: &[Arc<Exchange>],
     invocation: &AgentInvocation,
     model: &dyn ToolModel,
 ) -> Result<ModelReply, LlmError> {
@@ -954,14 +956,14 @@ mod tests {
     #[test]
     fn llm_request_carries_the_case_without_metadata_and_one_tool() {
         let c = case_with(&[("A", &[10.0, 11.0])], 1000.0, &[]);
-        let history = vec![Exchange {
+        let history = vec![Arc::new(Exchange {
             case_id: "e:-1".into(),
             reply: ModelReply {
                 text: "hi".into(),
                 tool_calls: vec![call(SUBMIT_DECISION, json!({"orders": []}))],
             },
             results: vec![ChatMessage::tool_result("c-submit_decision", "{}")],
-        }];
+        })];
         let req = llm_request(DEFAULT_SYSTEM_PROMPT, &history, &invocation(c.clone()));
         assert_eq!(req.tools.len(), 1);
         assert_eq!(req.tools[0].name, SUBMIT_DECISION);
@@ -987,11 +989,13 @@ mod tests {
     #[test]
     fn llm_agent_keeps_only_its_history_window() {
         let c = case_with(&[("A", &[10.0, 11.0])], 1000.0, &[]);
-        let history: Vec<Exchange> = (0..5)
-            .map(|i| Exchange {
-                case_id: format!("e:{i}"),
-                reply: ModelReply::default(),
-                results: vec![],
+        let history: Vec<Arc<Exchange>> = (0..5)
+            .map(|i| {
+                Arc::new(Exchange {
+                    case_id: format!("e:{i}"),
+                    reply: ModelReply::default(),
+                    results: vec![],
+                })
             })
             .collect();
         let seen = std::sync::Mutex::new(Vec::new());

@@ -2,7 +2,8 @@
 //!
 //! A tree node clones its episode for every child. Trades, decision logs and the holdings timeline
 //! grow with every decision point, so they are kept as shared immutable chunks (`Arc`) plus a
-//! short owned tail: a clone copies at most the tail, and siblings share everything before it.
+//! short tail of `Arc`ed entries: a clone copies at most `TAIL_MAX` pointers, never an entry, and
+//! siblings share everything before their own pushes.
 
 use std::sync::Arc;
 
@@ -14,7 +15,7 @@ const TAIL_MAX: usize = 32;
 #[derive(Debug)]
 struct Chunk<T> {
     prev: Option<Arc<Chunk<T>>>,
-    items: Box<[T]>,
+    items: Box<[Arc<T>]>,
 }
 
 /// An ordered list that only grows at the end; clones share all but the last few entries.
@@ -22,7 +23,7 @@ struct Chunk<T> {
 pub struct AppendLog<T> {
     frozen: Option<Arc<Chunk<T>>>,
     frozen_len: usize,
-    tail: Vec<T>,
+    tail: Vec<Arc<T>>,
 }
 
 impl<T> Default for AppendLog<T> {
@@ -35,7 +36,7 @@ impl<T> Default for AppendLog<T> {
     }
 }
 
-impl<T: Clone> Clone for AppendLog<T> {
+impl<T> Clone for AppendLog<T> {
     fn clone(&self) -> Self {
         AppendLog {
             frozen: self.frozen.clone(),
@@ -51,7 +52,7 @@ impl<T> AppendLog<T> {
     }
 
     pub fn push(&mut self, item: T) {
-        self.tail.push(item);
+        self.tail.push(Arc::new(item));
         if self.tail.len() >= TAIL_MAX {
             let items = std::mem::take(&mut self.tail).into_boxed_slice();
             self.frozen_len += items.len();
@@ -74,6 +75,7 @@ impl<T> AppendLog<T> {
         self.tail
             .last()
             .or_else(|| self.frozen.as_ref().and_then(|c| c.items.last()))
+            .map(|a| &**a)
     }
 
     /// The entries in order, oldest first.
@@ -89,6 +91,7 @@ impl<T> AppendLog<T> {
             .rev()
             .flat_map(|c| c.iter())
             .chain(self.tail.iter())
+            .map(|a| &**a)
     }
 
     pub fn to_vec(&self) -> Vec<T>

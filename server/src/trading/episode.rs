@@ -8,8 +8,8 @@
 //! branch ops ([`TradingOp`]) between steps.
 //!
 //! Cloning is cheap at any length: the calendar is shared (`Arc`), the growing parts (decision
-//! logs, trades, holdings) are [`AppendLog`]s, and the LLM agent's memory is capped at its
-//! `history` setting. The market data is shared too and is not serialised: an episode read back
+//! logs, trades, holdings) are [`AppendLog`]s, and the LLM agent's memory is a few `Arc`ed
+//! exchanges (capped at its `history` setting). The market data is shared too and is not serialised: an episode read back
 //! from JSON must get it again with [`TradingEpisode::attach_market`].
 
 use std::sync::Arc;
@@ -97,7 +97,7 @@ pub struct TradingEpisode {
     next: usize,
     portfolio: PortfolioSnapshot,
     pending: Vec<CaseDataItem>,
-    memory: Vec<Exchange>,
+    memory: Vec<Arc<Exchange>>,
     holdings: AppendLog<Holding>,
     trades: AppendLog<ExecutedTrade>,
     logs: AppendLog<DecisionPointLog>,
@@ -268,7 +268,7 @@ impl TradingEpisode {
     }
 
     /// The LLM agent's remembered exchanges (empty for rule-based agents).
-    pub fn memory(&self) -> &[Exchange] {
+    pub fn memory(&self) -> &[Arc<Exchange>] {
         &self.memory
     }
 
@@ -334,11 +334,11 @@ impl TradingEpisode {
             portfolio: self.portfolio.clone(),
         });
         if let AgentSpec::Llm { history, .. } = &self.agent {
-            self.memory.push(Exchange {
+            self.memory.push(Arc::new(Exchange {
                 case_id: case_id.clone(),
                 results: agents::tool_results(&reply, extracted.call, &result),
                 reply: reply.clone(),
-            });
+            }));
             let excess = self.memory.len().saturating_sub(*history);
             self.memory.drain(..excess);
         }
