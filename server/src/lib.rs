@@ -3,6 +3,7 @@
 //! * [`engine`] — the pure simulation core (agents, scenes, orderings, the turn loop);
 //! * [`llm`] — the LLM seam and the offline mock dialect;
 //! * [`scenario`] — scenario files (`assets/scenarios/*.json`) turned into simulators;
+//! * [`trading`] — trading episodes on real market data (seed 003);
 //! * [`cli`] — the `simtree` command line.
 
 pub mod cli;
@@ -10,4 +11,5 @@ pub mod engine;
 pub mod http;
 pub mod llm;
 pub mod scenario;
+pub mod trading;
 pub mod tree;

@@ -1,0 +1,1082 @@
+//! Trading agents: what an agent is, how it is invoked, and how its decision is extracted.
+//!
+//! Every agent answers an [`AgentInvocation`] the same way the seed's LLM agent does: with a
+//! [`ModelReply`] holding tool calls, of which only `submit_decision` means anything. The rule-based
+//! baselines (buy-and-hold, momentum, mean-reversion) compute their Decision from the Case alone
+//! and emit one such call; the LLM agent puts the Case in a prompt, offers the one tool with the
+//! JSON schema of a Decision, and asks a [`ToolModel`]. [`extract_decision`] then applies the
+//! seed's rules uniformly: no call → hold, several → the last, invalid arguments → rejected.
+//!
+//! An agent is data ([`AgentSpec`]), so an episode can be cloned, stored and have its agent or
+//! prompt swapped by a branch op. The model behind the LLM agent is passed in per call, like the
+//! engine's `LlmClient`; [`MockToolModel`] is the deterministic offline dialect and
+//! [`FnToolModel`] wraps any function (tests, or an adapter to a real provider).
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::models::{AgentInvocation, Case, Decision, DecisionResult, Order, Side};
+use crate::llm::{BoxFuture, LlmError};
+
+/// The name of the agent's only tool.
+pub const SUBMIT_DECISION: &str = "submit_decision";
+
+// ---------------------------------------------------------------------------------------------
+// The tool-calling seam
+// ---------------------------------------------------------------------------------------------
+
+/// One tool call of a model reply. `arguments` is a JSON object, or a string holding one (as
+/// OpenAI-style APIs send it); both are accepted.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: Value,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChatRole {
+    System,
+    User,
+    Assistant,
+    Tool,
+}
+
+/// One chat message: text, the assistant's tool calls, or a tool result (`tool_call_id` set).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    pub role: ChatRole,
+    pub content: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
+impl ChatMessage {
+    pub fn text(role: ChatRole, content: impl Into<String>) -> Self {
+        ChatMessage {
+            role,
+            content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }
+    }
+
+    pub fn tool_result(call_id: &str, content: impl Into<String>) -> Self {
+        ChatMessage {
+            role: ChatRole::Tool,
+            content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: Some(call_id.to_owned()),
+        }
+    }
+}
+
+/// A tool the model may call; `parameters` is a JSON schema.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub parameters: Value,
+}
+
+/// A chat request with tools.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolRequest {
+    pub messages: Vec<ChatMessage>,
+    pub tools: Vec<ToolSpec>,
+}
+
+/// What a model (or a rule-based agent) answered: free text and tool calls.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelReply {
+    #[serde(default)]
+    pub text: String,
+    #[serde(default)]
+    pub tool_calls: Vec<ToolCall>,
+}
+
+/// A chat model with tool calling. Implementations: [`MockToolModel`], [`FnToolModel`], and (by
+/// the provider layer) adapters to real APIs.
+pub trait ToolModel: Send + Sync {
+    fn complete<'a>(
+        &'a self,
+        request: &'a ToolRequest,
+    ) -> BoxFuture<'a, Result<ModelReply, LlmError>>;
+}
+
+/// Any function from a request to a reply, as a [`ToolModel`].
+pub struct FnToolModel<F>(pub F);
+
+impl<F> ToolModel for FnToolModel<F>
+where
+    F: Fn(&ToolRequest) -> Result<ModelReply, LlmError> + Send + Sync,
+{
+    fn complete<'a>(
+        &'a self,
+        request: &'a ToolRequest,
+    ) -> BoxFuture<'a, Result<ModelReply, LlmError>> {
+        let reply = (self.0)(request);
+        Box::pin(async move { reply })
+    }
+}
+
+/// The JSON schema of a Decision, as the `submit_decision` tool's parameters.
+pub fn decision_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "orders": {
+                "type": "array",
+                "description": "Orders to execute together; an empty list holds.",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "ticker": {"type": "string", "description": "One of the case's tickers."},
+                        "side": {"type": "string", "enum": ["buy", "sell"]},
+                        "quantity": {"type": "integer", "minimum": 1,
+                                     "description": "Whole number of shares."}
+                    },
+                    "required": ["ticker", "side", "quantity"],
+                    "additionalProperties": false
+                }
+            }
+        },
+        "required": ["orders"],
+        "additionalProperties": false
+    })
+}
+
+/// The `submit_decision` tool offered to the LLM agent.
+pub fn submit_decision_tool() -> ToolSpec {
+    ToolSpec {
+        name: SUBMIT_DECISION.into(),
+        description: "Submit your orders for this decision point. All orders execute together \
+                      at the case's current prices, sells before buys, or none do; the result \
+                      says which, and why when rejected. Submit an empty list to hold."
+            .into(),
+        parameters: decision_schema(),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Extraction
+// ---------------------------------------------------------------------------------------------
+
+/// The decision taken from an agent's tool calls.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Extracted {
+    /// Index (in the reply's `tool_calls`) of the `submit_decision` call used; `None` when there
+    /// was none.
+    pub call: Option<usize>,
+    /// The Decision, or why the call's arguments are not one.
+    pub decision: Result<Decision, String>,
+}
+
+/// The seed's extraction rules: no `submit_decision` call → hold; several → the last one; a last
+/// call whose arguments are not a valid Decision → an error (the step is rejected). Calls to other
+/// tool names are ignored.
+pub fn extract_decision(calls: &[ToolCall]) -> Extracted {
+    let Some(idx) = calls.iter().rposition(|c| c.name == SUBMIT_DECISION) else {
+        return Extracted {
+            call: None,
+            decision: Ok(Decision::hold()),
+        };
+    };
+    Extracted {
+        call: Some(idx),
+        decision: parse_decision(&calls[idx].arguments),
+    }
+}
+
+/// Parses tool-call arguments into a Decision; the error names the JSON path at fault.
+pub fn parse_decision(arguments: &Value) -> Result<Decision, String> {
+    let parsed;
+    let value = match arguments {
+        Value::String(s) => {
+            parsed = serde_json::from_str::<Value>(s)
+                .map_err(|e| format!("arguments are not valid JSON: {e}"))?;
+            &parsed
+        }
+        v => v,
+    };
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        if path == "." {
+            e.inner().to_string()
+        } else {
+            format!("{path}: {}", e.inner())
+        }
+    })
+}
+
+/// The messages that answer each of `reply`'s tool calls once the decision has been handled: the
+/// used `submit_decision` call gets `result`, earlier ones are marked superseded, other tools
+/// unknown. A reply without a `submit_decision` call gets a user note that it counted as a hold.
+pub fn tool_results(
+    reply: &ModelReply,
+    used: Option<usize>,
+    result: &DecisionResult,
+) -> Vec<ChatMessage> {
+    let mut out = Vec::new();
+    for (i, call) in reply.tool_calls.iter().enumerate() {
+        let content = if Some(i) == used {
+            serde_json::to_string(result).unwrap_or_default()
+        } else if call.name == SUBMIT_DECISION {
+            serde_json::to_string(&DecisionResult::rejected(
+                "superseded by a later submit_decision call; not executed",
+            ))
+            .unwrap_or_default()
+        } else {
+            format!(
+                "unknown tool '{}'; the only tool is {SUBMIT_DECISION}",
+                call.name
+            )
+        };
+        out.push(ChatMessage::tool_result(&call.id, content));
+    }
+    if used.is_none() {
+        out.push(ChatMessage::text(
+            ChatRole::User,
+            format!(
+                "No {SUBMIT_DECISION} call was made, so this decision point counted as a hold."
+            ),
+        ));
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Agents
+// ---------------------------------------------------------------------------------------------
+
+fn default_lookback() -> usize {
+    10
+}
+fn default_band() -> f64 {
+    1.0
+}
+fn default_history() -> usize {
+    2
+}
+
+/// An agent and its parameters. Stored in the episode (and its config), swapped by a branch op.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum AgentSpec {
+    /// Spends the cash equally on every ticker at the first decision point, then holds.
+    BuyAndHold,
+    /// Holds the tickers whose close rose over the last `lookback` bars; sells those that fell.
+    Momentum {
+        #[serde(default = "default_lookback")]
+        lookback: usize,
+    },
+    /// Buys a ticker whose close is more than `band` standard deviations below its mean over the
+    /// last `lookback` bars; sells it once the close is back at or above the mean.
+    MeanReversion {
+        #[serde(default = "default_lookback")]
+        lookback: usize,
+        #[serde(default = "default_band")]
+        band: f64,
+    },
+    /// Asks a tool-calling model. `system_prompt` replaces the default one; `history` is how many
+    /// earlier decision points (the model's calls and their results) stay in the conversation.
+    Llm {
+        #[serde(default)]
+        system_prompt: Option<String>,
+        #[serde(default = "default_history")]
+        history: usize,
+    },
+}
+
+impl AgentSpec {
+    /// The agent kinds by name (`agent_id` of a config, `--agent` of the CLI).
+    pub const KINDS: [&'static str; 4] = ["buy_and_hold", "momentum", "mean_reversion", "llm"];
+
+    /// The default agent of a kind; `-` and `_` are interchangeable.
+    pub fn from_kind(kind: &str) -> Result<Self, String> {
+        Ok(match kind.replace('-', "_").as_str() {
+            "buy_and_hold" => AgentSpec::BuyAndHold,
+            "momentum" => AgentSpec::Momentum {
+                lookback: default_lookback(),
+            },
+            "mean_reversion" => AgentSpec::MeanReversion {
+                lookback: default_lookback(),
+                band: default_band(),
+            },
+            "llm" => AgentSpec::Llm {
+                system_prompt: None,
+                history: default_history(),
+            },
+            _ => {
+                return Err(format!(
+                    "unknown agent '{kind}' (known: {})",
+                    Self::KINDS.join(", ")
+                ));
+            }
+        })
+    }
+
+    pub fn kind(&self) -> &'static str {
+        match self {
+            AgentSpec::BuyAndHold => "buy_and_hold",
+            AgentSpec::Momentum { .. } => "momentum",
+            AgentSpec::MeanReversion { .. } => "mean_reversion",
+            AgentSpec::Llm { .. } => "llm",
+        }
+    }
+
+    pub fn is_llm(&self) -> bool {
+        matches!(self, AgentSpec::Llm { .. })
+    }
+
+    /// Checks the parameters; the message names the field.
+    pub fn validate(&self) -> Result<(), String> {
+        match self {
+            AgentSpec::Momentum { lookback } if *lookback == 0 => {
+                Err("agent.lookback must be at least 1".into())
+            }
+            AgentSpec::MeanReversion { lookback, .. } if *lookback < 2 => {
+                Err("agent.lookback must be at least 2".into())
+            }
+            AgentSpec::MeanReversion { band, .. } if !(band.is_finite() && *band >= 0.0) => Err(
+                format!("agent.band must be a non-negative number, got {band}"),
+            ),
+            AgentSpec::Llm {
+                system_prompt: Some(p),
+                ..
+            } if p.trim().is_empty() => Err("agent.system_prompt must not be empty".into()),
+            _ => Ok(()),
+        }
+    }
+
+    /// The Decision of a rule-based agent for `case`; `None` for the LLM agent.
+    pub fn rule_decision(&self, case: &Case) -> Option<Decision> {
+        Some(match *self {
+            AgentSpec::BuyAndHold => buy_and_hold(case),
+            AgentSpec::Momentum { lookback } => momentum(case, lookback),
+            AgentSpec::MeanReversion { lookback, band } => mean_reversion(case, lookback, band),
+            AgentSpec::Llm { .. } => return None,
+        })
+    }
+}
+
+/// The default system prompt of the LLM agent.
+pub const DEFAULT_SYSTEM_PROMPT: &str = "\
+You manage a stock portfolio in a day-by-day trading simulation. At each decision point you \
+receive a case: the tradable tickers, recent daily price bars with a summary of the period since \
+your last decision, any dated information items, and your current cash and share positions.
+
+Decide by calling the submit_decision tool exactly once. Rules:
+- Trade only the tickers listed in the case, in whole shares, long only (you cannot sell shares \
+you do not hold).
+- Orders fill at each ticker's current_price. Sells execute before buys, so sale proceeds can pay \
+for purchases in the same decision.
+- Either every order executes or none does: one invalid order rejects the whole decision. The \
+tool's result tells you which happened and why.
+- An empty list of orders means you hold. If you make no call, you hold.
+Think briefly about trend, risk and the information items, then submit.";
+
+/// The prompt text that carries the Case (the mock dialect reads the JSON back from it).
+pub fn case_message(invocation: &AgentInvocation) -> String {
+    let case = serde_json::to_string(&invocation.case.for_agent()).unwrap_or_default();
+    let remaining = match invocation.steps_remaining {
+        Some(0) => "This is the last decision point.".to_owned(),
+        Some(n) => format!("{n} more decision points follow this one."),
+        None => String::new(),
+    };
+    format!(
+        "Decision point {}. {remaining}\nCase:\n```json\n{case}\n```",
+        invocation.case.case_id
+    )
+}
+
+/// One earlier decision point as the LLM agent remembers it: the model's reply and the answers
+/// to its tool calls.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Exchange {
+    pub case_id: String,
+    pub reply: ModelReply,
+    pub results: Vec<ChatMessage>,
+}
+
+/// The request the LLM agent sends: system prompt, the remembered exchanges (their cases are not
+/// repeated), then the current case.
+pub fn llm_request(
+    system_prompt: &str,
+    history: &[Arc<Exchange>],
+    invocation: &AgentInvocation,
+) -> ToolRequest {
+    let mut messages = vec![ChatMessage::text(ChatRole::System, system_prompt)];
+    for ex in history {
+        messages.push(ChatMessage::text(
+            ChatRole::User,
+            format!(
+                "Decision point {} (its case is no longer shown).",
+                ex.case_id
+            ),
+        ));
+        messages.push(ChatMessage {
+            role: ChatRole::Assistant,
+            content: ex.reply.text.clone(),
+            tool_calls: ex.reply.tool_calls.clone(),
+            tool_call_id: None,
+        });
+        messages.extend(ex.results.iter().cloned());
+    }
+    messages.push(ChatMessage::text(ChatRole::User, case_message(invocation)));
+    ToolRequest {
+        messages,
+        tools: vec![submit_decision_tool()],
+    }
+}
+
+/// Invokes the agent `spec` at one decision point. Rule-based agents answer at once with one
+/// `submit_decision` call; the LLM agent asks `model` with `history` as its memory.
+pub async fn invoke(
+    spec: &AgentSpec,
+    history: &[Arc<Exchange>],
+    invocation: &AgentInvocation,
+    model: &dyn ToolModel,
+) -> Result<ModelReply, LlmError> {
+    if let Some(decision) = spec.rule_decision(&invocation.case) {
+        return Ok(ModelReply {
+            text: String::new(),
+            tool_calls: vec![ToolCall {
+                id: format!("{}-{}", spec.kind(), invocation.case.case_id),
+                name: SUBMIT_DECISION.into(),
+                arguments: serde_json::to_value(&decision).unwrap_or_default(),
+            }],
+        });
+    }
+    let AgentSpec::Llm {
+        system_prompt,
+        history: keep,
+    } = spec
+    else {
+        unreachable!("every other kind has a rule decision")
+    };
+    let prompt = system_prompt.as_deref().unwrap_or(DEFAULT_SYSTEM_PROMPT);
+    let from = history.len().saturating_sub(*keep);
+    let request = llm_request(prompt, &history[from..], invocation);
+    model.complete(&request).await
+}
+
+/// Whole shares of each ticker bought by splitting `cash` equally among `prices`.
+pub fn equal_split(cash: f64, prices: &[(&str, f64)]) -> Vec<(String, i64)> {
+    if prices.is_empty() || cash <= 0.0 {
+        return Vec::new();
+    }
+    let budget = cash / prices.len() as f64;
+    prices
+        .iter()
+        .filter(|(_, p)| *p > 0.0)
+        .map(|(t, p)| (t.to_string(), (budget / p).floor() as i64))
+        .filter(|(_, n)| *n > 0)
+        .collect()
+}
+
+/// Sells every share of `sells`, then spends the cash after the sales equally on `buys`.
+fn rebalance(case: &Case, sells: &[&str], buys: &[&str]) -> Decision {
+    let held = &case.portfolio;
+    let mut orders = Vec::new();
+    let mut cash = held.cash;
+    for &t in sells {
+        let (n, Some(p)) = (held.shares(t), case.price(t)) else {
+            continue;
+        };
+        if n > 0 {
+            orders.push(Order::new(t, Side::Sell, n));
+            cash += n as f64 * p;
+        }
+    }
+    let priced: Vec<(&str, f64)> = buys
+        .iter()
+        .filter_map(|&t| case.price(t).map(|p| (t, p)))
+        .collect();
+    for (t, n) in equal_split(cash, &priced) {
+        orders.push(Order::new(t, Side::Buy, n));
+    }
+    Decision { orders }
+}
+
+fn buy_and_hold(case: &Case) -> Decision {
+    if case.portfolio.positions.values().any(|&n| n != 0) {
+        return Decision::hold();
+    }
+    let all: Vec<&str> = case.tickers.iter().map(String::as_str).collect();
+    rebalance(case, &[], &all)
+}
+
+/// The last `n` closes of `ticker` in the case, oldest first (`None` with fewer bars).
+fn closes(case: &Case, ticker: &str, n: usize) -> Option<Vec<f64>> {
+    let bars = &case.stock_data.get(ticker)?.daily_bars;
+    (bars.len() >= n).then(|| bars[bars.len() - n..].iter().map(|b| b.close).collect())
+}
+
+fn momentum(case: &Case, lookback: usize) -> Decision {
+    let (mut sells, mut buys) = (Vec::new(), Vec::new());
+    for t in &case.tickers {
+        let Some(c) = closes(case, t, lookback + 1) else {
+            continue;
+        };
+        let change = c[c.len() - 1] / c[0] - 1.0;
+        let held = case.portfolio.shares(t) > 0;
+        if held && change < 0.0 {
+            sells.push(t.as_str());
+        } else if !held && change > 0.0 {
+            buys.push(t.as_str());
+        }
+    }
+    rebalance(case, &sells, &buys)
+}
+
+fn mean_reversion(case: &Case, lookback: usize, band: f64) -> Decision {
+    let (mut sells, mut buys) = (Vec::new(), Vec::new());
+    for t in &case.tickers {
+        let Some(c) = closes(case, t, lookback) else {
+            continue;
+        };
+        let mean = c.iter().sum::<f64>() / c.len() as f64;
+        let sd = (c.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / c.len() as f64).sqrt();
+        let last = c[c.len() - 1];
+        let held = case.portfolio.shares(t) > 0;
+        if held && last >= mean {
+            sells.push(t.as_str());
+        } else if !held && sd > 0.0 && (last - mean) / sd < -band {
+            buys.push(t.as_str());
+        }
+    }
+    rebalance(case, &sells, &buys)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The mock dialect
+// ---------------------------------------------------------------------------------------------
+
+/// A deterministic offline model that always makes one valid `submit_decision` call.
+///
+/// It reads the case JSON back from the last user message and applies a small rule on each
+/// ticker's interval summary: sell a held ticker that fell more than 1% over the interval, and buy
+/// the best riser not yet held with 30% of the cash on hand. Its orders never break an execution
+/// rule, so episodes with the LLM agent run end to end offline. A last message without a case gets
+/// a text reply and no call (a hold).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MockToolModel;
+
+impl ToolModel for MockToolModel {
+    fn complete<'a>(
+        &'a self,
+        request: &'a ToolRequest,
+    ) -> BoxFuture<'a, Result<ModelReply, LlmError>> {
+        let reply = mock_reply(request);
+        Box::pin(async move { Ok(reply) })
+    }
+}
+
+fn mock_reply(request: &ToolRequest) -> ModelReply {
+    let last_user = request
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m.role == ChatRole::User)
+        .map(|m| m.content.as_str())
+        .unwrap_or("");
+    let case = last_user
+        .split_once("```json\n")
+        .and_then(|(_, rest)| rest.split_once("\n```"))
+        .and_then(|(json, _)| serde_json::from_str::<Value>(json).ok());
+    let Some(case) = case else {
+        return ModelReply {
+            text: "Mock: no case found in the prompt; holding.".into(),
+            tool_calls: Vec::new(),
+        };
+    };
+    let case_id = case["case_id"].as_str().unwrap_or("?");
+    let cash = case["portfolio"]["cash"].as_f64().unwrap_or(0.0);
+    let held = |t: &str| case["portfolio"]["positions"][t].as_i64().unwrap_or(0);
+    let mut moves: Vec<(String, f64, f64)> = Vec::new(); // ticker, interval change, price
+    if let Some(stocks) = case["stock_data"].as_object() {
+        for (t, sd) in stocks {
+            let s = &sd["interval_summary"];
+            let (Some(open), Some(close), Some(price)) = (
+                s["open"].as_f64(),
+                s["close"].as_f64(),
+                sd["current_price"].as_f64(),
+            ) else {
+                continue;
+            };
+            if open > 0.0 && price > 0.0 {
+                moves.push((t.clone(), close / open - 1.0, price));
+            }
+        }
+    }
+    let mut orders = Vec::new();
+    for (t, change, _) in &moves {
+        if held(t) > 0 && *change < -0.01 {
+            orders.push(Order::new(t.as_str(), Side::Sell, held(t)));
+        }
+    }
+    let best = moves
+        .iter()
+        .filter(|(t, change, _)| held(t) == 0 && *change > 0.0)
+        .max_by(|a, b| a.1.total_cmp(&b.1));
+    if let Some((t, _, price)) = best {
+        let n = (cash * 0.3 / price).floor() as i64;
+        if n > 0 {
+            orders.push(Order::new(t.as_str(), Side::Buy, n));
+        }
+    }
+    let summary = if orders.is_empty() {
+        "nothing compelling, holding".to_owned()
+    } else {
+        orders
+            .iter()
+            .map(|o| format!("{} {} {}", o.side.as_str(), o.quantity, o.ticker))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    ModelReply {
+        text: format!("Mock analysis of {case_id}: {summary}."),
+        tool_calls: vec![ToolCall {
+            id: format!("mock-{case_id}"),
+            name: SUBMIT_DECISION.into(),
+            arguments: json!({ "orders": orders }),
+        }],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trading::execution::execute_decision;
+    use crate::trading::models::{CaseData, PortfolioSnapshot, PricePoint, StockData};
+
+    fn call(name: &str, args: Value) -> ToolCall {
+        ToolCall {
+            id: format!("c-{name}"),
+            name: name.into(),
+            arguments: args,
+        }
+    }
+
+    #[test]
+    fn no_call_is_a_hold() {
+        let e = extract_decision(&[]);
+        assert_eq!(
+            e,
+            Extracted {
+                call: None,
+                decision: Ok(Decision::hold())
+            }
+        );
+        let e = extract_decision(&[call("get_case", json!({}))]);
+        assert_eq!(e.call, None, "other tools do not count");
+        assert_eq!(e.decision, Ok(Decision::hold()));
+    }
+
+    #[test]
+    fn several_calls_use_the_last() {
+        let calls = [
+            call(
+                SUBMIT_DECISION,
+                json!({"orders": [{"ticker": "A", "side": "buy", "quantity": 1}]}),
+            ),
+            call(
+                SUBMIT_DECISION,
+                json!({"orders": [{"ticker": "B", "side": "sell", "quantity": 2}]}),
+            ),
+            call("other", json!({})),
+        ];
+        let e = extract_decision(&calls);
+        assert_eq!(e.call, Some(1));
+        assert_eq!(
+            e.decision.unwrap().orders,
+            vec![Order::new("B", Side::Sell, 2)]
+        );
+    }
+
+    #[test]
+    fn invalid_last_call_is_an_error_even_after_a_valid_one() {
+        let calls = [
+            call(SUBMIT_DECISION, json!({"orders": []})),
+            call(
+                SUBMIT_DECISION,
+                json!({"orders": [{"ticker": "A", "side": "hold", "quantity": 1}]}),
+            ),
+        ];
+        let e = extract_decision(&calls);
+        assert_eq!(e.call, Some(1));
+        let msg = e.decision.unwrap_err();
+        assert!(
+            msg.starts_with("orders[0].side: unknown variant `hold`"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn string_arguments_are_parsed_and_bad_json_is_reported() {
+        let ok = extract_decision(&[call(
+            SUBMIT_DECISION,
+            json!(r#"{"orders": [{"ticker": "A", "side": "buy", "quantity": 3}]}"#),
+        )]);
+        assert_eq!(ok.decision.unwrap().orders[0].quantity, 3);
+        let bad = extract_decision(&[call(SUBMIT_DECISION, json!("{orders: oops"))]);
+        assert!(
+            bad.decision
+                .unwrap_err()
+                .starts_with("arguments are not valid JSON")
+        );
+        let missing =
+            extract_decision(&[call(SUBMIT_DECISION, json!({"orders": [{"ticker": "A"}]}))]);
+        assert_eq!(
+            missing.decision.unwrap_err(),
+            "orders[0]: missing field `side`"
+        );
+        let extra = extract_decision(&[call(SUBMIT_DECISION, json!({"orders": [], "why": "x"}))]);
+        assert!(extra.decision.unwrap_err().contains("unknown field `why`"));
+        let not_object = extract_decision(&[call(SUBMIT_DECISION, json!([1]))]);
+        assert!(not_object.decision.is_err());
+    }
+
+    #[test]
+    fn tool_results_answer_every_call() {
+        let reply = ModelReply {
+            text: String::new(),
+            tool_calls: vec![
+                call(SUBMIT_DECISION, json!({"orders": []})),
+                call("peek", json!({})),
+                ToolCall {
+                    id: "last".into(),
+                    ..call(SUBMIT_DECISION, json!({"orders": []}))
+                },
+            ],
+        };
+        let result = DecisionResult::rejected("rejected, nothing executed: x");
+        let msgs = tool_results(&reply, Some(2), &result);
+        assert_eq!(msgs.len(), 3);
+        assert!(msgs[0].content.contains("superseded"));
+        assert!(msgs[1].content.contains("unknown tool 'peek'"));
+        assert_eq!(msgs[2].tool_call_id.as_deref(), Some("last"));
+        let back: DecisionResult = serde_json::from_str(&msgs[2].content).unwrap();
+        assert_eq!(back, result);
+        let none = tool_results(&ModelReply::default(), None, &result);
+        assert_eq!(none.len(), 1);
+        assert_eq!(none[0].role, ChatRole::User);
+    }
+
+    #[test]
+    fn agent_specs_parse_with_defaults_and_reject_unknown_fields() {
+        let m: AgentSpec = serde_json::from_value(json!({"kind": "momentum"})).unwrap();
+        assert_eq!(m, AgentSpec::Momentum { lookback: 10 });
+        let b: AgentSpec = serde_json::from_value(json!({"kind": "buy_and_hold"})).unwrap();
+        assert_eq!(b, AgentSpec::BuyAndHold);
+        let l: AgentSpec =
+            serde_json::from_value(json!({"kind": "llm", "system_prompt": "Be bold."})).unwrap();
+        assert_eq!(
+            l,
+            AgentSpec::Llm {
+                system_prompt: Some("Be bold.".into()),
+                history: 2
+            }
+        );
+        let err = serde_json::from_value::<AgentSpec>(json!({"kind": "momentum", "lookbak": 3}))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown field `lookbak`"), "{err}");
+        for spec in [b, m, l, AgentSpec::from_kind("mean-reversion").unwrap()] {
+            let back: AgentSpec =
+                serde_json::from_value(serde_json::to_value(&spec).unwrap()).unwrap();
+            assert_eq!(back, spec);
+            assert_eq!(
+                AgentSpec::from_kind(spec.kind()).unwrap().kind(),
+                spec.kind()
+            );
+        }
+        assert!(
+            AgentSpec::from_kind("oracle")
+                .unwrap_err()
+                .contains("known: buy_and_hold")
+        );
+        assert!(AgentSpec::Momentum { lookback: 0 }.validate().is_err());
+        assert!(
+            AgentSpec::MeanReversion {
+                lookback: 5,
+                band: -1.0
+            }
+            .validate()
+            .is_err()
+        );
+    }
+
+    /// A case over tickers with the given closes (oldest first) and portfolio.
+    fn case_with(series: &[(&str, &[f64])], cash: f64, held: &[(&str, i64)]) -> Case {
+        let stock_data = series
+            .iter()
+            .map(|(t, closes)| {
+                let bars: Vec<PricePoint> = closes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &c)| PricePoint {
+                        timestamp: format!("2020-01-{:02}", i + 1),
+                        open: c,
+                        high: c,
+                        low: c,
+                        close: c,
+                        volume: 1,
+                    })
+                    .collect();
+                let summary = crate::trading::models::IntervalPriceSummary::of(&bars);
+                let price = *closes.last().unwrap();
+                (
+                    t.to_string(),
+                    StockData {
+                        current_price: price,
+                        daily_bars: bars,
+                        interval_summary: summary,
+                    },
+                )
+            })
+            .collect();
+        Case {
+            case_id: "e:0".into(),
+            tickers: series.iter().map(|(t, _)| t.to_string()).collect(),
+            case_data: CaseData::default(),
+            stock_data,
+            portfolio: PortfolioSnapshot {
+                cash,
+                positions: held.iter().map(|(t, n)| (t.to_string(), *n)).collect(),
+            },
+            decision_point_idx: Some(0),
+            information_cutoff_timestamp: Some("2020-01-09".into()),
+        }
+    }
+
+    #[test]
+    fn buy_and_hold_invests_equally_once() {
+        let c = case_with(&[("A", &[10.0]), ("B", &[30.0])], 1000.0, &[]);
+        let d = AgentSpec::BuyAndHold.rule_decision(&c).unwrap();
+        assert_eq!(
+            d.orders,
+            vec![
+                Order::new("A", Side::Buy, 50),
+                Order::new("B", Side::Buy, 16)
+            ]
+        );
+        let c = case_with(&[("A", &[10.0]), ("B", &[30.0])], 20.0, &[("A", 50)]);
+        assert_eq!(
+            AgentSpec::BuyAndHold.rule_decision(&c).unwrap(),
+            Decision::hold()
+        );
+    }
+
+    #[test]
+    fn momentum_sells_fallers_and_buys_risers_with_the_proceeds() {
+        // A fell over 2 bars and is held; B rose and is not held; C rose and is held (kept).
+        let c = case_with(
+            &[
+                ("A", &[12.0, 11.0, 10.0]),
+                ("B", &[20.0, 21.0, 25.0]),
+                ("C", &[5.0, 5.0, 6.0]),
+            ],
+            0.0,
+            &[("A", 10), ("C", 3)],
+        );
+        let d = AgentSpec::Momentum { lookback: 2 }
+            .rule_decision(&c)
+            .unwrap();
+        assert_eq!(
+            d.orders,
+            vec![
+                Order::new("A", Side::Sell, 10),
+                Order::new("B", Side::Buy, 4)
+            ]
+        );
+        let (r, _) = execute_decision(&d, &c, &c.portfolio);
+        assert!(r.is_accepted(), "{}", r.message);
+        // Too few bars: no signal.
+        let d = AgentSpec::Momentum { lookback: 5 }
+            .rule_decision(&c)
+            .unwrap();
+        assert_eq!(d, Decision::hold());
+    }
+
+    #[test]
+    fn mean_reversion_buys_dips_and_exits_at_the_mean() {
+        // A: mean 10, last 7 is far below; B held and back above its mean.
+        let c = case_with(
+            &[
+                ("A", &[11.0, 11.0, 11.0, 7.0]),
+                ("B", &[10.0, 9.0, 9.0, 12.0]),
+            ],
+            100.0,
+            &[("B", 2)],
+        );
+        let d = AgentSpec::MeanReversion {
+            lookback: 4,
+            band: 1.0,
+        }
+        .rule_decision(&c)
+        .unwrap();
+        assert_eq!(
+            d.orders,
+            vec![
+                Order::new("B", Side::Sell, 2),
+                Order::new("A", Side::Buy, 17)
+            ]
+        );
+        let (r, _) = execute_decision(&d, &c, &c.portfolio);
+        assert!(r.is_accepted(), "{}", r.message);
+        let strict = AgentSpec::MeanReversion {
+            lookback: 4,
+            band: 2.0,
+        }
+        .rule_decision(&c)
+        .unwrap();
+        assert_eq!(
+            strict.orders,
+            vec![Order::new("B", Side::Sell, 2)],
+            "A is within 2 sd"
+        );
+    }
+
+    fn invocation(case: Case) -> AgentInvocation {
+        AgentInvocation {
+            case,
+            episode_id: "e".into(),
+            agent_id: "llm".into(),
+            steps_remaining: Some(3),
+        }
+    }
+
+    #[test]
+    fn llm_request_carries_the_case_without_metadata_and_one_tool() {
+        let c = case_with(&[("A", &[10.0, 11.0])], 1000.0, &[]);
+        let history = vec![Arc::new(Exchange {
+            case_id: "e:-1".into(),
+            reply: ModelReply {
+                text: "hi".into(),
+                tool_calls: vec![call(SUBMIT_DECISION, json!({"orders": []}))],
+            },
+            results: vec![ChatMessage::tool_result("c-submit_decision", "{}")],
+        })];
+        let req = llm_request(DEFAULT_SYSTEM_PROMPT, &history, &invocation(c.clone()));
+        assert_eq!(req.tools.len(), 1);
+        assert_eq!(req.tools[0].name, SUBMIT_DECISION);
+        assert_eq!(req.tools[0].parameters, decision_schema());
+        let roles: Vec<ChatRole> = req.messages.iter().map(|m| m.role).collect();
+        use ChatRole::*;
+        assert_eq!(roles, [System, User, Assistant, Tool, User]);
+        let last = &req.messages[4].content;
+        assert!(last.starts_with("Decision point e:0. 3 more decision points follow this one."));
+        let json = last
+            .split_once("```json\n")
+            .unwrap()
+            .1
+            .split_once("\n```")
+            .unwrap()
+            .0;
+        let shown: Value = serde_json::from_str(json).unwrap();
+        assert_eq!(shown, serde_json::to_value(c.for_agent()).unwrap());
+        assert!(shown.get("information_cutoff_timestamp").is_none());
+        assert!(shown.get("decision_point_idx").is_none());
+    }
+
+    #[test]
+    fn llm_agent_keeps_only_its_history_window() {
+        let c = case_with(&[("A", &[10.0, 11.0])], 1000.0, &[]);
+        let history: Vec<Arc<Exchange>> = (0..5)
+            .map(|i| {
+                Arc::new(Exchange {
+                    case_id: format!("e:{i}"),
+                    reply: ModelReply::default(),
+                    results: vec![],
+                })
+            })
+            .collect();
+        let seen = std::sync::Mutex::new(Vec::new());
+        let model = FnToolModel(|req: &ToolRequest| {
+            seen.lock().unwrap().push(req.messages.len());
+            Ok(ModelReply::default())
+        });
+        let spec = AgentSpec::Llm {
+            system_prompt: Some("Custom.".into()),
+            history: 2,
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let reply = rt
+            .block_on(invoke(&spec, &history, &invocation(c), &model))
+            .unwrap();
+        assert_eq!(reply, ModelReply::default());
+        // system + 2 × (user, assistant) + the case.
+        assert_eq!(*seen.lock().unwrap(), [6]);
+    }
+
+    #[test]
+    fn mock_model_makes_one_valid_call() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        // A rose (best riser, bought with 30% of cash); B held and fell 10% (sold).
+        let c = case_with(
+            &[("A", &[10.0, 12.0]), ("B", &[50.0, 45.0])],
+            1000.0,
+            &[("B", 4)],
+        );
+        let req = llm_request(DEFAULT_SYSTEM_PROMPT, &[], &invocation(c.clone()));
+        let reply = rt.block_on(MockToolModel.complete(&req)).unwrap();
+        assert_eq!(reply.tool_calls.len(), 1);
+        let e = extract_decision(&reply.tool_calls);
+        let d = e.decision.unwrap();
+        assert_eq!(
+            d.orders,
+            vec![
+                Order::new("B", Side::Sell, 4),
+                Order::new("A", Side::Buy, 25)
+            ]
+        );
+        assert!(execute_decision(&d, &c, &c.portfolio).0.is_accepted());
+        assert_eq!(reply.text, "Mock analysis of e:0: sell 4 B, buy 25 A.");
+        // No case in the prompt: no call.
+        let empty = ToolRequest {
+            messages: vec![ChatMessage::text(ChatRole::User, "hello")],
+            tools: vec![],
+        };
+        assert!(
+            rt.block_on(MockToolModel.complete(&empty))
+                .unwrap()
+                .tool_calls
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn rule_agents_answer_with_one_submit_decision_call() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let c = case_with(&[("A", &[10.0])], 100.0, &[]);
+        let failing =
+            FnToolModel(|_: &ToolRequest| Err(LlmError::Request("must not be called".into())));
+        let reply = rt
+            .block_on(invoke(
+                &AgentSpec::BuyAndHold,
+                &[],
+                &invocation(c),
+                &failing,
+            ))
+            .unwrap();
+        assert_eq!(reply.tool_calls.len(), 1);
+        assert_eq!(reply.tool_calls[0].id, "buy_and_hold-e:0");
+        assert_eq!(
+            extract_decision(&reply.tool_calls).decision.unwrap().orders,
+            vec![Order::new("A", Side::Buy, 10)]
+        );
+    }
+}
