@@ -20,9 +20,7 @@ async fn send(method: &str, path: &str, body: Option<&Value>) -> Result<String, 
     }
     let req = Request::new_with_str_and_init(path, &init).map_err(js_err)?;
     if body.is_some() {
-        req.headers()
-            .set("content-type", "application/json")
-            .map_err(js_err)?;
+        req.headers().set("content-type", "application/json").map_err(js_err)?;
     }
     let window = web_sys::window().ok_or("no window")?;
     let resp: Response = JsFuture::from(window.fetch_with_request(&req))
@@ -116,11 +114,7 @@ pub fn connect(path: &str, mut on_text: impl FnMut(String) + 'static) -> Result<
 
 /// localStorage get/set (ignoring a browser that refuses storage).
 pub fn storage_get(key: &str) -> Option<String> {
-    web_sys::window()?
-        .local_storage()
-        .ok()??
-        .get_item(key)
-        .ok()?
+    web_sys::window()?.local_storage().ok()??.get_item(key).ok()?
 }
 
 pub fn storage_set(key: &str, value: &str) {

@@ -56,10 +56,7 @@ fn current_route() -> Route {
     let Some(loc) = web_sys::window().map(|w| w.location()) else {
         return Route::Home;
     };
-    Route::parse(
-        &loc.pathname().unwrap_or_default(),
-        &loc.search().unwrap_or_default(),
-    )
+    Route::parse(&loc.pathname().unwrap_or_default(), &loc.search().unwrap_or_default())
 }
 
 fn detect_lang() -> Lang {
@@ -139,12 +136,8 @@ impl Tree {
                 let mut note = None;
                 self.graph.update(|g| note = g.apply(&msg));
                 match note {
-                    Some(Toast::Started(n)) => {
-                        ctx.toast(toast(ctx.lang.get_untracked(), "toasts.nodeStarted", n))
-                    }
-                    Some(Toast::Finished(n)) => {
-                        ctx.toast(toast(ctx.lang.get_untracked(), "toasts.nodeFinished", n))
-                    }
+                    Some(Toast::Started(n)) => ctx.toast(toast(ctx.lang.get_untracked(), "toasts.nodeStarted", n)),
+                    Some(Toast::Finished(n)) => ctx.toast(toast(ctx.lang.get_untracked(), "toasts.nodeFinished", n)),
                     None => {}
                 }
                 if let TreeMsg::Deleted { .. } = msg {
@@ -153,8 +146,7 @@ impl Tree {
                         .get_untracked()
                         .is_some_and(|s| !self.graph.with_untracked(|g| g.nodes.contains_key(&s)));
                     if gone {
-                        self.selected
-                            .set(Some(self.graph.with_untracked(|g| g.root)));
+                        self.selected.set(Some(self.graph.with_untracked(|g| g.root)));
                     }
                 }
                 self.last_msg.set(Some(msg));

@@ -18,12 +18,7 @@ pub struct Comparison {
 }
 
 /// `path_a`/`path_b` are the root paths of the two nodes (root first); `logs_*` their full logs.
-pub fn compare(
-    path_a: &[u64],
-    logs_a: &[LogEntry],
-    path_b: &[u64],
-    logs_b: &[LogEntry],
-) -> Comparison {
+pub fn compare(path_a: &[u64], logs_a: &[LogEntry], path_b: &[u64], logs_b: &[LogEntry]) -> Comparison {
     let lca = path_a
         .iter()
         .zip(path_b)
@@ -31,11 +26,7 @@ pub fn compare(
         .map(|(a, _)| *a)
         .last()
         .unwrap_or(0);
-    let shared: Vec<u64> = path_a
-        .iter()
-        .copied()
-        .take_while(|n| path_b.contains(n))
-        .collect();
+    let shared: Vec<u64> = path_a.iter().copied().take_while(|n| path_b.contains(n)).collect();
     let since = |logs: &[LogEntry]| {
         logs.iter()
             .filter(|e| !shared.contains(&e.node))
@@ -45,11 +36,7 @@ pub fn compare(
     let left = since(logs_a);
     let right = since(logs_b);
     let same = |a: &LogEntry, b: &LogEntry| a.kind == b.kind && a.data == b.data;
-    let common = left
-        .iter()
-        .zip(&right)
-        .take_while(|(a, b)| same(a, b))
-        .count();
+    let common = left.iter().zip(&right).take_while(|(a, b)| same(a, b)).count();
     let first_divergence = (common < left.len().max(right.len())).then_some(common);
     Comparison {
         lca,

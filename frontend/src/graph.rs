@@ -14,10 +14,7 @@ use crate::model::{LEGEND, edge_colour, edge_name, node_fill};
 #[component]
 pub fn GraphView(tree: Tree, width: f64, height: f64) -> impl IntoView {
     let layout = Memo::new(move |_| tree.graph.with(Layout::compute));
-    let parents: Memo<HashSet<u64>> = Memo::new(move |_| {
-        tree.graph
-            .with(|g| g.edges.iter().map(|e| e.from).collect())
-    });
+    let parents: Memo<HashSet<u64>> = Memo::new(move |_| tree.graph.with(|g| g.edges.iter().map(|e| e.from).collect()));
     let view_t = RwSignal::new(ViewTransform::default());
     let fitted_for = StoredValue::new(None::<u64>);
     // Fit once per tree, when its first layout arrives (never per frame).
@@ -52,8 +49,7 @@ pub fn GraphView(tree: Tree, width: f64, height: f64) -> impl IntoView {
         let (x, y) = (f64::from(ev.offset_x()), f64::from(ev.offset_y()));
         view_t.update(|t| *t = t.zoom_at(x, y, factor));
     };
-    let zoom =
-        move |factor: f64| view_t.update(|t| *t = t.zoom_at(width / 2.0, height / 2.0, factor));
+    let zoom = move |factor: f64| view_t.update(|t| *t = t.zoom_at(width / 2.0, height / 2.0, factor));
     let fit = move || view_t.set(layout.with(|l| ViewTransform::fit(l, width, height)));
 
     let node = move |id: u64| {
@@ -149,12 +145,7 @@ pub fn GraphView(tree: Tree, width: f64, height: f64) -> impl IntoView {
 /// A small overview of the whole tree: every node as one dot in a single path, the viewport as a
 /// rectangle; clicking centres the main view there.
 #[component]
-fn Minimap(
-    layout: Memo<Layout>,
-    view_t: RwSignal<ViewTransform>,
-    width: f64,
-    height: f64,
-) -> impl IntoView {
+fn Minimap(layout: Memo<Layout>, view_t: RwSignal<ViewTransform>, width: f64, height: f64) -> impl IntoView {
     const MW: f64 = 160.0;
     const MH: f64 = 100.0;
     let mini = Memo::new(move |_| layout.with(|l| ViewTransform::fit(l, MW, MH)));
@@ -235,9 +226,7 @@ pub fn UsageLine(tree: Tree) -> impl IntoView {
         tree.last_msg.track();
         let Some(t) = tree.id.get() else { return };
         leptos::task::spawn_local(async move {
-            if let Ok(v) =
-                crate::api::get::<serde_json::Value>(&format!("/devui/simtree/{t}/usage")).await
-            {
+            if let Ok(v) = crate::api::get::<serde_json::Value>(&format!("/devui/simtree/{t}/usage")).await {
                 usage.set(Some(v));
             }
         });

@@ -61,12 +61,7 @@ impl Layout {
         }
         let mut bounds = (f64::MAX, f64::MAX, f64::MIN, f64::MIN);
         for &(x, y) in pos.values() {
-            bounds = (
-                bounds.0.min(x),
-                bounds.1.min(y),
-                bounds.2.max(x),
-                bounds.3.max(y),
-            );
+            bounds = (bounds.0.min(x), bounds.1.min(y), bounds.2.max(x), bounds.3.max(y));
         }
         if pos.is_empty() {
             bounds = (0.0, 0.0, 0.0, 0.0);
@@ -80,9 +75,7 @@ impl Layout {
         let mut ids: Vec<u64> = self
             .pos
             .iter()
-            .filter(|&(_, &(x, y))| {
-                x + r >= view.0 && x - r <= view.2 && y + r >= view.1 && y - r <= view.3
-            })
+            .filter(|&(_, &(x, y))| x + r >= view.0 && x - r <= view.2 && y + r >= view.1 && y - r <= view.3)
             .map(|(&id, _)| id)
             .collect();
         ids.sort_unstable();
@@ -163,10 +156,7 @@ impl ViewTransform {
     }
 
     pub fn svg(&self) -> String {
-        format!(
-            "translate({:.2},{:.2}) scale({:.4})",
-            self.tx, self.ty, self.scale
-        )
+        format!("translate({:.2},{:.2}) scale({:.4})", self.tx, self.ty, self.scale)
     }
 }
 
@@ -253,11 +243,7 @@ mod tests {
         let l = Layout::compute(&g);
         let t = ViewTransform::default();
         let shown = l.visible(t.world_view(800.0, 600.0));
-        assert!(
-            !shown.is_empty() && shown.len() < 40,
-            "{} of 5000 drawn",
-            shown.len()
-        );
+        assert!(!shown.is_empty() && shown.len() < 40, "{} of 5000 drawn", shown.len());
     }
 
     #[test]
@@ -266,12 +252,7 @@ mod tests {
         let l = Layout::compute(&g);
         let t = ViewTransform::fit(&l, 800.0, 600.0);
         let view = t.world_view(800.0, 600.0);
-        assert!(
-            view.0 <= l.bounds.0
-                && view.2 >= l.bounds.2
-                && view.1 <= l.bounds.1
-                && view.3 >= l.bounds.3
-        );
+        assert!(view.0 <= l.bounds.0 && view.2 >= l.bounds.2 && view.1 <= l.bounds.1 && view.3 >= l.bounds.3);
         let z = t.zoom_at(100.0, 100.0, 2.0);
         assert!((z.scale - (t.scale * 2.0).min(MAX_SCALE)).abs() < 1e-9);
         // The point under the cursor stays put.

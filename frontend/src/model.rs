@@ -65,8 +65,7 @@ impl GraphModel {
             TreeMsg::Deleted { node } => {
                 let gone = self.descendants(*node);
                 self.nodes.retain(|id, _| !gone.contains(id));
-                self.edges
-                    .retain(|e| !gone.contains(&e.to) && !gone.contains(&e.from));
+                self.edges.retain(|e| !gone.contains(&e.to) && !gone.contains(&e.from));
                 self.running.retain(|id| !gone.contains(id));
                 None
             }
@@ -163,11 +162,8 @@ impl NodeView {
             return;
         }
         let d = &entry.data;
-        let (Some(agent), Some(role), Some(content)) = (
-            d["agent"].as_str(),
-            d["role"].as_str(),
-            d["content"].as_str(),
-        ) else {
+        let (Some(agent), Some(role), Some(content)) = (d["agent"].as_str(), d["role"].as_str(), d["content"].as_str())
+        else {
             return;
         };
         let view = match self.agents.iter_mut().position(|a| a.name == agent) {
@@ -354,15 +350,9 @@ mod tests {
         // A repeated attached (e.g. after a snapshot raced it) adds no duplicate edge.
         g.apply(&attached(2, Some(1), 2, EdgeType::PublicEvent));
         assert_eq!(g.edges.len(), 3);
-        assert_eq!(
-            g.apply(&TreeMsg::RunStart { node: 3 }),
-            Some(Toast::Started(3))
-        );
+        assert_eq!(g.apply(&TreeMsg::RunStart { node: 3 }), Some(Toast::Started(3)));
         assert!(g.running.contains(&3));
-        assert_eq!(
-            g.apply(&TreeMsg::RunFinish { node: 3 }),
-            Some(Toast::Finished(3))
-        );
+        assert_eq!(g.apply(&TreeMsg::RunFinish { node: 3 }), Some(Toast::Finished(3)));
         assert!(g.running.is_empty());
         g.apply(&TreeMsg::RunStart { node: 2 });
         g.apply(&TreeMsg::Deleted { node: 1 });
@@ -414,10 +404,7 @@ mod tests {
         });
         assert_eq!(
             v.agents[0].memory,
-            vec![
-                ("user".into(), "a\nb".into()),
-                ("assistant".into(), "c".into())
-            ]
+            vec![("user".into(), "a\nb".into()), ("assistant".into(), "c".into())]
         );
         assert_eq!(v.agents[1].memory, vec![("user".into(), "x".into())]);
         assert_eq!(v.events.len(), 1);
@@ -436,10 +423,7 @@ mod tests {
         );
         assert_eq!(event_line(&public).unwrap().label, "[Event]");
         assert_eq!(
-            event_line(&e(
-                "system_broadcast",
-                json!({"type": "MessageEvent", "text": "x"})
-            )),
+            event_line(&e("system_broadcast", json!({"type": "MessageEvent", "text": "x"}))),
             None
         );
         let msg = e(

@@ -234,9 +234,7 @@ fn agents_of(tree: Tree) -> RwSignal<Vec<String>> {
             return;
         };
         leptos::task::spawn_local(async move {
-            if let Ok(state) =
-                api::get::<NodeState>(&format!("/devui/simtree/{t}/node/{n}/state")).await
-            {
+            if let Ok(state) = api::get::<NodeState>(&format!("/devui/simtree/{t}/node/{n}/state")).await {
                 agents.set(state.agents.into_iter().map(|a| a.name).collect());
             }
         });
@@ -275,9 +273,9 @@ fn BranchEditor(tree: Tree) -> impl IntoView {
     };
     let apply = move |_| {
         let op = match kind.get().as_str() {
-            "agent_ctx_append" => Ok(
-                json!({"op": "agent_ctx_append", "name": agent.get(), "role": role.get(), "content": content.get()}),
-            ),
+            "agent_ctx_append" => {
+                Ok(json!({"op": "agent_ctx_append", "name": agent.get(), "role": role.get(), "content": content.get()}))
+            }
             "public_broadcast" => Ok(json!({"op": "public_broadcast", "text": text.get()})),
             k => match serde_json::from_str::<Value>(&json_text.get()) {
                 Err(e) => Err(format!("invalid JSON: {e}")),
@@ -385,10 +383,8 @@ fn ComparePanel(tree: Tree) -> impl IntoView {
             return;
         };
         act(async move {
-            let la =
-                api::get::<Vec<LogEntry>>(&format!("/devui/simtree/{t}/node/{a}/logs")).await?;
-            let lb =
-                api::get::<Vec<LogEntry>>(&format!("/devui/simtree/{t}/node/{b}/logs")).await?;
+            let la = api::get::<Vec<LogEntry>>(&format!("/devui/simtree/{t}/node/{a}/logs")).await?;
+            let lb = api::get::<Vec<LogEntry>>(&format!("/devui/simtree/{t}/node/{b}/logs")).await?;
             let c = compare(&path_of(tree, a), &la, &path_of(tree, b), &lb);
             result.set(Some((a, b, c)));
             Ok(())
@@ -464,11 +460,7 @@ fn event_view(line: EventLine) -> impl IntoView {
 }
 
 /// Scrolls an element to its bottom after a change, while `stick` is on.
-fn stick_to_bottom<T>(
-    stick: RwSignal<bool>,
-    el: NodeRef<html::Div>,
-    track: impl Fn() -> T + 'static,
-) {
+fn stick_to_bottom<T>(stick: RwSignal<bool>, el: NodeRef<html::Div>, track: impl Fn() -> T + 'static) {
     Effect::new(move |_| {
         track();
         if stick.get()
@@ -481,11 +473,7 @@ fn stick_to_bottom<T>(
 
 /// The events list of a node.
 #[component]
-fn EventsPanel(
-    view_state: RwSignal<NodeView>,
-    stick: RwSignal<bool>,
-    viewer: bool,
-) -> impl IntoView {
+fn EventsPanel(view_state: RwSignal<NodeView>, stick: RwSignal<bool>, viewer: bool) -> impl IntoView {
     let ctx = ctx();
     let el = NodeRef::<html::Div>::new();
     stick_to_bottom(stick, el, move || view_state.with(|v| v.events.len()));
@@ -493,13 +481,7 @@ fn EventsPanel(
         view_state.with(|v| {
             v.events
                 .iter()
-                .filter_map(|e| {
-                    if viewer {
-                        viewer_line(e)
-                    } else {
-                        event_line(e)
-                    }
-                })
+                .filter_map(|e| if viewer { viewer_line(e) } else { event_line(e) })
                 .collect::<Vec<_>>()
         })
     };
@@ -523,8 +505,7 @@ fn AgentsPanel(view_state: RwSignal<NodeView>, stick: RwSignal<bool>) -> impl In
     let ctx = ctx();
     let chosen = RwSignal::new(String::new());
     Effect::new(move |_| {
-        let names: Vec<String> =
-            view_state.with(|v| v.agents.iter().map(|a| a.name.clone()).collect());
+        let names: Vec<String> = view_state.with(|v| v.agents.iter().map(|a| a.name.clone()).collect());
         if !names.contains(&chosen.get_untracked()) {
             chosen.set(names.first().cloned().unwrap_or_default());
         }
@@ -575,8 +556,7 @@ fn AgentsPanel(view_state: RwSignal<NodeView>, stick: RwSignal<bool>) -> impl In
 }
 
 async fn fetch_node(tree: u64, node: u64) -> Result<NodeView, String> {
-    let events =
-        api::get::<Vec<LogEntry>>(&format!("/devui/simtree/{tree}/sim/{node}/events")).await?;
+    let events = api::get::<Vec<LogEntry>>(&format!("/devui/simtree/{tree}/sim/{node}/events")).await?;
     let state = api::get::<NodeState>(&format!("/devui/simtree/{tree}/sim/{node}/state")).await?;
     Ok(NodeView::from_rest(node, events, &state))
 }

@@ -14,11 +14,7 @@ pub enum Route {
 
 impl Route {
     pub fn parse(path: &str, query: &str) -> Route {
-        let parts: Vec<&str> = path
-            .trim_matches('/')
-            .split('/')
-            .filter(|p| !p.is_empty())
-            .collect();
+        let parts: Vec<&str> = path.trim_matches('/').split('/').filter(|p| !p.is_empty()).collect();
         let id = |i: usize| parts.get(i).and_then(|p| p.parse().ok());
         match parts.first().copied() {
             Some("simtree") => Route::SimTree(id(1)),
@@ -45,10 +41,7 @@ impl Route {
             Route::Studio(None) => "/studio".into(),
             Route::Studio(Some(t)) => format!("/studio/{t}"),
             Route::Sim { tree: None, .. } => "/sim".into(),
-            Route::Sim {
-                tree: Some(t),
-                node,
-            } => format!("/sim/{t}?node={node}"),
+            Route::Sim { tree: Some(t), node } => format!("/sim/{t}?node={node}"),
         }
     }
 }
@@ -69,28 +62,13 @@ mod tests {
                 node: 14
             }
         );
-        assert_eq!(
-            Route::parse("/sim/2", "?sim=5"),
-            Route::Sim {
-                tree: Some(2),
-                node: 5
-            }
-        );
-        assert_eq!(
-            Route::parse("/sim/2", ""),
-            Route::Sim {
-                tree: Some(2),
-                node: 0
-            }
-        );
+        assert_eq!(Route::parse("/sim/2", "?sim=5"), Route::Sim { tree: Some(2), node: 5 });
+        assert_eq!(Route::parse("/sim/2", ""), Route::Sim { tree: Some(2), node: 0 });
         for r in [
             Route::Home,
             Route::SimTree(Some(1)),
             Route::Studio(Some(4)),
-            Route::Sim {
-                tree: Some(1),
-                node: 9,
-            },
+            Route::Sim { tree: Some(1), node: 9 },
         ] {
             let href = r.href();
             let (p, q) = href.split_once('?').unwrap_or((&href, ""));

@@ -44,10 +44,7 @@ fn main() {
     }
     let elapsed = started.elapsed();
     println!("simulator clone (simple_chat, mock LLM, median of 2001 clones)");
-    println!(
-        "{:>8} {:>14} {:>22}",
-        "turns", "clone", "memory entries (all)"
-    );
+    println!("{:>8} {:>14} {:>22}", "turns", "clone", "memory entries (all)");
     for (turns, t, mem) in &rows {
         println!("{turns:>8} {:>11.2} µs {mem:>22}", t.as_secs_f64() * 1e6);
     }

@@ -79,13 +79,9 @@ async fn main_bench() {
         steps.push(t.elapsed());
     }
     let chain_total = started.elapsed();
-    let step_at =
-        |depth: usize| median(steps[depth.saturating_sub(3)..(depth + 2).min(200)].to_vec());
+    let step_at = |depth: usize| median(steps[depth.saturating_sub(3)..(depth + 2).min(200)].to_vec());
     let (d1, d200) = (median(steps[0..5].to_vec()), step_at(198));
-    println!(
-        "chain of 200 single-turn advances: {:.1} ms total",
-        ms(chain_total)
-    );
+    println!("chain of 200 single-turn advances: {:.1} ms total", ms(chain_total));
     println!(
         "  per step at depth 1: {:.3} ms; at depth 200: {:.3} ms (ratio {:.2})",
         ms(d1),
@@ -114,14 +110,8 @@ async fn main_bench() {
     let samples: Vec<Duration> = (0..50)
         .map(|_| {
             let t = Instant::now();
-            app.branch(
-                tree,
-                deep,
-                vec![Op::PublicBroadcast {
-                    text: "news".into(),
-                }],
-            )
-            .unwrap();
+            app.branch(tree, deep, vec![Op::PublicBroadcast { text: "news".into() }])
+                .unwrap();
             t.elapsed()
         })
         .collect();
@@ -132,10 +122,7 @@ async fn main_bench() {
 
     // (d) memory of long chains, each in a fresh process.
     for n in [1_000u64, 10_000] {
-        println!(
-            "resident memory of a {n}-node chain: {} MB",
-            memory_of_chain(n)
-        );
+        println!("resident memory of a {n}-node chain: {} MB", memory_of_chain(n));
     }
 }
 
@@ -144,10 +131,7 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
-    if let Some(n) = std::env::var("SIMTREE_BENCH_MEM")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
+    if let Some(n) = std::env::var("SIMTREE_BENCH_MEM").ok().and_then(|v| v.parse().ok()) {
         rt.block_on(memory_child(n));
         return;
     }

@@ -13,11 +13,7 @@ use crate::llm::{Dialect, LlmConfig, LlmSettings, build_provider};
 use crate::scenario::{ScenarioLibrary, assets_dir};
 
 #[derive(Debug, Parser)]
-#[command(
-    name = "simtree",
-    version,
-    about = "Branching timelines for multi-agent simulations"
-)]
+#[command(name = "simtree", version, about = "Branching timelines for multi-agent simulations")]
 pub struct Cli {
     /// Folder with scenarios/ (default: $SIMTREE_ASSETS, ./assets, or the checkout's assets).
     #[arg(long, global = true)]
@@ -45,6 +41,11 @@ pub enum Command {
     },
     /// List the scenarios found in the assets folder.
     Scenarios,
+    /// Trading episodes on real market data.
+    Trade {
+        #[command(subcommand)]
+        command: TradeCommand,
+    },
     /// Serve the HTTP/WebSocket API (DevUI-compatible) with the offline mock LLM.
     Serve {
         /// Address to listen on (port 0 picks a free port; the bound address is printed).
@@ -77,6 +78,13 @@ pub enum Command {
     },
 }
 
+#[derive(Debug, Subcommand)]
+pub enum TradeCommand {
+    /// Run one episode with a baseline or the (mock) LLM agent; print metrics and write the
+    /// experiment folder (`config.json`, `episode_log.jsonl`, `trade_history.json`).
+    Run(crate::trading::cli::TradeRunArgs),
+}
+
 /// Runs the CLI; returns the process exit code.
 pub fn main_with(cli: Cli) -> i32 {
     match run(cli) {
@@ -90,12 +98,21 @@ pub fn main_with(cli: Cli) -> i32 {
 
 fn run(cli: Cli) -> Result<(), String> {
     let assets = cli.assets.unwrap_or_else(assets_dir);
-    let library =
-        ScenarioLibrary::load_dir(&assets.join("scenarios")).map_err(|e| e.to_string())?;
+    if let Command::Trade {
+        command: TradeCommand::Run(args),
+    } = cli.command
+    {
+        return crate::trading::cli::trade_run(args).map(|out| print!("{out}"));
+    }
+    let library = ScenarioLibrary::load_assets(&assets).map_err(|e| e.to_string())?;
     match cli.command {
+        Command::Trade { .. } => Ok(()),
         Command::Scenarios => {
             for s in &library.scenarios {
                 println!("{:<22} {:<12} {}", s.id, s.scene.name, s.title);
+            }
+            for s in &library.trading {
+                println!("{:<22} {:<12} {}", s.id, "trading", s.title);
             }
             Ok(())
         }
@@ -196,8 +213,7 @@ fn run(cli: Cli) -> Result<(), String> {
 fn backend(file: Option<&std::path::Path>) -> Result<Backend, String> {
     let mut config = LlmConfig::from_env().map_err(|e| format!("LLM settings: {e}"))?;
     if let Some(path) = file {
-        let settings =
-            LlmSettings::from_path(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let settings = LlmSettings::from_path(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let env = |name: &str| std::env::var(name).ok();
         config = settings
             .resolve(&config, None, None, &env)
@@ -245,11 +261,7 @@ pub fn human_line(e: &Event) -> String {
         EventType::PlanUpdate => format!("[plan] {} {}", s(d, "agent"), d["plan"]),
         EventType::EmotionUpdate => format!("[emotion] {} {}", s(d, "agent"), s(d, "emotion")),
         EventType::LandlordDeal => format!("[deal] bottom {}", d["bottom"]),
-        EventType::AgentError => format!(
-            "[error] {} step {}: {}",
-            s(d, "agent"),
-            d["step"],
-            s(d, "error")
-        ),
+        EventType::DecisionPoint => format!("[decision] {} value {}", d["log"]["case_id"], d["value"]),
+        EventType::AgentError => format!("[error] {} step {}: {}", s(d, "agent"), d["step"], s(d, "error")),
     }
 }

@@ -11,5 +11,6 @@ pub mod engine;
 pub mod http;
 pub mod llm;
 pub mod scenario;
+pub mod sim;
 pub mod trading;
 pub mod tree;

@@ -29,10 +29,7 @@ pub enum ScenarioError {
     #[error("{file}: {message}")]
     Invalid { file: String, message: String },
     #[error("cannot read {path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Io { path: PathBuf, source: std::io::Error },
     #[error("unknown scenario '{0}'")]
     Unknown(String),
 }
@@ -74,10 +71,7 @@ pub struct AgentSpec {
 }
 
 fn default_ordering() -> Ordering {
-    Ordering::Sequential {
-        names: vec![],
-        idx: 0,
-    }
+    Ordering::Sequential { names: vec![], idx: 0 }
 }
 fn default_steps() -> u32 {
     DEFAULT_MAX_STEPS
@@ -134,9 +128,7 @@ impl Scenario {
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
         if scenario.agents.is_empty() {
-            return Err(invalid(
-                "agents: a scenario needs at least one agent".into(),
-            ));
+            return Err(invalid("agents: a scenario needs at least one agent".into()));
         }
         // Building once validates the scene config and cross-references (moderator, roles, map).
         scenario.build(None).map_err(|e| match e {
@@ -166,20 +158,14 @@ impl Scenario {
         };
         let agents = self.agents.iter().map(AgentSpec::to_agent).collect();
         let s = &self.scene;
-        let scene = Scene::build(
-            s.kind,
-            s.name.clone(),
-            s.initial_event.clone(),
-            s.config.clone(),
-        )
-        .map_err(|e| invalid(format!("scene.config: {e}")))?;
+        let scene = Scene::build(s.kind, s.name.clone(), s.initial_event.clone(), s.config.clone())
+            .map_err(|e| invalid(format!("scene.config: {e}")))?;
         let opts = SimOptions {
             max_steps_per_turn: self.max_steps_per_turn,
             emotion_enabled: self.emotion_enabled,
             seed: seed.unwrap_or(self.seed),
         };
-        let mut sim =
-            Simulator::build(agents, scene, self.ordering.clone(), opts).map_err(invalid)?;
+        let mut sim = Simulator::build(agents, scene, self.ordering.clone(), opts).map_err(invalid)?;
         for text in &self.broadcasts {
             sim.broadcast(&SceneEvent::public(text.clone()));
         }
@@ -205,10 +191,52 @@ impl AgentSpec {
     }
 }
 
-/// The scenarios of a directory, sorted by id.
+/// A trading episode as a shipped scenario (`assets/trading/<id>.json`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TradingScenario {
+    #[serde(default, skip_serializing)]
+    pub id: String,
+    #[serde(default)]
+    pub title: String,
+    #[serde(default)]
+    pub description: String,
+    /// Decision points to run by default.
+    #[serde(default = "default_turns")]
+    pub default_turns: u64,
+    pub episode: crate::trading::models::EpisodeConfig,
+}
+
+impl TradingScenario {
+    pub fn load_file(path: &Path) -> Result<TradingScenario, ScenarioError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io {
+            path: path.into(),
+            source,
+        })?;
+        let file = format!(
+            "trading/{}",
+            path.file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        );
+        let de = &mut serde_json::Deserializer::from_str(&text);
+        let mut s: TradingScenario = serde_path_to_error::deserialize(de).map_err(|e| ScenarioError::Invalid {
+            file: file.clone(),
+            message: format!("{}: {}", e.path(), e.inner()),
+        })?;
+        s.id = path
+            .file_stem()
+            .map(|x| x.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Ok(s)
+    }
+}
+
+/// The scenarios of the assets folder, sorted by id: social scenes and trading episodes.
 #[derive(Clone, Debug, Default)]
 pub struct ScenarioLibrary {
     pub scenarios: Vec<Scenario>,
+    pub trading: Vec<TradingScenario>,
 }
 
 impl ScenarioLibrary {
@@ -223,11 +251,37 @@ impl ScenarioLibrary {
             .filter(|p| p.extension().is_some_and(|x| x == "json"))
             .collect();
         paths.sort();
-        let scenarios = paths
-            .iter()
-            .map(|p| Scenario::load_file(p))
-            .collect::<Result<_, _>>()?;
-        Ok(ScenarioLibrary { scenarios })
+        let scenarios = paths.iter().map(|p| Scenario::load_file(p)).collect::<Result<_, _>>()?;
+        Ok(ScenarioLibrary {
+            scenarios,
+            trading: Vec::new(),
+        })
+    }
+
+    /// Loads `assets/scenarios` and, when present, `assets/trading`.
+    pub fn load_assets(assets: &Path) -> Result<Self, ScenarioError> {
+        let mut lib = ScenarioLibrary::load_dir(&assets.join("scenarios"))?;
+        let dir = assets.join("trading");
+        if dir.is_dir() {
+            let entries = std::fs::read_dir(&dir).map_err(|source| ScenarioError::Io {
+                path: dir.clone(),
+                source,
+            })?;
+            let mut paths: Vec<PathBuf> = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "json"))
+                .collect();
+            paths.sort();
+            lib.trading = paths
+                .iter()
+                .map(|p| TradingScenario::load_file(p))
+                .collect::<Result<_, _>>()?;
+        }
+        Ok(lib)
+    }
+
+    pub fn trading(&self, id: &str) -> Option<&TradingScenario> {
+        self.trading.iter().find(|s| s.id == id)
     }
 
     pub fn get(&self, id: &str) -> Result<&Scenario, ScenarioError> {
@@ -238,7 +292,11 @@ impl ScenarioLibrary {
     }
 
     pub fn ids(&self) -> Vec<&str> {
-        self.scenarios.iter().map(|s| s.id.as_str()).collect()
+        self.scenarios
+            .iter()
+            .map(|s| s.id.as_str())
+            .chain(self.trading.iter().map(|s| s.id.as_str()))
+            .collect()
     }
 }
 

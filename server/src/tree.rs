@@ -14,17 +14,13 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use simtree_shared::{
-    AgentState, Attached, EdgeType, Graph, GraphEdge, GraphNode, MemoryLine, NodeState, Op,
-    Summary, SummaryEdge,
-};
+use simtree_shared::{Attached, EdgeType, Graph, GraphEdge, GraphNode, NodeState, Op, Summary, SummaryEdge};
 use tokio::sync::broadcast;
 
-use crate::engine::Simulator;
-use crate::engine::event::{Event, SceneEvent};
-use crate::engine::memory::Role;
-use crate::engine::plan::PlanState;
+use crate::engine::event::Event;
 use crate::llm::ledger::{LlmRecord, UsageTotals};
+use crate::sim::Sim;
+use crate::trading::data::MarketData;
 
 pub type NodeId = u64;
 
@@ -68,9 +64,7 @@ impl NodeLogInner {
 
     fn entries(&self) -> impl Iterator<Item = &str> {
         let starts = std::iter::once(0).chain(self.ends.iter().copied());
-        starts
-            .zip(self.ends.iter().copied())
-            .map(|(a, b)| &self.text[a..b])
+        starts.zip(self.ends.iter().copied()).map(|(a, b)| &self.text[a..b])
     }
 }
 
@@ -168,7 +162,7 @@ pub struct Node {
     pub ops: Vec<Op>,
     pub children: Vec<NodeId>,
     /// The node's simulator; `None` while it runs (the run owns it).
-    pub sim: Option<Arc<Simulator>>,
+    pub sim: Option<Arc<Sim>>,
     pub log: Arc<NodeLog>,
     pub status: NodeStatus,
     /// Why the run failed, when it did.
@@ -199,9 +193,8 @@ pub struct SimTree {
 
 impl SimTree {
     /// A tree whose root holds `sim`; the simulator's pending events become the root's log.
-    pub fn new(scenario: impl Into<String>, mut sim: Simulator) -> Self {
-        let mut events: Vec<Event> = Vec::new();
-        sim.flush_pending(&mut events);
+    pub fn new(scenario: impl Into<String>, mut sim: Sim) -> Self {
+        let events = sim.initial_events();
         let entries: Vec<String> = events.iter().map(|e| entry_json(e, 0)).collect();
         let root = Node {
             id: 0,
@@ -240,17 +233,11 @@ impl SimTree {
     }
 
     /// The finished simulator of a node (an error while it runs).
-    pub fn sim(&self, id: NodeId) -> Result<&Arc<Simulator>, TreeError> {
+    pub fn sim(&self, id: NodeId) -> Result<&Arc<Sim>, TreeError> {
         self.node(id)?.sim.as_ref().ok_or(TreeError::Running(id))
     }
 
-    fn attach(
-        &mut self,
-        parent: NodeId,
-        ops: Vec<Op>,
-        sim: Option<Arc<Simulator>>,
-        log: NodeLog,
-    ) -> NodeId {
+    fn attach(&mut self, parent: NodeId, ops: Vec<Op>, sim: Option<Arc<Sim>>, log: NodeLog) -> NodeId {
         let id = self.next_id;
         self.next_id += 1;
         let depth = self.nodes.get(&parent).map_or(0, |p| p.depth + 1);
@@ -281,30 +268,15 @@ impl SimTree {
 
     /// Creates a running child of `parent` that will advance `turns` turns; returns its id, the
     /// simulator to run and the log to run it into. The caller runs it and calls [`Self::finish`].
-    pub fn start_advance(
-        &mut self,
-        parent: NodeId,
-        turns: u64,
-    ) -> Result<(NodeId, Simulator, Arc<NodeLog>), TreeError> {
+    pub fn start_advance(&mut self, parent: NodeId, turns: u64) -> Result<(NodeId, Sim, Arc<NodeLog>), TreeError> {
         let sim = self.sim(parent)?.fork();
-        let id = self.attach(
-            parent,
-            vec![Op::Advance { turns }],
-            None,
-            NodeLog::default(),
-        );
+        let id = self.attach(parent, vec![Op::Advance { turns }], None, NodeLog::default());
         let log = self.nodes[&id].log.clone();
         Ok((id, sim, log))
     }
 
     /// Stores a finished run's simulator and LLM records. A node deleted meanwhile is simply gone.
-    pub fn finish(
-        &mut self,
-        id: NodeId,
-        sim: Simulator,
-        error: Option<String>,
-        records: Vec<LlmRecord>,
-    ) {
+    pub fn finish(&mut self, id: NodeId, sim: Sim, error: Option<String>, records: Vec<LlmRecord>) {
         if let Some(node) = self.nodes.get_mut(&id) {
             node.records = records;
             node.log.seal();
@@ -337,13 +309,14 @@ impl SimTree {
     /// clone first: on any error nothing is allocated or attached.
     pub fn branch(&mut self, parent: NodeId, ops: Vec<Op>) -> Result<NodeId, TreeError> {
         let mut sim = self.sim(parent)?.fork();
+        let mut events = Vec::new();
         for (i, op) in ops.iter().enumerate() {
-            apply_op(&mut sim, op).map_err(|e| TreeError::InvalidOp(format!("ops[{i}]: {e}")))?;
+            events.extend(
+                sim.apply_op(op)
+                    .map_err(|e| TreeError::InvalidOp(format!("ops[{i}]: {e}")))?,
+            );
         }
         let id = self.next_id;
-        let mut events = sim.world.take_out();
-        sim.world.flush_pending();
-        events.extend(sim.world.take_out());
         let entries: Vec<String> = events.iter().map(|e| entry_json(e, id)).collect();
         let log = NodeLog::from_entries(entries.iter().map(String::as_str));
         Ok(self.attach(parent, ops, Some(Arc::new(sim)), log))
@@ -487,7 +460,7 @@ impl SimTree {
             .values()
             .map(|n| Summary {
                 id: n.id,
-                turns: n.sim.as_ref().map_or(0, |s| s.turns),
+                turns: n.sim.as_ref().map_or(0, |s| s.turns()),
                 parent: n.parent,
                 edges: n
                     .children
@@ -505,30 +478,7 @@ impl SimTree {
 
     /// `GET …/state`: turns and every agent's role, plan, merged memory and emotion.
     pub fn state(&self, id: NodeId) -> Result<NodeState, TreeError> {
-        let sim = self.sim(id)?;
-        let agents = sim
-            .world
-            .agents
-            .iter()
-            .map(|a| AgentState {
-                name: a.name.clone(),
-                role: a.role().map(str::to_string),
-                plan_state: serde_json::to_value(&a.plan_state).unwrap_or(Value::Null),
-                short_memory: a
-                    .short_memory
-                    .iter()
-                    .map(|m| MemoryLine {
-                        role: m.role.as_str().to_string(),
-                        content: m.content.to_string(),
-                    })
-                    .collect(),
-                emotion: a.emotion.clone(),
-            })
-            .collect();
-        Ok(NodeState {
-            turns: sim.turns,
-            agents,
-        })
+        Ok(self.sim(id)?.state())
     }
 
     /// A lossless JSON snapshot of the whole tree (logs, ops, simulator states).
@@ -568,7 +518,8 @@ impl SimTree {
     }
 
     /// Rebuilds a tree from an export, checking its structure.
-    pub fn import(data: TreeExport) -> Result<SimTree, TreeError> {
+    /// `market` is re-attached to trading episodes (it is not part of the export).
+    pub fn import(data: TreeExport, market: Option<&Arc<MarketData>>) -> Result<SimTree, TreeError> {
         let bad = |m: String| TreeError::InvalidOp(m);
         if data.format != EXPORT_FORMAT {
             return Err(bad(format!(
@@ -582,18 +533,12 @@ impl SimTree {
                 return Err(bad(format!("duplicate node id {}", n.id)));
             }
             if n.id >= data.seq {
-                return Err(bad(format!(
-                    "node id {} is not below seq {}",
-                    n.id, data.seq
-                )));
+                return Err(bad(format!("node id {} is not below seq {}", n.id, data.seq)));
             }
             match n.parent {
                 None if n.id != 0 => return Err(bad(format!("node {} has no parent", n.id))),
                 Some(p) if !nodes.contains_key(&p) => {
-                    return Err(bad(format!(
-                        "node {} lists parent {p} before it appears",
-                        n.id
-                    )));
+                    return Err(bad(format!("node {} lists parent {p} before it appears", n.id)));
                 }
                 _ => {}
             }
@@ -619,7 +564,11 @@ impl SimTree {
                     edge_type: n.edge_type,
                     ops: n.ops,
                     children: Vec::new(),
-                    sim: Some(Arc::new(n.sim)),
+                    sim: Some(Arc::new({
+                        let mut sim = n.sim;
+                        sim.attach(market);
+                        sim
+                    })),
                     log: Arc::new(NodeLog::from_entries(entries.iter().map(String::as_str))),
                     status: if n.status == NodeStatus::Running {
                         NodeStatus::Failed
@@ -642,7 +591,7 @@ impl SimTree {
     }
 }
 
-pub const EXPORT_FORMAT: &str = "simtree-export/1";
+pub const EXPORT_FORMAT: &str = "simtree-export/2";
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -665,59 +614,11 @@ pub struct NodeExport {
     pub status: NodeStatus,
     #[serde(default)]
     pub error: Option<String>,
-    pub sim: Simulator,
+    pub sim: Sim,
     pub logs: Vec<Value>,
     /// Recorded LLM calls, so an imported tree can still be replayed offline.
     #[serde(default)]
     pub records: Vec<LlmRecord>,
-}
-
-/// Applies one branch op to a simulator clone (spec §2.3). Errors name what is wrong.
-pub fn apply_op(sim: &mut Simulator, op: &Op) -> Result<(), String> {
-    let agent_index = |sim: &Simulator, name: &str| {
-        sim.world.agent_index(name).ok_or_else(|| {
-            format!(
-                "unknown agent '{name}' (agents: {})",
-                sim.world.names().join(", ")
-            )
-        })
-    };
-    match op {
-        Op::Advance { .. } => {
-            Err("Unknown op: advance (use the advance routes to run turns)".into())
-        }
-        Op::AgentCtxAppend {
-            name,
-            role,
-            content,
-        } => {
-            let i = agent_index(sim, name)?;
-            let role = Role::parse_memory_role(role)
-                .ok_or_else(|| format!("role must be 'user' or 'assistant', not '{role}'"))?;
-            sim.world.agents[i].short_memory.append(role, content);
-            Ok(())
-        }
-        Op::AgentPlanReplace { name, plan_state } => {
-            let i = agent_index(sim, name)?;
-            let plan: PlanState = serde_json::from_value(plan_state.clone())
-                .map_err(|e| format!("plan_state: {e}"))?;
-            sim.world.agents[i].plan_state = plan;
-            Ok(())
-        }
-        Op::AgentPropsPatch { name, updates } => {
-            let i = agent_index(sim, name)?;
-            let props = &mut sim.world.agents[i].properties;
-            for (k, v) in updates {
-                props.insert(k.clone(), v.clone());
-            }
-            Ok(())
-        }
-        Op::SceneStatePatch { updates } => sim.scene.patch_state(updates),
-        Op::PublicBroadcast { text } => {
-            sim.broadcast(&SceneEvent::public(text.clone()));
-            Ok(())
-        }
-    }
 }
 
 #[cfg(test)]
@@ -729,16 +630,18 @@ mod tests {
 
     fn tree() -> SimTree {
         let s = Scenario::load_file(&assets_dir().join("scenarios/simple_chat.json")).unwrap();
-        SimTree::new("simple_chat", s.build(None).unwrap())
+        SimTree::new("simple_chat", Sim::Social(s.build(None).unwrap()))
     }
 
     fn advance(t: &mut SimTree, parent: NodeId, turns: u64) -> NodeId {
         let (id, mut sim, log) = t.start_advance(parent, turns).unwrap();
         let mut sink = |e: Event| log.push(&entry_json(&e, id));
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        rt.block_on(sim.run(turns, &MockClient, &mut sink)).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let ctx = crate::sim::RunCtx {
+            llm: std::sync::Arc::new(MockClient),
+            tools: std::sync::Arc::new(crate::trading::agents::MockToolModel),
+        };
+        rt.block_on(sim.run(turns, &ctx, &mut sink)).unwrap();
         t.finish(id, sim, None, Vec::new());
         id
     }
@@ -754,11 +657,7 @@ mod tests {
         assert!(logs[0].ends_with("\"node\":0}"));
         assert!(logs[3].ends_with(&format!("\"node\":{a}}}")));
         assert!(logs[48].ends_with(&format!("\"node\":{b}}}")));
-        assert_eq!(
-            t.node(a).unwrap().log.len(),
-            45,
-            "a node stores only its own entries"
-        );
+        assert_eq!(t.node(a).unwrap().log.len(), 45, "a node stores only its own entries");
         assert_eq!(t.summaries()[1].turns, 1);
     }
 
@@ -793,11 +692,7 @@ mod tests {
             assert_eq!(t.node(id).unwrap().edge_type, edge);
         }
         let bcast = t.node(5).unwrap();
-        assert_eq!(
-            bcast.log.len(),
-            3 + 1,
-            "three deltas and one system_broadcast"
-        );
+        assert_eq!(bcast.log.len(), 3 + 1, "three deltas and one system_broadcast");
         let state = t.state(5).unwrap();
         assert!(
             state.agents[0].short_memory[0]
@@ -823,9 +718,7 @@ mod tests {
         let err = t.branch(0, bad).unwrap_err();
         assert_eq!(
             err,
-            TreeError::InvalidOp(
-                "ops[1]: unknown agent 'Nobody' (agents: Host, Alice, Bob)".into()
-            )
+            TreeError::InvalidOp("ops[1]: unknown agent 'Nobody' (agents: Host, Alice, Bob)".into())
         );
         assert_eq!(t.len(), 1);
         let next = t.branch(0, vec![]).unwrap();
@@ -856,18 +749,14 @@ mod tests {
     fn export_import_is_lossless() {
         let mut t = tree();
         let a = advance(&mut t, 0, 2);
-        t.branch(a, vec![Op::PublicBroadcast { text: "x".into() }])
-            .unwrap();
+        t.branch(a, vec![Op::PublicBroadcast { text: "x".into() }]).unwrap();
         let exported = t.export().unwrap();
         let json = serde_json::to_string(&exported).unwrap();
-        let back = SimTree::import(serde_json::from_str(&json).unwrap()).unwrap();
-        assert_eq!(
-            serde_json::to_string(&back.export().unwrap()).unwrap(),
-            json
-        );
+        let back = SimTree::import(serde_json::from_str(&json).unwrap(), None).unwrap();
+        assert_eq!(serde_json::to_string(&back.export().unwrap()).unwrap(), json);
         assert_eq!(back.logs(2).unwrap(), t.logs(2).unwrap());
         let mut broken: TreeExport = serde_json::from_str(&json).unwrap();
         broken.nodes[1].parent = Some(99);
-        assert!(SimTree::import(broken).is_err());
+        assert!(SimTree::import(broken, None).is_err());
     }
 }

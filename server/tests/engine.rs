@@ -33,12 +33,8 @@ fn mutating_a_clone_leaves_the_original_untouched() {
     let before = state(&original);
     let mut copy = original.fork();
     run(&mut copy, 4);
-    copy.scene
-        .patch_state(json!({"time": 5}).as_object().unwrap())
-        .unwrap();
-    copy.world.agents[0]
-        .properties
-        .insert("mood".into(), json!("tired"));
+    copy.scene.patch_state(json!({"time": 5}).as_object().unwrap()).unwrap();
+    copy.world.agents[0].properties.insert("mood".into(), json!("tired"));
     assert_ne!(state(&copy), before);
     assert_eq!(state(&original), before);
 }
@@ -52,10 +48,7 @@ fn a_clone_continues_exactly_as_the_original_would() {
     run(&mut forked, 3);
     let mut child = forked.clone();
     let tail_child = run(&mut child, 3);
-    assert_eq!(
-        tail_straight, tail_child,
-        "the mock's counters travel with the clone"
-    );
+    assert_eq!(tail_straight, tail_child, "the mock's counters travel with the clone");
     assert_eq!(state(&straight), state(&child));
 }
 
@@ -111,18 +104,12 @@ fn malformed_scenarios_name_the_file_and_the_field() {
     let mut bad = base.clone();
     bad["agents"][0]["nmae"] = json!("typo");
     let msg = load_err(&bad.to_string());
-    assert!(
-        msg.contains("agents[0].nmae: unknown field `nmae`"),
-        "{msg}"
-    );
+    assert!(msg.contains("agents[0].nmae: unknown field `nmae`"), "{msg}");
 
     let mut bad = base.clone();
     bad["scene"]["config"] = json!({"colour": 1});
     let msg = load_err(&bad.to_string());
-    assert!(
-        msg.contains("scene.config") && msg.contains("colour"),
-        "{msg}"
-    );
+    assert!(msg.contains("scene.config") && msg.contains("colour"), "{msg}");
 
     let mut bad = base.clone();
     bad["agents"] = json!([{"name": "A"}, {"name": "A"}]);
@@ -148,7 +135,11 @@ fn llm_moderated_ordering_runs_and_survives_cloning() {
     let events = run(&mut sim, 4);
     // The mock never answers schedule_order, so the moderator's refusal is reported and the queue
     // falls back to every name.
-    assert!(events.iter().any(|e| e.data["error"] == "the moderator did not answer with a schedule_order action"));
+    assert!(
+        events
+            .iter()
+            .any(|e| e.data["error"] == "the moderator did not answer with a schedule_order action")
+    );
     let mut copy = sim.clone();
     let a = run(&mut sim, 3);
     let b = run(&mut copy, 3);

@@ -20,22 +20,17 @@ fn log_of(scenario: &str, turns: u64, seed: Option<u64>) -> Vec<String> {
     let (report, more) = sim.run_blocking(turns, &MockClient);
     report.unwrap_or_else(|e| panic!("{e}"));
     events.extend(more);
-    events
-        .iter()
-        .map(|e| serde_json::to_string(e).unwrap())
-        .collect()
+    events.iter().map(|e| serde_json::to_string(e).unwrap()).collect()
 }
 
 fn check_golden(scenario: &str) {
-    let file = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join(format!("tests/golden/{scenario}_10turns.jsonl"));
+    let file = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/golden/{scenario}_10turns.jsonl"));
     let actual = log_of(scenario, 10, None);
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         std::fs::write(&file, actual.join("\n") + "\n").unwrap();
         return;
     }
-    let expected =
-        std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    let expected = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
     let expected: Vec<&str> = expected.lines().collect();
     for (i, (want, got)) in expected.iter().zip(&actual).enumerate() {
         assert_eq!(
@@ -45,11 +40,7 @@ fn check_golden(scenario: &str) {
             file.display()
         );
     }
-    assert_eq!(
-        expected.len(),
-        actual.len(),
-        "{scenario}: number of events differs"
-    );
+    assert_eq!(expected.len(), actual.len(), "{scenario}: number of events differs");
 }
 
 #[test]

@@ -23,8 +23,8 @@ use simtree::engine::simulator::event_json;
 use simtree::llm::config::OpenAiJsonMode;
 use simtree::llm::provider::structured_response;
 use simtree::llm::{
-    ChatProvider, ChatRequest, Dialect, JsonSchema, LlmClient, LlmConfig, LlmError, LlmState,
-    ProviderClient, ProviderPool, ToolChoice, ToolSpec, build_provider, e2e, structured,
+    ChatProvider, ChatRequest, Dialect, JsonSchema, LlmClient, LlmConfig, LlmError, LlmState, ProviderClient,
+    ProviderPool, ToolChoice, ToolSpec, build_provider, e2e, structured,
 };
 use simtree::scenario::{Scenario, assets_dir};
 
@@ -108,13 +108,7 @@ impl Server {
     }
 }
 
-async fn handle(
-    State(f): State<Fake>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
+async fn handle(State(f): State<Fake>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
     let now = f.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
     f.peak.fetch_max(now, Ordering::SeqCst);
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
@@ -151,9 +145,7 @@ async fn serve(answer: Answer) -> Server {
         in_flight: Arc::default(),
         peak: Arc::default(),
     };
-    let app = axum::Router::new()
-        .fallback(handle)
-        .with_state(fake.clone());
+    let app = axum::Router::new().fallback(handle).with_state(fake.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr: SocketAddr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -221,10 +213,7 @@ fn openai_text(text: &str) -> Value {
            "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14}})
 }
 
-async fn chat(
-    p: &dyn ChatProvider,
-    req: &ChatRequest,
-) -> Result<simtree::llm::ChatResponse, LlmError> {
+async fn chat(p: &dyn ChatProvider, req: &ChatRequest) -> Result<simtree::llm::ChatResponse, LlmError> {
     p.chat(req, &mut LlmState::default()).await
 }
 
@@ -307,25 +296,13 @@ async fn openai_plain_requests_carry_no_tools_and_no_auth_without_a_key() {
     let s = &server.seen()[0];
     assert_eq!(s.path, "/v1/chat/completions");
     assert!(s.headers.get("authorization").is_none());
-    let keys: Vec<&str> = s
-        .body
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
-    assert_eq!(
-        keys,
-        ["model", "messages", "temperature", "top_p", "max_tokens"]
-    );
+    let keys: Vec<&str> = s.body.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(keys, ["model", "messages", "temperature", "top_p", "max_tokens"]);
 }
 
 #[tokio::test]
 async fn openai_json_object_mode_for_llama_cpp_python() {
-    let server = script(vec![ok(openai_text(
-        "{\"action\": \"hold\", \"qty\": null}",
-    ))])
-    .await;
+    let server = script(vec![ok(openai_text("{\"action\": \"hold\", \"qty\": null}"))]).await;
     let mut c = config(Dialect::OpenAi, &server, "/v1");
     c.openai_json_mode = OpenAiJsonMode::JsonObject;
     let p = build_provider(&c).unwrap();
@@ -358,15 +335,11 @@ async fn gemini_sends_generate_content_with_system_instruction_schema_and_functi
     req.tools = vec![vote_tool()];
     req.tool_choice = ToolChoice::Required;
     req.temperature = Some(0.1);
-    let (v, resp) =
-        structured_response(p.as_ref(), req, decision_schema(), &mut LlmState::default())
-            .await
-            .unwrap();
+    let (v, resp) = structured_response(p.as_ref(), req, decision_schema(), &mut LlmState::default())
+        .await
+        .unwrap();
     assert_eq!(v, json!({"action": "buy", "qty": 3}));
-    assert_eq!(
-        (resp.usage.prompt_tokens, resp.usage.completion_tokens),
-        (30, 9)
-    );
+    assert_eq!((resp.usage.prompt_tokens, resp.usage.completion_tokens), (30, 9));
 
     let s = &server.seen()[0];
     assert_eq!(s.method, Method::POST);
@@ -421,15 +394,11 @@ async fn anthropic_forces_a_tool_for_structured_output() {
     let p = build_provider(&c).unwrap();
     let mut req = ChatRequest::new(conversation());
     req.tools = vec![vote_tool()];
-    let (v, resp) =
-        structured_response(p.as_ref(), req, decision_schema(), &mut LlmState::default())
-            .await
-            .unwrap();
+    let (v, resp) = structured_response(p.as_ref(), req, decision_schema(), &mut LlmState::default())
+        .await
+        .unwrap();
     assert_eq!(v, json!({"action": "sell", "qty": 2}));
-    assert_eq!(
-        (resp.usage.prompt_tokens, resp.usage.completion_tokens),
-        (55, 12)
-    );
+    assert_eq!((resp.usage.prompt_tokens, resp.usage.completion_tokens), (55, 12));
 
     let s = &server.seen()[0];
     assert_eq!(s.method, Method::POST);
@@ -503,11 +472,7 @@ async fn a_slow_provider_times_out_per_attempt_and_is_retried() {
         "LLM request failed: openai:openai-test: timed out after 0.2s (gave up after 2 attempts)"
     );
     assert_eq!(server.seen().len(), 2);
-    assert!(
-        start.elapsed() < Duration::from_secs(2),
-        "{:?}",
-        start.elapsed()
-    );
+    assert!(start.elapsed() < Duration::from_secs(2), "{:?}", start.elapsed());
 }
 
 #[tokio::test]
@@ -531,8 +496,7 @@ async fn a_429_with_retry_after_is_waited_out_then_retried() {
 #[tokio::test]
 async fn a_persistent_429_fails_with_the_status_and_the_attempt_count() {
     let server = script(vec![
-        status(429, r#"{"error": {"message": "Rate limit reached"}}"#)
-            .header("retry-after-ms", "20"),
+        status(429, r#"{"error": {"message": "Rate limit reached"}}"#).header("retry-after-ms", "20"),
     ])
     .await;
     let e = text_chat(build_provider(&config(Dialect::OpenAi, &server, "/v1")).unwrap())
@@ -557,9 +521,7 @@ async fn server_errors_are_retried_until_success() {
     ])
     .await;
     let p = build_provider(&config(Dialect::Anthropic, &server, "/v1")).unwrap();
-    let r = chat(p.as_ref(), &ChatRequest::new(conversation()))
-        .await
-        .unwrap();
+    let r = chat(p.as_ref(), &ChatRequest::new(conversation())).await.unwrap();
     assert_eq!(r.text, "third time");
     assert_eq!(server.seen().len(), 3);
     assert_eq!(
@@ -599,15 +561,10 @@ async fn malformed_json_is_a_clear_unretried_error() {
         .unwrap_err();
     let msg = e.to_string();
     assert!(
-        msg.starts_with(
-            "LLM response unusable: openai:openai-test: malformed JSON in the response body"
-        ),
+        msg.starts_with("LLM response unusable: openai:openai-test: malformed JSON in the response body"),
         "{msg}"
     );
-    assert!(
-        msg.contains(r#"body starts "{\"choices\": [oops""#),
-        "{msg}"
-    );
+    assert!(msg.contains(r#"body starts "{\"choices\": [oops""#), "{msg}");
     assert_eq!(server.seen().len(), 1);
 }
 
@@ -730,10 +687,7 @@ async fn a_structured_answer_that_breaks_the_schema_names_the_field() {
 
 #[tokio::test]
 async fn parallel_calls_never_exceed_the_concurrency_limit() {
-    let server = script(vec![
-        ok(openai_text("slow")).after(Duration::from_millis(80)),
-    ])
-    .await;
+    let server = script(vec![ok(openai_text("slow")).after(Duration::from_millis(80))]).await;
     let mut c = config(Dialect::OpenAi, &server, "/v1");
     c.max_concurrency = 3;
     // Two configs for the same endpoint from one pool share one gate.
@@ -750,11 +704,7 @@ async fn parallel_calls_never_exceed_the_concurrency_limit() {
         assert_eq!(r.unwrap(), "slow");
     }
     assert_eq!(server.seen().len(), 16);
-    assert_eq!(
-        server.peak(),
-        3,
-        "the fake server saw at most 3 requests at once"
-    );
+    assert_eq!(server.peak(), 3, "the fake server saw at most 3 requests at once");
 }
 
 #[tokio::test]
@@ -787,10 +737,7 @@ async fn the_rate_limit_spaces_request_starts() {
 
 #[tokio::test]
 async fn usage_and_latency_reach_the_observer() {
-    let server = script(vec![
-        ok(openai_text("counted")).after(Duration::from_millis(30)),
-    ])
-    .await;
+    let server = script(vec![ok(openai_text("counted")).after(Duration::from_millis(30))]).await;
     let p = build_provider(&config(Dialect::OpenAi, &server, "/v1")).unwrap();
     let log = Arc::new(Mutex::new(Vec::new()));
     let sink = log.clone();
@@ -804,10 +751,7 @@ async fn usage_and_latency_reach_the_observer() {
         ));
     });
     for _ in 0..2 {
-        client
-            .chat(&conversation(), &mut LlmState::default())
-            .await
-            .unwrap();
+        client.chat(&conversation(), &mut LlmState::default()).await.unwrap();
     }
     let log = log.lock().unwrap();
     assert_eq!(log.len(), 2);
@@ -827,9 +771,7 @@ impl LlmClient for TrimmedMock {
         messages: &'a [Message],
         state: &'a mut LlmState,
     ) -> simtree::llm::BoxFuture<'a, Result<String, LlmError>> {
-        let text = simtree::llm::mock::reply(messages, state)
-            .trim()
-            .to_string();
+        let text = simtree::llm::mock::reply(messages, state).trim().to_string();
         Box::pin(async move { Ok(text) })
     }
 }
@@ -858,21 +800,16 @@ async fn werewolf_through_the_openai_dialect_matches_the_mock() {
         ok(openai_text(&text))
     })))
     .await;
-    let client =
-        ProviderClient::new(build_provider(&config(Dialect::OpenAi, &server, "/v1")).unwrap());
+    let client = ProviderClient::new(build_provider(&config(Dialect::OpenAi, &server, "/v1")).unwrap());
 
     let mut direct = scenario.build(Some(7)).unwrap();
     let mut direct_events = Vec::new();
-    direct
-        .run(10, &TrimmedMock, &mut direct_events)
-        .await
-        .unwrap();
+    direct.run(10, &TrimmedMock, &mut direct_events).await.unwrap();
     let mut remote = scenario.build(Some(7)).unwrap();
     let mut remote_events = Vec::new();
     remote.run(10, &client, &mut remote_events).await.unwrap();
 
-    let log =
-        |ev: &[simtree::engine::Event]| ev.iter().map(event_json).collect::<Vec<_>>().join("\n");
+    let log = |ev: &[simtree::engine::Event]| ev.iter().map(event_json).collect::<Vec<_>>().join("\n");
     assert!(direct_events.len() > 20);
     assert_eq!(
         server.seen().len() as u64,

@@ -22,26 +22,14 @@ impl Script {
 }
 
 impl LlmClient for Script {
-    fn chat<'a>(
-        &'a self,
-        _: &'a [Message],
-        _: &'a mut LlmState,
-    ) -> BoxFuture<'a, Result<String, LlmError>> {
-        let next = self
-            .0
-            .lock()
-            .unwrap()
-            .pop()
-            .unwrap_or_else(|| Ok(action("yield", &[])));
+    fn chat<'a>(&'a self, _: &'a [Message], _: &'a mut LlmState) -> BoxFuture<'a, Result<String, LlmError>> {
+        let next = self.0.lock().unwrap().pop().unwrap_or_else(|| Ok(action("yield", &[])));
         Box::pin(async move { next })
     }
 }
 
 fn action(name: &str, fields: &[(&str, &str)]) -> String {
-    let body: String = fields
-        .iter()
-        .map(|(k, v)| format!("<{k}>{v}</{k}>"))
-        .collect();
+    let body: String = fields.iter().map(|(k, v)| format!("<{k}>{v}</{k}>")).collect();
     format!(
         "--- Thoughts ---\nt\n--- Plan ---\n1. p\n--- Action ---\n<Action name=\"{name}\">{body}</Action>\n--- Plan Update ---\nno change"
     )
@@ -69,11 +57,7 @@ fn kinds(events: &[Event]) -> Vec<&'static str> {
 }
 
 fn of(events: &[Event], kind: EventType) -> Vec<&Value> {
-    events
-        .iter()
-        .filter(|e| e.kind == kind)
-        .map(|e| &e.data)
-        .collect()
+    events.iter().filter(|e| e.kind == kind).map(|e| &e.data).collect()
 }
 
 #[test]
@@ -122,13 +106,7 @@ fn unparseable_output_is_retried_then_reported_and_the_step_consumed() {
     let mut s = sim(2);
     let two = "--- Action ---\n<Action name=\"yield\"></Action>\n<Action name=\"yield\"></Action>";
     // 4 attempts for step 1 fail; step 2 succeeds.
-    let llm = Script::new(vec![
-        Ok(two),
-        Ok(two),
-        Ok(two),
-        Ok(two),
-        Ok(&action("yield", &[])),
-    ]);
+    let llm = Script::new(vec![Ok(two), Ok(two), Ok(two), Ok(two), Ok(&action("yield", &[]))]);
     let (report, events) = s.run_blocking(1, &llm);
     assert_eq!(report.unwrap().turns, 1);
     let err = of(&events, EventType::AgentError);
@@ -141,10 +119,7 @@ fn unparseable_output_is_retried_then_reported_and_the_step_consumed() {
             .starts_with("no usable response after 4 attempts")
     );
     assert_eq!(of(&events, EventType::AgentProcessStart).len(), 2);
-    assert_eq!(
-        of(&events, EventType::ActionEnd)[0]["summary"],
-        "Ann yielded the floor"
-    );
+    assert_eq!(of(&events, EventType::ActionEnd)[0]["summary"], "Ann yielded the floor");
 }
 
 #[test]
@@ -192,11 +167,7 @@ fn max_steps_per_turn_caps_a_turn_and_time_advances_three_minutes() {
         .into_iter()
         .filter(|d| d["action"]["action"] == "send_message")
         .count();
-    assert_eq!(
-        sent,
-        3 + 1,
-        "three messages in turn one, then the fourth in turn two"
-    );
+    assert_eq!(sent, 3 + 1, "three messages in turn one, then the fourth in turn two");
     let lines: Vec<&str> = of(&events, EventType::SystemBroadcast)
         .iter()
         .map(|d| d["text"].as_str().unwrap())
@@ -215,10 +186,7 @@ fn an_llm_failure_ends_the_run_with_a_visible_reason() {
     let llm = Script::new(vec![Err(LlmError::Request("connection refused".into()))]);
     let (report, events) = s.run_blocking(3, &llm);
     let err = report.unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "Ann: LLM request failed: connection refused"
-    );
+    assert_eq!(err.to_string(), "Ann: LLM request failed: connection refused");
     assert_eq!(
         of(&events, EventType::AgentError)[0]["error"],
         "LLM request failed: connection refused"

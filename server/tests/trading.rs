@@ -10,26 +10,16 @@ use simtree::trading::cli::{TradeRunArgs, trade_run};
 use simtree::trading::data::MarketData;
 use simtree::trading::episode::{StepReport, TradingEpisode, TradingOp};
 use simtree::trading::metrics::evaluate_log;
-use simtree::trading::models::{
-    CaseDataItem, CaseDataKind, DecisionStatus, EpisodeConfig, EpisodeLog, Side,
-};
+use simtree::trading::models::{CaseDataItem, CaseDataKind, DecisionStatus, EpisodeConfig, EpisodeLog, Side};
 use simtree::trading::storage::{read_run, write_run};
 
 fn market() -> Arc<MarketData> {
-    let dir = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../assets/data/market"
-    ));
+    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../assets/data/market"));
     Arc::new(MarketData::load_dir(&dir).expect("the committed market data loads"))
 }
 
 fn config(id: &str, agent: &str, tickers: &[&str], from: &str, to: &str) -> EpisodeConfig {
-    let mut c = EpisodeConfig::new(
-        id,
-        agent,
-        tickers.iter().map(|t| t.to_string()).collect(),
-        100_000.0,
-    );
+    let mut c = EpisodeConfig::new(id, agent, tickers.iter().map(|t| t.to_string()).collect(), 100_000.0);
     c.start_date = Some(from.into());
     c.end_date = Some(to.into());
     c
@@ -46,10 +36,7 @@ fn run_checked(market: &Arc<MarketData>, cfg: EpisodeConfig) -> TradingEpisode {
     run_with_reports(market, cfg).0
 }
 
-fn run_with_reports(
-    market: &Arc<MarketData>,
-    cfg: EpisodeConfig,
-) -> (TradingEpisode, Vec<StepReport>) {
+fn run_with_reports(market: &Arc<MarketData>, cfg: EpisodeConfig) -> (TradingEpisode, Vec<StepReport>) {
     let mut ep = TradingEpisode::new(market.clone(), cfg).unwrap();
     let n = ep.num_decision_points();
     let reports = ep.run_blocking(n, &MockToolModel).unwrap();
@@ -63,17 +50,10 @@ fn run_with_reports(
                 "{t}: a bar after {cutoff} in {}",
                 r.case.case_id
             );
-            assert_eq!(
-                sd.current_price,
-                market.close(t, &cutoff).unwrap(),
-                "{t} {cutoff}"
-            );
+            assert_eq!(sd.current_price, market.close(t, &cutoff).unwrap(), "{t} {cutoff}");
         }
         for item in &r.case.case_data.items {
-            assert!(
-                item.content[..10] <= *cutoff,
-                "future item {item:?} at {cutoff}"
-            );
+            assert!(item.content[..10] <= *cutoff, "future item {item:?} at {cutoff}");
         }
     }
     assert!(ep.is_done());
@@ -107,22 +87,11 @@ fn every_baseline_runs_months_of_real_data_without_rejections() {
     let market = market();
     let tickers = ["AAPL", "GOOG", "IBM", "MSFT"];
     for agent in ["buy_and_hold", "momentum", "mean_reversion"] {
-        let ep = run_checked(
-            &market,
-            config(agent, agent, &tickers, "2012-06-01", "2012-10-31"),
-        );
+        let ep = run_checked(&market, config(agent, agent, &tickers, "2012-06-01", "2012-10-31"));
         let m = ep.metrics();
         let log = ep.episode_log();
-        assert_eq!(
-            m.rejected_decisions, 0,
-            "{agent}: {:?}",
-            log.decision_point_logs
-        );
-        assert!(
-            m.num_trades >= 4,
-            "{agent} traded only {} times",
-            m.num_trades
-        );
+        assert_eq!(m.rejected_decisions, 0, "{agent}: {:?}", log.decision_point_logs);
+        assert!(m.num_trades >= 4, "{agent} traded only {} times", m.num_trades);
         assert!(
             log.decision_point_logs
                 .iter()
@@ -139,20 +108,14 @@ fn every_baseline_runs_months_of_real_data_without_rejections() {
         // Same benchmark for every agent on the same window.
         assert!(m.buy_and_hold.total_return.is_finite());
     }
-    let momentum = run_checked(
-        &market,
-        config("m", "momentum", &tickers, "2012-06-01", "2012-10-31"),
-    );
+    let momentum = run_checked(&market, config("m", "momentum", &tickers, "2012-06-01", "2012-10-31"));
     let sells = momentum
         .trade_history()
         .trades
         .iter()
         .filter(|t| t.side == Side::Sell)
         .count();
-    assert!(
-        sells > 0,
-        "momentum should exit some positions over five months"
-    );
+    assert!(sells > 0, "momentum should exit some positions over five months");
 }
 
 #[test]
@@ -166,21 +129,13 @@ fn mock_llm_episode_runs_offline_with_tool_results_fed_back() {
     for d in &log.decision_point_logs {
         assert_eq!(d.agent_output["tool_calls"][0]["name"], "submit_decision");
         assert!(d.extracted_decision.is_some());
-        assert!(
-            d.execution_result.is_accepted(),
-            "{}",
-            d.execution_result.message
-        );
+        assert!(d.execution_result.is_accepted(), "{}", d.execution_result.message);
     }
     assert!(ep.metrics().num_trades > 0);
     // The agent remembers its last exchanges, each answered with the DecisionResult.
     let memory = ep.memory();
     assert_eq!(memory.len(), 2);
-    assert!(
-        memory[1].results[0]
-            .content
-            .contains("\"status\":\"accepted\"")
-    );
+    assert!(memory[1].results[0].content.contains("\"status\":\"accepted\""));
     // Microsoft's results of 2012-10-18 came after the close: shown once, in the first Case cut
     // off after that day; Google's same-day release is outside this universe.
     let showing: Vec<&str> = reports
@@ -196,13 +151,11 @@ fn mock_llm_episode_runs_offline_with_tool_results_fed_back() {
         .collect();
     assert_eq!(showing.len(), 1);
     assert!(showing[0] > "2012-10-18");
-    assert!(reports.iter().all(|r| {
-        r.case
-            .case_data
-            .items
+    assert!(
+        reports
             .iter()
-            .all(|i| !i.content.contains(" GOOG: "))
-    }));
+            .all(|r| { r.case.case_data.items.iter().all(|i| !i.content.contains(" GOOG: ")) })
+    );
 }
 
 #[test]
@@ -244,11 +197,7 @@ fn branch_ops_change_the_course_of_an_episode() {
     b.run_blocking(100, &MockToolModel).unwrap();
     let (va, vb) = (a.view(), b.view());
     assert_eq!(va.equity_curve.len(), vb.equity_curve.len());
-    assert_eq!(
-        va.equity_curve[..10],
-        vb.equity_curve[..10],
-        "shared history"
-    );
+    assert_eq!(va.equity_curve[..10], vb.equity_curve[..10], "shared history");
     assert_ne!(va.metrics.strategy, vb.metrics.strategy);
     assert_eq!(va.metrics.buy_and_hold, vb.metrics.buy_and_hold);
 }
@@ -275,14 +224,7 @@ fn experiment_folder_round_trips() {
     assert_eq!(run.configs.len(), 2);
     let trades: usize = logs
         .iter()
-        .map(|l| {
-            l.episode_result
-                .as_ref()
-                .unwrap()
-                .trade_history
-                .trades
-                .len()
-        })
+        .map(|l| l.episode_result.as_ref().unwrap().trade_history.trades.len())
         .sum();
     assert_eq!(run.trade_history.trades.len(), trades);
     for log in &run.episode_logs {
@@ -311,15 +253,9 @@ fn trade_run_prints_metrics_and_writes_the_folder() {
     }
     let run = read_run(&root, "momentum-AAPL-MSFT-2012-06-01-2012-12-31").unwrap();
     assert_eq!(run.configs[0].initial_cash, 100_000.0);
-    assert_eq!(
-        run.configs[0].agent,
-        Some(AgentSpec::Momentum { lookback: 10 })
-    );
+    assert_eq!(run.configs[0].agent, Some(AgentSpec::Momentum { lookback: 10 }));
     // A second run gets a fresh folder.
     let again = trade_run(args).unwrap();
-    assert!(
-        again.contains("momentum-AAPL-MSFT-2012-06-01-2012-12-31-2"),
-        "{again}"
-    );
+    assert!(again.contains("momentum-AAPL-MSFT-2012-06-01-2012-12-31-2"), "{again}");
     std::fs::remove_dir_all(&root).unwrap();
 }

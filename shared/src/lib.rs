@@ -53,11 +53,22 @@ pub enum Op {
         updates: serde_json::Map<String, Value>,
     },
     /// Shallow-assign keys into the scene state (keys must exist; types are checked).
-    SceneStatePatch {
-        updates: serde_json::Map<String, Value>,
-    },
+    SceneStatePatch { updates: serde_json::Map<String, Value> },
     /// Broadcast a public event to every agent.
     PublicBroadcast { text: String },
+    /// Trading: set cash and/or share counts (0 removes a position).
+    PortfolioPatch {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cash: Option<f64>,
+        #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+        positions: serde_json::Map<String, Value>,
+    },
+    /// Trading: add an information item (`{kind: earnings|news|other, content, …}`) to the next Case.
+    CaseDataInject { item: Value },
+    /// Trading: replace the agent (`{kind: buy_and_hold|momentum|mean_reversion|llm, …}`).
+    AgentSwap { agent: Value },
+    /// Trading: replace the LLM agent's system prompt.
+    AgentPromptReplace { system_prompt: String },
 }
 
 impl Op {
@@ -69,7 +80,10 @@ impl Op {
             Op::AgentPlanReplace { .. } => EdgeType::AgentPlan,
             Op::AgentPropsPatch { .. } => EdgeType::AgentProps,
             Op::SceneStatePatch { .. } => EdgeType::SceneState,
-            Op::PublicBroadcast { .. } => EdgeType::PublicEvent,
+            Op::PublicBroadcast { .. } | Op::CaseDataInject { .. } => EdgeType::PublicEvent,
+            Op::PortfolioPatch { .. } => EdgeType::SceneState,
+            Op::AgentSwap { .. } => EdgeType::AgentProps,
+            Op::AgentPromptReplace { .. } => EdgeType::AgentPlan,
         }
     }
 

@@ -62,12 +62,7 @@ impl Server {
         BufReader::new(stdout)
             .read_line(&mut line)
             .expect("read the listening line");
-        let addr = line
-            .trim()
-            .rsplit("http://")
-            .next()
-            .unwrap_or("")
-            .to_string();
+        let addr = line.trim().rsplit("http://").next().unwrap_or("").to_string();
         assert!(!addr.is_empty(), "unexpected first line: {line:?}");
         Server {
             child,
@@ -93,24 +88,13 @@ impl Server {
 
     /// POST JSON → (status, JSON body).
     pub async fn post(&self, path: &str, body: &Value) -> (u16, Value) {
-        let r = self
-            .http
-            .post(self.url(path))
-            .json(body)
-            .send()
-            .await
-            .expect("POST");
+        let r = self.http.post(self.url(path)).json(body).send().await.expect("POST");
         let status = r.status().as_u16();
         (status, r.json().await.unwrap_or(Value::Null))
     }
 
     pub async fn delete(&self, path: &str) -> (u16, Value) {
-        let r = self
-            .http
-            .delete(self.url(path))
-            .send()
-            .await
-            .expect("DELETE");
+        let r = self.http.delete(self.url(path)).send().await.expect("DELETE");
         let status = r.status().as_u16();
         (status, r.json().await.unwrap_or(Value::Null))
     }
@@ -149,10 +133,7 @@ impl Watcher {
     /// Next JSON text message, or `None` on close/timeout.
     pub async fn next(&mut self, timeout: Duration) -> Option<Value> {
         loop {
-            let msg = tokio::time::timeout(timeout, self.ws.next())
-                .await
-                .ok()??
-                .ok()?;
+            let msg = tokio::time::timeout(timeout, self.ws.next()).await.ok()??.ok()?;
             match msg {
                 Message::Text(t) => return serde_json::from_str(&t).ok(),
                 Message::Close(_) => return None,
@@ -162,11 +143,7 @@ impl Watcher {
     }
 
     /// Reads messages until `pred` matches one (returned) or the timeout passes.
-    pub async fn until(
-        &mut self,
-        timeout: Duration,
-        mut pred: impl FnMut(&Value) -> bool,
-    ) -> (Vec<Value>, bool) {
+    pub async fn until(&mut self, timeout: Duration, mut pred: impl FnMut(&Value) -> bool) -> (Vec<Value>, bool) {
         let deadline = tokio::time::Instant::now() + timeout;
         let mut seen = Vec::new();
         while let Some(left) = deadline.checked_duration_since(tokio::time::Instant::now()) {

@@ -10,11 +10,7 @@ use simtree_e2e::Server;
 const T: Duration = Duration::from_secs(20);
 
 fn ids(v: &Value) -> Vec<u64> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap())
-        .collect()
+    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect()
 }
 
 #[tokio::test]
@@ -22,17 +18,9 @@ async fn every_route_answers_as_upstream() {
     let s = Server::start();
     assert_eq!(s.get("/health").await, (200, json!({"ok": true})));
     let scenarios = s.get("/api/scenarios").await.1;
-    assert!(
-        scenarios
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|x| x["id"] == "simple_chat")
-    );
+    assert!(scenarios.as_array().unwrap().iter().any(|x| x["id"] == "simple_chat"));
 
-    let (st, created) = s
-        .post("/devui/simtree", &json!({"scenario": "simple_chat"}))
-        .await;
+    let (st, created) = s.post("/devui/simtree", &json!({"scenario": "simple_chat"})).await;
     assert_eq!(st, 200);
     assert_eq!(created["root"], 0);
     let tree = created["id"].as_u64().unwrap();
@@ -46,34 +34,21 @@ async fn every_route_answers_as_upstream() {
             .contains(&json!({"id": tree, "root": 0}))
     );
 
-    let (st, adv) = s
-        .post(&p("/advance"), &json!({"parent": 0, "turns": 2}))
-        .await;
+    let (st, adv) = s.post(&p("/advance"), &json!({"parent": 0, "turns": 2})).await;
     assert_eq!((st, &adv), (200, &json!({"child": 1})));
     let (_, multi) = s
-        .post(
-            &p("/advance_multi"),
-            &json!({"parent": 1, "turns": 1, "count": 3}),
-        )
+        .post(&p("/advance_multi"), &json!({"parent": 1, "turns": 1, "count": 3}))
         .await;
     assert_eq!(ids(&multi["children"]), vec![2, 3, 4]);
     let (_, none) = s
-        .post(
-            &p("/advance_multi"),
-            &json!({"parent": 1, "turns": 1, "count": 0}),
-        )
+        .post(&p("/advance_multi"), &json!({"parent": 1, "turns": 1, "count": 0}))
         .await;
     assert_eq!(none, json!({"children": []}));
     let (_, front) = s
-        .post(
-            &p("/advance_frontier"),
-            &json!({"turns": 1, "only_max_depth": true}),
-        )
+        .post(&p("/advance_frontier"), &json!({"turns": 1, "only_max_depth": true}))
         .await;
     assert_eq!(ids(&front["children"]), vec![5, 6, 7]);
-    let (_, chain) = s
-        .post(&p("/advance_chain"), &json!({"parent": 5, "turns": 3}))
-        .await;
+    let (_, chain) = s.post(&p("/advance_chain"), &json!({"parent": 5, "turns": 3})).await;
     assert_eq!(chain, json!({"child": 10}));
     let (_, br) = s
         .post(
@@ -99,17 +74,10 @@ async fn every_route_answers_as_upstream() {
     let summaries = s.get(&p("/summaries")).await.1;
     let s1 = &summaries[1];
     assert_eq!(
-        (
-            s1["id"].as_u64(),
-            s1["turns"].as_u64(),
-            s1["parent"].as_u64()
-        ),
+        (s1["id"].as_u64(), s1["turns"].as_u64(), s1["parent"].as_u64()),
         (Some(1), Some(2), Some(0))
     );
-    assert_eq!(
-        s1["edges"][0]["ops"],
-        json!([{"op": "advance", "turns": 1}])
-    );
+    assert_eq!(s1["edges"][0]["ops"], json!([{"op": "advance", "turns": 1}]));
 
     let logs = s.get(&p("/node/11/logs")).await.1;
     let events = s.get(&p("/sim/11/events")).await.1;
@@ -142,20 +110,12 @@ async fn every_route_answers_as_upstream() {
     assert_eq!(st, 200, "{imported}");
     let copy = imported["id"].as_u64().unwrap();
     assert_ne!(copy, tree);
+    assert_eq!(s.get(&format!("/devui/simtree/{copy}/graph")).await.1, graph);
     assert_eq!(
-        s.get(&format!("/devui/simtree/{copy}/graph")).await.1,
-        graph
-    );
-    assert_eq!(
-        s.get(&format!("/devui/simtree/{copy}/node/11/logs"))
-            .await
-            .1,
+        s.get(&format!("/devui/simtree/{copy}/node/11/logs")).await.1,
         json!(logs)
     );
-    assert_eq!(
-        s.get(&format!("/devui/simtree/{copy}/export")).await.1,
-        export
-    );
+    assert_eq!(s.get(&format!("/devui/simtree/{copy}/export")).await.1, export);
 
     assert_eq!(s.delete(&p("/node/5")).await, (200, json!({"ok": true})));
     let graph = s.get(&p("/graph")).await.1;
@@ -172,14 +132,7 @@ async fn every_route_answers_as_upstream() {
 
 #[tokio::test]
 async fn errors_are_json_details_with_fitting_statuses() {
-    let s = Server::start_with(&[
-        "--max-body-bytes",
-        "4096",
-        "--max-turns",
-        "50",
-        "--max-children",
-        "8",
-    ]);
+    let s = Server::start_with(&["--max-body-bytes", "4096", "--max-turns", "50", "--max-children", "8"]);
     let tree = s.create("simple_chat").await;
     let p = |rest: &str| format!("/devui/simtree/{tree}{rest}");
     let detail = |v: &Value| v["detail"].as_str().unwrap_or("").to_string();
@@ -188,61 +141,34 @@ async fn errors_are_json_details_with_fitting_statuses() {
     assert_eq!((st, detail(&body).as_str()), (404, "simtree not found"));
     let (st, body) = s.get(&p("/node/77/logs")).await;
     assert_eq!((st, detail(&body).as_str()), (404, "node 77 not found"));
-    let (st, _) = s
-        .post(&p("/advance"), &json!({"parent": 77, "turns": 1}))
-        .await;
+    let (st, _) = s.post(&p("/advance"), &json!({"parent": 77, "turns": 1})).await;
     assert_eq!(st, 404);
     let (st, body) = s.get(&p("/node/abc/logs")).await;
     assert_eq!(st, 422, "{body}");
     assert!(body["detail"].is_string());
-    assert_eq!(
-        s.get("/nowhere").await,
-        (404, json!({"detail": "Not Found"}))
-    );
+    assert_eq!(s.get("/nowhere").await, (404, json!({"detail": "Not Found"})));
     let (st, body) = s.delete(&p("/node/0")).await;
-    assert_eq!(
-        (st, detail(&body).as_str()),
-        (409, "Cannot delete root node")
-    );
+    assert_eq!((st, detail(&body).as_str()), (409, "Cannot delete root node"));
 
     let (st, body) = s
-        .post(
-            &p("/branch"),
-            &json!({"parent": 0, "ops": [{"op": "teleport"}]}),
-        )
+        .post(&p("/branch"), &json!({"parent": 0, "ops": [{"op": "teleport"}]}))
         .await;
-    assert_eq!(
-        (st, detail(&body).as_str()),
-        (422, "ops[0]: Unknown op: teleport")
-    );
-    let bad_agent =
-        json!({"parent": 0, "ops": [{"op": "agent_props_patch", "name": "Zed", "updates": {}}]});
+    assert_eq!((st, detail(&body).as_str()), (422, "ops[0]: Unknown op: teleport"));
+    let bad_agent = json!({"parent": 0, "ops": [{"op": "agent_props_patch", "name": "Zed", "updates": {}}]});
     let (st, body) = s.post(&p("/branch"), &bad_agent).await;
     assert_eq!(st, 422);
     assert!(detail(&body).contains("unknown agent 'Zed'"), "{body}");
-    let bad_state =
-        json!({"parent": 0, "ops": [{"op": "scene_state_patch", "updates": {"weather": 1}}]});
+    let bad_state = json!({"parent": 0, "ops": [{"op": "scene_state_patch", "updates": {"weather": 1}}]});
     assert_eq!(s.post(&p("/branch"), &bad_state).await.0, 422);
-    let bad_plan = json!({"parent": 0, "ops": [{"op": "agent_plan_replace", "name": "Bob", "plan_state": {"goals": 3}}]});
+    let bad_plan =
+        json!({"parent": 0, "ops": [{"op": "agent_plan_replace", "name": "Bob", "plan_state": {"goals": 3}}]});
     assert_eq!(s.post(&p("/branch"), &bad_plan).await.0, 422);
     let (st, body) = s.post(&p("/advance"), &json!({"parent": "zero"})).await;
     assert_eq!(st, 422, "{body}");
+    assert_eq!(s.post("/devui/simtree", &json!({"scenario": "chess"})).await.0, 422);
+    assert_eq!(s.post(&p("/advance"), &json!({"parent": 0, "turns": 51})).await.0, 422);
     assert_eq!(
-        s.post("/devui/simtree", &json!({"scenario": "chess"}))
-            .await
-            .0,
-        422
-    );
-    assert_eq!(
-        s.post(&p("/advance"), &json!({"parent": 0, "turns": 51}))
-            .await
-            .0,
-        422
-    );
-    assert_eq!(
-        s.post(&p("/advance_multi"), &json!({"parent": 0, "count": 9}))
-            .await
-            .0,
+        s.post(&p("/advance_multi"), &json!({"parent": 0, "count": 9})).await.0,
         422
     );
     let raw = s
@@ -256,18 +182,13 @@ async fn errors_are_json_details_with_fitting_statuses() {
     assert_eq!(raw.status().as_u16(), 422);
     let big = json!({"parent": 0, "ops": [{"op": "public_broadcast", "text": "x".repeat(10_000)}]});
     let (st, body) = s.post(&p("/branch"), &big).await;
-    assert_eq!(
-        (st, detail(&body).as_str()),
-        (413, "request body too large")
-    );
+    assert_eq!((st, detail(&body).as_str()), (413, "request body too large"));
 
     // None of the failures above left a node behind or burnt an id.
     let graph = s.get(&p("/graph")).await.1;
     assert_eq!(graph["nodes"], json!([{"id": 0, "depth": 0}]));
     assert_eq!(
-        s.post(&p("/branch"), &json!({"parent": 0, "ops": []}))
-            .await
-            .1,
+        s.post(&p("/branch"), &json!({"parent": 0, "ops": []})).await.1,
         json!({"child": 1})
     );
 }
@@ -286,8 +207,7 @@ async fn tree_socket_streams_lifecycle_messages_in_order() {
     let snap = w.next(T).await.unwrap();
     assert_eq!(snap["type"], "snapshot");
 
-    s.post(&p("/advance"), &json!({"parent": 0, "turns": 1}))
-        .await;
+    s.post(&p("/advance"), &json!({"parent": 0, "turns": 1})).await;
     let (msgs, done) = w.until(T, |m| m["type"] == "run_finish").await;
     assert!(done);
     let kinds: Vec<&str> = msgs.iter().map(|m| m["type"].as_str().unwrap()).collect();
@@ -297,11 +217,8 @@ async fn tree_socket_streams_lifecycle_messages_in_order() {
         json!({"node": 1, "parent": 0, "depth": 1, "edge_type": "advance", "ops": [{"op": "advance", "turns": 1}]})
     );
 
-    s.post(
-        &p("/advance_multi"),
-        &json!({"parent": 1, "turns": 3, "count": 4}),
-    )
-    .await;
+    s.post(&p("/advance_multi"), &json!({"parent": 1, "turns": 3, "count": 4}))
+        .await;
     let mut running = BTreeSet::new();
     let mut max_running = 0;
     let mut finished = 0;
@@ -315,10 +232,7 @@ async fn tree_socket_streams_lifecycle_messages_in_order() {
                 max_running = max_running.max(running.len());
             }
             "run_finish" => {
-                assert!(
-                    running.remove(&node),
-                    "run_finish for a node that was not running"
-                );
+                assert!(running.remove(&node), "run_finish for a node that was not running");
                 finished += 1;
             }
             other => panic!("unexpected {other}"),
@@ -354,14 +268,9 @@ async fn a_late_joiner_gets_a_snapshot_with_running_ids() {
     let s = Server::start();
     let tree = s.create("simple_chat").await;
     let p = |rest: &str| format!("/devui/simtree/{tree}{rest}");
-    s.post(&p("/advance"), &json!({"parent": 0, "turns": 1}))
-        .await;
+    s.post(&p("/advance"), &json!({"parent": 0, "turns": 1})).await;
     let server = &s;
-    let long_run = async move {
-        server
-            .post(&p("/advance"), &json!({"parent": 1, "turns": 1000}))
-            .await
-    };
+    let long_run = async move { server.post(&p("/advance"), &json!({"parent": 1, "turns": 1000})).await };
     let late_join = async {
         tokio::time::sleep(Duration::from_millis(150)).await;
         let mut w = s.watch(&format!("/devui/simtree/{tree}/events")).await;
@@ -372,11 +281,7 @@ async fn a_late_joiner_gets_a_snapshot_with_running_ids() {
     assert_eq!(st, 200);
     assert_eq!(snap["type"], "snapshot");
     assert_eq!(snap["data"]["nodes"].as_array().unwrap().len(), 3);
-    assert_eq!(
-        snap["data"]["running"],
-        json!([2]),
-        "the 1000-turn run was in flight"
-    );
+    assert_eq!(snap["data"]["running"], json!([2]), "the 1000-turn run was in flight");
 }
 
 #[tokio::test]
@@ -417,12 +322,7 @@ async fn node_socket_streams_entries_and_a_slow_watcher_gets_resync() {
         "the fast watcher kept up"
     );
     let logs = s.get(&p(&format!("/node/{node}/logs"))).await.1;
-    let own: Vec<&Value> = logs
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["node"] == node)
-        .collect();
+    let own: Vec<&Value> = logs.as_array().unwrap().iter().filter(|e| e["node"] == node).collect();
     assert!(!fast_msgs.is_empty() && fast_msgs.len() <= own.len());
     // What the fast watcher saw is a contiguous run of the node's own entries, in order.
     let offset = own.len() - fast_msgs.len();
@@ -450,9 +350,7 @@ async fn deleting_a_running_subtree_cancels_it_cleanly() {
     assert_eq!(graph["running"], json!([]));
     // The server keeps serving.
     assert_eq!(
-        s.post(&p("/advance"), &json!({"parent": 0, "turns": 1}))
-            .await
-            .1,
+        s.post(&p("/advance"), &json!({"parent": 0, "turns": 1})).await.1,
         json!({"child": 2})
     );
 }
@@ -475,14 +373,31 @@ async fn fifty_concurrent_clients_keep_the_tree_consistent() {
             };
             for _ in 0..6 {
                 let graph: Value = http.get(url("/graph")).send().await.unwrap().json().await.unwrap();
-                let nodes: Vec<u64> = graph["nodes"].as_array().unwrap().iter().map(|n| n["id"].as_u64().unwrap()).collect();
+                let nodes: Vec<u64> = graph["nodes"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|n| n["id"].as_u64().unwrap())
+                    .collect();
                 let pick = nodes[(next() as usize) % nodes.len()];
                 let r = match next() % 5 {
-                    0 => http.post(url("/advance")).json(&json!({"parent": pick, "turns": 1})).send().await,
-                    1 => http.post(url("/advance_multi")).json(&json!({"parent": pick, "turns": 1, "count": 2})).send().await,
+                    0 => {
+                        http.post(url("/advance"))
+                            .json(&json!({"parent": pick, "turns": 1}))
+                            .send()
+                            .await
+                    }
+                    1 => {
+                        http.post(url("/advance_multi"))
+                            .json(&json!({"parent": pick, "turns": 1, "count": 2}))
+                            .send()
+                            .await
+                    }
                     2 => http
                         .post(url("/branch"))
-                        .json(&json!({"parent": pick, "ops": [{"op": "public_broadcast", "text": format!("c{client}")}]}))
+                        .json(
+                            &json!({"parent": pick, "ops": [{"op": "public_broadcast", "text": format!("c{client}")}]}),
+                        )
                         .send()
                         .await,
                     3 if pick != 0 => http.delete(url(&format!("/node/{pick}"))).send().await,
@@ -504,11 +419,7 @@ async fn fifty_concurrent_clients_keep_the_tree_consistent() {
         .iter()
         .map(|n| (n["id"].as_u64().unwrap(), n["depth"].as_u64().unwrap()))
         .collect();
-    assert_eq!(
-        nodes.len(),
-        graph["nodes"].as_array().unwrap().len(),
-        "ids are unique"
-    );
+    assert_eq!(nodes.len(), graph["nodes"].as_array().unwrap().len(), "ids are unique");
     let mut parents = HashMap::new();
     for e in graph["edges"].as_array().unwrap() {
         let (from, to) = (e["from"].as_u64().unwrap(), e["to"].as_u64().unwrap());
@@ -517,13 +428,8 @@ async fn fifty_concurrent_clients_keep_the_tree_consistent() {
         assert!(parents.insert(to, from).is_none(), "one parent per node");
     }
     for &id in nodes.keys() {
-        assert!(
-            id == 0 || parents.contains_key(&id),
-            "node {id} is an orphan"
-        );
-        let (st, logs) = s
-            .get(&format!("/devui/simtree/{tree}/node/{id}/logs"))
-            .await;
+        assert!(id == 0 || parents.contains_key(&id), "node {id} is an orphan");
+        let (st, logs) = s.get(&format!("/devui/simtree/{tree}/node/{id}/logs")).await;
         assert_eq!(st, 200);
         // Entries are tagged by nodes of the root path only, in path order.
         let mut path = vec![id];

@@ -51,11 +51,8 @@ impl Browser {
     /// `None` (skip) when the UI or the driver is missing and E2E is not required.
     async fn start(flags: &[&str]) -> Option<Browser> {
         let required = std::env::var("E2E").is_ok_and(|v| v == "1");
-        let driver =
-            std::env::var("CHROMEDRIVER").unwrap_or_else(|_| "/usr/bin/chromedriver".into());
-        if !dist().join("simtree_frontend_bg.wasm").exists()
-            || !std::path::Path::new(&driver).exists()
-        {
+        let driver = std::env::var("CHROMEDRIVER").unwrap_or_else(|_| "/usr/bin/chromedriver".into());
+        if !dist().join("simtree_frontend_bg.wasm").exists() || !std::path::Path::new(&driver).exists() {
             assert!(
                 !required,
                 "E2E=1 but frontend/dist or {driver} is missing (run cargo xtask test)"
@@ -67,11 +64,7 @@ impl Browser {
         let mut all = vec!["--static-dir", dir.to_str()?];
         all.extend_from_slice(flags);
         let server = Server::start_with(&all);
-        let port = TcpListener::bind("127.0.0.1:0")
-            .ok()?
-            .local_addr()
-            .ok()?
-            .port();
+        let port = TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
         let driver = Kill(
             Command::new(&driver)
                 .arg(format!("--port={port}"))
@@ -80,8 +73,7 @@ impl Browser {
                 .spawn()
                 .expect("spawn chromedriver"),
         );
-        let profile =
-            std::env::temp_dir().join(format!("simtree-chrome-{}-{port}", std::process::id()));
+        let profile = std::env::temp_dir().join(format!("simtree-chrome-{}-{port}", std::process::id()));
         let mut caps = serde_json::Map::new();
         caps.insert(
             "goog:chromeOptions".into(),
@@ -115,10 +107,7 @@ impl Browser {
     }
 
     async fn open(&self, path: &str) {
-        self.client
-            .goto(&self.server.url(path))
-            .await
-            .expect("goto");
+        self.client.goto(&self.server.url(path)).await.expect("goto");
     }
 
     async fn wait_css(&self, css: &str) -> fantoccini::elements::Element {
@@ -154,10 +143,7 @@ impl Browser {
             if c == n {
                 return;
             }
-            assert!(
-                Instant::now() < deadline,
-                "{css}: {c} elements, expected {n}"
-            );
+            assert!(Instant::now() < deadline, "{css}: {c} elements, expected {n}");
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
@@ -314,10 +300,7 @@ async fn branching_with_each_op_kind_adds_an_edge_of_its_colour() {
                 b.select("#op-agent", "Alice").await;
                 b.set_input("#op-content", "a whispered rumour").await;
             }
-            "agent_plan_replace" => {
-                b.set_input("#op-json", r#"{"strategy": "listen first"}"#)
-                    .await
-            }
+            "agent_plan_replace" => b.set_input("#op-json", r#"{"strategy": "listen first"}"#).await,
             "agent_props_patch" => b.set_input("#op-json", r#"{"mood": "curious"}"#).await,
             "scene_state_patch" => b.set_input("#op-json", r#"{"time": 1200}"#).await,
             _ => b.set_input("#op-text", "Storm warning").await,
@@ -325,21 +308,10 @@ async fn branching_with_each_op_kind_adds_an_edge_of_its_colour() {
         b.click("#branch-btn").await;
         let child = i + 1;
         let line = b.wait_css(&format!("line.edge[data-to='{child}']")).await;
-        assert_eq!(
-            line.attr("data-type").await.unwrap().as_deref(),
-            Some(*edge)
-        );
-        assert_eq!(
-            line.attr("stroke").await.unwrap().as_deref(),
-            Some(*colour),
-            "{kind}"
-        );
+        assert_eq!(line.attr("data-type").await.unwrap().as_deref(), Some(*edge));
+        assert_eq!(line.attr("stroke").await.unwrap().as_deref(), Some(*colour), "{kind}");
     }
-    let state = b
-        .server
-        .get(&format!("/devui/simtree/{t}/node/2/state"))
-        .await
-        .1;
+    let state = b.server.get(&format!("/devui/simtree/{t}/node/2/state")).await.1;
     assert!(
         state["agents"][1]["short_memory"]
             .to_string()
@@ -446,23 +418,12 @@ async fn the_studio_agent_view_equals_the_servers_state_after_a_run() {
             .as_array()
             .unwrap()
             .iter()
-            .map(|m| {
-                format!(
-                    "[{}] {}",
-                    m["role"].as_str().unwrap(),
-                    m["content"].as_str().unwrap()
-                )
-            })
+            .map(|m| format!("[{}] {}", m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
             .collect();
         let deadline = Instant::now() + WAIT;
         loop {
             let mut shown = Vec::new();
-            for li in b
-                .client
-                .find_all(Locator::Css("#agent-memory li"))
-                .await
-                .unwrap()
-            {
+            for li in b.client.find_all(Locator::Css("#agent-memory li")).await.unwrap() {
                 shown.push(li.prop("textContent").await.unwrap().unwrap_or_default());
             }
             if shown == expected {
@@ -530,12 +491,7 @@ async fn the_compare_view_shows_the_first_divergence() {
         summary.contains("3 ↔ 4") && summary.contains("First divergence: #0"),
         "{summary}"
     );
-    let left = b
-        .wait_css("#compare-left li.diverge")
-        .await
-        .text()
-        .await
-        .unwrap();
+    let left = b.wait_css("#compare-left li.diverge").await.text().await.unwrap();
     assert!(
         left.contains("A storm is coming") || left.starts_with("agent_ctx_delta"),
         "{left}"
@@ -554,12 +510,7 @@ async fn benchmark_time_to_first_render_of_a_5000_node_tree() {
     let t = api_tree(s, "simple_chat").await;
     let p = |rest: &str| format!("/devui/simtree/{t}{rest}");
     // 4,999 nodes in two levels (70 children of root, ~70 under each), with 0-turn advances.
-    let first = api_post(
-        s,
-        &p("/advance_multi"),
-        json!({"parent": 0, "turns": 0, "count": 70}),
-    )
-    .await;
+    let first = api_post(s, &p("/advance_multi"), json!({"parent": 0, "turns": 0, "count": 70})).await;
     let mut made = 71;
     for parent in first["children"].as_array().unwrap() {
         let count = (5000 - made).min(71);
@@ -574,13 +525,7 @@ async fn benchmark_time_to_first_render_of_a_5000_node_tree() {
         .await;
         made += count;
     }
-    assert_eq!(
-        s.get(&p("/graph")).await.1["nodes"]
-            .as_array()
-            .unwrap()
-            .len(),
-        5000
-    );
+    assert_eq!(s.get(&p("/graph")).await.1["nodes"].as_array().unwrap().len(), 5000);
     let started = Instant::now();
     b.open(&format!("/simtree/{t}")).await;
     b.wait_text("#stats", "Nodes: 5000").await;

@@ -23,33 +23,16 @@ fn run_completes_for_every_shipped_scenario() {
     assert!(ids.len() >= 6, "{ids:?}");
     for id in ids {
         let out = Command::new(simtree_bin())
-            .args([
-                "run",
-                "--scenario",
-                &id,
-                "--turns",
-                "30",
-                "--json",
-                "--seed",
-                "5",
-            ])
+            .args(["run", "--scenario", &id, "--turns", "30", "--json", "--seed", "5"])
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{id}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "{id}: {}", String::from_utf8_lossy(&out.stderr));
         let stdout = String::from_utf8(out.stdout).unwrap();
         let lines: Vec<&str> = stdout.lines().collect();
         assert!(!lines.is_empty(), "{id}: no events");
         for line in &lines {
-            let v: serde_json::Value =
-                serde_json::from_str(line).unwrap_or_else(|e| panic!("{id}: {e}: {line}"));
-            assert!(
-                v["type"].is_string() && v["data"].is_object(),
-                "{id}: {line}"
-            );
+            let v: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{id}: {e}: {line}"));
+            assert!(v["type"].is_string() && v["data"].is_object(), "{id}: {line}");
         }
         assert!(
             !stdout.contains("\"agent_error\""),

@@ -47,10 +47,7 @@ async fn completions(State(f): State<Fake>, Json(body): Json<Value>) -> (StatusC
     // A stateless stand-in for a model: count this agent's earlier replies in the conversation.
     let mut state = LlmState::default();
     let name = simtree::llm::mock::extract_name(messages[0].content.as_ref());
-    let earlier = messages
-        .iter()
-        .filter(|m| m.role == Role::Assistant)
-        .count() as u64;
+    let earlier = messages.iter().filter(|m| m.role == Role::Assistant).count() as u64;
     state.mock_counters.insert(name, earlier);
     let text = simtree::llm::mock::reply(&messages, &mut state);
     let prompt_tokens: usize = messages.iter().map(|m| m.content.len() / 4).sum();
@@ -109,9 +106,7 @@ async fn werewolf_runs_on_a_provider_and_replays_offline_identically() {
     let s = server_for(&url, &[]);
     let t = s.create("werewolf").await;
     let p = |rest: &str| format!("/devui/simtree/{t}{rest}");
-    let (st, adv) = s
-        .post(&p("/advance"), &json!({"parent": 0, "turns": 10}))
-        .await;
+    let (st, adv) = s.post(&p("/advance"), &json!({"parent": 0, "turns": 10})).await;
     assert_eq!(st, 200, "{adv}");
     assert!(adv.get("error").is_none(), "{adv}");
     let calls = fake.calls.load(Ordering::SeqCst);
@@ -146,16 +141,16 @@ async fn werewolf_runs_on_a_provider_and_replays_offline_identically() {
     );
 
     // Strict replay: the recording does not fit another parent.
-    let (_, br) = s.post(&p("/branch"), &json!({"parent": 0, "ops": [{"op": "public_broadcast", "text": "A stranger arrives."}]})).await;
-    let other = br["child"].as_u64().unwrap();
-    let (st, body) = s
-        .post(&p("/replay"), &json!({"node": 1, "parent": other}))
+    let (_, br) = s
+        .post(
+            &p("/branch"),
+            &json!({"parent": 0, "ops": [{"op": "public_broadcast", "text": "A stranger arrives."}]}),
+        )
         .await;
+    let other = br["child"].as_u64().unwrap();
+    let (st, body) = s.post(&p("/replay"), &json!({"node": 1, "parent": other})).await;
     assert_eq!(st, 409, "{body}");
-    assert!(
-        body["detail"].as_str().unwrap().contains("strict replay"),
-        "{body}"
-    );
+    assert!(body["detail"].as_str().unwrap().contains("strict replay"), "{body}");
 
     // Records travel with export/import.
     let (st, imported) = s.post("/devui/simtree/import", &export).await;
@@ -166,12 +161,7 @@ async fn werewolf_runs_on_a_provider_and_replays_offline_identically() {
         .await;
     assert_eq!(st, 200, "{rep2}");
     let again = rep2["child"].as_u64().unwrap();
-    let replayed2 = own(
-        &s.get(&format!("/devui/simtree/{t2}/node/{again}/logs"))
-            .await
-            .1,
-        again,
-    );
+    let replayed2 = own(&s.get(&format!("/devui/simtree/{t2}/node/{again}/logs")).await.1, again);
     assert_eq!(original, replayed2);
 }
 
@@ -187,24 +177,14 @@ async fn a_failing_provider_marks_the_run_failed_and_the_server_keeps_serving() 
         )
         .await;
     assert_eq!(st, 200);
-    let reason = adv["error"]
-        .as_str()
-        .expect("the response names the failure");
-    assert!(
-        reason.contains("500") || reason.contains("overloaded"),
-        "{reason}"
-    );
+    let reason = adv["error"].as_str().expect("the response names the failure");
+    assert!(reason.contains("500") || reason.contains("overloaded"), "{reason}");
     assert!(fake.calls.load(Ordering::SeqCst) >= 2, "retried");
     let info = s.get(&format!("/devui/simtree/{t}/node/1/info")).await.1;
     assert_eq!(info["status"], "failed");
     assert!(info["error"].as_str().unwrap().contains("Host"));
     let logs = s.get(&format!("/devui/simtree/{t}/node/1/logs")).await.1;
-    assert!(
-        logs.as_array()
-            .unwrap()
-            .iter()
-            .any(|e| e["type"] == "agent_error")
-    );
+    assert!(logs.as_array().unwrap().iter().any(|e| e["type"] == "agent_error"));
     assert_eq!(s.get("/health").await, (200, json!({"ok": true})));
 }
 
@@ -226,13 +206,7 @@ async fn the_token_budget_stops_new_calls_with_a_clear_error() {
         )
         .await;
     assert_eq!(st, 200);
-    assert!(
-        adv["error"]
-            .as_str()
-            .unwrap()
-            .contains("token budget spent"),
-        "{adv}"
-    );
+    assert!(adv["error"].as_str().unwrap().contains("token budget spent"), "{adv}");
     let usage = s.get(&format!("/devui/simtree/{t}/usage")).await.1;
     let spent = usage["budget"]["spent"].as_u64().unwrap();
     assert!((2000..4000).contains(&spent), "{usage}");

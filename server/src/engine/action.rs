@@ -135,12 +135,8 @@ pub type ActionResult = Result<Outcome, ActionError>;
 
 /// A required field of an action, or the error upstream's `KeyError` stands for.
 pub fn required<'a>(call: &'a ActionCall, field: &str) -> Result<&'a str, ActionError> {
-    call.get(field).ok_or_else(|| {
-        ActionError(format!(
-            "action {} is missing its required field <{field}>",
-            call.name
-        ))
-    })
+    call.get(field)
+        .ok_or_else(|| ActionError(format!("action {} is missing its required field <{field}>", call.name)))
 }
 
 /// Everything a handler gets besides the scene and the world.
@@ -161,19 +157,11 @@ impl ActionCtx<'_> {
 
 /// Handles the actions every scene shares. Scenes call this for any kind they do not handle
 /// themselves; an action the scene cannot run gets a clear failure instead of upstream's crash.
-pub fn handle_common<S: SceneRules + ?Sized>(
-    scene: &mut S,
-    ctx: &ActionCtx,
-    world: &mut World,
-) -> ActionResult {
+pub fn handle_common<S: SceneRules + ?Sized>(scene: &mut S, ctx: &ActionCtx, world: &mut World) -> ActionResult {
     let name = world.agents[ctx.actor].name.clone();
     let time = Some(scene.time());
     match ctx.kind {
-        ActionKind::Yield => Ok(Outcome::ok(
-            json!({}),
-            format!("{name} yielded the floor"),
-            true,
-        )),
+        ActionKind::Yield => Ok(Outcome::ok(json!({}), format!("{name} yielded the floor"), true)),
         ActionKind::Speak | ActionKind::SendMessage => {
             let speak = ctx.kind == ActionKind::Speak;
             let message = ctx.call.get("message").unwrap_or("").to_string();
@@ -266,10 +254,7 @@ pub fn handle_common<S: SceneRules + ?Sized>(
         }
         ActionKind::ScheduleOrder => schedule_order(ctx, world),
         other => {
-            let msg = format!(
-                "The action {} is not available in this scene.",
-                other.name()
-            );
+            let msg = format!("The action {} is not available in this scene.", other.name());
             world.feedback(ctx.actor, &msg);
             Ok(Outcome::fail(
                 json!({"error": "unsupported_in_scene"}),
@@ -283,15 +268,10 @@ fn schedule_order(ctx: &ActionCtx, world: &mut World) -> ActionResult {
     let name = ctx.actor_name(world).to_string();
     let order = required(ctx.call, "order")?;
     if !world.ordering.can_schedule() {
-        return Err(ActionError(
-            "schedule_order needs the llm_moderated ordering".into(),
-        ));
+        return Err(ActionError("schedule_order needs the llm_moderated ordering".into()));
     }
     if !world.ordering.queue_is_empty() {
-        world.feedback(
-            ctx.actor,
-            "The schedule is not empty; shouldn't schedule now.",
-        );
+        world.feedback(ctx.actor, "The schedule is not empty; shouldn't schedule now.");
         return Ok(Outcome::fail(
             json!({"error": "schedule_not_empty"}),
             "schedule_order failed: schedule not empty",

@@ -143,13 +143,9 @@ impl Agent {
             return Ok(Decision::Idle);
         }
         let mut ctx = Vec::with_capacity(self.short_memory.len() + 2);
-        ctx.push(Message::new(
-            Role::System,
-            prompt::system_prompt(self, scene),
-        ));
+        ctx.push(Message::new(Role::System, prompt::system_prompt(self, scene)));
         ctx.extend(self.short_memory.iter().cloned());
-        let last_is_assistant =
-            ctx.len() >= 2 && ctx.last().is_some_and(|m| m.role == Role::Assistant);
+        let last_is_assistant = ctx.len() >= 2 && ctx.last().is_some_and(|m| m.role == Role::Assistant);
         if initiative || last_is_assistant {
             // Stored (and merged) but never emitted as a delta, as upstream.
             self.short_memory.append(Role::User, "Continue.");
@@ -236,11 +232,7 @@ mod tests {
     }
 
     impl LlmClient for Script {
-        fn chat<'a>(
-            &'a self,
-            messages: &'a [Message],
-            _: &'a mut LlmState,
-        ) -> BoxFuture<'a, Result<String, LlmError>> {
+        fn chat<'a>(&'a self, messages: &'a [Message], _: &'a mut LlmState) -> BoxFuture<'a, Result<String, LlmError>> {
             self.seen.lock().unwrap().push(messages.to_vec());
             let reply = self.replies.lock().unwrap().pop().unwrap_or_default();
             Box::pin(async move { Ok(reply) })
@@ -282,16 +274,11 @@ mod tests {
     fn retries_the_same_request_then_gives_up() {
         let mut a = Agent::new("Ann", vec![ActionKind::Yield]);
         a.add_env_feedback("hi");
-        let two =
-            "--- Action ---\n<Action name=\"yield\"></Action><Action name=\"yield\"></Action>";
+        let two = "--- Action ---\n<Action name=\"yield\"></Action><Action name=\"yield\"></Action>";
         let llm = Script::new(&[two, two, two, two, GOOD]);
         let (mut st, mut out) = (LlmState::default(), Vec::new());
-        let err =
-            run(a.process(&SceneText::default(), &llm, &mut st, &mut out, false)).unwrap_err();
-        assert!(
-            matches!(err, AgentError::Unparseable { attempts: 4, .. }),
-            "{err}"
-        );
+        let err = run(a.process(&SceneText::default(), &llm, &mut st, &mut out, false)).unwrap_err();
+        assert!(matches!(err, AgentError::Unparseable { attempts: 4, .. }), "{err}");
         let seen = llm.seen.lock().unwrap();
         assert_eq!(seen.len(), 4);
         assert!(
@@ -312,15 +299,13 @@ mod tests {
         let req = &llm.seen.lock().unwrap()[0];
         assert_eq!(req.last().unwrap().content.as_ref(), "Continue.");
         assert!(out.iter().all(|e| e.data["content"] != "Continue."));
-        assert_eq!(
-            a.short_memory.iter().nth(1).unwrap().content.as_ref(),
-            "Continue."
-        );
+        assert_eq!(a.short_memory.iter().nth(1).unwrap().content.as_ref(), "Continue.");
     }
 
     #[test]
     fn emotion_update_only_when_enabled() {
-        let reply = "--- Action ---\n<Action name=\"yield\" />\n--- Plan Update ---\nno change\n--- Emotion Update ---\nTrust";
+        let reply =
+            "--- Action ---\n<Action name=\"yield\" />\n--- Plan Update ---\nno change\n--- Emotion Update ---\nTrust";
         let mut a = Agent::new("Ann", vec![ActionKind::Yield]);
         a.emotion_enabled = true;
         a.add_env_feedback("hi");
@@ -348,8 +333,7 @@ mod tests {
 
     #[test]
     fn missing_emotion_enabled_defaults_to_false() {
-        let a: Agent =
-            serde_json::from_value(json!({"name": "A", "action_space": ["yield"]})).unwrap();
+        let a: Agent = serde_json::from_value(json!({"name": "A", "action_space": ["yield"]})).unwrap();
         assert!(!a.emotion_enabled);
         assert_eq!(a.max_repeat, 3);
         assert_eq!(a.language.as_ref(), "en");

@@ -22,6 +22,8 @@ pub enum EventType {
     PlanUpdate,
     EmotionUpdate,
     LandlordDeal,
+    /// Not upstream: one decision point of a trading episode (its log, portfolio and value).
+    DecisionPoint,
     /// Not upstream: an agent step that failed (unparseable LLM output after all retries, an action
     /// missing a required field, an LLM error). Upstream prints these to stdout and logs nothing.
     AgentError,
@@ -40,6 +42,7 @@ impl EventType {
             EventType::EmotionUpdate => "emotion_update",
             EventType::LandlordDeal => "landlord_deal",
             EventType::AgentError => "agent_error",
+            EventType::DecisionPoint => "decision_point",
         }
     }
 }
@@ -199,21 +202,9 @@ mod tests {
         };
         assert_eq!(m.line(Some(1080)), "[18:00] [Message] Alice: hi");
         assert_eq!(SceneEvent::public("x").line(None), "Public Event: x");
-        assert_eq!(
-            SceneEvent::public_with("Event", "y").line(Some(61)),
-            "[1:01] Event: y"
-        );
-        assert_eq!(
-            SceneEvent::News {
-                content: "n".into()
-            }
-            .line(None),
-            "[NEWS] n"
-        );
-        assert_eq!(
-            SceneEvent::Status { data: "s".into() }.line(None),
-            "Status: s"
-        );
+        assert_eq!(SceneEvent::public_with("Event", "y").line(Some(61)), "[1:01] Event: y");
+        assert_eq!(SceneEvent::News { content: "n".into() }.line(None), "[NEWS] n");
+        assert_eq!(SceneEvent::Status { data: "s".into() }.line(None), "Status: s");
         let s = SceneEvent::Speak {
             sender: "Bo".into(),
             message: "m".into(),

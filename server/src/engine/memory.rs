@@ -205,14 +205,7 @@ mod tests {
     fn clones_are_independent() {
         let mut a = ShortTermMemory::new();
         for i in 0..500 {
-            a.append(
-                if i % 2 == 0 {
-                    Role::User
-                } else {
-                    Role::Assistant
-                },
-                &i.to_string(),
-            );
+            a.append(if i % 2 == 0 { Role::User } else { Role::Assistant }, &i.to_string());
         }
         let mut b = a.clone();
         b.append(Role::Assistant, "only in b");
@@ -220,10 +213,7 @@ mod tests {
         assert_eq!(a.len(), 500);
         assert_eq!(a.last().unwrap().content.as_ref(), "499");
         assert_eq!(b.len(), 501);
-        assert_eq!(
-            b.iter().nth(499).unwrap().content.as_ref(),
-            "499\nonly in b"
-        );
+        assert_eq!(b.iter().nth(499).unwrap().content.as_ref(), "499\nonly in b");
     }
 
     #[test]

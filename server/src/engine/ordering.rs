@@ -171,10 +171,7 @@ mod tests {
     use crate::engine::action::ActionKind;
 
     fn agents(names: &[&str]) -> Vec<Agent> {
-        names
-            .iter()
-            .map(|n| Agent::new(*n, vec![ActionKind::Yield]))
-            .collect()
+        names.iter().map(|n| Agent::new(*n, vec![ActionKind::Yield])).collect()
     }
 
     fn picks(o: &mut Ordering, a: &[Agent], n: usize) -> Vec<String> {
@@ -190,10 +187,7 @@ mod tests {
     #[test]
     fn sequential_cycles_over_the_frozen_names_and_skips_removed_agents() {
         let mut a = agents(&["A", "B", "C"]);
-        let mut o = Ordering::Sequential {
-            names: vec![],
-            idx: 0,
-        };
+        let mut o = Ordering::Sequential { names: vec![], idx: 0 };
         o.attach(&a);
         assert_eq!(picks(&mut o, &a, 4), ["A", "B", "C", "A"]);
         a.remove(2);
@@ -220,8 +214,7 @@ mod tests {
         let mut rng2 = Rng::seeded(9);
         let again: Vec<_> = (0..20).map(|_| o.pick(&a, &mut rng2, None)).collect();
         assert_eq!(first, again);
-        let distinct: std::collections::HashSet<_> =
-            first.iter().map(|p| format!("{p:?}")).collect();
+        let distinct: std::collections::HashSet<_> = first.iter().map(|p| format!("{p:?}")).collect();
         assert!(distinct.len() > 1);
     }
 
@@ -230,10 +223,7 @@ mod tests {
         let a = agents(&["A", "B"]);
         let mut o = Ordering::Controlled;
         let mut rng = Rng::seeded(1);
-        assert_eq!(
-            o.pick(&a, &mut rng, Some("B".into())),
-            Pick::Name("B".into())
-        );
+        assert_eq!(o.pick(&a, &mut rng, Some("B".into())), Pick::Name("B".into()));
         assert_eq!(o.pick(&a, &mut rng, Some("Z".into())), Pick::Stuck);
         assert_eq!(o.pick(&a, &mut rng, None), Pick::Stuck);
     }

@@ -19,9 +19,7 @@ pub enum ParseError {
     ActionXml(String),
     #[error("the Plan Update is not well-formed: {0}")]
     PlanXml(String),
-    #[error(
-        "the Plan Update has an unknown tag <{0}> (allowed: Goals, Milestones, Strategy, Notes)"
-    )]
+    #[error("the Plan Update has an unknown tag <{0}> (allowed: Goals, Milestones, Strategy, Notes)")]
     PlanTag(String),
     #[error("the Plan Update's <{tag}> line {line:?} is not a numbered item like \"1. text\"")]
     PlanList { tag: String, line: String },
@@ -187,10 +185,7 @@ pub fn parse_action(block: &str) -> Result<Option<ActionCall>, ParseError> {
     if !root.tag_name().name().eq_ignore_ascii_case("action") {
         return Ok(None);
     }
-    let name = root
-        .attribute("name")
-        .or_else(|| root.attribute("NAME"))
-        .unwrap_or("");
+    let name = root.attribute("name").or_else(|| root.attribute("NAME")).unwrap_or("");
     if name.is_empty() {
         return Ok(None);
     }
@@ -223,9 +218,7 @@ fn numbered_items(tag: &str, text: &str) -> Result<Vec<String>, ParseError> {
     let mut items = Vec::new();
     for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
         let digits = line.bytes().take_while(u8::is_ascii_digit).count();
-        let item = (digits > 0)
-            .then(|| line[digits..].strip_prefix('.'))
-            .flatten();
+        let item = (digits > 0).then(|| line[digits..].strip_prefix('.')).flatten();
         match item {
             Some(item) => items.push(item.trim().to_string()),
             None => {
@@ -271,8 +264,7 @@ pub fn parse_plan_update(block: &str) -> Result<Option<PlanState>, ParseError> {
                     }
                     current_seen |= current;
                     let status = if current { "current" } else { "pending" };
-                    plan.goals
-                        .push(Goal::new(format!("g{}", i + 1), desc, status));
+                    plan.goals.push(Goal::new(format!("g{}", i + 1), desc, status));
                 }
             }
             "Milestones" => {
@@ -327,9 +319,7 @@ mod tests {
         assert_eq!(call.get("message"), Some("Hi & bye"));
         let json = serde_json::to_string(&call).unwrap();
         assert_eq!(json, r#"{"action":"send_message","message":"Hi & bye"}"#);
-        let self_closing = parse_action("text <Action name=\"yield\" /> more")
-            .unwrap()
-            .unwrap();
+        let self_closing = parse_action("text <Action name=\"yield\" /> more").unwrap().unwrap();
         assert_eq!(self_closing, ActionCall::new("yield"));
     }
 
@@ -341,10 +331,7 @@ mod tests {
         assert_eq!(parse_action("<action name=\"yield\"></action>"), Ok(None));
         // Wrong root tag and missing names are "no action".
         assert_eq!(parse_action("<Actions name=\"yield\" />"), Ok(None));
-        assert_eq!(
-            parse_action("<Action><message>x</message></Action>"),
-            Ok(None)
-        );
+        assert_eq!(parse_action("<Action><message>x</message></Action>"), Ok(None));
         assert_eq!(parse_action("<Action name=\"\" />"), Ok(None));
     }
 
@@ -357,10 +344,7 @@ mod tests {
     #[test]
     fn broken_xml_is_an_error() {
         let broken = "<Action name=\"send_message\"><message>hi</msg></Action>";
-        assert!(matches!(
-            parse_action(broken),
-            Err(ParseError::ActionXml(_))
-        ));
+        assert!(matches!(parse_action(broken), Err(ParseError::ActionXml(_))));
         // An unknown named entity survives normalisation and then fails the XML parse.
         let nbsp = "<Action name=\"send_message\"><message>a&nbsp;b</message></Action>";
         assert!(matches!(parse_action(nbsp), Err(ParseError::ActionXml(_))));
@@ -372,10 +356,7 @@ mod tests {
             normalize_ampersands("R&D &amp; &#38; &#x26; & x&"),
             "R&amp;D &amp; &#38; &#x26; &amp; x&amp;"
         );
-        assert_eq!(
-            normalize_ampersands("&#; &#x; &1;"),
-            "&amp;#; &amp;#x; &amp;1;"
-        );
+        assert_eq!(normalize_ampersands("&#; &#x; &1;"), "&amp;#; &amp;#x; &amp;1;");
         let call = parse_action("<Action name=\"speak\"><message>Q&A</message></Action>").unwrap();
         assert_eq!(call.unwrap().get("message"), Some("Q&A"));
     }
@@ -402,10 +383,7 @@ mod tests {
         assert_eq!(plan.goals[0], Goal::new("g1", "Win the vote", "current"));
         assert_eq!(plan.goals[1], Goal::new("g2", "Stay calm", "pending"));
         assert_eq!(plan.milestones[0], Milestone::new("m1", "Opened", "done"));
-        assert_eq!(
-            plan.milestones[1],
-            Milestone::new("m2", "Closed", "pending")
-        );
+        assert_eq!(plan.milestones[1], Milestone::new("m2", "Closed", "pending"));
         assert_eq!(plan.strategy, "be brief");
         assert_eq!(plan.notes, "");
     }
@@ -420,28 +398,17 @@ mod tests {
             parse_plan_update("<Goals>(none)</Goals>"),
             Ok(Some(PlanState::default()))
         );
-        assert!(
-            matches!(parse_plan_update("<Goal>1. x</Goal>"), Err(ParseError::PlanTag(t)) if t == "Goal")
-        );
+        assert!(matches!(parse_plan_update("<Goal>1. x</Goal>"), Err(ParseError::PlanTag(t)) if t == "Goal"));
         assert!(matches!(
             parse_plan_update("<Goals>- x</Goals>"),
             Err(ParseError::PlanList { .. })
         ));
-        assert!(matches!(
-            parse_plan_update("<Goals>1. x"),
-            Err(ParseError::PlanXml(_))
-        ));
+        assert!(matches!(parse_plan_update("<Goals>1. x"), Err(ParseError::PlanXml(_))));
         assert_eq!(
             parse_plan_update("<Goals>1. a [CURRENT]\n2. b [CURRENT]</Goals>"),
             Err(ParseError::PlanTwoCurrent)
         );
-        assert!(
-            parse_plan_update("<Notes>R&D</Notes>")
-                .unwrap()
-                .unwrap()
-                .notes
-                == "R&D"
-        );
+        assert!(parse_plan_update("<Notes>R&D</Notes>").unwrap().unwrap().notes == "R&D");
     }
 
     #[test]

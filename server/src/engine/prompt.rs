@@ -140,9 +140,6 @@ mod tests {
         .to_lowercase();
         let found = crate::llm::mock::trigger_words_in(&text);
         assert!(found.is_empty(), "trigger words in generic text: {found:?}");
-        assert!(
-            !text.contains("you are"),
-            "only the name line may say 'You are'"
-        );
+        assert!(!text.contains("you are"), "only the name line may say 'You are'");
     }
 }

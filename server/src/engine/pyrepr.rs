@@ -11,10 +11,7 @@ pub fn py_repr(v: &Value) -> String {
         Value::Bool(b) => if *b { "True" } else { "False" }.into(),
         Value::Number(n) => py_number(n),
         Value::String(s) => py_str_repr(s),
-        Value::Array(items) => format!(
-            "[{}]",
-            items.iter().map(py_repr).collect::<Vec<_>>().join(", ")
-        ),
+        Value::Array(items) => format!("[{}]", items.iter().map(py_repr).collect::<Vec<_>>().join(", ")),
         Value::Object(map) => {
             let items: Vec<String> = map
                 .iter()
@@ -51,11 +48,7 @@ fn py_number(n: &Number) -> String {
         let s = format!("{f:e}");
         let (mantissa, exp) = s.split_once('e').unwrap_or((&s, "0"));
         let exp: i32 = exp.parse().unwrap_or(0);
-        format!(
-            "{mantissa}e{}{:02}",
-            if exp < 0 { '-' } else { '+' },
-            exp.abs()
-        )
+        format!("{mantissa}e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs())
     }
 }
 
@@ -82,11 +75,9 @@ pub fn py_str_repr(s: &str) -> String {
             c if (c as u32) < 0x20 || (0x7f..=0xa0).contains(&(c as u32)) || c == '\u{ad}' => {
                 out.push_str(&format!("\\x{:02x}", c as u32))
             }
-            '\u{2000}'..='\u{200f}'
-            | '\u{2028}'..='\u{202e}'
-            | '\u{2060}'..='\u{2064}'
-            | '\u{3000}'
-            | '\u{feff}' => out.push_str(&format!("\\u{:04x}", c as u32)),
+            '\u{2000}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{2064}' | '\u{3000}' | '\u{feff}' => {
+                out.push_str(&format!("\\u{:04x}", c as u32))
+            }
             c => out.push(c),
         }
     }

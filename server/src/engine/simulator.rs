@@ -77,12 +77,7 @@ impl Simulator {
     /// actions it lacks, the scene's initial event is broadcast, then the scene's `pre_run` runs.
     /// Builder-time deltas are dropped; the queued `system_broadcast`s stay pending (they become
     /// the root node's log), as upstream.
-    pub fn build(
-        agents: Vec<Agent>,
-        mut scene: Scene,
-        ordering: Ordering,
-        opts: SimOptions,
-    ) -> Result<Self, String> {
+    pub fn build(agents: Vec<Agent>, mut scene: Scene, ordering: Ordering, opts: SimOptions) -> Result<Self, String> {
         if agents.is_empty() {
             return Err("a simulation needs at least one agent".into());
         }
@@ -95,9 +90,7 @@ impl Simulator {
         if let Some(m) = ordering.moderator()
             && !agents.iter().any(|a| a.name == m)
         {
-            return Err(format!(
-                "the llm_moderated ordering's moderator '{m}' is not an agent"
-            ));
+            return Err(format!("the llm_moderated ordering's moderator '{m}' is not an agent"));
         }
         let rules = scene.rules_mut();
         for agent in &mut agents {
@@ -160,11 +153,7 @@ impl Simulator {
 
     /// Runs `max_turns` turns to completion on a private current-thread runtime and returns the
     /// events (tests, benchmarks and the CLI; the server awaits [`Simulator::run`] instead).
-    pub fn run_blocking(
-        &mut self,
-        max_turns: u64,
-        llm: &dyn LlmClient,
-    ) -> (Result<RunReport, RunError>, Vec<Event>) {
+    pub fn run_blocking(&mut self, max_turns: u64, llm: &dyn LlmClient) -> (Result<RunReport, RunError>, Vec<Event>) {
         let mut events = Vec::new();
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
@@ -223,8 +212,7 @@ impl Simulator {
             misses = 0;
             let status = self.scene.rules().status_prompt(&self.world.agents[idx]);
             if !status.is_empty() {
-                let line =
-                    SceneEvent::Status { data: status }.line(Some(self.scene.rules().time()));
+                let line = SceneEvent::Status { data: status }.line(Some(self.scene.rules().time()));
                 self.world.feedback(idx, &line);
             }
             if self.scene.rules().should_skip_turn(&self.world.agents[idx]) {
@@ -264,10 +252,7 @@ impl Simulator {
     ) -> Result<(), RunError> {
         let agent_name = self.world.agents[idx].name.clone();
         for step in 1..=self.max_steps_per_turn {
-            self.emit(
-                EventType::AgentProcessStart,
-                json!({"agent": agent_name, "step": step}),
-            );
+            self.emit(EventType::AgentProcessStart, json!({"agent": agent_name, "step": step}));
             self.drain(sink);
             let actions = match self.decide(idx, llm, false).await {
                 Ok(Decision::Idle) => {
@@ -302,16 +287,10 @@ impl Simulator {
             }
             let mut yielded = false;
             for call in &actions {
-                self.emit(
-                    EventType::ActionStart,
-                    json!({"agent": agent_name, "action": call}),
-                );
+                self.emit(EventType::ActionStart, json!({"agent": agent_name, "action": call}));
                 match self.act(idx, call, llm).await? {
                     Ok(outcome) => {
-                        self.emit(
-                            EventType::ActionEnd,
-                            action_end(&agent_name, call, &outcome),
-                        );
+                        self.emit(EventType::ActionEnd, action_end(&agent_name, call, &outcome));
                         self.world.flush_pending();
                         if outcome.pass_control {
                             yielded = true;
@@ -340,12 +319,7 @@ impl Simulator {
     }
 
     /// One `process` call of agent `idx`.
-    async fn decide(
-        &mut self,
-        idx: usize,
-        llm: &dyn LlmClient,
-        initiative: bool,
-    ) -> Result<Decision, AgentError> {
+    async fn decide(&mut self, idx: usize, llm: &dyn LlmClient, initiative: bool) -> Result<Decision, AgentError> {
         let text = self.scene.rules().text();
         let World {
             agents,
@@ -353,19 +327,12 @@ impl Simulator {
             out,
             ..
         } = &mut self.world;
-        agents[idx]
-            .process(&text, llm, state, out, initiative)
-            .await
+        agents[idx].process(&text, llm, state, out, initiative).await
     }
 
     /// Runs one action through the agent's action space and the scene. The outer error is an LLM
     /// failure (ends the run); the inner one an action that could not execute (step consumed).
-    async fn act(
-        &mut self,
-        idx: usize,
-        call: &ActionCall,
-        llm: &dyn LlmClient,
-    ) -> Result<ActionResult, RunError> {
+    async fn act(&mut self, idx: usize, call: &ActionCall, llm: &dyn LlmClient) -> Result<ActionResult, RunError> {
         let Some(kind) = self.world.agents[idx]
             .action_space
             .iter()
@@ -404,10 +371,7 @@ impl Simulator {
                 .then(|| self.scene.rules().controlled_next(&self.world))
                 .flatten();
             let World {
-                ordering,
-                agents,
-                rng,
-                ..
+                ordering, agents, rng, ..
             } = &mut self.world;
             match ordering.pick(agents, rng, controlled) {
                 Pick::Name(n) => return Ok(Some(n)),
@@ -431,8 +395,7 @@ impl Simulator {
         let Some(idx) = self.world.agent_index(&moderator) else {
             return Ok(());
         };
-        self.world
-            .feedback(idx, &format!("[System] {MODERATOR_INSTRUCTION}"));
+        self.world.feedback(idx, &format!("[System] {MODERATOR_INSTRUCTION}"));
         let actions = match self.decide(idx, llm, true).await {
             Ok(Decision::Acted(actions)) => actions,
             Ok(Decision::Idle) => Vec::new(),
@@ -447,10 +410,7 @@ impl Simulator {
                 return Ok(());
             }
         };
-        let Some(call) = actions
-            .iter()
-            .find(|a| a.name == ActionKind::ScheduleOrder.name())
-        else {
+        let Some(call) = actions.iter().find(|a| a.name == ActionKind::ScheduleOrder.name()) else {
             self.agent_error(
                 &moderator,
                 0,

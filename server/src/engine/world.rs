@@ -82,12 +82,7 @@ impl World {
 
     /// Delivers a scene event to every agent except its sender (optionally only to `receivers`),
     /// then queues a `system_broadcast` record. `time` is the scene time at emission.
-    pub fn broadcast(
-        &mut self,
-        event: &SceneEvent,
-        time: Option<i64>,
-        receivers: Option<&[usize]>,
-    ) {
+    pub fn broadcast(&mut self, event: &SceneEvent, time: Option<i64>, receivers: Option<&[usize]>) {
         let line = event.line(time);
         let mut recipients = Vec::new();
         for i in 0..self.agents.len() {

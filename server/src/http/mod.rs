@@ -45,12 +45,10 @@ pub fn router(app: Arc<AppState>) -> Router {
         .route("/simtree/{tree}/replay", post(replay))
         .route("/simtree/{tree}/usage", get(usage))
         .route("/simtree/{tree}/node/{node}/info", get(node_info))
+        .route("/simtree/{tree}/node/{node}/view", get(node_view))
         .route("/simtree/{tree}/node/{node}", delete(delete_node))
         .route("/simtree/{tree}/node/{node}/logs", get(logs))
-        .route(
-            "/simtree/{tree}/sim/{node}/events",
-            get(ws::node_events_or_logs),
-        )
+        .route("/simtree/{tree}/sim/{node}/events", get(ws::node_events_or_logs))
         .route("/simtree/{tree}/node/{node}/state", get(state))
         .route("/simtree/{tree}/sim/{node}/state", get(state))
         .route("/simtree/{tree}/events", get(ws::tree_events))

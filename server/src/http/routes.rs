@@ -34,32 +34,18 @@ pub struct CreateBody {
     token_budget: Option<u64>,
 }
 
-pub async fn create_tree(
-    State(app): St,
-    ApiJson(body): ApiJson<CreateBody>,
-) -> AppResult<Json<TreeRef>> {
+pub async fn create_tree(State(app): St, ApiJson(body): ApiJson<CreateBody>) -> AppResult<Json<TreeRef>> {
     // Upstream's DevUI calls the Chinese chat `simple_chat_chinese`.
     let scenario = if body.scenario == "simple_chat_chinese" {
         "simple_chat_zh"
     } else {
         body.scenario.as_str()
     };
-    Ok(Json(app.create_tree(
-        scenario,
-        body.seed,
-        body.token_budget,
-    )?))
+    Ok(Json(app.create_tree(scenario, body.seed, body.token_budget)?))
 }
 
 pub async fn list_trees(State(app): St) -> Json<Vec<TreeRef>> {
-    let mut refs: Vec<TreeRef> = app
-        .trees
-        .iter()
-        .map(|t| TreeRef {
-            id: *t.key(),
-            root: 0,
-        })
-        .collect();
+    let mut refs: Vec<TreeRef> = app.trees.iter().map(|t| TreeRef { id: *t.key(), root: 0 }).collect();
     refs.sort_by_key(|r| r.id);
     Json(refs)
 }
@@ -115,9 +101,7 @@ pub async fn advance_frontier(
     ApiPath(tree): ApiPath<u64>,
     ApiJson(b): ApiJson<FrontierBody>,
 ) -> AppResult<Json<Value>> {
-    let children = app
-        .advance_frontier(tree, b.turns, b.only_max_depth)
-        .await?;
+    let children = app.advance_frontier(tree, b.turns, b.only_max_depth).await?;
     Ok(Json(json!({"children": children})))
 }
 
@@ -175,10 +159,7 @@ pub async fn replay(
 }
 
 /// Extension: a node's status, failure reason and LLM usage.
-pub async fn node_info(
-    State(app): St,
-    ApiPath((tree, node)): ApiPath<(u64, NodeId)>,
-) -> AppResult<Json<Value>> {
+pub async fn node_info(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Json<Value>> {
     let handle = app.tree(tree)?;
     let t = handle.lock();
     let n = t.node(node)?;
@@ -224,11 +205,7 @@ fn parse_ops(raw: Vec<Value>) -> AppResult<Vec<Op>> {
     raw.into_iter()
         .enumerate()
         .map(|(i, v)| {
-            let name = v
-                .get("op")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string();
+            let name = v.get("op").and_then(Value::as_str).unwrap_or("").to_string();
             serde_json::from_value::<Op>(v).map_err(|e| {
                 let msg = e.to_string();
                 if msg.contains("unknown variant") {
@@ -241,19 +218,13 @@ fn parse_ops(raw: Vec<Value>) -> AppResult<Vec<Op>> {
         .collect()
 }
 
-pub async fn delete_node(
-    State(app): St,
-    ApiPath((tree, node)): ApiPath<(u64, NodeId)>,
-) -> AppResult<Json<Value>> {
+pub async fn delete_node(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Json<Value>> {
     app.delete(tree, node)?;
     Ok(Json(json!({"ok": true})))
 }
 
 /// The node's full log, assembled from pre-serialised entries without re-encoding them.
-pub async fn logs(
-    State(app): St,
-    ApiPath((tree, node)): ApiPath<(u64, NodeId)>,
-) -> AppResult<Response> {
+pub async fn logs(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Response> {
     let handle = app.tree(tree)?;
     let mut body = String::from("[");
     handle.lock().for_each_log_entry(node, |e| {
@@ -266,19 +237,13 @@ pub async fn logs(
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
-pub async fn state(
-    State(app): St,
-    ApiPath((tree, node)): ApiPath<(u64, NodeId)>,
-) -> AppResult<Response> {
+pub async fn state(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Response> {
     let handle = app.tree(tree)?;
     let s = handle.lock().state(node)?;
     Ok(Json(s).into_response())
 }
 
-pub async fn lca(
-    State(app): St,
-    ApiPath((tree, a, b)): ApiPath<(u64, NodeId, NodeId)>,
-) -> AppResult<Json<Value>> {
+pub async fn lca(State(app): St, ApiPath((tree, a, b)): ApiPath<(u64, NodeId, NodeId)>) -> AppResult<Json<Value>> {
     let handle = app.tree(tree)?;
     let l = handle.lock().lca(a, b)?;
     Ok(Json(json!({"lca": l})))
@@ -290,10 +255,7 @@ pub async fn export(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Re
     Ok(Json(e).into_response())
 }
 
-pub async fn import(
-    State(app): St,
-    ApiJson(body): ApiJson<TreeExport>,
-) -> AppResult<Json<TreeRef>> {
+pub async fn import(State(app): St, ApiJson(body): ApiJson<TreeExport>) -> AppResult<Json<TreeRef>> {
     Ok(Json(app.import_tree(body)?))
 }
 
@@ -303,11 +265,25 @@ pub async fn delete_tree(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResu
 }
 
 pub async fn scenarios(State(app): St) -> Json<Value> {
+    let trading = app.scenarios.trading.iter().map(|s| {
+        json!({"id": s.id, "title": s.title, "description": s.description, "kind": "trading", "default_turns": s.default_turns})
+    });
     let list: Vec<Value> = app
         .scenarios
         .scenarios
         .iter()
-        .map(|s| json!({"id": s.id, "title": s.title, "description": s.description, "scene": s.scene.kind, "default_turns": s.default_turns}))
+        .map(|s| {
+            json!({"id": s.id, "title": s.title, "description": s.description, "kind": "social", "scene": s.scene.kind, "default_turns": s.default_turns})
+        })
+        .chain(trading)
         .collect();
     Json(Value::Array(list))
+}
+
+/// Extension: the kind-specific view of a node — scene state (social) or portfolio, equity
+/// curve, trades and metrics (trading).
+pub async fn node_view(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Json<Value>> {
+    let handle = app.tree(tree)?;
+    let v = handle.lock().sim(node)?.view();
+    Ok(Json(v))
 }

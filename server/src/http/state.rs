@@ -17,10 +17,14 @@ use tokio::task::AbortHandle;
 
 use super::error::ApiError;
 use crate::engine::Event;
-use crate::llm::ledger::{Ledger, LlmRecord, MeteredClient, ReplayClient};
+use crate::llm::ledger::{Ledger, LlmRecord, MeteredClient, ProviderToolModel, ReplayClient};
 use crate::llm::resilience::TokenBudget;
-use crate::llm::{ChatProvider, LlmClient, MockClient};
+use crate::llm::{ChatProvider, MockClient};
 use crate::scenario::ScenarioLibrary;
+use crate::sim::{RunCtx, Sim};
+use crate::trading::agents::MockToolModel;
+use crate::trading::data::MarketData;
+use crate::trading::episode::TradingEpisode;
 use crate::tree::{NodeId, NodeLog, SimTree, TreeExport, entry_json};
 
 /// Configurable limits; defaults are documented in the README.
@@ -57,6 +61,8 @@ pub struct AppState {
     pub limits: Limits,
     /// The web UI's files (`frontend/dist`).
     pub static_dir: std::path::PathBuf,
+    /// Daily market data for trading episodes (loaded once; `None` when the data is missing).
+    pub market: Option<Arc<MarketData>>,
 }
 
 /// Where runs get their answers: the offline mock, or a real provider (metered and recorded).
@@ -98,6 +104,7 @@ impl AppState {
             backend,
             limits,
             static_dir: super::default_static_dir(),
+            market: MarketData::load_default().ok().map(Arc::new),
         }
     }
 
@@ -135,20 +142,27 @@ impl AppState {
         seed: Option<u64>,
         token_budget: Option<u64>,
     ) -> Result<TreeRef, ApiError> {
+        if let Some(t) = self.scenarios.trading(scenario) {
+            let market = self
+                .market
+                .clone()
+                .ok_or_else(|| ApiError::unprocessable("no market data is installed (assets/data/market)"))?;
+            let episode =
+                TradingEpisode::new(market, t.episode.clone()).map_err(|e| ApiError::unprocessable(e.to_string()))?;
+            return self.register(SimTree::new(scenario, Sim::Trading(episode)), token_budget);
+        }
         let s = self.scenarios.get(scenario).map_err(|_| {
             ApiError::unprocessable(format!(
                 "unknown scenario '{scenario}' (available: {})",
                 self.scenarios.ids().join(", ")
             ))
         })?;
-        let sim = s
-            .build(seed)
-            .map_err(|e| ApiError::unprocessable(e.to_string()))?;
-        self.register(SimTree::new(scenario, sim), token_budget)
+        let sim = s.build(seed).map_err(|e| ApiError::unprocessable(e.to_string()))?;
+        self.register(SimTree::new(scenario, Sim::Social(sim)), token_budget)
     }
 
     pub fn import_tree(&self, export: TreeExport) -> Result<TreeRef, ApiError> {
-        let tree = SimTree::import(export)?;
+        let tree = SimTree::import(export, self.market.as_ref())?;
         self.register(tree, None)
     }
 
@@ -165,9 +179,7 @@ impl AppState {
     fn check_count(&self, count: u64) -> Result<(), ApiError> {
         let max = self.limits.max_children_per_request;
         if count > max {
-            return Err(ApiError::unprocessable(format!(
-                "at most {max} children per request"
-            )));
+            return Err(ApiError::unprocessable(format!("at most {max} children per request")));
         }
         Ok(())
     }
@@ -195,23 +207,32 @@ impl AppState {
         })
     }
 
-    /// The client one run talks to, and the ledger its real calls are recorded in.
-    fn client_for(
-        &self,
-        handle: &TreeHandle,
-        replay: Option<Vec<LlmRecord>>,
-    ) -> (Arc<dyn LlmClient>, Arc<Ledger>) {
+    /// What one run talks to, and the ledger its real calls are recorded in.
+    fn client_for(&self, handle: &TreeHandle, replay: Option<Vec<LlmRecord>>) -> (RunCtx, Arc<Ledger>) {
         let ledger = Arc::new(Ledger::default());
-        let client: Arc<dyn LlmClient> = match (replay, &self.backend) {
-            (Some(records), _) => Arc::new(ReplayClient::new(&records)),
-            (None, Backend::Mock) => Arc::new(MockClient),
-            (None, Backend::Provider(p)) => Arc::new(MeteredClient {
-                provider: p.clone(),
-                ledger: ledger.clone(),
-                budget: handle.budget.clone(),
-            }),
+        let ctx = match (replay, &self.backend) {
+            (Some(records), _) => RunCtx {
+                llm: Arc::new(ReplayClient::new(&records)),
+                tools: Arc::new(MockToolModel),
+            },
+            (None, Backend::Mock) => RunCtx {
+                llm: Arc::new(MockClient),
+                tools: Arc::new(MockToolModel),
+            },
+            (None, Backend::Provider(p)) => RunCtx {
+                llm: Arc::new(MeteredClient {
+                    provider: p.clone(),
+                    ledger: ledger.clone(),
+                    budget: handle.budget.clone(),
+                }),
+                tools: Arc::new(ProviderToolModel {
+                    provider: p.clone(),
+                    ledger: ledger.clone(),
+                    budget: handle.budget.clone(),
+                }),
+            },
         };
-        (client, ledger)
+        (ctx, ledger)
     }
 
     /// Spawns the run of a started child; it proceeds on the runtime's worker threads.
@@ -223,11 +244,11 @@ impl AppState {
             turns,
             replay,
         } = p;
-        let (llm, ledger) = self.client_for(handle, replay);
+        let (ctx, ledger) = self.client_for(handle, replay);
         let task = tokio::spawn(async move {
             let mut sink = move |e: Event| log.push(&entry_json(&e, id));
-            let result = sim.run(turns, &*llm, &mut sink).await;
-            (sim, result.err().map(|e| e.to_string()), ledger.take())
+            let result = sim.run(turns, &ctx, &mut sink).await;
+            (sim, result.err(), ledger.take())
         });
         lock(&handle.tasks).insert(id, task.abort_handle());
         Running { id, task }
@@ -245,9 +266,7 @@ impl AppState {
                 handle.send(TreeMsg::RunFinish { node: id });
                 Ok(RunResult { node: id, error })
             }
-            Err(e) if e.is_cancelled() => Err(ApiError::conflict(format!(
-                "node {id} was deleted while running"
-            ))),
+            Err(e) if e.is_cancelled() => Err(ApiError::conflict(format!("node {id} was deleted while running"))),
             Err(_) => {
                 handle
                     .lock()
@@ -261,12 +280,7 @@ impl AppState {
         }
     }
 
-    pub async fn advance(
-        &self,
-        tree: u64,
-        parent: NodeId,
-        turns: u64,
-    ) -> Result<RunResult, ApiError> {
+    pub async fn advance(&self, tree: u64, parent: NodeId, turns: u64) -> Result<RunResult, ApiError> {
         self.check_turns(turns)?;
         let handle = self.tree(tree)?;
         let pending = self.start(&handle, parent, turns, None)?;
@@ -278,12 +292,7 @@ impl AppState {
     /// every LLM call from `node`'s recording: zero provider calls, and the same log when nothing
     /// changed. A mock run is simply re-run (the mock is deterministic). A request the recording
     /// does not hold fails the run (strict replay) and the reply is a 409 naming it.
-    pub async fn replay(
-        &self,
-        tree: u64,
-        node: NodeId,
-        parent: Option<NodeId>,
-    ) -> Result<RunResult, ApiError> {
+    pub async fn replay(&self, tree: u64, node: NodeId, parent: Option<NodeId>) -> Result<RunResult, ApiError> {
         let handle = self.tree(tree)?;
         let (parent, turns, records) = {
             let t = handle.lock();
@@ -296,8 +305,13 @@ impl AppState {
             let parent = parent
                 .or(n.parent)
                 .ok_or_else(|| ApiError::unprocessable("the root cannot be replayed"))?;
-            let replay = match &self.backend {
-                Backend::Mock if n.records.is_empty() => None,
+            let replay = match (&self.backend, n.sim.as_deref()) {
+                (_, Some(Sim::Trading(_))) if !n.records.is_empty() => {
+                    return Err(ApiError::unprocessable(
+                        "replay of trading runs on a real provider is not supported yet",
+                    ));
+                }
+                (Backend::Mock, _) if n.records.is_empty() => None,
                 _ => Some(n.records.clone()),
             };
             (parent, *turns, replay)
@@ -315,12 +329,7 @@ impl AppState {
     }
 
     /// Starts one child per parent (all attached and announced first), runs them concurrently.
-    async fn fan_out(
-        &self,
-        handle: &Arc<TreeHandle>,
-        parents: &[NodeId],
-        turns: u64,
-    ) -> Result<Vec<NodeId>, ApiError> {
+    async fn fan_out(&self, handle: &Arc<TreeHandle>, parents: &[NodeId], turns: u64) -> Result<Vec<NodeId>, ApiError> {
         let mut started = Vec::with_capacity(parents.len());
         let mut first_error = None;
         for &p in parents {
@@ -361,16 +370,10 @@ impl AppState {
         self.check_count(count)?;
         let handle = self.tree(tree)?;
         handle.lock().node(parent)?;
-        self.fan_out(&handle, &vec![parent; count as usize], turns)
-            .await
+        self.fan_out(&handle, &vec![parent; count as usize], turns).await
     }
 
-    pub async fn advance_frontier(
-        &self,
-        tree: u64,
-        turns: u64,
-        only_max_depth: bool,
-    ) -> Result<Vec<NodeId>, ApiError> {
+    pub async fn advance_frontier(&self, tree: u64, turns: u64, only_max_depth: bool) -> Result<Vec<NodeId>, ApiError> {
         self.check_turns(turns)?;
         let handle = self.tree(tree)?;
         let parents = handle.lock().frontier(only_max_depth);
@@ -378,12 +381,7 @@ impl AppState {
         self.fan_out(&handle, &parents, turns).await
     }
 
-    pub async fn advance_chain(
-        &self,
-        tree: u64,
-        parent: NodeId,
-        turns: u64,
-    ) -> Result<RunResult, ApiError> {
+    pub async fn advance_chain(&self, tree: u64, parent: NodeId, turns: u64) -> Result<RunResult, ApiError> {
         let steps = turns.max(1);
         self.check_turns(steps)?;
         let handle = self.tree(tree)?;
@@ -432,10 +430,7 @@ impl AppState {
 
     /// Removes a whole tree; its running simulations are cancelled.
     pub fn delete_tree(&self, tree: u64) -> Result<(), ApiError> {
-        let (_, handle) = self
-            .trees
-            .remove(&tree)
-            .ok_or_else(ApiError::tree_not_found)?;
+        let (_, handle) = self.trees.remove(&tree).ok_or_else(ApiError::tree_not_found)?;
         for task in lock(&handle.tasks).values() {
             task.abort();
         }
@@ -459,12 +454,12 @@ pub struct RunResult {
 
 struct Running {
     id: NodeId,
-    task: tokio::task::JoinHandle<(crate::engine::Simulator, Option<String>, Vec<LlmRecord>)>,
+    task: tokio::task::JoinHandle<(Sim, Option<String>, Vec<LlmRecord>)>,
 }
 
 struct Pending {
     id: NodeId,
-    sim: crate::engine::Simulator,
+    sim: Sim,
     log: Arc<NodeLog>,
     turns: u64,
     replay: Option<Vec<LlmRecord>>,

@@ -73,12 +73,9 @@ impl Wire for AnthropicWire {
             .collect();
         let choice = if let Some(s) = &request.response_schema {
             let description = s.description.clone().unwrap_or_else(|| {
-                "Give your answer by calling this tool with arguments matching its schema."
-                    .to_string()
+                "Give your answer by calling this tool with arguments matching its schema.".to_string()
             });
-            tools.push(
-                json!({"name": s.name, "description": description, "input_schema": s.schema}),
-            );
+            tools.push(json!({"name": s.name, "description": description, "input_schema": s.schema}));
             Some(json!({"type": "tool", "name": s.name}))
         } else if tools.is_empty() {
             None
@@ -118,16 +115,10 @@ impl Wire for AnthropicWire {
                 + count("cache_read_input_tokens"),
             completion_tokens: count("output_tokens"),
         };
-        let stop_reason = body
-            .get("stop_reason")
-            .and_then(Value::as_str)
-            .map(str::to_string);
-        let refusal = (stop_reason.as_deref() == Some("refusal"))
-            .then(|| "the model refused (stop_reason refusal)".to_string());
-        let blocks = body
-            .get("content")
-            .and_then(Value::as_array)
-            .filter(|c| !c.is_empty());
+        let stop_reason = body.get("stop_reason").and_then(Value::as_str).map(str::to_string);
+        let refusal =
+            (stop_reason.as_deref() == Some("refusal")).then(|| "the model refused (stop_reason refusal)".to_string());
+        let blocks = body.get("content").and_then(Value::as_array).filter(|c| !c.is_empty());
         let Some(blocks) = blocks else {
             if refusal.is_some() {
                 return Ok(ChatResponse {
@@ -143,9 +134,7 @@ impl Wire for AnthropicWire {
         let mut tool_calls = Vec::new();
         for block in blocks {
             match block.get("type").and_then(Value::as_str) {
-                Some("text") => {
-                    text.push_str(block.get("text").and_then(Value::as_str).unwrap_or(""))
-                }
+                Some("text") => text.push_str(block.get("text").and_then(Value::as_str).unwrap_or("")),
                 Some("tool_use") => {
                     let name = block
                         .get("name")
@@ -193,16 +182,14 @@ mod tests {
         let r = AnthropicWire
             .parse(&json!({"content": [], "stop_reason": "refusal"}))
             .unwrap();
-        assert_eq!(
-            r.refusal.as_deref(),
-            Some("the model refused (stop_reason refusal)")
-        );
+        assert_eq!(r.refusal.as_deref(), Some("the model refused (stop_reason refusal)"));
         assert_eq!(
             AnthropicWire.parse(&json!({"content": [], "stop_reason": "end_turn"})),
             Err(LlmError::Response("the response has no content".into()))
         );
         assert_eq!(
-            AnthropicWire.parse(&json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})),
+            AnthropicWire
+                .parse(&json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})),
             Err(LlmError::Response("provider error: Overloaded".into()))
         );
     }

@@ -48,12 +48,7 @@ pub enum Dialect {
 }
 
 impl Dialect {
-    pub const ALL: [Dialect; 4] = [
-        Dialect::OpenAi,
-        Dialect::Gemini,
-        Dialect::Anthropic,
-        Dialect::Mock,
-    ];
+    pub const ALL: [Dialect; 4] = [Dialect::OpenAi, Dialect::Gemini, Dialect::Anthropic, Dialect::Mock];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -109,9 +104,7 @@ impl FromStr for Dialect {
         Dialect::ALL
             .into_iter()
             .find(|d| d.as_str() == low)
-            .ok_or_else(|| {
-                format!("unknown dialect {s:?} (expected one of openai, gemini, anthropic, mock)")
-            })
+            .ok_or_else(|| format!("unknown dialect {s:?} (expected one of openai, gemini, anthropic, mock)"))
     }
 }
 
@@ -266,11 +259,7 @@ impl LlmConfig {
     /// As upstream, an empty or zero numeric setting keeps the default; an unparsable one is an
     /// error naming the variable.
     pub fn from_lookup(env: &dyn Fn(&str) -> Option<String>) -> Result<LlmConfig, ConfigError> {
-        let get = |name: &str| {
-            env(name)
-                .map(|v| v.trim().to_string())
-                .filter(|v| !v.is_empty())
-        };
+        let get = |name: &str| env(name).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
         let dialect = match get("LLM_DIALECT") {
             Some(d) => d.parse().map_err(|m| ConfigError::new("LLM_DIALECT", m))?,
             None => Dialect::Mock,
@@ -325,11 +314,7 @@ impl LlmConfig {
 
     /// This config with `o` applied on top, validated. `env` resolves `api_key_env` and, when the
     /// override switches dialect without giving a key, the new dialect's provider key.
-    pub fn merged(
-        &self,
-        o: &LlmOverride,
-        env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<LlmConfig, ConfigError> {
+    pub fn merged(&self, o: &LlmOverride, env: &dyn Fn(&str) -> Option<String>) -> Result<LlmConfig, ConfigError> {
         let mut c = self.clone();
         c.apply(o, "override", env)?;
         Ok(c)
@@ -427,10 +412,7 @@ impl LlmConfig {
             return bad("max_tokens", "must be at least 1");
         }
         if !pos(self.timeout_s) || self.timeout_s > 3600.0 {
-            return bad(
-                "timeout_s",
-                "must be a positive number of seconds, at most 3600",
-            );
+            return bad("timeout_s", "must be a positive number of seconds, at most 3600");
         }
         if self.max_retries > 20 {
             return bad("max_retries", "must be at most 20");
@@ -439,10 +421,7 @@ impl LlmConfig {
             return bad("retry_backoff_s", "must be a number of seconds >= 0");
         }
         if !pos(self.max_backoff_s) || self.max_backoff_s > 3600.0 {
-            return bad(
-                "max_backoff_s",
-                "must be a positive number of seconds, at most 3600",
-            );
+            return bad("max_backoff_s", "must be a positive number of seconds, at most 3600");
         }
         if self.max_concurrency == 0 || self.max_concurrency > 1024 {
             return bad("max_concurrency", "must be between 1 and 1024");
@@ -456,10 +435,7 @@ impl LlmConfig {
     }
 }
 
-fn env_num<T: FromStr>(
-    get: &dyn Fn(&str) -> Option<String>,
-    name: &str,
-) -> Result<Option<T>, ConfigError> {
+fn env_num<T: FromStr>(get: &dyn Fn(&str) -> Option<String>, name: &str) -> Result<Option<T>, ConfigError> {
     get(name)
         .map(|v| {
             v.parse::<T>()
@@ -537,8 +513,7 @@ impl LlmSettings {
     /// Reads a `.toml` or `.json` file; errors name the path and, for JSON, the field.
     pub fn from_path(path: &Path) -> Result<LlmSettings, ConfigError> {
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError::new(&shown, format!("cannot read: {e}")))?;
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::new(&shown, format!("cannot read: {e}")))?;
         let parsed = match path.extension().and_then(|e| e.to_str()) {
             Some("toml") => LlmSettings::parse_toml(&text),
             Some("json") => LlmSettings::parse_json(&text),
@@ -589,14 +564,10 @@ impl LlmSettings {
                 ConfigError::new(format!("{section}.{field}"), e.message)
             }
         };
-        let mut c = base
-            .merged(&self.default, env)
-            .map_err(at("default".into()))?;
+        let mut c = base.merged(&self.default, env).map_err(at("default".into()))?;
         if let Some(s) = scenario.and_then(|name| self.scenarios.get(name).map(|x| (name, x))) {
             let (name, sec) = s;
-            c = c
-                .merged(&sec.llm, env)
-                .map_err(at(format!("scenarios.{name}")))?;
+            c = c.merged(&sec.llm, env).map_err(at(format!("scenarios.{name}")))?;
             if let Some(a) = agent.and_then(|a| sec.agents.get(a).map(|o| (a, o))) {
                 c = c
                     .merged(a.1, env)
@@ -613,10 +584,7 @@ mod tests {
     use std::collections::HashMap;
 
     fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let m: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let m: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         move |k| m.get(k).cloned()
     }
 
@@ -682,10 +650,7 @@ mod tests {
         assert!(!debug.contains("SECRET"), "{debug}");
         assert!(debug.contains("ApiKey(***)"));
         let json = serde_json::to_string(&c).unwrap();
-        assert!(
-            !json.contains("SECRET") && !json.contains("api_key"),
-            "{json}"
-        );
+        assert!(!json.contains("SECRET") && !json.contains("api_key"), "{json}");
         assert_eq!(c.api_key.as_ref().unwrap().to_string(), "***");
     }
 
@@ -739,8 +704,7 @@ model = "claude-test"
             .unwrap();
         assert_eq!((c.dialect, c.top_p), (Dialect::Gemini, 0.5));
 
-        let e = LlmSettings::parse_json(r#"{"scenarios": {"x": {"agents": {"A": {"temp": 1}}}}}"#)
-            .unwrap_err();
+        let e = LlmSettings::parse_json(r#"{"scenarios": {"x": {"agents": {"A": {"temp": 1}}}}}"#).unwrap_err();
         assert_eq!(e.field, "scenarios.x.agents.A.temp");
         assert!(e.message.contains("unknown field `temp`"), "{e}");
         let e = LlmSettings::parse_toml("[default]\ndialect = \"cohere\"\n").unwrap_err();
@@ -753,9 +717,7 @@ model = "claude-test"
             .unwrap_err();
         assert_eq!(e.field, "scenarios.x.agents.A.top_p");
         let s = LlmSettings::parse_toml("[default]\napi_key_env = \"NOPE\"\n").unwrap();
-        let e = s
-            .resolve(&LlmConfig::default(), None, None, &env(&[]))
-            .unwrap_err();
+        let e = s.resolve(&LlmConfig::default(), None, None, &env(&[])).unwrap_err();
         assert_eq!(e.field, "default.api_key_env");
         assert!(e.message.contains("NOPE"));
     }

@@ -58,9 +58,7 @@ pub async fn smoke(config: &LlmConfig) -> Result<SmokeReport, LlmError> {
     let seen = usage.clone();
     let client = ProviderClient::new(provider.clone()).with_observer(move |r| {
         if let Ok(resp) = r.result {
-            seen.lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(resp.usage);
+            seen.lock().unwrap_or_else(|p| p.into_inner()).push(resp.usage);
         }
     });
     let messages = [
@@ -87,8 +85,7 @@ pub async fn smoke(config: &LlmConfig) -> Result<SmokeReport, LlmError> {
         Message::new(Role::System, "Reply with JSON only."),
         Message::new(Role::User, "Name the colour of grass as {\"colour\": …}."),
     ]);
-    let (structured, resp) =
-        structured_response(provider.as_ref(), request, schema, &mut state).await?;
+    let (structured, resp) = structured_response(provider.as_ref(), request, schema, &mut state).await?;
 
     let seconds = start.elapsed().as_secs_f64();
     let completion_tokens = plain.completion_tokens + resp.usage.completion_tokens;

@@ -58,21 +58,14 @@ impl Wire for GeminiWire {
             .iter()
             .filter(|m| m.role != Role::System)
             .map(|m| {
-                let role = if m.role == Role::Assistant {
-                    "model"
-                } else {
-                    "user"
-                };
+                let role = if m.role == Role::Assistant { "model" } else { "user" };
                 json!({"role": role, "parts": [{"text": m.content.as_ref()}]})
             })
             .collect();
         let mut b = Map::new();
         b.insert("contents".into(), Value::Array(contents));
         if let Some(sys) = request.system_text() {
-            b.insert(
-                "systemInstruction".into(),
-                json!({"parts": [{"text": sys}]}),
-            );
+            b.insert("systemInstruction".into(), json!({"parts": [{"text": sys}]}));
         }
         let mut g = Map::new();
         g.insert(
@@ -127,15 +120,8 @@ impl Wire for GeminiWire {
             // Thinking models bill their thoughts as output.
             completion_tokens: count("candidatesTokenCount") + count("thoughtsTokenCount"),
         };
-        let Some(cand) = body
-            .get("candidates")
-            .and_then(Value::as_array)
-            .and_then(|c| c.first())
-        else {
-            if let Some(reason) = body
-                .pointer("/promptFeedback/blockReason")
-                .and_then(Value::as_str)
-            {
+        let Some(cand) = body.get("candidates").and_then(Value::as_array).and_then(|c| c.first()) else {
+            if let Some(reason) = body.pointer("/promptFeedback/blockReason").and_then(Value::as_str) {
                 return Ok(ChatResponse {
                     usage,
                     refusal: Some(format!(
@@ -147,10 +133,7 @@ impl Wire for GeminiWire {
             }
             return Err(LlmError::Response("the response has no candidates".into()));
         };
-        let finish_reason = cand
-            .get("finishReason")
-            .and_then(Value::as_str)
-            .map(str::to_string);
+        let finish_reason = cand.get("finishReason").and_then(Value::as_str).map(str::to_string);
         let refusal = finish_reason
             .as_deref()
             .filter(|r| BLOCKED.contains(r))
@@ -214,10 +197,8 @@ mod tests {
         assert_eq!(r.refusal, None);
 
         let r = GeminiWire
-            .parse(
-                &json!({"promptFeedback": {"blockReason": "PROHIBITED_CONTENT"},
-                           "usageMetadata": {"promptTokenCount": 7}}),
-            )
+            .parse(&json!({"promptFeedback": {"blockReason": "PROHIBITED_CONTENT"},
+                           "usageMetadata": {"promptTokenCount": 7}}))
             .unwrap();
         assert_eq!(
             r.refusal.as_deref(),

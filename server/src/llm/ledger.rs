@@ -15,7 +15,8 @@ use serde::{Deserialize, Serialize};
 use super::provider::{ChatProvider, ChatRequest};
 use super::resilience::TokenBudget;
 use super::{BoxFuture, LlmClient, LlmError, LlmState};
-use crate::engine::memory::Message;
+use crate::engine::memory::{Message, Role};
+use crate::trading::agents::{ChatRole, ModelReply, ToolCall as TradingToolCall, ToolModel, ToolRequest};
 
 /// A stable hash of a request's messages (FNV-1a 64 over role and content), as hex.
 pub fn request_hash(messages: &[Message]) -> String {
@@ -81,10 +82,7 @@ pub struct Ledger {
 
 impl Ledger {
     fn push(&self, r: LlmRecord) {
-        self.records
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(r);
+        self.records.lock().unwrap_or_else(|p| p.into_inner()).push(r);
     }
 
     pub fn take(&self) -> Vec<LlmRecord> {
@@ -100,11 +98,7 @@ pub struct MeteredClient {
 }
 
 impl LlmClient for MeteredClient {
-    fn chat<'a>(
-        &'a self,
-        messages: &'a [Message],
-        state: &'a mut LlmState,
-    ) -> BoxFuture<'a, Result<String, LlmError>> {
+    fn chat<'a>(&'a self, messages: &'a [Message], state: &'a mut LlmState) -> BoxFuture<'a, Result<String, LlmError>> {
         Box::pin(async move {
             if let Some(b) = &self.budget {
                 b.check()?;
@@ -138,10 +132,7 @@ impl ReplayClient {
     pub fn new(records: &[LlmRecord]) -> ReplayClient {
         let mut answers: HashMap<String, VecDeque<String>> = HashMap::new();
         for r in records {
-            answers
-                .entry(r.hash.clone())
-                .or_default()
-                .push_back(r.response.clone());
+            answers.entry(r.hash.clone()).or_default().push_back(r.response.clone());
         }
         ReplayClient {
             answers: Mutex::new(answers),
@@ -172,21 +163,86 @@ impl LlmClient for ReplayClient {
     }
 }
 
+/// The trading agent's tool-calling model on a real provider: metered and recorded like
+/// [`MeteredClient`]. Tool results and earlier tool calls travel as plain text messages, which
+/// every dialect accepts; the answer's tool calls come back as the trading agent expects them.
+pub struct ProviderToolModel {
+    pub provider: Arc<dyn ChatProvider>,
+    pub ledger: Arc<Ledger>,
+    pub budget: Option<Arc<TokenBudget>>,
+}
+
+impl ToolModel for ProviderToolModel {
+    fn complete<'a>(&'a self, req: &'a ToolRequest) -> BoxFuture<'a, Result<ModelReply, LlmError>> {
+        Box::pin(async move {
+            if let Some(b) = &self.budget {
+                b.check()?;
+            }
+            let messages: Vec<Message> = req
+                .messages
+                .iter()
+                .map(|m| match m.role {
+                    ChatRole::System => Message::new(Role::System, m.content.as_str()),
+                    ChatRole::User => Message::new(Role::User, m.content.as_str()),
+                    ChatRole::Tool => Message::new(Role::User, format!("Tool result: {}", m.content)),
+                    ChatRole::Assistant => {
+                        let mut text = m.content.clone();
+                        for c in &m.tool_calls {
+                            text.push_str(&format!("\n[called {} with {}]", c.name, c.arguments));
+                        }
+                        Message::new(Role::Assistant, text)
+                    }
+                })
+                .collect();
+            let mut request = ChatRequest::new(messages.clone());
+            request.tools = req
+                .tools
+                .iter()
+                .map(|t| super::ToolSpec {
+                    name: t.name.clone(),
+                    description: t.description.clone(),
+                    parameters: t.parameters.clone(),
+                })
+                .collect();
+            let started = Instant::now();
+            let result = self.provider.chat(&request, &mut LlmState::default()).await;
+            if let (Ok(r), Some(b)) = (&result, &self.budget) {
+                b.charge(&r.usage);
+            }
+            let response = result?.into_result()?;
+            let reply = ModelReply {
+                text: response.text.clone(),
+                tool_calls: response
+                    .tool_calls
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| TradingToolCall {
+                        id: c.id.clone().unwrap_or_else(|| format!("call_{i}")),
+                        name: c.name.clone(),
+                        arguments: c.arguments.clone(),
+                    })
+                    .collect(),
+            };
+            self.ledger.push(LlmRecord {
+                hash: request_hash(&messages),
+                response: serde_json::to_string(&reply).unwrap_or_default(),
+                prompt_tokens: response.usage.prompt_tokens,
+                completion_tokens: response.usage.completion_tokens,
+                latency_ms: started.elapsed().as_millis() as u64,
+            });
+            Ok(reply)
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::memory::Role;
 
     #[test]
     fn hashes_depend_on_roles_and_contents() {
-        let a = [
-            Message::new(Role::System, "s"),
-            Message::new(Role::User, "u"),
-        ];
-        let b = [
-            Message::new(Role::System, "s"),
-            Message::new(Role::Assistant, "u"),
-        ];
+        let a = [Message::new(Role::System, "s"), Message::new(Role::User, "u")];
+        let b = [Message::new(Role::System, "s"), Message::new(Role::Assistant, "u")];
         let c = [Message::new(Role::System, "su")];
         assert_eq!(request_hash(&a), request_hash(&a.clone()));
         assert_ne!(request_hash(&a), request_hash(&b));
@@ -204,9 +260,7 @@ mod tests {
             latency_ms: 3,
         };
         let client = ReplayClient::new(&[rec("one"), rec("two")]);
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
         let mut st = LlmState::default();
         assert_eq!(rt.block_on(client.chat(&m, &mut st)).unwrap(), "one");
         assert_eq!(rt.block_on(client.chat(&m, &mut st)).unwrap(), "two");

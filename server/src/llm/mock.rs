@@ -21,11 +21,7 @@ use crate::engine::memory::{Message, Role};
 pub struct MockClient;
 
 impl LlmClient for MockClient {
-    fn chat<'a>(
-        &'a self,
-        messages: &'a [Message],
-        state: &'a mut LlmState,
-    ) -> BoxFuture<'a, Result<String, LlmError>> {
+    fn chat<'a>(&'a self, messages: &'a [Message], state: &'a mut LlmState) -> BoxFuture<'a, Result<String, LlmError>> {
         let reply = reply(messages, state);
         Box::pin(async move { Ok(reply) })
     }
@@ -61,19 +57,14 @@ pub fn respond_to(request: &ChatRequest, state: &mut LlmState) -> Result<ChatRes
     if let Some(s) = &request.response_schema {
         out.text = schema::example(&s.schema).to_string();
     } else if !request.tools.is_empty() && request.tool_choice != ToolChoice::None {
-        let tool =
-            match &request.tool_choice {
-                ToolChoice::Tool(name) => request
-                    .tools
-                    .iter()
-                    .find(|t| &t.name == name)
-                    .ok_or_else(|| {
-                        LlmError::Request(format!(
-                            "mock:mock: tool_choice names {name:?}, which is not among the tools"
-                        ))
-                    })?,
-                _ => &request.tools[0],
-            };
+        let tool = match &request.tool_choice {
+            ToolChoice::Tool(name) => request.tools.iter().find(|t| &t.name == name).ok_or_else(|| {
+                LlmError::Request(format!(
+                    "mock:mock: tool_choice names {name:?}, which is not among the tools"
+                ))
+            })?,
+            _ => &request.tools[0],
+        };
         out.tool_calls.push(ToolCall {
             id: None,
             name: tool.name.clone(),
@@ -111,10 +102,7 @@ pub const TRIGGER_WORDS: [&str; 7] = [
 /// The trigger phrases that occur in `text`, case-insensitively.
 pub fn trigger_words_in(text: &str) -> Vec<&'static str> {
     let low = text.to_lowercase();
-    TRIGGER_WORDS
-        .into_iter()
-        .filter(|w| low.contains(w))
-        .collect()
+    TRIGGER_WORDS.into_iter().filter(|w| low.contains(w)).collect()
 }
 
 /// The agent name the mock counts calls under: the text after the first "You are" up to the first
@@ -150,10 +138,7 @@ fn action_xml(name: &str, fields: &[(&str, &str)]) -> String {
     if fields.is_empty() {
         return format!("<Action name=\"{name}\" />");
     }
-    let body: String = fields
-        .iter()
-        .map(|(k, v)| format!("<{k}>{v}</{k}>"))
-        .collect();
+    let body: String = fields.iter().map(|(k, v)| format!("<{k}>{v}</{k}>")).collect();
     format!("<Action name=\"{name}\">{body}</Action>")
 }
 
@@ -247,10 +232,7 @@ pub fn reply(messages: &[Message], state: &mut LlmState) -> String {
     respond(
         "Say one line this turn.",
         "1. Speak once. [CURRENT]",
-        &action_xml(
-            "send_message",
-            &[("message", &format!("[{n}] Hello from {name}."))],
-        ),
+        &action_xml("send_message", &[("message", &format!("[{n}] Hello from {name}."))]),
     )
 }
 
@@ -340,28 +322,19 @@ fn landlord_reply(messages: &[Message], n: u64) -> String {
                     .unwrap_or(rest.len());
                 &rest[..end]
             });
-            let tokens: Vec<&str> = hand
-                .split_whitespace()
-                .filter(|t| *t != "(empty)")
-                .collect();
+            let tokens: Vec<&str> = hand.split_whitespace().filter(|t| *t != "(empty)").collect();
             match RANK_ORDER.iter().find(|r| tokens.contains(r)) {
                 Some(r) => (
                     "Try a small single.",
                     "1. Play a small single. [CURRENT]",
                     format!("<Action name=\"play_cards\"><cards>{r}</cards></Action>"),
                 ),
-                None => (
-                    "No cards to play.",
-                    "1. Yield. [CURRENT]",
-                    action_xml("yield", &[]),
-                ),
+                None => ("No cards to play.", "1. Yield. [CURRENT]", action_xml("yield", &[])),
             }
         }
         _ => ("Wait.", "1. Yield. [CURRENT]", action_xml("yield", &[])),
     };
-    format!(
-        "--- Thoughts ---\n{t}\n\n--- Plan ---\n{p}\n\n--- Action ---\n{xml}\n\n--- Plan Update ---\nno change"
-    )
+    format!("--- Thoughts ---\n{t}\n\n--- Plan ---\n{p}\n\n--- Action ---\n{xml}\n\n--- Plan Update ---\nno change")
 }
 
 #[cfg(test)]
@@ -369,10 +342,7 @@ mod tests {
     use super::*;
 
     fn req(system: &str, last_user: &str) -> Vec<Message> {
-        vec![
-            Message::new(Role::System, system),
-            Message::new(Role::User, last_user),
-        ]
+        vec![Message::new(Role::System, system), Message::new(Role::User, last_user)]
     }
 
     #[test]
@@ -394,24 +364,13 @@ mod tests {
         let out = respond_to(&r, &mut st).unwrap();
         assert_eq!(out.tool_calls.len(), 1);
         assert_eq!(out.tool_calls[0].name, "vote");
-        assert_eq!(
-            out.tool_calls[0].arguments,
-            json!({"target": "Pia", "confidence": 0.5})
-        );
+        assert_eq!(out.tool_calls[0].arguments, json!({"target": "Pia", "confidence": 0.5}));
         assert_eq!(out.usage.prompt_tokens, 6);
         r.tool_choice = ToolChoice::Required;
         assert_eq!(respond_to(&r, &mut st).unwrap().tool_calls[0].name, "skip");
         r.tool_choice = ToolChoice::Tool("fly".into());
-        assert!(
-            respond_to(&r, &mut st)
-                .unwrap_err()
-                .to_string()
-                .contains("\"fly\"")
-        );
-        assert!(
-            st.mock_counters.is_empty(),
-            "tool answers leave the counters alone"
-        );
+        assert!(respond_to(&r, &mut st).unwrap_err().to_string().contains("\"fly\""));
+        assert!(st.mock_counters.is_empty(), "tool answers leave the counters alone");
 
         r.tools.clear();
         r.response_schema = Some(JsonSchema::new("vote", params.clone()));
@@ -422,10 +381,7 @@ mod tests {
         let text = respond_to(&r, &mut st).unwrap().text;
         assert_eq!(
             text,
-            reply(
-                &req("You are Alice.\nchat", "pick one"),
-                &mut LlmState::default()
-            )
+            reply(&req("You are Alice.\nchat", "pick one"), &mut LlmState::default())
         );
         assert_eq!(
             st.mock_counters["Alice"], 1,
@@ -435,10 +391,7 @@ mod tests {
 
     #[test]
     fn names_are_read_from_the_first_you_are() {
-        assert_eq!(
-            extract_name("\nYou are Rep. Chen Wei.\nYou are the chair."),
-            "Rep"
-        );
+        assert_eq!(extract_name("\nYou are Rep. Chen Wei.\nYou are the chair."), "Rep");
         assert_eq!(extract_name("You are Elias Thorne.\n"), "Elias Thorne");
         assert_eq!(extract_name("You are 主持人.\n"), "主持人");
         assert_eq!(extract_name("nobody"), "Agent");
@@ -448,9 +401,7 @@ mod tests {
     fn chat_branch_counts_per_name_and_yields_after_continue() {
         let mut st = LlmState::default();
         let a = reply(&req("You are Alice.\nchat", "hi"), &mut st);
-        assert!(a.contains(
-            "<Action name=\"send_message\"><message>[1] Hello from Alice.</message></Action>"
-        ));
+        assert!(a.contains("<Action name=\"send_message\"><message>[1] Hello from Alice.</message></Action>"));
         assert!(a.ends_with("--- Plan Update ---\nno change\n"));
         let b = reply(&req("You are Alice.\nchat", "hi"), &mut st);
         assert!(b.contains("[2] Hello from Alice."));
@@ -462,10 +413,7 @@ mod tests {
     #[test]
     fn keyword_precedence() {
         let mut st = LlmState::default();
-        let host = reply(
-            &req("You are Host.\nplease vote and mind the werewolf", "x"),
-            &mut st,
-        );
+        let host = reply(&req("You are Host.\nplease vote and mind the werewolf", "x"), &mut st);
         assert!(host.contains("Good morning, council."));
         assert!(reply(&req("You are Host.\nvoting", "x"), &mut st).contains("name=\"yield\""));
         let map = reply(
@@ -480,21 +428,13 @@ mod tests {
     #[test]
     fn landlord_branch_reads_phase_and_hand_from_the_status() {
         let mut st = LlmState::default();
-        let status = "[18:00] Status: --- Status ---\nPhase: playing\nMultiplier: x1\nHand: 5 5 9 J 2 BJ\nHand counts: A=1";
+        let status =
+            "[18:00] Status: --- Status ---\nPhase: playing\nMultiplier: x1\nHand: 5 5 9 J 2 BJ\nHand counts: A=1";
         let r = reply(&req("You are Bob.\nDou Dizhu", status), &mut st);
         assert!(r.ends_with("<Action name=\"play_cards\"><cards>5</cards></Action>\n\n--- Plan Update ---\nno change"));
-        let bid = reply(
-            &req("You are Bob.\nlandlord", "Status: Phase: bidding"),
-            &mut st,
-        );
-        assert!(
-            bid.contains("<Action name=\"pass\" />"),
-            "second call passes"
-        );
-        let dbl = reply(
-            &req("You are Bob.\nlandlord", "Status: Phase: doubling"),
-            &mut st,
-        );
+        let bid = reply(&req("You are Bob.\nlandlord", "Status: Phase: bidding"), &mut st);
+        assert!(bid.contains("<Action name=\"pass\" />"), "second call passes");
+        let dbl = reply(&req("You are Bob.\nlandlord", "Status: Phase: doubling"), &mut st);
         assert!(dbl.contains("no_double"));
         let none = reply(&req("You are Bob.\nlandlord", "no status"), &mut st);
         assert!(none.contains("<Action name=\"yield\" />"));

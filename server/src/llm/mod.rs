@@ -32,8 +32,8 @@ pub mod schema;
 pub use config::{ApiKey, ConfigError, Dialect, LlmConfig, LlmOverride, LlmSettings};
 pub use mock::MockClient;
 pub use provider::{
-    ChatProvider, ChatRequest, ChatResponse, JsonSchema, ProviderClient, ProviderPool, ToolCall,
-    ToolChoice, ToolSpec, Usage, build_provider, structured,
+    ChatProvider, ChatRequest, ChatResponse, JsonSchema, ProviderClient, ProviderPool, ToolCall, ToolChoice, ToolSpec,
+    Usage, build_provider, structured,
 };
 
 /// A boxed, sendable future (what an object-safe async trait method returns).
@@ -62,9 +62,5 @@ pub struct LlmState {
 /// A chat-completion backend.
 pub trait LlmClient: Send + Sync {
     /// Sends `messages` (system first) and returns the assistant's text.
-    fn chat<'a>(
-        &'a self,
-        messages: &'a [Message],
-        state: &'a mut LlmState,
-    ) -> BoxFuture<'a, Result<String, LlmError>>;
+    fn chat<'a>(&'a self, messages: &'a [Message], state: &'a mut LlmState) -> BoxFuture<'a, Result<String, LlmError>>;
 }

@@ -99,11 +99,7 @@ impl Wire for OpenAiWire {
     }
 
     fn parse(&self, body: &Value) -> Result<ChatResponse, LlmError> {
-        let Some(choice) = body
-            .get("choices")
-            .and_then(Value::as_array)
-            .and_then(|c| c.first())
-        else {
+        let Some(choice) = body.get("choices").and_then(Value::as_array).and_then(|c| c.first()) else {
             if let Some(m) = body.pointer("/error/message").and_then(Value::as_str) {
                 return Err(LlmError::Response(format!("provider error: {m}")));
             }
@@ -112,16 +108,12 @@ impl Wire for OpenAiWire {
         let message = choice
             .get("message")
             .ok_or_else(|| LlmError::Response("the first choice has no message".into()))?;
-        let finish_reason = choice
-            .get("finish_reason")
-            .and_then(Value::as_str)
-            .map(str::to_string);
+        let finish_reason = choice.get("finish_reason").and_then(Value::as_str).map(str::to_string);
         let refusal = match message.get("refusal").and_then(Value::as_str) {
             Some(r) => Some(format!("the model refused: {r}")),
-            None if finish_reason.as_deref() == Some("content_filter") => Some(
-                "the answer was blocked by the content filter (finish_reason content_filter)"
-                    .into(),
-            ),
+            None if finish_reason.as_deref() == Some("content_filter") => {
+                Some("the answer was blocked by the content filter (finish_reason content_filter)".into())
+            }
             None => None,
         };
         let mut tool_calls = Vec::new();
@@ -198,8 +190,7 @@ mod tests {
                 {"function": {"name": "vote", "arguments": "{oops"}}]}}]}))
             .unwrap_err();
         assert!(
-            e.to_string()
-                .contains("tool call vote has malformed JSON arguments"),
+            e.to_string().contains("tool call vote has malformed JSON arguments"),
             "{e}"
         );
         let r = OpenAiWire
@@ -208,9 +199,7 @@ mod tests {
         assert!(r.refusal.unwrap().contains("content filter"));
         assert_eq!(
             OpenAiWire.parse(&json!({"error": {"message": "model not loaded"}})),
-            Err(LlmError::Response(
-                "provider error: model not loaded".into()
-            ))
+            Err(LlmError::Response("provider error: model not loaded".into()))
         );
     }
 }

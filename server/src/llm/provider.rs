@@ -18,9 +18,7 @@ use serde_json::Value;
 
 use super::config::{ConfigError, Dialect, LlmConfig};
 use super::resilience::{Failure, Gate, RetryPolicy, retry_after, with_retries};
-use super::{
-    BoxFuture, LlmClient, LlmError, LlmState, MockClient, anthropic, gemini, openai, schema,
-};
+use super::{BoxFuture, LlmClient, LlmError, LlmState, MockClient, anthropic, gemini, openai, schema};
 use crate::engine::memory::Message;
 
 /// A function the model may call: its name, what it is for, and a JSON Schema for its arguments.
@@ -212,10 +210,7 @@ impl ProviderClient {
     }
 
     /// Calls `f` after every call, success or failure.
-    pub fn with_observer(
-        mut self,
-        f: impl Fn(&CallRecord<'_>) + Send + Sync + 'static,
-    ) -> ProviderClient {
+    pub fn with_observer(mut self, f: impl Fn(&CallRecord<'_>) + Send + Sync + 'static) -> ProviderClient {
         self.observer = Some(Arc::new(f));
         self
     }
@@ -234,11 +229,7 @@ impl std::fmt::Debug for ProviderClient {
 }
 
 impl LlmClient for ProviderClient {
-    fn chat<'a>(
-        &'a self,
-        messages: &'a [Message],
-        state: &'a mut LlmState,
-    ) -> BoxFuture<'a, Result<String, LlmError>> {
+    fn chat<'a>(&'a self, messages: &'a [Message], state: &'a mut LlmState) -> BoxFuture<'a, Result<String, LlmError>> {
         Box::pin(async move {
             let request = ChatRequest::new(messages.to_vec());
             let result = self.provider.chat(&request, state).await;
@@ -356,11 +347,7 @@ impl<W: Wire> HttpProvider<W> {
     }
 
     /// A provider sharing `gate` with others (the same endpoint under different settings).
-    pub fn with_gate(
-        config: LlmConfig,
-        wire: W,
-        gate: Arc<Gate>,
-    ) -> Result<HttpProvider<W>, ConfigError> {
+    pub fn with_gate(config: LlmConfig, wire: W, gate: Arc<Gate>) -> Result<HttpProvider<W>, ConfigError> {
         config.validate()?;
         let http = reqwest::Client::builder()
             .build()
@@ -473,13 +460,9 @@ impl<W: Wire> ChatProvider for HttpProvider<W> {
             let url = self.wire.url(&self.config, request);
             let body = self.wire.body(&self.config, request);
             let label = self.label();
-            let mut response = with_retries(
-                &label,
-                &self.policy,
-                self.config.timeout(),
-                &self.gate,
-                || self.attempt(&url, &body),
-            )
+            let mut response = with_retries(&label, &self.policy, self.config.timeout(), &self.gate, || {
+                self.attempt(&url, &body)
+            })
             .await?;
             response.latency_ms = start.elapsed().as_millis() as u64;
             response.refusal = response.refusal.map(|r| format!("{label}: {r}"));
@@ -493,10 +476,7 @@ pub fn build_provider(config: &LlmConfig) -> Result<Arc<dyn ChatProvider>, Confi
     build_with_gate(config, Arc::new(Gate::from_config(config)))
 }
 
-fn build_with_gate(
-    config: &LlmConfig,
-    gate: Arc<Gate>,
-) -> Result<Arc<dyn ChatProvider>, ConfigError> {
+fn build_with_gate(config: &LlmConfig, gate: Arc<Gate>) -> Result<Arc<dyn ChatProvider>, ConfigError> {
     let c = config.clone();
     Ok(match config.dialect {
         Dialect::OpenAi => Arc::new(HttpProvider::with_gate(c, openai::OpenAiWire, gate)?),
@@ -618,18 +598,15 @@ mod tests {
             }],
             ..ChatResponse::default()
         });
-        let v = structured(&tool, req.clone(), schema(), &mut st)
-            .await
-            .unwrap();
+        let v = structured(&tool, req.clone(), schema(), &mut st).await.unwrap();
         assert_eq!(v, json!({"target": "Pia"}));
 
         let e = structured(&text("I pick Ronan"), req.clone(), schema(), &mut st)
             .await
             .unwrap_err();
         assert!(
-            e.to_string().starts_with(
-                "LLM response unusable: canned:test: structured output for vote is not JSON"
-            ),
+            e.to_string()
+                .starts_with("LLM response unusable: canned:test: structured output for vote is not JSON"),
             "{e}"
         );
         let e = structured(&text("{\"target\": 3}"), req.clone(), schema(), &mut st)
@@ -643,13 +620,8 @@ mod tests {
             refusal: Some("canned:test: the model refused: no".into()),
             ..ChatResponse::default()
         });
-        let e = structured(&refused, req, schema(), &mut st)
-            .await
-            .unwrap_err();
-        assert_eq!(
-            e,
-            LlmError::Refused("canned:test: the model refused: no".into())
-        );
+        let e = structured(&refused, req, schema(), &mut st).await.unwrap_err();
+        assert_eq!(e, LlmError::Refused("canned:test: the model refused: no".into()));
     }
 
     #[tokio::test]
@@ -699,25 +671,15 @@ mod tests {
         b.max_concurrency = 9;
         let pa = pool.get(&a).unwrap();
         let pb = pool.get(&b).unwrap();
-        assert!(
-            Arc::ptr_eq(&pa, &pool.get(&a).unwrap()),
-            "cached per config"
-        );
+        assert!(Arc::ptr_eq(&pa, &pool.get(&a).unwrap()), "cached per config");
         assert!(!Arc::ptr_eq(&pa, &pb));
         let gate = pool.gate_for(&b).unwrap();
-        assert_eq!(
-            gate.limit(),
-            3,
-            "the first config's limits hold for the endpoint"
-        );
+        assert_eq!(gate.limit(), 3, "the first config's limits hold for the endpoint");
         let mut c = a.clone();
         c.base_url = Some("http://127.0.0.1:2/v1".into());
         pool.get(&c).unwrap();
         assert!(!Arc::ptr_eq(&gate, &pool.gate_for(&c).unwrap()));
-        assert_eq!(
-            pool.get(&LlmConfig::default()).unwrap().label(),
-            "mock:mock"
-        );
+        assert_eq!(pool.get(&LlmConfig::default()).unwrap().label(), "mock:mock");
     }
 
     #[test]

@@ -94,10 +94,7 @@ where
         let (reason, retry_after) = match outcome {
             Ok(v) => return Ok(v),
             Err(Failure::Fatal(e)) => return Err(prefix(label, e)),
-            Err(Failure::Transient {
-                reason,
-                retry_after,
-            }) => (reason, retry_after),
+            Err(Failure::Transient { reason, retry_after }) => (reason, retry_after),
         };
         if n + 1 == attempts {
             let tries = if attempts == 1 {
@@ -105,9 +102,7 @@ where
             } else {
                 format!("{attempts} attempts")
             };
-            return Err(LlmError::Request(format!(
-                "{label}: {reason} (gave up after {tries})"
-            )));
+            return Err(LlmError::Request(format!("{label}: {reason} (gave up after {tries})")));
         }
         let wait = match retry_after {
             Some(w) if w > policy.max_backoff => {
@@ -155,12 +150,7 @@ fn jitter() -> f64 {
 /// The wait a 429/503 response asks for: `retry-after-ms` (OpenAI's), else `Retry-After` as
 /// seconds or an HTTP date (relative to `now`). Unparsable values are ignored.
 pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
-    let text = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::trim)
-    };
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
     if let Some(ms) = text("retry-after-ms").and_then(|v| v.parse::<f64>().ok())
         && ms.is_finite()
         && ms >= 0.0
@@ -324,11 +314,7 @@ mod tests {
         assert_eq!(p.backoff_for(3, 1.0), Duration::from_millis(800));
         assert_eq!(p.backoff_for(10, 1.0), Duration::from_secs(2));
         assert_eq!(p.backoff_for(1, 0.5), Duration::from_millis(100));
-        assert_eq!(
-            p.backoff_for(99, 0.0),
-            Duration::from_secs(1),
-            "jitter floor is 0.5"
-        );
+        assert_eq!(p.backoff_for(99, 0.0), Duration::from_secs(1), "jitter floor is 0.5");
         for _ in 0..100 {
             let j = jitter();
             assert!((0.0..1.0).contains(&j));
@@ -342,20 +328,10 @@ mod tests {
         assert_eq!(retry_after(&h, now), None);
         h.insert("retry-after", "2".parse().unwrap());
         assert_eq!(retry_after(&h, now), Some(Duration::from_secs(2)));
-        h.insert(
-            "retry-after",
-            "Sun, 06 Nov 1994 08:49:40 GMT".parse().unwrap(),
-        );
+        h.insert("retry-after", "Sun, 06 Nov 1994 08:49:40 GMT".parse().unwrap());
         assert_eq!(retry_after(&h, now), Some(Duration::from_secs(3)));
-        h.insert(
-            "retry-after",
-            "Sun, 06 Nov 1994 08:00:00 GMT".parse().unwrap(),
-        );
-        assert_eq!(
-            retry_after(&h, now),
-            Some(Duration::ZERO),
-            "a past date means now"
-        );
+        h.insert("retry-after", "Sun, 06 Nov 1994 08:00:00 GMT".parse().unwrap());
+        assert_eq!(retry_after(&h, now), Some(Duration::ZERO), "a past date means now");
         h.insert("retry-after", "soon".parse().unwrap());
         assert_eq!(retry_after(&h, now), None);
         h.insert("retry-after-ms", "250".parse().unwrap());
@@ -366,17 +342,16 @@ mod tests {
     async fn transient_failures_are_retried_then_reported_with_the_count() {
         let gate = Gate::new(1, None);
         let calls = AtomicU32::new(0);
-        let r: Result<(), _> =
-            with_retries("x:m", &policy(2, 1), Duration::from_secs(5), &gate, || {
-                calls.fetch_add(1, Ordering::SeqCst);
-                async {
-                    Err(Failure::Transient {
-                        reason: "HTTP 503 Service Unavailable".into(),
-                        retry_after: None,
-                    })
-                }
-            })
-            .await;
+        let r: Result<(), _> = with_retries("x:m", &policy(2, 1), Duration::from_secs(5), &gate, || {
+            calls.fetch_add(1, Ordering::SeqCst);
+            async {
+                Err(Failure::Transient {
+                    reason: "HTTP 503 Service Unavailable".into(),
+                    retry_after: None,
+                })
+            }
+        })
+        .await;
         assert_eq!(calls.load(Ordering::SeqCst), 3);
         assert_eq!(
             r.unwrap_err().to_string(),
@@ -384,23 +359,18 @@ mod tests {
         );
 
         let calls = AtomicU32::new(0);
-        let r: Result<u8, _> =
-            with_retries("x:m", &policy(5, 1), Duration::from_secs(5), &gate, || {
-                let n = calls.fetch_add(1, Ordering::SeqCst);
-                async move {
-                    if n == 0 {
-                        Err(Failure::Fatal(LlmError::Response("bad body".into())))
-                    } else {
-                        Ok(1)
-                    }
+        let r: Result<u8, _> = with_retries("x:m", &policy(5, 1), Duration::from_secs(5), &gate, || {
+            let n = calls.fetch_add(1, Ordering::SeqCst);
+            async move {
+                if n == 0 {
+                    Err(Failure::Fatal(LlmError::Response("bad body".into())))
+                } else {
+                    Ok(1)
                 }
-            })
-            .await;
-        assert_eq!(
-            calls.load(Ordering::SeqCst),
-            1,
-            "fatal errors are not retried"
-        );
+            }
+        })
+        .await;
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "fatal errors are not retried");
         assert_eq!(r, Err(LlmError::Response("x:m: bad body".into())));
     }
 
@@ -420,18 +390,12 @@ mod tests {
             "LLM request failed: x:m: timed out after 0.02s (gave up after 2 attempts)"
         );
         let start = Instant::now();
-        let r: Result<(), _> = with_retries(
-            "x:m",
-            &policy(3, 1),
-            Duration::from_secs(1),
-            &gate,
-            || async {
-                Err(Failure::Transient {
-                    reason: "HTTP 429".into(),
-                    retry_after: Some(Duration::from_secs(60)),
-                })
-            },
-        )
+        let r: Result<(), _> = with_retries("x:m", &policy(3, 1), Duration::from_secs(1), &gate, || async {
+            Err(Failure::Transient {
+                reason: "HTTP 429".into(),
+                retry_after: Some(Duration::from_secs(60)),
+            })
+        })
         .await;
         assert!(start.elapsed() < Duration::from_secs(1));
         assert!(
@@ -458,11 +422,7 @@ mod tests {
         tasks.join_all().await;
         assert_eq!(peak.load(Ordering::SeqCst), 2);
         // Six starts 20 ms apart: the last starts at least 100 ms after the first.
-        assert!(
-            start.elapsed() >= Duration::from_millis(100),
-            "{:?}",
-            start.elapsed()
-        );
+        assert!(start.elapsed() >= Duration::from_millis(100), "{:?}", start.elapsed());
         assert_eq!(gate.in_flight(), 0);
     }
 

@@ -75,15 +75,8 @@ pub fn validate(schema: &Value, value: &Value) -> Result<(), String> {
 
 fn check(root: &Value, node: &Value, v: &Value, path: &str) -> Result<(), String> {
     let node = resolve(root, node).map_err(|e| format!("{path}: {e}"))?;
-    if let Some(alts) = node
-        .get("anyOf")
-        .or(node.get("oneOf"))
-        .and_then(Value::as_array)
-    {
-        let errors: Vec<String> = alts
-            .iter()
-            .filter_map(|a| check(root, a, v, path).err())
-            .collect();
+    if let Some(alts) = node.get("anyOf").or(node.get("oneOf")).and_then(Value::as_array) {
+        let errors: Vec<String> = alts.iter().filter_map(|a| check(root, a, v, path).err()).collect();
         if errors.len() == alts.len() && !alts.is_empty() {
             return Err(format!(
                 "{path}: matches none of the alternatives ({})",
@@ -93,11 +86,7 @@ fn check(root: &Value, node: &Value, v: &Value, path: &str) -> Result<(), String
     }
     let ts = types(node);
     if !ts.is_empty() && !ts.iter().any(|t| type_matches(t, v)) {
-        return Err(format!(
-            "{path}: expected {}, got {}",
-            ts.join(" or "),
-            type_name(v)
-        ));
+        return Err(format!("{path}: expected {}, got {}", ts.join(" or "), type_name(v)));
     }
     if let Some(c) = node.get("const")
         && c != v
@@ -194,11 +183,7 @@ fn gen_example(root: &Value, node: &Value, depth: usize) -> Value {
     if let Some(c) = node.get("const") {
         return c.clone();
     }
-    if let Some(first) = node
-        .get("enum")
-        .and_then(Value::as_array)
-        .and_then(|e| e.first())
-    {
+    if let Some(first) = node.get("enum").and_then(Value::as_array).and_then(|e| e.first()) {
         return first.clone();
     }
     if let Some(first) = node
@@ -233,11 +218,7 @@ fn gen_example(root: &Value, node: &Value, depth: usize) -> Value {
         "array" => {
             let n = node.get("minItems").and_then(Value::as_u64).unwrap_or(0);
             let item = node.get("items").cloned().unwrap_or(json!({}));
-            Value::Array(
-                (0..n.min(64))
-                    .map(|_| gen_example(root, &item, depth + 1))
-                    .collect(),
-            )
+            Value::Array((0..n.min(64)).map(|_| gen_example(root, &item, depth + 1)).collect())
         }
         "integer" => {
             let min = node.get("minimum").and_then(Value::as_f64).unwrap_or(0.0);

@@ -103,10 +103,7 @@ pub struct ModelReply {
 /// A chat model with tool calling. Implementations: [`MockToolModel`], [`FnToolModel`], and (by
 /// the provider layer) adapters to real APIs.
 pub trait ToolModel: Send + Sync {
-    fn complete<'a>(
-        &'a self,
-        request: &'a ToolRequest,
-    ) -> BoxFuture<'a, Result<ModelReply, LlmError>>;
+    fn complete<'a>(&'a self, request: &'a ToolRequest) -> BoxFuture<'a, Result<ModelReply, LlmError>>;
 }
 
 /// Any function from a request to a reply, as a [`ToolModel`].
@@ -116,10 +113,7 @@ impl<F> ToolModel for FnToolModel<F>
 where
     F: Fn(&ToolRequest) -> Result<ModelReply, LlmError> + Send + Sync,
 {
-    fn complete<'a>(
-        &'a self,
-        request: &'a ToolRequest,
-    ) -> BoxFuture<'a, Result<ModelReply, LlmError>> {
+    fn complete<'a>(&'a self, request: &'a ToolRequest) -> BoxFuture<'a, Result<ModelReply, LlmError>> {
         let reply = (self.0)(request);
         Box::pin(async move { reply })
     }
@@ -198,8 +192,7 @@ pub fn parse_decision(arguments: &Value) -> Result<Decision, String> {
     let parsed;
     let value = match arguments {
         Value::String(s) => {
-            parsed = serde_json::from_str::<Value>(s)
-                .map_err(|e| format!("arguments are not valid JSON: {e}"))?;
+            parsed = serde_json::from_str::<Value>(s).map_err(|e| format!("arguments are not valid JSON: {e}"))?;
             &parsed
         }
         v => v,
@@ -217,11 +210,7 @@ pub fn parse_decision(arguments: &Value) -> Result<Decision, String> {
 /// The messages that answer each of `reply`'s tool calls once the decision has been handled: the
 /// used `submit_decision` call gets `result`, earlier ones are marked superseded, other tools
 /// unknown. A reply without a `submit_decision` call gets a user note that it counted as a hold.
-pub fn tool_results(
-    reply: &ModelReply,
-    used: Option<usize>,
-    result: &DecisionResult,
-) -> Vec<ChatMessage> {
+pub fn tool_results(reply: &ModelReply, used: Option<usize>, result: &DecisionResult) -> Vec<ChatMessage> {
     let mut out = Vec::new();
     for (i, call) in reply.tool_calls.iter().enumerate() {
         let content = if Some(i) == used {
@@ -232,19 +221,14 @@ pub fn tool_results(
             ))
             .unwrap_or_default()
         } else {
-            format!(
-                "unknown tool '{}'; the only tool is {SUBMIT_DECISION}",
-                call.name
-            )
+            format!("unknown tool '{}'; the only tool is {SUBMIT_DECISION}", call.name)
         };
         out.push(ChatMessage::tool_result(&call.id, content));
     }
     if used.is_none() {
         out.push(ChatMessage::text(
             ChatRole::User,
-            format!(
-                "No {SUBMIT_DECISION} call was made, so this decision point counted as a hold."
-            ),
+            format!("No {SUBMIT_DECISION} call was made, so this decision point counted as a hold."),
         ));
     }
     out
@@ -313,10 +297,7 @@ impl AgentSpec {
                 history: default_history(),
             },
             _ => {
-                return Err(format!(
-                    "unknown agent '{kind}' (known: {})",
-                    Self::KINDS.join(", ")
-                ));
+                return Err(format!("unknown agent '{kind}' (known: {})", Self::KINDS.join(", ")));
             }
         })
     }
@@ -337,18 +318,15 @@ impl AgentSpec {
     /// Checks the parameters; the message names the field.
     pub fn validate(&self) -> Result<(), String> {
         match self {
-            AgentSpec::Momentum { lookback } if *lookback == 0 => {
-                Err("agent.lookback must be at least 1".into())
-            }
+            AgentSpec::Momentum { lookback } if *lookback == 0 => Err("agent.lookback must be at least 1".into()),
             AgentSpec::MeanReversion { lookback, .. } if *lookback < 2 => {
                 Err("agent.lookback must be at least 2".into())
             }
-            AgentSpec::MeanReversion { band, .. } if !(band.is_finite() && *band >= 0.0) => Err(
-                format!("agent.band must be a non-negative number, got {band}"),
-            ),
+            AgentSpec::MeanReversion { band, .. } if !(band.is_finite() && *band >= 0.0) => {
+                Err(format!("agent.band must be a non-negative number, got {band}"))
+            }
             AgentSpec::Llm {
-                system_prompt: Some(p),
-                ..
+                system_prompt: Some(p), ..
             } if p.trim().is_empty() => Err("agent.system_prompt must not be empty".into()),
             _ => Ok(()),
         }
@@ -406,19 +384,12 @@ pub struct Exchange {
 
 /// The request the LLM agent sends: system prompt, the remembered exchanges (their cases are not
 /// repeated), then the current case.
-pub fn llm_request(
-    system_prompt: &str,
-    history: &[Arc<Exchange>],
-    invocation: &AgentInvocation,
-) -> ToolRequest {
+pub fn llm_request(system_prompt: &str, history: &[Arc<Exchange>], invocation: &AgentInvocation) -> ToolRequest {
     let mut messages = vec![ChatMessage::text(ChatRole::System, system_prompt)];
     for ex in history {
         messages.push(ChatMessage::text(
             ChatRole::User,
-            format!(
-                "Decision point {} (its case is no longer shown).",
-                ex.case_id
-            ),
+            format!("Decision point {} (its case is no longer shown).", ex.case_id),
         ));
         messages.push(ChatMessage {
             role: ChatRole::Assistant,
@@ -494,10 +465,7 @@ fn rebalance(case: &Case, sells: &[&str], buys: &[&str]) -> Decision {
             cash += n as f64 * p;
         }
     }
-    let priced: Vec<(&str, f64)> = buys
-        .iter()
-        .filter_map(|&t| case.price(t).map(|p| (t, p)))
-        .collect();
+    let priced: Vec<(&str, f64)> = buys.iter().filter_map(|&t| case.price(t).map(|p| (t, p))).collect();
     for (t, n) in equal_split(cash, &priced) {
         orders.push(Order::new(t, Side::Buy, n));
     }
@@ -569,12 +537,54 @@ fn mean_reversion(case: &Case, lookback: usize, band: f64) -> Decision {
 pub struct MockToolModel;
 
 impl ToolModel for MockToolModel {
-    fn complete<'a>(
-        &'a self,
-        request: &'a ToolRequest,
-    ) -> BoxFuture<'a, Result<ModelReply, LlmError>> {
+    fn complete<'a>(&'a self, request: &'a ToolRequest) -> BoxFuture<'a, Result<ModelReply, LlmError>> {
         let reply = mock_reply(request);
         Box::pin(async move { Ok(reply) })
+    }
+}
+
+/// Tickers named by news items of the case, split by the tone of the item.
+fn news_tickers(case: &Value, tickers: &[String]) -> (Vec<String>, Vec<String>) {
+    const BAD: [&str; 8] = [
+        "recall",
+        "lawsuit",
+        "miss",
+        "fraud",
+        "downgrade",
+        "loss",
+        "probe",
+        "plunge",
+    ];
+    const GOOD: [&str; 6] = ["beat", "record", "upgrade", "surge", "approval", "growth"];
+    let (mut bad, mut good) = (Vec::new(), Vec::new());
+    for item in case["case_data"]["items"].as_array().into_iter().flatten() {
+        if item["kind"] != "news" {
+            continue;
+        }
+        let text = item["content"].as_str().unwrap_or("").to_lowercase();
+        for t in tickers {
+            let named = text.contains(&t.to_lowercase()) || company(t).is_some_and(|c| text.contains(c));
+            if !named {
+                continue;
+            }
+            if BAD.iter().any(|w| text.contains(w)) {
+                bad.push(t.clone());
+            } else if GOOD.iter().any(|w| text.contains(w)) {
+                good.push(t.clone());
+            }
+        }
+    }
+    (bad, good)
+}
+
+/// The company name a headline would use for a ticker of the shipped data.
+fn company(ticker: &str) -> Option<&'static str> {
+    match ticker {
+        "AAPL" => Some("apple"),
+        "GOOG" => Some("google"),
+        "IBM" => Some("ibm"),
+        "MSFT" => Some("microsoft"),
+        _ => None,
     }
 }
 
@@ -603,11 +613,9 @@ fn mock_reply(request: &ToolRequest) -> ModelReply {
     if let Some(stocks) = case["stock_data"].as_object() {
         for (t, sd) in stocks {
             let s = &sd["interval_summary"];
-            let (Some(open), Some(close), Some(price)) = (
-                s["open"].as_f64(),
-                s["close"].as_f64(),
-                sd["current_price"].as_f64(),
-            ) else {
+            let (Some(open), Some(close), Some(price)) =
+                (s["open"].as_f64(), s["close"].as_f64(), sd["current_price"].as_f64())
+            else {
                 continue;
             };
             if open > 0.0 && price > 0.0 {
@@ -615,16 +623,23 @@ fn mock_reply(request: &ToolRequest) -> ModelReply {
             }
         }
     }
+    // News naming a ticker moves the mock like a headline would a nervous trader: bad news sells
+    // the ticker (and keeps it off the buy list), good news makes it the one to buy.
+    let (bad, good) = news_tickers(&case, &moves.iter().map(|m| m.0.clone()).collect::<Vec<_>>());
     let mut orders = Vec::new();
     for (t, change, _) in &moves {
-        if held(t) > 0 && *change < -0.01 {
+        if held(t) > 0 && (*change < -0.01 || bad.contains(t)) {
             orders.push(Order::new(t.as_str(), Side::Sell, held(t)));
         }
     }
     let best = moves
         .iter()
-        .filter(|(t, change, _)| held(t) == 0 && *change > 0.0)
-        .max_by(|a, b| a.1.total_cmp(&b.1));
+        .filter(|(t, change, _)| held(t) == 0 && !bad.contains(t) && (*change > 0.0 || good.contains(t)))
+        .max_by(|a, b| {
+            (good.contains(&a.0), a.1)
+                .partial_cmp(&(good.contains(&b.0), b.1))
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
     if let Some((t, _, price)) = best {
         let n = (cash * 0.3 / price).floor() as i64;
         if n > 0 {
@@ -694,10 +709,7 @@ mod tests {
         ];
         let e = extract_decision(&calls);
         assert_eq!(e.call, Some(1));
-        assert_eq!(
-            e.decision.unwrap().orders,
-            vec![Order::new("B", Side::Sell, 2)]
-        );
+        assert_eq!(e.decision.unwrap().orders, vec![Order::new("B", Side::Sell, 2)]);
     }
 
     #[test]
@@ -712,10 +724,7 @@ mod tests {
         let e = extract_decision(&calls);
         assert_eq!(e.call, Some(1));
         let msg = e.decision.unwrap_err();
-        assert!(
-            msg.starts_with("orders[0].side: unknown variant `hold`"),
-            "{msg}"
-        );
+        assert!(msg.starts_with("orders[0].side: unknown variant `hold`"), "{msg}");
     }
 
     #[test]
@@ -726,17 +735,9 @@ mod tests {
         )]);
         assert_eq!(ok.decision.unwrap().orders[0].quantity, 3);
         let bad = extract_decision(&[call(SUBMIT_DECISION, json!("{orders: oops"))]);
-        assert!(
-            bad.decision
-                .unwrap_err()
-                .starts_with("arguments are not valid JSON")
-        );
-        let missing =
-            extract_decision(&[call(SUBMIT_DECISION, json!({"orders": [{"ticker": "A"}]}))]);
-        assert_eq!(
-            missing.decision.unwrap_err(),
-            "orders[0]: missing field `side`"
-        );
+        assert!(bad.decision.unwrap_err().starts_with("arguments are not valid JSON"));
+        let missing = extract_decision(&[call(SUBMIT_DECISION, json!({"orders": [{"ticker": "A"}]}))]);
+        assert_eq!(missing.decision.unwrap_err(), "orders[0]: missing field `side`");
         let extra = extract_decision(&[call(SUBMIT_DECISION, json!({"orders": [], "why": "x"}))]);
         assert!(extra.decision.unwrap_err().contains("unknown field `why`"));
         let not_object = extract_decision(&[call(SUBMIT_DECISION, json!([1]))]);
@@ -775,8 +776,7 @@ mod tests {
         assert_eq!(m, AgentSpec::Momentum { lookback: 10 });
         let b: AgentSpec = serde_json::from_value(json!({"kind": "buy_and_hold"})).unwrap();
         assert_eq!(b, AgentSpec::BuyAndHold);
-        let l: AgentSpec =
-            serde_json::from_value(json!({"kind": "llm", "system_prompt": "Be bold."})).unwrap();
+        let l: AgentSpec = serde_json::from_value(json!({"kind": "llm", "system_prompt": "Be bold."})).unwrap();
         assert_eq!(
             l,
             AgentSpec::Llm {
@@ -789,13 +789,9 @@ mod tests {
             .to_string();
         assert!(err.contains("unknown field `lookbak`"), "{err}");
         for spec in [b, m, l, AgentSpec::from_kind("mean-reversion").unwrap()] {
-            let back: AgentSpec =
-                serde_json::from_value(serde_json::to_value(&spec).unwrap()).unwrap();
+            let back: AgentSpec = serde_json::from_value(serde_json::to_value(&spec).unwrap()).unwrap();
             assert_eq!(back, spec);
-            assert_eq!(
-                AgentSpec::from_kind(spec.kind()).unwrap().kind(),
-                spec.kind()
-            );
+            assert_eq!(AgentSpec::from_kind(spec.kind()).unwrap().kind(), spec.kind());
         }
         assert!(
             AgentSpec::from_kind("oracle")
@@ -862,16 +858,10 @@ mod tests {
         let d = AgentSpec::BuyAndHold.rule_decision(&c).unwrap();
         assert_eq!(
             d.orders,
-            vec![
-                Order::new("A", Side::Buy, 50),
-                Order::new("B", Side::Buy, 16)
-            ]
+            vec![Order::new("A", Side::Buy, 50), Order::new("B", Side::Buy, 16)]
         );
         let c = case_with(&[("A", &[10.0]), ("B", &[30.0])], 20.0, &[("A", 50)]);
-        assert_eq!(
-            AgentSpec::BuyAndHold.rule_decision(&c).unwrap(),
-            Decision::hold()
-        );
+        assert_eq!(AgentSpec::BuyAndHold.rule_decision(&c).unwrap(), Decision::hold());
     }
 
     #[test]
@@ -886,22 +876,15 @@ mod tests {
             0.0,
             &[("A", 10), ("C", 3)],
         );
-        let d = AgentSpec::Momentum { lookback: 2 }
-            .rule_decision(&c)
-            .unwrap();
+        let d = AgentSpec::Momentum { lookback: 2 }.rule_decision(&c).unwrap();
         assert_eq!(
             d.orders,
-            vec![
-                Order::new("A", Side::Sell, 10),
-                Order::new("B", Side::Buy, 4)
-            ]
+            vec![Order::new("A", Side::Sell, 10), Order::new("B", Side::Buy, 4)]
         );
         let (r, _) = execute_decision(&d, &c, &c.portfolio);
         assert!(r.is_accepted(), "{}", r.message);
         // Too few bars: no signal.
-        let d = AgentSpec::Momentum { lookback: 5 }
-            .rule_decision(&c)
-            .unwrap();
+        let d = AgentSpec::Momentum { lookback: 5 }.rule_decision(&c).unwrap();
         assert_eq!(d, Decision::hold());
     }
 
@@ -909,39 +892,23 @@ mod tests {
     fn mean_reversion_buys_dips_and_exits_at_the_mean() {
         // A: mean 10, last 7 is far below; B held and back above its mean.
         let c = case_with(
-            &[
-                ("A", &[11.0, 11.0, 11.0, 7.0]),
-                ("B", &[10.0, 9.0, 9.0, 12.0]),
-            ],
+            &[("A", &[11.0, 11.0, 11.0, 7.0]), ("B", &[10.0, 9.0, 9.0, 12.0])],
             100.0,
             &[("B", 2)],
         );
-        let d = AgentSpec::MeanReversion {
-            lookback: 4,
-            band: 1.0,
-        }
-        .rule_decision(&c)
-        .unwrap();
+        let d = AgentSpec::MeanReversion { lookback: 4, band: 1.0 }
+            .rule_decision(&c)
+            .unwrap();
         assert_eq!(
             d.orders,
-            vec![
-                Order::new("B", Side::Sell, 2),
-                Order::new("A", Side::Buy, 17)
-            ]
+            vec![Order::new("B", Side::Sell, 2), Order::new("A", Side::Buy, 17)]
         );
         let (r, _) = execute_decision(&d, &c, &c.portfolio);
         assert!(r.is_accepted(), "{}", r.message);
-        let strict = AgentSpec::MeanReversion {
-            lookback: 4,
-            band: 2.0,
-        }
-        .rule_decision(&c)
-        .unwrap();
-        assert_eq!(
-            strict.orders,
-            vec![Order::new("B", Side::Sell, 2)],
-            "A is within 2 sd"
-        );
+        let strict = AgentSpec::MeanReversion { lookback: 4, band: 2.0 }
+            .rule_decision(&c)
+            .unwrap();
+        assert_eq!(strict.orders, vec![Order::new("B", Side::Sell, 2)], "A is within 2 sd");
     }
 
     fn invocation(case: Case) -> AgentInvocation {
@@ -973,13 +940,7 @@ mod tests {
         assert_eq!(roles, [System, User, Assistant, Tool, User]);
         let last = &req.messages[4].content;
         assert!(last.starts_with("Decision point e:0. 3 more decision points follow this one."));
-        let json = last
-            .split_once("```json\n")
-            .unwrap()
-            .1
-            .split_once("\n```")
-            .unwrap()
-            .0;
+        let json = last.split_once("```json\n").unwrap().1.split_once("\n```").unwrap().0;
         let shown: Value = serde_json::from_str(json).unwrap();
         assert_eq!(shown, serde_json::to_value(c.for_agent()).unwrap());
         assert!(shown.get("information_cutoff_timestamp").is_none());
@@ -1007,12 +968,8 @@ mod tests {
             system_prompt: Some("Custom.".into()),
             history: 2,
         };
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        let reply = rt
-            .block_on(invoke(&spec, &history, &invocation(c), &model))
-            .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let reply = rt.block_on(invoke(&spec, &history, &invocation(c), &model)).unwrap();
         assert_eq!(reply, ModelReply::default());
         // system + 2 × (user, assistant) + the case.
         assert_eq!(*seen.lock().unwrap(), [6]);
@@ -1020,15 +977,9 @@ mod tests {
 
     #[test]
     fn mock_model_makes_one_valid_call() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
         // A rose (best riser, bought with 30% of cash); B held and fell 10% (sold).
-        let c = case_with(
-            &[("A", &[10.0, 12.0]), ("B", &[50.0, 45.0])],
-            1000.0,
-            &[("B", 4)],
-        );
+        let c = case_with(&[("A", &[10.0, 12.0]), ("B", &[50.0, 45.0])], 1000.0, &[("B", 4)]);
         let req = llm_request(DEFAULT_SYSTEM_PROMPT, &[], &invocation(c.clone()));
         let reply = rt.block_on(MockToolModel.complete(&req)).unwrap();
         assert_eq!(reply.tool_calls.len(), 1);
@@ -1036,10 +987,7 @@ mod tests {
         let d = e.decision.unwrap();
         assert_eq!(
             d.orders,
-            vec![
-                Order::new("B", Side::Sell, 4),
-                Order::new("A", Side::Buy, 25)
-            ]
+            vec![Order::new("B", Side::Sell, 4), Order::new("A", Side::Buy, 25)]
         );
         assert!(execute_decision(&d, &c, &c.portfolio).0.is_accepted());
         assert_eq!(reply.text, "Mock analysis of e:0: sell 4 B, buy 25 A.");
@@ -1058,19 +1006,11 @@ mod tests {
 
     #[test]
     fn rule_agents_answer_with_one_submit_decision_call() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
         let c = case_with(&[("A", &[10.0])], 100.0, &[]);
-        let failing =
-            FnToolModel(|_: &ToolRequest| Err(LlmError::Request("must not be called".into())));
+        let failing = FnToolModel(|_: &ToolRequest| Err(LlmError::Request("must not be called".into())));
         let reply = rt
-            .block_on(invoke(
-                &AgentSpec::BuyAndHold,
-                &[],
-                &invocation(c),
-                &failing,
-            ))
+            .block_on(invoke(&AgentSpec::BuyAndHold, &[], &invocation(c), &failing))
             .unwrap();
         assert_eq!(reply.tool_calls.len(), 1);
         assert_eq!(reply.tool_calls[0].id, "buy_and_hold-e:0");

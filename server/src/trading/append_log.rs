@@ -141,10 +141,7 @@ mod tests {
         assert_eq!(a.to_vec(), (0..100).collect::<Vec<_>>());
         assert_eq!(a.last(), Some(&99));
         let b = a.clone();
-        assert!(Arc::ptr_eq(
-            a.frozen.as_ref().unwrap(),
-            b.frozen.as_ref().unwrap()
-        ));
+        assert!(Arc::ptr_eq(a.frozen.as_ref().unwrap(), b.frozen.as_ref().unwrap()));
         assert!(b.tail.len() < TAIL_MAX);
         a.push(100);
         assert_eq!(b.len(), 100, "a clone does not see later pushes");
@@ -155,10 +152,7 @@ mod tests {
     fn serialises_as_a_plain_list() {
         let log: AppendLog<u32> = (1..=40).collect();
         let json = serde_json::to_string(&log).unwrap();
-        assert_eq!(
-            json,
-            serde_json::to_string(&(1..=40).collect::<Vec<_>>()).unwrap()
-        );
+        assert_eq!(json, serde_json::to_string(&(1..=40).collect::<Vec<_>>()).unwrap());
         let back: AppendLog<u32> = serde_json::from_str(&json).unwrap();
         assert_eq!(back, log);
         let empty: AppendLog<u32> = AppendLog::new();

@@ -100,8 +100,7 @@ pub fn trade_run(args: TradeRunArgs) -> Result<String, String> {
     config.lookback_days = Some(args.lookback);
     config.agent = Some(agent);
     let episode = run_episode(market, config, &MockToolModel).map_err(|e| e.to_string())?;
-    let written =
-        write_run(&args.out, &run_id, &[episode.episode_log()]).map_err(|e| e.to_string())?;
+    let written = write_run(&args.out, &run_id, &[episode.episode_log()]).map_err(|e| e.to_string())?;
     Ok(format!(
         "{}wrote {} ({}, {}, {})\n",
         format_metrics(&episode.metrics()),
@@ -187,13 +186,7 @@ mod tests {
 
     #[test]
     fn bad_arguments_are_named() {
-        let err = trade_run(TradeRunArgs::new(
-            "oracle",
-            &["AAPL"],
-            "2012-06-01",
-            "2012-07-01",
-        ))
-        .unwrap_err();
+        let err = trade_run(TradeRunArgs::new("oracle", &["AAPL"], "2012-06-01", "2012-07-01")).unwrap_err();
         assert!(err.starts_with("--agent: unknown agent 'oracle'"), "{err}");
         let mut a = TradeRunArgs::new("momentum", &["AAPL"], "2012-06-01", "2012-07-01");
         a.run_id = Some("../escape".into());

@@ -16,22 +16,12 @@ use serde::{Deserialize, Serialize};
 
 use super::TradingError;
 use super::models::{
-    Case, CaseData, CaseDataItem, CaseDataKind, IntervalPriceSummary, PortfolioSnapshot,
-    PricePoint, StockData,
+    Case, CaseData, CaseDataItem, CaseDataKind, IntervalPriceSummary, PortfolioSnapshot, PricePoint, StockData,
 };
 
 pub const OHLCV_FILE: &str = "daily_ohlcv.csv";
 pub const EVENTS_FILE: &str = "events.csv";
-const OHLCV_HEADER: [&str; 8] = [
-    "date",
-    "ticker",
-    "open",
-    "high",
-    "low",
-    "close",
-    "volume",
-    "adj_close",
-];
+const OHLCV_HEADER: [&str; 8] = ["date", "ticker", "open", "high", "low", "close", "volume", "adj_close"];
 const EVENTS_HEADER: [&str; 5] = ["date", "ticker", "kind", "session", "headline"];
 
 /// `assets/data/market` under the assets folder (`$SIMTREE_ASSETS`, `./assets` or the checkout's).
@@ -137,10 +127,7 @@ impl MarketData {
 
     /// Builds market data from bars directly (tests, synthetic series). Bars are sorted by day;
     /// duplicates are an error.
-    pub fn from_bars(
-        bars: BTreeMap<String, Vec<PricePoint>>,
-        events: Vec<MarketEvent>,
-    ) -> Result<Self, TradingError> {
+    pub fn from_bars(bars: BTreeMap<String, Vec<PricePoint>>, events: Vec<MarketEvent>) -> Result<Self, TradingError> {
         let mut market = MarketData {
             bars: BTreeMap::new(),
             events,
@@ -184,12 +171,7 @@ impl MarketData {
 
     /// Days on which every ticker of `tickers` has a bar, within `[from, to]` (inclusive; `None`
     /// leaves that side open), in order.
-    pub fn trading_days(
-        &self,
-        tickers: &[String],
-        from: Option<&str>,
-        to: Option<&str>,
-    ) -> Vec<String> {
+    pub fn trading_days(&self, tickers: &[String], from: Option<&str>, to: Option<&str>) -> Vec<String> {
         let mut common: Option<BTreeSet<&str>> = None;
         for t in tickers {
             let days: BTreeSet<&str> = self
@@ -217,11 +199,7 @@ impl MarketData {
     /// cutoff day as `current_price`, and a summary of the bars since the previous cutoff (the
     /// whole lookback window at the first decision point). Events for those tickers appear once:
     /// in the first Case at whose cutoff they are public.
-    pub fn case_template(
-        &self,
-        tickers: &[String],
-        window: CaseWindow<'_>,
-    ) -> Result<Case, TradingError> {
+    pub fn case_template(&self, tickers: &[String], window: CaseWindow<'_>) -> Result<Case, TradingError> {
         let mut stock_data = BTreeMap::new();
         let mut window_start = window.cutoff;
         for t in tickers {
@@ -235,12 +213,7 @@ impl MarketData {
             let last = visible
                 .last()
                 .filter(|b| b.timestamp == window.cutoff)
-                .ok_or_else(|| {
-                    TradingError::Config(format!(
-                        "{t} has no bar on the cutoff day {}",
-                        window.cutoff
-                    ))
-                })?;
+                .ok_or_else(|| TradingError::Config(format!("{t} has no bar on the cutoff day {}", window.cutoff)))?;
             let recent = &visible[upto.saturating_sub(window.lookback.max(1))..];
             window_start = window_start.min(recent[0].timestamp.as_str());
             let interval = match window.previous_cutoff {
@@ -267,12 +240,7 @@ impl MarketData {
                     None => e.date.as_str() >= window_start,
                 }
         };
-        let items = self
-            .events
-            .iter()
-            .filter(fresh)
-            .map(MarketEvent::to_item)
-            .collect();
+        let items = self.events.iter().filter(fresh).map(MarketEvent::to_item).collect();
         Ok(Case {
             case_id: String::new(),
             tickers: tickers.to_vec(),
@@ -321,12 +289,7 @@ impl Schedule {
 
 /// Completes a case template with the current portfolio, the id and the decision index (the
 /// seed's `build_case`).
-pub fn build_case(
-    mut template: Case,
-    portfolio: &PortfolioSnapshot,
-    case_id: String,
-    idx: u32,
-) -> Case {
+pub fn build_case(mut template: Case, portfolio: &PortfolioSnapshot, case_id: String, idx: u32) -> Case {
     template.portfolio = portfolio.clone();
     template.case_id = case_id;
     template.decision_point_idx = Some(idx);
@@ -337,13 +300,7 @@ pub fn build_case(
 pub fn check_date(s: &str) -> Result<(), String> {
     let b = s.as_bytes();
     let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
-    if b.len() != 10
-        || b[4] != b'-'
-        || b[7] != b'-'
-        || !digits(0..4)
-        || !digits(5..7)
-        || !digits(8..10)
-    {
+    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' || !digits(0..4) || !digits(5..7) || !digits(8..10) {
         return Err(format!("'{s}' is not a date of the form YYYY-MM-DD"));
     }
     let num = |r: std::ops::Range<usize>| s[r].parse::<u32>().unwrap_or(0);
@@ -415,11 +372,7 @@ fn csv_records(file: &str, text: &str) -> Result<Vec<(usize, Vec<String>)>, Trad
     Ok(out)
 }
 
-fn check_header(
-    file: &str,
-    records: &[(usize, Vec<String>)],
-    expected: &[&str],
-) -> Result<(), TradingError> {
+fn check_header(file: &str, records: &[(usize, Vec<String>)], expected: &[&str]) -> Result<(), TradingError> {
     let got: Vec<&str> = records
         .first()
         .map(|(_, f)| f.iter().map(|s| s.trim()).collect())
@@ -428,11 +381,7 @@ fn check_header(
         return Err(TradingError::Data {
             file: file.into(),
             line: 1,
-            message: format!(
-                "header must be `{}`, found `{}`",
-                expected.join(","),
-                got.join(",")
-            ),
+            message: format!("header must be `{}`, found `{}`", expected.join(","), got.join(",")),
         });
     }
     Ok(())
@@ -463,27 +412,20 @@ fn parse_ohlcv(text: &str) -> Result<BTreeMap<String, Vec<PricePoint>>, TradingE
             return Err(err("ticker: empty".into()));
         }
         let price = |i: usize| -> Result<f64, TradingError> {
-            let v: f64 = fields[i].trim().parse().map_err(|_| {
-                err(format!(
-                    "{}: '{}' is not a number",
-                    OHLCV_HEADER[i], fields[i]
-                ))
-            })?;
+            let v: f64 = fields[i]
+                .trim()
+                .parse()
+                .map_err(|_| err(format!("{}: '{}' is not a number", OHLCV_HEADER[i], fields[i])))?;
             if !(v.is_finite() && v > 0.0) {
-                return Err(err(format!(
-                    "{}: {v} is not a positive price",
-                    OHLCV_HEADER[i]
-                )));
+                return Err(err(format!("{}: {v} is not a positive price", OHLCV_HEADER[i])));
             }
             Ok(v)
         };
         let (open, high, low, close) = (price(2)?, price(3)?, price(4)?, price(5)?);
-        let volume: u64 = fields[6].trim().parse().map_err(|_| {
-            err(format!(
-                "volume: '{}' is not a whole non-negative number",
-                fields[6]
-            ))
-        })?;
+        let volume: u64 = fields[6]
+            .trim()
+            .parse()
+            .map_err(|_| err(format!("volume: '{}' is not a whole non-negative number", fields[6])))?;
         price(7)?; // adj_close is kept in the file for reference only, but must be sane
         if high < open.max(close) || low > open.min(close) || low > high {
             return Err(err(format!(
@@ -545,12 +487,8 @@ fn parse_events(text: &str, market: &MarketData) -> Result<Vec<MarketEvent>, Tra
                 market.tickers().join(", ")
             )));
         }
-        let kind = CaseDataKind::parse(fields[2].trim()).ok_or_else(|| {
-            err(format!(
-                "kind: '{}' is not earnings, news or other",
-                fields[2]
-            ))
-        })?;
+        let kind = CaseDataKind::parse(fields[2].trim())
+            .ok_or_else(|| err(format!("kind: '{}' is not earnings, news or other", fields[2])))?;
         let session = match fields[3].trim() {
             "pre_market" => Session::PreMarket,
             "intraday" => Session::Intraday,
@@ -632,15 +570,9 @@ date,ticker,kind,session,headline
                 lookback: 10,
             };
             let case = m.case_template(&tickers, window).unwrap();
-            assert_eq!(
-                case.information_cutoff_timestamp.as_deref(),
-                Some(cutoff.as_str())
-            );
+            assert_eq!(case.information_cutoff_timestamp.as_deref(), Some(cutoff.as_str()));
             for (t, sd) in &case.stock_data {
-                assert!(
-                    sd.daily_bars.iter().all(|b| &b.timestamp <= cutoff),
-                    "{t} at {cutoff}"
-                );
+                assert!(sd.daily_bars.iter().all(|b| &b.timestamp <= cutoff), "{t} at {cutoff}");
                 assert_eq!(sd.daily_bars.last().unwrap().timestamp, *cutoff);
                 assert_eq!(sd.current_price, m.close(t, cutoff).unwrap());
             }
@@ -671,10 +603,7 @@ date,ticker,kind,session,headline
             .unwrap();
         let a = &first.stock_data["A"];
         assert_eq!(
-            a.daily_bars
-                .iter()
-                .map(|b| b.timestamp.as_str())
-                .collect::<Vec<_>>(),
+            a.daily_bars.iter().map(|b| b.timestamp.as_str()).collect::<Vec<_>>(),
             ["2020-01-03", "2020-01-06"]
         );
         let s = a.interval_summary.as_ref().unwrap();
@@ -693,11 +622,7 @@ date,ticker,kind,session,headline
             )
             .unwrap();
         let s = later.stock_data["A"].interval_summary.as_ref().unwrap();
-        assert_eq!(
-            (s.open, s.close, s.volume),
-            (12.0, 14.0, 200),
-            "bars after 01-03 only"
-        );
+        assert_eq!((s.open, s.close, s.volume), (12.0, 14.0, 200), "bars after 01-03 only");
     }
 
     #[test]
@@ -760,10 +685,7 @@ date,ticker,kind,session,headline
             )
             .unwrap_err()
             .to_string();
-        assert_eq!(
-            e,
-            "episode config: B has no bar on the cutoff day 2020-01-03"
-        );
+        assert_eq!(e, "episode config: B has no bar on the cutoff day 2020-01-03");
         let e = m
             .case_template(
                 &tk(&["Z"]),
@@ -791,14 +713,8 @@ date,ticker,kind,session,headline
                 "2020-01-01,A,x,1,1,1,1,1\n",
                 "daily_ohlcv.csv:2: open: 'x' is not a number",
             ),
-            (
-                "2020-01-01,A,1,1,1,-1,1,1\n",
-                "close: -1 is not a positive price",
-            ),
-            (
-                "2020-01-01,A,1,1,1,1,1.5,1\n",
-                "volume: '1.5' is not a whole",
-            ),
+            ("2020-01-01,A,1,1,1,-1,1,1\n", "close: -1 is not a positive price"),
+            ("2020-01-01,A,1,1,1,1,1.5,1\n", "volume: '1.5' is not a whole"),
             ("2020-01-01,A,1,2,1\n", "expected 8 fields, found 5"),
             ("2020-01-01,A,5,4,1,3,1,1\n", "do not bracket"),
             (
@@ -852,19 +768,13 @@ date,ticker,kind,session,headline
     /// day of its ticker.
     #[test]
     fn committed_market_data_loads_and_every_event_is_on_a_trading_day() {
-        let dir = PathBuf::from(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../assets/data/market"
-        ));
+        let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../assets/data/market"));
         let m = MarketData::load_dir(&dir).unwrap();
         assert_eq!(m.tickers(), ["AAPL", "GOOG", "IBM", "MSFT"]);
         let all = tk(&["AAPL", "GOOG", "IBM", "MSFT"]);
         let days = m.trading_days(&all, None, None);
         assert_eq!(days.len(), 251);
-        assert_eq!(
-            (days[0].as_str(), days[250].as_str()),
-            ("2012-03-01", "2013-03-01")
-        );
+        assert_eq!((days[0].as_str(), days[250].as_str()), ("2012-03-01", "2013-03-01"));
         for t in &all {
             assert_eq!(m.bars(t).unwrap().len(), 251, "{t}");
         }

@@ -21,8 +21,8 @@ use super::data::{CaseWindow, MarketData, Schedule, build_case, check_date};
 use super::execution::execute_decision;
 use super::metrics::{self, EpisodeMetrics, EquityPoint, Holding};
 use super::models::{
-    AgentInvocation, Case, CaseDataItem, DecisionPointLog, DecisionResult, EpisodeConfig,
-    EpisodeLog, EpisodeResult, ExecutedTrade, PortfolioSnapshot, TradeHistory,
+    AgentInvocation, Case, CaseDataItem, DecisionPointLog, DecisionResult, EpisodeConfig, EpisodeLog, EpisodeResult,
+    ExecutedTrade, PortfolioSnapshot, TradeHistory,
 };
 use super::{AppendLog, TradingError};
 
@@ -137,10 +137,7 @@ impl PartialEq for TradingEpisode {
 }
 
 /// Fills in and checks a config's settings against `market`; errors name the field.
-pub fn resolve_config(
-    market: &MarketData,
-    config: &EpisodeConfig,
-) -> Result<EpisodeConfig, TradingError> {
+pub fn resolve_config(market: &MarketData, config: &EpisodeConfig) -> Result<EpisodeConfig, TradingError> {
     let bad = |m: String| TradingError::Config(m);
     let mut c = config.clone();
     if c.episode_id.trim().is_empty() {
@@ -174,10 +171,7 @@ pub fn resolve_config(
     c.agent = Some(agent);
     let all_days = market.trading_days(&c.tickers, None, None);
     let (Some(first), Some(last)) = (all_days.first(), all_days.last()) else {
-        return Err(bad(format!(
-            "tickers {} share no trading day",
-            c.tickers.join(", ")
-        )));
+        return Err(bad(format!("tickers {} share no trading day", c.tickers.join(", "))));
     };
     for (field, value) in [("start_date", &c.start_date), ("end_date", &c.end_date)] {
         if let Some(v) = value {
@@ -289,9 +283,7 @@ impl TradingEpisode {
         let cutoff = self.days[self.points[idx]].clone();
         let window = CaseWindow {
             cutoff: &cutoff,
-            previous_cutoff: idx
-                .checked_sub(1)
-                .map(|p| self.days[self.points[p]].as_str()),
+            previous_cutoff: idx.checked_sub(1).map(|p| self.days[self.points[p]].as_str()),
             lookback: self.config.lookback_days.unwrap_or(DEFAULT_LOOKBACK) as usize,
         };
         let template = self.market.case_template(&self.config.tickers, window)?;
@@ -363,11 +355,7 @@ impl TradingEpisode {
     }
 
     /// Runs up to `max_steps` decision points (fewer if the episode ends first).
-    pub async fn run(
-        &mut self,
-        max_steps: usize,
-        model: &dyn ToolModel,
-    ) -> Result<Vec<StepReport>, TradingError> {
+    pub async fn run(&mut self, max_steps: usize, model: &dyn ToolModel) -> Result<Vec<StepReport>, TradingError> {
         let mut reports = Vec::new();
         while reports.len() < max_steps && !self.is_done() {
             reports.push(self.step(model).await?);
@@ -378,11 +366,7 @@ impl TradingEpisode {
     }
 
     /// [`TradingEpisode::run`] on a private current-thread runtime (CLI and tests).
-    pub fn run_blocking(
-        &mut self,
-        max_steps: usize,
-        model: &dyn ToolModel,
-    ) -> Result<Vec<StepReport>, TradingError> {
+    pub fn run_blocking(&mut self, max_steps: usize, model: &dyn ToolModel) -> Result<Vec<StepReport>, TradingError> {
         tokio::runtime::Builder::new_current_thread()
             .build()
             .map_err(|e| TradingError::Config(format!("cannot start a runtime: {e}")))?
@@ -399,9 +383,7 @@ impl TradingEpisode {
                 if let Some(c) = cash
                     && !(c.is_finite() && *c >= 0.0)
                 {
-                    return Err(format!(
-                        "portfolio_patch.cash must be a non-negative amount, got {c}"
-                    ));
+                    return Err(format!("portfolio_patch.cash must be a non-negative amount, got {c}"));
                 }
                 for (t, &n) in positions {
                     if !self.config.tickers.contains(t) {
@@ -435,10 +417,7 @@ impl TradingEpisode {
             }
             TradingOp::CaseDataInject { item } => {
                 if self.is_done() {
-                    return Err(
-                        "case_data_inject: the episode is finished; no Case is left to show it"
-                            .into(),
-                    );
+                    return Err("case_data_inject: the episode is finished; no Case is left to show it".into());
                 }
                 if item.content.trim().is_empty() {
                     return Err("case_data_inject.item.content must not be empty".into());
@@ -453,10 +432,7 @@ impl TradingEpisode {
                 Ok(())
             }
             TradingOp::AgentPromptReplace { system_prompt } => {
-                let AgentSpec::Llm {
-                    system_prompt: p, ..
-                } = &mut self.agent
-                else {
+                let AgentSpec::Llm { system_prompt: p, .. } = &mut self.agent else {
                     return Err(format!(
                         "agent_prompt_replace: the agent is {}, which has no prompt (use agent_swap)",
                         self.agent.kind()
@@ -473,9 +449,7 @@ impl TradingEpisode {
 
     /// Cutoff of the last decision point done.
     fn current_date(&self) -> Option<&str> {
-        self.next
-            .checked_sub(1)
-            .map(|i| self.days[self.points[i]].as_str())
+        self.next.checked_sub(1).map(|i| self.days[self.points[i]].as_str())
     }
 
     /// The trading days evaluated so far: up to the last decision point done, or the whole window
@@ -536,12 +510,7 @@ impl TradingEpisode {
                 metrics::equity(
                     &self.market,
                     days,
-                    &metrics::buy_and_hold_holdings(
-                        &self.market,
-                        &self.config.tickers,
-                        d,
-                        self.config.initial_cash,
-                    ),
+                    &metrics::buy_and_hold_holdings(&self.market, &self.config.tickers, d, self.config.initial_cash),
                 )
             })
             .unwrap_or_default();
@@ -587,9 +556,7 @@ pub fn run_episode(
 mod tests {
     use super::*;
     use crate::llm::LlmError;
-    use crate::trading::agents::{
-        FnToolModel, MockToolModel, SUBMIT_DECISION, ToolCall, ToolRequest,
-    };
+    use crate::trading::agents::{FnToolModel, MockToolModel, SUBMIT_DECISION, ToolCall, ToolRequest};
     use crate::trading::data::tests::tiny_market;
     use crate::trading::models::{CaseDataKind, DecisionStatus, Order, Side};
     use serde_json::json;
@@ -642,11 +609,7 @@ mod tests {
         assert_eq!(e.num_decision_points(), 4, "the days both tickers trade");
 
         let market = Arc::new(tiny_market());
-        let err = |c: EpisodeConfig| {
-            TradingEpisode::new(market.clone(), c)
-                .unwrap_err()
-                .to_string()
-        };
+        let err = |c: EpisodeConfig| TradingEpisode::new(market.clone(), c).unwrap_err().to_string();
         let mut c = config("momentum");
         c.tickers.push("Z".into());
         assert_eq!(
@@ -675,24 +638,12 @@ mod tests {
     #[test]
     fn the_loop_builds_cases_with_the_current_portfolio_and_ids() {
         let (model, seen) = scripted(vec![
-            vec![submit(
-                "c0",
-                json!([{"ticker": "A", "side": "buy", "quantity": 10}]),
-            )],
+            vec![submit("c0", json!([{"ticker": "A", "side": "buy", "quantity": 10}]))],
             vec![],
-            vec![submit(
-                "c2",
-                json!([{"ticker": "A", "side": "sell", "quantity": 50}]),
-            )],
+            vec![submit("c2", json!([{"ticker": "A", "side": "sell", "quantity": 50}]))],
             vec![
-                submit(
-                    "c3",
-                    json!([{"ticker": "A", "side": "sell", "quantity": 4}]),
-                ),
-                submit(
-                    "c3b",
-                    json!([{"ticker": "B", "side": "buy", "quantity": 1}]),
-                ),
+                submit("c3", json!([{"ticker": "A", "side": "sell", "quantity": 4}])),
+                submit("c3b", json!([{"ticker": "B", "side": "buy", "quantity": 1}])),
             ],
         ]);
         let mut e = episode("llm");
@@ -712,8 +663,7 @@ mod tests {
         let r2 = &reports[2].log.execution_result;
         assert_eq!(r2.status, DecisionStatus::Rejected);
         assert!(
-            r2.message
-                .contains("sell A: 50 shares requested but only 10 held"),
+            r2.message.contains("sell A: 50 shares requested but only 10 held"),
             "{}",
             r2.message
         );
@@ -753,9 +703,7 @@ mod tests {
         // Steps after the end fail.
         let err = e.run_blocking(1, &model).map(|r| r.len()).unwrap();
         assert_eq!(err, 0);
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
         let err = rt.block_on(e.step(&model)).unwrap_err().to_string();
         assert_eq!(err, "episode ep is finished (4 decision points)");
         // The log and the metrics agree on what happened.
@@ -765,10 +713,7 @@ mod tests {
         assert_eq!(result.final_portfolio, *e.portfolio());
         assert_eq!(result.trade_history.trades.len(), 2);
         let m = e.metrics();
-        assert_eq!(
-            (m.num_trades, m.rejected_decisions, m.decision_points),
-            (2, 1, 4)
-        );
+        assert_eq!((m.num_trades, m.rejected_decisions, m.decision_points), (2, 1, 4));
     }
 
     #[test]
@@ -782,9 +727,10 @@ mod tests {
         let r = e.run_blocking(1, &model).unwrap().remove(0);
         assert_eq!(r.log.extracted_decision, None);
         assert!(
-            r.log.execution_result.message.starts_with(
-                "rejected, nothing executed: invalid submit_decision arguments: orders[0].quantity:"
-            ),
+            r.log
+                .execution_result
+                .message
+                .starts_with("rejected, nothing executed: invalid submit_decision arguments: orders[0].quantity:"),
             "{}",
             r.log.execution_result.message
         );
@@ -804,9 +750,7 @@ mod tests {
         })
         .unwrap();
         let before = e.clone();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
         let err = rt.block_on(e.step(&failing)).unwrap_err().to_string();
         assert_eq!(err, "agent llm: LLM request failed: offline");
         assert_eq!(e, before);
@@ -819,22 +763,13 @@ mod tests {
         let stored = serde_json::to_string(&a).unwrap();
         let mut b = a.clone();
         a.run_blocking(2, &MockToolModel).unwrap();
-        assert_eq!(
-            b.decision_points_done(),
-            2,
-            "a clone does not see the original's steps"
-        );
+        assert_eq!(b.decision_points_done(), 2, "a clone does not see the original's steps");
         b.run_blocking(2, &MockToolModel).unwrap();
         assert_eq!(a, b, "same state, same model → same result");
 
         let mut back: TradingEpisode = serde_json::from_str(&stored).unwrap();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        let err = rt
-            .block_on(back.step(&MockToolModel))
-            .unwrap_err()
-            .to_string();
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let err = rt.block_on(back.step(&MockToolModel)).unwrap_err().to_string();
         assert_eq!(err, "episode ep has no market data attached");
         back.attach_market(Arc::new(tiny_market()));
         back.run_blocking(2, &MockToolModel).unwrap();
@@ -863,11 +798,7 @@ mod tests {
             cash: None,
             positions: [("A".to_string(), -1)].into(),
         };
-        assert!(
-            e.apply_op(&neg)
-                .unwrap_err()
-                .contains("shares must be 0 or more")
-        );
+        assert!(e.apply_op(&neg).unwrap_err().contains("shares must be 0 or more"));
         assert!(
             e.apply_op(&TradingOp::PortfolioPatch {
                 cash: Some(f64::NAN),
@@ -888,8 +819,7 @@ mod tests {
             kind: CaseDataKind::News,
             content: "A wins a big contract".into(),
         };
-        e.apply_op(&TradingOp::CaseDataInject { item: item.clone() })
-            .unwrap();
+        e.apply_op(&TradingOp::CaseDataInject { item: item.clone() }).unwrap();
         assert_eq!(e.view().pending_case_data, vec![item.clone()]);
         let r = e.run_blocking(1, &model).unwrap().remove(0);
         assert_eq!(r.case.case_data.items.last(), Some(&item));
@@ -980,10 +910,7 @@ mod tests {
     fn view_shows_progress_curves_and_trades() {
         let mut e = episode("buy_and_hold");
         let v = e.view();
-        assert_eq!(
-            (v.next_decision_point, v.decision_points, v.done),
-            (0, 4, false)
-        );
+        assert_eq!((v.next_decision_point, v.decision_points, v.done), (0, 4, false));
         assert!(v.equity_curve.is_empty() && v.current_date.is_none());
         assert_eq!(v.next_date.as_deref(), Some("2020-01-01"));
         assert_eq!(v.portfolio_value, 1000.0);
@@ -1017,10 +944,7 @@ mod tests {
             .collect();
         assert_eq!(cutoffs, ["2020-01-01", "2020-01-07"]);
         // The second case summarises the bars since the first cutoff.
-        let s = reports[1].case.stock_data["A"]
-            .interval_summary
-            .clone()
-            .unwrap();
+        let s = reports[1].case.stock_data["A"].interval_summary.clone().unwrap();
         assert_eq!((s.open, s.close), (10.0, 14.0));
         // Metrics cover every day of the window once finished.
         assert_eq!(e.metrics().days, 4);

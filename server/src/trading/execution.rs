@@ -10,9 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use super::models::{
-    Case, Decision, DecisionResult, DecisionStatus, ExecutedTrade, PortfolioSnapshot, Side,
-};
+use super::models::{Case, Decision, DecisionResult, DecisionStatus, ExecutedTrade, PortfolioSnapshot, Side};
 
 /// Cash comparisons allow this much rounding error (a share count times a price in f64).
 const CASH_EPSILON: f64 = 1e-6;
@@ -34,9 +32,7 @@ pub fn execute_decision(
         let t = &order.ticker;
         let mut ok = true;
         if !case.tickers.contains(t) {
-            problems.push(format!(
-                "order {i}: ticker {t} not in case universe ({universe})"
-            ));
+            problems.push(format!("order {i}: ticker {t} not in case universe ({universe})"));
             ok = false;
         }
         if order.quantity <= 0 {
@@ -63,9 +59,7 @@ pub fn execute_decision(
     for (t, &qty) in &sold {
         let held = portfolio.shares(t);
         if qty > held {
-            problems.push(format!(
-                "sell {t}: {qty} shares requested but only {held} held"
-            ));
+            problems.push(format!("sell {t}: {qty} shares requested but only {held} held"));
         }
     }
 
@@ -95,18 +89,12 @@ pub fn execute_decision(
 
     if !problems.is_empty() {
         return (
-            DecisionResult::rejected(format!(
-                "rejected, nothing executed: {}",
-                problems.join("; ")
-            )),
+            DecisionResult::rejected(format!("rejected, nothing executed: {}", problems.join("; "))),
             portfolio.clone(),
         );
     }
 
-    let timestamp = case
-        .information_cutoff_timestamp
-        .clone()
-        .unwrap_or_default();
+    let timestamp = case.information_cutoff_timestamp.clone().unwrap_or_default();
     let mut after = portfolio.clone();
     let mut trades = Vec::with_capacity(priced.len());
     for side in [Side::Sell, Side::Buy] {
@@ -145,19 +133,11 @@ pub fn execute_decision(
         let fills: Vec<String> = trades
             .iter()
             .map(|t| {
-                let verb = if t.side == Side::Sell {
-                    "sold"
-                } else {
-                    "bought"
-                };
+                let verb = if t.side == Side::Sell { "sold" } else { "bought" };
                 format!("{verb} {} {} at {:.2}", t.quantity, t.ticker, t.price)
             })
             .collect();
-        format!(
-            "accepted: {} (cash now {:.2})",
-            fills.join("; "),
-            after.cash
-        )
+        format!("accepted: {} (cash now {:.2})", fills.join("; "), after.cash)
     };
     (
         DecisionResult {
@@ -207,10 +187,7 @@ mod tests {
 
     fn decide(orders: &[(&str, Side, i64)]) -> Decision {
         Decision {
-            orders: orders
-                .iter()
-                .map(|(t, s, q)| Order::new(*t, *s, *q))
-                .collect(),
+            orders: orders.iter().map(|(t, s, q)| Order::new(*t, *s, *q)).collect(),
         }
     }
 
@@ -227,11 +204,7 @@ mod tests {
     #[test]
     fn unknown_ticker_is_named_with_the_universe() {
         let c = case(&[("AAPL", 100.0), ("MSFT", 30.0)]);
-        let m = rejected_with(
-            decide(&[("AAPL", Buy, 1), ("XYZ", Buy, 1)]),
-            &c,
-            &folio(1e4, &[]),
-        );
+        let m = rejected_with(decide(&[("AAPL", Buy, 1), ("XYZ", Buy, 1)]), &c, &folio(1e4, &[]));
         assert_eq!(
             m,
             "rejected, nothing executed: order 1: ticker XYZ not in case universe (AAPL, MSFT)"
@@ -284,11 +257,7 @@ mod tests {
     #[test]
     fn cash_rule_names_every_buy_ticker() {
         let c = case(&[("AAPL", 100.0), ("MSFT", 30.0)]);
-        let m = rejected_with(
-            decide(&[("AAPL", Buy, 5), ("MSFT", Buy, 20)]),
-            &c,
-            &folio(1000.0, &[]),
-        );
+        let m = rejected_with(decide(&[("AAPL", Buy, 5), ("MSFT", Buy, 20)]), &c, &folio(1000.0, &[]));
         assert_eq!(
             m,
             "rejected, nothing executed: insufficient cash: buys of AAPL, MSFT cost 1100.00 but \
@@ -304,18 +273,9 @@ mod tests {
             &c,
             &folio(0.0, &[]),
         );
-        assert!(
-            m.contains("order 0: ticker XYZ not in case universe (AAPL)"),
-            "{m}"
-        );
-        assert!(
-            m.contains("order 2: buy AAPL: quantity must be a positive"),
-            "{m}"
-        );
-        assert!(
-            m.contains("sell AAPL: 3 shares requested but only 0 held"),
-            "{m}"
-        );
+        assert!(m.contains("order 0: ticker XYZ not in case universe (AAPL)"), "{m}");
+        assert!(m.contains("order 2: buy AAPL: quantity must be a positive"), "{m}");
+        assert!(m.contains("sell AAPL: 3 shares requested but only 0 held"), "{m}");
     }
 
     #[test]
@@ -323,10 +283,7 @@ mod tests {
         let mut c = case(&[("AAPL", 100.0)]);
         c.tickers.push("MSFT".into());
         let m = rejected_with(decide(&[("MSFT", Buy, 1)]), &c, &folio(1e4, &[]));
-        assert_eq!(
-            m,
-            "rejected, nothing executed: order 0: no price for MSFT in the case"
-        );
+        assert_eq!(m, "rejected, nothing executed: order 0: no price for MSFT in the case");
     }
 
     #[test]
@@ -347,11 +304,7 @@ mod tests {
             .iter()
             .map(|t| (t.order_index, t.side, t.ticker.as_str()))
             .collect();
-        assert_eq!(
-            fills,
-            [(1, Sell, "MSFT"), (0, Buy, "AAPL")],
-            "sells execute first"
-        );
+        assert_eq!(fills, [(1, Sell, "MSFT"), (0, Buy, "AAPL")], "sells execute first");
         assert_eq!(r.executed_trades[0].price, 30.0);
         assert_eq!(r.executed_trades[0].timestamp, "2012-06-01");
         assert_eq!(r.executed_trades[0].case_id, "ep:0");

@@ -20,9 +20,7 @@ use serde::{Deserialize, Serialize};
 use super::TradingError;
 use super::agents::equal_split;
 use super::data::{MarketData, Schedule};
-use super::models::{
-    DecisionStatus, EpisodeConfig, EpisodeLog, ExecutedTrade, PortfolioSnapshot, Side,
-};
+use super::models::{DecisionStatus, EpisodeConfig, EpisodeLog, ExecutedTrade, PortfolioSnapshot, Side};
 
 pub const TRADING_DAYS_PER_YEAR: f64 = 252.0;
 
@@ -119,11 +117,7 @@ pub fn equity(market: &MarketData, days: &[String], holdings: &[Holding]) -> Equ
             // `current` is still the portfolio held at the end of the previous day.
             let before = value(current, &days[i - 1]);
             let after = value(current, day);
-            out.returns.push(if before > 0.0 {
-                after / before - 1.0
-            } else {
-                0.0
-            });
+            out.returns.push(if before > 0.0 { after / before - 1.0 } else { 0.0 });
         }
         while next < holdings.len() && holdings[next].date.as_str() <= day.as_str() {
             current = &holdings[next].portfolio;
@@ -138,12 +132,7 @@ pub fn equity(market: &MarketData, days: &[String], holdings: &[Holding]) -> Equ
 }
 
 /// The buy-and-hold benchmark's holdings: `cash` split equally over `tickers` at `day`'s close.
-pub fn buy_and_hold_holdings(
-    market: &MarketData,
-    tickers: &[String],
-    day: &str,
-    cash: f64,
-) -> Vec<Holding> {
+pub fn buy_and_hold_holdings(market: &MarketData, tickers: &[String], day: &str, cash: f64) -> Vec<Holding> {
     let prices: Vec<(&str, f64)> = tickers
         .iter()
         .filter_map(|t| market.close(t, day).map(|p| (t.as_str(), p)))
@@ -229,9 +218,7 @@ pub fn evaluate_log(log: &EpisodeLog, market: &MarketData) -> Result<EpisodeMetr
     let schedule = Schedule::new(
         market,
         &c.tickers,
-        c.start_date
-            .as_deref()
-            .ok_or_else(|| missing("start_date"))?,
+        c.start_date.as_deref().ok_or_else(|| missing("start_date"))?,
         c.end_date.as_deref().ok_or_else(|| missing("end_date"))?,
         c.decision_interval.unwrap_or(1) as usize,
     )?;
@@ -308,8 +295,7 @@ pub fn run_metrics(episodes: &[EpisodeMetrics]) -> RunMetrics {
             total_return: avg(|p| p.total_return),
             annualised_return: avg(|p| p.annualised_return),
             volatility: avg(|p| p.volatility),
-            sharpe: (!sharpes.is_empty())
-                .then(|| sharpes.iter().sum::<f64>() / sharpes.len() as f64),
+            sharpe: (!sharpes.is_empty()).then(|| sharpes.iter().sum::<f64>() / sharpes.len() as f64),
             max_drawdown: avg(|p| p.max_drawdown),
         }
     };
@@ -344,17 +330,9 @@ pub fn format_metrics(m: &EpisodeMetrics) -> String {
         format!("{:.2}", m.buy_and_hold_final_value),
     );
     out += &row("total return", pct(s.total_return), pct(b.total_return));
-    out += &row(
-        "annualised return",
-        pct(s.annualised_return),
-        pct(b.annualised_return),
-    );
+    out += &row("annualised return", pct(s.annualised_return), pct(b.annualised_return));
     let plain = |x: f64| format!("{:.2}%", x * 100.0);
-    out += &row(
-        "volatility (ann.)",
-        plain(s.volatility),
-        plain(b.volatility),
-    );
+    out += &row("volatility (ann.)", plain(s.volatility), plain(b.volatility));
     out += &row("sharpe", sharpe(s.sharpe), sharpe(b.sharpe));
     out += &row("max drawdown", pct(-s.max_drawdown), pct(-b.max_drawdown));
     out += &format!(
@@ -388,14 +366,8 @@ mod tests {
         );
         assert!(close_enough(p.volatility, 2.424_871_130_596_428), "{p:?}");
         assert!(close_enough(p.sharpe.unwrap(), 4.0 * 3f64.sqrt()), "{p:?}"); // 6.9282…
-        assert!(
-            close_enough(p.annualised_return, 1.188f64.powi(84) - 1.0),
-            "{p:?}"
-        );
-        assert!(
-            close_enough(p.max_drawdown, 0.1),
-            "110 → 99 is the worst fall: {p:?}"
-        );
+        assert!(close_enough(p.annualised_return, 1.188f64.powi(84) - 1.0), "{p:?}");
+        assert!(close_enough(p.max_drawdown, 0.1), "110 → 99 is the worst fall: {p:?}");
     }
 
     #[test]
@@ -490,15 +462,9 @@ mod tests {
         assert_eq!(em.strategy.total_return, 0.0);
         assert_eq!(em.final_value, 100.0);
         // Buy-and-hold: 5 A at 10 and 2 B at 20 (cash 10 left): 100 → 109.4 at the end.
-        assert!(close_enough(
-            em.buy_and_hold_final_value,
-            5.0 * 11.88 + 40.0 + 10.0
-        ));
+        assert!(close_enough(em.buy_and_hold_final_value, 5.0 * 11.88 + 40.0 + 10.0));
         assert!(close_enough(em.buy_and_hold.total_return, 0.094));
-        assert_eq!(
-            (em.days, em.decision_points, em.rejected_decisions),
-            (4, 4, 1)
-        );
+        assert_eq!((em.days, em.decision_points, em.rejected_decisions), (4, 4, 1));
         let text = format_metrics(&em);
         assert!(text.contains("total return"), "{text}");
         assert!(text.contains("+9.40%"), "{text}");

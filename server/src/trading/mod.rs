@@ -36,11 +36,7 @@ use crate::llm::LlmError;
 pub enum TradingError {
     /// A data file is malformed: which file, which line, what is wrong.
     #[error("{file}:{line}: {message}")]
-    Data {
-        file: String,
-        line: usize,
-        message: String,
-    },
+    Data { file: String, line: usize, message: String },
     /// An episode configuration cannot be run; the message names the field.
     #[error("episode config: {0}")]
     Config(String),

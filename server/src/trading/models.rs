@@ -457,9 +457,7 @@ fn whole_number<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
             }
             match n.as_f64() {
                 Some(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => Ok(f as i64),
-                _ => Err(D::Error::custom(format!(
-                    "expected a whole number of shares, got {n}"
-                ))),
+                _ => Err(D::Error::custom(format!("expected a whole number of shares, got {n}"))),
             }
         }
         other => Err(D::Error::custom(format!(
@@ -477,11 +475,7 @@ mod tests {
     /// Parses hand-written JSON into `T` and checks it writes back to the same JSON value.
     fn round_trip<T: Serialize + DeserializeOwned + std::fmt::Debug + PartialEq>(v: Value) -> T {
         let parsed: T = serde_json::from_value(v.clone()).expect("parses");
-        assert_eq!(
-            serde_json::to_value(&parsed).unwrap(),
-            v,
-            "writes back the same JSON"
-        );
+        assert_eq!(serde_json::to_value(&parsed).unwrap(), v, "writes back the same JSON");
         let again: T = serde_json::from_value(serde_json::to_value(&parsed).unwrap()).unwrap();
         assert_eq!(again, parsed);
         parsed
@@ -538,9 +532,7 @@ mod tests {
     fn case_optional_metadata_may_be_missing_but_case_id_may_not() {
         let mut v = case_json();
         v.as_object_mut().unwrap().remove("decision_point_idx");
-        v.as_object_mut()
-            .unwrap()
-            .remove("information_cutoff_timestamp");
+        v.as_object_mut().unwrap().remove("information_cutoff_timestamp");
         let case: Case = serde_json::from_value(v.clone()).unwrap();
         assert_eq!(case.decision_point_idx, None);
         v.as_object_mut().unwrap().remove("case_id");
@@ -571,19 +563,12 @@ mod tests {
 
     #[test]
     fn decision_quantities_accept_integral_floats_and_refuse_fractions() {
-        let d: Decision = serde_json::from_value(
-            json!({"orders": [{"ticker": "A", "side": "buy", "quantity": 10.0}]}),
-        )
-        .unwrap();
+        let d: Decision =
+            serde_json::from_value(json!({"orders": [{"ticker": "A", "side": "buy", "quantity": 10.0}]})).unwrap();
         assert_eq!(d.orders[0].quantity, 10);
-        let neg: Decision = serde_json::from_value(
-            json!({"orders": [{"ticker": "A", "side": "buy", "quantity": -3}]}),
-        )
-        .unwrap();
-        assert_eq!(
-            neg.orders[0].quantity, -3,
-            "negative parses; execution rejects it"
-        );
+        let neg: Decision =
+            serde_json::from_value(json!({"orders": [{"ticker": "A", "side": "buy", "quantity": -3}]})).unwrap();
+        assert_eq!(neg.orders[0].quantity, -3, "negative parses; execution rejects it");
         for bad in [json!(1.5), json!("10"), json!(null)] {
             let err = serde_json::from_value::<Decision>(
                 json!({"orders": [{"ticker": "A", "side": "buy", "quantity": bad}]}),
@@ -592,11 +577,10 @@ mod tests {
             .to_string();
             assert!(err.contains("whole number"), "{err}");
         }
-        let err = serde_json::from_value::<Decision>(
-            json!({"orders": [{"ticker": "A", "side": "hold", "quantity": 1}]}),
-        )
-        .unwrap_err()
-        .to_string();
+        let err =
+            serde_json::from_value::<Decision>(json!({"orders": [{"ticker": "A", "side": "hold", "quantity": 1}]}))
+                .unwrap_err()
+                .to_string();
         assert!(err.contains("unknown variant `hold`"), "{err}");
     }
 
@@ -620,10 +604,8 @@ mod tests {
         round_trip::<EpisodeResult>(result.clone());
         round_trip::<AgentInvocation>(json!({"case": case_json(), "episode_id": "ep1",
             "agent_id": "llm", "steps_remaining": 4}));
-        let inv: AgentInvocation = serde_json::from_value(
-            json!({"case": case_json(), "episode_id": "ep1", "agent_id": "llm"}),
-        )
-        .unwrap();
+        let inv: AgentInvocation =
+            serde_json::from_value(json!({"case": case_json(), "episode_id": "ep1", "agent_id": "llm"})).unwrap();
         assert_eq!(inv.steps_remaining, None);
 
         let dp = json!({"case_id": "ep1:3", "decision_point_idx": 3,
@@ -649,8 +631,7 @@ mod tests {
     #[test]
     fn cash_amounts_read_back_exactly() {
         // Without serde_json's `float_roundtrip` this reads back as …96915.
-        let p: PortfolioSnapshot =
-            serde_json::from_str(r#"{"cash": 108.14999999996917, "positions": {}}"#).unwrap();
+        let p: PortfolioSnapshot = serde_json::from_str(r#"{"cash": 108.14999999996917, "positions": {}}"#).unwrap();
         assert_eq!(p.cash, 108.149_999_999_969_17);
         assert_eq!(
             serde_json::to_string(&p).unwrap(),
@@ -660,11 +641,9 @@ mod tests {
 
     #[test]
     fn unknown_fields_are_named() {
-        let err = serde_json::from_value::<Order>(
-            json!({"ticker": "A", "side": "buy", "quantity": 1, "qty": 2}),
-        )
-        .unwrap_err()
-        .to_string();
+        let err = serde_json::from_value::<Order>(json!({"ticker": "A", "side": "buy", "quantity": 1, "qty": 2}))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("unknown field `qty`"), "{err}");
     }
 
@@ -675,10 +654,7 @@ mod tests {
             .map(|v| serde_json::from_value(v).unwrap())
             .collect();
         let s = IntervalPriceSummary::of(&bars).unwrap();
-        assert_eq!(
-            (s.open, s.high, s.low, s.close, s.volume),
-            (9.0, 16.0, 8.0, 12.0, 3000)
-        );
+        assert_eq!((s.open, s.high, s.low, s.close, s.volume), (9.0, 16.0, 8.0, 12.0, 3000));
         assert!(IntervalPriceSummary::of(&[]).is_none());
     }
 }

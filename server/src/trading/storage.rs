@@ -116,8 +116,8 @@ pub fn read_run(root: &Path, run_id: &str) -> Result<StoredRun, TradingError> {
         if line.trim().is_empty() {
             continue;
         }
-        let log: EpisodeLog = parse(line)
-            .map_err(|e| TradingError::storage(&log_path, format!("line {}: {e}", i + 1)))?;
+        let log: EpisodeLog =
+            parse(line).map_err(|e| TradingError::storage(&log_path, format!("line {}: {e}", i + 1)))?;
         episode_logs.push(log);
     }
 
@@ -125,18 +125,10 @@ pub fn read_run(root: &Path, run_id: &str) -> Result<StoredRun, TradingError> {
     let trade_history: TradeHistory =
         parse(&read(&trades_path)?).map_err(|e| TradingError::storage(&trades_path, e))?;
 
-    if configs.len() != episode_logs.len()
-        || configs
-            .iter()
-            .zip(&episode_logs)
-            .any(|(c, l)| *c != l.config)
-    {
+    if configs.len() != episode_logs.len() || configs.iter().zip(&episode_logs).any(|(c, l)| *c != l.config) {
         return Err(TradingError::storage(
             &config_path,
-            format!(
-                "does not match the configs of the {} episode logs",
-                episode_logs.len()
-            ),
+            format!("does not match the configs of the {} episode logs", episode_logs.len()),
         ));
     }
     Ok(StoredRun {
@@ -196,15 +188,8 @@ mod tests {
         ["llm", "momentum"]
             .iter()
             .map(|agent| {
-                let cfg = EpisodeConfig::new(
-                    format!("ep-{agent}"),
-                    *agent,
-                    vec!["A".into(), "B".into()],
-                    1000.0,
-                );
-                run_episode(market.clone(), cfg, &MockToolModel)
-                    .unwrap()
-                    .episode_log()
+                let cfg = EpisodeConfig::new(format!("ep-{agent}"), *agent, vec!["A".into(), "B".into()], 1000.0);
+                run_episode(market.clone(), cfg, &MockToolModel).unwrap().episode_log()
             })
             .collect()
     }
@@ -219,10 +204,7 @@ mod tests {
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
         names.sort();
-        assert_eq!(
-            names,
-            ["config.json", "episode_log.jsonl", "trade_history.json"]
-        );
+        assert_eq!(names, ["config.json", "episode_log.jsonl", "trade_history.json"]);
 
         // Each file on its own parses into the seed's models.
         let text = std::fs::read_to_string(dir.join(EPISODE_LOG_FILE)).unwrap();
@@ -235,18 +217,10 @@ mod tests {
             serde_json::from_str(&std::fs::read_to_string(dir.join(CONFIG_FILE)).unwrap()).unwrap();
         assert_eq!(configs[1].agent_id, "momentum");
         let trades: TradeHistory =
-            serde_json::from_str(&std::fs::read_to_string(dir.join(TRADE_HISTORY_FILE)).unwrap())
-                .unwrap();
+            serde_json::from_str(&std::fs::read_to_string(dir.join(TRADE_HISTORY_FILE)).unwrap()).unwrap();
         let expected: usize = logs
             .iter()
-            .map(|l| {
-                l.episode_result
-                    .as_ref()
-                    .unwrap()
-                    .trade_history
-                    .trades
-                    .len()
-            })
+            .map(|l| l.episode_result.as_ref().unwrap().trade_history.trades.len())
             .sum();
         assert_eq!(trades.trades.len(), expected);
 

@@ -18,9 +18,7 @@ use serde_json::json;
 
 use super::SceneRules;
 use super::simple_chat;
-use crate::engine::action::{
-    ActionCtx, ActionKind, ActionResult, ActionSpec, Outcome, handle_common, required,
-};
+use crate::engine::action::{ActionCtx, ActionKind, ActionResult, ActionSpec, Outcome, handle_common, required};
 use crate::engine::agent::Agent;
 use crate::engine::event::SceneEvent;
 use crate::engine::memory::{Message, Role};
@@ -144,9 +142,7 @@ impl Council {
         self.state.voting_completed_announced = false;
         self.announce(
             world,
-            format!(
-                "The Host has initiated the voting round: {title}. Please cast your votes now."
-            ),
+            format!("The Host has initiated the voting round: {title}. Please cast your votes now."),
         );
         world.feedback(ctx.actor, &format!("Voting started: {title}"));
         Ok(Outcome::ok(
@@ -220,10 +216,7 @@ impl Council {
         } else {
             (answer.to_string(), "llm")
         };
-        world.feedback(
-            ctx.actor,
-            &format!("Brief (private) on '{desc}':\n{material}"),
-        );
+        world.feedback(ctx.actor, &format!("Brief (private) on '{desc}':\n{material}"));
         Ok(Outcome::ok(
             json!({"desc": desc, "material": material, "source": source}),
             format!("{name} requested a brief: {desc}"),
@@ -235,10 +228,7 @@ impl Council {
         let name = ctx.actor_name(world).to_string();
         let fail = |world: &mut World, error: &str| {
             world.feedback(ctx.actor, error);
-            Ok(Outcome::fail(
-                json!({"error": error}),
-                format!("{name} vote failed"),
-            ))
+            Ok(Outcome::fail(json!({"error": error}), format!("{name} vote failed")))
         };
         if !self.state.voting_started {
             return fail(world, "Voting has not started yet.");
@@ -252,11 +242,7 @@ impl Council {
         }
         self.state.votes.insert(name.clone(), vote.to_string());
         let comment = ctx.call.get("comment").unwrap_or("");
-        let title = self
-            .state
-            .vote_title
-            .clone()
-            .unwrap_or_else(|| "the draft".to_string());
+        let title = self.state.vote_title.clone().unwrap_or_else(|| "the draft".to_string());
         let mut message = format!("I vote {vote} on '{title}'.");
         if !comment.is_empty() {
             message.push_str(&format!(" Comment: {comment}"));
@@ -271,20 +257,15 @@ impl Council {
         );
 
         let members = members(world).len();
-        if members > 0
-            && self.state.votes.len() >= members
-            && !self.state.voting_completed_announced
-        {
+        if members > 0 && self.state.votes.len() >= members && !self.state.voting_completed_announced {
             let (yes, no, abstain) = self.tally();
             // Passing needs a strict majority of all members, abstentions included.
-            let verdict = if yes * 2 > members {
-                "passed"
-            } else {
-                "failed"
-            };
+            let verdict = if yes * 2 > members { "passed" } else { "failed" };
             self.announce(
                 world,
-                format!("Voting on '{title}' has concluded. It {verdict} with {yes} yes, {no} no, and {abstain} abstain."),
+                format!(
+                    "Voting on '{title}' has concluded. It {verdict} with {yes} yes, {no} no, and {abstain} abstain."
+                ),
             );
             self.state.past_votes.push(PastVote {
                 title,
@@ -309,22 +290,12 @@ impl Council {
         self.state.complete = true;
         self.announce(world, "The council session is adjourned.".to_string());
         world.feedback(ctx.actor, "Meeting finished.");
-        Ok(Outcome::ok(
-            json!({}),
-            format!("{name} finished the meeting"),
-            true,
-        ))
+        Ok(Outcome::ok(json!({}), format!("{name} finished the meeting"), true))
     }
 
     /// Counts of (yes, no, abstain) in the current round.
     fn tally(&self) -> (usize, usize, usize) {
-        let count = |v: &str| {
-            self.state
-                .votes
-                .values()
-                .filter(|x| x.as_str() == v)
-                .count()
-        };
+        let count = |v: &str| self.state.votes.values().filter(|x| x.as_str() == v).count();
         (count("yes"), count("no"), count("abstain"))
     }
 }
@@ -357,11 +328,7 @@ impl SceneRules for Council {
         }
     }
     fn scene_actions(&self, _agent: &Agent) -> Vec<ActionKind> {
-        vec![
-            ActionKind::SendMessage,
-            ActionKind::Yield,
-            ActionKind::VotingStatus,
-        ]
+        vec![ActionKind::SendMessage, ActionKind::Yield, ActionKind::VotingStatus]
     }
     fn is_complete(&self) -> bool {
         self.state.complete
@@ -435,23 +402,12 @@ mod tests {
 
     fn setup() -> (Council, World) {
         let mut agents = vec![Agent::new(HOST, vec![ActionKind::StartVoting])];
-        agents.extend(
-            MEMBERS
-                .iter()
-                .map(|n| Agent::new(*n, vec![ActionKind::Vote])),
-        );
-        let scene = Scene::Council(Council::new(
-            "council".into(),
-            "Draft.".into(),
-            Config::default(),
-        ));
+        agents.extend(MEMBERS.iter().map(|n| Agent::new(*n, vec![ActionKind::Vote])));
+        let scene = Scene::Council(Council::new("council".into(), "Draft.".into(), Config::default()));
         let sim = Simulator::build(
             agents,
             scene,
-            Ordering::Sequential {
-                names: vec![],
-                idx: 0,
-            },
+            Ordering::Sequential { names: vec![], idx: 0 },
             SimOptions::default(),
         )
         .unwrap();
@@ -486,9 +442,7 @@ mod tests {
                     e.data["agent"].as_str().unwrap().to_string(),
                     e.data["content"].as_str().unwrap().to_string(),
                 )),
-                EventType::SystemBroadcast => {
-                    broadcasts.push(e.data["text"].as_str().unwrap().to_string())
-                }
+                EventType::SystemBroadcast => broadcasts.push(e.data["text"].as_str().unwrap().to_string()),
                 _ => {}
             }
         }
@@ -504,13 +458,7 @@ mod tests {
     }
 
     fn start(c: &mut Council, w: &mut World, title: &str) -> Outcome {
-        act(
-            c,
-            w,
-            HOST,
-            ActionCall::new("start_voting").with("title", title),
-        )
-        .unwrap()
+        act(c, w, HOST, ActionCall::new("start_voting").with("title", title)).unwrap()
     }
 
     fn vote(c: &mut Council, w: &mut World, who: &str, v: &str) -> Outcome {
@@ -523,16 +471,11 @@ mod tests {
         let o = start(&mut c, &mut w, "  Congestion pilot ");
         assert!(o.success && o.pass_control);
         assert_eq!(o.result, json!({"title": "Congestion pilot"}));
-        assert_eq!(
-            o.summary.as_deref(),
-            Some("Host started the voting: Congestion pilot")
-        );
+        assert_eq!(o.summary.as_deref(), Some("Host started the voting: Congestion pilot"));
         let (d, b) = drain(&mut w);
         assert_eq!(
             b,
-            [
-                "Public Event: The Host has initiated the voting round: Congestion pilot. Please cast your votes now."
-            ]
+            ["Public Event: The Host has initiated the voting round: Congestion pilot. Please cast your votes now."]
         );
         // A public event reaches everyone, the Host included, before the private confirmation.
         assert_eq!(
@@ -554,10 +497,7 @@ mod tests {
         let again = start(&mut c, &mut w, "Other");
         assert!(!again.success && !again.pass_control);
         assert_eq!(again.result, json!({"error": "Voting already started."}));
-        assert_eq!(
-            again.summary.as_deref(),
-            Some("Host failed to start voting")
-        );
+        assert_eq!(again.summary.as_deref(), Some("Host failed to start voting"));
         let (d, b) = drain(&mut w);
         assert!(b.is_empty());
         assert_eq!(said_to(&d, HOST), ["Voting already started."]);
@@ -578,10 +518,7 @@ mod tests {
         assert!(o.success && !o.pass_control);
         assert_eq!(o.result, json!({"started": false, "members": 3}));
         assert_eq!(o.summary.as_deref(), Some("Voting not started"));
-        assert_eq!(
-            said_to(&drain(&mut w).0, "Rep. A"),
-            ["Voting has not started."]
-        );
+        assert_eq!(said_to(&drain(&mut w).0, "Rep. A"), ["Voting has not started."]);
 
         start(&mut c, &mut w, "Pilot");
         vote(&mut c, &mut w, "Rep. B", "no");
@@ -589,9 +526,7 @@ mod tests {
         let o = act(&mut c, &mut w, "Rep. A", ActionCall::new("voting_status")).unwrap();
         assert_eq!(
             said_to(&drain(&mut w).0, "Rep. A"),
-            [
-                "Voting status on: Pilot:\n- Members: 3\n- Yes: 0, No: 1, Abstain: 0\n- Pending: 2 (Rep. A, Rep. C)"
-            ]
+            ["Voting status on: Pilot:\n- Members: 3\n- Yes: 0, No: 1, Abstain: 0\n- Pending: 2 (Rep. A, Rep. C)"]
         );
         assert_eq!(
             o.result,
@@ -610,9 +545,7 @@ mod tests {
         act(&mut c, &mut w, HOST, ActionCall::new("voting_status")).unwrap();
         assert_eq!(
             said_to(&drain(&mut w).0, HOST),
-            [
-                "Voting status on: (untitled):\n- Members: 3\n- Yes: 1, No: 1, Abstain: 0\n- Pending: 1 (Rep. C)"
-            ]
+            ["Voting status on: (untitled):\n- Members: 3\n- Yes: 1, No: 1, Abstain: 0\n- Pending: 1 (Rep. C)"]
         );
     }
 
@@ -623,10 +556,7 @@ mod tests {
         assert!(!o.success && !o.pass_control);
         assert_eq!(o.result, json!({"error": "Voting has not started yet."}));
         assert_eq!(o.summary.as_deref(), Some("Rep. A vote failed"));
-        assert_eq!(
-            said_to(&drain(&mut w).0, "Rep. A"),
-            ["Voting has not started yet."]
-        );
+        assert_eq!(said_to(&drain(&mut w).0, "Rep. A"), ["Voting has not started yet."]);
 
         start(&mut c, &mut w, "Pilot");
         drain(&mut w);
@@ -646,9 +576,7 @@ mod tests {
             &mut c,
             &mut w,
             "Rep. A",
-            ActionCall::new("vote")
-                .with("vote", "yes")
-                .with("comment", "Good plan"),
+            ActionCall::new("vote").with("vote", "yes").with("comment", "Good plan"),
         )
         .unwrap();
         assert!(o.success && o.pass_control);
@@ -663,17 +591,11 @@ mod tests {
             said_to(&d, "Rep. B"),
             ["[18:00] [Message] Rep. A: I vote yes on 'Pilot'. Comment: Good plan"]
         );
-        assert_eq!(
-            b,
-            ["[Message] Rep. A: I vote yes on 'Pilot'. Comment: Good plan"]
-        );
+        assert_eq!(b, ["[Message] Rep. A: I vote yes on 'Pilot'. Comment: Good plan"]);
 
         let o = vote(&mut c, &mut w, "Rep. A", "no");
         assert_eq!(o.result, json!({"error": "You have already voted."}));
-        assert_eq!(
-            said_to(&drain(&mut w).0, "Rep. A"),
-            ["You have already voted."]
-        );
+        assert_eq!(said_to(&drain(&mut w).0, "Rep. A"), ["You have already voted."]);
         assert_eq!(c.state.votes.get("Rep. A").map(String::as_str), Some("yes"));
     }
 
@@ -728,9 +650,7 @@ mod tests {
         let (_, b) = drain(&mut w);
         assert_eq!(
             b.last().map(String::as_str),
-            Some(
-                "Public Event: Voting on 'Pilot' has concluded. It failed with 1 yes, 1 no, and 1 abstain."
-            )
+            Some("Public Event: Voting on 'Pilot' has concluded. It failed with 1 yes, 1 no, and 1 abstain.")
         );
         start(&mut c, &mut w, "Again");
         for m in MEMBERS {
@@ -767,10 +687,7 @@ mod tests {
         assert!(c.llm_request(&ctx, &w).is_none(), "no LLM call for members");
         let o = c.handle(&ctx, &mut w).unwrap();
         assert!(!o.success);
-        assert_eq!(
-            o.result,
-            json!({"error": "Only the Host can use request_brief."})
-        );
+        assert_eq!(o.result, json!({"error": "Only the Host can use request_brief."}));
         assert_eq!(o.summary.as_deref(), Some("Rep. A request_brief failed"));
         assert_eq!(
             said_to(&drain(&mut w).0, "Rep. A"),
@@ -803,10 +720,7 @@ mod tests {
         assert!(material.starts_with("- Scope: pilot costs\n"));
         assert_eq!(material.lines().count(), 7);
         assert!(material.lines().all(|l| l.starts_with("- ")));
-        assert_eq!(
-            o.summary.as_deref(),
-            Some("Host requested a brief: pilot costs")
-        );
+        assert_eq!(o.summary.as_deref(), Some("Host requested a brief: pilot costs"));
         let (d, b) = drain(&mut w);
         assert!(b.is_empty(), "a brief is private");
         assert_eq!(
@@ -843,10 +757,7 @@ mod tests {
         let mut sim = Simulator::build(
             vec![host, Agent::new("Rep. A", vec![])],
             scene,
-            Ordering::Sequential {
-                names: vec![],
-                idx: 0,
-            },
+            Ordering::Sequential { names: vec![], idx: 0 },
             SimOptions::default(),
         )
         .unwrap();
@@ -863,18 +774,14 @@ mod tests {
                 } else if m.iter().any(|x| x.content.contains("Brief (private)")) {
                     "--- Action ---\n<Action name=\"yield\" />".to_string()
                 } else {
-                    "--- Action ---\n<Action name=\"request_brief\"><desc>costs</desc></Action>"
-                        .to_string()
+                    "--- Action ---\n<Action name=\"request_brief\"><desc>costs</desc></Action>".to_string()
                 };
                 Box::pin(async move { Ok(reply) })
             }
         }
         let (r, events) = sim.run_blocking(1, &Script);
         r.unwrap();
-        let end = events
-            .iter()
-            .find(|e| e.kind == EventType::ActionEnd)
-            .unwrap();
+        let end = events.iter().find(|e| e.kind == EventType::ActionEnd).unwrap();
         assert_eq!(
             end.data["result"],
             json!({"desc": "costs", "material": "- Costs fell in Oslo.", "source": "llm"})
@@ -904,8 +811,7 @@ mod tests {
         );
         assert!(c.is_complete());
         // A clone goes through JSON (SimTree export/import, patch_state) and keeps the flag.
-        let scene: Scene =
-            serde_json::from_value(serde_json::to_value(Scene::Council(c)).unwrap()).unwrap();
+        let scene: Scene = serde_json::from_value(serde_json::to_value(Scene::Council(c)).unwrap()).unwrap();
         assert!(scene.rules().is_complete());
         assert_eq!(scene.state_json()["complete"], json!(true));
     }
@@ -917,10 +823,7 @@ mod tests {
         let mut sim = Simulator::build(
             vec![host],
             scene,
-            Ordering::Sequential {
-                names: vec![],
-                idx: 0,
-            },
+            Ordering::Sequential { names: vec![], idx: 0 },
             SimOptions::default(),
         )
         .unwrap();
@@ -931,9 +834,7 @@ mod tests {
                 _: &'a [Message],
                 _: &'a mut crate::llm::LlmState,
             ) -> crate::llm::BoxFuture<'a, Result<String, crate::llm::LlmError>> {
-                Box::pin(async {
-                    Ok("--- Action ---\n<Action name=\"finish_meeting\" />".to_string())
-                })
+                Box::pin(async { Ok("--- Action ---\n<Action name=\"finish_meeting\" />".to_string()) })
             }
         }
         let (r, _) = sim.run_blocking(10, &Finish);
@@ -954,12 +855,7 @@ mod tests {
         let json = serde_json::to_value(&scene).unwrap();
         assert_eq!(json["type"], "council_scene");
         assert_eq!(json["config"], json!({}));
-        let keys: Vec<&str> = json["state"]
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(String::as_str)
-            .collect();
+        let keys: Vec<&str> = json["state"].as_object().unwrap().keys().map(String::as_str).collect();
         assert_eq!(
             keys,
             [
@@ -974,8 +870,7 @@ mod tests {
         );
         let back: Scene = serde_json::from_value(json.clone()).unwrap();
         assert_eq!(serde_json::to_value(&back).unwrap(), json);
-        let patch =
-            json!({"votes": {}, "past_votes": [{"title": "t", "yes": 1, "no": 0, "abstain": 0}]});
+        let patch = json!({"votes": {}, "past_votes": [{"title": "t", "yes": 1, "no": 0, "abstain": 0}]});
         scene.patch_state(patch.as_object().unwrap()).unwrap();
         assert_eq!(scene.state_json()["votes"], json!({}));
         assert!(
@@ -1002,19 +897,11 @@ mod tests {
         }
         for spec in [FINISH_MEETING, REQUEST_BRIEF] {
             let text = format!("{} {}", spec.desc, spec.instruction).to_lowercase();
-            assert!(
-                !text.contains("vote") && !text.contains("voting"),
-                "{}",
-                spec.name
-            );
+            assert!(!text.contains("vote") && !text.contains("voting"), "{}", spec.name);
         }
         assert_eq!(
             c.scene_actions(&Agent::new("x", vec![])),
-            [
-                ActionKind::SendMessage,
-                ActionKind::Yield,
-                ActionKind::VotingStatus
-            ]
+            [ActionKind::SendMessage, ActionKind::Yield, ActionKind::VotingStatus]
         );
     }
 
@@ -1085,24 +972,14 @@ mod tests {
             events.iter().all(|e| e.kind != EventType::AgentError),
             "no agent errors"
         );
-        let ends: Vec<&Event> = events
-            .iter()
-            .filter(|e| e.kind == EventType::ActionEnd)
-            .collect();
-        let summaries: Vec<&str> = ends
-            .iter()
-            .filter_map(|e| e.data["summary"].as_str())
-            .collect();
+        let ends: Vec<&Event> = events.iter().filter(|e| e.kind == EventType::ActionEnd).collect();
+        let summaries: Vec<&str> = ends.iter().filter_map(|e| e.data["summary"].as_str()).collect();
         // The Host greets once, the first "Rep" speaks once, everything else yields.
         assert_eq!(summaries[0], "Host: Good morning, council.");
         assert_eq!(summaries[1], "Host yielded the floor");
         assert_eq!(summaries[2], "Rep. Chen Wei: I support moving forward.");
         assert_eq!(summaries[3], "Rep. Chen Wei yielded the floor");
-        assert!(
-            summaries[4..]
-                .iter()
-                .all(|s| s.ends_with(" yielded the floor"))
-        );
+        assert!(summaries[4..].iter().all(|s| s.ends_with(" yielded the floor")));
         assert_eq!(sim.scene.rules().time(), 1080 + 30 * 3);
     }
 }

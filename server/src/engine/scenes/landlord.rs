@@ -34,9 +34,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::json;
 
 use super::SceneRules;
-use crate::engine::action::{
-    ActionCtx, ActionKind, ActionResult, ActionSpec, Outcome, handle_common,
-};
+use crate::engine::action::{ActionCtx, ActionKind, ActionResult, ActionSpec, Outcome, handle_common};
 use crate::engine::agent::Agent;
 use crate::engine::event::{EventType, SceneEvent};
 use crate::engine::prompt::SceneText;
@@ -410,16 +408,12 @@ impl Landlord {
     }
 
     fn hand_size(&self, name: &str) -> u64 {
-        self.hand(name)
-            .map_or(0, |h| h.values().map(|&c| u64::from(c)).sum())
+        self.hand(name).map_or(0, |h| h.values().map(|&c| u64::from(c)).sum())
     }
 
     /// A player's cards as tokens in rank order, space separated ("" when empty).
     pub fn hand_text(&self, name: &str) -> String {
-        self.hand(name)
-            .map(hand_tokens)
-            .unwrap_or_default()
-            .join(" ")
+        self.hand(name).map(hand_tokens).unwrap_or_default().join(" ")
     }
 
     fn announce(&self, world: &mut World, text: String) {
@@ -436,24 +430,16 @@ impl Landlord {
         let mut deck: Vec<Rank> = Vec::new();
         for _ in 0..self.config.num_decks {
             for r in Rank::ALL {
-                let copies = if matches!(r, Rank::SJ | Rank::BJ) {
-                    1
-                } else {
-                    4
-                };
+                let copies = if matches!(r, Rank::SJ | Rank::BJ) { 1 } else { 4 };
                 deck.extend(std::iter::repeat_n(r, copies));
             }
         }
         world.rng.shuffle(&mut deck);
         let (per, bottom_n) = self.deal_sizes();
         let dealt = per * players.len();
-        let mut hands: IndexMap<String, Hand> =
-            players.iter().map(|p| (p.clone(), Hand::new())).collect();
+        let mut hands: IndexMap<String, Hand> = players.iter().map(|p| (p.clone(), Hand::new())).collect();
         for (i, &card) in deck.iter().take(dealt).enumerate() {
-            if let Some(hand) = players
-                .get(i % players.len())
-                .and_then(|p| hands.get_mut(p))
-            {
+            if let Some(hand) = players.get(i % players.len()).and_then(|p| hands.get_mut(p)) {
                 *hand.entry(card).or_insert(0) += 1;
             }
         }
@@ -475,19 +461,11 @@ impl Landlord {
         s.played_flags = players.iter().map(|p| (p.clone(), false)).collect();
         let shown: serde_json::Map<String, serde_json::Value> = players
             .iter()
-            .map(|p| {
-                (
-                    p.clone(),
-                    json!(self.hand(p).map(hand_tokens).unwrap_or_default()),
-                )
-            })
+            .map(|p| (p.clone(), json!(self.hand(p).map(hand_tokens).unwrap_or_default())))
             .collect();
         let bottom: Vec<&str> = self.state.bottom.iter().map(|r| r.token()).collect();
         // Emitted now, not queued: the deal precedes the broadcast that announces it.
-        world.emit(
-            EventType::LandlordDeal,
-            json!({"players": shown, "bottom": bottom}),
-        );
+        world.emit(EventType::LandlordDeal, json!({"players": shown, "bottom": bottom}));
         self.announce(world, "New deal. Call the landlord begins.".into());
     }
 
@@ -505,12 +483,7 @@ impl Landlord {
     /// Every rob-eligible player has acted: seat the landlord, hand over the bottom cards and open
     /// the doubling stage.
     fn finalize_landlord(&mut self, world: &mut World) {
-        let Some(name) = self
-            .state
-            .landlord_candidate
-            .clone()
-            .filter(|n| !n.is_empty())
-        else {
+        let Some(name) = self.state.landlord_candidate.clone().filter(|n| !n.is_empty()) else {
             self.redeal(world);
             return;
         };
@@ -523,15 +496,10 @@ impl Landlord {
             *hand.entry(r).or_insert(0) += 1;
         }
         let shown: Vec<&str> = bottom.iter().map(|r| r.token()).collect();
-        self.announce(
-            world,
-            format!("Landlord is {name}. Bottom cards: {}", shown.join(" ")),
-        );
+        self.announce(world, format!("Landlord is {name}. Bottom cards: {}", shown.join(" ")));
         let li = self.seat(&name).unwrap_or(0);
         let n = players.len();
-        let mut order: Vec<String> = (1..n)
-            .filter_map(|i| players.get((li + i) % n).cloned())
-            .collect();
+        let mut order: Vec<String> = (1..n).filter_map(|i| players.get((li + i) % n).cloned()).collect();
         order.push(name);
         self.state.doubling_acted = order.iter().map(|p| (p.clone(), false)).collect();
         self.state.doubling_order = order;
@@ -624,29 +592,15 @@ impl Landlord {
         self.state.landlord_candidate = Some(a.clone());
         self.state.bidding_stage = Stage::Rob;
         self.state.rob_eligible = players.iter().filter(|p| **p != a).cloned().collect();
-        self.state.rob_acted = self
-            .state
-            .rob_eligible
-            .iter()
-            .map(|p| (p.clone(), false))
-            .collect();
+        self.state.rob_acted = self.state.rob_eligible.iter().map(|p| (p.clone(), false)).collect();
         self.state.bid_turn_index = next_seat(self.state.bid_turn_index, players.len().max(1));
         self.announce(world, format!("{a} called the landlord."));
-        Ok(Outcome::ok(
-            json!({"called": a}),
-            format!("{a} called landlord"),
-            true,
-        ))
+        Ok(Outcome::ok(json!({"called": a}), format!("{a} called landlord"), true))
     }
 
     /// The rob-stage checks shared by `rob_landlord` and `pass`; `verb` names the action in the
     /// failure summary.
-    fn check_rob_turn(
-        &self,
-        ctx: &ActionCtx,
-        world: &mut World,
-        verb: &str,
-    ) -> Option<ActionResult> {
+    fn check_rob_turn(&self, ctx: &ActionCtx, world: &mut World, verb: &str) -> Option<ActionResult> {
         let a = ctx.actor_name(world).to_string();
         let summary = format!("{a} {verb} failed");
         match self.state.rob_acted.get(&a) {
@@ -695,16 +649,8 @@ impl Landlord {
         }
         self.state.landlord_candidate = Some(a.clone());
         self.multiply();
-        self.record_rob_turn(
-            &a,
-            world,
-            format!("{a} robbed the landlord. Multiplier x2."),
-        );
-        Ok(Outcome::ok(
-            json!({"robbed": a}),
-            format!("{a} robbed landlord"),
-            true,
-        ))
+        self.record_rob_turn(&a, world, format!("{a} robbed the landlord. Multiplier x2."));
+        Ok(Outcome::ok(json!({"robbed": a}), format!("{a} robbed landlord"), true))
     }
 
     fn pass(&mut self, ctx: &ActionCtx, world: &mut World) -> ActionResult {
@@ -714,22 +660,14 @@ impl Landlord {
                 // Upstream order: a redeal's announcements come before "did not call".
                 self.advance_call_pass(world);
                 self.announce(world, format!("{a} did not call."));
-                Ok(Outcome::ok(
-                    json!({"pass": true}),
-                    format!("{a} passed call"),
-                    true,
-                ))
+                Ok(Outcome::ok(json!({"pass": true}), format!("{a} passed call"), true))
             }
             (Phase::Bidding, Stage::Rob) => {
                 if let Some(failed) = self.check_rob_turn(ctx, world, "pass") {
                     return failed;
                 }
                 self.record_rob_turn(&a, world, format!("{a} did not rob."));
-                Ok(Outcome::ok(
-                    json!({"pass": true}),
-                    format!("{a} passed rob"),
-                    true,
-                ))
+                Ok(Outcome::ok(json!({"pass": true}), format!("{a} passed rob"), true))
             }
             (Phase::Playing, _) => {
                 if self.state.leading_combo.is_none() {
@@ -744,11 +682,7 @@ impl Landlord {
                 }
                 self.announce(world, format!("{a} passed."));
                 self.on_player_pass(world);
-                Ok(Outcome::ok(
-                    json!({"pass": true}),
-                    format!("{a} passed"),
-                    true,
-                ))
+                Ok(Outcome::ok(json!({"pass": true}), format!("{a} passed"), true))
             }
             _ => fail(
                 world,
@@ -770,18 +704,11 @@ impl Landlord {
             } else {
                 attempted.join(" ")
             };
-            let summary = format!(
-                "{a} tried: {tried} -> {code} | remaining: {}",
-                self.hand_text(&a)
-            );
+            let summary = format!("{a} tried: {tried} -> {code} | remaining: {}", self.hand_text(&a));
             fail(world, ctx.actor, feedback, code, summary)
         };
         if self.state.phase != Phase::Playing {
-            return failure(
-                world,
-                "You can only play during the playing phase.",
-                "wrong_phase",
-            );
+            return failure(world, "You can only play during the playing phase.", "wrong_phase");
         }
         if attempted.is_empty() {
             return failure(world, "Provide cards to play.", "missing_cards");
@@ -792,21 +719,14 @@ impl Landlord {
                 Some(r) => cards.push(r),
                 // Upstream raises ValueError("Unknown card token: …") here.
                 None => {
-                    return failure(
-                        world,
-                        &format!("Unknown card token: {token}"),
-                        "unknown_token",
-                    );
+                    return failure(world, &format!("Unknown card token: {token}"), "unknown_token");
                 }
             }
         }
         let wanted = count_ranks(&cards);
         let empty = Hand::new();
         let hand = self.hand(&a).unwrap_or(&empty);
-        if wanted
-            .iter()
-            .any(|(r, &c)| hand.get(r).copied().unwrap_or(0) < c)
-        {
+        if wanted.iter().any(|(r, &c)| hand.get(r).copied().unwrap_or(0) < c) {
             return failure(world, "You don't have those cards.", "not_in_hand");
         }
         let Some(combo) = evaluate(&cards, self.two_decks()) else {
@@ -815,11 +735,7 @@ impl Landlord {
         if let Some(lead) = &self.state.leading_combo
             && !can_beat(&combo, &lead.combo)
         {
-            return failure(
-                world,
-                "Your play does not beat the current lead.",
-                "not_beating",
-            );
+            return failure(world, "Your play does not beat the current lead.", "not_beating");
         }
 
         let hand = self.state.hands.entry(a.clone()).or_default();
@@ -847,17 +763,10 @@ impl Landlord {
         if self.hand_size(&a) == 0 {
             self.on_player_won(&a, world);
             let summary = format!("{a} played: {tried} ({kind}), remaining: (empty) [WIN]");
-            return Ok(Outcome::ok(
-                json!({"played": attempted, "win": true}),
-                summary,
-                true,
-            ));
+            return Ok(Outcome::ok(json!({"played": attempted, "win": true}), summary, true));
         }
         self.advance_turn();
-        let summary = format!(
-            "{a} played: {tried} ({kind}), remaining: {}",
-            self.hand_text(&a)
-        );
+        let summary = format!("{a} played: {tried} ({kind}), remaining: {}", self.hand_text(&a));
         Ok(Outcome::ok(json!({"played": attempted}), summary, true))
     }
 
@@ -870,13 +779,7 @@ impl Landlord {
             } else {
                 "You can only act during the doubling stage."
             };
-            return fail(
-                world,
-                ctx.actor,
-                feedback,
-                "wrong_phase",
-                format!("{a} {verb} failed"),
-            );
+            return fail(world, ctx.actor, feedback, "wrong_phase", format!("{a} {verb} failed"));
         }
         if self.state.doubling_acted.get(&a).copied().unwrap_or(false) {
             return fail(
@@ -926,13 +829,7 @@ fn next_seat(seat: usize, n: usize) -> usize {
 }
 
 /// Feedback to the actor plus a failed outcome `{error: code}` that keeps the turn.
-fn fail(
-    world: &mut World,
-    actor: usize,
-    feedback: &str,
-    code: &str,
-    summary: String,
-) -> ActionResult {
+fn fail(world: &mut World, actor: usize, feedback: &str, code: &str, summary: String) -> ActionResult {
     world.feedback(actor, feedback);
     Ok(Outcome::fail(json!({"error": code}), summary))
 }
@@ -953,8 +850,7 @@ fn count_ranks(cards: &[Rank]) -> BTreeMap<Rank, u32> {
 
 /// Ranks ascending, every one sequenceable and each exactly one above the previous.
 fn consecutive(ranks: &[Rank]) -> bool {
-    ranks.iter().all(|r| r.sequenceable())
-        && ranks.windows(2).all(|w| w[1].value() == w[0].value() + 1)
+    ranks.iter().all(|r| r.sequenceable()) && ranks.windows(2).all(|w| w[1].value() == w[0].value() + 1)
 }
 
 /// Classifies a play (spec §1.10.4 rules 1–13, first match wins); `None` is an illegal play.
@@ -963,13 +859,7 @@ pub fn evaluate(cards: &[Rank], two_decks: bool) -> Option<Combo> {
     let n = cards.len();
     let counts = count_ranks(cards);
     let ranks: Vec<Rank> = counts.keys().copied().collect();
-    let with = |count: u32| -> Vec<Rank> {
-        counts
-            .iter()
-            .filter(|(_, c)| **c == count)
-            .map(|(r, _)| *r)
-            .collect()
-    };
+    let with = |count: u32| -> Vec<Rank> { counts.iter().filter(|(_, c)| **c == count).map(|(r, _)| *r).collect() };
     let combo = |kind, key, m: Option<usize>, pair_top| Combo {
         kind,
         key,
@@ -1054,12 +944,7 @@ pub fn evaluate(cards: &[Rank], two_decks: bool) -> Option<Combo> {
         }
         // Ranks of count 2 can never be triple ranks, so every pair found is an attachment.
         if n == 5 * m && pairs.len() == m {
-            return Some(combo(
-                ComboType::AirplanePairs,
-                top,
-                Some(m),
-                pairs.last().copied(),
-            ));
+            return Some(combo(ComboType::AirplanePairs, top, Some(m), pairs.last().copied()));
         }
     }
     None
@@ -1126,12 +1011,7 @@ impl SceneRules for Landlord {
             ));
         }
         self.state.players = world.names();
-        self.state.turn_msg_used = self
-            .state
-            .players
-            .iter()
-            .map(|p| (p.clone(), false))
-            .collect();
+        self.state.turn_msg_used = self.state.players.iter().map(|p| (p.clone(), false)).collect();
         self.redeal(world);
         Ok(())
     }
@@ -1148,11 +1028,7 @@ impl SceneRules for Landlord {
             format!("Hand: {}", if hand.is_empty() { "(empty)" } else { &hand }),
         ];
         if !s.players.is_empty() {
-            let counts: Vec<String> = s
-                .players
-                .iter()
-                .map(|p| format!("{p}={}", self.hand_size(p)))
-                .collect();
+            let counts: Vec<String> = s.players.iter().map(|p| format!("{p}={}", self.hand_size(p))).collect();
             lines.push(format!("Hand counts: {}", counts.join(" | ")));
         }
         lines.join("\n") + "\n"
@@ -1166,8 +1042,7 @@ impl SceneRules for Landlord {
                 (0..n)
                     .filter_map(|off| s.players.get((s.bid_turn_index % n + off) % n))
                     .find_map(|p| {
-                        let waiting = s.rob_eligible.contains(p)
-                            && !s.rob_acted.get(p).copied().unwrap_or(false);
+                        let waiting = s.rob_eligible.contains(p) && !s.rob_acted.get(p).copied().unwrap_or(false);
                         waiting.then(|| p.clone())
                     })
             }
@@ -1252,10 +1127,7 @@ mod tests {
     const NAMES: [&str; 4] = ["Alice", "Bob", "Carol", "Dave"];
 
     fn build(names: &[&str], decks: u8, seed: u64) -> Result<Simulator, String> {
-        let agents = names
-            .iter()
-            .map(|n| Agent::new(*n, vec![ActionKind::Yield]))
-            .collect();
+        let agents = names.iter().map(|n| Agent::new(*n, vec![ActionKind::Yield])).collect();
         let config = Config { num_decks: decks };
         let scene = Scene::Landlord(Landlord::new("landlord".into(), "New game".into(), config)?);
         let opts = SimOptions {
@@ -1295,12 +1167,7 @@ mod tests {
     }
 
     fn play(l: &mut Landlord, w: &mut World, who: &str, cards: &str) -> Outcome {
-        act_with(
-            l,
-            w,
-            who,
-            ActionCall::new("play_cards").with("cards", cards),
-        )
+        act_with(l, w, who, ActionCall::new("play_cards").with("cards", cards))
     }
 
     /// Drains the output buffer: every event, in order.
@@ -1318,9 +1185,7 @@ mod tests {
     }
 
     fn cards(spec: &str) -> Vec<Rank> {
-        spec.split_whitespace()
-            .map(|t| Rank::parse(t).unwrap())
-            .collect()
+        spec.split_whitespace().map(|t| Rank::parse(t).unwrap()).collect()
     }
 
     fn hand(spec: &str) -> Hand {
@@ -1337,11 +1202,7 @@ mod tests {
             .filter(|n| **n != landlord)
             .map(|n| n.to_string())
             .collect();
-        s.hands = NAMES
-            .iter()
-            .zip(hands)
-            .map(|(n, h)| (n.to_string(), hand(h)))
-            .collect();
+        s.hands = NAMES.iter().zip(hands).map(|(n, h)| (n.to_string(), hand(h))).collect();
         s.current_turn = NAMES.iter().position(|n| *n == landlord).unwrap();
         s.leading_combo = None;
         s.passes_since_play = 0;
@@ -1379,11 +1240,7 @@ mod tests {
                 *all.entry(*r).or_insert(0) += 1;
             }
             for r in Rank::ALL {
-                let expected = if matches!(r, Rank::SJ | Rank::BJ) {
-                    1
-                } else {
-                    4
-                } * u32::from(decks);
+                let expected = if matches!(r, Rank::SJ | Rank::BJ) { 1 } else { 4 } * u32::from(decks);
                 assert_eq!(all.get(&r).copied(), Some(expected), "{r:?}");
             }
         }
@@ -1396,10 +1253,7 @@ mod tests {
         let (c, _) = table(1, 6);
         assert_eq!(a.state.hands, b.state.hands);
         assert_eq!(a.state.bottom, b.state.bottom);
-        assert_ne!(
-            (a.state.hands, a.state.bottom),
-            (c.state.hands, c.state.bottom)
-        );
+        assert_ne!((a.state.hands, a.state.bottom), (c.state.hands, c.state.bottom));
     }
 
     #[test]
@@ -1436,8 +1290,7 @@ mod tests {
 
     #[test]
     fn config_accepts_one_or_two_decks_only() {
-        let ok =
-            |v: serde_json::Value| Scene::build(SceneKind::Landlord, "l".into(), "e".into(), v);
+        let ok = |v: serde_json::Value| Scene::build(SceneKind::Landlord, "l".into(), "e".into(), v);
         let Scene::Landlord(l) = ok(serde_json::Value::Null).unwrap() else {
             panic!()
         };
@@ -1448,16 +1301,8 @@ mod tests {
         assert_eq!(l.config.num_decks, 2);
         let err = ok(json!({"num_decks": 3})).unwrap_err();
         assert_eq!(err, "num_decks: num_decks must be 1 or 2, got 3");
-        assert!(
-            ok(json!({"num_decks": "two"}))
-                .unwrap_err()
-                .starts_with("num_decks:")
-        );
-        assert!(
-            ok(json!({"seed": 4}))
-                .unwrap_err()
-                .contains("unknown field `seed`")
-        );
+        assert!(ok(json!({"num_decks": "two"})).unwrap_err().starts_with("num_decks:"));
+        assert!(ok(json!({"seed": 4})).unwrap_err().contains("unknown field `seed`"));
         assert!(Landlord::new("l".into(), "e".into(), Config { num_decks: 0 }).is_err());
     }
 
@@ -1484,10 +1329,7 @@ mod tests {
         drain(&mut w);
         act(&mut l, &mut w, "Dave", "pass");
         let events = drain(&mut w);
-        let deal = events
-            .iter()
-            .position(|e| e.kind == EventType::LandlordDeal)
-            .unwrap();
+        let deal = events.iter().position(|e| e.kind == EventType::LandlordDeal).unwrap();
         let dave = heard(&events, "Dave");
         assert_eq!(
             dave,
@@ -1498,14 +1340,8 @@ mod tests {
             ]
         );
         // The deal sits between the redeal notice and the new-deal announcement.
-        let notice = events
-            .iter()
-            .position(|e| e.data["content"] == dave[0])
-            .unwrap();
-        let announce = events
-            .iter()
-            .position(|e| e.data["content"] == dave[1])
-            .unwrap();
+        let notice = events.iter().position(|e| e.data["content"] == dave[0]).unwrap();
+        let announce = events.iter().position(|e| e.data["content"] == dave[1]).unwrap();
         assert!(notice < deal && deal < announce);
         assert_eq!(l.state.bid_turn_index, 0);
         assert_eq!(l.state.phase, Phase::Bidding);
@@ -1544,15 +1380,9 @@ mod tests {
         let out = act(&mut l, &mut w, "Alice", "rob_landlord");
         assert_eq!(
             out,
-            Outcome::fail(
-                json!({"error": "not_eligible"}),
-                "Alice rob_landlord failed"
-            )
+            Outcome::fail(json!({"error": "not_eligible"}), "Alice rob_landlord failed")
         );
-        assert_eq!(
-            heard(&drain(&mut w), "Alice"),
-            ["You are not eligible to rob."]
-        );
+        assert_eq!(heard(&drain(&mut w), "Alice"), ["You are not eligible to rob."]);
         let out = act(&mut l, &mut w, "Alice", "pass");
         assert_eq!(
             out,
@@ -1560,10 +1390,7 @@ mod tests {
         );
 
         let out = act(&mut l, &mut w, "Bob", "rob_landlord");
-        assert_eq!(
-            out,
-            Outcome::ok(json!({"robbed": "Bob"}), "Bob robbed landlord", true)
-        );
+        assert_eq!(out, Outcome::ok(json!({"robbed": "Bob"}), "Bob robbed landlord", true));
         assert_eq!(l.state.score_multiplier, 2);
         assert_eq!(l.state.landlord_candidate.as_deref(), Some("Bob"));
         assert_eq!(
@@ -1575,22 +1402,13 @@ mod tests {
             let out = act(&mut l, &mut w, "Bob", action);
             assert_eq!(
                 out,
-                Outcome::fail(
-                    json!({"error": "already_acted"}),
-                    format!("Bob {action} failed")
-                )
+                Outcome::fail(json!({"error": "already_acted"}), format!("Bob {action} failed"))
             );
-            assert_eq!(
-                heard(&drain(&mut w), "Bob"),
-                ["You already acted in rob stage."]
-            );
+            assert_eq!(heard(&drain(&mut w), "Bob"), ["You already acted in rob stage."]);
         }
 
         let out = act(&mut l, &mut w, "Carol", "pass");
-        assert_eq!(
-            out,
-            Outcome::ok(json!({"pass": true}), "Carol passed rob", true)
-        );
+        assert_eq!(out, Outcome::ok(json!({"pass": true}), "Carol passed rob", true));
         assert_eq!(l.controlled_next(&w).as_deref(), Some("Dave"));
         drain(&mut w);
 
@@ -1626,10 +1444,7 @@ mod tests {
             out,
             Outcome::fail(json!({"error": "wrong_stage"}), "Bob rob_landlord failed")
         );
-        assert_eq!(
-            heard(&drain(&mut w), "Bob"),
-            ["You can only rob during the rob stage."]
-        );
+        assert_eq!(heard(&drain(&mut w), "Bob"), ["You can only rob during the rob stage."]);
     }
 
     #[test]
@@ -1679,10 +1494,7 @@ mod tests {
         drain(&mut w);
 
         let out = act(&mut l, &mut w, "Carol", "double");
-        assert_eq!(
-            out,
-            Outcome::ok(json!({"double": true}), "Carol doubled", true)
-        );
+        assert_eq!(out, Outcome::ok(json!({"double": true}), "Carol doubled", true));
         assert_eq!(l.state.score_multiplier, 2);
         assert_eq!(
             heard(&drain(&mut w), "Bob"),
@@ -1692,15 +1504,9 @@ mod tests {
             let out = act(&mut l, &mut w, "Carol", action);
             assert_eq!(
                 out,
-                Outcome::fail(
-                    json!({"error": "already_acted"}),
-                    format!("Carol {action} failed")
-                )
+                Outcome::fail(json!({"error": "already_acted"}), format!("Carol {action} failed"))
             );
-            assert_eq!(
-                heard(&drain(&mut w), "Carol"),
-                ["You already acted in doubling stage."]
-            );
+            assert_eq!(heard(&drain(&mut w), "Carol"), ["You already acted in doubling stage."]);
         }
         assert_eq!(l.controlled_next(&w).as_deref(), Some("Dave"));
         let out = act(&mut l, &mut w, "Dave", "no_double");
@@ -1761,10 +1567,7 @@ mod tests {
             ("Q Q Q K K K A A A", m(TripleSeq, "A", 9, Some(3), None)),
             ("3 3 3 4 4 4 9 J", m(AirplaneSingles, "4", 8, Some(2), None)),
             ("3 3 3 4 4 4 9 9", m(AirplaneSingles, "4", 8, Some(2), None)),
-            (
-                "3 3 3 4 4 4 9 9 J J",
-                m(AirplanePairs, "4", 10, Some(2), Some("J")),
-            ),
+            ("3 3 3 4 4 4 9 9 J J", m(AirplanePairs, "4", 10, Some(2), Some("J"))),
         ];
         for (spec, expected) in legal {
             assert_eq!(evaluate(&cards(spec), false), Some(expected), "{spec}");
@@ -1796,10 +1599,7 @@ mod tests {
             evaluate(&cards("7 7 7 7 7 7 7 7"), true),
             Some(m(Bomb, "7", 8, None, None))
         );
-        assert_eq!(
-            evaluate(&cards("SJ SJ"), true),
-            Some(m(Pair, "SJ", 2, None, None))
-        );
+        assert_eq!(evaluate(&cards("SJ SJ"), true), Some(m(Pair, "SJ", 2, None, None)));
         assert_eq!(evaluate(&cards("7 7 7 7 7 7"), true), None);
     }
 
@@ -1835,10 +1635,7 @@ mod tests {
             "length must match"
         );
         assert!(can_beat(&combo(Straight, "8", 5), &combo(Straight, "7", 5)));
-        assert!(can_beat(
-            &combo(AirplanePairs, "5", 10),
-            &combo(AirplanePairs, "4", 10)
-        ));
+        assert!(can_beat(&combo(AirplanePairs, "5", 10), &combo(AirplanePairs, "4", 10)));
     }
 
     #[test]
@@ -1850,18 +1647,12 @@ mod tests {
             out,
             Outcome::fail(json!({"error": "cannot_pass_lead"}), "Alice pass failed")
         );
-        assert_eq!(
-            heard(&drain(&mut w), "Alice"),
-            ["You must lead; cannot pass."]
-        );
+        assert_eq!(heard(&drain(&mut w), "Alice"), ["You must lead; cannot pass."]);
 
         play(&mut l, &mut w, "Alice", "3 3");
         assert_eq!(l.controlled_next(&w).as_deref(), Some("Bob"));
         let lead = l.state.leading_combo.clone().unwrap();
-        assert_eq!(
-            (lead.combo.kind, lead.owner.as_str()),
-            (ComboType::Pair, "Alice")
-        );
+        assert_eq!((lead.combo.kind, lead.owner.as_str()), (ComboType::Pair, "Alice"));
         let out = act(&mut l, &mut w, "Bob", "pass");
         assert_eq!(out, Outcome::ok(json!({"pass": true}), "Bob passed", true));
         assert_eq!(l.controlled_next(&w).as_deref(), Some("Carol"));
@@ -1892,10 +1683,7 @@ mod tests {
 
         l.state.phase = Phase::Doubling;
         let out = act(&mut l, &mut w, "Dave", "pass");
-        assert_eq!(
-            out,
-            Outcome::fail(json!({"error": "bad_phase"}), "Dave pass failed")
-        );
+        assert_eq!(out, Outcome::fail(json!({"error": "bad_phase"}), "Dave pass failed"));
         assert_eq!(
             heard(&drain(&mut w), "Dave").last().unwrap(),
             "You cannot pass right now."
@@ -2013,12 +1801,7 @@ mod tests {
                 "Your play does not beat the current lead.",
                 "3 3",
             ),
-            (
-                "BJ",
-                "not_beating",
-                "Your play does not beat the current lead.",
-                "BJ",
-            ),
+            ("BJ", "not_beating", "Your play does not beat the current lead.", "BJ"),
         ];
         for (given, code, feedback, tried) in cases {
             let out = play(&mut l, &mut w, "Bob", given);
@@ -2078,27 +1861,15 @@ mod tests {
         let (mut l, mut w) = table(1, 2);
         let msg = |text: &str| ActionCall::new("send_message").with("message", text);
         let out = act_with(&mut l, &mut w, "Alice", msg("hi"));
-        assert_eq!(
-            out,
-            Outcome::ok(json!({"message": "hi"}), "Alice: hi", false)
-        );
-        assert_eq!(
-            heard(&drain(&mut w), "Bob"),
-            ["[18:00] [Message] Alice: hi"]
-        );
+        assert_eq!(out, Outcome::ok(json!({"message": "hi"}), "Alice: hi", false));
+        assert_eq!(heard(&drain(&mut w), "Bob"), ["[18:00] [Message] Alice: hi"]);
         let out = act_with(&mut l, &mut w, "Alice", msg("again"));
         assert_eq!(
             out,
-            Outcome::fail(
-                json!({"error": "message_already_sent"}),
-                "Alice extra chat blocked"
-            )
+            Outcome::fail(json!({"error": "message_already_sent"}), "Alice extra chat blocked")
         );
         let events = drain(&mut w);
-        assert_eq!(
-            heard(&events, "Alice"),
-            ["You have already sent a message this turn."]
-        );
+        assert_eq!(heard(&events, "Alice"), ["You have already sent a message this turn."]);
         assert!(heard(&events, "Bob").is_empty());
 
         // A failed post does not use up Bob's message.
@@ -2109,10 +1880,7 @@ mod tests {
         l.post_turn(0, &mut w);
         assert_eq!(l.state.time, 1081);
         assert!(!l.state.turn_msg_used["Alice"]);
-        assert!(
-            l.state.turn_msg_used["Bob"],
-            "only the actor's flag is cleared"
-        );
+        assert!(l.state.turn_msg_used["Bob"], "only the actor's flag is cleared");
         assert!(act_with(&mut l, &mut w, "Alice", msg("next turn")).success);
     }
 
@@ -2140,11 +1908,7 @@ mod tests {
         l.state.bid_turn_index = 2;
         assert_eq!(l.controlled_next(&w).as_deref(), Some("Carol"));
         l.state.bid_turn_index = 9;
-        assert_eq!(
-            l.controlled_next(&w),
-            None,
-            "an out-of-range seat picks no one"
-        );
+        assert_eq!(l.controlled_next(&w), None, "an out-of-range seat picks no one");
 
         l.state.bidding_stage = Stage::Rob;
         l.state.bid_turn_index = 3;
@@ -2194,9 +1958,7 @@ mod tests {
         let mut scene = Scene::Landlord(l.clone());
         let text = serde_json::to_string(&scene).unwrap();
         let back: Scene = serde_json::from_str(&text).unwrap();
-        let Scene::Landlord(back) = back else {
-            panic!()
-        };
+        let Scene::Landlord(back) = back else { panic!() };
         assert_eq!(back.state, l.state);
         assert_eq!(back.config.num_decks, 2);
         assert_eq!(scene.state_json()["hands"]["Bob"], json!({"5": 1}));
@@ -2209,20 +1971,14 @@ mod tests {
         assert_eq!(scene.state_json()["phase"], "doubling");
         let bad = json!({"phase": "lunch"}).as_object().unwrap().clone();
         assert!(scene.patch_state(&bad).is_err());
-        let bad = json!({"hands": {"Bob": {"3": 9}}})
-            .as_object()
-            .unwrap()
-            .clone();
+        let bad = json!({"hands": {"Bob": {"3": 9}}}).as_object().unwrap().clone();
         assert!(
             scene
                 .patch_state(&bad)
                 .unwrap_err()
                 .contains("Bob holds 9 cards of rank 3")
         );
-        let bad = json!({"hands": {"Bob": {"X": 1}}})
-            .as_object()
-            .unwrap()
-            .clone();
+        let bad = json!({"hands": {"Bob": {"X": 1}}}).as_object().unwrap().clone();
         assert!(scene.patch_state(&bad).is_err());
     }
 
@@ -2232,22 +1988,12 @@ mod tests {
             let l = Landlord::new("l".into(), "e".into(), Config { num_decks: decks }).unwrap();
             let text = l.text();
             let mut all = format!("{}\n{}", text.description, text.guidelines);
-            for spec in [
-                CALL_LANDLORD,
-                ROB_LANDLORD,
-                PASS,
-                PLAY_CARDS,
-                DOUBLE,
-                NO_DOUBLE,
-            ] {
+            for spec in [CALL_LANDLORD, ROB_LANDLORD, PASS, PLAY_CARDS, DOUBLE, NO_DOUBLE] {
                 all.push_str(spec.desc);
                 all.push_str(spec.instruction);
             }
             let low = all.to_lowercase();
-            assert_eq!(
-                crate::llm::mock::trigger_words_in(&low),
-                ["dou dizhu", "landlord"]
-            );
+            assert_eq!(crate::llm::mock::trigger_words_in(&low), ["dou dizhu", "landlord"]);
             assert!(!low.contains("you are"));
             let (per, bottom) = if decks == 1 {
                 ("13 cards", "last 2")
@@ -2273,23 +2019,11 @@ mod tests {
             "leading_combo": {"type": "single", "key": "3", "len": 1, "owner": "Nobody"}
         });
         scene.patch_state(patch.as_object().unwrap()).unwrap();
-        let Scene::Landlord(patched) = scene else {
-            panic!()
-        };
+        let Scene::Landlord(patched) = scene else { panic!() };
         l = patched;
         let _ = l.controlled_next(&w);
-        assert!(
-            l.status_prompt(&Agent::new("Bob", vec![]))
-                .contains("Alice=16 | Zed=0")
-        );
-        for action in [
-            "call_landlord",
-            "pass",
-            "rob_landlord",
-            "pass",
-            "double",
-            "no_double",
-        ] {
+        assert!(l.status_prompt(&Agent::new("Bob", vec![])).contains("Alice=16 | Zed=0"));
+        for action in ["call_landlord", "pass", "rob_landlord", "pass", "double", "no_double"] {
             for who in NAMES {
                 act(&mut l, &mut w, who, action);
             }
@@ -2303,10 +2037,7 @@ mod tests {
     }
 
     fn scenario() -> Scenario {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../assets/scenarios/landlord.json"
-        );
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../assets/scenarios/landlord.json");
         Scenario::load_file(std::path::Path::new(path)).unwrap()
     }
 
@@ -2323,9 +2054,7 @@ mod tests {
         let s = scenario();
         assert_eq!((s.max_steps_per_turn, s.default_turns), (3, 200));
         let sim = s.build(Some(1)).unwrap();
-        let Scene::Landlord(l) = &sim.scene else {
-            panic!()
-        };
+        let Scene::Landlord(l) = &sim.scene else { panic!() };
         assert_eq!(l.config.num_decks, 2);
         assert_eq!(l.state.players, NAMES);
         for a in &sim.world.agents {
@@ -2378,9 +2107,7 @@ mod tests {
                 ]
             );
             assert!(done[11].starts_with("Alice played: "), "{}", done[11]);
-            let Scene::Landlord(l) = &sim.scene else {
-                panic!()
-            };
+            let Scene::Landlord(l) = &sim.scene else { panic!() };
             assert_eq!(l.state.landlord.as_deref(), Some("Alice"));
             assert_eq!(l.state.time, 1080 + report.turns as i64);
             assert!(matches!(l.state.phase, Phase::Playing | Phase::Complete));

@@ -123,36 +123,19 @@ macro_rules! each_scene {
 impl Scene {
     /// Builds a scene from a scenario's `scene` block. `config` is scene-specific; unknown or
     /// ill-typed keys are errors naming the field.
-    pub fn build(
-        kind: SceneKind,
-        name: String,
-        initial_event: String,
-        config: Value,
-    ) -> Result<Scene, String> {
+    pub fn build(kind: SceneKind, name: String, initial_event: String, config: Value) -> Result<Scene, String> {
         Ok(match kind {
-            SceneKind::SimpleChat | SceneKind::EmotionalConflict => Scene::SimpleChat(
-                simple_chat::SimpleChat::new(name, initial_event, parse_config(config)?),
-            ),
-            SceneKind::Council => Scene::Council(council::Council::new(
-                name,
-                initial_event,
-                parse_config(config)?,
-            )),
-            SceneKind::Werewolf => Scene::Werewolf(werewolf::Werewolf::new(
-                name,
-                initial_event,
-                parse_config(config)?,
-            )?),
-            SceneKind::Landlord => Scene::Landlord(landlord::Landlord::new(
-                name,
-                initial_event,
-                parse_config(config)?,
-            )?),
-            SceneKind::Village => Scene::Village(village::Village::new(
-                name,
-                initial_event,
-                parse_config(config)?,
-            )?),
+            SceneKind::SimpleChat | SceneKind::EmotionalConflict => {
+                Scene::SimpleChat(simple_chat::SimpleChat::new(name, initial_event, parse_config(config)?))
+            }
+            SceneKind::Council => Scene::Council(council::Council::new(name, initial_event, parse_config(config)?)),
+            SceneKind::Werewolf => {
+                Scene::Werewolf(werewolf::Werewolf::new(name, initial_event, parse_config(config)?)?)
+            }
+            SceneKind::Landlord => {
+                Scene::Landlord(landlord::Landlord::new(name, initial_event, parse_config(config)?)?)
+            }
+            SceneKind::Village => Scene::Village(village::Village::new(name, initial_event, parse_config(config)?)?),
         })
     }
 
@@ -192,10 +175,7 @@ impl Scene {
         for (k, v) in updates {
             if !state.contains_key(k) {
                 let known: Vec<&str> = state.keys().map(String::as_str).collect();
-                return Err(format!(
-                    "unknown scene state key '{k}' (known: {})",
-                    known.join(", ")
-                ));
+                return Err(format!("unknown scene state key '{k}' (known: {})", known.join(", ")));
             }
             state.insert(k.clone(), v.clone());
         }

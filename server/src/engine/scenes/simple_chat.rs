@@ -83,10 +83,7 @@ mod tests {
     #[test]
     fn prose_keeps_clear_of_the_mock_trigger_words() {
         let text = format!("{DESCRIPTION}{GUIDELINES}").to_lowercase();
-        assert_eq!(
-            crate::llm::mock::trigger_words_in(&text),
-            Vec::<&str>::new()
-        );
+        assert_eq!(crate::llm::mock::trigger_words_in(&text), Vec::<&str>::new());
         assert!(!text.contains("virtual village") && !text.contains("you are"));
     }
 }

@@ -208,9 +208,7 @@ impl GameMap {
     fn from_data(data: MapData) -> Result<GameMap, String> {
         for (what, side) in [("width", data.width), ("height", data.height)] {
             if !(1..=MAX_SIDE).contains(&side) {
-                return Err(format!(
-                    "map {what} must be between 1 and {MAX_SIDE}, got {side}"
-                ));
+                return Err(format!("map {what} must be between 1 and {MAX_SIDE}, got {side}"));
             }
         }
         let mut map = GameMap {
@@ -320,10 +318,7 @@ impl GameMap {
                 if g_score.get(&next).is_none_or(|&old| tentative < old) {
                     came_from.insert(next, current);
                     g_score.insert(next, tentative);
-                    open.push(Reverse((
-                        tentative.saturating_add(manhattan(next, goal)),
-                        next,
-                    )));
+                    open.push(Reverse((tentative.saturating_add(manhattan(next, goal)), next)));
                 }
             }
         }
@@ -333,9 +328,9 @@ impl GameMap {
     /// Energy units of a path before the scene's multiplier: every entered tile costs its
     /// `movement_cost`, at least 1 (the start tile is free).
     pub fn path_cost(&self, path: &[Xy]) -> i64 {
-        path.iter().skip(1).fold(0i64, |sum, &xy| {
-            sum.saturating_add(self.step_cost(xy).max(1))
-        })
+        path.iter()
+            .skip(1)
+            .fold(0i64, |sum, &xy| sum.saturating_add(self.step_cost(xy).max(1)))
     }
 
     /// Places within `radius` (Manhattan) of a cell, nearest first; ties in (y, x, name) order.
@@ -460,17 +455,14 @@ impl Village {
     /// Writes (and so copies a shared map) only when something changes.
     fn sync_occupancy(&mut self, agent: &str, xy: Option<Xy>) {
         let map = self.map();
-        let here = xy
-            .and_then(|xy| map.location_at(xy))
-            .map(|l| l.name.clone());
+        let here = xy.and_then(|xy| map.location_at(xy)).map(|l| l.name.clone());
         let stale = map
             .locations
             .iter()
             .any(|l| l.occupants.contains(agent) && Some(&l.name) != here.as_ref());
-        let missing = here.as_ref().is_some_and(|h| {
-            map.location(h)
-                .is_some_and(|l| !l.occupants.contains(agent))
-        });
+        let missing = here
+            .as_ref()
+            .is_some_and(|h| map.location(h).is_some_and(|l| !l.occupants.contains(agent)));
         if !stale && !missing {
             return;
         }
@@ -518,10 +510,7 @@ impl Village {
             ));
         }
         let Some(path) = self.map().find_path(start, target) else {
-            world.feedback(
-                ctx.actor,
-                "No reachable path; possibly blocked by obstacles.",
-            );
+            world.feedback(ctx.actor, "No reachable path; possibly blocked by obstacles.");
             return Ok(Outcome::fail(json!({"error": "no_path", "to": to}), failed));
         };
         let multiplier = self.config.movement_cost.as_f64().unwrap_or(1.0);
@@ -530,25 +519,17 @@ impl Village {
         let agent = &mut world.agents[ctx.actor];
         let have = energy(agent);
         if have < cost {
-            let line =
-                format!("Not enough energy. Moving to ({tx}, {ty}) costs {cost}, you have {have}.");
+            let line = format!("Not enough energy. Moving to ({tx}, {ty}) costs {cost}, you have {have}.");
             world.feedback(ctx.actor, &line);
             return Ok(Outcome::fail(
                 json!({"error": "low_energy", "required": cost, "have": have}),
                 failed,
             ));
         }
-        let from = agent
-            .properties
-            .get("map_xy")
-            .cloned()
-            .unwrap_or(Value::Null);
+        let from = agent.properties.get("map_xy").cloned().unwrap_or(Value::Null);
         let arrived = self.map().location_at(target);
         let position = arrived.map_or_else(|| format!("{tx},{ty}"), |l| l.name.clone());
-        let desc = arrived.map_or_else(
-            || self.map().terrain(target).to_string(),
-            |l| l.description.clone(),
-        );
+        let desc = arrived.map_or_else(|| self.map().terrain(target).to_string(), |l| l.description.clone());
         set_prop(agent, "map_xy", to.clone());
         set_prop(agent, "map_position", Value::String(position));
         set_prop(agent, "energy", json!(have.saturating_sub(cost)));
@@ -595,11 +576,7 @@ impl Village {
         };
         let mut info = vec![format!("You are at ({},{}): {here}", xy.0, xy.1)];
         if let Some(tile) = map.tile(xy).filter(|t| !t.resources.is_empty()) {
-            let list: Vec<String> = tile
-                .resources
-                .iter()
-                .map(|(k, v)| format!("{k}({v})"))
-                .collect();
+            let list: Vec<String> = tile.resources.iter().map(|(k, v)| format!("{k}({v})")).collect();
             info.push(format!("Resources here: {}", list.join(", ")));
         }
         let places = map.nearby_locations(xy, radius);
@@ -609,10 +586,7 @@ impl Village {
             for loc in places.iter().take(8) {
                 let d = manhattan(loc.xy(), xy);
                 if d != 0 {
-                    info.push(format!(
-                        "  - {} (distance: {d}) - {}",
-                        loc.name, loc.description
-                    ));
+                    info.push(format!("  - {} (distance: {d}) - {}", loc.name, loc.description));
                 }
             }
         }
@@ -625,11 +599,7 @@ impl Village {
             .collect();
         people.sort_by_key(|(d, _)| *d);
         if !people.is_empty() {
-            let list: Vec<String> = people
-                .iter()
-                .take(10)
-                .map(|(d, n)| format!("{n}({d})"))
-                .collect();
+            let list: Vec<String> = people.iter().take(10).map(|(d, n)| format!("{n}({d})")).collect();
             info.push(format!("Nearby agents: {}", list.join(", ")));
         }
         world.feedback(ctx.actor, &info.join("\n"));
@@ -659,15 +629,10 @@ impl Village {
         let (available, source) = match from_tile {
             Some(n) => (n, "tile"),
             None => {
-                let at_place =
-                    resource.and_then(|r| map.location_at(xy)?.resources.get(r).copied());
+                let at_place = resource.and_then(|r| map.location_at(xy)?.resources.get(r).copied());
                 (
                     at_place.unwrap_or(0),
-                    if at_place.is_some() {
-                        "location"
-                    } else {
-                        "tile"
-                    },
+                    if at_place.is_some() { "location" } else { "tile" },
                 )
             }
         };
@@ -688,12 +653,9 @@ impl Village {
         };
         let map = self.map_mut();
         let stock = if source == "tile" {
-            map.tiles
-                .get_mut(&xy)
-                .and_then(|t| t.resources.get_mut(resource))
+            map.tiles.get_mut(&xy).and_then(|t| t.resources.get_mut(resource))
         } else {
-            map.location_at_mut(xy)
-                .and_then(|l| l.resources.get_mut(resource))
+            map.location_at_mut(xy).and_then(|l| l.resources.get_mut(resource))
         };
         if let Some(stock) = stock {
             *stock -= taken;
@@ -727,9 +689,7 @@ impl Village {
             .and_then(Value::as_str)
             .and_then(|p| self.map().location(p));
         let (gain, line) = match place {
-            Some(loc) if loc.kind == "building" => {
-                (30, format!("You rest comfortably in {}.", loc.name))
-            }
+            Some(loc) if loc.kind == "building" => (30, format!("You rest comfortably in {}.", loc.name)),
             Some(loc) => (15, format!("You take a short rest at {}.", loc.name)),
             None => (15, "You take a short rest at this spot.".to_string()),
         };
@@ -814,14 +774,7 @@ impl SceneRules for Village {
     }
     fn scene_actions(&self, _agent: &Agent) -> Vec<ActionKind> {
         use ActionKind::*;
-        vec![
-            TalkTo,
-            MoveToLocation,
-            LookAround,
-            GatherResource,
-            Rest,
-            Yield,
-        ]
+        vec![TalkTo, MoveToLocation, LookAround, GatherResource, Rest, Yield]
     }
     fn chat_range(&self) -> Option<i64> {
         Some(self.config.chat_range)
@@ -830,21 +783,13 @@ impl SceneRules for Village {
     /// Fills in hunger/energy/inventory and a position (given `map_xy`, else the place named by
     /// `map_position`, else `village_center`, else the grid centre), then names the position.
     fn initialize_agent(&mut self, agent: &mut Agent) {
-        for (key, default) in [
-            ("hunger", json!(0)),
-            ("energy", json!(100)),
-            ("inventory", json!({})),
-        ] {
+        for (key, default) in [("hunger", json!(0)), ("energy", json!(100)), ("inventory", json!({}))] {
             agent.properties.entry(key).or_insert(default);
         }
-        let given = agent
-            .properties
-            .get("map_xy")
-            .and_then(Value::as_array)
-            .and_then(|xy| {
-                let num = |v: &Value| v.as_i64().or_else(|| v.as_f64().map(|f| f as i64));
-                Some((num(xy.first()?)?, num(xy.get(1)?)?))
-            });
+        let given = agent.properties.get("map_xy").and_then(Value::as_array).and_then(|xy| {
+            let num = |v: &Value| v.as_i64().or_else(|| v.as_f64().map(|f| f as i64));
+            Some((num(xy.first()?)?, num(xy.get(1)?)?))
+        });
         let named = || {
             let name = agent.properties.get("map_position")?.as_str()?;
             self.map().location(name).map(Location::xy)
@@ -871,16 +816,10 @@ impl SceneRules for Village {
         let xy = agent.map_xy();
         let place = match xy.and_then(|xy| self.map().location_at(xy)) {
             Some(loc) => loc.name.clone(),
-            None => agent
-                .properties
-                .get("map_position")
-                .map_or_else(|| "?".into(), py_str),
+            None => agent.properties.get("map_position").map_or_else(|| "?".into(), py_str),
         };
-        let (x, y) = xy.map_or(("None".into(), "None".into()), |(x, y)| {
-            (x.to_string(), y.to_string())
-        });
-        let prop =
-            |key: &str, default: Value| py_str(agent.properties.get(key).unwrap_or(&default));
+        let (x, y) = xy.map_or(("None".into(), "None".into()), |(x, y)| (x.to_string(), y.to_string()));
+        let prop = |key: &str, default: Value| py_str(agent.properties.get(key).unwrap_or(&default));
         format!(
             "\n--- Status ---\nCurrent position: {place} at ({x},{y})\nHunger level: {}\nEnergy level: {}\nInventory: {}\nCurrent time: {hours}:{mins:02} ({time_of_day})\n",
             prop("hunger", json!(0)),
@@ -926,10 +865,7 @@ impl SceneRules for Village {
         let Some(agent) = world.agents.get_mut(actor) else {
             return;
         };
-        let hunger = int_prop(agent, "hunger")
-            .unwrap_or(0)
-            .saturating_add(3)
-            .min(100);
+        let hunger = int_prop(agent, "hunger").unwrap_or(0).saturating_add(3).min(100);
         let energy = energy(agent).saturating_sub(2).max(0);
         set_prop(agent, "hunger", json!(hunger));
         set_prop(agent, "energy", json!(energy));
@@ -943,8 +879,7 @@ impl SceneRules for Village {
             world.feedback(actor, &SceneEvent::Status { data }.line(time));
         }
         if energy <= 30 {
-            let data =
-                format!("You are tired (energy: {energy}). Consider resting or moving less.");
+            let data = format!("You are tired (energy: {energy}). Consider resting or moving less.");
             world.feedback(actor, &SceneEvent::Status { data }.line(time));
         }
     }
@@ -1019,16 +954,11 @@ mod tests {
         let sim = Simulator::build(
             agents,
             scene,
-            Ordering::Sequential {
-                names: vec![],
-                idx: 0,
-            },
+            Ordering::Sequential { names: vec![], idx: 0 },
             SimOptions::default(),
         )
         .unwrap();
-        let Scene::Village(v) = sim.scene else {
-            unreachable!()
-        };
+        let Scene::Village(v) = sim.scene else { unreachable!() };
         let mut world = sim.world;
         world.pending.clear();
         world.take_out();
@@ -1059,12 +989,7 @@ mod tests {
     }
 
     /// Runs an action that must not error; returns its outcome and the actor's feedback lines.
-    fn run(
-        v: &mut Village,
-        w: &mut World,
-        actor: &str,
-        call: ActionCall,
-    ) -> (Outcome, Vec<String>) {
+    fn run(v: &mut Village, w: &mut World, actor: &str, call: ActionCall) -> (Outcome, Vec<String>) {
         let o = act(v, w, actor, call).unwrap();
         (
             o,
@@ -1106,29 +1031,14 @@ mod tests {
     #[test]
     fn config_round_trips_and_validates() {
         let (v, _) = setup();
-        assert_eq!(
-            v.map().locations().len(),
-            4,
-            "the place outside the grid is dropped"
-        );
+        assert_eq!(v.map().locations().len(), 4, "the place outside the grid is dropped");
         let json = serde_json::to_value(Scene::Village(v)).unwrap();
         assert_eq!(json["type"], "village_scene");
         assert_eq!(json["state"], json!({"time": 0}));
         let cfg = &json["config"];
-        let keys: Vec<&str> = cfg
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(String::as_str)
-            .collect();
-        assert_eq!(
-            keys,
-            ["movement_cost", "chat_range", "map", "print_map_each_turn"]
-        );
-        assert_eq!(
-            (&cfg["movement_cost"], &cfg["chat_range"]),
-            (&json!(1), &json!(5))
-        );
+        let keys: Vec<&str> = cfg.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(keys, ["movement_cost", "chat_range", "map", "print_map_each_turn"]);
+        assert_eq!((&cfg["movement_cost"], &cfg["chat_range"]), (&json!(1), &json!(5)));
         assert_eq!(
             cfg["map"]["tiles"][0],
             json!({"x":3,"y":0,"passable":false,"movement_cost":1,"terrain":"wall","resources":{}})
@@ -1155,26 +1065,18 @@ mod tests {
                 .unwrap_err()
                 .contains("negative")
         );
-        let dup =
-            json!({"locations": [{"name": "a", "x": 1, "y": 1}, {"name": "a", "x": 2, "y": 2}]});
+        let dup = json!({"locations": [{"name": "a", "x": 1, "y": 1}, {"name": "a", "x": 2, "y": 2}]});
         assert!(bad(dup).unwrap_err().contains("twice"));
         assert!(bad(json!({"tiles": [{"y": 1}]})).is_err(), "a tile needs x");
         let cfg = json!({"print_map_each_turn": true, "movement_cost": 0.5});
-        let Scene::Village(v) = Scene::build(
-            crate::engine::scenes::SceneKind::Village,
-            "v".into(),
-            "".into(),
-            cfg,
-        )
-        .unwrap() else {
+        let Scene::Village(v) =
+            Scene::build(crate::engine::scenes::SceneKind::Village, "v".into(), "".into(), cfg).unwrap()
+        else {
             unreachable!()
         };
         assert!(v.config.print_map_each_turn);
         assert_eq!((v.map().width, v.map().height), (20, 20), "default map");
-        assert_eq!(
-            serde_json::to_value(&v.config).unwrap()["movement_cost"],
-            json!(0.5)
-        );
+        assert_eq!(serde_json::to_value(&v.config).unwrap()["movement_cost"], json!(0.5));
     }
 
     #[test]
@@ -1189,10 +1091,7 @@ mod tests {
         );
         assert_eq!(prop(&w, "Dee", "map_position"), "4,3");
         for a in ["Ann", "Dee"] {
-            assert_eq!(
-                (prop(&w, a, "hunger"), prop(&w, a, "energy")),
-                (&json!(0), &json!(100))
-            );
+            assert_eq!((prop(&w, a, "hunger"), prop(&w, a, "energy")), (&json!(0), &json!(100)));
             assert_eq!(prop(&w, a, "inventory"), &json!({}));
         }
         assert!(v.map().location("well").unwrap().occupants.contains("Ann"));
@@ -1200,9 +1099,7 @@ mod tests {
 
         // A named position, the village centre, float coordinates, and preset needs.
         let mut named = Agent::new("N", vec![]);
-        named
-            .properties
-            .insert("map_position".into(), json!("hall"));
+        named.properties.insert("map_position".into(), json!("hall"));
         named.properties.insert("energy".into(), json!(40));
         let mut floaty = agent_at("F", None);
         floaty.properties.insert("map_xy".into(), json!([2.0, 4.0]));
@@ -1211,10 +1108,7 @@ mod tests {
             .as_array_mut()
             .unwrap()
             .push(json!({"name": "village_center", "x": 5, "y": 2}));
-        let (v, w) = build(
-            json!({"map": map}),
-            vec![named, agent_at("C", None), floaty],
-        );
+        let (v, w) = build(json!({"map": map}), vec![named, agent_at("C", None), floaty]);
         assert_eq!(
             (prop(&w, "N", "map_xy"), prop(&w, "N", "map_position")),
             (&json!([6, 1]), &json!("hall"))
@@ -1228,13 +1122,7 @@ mod tests {
             (prop(&w, "F", "map_xy"), prop(&w, "F", "map_position")),
             (&json!([2, 4]), &json!("2,4"))
         );
-        assert!(
-            v.map()
-                .location("village_center")
-                .unwrap()
-                .occupants
-                .contains("C")
-        );
+        assert!(v.map().location("village_center").unwrap().occupants.contains("C"));
     }
 
     #[test]
@@ -1264,33 +1152,11 @@ mod tests {
         let p = m.find_path((0, 4), (7, 5)).unwrap();
         assert_eq!(
             p,
-            [
-                (0, 4),
-                (1, 4),
-                (2, 4),
-                (2, 5),
-                (3, 5),
-                (4, 5),
-                (5, 5),
-                (6, 5),
-                (7, 5)
-            ]
+            [(0, 4), (1, 4), (2, 4), (2, 5), (3, 5), (4, 5), (5, 5), (6, 5), (7, 5)]
         );
         assert_eq!(m.path_cost(&p), 9, "the road counts 1, the mud 2");
         let p = m.find_path((1, 3), (6, 5)).unwrap();
-        assert_eq!(
-            p,
-            [
-                (1, 3),
-                (1, 4),
-                (2, 4),
-                (2, 5),
-                (3, 5),
-                (4, 5),
-                (5, 5),
-                (6, 5)
-            ]
-        );
+        assert_eq!(p, [(1, 3), (1, 4), (2, 4), (2, 5), (3, 5), (4, 5), (5, 5), (6, 5)]);
         assert_eq!(m.find_path((2, 2), (2, 2)).unwrap(), [(2, 2)]);
         assert_eq!(m.find_path((1, 1), (3, 0)), None, "the goal is a wall");
         assert_eq!(m.find_path((1, 1), (8, 0)), None, "the goal is off the map");
@@ -1311,10 +1177,7 @@ mod tests {
         let (mut v, mut w) = setup();
         let (o, fb) = run(&mut v, &mut w, "Ann", goto("castle"));
         assert_eq!(fb, ["Location 'castle' does not exist."]);
-        assert_eq!(
-            o.result,
-            json!({"error": "unknown_location", "location": "castle"})
-        );
+        assert_eq!(o.result, json!({"error": "unknown_location", "location": "castle"}));
         assert_eq!(o.summary.as_deref(), Some("Ann move failed"));
         assert!(!o.success && !o.pass_control);
 
@@ -1350,14 +1213,8 @@ mod tests {
         v.config.movement_cost = Number::from_f64(1.5).unwrap();
         w.agents[3].properties.insert("energy".into(), json!(3));
         let (o, fb) = run(&mut v, &mut w, "Dee", goto("well"));
-        assert_eq!(
-            fb,
-            ["Not enough energy. Moving to (1, 1) costs 10, you have 3."]
-        );
-        assert_eq!(
-            o.result,
-            json!({"error": "low_energy", "required": 10, "have": 3})
-        );
+        assert_eq!(fb, ["Not enough energy. Moving to (1, 1) costs 10, you have 3."]);
+        assert_eq!(o.result, json!({"error": "low_energy", "required": 10, "have": 3}));
         assert_eq!(prop(&w, "Dee", "map_xy"), &json!([4, 3]), "nothing moved");
         assert_eq!(prop(&w, "Dee", "energy"), &json!(3));
     }
@@ -1378,10 +1235,7 @@ mod tests {
             json!({"from": [1, 1], "to": [6, 1], "energy_cost": 11,
                    "path": [[1,1],[2,1],[2,2],[2,3],[2,4],[3,4],[4,4],[4,3],[4,2],[4,1],[5,1],[6,1]]})
         );
-        assert_eq!(
-            o.summary.as_deref(),
-            Some("Ann moved to (6, 1) (energy 11)")
-        );
+        assert_eq!(o.summary.as_deref(), Some("Ann moved to (6, 1) (energy 11)"));
         assert!(o.success && !o.pass_control);
         assert_eq!(prop(&w, "Ann", "energy"), &json!(89));
         assert_eq!(
@@ -1410,17 +1264,7 @@ mod tests {
         );
         assert_eq!(
             o.result["path"],
-            json!([
-                [1, 3],
-                [1, 4],
-                [2, 4],
-                [2, 5],
-                [3, 5],
-                [4, 5],
-                [5, 5],
-                [6, 5],
-                [7, 5]
-            ])
+            json!([[1, 3], [1, 4], [2, 4], [2, 5], [3, 5], [4, 5], [5, 5], [6, 5], [7, 5]])
         );
         assert_eq!(prop(&w, "Cy", "map_position"), "7,5");
         assert_eq!(prop(&w, "Cy", "energy"), &json!(91));
@@ -1481,42 +1325,31 @@ mod tests {
         // The default radius is chat_range clamped to 3..=7.
         v.config.chat_range = 1;
         assert_eq!(
-            run(&mut v, &mut w, "Ann", ActionCall::new("look_around"))
-                .0
-                .result,
+            run(&mut v, &mut w, "Ann", ActionCall::new("look_around")).0.result,
             json!({"radius": 3})
         );
         v.config.chat_range = 40;
         assert_eq!(
-            run(&mut v, &mut w, "Ann", ActionCall::new("look_around"))
-                .0
-                .result,
+            run(&mut v, &mut w, "Ann", ActionCall::new("look_around")).0.result,
             json!({"radius": 7})
         );
 
         // No position at all: a silent failure.
         w.agents[0].properties.remove("map_xy");
-        w.agents[0]
-            .properties
-            .insert("map_position".into(), json!("1,1"));
+        w.agents[0].properties.insert("map_position".into(), json!("1,1"));
         let (o, fb) = run(&mut v, &mut w, "Ann", ActionCall::new("look_around"));
         assert!(fb.is_empty());
         assert_eq!(o.result, json!({"error": "unknown_position"}));
         assert_eq!(o.summary.as_deref(), Some("Ann look failed"));
         // A named position is enough.
-        w.agents[0]
-            .properties
-            .insert("map_position".into(), json!("grove"));
+        w.agents[0].properties.insert("map_position".into(), json!("grove"));
         let (_, fb) = run(
             &mut v,
             &mut w,
             "Ann",
             ActionCall::new("look_around").with("radius", "0"),
         );
-        assert_eq!(
-            fb,
-            ["You are at (1,4): grove: Birch grove\nNearby locations:"]
-        );
+        assert_eq!(fb, ["You are at (1,4): grove: Birch grove\nNearby locations:"]);
     }
 
     #[test]
@@ -1524,9 +1357,7 @@ mod tests {
         let locations: Vec<Value> = (0..10)
             .map(|i| json!({"name": format!("p{i}"), "x": i, "y": 0}))
             .collect();
-        let mut agents: Vec<Agent> = (0..12)
-            .map(|i| agent_at(&format!("a{i}"), Some([i, 1])))
-            .collect();
+        let mut agents: Vec<Agent> = (0..12).map(|i| agent_at(&format!("a{i}"), Some([i, 1]))).collect();
         agents.insert(0, agent_at("Me", Some([0, 0])));
         let (mut v, mut w) = build(
             json!({"map": {"width": 12, "height": 3, "locations": locations}}),
@@ -1543,11 +1374,7 @@ mod tests {
         assert_eq!(lines[1], "Nearby locations:");
         assert_eq!(lines[2], "  - p1 (distance: 1) - ");
         assert_eq!(lines[8], "  - p7 (distance: 7) - ");
-        assert_eq!(
-            lines.len(),
-            10,
-            "p0 takes one of the eight slots and is skipped"
-        );
+        assert_eq!(lines.len(), 10, "p0 takes one of the eight slots and is skipped");
         assert_eq!(
             lines[9],
             "Nearby agents: a0(1), a1(2), a2(3), a3(4), a4(5), a5(6), a6(7), a7(8), a8(9), a9(10)"
@@ -1570,20 +1397,14 @@ mod tests {
         // An emptied tile stock does not fall back to the place's.
         let (o, fb) = run(&mut v, &mut w, "Cy", gather("berry"));
         assert_eq!(fb, ["No berry to gather here."]);
-        assert_eq!(
-            o.result,
-            json!({"error": "not_available", "resource": "berry"})
-        );
+        assert_eq!(o.result, json!({"error": "not_available", "resource": "berry"}));
         assert_eq!(o.summary.as_deref(), Some("Cy gather failed"));
         let (_, fb) = run(&mut v, &mut w, "Cy", gather("wood"));
         assert_eq!(fb, ["No wood to gather here."]);
 
         run(&mut v, &mut w, "Cy", goto("grove"));
         let (o, fb) = run(&mut v, &mut w, "Cy", gather("wood"));
-        assert_eq!(
-            fb,
-            ["You gathered 1 wood. Inventory: {'berry': 3, 'wood': 1}"]
-        );
+        assert_eq!(fb, ["You gathered 1 wood. Inventory: {'berry': 3, 'wood': 1}"]);
         assert_eq!(
             o.result,
             json!({"resource": "wood", "amount": 1, "source": "location", "position": [1, 4]})
@@ -1592,15 +1413,9 @@ mod tests {
         assert_eq!(fb, ["wood is depleted."]);
         assert_eq!(o.result, json!({"error": "depleted", "resource": "wood"}));
         let (_, fb) = run(&mut v, &mut w, "Cy", gather("berry").with("amount", "2"));
-        assert_eq!(
-            fb,
-            ["You gathered 2 berry. Inventory: {'berry': 5, 'wood': 1}"]
-        );
+        assert_eq!(fb, ["You gathered 2 berry. Inventory: {'berry': 5, 'wood': 1}"]);
         let (o, fb) = run(&mut v, &mut w, "Cy", gather("wood").with("amount", "4"));
-        assert_eq!(
-            fb,
-            ["You gathered 1 wood. Inventory: {'berry': 5, 'wood': 2}"]
-        );
+        assert_eq!(fb, ["You gathered 1 wood. Inventory: {'berry': 5, 'wood': 2}"]);
         assert_eq!(o.result["amount"], 1);
         let (_, fb) = run(&mut v, &mut w, "Cy", gather("wood"));
         assert_eq!(fb, ["No wood to gather here."]);
@@ -1608,23 +1423,15 @@ mod tests {
         // The stocks travel in the serialised map (as upstream's after the same sequence).
         let map = serde_json::to_value(v.map()).unwrap();
         assert_eq!(map["tiles"][7]["resources"], json!({"berry": 0}));
-        assert_eq!(
-            map["locations"][2]["resources"],
-            json!({"wood": 0, "berry": 3})
-        );
+        assert_eq!(map["locations"][2]["resources"], json!({"wood": 0, "berry": 3}));
         assert_eq!(map["locations"][3]["resources"], json!({"berry": 9}));
 
         let (o, fb) = run(&mut v, &mut w, "Cy", ActionCall::new("gather_resource"));
         assert_eq!(fb, ["No None to gather here."]);
-        assert_eq!(
-            o.result,
-            json!({"error": "not_available", "resource": null})
-        );
+        assert_eq!(o.result, json!({"error": "not_available", "resource": null}));
         assert!(act(&mut v, &mut w, "Cy", gather("wood").with("amount", "lots")).is_err());
         w.agents[2].properties.remove("map_xy");
-        w.agents[2]
-            .properties
-            .insert("map_position".into(), json!("nowhere"));
+        w.agents[2].properties.insert("map_position".into(), json!("nowhere"));
         let (o, fb) = run(&mut v, &mut w, "Cy", gather("wood"));
         assert_eq!(fb, ["Current position unknown; cannot gather."]);
         assert_eq!(o.result, json!({"error": "unknown_position"}));
@@ -1634,10 +1441,7 @@ mod tests {
     fn gathering_in_a_clone_leaves_the_original_map_alone() {
         let (v, mut w) = setup();
         let mut fork = v.clone();
-        assert!(
-            Arc::ptr_eq(&v.config.map, &fork.config.map),
-            "a clone shares the map"
-        );
+        assert!(Arc::ptr_eq(&v.config.map, &fork.config.map), "a clone shares the map");
         run(&mut fork, &mut w, "Cy", xy(0, 5));
         run(
             &mut fork,
@@ -1682,11 +1486,7 @@ mod tests {
             (prop(&w, "Ann", "hunger"), prop(&w, "Ann", "energy")),
             (&json!(3), &json!(98))
         );
-        assert_eq!(
-            prop(&w, "Bob", "hunger"),
-            &json!(0),
-            "only the actor changes"
-        );
+        assert_eq!(prop(&w, "Bob", "hunger"), &json!(0), "only the actor changes");
         assert!(feedback(&mut w).is_empty());
 
         w.agents[0].properties.insert("hunger".into(), json!(68));
@@ -1697,13 +1497,11 @@ mod tests {
             [
                 (
                     "Ann".to_string(),
-                    "[2:00] Status: You are quite hungry (hunger: 71). Consider finding food."
-                        .to_string()
+                    "[2:00] Status: You are quite hungry (hunger: 71). Consider finding food.".to_string()
                 ),
                 (
                     "Ann".to_string(),
-                    "[2:00] Status: You are tired (energy: 30). Consider resting or moving less."
-                        .to_string()
+                    "[2:00] Status: You are tired (energy: 30). Consider resting or moving less.".to_string()
                 ),
             ]
         );
@@ -1732,10 +1530,7 @@ mod tests {
             v.status_prompt(&w.agents[2])
                 .contains("Current position: 1,3 at (1,3)\n")
         );
-        assert!(
-            v.status_prompt(&w.agents[2])
-                .ends_with("Current time: 19:05 (night)\n")
-        );
+        assert!(v.status_prompt(&w.agents[2]).ends_with("Current time: 19:05 (night)\n"));
         w.agents[2].properties.remove("map_xy");
         assert!(
             v.status_prompt(&w.agents[2])
@@ -1764,10 +1559,7 @@ mod tests {
             out.iter().all(|e| e.kind == EventType::AgentCtxDelta),
             "no system_broadcast"
         );
-        let heard: Vec<&str> = out
-            .iter()
-            .map(|e| e.data["agent"].as_str().unwrap())
-            .collect();
+        let heard: Vec<&str> = out.iter().map(|e| e.data["agent"].as_str().unwrap()).collect();
         assert_eq!(
             heard,
             ["Ann", "Bob", "Gus"],
@@ -1786,11 +1578,7 @@ mod tests {
                 agent_at("Eve", Some([7, 5])),
             ],
         );
-        let talk = |to: &str| {
-            ActionCall::new("talk_to")
-                .with("to", to)
-                .with("message", "hello")
-        };
+        let talk = |to: &str| ActionCall::new("talk_to").with("to", to).with("message", "hello");
         let (o, fb) = run(&mut v, &mut w, "Ann", talk("Eve"));
         assert_eq!(fb, ["Eve is too far to talk to."]);
         assert!(!o.success);
@@ -1811,21 +1599,13 @@ mod tests {
     fn prompt_text_carries_the_map_phrase_and_two_examples() {
         let (v, _) = setup();
         let t = v.text();
-        assert!(
-            t.description
-                .contains("grid-based virtual village of 8x6 cells")
-        );
-        assert!(
-            t.description.contains("multiplied by 1.") && t.description.contains("distance of 5.")
-        );
+        assert!(t.description.contains("grid-based virtual village of 8x6 cells"));
+        assert!(t.description.contains("multiplied by 1.") && t.description.contains("distance of 5."));
         assert!(
             t.examples
                 .contains("<Action name=\"move_to_location\"><location>farm</location></Action>")
         );
-        assert!(
-            t.examples
-                .contains("<Action name=\"talk_to\"><to>Lyra</to>")
-        );
+        assert!(t.examples.contains("<Action name=\"talk_to\"><to>Lyra</to>"));
         let all = format!("{}{}{}", t.description, t.guidelines, t.examples).to_lowercase();
         assert_eq!(
             crate::llm::mock::trigger_words_in(&all),
@@ -1836,14 +1616,7 @@ mod tests {
         use ActionKind::*;
         assert_eq!(
             v.scene_actions(&Agent::new("x", vec![])),
-            [
-                TalkTo,
-                MoveToLocation,
-                LookAround,
-                GatherResource,
-                Rest,
-                Yield
-            ]
+            [TalkTo, MoveToLocation, LookAround, GatherResource, Rest, Yield]
         );
         assert_eq!(v.chat_range(), Some(5));
     }
@@ -1853,10 +1626,7 @@ mod tests {
         let map = json!({"width": 3, "height": 1, "tiles": [{"x": 1, "y": 0, "movement_cost": i64::MAX}]});
         let (mut v, mut w) = build(
             json!({"map": map}),
-            vec![
-                agent_at("A", Some([0, 0])),
-                agent_at("B", Some([i64::MIN, 0])),
-            ],
+            vec![agent_at("A", Some([0, 0])), agent_at("B", Some([i64::MIN, 0]))],
         );
         let (o, fb) = run(&mut v, &mut w, "A", xy(2, 0));
         assert_eq!(o.result["error"], "low_energy");
@@ -1925,20 +1695,12 @@ mod tests {
         let s = village_scenario();
         assert_eq!(s.default_turns, 40);
         let sim = s.build(None).unwrap();
-        assert_eq!(
-            sim.world.names(),
-            ["Elias Thorne", "Seraphina", "Kaelen", "Lyra"]
-        );
+        assert_eq!(sim.world.names(), ["Elias Thorne", "Seraphina", "Kaelen", "Lyra"]);
         let Scene::Village(v) = &sim.scene else {
             panic!("not a village")
         };
         assert_eq!((v.map().width, v.map().height), (20, 20));
-        let names: Vec<&str> = v
-            .map()
-            .locations()
-            .iter()
-            .map(|l| l.name.as_str())
-            .collect();
+        let names: Vec<&str> = v.map().locations().iter().map(|l| l.name.as_str()).collect();
         assert_eq!(
             names,
             [
@@ -1958,24 +1720,12 @@ mod tests {
         );
         let farm = v.map().location("farm").unwrap();
         assert_eq!(
-            (
-                farm.x,
-                farm.y,
-                farm.resources["apple"],
-                farm.resources["wheat"]
-            ),
+            (farm.x, farm.y, farm.resources["apple"], farm.resources["wheat"]),
             (5, 10, 10, 15)
         );
         assert_eq!(v.map().location("mine").unwrap().resources["stone"], 25);
         use ActionKind::*;
-        let actions = [
-            TalkTo,
-            Yield,
-            MoveToLocation,
-            LookAround,
-            GatherResource,
-            Rest,
-        ];
+        let actions = [TalkTo, Yield, MoveToLocation, LookAround, GatherResource, Rest];
         assert!(sim.world.agents.iter().all(|a| a.action_space == actions));
         assert_eq!(sim.world.agents[1].properties["map_xy"], json!([18, 12]));
         let first = sim.world.agents[0]
@@ -1997,41 +1747,23 @@ mod tests {
         let (r, events) = sim.run_blocking(30, &MockClient);
         assert_eq!(r.unwrap().turns, 30);
         assert!(events.iter().all(|e| e.kind != EventType::AgentError));
-        let ends: Vec<&Event> = events
-            .iter()
-            .filter(|e| e.kind == EventType::ActionEnd)
-            .collect();
-        let summaries: Vec<&str> = ends
-            .iter()
-            .filter_map(|e| e.data["summary"].as_str())
-            .collect();
+        let ends: Vec<&Event> = events.iter().filter(|e| e.kind == EventType::ActionEnd).collect();
+        let summaries: Vec<&str> = ends.iter().filter_map(|e| e.data["summary"].as_str()).collect();
         // Everyone looks around on their first call, then only yields.
         assert_eq!(summaries[0], "Elias Thorne looked around (r=5)");
         assert_eq!(summaries[1], "Elias Thorne yielded the floor");
         assert_eq!(summaries[2], "Seraphina looked around (r=5)");
-        assert_eq!(
-            summaries
-                .iter()
-                .filter(|s| s.contains("looked around"))
-                .count(),
-            4
-        );
+        assert_eq!(summaries.iter().filter(|s| s.contains("looked around")).count(), 4);
         assert_eq!(summaries.len(), 34);
         let elias_look = events
             .iter()
             .find(|e| {
-                e.kind == EventType::AgentCtxDelta
-                    && e.data["content"]
-                        .as_str()
-                        .unwrap()
-                        .starts_with("You are at")
+                e.kind == EventType::AgentCtxDelta && e.data["content"].as_str().unwrap().starts_with("You are at")
             })
             .unwrap();
         let text = elias_look.data["content"].as_str().unwrap();
         assert!(
-            text.starts_with(
-                "You are at (3,3): plain\nNearby locations:\n  - waterfall (distance: 2) - "
-            ),
+            text.starts_with("You are at (3,3): plain\nNearby locations:\n  - waterfall (distance: 2) - "),
             "{text}"
         );
         assert!(text.contains("\n  - forest (distance: 2) - "));
@@ -2045,11 +1777,7 @@ mod tests {
         let status = events
             .iter()
             .find(|e| {
-                e.kind == EventType::AgentCtxDelta
-                    && e.data["content"]
-                        .as_str()
-                        .unwrap()
-                        .contains("--- Status ---")
+                e.kind == EventType::AgentCtxDelta && e.data["content"].as_str().unwrap().contains("--- Status ---")
             })
             .unwrap();
         assert_eq!(

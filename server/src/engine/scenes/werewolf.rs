@@ -31,9 +31,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::SceneRules;
-use crate::engine::action::{
-    ActionCtx, ActionKind, ActionResult, ActionSpec, Outcome, handle_common,
-};
+use crate::engine::action::{ActionCtx, ActionKind, ActionResult, ActionSpec, Outcome, handle_common};
 use crate::engine::agent::Agent;
 use crate::engine::event::SceneEvent;
 use crate::engine::parse::ActionCall;
@@ -194,8 +192,7 @@ impl Werewolf {
         }
         match s.role(speaker) {
             Some("werewolf") => {
-                s.is_alive(listener)
-                    && (s.role(listener) == Some("werewolf") || self.is_moderator(listener))
+                s.is_alive(listener) && (s.role(listener) == Some("werewolf") || self.is_moderator(listener))
             }
             Some("witch") => self.is_moderator(listener),
             _ => false,
@@ -203,11 +200,7 @@ impl Werewolf {
     }
 
     /// Indices of the agents named in `names`, in map order (unknown names are ignored).
-    fn indices<'a>(
-        &self,
-        world: &World,
-        names: impl IntoIterator<Item = &'a String>,
-    ) -> Vec<usize> {
+    fn indices<'a>(&self, world: &World, names: impl IntoIterator<Item = &'a String>) -> Vec<usize> {
         let names: Vec<&String> = names.into_iter().collect();
         let named = |(i, a): (usize, &Agent)| names.contains(&&a.name).then_some(i);
         world.agents.iter().enumerate().filter_map(named).collect()
@@ -228,11 +221,7 @@ impl Werewolf {
     /// Dawn: deaths, the announcement, a fresh day and the win check.
     fn resolve_night(&mut self, world: &mut World) {
         let s = &self.state;
-        let mut deaths: Vec<String> = s
-            .night_victim()
-            .filter(|_| !s.witch_saved)
-            .into_iter()
-            .collect();
+        let mut deaths: Vec<String> = s.night_victim().filter(|_| !s.witch_saved).into_iter().collect();
         let poisoned: Vec<String> = s
             .witch_actions
             .values()
@@ -278,10 +267,7 @@ impl Werewolf {
                 .map(|(_, t)| t.as_str()),
         );
         let need = s.alive.len() / 2 + 1;
-        let majority = counts
-            .iter()
-            .find(|(_, c)| *c >= need)
-            .map(|(t, _)| t.to_string());
+        let majority = counts.iter().find(|(_, c)| *c >= need).map(|(t, _)| t.to_string());
         let lynched = majority.or_else(|| {
             let top = counts.iter().map(|(_, c)| *c).max()?;
             let mut leaders = counts.iter().filter(|(_, c)| *c == top);
@@ -303,19 +289,13 @@ impl Werewolf {
     fn vote_lynch(&mut self, ctx: &ActionCtx, world: &mut World) -> Result<Outcome, Refusal> {
         let name = ctx.actor_name(world).to_string();
         if self.state.phase != Phase::DayVoting {
-            return Err(Refusal(
-                "You can only vote during the voting phase.",
-                "wrong_phase",
-            ));
+            return Err(Refusal("You can only vote during the voting phase.", "wrong_phase"));
         }
         if !self.state.is_alive(&name) {
             return Err(Refusal("You are dead and cannot act.", "dead"));
         }
         let Some(target) = living_target(&self.state, ctx.call) else {
-            return Err(Refusal(
-                "Provide a living 'target' to vote.",
-                "invalid_target",
-            ));
+            return Err(Refusal("Provide a living 'target' to vote.", "invalid_target"));
         };
         self.state.lynch_votes.insert(name.clone(), target.clone());
         let s = &self.state;
@@ -326,20 +306,13 @@ impl Werewolf {
             .count();
         self.announce(world, format!("{name} voted to lynch {target}."));
         let summary = format!("{name} voted to lynch {target}");
-        Ok(Outcome::ok(
-            json!({"target": target, "tally": tally}),
-            summary,
-            true,
-        ))
+        Ok(Outcome::ok(json!({"target": target, "tally": tally}), summary, true))
     }
 
     fn night_kill(&mut self, ctx: &ActionCtx, world: &mut World) -> Result<Outcome, Refusal> {
         let name = ctx.actor_name(world).to_string();
         if self.state.phase != Phase::Night {
-            return Err(Refusal(
-                "Night kill can only be cast at night.",
-                "wrong_phase",
-            ));
+            return Err(Refusal("Night kill can only be cast at night.", "wrong_phase"));
         }
         if !self.state.is_live_wolf(&name) {
             let feedback = "Only living werewolves can vote a night kill.";
@@ -349,24 +322,14 @@ impl Werewolf {
             let feedback = "First night has no kills; discuss with fellow wolves.";
             return Err(Refusal(feedback, "first_night"));
         }
-        let Some(target) =
-            living_target(&self.state, ctx.call).filter(|t| self.state.role(t) != Some("werewolf"))
+        let Some(target) = living_target(&self.state, ctx.call).filter(|t| self.state.role(t) != Some("werewolf"))
         else {
-            return Err(Refusal(
-                "Provide a living non-werewolf 'target'.",
-                "invalid_target",
-            ));
+            return Err(Refusal("Provide a living non-werewolf 'target'.", "invalid_target"));
         };
-        self.state
-            .night_kill_votes
-            .insert(name.clone(), target.clone());
+        self.state.night_kill_votes.insert(name.clone(), target.clone());
         // Every werewolf hears it, dead or alive, and so do the moderators.
         let s = &self.state;
-        let wolves = s
-            .roles
-            .iter()
-            .filter(|(_, r)| *r == "werewolf")
-            .map(|(n, _)| n);
+        let wolves = s.roles.iter().filter(|(_, r)| *r == "werewolf").map(|(n, _)| n);
         let receivers = self.indices(world, wolves.chain(&self.config.moderators));
         let content = format!("{name} voted night kill to {target}.");
         world.broadcast(
@@ -379,11 +342,7 @@ impl Werewolf {
             .iter()
             .filter(|(v, t)| **t == target && s.is_live_wolf(v));
         let result = json!({"target": target, "tally": tally.count()});
-        Ok(Outcome::ok(
-            result,
-            format!("{name} voted night kill: {target}"),
-            true,
-        ))
+        Ok(Outcome::ok(result, format!("{name} voted night kill: {target}"), true))
     }
 
     fn inspect(&mut self, ctx: &ActionCtx, world: &mut World) -> Result<Outcome, Refusal> {
@@ -392,27 +351,14 @@ impl Werewolf {
             return Err(Refusal("You can only inspect at night.", "wrong_phase"));
         }
         if !self.state.is_alive(&name) || self.state.role(&name) != Some("seer") {
-            return Err(Refusal(
-                "Only a living Seer can inspect.",
-                "not_seer_or_dead",
-            ));
+            return Err(Refusal("Only a living Seer can inspect.", "not_seer_or_dead"));
         }
         let Some(target) = living_target(&self.state, ctx.call) else {
-            return Err(Refusal(
-                "Provide a living 'target' to inspect.",
-                "invalid_target",
-            ));
+            return Err(Refusal("Provide a living 'target' to inspect.", "invalid_target"));
         };
         let is_wolf = self.state.role(&target) == Some("werewolf");
-        let verdict = if is_wolf {
-            "a werewolf"
-        } else {
-            "not a werewolf"
-        };
-        world.feedback(
-            ctx.actor,
-            &format!("Inspection result: {target} is {verdict}."),
-        );
+        let verdict = if is_wolf { "a werewolf" } else { "not a werewolf" };
+        world.feedback(ctx.actor, &format!("Inspection result: {target} is {verdict}."));
         let note = format!(
             "{name} inspected {target} ({})",
             if is_wolf { "werewolf" } else { "not" }
@@ -431,24 +377,15 @@ impl Werewolf {
             return Err(Refusal("You can only use save at night.", "wrong_phase"));
         }
         if !self.state.is_alive(&name) || self.state.role(&name) != Some("witch") {
-            return Err(Refusal(
-                "Only a living Witch can save.",
-                "not_witch_or_dead",
-            ));
+            return Err(Refusal("Only a living Witch can save.", "not_witch_or_dead"));
         }
         let uses = self.state.witch_uses.entry(name.clone()).or_default();
         if uses.heals_left <= 0 {
-            return Err(Refusal(
-                "You have already used your save potion.",
-                "no_heal_left",
-            ));
+            return Err(Refusal("You have already used your save potion.", "no_heal_left"));
         }
         uses.heals_left -= 1;
         self.state.witch_saved = true;
-        world.feedback(
-            ctx.actor,
-            "You prepare the save potion for tonight's victim.",
-        );
+        world.feedback(ctx.actor, "You prepare the save potion for tonight's victim.");
         self.tell_moderators(world, format!("{name} prepared a save potion."));
         Ok(Outcome::ok(
             json!({"saved": true}),
@@ -463,10 +400,7 @@ impl Werewolf {
             return Err(Refusal("You can only poison at night.", "wrong_phase"));
         }
         if !self.state.is_alive(&name) || self.state.role(&name) != Some("witch") {
-            return Err(Refusal(
-                "Only a living Witch can poison.",
-                "not_witch_or_dead",
-            ));
+            return Err(Refusal("Only a living Witch can poison.", "not_witch_or_dead"));
         }
         let Some(target) = living_target(&self.state, ctx.call).filter(|t| *t != name) else {
             let feedback = "Provide a living 'target' other than yourself.";
@@ -474,22 +408,13 @@ impl Werewolf {
         };
         let uses = self.state.witch_uses.entry(name.clone()).or_default();
         if uses.poisons_left <= 0 {
-            return Err(Refusal(
-                "You have already used your poison potion.",
-                "no_poison_left",
-            ));
+            return Err(Refusal("You have already used your poison potion.", "no_poison_left"));
         }
         uses.poisons_left -= 1;
         let action = self.state.witch_actions.entry(name.clone()).or_default();
         action.poison_target = Some(target.clone());
-        world.feedback(
-            ctx.actor,
-            &format!("You prepared a poison targeting {target}."),
-        );
-        self.tell_moderators(
-            world,
-            format!("{name} prepared a poison targeting {target}."),
-        );
+        world.feedback(ctx.actor, &format!("You prepared a poison targeting {target}."));
+        self.tell_moderators(world, format!("{name} prepared a poison targeting {target}."));
         let summary = format!("{name} prepared poison for {target}");
         Ok(Outcome::ok(json!({"target": target}), summary, true))
     }
@@ -497,16 +422,10 @@ impl Werewolf {
     fn open_voting(&mut self, ctx: &ActionCtx, world: &mut World) -> Result<Outcome, Refusal> {
         let name = ctx.actor_name(world).to_string();
         if !self.is_moderator(&name) {
-            return Err(Refusal(
-                "Only the moderator can open voting.",
-                "not_moderator",
-            ));
+            return Err(Refusal("Only the moderator can open voting.", "not_moderator"));
         }
         if self.state.phase != Phase::DayDiscussion {
-            return Err(Refusal(
-                "Open voting only during discussion phase.",
-                "wrong_phase",
-            ));
+            return Err(Refusal("Open voting only during discussion phase.", "wrong_phase"));
         }
         self.state.phase = Phase::DayVoting;
         self.state.lynch_votes.clear();
@@ -521,16 +440,10 @@ impl Werewolf {
     fn close_voting(&mut self, ctx: &ActionCtx, world: &mut World) -> Result<Outcome, Refusal> {
         let name = ctx.actor_name(world).to_string();
         if !self.is_moderator(&name) {
-            return Err(Refusal(
-                "Only the moderator can close voting.",
-                "not_moderator",
-            ));
+            return Err(Refusal("Only the moderator can close voting.", "not_moderator"));
         }
         if self.state.phase != Phase::DayVoting {
-            return Err(Refusal(
-                "Close voting only during voting phase.",
-                "wrong_phase",
-            ));
+            return Err(Refusal("Close voting only during voting phase.", "wrong_phase"));
         }
         self.resolve_lynch(world);
         self.state.lynch_votes.clear();
@@ -576,21 +489,14 @@ impl State {
         );
         let top = votes.iter().map(|(_, c)| *c).max()?;
         let (candidate, _) = votes.iter().find(|(_, c)| *c == top)?;
-        (self.day_count != 0
-            && self.is_alive(candidate)
-            && self.role(candidate) != Some("werewolf"))
-        .then(|| candidate.to_string())
+        (self.day_count != 0 && self.is_alive(candidate) && self.role(candidate) != Some("werewolf"))
+            .then(|| candidate.to_string())
     }
 
     /// Upstream's win check: only roles exactly `werewolf` and exactly `villager` count. Records
     /// the winner and completes the game when a side has won.
     pub fn check_win(&mut self) -> Option<String> {
-        let count = |role: &str| {
-            self.alive
-                .iter()
-                .filter(|n| self.role(n) == Some(role))
-                .count()
-        };
+        let count = |role: &str| self.alive.iter().filter(|n| self.role(n) == Some(role)).count();
         let winner = match (count("werewolf"), count("villager")) {
             (0, 0) => "no one",
             (0, _) => "villagers",
@@ -675,20 +581,13 @@ impl SceneRules for Werewolf {
         if !self.state.roles.contains_key(&agent.name)
             && let Some(role) = agent.role().filter(|r| !r.is_empty())
         {
-            self.state
-                .roles
-                .insert(agent.name.clone(), role.to_string());
+            self.state.roles.insert(agent.name.clone(), role.to_string());
         }
     }
 
     /// Tells each configured moderator the full roster and every secret role.
     fn pre_run(&mut self, world: &mut World) -> Result<(), String> {
-        let roles: Vec<String> = self
-            .state
-            .roles
-            .iter()
-            .map(|(n, r)| format!("{n} is {r}"))
-            .collect();
+        let roles: Vec<String> = self.state.roles.iter().map(|(n, r)| format!("{n} is {r}")).collect();
         let hint = format!(
             "You are the Moderator. Players: {}. Roles: {}.",
             world.names().join(", "),
@@ -709,11 +608,7 @@ impl SceneRules for Werewolf {
         if !self.state.is_alive(&agent.name) {
             return true;
         }
-        self.state.phase == Phase::Night
-            && !matches!(
-                self.state.role(&agent.name),
-                Some("werewolf" | "seer" | "witch")
-            )
+        self.state.phase == Phase::Night && !matches!(self.state.role(&agent.name), Some("werewolf" | "seer" | "witch"))
     }
 
     fn is_complete(&self) -> bool {
@@ -895,13 +790,8 @@ mod tests {
                 a
             })
             .collect();
-        let scene = Scene::Werewolf(
-            Werewolf::new("werewolf_village".into(), "Night falls.".into(), config).unwrap(),
-        );
-        let ordering = Ordering::Sequential {
-            names: vec![],
-            idx: 0,
-        };
+        let scene = Scene::Werewolf(Werewolf::new("werewolf_village".into(), "Night falls.".into(), config).unwrap());
+        let ordering = Ordering::Sequential { names: vec![], idx: 0 };
         Simulator::build(agents, scene, ordering, SimOptions::default()).unwrap()
     }
 
@@ -1022,11 +912,7 @@ mod tests {
                 "Niko"
             ])
         );
-        let roles: Vec<(&str, &str)> = s
-            .roles
-            .iter()
-            .map(|(n, r)| (n.as_str(), r.as_str()))
-            .collect();
+        let roles: Vec<(&str, &str)> = s.roles.iter().map(|(n, r)| (n.as_str(), r.as_str())).collect();
         assert_eq!(
             roles,
             [
@@ -1040,10 +926,7 @@ mod tests {
                 ("Niko", "werewolf")
             ]
         );
-        assert!(
-            !s.roles.contains_key("Moderator"),
-            "a null role records nothing"
-        );
+        assert!(!s.roles.contains_key("Moderator"), "a null role records nothing");
         // Scene actions follow the agent's own.
         let elena = &sim.world.agents[1];
         assert_eq!(
@@ -1059,22 +942,9 @@ mod tests {
         assert_eq!(queued[1]["text"], format!("System: {roster}"));
         assert_eq!(queued[1]["recipients"], json!(["Moderator"]));
         assert_eq!(queued[1]["type"], "PublicEvent");
-        let memory = sim.world.agents[0]
-            .short_memory
-            .last()
-            .unwrap()
-            .content
-            .to_string();
-        assert!(
-            memory.ends_with(&format!("[18:00] System: {roster}")),
-            "{memory}"
-        );
-        let elena_memory = sim.world.agents[1]
-            .short_memory
-            .last()
-            .unwrap()
-            .content
-            .to_string();
+        let memory = sim.world.agents[0].short_memory.last().unwrap().content.to_string();
+        assert!(memory.ends_with(&format!("[18:00] System: {roster}")), "{memory}");
+        let elena_memory = sim.world.agents[1].short_memory.last().unwrap().content.to_string();
         assert!(!elena_memory.contains("Roles:"));
     }
 
@@ -1118,11 +988,7 @@ mod tests {
         // A later vote replaces the earlier one.
         act(&mut sim, "Niko", target("night_kill", "Taro"));
         assert_eq!(
-            ww(&sim)
-                .state
-                .night_kill_votes
-                .get("Niko")
-                .map(String::as_str),
+            ww(&sim).state.night_kill_votes.get("Niko").map(String::as_str),
             Some("Taro")
         );
         assert_eq!(ww(&sim).state.night_kill_votes.len(), 3);
@@ -1198,10 +1064,7 @@ mod tests {
                 o,
                 Outcome::fail(json!({"error": error}), format!("{who} night_kill failed"))
             );
-            assert_eq!(
-                lines(&mut sim),
-                vec![(who.to_string(), feedback.to_string())]
-            );
+            assert_eq!(lines(&mut sim), vec![(who.to_string(), feedback.to_string())]);
         }
         st(&mut sim).kill("Elena");
         assert_eq!(
@@ -1233,10 +1096,7 @@ mod tests {
         assert_eq!(
             lines(&mut sim),
             vec![
-                (
-                    "Ronan".into(),
-                    "Inspection result: Elena is a werewolf.".into()
-                ),
+                ("Ronan".into(), "Inspection result: Elena is a werewolf.".into()),
                 (
                     "Moderator".into(),
                     "[18:00] Event: Ronan inspected Elena (werewolf)".into()
@@ -1246,10 +1106,7 @@ mod tests {
         let o = act(&mut sim, "Ronan", target("inspect", "Bram"));
         assert_eq!(o.result, json!({"target": "Bram", "is_werewolf": false}));
         assert_eq!(o.summary.as_deref(), Some("Ronan inspected Bram (not)"));
-        assert_eq!(
-            lines(&mut sim)[0].1,
-            "Inspection result: Bram is not a werewolf."
-        );
+        assert_eq!(lines(&mut sim)[0].1, "Inspection result: Bram is not a werewolf.");
 
         let fails = [
             (
@@ -1281,10 +1138,7 @@ mod tests {
                 o,
                 Outcome::fail(json!({"error": error}), format!("{who} inspect failed"))
             );
-            assert_eq!(
-                lines(&mut sim),
-                vec![(who.to_string(), feedback.to_string())]
-            );
+            assert_eq!(lines(&mut sim), vec![(who.to_string(), feedback.to_string())]);
         }
     }
 
@@ -1312,10 +1166,7 @@ mod tests {
         assert!(ww(&sim).state.witch_uses.is_empty());
 
         let o = act(&mut sim, "Bram", ActionCall::new("witch_save"));
-        assert_eq!(
-            o,
-            Outcome::ok(json!({"saved": true}), "Bram used witch save", true)
-        );
+        assert_eq!(o, Outcome::ok(json!({"saved": true}), "Bram used witch save", true));
         assert_eq!(
             lines(&mut sim),
             vec![
@@ -1323,10 +1174,7 @@ mod tests {
                     "Bram".into(),
                     "You prepare the save potion for tonight's victim.".into()
                 ),
-                (
-                    "Moderator".into(),
-                    "[18:00] Event: Bram prepared a save potion.".into()
-                )
+                ("Moderator".into(), "[18:00] Event: Bram prepared a save potion.".into())
             ]
         );
         let s = &ww(&sim).state;
@@ -1346,10 +1194,7 @@ mod tests {
         );
         assert_eq!(
             lines(&mut sim),
-            vec![(
-                "Bram".into(),
-                "You have already used your save potion.".into()
-            )]
+            vec![("Bram".into(), "You have already used your save potion.".into())]
         );
     }
 
@@ -1396,38 +1241,23 @@ mod tests {
         ];
         for (phase, who, t, feedback, error) in fails {
             st(&mut sim).phase = phase;
-            let call = t.map_or(ActionCall::new("witch_poison"), |t| {
-                target("witch_poison", t)
-            });
+            let call = t.map_or(ActionCall::new("witch_poison"), |t| target("witch_poison", t));
             let o = act(&mut sim, who, call);
             assert_eq!(
                 o,
-                Outcome::fail(
-                    json!({"error": error}),
-                    format!("{who} witch_poison failed")
-                )
+                Outcome::fail(json!({"error": error}), format!("{who} witch_poison failed"))
             );
-            assert_eq!(
-                lines(&mut sim),
-                vec![(who.to_string(), feedback.to_string())]
-            );
+            assert_eq!(lines(&mut sim), vec![(who.to_string(), feedback.to_string())]);
         }
         let o = act(&mut sim, "Bram", target("witch_poison", "Elena"));
         assert_eq!(
             o,
-            Outcome::ok(
-                json!({"target": "Elena"}),
-                "Bram prepared poison for Elena",
-                true
-            )
+            Outcome::ok(json!({"target": "Elena"}), "Bram prepared poison for Elena", true)
         );
         assert_eq!(
             lines(&mut sim),
             vec![
-                (
-                    "Bram".into(),
-                    "You prepared a poison targeting Elena.".into()
-                ),
+                ("Bram".into(), "You prepared a poison targeting Elena.".into()),
                 (
                     "Moderator".into(),
                     "[18:00] Event: Bram prepared a poison targeting Elena.".into()
@@ -1442,24 +1272,15 @@ mod tests {
                 poisons_left: 0
             }
         );
-        assert_eq!(
-            s.witch_actions["Bram"].poison_target.as_deref(),
-            Some("Elena")
-        );
+        assert_eq!(s.witch_actions["Bram"].poison_target.as_deref(), Some("Elena"));
         let o = act(&mut sim, "Bram", target("witch_poison", "Mira"));
         assert_eq!(
             o,
-            Outcome::fail(
-                json!({"error": "no_poison_left"}),
-                "Bram witch_poison failed"
-            )
+            Outcome::fail(json!({"error": "no_poison_left"}), "Bram witch_poison failed")
         );
         assert_eq!(
             lines(&mut sim),
-            vec![(
-                "Bram".into(),
-                "You have already used your poison potion.".into()
-            )]
+            vec![("Bram".into(), "You have already used your poison potion.".into())]
         );
         // The save potion is still there after the poison.
         assert!(act(&mut sim, "Bram", ActionCall::new("witch_save")).success);
@@ -1482,9 +1303,7 @@ mod tests {
         assert_eq!(s.time, 1107);
         assert_eq!(s.phase, Phase::DayDiscussion);
         assert_eq!(s.day_count, 2);
-        assert!(
-            s.night_spoken.is_empty() && s.night_kill_votes.is_empty() && s.lynch_votes.is_empty()
-        );
+        assert!(s.night_spoken.is_empty() && s.night_kill_votes.is_empty() && s.lynch_votes.is_empty());
         assert!(!s.is_alive("Pia"));
         assert_eq!(s.day_spoken, Some(vec![]));
         let got = lines(&mut sim);
@@ -1508,14 +1327,18 @@ mod tests {
         lines(&mut sim);
         end_turns(&mut sim, 9);
         let got = lines(&mut sim);
-        assert_eq!(receivers(&got, "[18:27] Public Event: The night ends. At dawn, multiple bodies were found: Pia, Niko").len(), 9);
+        assert_eq!(
+            receivers(
+                &got,
+                "[18:27] Public Event: The night ends. At dawn, multiple bodies were found: Pia, Niko"
+            )
+            .len(),
+            9
+        );
         let s = &ww(&sim).state;
         assert!(!s.is_alive("Pia") && !s.is_alive("Niko"));
         assert!(s.witch_actions.is_empty());
-        assert_eq!(
-            s.witch_uses["Bram"].poisons_left, 0,
-            "potions are not restored at dawn"
-        );
+        assert_eq!(s.witch_uses["Bram"].poisons_left, 0, "potions are not restored at dawn");
     }
 
     #[test]
@@ -1582,11 +1405,7 @@ mod tests {
         st(&mut sim).kill("Niko");
         assert_eq!(ww(&sim).state.night_victim().as_deref(), Some("Pia"));
         st(&mut sim).day_count = 0;
-        assert_eq!(
-            ww(&sim).state.night_victim(),
-            None,
-            "never on the first night"
-        );
+        assert_eq!(ww(&sim).state.night_victim(), None, "never on the first night");
     }
 
     #[test]
@@ -1596,10 +1415,7 @@ mod tests {
         let o = act(&mut sim, "Elena", ActionCall::new("open_voting"));
         assert_eq!(
             o,
-            Outcome::fail(
-                json!({"error": "not_moderator"}),
-                "Elena open_voting failed"
-            )
+            Outcome::fail(json!({"error": "not_moderator"}), "Elena open_voting failed")
         );
         assert_eq!(
             lines(&mut sim),
@@ -1608,32 +1424,20 @@ mod tests {
         let o = act(&mut sim, "Moderator", ActionCall::new("open_voting"));
         assert_eq!(
             o,
-            Outcome::fail(
-                json!({"error": "wrong_phase"}),
-                "Moderator open_voting failed"
-            )
+            Outcome::fail(json!({"error": "wrong_phase"}), "Moderator open_voting failed")
         );
         assert_eq!(
             lines(&mut sim),
-            vec![(
-                "Moderator".into(),
-                "Open voting only during discussion phase.".into()
-            )]
+            vec![("Moderator".into(), "Open voting only during discussion phase.".into())]
         );
         let o = act(&mut sim, "Moderator", ActionCall::new("close_voting"));
         assert_eq!(
             o,
-            Outcome::fail(
-                json!({"error": "wrong_phase"}),
-                "Moderator close_voting failed"
-            )
+            Outcome::fail(json!({"error": "wrong_phase"}), "Moderator close_voting failed")
         );
         assert_eq!(
             lines(&mut sim),
-            vec![(
-                "Moderator".into(),
-                "Close voting only during voting phase.".into()
-            )]
+            vec![("Moderator".into(), "Close voting only during voting phase.".into())]
         );
         let o = act(&mut sim, "Pia", ActionCall::new("close_voting"));
         assert_eq!(
@@ -1657,52 +1461,29 @@ mod tests {
         );
         assert_eq!(
             lines(&mut sim),
-            vec![(
-                "Pia".into(),
-                "You can only vote during the voting phase.".into()
-            )]
+            vec![("Pia".into(), "You can only vote during the voting phase.".into())]
         );
 
-        st(&mut sim)
-            .lynch_votes
-            .insert("Pia".into(), "Elena".into());
+        st(&mut sim).lynch_votes.insert("Pia".into(), "Elena".into());
         let o = act(&mut sim, "Moderator", ActionCall::new("open_voting"));
-        assert_eq!(
-            o,
-            Outcome::ok(json!({"opened": true}), "Moderator opened voting", true)
-        );
+        assert_eq!(o, Outcome::ok(json!({"opened": true}), "Moderator opened voting", true));
         assert_eq!(ww(&sim).state.phase, Phase::DayVoting);
         assert!(ww(&sim).state.lynch_votes.is_empty());
         assert_eq!(
-            receivers(
-                &lines(&mut sim),
-                "[18:00] Public Event: Voting is now open."
-            )
-            .len(),
+            receivers(&lines(&mut sim), "[18:00] Public Event: Voting is now open.").len(),
             9
         );
 
         let o = act(&mut sim, "Pia", target("vote_lynch", "Elena"));
         assert_eq!(
             o,
-            Outcome::ok(
-                json!({"target": "Elena", "tally": 1}),
-                "Pia voted to lynch Elena",
-                true
-            )
+            Outcome::ok(json!({"target": "Elena", "tally": 1}), "Pia voted to lynch Elena", true)
         );
         assert_eq!(
-            receivers(
-                &lines(&mut sim),
-                "[18:00] Public Event: Pia voted to lynch Elena."
-            )
-            .len(),
+            receivers(&lines(&mut sim), "[18:00] Public Event: Pia voted to lynch Elena.").len(),
             9
         );
-        assert_eq!(
-            act(&mut sim, "Taro", target("vote_lynch", "Elena")).result["tally"],
-            2
-        );
+        assert_eq!(act(&mut sim, "Taro", target("vote_lynch", "Elena")).result["tally"], 2);
         st(&mut sim).kill("Pia");
         assert_eq!(
             act(&mut sim, "Ava", target("vote_lynch", "Elena")).result["tally"],
@@ -1734,10 +1515,7 @@ mod tests {
         );
 
         let o = act(&mut sim, "Moderator", ActionCall::new("close_voting"));
-        assert_eq!(
-            o,
-            Outcome::ok(json!({"closed": true}), "Moderator closed voting", true)
-        );
+        assert_eq!(o, Outcome::ok(json!({"closed": true}), "Moderator closed voting", true));
         // 8 alive need 5: no majority; Elena leads alone with 2 live votes.
         assert_eq!(
             receivers(
@@ -1757,9 +1535,7 @@ mod tests {
     fn lynch(votes: &[(&str, &str)], dead: &[&str]) -> (Simulator, Vec<(String, String)>) {
         let mut sim = game();
         for (v, t) in votes {
-            st(&mut sim)
-                .lynch_votes
-                .insert(v.to_string(), t.to_string());
+            st(&mut sim).lynch_votes.insert(v.to_string(), t.to_string());
         }
         for d in dead {
             st(&mut sim).kill(d);
@@ -1787,11 +1563,7 @@ mod tests {
             &[],
         );
         assert_eq!(
-            receivers(
-                &got,
-                "[18:00] Public Event: By vote, Taro was lynched. Night begins."
-            )
-            .len(),
+            receivers(&got, "[18:00] Public Event: By vote, Taro was lynched. Night begins.").len(),
             9
         );
         assert!(!ww(&sim).state.is_alive("Taro"));
@@ -1807,22 +1579,13 @@ mod tests {
             &[],
         );
         assert_eq!(
-            receivers(
-                &got,
-                "[18:00] Public Event: By vote, Mira was lynched. Night begins."
-            )
-            .len(),
+            receivers(&got, "[18:00] Public Event: By vote, Mira was lynched. Night begins.").len(),
             9
         );
         assert!(!ww(&sim).state.is_alive("Mira"));
         // A tie at the top lynches no one.
         let (sim, got) = lynch(
-            &[
-                ("Pia", "Mira"),
-                ("Taro", "Mira"),
-                ("Elena", "Ronan"),
-                ("Niko", "Ronan"),
-            ],
+            &[("Pia", "Mira"), ("Taro", "Mira"), ("Elena", "Ronan"), ("Niko", "Ronan")],
             &[],
         );
         assert_eq!(receivers(&got, NO_LYNCH).len(), 9);
@@ -1836,24 +1599,13 @@ mod tests {
             &["Pia", "Taro"],
         );
         assert_eq!(
-            receivers(
-                &got,
-                "[18:00] Public Event: By vote, Ronan was lynched. Night begins."
-            )
-            .len(),
+            receivers(&got, "[18:00] Public Event: By vote, Ronan was lynched. Night begins.").len(),
             9
         );
         assert!(ww(&sim).state.is_alive("Mira") && !ww(&sim).state.is_alive("Ronan"));
-        let (_, got) = lynch(
-            &[("Elena", "Pia"), ("Niko", "Pia"), ("Mira", "Taro")],
-            &["Pia"],
-        );
+        let (_, got) = lynch(&[("Elena", "Pia"), ("Niko", "Pia"), ("Mira", "Taro")], &["Pia"]);
         assert_eq!(
-            receivers(
-                &got,
-                "[18:00] Public Event: By vote, Taro was lynched. Night begins."
-            )
-            .len(),
+            receivers(&got, "[18:00] Public Event: By vote, Taro was lynched. Night begins.").len(),
             9
         );
     }
@@ -1880,11 +1632,7 @@ mod tests {
         let got = lines(&mut sim);
         let over = receivers(&got, "[18:27] Public Event: Game over: werewolves win.");
         assert_eq!(over.len(), 9);
-        let pos = |t: &str| {
-            got.iter()
-                .position(|(a, l)| a == "Moderator" && l.contains(t))
-                .unwrap()
-        };
+        let pos = |t: &str| got.iter().position(|(a, l)| a == "Moderator" && l.contains(t)).unwrap();
         assert!(pos("Ava was found dead") < pos("Game over"));
         let s = &ww(&sim).state;
         assert!(s.complete);
@@ -1892,12 +1640,8 @@ mod tests {
         assert_eq!(s.day_spoken, None);
         // Both sides gone at once: no one wins.
         let mut s = ww(&game()).state.clone();
-        s.alive.retain(|n| {
-            !matches!(
-                s.roles.get(n).map(String::as_str),
-                Some("werewolf" | "villager")
-            )
-        });
+        s.alive
+            .retain(|n| !matches!(s.roles.get(n).map(String::as_str), Some("werewolf" | "villager")));
         assert_eq!(s.check_win().as_deref(), Some("no one"));
         assert!(s.complete);
         // Both sides alive: nothing happens.
@@ -1928,8 +1672,7 @@ mod tests {
     #[test]
     fn who_skips_a_turn() {
         let mut sim = game();
-        let skip =
-            |sim: &Simulator, n: &str| ww(sim).should_skip_turn(&sim.world.agents[idx(sim, n)]);
+        let skip = |sim: &Simulator, n: &str| ww(sim).should_skip_turn(&sim.world.agents[idx(sim, n)]);
         for (n, skips) in [
             ("Moderator", false),
             ("Elena", false),
@@ -1959,10 +1702,7 @@ mod tests {
             o,
             Outcome::ok(json!({"message": "hi"}), format!("{who} said: hi"), false)
         );
-        assert!(
-            sim.world.pending.is_empty(),
-            "speech queues no system_broadcast"
-        );
+        assert!(sim.world.pending.is_empty(), "speech queues no system_broadcast");
         receivers(&lines(sim), &format!("[18:00] {who}: hi"))
     }
 
@@ -1973,70 +1713,36 @@ mod tests {
         // Listeners in map order, then the speaker.
         assert_eq!(
             heard(&mut sim, Phase::Night, "Moderator"),
-            names(&[
-                "Elena",
-                "Bram",
-                "Ronan",
-                "Pia",
-                "Taro",
-                "Ava",
-                "Niko",
-                "Moderator"
-            ])
+            names(&["Elena", "Bram", "Ronan", "Pia", "Taro", "Ava", "Niko", "Moderator"])
         );
         assert_eq!(
             heard(&mut sim, Phase::Night, "Niko"),
             names(&["Moderator", "Elena", "Niko"])
         );
-        assert_eq!(
-            heard(&mut sim, Phase::Night, "Bram"),
-            names(&["Moderator", "Bram"])
-        );
+        assert_eq!(heard(&mut sim, Phase::Night, "Bram"), names(&["Moderator", "Bram"]));
         assert_eq!(heard(&mut sim, Phase::Night, "Ronan"), names(&["Ronan"]));
         assert_eq!(heard(&mut sim, Phase::Night, "Pia"), names(&["Pia"]));
         st(&mut sim).kill("Moderator");
         // By day: the living and the moderators (even a dead one), never the dead Mira.
-        let day = names(&[
-            "Moderator",
-            "Elena",
-            "Bram",
-            "Ronan",
-            "Taro",
-            "Ava",
-            "Niko",
-            "Pia",
-        ]);
+        let day = names(&["Moderator", "Elena", "Bram", "Ronan", "Taro", "Ava", "Niko", "Pia"]);
         assert_eq!(heard(&mut sim, Phase::DayDiscussion, "Pia"), day);
         assert_eq!(heard(&mut sim, Phase::DayVoting, "Pia"), day);
         // Only the listener has to be alive: a dead moderator still reaches every living player.
         assert_eq!(
             heard(&mut sim, Phase::Night, "Moderator"),
-            names(&[
-                "Elena",
-                "Bram",
-                "Ronan",
-                "Pia",
-                "Taro",
-                "Ava",
-                "Niko",
-                "Moderator"
-            ])
+            names(&["Elena", "Bram", "Ronan", "Pia", "Taro", "Ava", "Niko", "Moderator"])
         );
         // Empty speech is refused by the shared handler.
         lines(&mut sim);
         let o = act(&mut sim, "Pia", ActionCall::new("speak"));
         assert_eq!(o.summary.as_deref(), Some("Pia failed to speak"));
-        assert_eq!(
-            lines(&mut sim),
-            vec![("Pia".into(), "Missing message.".into())]
-        );
+        assert_eq!(lines(&mut sim), vec![("Pia".into(), "Missing message.".into())]);
     }
 
     #[test]
     fn status_prompt_lines() {
         let mut sim = game();
-        let status =
-            |sim: &Simulator, n: &str| ww(sim).status_prompt(&sim.world.agents[idx(sim, n)]);
+        let status = |sim: &Simulator, n: &str| ww(sim).status_prompt(&sim.world.agents[idx(sim, n)]);
         assert_eq!(status(&sim, "Moderator"), "");
         assert_eq!(
             status(&sim, "Pia"),
@@ -2084,12 +1790,7 @@ mod tests {
         let json = serde_json::to_value(&sim.scene).unwrap();
         assert_eq!(json["type"], "werewolf_scene");
         assert_eq!(json["config"], json!({"moderators": ["Moderator"]}));
-        let keys: Vec<&str> = json["state"]
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(String::as_str)
-            .collect();
+        let keys: Vec<&str> = json["state"].as_object().unwrap().keys().map(String::as_str).collect();
         assert_eq!(
             keys,
             [
@@ -2149,10 +1850,7 @@ mod tests {
     fn prose_carries_the_mock_trigger_words_upstream_has() {
         let scene = format!("{DESCRIPTION}\n{GUIDELINES}").to_lowercase();
         assert!(scene.contains("werewolf") && scene.contains("voting") && scene.contains("vote"));
-        assert!(
-            !scene.contains("you are"),
-            "only the name line may say 'You are'"
-        );
+        assert!(!scene.contains("you are"), "only the name line may say 'You are'");
         for spec in [VOTE_LYNCH, NIGHT_KILL, OPEN_VOTING, CLOSE_VOTING] {
             assert!(
                 spec.desc.contains("vote") || spec.desc.contains("voting"),
@@ -2163,17 +1861,12 @@ mod tests {
         assert!(INSPECT.desc.contains("werewolf"));
         for spec in [WITCH_SAVE, WITCH_POISON] {
             let text = format!("{} {}", spec.desc, spec.instruction).to_lowercase();
-            assert!(
-                !text.contains("vote") && !text.contains("werewolf"),
-                "{}",
-                spec.name
-            );
+            assert!(!text.contains("vote") && !text.contains("werewolf"), "{}", spec.name);
         }
     }
 
     fn scenario() -> Scenario {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../assets/scenarios/werewolf.json");
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/scenarios/werewolf.json");
         Scenario::load_file(&path).unwrap()
     }
 
@@ -2196,9 +1889,7 @@ mod tests {
             "Ava",
             "Niko",
         ]);
-        let mut expected = names(&[
-            "Elena", "Mira", "Niko", "Elena", "Mira", "Niko", "Ronan", "Bram",
-        ]);
+        let mut expected = names(&["Elena", "Mira", "Niko", "Elena", "Mira", "Niko", "Ronan", "Bram"]);
         expected.extend(all.iter().cloned().chain(all.iter().cloned()));
         expected.push("Moderator".into());
         assert_eq!(order, &expected);

@@ -1,0 +1,248 @@
+//! One tree node's simulation, of any kind the tree holds: a social scene (the engine's
+//! [`Simulator`]) or a trading episode ([`TradingEpisode`]). The tree only needs what is common —
+//! fork, run N turns into an event sink, apply a branch op, a state view — and this enum gives
+//! exactly that, delegating to each kind.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use simtree_shared::{AgentState, MemoryLine, NodeState, Op};
+
+use crate::engine::Simulator;
+use crate::engine::event::{Event, EventSink, EventType, SceneEvent};
+use crate::engine::memory::Role;
+use crate::engine::plan::PlanState;
+use crate::llm::LlmClient;
+use crate::trading::agents::ToolModel;
+use crate::trading::data::MarketData;
+use crate::trading::episode::{TradingEpisode, TradingOp};
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Sim {
+    Social(Simulator),
+    Trading(TradingEpisode),
+}
+
+/// What a run talks to: the chat client (social scenes) and the tool-calling model (trading).
+#[derive(Clone)]
+pub struct RunCtx {
+    pub llm: Arc<dyn LlmClient>,
+    pub tools: Arc<dyn ToolModel>,
+}
+
+impl Sim {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Sim::Social(_) => "social",
+            Sim::Trading(_) => "trading",
+        }
+    }
+
+    /// A copy for a new child node (social: `turns` reset as upstream's clone does).
+    pub fn fork(&self) -> Sim {
+        match self {
+            Sim::Social(s) => Sim::Social(s.fork()),
+            Sim::Trading(t) => Sim::Trading(t.clone()),
+        }
+    }
+
+    /// Upstream's per-node `turns` (social), or decision points done (trading).
+    pub fn turns(&self) -> u64 {
+        match self {
+            Sim::Social(s) => s.turns,
+            Sim::Trading(t) => t.decision_points_done() as u64,
+        }
+    }
+
+    /// Events waiting from construction (a scenario's initial broadcasts): the root's log.
+    pub fn initial_events(&mut self) -> Vec<Event> {
+        match self {
+            Sim::Social(s) => {
+                let mut events: Vec<Event> = Vec::new();
+                s.flush_pending(&mut events);
+                events
+            }
+            Sim::Trading(_) => Vec::new(),
+        }
+    }
+
+    /// Re-attaches shared data that is not serialised (the market of a trading episode).
+    pub fn attach(&mut self, market: Option<&Arc<MarketData>>) {
+        if let (Sim::Trading(t), Some(m)) = (self, market) {
+            t.attach_market(m.clone());
+        }
+    }
+
+    /// Runs `turns` turns (social) or decision points (trading), streaming events into `sink`.
+    pub async fn run(&mut self, turns: u64, ctx: &RunCtx, sink: &mut (dyn EventSink + Send)) -> Result<(), String> {
+        match self {
+            Sim::Social(s) => s
+                .run(turns, &*ctx.llm, sink)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
+            Sim::Trading(t) => {
+                for _ in 0..turns {
+                    if t.is_done() {
+                        break;
+                    }
+                    match t.step(&*ctx.tools).await {
+                        Ok(r) => sink.emit(Event::new(
+                            EventType::DecisionPoint,
+                            json!({"log": r.log, "portfolio": r.portfolio, "value": r.value, "done": r.done}),
+                        )),
+                        Err(e) => {
+                            let error = e.to_string();
+                            sink.emit(Event::new(
+                                EventType::AgentError,
+                                json!({"agent": t.config().agent_id, "step": t.decision_points_done() + 1, "error": error}),
+                            ));
+                            return Err(error);
+                        }
+                    }
+                    tokio::task::yield_now().await;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Applies one branch op; returns the events it produced. Nothing changes on error.
+    pub fn apply_op(&mut self, op: &Op) -> Result<Vec<Event>, String> {
+        match self {
+            Sim::Social(s) => apply_social_op(s, op),
+            Sim::Trading(t) => {
+                let op = trading_op(op)?;
+                t.apply_op(&op)?;
+                Ok(Vec::new())
+            }
+        }
+    }
+
+    /// `GET …/state`: the agents and their context.
+    pub fn state(&self) -> NodeState {
+        match self {
+            Sim::Social(sim) => NodeState {
+                turns: sim.turns,
+                agents: sim
+                    .world
+                    .agents
+                    .iter()
+                    .map(|a| AgentState {
+                        name: a.name.clone(),
+                        role: a.role().map(str::to_string),
+                        plan_state: serde_json::to_value(&a.plan_state).unwrap_or(Value::Null),
+                        short_memory: a
+                            .short_memory
+                            .iter()
+                            .map(|m| MemoryLine {
+                                role: m.role.as_str().to_string(),
+                                content: m.content.to_string(),
+                            })
+                            .collect(),
+                        emotion: a.emotion.clone(),
+                    })
+                    .collect(),
+            },
+            Sim::Trading(t) => {
+                let mut memory = Vec::new();
+                for ex in t.memory() {
+                    let reply = serde_json::to_string(&ex.reply).unwrap_or_default();
+                    memory.push(MemoryLine {
+                        role: "assistant".into(),
+                        content: reply,
+                    });
+                    for r in &ex.results {
+                        memory.push(MemoryLine {
+                            role: "tool".into(),
+                            content: r.content.clone(),
+                        });
+                    }
+                }
+                NodeState {
+                    turns: t.decision_points_done() as u64,
+                    agents: vec![AgentState {
+                        name: t.config().agent_id.clone(),
+                        role: Some("trader".into()),
+                        plan_state: serde_json::to_value(t.agent()).unwrap_or(Value::Null),
+                        short_memory: memory,
+                        emotion: String::new(),
+                    }],
+                }
+            }
+        }
+    }
+
+    /// The kind-specific view: scene state (social) or portfolio, equity curve, trades and
+    /// metrics (trading).
+    pub fn view(&self) -> Value {
+        match self {
+            Sim::Social(s) => json!({"kind": "social", "scene": s.scene.type_name(), "state": s.scene.state_json()}),
+            Sim::Trading(t) => {
+                let mut v = serde_json::to_value(t.view()).unwrap_or(Value::Null);
+                if let Some(o) = v.as_object_mut() {
+                    o.insert("kind".into(), json!("trading"));
+                }
+                v
+            }
+        }
+    }
+}
+
+/// The trading op a shared [`Op`] stands for.
+fn trading_op(op: &Op) -> Result<TradingOp, String> {
+    let v = serde_json::to_value(op).map_err(|e| e.to_string())?;
+    match op {
+        Op::PortfolioPatch { .. }
+        | Op::CaseDataInject { .. }
+        | Op::AgentSwap { .. }
+        | Op::AgentPromptReplace { .. } => serde_json::from_value(v).map_err(|e| format!("{e}")),
+        other => Err(format!("Unknown op for a trading episode: {}", op_name(other))),
+    }
+}
+
+fn op_name(op: &Op) -> String {
+    serde_json::to_value(op)
+        .ok()
+        .and_then(|v| v["op"].as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// Applies one branch op to a social simulator (spec §2.3). Errors name what is wrong.
+fn apply_social_op(sim: &mut Simulator, op: &Op) -> Result<Vec<Event>, String> {
+    let agent_index = |sim: &Simulator, name: &str| {
+        sim.world
+            .agent_index(name)
+            .ok_or_else(|| format!("unknown agent '{name}' (agents: {})", sim.world.names().join(", ")))
+    };
+    match op {
+        Op::AgentCtxAppend { name, role, content } => {
+            let i = agent_index(sim, name)?;
+            let role = Role::parse_memory_role(role)
+                .ok_or_else(|| format!("role must be 'user' or 'assistant', not '{role}'"))?;
+            sim.world.agents[i].short_memory.append(role, content);
+        }
+        Op::AgentPlanReplace { name, plan_state } => {
+            let i = agent_index(sim, name)?;
+            let plan: PlanState = serde_json::from_value(plan_state.clone()).map_err(|e| format!("plan_state: {e}"))?;
+            sim.world.agents[i].plan_state = plan;
+        }
+        Op::AgentPropsPatch { name, updates } => {
+            let i = agent_index(sim, name)?;
+            let props = &mut sim.world.agents[i].properties;
+            for (k, v) in updates {
+                props.insert(k.clone(), v.clone());
+            }
+        }
+        Op::SceneStatePatch { updates } => sim.scene.patch_state(updates)?,
+        Op::PublicBroadcast { text } => sim.broadcast(&SceneEvent::public(text.clone())),
+        Op::Advance { .. } => return Err("Unknown op: advance (use the advance routes to run turns)".into()),
+        other => return Err(format!("Unknown op for a social scene: {}", op_name(other))),
+    }
+    let mut events = sim.world.take_out();
+    sim.world.flush_pending();
+    events.extend(sim.world.take_out());
+    Ok(events)
+}
