@@ -5,6 +5,7 @@
 //! `route`, `i18n`, `compare`). Components (`app`, `graph`, `pages`) only wire it to the DOM, and
 //! `api` talks to the server (fetch, WebSockets).
 
+pub mod chart;
 pub mod compare;
 pub mod i18n;
 pub mod layout;

@@ -249,6 +249,20 @@ pub fn event_line(e: &LogEntry) -> Option<EventLine> {
                 text: format!("Bottom: {}", bottom.join(" ")),
             })
         }
+        "decision_point" => {
+            let log = &d["log"];
+            Some(EventLine {
+                kind: "action",
+                label: "[Decision]".into(),
+                agent: None,
+                text: format!(
+                    "{}: {} → {}",
+                    s(log, "case_id"),
+                    s(&log["agent_output"], "text"),
+                    s(&log["execution_result"], "message")
+                ),
+            })
+        }
         "agent_error" => Some(EventLine {
             kind: "error",
             label: "[Error]".into(),
@@ -447,6 +461,11 @@ mod tests {
         let deal = e("landlord_deal", json!({"bottom": ["3", "BJ"]}));
         assert_eq!(event_line(&deal).unwrap().text, "Bottom: 3 BJ");
         assert_eq!(viewer_line(&other), None);
+        let dp = e(
+            "decision_point",
+            json!({"log": {"case_id": "x:3", "agent_output": {"text": "hold"}, "execution_result": {"message": "accepted"}}}),
+        );
+        assert_eq!(event_line(&dp).unwrap().text, "x:3: hold → accepted");
         assert!(viewer_line(&public).is_some());
     }
 

@@ -9,6 +9,7 @@ use simtree_shared::{LogEntry, NodeState, TreeMsg, TreeRef};
 
 use crate::api::{self, Socket};
 use crate::app::{Link, Tree, ctx};
+use crate::chart::{pct, polylines};
 use crate::compare::{Comparison, compare};
 use crate::graph::{GraphView, Legend, Stats, UsageLine};
 use crate::model::{EventLine, NodeView, event_line, parse_count, viewer_line};
@@ -58,6 +59,7 @@ pub fn SimTreePage(tree_id: Option<u64>) -> impl IntoView {
                 <OpsPanel tree details=true />
                 <BranchEditor tree />
                 <ComparePanel tree />
+                <NodeDetails tree />
             </div>
         </div>
     }
@@ -369,6 +371,7 @@ fn ComparePanel(tree: Tree) -> impl IntoView {
     let ctx = ctx();
     let other = RwSignal::new(String::new());
     let result = RwSignal::new(None::<(u64, u64, Comparison)>);
+    let views = RwSignal::new(None::<(Value, Value)>);
     Effect::new(move |_| {
         if let Some(n) = tree.compare_with.get() {
             other.set(n.to_string());
@@ -387,6 +390,9 @@ fn ComparePanel(tree: Tree) -> impl IntoView {
             let lb = api::get::<Vec<LogEntry>>(&format!("/devui/simtree/{t}/node/{b}/logs")).await?;
             let c = compare(&path_of(tree, a), &la, &path_of(tree, b), &lb);
             result.set(Some((a, b, c)));
+            let va = api::get::<Value>(&format!("/devui/simtree/{t}/node/{a}/view")).await?;
+            let vb = api::get::<Value>(&format!("/devui/simtree/{t}/node/{b}/view")).await?;
+            views.set(Some((va, vb)));
             Ok(())
         });
     };
@@ -438,6 +444,15 @@ fn ComparePanel(tree: Tree) -> impl IntoView {
                             format!("{a} ↔ {b} · {}: {} · {div}", ctx.tr("simtree.lca"), c.lca)
                         }))}
                     </p>
+                    {move || views.with(|v| match v {
+                        Some((a, b)) if a["kind"] == "trading" && b["kind"] == "trading" => Some(view! {
+                            <div id="compare-metrics" class="columns">
+                                <div>{metrics_table(a)}</div>
+                                <div>{metrics_table(b)}</div>
+                            </div>
+                        }),
+                        _ => None,
+                    })}
                     <div class="columns">
                         <ol id="compare-left">{column(0)}</ol>
                         <ol id="compare-right">{column(1)}</ol>
@@ -719,4 +734,113 @@ pub fn SimViewer(tree_id: Option<u64>, node: u64) -> impl IntoView {
             </div>
         </div>
     }
+}
+
+/// The kind-specific view of the selected node, re-read when it changes or its run finishes.
+fn node_view_signal(tree: Tree) -> RwSignal<Option<Value>> {
+    let view = RwSignal::new(None::<Value>);
+    Effect::new(move |_| {
+        tree.last_msg.track();
+        let (Some(t), Some(n)) = (tree.id.get(), tree.selected.get()) else {
+            return;
+        };
+        leptos::task::spawn_local(async move {
+            let v = api::get::<Value>(&format!("/devui/simtree/{t}/node/{n}/view"))
+                .await
+                .ok();
+            if tree.selected.get_untracked() == Some(n) {
+                view.set(v);
+            }
+        });
+    });
+    view
+}
+
+/// The metrics table of a trading view (strategy against buy-and-hold).
+fn metrics_table(v: &Value) -> impl IntoView + use<> {
+    let m = &v["metrics"];
+    let row = |label: &'static str, key: &'static str, pct_value: bool| {
+        let cell = |side: &str| {
+            let x = m[side][key].as_f64();
+            if pct_value {
+                pct(x)
+            } else {
+                x.map_or_else(|| "–".into(), |x| format!("{x:.2}"))
+            }
+        };
+        view! { <tr><td>{label}</td><td>{cell("strategy")}</td><td>{cell("buy_and_hold")}</td></tr> }
+    };
+    let count = |k: &str| m[k].as_u64().unwrap_or(0).to_string();
+    view! {
+        <table class="metrics">
+            <tr><th></th><th>"strategy"</th><th>"buy & hold"</th></tr>
+            {row("total return", "total_return", true)}
+            {row("annualised", "annualised_return", true)}
+            {row("volatility", "volatility", true)}
+            {row("Sharpe", "sharpe", false)}
+            {row("max drawdown", "max_drawdown", true)}
+            <tr><td>"trades / rejected"</td><td colspan="2">{count("num_trades")} " / " {count("rejected_decisions")}</td></tr>
+        </table>
+    }
+}
+
+/// Equity curve (strategy and buy-and-hold), metrics and trades of a trading node; the scene
+/// state of a social node.
+#[component]
+fn NodeDetails(tree: Tree) -> impl IntoView {
+    let view_state = node_view_signal(tree);
+    const W: f64 = 560.0;
+    const H: f64 = 180.0;
+    let body = move || {
+        let v = view_state.get()?;
+        if v["kind"] != "trading" {
+            let state = serde_json::to_string_pretty(&v["state"]).unwrap_or_default();
+            return Some(view! { <pre id="scene-state" class="json">{state}</pre> }.into_any());
+        }
+        let series = |k: &str| -> Vec<f64> {
+            v[k].as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|p| p["value"].as_f64())
+                .collect()
+        };
+        let (strategy, bench) = (series("equity_curve"), series("buy_and_hold_curve"));
+        let (lines, (lo, hi)) = polylines(&[&strategy, &bench], W, H, 8.0);
+        let trades: Vec<Value> = v["trades"].as_array().cloned().unwrap_or_default();
+        let shown: Vec<Value> = trades.iter().rev().take(30).cloned().collect();
+        Some(
+            view! {
+                <div id="trading-view">
+                    <p>
+                        {format!("{} · {} · {} of {} decision points · value {:.2}",
+                            v["episode_id"].as_str().unwrap_or(""), v["agent"]["kind"].as_str().unwrap_or(""),
+                            v["next_decision_point"], v["decision_points"], v["portfolio_value"].as_f64().unwrap_or(0.0))}
+                    </p>
+                    <svg id="equity-chart" width=W height=H>
+                        <rect width="100%" height="100%" fill="#fafafa" stroke="#ddd"></rect>
+                        <polyline class="equity" points=lines[0].clone() fill="none" stroke="#1e4976" stroke-width="1.5"></polyline>
+                        <polyline class="benchmark" points=lines[1].clone() fill="none" stroke="#e65100" stroke-width="1" stroke-dasharray="4 3"></polyline>
+                        <text x="10" y="14" font-size="10">{format!("{hi:.0}")}</text>
+                        <text x="10" y=H - 10.0 font-size="10">{format!("{lo:.0}")}</text>
+                    </svg>
+                    <p class="legend"><span style="color:#1e4976">"— strategy"</span> " " <span style="color:#e65100">"- - buy & hold"</span></p>
+                    {metrics_table(&v)}
+                    <table id="trades" class="trades">
+                        <tr><th>"date"</th><th>"side"</th><th>"ticker"</th><th>"qty"</th><th>"price"</th></tr>
+                        {shown.into_iter().map(|t| view! {
+                            <tr>
+                                <td>{t["timestamp"].as_str().unwrap_or("").to_string()}</td>
+                                <td>{t["side"].as_str().unwrap_or("").to_string()}</td>
+                                <td>{t["ticker"].as_str().unwrap_or("").to_string()}</td>
+                                <td>{t["quantity"].to_string()}</td>
+                                <td>{format!("{:.2}", t["price"].as_f64().unwrap_or(0.0))}</td>
+                            </tr>
+                        }).collect_view()}
+                    </table>
+                </div>
+            }
+            .into_any(),
+        )
+    };
+    view! { <section class="panel details"><h3>"Node"</h3>{body}</section> }
 }

@@ -501,6 +501,33 @@ async fn the_compare_view_shows_the_first_divergence() {
 }
 
 #[tokio::test]
+async fn a_trading_node_shows_its_equity_curve_trades_and_compared_metrics() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let s = &b.server;
+    let t = api_tree(s, "llm_trader").await;
+    let p = |rest: &str| format!("/devui/simtree/{t}{rest}");
+    api_post(s, &p("/advance"), json!({"parent": 0, "turns": 20})).await; // 1
+    let news = json!({"op": "case_data_inject", "item": {"kind": "news", "content": "Apple announces a surprise product recall."}});
+    api_post(s, &p("/branch"), json!({"parent": 1, "ops": [news]})).await; // 2
+    api_post(s, &p("/advance"), json!({"parent": 2, "turns": 10})).await; // 3
+    api_post(s, &p("/advance"), json!({"parent": 1, "turns": 10})).await; // 4
+    b.open(&format!("/simtree/{t}")).await;
+    b.wait_count("g.node", 5).await;
+    b.click("g.node[data-id='3']").await;
+    let line = b.wait_css("#equity-chart polyline.equity").await;
+    let points = line.attr("points").await.unwrap().unwrap_or_default();
+    assert_eq!(points.split(' ').count(), 30, "one point per decision point: {points}");
+    b.wait_text("#trades", "AAPL").await;
+    b.set_input("#compare-input", "4").await;
+    b.click("#compare-btn").await;
+    b.wait_css("#compare-metrics table.metrics").await;
+    assert_eq!(b.count("#compare-metrics table.metrics").await, 2);
+    b.wait_text("#compare-left", "[Decision]").await;
+    b.finish("trading_view").await;
+}
+
+#[tokio::test]
 async fn benchmark_time_to_first_render_of_a_5000_node_tree() {
     let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&["--max-children", "5000"]).await else {
