@@ -146,7 +146,8 @@ async fn errors_are_json_details_with_fitting_statuses() {
     let (st, body) = s.get(&p("/node/abc/logs")).await;
     assert_eq!(st, 422, "{body}");
     assert!(body["detail"].is_string());
-    assert_eq!(s.get("/nowhere").await, (404, json!({"detail": "Not Found"})));
+    assert_eq!(s.get("/api/nowhere").await, (404, json!({"detail": "Not Found"})));
+    assert_eq!(s.get("/devui/nowhere").await, (404, json!({"detail": "Not Found"})));
     let (st, body) = s.delete(&p("/node/0")).await;
     assert_eq!((st, detail(&body).as_str()), (409, "Cannot delete root node"));
 
