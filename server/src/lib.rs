@@ -3,8 +3,10 @@
 //! * [`engine`] — the pure simulation core (agents, scenes, orderings, the turn loop);
 //! * [`llm`] — the LLM seam and the offline mock dialect;
 //! * [`scenario`] — scenario files (`assets/scenarios/*.json`) turned into simulators;
+//! * [`abm`] — agent-based models in sd-ai's abm-quant format, run on a Python/Mesa worker;
 //! * [`cli`] — the `simtree` command line.
 
+pub mod abm;
 pub mod cli;
 pub mod engine;
 pub mod http;
