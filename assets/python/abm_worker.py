@@ -1089,7 +1089,7 @@ def bench_python_loop(objects, rounds):
     return (time.perf_counter() - t) * 1e3
 
 
-def bench_bare_mesa_sir(agents, steps, seed):
+def bench_bare_mesa_sir(agents, steps, seed, infection_rate, recovery_rate):
     """The SIR network model written directly in Mesa 3 (no specification layer): ms per step."""
 
     class Person(mesa.Agent):
@@ -1105,13 +1105,13 @@ def bench_bare_mesa_sir(agents, steps, seed):
                 self.status = "I"
 
         def recover(self):
-            if self.status == "I" and self.random.random() < 0.1:
+            if self.status == "I" and self.random.random() < recovery_rate:
                 self.status = "R"
 
     class Sir(mesa.Model):
         def __init__(self):
             super().__init__(seed=seed)
-            self.rate = 0.3
+            self.rate = infection_rate
             g = nx.barabasi_albert_graph(agents, 3, seed=seed)
             self.grid = NetworkGrid(g)
             for node in g.nodes:
@@ -1221,7 +1221,11 @@ class Worker:
             if kind == "bare_mesa_sir":
                 return {
                     "msPerStep": bench_bare_mesa_sir(
-                        int(req.get("agents", 1000)), int(req.get("steps", 50)), int(req.get("seed", 1))
+                        int(req.get("agents", 1000)),
+                        int(req.get("steps", 50)),
+                        int(req.get("seed", 1)),
+                        float(req.get("infectionRate", 0.05)),
+                        float(req.get("recoveryRate", 0.1)),
                     )
                 }
             raise ValueError(f"unknown bench kind {kind!r}")

@@ -1139,7 +1139,8 @@ mod tests {
 
     #[test]
     fn every_enum_spelling_is_accepted_and_written_back() {
-        let cases: &[(&str, fn(&str) -> Result<String, serde_json::Error>)] = &[
+        type Case = (&'static str, fn(&str) -> Result<String, serde_json::Error>);
+        let cases: &[Case] = &[
             (
                 "[\"integer\",\"float\",\"number\",\"string\",\"boolean\",\"array\",\"object\"]",
                 |t| serde_json::to_string(&serde_json::from_str::<Vec<VarType>>(t)?),

@@ -520,7 +520,7 @@ impl<'a> Validator<'a> {
             let p = format!("{path}.initialCount");
             self.value(&t.initial_count, Some(VarType::Integer), Owner::Model, &p);
             if let ValueOrCall::Literal(Scalar::Number(n)) = &t.initial_count
-                && !n.as_u64().is_some()
+                && n.as_u64().is_none()
             {
                 self.error(
                     "type-mismatch",

@@ -198,7 +198,10 @@ impl Patch {
         let decl =
             decl.ok_or_else(|| AbmError::BadRequest(format!("the model declares no {what}")))?;
         let value = self.value();
-        if !decl.var_type.admits(value) && !(decl.var_type == VarType::Object && !value.is_null()) {
+        // "object" is the format's catch-all (LLMs use it for tuples, lists, records).
+        let fits =
+            decl.var_type.admits(value) || (decl.var_type == VarType::Object && !value.is_null());
+        if !fits {
             return Err(AbmError::BadRequest(format!(
                 "{what} is declared {} but the patch gives {value}",
                 decl.var_type
@@ -659,14 +662,17 @@ impl AbmWorker {
     }
 
     /// Reference timing: the SIR network model hand-written in Mesa 3 (no specification
-    /// layer), ms per step.
+    /// layer; Barabási–Albert m=3, 10 initial infections), ms per step.
     pub fn bench_bare_mesa_sir(
         &mut self,
         agents: u64,
         steps: u64,
         seed: u64,
+        rates: (f64, f64),
     ) -> Result<f64, AbmError> {
         let mut args = Map::new();
+        args.insert("infectionRate".into(), rates.0.into());
+        args.insert("recoveryRate".into(), rates.1.into());
         args.insert("kind".into(), "bare_mesa_sir".into());
         args.insert("agents".into(), agents.into());
         args.insert("steps".into(), steps.into());
@@ -785,39 +791,37 @@ impl AbmWorker {
             )));
         }
         let started = Instant::now();
-        let answer = loop {
-            let left = timeout.saturating_sub(started.elapsed());
-            let proc = self.proc.as_mut().expect("still running");
-            match proc.lines.recv_timeout(left) {
-                Ok(Some(text)) => {
-                    let v: Value = serde_json::from_str(&text).map_err(|e| {
-                        AbmError::Protocol(format!("answer is not JSON ({e}): {}", clip(&text)))
-                    })?;
-                    if v.get("id").and_then(Value::as_u64) == Some(rid) {
-                        break v;
-                    }
-                    // An answer to an older request that timed out on our side cannot arrive
-                    // (the process was replaced), so a mismatch is a protocol fault.
+        let left = timeout.saturating_sub(started.elapsed());
+        let proc = self.proc.as_mut().expect("still running");
+        let answer = match proc.lines.recv_timeout(left) {
+            Ok(Some(text)) => {
+                let v: Value = serde_json::from_str(&text).map_err(|e| {
+                    AbmError::Protocol(format!("answer is not JSON ({e}): {}", clip(&text)))
+                })?;
+                // Requests are strictly one at a time and a timed-out process is replaced, so
+                // an answer to another request is a protocol fault.
+                if v.get("id").and_then(Value::as_u64) != Some(rid) {
                     return Err(AbmError::Protocol(format!(
                         "answer for another request: {}",
                         clip(&text)
                     )));
                 }
-                Ok(None) | Err(RecvTimeoutError::Disconnected) => {
-                    let how = self.lose_process();
-                    return Err(AbmError::WorkerDied(how));
+                v
+            }
+            Ok(None) | Err(RecvTimeoutError::Disconnected) => {
+                let how = self.lose_process();
+                return Err(AbmError::WorkerDied(how));
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                self.lose_process();
+                if let Some(id) = about
+                    && let Some(e) = self.models.get_mut(&id)
+                {
+                    // Whatever the call did is gone with the process.
+                    e.dirty = true;
+                    e.lost = true;
                 }
-                Err(RecvTimeoutError::Timeout) => {
-                    self.lose_process();
-                    if let Some(id) = about
-                        && let Some(e) = self.models.get_mut(&id)
-                    {
-                        // Whatever the call did is gone with the process.
-                        e.dirty = true;
-                        e.lost = true;
-                    }
-                    return Err(AbmError::Timeout(timeout));
-                }
+                return Err(AbmError::Timeout(timeout));
             }
         };
         let Value::Object(mut out) = answer else {
@@ -963,13 +967,11 @@ impl WorkerPool {
                 })
                 .collect();
             for h in handles {
-                match h.join() {
-                    Ok(results) => {
-                        for (i, r) in results {
-                            slots[i] = Some(r);
-                        }
+                // A panicked thread leaves its slots empty; they are reported below.
+                if let Ok(results) = h.join() {
+                    for (i, r) in results {
+                        slots[i] = Some(r);
                     }
-                    Err(_) => {}
                 }
             }
         });
