@@ -1314,6 +1314,10 @@ def worker_discard(worker, req):
     poisoned (see poison_on_failure), so that the caller learns what happened to it."""
     if req.get("op") in ("load", "restore"):
         worker.drop(req.get("handle"))
+        # A half-built model is referenced only by Mesa's class-level id counters; release it.
+        live = {id(m) for m in worker.models.values()}
+        for m in [m for m in mesa.Agent._ids if id(m) not in live]:
+            mesa.Agent._ids.pop(m, None)
 
 
 def fail(rid, kind, message, tb=None):
