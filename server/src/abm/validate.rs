@@ -922,6 +922,13 @@ impl<'a> Validator<'a> {
             .filter(|(off, ident)| is_assignment(&all_clean, off + "model.".len() + ident.len()))
             .map(|(_, i)| i)
             .collect();
+        let assigned_env: HashSet<String> = dotted(&all_clean, "environment.")
+            .into_iter()
+            .filter(|(off, ident)| {
+                is_assignment(&all_clean, off + "environment.".len() + ident.len())
+            })
+            .map(|(_, i)| i)
+            .collect();
         for (path, code, fname, is_env) in &blocks {
             let clean = blank_strings_and_comments(code);
             if !defines_function(&clean, fname) {
@@ -965,6 +972,22 @@ impl<'a> Validator<'a> {
                         path,
                         format!(
                             "line {}: model.{ident} is neither Mesa's nor declared (a global variable is globalVariable.{ident})",
+                            line_of(code, off)
+                        ),
+                    );
+                }
+            }
+            for (off, ident) in dotted(&clean, "environment.") {
+                if ident != "model"
+                    && !self.env_attrs.contains_key(ident.as_str())
+                    && !self.env_behaviors.contains_key(ident.as_str())
+                    && !assigned_env.contains(&ident)
+                {
+                    self.warn(
+                        "undeclared-variable",
+                        path,
+                        format!(
+                            "line {}: environment.{ident} is not an environment attribute or behavior",
                             line_of(code, off)
                         ),
                     );
@@ -1881,6 +1904,16 @@ mod tests {
             Warning,
             "mesa2-idiom",
             "model.agents[0][0].agentBehaviors[0].code",
+        );
+        expect(
+            |v| {
+                let code =
+                    "def calculateInfectionProbability(c, t):\n    return environment.humidity * t";
+                m(v)["globalFunctions"][0]["code"] = json!(code);
+            },
+            Warning,
+            "undeclared-variable",
+            "model.globalFunctions[0].code",
         );
         expect(
             |v| m(v)["abmLibrary"]["version"] = json!("2.4"),
