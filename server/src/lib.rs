@@ -4,8 +4,10 @@
 //! * [`llm`] — the LLM seam and the offline mock dialect;
 //! * [`scenario`] — scenario files (`assets/scenarios/*.json`) turned into simulators;
 //! * [`trading`] — trading episodes on real market data (seed 003);
+//! * [`abm`] — agent-based models in sd-ai's abm-quant format, run on a Python/Mesa worker;
 //! * [`cli`] — the `simtree` command line.
 
+pub mod abm;
 pub mod cli;
 pub mod engine;
 pub mod http;

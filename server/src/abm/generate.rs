@@ -1,0 +1,436 @@
+//! Model generation with sd-ai's contract: `{prompt, lastModel?}` in, the API envelope out.
+//!
+//! The messages are: a system prompt (how to write a model in this format), then — when the
+//! caller iterates on an earlier model — that model as an assistant message followed by a user
+//! message asking to build on it, then the user's prompt. The structured-output call itself is
+//! injected ([`StructuredLlm`]; a plain closure works), so this module knows no provider: the
+//! provider layer wraps [`StructuredRequest::schema`] with [`super::schema::wrapped`] for its
+//! API. The answer is parsed strictly and validated before it is returned; when it has errors,
+//! the LLM gets one chance (by default) to repair them, with the findings quoted back.
+//! [`MockAbmLlm`] answers offline with one of the shipped example models.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::model::{AbmResponse, LlmAbmResponse, SupportingInfo};
+use super::schema::{SCHEMA_NAME, response_schema};
+use super::validate::validate;
+use crate::llm::{BoxFuture, LlmError};
+
+/// Who speaks a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+}
+
+/// One chat message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    pub role: Role,
+    pub content: String,
+}
+
+impl ChatMessage {
+    fn new(role: Role, content: impl Into<String>) -> Self {
+        ChatMessage {
+            role,
+            content: content.into(),
+        }
+    }
+}
+
+/// What the structured-output call receives.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StructuredRequest {
+    pub messages: Vec<ChatMessage>,
+    /// The response schema in sd-ai's converted form; wrap it per provider with
+    /// [`super::schema::wrapped`] / [`super::schema::provider_schema`].
+    pub schema: Value,
+    /// The schema's name (OpenAI's `json_schema.name`).
+    pub schema_name: &'static str,
+}
+
+/// A structured-output LLM call: messages + schema in, the parsed JSON object out.
+pub trait StructuredLlm: Send + Sync {
+    fn complete<'a>(
+        &'a self,
+        request: &'a StructuredRequest,
+    ) -> BoxFuture<'a, Result<Value, LlmError>>;
+}
+
+/// Any synchronous closure is a [`StructuredLlm`] (tests, adapters that block).
+impl<F> StructuredLlm for F
+where
+    F: Fn(&StructuredRequest) -> Result<Value, LlmError> + Send + Sync,
+{
+    fn complete<'a>(
+        &'a self,
+        request: &'a StructuredRequest,
+    ) -> BoxFuture<'a, Result<Value, LlmError>> {
+        let out = self(request);
+        Box::pin(async move { out })
+    }
+}
+
+/// The body of a generation request (`POST /api/abm/generate`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GenerateRequest {
+    pub prompt: String,
+    /// The model to iterate on, as the client holds it (passed to the LLM verbatim).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_model: Option<Value>,
+}
+
+/// Prompts and the repair budget; the defaults are this module's prompts and one repair.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GenerateOptions {
+    pub system_prompt: String,
+    pub assistant_prompt: String,
+    /// How many times an answer with validation errors is sent back to be fixed.
+    pub max_repairs: u32,
+}
+
+impl Default for GenerateOptions {
+    fn default() -> Self {
+        GenerateOptions {
+            system_prompt: SYSTEM_PROMPT.to_owned(),
+            assistant_prompt: ASSISTANT_PROMPT.to_owned(),
+            max_repairs: 1,
+        }
+    }
+}
+
+/// How the model is to be written; aimed at the mistakes the validator finds most.
+pub const SYSTEM_PROMPT: &str = "\
+You build agent-based simulation models. The user describes a system; you answer with one \
+complete model in the required JSON structure, plus a short explanation and a title.
+
+Work in this order:
+1. Decide who the agents are (each agent type), what they carry (attributes) and what they do \
+each step (behaviors).
+2. Decide the world: its topology (none, grid or network) and any properties of its own.
+3. Decide the model-wide parameters and counters (global variables) and helper functions.
+4. Decide how the model is set up (initialization order), what happens in one step (schedule \
+order), when it stops, and what is worth recording.
+
+Rules for a model that runs:
+- Every sourceName is exact: globalVariable.<name>, globalFunction.<name>, \
+environment.environmentAttribute.<name>, environment.environmentBehavior.<name>, \
+agent.<AgentType>.agentAttribute.<name>, agent.<AgentType>.agentBehavior.<name>, and \
+agent.<AgentType>.initialCount in the initialization order. The agent type's name exists only in \
+these sourceNames, so use one spelling throughout.
+- Declare everything you use. Code reads and writes globalVariable.<name> and calls \
+globalFunction.<name>(...); both must be declared. An agent's self.<name> must be one of its \
+attributes or behaviors (or Mesa's own: model, pos, unique_id, random). A value written as \
+{\"function\": name, \"args\": [...]} must name a declared function.
+- A termination rule watches a declared variable; some scheduled code must keep that variable \
+up to date (for example a counting function at the end of each step).
+- Seed the starting conditions. If all agents start alike (everyone susceptible, every tree \
+unburnt), add a global function to the initialization order that changes a few of them.
+- Write code for Mesa 3 when the library is Mesa: agents are created as Agent(model), the step \
+count is model.steps, all agents are model.agents, and there is no model.schedule, no mesa.time \
+and no next_id(). Grid neighbourhood calls pass moore explicitly. Use self.random or \
+model.random for chance, never numpy's global generator.
+- Each code field is one complete function definition whose name is the element's name. \
+Behaviors take the agent (or the environment) as self; global functions used as steps take \
+the model as their first parameter.";
+
+/// Sent after the previous model when iterating.
+pub const ASSISTANT_PROMPT: &str = "\
+The model above is the one you gave before. Build on it: change what the request below asks for, \
+keep everything else as it is, and explain what you changed.";
+
+/// Builds the message list of sd-ai's contract.
+pub fn messages(
+    options: &GenerateOptions,
+    prompt: &str,
+    last_model: Option<&Value>,
+) -> Vec<ChatMessage> {
+    let mut out = vec![ChatMessage::new(Role::System, &options.system_prompt)];
+    if let Some(last) = last_model {
+        let text = serde_json::to_string_pretty(last).unwrap_or_default();
+        out.push(ChatMessage::new(Role::Assistant, text));
+        if !options.assistant_prompt.is_empty() {
+            out.push(ChatMessage::new(Role::User, &options.assistant_prompt));
+        }
+    }
+    out.push(ChatMessage::new(Role::User, prompt));
+    out
+}
+
+/// Generates a model: never fails as a Rust error; every failure is the `{success: false,
+/// message}` envelope, as sd-ai answers.
+pub async fn generate(
+    llm: &dyn StructuredLlm,
+    request: &GenerateRequest,
+    options: &GenerateOptions,
+) -> AbmResponse {
+    match generate_model(llm, request, options).await {
+        Ok(r) => AbmResponse::Success {
+            model: Box::new(r.model),
+            supporting_info: SupportingInfo {
+                explanation: r.explanation,
+                title: r.title,
+            },
+        },
+        Err(message) => AbmResponse::Failure { message },
+    }
+}
+
+/// The generation loop: ask, parse, validate, and ask for repairs while errors remain.
+async fn generate_model(
+    llm: &dyn StructuredLlm,
+    request: &GenerateRequest,
+    options: &GenerateOptions,
+) -> Result<LlmAbmResponse, String> {
+    if request.prompt.trim().is_empty() {
+        return Err("the prompt is empty".into());
+    }
+    let mut req = StructuredRequest {
+        messages: messages(options, &request.prompt, request.last_model.as_ref()),
+        schema: response_schema(),
+        schema_name: SCHEMA_NAME,
+    };
+    let mut attempt = 0;
+    loop {
+        let answer = llm
+            .complete(&req)
+            .await
+            .map_err(|e| format!("the LLM call failed: {e}"))?;
+        let problems = match check_answer(&answer) {
+            Ok(r) => return Ok(r),
+            Err(problems) => problems,
+        };
+        if attempt >= options.max_repairs {
+            return Err(format!(
+                "the generated model is not valid:\n{}",
+                problems.join("\n")
+            ));
+        }
+        attempt += 1;
+        req.messages.push(ChatMessage::new(
+            Role::Assistant,
+            serde_json::to_string_pretty(&answer).unwrap_or_default(),
+        ));
+        req.messages.push(ChatMessage::new(
+            Role::User,
+            format!(
+                "That model cannot be used as it is. Fix these problems and answer with the whole corrected model:\n{}",
+                problems.join("\n")
+            ),
+        ));
+    }
+}
+
+/// Parses an LLM answer strictly and validates its model: the response, or the problems (one
+/// line each, with JSON paths).
+pub fn check_answer(answer: &Value) -> Result<LlmAbmResponse, Vec<String>> {
+    let parsed: LlmAbmResponse = serde_path_to_error::deserialize(answer.clone()).map_err(|e| {
+        let path = e.path().to_string();
+        vec![format!("{path}: {}", e.into_inner())]
+    })?;
+    let report = validate(&parsed.model).with_prefix("model.");
+    if report.is_ok() {
+        Ok(parsed)
+    } else {
+        Err(report.error_lines())
+    }
+}
+
+/// An offline stand-in for the LLM: answers with one of the shipped example models, picked by
+/// keywords of the prompt (fire/forest/grid → forest fire; wealth/money/market/trade → wealth
+/// exchange; anything else → the SIR network).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MockAbmLlm;
+
+impl MockAbmLlm {
+    /// The answer for a prompt.
+    pub fn answer(prompt: &str) -> Value {
+        let p = prompt.to_lowercase();
+        let has = |words: &[&str]| words.iter().any(|w| p.contains(w));
+        let (text, title) = if has(&["fire", "forest", "grid"]) {
+            (
+                include_str!("../../../assets/abm/forest_fire.json"),
+                "Forest Fire on a Grid",
+            )
+        } else if has(&["wealth", "money", "market", "trade", "econom"]) {
+            (
+                include_str!("../../../assets/abm/wealth_exchange.json"),
+                "Random Wealth Exchange",
+            )
+        } else {
+            (
+                include_str!("../../../assets/abm/sir_network.json"),
+                "SIR Epidemic on a Contact Network",
+            )
+        };
+        let doc = super::model::AbmDocument::parse(text).expect("shipped examples parse");
+        let model = doc.model().expect("shipped examples hold a model").clone();
+        serde_json::to_value(LlmAbmResponse {
+            model,
+            explanation: format!(
+                "Offline mock: this is the shipped example closest to the request ({title}); no LLM was called."
+            ),
+            title: title.to_owned(),
+        })
+        .unwrap_or(Value::Null)
+    }
+}
+
+impl StructuredLlm for MockAbmLlm {
+    fn complete<'a>(
+        &'a self,
+        request: &'a StructuredRequest,
+    ) -> BoxFuture<'a, Result<Value, LlmError>> {
+        let prompt = request
+            .messages
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::User)
+            .map(|m| m.content.clone())
+            .unwrap_or_default();
+        Box::pin(async move { Ok(MockAbmLlm::answer(&prompt)) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    fn request(prompt: &str) -> GenerateRequest {
+        GenerateRequest {
+            prompt: prompt.into(),
+            last_model: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn the_mock_answers_with_a_valid_model() {
+        for (prompt, title) in [
+            (
+                "write me an SIR abm network model using python and mesa",
+                "SIR",
+            ),
+            ("a forest fire spreading on a grid", "Forest"),
+            ("agents trading money at random", "Wealth"),
+        ] {
+            let r = generate(&MockAbmLlm, &request(prompt), &GenerateOptions::default()).await;
+            match r {
+                AbmResponse::Success {
+                    model,
+                    supporting_info,
+                } => {
+                    assert!(supporting_info.title.contains(title), "{prompt}");
+                    assert!(supporting_info.title.split_whitespace().count() <= 7);
+                    assert!(validate(&model).is_ok());
+                }
+                AbmResponse::Failure { message } => panic!("{prompt}: {message}"),
+            }
+        }
+    }
+
+    #[test]
+    fn messages_follow_the_contract() {
+        let opts = GenerateOptions::default();
+        let plain = messages(&opts, "build X", None);
+        assert_eq!(
+            plain.iter().map(|m| m.role).collect::<Vec<_>>(),
+            [Role::System, Role::User]
+        );
+        assert_eq!(plain[1].content, "build X");
+        let last = serde_json::json!({"codingLanguage": "python"});
+        let iter = messages(&opts, "now add births", Some(&last));
+        assert_eq!(
+            iter.iter().map(|m| m.role).collect::<Vec<_>>(),
+            [Role::System, Role::Assistant, Role::User, Role::User]
+        );
+        assert!(iter[1].content.contains("\"codingLanguage\": \"python\""));
+        assert_eq!(iter[2].content, ASSISTANT_PROMPT);
+        assert_eq!(iter[3].content, "now add births");
+    }
+
+    #[tokio::test]
+    async fn an_invalid_answer_is_sent_back_once_then_reported() {
+        // The seed's own example has two reference errors: the closure returns it every time.
+        let seed: Value = serde_json::from_str(include_str!(
+            "../../tests/fixtures/abm/seed000_sir_example.json"
+        ))
+        .unwrap();
+        let answer = serde_json::json!({
+            "model": seed["model"], "explanation": "x", "title": "SIR"
+        });
+        let seen = Mutex::new(Vec::new());
+        let llm = |req: &StructuredRequest| -> Result<Value, LlmError> {
+            seen.lock().unwrap().push(req.messages.clone());
+            Ok(answer.clone())
+        };
+        let r = generate(&llm, &request("SIR please"), &GenerateOptions::default()).await;
+        let AbmResponse::Failure { message } = r else {
+            panic!("expected a failure")
+        };
+        assert!(
+            message.contains("model.agents[0][0].initialCount.function"),
+            "{message}"
+        );
+        assert!(
+            message.contains("globalVariable.infectedCount"),
+            "{message}"
+        );
+        let seen = seen.into_inner().unwrap();
+        assert_eq!(seen.len(), 2, "one repair round");
+        let repair = &seen[1].last().unwrap().content;
+        assert!(repair.contains("getTotalPopulation"), "{repair}");
+        // The schema travels with every call.
+        assert_eq!(
+            serde_json::to_value(AbmResponse::Failure { message }).unwrap()["success"],
+            false
+        );
+    }
+
+    #[tokio::test]
+    async fn a_repaired_answer_is_accepted() {
+        let calls = Mutex::new(0);
+        let llm = |req: &StructuredRequest| -> Result<Value, LlmError> {
+            let mut n = calls.lock().unwrap();
+            *n += 1;
+            assert_eq!(req.schema_name, SCHEMA_NAME);
+            if *n == 1 {
+                Ok(
+                    serde_json::json!({"model": {"codingLanguage": "python"}, "explanation": "", "title": ""}),
+                )
+            } else {
+                Ok(MockAbmLlm::answer("fire"))
+            }
+        };
+        let r = generate(&llm, &request("fire"), &GenerateOptions::default()).await;
+        assert!(matches!(r, AbmResponse::Success { .. }), "{r:?}");
+        assert_eq!(*calls.lock().unwrap(), 2);
+    }
+
+    #[tokio::test]
+    async fn llm_errors_and_empty_prompts_become_failure_envelopes() {
+        let llm = |_: &StructuredRequest| -> Result<Value, LlmError> {
+            Err(LlmError::Request("connection refused".into()))
+        };
+        let r = generate(&llm, &request("x"), &GenerateOptions::default()).await;
+        assert!(
+            matches!(&r, AbmResponse::Failure { message } if message.contains("connection refused"))
+        );
+        let r = generate(&MockAbmLlm, &request("  "), &GenerateOptions::default()).await;
+        assert!(matches!(&r, AbmResponse::Failure { message } if message.contains("empty")));
+    }
+
+    #[test]
+    fn the_request_body_is_camel_case() {
+        let r: GenerateRequest =
+            serde_json::from_str(r#"{"prompt": "p", "lastModel": {"a": 1}}"#).unwrap();
+        assert_eq!(r.last_model, Some(serde_json::json!({"a": 1})));
+        assert!(serde_json::from_str::<GenerateRequest>(r#"{"promt": "p"}"#).is_err());
+    }
+}

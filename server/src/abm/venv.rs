@@ -1,0 +1,136 @@
+//! The worker's Python environment: `.venv-abm/` at the project root, created with
+//! `python3 -m venv` and filled from `assets/python/requirements.txt` (Mesa 3.x pinned, networkx).
+//!
+//! [`ensure_venv`] is idempotent: it does nothing when the venv exists and was installed from the
+//! current requirements (a copy of the file is kept inside the venv as the marker), and
+//! reinstalls when the requirements changed. `cargo xtask` calls it before running or testing;
+//! the first install downloads about 350 MB (numpy, pandas, scipy come with Mesa).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+/// The venv's folder name, under the project root (gitignored).
+pub const VENV_DIR: &str = ".venv-abm";
+/// The requirements file, relative to the project root.
+pub const REQUIREMENTS: &str = "assets/python/requirements.txt";
+/// The marker inside the venv: the requirements it was installed from.
+const MARKER: &str = "simtree-requirements.txt";
+
+/// One installation at a time within this process (tests run in parallel threads).
+static INSTALL: Mutex<()> = Mutex::new(());
+
+/// The interpreter inside a venv folder.
+pub fn venv_python(venv: &Path) -> PathBuf {
+    if cfg!(windows) {
+        venv.join("Scripts").join("python.exe")
+    } else {
+        venv.join("bin").join("python")
+    }
+}
+
+/// The system Python used to create the venv: `$SIMTREE_BOOTSTRAP_PYTHON`, else `python3`.
+pub fn bootstrap_python() -> PathBuf {
+    std::env::var_os("SIMTREE_BOOTSTRAP_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("python3"))
+}
+
+/// Whether a usable `python3` exists on this machine (tests skip only when it does not).
+pub fn python_available() -> bool {
+    Command::new(bootstrap_python())
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Makes sure `<root>/.venv-abm` exists with the pinned requirements installed, and returns its
+/// Python interpreter.
+pub fn ensure_venv(root: &Path) -> Result<PathBuf, String> {
+    let _guard = INSTALL.lock().unwrap_or_else(|p| p.into_inner());
+    let requirements_path = root.join(REQUIREMENTS);
+    let requirements = std::fs::read_to_string(&requirements_path)
+        .map_err(|e| format!("cannot read {}: {e}", requirements_path.display()))?;
+    let venv = root.join(VENV_DIR);
+    let python = venv_python(&venv);
+    let marker = venv.join(MARKER);
+    if python.is_file() && std::fs::read_to_string(&marker).ok().as_deref() == Some(&requirements) {
+        return Ok(python);
+    }
+    if !python.is_file() {
+        run(
+            Command::new(bootstrap_python())
+                .arg("-m")
+                .arg("venv")
+                .arg(&venv),
+            "create the virtualenv",
+        )?;
+    }
+    run(
+        Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--disable-pip-version-check",
+                "-q",
+                "-r",
+            ])
+            .arg(&requirements_path),
+        "install the worker's requirements",
+    )?;
+    std::fs::write(&marker, &requirements)
+        .map_err(|e| format!("cannot write {}: {e}", marker.display()))?;
+    Ok(python)
+}
+
+fn run(cmd: &mut Command, what: &str) -> Result<(), String> {
+    let shown = format!("{cmd:?}");
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot {what}: {shown}: {e}"))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let tail: Vec<&str> = stderr.lines().rev().take(15).collect();
+    let tail: Vec<&str> = tail.into_iter().rev().collect();
+    Err(format!(
+        "cannot {what}: {shown} exited with {}:\n{}",
+        out.status,
+        tail.join("\n")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_existing_venv_with_the_same_requirements_is_left_alone() {
+        // A fake root whose "venv" has an interpreter file and an up-to-date marker: nothing may
+        // run (there is no real python there, so any command would fail).
+        let root = std::env::temp_dir().join(format!("simtree-venv-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("assets/python")).unwrap();
+        std::fs::write(root.join(REQUIREMENTS), "mesa==3.3.1\n").unwrap();
+        let python = venv_python(&root.join(VENV_DIR));
+        std::fs::create_dir_all(python.parent().unwrap()).unwrap();
+        std::fs::write(&python, "").unwrap();
+        std::fs::write(root.join(VENV_DIR).join(MARKER), "mesa==3.3.1\n").unwrap();
+        assert_eq!(ensure_venv(&root).unwrap(), python);
+
+        // Changed requirements: it tries to reinstall, and the fake interpreter fails with a
+        // message naming the step.
+        std::fs::write(root.join(REQUIREMENTS), "mesa==3.3.1\nnetworkx==3.6.1\n").unwrap();
+        let err = ensure_venv(&root).unwrap_err();
+        assert!(err.contains("install the worker's requirements"), "{err}");
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn missing_requirements_are_reported() {
+        let err = ensure_venv(Path::new("/nonexistent-simtree-root")).unwrap_err();
+        assert!(err.contains("requirements.txt"), "{err}");
+    }
+}

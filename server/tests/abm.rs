@@ -1,0 +1,573 @@
+//! Agent-based models run for real: the Python worker with Mesa 3 from `.venv-abm/` (created
+//! here if missing), the shipped examples, snapshots and branches, the limits, restarts and the
+//! pool. These tests skip (with a message) only when `python3` itself is absent.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use simtree::abm::cli::{RunOptions, run_file};
+use simtree::abm::model::AbmDocument;
+use simtree::abm::venv::{ensure_venv, python_available};
+use simtree::abm::worker::{Advance, Start, StepRecord};
+use simtree::abm::{AbmError, AbmModel, AbmWorker, Patch, WorkerConfig, WorkerLimits, WorkerPool};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The worker configuration, or `None` (after saying why) when python3 is not installed.
+fn config(limits: WorkerLimits) -> Option<WorkerConfig> {
+    if !python_available() {
+        eprintln!("SKIPPED: python3 is not installed, so the ABM worker cannot run");
+        return None;
+    }
+    let python = ensure_venv(&root()).expect("the ABM venv can be created");
+    Some(WorkerConfig {
+        python,
+        script: root().join("assets/python/abm_worker.py"),
+        limits,
+    })
+}
+
+fn worker() -> Option<AbmWorker> {
+    config(WorkerLimits::default()).map(|c| AbmWorker::spawn(c).expect("worker starts"))
+}
+
+fn example(name: &str) -> AbmModel {
+    let text = std::fs::read_to_string(root().join("assets/abm").join(name)).unwrap();
+    AbmDocument::parse(&text).unwrap().model().unwrap().clone()
+}
+
+fn value(r: &StepRecord, name: &str) -> i64 {
+    r.values[name]
+        .as_i64()
+        .unwrap_or_else(|| panic!("{name} in {r:?}"))
+}
+
+/// A model whose one agent type runs `code` as its only behavior (topology none).
+fn tiny_model(code: &str, extra_globals: Value) -> AbmModel {
+    let mut globals = vec![
+        json!({"name": "ticks", "description": "steps seen", "type": "integer",
+        "initialValue": 0, "sourceName": "globalVariable.ticks"}),
+    ];
+    if let Value::Array(more) = extra_globals {
+        globals.extend(more);
+    }
+    let v = json!({
+        "codingLanguage": "python",
+        "abmLibrary": {"name": "mesa", "version": "3.3"},
+        "globalVariables": globals,
+        "environment": {"name": "void", "description": "nothing",
+            "topology": {"description": "no space", "type": "none"}},
+        "agents": [[{
+            "agentAttributes": [{"name": "energy", "description": "e", "type": "integer",
+                "initialValue": 1, "sourceName": "agent.Blob.agentAttribute.energy"}],
+            "initialCount": 3,
+            "agentBehaviors": [{"name": "act", "description": "a", "executionMode": "per-agent",
+                "sourceName": "agent.Blob.agentBehavior.act", "code": code}]
+        }]],
+        "terminationCriteria": {"maxSteps": 1000},
+        "scheduler": {
+            "initialization": {"description": "d", "initializationOrder": [
+                {"sourceName": "agent.Blob.initialCount", "type": "initialCount", "orderInInitialization": 1}]},
+            "schedule": {"description": "d", "scheduleOrder": [
+                {"sourceName": "agent.Blob.agentBehavior.act", "type": "agentBehavior", "orderInSchedule": 1}]}
+        },
+        "dataAnalytics": {"trackedVariables": [{"description": "t", "sourceName": "globalVariable.ticks",
+            "collectionLevel": "model", "checkTime": "end-of-step"}]}
+    });
+    serde_json::from_value(v).expect("tiny model parses")
+}
+
+#[test]
+fn sir_runs_to_termination() {
+    let Some(mut w) = worker() else { return };
+    let info = w.ping().unwrap();
+    assert!(info.mesa.starts_with("3."), "{info:?}");
+    let model = example("sir_network.json");
+    let loaded = w.load(&model, 7).unwrap();
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    assert_eq!(loaded.info.agents["Person"], 1000);
+    assert!(loaded.info.edges.unwrap() > 2900, "{:?}", loaded.info);
+    assert_eq!(loaded.initial["globalVariable.infectedCount"], 10);
+    let report = w.step(loaded.id, 10_000).unwrap();
+    let term = report.terminated.expect("the epidemic ends");
+    assert_eq!(term.reason, "rule");
+    assert_eq!(
+        term.source_name.as_deref(),
+        Some("globalVariable.infectedCount")
+    );
+    assert!(
+        report.steps < 200,
+        "ended by the rule, not maxSteps: {}",
+        report.steps
+    );
+    assert_eq!(report.records.len() as u64, report.steps);
+    for r in &report.records {
+        let total = value(r, "globalVariable.susceptibleCount")
+            + value(r, "globalVariable.infectedCount")
+            + value(r, "globalVariable.recoveredCount");
+        assert_eq!(total, 1000, "step {}", r.step);
+        assert_eq!(
+            r.values["agent.Person.agentAttribute.status"]
+                .as_array()
+                .unwrap()
+                .len(),
+            1000
+        );
+    }
+    let last = report.records.last().unwrap();
+    assert_eq!(value(last, "globalVariable.infectedCount"), 0);
+    assert!(
+        value(last, "globalVariable.recoveredCount") > 100,
+        "{last:?}"
+    );
+    // Stepping a finished model does nothing.
+    let again = w.step(loaded.id, 5).unwrap();
+    assert!(again.records.is_empty() && again.terminated.is_some());
+}
+
+#[test]
+fn branches_from_a_snapshot_diverge_and_an_unchanged_one_reproduces_the_original() {
+    let Some(mut w) = worker() else { return };
+    let model = example("sir_network.json");
+    let id = w.load(&model, 42).unwrap().id;
+    let first = w.step(id, 20).unwrap();
+    assert_eq!(first.steps, 20);
+    assert!(first.terminated.is_none());
+    let snap = w.snapshot(id).unwrap();
+    assert!(
+        snap.len() > 50_000,
+        "a pickle of 1,000 agents: {} bytes",
+        snap.len()
+    );
+    let original = w.step(id, 10_000).unwrap();
+
+    let mut run = |rate: Option<f64>| {
+        let b = w.restore(&snap).unwrap();
+        if let Some(rate) = rate {
+            let p = Patch::GlobalVariable {
+                name: "infectionRate".into(),
+                value: json!(rate),
+            };
+            p.check(&model).unwrap();
+            assert_eq!(w.set(b, &p).unwrap(), 1);
+        }
+        let r = w.step(b, 10_000).unwrap();
+        w.drop_model(b).unwrap();
+        r
+    };
+    let low = run(Some(0.02));
+    let high = run(Some(0.15));
+    let same = run(None);
+    assert_eq!(
+        same.records, original.records,
+        "unchanged branch reproduces the run exactly"
+    );
+    assert_eq!(same.steps, original.steps);
+    let recovered = |r: &simtree::abm::StepReport| {
+        value(r.records.last().unwrap(), "globalVariable.recoveredCount")
+    };
+    assert_ne!(low.records, high.records);
+    assert!(
+        recovered(&low) + 50 < recovered(&high),
+        "low {} vs high {}",
+        recovered(&low),
+        recovered(&high)
+    );
+
+    // The snapshot continues the same way in another process.
+    let mut other = worker().unwrap();
+    let c = other.restore(&snap).unwrap();
+    assert_eq!(other.step(c, 10_000).unwrap().records, original.records);
+}
+
+#[test]
+fn the_seed_example_runs_with_its_gaps_bridged_and_reported() {
+    let Some(mut w) = worker() else { return };
+    let text =
+        std::fs::read_to_string(root().join("server/tests/fixtures/abm/seed000_sir_example.json"))
+            .unwrap();
+    let model = AbmDocument::parse(&text).unwrap().model().unwrap().clone();
+    let loaded = w.load(&model, 1).unwrap();
+    let warnings = loaded.warnings.join("\n");
+    assert!(warnings.contains("getTotalPopulation"), "{warnings}");
+    assert!(warnings.contains("infectedCount"), "{warnings}");
+    assert_eq!(loaded.info.agents["Person"], 1000);
+    // Nobody is infected at the start, so nothing ever happens until maxSteps.
+    let r = w.step(loaded.id, 1000).unwrap();
+    assert_eq!(r.terminated.unwrap().reason, "maxSteps");
+    assert_eq!(r.steps, 200);
+    let statuses = r.records.last().unwrap().values["agent.Person.agentAttribute.status"].clone();
+    assert!(statuses.as_array().unwrap().iter().all(|s| s == "S"));
+}
+
+#[test]
+fn grid_and_spaceless_examples_run() {
+    let Some(mut w) = worker() else { return };
+    let fire = w.load(&example("forest_fire.json"), 3).unwrap();
+    assert_eq!(fire.info.agents["Tree"], 960, "40 x 40 x 0.6");
+    assert!(
+        fire.initial["globalVariable.burningCount"]
+            .as_i64()
+            .unwrap()
+            > 10
+    );
+    let r = w.step(fire.id, 1000).unwrap();
+    assert_eq!(
+        r.terminated.unwrap().source_name.as_deref(),
+        Some("globalVariable.burningCount")
+    );
+    let last = r.records.last().unwrap();
+    assert_eq!(
+        value(last, "globalVariable.fineCount") + value(last, "globalVariable.burnedCount"),
+        960
+    );
+
+    let wealth = w.load(&example("wealth_exchange.json"), 3).unwrap();
+    assert_eq!(wealth.initial["globalVariable.gini"], 0.0);
+    let r = w.step(wealth.id, 1000).unwrap();
+    assert_eq!(r.terminated.unwrap().reason, "maxSteps");
+    assert_eq!(r.steps, 300);
+    let last = r.records.last().unwrap();
+    assert!(
+        last.values["globalVariable.gini"].as_f64().unwrap() > 0.3,
+        "{last:?}"
+    );
+    assert_eq!(
+        last.values["agent.Trader.agentAttribute.wealth"], 1.0,
+        "money is conserved"
+    );
+}
+
+#[test]
+fn agent_and_environment_patches_reach_the_model() {
+    let Some(mut w) = worker() else { return };
+    let model = example("forest_fire.json");
+    let id = w.load(&model, 5).unwrap().id;
+    w.step(id, 3).unwrap();
+    // Put every fire out: the next step ends the run by its rule.
+    let all = Patch::AgentAttribute {
+        agent_type: "Tree".into(),
+        name: "condition".into(),
+        value: json!("Fine"),
+        agent_id: None,
+    };
+    all.check(&model).unwrap();
+    assert_eq!(w.set(id, &all).unwrap(), 960);
+    let r = w.step(id, 10).unwrap();
+    assert_eq!(r.steps, 4);
+    assert_eq!(value(&r.records[0], "globalVariable.fineCount"), 960);
+    // One tree set burning starts a new fire.
+    let one = Patch::AgentAttribute {
+        agent_type: "Tree".into(),
+        name: "condition".into(),
+        value: json!("Burning"),
+        agent_id: Some(500),
+    };
+    let id2 = w.load(&model, 5).unwrap().id;
+    w.set(id2, &all).unwrap();
+    assert_eq!(w.set(id2, &one).unwrap(), 1);
+    let r = w.step(id2, 1).unwrap();
+    assert!(value(&r.records[0], "globalVariable.burnedCount") == 1);
+    // Environment attribute and unknown names.
+    let env = Patch::EnvironmentAttribute {
+        name: "density".into(),
+        value: json!(0.9),
+    };
+    assert_eq!(w.set(id2, &env).unwrap(), 1);
+    assert_eq!(w.info(id2).unwrap().environment_attributes["density"], 0.9);
+    let bad = Patch::GlobalVariable {
+        name: "nope".into(),
+        value: json!(1),
+    };
+    let e = w.set(id2, &bad).unwrap_err();
+    assert!(
+        matches!(&e, AbmError::BadRequest(m) if m.contains("nope")),
+        "{e}"
+    );
+    // A refused patch does not spoil the model.
+    w.step(id2, 1).unwrap();
+}
+
+#[test]
+fn mesa2_idioms_run_through_the_shim() {
+    let Some(mut w) = worker() else { return };
+    let code = "def act(self):\n    from mesa.time import RandomActivation\n    if self.unique_id == 1:\n        globalVariable.ticks = self.model.schedule.time\n    self.energy = self.model.schedule.get_agent_count() + len(self.model.schedule.agents)";
+    let model = tiny_model(code, json!([]));
+    let id = w.load(&model, 1).unwrap().id;
+    let r = w.step(id, 3).unwrap();
+    // Mesa 2 numbering: schedule.time is 0 during the first step.
+    let ticks: Vec<i64> = r
+        .records
+        .iter()
+        .map(|x| value(x, "globalVariable.ticks"))
+        .collect();
+    assert_eq!(ticks, [0, 1, 2]);
+    let info = w.info(id).unwrap();
+    assert_eq!(info.steps, 3);
+}
+
+#[test]
+fn model_code_errors_are_reported_with_their_source() {
+    let Some(mut w) = worker() else { return };
+    let model = tiny_model(
+        "def act(self):\n    x = 1\n    return self.energy / (self.energy - 1)",
+        json!([]),
+    );
+    let id = w.load(&model, 1).unwrap().id;
+    let e = w.step(id, 1).unwrap_err();
+    let AbmError::ModelCode { message, traceback } = &e else {
+        panic!("{e}")
+    };
+    assert!(message.contains("ZeroDivisionError"), "{message}");
+    let tb = traceback.as_deref().unwrap_or_default();
+    assert!(tb.contains("agent.Blob.agentBehavior.act, line 3"), "{tb}");
+    // Half a step happened: the model is refused from now on.
+    assert!(matches!(w.step(id, 1), Err(AbmError::Poisoned(_))));
+    w.drop_model(id).unwrap();
+    // A syntax error fails the load and names the element.
+    let broken = tiny_model("def act(self)\n    pass", json!([]));
+    let e = w.load(&broken, 1).unwrap_err().to_string();
+    assert!(
+        e.contains("agent.Blob.agentBehavior.act") && e.contains("syntax"),
+        "{e}"
+    );
+}
+
+#[test]
+fn limits_stop_runaway_models_and_spare_the_others() {
+    // A generous wall-clock timeout: on a busy machine CPU time accrues slower than wall time,
+    // and this test is about the CPU and memory limits firing first.
+    let limits = WorkerLimits {
+        call_timeout: Duration::from_secs(60),
+        cpu_seconds_per_call: 2,
+        memory_bytes: 1 << 30,
+    };
+    let Some(cfg) = config(limits) else { return };
+    let mut w = AbmWorker::spawn(cfg.clone()).unwrap();
+    let sir = example("sir_network.json");
+    // A healthy model, part-way through its run, and its reference continuation elsewhere.
+    let healthy = w.load(&sir, 11).unwrap().id;
+    w.step(healthy, 5).unwrap();
+    let mut reference = AbmWorker::spawn(cfg.clone()).unwrap();
+    let rid = reference.load(&sir, 11).unwrap().id;
+    reference.step(rid, 5).unwrap();
+    let expected = reference.step(rid, 10).unwrap().records;
+    let pid = w.pid();
+
+    // An infinite loop: stopped by the CPU budget; same process, reported.
+    let spin = tiny_model(
+        "def act(self):\n    while True:\n        self.energy += 1",
+        json!([]),
+    );
+    let s = w.load(&spin, 1).unwrap().id;
+    let e = w.step(s, 1).unwrap_err();
+    assert!(matches!(e, AbmError::CpuLimit(2)), "{e}");
+    assert_eq!(w.pid(), pid, "the worker survived");
+    assert!(matches!(w.step(s, 1), Err(AbmError::Poisoned(_))));
+
+    // A huge allocation: stopped by the memory limit; reported.
+    let hog = tiny_model(
+        "def act(self):\n    self.blob = bytearray(8 * 1024 ** 3)",
+        json!([]),
+    );
+    let h = w.load(&hog, 1).unwrap().id;
+    let e = w.step(h, 1).unwrap_err();
+    assert!(matches!(e, AbmError::MemoryLimit(_)), "{e}");
+    let grow = tiny_model(
+        "def act(self):\n    chunks = []\n    while True:\n        chunks.append(bytearray(64 * 1024 * 1024))",
+        json!([]),
+    );
+    let g = w.load(&grow, 1).unwrap().id;
+    assert!(matches!(w.step(g, 1), Err(AbmError::MemoryLimit(_))));
+    assert_eq!(w.pid(), pid);
+
+    // The healthy model goes on exactly as it would have.
+    assert_eq!(w.step(healthy, 10).unwrap().records, expected);
+}
+
+#[test]
+fn a_hung_or_crashed_worker_is_restarted_without_losing_snapshots() {
+    let limits = WorkerLimits {
+        call_timeout: Duration::from_secs(3),
+        cpu_seconds_per_call: 2,
+        memory_bytes: 1 << 30,
+    };
+    let Some(cfg) = config(limits) else { return };
+    let mut w = AbmWorker::spawn(cfg).unwrap();
+    let sir = example("sir_network.json");
+    // One model snapshotted at step 5 (its checkpoint), one with unsaved progress.
+    let saved = w.load(&sir, 21).unwrap().id;
+    w.step(saved, 5).unwrap();
+    let snap = w.snapshot(saved).unwrap();
+    let unsaved = w.load(&sir, 22).unwrap().id;
+    w.step(unsaved, 5).unwrap();
+    let expected = {
+        let mut other = worker().unwrap();
+        let x = other.restore(&snap).unwrap();
+        other.step(x, 10).unwrap().records
+    };
+    let pid = w.pid();
+
+    // Sleeping uses no CPU, so only the wall-clock timeout can stop it.
+    let sleeper = tiny_model(
+        "def act(self):\n    import time\n    time.sleep(60)",
+        json!([]),
+    );
+    let s = w.load(&sleeper, 1).unwrap().id;
+    let e = w.step(s, 1).unwrap_err();
+    assert!(matches!(e, AbmError::Timeout(_)), "{e}");
+    assert_eq!(w.restarts(), 1);
+    assert!(matches!(w.step(s, 1), Err(AbmError::Lost(_))));
+    assert!(matches!(w.step(unsaved, 1), Err(AbmError::Lost(_))));
+    // The snapshotted model is back, transparently, in the new process.
+    assert_eq!(w.step(saved, 10).unwrap().records, expected);
+    assert_ne!(w.pid(), pid);
+
+    // A hard crash of the interpreter: reported, restarted, snapshots still restore.
+    let crasher = tiny_model("def act(self):\n    import os\n    os._exit(3)", json!([]));
+    let c = w.load(&crasher, 1).unwrap().id;
+    let e = w.step(c, 1).unwrap_err();
+    assert!(
+        matches!(&e, AbmError::WorkerDied(m) if m.contains("3")),
+        "{e}"
+    );
+    assert_eq!(w.restarts(), 2);
+    let again = w.restore(&snap).unwrap();
+    assert_eq!(w.step(again, 10).unwrap().records, expected);
+}
+
+#[test]
+fn the_pool_runs_replicates_in_parallel_with_distinct_seeds() {
+    let Some(cfg) = config(WorkerLimits::default()) else {
+        return;
+    };
+    let pool = WorkerPool::spawn(&cfg, 2).unwrap();
+    assert_eq!(pool.size(), 2);
+    let sir = example("sir_network.json");
+    let snap = pool.with_worker(|w| {
+        let id = w.load(&sir, 5).unwrap().id;
+        w.step(id, 20).unwrap();
+        w.snapshot(id).unwrap()
+    });
+    let plan = Advance {
+        patches: vec![],
+        reseed: None,
+        steps: 10_000,
+    };
+    let seeds = [1, 2, 3, 1];
+    let results: Vec<_> = pool
+        .replicates(Start::Snapshot(&snap), &plan, &seeds)
+        .into_iter()
+        .map(|r| r.expect("replicate runs"))
+        .collect();
+    assert_eq!(results.len(), 4);
+    // Seeds 1 (twice, on different workers) agree; different seeds differ.
+    assert_eq!(results[0].report.records, results[3].report.records);
+    // (Their pickles need not be byte-identical: pickle shares equal objects by identity,
+    // which differs between processes; the states they hold are the same.)
+    assert_ne!(results[0].report.records, results[1].report.records);
+    assert_ne!(results[1].report.records, results[2].report.records);
+    for r in &results {
+        assert!(r.report.steps > 20);
+        assert_eq!(
+            r.before["globalVariable.infectedCount"],
+            results[0].before["globalVariable.infectedCount"]
+        );
+    }
+    // From the specification: each replicate is built with its seed.
+    let fresh = pool.replicates(
+        Start::Spec {
+            model: &sir,
+            seed: 0,
+        },
+        &Advance {
+            steps: 5,
+            ..Advance::default()
+        },
+        &[8, 9],
+    );
+    let fresh: Vec<_> = fresh.into_iter().map(Result::unwrap).collect();
+    assert_ne!(fresh[0].report.records, fresh[1].report.records);
+    // A patched plan applies to every replicate.
+    let patched = pool.replicates(
+        Start::Snapshot(&snap),
+        &Advance {
+            patches: vec![Patch::GlobalVariable {
+                name: "recoveryRate".into(),
+                value: json!(1.0),
+            }],
+            reseed: None,
+            steps: 1,
+        },
+        &[1, 2],
+    );
+    for r in patched {
+        let r = r.unwrap();
+        // Recovery runs after infection, so with certain recovery nobody is left infected.
+        assert_eq!(
+            value(&r.report.records[0], "globalVariable.infectedCount"),
+            0
+        );
+    }
+}
+
+#[test]
+fn the_run_command_prints_steps_as_text_and_json_lines() {
+    let Some(cfg) = config(WorkerLimits::default()) else {
+        return;
+    };
+    let options = RunOptions {
+        steps: 30,
+        seed: 4,
+        json: true,
+        root: root(),
+        limits: cfg.limits.clone(),
+    };
+    let path = root().join("assets/abm/wealth_exchange.json");
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let summary = run_file(&path, &options, &mut out, &mut err).unwrap();
+    assert_eq!(summary.steps, 30);
+    let lines: Vec<Value> = String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 32, "start, 30 steps, end");
+    assert_eq!(lines[0]["type"], "start");
+    assert_eq!(lines[1]["type"], "step");
+    assert_eq!(lines[1]["data"]["step"], 1);
+    assert!(lines[30]["data"]["values"]["globalVariable.gini"].is_number());
+    assert_eq!(lines[31]["type"], "end");
+
+    let text_options = RunOptions {
+        json: false,
+        steps: 500,
+        ..options
+    };
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let summary = run_file(
+        &root().join("assets/abm/sir_network.json"),
+        &text_options,
+        &mut out,
+        &mut err,
+    )
+    .unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert!(
+        text.contains("1000 Person on a network topology, seed 4"),
+        "{text}"
+    );
+    assert!(text.contains("stopped after step"), "{text}");
+    assert!(summary.terminated.unwrap().contains("infectedCount"));
+
+    // Validation errors stop the run before any worker starts.
+    let seed = root().join("server/tests/fixtures/abm/seed000_sir_example.json");
+    let e = run_file(&seed, &text_options, &mut Vec::new(), &mut Vec::new()).unwrap_err();
+    assert!(
+        matches!(&e, AbmError::Invalid(lines) if lines.len() == 2),
+        "{e}"
+    );
+}
