@@ -153,11 +153,7 @@ fn main() {
             })
             .collect(),
     );
-    let loop_ms = median(
-        (0..5)
-            .map(|_| w.bench_python_loop(1000, 100).unwrap())
-            .collect(),
-    );
+    let loop_ms = median((0..5).map(|_| w.bench_python_loop(1000, 100).unwrap()).collect());
     let t = Instant::now();
     let pings = 200;
     for _ in 0..pings {
@@ -165,9 +161,7 @@ fn main() {
     }
     let ping = t.elapsed().as_secs_f64() * 1e3 / pings as f64;
     println!("references inside the same worker:");
-    println!(
-        "  bare Mesa 3 SIR (hand-written), 1,000 agents, same rates, first 40 steps  {bare:>7.2} ms/step"
-    );
+    println!("  bare Mesa 3 SIR (hand-written), 1,000 agents, same rates, first 40 steps  {bare:>7.2} ms/step");
     println!("  pure-Python loop, 100 x 1,000 objects          {loop_ms:>7.2} ms");
     println!("  empty round trip (ping)                        {ping:>7.3} ms");
 
@@ -180,14 +174,7 @@ fn main() {
     for size in [1, 2] {
         let pool = WorkerPool::spawn(&config, size).unwrap();
         let t = Instant::now();
-        let results = pool.replicates(
-            Start::Spec {
-                model: &model,
-                seed: 0,
-            },
-            &plan,
-            &seeds,
-        );
+        let results = pool.replicates(Start::Spec { model: &model, seed: 0 }, &plan, &seeds);
         let ms = t.elapsed().as_secs_f64() * 1e3;
         assert!(results.iter().all(Result::is_ok));
         println!("replicates: 8 x (build + 30 steps + snapshot), pool of {size}: {ms:>8.1} ms");

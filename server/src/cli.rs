@@ -41,6 +41,11 @@ pub enum Command {
     },
     /// List the scenarios found in the assets folder.
     Scenarios,
+    /// Agent-based models in sd-ai's abm-quant format.
+    Abm {
+        #[command(subcommand)]
+        command: AbmCommand,
+    },
     /// Trading episodes on real market data.
     Trade {
         #[command(subcommand)]
@@ -79,6 +84,30 @@ pub enum Command {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum AbmCommand {
+    /// Check a model file: errors and warnings with their JSON paths (exit 1 on errors).
+    Validate { file: PathBuf },
+    /// Print the LLM response schema in one provider's wrapping.
+    Schema {
+        #[arg(long)]
+        provider: String,
+    },
+    /// Run a model on the Python/Mesa worker and print the tracked variables per step.
+    Run {
+        file: PathBuf,
+        #[arg(long, default_value_t = 100)]
+        steps: u64,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// JSON lines instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Create the worker's Python venv (.venv-abm with Mesa) when missing.
+    Setup,
+}
+
+#[derive(Debug, Subcommand)]
 pub enum TradeCommand {
     /// Run one episode with a baseline or the (mock) LLM agent; print metrics and write the
     /// experiment folder (`config.json`, `episode_log.jsonl`, `trade_history.json`).
@@ -104,9 +133,12 @@ fn run(cli: Cli) -> Result<(), String> {
     {
         return crate::trading::cli::trade_run(args).map(|out| print!("{out}"));
     }
+    if let Command::Abm { command } = cli.command {
+        return abm(command, &assets);
+    }
     let library = ScenarioLibrary::load_assets(&assets).map_err(|e| e.to_string())?;
     match cli.command {
-        Command::Trade { .. } => Ok(()),
+        Command::Trade { .. } | Command::Abm { .. } => Ok(()),
         Command::Scenarios => {
             for s in &library.scenarios {
                 println!("{:<22} {:<12} {}", s.id, s.scene.name, s.title);
@@ -209,6 +241,39 @@ fn run(cli: Cli) -> Result<(), String> {
     }
 }
 
+fn abm(command: AbmCommand, assets: &std::path::Path) -> Result<(), String> {
+    use crate::abm::cli as c;
+    let root = assets.join("..");
+    let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
+    match command {
+        AbmCommand::Validate { file } => match c::validate_file(&file, &mut out).map_err(|e| e.to_string())? {
+            true => Ok(()),
+            false => Err(format!("{}: the model has errors", file.display())),
+        },
+        AbmCommand::Schema { provider } => c::print_schema(&provider, &mut out).map_err(|e| e.to_string()),
+        AbmCommand::Run {
+            file,
+            steps,
+            seed,
+            json,
+        } => {
+            let options = c::RunOptions {
+                steps,
+                seed,
+                json,
+                root,
+                limits: Default::default(),
+            };
+            c::run_file(&file, &options, &mut out, &mut err)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        }
+        AbmCommand::Setup => {
+            crate::abm::venv::ensure_venv(&root).map(|p| eprintln!("ABM worker python: {}", p.display()))
+        }
+    }
+}
+
 /// The LLM backend from the LLM_* environment (default: the offline mock) and an optional file.
 fn backend(file: Option<&std::path::Path>) -> Result<Backend, String> {
     let mut config = LlmConfig::from_env().map_err(|e| format!("LLM settings: {e}"))?;
@@ -262,6 +327,7 @@ pub fn human_line(e: &Event) -> String {
         EventType::EmotionUpdate => format!("[emotion] {} {}", s(d, "agent"), s(d, "emotion")),
         EventType::LandlordDeal => format!("[deal] bottom {}", d["bottom"]),
         EventType::DecisionPoint => format!("[decision] {} value {}", d["log"]["case_id"], d["value"]),
+        EventType::AbmStep => format!("[step {}] {}", d["step"], d["values"]),
         EventType::AgentError => format!("[error] {} step {}: {}", s(d, "agent"), d["step"], s(d, "error")),
     }
 }

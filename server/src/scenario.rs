@@ -232,52 +232,98 @@ impl TradingScenario {
     }
 }
 
-/// The scenarios of the assets folder, sorted by id: social scenes and trading episodes.
+/// An agent-based model shipped in `assets/abm/<id>.json` (sd-ai envelope or bare model).
+#[derive(Clone, Debug)]
+pub struct AbmScenario {
+    pub id: String,
+    pub title: String,
+    pub description: String,
+    pub model: crate::abm::model::AbmModel,
+}
+
+impl AbmScenario {
+    pub fn load_file(path: &Path) -> Result<AbmScenario, ScenarioError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io {
+            path: path.into(),
+            source,
+        })?;
+        let file = format!(
+            "abm/{}",
+            path.file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        );
+        let doc = crate::abm::model::AbmDocument::parse(&text).map_err(|e| ScenarioError::Invalid {
+            file: file.clone(),
+            message: e.to_string(),
+        })?;
+        let model = doc.model().cloned().ok_or_else(|| ScenarioError::Invalid {
+            file,
+            message: "the file holds a failure envelope, not a model".into(),
+        })?;
+        let info: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        let title = info["supportingInfo"]["title"].as_str().unwrap_or_default().to_string();
+        let description = info["supportingInfo"]["explanation"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let id = path
+            .file_stem()
+            .map(|x| x.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Ok(AbmScenario {
+            title: if title.is_empty() { id.clone() } else { title },
+            id,
+            description,
+            model,
+        })
+    }
+}
+
+/// The scenarios of the assets folder, sorted by id: social scenes, trading episodes and
+/// agent-based models.
 #[derive(Clone, Debug, Default)]
 pub struct ScenarioLibrary {
     pub scenarios: Vec<Scenario>,
     pub trading: Vec<TradingScenario>,
+    pub abm: Vec<AbmScenario>,
 }
 
 impl ScenarioLibrary {
     /// Loads every `*.json` in `dir`; the first malformed file is an error.
     pub fn load_dir(dir: &Path) -> Result<Self, ScenarioError> {
-        let entries = std::fs::read_dir(dir).map_err(|source| ScenarioError::Io {
-            path: dir.into(),
-            source,
-        })?;
-        let mut paths: Vec<PathBuf> = entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "json"))
-            .collect();
-        paths.sort();
-        let scenarios = paths.iter().map(|p| Scenario::load_file(p)).collect::<Result<_, _>>()?;
+        let scenarios = json_files(dir)?
+            .iter()
+            .map(|p| Scenario::load_file(p))
+            .collect::<Result<_, _>>()?;
         Ok(ScenarioLibrary {
             scenarios,
             trading: Vec::new(),
+            abm: Vec::new(),
         })
     }
 
-    /// Loads `assets/scenarios` and, when present, `assets/trading`.
+    /// Loads `assets/scenarios` and, when present, `assets/trading` and `assets/abm`.
     pub fn load_assets(assets: &Path) -> Result<Self, ScenarioError> {
         let mut lib = ScenarioLibrary::load_dir(&assets.join("scenarios"))?;
-        let dir = assets.join("trading");
-        if dir.is_dir() {
-            let entries = std::fs::read_dir(&dir).map_err(|source| ScenarioError::Io {
-                path: dir.clone(),
-                source,
-            })?;
-            let mut paths: Vec<PathBuf> = entries
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "json"))
-                .collect();
-            paths.sort();
-            lib.trading = paths
+        let (trading, abm) = (assets.join("trading"), assets.join("abm"));
+        if trading.is_dir() {
+            lib.trading = json_files(&trading)?
                 .iter()
                 .map(|p| TradingScenario::load_file(p))
                 .collect::<Result<_, _>>()?;
         }
+        if abm.is_dir() {
+            lib.abm = json_files(&abm)?
+                .iter()
+                .map(|p| AbmScenario::load_file(p))
+                .collect::<Result<_, _>>()?;
+        }
         Ok(lib)
+    }
+
+    pub fn abm(&self, id: &str) -> Option<&AbmScenario> {
+        self.abm.iter().find(|s| s.id == id)
     }
 
     pub fn trading(&self, id: &str) -> Option<&TradingScenario> {
@@ -298,6 +344,20 @@ impl ScenarioLibrary {
             .chain(self.trading.iter().map(|s| s.id.as_str()))
             .collect()
     }
+}
+
+/// The `*.json` files of a folder, sorted.
+fn json_files(dir: &Path) -> Result<Vec<PathBuf>, ScenarioError> {
+    let entries = std::fs::read_dir(dir).map_err(|source| ScenarioError::Io {
+        path: dir.into(),
+        source,
+    })?;
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    paths.sort();
+    Ok(paths)
 }
 
 /// The assets folder: `$SIMTREE_ASSETS`, else `./assets` when present, else the checkout's.

@@ -9,6 +9,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use simtree_shared::{AgentState, MemoryLine, NodeState, Op};
 
+use crate::abm::model::AbmModel;
+use crate::abm::worker::{Advance, Patch, Snapshot, Start, Termination, WorkerPool};
 use crate::engine::Simulator;
 use crate::engine::event::{Event, EventSink, EventType, SceneEvent};
 use crate::engine::memory::Role;
@@ -23,13 +25,93 @@ use crate::trading::episode::{TradingEpisode, TradingOp};
 pub enum Sim {
     Social(Simulator),
     Trading(TradingEpisode),
+    Abm(AbmSim),
 }
 
-/// What a run talks to: the chat client (social scenes) and the tool-calling model (trading).
+/// What a run talks to: the chat client (social scenes), the tool-calling model (trading) and
+/// the Python/Mesa workers (agent-based models).
 #[derive(Clone)]
 pub struct RunCtx {
     pub llm: Arc<dyn LlmClient>,
     pub tools: Arc<dyn ToolModel>,
+    pub abm: Option<Arc<WorkerPool>>,
+}
+
+/// An agent-based model at one node: the specification (shared), the pickled model state after
+/// the node's run (opaque bytes, shared), and patches waiting for the next run. The tracked series
+/// are the node's `abm_step` log entries, so cloning stays cheap at any step count.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AbmSim {
+    pub model: Arc<AbmModel>,
+    pub seed: u64,
+    /// `None` until the first run builds the model from its specification.
+    pub snapshot: Option<Snapshot>,
+    pub steps: u64,
+    #[serde(default)]
+    pub terminated: Option<Termination>,
+    /// Branch ops, applied in the worker right before the next step.
+    #[serde(default)]
+    pub pending: Vec<Patch>,
+    /// A new seed for the next run (replicates of one parent get distinct seeds).
+    #[serde(default)]
+    pub reseed: Option<u64>,
+}
+
+impl AbmSim {
+    pub fn new(model: AbmModel, seed: u64) -> AbmSim {
+        AbmSim {
+            model: Arc::new(model),
+            seed,
+            snapshot: None,
+            steps: 0,
+            terminated: None,
+            pending: Vec::new(),
+            reseed: None,
+        }
+    }
+
+    async fn run(
+        &mut self,
+        steps: u64,
+        pool: Arc<WorkerPool>,
+        sink: &mut (dyn EventSink + Send),
+    ) -> Result<(), String> {
+        let plan = Advance {
+            patches: std::mem::take(&mut self.pending),
+            reseed: self.reseed.take(),
+            steps,
+        };
+        let (model, seed, snapshot) = (self.model.clone(), self.seed, self.snapshot.clone());
+        let fresh = snapshot.is_none();
+        let done = tokio::task::spawn_blocking(move || {
+            pool.with_worker(|w| {
+                let start = match &snapshot {
+                    Some(s) => Start::Snapshot(s),
+                    None => Start::Spec { model: &model, seed },
+                };
+                w.advance(start, &plan)
+            })
+        })
+        .await
+        .map_err(|e| format!("the ABM worker task failed: {e}"))?
+        .map_err(|e| e.to_string())?;
+        if fresh {
+            sink.emit(Event::new(
+                EventType::AbmStep,
+                json!({"step": 0, "values": done.before}),
+            ));
+        }
+        for r in &done.report.records {
+            sink.emit(Event::new(
+                EventType::AbmStep,
+                json!({"step": r.step, "values": r.values}),
+            ));
+        }
+        self.snapshot = Some(done.snapshot);
+        self.steps = done.report.steps;
+        self.terminated = done.report.terminated;
+        Ok(())
+    }
 }
 
 impl Sim {
@@ -37,6 +119,7 @@ impl Sim {
         match self {
             Sim::Social(_) => "social",
             Sim::Trading(_) => "trading",
+            Sim::Abm(_) => "abm",
         }
     }
 
@@ -45,6 +128,7 @@ impl Sim {
         match self {
             Sim::Social(s) => Sim::Social(s.fork()),
             Sim::Trading(t) => Sim::Trading(t.clone()),
+            Sim::Abm(a) => Sim::Abm(a.clone()),
         }
     }
 
@@ -53,6 +137,19 @@ impl Sim {
         match self {
             Sim::Social(s) => s.turns,
             Sim::Trading(t) => t.decision_points_done() as u64,
+            Sim::Abm(a) => a.steps,
+        }
+    }
+
+    /// Makes sibling runs of one parent differ: agent-based replicates get their own seed.
+    /// Social scenes and trading episodes are deterministic by design and stay identical.
+    pub fn replicate(&mut self, salt: u64) {
+        if let Sim::Abm(a) = self {
+            a.reseed = Some(
+                a.seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(salt.wrapping_mul(1442695040888963407) | 1),
+            );
         }
     }
 
@@ -64,7 +161,7 @@ impl Sim {
                 s.flush_pending(&mut events);
                 events
             }
-            Sim::Trading(_) => Vec::new(),
+            Sim::Trading(_) | Sim::Abm(_) => Vec::new(),
         }
     }
 
@@ -106,6 +203,13 @@ impl Sim {
                 }
                 Ok(())
             }
+            Sim::Abm(a) => {
+                let pool = ctx
+                    .abm
+                    .clone()
+                    .ok_or("agent-based models need the Python worker, which is not available")?;
+                a.run(turns, pool, sink).await
+            }
         }
     }
 
@@ -116,6 +220,27 @@ impl Sim {
             Sim::Trading(t) => {
                 let op = trading_op(op)?;
                 t.apply_op(&op)?;
+                Ok(Vec::new())
+            }
+            Sim::Abm(a) => {
+                let patch = match op.clone() {
+                    Op::AbmSetGlobal { name, value } => Patch::GlobalVariable { name, value },
+                    Op::AbmSetEnvironment { name, value } => Patch::EnvironmentAttribute { name, value },
+                    Op::AbmSetAgent {
+                        agent_type,
+                        name,
+                        value,
+                        agent_id,
+                    } => Patch::AgentAttribute {
+                        agent_type,
+                        name,
+                        value,
+                        agent_id,
+                    },
+                    other => return Err(format!("Unknown op for an agent-based model: {}", op_name(&other))),
+                };
+                patch.check(&a.model).map_err(|e| e.to_string())?;
+                a.pending.push(patch);
                 Ok(Vec::new())
             }
         }
@@ -172,6 +297,10 @@ impl Sim {
                     }],
                 }
             }
+            Sim::Abm(a) => NodeState {
+                turns: a.steps,
+                agents: Vec::new(),
+            },
         }
     }
 
@@ -187,6 +316,15 @@ impl Sim {
                 }
                 v
             }
+            Sim::Abm(a) => json!({
+                "kind": "abm",
+                "model": a.model,
+                "seed": a.seed,
+                "steps": a.steps,
+                "terminated": a.terminated,
+                "pending": a.pending,
+                "snapshot_bytes": a.snapshot.as_ref().map(|s| s.len()),
+            }),
         }
     }
 }

@@ -640,6 +640,7 @@ mod tests {
         let ctx = crate::sim::RunCtx {
             llm: std::sync::Arc::new(MockClient),
             tools: std::sync::Arc::new(crate::trading::agents::MockToolModel),
+            abm: None,
         };
         rt.block_on(sim.run(turns, &ctx, &mut sink)).unwrap();
         t.finish(id, sim, None, Vec::new());

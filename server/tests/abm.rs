@@ -40,17 +40,13 @@ fn example(name: &str) -> AbmModel {
 }
 
 fn value(r: &StepRecord, name: &str) -> i64 {
-    r.values[name]
-        .as_i64()
-        .unwrap_or_else(|| panic!("{name} in {r:?}"))
+    r.values[name].as_i64().unwrap_or_else(|| panic!("{name} in {r:?}"))
 }
 
 /// A model whose one agent type runs `code` as its only behavior (topology none).
 fn tiny_model(code: &str, extra_globals: Value) -> AbmModel {
-    let mut globals = vec![
-        json!({"name": "ticks", "description": "steps seen", "type": "integer",
-        "initialValue": 0, "sourceName": "globalVariable.ticks"}),
-    ];
+    let mut globals = vec![json!({"name": "ticks", "description": "steps seen", "type": "integer",
+        "initialValue": 0, "sourceName": "globalVariable.ticks"})];
     if let Value::Array(more) = extra_globals {
         globals.extend(more);
     }
@@ -94,15 +90,8 @@ fn sir_runs_to_termination() {
     let report = w.step(loaded.id, 10_000).unwrap();
     let term = report.terminated.expect("the epidemic ends");
     assert_eq!(term.reason, "rule");
-    assert_eq!(
-        term.source_name.as_deref(),
-        Some("globalVariable.infectedCount")
-    );
-    assert!(
-        report.steps < 200,
-        "ended by the rule, not maxSteps: {}",
-        report.steps
-    );
+    assert_eq!(term.source_name.as_deref(), Some("globalVariable.infectedCount"));
+    assert!(report.steps < 200, "ended by the rule, not maxSteps: {}", report.steps);
     assert_eq!(report.records.len() as u64, report.steps);
     for r in &report.records {
         let total = value(r, "globalVariable.susceptibleCount")
@@ -110,19 +99,13 @@ fn sir_runs_to_termination() {
             + value(r, "globalVariable.recoveredCount");
         assert_eq!(total, 1000, "step {}", r.step);
         assert_eq!(
-            r.values["agent.Person.agentAttribute.status"]
-                .as_array()
-                .unwrap()
-                .len(),
+            r.values["agent.Person.agentAttribute.status"].as_array().unwrap().len(),
             1000
         );
     }
     let last = report.records.last().unwrap();
     assert_eq!(value(last, "globalVariable.infectedCount"), 0);
-    assert!(
-        value(last, "globalVariable.recoveredCount") > 100,
-        "{last:?}"
-    );
+    assert!(value(last, "globalVariable.recoveredCount") > 100, "{last:?}");
     // Stepping a finished model does nothing.
     let again = w.step(loaded.id, 5).unwrap();
     assert!(again.records.is_empty() && again.terminated.is_some());
@@ -137,11 +120,7 @@ fn branches_from_a_snapshot_diverge_and_an_unchanged_one_reproduces_the_original
     assert_eq!(first.steps, 20);
     assert!(first.terminated.is_none());
     let snap = w.snapshot(id).unwrap();
-    assert!(
-        snap.len() > 50_000,
-        "a pickle of 1,000 agents: {} bytes",
-        snap.len()
-    );
+    assert!(snap.len() > 50_000, "a pickle of 1,000 agents: {} bytes", snap.len());
     let original = w.step(id, 10_000).unwrap();
 
     let mut run = |rate: Option<f64>| {
@@ -166,9 +145,7 @@ fn branches_from_a_snapshot_diverge_and_an_unchanged_one_reproduces_the_original
         "unchanged branch reproduces the run exactly"
     );
     assert_eq!(same.steps, original.steps);
-    let recovered = |r: &simtree::abm::StepReport| {
-        value(r.records.last().unwrap(), "globalVariable.recoveredCount")
-    };
+    let recovered = |r: &simtree::abm::StepReport| value(r.records.last().unwrap(), "globalVariable.recoveredCount");
     assert_ne!(low.records, high.records);
     assert!(
         recovered(&low) + 50 < recovered(&high),
@@ -186,9 +163,7 @@ fn branches_from_a_snapshot_diverge_and_an_unchanged_one_reproduces_the_original
 #[test]
 fn the_seed_example_runs_with_its_gaps_bridged_and_reported() {
     let Some(mut w) = worker() else { return };
-    let text =
-        std::fs::read_to_string(root().join("server/tests/fixtures/abm/seed000_sir_example.json"))
-            .unwrap();
+    let text = std::fs::read_to_string(root().join("server/tests/fixtures/abm/seed000_sir_example.json")).unwrap();
     let model = AbmDocument::parse(&text).unwrap().model().unwrap().clone();
     let loaded = w.load(&model, 1).unwrap();
     let warnings = loaded.warnings.join("\n");
@@ -208,12 +183,7 @@ fn grid_and_spaceless_examples_run() {
     let Some(mut w) = worker() else { return };
     let fire = w.load(&example("forest_fire.json"), 3).unwrap();
     assert_eq!(fire.info.agents["Tree"], 960, "40 x 40 x 0.6");
-    assert!(
-        fire.initial["globalVariable.burningCount"]
-            .as_i64()
-            .unwrap()
-            > 10
-    );
+    assert!(fire.initial["globalVariable.burningCount"].as_i64().unwrap() > 10);
     let r = w.step(fire.id, 1000).unwrap();
     assert_eq!(
         r.terminated.unwrap().source_name.as_deref(),
@@ -231,10 +201,7 @@ fn grid_and_spaceless_examples_run() {
     assert_eq!(r.terminated.unwrap().reason, "maxSteps");
     assert_eq!(r.steps, 300);
     let last = r.records.last().unwrap();
-    assert!(
-        last.values["globalVariable.gini"].as_f64().unwrap() > 0.3,
-        "{last:?}"
-    );
+    assert!(last.values["globalVariable.gini"].as_f64().unwrap() > 0.3, "{last:?}");
     assert_eq!(
         last.values["agent.Trader.agentAttribute.wealth"], 1.0,
         "money is conserved"
@@ -283,10 +250,7 @@ fn agent_and_environment_patches_reach_the_model() {
         value: json!(1),
     };
     let e = w.set(id2, &bad).unwrap_err();
-    assert!(
-        matches!(&e, AbmError::BadRequest(m) if m.contains("nope")),
-        "{e}"
-    );
+    assert!(matches!(&e, AbmError::BadRequest(m) if m.contains("nope")), "{e}");
     // A refused patch does not spoil the model.
     w.step(id2, 1).unwrap();
 }
@@ -299,11 +263,7 @@ fn mesa2_idioms_run_through_the_shim() {
     let id = w.load(&model, 1).unwrap().id;
     let r = w.step(id, 3).unwrap();
     // Mesa 2 numbering: schedule.time is 0 during the first step.
-    let ticks: Vec<i64> = r
-        .records
-        .iter()
-        .map(|x| value(x, "globalVariable.ticks"))
-        .collect();
+    let ticks: Vec<i64> = r.records.iter().map(|x| value(x, "globalVariable.ticks")).collect();
     assert_eq!(ticks, [0, 1, 2]);
     let info = w.info(id).unwrap();
     assert_eq!(info.steps, 3);
@@ -358,10 +318,7 @@ fn limits_stop_runaway_models_and_spare_the_others() {
     let pid = w.pid();
 
     // An infinite loop: stopped by the CPU budget; same process, reported.
-    let spin = tiny_model(
-        "def act(self):\n    while True:\n        self.energy += 1",
-        json!([]),
-    );
+    let spin = tiny_model("def act(self):\n    while True:\n        self.energy += 1", json!([]));
     let s = w.load(&spin, 1).unwrap().id;
     let e = w.step(s, 1).unwrap_err();
     assert!(matches!(e, AbmError::CpuLimit(2)), "{e}");
@@ -369,10 +326,7 @@ fn limits_stop_runaway_models_and_spare_the_others() {
     assert!(matches!(w.step(s, 1), Err(AbmError::Poisoned(_))));
 
     // A huge allocation: stopped by the memory limit; reported.
-    let hog = tiny_model(
-        "def act(self):\n    self.blob = bytearray(8 * 1024 ** 3)",
-        json!([]),
-    );
+    let hog = tiny_model("def act(self):\n    self.blob = bytearray(8 * 1024 ** 3)", json!([]));
     let h = w.load(&hog, 1).unwrap().id;
     let e = w.step(h, 1).unwrap_err();
     assert!(matches!(e, AbmError::MemoryLimit(_)), "{e}");
@@ -412,10 +366,7 @@ fn a_hung_or_crashed_worker_is_restarted_without_losing_snapshots() {
     let pid = w.pid();
 
     // Sleeping uses no CPU, so only the wall-clock timeout can stop it.
-    let sleeper = tiny_model(
-        "def act(self):\n    import time\n    time.sleep(60)",
-        json!([]),
-    );
+    let sleeper = tiny_model("def act(self):\n    import time\n    time.sleep(60)", json!([]));
     let s = w.load(&sleeper, 1).unwrap().id;
     let e = w.step(s, 1).unwrap_err();
     assert!(matches!(e, AbmError::Timeout(_)), "{e}");
@@ -430,10 +381,7 @@ fn a_hung_or_crashed_worker_is_restarted_without_losing_snapshots() {
     let crasher = tiny_model("def act(self):\n    import os\n    os._exit(3)", json!([]));
     let c = w.load(&crasher, 1).unwrap().id;
     let e = w.step(c, 1).unwrap_err();
-    assert!(
-        matches!(&e, AbmError::WorkerDied(m) if m.contains("3")),
-        "{e}"
-    );
+    assert!(matches!(&e, AbmError::WorkerDied(m) if m.contains("3")), "{e}");
     assert_eq!(w.restarts(), 2);
     let again = w.restore(&snap).unwrap();
     assert_eq!(w.step(again, 10).unwrap().records, expected);
@@ -479,10 +427,7 @@ fn the_pool_runs_replicates_in_parallel_with_distinct_seeds() {
     }
     // From the specification: each replicate is built with its seed.
     let fresh = pool.replicates(
-        Start::Spec {
-            model: &sir,
-            seed: 0,
-        },
+        Start::Spec { model: &sir, seed: 0 },
         &Advance {
             steps: 5,
             ..Advance::default()
@@ -507,10 +452,7 @@ fn the_pool_runs_replicates_in_parallel_with_distinct_seeds() {
     for r in patched {
         let r = r.unwrap();
         // Recovery runs after infection, so with certain recovery nobody is left infected.
-        assert_eq!(
-            value(&r.report.records[0], "globalVariable.infectedCount"),
-            0
-        );
+        assert_eq!(value(&r.report.records[0], "globalVariable.infectedCount"), 0);
     }
 }
 
@@ -556,18 +498,12 @@ fn the_run_command_prints_steps_as_text_and_json_lines() {
     )
     .unwrap();
     let text = String::from_utf8(out).unwrap();
-    assert!(
-        text.contains("1000 Person on a network topology, seed 4"),
-        "{text}"
-    );
+    assert!(text.contains("1000 Person on a network topology, seed 4"), "{text}");
     assert!(text.contains("stopped after step"), "{text}");
     assert!(summary.terminated.unwrap().contains("infectedCount"));
 
     // Validation errors stop the run before any worker starts.
     let seed = root().join("server/tests/fixtures/abm/seed000_sir_example.json");
     let e = run_file(&seed, &text_options, &mut Vec::new(), &mut Vec::new()).unwrap_err();
-    assert!(
-        matches!(&e, AbmError::Invalid(lines) if lines.len() == 2),
-        "{e}"
-    );
+    assert!(matches!(&e, AbmError::Invalid(lines) if lines.len() == 2), "{e}");
 }

@@ -69,6 +69,18 @@ pub enum Op {
     AgentSwap { agent: Value },
     /// Trading: replace the LLM agent's system prompt.
     AgentPromptReplace { system_prompt: String },
+    /// Agent-based model: set a global variable before the next step.
+    AbmSetGlobal { name: String, value: Value },
+    /// Agent-based model: set an environment attribute before the next step.
+    AbmSetEnvironment { name: String, value: Value },
+    /// Agent-based model: set an attribute of every agent of a type (or of one, by id).
+    AbmSetAgent {
+        agent_type: String,
+        name: String,
+        value: Value,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent_id: Option<u64>,
+    },
 }
 
 impl Op {
@@ -81,8 +93,8 @@ impl Op {
             Op::AgentPropsPatch { .. } => EdgeType::AgentProps,
             Op::SceneStatePatch { .. } => EdgeType::SceneState,
             Op::PublicBroadcast { .. } | Op::CaseDataInject { .. } => EdgeType::PublicEvent,
-            Op::PortfolioPatch { .. } => EdgeType::SceneState,
-            Op::AgentSwap { .. } => EdgeType::AgentProps,
+            Op::PortfolioPatch { .. } | Op::AbmSetGlobal { .. } | Op::AbmSetEnvironment { .. } => EdgeType::SceneState,
+            Op::AgentSwap { .. } | Op::AbmSetAgent { .. } => EdgeType::AgentProps,
             Op::AgentPromptReplace { .. } => EdgeType::AgentPlan,
         }
     }

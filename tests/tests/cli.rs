@@ -87,7 +87,18 @@ fn a_malformed_scenario_file_is_rejected_with_its_name_and_field() {
 fn trade_run_prints_metrics_and_writes_the_experiment_folder() {
     let out_dir = std::env::temp_dir().join(format!("simtree-exp-{}", std::process::id()));
     let out = Command::new(simtree_bin())
-        .args(["trade", "run", "--agent", "momentum", "--tickers", "AAPL,MSFT", "--from", "2012-06-01", "--to", "2012-12-31"])
+        .args([
+            "trade",
+            "run",
+            "--agent",
+            "momentum",
+            "--tickers",
+            "AAPL,MSFT",
+            "--from",
+            "2012-06-01",
+            "--to",
+            "2012-12-31",
+        ])
         .arg("--out")
         .arg(&out_dir)
         .output()
@@ -99,7 +110,10 @@ fn trade_run_prints_metrics_and_writes_the_experiment_folder() {
     for f in ["config.json", "episode_log.jsonl", "trade_history.json"] {
         assert!(run.join(f).exists(), "{f} missing");
     }
-    let bad = Command::new(simtree_bin()).args(["trade", "run", "--agent", "astrology", "--tickers", "AAPL"]).output().unwrap();
+    let bad = Command::new(simtree_bin())
+        .args(["trade", "run", "--agent", "astrology", "--tickers", "AAPL"])
+        .output()
+        .unwrap();
     assert!(!bad.status.success());
     assert!(!String::from_utf8_lossy(&bad.stderr).is_empty());
     std::fs::remove_dir_all(out_dir).ok();

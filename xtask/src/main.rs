@@ -99,10 +99,7 @@ fn dist(release: bool) -> Result<(), String> {
     ]);
     run(build)?;
     let dir = if release { "wasm-release" } else { "debug" };
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    let wasm = target
+    let wasm = target_dir()
         .join("wasm32-unknown-unknown")
         .join(dir)
         .join("simtree_frontend.wasm");
@@ -144,6 +141,11 @@ fn test() -> Result<(), String> {
     let mut build = cargo();
     build.args(["build", "-p", "simtree-server", "--bin", "simtree"]);
     run(build)?;
+    // The ABM worker's Python venv (real Mesa from PyPI), created once.
+    let bin = target_dir().join("debug/simtree");
+    let mut setup_abm = Command::new(&bin);
+    setup_abm.args(["abm", "setup"]).current_dir(root());
+    run(setup_abm)?;
     let mut tests = cargo();
     // E2E=1: the browser tests must run (they fail instead of skipping when something is missing).
     tests.args(["test", "--workspace"]).env("E2E", "1");
@@ -153,22 +155,26 @@ fn test() -> Result<(), String> {
 fn serve(args: &[String]) -> Result<(), String> {
     setup(false)?;
     dist(true)?;
-    let mut cmd = cargo();
-    cmd.args([
-        "run",
-        "--release",
-        "-p",
-        "simtree-server",
-        "--bin",
-        "simtree",
-        "--",
-        "serve",
-    ]);
+    let mut build = cargo();
+    build.args(["build", "--release", "-p", "simtree-server", "--bin", "simtree"]);
+    run(build)?;
+    let bin = target_dir().join("release/simtree");
+    let mut setup_abm = Command::new(&bin);
+    setup_abm.args(["abm", "setup"]).current_dir(root());
+    run(setup_abm)?;
+    let mut cmd = Command::new(&bin);
+    cmd.current_dir(root()).arg("serve");
     if !args.iter().any(|a| a == "--addr") {
         cmd.args(["--addr", "127.0.0.1:8090"]);
     }
     cmd.args(args);
     run(cmd)
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"))
 }
 
 fn bench() -> Result<(), String> {

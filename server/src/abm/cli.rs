@@ -28,8 +28,8 @@ fn io(e: std::io::Error) -> AbmError {
 
 /// Reads and parses a model file (envelope, LLM answer or bare model).
 pub fn read_document(path: &Path) -> Result<AbmDocument, AbmError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| AbmError::Io(format!("cannot read {}: {e}", path.display())))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| AbmError::Io(format!("cannot read {}: {e}", path.display())))?;
     AbmDocument::parse(&text).map_err(|e| AbmError::Parse(format!("{}: {e}", path.display())))
 }
 
@@ -42,20 +42,14 @@ pub fn validate_file(path: &Path, out: &mut dyn Write) -> Result<bool, AbmError>
     }
     let errors = report.errors().count();
     let warnings = report.warnings().count();
-    writeln!(
-        out,
-        "{}: {errors} error(s), {warnings} warning(s)",
-        path.display()
-    )
-    .map_err(io)?;
+    writeln!(out, "{}: {errors} error(s), {warnings} warning(s)", path.display()).map_err(io)?;
     Ok(errors == 0)
 }
 
 /// `simtree abm schema --provider openai|gemini|claude`: prints the provider's request fragment.
 pub fn print_schema(provider: &str, out: &mut dyn Write) -> Result<(), AbmError> {
     let provider: Provider = provider.parse().map_err(AbmError::BadRequest)?;
-    let text = serde_json::to_string_pretty(&wrapped(provider))
-        .map_err(|e| AbmError::Protocol(e.to_string()))?;
+    let text = serde_json::to_string_pretty(&wrapped(provider)).map_err(|e| AbmError::Protocol(e.to_string()))?;
     writeln!(out, "{text}").map_err(io)
 }
 
@@ -92,12 +86,7 @@ pub fn run_file(
     let doc = read_document(path)?;
     let model = doc
         .model()
-        .ok_or_else(|| {
-            AbmError::BadRequest(format!(
-                "{}: a failure envelope holds no model",
-                path.display()
-            ))
-        })?
+        .ok_or_else(|| AbmError::BadRequest(format!("{}: a failure envelope holds no model", path.display())))?
         .clone();
     let report = validate_document(&doc);
     if !report.is_ok() {
@@ -125,12 +114,7 @@ pub fn run_file(
         }});
         writeln!(out, "{start}").map_err(io)?;
     } else {
-        let agents: Vec<String> = loaded
-            .info
-            .agents
-            .iter()
-            .map(|(t, n)| format!("{n} {t}"))
-            .collect();
+        let agents: Vec<String> = loaded.info.agents.iter().map(|(t, n)| format!("{n} {t}")).collect();
         writeln!(
             out,
             "{}: {} on a {} topology, seed {}",
@@ -211,10 +195,7 @@ fn brief(v: &Value) -> String {
             } else {
                 let mut counts = std::collections::BTreeMap::new();
                 for i in items {
-                    let key = i
-                        .as_str()
-                        .map(str::to_owned)
-                        .unwrap_or_else(|| i.to_string());
+                    let key = i.as_str().map(str::to_owned).unwrap_or_else(|| i.to_string());
                     *counts.entry(key).or_insert(0u64) += 1;
                 }
                 let parts: Vec<String> = counts.iter().map(|(k, n)| format!("{k}: {n}")).collect();
@@ -222,10 +203,7 @@ fn brief(v: &Value) -> String {
             }
         }
         Value::Object(map) => {
-            let parts: Vec<String> = map
-                .iter()
-                .map(|(k, x)| format!("{k}: {}", brief(x)))
-                .collect();
+            let parts: Vec<String> = map.iter().map(|(k, x)| format!("{k}: {}", brief(x))).collect();
             format!("{{{}}}", parts.join(", "))
         }
         other => other.to_string(),
@@ -243,11 +221,7 @@ mod tests {
     #[test]
     fn validate_prints_findings_and_a_summary() {
         let mut out = Vec::new();
-        let ok = validate_file(
-            &fixture("tests/fixtures/abm/seed000_sir_example.json"),
-            &mut out,
-        )
-        .unwrap();
+        let ok = validate_file(&fixture("tests/fixtures/abm/seed000_sir_example.json"), &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert!(!ok);
         assert!(
@@ -258,11 +232,7 @@ mod tests {
 
         let mut out = Vec::new();
         assert!(validate_file(&fixture("../assets/abm/wealth_exchange.json"), &mut out).unwrap());
-        assert!(
-            String::from_utf8(out)
-                .unwrap()
-                .contains("0 error(s), 0 warning(s)")
-        );
+        assert!(String::from_utf8(out).unwrap().contains("0 error(s), 0 warning(s)"));
 
         let err = validate_file(&fixture("no/such/file.json"), &mut Vec::new()).unwrap_err();
         assert!(err.to_string().contains("cannot read"), "{err}");
@@ -285,10 +255,7 @@ mod tests {
             values: [
                 ("globalVariable.infectedCount".to_owned(), json!(80)),
                 ("globalVariable.gini".to_owned(), json!(0.25)),
-                (
-                    "agent.Person.agentAttribute.status".to_owned(),
-                    json!(["S", "I", "S"]),
-                ),
+                ("agent.Person.agentAttribute.status".to_owned(), json!(["S", "I", "S"])),
                 ("agent.Person.agentAttribute.age".to_owned(), json!([1, 2])),
             ]
             .into_iter()

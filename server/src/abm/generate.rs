@@ -55,10 +55,7 @@ pub struct StructuredRequest {
 
 /// A structured-output LLM call: messages + schema in, the parsed JSON object out.
 pub trait StructuredLlm: Send + Sync {
-    fn complete<'a>(
-        &'a self,
-        request: &'a StructuredRequest,
-    ) -> BoxFuture<'a, Result<Value, LlmError>>;
+    fn complete<'a>(&'a self, request: &'a StructuredRequest) -> BoxFuture<'a, Result<Value, LlmError>>;
 }
 
 /// Any synchronous closure is a [`StructuredLlm`] (tests, adapters that block).
@@ -66,10 +63,7 @@ impl<F> StructuredLlm for F
 where
     F: Fn(&StructuredRequest) -> Result<Value, LlmError> + Send + Sync,
 {
-    fn complete<'a>(
-        &'a self,
-        request: &'a StructuredRequest,
-    ) -> BoxFuture<'a, Result<Value, LlmError>> {
+    fn complete<'a>(&'a self, request: &'a StructuredRequest) -> BoxFuture<'a, Result<Value, LlmError>> {
         let out = self(request);
         Box::pin(async move { out })
     }
@@ -145,11 +139,7 @@ The model above is the one you gave before. Build on it: change what the request
 keep everything else as it is, and explain what you changed.";
 
 /// Builds the message list of sd-ai's contract.
-pub fn messages(
-    options: &GenerateOptions,
-    prompt: &str,
-    last_model: Option<&Value>,
-) -> Vec<ChatMessage> {
+pub fn messages(options: &GenerateOptions, prompt: &str, last_model: Option<&Value>) -> Vec<ChatMessage> {
     let mut out = vec![ChatMessage::new(Role::System, &options.system_prompt)];
     if let Some(last) = last_model {
         let text = serde_json::to_string_pretty(last).unwrap_or_default();
@@ -164,11 +154,7 @@ pub fn messages(
 
 /// Generates a model: never fails as a Rust error; every failure is the `{success: false,
 /// message}` envelope, as sd-ai answers.
-pub async fn generate(
-    llm: &dyn StructuredLlm,
-    request: &GenerateRequest,
-    options: &GenerateOptions,
-) -> AbmResponse {
+pub async fn generate(llm: &dyn StructuredLlm, request: &GenerateRequest, options: &GenerateOptions) -> AbmResponse {
     match generate_model(llm, request, options).await {
         Ok(r) => AbmResponse::Success {
             model: Box::new(r.model),
@@ -206,10 +192,7 @@ async fn generate_model(
             Err(problems) => problems,
         };
         if attempt >= options.max_repairs {
-            return Err(format!(
-                "the generated model is not valid:\n{}",
-                problems.join("\n")
-            ));
+            return Err(format!("the generated model is not valid:\n{}", problems.join("\n")));
         }
         attempt += 1;
         req.messages.push(ChatMessage::new(
@@ -282,10 +265,7 @@ impl MockAbmLlm {
 }
 
 impl StructuredLlm for MockAbmLlm {
-    fn complete<'a>(
-        &'a self,
-        request: &'a StructuredRequest,
-    ) -> BoxFuture<'a, Result<Value, LlmError>> {
+    fn complete<'a>(&'a self, request: &'a StructuredRequest) -> BoxFuture<'a, Result<Value, LlmError>> {
         let prompt = request
             .messages
             .iter()
@@ -313,19 +293,13 @@ mod tests {
     #[tokio::test]
     async fn the_mock_answers_with_a_valid_model() {
         for (prompt, title) in [
-            (
-                "write me an SIR abm network model using python and mesa",
-                "SIR",
-            ),
+            ("write me an SIR abm network model using python and mesa", "SIR"),
             ("a forest fire spreading on a grid", "Forest"),
             ("agents trading money at random", "Wealth"),
         ] {
             let r = generate(&MockAbmLlm, &request(prompt), &GenerateOptions::default()).await;
             match r {
-                AbmResponse::Success {
-                    model,
-                    supporting_info,
-                } => {
+                AbmResponse::Success { model, supporting_info } => {
                     assert!(supporting_info.title.contains(title), "{prompt}");
                     assert!(supporting_info.title.split_whitespace().count() <= 7);
                     assert!(validate(&model).is_ok());
@@ -358,10 +332,8 @@ mod tests {
     #[tokio::test]
     async fn an_invalid_answer_is_sent_back_once_then_reported() {
         // The seed's own example has two reference errors: the closure returns it every time.
-        let seed: Value = serde_json::from_str(include_str!(
-            "../../tests/fixtures/abm/seed000_sir_example.json"
-        ))
-        .unwrap();
+        let seed: Value =
+            serde_json::from_str(include_str!("../../tests/fixtures/abm/seed000_sir_example.json")).unwrap();
         let answer = serde_json::json!({
             "model": seed["model"], "explanation": "x", "title": "SIR"
         });
@@ -378,10 +350,7 @@ mod tests {
             message.contains("model.agents[0][0].initialCount.function"),
             "{message}"
         );
-        assert!(
-            message.contains("globalVariable.infectedCount"),
-            "{message}"
-        );
+        assert!(message.contains("globalVariable.infectedCount"), "{message}");
         let seen = seen.into_inner().unwrap();
         assert_eq!(seen.len(), 2, "one repair round");
         let repair = &seen[1].last().unwrap().content;
@@ -401,9 +370,7 @@ mod tests {
             *n += 1;
             assert_eq!(req.schema_name, SCHEMA_NAME);
             if *n == 1 {
-                Ok(
-                    serde_json::json!({"model": {"codingLanguage": "python"}, "explanation": "", "title": ""}),
-                )
+                Ok(serde_json::json!({"model": {"codingLanguage": "python"}, "explanation": "", "title": ""}))
             } else {
                 Ok(MockAbmLlm::answer("fire"))
             }
@@ -415,21 +382,17 @@ mod tests {
 
     #[tokio::test]
     async fn llm_errors_and_empty_prompts_become_failure_envelopes() {
-        let llm = |_: &StructuredRequest| -> Result<Value, LlmError> {
-            Err(LlmError::Request("connection refused".into()))
-        };
+        let llm =
+            |_: &StructuredRequest| -> Result<Value, LlmError> { Err(LlmError::Request("connection refused".into())) };
         let r = generate(&llm, &request("x"), &GenerateOptions::default()).await;
-        assert!(
-            matches!(&r, AbmResponse::Failure { message } if message.contains("connection refused"))
-        );
+        assert!(matches!(&r, AbmResponse::Failure { message } if message.contains("connection refused")));
         let r = generate(&MockAbmLlm, &request("  "), &GenerateOptions::default()).await;
         assert!(matches!(&r, AbmResponse::Failure { message } if message.contains("empty")));
     }
 
     #[test]
     fn the_request_body_is_camel_case() {
-        let r: GenerateRequest =
-            serde_json::from_str(r#"{"prompt": "p", "lastModel": {"a": 1}}"#).unwrap();
+        let r: GenerateRequest = serde_json::from_str(r#"{"prompt": "p", "lastModel": {"a": 1}}"#).unwrap();
         assert_eq!(r.last_model, Some(serde_json::json!({"a": 1})));
         assert!(serde_json::from_str::<GenerateRequest>(r#"{"promt": "p"}"#).is_err());
     }

@@ -28,8 +28,8 @@ pub mod worker;
 pub use model::{AbmDocument, AbmModel, AbmResponse, LlmAbmResponse, SupportingInfo};
 pub use validate::{Issue, Report, Severity, validate, validate_document};
 pub use worker::{
-    AbmWorker, Advance, Advanced, ModelId, ModelInfo, Patch, Snapshot, Start, StepRecord,
-    StepReport, WorkerConfig, WorkerLimits, WorkerPool,
+    AbmWorker, Advance, Advanced, ModelId, ModelInfo, Patch, Snapshot, Start, StepRecord, StepReport, WorkerConfig,
+    WorkerLimits, WorkerPool,
 };
 
 use std::time::Duration;
@@ -52,10 +52,7 @@ pub enum AbmError {
     Protocol(String),
     /// Model code raised an exception; `traceback` points into the model's code strings.
     #[error("model code failed: {message}{}", .traceback.as_deref().map(|t| format!("\n{t}")).unwrap_or_default())]
-    ModelCode {
-        message: String,
-        traceback: Option<String>,
-    },
+    ModelCode { message: String, traceback: Option<String> },
     /// A call used more CPU time than its budget; the model it ran is discarded.
     #[error("CPU time limit exceeded ({0} s per call); the model was stopped and discarded")]
     CpuLimit(u64),
@@ -74,9 +71,7 @@ pub enum AbmError {
     )]
     Lost(u64),
     /// A model that failed mid-call and so is in an inconsistent state.
-    #[error(
-        "model {0} failed during an earlier call and is in an inconsistent state; restore it from a snapshot"
-    )]
+    #[error("model {0} failed during an earlier call and is in an inconsistent state; restore it from a snapshot")]
     Poisoned(u64),
     /// A model handle this worker does not know.
     #[error("unknown model handle {0}")]

@@ -290,12 +290,10 @@ impl Serialize for ValueOrCall {
 
 impl<'de> Deserialize<'de> for ValueOrCall {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(
-            match d.deserialize_any(ScalarVisitor { allow_call: true })? {
-                Visited::Scalar(s) => ValueOrCall::Literal(s),
-                Visited::Call(c) => ValueOrCall::Call(c),
-            },
-        )
+        Ok(match d.deserialize_any(ScalarVisitor { allow_call: true })? {
+            Visited::Scalar(s) => ValueOrCall::Literal(s),
+            Visited::Call(c) => ValueOrCall::Call(c),
+        })
     }
 }
 
@@ -801,10 +799,7 @@ struct FailureWire {
 impl Serialize for AbmResponse {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
-            AbmResponse::Success {
-                model,
-                supporting_info,
-            } => SuccessWire {
+            AbmResponse::Success { model, supporting_info } => SuccessWire {
                 success: true,
                 model,
                 supporting_info: supporting_info.clone(),
@@ -825,8 +820,7 @@ impl<'de> Deserialize<'de> for AbmResponse {
         let v = Value::deserialize(d)?;
         match v.get("success") {
             Some(Value::Bool(true)) => {
-                let w: SuccessWire<AbmModel> =
-                    serde_json::from_value(v).map_err(de::Error::custom)?;
+                let w: SuccessWire<AbmModel> = serde_json::from_value(v).map_err(de::Error::custom)?;
                 Ok(AbmResponse::Success {
                     model: Box::new(w.model),
                     supporting_info: w.supporting_info,
@@ -853,8 +847,7 @@ pub enum AbmDocument {
 impl AbmDocument {
     /// Parses any of the three forms strictly; errors name the JSON path of the bad field.
     pub fn parse(text: &str) -> Result<Self, AbmError> {
-        let v: Value = serde_json::from_str(text)
-            .map_err(|e| AbmError::Parse(format!("not valid JSON: {e}")))?;
+        let v: Value = serde_json::from_str(text).map_err(|e| AbmError::Parse(format!("not valid JSON: {e}")))?;
         Self::from_value(v)
     }
 
@@ -954,35 +947,24 @@ impl SourceRef {
             ["environment", "environmentBehavior", n] if ident(n) => {
                 Some(SourceRef::EnvironmentBehavior(n.to_string()))
             }
-            ["agent", a, "agentAttribute", n] if ident(a) && ident(n) => {
-                Some(SourceRef::AgentAttribute {
-                    agent: a.to_string(),
-                    name: n.to_string(),
-                })
-            }
-            ["agent", a, "agentBehavior", n] if ident(a) && ident(n) => {
-                Some(SourceRef::AgentBehavior {
-                    agent: a.to_string(),
-                    name: n.to_string(),
-                })
-            }
-            ["agent", a, "initialCount"] if ident(a) => Some(SourceRef::InitialCount {
+            ["agent", a, "agentAttribute", n] if ident(a) && ident(n) => Some(SourceRef::AgentAttribute {
                 agent: a.to_string(),
+                name: n.to_string(),
             }),
+            ["agent", a, "agentBehavior", n] if ident(a) && ident(n) => Some(SourceRef::AgentBehavior {
+                agent: a.to_string(),
+                name: n.to_string(),
+            }),
+            ["agent", a, "initialCount"] if ident(a) => Some(SourceRef::InitialCount { agent: a.to_string() }),
             _ => None,
         }
     }
 
     /// True if the text starts like a sourceName (used to tell references from plain strings).
     pub fn looks_like(s: &str) -> bool {
-        [
-            "globalVariable.",
-            "globalFunction.",
-            "environment.",
-            "agent.",
-        ]
-        .iter()
-        .any(|p| s.starts_with(p))
+        ["globalVariable.", "globalFunction.", "environment.", "agent."]
+            .iter()
+            .any(|p| s.starts_with(p))
             && !s.contains(char::is_whitespace)
     }
 
@@ -1012,18 +994,11 @@ impl AgentType {
     /// or behavior that has one. The format has no name field of its own.
     pub fn name(&self) -> Option<String> {
         let attrs = self.agent_attributes.iter().map(|a| a.source_name.as_str());
-        let behaviors = self
-            .agent_behaviors
-            .items()
-            .iter()
-            .map(|b| b.source_name.as_str());
-        attrs
-            .chain(behaviors)
-            .find_map(|s| match SourceRef::parse(s)? {
-                SourceRef::AgentAttribute { agent, .. }
-                | SourceRef::AgentBehavior { agent, .. } => Some(agent),
-                _ => None,
-            })
+        let behaviors = self.agent_behaviors.items().iter().map(|b| b.source_name.as_str());
+        attrs.chain(behaviors).find_map(|s| match SourceRef::parse(s)? {
+            SourceRef::AgentAttribute { agent, .. } | SourceRef::AgentBehavior { agent, .. } => Some(agent),
+            _ => None,
+        })
     }
 }
 
@@ -1045,10 +1020,7 @@ impl AbmModel {
 
     /// The declared global variable of that name.
     pub fn global_variable(&self, name: &str) -> Option<&Variable> {
-        self.global_variables
-            .items()
-            .iter()
-            .find(|v| v.name == name)
+        self.global_variables.items().iter().find(|v| v.name == name)
     }
 
     /// The declared environment attribute of that name.
@@ -1088,10 +1060,7 @@ mod tests {
         // Compact text comparison, so property order counts (Value equality would not).
         assert_eq!(round_trip(text), compact(text));
         let doc = AbmDocument::parse(text).unwrap();
-        assert!(matches!(
-            doc,
-            AbmDocument::Envelope(AbmResponse::Success { .. })
-        ));
+        assert!(matches!(doc, AbmDocument::Envelope(AbmResponse::Success { .. })));
         let model = doc.model().unwrap();
         assert_eq!(model.agents.len(), 1);
         assert_eq!(model.agents[0][0].name().as_deref(), Some("Person"));
@@ -1102,11 +1071,7 @@ mod tests {
 
     #[test]
     fn shipped_examples_round_trip() {
-        for name in [
-            "sir_network.json",
-            "forest_fire.json",
-            "wealth_exchange.json",
-        ] {
+        for name in ["sir_network.json", "forest_fire.json", "wealth_exchange.json"] {
             let path = format!("{}/../assets/abm/{name}", env!("CARGO_MANIFEST_DIR"));
             let text = std::fs::read_to_string(&path).unwrap();
             assert_eq!(round_trip(&text), compact(&text), "{name}");
@@ -1132,8 +1097,7 @@ mod tests {
             let v: ValueOrCall = serde_json::from_str(text).unwrap();
             assert_eq!(serde_json::to_string(&v).unwrap(), text);
         }
-        let v: ValueOrCall =
-            serde_json::from_str(r#"{"function":"f","args":[1,"x",false]}"#).expect("call");
+        let v: ValueOrCall = serde_json::from_str(r#"{"function":"f","args":[1,"x",false]}"#).expect("call");
         assert!(matches!(v, ValueOrCall::Call(ref c) if c.function == "f" && c.args.len() == 3));
     }
 
@@ -1158,10 +1122,9 @@ mod tests {
                 "[\"agentAttribute\",\"environmentAttribute\",\"globalVariable\",\"globalFunction\",\"initialCount\"]",
                 |t| serde_json::to_string(&serde_json::from_str::<Vec<InitializationType>>(t)?),
             ),
-            (
-                "[\"agentBehavior\",\"environmentBehavior\",\"globalFunction\"]",
-                |t| serde_json::to_string(&serde_json::from_str::<Vec<ScheduleType>>(t)?),
-            ),
+            ("[\"agentBehavior\",\"environmentBehavior\",\"globalFunction\"]", |t| {
+                serde_json::to_string(&serde_json::from_str::<Vec<ScheduleType>>(t)?)
+            }),
             ("[\"model\",\"agent\"]", |t| {
                 serde_json::to_string(&serde_json::from_str::<Vec<CollectionLevel>>(t)?)
             }),
@@ -1196,10 +1159,7 @@ mod tests {
         let mut v: Value = serde_json::from_str(text).unwrap();
         v["model"]["globalVariables"][0]["initialValue"] = serde_json::json!([1, 2]);
         let err = AbmDocument::from_value(v).unwrap_err().to_string();
-        assert!(
-            err.contains("model.globalVariables[0].initialValue"),
-            "{err}"
-        );
+        assert!(err.contains("model.globalVariables[0].initialValue"), "{err}");
 
         let mut v: Value = serde_json::from_str(text).unwrap();
         v["model"]["agents"][0][0]["initialCount"] = serde_json::json!({"function": "f"});
@@ -1233,9 +1193,7 @@ mod tests {
         );
         assert_eq!(
             SourceRef::parse("agent.Person.initialCount"),
-            Some(SourceRef::InitialCount {
-                agent: "Person".into()
-            })
+            Some(SourceRef::InitialCount { agent: "Person".into() })
         );
         assert_eq!(SourceRef::parse("globalVariable.a b"), None);
         assert_eq!(SourceRef::parse("globalVariable.x.y"), None);

@@ -63,9 +63,7 @@ impl FromStr for Provider {
             "openai" => Ok(Provider::OpenAi),
             "gemini" | "google" => Ok(Provider::Gemini),
             "claude" | "anthropic" => Ok(Provider::Claude),
-            _ => Err(format!(
-                "unknown provider '{s}': expected openai, gemini or claude"
-            )),
+            _ => Err(format!("unknown provider '{s}': expected openai, gemini or claude")),
         }
     }
 }
@@ -75,9 +73,7 @@ impl FromStr for Provider {
 pub fn response_schema() -> Value {
     let mut settings = SchemaSettings::draft07();
     settings.inline_subschemas = true;
-    let root = settings
-        .into_generator()
-        .into_root_schema_for::<LlmAbmResponse>();
+    let root = settings.into_generator().into_root_schema_for::<LlmAbmResponse>();
     let mut v = serde_json::to_value(root).unwrap_or(Value::Null);
     normalise(&mut v);
     if let Value::Object(root) = &mut v {
@@ -131,10 +127,7 @@ fn normalise(v: &mut Value) {
             // Keywords only: a property may itself be called `title` (the response's title), so
             // only string/bool-valued keys are keywords here.
             for key in ["$schema", "title", "format", "additionalProperties"] {
-                if map
-                    .get(key)
-                    .is_some_and(|v| v.is_string() || v.is_boolean())
-                {
+                if map.get(key).is_some_and(|v| v.is_string() || v.is_boolean()) {
                     map.remove(key);
                 }
             }
@@ -192,8 +185,7 @@ fn to_openai_strict(v: &mut Value) {
                         .is_some_and(|n| n == Value::Bool(true));
                     if nullable {
                         // Keep the description on the outer schema, where a reader looks.
-                        let description =
-                            prop.as_object_mut().and_then(|p| p.remove("description"));
+                        let description = prop.as_object_mut().and_then(|p| p.remove("description"));
                         let inner = std::mem::take(prop);
                         let mut outer = Map::new();
                         if let Some(d) = description {
@@ -257,10 +249,7 @@ mod tests {
     fn from_openai_strict(v: &Value) -> Value {
         match v {
             Value::Object(map) => {
-                let mut out: Map<String, Value> = map
-                    .iter()
-                    .map(|(k, x)| (k.clone(), from_openai_strict(x)))
-                    .collect();
+                let mut out: Map<String, Value> = map.iter().map(|(k, x)| (k.clone(), from_openai_strict(x))).collect();
                 let mut optional = Vec::new();
                 if let Some(Value::Object(props)) = out.get_mut("properties") {
                     for (name, prop) in props.iter_mut() {
@@ -319,11 +308,7 @@ mod tests {
         let seed: Value = serde_json::from_str(SEED).unwrap();
         let mut out = Vec::new();
         diff(&skeleton(generated), &skeleton(&seed), "", &mut out);
-        assert!(
-            out.is_empty(),
-            "{label} differs from seed 001:\n{}",
-            out.join("\n")
-        );
+        assert!(out.is_empty(), "{label} differs from seed 001:\n{}", out.join("\n"));
     }
 
     /// Property names of every object, in order, keyed by JSON pointer.
@@ -366,15 +351,9 @@ mod tests {
             .collect();
         // Seed 000 (the format document, and its example) puts maxSteps first; seed 001's zod
         // schema puts terminationRules first. The types follow seed 000.
-        assert_eq!(
-            differing,
-            vec!["/properties/model/properties/terminationCriteria"]
-        );
+        assert_eq!(differing, vec!["/properties/model/properties/terminationCriteria"]);
         let root = response_schema();
-        assert_eq!(
-            root["propertyOrdering"],
-            json!(["model", "explanation", "title"])
-        );
+        assert_eq!(root["propertyOrdering"], json!(["model", "explanation", "title"]));
         assert_eq!(
             root["properties"]["model"]["properties"]
                 .as_object()
@@ -414,9 +393,7 @@ mod tests {
         assert!(orders.len() > 20);
         for (path, props) in orders {
             let pointer = format!("{path}/propertyOrdering");
-            let ordering = schema
-                .pointer(&pointer)
-                .unwrap_or_else(|| panic!("{pointer}"));
+            let ordering = schema.pointer(&pointer).unwrap_or_else(|| panic!("{pointer}"));
             assert_eq!(ordering, &json!(props), "{pointer}");
         }
     }
@@ -461,11 +438,6 @@ mod tests {
         for p in Provider::ALL {
             assert_eq!(p.as_str().parse::<Provider>().unwrap(), p);
         }
-        assert!(
-            "mistral"
-                .parse::<Provider>()
-                .unwrap_err()
-                .contains("openai")
-        );
+        assert!("mistral".parse::<Provider>().unwrap_err().contains("openai"));
     }
 }

@@ -22,8 +22,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::model::{
-    AbmDocument, AbmModel, AgentType, FunctionCall, FunctionInput, InitializationType, Maybe,
-    Scalar, ScheduleType, SourceRef, TopologyType, ValueOrCall, VarType, is_identifier,
+    AbmDocument, AbmModel, AgentType, FunctionCall, FunctionInput, InitializationType, Maybe, Scalar, ScheduleType,
+    SourceRef, TopologyType, ValueOrCall, VarType, is_identifier,
 };
 
 /// How serious a finding is.
@@ -67,9 +67,7 @@ impl Report {
     }
 
     pub fn warnings(&self) -> impl Iterator<Item = &Issue> {
-        self.issues
-            .iter()
-            .filter(|i| i.severity == Severity::Warning)
+        self.issues.iter().filter(|i| i.severity == Severity::Warning)
     }
 
     /// No errors (warnings allowed).
@@ -128,14 +126,7 @@ const AGENT_BUILTINS: &[&str] = &[
     "advance",
 ];
 /// Attribute names an agent type may not declare (the runner refuses them).
-const RESERVED_AGENT_ATTRIBUTES: &[&str] = &[
-    "model",
-    "unique_id",
-    "random",
-    "rng",
-    "agent_type",
-    "remove",
-];
+const RESERVED_AGENT_ATTRIBUTES: &[&str] = &["model", "unique_id", "random", "rng", "agent_type", "remove"];
 /// What model code may use on the model object (Mesa 3 API plus the runner's additions).
 const MODEL_BUILTINS: &[&str] = &[
     "steps",
@@ -245,14 +236,7 @@ impl<'a> Validator<'a> {
 
     // -- declarations: names, sourceNames, agent types --
 
-    fn declare(
-        &mut self,
-        source_name: &'a str,
-        expected: &str,
-        path: &str,
-        name: &str,
-        npath: &str,
-    ) {
+    fn declare(&mut self, source_name: &'a str, expected: &str, path: &str, name: &str, npath: &str) {
         if !is_identifier(name) {
             self.error(
                 "bad-identifier",
@@ -290,9 +274,7 @@ impl<'a> Validator<'a> {
                 &v.name,
                 &format!("{path}.name"),
             );
-            self.globals
-                .entry(&v.name)
-                .or_insert((path.clone(), v.var_type));
+            self.globals.entry(&v.name).or_insert((path.clone(), v.var_type));
         }
         for (i, f) in m.global_functions.items().iter().enumerate() {
             let path = format!("globalFunctions[{i}]");
@@ -307,13 +289,7 @@ impl<'a> Validator<'a> {
                 .entry(&f.name)
                 .or_insert((path.clone(), f.function_inputs.get().map(Vec::as_slice)));
         }
-        for (i, a) in m
-            .environment
-            .environment_attributes
-            .items()
-            .iter()
-            .enumerate()
-        {
+        for (i, a) in m.environment.environment_attributes.items().iter().enumerate() {
             let path = format!("environment.environmentAttributes[{i}]");
             self.declare(
                 &a.source_name,
@@ -322,17 +298,9 @@ impl<'a> Validator<'a> {
                 &a.name,
                 &format!("{path}.name"),
             );
-            self.env_attrs
-                .entry(&a.name)
-                .or_insert((path.clone(), a.var_type));
+            self.env_attrs.entry(&a.name).or_insert((path.clone(), a.var_type));
         }
-        for (i, b) in m
-            .environment
-            .environment_behaviors
-            .items()
-            .iter()
-            .enumerate()
-        {
+        for (i, b) in m.environment.environment_behaviors.items().iter().enumerate() {
             let path = format!("environment.environmentBehaviors[{i}]");
             self.declare(
                 &b.source_name,
@@ -382,10 +350,7 @@ impl<'a> Validator<'a> {
                     self.error(
                         "reserved-name",
                         format!("{apath}.name"),
-                        format!(
-                            "'{}' is Mesa's own agent attribute; choose another name",
-                            a.name
-                        ),
+                        format!("'{}' is Mesa's own agent attribute; choose another name", a.name),
                     );
                 } else if a.name == "pos" {
                     self.warn(
@@ -394,9 +359,7 @@ impl<'a> Validator<'a> {
                         "'pos' belongs to Mesa; the runner uses its initial value only to place the agent",
                     );
                 }
-                info.attributes
-                    .entry(&a.name)
-                    .or_insert((apath.clone(), a.var_type));
+                info.attributes.entry(&a.name).or_insert((apath.clone(), a.var_type));
             }
             for (k, b) in t.agent_behaviors.items().iter().enumerate() {
                 let bpath = format!("{path}.agentBehaviors[{k}]");
@@ -418,27 +381,15 @@ impl<'a> Validator<'a> {
     /// Resolves a sourceName to its declaration: (path, type, kind). `None` if undeclared.
     fn resolve(&self, r: &SourceRef) -> Option<(String, Option<VarType>)> {
         match r {
-            SourceRef::GlobalVariable(n) => self
-                .globals
-                .get(n.as_str())
-                .map(|(p, t)| (p.clone(), Some(*t))),
-            SourceRef::EnvironmentAttribute(n) => self
-                .env_attrs
-                .get(n.as_str())
-                .map(|(p, t)| (p.clone(), Some(*t))),
+            SourceRef::GlobalVariable(n) => self.globals.get(n.as_str()).map(|(p, t)| (p.clone(), Some(*t))),
+            SourceRef::EnvironmentAttribute(n) => self.env_attrs.get(n.as_str()).map(|(p, t)| (p.clone(), Some(*t))),
             SourceRef::AgentAttribute { agent, name } => self
                 .agent_type(agent)?
                 .attributes
                 .get(name.as_str())
                 .map(|(p, t)| (p.clone(), Some(*t))),
-            SourceRef::GlobalFunction(n) => self
-                .functions
-                .get(n.as_str())
-                .map(|(p, _)| (p.clone(), None)),
-            SourceRef::EnvironmentBehavior(n) => self
-                .env_behaviors
-                .get(n.as_str())
-                .map(|p| (p.clone(), None)),
+            SourceRef::GlobalFunction(n) => self.functions.get(n.as_str()).map(|(p, _)| (p.clone(), None)),
+            SourceRef::EnvironmentBehavior(n) => self.env_behaviors.get(n.as_str()).map(|p| (p.clone(), None)),
             SourceRef::AgentBehavior { agent, name } => self
                 .agent_type(agent)?
                 .behaviors
@@ -457,9 +408,7 @@ impl<'a> Validator<'a> {
             self.error(
                 "unresolved-reference",
                 path,
-                format!(
-                    "'{text}' is not a sourceName (globalVariable.x, agent.T.agentAttribute.x, …)"
-                ),
+                format!("'{text}' is not a sourceName (globalVariable.x, agent.T.agentAttribute.x, …)"),
             );
             return None;
         };
@@ -492,20 +441,9 @@ impl<'a> Validator<'a> {
             let path = format!("globalVariables[{i}].initialValue");
             self.value(&v.initial_value, Some(v.var_type), Owner::Model, &path);
         }
-        for (i, v) in m
-            .environment
-            .environment_attributes
-            .items()
-            .iter()
-            .enumerate()
-        {
+        for (i, v) in m.environment.environment_attributes.items().iter().enumerate() {
             let path = format!("environment.environmentAttributes[{i}].initialValue");
-            self.value(
-                &v.initial_value,
-                Some(v.var_type),
-                Owner::Environment,
-                &path,
-            );
+            self.value(&v.initial_value, Some(v.var_type), Owner::Environment, &path);
         }
         let types: Vec<(String, String, &'a AgentType)> = self
             .types
@@ -522,11 +460,7 @@ impl<'a> Validator<'a> {
             if let ValueOrCall::Literal(Scalar::Number(n)) = &t.initial_count
                 && n.as_u64().is_none()
             {
-                self.error(
-                    "type-mismatch",
-                    &p,
-                    format!("must be a whole number ≥ 0, not {n}"),
-                );
+                self.error("type-mismatch", &p, format!("must be a whole number ≥ 0, not {n}"));
             }
         }
     }
@@ -547,9 +481,7 @@ impl<'a> Validator<'a> {
                 };
                 if matches!(
                     r,
-                    SourceRef::GlobalFunction(_)
-                        | SourceRef::EnvironmentBehavior(_)
-                        | SourceRef::AgentBehavior { .. }
+                    SourceRef::GlobalFunction(_) | SourceRef::EnvironmentBehavior(_) | SourceRef::AgentBehavior { .. }
                 ) {
                     self.error(
                         "type-mismatch",
@@ -593,9 +525,7 @@ impl<'a> Validator<'a> {
         let name = c.function.as_str();
         let inputs = match SourceRef::parse(name) {
             Some(SourceRef::GlobalFunction(n)) => self.functions.get(n.as_str()).map(|f| f.1),
-            Some(SourceRef::EnvironmentBehavior(n)) => {
-                self.env_behaviors.get(n.as_str()).map(|_| None)
-            }
+            Some(SourceRef::EnvironmentBehavior(n)) => self.env_behaviors.get(n.as_str()).map(|_| None),
             Some(SourceRef::AgentBehavior { agent, name }) => self
                 .agent_type(&agent)
                 .and_then(|t| t.behaviors.get(name.as_str()))
@@ -611,9 +541,7 @@ impl<'a> Validator<'a> {
             None => self.functions.get(name).map(|f| f.1).or_else(|| {
                 let own = match owner {
                     Owner::Environment => self.env_behaviors.contains_key(name),
-                    Owner::Agent(t) => self
-                        .agent_type(t)
-                        .is_some_and(|t| t.behaviors.contains_key(name)),
+                    Owner::Agent(t) => self.agent_type(t).is_some_and(|t| t.behaviors.contains_key(name)),
                     Owner::Model => false,
                 };
                 own.then_some(None)
@@ -684,9 +612,7 @@ impl<'a> Validator<'a> {
             };
             let expected = match &r {
                 SourceRef::GlobalVariable(_) => Some(InitializationType::GlobalVariable),
-                SourceRef::EnvironmentAttribute(_) => {
-                    Some(InitializationType::EnvironmentAttribute)
-                }
+                SourceRef::EnvironmentAttribute(_) => Some(InitializationType::EnvironmentAttribute),
                 SourceRef::AgentAttribute { .. } => Some(InitializationType::AgentAttribute),
                 SourceRef::GlobalFunction(_) => Some(InitializationType::GlobalFunction),
                 SourceRef::InitialCount { agent } => {
@@ -731,11 +657,7 @@ impl<'a> Validator<'a> {
         let mut orders = BTreeSet::new();
         for (i, item) in schedule.iter().enumerate() {
             let path = format!("scheduler.schedule.scheduleOrder[{i}]");
-            self.order_number(
-                &item.order_in_schedule,
-                &format!("{path}.orderInSchedule"),
-                &mut orders,
-            );
+            self.order_number(&item.order_in_schedule, &format!("{path}.orderInSchedule"), &mut orders);
             let Some(r) = self.reference(&item.source_name, &format!("{path}.sourceName")) else {
                 continue;
             };
@@ -749,10 +671,7 @@ impl<'a> Validator<'a> {
                 None => self.error(
                     "type-mismatch",
                     format!("{path}.sourceName"),
-                    format!(
-                        "a {} cannot be scheduled; schedule behaviors and functions",
-                        r.kind()
-                    ),
+                    format!("a {} cannot be scheduled; schedule behaviors and functions", r.kind()),
                 ),
                 Some(e) if e != item.item_type => self.error(
                     "type-mismatch",
@@ -771,11 +690,7 @@ impl<'a> Validator<'a> {
 
     fn order_number(&mut self, n: &serde_json::Number, path: &str, seen: &mut BTreeSet<u64>) {
         match n.as_u64().filter(|&k| k >= 1) {
-            None => self.error(
-                "type-mismatch",
-                path,
-                format!("must be a whole number ≥ 1, not {n}"),
-            ),
+            None => self.error("type-mismatch", path, format!("must be a whole number ≥ 1, not {n}")),
             Some(k) if !seen.insert(k) => self.warn(
                 "duplicate-order",
                 path,
@@ -809,10 +724,7 @@ impl<'a> Validator<'a> {
                         self.error(
                             "type-mismatch",
                             format!("{path}.sourceName"),
-                            format!(
-                                "a {} cannot be watched; name a variable or attribute",
-                                other.kind()
-                            ),
+                            format!("a {} cannot be watched; name a variable or attribute", other.kind()),
                         );
                         None
                     }
@@ -860,10 +772,7 @@ impl<'a> Validator<'a> {
                     other => self.error(
                         "type-mismatch",
                         &path,
-                        format!(
-                            "a {} cannot be tracked; name a variable or attribute",
-                            other.kind()
-                        ),
+                        format!("a {} cannot be tracked; name a variable or attribute", other.kind()),
                     ),
                 }
             }
@@ -879,20 +788,9 @@ impl<'a> Validator<'a> {
         // (path, code, function name, is an environment behavior)
         let mut blocks: Vec<(String, &'a str, &'a str, bool)> = Vec::new();
         for (i, f) in m.global_functions.items().iter().enumerate() {
-            blocks.push((
-                format!("globalFunctions[{i}].code"),
-                &f.code,
-                &f.name,
-                false,
-            ));
+            blocks.push((format!("globalFunctions[{i}].code"), &f.code, &f.name, false));
         }
-        for (i, b) in m
-            .environment
-            .environment_behaviors
-            .items()
-            .iter()
-            .enumerate()
-        {
+        for (i, b) in m.environment.environment_behaviors.items().iter().enumerate() {
             blocks.push((
                 format!("environment.environmentBehaviors[{i}].code"),
                 &b.code,
@@ -907,12 +805,7 @@ impl<'a> Validator<'a> {
             .collect();
         for (_, path, t) in &types {
             for (k, b) in t.agent_behaviors.items().iter().enumerate() {
-                blocks.push((
-                    format!("{path}.agentBehaviors[{k}].code"),
-                    &b.code,
-                    &b.name,
-                    false,
-                ));
+                blocks.push((format!("{path}.agentBehaviors[{k}].code"), &b.code, &b.name, false));
             }
         }
         let all_code: String = blocks.iter().map(|b| b.1).collect::<Vec<_>>().join("\n");
@@ -924,9 +817,7 @@ impl<'a> Validator<'a> {
             .collect();
         let assigned_env: HashSet<String> = dotted(&all_clean, "environment.")
             .into_iter()
-            .filter(|(off, ident)| {
-                is_assignment(&all_clean, off + "environment.".len() + ident.len())
-            })
+            .filter(|(off, ident)| is_assignment(&all_clean, off + "environment.".len() + ident.len()))
             .map(|(_, i)| i)
             .collect();
         for (path, code, fname, is_env) in &blocks {
@@ -1012,9 +903,7 @@ impl<'a> Validator<'a> {
                     }
                 }
             }
-            if find_word(&clean, "np.random.").is_some()
-                || find_word(&clean, "numpy.random.").is_some()
-            {
+            if find_word(&clean, "np.random.").is_some() || find_word(&clean, "numpy.random.").is_some() {
                 self.warn(
                     "unseeded-random",
                     path,
@@ -1149,10 +1038,7 @@ impl<'a> Validator<'a> {
                 "next_id()",
                 "Mesa 3 assigns unique_id itself; model.next_id() is shimmed",
             ),
-            (
-                "model.time",
-                "Mesa 3.3 has no model.time; use model.steps (shimmed)",
-            ),
+            ("model.time", "Mesa 3.3 has no model.time; use model.steps (shimmed)"),
         ];
         const UNSHIMMED: &[(&str, &str)] = &[
             (
@@ -1169,10 +1055,7 @@ impl<'a> Validator<'a> {
                 self.warn(
                     "mesa2-idiom",
                     path,
-                    format!(
-                        "line {}: '{pattern}' is Mesa 2 style: {advice}",
-                        line_of(code, off)
-                    ),
+                    format!("line {}: '{pattern}' is Mesa 2 style: {advice}", line_of(code, off)),
                 );
             }
         }
@@ -1244,9 +1127,7 @@ impl<'a> Validator<'a> {
             )
             .collect();
         let values_json = serde_json::to_string(m).unwrap_or_default();
-        let called = |name: &str| {
-            calls(&clean, name) || values_json.contains(&format!("\"function\":\"{name}\""))
-        };
+        let called = |name: &str| calls(&clean, name) || values_json.contains(&format!("\"function\":\"{name}\""));
         let mut unscheduled = Vec::new();
         for (name, t) in &self.types {
             for (k, b) in t.def.agent_behaviors.items().iter().enumerate() {
@@ -1261,7 +1142,10 @@ impl<'a> Validator<'a> {
                     ));
                 }
                 if b.execution_mode != super::model::ExecutionMode::PerAgent {
-                    unscheduled.push((format!("{path}.executionMode"), "agent behaviors are called once per agent of their type; the mode is ignored".to_owned()));
+                    unscheduled.push((
+                        format!("{path}.executionMode"),
+                        "agent behaviors are called once per agent of their type; the mode is ignored".to_owned(),
+                    ));
                 }
             }
         }
@@ -1273,21 +1157,12 @@ impl<'a> Validator<'a> {
             };
             self.warn(code, path, msg);
         }
-        for (i, b) in m
-            .environment
-            .environment_behaviors
-            .items()
-            .iter()
-            .enumerate()
-        {
+        for (i, b) in m.environment.environment_behaviors.items().iter().enumerate() {
             if !scheduled.contains(b.source_name.as_str()) && !called(&b.name) {
                 self.warn(
                     "unscheduled",
                     format!("environment.environmentBehaviors[{i}].sourceName"),
-                    format!(
-                        "{} never runs: it is not in the schedule and no code calls it",
-                        b.name
-                    ),
+                    format!("{} never runs: it is not in the schedule and no code calls it", b.name),
                 );
             }
         }
@@ -1296,10 +1171,7 @@ impl<'a> Validator<'a> {
                 self.warn(
                     "unscheduled",
                     format!("globalFunctions[{i}].sourceName"),
-                    format!(
-                        "{} is never called, scheduled or used in initialization",
-                        f.name
-                    ),
+                    format!("{} is never called, scheduled or used in initialization", f.name),
                 );
             }
         }
@@ -1418,8 +1290,7 @@ pub(crate) fn blank_strings_and_comments(code: &str) -> String {
                         i += 2;
                         continue;
                     }
-                    if b[i] == q && (!triple || (i + 2 < b.len() && b[i + 1] == q && b[i + 2] == q))
-                    {
+                    if b[i] == q && (!triple || (i + 2 < b.len() && b[i + 1] == q && b[i + 2] == q)) {
                         i += delim;
                         break;
                     }
@@ -1475,9 +1346,8 @@ fn find_word(clean: &str, pattern: &str) -> Option<usize> {
         let at = from + rel;
         let end = at + pattern.len();
         let left_ok = at == 0 || !is_ident_byte(b[at - 1]) || !is_ident_byte(pattern.as_bytes()[0]);
-        let right_ok = end >= b.len()
-            || !is_ident_byte(b[end])
-            || !is_ident_byte(*pattern.as_bytes().last().unwrap_or(&b' '));
+        let right_ok =
+            end >= b.len() || !is_ident_byte(b[end]) || !is_ident_byte(*pattern.as_bytes().last().unwrap_or(&b' '));
         if left_ok && right_ok {
             return Some(at);
         }
@@ -1618,11 +1488,7 @@ mod tests {
     }
 
     fn listing(r: &Report) -> String {
-        r.issues
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("\n")
+        r.issues.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n")
     }
 
     #[test]
@@ -1632,10 +1498,7 @@ mod tests {
         assert_eq!(
             errors,
             vec![
-                (
-                    "unknown-function",
-                    "model.agents[0][0].initialCount.function"
-                ),
+                ("unknown-function", "model.agents[0][0].initialCount.function"),
                 (
                     "unresolved-reference",
                     "model.terminationCriteria.terminationRules[0].sourceName"
@@ -1667,11 +1530,7 @@ mod tests {
 
     #[test]
     fn shipped_examples_have_no_errors_or_warnings() {
-        for name in [
-            "sir_network.json",
-            "forest_fire.json",
-            "wealth_exchange.json",
-        ] {
+        for name in ["sir_network.json", "forest_fire.json", "wealth_exchange.json"] {
             let path = format!("{}/../assets/abm/{name}", env!("CARGO_MANIFEST_DIR"));
             let doc = AbmDocument::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
             let r = validate_document(&doc);
@@ -1756,10 +1615,7 @@ mod tests {
             "model.scheduler.initialization.initializationOrder[3].sourceName",
         );
         expect(
-            |v| {
-                m(v)["dataAnalytics"]["trackedVariables"][1]["sourceName"] =
-                    json!("globalVariable.population")
-            },
+            |v| m(v)["dataAnalytics"]["trackedVariables"][1]["sourceName"] = json!("globalVariable.population"),
             Error,
             "unresolved-reference",
             "model.dataAnalytics.trackedVariables[1].sourceName",
@@ -1771,10 +1627,7 @@ mod tests {
             "model.globalVariables[1].initialValue",
         );
         expect(
-            |v| {
-                m(v)["globalVariables"][0]["initialValue"] =
-                    json!({"function": "computePopulation", "args": []})
-            },
+            |v| m(v)["globalVariables"][0]["initialValue"] = json!({"function": "computePopulation", "args": []}),
             Error,
             "unknown-function",
             "model.globalVariables[0].initialValue.function",
@@ -1795,19 +1648,13 @@ mod tests {
             "model.agents[0][0].agentBehaviors[0].code",
         );
         expect(
-            |v| {
-                m(v)["scheduler"]["schedule"]["scheduleOrder"][0]["type"] =
-                    json!("environmentBehavior")
-            },
+            |v| m(v)["scheduler"]["schedule"]["scheduleOrder"][0]["type"] = json!("environmentBehavior"),
             Error,
             "type-mismatch",
             "model.scheduler.schedule.scheduleOrder[0].type",
         );
         expect(
-            |v| {
-                m(v)["scheduler"]["initialization"]["initializationOrder"][0]["type"] =
-                    json!("environmentAttribute")
-            },
+            |v| m(v)["scheduler"]["initialization"]["initializationOrder"][0]["type"] = json!("environmentAttribute"),
             Error,
             "type-mismatch",
             "model.scheduler.initialization.initializationOrder[0].type",
@@ -1907,8 +1754,7 @@ mod tests {
         );
         expect(
             |v| {
-                let code =
-                    "def calculateInfectionProbability(c, t):\n    return environment.humidity * t";
+                let code = "def calculateInfectionProbability(c, t):\n    return environment.humidity * t";
                 m(v)["globalFunctions"][0]["code"] = json!(code);
             },
             Warning,
@@ -1931,9 +1777,7 @@ mod tests {
         );
         expect(
             |v| {
-                let order = m(v)["scheduler"]["schedule"]["scheduleOrder"]
-                    .as_array_mut()
-                    .unwrap();
+                let order = m(v)["scheduler"]["schedule"]["scheduleOrder"].as_array_mut().unwrap();
                 order.pop();
             },
             Warning,
@@ -1968,8 +1812,7 @@ mod tests {
         );
         expect(
             |v| {
-                let code =
-                    "def calculateInfectionProbability(c, t):\n    return np.random.random()";
+                let code = "def calculateInfectionProbability(c, t):\n    return np.random.random()";
                 m(v)["globalFunctions"][0]["code"] = json!(code);
             },
             Warning,
@@ -2024,10 +1867,7 @@ mod tests {
         let code = "def f(self):\n    # globalVariable.ghost in a comment\n    s = 'globalVariable.ghost'\n    t = \"\"\"self.schedule.time\n\"\"\"\n    return globalVariable.real";
         let clean = blank_strings_and_comments(code);
         assert_eq!(clean.len(), code.len());
-        let found: Vec<String> = dotted(&clean, "globalVariable.")
-            .into_iter()
-            .map(|x| x.1)
-            .collect();
+        let found: Vec<String> = dotted(&clean, "globalVariable.").into_iter().map(|x| x.1).collect();
         assert_eq!(found, vec!["real".to_owned()]);
         assert_eq!(line_of(code, clean.find("globalVariable.real").unwrap()), 6);
         assert!(find_word(&clean, "schedule.time").is_none());
@@ -2035,8 +1875,6 @@ mod tests {
             compared_literals("if n.status == 'I' or 'R' != self.status:", "status"),
             vec!["I", "R"]
         );
-        assert!(
-            is_assignment(" = 3", 0) && !is_assignment(" += 1", 0) && !is_assignment(" == 3", 0)
-        );
+        assert!(is_assignment(" = 3", 0) && !is_assignment(" += 1", 0) && !is_assignment(" == 3", 0));
     }
 }

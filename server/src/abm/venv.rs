@@ -59,36 +59,23 @@ pub fn ensure_venv(root: &Path) -> Result<PathBuf, String> {
     }
     if !python.is_file() {
         run(
-            Command::new(bootstrap_python())
-                .arg("-m")
-                .arg("venv")
-                .arg(&venv),
+            Command::new(bootstrap_python()).arg("-m").arg("venv").arg(&venv),
             "create the virtualenv",
         )?;
     }
     run(
         Command::new(&python)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--disable-pip-version-check",
-                "-q",
-                "-r",
-            ])
+            .args(["-m", "pip", "install", "--disable-pip-version-check", "-q", "-r"])
             .arg(&requirements_path),
         "install the worker's requirements",
     )?;
-    std::fs::write(&marker, &requirements)
-        .map_err(|e| format!("cannot write {}: {e}", marker.display()))?;
+    std::fs::write(&marker, &requirements).map_err(|e| format!("cannot write {}: {e}", marker.display()))?;
     Ok(python)
 }
 
 fn run(cmd: &mut Command, what: &str) -> Result<(), String> {
     let shown = format!("{cmd:?}");
-    let out = cmd
-        .output()
-        .map_err(|e| format!("cannot {what}: {shown}: {e}"))?;
+    let out = cmd.output().map_err(|e| format!("cannot {what}: {shown}: {e}"))?;
     if out.status.success() {
         return Ok(());
     }

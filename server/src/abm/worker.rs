@@ -175,32 +175,25 @@ impl Patch {
     /// fits its declared type. Lets a branch fail before anything runs.
     pub fn check(&self, model: &AbmModel) -> Result<(), AbmError> {
         let (decl, what) = match self {
-            Patch::GlobalVariable { name, .. } => (
-                model.global_variable(name),
-                format!("global variable '{name}'"),
-            ),
+            Patch::GlobalVariable { name, .. } => (model.global_variable(name), format!("global variable '{name}'")),
             Patch::EnvironmentAttribute { name, .. } => (
                 model.environment_attribute(name),
                 format!("environment attribute '{name}'"),
             ),
-            Patch::AgentAttribute {
-                agent_type, name, ..
-            } => {
-                let t = model.agent_type(agent_type).ok_or_else(|| {
-                    AbmError::BadRequest(format!("the model has no agent type '{agent_type}'"))
-                })?;
+            Patch::AgentAttribute { agent_type, name, .. } => {
+                let t = model
+                    .agent_type(agent_type)
+                    .ok_or_else(|| AbmError::BadRequest(format!("the model has no agent type '{agent_type}'")))?;
                 (
                     t.agent_attributes.iter().find(|a| &a.name == name),
                     format!("attribute '{name}' of agent type {agent_type}"),
                 )
             }
         };
-        let decl =
-            decl.ok_or_else(|| AbmError::BadRequest(format!("the model declares no {what}")))?;
+        let decl = decl.ok_or_else(|| AbmError::BadRequest(format!("the model declares no {what}")))?;
         let value = self.value();
         // "object" is the format's catch-all (LLMs use it for tuples, lists, records).
-        let fits =
-            decl.var_type.admits(value) || (decl.var_type == VarType::Object && !value.is_null());
+        let fits = decl.var_type.admits(value) || (decl.var_type == VarType::Object && !value.is_null());
         if !fits {
             return Err(AbmError::BadRequest(format!(
                 "{what} is declared {} but the patch gives {value}",
@@ -226,9 +219,7 @@ impl Patch {
             Patch::EnvironmentAttribute { name, .. } => {
                 format!("environment.environmentAttribute.{name}")
             }
-            Patch::AgentAttribute {
-                agent_type, name, ..
-            } => format!("agent.{agent_type}.agentAttribute.{name}"),
+            Patch::AgentAttribute { agent_type, name, .. } => format!("agent.{agent_type}.agentAttribute.{name}"),
         }
     }
 }
@@ -502,8 +493,7 @@ impl AbmWorker {
 
     /// Builds a model from its specification (initialization runs in the worker).
     pub fn load(&mut self, model: &AbmModel, seed: u64) -> Result<Loaded, AbmError> {
-        let spec =
-            Arc::new(serde_json::to_value(model).map_err(|e| AbmError::Parse(e.to_string()))?);
+        let spec = Arc::new(serde_json::to_value(model).map_err(|e| AbmError::Parse(e.to_string()))?);
         let id = self.new_id();
         let out = self.load_into(id, &spec, seed)?;
         self.models.insert(
@@ -592,10 +582,7 @@ impl AbmWorker {
 
     /// Forgets a model (in the worker and here).
     pub fn drop_model(&mut self, id: ModelId) -> Result<(), AbmError> {
-        let entry = self
-            .models
-            .remove(&id)
-            .ok_or(AbmError::UnknownModel(id.0))?;
+        let entry = self.models.remove(&id).ok_or(AbmError::UnknownModel(id.0))?;
         if entry.live && self.proc.is_some() {
             let mut args = Map::new();
             args.insert("handle".into(), id.0.into());
@@ -691,12 +678,7 @@ impl AbmWorker {
         id
     }
 
-    fn load_into(
-        &mut self,
-        id: ModelId,
-        spec: &Value,
-        seed: u64,
-    ) -> Result<Map<String, Value>, AbmError> {
+    fn load_into(&mut self, id: ModelId, spec: &Value, seed: u64) -> Result<Map<String, Value>, AbmError> {
         let mut args = Map::new();
         args.insert("handle".into(), id.0.into());
         args.insert("model".into(), spec.clone());
@@ -780,24 +762,17 @@ impl AbmWorker {
         line.push('\n');
         let timeout = self.config.limits.call_timeout;
         let proc = self.proc.as_mut().expect("spawned above");
-        if let Err(e) = proc
-            .stdin
-            .write_all(line.as_bytes())
-            .and_then(|_| proc.stdin.flush())
-        {
+        if let Err(e) = proc.stdin.write_all(line.as_bytes()).and_then(|_| proc.stdin.flush()) {
             let how = self.lose_process();
-            return Err(AbmError::WorkerDied(format!(
-                "cannot write a request ({e}); {how}"
-            )));
+            return Err(AbmError::WorkerDied(format!("cannot write a request ({e}); {how}")));
         }
         let started = Instant::now();
         let left = timeout.saturating_sub(started.elapsed());
         let proc = self.proc.as_mut().expect("still running");
         let answer = match proc.lines.recv_timeout(left) {
             Ok(Some(text)) => {
-                let v: Value = serde_json::from_str(&text).map_err(|e| {
-                    AbmError::Protocol(format!("answer is not JSON ({e}): {}", clip(&text)))
-                })?;
+                let v: Value = serde_json::from_str(&text)
+                    .map_err(|e| AbmError::Protocol(format!("answer is not JSON ({e}): {}", clip(&text))))?;
                 // Requests are strictly one at a time and a timed-out process is replaced, so
                 // an answer to another request is a protocol fault.
                 if v.get("id").and_then(Value::as_u64) != Some(rid) {
@@ -833,26 +808,19 @@ impl AbmWorker {
             return Ok(out);
         }
         let err = out.remove("error").unwrap_or(Value::Null);
-        let kind = err
-            .get("kind")
-            .and_then(Value::as_str)
-            .unwrap_or("internal");
+        let kind = err.get("kind").and_then(Value::as_str).unwrap_or("internal");
         let message = err
             .get("message")
             .and_then(Value::as_str)
             .unwrap_or("no message")
             .to_owned();
-        let traceback = err
-            .get("traceback")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
+        let traceback = err.get("traceback").and_then(Value::as_str).map(str::to_owned);
         let id = about.map(|m| m.0).unwrap_or(0);
         Err(match kind {
             "cpu_limit" => AbmError::CpuLimit(self.config.limits.cpu_seconds_per_call),
-            "memory_limit" => AbmError::MemoryLimit(format!(
-                "{} MiB address space",
-                self.config.limits.memory_bytes >> 20
-            )),
+            "memory_limit" => {
+                AbmError::MemoryLimit(format!("{} MiB address space", self.config.limits.memory_bytes >> 20))
+            }
             "model_error" | "spec_error" => AbmError::ModelCode { message, traceback },
             "poisoned" => AbmError::Poisoned(id),
             "unknown_model" => AbmError::UnknownModel(id),
@@ -932,12 +900,7 @@ impl WorkerPool {
     /// Runs one replicate per seed from the same start, spread over the workers in parallel.
     /// From a spec, each replicate is built with its seed; from a snapshot, each is reseeded
     /// after the plan's patches. Results come back in the order of `seeds`.
-    pub fn replicates(
-        &self,
-        start: Start<'_>,
-        plan: &Advance,
-        seeds: &[u64],
-    ) -> Vec<Result<Advanced, AbmError>> {
+    pub fn replicates(&self, start: Start<'_>, plan: &Advance, seeds: &[u64]) -> Vec<Result<Advanced, AbmError>> {
         let n = self.workers.len();
         let mut slots: Vec<Option<Result<Advanced, AbmError>>> = vec![None; seeds.len()];
         std::thread::scope(|scope| {
@@ -949,9 +912,7 @@ impl WorkerPool {
                         let mut out = Vec::new();
                         for (i, &seed) in seeds.iter().enumerate().skip(k).step_by(n) {
                             let (start, plan) = match start {
-                                Start::Spec { model, .. } => {
-                                    (Start::Spec { model, seed }, plan.clone())
-                                }
+                                Start::Spec { model, .. } => (Start::Spec { model, seed }, plan.clone()),
                                 Start::Snapshot(s) => (
                                     Start::Snapshot(s),
                                     Advance {
@@ -977,9 +938,7 @@ impl WorkerPool {
         });
         slots
             .into_iter()
-            .map(|s| {
-                s.unwrap_or_else(|| Err(AbmError::Protocol("replicate thread panicked".into())))
-            })
+            .map(|s| s.unwrap_or_else(|| Err(AbmError::Protocol("replicate thread panicked".into()))))
             .collect()
     }
 }
@@ -998,16 +957,10 @@ fn clip(text: &str) -> String {
 }
 
 /// Names a sourceName would resolve to in a patch (used by callers that accept sourceNames).
-pub fn patch_for(
-    source_name: &str,
-    value: Value,
-    agent_id: Option<u64>,
-) -> Result<Patch, AbmError> {
+pub fn patch_for(source_name: &str, value: Value, agent_id: Option<u64>) -> Result<Patch, AbmError> {
     match SourceRef::parse(source_name) {
         Some(SourceRef::GlobalVariable(name)) => Ok(Patch::GlobalVariable { name, value }),
-        Some(SourceRef::EnvironmentAttribute(name)) => {
-            Ok(Patch::EnvironmentAttribute { name, value })
-        }
+        Some(SourceRef::EnvironmentAttribute(name)) => Ok(Patch::EnvironmentAttribute { name, value }),
         Some(SourceRef::AgentAttribute { agent, name }) => Ok(Patch::AgentAttribute {
             agent_type: agent,
             name,
@@ -1039,9 +992,7 @@ mod tests {
             json!({"target": "agentAttribute", "agentType": "Person", "name": "status", "value": "I", "agentId": 3})
         );
         assert_eq!(serde_json::from_value::<Patch>(v).unwrap(), p);
-        let g: Patch =
-            serde_json::from_value(json!({"target": "globalVariable", "name": "x", "value": 1}))
-                .unwrap();
+        let g: Patch = serde_json::from_value(json!({"target": "globalVariable", "name": "x", "value": 1})).unwrap();
         assert_eq!(g.source_name(), "globalVariable.x");
         assert!(serde_json::from_value::<Patch>(json!({"target": "planet", "name": "x"})).is_err());
     }
@@ -1057,23 +1008,11 @@ mod tests {
         let e = wrong_type.check(model).unwrap_err().to_string();
         assert!(e.contains("declared number"), "{e}");
         let unknown = patch_for("globalVariable.nope", json!(1), None).unwrap();
-        assert!(
-            unknown
-                .check(model)
-                .unwrap_err()
-                .to_string()
-                .contains("nope")
-        );
+        assert!(unknown.check(model).unwrap_err().to_string().contains("nope"));
         let agent = patch_for("agent.Person.agentAttribute.status", json!("I"), Some(1)).unwrap();
         agent.check(model).unwrap();
         let bad_type = patch_for("agent.Robot.agentAttribute.status", json!("I"), None).unwrap();
-        assert!(
-            bad_type
-                .check(model)
-                .unwrap_err()
-                .to_string()
-                .contains("Robot")
-        );
+        assert!(bad_type.check(model).unwrap_err().to_string().contains("Robot"));
         let int = patch_for("globalVariable.initialInfected", json!(2.5), None).unwrap();
         assert!(int.check(model).is_err());
         assert!(patch_for("globalFunction.countStates", json!(1), None).is_err());

@@ -24,6 +24,8 @@ pub enum EventType {
     LandlordDeal,
     /// Not upstream: one decision point of a trading episode (its log, portfolio and value).
     DecisionPoint,
+    /// Not upstream: one step of an agent-based model (`{step, values}` of its tracked variables).
+    AbmStep,
     /// Not upstream: an agent step that failed (unparseable LLM output after all retries, an action
     /// missing a required field, an LLM error). Upstream prints these to stdout and logs nothing.
     AgentError,
@@ -43,6 +45,7 @@ impl EventType {
             EventType::LandlordDeal => "landlord_deal",
             EventType::AgentError => "agent_error",
             EventType::DecisionPoint => "decision_point",
+            EventType::AbmStep => "abm_step",
         }
     }
 }

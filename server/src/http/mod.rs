@@ -55,6 +55,9 @@ pub fn router(app: Arc<AppState>) -> Router {
         .fallback(error::not_found);
     let api = Router::new()
         .route("/scenarios", get(scenarios))
+        .route("/abm/generate", post(abm_generate))
+        .route("/abm/schema", get(abm_schema))
+        .route("/abm/validate", post(abm_validate))
         .fallback(error::not_found);
     // Everything else is the web UI; unknown paths get index.html so deep links survive reloads.
     let dir = app.static_dir.clone();

@@ -12,9 +12,15 @@ use serde_json::{Value, json};
 use simtree_shared::{Op, TreeRef};
 
 use super::error::{ApiError, ApiJson, ApiPath};
-use super::state::{AppState, RunResult};
+use super::state::{AppState, Backend, RunResult};
+use crate::abm::generate::{GenerateOptions, GenerateRequest, MockAbmLlm, generate};
+use crate::abm::model::AbmDocument;
+use crate::abm::schema::{Provider, wrapped};
+use crate::abm::validate::validate_document;
+use crate::llm::ledger::ProviderStructured;
 use crate::llm::ledger::UsageTotals;
 use crate::tree::{NodeId, TreeExport};
+use axum::extract::Query;
 
 type AppResult<T> = Result<T, ApiError>;
 type St = State<Arc<AppState>>;
@@ -265,6 +271,9 @@ pub async fn delete_tree(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResu
 }
 
 pub async fn scenarios(State(app): St) -> Json<Value> {
+    let abm = app.scenarios.abm.iter().map(
+        |s| json!({"id": s.id, "title": s.title, "description": s.description, "kind": "abm", "default_turns": 10}),
+    );
     let trading = app.scenarios.trading.iter().map(|s| {
         json!({"id": s.id, "title": s.title, "description": s.description, "kind": "trading", "default_turns": s.default_turns})
     });
@@ -276,6 +285,7 @@ pub async fn scenarios(State(app): St) -> Json<Value> {
             json!({"id": s.id, "title": s.title, "description": s.description, "kind": "social", "scene": s.scene.kind, "default_turns": s.default_turns})
         })
         .chain(trading)
+        .chain(abm)
         .collect();
     Json(Value::Array(list))
 }
@@ -286,4 +296,34 @@ pub async fn node_view(State(app): St, ApiPath((tree, node)): ApiPath<(u64, Node
     let handle = app.tree(tree)?;
     let v = handle.lock().sim(node)?.view();
     Ok(Json(v))
+}
+
+/// sd-ai's contract: `POST /api/abm/generate {prompt, lastModel?}` → `{success, model,
+/// supportingInfo}` or `{success: false, message}`. The model is validated before it is
+/// returned. Offline (mock dialect) a valid model comes back.
+pub async fn abm_generate(State(app): St, ApiJson(req): ApiJson<GenerateRequest>) -> Json<Value> {
+    let options = GenerateOptions::default();
+    let response = match &app.backend {
+        Backend::Mock => generate(&MockAbmLlm, &req, &options).await,
+        Backend::Provider(p) => generate(&ProviderStructured { provider: p.clone() }, &req, &options).await,
+    };
+    Json(serde_json::to_value(response).unwrap_or(Value::Null))
+}
+
+#[derive(Deserialize)]
+pub struct SchemaQuery {
+    provider: String,
+}
+
+/// The LLM response schema of seed 001 in one provider's wrapping (`openai`, `gemini`, `claude`).
+pub async fn abm_schema(Query(q): Query<SchemaQuery>) -> AppResult<Json<Value>> {
+    let provider: Provider = q.provider.parse().map_err(ApiError::unprocessable)?;
+    Ok(Json(wrapped(provider)))
+}
+
+/// Validates an abm-quant document (envelope or bare model): errors and warnings with JSON paths.
+pub async fn abm_validate(body: String) -> AppResult<Json<Value>> {
+    let doc = AbmDocument::parse(&body).map_err(|e| ApiError::unprocessable(e.to_string()))?;
+    let report = validate_document(&doc);
+    Ok(Json(json!({"ok": report.is_ok(), "issues": report.issues})))
 }

@@ -16,12 +16,13 @@ use tokio::sync::broadcast;
 use tokio::task::AbortHandle;
 
 use super::error::ApiError;
+use crate::abm::worker::{WorkerConfig, WorkerPool};
 use crate::engine::Event;
 use crate::llm::ledger::{Ledger, LlmRecord, MeteredClient, ProviderToolModel, ReplayClient};
 use crate::llm::resilience::TokenBudget;
 use crate::llm::{ChatProvider, MockClient};
 use crate::scenario::ScenarioLibrary;
-use crate::sim::{RunCtx, Sim};
+use crate::sim::{AbmSim, RunCtx, Sim};
 use crate::trading::agents::MockToolModel;
 use crate::trading::data::MarketData;
 use crate::trading::episode::TradingEpisode;
@@ -63,6 +64,10 @@ pub struct AppState {
     pub static_dir: std::path::PathBuf,
     /// Daily market data for trading episodes (loaded once; `None` when the data is missing).
     pub market: Option<Arc<MarketData>>,
+    /// The Python/Mesa workers, started with the first agent-based tree.
+    abm_pool: std::sync::OnceLock<Result<Arc<WorkerPool>, String>>,
+    /// The checkout (for the worker script and its venv).
+    pub root: std::path::PathBuf,
 }
 
 /// Where runs get their answers: the offline mock, or a real provider (metered and recorded).
@@ -105,7 +110,26 @@ impl AppState {
             limits,
             static_dir: super::default_static_dir(),
             market: MarketData::load_default().ok().map(Arc::new),
+            abm_pool: std::sync::OnceLock::new(),
+            root: crate::scenario::assets_dir().join(".."),
         }
+    }
+
+    /// The ABM worker pool, started (venv created if needed) on first use.
+    pub fn abm_pool(&self) -> Result<Arc<WorkerPool>, ApiError> {
+        self.abm_pool
+            .get_or_init(|| {
+                crate::abm::venv::ensure_venv(&self.root)?;
+                let config = WorkerConfig::for_root(&self.root);
+                WorkerPool::spawn(&config, 2).map(Arc::new).map_err(|e| e.to_string())
+            })
+            .clone()
+            .map_err(|e| {
+                ApiError::new(
+                    axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                    format!("ABM worker unavailable: {e}"),
+                )
+            })
     }
 
     pub fn tree(&self, id: u64) -> Result<Arc<TreeHandle>, ApiError> {
@@ -142,6 +166,11 @@ impl AppState {
         seed: Option<u64>,
         token_budget: Option<u64>,
     ) -> Result<TreeRef, ApiError> {
+        if let Some(a) = self.scenarios.abm(scenario) {
+            self.abm_pool()?;
+            let sim = AbmSim::new(a.model.clone(), seed.unwrap_or(0));
+            return self.register(SimTree::new(scenario, Sim::Abm(sim)), token_budget);
+        }
         if let Some(t) = self.scenarios.trading(scenario) {
             let market = self
                 .market
@@ -214,10 +243,12 @@ impl AppState {
             (Some(records), _) => RunCtx {
                 llm: Arc::new(ReplayClient::new(&records)),
                 tools: Arc::new(MockToolModel),
+                abm: self.abm_pool.get().and_then(|r| r.as_ref().ok()).cloned(),
             },
             (None, Backend::Mock) => RunCtx {
                 llm: Arc::new(MockClient),
                 tools: Arc::new(MockToolModel),
+                abm: self.abm_pool.get().and_then(|r| r.as_ref().ok()).cloned(),
             },
             (None, Backend::Provider(p)) => RunCtx {
                 llm: Arc::new(MeteredClient {
@@ -230,6 +261,7 @@ impl AppState {
                     ledger: ledger.clone(),
                     budget: handle.budget.clone(),
                 }),
+                abm: self.abm_pool.get().and_then(|r| r.as_ref().ok()).cloned(),
             },
         };
         (ctx, ledger)
@@ -329,12 +361,25 @@ impl AppState {
     }
 
     /// Starts one child per parent (all attached and announced first), runs them concurrently.
-    async fn fan_out(&self, handle: &Arc<TreeHandle>, parents: &[NodeId], turns: u64) -> Result<Vec<NodeId>, ApiError> {
+    /// With `replicates`, each child of an agent-based model gets its own seed (parallel
+    /// replicates); other kinds are deterministic and unaffected.
+    async fn fan_out(
+        &self,
+        handle: &Arc<TreeHandle>,
+        parents: &[NodeId],
+        turns: u64,
+        replicates: bool,
+    ) -> Result<Vec<NodeId>, ApiError> {
         let mut started = Vec::with_capacity(parents.len());
         let mut first_error = None;
         for &p in parents {
             match self.start(handle, p, turns, None) {
-                Ok(pending) => started.push(pending),
+                Ok(mut pending) => {
+                    if replicates {
+                        pending.sim.replicate(pending.id);
+                    }
+                    started.push(pending)
+                }
                 Err(e) => {
                     // Children already attached still run, so none is left half-made.
                     first_error = Some(e);
@@ -370,7 +415,7 @@ impl AppState {
         self.check_count(count)?;
         let handle = self.tree(tree)?;
         handle.lock().node(parent)?;
-        self.fan_out(&handle, &vec![parent; count as usize], turns).await
+        self.fan_out(&handle, &vec![parent; count as usize], turns, true).await
     }
 
     pub async fn advance_frontier(&self, tree: u64, turns: u64, only_max_depth: bool) -> Result<Vec<NodeId>, ApiError> {
@@ -378,7 +423,7 @@ impl AppState {
         let handle = self.tree(tree)?;
         let parents = handle.lock().frontier(only_max_depth);
         self.check_count(parents.len() as u64)?;
-        self.fan_out(&handle, &parents, turns).await
+        self.fan_out(&handle, &parents, turns, false).await
     }
 
     pub async fn advance_chain(&self, tree: u64, parent: NodeId, turns: u64) -> Result<RunResult, ApiError> {

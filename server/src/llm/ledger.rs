@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::provider::{ChatProvider, ChatRequest};
 use super::resilience::TokenBudget;
 use super::{BoxFuture, LlmClient, LlmError, LlmState};
+use crate::abm::generate::{Role as AbmRole, StructuredLlm, StructuredRequest};
 use crate::engine::memory::{Message, Role};
 use crate::trading::agents::{ChatRole, ModelReply, ToolCall as TradingToolCall, ToolModel, ToolRequest};
 
@@ -231,6 +232,40 @@ impl ToolModel for ProviderToolModel {
                 latency_ms: started.elapsed().as_millis() as u64,
             });
             Ok(reply)
+        })
+    }
+}
+
+/// sd-ai's structured-output call (ABM generation) on a real provider, through the one
+/// engine-level [`super::structured`] API: OpenAI json_schema strict, Gemini responseSchema,
+/// Anthropic forced tool.
+pub struct ProviderStructured {
+    pub provider: Arc<dyn ChatProvider>,
+}
+
+impl StructuredLlm for ProviderStructured {
+    fn complete<'a>(&'a self, req: &'a StructuredRequest) -> BoxFuture<'a, Result<serde_json::Value, LlmError>> {
+        Box::pin(async move {
+            let messages = req
+                .messages
+                .iter()
+                .map(|m| {
+                    let role = match m.role {
+                        AbmRole::System => Role::System,
+                        AbmRole::User => Role::User,
+                        AbmRole::Assistant => Role::Assistant,
+                    };
+                    Message::new(role, m.content.as_str())
+                })
+                .collect();
+            let schema = super::JsonSchema::new(req.schema_name, req.schema.clone());
+            super::structured(
+                &*self.provider,
+                ChatRequest::new(messages),
+                schema,
+                &mut LlmState::default(),
+            )
+            .await
         })
     }
 }
