@@ -263,6 +263,21 @@ pub fn event_line(e: &LogEntry) -> Option<EventLine> {
                 ),
             })
         }
+        "abm_step" => {
+            let values = d["values"].as_object().map(|m| {
+                m.iter()
+                    .filter(|(_, v)| v.is_number())
+                    .map(|(k, v)| format!("{}={v}", k.rsplit('.').next().unwrap_or(k)))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            });
+            Some(EventLine {
+                kind: "action",
+                label: format!("[Step {}]", d["step"]),
+                agent: None,
+                text: values.unwrap_or_default(),
+            })
+        }
         "agent_error" => Some(EventLine {
             kind: "error",
             label: "[Error]".into(),
@@ -466,6 +481,12 @@ mod tests {
             json!({"log": {"case_id": "x:3", "agent_output": {"text": "hold"}, "execution_result": {"message": "accepted"}}}),
         );
         assert_eq!(event_line(&dp).unwrap().text, "x:3: hold → accepted");
+        let step = e(
+            "abm_step",
+            json!({"step": 2, "values": {"globalVariable.infected": 5, "agent.P.s": ["S"]}}),
+        );
+        let line = event_line(&step).unwrap();
+        assert_eq!((line.label.as_str(), line.text.as_str()), ("[Step 2]", "infected=5"));
         assert!(viewer_line(&public).is_some());
     }
 

@@ -9,7 +9,7 @@ use simtree_shared::{LogEntry, NodeState, TreeMsg, TreeRef};
 
 use crate::api::{self, Socket};
 use crate::app::{Link, Tree, ctx};
-use crate::chart::{pct, polylines};
+use crate::chart::{COLOURS, abm_series, abm_structure, pct, polylines, short_name};
 use crate::compare::{Comparison, compare};
 use crate::graph::{GraphView, Legend, Stats, UsageLine};
 use crate::model::{EventLine, NodeView, event_line, parse_count, viewer_line};
@@ -385,6 +385,7 @@ fn ComparePanel(tree: Tree) -> impl IntoView {
             ctx.toast("enter the id of the node to compare with".into());
             return;
         };
+        tree.compare_with.set(Some(b));
         act(async move {
             let la = api::get::<Vec<LogEntry>>(&format!("/devui/simtree/{t}/node/{a}/logs")).await?;
             let lb = api::get::<Vec<LogEntry>>(&format!("/devui/simtree/{t}/node/{b}/logs")).await?;
@@ -793,6 +794,9 @@ fn NodeDetails(tree: Tree) -> impl IntoView {
     const H: f64 = 180.0;
     let body = move || {
         let v = view_state.get()?;
+        if v["kind"] == "abm" {
+            return Some(view! { <AbmDetails tree view=v /> }.into_any());
+        }
         if v["kind"] != "trading" {
             let state = serde_json::to_string_pretty(&v["state"]).unwrap_or_default();
             return Some(view! { <pre id="scene-state" class="json">{state}</pre> }.into_any());
@@ -843,4 +847,97 @@ fn NodeDetails(tree: Tree) -> impl IntoView {
         )
     };
     view! { <section class="panel details"><h3>"Node"</h3>{body}</section> }
+}
+
+/// Fetches a node's full log.
+async fn logs_of(tree: u64, node: u64) -> Result<Vec<LogEntry>, String> {
+    api::get::<Vec<LogEntry>>(&format!("/devui/simtree/{tree}/node/{node}/logs")).await
+}
+
+/// Tracked variables as lines: `solid` series plus optional `dashed` ones (a compared node) on one
+/// value axis, each variable in its own colour.
+fn series_chart(
+    id: &'static str,
+    solid: &[(String, Vec<f64>)],
+    dashed: &[(String, Vec<f64>)],
+) -> impl IntoView + use<> {
+    const W: f64 = 560.0;
+    const H: f64 = 200.0;
+    let all: Vec<&[f64]> = solid.iter().chain(dashed).map(|(_, xs)| xs.as_slice()).collect();
+    let (lines, (lo, hi)) = polylines(&all, W, H, 8.0);
+    let colour = |name: &str| {
+        let i = solid.iter().chain(dashed).position(|(n, _)| n == name).unwrap_or(0) % COLOURS.len();
+        COLOURS[i]
+    };
+    let shapes = solid
+        .iter()
+        .chain(dashed)
+        .zip(lines)
+        .enumerate()
+        .map(|(i, ((name, _), points))| {
+            let dash = if i >= solid.len() { "5 3" } else { "" };
+            view! { <polyline class="series" data-name=name.clone() points=points fill="none" stroke=colour(name) stroke-width="1.5" stroke-dasharray=dash></polyline> }
+        })
+        .collect_view();
+    let legend = solid
+        .iter()
+        .map(|(name, _)| view! { <span style=format!("color:{}", colour(name))>{format!("— {} ", short_name(name))}</span> })
+        .collect_view();
+    view! {
+        <svg id=id width=W height=H>
+            <rect width="100%" height="100%" fill="#fafafa" stroke="#ddd"></rect>
+            {shapes}
+            <text x="10" y="14" font-size="10">{format!("{hi:.0}")}</text>
+            <text x="10" y=H - 10.0 font-size="10">{format!("{lo:.0}")}</text>
+        </svg>
+        <p class="legend">{legend}</p>
+    }
+}
+
+/// An agent-based model's structure and its tracked variables over the steps of this node's path;
+/// with a compare target, that node's series overlaid (dashed).
+#[component]
+fn AbmDetails(tree: Tree, view: Value) -> impl IntoView {
+    let (topology, globals, agents) = abm_structure(&view["model"]);
+    let own = RwSignal::new(Vec::<(String, Vec<f64>)>::new());
+    let other = RwSignal::new(Vec::<(String, Vec<f64>)>::new());
+    Effect::new(move |_| {
+        let (Some(t), Some(n)) = (tree.id.get(), tree.selected.get()) else {
+            return;
+        };
+        let cmp = tree.compare_with.get();
+        leptos::task::spawn_local(async move {
+            if let Ok(l) = logs_of(t, n).await {
+                own.set(abm_series(&l));
+            }
+            match cmp {
+                Some(c) if c != n => {
+                    if let Ok(l) = logs_of(t, c).await {
+                        other.set(abm_series(&l));
+                    }
+                }
+                _ => other.set(Vec::new()),
+            }
+        });
+    });
+    let status = format!(
+        "step {} · seed {}{}",
+        view["steps"],
+        view["seed"],
+        view["terminated"]["reason"]
+            .as_str()
+            .map(|r| format!(" · terminated ({r})"))
+            .unwrap_or_default()
+    );
+    view! {
+        <div id="abm-view">
+            <p>{status}</p>
+            <p class="structure">
+                {format!("topology: {topology} · globals: {}", globals.join(", "))}
+                {agents.into_iter().map(|(k, attrs)| view! { <span class="agent-type">{format!(" · agent {k}: {}", attrs.join(", "))}</span> }).collect_view()}
+            </p>
+            {move || series_chart("abm-chart", &own.get(), &other.get())}
+            <p class="muted">"Shift-click another node to overlay its series (dashed)."</p>
+        </div>
+    }
 }

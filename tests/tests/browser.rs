@@ -528,6 +528,39 @@ async fn a_trading_node_shows_its_equity_curve_trades_and_compared_metrics() {
 }
 
 #[tokio::test]
+async fn an_abm_node_plots_its_tracked_variables_overlaid_with_a_compared_node() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let s = &b.server;
+    let (_, created) = s
+        .post("/devui/simtree", &json!({"scenario": "sir_network", "seed": 3}))
+        .await;
+    let t = created["id"].as_u64().unwrap();
+    let p = |rest: &str| format!("/devui/simtree/{t}{rest}");
+    api_post(s, &p("/advance"), json!({"parent": 0, "turns": 20})).await; // 1
+    let op = json!({"op": "abm_set_global", "name": "infectionRate", "value": 0.3});
+    api_post(s, &p("/branch"), json!({"parent": 1, "ops": [op]})).await; // 2
+    api_post(s, &p("/advance"), json!({"parent": 2, "turns": 10})).await; // 3
+    api_post(s, &p("/advance"), json!({"parent": 1, "turns": 10})).await; // 4
+    b.open(&format!("/simtree/{t}")).await;
+    b.wait_count("g.node", 5).await;
+    let edge = b.wait_css("line.edge[data-to='2']").await;
+    assert_eq!(edge.attr("data-type").await.unwrap().as_deref(), Some("scene_state"));
+    b.click("g.node[data-id='3']").await;
+    b.wait_text("#abm-view", "topology: network").await;
+    b.wait_count("#abm-chart polyline.series", 3).await;
+    b.set_input("#compare-input", "4").await;
+    b.click("#compare-btn").await;
+    b.wait_count("#abm-chart polyline.series", 6).await;
+    assert_eq!(
+        b.count("#abm-chart polyline.series[stroke-dasharray='5 3']").await,
+        3,
+        "the compared node is dashed"
+    );
+    b.finish("abm_view").await;
+}
+
+#[tokio::test]
 async fn benchmark_time_to_first_render_of_a_5000_node_tree() {
     let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&["--max-children", "5000"]).await else {
