@@ -63,7 +63,7 @@ pub const COLOURS: [&str; 6] = ["#1e4976", "#e65100", "#1b5e20", "#5e35b1", "#6d
 
 /// The structure of an abm-quant model for display: topology, global variables and, per agent
 /// type (from attribute sourceNames `agent.<Type>.agentAttribute.<name>`), its attributes.
-pub fn abm_structure(model: &serde_json::Value) -> (String, Vec<String>, Vec<(String, Vec<String>)>) {
+pub fn abm_structure(model: &serde_json::Value) -> AbmStructure {
     let topology = model["environment"]["topology"]["type"]
         .as_str()
         .unwrap_or("none")
@@ -94,7 +94,20 @@ pub fn abm_structure(model: &serde_json::Value) -> (String, Vec<String>, Vec<(St
             }
         }
     }
-    (topology, globals, agents)
+    AbmStructure {
+        topology,
+        globals,
+        agents,
+    }
+}
+
+/// What [`abm_structure`] finds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AbmStructure {
+    pub topology: String,
+    pub globals: Vec<String>,
+    /// Agent type → its attribute names.
+    pub agents: Vec<(String, Vec<String>)>,
 }
 
 #[cfg(test)]
@@ -122,9 +135,9 @@ mod tests {
             "globalVariables": [{"name": "rate"}],
             "agents": [[{"agentAttributes": [{"name": "status", "sourceName": "agent.Tree.agentAttribute.status"}]}]]
         });
-        let (topo, globals, agents) = abm_structure(&model);
-        assert_eq!((topo.as_str(), globals), ("grid", vec!["rate".to_string()]));
-        assert_eq!(agents, vec![("Tree".to_string(), vec!["status".to_string()])]);
+        let st = abm_structure(&model);
+        assert_eq!((st.topology.as_str(), st.globals), ("grid", vec!["rate".to_string()]));
+        assert_eq!(st.agents, vec![("Tree".to_string(), vec!["status".to_string()])]);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use simtree_shared::{LogEntry, NodeState, TreeMsg, TreeRef};
 
 use crate::api::{self, Socket};
 use crate::app::{Link, Tree, ctx};
-use crate::chart::{COLOURS, abm_series, abm_structure, pct, polylines, short_name};
+use crate::chart::{AbmStructure, COLOURS, abm_series, abm_structure, pct, polylines, short_name};
 use crate::compare::{Comparison, compare};
 use crate::graph::{GraphView, Legend, Stats, UsageLine};
 use crate::model::{EventLine, NodeView, event_line, parse_count, viewer_line};
@@ -898,7 +898,11 @@ fn series_chart(
 /// with a compare target, that node's series overlaid (dashed).
 #[component]
 fn AbmDetails(tree: Tree, view: Value) -> impl IntoView {
-    let (topology, globals, agents) = abm_structure(&view["model"]);
+    let AbmStructure {
+        topology,
+        globals,
+        agents,
+    } = abm_structure(&view["model"]);
     let own = RwSignal::new(Vec::<(String, Vec<f64>)>::new());
     let other = RwSignal::new(Vec::<(String, Vec<f64>)>::new());
     Effect::new(move |_| {
