@@ -209,27 +209,32 @@ pub struct TradingScenario {
 
 impl TradingScenario {
     pub fn load_file(path: &Path) -> Result<TradingScenario, ScenarioError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io {
-            path: path.into(),
-            source,
-        })?;
-        let file = format!(
-            "trading/{}",
-            path.file_name()
-                .map(|f| f.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        );
+        let (text, file, id) = read_asset(path, "trading")?;
         let de = &mut serde_json::Deserializer::from_str(&text);
         let mut s: TradingScenario = serde_path_to_error::deserialize(de).map_err(|e| ScenarioError::Invalid {
-            file: file.clone(),
+            file,
             message: format!("{}: {}", e.path(), e.inner()),
         })?;
-        s.id = path
-            .file_stem()
-            .map(|x| x.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        s.id = id;
         Ok(s)
     }
+}
+
+/// An asset file's text, its name for messages (`folder/name.json`) and its id (the stem).
+fn read_asset(path: &Path, folder: &str) -> Result<(String, String, String), ScenarioError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io {
+        path: path.into(),
+        source,
+    })?;
+    let name = path
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let id = path
+        .file_stem()
+        .map(|x| x.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Ok((text, format!("{folder}/{name}"), id))
 }
 
 /// An agent-based model shipped in `assets/abm/<id>.json` (sd-ai envelope or bare model).
@@ -243,16 +248,7 @@ pub struct AbmScenario {
 
 impl AbmScenario {
     pub fn load_file(path: &Path) -> Result<AbmScenario, ScenarioError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io {
-            path: path.into(),
-            source,
-        })?;
-        let file = format!(
-            "abm/{}",
-            path.file_name()
-                .map(|f| f.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        );
+        let (text, file, id) = read_asset(path, "abm")?;
         let doc = crate::abm::model::AbmDocument::parse(&text).map_err(|e| ScenarioError::Invalid {
             file: file.clone(),
             message: e.to_string(),
@@ -267,10 +263,6 @@ impl AbmScenario {
             .as_str()
             .unwrap_or_default()
             .to_string();
-        let id = path
-            .file_stem()
-            .map(|x| x.to_string_lossy().into_owned())
-            .unwrap_or_default();
         Ok(AbmScenario {
             title: if title.is_empty() { id.clone() } else { title },
             id,
