@@ -7,9 +7,9 @@ use clap::{Parser, Subcommand};
 use serde_json::Value;
 
 use crate::engine::event::{Event, EventType};
-use crate::http::{AppState, Backend, Limits};
+use crate::http::{AppState, Backend, Limits, Providers};
 use crate::llm::MockClient;
-use crate::llm::{Dialect, LlmConfig, LlmSettings, build_provider};
+use crate::llm::{Dialect, LlmConfig, LlmSettings};
 use crate::scenario::{ScenarioLibrary, assets_dir};
 
 #[derive(Debug, Parser)]
@@ -274,22 +274,24 @@ fn abm(command: AbmCommand, assets: &std::path::Path) -> Result<(), String> {
     }
 }
 
-/// The LLM backend from the LLM_* environment (default: the offline mock) and an optional file.
+/// The LLM backend from the LLM_* environment (default: the offline mock) and an optional settings
+/// file with per-scenario and per-agent overrides.
 fn backend(file: Option<&std::path::Path>) -> Result<Backend, String> {
-    let mut config = LlmConfig::from_env().map_err(|e| format!("LLM settings: {e}"))?;
-    if let Some(path) = file {
-        let settings = LlmSettings::from_path(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let env = |name: &str| std::env::var(name).ok();
-        config = settings
-            .resolve(&config, None, None, &env)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-    }
-    if config.dialect == Dialect::Mock {
+    let base = LlmConfig::from_env().map_err(|e| format!("LLM settings: {e}"))?;
+    let settings = match file {
+        Some(path) => LlmSettings::from_path(path).map_err(|e| format!("{}: {e}", path.display()))?,
+        None => LlmSettings::default(),
+    };
+    let env = |name: &str| std::env::var(name).ok();
+    let default = settings
+        .resolve(&base, None, None, &env)
+        .map_err(|e| format!("LLM settings: {e}"))?;
+    if default.dialect == Dialect::Mock && settings.scenarios.is_empty() {
         return Ok(Backend::Mock);
     }
-    eprintln!("simtree: LLM backend {}", config.label());
-    build_provider(&config)
-        .map(Backend::Provider)
+    eprintln!("simtree: LLM backend {}", default.label());
+    Providers::new(base, settings)
+        .map(|p| Backend::Provider(std::sync::Arc::new(p)))
         .map_err(|e| format!("LLM settings: {e}"))
 }
 

@@ -219,3 +219,30 @@ async fn the_token_budget_stops_new_calls_with_a_clear_error() {
     .await;
     assert_eq!(fake.calls.load(Ordering::SeqCst), calls);
 }
+
+#[tokio::test]
+async fn per_agent_overrides_send_one_agents_calls_to_another_provider() {
+    let (main_url, main, _p1) = fake_provider(false).await;
+    let (alice_url, alice, _p2) = fake_provider(false).await;
+    let dir = std::env::temp_dir().join(format!("simtree-llm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("llm.json");
+    let settings =
+        json!({"scenarios": {"simple_chat": {"agents": {"Alice": {"base_url": alice_url, "model": "alice-model"}}}}});
+    std::fs::write(&file, settings.to_string()).unwrap();
+    let s = server_for(&main_url, &["--llm-config", file.to_str().unwrap()]);
+    let t = s.create("simple_chat").await;
+    let (st, adv) = s
+        .post(
+            &format!("/devui/simtree/{t}/advance"),
+            &json!({"parent": 0, "turns": 3}),
+        )
+        .await;
+    assert_eq!((st, adv.get("error")), (200, None), "{adv}");
+    // Host and Bob (turns 1 and 3) went to the main provider, Alice (turn 2) to hers: 5 calls each.
+    assert_eq!(main.calls.load(Ordering::SeqCst), 10);
+    assert_eq!(alice.calls.load(Ordering::SeqCst), 5);
+    let logs = s.get(&format!("/devui/simtree/{t}/node/1/logs")).await.1;
+    assert!(logs.to_string().contains("[5] Hello from Alice."));
+    std::fs::remove_dir_all(dir).ok();
+}

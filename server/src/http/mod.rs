@@ -17,7 +17,7 @@ pub mod routes;
 pub mod state;
 pub mod ws;
 
-pub use state::{AppState, Backend, Limits};
+pub use state::{AppState, Backend, Limits, Providers};
 
 /// The web UI's build folder: `$SIMTREE_STATIC`, else the checkout's `frontend/dist`.
 pub fn default_static_dir() -> PathBuf {

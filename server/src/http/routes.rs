@@ -305,7 +305,10 @@ pub async fn abm_generate(State(app): St, ApiJson(req): ApiJson<GenerateRequest>
     let options = GenerateOptions::default();
     let response = match &app.backend {
         Backend::Mock => generate(&MockAbmLlm, &req, &options).await,
-        Backend::Provider(p) => generate(&ProviderStructured { provider: p.clone() }, &req, &options).await,
+        Backend::Provider(ps) => match ps.resolve(None, None) {
+            Ok(provider) => generate(&ProviderStructured { provider }, &req, &options).await,
+            Err(e) => crate::abm::model::AbmResponse::Failure { message: e },
+        },
     };
     Json(serde_json::to_value(response).unwrap_or(Value::Null))
 }

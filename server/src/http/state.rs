@@ -18,9 +18,9 @@ use tokio::task::AbortHandle;
 use super::error::ApiError;
 use crate::abm::worker::{WorkerConfig, WorkerPool};
 use crate::engine::Event;
-use crate::llm::ledger::{Ledger, LlmRecord, MeteredClient, ProviderToolModel, ReplayClient};
+use crate::llm::ledger::{Ledger, LlmRecord, MeteredClient, ProviderToolModel, ReplayClient, RoutingClient};
 use crate::llm::resilience::TokenBudget;
-use crate::llm::{ChatProvider, MockClient};
+use crate::llm::{ChatProvider, LlmClient, LlmConfig, LlmSettings, MockClient, ProviderPool};
 use crate::scenario::ScenarioLibrary;
 use crate::sim::{AbmSim, RunCtx, Sim};
 use crate::trading::agents::MockToolModel;
@@ -70,11 +70,52 @@ pub struct AppState {
     pub root: std::path::PathBuf,
 }
 
-/// Where runs get their answers: the offline mock, or a real provider (metered and recorded).
+/// Where runs get their answers: the offline mock, or real providers (metered and recorded).
 #[derive(Clone)]
 pub enum Backend {
     Mock,
-    Provider(Arc<dyn ChatProvider>),
+    Provider(Arc<Providers>),
+}
+
+/// Real providers: the server's default configuration with the settings file's per-scenario and
+/// per-agent overrides; everything aimed at one endpoint shares one pool gate.
+pub struct Providers {
+    pub base: LlmConfig,
+    pub settings: LlmSettings,
+    pub pool: ProviderPool,
+}
+
+impl Providers {
+    /// Checks that the default and every override in the settings resolve to a usable provider.
+    pub fn new(base: LlmConfig, settings: LlmSettings) -> Result<Providers, String> {
+        let p = Providers {
+            base,
+            settings,
+            pool: ProviderPool::new(),
+        };
+        p.resolve(None, None)?;
+        for (scenario, sec) in &p.settings.scenarios {
+            p.resolve(Some(scenario), None)?;
+            for agent in sec.agents.keys() {
+                p.resolve(Some(scenario), Some(agent))?;
+            }
+        }
+        Ok(p)
+    }
+
+    /// A single provider for everything (tests, benchmarks).
+    pub fn single(provider_config: LlmConfig) -> Result<Providers, String> {
+        Providers::new(provider_config, LlmSettings::default())
+    }
+
+    pub fn resolve(&self, scenario: Option<&str>, agent: Option<&str>) -> Result<Arc<dyn ChatProvider>, String> {
+        let env = |name: &str| std::env::var(name).ok();
+        let config = self
+            .settings
+            .resolve(&self.base, scenario, agent, &env)
+            .map_err(|e| e.to_string())?;
+        self.pool.get(&config).map_err(|e| e.to_string())
+    }
 }
 
 pub struct TreeHandle {
@@ -236,33 +277,68 @@ impl AppState {
         })
     }
 
-    /// What one run talks to, and the ledger its real calls are recorded in.
-    fn client_for(&self, handle: &TreeHandle, replay: Option<Vec<LlmRecord>>) -> (RunCtx, Arc<Ledger>) {
+    /// What one run talks to, and the ledger its real calls are recorded in. With real providers
+    /// the tree's scenario and each agent may have their own (settings-file overrides).
+    fn client_for(&self, handle: &TreeHandle, replay: Option<Vec<LlmRecord>>, sim: &Sim) -> (RunCtx, Arc<Ledger>) {
         let ledger = Arc::new(Ledger::default());
+        let abm = self.abm_pool.get().and_then(|r| r.as_ref().ok()).cloned();
         let ctx = match (replay, &self.backend) {
             (Some(records), _) => RunCtx {
                 llm: Arc::new(ReplayClient::new(&records)),
                 tools: Arc::new(MockToolModel),
-                abm: self.abm_pool.get().and_then(|r| r.as_ref().ok()).cloned(),
+                abm,
             },
             (None, Backend::Mock) => RunCtx {
                 llm: Arc::new(MockClient),
                 tools: Arc::new(MockToolModel),
-                abm: self.abm_pool.get().and_then(|r| r.as_ref().ok()).cloned(),
+                abm,
             },
-            (None, Backend::Provider(p)) => RunCtx {
-                llm: Arc::new(MeteredClient {
-                    provider: p.clone(),
+            (None, Backend::Provider(ps)) => {
+                let scenario = handle.lock().scenario.clone();
+                // Overrides were checked at start-up; the default stands in should one fail now.
+                let Ok(default) = ps.resolve(Some(&scenario), None) else {
+                    return (
+                        RunCtx {
+                            llm: Arc::new(MockClient),
+                            tools: Arc::new(MockToolModel),
+                            abm,
+                        },
+                        ledger,
+                    );
+                };
+                let metered = |provider: Arc<dyn ChatProvider>| -> Arc<dyn LlmClient> {
+                    Arc::new(MeteredClient {
+                        provider,
+                        ledger: ledger.clone(),
+                        budget: handle.budget.clone(),
+                    })
+                };
+                let agents = match sim {
+                    Sim::Social(s) => s.world.names(),
+                    _ => Vec::new(),
+                };
+                let by_agent: Vec<(String, Arc<dyn LlmClient>)> = agents
+                    .into_iter()
+                    .filter_map(|name| {
+                        let p = ps.resolve(Some(&scenario), Some(&name)).ok()?;
+                        (!Arc::ptr_eq(&p, &default)).then(|| (name, metered(p)))
+                    })
+                    .collect();
+                let llm = if by_agent.is_empty() {
+                    metered(default.clone())
+                } else {
+                    Arc::new(RoutingClient {
+                        default: metered(default.clone()),
+                        by_agent,
+                    })
+                };
+                let tools = Arc::new(ProviderToolModel {
+                    provider: default,
                     ledger: ledger.clone(),
                     budget: handle.budget.clone(),
-                }),
-                tools: Arc::new(ProviderToolModel {
-                    provider: p.clone(),
-                    ledger: ledger.clone(),
-                    budget: handle.budget.clone(),
-                }),
-                abm: self.abm_pool.get().and_then(|r| r.as_ref().ok()).cloned(),
-            },
+                });
+                RunCtx { llm, tools, abm }
+            }
         };
         (ctx, ledger)
     }
@@ -276,7 +352,7 @@ impl AppState {
             turns,
             replay,
         } = p;
-        let (ctx, ledger) = self.client_for(handle, replay);
+        let (ctx, ledger) = self.client_for(handle, replay, &sim);
         let task = tokio::spawn(async move {
             let mut sink = move |e: Event| log.push(&entry_json(&e, id));
             let result = sim.run(turns, &ctx, &mut sink).await;

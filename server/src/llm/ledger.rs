@@ -236,6 +236,34 @@ impl ToolModel for ProviderToolModel {
     }
 }
 
+/// Sends each agent's calls to its own client (per-agent provider overrides), recognising the
+/// agent by the first line of the system prompt (`You are {name}.`); others go to `default`.
+pub struct RoutingClient {
+    pub default: Arc<dyn LlmClient>,
+    pub by_agent: Vec<(String, Arc<dyn LlmClient>)>,
+}
+
+impl RoutingClient {
+    fn pick(&self, messages: &[Message]) -> &Arc<dyn LlmClient> {
+        let system = messages
+            .iter()
+            .find(|m| m.role == Role::System)
+            .map(|m| m.content.as_ref())
+            .unwrap_or("");
+        let line = system.trim_start_matches('\n').lines().next().unwrap_or("");
+        self.by_agent
+            .iter()
+            .find(|(name, _)| line.strip_prefix("You are ").and_then(|r| r.strip_suffix('.')) == Some(name.as_str()))
+            .map_or(&self.default, |(_, c)| c)
+    }
+}
+
+impl LlmClient for RoutingClient {
+    fn chat<'a>(&'a self, messages: &'a [Message], state: &'a mut LlmState) -> BoxFuture<'a, Result<String, LlmError>> {
+        self.pick(messages).chat(messages, state)
+    }
+}
+
 /// sd-ai's structured-output call (ABM generation) on a real provider, through the one
 /// engine-level [`super::structured`] API: OpenAI json_schema strict, Gemini responseSchema,
 /// Anthropic forced tool.
@@ -282,6 +310,35 @@ mod tests {
         assert_eq!(request_hash(&a), request_hash(&a.clone()));
         assert_ne!(request_hash(&a), request_hash(&b));
         assert_ne!(request_hash(&a), request_hash(&c));
+    }
+
+    struct Fixed(&'static str);
+
+    impl LlmClient for Fixed {
+        fn chat<'a>(&'a self, _: &'a [Message], _: &'a mut LlmState) -> BoxFuture<'a, Result<String, LlmError>> {
+            let s = self.0.to_string();
+            Box::pin(async move { Ok(s) })
+        }
+    }
+
+    #[test]
+    fn routing_picks_the_agent_named_on_the_first_line() {
+        let r = RoutingClient {
+            default: Arc::new(Fixed("default")),
+            by_agent: vec![
+                ("Rep. Li Na".into(), Arc::new(Fixed("li"))),
+                ("Ann".into(), Arc::new(Fixed("ann"))),
+            ],
+        };
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let ask = |system: &str| {
+            let m = [Message::new(Role::System, system), Message::new(Role::User, "hi")];
+            rt.block_on(r.chat(&m, &mut LlmState::default())).unwrap()
+        };
+        assert_eq!(ask("\nYou are Rep. Li Na.\nYou speak…"), "li");
+        assert_eq!(ask("\nYou are Ann.\n"), "ann");
+        assert_eq!(ask("\nYou are Annabel.\n"), "default");
+        assert_eq!(ask("no name"), "default");
     }
 
     #[test]
