@@ -282,6 +282,9 @@ fn BranchEditor(tree: Tree) -> impl IntoView {
             k => match serde_json::from_str::<Value>(&json_text.get()) {
                 Err(e) => Err(format!("invalid JSON: {e}")),
                 Ok(v) => Ok(match k {
+                    // Any op as JSON: the trading and ABM ops (portfolio_patch, case_data_inject,
+                    // agent_swap, agent_prompt_replace, abm_set_global, …) and the generic ones.
+                    "custom" => v,
                     "agent_plan_replace" => json!({"op": k, "name": agent.get(), "plan_state": v}),
                     "agent_props_patch" => json!({"op": k, "name": agent.get(), "updates": v}),
                     _ => json!({"op": k, "updates": v}),
@@ -315,6 +318,7 @@ fn BranchEditor(tree: Tree) -> impl IntoView {
                     <option value="agent_plan_replace">"agent_plan_replace"</option>
                     <option value="agent_props_patch">"agent_props_patch"</option>
                     <option value="scene_state_patch">"scene_state_patch"</option>
+                    <option value="custom">"custom op (JSON)"</option>
                 </select>
             </div>
             <Show when=needs_agent>
