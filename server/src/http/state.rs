@@ -103,11 +103,6 @@ impl Providers {
         Ok(p)
     }
 
-    /// A single provider for everything (tests, benchmarks).
-    pub fn single(provider_config: LlmConfig) -> Result<Providers, String> {
-        Providers::new(provider_config, LlmSettings::default())
-    }
-
     pub fn resolve(&self, scenario: Option<&str>, agent: Option<&str>) -> Result<Arc<dyn ChatProvider>, String> {
         let env = |name: &str| std::env::var(name).ok();
         let config = self
