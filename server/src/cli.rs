@@ -146,6 +146,9 @@ fn run(cli: Cli) -> Result<(), String> {
             for s in &library.trading {
                 println!("{:<22} {:<12} {}", s.id, "trading", s.title);
             }
+            for s in &library.abm {
+                println!("{:<22} {:<12} {}", s.id, "abm", s.title);
+            }
             Ok(())
         }
         Command::Serve {
