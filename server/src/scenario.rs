@@ -258,11 +258,16 @@ impl AbmScenario {
             message: "the file holds a failure envelope, not a model".into(),
         })?;
         let info: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-        let title = info["supportingInfo"]["title"].as_str().unwrap_or_default().to_string();
-        let description = info["supportingInfo"]["explanation"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
+        // The three shapes: the API envelope, an LLM answer ({model, explanation, title}), a bare model.
+        let text_of = |key: &str| {
+            info["supportingInfo"][key]
+                .as_str()
+                .or(info[key].as_str())
+                .unwrap_or_default()
+                .to_string()
+        };
+        let title = text_of("title");
+        let description = text_of("explanation");
         Ok(AbmScenario {
             title: if title.is_empty() { id.clone() } else { title },
             id,
