@@ -39,7 +39,7 @@ fn action(name: &str, fields: &[(&str, &str)]) -> String {
 fn sim(max_steps: u32) -> Simulator {
     let text = json!({
         "scene": {"type": "simple_chat", "name": "room", "initial_event": "Welcome."},
-        "agents": [{"name": "Ann", "action_space": ["web_search", "talk_to"]}, {"name": "Ben"}],
+        "agents": [{"name": "Ann", "action_space": ["web_search", "talk_to", "view_page"]}, {"name": "Ben"}],
         "ordering": {"kind": "cycled", "names": ["Ann"]},
         "max_steps_per_turn": max_steps
     });
@@ -124,8 +124,9 @@ fn unparseable_output_is_retried_then_reported_and_the_step_consumed() {
 
 #[test]
 fn shared_actions_give_their_feedback() {
-    let mut s = sim(4);
+    let mut s = sim(5);
     let llm = Script::new(vec![
+        Ok(&action("view_page", &[("url", "https://example.com")])),
         Ok(&action("send_message", &[("message", "")])),
         Ok(&action("web_search", &[("query", "rust")])),
         Ok(&action("talk_to", &[("to", "Zed"), ("message", "hi")])),
@@ -140,6 +141,10 @@ fn shared_actions_give_their_feedback() {
     assert_eq!(
         feedback,
         [
+            (
+                "Ann",
+                "view_page failed: web access is not available offline (https://example.com)"
+            ),
             ("Ann", "Missing message."),
             ("Ann", "web_search: no results or network unavailable."),
             ("Ann", "No such person: Zed."),
@@ -151,8 +156,9 @@ fn shared_actions_give_their_feedback() {
         .iter()
         .map(|d| &d["summary"])
         .collect();
-    assert_eq!(summaries[0], "Ann failed to post");
-    assert_eq!(summaries[3], "Ann to Ben: psst");
+    assert_eq!(summaries[0], "Ann failed to view page: https://example.com");
+    assert_eq!(summaries[1], "Ann failed to post");
+    assert_eq!(summaries[4], "Ann to Ben: psst");
     // talk_to is private: no system_broadcast.
     assert!(of(&events, EventType::SystemBroadcast).is_empty());
 }
@@ -191,4 +197,36 @@ fn an_llm_failure_ends_the_run_with_a_visible_reason() {
         of(&events, EventType::AgentError)[0]["error"],
         "LLM request failed: connection refused"
     );
+}
+
+#[test]
+fn view_page_and_schedule_order_feedback() {
+    let text = json!({
+        "scene": {"type": "simple_chat", "name": "room", "initial_event": "Welcome."},
+        "agents": [{"name": "Mod", "action_space": ["schedule_order", "view_page"]}, {"name": "Ann"}, {"name": "Ben"}],
+        "ordering": {"kind": "llm_moderated", "moderator": "Mod"}
+    });
+    let mut s = Scenario::from_json("scenarios/test.json", &text.to_string())
+        .unwrap()
+        .build(None)
+        .unwrap();
+    s.flush_pending(&mut Vec::new());
+    let llm = Script::new(vec![
+        // The moderator's refill: schedule Ben then an unknown name (dropped), then Ann.
+        Ok(&action("schedule_order", &[("order", "Ben, Zed, Ann")])),
+        // Ben's turn: read a page (offline), then yield.
+        Ok(&action("view_page", &[("url", "https://example.com")])),
+    ]);
+    let (_, events) = s.run_blocking(1, &llm);
+    let feedback: Vec<&str> = of(&events, EventType::AgentCtxDelta)
+        .into_iter()
+        .filter(|d| d["role"] == "user")
+        .map(|d| d["content"].as_str().unwrap())
+        .collect();
+    assert!(feedback.contains(&"Scheduled order: Ben, Ann"), "{feedback:?}");
+    let end = &of(&events, EventType::ActionEnd)[0];
+    assert_eq!(end["summary"], "Mod scheduled: Ben,Ann");
+    assert_eq!(end["result"], json!({"scheduled": ["Ben", "Ann"]}));
+    // Ben (no view_page in his space) acted first: the picked name is Ben.
+    assert_eq!(of(&events, EventType::AgentProcessStart)[0]["agent"], "Ben");
 }
