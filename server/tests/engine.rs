@@ -145,3 +145,66 @@ fn llm_moderated_ordering_runs_and_survives_cloning() {
     let b = run(&mut copy, 3);
     assert_eq!(a, b);
 }
+
+/// Values of the same JSON type as `v`, at the edges: empty, negative, huge, unknown names.
+fn edge_values(v: &Value) -> Vec<Value> {
+    match v {
+        Value::Number(_) => vec![json!(-1), json!(0), json!(1_000_000_000), json!(-1_000_000_000)],
+        Value::String(_) => vec![json!(""), json!("Nobody"), json!("night")],
+        Value::Array(_) => vec![json!([]), json!(["Nobody"]), json!([-1, 99])],
+        Value::Object(_) => vec![json!({}), json!({"Nobody": "Nobody"})],
+        Value::Bool(b) => vec![json!(!b)],
+        Value::Null => vec![json!("Nobody"), json!(5)],
+    }
+}
+
+#[test]
+fn no_accepted_scene_state_patch_makes_a_run_panic() {
+    for id in ["simple_chat", "council", "werewolf", "landlord", "village"] {
+        let base = scenario(id).build(Some(1)).unwrap();
+        let state = base.scene.state_json();
+        for (key, value) in state.as_object().unwrap() {
+            for edge in edge_values(value) {
+                let mut sim = base.clone();
+                let patch = json!({ key.clone(): edge.clone() });
+                if sim.scene.patch_state(patch.as_object().unwrap()).is_err() {
+                    continue; // rejected cleanly: nothing to run
+                }
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    let (report, _) = sim.run_blocking(8, &MockClient);
+                    report.map(|_| ())
+                }));
+                assert!(outcome.is_ok(), "{id}: running after {key} = {edge} panicked");
+            }
+        }
+    }
+}
+
+#[test]
+fn odd_agent_properties_never_make_a_run_panic() {
+    let odd = [
+        ("map_xy", json!([999, -5])),
+        ("map_xy", json!("3,3")),
+        ("map_position", json!("nowhere")),
+        ("energy", json!("lots")),
+        ("hunger", Value::Null),
+        ("inventory", json!([1, 2])),
+        ("role", json!(5)),
+        ("role", json!("werewolf")),
+    ];
+    for id in ["simple_chat", "council", "werewolf", "landlord", "village"] {
+        let base = scenario(id).build(Some(1)).unwrap();
+        for (key, value) in &odd {
+            for agent in 0..base.world.agents.len() {
+                let mut sim = base.clone();
+                sim.world.agents[agent]
+                    .properties
+                    .insert(key.to_string(), value.clone());
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    let _ = sim.run_blocking(6, &MockClient);
+                }));
+                assert!(outcome.is_ok(), "{id}: agent {agent} with {key} = {value} panicked");
+            }
+        }
+    }
+}

@@ -451,3 +451,53 @@ async fn fifty_concurrent_clients_keep_the_tree_consistent() {
         );
     }
 }
+
+#[tokio::test]
+async fn malformed_bodies_never_give_a_server_error() {
+    let s = Server::start();
+    let tree = s.create("simple_chat").await;
+    let routes = [
+        "advance",
+        "advance_multi",
+        "advance_frontier",
+        "advance_chain",
+        "branch",
+        "replay",
+    ];
+    let bodies = [
+        json!(null),
+        json!([]),
+        json!({}),
+        json!("text"),
+        json!({"parent": -1}),
+        json!({"parent": 1e30}),
+        json!({"parent": 0, "turns": -5}),
+        json!({"parent": 0, "turns": "1"}),
+        json!({"parent": 0, "count": -3}),
+        json!({"parent": 0, "count": 1e12}),
+        json!({"parent": 0, "ops": "x"}),
+        json!({"parent": 0, "ops": [null]}),
+        json!({"parent": 0, "ops": [{"op": "agent_ctx_append", "name": "Alice", "role": "system", "content": "x"}]}),
+        json!({"parent": 0, "ops": [{"op": "abm_set_global", "name": "x", "value": 1}]}),
+        json!({"parent": 0, "ops": [{"op": "portfolio_patch", "cash": 5}]}),
+        json!({"node": 0}),
+        json!({"node": "x"}),
+        json!({"parent": 0, "turns": 1, "extra": true}),
+    ];
+    for route in routes {
+        for body in &bodies {
+            let (st, resp) = s.post(&format!("/devui/simtree/{tree}/{route}"), body).await;
+            assert!(matches!(st, 200 | 404 | 409 | 413 | 422), "{route} {body}: {st} {resp}");
+            if st != 200 {
+                assert!(resp["detail"].is_string(), "{route} {body}: {resp}");
+            }
+        }
+    }
+    for body in &bodies {
+        for path in ["/devui/simtree", "/devui/simtree/import", "/api/abm/generate"] {
+            let (st, _) = s.post(path, body).await;
+            assert!(matches!(st, 200 | 404 | 409 | 413 | 422), "{path} {body}: {st}");
+        }
+    }
+    assert_eq!(s.get("/health").await.0, 200);
+}
