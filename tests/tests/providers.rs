@@ -31,6 +31,21 @@ async fn completions(State(f): State<Fake>, Json(body): Json<Value>) -> (StatusC
             Json(json!({"error": {"message": "model overloaded"}})),
         );
     }
+    if body["tools"].is_array() {
+        // A trading agent: buy one AAPL share at every decision point.
+        let n = body["messages"].as_array().map_or(0, Vec::len);
+        let args = json!({"orders": [{"ticker": "AAPL", "side": "buy", "quantity": 1}]}).to_string();
+        let call = json!({"id": format!("call_{n}"), "type": "function",
+            "function": {"name": "submit_decision", "arguments": args}});
+        return (
+            StatusCode::OK,
+            Json(json!({
+                "id": "cmpl-2", "object": "chat.completion", "model": body["model"],
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": null, "tool_calls": [call]}, "finish_reason": "tool_calls"}],
+                "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
+            })),
+        );
+    }
     let messages: Vec<Message> = body["messages"]
         .as_array()
         .into_iter()
@@ -245,4 +260,34 @@ async fn per_agent_overrides_send_one_agents_calls_to_another_provider() {
     let logs = s.get(&format!("/devui/simtree/{t}/node/1/logs")).await.1;
     assert!(logs.to_string().contains("[5] Hello from Alice."));
     std::fs::remove_dir_all(dir).ok();
+}
+
+#[tokio::test]
+async fn a_trading_run_on_a_provider_replays_offline_identically() {
+    let (url, fake, provider) = fake_provider(false).await;
+    let s = server_for(&url, &[]);
+    let t = s.create("llm_trader").await;
+    let p = |rest: &str| format!("/devui/simtree/{t}{rest}");
+    let (st, adv) = s.post(&p("/advance"), &json!({"parent": 0, "turns": 5})).await;
+    assert_eq!((st, adv.get("error")), (200, None), "{adv}");
+    assert_eq!(fake.calls.load(Ordering::SeqCst), 5, "one tool call per decision point");
+    let info = s.get(&p("/node/1/info")).await.1;
+    assert_eq!(info["usage"]["calls"], 5);
+    let view = s.get(&p("/node/1/view")).await.1;
+    let first = &own(&s.get(&p("/node/1/logs")).await.1, 1)[0];
+    assert_eq!(view["portfolio"]["positions"]["AAPL"], 5, "{first}");
+    provider.abort();
+    let _ = provider.await;
+    let (st, rep) = s.post(&p("/replay"), &json!({"node": 1})).await;
+    assert_eq!(st, 200, "{rep}");
+    let copy = rep["child"].as_u64().unwrap();
+    let original = own(&s.get(&p("/node/1/logs")).await.1, 1);
+    let replayed = own(&s.get(&p(&format!("/node/{copy}/logs"))).await.1, copy);
+    assert_eq!(original.len(), 5);
+    assert_eq!(original, replayed);
+    assert_eq!(
+        fake.calls.load(Ordering::SeqCst),
+        5,
+        "zero provider calls during the replay"
+    );
 }

@@ -18,7 +18,9 @@ use tokio::task::AbortHandle;
 use super::error::ApiError;
 use crate::abm::worker::{WorkerConfig, WorkerPool};
 use crate::engine::Event;
-use crate::llm::ledger::{Ledger, LlmRecord, MeteredClient, ProviderToolModel, ReplayClient, RoutingClient};
+use crate::llm::ledger::{
+    Ledger, LlmRecord, MeteredClient, ProviderToolModel, ReplayClient, ReplayToolModel, RoutingClient,
+};
 use crate::llm::resilience::TokenBudget;
 use crate::llm::{ChatProvider, LlmClient, LlmConfig, LlmSettings, MockClient, ProviderPool};
 use crate::scenario::ScenarioLibrary;
@@ -280,7 +282,7 @@ impl AppState {
         let ctx = match (replay, &self.backend) {
             (Some(records), _) => RunCtx {
                 llm: Arc::new(ReplayClient::new(&records)),
-                tools: Arc::new(MockToolModel),
+                tools: Arc::new(ReplayToolModel::new(&records)),
                 abm,
             },
             (None, Backend::Mock) => RunCtx {
@@ -408,13 +410,10 @@ impl AppState {
             let parent = parent
                 .or(n.parent)
                 .ok_or_else(|| ApiError::unprocessable("the root cannot be replayed"))?;
-            let replay = match (&self.backend, n.sim.as_deref()) {
-                (_, Some(Sim::Trading(_))) if !n.records.is_empty() => {
-                    return Err(ApiError::unprocessable(
-                        "replay of trading runs on a real provider is not supported yet",
-                    ));
-                }
-                (Backend::Mock, _) if n.records.is_empty() => None,
+            // A run without recorded calls (the mock, rule-based traders, ABM) is re-run as it
+            // is: it made no provider calls to begin with.
+            let replay = match &self.backend {
+                Backend::Mock if n.records.is_empty() => None,
                 _ => Some(n.records.clone()),
             };
             (parent, *turns, replay)

@@ -173,28 +173,57 @@ pub struct ProviderToolModel {
     pub budget: Option<Arc<TokenBudget>>,
 }
 
+/// A tool-calling request as plain chat messages (what is sent, and what is hashed for replay).
+fn tool_messages(req: &ToolRequest) -> Vec<Message> {
+    req.messages
+        .iter()
+        .map(|m| match m.role {
+            ChatRole::System => Message::new(Role::System, m.content.as_str()),
+            ChatRole::User => Message::new(Role::User, m.content.as_str()),
+            ChatRole::Tool => Message::new(Role::User, format!("Tool result: {}", m.content)),
+            ChatRole::Assistant => {
+                let mut text = m.content.clone();
+                for c in &m.tool_calls {
+                    text.push_str(&format!("\n[called {} with {}]", c.name, c.arguments));
+                }
+                Message::new(Role::Assistant, text)
+            }
+        })
+        .collect()
+}
+
+/// Answers a trading agent's tool-calling requests from a node's recording (strict, like
+/// [`ReplayClient`]); the recorded response is the model's reply as JSON.
+pub struct ReplayToolModel {
+    inner: ReplayClient,
+}
+
+impl ReplayToolModel {
+    pub fn new(records: &[LlmRecord]) -> ReplayToolModel {
+        ReplayToolModel {
+            inner: ReplayClient::new(records),
+        }
+    }
+}
+
+impl ToolModel for ReplayToolModel {
+    fn complete<'a>(&'a self, req: &'a ToolRequest) -> BoxFuture<'a, Result<ModelReply, LlmError>> {
+        Box::pin(async move {
+            let messages = tool_messages(req);
+            let text = self.inner.chat(&messages, &mut LlmState::default()).await?;
+            serde_json::from_str(&text)
+                .map_err(|e| LlmError::Response(format!("replay: a recorded reply is unreadable: {e}")))
+        })
+    }
+}
+
 impl ToolModel for ProviderToolModel {
     fn complete<'a>(&'a self, req: &'a ToolRequest) -> BoxFuture<'a, Result<ModelReply, LlmError>> {
         Box::pin(async move {
             if let Some(b) = &self.budget {
                 b.check()?;
             }
-            let messages: Vec<Message> = req
-                .messages
-                .iter()
-                .map(|m| match m.role {
-                    ChatRole::System => Message::new(Role::System, m.content.as_str()),
-                    ChatRole::User => Message::new(Role::User, m.content.as_str()),
-                    ChatRole::Tool => Message::new(Role::User, format!("Tool result: {}", m.content)),
-                    ChatRole::Assistant => {
-                        let mut text = m.content.clone();
-                        for c in &m.tool_calls {
-                            text.push_str(&format!("\n[called {} with {}]", c.name, c.arguments));
-                        }
-                        Message::new(Role::Assistant, text)
-                    }
-                })
-                .collect();
+            let messages = tool_messages(req);
             let mut request = ChatRequest::new(messages.clone());
             request.tools = req
                 .tools
