@@ -7,10 +7,17 @@ use clap::{Parser, Subcommand};
 use serde_json::Value;
 
 use crate::engine::event::{Event, EventType};
+use std::sync::Arc;
+
+use crate::abm::worker::{WorkerConfig, WorkerPool};
 use crate::http::{AppState, Backend, Limits, Providers};
 use crate::llm::MockClient;
 use crate::llm::{Dialect, LlmConfig, LlmSettings};
 use crate::scenario::{ScenarioLibrary, assets_dir};
+use crate::sim::{AbmSim, RunCtx, Sim};
+use crate::trading::agents::MockToolModel;
+use crate::trading::data::MarketData;
+use crate::trading::episode::TradingEpisode;
 
 #[derive(Debug, Parser)]
 #[command(name = "simtree", version, about = "Branching timelines for multi-agent simulations")]
@@ -195,11 +202,8 @@ fn run(cli: Cli) -> Result<(), String> {
             seed,
             json,
         } => {
-            let scenario = library
-                .get(&scenario)
-                .map_err(|e| format!("{e} (available: {})", library.ids().join(", ")))?;
-            let mut sim = scenario.build(seed).map_err(|e| e.to_string())?;
-            let turns = turns.unwrap_or(scenario.default_turns);
+            let (mut sim, default_turns, abm) = build_sim(&library, &scenario, seed, &assets)?;
+            let turns = turns.unwrap_or(default_turns);
             let mut out = std::io::BufWriter::new(std::io::stdout());
             let mut failed = None;
             let mut sink = |e: Event| {
@@ -214,30 +218,28 @@ fn run(cli: Cli) -> Result<(), String> {
                     failed = Some(err);
                 }
             };
-            sim.flush_pending(&mut sink);
+            for e in sim.initial_events() {
+                sink(e);
+            }
             let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
                 .build()
                 .map_err(|e| e.to_string())?;
-            let report = rt.block_on(sim.run(turns, &MockClient, &mut sink));
+            let ctx = RunCtx {
+                llm: Arc::new(MockClient),
+                tools: Arc::new(MockToolModel),
+                abm,
+            };
+            let result = rt.block_on(sim.run(turns, &ctx, &mut sink));
             if let Some(err) = failed
                 && err.kind() != std::io::ErrorKind::BrokenPipe
             {
                 return Err(err.to_string());
             }
             out.flush().ok();
-            let report = report.map_err(|e| e.to_string())?;
+            result?;
             if !json {
-                eprintln!(
-                    "-- {} turns run{}",
-                    report.turns,
-                    if report.complete {
-                        ", scene complete"
-                    } else if report.stuck {
-                        ", no one left to act"
-                    } else {
-                        ""
-                    }
-                );
+                eprintln!("-- {} turns run ({})", sim.turns(), sim.kind());
             }
             Ok(())
         }
@@ -300,6 +302,39 @@ fn backend(file: Option<&std::path::Path>) -> Result<Backend, String> {
 
 fn s<'a>(v: &'a Value, k: &str) -> &'a str {
     v.get(k).and_then(Value::as_str).unwrap_or("")
+}
+
+/// A fresh simulation of any kind from the library, its default turn count, and (for
+/// agent-based models) a worker pool.
+fn build_sim(
+    library: &ScenarioLibrary,
+    id: &str,
+    seed: Option<u64>,
+    assets: &std::path::Path,
+) -> Result<(Sim, u64, Option<Arc<WorkerPool>>), String> {
+    if let Some(t) = library.trading(id) {
+        let market = Arc::new(MarketData::load_default().map_err(|e| e.to_string())?);
+        let episode = TradingEpisode::new(market, t.episode.clone()).map_err(|e| e.to_string())?;
+        return Ok((Sim::Trading(episode), t.default_turns, None));
+    }
+    if let Some(a) = library.abm(id) {
+        let root = assets.join("..");
+        crate::abm::venv::ensure_venv(&root)?;
+        let pool = WorkerPool::spawn(&WorkerConfig::for_root(&root), 1).map_err(|e| e.to_string())?;
+        return Ok((
+            Sim::Abm(AbmSim::new(a.model.clone(), seed.unwrap_or(0))),
+            10,
+            Some(Arc::new(pool)),
+        ));
+    }
+    let s = library
+        .get(id)
+        .map_err(|e| format!("{e} (available: {})", library.ids().join(", ")))?;
+    Ok((
+        Sim::Social(s.build(seed).map_err(|e| e.to_string())?),
+        s.default_turns,
+        None,
+    ))
 }
 
 /// One readable line per event.

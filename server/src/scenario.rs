@@ -339,6 +339,7 @@ impl ScenarioLibrary {
             .iter()
             .map(|s| s.id.as_str())
             .chain(self.trading.iter().map(|s| s.id.as_str()))
+            .chain(self.abm.iter().map(|s| s.id.as_str()))
             .collect()
     }
 }

@@ -48,6 +48,19 @@ fn run_completes_for_every_shipped_scenario() {
 }
 
 #[test]
+fn run_also_drives_trading_episodes_and_agent_based_models() {
+    for (id, marker) in [("llm_trader", "\"decision_point\""), ("sir_network", "\"abm_step\"")] {
+        let out = Command::new(simtree_bin())
+            .args(["run", "--scenario", id, "--turns", "3", "--json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{id}: {}", String::from_utf8_lossy(&out.stderr));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.lines().count() >= 3 && stdout.contains(marker), "{id}: {stdout}");
+    }
+}
+
+#[test]
 fn unknown_scenario_is_a_clear_error() {
     let out = Command::new(simtree_bin())
         .args(["run", "--scenario", "chess", "--turns", "1"])
