@@ -688,6 +688,7 @@ pub fn StudioPage(tree_id: Option<u64>) -> impl IntoView {
             <div class="col">
                 <h3>{move || ctx.tr("studio.events")}</h3>
                 <EventsPanel view_state=node_view stick viewer=false />
+                <NodeDetails tree />
             </div>
             <div class="col">
                 <h3>
@@ -824,7 +825,7 @@ fn NodeDetails(tree: Tree) -> impl IntoView {
                             v["episode_id"].as_str().unwrap_or(""), v["agent"]["kind"].as_str().unwrap_or(""),
                             v["next_decision_point"], v["decision_points"], v["portfolio_value"].as_f64().unwrap_or(0.0))}
                     </p>
-                    <svg id="equity-chart" width=W height=H>
+                    <svg id="equity-chart" width=W height=H viewBox=format!("0 0 {W} {H}")>
                         <rect width="100%" height="100%" fill="#fafafa" stroke="#ddd"></rect>
                         <polyline class="equity" points=lines[0].clone() fill="none" stroke="#1e4976" stroke-width="1.5"></polyline>
                         <polyline class="benchmark" points=lines[1].clone() fill="none" stroke="#e65100" stroke-width="1" stroke-dasharray="4 3"></polyline>
@@ -888,7 +889,7 @@ fn series_chart(
         .map(|(name, _)| view! { <span style=format!("color:{}", colour(name))>{format!("— {} ", short_name(name))}</span> })
         .collect_view();
     view! {
-        <svg id=id width=W height=H>
+        <svg id=id width=W height=H viewBox=format!("0 0 {W} {H}")>
             <rect width="100%" height="100%" fill="#fafafa" stroke="#ddd"></rect>
             {shapes}
             <text x="10" y="14" font-size="10">{format!("{hi:.0}")}</text>
