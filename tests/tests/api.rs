@@ -287,13 +287,16 @@ async fn a_late_joiner_gets_a_snapshot_with_running_ids() {
 
 #[tokio::test]
 async fn node_socket_streams_entries_and_a_slow_watcher_gets_resync() {
-    let s = Server::start_with(&["--ws-queue", "64"]);
+    // The queue is generous (a reader may stall for about a second under CI load without
+    // lagging), and the run large enough (3,000 turns, 135,000 entries, tens of MB) to overflow
+    // the queue plus the kernel's socket buffers of a watcher that does not read at all.
+    let s = Server::start_with(&["--ws-queue", "16384", "--max-turns", "3000"]);
     let tree = s.create("simple_chat").await;
     let p = |rest: &str| format!("/devui/simtree/{tree}{rest}");
     let mut tree_w = s.watch(&p("/events")).await;
     tree_w.next(T).await; // root attached
     tree_w.next(T).await; // snapshot
-    let (adv_path, adv_body) = (p("/advance"), json!({"parent": 0, "turns": 1000}));
+    let (adv_path, adv_body) = (p("/advance"), json!({"parent": 0, "turns": 3000}));
     let advance = s.post(&adv_path, &adv_body);
     let watch = async {
         let (msgs, _) = tree_w.until(T, |m| m["type"] == "attached").await;
@@ -309,7 +312,7 @@ async fn node_socket_streams_entries_and_a_slow_watcher_gets_resync() {
     };
     let ((st, _), (node, fast_msgs, mut slow)) = tokio::join!(advance, watch);
     assert_eq!(st, 200);
-    // The slow watcher reads only now, after 1000 turns (45,000 entries) went by.
+    // The slow watcher reads only now, after 3,000 turns went by.
     let mut slow_msgs = Vec::new();
     while let Some(m) = slow.next(Duration::from_secs(2)).await {
         slow_msgs.push(m);
