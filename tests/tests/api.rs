@@ -273,7 +273,13 @@ async fn a_late_joiner_gets_a_snapshot_with_running_ids() {
     let server = &s;
     let long_run = async move { server.post(&p("/advance"), &json!({"parent": 1, "turns": 1000})).await };
     let late_join = async {
-        tokio::time::sleep(Duration::from_millis(150)).await;
+        // Join once the run is in flight (polling, so a slow machine cannot race it).
+        for _ in 0..200 {
+            if s.get(&format!("/devui/simtree/{tree}/graph")).await.1["running"] == json!([2]) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         let mut w = s.watch(&format!("/devui/simtree/{tree}/events")).await;
         let _root = w.next(T).await.unwrap();
         w.next(T).await.unwrap()
@@ -343,7 +349,13 @@ async fn deleting_a_running_subtree_cancels_it_cleanly() {
     let (run_path, run_body) = (p("/advance"), json!({"parent": 0, "turns": 1000}));
     let run = s.post(&run_path, &run_body);
     let del = async {
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Delete as soon as the run is in flight (polling, so a slow machine cannot race it).
+        for _ in 0..200 {
+            if s.get(&p("/graph")).await.1["running"] == json!([1]) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         s.delete(&p("/node/1")).await
     };
     let ((st_run, body), (st_del, _)) = tokio::join!(run, del);
