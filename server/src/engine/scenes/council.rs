@@ -420,15 +420,7 @@ mod tests {
     }
 
     fn act(c: &mut Council, w: &mut World, actor: &str, call: ActionCall) -> ActionResult {
-        let kind = ActionKind::from_name(&call.name).unwrap();
-        let actor = w.agent_index(actor).unwrap();
-        let ctx = ActionCtx {
-            call: &call,
-            kind,
-            actor,
-            llm_reply: None,
-        };
-        c.handle(&ctx, w)
+        crate::engine::scenes::act_as(c, w, actor, &call)
     }
 
     /// Feedback lines each agent received since the last call, plus the queued broadcast texts.

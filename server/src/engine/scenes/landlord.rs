@@ -1151,15 +1151,7 @@ mod tests {
     }
 
     fn act_with(l: &mut Landlord, w: &mut World, who: &str, call: ActionCall) -> Outcome {
-        let kind = ActionKind::from_name(&call.name).unwrap();
-        let actor = w.agent_index(who).unwrap();
-        let ctx = ActionCtx {
-            call: &call,
-            kind,
-            actor,
-            llm_reply: None,
-        };
-        l.handle(&ctx, w).unwrap()
+        crate::engine::scenes::act_as(l, w, who, &call).unwrap()
     }
 
     fn act(l: &mut Landlord, w: &mut World, who: &str, action: &str) -> Outcome {

@@ -184,6 +184,27 @@ impl Scene {
     }
 }
 
+/// Tests: runs `call` as agent `actor` straight through a scene's handler.
+#[cfg(test)]
+pub(crate) fn act_as<S: SceneRules + ?Sized>(
+    scene: &mut S,
+    world: &mut World,
+    actor: &str,
+    call: &crate::engine::parse::ActionCall,
+) -> ActionResult {
+    let kind = ActionKind::from_name(&call.name).expect("a registered action");
+    let actor = world.agent_index(actor).expect("an agent of the test world");
+    scene.handle(
+        &ActionCtx {
+            call,
+            kind,
+            actor,
+            llm_reply: None,
+        },
+        world,
+    )
+}
+
 /// Deserialises a scene config, naming the offending field on error.
 pub fn parse_config<T: DeserializeOwned>(config: Value) -> Result<T, String> {
     let config = if config.is_null() {

@@ -977,15 +977,7 @@ mod tests {
     }
 
     fn act(v: &mut Village, w: &mut World, actor: &str, call: ActionCall) -> ActionResult {
-        let kind = ActionKind::from_name(&call.name).unwrap();
-        let actor = w.agent_index(actor).unwrap();
-        let ctx = ActionCtx {
-            call: &call,
-            kind,
-            actor,
-            llm_reply: None,
-        };
-        v.handle(&ctx, w)
+        crate::engine::scenes::act_as(v, w, actor, &call)
     }
 
     /// Runs an action that must not error; returns its outcome and the actor's feedback lines.

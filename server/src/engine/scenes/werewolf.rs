@@ -821,14 +821,7 @@ mod tests {
 
     /// Runs one action of `who` straight through the scene.
     fn act(sim: &mut Simulator, who: &str, call: ActionCall) -> Outcome {
-        let kind = ActionKind::from_name(&call.name).unwrap();
-        let ctx = ActionCtx {
-            call: &call,
-            kind,
-            actor: idx(sim, who),
-            llm_reply: None,
-        };
-        sim.scene.rules_mut().handle(&ctx, &mut sim.world).unwrap()
+        crate::engine::scenes::act_as(sim.scene.rules_mut(), &mut sim.world, who, &call).unwrap()
     }
 
     fn target(action: &str, t: &str) -> ActionCall {
