@@ -58,7 +58,7 @@ impl GraphModel {
                 self.running.insert(*node);
                 Some(Toast::Started(*node))
             }
-            TreeMsg::RunFinish { node } => {
+            TreeMsg::RunFinish { node, .. } => {
                 self.running.remove(node);
                 Some(Toast::Finished(*node))
             }
@@ -381,7 +381,14 @@ mod tests {
         assert_eq!(g.edges.len(), 3);
         assert_eq!(g.apply(&TreeMsg::RunStart { node: 3 }), Some(Toast::Started(3)));
         assert!(g.running.contains(&3));
-        assert_eq!(g.apply(&TreeMsg::RunFinish { node: 3 }), Some(Toast::Finished(3)));
+        assert_eq!(
+            g.apply(&TreeMsg::RunFinish {
+                node: 3,
+                status: Default::default(),
+                error: None
+            }),
+            Some(Toast::Finished(3))
+        );
         assert!(g.running.is_empty());
         g.apply(&TreeMsg::RunStart { node: 2 });
         g.apply(&TreeMsg::Deleted { node: 1 });
@@ -399,7 +406,18 @@ mod tests {
             root: 0,
             frontier: vec![1],
             running: vec![1],
-            nodes: vec![GraphNode { id: 0, depth: 0 }, GraphNode { id: 1, depth: 1 }],
+            nodes: vec![
+                GraphNode {
+                    id: 0,
+                    depth: 0,
+                    status: Default::default(),
+                },
+                GraphNode {
+                    id: 1,
+                    depth: 1,
+                    status: Default::default(),
+                },
+            ],
             edges: vec![GraphEdge {
                 from: 0,
                 to: 1,

@@ -668,7 +668,7 @@ pub fn StudioPage(tree_id: Option<u64>) -> impl IntoView {
         };
         match msg {
             TreeMsg::Attached(a) if a.node == sel => refetch(t, sel),
-            TreeMsg::RunFinish { node } if node == sel => refetch(t, sel),
+            TreeMsg::RunFinish { node, .. } if node == sel => refetch(t, sel),
             TreeMsg::Deleted { node } if node == sel => node_view.set(NodeView::default()),
             _ => {}
         }

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+pub use simtree_shared::NodeStatus;
 use simtree_shared::{Attached, EdgeType, Graph, GraphEdge, GraphNode, NodeState, Op, Summary, SummaryEdge};
 use tokio::sync::broadcast;
 
@@ -145,14 +146,6 @@ pub fn entry_json(event: &Event, node: NodeId) -> String {
     .unwrap_or_else(|_| "{}".into())
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum NodeStatus {
-    Ready,
-    Running,
-    Failed,
-}
-
 #[derive(Debug)]
 pub struct Node {
     pub id: NodeId,
@@ -205,7 +198,7 @@ impl SimTree {
             children: Vec::new(),
             sim: Some(Arc::new(sim.fork())),
             log: Arc::new(NodeLog::from_entries(entries.iter().map(String::as_str))),
-            status: NodeStatus::Ready,
+            status: NodeStatus::Done,
             error: None,
             records: Vec::new(),
         };
@@ -242,7 +235,7 @@ impl SimTree {
         self.next_id += 1;
         let depth = self.nodes.get(&parent).map_or(0, |p| p.depth + 1);
         let status = if sim.is_some() {
-            NodeStatus::Ready
+            NodeStatus::Done
         } else {
             NodeStatus::Running
         };
@@ -284,7 +277,7 @@ impl SimTree {
             node.status = if error.is_some() {
                 NodeStatus::Failed
             } else {
-                NodeStatus::Ready
+                NodeStatus::Done
             };
             node.error = error;
         }
@@ -430,6 +423,7 @@ impl SimTree {
             .map(|n| GraphNode {
                 id: n.id,
                 depth: n.depth,
+                status: n.status,
             })
             .collect();
         let edges = self
@@ -571,7 +565,7 @@ impl SimTree {
                     })),
                     log: Arc::new(NodeLog::from_entries(entries.iter().map(String::as_str))),
                     status: if n.status == NodeStatus::Running {
-                        NodeStatus::Failed
+                        NodeStatus::Interrupted
                     } else {
                         n.status
                     },

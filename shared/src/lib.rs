@@ -115,10 +115,35 @@ pub struct TreeRef {
     pub root: u64,
 }
 
+/// Where a node's run stands. `done` is a finished run (or a branch, which runs nothing);
+/// `failed` ended with an error (the reason is in `…/node/{n}/info`); `cancelled` was stopped by
+/// a client (its partial log is kept); `interrupted` was running when the server stopped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeStatus {
+    #[default]
+    #[serde(alias = "ready")]
+    Done,
+    Running,
+    Failed,
+    Cancelled,
+    Interrupted,
+}
+
+impl NodeStatus {
+    /// True while a run still owns the node.
+    pub fn is_running(self) -> bool {
+        self == NodeStatus::Running
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GraphNode {
     pub id: u64,
     pub depth: u32,
+    /// Extension: the node's run status (upstream clients ignore it).
+    #[serde(default)]
+    pub status: NodeStatus,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -175,8 +200,13 @@ pub enum TreeMsg {
     RunStart {
         node: u64,
     },
+    /// A run ended. `status` and `error` are extensions (upstream clients read only `node`).
     RunFinish {
         node: u64,
+        #[serde(default)]
+        status: NodeStatus,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
     },
     Deleted {
         node: u64,

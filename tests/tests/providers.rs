@@ -128,7 +128,7 @@ async fn werewolf_runs_on_a_provider_and_replays_offline_identically() {
     assert!(calls > 0);
 
     let info = s.get(&p("/node/1/info")).await.1;
-    assert_eq!(info["status"], "ready");
+    assert_eq!(info["status"], "done");
     assert_eq!(info["usage"]["calls"], calls);
     assert_eq!(info["usage"]["completion_tokens"], calls * 40);
     assert!(info["usage"]["prompt_tokens"].as_u64().unwrap() > 0);

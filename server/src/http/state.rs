@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use dashmap::DashMap;
-use simtree_shared::{Op, TreeMsg, TreeRef};
+use simtree_shared::{NodeStatus, Op, TreeMsg, TreeRef};
 use tokio::sync::broadcast;
 use tokio::task::AbortHandle;
 
@@ -367,8 +367,17 @@ impl AppState {
         lock(&handle.tasks).remove(&id);
         match outcome {
             Ok((sim, error, records)) => {
+                let status = if error.is_some() {
+                    NodeStatus::Failed
+                } else {
+                    NodeStatus::Done
+                };
                 handle.lock().finish(id, sim, error.clone(), records);
-                handle.send(TreeMsg::RunFinish { node: id });
+                handle.send(TreeMsg::RunFinish {
+                    node: id,
+                    status,
+                    error: error.clone(),
+                });
                 Ok(RunResult { node: id, error })
             }
             Err(e) if e.is_cancelled() => Err(ApiError::conflict(format!("node {id} was deleted while running"))),
@@ -376,7 +385,11 @@ impl AppState {
                 handle
                     .lock()
                     .fail_without_sim(id, "the run stopped unexpectedly".into());
-                handle.send(TreeMsg::RunFinish { node: id });
+                handle.send(TreeMsg::RunFinish {
+                    node: id,
+                    status: NodeStatus::Failed,
+                    error: Some("the run stopped unexpectedly".into()),
+                });
                 Err(ApiError::new(
                     axum::http::StatusCode::INTERNAL_SERVER_ERROR,
                     format!("run of node {id} failed"),
