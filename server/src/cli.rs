@@ -87,6 +87,24 @@ pub enum Command {
         /// Default token budget of every new tree (real providers only; default unlimited).
         #[arg(long)]
         token_budget: Option<u64>,
+        /// Access token every route but /health requires (Bearer header, cookie or ?token=).
+        /// Required when binding a non-loopback address.
+        #[arg(long, env = "SIMTREE_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// Another origin (scheme://host[:port]) allowed to call the API and open its sockets,
+        /// e.g. a dev server of another client. Repeatable. The server's own origin always is.
+        #[arg(long = "allow-origin", value_name = "URL")]
+        allow_origin: Vec<String>,
+        /// Most nodes one tree may hold.
+        #[arg(long, default_value_t = Limits::default().max_nodes_per_tree)]
+        max_nodes_per_tree: usize,
+        /// Resident memory (MiB) above which new runs are refused and running ones stopped
+        /// (0: no budget).
+        #[arg(long, default_value_t = Limits::default().max_memory_bytes >> 20)]
+        max_memory_mb: u64,
+        /// Connections held at once; beyond it the oldest silent one is closed.
+        #[arg(long, default_value_t = Limits::default().max_connections)]
+        max_connections: usize,
     },
 }
 
@@ -168,7 +186,13 @@ fn run(cli: Cli) -> Result<(), String> {
             static_dir,
             llm_config,
             token_budget,
+            token,
+            allow_origin,
+            max_nodes_per_tree,
+            max_memory_mb,
+            max_connections,
         } => {
+            let access = access_policy(addr, token, allow_origin)?;
             let backend = backend(llm_config.as_deref())?;
             let limits = Limits {
                 max_body_bytes,
@@ -177,8 +201,12 @@ fn run(cli: Cli) -> Result<(), String> {
                 max_trees,
                 ws_queue,
                 token_budget,
+                max_nodes_per_tree,
+                max_memory_bytes: max_memory_mb << 20,
+                max_connections,
             };
             let mut app = AppState::new(library, backend, limits);
+            app.access = std::sync::Arc::new(access);
             if let Some(dir) = static_dir {
                 app.static_dir = dir;
             }
@@ -370,4 +398,42 @@ pub fn human_line(e: &Event) -> String {
         EventType::AbmStep => format!("[step {}] {}", d["step"], d["values"]),
         EventType::AgentError => format!("[error] {} step {}: {}", s(d, "agent"), d["step"], s(d, "error")),
     }
+}
+
+/// The access policy of `serve`: a non-loopback address needs a token (anyone on the network
+/// could otherwise drive the server); origins must be `scheme://host[:port]`.
+fn access_policy(
+    addr: std::net::SocketAddr,
+    token: Option<String>,
+    allow_origin: Vec<String>,
+) -> Result<crate::http::Access, String> {
+    let token = token.filter(|t| !t.is_empty());
+    if !addr.ip().is_loopback() && token.is_none() {
+        return Err(format!(
+            "refusing to serve on {addr} without a token: anyone who can reach that address could \
+             run simulations and import trees. Pass --token <secret> (or set SIMTREE_TOKEN), or bind \
+             a loopback address such as 127.0.0.1"
+        ));
+    }
+    if let Some(t) = &token
+        && (t.len() < 8 || t.chars().any(|c| !c.is_ascii_graphic() || c == ';' || c == '&'))
+    {
+        return Err("--token must be at least 8 printable characters without ';' or '&'".into());
+    }
+    let mut origins = Vec::new();
+    for o in allow_origin {
+        let o = o.trim_end_matches('/').to_string();
+        let valid = (o.starts_with("http://") || o.starts_with("https://"))
+            && !o.split("://").nth(1).unwrap_or("").is_empty()
+            && !o.split("://").nth(1).unwrap_or("").contains('/');
+        if !valid {
+            return Err(format!("--allow-origin {o}: expected scheme://host[:port], e.g. http://localhost:5173"));
+        }
+        origins.push(o);
+    }
+    Ok(crate::http::Access {
+        token,
+        allowed_origins: origins,
+        loopback_host_only: addr.ip().is_loopback(),
+    })
 }

@@ -5,6 +5,7 @@
 //! * [`scenario`] — scenario files (`assets/scenarios/*.json`) turned into simulators;
 //! * [`trading`] — trading episodes on real market data (seed 003);
 //! * [`abm`] — agent-based models in sd-ai's abm-quant format, run on a Python/Mesa worker;
+//! * [`memory`] — the server-wide memory budget;
 //! * [`cli`] — the `simtree` command line.
 
 pub mod abm;
@@ -12,6 +13,7 @@ pub mod cli;
 pub mod engine;
 pub mod http;
 pub mod llm;
+pub mod memory;
 pub mod scenario;
 pub mod sim;
 pub mod trading;

@@ -21,7 +21,7 @@ use crate::engine::agent::{Agent, MAX_REPEAT};
 use crate::engine::event::SceneEvent;
 use crate::engine::ordering::Ordering;
 use crate::engine::scenes::{Scene, SceneKind};
-use crate::engine::simulator::{DEFAULT_MAX_STEPS, SimOptions, Simulator};
+use crate::engine::simulator::{DEFAULT_MAX_STEPS, MAX_STEPS_PER_TURN, SimOptions, Simulator};
 
 /// A scenario that failed to load or build.
 #[derive(Debug, thiserror::Error)]
@@ -129,6 +129,12 @@ impl Scenario {
             .unwrap_or_default();
         if scenario.agents.is_empty() {
             return Err(invalid("agents: a scenario needs at least one agent".into()));
+        }
+        if !(1..=MAX_STEPS_PER_TURN).contains(&scenario.max_steps_per_turn) {
+            return Err(invalid(format!(
+                "max_steps_per_turn: must be between 1 and {MAX_STEPS_PER_TURN}, got {}",
+                scenario.max_steps_per_turn
+            )));
         }
         // Building once validates the scene config and cross-references (moderator, roles, map).
         scenario.build(None).map_err(|e| match e {

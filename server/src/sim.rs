@@ -165,6 +165,24 @@ impl Sim {
         }
     }
 
+    /// Checks a simulator read from an untrusted export (after [`Sim::attach`]): its fields within
+    /// the engine's limits, its indices in range.
+    pub fn check_imported(&self) -> Result<(), String> {
+        match self {
+            Sim::Social(s) => s.check_limits(),
+            Sim::Trading(t) => t.check_consistent(),
+            Sim::Abm(_) => Ok(()),
+        }
+    }
+
+    /// Forgets whatever in an untrusted export could run code when loaded: an agent-based
+    /// model's pickled snapshot (it is rebuilt from the specification instead).
+    pub fn distrust(&mut self) {
+        if let Sim::Abm(a) = self {
+            a.snapshot = None;
+        }
+    }
+
     /// Re-attaches shared data that is not serialised (the market of a trading episode).
     pub fn attach(&mut self, market: Option<&Arc<MarketData>>) {
         if let (Sim::Trading(t), Some(m)) = (self, market) {

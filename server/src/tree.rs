@@ -36,7 +36,12 @@ pub enum TreeError {
     Running(NodeId),
     #[error("{0}")]
     InvalidOp(String),
+    #[error("this tree has used every node id; export it and import the export into a new tree")]
+    IdsExhausted,
 }
+
+/// The largest node id: ids stay exact in JavaScript numbers (the web UI reads them as such).
+pub const MAX_NODE_ID: NodeId = (1 << 53) - 1;
 
 /// Capacity of each node's live-entry channel (per watcher backlog before a resync).
 pub const NODE_CHANNEL_CAPACITY: usize = 1024;
@@ -230,9 +235,23 @@ impl SimTree {
         self.node(id)?.sim.as_ref().ok_or(TreeError::Running(id))
     }
 
-    fn attach(&mut self, parent: NodeId, ops: Vec<Op>, sim: Option<Arc<Sim>>, log: NodeLog) -> NodeId {
-        let id = self.next_id;
-        self.next_id += 1;
+    /// The id the next attached node gets, if any is left.
+    fn next_free_id(&self) -> Result<NodeId, TreeError> {
+        if self.next_id > MAX_NODE_ID {
+            return Err(TreeError::IdsExhausted);
+        }
+        Ok(self.next_id)
+    }
+
+    fn attach(
+        &mut self,
+        parent: NodeId,
+        ops: Vec<Op>,
+        sim: Option<Arc<Sim>>,
+        log: NodeLog,
+    ) -> Result<NodeId, TreeError> {
+        let id = self.next_free_id()?;
+        self.next_id = id + 1;
         let depth = self.nodes.get(&parent).map_or(0, |p| p.depth + 1);
         let status = if sim.is_some() {
             NodeStatus::Done
@@ -256,46 +275,55 @@ impl SimTree {
             p.children.push(id);
         }
         self.nodes.insert(id, node);
-        id
+        Ok(id)
     }
 
     /// Creates a running child of `parent` that will advance `turns` turns; returns its id, the
     /// simulator to run and the log to run it into. The caller runs it and calls [`Self::finish`].
     pub fn start_advance(&mut self, parent: NodeId, turns: u64) -> Result<(NodeId, Sim, Arc<NodeLog>), TreeError> {
         let sim = self.sim(parent)?.fork();
-        let id = self.attach(parent, vec![Op::Advance { turns }], None, NodeLog::default());
+        let id = self.attach(parent, vec![Op::Advance { turns }], None, NodeLog::default())?;
         let log = self.nodes[&id].log.clone();
         Ok((id, sim, log))
     }
 
-    /// Stores a finished run's simulator and LLM records. A node deleted meanwhile is simply gone.
-    pub fn finish(&mut self, id: NodeId, sim: Sim, error: Option<String>, records: Vec<LlmRecord>) {
-        if let Some(node) = self.nodes.get_mut(&id) {
-            node.records = records;
-            node.log.seal();
-            node.sim = Some(Arc::new(sim));
-            node.status = if error.is_some() {
-                NodeStatus::Failed
-            } else {
-                NodeStatus::Done
-            };
-            node.error = error;
-        }
+    /// Stores a finished (or cancelled) run's simulator, status and LLM records. Returns false
+    /// when the node was deleted meanwhile (then nothing is stored).
+    pub fn finish(
+        &mut self,
+        id: NodeId,
+        sim: Sim,
+        status: NodeStatus,
+        error: Option<String>,
+        records: Vec<LlmRecord>,
+    ) -> bool {
+        let Some(node) = self.nodes.get_mut(&id) else {
+            return false;
+        };
+        node.records = records;
+        node.log.seal();
+        node.sim = Some(Arc::new(sim));
+        node.status = status;
+        node.error = error;
+        true
     }
 
-    /// Marks a run that ended without a simulator (its task died) as failed; the node keeps its
-    /// parent's state so it stays usable.
-    pub fn fail_without_sim(&mut self, id: NodeId, error: String) {
+    /// Marks a run that ended without a usable simulator (it panicked) as failed; the node keeps
+    /// its parent's state so it stays usable. Returns false when the node was deleted meanwhile.
+    pub fn fail_without_sim(&mut self, id: NodeId, error: String) -> bool {
         let parent_sim = self
             .nodes
             .get(&id)
             .and_then(|n| n.parent)
             .and_then(|p| self.nodes.get(&p)?.sim.clone());
-        if let Some(node) = self.nodes.get_mut(&id) {
-            node.sim = parent_sim;
-            node.status = NodeStatus::Failed;
-            node.error = Some(error);
-        }
+        let Some(node) = self.nodes.get_mut(&id) else {
+            return false;
+        };
+        node.log.seal();
+        node.sim = parent_sim;
+        node.status = NodeStatus::Failed;
+        node.error = Some(error);
+        true
     }
 
     /// Applies `ops` to a clone of `parent` and attaches it. All ops are validated on the private
@@ -309,10 +337,10 @@ impl SimTree {
                     .map_err(|e| TreeError::InvalidOp(format!("ops[{i}]: {e}")))?,
             );
         }
-        let id = self.next_id;
+        let id = self.next_free_id()?;
         let entries: Vec<String> = events.iter().map(|e| entry_json(e, id)).collect();
         let log = NodeLog::from_entries(entries.iter().map(String::as_str));
-        Ok(self.attach(parent, ops, Some(Arc::new(sim)), log))
+        self.attach(parent, ops, Some(Arc::new(sim)), log)
     }
 
     /// Removes `id` and all its descendants; returns the removed ids (for cancelling runs).
@@ -511,9 +539,17 @@ impl SimTree {
         })
     }
 
-    /// Rebuilds a tree from an export, checking its structure.
-    /// `market` is re-attached to trading episodes (it is not part of the export).
-    pub fn import(data: TreeExport, market: Option<&Arc<MarketData>>) -> Result<SimTree, TreeError> {
+    /// Rebuilds a tree from an export. The export is untrusted (a file from anywhere): its
+    /// structure is checked (one root 0, ids unique and below `seq`, parents listed before their
+    /// children — hence acyclic — and depths and edge types consistent), every op and simulator
+    /// is checked against the server's limits, and each simulator is viewed once so that a state
+    /// no run could have produced is refused here rather than failing later. Nothing is attached
+    /// unless all of it passes. `market` is re-attached to trading episodes (it is not exported).
+    pub fn import(
+        data: TreeExport,
+        market: Option<&Arc<MarketData>>,
+        limits: &ImportLimits,
+    ) -> Result<SimTree, TreeError> {
         let bad = |m: String| TreeError::InvalidOp(m);
         if data.format != EXPORT_FORMAT {
             return Err(bad(format!(
@@ -521,49 +557,100 @@ impl SimTree {
                 data.format
             )));
         }
+        if data.root != 0 {
+            return Err(bad(format!("root must be node 0, not {}", data.root)));
+        }
+        if data.nodes.len() > limits.max_nodes {
+            return Err(bad(format!(
+                "the export has {} nodes; this server holds at most {} per tree",
+                data.nodes.len(),
+                limits.max_nodes
+            )));
+        }
+        if data.seq > MAX_NODE_ID + 1 {
+            return Err(bad(format!(
+                "seq {} is beyond the largest node id ({MAX_NODE_ID})",
+                data.seq
+            )));
+        }
         let mut nodes: BTreeMap<NodeId, Node> = BTreeMap::new();
-        for n in data.nodes {
-            if nodes.contains_key(&n.id) {
-                return Err(bad(format!("duplicate node id {}", n.id)));
+        for (i, n) in data.nodes.into_iter().enumerate() {
+            let id = n.id;
+            let at = |m: String| bad(format!("nodes[{i}] (node {id}): {m}"));
+            if nodes.contains_key(&id) {
+                return Err(at("duplicate node id".into()));
             }
-            if n.id >= data.seq {
-                return Err(bad(format!("node id {} is not below seq {}", n.id, data.seq)));
+            if id >= data.seq {
+                return Err(at(format!("id is not below seq {}", data.seq)));
             }
-            match n.parent {
-                None if n.id != 0 => return Err(bad(format!("node {} has no parent", n.id))),
-                Some(p) if !nodes.contains_key(&p) => {
-                    return Err(bad(format!("node {} lists parent {p} before it appears", n.id)));
+            match (i, n.parent) {
+                (0, None) if id == 0 => {}
+                (0, _) => return Err(at("the first node must be the root: id 0, no parent".into())),
+                (_, None) => return Err(at("only the root may have no parent".into())),
+                (_, Some(p)) if !nodes.contains_key(&p) => {
+                    return Err(at(format!("parent {p} is not listed before it")));
                 }
                 _ => {}
             }
             let expected_depth = n.parent.map_or(0, |p| nodes[&p].depth + 1);
             if n.depth != expected_depth {
-                return Err(bad(format!(
-                    "node {} has depth {} but its parent implies {expected_depth}",
-                    n.id, n.depth
+                return Err(at(format!(
+                    "depth {} but its parent implies {expected_depth}",
+                    n.depth
                 )));
+            }
+            let expected_edge = if n.parent.is_none() {
+                EdgeType::Root
+            } else {
+                Op::edge_type_of(&n.ops)
+            };
+            if n.edge_type != expected_edge {
+                return Err(at(format!(
+                    "edge type {:?} does not match its ops ({expected_edge:?})",
+                    n.edge_type
+                )));
+            }
+            for op in &n.ops {
+                if let Op::Advance { turns } = op
+                    && *turns > limits.max_turns
+                {
+                    return Err(at(format!(
+                        "an advance of {turns} turns is beyond this server's {} per request",
+                        limits.max_turns
+                    )));
+                }
+            }
+            if let Some(bad_entry) = n.logs.iter().position(|e| !e.is_object()) {
+                return Err(at(format!("logs[{bad_entry}] is not a log entry object")));
+            }
+            let mut sim = n.sim;
+            sim.attach(market);
+            sim.distrust();
+            sim.check_imported().map_err(&at)?;
+            let viewable = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let _ = (sim.view(), sim.state(), sim.turns());
+            }));
+            if viewable.is_err() {
+                return Err(at("the simulator state is inconsistent".into()));
             }
             if let Some(p) = n.parent
                 && let Some(parent) = nodes.get_mut(&p)
             {
-                parent.children.push(n.id);
+                parent.children.push(id);
             }
             let entries: Vec<String> = n.logs.iter().map(Value::to_string).collect();
             nodes.insert(
-                n.id,
+                id,
                 Node {
-                    id: n.id,
+                    id,
                     parent: n.parent,
                     depth: n.depth,
                     edge_type: n.edge_type,
                     ops: n.ops,
                     children: Vec::new(),
-                    sim: Some(Arc::new({
-                        let mut sim = n.sim;
-                        sim.attach(market);
-                        sim
-                    })),
+                    sim: Some(Arc::new(sim)),
                     log: Arc::new(NodeLog::from_entries(entries.iter().map(String::as_str))),
+                    // A run that was in flight when the tree was exported did not finish.
                     status: if n.status == NodeStatus::Running {
                         NodeStatus::Interrupted
                     } else {
@@ -582,6 +669,22 @@ impl SimTree {
             nodes,
             next_id: data.seq,
         })
+    }
+}
+
+/// What an imported tree may claim: the importing server's own limits.
+#[derive(Clone, Copy, Debug)]
+pub struct ImportLimits {
+    pub max_nodes: usize,
+    pub max_turns: u64,
+}
+
+impl Default for ImportLimits {
+    fn default() -> Self {
+        ImportLimits {
+            max_nodes: 100_000,
+            max_turns: 1000,
+        }
     }
 }
 
@@ -637,7 +740,7 @@ mod tests {
             abm: None,
         };
         rt.block_on(sim.run(turns, &ctx, &mut sink)).unwrap();
-        t.finish(id, sim, None, Vec::new());
+        t.finish(id, sim, NodeStatus::Done, None, Vec::new());
         id
     }
 
@@ -747,11 +850,11 @@ mod tests {
         t.branch(a, vec![Op::PublicBroadcast { text: "x".into() }]).unwrap();
         let exported = t.export().unwrap();
         let json = serde_json::to_string(&exported).unwrap();
-        let back = SimTree::import(serde_json::from_str(&json).unwrap(), None).unwrap();
+        let back = SimTree::import(serde_json::from_str(&json).unwrap(), None, &ImportLimits::default()).unwrap();
         assert_eq!(serde_json::to_string(&back.export().unwrap()).unwrap(), json);
         assert_eq!(back.logs(2).unwrap(), t.logs(2).unwrap());
         let mut broken: TreeExport = serde_json::from_str(&json).unwrap();
         broken.nodes[1].parent = Some(99);
-        assert!(SimTree::import(broken, None).is_err());
+        assert!(SimTree::import(broken, None, &ImportLimits::default()).is_err());
     }
 }

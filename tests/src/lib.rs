@@ -62,7 +62,16 @@ impl Server {
         BufReader::new(stdout)
             .read_line(&mut line)
             .expect("read the listening line");
-        let addr = line.trim().rsplit("http://").next().unwrap_or("").to_string();
+        // "simtree listening on http://ADDR" or, with a token, "http://ADDR/?token=T".
+        let addr = line
+            .trim()
+            .rsplit("http://")
+            .next()
+            .unwrap_or("")
+            .split('/')
+            .next()
+            .unwrap_or("")
+            .to_string();
         assert!(!addr.is_empty(), "unexpected first line: {line:?}");
         Server {
             child,

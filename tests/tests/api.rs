@@ -187,7 +187,7 @@ async fn errors_are_json_details_with_fitting_statuses() {
 
     // None of the failures above left a node behind or burnt an id.
     let graph = s.get(&p("/graph")).await.1;
-    assert_eq!(graph["nodes"], json!([{"id": 0, "depth": 0}]));
+    assert_eq!(graph["nodes"], json!([{"id": 0, "depth": 0, "status": "done"}]));
     assert_eq!(
         s.post(&p("/branch"), &json!({"parent": 0, "ops": []})).await.1,
         json!({"child": 1})
@@ -362,7 +362,7 @@ async fn deleting_a_running_subtree_cancels_it_cleanly() {
     assert_eq!(st_del, 200);
     assert_eq!(st_run, 409, "{body}");
     let graph = s.get(&p("/graph")).await.1;
-    assert_eq!(graph["nodes"], json!([{"id": 0, "depth": 0}]));
+    assert_eq!(graph["nodes"], json!([{"id": 0, "depth": 0, "status": "done"}]));
     assert_eq!(graph["running"], json!([]));
     // The server keeps serving.
     assert_eq!(

@@ -20,6 +20,10 @@ use crate::llm::{LlmClient, LlmError};
 /// Upstream's default `max_steps_per_turn`.
 pub const DEFAULT_MAX_STEPS: u32 = 5;
 
+/// The most steps one turn may take. Scenario files and imported states beyond it are refused:
+/// a turn is the unit a client waits for, and a turn of a billion steps never ends.
+pub const MAX_STEPS_PER_TURN: u32 = 100;
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Simulator {
     pub scene: Scene,
@@ -237,6 +241,17 @@ impl Simulator {
         Ok(report)
     }
 
+    /// Checks a simulator read from an untrusted export against the engine's limits.
+    pub fn check_limits(&self) -> Result<(), String> {
+        if !(1..=MAX_STEPS_PER_TURN).contains(&self.max_steps_per_turn) {
+            return Err(format!(
+                "max_steps_per_turn must be between 1 and {MAX_STEPS_PER_TURN}, got {}",
+                self.max_steps_per_turn
+            ));
+        }
+        Ok(())
+    }
+
     fn end_turn(&mut self, idx: usize, name: &str) {
         self.scene.rules_mut().post_turn(idx, &mut self.world);
         self.world.flush_pending();
@@ -307,6 +322,8 @@ impl Simulator {
             if yielded {
                 break;
             }
+            // Steps of one turn can be many; let other tasks (and a cancel) in between them.
+            yield_now().await;
         }
         Ok(())
     }

@@ -43,7 +43,7 @@ impl From<TreeError> for ApiError {
     fn from(e: TreeError) -> Self {
         let status = match e {
             TreeError::NodeNotFound(_) => StatusCode::NOT_FOUND,
-            TreeError::DeleteRoot | TreeError::Running(_) => StatusCode::CONFLICT,
+            TreeError::DeleteRoot | TreeError::Running(_) | TreeError::IdsExhausted => StatusCode::CONFLICT,
             TreeError::InvalidOp(_) => StatusCode::UNPROCESSABLE_ENTITY,
         };
         ApiError::new(status, e.to_string())

@@ -9,13 +9,16 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{delete, get, post};
-use tower_http::cors::CorsLayer;
 use tower_http::services::{ServeDir, ServeFile};
 
 pub mod error;
+pub mod guard;
+pub mod listener;
 pub mod routes;
 pub mod state;
 pub mod ws;
+
+pub use guard::Access;
 
 pub use state::{AppState, Backend, Limits, Providers};
 
@@ -47,6 +50,7 @@ pub fn router(app: Arc<AppState>) -> Router {
         .route("/simtree/{tree}/node/{node}/info", get(node_info))
         .route("/simtree/{tree}/node/{node}/view", get(node_view))
         .route("/simtree/{tree}/node/{node}", delete(delete_node))
+        .route("/simtree/{tree}/node/{node}/cancel", post(cancel_node))
         .route("/simtree/{tree}/node/{node}/logs", get(logs))
         .route("/simtree/{tree}/sim/{node}/events", get(ws::node_events_or_logs))
         .route("/simtree/{tree}/node/{node}/state", get(state))
@@ -62,23 +66,36 @@ pub fn router(app: Arc<AppState>) -> Router {
     // Everything else is the web UI; unknown paths get index.html so deep links survive reloads.
     let dir = app.static_dir.clone();
     let ui = ServeDir::new(&dir).fallback(ServeFile::new(dir.join("index.html")));
-    Router::new()
+    let access = app.access.clone();
+    let mut router = Router::new()
         .route("/health", get(health))
         .nest("/api", api)
         .nest("/devui", devui)
         .fallback_service(ui)
-        .layer(DefaultBodyLimit::max(limit))
-        .layer(CorsLayer::permissive())
+        .layer(DefaultBodyLimit::max(limit));
+    // No wildcard CORS: only origins listed with --allow-origin get CORS headers at all.
+    if let Some(cors) = access.cors() {
+        router = router.layer(cors);
+    }
+    router
+        .layer(axum::middleware::from_fn_with_state(access, guard::guard))
         .with_state(app)
 }
 
-/// Binds `addr` and serves until ctrl-c. Prints the bound address (useful with port 0).
+/// Binds `addr` and serves until ctrl-c. The first line printed is the address to open (with
+/// the token when there is one; tests read it, so keep its shape).
 pub async fn serve(app: Arc<AppState>, addr: SocketAddr) -> std::io::Result<()> {
+    let fds = listener::raise_fd_limit();
     let listener = tokio::net::TcpListener::bind(addr).await?;
-    println!("simtree listening on http://{}", listener.local_addr()?);
-    axum::serve(listener, router(app))
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await
+    let bound = listener.local_addr()?;
+    match &app.access.token {
+        Some(token) => println!("simtree listening on http://{bound}/?token={token}"),
+        None => println!("simtree listening on http://{bound}"),
+    }
+    // Leave descriptors for the store, the workers and the provider clients.
+    let cap = app.limits.max_connections.min(fds.saturating_sub(256).max(64) as usize);
+    listener::serve(listener, router(app), cap, async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await
 }

@@ -138,11 +138,13 @@ pub async fn advance_chain(
     Ok(Json(run_json(done)))
 }
 
-/// `{child}` plus, when the run failed (an LLM error after retries), `error` with the reason.
+/// `{child}` plus, when the run did not complete, `error` with the reason (an LLM error after
+/// retries, or a cancel).
 fn run_json(done: RunResult) -> Value {
-    match done.error {
-        Some(e) => json!({"child": done.node, "error": e}),
-        None => json!({"child": done.node}),
+    match (done.error, done.status) {
+        (Some(e), _) => json!({"child": done.node, "error": e}),
+        (None, simtree_shared::NodeStatus::Cancelled) => json!({"child": done.node, "error": "the run was cancelled"}),
+        (None, _) => json!({"child": done.node}),
     }
 }
 
@@ -222,6 +224,13 @@ fn parse_ops(raw: Vec<Value>) -> AppResult<Vec<Op>> {
             })
         })
         .collect()
+}
+
+/// Extension: stops a running node (the UI's Stop). Its partial log and state are kept and its
+/// status becomes `cancelled`; 409 when it is not running.
+pub async fn cancel_node(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Json<Value>> {
+    app.cancel(tree, node).await?;
+    Ok(Json(json!({"ok": true})))
 }
 
 pub async fn delete_node(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Json<Value>> {

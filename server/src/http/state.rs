@@ -10,10 +10,11 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use axum::http::StatusCode;
 use dashmap::DashMap;
 use simtree_shared::{NodeStatus, Op, TreeMsg, TreeRef};
 use tokio::sync::broadcast;
-use tokio::task::AbortHandle;
+use tokio::sync::watch;
 
 use super::error::ApiError;
 use crate::abm::worker::{WorkerConfig, WorkerPool};
@@ -28,7 +29,7 @@ use crate::sim::{AbmSim, RunCtx, Sim};
 use crate::trading::agents::MockToolModel;
 use crate::trading::data::MarketData;
 use crate::trading::episode::TradingEpisode;
-use crate::tree::{NodeId, NodeLog, SimTree, TreeExport, entry_json};
+use crate::tree::{ImportLimits, NodeId, NodeLog, SimTree, TreeExport, entry_json};
 
 /// Configurable limits; defaults are documented in the README.
 #[derive(Clone, Debug)]
@@ -41,6 +42,13 @@ pub struct Limits {
     pub ws_queue: usize,
     /// Default token budget of every new tree (none = unlimited).
     pub token_budget: Option<u64>,
+    /// Nodes one tree may hold (attach, branch and import refuse beyond it).
+    pub max_nodes_per_tree: usize,
+    /// Resident memory of the whole server above which new runs are refused and running ones
+    /// stopped (0: no budget).
+    pub max_memory_bytes: u64,
+    /// Connections held at once (see `http::listener`).
+    pub max_connections: usize,
 }
 
 impl Default for Limits {
@@ -52,6 +60,9 @@ impl Default for Limits {
             max_trees: 1000,
             ws_queue: 1024,
             token_budget: None,
+            max_nodes_per_tree: 100_000,
+            max_memory_bytes: 4 << 30,
+            max_connections: 4096,
         }
     }
 }
@@ -70,6 +81,10 @@ pub struct AppState {
     abm_pool: std::sync::OnceLock<Result<Arc<WorkerPool>, String>>,
     /// The checkout (for the worker script and its venv).
     pub root: std::path::PathBuf,
+    /// Origins, hosts and the token (see `http::guard`).
+    pub access: Arc<super::Access>,
+    /// True while the server's resident memory is above its budget.
+    memory: crate::memory::Watch,
 }
 
 /// Where runs get their answers: the offline mock, or real providers (metered and recorded).
@@ -119,7 +134,8 @@ pub struct TreeHandle {
     pub id: u64,
     tree: Mutex<SimTree>,
     pub events: broadcast::Sender<TreeMsg>,
-    tasks: Mutex<HashMap<NodeId, AbortHandle>>,
+    /// The runs in flight: how to stop each and how to learn it has ended.
+    runs: Mutex<HashMap<NodeId, RunControl>>,
     /// The tree's optional token budget; every run of the tree charges it.
     pub budget: Option<Arc<TokenBudget>>,
 }
@@ -136,6 +152,25 @@ impl TreeHandle {
     fn send(&self, msg: TreeMsg) {
         let _ = self.events.send(msg);
     }
+
+    /// Asks the runs of `nodes` to stop; returns a receiver per run that turns true once it has.
+    fn cancel(&self, nodes: impl IntoIterator<Item = NodeId>) -> Vec<watch::Receiver<bool>> {
+        let runs = lock(&self.runs);
+        nodes
+            .into_iter()
+            .filter_map(|id| runs.get(&id))
+            .map(|r| {
+                let _ = r.cancel.send(true);
+                r.ended.clone()
+            })
+            .collect()
+    }
+}
+
+/// A run in flight, as the tree sees it.
+struct RunControl {
+    cancel: watch::Sender<bool>,
+    ended: watch::Receiver<bool>,
 }
 
 impl AppState {
@@ -145,11 +180,13 @@ impl AppState {
             next_tree: AtomicU64::new(0),
             scenarios,
             backend,
-            limits,
             static_dir: super::default_static_dir(),
             market: MarketData::load_default().ok().map(Arc::new),
             abm_pool: std::sync::OnceLock::new(),
             root: crate::scenario::assets_dir().join(".."),
+            access: Arc::new(super::Access::default()),
+            memory: crate::memory::Watch::new(limits.max_memory_bytes),
+            limits,
         }
     }
 
@@ -164,7 +201,7 @@ impl AppState {
             .clone()
             .map_err(|e| {
                 ApiError::new(
-                    axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                    StatusCode::SERVICE_UNAVAILABLE,
                     format!("ABM worker unavailable: {e}"),
                 )
             })
@@ -189,7 +226,7 @@ impl AppState {
             id,
             tree: Mutex::new(tree),
             events: broadcast::channel(self.limits.ws_queue.max(1)).0,
-            tasks: Mutex::new(HashMap::new()),
+            runs: Mutex::new(HashMap::new()),
             budget: token_budget
                 .or(self.limits.token_budget)
                 .map(|b| Arc::new(TokenBudget::new(b))),
@@ -229,7 +266,11 @@ impl AppState {
     }
 
     pub fn import_tree(&self, export: TreeExport) -> Result<TreeRef, ApiError> {
-        let tree = SimTree::import(export, self.market.as_ref())?;
+        let limits = ImportLimits {
+            max_nodes: self.limits.max_nodes_per_tree,
+            max_turns: self.limits.max_turns_per_request,
+        };
+        let tree = SimTree::import(export, self.market.as_ref(), &limits)?;
         self.register(tree, None)
     }
 
@@ -251,6 +292,17 @@ impl AppState {
         Ok(())
     }
 
+    /// Refuses new work when the tree is full or the server is at its memory budget.
+    fn check_capacity(&self, tree: &SimTree, adding: usize) -> Result<(), ApiError> {
+        let max = self.limits.max_nodes_per_tree;
+        if tree.len().saturating_add(adding) > max {
+            return Err(ApiError::conflict(format!(
+                "the tree would exceed its maximum of {max} nodes (see --max-nodes-per-tree); delete a subtree first"
+            )));
+        }
+        self.memory.check().map_err(ApiError::conflict)
+    }
+
     /// Attaches a running child of `parent` and announces it (`attached`, `run_start`).
     /// `replay` holds the recorded calls to answer from instead of the backend.
     fn start(
@@ -261,6 +313,7 @@ impl AppState {
         replay: Option<Vec<LlmRecord>>,
     ) -> Result<Pending, ApiError> {
         let mut tree = handle.lock();
+        self.check_capacity(&tree, 1)?;
         let (id, sim, log) = tree.start_advance(parent, turns)?;
         let attached = tree.node(id)?.attached();
         handle.send(TreeMsg::Attached(attached));
@@ -340,8 +393,11 @@ impl AppState {
         (ctx, ledger)
     }
 
-    /// Spawns the run of a started child; it proceeds on the runtime's worker threads.
-    fn spawn(&self, handle: &TreeHandle, p: Pending) -> Running {
+    /// Runs a started child in its own task. The server owns the run, not the request: whether
+    /// or not anyone awaits the returned handle, the run ends as `done`, `failed` or `cancelled`,
+    /// its simulator and records are stored and `run_finish` is announced. A panic inside a run
+    /// fails its node instead of leaving it `running`.
+    fn spawn(&self, handle: &Arc<TreeHandle>, p: Pending) -> tokio::task::JoinHandle<RunResult> {
         let Pending {
             id,
             mut sim,
@@ -350,67 +406,98 @@ impl AppState {
             replay,
         } = p;
         let (ctx, ledger) = self.client_for(handle, replay, &sim);
-        let task = tokio::spawn(async move {
-            let mut sink = move |e: Event| log.push(&entry_json(&e, id));
-            let result = sim.run(turns, &ctx, &mut sink).await;
-            (sim, result.err(), ledger.take())
-        });
-        lock(&handle.tasks).insert(id, task.abort_handle());
-        Running { id, task }
-    }
-
-    /// Waits for a run, stores its simulator and records, announces `run_finish`. A run that
-    /// failed (an LLM error after retries) still gives its node, marked failed with the reason.
-    async fn collect(&self, handle: &TreeHandle, r: Running) -> Result<RunResult, ApiError> {
-        let Running { id, task } = r;
-        let outcome = task.await;
-        lock(&handle.tasks).remove(&id);
-        match outcome {
-            Ok((sim, error, records)) => {
-                let status = if error.is_some() {
-                    NodeStatus::Failed
+        let (cancel, mut cancelled) = watch::channel(false);
+        let (ended_tx, ended) = watch::channel(false);
+        lock(&handle.runs).insert(id, RunControl { cancel, ended });
+        let mut memory = self.memory.subscribe();
+        let budget = self.memory.budget();
+        let handle = handle.clone();
+        tokio::spawn(async move {
+            let outcome = {
+                let mut sink = |e: Event| log.push(&entry_json(&e, id));
+                let run = CatchUnwind(Box::pin(sim.run(turns, &ctx, &mut sink)));
+                tokio::select! {
+                    r = run => match r {
+                        Ok(result) => Outcome::Ran(result.err()),
+                        Err(()) => Outcome::Panicked,
+                    },
+                    _ = cancelled.wait_for(|c| *c) => Outcome::Cancelled,
+                    _ = memory.wait_for(|over| *over) => Outcome::OverBudget,
+                }
+            };
+            let records = ledger.take();
+            let panicked = matches!(outcome, Outcome::Panicked);
+            let (status, error) = match outcome {
+                Outcome::Ran(None) => (NodeStatus::Done, None),
+                Outcome::Ran(Some(e)) => (NodeStatus::Failed, Some(e)),
+                Outcome::Cancelled => (NodeStatus::Cancelled, None),
+                Outcome::OverBudget => (
+                    NodeStatus::Failed,
+                    Some(crate::memory::over_budget_message(
+                        crate::memory::resident_bytes().unwrap_or(0),
+                        budget,
+                    )),
+                ),
+                Outcome::Panicked => (
+                    NodeStatus::Failed,
+                    Some("the run stopped on an internal error (its state is the parent's)".into()),
+                ),
+            };
+            let present = {
+                let mut t = handle.lock();
+                if panicked {
+                    t.fail_without_sim(id, error.clone().unwrap_or_default())
                 } else {
-                    NodeStatus::Done
-                };
-                handle.lock().finish(id, sim, error.clone(), records);
+                    t.finish(id, sim, status, error.clone(), records)
+                }
+            };
+            lock(&handle.runs).remove(&id);
+            if present {
                 handle.send(TreeMsg::RunFinish {
                     node: id,
                     status,
                     error: error.clone(),
                 });
-                Ok(RunResult { node: id, error })
             }
-            Err(e) if e.is_cancelled() => Err(ApiError::conflict(format!("node {id} was deleted while running"))),
-            Err(_) => {
-                handle
-                    .lock()
-                    .fail_without_sim(id, "the run stopped unexpectedly".into());
-                handle.send(TreeMsg::RunFinish {
-                    node: id,
-                    status: NodeStatus::Failed,
-                    error: Some("the run stopped unexpectedly".into()),
-                });
-                Err(ApiError::new(
-                    axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-                    format!("run of node {id} failed"),
-                ))
+            let _ = ended_tx.send(true);
+            RunResult {
+                node: id,
+                status,
+                error,
+                deleted: !present,
             }
-        }
+        })
     }
 
-    pub async fn advance(&self, tree: u64, parent: NodeId, turns: u64) -> Result<RunResult, ApiError> {
+    /// Waits for a run's result. The run goes on (and is recorded) if this wait is dropped.
+    async fn wait(run: tokio::task::JoinHandle<RunResult>) -> Result<RunResult, ApiError> {
+        let result = run
+            .await
+            .map_err(|_| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the server is shutting down"))?;
+        if result.deleted {
+            return Err(ApiError::conflict(format!("node {} was deleted while running", result.node)));
+        }
+        Ok(result)
+    }
+
+    pub async fn advance(self: &Arc<Self>, tree: u64, parent: NodeId, turns: u64) -> Result<RunResult, ApiError> {
         self.check_turns(turns)?;
         let handle = self.tree(tree)?;
         let pending = self.start(&handle, parent, turns, None)?;
-        let running = self.spawn(&handle, pending);
-        self.collect(&handle, running).await
+        Self::wait(self.spawn(&handle, pending)).await
     }
 
     /// Re-runs the advance that made `node` as a new sibling (or as a child of `parent`), answering
     /// every LLM call from `node`'s recording: zero provider calls, and the same log when nothing
     /// changed. A mock run is simply re-run (the mock is deterministic). A request the recording
-    /// does not hold fails the run (strict replay) and the reply is a 409 naming it.
-    pub async fn replay(&self, tree: u64, node: NodeId, parent: Option<NodeId>) -> Result<RunResult, ApiError> {
+    /// does not hold fails the run (strict replay) and the reply is a 409 naming it. The recorded
+    /// turn count obeys the same limit as an advance (an imported tree may claim anything).
+    pub async fn replay(
+        self: &Arc<Self>,
+        tree: u64,
+        node: NodeId,
+        parent: Option<NodeId>,
+    ) -> Result<RunResult, ApiError> {
         let handle = self.tree(tree)?;
         let (parent, turns, records) = {
             let t = handle.lock();
@@ -431,15 +518,15 @@ impl AppState {
             };
             (parent, *turns, replay)
         };
+        self.check_turns(turns)?;
         let pending = self.start(&handle, parent, turns, records)?;
-        let running = self.spawn(&handle, pending);
-        let result = self.collect(&handle, running).await?;
+        let result = Self::wait(self.spawn(&handle, pending)).await?;
         match &result.error {
-            Some(e) => Err(ApiError::conflict(format!(
+            Some(e) if result.status == NodeStatus::Failed => Err(ApiError::conflict(format!(
                 "replay of node {node} failed in new node {}: {e}",
                 result.node
             ))),
-            None => Ok(result),
+            _ => Ok(result),
         }
     }
 
@@ -447,13 +534,14 @@ impl AppState {
     /// With `replicates`, each child of an agent-based model gets its own seed (parallel
     /// replicates); other kinds are deterministic and unaffected.
     async fn fan_out(
-        &self,
+        self: &Arc<Self>,
         handle: &Arc<TreeHandle>,
         parents: &[NodeId],
         turns: u64,
         replicates: bool,
     ) -> Result<Vec<NodeId>, ApiError> {
-        let mut started = Vec::with_capacity(parents.len());
+        self.check_capacity(&handle.lock(), parents.len())?;
+        let mut running = Vec::with_capacity(parents.len());
         let mut first_error = None;
         for &p in parents {
             match self.start(handle, p, turns, None) {
@@ -461,7 +549,7 @@ impl AppState {
                     if replicates {
                         pending.sim.replicate(pending.id);
                     }
-                    started.push(pending)
+                    running.push(self.spawn(handle, pending));
                 }
                 Err(e) => {
                     // Children already attached still run, so none is left half-made.
@@ -470,10 +558,9 @@ impl AppState {
                 }
             }
         }
-        let running: Vec<Running> = started.into_iter().map(|p| self.spawn(handle, p)).collect();
         let mut ids = Vec::with_capacity(running.len());
         for r in running {
-            match self.collect(handle, r).await {
+            match Self::wait(r).await {
                 Ok(done) => ids.push(done.node),
                 Err(e) => {
                     first_error.get_or_insert(e);
@@ -487,7 +574,7 @@ impl AppState {
     }
 
     pub async fn advance_multi(
-        &self,
+        self: &Arc<Self>,
         tree: u64,
         parent: NodeId,
         turns: u64,
@@ -501,7 +588,12 @@ impl AppState {
         self.fan_out(&handle, &vec![parent; count as usize], turns, true).await
     }
 
-    pub async fn advance_frontier(&self, tree: u64, turns: u64, only_max_depth: bool) -> Result<Vec<NodeId>, ApiError> {
+    pub async fn advance_frontier(
+        self: &Arc<Self>,
+        tree: u64,
+        turns: u64,
+        only_max_depth: bool,
+    ) -> Result<Vec<NodeId>, ApiError> {
         self.check_turns(turns)?;
         let handle = self.tree(tree)?;
         let parents = handle.lock().frontier(only_max_depth);
@@ -509,33 +601,57 @@ impl AppState {
         self.fan_out(&handle, &parents, turns, false).await
     }
 
-    pub async fn advance_chain(&self, tree: u64, parent: NodeId, turns: u64) -> Result<RunResult, ApiError> {
+    /// `turns` one-turn steps, each from the last. The whole chain runs in a task of its own,
+    /// so a client that hangs up does not leave it half-way.
+    pub async fn advance_chain(
+        self: &Arc<Self>,
+        tree: u64,
+        parent: NodeId,
+        turns: u64,
+    ) -> Result<RunResult, ApiError> {
         let steps = turns.max(1);
         self.check_turns(steps)?;
         let handle = self.tree(tree)?;
-        let mut current = parent;
-        for _ in 0..steps {
-            let pending = self.start(&handle, current, 1, None)?;
-            let running = self.spawn(&handle, pending);
-            let done = self.collect(&handle, running).await?;
-            current = done.node;
-            if done.error.is_some() {
-                // A failed step ends the chain: its successors would fail the same way.
-                return Ok(done);
+        let first = self.start(&handle, parent, 1, None)?;
+        let app = self.clone();
+        let chain = tokio::spawn(async move {
+            let mut done = Self::wait(app.spawn(&handle, first)).await?;
+            for _ in 1..steps {
+                if done.status != NodeStatus::Done {
+                    // A failed or cancelled step ends the chain: its successors would fail too.
+                    break;
+                }
+                let pending = app.start(&handle, done.node, 1, None)?;
+                done = Self::wait(app.spawn(&handle, pending)).await?;
             }
-        }
-        Ok(RunResult {
-            node: current,
-            error: None,
-        })
+            Ok(done)
+        });
+        chain
+            .await
+            .map_err(|_| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the server is shutting down"))?
     }
 
     pub fn branch(&self, tree: u64, parent: NodeId, ops: Vec<Op>) -> Result<NodeId, ApiError> {
         let handle = self.tree(tree)?;
         let mut t = handle.lock();
+        self.check_capacity(&t, 1)?;
         let id = t.branch(parent, ops)?;
         handle.send(TreeMsg::Attached(t.node(id)?.attached()));
         Ok(id)
+    }
+
+    /// Stops a running node: its partial log and the state it reached are kept, its status
+    /// becomes `cancelled`. Answers once the run has ended (within a turn of the request, or at
+    /// once for a run waiting on a provider or a worker).
+    pub async fn cancel(&self, tree: u64, node: NodeId) -> Result<(), ApiError> {
+        let handle = self.tree(tree)?;
+        if !handle.lock().node(node)?.status.is_running() {
+            return Err(ApiError::conflict(format!("node {node} is not running")));
+        }
+        for mut ended in handle.cancel([node]) {
+            let _ = ended.wait_for(|e| *e).await;
+        }
+        Ok(())
     }
 
     /// Deletes a subtree; runs inside it are cancelled.
@@ -547,21 +663,15 @@ impl AppState {
             handle.send(TreeMsg::Deleted { node });
             removed
         };
-        let tasks = lock(&handle.tasks);
-        for id in removed {
-            if let Some(task) = tasks.get(&id) {
-                task.abort();
-            }
-        }
+        handle.cancel(removed);
         Ok(())
     }
 
     /// Removes a whole tree; its running simulations are cancelled.
     pub fn delete_tree(&self, tree: u64) -> Result<(), ApiError> {
         let (_, handle) = self.trees.remove(&tree).ok_or_else(ApiError::tree_not_found)?;
-        for task in lock(&handle.tasks).values() {
-            task.abort();
-        }
+        let running: Vec<NodeId> = lock(&handle.runs).keys().copied().collect();
+        handle.cancel(running);
         Ok(())
     }
 
@@ -573,16 +683,22 @@ impl AppState {
     }
 }
 
-/// A finished run: its node and, when the run failed, why.
+/// A finished run: its node, how it ended and, when it failed, why.
 #[derive(Debug)]
 pub struct RunResult {
     pub node: NodeId,
+    pub status: NodeStatus,
     pub error: Option<String>,
+    /// The node was deleted while it ran (nothing was stored).
+    deleted: bool,
 }
 
-struct Running {
-    id: NodeId,
-    task: tokio::task::JoinHandle<(Sim, Option<String>, Vec<LlmRecord>)>,
+/// How a run's task ended.
+enum Outcome {
+    Ran(Option<String>),
+    Cancelled,
+    OverBudget,
+    Panicked,
 }
 
 struct Pending {
@@ -591,4 +707,21 @@ struct Pending {
     log: Arc<NodeLog>,
     turns: u64,
     replay: Option<Vec<LlmRecord>>,
+}
+
+/// Polls a future, turning a panic into `Err(())` so that one broken simulator state cannot
+/// take a node (or a runtime worker) down with it.
+struct CatchUnwind<F>(std::pin::Pin<Box<F>>);
+
+impl<F: std::future::Future> std::future::Future for CatchUnwind<F> {
+    type Output = Result<F::Output, ()>;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        let inner = self.0.as_mut();
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inner.poll(cx))) {
+            Ok(std::task::Poll::Ready(v)) => std::task::Poll::Ready(Ok(v)),
+            Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
+            Err(_) => std::task::Poll::Ready(Err(())),
+        }
+    }
 }

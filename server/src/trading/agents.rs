@@ -238,6 +238,9 @@ pub fn tool_results(reply: &ModelReply, used: Option<usize>, result: &DecisionRe
 // Agents
 // ---------------------------------------------------------------------------------------------
 
+/// The longest lookback a rule-based trader may ask for (longer than any shipped market history).
+pub const MAX_LOOKBACK: usize = 100_000;
+
 fn default_lookback() -> usize {
     10
 }
@@ -318,6 +321,9 @@ impl AgentSpec {
     /// Checks the parameters; the message names the field.
     pub fn validate(&self) -> Result<(), String> {
         match self {
+            AgentSpec::Momentum { lookback } | AgentSpec::MeanReversion { lookback, .. } if *lookback > MAX_LOOKBACK => {
+                Err(format!("agent.lookback must be at most {MAX_LOOKBACK} bars, got {lookback}"))
+            }
             AgentSpec::Momentum { lookback } if *lookback == 0 => Err("agent.lookback must be at least 1".into()),
             AgentSpec::MeanReversion { lookback, .. } if *lookback < 2 => {
                 Err("agent.lookback must be at least 2".into())
@@ -489,7 +495,7 @@ fn closes(case: &Case, ticker: &str, n: usize) -> Option<Vec<f64>> {
 fn momentum(case: &Case, lookback: usize) -> Decision {
     let (mut sells, mut buys) = (Vec::new(), Vec::new());
     for t in &case.tickers {
-        let Some(c) = closes(case, t, lookback + 1) else {
+        let Some(c) = closes(case, t, lookback.saturating_add(1)) else {
             continue;
         };
         let change = c[c.len() - 1] / c[0] - 1.0;

@@ -226,6 +226,43 @@ impl TradingEpisode {
         })
     }
 
+    /// Checks an episode read from an untrusted export against the market it will run on: every
+    /// index in range, the schedule increasing, the agent and the portfolio valid. An episode
+    /// built by [`TradingEpisode::new`] always passes.
+    pub fn check_consistent(&self) -> Result<(), String> {
+        if self.days.is_empty() {
+            return Err("the episode has no trading days".into());
+        }
+        if let Some(&bad) = self.points.iter().find(|&&i| i >= self.days.len()) {
+            return Err(format!(
+                "decision point day index {bad} is beyond the {} trading days",
+                self.days.len()
+            ));
+        }
+        if !self.points.windows(2).all(|w| w[0] < w[1]) {
+            return Err("decision points must be in increasing day order".into());
+        }
+        if self.next > self.points.len() {
+            return Err(format!(
+                "next decision point {} is beyond the {} decision points",
+                self.next,
+                self.points.len()
+            ));
+        }
+        if let Some(t) = self.config.tickers.iter().find(|t| self.market.bars(t).is_none()) {
+            return Err(format!("unknown ticker '{t}'"));
+        }
+        if self.days.iter().any(|d| check_date(d).is_err()) {
+            return Err("trading days must be YYYY-MM-DD dates".into());
+        }
+        self.agent.validate()?;
+        let cash = self.portfolio.cash;
+        if !(cash.is_finite() && cash >= 0.0) {
+            return Err(format!("portfolio cash must be a non-negative amount, got {cash}"));
+        }
+        Ok(())
+    }
+
     /// Re-attaches the market data after deserialisation (it is shared, not serialised).
     pub fn attach_market(&mut self, market: Arc<MarketData>) {
         self.market = market;
