@@ -427,7 +427,9 @@ fn access_policy(
             && !o.split("://").nth(1).unwrap_or("").is_empty()
             && !o.split("://").nth(1).unwrap_or("").contains('/');
         if !valid {
-            return Err(format!("--allow-origin {o}: expected scheme://host[:port], e.g. http://localhost:5173"));
+            return Err(format!(
+                "--allow-origin {o}: expected scheme://host[:port], e.g. http://localhost:5173"
+            ));
         }
         origins.push(o);
     }

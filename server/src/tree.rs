@@ -594,10 +594,7 @@ impl SimTree {
             }
             let expected_depth = n.parent.map_or(0, |p| nodes[&p].depth + 1);
             if n.depth != expected_depth {
-                return Err(at(format!(
-                    "depth {} but its parent implies {expected_depth}",
-                    n.depth
-                )));
+                return Err(at(format!("depth {} but its parent implies {expected_depth}", n.depth)));
             }
             let expected_edge = if n.parent.is_none() {
                 EdgeType::Root

@@ -90,7 +90,8 @@ impl Access {
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "));
-        if bearer.is_some_and(|b| same(b.trim(), token)) || cookie(headers, TOKEN_COOKIE).is_some_and(|c| same(c, token))
+        if bearer.is_some_and(|b| same(b.trim(), token))
+            || cookie(headers, TOKEN_COOKIE).is_some_and(|c| same(c, token))
         {
             return TokenCheck::Ok;
         }
@@ -155,16 +156,14 @@ fn percent_decode(s: &str) -> String {
     while i < bytes.len() {
         let hex = |b: u8| (b as char).to_digit(16);
         match bytes[i] {
-            b'%' if i + 2 < bytes.len() => {
-                match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                    (Some(h), Some(l)) => {
-                        out.push((h * 16 + l) as u8);
-                        i += 3;
-                        continue;
-                    }
-                    _ => out.push(b'%'),
+            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                (Some(h), Some(l)) => {
+                    out.push((h * 16 + l) as u8);
+                    i += 3;
+                    continue;
                 }
-            }
+                _ => out.push(b'%'),
+            },
             b'+' => out.push(b' '),
             b => out.push(b),
         }
@@ -258,7 +257,13 @@ mod tests {
             loopback_host_only: true,
             ..Access::default()
         };
-        for ok in ["127.0.0.1:8090", "localhost:1", "[::1]:80", "LOCALHOST", "app.localhost:3"] {
+        for ok in [
+            "127.0.0.1:8090",
+            "localhost:1",
+            "[::1]:80",
+            "LOCALHOST",
+            "app.localhost:3",
+        ] {
             assert!(a.host_allowed(ok), "{ok}");
         }
         for bad in ["evil.example:8090", "127.0.0.1.evil.example", "10.0.0.1:80"] {

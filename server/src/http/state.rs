@@ -199,12 +199,7 @@ impl AppState {
                 WorkerPool::spawn(&config, 2).map(Arc::new).map_err(|e| e.to_string())
             })
             .clone()
-            .map_err(|e| {
-                ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    format!("ABM worker unavailable: {e}"),
-                )
-            })
+            .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("ABM worker unavailable: {e}")))
     }
 
     pub fn tree(&self, id: u64) -> Result<Arc<TreeHandle>, ApiError> {
@@ -475,7 +470,10 @@ impl AppState {
             .await
             .map_err(|_| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the server is shutting down"))?;
         if result.deleted {
-            return Err(ApiError::conflict(format!("node {} was deleted while running", result.node)));
+            return Err(ApiError::conflict(format!(
+                "node {} was deleted while running",
+                result.node
+            )));
         }
         Ok(result)
     }
@@ -603,12 +601,7 @@ impl AppState {
 
     /// `turns` one-turn steps, each from the last. The whole chain runs in a task of its own,
     /// so a client that hangs up does not leave it half-way.
-    pub async fn advance_chain(
-        self: &Arc<Self>,
-        tree: u64,
-        parent: NodeId,
-        turns: u64,
-    ) -> Result<RunResult, ApiError> {
+    pub async fn advance_chain(self: &Arc<Self>, tree: u64, parent: NodeId, turns: u64) -> Result<RunResult, ApiError> {
         let steps = turns.max(1);
         self.check_turns(steps)?;
         let handle = self.tree(tree)?;

@@ -26,16 +26,32 @@ async fn close_policy(mut socket: WebSocket, reason: &str) {
     let _ = socket.send(Message::Close(Some(frame))).await;
 }
 
-/// Waits for the client's first text frame; false if the socket closed first.
+/// The largest frame or message a client may send (clients only ever send `ready`).
+pub const MAX_CLIENT_MESSAGE: usize = 64 * 1024;
+
+/// How long a client has to send `ready` before the socket is closed.
+pub const READY_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Applies the client-frame bounds to an upgrade.
+fn bounded(ws: WebSocketUpgrade) -> WebSocketUpgrade {
+    ws.max_message_size(MAX_CLIENT_MESSAGE)
+        .max_frame_size(MAX_CLIENT_MESSAGE)
+}
+
+/// Waits for the client's first text frame; false if the socket closed first or the client
+/// stayed silent past [`READY_DEADLINE`] (a socket that never says `ready` is not held forever).
 async fn handshake(socket: &mut WebSocket) -> bool {
-    while let Some(msg) = socket.recv().await {
-        match msg {
-            Ok(Message::Text(_)) => return true,
-            Ok(Message::Close(_)) | Err(_) => return false,
-            Ok(_) => continue,
+    let ready = async {
+        while let Some(msg) = socket.recv().await {
+            match msg {
+                Ok(Message::Text(_)) => return true,
+                Ok(Message::Close(_)) | Err(_) => return false,
+                Ok(_) => continue,
+            }
         }
-    }
-    false
+        false
+    };
+    tokio::time::timeout(READY_DEADLINE, ready).await.unwrap_or(false)
 }
 
 async fn send_json<T: serde::Serialize>(socket: &mut WebSocket, value: &T) -> bool {
@@ -50,7 +66,7 @@ pub async fn tree_events(
     State(app): State<Arc<AppState>>,
     ApiPath(tree): ApiPath<u64>,
 ) -> Response {
-    ws.on_upgrade(move |socket| tree_socket(socket, app, tree))
+    bounded(ws).on_upgrade(move |socket| tree_socket(socket, app, tree))
 }
 
 async fn tree_socket(mut socket: WebSocket, app: Arc<AppState>, tree: u64) {
@@ -59,7 +75,7 @@ async fn tree_socket(mut socket: WebSocket, app: Arc<AppState>, tree: u64) {
     };
     let mut rx = handle.events.subscribe();
     if !handshake(&mut socket).await {
-        return;
+        return close_policy(socket, "no ready message").await;
     }
     let (root, graph) = {
         let t = handle.lock();
@@ -114,7 +130,7 @@ pub async fn node_events_or_logs(
     }
     let (mut parts, _body) = req.into_parts();
     match WebSocketUpgrade::from_request_parts(&mut parts, &()).await {
-        Ok(ws) => ws.on_upgrade(move |socket| node_socket(socket, app, tree, node)),
+        Ok(ws) => bounded(ws).on_upgrade(move |socket| node_socket(socket, app, tree, node)),
         Err(rejection) => rejection.into_response(),
     }
 }
@@ -126,7 +142,7 @@ async fn node_socket(mut socket: WebSocket, app: Arc<AppState>, tree: u64, node:
     };
     let mut rx = log.subscribe();
     if !handshake(&mut socket).await {
-        return;
+        return close_policy(socket, "no ready message").await;
     }
     loop {
         tokio::select! {

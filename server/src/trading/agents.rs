@@ -321,8 +321,12 @@ impl AgentSpec {
     /// Checks the parameters; the message names the field.
     pub fn validate(&self) -> Result<(), String> {
         match self {
-            AgentSpec::Momentum { lookback } | AgentSpec::MeanReversion { lookback, .. } if *lookback > MAX_LOOKBACK => {
-                Err(format!("agent.lookback must be at most {MAX_LOOKBACK} bars, got {lookback}"))
+            AgentSpec::Momentum { lookback } | AgentSpec::MeanReversion { lookback, .. }
+                if *lookback > MAX_LOOKBACK =>
+            {
+                Err(format!(
+                    "agent.lookback must be at most {MAX_LOOKBACK} bars, got {lookback}"
+                ))
             }
             AgentSpec::Momentum { lookback } if *lookback == 0 => Err("agent.lookback must be at least 1".into()),
             AgentSpec::MeanReversion { lookback, .. } if *lookback < 2 => {
