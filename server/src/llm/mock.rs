@@ -157,7 +157,7 @@ pub fn reply(messages: &[Message], state: &mut LlmState) -> String {
         .unwrap_or("");
     let name = extract_name(system);
     let counter = state.mock_counters.entry(name.clone()).or_insert(0);
-    *counter += 1;
+    *counter = counter.saturating_add(1);
     let n = *counter;
     let low = system.to_lowercase();
 

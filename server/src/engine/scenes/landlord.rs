@@ -1068,7 +1068,7 @@ impl SceneRules for Landlord {
         }
     }
     fn post_turn(&mut self, actor: usize, world: &mut World) {
-        self.set_time(self.time() + self.minutes_per_turn());
+        self.set_time(self.time().saturating_add(self.minutes_per_turn()));
         if let Some(agent) = world.agents.get(actor)
             && let Some(used) = self.state.turn_msg_used.get_mut(&agent.name)
         {

@@ -76,7 +76,7 @@ pub trait SceneRules {
         world.broadcast(event, time, None);
     }
     fn post_turn(&mut self, _actor: usize, _world: &mut World) {
-        self.set_time(self.time() + self.minutes_per_turn());
+        self.set_time(self.time().saturating_add(self.minutes_per_turn()));
     }
 }
 
