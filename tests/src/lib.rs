@@ -52,6 +52,8 @@ impl Server {
         let mut child = Command::new(&bin)
             .args(["serve", "--addr", "127.0.0.1:0"])
             .args(flags)
+            // Quiet logs unless the test run asks for them (RUST_LOG=info shows request lines).
+            .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
             .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

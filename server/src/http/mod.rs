@@ -84,7 +84,17 @@ pub fn router(app: Arc<AppState>) -> Router {
         .nest("/devui", devui)
         .fallback_service(ui)
         .layer(DefaultBodyLimit::max(limit))
-        .layer(CompressionLayer::new());
+        .layer(CompressionLayer::new())
+        // Request lines (method, path, status, latency); query strings may hold the token, so
+        // only the path is logged.
+        .layer(
+            tower_http::trace::TraceLayer::new_for_http()
+                .make_span_with(|req: &axum::http::Request<_>| {
+                    tracing::info_span!("http", method = %req.method(), path = %req.uri().path())
+                })
+                .on_request(())
+                .on_response(tower_http::trace::DefaultOnResponse::new().level(tracing::Level::INFO)),
+        );
     // No wildcard CORS: only origins listed with --allow-origin get CORS headers at all.
     if let Some(cors) = access.cors() {
         router = router.layer(cors);

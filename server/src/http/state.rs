@@ -407,6 +407,8 @@ impl AppState {
         let mut memory = self.memory.subscribe();
         let budget = self.memory.budget();
         let handle = handle.clone();
+        tracing::info!(tree = handle.id, node = id, turns, "run started");
+        let started = std::time::Instant::now();
         tokio::spawn(async move {
             let outcome = {
                 let mut sink = |e: Event| log.push(&entry_json(&e, id));
@@ -447,6 +449,14 @@ impl AppState {
                 }
             };
             lock(&handle.runs).remove(&id);
+            tracing::info!(
+                tree = handle.id,
+                node = id,
+                status = ?status,
+                error = error.as_deref().unwrap_or(""),
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "run ended"
+            );
             if present {
                 handle.send(TreeMsg::RunFinish {
                     node: id,
