@@ -560,6 +560,7 @@ impl SimTree {
                     children: Vec::new(),
                     sim: Some(Arc::new({
                         let mut sim = n.sim;
+                        sim.distrust();
                         sim.attach(market);
                         sim
                     })),

@@ -70,6 +70,8 @@ pub struct AppState {
     abm_pool: std::sync::OnceLock<Result<Arc<WorkerPool>, String>>,
     /// The checkout (for the worker script and its venv).
     pub root: std::path::PathBuf,
+    /// Where ABM model code runs: bubblewrap (default) or unsandboxed (`serve --unsafe-abm`).
+    pub abm_sandbox: crate::abm::Sandbox,
 }
 
 /// Where runs get their answers: the offline mock, or real providers (metered and recorded).
@@ -150,6 +152,7 @@ impl AppState {
             market: MarketData::load_default().ok().map(Arc::new),
             abm_pool: std::sync::OnceLock::new(),
             root: crate::scenario::assets_dir().join(".."),
+            abm_sandbox: Default::default(),
         }
     }
 
@@ -158,7 +161,7 @@ impl AppState {
         self.abm_pool
             .get_or_init(|| {
                 crate::abm::venv::ensure_venv(&self.root)?;
-                let config = WorkerConfig::for_root(&self.root);
+                let config = WorkerConfig::for_root(&self.root).with_sandbox(self.abm_sandbox);
                 WorkerPool::spawn(&config, 2).map(Arc::new).map_err(|e| e.to_string())
             })
             .clone()
