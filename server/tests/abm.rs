@@ -44,36 +44,12 @@ fn value(r: &StepRecord, name: &str) -> i64 {
     r.values[name].as_i64().unwrap_or_else(|| panic!("{name} in {r:?}"))
 }
 
-/// A model whose one agent type runs `code` as its only behavior (topology none).
-fn tiny_model(code: &str, extra_globals: Value) -> AbmModel {
-    let mut globals = vec![json!({"name": "ticks", "description": "steps seen", "type": "integer",
-        "initialValue": 0, "sourceName": "globalVariable.ticks"})];
-    if let Value::Array(more) = extra_globals {
-        globals.extend(more);
-    }
-    let v = json!({
-        "codingLanguage": "python",
-        "abmLibrary": {"name": "mesa", "version": "3.3"},
-        "globalVariables": globals,
-        "environment": {"name": "void", "description": "nothing",
-            "topology": {"description": "no space", "type": "none"}},
-        "agents": [[{
-            "agentAttributes": [{"name": "energy", "description": "e", "type": "integer",
-                "initialValue": 1, "sourceName": "agent.Blob.agentAttribute.energy"}],
-            "initialCount": 3,
-            "agentBehaviors": [{"name": "act", "description": "a", "executionMode": "per-agent",
-                "sourceName": "agent.Blob.agentBehavior.act", "code": code}]
-        }]],
-        "terminationCriteria": {"maxSteps": 1000},
-        "scheduler": {
-            "initialization": {"description": "d", "initializationOrder": [
-                {"sourceName": "agent.Blob.initialCount", "type": "initialCount", "orderInInitialization": 1}]},
-            "schedule": {"description": "d", "scheduleOrder": [
-                {"sourceName": "agent.Blob.agentBehavior.act", "type": "agentBehavior", "orderInSchedule": 1}]}
-        },
-        "dataAnalytics": {"trackedVariables": [{"description": "t", "sourceName": "globalVariable.ticks",
-            "collectionLevel": "model", "checkTime": "end-of-step"}]}
-    });
+/// A model whose one agent type runs `code` as its only behavior (topology none; tracked:
+/// `globalVariable.ticks` and the string `globalVariable.seen`). Shared with the e2e tests.
+fn tiny_model(code: &str) -> AbmModel {
+    let text = std::fs::read_to_string(root().join("server/tests/fixtures/abm/one_behavior.json")).unwrap();
+    let mut v: Value = serde_json::from_str(&text).unwrap();
+    v["agents"][0][0]["agentBehaviors"][0]["code"] = json!(code);
     serde_json::from_value(v).expect("tiny model parses")
 }
 
@@ -260,7 +236,7 @@ fn agent_and_environment_patches_reach_the_model() {
 fn mesa2_idioms_run_through_the_shim() {
     let Some(mut w) = worker() else { return };
     let code = "def act(self):\n    from mesa.time import RandomActivation\n    if self.unique_id == 1:\n        globalVariable.ticks = self.model.schedule.time\n    self.energy = self.model.schedule.get_agent_count() + len(self.model.schedule.agents)";
-    let model = tiny_model(code, json!([]));
+    let model = tiny_model(code);
     let id = w.load(&model, 1).unwrap().id;
     let r = w.step(id, 3).unwrap();
     // Mesa 2 numbering: schedule.time is 0 during the first step.
@@ -273,10 +249,7 @@ fn mesa2_idioms_run_through_the_shim() {
 #[test]
 fn model_code_errors_are_reported_with_their_source() {
     let Some(mut w) = worker() else { return };
-    let model = tiny_model(
-        "def act(self):\n    x = 1\n    return self.energy / (self.energy - 1)",
-        json!([]),
-    );
+    let model = tiny_model("def act(self):\n    x = 1\n    return self.energy / (self.energy - 1)");
     let id = w.load(&model, 1).unwrap().id;
     let e = w.step(id, 1).unwrap_err();
     let AbmError::ModelCode { message, traceback } = &e else {
@@ -289,7 +262,7 @@ fn model_code_errors_are_reported_with_their_source() {
     assert!(matches!(w.step(id, 1), Err(AbmError::Poisoned(_))));
     w.drop_model(id).unwrap();
     // A syntax error fails the load and names the element.
-    let broken = tiny_model("def act(self)\n    pass", json!([]));
+    let broken = tiny_model("def act(self)\n    pass");
     let e = w.load(&broken, 1).unwrap_err().to_string();
     assert!(
         e.contains("agent.Blob.agentBehavior.act") && e.contains("syntax"),
@@ -319,7 +292,7 @@ fn limits_stop_runaway_models_and_spare_the_others() {
     let pid = w.pid();
 
     // An infinite loop: stopped by the CPU budget; same process, reported.
-    let spin = tiny_model("def act(self):\n    while True:\n        self.energy += 1", json!([]));
+    let spin = tiny_model("def act(self):\n    while True:\n        self.energy += 1");
     let s = w.load(&spin, 1).unwrap().id;
     let e = w.step(s, 1).unwrap_err();
     assert!(matches!(e, AbmError::CpuLimit(2)), "{e}");
@@ -327,13 +300,12 @@ fn limits_stop_runaway_models_and_spare_the_others() {
     assert!(matches!(w.step(s, 1), Err(AbmError::Poisoned(_))));
 
     // A huge allocation: stopped by the memory limit; reported.
-    let hog = tiny_model("def act(self):\n    self.blob = bytearray(8 * 1024 ** 3)", json!([]));
+    let hog = tiny_model("def act(self):\n    self.blob = bytearray(8 * 1024 ** 3)");
     let h = w.load(&hog, 1).unwrap().id;
     let e = w.step(h, 1).unwrap_err();
     assert!(matches!(e, AbmError::MemoryLimit(_)), "{e}");
     let grow = tiny_model(
         "def act(self):\n    chunks = []\n    while True:\n        chunks.append(bytearray(64 * 1024 * 1024))",
-        json!([]),
     );
     let g = w.load(&grow, 1).unwrap().id;
     let e = w.step(g, 1).unwrap_err();
@@ -368,7 +340,7 @@ fn a_hung_or_crashed_worker_is_restarted_without_losing_snapshots() {
     let pid = w.pid();
 
     // Sleeping uses no CPU, so only the wall-clock timeout can stop it.
-    let sleeper = tiny_model("def act(self):\n    import time\n    time.sleep(60)", json!([]));
+    let sleeper = tiny_model("def act(self):\n    import time\n    time.sleep(60)");
     let s = w.load(&sleeper, 1).unwrap().id;
     let e = w.step(s, 1).unwrap_err();
     assert!(matches!(e, AbmError::Timeout(_)), "{e}");
@@ -380,7 +352,7 @@ fn a_hung_or_crashed_worker_is_restarted_without_losing_snapshots() {
     assert_ne!(w.pid(), pid);
 
     // A hard crash of the interpreter: reported, restarted, snapshots still restore.
-    let crasher = tiny_model("def act(self):\n    import os\n    os._exit(3)", json!([]));
+    let crasher = tiny_model("def act(self):\n    import os\n    os._exit(3)");
     let c = w.load(&crasher, 1).unwrap().id;
     let e = w.step(c, 1).unwrap_err();
     assert!(matches!(&e, AbmError::WorkerDied(m) if m.contains("3")), "{e}");
@@ -573,18 +545,7 @@ fn model_code_sees_no_secrets_files_network_or_host_processes() {
         home = std::env::var("HOME").unwrap_or_else(|_| "/root".into()),
         outside = outside.display(),
     );
-    let model = tiny_model(
-        &code,
-        json!([{"name": "seen", "description": "what model code saw", "type": "string",
-            "initialValue": "", "sourceName": "globalVariable.seen"}]),
-    );
-    let mut v = serde_json::to_value(&model).unwrap();
-    v["dataAnalytics"]["trackedVariables"]
-        .as_array_mut()
-        .unwrap()
-        .push(json!({"description": "s",
-        "sourceName": "globalVariable.seen", "collectionLevel": "model", "checkTime": "end-of-step"}));
-    let model: AbmModel = serde_json::from_value(v).unwrap();
+    let model = tiny_model(&code);
     let mut w = AbmWorker::spawn(cfg).unwrap();
     let id = w.load(&model, 1).unwrap().id;
     let report = w.step(id, 1).unwrap();
@@ -630,7 +591,7 @@ fn detached_grandchildren_do_not_outlive_their_call_nor_a_killed_worker() {
     let mut w = AbmWorker::spawn(cfg).unwrap();
     // A call that returns normally: its detached sleeper is reaped before the answer.
     let marker = format!("{}.4242", std::process::id());
-    let forker = tiny_model(&detach_code(&marker, ""), json!([]));
+    let forker = tiny_model(&detach_code(&marker, ""));
     let id = w.load(&forker, 1).unwrap().id;
     w.step(id, 1).unwrap();
     assert_eq!(
@@ -643,7 +604,7 @@ fn detached_grandchildren_do_not_outlive_their_call_nor_a_killed_worker() {
     // and the sandbox (with the sleeper in it) goes with the worker.
     let marker = format!("{}.4343", std::process::id());
     let tail = "    import signal\n    signal.signal(signal.SIGXCPU, signal.SIG_IGN)\n    while True:\n        pass\n";
-    let runaway = tiny_model(&detach_code(&marker, tail), json!([]));
+    let runaway = tiny_model(&detach_code(&marker, tail));
     let id = w.load(&runaway, 1).unwrap().id;
     let started = std::time::Instant::now();
     let e = w.step(id, 1).unwrap_err();
@@ -662,7 +623,7 @@ fn a_cancelled_call_frees_its_worker_within_a_second() {
         return;
     };
     let pool = std::sync::Arc::new(WorkerPool::spawn(&cfg, 1).unwrap());
-    let sleeper = tiny_model("def act(self):\n    import time\n    time.sleep(600)", json!([]));
+    let sleeper = tiny_model("def act(self):\n    import time\n    time.sleep(600)");
     let token = CancelToken::new();
     let guard = token.cancel_on_drop();
     let (p, t) = (pool.clone(), token.clone());

@@ -8,8 +8,8 @@
 //! `SIGXCPU` raises inside the model code); this side adds a wall-clock budget per call and, when
 //! it expires, SIGKILLs the child's whole process group (and with it the sandbox), so model code
 //! that ignores `SIGXCPU` gains nothing. A call can also be cancelled from another thread
-//! ([`CancelToken`]): the child is killed the same way within [`CANCEL_POLL`]. A killed or
-//! crashed child is restarted on the next call.
+//! ([`CancelToken`]): the child is killed the same way within [`CANCEL_POLL`]. A killed child
+//! is replaced at once (its imports take seconds); a crashed one on the next call.
 //!
 //! Models live in the child under handles ([`ModelId`]) allocated here. The durable state of a
 //! model is its [`Snapshot`] (a pickle, opaque bytes on this side), so a restart loses nothing
@@ -1013,9 +1013,12 @@ impl AbmWorker {
     }
 
     /// Kills the process in the middle of a call (timeout, cancel); the model the call was about
-    /// is lost with whatever the call did to it.
+    /// is lost with whatever the call did to it. The replacement process is started at once, so
+    /// its imports (seconds) overlap the wait for the next call; should that fail, the next call
+    /// tries again and reports why.
     fn abandon_call(&mut self, about: Option<ModelId>) {
         self.lose_process();
+        self.proc = Proc::spawn(&self.config).ok();
         if let Some(id) = about
             && let Some(e) = self.models.get_mut(&id)
         {
