@@ -274,3 +274,22 @@ async fn deleting_nodes_whose_runs_are_in_flight_frees_the_workers() {
         r.abort();
     }
 }
+
+#[test]
+fn the_cli_runs_models_sandboxed_and_with_unsafe_abm_when_asked() {
+    let model = concat!(env!("CARGO_MANIFEST_DIR"), "/../assets/abm/wealth_exchange.json");
+    for flags in [&[][..], &["--unsafe-abm"][..]] {
+        let out = std::process::Command::new(simtree_e2e::simtree_bin())
+            .args(["abm", "run", model, "--steps", "2", "--json"])
+            .args(flags)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{flags:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(stdout.lines().count(), 4, "start, 2 steps, end: {stdout}");
+    }
+}

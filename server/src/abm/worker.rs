@@ -1092,7 +1092,7 @@ impl WorkerPool {
     /// Runs `f` on a worker: a free one if there is one, else the next in turn (waiting for
     /// it).
     pub fn with_worker<R>(&self, f: impl FnOnce(&mut AbmWorker) -> R) -> R {
-        let mut guard = match self.workers.iter().find_map(|w| try_lock(w)) {
+        let mut guard = match self.workers.iter().find_map(try_lock) {
             Some(g) => g,
             None => {
                 let i = self.next.fetch_add(1, Ordering::Relaxed) % self.workers.len();
@@ -1115,7 +1115,7 @@ impl WorkerPool {
             if cancel.is_cancelled() {
                 return Err(AbmError::Cancelled);
             }
-            if let Some(g) = self.workers.iter().find_map(|w| try_lock(w)) {
+            if let Some(g) = self.workers.iter().find_map(try_lock) {
                 break g;
             }
             std::thread::sleep(CANCEL_POLL / 5);
