@@ -1327,13 +1327,36 @@ def worker_discard(worker, req):
             mesa.Agent._ids.pop(m, None)
 
 
+def _others_alive():
+    """Processes of this PID namespace other than PID 1 and us that are not yet dead (zombies
+    hold no memory and run nothing)."""
+    alive = []
+    me = str(os.getpid())
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or name in ("1", me):
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state not in (b"Z", b"X"):
+            alive.append(name)
+    return alive
+
+
 def reap_strays():
     """Kill every other process of this PID namespace (PID 1, bubblewrap's init, is spared by the
-    kernel), then collect our own dead children."""
-    try:
-        os.kill(-1, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    kernel) and wait until they are dead (SIGKILL is delivered asynchronously), then collect our
+    own dead children. Orphans are collected by PID 1."""
+    for _ in range(200):
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            break
+        if not _others_alive():
+            break
+        time.sleep(0.005)
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
