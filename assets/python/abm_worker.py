@@ -5,6 +5,7 @@ The Rust server starts this script as a long-lived child process (see server/src
 and never runs model code itself. Each request is one line of JSON on stdin, each answer one line
 on the original stdout; anything model code prints goes to stderr.
 
+The first line the worker writes is {"ready": true, "pid": P}, once its imports are done.
 Requests (every one carries an "id" echoed in the answer):
   {"op": "ping"}
   {"op": "load", "handle": H, "model": {...abm-quant model...}, "seed": S}
@@ -37,6 +38,12 @@ assets/abm/README.md):
 Limits: RLIMIT_AS caps the worker's memory (MemoryError), and each call gets a CPU-time budget
 through a soft RLIMIT_CPU whose SIGXCPU raises inside the model code. A model whose call failed
 is "poisoned": only drop (or a restore over it) is accepted afterwards.
+
+Sandbox: the server normally starts this script inside bubblewrap (server/src/abm/sandbox.rs),
+in a PID namespace of its own where it is PID 2. There `--reap-strays` makes it SIGKILL every
+other process of the namespace after each call (before answering), so processes that model code
+forks, even detached ones, never outlive the call. Outside such a namespace the flag is refused:
+kill(-1) would reach every process of the user.
 """
 
 import os
@@ -1320,6 +1327,45 @@ def worker_discard(worker, req):
             mesa.Agent._ids.pop(m, None)
 
 
+def _others_alive():
+    """Processes of this PID namespace other than PID 1 and us that are not yet dead (zombies
+    hold no memory and run nothing)."""
+    alive = []
+    me = str(os.getpid())
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or name in ("1", me):
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state not in (b"Z", b"X"):
+            alive.append(name)
+    return alive
+
+
+def reap_strays():
+    """Kill every other process of this PID namespace (PID 1, bubblewrap's init, is spared by the
+    kernel) and wait until they are dead (SIGKILL is delivered asynchronously), then collect our
+    own dead children. Orphans are collected by PID 1."""
+    for _ in range(200):
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            break
+        if not _others_alive():
+            break
+        time.sleep(0.005)
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+
+
 def fail(rid, kind, message, tb=None):
     err = {"kind": kind, "message": message}
     if tb:
@@ -1331,7 +1377,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--memory-mb", type=int, default=0, help="address-space limit (0: none)")
     parser.add_argument("--cpu-seconds", type=int, default=0, help="CPU budget per call (0: none)")
+    parser.add_argument(
+        "--reap-strays", action="store_true", help="kill other processes of the PID namespace after each call"
+    )
     args = parser.parse_args()
+    if args.reap_strays and os.getpid() != 2:
+        # PID 2 is the sandboxed command under bubblewrap; on a host it is the kernel's kthreadd,
+        # never us. Anywhere else kill(-1) would be a disaster.
+        sys.exit(f"abm_worker: --reap-strays needs a private PID namespace (this is PID {os.getpid()})")
 
     # Protocol on a private copy of stdout; fd 1 (print, C extensions) goes to stderr.
     proto = os.fdopen(os.dup(1), "w", encoding="utf-8")
@@ -1344,6 +1397,9 @@ def main():
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
     worker = Worker(args.cpu_seconds)
+    # Imports are done: the server starts timing calls from here.
+    proto.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
+    proto.flush()
     stdin = sys.stdin.buffer
     while True:
         line = stdin.readline()
@@ -1359,6 +1415,8 @@ def main():
             out = fail(None, "bad_request", f"not a JSON request: {e}")
         else:
             out = answer(worker, req)
+        if args.reap_strays:
+            reap_strays()
         try:
             text = json.dumps(out, allow_nan=False, separators=(",", ":"))
         except (TypeError, ValueError) as e:

@@ -137,6 +137,7 @@ fn main() {
         python,
         script: root().join("assets/python/abm_worker.py"),
         limits: WorkerLimits::default(),
+        sandbox: Default::default(),
     };
     let mut w = AbmWorker::spawn(config.clone()).unwrap();
     let info = w.ping().unwrap();

@@ -25,6 +25,10 @@ pub struct Cli {
     /// Folder with scenarios/ (default: $SIMTREE_ASSETS, ./assets, or the checkout's assets).
     #[arg(long, global = true)]
     pub assets: Option<PathBuf>,
+    /// Run agent-based model code without the bubblewrap sandbox, with your user's access to
+    /// files, network and environment (for machines where bwrap cannot start).
+    #[arg(long, global = true)]
+    pub unsafe_abm: bool,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -152,6 +156,7 @@ pub fn main_with(cli: Cli) -> i32 {
 
 fn run(cli: Cli) -> Result<(), String> {
     let assets = cli.assets.unwrap_or_else(assets_dir);
+    let sandbox = crate::abm::Sandbox::from_unsafe_flag(cli.unsafe_abm);
     if let Command::Trade {
         command: TradeCommand::Run(args),
     } = cli.command
@@ -159,7 +164,7 @@ fn run(cli: Cli) -> Result<(), String> {
         return crate::trading::cli::trade_run(args).map(|out| print!("{out}"));
     }
     if let Command::Abm { command } = cli.command {
-        return abm(command, &assets);
+        return abm(command, &assets, sandbox);
     }
     let library = ScenarioLibrary::load_assets(&assets).map_err(|e| e.to_string())?;
     match cli.command {
@@ -207,6 +212,7 @@ fn run(cli: Cli) -> Result<(), String> {
             };
             let mut app = AppState::new(library, backend, limits);
             app.access = std::sync::Arc::new(access);
+            app.abm_sandbox = sandbox;
             if let Some(dir) = static_dir {
                 app.static_dir = dir;
             }
@@ -230,7 +236,7 @@ fn run(cli: Cli) -> Result<(), String> {
             seed,
             json,
         } => {
-            let (mut sim, default_turns, abm) = build_sim(&library, &scenario, seed, &assets)?;
+            let (mut sim, default_turns, abm) = build_sim(&library, &scenario, seed, &assets, sandbox)?;
             let turns = turns.unwrap_or(default_turns);
             let mut out = std::io::BufWriter::new(std::io::stdout());
             let mut failed = None;
@@ -274,7 +280,7 @@ fn run(cli: Cli) -> Result<(), String> {
     }
 }
 
-fn abm(command: AbmCommand, assets: &std::path::Path) -> Result<(), String> {
+fn abm(command: AbmCommand, assets: &std::path::Path, sandbox: crate::abm::Sandbox) -> Result<(), String> {
     use crate::abm::cli as c;
     let root = assets.join("..");
     let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
@@ -296,6 +302,7 @@ fn abm(command: AbmCommand, assets: &std::path::Path) -> Result<(), String> {
                 json,
                 root,
                 limits: Default::default(),
+                sandbox,
             };
             c::run_file(&file, &options, &mut out, &mut err)
                 .map(|_| ())
@@ -339,6 +346,7 @@ fn build_sim(
     id: &str,
     seed: Option<u64>,
     assets: &std::path::Path,
+    sandbox: crate::abm::Sandbox,
 ) -> Result<(Sim, u64, Option<Arc<WorkerPool>>), String> {
     if let Some(t) = library.trading(id) {
         let market = Arc::new(MarketData::load_default().map_err(|e| e.to_string())?);
@@ -348,7 +356,8 @@ fn build_sim(
     if let Some(a) = library.abm(id) {
         let root = assets.join("..");
         crate::abm::venv::ensure_venv(&root)?;
-        let pool = WorkerPool::spawn(&WorkerConfig::for_root(&root), 1).map_err(|e| e.to_string())?;
+        let config = WorkerConfig::for_root(&root).with_sandbox(sandbox);
+        let pool = WorkerPool::spawn(&config, 1).map_err(|e| e.to_string())?;
         return Ok((
             Sim::Abm(AbmSim::new(a.model.clone(), seed.unwrap_or(0))),
             10,

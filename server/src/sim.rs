@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use simtree_shared::{AgentState, MemoryLine, NodeState, Op};
 
 use crate::abm::model::AbmModel;
-use crate::abm::worker::{Advance, Patch, Snapshot, Start, Termination, WorkerPool};
+use crate::abm::worker::{Advance, CancelToken, Patch, Snapshot, Start, Termination, WorkerPool};
 use crate::engine::Simulator;
 use crate::engine::event::{Event, EventSink, EventType, SceneEvent};
 use crate::engine::memory::Role;
@@ -37,15 +37,27 @@ pub struct RunCtx {
     pub abm: Option<Arc<WorkerPool>>,
 }
 
-/// An agent-based model at one node: the specification (shared), the pickled model state after
-/// the node's run (opaque bytes, shared), and patches waiting for the next run. The tracked series
-/// are the node's `abm_step` log entries, so cloning stays cheap at any step count.
+/// An agent-based model at one node: the specification (shared), the history of advances that
+/// led here from the seed (shared), the pickled model state after the node's run (a cache), and
+/// patches waiting for the next run. The tracked series are the node's `abm_step` log entries,
+/// so cloning stays cheap at any step count.
+///
+/// The specification, seed and history determine the state; the snapshot only saves recomputing
+/// it. A snapshot is a pickle, and unpickling runs code, so only snapshots this server's worker
+/// produced are ever loaded: the field is never serialized nor read from JSON, and a node
+/// without one (imported, or [`AbmSim::distrust`]ed) is rebuilt in the worker by re-running its
+/// history.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct AbmSim {
     pub model: Arc<AbmModel>,
     pub seed: u64,
-    /// `None` until the first run builds the model from its specification.
+    /// The state after the node's run, as this server's worker pickled it; `None` before the
+    /// first run and on imported nodes.
+    #[serde(skip)]
     pub snapshot: Option<Snapshot>,
+    /// Every advance from the freshly built model to this node's state, in order.
+    #[serde(default)]
+    pub history: Arc<Vec<Advance>>,
     pub steps: u64,
     #[serde(default)]
     pub terminated: Option<Termination>,
@@ -57,12 +69,42 @@ pub struct AbmSim {
     pub reseed: Option<u64>,
 }
 
+/// The most model steps an imported node's history may replay when it is rebuilt.
+pub const MAX_REBUILD_STEPS: u64 = 1_000_000;
+
 impl AbmSim {
+    /// Checks an imported node's history before it is ever replayed: every recorded patch fits
+    /// the model, the steps add up to the node's (an export from before histories existed, with
+    /// steps but no history, cannot be rebuilt and is refused), and the total is bounded.
+    pub fn check_imported(&self) -> Result<(), String> {
+        let mut total: u64 = 0;
+        for (i, adv) in self.history.iter().enumerate() {
+            for p in adv.patches.iter().chain(&self.pending) {
+                p.check(&self.model).map_err(|e| format!("history[{i}]: {e}"))?;
+            }
+            total = total.saturating_add(adv.steps);
+        }
+        if total > MAX_REBUILD_STEPS {
+            return Err(format!(
+                "the history replays {total} steps; at most {MAX_REBUILD_STEPS} can be rebuilt"
+            ));
+        }
+        if self.steps > total {
+            return Err(format!(
+                "the model is at step {} but its history records only {total} steps (exports of \
+                 agent-based models from before histories were recorded cannot be rebuilt)",
+                self.steps
+            ));
+        }
+        Ok(())
+    }
+
     pub fn new(model: AbmModel, seed: u64) -> AbmSim {
         AbmSim {
             model: Arc::new(model),
             seed,
             snapshot: None,
+            history: Arc::new(Vec::new()),
             steps: 0,
             terminated: None,
             pending: Vec::new(),
@@ -70,6 +112,15 @@ impl AbmSim {
         }
     }
 
+    /// Forgets the snapshot, so the next run rebuilds the state from the specification and the
+    /// history. For states that came from outside (imports): their snapshot is never loaded.
+    pub fn distrust(&mut self) {
+        self.snapshot = None;
+    }
+
+    /// Runs the pending patches, reseed and `steps` steps in a worker. Dropping the future (the
+    /// run's task aborted: node deleted or cancelled) kills the worker's process, so the worker
+    /// is free for other runs within [`crate::abm::worker::CANCEL_POLL`].
     async fn run(
         &mut self,
         steps: u64,
@@ -77,24 +128,41 @@ impl AbmSim {
         sink: &mut (dyn EventSink + Send),
     ) -> Result<(), String> {
         let plan = Advance {
-            patches: std::mem::take(&mut self.pending),
-            reseed: self.reseed.take(),
+            patches: self.pending.clone(),
+            reseed: self.reseed,
             steps,
         };
         let (model, seed, snapshot) = (self.model.clone(), self.seed, self.snapshot.clone());
-        let fresh = snapshot.is_none();
+        let history = self.history.clone();
+        let fresh = history.is_empty();
+        let cancel = CancelToken::new();
+        let on_drop = cancel.cancel_on_drop();
+        let job_plan = plan.clone();
         let done = tokio::task::spawn_blocking(move || {
-            pool.with_worker(|w| {
+            pool.with_worker_cancellable(&cancel, |w| {
                 let start = match &snapshot {
                     Some(s) => Start::Snapshot(s),
-                    None => Start::Spec { model: &model, seed },
+                    None if history.is_empty() => Start::Spec { model: &model, seed },
+                    None => Start::Rebuild {
+                        model: &model,
+                        seed,
+                        history: &history,
+                    },
                 };
-                w.advance(start, &plan)
+                w.advance(start, &job_plan)
             })
         })
-        .await
-        .map_err(|e| format!("the ABM worker task failed: {e}"))?
-        .map_err(|e| e.to_string())?;
+        .await;
+        on_drop.disarm();
+        let done = done
+            .map_err(|e| format!("the ABM worker task failed: {e}"))?
+            .map_err(|e| e.to_string())?;
+        self.pending.clear();
+        self.reseed = None;
+        let mut history = Vec::with_capacity(self.history.len() + 1);
+        history.extend(self.history.iter().cloned());
+        history.push(plan);
+        self.history = Arc::new(history);
         if fresh {
             sink.emit(Event::new(
                 EventType::AbmStep,
@@ -171,15 +239,15 @@ impl Sim {
         match self {
             Sim::Social(s) => s.check_limits(),
             Sim::Trading(t) => t.check_consistent(),
-            Sim::Abm(_) => Ok(()),
+            Sim::Abm(a) => a.check_imported(),
         }
     }
 
-    /// Forgets whatever in an untrusted export could run code when loaded: an agent-based
-    /// model's pickled snapshot (it is rebuilt from the specification instead).
+    /// Drops any state that could not be recomputed from the node's own description, for nodes
+    /// that came from outside (imports): an agent-based model's snapshot.
     pub fn distrust(&mut self) {
         if let Sim::Abm(a) = self {
-            a.snapshot = None;
+            a.distrust();
         }
     }
 

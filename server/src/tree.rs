@@ -218,6 +218,14 @@ impl SimTree {
         0
     }
 
+    /// True when the tree holds agent-based models (they need the Python worker).
+    pub fn has_abm(&self) -> bool {
+        self.nodes
+            .get(&0)
+            .and_then(|n| n.sim.as_ref())
+            .is_some_and(|s| matches!(**s, Sim::Abm(_)))
+    }
+
     pub fn len(&self) -> usize {
         self.nodes.len()
     }

@@ -10,7 +10,7 @@ use simtree::abm::cli::{RunOptions, run_file};
 use simtree::abm::model::AbmDocument;
 use simtree::abm::venv::{ensure_venv, python_available};
 use simtree::abm::worker::{Advance, Start, StepRecord};
-use simtree::abm::{AbmError, AbmModel, AbmWorker, Patch, WorkerConfig, WorkerLimits, WorkerPool};
+use simtree::abm::{AbmError, AbmModel, AbmWorker, Patch, Sandbox, WorkerConfig, WorkerLimits, WorkerPool};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -27,6 +27,7 @@ fn config(limits: WorkerLimits) -> Option<WorkerConfig> {
         python,
         script: root().join("assets/python/abm_worker.py"),
         limits,
+        sandbox: Sandbox::Bwrap,
     })
 }
 
@@ -43,36 +44,12 @@ fn value(r: &StepRecord, name: &str) -> i64 {
     r.values[name].as_i64().unwrap_or_else(|| panic!("{name} in {r:?}"))
 }
 
-/// A model whose one agent type runs `code` as its only behavior (topology none).
-fn tiny_model(code: &str, extra_globals: Value) -> AbmModel {
-    let mut globals = vec![json!({"name": "ticks", "description": "steps seen", "type": "integer",
-        "initialValue": 0, "sourceName": "globalVariable.ticks"})];
-    if let Value::Array(more) = extra_globals {
-        globals.extend(more);
-    }
-    let v = json!({
-        "codingLanguage": "python",
-        "abmLibrary": {"name": "mesa", "version": "3.3"},
-        "globalVariables": globals,
-        "environment": {"name": "void", "description": "nothing",
-            "topology": {"description": "no space", "type": "none"}},
-        "agents": [[{
-            "agentAttributes": [{"name": "energy", "description": "e", "type": "integer",
-                "initialValue": 1, "sourceName": "agent.Blob.agentAttribute.energy"}],
-            "initialCount": 3,
-            "agentBehaviors": [{"name": "act", "description": "a", "executionMode": "per-agent",
-                "sourceName": "agent.Blob.agentBehavior.act", "code": code}]
-        }]],
-        "terminationCriteria": {"maxSteps": 1000},
-        "scheduler": {
-            "initialization": {"description": "d", "initializationOrder": [
-                {"sourceName": "agent.Blob.initialCount", "type": "initialCount", "orderInInitialization": 1}]},
-            "schedule": {"description": "d", "scheduleOrder": [
-                {"sourceName": "agent.Blob.agentBehavior.act", "type": "agentBehavior", "orderInSchedule": 1}]}
-        },
-        "dataAnalytics": {"trackedVariables": [{"description": "t", "sourceName": "globalVariable.ticks",
-            "collectionLevel": "model", "checkTime": "end-of-step"}]}
-    });
+/// A model whose one agent type runs `code` as its only behavior (topology none; tracked:
+/// `globalVariable.ticks` and the string `globalVariable.seen`). Shared with the e2e tests.
+fn tiny_model(code: &str) -> AbmModel {
+    let text = std::fs::read_to_string(root().join("server/tests/fixtures/abm/one_behavior.json")).unwrap();
+    let mut v: Value = serde_json::from_str(&text).unwrap();
+    v["agents"][0][0]["agentBehaviors"][0]["code"] = json!(code);
     serde_json::from_value(v).expect("tiny model parses")
 }
 
@@ -259,7 +236,7 @@ fn agent_and_environment_patches_reach_the_model() {
 fn mesa2_idioms_run_through_the_shim() {
     let Some(mut w) = worker() else { return };
     let code = "def act(self):\n    from mesa.time import RandomActivation\n    if self.unique_id == 1:\n        globalVariable.ticks = self.model.schedule.time\n    self.energy = self.model.schedule.get_agent_count() + len(self.model.schedule.agents)";
-    let model = tiny_model(code, json!([]));
+    let model = tiny_model(code);
     let id = w.load(&model, 1).unwrap().id;
     let r = w.step(id, 3).unwrap();
     // Mesa 2 numbering: schedule.time is 0 during the first step.
@@ -272,10 +249,7 @@ fn mesa2_idioms_run_through_the_shim() {
 #[test]
 fn model_code_errors_are_reported_with_their_source() {
     let Some(mut w) = worker() else { return };
-    let model = tiny_model(
-        "def act(self):\n    x = 1\n    return self.energy / (self.energy - 1)",
-        json!([]),
-    );
+    let model = tiny_model("def act(self):\n    x = 1\n    return self.energy / (self.energy - 1)");
     let id = w.load(&model, 1).unwrap().id;
     let e = w.step(id, 1).unwrap_err();
     let AbmError::ModelCode { message, traceback } = &e else {
@@ -288,7 +262,7 @@ fn model_code_errors_are_reported_with_their_source() {
     assert!(matches!(w.step(id, 1), Err(AbmError::Poisoned(_))));
     w.drop_model(id).unwrap();
     // A syntax error fails the load and names the element.
-    let broken = tiny_model("def act(self)\n    pass", json!([]));
+    let broken = tiny_model("def act(self)\n    pass");
     let e = w.load(&broken, 1).unwrap_err().to_string();
     assert!(
         e.contains("agent.Blob.agentBehavior.act") && e.contains("syntax"),
@@ -318,7 +292,7 @@ fn limits_stop_runaway_models_and_spare_the_others() {
     let pid = w.pid();
 
     // An infinite loop: stopped by the CPU budget; same process, reported.
-    let spin = tiny_model("def act(self):\n    while True:\n        self.energy += 1", json!([]));
+    let spin = tiny_model("def act(self):\n    while True:\n        self.energy += 1");
     let s = w.load(&spin, 1).unwrap().id;
     let e = w.step(s, 1).unwrap_err();
     assert!(matches!(e, AbmError::CpuLimit(2)), "{e}");
@@ -326,16 +300,16 @@ fn limits_stop_runaway_models_and_spare_the_others() {
     assert!(matches!(w.step(s, 1), Err(AbmError::Poisoned(_))));
 
     // A huge allocation: stopped by the memory limit; reported.
-    let hog = tiny_model("def act(self):\n    self.blob = bytearray(8 * 1024 ** 3)", json!([]));
+    let hog = tiny_model("def act(self):\n    self.blob = bytearray(8 * 1024 ** 3)");
     let h = w.load(&hog, 1).unwrap().id;
     let e = w.step(h, 1).unwrap_err();
     assert!(matches!(e, AbmError::MemoryLimit(_)), "{e}");
     let grow = tiny_model(
         "def act(self):\n    chunks = []\n    while True:\n        chunks.append(bytearray(64 * 1024 * 1024))",
-        json!([]),
     );
     let g = w.load(&grow, 1).unwrap().id;
-    assert!(matches!(w.step(g, 1), Err(AbmError::MemoryLimit(_))));
+    let e = w.step(g, 1).unwrap_err();
+    assert!(matches!(e, AbmError::MemoryLimit(_)), "{e}");
     assert_eq!(w.pid(), pid);
 
     // The healthy model goes on exactly as it would have.
@@ -366,7 +340,7 @@ fn a_hung_or_crashed_worker_is_restarted_without_losing_snapshots() {
     let pid = w.pid();
 
     // Sleeping uses no CPU, so only the wall-clock timeout can stop it.
-    let sleeper = tiny_model("def act(self):\n    import time\n    time.sleep(60)", json!([]));
+    let sleeper = tiny_model("def act(self):\n    import time\n    time.sleep(60)");
     let s = w.load(&sleeper, 1).unwrap().id;
     let e = w.step(s, 1).unwrap_err();
     assert!(matches!(e, AbmError::Timeout(_)), "{e}");
@@ -378,7 +352,7 @@ fn a_hung_or_crashed_worker_is_restarted_without_losing_snapshots() {
     assert_ne!(w.pid(), pid);
 
     // A hard crash of the interpreter: reported, restarted, snapshots still restore.
-    let crasher = tiny_model("def act(self):\n    import os\n    os._exit(3)", json!([]));
+    let crasher = tiny_model("def act(self):\n    import os\n    os._exit(3)");
     let c = w.load(&crasher, 1).unwrap().id;
     let e = w.step(c, 1).unwrap_err();
     assert!(matches!(&e, AbmError::WorkerDied(m) if m.contains("3")), "{e}");
@@ -467,6 +441,7 @@ fn the_run_command_prints_steps_as_text_and_json_lines() {
         json: true,
         root: root(),
         limits: cfg.limits.clone(),
+        sandbox: cfg.sandbox,
     };
     let path = root().join("assets/abm/wealth_exchange.json");
     let (mut out, mut err) = (Vec::new(), Vec::new());
@@ -506,4 +481,247 @@ fn the_run_command_prints_steps_as_text_and_json_lines() {
     let seed = root().join("server/tests/fixtures/abm/seed000_sir_example.json");
     let e = run_file(&seed, &text_options, &mut Vec::new(), &mut Vec::new()).unwrap_err();
     assert!(matches!(&e, AbmError::Invalid(lines) if lines.len() == 2), "{e}");
+}
+
+// -- The sandbox, hard kills, cancellation and rebuilding (issue 10) --
+
+/// Host processes whose command line contains `marker` (model code execs `sleep <marker>` so
+/// that its processes can be found from outside the sandbox).
+fn processes_with(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(marker) {
+                found.push(format!("{}: {cmd}", entry.file_name().to_string_lossy()));
+            }
+        }
+    }
+    found
+}
+
+/// Model code that forks a detached grandchild (double fork + setsid) running `sleep <marker>`.
+fn detach_code(marker: &str, then: &str) -> String {
+    format!(
+        "def act(self):\n    import os\n    if os.fork() == 0:\n        os.setsid()\n        if os.fork() == 0:\n            os.execv('/usr/bin/sleep', ['sleep', '{marker}'])\n        os._exit(0)\n    os.wait()\n{then}"
+    )
+}
+
+#[test]
+fn model_code_sees_no_secrets_files_network_or_host_processes() {
+    let Some(cfg) = config(WorkerLimits::default()) else {
+        return;
+    };
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let outside = std::env::temp_dir().join(format!("simtree-sandbox-escape-{}", std::process::id()));
+    let _ = std::fs::remove_file(&outside);
+    // Everything model code can find out goes into a tracked string variable.
+    let code = format!(
+        r#"def act(self):
+    import os, socket
+    seen = []
+    seen.append('env=' + ','.join(sorted(os.environ)))
+    for p in ('/proc/1/environ', '/etc/passwd', '{root}', '{home}'):
+        try:
+            seen.append(p + '=' + repr(open(p, 'rb').read()[:2000]) if os.path.isfile(p) else p + '=' + repr(os.listdir(p)))
+        except Exception as e:
+            seen.append(p + '!' + type(e).__name__)
+    try:
+        with open('{outside}', 'w') as f:
+            f.write('escaped')
+        seen.append('write=ok')
+    except Exception as e:
+        seen.append('write!' + type(e).__name__)
+    try:
+        socket.create_connection(('127.0.0.1', {port}), timeout=2)
+        seen.append('connect=ok')
+    except Exception as e:
+        seen.append('connect!' + type(e).__name__)
+    seen.append('pids=' + ','.join(sorted(p for p in os.listdir('/proc') if p.isdigit())))
+    globalVariable.seen = ' | '.join(seen)"#,
+        root = root().canonicalize().unwrap().display(),
+        home = std::env::var("HOME").unwrap_or_else(|_| "/root".into()),
+        outside = outside.display(),
+    );
+    let model = tiny_model(&code);
+    let mut w = AbmWorker::spawn(cfg).unwrap();
+    let id = w.load(&model, 1).unwrap().id;
+    let report = w.step(id, 1).unwrap();
+    let seen = report.records[0].values["globalVariable.seen"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    eprintln!("model code saw: {seen}");
+    // The test process's environment (cargo sets CARGO_*) reaches neither the worker nor the
+    // sandbox's PID 1.
+    assert!(!seen.contains("CARGO"), "{seen}");
+    let env: Vec<&str> = seen.split(" | ").next().unwrap()["env=".len()..].split(',').collect();
+    for k in &env {
+        assert!(
+            ["PATH", "HOME", "PWD", "LC_CTYPE"].contains(k) || k.starts_with("PYTHON") || k.ends_with("_NUM_THREADS"),
+            "unexpected variable {k} in {env:?}"
+        );
+    }
+    assert!(seen.contains("/etc/passwd!"), "no /etc: {seen}");
+    // The checkout shows only the (read-only) venv; its sources and data are absent.
+    let checkout = format!("{}=['.venv-abm']", root().canonicalize().unwrap().display());
+    assert!(seen.contains(&checkout), "no checkout: {seen}");
+    // Home is absent, or shows only the way to a pyenv interpreter's (read-only) prefix.
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+    assert!(
+        seen.contains(&format!("{home}!")) || seen.contains(&format!("{home}=['.pyenv']")),
+        "no home: {seen}"
+    );
+    assert!(seen.contains("connect!ConnectionRefusedError"), "no network: {seen}");
+    assert!(listener.accept().is_err(), "no connection reached the host");
+    assert!(!outside.exists(), "nothing written to the host's /tmp");
+    // Its own PID namespace: bwrap's init and the worker, nothing of the host.
+    assert!(seen.ends_with("pids=1,2"), "{seen}");
+}
+
+#[test]
+fn detached_grandchildren_do_not_outlive_their_call_nor_a_killed_worker() {
+    let limits = WorkerLimits {
+        call_timeout: Duration::from_secs(3),
+        ..WorkerLimits::default()
+    };
+    let Some(cfg) = config(limits) else { return };
+    let mut w = AbmWorker::spawn(cfg).unwrap();
+    // A call that returns normally: its detached sleeper is reaped before the answer.
+    let marker = format!("{}.4242", std::process::id());
+    let forker = tiny_model(&detach_code(&marker, ""));
+    let id = w.load(&forker, 1).unwrap().id;
+    w.step(id, 1).unwrap();
+    assert_eq!(
+        processes_with(&marker),
+        Vec::<String>::new(),
+        "the call answered after reaping"
+    );
+
+    // A call that detaches a sleeper, then ignores SIGXCPU and spins: killed by the wall clock,
+    // and the sandbox (with the sleeper in it) goes with the worker.
+    let marker = format!("{}.4343", std::process::id());
+    let tail = "    import signal\n    signal.signal(signal.SIGXCPU, signal.SIG_IGN)\n    while True:\n        pass\n";
+    let runaway = tiny_model(&detach_code(&marker, tail));
+    let id = w.load(&runaway, 1).unwrap().id;
+    let started = std::time::Instant::now();
+    let e = w.step(id, 1).unwrap_err();
+    assert!(matches!(e, AbmError::Timeout(_)), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(6), "{:?}", started.elapsed());
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(processes_with(&marker), Vec::<String>::new());
+    // The worker restarts for the next call.
+    assert!(w.ping().is_ok());
+}
+
+#[test]
+fn a_cancelled_call_frees_its_worker_within_a_second() {
+    use simtree::abm::worker::CancelToken;
+    let Some(cfg) = config(WorkerLimits::default()) else {
+        return;
+    };
+    let pool = std::sync::Arc::new(WorkerPool::spawn(&cfg, 1).unwrap());
+    let sleeper = tiny_model("def act(self):\n    import time\n    time.sleep(600)");
+    let token = CancelToken::new();
+    let guard = token.cancel_on_drop();
+    let (p, t) = (pool.clone(), token.clone());
+    let call = std::thread::spawn(move || {
+        p.with_worker_cancellable(&t, |w| {
+            w.advance(
+                Start::Spec {
+                    model: &sleeper,
+                    seed: 1,
+                },
+                &Advance {
+                    steps: 1,
+                    ..Advance::default()
+                },
+            )
+        })
+    });
+    // Wait until the call holds the worker, and a bit more so that it is inside model code.
+    while pool.idle() > 0 {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    // What an aborted tokio task does: drop the guard it held.
+    let dropped = std::time::Instant::now();
+    drop(guard);
+    let next = CancelToken::new();
+    let got_worker = pool.with_worker_cancellable(&next, |_| Ok(dropped.elapsed())).unwrap();
+    assert!(got_worker < Duration::from_secs(1), "a new call waited {got_worker:?}");
+    let e = call.join().unwrap().unwrap_err();
+    assert_eq!(e, AbmError::Cancelled);
+    // The killed worker restarts for the next call.
+    let info = pool.with_worker_cancellable(&next, |w| w.ping()).unwrap();
+    eprintln!(
+        "worker free {got_worker:?} after the cancel; restarted and answering {:?} after it (pid {})",
+        dropped.elapsed(),
+        info.pid
+    );
+    // A call cancelled while it waits for a worker never starts.
+    let cancelled = CancelToken::new();
+    cancelled.cancel();
+    let e = pool.with_worker_cancellable(&cancelled, |w| w.ping()).unwrap_err();
+    assert_eq!(e, AbmError::Cancelled);
+}
+
+#[test]
+fn a_node_rebuilt_from_its_history_continues_exactly_like_the_original() {
+    use simtree::engine::Event;
+    use simtree::sim::{AbmSim, RunCtx, Sim};
+    use simtree_shared::Op;
+    let Some(cfg) = config(WorkerLimits::default()) else {
+        return;
+    };
+    let pool = std::sync::Arc::new(WorkerPool::spawn(&cfg, 1).unwrap());
+    let ctx = RunCtx {
+        llm: std::sync::Arc::new(simtree::llm::MockClient),
+        tools: std::sync::Arc::new(simtree::trading::agents::MockToolModel),
+        abm: Some(pool),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let run = |sim: &mut Sim, steps: u64| -> Vec<Event> {
+        let mut events = Vec::new();
+        let mut sink = |e: Event| events.push(e);
+        rt.block_on(sim.run(steps, &ctx, &mut sink)).unwrap();
+        events
+    };
+    // A history with every kind of advance: plain steps, a patch, and a replicate's reseed.
+    let mut sim = Sim::Abm(AbmSim::new(example("sir_network.json"), 5));
+    run(&mut sim, 8);
+    sim.apply_op(&Op::AbmSetGlobal {
+        name: "infectionRate".into(),
+        value: json!(0.2),
+    })
+    .unwrap();
+    run(&mut sim, 4);
+    sim.replicate(3);
+    run(&mut sim, 3);
+
+    let mut imported = sim.fork();
+    imported.distrust();
+    let Sim::Abm(a) = &imported else { unreachable!() };
+    assert!(a.snapshot.is_none() && a.history.len() == 3);
+    let original = run(&mut sim, 10);
+    let rebuilt = run(&mut imported, 10);
+    assert_eq!(original.len(), 10);
+    let data = |events: &[Event]| events.iter().map(|e| e.data.clone()).collect::<Vec<_>>();
+    assert_eq!(data(&rebuilt), data(&original), "same abm_step values");
+    assert_eq!(imported.turns(), 25);
+
+    // A serialized node carries its history but never a snapshot, and a snapshot given in JSON
+    // is not read.
+    let mut v = serde_json::to_value(&sim).unwrap();
+    assert!(v.get("snapshot").is_none(), "{}", v.to_string().len());
+    v["snapshot"] = json!("gASVBAAAAAAAAAB9lC4=");
+    let back: Sim = serde_json::from_value(v).unwrap();
+    let Sim::Abm(b) = &back else { unreachable!() };
+    assert!(b.snapshot.is_none());
+    assert_eq!(b.history.len(), 4);
 }

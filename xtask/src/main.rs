@@ -39,8 +39,8 @@ fn run(mut cmd: Command) -> Result<(), String> {
     }
 }
 
-/// Installs what the build and the tests need when it is missing: the wasm32 target, and
-/// Debian's chromium + chromium-driver for the browser tests.
+/// Installs what the build and the tests need when it is missing: the wasm32 target, Debian's
+/// bubblewrap (the ABM sandbox), and chromium + chromium-driver for the browser tests.
 fn setup(browser: bool) -> Result<(), String> {
     let targets = Command::new("rustup").args(["target", "list", "--installed"]).output();
     let has_wasm = targets.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("wasm32-unknown-unknown"));
@@ -48,6 +48,17 @@ fn setup(browser: bool) -> Result<(), String> {
         let mut add = Command::new("rustup");
         add.args(["target", "add", "wasm32-unknown-unknown"]);
         run(add)?;
+    }
+    // The sandbox for agent-based model code (server/src/abm/sandbox.rs).
+    let has_bwrap = Command::new("bwrap")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_bwrap {
+        run(apt(&["update", "-q"]))?;
+        let mut install = apt(&["install", "-y", "-q", "bubblewrap"]);
+        install.env("DEBIAN_FRONTEND", "noninteractive");
+        run(install)?;
     }
     let driver = Path::new("/usr/bin/chromedriver").exists() && Path::new("/usr/bin/chromium").exists();
     if browser && !driver {

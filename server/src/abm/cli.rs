@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use super::AbmError;
 use super::model::AbmDocument;
+use super::sandbox::Sandbox;
 use super::schema::{Provider, wrapped};
 use super::validate::validate_document;
 use super::worker::{AbmWorker, StepRecord, WorkerConfig, WorkerLimits};
@@ -66,6 +67,8 @@ pub struct RunOptions {
     /// missing).
     pub root: PathBuf,
     pub limits: WorkerLimits,
+    /// Where model code runs (`--unsafe-abm` for none).
+    pub sandbox: Sandbox,
 }
 
 /// How a run ended.
@@ -99,7 +102,9 @@ pub fn run_file(
         return Err(AbmError::Spawn("python3 is not installed".into()));
     }
     let venv_python = super::venv::ensure_venv(&options.root).map_err(AbmError::Spawn)?;
-    let mut config = WorkerConfig::for_root(&options.root).with_limits(options.limits.clone());
+    let mut config = WorkerConfig::for_root(&options.root)
+        .with_limits(options.limits.clone())
+        .with_sandbox(options.sandbox);
     if std::env::var_os("SIMTREE_PYTHON").is_none() {
         config.python = venv_python;
     }

@@ -11,21 +11,24 @@
 //!   over an injected structured-output LLM call, with an offline mock;
 //! * [`worker`] — the long-lived Python worker that runs models on real Mesa 3 (JSON lines,
 //!   per-call limits, restart on death, pickled snapshots as opaque bytes) and a pool of them;
+//! * [`sandbox`] — the bubblewrap sandbox the worker runs in (or `--unsafe-abm` without one);
 //! * [`venv`] — creation of the worker's virtualenv (`.venv-abm/`);
 //! * [`cli`] — what `simtree abm validate | schema | run` do, for the top-level CLI to call.
 //!
 //! Untrusted model code never runs in this process: it is exec'd by `assets/python/abm_worker.py`
-//! in a child process with CPU-time and memory limits.
+//! in a sandboxed child process with CPU-time, memory and wall-clock limits.
 
 pub mod cli;
 pub mod generate;
 pub mod model;
+pub mod sandbox;
 pub mod schema;
 pub mod validate;
 pub mod venv;
 pub mod worker;
 
 pub use model::{AbmDocument, AbmModel, AbmResponse, LlmAbmResponse, SupportingInfo};
+pub use sandbox::Sandbox;
 pub use validate::{Issue, Report, Severity, validate, validate_document};
 pub use worker::{
     AbmWorker, Advance, Advanced, ModelId, ModelInfo, Patch, Snapshot, Start, StepRecord, StepReport, WorkerConfig,
@@ -47,6 +50,14 @@ pub enum AbmError {
     /// The Python worker could not be started (no python, no venv, missing script).
     #[error("cannot start the ABM worker: {0}")]
     Spawn(String),
+    /// The bubblewrap sandbox cannot be built on this machine; model code does not run.
+    #[error(
+        "the sandbox for model code cannot start: {0}. Agent-based models run only inside it; install bubblewrap (`cargo xtask setup`) or start simtree with --unsafe-abm to run model code unsandboxed, with your user's access to files, network and environment"
+    )]
+    Sandbox(String),
+    /// The run was cancelled (its node deleted or stopped); the worker running it was killed.
+    #[error("the run was cancelled; its worker was stopped")]
+    Cancelled,
     /// The worker sent something that is not a valid answer.
     #[error("ABM worker protocol error: {0}")]
     Protocol(String),

@@ -2,10 +2,14 @@
 //! process speaking JSON lines, with per-call limits, restart on death, and a pool for parallel
 //! replicates.
 //!
-//! Model code is untrusted, so it only ever runs in the child. The child caps its own address
+//! Model code is untrusted, so it only ever runs in the child, and the child runs in a sandbox
+//! ([`super::sandbox`]: bubblewrap, unless `--unsafe-abm`). The child caps its own address
 //! space (`RLIMIT_AS`) and gives every call a CPU-time budget (a soft `RLIMIT_CPU` whose
-//! `SIGXCPU` raises inside the model code); this side adds a wall-clock timeout per call and kills
-//! the child when it expires. A killed or crashed child is restarted on the next call.
+//! `SIGXCPU` raises inside the model code); this side adds a wall-clock budget per call and, when
+//! it expires, SIGKILLs the child's whole process group (and with it the sandbox), so model code
+//! that ignores `SIGXCPU` gains nothing. A call can also be cancelled from another thread
+//! ([`CancelToken`]): the child is killed the same way within [`CANCEL_POLL`]. A killed child
+//! is replaced at once (its imports take seconds); a crashed one on the next call.
 //!
 //! Models live in the child under handles ([`ModelId`]) allocated here. The durable state of a
 //! model is its [`Snapshot`] (a pickle, opaque bytes on this side), so a restart loses nothing
@@ -13,15 +17,18 @@
 //! seed it was loaded from, or the last snapshot taken or restored) and whether it has changed
 //! since. After a restart, unchanged handles are re-established transparently; changed ones
 //! report [`AbmError::Lost`]. The tree (which keeps every node's snapshot) uses the one-shot
-//! [`AbmWorker::advance`], which never leaves state behind in the child.
+//! [`AbmWorker::advance`], which never leaves state behind in the child. It can also rebuild a
+//! state without any snapshot, from the specification, the seed and the recorded history of
+//! advances ([`Start::Rebuild`]): the model is deterministic given those, so an imported tree
+//! never needs to unpickle bytes it was given.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, TryLockError};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
@@ -32,9 +39,22 @@ use serde_json::{Map, Value};
 
 use super::AbmError;
 use super::model::{AbmModel, SourceRef, VarType};
+use super::sandbox::{self, Sandbox};
 
 /// How many lines of the worker's stderr are kept for error messages.
 const STDERR_TAIL: usize = 40;
+
+/// How often a waiting call looks at its [`CancelToken`]: the bound on how long a cancelled call
+/// keeps its worker.
+pub const CANCEL_POLL: Duration = Duration::from_millis(50);
+
+/// How long a new worker may take to start (Python, numpy, Mesa imports: seconds on a loaded
+/// machine) before its first call's own budget starts.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Environment variable overriding the wall-clock budget per call, in seconds (tests use a small
+/// one; see the README).
+pub const CALL_TIMEOUT_ENV: &str = "SIMTREE_ABM_CALL_TIMEOUT";
 
 /// Limits applied to every worker process and call.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,7 +78,7 @@ impl Default for WorkerLimits {
     }
 }
 
-/// Where the worker's interpreter and script are, and its limits.
+/// Where the worker's interpreter and script are, its limits, and its sandbox.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WorkerConfig {
     /// The Python interpreter (normally `.venv-abm/bin/python`).
@@ -66,19 +86,31 @@ pub struct WorkerConfig {
     /// `abm_worker.py`.
     pub script: PathBuf,
     pub limits: WorkerLimits,
+    pub sandbox: Sandbox,
 }
 
 impl WorkerConfig {
-    /// The layout of a checkout: `<root>/.venv-abm` and `<root>/assets/python/abm_worker.py`.
-    /// `$SIMTREE_PYTHON` overrides the interpreter.
+    /// The layout of a checkout: `<root>/.venv-abm` and `<root>/assets/python/abm_worker.py`,
+    /// sandboxed. `$SIMTREE_PYTHON` overrides the interpreter and `$SIMTREE_ABM_CALL_TIMEOUT`
+    /// (seconds) the wall-clock budget per call.
     pub fn for_root(root: &Path) -> Self {
         let python = std::env::var_os("SIMTREE_PYTHON")
             .map(PathBuf::from)
             .unwrap_or_else(|| super::venv::venv_python(&root.join(super::venv::VENV_DIR)));
+        let mut limits = WorkerLimits::default();
+        if let Some(secs) = std::env::var(CALL_TIMEOUT_ENV)
+            .ok()
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            && secs.is_finite()
+            && secs > 0.0
+        {
+            limits.call_timeout = Duration::from_secs_f64(secs);
+        }
         WorkerConfig {
             python,
             script: root.join("assets/python/abm_worker.py"),
-            limits: WorkerLimits::default(),
+            limits,
+            sandbox: Sandbox::default(),
         }
     }
 
@@ -86,6 +118,56 @@ impl WorkerConfig {
     pub fn with_limits(mut self, limits: WorkerLimits) -> Self {
         self.limits = limits;
         self
+    }
+
+    /// Same, with another sandbox mode.
+    pub fn with_sandbox(mut self, sandbox: Sandbox) -> Self {
+        self.sandbox = sandbox;
+        self
+    }
+}
+
+/// Asks a call in flight to stop. Clones share the flag. The worker running the call is killed
+/// (its process group, and the sandbox with it) and the call answers [`AbmError::Cancelled`].
+#[derive(Clone, Debug, Default)]
+pub struct CancelToken(Arc<AtomicBool>);
+
+impl CancelToken {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    /// A guard that cancels when dropped, unless disarmed first: held by an async task, it turns
+    /// the task's abortion into the cancellation of its blocking call.
+    pub fn cancel_on_drop(&self) -> CancelOnDrop {
+        CancelOnDrop(Some(self.clone()))
+    }
+}
+
+/// See [`CancelToken::cancel_on_drop`].
+#[derive(Debug)]
+pub struct CancelOnDrop(Option<CancelToken>);
+
+impl CancelOnDrop {
+    /// The call finished: dropping the guard no longer cancels.
+    pub fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(t) = self.0.take() {
+            t.cancel();
+        }
     }
 }
 
@@ -290,16 +372,27 @@ pub struct Loaded {
 pub enum Start<'a> {
     /// A fresh model built from its specification with this seed.
     Spec { model: &'a AbmModel, seed: u64 },
-    /// A snapshot.
+    /// A snapshot this server's worker took (never bytes from outside: unpickling runs code).
     Snapshot(&'a Snapshot),
+    /// The state reached by building the model with `seed` and running `history` in order: what
+    /// a snapshot would hold, recomputed (runs are deterministic given the seed and the plans).
+    Rebuild {
+        model: &'a AbmModel,
+        seed: u64,
+        history: &'a [Advance],
+    },
 }
 
-/// A one-shot run: patches, then an optional reseed, then `steps` steps.
-#[derive(Clone, Debug, Default, PartialEq)]
+/// A one-shot run: patches, then an optional reseed, then `steps` steps. Also the unit of a
+/// node's recorded history.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Advance {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub patches: Vec<Patch>,
     /// New seed for the model's generators (replicates from one snapshot need distinct ones).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reseed: Option<u64>,
+    #[serde(default)]
     pub steps: u64,
 }
 
@@ -319,6 +412,14 @@ pub struct WorkerInfo {
     pub pid: u32,
     pub mesa: String,
     pub python: String,
+}
+
+/// How waiting for an answer ended.
+enum Waited {
+    Line(String),
+    Died,
+    TimedOut,
+    Cancelled,
 }
 
 /// What this side remembers about a model in the worker.
@@ -346,6 +447,8 @@ struct Proc {
     stdin: ChildStdin,
     lines: Receiver<Option<String>>,
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
+    /// The worker said it finished starting (its first line).
+    ready: bool,
 }
 
 impl Proc {
@@ -357,27 +460,20 @@ impl Proc {
             )));
         }
         let limits = &config.limits;
-        let mut child = Command::new(&config.python)
-            .arg("-u")
-            .arg(&config.script)
-            .arg("--memory-mb")
-            .arg((limits.memory_bytes / (1024 * 1024)).to_string())
-            .arg("--cpu-seconds")
-            .arg(limits.cpu_seconds_per_call.to_string())
-            // Same string hashing in every worker, so set iteration in model code is the same
-            // in a replayed branch.
-            .env("PYTHONHASHSEED", "0")
-            .env("PYTHONDONTWRITEBYTECODE", "1")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| {
-                AbmError::Spawn(format!(
-                    "{}: {e} (create the venv with `cargo xtask` or abm::venv::ensure_venv)",
-                    config.python.display()
-                ))
-            })?;
+        let args = [
+            "--memory-mb".to_string(),
+            (limits.memory_bytes / (1024 * 1024)).to_string(),
+            "--cpu-seconds".to_string(),
+            limits.cpu_seconds_per_call.to_string(),
+        ];
+        let mut cmd = sandbox::worker_command(config, &args)?;
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let program = cmd.get_program().to_string_lossy().into_owned();
+        let mut child = sandbox::spawn(cmd).map_err(|e| {
+            AbmError::Spawn(format!(
+                "{program}: {e} (create the venv with `cargo xtask` or abm::venv::ensure_venv)"
+            ))
+        })?;
         let stdin = child.stdin.take().expect("stdin is piped");
         let stdout = child.stdout.take().expect("stdout is piped");
         let stderr = child.stderr.take().expect("stderr is piped");
@@ -411,7 +507,28 @@ impl Proc {
             stdin,
             lines,
             stderr_tail,
+            ready: false,
         })
+    }
+
+    /// Waits for the next protocol line until `deadline`, in short slices so that a
+    /// cancellation is seen within [`CANCEL_POLL`].
+    fn wait_line(&self, deadline: Instant, cancel: Option<&CancelToken>) -> Waited {
+        loop {
+            let slice = deadline.saturating_duration_since(Instant::now()).min(CANCEL_POLL);
+            match self.lines.recv_timeout(slice) {
+                Err(RecvTimeoutError::Timeout) => {
+                    if cancel.is_some_and(CancelToken::is_cancelled) {
+                        return Waited::Cancelled;
+                    }
+                    if Instant::now() >= deadline {
+                        return Waited::TimedOut;
+                    }
+                }
+                Ok(Some(text)) => return Waited::Line(text),
+                Ok(None) | Err(RecvTimeoutError::Disconnected) => return Waited::Died,
+            }
+        }
     }
 
     fn tail(&self) -> String {
@@ -419,9 +536,9 @@ impl Proc {
         t.iter().cloned().collect::<Vec<_>>().join("\n")
     }
 
-    /// Kills the process and describes how it ended.
+    /// Kills the process (its whole group and sandbox) and describes how it ended.
     fn kill(mut self) -> String {
-        let _ = self.child.kill();
+        sandbox::kill_tree(&mut self.child);
         let status = self.child.wait();
         // Give the stderr thread a moment to drain the last lines.
         std::thread::sleep(Duration::from_millis(20));
@@ -448,11 +565,15 @@ pub struct AbmWorker {
     next_model: u64,
     next_request: u64,
     restarts: u64,
+    /// Set by the pool for the duration of a cancellable call.
+    cancel: Option<CancelToken>,
 }
 
 impl AbmWorker {
-    /// Starts a worker and checks that it answers (Mesa imported).
+    /// Checks that the sandbox can be built here, starts a worker and checks that it answers
+    /// (Mesa imported).
     pub fn spawn(config: WorkerConfig) -> Result<Self, AbmError> {
+        sandbox::probe(&config)?;
         let mut w = AbmWorker {
             config,
             proc: None,
@@ -460,6 +581,7 @@ impl AbmWorker {
             next_model: 1,
             next_request: 1,
             restarts: 0,
+            cancel: None,
         };
         w.ping()?;
         Ok(w)
@@ -598,14 +720,21 @@ impl AbmWorker {
         ids
     }
 
-    /// One-shot run for the tree: start (load or restore), apply patches, reseed, step, take a
-    /// snapshot, and drop the model again, so that nothing is left in the worker.
+    /// Stops calls of this worker when `token` is cancelled (until set to `None`).
+    pub fn set_cancel(&mut self, token: Option<CancelToken>) {
+        self.cancel = token;
+    }
+
+    /// One-shot run for the tree: start (load, restore, or rebuild from the history), apply
+    /// patches, reseed, step, take a snapshot, and drop the model again, so that nothing is left
+    /// in the worker.
     pub fn advance(&mut self, start: Start<'_>, plan: &Advance) -> Result<Advanced, AbmError> {
-        let id = match start {
-            Start::Spec { model, seed } => self.load(model, seed)?.id,
-            Start::Snapshot(s) => self.restore(s)?,
+        let (id, history) = match start {
+            Start::Spec { model, seed } => (self.load(model, seed)?.id, &[][..]),
+            Start::Snapshot(s) => (self.restore(s)?, &[][..]),
+            Start::Rebuild { model, seed, history } => (self.load(model, seed)?.id, history),
         };
-        let result = self.run_plan(id, plan);
+        let result = self.replay(id, history).and_then(|()| self.run_plan(id, plan));
         if self.models.contains_key(&id) {
             // A failed drop (worker died) must not hide the run's own result.
             let _ = self.drop_model(id);
@@ -613,13 +742,35 @@ impl AbmWorker {
         result
     }
 
-    fn run_plan(&mut self, id: ModelId, plan: &Advance) -> Result<Advanced, AbmError> {
+    /// Re-runs recorded advances, discarding their records (only the state they reach matters).
+    fn replay(&mut self, id: ModelId, history: &[Advance]) -> Result<(), AbmError> {
+        for (i, past) in history.iter().enumerate() {
+            let rebuilt = self.prepare(id, past).and_then(|()| self.step(id, past.steps));
+            rebuilt.map_err(|e| match e {
+                AbmError::Cancelled | AbmError::Timeout(_) => e,
+                other => AbmError::BadRequest(format!(
+                    "rebuilding the model from its specification failed at recorded advance {} of {}: {other}",
+                    i + 1,
+                    history.len()
+                )),
+            })?;
+        }
+        Ok(())
+    }
+
+    /// A plan's patches and reseed.
+    fn prepare(&mut self, id: ModelId, plan: &Advance) -> Result<(), AbmError> {
         for p in &plan.patches {
             self.set(id, p)?;
         }
         if let Some(seed) = plan.reseed {
             self.reseed(id, seed)?;
         }
+        Ok(())
+    }
+
+    fn run_plan(&mut self, id: ModelId, plan: &Advance) -> Result<Advanced, AbmError> {
+        self.prepare(id, plan)?;
         let before = self.tracked_now(id)?;
         let report = self.step(id, plan.steps)?;
         let snapshot = self.snapshot(id)?;
@@ -751,9 +902,13 @@ impl AbmWorker {
         mut args: Map<String, Value>,
         about: Option<ModelId>,
     ) -> Result<Map<String, Value>, AbmError> {
+        if self.cancel.as_ref().is_some_and(CancelToken::is_cancelled) {
+            return Err(AbmError::Cancelled);
+        }
         if self.proc.is_none() {
             self.proc = Some(Proc::spawn(&self.config)?);
         }
+        self.await_ready()?;
         let rid = self.next_request;
         self.next_request += 1;
         args.insert("id".into(), rid.into());
@@ -766,11 +921,10 @@ impl AbmWorker {
             let how = self.lose_process();
             return Err(AbmError::WorkerDied(format!("cannot write a request ({e}); {how}")));
         }
-        let started = Instant::now();
-        let left = timeout.saturating_sub(started.elapsed());
-        let proc = self.proc.as_mut().expect("still running");
-        let answer = match proc.lines.recv_timeout(left) {
-            Ok(Some(text)) => {
+        let deadline = Instant::now() + timeout;
+        let proc = self.proc.as_ref().expect("still running");
+        let answer = match proc.wait_line(deadline, self.cancel.as_ref()) {
+            Waited::Line(text) => {
                 let v: Value = serde_json::from_str(&text)
                     .map_err(|e| AbmError::Protocol(format!("answer is not JSON ({e}): {}", clip(&text))))?;
                 // Requests are strictly one at a time and a timed-out process is replaced, so
@@ -783,20 +937,17 @@ impl AbmWorker {
                 }
                 v
             }
-            Ok(None) | Err(RecvTimeoutError::Disconnected) => {
+            Waited::Died => {
                 let how = self.lose_process();
                 return Err(AbmError::WorkerDied(how));
             }
-            Err(RecvTimeoutError::Timeout) => {
-                self.lose_process();
-                if let Some(id) = about
-                    && let Some(e) = self.models.get_mut(&id)
-                {
-                    // Whatever the call did is gone with the process.
-                    e.dirty = true;
-                    e.lost = true;
-                }
+            Waited::TimedOut => {
+                self.abandon_call(about);
                 return Err(AbmError::Timeout(timeout));
+            }
+            Waited::Cancelled => {
+                self.abandon_call(about);
+                return Err(AbmError::Cancelled);
             }
         };
         let Value::Object(mut out) = answer else {
@@ -829,6 +980,53 @@ impl AbmWorker {
         })
     }
 
+    /// Waits for a new process's `ready` line (its imports done), so that start-up time does not
+    /// count against the first call's budget.
+    fn await_ready(&mut self) -> Result<(), AbmError> {
+        let Some(proc) = self.proc.as_mut() else {
+            return Ok(());
+        };
+        if proc.ready {
+            return Ok(());
+        }
+        let waited = proc.wait_line(Instant::now() + STARTUP_TIMEOUT, self.cancel.as_ref());
+        let failure = match waited {
+            Waited::Line(text) => {
+                let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+                if v.get("ready") == Some(&Value::Bool(true)) {
+                    proc.ready = true;
+                    return Ok(());
+                }
+                AbmError::Protocol(format!("expected the worker's ready line, got: {}", clip(&text)))
+            }
+            Waited::Died => AbmError::WorkerDied(format!("while starting: {}", self.describe_death())),
+            Waited::TimedOut => AbmError::Spawn(format!("the worker did not start within {STARTUP_TIMEOUT:?}")),
+            Waited::Cancelled => AbmError::Cancelled,
+        };
+        self.lose_process();
+        Err(failure)
+    }
+
+    /// Kills the process and describes its end (for errors).
+    fn describe_death(&mut self) -> String {
+        self.proc.take().map(Proc::kill).unwrap_or_default()
+    }
+
+    /// Kills the process in the middle of a call (timeout, cancel); the model the call was about
+    /// is lost with whatever the call did to it. The replacement process is started at once, so
+    /// its imports (seconds) overlap the wait for the next call; should that fail, the next call
+    /// tries again and reports why.
+    fn abandon_call(&mut self, about: Option<ModelId>) {
+        self.lose_process();
+        self.proc = Proc::spawn(&self.config).ok();
+        if let Some(id) = about
+            && let Some(e) = self.models.get_mut(&id)
+        {
+            e.dirty = true;
+            e.lost = true;
+        }
+    }
+
     /// Kills the process (if still there) and marks every model as gone from it; dirty ones
     /// become lost. Returns a description of the process's end.
     fn lose_process(&mut self) -> String {
@@ -856,8 +1054,7 @@ impl Drop for AbmWorker {
                 }
                 std::thread::sleep(Duration::from_millis(10));
             }
-            let _ = p.child.kill();
-            let _ = p.child.wait();
+            sandbox::kill_tree(&mut p.child);
         }
     }
 }
@@ -884,17 +1081,49 @@ impl WorkerPool {
         self.workers.len()
     }
 
+    /// How many workers are free right now (not running a call).
+    pub fn idle(&self) -> usize {
+        self.workers
+            .iter()
+            .filter(|w| !matches!(w.try_lock(), Err(TryLockError::WouldBlock)))
+            .count()
+    }
+
     /// Runs `f` on a worker: a free one if there is one, else the next in turn (waiting for
     /// it).
     pub fn with_worker<R>(&self, f: impl FnOnce(&mut AbmWorker) -> R) -> R {
-        for w in &self.workers {
-            if let Ok(mut guard) = w.try_lock() {
-                return f(&mut guard);
+        let mut guard = match self.workers.iter().find_map(try_lock) {
+            Some(g) => g,
+            None => {
+                let i = self.next.fetch_add(1, Ordering::Relaxed) % self.workers.len();
+                self.workers[i].lock().unwrap_or_else(|p| p.into_inner())
             }
-        }
-        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.workers.len();
-        let mut guard = self.workers[i].lock().unwrap_or_else(|p| p.into_inner());
+        };
+        guard.set_cancel(None);
         f(&mut guard)
+    }
+
+    /// Runs `f` on the first worker to be free, unless `cancel` fires first. While `f` runs,
+    /// cancelling kills the worker's process (the call answers [`AbmError::Cancelled`]) and the
+    /// worker is free again within [`CANCEL_POLL`]; its process restarts with the next call.
+    pub fn with_worker_cancellable<R>(
+        &self,
+        cancel: &CancelToken,
+        f: impl FnOnce(&mut AbmWorker) -> Result<R, AbmError>,
+    ) -> Result<R, AbmError> {
+        let mut guard = loop {
+            if cancel.is_cancelled() {
+                return Err(AbmError::Cancelled);
+            }
+            if let Some(g) = self.workers.iter().find_map(try_lock) {
+                break g;
+            }
+            std::thread::sleep(CANCEL_POLL / 5);
+        };
+        guard.set_cancel(Some(cancel.clone()));
+        let out = f(&mut guard);
+        guard.set_cancel(None);
+        out
     }
 
     /// Runs one replicate per seed from the same start, spread over the workers in parallel.
@@ -909,12 +1138,13 @@ impl WorkerPool {
                     let worker = &self.workers[k];
                     scope.spawn(move || {
                         let mut guard = worker.lock().unwrap_or_else(|p| p.into_inner());
+                        guard.set_cancel(None);
                         let mut out = Vec::new();
                         for (i, &seed) in seeds.iter().enumerate().skip(k).step_by(n) {
                             let (start, plan) = match start {
                                 Start::Spec { model, .. } => (Start::Spec { model, seed }, plan.clone()),
-                                Start::Snapshot(s) => (
-                                    Start::Snapshot(s),
+                                other => (
+                                    other,
                                     Advance {
                                         reseed: Some(seed),
                                         ..plan.clone()
@@ -940,6 +1170,15 @@ impl WorkerPool {
             .into_iter()
             .map(|s| s.unwrap_or_else(|| Err(AbmError::Protocol("replicate thread panicked".into()))))
             .collect()
+    }
+}
+
+/// The worker if it is free (a worker whose holder panicked is free too: its state is per call).
+fn try_lock(w: &Mutex<AbmWorker>) -> Option<std::sync::MutexGuard<'_, AbmWorker>> {
+    match w.try_lock() {
+        Ok(g) => Some(g),
+        Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+        Err(TryLockError::WouldBlock) => None,
     }
 }
 

@@ -85,6 +85,8 @@ pub struct AppState {
     pub access: Arc<super::Access>,
     /// True while the server's resident memory is above its budget.
     memory: crate::memory::Watch,
+    /// Where ABM model code runs: bubblewrap (default) or unsandboxed (`serve --unsafe-abm`).
+    pub abm_sandbox: crate::abm::Sandbox,
 }
 
 /// Where runs get their answers: the offline mock, or real providers (metered and recorded).
@@ -187,6 +189,7 @@ impl AppState {
             access: Arc::new(super::Access::default()),
             memory: crate::memory::Watch::new(limits.max_memory_bytes),
             limits,
+            abm_sandbox: Default::default(),
         }
     }
 
@@ -195,7 +198,7 @@ impl AppState {
         self.abm_pool
             .get_or_init(|| {
                 crate::abm::venv::ensure_venv(&self.root)?;
-                let config = WorkerConfig::for_root(&self.root);
+                let config = WorkerConfig::for_root(&self.root).with_sandbox(self.abm_sandbox);
                 WorkerPool::spawn(&config, 2).map(Arc::new).map_err(|e| e.to_string())
             })
             .clone()
@@ -266,6 +269,10 @@ impl AppState {
             max_turns: self.limits.max_turns_per_request,
         };
         let tree = SimTree::import(export, self.market.as_ref(), &limits)?;
+        if tree.has_abm() {
+            // Imported models run on the worker like created ones; start it now, not mid-run.
+            self.abm_pool()?;
+        }
         self.register(tree, None)
     }
 

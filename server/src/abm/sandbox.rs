@@ -1,0 +1,280 @@
+//! How the Python worker is started: inside a bubblewrap sandbox (the default), or — only when the
+//! user asks with `--unsafe-abm` — directly, as the server's user.
+//!
+//! Model code is arbitrary Python written by an LLM or carried by an imported tree, so the worker
+//! runs in a sandbox built from Linux namespaces by `bwrap` (Debian's `bubblewrap`):
+//!
+//! * an empty environment except `PATH`, `HOME=/tmp` and the worker's own `PYTHON*` settings —
+//!   and `bwrap` itself is started with that environment, because its first process (PID 1 in the
+//!   sandbox) would otherwise expose the server's variables through `/proc/1/environ`;
+//! * no network (own network namespace: even 127.0.0.1 is not the host's);
+//! * read-only `/usr` (and the `/bin`, `/lib*` links), the venv and the interpreter's prefix; the
+//!   worker script's folder read-only at `/worker`; a private, empty `/tmp`; nothing else of the
+//!   host's file system (no checkout, home, data folders, `/etc`);
+//! * its own PID namespace, with all capabilities dropped: when the sandbox's PID 1 dies the
+//!   kernel kills every process in it, and the worker (PID 2) kills every other process in it
+//!   after each call (`--reap-strays`), so detached grandchildren do not outlive their call;
+//! * `--die-with-parent` and `--new-session`.
+//!
+//! `--die-with-parent` is tied to the *thread* that spawned `bwrap` (Linux's parent-death signal
+//! follows the parent thread), so every worker is spawned from one long-lived thread of this
+//! module rather than from whichever (short-lived, blocking-pool) thread needed it.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Mutex, OnceLock};
+
+use super::AbmError;
+use super::worker::WorkerConfig;
+
+/// Where model code runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Sandbox {
+    /// Inside bubblewrap (see the module docs). Fails with [`AbmError::Sandbox`] where `bwrap`
+    /// cannot start.
+    #[default]
+    Bwrap,
+    /// Directly, as the server's user, with a cleared environment but full access to files,
+    /// network and processes. Only with `--unsafe-abm`.
+    Unsafe,
+}
+
+impl Sandbox {
+    /// The mode a `--unsafe-abm` flag asks for.
+    pub fn from_unsafe_flag(unsafe_abm: bool) -> Sandbox {
+        if unsafe_abm { Sandbox::Unsafe } else { Sandbox::Bwrap }
+    }
+}
+
+/// The program that builds the sandbox.
+const BWRAP: &str = "bwrap";
+/// Where the worker script's folder appears inside the sandbox.
+const WORKER_DIR: &str = "/worker";
+/// `PATH` inside the worker (both modes).
+const PATH: &str = "/usr/bin:/bin";
+
+/// The environment the worker gets, whatever the server's: no keys, no tokens, no proxies.
+fn allowed_env() -> [(&'static str, &'static str); 5] {
+    [
+        ("PATH", PATH),
+        ("HOME", "/tmp"),
+        // Same string hashing in every worker, so set iteration in model code is the same in a
+        // replayed or rebuilt branch.
+        ("PYTHONHASHSEED", "0"),
+        ("PYTHONDONTWRITEBYTECODE", "1"),
+        ("PYTHONIOENCODING", "utf-8"),
+    ]
+}
+
+/// The command that starts the worker for `config`, with `args` after the script.
+pub(crate) fn worker_command(config: &WorkerConfig, args: &[String]) -> Result<Command, AbmError> {
+    match config.sandbox {
+        Sandbox::Unsafe => {
+            let mut cmd = Command::new(&config.python);
+            cmd.arg("-u").arg(&config.script).args(args);
+            cmd.env_clear().envs(allowed_env());
+            Ok(cmd)
+        }
+        Sandbox::Bwrap => {
+            let dir = config.script.parent().unwrap_or(Path::new("."));
+            let name = config
+                .script
+                .file_name()
+                .ok_or_else(|| AbmError::Spawn(format!("{} is not a file name", config.script.display())))?;
+            let python = sandboxed_python(&config.python)?;
+            let mut cmd = bwrap_command(Path::new(BWRAP), &python)?;
+            cmd.arg("--ro-bind").arg(absolute(dir)?).arg(WORKER_DIR);
+            cmd.arg(&python)
+                .arg("-u")
+                .arg(Path::new(WORKER_DIR).join(name))
+                .args(args)
+                .arg("--reap-strays");
+            Ok(cmd)
+        }
+    }
+}
+
+/// The interpreter's path with its folder resolved (`root/server/../.venv-abm/bin/python` →
+/// `root/.venv-abm/bin/python`), so that binding the venv shows nothing else of the checkout. The
+/// file itself stays a link: a venv's `python` finds its venv through the link's location.
+fn sandboxed_python(python: &Path) -> Result<PathBuf, AbmError> {
+    let missing = |e: io::Error| {
+        AbmError::Spawn(format!(
+            "{}: {e} (create the venv with `simtree abm setup`)",
+            python.display()
+        ))
+    };
+    let name = python
+        .file_name()
+        .ok_or_else(|| missing(io::ErrorKind::InvalidInput.into()))?;
+    let dir = python
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    Ok(std::fs::canonicalize(dir).map_err(missing)?.join(name))
+}
+
+/// `bwrap` with every option of the sandbox, ready for the program to run inside (which must be
+/// `python`, as given by [`sandboxed_python`], or live in a folder bound here).
+fn bwrap_command(bwrap: &Path, python: &Path) -> Result<Command, AbmError> {
+    let mut cmd = Command::new(bwrap);
+    // The sandbox's PID 1 is a copy of bwrap: give it nothing worth reading in /proc/1/environ.
+    cmd.env_clear().envs(allowed_env());
+    // First: a later bind may sit under /tmp, and a tmpfs mounted after it would hide it.
+    cmd.args(["--tmpfs", "/tmp"]);
+    cmd.args(["--ro-bind", "/usr", "/usr"]);
+    // Merged-/usr systems have /bin, /lib… as links into /usr; others have real folders.
+    for top in ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"] {
+        let p = Path::new(top);
+        match std::fs::read_link(p) {
+            Ok(target) => {
+                cmd.arg("--symlink").arg(target).arg(p);
+            }
+            Err(_) if p.is_dir() => {
+                cmd.arg("--ro-bind").arg(p).arg(p);
+            }
+            Err(_) => {}
+        }
+    }
+    // The venv (its bin/python links to the interpreter) and the interpreter's own prefix.
+    let mut binds: Vec<PathBuf> = Vec::new();
+    if let Some(venv) = python.parent().and_then(Path::parent) {
+        binds.push(venv.to_path_buf());
+    }
+    let real = std::fs::canonicalize(python).map_err(|e| {
+        AbmError::Spawn(format!(
+            "{}: {e} (create the venv with `simtree abm setup`)",
+            python.display()
+        ))
+    })?;
+    if let Some(prefix) = real.parent().and_then(Path::parent) {
+        binds.push(prefix.to_path_buf());
+    }
+    for b in binds {
+        // Already visible (a system interpreter), or the whole root: bind nothing.
+        if b.starts_with("/usr") || b.parent().is_none() {
+            continue;
+        }
+        cmd.arg("--ro-bind").arg(&b).arg(&b);
+    }
+    cmd.args(["--dev", "/dev", "--proc", "/proc"]);
+    cmd.args([
+        "--unshare-all",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+    ]);
+    cmd.args(["--chdir", "/tmp", "--clearenv"]);
+    for (k, v) in allowed_env() {
+        cmd.args(["--setenv", k, v]);
+    }
+    Ok(cmd)
+}
+
+fn absolute(p: &Path) -> Result<PathBuf, AbmError> {
+    std::path::absolute(p).map_err(|e| AbmError::Spawn(format!("{}: {e}", p.display())))
+}
+
+/// Checks once, at pool start, that the sandbox can be built on this machine: runs the
+/// interpreter inside it. Nothing to check for [`Sandbox::Unsafe`].
+pub fn probe(config: &WorkerConfig) -> Result<(), AbmError> {
+    match config.sandbox {
+        Sandbox::Unsafe => Ok(()),
+        Sandbox::Bwrap => probe_with(Path::new(BWRAP), &config.python),
+    }
+}
+
+fn probe_with(bwrap: &Path, python: &Path) -> Result<(), AbmError> {
+    let python = sandboxed_python(python)?;
+    let mut cmd = bwrap_command(bwrap, &python)?;
+    cmd.arg(&python).args(["-c", ""]);
+    cmd.stdin(Stdio::null());
+    let cause = match cmd.output() {
+        Ok(out) if out.status.success() => return Ok(()),
+        Ok(out) => {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+            format!("{} exited with {}: {}", bwrap.display(), out.status, last.trim())
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            format!(
+                "{} is not installed (Debian: apt-get install bubblewrap)",
+                bwrap.display()
+            )
+        }
+        Err(e) => format!("cannot run {}: {e}", bwrap.display()),
+    };
+    Err(AbmError::Sandbox(cause))
+}
+
+type SpawnRequest = (Command, mpsc::Sender<io::Result<Child>>);
+
+/// Spawns `cmd` from the one long-lived spawner thread (see the module docs), in a process group
+/// of its own so that [`kill_tree`] reaches its children.
+pub(crate) fn spawn(mut cmd: Command) -> io::Result<Child> {
+    use std::os::unix::process::CommandExt;
+    cmd.process_group(0);
+    static SPAWNER: OnceLock<Mutex<mpsc::Sender<SpawnRequest>>> = OnceLock::new();
+    let sender = SPAWNER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<SpawnRequest>();
+        let started = std::thread::Builder::new().name("abm-spawner".into()).spawn(move || {
+            for (mut cmd, reply) in rx {
+                let _ = reply.send(cmd.spawn());
+            }
+        });
+        if let Err(e) = started {
+            // Without the thread every send below fails and reports this.
+            eprintln!("simtree: cannot start the ABM spawner thread: {e}");
+        }
+        Mutex::new(tx)
+    });
+    let (reply, answer) = mpsc::channel();
+    let sent = sender.lock().unwrap_or_else(|p| p.into_inner()).send((cmd, reply));
+    let gone = || io::Error::other("the ABM spawner thread is gone");
+    sent.map_err(|_| gone())?;
+    answer.recv().map_err(|_| gone())?
+}
+
+/// SIGKILLs the worker's whole process group, then the worker itself, and reaps it. Under
+/// bubblewrap the sandbox's PID 1 dies with its parent, which takes every process of the sandbox
+/// with it, even ones that left the group with `setsid`.
+pub(crate) fn kill_tree(child: &mut Child) {
+    if let Ok(pid) = i32::try_from(child.id()) {
+        // SAFETY: kill(2) with a negative pid signals the process group `pid`, which the child
+        // leads (spawned with process_group(0)); no memory is involved.
+        unsafe {
+            libc::kill(-pid, libc::SIGKILL);
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_bwrap_is_named_with_the_way_out() {
+        let err = probe_with(Path::new("/nonexistent/bwrap"), Path::new("/usr/bin/env")).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("/nonexistent/bwrap is not installed"), "{text}");
+        assert!(text.contains("--unsafe-abm"), "{text}");
+    }
+
+    #[test]
+    fn the_sandbox_command_clears_the_environment_of_bwrap_itself() {
+        let cmd = bwrap_command(Path::new(BWRAP), Path::new("/usr/bin/env")).unwrap();
+        let envs: Vec<_> = cmd.get_envs().collect();
+        // env_clear plus exactly the allowlist: nothing of this process's environment is passed.
+        assert_eq!(envs.len(), allowed_env().len(), "{envs:?}");
+        let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+        assert_eq!(&args[..2], ["--tmpfs", "/tmp"], "the private /tmp comes first");
+        for flag in ["--unshare-all", "--die-with-parent", "--new-session", "--clearenv"] {
+            assert!(args.iter().any(|a| a == flag), "{flag} in {args:?}");
+        }
+    }
+}

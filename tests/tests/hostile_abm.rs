@@ -1,0 +1,340 @@
+//! Hostile agent-based models against the real server (issue 10): model code that reads the
+//! environment, writes outside its sandbox, connects to the host, leaves detached children, or
+//! ignores SIGXCPU and spins; an import carrying a pickle that would create a file when loaded;
+//! and a deleted node whose run is in flight. Each model is the one-behaviour fixture
+//! (`server/tests/fixtures/abm/one_behavior.json`) with hostile code, brought in through the
+//! import route as an untrusted tree would be.
+//!
+//! Servers get `SIMTREE_ABM_CALL_TIMEOUT` (seconds per worker call, see the README) so that the
+//! wall-clock kill is quick to observe.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use simtree_e2e::Server;
+
+const SECRET: &str = "sk-test-secret-123456";
+
+/// The fixture model with `code` as its agents' one behaviour (3 agents: it runs 3 times a step).
+fn model_with(code: &str) -> Value {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../server/tests/fixtures/abm/one_behavior.json"
+    );
+    let mut model: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    model["agents"][0][0]["agentBehaviors"][0]["code"] = json!(code);
+    model
+}
+
+/// A server with the secret in its environment and a short wall-clock budget per ABM call.
+fn server(call_timeout_s: u64, flags: &[&str]) -> Server {
+    let timeout = call_timeout_s.to_string();
+    Server::start_env(
+        flags,
+        &[("LLM_API_KEY", SECRET), ("SIMTREE_ABM_CALL_TIMEOUT", timeout.as_str())],
+    )
+}
+
+/// The export of a fresh `sir_network` tree (creating it also starts the ABM workers).
+async fn sir_export(s: &Server) -> Value {
+    let t = s.create("sir_network").await;
+    let (st, export) = s.get(&format!("/devui/simtree/{t}/export")).await;
+    assert_eq!(st, 200, "{export}");
+    export
+}
+
+/// Imports a one-node tree whose root runs `model`; returns the new tree's id.
+async fn import_model(s: &Server, model: Value) -> u64 {
+    let mut export = sir_export(s).await;
+    export["nodes"][0]["sim"]["model"] = model;
+    let (st, r) = s.post("/devui/simtree/import", &export).await;
+    assert_eq!(st, 200, "{r}");
+    r["id"].as_u64().unwrap()
+}
+
+async fn advance(s: &Server, t: u64, parent: u64, turns: u64) -> (u16, Value) {
+    s.post(
+        &format!("/devui/simtree/{t}/advance"),
+        &json!({"parent": parent, "turns": turns}),
+    )
+    .await
+}
+
+/// Host processes whose command line contains `marker` (`pgrep -f`).
+fn host_processes(marker: &str) -> String {
+    let out = std::process::Command::new("pgrep")
+        .args(["-a", "-f", marker])
+        .output()
+        .unwrap();
+    // pgrep matches its own command line too when run through a shell; not here (direct exec).
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test]
+async fn model_code_cannot_read_secrets_write_outside_or_connect_out() {
+    let s = server(30, &[]);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let in_tmp = std::env::temp_dir().join(format!("simtree-hostile-{}", std::process::id()));
+    let in_checkout = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .canonicalize()
+        .unwrap()
+        .join(format!("hostile-{}.txt", std::process::id()));
+    let code = format!(
+        r#"def act(self):
+    import os, socket
+    globalVariable.ticks += 1
+    found = [k + '=' + v for k, v in os.environ.items()]
+    for p in ('/proc/1/environ', '/proc/self/environ'):
+        try:
+            found.append(open(p).read())
+        except Exception as e:
+            found.append(repr(e))
+    for p in ('{in_tmp}', '{in_checkout}'):
+        try:
+            open(p, 'w').write('escaped')
+            found.append('wrote ' + p)
+        except Exception as e:
+            found.append(repr(e))
+    try:
+        socket.create_connection(('127.0.0.1', {port}), timeout=2)
+        found.append('connected')
+    except Exception as e:
+        found.append(repr(e))
+    globalVariable.seen = ' '.join(found)
+    if globalVariable.ticks > 3:
+        raise RuntimeError('leaking ' + globalVariable.seen)"#,
+        in_tmp = in_tmp.display(),
+        in_checkout = in_checkout.display(),
+    );
+    let t = import_model(&s, model_with(&code)).await;
+    // Step 1 records what the code found; step 2 raises it in an error.
+    let (st, first) = advance(&s, t, 0, 1).await;
+    assert_eq!((st, first.get("error")), (200, None), "{first}");
+    let (_, second) = advance(&s, t, first["child"].as_u64().unwrap(), 1).await;
+    let error = second["error"].as_str().unwrap_or_default();
+    assert!(error.contains("leaking"), "the model's error comes back: {second}");
+    let (_, export) = s.get(&format!("/devui/simtree/{t}/export")).await;
+    let everything = format!("{first}{second}{export}");
+    // The code ran and saw an environment, just not the server's.
+    assert!(everything.contains("PATH=/usr/bin:/bin"), "{everything}");
+    assert!(!everything.contains(SECRET), "the key leaked: {everything}");
+    assert!(!everything.contains("LLM_API_KEY"), "{everything}");
+    assert!(everything.contains("ConnectionRefusedError"), "{everything}");
+    assert!(listener.accept().is_err(), "a connection reached the host's listener");
+    assert!(!in_tmp.exists(), "{} was written", in_tmp.display());
+    assert!(!in_checkout.exists(), "{} was written", in_checkout.display());
+}
+
+#[tokio::test]
+async fn detached_children_do_not_survive_the_call() {
+    let s = server(30, &[]);
+    let marker = format!("{}.{}", std::process::id(), 8181);
+    // Double fork + setsid: the grandchild belongs to no process group of the worker's.
+    let code = format!(
+        "def act(self):\n    import os\n    if os.fork() == 0:\n        os.setsid()\n        if os.fork() == 0:\n            os.execv('/usr/bin/sleep', ['sleep', '{marker}'])\n        os._exit(0)\n    os.wait()\n    globalVariable.ticks += 1"
+    );
+    let t = import_model(&s, model_with(&code)).await;
+    let (st, r) = advance(&s, t, 0, 2).await;
+    assert_eq!((st, r.get("error")), (200, None), "{r}");
+    assert_eq!(host_processes(&marker), "", "a detached child outlived the call");
+}
+
+#[tokio::test]
+async fn code_ignoring_sigxcpu_is_killed_by_the_wall_clock_and_the_server_keeps_serving() {
+    let s = server(3, &[]);
+    let code = "def act(self):\n    import signal\n    signal.signal(signal.SIGXCPU, signal.SIG_IGN)\n    while True:\n        pass";
+    let t = import_model(&s, model_with(code)).await;
+    let started = Instant::now();
+    let (st, r) = advance(&s, t, 0, 1).await;
+    let took = started.elapsed();
+    assert_eq!(st, 200, "{r}");
+    let error = r["error"].as_str().unwrap_or_default();
+    assert!(error.contains("did not finish within 3s"), "{r}");
+    assert!(took < Duration::from_secs(10), "killed after {took:?}");
+    assert_eq!(s.get("/health").await.0, 200);
+    // The worker was replaced: a healthy model runs.
+    let sir = s.create("sir_network").await;
+    let (st, ok) = advance(&s, sir, 0, 3).await;
+    assert_eq!((st, ok.get("error")), (200, None), "{ok}");
+}
+
+/// `builtins.open('/tmp/simtree-hostile-pickle-marker', 'w')` as a protocol-0 pickle, base64.
+const EVIL_PICKLE: &str = "Y2J1aWx0aW5zCm9wZW4KKFYvdG1wL3NpbXRyZWUtaG9zdGlsZS1waWNrbGUtbWFya2VyClZ3CnRSLg==";
+const PICKLE_MARKER: &str = "/tmp/simtree-hostile-pickle-marker";
+
+#[tokio::test]
+async fn an_imported_pickle_is_never_loaded_and_the_node_is_rebuilt_from_its_spec() {
+    // Unsandboxed on purpose: a pickle loaded here would create the file on the host, so the
+    // test sees the import defence alone.
+    let s = server(60, &["--unsafe-abm"]);
+    let _ = std::fs::remove_file(PICKLE_MARKER);
+    let (st, created) = s
+        .post("/devui/simtree", &json!({"scenario": "sir_network", "seed": 3}))
+        .await;
+    assert_eq!(st, 200, "{created}");
+    let t = created["id"].as_u64().unwrap();
+    let (_, a) = advance(&s, t, 0, 6).await;
+    let a = a["child"].as_u64().unwrap();
+    let op = json!({"op": "abm_set_global", "name": "infectionRate", "value": 0.25});
+    let (st, b) = s
+        .post(
+            &format!("/devui/simtree/{t}/branch"),
+            &json!({"parent": a, "ops": [op]}),
+        )
+        .await;
+    assert_eq!(st, 200, "{b}");
+    let b = b["child"].as_u64().unwrap();
+    let (_, c) = advance(&s, t, b, 4).await;
+    let c = c["child"].as_u64().unwrap();
+    let (_, export) = s.get(&format!("/devui/simtree/{t}/export")).await;
+    assert!(!export.to_string().contains("\"snapshot\""), "exports carry no pickles");
+
+    // The hostile copy: every node carries the pickle.
+    let mut hostile = export.clone();
+    for n in hostile["nodes"].as_array_mut().unwrap() {
+        n["sim"]["snapshot"] = json!(EVIL_PICKLE);
+    }
+    let (st, imported) = s.post("/devui/simtree/import", &hostile).await;
+    assert_eq!(st, 200, "{imported}");
+    let copy = imported["id"].as_u64().unwrap();
+    let (st, cont) = advance(&s, copy, c, 5).await;
+    assert_eq!((st, cont.get("error")), (200, None), "{cont}");
+    assert!(
+        !std::path::Path::new(PICKLE_MARKER).exists(),
+        "the imported pickle was loaded"
+    );
+
+    // Rebuilt from the spec, seed and recorded history, it continues exactly like the original.
+    let (_, orig) = advance(&s, t, c, 5).await;
+    let series = |s: Value| -> Vec<Value> {
+        s.as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["type"] == "abm_step")
+            .map(|e| e["data"].clone())
+            .collect()
+    };
+    let logs = |tree: u64, node: &Value| format!("/devui/simtree/{tree}/node/{}/logs", node["child"]);
+    let rebuilt = series(s.get(&logs(copy, &cont)).await.1);
+    let original = series(s.get(&logs(t, &orig)).await.1);
+    // A node's log holds its ancestors' steps too: step 0, 6 + 4 steps, then the 5 new ones.
+    assert_eq!(rebuilt.len(), 16);
+    assert_eq!(rebuilt[11]["step"], 11);
+    assert_eq!(rebuilt[11..], original[11..], "the continuation matches step for step");
+}
+
+#[tokio::test]
+async fn deleting_nodes_whose_runs_are_in_flight_frees_the_workers() {
+    let s = server(600, &[]);
+    let sleeper = model_with("def act(self):\n    import time\n    time.sleep(600)");
+    let t = import_model(&s, sleeper).await;
+    let mut watcher = s.watch(&format!("/devui/simtree/{t}/events")).await;
+    // The server has two workers: occupy both.
+    let base = s.base.clone();
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        let url = format!("{base}/devui/simtree/{t}/advance");
+        runs.push(tokio::spawn(async move {
+            reqwest::Client::new()
+                .post(url)
+                .json(&json!({"parent": 0, "turns": 1}))
+                .send()
+                .await
+        }));
+    }
+    let mut running = Vec::new();
+    let (_, seen) = watcher
+        .until(Duration::from_secs(30), |m| {
+            if m["type"] == "run_start" {
+                running.push(m["data"]["node"].as_u64().unwrap());
+            }
+            running.len() == 2
+        })
+        .await;
+    assert!(seen, "both runs started");
+    // Let both reach the model code (past the worker start and the model's load).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for n in &running {
+        let (st, r) = s.delete(&format!("/devui/simtree/{t}/node/{n}")).await;
+        assert_eq!(st, 200, "{r}");
+    }
+    let deleted = Instant::now();
+    let sir = s.create("sir_network").await;
+    let (st, ok) = advance(&s, sir, 0, 2).await;
+    let took = deleted.elapsed();
+    assert_eq!((st, ok.get("error")), (200, None), "{ok}");
+    eprintln!("a new ABM run finished {took:?} after deleting the busy nodes");
+    // Without cancellation it would wait for a 600 s sleep; with it, the killed workers are
+    // free at once and their replacements start while the tree is created.
+    assert!(took < Duration::from_secs(15), "{took:?}");
+    for r in runs {
+        r.abort();
+    }
+}
+
+#[tokio::test]
+async fn cancel_stops_an_abm_run_keeps_its_node_and_frees_the_worker() {
+    let s = server(600, &[]);
+    let sleeper = model_with("def act(self):\n    import time\n    time.sleep(600)");
+    let t = import_model(&s, sleeper).await;
+    let base = s.base.clone();
+    let run = tokio::spawn(async move {
+        reqwest::Client::new()
+            .post(format!("{base}/devui/simtree/{t}/advance"))
+            .json(&json!({"parent": 0, "turns": 1}))
+            .send()
+            .await
+            .unwrap()
+            .json::<Value>()
+            .await
+            .unwrap()
+    });
+    let node = loop {
+        let (_, g) = s.get(&format!("/devui/simtree/{t}/graph")).await;
+        if let Some(n) = g["running"].as_array().and_then(|r| r.first()).and_then(Value::as_u64) {
+            break n;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let asked = Instant::now();
+    let (st, r) = s
+        .post(&format!("/devui/simtree/{t}/node/{node}/cancel"), &json!({}))
+        .await;
+    assert_eq!(st, 200, "{r}");
+    assert!(
+        asked.elapsed() < Duration::from_secs(2),
+        "cancel took {:?}",
+        asked.elapsed()
+    );
+    let reply = run.await.unwrap();
+    assert_eq!(reply["error"], "the run was cancelled", "{reply}");
+    let (_, info) = s.get(&format!("/devui/simtree/{t}/node/{node}/info")).await;
+    assert_eq!(info["status"], "cancelled");
+    // The worker is free again: a normal model advances.
+    let sir = s.create("sir_network").await;
+    let (st, ok) = advance(&s, sir, 0, 2).await;
+    assert_eq!((st, ok.get("error")), (200, None), "{ok}");
+}
+
+#[test]
+fn the_cli_runs_models_sandboxed_and_with_unsafe_abm_when_asked() {
+    let model = concat!(env!("CARGO_MANIFEST_DIR"), "/../assets/abm/wealth_exchange.json");
+    for flags in [&[][..], &["--unsafe-abm"][..]] {
+        let out = std::process::Command::new(simtree_e2e::simtree_bin())
+            .args(["abm", "run", model, "--steps", "2", "--json"])
+            .args(flags)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{flags:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(stdout.lines().count(), 4, "start, 2 steps, end: {stdout}");
+    }
+}
