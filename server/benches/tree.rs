@@ -14,14 +14,14 @@ use simtree::http::{AppState, Backend, Limits};
 use simtree::scenario::{ScenarioLibrary, assets_dir};
 use simtree_shared::Op;
 
-fn app() -> AppState {
+fn app() -> std::sync::Arc<AppState> {
     let lib = ScenarioLibrary::load_dir(&assets_dir().join("scenarios")).expect("scenarios");
     let limits = Limits {
         max_children_per_request: 100_000,
         max_trees: 100_000,
         ..Limits::default()
     };
-    AppState::new(lib, Backend::Mock, limits)
+    std::sync::Arc::new(AppState::new(lib, Backend::Mock, limits))
 }
 
 fn ms(d: Duration) -> f64 {
