@@ -5,11 +5,13 @@
 //! * [`scenario`] — scenario files (`assets/scenarios/*.json`) turned into simulators;
 //! * [`trading`] — trading episodes on real market data (seed 003);
 //! * [`abm`] — agent-based models in sd-ai's abm-quant format, run on a Python/Mesa worker;
+//! * [`embedded`] — the shipped assets and web UI inside the binary;
 //! * [`memory`] — the server-wide memory budget;
 //! * [`cli`] — the `simtree` command line.
 
 pub mod abm;
 pub mod cli;
+pub mod embedded;
 pub mod engine;
 pub mod http;
 pub mod llm;

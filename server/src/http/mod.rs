@@ -26,11 +26,17 @@ pub use guard::Access;
 
 pub use state::{AppState, Backend, Limits, Providers};
 
-/// The web UI's build folder: `$SIMTREE_STATIC`, else the checkout's `frontend/dist`.
+/// The web UI's build folder: `$SIMTREE_STATIC`, else the checkout's `frontend/dist` when it
+/// is there, else the UI embedded in the binary.
 pub fn default_static_dir() -> PathBuf {
-    std::env::var_os("SIMTREE_STATIC")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../frontend/dist")))
+    if let Some(dir) = std::env::var_os("SIMTREE_STATIC") {
+        return dir.into();
+    }
+    let checkout = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../frontend/dist"));
+    if checkout.join("index.html").is_file() {
+        return checkout;
+    }
+    crate::embedded::ui().unwrap_or(checkout)
 }
 
 pub fn router(app: Arc<AppState>) -> Router {
