@@ -156,6 +156,8 @@ pub struct Tree {
     /// The parent whose next attached child gets selected (the view follows the new node).
     pub follow: RwSignal<Option<u64>>,
     socket: StoredValue<Option<Socket>, LocalStorage>,
+    /// Taken when the tree is made: socket callbacks and tasks run outside the component owner.
+    ctx: Ctx,
 }
 
 impl Tree {
@@ -172,6 +174,7 @@ impl Tree {
             busy: RwSignal::new(false),
             follow: RwSignal::new(None),
             socket: StoredValue::new_local(None),
+            ctx: ctx(),
         };
         on_cleanup(move || tree.socket.set_value(None));
         tree
@@ -187,7 +190,7 @@ impl Tree {
     /// connect resyncs the model).
     pub fn connect(self, id: u64) {
         self.id.set(Some(id));
-        let ctx = ctx();
+        let ctx = self.ctx;
         leptos::task::spawn_local(async move {
             let g = loop {
                 match api::get::<Graph>(&format!("/devui/simtree/{id}/graph")).await {
@@ -231,7 +234,7 @@ impl Tree {
     }
 
     fn open_socket(self, id: u64, attempt: u32) {
-        let ctx = ctx();
+        let ctx = self.ctx;
         let on_text = move |text: String| {
             let Ok(msg) = serde_json::from_str::<TreeMsg>(&text) else {
                 return;
@@ -309,7 +312,7 @@ impl Tree {
             return;
         }
         self.busy.set(true);
-        let ctx = ctx();
+        let ctx = self.ctx;
         leptos::task::spawn_local(async move {
             let r = fut.await;
             self.busy.try_set(false);

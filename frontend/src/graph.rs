@@ -265,7 +265,7 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
         let tip = move || tree.graph.with(|g| node_summary(g, id));
         let op_text = move || {
             tree.graph
-                .with(|g| g.ops.get(&id).map(|ops| crate::ops::ellipsis(&ops_label(ops), 22)))
+                .with(|g| (g.root != id).then(|| g.ops.get(&id).map(|ops| crate::ops::ellipsis(&ops_label(ops), 22))).flatten())
                 .unwrap_or_default()
         };
         view! {
