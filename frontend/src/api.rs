@@ -136,7 +136,9 @@ pub fn connect(
     mut on_open: impl FnMut() + 'static,
     mut on_close: impl FnMut() + 'static,
 ) -> Result<Socket, ApiError> {
-    let location = web_sys::window().ok_or(ApiError::Client("no window".into()))?.location();
+    let location = web_sys::window()
+        .ok_or(ApiError::Client("no window".into()))?
+        .location();
     let scheme = if location.protocol().unwrap_or_default() == "https:" {
         "wss"
     } else {

@@ -299,7 +299,10 @@ impl Tree {
         leptos::task::spawn_local(async move {
             if let Ok(g) = api::get::<Graph>(&format!("/devui/simtree/{id}/graph")).await {
                 let ops = self.graph.with_untracked(|m| m.ops.clone());
-                self.graph.set(GraphModel { ops, ..GraphModel::from_graph(&g) });
+                self.graph.set(GraphModel {
+                    ops,
+                    ..GraphModel::from_graph(&g)
+                });
                 self.load_ops();
             }
         });

@@ -132,7 +132,9 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
         let sel = tree.selected.get();
         let (w, h) = size.get_untracked();
         let Some(n) = sel else { return };
-        let Some(p) = layout.with(|l| l.pos.get(&n).copied()) else { return };
+        let Some(p) = layout.with(|l| l.pos.get(&n).copied()) else {
+            return;
+        };
         if last_sel.get_value() == Some(n) {
             return;
         }
@@ -155,7 +157,14 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
             g.edges
                 .iter()
                 .filter(|e| shown.contains(&e.from) || shown.contains(&e.to))
-                .map(|e| (e.from, e.to, edge_style(e.kind, g.ops.get(&e.to).map(Vec::as_slice)), e.kind))
+                .map(|e| {
+                    (
+                        e.from,
+                        e.to,
+                        edge_style(e.kind, g.ops.get(&e.to).map(Vec::as_slice)),
+                        e.kind,
+                    )
+                })
                 .collect::<Vec<_>>()
         })
     });
@@ -179,7 +188,11 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
     let on_wheel = move |ev: web_sys::WheelEvent| {
         ev.prevent_default();
         // Lines (Firefox) are ~16 px; a mouse notch of 100 px zooms by about 1.35.
-        let dy = if ev.delta_mode() == 1 { ev.delta_y() * 16.0 } else { ev.delta_y() };
+        let dy = if ev.delta_mode() == 1 {
+            ev.delta_y() * 16.0
+        } else {
+            ev.delta_y()
+        };
         let factor = (-dy * 0.003).exp().clamp(0.5, 2.0);
         let (x, y) = local(ev.client_x(), ev.client_y());
         view_t.update(|t| *t = t.zoom_at(x, y, factor));
@@ -265,7 +278,11 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
         let tip = move || tree.graph.with(|g| node_summary(g, id));
         let op_text = move || {
             tree.graph
-                .with(|g| (g.root != id).then(|| g.ops.get(&id).map(|ops| crate::ops::ellipsis(&ops_label(ops), 22))).flatten())
+                .with(|g| {
+                    (g.root != id)
+                        .then(|| g.ops.get(&id).map(|ops| crate::ops::ellipsis(&ops_label(ops), 22)))
+                        .flatten()
+                })
                 .unwrap_or_default()
         };
         view! {
@@ -297,7 +314,9 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
         let mut groups: Vec<(EdgeStyle, String)> = Vec::new();
         layout.with(|l| {
             for (from, to, style, _) in visible_edges.get() {
-                let (Some(a), Some(b)) = (l.pos.get(&from), l.pos.get(&to)) else { continue };
+                let (Some(a), Some(b)) = (l.pos.get(&from), l.pos.get(&to)) else {
+                    continue;
+                };
                 let seg = format!("M{:.0} {:.0}L{:.0} {:.0}", a.0, a.1, b.0, b.1);
                 match groups.iter_mut().find(|(s, _)| *s == style) {
                     Some((_, d)) => d.push_str(&seg),

@@ -456,8 +456,8 @@ pub fn event_line(e: &LogEntry) -> Option<EventLine> {
 /// agent-based nodes their decisions and steps (they have no chat), and errors.
 pub fn viewer_line(e: &LogEntry) -> Option<EventLine> {
     let line = event_line(e)?;
-    let shown = matches!(line.kind, "event" | "message" | "error")
-        || matches!(e.kind.as_str(), "decision_point" | "abm_step");
+    let shown =
+        matches!(line.kind, "event" | "message" | "error") || matches!(e.kind.as_str(), "decision_point" | "abm_step");
     shown.then_some(line)
 }
 
@@ -525,7 +525,11 @@ mod tests {
         // A repeated attached (e.g. after a snapshot raced it) adds no duplicate edge.
         g.apply(&attached(2, Some(1), 2, EdgeType::PublicEvent));
         assert_eq!(g.edges.len(), 3);
-        assert_eq!(g.apply(&TreeMsg::RunStart { node: 3 }), None, "a start is no notification");
+        assert_eq!(
+            g.apply(&TreeMsg::RunStart { node: 3 }),
+            None,
+            "a start is no notification"
+        );
         assert!(g.running.contains(&3));
         assert_eq!(
             g.apply(&TreeMsg::RunFinish {
@@ -644,7 +648,10 @@ mod tests {
         let deal = e("landlord_deal", json!({"bottom": ["3", "BJ"]}));
         assert_eq!(event_line(&deal).unwrap().text, "Bottom: 3 BJ");
         assert_eq!(viewer_line(&other), None);
-        assert!(viewer_line(&dp_entry()).is_some(), "trading decisions show in the viewer");
+        assert!(
+            viewer_line(&dp_entry()).is_some(),
+            "trading decisions show in the viewer"
+        );
         let dp = e(
             "decision_point",
             json!({"log": {"case_id": "x:3", "agent_output": {"text": "hold"}, "execution_result": {"message": "accepted"}}}),

@@ -51,7 +51,11 @@ fn literal(v: &Value) -> String {
 }
 
 fn grouped_if_large(x: f64) -> String {
-    if x.abs() >= 10_000.0 { grouped(x) } else { format!("{x}") }
+    if x.abs() >= 10_000.0 {
+        grouped(x)
+    } else {
+        format!("{x}")
+    }
 }
 
 fn keys(map: &serde_json::Map<String, Value>) -> String {
@@ -68,7 +72,10 @@ pub fn op_label(op: &Op) -> String {
         }
         Op::AgentPlanReplace { name, plan_state } => {
             let empty = plan_state.as_object().is_some_and(|m| m.is_empty()) || plan_state.is_null();
-            format!("{name}: plan {}", if empty { "cleared".into() } else { literal(plan_state) })
+            format!(
+                "{name}: plan {}",
+                if empty { "cleared".into() } else { literal(plan_state) }
+            )
         }
         Op::AgentPropsPatch { name, updates } => format!("{name}: {}", keys(updates)),
         Op::SceneStatePatch { updates } => format!("scene: {}", keys(updates)),
@@ -270,7 +277,9 @@ mod tests {
         assert_eq!(op_label(&Op::Advance { turns: 3 }), "+3 turns");
         assert_eq!(op_label(&Op::Advance { turns: 1 }), "+1 turn");
         assert_eq!(
-            op_label(&op(json!({"op": "public_broadcast", "text": "Breaking news: the bridge is closed for repairs"}))),
+            op_label(&op(
+                json!({"op": "public_broadcast", "text": "Breaking news: the bridge is closed for repairs"})
+            )),
             "broadcast: 'Breaking news: the bridge is closed for…'"
         );
         assert_eq!(
@@ -278,19 +287,27 @@ mod tests {
             "cash → 500,000"
         );
         assert_eq!(
-            op_label(&op(json!({"op": "abm_set_global", "name": "infectionRate", "value": 0.6}))),
+            op_label(&op(
+                json!({"op": "abm_set_global", "name": "infectionRate", "value": 0.6})
+            )),
             "infectionRate → 0.6"
         );
         assert_eq!(
-            op_label(&op(json!({"op": "abm_set_agent", "agent_type": "Person", "name": "status", "value": "I", "agent_id": 4}))),
+            op_label(&op(
+                json!({"op": "abm_set_agent", "agent_type": "Person", "name": "status", "value": "I", "agent_id": 4})
+            )),
             "Person #4.status → 'I'"
         );
         assert_eq!(
-            op_label(&op(json!({"op": "case_data_inject", "item": {"kind": "news", "content": "Recall"}}))),
+            op_label(&op(
+                json!({"op": "case_data_inject", "item": {"kind": "news", "content": "Recall"}})
+            )),
             "news: 'Recall'"
         );
         assert_eq!(
-            op_label(&op(json!({"op": "agent_plan_replace", "name": "Ann", "plan_state": {}}))),
+            op_label(&op(
+                json!({"op": "agent_plan_replace", "name": "Ann", "plan_state": {}})
+            )),
             "Ann: plan cleared"
         );
         assert_eq!(ops_label(&[]), "copy");
@@ -321,8 +338,13 @@ mod tests {
         assert!(finished_reason(&ended).unwrap().contains("step 12 (no infected)"));
         assert_eq!(finished_reason(&json!({"kind": "abm", "terminated": null})), None);
         assert!(needs_confirm(&json!({"op": "agent_plan_replace", "name": "Ann", "plan_state": {}})).is_some());
-        assert!(needs_confirm(&json!({"op": "agent_plan_replace", "name": "Ann", "plan_state": {"goal": "x"}})).is_none());
+        assert!(
+            needs_confirm(&json!({"op": "agent_plan_replace", "name": "Ann", "plan_state": {"goal": "x"}})).is_none()
+        );
         assert!(needs_confirm(&json!({"op": "public_broadcast", "text": ""})).is_none());
-        assert_eq!(scenario_label(&json!({"kind": "social", "scene": "council"})), "council");
+        assert_eq!(
+            scenario_label(&json!({"kind": "social", "scene": "council"})),
+            "council"
+        );
     }
 }

@@ -48,7 +48,11 @@ fn title_effect(tree: Tree, page: &'static str) {
         let title = match tree.id.get() {
             Some(id) => {
                 let sc = tree.scenario.get();
-                if sc.is_empty() { format!("{page} · tree {id} · simtree") } else { format!("{sc} · tree {id} · {page} · simtree") }
+                if sc.is_empty() {
+                    format!("{page} · tree {id} · simtree")
+                } else {
+                    format!("{sc} · tree {id} · {page} · simtree")
+                }
             }
             None => format!("{page} · simtree"),
         };
@@ -244,9 +248,13 @@ fn Inspector(tree: Tree, node_view: RwSignal<Option<Value>>) -> impl IntoView {
     let info = RwSignal::new(None::<Value>);
     Effect::new(move |_| {
         tree.last_msg.track();
-        let (Some(t), Some(n)) = (tree.id.get(), tree.selected.get()) else { return };
+        let (Some(t), Some(n)) = (tree.id.get(), tree.selected.get()) else {
+            return;
+        };
         leptos::task::spawn_local(async move {
-            let v = api::get::<Value>(&format!("/devui/simtree/{t}/node/{n}/info")).await.ok();
+            let v = api::get::<Value>(&format!("/devui/simtree/{t}/node/{n}/info"))
+                .await
+                .ok();
             if tree.selected.get_untracked() == Some(n) {
                 info.set(v);
             }
@@ -636,14 +644,14 @@ fn ComparePanel(tree: Tree) -> impl IntoView {
         let ctx2 = ctx;
         leptos::task::spawn_local(async move {
             let r: Result<(), ApiError> = async {
-            let la = api::get::<Vec<LogEntry>>(&format!("/devui/simtree/{t}/node/{a}/logs")).await?;
-            let lb = api::get::<Vec<LogEntry>>(&format!("/devui/simtree/{t}/node/{b}/logs")).await?;
-            let c = compare(&path_of(tree, a), &la, &path_of(tree, b), &lb);
-            result.set(Some((a, b, c)));
-            let va = api::get::<Value>(&format!("/devui/simtree/{t}/node/{a}/view")).await?;
-            let vb = api::get::<Value>(&format!("/devui/simtree/{t}/node/{b}/view")).await?;
-            views.set(Some((va, vb)));
-            Ok(())
+                let la = api::get::<Vec<LogEntry>>(&format!("/devui/simtree/{t}/node/{a}/logs")).await?;
+                let lb = api::get::<Vec<LogEntry>>(&format!("/devui/simtree/{t}/node/{b}/logs")).await?;
+                let c = compare(&path_of(tree, a), &la, &path_of(tree, b), &lb);
+                result.set(Some((a, b, c)));
+                let va = api::get::<Value>(&format!("/devui/simtree/{t}/node/{a}/view")).await?;
+                let vb = api::get::<Value>(&format!("/devui/simtree/{t}/node/{b}/view")).await?;
+                views.set(Some((va, vb)));
+                Ok(())
             }
             .await;
             if let Err(e) = r {
@@ -981,12 +989,17 @@ pub fn SimViewer(tree_id: Option<u64>, node: u64) -> impl IntoView {
     let node_view = RwSignal::new(NodeView::default());
     let error = RwSignal::new(None::<String>);
     let stick = RwSignal::new(true);
-    set_title(&tree_id.map_or_else(|| "Simulation · simtree".into(), |t| format!("node {node} · tree {t} · simtree")));
+    set_title(&tree_id.map_or_else(
+        || "Simulation · simtree".into(),
+        |t| format!("node {node} · tree {t} · simtree"),
+    ));
     if let Some(t) = tree_id {
         leptos::task::spawn_local(async move {
             match fetch_node(t, node).await {
                 Ok(v) => node_view.set(v),
-                Err(ApiError::NotFound(_)) => error.set(Some(ctx.tr("notFound.node").replace("{{id}}", &node.to_string()))),
+                Err(ApiError::NotFound(_)) => {
+                    error.set(Some(ctx.tr("notFound.node").replace("{{id}}", &node.to_string())))
+                }
                 Err(ApiError::Offline) => ctx.went_offline(),
                 Err(e) => error.set(Some(e.to_string())),
             }
