@@ -134,7 +134,7 @@ pub fn connect(
     path: &str,
     mut on_text: impl FnMut(String) + 'static,
     mut on_open: impl FnMut() + 'static,
-    mut on_close: impl FnMut() + 'static,
+    on_close: impl FnMut() + 'static,
 ) -> Result<Socket, ApiError> {
     let location = web_sys::window()
         .ok_or(ApiError::Client("no window".into()))?
@@ -151,7 +151,7 @@ pub fn connect(
         let _ = opened.send_with_str("ready");
         on_open();
     });
-    let on_close = Closure::<dyn FnMut()>::new(move || on_close());
+    let on_close = Closure::<dyn FnMut()>::new(on_close);
     let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |e: MessageEvent| {
         if let Some(text) = e.data().as_string() {
             on_text(text);
