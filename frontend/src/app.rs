@@ -1,25 +1,34 @@
-//! The application shell: shared context (route, language, toasts), client-side routing with the
-//! History API, the header with the language switcher, and [`Tree`] — one connected tree (graph
-//! model kept live by the tree socket, selection, compare target).
+//! The application shell: shared context (route, language, theme, notifications, server
+//! reachability), client-side routing with the History API, the top bar, the offline banner, the
+//! status bar with toasts, and [`Tree`] — one connected tree (graph model kept live by the tree
+//! socket with reconnects, selection, compare target, the kind and name of what it simulates).
 
 use leptos::prelude::*;
-use simtree_shared::{Graph, TreeMsg};
+use serde_json::Value;
+use simtree_shared::{Graph, Summary, TreeMsg};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 
-use crate::api::{self, Socket};
-use crate::i18n::{Lang, t, toast};
-use crate::model::{GraphModel, Toast};
+use crate::api::{self, ApiError, Socket};
+use crate::i18n::{Lang, t};
+use crate::model::{GraphModel, Level, Note, Toasts};
+use crate::ops::{Kind, scenario_label};
 use crate::pages::{Home, SimTreePage, SimViewer, StudioPage};
 use crate::route::Route;
+
+/// How long an info toast stays (errors stay until dismissed).
+const TOAST_MS: i32 = 5000;
 
 /// Context shared by every component.
 #[derive(Clone, Copy)]
 pub struct Ctx {
     pub route: RwSignal<Route>,
     pub lang: RwSignal<Lang>,
-    pub toasts: RwSignal<Vec<(u64, String)>>,
-    next_toast: StoredValue<u64>,
+    pub toasts: RwSignal<Toasts>,
+    /// True while the server does not answer (the banner shows).
+    pub offline: RwSignal<bool>,
+    /// `Some("light" | "dark")` when the user chose; `None` follows the system.
+    pub theme: RwSignal<Option<&'static str>>,
 }
 
 pub fn ctx() -> Ctx {
@@ -35,15 +44,44 @@ impl Ctx {
         self.route.set(route);
     }
 
-    /// Shows a toast for five seconds.
-    pub fn toast(&self, text: String) {
-        let id = self.next_toast.get_value();
-        self.next_toast.set_value(id + 1);
-        self.toasts.update(|v| v.push((id, text)));
+    /// Shows a notification; info expires after five seconds unless renewed by a merge.
+    pub fn notify(&self, level: Level, note: Note) {
+        let (id, stamp) = self.toasts.try_update(|t| t.push(level, note)).unwrap_or((0, 0));
+        self.expire_later(id, stamp);
+    }
+
+    fn expire_later(&self, id: u64, stamp: u64) {
         let toasts = self.toasts;
         leptos::task::spawn_local(async move {
-            api::sleep(5000).await;
-            toasts.update(|v| v.retain(|(i, _)| *i != id));
+            api::sleep(TOAST_MS).await;
+            toasts.try_update(|t| t.expire(id, stamp));
+        });
+    }
+
+    /// Shows an error: an unreachable server raises the banner instead of a toast.
+    pub fn error(&self, e: ApiError) {
+        if e == ApiError::Offline {
+            self.went_offline();
+        } else {
+            self.notify(Level::Error, Note::Text(e.to_string()));
+        }
+    }
+
+    /// Raises the banner and polls `/health` until the server answers again.
+    pub fn went_offline(&self) {
+        if self.offline.get_untracked() {
+            return;
+        }
+        self.offline.set(true);
+        let offline = self.offline;
+        leptos::task::spawn_local(async move {
+            loop {
+                api::sleep(1500).await;
+                if api::get::<Value>("/health").await.is_ok() {
+                    offline.try_set(false);
+                    return;
+                }
+            }
         });
     }
 
@@ -70,13 +108,33 @@ fn detect_lang() -> Lang {
         .unwrap_or(Lang::En)
 }
 
-fn set_html_lang(lang: Lang) {
+fn set_root_attr(name: &str, value: Option<&str>) {
     if let Some(el) = web_sys::window()
         .and_then(|w| w.document())
         .and_then(|d| d.document_element())
     {
-        let _ = el.set_attribute("lang", lang.html_lang());
+        let _ = match value {
+            Some(v) => el.set_attribute(name, v),
+            None => el.remove_attribute(name),
+        };
     }
+}
+
+/// The browser tab's title.
+pub fn set_title(title: &str) {
+    if let Some(d) = web_sys::window().and_then(|w| w.document()) {
+        d.set_title(title);
+    }
+}
+
+/// Where the connection to one tree stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Conn {
+    Connecting,
+    Live,
+    Lost,
+    /// The tree does not exist: nothing to poll.
+    NotFound,
 }
 
 /// One tree the page is connected to.
@@ -89,7 +147,17 @@ pub struct Tree {
     pub compare_with: RwSignal<Option<u64>>,
     /// The latest tree-socket message (pages react to `attached`/`run_finish` of their node).
     pub last_msg: RwSignal<Option<TreeMsg>>,
+    pub conn: RwSignal<Conn>,
+    /// What the tree simulates, from its root's view.
+    pub kind: RwSignal<Kind>,
+    pub scenario: RwSignal<String>,
+    /// A request of this page is in flight: the run buttons are disabled (no double runs).
+    pub busy: RwSignal<bool>,
+    /// The parent whose next attached child gets selected (the view follows the new node).
+    pub follow: RwSignal<Option<u64>>,
     socket: StoredValue<Option<Socket>, LocalStorage>,
+    /// Taken when the tree is made: socket callbacks and tasks run outside the component owner.
+    ctx: Ctx,
 }
 
 impl Tree {
@@ -100,47 +168,89 @@ impl Tree {
             selected: RwSignal::new(None),
             compare_with: RwSignal::new(None),
             last_msg: RwSignal::new(None),
+            conn: RwSignal::new(Conn::Connecting),
+            kind: RwSignal::new(Kind::Social),
+            scenario: RwSignal::new(String::new()),
+            busy: RwSignal::new(false),
+            follow: RwSignal::new(None),
             socket: StoredValue::new_local(None),
+            ctx: ctx(),
         };
         on_cleanup(move || tree.socket.set_value(None));
         tree
     }
 
-    /// Connects to tree `id`: fetches the graph (up to 6 tries, 300 ms apart), selects the root,
-    /// then follows the tree socket.
+    /// Base path of this tree's routes.
+    pub fn base(self) -> String {
+        format!("/devui/simtree/{}", self.id.get_untracked().unwrap_or(0))
+    }
+
+    /// Connects to tree `id`: reads the graph (a 404 ends it: "not found", no polling), selects
+    /// the root, then follows the tree socket, reconnecting after drops (the server's snapshot on
+    /// connect resyncs the model).
     pub fn connect(self, id: u64) {
         self.id.set(Some(id));
-        api::storage_set("devui:lastTreeId", &id.to_string());
-        let ctx = ctx();
+        let ctx = self.ctx;
         leptos::task::spawn_local(async move {
-            let mut graph = None;
-            for _ in 0..6 {
+            let g = loop {
                 match api::get::<Graph>(&format!("/devui/simtree/{id}/graph")).await {
-                    Ok(g) => {
-                        graph = Some(g);
-                        break;
+                    Ok(g) => break g,
+                    Err(ApiError::NotFound(_)) => {
+                        self.conn.try_set(Conn::NotFound);
+                        return;
                     }
-                    Err(_) => api::sleep(300).await,
+                    Err(e) => {
+                        ctx.error(e);
+                        api::sleep(2000).await;
+                        if self.id.try_get_untracked() != Some(Some(id)) {
+                            return;
+                        }
+                    }
                 }
-            }
-            let Some(g) = graph else { return };
+            };
             if self.id.get_untracked() != Some(id) {
                 return;
             }
+            api::storage_set("devui:lastTreeId", &id.to_string());
             self.graph.set(GraphModel::from_graph(&g));
             self.selected.set(Some(g.root));
-            let socket = api::connect(&format!("/devui/simtree/{id}/events"), move |text| {
-                let Ok(msg) = serde_json::from_str::<TreeMsg>(&text) else {
-                    return;
-                };
-                let mut note = None;
-                self.graph.update(|g| note = g.apply(&msg));
-                match note {
-                    Some(Toast::Started(n)) => ctx.toast(toast(ctx.lang.get_untracked(), "toasts.nodeStarted", n)),
-                    Some(Toast::Finished(n)) => ctx.toast(toast(ctx.lang.get_untracked(), "toasts.nodeFinished", n)),
-                    None => {}
+            self.load_ops();
+            if let Ok(v) = api::get::<Value>(&format!("/devui/simtree/{id}/node/{}/view", g.root)).await {
+                self.kind.try_set(Kind::of_view(&v));
+                self.scenario.try_set(scenario_label(&v));
+            }
+            self.open_socket(id, 0);
+        });
+    }
+
+    /// The ops of every edge (labels, colours); the graph route carries none.
+    fn load_ops(self) {
+        let Some(id) = self.id.get_untracked() else { return };
+        leptos::task::spawn_local(async move {
+            if let Ok(s) = api::get::<Vec<Summary>>(&format!("/devui/simtree/{id}/summaries")).await {
+                self.graph.try_update(|g| g.set_ops(&s));
+            }
+        });
+    }
+
+    fn open_socket(self, id: u64, attempt: u32) {
+        let ctx = self.ctx;
+        let on_text = move |text: String| {
+            let Ok(msg) = serde_json::from_str::<TreeMsg>(&text) else {
+                return;
+            };
+            let mut end = None;
+            self.graph.update(|g| end = g.apply(&msg));
+            if let Some(end) = end {
+                let (id, stamp) = ctx.toasts.try_update(|t| t.run_end(&end)).unwrap_or((0, 0));
+                ctx.expire_later(id, stamp);
+            }
+            match &msg {
+                TreeMsg::Attached(a) if a.parent.is_some() && a.parent == self.follow.get_untracked() => {
+                    self.follow.set(None);
+                    self.selected.set(Some(a.node));
                 }
-                if let TreeMsg::Deleted { .. } = msg {
+                TreeMsg::Deleted { .. } => {
                     let gone = self
                         .selected
                         .get_untracked()
@@ -149,23 +259,69 @@ impl Tree {
                         self.selected.set(Some(self.graph.with_untracked(|g| g.root)));
                     }
                 }
-                self.last_msg.set(Some(msg));
-            });
-            match socket {
-                Ok(s) => self.socket.set_value(Some(s)),
-                Err(e) => ctx.toast(e),
+                _ => {}
             }
-        });
+            self.last_msg.set(Some(msg));
+        };
+        let on_open = move || {
+            self.conn.try_set(Conn::Live);
+            ctx.offline.try_set(false);
+        };
+        let on_close = move || {
+            if self.id.try_get_untracked() != Some(Some(id)) {
+                return;
+            }
+            self.conn.try_set(Conn::Lost);
+            self.socket.try_set_value(None);
+            // Back off 1, 2, 4, … 10 s; ask /health so the banner shows while the server is away.
+            let wait = 1000 * 2_i32.pow(attempt.min(3)).min(10);
+            leptos::task::spawn_local(async move {
+                if let Err(e) = api::get::<Value>("/health").await {
+                    ctx.error(e);
+                }
+                api::sleep(wait).await;
+                if self.id.try_get_untracked() == Some(Some(id)) {
+                    self.open_socket(id, attempt + 1);
+                }
+            });
+        };
+        match api::connect(&format!("/devui/simtree/{id}/events"), on_text, on_open, on_close) {
+            Ok(s) => self.socket.set_value(Some(s)),
+            Err(e) => ctx.error(e),
+        }
     }
 
-    /// Re-reads the graph over REST (the Refresh button).
+    /// Re-reads the graph and the ops over REST (the Refresh button).
     pub fn refresh(self) {
         let Some(id) = self.id.get_untracked() else {
             return;
         };
         leptos::task::spawn_local(async move {
             if let Ok(g) = api::get::<Graph>(&format!("/devui/simtree/{id}/graph")).await {
-                self.graph.set(GraphModel::from_graph(&g));
+                let ops = self.graph.with_untracked(|m| m.ops.clone());
+                self.graph.set(GraphModel {
+                    ops,
+                    ..GraphModel::from_graph(&g)
+                });
+                self.load_ops();
+            }
+        });
+    }
+
+    /// Runs a request of this tree: the run buttons stay disabled until it answers, a second
+    /// call while one is in flight is ignored, and its error is shown.
+    pub fn run(self, fut: impl std::future::Future<Output = Result<(), ApiError>> + 'static) {
+        if self.busy.get_untracked() {
+            return;
+        }
+        self.busy.set(true);
+        let ctx = self.ctx;
+        leptos::task::spawn_local(async move {
+            let r = fut.await;
+            self.busy.try_set(false);
+            if let Err(e) = r {
+                self.follow.try_set(None);
+                ctx.error(e);
             }
         });
     }
@@ -203,18 +359,89 @@ fn LangSwitch() -> impl IntoView {
     let choose = move |lang: Lang| {
         ctx.lang.set(lang);
         api::storage_set("devui:i18n-lang", lang.code());
-        set_html_lang(lang);
+        set_root_attr("lang", Some(lang.html_lang()));
         open.set(false);
     };
     view! {
         <div class="lang-switch">
-            <button id="lang-button" on:click=move |_| open.update(|o| *o = !*o)>{move || ctx.lang.get().button()}</button>
+            <button id="lang-button" class="ghost" title=move || ctx.tr("nav.language") on:click=move |_| open.update(|o| *o = !*o)>
+                {move || ctx.lang.get().button()}
+            </button>
             <Show when=move || open.get()>
-                <div class="lang-menu">
-                    <button id="lang-en" on:click=move |_| choose(Lang::En)>"English"</button>
-                    <button id="lang-zh" on:click=move |_| choose(Lang::Zh)>"中文"</button>
+                <div class="menu">
+                    <button id="lang-en" class="ghost" on:click=move |_| choose(Lang::En)>"English"</button>
+                    <button id="lang-zh" class="ghost" on:click=move |_| choose(Lang::Zh)>"中文"</button>
                 </div>
             </Show>
+        </div>
+    }
+}
+
+/// Light / dark / system, stored in localStorage and applied as `<html data-theme>`.
+#[component]
+fn ThemeToggle() -> impl IntoView {
+    let ctx = ctx();
+    let next = move || match ctx.theme.get() {
+        None => Some("dark"),
+        Some("dark") => Some("light"),
+        _ => None,
+    };
+    view! {
+        <button
+            id="theme-toggle"
+            class="ghost"
+            title=move || ctx.tr("theme.toggle")
+            on:click=move |_| {
+                let n = next();
+                ctx.theme.set(n);
+                set_root_attr("data-theme", n);
+                api::storage_set("devui:theme", n.unwrap_or(""));
+            }
+        >
+            {move || match ctx.theme.get() {
+                Some("dark") => "☾",
+                Some(_) => "☀",
+                None => "◐",
+            }}
+        </button>
+    }
+}
+
+/// The notifications, in the status bar (they never cover the controls).
+#[component]
+fn ToastList() -> impl IntoView {
+    let ctx = ctx();
+    let text = move |note: &Note| {
+        let lang = ctx.lang.get();
+        let ids = |ns: &[u64]| ns.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
+        match note {
+            Note::Finished(ns) if ns.len() == 1 => t(lang, "toasts.nodeFinished").replace("{{id}}", &ns[0].to_string()),
+            Note::Finished(ns) => t(lang, "toasts.runsFinished")
+                .replace("{{n}}", &ns.len().to_string())
+                .replace("{{ids}}", &crate::ops::ellipsis(&ids(ns), 40)),
+            Note::Cancelled(ns) => t(lang, "toasts.cancelled").replace("{{ids}}", &ids(ns)),
+            Note::Failed { node, reason } => t(lang, "toasts.nodeFailed")
+                .replace("{{id}}", &node.to_string())
+                .replace("{{reason}}", reason),
+            Note::Text(s) => s.clone(),
+        }
+    };
+    view! {
+        <div class="toasts" role="status">
+            <For
+                each=move || ctx.toasts.get().items
+                key=|t| (t.id, t.touched, t.count)
+                children=move |item| {
+                    let id = item.id;
+                    let count = (item.count > 1).then(|| format!(" ×{}", item.count));
+                    view! {
+                        <div class=if item.level == Level::Error { "toast error" } else { "toast" }>
+                            <span class="toast-text">{text(&item.note)}{count}</span>
+                            <button class="toast-close ghost" title="Dismiss" on:click=move |_| ctx.toasts.update(|t| t.dismiss(id))>"×"</button>
+                        </div>
+                    }
+                }
+            />
         </div>
     }
 }
@@ -222,12 +449,19 @@ fn LangSwitch() -> impl IntoView {
 #[component]
 pub fn App() -> impl IntoView {
     let lang = detect_lang();
-    set_html_lang(lang);
+    set_root_attr("lang", Some(lang.html_lang()));
+    let theme = match api::storage_get("devui:theme").as_deref() {
+        Some("dark") => Some("dark"),
+        Some("light") => Some("light"),
+        _ => None,
+    };
+    set_root_attr("data-theme", theme);
     let ctx = Ctx {
         route: RwSignal::new(current_route()),
         lang: RwSignal::new(lang),
-        toasts: RwSignal::new(Vec::new()),
-        next_toast: StoredValue::new(0),
+        toasts: RwSignal::new(Toasts::default()),
+        offline: RwSignal::new(false),
+        theme: RwSignal::new(theme),
     };
     provide_context(ctx);
     // Back/forward buttons.
@@ -236,6 +470,11 @@ pub fn App() -> impl IntoView {
         let _ = w.add_event_listener_with_callback("popstate", on_pop.as_ref().unchecked_ref());
     }
     on_pop.forget();
+    Effect::new(move |_| {
+        if matches!(ctx.route.get(), Route::Home) {
+            set_title("simtree");
+        }
+    });
 
     let page = move || match ctx.route.get() {
         Route::Home => view! { <Home /> }.into_any(),
@@ -244,19 +483,30 @@ pub fn App() -> impl IntoView {
         Route::Sim { tree, node } => view! { <SimViewer tree_id=tree node=node /> }.into_any(),
     };
     view! {
-        <header class="top">
-            <span class="title">{move || ctx.tr("app.title")}</span>
-            <nav>
-                <Link route=Route::Home id="nav-home">{move || ctx.tr("nav.home")}</Link>
-                <Link route=Route::SimTree(None) id="nav-tree">{move || ctx.tr("nav.tree")}</Link>
-                <Link route=Route::Studio(None) id="nav-studio">{move || ctx.tr("nav.studio")}</Link>
-                <Link route=Route::Sim { tree: None, node: 0 } id="nav-sim">{move || ctx.tr("nav.sim")}</Link>
-            </nav>
-            <LangSwitch />
-        </header>
-        <main>{page}</main>
-        <div class="toasts">
-            <For each=move || ctx.toasts.get() key=|(id, _)| *id children=|(_, text)| view! { <div class="toast">{text}</div> } />
+        <div class="shell">
+            <header class="top">
+                <span class="brand">{move || ctx.tr("app.title")}</span>
+                <nav>
+                    <Link route=Route::Home id="nav-home">{move || ctx.tr("nav.home")}</Link>
+                    <Link route=Route::SimTree(None) id="nav-tree">{move || ctx.tr("nav.tree")}</Link>
+                    <Link route=Route::Studio(None) id="nav-studio">{move || ctx.tr("nav.studio")}</Link>
+                    <Link route=Route::Sim { tree: None, node: 0 } id="nav-sim">{move || ctx.tr("nav.sim")}</Link>
+                </nav>
+                <span class="spacer"></span>
+                <ThemeToggle />
+                <LangSwitch />
+            </header>
+            <Show when=move || ctx.offline.get()>
+                <div id="offline-banner" class="banner" role="alert">
+                    <strong>{move || ctx.tr("offline.title")}</strong>
+                    " "
+                    {move || ctx.tr("offline.body")}
+                </div>
+            </Show>
+            <main>{page}</main>
+            <footer class="statusbar">
+                <ToastList />
+            </footer>
         </div>
     }
 }

@@ -112,8 +112,56 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
         "studio.createNew" => ("Create new", "新建"),
         "studio.events" => ("Events", "事件"),
         "studio.agents" => ("Agents", "智能体"),
-        "toasts.nodeStarted" => ("Node {{id}} started", "节点 {{id}} 已开始"),
         "toasts.nodeFinished" => ("Node {{id}} finished", "节点 {{id}} 已完成"),
+        "toasts.runsFinished" => ("{{n}} runs finished ({{ids}})", "{{n}} 个运行已完成（{{ids}}）"),
+        "toasts.nodeFailed" => ("Node {{id}} failed: {{reason}}", "节点 {{id}} 失败：{{reason}}"),
+        "toasts.cancelled" => ("Stopped: {{ids}}", "已停止：{{ids}}"),
+        "common.cancel" => ("Cancel", "取消"),
+        "offline.title" => ("The server is not reachable.", "无法连接服务器。"),
+        "offline.body" => (
+            "Is `simtree serve` running? The page reconnects by itself when it is back.",
+            "`simtree serve` 是否在运行？服务器恢复后页面会自动重连。",
+        ),
+        "notFound.title" => ("Tree not found", "未找到模拟树"),
+        "notFound.body" => (
+            "It may have been deleted, or the server restarted. Create a new tree or open another one.",
+            "它可能已被删除，或服务器已重启。请新建一棵树或打开另一棵。",
+        ),
+        "notFound.node" => ("Node {{id}} does not exist in this tree.", "此树中不存在节点 {{id}}。"),
+        "conn.live" => ("live", "已连接"),
+        "conn.connecting" => ("connecting…", "连接中…"),
+        "conn.lost" => ("reconnecting…", "重新连接中…"),
+        "tree.label" => ("Tree", "树"),
+        "tree.none" => ("No tree open", "未打开模拟树"),
+        "theme.toggle" => ("Theme: system, dark, light", "主题：跟随系统、深色、浅色"),
+        "create.scenario" => ("Scenario", "场景"),
+        "create.seed" => ("Seed", "随机种子"),
+        "create.budget" => ("Token budget", "令牌预算"),
+        "inspector.none" => ("Select a node to see what made it.", "选择一个节点以查看其来历。"),
+        "inspector.node" => ("Node", "节点"),
+        "inspector.decisions" => ("decision points", "决策点"),
+        "inspector.equity" => ("equity", "净值"),
+        "inspector.step" => ("step", "步"),
+        "inspector.scene" => ("scene", "场景"),
+        "ops.title" => ("Run", "运行"),
+        "ops.advance" => ("Advance", "推进"),
+        "ops.stop" => ("Stop", "停止"),
+        "ops.cannotAdvance" => ("Cannot advance", "无法推进"),
+        "confirm.delete" => (
+            "Delete node {{id}} and its subtree ({{n}} nodes)?",
+            "删除节点 {{id}} 及其子树（共 {{n}} 个节点）？",
+        ),
+        "branch.custom" => ("custom op (JSON)", "自定义操作（JSON）"),
+        "branch.customHelp" => (
+            "Any op as JSON, e.g. portfolio_patch, case_data_inject, abm_set_global",
+            "任意操作的 JSON，例如 portfolio_patch、case_data_inject、abm_set_global",
+        ),
+        "branch.jsonHelp" => ("Value (JSON)", "值（JSON）"),
+        "compare.enterId" => ("Enter the id of the node to compare with.", "请输入要比较的节点编号。"),
+        "details.title" => ("Node details", "节点详情"),
+        "usage.calls" => ("calls", "次调用"),
+        "usage.tokens" => ("tokens", "令牌"),
+        "usage.budget" => ("budget", "预算"),
         _ => (key, key),
     };
     match lang {
@@ -138,7 +186,35 @@ mod tests {
         assert_eq!(Lang::from_tag("fr"), None);
         assert_eq!(t(Lang::Zh, "common.delete"), "删除");
         assert_eq!(t(Lang::En, "nope"), "nope");
-        assert_eq!(toast(Lang::En, "toasts.nodeStarted", 7), "Node 7 started");
+        assert_eq!(toast(Lang::En, "toasts.nodeFinished", 7), "Node 7 finished");
         assert_eq!(Lang::Zh.html_lang(), "zh-CN");
+    }
+
+    #[test]
+    fn every_key_the_ui_uses_has_a_chinese_text() {
+        // Every `tr("…")`/`t(lang, "…")` key in the UI's sources must resolve, and to Chinese.
+        let sources = [
+            include_str!("app.rs"),
+            include_str!("pages.rs"),
+            include_str!("graph.rs"),
+        ];
+        let mut keys = Vec::new();
+        for src in sources {
+            for part in src.split(".tr(\"").skip(1).chain(src.split("t(lang, \"").skip(1)) {
+                if let Some(end) = part.find('"') {
+                    keys.push(part[..end].to_string());
+                }
+            }
+        }
+        assert!(keys.len() > 40, "found only {} keys", keys.len());
+        for key in keys {
+            let key: &'static str = Box::leak(key.into_boxed_str());
+            let zh = t(Lang::Zh, key);
+            assert_ne!(zh, key, "{key} has no text at all");
+            assert!(
+                zh.chars().any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c)),
+                "{key} is not translated: {zh}"
+            );
+        }
     }
 }

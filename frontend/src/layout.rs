@@ -101,20 +101,32 @@ impl Default for ViewTransform {
     }
 }
 
-pub const MIN_SCALE: f64 = 0.02;
+/// No floor worth the name: fit must show a tree of any width (a 20,000-leaf row needs about
+/// 0.001); nodes stay visible at such scales because they are drawn with a minimum screen size.
+pub const MIN_SCALE: f64 = 1e-5;
 pub const MAX_SCALE: f64 = 4.0;
+/// Screen pixels kept free around a fitted tree.
+pub const FIT_MARGIN: f64 = 24.0;
 
 impl ViewTransform {
-    /// Fits the layout into a `width × height` viewport with a margin, never zooming in past 1.5.
+    /// Fits the layout into a `width × height` viewport with a screen margin, never zooming in
+    /// past 1.5; the tree is centred horizontally and starts at the top.
     pub fn fit(layout: &Layout, width: f64, height: f64) -> ViewTransform {
         let (x0, y0, x1, y1) = layout.bounds;
-        let margin = NODE * 1.5;
-        let w = (x1 - x0) + 2.0 * margin;
-        let h = (y1 - y0) + 2.0 * margin;
-        let scale = (width / w).min(height / h).clamp(MIN_SCALE, 1.5);
+        let w = (x1 - x0) + NODE;
+        let h = (y1 - y0) + NODE;
+        let room_w = (width - 2.0 * FIT_MARGIN).max(1.0);
+        let room_h = (height - 2.0 * FIT_MARGIN).max(1.0);
+        let scale = (room_w / w).min(room_h / h).clamp(MIN_SCALE, 1.5);
         let tx = (width - (x1 - x0) * scale) / 2.0 - x0 * scale;
-        let ty = margin * scale - y0 * scale;
+        let ty = FIT_MARGIN + NODE / 2.0 * scale - y0 * scale;
         ViewTransform { tx, ty, scale }
+    }
+
+    /// Whether the world point is on screen with `pad` pixels to spare.
+    pub fn shows(&self, (x, y): (f64, f64), width: f64, height: f64, pad: f64) -> bool {
+        let (sx, sy) = (x * self.scale + self.tx, y * self.scale + self.ty);
+        sx >= pad && sx <= width - pad && sy >= pad && sy <= height - pad
     }
 
     /// Zooms by `factor` keeping the screen point `(sx, sy)` fixed.
@@ -155,8 +167,10 @@ impl ViewTransform {
         }
     }
 
+    /// The SVG transform. Full precision for the scale: at the scales a wide tree fits with
+    /// (~0.001), four decimals would misplace nodes by pixels.
     pub fn svg(&self) -> String {
-        format!("translate({:.2},{:.2}) scale({:.4})", self.tx, self.ty, self.scale)
+        format!("translate({:.2},{:.2}) scale({})", self.tx, self.ty, self.scale)
     }
 }
 
@@ -244,6 +258,22 @@ mod tests {
         let t = ViewTransform::default();
         let shown = l.visible(t.world_view(800.0, 600.0));
         assert!(!shown.is_empty() && shown.len() < 40, "{} of 5000 drawn", shown.len());
+    }
+
+    #[test]
+    fn fit_shows_a_very_wide_tree() {
+        let edges: Vec<(u64, u64)> = (1..20_001).map(|i| (0, i)).collect();
+        let g = model(&edges);
+        let l = Layout::compute(&g);
+        let t = ViewTransform::fit(&l, 1000.0, 600.0);
+        for id in [1, 10_000, 20_000] {
+            assert!(
+                t.shows(l.pos[&id], 1000.0, 600.0, 0.0),
+                "node {id} off screen at scale {}",
+                t.scale
+            );
+        }
+        assert_eq!(l.visible(t.world_view(1000.0, 600.0)).len(), 20_001);
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! The simtree web UI: a Leptos (CSR) app compiled to wasm32 and served by `simtree serve`.
 //!
 //! Pure logic — the graph reducer, context deltas, event formatting, the tree layout, routes,
-//! i18n, node comparison — lives in plain modules tested on the native target (`model`, `layout`,
-//! `route`, `i18n`, `compare`). Components (`app`, `graph`, `pages`) only wire it to the DOM, and
+//! i18n, node comparison, op labels — lives in plain modules tested on the native target
+//! (`model`, `layout`, `route`, `i18n`, `compare`, `ops`, `chart`). Components (`app`, `graph`, `pages`) only wire it to the DOM, and
 //! `api` talks to the server (fetch, WebSockets).
 
 pub mod chart;
@@ -10,6 +10,7 @@ pub mod compare;
 pub mod i18n;
 pub mod layout;
 pub mod model;
+pub mod ops;
 pub mod route;
 
 mod api;

@@ -3,6 +3,8 @@
 //! * [`GraphModel`] — the tree as the UI draws it, kept in sync by the tree socket's messages
 //!   (`attached`, `run_start`, `run_finish`, `deleted`, `snapshot`) as upstream's reducer does
 //!   (spec §4.2), plus the extension messages.
+//! * [`Toasts`] — the notification list: finished runs coalesce into one toast per batch,
+//!   failures are errors that stay until dismissed.
 //! * [`NodeView`] — the selected node's events and per-agent context, fed by REST and then by the
 //!   node socket, applying `agent_ctx_delta` with the tail-growth rule (spec §4.4) so the live
 //!   view equals the server's merged memory.
@@ -10,39 +12,73 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde_json::Value;
-use simtree_shared::{EdgeType, Graph, GraphEdge, LogEntry, NodeState, TreeMsg};
+use simtree_shared::{EdgeType, Graph, GraphEdge, LogEntry, NodeState, NodeStatus, Op, Summary, TreeMsg};
 
-/// The tree as drawn: nodes with depth, edges with type, running ids.
+/// The tree as drawn: nodes with depth, edges with type, running ids, each node's status, the
+/// ops that made it and the reason of a failed run.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct GraphModel {
     pub root: u64,
     pub nodes: BTreeMap<u64, u32>,
     pub edges: Vec<GraphEdge>,
     pub running: BTreeSet<u64>,
+    /// Nodes whose status is not `done` (absent = done).
+    pub status: HashMap<u64, NodeStatus>,
+    /// The ops on the edge into each node (from summaries and `attached`).
+    pub ops: HashMap<u64, Vec<Op>>,
+    /// Why a run failed, when the tree socket said so.
+    pub errors: HashMap<u64, String>,
 }
 
-/// A toast the UI should show after a message.
+/// A run that ended, for the notifications.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Toast {
-    Started(u64),
-    Finished(u64),
+pub struct RunEnd {
+    pub node: u64,
+    pub status: NodeStatus,
+    pub error: Option<String>,
 }
 
 impl GraphModel {
     pub fn from_graph(g: &Graph) -> Self {
+        let mut status: HashMap<u64, NodeStatus> = g
+            .nodes
+            .iter()
+            .filter(|n| n.status != NodeStatus::Done)
+            .map(|n| (n.id, n.status))
+            .collect();
+        for r in &g.running {
+            status.insert(*r, NodeStatus::Running);
+        }
         GraphModel {
             root: g.root,
             nodes: g.nodes.iter().map(|n| (n.id, n.depth)).collect(),
             edges: g.edges.clone(),
             running: g.running.iter().copied().collect(),
+            status,
+            ops: HashMap::new(),
+            errors: HashMap::new(),
         }
     }
 
-    /// Applies one tree-socket message; returns a toast for run start/finish.
-    pub fn apply(&mut self, msg: &TreeMsg) -> Option<Toast> {
+    /// Takes the ops of every edge from `GET …/summaries` (the graph route has none).
+    pub fn set_ops(&mut self, summaries: &[Summary]) {
+        for s in summaries {
+            for e in &s.edges {
+                self.ops.insert(e.to, e.ops.clone());
+            }
+        }
+    }
+
+    pub fn status_of(&self, node: u64) -> NodeStatus {
+        self.status.get(&node).copied().unwrap_or_default()
+    }
+
+    /// Applies one tree-socket message; returns the end of a run (for a notification).
+    pub fn apply(&mut self, msg: &TreeMsg) -> Option<RunEnd> {
         match msg {
             TreeMsg::Attached(a) => {
                 self.nodes.entry(a.node).or_insert(a.depth);
+                self.ops.insert(a.node, a.ops.clone());
                 if let Some(parent) = a.parent
                     && !self.edges.iter().any(|e| e.to == a.node)
                 {
@@ -56,21 +92,42 @@ impl GraphModel {
             }
             TreeMsg::RunStart { node } => {
                 self.running.insert(*node);
-                Some(Toast::Started(*node))
+                self.status.insert(*node, NodeStatus::Running);
+                None
             }
-            TreeMsg::RunFinish { node, .. } => {
+            TreeMsg::RunFinish { node, status, error } => {
                 self.running.remove(node);
-                Some(Toast::Finished(*node))
+                // A run that ends is never `running`; an old server sends no status (= done).
+                let status = if status.is_running() { NodeStatus::Done } else { *status };
+                if status == NodeStatus::Done {
+                    self.status.remove(node);
+                } else {
+                    self.status.insert(*node, status);
+                }
+                if let Some(e) = error {
+                    self.errors.insert(*node, e.clone());
+                }
+                Some(RunEnd {
+                    node: *node,
+                    status,
+                    error: error.clone(),
+                })
             }
             TreeMsg::Deleted { node } => {
                 let gone = self.descendants(*node);
                 self.nodes.retain(|id, _| !gone.contains(id));
                 self.edges.retain(|e| !gone.contains(&e.to) && !gone.contains(&e.from));
                 self.running.retain(|id| !gone.contains(id));
+                self.status.retain(|id, _| !gone.contains(id));
                 None
             }
             TreeMsg::Snapshot(g) => {
+                // The snapshot has no ops or reasons: keep what we know of the nodes it still has.
+                let ops = std::mem::take(&mut self.ops);
+                let errors = std::mem::take(&mut self.errors);
                 *self = GraphModel::from_graph(g);
+                self.ops = ops.into_iter().filter(|(n, _)| self.nodes.contains_key(n)).collect();
+                self.errors = errors.into_iter().filter(|(n, _)| self.nodes.contains_key(n)).collect();
                 None
             }
             TreeMsg::Resync { .. } => None,
@@ -109,6 +166,113 @@ impl GraphModel {
 
     pub fn edge_type_of(&self, node: u64) -> Option<EdgeType> {
         self.edges.iter().find(|e| e.to == node).map(|e| e.kind)
+    }
+}
+
+/// How bad a notification is: errors look different and stay until dismissed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    Info,
+    Error,
+}
+
+/// What a notification says (rendered in the current language by the shell).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Note {
+    /// Runs that finished in one batch.
+    Finished(Vec<u64>),
+    /// A run that failed, with the reason.
+    Failed { node: u64, reason: String },
+    /// Runs stopped by a client.
+    Cancelled(Vec<u64>),
+    /// Any other message (request errors, confirmations).
+    Text(String),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToastItem {
+    pub id: u64,
+    pub level: Level,
+    pub note: Note,
+    /// How many identical messages this toast stands for.
+    pub count: usize,
+    /// Bumped on every merge, so an expiry timer started earlier leaves a renewed toast alone.
+    pub touched: u64,
+}
+
+/// The notification list. Finished runs of one batch merge into one toast, repeated errors into
+/// one with a count, and at most [`Toasts::MAX`] are kept.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Toasts {
+    pub items: Vec<ToastItem>,
+    next: u64,
+}
+
+impl Toasts {
+    pub const MAX: usize = 3;
+
+    /// Adds a notification (or merges it into a matching one); returns `(id, touched)` for the
+    /// expiry timer.
+    pub fn push(&mut self, level: Level, note: Note) -> (u64, u64) {
+        self.next += 1;
+        let stamp = self.next;
+        let merged = self.items.iter_mut().rev().find_map(|t| {
+            let same = match (&mut t.note, &note) {
+                (Note::Finished(a), Note::Finished(b)) | (Note::Cancelled(a), Note::Cancelled(b)) => {
+                    a.extend(b.iter().filter(|n| !a.contains(n)).copied().collect::<Vec<_>>());
+                    true
+                }
+                (a, b) => a == b,
+            };
+            same.then(|| {
+                t.count += 1;
+                t.touched = stamp;
+                t.id
+            })
+        });
+        if let Some(id) = merged {
+            return (id, stamp);
+        }
+        self.items.push(ToastItem {
+            id: stamp,
+            level,
+            note,
+            count: 1,
+            touched: stamp,
+        });
+        // Drop the oldest info first; errors are worth more than a "finished".
+        while self.items.len() > Self::MAX {
+            let i = self.items.iter().position(|t| t.level == Level::Info).unwrap_or(0);
+            self.items.remove(i);
+        }
+        (stamp, stamp)
+    }
+
+    /// A run's end as a notification.
+    pub fn run_end(&mut self, end: &RunEnd) -> (u64, u64) {
+        match end.status {
+            NodeStatus::Failed | NodeStatus::Interrupted => self.push(
+                Level::Error,
+                Note::Failed {
+                    node: end.node,
+                    reason: end.error.clone().unwrap_or_else(|| "no reason given".into()),
+                },
+            ),
+            NodeStatus::Cancelled => self.push(Level::Info, Note::Cancelled(vec![end.node])),
+            _ => self.push(Level::Info, Note::Finished(vec![end.node])),
+        }
+    }
+
+    /// The expiry timer: removes info toast `id` unless it was renewed after `touched`. Errors
+    /// stay until dismissed.
+    pub fn expire(&mut self, id: u64, touched: u64) {
+        self.items
+            .retain(|t| !(t.id == id && t.touched == touched && t.level == Level::Info));
+    }
+
+    /// The close button.
+    pub fn dismiss(&mut self, id: u64) {
+        self.items.retain(|t| t.id != id);
     }
 }
 
@@ -288,34 +452,16 @@ pub fn event_line(e: &LogEntry) -> Option<EventLine> {
     }
 }
 
-/// The simulation viewer shows only public events and messages (spec §4.5).
+/// The simulation viewer shows public events and messages (spec §4.5), and for trading and
+/// agent-based nodes their decisions and steps (they have no chat), and errors.
 pub fn viewer_line(e: &LogEntry) -> Option<EventLine> {
-    event_line(e).filter(|l| l.kind == "event" || l.kind == "message")
+    let line = event_line(e)?;
+    let shown =
+        matches!(line.kind, "event" | "message" | "error") || matches!(e.kind.as_str(), "decision_point" | "abm_step");
+    shown.then_some(line)
 }
 
-/// Edge colour by type (spec §4.2).
-pub fn edge_colour(kind: EdgeType) -> &'static str {
-    match kind {
-        EdgeType::Advance => "#000",
-        EdgeType::AgentCtx => "#1b5e20",
-        EdgeType::AgentPlan => "#e65100",
-        EdgeType::AgentProps => "#5e35b1",
-        EdgeType::SceneState => "#6d4c41",
-        EdgeType::PublicEvent => "#1e4976",
-        EdgeType::Root | EdgeType::Multi => "#888",
-    }
-}
-
-/// The legend: the six edge types with a colour, in upstream's order.
-pub const LEGEND: [EdgeType; 6] = [
-    EdgeType::Advance,
-    EdgeType::AgentCtx,
-    EdgeType::AgentPlan,
-    EdgeType::AgentProps,
-    EdgeType::SceneState,
-    EdgeType::PublicEvent,
-];
-
+/// The wire name of an edge type (the `data-type` of a drawn edge).
 pub fn edge_name(kind: EdgeType) -> &'static str {
     match kind {
         EdgeType::Root => "root",
@@ -379,7 +525,11 @@ mod tests {
         // A repeated attached (e.g. after a snapshot raced it) adds no duplicate edge.
         g.apply(&attached(2, Some(1), 2, EdgeType::PublicEvent));
         assert_eq!(g.edges.len(), 3);
-        assert_eq!(g.apply(&TreeMsg::RunStart { node: 3 }), Some(Toast::Started(3)));
+        assert_eq!(
+            g.apply(&TreeMsg::RunStart { node: 3 }),
+            None,
+            "a start is no notification"
+        );
         assert!(g.running.contains(&3));
         assert_eq!(
             g.apply(&TreeMsg::RunFinish {
@@ -387,7 +537,11 @@ mod tests {
                 status: Default::default(),
                 error: None
             }),
-            Some(Toast::Finished(3))
+            Some(RunEnd {
+                node: 3,
+                status: NodeStatus::Done,
+                error: None
+            })
         );
         assert!(g.running.is_empty());
         g.apply(&TreeMsg::RunStart { node: 2 });
@@ -494,6 +648,10 @@ mod tests {
         let deal = e("landlord_deal", json!({"bottom": ["3", "BJ"]}));
         assert_eq!(event_line(&deal).unwrap().text, "Bottom: 3 BJ");
         assert_eq!(viewer_line(&other), None);
+        assert!(
+            viewer_line(&dp_entry()).is_some(),
+            "trading decisions show in the viewer"
+        );
         let dp = e(
             "decision_point",
             json!({"log": {"case_id": "x:3", "agent_output": {"text": "hold"}, "execution_result": {"message": "accepted"}}}),
@@ -508,6 +666,53 @@ mod tests {
         assert!(viewer_line(&public).is_some());
     }
 
+    fn dp_entry() -> LogEntry {
+        LogEntry {
+            kind: "decision_point".into(),
+            data: json!({"log": {"case_id": "c"}}),
+            node: 1,
+        }
+    }
+
+    #[test]
+    fn failed_runs_are_errors_and_finishes_coalesce() {
+        let mut g = GraphModel::default();
+        g.apply(&attached(0, None, 0, EdgeType::Root));
+        g.apply(&TreeMsg::RunStart { node: 1 });
+        let end = g
+            .apply(&TreeMsg::RunFinish {
+                node: 1,
+                status: NodeStatus::Failed,
+                error: Some("provider down".into()),
+            })
+            .unwrap();
+        assert_eq!(g.status_of(1), NodeStatus::Failed);
+        assert_eq!(g.errors[&1], "provider down");
+        let mut t = Toasts::default();
+        t.run_end(&end);
+        for n in 2..15 {
+            t.run_end(&RunEnd {
+                node: n,
+                status: NodeStatus::Done,
+                error: None,
+            });
+        }
+        assert_eq!(t.items.len(), 2, "13 finishes are one toast: {:?}", t.items);
+        assert_eq!(t.items[0].level, Level::Error);
+        assert_eq!(t.items[1].note, Note::Finished((2..15).collect()));
+        let (id, stamp) = (t.items[1].id, t.items[1].touched);
+        t.expire(t.items[0].id, t.items[0].touched);
+        assert_eq!(t.items.len(), 2, "errors do not expire");
+        t.expire(id, stamp);
+        assert_eq!(t.items.len(), 1);
+        t.dismiss(t.items[0].id);
+        assert!(t.items.is_empty());
+        for i in 0..5 {
+            t.push(Level::Info, Note::Text(format!("m{i}")));
+        }
+        assert_eq!(t.items.len(), Toasts::MAX);
+    }
+
     #[test]
     fn numeric_inputs_parse_like_upstream() {
         assert_eq!(parse_count("", 5), 5);
@@ -518,8 +723,6 @@ mod tests {
 
     #[test]
     fn colours_and_fills() {
-        assert_eq!(edge_colour(EdgeType::PublicEvent), "#1e4976");
-        assert_eq!(edge_colour(EdgeType::Multi), "#888");
         assert_eq!(node_fill(true, true, true), "#f66");
         assert_eq!(node_fill(false, true, false), "#69f");
         assert_eq!(node_fill(false, false, true), "#7c7");

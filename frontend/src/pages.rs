@@ -1,18 +1,20 @@
-//! The pages (spec §4.1–4.5) and their panels: home, SimTree (graph + ops + branch editor +
-//! compare), Studio (graph + ops | events | agents, live over the node socket) and the read-only
-//! simulation viewer.
+//! The pages (spec §4.1–4.5) and their panels: home, SimTree (graph pane | inspector, ops,
+//! branch editor, compare, node details), Studio (graph + ops | events | agents, live over the
+//! node socket) and the read-only simulation viewer. Requests of a tree go through
+//! [`Tree::run`], so a button cannot fire twice while its request is in flight.
 
 use leptos::html;
 use leptos::prelude::*;
 use serde_json::{Value, json};
-use simtree_shared::{LogEntry, NodeState, TreeMsg, TreeRef};
+use simtree_shared::{LogEntry, NodeState, NodeStatus, TreeMsg, TreeRef};
 
-use crate::api::{self, Socket};
-use crate::app::{Link, Tree, ctx};
+use crate::api::{self, ApiError, Socket};
+use crate::app::{Conn, Link, Tree, ctx, set_title};
 use crate::chart::{AbmStructure, COLOURS, abm_series, abm_structure, pct, polylines, short_name};
 use crate::compare::{Comparison, compare};
-use crate::graph::{GraphView, Legend, Stats, UsageLine};
+use crate::graph::{GraphView, Legend, Stats, UsageLine, node_summary, status_name};
 use crate::model::{EventLine, NodeView, event_line, parse_count, viewer_line};
+use crate::ops::{finished_reason, needs_confirm};
 use crate::route::Route;
 
 #[component]
@@ -28,9 +30,9 @@ pub fn Home() -> impl IntoView {
     };
     view! {
         <div class="home">
-            {card(Route::Sim { tree: None, node: 0 }, "home.sim", "home.simDesc")}
             {card(Route::SimTree(None), "home.tree", "home.treeDesc")}
             {card(Route::Studio(None), "home.studio", "home.studioDesc")}
+            {card(Route::Sim { tree: None, node: 0 }, "home.sim", "home.simDesc")}
         </div>
     }
 }
@@ -40,27 +42,127 @@ fn initial_tree(route_id: Option<u64>) -> Option<u64> {
     route_id.or_else(|| api::storage_get("devui:lastTreeId").and_then(|s| s.parse().ok()))
 }
 
+/// The page title names the tree and what it simulates.
+fn title_effect(tree: Tree, page: &'static str) {
+    Effect::new(move |_| {
+        let title = match tree.id.get() {
+            Some(id) => {
+                let sc = tree.scenario.get();
+                if sc.is_empty() {
+                    format!("{page} · tree {id} · simtree")
+                } else {
+                    format!("{sc} · tree {id} · {page} · simtree")
+                }
+            }
+            None => format!("{page} · simtree"),
+        };
+        set_title(&title);
+    });
+}
+
+/// "Tree N not found", instead of an empty canvas.
+#[component]
+fn NotFound(tree: Tree) -> impl IntoView {
+    let ctx = ctx();
+    view! {
+        <div id="not-found" class="empty-state">
+            <h2>{move || ctx.tr("notFound.title")} " " {move || tree.id.get().map(|i| format!("#{i}"))}</h2>
+            <p>{move || ctx.tr("notFound.body")}</p>
+            <Link route=Route::Home>{move || ctx.tr("nav.home")}</Link>
+        </div>
+    }
+}
+
+/// A vertical splitter: dragging it resizes the side pane (remembered in localStorage).
+#[component]
+fn Splitter(width: RwSignal<f64>) -> impl IntoView {
+    let drag = StoredValue::new(false);
+    let moves = window_event_listener(leptos::ev::mousemove, move |ev| {
+        if drag.get_value() {
+            let vw = web_sys::window()
+                .and_then(|w| w.inner_width().ok())
+                .and_then(|v| v.as_f64())
+                .unwrap_or(1400.0);
+            let w = (vw - f64::from(ev.client_x())).clamp(300.0, vw * 0.7);
+            width.set(w);
+        }
+    });
+    let ups = window_event_listener(leptos::ev::mouseup, move |_| {
+        if drag.get_value() {
+            drag.set_value(false);
+            api::storage_set("devui:sideWidth", &format!("{:.0}", width.get_untracked()));
+        }
+    });
+    on_cleanup(move || {
+        moves.remove();
+        ups.remove();
+    });
+    view! { <div class="splitter" title="Drag to resize" on:mousedown=move |ev| { ev.prevent_default(); drag.set_value(true) }></div> }
+}
+
+fn side_width() -> RwSignal<f64> {
+    RwSignal::new(
+        api::storage_get("devui:sideWidth")
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(440.0),
+    )
+}
+
 #[component]
 pub fn SimTreePage(tree_id: Option<u64>) -> impl IntoView {
     let tree = Tree::new();
     if let Some(id) = initial_tree(tree_id) {
         tree.connect(id);
     }
+    title_effect(tree, "SimTree");
+    let node_view = node_view_signal(tree);
+    let width = side_width();
     view! {
-        <div class="page simtree">
-            <div class="left">
-                <GraphView tree width=760.0 height=520.0 />
-                <Stats tree />
-                <UsageLine tree />
-                <Legend />
+        <Show when=move || tree.conn.get() != Conn::NotFound fallback=move || view! { <NotFound tree /> }>
+            <div class="page simtree workspace" style=move || format!("--side:{:.0}px", width.get())>
+                <div class="graph-pane">
+                    <TreeBar tree />
+                    <GraphView tree />
+                    <div class="graph-foot">
+                        <Stats tree />
+                        <Legend tree />
+                    </div>
+                </div>
+                <Splitter width />
+                <div class="side">
+                    <Inspector tree node_view />
+                    <OpsPanel tree node_view details=true />
+                    <BranchEditor tree />
+                    <ComparePanel tree />
+                    <NodeDetails tree view_state=node_view />
+                    <CreatePanel studio=false tree=tree />
+                </div>
             </div>
-            <div class="right">
-                <CreatePanel studio=false tree=tree />
-                <OpsPanel tree details=true />
-                <BranchEditor tree />
-                <ComparePanel tree />
-                <NodeDetails tree />
-            </div>
+        </Show>
+    }
+}
+
+/// The bar above the graph: which tree is open, its scenario, the connection.
+#[component]
+fn TreeBar(tree: Tree) -> impl IntoView {
+    let ctx = ctx();
+    let conn = move || match tree.conn.get() {
+        Conn::Live => ("live", ctx.tr("conn.live")),
+        Conn::Connecting => ("connecting", ctx.tr("conn.connecting")),
+        Conn::Lost => ("lost", ctx.tr("conn.lost")),
+        Conn::NotFound => ("lost", ctx.tr("notFound.title")),
+    };
+    view! {
+        <div class="tree-bar">
+            <span id="tree-name" class="tree-name">
+                {move || tree.id.get().map_or_else(|| ctx.tr("tree.none").to_string(), |i| format!("{} {i}", ctx.tr("tree.label")))}
+                <Show when=move || !tree.scenario.get().is_empty()>
+                    <span class="chip">{move || tree.scenario.get()}</span>
+                </Show>
+            </span>
+            <span class="spacer"></span>
+            <UsageLine tree />
+            <span id="conn" class=move || format!("conn {}", conn().0)>{move || conn().1}</span>
         </div>
     }
 }
@@ -71,9 +173,11 @@ fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) -> impl IntoV
     let ctx = ctx();
     let scenarios = RwSignal::new(Vec::<(String, String)>::new());
     let choice = RwSignal::new("simple_chat".to_string());
+    let seed = RwSignal::new(String::new());
+    let budget = RwSignal::new(String::new());
     leptos::task::spawn_local(async move {
-        if let Ok(list) = api::get::<Vec<Value>>("/api/scenarios").await {
-            scenarios.set(
+        match api::get::<Vec<Value>>("/api/scenarios").await {
+            Ok(list) => scenarios.set(
                 list.iter()
                     .filter_map(|s| {
                         Some((
@@ -82,13 +186,20 @@ fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) -> impl IntoV
                         ))
                     })
                     .collect(),
-            );
+            ),
+            Err(e) => ctx.error(e),
         }
     });
     let create = move |_| {
-        let scenario = choice.get();
+        let mut body = json!({"scenario": choice.get()});
+        if let Ok(s) = seed.get().trim().parse::<u64>() {
+            body["seed"] = json!(s);
+        }
+        if let Ok(b) = budget.get().trim().parse::<u64>() {
+            body["token_budget"] = json!(b);
+        }
         leptos::task::spawn_local(async move {
-            match api::post::<TreeRef>("/devui/simtree", &json!({"scenario": scenario})).await {
+            match api::post::<TreeRef>("/devui/simtree", &body).await {
                 Ok(r) => {
                     api::storage_set("devui:lastTreeId", &r.id.to_string());
                     ctx.navigate(if studio {
@@ -97,14 +208,15 @@ fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) -> impl IntoV
                         Route::SimTree(Some(r.id))
                     });
                 }
-                Err(e) => ctx.toast(e),
+                Err(e) => ctx.error(e),
             }
         });
     };
     view! {
         <section class="panel">
             <h3>{move || ctx.tr("simtree.createNew")}</h3>
-            <div class="row">
+            <div class="field">
+                <label for="scenario-select">{move || ctx.tr("create.scenario")}</label>
                 <select id="scenario-select" on:change=move |ev| choice.set(event_target_value(&ev)) prop:value=move || choice.get()>
                     <For
                         each=move || scenarios.get()
@@ -112,7 +224,15 @@ fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) -> impl IntoV
                         children=move |(id, title)| view! { <option value=id.clone() selected=move || choice.get() == id>{format!("{id} — {title}")}</option> }
                     />
                 </select>
-                <button id="create-btn" on:click=create>{move || ctx.tr("common.create")}</button>
+            </div>
+            <div class="row">
+                <label>{move || ctx.tr("create.seed")}</label>
+                <input id="seed-input" type="number" min="0" placeholder="0" prop:value=move || seed.get() on:input=move |ev| seed.set(event_target_value(&ev)) />
+                <label>{move || ctx.tr("create.budget")}</label>
+                <input id="budget-input" type="number" min="1" placeholder="∞" prop:value=move || budget.get() on:input=move |ev| budget.set(event_target_value(&ev)) />
+            </div>
+            <div class="row">
+                <button id="create-btn" class="primary" on:click=create>{move || ctx.tr("common.create")}</button>
                 <button id="refresh-btn" disabled=move || tree.is_none() on:click=move |_| if let Some(t) = tree { t.refresh() }>
                     {move || ctx.tr("common.refresh")}
                 </button>
@@ -121,88 +241,173 @@ fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) -> impl IntoV
     }
 }
 
-/// Runs a request and toasts its error.
-fn act(fut: impl std::future::Future<Output = Result<(), String>> + 'static) {
+/// What the selected node is: what made it, its status and failure reason, and a key figure.
+#[component]
+fn Inspector(tree: Tree, node_view: RwSignal<Option<Value>>) -> impl IntoView {
     let ctx = ctx();
-    leptos::task::spawn_local(async move {
-        if let Err(e) = fut.await {
-            ctx.toast(e);
-        }
+    let info = RwSignal::new(None::<Value>);
+    Effect::new(move |_| {
+        tree.last_msg.track();
+        let (Some(t), Some(n)) = (tree.id.get(), tree.selected.get()) else {
+            return;
+        };
+        leptos::task::spawn_local(async move {
+            let v = api::get::<Value>(&format!("/devui/simtree/{t}/node/{n}/info"))
+                .await
+                .ok();
+            if tree.selected.get_untracked() == Some(n) {
+                info.set(v);
+            }
+        });
     });
+    let status = move || {
+        let n = tree.selected.get()?;
+        Some(tree.graph.with(|g| g.status_of(n)))
+    };
+    let reason = move || {
+        let n = tree.selected.get()?;
+        tree.graph
+            .with(|g| g.errors.get(&n).cloned())
+            .or_else(|| info.with(|i| i.as_ref()?["error"].as_str().map(str::to_string)))
+    };
+    let figure = move || {
+        node_view.with(|v| {
+            let v = v.as_ref()?;
+            Some(match v["kind"].as_str()? {
+                "trading" => format!(
+                    "{} · {} {}/{} · {} {}",
+                    v["current_date"].as_str().unwrap_or("–"),
+                    ctx.tr("inspector.decisions"),
+                    v["next_decision_point"],
+                    v["decision_points"],
+                    ctx.tr("inspector.equity"),
+                    crate::ops::grouped(v["portfolio_value"].as_f64().unwrap_or(0.0))
+                ),
+                "abm" => format!("{} {}", ctx.tr("inspector.step"), v["steps"]),
+                _ => format!("{}: {}", ctx.tr("inspector.scene"), v["scene"].as_str().unwrap_or("")),
+            })
+        })
+    };
+    let tokens = move || {
+        info.with(|i| {
+            let u = &i.as_ref()?["usage"];
+            let calls = u["calls"].as_u64().filter(|c| *c > 0)?;
+            Some(format!(
+                "{calls} {} · {} {}",
+                ctx.tr("usage.calls"),
+                u["prompt_tokens"].as_u64().unwrap_or(0) + u["completion_tokens"].as_u64().unwrap_or(0),
+                ctx.tr("usage.tokens")
+            ))
+        })
+    };
+    view! {
+        <section id="inspector" class="panel inspector">
+            <Show when=move || tree.selected.get().is_some() fallback=move || view! { <p class="muted">{move || ctx.tr("inspector.none")}</p> }>
+                <h3>
+                    {move || format!("{} #{}", ctx.tr("inspector.node"), tree.selected.get().unwrap_or(0))}
+                    <span id="node-status" class=move || format!("badge {}", status_name(status().unwrap_or_default()))>
+                        {move || status_name(status().unwrap_or_default())}
+                    </span>
+                </h3>
+                <p id="node-made" class="made">
+                    {move || tree.selected.get().map(|n| tree.graph.with(|g| node_summary(g, n)))}
+                </p>
+                {move || reason().map(|r| view! { <p id="node-reason" class="reason">{r}</p> })}
+                {move || figure().map(|f| view! { <p class="figure">{f}</p> })}
+                {move || tokens().map(|t| view! { <p class="muted">{t}</p> })}
+            </Show>
+        </section>
+    }
 }
 
-/// Run leaves, advance, parallel run, chain run, details, delete.
+/// Run leaves, advance, parallel run, chain run, stop, details, delete (with confirmation).
 #[component]
-fn OpsPanel(tree: Tree, details: bool) -> impl IntoView {
+fn OpsPanel(tree: Tree, node_view: RwSignal<Option<Value>>, details: bool) -> impl IntoView {
     let ctx = ctx();
     let leaves = RwSignal::new("1".to_string());
     let steps = RwSignal::new("1".to_string());
     let size = RwSignal::new("2".to_string());
     let chain = RwSignal::new("5".to_string());
-    let no_tree = move || tree.id.get().is_none();
-    let no_sel = move || tree.id.get().is_none() || tree.selected.get().is_none();
-    let base = move || format!("/devui/simtree/{}", tree.id.get_untracked().unwrap_or(0));
+    let confirm_delete = RwSignal::new(false);
+    Effect::new(move |_| {
+        tree.selected.track();
+        confirm_delete.set(false);
+    });
+    let sel_status = move || tree.selected.get().map(|n| tree.graph.with(|g| g.status_of(n)));
+    let running = move || sel_status() == Some(NodeStatus::Running);
+    let no_tree = move || tree.id.get().is_none() || tree.busy.get();
+    let finished = move || node_view.with(|v| v.as_ref().and_then(finished_reason));
+    let no_sel = move || tree.id.get().is_none() || tree.selected.get().is_none() || tree.busy.get() || running();
+    let no_advance = move || no_sel() || finished().is_some();
     let sel = move || tree.selected.get_untracked().unwrap_or(0);
     let input = move |id: &'static str, sig: RwSignal<String>| {
         view! { <input id=id type="number" min="1" prop:value=move || sig.get() on:input=move |ev| sig.set(event_target_value(&ev)) /> }
     };
+    // Advance-like requests: the view follows the first child attached under the parent.
+    let advance = move |route: &'static str, body: Value| {
+        let (b, parent) = (tree.base(), sel());
+        tree.follow.set(Some(parent));
+        tree.run(async move {
+            let r = api::post::<Value>(&format!("{b}/{route}"), &body).await?;
+            if let Some(child) = r["child"].as_u64() {
+                tree.follow.set(None);
+                tree.selected.set(Some(child));
+            }
+            Ok(())
+        });
+    };
     view! {
         <section class="panel ops">
-            <h3>"Ops"</h3>
-            <div class="row">
-                <label>{move || ctx.tr("simtree.runLeaves")}</label>
-                {input("leaves-input", leaves)}
-                <button id="run-leaves-btn" disabled=no_tree on:click=move |_| {
-                    let turns = parse_count(&leaves.get(), 1);
-                    let b = base();
-                    act(async move {
-                        api::post::<Value>(&format!("{b}/advance_frontier"), &json!({"turns": turns, "only_max_depth": false})).await?;
-                        tree.refresh();
-                        Ok(())
-                    })
-                }>{move || ctx.tr("simtree.run")}</button>
-            </div>
+            <h3>{move || ctx.tr("ops.title")}</h3>
+            {move || finished().map(|r| view! { <p id="finished-note" class="note">{format!("{}: {r}", ctx.tr("ops.cannotAdvance"))}</p> })}
             <div class="row">
                 <label>{move || ctx.tr("simtree.stepCount")}</label>
                 {input("steps-input", steps)}
-                <button id="advance-btn" disabled=no_sel on:click=move |_| {
+                <button id="advance-btn" class="primary" disabled=no_advance on:click=move |_| {
                     let turns = parse_count(&steps.get(), 1);
-                    let (b, parent) = (base(), sel());
-                    act(async move {
-                        let r = api::post::<Value>(&format!("{b}/advance"), &json!({"parent": parent, "turns": turns})).await?;
-                        if let Some(child) = r["child"].as_u64() {
-                            tree.selected.set(Some(child));
-                        }
-                        Ok(())
-                    })
-                }>"Advance"</button>
+                    advance("advance", json!({"parent": sel(), "turns": turns}));
+                }>{move || ctx.tr("ops.advance")}</button>
             </div>
             <div class="row">
                 <label>{move || ctx.tr("simtree.parallelSize")}</label>
                 {input("parallel-input", size)}
-                <button id="parallel-btn" disabled=no_sel on:click=move |_| {
+                <button id="parallel-btn" disabled=no_advance on:click=move |_| {
                     let turns = parse_count(&steps.get(), 1);
                     let count = parse_count(&size.get(), 2);
-                    let (b, parent) = (base(), sel());
-                    act(async move {
-                        api::post::<Value>(&format!("{b}/advance_multi"), &json!({"parent": parent, "turns": turns, "count": count})).await?;
-                        Ok(())
-                    })
+                    advance("advance_multi", json!({"parent": sel(), "turns": turns, "count": count}));
                 }>{move || ctx.tr("simtree.parallelRun")}</button>
             </div>
             <div class="row">
                 <label>{move || ctx.tr("simtree.chainLength")}</label>
                 {input("chain-input", chain)}
-                <button id="chain-btn" disabled=no_sel on:click=move |_| {
+                <button id="chain-btn" disabled=no_advance on:click=move |_| {
                     let turns = parse_count(&chain.get(), 5);
-                    let (b, parent) = (base(), sel());
-                    act(async move {
-                        api::post::<Value>(&format!("{b}/advance_chain"), &json!({"parent": parent, "turns": turns})).await?;
-                        Ok(())
-                    })
+                    advance("advance_chain", json!({"parent": sel(), "turns": turns}));
                 }>{move || ctx.tr("simtree.chainRun")}</button>
             </div>
             <div class="row">
+                <label>{move || ctx.tr("simtree.runLeaves")}</label>
+                {input("leaves-input", leaves)}
+                <button id="run-leaves-btn" disabled=no_tree on:click=move |_| {
+                    let turns = parse_count(&leaves.get(), 1);
+                    let b = tree.base();
+                    tree.run(async move {
+                        api::post::<Value>(&format!("{b}/advance_frontier"), &json!({"turns": turns, "only_max_depth": false})).await?;
+                        Ok(())
+                    })
+                }>{move || ctx.tr("simtree.run")}</button>
+            </div>
+            <div class="row">
+                <Show when=running>
+                    <button id="stop-btn" class="danger" on:click=move |_| {
+                        let (b, node) = (tree.base(), sel());
+                        leptos::task::spawn_local(async move {
+                            if let Err(e) = api::post::<Value>(&format!("{b}/node/{node}/cancel"), &json!({})).await {
+                                ctx.error(e);
+                            }
+                        });
+                    }>{move || ctx.tr("ops.stop")}</button>
+                </Show>
                 <Show when=move || details>
                     <button id="details-btn" disabled=no_sel on:click=move |_| {
                         if let (Some(t), Some(n)) = (tree.id.get(), tree.selected.get()) {
@@ -212,18 +417,30 @@ fn OpsPanel(tree: Tree, details: bool) -> impl IntoView {
                 </Show>
                 <button
                     id="delete-btn"
+                    class="danger-outline"
                     disabled=move || no_sel() || tree.selected.get() == Some(tree.graph.with(|g| g.root))
-                    on:click=move |_| {
-                        let (b, node) = (base(), sel());
-                        act(async move {
-                            api::delete(&format!("{b}/node/{node}")).await?;
-                            tree.refresh();
-                            tree.selected.set(Some(0));
-                            Ok(())
-                        })
-                    }
+                    on:click=move |_| confirm_delete.set(true)
                 >{move || ctx.tr("simtree.deleteSubtree")}</button>
             </div>
+            <Show when=move || confirm_delete.get()>
+                <div id="confirm-delete" class="confirm">
+                    <span>{move || {
+                        let n = sel();
+                        let count = tree.graph.with(|g| g.descendants(n).len());
+                        ctx.tr("confirm.delete").replace("{{id}}", &n.to_string()).replace("{{n}}", &count.to_string())
+                    }}</span>
+                    <button id="confirm-delete-yes" class="danger" on:click=move |_| {
+                        confirm_delete.set(false);
+                        let (b, node) = (tree.base(), sel());
+                        tree.run(async move {
+                            api::delete(&format!("{b}/node/{node}")).await?;
+                            tree.refresh();
+                            Ok(())
+                        });
+                    }>{move || ctx.tr("common.delete")}</button>
+                    <button id="confirm-delete-no" on:click=move |_| confirm_delete.set(false)>{move || ctx.tr("common.cancel")}</button>
+                </div>
+            </Show>
         </section>
     }
 }
@@ -244,7 +461,8 @@ fn agents_of(tree: Tree) -> RwSignal<Vec<String>> {
     agents
 }
 
-/// The full branch editor: all five op kinds (upstream's UI offers only the broadcast).
+/// The branch editor: the five social op kinds (upstream's UI offers only the broadcast) and any
+/// op as JSON (trading and ABM ops); destructive ops ask first.
 #[component]
 fn BranchEditor(tree: Tree) -> impl IntoView {
     let ctx = ctx();
@@ -254,11 +472,30 @@ fn BranchEditor(tree: Tree) -> impl IntoView {
     let content = RwSignal::new(String::new());
     let text = RwSignal::new("(announcement)".to_string());
     let json_text = RwSignal::new("{}".to_string());
+    let pending = RwSignal::new(None::<(Value, String)>);
     let agents = agents_of(tree);
     Effect::new(move |_| {
         let list = agents.get();
         if !list.contains(&agent.get_untracked()) {
             agent.set(list.first().cloned().unwrap_or_default());
+        }
+    });
+    Effect::new(move |_| {
+        kind.track();
+        tree.selected.track();
+        pending.set(None);
+    });
+    // The custom op starts from an example of the tree's kind, so its shape is visible.
+    Effect::new(move |_| {
+        if kind.get() == "custom" && json_text.get_untracked().trim() == "{}" {
+            json_text.set(
+                match tree.kind.get() {
+                    crate::ops::Kind::Trading => r#"{"op": "portfolio_patch", "cash": 500000}"#,
+                    crate::ops::Kind::Abm => r#"{"op": "abm_set_global", "name": "infectionRate", "value": 0.6}"#,
+                    crate::ops::Kind::Social => r#"{"op": "public_broadcast", "text": "Breaking news"}"#,
+                }
+                .to_string(),
+            );
         }
     });
     let needs_agent = move || {
@@ -270,67 +507,68 @@ fn BranchEditor(tree: Tree) -> impl IntoView {
     let json_kind = move || {
         matches!(
             kind.get().as_str(),
-            "agent_plan_replace" | "agent_props_patch" | "scene_state_patch"
+            "agent_plan_replace" | "agent_props_patch" | "scene_state_patch" | "custom"
         )
     };
-    let apply = move |_| {
-        let op = match kind.get().as_str() {
+    let build = move || -> Result<Value, String> {
+        match kind.get().as_str() {
             "agent_ctx_append" => {
                 Ok(json!({"op": "agent_ctx_append", "name": agent.get(), "role": role.get(), "content": content.get()}))
             }
             "public_broadcast" => Ok(json!({"op": "public_broadcast", "text": text.get()})),
-            k => match serde_json::from_str::<Value>(&json_text.get()) {
-                Err(e) => Err(format!("invalid JSON: {e}")),
-                Ok(v) => Ok(match k {
-                    // Any op as JSON: the trading and ABM ops (portfolio_patch, case_data_inject,
-                    // agent_swap, agent_prompt_replace, abm_set_global, …) and the generic ones.
+            k => {
+                let v = serde_json::from_str::<Value>(&json_text.get()).map_err(|e| format!("invalid JSON: {e}"))?;
+                Ok(match k {
                     "custom" => v,
                     "agent_plan_replace" => json!({"op": k, "name": agent.get(), "plan_state": v}),
                     "agent_props_patch" => json!({"op": k, "name": agent.get(), "updates": v}),
                     _ => json!({"op": k, "updates": v}),
-                }),
-            },
-        };
-        let (Some(t), Some(parent)) = (tree.id.get(), tree.selected.get()) else {
-            return;
-        };
-        act(async move {
-            let op = op?;
-            let r = api::post::<Value>(
-                &format!("/devui/simtree/{t}/branch"),
-                &json!({"parent": parent, "ops": [op]}),
-            )
-            .await?;
+                })
+            }
+        }
+    };
+    let send = move |op: Value| {
+        let (b, parent) = (tree.base(), tree.selected.get_untracked().unwrap_or(0));
+        pending.set(None);
+        tree.run(async move {
+            let r = api::post::<Value>(&format!("{b}/branch"), &json!({"parent": parent, "ops": [op]})).await?;
             if let Some(child) = r["child"].as_u64() {
                 tree.selected.set(Some(child));
             }
             Ok(())
         });
     };
+    let apply = move |_| match build() {
+        Err(e) => ctx.error(ApiError::Client(e)),
+        Ok(op) => match needs_confirm(&op) {
+            Some(q) => pending.set(Some((op, q))),
+            None => send(op),
+        },
+    };
     view! {
         <section class="panel branch">
             <h3>{move || ctx.tr("simtree.branch")}</h3>
-            <div class="row">
-                <label>{move || ctx.tr("simtree.opKind")}</label>
+            <div class="field">
+                <label for="op-kind">{move || ctx.tr("simtree.opKind")}</label>
                 <select id="op-kind" on:change=move |ev| kind.set(event_target_value(&ev)) prop:value=move || kind.get()>
                     <option value="public_broadcast">"public_broadcast"</option>
                     <option value="agent_ctx_append">"agent_ctx_append"</option>
                     <option value="agent_plan_replace">"agent_plan_replace"</option>
                     <option value="agent_props_patch">"agent_props_patch"</option>
                     <option value="scene_state_patch">"scene_state_patch"</option>
-                    <option value="custom">"custom op (JSON)"</option>
+                    <option value="custom">{move || ctx.tr("branch.custom")}</option>
                 </select>
             </div>
             <Show when=needs_agent>
-                <div class="row">
-                    <label>{move || ctx.tr("sim.agent")}</label>
+                <div class="field">
+                    <label for="op-agent">{move || ctx.tr("sim.agent")}</label>
                     <select id="op-agent" on:change=move |ev| agent.set(event_target_value(&ev)) prop:value=move || agent.get()>
                         <For each=move || agents.get() key=|a| a.clone() children=move |a| view! { <option value=a.clone()>{a.clone()}</option> } />
                     </select>
                 </div>
             </Show>
             <Show when=move || kind.get() == "agent_ctx_append">
-                <div class="row">
+                <div class="field">
                     <select id="op-role" on:change=move |ev| role.set(event_target_value(&ev)) prop:value=move || role.get()>
                         <option value="user">"user"</option>
                         <option value="assistant">"assistant"</option>
@@ -339,21 +577,28 @@ fn BranchEditor(tree: Tree) -> impl IntoView {
                 </div>
             </Show>
             <Show when=json_kind>
-                <div class="row">
+                <div class="field">
+                    <label for="op-json">{move || if kind.get() == "custom" { ctx.tr("branch.customHelp") } else { ctx.tr("branch.jsonHelp") }}</label>
                     <textarea id="op-json" class="json" prop:value=move || json_text.get() on:input=move |ev| json_text.set(event_target_value(&ev))></textarea>
                 </div>
             </Show>
             <Show when=move || kind.get() == "public_broadcast">
-                <div class="row">
-                    <label>{move || ctx.tr("simtree.broadcast")}</label>
+                <div class="field">
+                    <label for="op-text">{move || ctx.tr("simtree.broadcast")}</label>
                     <input id="op-text" prop:value=move || text.get() on:input=move |ev| text.set(event_target_value(&ev)) />
                 </div>
             </Show>
-            <button id="branch-btn" disabled=move || tree.selected.get().is_none() on:click=apply>{move || ctx.tr("common.apply")}</button>
+            <button id="branch-btn" class="primary" disabled=move || tree.selected.get().is_none() || tree.busy.get() on:click=apply>{move || ctx.tr("common.apply")}</button>
+            {move || pending.get().map(|(op, q)| view! {
+                <div id="confirm-op" class="confirm">
+                    <span>{q}</span>
+                    <button id="confirm-op-yes" class="danger" on:click=move |_| send(op.clone())>{move || ctx.tr("common.apply")}</button>
+                    <button id="confirm-op-no" on:click=move |_| pending.set(None)>{move || ctx.tr("common.cancel")}</button>
+                </div>
+            })}
         </section>
     }
 }
-
 /// Root path of a node from the graph model (root first).
 fn path_of(tree: Tree, node: u64) -> Vec<u64> {
     tree.graph.with_untracked(|g| {
@@ -381,24 +626,37 @@ fn ComparePanel(tree: Tree) -> impl IntoView {
             other.set(n.to_string());
         }
     });
+    // A new selection makes the last comparison stale.
+    Effect::new(move |_| {
+        tree.selected.track();
+        result.set(None);
+        views.set(None);
+    });
     let run = move |_| {
         let (Some(t), Some(a)) = (tree.id.get(), tree.selected.get()) else {
             return;
         };
         let Ok(b) = other.get().trim().parse::<u64>() else {
-            ctx.toast("enter the id of the node to compare with".into());
+            ctx.error(ApiError::Client(ctx.tr("compare.enterId").into()));
             return;
         };
         tree.compare_with.set(Some(b));
-        act(async move {
-            let la = api::get::<Vec<LogEntry>>(&format!("/devui/simtree/{t}/node/{a}/logs")).await?;
-            let lb = api::get::<Vec<LogEntry>>(&format!("/devui/simtree/{t}/node/{b}/logs")).await?;
-            let c = compare(&path_of(tree, a), &la, &path_of(tree, b), &lb);
-            result.set(Some((a, b, c)));
-            let va = api::get::<Value>(&format!("/devui/simtree/{t}/node/{a}/view")).await?;
-            let vb = api::get::<Value>(&format!("/devui/simtree/{t}/node/{b}/view")).await?;
-            views.set(Some((va, vb)));
-            Ok(())
+        let ctx2 = ctx;
+        leptos::task::spawn_local(async move {
+            let r: Result<(), ApiError> = async {
+                let la = api::get::<Vec<LogEntry>>(&format!("/devui/simtree/{t}/node/{a}/logs")).await?;
+                let lb = api::get::<Vec<LogEntry>>(&format!("/devui/simtree/{t}/node/{b}/logs")).await?;
+                let c = compare(&path_of(tree, a), &la, &path_of(tree, b), &lb);
+                result.set(Some((a, b, c)));
+                let va = api::get::<Value>(&format!("/devui/simtree/{t}/node/{a}/view")).await?;
+                let vb = api::get::<Value>(&format!("/devui/simtree/{t}/node/{b}/view")).await?;
+                views.set(Some((va, vb)));
+                Ok(())
+            }
+            .await;
+            if let Err(e) = r {
+                ctx2.error(e);
+            }
         });
     };
     let column = move |side: usize| {
@@ -459,8 +717,14 @@ fn ComparePanel(tree: Tree) -> impl IntoView {
                         _ => None,
                     })}
                     <div class="columns">
-                        <ol id="compare-left">{column(0)}</ol>
-                        <ol id="compare-right">{column(1)}</ol>
+                        <div>
+                            <h4 id="compare-left-title">{move || result.with(|r| r.as_ref().map(|(a, _, _)| format!("{} #{a}", ctx.tr("inspector.node"))))}</h4>
+                            <ol id="compare-left">{column(0)}</ol>
+                        </div>
+                        <div>
+                            <h4 id="compare-right-title">{move || result.with(|r| r.as_ref().map(|(_, b, _)| format!("{} #{b}", ctx.tr("inspector.node"))))}</h4>
+                            <ol id="compare-right">{column(1)}</ol>
+                        </div>
                     </div>
                 </div>
             </Show>
@@ -479,14 +743,18 @@ fn event_view(line: EventLine) -> impl IntoView {
     }
 }
 
-/// Scrolls an element to its bottom after a change, while `stick` is on.
+/// Scrolls an element to its bottom after a change, while `stick` is on. The scroll waits for
+/// the next frame: the effect runs before the new lines are in the DOM (on the first load the
+/// whole log arrives at once, and scrolling then would stop short).
 fn stick_to_bottom<T>(stick: RwSignal<bool>, el: NodeRef<html::Div>, track: impl Fn() -> T + 'static) {
     Effect::new(move |_| {
         track();
-        if stick.get()
-            && let Some(el) = el.get()
-        {
-            el.set_scroll_top(el.scroll_height());
+        if stick.get() {
+            request_animation_frame(move || {
+                if let Some(el) = el.get_untracked() {
+                    el.set_scroll_top(el.scroll_height());
+                }
+            });
         }
     });
 }
@@ -575,7 +843,7 @@ fn AgentsPanel(view_state: RwSignal<NodeView>, stick: RwSignal<bool>) -> impl In
     }
 }
 
-async fn fetch_node(tree: u64, node: u64) -> Result<NodeView, String> {
+async fn fetch_node(tree: u64, node: u64) -> Result<NodeView, ApiError> {
     let events = api::get::<Vec<LogEntry>>(&format!("/devui/simtree/{tree}/sim/{node}/events")).await?;
     let state = api::get::<NodeState>(&format!("/devui/simtree/{tree}/sim/{node}/state")).await?;
     Ok(NodeView::from_rest(node, events, &state))
@@ -625,6 +893,8 @@ pub fn StudioPage(tree_id: Option<u64>) -> impl IntoView {
     if let Some(id) = initial_tree(tree_id) {
         tree.connect(id);
     }
+    title_effect(tree, "Studio");
+    let kind_view = node_view_signal(tree);
     let node_view = RwSignal::new(NodeView::default());
     let stick = RwSignal::new(true);
     let socket = StoredValue::new_local(None::<Socket>);
@@ -649,11 +919,16 @@ pub fn StudioPage(tree_id: Option<u64>) -> impl IntoView {
             ..Default::default()
         });
         refetch(t, n);
-        let s = api::connect(&format!("/devui/simtree/{t}/sim/{n}/events"), move |text| {
-            if let Ok(entry) = serde_json::from_str::<LogEntry>(&text) {
-                node_view.update(|v| v.apply(entry));
-            }
-        });
+        let s = api::connect(
+            &format!("/devui/simtree/{t}/sim/{n}/events"),
+            move |text| {
+                if let Ok(entry) = serde_json::from_str::<LogEntry>(&text) {
+                    node_view.update(|v| v.apply(entry));
+                }
+            },
+            || {},
+            || {},
+        );
         if let Ok(s) = s {
             socket.set_value(Some(s));
         }
@@ -674,21 +949,23 @@ pub fn StudioPage(tree_id: Option<u64>) -> impl IntoView {
         }
     });
     view! {
+        <Show when=move || tree.conn.get() != Conn::NotFound fallback=move || view! { <NotFound tree /> }>
         <div class="page studio">
             <div class="col">
-                <GraphView tree width=440.0 height=360.0 />
+                <TreeBar tree />
+                <div class="studio-graph"><GraphView tree /></div>
                 <Stats tree />
-                <UsageLine tree />
-                <Legend />
+                <Legend tree />
+                <Inspector tree node_view=kind_view />
+                <OpsPanel tree node_view=kind_view details=false />
+                <BranchEditor tree />
                 <TreeSelect tree />
                 <CreatePanel studio=true tree=tree />
-                <OpsPanel tree details=false />
-                <BranchEditor tree />
             </div>
             <div class="col">
                 <h3>{move || ctx.tr("studio.events")}</h3>
                 <EventsPanel view_state=node_view stick viewer=false />
-                <NodeDetails tree />
+                <NodeDetails tree view_state=kind_view />
             </div>
             <div class="col">
                 <h3>
@@ -701,6 +978,7 @@ pub fn StudioPage(tree_id: Option<u64>) -> impl IntoView {
                 <AgentsPanel view_state=node_view stick />
             </div>
         </div>
+        </Show>
     }
 }
 
@@ -711,11 +989,19 @@ pub fn SimViewer(tree_id: Option<u64>, node: u64) -> impl IntoView {
     let node_view = RwSignal::new(NodeView::default());
     let error = RwSignal::new(None::<String>);
     let stick = RwSignal::new(true);
+    set_title(&tree_id.map_or_else(
+        || "Simulation · simtree".into(),
+        |t| format!("node {node} · tree {t} · simtree"),
+    ));
     if let Some(t) = tree_id {
         leptos::task::spawn_local(async move {
             match fetch_node(t, node).await {
                 Ok(v) => node_view.set(v),
-                Err(e) => error.set(Some(e)),
+                Err(ApiError::NotFound(_)) => {
+                    error.set(Some(ctx.tr("notFound.node").replace("{{id}}", &node.to_string())))
+                }
+                Err(ApiError::Offline) => ctx.went_offline(),
+                Err(e) => error.set(Some(e.to_string())),
             }
         });
     }
@@ -727,7 +1013,7 @@ pub fn SimViewer(tree_id: Option<u64>, node: u64) -> impl IntoView {
             <p>
                 {tree_id.map(|t| view! { <Link route=Route::SimTree(Some(t)) id="viewer-tree-link">{move || ctx.tr("nav.tree")}</Link> })}
             </p>
-            {move || error.get().map(|e| view! { <p class="error">{e}</p> })}
+            {move || error.get().map(|e| view! { <p id="viewer-error" class="error">{e}</p> })}
             <div class="viewer-cols">
                 <div id="viewer-events">
                     <h3>{move || ctx.tr("sim.events")}</h3>
@@ -793,8 +1079,8 @@ fn metrics_table(v: &Value) -> impl IntoView + use<> {
 /// Equity curve (strategy and buy-and-hold), metrics and trades of a trading node; the scene
 /// state of a social node.
 #[component]
-fn NodeDetails(tree: Tree) -> impl IntoView {
-    let view_state = node_view_signal(tree);
+fn NodeDetails(tree: Tree, view_state: RwSignal<Option<Value>>) -> impl IntoView {
+    let ctx = ctx();
     const W: f64 = 560.0;
     const H: f64 = 180.0;
     let body = move || {
@@ -851,11 +1137,11 @@ fn NodeDetails(tree: Tree) -> impl IntoView {
             .into_any(),
         )
     };
-    view! { <section class="panel details"><h3>"Node"</h3>{body}</section> }
+    view! { <section class="panel details"><h3>{move || ctx.tr("details.title")}</h3>{body}</section> }
 }
 
 /// Fetches a node's full log.
-async fn logs_of(tree: u64, node: u64) -> Result<Vec<LogEntry>, String> {
+async fn logs_of(tree: u64, node: u64) -> Result<Vec<LogEntry>, ApiError> {
     api::get::<Vec<LogEntry>>(&format!("/devui/simtree/{tree}/node/{node}/logs")).await
 }
 

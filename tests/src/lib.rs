@@ -82,6 +82,12 @@ impl Server {
         }
     }
 
+    /// Stops the server now (a browser test of the UI's "server is down" state).
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }

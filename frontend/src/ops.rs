@@ -1,0 +1,350 @@
+//! What made a node, in words and colours (pure, tested natively).
+//!
+//! The graph, its tooltips and the inspector describe every node by the ops on its edge
+//! ("broadcast: 'Breaking…'", "+3 turns", "cash → 500,000", "infectionRate → 0.6"). Social ops keep
+//! upstream's edge colours; trading and ABM ops get colours of their own so a trading tree does
+//! not read as a social one. This module also holds the small rules the editors apply before a
+//! request is sent: which ops deserve a confirmation, and when a node cannot be advanced.
+
+use serde_json::Value;
+use simtree_shared::{EdgeType, Op};
+
+/// Shortens `text` to `max` characters, with an ellipsis when cut.
+pub fn ellipsis(text: &str, max: usize) -> String {
+    let text = text.trim();
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut s: String = text.chars().take(max.saturating_sub(1)).collect();
+    s.push('…');
+    s
+}
+
+/// A number with thousands separators (`500000` → `500,000`; fractions kept to two places).
+pub fn grouped(x: f64) -> String {
+    let neg = x < 0.0;
+    let whole = x.abs().trunc() as u64;
+    let frac = x.abs().fract();
+    let digits = whole.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if frac > 0.005 {
+        out.push_str(&format!("{frac:.2}")[1..]);
+    }
+    if neg { format!("-{out}") } else { out }
+}
+
+/// A JSON value as a short literal (`0.6`, `'SIR'`, `{…}`).
+fn literal(v: &Value) -> String {
+    match v {
+        Value::Number(n) => n.as_f64().map_or_else(|| n.to_string(), grouped_if_large),
+        Value::String(s) => format!("'{}'", ellipsis(s, 24)),
+        Value::Bool(b) => b.to_string(),
+        Value::Null => "null".into(),
+        other => ellipsis(&other.to_string(), 24),
+    }
+}
+
+fn grouped_if_large(x: f64) -> String {
+    if x.abs() >= 10_000.0 {
+        grouped(x)
+    } else {
+        format!("{x}")
+    }
+}
+
+fn keys(map: &serde_json::Map<String, Value>) -> String {
+    let parts: Vec<String> = map.iter().map(|(k, v)| format!("{k} → {}", literal(v))).collect();
+    ellipsis(&parts.join(", "), 60)
+}
+
+/// One op in a few words.
+pub fn op_label(op: &Op) -> String {
+    match op {
+        Op::Advance { turns } => format!("+{turns} turn{}", if *turns == 1 { "" } else { "s" }),
+        Op::AgentCtxAppend { name, role, content } => {
+            format!("{name} ← {role}: '{}'", ellipsis(content, 40))
+        }
+        Op::AgentPlanReplace { name, plan_state } => {
+            let empty = plan_state.as_object().is_some_and(|m| m.is_empty()) || plan_state.is_null();
+            format!(
+                "{name}: plan {}",
+                if empty { "cleared".into() } else { literal(plan_state) }
+            )
+        }
+        Op::AgentPropsPatch { name, updates } => format!("{name}: {}", keys(updates)),
+        Op::SceneStatePatch { updates } => format!("scene: {}", keys(updates)),
+        Op::PublicBroadcast { text } => format!("broadcast: '{}'", ellipsis(text, 40)),
+        Op::PortfolioPatch { cash, positions } => {
+            let mut parts = Vec::new();
+            if let Some(c) = cash {
+                parts.push(format!("cash → {}", grouped(*c)));
+            }
+            if !positions.is_empty() {
+                parts.push(keys(positions));
+            }
+            parts.join(", ")
+        }
+        Op::CaseDataInject { item } => format!(
+            "{}: '{}'",
+            item["kind"].as_str().unwrap_or("news"),
+            ellipsis(item["content"].as_str().unwrap_or(""), 40)
+        ),
+        Op::AgentSwap { agent } => format!("agent → {}", agent["kind"].as_str().unwrap_or("?")),
+        Op::AgentPromptReplace { system_prompt } => format!("prompt: '{}'", ellipsis(system_prompt, 40)),
+        Op::AbmSetGlobal { name, value } | Op::AbmSetEnvironment { name, value } => {
+            format!("{name} → {}", literal(value))
+        }
+        Op::AbmSetAgent {
+            agent_type,
+            name,
+            value,
+            agent_id,
+        } => {
+            let who = agent_id.map_or_else(|| agent_type.clone(), |id| format!("{agent_type} #{id}"));
+            format!("{who}.{name} → {}", literal(value))
+        }
+    }
+}
+
+/// All ops of an edge in a few words; an empty list is a plain copy.
+pub fn ops_label(ops: &[Op]) -> String {
+    if ops.is_empty() {
+        return "copy".into();
+    }
+    ops.iter().map(op_label).collect::<Vec<_>>().join("; ")
+}
+
+/// What an edge is drawn as: a colour and a name for the legend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EdgeStyle {
+    pub name: &'static str,
+    pub colour: &'static str,
+}
+
+const fn style(name: &'static str, colour: &'static str) -> EdgeStyle {
+    EdgeStyle { name, colour }
+}
+
+// Social edges keep upstream's colours (spec §4.2); trading and ABM ops have their own hues.
+pub const ADVANCE: EdgeStyle = style("advance", "#000");
+pub const AGENT_CTX: EdgeStyle = style("agent_ctx", "#1b5e20");
+pub const AGENT_PLAN: EdgeStyle = style("agent_plan", "#e65100");
+pub const AGENT_PROPS: EdgeStyle = style("agent_props", "#5e35b1");
+pub const SCENE_STATE: EdgeStyle = style("scene_state", "#6d4c41");
+pub const PUBLIC_EVENT: EdgeStyle = style("public_event", "#1e4976");
+pub const MULTI: EdgeStyle = style("multi", "#888");
+pub const PORTFOLIO: EdgeStyle = style("portfolio", "#00838f");
+pub const NEWS: EdgeStyle = style("news", "#c2185b");
+pub const AGENT_SWAP: EdgeStyle = style("agent_swap", "#7b1fa2");
+pub const PROMPT: EdgeStyle = style("prompt", "#ef6c00");
+pub const ABM_GLOBAL: EdgeStyle = style("global", "#2e7d32");
+pub const ABM_ENV: EdgeStyle = style("environment", "#0277bd");
+pub const ABM_AGENT: EdgeStyle = style("agents", "#ad1457");
+
+/// The style of one op.
+pub fn op_style(op: &Op) -> EdgeStyle {
+    match op {
+        Op::Advance { .. } => ADVANCE,
+        Op::AgentCtxAppend { .. } => AGENT_CTX,
+        Op::AgentPlanReplace { .. } => AGENT_PLAN,
+        Op::AgentPropsPatch { .. } => AGENT_PROPS,
+        Op::SceneStatePatch { .. } => SCENE_STATE,
+        Op::PublicBroadcast { .. } => PUBLIC_EVENT,
+        Op::PortfolioPatch { .. } => PORTFOLIO,
+        Op::CaseDataInject { .. } => NEWS,
+        Op::AgentSwap { .. } => AGENT_SWAP,
+        Op::AgentPromptReplace { .. } => PROMPT,
+        Op::AbmSetGlobal { .. } => ABM_GLOBAL,
+        Op::AbmSetEnvironment { .. } => ABM_ENV,
+        Op::AbmSetAgent { .. } => ABM_AGENT,
+    }
+}
+
+/// The style of an edge: its single op's, else by edge type (several ops → multi).
+pub fn edge_style(kind: EdgeType, ops: Option<&[Op]>) -> EdgeStyle {
+    if let Some([one]) = ops {
+        return op_style(one);
+    }
+    match kind {
+        EdgeType::Advance => ADVANCE,
+        EdgeType::AgentCtx => AGENT_CTX,
+        EdgeType::AgentPlan => AGENT_PLAN,
+        EdgeType::AgentProps => AGENT_PROPS,
+        EdgeType::SceneState => SCENE_STATE,
+        EdgeType::PublicEvent => PUBLIC_EVENT,
+        EdgeType::Root | EdgeType::Multi => MULTI,
+    }
+}
+
+/// The three kinds of simulation a tree can hold.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Kind {
+    #[default]
+    Social,
+    Trading,
+    Abm,
+}
+
+impl Kind {
+    /// From the `kind` field of a node view.
+    pub fn of_view(view: &Value) -> Kind {
+        match view["kind"].as_str() {
+            Some("trading") => Kind::Trading,
+            Some("abm") => Kind::Abm,
+            _ => Kind::Social,
+        }
+    }
+
+    /// The edge legend of this kind.
+    pub fn legend(self) -> &'static [EdgeStyle] {
+        match self {
+            Kind::Social => &[ADVANCE, AGENT_CTX, AGENT_PLAN, AGENT_PROPS, SCENE_STATE, PUBLIC_EVENT],
+            Kind::Trading => &[ADVANCE, PORTFOLIO, NEWS, AGENT_SWAP, PROMPT],
+            Kind::Abm => &[ADVANCE, ABM_GLOBAL, ABM_ENV, ABM_AGENT],
+        }
+    }
+}
+
+/// A short name of what a tree simulates, from its root's view: the scene, the trading episode
+/// or the model.
+pub fn scenario_label(view: &Value) -> String {
+    let pick = |k: &str| view[k].as_str().map(str::to_string);
+    match Kind::of_view(view) {
+        Kind::Social => pick("scene").unwrap_or_else(|| "social".into()),
+        Kind::Trading => pick("episode_id").unwrap_or_else(|| "trading".into()),
+        Kind::Abm => view["model"]["name"]
+            .as_str()
+            .or_else(|| view["model"]["title"].as_str())
+            .map_or_else(|| "agent-based model".into(), str::to_string),
+    }
+}
+
+/// Why a node cannot usefully be advanced (its episode is over, its model terminated); `None`
+/// when it can. Advancing it anyway would only make an empty child.
+pub fn finished_reason(view: &Value) -> Option<String> {
+    match Kind::of_view(view) {
+        Kind::Trading if view["done"].as_bool() == Some(true) => Some(format!(
+            "the episode is finished ({} of {} decision points)",
+            view["next_decision_point"], view["decision_points"]
+        )),
+        Kind::Abm if !view["terminated"].is_null() => Some(format!(
+            "the model terminated at step {}{}",
+            view["steps"],
+            view["terminated"]["reason"]
+                .as_str()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default()
+        )),
+        _ => None,
+    }
+}
+
+/// Ops that silently destroy something: the question to ask before sending them.
+pub fn needs_confirm(op: &Value) -> Option<String> {
+    let empty = |v: &Value| v.is_null() || v.as_object().is_some_and(|m| m.is_empty()) || v.as_str() == Some("");
+    match op["op"].as_str()? {
+        "agent_plan_replace" if empty(&op["plan_state"]) => Some(format!(
+            "Replace {}'s plan with an empty one? The current plan is lost on the new branch.",
+            op["name"].as_str().unwrap_or("the agent")
+        )),
+        "agent_prompt_replace" if empty(&op["system_prompt"]) => {
+            Some("Replace the system prompt with an empty one?".into())
+        }
+        "agent_props_patch" | "scene_state_patch" if empty(&op["updates"]) => {
+            Some("The patch is empty: the branch will be a plain copy. Continue?".into())
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn op(v: Value) -> Op {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn labels_say_what_made_a_node() {
+        assert_eq!(op_label(&Op::Advance { turns: 3 }), "+3 turns");
+        assert_eq!(op_label(&Op::Advance { turns: 1 }), "+1 turn");
+        assert_eq!(
+            op_label(&op(
+                json!({"op": "public_broadcast", "text": "Breaking news: the bridge is closed for repairs"})
+            )),
+            "broadcast: 'Breaking news: the bridge is closed for…'"
+        );
+        assert_eq!(
+            op_label(&op(json!({"op": "portfolio_patch", "cash": 500000.0}))),
+            "cash → 500,000"
+        );
+        assert_eq!(
+            op_label(&op(
+                json!({"op": "abm_set_global", "name": "infectionRate", "value": 0.6})
+            )),
+            "infectionRate → 0.6"
+        );
+        assert_eq!(
+            op_label(&op(
+                json!({"op": "abm_set_agent", "agent_type": "Person", "name": "status", "value": "I", "agent_id": 4})
+            )),
+            "Person #4.status → 'I'"
+        );
+        assert_eq!(
+            op_label(&op(
+                json!({"op": "case_data_inject", "item": {"kind": "news", "content": "Recall"}})
+            )),
+            "news: 'Recall'"
+        );
+        assert_eq!(
+            op_label(&op(
+                json!({"op": "agent_plan_replace", "name": "Ann", "plan_state": {}})
+            )),
+            "Ann: plan cleared"
+        );
+        assert_eq!(ops_label(&[]), "copy");
+        assert_eq!(grouped(1234567.5), "1,234,567.50");
+        assert_eq!(grouped(-999.0), "-999");
+    }
+
+    #[test]
+    fn trading_and_abm_ops_have_their_own_colours() {
+        let social: Vec<&str> = Kind::Social.legend().iter().map(|s| s.colour).collect();
+        for kind in [Kind::Trading, Kind::Abm] {
+            for s in &kind.legend()[1..] {
+                assert!(!social.contains(&s.colour), "{} reuses a social colour", s.name);
+            }
+        }
+        let patch = op(json!({"op": "portfolio_patch", "cash": 1.0}));
+        assert_eq!(edge_style(EdgeType::SceneState, Some(&[patch])), PORTFOLIO);
+        assert_eq!(edge_style(EdgeType::PublicEvent, None).colour, "#1e4976");
+        assert_eq!(edge_style(EdgeType::Multi, Some(&[])), MULTI);
+    }
+
+    #[test]
+    fn finished_nodes_and_destructive_ops_are_recognised() {
+        let done = json!({"kind": "trading", "done": true, "next_decision_point": 146, "decision_points": 146});
+        assert!(finished_reason(&done).unwrap().contains("146 of 146"));
+        assert_eq!(finished_reason(&json!({"kind": "trading", "done": false})), None);
+        let ended = json!({"kind": "abm", "steps": 12, "terminated": {"reason": "no infected"}});
+        assert!(finished_reason(&ended).unwrap().contains("step 12 (no infected)"));
+        assert_eq!(finished_reason(&json!({"kind": "abm", "terminated": null})), None);
+        assert!(needs_confirm(&json!({"op": "agent_plan_replace", "name": "Ann", "plan_state": {}})).is_some());
+        assert!(
+            needs_confirm(&json!({"op": "agent_plan_replace", "name": "Ann", "plan_state": {"goal": "x"}})).is_none()
+        );
+        assert!(needs_confirm(&json!({"op": "public_broadcast", "text": ""})).is_none());
+        assert_eq!(
+            scenario_label(&json!({"kind": "social", "scene": "council"})),
+            "council"
+        );
+    }
+}
