@@ -1,4 +1,4 @@
-//! Tree benchmark (simple_chat, mock LLM), through the same `AppState` operations the HTTP
+//! Tree benchmark (simple_chat, mock LLM), through the same `Workbench` operations the HTTP
 //! handlers call:
 //! * a chain of 200 single-turn advances: total time and per-step time at depth 1 vs 200;
 //! * one `advance_multi` of 64 children (1 turn each), run in parallel on all cores;
@@ -10,18 +10,18 @@
 
 use std::time::{Duration, Instant};
 
-use simtree::http::{AppState, Backend, Limits};
+use simtree::workbench::{Backend, Limits, Workbench};
 use simtree::scenario::{ScenarioLibrary, assets_dir};
 use simtree_shared::Op;
 
-fn app() -> std::sync::Arc<AppState> {
+fn app() -> std::sync::Arc<Workbench> {
     let lib = ScenarioLibrary::load_dir(&assets_dir().join("scenarios")).expect("scenarios");
     let limits = Limits {
         max_children_per_request: 100_000,
         max_trees: 100_000,
         ..Limits::default()
     };
-    std::sync::Arc::new(AppState::new(lib, Backend::Mock, limits))
+    std::sync::Arc::new(Workbench::new(lib, Backend::Mock, limits))
 }
 
 fn ms(d: Duration) -> f64 {

@@ -210,9 +210,10 @@ fn run(cli: Cli) -> Result<(), String> {
                 max_memory_bytes: max_memory_mb << 20,
                 max_connections,
             };
-            let mut app = AppState::new(library, backend, limits);
+            let mut wb = crate::workbench::Workbench::new(library, backend, limits);
+            wb.abm_sandbox = sandbox;
+            let mut app = AppState::new(wb);
             app.access = std::sync::Arc::new(access);
-            app.abm_sandbox = sandbox;
             if let Some(dir) = static_dir {
                 app.static_dir = dir;
             }

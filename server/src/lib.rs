@@ -7,6 +7,7 @@
 //! * [`abm`] — agent-based models in sd-ai's abm-quant format, run on a Python/Mesa worker;
 //! * [`embedded`] — the shipped assets and web UI inside the binary;
 //! * [`memory`] — the server-wide memory budget;
+//! * [`workbench`] — the application service: trees, runs, clients, limits;
 //! * [`cli`] — the `simtree` command line.
 
 pub mod abm;
@@ -20,3 +21,4 @@ pub mod scenario;
 pub mod sim;
 pub mod trading;
 pub mod tree;
+pub mod workbench;

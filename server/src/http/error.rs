@@ -11,6 +11,7 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use crate::tree::TreeError;
+use crate::workbench::WorkbenchError;
 
 #[derive(Debug)]
 pub struct ApiError {
@@ -45,6 +46,19 @@ impl From<TreeError> for ApiError {
             TreeError::NodeNotFound(_) => StatusCode::NOT_FOUND,
             TreeError::DeleteRoot | TreeError::Running(_) | TreeError::IdsExhausted => StatusCode::CONFLICT,
             TreeError::InvalidOp(_) => StatusCode::UNPROCESSABLE_ENTITY,
+        };
+        ApiError::new(status, e.to_string())
+    }
+}
+
+impl From<WorkbenchError> for ApiError {
+    fn from(e: WorkbenchError) -> Self {
+        let status = match &e {
+            WorkbenchError::TreeNotFound => StatusCode::NOT_FOUND,
+            WorkbenchError::Tree(t) => return ApiError::from(t.clone()),
+            WorkbenchError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            WorkbenchError::Conflict(_) => StatusCode::CONFLICT,
+            WorkbenchError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         };
         ApiError::new(status, e.to_string())
     }

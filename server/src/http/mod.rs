@@ -25,6 +25,7 @@ pub mod ws;
 pub use guard::Access;
 
 pub use state::{AppState, Backend, Limits, Providers};
+pub use crate::workbench::Workbench;
 
 /// The web UI's build folder: `$SIMTREE_STATIC`, else the checkout's `frontend/dist` when it
 /// is there, else the UI embedded in the binary.
@@ -41,7 +42,7 @@ pub fn default_static_dir() -> PathBuf {
 
 pub fn router(app: Arc<AppState>) -> Router {
     use routes::*;
-    let limit = app.limits.max_body_bytes;
+    let limit = app.wb.limits.max_body_bytes;
     let devui = Router::new()
         .route("/simtree", post(create_tree).get(list_trees))
         .route("/simtree/import", post(import))
@@ -121,7 +122,7 @@ pub async fn serve(app: Arc<AppState>, addr: SocketAddr) -> std::io::Result<()> 
         None => println!("simtree listening on http://{bound}"),
     }
     // Leave descriptors for the store, the workers and the provider clients.
-    let cap = app.limits.max_connections.min(fds.saturating_sub(256).max(64) as usize);
+    let cap = app.wb.limits.max_connections.min(fds.saturating_sub(256).max(64) as usize);
     listener::serve(listener, router(app), cap, async {
         let _ = tokio::signal::ctrl_c().await;
     })

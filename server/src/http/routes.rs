@@ -47,23 +47,23 @@ pub async fn create_tree(State(app): St, ApiJson(body): ApiJson<CreateBody>) -> 
     } else {
         body.scenario.as_str()
     };
-    Ok(Json(app.create_tree(scenario, body.seed, body.token_budget)?))
+    Ok(Json(app.wb.create_tree(scenario, body.seed, body.token_budget)?))
 }
 
 pub async fn list_trees(State(app): St) -> Json<Vec<TreeRef>> {
-    let mut refs: Vec<TreeRef> = app.trees.iter().map(|t| TreeRef { id: *t.key(), root: 0 }).collect();
+    let mut refs: Vec<TreeRef> = app.wb.trees.iter().map(|t| TreeRef { id: *t.key(), root: 0 }).collect();
     refs.sort_by_key(|r| r.id);
     Json(refs)
 }
 
 pub async fn summaries(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Response> {
-    let handle = app.tree(tree)?;
+    let handle = app.wb.tree(tree)?;
     let s = handle.lock().summaries();
     Ok(Json(s).into_response())
 }
 
 pub async fn graph(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Response> {
-    let handle = app.tree(tree)?;
+    let handle = app.wb.tree(tree)?;
     let g = handle.lock().graph();
     Ok(Json(g).into_response())
 }
@@ -89,7 +89,7 @@ pub async fn advance(
     ApiPath(tree): ApiPath<u64>,
     ApiJson(b): ApiJson<AdvanceBody>,
 ) -> AppResult<Json<Value>> {
-    let done = app.advance(tree, b.parent, b.turns).await?;
+    let done = app.wb.advance(tree, b.parent, b.turns).await?;
     Ok(Json(run_json(done)))
 }
 
@@ -107,7 +107,7 @@ pub async fn advance_frontier(
     ApiPath(tree): ApiPath<u64>,
     ApiJson(b): ApiJson<FrontierBody>,
 ) -> AppResult<Json<Value>> {
-    let children = app.advance_frontier(tree, b.turns, b.only_max_depth).await?;
+    let children = app.wb.advance_frontier(tree, b.turns, b.only_max_depth).await?;
     Ok(Json(json!({"children": children})))
 }
 
@@ -125,7 +125,7 @@ pub async fn advance_multi(
     ApiPath(tree): ApiPath<u64>,
     ApiJson(b): ApiJson<MultiBody>,
 ) -> AppResult<Json<Value>> {
-    let children = app.advance_multi(tree, b.parent, b.turns, b.count).await?;
+    let children = app.wb.advance_multi(tree, b.parent, b.turns, b.count).await?;
     Ok(Json(json!({"children": children})))
 }
 
@@ -134,7 +134,7 @@ pub async fn advance_chain(
     ApiPath(tree): ApiPath<u64>,
     ApiJson(b): ApiJson<AdvanceBody>,
 ) -> AppResult<Json<Value>> {
-    let done = app.advance_chain(tree, b.parent, b.turns).await?;
+    let done = app.wb.advance_chain(tree, b.parent, b.turns).await?;
     Ok(Json(run_json(done)))
 }
 
@@ -162,13 +162,13 @@ pub async fn replay(
     ApiPath(tree): ApiPath<u64>,
     ApiJson(b): ApiJson<ReplayBody>,
 ) -> AppResult<Json<Value>> {
-    let done = app.replay(tree, b.node, b.parent).await?;
+    let done = app.wb.replay(tree, b.node, b.parent).await?;
     Ok(Json(run_json(done)))
 }
 
 /// Extension: a node's status, failure reason and LLM usage.
 pub async fn node_info(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Json<Value>> {
-    let handle = app.tree(tree)?;
+    let handle = app.wb.tree(tree)?;
     let t = handle.lock();
     let n = t.node(node)?;
     Ok(Json(json!({
@@ -182,7 +182,7 @@ pub async fn node_info(State(app): St, ApiPath((tree, node)): ApiPath<(u64, Node
 
 /// Extension: LLM usage summed over the tree, and its budget.
 pub async fn usage(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Json<Value>> {
-    let handle = app.tree(tree)?;
+    let handle = app.wb.tree(tree)?;
     let total = handle.lock().usage();
     let budget = handle
         .budget
@@ -204,7 +204,7 @@ pub async fn branch(
     ApiJson(b): ApiJson<BranchBody>,
 ) -> AppResult<Json<Value>> {
     let ops = parse_ops(b.ops)?;
-    let child = app.branch(tree, b.parent, ops)?;
+    let child = app.wb.branch(tree, b.parent, ops)?;
     Ok(Json(json!({"child": child})))
 }
 
@@ -229,18 +229,18 @@ fn parse_ops(raw: Vec<Value>) -> AppResult<Vec<Op>> {
 /// Extension: stops a running node (the UI's Stop). Its partial log and state are kept and its
 /// status becomes `cancelled`; 409 when it is not running.
 pub async fn cancel_node(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Json<Value>> {
-    app.cancel(tree, node).await?;
+    app.wb.cancel(tree, node).await?;
     Ok(Json(json!({"ok": true})))
 }
 
 pub async fn delete_node(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Json<Value>> {
-    app.delete(tree, node)?;
+    app.wb.delete(tree, node)?;
     Ok(Json(json!({"ok": true})))
 }
 
 /// The node's full log, assembled from pre-serialised entries without re-encoding them.
 pub async fn logs(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Response> {
-    let handle = app.tree(tree)?;
+    let handle = app.wb.tree(tree)?;
     let mut body = String::from("[");
     handle.lock().for_each_log_entry(node, |e| {
         if body.len() > 1 {
@@ -253,40 +253,41 @@ pub async fn logs(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>)
 }
 
 pub async fn state(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Response> {
-    let handle = app.tree(tree)?;
+    let handle = app.wb.tree(tree)?;
     let s = handle.lock().state(node)?;
     Ok(Json(s).into_response())
 }
 
 pub async fn lca(State(app): St, ApiPath((tree, a, b)): ApiPath<(u64, NodeId, NodeId)>) -> AppResult<Json<Value>> {
-    let handle = app.tree(tree)?;
+    let handle = app.wb.tree(tree)?;
     let l = handle.lock().lca(a, b)?;
     Ok(Json(json!({"lca": l})))
 }
 
 pub async fn export(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Response> {
-    let handle = app.tree(tree)?;
+    let handle = app.wb.tree(tree)?;
     let e = handle.lock().export()?;
     Ok(Json(e).into_response())
 }
 
 pub async fn import(State(app): St, ApiJson(body): ApiJson<TreeExport>) -> AppResult<Json<TreeRef>> {
-    Ok(Json(app.import_tree(body)?))
+    Ok(Json(app.wb.import_tree(body)?))
 }
 
 pub async fn delete_tree(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Json<Value>> {
-    app.delete_tree(tree)?;
+    app.wb.delete_tree(tree)?;
     Ok(Json(json!({"ok": true})))
 }
 
 pub async fn scenarios(State(app): St) -> Json<Value> {
-    let abm = app.scenarios.abm.iter().map(
+    let abm = app.wb.scenarios.abm.iter().map(
         |s| json!({"id": s.id, "title": s.title, "description": s.description, "kind": "abm", "default_turns": 10}),
     );
-    let trading = app.scenarios.trading.iter().map(|s| {
+    let trading = app.wb.scenarios.trading.iter().map(|s| {
         json!({"id": s.id, "title": s.title, "description": s.description, "kind": "trading", "default_turns": s.default_turns})
     });
     let list: Vec<Value> = app
+        .wb
         .scenarios
         .scenarios
         .iter()
@@ -302,7 +303,7 @@ pub async fn scenarios(State(app): St) -> Json<Value> {
 /// Extension: the kind-specific view of a node — scene state (social) or portfolio, equity
 /// curve, trades and metrics (trading).
 pub async fn node_view(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Json<Value>> {
-    let handle = app.tree(tree)?;
+    let handle = app.wb.tree(tree)?;
     let v = handle.lock().sim(node)?.view();
     Ok(Json(v))
 }
@@ -312,7 +313,7 @@ pub async fn node_view(State(app): St, ApiPath((tree, node)): ApiPath<(u64, Node
 /// returned. Offline (mock dialect) a valid model comes back.
 pub async fn abm_generate(State(app): St, ApiJson(req): ApiJson<GenerateRequest>) -> Json<Value> {
     let options = GenerateOptions::default();
-    let response = match &app.backend {
+    let response = match &app.wb.backend {
         Backend::Mock => generate(&MockAbmLlm, &req, &options).await,
         Backend::Provider(ps) => match ps.resolve(None, None) {
             Ok(provider) => generate(&ProviderStructured { provider }, &req, &options).await,

@@ -70,7 +70,7 @@ pub async fn tree_events(
 }
 
 async fn tree_socket(mut socket: WebSocket, app: Arc<AppState>, tree: u64) {
-    let Ok(handle) = app.tree(tree) else {
+    let Ok(handle) = app.wb.tree(tree) else {
         return close_policy(socket, "simtree not found").await;
     };
     let mut rx = handle.events.subscribe();
@@ -136,9 +136,9 @@ pub async fn node_events_or_logs(
 }
 
 async fn node_socket(mut socket: WebSocket, app: Arc<AppState>, tree: u64, node: NodeId) {
-    let log = match app.node_log(tree, node) {
+    let log = match app.wb.node_log(tree, node) {
         Ok(log) => log,
-        Err(e) => return close_policy(socket, &e.detail).await,
+        Err(e) => return close_policy(socket, &e.to_string()).await,
     };
     let mut rx = log.subscribe();
     if !handshake(&mut socket).await {

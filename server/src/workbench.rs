@@ -1,0 +1,766 @@
+//! The workbench: the application service below every front end (HTTP, CLI, benchmarks). It
+//! owns the registry of trees, the lifecycle of runs (start, cancel, finish), the clients a run
+//! talks to and the server-wide limits, and speaks in its own error type — the HTTP layer maps
+//! [`WorkbenchError`] to statuses, nothing here knows about HTTP.
+//!
+//! A tree lives behind a mutex that is only held for structural changes (attach, finish, delete,
+//! reads); simulations run outside it as tokio tasks, so many clients can work on one tree and a
+//! fan-out uses every core. Lifecycle messages (`attached`, `run_start`, `run_finish`, `deleted`)
+//! go to the tree's broadcast channel in causal order per node; log entries go to each node's
+//! own log and its live channel.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use dashmap::DashMap;
+use simtree_shared::{NodeStatus, Op, TreeMsg, TreeRef};
+use tokio::sync::broadcast;
+use tokio::sync::watch;
+
+use crate::abm::worker::{WorkerConfig, WorkerPool};
+use crate::engine::Event;
+use crate::llm::ledger::{
+    Ledger, LlmRecord, MeteredClient, ProviderToolModel, ReplayClient, ReplayToolModel, RoutingClient,
+};
+use crate::llm::resilience::TokenBudget;
+use crate::llm::{ChatProvider, LlmClient, LlmConfig, LlmSettings, MockClient, ProviderPool};
+use crate::scenario::ScenarioLibrary;
+use crate::sim::{AbmSim, RunCtx, Sim};
+use crate::trading::agents::MockToolModel;
+use crate::trading::data::MarketData;
+use crate::trading::episode::TradingEpisode;
+use crate::tree::{ImportLimits, TreeError, NodeId, NodeLog, SimTree, TreeExport, entry_json};
+
+/// Configurable limits; defaults are documented in the README.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    pub max_body_bytes: usize,
+    pub max_turns_per_request: u64,
+    pub max_children_per_request: u64,
+    pub max_trees: usize,
+    /// Messages a watcher may fall behind before it gets a `resync`.
+    pub ws_queue: usize,
+    /// Default token budget of every new tree (none = unlimited).
+    pub token_budget: Option<u64>,
+    /// Nodes one tree may hold (attach, branch and import refuse beyond it).
+    pub max_nodes_per_tree: usize,
+    /// Resident memory of the whole server above which new runs are refused and running ones
+    /// stopped (0: no budget).
+    pub max_memory_bytes: u64,
+    /// Connections held at once (see `http::listener`).
+    pub max_connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_body_bytes: 2 * 1024 * 1024,
+            max_turns_per_request: 1000,
+            max_children_per_request: 256,
+            max_trees: 1000,
+            ws_queue: 1024,
+            token_budget: None,
+            max_nodes_per_tree: 100_000,
+            max_memory_bytes: 4 << 30,
+            max_connections: 4096,
+        }
+    }
+}
+
+pub struct Workbench {
+    pub trees: DashMap<u64, Arc<TreeHandle>>,
+    next_tree: AtomicU64,
+    pub scenarios: ScenarioLibrary,
+    pub backend: Backend,
+    pub limits: Limits,
+    /// Daily market data for trading episodes (loaded once; `None` when the data is missing).
+    pub market: Option<Arc<MarketData>>,
+    /// The Python/Mesa workers, started with the first agent-based tree.
+    abm_pool: std::sync::OnceLock<Result<Arc<WorkerPool>, String>>,
+    /// The checkout (for the worker script and its venv).
+    pub root: std::path::PathBuf,
+    /// True while the server's resident memory is above its budget.
+    memory: crate::memory::Watch,
+    /// Where ABM model code runs: bubblewrap (default) or unsandboxed (`serve --unsafe-abm`).
+    pub abm_sandbox: crate::abm::Sandbox,
+}
+
+/// Where runs get their answers: the offline mock, or real providers (metered and recorded).
+#[derive(Clone)]
+pub enum Backend {
+    Mock,
+    Provider(Arc<Providers>),
+}
+
+/// Real providers: the server's default configuration with the settings file's per-scenario and
+/// per-agent overrides; everything aimed at one endpoint shares one pool gate.
+pub struct Providers {
+    pub base: LlmConfig,
+    pub settings: LlmSettings,
+    pub pool: ProviderPool,
+}
+
+impl Providers {
+    /// Checks that the default and every override in the settings resolve to a usable provider.
+    pub fn new(base: LlmConfig, settings: LlmSettings) -> Result<Providers, String> {
+        let p = Providers {
+            base,
+            settings,
+            pool: ProviderPool::new(),
+        };
+        p.resolve(None, None)?;
+        for (scenario, sec) in &p.settings.scenarios {
+            p.resolve(Some(scenario), None)?;
+            for agent in sec.agents.keys() {
+                p.resolve(Some(scenario), Some(agent))?;
+            }
+        }
+        Ok(p)
+    }
+
+    pub fn resolve(&self, scenario: Option<&str>, agent: Option<&str>) -> Result<Arc<dyn ChatProvider>, String> {
+        let env = |name: &str| std::env::var(name).ok();
+        let config = self
+            .settings
+            .resolve(&self.base, scenario, agent, &env)
+            .map_err(|e| e.to_string())?;
+        self.pool.get(&config).map_err(|e| e.to_string())
+    }
+}
+
+pub struct TreeHandle {
+    pub id: u64,
+    tree: Mutex<SimTree>,
+    pub events: broadcast::Sender<TreeMsg>,
+    /// The runs in flight: how to stop each and how to learn it has ended.
+    runs: Mutex<HashMap<NodeId, RunControl>>,
+    /// The tree's optional token budget; every run of the tree charges it.
+    pub budget: Option<Arc<TokenBudget>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl TreeHandle {
+    pub fn lock(&self) -> MutexGuard<'_, SimTree> {
+        lock(&self.tree)
+    }
+
+    fn send(&self, msg: TreeMsg) {
+        let _ = self.events.send(msg);
+    }
+
+    /// Asks the runs of `nodes` to stop; returns a receiver per run that turns true once it has.
+    fn cancel(&self, nodes: impl IntoIterator<Item = NodeId>) -> Vec<watch::Receiver<bool>> {
+        let runs = lock(&self.runs);
+        nodes
+            .into_iter()
+            .filter_map(|id| runs.get(&id))
+            .map(|r| {
+                let _ = r.cancel.send(true);
+                r.ended.clone()
+            })
+            .collect()
+    }
+}
+
+/// A run in flight, as the tree sees it.
+struct RunControl {
+    cancel: watch::Sender<bool>,
+    ended: watch::Receiver<bool>,
+}
+
+impl Workbench {
+    pub fn new(scenarios: ScenarioLibrary, backend: Backend, limits: Limits) -> Self {
+        Workbench {
+            trees: DashMap::new(),
+            next_tree: AtomicU64::new(0),
+            scenarios,
+            backend,
+            market: MarketData::load_default().ok().map(Arc::new),
+            abm_pool: std::sync::OnceLock::new(),
+            root: crate::scenario::assets_dir().join(".."),
+            memory: crate::memory::Watch::new(limits.max_memory_bytes),
+            limits,
+            abm_sandbox: Default::default(),
+        }
+    }
+
+    /// The ABM worker pool, started (venv created if needed) on first use.
+    pub fn abm_pool(&self) -> Result<Arc<WorkerPool>, WorkbenchError> {
+        self.abm_pool
+            .get_or_init(|| {
+                crate::abm::venv::ensure_venv(&self.root)?;
+                let config = WorkerConfig::for_root(&self.root).with_sandbox(self.abm_sandbox);
+                WorkerPool::spawn(&config, 2).map(Arc::new).map_err(|e| e.to_string())
+            })
+            .clone()
+            .map_err(|e| WorkbenchError::unavailable( format!("ABM worker unavailable: {e}")))
+    }
+
+    pub fn tree(&self, id: u64) -> Result<Arc<TreeHandle>, WorkbenchError> {
+        self.trees
+            .get(&id)
+            .map(|t| t.clone())
+            .ok_or_else(WorkbenchError::tree_not_found)
+    }
+
+    fn register(&self, tree: SimTree, token_budget: Option<u64>) -> Result<TreeRef, WorkbenchError> {
+        if self.trees.len() >= self.limits.max_trees {
+            return Err(WorkbenchError::conflict(format!(
+                "the server holds its maximum of {} trees; delete one first",
+                self.limits.max_trees
+            )));
+        }
+        let id = self.next_tree.fetch_add(1, Ordering::SeqCst);
+        let handle = TreeHandle {
+            id,
+            tree: Mutex::new(tree),
+            events: broadcast::channel(self.limits.ws_queue.max(1)).0,
+            runs: Mutex::new(HashMap::new()),
+            budget: token_budget
+                .or(self.limits.token_budget)
+                .map(|b| Arc::new(TokenBudget::new(b))),
+        };
+        self.trees.insert(id, Arc::new(handle));
+        Ok(TreeRef { id, root: 0 })
+    }
+
+    pub fn create_tree(
+        &self,
+        scenario: &str,
+        seed: Option<u64>,
+        token_budget: Option<u64>,
+    ) -> Result<TreeRef, WorkbenchError> {
+        if let Some(a) = self.scenarios.abm(scenario) {
+            self.abm_pool()?;
+            let sim = AbmSim::new(a.model.clone(), seed.unwrap_or(0));
+            return self.register(SimTree::new(scenario, Sim::Abm(sim)), token_budget);
+        }
+        if let Some(t) = self.scenarios.trading(scenario) {
+            let market = self
+                .market
+                .clone()
+                .ok_or_else(|| WorkbenchError::invalid("no market data is installed (assets/data/market)"))?;
+            let episode =
+                TradingEpisode::new(market, t.episode.clone()).map_err(|e| WorkbenchError::invalid(e.to_string()))?;
+            return self.register(SimTree::new(scenario, Sim::Trading(episode)), token_budget);
+        }
+        let s = self.scenarios.get(scenario).map_err(|_| {
+            WorkbenchError::invalid(format!(
+                "unknown scenario '{scenario}' (available: {})",
+                self.scenarios.ids().join(", ")
+            ))
+        })?;
+        let sim = s.build(seed).map_err(|e| WorkbenchError::invalid(e.to_string()))?;
+        self.register(SimTree::new(scenario, Sim::Social(sim)), token_budget)
+    }
+
+    pub fn import_tree(&self, export: TreeExport) -> Result<TreeRef, WorkbenchError> {
+        let limits = ImportLimits {
+            max_nodes: self.limits.max_nodes_per_tree,
+            max_turns: self.limits.max_turns_per_request,
+        };
+        let tree = SimTree::import(export, self.market.as_ref(), &limits)?;
+        if tree.has_abm() {
+            // Imported models run on the worker like created ones; start it now, not mid-run.
+            self.abm_pool()?;
+        }
+        self.register(tree, None)
+    }
+
+    fn check_turns(&self, turns: u64) -> Result<(), WorkbenchError> {
+        let max = self.limits.max_turns_per_request;
+        if turns > max {
+            return Err(WorkbenchError::invalid(format!(
+                "turns must be at most {max} per request"
+            )));
+        }
+        Ok(())
+    }
+
+    fn check_count(&self, count: u64) -> Result<(), WorkbenchError> {
+        let max = self.limits.max_children_per_request;
+        if count > max {
+            return Err(WorkbenchError::invalid(format!("at most {max} children per request")));
+        }
+        Ok(())
+    }
+
+    /// Refuses new work when the tree is full or the server is at its memory budget.
+    fn check_capacity(&self, tree: &SimTree, adding: usize) -> Result<(), WorkbenchError> {
+        let max = self.limits.max_nodes_per_tree;
+        if tree.len().saturating_add(adding) > max {
+            return Err(WorkbenchError::conflict(format!(
+                "the tree would exceed its maximum of {max} nodes (see --max-nodes-per-tree); delete a subtree first"
+            )));
+        }
+        self.memory.check().map_err(WorkbenchError::conflict)
+    }
+
+    /// Attaches a running child of `parent` and announces it (`attached`, `run_start`).
+    /// `replay` holds the recorded calls to answer from instead of the backend.
+    fn start(
+        &self,
+        handle: &TreeHandle,
+        parent: NodeId,
+        turns: u64,
+        replay: Option<Vec<LlmRecord>>,
+    ) -> Result<Pending, WorkbenchError> {
+        let mut tree = handle.lock();
+        self.check_capacity(&tree, 1)?;
+        let (id, sim, log) = tree.start_advance(parent, turns)?;
+        let attached = tree.node(id)?.attached();
+        handle.send(TreeMsg::Attached(attached));
+        handle.send(TreeMsg::RunStart { node: id });
+        Ok(Pending {
+            id,
+            sim,
+            log,
+            turns,
+            replay,
+        })
+    }
+
+    /// What one run talks to, and the ledger its real calls are recorded in. With real providers
+    /// the tree's scenario and each agent may have their own (settings-file overrides).
+    fn client_for(&self, handle: &TreeHandle, replay: Option<Vec<LlmRecord>>, sim: &Sim) -> (RunCtx, Arc<Ledger>) {
+        let ledger = Arc::new(Ledger::default());
+        let abm = self.abm_pool.get().and_then(|r| r.as_ref().ok()).cloned();
+        let ctx = match (replay, &self.backend) {
+            (Some(records), _) => RunCtx {
+                llm: Arc::new(ReplayClient::new(&records)),
+                tools: Arc::new(ReplayToolModel::new(&records)),
+                abm,
+            },
+            (None, Backend::Mock) => RunCtx {
+                llm: Arc::new(MockClient),
+                tools: Arc::new(MockToolModel),
+                abm,
+            },
+            (None, Backend::Provider(ps)) => {
+                let scenario = handle.lock().scenario.clone();
+                // Overrides were checked at start-up; the default stands in should one fail now.
+                let Ok(default) = ps.resolve(Some(&scenario), None) else {
+                    return (
+                        RunCtx {
+                            llm: Arc::new(MockClient),
+                            tools: Arc::new(MockToolModel),
+                            abm,
+                        },
+                        ledger,
+                    );
+                };
+                let metered = |provider: Arc<dyn ChatProvider>| -> Arc<dyn LlmClient> {
+                    Arc::new(MeteredClient {
+                        provider,
+                        ledger: ledger.clone(),
+                        budget: handle.budget.clone(),
+                    })
+                };
+                let agents = match sim {
+                    Sim::Social(s) => s.world.names(),
+                    _ => Vec::new(),
+                };
+                let by_agent: Vec<(String, Arc<dyn LlmClient>)> = agents
+                    .into_iter()
+                    .filter_map(|name| {
+                        let p = ps.resolve(Some(&scenario), Some(&name)).ok()?;
+                        (!Arc::ptr_eq(&p, &default)).then(|| (name, metered(p)))
+                    })
+                    .collect();
+                let llm = if by_agent.is_empty() {
+                    metered(default.clone())
+                } else {
+                    Arc::new(RoutingClient {
+                        default: metered(default.clone()),
+                        by_agent,
+                    })
+                };
+                let tools = Arc::new(ProviderToolModel {
+                    provider: default,
+                    ledger: ledger.clone(),
+                    budget: handle.budget.clone(),
+                });
+                RunCtx { llm, tools, abm }
+            }
+        };
+        (ctx, ledger)
+    }
+
+    /// Runs a started child in its own task. The server owns the run, not the request: whether
+    /// or not anyone awaits the returned handle, the run ends as `done`, `failed` or `cancelled`,
+    /// its simulator and records are stored and `run_finish` is announced. A panic inside a run
+    /// fails its node instead of leaving it `running`.
+    fn spawn(&self, handle: &Arc<TreeHandle>, p: Pending) -> tokio::task::JoinHandle<RunResult> {
+        let Pending {
+            id,
+            mut sim,
+            log,
+            turns,
+            replay,
+        } = p;
+        let (ctx, ledger) = self.client_for(handle, replay, &sim);
+        let (cancel, mut cancelled) = watch::channel(false);
+        let (ended_tx, ended) = watch::channel(false);
+        lock(&handle.runs).insert(id, RunControl { cancel, ended });
+        let mut memory = self.memory.subscribe();
+        let budget = self.memory.budget();
+        let handle = handle.clone();
+        tracing::info!(tree = handle.id, node = id, turns, "run started");
+        let started = std::time::Instant::now();
+        tokio::spawn(async move {
+            let outcome = {
+                let mut sink = |e: Event| log.push(&entry_json(&e, id));
+                let run = CatchUnwind(Box::pin(sim.run(turns, &ctx, &mut sink)));
+                tokio::select! {
+                    r = run => match r {
+                        Ok(result) => Outcome::Ran(result.err()),
+                        Err(()) => Outcome::Panicked,
+                    },
+                    _ = cancelled.wait_for(|c| *c) => Outcome::Cancelled,
+                    _ = memory.wait_for(|over| *over) => Outcome::OverBudget,
+                }
+            };
+            let records = ledger.take();
+            let panicked = matches!(outcome, Outcome::Panicked);
+            let (status, error) = match outcome {
+                Outcome::Ran(None) => (NodeStatus::Done, None),
+                Outcome::Ran(Some(e)) => (NodeStatus::Failed, Some(e)),
+                Outcome::Cancelled => (NodeStatus::Cancelled, None),
+                Outcome::OverBudget => (
+                    NodeStatus::Failed,
+                    Some(crate::memory::over_budget_message(
+                        crate::memory::resident_bytes().unwrap_or(0),
+                        budget,
+                    )),
+                ),
+                Outcome::Panicked => (
+                    NodeStatus::Failed,
+                    Some("the run stopped on an internal error (its state is the parent's)".into()),
+                ),
+            };
+            let present = {
+                let mut t = handle.lock();
+                if panicked {
+                    t.fail_without_sim(id, error.clone().unwrap_or_default())
+                } else {
+                    t.finish(id, sim, status, error.clone(), records)
+                }
+            };
+            lock(&handle.runs).remove(&id);
+            tracing::info!(
+                tree = handle.id,
+                node = id,
+                status = ?status,
+                error = error.as_deref().unwrap_or(""),
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "run ended"
+            );
+            if present {
+                handle.send(TreeMsg::RunFinish {
+                    node: id,
+                    status,
+                    error: error.clone(),
+                });
+            }
+            let _ = ended_tx.send(true);
+            RunResult {
+                node: id,
+                status,
+                error,
+                deleted: !present,
+            }
+        })
+    }
+
+    /// Waits for a run's result. The run goes on (and is recorded) if this wait is dropped.
+    async fn wait(run: tokio::task::JoinHandle<RunResult>) -> Result<RunResult, WorkbenchError> {
+        let result = run
+            .await
+            .map_err(|_| WorkbenchError::unavailable( "the server is shutting down"))?;
+        if result.deleted {
+            return Err(WorkbenchError::conflict(format!(
+                "node {} was deleted while running",
+                result.node
+            )));
+        }
+        Ok(result)
+    }
+
+    pub async fn advance(self: &Arc<Self>, tree: u64, parent: NodeId, turns: u64) -> Result<RunResult, WorkbenchError> {
+        self.check_turns(turns)?;
+        let handle = self.tree(tree)?;
+        let pending = self.start(&handle, parent, turns, None)?;
+        Self::wait(self.spawn(&handle, pending)).await
+    }
+
+    /// Re-runs the advance that made `node` as a new sibling (or as a child of `parent`), answering
+    /// every LLM call from `node`'s recording: zero provider calls, and the same log when nothing
+    /// changed. A mock run is simply re-run (the mock is deterministic). A request the recording
+    /// does not hold fails the run (strict replay) and the reply is a 409 naming it. The recorded
+    /// turn count obeys the same limit as an advance (an imported tree may claim anything).
+    pub async fn replay(
+        self: &Arc<Self>,
+        tree: u64,
+        node: NodeId,
+        parent: Option<NodeId>,
+    ) -> Result<RunResult, WorkbenchError> {
+        let handle = self.tree(tree)?;
+        let (parent, turns, records) = {
+            let t = handle.lock();
+            let n = t.node(node)?;
+            let [Op::Advance { turns }] = n.ops.as_slice() else {
+                return Err(WorkbenchError::invalid(format!(
+                    "node {node} was not made by an advance; only advances can be replayed"
+                )));
+            };
+            let parent = parent
+                .or(n.parent)
+                .ok_or_else(|| WorkbenchError::invalid("the root cannot be replayed"))?;
+            // A run without recorded calls (the mock, rule-based traders, ABM) is re-run as it
+            // is: it made no provider calls to begin with.
+            let replay = match &self.backend {
+                Backend::Mock if n.records.is_empty() => None,
+                _ => Some(n.records.clone()),
+            };
+            (parent, *turns, replay)
+        };
+        self.check_turns(turns)?;
+        let pending = self.start(&handle, parent, turns, records)?;
+        let result = Self::wait(self.spawn(&handle, pending)).await?;
+        match &result.error {
+            Some(e) if result.status == NodeStatus::Failed => Err(WorkbenchError::conflict(format!(
+                "replay of node {node} failed in new node {}: {e}",
+                result.node
+            ))),
+            _ => Ok(result),
+        }
+    }
+
+    /// Starts one child per parent (all attached and announced first), runs them concurrently.
+    /// With `replicates`, each child of an agent-based model gets its own seed (parallel
+    /// replicates); other kinds are deterministic and unaffected.
+    async fn fan_out(
+        self: &Arc<Self>,
+        handle: &Arc<TreeHandle>,
+        parents: &[NodeId],
+        turns: u64,
+        replicates: bool,
+    ) -> Result<Vec<NodeId>, WorkbenchError> {
+        self.check_capacity(&handle.lock(), parents.len())?;
+        let mut running = Vec::with_capacity(parents.len());
+        let mut first_error = None;
+        for &p in parents {
+            match self.start(handle, p, turns, None) {
+                Ok(mut pending) => {
+                    if replicates {
+                        pending.sim.replicate(pending.id);
+                    }
+                    running.push(self.spawn(handle, pending));
+                }
+                Err(e) => {
+                    // Children already attached still run, so none is left half-made.
+                    first_error = Some(e);
+                    break;
+                }
+            }
+        }
+        let mut ids = Vec::with_capacity(running.len());
+        for r in running {
+            match Self::wait(r).await {
+                Ok(done) => ids.push(done.node),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(ids),
+        }
+    }
+
+    pub async fn advance_multi(
+        self: &Arc<Self>,
+        tree: u64,
+        parent: NodeId,
+        turns: u64,
+        count: i64,
+    ) -> Result<Vec<NodeId>, WorkbenchError> {
+        self.check_turns(turns)?;
+        let count = count.max(0) as u64;
+        self.check_count(count)?;
+        let handle = self.tree(tree)?;
+        handle.lock().node(parent)?;
+        self.fan_out(&handle, &vec![parent; count as usize], turns, true).await
+    }
+
+    pub async fn advance_frontier(
+        self: &Arc<Self>,
+        tree: u64,
+        turns: u64,
+        only_max_depth: bool,
+    ) -> Result<Vec<NodeId>, WorkbenchError> {
+        self.check_turns(turns)?;
+        let handle = self.tree(tree)?;
+        let parents = handle.lock().frontier(only_max_depth);
+        self.check_count(parents.len() as u64)?;
+        self.fan_out(&handle, &parents, turns, false).await
+    }
+
+    /// `turns` one-turn steps, each from the last. The whole chain runs in a task of its own,
+    /// so a client that hangs up does not leave it half-way.
+    pub async fn advance_chain(self: &Arc<Self>, tree: u64, parent: NodeId, turns: u64) -> Result<RunResult, WorkbenchError> {
+        let steps = turns.max(1);
+        self.check_turns(steps)?;
+        let handle = self.tree(tree)?;
+        let first = self.start(&handle, parent, 1, None)?;
+        let app = self.clone();
+        let chain = tokio::spawn(async move {
+            let mut done = Self::wait(app.spawn(&handle, first)).await?;
+            for _ in 1..steps {
+                if done.status != NodeStatus::Done {
+                    // A failed or cancelled step ends the chain: its successors would fail too.
+                    break;
+                }
+                let pending = app.start(&handle, done.node, 1, None)?;
+                done = Self::wait(app.spawn(&handle, pending)).await?;
+            }
+            Ok(done)
+        });
+        chain
+            .await
+            .map_err(|_| WorkbenchError::unavailable( "the server is shutting down"))?
+    }
+
+    pub fn branch(&self, tree: u64, parent: NodeId, ops: Vec<Op>) -> Result<NodeId, WorkbenchError> {
+        let handle = self.tree(tree)?;
+        let mut t = handle.lock();
+        self.check_capacity(&t, 1)?;
+        let id = t.branch(parent, ops)?;
+        handle.send(TreeMsg::Attached(t.node(id)?.attached()));
+        Ok(id)
+    }
+
+    /// Stops a running node: its partial log and the state it reached are kept, its status
+    /// becomes `cancelled`. Answers once the run has ended (within a turn of the request, or at
+    /// once for a run waiting on a provider or a worker).
+    pub async fn cancel(&self, tree: u64, node: NodeId) -> Result<(), WorkbenchError> {
+        let handle = self.tree(tree)?;
+        if !handle.lock().node(node)?.status.is_running() {
+            return Err(WorkbenchError::conflict(format!("node {node} is not running")));
+        }
+        for mut ended in handle.cancel([node]) {
+            let _ = ended.wait_for(|e| *e).await;
+        }
+        Ok(())
+    }
+
+    /// Deletes a subtree; runs inside it are cancelled.
+    pub fn delete(&self, tree: u64, node: NodeId) -> Result<(), WorkbenchError> {
+        let handle = self.tree(tree)?;
+        let removed = {
+            let mut t = handle.lock();
+            let removed = t.delete_subtree(node)?;
+            handle.send(TreeMsg::Deleted { node });
+            removed
+        };
+        handle.cancel(removed);
+        Ok(())
+    }
+
+    /// Removes a whole tree; its running simulations are cancelled.
+    pub fn delete_tree(&self, tree: u64) -> Result<(), WorkbenchError> {
+        let (_, handle) = self.trees.remove(&tree).ok_or_else(WorkbenchError::tree_not_found)?;
+        let running: Vec<NodeId> = lock(&handle.runs).keys().copied().collect();
+        handle.cancel(running);
+        Ok(())
+    }
+
+    /// Subscribes to a node's live entries.
+    pub fn node_log(&self, tree: u64, node: NodeId) -> Result<Arc<NodeLog>, WorkbenchError> {
+        let handle = self.tree(tree)?;
+        let t = handle.lock();
+        Ok(t.node(node)?.log.clone())
+    }
+}
+
+/// A finished run: its node, how it ended and, when it failed, why.
+#[derive(Debug)]
+pub struct RunResult {
+    pub node: NodeId,
+    pub status: NodeStatus,
+    pub error: Option<String>,
+    /// The node was deleted while it ran (nothing was stored).
+    deleted: bool,
+}
+
+/// How a run's task ended.
+enum Outcome {
+    Ran(Option<String>),
+    Cancelled,
+    OverBudget,
+    Panicked,
+}
+
+struct Pending {
+    id: NodeId,
+    sim: Sim,
+    log: Arc<NodeLog>,
+    turns: u64,
+    replay: Option<Vec<LlmRecord>>,
+}
+
+/// Polls a future, turning a panic into `Err(())` so that one broken simulator state cannot
+/// take a node (or a runtime worker) down with it.
+struct CatchUnwind<F>(std::pin::Pin<Box<F>>);
+
+impl<F: std::future::Future> std::future::Future for CatchUnwind<F> {
+    type Output = Result<F::Output, ()>;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        let inner = self.0.as_mut();
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inner.poll(cx))) {
+            Ok(std::task::Poll::Ready(v)) => std::task::Poll::Ready(Ok(v)),
+            Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
+            Err(_) => std::task::Poll::Ready(Err(())),
+        }
+    }
+}
+
+/// Why a workbench operation was refused. The HTTP layer maps each to a status.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkbenchError {
+    #[error("simtree not found")]
+    TreeNotFound,
+    /// A node-level refusal (not found, running, the root, an invalid op).
+    #[error(transparent)]
+    Tree(#[from] TreeError),
+    /// The request itself is wrong (a bad scenario, too many turns, an invalid import).
+    #[error("{0}")]
+    Invalid(String),
+    /// The request conflicts with the state of things (a limit reached, a node not running).
+    #[error("{0}")]
+    Conflict(String),
+    /// Something the operation needs is not available (the ABM worker, a shutting-down runtime).
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+impl WorkbenchError {
+    pub fn tree_not_found() -> Self {
+        WorkbenchError::TreeNotFound
+    }
+    pub fn invalid(m: impl Into<String>) -> Self {
+        WorkbenchError::Invalid(m.into())
+    }
+    pub fn conflict(m: impl Into<String>) -> Self {
+        WorkbenchError::Conflict(m.into())
+    }
+    pub fn unavailable(m: impl Into<String>) -> Self {
+        WorkbenchError::Unavailable(m.into())
+    }
+}
