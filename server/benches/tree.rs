@@ -10,8 +10,8 @@
 
 use std::time::{Duration, Instant};
 
-use simtree::workbench::{Backend, Limits, Workbench};
 use simtree::scenario::{ScenarioLibrary, assets_dir};
+use simtree::workbench::{Backend, Limits, Workbench};
 use simtree_shared::Op;
 
 fn app() -> std::sync::Arc<Workbench> {

@@ -30,7 +30,7 @@ use crate::sim::{AbmSim, RunCtx, Sim};
 use crate::trading::agents::MockToolModel;
 use crate::trading::data::MarketData;
 use crate::trading::episode::TradingEpisode;
-use crate::tree::{ImportLimits, TreeError, NodeId, NodeLog, SimTree, TreeExport, entry_json};
+use crate::tree::{ImportLimits, NodeId, NodeLog, SimTree, TreeError, TreeExport, entry_json};
 
 /// Configurable limits; defaults are documented in the README.
 #[derive(Clone, Debug)]
@@ -197,7 +197,7 @@ impl Workbench {
                 WorkerPool::spawn(&config, 2).map(Arc::new).map_err(|e| e.to_string())
             })
             .clone()
-            .map_err(|e| WorkbenchError::unavailable( format!("ABM worker unavailable: {e}")))
+            .map_err(|e| WorkbenchError::unavailable(format!("ABM worker unavailable: {e}")))
     }
 
     pub fn tree(&self, id: u64) -> Result<Arc<TreeHandle>, WorkbenchError> {
@@ -480,7 +480,7 @@ impl Workbench {
     async fn wait(run: tokio::task::JoinHandle<RunResult>) -> Result<RunResult, WorkbenchError> {
         let result = run
             .await
-            .map_err(|_| WorkbenchError::unavailable( "the server is shutting down"))?;
+            .map_err(|_| WorkbenchError::unavailable("the server is shutting down"))?;
         if result.deleted {
             return Err(WorkbenchError::conflict(format!(
                 "node {} was deleted while running",
@@ -613,7 +613,12 @@ impl Workbench {
 
     /// `turns` one-turn steps, each from the last. The whole chain runs in a task of its own,
     /// so a client that hangs up does not leave it half-way.
-    pub async fn advance_chain(self: &Arc<Self>, tree: u64, parent: NodeId, turns: u64) -> Result<RunResult, WorkbenchError> {
+    pub async fn advance_chain(
+        self: &Arc<Self>,
+        tree: u64,
+        parent: NodeId,
+        turns: u64,
+    ) -> Result<RunResult, WorkbenchError> {
         let steps = turns.max(1);
         self.check_turns(steps)?;
         let handle = self.tree(tree)?;
@@ -633,7 +638,7 @@ impl Workbench {
         });
         chain
             .await
-            .map_err(|_| WorkbenchError::unavailable( "the server is shutting down"))?
+            .map_err(|_| WorkbenchError::unavailable("the server is shutting down"))?
     }
 
     pub fn branch(&self, tree: u64, parent: NodeId, ops: Vec<Op>) -> Result<NodeId, WorkbenchError> {

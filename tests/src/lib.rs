@@ -125,6 +125,34 @@ impl Server {
         body["id"].as_u64().expect("tree id")
     }
 
+    /// Starts an advance on its own task (its reply is the task's output), so the test can act
+    /// while it runs.
+    pub fn advance_in_background(&self, tree: u64, parent: u64, turns: u64) -> tokio::task::JoinHandle<Value> {
+        let url = self.url(&format!("/devui/simtree/{tree}/advance"));
+        tokio::spawn(async move {
+            reqwest::Client::new()
+                .post(url)
+                .json(&serde_json::json!({"parent": parent, "turns": turns}))
+                .send()
+                .await
+                .expect("POST advance")
+                .json::<Value>()
+                .await
+                .expect("advance reply")
+        })
+    }
+
+    /// Waits until `tree` has a running node; returns the first one's id.
+    pub async fn first_running(&self, tree: u64) -> u64 {
+        loop {
+            let (_, g) = self.get(&format!("/devui/simtree/{tree}/graph")).await;
+            if let Some(n) = g["running"].as_array().and_then(|r| r.first()).and_then(Value::as_u64) {
+                return n;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     /// Opens a WebSocket and performs the `ready` handshake.
     pub async fn watch(&self, path: &str) -> Watcher {
         let (mut ws, _) = tokio_tungstenite::connect_async(self.ws_url(path))

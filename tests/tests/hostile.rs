@@ -363,26 +363,9 @@ async fn cancel_stops_social_and_trading_runs_and_keeps_their_partial_logs() {
     let s = Server::start_with(&["--max-turns", "100000"]);
     for (scenario, turns) in [("simple_chat", 100_000u64), ("momentum_tech", 100_000)] {
         let tree = s.create(scenario).await;
-        let base = s.base.clone();
-        let runner = tokio::spawn(async move {
-            reqwest::Client::new()
-                .post(format!("{base}/devui/simtree/{tree}/advance"))
-                .json(&json!({"parent": 0, "turns": turns}))
-                .send()
-                .await
-                .unwrap()
-                .json::<Value>()
-                .await
-                .unwrap()
-        });
+        let runner = s.advance_in_background(tree, 0, turns);
         // Cancel as soon as the run is in flight (an episode has only ~250 decision points).
-        let node = loop {
-            let g = graph(&s, tree).await;
-            if let Some(n) = g["running"].as_array().and_then(|r| r.first()).and_then(Value::as_u64) {
-                break n;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        };
+        let node = s.first_running(tree).await;
         let (st, body) = s
             .post(&format!("/devui/simtree/{tree}/node/{node}/cancel"), &json!({}))
             .await;

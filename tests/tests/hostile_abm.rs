@@ -280,25 +280,8 @@ async fn cancel_stops_an_abm_run_keeps_its_node_and_frees_the_worker() {
     let s = server(600, &[]);
     let sleeper = model_with("def act(self):\n    import time\n    time.sleep(600)");
     let t = import_model(&s, sleeper).await;
-    let base = s.base.clone();
-    let run = tokio::spawn(async move {
-        reqwest::Client::new()
-            .post(format!("{base}/devui/simtree/{t}/advance"))
-            .json(&json!({"parent": 0, "turns": 1}))
-            .send()
-            .await
-            .unwrap()
-            .json::<Value>()
-            .await
-            .unwrap()
-    });
-    let node = loop {
-        let (_, g) = s.get(&format!("/devui/simtree/{t}/graph")).await;
-        if let Some(n) = g["running"].as_array().and_then(|r| r.first()).and_then(Value::as_u64) {
-            break n;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let run = s.advance_in_background(t, 0, 1);
+    let node = s.first_running(t).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let asked = Instant::now();
     let (st, r) = s

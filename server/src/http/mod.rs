@@ -24,8 +24,8 @@ pub mod ws;
 
 pub use guard::Access;
 
-pub use state::{AppState, Backend, Limits, Providers};
 pub use crate::workbench::Workbench;
+pub use state::{AppState, Backend, Limits, Providers};
 
 /// The web UI's build folder: `$SIMTREE_STATIC`, else the checkout's `frontend/dist` when it
 /// is there, else the UI embedded in the binary.
@@ -122,7 +122,11 @@ pub async fn serve(app: Arc<AppState>, addr: SocketAddr) -> std::io::Result<()> 
         None => println!("simtree listening on http://{bound}"),
     }
     // Leave descriptors for the store, the workers and the provider clients.
-    let cap = app.wb.limits.max_connections.min(fds.saturating_sub(256).max(64) as usize);
+    let cap = app
+        .wb
+        .limits
+        .max_connections
+        .min(fds.saturating_sub(256).max(64) as usize);
     listener::serve(listener, router(app), cap, async {
         let _ = tokio::signal::ctrl_c().await;
     })
