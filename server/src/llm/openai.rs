@@ -12,9 +12,9 @@
 
 use serde_json::{Map, Value, json};
 
-use super::LlmError;
 use super::config::{Dialect, LlmConfig, OpenAiJsonMode};
 use super::provider::{ChatRequest, ChatResponse, ToolCall, ToolChoice, Usage, Wire, excerpt};
+use super::{LlmError, schema};
 
 /// The Chat Completions mapping.
 #[derive(Clone, Copy, Debug, Default)]
@@ -87,7 +87,9 @@ impl Wire for OpenAiWire {
                     if let Some(d) = &s.description {
                         js.insert("description".into(), json!(d));
                     }
-                    js.insert("schema".into(), s.schema.clone());
+                    // strict: true needs the strict form (every property required, optional ones
+                    // as anyOf-null); a schema written in the OpenAPI style would be refused.
+                    js.insert("schema".into(), schema::for_dialect(Dialect::OpenAi, &s.schema));
                     js.insert("strict".into(), json!(true));
                     json!({"type": "json_schema", "json_schema": js})
                 }
@@ -160,6 +162,7 @@ impl Wire for OpenAiWire {
             latency_ms: 0,
             refusal,
             finish_reason,
+            cut_at_max_tokens: None, // set by the provider, which knows the limit
         })
     }
 }
