@@ -291,3 +291,59 @@ async fn a_trading_run_on_a_provider_replays_offline_identically() {
         "zero provider calls during the replay"
     );
 }
+
+/// A provider that repeats the caller's key back: in its text, and (to a trading agent) inside
+/// a tool call's arguments.
+async fn echo_completions(headers: axum::http::HeaderMap, Json(body): Json<Value>) -> Json<Value> {
+    let auth = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let message = if body["tools"].is_array() {
+        let args = json!({"orders": [{"ticker": auth, "side": "buy", "quantity": 1}]}).to_string();
+        json!({"role": "assistant", "content": format!("I was told {auth}"), "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "submit_decision", "arguments": args}}]})
+    } else {
+        json!({"role": "assistant", "content": format!("My instructions say: {auth}. [speak] hello")})
+    };
+    Json(json!({
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+    }))
+}
+
+#[tokio::test]
+async fn a_key_the_provider_echoes_never_reaches_logs_records_or_exports() {
+    let app = axum::Router::new().route("/v1/chat/completions", post(echo_completions));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let s = server_for(&url, &[]);
+    for (scenario, turns) in [("simple_chat", 2), ("llm_trader", 2)] {
+        let t = s.create(scenario).await;
+        let p = |rest: &str| format!("/devui/simtree/{t}{rest}");
+        let (st, adv) = s.post(&p("/advance"), &json!({"parent": 0, "turns": turns})).await;
+        assert_eq!(st, 200, "{adv}");
+        let logs = s.get(&p("/node/1/logs")).await.1.to_string();
+        let export = s.get(&p("/export")).await.1.to_string();
+        let info = s.get(&p("/node/1/info")).await.1.to_string();
+        for (what, text) in [
+            ("logs", &logs),
+            ("export", &export),
+            ("info", &info),
+            ("advance", &adv.to_string()),
+        ] {
+            assert!(
+                !text.contains("sk-test-secret"),
+                "{scenario}: the key is in the {what}: {text}"
+            );
+        }
+        assert!(
+            export.contains("Bearer ***"),
+            "{scenario}: the echo is kept, masked: {export}"
+        );
+    }
+}

@@ -13,7 +13,7 @@
 use serde_json::{Map, Value, json};
 
 use super::config::{Dialect, LlmConfig, OpenAiJsonMode};
-use super::provider::{ChatRequest, ChatResponse, ToolCall, ToolChoice, Usage, Wire, excerpt};
+use super::provider::{ChatRequest, ChatResponse, ToolCall, ToolChoice, Usage, Wire};
 use super::{LlmError, schema};
 
 /// The Chat Completions mapping.
@@ -130,13 +130,10 @@ impl Wire for OpenAiWire {
                 .get("name")
                 .and_then(Value::as_str)
                 .ok_or_else(|| LlmError::Response("a tool call has no function name".into()))?;
+            // Malformed arguments stay the model's raw string: judging a call is the consumer's
+            // job (trading rejects that step; structured output reports a non-object).
             let arguments = match f.get("arguments") {
-                Some(Value::String(s)) => serde_json::from_str(s).map_err(|e| {
-                    LlmError::Response(format!(
-                        "tool call {name} has malformed JSON arguments ({e}): {:?}",
-                        excerpt(s, 120)
-                    ))
-                })?,
+                Some(Value::String(s)) => serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.clone())),
                 Some(v) => v.clone(),
                 None => json!({}),
             };
@@ -188,13 +185,14 @@ mod tests {
         assert_eq!(r.usage.total(), 17);
         assert_eq!(r.finish_reason.as_deref(), Some("tool_calls"));
 
-        let e = OpenAiWire
+        let r = OpenAiWire
             .parse(&json!({"choices": [{"message": {"tool_calls": [
                 {"function": {"name": "vote", "arguments": "{oops"}}]}}]}))
-            .unwrap_err();
-        assert!(
-            e.to_string().contains("tool call vote has malformed JSON arguments"),
-            "{e}"
+            .unwrap();
+        assert_eq!(
+            r.tool_calls[0].arguments,
+            json!("{oops"),
+            "kept for the consumer to judge"
         );
         let r = OpenAiWire
             .parse(&json!({"choices": [{"message": {"content": null}, "finish_reason": "content_filter"}]}))
