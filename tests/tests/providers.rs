@@ -19,12 +19,15 @@ use simtree_e2e::Server;
 struct Fake {
     calls: Arc<AtomicU64>,
     fail: bool,
+    /// Every request body, in arrival order.
+    bodies: Arc<std::sync::Mutex<Vec<Value>>>,
 }
 
 /// Answers Chat Completions like the offline mock, counting calls (the counters live in one
 /// shared state here, as a remote model would not know about branches).
 async fn completions(State(f): State<Fake>, Json(body): Json<Value>) -> (StatusCode, Json<Value>) {
     f.calls.fetch_add(1, Ordering::SeqCst);
+    f.bodies.lock().unwrap().push(body.clone());
     if f.fail {
         return (
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -80,6 +83,7 @@ async fn fake_provider(fail: bool) -> (String, Fake, tokio::task::JoinHandle<()>
     let fake = Fake {
         calls: Arc::default(),
         fail,
+        bodies: Arc::default(),
     };
     let app = axum::Router::new()
         .route("/v1/chat/completions", post(completions))
@@ -271,6 +275,20 @@ async fn a_trading_run_on_a_provider_replays_offline_identically() {
     let (st, adv) = s.post(&p("/advance"), &json!({"parent": 0, "turns": 5})).await;
     assert_eq!((st, adv.get("error")), (200, None), "{adv}");
     assert_eq!(fake.calls.load(Ordering::SeqCst), 5, "one tool call per decision point");
+    // From the second decision point on, the earlier call and its DecisionResult travel as
+    // native tool messages: the assistant's tool_calls, then a `tool` message answering it.
+    let second = fake.bodies.lock().unwrap()[1]["messages"].clone();
+    let messages = second.as_array().unwrap();
+    let call = messages
+        .iter()
+        .find(|m| m["role"] == "assistant")
+        .expect("the earlier answer");
+    assert_eq!(call["tool_calls"][0]["function"]["name"], "submit_decision", "{second}");
+    let id = call["tool_calls"][0]["id"].as_str().unwrap();
+    let result = messages.iter().find(|m| m["role"] == "tool").expect("a tool message");
+    assert_eq!(result["tool_call_id"], id, "{second}");
+    assert!(serde_json::from_str::<Value>(result["content"].as_str().unwrap()).is_ok());
+    assert!(!second.to_string().contains("Tool result:"), "{second}");
     let info = s.get(&p("/node/1/info")).await.1;
     assert_eq!(info["usage"]["calls"], 5);
     let view = s.get(&p("/node/1/view")).await.1;

@@ -13,12 +13,46 @@
 use serde_json::{Map, Value, json};
 
 use super::config::{Dialect, LlmConfig, OpenAiJsonMode};
-use super::provider::{ChatRequest, ChatResponse, ToolCall, ToolChoice, Usage, Wire};
+use super::provider::{ChatRequest, ChatResponse, NativeMessage, ToolCall, ToolChoice, Usage, Wire};
 use super::{LlmError, schema};
 
 /// The Chat Completions mapping.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct OpenAiWire;
+
+/// A tool-calling message as Chat Completions has it: an assistant's `tool_calls` (arguments as
+/// a JSON string, ids as given or `call_<n>`), a `tool` message's `tool_call_id`.
+fn native_message(m: &NativeMessage) -> Value {
+    let mut out = Map::new();
+    out.insert("role".into(), json!(m.role.as_str()));
+    // An assistant message that only calls tools has null content, as OpenAI writes it.
+    let content = if m.content.is_empty() && !m.tool_calls.is_empty() {
+        Value::Null
+    } else {
+        json!(m.content)
+    };
+    out.insert("content".into(), content);
+    if !m.tool_calls.is_empty() {
+        let calls: Vec<Value> = m
+            .tool_calls
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let arguments = match &c.arguments {
+                    Value::String(raw) => raw.clone(),
+                    v => v.to_string(),
+                };
+                json!({"id": c.id.clone().unwrap_or_else(|| format!("call_{i}")), "type": "function",
+                       "function": {"name": c.name, "arguments": arguments}})
+            })
+            .collect();
+        out.insert("tool_calls".into(), Value::Array(calls));
+    }
+    if let Some(id) = &m.tool_call_id {
+        out.insert("tool_call_id".into(), json!(id));
+    }
+    Value::Object(out)
+}
 
 impl Wire for OpenAiWire {
     fn dialect(&self) -> Dialect {
@@ -38,11 +72,15 @@ impl Wire for OpenAiWire {
     }
 
     fn body(&self, config: &LlmConfig, request: &ChatRequest) -> Value {
-        let messages: Vec<Value> = request
-            .messages
-            .iter()
-            .map(|m| json!({"role": m.role.as_str(), "content": m.content.as_ref()}))
-            .collect();
+        let messages: Vec<Value> = if request.native.is_empty() {
+            request
+                .messages
+                .iter()
+                .map(|m| json!({"role": m.role.as_str(), "content": m.content.as_ref()}))
+                .collect()
+        } else {
+            request.native.iter().map(native_message).collect()
+        };
         let mut b = Map::new();
         b.insert("model".into(), json!(config.model));
         b.insert("messages".into(), Value::Array(messages));

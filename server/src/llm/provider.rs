@@ -69,11 +69,50 @@ pub enum ToolChoice {
     Tool(String),
 }
 
+/// Who speaks a [`NativeMessage`]; `tool` carries the result of a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NativeRole {
+    System,
+    User,
+    Assistant,
+    Tool,
+}
+
+impl NativeRole {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NativeRole::System => "system",
+            NativeRole::User => "user",
+            NativeRole::Assistant => "assistant",
+            NativeRole::Tool => "tool",
+        }
+    }
+}
+
+/// A message of a tool-calling conversation in its native form: an assistant message with the
+/// calls it made, or (role `tool`) the result of the call `tool_call_id`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NativeMessage {
+    pub role: NativeRole,
+    pub content: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
 /// One chat request, dialect-neutral.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ChatRequest {
     /// `{role, content}` messages, system first (several system messages are joined).
     pub messages: Vec<Message>,
+    /// The same conversation with its tool calls and results in native form, when it has any.
+    /// Dialects with native tool messages (openai) send these instead of `messages`; the others
+    /// send `messages`, where the calls and results are written out as text. Replay hashes
+    /// `messages`, so recordings do not depend on the dialect.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub native: Vec<NativeMessage>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<ToolSpec>,
     #[serde(default)]
