@@ -137,10 +137,10 @@ pub fn test() -> Result<(), String> {
     run(build)?;
     let mut tests = cargo();
     tests
+        // --workspace: the same feature set as the main test run, so nothing is rebuilt.
         .args([
             "test",
-            "-p",
-            "simtree-e2e",
+            "--workspace",
             "--test",
             "real_llm",
             "--",
