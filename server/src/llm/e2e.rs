@@ -13,10 +13,6 @@ use super::provider::{ChatRequest, JsonSchema, build_provider, structured_respon
 use super::{LlmClient, LlmError, LlmState, ProviderClient};
 use crate::engine::memory::{Message, Role};
 
-/// The environment variable naming the server's base URL (default [`DEFAULT_URL`]).
-pub const URL_ENV: &str = "SIMTREE_E2E_LLM_URL";
-pub const DEFAULT_URL: &str = "http://127.0.0.1:8765/v1";
-
 /// What the smoke run measured.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SmokeReport {
@@ -96,10 +92,4 @@ pub async fn smoke(config: &LlmConfig) -> Result<SmokeReport, LlmError> {
         seconds,
         tokens_per_s: completion_tokens as f64 / seconds.max(1e-9),
     })
-}
-
-/// [`smoke`] against the server named by [`URL_ENV`].
-pub async fn smoke_from_env() -> Result<SmokeReport, LlmError> {
-    let url = std::env::var(URL_ENV).unwrap_or_else(|_| DEFAULT_URL.to_string());
-    smoke(&local_config(&url)).await
 }
