@@ -3,9 +3,9 @@
 //! failure path (timeout, 429 + Retry-After, 5xx then success, malformed JSON, empty choices,
 //! refusals and safety blocks, auth errors, a dead port), the shared concurrency and rate limits,
 //! token usage, and a full werewolf run through the OpenAI dialect.
-//!
-//! The `real_small_model` test is ignored by default: it needs SmolLM2 behind llama-cpp-python
-//! (see server/src/llm/PROVIDERS.md).
+//! Also: the structured-output form detected from a refusal and remembered per endpoint, a reply
+//! cut at max_tokens, the response size cap, and key redaction. The checks against a real model
+//! are in `tests/tests/real_llm.rs`.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -24,7 +24,7 @@ use simtree::llm::config::OpenAiJsonMode;
 use simtree::llm::provider::structured_response;
 use simtree::llm::{
     ChatProvider, ChatRequest, Dialect, JsonSchema, LlmClient, LlmConfig, LlmError, LlmState, ProviderClient,
-    ProviderPool, ToolChoice, ToolSpec, build_provider, e2e, structured,
+    ProviderPool, ToolChoice, ToolSpec, build_provider, structured,
 };
 use simtree::scenario::{Scenario, assets_dir};
 
@@ -819,24 +819,252 @@ async fn werewolf_through_the_openai_dialect_matches_the_mock() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The opt-in end-to-end test.
+// Structured-output forms, cut-off replies, response size, secrets.
 
-/// Needs SmolLM2 behind llama-cpp-python at $SIMTREE_E2E_LLM_URL (default
-/// http://127.0.0.1:8765/v1); see server/src/llm/PROVIDERS.md. Checks shape, not content.
+/// What llama-cpp-python's server answers to `response_format: {"type": "json_schema"}`.
+fn refuses_json_schema(body: &Value) -> Reply {
+    if body["response_format"]["type"] == "json_schema" {
+        return status(
+            500,
+            r#"{"error": {"message": "[{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), 'msg': \"Input should be 'text' or 'json_object'\"}]", "type": "internal_server_error"}}"#,
+        );
+    }
+    ok(openai_text("{\"action\": \"hold\", \"qty\": null}"))
+}
+
 #[tokio::test]
-#[ignore = "needs a local llama-cpp-python server (see server/src/llm/PROVIDERS.md)"]
-async fn real_small_model() {
-    let report = e2e::smoke_from_env().await.unwrap();
-    println!(
-        "real model: {:?} / {} — {} prompt + {} completion tokens in {:.2}s = {:.1} tok/s",
-        report.text,
-        report.structured,
-        report.prompt_tokens,
-        report.completion_tokens,
-        report.seconds,
-        report.tokens_per_s
+async fn a_refused_json_schema_falls_back_to_json_object_once_per_endpoint() {
+    let server = serve(Answer::Compute(Box::new(refuses_json_schema))).await;
+    let pool = ProviderPool::new();
+    let c = config(Dialect::OpenAi, &server, "/v1");
+    let ask = |p: Arc<dyn ChatProvider>| async move {
+        structured(
+            p.as_ref(),
+            ChatRequest::new(conversation()),
+            decision_schema(),
+            &mut LlmState::default(),
+        )
+        .await
+    };
+    assert_eq!(
+        ask(pool.get(&c).unwrap()).await.unwrap(),
+        json!({"action": "hold", "qty": null})
     );
-    assert!(!report.text.is_empty());
-    assert!(report.structured["colour"].is_string());
-    assert!(report.completion_tokens > 0);
+    // Another config for the same endpoint (another agent's override) already knows.
+    let mut other = c.clone();
+    other.temperature = 0.1;
+    assert!(ask(pool.get(&other).unwrap()).await.is_ok());
+    let forms: Vec<Value> = server
+        .seen()
+        .iter()
+        .map(|s| s.body["response_format"]["type"].clone())
+        .collect();
+    assert_eq!(
+        forms,
+        [json!("json_schema"), json!("json_object"), json!("json_object")],
+        "the refusal is not retried as is, and the other form is remembered"
+    );
+    assert_eq!(
+        server.seen()[1].body["response_format"]["schema"],
+        decision_schema().schema
+    );
+}
+
+#[tokio::test]
+async fn a_server_that_refuses_both_forms_says_so() {
+    let server = serve(Answer::Compute(Box::new(|_| {
+        status(400, r#"{"error": {"message": "response_format is not supported"}}"#)
+    })))
+    .await;
+    let p = build_provider(&config(Dialect::OpenAi, &server, "/v1")).unwrap();
+    let e = structured(
+        p.as_ref(),
+        ChatRequest::new(conversation()),
+        decision_schema(),
+        &mut LlmState::default(),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "LLM request failed: openai:openai-test: the server refuses both forms of structured output \
+         (response_format json_schema: HTTP 400 Bad Request: response_format is not supported; \
+         json_object: HTTP 400 Bad Request: response_format is not supported)"
+    );
+    assert_eq!(server.seen().len(), 2);
+    // A plain request is unaffected: only requests asking for JSON carry response_format.
+    let plain = serve(Answer::Compute(Box::new(|_| {
+        status(400, r#"{"error": {"message": "response_format is not supported"}}"#)
+    })))
+    .await;
+    let e = text_chat(build_provider(&config(Dialect::OpenAi, &plain, "/v1")).unwrap())
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("HTTP 400"), "{e}");
+    assert_eq!(plain.seen().len(), 1);
+}
+
+#[tokio::test]
+async fn a_reply_cut_at_max_tokens_names_the_cause_and_the_limit() {
+    let server = script(vec![ok(json!({
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "{\"action\": \"ho"},
+                     "finish_reason": "length"}],
+        "usage": {"prompt_tokens": 11, "completion_tokens": 64, "total_tokens": 75}
+    }))])
+    .await;
+    let mut c = config(Dialect::OpenAi, &server, "/v1");
+    c.max_tokens = 64;
+    let p = build_provider(&c).unwrap();
+    let e = structured(
+        p.as_ref(),
+        ChatRequest::new(conversation()),
+        decision_schema(),
+        &mut LlmState::default(),
+    )
+    .await
+    .unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.starts_with(
+            "LLM response unusable: openai:openai-test: structured output for decision was cut off at \
+             the max_tokens limit (64 tokens) before the JSON was complete; raise max_tokens (LLM_MAX_TOKENS)."
+        ),
+        "{msg}"
+    );
+}
+
+#[tokio::test]
+async fn abm_generation_on_openai_sends_the_strict_schema_the_display_route_shows() {
+    use simtree::abm::generate::{GenerateOptions, GenerateRequest, MockAbmLlm, generate};
+    use simtree::abm::schema::{Provider, provider_schema, wrapped};
+    use simtree::llm::ledger::ProviderStructured;
+    let answer = MockAbmLlm::answer("a forest fire").to_string();
+    let server = serve(Answer::Compute(Box::new(move |_| ok(openai_text(&answer))))).await;
+    let provider = build_provider(&config(Dialect::OpenAi, &server, "/v1")).unwrap();
+    let request = GenerateRequest {
+        prompt: "a forest fire".into(),
+        last_model: None,
+    };
+    let out = generate(&ProviderStructured { provider }, &request, &GenerateOptions::default()).await;
+    let out = serde_json::to_value(out).unwrap();
+    assert_eq!(out["success"], true, "{out}");
+    let sent = &server.seen()[0].body["response_format"];
+    assert_eq!(sent["type"], "json_schema");
+    assert_eq!(sent["json_schema"]["strict"], true);
+    let schema = &sent["json_schema"]["schema"];
+    assert_eq!(*schema, provider_schema(Provider::OpenAi));
+    assert_eq!(
+        *schema,
+        wrapped(Provider::OpenAi)["response_format"]["json_schema"]["schema"]
+    );
+    // The strict form: no OpenAPI `nullable` anywhere, every property required.
+    assert!(!schema.to_string().contains("nullable"));
+    let props = schema["properties"].as_object().unwrap();
+    assert_eq!(schema["required"].as_array().unwrap().len(), props.len());
+    assert_eq!(schema["additionalProperties"], false);
+}
+
+/// A provider that answers every request with a `total`-byte body (chunked, or announced with
+/// Content-Length), written straight to the socket so that it counts what the client accepted.
+async fn huge_provider(total: usize, announce: bool) -> (String, Arc<AtomicUsize>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let sent = Arc::new(AtomicUsize::new(0));
+    let counter = sent.clone();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr: SocketAddr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let counter = counter.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 64 * 1024];
+                let _ = sock.read(&mut buf).await;
+                let head = if announce {
+                    format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {total}\r\n\r\n")
+                } else {
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n"
+                        .to_string()
+                };
+                if sock.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                let chunk = vec![b'a'; 64 * 1024];
+                let framed = [
+                    format!("{:x}\r\n", chunk.len()).into_bytes(),
+                    chunk.clone(),
+                    b"\r\n".to_vec(),
+                ]
+                .concat();
+                let mut written = 0;
+                while written < total {
+                    let piece = if announce { &chunk } else { &framed };
+                    if sock.write_all(piece).await.is_err() {
+                        return;
+                    }
+                    written += chunk.len();
+                    counter.fetch_add(chunk.len(), Ordering::SeqCst);
+                }
+            });
+        }
+    });
+    (format!("http://{addr}/v1"), sent)
+}
+
+#[tokio::test]
+async fn a_50_mb_response_is_refused_without_reading_it() {
+    const MB50: usize = 50 * 1024 * 1024;
+    for announce in [false, true] {
+        let (url, sent) = huge_provider(MB50, announce).await;
+        let mut c = LlmConfig::for_dialect(Dialect::OpenAi);
+        c.base_url = Some(url);
+        c.max_retries = 0;
+        let started = Instant::now();
+        let e = text_chat(build_provider(&c).unwrap()).await.unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains(
+                "larger than max_response_bytes = 8388608 bytes (LLM_MAX_RESPONSE_BYTES); it was not read further"
+            ),
+            "{msg}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(10));
+        // The provider could write ahead into socket buffers, but never the whole body.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(
+            sent.load(Ordering::SeqCst) < MB50 / 2,
+            "announce={announce}: {} bytes were pulled",
+            sent.load(Ordering::SeqCst)
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_short_placeholder_key_leaves_error_texts_untouched() {
+    let server = script(vec![status(
+        400,
+        r#"{"error": {"message": "unexpected text: expected JSON, max 0x10 tokens"}}"#,
+    )])
+    .await;
+    let mut c = config(Dialect::OpenAi, &server, "/v1");
+    c.api_key = simtree::llm::ApiKey::new("x");
+    let e = text_chat(build_provider(&c).unwrap()).await.unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "LLM request failed: openai:openai-test: HTTP 400 Bad Request: unexpected text: expected JSON, max 0x10 tokens"
+    );
+}
+
+#[tokio::test]
+async fn a_key_the_provider_echoes_is_masked_in_text_and_tool_calls() {
+    let server = serve(Answer::Compute(Box::new(|_| {
+        let args = json!({"target": format!("Bearer {KEY}")}).to_string();
+        ok(json!({"choices": [{"index": 0, "message": {"role": "assistant",
+            "content": format!("your key is {KEY}."),
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "vote", "arguments": args}}]},
+            "finish_reason": "tool_calls"}]}))
+    })))
+    .await;
+    let p = build_provider(&config(Dialect::OpenAi, &server, "/v1")).unwrap();
+    let r = chat(p.as_ref(), &ChatRequest::new(conversation())).await.unwrap();
+    assert_eq!(r.text, "your key is ***.");
+    assert_eq!(r.tool_calls[0].arguments, json!({"target": "Bearer ***"}));
 }

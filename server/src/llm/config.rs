@@ -120,12 +120,26 @@ impl ApiKey {
         (!key.is_empty()).then(|| ApiKey(key.to_string()))
     }
 
-    /// The secret itself, for building an auth header and for scrubbing error text. Nothing else
-    /// should call this.
+    /// The secret itself, for building an auth header. Nothing else should call this.
     pub fn expose(&self) -> &str {
         &self.0
     }
+
+    /// `text` with every occurrence of this key replaced by `***`. Keys shorter than
+    /// [`MIN_SECRET_LEN`] are left alone: masking every `x` of an error message because a local
+    /// server was given the placeholder key `x` would destroy the text and protect nothing.
+    pub fn redact(&self, text: &str) -> String {
+        if self.0.chars().count() >= MIN_SECRET_LEN && text.contains(&self.0) {
+            text.replace(&self.0, "***")
+        } else {
+            text.to_string()
+        }
+    }
 }
+
+/// The shortest key [`ApiKey::redact`] masks. Real provider keys are far longer; a shorter one is
+/// a placeholder for a local server that checks nothing.
+pub const MIN_SECRET_LEN: usize = 8;
 
 impl fmt::Debug for ApiKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -158,6 +172,27 @@ pub enum OpenAiJsonMode {
     JsonObject,
 }
 
+impl OpenAiJsonMode {
+    /// The other form: what to try when a server refuses this one.
+    pub fn other(self) -> OpenAiJsonMode {
+        match self {
+            OpenAiJsonMode::JsonSchema => OpenAiJsonMode::JsonObject,
+            OpenAiJsonMode::JsonObject => OpenAiJsonMode::JsonSchema,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OpenAiJsonMode::JsonSchema => "json_schema",
+            OpenAiJsonMode::JsonObject => "json_object",
+        }
+    }
+}
+
+/// The default cap on one provider response body: far above any chat completion, far below what
+/// would hurt the server to buffer.
+pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 8 * 1024 * 1024;
+
 /// Everything needed to build one provider client. Serialises without the key.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct LlmConfig {
@@ -186,7 +221,12 @@ pub struct LlmConfig {
     pub requests_per_second: Option<f64>,
     /// Sent as the `anthropic-version` header.
     pub anthropic_version: String,
+    /// The form of structured output asked for first. When the server refuses it, the other form
+    /// is tried once and remembered for the endpoint (see [`super::provider::Endpoint`]).
     pub openai_json_mode: OpenAiJsonMode,
+    /// The largest response body read from the provider; a larger one is an error, never
+    /// buffered whole.
+    pub max_response_bytes: u64,
 }
 
 impl Default for LlmConfig {
@@ -216,6 +256,7 @@ impl LlmConfig {
             requests_per_second: None,
             anthropic_version: "2023-06-01".to_string(),
             openai_json_mode: OpenAiJsonMode::JsonSchema,
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         }
     }
 
@@ -254,7 +295,8 @@ impl LlmConfig {
     /// `GEMINI_API_KEY` or `ANTHROPIC_API_KEY`), `LLM_TEMPERATURE`, `LLM_TOP_P`,
     /// `LLM_FREQUENCY_PENALTY`, `LLM_PRESENCE_PENALTY`, `LLM_MAX_TOKENS`, `LLM_TIMEOUT_S`,
     /// `LLM_MAX_RETRIES`, `LLM_RETRY_BACKOFF_S`, `LLM_MAX_BACKOFF_S`, `LLM_MAX_CONCURRENCY`,
-    /// `LLM_REQUESTS_PER_S`, `LLM_ANTHROPIC_VERSION`, `LLM_OPENAI_JSON_MODE`.
+    /// `LLM_REQUESTS_PER_S`, `LLM_ANTHROPIC_VERSION`, `LLM_OPENAI_JSON_MODE`,
+    /// `LLM_MAX_RESPONSE_BYTES`.
     ///
     /// As upstream, an empty or zero numeric setting keeps the default; an unparsable one is an
     /// error naming the variable.
@@ -280,6 +322,7 @@ impl LlmConfig {
             max_backoff_s: env_num(&get, "LLM_MAX_BACKOFF_S")?,
             max_concurrency: env_num(&get, "LLM_MAX_CONCURRENCY")?,
             requests_per_second: env_num(&get, "LLM_REQUESTS_PER_S")?,
+            max_response_bytes: env_num(&get, "LLM_MAX_RESPONSE_BYTES")?,
             anthropic_version: get("LLM_ANTHROPIC_VERSION"),
             openai_json_mode: match get("LLM_OPENAI_JSON_MODE").as_deref() {
                 None => None,
@@ -303,6 +346,7 @@ impl LlmConfig {
             retry_backoff_s: o.retry_backoff_s.filter(|v| *v != 0.0),
             max_concurrency: o.max_concurrency.filter(|v| *v != 0),
             requests_per_second: o.requests_per_second.filter(|v| *v != 0.0),
+            max_response_bytes: o.max_response_bytes.filter(|v| *v != 0),
             ..o
         };
         if c.api_key.is_none() && o.api_key.is_none() {
@@ -359,7 +403,8 @@ impl LlmConfig {
             max_backoff_s,
             max_concurrency,
             anthropic_version,
-            openai_json_mode
+            openai_json_mode,
+            max_response_bytes
         );
         if let Some(u) = &o.base_url {
             self.base_url = Some(u.clone());
@@ -431,6 +476,9 @@ impl LlmConfig {
         {
             return bad("requests_per_second", "must be a positive number");
         }
+        if self.max_response_bytes < 1024 {
+            return bad("max_response_bytes", "must be at least 1024");
+        }
         Ok(())
     }
 }
@@ -469,6 +517,7 @@ pub struct LlmOverride {
     pub requests_per_second: Option<f64>,
     pub anthropic_version: Option<String>,
     pub openai_json_mode: Option<OpenAiJsonMode>,
+    pub max_response_bytes: Option<u64>,
 }
 
 /// One scenario's section of the config file: its own override plus per-agent ones.
@@ -652,6 +701,32 @@ mod tests {
         let json = serde_json::to_string(&c).unwrap();
         assert!(!json.contains("SECRET") && !json.contains("api_key"), "{json}");
         assert_eq!(c.api_key.as_ref().unwrap().to_string(), "***");
+    }
+
+    #[test]
+    fn redaction_masks_real_keys_and_leaves_short_placeholders_alone() {
+        let key = ApiKey::new("sk-live-0123456789").unwrap();
+        assert_eq!(key.redact("echo: Bearer sk-live-0123456789!"), "echo: Bearer ***!");
+        // A placeholder key `x` (local servers) must not mangle every `x` of an error message.
+        let x = ApiKey::new("x").unwrap();
+        let text = "unexpected text: expected JSON";
+        assert_eq!(x.redact(text), text);
+        let seven = ApiKey::new("abcdefg").unwrap();
+        assert_eq!(seven.redact("abcdefg"), "abcdefg");
+        assert_eq!(ApiKey::new("abcdefgh").unwrap().redact("[abcdefgh]"), "[***]");
+    }
+
+    #[test]
+    fn the_response_cap_comes_from_the_environment_and_is_checked() {
+        let c = LlmConfig::from_lookup(&env(&[])).unwrap();
+        assert_eq!(c.max_response_bytes, 8 * 1024 * 1024);
+        let c = LlmConfig::from_lookup(&env(&[("LLM_MAX_RESPONSE_BYTES", "65536")])).unwrap();
+        assert_eq!(c.max_response_bytes, 65536);
+        let e = LlmConfig::from_lookup(&env(&[("LLM_MAX_RESPONSE_BYTES", "10")])).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "LLM config: env.max_response_bytes: must be at least 1024"
+        );
     }
 
     const FILE: &str = r#"

@@ -2,21 +2,16 @@
 //! behind llama-cpp-python's server (commands in PROVIDERS.md). It checks the protocol's shape,
 //! never the content: a small model's answers are fluent nonsense.
 //!
-//! Used by the ignored `real_small_model` test in `server/tests/providers.rs`; an xtask can call
-//! [`smoke`] the same way once it starts the server itself.
+//! Used by the real-model tests in `tests/tests/real_llm.rs`, which `cargo xtask test` runs.
 
 use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use super::config::{Dialect, LlmConfig, OpenAiJsonMode};
+use super::config::{Dialect, LlmConfig};
 use super::provider::{ChatRequest, JsonSchema, build_provider, structured_response};
 use super::{LlmClient, LlmError, LlmState, ProviderClient};
 use crate::engine::memory::{Message, Role};
-
-/// The environment variable naming the server's base URL (default [`DEFAULT_URL`]).
-pub const URL_ENV: &str = "SIMTREE_E2E_LLM_URL";
-pub const DEFAULT_URL: &str = "http://127.0.0.1:8765/v1";
 
 /// What the smoke run measured.
 #[derive(Clone, Debug, PartialEq)]
@@ -32,13 +27,13 @@ pub struct SmokeReport {
     pub tokens_per_s: f64,
 }
 
-/// A config for a local llama-cpp-python server: model alias `smollm2`, JSON via `json_object` +
-/// `schema` (what that server understands), a generous timeout for a contended CPU, no retries.
+/// A config for a local llama-cpp-python server: model alias `smollm2`, a generous timeout for a
+/// contended CPU, no retries. The structured-output form is left at its default (`json_schema`),
+/// which that server refuses: the provider finds `json_object` + `schema` by itself.
 pub fn local_config(base_url: &str) -> LlmConfig {
     let mut c = LlmConfig::for_dialect(Dialect::OpenAi);
     c.model = "smollm2".into();
     c.base_url = Some(base_url.to_string());
-    c.openai_json_mode = OpenAiJsonMode::JsonObject;
     c.max_tokens = 64;
     c.temperature = 0.2;
     c.timeout_s = 180.0;
@@ -97,10 +92,4 @@ pub async fn smoke(config: &LlmConfig) -> Result<SmokeReport, LlmError> {
         seconds,
         tokens_per_s: completion_tokens as f64 / seconds.max(1e-9),
     })
-}
-
-/// [`smoke`] against the server named by [`URL_ENV`].
-pub async fn smoke_from_env() -> Result<SmokeReport, LlmError> {
-    let url = std::env::var(URL_ENV).unwrap_or_else(|_| DEFAULT_URL.to_string());
-    smoke(&local_config(&url)).await
 }

@@ -171,6 +171,7 @@ impl Wire for GeminiWire {
             latency_ms: 0,
             refusal,
             finish_reason,
+            cut_at_max_tokens: None, // set by the provider, which knows the limit
         })
     }
 }

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::provider::{ChatProvider, ChatRequest};
+use super::provider::{ChatProvider, ChatRequest, NativeMessage, NativeRole};
 use super::resilience::TokenBudget;
 use super::{BoxFuture, LlmClient, LlmError, LlmState};
 use crate::abm::generate::{Role as AbmRole, StructuredLlm, StructuredRequest};
@@ -165,15 +165,43 @@ impl LlmClient for ReplayClient {
 }
 
 /// The trading agent's tool-calling model on a real provider: metered and recorded like
-/// [`MeteredClient`]. Tool results and earlier tool calls travel as plain text messages, which
-/// every dialect accepts; the answer's tool calls come back as the trading agent expects them.
+/// [`MeteredClient`]. Earlier tool calls and their results travel as native tool messages where
+/// the dialect has them (openai), else as text; the answer's tool calls come back as the trading
+/// agent expects them.
 pub struct ProviderToolModel {
     pub provider: Arc<dyn ChatProvider>,
     pub ledger: Arc<Ledger>,
     pub budget: Option<Arc<TokenBudget>>,
 }
 
-/// A tool-calling request as plain chat messages (what is sent, and what is hashed for replay).
+/// A tool-calling request in native form (roles, calls and call ids kept).
+fn native_messages(req: &ToolRequest) -> Vec<NativeMessage> {
+    req.messages
+        .iter()
+        .map(|m| NativeMessage {
+            role: match m.role {
+                ChatRole::System => NativeRole::System,
+                ChatRole::User => NativeRole::User,
+                ChatRole::Assistant => NativeRole::Assistant,
+                ChatRole::Tool => NativeRole::Tool,
+            },
+            content: m.content.clone(),
+            tool_calls: m
+                .tool_calls
+                .iter()
+                .map(|c| super::ToolCall {
+                    id: Some(c.id.clone()),
+                    name: c.name.clone(),
+                    arguments: c.arguments.clone(),
+                })
+                .collect(),
+            tool_call_id: m.tool_call_id.clone(),
+        })
+        .collect()
+}
+
+/// A tool-calling request as plain chat messages (what dialects without tool messages get, and
+/// what is hashed for replay).
 fn tool_messages(req: &ToolRequest) -> Vec<Message> {
     req.messages
         .iter()
@@ -225,6 +253,7 @@ impl ToolModel for ProviderToolModel {
             }
             let messages = tool_messages(req);
             let mut request = ChatRequest::new(messages.clone());
+            request.native = native_messages(req);
             request.tools = req
                 .tools
                 .iter()

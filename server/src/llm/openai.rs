@@ -12,13 +12,47 @@
 
 use serde_json::{Map, Value, json};
 
-use super::LlmError;
 use super::config::{Dialect, LlmConfig, OpenAiJsonMode};
-use super::provider::{ChatRequest, ChatResponse, ToolCall, ToolChoice, Usage, Wire, excerpt};
+use super::provider::{ChatRequest, ChatResponse, NativeMessage, ToolCall, ToolChoice, Usage, Wire};
+use super::{LlmError, schema};
 
 /// The Chat Completions mapping.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct OpenAiWire;
+
+/// A tool-calling message as Chat Completions has it: an assistant's `tool_calls` (arguments as
+/// a JSON string, ids as given or `call_<n>`), a `tool` message's `tool_call_id`.
+fn native_message(m: &NativeMessage) -> Value {
+    let mut out = Map::new();
+    out.insert("role".into(), json!(m.role.as_str()));
+    // An assistant message that only calls tools has null content, as OpenAI writes it.
+    let content = if m.content.is_empty() && !m.tool_calls.is_empty() {
+        Value::Null
+    } else {
+        json!(m.content)
+    };
+    out.insert("content".into(), content);
+    if !m.tool_calls.is_empty() {
+        let calls: Vec<Value> = m
+            .tool_calls
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let arguments = match &c.arguments {
+                    Value::String(raw) => raw.clone(),
+                    v => v.to_string(),
+                };
+                json!({"id": c.id.clone().unwrap_or_else(|| format!("call_{i}")), "type": "function",
+                       "function": {"name": c.name, "arguments": arguments}})
+            })
+            .collect();
+        out.insert("tool_calls".into(), Value::Array(calls));
+    }
+    if let Some(id) = &m.tool_call_id {
+        out.insert("tool_call_id".into(), json!(id));
+    }
+    Value::Object(out)
+}
 
 impl Wire for OpenAiWire {
     fn dialect(&self) -> Dialect {
@@ -38,11 +72,15 @@ impl Wire for OpenAiWire {
     }
 
     fn body(&self, config: &LlmConfig, request: &ChatRequest) -> Value {
-        let messages: Vec<Value> = request
-            .messages
-            .iter()
-            .map(|m| json!({"role": m.role.as_str(), "content": m.content.as_ref()}))
-            .collect();
+        let messages: Vec<Value> = if request.native.is_empty() {
+            request
+                .messages
+                .iter()
+                .map(|m| json!({"role": m.role.as_str(), "content": m.content.as_ref()}))
+                .collect()
+        } else {
+            request.native.iter().map(native_message).collect()
+        };
         let mut b = Map::new();
         b.insert("model".into(), json!(config.model));
         b.insert("messages".into(), Value::Array(messages));
@@ -87,7 +125,9 @@ impl Wire for OpenAiWire {
                     if let Some(d) = &s.description {
                         js.insert("description".into(), json!(d));
                     }
-                    js.insert("schema".into(), s.schema.clone());
+                    // strict: true needs the strict form (every property required, optional ones
+                    // as anyOf-null); a schema written in the OpenAPI style would be refused.
+                    js.insert("schema".into(), schema::for_dialect(Dialect::OpenAi, &s.schema));
                     js.insert("strict".into(), json!(true));
                     json!({"type": "json_schema", "json_schema": js})
                 }
@@ -128,13 +168,10 @@ impl Wire for OpenAiWire {
                 .get("name")
                 .and_then(Value::as_str)
                 .ok_or_else(|| LlmError::Response("a tool call has no function name".into()))?;
+            // Malformed arguments stay the model's raw string: judging a call is the consumer's
+            // job (trading rejects that step; structured output reports a non-object).
             let arguments = match f.get("arguments") {
-                Some(Value::String(s)) => serde_json::from_str(s).map_err(|e| {
-                    LlmError::Response(format!(
-                        "tool call {name} has malformed JSON arguments ({e}): {:?}",
-                        excerpt(s, 120)
-                    ))
-                })?,
+                Some(Value::String(s)) => serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.clone())),
                 Some(v) => v.clone(),
                 None => json!({}),
             };
@@ -160,6 +197,7 @@ impl Wire for OpenAiWire {
             latency_ms: 0,
             refusal,
             finish_reason,
+            cut_at_max_tokens: None, // set by the provider, which knows the limit
         })
     }
 }
@@ -185,13 +223,14 @@ mod tests {
         assert_eq!(r.usage.total(), 17);
         assert_eq!(r.finish_reason.as_deref(), Some("tool_calls"));
 
-        let e = OpenAiWire
+        let r = OpenAiWire
             .parse(&json!({"choices": [{"message": {"tool_calls": [
                 {"function": {"name": "vote", "arguments": "{oops"}}]}}]}))
-            .unwrap_err();
-        assert!(
-            e.to_string().contains("tool call vote has malformed JSON arguments"),
-            "{e}"
+            .unwrap();
+        assert_eq!(
+            r.tool_calls[0].arguments,
+            json!("{oops"),
+            "kept for the consumer to judge"
         );
         let r = OpenAiWire
             .parse(&json!({"choices": [{"message": {"content": null}, "finish_reason": "content_filter"}]}))

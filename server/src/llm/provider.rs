@@ -6,8 +6,13 @@
 //!
 //! The three HTTP dialects share one client, [`HttpProvider`]: a dialect ([`Wire`]) only says how
 //! to shape the request and read the response; timeouts, retries, the shared [`Gate`], status
-//! handling and key scrubbing live here once. [`build_provider`] turns an [`LlmConfig`] into a
-//! provider, and a [`ProviderPool`] hands out one provider — one gate — per endpoint.
+//! handling, the response size cap and key redaction live here once. [`build_provider`] turns an
+//! [`LlmConfig`] into a provider, and a [`ProviderPool`] hands out one provider — one
+//! [`Endpoint`]: its gate and what was learned about the server — per endpoint.
+//!
+//! Secrets: the key is redacted (when long enough to be a real key, see [`ApiKey::redact`]) from
+//! every error and from everything a response carries (text, tool calls, refusal) before anyone
+//! sees it, so a provider that echoes the key cannot get it into logs, records or exports.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -16,7 +21,7 @@ use std::time::{Instant, SystemTime};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::config::{ConfigError, Dialect, LlmConfig};
+use super::config::{ApiKey, ConfigError, Dialect, LlmConfig, OpenAiJsonMode};
 use super::resilience::{Failure, Gate, RetryPolicy, retry_after, with_retries};
 use super::{BoxFuture, LlmClient, LlmError, LlmState, MockClient, anthropic, gemini, openai, schema};
 use crate::engine::memory::Message;
@@ -64,11 +69,50 @@ pub enum ToolChoice {
     Tool(String),
 }
 
+/// Who speaks a [`NativeMessage`]; `tool` carries the result of a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NativeRole {
+    System,
+    User,
+    Assistant,
+    Tool,
+}
+
+impl NativeRole {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NativeRole::System => "system",
+            NativeRole::User => "user",
+            NativeRole::Assistant => "assistant",
+            NativeRole::Tool => "tool",
+        }
+    }
+}
+
+/// A message of a tool-calling conversation in its native form: an assistant message with the
+/// calls it made, or (role `tool`) the result of the call `tool_call_id`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NativeMessage {
+    pub role: NativeRole,
+    pub content: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
 /// One chat request, dialect-neutral.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ChatRequest {
     /// `{role, content}` messages, system first (several system messages are joined).
     pub messages: Vec<Message>,
+    /// The same conversation with its tool calls and results in native form, when it has any.
+    /// Dialects with native tool messages (openai) send these instead of `messages`; the others
+    /// send `messages`, where the calls and results are written out as text. Replay hashes
+    /// `messages`, so recordings do not depend on the dialect.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub native: Vec<NativeMessage>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<ToolSpec>,
     #[serde(default)]
@@ -154,6 +198,10 @@ pub struct ChatResponse {
     /// The provider's stop/finish reason as it spelled it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<String>,
+    /// Set when the reply stopped because it reached the completion limit: that limit
+    /// (`max_tokens`). The text is then cut off, which matters for JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut_at_max_tokens: Option<u32>,
 }
 
 impl ChatResponse {
@@ -273,22 +321,27 @@ pub async fn structured_response(
     let label = provider.label();
     request.response_schema = Some(schema.clone());
     let response = provider.chat(&request, state).await?.into_result()?;
+    // A reply cut at max_tokens is the likely cause of any defect below; say so, with the limit.
+    let cut = |e: String| match response.cut_at_max_tokens {
+        Some(limit) => LlmError::Response(format!(
+            "{label}: structured output for {} was cut off at the max_tokens limit ({limit} tokens) \
+             before the JSON was complete; raise max_tokens (LLM_MAX_TOKENS). Detail: {e}",
+            schema.name
+        )),
+        None => LlmError::Response(format!("{label}: {e}")),
+    };
     let value = match response.tool_calls.iter().find(|c| c.name == schema.name) {
         Some(call) => call.arguments.clone(),
         None => parse_json_text(&response.text).map_err(|e| {
-            LlmError::Response(format!(
-                "{label}: structured output for {} is not JSON ({e}); text starts {:?}",
+            cut(format!(
+                "structured output for {} is not JSON ({e}); text starts {:?}",
                 schema.name,
                 excerpt(&response.text, 120)
             ))
         })?,
     };
-    schema::validate(&schema.schema, &value).map_err(|e| {
-        LlmError::Response(format!(
-            "{label}: structured output does not match schema {}: {e}",
-            schema.name
-        ))
-    })?;
+    schema::validate(&schema.schema, &value)
+        .map_err(|e| cut(format!("structured output does not match schema {}: {e}", schema.name)))?;
     Ok((value, response))
 }
 
@@ -323,12 +376,42 @@ pub trait Wire: Send + Sync + 'static {
     fn parse(&self, body: &Value) -> Result<ChatResponse, LlmError>;
 }
 
-/// One HTTP provider: a dialect, its config, a connection pool and the gate it shares.
+/// What every provider aimed at one endpoint shares: the [`Gate`] (so the limits hold across
+/// trees, scenarios and per-agent overrides) and what was learned about the server — for the
+/// openai dialect, which form of structured output it accepts, found out once from a refusal.
+pub struct Endpoint {
+    gate: Arc<Gate>,
+    json_mode: Mutex<Option<OpenAiJsonMode>>,
+}
+
+impl Endpoint {
+    pub fn from_config(config: &LlmConfig) -> Endpoint {
+        Endpoint {
+            gate: Arc::new(Gate::from_config(config)),
+            json_mode: Mutex::new(None),
+        }
+    }
+
+    pub fn gate(&self) -> &Arc<Gate> {
+        &self.gate
+    }
+
+    /// The structured-output form this server accepted after refusing the configured one.
+    pub fn learned_json_mode(&self) -> Option<OpenAiJsonMode> {
+        *self.json_mode.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn learn_json_mode(&self, mode: OpenAiJsonMode) {
+        *self.json_mode.lock().unwrap_or_else(|p| p.into_inner()) = Some(mode);
+    }
+}
+
+/// One HTTP provider: a dialect, its config, a connection pool and the endpoint it shares.
 pub struct HttpProvider<W: Wire> {
     config: LlmConfig,
     wire: W,
     http: reqwest::Client,
-    gate: Arc<Gate>,
+    endpoint: Arc<Endpoint>,
     policy: RetryPolicy,
 }
 
@@ -339,15 +422,23 @@ pub type GeminiProvider = HttpProvider<gemini::GeminiWire>;
 /// Anthropic Messages.
 pub type AnthropicProvider = HttpProvider<anthropic::AnthropicWire>;
 
+/// How an attempt ended when it did not fail outright.
+enum Reply {
+    Done(ChatResponse),
+    /// The server refused the request's `response_format` (a 400, 422 or 500 whose body names
+    /// it): the other form may work. Carries the server's reason.
+    FormatRefused(String),
+}
+
 impl<W: Wire> HttpProvider<W> {
-    /// A provider with its own gate built from the config's limits.
+    /// A provider with its own endpoint state built from the config's limits.
     pub fn new(config: LlmConfig, wire: W) -> Result<HttpProvider<W>, ConfigError> {
-        let gate = Arc::new(Gate::from_config(&config));
-        HttpProvider::with_gate(config, wire, gate)
+        let endpoint = Arc::new(Endpoint::from_config(&config));
+        HttpProvider::with_endpoint(config, wire, endpoint)
     }
 
-    /// A provider sharing `gate` with others (the same endpoint under different settings).
-    pub fn with_gate(config: LlmConfig, wire: W, gate: Arc<Gate>) -> Result<HttpProvider<W>, ConfigError> {
+    /// A provider sharing `endpoint` with others (the same server under different settings).
+    pub fn with_endpoint(config: LlmConfig, wire: W, endpoint: Arc<Endpoint>) -> Result<HttpProvider<W>, ConfigError> {
         config.validate()?;
         let http = reqwest::Client::builder()
             .build()
@@ -357,7 +448,7 @@ impl<W: Wire> HttpProvider<W> {
             config,
             wire,
             http,
-            gate,
+            endpoint,
         })
     }
 
@@ -366,34 +457,64 @@ impl<W: Wire> HttpProvider<W> {
     }
 
     pub fn gate(&self) -> &Arc<Gate> {
-        &self.gate
+        &self.endpoint.gate
     }
 
-    /// Replaces the key's text wherever it appears (a proxy could echo a header back).
+    /// Redacts the key from `msg` (a proxy or server could echo a header back).
     fn scrub(&self, msg: String) -> String {
         match &self.config.api_key {
-            Some(k) if msg.contains(k.expose()) => msg.replace(k.expose(), "***"),
-            _ => msg,
+            Some(k) => k.redact(&msg),
+            None => msg,
         }
     }
 
-    async fn attempt(&self, url: &str, body: &Value) -> Result<ChatResponse, Failure> {
+    /// Reads the body, at most `max_response_bytes` of it: a larger one is refused as soon as it
+    /// is known to be larger (by its Content-Length, else while streaming), never buffered whole.
+    async fn read_body(&self, resp: &mut reqwest::Response) -> Result<Vec<u8>, Failure> {
+        let cap = self.config.max_response_bytes;
+        let too_big = |what: String| {
+            Failure::Fatal(LlmError::Response(format!(
+                "the response body is {what}, larger than max_response_bytes = {cap} bytes \
+                 (LLM_MAX_RESPONSE_BYTES); it was not read further"
+            )))
+        };
+        if let Some(n) = resp.content_length().filter(|n| *n > cap) {
+            return Err(too_big(format!("{n} bytes")));
+        }
+        let mut out = Vec::new();
+        loop {
+            let chunk = resp.chunk().await.map_err(|e| Failure::Transient {
+                reason: self.scrub(format!("reading the response failed: {e}")),
+                retry_after: None,
+            })?;
+            let Some(chunk) = chunk else { return Ok(out) };
+            if (out.len() + chunk.len()) as u64 > cap {
+                return Err(too_big(format!("over {} bytes", out.len() + chunk.len())));
+            }
+            out.extend_from_slice(&chunk);
+        }
+    }
+
+    async fn attempt(&self, url: &str, body: &Value) -> Result<Reply, Failure> {
         let mut req = self.http.post(url).json(body);
         for (name, value) in self.wire.headers(&self.config) {
             req = req.header(name, value);
         }
-        let resp = req.send().await.map_err(|e| Failure::Transient {
+        let mut resp = req.send().await.map_err(|e| Failure::Transient {
             reason: self.scrub(format!("connection failed: {e}")),
             retry_after: None,
         })?;
         let status = resp.status();
         let wait = retry_after(resp.headers(), SystemTime::now());
-        let bytes = resp.bytes().await.map_err(|e| Failure::Transient {
-            reason: self.scrub(format!("reading the response failed: {e}")),
-            retry_after: None,
-        })?;
+        let bytes = self.read_body(&mut resp).await?;
         if !status.is_success() {
             let reason = self.scrub(format!("HTTP {status}{}", error_detail(&bytes)));
+            // llama-cpp-python answers an unknown response_format with a 500 validation error,
+            // others with 400 or 422: not worth retrying as is, but the other form may work.
+            let names_format = String::from_utf8_lossy(&bytes).contains("response_format");
+            if body.get("response_format").is_some() && names_format && matches!(status.as_u16(), 400 | 422 | 500) {
+                return Ok(Reply::FormatRefused(reason));
+            }
             return Err(
                 if status.as_u16() == 429 || status.as_u16() == 408 || status.is_server_error() {
                     Failure::Transient {
@@ -411,14 +532,58 @@ impl<W: Wire> HttpProvider<W> {
                 excerpt(&String::from_utf8_lossy(&bytes), 120)
             ))))
         })?;
-        self.wire.parse(&json).map_err(|e| {
+        let response = self.wire.parse(&json).map_err(|e| {
             Failure::Fatal(match e {
                 LlmError::Request(m) => LlmError::Request(self.scrub(m)),
                 LlmError::Response(m) => LlmError::Response(self.scrub(m)),
                 LlmError::Refused(m) => LlmError::Refused(self.scrub(m)),
             })
-        })
+        })?;
+        Ok(Reply::Done(match &self.config.api_key {
+            Some(k) => redact_response(k, response),
+            None => response,
+        }))
     }
+
+    /// Sends `request` with structured output asked for in `mode` (only the openai dialect has
+    /// modes), retrying transient failures.
+    async fn send(&self, url: &str, request: &ChatRequest, mode: OpenAiJsonMode) -> Result<Reply, LlmError> {
+        let body = if mode == self.config.openai_json_mode {
+            self.wire.body(&self.config, request)
+        } else {
+            let mut c = self.config.clone();
+            c.openai_json_mode = mode;
+            self.wire.body(&c, request)
+        };
+        with_retries(
+            &self.label(),
+            &self.policy,
+            self.config.timeout(),
+            &self.endpoint.gate,
+            || self.attempt(url, &body),
+        )
+        .await
+    }
+}
+
+/// `r` with the key masked in everything the provider wrote.
+fn redact_response(key: &ApiKey, mut r: ChatResponse) -> ChatResponse {
+    fn walk(key: &ApiKey, v: &mut Value) {
+        match v {
+            Value::String(s) => *s = key.redact(s),
+            Value::Array(items) => items.iter_mut().for_each(|x| walk(key, x)),
+            Value::Object(map) => map.values_mut().for_each(|x| walk(key, x)),
+            _ => {}
+        }
+    }
+    r.text = key.redact(&r.text);
+    r.refusal = r.refusal.map(|x| key.redact(&x));
+    for call in &mut r.tool_calls {
+        call.name = key.redact(&call.name);
+        call.id = call.id.as_deref().map(|x| key.redact(x));
+        walk(key, &mut call.arguments);
+    }
+    r
 }
 
 /// `: message` from a provider's JSON error body (`{"error": {"message": …}}` in all three
@@ -458,30 +623,58 @@ impl<W: Wire> ChatProvider for HttpProvider<W> {
         Box::pin(async move {
             let start = Instant::now();
             let url = self.wire.url(&self.config, request);
-            let body = self.wire.body(&self.config, request);
             let label = self.label();
-            let mut response = with_retries(&label, &self.policy, self.config.timeout(), &self.gate, || {
-                self.attempt(&url, &body)
-            })
-            .await?;
+            let first = self
+                .endpoint
+                .learned_json_mode()
+                .unwrap_or(self.config.openai_json_mode);
+            let switchable = request.response_schema.is_some() && self.wire.dialect() == Dialect::OpenAi;
+            let mut response = match self.send(&url, request, first).await? {
+                Reply::Done(r) => r,
+                Reply::FormatRefused(reason) if switchable => {
+                    let other = first.other();
+                    match self.send(&url, request, other).await? {
+                        Reply::Done(r) => {
+                            self.endpoint.learn_json_mode(other);
+                            r
+                        }
+                        Reply::FormatRefused(again) => {
+                            return Err(LlmError::Request(format!(
+                                "{label}: the server refuses both forms of structured output \
+                                 (response_format {}: {reason}; {}: {again})",
+                                first.as_str(),
+                                other.as_str()
+                            )));
+                        }
+                    }
+                }
+                Reply::FormatRefused(reason) => return Err(LlmError::Request(format!("{label}: {reason}"))),
+            };
             response.latency_ms = start.elapsed().as_millis() as u64;
+            if matches!(
+                response.finish_reason.as_deref(),
+                Some("length" | "MAX_TOKENS" | "max_tokens")
+            ) {
+                response.cut_at_max_tokens = Some(request.max_tokens.unwrap_or(self.config.max_tokens));
+            }
             response.refusal = response.refusal.map(|r| format!("{label}: {r}"));
             Ok(response)
         })
     }
 }
 
-/// A provider for `config` with its own gate.
+/// A provider for `config` with its own endpoint state.
 pub fn build_provider(config: &LlmConfig) -> Result<Arc<dyn ChatProvider>, ConfigError> {
-    build_with_gate(config, Arc::new(Gate::from_config(config)))
+    build_for(config, Arc::new(Endpoint::from_config(config)))
 }
 
-fn build_with_gate(config: &LlmConfig, gate: Arc<Gate>) -> Result<Arc<dyn ChatProvider>, ConfigError> {
+fn build_for(config: &LlmConfig, endpoint: Arc<Endpoint>) -> Result<Arc<dyn ChatProvider>, ConfigError> {
     let c = config.clone();
+    let e = endpoint;
     Ok(match config.dialect {
-        Dialect::OpenAi => Arc::new(HttpProvider::with_gate(c, openai::OpenAiWire, gate)?),
-        Dialect::Gemini => Arc::new(HttpProvider::with_gate(c, gemini::GeminiWire, gate)?),
-        Dialect::Anthropic => Arc::new(HttpProvider::with_gate(c, anthropic::AnthropicWire, gate)?),
+        Dialect::OpenAi => Arc::new(HttpProvider::with_endpoint(c, openai::OpenAiWire, e)?),
+        Dialect::Gemini => Arc::new(HttpProvider::with_endpoint(c, gemini::GeminiWire, e)?),
+        Dialect::Anthropic => Arc::new(HttpProvider::with_endpoint(c, anthropic::AnthropicWire, e)?),
         Dialect::Mock => {
             config.validate()?;
             Arc::new(MockClient)
@@ -489,9 +682,10 @@ fn build_with_gate(config: &LlmConfig, gate: Arc<Gate>) -> Result<Arc<dyn ChatPr
     })
 }
 
-/// Hands out providers so that everything aimed at one endpoint shares one [`Gate`]: the
-/// concurrency and rate limits hold across trees, scenarios and per-agent overrides. The limits
-/// of the first config seen for an endpoint win. Providers are cached per full config.
+/// Hands out providers so that everything aimed at one endpoint shares one [`Endpoint`]: the
+/// concurrency and rate limits hold across trees, scenarios and per-agent overrides, and a
+/// structured-output form learned once is used by all. The limits of the first config seen for
+/// an endpoint win. Providers are cached per full config.
 #[derive(Default)]
 pub struct ProviderPool {
     inner: Mutex<PoolInner>,
@@ -499,7 +693,7 @@ pub struct ProviderPool {
 
 #[derive(Default)]
 struct PoolInner {
-    gates: HashMap<(Dialect, String), Arc<Gate>>,
+    endpoints: HashMap<(Dialect, String), Arc<Endpoint>>,
     providers: Vec<(LlmConfig, Arc<dyn ChatProvider>)>,
 }
 
@@ -515,12 +709,12 @@ impl ProviderPool {
             return Ok(p.clone());
         }
         let key = (config.dialect, config.endpoint().to_string());
-        let gate = inner
-            .gates
+        let endpoint = inner
+            .endpoints
             .entry(key)
-            .or_insert_with(|| Arc::new(Gate::from_config(config)))
+            .or_insert_with(|| Arc::new(Endpoint::from_config(config)))
             .clone();
-        let p = build_with_gate(config, gate)?;
+        let p = build_for(config, endpoint)?;
         inner.providers.push((config.clone(), p.clone()));
         Ok(p)
     }
@@ -529,9 +723,9 @@ impl ProviderPool {
     pub fn gate_for(&self, config: &LlmConfig) -> Option<Arc<Gate>> {
         let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         inner
-            .gates
+            .endpoints
             .get(&(config.dialect, config.endpoint().to_string()))
-            .cloned()
+            .map(|e| e.gate.clone())
     }
 }
 

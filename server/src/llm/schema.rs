@@ -1,7 +1,8 @@
-//! The JSON Schema subset that structured output uses across dialects, and three small tools on
-//! it: [`validate`] (the engine checks what a model returned, whatever the provider promised),
-//! [`example`] (the mock's deterministic valid answer) and [`to_gemini`] (Gemini's OpenAPI-style
-//! `responseSchema` dialect).
+//! The JSON Schema subset that structured output uses across dialects, and the tools on it:
+//! [`validate`] (the engine checks what a model returned, whatever the provider promised),
+//! [`example`] (the mock's deterministic valid answer), and one adapter per dialect,
+//! [`for_dialect`] ([`to_openai_strict`], [`to_gemini`]), used both by the requests the dialects
+//! send and by `GET /api/abm/schema`, which shows what is sent.
 //!
 //! The portable subset: `type` (a name, or `[name, "null"]` for optional values), `properties`,
 //! `required`, `additionalProperties: false`, `items`, `enum`, `const`, `minItems`/`maxItems`,
@@ -12,6 +13,65 @@
 //! provider but are not checked here.
 
 use serde_json::{Map, Value, json};
+
+use super::config::Dialect;
+
+/// A response schema in the form `dialect` sends it: OpenAI's strict form, Gemini's
+/// OpenAPI-style `responseSchema`, and the schema as written for Anthropic (a tool's
+/// `input_schema`) and the mock.
+pub fn for_dialect(dialect: Dialect, schema: &Value) -> Value {
+    match dialect {
+        Dialect::OpenAi => to_openai_strict(schema),
+        Dialect::Gemini => to_gemini(schema),
+        Dialect::Anthropic | Dialect::Mock => schema.clone(),
+    }
+}
+
+/// OpenAI's strict mode (`json_schema` with `strict: true`): every object lists all its
+/// properties in `required` and sets `additionalProperties: false`; an optional property
+/// (`nullable: true`, the OpenAPI spelling) becomes `anyOf: [<schema>, {"type": "null"}]`;
+/// `nullable` and `propertyOrdering` are dropped. A schema already in the portable subset comes
+/// back unchanged in meaning.
+pub fn to_openai_strict(schema: &Value) -> Value {
+    let mut v = schema.clone();
+    strict_node(&mut v);
+    v
+}
+
+fn strict_node(v: &mut Value) {
+    match v {
+        Value::Object(map) => {
+            map.remove("propertyOrdering");
+            for child in map.values_mut() {
+                strict_node(child);
+            }
+            if let Some(Value::Object(props)) = map.get_mut("properties") {
+                for prop in props.values_mut() {
+                    let nullable = prop
+                        .as_object_mut()
+                        .and_then(|p| p.remove("nullable"))
+                        .is_some_and(|n| n == Value::Bool(true));
+                    if nullable {
+                        // Keep the description on the outer schema, where a reader looks.
+                        let description = prop.as_object_mut().and_then(|p| p.remove("description"));
+                        let inner = std::mem::take(prop);
+                        let mut outer = Map::new();
+                        if let Some(d) = description {
+                            outer.insert("description".into(), d);
+                        }
+                        outer.insert("anyOf".into(), json!([inner, {"type": "null"}]));
+                        *prop = Value::Object(outer);
+                    }
+                }
+                let all: Vec<Value> = props.keys().map(|k| Value::String(k.clone())).collect();
+                map.insert("required".into(), Value::Array(all));
+                map.insert("additionalProperties".into(), Value::Bool(false));
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(strict_node),
+        _ => {}
+    }
+}
 
 /// Resolves a local `$ref` (`#/$defs/X` or `#/definitions/X`) against `root`.
 fn resolve<'a>(root: &'a Value, node: &'a Value) -> Result<&'a Value, String> {
@@ -75,6 +135,10 @@ pub fn validate(schema: &Value, value: &Value) -> Result<(), String> {
 
 fn check(root: &Value, node: &Value, v: &Value, path: &str) -> Result<(), String> {
     let node = resolve(root, node).map_err(|e| format!("{path}: {e}"))?;
+    // OpenAPI's `nullable: true` (Gemini's form, and sd-ai's): null is allowed besides the type.
+    if v.is_null() && node.get("nullable") == Some(&Value::Bool(true)) {
+        return Ok(());
+    }
     if let Some(alts) = node.get("anyOf").or(node.get("oneOf")).and_then(Value::as_array) {
         let errors: Vec<String> = alts.iter().filter_map(|a| check(root, a, v, path).err()).collect();
         if errors.len() == alts.len() && !alts.is_empty() {
@@ -386,5 +450,41 @@ mod tests {
                 "required": ["side", "qty", "limit", "legs", "note"]
             })
         );
+    }
+
+    #[test]
+    fn the_strict_form_requires_everything_and_spells_optional_as_any_of_null() {
+        let base = json!({
+            "type": "object",
+            "propertyOrdering": ["name", "note"],
+            "properties": {
+                "name": {"type": "string"},
+                "note": {"type": "string", "nullable": true, "description": "optional"}
+            },
+            "required": ["name"]
+        });
+        let strict = to_openai_strict(&base);
+        assert_eq!(
+            strict,
+            json!({
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    "note": {"description": "optional", "anyOf": [{"type": "string"}, {"type": "null"}]}
+                },
+                "required": ["name", "note"],
+                "additionalProperties": false
+            })
+        );
+        // Both forms accept what the other's model may write.
+        let answer = json!({"name": "a", "note": null});
+        validate(&base, &answer).unwrap();
+        validate(&strict, &answer).unwrap();
+        assert_eq!(
+            for_dialect(Dialect::OpenAi, &order_schema()),
+            order_schema(),
+            "portable schemas are already strict"
+        );
+        assert_eq!(for_dialect(Dialect::Anthropic, &base), base);
     }
 }
