@@ -23,7 +23,7 @@ use crate::llm::ledger::{
     Ledger, LlmRecord, MeteredClient, ProviderToolModel, ReplayClient, ReplayToolModel, RoutingClient,
 };
 use crate::llm::resilience::TokenBudget;
-use crate::llm::{ChatProvider, LlmClient, LlmConfig, LlmSettings, MockClient, ProviderPool};
+use crate::llm::{ChatProvider, LlmClient, LlmConfig, LlmSettings, MockClient, Offline, ProviderPool, ScriptedClient};
 use crate::scenario::ScenarioLibrary;
 use crate::sim::{AbmSim, RunCtx, Sim};
 use crate::trading::agents::MockToolModel;
@@ -235,6 +235,7 @@ impl AppState {
         scenario: &str,
         seed: Option<u64>,
         token_budget: Option<u64>,
+        offline: Option<Offline>,
     ) -> Result<TreeRef, ApiError> {
         if let Some(a) = self.scenarios.abm(scenario) {
             self.abm_pool()?;
@@ -256,7 +257,8 @@ impl AppState {
                 self.scenarios.ids().join(", ")
             ))
         })?;
-        let sim = s.build(seed).map_err(|e| ApiError::unprocessable(e.to_string()))?;
+        let mut sim = s.build(seed).map_err(|e| ApiError::unprocessable(e.to_string()))?;
+        sim.world.llm.offline = offline;
         self.register(SimTree::new(scenario, Sim::Social(sim)), token_budget)
     }
 
@@ -335,6 +337,12 @@ impl AppState {
             },
             (None, Backend::Mock) => RunCtx {
                 llm: Arc::new(MockClient),
+                tools: Arc::new(MockToolModel),
+                abm,
+            },
+            // A tree created with an offline player (`"llm"`) stays offline on any backend.
+            (None, Backend::Provider(_)) if matches!(sim, Sim::Social(s) if s.world.llm.offline.is_some()) => RunCtx {
+                llm: Arc::new(ScriptedClient),
                 tools: Arc::new(MockToolModel),
                 abm,
             },

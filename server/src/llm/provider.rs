@@ -486,6 +486,10 @@ fn build_with_gate(config: &LlmConfig, gate: Arc<Gate>) -> Result<Arc<dyn ChatPr
             config.validate()?;
             Arc::new(MockClient)
         }
+        Dialect::Scripted => {
+            config.validate()?;
+            Arc::new(super::ScriptedClient)
+        }
     })
 }
 
