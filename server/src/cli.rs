@@ -10,12 +10,10 @@ use crate::engine::event::{Event, EventType};
 use std::sync::Arc;
 
 use crate::abm::worker::{WorkerConfig, WorkerPool};
-use crate::http::{AppState, Backend, Limits, Providers};
-use crate::llm::MockClient;
-use crate::llm::{Dialect, LlmConfig, LlmSettings};
+use crate::http::{AppState, Backend, Limits};
+use crate::llm::Dialect;
 use crate::scenario::{ScenarioLibrary, assets_dir};
 use crate::sim::{AbmSim, RunCtx, Sim};
-use crate::trading::agents::MockToolModel;
 use crate::trading::data::MarketData;
 use crate::trading::episode::TradingEpisode;
 
@@ -31,7 +29,7 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run a scenario with the offline mock LLM and print its event log.
+    /// Run a scenario headless and print its event log (the LLM as `serve` configures it).
     Run {
         /// Scenario id (file stem in assets/scenarios).
         #[arg(long)]
@@ -45,6 +43,16 @@ pub enum Command {
         /// Print JSON lines instead of human-readable lines.
         #[arg(long)]
         json: bool,
+        /// The LLM dialect, overriding LLM_DIALECT: mock, scripted, openai, gemini or anthropic.
+        #[arg(long)]
+        llm: Option<Dialect>,
+        /// LLM settings file (TOML or JSON) layered over the LLM_* environment variables.
+        #[arg(long)]
+        llm_config: Option<PathBuf>,
+        /// Folder to write the run to: tree.json (importable with POST /devui/simtree/import),
+        /// log.jsonl, usage.json and records.json.
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
     /// List the scenarios found in the assets folder.
     Scenarios,
@@ -229,49 +237,154 @@ fn run(cli: Cli) -> Result<(), String> {
             turns,
             seed,
             json,
+            llm,
+            llm_config,
+            out,
         } => {
-            let (mut sim, default_turns, abm) = build_sim(&library, &scenario, seed, &assets)?;
-            let turns = turns.unwrap_or(default_turns);
-            let mut out = std::io::BufWriter::new(std::io::stdout());
-            let mut failed = None;
-            let mut sink = |e: Event| {
-                let line = if json {
-                    serde_json::to_string(&e).unwrap_or_default()
-                } else {
-                    human_line(&e)
-                };
-                if failed.is_none()
-                    && let Err(err) = writeln!(out, "{line}")
-                {
-                    failed = Some(err);
-                }
+            let args = RunArgs {
+                scenario,
+                turns,
+                seed,
+                json,
+                llm,
+                llm_config,
+                out,
             };
-            for e in sim.initial_events() {
-                sink(e);
-            }
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| e.to_string())?;
-            let ctx = RunCtx {
-                llm: Arc::new(MockClient),
-                tools: Arc::new(MockToolModel),
-                abm,
-            };
-            let result = rt.block_on(sim.run(turns, &ctx, &mut sink));
-            if let Some(err) = failed
-                && err.kind() != std::io::ErrorKind::BrokenPipe
-            {
-                return Err(err.to_string());
-            }
-            out.flush().ok();
-            result?;
-            if !json {
-                eprintln!("-- {} turns run ({})", sim.turns(), sim.kind());
-            }
-            Ok(())
+            run_headless(&library, &assets, args)
         }
     }
+}
+
+/// The options of `simtree run`.
+struct RunArgs {
+    scenario: String,
+    turns: Option<u64>,
+    seed: Option<u64>,
+    json: bool,
+    llm: Option<Dialect>,
+    llm_config: Option<PathBuf>,
+    out: Option<PathBuf>,
+}
+
+/// `simtree run`: one advance of a fresh tree, printed as it happens. Output stops quietly when
+/// the reader goes away (`| head`); the run itself still finishes so `--out` is complete.
+fn run_headless(library: &ScenarioLibrary, assets: &std::path::Path, a: RunArgs) -> Result<(), String> {
+    use std::io::IsTerminal;
+    let backend = crate::headless::backend(a.llm_config.as_deref(), a.llm)?;
+    let (sim, default_turns, abm) = build_sim(library, &a.scenario, a.seed, assets)?;
+    let turns = a.turns.unwrap_or(default_turns);
+    let (ctx, ledger) = crate::headless::run_ctx(&backend, &a.scenario, &sim, abm)?;
+    let counted = Arc::new(crate::headless::Counted::new(ctx.llm.clone()));
+    let ctx = RunCtx {
+        llm: counted.clone(),
+        ..ctx
+    };
+    let initial = sim.fork().initial_events();
+    let tree = crate::tree::SimTree::new(&a.scenario, sim);
+
+    let progress = std::io::stderr().is_terminal().then(|| {
+        let bar = indicatif::ProgressBar::new(turns);
+        let style = indicatif::ProgressStyle::with_template("{bar:30} turn {pos}/{len} {msg} {elapsed}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+        bar.set_style(style);
+        bar
+    });
+    let mut out = std::io::BufWriter::new(std::io::stdout());
+    let mut closed = None;
+    let json = a.json;
+    let mut print = |e: &Event| {
+        if closed.is_some() {
+            return;
+        }
+        let line = if json {
+            serde_json::to_string(e).unwrap_or_default()
+        } else {
+            human_line(e)
+        };
+        if let Err(err) = writeln!(out, "{line}") {
+            closed = Some(err);
+        }
+    };
+    for e in &initial {
+        print(e);
+    }
+    let mut sink = |e: Event| {
+        if let Some(bar) = &progress
+            && counts_as_turn(&e)
+        {
+            bar.inc(1);
+            bar.set_message(format!(
+                "· {} calls · ~{} tokens",
+                counted.calls.load(std::sync::atomic::Ordering::Relaxed),
+                counted.words.load(std::sync::atomic::Ordering::Relaxed)
+            ));
+        }
+        print(&e);
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let finished = rt.block_on(crate::headless::advance(tree, turns, &ctx, &ledger, &mut sink))?;
+    if let Some(bar) = progress {
+        bar.finish_and_clear();
+    }
+    let broken = match closed {
+        Some(err) if err.kind() != std::io::ErrorKind::BrokenPipe => return Err(err.to_string()),
+        Some(_) => true,
+        None => out.flush().is_err(),
+    };
+    if let Some(dir) = &a.out {
+        write_run(dir, &finished)?;
+    }
+    if let Some(e) = &finished.error {
+        return Err(e.clone());
+    }
+    if !json && !broken {
+        let turns = finished.sim().map_or(0, Sim::turns);
+        let kind = finished.sim().map_or("", Sim::kind);
+        eprintln!("-- {turns} turns run ({kind})");
+    }
+    Ok(())
+}
+
+/// Events that mark one turn of progress: a social turn's first step, a trading decision point,
+/// an agent-based model's step. (Skipped social turns leave no event, so the bar may stop short.)
+fn counts_as_turn(e: &Event) -> bool {
+    match e.kind {
+        EventType::AgentProcessStart => e.data["step"] == 1,
+        EventType::DecisionPoint | EventType::AbmStep => true,
+        _ => false,
+    }
+}
+
+/// Writes a finished run to `dir`: the tree export, the run's log lines, its usage and records.
+fn write_run(dir: &std::path::Path, run: &crate::headless::Finished) -> Result<(), String> {
+    let fail = |what: &str, e: &dyn std::fmt::Display| format!("{}: cannot write {what}: {e}", dir.display());
+    std::fs::create_dir_all(dir).map_err(|e| fail("the folder", &e))?;
+    let export = run.export()?;
+    let put = |name: &str, text: String| std::fs::write(dir.join(name), text).map_err(|e| fail(name, &e));
+    put(
+        "tree.json",
+        serde_json::to_string(&export).map_err(|e| fail("tree.json", &e))?,
+    )?;
+    let mut log = String::new();
+    run.tree
+        .for_each_log_entry(run.node, |l| {
+            log.push_str(l);
+            log.push('\n');
+        })
+        .map_err(|e| fail("log.jsonl", &e))?;
+    put("log.jsonl", log)?;
+    let usage = crate::llm::ledger::UsageTotals::of(&run.records);
+    put(
+        "usage.json",
+        serde_json::to_string_pretty(&usage).map_err(|e| fail("usage.json", &e))?,
+    )?;
+    put(
+        "records.json",
+        serde_json::to_string(&run.records).map_err(|e| fail("records.json", &e))?,
+    )
 }
 
 fn abm(command: AbmCommand, assets: &std::path::Path) -> Result<(), String> {
@@ -307,25 +420,9 @@ fn abm(command: AbmCommand, assets: &std::path::Path) -> Result<(), String> {
     }
 }
 
-/// The LLM backend from the LLM_* environment (default: the offline mock) and an optional settings
-/// file with per-scenario and per-agent overrides.
+/// The LLM backend of `serve` (see [`crate::headless::backend`]).
 fn backend(file: Option<&std::path::Path>) -> Result<Backend, String> {
-    let base = LlmConfig::from_env().map_err(|e| format!("LLM settings: {e}"))?;
-    let settings = match file {
-        Some(path) => LlmSettings::from_path(path).map_err(|e| format!("{}: {e}", path.display()))?,
-        None => LlmSettings::default(),
-    };
-    let env = |name: &str| std::env::var(name).ok();
-    let default = settings
-        .resolve(&base, None, None, &env)
-        .map_err(|e| format!("LLM settings: {e}"))?;
-    if default.dialect == Dialect::Mock && settings.scenarios.is_empty() {
-        return Ok(Backend::Mock);
-    }
-    eprintln!("simtree: LLM backend {}", default.label());
-    Providers::new(base, settings)
-        .map(|p| Backend::Provider(std::sync::Arc::new(p)))
-        .map_err(|e| format!("LLM settings: {e}"))
+    crate::headless::backend(file, None)
 }
 
 fn s<'a>(v: &'a Value, k: &str) -> &'a str {

@@ -6,11 +6,13 @@
 //! * [`trading`] — trading episodes on real market data (seed 003);
 //! * [`abm`] — agent-based models in sd-ai's abm-quant format, run on a Python/Mesa worker;
 //! * [`memory`] — the server-wide memory budget;
+//! * [`headless`] — runs without a server (`simtree run`, sweeps);
 //! * [`cli`] — the `simtree` command line.
 
 pub mod abm;
 pub mod cli;
 pub mod engine;
+pub mod headless;
 pub mod http;
 pub mod llm;
 pub mod memory;
