@@ -54,6 +54,27 @@ pub enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Run a sweep file: every cell of its grid × replicates (paired seeds), in parallel; print
+    /// mean, sd and n of each metric per cell.
+    Sweep {
+        /// The sweep file (JSON: scenario, turns, replicates, seed, axes, metrics, prefix).
+        file: PathBuf,
+        /// One JSON line per cell instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Also write one CSV row per run to this file.
+        #[arg(long)]
+        csv: Option<PathBuf>,
+        /// Runs at once (default: the machine's cores).
+        #[arg(long)]
+        parallel: Option<usize>,
+        /// The LLM dialect, overriding LLM_DIALECT (social and trading scenarios).
+        #[arg(long)]
+        llm: Option<Dialect>,
+        /// LLM settings file (TOML or JSON) layered over the LLM_* environment variables.
+        #[arg(long)]
+        llm_config: Option<PathBuf>,
+    },
     /// List the scenarios found in the assets folder.
     Scenarios,
     /// Agent-based models in sd-ai's abm-quant format.
@@ -251,6 +272,60 @@ fn run(cli: Cli) -> Result<(), String> {
                 out,
             };
             run_headless(&library, &assets, args)
+        }
+        Command::Sweep {
+            file,
+            json,
+            csv,
+            parallel,
+            llm,
+            llm_config,
+        } => {
+            let text = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+            let spec = crate::sweep::SweepSpec::parse(&text).map_err(|e| format!("{}: {e}", file.display()))?;
+            let backend = crate::headless::backend(llm_config.as_deref(), llm)?;
+            let cores = std::thread::available_parallelism().map_or(1, usize::from);
+            let env = crate::sweep::Env {
+                library: &library,
+                backend: &backend,
+                root: assets.join(".."),
+                parallel: parallel.unwrap_or(cores),
+            };
+            let bar = {
+                use std::io::IsTerminal;
+                std::io::stderr().is_terminal().then(indicatif::ProgressBar::no_length)
+            };
+            let progress = |done: u64, total: u64| {
+                if let Some(b) = &bar {
+                    b.set_length(total);
+                    b.set_position(done);
+                }
+            };
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())?;
+            let results = rt.block_on(crate::sweep::run(&spec, &env, &progress))?;
+            if let Some(b) = bar {
+                b.finish_and_clear();
+            }
+            if let Some(path) = csv {
+                std::fs::write(&path, crate::sweep::csv(&results)).map_err(|e| format!("{}: {e}", path.display()))?;
+            }
+            let mut out = std::io::stdout().lock();
+            let text = if json {
+                results
+                    .iter()
+                    .map(|r| serde_json::to_string(r).unwrap_or_default() + "\n")
+                    .collect()
+            } else {
+                crate::sweep::table(&results)
+            };
+            // A reader that went away (`| head`) is not an error.
+            match out.write_all(text.as_bytes()) {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.to_string()),
+                _ => Ok(()),
+            }
         }
     }
 }

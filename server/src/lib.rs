@@ -7,6 +7,7 @@
 //! * [`abm`] — agent-based models in sd-ai's abm-quant format, run on a Python/Mesa worker;
 //! * [`memory`] — the server-wide memory budget;
 //! * [`headless`] — runs without a server (`simtree run`, sweeps);
+//! * [`sweep`] — parameter sweeps over paired seeds;
 //! * [`cli`] — the `simtree` command line.
 
 pub mod abm;
@@ -18,5 +19,6 @@ pub mod llm;
 pub mod memory;
 pub mod scenario;
 pub mod sim;
+pub mod sweep;
 pub mod trading;
 pub mod tree;
