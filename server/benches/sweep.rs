@@ -33,7 +33,10 @@ fn main() {
     )
     .expect("spec");
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let mut timed = Vec::new();
     for parallel in [1, cores] {
         let env = Env {

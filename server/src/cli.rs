@@ -30,30 +30,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a scenario headless and print its event log (the LLM as `serve` configures it).
-    Run {
-        /// Scenario id (file stem in assets/scenarios).
-        #[arg(long)]
-        scenario: String,
-        /// Turns to run (default: the scenario's default_turns).
-        #[arg(long)]
-        turns: Option<u64>,
-        /// Seed for the simulator's RNG (default: the scenario's seed).
-        #[arg(long)]
-        seed: Option<u64>,
-        /// Print JSON lines instead of human-readable lines.
-        #[arg(long)]
-        json: bool,
-        /// The LLM dialect, overriding LLM_DIALECT: mock, scripted, openai, gemini or anthropic.
-        #[arg(long)]
-        llm: Option<Dialect>,
-        /// LLM settings file (TOML or JSON) layered over the LLM_* environment variables.
-        #[arg(long)]
-        llm_config: Option<PathBuf>,
-        /// Folder to write the run to: tree.json (importable with POST /devui/simtree/import),
-        /// log.jsonl, usage.json and records.json.
-        #[arg(long)]
-        out: Option<PathBuf>,
-    },
+    Run(RunArgs),
     /// Run a sweep file: every cell of its grid × replicates (paired seeds), in parallel; print
     /// mean, sd and n of each metric per cell.
     Sweep {
@@ -253,26 +230,7 @@ fn run(cli: Cli) -> Result<(), String> {
             rt.block_on(crate::http::serve(app, addr))
                 .map_err(|e| format!("cannot serve on {addr}: {e}"))
         }
-        Command::Run {
-            scenario,
-            turns,
-            seed,
-            json,
-            llm,
-            llm_config,
-            out,
-        } => {
-            let args = RunArgs {
-                scenario,
-                turns,
-                seed,
-                json,
-                llm,
-                llm_config,
-                out,
-            };
-            run_headless(&library, &assets, args)
-        }
+        Command::Run(args) => run_headless(&library, &assets, args),
         Command::Sweep {
             file,
             json,
@@ -331,14 +289,30 @@ fn run(cli: Cli) -> Result<(), String> {
 }
 
 /// The options of `simtree run`.
-struct RunArgs {
-    scenario: String,
-    turns: Option<u64>,
-    seed: Option<u64>,
-    json: bool,
-    llm: Option<Dialect>,
-    llm_config: Option<PathBuf>,
-    out: Option<PathBuf>,
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Scenario id (file stem in assets/scenarios).
+    #[arg(long)]
+    pub scenario: String,
+    /// Turns to run (default: the scenario's default_turns).
+    #[arg(long)]
+    pub turns: Option<u64>,
+    /// Seed for the simulator's RNG (default: the scenario's seed).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Print JSON lines instead of human-readable lines.
+    #[arg(long)]
+    pub json: bool,
+    /// The LLM dialect, overriding LLM_DIALECT: mock, scripted, openai, gemini or anthropic.
+    #[arg(long)]
+    pub llm: Option<Dialect>,
+    /// LLM settings file (TOML or JSON) layered over the LLM_* environment variables.
+    #[arg(long)]
+    pub llm_config: Option<PathBuf>,
+    /// Folder to write the run to: tree.json (importable with POST /devui/simtree/import),
+    /// log.jsonl, usage.json and records.json.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
 }
 
 /// `simtree run`: one advance of a fresh tree, printed as it happens. Output stops quietly when

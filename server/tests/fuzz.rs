@@ -26,7 +26,7 @@ fn config(cases: u32) -> ProptestConfig {
     let seed = std::env::var("PROPTEST_RNG_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(proptest::test_runner::RngSeed::Fixed(0x51_3713_EE));
+        .unwrap_or(proptest::test_runner::RngSeed::Fixed(0x5137_13EE));
     ProptestConfig {
         cases,
         rng_seed: seed,

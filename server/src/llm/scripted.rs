@@ -446,7 +446,7 @@ fn werewolf(t: &Transcript) -> (&'static str, ActionCall) {
             });
             let prey: Vec<&String> = living.iter().filter(|n| !wolves.contains(n)).collect();
             let target = tonight
-                .filter(|v| prey.iter().any(|p| *p == v))
+                .filter(|v| prey.contains(&v))
                 .or_else(|| prey.get(t.pick("prey", prey.len())).map(|s| s.to_string()));
             return match target {
                 Some(v) => ("Vote with the pack.", ActionCall::new("night_kill").with("target", v)),
