@@ -10,12 +10,10 @@ use crate::engine::event::{Event, EventType};
 use std::sync::Arc;
 
 use crate::abm::worker::{WorkerConfig, WorkerPool};
-use crate::http::{AppState, Backend, Limits, Providers};
-use crate::llm::MockClient;
-use crate::llm::{Dialect, LlmConfig, LlmSettings};
+use crate::http::{AppState, Backend, Limits};
+use crate::llm::Dialect;
 use crate::scenario::{ScenarioLibrary, assets_dir};
 use crate::sim::{AbmSim, RunCtx, Sim};
-use crate::trading::agents::MockToolModel;
 use crate::trading::data::MarketData;
 use crate::trading::episode::TradingEpisode;
 
@@ -35,20 +33,28 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run a scenario with the offline mock LLM and print its event log.
-    Run {
-        /// Scenario id (file stem in assets/scenarios).
-        #[arg(long)]
-        scenario: String,
-        /// Turns to run (default: the scenario's default_turns).
-        #[arg(long)]
-        turns: Option<u64>,
-        /// Seed for the simulator's RNG (default: the scenario's seed).
-        #[arg(long)]
-        seed: Option<u64>,
-        /// Print JSON lines instead of human-readable lines.
+    /// Run a scenario headless and print its event log (the LLM as `serve` configures it).
+    Run(RunArgs),
+    /// Run a sweep file: every cell of its grid × replicates (paired seeds), in parallel; print
+    /// mean, sd and n of each metric per cell.
+    Sweep {
+        /// The sweep file (JSON: scenario, turns, replicates, seed, axes, metrics, prefix).
+        file: PathBuf,
+        /// One JSON line per cell instead of a table.
         #[arg(long)]
         json: bool,
+        /// Also write one CSV row per run to this file.
+        #[arg(long)]
+        csv: Option<PathBuf>,
+        /// Runs at once (default: the machine's cores).
+        #[arg(long)]
+        parallel: Option<usize>,
+        /// The LLM dialect, overriding LLM_DIALECT (social and trading scenarios).
+        #[arg(long)]
+        llm: Option<Dialect>,
+        /// LLM settings file (TOML or JSON) layered over the LLM_* environment variables.
+        #[arg(long)]
+        llm_config: Option<PathBuf>,
     },
     /// List the scenarios found in the assets folder.
     Scenarios,
@@ -231,54 +237,216 @@ fn run(cli: Cli) -> Result<(), String> {
             rt.block_on(crate::http::serve(app, addr))
                 .map_err(|e| format!("cannot serve on {addr}: {e}"))
         }
-        Command::Run {
-            scenario,
-            turns,
-            seed,
+        Command::Run(args) => run_headless(&library, &assets, sandbox, args),
+        Command::Sweep {
+            file,
             json,
+            csv,
+            parallel,
+            llm,
+            llm_config,
         } => {
-            let (mut sim, default_turns, abm) = build_sim(&library, &scenario, seed, &assets, sandbox)?;
-            let turns = turns.unwrap_or(default_turns);
-            let mut out = std::io::BufWriter::new(std::io::stdout());
-            let mut failed = None;
-            let mut sink = |e: Event| {
-                let line = if json {
-                    serde_json::to_string(&e).unwrap_or_default()
-                } else {
-                    human_line(&e)
-                };
-                if failed.is_none()
-                    && let Err(err) = writeln!(out, "{line}")
-                {
-                    failed = Some(err);
+            let text = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+            let spec = crate::sweep::SweepSpec::parse(&text).map_err(|e| format!("{}: {e}", file.display()))?;
+            let backend = crate::headless::backend(llm_config.as_deref(), llm)?;
+            let cores = std::thread::available_parallelism().map_or(1, usize::from);
+            let env = crate::sweep::Env {
+                library: &library,
+                backend: &backend,
+                root: assets.join(".."),
+                parallel: parallel.unwrap_or(cores),
+                sandbox,
+            };
+            let bar = {
+                use std::io::IsTerminal;
+                std::io::stderr().is_terminal().then(indicatif::ProgressBar::no_length)
+            };
+            let progress = |done: u64, total: u64| {
+                if let Some(b) = &bar {
+                    b.set_length(total);
+                    b.set_position(done);
                 }
             };
-            for e in sim.initial_events() {
-                sink(e);
-            }
-            let rt = tokio::runtime::Builder::new_current_thread()
+            let rt = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()
                 .map_err(|e| e.to_string())?;
-            let ctx = RunCtx {
-                llm: Arc::new(MockClient),
-                tools: Arc::new(MockToolModel),
-                abm,
+            let results = rt.block_on(crate::sweep::run(&spec, &env, &progress))?;
+            if let Some(b) = bar {
+                b.finish_and_clear();
+            }
+            if let Some(path) = csv {
+                std::fs::write(&path, crate::sweep::csv(&results)).map_err(|e| format!("{}: {e}", path.display()))?;
+            }
+            let mut out = std::io::stdout().lock();
+            let text = if json {
+                results
+                    .iter()
+                    .map(|r| serde_json::to_string(r).unwrap_or_default() + "\n")
+                    .collect()
+            } else {
+                crate::sweep::table(&results)
             };
-            let result = rt.block_on(sim.run(turns, &ctx, &mut sink));
-            if let Some(err) = failed
-                && err.kind() != std::io::ErrorKind::BrokenPipe
-            {
-                return Err(err.to_string());
+            // A reader that went away (`| head`) is not an error.
+            match out.write_all(text.as_bytes()) {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.to_string()),
+                _ => Ok(()),
             }
-            out.flush().ok();
-            result?;
-            if !json {
-                eprintln!("-- {} turns run ({})", sim.turns(), sim.kind());
-            }
-            Ok(())
         }
     }
+}
+
+/// The options of `simtree run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Scenario id (file stem in assets/scenarios).
+    #[arg(long)]
+    pub scenario: String,
+    /// Turns to run (default: the scenario's default_turns).
+    #[arg(long)]
+    pub turns: Option<u64>,
+    /// Seed for the simulator's RNG (default: the scenario's seed).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Print JSON lines instead of human-readable lines.
+    #[arg(long)]
+    pub json: bool,
+    /// The LLM dialect, overriding LLM_DIALECT: mock, scripted, openai, gemini or anthropic.
+    #[arg(long)]
+    pub llm: Option<Dialect>,
+    /// LLM settings file (TOML or JSON) layered over the LLM_* environment variables.
+    #[arg(long)]
+    pub llm_config: Option<PathBuf>,
+    /// Folder to write the run to: tree.json (importable with POST /devui/simtree/import),
+    /// log.jsonl, usage.json and records.json.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// `simtree run`: one advance of a fresh tree, printed as it happens. Output stops quietly when
+/// the reader goes away (`| head`); the run itself still finishes so `--out` is complete.
+fn run_headless(
+    library: &ScenarioLibrary,
+    assets: &std::path::Path,
+    sandbox: crate::abm::Sandbox,
+    a: RunArgs,
+) -> Result<(), String> {
+    use std::io::IsTerminal;
+    let backend = crate::headless::backend(a.llm_config.as_deref(), a.llm)?;
+    let (sim, default_turns, abm) = build_sim(library, &a.scenario, a.seed, assets, sandbox)?;
+    let turns = a.turns.unwrap_or(default_turns);
+    let (ctx, ledger) = crate::headless::run_ctx(&backend, &a.scenario, &sim, abm)?;
+    let counted = Arc::new(crate::headless::Counted::new(ctx.llm.clone()));
+    let ctx = RunCtx {
+        llm: counted.clone(),
+        ..ctx
+    };
+    let initial = sim.fork().initial_events();
+    let tree = crate::tree::SimTree::new(&a.scenario, sim);
+
+    let progress = std::io::stderr().is_terminal().then(|| {
+        let bar = indicatif::ProgressBar::new(turns);
+        let style = indicatif::ProgressStyle::with_template("{bar:30} turn {pos}/{len} {msg} {elapsed}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+        bar.set_style(style);
+        bar
+    });
+    let mut out = std::io::BufWriter::new(std::io::stdout());
+    let mut closed = None;
+    let json = a.json;
+    let mut print = |e: &Event| {
+        if closed.is_some() {
+            return;
+        }
+        let line = if json {
+            serde_json::to_string(e).unwrap_or_default()
+        } else {
+            human_line(e)
+        };
+        if let Err(err) = writeln!(out, "{line}") {
+            closed = Some(err);
+        }
+    };
+    for e in &initial {
+        print(e);
+    }
+    let mut sink = |e: Event| {
+        if let Some(bar) = &progress
+            && counts_as_turn(&e)
+        {
+            bar.inc(1);
+            bar.set_message(format!(
+                "· {} calls · ~{} tokens",
+                counted.calls.load(std::sync::atomic::Ordering::Relaxed),
+                counted.words.load(std::sync::atomic::Ordering::Relaxed)
+            ));
+        }
+        print(&e);
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let finished = rt.block_on(crate::headless::advance(tree, turns, &ctx, &ledger, &mut sink))?;
+    if let Some(bar) = progress {
+        bar.finish_and_clear();
+    }
+    let broken = match closed {
+        Some(err) if err.kind() != std::io::ErrorKind::BrokenPipe => return Err(err.to_string()),
+        Some(_) => true,
+        None => out.flush().is_err(),
+    };
+    if let Some(dir) = &a.out {
+        write_run(dir, &finished)?;
+    }
+    if let Some(e) = &finished.error {
+        return Err(e.clone());
+    }
+    if !json && !broken {
+        let turns = finished.sim().map_or(0, Sim::turns);
+        let kind = finished.sim().map_or("", Sim::kind);
+        eprintln!("-- {turns} turns run ({kind})");
+    }
+    Ok(())
+}
+
+/// Events that mark one turn of progress: a social turn's first step, a trading decision point,
+/// an agent-based model's step. (Skipped social turns leave no event, so the bar may stop short.)
+fn counts_as_turn(e: &Event) -> bool {
+    match e.kind {
+        EventType::AgentProcessStart => e.data["step"] == 1,
+        EventType::DecisionPoint | EventType::AbmStep => true,
+        _ => false,
+    }
+}
+
+/// Writes a finished run to `dir`: the tree export, the run's log lines, its usage and records.
+fn write_run(dir: &std::path::Path, run: &crate::headless::Finished) -> Result<(), String> {
+    let fail = |what: &str, e: &dyn std::fmt::Display| format!("{}: cannot write {what}: {e}", dir.display());
+    std::fs::create_dir_all(dir).map_err(|e| fail("the folder", &e))?;
+    let export = run.export()?;
+    let put = |name: &str, text: String| std::fs::write(dir.join(name), text).map_err(|e| fail(name, &e));
+    put(
+        "tree.json",
+        serde_json::to_string(&export).map_err(|e| fail("tree.json", &e))?,
+    )?;
+    let mut log = String::new();
+    run.tree
+        .for_each_log_entry(run.node, |l| {
+            log.push_str(l);
+            log.push('\n');
+        })
+        .map_err(|e| fail("log.jsonl", &e))?;
+    put("log.jsonl", log)?;
+    let usage = crate::llm::ledger::UsageTotals::of(&run.records);
+    put(
+        "usage.json",
+        serde_json::to_string_pretty(&usage).map_err(|e| fail("usage.json", &e))?,
+    )?;
+    put(
+        "records.json",
+        serde_json::to_string(&run.records).map_err(|e| fail("records.json", &e))?,
+    )
 }
 
 fn abm(command: AbmCommand, assets: &std::path::Path, sandbox: crate::abm::Sandbox) -> Result<(), String> {
@@ -315,25 +483,9 @@ fn abm(command: AbmCommand, assets: &std::path::Path, sandbox: crate::abm::Sandb
     }
 }
 
-/// The LLM backend from the LLM_* environment (default: the offline mock) and an optional settings
-/// file with per-scenario and per-agent overrides.
+/// The LLM backend of `serve` (see [`crate::headless::backend`]).
 fn backend(file: Option<&std::path::Path>) -> Result<Backend, String> {
-    let base = LlmConfig::from_env().map_err(|e| format!("LLM settings: {e}"))?;
-    let settings = match file {
-        Some(path) => LlmSettings::from_path(path).map_err(|e| format!("{}: {e}", path.display()))?,
-        None => LlmSettings::default(),
-    };
-    let env = |name: &str| std::env::var(name).ok();
-    let default = settings
-        .resolve(&base, None, None, &env)
-        .map_err(|e| format!("LLM settings: {e}"))?;
-    if default.dialect == Dialect::Mock && settings.scenarios.is_empty() {
-        return Ok(Backend::Mock);
-    }
-    eprintln!("simtree: LLM backend {}", default.label());
-    Providers::new(base, settings)
-        .map(|p| Backend::Provider(std::sync::Arc::new(p)))
-        .map_err(|e| format!("LLM settings: {e}"))
+    crate::headless::backend(file, None)
 }
 
 fn s<'a>(v: &'a Value, k: &str) -> &'a str {

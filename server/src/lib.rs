@@ -7,6 +7,8 @@
 //! * [`abm`] — agent-based models in sd-ai's abm-quant format, run on a Python/Mesa worker;
 //! * [`embedded`] — the shipped assets and web UI inside the binary;
 //! * [`memory`] — the server-wide memory budget;
+//! * [`headless`] — runs without a server (`simtree run`, sweeps);
+//! * [`sweep`] — parameter sweeps over paired seeds;
 //! * [`workbench`] — the application service: trees, runs, clients, limits;
 //! * [`cli`] — the `simtree` command line.
 
@@ -14,11 +16,13 @@ pub mod abm;
 pub mod cli;
 pub mod embedded;
 pub mod engine;
+pub mod headless;
 pub mod http;
 pub mod llm;
 pub mod memory;
 pub mod scenario;
 pub mod sim;
+pub mod sweep;
 pub mod trading;
 pub mod tree;
 pub mod workbench;

@@ -24,7 +24,7 @@ use crate::llm::ledger::{
     Ledger, LlmRecord, MeteredClient, ProviderToolModel, ReplayClient, ReplayToolModel, RoutingClient,
 };
 use crate::llm::resilience::TokenBudget;
-use crate::llm::{ChatProvider, LlmClient, LlmConfig, LlmSettings, MockClient, ProviderPool};
+use crate::llm::{ChatProvider, LlmClient, LlmConfig, LlmSettings, MockClient, Offline, ProviderPool, ScriptedClient};
 use crate::scenario::ScenarioLibrary;
 use crate::sim::{AbmSim, RunCtx, Sim};
 use crate::trading::agents::MockToolModel;
@@ -233,6 +233,7 @@ impl Workbench {
         scenario: &str,
         seed: Option<u64>,
         token_budget: Option<u64>,
+        offline: Option<Offline>,
     ) -> Result<TreeRef, WorkbenchError> {
         if let Some(a) = self.scenarios.abm(scenario) {
             self.abm_pool()?;
@@ -254,7 +255,8 @@ impl Workbench {
                 self.scenarios.ids().join(", ")
             ))
         })?;
-        let sim = s.build(seed).map_err(|e| WorkbenchError::invalid(e.to_string()))?;
+        let mut sim = s.build(seed).map_err(|e| WorkbenchError::invalid(e.to_string()))?;
+        sim.world.llm.offline = offline;
         self.register(SimTree::new(scenario, Sim::Social(sim)), token_budget)
     }
 
@@ -337,6 +339,12 @@ impl Workbench {
             },
             (None, Backend::Mock) => RunCtx {
                 llm: Arc::new(MockClient),
+                tools: Arc::new(MockToolModel),
+                abm,
+            },
+            // A tree created with an offline player (`"llm"`) stays offline on any backend.
+            (None, Backend::Provider(_)) if matches!(sim, Sim::Social(s) if s.world.llm.offline.is_some()) => RunCtx {
+                llm: Arc::new(ScriptedClient),
                 tools: Arc::new(MockToolModel),
                 abm,
             },

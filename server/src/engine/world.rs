@@ -37,7 +37,10 @@ impl World {
             ordering,
             pending: VecDeque::new(),
             rng: Rng::seeded(seed),
-            llm: LlmState::default(),
+            llm: LlmState {
+                seed,
+                ..LlmState::default()
+            },
             out: Vec::new(),
         }
     }

@@ -38,6 +38,9 @@ pub struct CreateBody {
     /// Tokens this tree may spend on a real provider (default: the server's `--token-budget`).
     #[serde(default)]
     token_budget: Option<u64>,
+    /// An offline player for this tree whatever the server's default: `mock` or `scripted`.
+    #[serde(default)]
+    llm: Option<String>,
 }
 
 pub async fn create_tree(State(app): St, ApiJson(body): ApiJson<CreateBody>) -> AppResult<Json<TreeRef>> {
@@ -47,7 +50,16 @@ pub async fn create_tree(State(app): St, ApiJson(body): ApiJson<CreateBody>) -> 
     } else {
         body.scenario.as_str()
     };
-    Ok(Json(app.wb.create_tree(scenario, body.seed, body.token_budget)?))
+    let offline = match body.llm.as_deref() {
+        None => None,
+        Some(name) => Some(name.parse().map_err(ApiError::unprocessable)?),
+    };
+    Ok(Json(app.wb.create_tree(
+        scenario,
+        body.seed,
+        body.token_budget,
+        offline,
+    )?))
 }
 
 pub async fn list_trees(State(app): St) -> Json<Vec<TreeRef>> {

@@ -45,10 +45,18 @@ pub enum Dialect {
     Anthropic,
     /// The deterministic offline mock (spec §1.14).
     Mock,
+    /// The deterministic offline player that follows each scene's rules (`scripted.rs`).
+    Scripted,
 }
 
 impl Dialect {
-    pub const ALL: [Dialect; 4] = [Dialect::OpenAi, Dialect::Gemini, Dialect::Anthropic, Dialect::Mock];
+    pub const ALL: [Dialect; 5] = [
+        Dialect::OpenAi,
+        Dialect::Gemini,
+        Dialect::Anthropic,
+        Dialect::Mock,
+        Dialect::Scripted,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -56,6 +64,7 @@ impl Dialect {
             Dialect::Gemini => "gemini",
             Dialect::Anthropic => "anthropic",
             Dialect::Mock => "mock",
+            Dialect::Scripted => "scripted",
         }
     }
 
@@ -66,6 +75,7 @@ impl Dialect {
             Dialect::Gemini => "gemini-2.0-flash-exp",
             Dialect::Anthropic => "claude-3-5-haiku-latest",
             Dialect::Mock => "mock",
+            Dialect::Scripted => "scripted",
         }
     }
 
@@ -75,7 +85,7 @@ impl Dialect {
             Dialect::OpenAi => "https://api.openai.com/v1",
             Dialect::Gemini => "https://generativelanguage.googleapis.com/v1beta",
             Dialect::Anthropic => "https://api.anthropic.com/v1",
-            Dialect::Mock => "",
+            Dialect::Mock | Dialect::Scripted => "",
         }
     }
 
@@ -85,7 +95,7 @@ impl Dialect {
             Dialect::OpenAi => Some("OPENAI_API_KEY"),
             Dialect::Gemini => Some("GEMINI_API_KEY"),
             Dialect::Anthropic => Some("ANTHROPIC_API_KEY"),
-            Dialect::Mock => None,
+            Dialect::Mock | Dialect::Scripted => None,
         }
     }
 }
@@ -104,7 +114,7 @@ impl FromStr for Dialect {
         Dialect::ALL
             .into_iter()
             .find(|d| d.as_str() == low)
-            .ok_or_else(|| format!("unknown dialect {s:?} (expected one of openai, gemini, anthropic, mock)"))
+            .ok_or_else(|| format!("unknown dialect {s:?} (expected one of openai, gemini, anthropic, mock, scripted)"))
     }
 }
 

@@ -13,16 +13,18 @@
 
 use super::config::Dialect;
 use super::provider::{ChatProvider, ChatRequest, ChatResponse, ToolCall, ToolChoice, Usage};
+use super::scripted::{Offline, offline_reply};
 use super::{BoxFuture, LlmClient, LlmError, LlmState, schema};
 use crate::engine::memory::{Message, Role};
 
-/// The offline mock LLM. Stateless itself; see [`LlmState::mock_counters`].
+/// The offline mock LLM. Stateless itself; see [`LlmState::mock_counters`]. A simulator whose
+/// tree chose the scripted player ([`LlmState::offline`]) gets that player's answers instead.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct MockClient;
 
 impl LlmClient for MockClient {
     fn chat<'a>(&'a self, messages: &'a [Message], state: &'a mut LlmState) -> BoxFuture<'a, Result<String, LlmError>> {
-        let reply = reply(messages, state);
+        let reply = offline_reply(Offline::Mock, messages, state);
         Box::pin(async move { Ok(reply) })
     }
 }
@@ -71,7 +73,7 @@ pub fn respond_to(request: &ChatRequest, state: &mut LlmState) -> Result<ChatRes
             arguments: schema::example(&tool.parameters),
         });
     } else {
-        out.text = reply(&request.messages, state);
+        out.text = offline_reply(Offline::Mock, &request.messages, state);
     }
     let completion = words(&out.text)
         + out

@@ -28,6 +28,7 @@ pub mod openai;
 pub mod provider;
 pub mod resilience;
 pub mod schema;
+pub mod scripted;
 
 pub use config::{ApiKey, ConfigError, Dialect, LlmConfig, LlmOverride, LlmSettings};
 pub use mock::MockClient;
@@ -35,6 +36,7 @@ pub use provider::{
     ChatProvider, ChatRequest, ChatResponse, JsonSchema, ProviderClient, ProviderPool, ToolCall, ToolChoice, ToolSpec,
     Usage, build_provider, structured,
 };
+pub use scripted::{Offline, ScriptedClient};
 
 /// A boxed, sendable future (what an object-safe async trait method returns).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -57,6 +59,18 @@ pub struct LlmState {
     /// The mock's call counter per extracted agent name (spec §1.14.1).
     #[serde(default)]
     pub mock_counters: BTreeMap<String, u64>,
+    /// The simulator's seed, which the `scripted` dialect draws its choices from (set when the
+    /// world is built, so two seeds of one scenario play differently and one seed replays).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub seed: u64,
+    /// The offline policy chosen for this simulator when its tree was created (`"llm"` on the
+    /// create route); the offline clients answer with it whatever the server's default is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offline: Option<Offline>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A chat-completion backend.

@@ -679,6 +679,10 @@ fn build_for(config: &LlmConfig, endpoint: Arc<Endpoint>) -> Result<Arc<dyn Chat
             config.validate()?;
             Arc::new(MockClient)
         }
+        Dialect::Scripted => {
+            config.validate()?;
+            Arc::new(super::ScriptedClient)
+        }
     })
 }
 

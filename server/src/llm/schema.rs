@@ -18,12 +18,12 @@ use super::config::Dialect;
 
 /// A response schema in the form `dialect` sends it: OpenAI's strict form, Gemini's
 /// OpenAPI-style `responseSchema`, and the schema as written for Anthropic (a tool's
-/// `input_schema`) and the mock.
+/// `input_schema`) and the offline players.
 pub fn for_dialect(dialect: Dialect, schema: &Value) -> Value {
     match dialect {
         Dialect::OpenAi => to_openai_strict(schema),
         Dialect::Gemini => to_gemini(schema),
-        Dialect::Anthropic | Dialect::Mock => schema.clone(),
+        Dialect::Anthropic | Dialect::Mock | Dialect::Scripted => schema.clone(),
     }
 }
 
