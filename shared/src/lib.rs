@@ -12,6 +12,7 @@ use serde_json::Value;
 /// `node` is the id of the tree node whose simulator produced the entry, so a client can tell
 /// inherited entries (produced by an ancestor) from the node's own.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct LogEntry {
     #[serde(rename = "type")]
     pub kind: String,
@@ -21,6 +22,7 @@ pub struct LogEntry {
 
 /// How a child node was made from its parent (the edge's colour in the UI).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum EdgeType {
     Root,
@@ -35,6 +37,7 @@ pub enum EdgeType {
 
 /// One counterfactual operation on a node's clone (the body of `branch` and the `ops` of edges).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Op {
     /// Run `turns` turns (only as the op of an advance edge; not accepted by `branch`).
@@ -110,6 +113,7 @@ impl Op {
 
 /// `{id, root}` — a tree in the registry.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TreeRef {
     pub id: u64,
     pub root: u64,
@@ -119,6 +123,7 @@ pub struct TreeRef {
 /// `failed` ended with an error (the reason is in `…/node/{n}/info`); `cancelled` was stopped by
 /// a client (its partial log is kept); `interrupted` was running when the server stopped.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum NodeStatus {
     #[default]
@@ -138,6 +143,7 @@ impl NodeStatus {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct GraphNode {
     pub id: u64,
     pub depth: u32,
@@ -147,6 +153,7 @@ pub struct GraphNode {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct GraphEdge {
     pub from: u64,
     pub to: u64,
@@ -156,6 +163,7 @@ pub struct GraphEdge {
 
 /// `GET …/graph`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Graph {
     pub root: u64,
     pub frontier: Vec<u64>,
@@ -165,6 +173,7 @@ pub struct Graph {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SummaryEdge {
     pub to: u64,
     #[serde(rename = "type")]
@@ -174,6 +183,7 @@ pub struct SummaryEdge {
 
 /// One entry of `GET …/summaries`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Summary {
     pub id: u64,
     pub turns: u64,
@@ -183,6 +193,7 @@ pub struct Summary {
 
 /// The `data` of a tree-socket `attached` message.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Attached {
     pub node: u64,
     pub parent: Option<u64>,
@@ -194,6 +205,7 @@ pub struct Attached {
 /// Messages on the tree WebSocket (`{"type": …, "data": …}`). `snapshot` and `resync` are
 /// additive extensions that upstream clients ignore.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", content = "data", rename_all = "snake_case")]
 pub enum TreeMsg {
     Attached(Attached),
@@ -221,12 +233,14 @@ pub enum TreeMsg {
 
 /// `{turns, agents: [...]}` of `GET …/state`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct NodeState {
     pub turns: u64,
     pub agents: Vec<AgentState>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct AgentState {
     pub name: String,
     pub role: Option<String>,
@@ -237,7 +251,115 @@ pub struct AgentState {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct MemoryLine {
     pub role: String,
     pub content: String,
+}
+
+/// `{child}` of `advance`, `advance_chain` and `replay`, plus `error` (extension) when the run
+/// did not complete: the failure reason, or `"the run was cancelled"`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct RunReply {
+    pub child: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// `{child}` of `branch`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ChildReply {
+    pub child: u64,
+}
+
+/// `{children}` of `advance_multi` and `advance_frontier`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ChildrenReply {
+    pub children: Vec<u64>,
+}
+
+/// `{"ok": true}` of deletes, cancel and `/health`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct OkReply {
+    pub ok: bool,
+}
+
+/// `{lca}` of `GET …/lca/{a}/{b}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct LcaReply {
+    pub lca: u64,
+}
+
+/// Every error: `{"detail": "…"}` with a 4xx status.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ErrorBody {
+    pub detail: String,
+}
+
+/// LLM usage of a node or a tree.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Usage {
+    pub calls: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// Sum of the calls' latencies.
+    pub latency_ms: u64,
+}
+
+/// `GET …/node/{n}/info`: a node's status, failure reason and LLM usage.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct NodeInfo {
+    pub id: u64,
+    pub status: NodeStatus,
+    pub error: Option<String>,
+    pub usage: Usage,
+    pub recorded_calls: u64,
+}
+
+/// A tree's token budget: what it may spend and what it has.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Budget {
+    pub limit: u64,
+    pub spent: u64,
+}
+
+/// `GET …/usage`: the tree's summed usage and its budget, if any.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct UsageReply {
+    pub usage: Usage,
+    pub budget: Option<Budget>,
+}
+
+/// The kind of simulation a scenario makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum SimKind {
+    Social,
+    Trading,
+    Abm,
+}
+
+/// One entry of `GET /api/scenarios`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ScenarioSummary {
+    pub id: String,
+    pub title: String,
+    pub description: String,
+    pub kind: SimKind,
+    /// The scene type (social scenarios only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scene: Option<String>,
+    pub default_turns: u64,
 }

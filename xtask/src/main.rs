@@ -5,7 +5,8 @@
 //! * `dist [--release]` — build the web UI into `frontend/dist` (wasm-bindgen as a library);
 //! * `test` — everything CI checks: formatting, clippy, the web UI build, the whole workspace's
 //!   tests (unit, golden, black-box against the real binary, headless Chromium), then the
-//!   real-model tests (`llm-e2e`);
+//!   schemathesis contract run against `/openapi.json` (`contract`), then the real-model tests
+//!   (`llm-e2e`);
 //! * `bench` — the engine and tree benchmarks (release build), printing their figures;
 //! * `llm-e2e` — the real-model step of `test` alone: SmolLM2-135M (from PyPI) behind
 //!   llama-cpp-python's OpenAI-compatible server, built once per machine into `~/.cache/simtree`
@@ -16,7 +17,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
+mod pyenv;
 mod real_llm;
+mod schemathesis;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -164,6 +167,8 @@ fn test() -> Result<(), String> {
     // E2E=1: the browser tests must run (they fail instead of skipping when something is missing).
     tests.args(["test", "--workspace"]).env("E2E", "1");
     run(tests)?;
+    // The OpenAPI contract against the real binary.
+    schemathesis::test()?;
     // Last and alone: llama.cpp needs both cores.
     real_llm::test()
 }
@@ -206,8 +211,11 @@ fn main() -> ExitCode {
         Some("run") => serve(&args[1..]),
         Some("bench") => bench(),
         Some("llm-e2e") => real_llm::test(),
+        Some("contract") => schemathesis::test(),
         Some("dist") => setup(false).and_then(|()| dist(args.iter().any(|a| a == "--release"))),
-        _ => Err("usage: cargo xtask <run [serve flags…] | dist [--release] | test | bench | llm-e2e>".into()),
+        _ => {
+            Err("usage: cargo xtask <run [serve flags…] | dist [--release] | test | bench | llm-e2e | contract>".into())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

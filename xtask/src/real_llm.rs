@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use crate::pyenv::{cache_dir, cached_venv};
 use crate::{cargo, run};
 
 /// The llama-cpp-python release built from source.
@@ -35,15 +36,6 @@ pub struct RealModel {
     pub model: PathBuf,
 }
 
-/// The cache folder shared by every checkout on this machine.
-fn cache_dir() -> Result<PathBuf, String> {
-    if let Some(x) = std::env::var_os("XDG_CACHE_HOME").filter(|x| !x.is_empty()) {
-        return Ok(PathBuf::from(x).join("simtree"));
-    }
-    let home = std::env::var_os("HOME").ok_or("neither XDG_CACHE_HOME nor HOME is set")?;
-    Ok(PathBuf::from(home).join(".cache/simtree"))
-}
-
 /// `venv-llm-0.3.36-dggml-native-off-dggml-avx512-off`: a new version or new flags get a new venv.
 fn venv_name() -> String {
     let flags: String = CMAKE_ARGS
@@ -59,34 +51,15 @@ fn venv_name() -> String {
 /// again from scratch), and unpacks the model when missing.
 pub fn prepare() -> Result<RealModel, String> {
     let cache = cache_dir()?;
-    let venv = cache.join(venv_name());
-    let python = venv.join("bin/python");
-    let done = venv.join(".complete");
-    if !done.exists() {
-        let started = Instant::now();
-        eprintln!(
-            "xtask: building llama-cpp-python {LLAMA_CPP_PYTHON} with CMAKE_ARGS=\"{CMAKE_ARGS}\" into {} \
-             (once per machine, about 4 minutes of both cores)",
-            venv.display()
-        );
-        let _ = std::fs::remove_dir_all(&venv);
-        std::fs::create_dir_all(&cache).map_err(|e| format!("{}: {e}", cache.display()))?;
-        let mut mk = Command::new("python3");
-        mk.args(["-m", "venv"]).arg(&venv);
-        run(mk)?;
-        let mut pip = Command::new(&python);
-        // --no-cache-dir: pip's wheel cache is keyed by the sdist alone, so it could hand back a
-        // wheel built earlier with other (native) flags.
-        pip.args(["-m", "pip", "install", "-q", "--no-cache-dir"])
-            .arg(format!("llama-cpp-python[server]=={LLAMA_CPP_PYTHON}"))
-            .env("CMAKE_ARGS", CMAKE_ARGS);
-        run(pip)?;
-        let mut check = Command::new(&python);
-        check.args(["-c", "import llama_cpp.server"]);
-        run(check)?;
-        std::fs::write(&done, CMAKE_ARGS).map_err(|e| format!("{}: {e}", done.display()))?;
-        eprintln!("xtask: llama-cpp-python built in {:.0?}", started.elapsed());
-    }
+    eprintln!(
+        "xtask: llama-cpp-python is built with CMAKE_ARGS=\"{CMAKE_ARGS}\" (portable: the native build crashes on AVX-512 machines)"
+    );
+    let python = cached_venv(
+        &venv_name(),
+        &format!("llama-cpp-python[server]=={LLAMA_CPP_PYTHON}"),
+        &[("CMAKE_ARGS", CMAKE_ARGS)],
+        "llama_cpp.server",
+    )?;
     let model = cache.join("models").join(MODEL_FILE);
     if !model.exists() {
         unpack_model(&python, &cache, &model)?;

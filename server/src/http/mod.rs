@@ -18,6 +18,7 @@ use tower_http::set_header::SetResponseHeaderLayer;
 pub mod error;
 pub mod guard;
 pub mod listener;
+pub mod openapi;
 pub mod routes;
 pub mod state;
 pub mod ws;
@@ -87,6 +88,7 @@ pub fn router(app: Arc<AppState>) -> Router {
     let access = app.access.clone();
     let mut router = Router::new()
         .route("/health", get(health))
+        .route("/openapi.json", get(openapi::openapi))
         .nest("/api", api)
         .nest("/devui", devui)
         .fallback_service(ui)

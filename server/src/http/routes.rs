@@ -9,7 +9,10 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use simtree_shared::{Op, TreeRef};
+use simtree_shared::{
+    Budget, ChildReply, ChildrenReply, LcaReply, NodeInfo, NodeStatus, OkReply, Op, RunReply, ScenarioSummary, SimKind,
+    TreeRef, Usage, UsageReply,
+};
 
 use super::error::{ApiError, ApiJson, ApiPath};
 use super::state::{AppState, Backend, RunResult};
@@ -23,13 +26,22 @@ use crate::tree::{NodeId, TreeExport};
 use axum::extract::Query;
 
 type AppResult<T> = Result<T, ApiError>;
+
+fn usage_of(t: UsageTotals) -> Usage {
+    Usage {
+        calls: t.calls,
+        prompt_tokens: t.prompt_tokens,
+        completion_tokens: t.completion_tokens,
+        latency_ms: t.latency_ms,
+    }
+}
 type St = State<Arc<AppState>>;
 
-pub async fn health() -> Json<Value> {
-    Json(json!({"ok": true}))
+pub async fn health() -> Json<OkReply> {
+    Json(OkReply { ok: true })
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateBody {
     scenario: String,
@@ -80,7 +92,7 @@ pub async fn graph(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Res
     Ok(Json(g).into_response())
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AdvanceBody {
     parent: NodeId,
@@ -100,12 +112,12 @@ pub async fn advance(
     State(app): St,
     ApiPath(tree): ApiPath<u64>,
     ApiJson(b): ApiJson<AdvanceBody>,
-) -> AppResult<Json<Value>> {
+) -> AppResult<Json<RunReply>> {
     let done = app.wb.advance(tree, b.parent, b.turns).await?;
     Ok(Json(run_json(done)))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FrontierBody {
     #[serde(default = "one")]
@@ -118,12 +130,12 @@ pub async fn advance_frontier(
     State(app): St,
     ApiPath(tree): ApiPath<u64>,
     ApiJson(b): ApiJson<FrontierBody>,
-) -> AppResult<Json<Value>> {
+) -> AppResult<Json<ChildrenReply>> {
     let children = app.wb.advance_frontier(tree, b.turns, b.only_max_depth).await?;
-    Ok(Json(json!({"children": children})))
+    Ok(Json(ChildrenReply { children }))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MultiBody {
     parent: NodeId,
@@ -136,31 +148,35 @@ pub async fn advance_multi(
     State(app): St,
     ApiPath(tree): ApiPath<u64>,
     ApiJson(b): ApiJson<MultiBody>,
-) -> AppResult<Json<Value>> {
+) -> AppResult<Json<ChildrenReply>> {
     let children = app.wb.advance_multi(tree, b.parent, b.turns, b.count).await?;
-    Ok(Json(json!({"children": children})))
+    Ok(Json(ChildrenReply { children }))
 }
 
 pub async fn advance_chain(
     State(app): St,
     ApiPath(tree): ApiPath<u64>,
     ApiJson(b): ApiJson<AdvanceBody>,
-) -> AppResult<Json<Value>> {
+) -> AppResult<Json<RunReply>> {
     let done = app.wb.advance_chain(tree, b.parent, b.turns).await?;
     Ok(Json(run_json(done)))
 }
 
 /// `{child}` plus, when the run did not complete, `error` with the reason (an LLM error after
 /// retries, or a cancel).
-fn run_json(done: RunResult) -> Value {
-    match (done.error, done.status) {
-        (Some(e), _) => json!({"child": done.node, "error": e}),
-        (None, simtree_shared::NodeStatus::Cancelled) => json!({"child": done.node, "error": "the run was cancelled"}),
-        (None, _) => json!({"child": done.node}),
+fn run_json(done: RunResult) -> RunReply {
+    let error = match (done.error, done.status) {
+        (Some(e), _) => Some(e),
+        (None, NodeStatus::Cancelled) => Some("the run was cancelled".to_string()),
+        (None, _) => None,
+    };
+    RunReply {
+        child: done.node,
+        error,
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReplayBody {
     node: NodeId,
@@ -173,37 +189,40 @@ pub async fn replay(
     State(app): St,
     ApiPath(tree): ApiPath<u64>,
     ApiJson(b): ApiJson<ReplayBody>,
-) -> AppResult<Json<Value>> {
+) -> AppResult<Json<RunReply>> {
     let done = app.wb.replay(tree, b.node, b.parent).await?;
     Ok(Json(run_json(done)))
 }
 
 /// Extension: a node's status, failure reason and LLM usage.
-pub async fn node_info(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Json<Value>> {
+pub async fn node_info(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Json<NodeInfo>> {
     let handle = app.wb.tree(tree)?;
     let t = handle.lock();
     let n = t.node(node)?;
-    Ok(Json(json!({
-        "id": n.id,
-        "status": n.status,
-        "error": n.error,
-        "usage": UsageTotals::of(&n.records),
-        "recorded_calls": n.records.len(),
-    })))
+    Ok(Json(NodeInfo {
+        id: n.id,
+        status: n.status,
+        error: n.error.clone(),
+        usage: usage_of(UsageTotals::of(&n.records)),
+        recorded_calls: n.records.len() as u64,
+    }))
 }
 
 /// Extension: LLM usage summed over the tree, and its budget.
-pub async fn usage(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Json<Value>> {
+pub async fn usage(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Json<UsageReply>> {
     let handle = app.wb.tree(tree)?;
     let total = handle.lock().usage();
-    let budget = handle
-        .budget
-        .as_ref()
-        .map(|b| json!({"limit": b.limit(), "spent": b.spent()}));
-    Ok(Json(json!({"usage": total, "budget": budget})))
+    let budget = handle.budget.as_ref().map(|b| Budget {
+        limit: b.limit(),
+        spent: b.spent(),
+    });
+    Ok(Json(UsageReply {
+        usage: usage_of(total),
+        budget,
+    }))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BranchBody {
     parent: NodeId,
@@ -214,10 +233,10 @@ pub async fn branch(
     State(app): St,
     ApiPath(tree): ApiPath<u64>,
     ApiJson(b): ApiJson<BranchBody>,
-) -> AppResult<Json<Value>> {
+) -> AppResult<Json<ChildReply>> {
     let ops = parse_ops(b.ops)?;
     let child = app.wb.branch(tree, b.parent, ops)?;
-    Ok(Json(json!({"child": child})))
+    Ok(Json(ChildReply { child }))
 }
 
 /// Parses ops one by one so the error names the op (`ops[1]: Unknown op: fly`).
@@ -240,14 +259,14 @@ fn parse_ops(raw: Vec<Value>) -> AppResult<Vec<Op>> {
 
 /// Extension: stops a running node (the UI's Stop). Its partial log and state are kept and its
 /// status becomes `cancelled`; 409 when it is not running.
-pub async fn cancel_node(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Json<Value>> {
+pub async fn cancel_node(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Json<OkReply>> {
     app.wb.cancel(tree, node).await?;
-    Ok(Json(json!({"ok": true})))
+    Ok(Json(OkReply { ok: true }))
 }
 
-pub async fn delete_node(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Json<Value>> {
+pub async fn delete_node(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Json<OkReply>> {
     app.wb.delete(tree, node)?;
-    Ok(Json(json!({"ok": true})))
+    Ok(Json(OkReply { ok: true }))
 }
 
 /// The node's full log, assembled from pre-serialised entries without re-encoding them.
@@ -270,10 +289,10 @@ pub async fn state(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>
     Ok(Json(s).into_response())
 }
 
-pub async fn lca(State(app): St, ApiPath((tree, a, b)): ApiPath<(u64, NodeId, NodeId)>) -> AppResult<Json<Value>> {
+pub async fn lca(State(app): St, ApiPath((tree, a, b)): ApiPath<(u64, NodeId, NodeId)>) -> AppResult<Json<LcaReply>> {
     let handle = app.wb.tree(tree)?;
     let l = handle.lock().lca(a, b)?;
-    Ok(Json(json!({"lca": l})))
+    Ok(Json(LcaReply { lca: l }))
 }
 
 pub async fn export(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Response> {
@@ -286,30 +305,36 @@ pub async fn import(State(app): St, ApiJson(body): ApiJson<TreeExport>) -> AppRe
     Ok(Json(app.wb.import_tree(body)?))
 }
 
-pub async fn delete_tree(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Json<Value>> {
+pub async fn delete_tree(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Json<OkReply>> {
     app.wb.delete_tree(tree)?;
-    Ok(Json(json!({"ok": true})))
+    Ok(Json(OkReply { ok: true }))
 }
 
-pub async fn scenarios(State(app): St) -> Json<Value> {
-    let abm = app.wb.scenarios.abm.iter().map(
-        |s| json!({"id": s.id, "title": s.title, "description": s.description, "kind": "abm", "default_turns": 10}),
-    );
-    let trading = app.wb.scenarios.trading.iter().map(|s| {
-        json!({"id": s.id, "title": s.title, "description": s.description, "kind": "trading", "default_turns": s.default_turns})
+pub async fn scenarios(State(app): St) -> Json<Vec<ScenarioSummary>> {
+    let lib = &app.wb.scenarios;
+    let entry = |id: &str, title: &str, description: &str, kind, scene, default_turns| ScenarioSummary {
+        id: id.to_string(),
+        title: title.to_string(),
+        description: description.to_string(),
+        kind,
+        scene,
+        default_turns,
+    };
+    let social = lib.scenarios.iter().map(|s| {
+        let scene = serde_json::to_value(s.scene.kind)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string));
+        entry(&s.id, &s.title, &s.description, SimKind::Social, scene, s.default_turns)
     });
-    let list: Vec<Value> = app
-        .wb
-        .scenarios
-        .scenarios
+    let trading = lib
+        .trading
         .iter()
-        .map(|s| {
-            json!({"id": s.id, "title": s.title, "description": s.description, "kind": "social", "scene": s.scene.kind, "default_turns": s.default_turns})
-        })
-        .chain(trading)
-        .chain(abm)
-        .collect();
-    Json(Value::Array(list))
+        .map(|s| entry(&s.id, &s.title, &s.description, SimKind::Trading, None, s.default_turns));
+    let abm = lib
+        .abm
+        .iter()
+        .map(|s| entry(&s.id, &s.title, &s.description, SimKind::Abm, None, 10));
+    Json(social.chain(trading).chain(abm).collect())
 }
 
 /// Extension: the kind-specific view of a node — scene state (social) or portfolio, equity
@@ -335,7 +360,7 @@ pub async fn abm_generate(State(app): St, ApiJson(req): ApiJson<GenerateRequest>
     Json(serde_json::to_value(response).unwrap_or(Value::Null))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 pub struct SchemaQuery {
     provider: String,
 }
@@ -347,8 +372,10 @@ pub async fn abm_schema(Query(q): Query<SchemaQuery>) -> AppResult<Json<Value>> 
 }
 
 /// Validates an abm-quant document (envelope or bare model): errors and warnings with JSON paths.
-pub async fn abm_validate(body: String) -> AppResult<Json<Value>> {
-    let doc = AbmDocument::parse(&body).map_err(|e| ApiError::unprocessable(e.to_string()))?;
+pub async fn abm_validate(body: axum::body::Bytes) -> AppResult<Json<Value>> {
+    let body = std::str::from_utf8(&body)
+        .map_err(|e| ApiError::unprocessable(format!("the document is not UTF-8 text: {e}")))?;
+    let doc = AbmDocument::parse(body).map_err(|e| ApiError::unprocessable(e.to_string()))?;
     let report = validate_document(&doc);
     Ok(Json(json!({"ok": report.is_ok(), "issues": report.issues})))
 }

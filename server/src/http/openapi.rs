@@ -1,0 +1,377 @@
+//! `GET /openapi.json`: the OpenAPI 3.0 document of every REST route, generated from the same
+//! types the handlers use — the wire types of `simtree-shared` and the request bodies of
+//! `routes.rs` — so it cannot drift from them. Clients can be generated from it, and
+//! `cargo xtask test` runs schemathesis against the real binary with it.
+//!
+//! The route table below mirrors `http::router` (a test checks every documented path is routed).
+//! The WebSockets and the web UI's files are not REST and are not listed; kind-specific bodies
+//! (a node's view, an export, ABM documents) are documented as free-form objects.
+
+use axum::Json;
+use schemars::generate::SchemaSettings;
+use schemars::{JsonSchema, SchemaGenerator};
+use serde_json::{Map, Value, json};
+use simtree_shared::{
+    ChildReply, ChildrenReply, ErrorBody, Graph, LcaReply, NodeInfo, NodeState, OkReply, RunReply, ScenarioSummary,
+    Summary, TreeRef, UsageReply,
+};
+
+use super::routes::{AdvanceBody, BranchBody, CreateBody, FrontierBody, MultiBody, ReplayBody};
+
+/// One documented operation.
+struct Operation {
+    method: &'static str,
+    path: &'static str,
+    summary: &'static str,
+    body: Option<Value>,
+    ok: Value,
+    /// Statuses besides 200 (each answers `ErrorBody`).
+    errors: &'static [u16],
+}
+
+fn schema<T: JsonSchema>(g: &mut SchemaGenerator) -> Value {
+    g.subschema_for::<T>().to_value()
+}
+
+fn any_object() -> Value {
+    json!({"type": "object", "additionalProperties": true})
+}
+
+fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
+    const NOT_FOUND: &[u16] = &[404, 422];
+    const BODY: &[u16] = &[404, 409, 413, 422];
+    let op = |method, path, summary, body, ok, errors| Operation {
+        method,
+        path,
+        summary,
+        body,
+        ok,
+        errors,
+    };
+    vec![
+        op(
+            "get",
+            "/health",
+            "Liveness (never needs the token)",
+            None,
+            schema::<OkReply>(g),
+            &[],
+        ),
+        op(
+            "get",
+            "/api/scenarios",
+            "Scenarios of all three kinds",
+            None,
+            schema::<Vec<ScenarioSummary>>(g),
+            &[],
+        ),
+        op(
+            "post",
+            "/api/abm/generate",
+            "Generate an agent-based model (sd-ai contract)",
+            Some(any_object()),
+            any_object(),
+            &[413, 422],
+        ),
+        op(
+            "post",
+            "/api/abm/validate",
+            "Validate an abm-quant document",
+            Some(any_object()),
+            any_object(),
+            &[413, 422],
+        ),
+        op(
+            "post",
+            "/devui/simtree",
+            "Create a tree",
+            Some(schema::<CreateBody>(g)),
+            schema::<TreeRef>(g),
+            &[409, 413, 422, 503],
+        ),
+        op(
+            "get",
+            "/devui/simtree",
+            "List trees",
+            None,
+            schema::<Vec<TreeRef>>(g),
+            &[],
+        ),
+        op(
+            "post",
+            "/devui/simtree/import",
+            "Import an export as a new tree",
+            Some(any_object()),
+            schema::<TreeRef>(g),
+            &[409, 413, 422, 503],
+        ),
+        op(
+            "delete",
+            "/devui/simtree/{tree}",
+            "Delete a tree",
+            None,
+            schema::<OkReply>(g),
+            NOT_FOUND,
+        ),
+        op(
+            "get",
+            "/devui/simtree/{tree}/summaries",
+            "Node summaries",
+            None,
+            schema::<Vec<Summary>>(g),
+            NOT_FOUND,
+        ),
+        op(
+            "get",
+            "/devui/simtree/{tree}/graph",
+            "The graph",
+            None,
+            schema::<Graph>(g),
+            NOT_FOUND,
+        ),
+        op(
+            "get",
+            "/devui/simtree/{tree}/export",
+            "Export the tree",
+            None,
+            any_object(),
+            &[404, 409, 422],
+        ),
+        op(
+            "post",
+            "/devui/simtree/{tree}/advance",
+            "Advance a node",
+            Some(schema::<AdvanceBody>(g)),
+            schema::<RunReply>(g),
+            BODY,
+        ),
+        op(
+            "post",
+            "/devui/simtree/{tree}/advance_frontier",
+            "Advance the frontier",
+            Some(schema::<FrontierBody>(g)),
+            schema::<ChildrenReply>(g),
+            BODY,
+        ),
+        op(
+            "post",
+            "/devui/simtree/{tree}/advance_multi",
+            "Advance several children of a node",
+            Some(schema::<MultiBody>(g)),
+            schema::<ChildrenReply>(g),
+            BODY,
+        ),
+        op(
+            "post",
+            "/devui/simtree/{tree}/advance_chain",
+            "Advance one turn at a time",
+            Some(schema::<AdvanceBody>(g)),
+            schema::<RunReply>(g),
+            BODY,
+        ),
+        op(
+            "post",
+            "/devui/simtree/{tree}/branch",
+            "Branch with counterfactual ops",
+            Some(schema::<BranchBody>(g)),
+            schema::<ChildReply>(g),
+            BODY,
+        ),
+        op(
+            "get",
+            "/devui/simtree/{tree}/lca/{a}/{b}",
+            "Lowest common ancestor",
+            None,
+            schema::<LcaReply>(g),
+            NOT_FOUND,
+        ),
+        op(
+            "post",
+            "/devui/simtree/{tree}/replay",
+            "Re-run an advance from its LLM recording",
+            Some(schema::<ReplayBody>(g)),
+            schema::<RunReply>(g),
+            BODY,
+        ),
+        op(
+            "get",
+            "/devui/simtree/{tree}/usage",
+            "LLM usage and budget",
+            None,
+            schema::<UsageReply>(g),
+            NOT_FOUND,
+        ),
+        op(
+            "get",
+            "/devui/simtree/{tree}/node/{node}/info",
+            "A node's status and usage",
+            None,
+            schema::<NodeInfo>(g),
+            NOT_FOUND,
+        ),
+        op(
+            "get",
+            "/devui/simtree/{tree}/node/{node}/view",
+            "A node's kind-specific view",
+            None,
+            any_object(),
+            &[404, 409, 422],
+        ),
+        op(
+            "delete",
+            "/devui/simtree/{tree}/node/{node}",
+            "Delete a subtree",
+            None,
+            schema::<OkReply>(g),
+            &[404, 409, 422],
+        ),
+        op(
+            "post",
+            "/devui/simtree/{tree}/node/{node}/cancel",
+            "Stop a running node",
+            None,
+            schema::<OkReply>(g),
+            &[404, 409, 422],
+        ),
+        op(
+            "get",
+            "/devui/simtree/{tree}/node/{node}/logs",
+            "A node's full log",
+            None,
+            json!({"type": "array", "items": any_object()}),
+            NOT_FOUND,
+        ),
+        op(
+            "get",
+            "/devui/simtree/{tree}/node/{node}/state",
+            "Agents and their context",
+            None,
+            schema::<NodeState>(g),
+            &[404, 409, 422],
+        ),
+        op(
+            "get",
+            "/devui/simtree/{tree}/sim/{node}/state",
+            "Agents and their context (upstream path)",
+            None,
+            schema::<NodeState>(g),
+            &[404, 409, 422],
+        ),
+    ]
+}
+
+/// The path parameters of a templated path (all are non-negative integer ids).
+fn path_params(path: &str) -> Vec<Value> {
+    path.split('/')
+        .filter_map(|seg| seg.strip_prefix('{')?.strip_suffix('}'))
+        .map(|name| {
+            // Example 0: the first tree and its root exist on any server that has a tree.
+            json!({"name": name, "in": "path", "required": true, "example": 0,
+                   "schema": {"type": "integer", "format": "int64", "minimum": 0}})
+        })
+        .collect()
+}
+
+/// Builds the whole document.
+pub fn document() -> Value {
+    let mut g = SchemaSettings::openapi3().into_generator();
+    let error = schema::<ErrorBody>(&mut g);
+    let mut paths = Map::new();
+    for o in operations(&mut g) {
+        let mut responses = Map::new();
+        responses.insert(
+            "200".into(),
+            json!({"description": "OK", "content": {"application/json": {"schema": o.ok}}}),
+        );
+        for code in o.errors {
+            responses.insert(
+                code.to_string(),
+                json!({"description": "Error", "content": {"application/json": {"schema": error}}}),
+            );
+        }
+        let mut operation = json!({
+            "summary": o.summary,
+            "operationId": format!("{}_{}", o.method, o.path.replace(['/', '{', '}'], "_")),
+            "parameters": path_params(o.path),
+            "responses": responses,
+        });
+        if let Some(body) = o.body {
+            operation["requestBody"] = json!({"required": true, "content": {"application/json": {"schema": body}}});
+        }
+        let entry = paths.entry(o.path.to_string()).or_insert_with(|| json!({}));
+        entry[o.method] = operation;
+    }
+    let schemas: Map<String, Value> = g.take_definitions(true).into_iter().collect();
+    json!({
+        "openapi": "3.0.3",
+        "info": {
+            "title": "simtree",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Branching timelines for multi-agent simulations. Errors are {\"detail\"} with a 4xx status; \
+                            with --token every route but /health needs `Authorization: Bearer <token>`.",
+        },
+        "paths": paths,
+        "components": {"schemas": schemas},
+    })
+}
+
+/// `GET /openapi.json`.
+pub async fn openapi() -> Json<Value> {
+    Json(document())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_documented_operation_has_responses_and_resolvable_refs() {
+        let doc = document();
+        let text = doc.to_string();
+        let schemas = doc["components"]["schemas"].as_object().unwrap();
+        for name in ["RunReply", "Graph", "Op", "NodeInfo", "ErrorBody", "CreateBody"] {
+            assert!(schemas.contains_key(name), "{name} missing");
+        }
+        // Every $ref points into components/schemas and names a schema that exists.
+        for part in text.split("\"$ref\":\"").skip(1) {
+            let target = part.split('"').next().unwrap();
+            let name = target
+                .strip_prefix("#/components/schemas/")
+                .unwrap_or_else(|| panic!("{target}"));
+            assert!(schemas.contains_key(name), "{name}");
+        }
+        assert_eq!(doc["paths"].as_object().unwrap().len(), 25);
+    }
+
+    /// Each documented operation reaches a handler: it may answer 404 for tree 0, but never
+    /// the router's "Not Found" for an unknown route.
+    #[tokio::test]
+    async fn every_documented_path_is_routed() {
+        use tower::Service;
+        let lib = crate::scenario::ScenarioLibrary::load_assets(&crate::scenario::assets_dir()).unwrap();
+        let wb = crate::workbench::Workbench::new(lib, super::super::Backend::Mock, Default::default());
+        let mut router = super::super::router(std::sync::Arc::new(super::super::AppState::new(wb)));
+        let doc = document();
+        for (path, ops) in doc["paths"].as_object().unwrap() {
+            for method in ops.as_object().unwrap().keys() {
+                let uri = path
+                    .replace("{tree}", "0")
+                    .replace("{node}", "0")
+                    .replace("{a}", "0")
+                    .replace("{b}", "0");
+                let req = axum::http::Request::builder()
+                    .method(method.to_uppercase().as_str())
+                    .uri(&uri)
+                    .header("content-type", "application/json")
+                    .body(axum::body::Body::from("{}"))
+                    .unwrap();
+                let resp = router.call(req).await.unwrap();
+                let body = axum::body::to_bytes(resp.into_body(), 1 << 20).await.unwrap();
+                assert!(
+                    !String::from_utf8_lossy(&body).contains("\"Not Found\""),
+                    "{method} {path} is documented but not routed"
+                );
+            }
+        }
+    }
+}
