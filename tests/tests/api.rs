@@ -516,3 +516,90 @@ async fn malformed_bodies_never_give_a_server_error() {
     }
     assert_eq!(s.get("/health").await.0, 200);
 }
+
+/// Parses `value` as `T` strictly: the reply re-serialises to the same JSON, so no field of the
+/// wire is unknown to the shared type.
+fn typed<T: serde::de::DeserializeOwned + serde::Serialize>(what: &str, value: Value) -> T {
+    let parsed: T = serde_json::from_value(value.clone()).unwrap_or_else(|e| panic!("{what}: {e}: {value}"));
+    assert_eq!(
+        serde_json::to_value(&parsed).unwrap(),
+        value,
+        "{what}: fields lost in parsing"
+    );
+    parsed
+}
+
+#[tokio::test]
+async fn every_reply_parses_into_its_shared_type() {
+    use simtree_shared::*;
+    let s = Server::start();
+    typed::<OkReply>("health", s.get("/health").await.1);
+    let scenarios = typed::<Vec<ScenarioSummary>>("scenarios", s.get("/api/scenarios").await.1);
+    assert!(scenarios.iter().any(|x| x.kind == SimKind::Trading));
+    let created = typed::<TreeRef>(
+        "create",
+        s.post("/devui/simtree", &json!({"scenario": "council"})).await.1,
+    );
+    let p = |rest: &str| format!("/devui/simtree/{}{rest}", created.id);
+    typed::<Vec<TreeRef>>("list", s.get("/devui/simtree").await.1);
+    let run = typed::<RunReply>(
+        "advance",
+        s.post(&p("/advance"), &json!({"parent": 0, "turns": 2})).await.1,
+    );
+    typed::<RunReply>(
+        "advance_chain",
+        s.post(&p("/advance_chain"), &json!({"parent": run.child, "turns": 2}))
+            .await
+            .1,
+    );
+    typed::<ChildrenReply>(
+        "advance_multi",
+        s.post(&p("/advance_multi"), &json!({"parent": 0, "turns": 1, "count": 2}))
+            .await
+            .1,
+    );
+    typed::<ChildrenReply>("advance_frontier", s.post(&p("/advance_frontier"), &json!({})).await.1);
+    let branch = typed::<ChildReply>(
+        "branch",
+        s.post(
+            &p("/branch"),
+            &json!({"parent": run.child, "ops": [{"op": "public_broadcast", "text": "x"}]}),
+        )
+        .await
+        .1,
+    );
+    typed::<RunReply>("replay", s.post(&p("/replay"), &json!({"node": run.child})).await.1);
+    typed::<Graph>("graph", s.get(&p("/graph")).await.1);
+    typed::<Vec<Summary>>("summaries", s.get(&p("/summaries")).await.1);
+    typed::<LcaReply>(
+        "lca",
+        s.get(&p(&format!("/lca/{}/{}", run.child, branch.child))).await.1,
+    );
+    typed::<NodeInfo>("info", s.get(&p(&format!("/node/{}/info", run.child))).await.1);
+    typed::<UsageReply>("usage", s.get(&p("/usage")).await.1);
+    typed::<NodeState>("state", s.get(&p(&format!("/node/{}/state", run.child))).await.1);
+    typed::<NodeState>("sim state", s.get(&p(&format!("/sim/{}/state", run.child))).await.1);
+    let logs = s.get(&p(&format!("/node/{}/logs", branch.child))).await.1;
+    for entry in logs.as_array().unwrap() {
+        typed::<LogEntry>("log entry", entry.clone());
+    }
+    let (st, err) = s.post(&p(&format!("/node/{}/cancel", run.child)), &json!({})).await;
+    assert_eq!(st, 409);
+    typed::<ErrorBody>("error", err);
+    typed::<OkReply>("delete node", s.delete(&p(&format!("/node/{}", branch.child))).await.1);
+    typed::<OkReply>("delete tree", s.delete(&p("")).await.1);
+    // The document the contract check uses is served and names every one of these shapes.
+    let doc = s.get("/openapi.json").await.1;
+    for name in [
+        "RunReply",
+        "ChildReply",
+        "ChildrenReply",
+        "OkReply",
+        "LcaReply",
+        "NodeInfo",
+        "UsageReply",
+        "Graph",
+    ] {
+        assert!(doc["components"]["schemas"].get(name).is_some(), "{name}");
+    }
+}
