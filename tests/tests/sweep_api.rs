@@ -17,7 +17,10 @@ async fn finished(s: &Server, tree: u64, sweep: u64) -> Value {
         if table["pending"] == 0 {
             return table;
         }
-        assert!(tokio::time::Instant::now() < deadline, "the sweep did not finish: {table}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the sweep did not finish: {table}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -58,21 +61,31 @@ async fn an_abm_sweep_lays_out_paired_replicates_and_the_faster_epidemic_peaks_h
     let sweep = started["sweep"].as_u64().unwrap();
     let cells = ids(&started["cells"]);
     let children: Vec<Vec<u64>> = started["children"].as_array().unwrap().iter().map(ids).collect();
-    assert_eq!((cells.len(), children.len(), started["total"].as_u64()), (2, 2, Some(6)));
+    assert_eq!(
+        (cells.len(), children.len(), started["total"].as_u64()),
+        (2, 2, Some(6))
+    );
     assert!(children.iter().all(|c| c.len() == 3));
     // The reply comes before the runs end: 6 runs share the server's two ABM workers.
     let (_, early) = s.get(&format!("/devui/simtree/{t}/sweep/{sweep}")).await;
     assert!(early["pending"].as_u64().unwrap() > 0, "{early}");
 
     let table = finished(&s, t, sweep).await;
-    assert_eq!((table["done"].as_u64(), table["failed"].as_u64()), (Some(6), Some(0)), "{table}");
+    assert_eq!(
+        (table["done"].as_u64(), table["failed"].as_u64()),
+        (Some(6), Some(0)),
+        "{table}"
+    );
     assert_eq!(table["seeds"], json!([1, 2, 3]));
     let rows = table["cells"].as_array().unwrap();
     assert_eq!(rows[0]["cell"], json!({"rate": 0.01}));
     assert_eq!(rows[1]["metrics"]["peak"]["n"], 3);
     assert_eq!(ids(&rows[1]["children"]), children[1]);
     let (slow, fast) = (mean(&rows[0], "peak"), mean(&rows[1], "peak"));
-    assert!(fast > slow, "peak at rate 0.3 ({fast}) should exceed rate 0.01 ({slow})");
+    assert!(
+        fast > slow,
+        "peak at rate 0.3 ({fast}) should exceed rate 0.01 ({slow})"
+    );
 
     // In the tree: each cell a branch of the parent, each replicate an advance of its cell.
     let graph = s.get(&format!("/devui/simtree/{t}/graph")).await.1;
@@ -86,9 +99,15 @@ async fn an_abm_sweep_lays_out_paired_replicates_and_the_faster_epidemic_peaks_h
             .unwrap_or_else(|| panic!("no edge to {to}: {graph}"))
     };
     for (cell, kids) in cells.iter().zip(&children) {
-        assert_eq!((edge(*cell)["from"].as_u64(), edge(*cell)["type"].as_str()), (Some(0), Some("scene_state")));
+        assert_eq!(
+            (edge(*cell)["from"].as_u64(), edge(*cell)["type"].as_str()),
+            (Some(0), Some("scene_state"))
+        );
         for k in kids {
-            assert_eq!((edge(*k)["from"].as_u64(), edge(*k)["type"].as_str()), (Some(*cell), Some("advance")));
+            assert_eq!(
+                (edge(*k)["from"].as_u64(), edge(*k)["type"].as_str()),
+                (Some(*cell), Some("advance"))
+            );
         }
     }
     // The socket saw every cell and replicate attached and every run finish.
@@ -189,8 +208,10 @@ async fn refused_sweeps_create_nothing_and_say_what_is_wrong() {
         (with(json!({"colour": "red"})), "colour"),
         (with(json!({"parent": 99})), "node 99"),
         (
-            with(json!({"axes": [{"label": "who", "op": {"op": "agent_props_patch", "updates": {}},
-                                  "field": "name", "values": ["Alice", "Nobody"]}]})),
+            with(
+                json!({"axes": [{"label": "who", "op": {"op": "agent_props_patch", "updates": {}},
+                                  "field": "name", "values": ["Alice", "Nobody"]}]}),
+            ),
             "cells[1].ops[0]",
         ),
     ];
@@ -207,9 +228,16 @@ async fn refused_sweeps_create_nothing_and_say_what_is_wrong() {
     assert!(err["detail"].as_str().unwrap().starts_with("parent"), "{err}");
 
     let graph = s.get(&format!("/devui/simtree/{t}/graph")).await.1;
-    assert_eq!(graph["nodes"].as_array().unwrap().len(), 1, "nothing was created: {graph}");
+    assert_eq!(
+        graph["nodes"].as_array().unwrap().len(),
+        1,
+        "nothing was created: {graph}"
+    );
     let (st, err) = s.get(&format!("/devui/simtree/{t}/sweep/0")).await;
-    assert_eq!((st, err["detail"].as_str()), (404, Some("sweep 0 not found in simtree 0")));
+    assert_eq!(
+        (st, err["detail"].as_str()),
+        (404, Some("sweep 0 not found in simtree 0"))
+    );
 
     // Within the limit the same file is accepted; the id of the next sweep is then unknown.
     let (st, ok) = s.post(&url, &base).await;

@@ -165,7 +165,10 @@ impl Workbench {
             (cell_ids, pending)
         };
         let per_cell = spec.replicates as usize;
-        let children: Vec<Vec<NodeId>> = pending.chunks(per_cell).map(|c| c.iter().map(|p| p.id).collect()).collect();
+        let children: Vec<Vec<NodeId>> = pending
+            .chunks(per_cell)
+            .map(|c| c.iter().map(|p| p.id).collect())
+            .collect();
         let record = handle.sweeps.add(|id| SweepRecord {
             id,
             parent,
