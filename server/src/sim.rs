@@ -221,6 +221,23 @@ impl Sim {
         }
     }
 
+    /// Puts the random streams a run draws from at `seed`, whatever the state came from, so that
+    /// runs of different cells with one seed are paired. Social scenes: the world's RNG (turn
+    /// order, scene rules) and the seed the `scripted` player draws from; the `mock` dialect is
+    /// deterministic by counters and real providers sample on their side, so neither follows the
+    /// seed. Agent-based models: the worker reseeds the model before the next step. Trading
+    /// episodes hold no random state: their replicates are identical.
+    pub fn reseed(&mut self, seed: u64) {
+        match self {
+            Sim::Social(s) => {
+                s.world.rng = crate::engine::rng::Rng::seeded(seed);
+                s.world.llm.seed = seed;
+            }
+            Sim::Abm(a) => a.reseed = Some(seed),
+            Sim::Trading(_) => {}
+        }
+    }
+
     /// Events waiting from construction (a scenario's initial broadcasts): the root's log.
     pub fn initial_events(&mut self) -> Vec<Event> {
         match self {

@@ -30,6 +30,8 @@ use crate::trading::episode::TradingEpisode;
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct SweepSpec {
+    /// The scenario to build (CLI). A server sweep may leave it out: it runs the tree's.
+    #[serde(default)]
     pub scenario: String,
     /// Turns (social), decision points (trading) or steps (ABM) run after the cell's ops.
     pub turns: u64,
@@ -80,11 +82,31 @@ impl SweepSpec {
         serde_path_to_error::deserialize(de).map_err(|e| format!("sweep file: {}: {}", e.path(), e.inner()))
     }
 
+    /// The same from an already parsed body (the server's route); errors name the field.
+    pub fn from_value(body: Value) -> Result<SweepSpec, String> {
+        serde_path_to_error::deserialize(body).map_err(|e| format!("{}: {}", e.path(), e.inner()))
+    }
+
+    /// The seed of replicate `k`, the same in every cell (the pairing).
+    pub fn seed_of(&self, k: u64) -> u64 {
+        self.seed.wrapping_add(k)
+    }
+
+    /// The metrics in the file's order, parsed.
+    pub fn metric_list(&self) -> Result<Vec<(String, Metric)>, String> {
+        self.metrics
+            .iter()
+            .map(|(name, spec)| {
+                Metric::parse(spec)
+                    .map(|m| (name.clone(), m))
+                    .map_err(|e| format!("metrics.{name}: {e}"))
+            })
+            .collect()
+    }
+
     /// The grid, first axis slowest; checked (each op well-formed, metrics parse, size bounded).
     pub fn cells(&self) -> Result<Vec<Cell>, String> {
-        for name in self.metrics.keys() {
-            Metric::parse(&self.metrics[name]).map_err(|e| format!("metrics.{name}: {e}"))?;
-        }
+        self.metric_list()?;
         if self.metrics.is_empty() {
             return Err("metrics: name at least one metric".into());
         }
@@ -275,6 +297,32 @@ pub fn summarise(values: Vec<Value>) -> Summary {
     }
 }
 
+/// A summary per metric over a cell's runs; `runs[k]` holds replicate `k`'s values in the
+/// metrics' order, or `None` while it has none (still running, failed) — then its value is
+/// `null` and it does not count in `n`, so `values` stays aligned with the replicates.
+pub fn summarise_runs(metrics: &[(String, Metric)], runs: &[Option<&Vec<Value>>]) -> IndexMap<String, Summary> {
+    metrics
+        .iter()
+        .enumerate()
+        .map(|(i, (name, _))| {
+            let values = runs
+                .iter()
+                .map(|r| r.and_then(|r| r.get(i)).cloned().unwrap_or(Value::Null))
+                .collect();
+            (name.clone(), summarise(values))
+        })
+        .collect()
+}
+
+/// Events back from stored log entries (`{type, data, node}`), for reducing a tree node's run;
+/// entries of a type this build does not know are skipped (no metric can name them).
+pub fn events_from_entries<'a>(entries: impl IntoIterator<Item = &'a str>) -> Vec<Event> {
+    entries
+        .into_iter()
+        .filter_map(|e| serde_json::from_str::<Event>(e).ok())
+        .collect()
+}
+
 /// One cell's result: its labels and a summary per metric, in the file's order.
 #[derive(Clone, Debug, Serialize)]
 pub struct CellResult {
@@ -326,11 +374,7 @@ pub async fn run(
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<Vec<CellResult>, String> {
     let cells = spec.cells()?;
-    let metrics: Vec<(String, Metric)> = spec
-        .metrics
-        .iter()
-        .map(|(k, v)| Metric::parse(v).map(|m| (k.clone(), m)))
-        .collect::<Result<_, _>>()?;
+    let metrics = spec.metric_list()?;
     let abm = env.library.abm(&spec.scenario).is_some();
     let pool = if abm {
         crate::abm::venv::ensure_venv(&env.root)?;
@@ -352,7 +396,7 @@ pub async fn run(
     let mut tasks = tokio::task::JoinSet::new();
     for (c, cell) in cells.iter().enumerate() {
         for k in 0..spec.replicates {
-            let seed = spec.seed.wrapping_add(k);
+            let seed = spec.seed_of(k);
             let mut sim = fresh(env.library, &spec.scenario, seed, market.as_ref())?;
             let (ctx, _ledger) = crate::headless::run_ctx(env.backend, &spec.scenario, &sim, pool.clone())?;
             let (ops, prefix, turns, gate) = (cell.ops.clone(), spec.prefix, spec.turns, gate.clone());
@@ -382,16 +426,11 @@ pub async fn run(
         .into_iter()
         .enumerate()
         .map(|(c, cell)| {
-            let runs: Vec<&Vec<Value>> = (0..spec.replicates).filter_map(|k| results.get(&(c, k))).collect();
-            let metrics = metrics
-                .iter()
-                .enumerate()
-                .map(|(i, (name, _))| (name.clone(), summarise(runs.iter().map(|r| r[i].clone()).collect())))
-                .collect();
+            let runs: Vec<Option<&Vec<Value>>> = (0..spec.replicates).map(|k| results.get(&(c, k))).collect();
             CellResult {
                 cell: cell.labels,
-                metrics,
-                seeds: (0..spec.replicates).map(|k| spec.seed.wrapping_add(k)).collect(),
+                metrics: summarise_runs(&metrics, &runs),
+                seeds: (0..spec.replicates).map(|k| spec.seed_of(k)).collect(),
             }
         })
         .collect())

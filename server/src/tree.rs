@@ -337,14 +337,50 @@ impl SimTree {
     /// Applies `ops` to a clone of `parent` and attaches it. All ops are validated on the private
     /// clone first: on any error nothing is allocated or attached.
     pub fn branch(&mut self, parent: NodeId, ops: Vec<Op>) -> Result<NodeId, TreeError> {
+        let (sim, events) = self.prepare_branch(parent, &ops, "")?;
+        self.attach_branch(parent, ops, sim, &events)
+    }
+
+    /// Several branches of one parent, all or none: every list of ops is applied to its own
+    /// clone and the ids are checked before the first is attached. An error names the list
+    /// (`cells[1].ops[0]: …`).
+    pub fn branch_all(&mut self, parent: NodeId, lists: Vec<Vec<Op>>) -> Result<Vec<NodeId>, TreeError> {
+        let prepared = lists
+            .iter()
+            .enumerate()
+            .map(|(i, ops)| self.prepare_branch(parent, ops, &format!("cells[{i}].")))
+            .collect::<Result<Vec<_>, _>>()?;
+        if self.ids_left() < lists.len() as u64 {
+            return Err(TreeError::IdsExhausted);
+        }
+        // Cannot fail half-way: every list applied and enough ids are left.
+        lists
+            .into_iter()
+            .zip(prepared)
+            .map(|(ops, (sim, events))| self.attach_branch(parent, ops, sim, &events))
+            .collect()
+    }
+
+    /// How many more nodes this tree can ever attach (ids are never reused).
+    pub fn ids_left(&self) -> u64 {
+        (MAX_NODE_ID + 1).saturating_sub(self.next_id)
+    }
+
+    /// `parent`'s clone with `ops` applied, and the events they produced; nothing is attached.
+    fn prepare_branch(&self, parent: NodeId, ops: &[Op], at: &str) -> Result<(Sim, Vec<Event>), TreeError> {
         let mut sim = self.sim(parent)?.fork();
         let mut events = Vec::new();
         for (i, op) in ops.iter().enumerate() {
             events.extend(
                 sim.apply_op(op)
-                    .map_err(|e| TreeError::InvalidOp(format!("ops[{i}]: {e}")))?,
+                    .map_err(|e| TreeError::InvalidOp(format!("{at}ops[{i}]: {e}")))?,
             );
         }
+        Ok((sim, events))
+    }
+
+    /// Attaches a prepared branch, its ops' events as its own log.
+    fn attach_branch(&mut self, parent: NodeId, ops: Vec<Op>, sim: Sim, events: &[Event]) -> Result<NodeId, TreeError> {
         let id = self.next_free_id()?;
         let entries: Vec<String> = events.iter().map(|e| entry_json(e, id)).collect();
         let log = NodeLog::from_entries(entries.iter().map(String::as_str));

@@ -9,6 +9,10 @@
 //! go to the tree's broadcast channel in causal order per node; log entries go to each node's
 //! own log and its live channel.
 
+mod sweep;
+
+pub use sweep::{SweepStarted, SweepTable};
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -137,6 +141,8 @@ pub struct TreeHandle {
     runs: Mutex<HashMap<NodeId, RunControl>>,
     /// The tree's optional token budget; every run of the tree charges it.
     pub budget: Option<Arc<TokenBudget>>,
+    /// The tree's sweeps, by id (see `workbench::sweep`).
+    sweeps: sweep::Sweeps,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -223,6 +229,7 @@ impl Workbench {
             budget: token_budget
                 .or(self.limits.token_budget)
                 .map(|b| Arc::new(TokenBudget::new(b))),
+            sweeps: Default::default(),
         };
         self.trees.insert(id, Arc::new(handle));
         Ok(TreeRef { id, root: 0 })
@@ -313,6 +320,18 @@ impl Workbench {
     ) -> Result<Pending, WorkbenchError> {
         let mut tree = handle.lock();
         self.check_capacity(&tree, 1)?;
+        Self::attach_run(handle, &mut tree, parent, turns, replay)
+    }
+
+    /// [`Self::start`] under a lock the caller holds and with capacity it has checked (a sweep
+    /// attaches all its runs under one lock).
+    fn attach_run(
+        handle: &TreeHandle,
+        tree: &mut SimTree,
+        parent: NodeId,
+        turns: u64,
+        replay: Option<Vec<LlmRecord>>,
+    ) -> Result<Pending, WorkbenchError> {
         let (id, sim, log) = tree.start_advance(parent, turns)?;
         let attached = tree.node(id)?.attached();
         handle.send(TreeMsg::Attached(attached));

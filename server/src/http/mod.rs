@@ -21,6 +21,7 @@ pub mod listener;
 pub mod openapi;
 pub mod routes;
 pub mod state;
+pub mod sweep;
 pub mod ws;
 
 pub use guard::Access;
@@ -59,6 +60,8 @@ pub fn router(app: Arc<AppState>) -> Router {
         .route("/simtree/{tree}/lca/{a}/{b}", get(lca))
         .route("/simtree/{tree}/replay", post(replay))
         .route("/simtree/{tree}/usage", get(usage))
+        .route("/simtree/{tree}/sweep", post(sweep::start_sweep))
+        .route("/simtree/{tree}/sweep/{id}", get(sweep::sweep_table))
         .route("/simtree/{tree}/node/{node}/info", get(node_info))
         .route("/simtree/{tree}/node/{node}/view", get(node_view))
         .route("/simtree/{tree}/node/{node}", delete(delete_node))

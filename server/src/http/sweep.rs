@@ -1,0 +1,36 @@
+//! The sweep routes: `POST …/sweep` lays a sweep file's grid out under a node and starts its
+//! replicates (answering at once), `GET …/sweep/{id}` reads its table. The work is the
+//! workbench's (`workbench::sweep`); this file only speaks JSON.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use serde_json::Value;
+
+use super::error::{ApiError, ApiJson, ApiPath};
+use super::state::AppState;
+use crate::sweep::SweepSpec;
+use crate::workbench::{SweepStarted, SweepTable};
+
+type St = State<Arc<AppState>>;
+
+/// The body is a sweep file plus `parent`; a field at fault is named in the 422.
+pub async fn start_sweep(
+    State(app): St,
+    ApiPath(tree): ApiPath<u64>,
+    ApiJson(body): ApiJson<Value>,
+) -> Result<Json<SweepStarted>, ApiError> {
+    let spec = SweepSpec::from_value(body).map_err(ApiError::unprocessable)?;
+    Ok(Json(app.wb.start_sweep(tree, spec)?))
+}
+
+pub async fn sweep_table(
+    State(app): St,
+    ApiPath((tree, id)): ApiPath<(u64, u64)>,
+) -> Result<Json<SweepTable>, ApiError> {
+    app.wb
+        .sweep_table(tree, id)?
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found(format!("sweep {id} not found in simtree {tree}")))
+}
