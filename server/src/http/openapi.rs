@@ -194,6 +194,22 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
             BODY,
         ),
         op(
+            "post",
+            "/devui/simtree/{tree}/sweep",
+            "Start a sweep: cells as branches of `parent`, paired replicates as their children",
+            Some(any_object()),
+            any_object(),
+            BODY,
+        ),
+        op(
+            "get",
+            "/devui/simtree/{tree}/sweep/{id}",
+            "A sweep's table so far",
+            None,
+            any_object(),
+            NOT_FOUND,
+        ),
+        op(
             "get",
             "/devui/simtree/{tree}/usage",
             "LLM usage and budget",
@@ -340,7 +356,7 @@ mod tests {
                 .unwrap_or_else(|| panic!("{target}"));
             assert!(schemas.contains_key(name), "{name}");
         }
-        assert_eq!(doc["paths"].as_object().unwrap().len(), 25);
+        assert_eq!(doc["paths"].as_object().unwrap().len(), 27);
     }
 
     /// Each documented operation reaches a handler: it may answer 404 for tree 0, but never
