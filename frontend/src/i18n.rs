@@ -157,6 +157,30 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
             "任意操作的 JSON，例如 portfolio_patch、case_data_inject、abm_set_global",
         ),
         "branch.jsonHelp" => ("Value (JSON)", "值（JSON）"),
+        "branch.field" => ("Field", "字段"),
+        "branch.now" => ("now", "当前"),
+        "branch.newValue" => ("New value", "新值"),
+        "branch.moreJson" => ("More keys (JSON object)", "更多键（JSON 对象）"),
+        "branch.noFields" => (
+            "This model declares nothing to set here.",
+            "该模型在此没有可设置的声明。",
+        ),
+        "branch.agentType" => ("Agent type", "智能体类型"),
+        "branch.agentId" => (
+            "Agent id (empty: every agent of the type)",
+            "智能体编号（留空：该类型的全部智能体）",
+        ),
+        "branch.cash" => ("Cash", "现金"),
+        "branch.portfolioHelp" => (
+            "Empty fields stay as they are; 0 shares sells the position.",
+            "留空的字段保持不变；0 股表示清仓。",
+        ),
+        "branch.content" => ("Content", "内容"),
+        "branch.agentKind" => ("Agent", "智能体"),
+        "branch.lookback" => ("Lookback (bars)", "回看周期（根）"),
+        "branch.band" => ("Band (standard deviations)", "带宽（标准差）"),
+        "branch.history" => ("History (decision points kept)", "保留的历史决策点数"),
+        "branch.prompt" => ("System prompt", "系统提示词"),
         "compare.enterId" => ("Enter the id of the node to compare with.", "请输入要比较的节点编号。"),
         "details.title" => ("Node details", "节点详情"),
         "usage.calls" => ("calls", "次调用"),
@@ -197,6 +221,7 @@ mod tests {
             include_str!("app.rs"),
             include_str!("pages.rs"),
             include_str!("graph.rs"),
+            include_str!("branch.rs"),
         ];
         let mut keys = Vec::new();
         for src in sources {

@@ -2,11 +2,12 @@
 //!
 //! Pure logic — the graph reducer, context deltas, event formatting, the tree layout, routes,
 //! i18n, node comparison, op labels — lives in plain modules tested on the native target
-//! (`model`, `layout`, `route`, `i18n`, `compare`, `ops`, `chart`). Components (`app`, `graph`, `pages`) only wire it to the DOM, and
+//! (`model`, `layout`, `route`, `i18n`, `compare`, `ops`, `chart`, `editors`). Components (`app`, `graph`, `pages`) only wire it to the DOM, and
 //! `api` talks to the server (fetch, WebSockets).
 
 pub mod chart;
 pub mod compare;
+pub mod editors;
 pub mod i18n;
 pub mod layout;
 pub mod model;
@@ -15,6 +16,7 @@ pub mod route;
 
 mod api;
 mod app;
+mod branch;
 mod graph;
 mod pages;
 
