@@ -157,6 +157,24 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
             "任意操作的 JSON，例如 portfolio_patch、case_data_inject、abm_set_global",
         ),
         "branch.jsonHelp" => ("Value (JSON)", "值（JSON）"),
+        "data.title" => ("Data", "数据"),
+        "data.tree" => ("Download tree (JSON)", "下载树（JSON）"),
+        "data.log" => ("Node log (JSONL)", "节点日志（JSONL）"),
+        "data.series" => ("Series (CSV)", "序列（CSV）"),
+        "data.chart" => ("Chart (SVG)", "图表（SVG）"),
+        "data.noSeries" => ("A social node has no series to download.", "社交节点没有可下载的序列。"),
+        "data.noChart" => ("No chart is drawn for this node.", "该节点没有绘制图表。"),
+        "data.notJson" => ("The file is not JSON", "该文件不是 JSON"),
+        "data.import" => ("Import an export file", "导入导出文件"),
+        "trees.title" => ("Trees on this server", "服务器上的树"),
+        "trees.none" => (
+            "No trees yet: create one in SimTree or Studio.",
+            "还没有树：请在 SimTree 或工作台中创建。",
+        ),
+        "trees.tree" => ("Tree", "树"),
+        "trees.nodes" => ("Nodes", "节点数"),
+        "trees.open" => ("Open", "打开"),
+        "trees.confirmDelete" => ("Delete tree {{id}} with all its nodes?", "删除树 {{id}} 及其全部节点？"),
         "branch.field" => ("Field", "字段"),
         "branch.now" => ("now", "当前"),
         "branch.newValue" => ("New value", "新值"),
@@ -222,6 +240,8 @@ mod tests {
             include_str!("pages.rs"),
             include_str!("graph.rs"),
             include_str!("branch.rs"),
+            include_str!("data.rs"),
+            include_str!("trees.rs"),
         ];
         let mut keys = Vec::new();
         for src in sources {

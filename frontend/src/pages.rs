@@ -35,6 +35,7 @@ pub fn Home() -> impl IntoView {
             {card(Route::Studio(None), "home.studio", "home.studioDesc")}
             {card(Route::Sim { tree: None, node: 0 }, "home.sim", "home.simDesc")}
         </div>
+        <crate::trees::TreeBrowser />
     }
 }
 
@@ -136,6 +137,7 @@ pub fn SimTreePage(tree_id: Option<u64>) -> impl IntoView {
                     <BranchEditor tree node_view />
                     <ComparePanel tree />
                     <NodeDetails tree view_state=node_view />
+                    <crate::data::DataPanel tree node_view />
                     <CreatePanel studio=false tree=tree />
                 </div>
             </div>

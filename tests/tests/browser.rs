@@ -1048,3 +1048,104 @@ async fn the_kind_editors_build_trading_abm_and_scene_ops_from_forms() {
     b.wait_text("#node-made", "scene: time → 1200").await;
     b.finish("kind_editors").await;
 }
+
+/// Makes the page's downloads land in `window.__downloads` (name → text) instead of on disk.
+async fn capture_downloads(b: &Browser) {
+    b.js(r#"window.__downloads = {};
+        HTMLAnchorElement.prototype.click = function () {
+            const name = this.download;
+            fetch(this.href).then(r => r.text()).then(t => { window.__downloads[name] = t; });
+        };"#)
+        .await;
+}
+
+async fn downloaded(b: &Browser, name: &str) -> String {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(t) = b
+            .js(&format!("return window.__downloads['{name}'] || null"))
+            .await
+            .as_str()
+        {
+            return t.to_string();
+        }
+        assert!(Instant::now() < deadline, "{name} was never downloaded");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn data_goes_out_as_files_and_an_export_comes_back_in_from_the_tree_browser() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let s = &b.server;
+    let t = api_tree(s, "llm_trader").await;
+    api_post(
+        s,
+        &format!("/devui/simtree/{t}/advance"),
+        json!({"parent": 0, "turns": 3}),
+    )
+    .await;
+    b.open(&format!("/simtree/{t}")).await;
+    b.wait_count("g.node", 2).await;
+    b.click("g.node[data-id='1']").await;
+    b.wait_css("#equity-chart polyline.equity").await;
+    capture_downloads(&b).await;
+    b.click("#download-log").await;
+    let log = downloaded(&b, &format!("simtree-tree{t}-node1-log.jsonl")).await;
+    assert!(log.lines().count() >= 3, "{log}");
+    for line in log.lines() {
+        serde_json::from_str::<Value>(line).expect("each line is JSON");
+    }
+    b.click("#download-series").await;
+    let csv = downloaded(&b, &format!("simtree-tree{t}-node1-series.csv")).await;
+    assert!(csv.starts_with("date,strategy,buy_and_hold\n2012-06-01,"), "{csv}");
+    b.click("#download-chart").await;
+    let svg = downloaded(&b, &format!("simtree-tree{t}-node1-chart.svg")).await;
+    assert!(svg.contains("xmlns=\"http://www.w3.org/2000/svg\"") && svg.contains("polyline"));
+    b.click("#download-tree").await;
+    let export = downloaded(&b, &format!("simtree-tree{t}-export.json")).await;
+    let path = std::env::temp_dir().join(format!("simtree-export-{}-{t}.json", std::process::id()));
+    std::fs::write(&path, &export).unwrap();
+    let bad = path.with_extension("bad.json");
+    std::fs::write(&bad, r#"{"format": "nope"}"#).unwrap();
+    // Home lists the tree with its scenario and size.
+    b.open("/").await;
+    let row = format!("#tree-browser tr.tree-row[data-id='{t}']");
+    b.wait_text(&format!("{row} .scenario"), "llm-trader").await;
+    b.wait_text(&format!("{row} .nodes"), "2").await;
+    // A refused import says why, in the server's words.
+    b.wait_css("#import-file")
+        .await
+        .send_keys(bad.to_str().unwrap())
+        .await
+        .unwrap();
+    let err = b.wait_text("#import-error", "(4").await;
+    assert!(!err.contains("{\""), "the detail, not raw JSON: {err}");
+    b.wait_css("#import-file")
+        .await
+        .send_keys(path.to_str().unwrap())
+        .await
+        .unwrap();
+    b.wait_count("g.node", 2).await;
+    let url = b.client.current_url().await.unwrap();
+    let imported: u64 = url.path().rsplit('/').next().unwrap().parse().unwrap();
+    assert_ne!(imported, t);
+    // Delete asks first, then the row goes and the server forgets the tree.
+    b.open("/").await;
+    let row = format!("#tree-browser tr.tree-row[data-id='{imported}']");
+    b.click(&format!("{row} .delete-tree")).await;
+    b.wait_text(&format!("{row} .confirm"), &format!("Delete tree {imported}"))
+        .await;
+    assert_eq!(
+        s.get(&format!("/devui/simtree/{imported}/graph")).await.0,
+        200,
+        "not before the confirmation"
+    );
+    b.click(&format!("{row} .confirm-delete-tree")).await;
+    b.wait_count(&row, 0).await;
+    assert_eq!(s.get(&format!("/devui/simtree/{imported}/graph")).await.0, 404);
+    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_file(&bad);
+    b.finish("data_out_and_in").await;
+}
