@@ -432,7 +432,7 @@ fn TradingForm(node_view: RwSignal<Option<Value>>, kind: String, draft: Draft) -
         "portfolio_patch" => view! {
             <div class="field">
                 <label for="op-cash">{move || format!("{} ({}: {})", ctx.tr("branch.cash"), ctx.tr("branch.now"), now_cash())}</label>
-                <input id="op-cash" inputmode="decimal" placeholder=move || now_cash() prop:value=move || cash.get() on:input=move |ev| cash.set(event_target_value(&ev)) />
+                <input id="op-cash" inputmode="decimal" placeholder=now_cash prop:value=move || cash.get() on:input=move |ev| cash.set(event_target_value(&ev)) />
             </div>
             <For each=move || shares.get() key=|(t, _)| t.clone() children=move |(t, sig)| {
                 let id = format!("op-shares-{t}");

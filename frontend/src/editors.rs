@@ -156,7 +156,7 @@ fn summarise(values: &[Value]) -> (Option<Value>, String) {
         [] => (None, "no agents".into()),
         [(one, _)] => (Some(one.clone()), value_text(one)),
         _ => {
-            counts.sort_by(|a, b| b.1.cmp(&a.1));
+            counts.sort_by_key(|c| std::cmp::Reverse(c.1));
             let parts: Vec<String> = counts
                 .iter()
                 .take(4)
