@@ -178,3 +178,45 @@ pub fn storage_set(key: &str, value: &str) {
         let _ = s.set_item(key, value);
     }
 }
+
+/// Hands `text` to the browser as a file download named `name`.
+pub fn download(name: &str, mime: &str, text: &str) -> Result<(), ApiError> {
+    let parts = js_sys::Array::of1(&JsValue::from_str(text));
+    let opts = web_sys::BlobPropertyBag::new();
+    opts.set_type(mime);
+    let blob = web_sys::Blob::new_with_str_sequence_and_options(&parts, &opts).map_err(js_err)?;
+    let url = web_sys::Url::create_object_url_with_blob(&blob).map_err(js_err)?;
+    let document = web_sys::window()
+        .and_then(|w| w.document())
+        .ok_or(ApiError::Client("no document".into()))?;
+    let a: web_sys::HtmlAnchorElement = document.create_element("a").map_err(js_err)?.unchecked_into();
+    a.set_href(&url);
+    a.set_download(name);
+    a.click();
+    // The download has its own copy once started; free the blob a little later.
+    let revoke = Closure::once_into_js(move || {
+        let _ = web_sys::Url::revoke_object_url(&url);
+    });
+    if let Some(w) = web_sys::window() {
+        let _ = w.set_timeout_with_callback_and_timeout_and_arguments_0(revoke.unchecked_ref(), 30_000);
+    }
+    Ok(())
+}
+
+/// The text of the first file chosen in a file input.
+pub async fn read_chosen_file(input: &web_sys::HtmlInputElement) -> Result<String, ApiError> {
+    let file = input
+        .files()
+        .and_then(|f| f.get(0))
+        .ok_or(ApiError::Client("no file chosen".into()))?;
+    JsFuture::from(file.text())
+        .await
+        .map_err(js_err)?
+        .as_string()
+        .ok_or(ApiError::Client("the file is not text".into()))
+}
+
+/// The server's text (not JSON) at `path`, e.g. an export to save as it is.
+pub async fn get_text(path: &str) -> Result<String, ApiError> {
+    send("GET", path, None).await
+}

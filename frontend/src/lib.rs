@@ -2,11 +2,13 @@
 //!
 //! Pure logic — the graph reducer, context deltas, event formatting, the tree layout, routes,
 //! i18n, node comparison, op labels — lives in plain modules tested on the native target
-//! (`model`, `layout`, `route`, `i18n`, `compare`, `ops`, `chart`). Components (`app`, `graph`, `pages`) only wire it to the DOM, and
+//! (`model`, `layout`, `route`, `i18n`, `compare`, `ops`, `chart`, `editors`, `export`). Components (`app`, `graph`, `pages`) only wire it to the DOM, and
 //! `api` talks to the server (fetch, WebSockets).
 
 pub mod chart;
 pub mod compare;
+pub mod editors;
+pub mod export;
 pub mod i18n;
 pub mod layout;
 pub mod model;
@@ -15,8 +17,11 @@ pub mod route;
 
 mod api;
 mod app;
+mod branch;
+mod data;
 mod graph;
 mod pages;
+mod trees;
 
 use wasm_bindgen::prelude::*;
 

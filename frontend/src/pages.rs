@@ -10,11 +10,12 @@ use simtree_shared::{LogEntry, NodeState, NodeStatus, TreeMsg, TreeRef};
 
 use crate::api::{self, ApiError, Socket};
 use crate::app::{Conn, Link, Tree, ctx, set_title};
+use crate::branch::BranchEditor;
 use crate::chart::{AbmStructure, COLOURS, abm_series, abm_structure, pct, polylines, short_name};
 use crate::compare::{Comparison, compare};
 use crate::graph::{GraphView, Legend, Stats, UsageLine, node_summary, status_name};
 use crate::model::{EventLine, NodeView, event_line, parse_count, viewer_line};
-use crate::ops::{finished_reason, needs_confirm};
+use crate::ops::finished_reason;
 use crate::route::Route;
 
 #[component]
@@ -34,6 +35,7 @@ pub fn Home() -> impl IntoView {
             {card(Route::Studio(None), "home.studio", "home.studioDesc")}
             {card(Route::Sim { tree: None, node: 0 }, "home.sim", "home.simDesc")}
         </div>
+        <crate::trees::TreeBrowser />
     }
 }
 
@@ -132,9 +134,10 @@ pub fn SimTreePage(tree_id: Option<u64>) -> impl IntoView {
                 <div class="side">
                     <Inspector tree node_view />
                     <OpsPanel tree node_view details=true />
-                    <BranchEditor tree />
+                    <BranchEditor tree node_view />
                     <ComparePanel tree />
                     <NodeDetails tree view_state=node_view />
+                    <crate::data::DataPanel tree node_view />
                     <CreatePanel studio=false tree=tree />
                 </div>
             </div>
@@ -445,160 +448,6 @@ fn OpsPanel(tree: Tree, node_view: RwSignal<Option<Value>>, details: bool) -> im
     }
 }
 
-/// Agent names of the selected node (for the branch editor's agent list).
-fn agents_of(tree: Tree) -> RwSignal<Vec<String>> {
-    let agents = RwSignal::new(Vec::new());
-    Effect::new(move |_| {
-        let (Some(t), Some(n)) = (tree.id.get(), tree.selected.get()) else {
-            return;
-        };
-        leptos::task::spawn_local(async move {
-            if let Ok(state) = api::get::<NodeState>(&format!("/devui/simtree/{t}/node/{n}/state")).await {
-                agents.set(state.agents.into_iter().map(|a| a.name).collect());
-            }
-        });
-    });
-    agents
-}
-
-/// The branch editor: the five social op kinds (upstream's UI offers only the broadcast) and any
-/// op as JSON (trading and ABM ops); destructive ops ask first.
-#[component]
-fn BranchEditor(tree: Tree) -> impl IntoView {
-    let ctx = ctx();
-    let kind = RwSignal::new("public_broadcast".to_string());
-    let agent = RwSignal::new(String::new());
-    let role = RwSignal::new("user".to_string());
-    let content = RwSignal::new(String::new());
-    let text = RwSignal::new("(announcement)".to_string());
-    let json_text = RwSignal::new("{}".to_string());
-    let pending = RwSignal::new(None::<(Value, String)>);
-    let agents = agents_of(tree);
-    Effect::new(move |_| {
-        let list = agents.get();
-        if !list.contains(&agent.get_untracked()) {
-            agent.set(list.first().cloned().unwrap_or_default());
-        }
-    });
-    Effect::new(move |_| {
-        kind.track();
-        tree.selected.track();
-        pending.set(None);
-    });
-    // The custom op starts from an example of the tree's kind, so its shape is visible.
-    Effect::new(move |_| {
-        if kind.get() == "custom" && json_text.get_untracked().trim() == "{}" {
-            json_text.set(
-                match tree.kind.get() {
-                    crate::ops::Kind::Trading => r#"{"op": "portfolio_patch", "cash": 500000}"#,
-                    crate::ops::Kind::Abm => r#"{"op": "abm_set_global", "name": "infectionRate", "value": 0.6}"#,
-                    crate::ops::Kind::Social => r#"{"op": "public_broadcast", "text": "Breaking news"}"#,
-                }
-                .to_string(),
-            );
-        }
-    });
-    let needs_agent = move || {
-        matches!(
-            kind.get().as_str(),
-            "agent_ctx_append" | "agent_plan_replace" | "agent_props_patch"
-        )
-    };
-    let json_kind = move || {
-        matches!(
-            kind.get().as_str(),
-            "agent_plan_replace" | "agent_props_patch" | "scene_state_patch" | "custom"
-        )
-    };
-    let build = move || -> Result<Value, String> {
-        match kind.get().as_str() {
-            "agent_ctx_append" => {
-                Ok(json!({"op": "agent_ctx_append", "name": agent.get(), "role": role.get(), "content": content.get()}))
-            }
-            "public_broadcast" => Ok(json!({"op": "public_broadcast", "text": text.get()})),
-            k => {
-                let v = serde_json::from_str::<Value>(&json_text.get()).map_err(|e| format!("invalid JSON: {e}"))?;
-                Ok(match k {
-                    "custom" => v,
-                    "agent_plan_replace" => json!({"op": k, "name": agent.get(), "plan_state": v}),
-                    "agent_props_patch" => json!({"op": k, "name": agent.get(), "updates": v}),
-                    _ => json!({"op": k, "updates": v}),
-                })
-            }
-        }
-    };
-    let send = move |op: Value| {
-        let (b, parent) = (tree.base(), tree.selected.get_untracked().unwrap_or(0));
-        pending.set(None);
-        tree.run(async move {
-            let r = api::post::<Value>(&format!("{b}/branch"), &json!({"parent": parent, "ops": [op]})).await?;
-            if let Some(child) = r["child"].as_u64() {
-                tree.selected.set(Some(child));
-            }
-            Ok(())
-        });
-    };
-    let apply = move |_| match build() {
-        Err(e) => ctx.error(ApiError::Client(e)),
-        Ok(op) => match needs_confirm(&op) {
-            Some(q) => pending.set(Some((op, q))),
-            None => send(op),
-        },
-    };
-    view! {
-        <section class="panel branch">
-            <h3>{move || ctx.tr("simtree.branch")}</h3>
-            <div class="field">
-                <label for="op-kind">{move || ctx.tr("simtree.opKind")}</label>
-                <select id="op-kind" on:change=move |ev| kind.set(event_target_value(&ev)) prop:value=move || kind.get()>
-                    <option value="public_broadcast">"public_broadcast"</option>
-                    <option value="agent_ctx_append">"agent_ctx_append"</option>
-                    <option value="agent_plan_replace">"agent_plan_replace"</option>
-                    <option value="agent_props_patch">"agent_props_patch"</option>
-                    <option value="scene_state_patch">"scene_state_patch"</option>
-                    <option value="custom">{move || ctx.tr("branch.custom")}</option>
-                </select>
-            </div>
-            <Show when=needs_agent>
-                <div class="field">
-                    <label for="op-agent">{move || ctx.tr("sim.agent")}</label>
-                    <select id="op-agent" on:change=move |ev| agent.set(event_target_value(&ev)) prop:value=move || agent.get()>
-                        <For each=move || agents.get() key=|a| a.clone() children=move |a| view! { <option value=a.clone()>{a.clone()}</option> } />
-                    </select>
-                </div>
-            </Show>
-            <Show when=move || kind.get() == "agent_ctx_append">
-                <div class="field">
-                    <select id="op-role" on:change=move |ev| role.set(event_target_value(&ev)) prop:value=move || role.get()>
-                        <option value="user">"user"</option>
-                        <option value="assistant">"assistant"</option>
-                    </select>
-                    <textarea id="op-content" prop:value=move || content.get() on:input=move |ev| content.set(event_target_value(&ev))></textarea>
-                </div>
-            </Show>
-            <Show when=json_kind>
-                <div class="field">
-                    <label for="op-json">{move || if kind.get() == "custom" { ctx.tr("branch.customHelp") } else { ctx.tr("branch.jsonHelp") }}</label>
-                    <textarea id="op-json" class="json" prop:value=move || json_text.get() on:input=move |ev| json_text.set(event_target_value(&ev))></textarea>
-                </div>
-            </Show>
-            <Show when=move || kind.get() == "public_broadcast">
-                <div class="field">
-                    <label for="op-text">{move || ctx.tr("simtree.broadcast")}</label>
-                    <input id="op-text" prop:value=move || text.get() on:input=move |ev| text.set(event_target_value(&ev)) />
-                </div>
-            </Show>
-            <button id="branch-btn" class="primary" disabled=move || tree.selected.get().is_none() || tree.busy.get() on:click=apply>{move || ctx.tr("common.apply")}</button>
-            {move || pending.get().map(|(op, q)| view! {
-                <div id="confirm-op" class="confirm">
-                    <span>{q}</span>
-                    <button id="confirm-op-yes" class="danger" on:click=move |_| send(op.clone())>{move || ctx.tr("common.apply")}</button>
-                    <button id="confirm-op-no" on:click=move |_| pending.set(None)>{move || ctx.tr("common.cancel")}</button>
-                </div>
-            })}
-        </section>
-    }
-}
 /// Root path of a node from the graph model (root first).
 fn path_of(tree: Tree, node: u64) -> Vec<u64> {
     tree.graph.with_untracked(|g| {
@@ -958,7 +807,7 @@ pub fn StudioPage(tree_id: Option<u64>) -> impl IntoView {
                 <Legend tree />
                 <Inspector tree node_view=kind_view />
                 <OpsPanel tree node_view=kind_view details=false />
-                <BranchEditor tree />
+                <BranchEditor tree node_view=kind_view />
                 <TreeSelect tree />
                 <CreatePanel studio=true tree=tree />
             </div>

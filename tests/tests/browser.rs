@@ -954,3 +954,198 @@ async fn stick_to_bottom_holds_on_first_load_and_chinese_has_no_english_leftover
     }
     b.finish("stick_and_zh").await;
 }
+
+#[tokio::test]
+async fn the_kind_editors_build_trading_abm_and_scene_ops_from_forms() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let s = &b.server;
+    // Trading: cash and a position, then a dated news item, from forms.
+    let t = api_tree(s, "llm_trader").await;
+    b.open(&format!("/simtree/{t}")).await;
+    b.wait_css("g.node[data-id='0']").await;
+    b.wait_css("#op-kind option[value='portfolio_patch']").await;
+    b.select("#op-kind", "portfolio_patch").await;
+    b.set_input("#op-cash", "250000").await;
+    b.set_input("#op-shares-AAPL", "1.5").await;
+    b.wait_text("#op-error", "AAPL").await;
+    b.set_input("#op-shares-AAPL", "10").await;
+    b.click("#branch-btn").await;
+    b.wait_text("#node-made", "cash → 250,000").await;
+    let view = s.get(&format!("/devui/simtree/{t}/node/1/view")).await.1;
+    assert_eq!(view["portfolio"]["positions"]["AAPL"], 10);
+    b.select("#op-kind", "case_data_inject").await;
+    let date = b
+        .wait_css("#op-date")
+        .await
+        .prop("value")
+        .await
+        .unwrap()
+        .unwrap_or_default();
+    assert_eq!(date, "2012-06-01", "the date starts at the node's next decision");
+    b.set_input("#op-content", "Apple recalls phones").await;
+    b.click("#branch-btn").await;
+    b.wait_text("#node-made", "news: '2012-06-01 Apple recalls phones'")
+        .await;
+    b.select("#op-kind", "agent_swap").await;
+    b.select("#op-agent-kind", "mean_reversion").await;
+    b.set_input("#op-band", "1.5").await;
+    b.click("#branch-btn").await;
+    b.wait_text("#node-made", "agent → mean_reversion").await;
+    // ABM: the global's declared type and current value, then an agent attribute.
+    let (_, created) = s
+        .post("/devui/simtree", &json!({"scenario": "sir_network", "seed": 3}))
+        .await;
+    let a = created["id"].as_u64().unwrap();
+    api_post(
+        s,
+        &format!("/devui/simtree/{a}/advance"),
+        json!({"parent": 0, "turns": 3}),
+    )
+    .await;
+    b.open(&format!("/simtree/{a}")).await;
+    b.wait_count("g.node", 2).await;
+    b.click("g.node[data-id='1']").await;
+    b.wait_css("#op-kind option[value='abm_set_global']").await;
+    b.wait_css("#op-field option[value='infectionRate']").await;
+    b.select("#op-field", "infectedCount").await;
+    b.wait_text("#op-field-now", "now: ").await;
+    let now = b.wait_text("#op-field-now", "now").await;
+    assert!(
+        !now.contains("initial"),
+        "a tracked global shows the last step's value: {now}"
+    );
+    b.select("#op-field", "infectionRate").await;
+    b.wait_text("#op-field-now", "0.05").await;
+    b.set_input("#op-value", "high").await;
+    b.wait_text("#op-error", "expected a number").await;
+    b.set_input("#op-value", "0.6").await;
+    b.click("#branch-btn").await;
+    b.wait_text("#node-made", "infectionRate → 0.6").await;
+    b.select("#op-kind", "abm_set_agent").await;
+    b.wait_css("#op-agent-type option[value='Person']").await;
+    b.wait_text("#op-field-now", "S×").await;
+    b.set_input("#op-value", "R").await;
+    b.set_input("#op-agent-id", "7").await;
+    b.click("#branch-btn").await;
+    b.wait_text("#node-made", "Person #7.status → 'R'").await;
+    // Social: a scene-state key with its type, pre-filled.
+    let c = api_tree(s, "simple_chat").await;
+    b.open(&format!("/simtree/{c}")).await;
+    b.wait_css("g.node[data-id='0']").await;
+    b.select("#op-kind", "scene_state_patch").await;
+    b.wait_css("#op-field option[value='time']").await;
+    let typed = b
+        .wait_css("#op-value")
+        .await
+        .prop("value")
+        .await
+        .unwrap()
+        .unwrap_or_default();
+    assert_eq!(typed, "1080", "the current value is the start");
+    b.set_input("#op-value", "1200").await;
+    b.click("#branch-btn").await;
+    b.wait_text("#node-made", "scene: time → 1200").await;
+    b.finish("kind_editors").await;
+}
+
+/// Makes the page's downloads land in `window.__downloads` (name → text) instead of on disk.
+async fn capture_downloads(b: &Browser) {
+    b.js(r#"window.__downloads = {};
+        HTMLAnchorElement.prototype.click = function () {
+            const name = this.download;
+            fetch(this.href).then(r => r.text()).then(t => { window.__downloads[name] = t; });
+        };"#)
+        .await;
+}
+
+async fn downloaded(b: &Browser, name: &str) -> String {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(t) = b
+            .js(&format!("return window.__downloads['{name}'] || null"))
+            .await
+            .as_str()
+        {
+            return t.to_string();
+        }
+        assert!(Instant::now() < deadline, "{name} was never downloaded");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn data_goes_out_as_files_and_an_export_comes_back_in_from_the_tree_browser() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let s = &b.server;
+    let t = api_tree(s, "llm_trader").await;
+    api_post(
+        s,
+        &format!("/devui/simtree/{t}/advance"),
+        json!({"parent": 0, "turns": 3}),
+    )
+    .await;
+    b.open(&format!("/simtree/{t}")).await;
+    b.wait_count("g.node", 2).await;
+    b.click("g.node[data-id='1']").await;
+    b.wait_css("#equity-chart polyline.equity").await;
+    capture_downloads(&b).await;
+    b.click("#download-log").await;
+    let log = downloaded(&b, &format!("simtree-tree{t}-node1-log.jsonl")).await;
+    assert!(log.lines().count() >= 3, "{log}");
+    for line in log.lines() {
+        serde_json::from_str::<Value>(line).expect("each line is JSON");
+    }
+    b.click("#download-series").await;
+    let csv = downloaded(&b, &format!("simtree-tree{t}-node1-series.csv")).await;
+    assert!(csv.starts_with("date,strategy,buy_and_hold\n2012-06-01,"), "{csv}");
+    b.click("#download-chart").await;
+    let svg = downloaded(&b, &format!("simtree-tree{t}-node1-chart.svg")).await;
+    assert!(svg.contains("xmlns=\"http://www.w3.org/2000/svg\"") && svg.contains("polyline"));
+    b.click("#download-tree").await;
+    let export = downloaded(&b, &format!("simtree-tree{t}-export.json")).await;
+    let path = std::env::temp_dir().join(format!("simtree-export-{}-{t}.json", std::process::id()));
+    std::fs::write(&path, &export).unwrap();
+    let bad = path.with_extension("bad.json");
+    std::fs::write(&bad, r#"{"format": "nope"}"#).unwrap();
+    // Home lists the tree with its scenario and size.
+    b.open("/").await;
+    let row = format!("#tree-browser tr.tree-row[data-id='{t}']");
+    b.wait_text(&format!("{row} .scenario"), "llm-trader").await;
+    b.wait_text(&format!("{row} .nodes"), "2").await;
+    // A refused import says why, in the server's words.
+    b.wait_css("#import-file")
+        .await
+        .send_keys(bad.to_str().unwrap())
+        .await
+        .unwrap();
+    let err = b.wait_text("#import-error", "(4").await;
+    assert!(!err.contains("{\""), "the detail, not raw JSON: {err}");
+    b.wait_css("#import-file")
+        .await
+        .send_keys(path.to_str().unwrap())
+        .await
+        .unwrap();
+    b.wait_count("g.node", 2).await;
+    let url = b.client.current_url().await.unwrap();
+    let imported: u64 = url.path().rsplit('/').next().unwrap().parse().unwrap();
+    assert_ne!(imported, t);
+    // Delete asks first, then the row goes and the server forgets the tree.
+    b.open("/").await;
+    let row = format!("#tree-browser tr.tree-row[data-id='{imported}']");
+    b.click(&format!("{row} .delete-tree")).await;
+    b.wait_text(&format!("{row} .confirm"), &format!("Delete tree {imported}"))
+        .await;
+    assert_eq!(
+        s.get(&format!("/devui/simtree/{imported}/graph")).await.0,
+        200,
+        "not before the confirmation"
+    );
+    b.click(&format!("{row} .confirm-delete-tree")).await;
+    b.wait_count(&row, 0).await;
+    assert_eq!(s.get(&format!("/devui/simtree/{imported}/graph")).await.0, 404);
+    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_file(&bad);
+    b.finish("data_out_and_in").await;
+}

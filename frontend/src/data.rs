@@ -1,0 +1,144 @@
+//! Getting data out and in: the data panel downloads the open tree (the server's export), the
+//! selected node's log (JSONL), its series (CSV) and its chart (SVG); the import button uploads
+//! an export file and opens the tree the server makes of it. File contents come from
+//! [`crate::export`]; the browser's download and file reading from `api`.
+
+use leptos::html;
+use leptos::prelude::*;
+use serde_json::Value;
+use simtree_shared::{LogEntry, TreeRef};
+
+use crate::api::{self, ApiError};
+use crate::app::{Tree, ctx};
+use crate::chart::abm_series;
+use crate::export::{equity_csv, file_name, logs_jsonl, series_csv, svg_document};
+use crate::route::Route;
+
+async fn logs(tree: u64, node: u64) -> Result<Vec<LogEntry>, ApiError> {
+    api::get::<Vec<LogEntry>>(&format!("/devui/simtree/{tree}/node/{node}/logs")).await
+}
+
+/// The selected node's series as CSV: the equity curve of a trading node, the tracked
+/// variables of an ABM node; `None` for a social node (it has no series).
+async fn series_of(tree: u64, node: u64, view: &Value) -> Result<Option<String>, ApiError> {
+    Ok(match view["kind"].as_str() {
+        Some("trading") => Some(equity_csv(view)),
+        Some("abm") => Some(series_csv(&abm_series(&logs(tree, node).await?))),
+        _ => None,
+    })
+}
+
+/// The markup of the node's chart on the page, if one is drawn.
+fn chart_markup() -> Option<String> {
+    let doc = web_sys::window()?.document()?;
+    let el = doc.query_selector("#equity-chart, #abm-chart").ok().flatten()?;
+    Some(el.outer_html())
+}
+
+#[component]
+pub fn DataPanel(tree: Tree, node_view: RwSignal<Option<Value>>) -> impl IntoView {
+    let ctx = ctx();
+    let ids = move || Some((tree.id.get_untracked()?, tree.selected.get_untracked()?));
+    let export = move |_| {
+        let Some(t) = tree.id.get_untracked() else { return };
+        leptos::task::spawn_local(async move {
+            let r = api::get_text(&format!("/devui/simtree/{t}/export")).await;
+            if let Err(e) =
+                r.and_then(|text| api::download(&file_name(t, None, "export", "json"), "application/json", &text))
+            {
+                ctx.error(e);
+            }
+        });
+    };
+    let log = move |_| {
+        let Some((t, n)) = ids() else { return };
+        leptos::task::spawn_local(async move {
+            let r = logs(t, n).await;
+            if let Err(e) = r.and_then(|l| {
+                api::download(
+                    &file_name(t, Some(n), "log", "jsonl"),
+                    "application/x-ndjson",
+                    &logs_jsonl(&l),
+                )
+            }) {
+                ctx.error(e);
+            }
+        });
+    };
+    let series = move |_| {
+        let (Some((t, n)), Some(v)) = (ids(), node_view.get_untracked()) else {
+            return;
+        };
+        leptos::task::spawn_local(async move {
+            let r = match series_of(t, n, &v).await {
+                Ok(Some(csv)) => api::download(&file_name(t, Some(n), "series", "csv"), "text/csv", &csv),
+                Ok(None) => Err(ApiError::Client(ctx.tr("data.noSeries").into())),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = r {
+                ctx.error(e);
+            }
+        });
+    };
+    let chart = move |_| {
+        let Some((t, n)) = ids() else { return };
+        let r = match chart_markup() {
+            Some(svg) => api::download(
+                &file_name(t, Some(n), "chart", "svg"),
+                "image/svg+xml",
+                &svg_document(&svg),
+            ),
+            None => Err(ApiError::Client(ctx.tr("data.noChart").into())),
+        };
+        if let Err(e) = r {
+            ctx.error(e);
+        }
+    };
+    let has_series = move || node_view.with(|v| v.as_ref().is_some_and(|v| v["kind"] != "social"));
+    let no_node = move || tree.selected.get().is_none();
+    view! {
+        <section id="data-panel" class="panel data">
+            <h3>{move || ctx.tr("data.title")}</h3>
+            <div class="row">
+                <button id="download-tree" disabled=move || tree.id.get().is_none() on:click=export>{move || ctx.tr("data.tree")}</button>
+                <button id="download-log" disabled=no_node on:click=log>{move || ctx.tr("data.log")}</button>
+                <button id="download-series" disabled=move || no_node() || !has_series() on:click=series>{move || ctx.tr("data.series")}</button>
+                <button id="download-chart" disabled=move || no_node() || !has_series() on:click=chart>{move || ctx.tr("data.chart")}</button>
+            </div>
+            <ImportButton />
+        </section>
+    }
+}
+
+/// Uploads an export file; the new tree opens. The server's refusal is shown as it words it.
+#[component]
+pub fn ImportButton() -> impl IntoView {
+    let ctx = ctx();
+    let input = NodeRef::<html::Input>::new();
+    let error = RwSignal::new(None::<String>);
+    let chosen = move |_| {
+        let Some(el) = input.get() else { return };
+        error.set(None);
+        leptos::task::spawn_local(async move {
+            let r = async {
+                let text = api::read_chosen_file(&el).await?;
+                let body: Value = serde_json::from_str(&text)
+                    .map_err(|e| ApiError::Client(format!("{}: {e}", ctx.tr("data.notJson"))))?;
+                api::post::<TreeRef>("/devui/simtree/import", &body).await
+            };
+            match r.await {
+                Ok(t) => ctx.navigate(Route::SimTree(Some(t.id))),
+                Err(ApiError::Offline) => ctx.went_offline(),
+                Err(e) => error.set(Some(e.to_string())),
+            }
+            el.set_value("");
+        });
+    };
+    view! {
+        <div class="field">
+            <label for="import-file">{move || ctx.tr("data.import")}</label>
+            <input id="import-file" type="file" accept=".json,application/json" node_ref=input on:change=chosen />
+            {move || error.get().map(|e| view! { <p id="import-error" class="error">{e}</p> })}
+        </div>
+    }
+}

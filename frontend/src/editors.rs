@@ -1,0 +1,556 @@
+//! What the branch editor's forms turn into ops (pure, tested natively).
+//!
+//! The forms show the things a node can change — an ABM model's declared globals, environment and
+//! agent attributes, a social scene's state keys, a trading episode's portfolio, information items
+//! and agent — each with its type and current value. This module lists those fields from the node
+//! view (and, for an ABM, the tracked values of its last step), parses what the user typed by the
+//! field's type (the message is shown inline under the input), and builds the op the server
+//! expects. Custom JSON stays the expert mode beside these forms.
+
+use serde_json::{Map, Value, json};
+use simtree_shared::LogEntry;
+
+use crate::ops::Kind;
+
+/// The op kinds the editor offers for a tree of `kind` (custom JSON last, for every kind).
+pub fn op_kinds(kind: Kind) -> &'static [&'static str] {
+    match kind {
+        Kind::Social => &[
+            "public_broadcast",
+            "agent_ctx_append",
+            "agent_plan_replace",
+            "agent_props_patch",
+            "scene_state_patch",
+            "custom",
+        ],
+        Kind::Trading => &[
+            "portfolio_patch",
+            "case_data_inject",
+            "agent_swap",
+            "agent_prompt_replace",
+            "custom",
+        ],
+        Kind::Abm => &["abm_set_global", "abm_set_environment", "abm_set_agent", "custom"],
+    }
+}
+
+/// The type of an editable value, from a model declaration or a current value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FieldType {
+    Integer,
+    Number,
+    Text,
+    Bool,
+    /// Lists, maps and anything else: typed as JSON.
+    Json,
+}
+
+impl FieldType {
+    /// From an abm-quant declaration's `type` (`integer`, `number`, `string`, `boolean`, …).
+    pub fn of_decl(ty: &str) -> FieldType {
+        match ty {
+            "integer" | "int" => FieldType::Integer,
+            "number" | "float" => FieldType::Number,
+            "string" | "str" => FieldType::Text,
+            "boolean" | "bool" => FieldType::Bool,
+            _ => FieldType::Json,
+        }
+    }
+
+    /// From a value (a scene state key has no declaration, only its current value).
+    pub fn of_value(v: &Value) -> FieldType {
+        match v {
+            Value::Number(n) if n.is_i64() || n.is_u64() => FieldType::Integer,
+            Value::Number(_) => FieldType::Number,
+            Value::String(_) => FieldType::Text,
+            Value::Bool(_) => FieldType::Bool,
+            _ => FieldType::Json,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FieldType::Integer => "integer",
+            FieldType::Number => "number",
+            FieldType::Text => "text",
+            FieldType::Bool => "true/false",
+            FieldType::Json => "JSON",
+        }
+    }
+}
+
+/// One editable value: its name, type, what it holds now and a description.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Field {
+    pub name: String,
+    pub ty: FieldType,
+    /// The value the input starts from: the current one, else the declared initial value.
+    pub current: Value,
+    /// What the node holds now, in words (per-agent values are summarised: `S×958, I×30`).
+    pub now: String,
+    pub description: String,
+}
+
+/// How a value is written in the input (strings without quotes).
+pub fn value_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// Parses what was typed as a value of type `ty`; the error says what was expected.
+pub fn parse_value(ty: FieldType, text: &str) -> Result<Value, String> {
+    let t = text.trim();
+    match ty {
+        FieldType::Integer => t
+            .parse::<i64>()
+            .map(Value::from)
+            .map_err(|_| format!("expected a whole number, got '{t}'")),
+        FieldType::Number => t
+            .parse::<f64>()
+            .ok()
+            .filter(|x| x.is_finite())
+            .map(Value::from)
+            .ok_or_else(|| format!("expected a number, got '{t}'")),
+        FieldType::Bool => match t {
+            "true" => Ok(Value::Bool(true)),
+            "false" => Ok(Value::Bool(false)),
+            _ => Err(format!("expected true or false, got '{t}'")),
+        },
+        FieldType::Text => Ok(Value::String(text.to_string())),
+        FieldType::Json => serde_json::from_str(t).map_err(|e| format!("invalid JSON: {e}")),
+    }
+}
+
+/// The tracked values of the last `abm_step` entry (sourceName → value).
+pub fn last_abm_values(entries: &[LogEntry]) -> Map<String, Value> {
+    entries
+        .iter()
+        .rev()
+        .find(|e| e.kind == "abm_step")
+        .and_then(|e| e.data["values"].as_object().cloned())
+        .unwrap_or_default()
+}
+
+/// An ABM model's editable fields: globals, environment attributes and, per agent type, its
+/// attributes.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AbmFields {
+    pub globals: Vec<Field>,
+    pub environment: Vec<Field>,
+    pub agents: Vec<(String, Vec<Field>)>,
+}
+
+/// A per-agent list in a few words: one value when all agree, else counts (`S×958, I×30`).
+fn summarise(values: &[Value]) -> (Option<Value>, String) {
+    let mut counts: Vec<(Value, usize)> = Vec::new();
+    for v in values {
+        match counts.iter_mut().find(|(x, _)| x == v) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((v.clone(), 1)),
+        }
+    }
+    match counts.as_slice() {
+        [] => (None, "no agents".into()),
+        [(one, _)] => (Some(one.clone()), value_text(one)),
+        _ => {
+            counts.sort_by_key(|c| std::cmp::Reverse(c.1));
+            let parts: Vec<String> = counts
+                .iter()
+                .take(4)
+                .map(|(v, n)| format!("{}×{n}", value_text(v)))
+                .collect();
+            let more = if counts.len() > 4 { ", …" } else { "" };
+            (None, format!("{}{more}", parts.join(", ")))
+        }
+    }
+}
+
+fn field(decl: &Value, values: &Map<String, Value>) -> Option<Field> {
+    let name = decl["name"].as_str()?.to_string();
+    let initial = decl["initialValue"].clone();
+    let tracked = decl["sourceName"].as_str().and_then(|s| values.get(s));
+    let (current, now) = match tracked {
+        Some(Value::Array(list)) => {
+            let (one, words) = summarise(list);
+            (one.unwrap_or_else(|| initial.clone()), words)
+        }
+        Some(v) => (v.clone(), value_text(v)),
+        None => (initial.clone(), format!("{} (initial)", value_text(&initial))),
+    };
+    Some(Field {
+        name,
+        ty: FieldType::of_decl(decl["type"].as_str().unwrap_or("")),
+        current,
+        now,
+        description: decl["description"].as_str().unwrap_or("").to_string(),
+    })
+}
+
+/// The fields of an abm-quant `model`, with the current values from `values` (see
+/// [`last_abm_values`]) where tracked, else the declared initial values.
+pub fn abm_fields(model: &Value, values: &Map<String, Value>) -> AbmFields {
+    let list = |v: &Value| -> Vec<Field> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|d| field(d, values))
+            .collect()
+    };
+    let mut agents: Vec<(String, Vec<Field>)> = Vec::new();
+    // `agents` is a list of groups of agent definitions; the type is in each attribute's
+    // sourceName (`agent.<Type>.agentAttribute.<name>`).
+    let defs = model["agents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|g| g.as_array().cloned().unwrap_or_else(|| vec![g.clone()]));
+    for def in defs {
+        for decl in def["agentAttributes"].as_array().into_iter().flatten() {
+            let mut parts = decl["sourceName"].as_str().unwrap_or("").split('.');
+            let (Some("agent"), Some(kind)) = (parts.next(), parts.next()) else {
+                continue;
+            };
+            let Some(f) = field(decl, values) else { continue };
+            match agents.iter_mut().find(|(k, _)| k == kind) {
+                Some((_, fs)) => fs.push(f),
+                None => agents.push((kind.to_string(), vec![f])),
+            }
+        }
+    }
+    AbmFields {
+        globals: list(&model["globalVariables"]),
+        environment: list(&model["environment"]["environmentAttributes"]),
+        agents,
+    }
+}
+
+/// A social scene's state keys with their types (from the current values).
+pub fn social_fields(state: &Value) -> Vec<Field> {
+    state
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| Field {
+            name: k.clone(),
+            ty: FieldType::of_value(v),
+            current: v.clone(),
+            now: value_text(v),
+            description: String::new(),
+        })
+        .collect()
+}
+
+/// The scene-state patch: the JSON object typed (the expert part), plus the picked key when its
+/// typed value differs from the current one. Keys in the JSON win.
+pub fn scene_patch(json_text: &str, picked: Option<(&Field, &str)>) -> Result<Value, String> {
+    let text = json_text.trim();
+    let mut updates = if text.is_empty() {
+        Map::new()
+    } else {
+        match serde_json::from_str::<Value>(text).map_err(|e| format!("invalid JSON: {e}"))? {
+            Value::Object(m) => m,
+            _ => return Err("the patch must be a JSON object of key → value".into()),
+        }
+    };
+    if let Some((f, typed)) = picked {
+        let v = parse_value(f.ty, typed).map_err(|e| format!("{}: {e}", f.name))?;
+        if v != f.current && !updates.contains_key(&f.name) {
+            updates.insert(f.name.clone(), v);
+        }
+    }
+    if updates.is_empty() {
+        return Err("nothing to change: pick a key and type a new value".into());
+    }
+    Ok(json!({"op": "scene_state_patch", "updates": updates}))
+}
+
+/// `portfolio_patch` from the cash input (empty = unchanged) and `(ticker, shares)` inputs
+/// (empty = unchanged, 0 = sell all).
+pub fn portfolio_patch(cash: &str, positions: &[(String, String)]) -> Result<Value, String> {
+    let mut op = json!({"op": "portfolio_patch"});
+    let cash = cash.trim();
+    if !cash.is_empty() {
+        let c = cash
+            .replace(',', "")
+            .parse::<f64>()
+            .ok()
+            .filter(|c| c.is_finite() && *c >= 0.0)
+            .ok_or_else(|| format!("cash: expected an amount of 0 or more, got '{cash}'"))?;
+        op["cash"] = json!(c);
+    }
+    let mut map = Map::new();
+    for (ticker, shares) in positions {
+        let s = shares.trim();
+        if s.is_empty() {
+            continue;
+        }
+        let n = s
+            .parse::<u64>()
+            .map_err(|_| format!("{ticker}: expected a whole number of shares (0 or more), got '{s}'"))?;
+        map.insert(ticker.clone(), json!(n));
+    }
+    if !map.is_empty() {
+        op["positions"] = Value::Object(map);
+    }
+    if op.get("cash").is_none() && op.get("positions").is_none() {
+        return Err("nothing to change: set the cash or a position".into());
+    }
+    Ok(op)
+}
+
+/// `case_data_inject` of a `news`/`earnings`/`other` item. The item has no date field, so a date
+/// is written at the start of the content, as the data set's own items are (`2012-04-24 AAPL: …`).
+pub fn news_item(kind: &str, date: &str, content: &str) -> Result<Value, String> {
+    let content = content.trim();
+    if content.is_empty() {
+        return Err("the item needs some content".into());
+    }
+    let date = date.trim();
+    let text = if date.is_empty() {
+        content.to_string()
+    } else {
+        format!("{date} {content}")
+    };
+    Ok(json!({"op": "case_data_inject", "item": {"kind": kind, "content": text}}))
+}
+
+/// `agent_swap` to a kind with its parameters (empty = the server's default).
+pub fn agent_swap(kind: &str, lookback: &str, band: &str, history: &str, prompt: &str) -> Result<Value, String> {
+    let mut agent = json!({"kind": kind});
+    let whole = |name: &str, text: &str| -> Result<Option<u64>, String> {
+        let t = text.trim();
+        if t.is_empty() {
+            return Ok(None);
+        }
+        t.parse::<u64>()
+            .ok()
+            .filter(|n| *n >= 1 || name == "history")
+            .map(Some)
+            .ok_or_else(|| format!("{name}: expected a whole number, got '{t}'"))
+    };
+    match kind {
+        "buy_and_hold" => {}
+        "momentum" | "mean_reversion" => {
+            if let Some(n) = whole("lookback", lookback)? {
+                agent["lookback"] = json!(n);
+            }
+            if kind == "mean_reversion" && !band.trim().is_empty() {
+                let b = parse_value(FieldType::Number, band).map_err(|e| format!("band: {e}"))?;
+                agent["band"] = b;
+            }
+        }
+        "llm" => {
+            if let Some(n) = whole("history", history)? {
+                agent["history"] = json!(n);
+            }
+            if !prompt.trim().is_empty() {
+                agent["system_prompt"] = json!(prompt);
+            }
+        }
+        other => return Err(format!("unknown agent kind '{other}'")),
+    }
+    Ok(json!({"op": "agent_swap", "agent": agent}))
+}
+
+/// `agent_prompt_replace`; the server refuses an empty prompt, so the form does first.
+pub fn prompt_replace(prompt: &str) -> Result<Value, String> {
+    if prompt.trim().is_empty() {
+        return Err("the prompt must not be empty".into());
+    }
+    Ok(json!({"op": "agent_prompt_replace", "system_prompt": prompt}))
+}
+
+/// Which ABM declaration an op sets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AbmTarget {
+    Global,
+    Environment,
+    Agent,
+}
+
+/// `abm_set_global` / `abm_set_environment` / `abm_set_agent` of `field` to what was typed; an
+/// agent op takes its type and, optionally, one agent's id.
+pub fn abm_op(
+    target: AbmTarget,
+    field: &Field,
+    typed: &str,
+    agent_type: &str,
+    agent_id: &str,
+) -> Result<Value, String> {
+    let value = parse_value(field.ty, typed).map_err(|e| format!("{}: {e}", field.name))?;
+    Ok(match target {
+        AbmTarget::Global => json!({"op": "abm_set_global", "name": field.name, "value": value}),
+        AbmTarget::Environment => json!({"op": "abm_set_environment", "name": field.name, "value": value}),
+        AbmTarget::Agent => {
+            let mut op = json!({"op": "abm_set_agent", "agent_type": agent_type, "name": field.name, "value": value});
+            let id = agent_id.trim();
+            if !id.is_empty() {
+                let n = id
+                    .parse::<u64>()
+                    .map_err(|_| format!("agent id: expected a whole number, got '{id}'"))?;
+                op["agent_id"] = json!(n);
+            }
+            op
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sir() -> Value {
+        json!({
+            "globalVariables": [
+                {"name": "infectionRate", "type": "number", "initialValue": 0.05, "sourceName": "globalVariable.infectionRate", "description": "chance"},
+                {"name": "infectedCount", "type": "integer", "initialValue": 0, "sourceName": "globalVariable.infectedCount"}
+            ],
+            "environment": {"environmentAttributes": [
+                {"name": "density", "type": "number", "initialValue": 0.6, "sourceName": "environment.environmentAttribute.density"}
+            ]},
+            "agents": [[{"agentAttributes": [
+                {"name": "status", "type": "string", "initialValue": "S", "sourceName": "agent.Person.agentAttribute.status"}
+            ]}]]
+        })
+    }
+
+    fn step(values: Value) -> LogEntry {
+        serde_json::from_value(json!({"type": "abm_step", "node": 1, "data": {"step": 3, "values": values}})).unwrap()
+    }
+
+    #[test]
+    fn abm_fields_come_from_the_declarations_with_the_last_steps_values() {
+        let logs = [
+            step(json!({"globalVariable.infectedCount": 5})),
+            step(
+                json!({"globalVariable.infectedCount": 30, "agent.Person.agentAttribute.status": ["S", "I", "S", "R", "S"]}),
+            ),
+        ];
+        let f = abm_fields(&sir(), &last_abm_values(&logs));
+        let names: Vec<&str> = f.globals.iter().map(|g| g.name.as_str()).collect();
+        assert_eq!(names, ["infectionRate", "infectedCount"]);
+        assert_eq!(f.globals[0].ty, FieldType::Number);
+        assert_eq!(f.globals[0].current, json!(0.05), "untracked: the initial value");
+        assert_eq!(f.globals[0].now, "0.05 (initial)");
+        assert_eq!(f.globals[1].current, json!(30), "tracked: the last step's value");
+        assert_eq!(f.environment[0].name, "density");
+        let (kind, attrs) = &f.agents[0];
+        assert_eq!(kind, "Person");
+        assert_eq!(attrs[0].now, "S×3, I×1, R×1", "a per-agent list is summarised");
+        assert_eq!(attrs[0].current, json!("S"), "mixed values start from the initial one");
+    }
+
+    #[test]
+    fn values_are_parsed_by_their_type_with_readable_errors() {
+        assert_eq!(parse_value(FieldType::Integer, " 12 "), Ok(json!(12)));
+        assert!(
+            parse_value(FieldType::Integer, "1.5")
+                .unwrap_err()
+                .contains("whole number")
+        );
+        assert_eq!(parse_value(FieldType::Number, "0.6"), Ok(json!(0.6)));
+        assert!(parse_value(FieldType::Number, "NaN").is_err());
+        assert_eq!(parse_value(FieldType::Bool, "true"), Ok(json!(true)));
+        assert!(parse_value(FieldType::Bool, "yes").is_err());
+        assert_eq!(parse_value(FieldType::Text, "I"), Ok(json!("I")));
+        assert!(
+            parse_value(FieldType::Json, "{")
+                .unwrap_err()
+                .starts_with("invalid JSON")
+        );
+    }
+
+    #[test]
+    fn abm_ops_carry_name_type_and_optional_agent_id() {
+        let f = abm_fields(&sir(), &Map::new());
+        let g = abm_op(AbmTarget::Global, &f.globals[0], "0.6", "", "").unwrap();
+        assert_eq!(
+            g,
+            json!({"op": "abm_set_global", "name": "infectionRate", "value": 0.6})
+        );
+        let e = abm_op(AbmTarget::Environment, &f.environment[0], "0.7", "", "").unwrap();
+        assert_eq!(e["op"], "abm_set_environment");
+        let a = abm_op(AbmTarget::Agent, &f.agents[0].1[0], "R", "Person", "7").unwrap();
+        assert_eq!(
+            a,
+            json!({"op": "abm_set_agent", "agent_type": "Person", "name": "status", "value": "R", "agent_id": 7})
+        );
+        assert!(abm_op(AbmTarget::Agent, &f.agents[0].1[0], "R", "Person", "x").is_err());
+        assert!(
+            abm_op(AbmTarget::Global, &f.globals[0], "high", "", "")
+                .unwrap_err()
+                .starts_with("infectionRate")
+        );
+    }
+
+    #[test]
+    fn a_scene_patch_takes_the_changed_key_and_the_json() {
+        let fields = social_fields(&json!({"time": 1080, "topic": "rain"}));
+        assert_eq!(fields[0].ty, FieldType::Integer);
+        assert_eq!(fields[1].ty, FieldType::Text);
+        let time = &fields[0];
+        assert_eq!(
+            scene_patch("{}", Some((time, "1200"))).unwrap(),
+            json!({"op": "scene_state_patch", "updates": {"time": 1200}})
+        );
+        // The unchanged picked key is left out; the JSON's keys are taken as typed.
+        assert_eq!(
+            scene_patch(r#"{"topic": "sun"}"#, Some((time, "1080"))).unwrap()["updates"],
+            json!({"topic": "sun"})
+        );
+        assert!(
+            scene_patch("{}", Some((time, "1080")))
+                .unwrap_err()
+                .starts_with("nothing")
+        );
+        assert!(scene_patch("{}", Some((time, "noon"))).unwrap_err().starts_with("time"));
+        assert!(scene_patch("[1]", None).is_err());
+    }
+
+    #[test]
+    fn trading_forms_build_the_servers_ops() {
+        assert_eq!(
+            portfolio_patch("500,000", &[("AAPL".into(), "10".into()), ("MSFT".into(), "".into())]).unwrap(),
+            json!({"op": "portfolio_patch", "cash": 500000.0, "positions": {"AAPL": 10}})
+        );
+        assert!(portfolio_patch("", &[]).unwrap_err().starts_with("nothing"));
+        assert!(portfolio_patch("-5", &[]).unwrap_err().starts_with("cash"));
+        assert!(
+            portfolio_patch("", &[("AAPL".into(), "2.5".into())])
+                .unwrap_err()
+                .starts_with("AAPL")
+        );
+        assert_eq!(
+            news_item("news", "2012-06-01", "Apple recalls phones").unwrap()["item"],
+            json!({"kind": "news", "content": "2012-06-01 Apple recalls phones"})
+        );
+        assert!(news_item("news", "", "  ").is_err());
+        assert_eq!(
+            agent_swap("mean_reversion", "20", "1.5", "", "").unwrap()["agent"],
+            json!({"kind": "mean_reversion", "lookback": 20, "band": 1.5})
+        );
+        assert_eq!(
+            agent_swap("buy_and_hold", "9", "", "", "").unwrap()["agent"],
+            json!({"kind": "buy_and_hold"})
+        );
+        assert_eq!(
+            agent_swap("llm", "", "", "2", "Be careful.").unwrap()["agent"],
+            json!({"kind": "llm", "history": 2, "system_prompt": "Be careful."})
+        );
+        assert!(agent_swap("momentum", "0", "", "", "").is_err());
+        assert!(prompt_replace(" ").is_err());
+        assert_eq!(prompt_replace("Hold.").unwrap()["system_prompt"], "Hold.");
+    }
+
+    #[test]
+    fn every_kind_offers_its_own_ops_and_custom_json() {
+        for k in [Kind::Social, Kind::Trading, Kind::Abm] {
+            assert_eq!(op_kinds(k).last(), Some(&"custom"));
+        }
+        assert!(op_kinds(Kind::Trading).contains(&"case_data_inject"));
+        assert!(!op_kinds(Kind::Abm).contains(&"public_broadcast"));
+    }
+}

@@ -1,0 +1,137 @@
+//! The files the UI hands out (pure, tested natively): a node's log as JSON Lines, a trading
+//! node's equity curve and an ABM node's tracked variables as CSV, a chart as a standalone SVG
+//! document, and the names those files get. The browser side (a Blob and a download link) is in
+//! `api`.
+
+use serde_json::Value;
+use simtree_shared::LogEntry;
+
+/// One JSON object per line, as `simtree run --out` writes logs.
+pub fn logs_jsonl(entries: &[LogEntry]) -> String {
+    entries
+        .iter()
+        .filter_map(|e| serde_json::to_string(e).ok())
+        .map(|line| line + "\n")
+        .collect()
+}
+
+/// A CSV cell: quoted when it holds a comma, quote or line break.
+fn cell(text: &str) -> String {
+    if text.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text.to_string()
+    }
+}
+
+/// `date,strategy,buy_and_hold` from a trading view's two curves (joined by date).
+pub fn equity_csv(view: &Value) -> String {
+    let curve = |k: &str| -> Vec<(String, f64)> {
+        view[k]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| Some((p["date"].as_str()?.to_string(), p["value"].as_f64()?)))
+            .collect()
+    };
+    let bench = curve("buy_and_hold_curve");
+    let mut out = String::from("date,strategy,buy_and_hold\n");
+    for (date, v) in curve("equity_curve") {
+        let b = bench
+            .iter()
+            .find(|(d, _)| *d == date)
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
+        out.push_str(&format!("{},{v},{b}\n", cell(&date)));
+    }
+    out
+}
+
+/// `step,<var>,…` from tracked variables (one column per variable, steps from 1).
+pub fn series_csv(series: &[(String, Vec<f64>)]) -> String {
+    let mut out = String::from("step");
+    for (name, _) in series {
+        out.push(',');
+        out.push_str(&cell(name));
+    }
+    out.push('\n');
+    let rows = series.iter().map(|(_, xs)| xs.len()).max().unwrap_or(0);
+    for i in 0..rows {
+        out.push_str(&(i + 1).to_string());
+        for (_, xs) in series {
+            out.push(',');
+            if let Some(x) = xs.get(i) {
+                out.push_str(&x.to_string());
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// An inline `<svg>` element's markup as a file a viewer opens: with the SVG namespace and an
+/// XML declaration.
+pub fn svg_document(outer_html: &str) -> String {
+    let body = if outer_html.contains("xmlns=") {
+        outer_html.to_string()
+    } else {
+        outer_html.replacen("<svg", "<svg xmlns=\"http://www.w3.org/2000/svg\"", 1)
+    };
+    format!("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n{body}\n")
+}
+
+/// `simtree-tree3-node7-log.jsonl` and the like.
+pub fn file_name(tree: u64, node: Option<u64>, what: &str, ext: &str) -> String {
+    match node {
+        Some(n) => format!("simtree-tree{tree}-node{n}-{what}.{ext}"),
+        None => format!("simtree-tree{tree}-{what}.{ext}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn logs_are_one_object_a_line() {
+        let e: LogEntry = serde_json::from_value(json!({"type": "x", "node": 2, "data": {"a": "b\nc"}})).unwrap();
+        let text = logs_jsonl(&[e.clone(), e]);
+        assert_eq!(text.lines().count(), 2);
+        let back: LogEntry = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        assert_eq!(back.data["a"], "b\nc");
+    }
+
+    #[test]
+    fn the_equity_csv_joins_both_curves_by_date() {
+        let v = json!({
+            "equity_curve": [{"date": "2012-06-01", "value": 100000.0}, {"date": "2012-06-04", "value": 101000.5}],
+            "buy_and_hold_curve": [{"date": "2012-06-04", "value": 99000.0}]
+        });
+        assert_eq!(
+            equity_csv(&v),
+            "date,strategy,buy_and_hold\n2012-06-01,100000,\n2012-06-04,101000.5,99000\n"
+        );
+    }
+
+    #[test]
+    fn the_series_csv_has_a_column_per_variable_and_quotes_odd_names() {
+        let s = vec![("infected".to_string(), vec![1.0, 2.0]), ("a,b".to_string(), vec![3.0])];
+        assert_eq!(series_csv(&s), "step,infected,\"a,b\"\n1,1,3\n2,2,\n");
+    }
+
+    #[test]
+    fn an_svg_file_names_its_namespace_once() {
+        let doc = svg_document("<svg width=\"5\"><rect></rect></svg>");
+        assert!(doc.starts_with("<?xml"));
+        assert_eq!(doc.matches("xmlns=").count(), 1);
+        assert_eq!(
+            svg_document("<svg xmlns=\"http://www.w3.org/2000/svg\"></svg>")
+                .matches("xmlns=")
+                .count(),
+            1
+        );
+        assert_eq!(file_name(3, Some(7), "log", "jsonl"), "simtree-tree3-node7-log.jsonl");
+        assert_eq!(file_name(3, None, "export", "json"), "simtree-tree3-export.json");
+    }
+}
