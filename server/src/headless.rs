@@ -11,8 +11,8 @@ use crate::abm::worker::WorkerPool;
 use crate::engine::event::{Event, EventSink};
 use crate::engine::memory::Message;
 use crate::http::{Backend, Providers};
-use crate::llm::ledger::{Ledger, LlmRecord, MeteredClient, ProviderToolModel, RoutingClient};
-use crate::llm::{BoxFuture, ChatProvider, Dialect, LlmClient, LlmConfig, LlmError, LlmSettings, LlmState, MockClient};
+use crate::llm::ledger::{Ledger, LlmRecord};
+use crate::llm::{BoxFuture, Dialect, LlmClient, LlmConfig, LlmError, LlmSettings, LlmState, MockClient};
 use crate::sim::{RunCtx, Sim};
 use crate::trading::agents::MockToolModel;
 use crate::tree::{NodeId, NodeStatus, SimTree, TreeExport, entry_json};
@@ -62,39 +62,8 @@ pub fn run_ctx(
         };
         return Ok((ctx, ledger));
     };
-    let default = ps.resolve(Some(scenario), None)?;
-    let metered = |provider: Arc<dyn ChatProvider>| -> Arc<dyn LlmClient> {
-        Arc::new(MeteredClient {
-            provider,
-            ledger: ledger.clone(),
-            budget: None,
-        })
-    };
-    let agents = match sim {
-        Sim::Social(s) => s.world.names(),
-        _ => Vec::new(),
-    };
-    let mut by_agent = Vec::new();
-    for name in agents {
-        let p = ps.resolve(Some(scenario), Some(&name))?;
-        if !Arc::ptr_eq(&p, &default) {
-            by_agent.push((name, metered(p)));
-        }
-    }
-    let llm = if by_agent.is_empty() {
-        metered(default.clone())
-    } else {
-        Arc::new(RoutingClient {
-            default: metered(default.clone()),
-            by_agent,
-        })
-    };
-    let tools = Arc::new(ProviderToolModel {
-        provider: default,
-        ledger: ledger.clone(),
-        budget: None,
-    });
-    Ok((RunCtx { llm, tools, abm }, ledger))
+    let ctx = ps.run_ctx(scenario, sim, &ledger, None, abm)?;
+    Ok((ctx, ledger))
 }
 
 /// Counts the calls going through a client and the words going in and out (a stand-in for

@@ -123,6 +123,51 @@ impl Providers {
         Ok(p)
     }
 
+    /// What a run of `scenario` talks to: the scenario's provider, metered into `ledger` and
+    /// charged to `budget`, with per-agent overrides routed by agent name.
+    pub fn run_ctx(
+        &self,
+        scenario: &str,
+        sim: &Sim,
+        ledger: &Arc<Ledger>,
+        budget: Option<Arc<TokenBudget>>,
+        abm: Option<Arc<WorkerPool>>,
+    ) -> Result<RunCtx, String> {
+        let default = self.resolve(Some(scenario), None)?;
+        let metered = |provider: Arc<dyn ChatProvider>| -> Arc<dyn LlmClient> {
+            Arc::new(MeteredClient {
+                provider,
+                ledger: ledger.clone(),
+                budget: budget.clone(),
+            })
+        };
+        let agents = match sim {
+            Sim::Social(s) => s.world.names(),
+            _ => Vec::new(),
+        };
+        let mut by_agent = Vec::new();
+        for name in agents {
+            let p = self.resolve(Some(scenario), Some(&name))?;
+            if !Arc::ptr_eq(&p, &default) {
+                by_agent.push((name, metered(p)));
+            }
+        }
+        let llm = if by_agent.is_empty() {
+            metered(default.clone())
+        } else {
+            Arc::new(RoutingClient {
+                default: metered(default.clone()),
+                by_agent,
+            })
+        };
+        let tools = Arc::new(ProviderToolModel {
+            provider: default,
+            ledger: ledger.clone(),
+            budget,
+        });
+        Ok(RunCtx { llm, tools, abm })
+    }
+
     pub fn resolve(&self, scenario: Option<&str>, agent: Option<&str>) -> Result<Arc<dyn ChatProvider>, String> {
         let env = |name: &str| std::env::var(name).ok();
         let config = self
@@ -369,49 +414,13 @@ impl Workbench {
             },
             (None, Backend::Provider(ps)) => {
                 let scenario = handle.lock().scenario.clone();
-                // Overrides were checked at start-up; the default stands in should one fail now.
-                let Ok(default) = ps.resolve(Some(&scenario), None) else {
-                    return (
-                        RunCtx {
-                            llm: Arc::new(MockClient),
-                            tools: Arc::new(MockToolModel),
-                            abm,
-                        },
-                        ledger,
-                    );
-                };
-                let metered = |provider: Arc<dyn ChatProvider>| -> Arc<dyn LlmClient> {
-                    Arc::new(MeteredClient {
-                        provider,
-                        ledger: ledger.clone(),
-                        budget: handle.budget.clone(),
+                // Overrides were checked at start-up; the mock stands in should one fail now.
+                ps.run_ctx(&scenario, sim, &ledger, handle.budget.clone(), abm.clone())
+                    .unwrap_or_else(|_| RunCtx {
+                        llm: Arc::new(MockClient),
+                        tools: Arc::new(MockToolModel),
+                        abm,
                     })
-                };
-                let agents = match sim {
-                    Sim::Social(s) => s.world.names(),
-                    _ => Vec::new(),
-                };
-                let by_agent: Vec<(String, Arc<dyn LlmClient>)> = agents
-                    .into_iter()
-                    .filter_map(|name| {
-                        let p = ps.resolve(Some(&scenario), Some(&name)).ok()?;
-                        (!Arc::ptr_eq(&p, &default)).then(|| (name, metered(p)))
-                    })
-                    .collect();
-                let llm = if by_agent.is_empty() {
-                    metered(default.clone())
-                } else {
-                    Arc::new(RoutingClient {
-                        default: metered(default.clone()),
-                        by_agent,
-                    })
-                };
-                let tools = Arc::new(ProviderToolModel {
-                    provider: default,
-                    ledger: ledger.clone(),
-                    budget: handle.budget.clone(),
-                });
-                RunCtx { llm, tools, abm }
             }
         };
         (ctx, ledger)
