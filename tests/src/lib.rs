@@ -24,6 +24,19 @@ pub fn simtree_bin() -> PathBuf {
     target.join("debug").join("simtree")
 }
 
+/// The address in the server's first line: "simtree listening on http://ADDR" or, with a
+/// token, "… http://ADDR/?token=T".
+pub fn listening_address(line: &str) -> String {
+    line.trim()
+        .rsplit("http://")
+        .next()
+        .unwrap_or("")
+        .split('/')
+        .next()
+        .unwrap_or("")
+        .to_string()
+}
+
 /// A running `simtree serve` on 127.0.0.1:<free port>; killed on drop.
 pub struct Server {
     child: Child,
@@ -64,16 +77,7 @@ impl Server {
         BufReader::new(stdout)
             .read_line(&mut line)
             .expect("read the listening line");
-        // "simtree listening on http://ADDR" or, with a token, "http://ADDR/?token=T".
-        let addr = line
-            .trim()
-            .rsplit("http://")
-            .next()
-            .unwrap_or("")
-            .split('/')
-            .next()
-            .unwrap_or("")
-            .to_string();
+        let addr = listening_address(&line);
         assert!(!addr.is_empty(), "unexpected first line: {line:?}");
         Server {
             child,

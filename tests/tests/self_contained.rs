@@ -53,7 +53,7 @@ async fn a_copied_binary_serves_the_ui_and_the_shipped_scenarios_with_the_checko
     BufReader::new(child.0.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let addr = line.trim().rsplit("http://").next().unwrap().to_string();
+    let addr = simtree_e2e::listening_address(&line);
     assert!(!addr.is_empty(), "no listening line: {line:?}");
     let base = format!("http://{addr}");
     let http = reqwest::Client::new();
