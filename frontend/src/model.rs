@@ -130,7 +130,8 @@ impl GraphModel {
                 self.errors = errors.into_iter().filter(|(n, _)| self.nodes.contains_key(n)).collect();
                 None
             }
-            TreeMsg::Resync { .. } => None,
+            // Progress is shown by the live view (see the helper's UI work); the graph keeps no copy.
+            TreeMsg::RunProgress { .. } | TreeMsg::Resync { .. } => None,
         }
     }
 

@@ -119,6 +119,33 @@ pub struct TreeRef {
     pub root: u64,
 }
 
+/// One entry of `GET /devui/simtree`: upstream's `{id, root}` and the tree's metadata. Times are
+/// Unix milliseconds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct TreeInfo {
+    pub id: u64,
+    pub root: u64,
+    /// Editable with `PATCH /devui/simtree/{tree}`; defaults to the scenario's id.
+    pub name: String,
+    pub scenario: String,
+    pub kind: SimKind,
+    pub created: u64,
+    /// Nodes in the tree, the root included.
+    pub nodes: u64,
+    /// When a node was last attached, finished or deleted.
+    pub last_activity: u64,
+}
+
+/// The body of `PATCH /devui/simtree/{tree}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct TreePatch {
+    /// 1 to 200 characters, not only spaces.
+    pub name: String,
+}
+
 /// Where a node's run stands. `done` is a finished run (or a branch, which runs nothing);
 /// `failed` ended with an error (the reason is in `…/node/{n}/info`); `cancelled` was stopped by
 /// a client (its partial log is kept); `interrupted` was running when the server stopped.
@@ -222,6 +249,13 @@ pub enum TreeMsg {
     },
     Deleted {
         node: u64,
+    },
+    /// How far a running node has got: `done` of `total` turns (steps for agent-based models,
+    /// decision points for trading). At most ten a second per node; an extension.
+    RunProgress {
+        node: u64,
+        done: u64,
+        total: u64,
     },
     /// Sent right after the handshake and after a resync: the whole graph with running ids.
     Snapshot(Graph),
