@@ -23,6 +23,7 @@ pub mod llm;
 pub mod memory;
 pub mod scenario;
 pub mod sim;
+pub mod store;
 pub mod sweep;
 pub mod trading;
 pub mod tree;
