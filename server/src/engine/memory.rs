@@ -12,49 +12,9 @@ use serde::de::Deserializer;
 use serde::ser::{SerializeSeq, Serializer};
 use serde::{Deserialize, Serialize};
 
-/// Who said a memory line, as the chat APIs name it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    System,
-    User,
-    Assistant,
-}
-
-impl Role {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::System => "system",
-            Role::User => "user",
-            Role::Assistant => "assistant",
-        }
-    }
-
-    /// Parses a role name; only `user` and `assistant` may be stored in a memory.
-    pub fn parse_memory_role(s: &str) -> Option<Role> {
-        match s {
-            "user" => Some(Role::User),
-            "assistant" => Some(Role::Assistant),
-            _ => None,
-        }
-    }
-}
-
-/// One `{role, content}` message.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Message {
-    pub role: Role,
-    pub content: Arc<str>,
-}
-
-impl Message {
-    pub fn new(role: Role, content: impl Into<Arc<str>>) -> Self {
-        Message {
-            role,
-            content: content.into(),
-        }
-    }
-}
+// The message vocabulary is the LLM layer's (one for every consumer); memories hold plain text
+// `user`/`assistant` messages of it, serialised as `{"role":"user","content":"..."}`.
+pub use crate::llm::chat::{Message, Role};
 
 /// Entries kept in the owned tail before older ones are frozen into a shared chunk.
 const TAIL_MAX: usize = 16;

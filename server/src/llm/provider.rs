@@ -18,191 +18,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::chat::{ChatRequest, ChatResponse, JsonSchema, Message};
 use super::config::{ApiKey, ConfigError, Dialect, LlmConfig, OpenAiJsonMode};
 use super::resilience::{Failure, Gate, RetryPolicy, retry_after, with_retries};
+use super::wire::Wire;
 use super::{BoxFuture, LlmClient, LlmError, LlmState, MockClient, anthropic, gemini, openai, schema};
-use crate::engine::memory::Message;
-
-/// A function the model may call: its name, what it is for, and a JSON Schema for its arguments.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ToolSpec {
-    pub name: String,
-    pub description: String,
-    pub parameters: Value,
-}
-
-/// A named JSON Schema for structured output (see [`super::schema`] for the portable subset).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct JsonSchema {
-    /// `^[a-zA-Z0-9_-]{1,64}$` — it becomes a function/tool name in some dialects.
-    pub name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    pub schema: Value,
-}
-
-impl JsonSchema {
-    pub fn new(name: impl Into<String>, schema: Value) -> JsonSchema {
-        JsonSchema {
-            name: name.into(),
-            description: None,
-            schema,
-        }
-    }
-}
-
-/// Whether and which tool the model must call.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ToolChoice {
-    /// The model decides.
-    #[default]
-    Auto,
-    /// No tool calls.
-    None,
-    /// Some tool must be called.
-    Required,
-    /// This tool must be called.
-    Tool(String),
-}
-
-/// Who speaks a [`NativeMessage`]; `tool` carries the result of a call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum NativeRole {
-    System,
-    User,
-    Assistant,
-    Tool,
-}
-
-impl NativeRole {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            NativeRole::System => "system",
-            NativeRole::User => "user",
-            NativeRole::Assistant => "assistant",
-            NativeRole::Tool => "tool",
-        }
-    }
-}
-
-/// A message of a tool-calling conversation in its native form: an assistant message with the
-/// calls it made, or (role `tool`) the result of the call `tool_call_id`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct NativeMessage {
-    pub role: NativeRole,
-    pub content: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tool_calls: Vec<ToolCall>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool_call_id: Option<String>,
-}
-
-/// One chat request, dialect-neutral.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct ChatRequest {
-    /// `{role, content}` messages, system first (several system messages are joined).
-    pub messages: Vec<Message>,
-    /// The same conversation with its tool calls and results in native form, when it has any.
-    /// Dialects with native tool messages (openai) send these instead of `messages`; the others
-    /// send `messages`, where the calls and results are written out as text. Replay hashes
-    /// `messages`, so recordings do not depend on the dialect.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub native: Vec<NativeMessage>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tools: Vec<ToolSpec>,
-    #[serde(default)]
-    pub tool_choice: ToolChoice,
-    /// Ask for JSON matching this schema (what [`structured`] sets).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub response_schema: Option<JsonSchema>,
-    /// Override the provider config's sampling settings for this request.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub temperature: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub top_p: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_tokens: Option<u32>,
-}
-
-impl ChatRequest {
-    /// A plain text request.
-    pub fn new(messages: Vec<Message>) -> ChatRequest {
-        ChatRequest {
-            messages,
-            ..ChatRequest::default()
-        }
-    }
-
-    /// The system text (all system messages joined by a blank line), if any.
-    pub fn system_text(&self) -> Option<String> {
-        let parts: Vec<&str> = self
-            .messages
-            .iter()
-            .filter(|m| m.role == crate::engine::memory::Role::System)
-            .map(|m| m.content.as_ref())
-            .collect();
-        (!parts.is_empty()).then(|| parts.join("\n\n"))
-    }
-}
-
-/// A call the model made.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ToolCall {
-    /// The provider's call id (OpenAI, Anthropic), if it gave one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id: Option<String>,
-    pub name: String,
-    /// The arguments as parsed JSON (OpenAI sends them as a string; it is parsed here).
-    pub arguments: Value,
-}
-
-/// Tokens one call used, as the provider reported them (0 when it did not).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Usage {
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
-}
-
-impl Usage {
-    pub fn total(&self) -> u64 {
-        self.prompt_tokens + self.completion_tokens
-    }
-}
-
-impl std::ops::AddAssign for Usage {
-    fn add_assign(&mut self, o: Usage) {
-        self.prompt_tokens += o.prompt_tokens;
-        self.completion_tokens += o.completion_tokens;
-    }
-}
-
-/// What came back.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct ChatResponse {
-    /// The assistant text, trimmed (empty when the model only called tools).
-    pub text: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tool_calls: Vec<ToolCall>,
-    pub usage: Usage,
-    /// Wall time of the whole call, retries and waits included.
-    pub latency_ms: u64,
-    /// Set when the model refused or a safety filter blocked the answer; `text` is then empty
-    /// or partial. [`ChatResponse::into_result`] turns it into an error.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub refusal: Option<String>,
-    /// The provider's stop/finish reason as it spelled it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub finish_reason: Option<String>,
-    /// Set when the reply stopped because it reached the completion limit: that limit
-    /// (`max_tokens`). The text is then cut off, which matters for JSON.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cut_at_max_tokens: Option<u32>,
-}
 
 impl ChatResponse {
     /// `Err(LlmError::Refused)` for a refusal, else the response.
@@ -364,18 +186,6 @@ pub(crate) fn excerpt(s: &str, max: usize) -> String {
     out
 }
 
-/// How one HTTP dialect shapes requests and reads responses. Pure: no I/O.
-pub trait Wire: Send + Sync + 'static {
-    fn dialect(&self) -> Dialect;
-    /// The full URL for this request.
-    fn url(&self, config: &LlmConfig, request: &ChatRequest) -> String;
-    /// Headers besides `content-type`, auth included (never logged).
-    fn headers(&self, config: &LlmConfig) -> Vec<(&'static str, String)>;
-    fn body(&self, config: &LlmConfig, request: &ChatRequest) -> Value;
-    /// Reads a 2xx JSON body. `latency_ms` is filled in by the caller.
-    fn parse(&self, body: &Value) -> Result<ChatResponse, LlmError>;
-}
-
 /// What every provider aimed at one endpoint shares: the [`Gate`] (so the limits hold across
 /// trees, scenarios and per-agent overrides) and what was learned about the server — for the
 /// openai dialect, which form of structured output it accepts, found out once from a refusal.
@@ -414,13 +224,6 @@ pub struct HttpProvider<W: Wire> {
     endpoint: Arc<Endpoint>,
     policy: RetryPolicy,
 }
-
-/// OpenAI Chat Completions (and compatible servers).
-pub type OpenAiProvider = HttpProvider<openai::OpenAiWire>;
-/// Gemini `generateContent`.
-pub type GeminiProvider = HttpProvider<gemini::GeminiWire>;
-/// Anthropic Messages.
-pub type AnthropicProvider = HttpProvider<anthropic::AnthropicWire>;
 
 /// How an attempt ended when it did not fail outright.
 enum Reply {
@@ -736,7 +539,7 @@ impl ProviderPool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::memory::Role;
+    use crate::llm::chat::{Role, ToolCall, Usage};
     use serde_json::json;
 
     /// Answers every request with a fixed response.

@@ -14,8 +14,8 @@ use reqwest::header::HeaderMap;
 use tokio::sync::{Semaphore, SemaphorePermit};
 
 use super::LlmError;
+use super::chat::Usage;
 use super::config::LlmConfig;
-use super::provider::Usage;
 
 /// How one failed attempt should be treated by [`with_retries`].
 #[derive(Debug)]
