@@ -4,8 +4,8 @@
 //! wrapping any provider in a [`ProviderClient`]; trading and ABM code asks for JSON through
 //! [`structured`].
 //!
-//! The three HTTP dialects share one client, [`HttpProvider`]: a dialect ([`Wire`]) only says how
-//! to shape the request and read the response; timeouts, retries, the shared [`Gate`], status
+//! The three HTTP dialects share one client, [`HttpProvider`]: a dialect ([`Wire`], in `wire.rs`)
+//! only says how to shape the request and read the response; timeouts, retries, the shared [`Gate`], status
 //! handling, the response size cap and key redaction live here once. [`build_provider`] turns an
 //! [`LlmConfig`] into a provider, and a [`ProviderPool`] hands out one provider — one
 //! [`Endpoint`]: its gate and what was learned about the server — per endpoint.
@@ -471,6 +471,8 @@ pub fn build_provider(config: &LlmConfig) -> Result<Arc<dyn ChatProvider>, Confi
     build_for(config, Arc::new(Endpoint::from_config(config)))
 }
 
+/// The constructor table: the one place that names the dialects (they depend on `chat` and
+/// `wire`, never on this module).
 fn build_for(config: &LlmConfig, endpoint: Arc<Endpoint>) -> Result<Arc<dyn ChatProvider>, ConfigError> {
     let c = config.clone();
     let e = endpoint;
