@@ -409,6 +409,50 @@ fn error_detail(bytes: &[u8]) -> String {
     }
 }
 
+impl<W: Wire> HttpProvider<W> {
+    /// One call: the request in the structured-output form the endpoint takes (switching once
+    /// when the server refuses it), retries included.
+    async fn call(&self, request: &ChatRequest, start: Instant) -> Result<ChatResponse, LlmError> {
+        let url = self.wire.url(&self.config, request);
+        let label = self.label();
+        let first = self
+            .endpoint
+            .learned_json_mode()
+            .unwrap_or(self.config.openai_json_mode);
+        let switchable = request.response_schema.is_some() && self.wire.dialect() == Dialect::OpenAi;
+        let mut response = match self.send(&url, request, first).await? {
+            Reply::Done(r) => r,
+            Reply::FormatRefused(reason) if switchable => {
+                let other = first.other();
+                match self.send(&url, request, other).await? {
+                    Reply::Done(r) => {
+                        self.endpoint.learn_json_mode(other);
+                        r
+                    }
+                    Reply::FormatRefused(again) => {
+                        return Err(LlmError::Request(format!(
+                            "{label}: the server refuses both forms of structured output \
+                             (response_format {}: {reason}; {}: {again})",
+                            first.as_str(),
+                            other.as_str()
+                        )));
+                    }
+                }
+            }
+            Reply::FormatRefused(reason) => return Err(LlmError::Request(format!("{label}: {reason}"))),
+        };
+        response.latency_ms = start.elapsed().as_millis() as u64;
+        if matches!(
+            response.finish_reason.as_deref(),
+            Some("length" | "MAX_TOKENS" | "max_tokens")
+        ) {
+            response.cut_at_max_tokens = Some(request.max_tokens.unwrap_or(self.config.max_tokens));
+        }
+        response.refusal = response.refusal.map(|r| format!("{label}: {r}"));
+        Ok(response)
+    }
+}
+
 impl<W: Wire> ChatProvider for HttpProvider<W> {
     fn dialect(&self) -> Dialect {
         self.wire.dialect()
@@ -418,6 +462,9 @@ impl<W: Wire> ChatProvider for HttpProvider<W> {
         self.config.label()
     }
 
+    /// Logs one line per call — `debug` with the latency and tokens, `warn` for a failure or a
+    /// refusal (each retry has its own `warn`, see `resilience`) — with the dialect and model but
+    /// never the key or the prompt.
     fn chat<'a>(
         &'a self,
         request: &'a ChatRequest,
@@ -425,43 +472,30 @@ impl<W: Wire> ChatProvider for HttpProvider<W> {
     ) -> BoxFuture<'a, Result<ChatResponse, LlmError>> {
         Box::pin(async move {
             let start = Instant::now();
-            let url = self.wire.url(&self.config, request);
-            let label = self.label();
-            let first = self
-                .endpoint
-                .learned_json_mode()
-                .unwrap_or(self.config.openai_json_mode);
-            let switchable = request.response_schema.is_some() && self.wire.dialect() == Dialect::OpenAi;
-            let mut response = match self.send(&url, request, first).await? {
-                Reply::Done(r) => r,
-                Reply::FormatRefused(reason) if switchable => {
-                    let other = first.other();
-                    match self.send(&url, request, other).await? {
-                        Reply::Done(r) => {
-                            self.endpoint.learn_json_mode(other);
-                            r
-                        }
-                        Reply::FormatRefused(again) => {
-                            return Err(LlmError::Request(format!(
-                                "{label}: the server refuses both forms of structured output \
-                                 (response_format {}: {reason}; {}: {again})",
-                                first.as_str(),
-                                other.as_str()
-                            )));
-                        }
-                    }
-                }
-                Reply::FormatRefused(reason) => return Err(LlmError::Request(format!("{label}: {reason}"))),
-            };
-            response.latency_ms = start.elapsed().as_millis() as u64;
-            if matches!(
-                response.finish_reason.as_deref(),
-                Some("length" | "MAX_TOKENS" | "max_tokens")
-            ) {
-                response.cut_at_max_tokens = Some(request.max_tokens.unwrap_or(self.config.max_tokens));
+            let result = self.call(request, start).await;
+            let (dialect, model) = (self.wire.dialect().as_str(), self.config.model.as_str());
+            let ms = start.elapsed().as_millis() as u64;
+            match &result {
+                Ok(r) if r.refusal.is_none() => tracing::debug!(
+                    dialect,
+                    model,
+                    ms,
+                    prompt_tokens = r.usage.prompt_tokens,
+                    completion_tokens = r.usage.completion_tokens,
+                    finish_reason = r.finish_reason.as_deref().unwrap_or(""),
+                    "LLM call"
+                ),
+                // The refusal's text is the model's and may quote the prompt: only its reason.
+                Ok(r) => tracing::warn!(
+                    dialect,
+                    model,
+                    ms,
+                    finish_reason = r.finish_reason.as_deref().unwrap_or(""),
+                    "LLM call refused"
+                ),
+                Err(e) => tracing::warn!(dialect, model, ms, error = %e, "LLM call failed"),
             }
-            response.refusal = response.refusal.map(|r| format!("{label}: {r}"));
-            Ok(response)
+            result
         })
     }
 }
