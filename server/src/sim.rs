@@ -398,7 +398,7 @@ impl Sim {
                     for r in &ex.results {
                         memory.push(MemoryLine {
                             role: "tool".into(),
-                            content: r.content.clone(),
+                            content: r.content.to_string(),
                         });
                     }
                 }

@@ -26,9 +26,7 @@ use tokio::sync::watch;
 
 use crate::abm::worker::{WorkerConfig, WorkerPool};
 use crate::engine::Event;
-use crate::llm::ledger::{
-    Ledger, LlmRecord, MeteredClient, ProviderToolModel, ReplayClient, ReplayToolModel, RoutingClient,
-};
+use crate::llm::ledger::{Ledger, LlmRecord, MeteredClient, ReplayClient, RoutingClient};
 use crate::llm::resilience::TokenBudget;
 use crate::llm::{ChatProvider, LlmClient, LlmConfig, LlmSettings, MockClient, Offline, ProviderPool, ScriptedClient};
 use crate::scenario::ScenarioLibrary;
@@ -36,6 +34,7 @@ use crate::sim::{AbmSim, RunCtx, Sim};
 use crate::trading::agents::MockToolModel;
 use crate::trading::data::MarketData;
 use crate::trading::episode::TradingEpisode;
+use crate::trading::provider::{ProviderToolModel, ReplayToolModel};
 use crate::tree::{NodeId, NodeLog, SimTree, TreeError, TreeExport, entry_json};
 
 /// Configurable limits; defaults are documented in the README.
