@@ -6,7 +6,6 @@
 //! only a short owned tail is copied. A clone costs the same after ten turns as after ten thousand, and a tree node that
 //! adds a turn stores only the entries that turn created. Entry text is an `Arc<str>`.
 
-
 use serde::de::Deserializer;
 use serde::ser::Serializer;
 use serde::{Deserialize, Serialize};
