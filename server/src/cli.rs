@@ -281,6 +281,7 @@ fn run(cli: Cli) -> Result<(), String> {
             };
             let mut wb = crate::workbench::Workbench::new(library, backend, limits);
             wb.abm_sandbox = sandbox;
+            wb.use_assets(&assets);
             if let Some(store) = storage.open()? {
                 eprintln!("simtree: trees are kept in {}", store.location);
                 wb.attach_store(store)?;

@@ -258,8 +258,28 @@ impl Workbench {
         }
     }
 
-    /// The ABM worker pool, started (venv created if needed) on first use.
+    /// Takes market data and the ABM worker's root (its venv and script) from `assets` (`serve
+    /// --assets`), instead of the default assets folder.
+    pub fn use_assets(&mut self, assets: &std::path::Path) {
+        self.market = MarketData::load_dir(&assets.join("data").join("market"))
+            .ok()
+            .map(Arc::new);
+        self.root = assets.join("..");
+    }
+
+    /// The ABM worker pool, started (venv created if needed: `cargo xtask run` and `simtree abm
+    /// setup` do it ahead) with the first agent-based tree. The request that starts it waits
+    /// without holding a runtime thread (`block_in_place`).
     pub fn abm_pool(&self) -> Result<Arc<WorkerPool>, WorkbenchError> {
+        if let Some(ready) = self.abm_pool.get() {
+            return ready
+                .clone()
+                .map_err(|e| WorkbenchError::unavailable(format!("ABM worker unavailable: {e}")));
+        }
+        crate::store::blocking(|| self.start_abm_pool())
+    }
+
+    fn start_abm_pool(&self) -> Result<Arc<WorkerPool>, WorkbenchError> {
         self.abm_pool
             .get_or_init(|| {
                 crate::abm::venv::ensure_venv(&self.root)?;

@@ -25,13 +25,12 @@ async fn every_route_answers_as_upstream() {
     assert_eq!(created["root"], 0);
     let tree = created["id"].as_u64().unwrap();
     let p = |rest: &str| format!("/devui/simtree/{tree}{rest}");
-    assert!(
-        s.get("/devui/simtree")
-            .await
-            .1
-            .as_array()
-            .unwrap()
-            .contains(&json!({"id": tree, "root": 0}))
+    // Upstream's `{id, root}`, with the metadata beside it.
+    let (_, list) = s.get("/devui/simtree").await;
+    let listed = list.as_array().unwrap().iter().find(|t| t["id"] == tree).unwrap();
+    assert_eq!(
+        (listed["root"].clone(), listed["scenario"].clone()),
+        (json!(0), json!("simple_chat"))
     );
 
     let (st, adv) = s.post(&p("/advance"), &json!({"parent": 0, "turns": 2})).await;
@@ -212,7 +211,14 @@ async fn tree_socket_streams_lifecycle_messages_in_order() {
     let (msgs, done) = w.until(T, |m| m["type"] == "run_finish").await;
     assert!(done);
     let kinds: Vec<&str> = msgs.iter().map(|m| m["type"].as_str().unwrap()).collect();
-    assert_eq!(kinds, ["attached", "run_start", "run_finish"]);
+    // run_progress (an extension) comes between run_start and run_finish, the last one complete.
+    let upstream: Vec<&str> = kinds.iter().copied().filter(|k| *k != "run_progress").collect();
+    assert_eq!(upstream, ["attached", "run_start", "run_finish"]);
+    let progress: Vec<&Value> = msgs.iter().filter(|m| m["type"] == "run_progress").collect();
+    assert_eq!(
+        progress.last().map(|m| m["data"].clone()),
+        Some(json!({"node": 1, "done": 1, "total": 1}))
+    );
     assert_eq!(
         msgs[0]["data"],
         json!({"node": 1, "parent": 0, "depth": 1, "edge_type": "advance", "ops": [{"op": "advance", "turns": 1}]})
@@ -541,7 +547,7 @@ async fn every_reply_parses_into_its_shared_type() {
         s.post("/devui/simtree", &json!({"scenario": "council"})).await.1,
     );
     let p = |rest: &str| format!("/devui/simtree/{}{rest}", created.id);
-    typed::<Vec<TreeRef>>("list", s.get("/devui/simtree").await.1);
+    typed::<Vec<TreeInfo>>("list", s.get("/devui/simtree").await.1);
     let run = typed::<RunReply>(
         "advance",
         s.post(&p("/advance"), &json!({"parent": 0, "turns": 2})).await.1,

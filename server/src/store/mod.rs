@@ -255,9 +255,9 @@ impl Store {
     }
 }
 
-/// Waits on the store from any thread: inside the multi-thread runtime the worker hands its other
-/// tasks over first.
-fn blocking<R>(f: impl FnOnce() -> R) -> R {
+/// Runs blocking work (a wait on the store, a first start of the ABM worker) from any thread:
+/// inside the multi-thread runtime the worker hands its other tasks over first.
+pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
     match tokio::runtime::Handle::try_current() {
         Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
         _ => f(),
