@@ -351,9 +351,15 @@ impl SimTree {
         let loaded = source.state(id, &path).map_err(|e| TreeError::Store(e.to_string()))?;
         let (sim, cost) = match loaded {
             Some((sim, cost)) => (Arc::new(sim), cost),
-            None => match self.node(id)?.parent {
-                Some(p) => (self.sim(p)?, 0),
-                None => return Err(TreeError::Store("the root's state is missing".into())),
+            // A run that never stored a state (interrupted, or failed on an internal error)
+            // keeps its parent's, as it did live.
+            None => match (self.node(id)?.parent, self.node(id)?.status) {
+                (Some(p), NodeStatus::Interrupted | NodeStatus::Failed) => (self.sim(p)?, 0),
+                _ => {
+                    return Err(TreeError::Store(format!(
+                        "the state of node {id} is missing from the store"
+                    )));
+                }
             },
         };
         if let Some(n) = self.nodes.get_mut(&id) {

@@ -511,10 +511,6 @@ impl Workbench {
         tracing::info!(tree = handle.id, node = id, turns, "run started");
         let started = std::time::Instant::now();
         tokio::spawn(async move {
-            // The node's record is committed before its run produces anything.
-            if let Err(e) = handle.flush_async().await {
-                tracing::error!(tree = handle.id, node = id, error = %e, "store");
-            }
             let outcome = {
                 let mut progress = Progress::new(id, turns);
                 let mut sink = |e: Event| {

@@ -132,10 +132,13 @@ pub trait Database: Send {
 
 type Job = Box<dyn FnOnce(&mut dyn Database) + Send>;
 
+/// Told how the commit holding the writes before a flush went.
+type Ack = Box<dyn FnOnce(StoreResult<()>) + Send>;
+
 enum Msg {
     Write(Write),
     /// Answered once every write queued before it is committed (or failed).
-    Flush(mpsc::Sender<StoreResult<()>>),
+    Flush(Ack),
     Read(Job),
 }
 
@@ -230,16 +233,19 @@ impl Store {
     /// Waits until every write queued so far is committed.
     pub fn flush(&self) -> StoreResult<()> {
         let (tx, rx) = mpsc::channel();
-        self.send(Msg::Flush(tx))?;
+        self.send(Msg::Flush(Box::new(move |r| {
+            let _ = tx.send(r);
+        })))?;
         blocking(|| rx.recv().map_err(|_| StoreError("the store thread ended".into()))?)
     }
 
     /// [`Self::flush`] without blocking a runtime thread.
-    pub async fn flush_async(self: &Arc<Self>) -> StoreResult<()> {
-        let store = self.clone();
-        tokio::task::spawn_blocking(move || store.flush())
-            .await
-            .map_err(|e| StoreError(e.to_string()))?
+    pub async fn flush_async(&self) -> StoreResult<()> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.send(Msg::Flush(Box::new(move |r| {
+            let _ = tx.send(r);
+        })))?;
+        rx.await.map_err(|_| StoreError("the store thread ended".into()))?
     }
 
     /// Runs `f` on the database after every write queued so far, and waits for its answer.
@@ -266,23 +272,30 @@ pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
 
 /// The store thread: commits queued writes in batches, answers reads and flushes in order.
 fn run(db: &mut dyn Database, rx: mpsc::Receiver<Msg>) {
+    // What was deleted: a run stopped by a deletion may still queue a few log entries after it,
+    // and they must not leave rows behind (ids are never reused, so this is exact).
+    let mut gone = Gone::default();
     let mut writes: Vec<Write> = Vec::new();
-    let mut flushes: Vec<mpsc::Sender<StoreResult<()>>> = Vec::new();
-    let commit = |db: &mut dyn Database, writes: &mut Vec<Write>, flushes: &mut Vec<mpsc::Sender<StoreResult<()>>>| {
+    let mut flushes: Vec<Ack> = Vec::new();
+    let commit = |db: &mut dyn Database, writes: &mut Vec<Write>, flushes: &mut Vec<Ack>| {
         let result = if writes.is_empty() { Ok(()) } else { db.apply(writes) };
         if let Err(e) = &result {
             tracing::error!(error = %e, writes = writes.len(), "store commit failed");
         }
         writes.clear();
         for f in flushes.drain(..) {
-            let _ = f.send(result.clone());
+            f(result.clone());
         }
     };
     while let Ok(first) = rx.recv() {
         let mut next = Some(first);
         while let Some(msg) = next.take() {
             match msg {
-                Msg::Write(w) => push_merged(&mut writes, w),
+                Msg::Write(w) => {
+                    if gone.admit(&w) {
+                        push_merged(&mut writes, w);
+                    }
+                }
                 Msg::Flush(ack) => flushes.push(ack),
                 Msg::Read(job) => {
                     commit(db, &mut writes, &mut flushes);
@@ -297,6 +310,37 @@ fn run(db: &mut dyn Database, rx: mpsc::Receiver<Msg>) {
         commit(db, &mut writes, &mut flushes);
     }
     commit(db, &mut writes, &mut flushes);
+}
+
+/// Deleted nodes and trees, so that late writes for them are dropped.
+#[derive(Default)]
+struct Gone {
+    nodes: std::collections::HashSet<(u64, u64)>,
+    trees: std::collections::HashSet<u64>,
+}
+
+impl Gone {
+    /// Records a deletion; returns false for a write about something already deleted.
+    fn admit(&mut self, w: &Write) -> bool {
+        match w {
+            Write::DeleteNodes { tree, nodes } => {
+                self.nodes.extend(nodes.iter().map(|n| (*tree, *n)));
+                true
+            }
+            Write::DeleteTree { tree } => {
+                self.trees.insert(*tree);
+                true
+            }
+            Write::Node { tree, row } => self.live(*tree, row.id),
+            Write::Log { tree, node, .. } | Write::State { tree, node, .. } => self.live(*tree, *node),
+            Write::Tree(t) => !self.trees.contains(&t.id),
+            Write::Rename { tree, .. } | Write::Touch { tree, .. } => !self.trees.contains(tree),
+        }
+    }
+
+    fn live(&self, tree: u64, node: u64) -> bool {
+        !self.trees.contains(&tree) && !self.nodes.contains(&(tree, node))
+    }
 }
 
 /// Queues a write, appending log entries to the previous write when they continue it (a run's

@@ -1,10 +1,11 @@
 //! The workbench's side of the store: what is written when, trees loaded on first use, the
 //! tree list with metadata, renames, and the cache of live simulators.
 //!
-//! Writes follow the tree's own order (they are queued under the tree's lock). Durability points
-//! wait for a commit: a created or imported tree, an attached node (before its run starts), a
-//! branch, a finished run's state (before `run_finish` is announced), a deletion, a rename. Log
-//! entries are queued as the run produces them and committed in batches.
+//! Writes follow the tree's own order (they are queued under the tree's lock) and the store
+//! thread commits whatever is queued as soon as it is free. Durability points wait for that
+//! commit: a created or imported tree, a branch, a finished run's state and record (before
+//! `run_finish` is announced), a deletion, a rename. A run's node record is queued when it is
+//! attached and its log entries as the run produces them; the run does not wait for them.
 //!
 //! The cache: every node holding a simulator or log in memory has a cost (its state's size in
 //! the store form plus its log) and a last use. A sweeper keeps the sum under `--cache-mb` by
