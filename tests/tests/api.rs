@@ -242,6 +242,7 @@ async fn tree_socket_streams_lifecycle_messages_in_order() {
                 assert!(running.remove(&node), "run_finish for a node that was not running");
                 finished += 1;
             }
+            "run_progress" => assert!(running.contains(&node), "progress of a node that is not running"),
             other => panic!("unexpected {other}"),
         }
     }

@@ -345,6 +345,21 @@ async fn a_refused_import_leaves_nothing_and_renames_are_checked() {
     let s = b.start(&[]);
     let t = s.create("simple_chat").await;
     let mut export: Value = serde_json::from_str(&text(&s, &format!("/devui/simtree/{t}/export")).await).unwrap();
+    // The streamed export also goes through the compression layer (browsers ask for gzip).
+    let r = s
+        .http
+        .get(s.url(&format!("/devui/simtree/{t}/export")))
+        .header("accept-encoding", "gzip")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let gz = r.bytes().await.unwrap();
+    assert!(
+        gz.len() > 100 && gz[..2] == [0x1f, 0x8b],
+        "a gzip body: {} bytes",
+        gz.len()
+    );
     export["nodes"][0]["depth"] = json!(3);
     let (status, body) = s.post("/devui/simtree/import", &export).await;
     assert_eq!(status, 422, "{body}");

@@ -71,7 +71,9 @@ pub async fn export(State(app): St, ApiPath(tree): ApiPath<u64>) -> Result<Respo
         }
         let _ = tx.blocking_send(Ok(Bytes::from_static(b"]}")));
     });
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) });
+    // Fused: the compression layer may poll once more after the end.
+    let stream =
+        futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) }).fuse();
     Ok(([(header::CONTENT_TYPE, "application/json")], Body::from_stream(stream)).into_response())
 }
 
