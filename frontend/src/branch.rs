@@ -7,8 +7,8 @@
 //! [`crate::editors`]'s job (pure, tested natively); this file only wires it to the DOM.
 
 use leptos::prelude::*;
-use serde_json::{Value, json};
-use simtree_shared::{LogEntry, NodeState};
+use serde_json::{Map, Value};
+use simtree_shared::{LogEntry, Op};
 
 use crate::api::{self, ApiError};
 use crate::app::{Tree, ctx};
@@ -18,7 +18,12 @@ use crate::editors::{
 };
 use crate::ops::{Kind, needs_confirm};
 
-type Draft = RwSignal<Result<Value, String>>;
+type Draft = RwSignal<Result<Op, String>>;
+
+/// Parses typed JSON into `T`, with the message the forms show under their input.
+fn parse_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
+    serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))
+}
 
 /// A text input bound to a signal.
 fn text_input(id: &'static str, sig: RwSignal<String>, placeholder: &'static str) -> impl IntoView {
@@ -39,7 +44,7 @@ fn agents_of(tree: Tree) -> RwSignal<Vec<String>> {
             return;
         };
         leptos::task::spawn_local(async move {
-            if let Ok(state) = api::get::<NodeState>(&format!("/devui/simtree/{t}/node/{n}/state")).await {
+            if let Ok(state) = api::node_state(t, n).await {
                 agents.set(state.agents.into_iter().map(|a| a.name).collect());
             }
         });
@@ -52,7 +57,7 @@ pub fn BranchEditor(tree: Tree, node_view: RwSignal<Option<Value>>) -> impl Into
     let ctx = ctx();
     let kind = RwSignal::new("public_broadcast".to_string());
     let draft: Draft = RwSignal::new(Err(String::new()));
-    let pending = RwSignal::new(None::<(Value, String)>);
+    let pending = RwSignal::new(None::<(Op, String)>);
     // A tree of another kind offers other ops: start from its first one.
     Effect::new(move |_| {
         let kinds = op_kinds(tree.kind.get());
@@ -65,14 +70,14 @@ pub fn BranchEditor(tree: Tree, node_view: RwSignal<Option<Value>>) -> impl Into
         tree.selected.track();
         pending.set(None);
     });
-    let send = move |op: Value| {
-        let (b, parent) = (tree.base(), tree.selected.get_untracked().unwrap_or(0));
+    let send = move |op: Op| {
+        let (Some(t), Some(parent)) = (tree.id.get_untracked(), tree.selected.get_untracked()) else {
+            return;
+        };
         pending.set(None);
         tree.run(async move {
-            let r = api::post::<Value>(&format!("{b}/branch"), &json!({"parent": parent, "ops": [op]})).await?;
-            if let Some(child) = r["child"].as_u64() {
-                tree.selected.set(Some(child));
-            }
+            let r = api::branch(t, parent, &[op]).await?;
+            tree.selected.set(Some(r.child));
             Ok(())
         });
     };
@@ -140,7 +145,7 @@ fn CustomForm(tree: Tree, draft: Draft) -> impl IntoView {
     };
     let text = RwSignal::new(example.to_string());
     Effect::new(move |_| {
-        draft.set(serde_json::from_str::<Value>(&text.get()).map_err(|e| format!("invalid JSON: {e}")));
+        draft.set(parse_json::<Op>(&text.get()));
     });
     view! {
         <div class="field">
@@ -169,16 +174,20 @@ fn SocialForm(tree: Tree, kind: String, draft: Draft) -> impl IntoView {
     let k = kind.clone();
     Effect::new(move |_| {
         let op = match k.as_str() {
-            "public_broadcast" => Ok(json!({"op": "public_broadcast", "text": text.get()})),
-            "agent_ctx_append" => {
-                Ok(json!({"op": "agent_ctx_append", "name": agent.get(), "role": role.get(), "content": content.get()}))
-            }
-            _ => serde_json::from_str::<Value>(&json_text.get())
-                .map_err(|e| format!("invalid JSON: {e}"))
-                .map(|v| match k.as_str() {
-                    "agent_plan_replace" => json!({"op": k, "name": agent.get(), "plan_state": v}),
-                    _ => json!({"op": k, "name": agent.get(), "updates": v}),
-                }),
+            "public_broadcast" => Ok(Op::PublicBroadcast { text: text.get() }),
+            "agent_ctx_append" => Ok(Op::AgentCtxAppend {
+                name: agent.get(),
+                role: role.get(),
+                content: content.get(),
+            }),
+            "agent_plan_replace" => parse_json::<Value>(&json_text.get()).map(|plan_state| Op::AgentPlanReplace {
+                name: agent.get(),
+                plan_state,
+            }),
+            _ => parse_json::<Map<String, Value>>(&json_text.get()).map(|updates| Op::AgentPropsPatch {
+                name: agent.get(),
+                updates,
+            }),
         };
         draft.set(op);
     });
@@ -300,7 +309,7 @@ fn AbmForm(tree: Tree, node_view: RwSignal<Option<Value>>, kind: String, draft: 
             return;
         };
         leptos::task::spawn_local(async move {
-            if let Ok(l) = api::get::<Vec<LogEntry>>(&format!("/devui/simtree/{t}/node/{n}/logs")).await {
+            if let Ok(l) = api::node_logs(t, n).await {
                 logs.set(l);
             }
         });

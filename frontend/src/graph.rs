@@ -509,12 +509,12 @@ pub fn Stats(tree: Tree) -> impl IntoView {
 #[component]
 pub fn UsageLine(tree: Tree) -> impl IntoView {
     let ctx = ctx();
-    let usage = RwSignal::new(None::<serde_json::Value>);
+    let usage = RwSignal::new(None::<simtree_shared::UsageReply>);
     Effect::new(move |_| {
         tree.last_msg.track();
         let Some(t) = tree.id.get() else { return };
         leptos::task::spawn_local(async move {
-            if let Ok(v) = crate::api::get::<serde_json::Value>(&format!("/devui/simtree/{t}/usage")).await {
+            if let Ok(v) = crate::api::usage(t).await {
                 usage.set(Some(v));
             }
         });
@@ -522,22 +522,21 @@ pub fn UsageLine(tree: Tree) -> impl IntoView {
     let text = move || {
         usage.with(|u| {
             let u = u.as_ref()?;
-            let n = |k: &str| u["usage"][k].as_u64().unwrap_or(0);
-            let budget = u["budget"].as_object();
-            if n("calls") == 0 && budget.is_none() {
+            let n = &u.usage;
+            if n.calls == 0 && u.budget.is_none() {
                 return None;
             }
             let mut s = format!(
                 "LLM: {} {} · {} + {} {} · {} ms",
-                n("calls"),
+                n.calls,
                 ctx.tr("usage.calls"),
-                n("prompt_tokens"),
-                n("completion_tokens"),
+                n.prompt_tokens,
+                n.completion_tokens,
                 ctx.tr("usage.tokens"),
-                n("latency_ms")
+                n.latency_ms
             );
-            if let Some(b) = budget {
-                s.push_str(&format!(" · {} {}/{}", ctx.tr("usage.budget"), b["spent"], b["limit"]));
+            if let Some(b) = &u.budget {
+                s.push_str(&format!(" · {} {}/{}", ctx.tr("usage.budget"), b.spent, b.limit));
             }
             Some(s)
         })

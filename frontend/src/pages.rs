@@ -5,8 +5,8 @@
 
 use leptos::html;
 use leptos::prelude::*;
-use serde_json::{Value, json};
-use simtree_shared::{LogEntry, NodeState, NodeStatus, TreeMsg, TreeRef};
+use serde_json::Value;
+use simtree_shared::{NodeInfo, NodeStatus, ScenarioSummary, TreeMsg};
 
 use crate::api::{self, ApiError, Socket};
 use crate::app::{Conn, Link, Tree, ctx, set_title};
@@ -174,35 +174,22 @@ fn TreeBar(tree: Tree) -> impl IntoView {
 #[component]
 fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) -> impl IntoView {
     let ctx = ctx();
-    let scenarios = RwSignal::new(Vec::<(String, String)>::new());
+    let scenarios = RwSignal::new(Vec::<ScenarioSummary>::new());
     let choice = RwSignal::new("simple_chat".to_string());
     let seed = RwSignal::new(String::new());
     let budget = RwSignal::new(String::new());
     leptos::task::spawn_local(async move {
-        match api::get::<Vec<Value>>("/api/scenarios").await {
-            Ok(list) => scenarios.set(
-                list.iter()
-                    .filter_map(|s| {
-                        Some((
-                            s["id"].as_str()?.to_string(),
-                            s["title"].as_str().unwrap_or("").to_string(),
-                        ))
-                    })
-                    .collect(),
-            ),
+        match api::scenarios().await {
+            Ok(list) => scenarios.set(list),
             Err(e) => ctx.error(e),
         }
     });
     let create = move |_| {
-        let mut body = json!({"scenario": choice.get()});
-        if let Ok(s) = seed.get().trim().parse::<u64>() {
-            body["seed"] = json!(s);
-        }
-        if let Ok(b) = budget.get().trim().parse::<u64>() {
-            body["token_budget"] = json!(b);
-        }
+        let scenario = choice.get();
+        let seed = seed.get().trim().parse::<u64>().ok();
+        let budget = budget.get().trim().parse::<u64>().ok();
         leptos::task::spawn_local(async move {
-            match api::post::<TreeRef>("/devui/simtree", &body).await {
+            match api::create_tree(&scenario, seed, budget).await {
                 Ok(r) => {
                     api::storage_set("devui:lastTreeId", &r.id.to_string());
                     ctx.navigate(if studio {
@@ -223,8 +210,8 @@ fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) -> impl IntoV
                 <select id="scenario-select" on:change=move |ev| choice.set(event_target_value(&ev)) prop:value=move || choice.get()>
                     <For
                         each=move || scenarios.get()
-                        key=|(id, _)| id.clone()
-                        children=move |(id, title)| view! { <option value=id.clone() selected=move || choice.get() == id>{format!("{id} — {title}")}</option> }
+                        key=|s| s.id.clone()
+                        children=move |ScenarioSummary { id, title, .. }| view! { <option value=id.clone() selected=move || choice.get() == id>{format!("{id} — {title}")}</option> }
                     />
                 </select>
             </div>
@@ -248,16 +235,14 @@ fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) -> impl IntoV
 #[component]
 fn Inspector(tree: Tree, node_view: RwSignal<Option<Value>>) -> impl IntoView {
     let ctx = ctx();
-    let info = RwSignal::new(None::<Value>);
+    let info = RwSignal::new(None::<NodeInfo>);
     Effect::new(move |_| {
         tree.last_msg.track();
         let (Some(t), Some(n)) = (tree.id.get(), tree.selected.get()) else {
             return;
         };
         leptos::task::spawn_local(async move {
-            let v = api::get::<Value>(&format!("/devui/simtree/{t}/node/{n}/info"))
-                .await
-                .ok();
+            let v = api::node_info(t, n).await.ok();
             if tree.selected.get_untracked() == Some(n) {
                 info.set(v);
             }
@@ -271,7 +256,7 @@ fn Inspector(tree: Tree, node_view: RwSignal<Option<Value>>) -> impl IntoView {
         let n = tree.selected.get()?;
         tree.graph
             .with(|g| g.errors.get(&n).cloned())
-            .or_else(|| info.with(|i| i.as_ref()?["error"].as_str().map(str::to_string)))
+            .or_else(|| info.with(|i| i.as_ref()?.error.clone()))
     };
     let figure = move || {
         node_view.with(|v| {
@@ -293,12 +278,12 @@ fn Inspector(tree: Tree, node_view: RwSignal<Option<Value>>) -> impl IntoView {
     };
     let tokens = move || {
         info.with(|i| {
-            let u = &i.as_ref()?["usage"];
-            let calls = u["calls"].as_u64().filter(|c| *c > 0)?;
+            let u = &i.as_ref()?.usage;
+            let calls = Some(u.calls).filter(|c| *c > 0)?;
             Some(format!(
                 "{calls} {} · {} {}",
                 ctx.tr("usage.calls"),
-                u["prompt_tokens"].as_u64().unwrap_or(0) + u["completion_tokens"].as_u64().unwrap_or(0),
+                u.prompt_tokens + u.completion_tokens,
                 ctx.tr("usage.tokens")
             ))
         })
@@ -321,6 +306,17 @@ fn Inspector(tree: Tree, node_view: RwSignal<Option<Value>>) -> impl IntoView {
             </Show>
         </section>
     }
+}
+
+/// The runs the ops panel starts from the selected node.
+#[derive(Clone, Copy)]
+enum Advance {
+    /// One child, run this many turns.
+    One(u64),
+    /// This many one-turn children, each under the last.
+    Chain(u64),
+    /// (turns, count): that many children side by side.
+    Multi(u64, u64),
 }
 
 /// Run leaves, advance, parallel run, chain run, stop, details, delete (with confirmation).
@@ -346,13 +342,23 @@ fn OpsPanel(tree: Tree, node_view: RwSignal<Option<Value>>, details: bool) -> im
     let input = move |id: &'static str, sig: RwSignal<String>| {
         view! { <input id=id type="number" min="1" prop:value=move || sig.get() on:input=move |ev| sig.set(event_target_value(&ev)) /> }
     };
-    // Advance-like requests: the view follows the first child attached under the parent.
-    let advance = move |route: &'static str, body: Value| {
-        let (b, parent) = (tree.base(), sel());
+    // Advance-like requests: the view follows the first child attached under the parent (a
+    // single run's reply names its child; a parallel run's children are followed by the socket).
+    let advance = move |run: Advance| {
+        let (Some(t), parent) = (tree.id.get_untracked(), sel()) else {
+            return;
+        };
         tree.follow.set(Some(parent));
         tree.run(async move {
-            let r = api::post::<Value>(&format!("{b}/{route}"), &body).await?;
-            if let Some(child) = r["child"].as_u64() {
+            let child = match run {
+                Advance::One(turns) => Some(api::advance(t, parent, turns).await?.child),
+                Advance::Chain(turns) => Some(api::advance_chain(t, parent, turns).await?.child),
+                Advance::Multi(turns, count) => {
+                    api::advance_multi(t, parent, turns, count).await?;
+                    None
+                }
+            };
+            if let Some(child) = child {
                 tree.follow.set(None);
                 tree.selected.set(Some(child));
             }
@@ -368,7 +374,7 @@ fn OpsPanel(tree: Tree, node_view: RwSignal<Option<Value>>, details: bool) -> im
                 {input("steps-input", steps)}
                 <button id="advance-btn" class="primary" disabled=no_advance on:click=move |_| {
                     let turns = parse_count(&steps.get(), 1);
-                    advance("advance", json!({"parent": sel(), "turns": turns}));
+                    advance(Advance::One(turns));
                 }>{move || ctx.tr("ops.advance")}</button>
             </div>
             <div class="row">
@@ -377,7 +383,7 @@ fn OpsPanel(tree: Tree, node_view: RwSignal<Option<Value>>, details: bool) -> im
                 <button id="parallel-btn" disabled=no_advance on:click=move |_| {
                     let turns = parse_count(&steps.get(), 1);
                     let count = parse_count(&size.get(), 2);
-                    advance("advance_multi", json!({"parent": sel(), "turns": turns, "count": count}));
+                    advance(Advance::Multi(turns, count));
                 }>{move || ctx.tr("simtree.parallelRun")}</button>
             </div>
             <div class="row">
@@ -385,7 +391,7 @@ fn OpsPanel(tree: Tree, node_view: RwSignal<Option<Value>>, details: bool) -> im
                 {input("chain-input", chain)}
                 <button id="chain-btn" disabled=no_advance on:click=move |_| {
                     let turns = parse_count(&chain.get(), 5);
-                    advance("advance_chain", json!({"parent": sel(), "turns": turns}));
+                    advance(Advance::Chain(turns));
                 }>{move || ctx.tr("simtree.chainRun")}</button>
             </div>
             <div class="row">
@@ -393,9 +399,9 @@ fn OpsPanel(tree: Tree, node_view: RwSignal<Option<Value>>, details: bool) -> im
                 {input("leaves-input", leaves)}
                 <button id="run-leaves-btn" disabled=no_tree on:click=move |_| {
                     let turns = parse_count(&leaves.get(), 1);
-                    let b = tree.base();
+                    let Some(t) = tree.id.get_untracked() else { return };
                     tree.run(async move {
-                        api::post::<Value>(&format!("{b}/advance_frontier"), &json!({"turns": turns, "only_max_depth": false})).await?;
+                        api::advance_frontier(t, turns, false).await?;
                         Ok(())
                     })
                 }>{move || ctx.tr("simtree.run")}</button>
@@ -403,9 +409,9 @@ fn OpsPanel(tree: Tree, node_view: RwSignal<Option<Value>>, details: bool) -> im
             <div class="row">
                 <Show when=running>
                     <button id="stop-btn" class="danger" on:click=move |_| {
-                        let (b, node) = (tree.base(), sel());
+                        let (Some(t), node) = (tree.id.get_untracked(), sel()) else { return };
                         leptos::task::spawn_local(async move {
-                            if let Err(e) = api::post::<Value>(&format!("{b}/node/{node}/cancel"), &json!({})).await {
+                            if let Err(e) = api::cancel(t, node).await {
                                 ctx.error(e);
                             }
                         });
@@ -434,9 +440,9 @@ fn OpsPanel(tree: Tree, node_view: RwSignal<Option<Value>>, details: bool) -> im
                     }}</span>
                     <button id="confirm-delete-yes" class="danger" on:click=move |_| {
                         confirm_delete.set(false);
-                        let (b, node) = (tree.base(), sel());
+                        let (Some(t), node) = (tree.id.get_untracked(), sel()) else { return };
                         tree.run(async move {
-                            api::delete(&format!("{b}/node/{node}")).await?;
+                            api::delete_node(t, node).await?;
                             tree.refresh();
                             Ok(())
                         });
@@ -493,12 +499,12 @@ fn ComparePanel(tree: Tree) -> impl IntoView {
         let ctx2 = ctx;
         leptos::task::spawn_local(async move {
             let r: Result<(), ApiError> = async {
-                let la = api::get::<Vec<LogEntry>>(&format!("/devui/simtree/{t}/node/{a}/logs")).await?;
-                let lb = api::get::<Vec<LogEntry>>(&format!("/devui/simtree/{t}/node/{b}/logs")).await?;
+                let la = api::node_logs(t, a).await?;
+                let lb = api::node_logs(t, b).await?;
                 let c = compare(&path_of(tree, a), &la, &path_of(tree, b), &lb);
                 result.set(Some((a, b, c)));
-                let va = api::get::<Value>(&format!("/devui/simtree/{t}/node/{a}/view")).await?;
-                let vb = api::get::<Value>(&format!("/devui/simtree/{t}/node/{b}/view")).await?;
+                let va = api::node_view(t, a).await?;
+                let vb = api::node_view(t, b).await?;
                 views.set(Some((va, vb)));
                 Ok(())
             }
@@ -693,8 +699,8 @@ fn AgentsPanel(view_state: RwSignal<NodeView>, stick: RwSignal<bool>) -> impl In
 }
 
 async fn fetch_node(tree: u64, node: u64) -> Result<NodeView, ApiError> {
-    let events = api::get::<Vec<LogEntry>>(&format!("/devui/simtree/{tree}/sim/{node}/events")).await?;
-    let state = api::get::<NodeState>(&format!("/devui/simtree/{tree}/sim/{node}/state")).await?;
+    let events = api::sim_events(tree, node).await?;
+    let state = api::sim_state(tree, node).await?;
     Ok(NodeView::from_rest(node, events, &state))
 }
 
@@ -705,7 +711,7 @@ fn TreeSelect(tree: Tree) -> impl IntoView {
     let trees = RwSignal::new(Vec::<u64>::new());
     let reload = move || {
         leptos::task::spawn_local(async move {
-            if let Ok(list) = api::get::<Vec<TreeRef>>("/devui/simtree").await {
+            if let Ok(list) = api::trees().await {
                 trees.set(list.into_iter().map(|t| t.id).collect());
             }
         })
@@ -768,17 +774,7 @@ pub fn StudioPage(tree_id: Option<u64>) -> impl IntoView {
             ..Default::default()
         });
         refetch(t, n);
-        let s = api::connect(
-            &format!("/devui/simtree/{t}/sim/{n}/events"),
-            move |text| {
-                if let Ok(entry) = serde_json::from_str::<LogEntry>(&text) {
-                    node_view.update(|v| v.apply(entry));
-                }
-            },
-            || {},
-            || {},
-        );
-        if let Ok(s) = s {
+        if let Ok(s) = api::watch_node(t, n, move |entry| node_view.update(|v| v.apply(entry))) {
             socket.set_value(Some(s));
         }
     });
@@ -886,9 +882,7 @@ fn node_view_signal(tree: Tree) -> RwSignal<Option<Value>> {
             return;
         };
         leptos::task::spawn_local(async move {
-            let v = api::get::<Value>(&format!("/devui/simtree/{t}/node/{n}/view"))
-                .await
-                .ok();
+            let v = api::node_view(t, n).await.ok();
             if tree.selected.get_untracked() == Some(n) {
                 view.set(v);
             }
@@ -989,11 +983,6 @@ fn NodeDetails(tree: Tree, view_state: RwSignal<Option<Value>>) -> impl IntoView
     view! { <section class="panel details"><h3>{move || ctx.tr("details.title")}</h3>{body}</section> }
 }
 
-/// Fetches a node's full log.
-async fn logs_of(tree: u64, node: u64) -> Result<Vec<LogEntry>, ApiError> {
-    api::get::<Vec<LogEntry>>(&format!("/devui/simtree/{tree}/node/{node}/logs")).await
-}
-
 /// Tracked variables as lines: `solid` series plus optional `dashed` ones (a compared node) on one
 /// value axis, each variable in its own colour.
 fn series_chart(
@@ -1051,12 +1040,12 @@ fn AbmDetails(tree: Tree, view: Value) -> impl IntoView {
         };
         let cmp = tree.compare_with.get();
         leptos::task::spawn_local(async move {
-            if let Ok(l) = logs_of(t, n).await {
+            if let Ok(l) = api::node_logs(t, n).await {
                 own.set(abm_series(&l));
             }
             match cmp {
                 Some(c) if c != n => {
-                    if let Ok(l) = logs_of(t, c).await {
+                    if let Ok(l) = api::node_logs(t, c).await {
                         other.set(abm_series(&l));
                     }
                 }

@@ -3,8 +3,6 @@
 //! the import of an export file.
 
 use leptos::prelude::*;
-use serde_json::Value;
-use simtree_shared::{Graph, TreeRef};
 
 use crate::api::{self, ApiError};
 use crate::app::{Link, ctx};
@@ -27,7 +25,7 @@ pub fn TreeBrowser() -> impl IntoView {
     let confirm = RwSignal::new(None::<u64>);
     let load = move || {
         leptos::task::spawn_local(async move {
-            match api::get::<Vec<TreeRef>>("/devui/simtree").await {
+            match api::trees().await {
                 Ok(list) => {
                     let made: Vec<Row> = list
                         .iter()
@@ -40,11 +38,10 @@ pub fn TreeBrowser() -> impl IntoView {
                     rows.set(Some(made.clone()));
                     for (t, row) in list.into_iter().zip(made) {
                         leptos::task::spawn_local(async move {
-                            let base = format!("/devui/simtree/{}", t.id);
-                            if let Ok(v) = api::get::<Value>(&format!("{base}/node/{}/view", t.root)).await {
+                            if let Ok(v) = api::node_view(t.id, t.root).await {
                                 row.scenario.try_set(scenario_label(&v));
                             }
-                            if let Ok(g) = api::get::<Graph>(&format!("{base}/graph")).await {
+                            if let Ok(g) = api::graph(t.id).await {
                                 row.nodes.try_set(Some(g.nodes.len()));
                             }
                         });
@@ -58,8 +55,8 @@ pub fn TreeBrowser() -> impl IntoView {
     let delete = move |id: u64| {
         confirm.set(None);
         leptos::task::spawn_local(async move {
-            match api::delete(&format!("/devui/simtree/{id}")).await {
-                Ok(()) | Err(ApiError::NotFound(_)) => {
+            match api::delete_tree(id).await {
+                Ok(_) | Err(ApiError::NotFound(_)) => {
                     rows.update(|r| {
                         if let Some(r) = r {
                             r.retain(|row| row.id != id)
