@@ -10,7 +10,7 @@ use wasm_bindgen::prelude::*;
 
 use crate::api::{self, ApiError, Socket};
 use crate::i18n::{Lang, t};
-use crate::model::{GraphModel, Level, Note, Toasts};
+use crate::model::{GraphModel, Level, Note, Progress, Toasts, Turns};
 use crate::ops::{Kind, scenario_label};
 use crate::pages::{Home, SimTreePage, SimViewer, StudioPage};
 use crate::route::Route;
@@ -141,6 +141,9 @@ pub enum Conn {
 pub struct Tree {
     pub id: RwSignal<Option<u64>>,
     pub graph: RwSignal<GraphModel>,
+    /// How far each running node has got (`run_progress`), apart from the graph: it changes up
+    /// to ten times a second per run and must not re-lay out the tree or refetch panels.
+    pub progress: RwSignal<Progress>,
     pub selected: RwSignal<Option<u64>>,
     /// Second node of a comparison (shift-click or the compare input).
     pub compare_with: RwSignal<Option<u64>>,
@@ -164,6 +167,7 @@ impl Tree {
         let tree = Tree {
             id: RwSignal::new(None),
             graph: RwSignal::new(GraphModel::default()),
+            progress: RwSignal::new(Progress::default()),
             selected: RwSignal::new(None),
             compare_with: RwSignal::new(None),
             last_msg: RwSignal::new(None),
@@ -177,6 +181,14 @@ impl Tree {
         };
         on_cleanup(move || tree.socket.set_value(None));
         tree
+    }
+
+    /// A running node's progress as "turn 3/10" (in the unit of the tree's kind), with its
+    /// numbers; `None` while no `run_progress` came for it.
+    pub fn progress_of(self, node: u64) -> Option<(String, Turns)> {
+        let t = self.progress.with(|p| p.of(node))?;
+        let unit = self.ctx.tr(self.kind.get().progress_unit());
+        Some((format!("{unit} {}/{}", t.done, t.total), t))
     }
 
     /// Connects to tree `id`: reads the graph (a 404 ends it: "not found", no polling), selects
@@ -230,8 +242,18 @@ impl Tree {
     fn open_socket(self, id: u64, attempt: u32) {
         let ctx = self.ctx;
         let on_msg = move |msg: TreeMsg| {
+            let progress = |msg: &TreeMsg| {
+                self.graph
+                    .with_untracked(|g| self.progress.maybe_update(|p| p.apply(msg, g)))
+            };
+            if let TreeMsg::RunProgress { .. } = msg {
+                // Only the progress marks change: the graph, the panels and `last_msg` stay.
+                progress(&msg);
+                return;
+            }
             let mut end = None;
             self.graph.update(|g| end = g.apply(&msg));
+            progress(&msg);
             if let Some(end) = end {
                 let (id, stamp) = ctx.toasts.try_update(|t| t.run_end(&end)).unwrap_or((0, 0));
                 ctx.expire_later(id, stamp);

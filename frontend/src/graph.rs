@@ -309,6 +309,39 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
         }
     };
 
+    // Progress of running nodes: a bar above the node and "turn i/N" once ids fit. Drawn apart
+    // from the nodes (dense mode has no node elements) and only for the few nodes that run.
+    let running = move || tree.progress.with(|p| p.0.keys().copied().collect::<Vec<_>>());
+    let progress_mark = move |id: u64| {
+        let at = move || layout.with(|l| l.pos.get(&id).copied());
+        let half = NODE / 2.0;
+        view! {
+            <Show when=move || at().is_some() && tree.progress_of(id).is_some()>
+                <g
+                    class="progress"
+                    data-id=id.to_string()
+                    transform=move || { let (x, y) = at().unwrap_or_default(); format!("translate({x:.1},{y:.1})") }
+                >
+                    <rect x=-half y=-half - 9.0 width=NODE height="4" rx="2" style="fill: var(--border, #ccc)"></rect>
+                    <rect
+                        class="bar"
+                        x=-half
+                        y=-half - 9.0
+                        height="4"
+                        rx="2"
+                        width=move || tree.progress_of(id).map_or(0.0, |(_, t)| NODE * t.fraction())
+                        style="fill: var(--accent, #1e4976)"
+                    ></rect>
+                    <Show when=move || show_ids.get()>
+                        <text class="nprog" text-anchor="middle" y=-half - 12.0 style="font-size: 10px; fill: var(--accent, #1e4976)">
+                            {move || tree.progress_of(id).map(|(label, _)| label)}
+                        </text>
+                    </Show>
+                </g>
+            </Show>
+        }
+    };
+
     // Dense mode: edges grouped by colour into one path each, nodes as round-capped dots.
     let dense_edges = move || {
         let mut groups: Vec<(EdgeStyle, String)> = Vec::new();
@@ -413,6 +446,7 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
                         {dense_edges}
                         {dense_nodes}
                     </Show>
+                    <For each=running key=|id| *id children=progress_mark />
                 </g>
             </svg>
             <div class="zoom-controls">

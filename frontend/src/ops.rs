@@ -201,6 +201,15 @@ impl Kind {
         }
     }
 
+    /// The i18n key of the unit a run of this kind counts in `run_progress`.
+    pub fn progress_unit(self) -> &'static str {
+        match self {
+            Kind::Social => "progress.turn",
+            Kind::Trading => "progress.decision",
+            Kind::Abm => "progress.step",
+        }
+    }
+
     /// The edge legend of this kind.
     pub fn legend(self) -> &'static [EdgeStyle] {
         match self {

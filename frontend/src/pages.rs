@@ -300,6 +300,16 @@ fn Inspector(tree: Tree, node_view: RwSignal<Option<Value>>) -> impl IntoView {
                 <p id="node-made" class="made">
                     {move || tree.selected.get().map(|n| tree.graph.with(|g| node_summary(g, n)))}
                 </p>
+                {move || {
+                    let (label, t) = tree.progress_of(tree.selected.get()?)?;
+                    Some(view! {
+                        <p id="node-progress" class="progress-line">
+                            <span>{label}</span>
+                            " "
+                            <progress max=t.total value=t.done></progress>
+                        </p>
+                    })
+                }}
                 {move || reason().map(|r| view! { <p id="node-reason" class="reason">{r}</p> })}
                 {move || figure().map(|f| view! { <p class="figure">{f}</p> })}
                 {move || tokens().map(|t| view! { <p class="muted">{t}</p> })}
