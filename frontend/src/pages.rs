@@ -11,11 +11,12 @@ use simtree_shared::{NodeInfo, NodeStatus, ScenarioSummary, TreeMsg};
 use crate::api::{self, ApiError, Socket};
 use crate::app::{Conn, Link, Tree, ctx, set_title};
 use crate::branch::BranchEditor;
-use crate::chart::{AbmStructure, COLOURS, abm_series, abm_structure, pct, polylines, short_name};
+use crate::chart::{AbmStructure, COLOURS, Tracked, abm_series, abm_steps, abm_structure, pct, short_name};
 use crate::compare::{Comparison, compare};
 use crate::graph::{GraphView, Legend, Stats, UsageLine, node_summary, status_name};
 use crate::model::{EventLine, NodeView, event_line, parse_count, viewer_line};
 use crate::ops::finished_reason;
+use crate::plot::{Line, LineChart};
 use crate::route::Route;
 
 #[component]
@@ -934,8 +935,6 @@ fn metrics_table(v: &Value) -> impl IntoView + use<> {
 #[component]
 fn NodeDetails(tree: Tree, view_state: RwSignal<Option<Value>>) -> impl IntoView {
     let ctx = ctx();
-    const W: f64 = 560.0;
-    const H: f64 = 180.0;
     let body = move || {
         let v = view_state.get()?;
         if v["kind"] == "abm" {
@@ -945,15 +944,35 @@ fn NodeDetails(tree: Tree, view_state: RwSignal<Option<Value>>) -> impl IntoView
             let state = serde_json::to_string_pretty(&v["state"]).unwrap_or_default();
             return Some(view! { <pre id="scene-state" class="json">{state}</pre> }.into_any());
         }
-        let series = |k: &str| -> Vec<f64> {
-            v[k].as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|p| p["value"].as_f64())
+        let points = |k: &str| v[k].as_array().cloned().unwrap_or_default();
+        let values = |k: &str| {
+            points(k)
+                .iter()
+                .map(|p| p["value"].as_f64().unwrap_or(f64::NAN))
                 .collect()
         };
-        let (strategy, bench) = (series("equity_curve"), series("buy_and_hold_curve"));
-        let (lines, (lo, hi)) = polylines(&[&strategy, &bench], W, H, 8.0);
+        let dates = points("equity_curve")
+            .iter()
+            .map(|p| p["date"].as_str().unwrap_or("").to_string())
+            .collect();
+        let curve = |class, name: &str, colour, dash| Line {
+            class,
+            name: name.to_string(),
+            label: name.to_string(),
+            values: values(name),
+            colour,
+            dash,
+        };
+        let lines = vec![
+            Line {
+                label: "strategy".into(),
+                ..curve("equity", "equity_curve", "#1e4976", "")
+            },
+            Line {
+                label: "buy & hold".into(),
+                ..curve("benchmark", "buy_and_hold_curve", "#e65100", "4 3")
+            },
+        ];
         let trades: Vec<Value> = v["trades"].as_array().cloned().unwrap_or_default();
         let shown: Vec<Value> = trades.iter().rev().take(30).cloned().collect();
         Some(
@@ -964,14 +983,7 @@ fn NodeDetails(tree: Tree, view_state: RwSignal<Option<Value>>) -> impl IntoView
                             v["episode_id"].as_str().unwrap_or(""), v["agent"]["kind"].as_str().unwrap_or(""),
                             v["next_decision_point"], v["decision_points"], v["portfolio_value"].as_f64().unwrap_or(0.0))}
                     </p>
-                    <svg id="equity-chart" width=W height=H viewBox=format!("0 0 {W} {H}")>
-                        <rect width="100%" height="100%" fill="#fafafa" stroke="#ddd"></rect>
-                        <polyline class="equity" points=lines[0].clone() fill="none" stroke="#1e4976" stroke-width="1.5"></polyline>
-                        <polyline class="benchmark" points=lines[1].clone() fill="none" stroke="#e65100" stroke-width="1" stroke-dasharray="4 3"></polyline>
-                        <text x="10" y="14" font-size="10">{format!("{hi:.0}")}</text>
-                        <text x="10" y=H - 10.0 font-size="10">{format!("{lo:.0}")}</text>
-                    </svg>
-                    <p class="legend"><span style="color:#1e4976">"— strategy"</span> " " <span style="color:#e65100">"- - buy & hold"</span></p>
+                    <LineChart id="equity-chart" lines x_labels=dates />
                     {metrics_table(&v)}
                     <table id="trades" class="trades">
                         <tr><th>"date"</th><th>"side"</th><th>"ticker"</th><th>"qty"</th><th>"price"</th></tr>
@@ -993,44 +1005,30 @@ fn NodeDetails(tree: Tree, view_state: RwSignal<Option<Value>>) -> impl IntoView
     view! { <section class="panel details"><h3>{move || ctx.tr("details.title")}</h3>{body}</section> }
 }
 
-/// Tracked variables as lines: `solid` series plus optional `dashed` ones (a compared node) on one
-/// value axis, each variable in its own colour.
-fn series_chart(
-    id: &'static str,
-    solid: &[(String, Vec<f64>)],
-    dashed: &[(String, Vec<f64>)],
-) -> impl IntoView + use<> {
-    const W: f64 = 560.0;
-    const H: f64 = 200.0;
-    let all: Vec<&[f64]> = solid.iter().chain(dashed).map(|(_, xs)| xs.as_slice()).collect();
-    let (lines, (lo, hi)) = polylines(&all, W, H, 8.0);
+/// Tracked variables as chart lines: the selected node's (`own`, solid) and a compared node's
+/// (dashed); a variable keeps its colour in both, and the legend names the node of each line.
+fn abm_lines(own: (u64, &[Tracked]), other: Option<(u64, &[Tracked])>) -> Vec<Line> {
+    let (n, solid) = own;
+    let dashed = other.map_or(&[][..], |(_, d)| d);
     let colour = |name: &str| {
-        let i = solid.iter().chain(dashed).position(|(n, _)| n == name).unwrap_or(0) % COLOURS.len();
+        let i = solid.iter().chain(dashed).position(|(v, _)| v == name).unwrap_or(0) % COLOURS.len();
         COLOURS[i]
     };
-    let shapes = solid
-        .iter()
-        .chain(dashed)
-        .zip(lines)
-        .enumerate()
-        .map(|(i, ((name, _), points))| {
-            let dash = if i >= solid.len() { "5 3" } else { "" };
-            view! { <polyline class="series" data-name=name.clone() points=points fill="none" stroke=colour(name) stroke-width="1.5" stroke-dasharray=dash></polyline> }
-        })
-        .collect_view();
-    let legend = solid
-        .iter()
-        .map(|(name, _)| view! { <span style=format!("color:{}", colour(name))>{format!("— {} ", short_name(name))}</span> })
-        .collect_view();
-    view! {
-        <svg id=id width=W height=H viewBox=format!("0 0 {W} {H}")>
-            <rect width="100%" height="100%" fill="#fafafa" stroke="#ddd"></rect>
-            {shapes}
-            <text x="10" y="14" font-size="10">{format!("{hi:.0}")}</text>
-            <text x="10" y=H - 10.0 font-size="10">{format!("{lo:.0}")}</text>
-        </svg>
-        <p class="legend">{legend}</p>
+    let line = |node: u64, dash: &'static str| {
+        move |(name, values): &Tracked| Line {
+            class: "series",
+            name: name.clone(),
+            label: format!("{} (#{node})", short_name(name)),
+            values: values.clone(),
+            colour: colour(name),
+            dash,
+        }
+    };
+    let mut lines: Vec<Line> = solid.iter().map(line(n, "")).collect();
+    if let Some((m, d)) = other {
+        lines.extend(d.iter().map(line(m, "5 3")));
     }
+    lines
 }
 
 /// An agent-based model's structure and its tracked variables over the steps of this node's path;
@@ -1042,8 +1040,9 @@ fn AbmDetails(tree: Tree, view: Value) -> impl IntoView {
         globals,
         agents,
     } = abm_structure(&view["model"]);
-    let own = RwSignal::new(Vec::<(String, Vec<f64>)>::new());
-    let other = RwSignal::new(Vec::<(String, Vec<f64>)>::new());
+    // (node, its series, its step numbers) of the selected node, and the compared node's.
+    let own = RwSignal::new((0, Vec::<Tracked>::new(), Vec::<String>::new()));
+    let other = RwSignal::new(None::<(u64, Vec<Tracked>)>);
     Effect::new(move |_| {
         let (Some(t), Some(n)) = (tree.id.get(), tree.selected.get()) else {
             return;
@@ -1051,15 +1050,15 @@ fn AbmDetails(tree: Tree, view: Value) -> impl IntoView {
         let cmp = tree.compare_with.get();
         leptos::task::spawn_local(async move {
             if let Ok(l) = api::node_logs(t, n).await {
-                own.set(abm_series(&l));
+                own.set((n, abm_series(&l), abm_steps(&l)));
             }
             match cmp {
                 Some(c) if c != n => {
                     if let Ok(l) = api::node_logs(t, c).await {
-                        other.set(abm_series(&l));
+                        other.set(Some((c, abm_series(&l))));
                     }
                 }
-                _ => other.set(Vec::new()),
+                _ => other.set(None),
             }
         });
     });
@@ -1079,7 +1078,11 @@ fn AbmDetails(tree: Tree, view: Value) -> impl IntoView {
                 {format!("topology: {topology} · globals: {}", globals.join(", "))}
                 {agents.into_iter().map(|(k, attrs)| view! { <span class="agent-type">{format!(" · agent {k}: {}", attrs.join(", "))}</span> }).collect_view()}
             </p>
-            {move || series_chart("abm-chart", &own.get(), &other.get())}
+            {move || {
+                let (n, series, steps) = own.get();
+                let lines = other.with(|o| abm_lines((n, &series), o.as_ref().map(|(m, s)| (*m, s.as_slice()))));
+                view! { <LineChart id="abm-chart" lines x_labels=steps /> }
+            }}
             <p class="muted">"Shift-click another node to overlay its series (dashed)."</p>
         </div>
     }

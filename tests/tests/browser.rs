@@ -1149,3 +1149,103 @@ async fn data_goes_out_as_files_and_an_export_comes_back_in_from_the_tree_browse
     let _ = std::fs::remove_file(&bad);
     b.finish("data_out_and_in").await;
 }
+
+/// The texts of every element matching `css`.
+async fn texts(b: &Browser, css: &str) -> Vec<String> {
+    let v = b
+        .js(&format!(
+            "return [...document.querySelectorAll(\"{css}\")].map(e => e.textContent.trim());"
+        ))
+        .await;
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.as_str().map(str::to_string))
+        .collect()
+}
+
+/// A tree of `scenario` with one run of `turns` turns from the root, open with the run's node
+/// selected; returns the tree's id.
+async fn open_run(b: &Browser, scenario: &str, turns: u64) -> u64 {
+    let t = api_tree(&b.server, scenario).await;
+    api_post(
+        &b.server,
+        &format!("/devui/simtree/{t}/advance"),
+        json!({"parent": 0, "turns": turns}),
+    )
+    .await;
+    b.open(&format!("/simtree/{t}")).await;
+    b.wait_count("g.node", 2).await;
+    b.click("g.node[data-id='1']").await;
+    t
+}
+
+#[tokio::test]
+async fn charts_have_axes_legends_naming_their_nodes_and_a_hover_readout() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let s = &b.server;
+    open_run(&b, "llm_trader", 20).await;
+    b.wait_css("#equity-chart polyline.equity").await;
+    // The value axis: several ticks, numbers with grouped thousands; the time axis: dates.
+    let y = texts(&b, "#equity-chart .y-tick").await;
+    assert!(y.len() >= 3, "value ticks: {y:?}");
+    assert!(
+        y.iter().all(|l| l.replace(',', "").parse::<f64>().is_ok()),
+        "ticks are numbers: {y:?}"
+    );
+    assert!(
+        y.iter().any(|l| l.contains(',')),
+        "an equity in the millions is grouped: {y:?}"
+    );
+    let x = texts(&b, "#equity-chart .x-tick").await;
+    assert!(
+        x.len() >= 2 && x.iter().all(|d| d.len() == 10 && d.starts_with("20")),
+        "date ticks: {x:?}"
+    );
+    b.wait_text("#trading-view .chart-legend", "strategy").await;
+    b.wait_text("#trading-view .chart-legend", "buy & hold").await;
+    // Hover over the middle of the plot: a cursor with a dot per series and the values in words.
+    b.js(
+        "const r = document.querySelector('#equity-chart').getBoundingClientRect();
+         document.querySelector('#equity-chart').dispatchEvent(new MouseEvent('mousemove',
+           {clientX: r.left + r.width * 0.6, clientY: r.top + r.height / 2, bubbles: true}));",
+    )
+    .await;
+    let readout = b.wait_text("#equity-chart-readout", "strategy").await;
+    assert!(
+        readout.starts_with("20") && readout.contains("buy & hold"),
+        "the date and both values: {readout}"
+    );
+    assert_eq!(b.count("#equity-chart .cursor circle").await, 2);
+    // ABM: step ticks, and the legend names the node of each line once another is compared.
+    let (_, created) = s
+        .post("/devui/simtree", &json!({"scenario": "sir_network", "seed": 3}))
+        .await;
+    let a = created["id"].as_u64().unwrap();
+    let p = |rest: &str| format!("/devui/simtree/{a}{rest}");
+    api_post(s, &p("/advance"), json!({"parent": 0, "turns": 8})).await; // 1
+    api_post(s, &p("/advance"), json!({"parent": 1, "turns": 4})).await; // 2
+    b.open(&format!("/simtree/{a}")).await;
+    b.wait_count("g.node", 3).await;
+    b.click("g.node[data-id='2']").await;
+    b.wait_css("#abm-chart polyline.series").await;
+    b.wait_text("#abm-view .chart-legend", "(#2)").await;
+    let steps = texts(&b, "#abm-chart .x-tick").await;
+    assert!(
+        steps.len() >= 2 && steps.iter().all(|s| s.parse::<u64>().is_ok()),
+        "step ticks: {steps:?}"
+    );
+    b.set_input("#compare-input", "1").await;
+    b.click("#compare-btn").await;
+    b.wait_text("#abm-view .chart-legend", "(#1)").await;
+    // For the screenshot: the chart in view with its read-out.
+    b.js(
+        "const c = document.querySelector('#abm-chart'); c.scrollIntoView({block: 'center'});
+         const r = c.getBoundingClientRect();
+         c.dispatchEvent(new MouseEvent('mousemove', {clientX: r.left + r.width * 0.7, clientY: r.top + 40, bubbles: true}));",
+    )
+    .await;
+    b.wait_text("#abm-chart-readout", "(#1)").await;
+    b.finish("charts").await;
+}
