@@ -115,7 +115,67 @@ pub enum Command {
         /// Connections held at once; beyond it the oldest silent one is closed.
         #[arg(long, default_value_t = Limits::default().max_connections)]
         max_connections: usize,
+        #[command(flatten)]
+        storage: StorageArgs,
     },
+}
+
+/// Where `serve` keeps its trees.
+#[derive(Debug, clap::Args)]
+pub struct StorageArgs {
+    /// Folder of the embedded database (default: $SIMTREE_DATA, else the platform data folder,
+    /// e.g. ~/.local/share/simtree).
+    #[arg(long, env = "SIMTREE_DATA")]
+    pub data: Option<PathBuf>,
+    /// Keep trees in memory only: they die with the process.
+    #[arg(long, conflicts_with_all = ["data", "database_url"])]
+    pub ephemeral: bool,
+    /// A PostgreSQL database instead of the embedded one (postgres://user@host:port/db).
+    #[arg(long, env = "SIMTREE_DATABASE_URL", hide_env_values = true, conflicts_with = "data")]
+    pub database_url: Option<String>,
+    /// Memory (MiB) for the live simulators and logs of stored trees; others are read back from
+    /// the store when used (0: no limit).
+    #[arg(long, default_value_t = Limits::default().cache_bytes >> 20)]
+    pub cache_mb: usize,
+    /// Largest import in bytes (imports stream into the store; `--max-body-bytes` does not apply).
+    #[arg(long, default_value_t = Limits::default().max_import_bytes)]
+    pub max_import_bytes: u64,
+}
+
+impl StorageArgs {
+    /// Opens the store these flags name (`None` for `--ephemeral`).
+    pub fn open(&self) -> Result<Option<crate::store::Store>, String> {
+        if self.ephemeral {
+            return Ok(None);
+        }
+        if let Some(url) = &self.database_url {
+            return crate::store::Store::open_postgres(url)
+                .map(Some)
+                .map_err(|e| format!("cannot open the PostgreSQL database: {e}"));
+        }
+        let dir = match &self.data {
+            Some(d) => d.clone(),
+            None => default_data_dir()?,
+        };
+        crate::store::Store::open_sqlite(&dir)
+            .map(Some)
+            .map_err(|e| format!("cannot open the data folder {}: {e}", dir.display()))
+    }
+}
+
+/// `$XDG_DATA_HOME/simtree`, else `~/.local/share/simtree` (`%APPDATA%` and `~/Library/Application
+/// Support` on other systems).
+fn default_data_dir() -> Result<PathBuf, String> {
+    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let base = if cfg!(target_os = "windows") {
+        env("APPDATA")
+    } else if cfg!(target_os = "macos") {
+        env("HOME").map(|h| h.join("Library/Application Support"))
+    } else {
+        env("XDG_DATA_HOME").or_else(|| env("HOME").map(|h| h.join(".local/share")))
+    };
+    base.map(|b| b.join("simtree"))
+        .ok_or_else(|| "no data folder: set --data, SIMTREE_DATA or HOME (or use --ephemeral)".to_string())
 }
 
 #[derive(Debug, Subcommand)]
@@ -202,6 +262,7 @@ fn run(cli: Cli) -> Result<(), String> {
             max_nodes_per_tree,
             max_memory_mb,
             max_connections,
+            storage,
         } => {
             let access = access_policy(addr, token, allow_origin)?;
             let backend = backend(llm_config.as_deref())?;
@@ -215,9 +276,17 @@ fn run(cli: Cli) -> Result<(), String> {
                 max_nodes_per_tree,
                 max_memory_bytes: max_memory_mb << 20,
                 max_connections,
+                cache_bytes: storage.cache_mb << 20,
+                max_import_bytes: storage.max_import_bytes,
             };
             let mut wb = crate::workbench::Workbench::new(library, backend, limits);
             wb.abm_sandbox = sandbox;
+            if let Some(store) = storage.open()? {
+                eprintln!("simtree: trees are kept in {}", store.location);
+                wb.attach_store(store)?;
+            } else {
+                eprintln!("simtree: --ephemeral: trees are kept in memory only");
+            }
             let mut app = AppState::new(wb);
             app.access = std::sync::Arc::new(access);
             if let Some(dir) = static_dir {
@@ -387,7 +456,7 @@ fn run_headless(
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    let finished = rt.block_on(crate::headless::advance(tree, turns, &ctx, &ledger, &mut sink))?;
+    let mut finished = rt.block_on(crate::headless::advance(tree, turns, &ctx, &ledger, &mut sink))?;
     if let Some(bar) = progress {
         bar.finish_and_clear();
     }
@@ -397,14 +466,15 @@ fn run_headless(
         None => out.flush().is_err(),
     };
     if let Some(dir) = &a.out {
-        write_run(dir, &finished)?;
+        write_run(dir, &mut finished)?;
     }
     if let Some(e) = &finished.error {
         return Err(e.clone());
     }
     if !json && !broken {
-        let turns = finished.sim().map_or(0, Sim::turns);
-        let kind = finished.sim().map_or("", Sim::kind);
+        let sim = finished.sim();
+        let turns = sim.as_deref().map_or(0, Sim::turns);
+        let kind = sim.as_deref().map_or("", Sim::kind);
         eprintln!("-- {turns} turns run ({kind})");
     }
     Ok(())
@@ -421,7 +491,7 @@ fn counts_as_turn(e: &Event) -> bool {
 }
 
 /// Writes a finished run to `dir`: the tree export, the run's log lines, its usage and records.
-fn write_run(dir: &std::path::Path, run: &crate::headless::Finished) -> Result<(), String> {
+fn write_run(dir: &std::path::Path, run: &mut crate::headless::Finished) -> Result<(), String> {
     let fail = |what: &str, e: &dyn std::fmt::Display| format!("{}: cannot write {what}: {e}", dir.display());
     std::fs::create_dir_all(dir).map_err(|e| fail("the folder", &e))?;
     let export = run.export()?;

@@ -107,13 +107,13 @@ pub struct Finished {
 }
 
 impl Finished {
-    pub fn export(&self) -> Result<TreeExport, String> {
+    pub fn export(&mut self) -> Result<TreeExport, String> {
         self.tree.export().map_err(|e| e.to_string())
     }
 
     /// The run's final simulator.
-    pub fn sim(&self) -> Option<&Sim> {
-        self.tree.sim(self.node).ok().map(|s| &**s)
+    pub fn sim(&mut self) -> Option<Arc<Sim>> {
+        self.tree.sim(self.node).ok()
     }
 }
 

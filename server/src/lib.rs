@@ -13,6 +13,7 @@
 //! * [`cli`] — the `simtree` command line.
 
 pub mod abm;
+pub mod chunks;
 pub mod cli;
 pub mod embedded;
 pub mod engine;
@@ -22,6 +23,7 @@ pub mod llm;
 pub mod memory;
 pub mod scenario;
 pub mod sim;
+pub mod store;
 pub mod sweep;
 pub mod trading;
 pub mod tree;

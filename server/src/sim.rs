@@ -11,6 +11,7 @@ use simtree_shared::{AgentState, MemoryLine, NodeState, Op};
 
 use crate::abm::model::AbmModel;
 use crate::abm::worker::{Advance, CancelToken, Patch, Snapshot, Start, Termination, WorkerPool};
+use crate::chunks::AppendList;
 use crate::engine::Simulator;
 use crate::engine::event::{Event, EventSink, EventType, SceneEvent};
 use crate::engine::memory::Role;
@@ -57,7 +58,7 @@ pub struct AbmSim {
     pub snapshot: Option<Snapshot>,
     /// Every advance from the freshly built model to this node's state, in order.
     #[serde(default)]
-    pub history: Arc<Vec<Advance>>,
+    pub history: AppendList<Advance>,
     pub steps: u64,
     #[serde(default)]
     pub terminated: Option<Termination>,
@@ -104,7 +105,7 @@ impl AbmSim {
             model: Arc::new(model),
             seed,
             snapshot: None,
-            history: Arc::new(Vec::new()),
+            history: AppendList::new(),
             steps: 0,
             terminated: None,
             pending: Vec::new(),
@@ -133,8 +134,13 @@ impl AbmSim {
             steps,
         };
         let (model, seed, snapshot) = (self.model.clone(), self.seed, self.snapshot.clone());
-        let history = self.history.clone();
-        let fresh = history.is_empty();
+        let fresh = self.history.is_empty();
+        // The worker replays a plain slice; only a rebuild (no snapshot) needs it.
+        let history = if snapshot.is_none() {
+            self.history.to_vec()
+        } else {
+            Vec::new()
+        };
         let cancel = CancelToken::new();
         let on_drop = cancel.cancel_on_drop();
         let job_plan = plan.clone();
@@ -142,7 +148,7 @@ impl AbmSim {
             pool.with_worker_cancellable(&cancel, |w| {
                 let start = match &snapshot {
                     Some(s) => Start::Snapshot(s),
-                    None if history.is_empty() => Start::Spec { model: &model, seed },
+                    None if fresh => Start::Spec { model: &model, seed },
                     None => Start::Rebuild {
                         model: &model,
                         seed,
@@ -159,10 +165,7 @@ impl AbmSim {
             .map_err(|e| e.to_string())?;
         self.pending.clear();
         self.reseed = None;
-        let mut history = Vec::with_capacity(self.history.len() + 1);
-        history.extend(self.history.iter().cloned());
-        history.push(plan);
-        self.history = Arc::new(history);
+        self.history.push(plan);
         if fresh {
             sink.emit(Event::new(
                 EventType::AbmStep,

@@ -25,6 +25,16 @@ use crate::trading::data::MarketData;
 
 pub type NodeId = u64;
 
+/// What one node's record takes in memory, roughly (the struct, its ops, children and log header).
+const NODE_RECORD_BYTES: usize = 320;
+
+static TICK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// A global clock of uses, for least-recently-used eviction.
+fn tick() -> u64 {
+    TICK.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Errors of tree operations; the HTTP layer maps them to status codes.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TreeError {
@@ -38,6 +48,9 @@ pub enum TreeError {
     InvalidOp(String),
     #[error("this tree has used every node id; export it and import the export into a new tree")]
     IdsExhausted,
+    /// The store could not give a node back.
+    #[error("{0}")]
+    Store(String),
 }
 
 /// The largest node id: ids stay exact in JavaScript numbers (the web UI reads them as such).
@@ -54,12 +67,25 @@ pub struct NodeLog {
     inner: Mutex<NodeLogInner>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct NodeLogInner {
     text: String,
     /// End offset of each entry in `text`.
     ends: Vec<usize>,
     live: Option<broadcast::Sender<Arc<str>>>,
+    /// False while the entries are in the store only (a restored or evicted node).
+    loaded: bool,
+}
+
+impl Default for NodeLogInner {
+    fn default() -> Self {
+        NodeLogInner {
+            text: String::new(),
+            ends: Vec::new(),
+            live: None,
+            loaded: true,
+        }
+    }
 }
 
 impl NodeLogInner {
@@ -87,17 +113,62 @@ impl NodeLog {
         }
     }
 
+    /// A log whose entries are in the store (see [`SimTree::log`]).
+    fn unloaded() -> Self {
+        let log = NodeLog::default();
+        log.lock().loaded = false;
+        log
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, NodeLogInner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Appends one entry and forwards it to live watchers.
-    pub fn push(&self, entry: &str) {
+    fn is_loaded(&self) -> bool {
+        self.lock().loaded
+    }
+
+    /// Puts the stored entries back (no-op when they are already here).
+    fn fill(&self, entries: &[String]) {
+        let mut inner = self.lock();
+        if inner.loaded {
+            return;
+        }
+        for e in entries {
+            inner.push(e);
+        }
+        inner.text.shrink_to_fit();
+        inner.ends.shrink_to_fit();
+        inner.loaded = true;
+    }
+
+    /// Drops the entries from memory (they are in the store); returns the bytes freed.
+    fn unload(&self) -> usize {
+        let mut inner = self.lock();
+        if !inner.loaded || inner.live.as_ref().is_some_and(|tx| tx.receiver_count() > 0) {
+            return 0;
+        }
+        let freed = inner.text.capacity() + inner.ends.capacity() * std::mem::size_of::<usize>();
+        inner.text = String::new();
+        inner.ends = Vec::new();
+        inner.loaded = false;
+        freed
+    }
+
+    /// Bytes the entries take in memory.
+    pub fn bytes(&self) -> usize {
+        let inner = self.lock();
+        inner.text.len() + inner.ends.len() * std::mem::size_of::<usize>()
+    }
+
+    /// Appends one entry and forwards it to live watchers; returns its index.
+    pub fn push(&self, entry: &str) -> usize {
         let mut inner = self.lock();
         if let Some(tx) = &inner.live {
             let _ = tx.send(Arc::from(entry));
         }
         inner.push(entry);
+        inner.ends.len() - 1
     }
 
     /// Releases spare capacity once the node's run is over.
@@ -159,8 +230,19 @@ pub struct Node {
     pub edge_type: EdgeType,
     pub ops: Vec<Op>,
     pub children: Vec<NodeId>,
-    /// The node's simulator; `None` while it runs (the run owns it).
+    /// The node's simulator; `None` while it runs (the run owns it) and, in a stored tree,
+    /// while it is only in the store (see [`SimTree::sim`]).
     pub sim: Option<Arc<Sim>>,
+    /// Turns (steps, decision points) the simulator has run, kept beside it so that summaries
+    /// need no simulator.
+    pub turns: u64,
+    /// Unix milliseconds: attached, and when its run ended.
+    pub created: u64,
+    pub finished: Option<u64>,
+    /// What its simulator costs in memory, roughly (its stored form's size), for the cache.
+    cost: usize,
+    /// When the simulator or log was last used (a global tick), for the cache.
+    used: u64,
     pub log: Arc<NodeLog>,
     pub status: NodeStatus,
     /// Why the run failed, when it did.
@@ -187,6 +269,14 @@ pub struct SimTree {
     pub scenario: String,
     nodes: BTreeMap<NodeId, Node>,
     next_id: NodeId,
+    /// Where nodes not in memory come back from (a stored tree).
+    source: Option<crate::store::TreeSource>,
+}
+
+impl std::fmt::Debug for crate::store::TreeSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TreeSource({})", self.tree)
+    }
 }
 
 impl SimTree {
@@ -201,6 +291,11 @@ impl SimTree {
             edge_type: EdgeType::Root,
             ops: Vec::new(),
             children: Vec::new(),
+            turns: sim.turns(),
+            created: crate::store::now_ms(),
+            finished: None,
+            cost: 0,
+            used: 0,
             sim: Some(Arc::new(sim.fork())),
             log: Arc::new(NodeLog::from_entries(entries.iter().map(String::as_str))),
             status: NodeStatus::Done,
@@ -211,6 +306,7 @@ impl SimTree {
             scenario: scenario.into(),
             nodes: BTreeMap::from([(0, root)]),
             next_id: 1,
+            source: None,
         }
     }
 
@@ -219,11 +315,8 @@ impl SimTree {
     }
 
     /// True when the tree holds agent-based models (they need the Python worker).
-    pub fn has_abm(&self) -> bool {
-        self.nodes
-            .get(&0)
-            .and_then(|n| n.sim.as_ref())
-            .is_some_and(|s| matches!(**s, Sim::Abm(_)))
+    pub fn has_abm(&mut self) -> bool {
+        self.sim(0).is_ok_and(|s| matches!(*s, Sim::Abm(_)))
     }
 
     pub fn len(&self) -> usize {
@@ -238,9 +331,182 @@ impl SimTree {
         self.nodes.get(&id).ok_or(TreeError::NodeNotFound(id))
     }
 
-    /// The finished simulator of a node (an error while it runs).
-    pub fn sim(&self, id: NodeId) -> Result<&Arc<Sim>, TreeError> {
-        self.node(id)?.sim.as_ref().ok_or(TreeError::Running(id))
+    /// The finished simulator of a node (an error while it runs). In a stored tree a node not in
+    /// memory is rebuilt from the store; a node whose run never finished (interrupted) has its
+    /// parent's state, as a failed run does.
+    pub fn sim(&mut self, id: NodeId) -> Result<Arc<Sim>, TreeError> {
+        let now = tick();
+        let node = self.nodes.get_mut(&id).ok_or(TreeError::NodeNotFound(id))?;
+        node.used = now;
+        if let Some(sim) = &node.sim {
+            return Ok(sim.clone());
+        }
+        if node.status.is_running() {
+            return Err(TreeError::Running(id));
+        }
+        let Some(source) = &self.source else {
+            return Err(TreeError::Running(id));
+        };
+        let path = self.path(id)?;
+        let loaded = source.state(id, &path).map_err(|e| TreeError::Store(e.to_string()))?;
+        let (sim, cost) = match loaded {
+            Some((sim, cost)) => (Arc::new(sim), cost),
+            None => match self.node(id)?.parent {
+                Some(p) => (self.sim(p)?, 0),
+                None => return Err(TreeError::Store("the root's state is missing".into())),
+            },
+        };
+        if let Some(n) = self.nodes.get_mut(&id) {
+            n.sim = Some(sim.clone());
+            n.cost = cost;
+        }
+        Ok(sim)
+    }
+
+    /// A node's log, its entries read back from the store if they are not in memory.
+    pub fn log(&mut self, id: NodeId) -> Result<Arc<NodeLog>, TreeError> {
+        let now = tick();
+        let node = self.nodes.get_mut(&id).ok_or(TreeError::NodeNotFound(id))?;
+        node.used = now;
+        let log = node.log.clone();
+        if !log.is_loaded()
+            && let Some(source) = &self.source
+        {
+            let entries = source.log(id).map_err(|e| TreeError::Store(e.to_string()))?;
+            log.fill(&entries);
+        }
+        Ok(log)
+    }
+
+    /// Drops a stored node's simulator and log entries from memory (they come back on demand);
+    /// returns the bytes freed, roughly. Running nodes and logs someone watches stay.
+    pub fn evict(&mut self, id: NodeId) -> usize {
+        if self.source.is_none() {
+            return 0;
+        }
+        let Some(n) = self.nodes.get_mut(&id) else {
+            return 0;
+        };
+        if n.status.is_running() {
+            return 0;
+        }
+        n.sim = None;
+        n.log.unload()
+    }
+
+    /// Records what a node's simulator costs in memory (its stored form's size).
+    pub fn set_cost(&mut self, id: NodeId, cost: usize) {
+        if let Some(n) = self.nodes.get_mut(&id) {
+            n.cost = cost;
+            n.used = tick();
+        }
+    }
+
+    /// The nodes holding a simulator or log entries in memory that the store can give back:
+    /// `(id, bytes, last use)`.
+    pub fn cached(&self) -> Vec<(NodeId, usize, u64)> {
+        if self.source.is_none() {
+            return Vec::new();
+        }
+        self.nodes
+            .values()
+            .filter(|n| !n.status.is_running() && (n.sim.is_some() || n.log.is_loaded()))
+            .map(|n| (n.id, n.cost * usize::from(n.sim.is_some()) + n.log.bytes(), n.used))
+            .filter(|&(_, bytes, _)| bytes > 0)
+            .collect()
+    }
+
+    /// Memory the tree's structure takes (node records), roughly.
+    pub fn structure_cost(&self) -> usize {
+        self.nodes.len() * NODE_RECORD_BYTES
+    }
+
+    /// True when nodes come back from a store.
+    pub fn is_stored(&self) -> bool {
+        self.source.is_some()
+    }
+
+    /// Marks the tree as stored: nodes not in memory come back from `source`.
+    pub fn set_source(&mut self, source: crate::store::TreeSource) {
+        self.source = Some(source);
+    }
+
+    /// The next node id (persisted, so ids stay unique across restarts).
+    pub fn seq(&self) -> NodeId {
+        self.next_id
+    }
+
+    /// A node's record as the store keeps it.
+    pub fn row(&self, id: NodeId) -> Result<crate::store::NodeRow, TreeError> {
+        let n = self.node(id)?;
+        Ok(crate::store::NodeRow {
+            id,
+            parent: n.parent,
+            depth: n.depth,
+            edge_type: n.edge_type,
+            ops: n.ops.clone(),
+            status: n.status,
+            error: n.error.clone(),
+            created: n.created,
+            finished: n.finished,
+            turns: n.turns,
+            records: n.records.clone(),
+        })
+    }
+
+    /// A stored tree's structure, its states and logs left in the store until needed. Runs that
+    /// were in flight come back `interrupted`.
+    pub fn restore(
+        scenario: String,
+        seq: NodeId,
+        rows: Vec<crate::store::NodeRow>,
+        source: crate::store::TreeSource,
+    ) -> Result<SimTree, TreeError> {
+        let mut nodes: BTreeMap<NodeId, Node> = BTreeMap::new();
+        let mut max_id = 0;
+        for r in rows {
+            max_id = max_id.max(r.id);
+            if let Some(p) = r.parent {
+                match nodes.get_mut(&p) {
+                    Some(parent) => parent.children.push(r.id),
+                    None => return Err(TreeError::Store(format!("node {}: parent {p} is missing", r.id))),
+                }
+            }
+            nodes.insert(
+                r.id,
+                Node {
+                    id: r.id,
+                    parent: r.parent,
+                    depth: r.depth,
+                    edge_type: r.edge_type,
+                    ops: r.ops,
+                    children: Vec::new(),
+                    sim: None,
+                    turns: r.turns,
+                    created: r.created,
+                    finished: r.finished,
+                    cost: 0,
+                    used: 0,
+                    log: Arc::new(NodeLog::unloaded()),
+                    status: if r.status.is_running() {
+                        NodeStatus::Interrupted
+                    } else {
+                        r.status
+                    },
+                    error: r.error,
+                    records: r.records,
+                },
+            );
+        }
+        if !nodes.contains_key(&0) {
+            return Err(TreeError::Store("the tree has no root node".into()));
+        }
+        Ok(SimTree {
+            scenario,
+            nodes,
+            next_id: seq.max(max_id + 1),
+            source: Some(source),
+        })
     }
 
     /// The id the next attached node gets, if any is left.
@@ -261,6 +527,10 @@ impl SimTree {
         let id = self.next_free_id()?;
         self.next_id = id + 1;
         let depth = self.nodes.get(&parent).map_or(0, |p| p.depth + 1);
+        let turns = match &sim {
+            Some(s) => s.turns(),
+            None => self.nodes.get(&parent).map_or(0, |p| p.turns),
+        };
         let status = if sim.is_some() {
             NodeStatus::Done
         } else {
@@ -274,6 +544,11 @@ impl SimTree {
             ops,
             children: Vec::new(),
             sim,
+            turns,
+            created: crate::store::now_ms(),
+            finished: None,
+            cost: 0,
+            used: tick(),
             log: Arc::new(log),
             status,
             error: None,
@@ -310,6 +585,8 @@ impl SimTree {
         };
         node.records = records;
         node.log.seal();
+        node.turns = sim.turns();
+        node.finished = Some(crate::store::now_ms());
         node.sim = Some(Arc::new(sim));
         node.status = status;
         node.error = error;
@@ -323,11 +600,12 @@ impl SimTree {
             .nodes
             .get(&id)
             .and_then(|n| n.parent)
-            .and_then(|p| self.nodes.get(&p)?.sim.clone());
+            .and_then(|p| self.sim(p).ok());
         let Some(node) = self.nodes.get_mut(&id) else {
             return false;
         };
         node.log.seal();
+        node.finished = Some(crate::store::now_ms());
         node.sim = parent_sim;
         node.status = NodeStatus::Failed;
         node.error = Some(error);
@@ -345,11 +623,10 @@ impl SimTree {
     /// clone and the ids are checked before the first is attached. An error names the list
     /// (`cells[1].ops[0]: …`).
     pub fn branch_all(&mut self, parent: NodeId, lists: Vec<Vec<Op>>) -> Result<Vec<NodeId>, TreeError> {
-        let prepared = lists
-            .iter()
-            .enumerate()
-            .map(|(i, ops)| self.prepare_branch(parent, ops, &format!("cells[{i}].")))
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut prepared = Vec::with_capacity(lists.len());
+        for (i, ops) in lists.iter().enumerate() {
+            prepared.push(self.prepare_branch(parent, ops, &format!("cells[{i}]."))?);
+        }
         if self.ids_left() < lists.len() as u64 {
             return Err(TreeError::IdsExhausted);
         }
@@ -367,7 +644,7 @@ impl SimTree {
     }
 
     /// `parent`'s clone with `ops` applied, and the events they produced; nothing is attached.
-    fn prepare_branch(&self, parent: NodeId, ops: &[Op], at: &str) -> Result<(Sim, Vec<Event>), TreeError> {
+    fn prepare_branch(&mut self, parent: NodeId, ops: &[Op], at: &str) -> Result<(Sim, Vec<Event>), TreeError> {
         let mut sim = self.sim(parent)?.fork();
         let mut events = Vec::new();
         for (i, op) in ops.iter().enumerate() {
@@ -421,16 +698,16 @@ impl SimTree {
     }
 
     /// The full log of a node: its root path's own entries, in order.
-    pub fn logs(&self, id: NodeId) -> Result<Vec<String>, TreeError> {
+    pub fn logs(&mut self, id: NodeId) -> Result<Vec<String>, TreeError> {
         let mut out = Vec::new();
         self.for_each_log_entry(id, |e| out.push(e.to_string()))?;
         Ok(out)
     }
 
     /// Visits the full log of a node without copying it.
-    pub fn for_each_log_entry(&self, id: NodeId, mut f: impl FnMut(&str)) -> Result<(), TreeError> {
+    pub fn for_each_log_entry(&mut self, id: NodeId, mut f: impl FnMut(&str)) -> Result<(), TreeError> {
         for n in self.path(id)? {
-            self.node(n)?.log.for_each(&mut f);
+            self.log(n)?.for_each(&mut f);
         }
         Ok(())
     }
@@ -526,7 +803,7 @@ impl SimTree {
             .values()
             .map(|n| Summary {
                 id: n.id,
-                turns: n.sim.as_ref().map_or(0, |s| s.turns()),
+                turns: n.turns,
                 parent: n.parent,
                 edges: n
                     .children
@@ -543,36 +820,17 @@ impl SimTree {
     }
 
     /// `GET …/state`: turns and every agent's role, plan, merged memory and emotion.
-    pub fn state(&self, id: NodeId) -> Result<NodeState, TreeError> {
+    pub fn state(&mut self, id: NodeId) -> Result<NodeState, TreeError> {
         Ok(self.sim(id)?.state())
     }
 
     /// A lossless JSON snapshot of the whole tree (logs, ops, simulator states).
-    pub fn export(&self) -> Result<TreeExport, TreeError> {
+    pub fn export(&mut self) -> Result<TreeExport, TreeError> {
+        self.check_exportable()?;
         let nodes = self
-            .nodes
-            .values()
-            .map(|n| {
-                let sim = n.sim.as_ref().ok_or(TreeError::Running(n.id))?;
-                let logs = n
-                    .log
-                    .entries()
-                    .iter()
-                    .map(|e| serde_json::from_str(e).unwrap_or(Value::Null))
-                    .collect();
-                Ok(NodeExport {
-                    id: n.id,
-                    parent: n.parent,
-                    depth: n.depth,
-                    edge_type: n.edge_type,
-                    ops: n.ops.clone(),
-                    status: n.status,
-                    error: n.error.clone(),
-                    sim: (**sim).clone(),
-                    logs,
-                    records: n.records.clone(),
-                })
-            })
+            .ids()
+            .into_iter()
+            .map(|id| self.export_node(id))
             .collect::<Result<_, TreeError>>()?;
         Ok(TreeExport {
             format: EXPORT_FORMAT.into(),
@@ -583,133 +841,376 @@ impl SimTree {
         })
     }
 
-    /// Rebuilds a tree from an export. The export is untrusted (a file from anywhere): its
-    /// structure is checked (one root 0, ids unique and below `seq`, parents listed before their
-    /// children — hence acyclic — and depths and edge types consistent), every op and simulator
-    /// is checked against the server's limits, and each simulator is viewed once so that a state
-    /// no run could have produced is refused here rather than failing later. Nothing is attached
-    /// unless all of it passes. `market` is re-attached to trading episodes (it is not exported).
+    /// Every node id, ascending (parents before children).
+    pub fn ids(&self) -> Vec<NodeId> {
+        self.nodes.keys().copied().collect()
+    }
+
+    /// A tree is exported whole: not while a run is in flight.
+    pub fn check_exportable(&self) -> Result<(), TreeError> {
+        match self.running().first() {
+            Some(&id) => Err(TreeError::Running(id)),
+            None => Ok(()),
+        }
+    }
+
+    /// One node of an export (streamed node by node by the HTTP layer).
+    pub fn export_node(&mut self, id: NodeId) -> Result<NodeExport, TreeError> {
+        let sim = self.sim(id)?;
+        let logs = self
+            .log(id)?
+            .entries()
+            .iter()
+            .map(|e| serde_json::from_str(e).unwrap_or(Value::Null))
+            .collect();
+        let n = self.node(id)?;
+        Ok(NodeExport {
+            id: n.id,
+            parent: n.parent,
+            depth: n.depth,
+            edge_type: n.edge_type,
+            ops: n.ops.clone(),
+            status: n.status,
+            error: n.error.clone(),
+            sim: (*sim).clone(),
+            logs,
+            records: n.records.clone(),
+        })
+    }
+
+    /// Rebuilds a tree from an export held in memory (see [`Importer`], which this uses).
     pub fn import(
         data: TreeExport,
         market: Option<&Arc<MarketData>>,
         limits: &ImportLimits,
     ) -> Result<SimTree, TreeError> {
+        let mut importer = Importer::new(
+            data.format,
+            data.scenario,
+            data.root,
+            Some(data.seq),
+            limits,
+            market.cloned(),
+        )?;
+        for n in data.nodes {
+            importer.add(n)?;
+        }
+        importer.finish(None)
+    }
+}
+
+/// Rebuilds a tree from an export, node by node (a large import streams through it). The export
+/// is untrusted (a file from anywhere): its structure is checked (one root 0, ids unique and
+/// below `seq`, parents listed before their children — hence acyclic — and depths and edge types
+/// consistent), every op and simulator is checked against the server's limits, and each simulator
+/// is viewed once so that a state no run could have produced is refused here rather than failing
+/// later. Nothing is registered unless all of it passes. `market` is re-attached to trading
+/// episodes (it is not exported). With a store, each accepted node is handed to `on_node` and
+/// its simulator and log leave memory (they are read back on demand).
+pub struct Importer {
+    scenario: String,
+    seq: Option<NodeId>,
+    limits: ImportLimits,
+    market: Option<Arc<MarketData>>,
+    nodes: BTreeMap<NodeId, Node>,
+    count: usize,
+}
+
+impl Importer {
+    pub fn new(
+        format: String,
+        scenario: String,
+        root: NodeId,
+        seq: Option<NodeId>,
+        limits: &ImportLimits,
+        market: Option<Arc<MarketData>>,
+    ) -> Result<Importer, TreeError> {
         let bad = |m: String| TreeError::InvalidOp(m);
-        if data.format != EXPORT_FORMAT {
+        if format != EXPORT_FORMAT {
             return Err(bad(format!(
-                "unsupported export format '{}' (expected {EXPORT_FORMAT})",
-                data.format
+                "unsupported export format '{format}' (expected {EXPORT_FORMAT})"
             )));
         }
-        if data.root != 0 {
-            return Err(bad(format!("root must be node 0, not {}", data.root)));
+        if root != 0 {
+            return Err(bad(format!("root must be node 0, not {root}")));
         }
-        if data.nodes.len() > limits.max_nodes {
+        if let Some(seq) = seq
+            && seq > MAX_NODE_ID + 1
+        {
+            return Err(bad(format!("seq {seq} is beyond the largest node id ({MAX_NODE_ID})")));
+        }
+        Ok(Importer {
+            scenario,
+            seq,
+            limits: *limits,
+            market,
+            nodes: BTreeMap::new(),
+            count: 0,
+        })
+    }
+
+    /// The scenario the export names.
+    pub fn scenario(&self) -> &str {
+        &self.scenario
+    }
+
+    /// The export's `seq`, when it came after the nodes (checked in [`Self::finish`]).
+    fn set_seq(&mut self, seq: NodeId) {
+        self.seq = Some(seq);
+    }
+
+    /// Checks one node and attaches it; returns it (with its simulator) for the store.
+    pub fn add(&mut self, n: NodeExport) -> Result<&Node, TreeError> {
+        let bad = |m: String| TreeError::InvalidOp(m);
+        let i = self.count;
+        let id = n.id;
+        let at = |m: String| bad(format!("nodes[{i}] (node {id}): {m}"));
+        if self.count >= self.limits.max_nodes {
             return Err(bad(format!(
-                "the export has {} nodes; this server holds at most {} per tree",
-                data.nodes.len(),
-                limits.max_nodes
+                "the export has more than {} nodes; this server holds at most {} per tree",
+                self.limits.max_nodes, self.limits.max_nodes
             )));
         }
-        if data.seq > MAX_NODE_ID + 1 {
-            return Err(bad(format!(
-                "seq {} is beyond the largest node id ({MAX_NODE_ID})",
-                data.seq
+        if self.nodes.contains_key(&id) {
+            return Err(at("duplicate node id".into()));
+        }
+        if let Some(seq) = self.seq
+            && id >= seq
+        {
+            return Err(at(format!("id is not below seq {seq}")));
+        }
+        if id > MAX_NODE_ID {
+            return Err(at(format!("id is beyond the largest node id ({MAX_NODE_ID})")));
+        }
+        match (i, n.parent) {
+            (0, None) if id == 0 => {}
+            (0, _) => return Err(at("the first node must be the root: id 0, no parent".into())),
+            (_, None) => return Err(at("only the root may have no parent".into())),
+            (_, Some(p)) if !self.nodes.contains_key(&p) => {
+                return Err(at(format!("parent {p} is not listed before it")));
+            }
+            _ => {}
+        }
+        let expected_depth = n.parent.map_or(0, |p| self.nodes[&p].depth + 1);
+        if n.depth != expected_depth {
+            return Err(at(format!("depth {} but its parent implies {expected_depth}", n.depth)));
+        }
+        let expected_edge = if n.parent.is_none() {
+            EdgeType::Root
+        } else {
+            Op::edge_type_of(&n.ops)
+        };
+        if n.edge_type != expected_edge {
+            return Err(at(format!(
+                "edge type {:?} does not match its ops ({expected_edge:?})",
+                n.edge_type
             )));
         }
-        let mut nodes: BTreeMap<NodeId, Node> = BTreeMap::new();
-        for (i, n) in data.nodes.into_iter().enumerate() {
-            let id = n.id;
-            let at = |m: String| bad(format!("nodes[{i}] (node {id}): {m}"));
-            if nodes.contains_key(&id) {
-                return Err(at("duplicate node id".into()));
-            }
-            if id >= data.seq {
-                return Err(at(format!("id is not below seq {}", data.seq)));
-            }
-            match (i, n.parent) {
-                (0, None) if id == 0 => {}
-                (0, _) => return Err(at("the first node must be the root: id 0, no parent".into())),
-                (_, None) => return Err(at("only the root may have no parent".into())),
-                (_, Some(p)) if !nodes.contains_key(&p) => {
-                    return Err(at(format!("parent {p} is not listed before it")));
-                }
-                _ => {}
-            }
-            let expected_depth = n.parent.map_or(0, |p| nodes[&p].depth + 1);
-            if n.depth != expected_depth {
-                return Err(at(format!("depth {} but its parent implies {expected_depth}", n.depth)));
-            }
-            let expected_edge = if n.parent.is_none() {
-                EdgeType::Root
-            } else {
-                Op::edge_type_of(&n.ops)
-            };
-            if n.edge_type != expected_edge {
+        for op in &n.ops {
+            if let Op::Advance { turns } = op
+                && *turns > self.limits.max_turns
+            {
                 return Err(at(format!(
-                    "edge type {:?} does not match its ops ({expected_edge:?})",
-                    n.edge_type
+                    "an advance of {turns} turns is beyond this server's {} per request",
+                    self.limits.max_turns
                 )));
             }
-            for op in &n.ops {
-                if let Op::Advance { turns } = op
-                    && *turns > limits.max_turns
-                {
-                    return Err(at(format!(
-                        "an advance of {turns} turns is beyond this server's {} per request",
-                        limits.max_turns
-                    )));
-                }
-            }
-            if let Some(bad_entry) = n.logs.iter().position(|e| !e.is_object()) {
-                return Err(at(format!("logs[{bad_entry}] is not a log entry object")));
-            }
-            let mut sim = n.sim;
-            sim.attach(market);
-            sim.distrust();
-            sim.check_imported().map_err(&at)?;
-            let viewable = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                let _ = (sim.view(), sim.state(), sim.turns());
-            }));
-            if viewable.is_err() {
-                return Err(at("the simulator state is inconsistent".into()));
-            }
-            if let Some(p) = n.parent
-                && let Some(parent) = nodes.get_mut(&p)
-            {
-                parent.children.push(id);
-            }
-            let entries: Vec<String> = n.logs.iter().map(Value::to_string).collect();
-            nodes.insert(
-                id,
-                Node {
-                    id,
-                    parent: n.parent,
-                    depth: n.depth,
-                    edge_type: n.edge_type,
-                    ops: n.ops,
-                    children: Vec::new(),
-                    sim: Some(Arc::new(sim)),
-                    log: Arc::new(NodeLog::from_entries(entries.iter().map(String::as_str))),
-                    // A run that was in flight when the tree was exported did not finish.
-                    status: if n.status == NodeStatus::Running {
-                        NodeStatus::Interrupted
-                    } else {
-                        n.status
-                    },
-                    error: n.error,
-                    records: n.records,
-                },
-            );
         }
-        if !nodes.contains_key(&0) {
+        if let Some(bad_entry) = n.logs.iter().position(|e| !e.is_object()) {
+            return Err(at(format!("logs[{bad_entry}] is not a log entry object")));
+        }
+        let mut sim = n.sim;
+        sim.attach(self.market.as_ref());
+        sim.distrust();
+        sim.check_imported().map_err(&at)?;
+        let viewable = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _ = (sim.view(), sim.state(), sim.turns());
+        }));
+        if viewable.is_err() {
+            return Err(at("the simulator state is inconsistent".into()));
+        }
+        if let Some(p) = n.parent
+            && let Some(parent) = self.nodes.get_mut(&p)
+        {
+            parent.children.push(id);
+        }
+        let entries: Vec<String> = n.logs.iter().map(Value::to_string).collect();
+        let now = crate::store::now_ms();
+        self.count += 1;
+        let node = Node {
+            id,
+            parent: n.parent,
+            depth: n.depth,
+            edge_type: n.edge_type,
+            ops: n.ops,
+            children: Vec::new(),
+            turns: sim.turns(),
+            created: now,
+            finished: Some(now),
+            cost: 0,
+            used: 0,
+            sim: Some(Arc::new(sim)),
+            log: Arc::new(NodeLog::from_entries(entries.iter().map(String::as_str))),
+            // A run that was in flight when the tree was exported did not finish.
+            status: if n.status == NodeStatus::Running {
+                NodeStatus::Interrupted
+            } else {
+                n.status
+            },
+            error: n.error,
+            records: n.records,
+        };
+        Ok(self.nodes.entry(id).or_insert(node))
+    }
+
+    /// Drops a stored node's simulator and log from memory (they are in the store now).
+    pub fn release(&mut self, id: NodeId) {
+        if let Some(n) = self.nodes.get_mut(&id) {
+            n.sim = None;
+            n.log = Arc::new(NodeLog::unloaded());
+        }
+    }
+
+    /// The tree, once every node is in. `seq` is the export's when it came after the nodes.
+    pub fn finish(mut self, source: Option<crate::store::TreeSource>) -> Result<SimTree, TreeError> {
+        let bad = |m: String| TreeError::InvalidOp(m);
+        if !self.nodes.contains_key(&0) {
             return Err(bad("the export has no root node 0".into()));
         }
+        let max_id = self.nodes.keys().next_back().copied().unwrap_or(0);
+        let seq = self.seq.get_or_insert(max_id + 1);
+        if *seq > MAX_NODE_ID + 1 {
+            return Err(bad(format!("seq {seq} is beyond the largest node id ({MAX_NODE_ID})")));
+        }
+        if max_id >= *seq {
+            return Err(bad(format!("node {max_id} is not below seq {seq}")));
+        }
         Ok(SimTree {
-            scenario: data.scenario,
-            nodes,
-            next_id: data.seq,
+            scenario: self.scenario,
+            nodes: self.nodes,
+            next_id: *seq,
+            source,
         })
+    }
+}
+
+/// Reads an export from `reader` node by node, handing each to `on_node` (which checks and keeps
+/// it with [`Importer::add`]): memory holds one node's JSON at a time, whatever the export's
+/// size. The header fields (`format`, `scenario`, `root`) must come before `nodes`, as exports
+/// write them; `seq` may come before or after.
+pub fn read_export<R: std::io::Read>(
+    reader: R,
+    limits: &ImportLimits,
+    market: Option<Arc<MarketData>>,
+    on_node: impl FnMut(&mut Importer, NodeExport) -> Result<(), TreeError>,
+) -> Result<Importer, TreeError> {
+    use serde::de::{DeserializeSeed, Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
+
+    struct State<'a, F> {
+        limits: &'a ImportLimits,
+        market: Option<Arc<MarketData>>,
+        on_node: F,
+        failure: Option<TreeError>,
+    }
+    struct Top<'s, 'a, F>(&'s mut State<'a, F>);
+    struct Nodes<'s, 'a, F>(&'s mut State<'a, F>, &'s mut Importer);
+
+    impl<'de, F: FnMut(&mut Importer, NodeExport) -> Result<(), TreeError>> Visitor<'de> for Top<'_, '_, F> {
+        type Value = Option<Importer>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a simtree export object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let (mut format, mut scenario, mut root, mut seq) = (None, None, None, None);
+            let mut importer: Option<Importer> = None;
+            while let Some(key) = map.next_key::<String>()? {
+                match key.as_str() {
+                    "format" => format = Some(map.next_value::<String>()?),
+                    "scenario" => scenario = Some(map.next_value::<String>()?),
+                    "root" => root = Some(map.next_value::<NodeId>()?),
+                    "seq" => {
+                        let s = map.next_value::<NodeId>()?;
+                        if let Some(imp) = &mut importer {
+                            imp.set_seq(s);
+                        }
+                        seq = Some(s);
+                    }
+                    "nodes" => {
+                        if importer.is_some() {
+                            return Err(A::Error::custom("duplicate field `nodes`"));
+                        }
+                        let (Some(format), Some(scenario), Some(root)) = (format.take(), scenario.take(), root) else {
+                            return Err(A::Error::custom(
+                                "`format`, `scenario` and `root` must come before `nodes`",
+                            ));
+                        };
+                        let mut imp =
+                            match Importer::new(format, scenario, root, seq, self.0.limits, self.0.market.clone()) {
+                                Ok(i) => i,
+                                Err(e) => {
+                                    self.0.failure = Some(e);
+                                    return Err(A::Error::custom("refused"));
+                                }
+                            };
+                        map.next_value_seed(Nodes(self.0, &mut imp))?;
+                        importer = Some(imp);
+                    }
+                    other => {
+                        return Err(A::Error::unknown_field(
+                            other,
+                            &["format", "scenario", "root", "seq", "nodes"],
+                        ));
+                    }
+                }
+            }
+            Ok(importer)
+        }
+    }
+
+    impl<'de, F: FnMut(&mut Importer, NodeExport) -> Result<(), TreeError>> DeserializeSeed<'de> for Nodes<'_, '_, F> {
+        type Value = ();
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_seq(self)
+        }
+    }
+
+    impl<'de, F: FnMut(&mut Importer, NodeExport) -> Result<(), TreeError>> Visitor<'de> for Nodes<'_, '_, F> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a list of nodes")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            let mut i = 0usize;
+            loop {
+                let node = match seq.next_element::<NodeExport>() {
+                    Ok(Some(n)) => n,
+                    Ok(None) => return Ok(()),
+                    Err(e) => return Err(A::Error::custom(format!("nodes[{i}]: {e}"))),
+                };
+                if let Err(e) = (self.0.on_node)(self.1, node) {
+                    self.0.failure = Some(e);
+                    return Err(A::Error::custom("refused"));
+                }
+                i += 1;
+            }
+        }
+    }
+
+    let mut state = State {
+        limits,
+        market,
+        on_node,
+        failure: None,
+    };
+    let mut de = serde_json::Deserializer::from_reader(std::io::BufReader::with_capacity(1 << 16, reader));
+    let parsed = (&mut de)
+        .deserialize_map(Top(&mut state))
+        .and_then(|imp| de.end().map(|()| imp));
+    match (parsed, state.failure) {
+        (_, Some(e)) => Err(e),
+        (Ok(Some(imp)), None) => Ok(imp),
+        (Ok(None), None) => Err(TreeError::InvalidOp("invalid export: missing field `nodes`".into())),
+        (Err(e), None) => Err(TreeError::InvalidOp(format!("invalid export: {e}"))),
     }
 }
 

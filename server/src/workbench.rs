@@ -9,8 +9,10 @@
 //! go to the tree's broadcast channel in causal order per node; log entries go to each node's
 //! own log and its live channel.
 
+mod persist;
 mod sweep;
 
+pub use persist::{MAX_NAME_CHARS, Meta};
 pub use sweep::{SweepStarted, SweepTable};
 
 use std::collections::HashMap;
@@ -18,7 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use dashmap::DashMap;
-use simtree_shared::{NodeStatus, Op, TreeMsg, TreeRef};
+use simtree_shared::{NodeStatus, Op, SimKind, TreeMsg, TreeRef};
 use tokio::sync::broadcast;
 use tokio::sync::watch;
 
@@ -34,7 +36,7 @@ use crate::sim::{AbmSim, RunCtx, Sim};
 use crate::trading::agents::MockToolModel;
 use crate::trading::data::MarketData;
 use crate::trading::episode::TradingEpisode;
-use crate::tree::{ImportLimits, NodeId, NodeLog, SimTree, TreeError, TreeExport, entry_json};
+use crate::tree::{NodeId, NodeLog, SimTree, TreeError, TreeExport, entry_json};
 
 /// Configurable limits; defaults are documented in the README.
 #[derive(Clone, Debug)]
@@ -54,6 +56,10 @@ pub struct Limits {
     pub max_memory_bytes: u64,
     /// Connections held at once (see `http::listener`).
     pub max_connections: usize,
+    /// Memory for live simulators and logs of stored trees (0: no limit); see `workbench::persist`.
+    pub cache_bytes: usize,
+    /// Largest import (it streams into the store; not bound by `max_body_bytes`).
+    pub max_import_bytes: u64,
 }
 
 impl Default for Limits {
@@ -68,12 +74,20 @@ impl Default for Limits {
             max_nodes_per_tree: 100_000,
             max_memory_bytes: 4 << 30,
             max_connections: 4096,
+            cache_bytes: 512 << 20,
+            max_import_bytes: 1 << 30,
         }
     }
 }
 
 pub struct Workbench {
+    /// Trees in memory.
     pub trees: DashMap<u64, Arc<TreeHandle>>,
+    /// Trees in the store and not (or no longer) in memory: loaded on first use.
+    stored: DashMap<u64, crate::store::TreeRow>,
+    loading: Mutex<()>,
+    /// Where trees are kept (`None`: `--ephemeral`, memory only).
+    pub store: Option<Arc<crate::store::Store>>,
     next_tree: AtomicU64,
     pub scenarios: ScenarioLibrary,
     pub backend: Backend,
@@ -188,6 +202,9 @@ pub struct TreeHandle {
     pub budget: Option<Arc<TokenBudget>>,
     /// The tree's sweeps, by id (see `workbench::sweep`).
     sweeps: sweep::Sweeps,
+    pub kind: SimKind,
+    meta: Mutex<Meta>,
+    store: Option<Arc<crate::store::Store>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -227,6 +244,9 @@ impl Workbench {
     pub fn new(scenarios: ScenarioLibrary, backend: Backend, limits: Limits) -> Self {
         Workbench {
             trees: DashMap::new(),
+            stored: DashMap::new(),
+            loading: Mutex::new(()),
+            store: None,
             next_tree: AtomicU64::new(0),
             scenarios,
             backend,
@@ -251,22 +271,28 @@ impl Workbench {
             .map_err(|e| WorkbenchError::unavailable(format!("ABM worker unavailable: {e}")))
     }
 
+    /// A tree by id; a stored tree not in memory is loaded (its structure; states and logs stay
+    /// in the store until used).
     pub fn tree(&self, id: u64) -> Result<Arc<TreeHandle>, WorkbenchError> {
-        self.trees
-            .get(&id)
-            .map(|t| t.clone())
-            .ok_or_else(WorkbenchError::tree_not_found)
+        if let Some(t) = self.trees.get(&id) {
+            return Ok(t.clone());
+        }
+        self.load(id)?.ok_or_else(WorkbenchError::tree_not_found)
     }
 
-    fn register(&self, tree: SimTree, token_budget: Option<u64>) -> Result<TreeRef, WorkbenchError> {
-        if self.trees.len() >= self.limits.max_trees {
-            return Err(WorkbenchError::conflict(format!(
-                "the server holds its maximum of {} trees; delete one first",
-                self.limits.max_trees
-            )));
+    fn handle(&self, id: u64, tree: SimTree, kind: SimKind, meta: Meta, token_budget: Option<u64>) -> TreeHandle {
+        let mut tree = tree;
+        if let Some(store) = &self.store
+            && !tree.is_stored()
+        {
+            tree.set_source(crate::store::TreeSource {
+                store: store.clone(),
+                tree: id,
+                cache: Default::default(),
+                market: self.market.clone(),
+            });
         }
-        let id = self.next_tree.fetch_add(1, Ordering::SeqCst);
-        let handle = TreeHandle {
+        TreeHandle {
             id,
             tree: Mutex::new(tree),
             events: broadcast::channel(self.limits.ws_queue.max(1)).0,
@@ -275,8 +301,31 @@ impl Workbench {
                 .or(self.limits.token_budget)
                 .map(|b| Arc::new(TokenBudget::new(b))),
             sweeps: Default::default(),
+            kind,
+            meta: Mutex::new(meta),
+            store: self.store.clone(),
+        }
+    }
+
+    fn register(&self, mut tree: SimTree, token_budget: Option<u64>) -> Result<TreeRef, WorkbenchError> {
+        if self.tree_count() >= self.limits.max_trees {
+            return Err(WorkbenchError::conflict(format!(
+                "the server holds its maximum of {} trees; delete one first",
+                self.limits.max_trees
+            )));
+        }
+        let id = self.next_tree.fetch_add(1, Ordering::SeqCst);
+        let kind = persist::kind_of(&*tree.sim(0)?);
+        let now = crate::store::now_ms();
+        let name = tree.scenario.clone();
+        let meta = Meta {
+            name,
+            created: now,
+            last_activity: now,
         };
-        self.trees.insert(id, Arc::new(handle));
+        let handle = Arc::new(self.handle(id, tree, kind, meta, token_budget));
+        self.persist_tree(&handle)?;
+        self.trees.insert(id, handle);
         Ok(TreeRef { id, root: 0 })
     }
 
@@ -312,17 +361,10 @@ impl Workbench {
         self.register(SimTree::new(scenario, Sim::Social(sim)), token_budget)
     }
 
+    /// Imports an export held in memory (see [`Self::import_stream`] for large ones).
     pub fn import_tree(&self, export: TreeExport) -> Result<TreeRef, WorkbenchError> {
-        let limits = ImportLimits {
-            max_nodes: self.limits.max_nodes_per_tree,
-            max_turns: self.limits.max_turns_per_request,
-        };
-        let tree = SimTree::import(export, self.market.as_ref(), &limits)?;
-        if tree.has_abm() {
-            // Imported models run on the worker like created ones; start it now, not mid-run.
-            self.abm_pool()?;
-        }
-        self.register(tree, None)
+        let bytes = serde_json::to_vec(&export).map_err(|e| WorkbenchError::invalid(e.to_string()))?;
+        self.import_stream(&bytes[..])
     }
 
     fn check_turns(&self, turns: u64) -> Result<(), WorkbenchError> {
@@ -378,6 +420,8 @@ impl Workbench {
         replay: Option<Vec<LlmRecord>>,
     ) -> Result<Pending, WorkbenchError> {
         let (id, sim, log) = tree.start_advance(parent, turns)?;
+        handle.persist_row(tree, id);
+        handle.touch(tree);
         let attached = tree.node(id)?.attached();
         handle.send(TreeMsg::Attached(attached));
         handle.send(TreeMsg::RunStart { node: id });
@@ -448,8 +492,16 @@ impl Workbench {
         tracing::info!(tree = handle.id, node = id, turns, "run started");
         let started = std::time::Instant::now();
         tokio::spawn(async move {
+            // The node's record is committed before its run produces anything.
+            if let Err(e) = handle.flush_async().await {
+                tracing::error!(tree = handle.id, node = id, error = %e, "store");
+            }
             let outcome = {
-                let mut sink = |e: Event| log.push(&entry_json(&e, id));
+                let mut sink = |e: Event| {
+                    let entry = entry_json(&e, id);
+                    let index = log.push(&entry);
+                    handle.persist_entry(id, index, &entry);
+                };
                 let run = CatchUnwind(Box::pin(sim.run(turns, &ctx, &mut sink)));
                 tokio::select! {
                     r = run => match r {
@@ -480,12 +532,31 @@ impl Workbench {
             };
             let present = {
                 let mut t = handle.lock();
-                if panicked {
+                let present = if panicked {
                     t.fail_without_sim(id, error.clone().unwrap_or_default())
                 } else {
-                    t.finish(id, sim, status, error.clone(), records)
+                    let present = t.finish(id, sim, status, error.clone(), records);
+                    if present && handle.stored() {
+                        let stored = t
+                            .sim(id)
+                            .map_err(WorkbenchError::from)
+                            .and_then(|sim| handle.persist_state(&mut t, id, &sim));
+                        if let Err(e) = stored {
+                            tracing::error!(tree = handle.id, node = id, error = %e, "store");
+                        }
+                    }
+                    present
+                };
+                if present {
+                    handle.persist_row(&t, id);
+                    handle.touch(&t);
                 }
+                present
             };
+            // The final state is committed before anyone hears the run ended.
+            if let Err(e) = handle.flush_async().await {
+                tracing::error!(tree = handle.id, node = id, error = %e, "store");
+            }
             lock(&handle.runs).remove(&id);
             tracing::info!(
                 tree = handle.id,
@@ -682,7 +753,11 @@ impl Workbench {
         let mut t = handle.lock();
         self.check_capacity(&t, 1)?;
         let id = t.branch(parent, ops)?;
+        handle.persist_node(&mut t, id)?;
+        handle.touch(&t);
         handle.send(TreeMsg::Attached(t.node(id)?.attached()));
+        drop(t);
+        handle.flush()?;
         Ok(id)
     }
 
@@ -706,26 +781,39 @@ impl Workbench {
         let removed = {
             let mut t = handle.lock();
             let removed = t.delete_subtree(node)?;
+            handle.persist_delete(&t, removed.clone());
             handle.send(TreeMsg::Deleted { node });
             removed
         };
         handle.cancel(removed);
-        Ok(())
+        handle.flush()
     }
 
     /// Removes a whole tree; its running simulations are cancelled.
     pub fn delete_tree(&self, tree: u64) -> Result<(), WorkbenchError> {
-        let (_, handle) = self.trees.remove(&tree).ok_or_else(WorkbenchError::tree_not_found)?;
-        let running: Vec<NodeId> = lock(&handle.runs).keys().copied().collect();
-        handle.cancel(running);
-        Ok(())
+        if let Some(store) = &self.store {
+            if self.stored.remove(&tree).is_none() && !self.trees.contains_key(&tree) {
+                return Err(WorkbenchError::tree_not_found());
+            }
+            store.write(crate::store::Write::DeleteTree { tree });
+        }
+        if let Some((_, handle)) = self.trees.remove(&tree) {
+            let running: Vec<NodeId> = lock(&handle.runs).keys().copied().collect();
+            handle.cancel(running);
+        } else if self.store.is_none() {
+            return Err(WorkbenchError::tree_not_found());
+        }
+        match &self.store {
+            Some(s) => s.flush().map_err(|e| WorkbenchError::unavailable(e.to_string())),
+            None => Ok(()),
+        }
     }
 
     /// Subscribes to a node's live entries.
     pub fn node_log(&self, tree: u64, node: NodeId) -> Result<Arc<NodeLog>, WorkbenchError> {
         let handle = self.tree(tree)?;
-        let t = handle.lock();
-        Ok(t.node(node)?.log.clone())
+        let mut t = handle.lock();
+        Ok(t.log(node)?)
     }
 }
 

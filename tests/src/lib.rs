@@ -62,8 +62,11 @@ impl Server {
             "{} is missing: build it first (cargo xtask test does)",
             bin.display()
         );
+        // Memory only unless the test names a store (the tests of durable trees do).
+        let stored = flags.iter().any(|f| *f == "--data" || *f == "--database-url");
         let mut child = Command::new(&bin)
             .args(["serve", "--addr", "127.0.0.1:0"])
+            .args(if stored { &[][..] } else { &["--ephemeral"][..] })
             .args(flags)
             // Quiet logs unless the test run asks for them (RUST_LOG=info shows request lines).
             .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))

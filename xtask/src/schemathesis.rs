@@ -30,6 +30,7 @@ pub fn test() -> Result<(), String> {
     let mut server = Command::new(&bin)
         .args([
             "serve",
+            "--ephemeral",
             "--addr",
             "127.0.0.1:0",
             "--max-turns",

@@ -1,16 +1,18 @@
 //! An agent's short-term memory: the conversation it sends to the LLM.
 //!
 //! Upstream keeps a plain list and deep-copies it on every clone, so cloning a long-running
-//! simulation is linear in its history. Here a memory is a persistent, append-only list: older
-//! entries live in immutable chunks shared (`Arc`) by every clone, and only a short owned tail is
-//! copied. A clone costs the same after ten turns as after ten thousand, and a tree node that
+//! simulation is linear in its history. Here a memory is a persistent, append-only list
+//! ([`AppendList`]): older entries live in immutable chunks shared (`Arc`) by every clone, and
+//! only a short owned tail is copied. A clone costs the same after ten turns as after ten thousand, and a tree node that
 //! adds a turn stores only the entries that turn created. Entry text is an `Arc<str>`.
 
 use std::sync::Arc;
 
 use serde::de::Deserializer;
-use serde::ser::{SerializeSeq, Serializer};
+use serde::ser::Serializer;
 use serde::{Deserialize, Serialize};
+
+use crate::chunks::AppendList;
 
 /// Who said a memory line, as the chat APIs name it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -56,26 +58,12 @@ impl Message {
     }
 }
 
-/// Entries kept in the owned tail before older ones are frozen into a shared chunk.
-const TAIL_MAX: usize = 16;
-
-/// An immutable run of entries, linked to the run before it.
-#[derive(Debug)]
-struct Frozen {
-    prev: Option<Arc<Frozen>>,
-    items: Box<[Message]>,
-}
-
 /// The ordered memory with upstream's merge rule: appending a line with the same role as the last
-/// entry extends that entry (`last + "\n" + line`) instead of adding a new one.
-///
-/// Invariant: the tail is empty only when the whole memory is, so the last entry (the only one a
-/// merge touches) is always owned.
-#[derive(Clone, Debug, Default)]
+/// entry extends that entry (`last + "\n" + line`) instead of adding a new one. The entries live
+/// in a persistent [`AppendList`], whose last entry is always owned (the only one a merge touches).
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ShortTermMemory {
-    frozen: Option<Arc<Frozen>>,
-    frozen_len: usize,
-    tail: Vec<Message>,
+    list: AppendList<Message>,
 }
 
 impl ShortTermMemory {
@@ -85,7 +73,7 @@ impl ShortTermMemory {
 
     /// Appends one line, merging it into the last entry when the roles match.
     pub fn append(&mut self, role: Role, content: &str) {
-        if let Some(last) = self.tail.last_mut()
+        if let Some(last) = self.list.last_mut()
             && last.role == role
         {
             let mut merged = String::with_capacity(last.content.len() + 1 + content.len());
@@ -95,81 +83,46 @@ impl ShortTermMemory {
             last.content = merged.into();
             return;
         }
-        self.push(Message::new(role, content));
-    }
-
-    fn push(&mut self, message: Message) {
-        self.tail.push(message);
-        if self.tail.len() > TAIL_MAX {
-            let keep = self.tail.split_off(self.tail.len() - 1);
-            let items = std::mem::replace(&mut self.tail, keep).into_boxed_slice();
-            self.frozen_len += items.len();
-            self.frozen = Some(Arc::new(Frozen {
-                prev: self.frozen.take(),
-                items,
-            }));
-        }
+        self.list.push(Message::new(role, content));
     }
 
     /// Number of entries (not lines).
     pub fn len(&self) -> usize {
-        self.frozen_len + self.tail.len()
+        self.list.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.list.is_empty()
     }
 
     pub fn last(&self) -> Option<&Message> {
-        self.tail.last()
+        self.list.last()
     }
 
     /// Entries in order.
     pub fn iter(&self) -> impl Iterator<Item = &Message> {
-        let mut chunks = Vec::new();
-        let mut cur = self.frozen.as_deref();
-        while let Some(c) = cur {
-            chunks.push(c);
-            cur = c.prev.as_deref();
-        }
-        chunks
-            .into_iter()
-            .rev()
-            .flat_map(|c| c.items.iter())
-            .chain(self.tail.iter())
+        self.list.iter()
     }
 
     pub fn clear(&mut self) {
-        *self = Self::default();
+        self.list.clear();
     }
 }
 
-impl PartialEq for ShortTermMemory {
-    fn eq(&self, other: &Self) -> bool {
-        self.len() == other.len() && self.iter().eq(other.iter())
-    }
-}
-
-/// Serialised as the plain `[{role, content}]` list upstream uses.
+/// Serialised as the plain `[{role, content}]` list upstream uses (the store's form inside
+/// [`crate::chunks::write_chunks`]). Stored entries are taken as they are (no merging), exactly
+/// like upstream's restore.
 impl Serialize for ShortTermMemory {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut seq = s.serialize_seq(Some(self.len()))?;
-        for m in self.iter() {
-            seq.serialize_element(m)?;
-        }
-        seq.end()
+        self.list.serialize(s)
     }
 }
 
 impl<'de> Deserialize<'de> for ShortTermMemory {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let items = Vec::<Message>::deserialize(d)?;
-        let mut m = ShortTermMemory::new();
-        for item in items {
-            // Stored entries are taken as they are (no merging), exactly like upstream's restore.
-            m.push(item);
-        }
-        Ok(m)
+        Ok(ShortTermMemory {
+            list: AppendList::deserialize(d)?,
+        })
     }
 }
 

@@ -46,6 +46,7 @@ impl From<TreeError> for ApiError {
             TreeError::NodeNotFound(_) => StatusCode::NOT_FOUND,
             TreeError::DeleteRoot | TreeError::Running(_) | TreeError::IdsExhausted => StatusCode::CONFLICT,
             TreeError::InvalidOp(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            TreeError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
         };
         ApiError::new(status, e.to_string())
     }

@@ -22,6 +22,7 @@ pub mod openapi;
 pub mod routes;
 pub mod state;
 pub mod sweep;
+pub mod transfer;
 pub mod ws;
 
 pub use guard::Access;
@@ -47,11 +48,11 @@ pub fn router(app: Arc<AppState>) -> Router {
     let limit = app.wb.limits.max_body_bytes;
     let devui = Router::new()
         .route("/simtree", post(create_tree).get(list_trees))
-        .route("/simtree/import", post(import))
-        .route("/simtree/{tree}", delete(delete_tree))
+        .route("/simtree/import", post(transfer::import))
+        .route("/simtree/{tree}", delete(delete_tree).patch(patch_tree))
         .route("/simtree/{tree}/summaries", get(summaries))
         .route("/simtree/{tree}/graph", get(graph))
-        .route("/simtree/{tree}/export", get(export))
+        .route("/simtree/{tree}/export", get(transfer::export))
         .route("/simtree/{tree}/advance", post(advance))
         .route("/simtree/{tree}/advance_frontier", post(advance_frontier))
         .route("/simtree/{tree}/advance_multi", post(advance_multi))
@@ -126,6 +127,16 @@ pub async fn serve(app: Arc<AppState>, addr: SocketAddr) -> std::io::Result<()> 
         Some(token) => println!("simtree listening on http://{bound}/?token={token}"),
         None => println!("simtree listening on http://{bound}"),
     }
+    // Live simulators of stored trees are a cache: keep it within --cache-mb.
+    let wb = app.wb.clone();
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(std::time::Duration::from_millis(500));
+        loop {
+            every.tick().await;
+            let wb = wb.clone();
+            let _ = tokio::task::spawn_blocking(move || wb.trim_cache()).await;
+        }
+    });
     // Leave descriptors for the store, the workers and the provider clients.
     let cap = app
         .wb

@@ -13,7 +13,7 @@ use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{Map, Value, json};
 use simtree_shared::{
     ChildReply, ChildrenReply, ErrorBody, Graph, LcaReply, NodeInfo, NodeState, OkReply, RunReply, ScenarioSummary,
-    Summary, TreeRef, UsageReply,
+    Summary, TreeInfo, TreePatch, TreeRef, UsageReply,
 };
 
 use super::routes::{AdvanceBody, BranchBody, CreateBody, FrontierBody, MultiBody, ReplayBody};
@@ -92,15 +92,15 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
         op(
             "get",
             "/devui/simtree",
-            "List trees",
+            "List trees with their metadata",
             None,
-            schema::<Vec<TreeRef>>(g),
+            schema::<Vec<TreeInfo>>(g),
             &[],
         ),
         op(
             "post",
             "/devui/simtree/import",
-            "Import an export as a new tree",
+            "Import an export as a new tree (streamed; limit --max-import-bytes)",
             Some(any_object()),
             schema::<TreeRef>(g),
             &[409, 413, 422, 503],
@@ -112,6 +112,14 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
             None,
             schema::<OkReply>(g),
             NOT_FOUND,
+        ),
+        op(
+            "patch",
+            "/devui/simtree/{tree}",
+            "Rename a tree",
+            Some(schema::<TreePatch>(g)),
+            schema::<TreeInfo>(g),
+            &[404, 413, 422],
         ),
         op(
             "get",

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use simtree_shared::{
     Budget, ChildReply, ChildrenReply, LcaReply, NodeInfo, NodeStatus, OkReply, Op, RunReply, ScenarioSummary, SimKind,
-    TreeRef, Usage, UsageReply,
+    TreeInfo, TreePatch, TreeRef, Usage, UsageReply,
 };
 
 use super::error::{ApiError, ApiJson, ApiPath};
@@ -22,7 +22,7 @@ use crate::abm::schema::{Provider, wrapped};
 use crate::abm::validate::validate_document;
 use crate::llm::ledger::ProviderStructured;
 use crate::llm::ledger::UsageTotals;
-use crate::tree::{NodeId, TreeExport};
+use crate::tree::NodeId;
 use axum::extract::Query;
 
 type AppResult<T> = Result<T, ApiError>;
@@ -74,10 +74,18 @@ pub async fn create_tree(State(app): St, ApiJson(body): ApiJson<CreateBody>) -> 
     )?))
 }
 
-pub async fn list_trees(State(app): St) -> Json<Vec<TreeRef>> {
-    let mut refs: Vec<TreeRef> = app.wb.trees.iter().map(|t| TreeRef { id: *t.key(), root: 0 }).collect();
-    refs.sort_by_key(|r| r.id);
-    Json(refs)
+/// Every tree with its metadata (upstream's `{id, root}` fields first).
+pub async fn list_trees(State(app): St) -> Json<Vec<TreeInfo>> {
+    Json(app.wb.list())
+}
+
+/// `PATCH /devui/simtree/{tree}`: renames a tree.
+pub async fn patch_tree(
+    State(app): St,
+    ApiPath(tree): ApiPath<u64>,
+    ApiJson(body): ApiJson<TreePatch>,
+) -> AppResult<Json<TreeInfo>> {
+    Ok(Json(app.wb.rename(tree, &body.name)?))
 }
 
 pub async fn summaries(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Response> {
@@ -293,16 +301,6 @@ pub async fn lca(State(app): St, ApiPath((tree, a, b)): ApiPath<(u64, NodeId, No
     let handle = app.wb.tree(tree)?;
     let l = handle.lock().lca(a, b)?;
     Ok(Json(LcaReply { lca: l }))
-}
-
-pub async fn export(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Response> {
-    let handle = app.wb.tree(tree)?;
-    let e = handle.lock().export()?;
-    Ok(Json(e).into_response())
-}
-
-pub async fn import(State(app): St, ApiJson(body): ApiJson<TreeExport>) -> AppResult<Json<TreeRef>> {
-    Ok(Json(app.wb.import_tree(body)?))
 }
 
 pub async fn delete_tree(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Json<OkReply>> {

@@ -236,11 +236,8 @@ impl SweepRecord {
     /// state it ended in (the parent's history is not part of the cell's outcome).
     fn measure(&self, handle: &TreeHandle, cell: NodeId, node: NodeId) -> Replicate {
         let taken = {
-            let t = handle.lock();
-            t.node(cell).and_then(|c| {
-                let n = t.node(node)?;
-                Ok((c.log.clone(), n.log.clone(), t.sim(node)?.clone()))
-            })
+            let mut t = handle.lock();
+            (|| Ok::<_, TreeError>((t.log(cell)?, t.log(node)?, t.sim(node)?)))()
         };
         let Ok((cell_log, run_log, sim)) = taken else {
             return Replicate::Ended("deleted before it was measured".into());

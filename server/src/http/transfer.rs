@@ -1,0 +1,146 @@
+//! Export and import, streamed: neither side holds a whole tree's JSON.
+//!
+//! Export writes the header, then one node at a time (each read back from the store if it is not
+//! in memory, under the tree's lock for that node only), from a blocking task into the response
+//! body. Import pumps the request body into a blocking task that parses it node by node
+//! ([`crate::tree::read_export`]), checking and storing each as it arrives; its size limit is
+//! `--max-import-bytes`, not the body limit of other routes.
+
+use std::io::Read;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::Json;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
+use simtree_shared::TreeRef;
+use tokio::sync::mpsc;
+
+use super::error::{ApiError, ApiPath};
+use super::state::AppState;
+use crate::tree::{EXPORT_FORMAT, TreeError};
+
+type St = State<Arc<AppState>>;
+
+/// `GET …/{tree}/export`: the tree as one JSON document, streamed node by node. Refused (409)
+/// while a run is in flight; nodes deleted during the export are left out with their subtrees.
+pub async fn export(State(app): St, ApiPath(tree): ApiPath<u64>) -> Result<Response, ApiError> {
+    let handle = app.wb.tree(tree)?;
+    let (ids, header) = {
+        let t = handle.lock();
+        t.check_exportable()?;
+        let header = serde_json::json!({
+            "format": EXPORT_FORMAT,
+            "scenario": t.scenario,
+            "root": 0,
+            "seq": t.seq(),
+        });
+        (t.ids(), header)
+    };
+    let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(8);
+    tokio::task::spawn_blocking(move || {
+        let mut head = header.to_string();
+        head.pop(); // the closing brace: the nodes follow
+        head.push_str(",\"nodes\":[");
+        if tx.blocking_send(Ok(Bytes::from(head))).is_err() {
+            return;
+        }
+        let mut first = true;
+        for id in ids {
+            let node = handle.lock().export_node(id);
+            let node = match node {
+                Ok(n) => n,
+                Err(TreeError::NodeNotFound(_)) => continue,
+                Err(e) => {
+                    let _ = tx.blocking_send(Err(std::io::Error::other(e.to_string())));
+                    return;
+                }
+            };
+            let mut chunk = if first { Vec::new() } else { vec![b','] };
+            first = false;
+            if let Err(e) = serde_json::to_writer(&mut chunk, &node) {
+                let _ = tx.blocking_send(Err(std::io::Error::other(e.to_string())));
+                return;
+            }
+            if tx.blocking_send(Ok(Bytes::from(chunk))).is_err() {
+                return; // the client hung up
+            }
+        }
+        let _ = tx.blocking_send(Ok(Bytes::from_static(b"]}")));
+    });
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) });
+    Ok(([(header::CONTENT_TYPE, "application/json")], Body::from_stream(stream)).into_response())
+}
+
+/// A blocking reader over the request body's chunks.
+struct BodyReader {
+    rx: mpsc::Receiver<Result<Bytes, std::io::Error>>,
+    current: Bytes,
+}
+
+impl Read for BodyReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.current.is_empty() {
+            match self.rx.blocking_recv() {
+                Some(Ok(b)) => self.current = b,
+                Some(Err(e)) => return Err(e),
+                None => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.current.len());
+        buf[..n].copy_from_slice(&self.current[..n]);
+        self.current = self.current.slice(n..);
+        Ok(n)
+    }
+}
+
+/// `POST /devui/simtree/import`: a new tree from an export of any size up to
+/// `--max-import-bytes`; 413 beyond it, 422 when the export is refused (nothing is kept).
+pub async fn import(State(app): St, body: Body) -> Result<Json<TreeRef>, ApiError> {
+    let limit = app.wb.limits.max_import_bytes;
+    let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(16);
+    let too_large = Arc::new(AtomicBool::new(false));
+    let flag = too_large.clone();
+    let pump = tokio::spawn(async move {
+        let mut stream = body.into_data_stream();
+        let mut seen: u64 = 0;
+        while let Some(chunk) = stream.next().await {
+            let item = match chunk {
+                Ok(b) => {
+                    seen += b.len() as u64;
+                    if seen > limit {
+                        flag.store(true, Ordering::SeqCst);
+                        Err(std::io::Error::other("the import is larger than --max-import-bytes"))
+                    } else {
+                        Ok(b)
+                    }
+                }
+                Err(e) => Err(std::io::Error::other(e.to_string())),
+            };
+            let stop = item.is_err();
+            if tx.send(item).await.is_err() || stop {
+                return;
+            }
+        }
+    });
+    let wb = app.wb.clone();
+    let result = tokio::task::spawn_blocking(move || {
+        wb.import_stream(BodyReader {
+            rx,
+            current: Bytes::new(),
+        })
+    })
+    .await
+    .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
+    pump.abort();
+    if too_large.load(Ordering::SeqCst) {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the import is larger than {limit} bytes (see --max-import-bytes)"),
+        ));
+    }
+    Ok(Json(result?))
+}

@@ -1,0 +1,428 @@
+//! Durable trees: what the workbench writes, when, and how a node comes back.
+//!
+//! One [`Database`] trait, two backends behind the same SQL ([`sql::Db`]): SQLite in the data
+//! folder (the default) and PostgreSQL (`--database-url`). The database is driven by one thread
+//! of its own ([`Store`]): writes are queued without waiting and committed in batches (everything
+//! queued at the time, in order, one transaction); reads and flushes wait for the writes before
+//! them. The workbench flushes where durability is promised — a created tree, an attached node, a
+//! run's final state before `run_finish`, a deletion — and lets log entries flow in batches.
+//!
+//! What is stored, per node: its record (parent, edge type, ops, status, error, times, recorded
+//! LLM calls), its own log entries (in rows of consecutive entries), and its final state in the
+//! store form of [`crate::chunks`]: tails and chunk keys, with the chunks its run froze as rows of
+//! its own. A chain of N nodes therefore stores O(N) bytes, and any node is rebuilt from its state
+//! row plus the chunk rows of its root path. States and chunks are deflated. Agent-based models'
+//! worker snapshots (pickles) are not stored: a model is rebuilt in the worker from its
+//! specification, seed and recorded history, exactly as an imported one is (unpickling is code
+//! execution; the history is plain data).
+
+mod postgres;
+mod sql;
+mod sqlite;
+
+use std::collections::HashMap;
+use std::io::{Read, Write as _};
+use std::path::Path;
+use std::sync::{Arc, mpsc};
+
+use simtree_shared::{EdgeType, NodeStatus, Op, SimKind};
+
+use crate::chunks::{ChunkCache, ChunkKey, Dedupe, NewChunk, read_chunks, write_chunks};
+use crate::llm::ledger::LlmRecord;
+use crate::sim::Sim;
+use crate::trading::data::MarketData;
+
+pub use sql::SCHEMA_VERSION;
+
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("store: {0}")]
+pub struct StoreError(pub String);
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// A tree's row: its metadata and the next node id (ids are never reused, across restarts too).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TreeRow {
+    pub id: u64,
+    pub name: String,
+    pub scenario: String,
+    pub kind: SimKind,
+    /// Unix milliseconds.
+    pub created: u64,
+    pub last_activity: u64,
+    pub seq: u64,
+    pub nodes: u64,
+    pub budget: Option<u64>,
+}
+
+/// A node's record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeRow {
+    pub id: u64,
+    pub parent: Option<u64>,
+    pub depth: u32,
+    pub edge_type: EdgeType,
+    pub ops: Vec<Op>,
+    pub status: NodeStatus,
+    pub error: Option<String>,
+    /// Unix milliseconds: attached, and when its run ended.
+    pub created: u64,
+    pub finished: Option<u64>,
+    /// Turns the node's simulator has run (summaries need no simulator).
+    pub turns: u64,
+    pub records: Vec<LlmRecord>,
+}
+
+/// One change; a batch of them is one transaction.
+#[derive(Debug)]
+pub enum Write {
+    Tree(TreeRow),
+    Rename {
+        tree: u64,
+        name: String,
+    },
+    Touch {
+        tree: u64,
+        last_activity: u64,
+        seq: u64,
+        nodes: u64,
+    },
+    /// Inserts a node's record, or updates its status, error, end time and records.
+    Node {
+        tree: u64,
+        row: NodeRow,
+    },
+    /// Consecutive log entries of a node from entry `index` on, one per line.
+    Log {
+        tree: u64,
+        node: u64,
+        index: u64,
+        count: u64,
+        entries: String,
+    },
+    /// A node's state (deflated store form) and the chunks it wrote first (deflated).
+    State {
+        tree: u64,
+        node: u64,
+        data: Vec<u8>,
+        chunks: Vec<(ChunkKey, Vec<u8>)>,
+    },
+    DeleteNodes {
+        tree: u64,
+        nodes: Vec<u64>,
+    },
+    DeleteTree {
+        tree: u64,
+    },
+}
+
+/// What a backend does; called only from the store's thread.
+pub trait Database: Send {
+    fn apply(&mut self, writes: &[Write]) -> StoreResult<()>;
+    fn trees(&mut self) -> StoreResult<Vec<TreeRow>>;
+    fn nodes(&mut self, tree: u64) -> StoreResult<Vec<NodeRow>>;
+    fn state(&mut self, tree: u64, node: u64) -> StoreResult<Option<Vec<u8>>>;
+    /// Every chunk written by one of `nodes`.
+    fn chunks(&mut self, tree: u64, nodes: &[u64]) -> StoreResult<Vec<(ChunkKey, Vec<u8>)>>;
+    /// A node's log rows, in order (each holds one or more entries, one per line).
+    fn log(&mut self, tree: u64, node: u64) -> StoreResult<Vec<String>>;
+    /// Marks nodes whose run was in flight when the last server stopped; returns how many.
+    fn interrupt_running(&mut self) -> StoreResult<u64>;
+}
+
+type Job = Box<dyn FnOnce(&mut dyn Database) + Send>;
+
+enum Msg {
+    Write(Write),
+    /// Answered once every write queued before it is committed (or failed).
+    Flush(mpsc::Sender<StoreResult<()>>),
+    Read(Job),
+}
+
+/// The handle to the store's thread. Cheap to share (`Arc`).
+pub struct Store {
+    tx: Mutex<mpsc::Sender<Msg>>,
+    /// `sqlite:<file>` or `postgresql` (the URL is not repeated: it may hold a password).
+    pub location: String,
+}
+
+use std::sync::Mutex;
+
+/// Writes committed per transaction at most (a long queue is committed in steps).
+const BATCH: usize = 4096;
+
+impl Store {
+    /// Opens (creating if needed) `dir/simtree.db`.
+    pub fn open_sqlite(dir: &Path) -> StoreResult<Store> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| StoreError(format!("cannot create the data folder {}: {e}", dir.display())))?;
+        let file = dir.join("simtree.db");
+        let db = sql::Db {
+            sql: sqlite::Sqlite::open(&file)?,
+        };
+        Store::start(Box::new(db), format!("sqlite:{}", file.display()), |db| db.migrate())
+    }
+
+    pub fn open_postgres(url: &str) -> StoreResult<Store> {
+        let url = url.to_string();
+        // The client is created on the store's thread: it must never run inside the server's runtime.
+        let (tx, rx) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("simtree-store".into())
+            .spawn(move || {
+                let db = postgres::Postgres::connect(&url).map(|sql| sql::Db { sql });
+                match db {
+                    Ok(mut db) => match db.migrate() {
+                        Ok(()) => {
+                            let (mtx, mrx) = mpsc::channel();
+                            let _ = tx.send(Ok(mtx));
+                            run(&mut db, mrx);
+                        }
+                        Err(e) => {
+                            let _ = tx.send(Err(e));
+                        }
+                    },
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                    }
+                }
+            })
+            .map_err(|e| StoreError(e.to_string()))?;
+        let mtx = rx.recv().map_err(|_| StoreError("the store thread ended".into()))??;
+        Ok(Store {
+            tx: Mutex::new(mtx),
+            location: "postgresql".into(),
+        })
+    }
+
+    fn start<D: Database + 'static>(
+        mut db: Box<D>,
+        location: String,
+        init: impl FnOnce(&mut D) -> StoreResult<()>,
+    ) -> StoreResult<Store> {
+        init(&mut db)?;
+        let (tx, rx) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("simtree-store".into())
+            .spawn(move || run(&mut *db, rx))
+            .map_err(|e| StoreError(e.to_string()))?;
+        Ok(Store {
+            tx: Mutex::new(tx),
+            location,
+        })
+    }
+
+    fn send(&self, msg: Msg) -> StoreResult<()> {
+        self.tx
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .send(msg)
+            .map_err(|_| StoreError("the store thread ended".into()))
+    }
+
+    /// Queues a write (committed with the next batch).
+    pub fn write(&self, w: Write) {
+        if self.send(Msg::Write(w)).is_err() {
+            tracing::error!("store thread gone: a write was lost");
+        }
+    }
+
+    /// Waits until every write queued so far is committed.
+    pub fn flush(&self) -> StoreResult<()> {
+        let (tx, rx) = mpsc::channel();
+        self.send(Msg::Flush(tx))?;
+        blocking(|| rx.recv().map_err(|_| StoreError("the store thread ended".into()))?)
+    }
+
+    /// [`Self::flush`] without blocking a runtime thread.
+    pub async fn flush_async(self: &Arc<Self>) -> StoreResult<()> {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || store.flush())
+            .await
+            .map_err(|e| StoreError(e.to_string()))?
+    }
+
+    /// Runs `f` on the database after every write queued so far, and waits for its answer.
+    pub fn read<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut dyn Database) -> StoreResult<R> + Send + 'static,
+    ) -> StoreResult<R> {
+        let (tx, rx) = mpsc::channel();
+        self.send(Msg::Read(Box::new(move |db| {
+            let _ = tx.send(f(db));
+        })))?;
+        blocking(|| rx.recv().map_err(|_| StoreError("the store thread ended".into()))?)
+    }
+}
+
+/// Waits on the store from any thread: inside the multi-thread runtime the worker hands its other
+/// tasks over first.
+fn blocking<R>(f: impl FnOnce() -> R) -> R {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        _ => f(),
+    }
+}
+
+/// The store thread: commits queued writes in batches, answers reads and flushes in order.
+fn run(db: &mut dyn Database, rx: mpsc::Receiver<Msg>) {
+    let mut writes: Vec<Write> = Vec::new();
+    let mut flushes: Vec<mpsc::Sender<StoreResult<()>>> = Vec::new();
+    let commit = |db: &mut dyn Database, writes: &mut Vec<Write>, flushes: &mut Vec<mpsc::Sender<StoreResult<()>>>| {
+        let result = if writes.is_empty() { Ok(()) } else { db.apply(writes) };
+        if let Err(e) = &result {
+            tracing::error!(error = %e, writes = writes.len(), "store commit failed");
+        }
+        writes.clear();
+        for f in flushes.drain(..) {
+            let _ = f.send(result.clone());
+        }
+    };
+    while let Ok(first) = rx.recv() {
+        let mut next = Some(first);
+        while let Some(msg) = next.take() {
+            match msg {
+                Msg::Write(w) => push_merged(&mut writes, w),
+                Msg::Flush(ack) => flushes.push(ack),
+                Msg::Read(job) => {
+                    commit(db, &mut writes, &mut flushes);
+                    job(db);
+                }
+            }
+            if writes.len() >= BATCH {
+                commit(db, &mut writes, &mut flushes);
+            }
+            next = rx.try_recv().ok();
+        }
+        commit(db, &mut writes, &mut flushes);
+    }
+    commit(db, &mut writes, &mut flushes);
+}
+
+/// Queues a write, appending log entries to the previous write when they continue it (a run's
+/// entries arrive one by one; a row holds a batch).
+fn push_merged(writes: &mut Vec<Write>, w: Write) {
+    if let (
+        Some(Write::Log {
+            tree: t0,
+            node: n0,
+            index: i0,
+            count: c0,
+            entries: e0,
+        }),
+        Write::Log {
+            tree,
+            node,
+            index,
+            count,
+            entries,
+        },
+    ) = (writes.last_mut(), &w)
+        && *t0 == *tree
+        && *n0 == *node
+        && *i0 + *c0 == *index
+    {
+        e0.push('\n');
+        e0.push_str(entries);
+        *c0 += count;
+        return;
+    }
+    writes.push(w);
+}
+
+// ---- states ----
+
+fn deflate(bytes: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
+    let _ = e.write_all(bytes);
+    e.finish().unwrap_or_default()
+}
+
+fn inflate(bytes: &[u8]) -> StoreResult<Vec<u8>> {
+    let mut out = Vec::new();
+    flate2::read::DeflateDecoder::new(bytes)
+        .read_to_end(&mut out)
+        .map_err(|e| StoreError(format!("corrupt compressed data: {e}")))?;
+    Ok(out)
+}
+
+/// A node's state in the store form: deflated JSON and the chunks it writes first. The size of
+/// the uncompressed state (tails and keys, not chunks) is returned for cache accounting.
+pub struct EncodedState {
+    pub data: Vec<u8>,
+    pub chunks: Vec<(ChunkKey, Vec<u8>)>,
+    pub raw_len: usize,
+}
+
+pub fn encode_state(sim: &Sim, node: u64, dedupe: Option<Dedupe>) -> (StoreResult<EncodedState>, Option<Dedupe>) {
+    let (json, chunks, dedupe) = write_chunks(node, dedupe, || serde_json::to_vec(sim));
+    let encoded = json
+        .map_err(|e| StoreError(format!("node {node}: state: {e}")))
+        .map(|json| EncodedState {
+            data: deflate(&json),
+            raw_len: json.len() + chunks.iter().map(|c| c.data.len()).sum::<usize>(),
+            chunks: chunks
+                .into_iter()
+                .map(|NewChunk { key, data }| (key, deflate(&data)))
+                .collect(),
+        });
+    (encoded, dedupe)
+}
+
+/// Where the nodes of one stored tree come back from: their state (rebuilt from the state row and
+/// the chunk rows of the root path, sharing chunks already in memory) and their logs.
+pub struct TreeSource {
+    pub store: Arc<Store>,
+    pub tree: u64,
+    pub cache: Arc<ChunkCache>,
+    pub market: Option<Arc<MarketData>>,
+}
+
+impl TreeSource {
+    /// The state of `node` (`path`: its root path), or `None` when it has none stored (a run
+    /// that never finished).
+    /// The second value is the state's size in the store form, uncompressed (for the cache).
+    pub fn state(&self, node: u64, path: &[u64]) -> StoreResult<Option<(Sim, usize)>> {
+        let tree = self.tree;
+        let Some(data) = self.store.read(move |db| db.state(tree, node))? else {
+            return Ok(None);
+        };
+        let json = inflate(&data)?;
+        let parse =
+            |raw: HashMap<ChunkKey, Arc<[u8]>>| read_chunks(raw, &self.cache, || serde_json::from_slice::<Sim>(&json));
+        let sim = match parse(HashMap::new()) {
+            Some(sim) => sim,
+            None => {
+                let path = path.to_vec();
+                let rows = self.store.read(move |db| db.chunks(tree, &path))?;
+                let mut raw = HashMap::with_capacity(rows.len());
+                for (key, bytes) in rows {
+                    raw.insert(key, Arc::from(inflate(&bytes)?));
+                }
+                parse(raw).ok_or_else(|| StoreError(format!("node {node}: a chunk of its state is missing")))?
+            }
+        };
+        let mut sim = sim.map_err(|e| StoreError(format!("node {node}: state: {e}")))?;
+        sim.attach(self.market.as_ref());
+        Ok(Some((sim, json.len())))
+    }
+
+    /// A node's stored log entries.
+    pub fn log(&self, node: u64) -> StoreResult<Vec<String>> {
+        let tree = self.tree;
+        let rows = self.store.read(move |db| db.log(tree, node))?;
+        Ok(rows
+            .iter()
+            .flat_map(|r| r.split('\n'))
+            .filter(|e| !e.is_empty())
+            .map(str::to_string)
+            .collect())
+    }
+}
+
+/// Unix milliseconds now.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}

@@ -1,0 +1,387 @@
+//! The store's SQL, written once for both databases.
+//!
+//! SQLite and PostgreSQL agree on everything used here (`$n` parameters, `ON CONFLICT … DO`,
+//! 64-bit integers, text) but the name of the binary type, so each driver implements the small
+//! [`Sql`] trait and everything else — schema, migrations, reads and the write batch — lives in
+//! [`Db`] once.
+
+use simtree_shared::{EdgeType, NodeStatus, Op, SimKind};
+
+use super::{Database, NodeRow, StoreError, StoreResult, TreeRow, Write};
+use crate::chunks::ChunkKey;
+
+/// A statement parameter.
+pub enum P<'a> {
+    Int(i64),
+    OptInt(Option<i64>),
+    Text(&'a str),
+    OptText(Option<&'a str>),
+    Blob(&'a [u8]),
+}
+
+/// A result cell.
+#[derive(Debug)]
+pub enum Cell {
+    Null,
+    Int(i64),
+    Text(String),
+    Blob(Vec<u8>),
+}
+
+impl Cell {
+    fn int(&self) -> StoreResult<i64> {
+        match self {
+            Cell::Int(i) => Ok(*i),
+            other => Err(StoreError(format!("expected an integer, found {other:?}"))),
+        }
+    }
+
+    fn opt_int(&self) -> StoreResult<Option<i64>> {
+        match self {
+            Cell::Null => Ok(None),
+            c => c.int().map(Some),
+        }
+    }
+
+    fn text(self) -> StoreResult<String> {
+        match self {
+            Cell::Text(t) => Ok(t),
+            other => Err(StoreError(format!("expected text, found {other:?}"))),
+        }
+    }
+
+    fn opt_text(self) -> StoreResult<Option<String>> {
+        match self {
+            Cell::Null => Ok(None),
+            c => c.text().map(Some),
+        }
+    }
+
+    fn blob(self) -> StoreResult<Vec<u8>> {
+        match self {
+            Cell::Blob(b) => Ok(b),
+            other => Err(StoreError(format!("expected bytes, found {other:?}"))),
+        }
+    }
+}
+
+/// What a driver provides.
+pub trait Sql: Send {
+    fn execute(&mut self, sql: &str, params: &[P<'_>]) -> StoreResult<u64>;
+    fn query(&mut self, sql: &str, params: &[P<'_>]) -> StoreResult<Vec<Vec<Cell>>>;
+    /// Several statements without parameters (schema, BEGIN/COMMIT).
+    fn batch(&mut self, sql: &str) -> StoreResult<()>;
+    /// `BLOB` or `BYTEA`.
+    fn blob_type(&self) -> &'static str;
+}
+
+/// Schema versions, applied in order at start-up; each runs once, in a transaction.
+const MIGRATIONS: &[&str] = &[
+    // 1: trees, nodes, their states, the chunks states refer to, and logs.
+    "CREATE TABLE trees (
+        id BIGINT PRIMARY KEY, name TEXT NOT NULL, scenario TEXT NOT NULL, kind TEXT NOT NULL,
+        created BIGINT NOT NULL, last_activity BIGINT NOT NULL, seq BIGINT NOT NULL,
+        nodes BIGINT NOT NULL, budget BIGINT);
+     CREATE TABLE nodes (
+        tree BIGINT NOT NULL, id BIGINT NOT NULL, parent BIGINT, depth BIGINT NOT NULL,
+        edge_type TEXT NOT NULL, ops TEXT NOT NULL, status TEXT NOT NULL, error TEXT,
+        created BIGINT NOT NULL, finished BIGINT, turns BIGINT NOT NULL, records TEXT NOT NULL,
+        PRIMARY KEY (tree, id));
+     CREATE TABLE states (tree BIGINT NOT NULL, node BIGINT NOT NULL, data {blob} NOT NULL,
+        PRIMARY KEY (tree, node));
+     CREATE TABLE chunks (tree BIGINT NOT NULL, node BIGINT NOT NULL, ord BIGINT NOT NULL,
+        data {blob} NOT NULL, PRIMARY KEY (tree, node, ord));
+     CREATE TABLE logs (tree BIGINT NOT NULL, node BIGINT NOT NULL, idx BIGINT NOT NULL,
+        entries TEXT NOT NULL, PRIMARY KEY (tree, node, idx));",
+];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+pub struct Db<S: Sql> {
+    pub sql: S,
+}
+
+fn i(v: u64) -> P<'static> {
+    P::Int(v as i64)
+}
+
+fn json<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_string(v).unwrap_or_else(|_| "null".into())
+}
+
+fn enum_text<T: serde::Serialize>(v: &T) -> String {
+    json(v).trim_matches('"').to_string()
+}
+
+fn parse_enum<T: serde::de::DeserializeOwned>(s: &str) -> StoreResult<T> {
+    serde_json::from_value(serde_json::Value::String(s.into())).map_err(|e| StoreError(format!("'{s}': {e}")))
+}
+
+impl<S: Sql> Db<S> {
+    /// Creates the schema or brings it up to date. A database written by a newer build is refused.
+    pub fn migrate(&mut self) -> StoreResult<()> {
+        self.sql
+            .batch("CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)")?;
+        let rows = self.sql.query("SELECT version FROM schema_version", &[])?;
+        let current = match rows.first() {
+            Some(r) => r[0].int()?,
+            None => {
+                self.sql
+                    .execute("INSERT INTO schema_version (version) VALUES (0)", &[])?;
+                0
+            }
+        };
+        if current > SCHEMA_VERSION {
+            return Err(StoreError(format!(
+                "the database has schema version {current}; this simtree understands up to {SCHEMA_VERSION} (upgrade simtree)"
+            )));
+        }
+        for (n, m) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+            let ddl = m.replace("{blob}", self.sql.blob_type());
+            self.sql.batch("BEGIN")?;
+            let applied = self.sql.batch(&ddl).and_then(|()| {
+                self.sql
+                    .execute("UPDATE schema_version SET version = $1", &[P::Int(n as i64 + 1)])
+                    .map(drop)
+            });
+            match applied {
+                Ok(()) => self.sql.batch("COMMIT")?,
+                Err(e) => {
+                    let _ = self.sql.batch("ROLLBACK");
+                    return Err(StoreError(format!("migration {}: {e}", n + 1)));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn write_one(&mut self, w: &Write) -> StoreResult<()> {
+        let sql = &mut self.sql;
+        match w {
+            Write::Tree(t) => {
+                sql.execute(
+                    "INSERT INTO trees (id, name, scenario, kind, created, last_activity, seq, nodes, budget)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                     ON CONFLICT (id) DO UPDATE SET name = excluded.name, last_activity = excluded.last_activity,
+                        seq = excluded.seq, nodes = excluded.nodes",
+                    &[
+                        i(t.id),
+                        P::Text(&t.name),
+                        P::Text(&t.scenario),
+                        P::Text(&enum_text(&t.kind)),
+                        i(t.created),
+                        i(t.last_activity),
+                        i(t.seq),
+                        i(t.nodes),
+                        P::OptInt(t.budget.map(|b| b as i64)),
+                    ],
+                )?;
+            }
+            Write::Rename { tree, name } => {
+                sql.execute("UPDATE trees SET name = $1 WHERE id = $2", &[P::Text(name), i(*tree)])?;
+            }
+            Write::Touch {
+                tree,
+                last_activity,
+                seq,
+                nodes,
+            } => {
+                sql.execute(
+                    "UPDATE trees SET last_activity = $1, seq = $2, nodes = $3 WHERE id = $4",
+                    &[i(*last_activity), i(*seq), i(*nodes), i(*tree)],
+                )?;
+            }
+            Write::Node { tree, row } => {
+                sql.execute(
+                    "INSERT INTO nodes (tree, id, parent, depth, edge_type, ops, status, error, created, finished, turns, records)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+                     ON CONFLICT (tree, id) DO UPDATE SET status = excluded.status, error = excluded.error,
+                        finished = excluded.finished, turns = excluded.turns, records = excluded.records",
+                    &[
+                        i(*tree),
+                        i(row.id),
+                        P::OptInt(row.parent.map(|p| p as i64)),
+                        P::Int(row.depth as i64),
+                        P::Text(&enum_text(&row.edge_type)),
+                        P::Text(&json(&row.ops)),
+                        P::Text(&enum_text(&row.status)),
+                        P::OptText(row.error.as_deref()),
+                        i(row.created),
+                        P::OptInt(row.finished.map(|f| f as i64)),
+                        i(row.turns),
+                        P::Text(&json(&row.records)),
+                    ],
+                )?;
+            }
+            Write::Log {
+                tree,
+                node,
+                index,
+                entries,
+                ..
+            } => {
+                sql.execute(
+                    "INSERT INTO logs (tree, node, idx, entries) VALUES ($1, $2, $3, $4)
+                     ON CONFLICT (tree, node, idx) DO UPDATE SET entries = excluded.entries",
+                    &[i(*tree), i(*node), i(*index), P::Text(entries)],
+                )?;
+            }
+            Write::State {
+                tree,
+                node,
+                data,
+                chunks,
+            } => {
+                for (key, bytes) in chunks {
+                    sql.execute(
+                        "INSERT INTO chunks (tree, node, ord, data) VALUES ($1, $2, $3, $4)
+                         ON CONFLICT (tree, node, ord) DO NOTHING",
+                        &[i(*tree), i(key.0), P::Int(key.1 as i64), P::Blob(bytes)],
+                    )?;
+                }
+                sql.execute(
+                    "INSERT INTO states (tree, node, data) VALUES ($1, $2, $3)
+                     ON CONFLICT (tree, node) DO UPDATE SET data = excluded.data",
+                    &[i(*tree), i(*node), P::Blob(data)],
+                )?;
+            }
+            Write::DeleteNodes { tree, nodes } => {
+                for table in ["nodes", "states", "chunks", "logs"] {
+                    let col = if table == "nodes" { "id" } else { "node" };
+                    for batch in nodes.chunks(500) {
+                        let list = batch.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+                        sql.execute(
+                            &format!("DELETE FROM {table} WHERE tree = $1 AND {col} IN ({list})"),
+                            &[i(*tree)],
+                        )?;
+                    }
+                }
+            }
+            Write::DeleteTree { tree } => {
+                for table in ["nodes", "states", "chunks", "logs"] {
+                    sql.execute(&format!("DELETE FROM {table} WHERE tree = $1"), &[i(*tree)])?;
+                }
+                sql.execute("DELETE FROM trees WHERE id = $1", &[i(*tree)])?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<S: Sql> Database for Db<S> {
+    fn apply(&mut self, writes: &[Write]) -> StoreResult<()> {
+        self.sql.batch("BEGIN")?;
+        for w in writes {
+            if let Err(e) = self.write_one(w) {
+                let _ = self.sql.batch("ROLLBACK");
+                return Err(e);
+            }
+        }
+        self.sql.batch("COMMIT")
+    }
+
+    fn trees(&mut self) -> StoreResult<Vec<TreeRow>> {
+        let rows = self.sql.query(
+            "SELECT id, name, scenario, kind, created, last_activity, seq, nodes, budget FROM trees ORDER BY id",
+            &[],
+        )?;
+        rows.into_iter()
+            .map(|r| {
+                let mut r = r.into_iter();
+                let mut next = || r.next().unwrap_or(Cell::Null);
+                Ok(TreeRow {
+                    id: next().int()? as u64,
+                    name: next().text()?,
+                    scenario: next().text()?,
+                    kind: parse_enum::<SimKind>(&next().text()?)?,
+                    created: next().int()? as u64,
+                    last_activity: next().int()? as u64,
+                    seq: next().int()? as u64,
+                    nodes: next().int()? as u64,
+                    budget: next().opt_int()?.map(|b| b as u64),
+                })
+            })
+            .collect()
+    }
+
+    fn nodes(&mut self, tree: u64) -> StoreResult<Vec<NodeRow>> {
+        let rows = self.sql.query(
+            "SELECT id, parent, depth, edge_type, ops, status, error, created, finished, turns, records
+             FROM nodes WHERE tree = $1 ORDER BY id",
+            &[i(tree)],
+        )?;
+        rows.into_iter()
+            .map(|r| {
+                let mut r = r.into_iter();
+                let mut next = || r.next().unwrap_or(Cell::Null);
+                let id = next().int()? as u64;
+                let parent = next().opt_int()?.map(|p| p as u64);
+                let depth = next().int()? as u32;
+                let edge_type = parse_enum::<EdgeType>(&next().text()?)?;
+                let ops: Vec<Op> =
+                    serde_json::from_str(&next().text()?).map_err(|e| StoreError(format!("node {id}: ops: {e}")))?;
+                let status = parse_enum::<NodeStatus>(&next().text()?)?;
+                Ok(NodeRow {
+                    id,
+                    parent,
+                    depth,
+                    edge_type,
+                    ops,
+                    status,
+                    error: next().opt_text()?,
+                    created: next().int()? as u64,
+                    finished: next().opt_int()?.map(|f| f as u64),
+                    turns: next().int()? as u64,
+                    records: serde_json::from_str(&next().text()?)
+                        .map_err(|e| StoreError(format!("node {id}: records: {e}")))?,
+                })
+            })
+            .collect()
+    }
+
+    fn state(&mut self, tree: u64, node: u64) -> StoreResult<Option<Vec<u8>>> {
+        let rows = self.sql.query(
+            "SELECT data FROM states WHERE tree = $1 AND node = $2",
+            &[i(tree), i(node)],
+        )?;
+        rows.into_iter()
+            .next()
+            .map(|r| r.into_iter().next().unwrap_or(Cell::Null).blob())
+            .transpose()
+    }
+
+    fn chunks(&mut self, tree: u64, nodes: &[u64]) -> StoreResult<Vec<(ChunkKey, Vec<u8>)>> {
+        let mut out = Vec::new();
+        for batch in nodes.chunks(500) {
+            let list = batch.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+            let rows = self.sql.query(
+                &format!("SELECT node, ord, data FROM chunks WHERE tree = $1 AND node IN ({list})"),
+                &[i(tree)],
+            )?;
+            for r in rows {
+                let mut r = r.into_iter();
+                let mut next = || r.next().unwrap_or(Cell::Null);
+                let node = next().int()? as u64;
+                let ord = next().int()? as u32;
+                out.push(((node, ord), next().blob()?));
+            }
+        }
+        Ok(out)
+    }
+
+    fn log(&mut self, tree: u64, node: u64) -> StoreResult<Vec<String>> {
+        let rows = self.sql.query(
+            "SELECT entries FROM logs WHERE tree = $1 AND node = $2 ORDER BY idx",
+            &[i(tree), i(node)],
+        )?;
+        rows.into_iter()
+            .map(|r| r.into_iter().next().unwrap_or(Cell::Null).text())
+            .collect()
+    }
+
+    fn interrupt_running(&mut self) -> StoreResult<u64> {
+        self.sql
+            .execute("UPDATE nodes SET status = 'interrupted' WHERE status = 'running'", &[])
+    }
+}

@@ -1,0 +1,76 @@
+//! The embedded default: one SQLite file in the data folder, WAL mode.
+
+use std::path::Path;
+
+use rusqlite::types::{Value, ValueRef};
+use rusqlite::{Connection, params_from_iter};
+
+use super::sql::{Cell, P, Sql};
+use super::{StoreError, StoreResult};
+
+pub struct Sqlite {
+    conn: Connection,
+}
+
+fn err(e: rusqlite::Error) -> StoreError {
+    StoreError(format!("sqlite: {e}"))
+}
+
+impl Sqlite {
+    pub fn open(file: &Path) -> StoreResult<Sqlite> {
+        let conn = Connection::open(file).map_err(err)?;
+        // WAL: readers never block the writer; NORMAL: a commit survives a crash of the process
+        // (not of the machine's power), which is what kill -9 tests.
+        conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000;")
+            .map_err(err)?;
+        Ok(Sqlite { conn })
+    }
+}
+
+fn value(p: &P<'_>) -> Value {
+    match p {
+        P::Int(i) => Value::Integer(*i),
+        P::OptInt(o) => o.map_or(Value::Null, Value::Integer),
+        P::Text(t) => Value::Text(t.to_string()),
+        P::OptText(o) => o.map_or(Value::Null, |t| Value::Text(t.to_string())),
+        P::Blob(b) => Value::Blob(b.to_vec()),
+    }
+}
+
+impl Sql for Sqlite {
+    fn execute(&mut self, sql: &str, params: &[P<'_>]) -> StoreResult<u64> {
+        let mut stmt = self.conn.prepare_cached(sql).map_err(err)?;
+        stmt.execute(params_from_iter(params.iter().map(value)))
+            .map(|n| n as u64)
+            .map_err(err)
+    }
+
+    fn query(&mut self, sql: &str, params: &[P<'_>]) -> StoreResult<Vec<Vec<Cell>>> {
+        let mut stmt = self.conn.prepare_cached(sql).map_err(err)?;
+        let n = stmt.column_count();
+        let mut rows = stmt.query(params_from_iter(params.iter().map(value))).map_err(err)?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(err)? {
+            let mut cells = Vec::with_capacity(n);
+            for c in 0..n {
+                cells.push(match row.get_ref(c).map_err(err)? {
+                    ValueRef::Null => Cell::Null,
+                    ValueRef::Integer(i) => Cell::Int(i),
+                    ValueRef::Real(f) => Cell::Int(f as i64),
+                    ValueRef::Text(t) => Cell::Text(String::from_utf8_lossy(t).into_owned()),
+                    ValueRef::Blob(b) => Cell::Blob(b.to_vec()),
+                });
+            }
+            out.push(cells);
+        }
+        Ok(out)
+    }
+
+    fn batch(&mut self, sql: &str) -> StoreResult<()> {
+        self.conn.execute_batch(sql).map_err(err)
+    }
+
+    fn blob_type(&self) -> &'static str {
+        "BLOB"
+    }
+}

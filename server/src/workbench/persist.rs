@@ -1,0 +1,480 @@
+//! The workbench's side of the store: what is written when, trees loaded on first use, the
+//! tree list with metadata, renames, and the cache of live simulators.
+//!
+//! Writes follow the tree's own order (they are queued under the tree's lock). Durability points
+//! wait for a commit: a created or imported tree, an attached node (before its run starts), a
+//! branch, a finished run's state (before `run_finish` is announced), a deletion, a rename. Log
+//! entries are queued as the run produces them and committed in batches.
+//!
+//! The cache: every node holding a simulator or log in memory has a cost (its state's size in
+//! the store form plus its log) and a last use. A sweeper keeps the sum under `--cache-mb` by
+//! dropping the least recently used (they are rebuilt from the store on demand), then by closing
+//! idle trees (no run, nobody holding them); their structure is read back on the next request.
+
+use std::sync::Arc;
+
+use simtree_shared::{SimKind, TreeInfo, TreeRef};
+
+use super::{TreeHandle, Workbench, WorkbenchError, lock};
+use crate::sim::Sim;
+use crate::store::{NodeRow, Store, TreeRow, TreeSource, Write, encode_state, now_ms};
+use crate::tree::{ImportLimits, NodeId, SimTree, TreeError};
+
+/// A tree's editable and descriptive metadata.
+#[derive(Clone, Debug)]
+pub struct Meta {
+    pub name: String,
+    pub created: u64,
+    pub last_activity: u64,
+}
+
+pub fn kind_of(sim: &Sim) -> SimKind {
+    match sim {
+        Sim::Social(_) => SimKind::Social,
+        Sim::Trading(_) => SimKind::Trading,
+        Sim::Abm(_) => SimKind::Abm,
+    }
+}
+
+/// The longest tree name.
+pub const MAX_NAME_CHARS: usize = 200;
+
+impl TreeHandle {
+    fn persist(&self, w: Write) {
+        if let Some(store) = &self.store {
+            store.write(w);
+        }
+    }
+
+    /// Waits until everything written for this tree so far is committed.
+    pub(super) fn flush(&self) -> Result<(), WorkbenchError> {
+        match &self.store {
+            Some(s) => s.flush().map_err(|e| WorkbenchError::unavailable(e.to_string())),
+            None => Ok(()),
+        }
+    }
+
+    pub(super) async fn flush_async(&self) -> Result<(), WorkbenchError> {
+        match &self.store {
+            Some(s) => s
+                .flush_async()
+                .await
+                .map_err(|e| WorkbenchError::unavailable(e.to_string())),
+            None => Ok(()),
+        }
+    }
+
+    pub(super) fn stored(&self) -> bool {
+        self.store.is_some()
+    }
+
+    /// Records activity: the tree row's last activity, next id and node count.
+    pub(super) fn touch(&self, tree: &SimTree) {
+        let now = now_ms();
+        lock(&self.meta).last_activity = now;
+        self.persist(Write::Touch {
+            tree: self.id,
+            last_activity: now,
+            seq: tree.seq(),
+            nodes: tree.len() as u64,
+        });
+    }
+
+    /// Writes a node's record.
+    pub(super) fn persist_row(&self, tree: &SimTree, id: NodeId) {
+        if let (true, Ok(row)) = (self.stored(), tree.row(id)) {
+            self.persist(Write::Node { tree: self.id, row });
+        }
+    }
+
+    /// Writes a node with its state and its whole log (a new root, a branch, an imported node).
+    pub(super) fn persist_node(&self, tree: &mut SimTree, id: NodeId) -> Result<(), WorkbenchError> {
+        if !self.stored() {
+            return Ok(());
+        }
+        let sim = tree.sim(id)?;
+        self.persist_state(tree, id, &sim)?;
+        self.persist_row(tree, id);
+        let log = tree.log(id)?;
+        let entries = log.entries();
+        if !entries.is_empty() {
+            self.persist(Write::Log {
+                tree: self.id,
+                node: id,
+                index: 0,
+                count: entries.len() as u64,
+                entries: entries.join("\n"),
+            });
+        }
+        Ok(())
+    }
+
+    /// Writes a node's state (its chunks first written here are keyed by the node).
+    pub(super) fn persist_state(&self, tree: &mut SimTree, id: NodeId, sim: &Sim) -> Result<(), WorkbenchError> {
+        let (encoded, _) = encode_state(sim, id, None);
+        let encoded = encoded.map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
+        tree.set_cost(id, encoded.raw_len);
+        self.persist(Write::State {
+            tree: self.id,
+            node: id,
+            data: encoded.data,
+            chunks: encoded.chunks,
+        });
+        Ok(())
+    }
+
+    /// Queues one log entry of a running node (entry `index` of its own log).
+    pub(super) fn persist_entry(&self, node: NodeId, index: usize, entry: &str) {
+        self.persist(Write::Log {
+            tree: self.id,
+            node,
+            index: index as u64,
+            count: 1,
+            entries: entry.to_string(),
+        });
+    }
+
+    pub(super) fn persist_delete(&self, tree: &SimTree, nodes: Vec<NodeId>) {
+        self.persist(Write::DeleteNodes { tree: self.id, nodes });
+        self.touch(tree);
+    }
+
+    pub fn info(&self) -> TreeInfo {
+        let meta = lock(&self.meta).clone();
+        let (scenario, nodes) = {
+            let t = self.lock();
+            (t.scenario.clone(), t.len() as u64)
+        };
+        TreeInfo {
+            id: self.id,
+            root: 0,
+            name: meta.name,
+            scenario,
+            kind: self.kind,
+            created: meta.created,
+            nodes,
+            last_activity: meta.last_activity,
+        }
+    }
+
+    fn row(&self) -> TreeRow {
+        let info = self.info();
+        TreeRow {
+            id: self.id,
+            name: info.name,
+            scenario: info.scenario,
+            kind: info.kind,
+            created: info.created,
+            last_activity: info.last_activity,
+            seq: self.lock().seq(),
+            nodes: info.nodes,
+            budget: self.budget.as_ref().map(|b| b.limit()),
+        }
+    }
+}
+
+fn info_of(row: &TreeRow) -> TreeInfo {
+    TreeInfo {
+        id: row.id,
+        root: 0,
+        name: row.name.clone(),
+        scenario: row.scenario.clone(),
+        kind: row.kind,
+        created: row.created,
+        nodes: row.nodes,
+        last_activity: row.last_activity,
+    }
+}
+
+impl Workbench {
+    /// Makes the workbench durable: trees in `store` are listed (and loaded on first use), runs
+    /// the last server left in flight become `interrupted`, and every change from now on is
+    /// written. Nothing but the tree list is read here.
+    pub fn attach_store(&mut self, store: Store) -> Result<(), String> {
+        let store = Arc::new(store);
+        let interrupted = store.read(|db| db.interrupt_running()).map_err(|e| e.to_string())?;
+        let rows = store.read(|db| db.trees()).map_err(|e| e.to_string())?;
+        if interrupted > 0 {
+            tracing::warn!(
+                nodes = interrupted,
+                "runs in flight when the server stopped are marked interrupted"
+            );
+        }
+        let next = rows.iter().map(|r| r.id + 1).max().unwrap_or(0);
+        self.next_tree.store(next, std::sync::atomic::Ordering::SeqCst);
+        for r in rows {
+            self.stored.insert(r.id, r);
+        }
+        self.store = Some(store);
+        Ok(())
+    }
+
+    /// A stored tree's structure, read on first use.
+    pub(super) fn load(&self, id: u64) -> Result<Option<Arc<TreeHandle>>, WorkbenchError> {
+        let _one_at_a_time = lock(&self.loading);
+        if let Some(t) = self.trees.get(&id) {
+            return Ok(Some(t.clone()));
+        }
+        let (Some(store), Some(row)) = (&self.store, self.stored.get(&id).map(|r| r.clone())) else {
+            return Ok(None);
+        };
+        let rows = store
+            .read(move |db| db.nodes(id))
+            .map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
+        let source = self.source(id);
+        let tree = SimTree::restore(row.scenario.clone(), row.seq, rows, source)?;
+        let handle = Arc::new(self.handle(
+            id,
+            tree,
+            row.kind,
+            Meta {
+                name: row.name.clone(),
+                created: row.created,
+                last_activity: row.last_activity,
+            },
+            row.budget,
+        ));
+        self.trees.insert(id, handle.clone());
+        self.stored.remove(&id);
+        Ok(Some(handle))
+    }
+
+    fn source(&self, tree: u64) -> TreeSource {
+        TreeSource {
+            store: self.store.clone().expect("a stored tree has a store"),
+            tree,
+            cache: Default::default(),
+            market: self.market.clone(),
+        }
+    }
+
+    /// Every tree, loaded or not, by id.
+    pub fn list(&self) -> Vec<TreeInfo> {
+        let mut out: Vec<TreeInfo> = self.trees.iter().map(|t| t.info()).collect();
+        out.extend(self.stored.iter().map(|r| info_of(&r)));
+        out.sort_by_key(|t| t.id);
+        out
+    }
+
+    pub fn rename(&self, tree: u64, name: &str) -> Result<TreeInfo, WorkbenchError> {
+        let name = name.trim();
+        if name.is_empty() || name.chars().count() > MAX_NAME_CHARS {
+            return Err(WorkbenchError::invalid(format!(
+                "name must be 1 to {MAX_NAME_CHARS} characters, not only spaces"
+            )));
+        }
+        let handle = self.tree(tree)?;
+        lock(&handle.meta).name = name.to_string();
+        handle.persist(Write::Rename {
+            tree,
+            name: name.to_string(),
+        });
+        handle.flush()?;
+        Ok(handle.info())
+    }
+
+    /// Writes a new tree whole (its row and every node) and waits for the commit.
+    pub(super) fn persist_tree(&self, handle: &TreeHandle) -> Result<(), WorkbenchError> {
+        if !handle.stored() {
+            return Ok(());
+        }
+        handle.persist(Write::Tree(handle.row()));
+        let mut t = handle.lock();
+        for id in t.ids() {
+            handle.persist_node(&mut t, id)?;
+        }
+        drop(t);
+        handle.flush()
+    }
+
+    /// Imports an export read node by node from `reader` (a spooled request body or a file):
+    /// each node is checked, then (with a store) written and released from memory, so an import
+    /// of any size needs memory for one node at a time. Nothing is listed unless all of it
+    /// passes; a refused import leaves no rows.
+    pub fn import_stream(&self, reader: impl std::io::Read) -> Result<TreeRef, WorkbenchError> {
+        if self.tree_count() >= self.limits.max_trees {
+            return Err(WorkbenchError::conflict(format!(
+                "the server holds its maximum of {} trees; delete one first",
+                self.limits.max_trees
+            )));
+        }
+        let id = self.next_tree.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let limits = ImportLimits {
+            max_nodes: self.limits.max_nodes_per_tree,
+            max_turns: self.limits.max_turns_per_request,
+        };
+        let store = self.store.clone();
+        let mut kind = None;
+        let mut dedupe = store.as_ref().map(|_| crate::chunks::Dedupe::default());
+        let mut ancestors: std::collections::HashMap<NodeId, Vec<NodeId>> = Default::default();
+        let result = crate::tree::read_export(reader, &limits, self.market.clone(), |importer, n| {
+            let node = importer.add(n)?;
+            let id_n = node.id;
+            if kind.is_none()
+                && let Some(sim) = &node.sim
+            {
+                kind = Some(kind_of(sim));
+            }
+            if let Some(store) = &store {
+                let sim = node.sim.clone().expect("an imported node has its simulator");
+                let path = match node.parent {
+                    Some(p) => {
+                        let mut v = ancestors.get(&p).cloned().unwrap_or_default();
+                        v.push(p);
+                        v
+                    }
+                    None => Vec::new(),
+                };
+                let mut d = dedupe.take().unwrap_or_default();
+                d.ancestors = path.iter().copied().collect();
+                ancestors.insert(id_n, path);
+                let (encoded, d) = encode_state(&sim, id_n, Some(d));
+                dedupe = d;
+                let encoded = encoded.map_err(|e| TreeError::Store(e.to_string()))?;
+                let row = NodeRow {
+                    id: node.id,
+                    parent: node.parent,
+                    depth: node.depth,
+                    edge_type: node.edge_type,
+                    ops: node.ops.clone(),
+                    status: node.status,
+                    error: node.error.clone(),
+                    created: node.created,
+                    finished: node.finished,
+                    turns: node.turns,
+                    records: node.records.clone(),
+                };
+                let entries = node.log.entries();
+                store.write(Write::Node { tree: id, row });
+                store.write(Write::State {
+                    tree: id,
+                    node: id_n,
+                    data: encoded.data,
+                    chunks: encoded.chunks,
+                });
+                if !entries.is_empty() {
+                    store.write(Write::Log {
+                        tree: id,
+                        node: id_n,
+                        index: 0,
+                        count: entries.len() as u64,
+                        entries: entries.join("\n"),
+                    });
+                }
+                importer.release(id_n);
+            }
+            Ok(())
+        });
+        let tree = match result {
+            Ok(importer) => importer.finish(store.as_ref().map(|_| self.source(id))),
+            Err(e) => Err(e),
+        };
+        let tree = match tree {
+            Ok(t) => t,
+            Err(e) => {
+                if let Some(store) = &store {
+                    store.write(Write::DeleteTree { tree: id });
+                    let _ = store.flush();
+                }
+                return Err(e.into());
+            }
+        };
+        let kind = kind.unwrap_or(SimKind::Social);
+        if kind == SimKind::Abm {
+            // Imported models run on the worker like created ones; start it now, not mid-run.
+            self.abm_pool()?;
+        }
+        let now = now_ms();
+        let name = tree.scenario.clone();
+        let handle = Arc::new(self.handle(
+            id,
+            tree,
+            kind,
+            Meta {
+                name,
+                created: now,
+                last_activity: now,
+            },
+            None,
+        ));
+        if let Some(store) = &store {
+            store.write(Write::Tree(handle.row()));
+            store.flush().map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
+        }
+        self.trees.insert(id, handle);
+        Ok(TreeRef { id, root: 0 })
+    }
+
+    pub(super) fn tree_count(&self) -> usize {
+        self.trees.len() + self.stored.len()
+    }
+
+    /// Keeps the live simulators and logs under the cache budget (see the module doc); returns
+    /// the bytes freed.
+    pub fn trim_cache(&self) -> usize {
+        let budget = self.limits.cache_bytes;
+        if self.store.is_none() || budget == 0 {
+            return 0;
+        }
+        let mut entries = Vec::new();
+        let mut total = 0usize;
+        for t in self.trees.iter() {
+            let Ok(tree) = t.tree.try_lock() else {
+                continue;
+            };
+            total += tree.structure_cost();
+            for (id, cost, used) in tree.cached() {
+                total += cost;
+                entries.push((used, *t.key(), id, cost));
+            }
+        }
+        if total <= budget {
+            return 0;
+        }
+        entries.sort_unstable();
+        let mut freed = 0;
+        let target = budget - budget / 8;
+        for (_, tree, node, cost) in entries {
+            if total.saturating_sub(freed) <= target {
+                break;
+            }
+            if let Some(t) = self.trees.get(&tree).map(|t| t.clone())
+                && let Ok(mut tree) = t.tree.try_lock()
+                && tree.evict(node) > 0
+            {
+                freed += cost;
+            }
+        }
+        if total.saturating_sub(freed) > budget {
+            freed += self.close_idle_trees(total.saturating_sub(freed) - target);
+        }
+        freed
+    }
+
+    /// Closes the least recently active trees that nobody holds and that have no run in flight.
+    fn close_idle_trees(&self, mut need: usize) -> usize {
+        let mut idle: Vec<(u64, u64)> = self
+            .trees
+            .iter()
+            .filter(|t| Arc::strong_count(t.value()) == 1 && lock(&t.runs).is_empty())
+            .map(|t| (lock(&t.meta).last_activity, *t.key()))
+            .collect();
+        idle.sort_unstable();
+        let mut freed = 0;
+        for (_, id) in idle {
+            if need == 0 {
+                break;
+            }
+            let removed = self
+                .trees
+                .remove_if(&id, |_, t| Arc::strong_count(t) == 1 && lock(&t.runs).is_empty());
+            if let Some((_, handle)) = removed {
+                let cost = handle.lock().structure_cost() + handle.lock().cached().iter().map(|c| c.1).sum::<usize>();
+                self.stored.insert(id, handle.row());
+                freed += cost;
+                need = need.saturating_sub(cost);
+            }
+        }
+        freed
+    }
+}
