@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use simtree_shared::{
     ChildReply, ChildrenReply, ErrorBody, Graph, LogEntry, NodeInfo, NodeState, OkReply, Op, RunReply, ScenarioSummary,
-    Summary, TreeMsg, TreeRef, UsageReply,
+    Summary, TreeInfo, TreeMsg, TreePatch, TreeRef, UsageReply,
 };
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
@@ -114,9 +114,14 @@ async fn get<T: DeserializeOwned>(path: &str) -> Result<T> {
     parse(&send("GET", path, None).await?)
 }
 
-async fn post<B: Serialize, T: DeserializeOwned>(path: &str, body: &B) -> Result<T> {
+/// Sends `body` as JSON with `method`; the reply parsed.
+async fn with_body<B: Serialize, T: DeserializeOwned>(method: &str, path: &str, body: &B) -> Result<T> {
     let text = serde_json::to_string(body).map_err(|e| ApiError::Client(e.to_string()))?;
-    parse(&send("POST", path, Some(text)).await?)
+    parse(&send(method, path, Some(text)).await?)
+}
+
+async fn post<B: Serialize, T: DeserializeOwned>(path: &str, body: &B) -> Result<T> {
+    with_body("POST", path, body).await
 }
 
 async fn delete(path: &str) -> Result<OkReply> {
@@ -184,9 +189,15 @@ pub async fn scenarios() -> Result<Vec<ScenarioSummary>> {
     get("/api/scenarios").await
 }
 
-/// `GET /devui/simtree`: every tree.
-pub async fn trees() -> Result<Vec<TreeRef>> {
+/// `GET /devui/simtree`: every tree with its metadata.
+pub async fn trees() -> Result<Vec<TreeInfo>> {
     get("/devui/simtree").await
+}
+
+/// `PATCH /devui/simtree/{tree}`: renames a tree; the reply is its updated metadata.
+pub async fn rename_tree(tree: u64, name: &str) -> Result<TreeInfo> {
+    let body = TreePatch { name: name.to_string() };
+    with_body("PATCH", &tree_path(tree), &body).await
 }
 
 /// `POST /devui/simtree`: a new tree of `scenario`.

@@ -1112,7 +1112,7 @@ async fn data_goes_out_as_files_and_an_export_comes_back_in_from_the_tree_browse
     // Home lists the tree with its scenario and size.
     b.open("/").await;
     let row = format!("#tree-browser tr.tree-row[data-id='{t}']");
-    b.wait_text(&format!("{row} .scenario"), "llm-trader").await;
+    b.wait_text(&format!("{row} .scenario"), "llm_trader").await;
     b.wait_text(&format!("{row} .nodes"), "2").await;
     // A refused import says why, in the server's words.
     b.wait_css("#import-file")
@@ -1164,16 +1164,21 @@ async fn texts(b: &Browser, css: &str) -> Vec<String> {
         .collect()
 }
 
-/// A tree of `scenario` with one run of `turns` turns from the root, open with the run's node
-/// selected; returns the tree's id.
-async fn open_run(b: &Browser, scenario: &str, turns: u64) -> u64 {
-    let t = api_tree(&b.server, scenario).await;
+/// A tree of `scenario` with one run of `turns` turns from the root (node 1); returns its id.
+async fn tree_with_run(s: &Server, scenario: &str, turns: u64) -> u64 {
+    let t = api_tree(s, scenario).await;
     api_post(
-        &b.server,
+        s,
         &format!("/devui/simtree/{t}/advance"),
         json!({"parent": 0, "turns": turns}),
     )
     .await;
+    t
+}
+
+/// [`tree_with_run`], open with the run's node selected.
+async fn open_run(b: &Browser, scenario: &str, turns: u64) -> u64 {
+    let t = tree_with_run(&b.server, scenario, turns).await;
     b.open(&format!("/simtree/{t}")).await;
     b.wait_count("g.node", 2).await;
     b.click("g.node[data-id='1']").await;
@@ -1248,4 +1253,53 @@ async fn charts_have_axes_legends_naming_their_nodes_and_a_hover_readout() {
     .await;
     b.wait_text("#abm-chart-readout", "(#1)").await;
     b.finish("charts").await;
+}
+
+#[tokio::test]
+async fn the_tree_browser_shows_each_trees_metadata_and_renames_in_place() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let s = &b.server;
+    let t = tree_with_run(s, "llm_trader", 2).await;
+    let a = api_tree(s, "sir_network").await;
+    let (_, list) = s.get("/devui/simtree").await;
+    let info = |id: u64| list.as_array().unwrap().iter().find(|i| i["id"] == id).unwrap().clone();
+    b.open("/").await;
+    let row = format!("#tree-browser tr.tree-row[data-id='{t}']");
+    let name = info(t)["name"].as_str().unwrap().to_string();
+    b.wait_text(&format!("{row} .tree-name .name"), &name).await;
+    b.wait_text(&format!("{row} .scenario"), info(t)["scenario"].as_str().unwrap())
+        .await;
+    b.wait_text(&format!("{row} .kind"), "trading").await;
+    b.wait_text(&format!("{row} .nodes"), "2").await;
+    b.wait_text(&format!("{row} .created"), "just now").await;
+    b.wait_text(&format!("{row} .activity"), "just now").await;
+    let title = b
+        .wait_css(&format!("{row} .created"))
+        .await
+        .attr("title")
+        .await
+        .unwrap()
+        .unwrap_or_default();
+    assert!(title.ends_with("UTC"), "the full time in the tooltip: {title}");
+    b.wait_text(
+        &format!("#tree-browser tr.tree-row[data-id='{a}'] .kind"),
+        "agent-based",
+    )
+    .await;
+    // Rename in place: a blank name is refused in the server's words, a real one sticks.
+    b.click(&format!("{row} .rename-tree")).await;
+    b.set_input(&format!("{row} .rename-input"), "   ").await;
+    b.click(&format!("{row} .save-name")).await;
+    b.wait_text(&format!("{row} .rename-error"), "200").await;
+    b.set_input(&format!("{row} .rename-input"), "Recall study").await;
+    b.click(&format!("{row} .save-name")).await;
+    b.wait_text(&format!("{row} .tree-name .name"), "Recall study").await;
+    assert_eq!(b.count(&format!("{row} .rename-input")).await, 0);
+    let (_, after) = s.get("/devui/simtree").await;
+    let renamed = after.as_array().unwrap().iter().find(|i| i["id"] == t).unwrap();
+    assert_eq!(renamed["name"], "Recall study");
+    b.open("/").await;
+    b.wait_text(&format!("{row} .tree-name .name"), "Recall study").await;
+    b.finish("tree_browser_metadata").await;
 }
