@@ -13,7 +13,7 @@ use simtree_shared::{LogEntry, Op};
 use crate::api::{self, ApiError};
 use crate::app::{Tree, ctx};
 use crate::editors::{
-    AbmTarget, Field, abm_fields, abm_op, agent_swap, last_abm_values, news_item, op_kinds, parse_value,
+    AbmTarget, Field, abm_agent_ids, abm_fields, abm_op, agent_swap, last_abm_values, news_item, op_kinds, parse_value,
     portfolio_patch, prompt_replace, scene_patch, social_fields, value_text,
 };
 use crate::ops::{Kind, needs_confirm};
@@ -342,6 +342,12 @@ fn AbmForm(tree: Tree, node_view: RwSignal<Option<Value>>, kind: String, draft: 
     });
     let picked = RwSignal::new(None::<Field>);
     let typed = RwSignal::new(String::new());
+    // The node's agents of the chosen type, when their ids are certain (see `abm_agent_ids`).
+    let agent_ids = Memo::new(move |_| {
+        let attr = picked.with(|p| p.as_ref().map(|f| f.name.clone()).unwrap_or_default());
+        let t = agent_type.get();
+        node_view.with(|v| logs.with(|l| abm_agent_ids(&v.as_ref()?["model"], l, &t, &attr)))
+    });
     Effect::new(move |_| {
         draft.set(match picked.get() {
             None => Err(ctx.tr("branch.noFields").to_string()),
@@ -356,6 +362,18 @@ fn AbmForm(tree: Tree, node_view: RwSignal<Option<Value>>, kind: String, draft: 
                     {move || all.with(|a| a.agents.iter().map(|(k, _)| view! { <option value=k.clone()>{k.clone()}</option> }).collect_view())}
                 </select>
             </div>
+            {move || agent_ids.get().map(|ids| view! {
+                <div class="field">
+                    <label for="op-agent-pick">{move || ctx.tr("branch.agentPick")}</label>
+                    <select id="op-agent-pick" on:change=move |ev| agent_id.set(event_target_value(&ev)) prop:value=move || agent_id.get()>
+                        <option value="">{move || ctx.tr("branch.allAgents")}</option>
+                        {ids.into_iter().map(|(id, now)| {
+                            let value = id.to_string();
+                            view! { <option value=value.clone() selected=move || agent_id.get() == value>{format!("#{id} · {now}")}</option> }
+                        }).collect_view()}
+                    </select>
+                </div>
+            })}
             {labelled("branch.agentId", "op-agent-id", text_input("op-agent-id", agent_id, "all"))}
         })}
         <FieldPicker fields picked typed />

@@ -134,6 +134,40 @@ pub fn last_abm_values(entries: &[LogEntry]) -> Map<String, Value> {
         .unwrap_or_default()
 }
 
+/// The agents of `agent_type` the node has, by id, each with its value of `attr` (or of the
+/// type's first attribute tracked per agent) at the node's last step: the choices of the
+/// agent-id picker.
+///
+/// The log carries per-agent lists ordered by id but not the ids themselves. Mesa numbers agents
+/// 1, 2, … as they are made, so the ids are certain only for a model with one agent type whose
+/// population is the same at the first and the last step; any other model (or a node with no
+/// step yet) gets `None`, and the id stays a free entry.
+pub fn abm_agent_ids(model: &Value, entries: &[LogEntry], agent_type: &str, attr: &str) -> Option<Vec<(u64, String)>> {
+    let types: Vec<String> = crate::chart::abm_structure(model)
+        .agents
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    if types != [agent_type] {
+        return None;
+    }
+    let mut steps = entries.iter().filter(|e| e.kind == "abm_step");
+    let first = steps.next()?;
+    let last = steps.next_back().unwrap_or(first);
+    let prefix = format!("agent.{agent_type}.agentAttribute.");
+    let values = last.data["values"].as_object()?;
+    let (key, list) = values
+        .get_key_value(&format!("{prefix}{attr}"))
+        .filter(|(_, v)| v.is_array())
+        .or_else(|| values.iter().find(|(k, v)| k.starts_with(&prefix) && v.is_array()))?;
+    let list = list.as_array()?;
+    let at_first = first.data["values"][key].as_array()?.len();
+    if at_first != list.len() {
+        return None;
+    }
+    Some((1..).zip(list.iter().map(value_text)).collect())
+}
+
 /// An ABM model's editable fields: globals, environment attributes and, per agent type, its
 /// attributes.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -462,6 +496,46 @@ mod tests {
         assert_eq!(kind, "Person");
         assert_eq!(attrs[0].now, "S×3, I×1, R×1", "a per-agent list is summarised");
         assert_eq!(attrs[0].current, json!("S"), "mixed values start from the initial one");
+    }
+
+    #[test]
+    fn agent_ids_come_from_the_per_agent_lists_when_they_are_certain() {
+        let logs = [
+            step(json!({"agent.Person.agentAttribute.status": ["S", "S", "S"]})),
+            step(json!({"agent.Person.agentAttribute.status": ["S", "I", "R"], "globalVariable.infectedCount": 1})),
+        ];
+        let ids = abm_agent_ids(&sir(), &logs, "Person", "infectionTime").unwrap();
+        assert_eq!(
+            ids,
+            [(1, "S".into()), (2, "I".into()), (3, "R".into())],
+            "another tracked list serves"
+        );
+        assert_eq!(abm_agent_ids(&sir(), &logs[..1], "Person", "status").unwrap().len(), 3);
+        assert_eq!(
+            abm_agent_ids(&sir(), &logs, "Tree", "status"),
+            None,
+            "not a type of the model"
+        );
+        assert_eq!(abm_agent_ids(&sir(), &[], "Person", "status"), None, "no step yet");
+        let shrunk = [
+            logs[0].clone(),
+            step(json!({"agent.Person.agentAttribute.status": ["S", "I"]})),
+        ];
+        assert_eq!(
+            abm_agent_ids(&sir(), &shrunk, "Person", "status"),
+            None,
+            "agents came or went"
+        );
+        let mut two = sir();
+        two["agents"][0]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"agentAttributes": [{"name": "x", "sourceName": "agent.Cell.agentAttribute.x"}]}));
+        assert_eq!(
+            abm_agent_ids(&two, &logs, "Person", "status"),
+            None,
+            "two types share the numbering"
+        );
     }
 
     #[test]

@@ -195,6 +195,8 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
             "该模型在此没有可设置的声明。",
         ),
         "branch.agentType" => ("Agent type", "智能体类型"),
+        "branch.agentPick" => ("Agent of this node", "本节点的智能体"),
+        "branch.allAgents" => ("all agents of the type", "该类型的全部智能体"),
         "branch.agentId" => (
             "Agent id (empty: every agent of the type)",
             "智能体编号（留空：该类型的全部智能体）",

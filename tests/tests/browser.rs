@@ -1303,3 +1303,52 @@ async fn the_tree_browser_shows_each_trees_metadata_and_renames_in_place() {
     b.wait_text(&format!("{row} .tree-name .name"), "Recall study").await;
     b.finish("tree_browser_metadata").await;
 }
+
+#[tokio::test]
+async fn the_abm_agent_id_is_picked_from_the_nodes_agents_or_typed() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let a = open_run(&b, "sir_network", 3).await;
+    b.wait_css("#op-kind option[value='abm_set_agent']").await;
+    b.select("#op-kind", "abm_set_agent").await;
+    b.wait_css("#op-agent-type option[value='Person']").await;
+    // One choice per agent the node has (the model's 1,000 people), with its current value.
+    b.wait_css("#op-agent-pick option[value='7']").await;
+    let (_, view) = b.server.get(&format!("/devui/simtree/{a}/node/1/view")).await;
+    assert!(view["model"].is_object());
+    assert_eq!(
+        b.count("#op-agent-pick option").await,
+        1 + 1000,
+        "\"all\" and every agent"
+    );
+    let seventh = b
+        .wait_css("#op-agent-pick option[value='7']")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        ["S", "I", "R"].iter().any(|v| seventh.ends_with(v)),
+        "the agent's status: {seventh}"
+    );
+    b.select("#op-agent-pick", "7").await;
+    let typed = b
+        .wait_css("#op-agent-id")
+        .await
+        .prop("value")
+        .await
+        .unwrap()
+        .unwrap_or_default();
+    assert_eq!(typed, "7", "the pick fills the id");
+    b.set_input("#op-value", "R").await;
+    b.click("#branch-btn").await;
+    b.wait_text("#node-made", "Person #7.status → 'R'").await;
+    // Free entry still works (and the picker follows it).
+    b.click("g.node[data-id='1']").await;
+    b.select("#op-kind", "abm_set_agent").await;
+    b.set_input("#op-agent-id", "12").await;
+    b.set_input("#op-value", "I").await;
+    b.click("#branch-btn").await;
+    b.wait_text("#node-made", "Person #12.status → 'I'").await;
+    b.finish("abm_agent_picker").await;
+}
