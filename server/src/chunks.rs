@@ -203,7 +203,10 @@ impl ChunkCache {
 /// ancestor stored references it (imported nodes do not share memory the way run nodes do).
 #[derive(Default)]
 pub struct Dedupe {
-    by_hash: HashMap<u64, Vec<(ChunkKey, Arc<[u8]>)>>,
+    /// Chunk bodies by a 128-bit content hash (bodies themselves are not kept: an import may be
+    /// large). An accidental collision is out of reach; a crafted one could only swap entries
+    /// within the importer's own tree.
+    by_hash: HashMap<u128, Vec<ChunkKey>>,
     /// The ancestors of the node being written (a sibling's chunk may be deleted with it).
     pub ancestors: std::collections::HashSet<u64>,
 }
@@ -218,22 +221,26 @@ struct Writer {
 impl Writer {
     fn assign(&mut self, data: Vec<u8>) -> Result<ChunkKey, String> {
         let hash = self.dedupe.as_ref().map(|_| {
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            data.hash(&mut h);
-            h.finish()
+            let half = |salt: u8| {
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                salt.hash(&mut h);
+                data.hash(&mut h);
+                h.finish()
+            };
+            (u128::from(half(1)) << 64) | u128::from(half(2))
         });
         if let (Some(d), Some(hash)) = (&self.dedupe, hash)
-            && let Some((key, _)) = d.by_hash.get(&hash).and_then(|v| {
-                v.iter()
-                    .find(|(k, bytes)| d.ancestors.contains(&k.0) && **bytes == data[..])
-            })
+            && let Some(key) = d
+                .by_hash
+                .get(&hash)
+                .and_then(|v| v.iter().find(|k| d.ancestors.contains(&k.0)))
         {
             return Ok(*key);
         }
         let key = (self.node, self.next);
         self.next = self.next.checked_add(1).ok_or("a node wrote more than 2^32 chunks")?;
         if let (Some(d), Some(hash)) = (&mut self.dedupe, hash) {
-            d.by_hash.entry(hash).or_default().push((key, Arc::from(&data[..])));
+            d.by_hash.entry(hash).or_default().push(key);
         }
         self.out.push(NewChunk { key, data });
         Ok(key)

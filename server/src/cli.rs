@@ -441,7 +441,7 @@ fn run_headless(
     }
     let mut sink = |e: Event| {
         if let Some(bar) = &progress
-            && counts_as_turn(&e)
+            && crate::sim::counts_as_turn(&e)
         {
             bar.inc(1);
             bar.set_message(format!(
@@ -478,16 +478,6 @@ fn run_headless(
         eprintln!("-- {turns} turns run ({kind})");
     }
     Ok(())
-}
-
-/// Events that mark one turn of progress: a social turn's first step, a trading decision point,
-/// an agent-based model's step. (Skipped social turns leave no event, so the bar may stop short.)
-fn counts_as_turn(e: &Event) -> bool {
-    match e.kind {
-        EventType::AgentProcessStart => e.data["step"] == 1,
-        EventType::DecisionPoint | EventType::AbmStep => true,
-        _ => false,
-    }
 }
 
 /// Writes a finished run to `dir`: the tree export, the run's log lines, its usage and records.

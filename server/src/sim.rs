@@ -185,6 +185,16 @@ impl AbmSim {
     }
 }
 
+/// Events that mark one turn of progress: a social turn's first step, a trading decision point,
+/// an agent-based model's step. (Skipped social turns leave no event, so a count may stop short.)
+pub fn counts_as_turn(e: &Event) -> bool {
+    match e.kind {
+        EventType::AgentProcessStart => e.data["step"] == 1,
+        EventType::DecisionPoint | EventType::AbmStep => true,
+        _ => false,
+    }
+}
+
 impl Sim {
     pub fn kind(&self) -> &'static str {
         match self {
@@ -388,7 +398,7 @@ impl Sim {
                     for r in &ex.results {
                         memory.push(MemoryLine {
                             role: "tool".into(),
-                            content: r.content.clone(),
+                            content: r.content.to_string(),
                         });
                     }
                 }

@@ -1274,7 +1274,9 @@ mod tests {
 
     fn advance(t: &mut SimTree, parent: NodeId, turns: u64) -> NodeId {
         let (id, mut sim, log) = t.start_advance(parent, turns).unwrap();
-        let mut sink = |e: Event| log.push(&entry_json(&e, id));
+        let mut sink = |e: Event| {
+            log.push(&entry_json(&e, id));
+        };
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
         let ctx = crate::sim::RunCtx {
             llm: std::sync::Arc::new(MockClient),
@@ -1392,7 +1394,7 @@ mod tests {
         t.branch(a, vec![Op::PublicBroadcast { text: "x".into() }]).unwrap();
         let exported = t.export().unwrap();
         let json = serde_json::to_string(&exported).unwrap();
-        let back = SimTree::import(serde_json::from_str(&json).unwrap(), None, &ImportLimits::default()).unwrap();
+        let mut back = SimTree::import(serde_json::from_str(&json).unwrap(), None, &ImportLimits::default()).unwrap();
         assert_eq!(serde_json::to_string(&back.export().unwrap()).unwrap(), json);
         assert_eq!(back.logs(2).unwrap(), t.logs(2).unwrap());
         let mut broken: TreeExport = serde_json::from_str(&json).unwrap();

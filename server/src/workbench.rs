@@ -26,9 +26,7 @@ use tokio::sync::watch;
 
 use crate::abm::worker::{WorkerConfig, WorkerPool};
 use crate::engine::Event;
-use crate::llm::ledger::{
-    Ledger, LlmRecord, MeteredClient, ProviderToolModel, ReplayClient, ReplayToolModel, RoutingClient,
-};
+use crate::llm::ledger::{Ledger, LlmRecord, MeteredClient, ReplayClient, RoutingClient};
 use crate::llm::resilience::TokenBudget;
 use crate::llm::{ChatProvider, LlmClient, LlmConfig, LlmSettings, MockClient, Offline, ProviderPool, ScriptedClient};
 use crate::scenario::ScenarioLibrary;
@@ -36,6 +34,7 @@ use crate::sim::{AbmSim, RunCtx, Sim};
 use crate::trading::agents::MockToolModel;
 use crate::trading::data::MarketData;
 use crate::trading::episode::TradingEpisode;
+use crate::trading::provider::{ProviderToolModel, ReplayToolModel};
 use crate::tree::{NodeId, NodeLog, SimTree, TreeError, TreeExport, entry_json};
 
 /// Configurable limits; defaults are documented in the README.
@@ -497,7 +496,11 @@ impl Workbench {
                 tracing::error!(tree = handle.id, node = id, error = %e, "store");
             }
             let outcome = {
+                let mut progress = Progress::new(id, turns);
                 let mut sink = |e: Event| {
+                    if let Some(msg) = progress.observe(&e) {
+                        handle.send(msg);
+                    }
                     let entry = entry_json(&e, id);
                     let index = log.push(&entry);
                     handle.persist_entry(id, index, &entry);
@@ -814,6 +817,49 @@ impl Workbench {
         let handle = self.tree(tree)?;
         let mut t = handle.lock();
         Ok(t.log(node)?)
+    }
+}
+
+/// A run's progress as `run_progress` messages: turns done of the total, at most ten a second
+/// (and always the last).
+struct Progress {
+    node: NodeId,
+    total: u64,
+    done: u64,
+    last: Option<std::time::Instant>,
+}
+
+impl Progress {
+    const EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
+    fn new(node: NodeId, total: u64) -> Progress {
+        Progress {
+            node,
+            total,
+            done: 0,
+            last: None,
+        }
+    }
+
+    fn observe(&mut self, e: &Event) -> Option<TreeMsg> {
+        if !crate::sim::counts_as_turn(e) {
+            return None;
+        }
+        // An agent-based model's first run reports step 0 too; it is not a turn done.
+        if e.kind == crate::engine::event::EventType::AbmStep && e.data["step"] == 0 {
+            return None;
+        }
+        self.done = (self.done + 1).min(self.total);
+        let due = self.last.is_none_or(|t| t.elapsed() >= Self::EVERY);
+        if !due && self.done < self.total {
+            return None;
+        }
+        self.last = Some(std::time::Instant::now());
+        Some(TreeMsg::RunProgress {
+            node: self.node,
+            done: self.done,
+            total: self.total,
+        })
     }
 }
 

@@ -62,7 +62,9 @@ fn advance(t: &mut SimTree, parent: NodeId, turns: u64) -> NodeId {
         abm: None,
     };
     let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-    let mut sink = |e: Event| log.push(&entry_json(&e, id));
+    let mut sink = |e: Event| {
+        log.push(&entry_json(&e, id));
+    };
     let result = rt.block_on(sim.run(turns, &ctx, &mut sink));
     let status = if result.is_ok() {
         NodeStatus::Done
@@ -169,7 +171,7 @@ fn any_op(agents: Vec<String>, keys: Vec<String>, tickers: Vec<String>) -> impl 
 
 /// The names, scene-state keys and tickers a scenario's ops can aim at.
 fn targets(scenario: &str) -> (Vec<String>, Vec<String>, Vec<String>) {
-    let t = tree_of(scenario);
+    let mut t = tree_of(scenario);
     let sim = t.sim(0).unwrap();
     let agents = sim.state().agents.into_iter().map(|a| a.name).collect();
     let keys = sim.view()["state"]

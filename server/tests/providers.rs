@@ -456,6 +456,70 @@ async fn anthropic_plain_text_and_tool_choice_mapping() {
     }
 }
 
+/// The trading agent's conversation at its second decision point: its first call and that
+/// call's result, then the new case.
+fn trading_conversation() -> ChatRequest {
+    use simtree::llm::ToolCall;
+    let call = ToolCall {
+        id: Some("call_1".into()),
+        name: "vote".into(),
+        arguments: json!({"target": "Pia"}),
+    };
+    let mut req = ChatRequest::new(vec![
+        Message::new(Role::System, "You trade."),
+        Message::new(Role::User, "Decision point 0."),
+        Message::assistant_calls("Buying.", vec![call.clone()]),
+        Message::tool_result(&call, r#"{"status":"accepted"}"#),
+        Message::new(Role::User, "Decision point 1."),
+    ]);
+    req.tools = vec![vote_tool()];
+    req
+}
+
+#[tokio::test]
+async fn gemini_and_anthropic_get_earlier_tool_calls_and_results_as_native_tool_messages() {
+    let server = script(vec![ok(json!({
+        "candidates": [{"content": {"role": "model", "parts": [
+            {"functionCall": {"name": "vote", "args": {"target": "Ronan"}}}]}, "finishReason": "STOP"}]
+    }))])
+    .await;
+    let p = build_provider(&config(Dialect::Gemini, &server, "/v1beta")).unwrap();
+    let r = chat(p.as_ref(), &trading_conversation()).await.unwrap();
+    assert_eq!(r.tool_calls[0].arguments, json!({"target": "Ronan"}));
+    assert_eq!(
+        server.seen()[0].body["contents"],
+        json!([
+            {"role": "user", "parts": [{"text": "Decision point 0."}]},
+            {"role": "model", "parts": [{"text": "Buying."},
+                {"functionCall": {"name": "vote", "args": {"target": "Pia"}}}]},
+            {"role": "user", "parts": [
+                {"functionResponse": {"name": "vote", "response": {"output": {"status": "accepted"}}}}]},
+            {"role": "user", "parts": [{"text": "Decision point 1."}]}
+        ])
+    );
+
+    let server = script(vec![ok(json!({
+        "type": "message", "content": [{"type": "tool_use", "id": "toolu_2", "name": "vote",
+                                         "input": {"target": "Ronan"}}],
+        "stop_reason": "tool_use", "usage": {"input_tokens": 5, "output_tokens": 1}
+    }))])
+    .await;
+    let p = build_provider(&config(Dialect::Anthropic, &server, "/v1")).unwrap();
+    let r = chat(p.as_ref(), &trading_conversation()).await.unwrap();
+    assert_eq!(r.tool_calls[0].id.as_deref(), Some("toolu_2"));
+    assert_eq!(
+        server.seen()[0].body["messages"],
+        json!([
+            {"role": "user", "content": "Decision point 0."},
+            {"role": "assistant", "content": [{"type": "text", "text": "Buying."},
+                {"type": "tool_use", "id": "call_1", "name": "vote", "input": {"target": "Pia"}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "call_1", "content": "{\"status\":\"accepted\"}"}]},
+            {"role": "user", "content": "Decision point 1."}
+        ])
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Failure paths.
 
@@ -935,9 +999,8 @@ async fn a_reply_cut_at_max_tokens_names_the_cause_and_the_limit() {
 
 #[tokio::test]
 async fn abm_generation_on_openai_sends_the_strict_schema_the_display_route_shows() {
-    use simtree::abm::generate::{GenerateOptions, GenerateRequest, MockAbmLlm, generate};
+    use simtree::abm::generate::{GenerateOptions, GenerateRequest, MockAbmLlm, ProviderStructured, generate};
     use simtree::abm::schema::{Provider, provider_schema, wrapped};
-    use simtree::llm::ledger::ProviderStructured;
     let answer = MockAbmLlm::answer("a forest fire").to_string();
     let server = serve(Answer::Compute(Box::new(move |_| ok(openai_text(&answer))))).await;
     let provider = build_provider(&config(Dialect::OpenAi, &server, "/v1")).unwrap();

@@ -213,3 +213,110 @@ impl Watcher {
         (seen, false)
     }
 }
+
+/// A private, throw-away PostgreSQL (Debian's `postgresql` package) on a free loopback port with
+/// its socket in its own folder; stopped and removed on drop. Panics when PostgreSQL is not
+/// installed (`cargo xtask setup` installs it): a missing database must fail the run, not skip
+/// the backend silently.
+pub struct Postgres {
+    dir: PathBuf,
+    bin: PathBuf,
+    pub url: String,
+}
+
+impl Postgres {
+    pub fn start() -> Postgres {
+        let bin = std::fs::read_dir("/usr/lib/postgresql")
+            .ok()
+            .and_then(|d| {
+                let mut v: Vec<PathBuf> = d.flatten().map(|e| e.path().join("bin")).collect();
+                v.sort();
+                v.pop()
+            })
+            .filter(|b| b.join("initdb").exists())
+            .expect("PostgreSQL is not installed (/usr/lib/postgresql/*/bin/initdb): run `cargo xtask setup`");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let dir = std::env::temp_dir().join(format!("simtree-pg-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("pg folder");
+        let root = unsafe { libc::geteuid() } == 0;
+        if root {
+            // PostgreSQL refuses to run as root: its files belong to the `postgres` user.
+            let ok = Command::new("chown")
+                .args(["postgres:postgres"])
+                .arg(&dir)
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "chown of {} failed", dir.display());
+        }
+        let run = |tool: &str, args: &[&str]| {
+            let mut cmd = if root {
+                let mut c = Command::new("runuser");
+                c.args(["-u", "postgres", "--"]).arg(bin.join(tool));
+                c
+            } else {
+                Command::new(bin.join(tool))
+            };
+            let out = cmd.args(args).output().expect("run a PostgreSQL tool");
+            assert!(
+                out.status.success(),
+                "{tool} failed: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let data = dir.join("data");
+        let d = dir.to_string_lossy().to_string();
+        run(
+            "initdb",
+            &[
+                "-D",
+                &data.to_string_lossy(),
+                "-A",
+                "trust",
+                "-U",
+                "simtree",
+                "--no-sync",
+            ],
+        );
+        let opts = format!("-p {port} -k {d} -c listen_addresses=127.0.0.1 -c fsync=off");
+        run(
+            "pg_ctl",
+            &[
+                "-D",
+                &data.to_string_lossy(),
+                "-l",
+                &format!("{d}/log"),
+                "-w",
+                "start",
+                "-o",
+                &opts,
+            ],
+        );
+        Postgres {
+            url: format!("postgres://simtree@127.0.0.1:{port}/postgres"),
+            dir,
+            bin,
+        }
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        let data = self.dir.join("data");
+        let pg_ctl = self.bin.join("pg_ctl");
+        let mut cmd = if unsafe { libc::geteuid() } == 0 {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(pg_ctl);
+            c
+        } else {
+            Command::new(pg_ctl)
+        };
+        let _ = cmd
+            .args(["-D", &data.to_string_lossy(), "-m", "immediate", "-w", "stop"])
+            .output();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

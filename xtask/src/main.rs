@@ -46,8 +46,9 @@ fn run(mut cmd: Command) -> Result<(), String> {
 }
 
 /// Installs what the build and the tests need when it is missing: the wasm32 target, Debian's
-/// bubblewrap (the ABM sandbox), and chromium + chromium-driver for the browser tests.
-fn setup(browser: bool) -> Result<(), String> {
+/// bubblewrap (the ABM sandbox) and, for the tests, chromium + chromium-driver (the browser
+/// tests) and postgresql (the PostgreSQL store's tests start private instances of it).
+fn setup(for_tests: bool) -> Result<(), String> {
     let targets = Command::new("rustup").args(["target", "list", "--installed"]).output();
     let has_wasm = targets.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("wasm32-unknown-unknown"));
     if !has_wasm {
@@ -60,17 +61,24 @@ fn setup(browser: bool) -> Result<(), String> {
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success());
+    let mut missing = Vec::new();
     if !has_bwrap {
-        run(apt(&["update", "-q"]))?;
-        let mut install = apt(&["install", "-y", "-q", "bubblewrap"]);
-        install.env("DEBIAN_FRONTEND", "noninteractive");
-        run(install)?;
+        missing.push("bubblewrap");
     }
-    let driver = Path::new("/usr/bin/chromedriver").exists() && Path::new("/usr/bin/chromium").exists();
-    if browser && !driver {
+    if for_tests {
+        if !(Path::new("/usr/bin/chromedriver").exists() && Path::new("/usr/bin/chromium").exists()) {
+            missing.extend(["chromium", "chromium-driver"]);
+        }
+        let has_postgres = std::fs::read_dir("/usr/lib/postgresql")
+            .is_ok_and(|d| d.flatten().any(|v| v.path().join("bin/initdb").exists()));
+        if !has_postgres {
+            missing.push("postgresql");
+        }
+    }
+    if !missing.is_empty() {
         run(apt(&["update", "-q"]))?;
-        let mut install = apt(&["install", "-y", "-q", "chromium", "chromium-driver"]);
-        install.env("DEBIAN_FRONTEND", "noninteractive");
+        let mut install = apt(&["install", "-y", "-q"]);
+        install.args(&missing).env("DEBIAN_FRONTEND", "noninteractive");
         run(install)?;
     }
     Ok(())
@@ -198,10 +206,16 @@ fn target_dir() -> PathBuf {
         .unwrap_or_else(|| root().join("target"))
 }
 
+/// The engine, tree, ABM and sweep benchmarks, then the store's (which starts a private
+/// PostgreSQL, hence the test setup).
 fn bench() -> Result<(), String> {
+    setup(true)?;
     let mut cmd = cargo();
     cmd.args(["bench", "-p", "simtree-server"]);
-    run(cmd)
+    run(cmd)?;
+    let mut store = cargo();
+    store.args(["bench", "-p", "simtree-e2e", "--bench", "store"]);
+    run(store)
 }
 
 fn main() -> ExitCode {

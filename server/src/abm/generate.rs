@@ -3,11 +3,14 @@
 //! The messages are: a system prompt (how to write a model in this format), then — when the
 //! caller iterates on an earlier model — that model as an assistant message followed by a user
 //! message asking to build on it, then the user's prompt. The structured-output call itself is
-//! injected ([`StructuredLlm`]; a plain closure works), so this module knows no provider: the
-//! provider layer wraps [`StructuredRequest::schema`] with [`super::schema::wrapped`] for its
-//! API. The answer is parsed strictly and validated before it is returned; when it has errors,
+//! injected ([`StructuredLlm`]; a plain closure works); [`ProviderStructured`] makes it on any
+//! LLM provider through the one structured-output API (`llm::structured`), which shapes the
+//! schema for the provider's dialect. The messages are the LLM layer's own (`llm::chat`). The
+//! answer is parsed strictly and validated before it is returned; when it has errors,
 //! the LLM gets one chance (by default) to repair them, with the findings quoted back.
 //! [`MockAbmLlm`] answers offline with one of the shipped example models.
+
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -15,37 +18,13 @@ use serde_json::Value;
 use super::model::{AbmResponse, LlmAbmResponse, SupportingInfo};
 use super::schema::{SCHEMA_NAME, response_schema};
 use super::validate::validate;
-use crate::llm::{BoxFuture, LlmError};
-
-/// Who speaks a message.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    System,
-    User,
-    Assistant,
-}
-
-/// One chat message.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ChatMessage {
-    pub role: Role,
-    pub content: String,
-}
-
-impl ChatMessage {
-    fn new(role: Role, content: impl Into<String>) -> Self {
-        ChatMessage {
-            role,
-            content: content.into(),
-        }
-    }
-}
+use crate::llm::chat::{ChatRequest, JsonSchema, Message, Role};
+use crate::llm::{BoxFuture, ChatProvider, LlmError, LlmState, structured};
 
 /// What the structured-output call receives.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct StructuredRequest {
-    pub messages: Vec<ChatMessage>,
+    pub messages: Vec<Message>,
     /// The response schema in sd-ai's converted form; wrap it per provider with
     /// [`super::schema::wrapped`] / [`super::schema::provider_schema`].
     pub schema: Value,
@@ -66,6 +45,22 @@ where
     fn complete<'a>(&'a self, request: &'a StructuredRequest) -> BoxFuture<'a, Result<Value, LlmError>> {
         let out = self(request);
         Box::pin(async move { out })
+    }
+}
+
+/// The structured-output call on a real provider: OpenAI json_schema strict, Gemini
+/// responseSchema, Anthropic a forced tool, the mock an example of the schema.
+pub struct ProviderStructured {
+    pub provider: Arc<dyn ChatProvider>,
+}
+
+impl StructuredLlm for ProviderStructured {
+    fn complete<'a>(&'a self, req: &'a StructuredRequest) -> BoxFuture<'a, Result<Value, LlmError>> {
+        Box::pin(async move {
+            let schema = JsonSchema::new(req.schema_name, req.schema.clone());
+            let request = ChatRequest::new(req.messages.clone());
+            structured(&*self.provider, request, schema, &mut LlmState::default()).await
+        })
     }
 }
 
@@ -139,16 +134,16 @@ The model above is the one you gave before. Build on it: change what the request
 keep everything else as it is, and explain what you changed.";
 
 /// Builds the message list of sd-ai's contract.
-pub fn messages(options: &GenerateOptions, prompt: &str, last_model: Option<&Value>) -> Vec<ChatMessage> {
-    let mut out = vec![ChatMessage::new(Role::System, &options.system_prompt)];
+pub fn messages(options: &GenerateOptions, prompt: &str, last_model: Option<&Value>) -> Vec<Message> {
+    let mut out = vec![Message::new(Role::System, options.system_prompt.as_str())];
     if let Some(last) = last_model {
         let text = serde_json::to_string_pretty(last).unwrap_or_default();
-        out.push(ChatMessage::new(Role::Assistant, text));
+        out.push(Message::new(Role::Assistant, text));
         if !options.assistant_prompt.is_empty() {
-            out.push(ChatMessage::new(Role::User, &options.assistant_prompt));
+            out.push(Message::new(Role::User, options.assistant_prompt.as_str()));
         }
     }
-    out.push(ChatMessage::new(Role::User, prompt));
+    out.push(Message::new(Role::User, prompt));
     out
 }
 
@@ -195,11 +190,11 @@ async fn generate_model(
             return Err(format!("the generated model is not valid:\n{}", problems.join("\n")));
         }
         attempt += 1;
-        req.messages.push(ChatMessage::new(
+        req.messages.push(Message::new(
             Role::Assistant,
             serde_json::to_string_pretty(&answer).unwrap_or_default(),
         ));
-        req.messages.push(ChatMessage::new(
+        req.messages.push(Message::new(
             Role::User,
             format!(
                 "That model cannot be used as it is. Fix these problems and answer with the whole corrected model:\n{}",
@@ -271,7 +266,7 @@ impl StructuredLlm for MockAbmLlm {
             .iter()
             .rev()
             .find(|m| m.role == Role::User)
-            .map(|m| m.content.clone())
+            .map(|m| m.content.to_string())
             .unwrap_or_default();
         Box::pin(async move { Ok(MockAbmLlm::answer(&prompt)) })
     }
@@ -317,7 +312,7 @@ mod tests {
             plain.iter().map(|m| m.role).collect::<Vec<_>>(),
             [Role::System, Role::User]
         );
-        assert_eq!(plain[1].content, "build X");
+        assert_eq!(&*plain[1].content, "build X");
         let last = serde_json::json!({"codingLanguage": "python"});
         let iter = messages(&opts, "now add births", Some(&last));
         assert_eq!(
@@ -325,8 +320,8 @@ mod tests {
             [Role::System, Role::Assistant, Role::User, Role::User]
         );
         assert!(iter[1].content.contains("\"codingLanguage\": \"python\""));
-        assert_eq!(iter[2].content, ASSISTANT_PROMPT);
-        assert_eq!(iter[3].content, "now add births");
+        assert_eq!(&*iter[2].content, ASSISTANT_PROMPT);
+        assert_eq!(&*iter[3].content, "now add births");
     }
 
     #[tokio::test]

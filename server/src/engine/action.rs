@@ -4,20 +4,21 @@
 //!
 //! Scene-specific actions (council voting, werewolf night actions, landlord bidding and play,
 //! village movement) keep their prompt text and handlers in their scene's file; this module only
-//! names them so an agent's action space can be a list of [`ActionKind`]s.
+//! names them so an agent's action space can be a list of [`ActionKind`]s. It never names a
+//! scene: the scenes hand their prompt text to the catalogue in `scenes/mod.rs`, and the shared
+//! handlers reach the scene they run in through [`SharedActionScene`].
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::event::SceneEvent;
 use super::parse::ActionCall;
-use super::scenes::{SceneRules, council, landlord, village, werewolf};
 use super::world::World;
 
-/// Prompt text of one action: the catalogue line and the usage block of the system prompt.
+/// Prompt text of one action: the catalogue line and the usage block of the system prompt (the
+/// name is the [`ActionKind`]'s).
 #[derive(Debug)]
 pub struct ActionSpec {
-    pub name: &'static str,
     /// One line for the "Available Actions" catalogue.
     pub desc: &'static str,
     /// Usage text with an XML example; concatenated under "Usage:".
@@ -25,8 +26,10 @@ pub struct ActionSpec {
 }
 
 macro_rules! action_kinds {
-    ($($variant:ident => $spec:expr),* $(,)?) => {
-        /// Every action the engine knows, by upstream's registry names.
+    ($($variant:ident => $name:literal),* $(,)?) => {
+        /// Every action the engine knows, by upstream's registry names. Its prompt text
+        /// ([`ActionKind::spec`]) is the catalogue the scenes assemble (`scenes/mod.rs`): the
+        /// shared actions' text is here ([`SHARED_ACTIONS`]), each scene's in its own file.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
         #[serde(rename_all = "snake_case")]
         pub enum ActionKind { $($variant),* }
@@ -34,50 +37,47 @@ macro_rules! action_kinds {
         impl ActionKind {
             pub const ALL: &'static [ActionKind] = &[$(ActionKind::$variant),*];
 
-            pub fn spec(self) -> &'static ActionSpec {
-                match self { $(ActionKind::$variant => &$spec),* }
+            /// The registry name (`move_to_location`), as prompts, responses and scenarios spell it.
+            pub fn name(self) -> &'static str {
+                match self { $(ActionKind::$variant => $name),* }
             }
         }
     };
 }
 
 action_kinds! {
-    Speak => SPEAK,
-    SendMessage => SEND_MESSAGE,
-    TalkTo => TALK_TO,
-    Yield => YIELD,
-    MoveToLocation => village::MOVE_TO_LOCATION,
-    LookAround => village::LOOK_AROUND,
-    GatherResource => village::GATHER_RESOURCE,
-    Rest => village::REST,
-    StartVoting => council::START_VOTING,
-    FinishMeeting => council::FINISH_MEETING,
-    RequestBrief => council::REQUEST_BRIEF,
-    VotingStatus => council::VOTING_STATUS,
-    Vote => council::VOTE,
-    WebSearch => WEB_SEARCH,
-    ViewPage => VIEW_PAGE,
-    ScheduleOrder => SCHEDULE_ORDER,
-    VoteLynch => werewolf::VOTE_LYNCH,
-    NightKill => werewolf::NIGHT_KILL,
-    Inspect => werewolf::INSPECT,
-    WitchSave => werewolf::WITCH_SAVE,
-    WitchPoison => werewolf::WITCH_POISON,
-    OpenVoting => werewolf::OPEN_VOTING,
-    CloseVoting => werewolf::CLOSE_VOTING,
-    CallLandlord => landlord::CALL_LANDLORD,
-    RobLandlord => landlord::ROB_LANDLORD,
-    Pass => landlord::PASS,
-    PlayCards => landlord::PLAY_CARDS,
-    Double => landlord::DOUBLE,
-    NoDouble => landlord::NO_DOUBLE,
+    Speak => "speak",
+    SendMessage => "send_message",
+    TalkTo => "talk_to",
+    Yield => "yield",
+    MoveToLocation => "move_to_location",
+    LookAround => "look_around",
+    GatherResource => "gather_resource",
+    Rest => "rest",
+    StartVoting => "start_voting",
+    FinishMeeting => "finish_meeting",
+    RequestBrief => "request_brief",
+    VotingStatus => "voting_status",
+    Vote => "vote",
+    WebSearch => "web_search",
+    ViewPage => "view_page",
+    ScheduleOrder => "schedule_order",
+    VoteLynch => "vote_lynch",
+    NightKill => "night_kill",
+    Inspect => "inspect",
+    WitchSave => "witch_save",
+    WitchPoison => "witch_poison",
+    OpenVoting => "open_voting",
+    CloseVoting => "close_voting",
+    CallLandlord => "call_landlord",
+    RobLandlord => "rob_landlord",
+    Pass => "pass",
+    PlayCards => "play_cards",
+    Double => "double",
+    NoDouble => "no_double",
 }
 
 impl ActionKind {
-    pub fn name(self) -> &'static str {
-        self.spec().name
-    }
-
     /// Looks an action up by its registry name.
     pub fn from_name(name: &str) -> Option<ActionKind> {
         ActionKind::ALL.iter().copied().find(|k| k.name() == name)
@@ -155,9 +155,20 @@ impl ActionCtx<'_> {
     }
 }
 
+/// What the shared handlers need of the scene they run in. Every scene has it through its
+/// `SceneRules` (a blanket impl in `scenes/mod.rs`), so this module needs no scene type.
+pub trait SharedActionScene {
+    /// Scene time in minutes.
+    fn time(&self) -> i64;
+    /// Speaking range for `talk_to`, where the scene has a map.
+    fn chat_range(&self) -> Option<i64>;
+    /// Delivers a spoken or posted message as the scene does.
+    fn deliver_message(&mut self, event: &SceneEvent, sender: usize, world: &mut World);
+}
+
 /// Handles the actions every scene shares. Scenes call this for any kind they do not handle
 /// themselves; an action the scene cannot run gets a clear failure instead of upstream's crash.
-pub fn handle_common<S: SceneRules + ?Sized>(scene: &mut S, ctx: &ActionCtx, world: &mut World) -> ActionResult {
+pub fn handle_common<S: SharedActionScene + ?Sized>(scene: &mut S, ctx: &ActionCtx, world: &mut World) -> ActionResult {
     let name = world.agents[ctx.actor].name.clone();
     let time = Some(scene.time());
     match ctx.kind {
@@ -292,44 +303,48 @@ fn schedule_order(ctx: &ActionCtx, world: &mut World) -> ActionResult {
     ))
 }
 
+/// The prompt text of the actions every scene shares.
+pub const SHARED_ACTIONS: &[(ActionKind, &ActionSpec)] = &[
+    (ActionKind::Speak, &SPEAK),
+    (ActionKind::SendMessage, &SEND_MESSAGE),
+    (ActionKind::TalkTo, &TALK_TO),
+    (ActionKind::Yield, &YIELD),
+    (ActionKind::WebSearch, &WEB_SEARCH),
+    (ActionKind::ViewPage, &VIEW_PAGE),
+    (ActionKind::ScheduleOrder, &SCHEDULE_ORDER),
+];
+
 pub const SPEAK: ActionSpec = ActionSpec {
-    name: "speak",
     desc: "say something out loud to everyone who can hear you right now",
     instruction: "- To say something aloud:\n<Action name=\"speak\"><message>your words</message></Action>\n",
 };
 
 pub const SEND_MESSAGE: ActionSpec = ActionSpec {
-    name: "send_message",
     desc: "post a message that everyone in the room can read",
     instruction: "- To post a message to everyone:\n<Action name=\"send_message\"><message>your message</message></Action>\n",
 };
 
 pub const TALK_TO: ActionSpec = ActionSpec {
-    name: "talk_to",
     desc: "speak privately to one person who is close enough to hear you",
     instruction: "- To talk to someone nearby:\n<Action name=\"talk_to\"><to>their name</to><message>your words</message></Action>\n",
 };
 
 pub const YIELD: ActionSpec = ActionSpec {
-    name: "yield",
     desc: "end your turn and let others act",
     instruction: "- To end your turn:\n<Action name=\"yield\"></Action>\n",
 };
 
 pub const WEB_SEARCH: ActionSpec = ActionSpec {
-    name: "web_search",
     desc: "look something up on the web and read a list of results",
     instruction: "- To search the web:\n<Action name=\"web_search\"><query>search terms</query><max_results>5</max_results></Action>\n",
 };
 
 pub const VIEW_PAGE: ActionSpec = ActionSpec {
-    name: "view_page",
     desc: "open a web page and read its main text",
     instruction: "- To read a web page:\n<Action name=\"view_page\"><url>https://example.com</url></Action>\n",
 };
 
 pub const SCHEDULE_ORDER: ActionSpec = ActionSpec {
-    name: "schedule_order",
     desc: "decide who acts next, as a comma-separated list of names",
     instruction: "- To set who acts next:\n<Action name=\"schedule_order\"><order>Alice, Bob</order></Action>\n",
 };
@@ -353,16 +368,7 @@ mod tests {
     fn generic_prompt_text_avoids_the_mock_trigger_words() {
         // The mock picks its branch from keywords in the system prompt; actions every chat agent
         // may hold must not contain them (spec §1.14.2 porting rule).
-        let generic = [
-            SPEAK,
-            SEND_MESSAGE,
-            TALK_TO,
-            YIELD,
-            WEB_SEARCH,
-            VIEW_PAGE,
-            SCHEDULE_ORDER,
-        ];
-        for spec in generic {
+        for (_, spec) in SHARED_ACTIONS {
             let text = format!("{} {}", spec.desc, spec.instruction).to_lowercase();
             let found = crate::llm::mock::trigger_words_in(&text);
             assert!(found.is_empty(), "trigger words in generic text: {found:?}");

@@ -6,57 +6,15 @@
 //! only a short owned tail is copied. A clone costs the same after ten turns as after ten thousand, and a tree node that
 //! adds a turn stores only the entries that turn created. Entry text is an `Arc<str>`.
 
-use std::sync::Arc;
-
 use serde::de::Deserializer;
 use serde::ser::Serializer;
 use serde::{Deserialize, Serialize};
 
 use crate::chunks::AppendList;
 
-/// Who said a memory line, as the chat APIs name it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    System,
-    User,
-    Assistant,
-}
-
-impl Role {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::System => "system",
-            Role::User => "user",
-            Role::Assistant => "assistant",
-        }
-    }
-
-    /// Parses a role name; only `user` and `assistant` may be stored in a memory.
-    pub fn parse_memory_role(s: &str) -> Option<Role> {
-        match s {
-            "user" => Some(Role::User),
-            "assistant" => Some(Role::Assistant),
-            _ => None,
-        }
-    }
-}
-
-/// One `{role, content}` message.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Message {
-    pub role: Role,
-    pub content: Arc<str>,
-}
-
-impl Message {
-    pub fn new(role: Role, content: impl Into<Arc<str>>) -> Self {
-        Message {
-            role,
-            content: content.into(),
-        }
-    }
-}
+// The message vocabulary is the LLM layer's (one for every consumer); memories hold plain text
+// `user`/`assistant` messages of it, serialised as `{"role":"user","content":"..."}`.
+pub use crate::llm::chat::{Message, Role};
 
 /// The ordered memory with upstream's merge rule: appending a line with the same role as the last
 /// entry extends that entry (`last + "\n" + line`) instead of adding a new one. The entries live

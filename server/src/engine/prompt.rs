@@ -96,7 +96,7 @@ pub fn system_prompt(agent: &Agent, scene: &SceneText) -> String {
     let mut usage = String::new();
     for kind in &agent.action_space {
         let spec = kind.spec();
-        catalogue.push_str(format!("- {}: {}", spec.name, spec.desc).trim_end());
+        catalogue.push_str(format!("- {}: {}", kind.name(), spec.desc).trim_end());
         catalogue.push('\n');
         usage.push_str(spec.instruction);
     }

@@ -16,11 +16,10 @@ use simtree_shared::{
 
 use super::error::{ApiError, ApiJson, ApiPath};
 use super::state::{AppState, Backend, RunResult};
-use crate::abm::generate::{GenerateOptions, GenerateRequest, MockAbmLlm, generate};
+use crate::abm::generate::{GenerateOptions, GenerateRequest, MockAbmLlm, ProviderStructured, generate};
 use crate::abm::model::AbmDocument;
 use crate::abm::schema::{Provider, wrapped};
 use crate::abm::validate::validate_document;
-use crate::llm::ledger::ProviderStructured;
 use crate::llm::ledger::UsageTotals;
 use crate::tree::NodeId;
 use axum::extract::Query;

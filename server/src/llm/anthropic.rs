@@ -1,6 +1,8 @@
 //! The `anthropic` dialect: the Messages API (`POST {base}/messages`).
 //!
-//! Request: system messages joined into the top-level `system`, the rest as `messages`;
+//! Request: system messages joined into the top-level `system`, the rest as `messages` (an
+//! assistant's tool calls as `tool_use` blocks after its text, tool results as `tool_result`
+//! blocks, consecutive results in one `user` message);
 //! `max_tokens` (required by the API), `temperature`, and `top_p` only when it is not 1 (recent
 //! models reject both together). Tools as `{name, description, input_schema}` with `tool_choice`
 //! `auto`/`none`/`any`/`tool`. Anthropic has no JSON mode, so a response schema becomes one more
@@ -14,13 +16,50 @@
 use serde_json::{Map, Value, json};
 
 use super::LlmError;
+use super::chat::{ChatRequest, ChatResponse, Message, Role, ToolCall, ToolChoice, Usage};
 use super::config::{Dialect, LlmConfig};
-use super::provider::{ChatRequest, ChatResponse, ToolCall, ToolChoice, Usage, Wire};
-use crate::engine::memory::Role;
+use super::wire::Wire;
 
 /// The Messages mapping.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct AnthropicWire;
+
+/// The conversation as `messages` (system messages go to `system`). Plain text keeps the short
+/// string form of `content`; tool calls and results need the block form.
+fn messages(messages: &[Message]) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    for m in messages {
+        match m.role {
+            Role::System => {}
+            Role::Tool => {
+                let block = json!({"type": "tool_result",
+                    "tool_use_id": m.tool_call_id.clone().unwrap_or_default(), "content": m.content.as_ref()});
+                // Every result of one turn's calls goes back in the one user message after it.
+                let last = out
+                    .last_mut()
+                    .filter(|x| x["content"][0]["type"] == "tool_result")
+                    .and_then(|x| x["content"].as_array_mut());
+                match last {
+                    Some(blocks) => blocks.push(block),
+                    None => out.push(json!({"role": "user", "content": [block]})),
+                }
+            }
+            Role::Assistant if !m.tool_calls.is_empty() => {
+                let mut blocks = Vec::new();
+                if !m.content.is_empty() {
+                    blocks.push(json!({"type": "text", "text": m.content.as_ref()}));
+                }
+                for (n, c) in m.tool_calls.iter().enumerate() {
+                    let id = c.id.clone().unwrap_or_else(|| format!("call_{n}"));
+                    blocks.push(json!({"type": "tool_use", "id": id, "name": c.name, "input": c.arguments_object()}));
+                }
+                out.push(json!({"role": "assistant", "content": blocks}));
+            }
+            role => out.push(json!({"role": role.as_str(), "content": m.content.as_ref()})),
+        }
+    }
+    out
+}
 
 impl Wire for AnthropicWire {
     fn dialect(&self) -> Dialect {
@@ -42,12 +81,7 @@ impl Wire for AnthropicWire {
     }
 
     fn body(&self, config: &LlmConfig, request: &ChatRequest) -> Value {
-        let messages: Vec<Value> = request
-            .messages
-            .iter()
-            .filter(|m| m.role != Role::System)
-            .map(|m| json!({"role": m.role.as_str(), "content": m.content.as_ref()}))
-            .collect();
+        let messages = messages(&request.messages);
         let mut b = Map::new();
         b.insert("model".into(), json!(config.model));
         b.insert(

@@ -8,10 +8,10 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
+use super::chat::{ChatRequest, JsonSchema, Message, Role};
 use super::config::{Dialect, LlmConfig};
-use super::provider::{ChatRequest, JsonSchema, build_provider, structured_response};
+use super::provider::{build_provider, structured_response};
 use super::{LlmClient, LlmError, LlmState, ProviderClient};
-use crate::engine::memory::{Message, Role};
 
 /// What the smoke run measured.
 #[derive(Clone, Debug, PartialEq)]

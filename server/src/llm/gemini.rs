@@ -1,7 +1,10 @@
 //! The `gemini` dialect: `POST {base}/models/{model}:generateContent`.
 //!
 //! Request: system messages become `systemInstruction` (upstream sent them as a user turn; the
-//! API has had a proper field for a long time), the rest `contents` with roles `user`/`model`;
+//! API has had a proper field for a long time), the rest `contents` with roles `user`/`model`:
+//! an assistant's tool calls as `functionCall` parts of its `model` turn, and tool results as
+//! `functionResponse` parts (consecutive results in one `user` turn, named after the call they
+//! answer, the result under `output`);
 //! sampling in `generationConfig` (`temperature`, `topP`, `maxOutputTokens`, penalties only when
 //! non-zero); a response schema as `responseMimeType: application/json` plus `responseSchema`
 //! (converted by [`schema::to_gemini`], which also sets `propertyOrdering`); tools as
@@ -15,10 +18,10 @@
 use serde_json::{Map, Value, json};
 
 use super::LlmError;
+use super::chat::{ChatRequest, ChatResponse, Message, Role, ToolCall, ToolChoice, Usage};
 use super::config::{Dialect, LlmConfig};
-use super::provider::{ChatRequest, ChatResponse, ToolCall, ToolChoice, Usage, Wire};
 use super::schema;
-use crate::engine::memory::Role;
+use super::wire::Wire;
 
 /// Finish reasons that mean a filter withheld the answer.
 const BLOCKED: [&str; 6] = [
@@ -33,6 +36,59 @@ const BLOCKED: [&str; 6] = [
 /// The generateContent mapping.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct GeminiWire;
+
+/// The conversation as `contents` (system messages go to `systemInstruction`).
+fn contents(messages: &[Message]) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    for m in messages {
+        match m.role {
+            Role::System => {}
+            Role::Tool => {
+                let part = json!({"functionResponse": {
+                    "name": called_name(messages, m.tool_call_id.as_deref()),
+                    "response": {"output": json_or_text(&m.content)}}});
+                // Results of one turn's calls travel together, in one user turn.
+                let last = out
+                    .last_mut()
+                    .filter(|c| c["parts"][0].get("functionResponse").is_some());
+                match last.and_then(|c| c["parts"].as_array_mut()) {
+                    Some(parts) => parts.push(part),
+                    None => out.push(json!({"role": "user", "parts": [part]})),
+                }
+            }
+            Role::Assistant if !m.tool_calls.is_empty() => {
+                let mut parts = Vec::new();
+                if !m.content.is_empty() {
+                    parts.push(json!({"text": m.content.as_ref()}));
+                }
+                for c in &m.tool_calls {
+                    parts.push(json!({"functionCall": {"name": c.name, "args": c.arguments_object()}}));
+                }
+                out.push(json!({"role": "model", "parts": parts}));
+            }
+            role => {
+                let role = if role == Role::Assistant { "model" } else { "user" };
+                out.push(json!({"role": role, "parts": [{"text": m.content.as_ref()}]}));
+            }
+        }
+    }
+    out
+}
+
+/// The name of the call `id` answers (Gemini matches results to calls by name), found among the
+/// assistant's calls; `unknown` when no call has that id.
+fn called_name<'a>(messages: &'a [Message], id: Option<&str>) -> &'a str {
+    messages
+        .iter()
+        .flat_map(|m| &m.tool_calls)
+        .find(|c| c.id.is_some() && c.id.as_deref() == id)
+        .map_or("unknown", |c| c.name.as_str())
+}
+
+/// A tool result as JSON when it is JSON, else as its text.
+fn json_or_text(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|_| json!(text))
+}
 
 impl Wire for GeminiWire {
     fn dialect(&self) -> Dialect {
@@ -53,15 +109,7 @@ impl Wire for GeminiWire {
     }
 
     fn body(&self, config: &LlmConfig, request: &ChatRequest) -> Value {
-        let contents: Vec<Value> = request
-            .messages
-            .iter()
-            .filter(|m| m.role != Role::System)
-            .map(|m| {
-                let role = if m.role == Role::Assistant { "model" } else { "user" };
-                json!({"role": role, "parts": [{"text": m.content.as_ref()}]})
-            })
-            .collect();
+        let contents = contents(&request.messages);
         let mut b = Map::new();
         b.insert("contents".into(), Value::Array(contents));
         if let Some(sys) = request.system_text() {

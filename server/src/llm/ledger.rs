@@ -5,6 +5,11 @@
 //! [`Ledger`]), [`ReplayClient`] (answers from a node's records with zero provider calls; a
 //! request that was not recorded fails loudly), or the mock (deterministic, nothing to record).
 //! Records live on the node, so they travel with tree export/import.
+//!
+//! Other kinds meter and replay their own requests with the same pieces: [`metered_call`] for a
+//! full [`ChatRequest`] (the trading agent's tool calls, recorded in its own reply form), and a
+//! [`ReplayClient`] asked with the request's messages. The hash covers each message's
+//! dialect-neutral text ([`Message::flat`]), so a recording replays under any dialect.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -12,14 +17,13 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::provider::{ChatProvider, ChatRequest, NativeMessage, NativeRole};
+use super::chat::{ChatRequest, ChatResponse, Message, Role};
+use super::provider::ChatProvider;
 use super::resilience::TokenBudget;
 use super::{BoxFuture, LlmClient, LlmError, LlmState};
-use crate::abm::generate::{Role as AbmRole, StructuredLlm, StructuredRequest};
-use crate::engine::memory::{Message, Role};
-use crate::trading::agents::{ChatRole, ModelReply, ToolCall as TradingToolCall, ToolModel, ToolRequest};
 
-/// A stable hash of a request's messages (FNV-1a 64 over role and content), as hex.
+/// A stable hash of a request's messages (FNV-1a 64 over the role and content of each message's
+/// flat text form), as hex.
 pub fn request_hash(messages: &[Message]) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let mut eat = |bytes: &[u8]| {
@@ -29,9 +33,10 @@ pub fn request_hash(messages: &[Message]) -> String {
         }
     };
     for m in messages {
-        eat(m.role.as_str().as_bytes());
+        let (role, content) = m.flat();
+        eat(role.as_str().as_bytes());
         eat(&[0]);
-        eat(m.content.as_bytes());
+        eat(content.as_bytes());
         eat(&[0xff]);
     }
     format!("{h:016x}")
@@ -101,26 +106,45 @@ pub struct MeteredClient {
 impl LlmClient for MeteredClient {
     fn chat<'a>(&'a self, messages: &'a [Message], state: &'a mut LlmState) -> BoxFuture<'a, Result<String, LlmError>> {
         Box::pin(async move {
-            if let Some(b) = &self.budget {
-                b.check()?;
-            }
-            let started = Instant::now();
             let request = ChatRequest::new(messages.to_vec());
-            let result = self.provider.chat(&request, state).await;
-            if let (Ok(r), Some(b)) = (&result, &self.budget) {
-                b.charge(&r.usage);
-            }
-            let response = result?.into_result()?;
-            self.ledger.push(LlmRecord {
-                hash: request_hash(messages),
-                response: response.text.clone(),
-                prompt_tokens: response.usage.prompt_tokens,
-                completion_tokens: response.usage.completion_tokens,
-                latency_ms: started.elapsed().as_millis() as u64,
-            });
+            let budget = self.budget.as_deref();
+            let response = metered_call(&*self.provider, &self.ledger, budget, &request, state, |r| {
+                r.text.clone()
+            })
+            .await?;
             Ok(response.text)
         })
     }
+}
+
+/// One call of `provider` within the tree's `budget` (checked before, charged after), recorded
+/// in `ledger` under the hash of the request's messages as `record(response)` — the form a replay
+/// gives back. A refusal is an error and is not recorded.
+pub async fn metered_call(
+    provider: &dyn ChatProvider,
+    ledger: &Ledger,
+    budget: Option<&TokenBudget>,
+    request: &ChatRequest,
+    state: &mut LlmState,
+    record: impl FnOnce(&ChatResponse) -> String,
+) -> Result<ChatResponse, LlmError> {
+    if let Some(b) = budget {
+        b.check()?;
+    }
+    let started = Instant::now();
+    let result = provider.chat(request, state).await;
+    if let (Ok(r), Some(b)) = (&result, budget) {
+        b.charge(&r.usage);
+    }
+    let response = result?.into_result()?;
+    ledger.push(LlmRecord {
+        hash: request_hash(&request.messages),
+        response: record(&response),
+        prompt_tokens: response.usage.prompt_tokens,
+        completion_tokens: response.usage.completion_tokens,
+        latency_ms: started.elapsed().as_millis() as u64,
+    });
+    Ok(response)
 }
 
 /// Answers from recorded calls only (strict): the same request gets the same answers in the
@@ -164,136 +188,6 @@ impl LlmClient for ReplayClient {
     }
 }
 
-/// The trading agent's tool-calling model on a real provider: metered and recorded like
-/// [`MeteredClient`]. Earlier tool calls and their results travel as native tool messages where
-/// the dialect has them (openai), else as text; the answer's tool calls come back as the trading
-/// agent expects them.
-pub struct ProviderToolModel {
-    pub provider: Arc<dyn ChatProvider>,
-    pub ledger: Arc<Ledger>,
-    pub budget: Option<Arc<TokenBudget>>,
-}
-
-/// A tool-calling request in native form (roles, calls and call ids kept).
-fn native_messages(req: &ToolRequest) -> Vec<NativeMessage> {
-    req.messages
-        .iter()
-        .map(|m| NativeMessage {
-            role: match m.role {
-                ChatRole::System => NativeRole::System,
-                ChatRole::User => NativeRole::User,
-                ChatRole::Assistant => NativeRole::Assistant,
-                ChatRole::Tool => NativeRole::Tool,
-            },
-            content: m.content.clone(),
-            tool_calls: m
-                .tool_calls
-                .iter()
-                .map(|c| super::ToolCall {
-                    id: Some(c.id.clone()),
-                    name: c.name.clone(),
-                    arguments: c.arguments.clone(),
-                })
-                .collect(),
-            tool_call_id: m.tool_call_id.clone(),
-        })
-        .collect()
-}
-
-/// A tool-calling request as plain chat messages (what dialects without tool messages get, and
-/// what is hashed for replay).
-fn tool_messages(req: &ToolRequest) -> Vec<Message> {
-    req.messages
-        .iter()
-        .map(|m| match m.role {
-            ChatRole::System => Message::new(Role::System, m.content.as_str()),
-            ChatRole::User => Message::new(Role::User, m.content.as_str()),
-            ChatRole::Tool => Message::new(Role::User, format!("Tool result: {}", m.content)),
-            ChatRole::Assistant => {
-                let mut text = m.content.clone();
-                for c in &m.tool_calls {
-                    text.push_str(&format!("\n[called {} with {}]", c.name, c.arguments));
-                }
-                Message::new(Role::Assistant, text)
-            }
-        })
-        .collect()
-}
-
-/// Answers a trading agent's tool-calling requests from a node's recording (strict, like
-/// [`ReplayClient`]); the recorded response is the model's reply as JSON.
-pub struct ReplayToolModel {
-    inner: ReplayClient,
-}
-
-impl ReplayToolModel {
-    pub fn new(records: &[LlmRecord]) -> ReplayToolModel {
-        ReplayToolModel {
-            inner: ReplayClient::new(records),
-        }
-    }
-}
-
-impl ToolModel for ReplayToolModel {
-    fn complete<'a>(&'a self, req: &'a ToolRequest) -> BoxFuture<'a, Result<ModelReply, LlmError>> {
-        Box::pin(async move {
-            let messages = tool_messages(req);
-            let text = self.inner.chat(&messages, &mut LlmState::default()).await?;
-            serde_json::from_str(&text)
-                .map_err(|e| LlmError::Response(format!("replay: a recorded reply is unreadable: {e}")))
-        })
-    }
-}
-
-impl ToolModel for ProviderToolModel {
-    fn complete<'a>(&'a self, req: &'a ToolRequest) -> BoxFuture<'a, Result<ModelReply, LlmError>> {
-        Box::pin(async move {
-            if let Some(b) = &self.budget {
-                b.check()?;
-            }
-            let messages = tool_messages(req);
-            let mut request = ChatRequest::new(messages.clone());
-            request.native = native_messages(req);
-            request.tools = req
-                .tools
-                .iter()
-                .map(|t| super::ToolSpec {
-                    name: t.name.clone(),
-                    description: t.description.clone(),
-                    parameters: t.parameters.clone(),
-                })
-                .collect();
-            let started = Instant::now();
-            let result = self.provider.chat(&request, &mut LlmState::default()).await;
-            if let (Ok(r), Some(b)) = (&result, &self.budget) {
-                b.charge(&r.usage);
-            }
-            let response = result?.into_result()?;
-            let reply = ModelReply {
-                text: response.text.clone(),
-                tool_calls: response
-                    .tool_calls
-                    .iter()
-                    .enumerate()
-                    .map(|(i, c)| TradingToolCall {
-                        id: c.id.clone().unwrap_or_else(|| format!("call_{i}")),
-                        name: c.name.clone(),
-                        arguments: c.arguments.clone(),
-                    })
-                    .collect(),
-            };
-            self.ledger.push(LlmRecord {
-                hash: request_hash(&messages),
-                response: serde_json::to_string(&reply).unwrap_or_default(),
-                prompt_tokens: response.usage.prompt_tokens,
-                completion_tokens: response.usage.completion_tokens,
-                latency_ms: started.elapsed().as_millis() as u64,
-            });
-            Ok(reply)
-        })
-    }
-}
-
 /// Sends each agent's calls to its own client (per-agent provider overrides), recognising the
 /// agent by the first line of the system prompt (`You are {name}.`); others go to `default`.
 pub struct RoutingClient {
@@ -322,40 +216,6 @@ impl LlmClient for RoutingClient {
     }
 }
 
-/// sd-ai's structured-output call (ABM generation) on a real provider, through the one
-/// engine-level [`super::structured`] API: OpenAI json_schema strict, Gemini responseSchema,
-/// Anthropic forced tool.
-pub struct ProviderStructured {
-    pub provider: Arc<dyn ChatProvider>,
-}
-
-impl StructuredLlm for ProviderStructured {
-    fn complete<'a>(&'a self, req: &'a StructuredRequest) -> BoxFuture<'a, Result<serde_json::Value, LlmError>> {
-        Box::pin(async move {
-            let messages = req
-                .messages
-                .iter()
-                .map(|m| {
-                    let role = match m.role {
-                        AbmRole::System => Role::System,
-                        AbmRole::User => Role::User,
-                        AbmRole::Assistant => Role::Assistant,
-                    };
-                    Message::new(role, m.content.as_str())
-                })
-                .collect();
-            let schema = super::JsonSchema::new(req.schema_name, req.schema.clone());
-            super::structured(
-                &*self.provider,
-                ChatRequest::new(messages),
-                schema,
-                &mut LlmState::default(),
-            )
-            .await
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -368,6 +228,34 @@ mod tests {
         assert_eq!(request_hash(&a), request_hash(&a.clone()));
         assert_ne!(request_hash(&a), request_hash(&b));
         assert_ne!(request_hash(&a), request_hash(&c));
+    }
+
+    /// Recordings made before tool messages were native hashed the conversation written out as
+    /// text; a native conversation hashes the same, so those recordings still replay.
+    #[test]
+    fn tool_messages_hash_as_their_text_form() {
+        use crate::llm::ToolCall;
+        let call = ToolCall {
+            id: Some("c1".into()),
+            name: "submit_decision".into(),
+            arguments: serde_json::json!({"orders": []}),
+        };
+        let native = [
+            Message::new(Role::System, "s"),
+            Message::assistant_calls("Holding.", vec![call.clone()]),
+            Message::tool_result(&call, "{}"),
+        ];
+        let text = [
+            Message::new(Role::System, "s"),
+            Message::new(
+                Role::Assistant,
+                "Holding.\n[called submit_decision with {\"orders\":[]}]",
+            ),
+            Message::new(Role::User, "Tool result: {}"),
+        ];
+        assert_eq!(request_hash(&native), request_hash(&text));
+        // Recordings on stored nodes depend on the exact value.
+        assert_eq!(request_hash(&text[..1]), "1fe3ce2f351748ee");
     }
 
     struct Fixed(&'static str);

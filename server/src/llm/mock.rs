@@ -11,11 +11,11 @@
 //! named one, else the first — with the example of its parameter schema as arguments. Neither
 //! touches the call counters. Usage counts whitespace-separated words, a stand-in for tokens.
 
+use super::chat::{ChatRequest, ChatResponse, Message, Role, ToolCall, ToolChoice, Usage};
 use super::config::Dialect;
-use super::provider::{ChatProvider, ChatRequest, ChatResponse, ToolCall, ToolChoice, Usage};
+use super::provider::ChatProvider;
 use super::scripted::{Offline, offline_reply};
 use super::{BoxFuture, LlmClient, LlmError, LlmState, schema};
-use crate::engine::memory::{Message, Role};
 
 /// The offline mock LLM. Stateless itself; see [`LlmState::mock_counters`]. A simulator whose
 /// tree chose the scripted player ([`LlmState::offline`]) gets that player's answers instead.
@@ -54,7 +54,8 @@ fn words(s: &str) -> u64 {
 
 /// The mock's answer to a rich request (see the module docs).
 pub fn respond_to(request: &ChatRequest, state: &mut LlmState) -> Result<ChatResponse, LlmError> {
-    let prompt_tokens = request.messages.iter().map(|m| words(&m.content)).sum();
+    // Tool calls and results count as the text they flatten to, whatever the dialect.
+    let prompt_tokens = request.messages.iter().map(|m| words(&m.flat().1)).sum();
     let mut out = ChatResponse::default();
     if let Some(s) = &request.response_schema {
         out.text = schema::example(&s.schema).to_string();
@@ -349,7 +350,7 @@ mod tests {
 
     #[test]
     fn rich_requests_get_valid_deterministic_tool_calls_and_json() {
-        use crate::llm::provider::{JsonSchema, ToolSpec};
+        use crate::llm::chat::{JsonSchema, ToolSpec};
         use serde_json::json;
         let params = json!({"type": "object", "properties": {"target": {"type": "string", "enum": ["Pia", "Ronan"]},
                             "confidence": {"type": "number", "minimum": 0.5}},

@@ -6,6 +6,12 @@
 //! layer shared by the HTTP dialects ([`resilience`]) and [`structured`], the one JSON-output API
 //! for trading and ABM code. PROVIDERS.md in this folder says why it is built this way.
 //!
+//! Everything here speaks one vocabulary, [`chat`]: messages, roles, tool specs, tool calls and
+//! tool results, used as they are by the engine, trading, ABM generation, the ledger and every
+//! dialect. This layer knows nothing of its consumers; only the offline players (`mock` reads the
+//! agent's name and scene words from a prompt, `scripted` plays the built-in games) read what the
+//! engine writes into prompts.
+//!
 //! The engine never talks to a network itself; it hands a list of `{role, content}` messages to a
 //! client and gets text back. The state lives in the simulator (not in the client) so that a cloned
 //! simulator continues exactly as the original would — this is where the mock keeps its counters.
@@ -16,9 +22,8 @@ use std::pin::Pin;
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::memory::Message;
-
 pub mod anthropic;
+pub mod chat;
 pub mod config;
 pub mod e2e;
 pub mod gemini;
@@ -29,13 +34,12 @@ pub mod provider;
 pub mod resilience;
 pub mod schema;
 pub mod scripted;
+pub mod wire;
 
+pub use chat::{ChatRequest, ChatResponse, JsonSchema, Message, Role, ToolCall, ToolChoice, ToolSpec, Usage};
 pub use config::{ApiKey, ConfigError, Dialect, LlmConfig, LlmOverride, LlmSettings};
 pub use mock::MockClient;
-pub use provider::{
-    ChatProvider, ChatRequest, ChatResponse, JsonSchema, ProviderClient, ProviderPool, ToolCall, ToolChoice, ToolSpec,
-    Usage, build_provider, structured,
-};
+pub use provider::{ChatProvider, ProviderClient, ProviderPool, build_provider, structured};
 pub use scripted::{Offline, ScriptedClient};
 
 /// A boxed, sendable future (what an object-safe async trait method returns).

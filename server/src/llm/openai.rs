@@ -1,7 +1,8 @@
 //! The `openai` dialect: Chat Completions (`POST {base}/chat/completions`) as OpenAI and every
 //! OpenAI-compatible server (vLLM, Ollama, llama.cpp, LM Studio, OpenRouter) speak it.
 //!
-//! Request: `model`, `messages` as given, `temperature`, `top_p`, `max_tokens` (the older name,
+//! Request: `model`, `messages` as given (an assistant's tool calls as `tool_calls`, tool results
+//! as `tool` messages with their `tool_call_id`), `temperature`, `top_p`, `max_tokens` (the older name,
 //! which compatible servers all accept), penalties only when non-zero; `tools` as functions with
 //! `tool_choice`; a response schema as `response_format` json_schema with `strict: true` (or
 //! `json_object` + `schema` for llama-cpp-python, see [`OpenAiJsonMode`]). Auth is
@@ -12,24 +13,25 @@
 
 use serde_json::{Map, Value, json};
 
+use super::chat::{ChatRequest, ChatResponse, Message, ToolCall, ToolChoice, Usage};
 use super::config::{Dialect, LlmConfig, OpenAiJsonMode};
-use super::provider::{ChatRequest, ChatResponse, NativeMessage, ToolCall, ToolChoice, Usage, Wire};
+use super::wire::Wire;
 use super::{LlmError, schema};
 
 /// The Chat Completions mapping.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct OpenAiWire;
 
-/// A tool-calling message as Chat Completions has it: an assistant's `tool_calls` (arguments as
-/// a JSON string, ids as given or `call_<n>`), a `tool` message's `tool_call_id`.
-fn native_message(m: &NativeMessage) -> Value {
+/// A message as Chat Completions has it: `{role, content}`, plus an assistant's `tool_calls`
+/// (arguments as a JSON string, ids as given or `call_<n>`) or a `tool` message's `tool_call_id`.
+fn message(m: &Message) -> Value {
     let mut out = Map::new();
     out.insert("role".into(), json!(m.role.as_str()));
     // An assistant message that only calls tools has null content, as OpenAI writes it.
     let content = if m.content.is_empty() && !m.tool_calls.is_empty() {
         Value::Null
     } else {
-        json!(m.content)
+        json!(m.content.as_ref())
     };
     out.insert("content".into(), content);
     if !m.tool_calls.is_empty() {
@@ -72,15 +74,7 @@ impl Wire for OpenAiWire {
     }
 
     fn body(&self, config: &LlmConfig, request: &ChatRequest) -> Value {
-        let messages: Vec<Value> = if request.native.is_empty() {
-            request
-                .messages
-                .iter()
-                .map(|m| json!({"role": m.role.as_str(), "content": m.content.as_ref()}))
-                .collect()
-        } else {
-            request.native.iter().map(native_message).collect()
-        };
+        let messages: Vec<Value> = request.messages.iter().map(message).collect();
         let mut b = Map::new();
         b.insert("model".into(), json!(config.model));
         b.insert("messages".into(), Value::Array(messages));

@@ -4,8 +4,8 @@
 //! wrapping any provider in a [`ProviderClient`]; trading and ABM code asks for JSON through
 //! [`structured`].
 //!
-//! The three HTTP dialects share one client, [`HttpProvider`]: a dialect ([`Wire`]) only says how
-//! to shape the request and read the response; timeouts, retries, the shared [`Gate`], status
+//! The three HTTP dialects share one client, [`HttpProvider`]: a dialect ([`Wire`], in `wire.rs`)
+//! only says how to shape the request and read the response; timeouts, retries, the shared [`Gate`], status
 //! handling, the response size cap and key redaction live here once. [`build_provider`] turns an
 //! [`LlmConfig`] into a provider, and a [`ProviderPool`] hands out one provider — one
 //! [`Endpoint`]: its gate and what was learned about the server — per endpoint.
@@ -18,191 +18,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::chat::{ChatRequest, ChatResponse, JsonSchema, Message};
 use super::config::{ApiKey, ConfigError, Dialect, LlmConfig, OpenAiJsonMode};
 use super::resilience::{Failure, Gate, RetryPolicy, retry_after, with_retries};
+use super::wire::Wire;
 use super::{BoxFuture, LlmClient, LlmError, LlmState, MockClient, anthropic, gemini, openai, schema};
-use crate::engine::memory::Message;
-
-/// A function the model may call: its name, what it is for, and a JSON Schema for its arguments.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ToolSpec {
-    pub name: String,
-    pub description: String,
-    pub parameters: Value,
-}
-
-/// A named JSON Schema for structured output (see [`super::schema`] for the portable subset).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct JsonSchema {
-    /// `^[a-zA-Z0-9_-]{1,64}$` — it becomes a function/tool name in some dialects.
-    pub name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    pub schema: Value,
-}
-
-impl JsonSchema {
-    pub fn new(name: impl Into<String>, schema: Value) -> JsonSchema {
-        JsonSchema {
-            name: name.into(),
-            description: None,
-            schema,
-        }
-    }
-}
-
-/// Whether and which tool the model must call.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ToolChoice {
-    /// The model decides.
-    #[default]
-    Auto,
-    /// No tool calls.
-    None,
-    /// Some tool must be called.
-    Required,
-    /// This tool must be called.
-    Tool(String),
-}
-
-/// Who speaks a [`NativeMessage`]; `tool` carries the result of a call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum NativeRole {
-    System,
-    User,
-    Assistant,
-    Tool,
-}
-
-impl NativeRole {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            NativeRole::System => "system",
-            NativeRole::User => "user",
-            NativeRole::Assistant => "assistant",
-            NativeRole::Tool => "tool",
-        }
-    }
-}
-
-/// A message of a tool-calling conversation in its native form: an assistant message with the
-/// calls it made, or (role `tool`) the result of the call `tool_call_id`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct NativeMessage {
-    pub role: NativeRole,
-    pub content: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tool_calls: Vec<ToolCall>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool_call_id: Option<String>,
-}
-
-/// One chat request, dialect-neutral.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct ChatRequest {
-    /// `{role, content}` messages, system first (several system messages are joined).
-    pub messages: Vec<Message>,
-    /// The same conversation with its tool calls and results in native form, when it has any.
-    /// Dialects with native tool messages (openai) send these instead of `messages`; the others
-    /// send `messages`, where the calls and results are written out as text. Replay hashes
-    /// `messages`, so recordings do not depend on the dialect.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub native: Vec<NativeMessage>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tools: Vec<ToolSpec>,
-    #[serde(default)]
-    pub tool_choice: ToolChoice,
-    /// Ask for JSON matching this schema (what [`structured`] sets).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub response_schema: Option<JsonSchema>,
-    /// Override the provider config's sampling settings for this request.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub temperature: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub top_p: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_tokens: Option<u32>,
-}
-
-impl ChatRequest {
-    /// A plain text request.
-    pub fn new(messages: Vec<Message>) -> ChatRequest {
-        ChatRequest {
-            messages,
-            ..ChatRequest::default()
-        }
-    }
-
-    /// The system text (all system messages joined by a blank line), if any.
-    pub fn system_text(&self) -> Option<String> {
-        let parts: Vec<&str> = self
-            .messages
-            .iter()
-            .filter(|m| m.role == crate::engine::memory::Role::System)
-            .map(|m| m.content.as_ref())
-            .collect();
-        (!parts.is_empty()).then(|| parts.join("\n\n"))
-    }
-}
-
-/// A call the model made.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ToolCall {
-    /// The provider's call id (OpenAI, Anthropic), if it gave one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id: Option<String>,
-    pub name: String,
-    /// The arguments as parsed JSON (OpenAI sends them as a string; it is parsed here).
-    pub arguments: Value,
-}
-
-/// Tokens one call used, as the provider reported them (0 when it did not).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Usage {
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
-}
-
-impl Usage {
-    pub fn total(&self) -> u64 {
-        self.prompt_tokens + self.completion_tokens
-    }
-}
-
-impl std::ops::AddAssign for Usage {
-    fn add_assign(&mut self, o: Usage) {
-        self.prompt_tokens += o.prompt_tokens;
-        self.completion_tokens += o.completion_tokens;
-    }
-}
-
-/// What came back.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct ChatResponse {
-    /// The assistant text, trimmed (empty when the model only called tools).
-    pub text: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tool_calls: Vec<ToolCall>,
-    pub usage: Usage,
-    /// Wall time of the whole call, retries and waits included.
-    pub latency_ms: u64,
-    /// Set when the model refused or a safety filter blocked the answer; `text` is then empty
-    /// or partial. [`ChatResponse::into_result`] turns it into an error.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub refusal: Option<String>,
-    /// The provider's stop/finish reason as it spelled it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub finish_reason: Option<String>,
-    /// Set when the reply stopped because it reached the completion limit: that limit
-    /// (`max_tokens`). The text is then cut off, which matters for JSON.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cut_at_max_tokens: Option<u32>,
-}
 
 impl ChatResponse {
     /// `Err(LlmError::Refused)` for a refusal, else the response.
@@ -364,18 +186,6 @@ pub(crate) fn excerpt(s: &str, max: usize) -> String {
     out
 }
 
-/// How one HTTP dialect shapes requests and reads responses. Pure: no I/O.
-pub trait Wire: Send + Sync + 'static {
-    fn dialect(&self) -> Dialect;
-    /// The full URL for this request.
-    fn url(&self, config: &LlmConfig, request: &ChatRequest) -> String;
-    /// Headers besides `content-type`, auth included (never logged).
-    fn headers(&self, config: &LlmConfig) -> Vec<(&'static str, String)>;
-    fn body(&self, config: &LlmConfig, request: &ChatRequest) -> Value;
-    /// Reads a 2xx JSON body. `latency_ms` is filled in by the caller.
-    fn parse(&self, body: &Value) -> Result<ChatResponse, LlmError>;
-}
-
 /// What every provider aimed at one endpoint shares: the [`Gate`] (so the limits hold across
 /// trees, scenarios and per-agent overrides) and what was learned about the server — for the
 /// openai dialect, which form of structured output it accepts, found out once from a refusal.
@@ -414,13 +224,6 @@ pub struct HttpProvider<W: Wire> {
     endpoint: Arc<Endpoint>,
     policy: RetryPolicy,
 }
-
-/// OpenAI Chat Completions (and compatible servers).
-pub type OpenAiProvider = HttpProvider<openai::OpenAiWire>;
-/// Gemini `generateContent`.
-pub type GeminiProvider = HttpProvider<gemini::GeminiWire>;
-/// Anthropic Messages.
-pub type AnthropicProvider = HttpProvider<anthropic::AnthropicWire>;
 
 /// How an attempt ended when it did not fail outright.
 enum Reply {
@@ -606,6 +409,50 @@ fn error_detail(bytes: &[u8]) -> String {
     }
 }
 
+impl<W: Wire> HttpProvider<W> {
+    /// One call: the request in the structured-output form the endpoint takes (switching once
+    /// when the server refuses it), retries included.
+    async fn call(&self, request: &ChatRequest, start: Instant) -> Result<ChatResponse, LlmError> {
+        let url = self.wire.url(&self.config, request);
+        let label = self.label();
+        let first = self
+            .endpoint
+            .learned_json_mode()
+            .unwrap_or(self.config.openai_json_mode);
+        let switchable = request.response_schema.is_some() && self.wire.dialect() == Dialect::OpenAi;
+        let mut response = match self.send(&url, request, first).await? {
+            Reply::Done(r) => r,
+            Reply::FormatRefused(reason) if switchable => {
+                let other = first.other();
+                match self.send(&url, request, other).await? {
+                    Reply::Done(r) => {
+                        self.endpoint.learn_json_mode(other);
+                        r
+                    }
+                    Reply::FormatRefused(again) => {
+                        return Err(LlmError::Request(format!(
+                            "{label}: the server refuses both forms of structured output \
+                             (response_format {}: {reason}; {}: {again})",
+                            first.as_str(),
+                            other.as_str()
+                        )));
+                    }
+                }
+            }
+            Reply::FormatRefused(reason) => return Err(LlmError::Request(format!("{label}: {reason}"))),
+        };
+        response.latency_ms = start.elapsed().as_millis() as u64;
+        if matches!(
+            response.finish_reason.as_deref(),
+            Some("length" | "MAX_TOKENS" | "max_tokens")
+        ) {
+            response.cut_at_max_tokens = Some(request.max_tokens.unwrap_or(self.config.max_tokens));
+        }
+        response.refusal = response.refusal.map(|r| format!("{label}: {r}"));
+        Ok(response)
+    }
+}
+
 impl<W: Wire> ChatProvider for HttpProvider<W> {
     fn dialect(&self) -> Dialect {
         self.wire.dialect()
@@ -615,6 +462,9 @@ impl<W: Wire> ChatProvider for HttpProvider<W> {
         self.config.label()
     }
 
+    /// Logs one line per call — `debug` with the latency and tokens, `warn` for a failure or a
+    /// refusal (each retry has its own `warn`, see `resilience`) — with the dialect and model but
+    /// never the key or the prompt.
     fn chat<'a>(
         &'a self,
         request: &'a ChatRequest,
@@ -622,43 +472,30 @@ impl<W: Wire> ChatProvider for HttpProvider<W> {
     ) -> BoxFuture<'a, Result<ChatResponse, LlmError>> {
         Box::pin(async move {
             let start = Instant::now();
-            let url = self.wire.url(&self.config, request);
-            let label = self.label();
-            let first = self
-                .endpoint
-                .learned_json_mode()
-                .unwrap_or(self.config.openai_json_mode);
-            let switchable = request.response_schema.is_some() && self.wire.dialect() == Dialect::OpenAi;
-            let mut response = match self.send(&url, request, first).await? {
-                Reply::Done(r) => r,
-                Reply::FormatRefused(reason) if switchable => {
-                    let other = first.other();
-                    match self.send(&url, request, other).await? {
-                        Reply::Done(r) => {
-                            self.endpoint.learn_json_mode(other);
-                            r
-                        }
-                        Reply::FormatRefused(again) => {
-                            return Err(LlmError::Request(format!(
-                                "{label}: the server refuses both forms of structured output \
-                                 (response_format {}: {reason}; {}: {again})",
-                                first.as_str(),
-                                other.as_str()
-                            )));
-                        }
-                    }
-                }
-                Reply::FormatRefused(reason) => return Err(LlmError::Request(format!("{label}: {reason}"))),
-            };
-            response.latency_ms = start.elapsed().as_millis() as u64;
-            if matches!(
-                response.finish_reason.as_deref(),
-                Some("length" | "MAX_TOKENS" | "max_tokens")
-            ) {
-                response.cut_at_max_tokens = Some(request.max_tokens.unwrap_or(self.config.max_tokens));
+            let result = self.call(request, start).await;
+            let (dialect, model) = (self.wire.dialect().as_str(), self.config.model.as_str());
+            let ms = start.elapsed().as_millis() as u64;
+            match &result {
+                Ok(r) if r.refusal.is_none() => tracing::debug!(
+                    dialect,
+                    model,
+                    ms,
+                    prompt_tokens = r.usage.prompt_tokens,
+                    completion_tokens = r.usage.completion_tokens,
+                    finish_reason = r.finish_reason.as_deref().unwrap_or(""),
+                    "LLM call"
+                ),
+                // The refusal's text is the model's and may quote the prompt: only its reason.
+                Ok(r) => tracing::warn!(
+                    dialect,
+                    model,
+                    ms,
+                    finish_reason = r.finish_reason.as_deref().unwrap_or(""),
+                    "LLM call refused"
+                ),
+                Err(e) => tracing::warn!(dialect, model, ms, error = %e, "LLM call failed"),
             }
-            response.refusal = response.refusal.map(|r| format!("{label}: {r}"));
-            Ok(response)
+            result
         })
     }
 }
@@ -668,6 +505,8 @@ pub fn build_provider(config: &LlmConfig) -> Result<Arc<dyn ChatProvider>, Confi
     build_for(config, Arc::new(Endpoint::from_config(config)))
 }
 
+/// The constructor table: the one place that names the dialects (they depend on `chat` and
+/// `wire`, never on this module).
 fn build_for(config: &LlmConfig, endpoint: Arc<Endpoint>) -> Result<Arc<dyn ChatProvider>, ConfigError> {
     let c = config.clone();
     let e = endpoint;
@@ -736,7 +575,7 @@ impl ProviderPool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::memory::Role;
+    use crate::llm::chat::{Role, ToolCall, Usage};
     use serde_json::json;
 
     /// Answers every request with a fixed response.

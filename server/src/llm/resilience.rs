@@ -14,8 +14,8 @@ use reqwest::header::HeaderMap;
 use tokio::sync::{Semaphore, SemaphorePermit};
 
 use super::LlmError;
+use super::chat::Usage;
 use super::config::LlmConfig;
-use super::provider::Usage;
 
 /// How one failed attempt should be treated by [`with_retries`].
 #[derive(Debug)]
@@ -116,6 +116,15 @@ where
             Some(w) => w,
             None => policy.backoff_for(n, 0.5 + 0.5 * jitter()),
         };
+        // `reason` is ours or the provider's error text, already scrubbed of the key.
+        tracing::warn!(
+            provider = label,
+            attempt = n + 1,
+            attempts,
+            wait_ms = wait.as_millis() as u64,
+            reason = %reason,
+            "LLM call failed, retrying"
+        );
         tokio::time::sleep(wait).await;
     }
     unreachable!("the loop returns on its last attempt")

@@ -19,10 +19,10 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::chat::{ChatRequest, ChatResponse, Message, Role, Usage};
 use super::config::Dialect;
-use super::provider::{ChatProvider, ChatRequest, ChatResponse, Usage};
+use super::provider::ChatProvider;
 use super::{BoxFuture, LlmClient, LlmError, LlmState, mock};
-use crate::engine::memory::{Message, Role};
 use crate::engine::parse::{self, ActionCall};
 use crate::engine::scenes::landlord::{Combo, ComboType, Rank, can_beat, evaluate};
 

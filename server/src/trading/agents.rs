@@ -9,8 +9,12 @@
 //!
 //! An agent is data ([`AgentSpec`]), so an episode can be cloned, stored and have its agent or
 //! prompt swapped by a branch op. The model behind the LLM agent is passed in per call, like the
-//! engine's `LlmClient`; [`MockToolModel`] is the deterministic offline dialect and
-//! [`FnToolModel`] wraps any function (tests, or an adapter to a real provider).
+//! engine's `LlmClient`; [`MockToolModel`] is the deterministic offline dialect,
+//! [`FnToolModel`] wraps any function (tests), and `trading::provider` has the real provider and
+//! its replay.
+//!
+//! Requests, messages, tool specs and tool calls are the LLM layer's own (`llm::chat`): the
+//! agent's earlier calls and their results stay tool messages all the way to the dialect.
 
 use std::sync::Arc;
 
@@ -18,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::models::{AgentInvocation, Case, Decision, DecisionResult, Order, Side};
+use crate::llm::chat::{ChatRequest, Message, Role, ToolCall, ToolSpec};
 use crate::llm::{BoxFuture, LlmError};
 
 /// The name of the agent's only tool.
@@ -27,71 +32,8 @@ pub const SUBMIT_DECISION: &str = "submit_decision";
 // The tool-calling seam
 // ---------------------------------------------------------------------------------------------
 
-/// One tool call of a model reply. `arguments` is a JSON object, or a string holding one (as
-/// OpenAI-style APIs send it); both are accepted.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ToolCall {
-    pub id: String,
-    pub name: String,
-    pub arguments: Value,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ChatRole {
-    System,
-    User,
-    Assistant,
-    Tool,
-}
-
-/// One chat message: text, the assistant's tool calls, or a tool result (`tool_call_id` set).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ChatMessage {
-    pub role: ChatRole,
-    pub content: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tool_calls: Vec<ToolCall>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool_call_id: Option<String>,
-}
-
-impl ChatMessage {
-    pub fn text(role: ChatRole, content: impl Into<String>) -> Self {
-        ChatMessage {
-            role,
-            content: content.into(),
-            tool_calls: Vec::new(),
-            tool_call_id: None,
-        }
-    }
-
-    pub fn tool_result(call_id: &str, content: impl Into<String>) -> Self {
-        ChatMessage {
-            role: ChatRole::Tool,
-            content: content.into(),
-            tool_calls: Vec::new(),
-            tool_call_id: Some(call_id.to_owned()),
-        }
-    }
-}
-
-/// A tool the model may call; `parameters` is a JSON schema.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ToolSpec {
-    pub name: String,
-    pub description: String,
-    pub parameters: Value,
-}
-
-/// A chat request with tools.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ToolRequest {
-    pub messages: Vec<ChatMessage>,
-    pub tools: Vec<ToolSpec>,
-}
-
-/// What a model (or a rule-based agent) answered: free text and tool calls.
+/// What a model (or a rule-based agent) answered: free text and tool calls (each with an id, so
+/// its result can name it). Stored in the episode and, as JSON, in a provider run's recording.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ModelReply {
     #[serde(default)]
@@ -100,10 +42,10 @@ pub struct ModelReply {
     pub tool_calls: Vec<ToolCall>,
 }
 
-/// A chat model with tool calling. Implementations: [`MockToolModel`], [`FnToolModel`], and (by
-/// the provider layer) adapters to real APIs.
+/// A chat model with tool calling. Implementations: [`MockToolModel`], [`FnToolModel`], and
+/// `trading::provider`'s real provider and replay.
 pub trait ToolModel: Send + Sync {
-    fn complete<'a>(&'a self, request: &'a ToolRequest) -> BoxFuture<'a, Result<ModelReply, LlmError>>;
+    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, Result<ModelReply, LlmError>>;
 }
 
 /// Any function from a request to a reply, as a [`ToolModel`].
@@ -111,9 +53,9 @@ pub struct FnToolModel<F>(pub F);
 
 impl<F> ToolModel for FnToolModel<F>
 where
-    F: Fn(&ToolRequest) -> Result<ModelReply, LlmError> + Send + Sync,
+    F: Fn(&ChatRequest) -> Result<ModelReply, LlmError> + Send + Sync,
 {
-    fn complete<'a>(&'a self, request: &'a ToolRequest) -> BoxFuture<'a, Result<ModelReply, LlmError>> {
+    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, Result<ModelReply, LlmError>> {
         let reply = (self.0)(request);
         Box::pin(async move { reply })
     }
@@ -210,7 +152,7 @@ pub fn parse_decision(arguments: &Value) -> Result<Decision, String> {
 /// The messages that answer each of `reply`'s tool calls once the decision has been handled: the
 /// used `submit_decision` call gets `result`, earlier ones are marked superseded, other tools
 /// unknown. A reply without a `submit_decision` call gets a user note that it counted as a hold.
-pub fn tool_results(reply: &ModelReply, used: Option<usize>, result: &DecisionResult) -> Vec<ChatMessage> {
+pub fn tool_results(reply: &ModelReply, used: Option<usize>, result: &DecisionResult) -> Vec<Message> {
     let mut out = Vec::new();
     for (i, call) in reply.tool_calls.iter().enumerate() {
         let content = if Some(i) == used {
@@ -223,11 +165,11 @@ pub fn tool_results(reply: &ModelReply, used: Option<usize>, result: &DecisionRe
         } else {
             format!("unknown tool '{}'; the only tool is {SUBMIT_DECISION}", call.name)
         };
-        out.push(ChatMessage::tool_result(&call.id, content));
+        out.push(Message::tool_result(call, content));
     }
     if used.is_none() {
-        out.push(ChatMessage::text(
-            ChatRole::User,
+        out.push(Message::new(
+            Role::User,
             format!("No {SUBMIT_DECISION} call was made, so this decision point counted as a hold."),
         ));
     }
@@ -389,30 +331,29 @@ pub fn case_message(invocation: &AgentInvocation) -> String {
 pub struct Exchange {
     pub case_id: String,
     pub reply: ModelReply,
-    pub results: Vec<ChatMessage>,
+    pub results: Vec<Message>,
 }
 
 /// The request the LLM agent sends: system prompt, the remembered exchanges (their cases are not
 /// repeated), then the current case.
-pub fn llm_request(system_prompt: &str, history: &[Arc<Exchange>], invocation: &AgentInvocation) -> ToolRequest {
-    let mut messages = vec![ChatMessage::text(ChatRole::System, system_prompt)];
+pub fn llm_request(system_prompt: &str, history: &[Arc<Exchange>], invocation: &AgentInvocation) -> ChatRequest {
+    let mut messages = vec![Message::new(Role::System, system_prompt)];
     for ex in history {
-        messages.push(ChatMessage::text(
-            ChatRole::User,
+        messages.push(Message::new(
+            Role::User,
             format!("Decision point {} (its case is no longer shown).", ex.case_id),
         ));
-        messages.push(ChatMessage {
-            role: ChatRole::Assistant,
-            content: ex.reply.text.clone(),
-            tool_calls: ex.reply.tool_calls.clone(),
-            tool_call_id: None,
-        });
+        messages.push(Message::assistant_calls(
+            ex.reply.text.as_str(),
+            ex.reply.tool_calls.clone(),
+        ));
         messages.extend(ex.results.iter().cloned());
     }
-    messages.push(ChatMessage::text(ChatRole::User, case_message(invocation)));
-    ToolRequest {
+    messages.push(Message::new(Role::User, case_message(invocation)));
+    ChatRequest {
         messages,
         tools: vec![submit_decision_tool()],
+        ..ChatRequest::default()
     }
 }
 
@@ -428,7 +369,7 @@ pub async fn invoke(
         return Ok(ModelReply {
             text: String::new(),
             tool_calls: vec![ToolCall {
-                id: format!("{}-{}", spec.kind(), invocation.case.case_id),
+                id: Some(format!("{}-{}", spec.kind(), invocation.case.case_id)),
                 name: SUBMIT_DECISION.into(),
                 arguments: serde_json::to_value(&decision).unwrap_or_default(),
             }],
@@ -547,7 +488,7 @@ fn mean_reversion(case: &Case, lookback: usize, band: f64) -> Decision {
 pub struct MockToolModel;
 
 impl ToolModel for MockToolModel {
-    fn complete<'a>(&'a self, request: &'a ToolRequest) -> BoxFuture<'a, Result<ModelReply, LlmError>> {
+    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, Result<ModelReply, LlmError>> {
         let reply = mock_reply(request);
         Box::pin(async move { Ok(reply) })
     }
@@ -598,13 +539,13 @@ fn company(ticker: &str) -> Option<&'static str> {
     }
 }
 
-fn mock_reply(request: &ToolRequest) -> ModelReply {
+fn mock_reply(request: &ChatRequest) -> ModelReply {
     let last_user = request
         .messages
         .iter()
         .rev()
-        .find(|m| m.role == ChatRole::User)
-        .map(|m| m.content.as_str())
+        .find(|m| m.role == Role::User)
+        .map(|m| m.content.as_ref())
         .unwrap_or("");
     let case = last_user
         .split_once("```json\n")
@@ -668,7 +609,7 @@ fn mock_reply(request: &ToolRequest) -> ModelReply {
     ModelReply {
         text: format!("Mock analysis of {case_id}: {summary}."),
         tool_calls: vec![ToolCall {
-            id: format!("mock-{case_id}"),
+            id: Some(format!("mock-{case_id}")),
             name: SUBMIT_DECISION.into(),
             arguments: json!({ "orders": orders }),
         }],
@@ -683,7 +624,7 @@ mod tests {
 
     fn call(name: &str, args: Value) -> ToolCall {
         ToolCall {
-            id: format!("c-{name}"),
+            id: Some(format!("c-{name}")),
             name: name.into(),
             arguments: args,
         }
@@ -762,7 +703,7 @@ mod tests {
                 call(SUBMIT_DECISION, json!({"orders": []})),
                 call("peek", json!({})),
                 ToolCall {
-                    id: "last".into(),
+                    id: Some("last".into()),
                     ..call(SUBMIT_DECISION, json!({"orders": []}))
                 },
             ],
@@ -777,7 +718,7 @@ mod tests {
         assert_eq!(back, result);
         let none = tool_results(&ModelReply::default(), None, &result);
         assert_eq!(none.len(), 1);
-        assert_eq!(none[0].role, ChatRole::User);
+        assert_eq!(none[0].role, Role::User);
     }
 
     #[test]
@@ -939,14 +880,14 @@ mod tests {
                 text: "hi".into(),
                 tool_calls: vec![call(SUBMIT_DECISION, json!({"orders": []}))],
             },
-            results: vec![ChatMessage::tool_result("c-submit_decision", "{}")],
+            results: vec![Message::tool_result(&call(SUBMIT_DECISION, json!({})), "{}")],
         })];
         let req = llm_request(DEFAULT_SYSTEM_PROMPT, &history, &invocation(c.clone()));
         assert_eq!(req.tools.len(), 1);
         assert_eq!(req.tools[0].name, SUBMIT_DECISION);
         assert_eq!(req.tools[0].parameters, decision_schema());
-        let roles: Vec<ChatRole> = req.messages.iter().map(|m| m.role).collect();
-        use ChatRole::*;
+        let roles: Vec<Role> = req.messages.iter().map(|m| m.role).collect();
+        use Role::*;
         assert_eq!(roles, [System, User, Assistant, Tool, User]);
         let last = &req.messages[4].content;
         assert!(last.starts_with("Decision point e:0. 3 more decision points follow this one."));
@@ -970,7 +911,7 @@ mod tests {
             })
             .collect();
         let seen = std::sync::Mutex::new(Vec::new());
-        let model = FnToolModel(|req: &ToolRequest| {
+        let model = FnToolModel(|req: &ChatRequest| {
             seen.lock().unwrap().push(req.messages.len());
             Ok(ModelReply::default())
         });
@@ -1002,10 +943,7 @@ mod tests {
         assert!(execute_decision(&d, &c, &c.portfolio).0.is_accepted());
         assert_eq!(reply.text, "Mock analysis of e:0: sell 4 B, buy 25 A.");
         // No case in the prompt: no call.
-        let empty = ToolRequest {
-            messages: vec![ChatMessage::text(ChatRole::User, "hello")],
-            tools: vec![],
-        };
+        let empty = ChatRequest::new(vec![Message::new(Role::User, "hello")]);
         assert!(
             rt.block_on(MockToolModel.complete(&empty))
                 .unwrap()
@@ -1018,12 +956,12 @@ mod tests {
     fn rule_agents_answer_with_one_submit_decision_call() {
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
         let c = case_with(&[("A", &[10.0])], 100.0, &[]);
-        let failing = FnToolModel(|_: &ToolRequest| Err(LlmError::Request("must not be called".into())));
+        let failing = FnToolModel(|_: &ChatRequest| Err(LlmError::Request("must not be called".into())));
         let reply = rt
             .block_on(invoke(&AgentSpec::BuyAndHold, &[], &invocation(c), &failing))
             .unwrap();
         assert_eq!(reply.tool_calls.len(), 1);
-        assert_eq!(reply.tool_calls[0].id, "buy_and_hold-e:0");
+        assert_eq!(reply.tool_calls[0].id.as_deref(), Some("buy_and_hold-e:0"));
         assert_eq!(
             extract_decision(&reply.tool_calls).decision.unwrap().orders,
             vec![Order::new("A", Side::Buy, 10)]

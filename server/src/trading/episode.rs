@@ -593,7 +593,8 @@ pub fn run_episode(
 mod tests {
     use super::*;
     use crate::llm::LlmError;
-    use crate::trading::agents::{FnToolModel, MockToolModel, SUBMIT_DECISION, ToolCall, ToolRequest};
+    use crate::llm::chat::{ChatRequest, ToolCall};
+    use crate::trading::agents::{FnToolModel, MockToolModel, SUBMIT_DECISION};
     use crate::trading::data::tests::tiny_market;
     use crate::trading::models::{CaseDataKind, DecisionStatus, Order, Side};
     use serde_json::json;
@@ -607,12 +608,12 @@ mod tests {
     }
 
     /// A model that answers with the given tool calls and records the requests it saw.
-    type Seen = Arc<std::sync::Mutex<Vec<ToolRequest>>>;
+    type Seen = Arc<std::sync::Mutex<Vec<ChatRequest>>>;
 
     fn scripted(calls: Vec<Vec<ToolCall>>) -> (impl ToolModel, Seen) {
         let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
         let log = seen.clone();
-        let model = FnToolModel(move |req: &ToolRequest| {
+        let model = FnToolModel(move |req: &ChatRequest| {
             let mut seen = log.lock().unwrap();
             let i = seen.len();
             seen.push(req.clone());
@@ -626,7 +627,7 @@ mod tests {
 
     fn submit(id: &str, orders: serde_json::Value) -> ToolCall {
         ToolCall {
-            id: id.into(),
+            id: Some(id.into()),
             name: SUBMIT_DECISION.into(),
             arguments: json!({ "orders": orders }),
         }
@@ -756,7 +757,7 @@ mod tests {
     #[test]
     fn invalid_arguments_reject_the_step() {
         let (model, _) = scripted(vec![vec![ToolCall {
-            id: "x".into(),
+            id: Some("x".into()),
             name: SUBMIT_DECISION.into(),
             arguments: json!({"orders": [{"ticker": "A", "side": "buy", "quantity": 2.5}]}),
         }]]);
@@ -777,7 +778,7 @@ mod tests {
 
     #[test]
     fn a_model_error_changes_nothing() {
-        let failing = FnToolModel(|_: &ToolRequest| Err(LlmError::Request("offline".into())));
+        let failing = FnToolModel(|_: &ChatRequest| Err(LlmError::Request("offline".into())));
         let mut e = episode("llm");
         e.apply_op(&TradingOp::CaseDataInject {
             item: CaseDataItem {

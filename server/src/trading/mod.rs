@@ -23,6 +23,7 @@ pub mod episode;
 pub mod execution;
 pub mod metrics;
 pub mod models;
+pub mod provider;
 pub mod storage;
 
 pub use append_log::AppendLog;

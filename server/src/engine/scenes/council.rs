@@ -357,32 +357,36 @@ impl SceneRules for Council {
     }
 }
 
+/// The prompt text of the actions this scene adds, for the catalogue in `scenes/mod.rs`.
+pub const ACTIONS: &[(ActionKind, &ActionSpec)] = &[
+    (ActionKind::StartVoting, &START_VOTING),
+    (ActionKind::FinishMeeting, &FINISH_MEETING),
+    (ActionKind::RequestBrief, &REQUEST_BRIEF),
+    (ActionKind::VotingStatus, &VOTING_STATUS),
+    (ActionKind::Vote, &VOTE),
+];
+
 pub const START_VOTING: ActionSpec = ActionSpec {
-    name: "start_voting",
     desc: "(Host) open a voting round on a titled question",
     instruction: "- To open a voting round with a title:\n<Action name=\"start_voting\"><title>[short subject]</title></Action>\n",
 };
 
 pub const FINISH_MEETING: ActionSpec = ActionSpec {
-    name: "finish_meeting",
     desc: "(Host) close the council session; this ends the scene",
     instruction: "- To close the session (Host only):\n<Action name=\"finish_meeting\" />\n",
 };
 
 pub const REQUEST_BRIEF: ActionSpec = ActionSpec {
-    name: "request_brief",
     desc: "(Host) get a short neutral briefing from an analyst when the debate stalls or facts are missing; say in 'desc' what topic and angle you need",
     instruction: "- To ask for a private briefing (Host only):\n<Action name=\"request_brief\"><desc>[topic and focus]</desc></Action>\n",
 };
 
 pub const VOTING_STATUS: ActionSpec = ActionSpec {
-    name: "voting_status",
     desc: "see how the current voting round stands: counts so far and who has not voted",
     instruction: "- To check the voting round:\n<Action name=\"voting_status\" />\n",
 };
 
 pub const VOTE: ActionSpec = ActionSpec {
-    name: "vote",
     desc: "(member) cast your vote, optionally with a short comment",
     instruction: "- To vote once the round is open:\n<Action name=\"vote\"><vote>yes|no|abstain</vote><comment>[optional]</comment></Action>\n",
 };
@@ -887,9 +891,9 @@ mod tests {
         for word in ["vote", "voting", "werewolf", "landlord", "virtual village"] {
             assert!(!desc.contains(word), "{word}");
         }
-        for spec in [FINISH_MEETING, REQUEST_BRIEF] {
-            let text = format!("{} {}", spec.desc, spec.instruction).to_lowercase();
-            assert!(!text.contains("vote") && !text.contains("voting"), "{}", spec.name);
+        for kind in [ActionKind::FinishMeeting, ActionKind::RequestBrief] {
+            let text = format!("{} {}", kind.spec().desc, kind.spec().instruction).to_lowercase();
+            assert!(!text.contains("vote") && !text.contains("voting"), "{}", kind.name());
         }
         assert_eq!(
             c.scene_actions(&Agent::new("x", vec![])),

@@ -5,12 +5,18 @@
 //! closed set of them, serialised as upstream's `{type, name, initial_event, state, config}`.
 //! A scene's `state` is a typed struct; [`Scene::patch_state`] applies a JSON patch through it, so
 //! a bad key or a wrong type is an error that changes nothing.
+//!
+//! This module is also where the scenes meet the action registry: each scene file lists the
+//! prompt text of the actions it adds (`ACTIONS`), and [`ActionKind::spec`] looks an action up in
+//! those lists and the shared one. The registry (`engine/action.rs`) names no scene.
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::action::{ActionCtx, ActionKind, ActionResult, handle_common};
+use super::action::{
+    ActionCtx, ActionKind, ActionResult, ActionSpec, SHARED_ACTIONS, SharedActionScene, handle_common,
+};
 use super::agent::Agent;
 use super::event::SceneEvent;
 use super::memory::Message;
@@ -77,6 +83,40 @@ pub trait SceneRules {
     }
     fn post_turn(&mut self, _actor: usize, _world: &mut World) {
         self.set_time(self.time().saturating_add(self.minutes_per_turn()));
+    }
+}
+
+/// The shared handlers see a scene through its rules.
+impl<T: SceneRules + ?Sized> SharedActionScene for T {
+    fn time(&self) -> i64 {
+        SceneRules::time(self)
+    }
+    fn chat_range(&self) -> Option<i64> {
+        SceneRules::chat_range(self)
+    }
+    fn deliver_message(&mut self, event: &SceneEvent, sender: usize, world: &mut World) {
+        SceneRules::deliver_message(self, event, sender, world)
+    }
+}
+
+/// Every action's prompt text: the shared actions', then each scene's.
+const CATALOGUE: [&[(ActionKind, &ActionSpec)]; 5] = [
+    SHARED_ACTIONS,
+    council::ACTIONS,
+    landlord::ACTIONS,
+    village::ACTIONS,
+    werewolf::ACTIONS,
+];
+
+impl ActionKind {
+    /// The action's prompt text, from the catalogue of the shared and the scenes' actions.
+    pub fn spec(self) -> &'static ActionSpec {
+        CATALOGUE
+            .iter()
+            .flat_map(|list| list.iter())
+            .find(|(kind, _)| *kind == self)
+            .map(|(_, spec)| *spec)
+            .expect("every action kind is in the catalogue (checked by a test)")
     }
 }
 
@@ -220,4 +260,19 @@ pub fn parse_config<T: DeserializeOwned>(config: Value) -> Result<T, String> {
             format!("{path}: {}", e.inner())
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_catalogue_has_each_action_exactly_once() {
+        let listed: Vec<ActionKind> = CATALOGUE.iter().flat_map(|l| l.iter().map(|(k, _)| *k)).collect();
+        assert_eq!(listed.len(), ActionKind::ALL.len());
+        for kind in ActionKind::ALL {
+            assert_eq!(listed.iter().filter(|k| *k == kind).count(), 1, "{}", kind.name());
+            assert!(!kind.spec().instruction.is_empty());
+        }
+    }
 }

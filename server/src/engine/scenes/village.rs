@@ -885,26 +885,30 @@ impl SceneRules for Village {
     }
 }
 
+/// The prompt text of the actions this scene adds, for the catalogue in `scenes/mod.rs`.
+pub const ACTIONS: &[(ActionKind, &ActionSpec)] = &[
+    (ActionKind::MoveToLocation, &MOVE_TO_LOCATION),
+    (ActionKind::LookAround, &LOOK_AROUND),
+    (ActionKind::GatherResource, &GATHER_RESOURCE),
+    (ActionKind::Rest, &REST),
+];
+
 pub const MOVE_TO_LOCATION: ActionSpec = ActionSpec {
-    name: "move_to_location",
     desc: "walk to a named place or to grid coordinates",
     instruction: "- To walk to a named place:\n<Action name=\"move_to_location\"><location>[place name]</location></Action>\n- Or to coordinates:\n<Action name=\"move_to_location\"><x>12</x><y>7</y></Action>\n",
 };
 
 pub const LOOK_AROUND: ActionSpec = ActionSpec {
-    name: "look_around",
     desc: "see the places, resources and people around you",
     instruction: "- To look around (the radius is optional):\n<Action name=\"look_around\"><radius>5</radius></Action>\n",
 };
 
 pub const GATHER_RESOURCE: ActionSpec = ActionSpec {
-    name: "gather_resource",
     desc: "collect a resource where you stand",
     instruction: "- To collect a resource here:\n<Action name=\"gather_resource\"><resource>[resource name]</resource><amount>[number]</amount></Action>\n",
 };
 
 pub const REST: ActionSpec = ActionSpec {
-    name: "rest",
     desc: "recover energy; resting inside a building helps more",
     instruction: "- To rest:\n<Action name=\"rest\" />\n",
 };

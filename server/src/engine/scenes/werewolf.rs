@@ -702,44 +702,48 @@ impl SceneRules for Werewolf {
     }
 }
 
+/// The prompt text of the actions this scene adds, for the catalogue in `scenes/mod.rs`.
+pub const ACTIONS: &[(ActionKind, &ActionSpec)] = &[
+    (ActionKind::VoteLynch, &VOTE_LYNCH),
+    (ActionKind::NightKill, &NIGHT_KILL),
+    (ActionKind::Inspect, &INSPECT),
+    (ActionKind::WitchSave, &WITCH_SAVE),
+    (ActionKind::WitchPoison, &WITCH_POISON),
+    (ActionKind::OpenVoting, &OPEN_VOTING),
+    (ActionKind::CloseVoting, &CLOSE_VOTING),
+];
+
 pub const VOTE_LYNCH: ActionSpec = ActionSpec {
-    name: "vote_lynch",
     desc: "once voting is open in the day, vote for the player you want lynched; one vote per day",
     instruction: "- To vote for a lynch during the day:\n<Action name=\"vote_lynch\"><target>player name</target></Action>\n",
 };
 
 pub const NIGHT_KILL: ActionSpec = ActionSpec {
-    name: "night_kill",
     desc: "at night, the werewolves vote for the player they will kill",
     instruction: "- Werewolves only, at night: vote for tonight's kill:\n<Action name=\"night_kill\"><target>player name</target></Action>\n",
 };
 
 pub const INSPECT: ActionSpec = ActionSpec {
-    name: "inspect",
     desc: "at night, the Seer checks one player and learns whether they are a werewolf",
     instruction: "- Seer only, at night: check a player:\n<Action name=\"inspect\"><target>player name</target></Action>\n",
 };
 
 pub const WITCH_SAVE: ActionSpec = ActionSpec {
-    name: "witch_save",
     desc: "at night, the Witch rescues tonight's victim; usable once per game",
     instruction: "- Witch only, at night: rescue tonight's victim (one use per game):\n<Action name=\"witch_save\" />\n",
 };
 
 pub const WITCH_POISON: ActionSpec = ActionSpec {
-    name: "witch_poison",
     desc: "at night, the Witch poisons one player; usable once per game",
     instruction: "- Witch only, at night: poison a player (one use per game):\n<Action name=\"witch_poison\"><target>player name</target></Action>\n",
 };
 
 pub const OPEN_VOTING: ActionSpec = ActionSpec {
-    name: "open_voting",
     desc: "the Moderator ends the day discussion and opens voting",
     instruction: "- Moderator only: open voting once the discussion is over:\n<Action name=\"open_voting\" />\n",
 };
 
 pub const CLOSE_VOTING: ActionSpec = ActionSpec {
-    name: "close_voting",
     desc: "the Moderator closes voting, settles the lynch and ends the day",
     instruction: "- Moderator only: close voting and end the day:\n<Action name=\"close_voting\" />\n",
 };
@@ -1844,17 +1848,19 @@ mod tests {
         let scene = format!("{DESCRIPTION}\n{GUIDELINES}").to_lowercase();
         assert!(scene.contains("werewolf") && scene.contains("voting") && scene.contains("vote"));
         assert!(!scene.contains("you are"), "only the name line may say 'You are'");
-        for spec in [VOTE_LYNCH, NIGHT_KILL, OPEN_VOTING, CLOSE_VOTING] {
-            assert!(
-                spec.desc.contains("vote") || spec.desc.contains("voting"),
-                "{}",
-                spec.name
-            );
+        for kind in [
+            ActionKind::VoteLynch,
+            ActionKind::NightKill,
+            ActionKind::OpenVoting,
+            ActionKind::CloseVoting,
+        ] {
+            let desc = kind.spec().desc;
+            assert!(desc.contains("vote") || desc.contains("voting"), "{}", kind.name());
         }
         assert!(INSPECT.desc.contains("werewolf"));
-        for spec in [WITCH_SAVE, WITCH_POISON] {
-            let text = format!("{} {}", spec.desc, spec.instruction).to_lowercase();
-            assert!(!text.contains("vote") && !text.contains("werewolf"), "{}", spec.name);
+        for kind in [ActionKind::WitchSave, ActionKind::WitchPoison] {
+            let text = format!("{} {}", kind.spec().desc, kind.spec().instruction).to_lowercase();
+            assert!(!text.contains("vote") && !text.contains("werewolf"), "{}", kind.name());
         }
     }
 

@@ -1,0 +1,307 @@
+//! The chat vocabulary every part of simtree speaks to a model in: [`Message`]s with a [`Role`],
+//! the [`ToolSpec`]s a model may call, the [`ToolCall`]s it makes and the tool results that answer
+//! them, and one dialect-neutral [`ChatRequest`] / [`ChatResponse`] pair.
+//!
+//! It sits at the bottom of the LLM layer and depends on nothing else in the crate, so the engine
+//! (agents' prompts and memories), trading (the tool-calling agent), ABM generation, the ledger,
+//! the dialects and the offline players all use these same types and nothing translates between
+//! them.
+//!
+//! A conversation is one list of messages. Most are plain text (`{"role":"user","content":"…"}`,
+//! the form the engine stores in its memories and upstream writes). A tool-calling conversation
+//! adds two kinds: an assistant message carrying the `tool_calls` it made, and a `tool` message
+//! carrying the result of the call named by `tool_call_id`. Each dialect sends those in its own
+//! native form (OpenAI `tool_calls`/`tool`, Gemini `functionCall`/`functionResponse`, Anthropic
+//! `tool_use`/`tool_result`). [`Message::flat`] writes any message as plain text, for the uses
+//! that must not depend on a dialect: the replay hash and the offline mock's token count.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Who speaks a message, as the chat APIs name it; `tool` carries the result of a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+    Tool,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+
+    /// Parses a role name; only `user` and `assistant` may be stored in an agent's memory.
+    pub fn parse_memory_role(s: &str) -> Option<Role> {
+        match s {
+            "user" => Some(Role::User),
+            "assistant" => Some(Role::Assistant),
+            _ => None,
+        }
+    }
+}
+
+/// One message. Plain text serialises as `{"role", "content"}` alone; the tool fields appear
+/// only when set (an assistant's calls, or the call a `tool` message answers).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: Role,
+    pub content: Arc<str>,
+    /// The calls an assistant message made.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// For a `tool` message: the id of the call it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
+impl Message {
+    /// A plain text message.
+    pub fn new(role: Role, content: impl Into<Arc<str>>) -> Self {
+        Message {
+            role,
+            content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }
+    }
+
+    /// An assistant message with the calls it made (`content` may be empty).
+    pub fn assistant_calls(content: impl Into<Arc<str>>, calls: Vec<ToolCall>) -> Self {
+        Message {
+            tool_calls: calls,
+            ..Message::new(Role::Assistant, content)
+        }
+    }
+
+    /// The result of `call`, as a `tool` message.
+    pub fn tool_result(call: &ToolCall, content: impl Into<Arc<str>>) -> Self {
+        Message {
+            tool_call_id: call.id.clone(),
+            ..Message::new(Role::Tool, content)
+        }
+    }
+
+    /// The message as plain text, the same under every dialect: a tool result becomes the user
+    /// line `Tool result: …`, and each call of an assistant message is appended to its text as
+    /// `[called NAME with ARGS]`. Plain messages come back unchanged.
+    pub fn flat(&self) -> (Role, Cow<'_, str>) {
+        match self.role {
+            Role::Tool => (Role::User, Cow::Owned(format!("Tool result: {}", self.content))),
+            Role::Assistant if !self.tool_calls.is_empty() => {
+                let mut text = self.content.to_string();
+                for c in &self.tool_calls {
+                    text.push_str(&format!("\n[called {} with {}]", c.name, c.arguments));
+                }
+                (Role::Assistant, Cow::Owned(text))
+            }
+            role => (role, Cow::Borrowed(&self.content)),
+        }
+    }
+}
+
+/// A function the model may call: its name, what it is for, and a JSON Schema for its arguments.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub parameters: Value,
+}
+
+/// A call the model made.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The call's id (OpenAI and Anthropic give one; Gemini may not, and callers that need one,
+    /// like the trading agent, fill it in).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub name: String,
+    /// The arguments as parsed JSON; a string when the model wrote something that is not JSON
+    /// (judging a call is its consumer's job).
+    pub arguments: Value,
+}
+
+impl ToolCall {
+    /// The arguments as the JSON object Gemini's `args` and Anthropic's `input` must be: as they
+    /// are when they are one, else parsed from the model's raw string, else wrapped as
+    /// `{"arguments": …}` so nothing the model wrote is lost.
+    pub fn arguments_object(&self) -> Value {
+        match &self.arguments {
+            Value::Object(_) => self.arguments.clone(),
+            Value::String(s) => match serde_json::from_str::<Value>(s) {
+                Ok(v @ Value::Object(_)) => v,
+                _ => serde_json::json!({"arguments": self.arguments}),
+            },
+            other => serde_json::json!({"arguments": other}),
+        }
+    }
+}
+
+/// Whether and which tool the model must call.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolChoice {
+    /// The model decides.
+    #[default]
+    Auto,
+    /// No tool calls.
+    None,
+    /// Some tool must be called.
+    Required,
+    /// This tool must be called.
+    Tool(String),
+}
+
+/// A named JSON Schema for structured output (see `llm::schema` for the portable subset).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JsonSchema {
+    /// `^[a-zA-Z0-9_-]{1,64}$` — it becomes a function/tool name in some dialects.
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub schema: Value,
+}
+
+impl JsonSchema {
+    pub fn new(name: impl Into<String>, schema: Value) -> JsonSchema {
+        JsonSchema {
+            name: name.into(),
+            description: None,
+            schema,
+        }
+    }
+}
+
+/// One chat request, dialect-neutral.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChatRequest {
+    /// The conversation, system first (several system messages are joined), with any tool calls
+    /// and results in place.
+    pub messages: Vec<Message>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<ToolSpec>,
+    #[serde(default)]
+    pub tool_choice: ToolChoice,
+    /// Ask for JSON matching this schema (what `llm::structured` sets).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_schema: Option<JsonSchema>,
+    /// Override the provider config's sampling settings for this request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+}
+
+impl ChatRequest {
+    /// A request with these messages and nothing else.
+    pub fn new(messages: Vec<Message>) -> ChatRequest {
+        ChatRequest {
+            messages,
+            ..ChatRequest::default()
+        }
+    }
+
+    /// The system text (all system messages joined by a blank line), if any.
+    pub fn system_text(&self) -> Option<String> {
+        let parts: Vec<&str> = self
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::System)
+            .map(|m| m.content.as_ref())
+            .collect();
+        (!parts.is_empty()).then(|| parts.join("\n\n"))
+    }
+}
+
+/// Tokens one call used, as the provider reported them (0 when it did not).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+impl Usage {
+    pub fn total(&self) -> u64 {
+        self.prompt_tokens + self.completion_tokens
+    }
+}
+
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, o: Usage) {
+        self.prompt_tokens += o.prompt_tokens;
+        self.completion_tokens += o.completion_tokens;
+    }
+}
+
+/// What came back.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChatResponse {
+    /// The assistant text, trimmed (empty when the model only called tools).
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    pub usage: Usage,
+    /// Wall time of the whole call, retries and waits included.
+    pub latency_ms: u64,
+    /// Set when the model refused or a safety filter blocked the answer; `text` is then empty
+    /// or partial. The provider layer turns it into `LlmError::Refused`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<String>,
+    /// The provider's stop/finish reason as it spelled it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
+    /// Set when the reply stopped because it reached the completion limit: that limit
+    /// (`max_tokens`). The text is then cut off, which matters for JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut_at_max_tokens: Option<u32>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn plain_messages_serialise_as_role_and_content_only() {
+        let m = Message::new(Role::User, "x");
+        assert_eq!(serde_json::to_string(&m).unwrap(), r#"{"role":"user","content":"x"}"#);
+        let back: Message = serde_json::from_str(r#"{"role":"assistant","content":"y"}"#).unwrap();
+        assert_eq!(back, Message::new(Role::Assistant, "y"));
+    }
+
+    #[test]
+    fn tool_messages_keep_their_calls_and_flatten_to_text() {
+        let call = ToolCall {
+            id: Some("c1".into()),
+            name: "vote".into(),
+            arguments: json!({"target": "Pia"}),
+        };
+        let asked = Message::assistant_calls("Voting.", vec![call.clone()]);
+        let answer = Message::tool_result(&call, "ok");
+        assert_eq!(
+            serde_json::to_value(&answer).unwrap(),
+            json!({"role": "tool", "content": "ok", "tool_call_id": "c1"})
+        );
+        assert_eq!(
+            asked.flat(),
+            (
+                Role::Assistant,
+                Cow::Owned::<str>("Voting.\n[called vote with {\"target\":\"Pia\"}]".into())
+            )
+        );
+        assert_eq!(answer.flat(), (Role::User, Cow::Owned::<str>("Tool result: ok".into())));
+        assert!(matches!(Message::new(Role::User, "u").flat().1, Cow::Borrowed("u")));
+    }
+}

@@ -1,0 +1,379 @@
+//! The layering of `server/src`, checked: a lower layer must not import a higher one.
+//!
+//! The layers, lowest first: `llm::chat` (the chat vocabulary, depends on nothing) → the rest of
+//! `llm` (clients, dialects, ledger) → `engine` (the pure simulation core) → `trading`, `abm`
+//! (the other kinds) → `scenario`, `sim`, `tree` → `workbench` → `http`, `cli`, `main`.
+//! ARCHITECTURE.md (Invariants) states the same rules in prose.
+//!
+//! The test reads every `.rs` file under `server/src` as text, collects the paths it names —
+//! `use` trees with their braces expanded, and `crate::…`/`super::…` paths written inline — and
+//! resolves `super::`/`self::` against the file's module. A rule forbids path prefixes to the
+//! files of one layer; an exception names one file and one prefix, with its reason, and must
+//! still be needed (a stale exception fails too, so the list stays true).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+struct Rule {
+    /// Files the rule applies to: a path under `server/src` (a folder ends with `/`).
+    files: &'static [&'static str],
+    /// Path prefixes those files must not name.
+    forbidden: &'static [&'static str],
+    why: &'static str,
+}
+
+/// Names from `llm::provider` that `llm` re-exports at its root; forbidding the module alone
+/// would let `crate::llm::ChatProvider` through.
+const PROVIDER_REEXPORTS: [&str; 5] = [
+    "crate::llm::ChatProvider",
+    "crate::llm::ProviderClient",
+    "crate::llm::ProviderPool",
+    "crate::llm::build_provider",
+    "crate::llm::structured",
+];
+
+const RULES: &[Rule] = &[
+    Rule {
+        files: &["llm/chat.rs"],
+        forbidden: &["crate"],
+        why: "the chat vocabulary sits below everything and depends on nothing in the crate",
+    },
+    Rule {
+        files: &["engine/"],
+        forbidden: &[
+            "crate::http",
+            "crate::workbench",
+            "crate::tree",
+            "crate::sim",
+            "crate::sweep",
+            "crate::headless",
+            "crate::cli",
+            "crate::trading",
+            "crate::abm",
+            "crate::llm::openai",
+            "crate::llm::gemini",
+            "crate::llm::anthropic",
+            "crate::llm::provider",
+            "crate::llm::wire",
+            "crate::llm::ledger",
+            "crate::llm::config",
+            "crate::llm::resilience",
+            PROVIDER_REEXPORTS[0],
+            PROVIDER_REEXPORTS[1],
+            PROVIDER_REEXPORTS[2],
+            PROVIDER_REEXPORTS[3],
+            PROVIDER_REEXPORTS[4],
+        ],
+        why: "the engine is the pure core: it reaches a model only through LlmClient and the chat \
+              vocabulary, and knows no other kind, no tree and no server",
+    },
+    Rule {
+        files: &["engine/action.rs"],
+        forbidden: &["crate::engine::scenes"],
+        why: "the action registry names no scene; scenes hand their actions to the catalogue in \
+              scenes/mod.rs",
+    },
+    Rule {
+        files: &["llm/"],
+        forbidden: &[
+            "crate::engine",
+            "crate::trading",
+            "crate::abm",
+            "crate::scenario",
+            "crate::sim",
+            "crate::tree",
+            "crate::workbench",
+            "crate::http",
+            "crate::sweep",
+            "crate::headless",
+            "crate::cli",
+        ],
+        why: "the LLM layer sits below its consumers (engine, trading, ABM) and knows none of them",
+    },
+    Rule {
+        files: &["llm/openai.rs", "llm/gemini.rs", "llm/anthropic.rs"],
+        forbidden: &["crate::llm::provider"],
+        why: "a dialect depends on the chat vocabulary and the Wire trait; the provider names the \
+              dialects in its constructor table, so the dependency points one way",
+    },
+    Rule {
+        files: &["trading/", "abm/"],
+        forbidden: &[
+            "crate::engine",
+            "crate::sim",
+            "crate::tree",
+            "crate::workbench",
+            "crate::http",
+        ],
+        why: "a simulation kind uses the LLM layer only; the seam above it (sim) chooses between kinds",
+    },
+    Rule {
+        files: &["trading/"],
+        forbidden: &["crate::abm"],
+        why: "one simulation kind knows nothing of another",
+    },
+    Rule {
+        files: &["abm/"],
+        forbidden: &["crate::trading"],
+        why: "one simulation kind knows nothing of another",
+    },
+    Rule {
+        files: &[
+            "engine/",
+            "llm/",
+            "trading/",
+            "abm/",
+            "scenario.rs",
+            "sim.rs",
+            "tree.rs",
+            "workbench.rs",
+            "workbench/",
+            "memory.rs",
+            "embedded.rs",
+            "headless.rs",
+            "sweep.rs",
+            "lib.rs",
+        ],
+        forbidden: &["crate::http"],
+        why: "only the HTTP layer itself, the CLI and main speak HTTP",
+    },
+];
+
+/// Known exceptions: (file, forbidden prefix it may name, why).
+const EXCEPTIONS: &[(&str, &str, &str)] = &[
+    (
+        "llm/scripted.rs",
+        "crate::engine",
+        "the scripted player plays the built-in games: it parses the agent's prompt with the \
+         engine's parser and judges Dou Dizhu hands with the landlord scene's rules",
+    ),
+    (
+        "headless.rs",
+        "crate::http",
+        "debt: Backend and Providers (the server's choice of LLM backend) still live in \
+         http/state.rs; they belong to the workbench",
+    ),
+    ("sweep.rs", "crate::http", "debt: as headless.rs, for http::Backend"),
+];
+
+fn src_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The module path of a file: `engine/scenes/mod.rs` → `crate::engine::scenes`.
+fn module_of(rel: &str) -> Vec<String> {
+    let mut parts: Vec<String> = rel.trim_end_matches(".rs").split('/').map(str::to_string).collect();
+    if matches!(parts.last().map(String::as_str), Some("mod" | "lib" | "main")) {
+        parts.pop();
+    }
+    std::iter::once("crate".to_string()).chain(parts).collect()
+}
+
+/// The text without `//` comments (doc comments name paths in prose).
+fn code(text: &str) -> String {
+    text.lines()
+        .map(|l| l.find("//").map_or(l, |i| &l[..i]))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Expands a `use` tree (`a::{b, c::{d, e as f}, self}`) into full paths.
+fn expand(tree: &str) -> Vec<String> {
+    let tree: String = tree.split_whitespace().collect::<Vec<_>>().join(" ");
+    let tree = tree.trim();
+    let Some(open) = tree.find('{') else {
+        let path = tree.split(" as ").next().unwrap().trim();
+        return vec![path.trim_end_matches("::self").to_string()];
+    };
+    let prefix = tree[..open].trim_end_matches("::").trim();
+    let inner = &tree[open + 1..tree.rfind('}').unwrap()];
+    let mut items = Vec::new();
+    let (mut depth, mut start) = (0, 0);
+    for (i, ch) in inner.char_indices() {
+        match ch {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(&inner[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    items.push(&inner[start..]);
+    items
+        .into_iter()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .flat_map(|item| {
+            expand(item).into_iter().map(move |p| {
+                if p == "self" || prefix.is_empty() {
+                    if p == "self" { prefix.to_string() } else { p }
+                } else {
+                    format!("{prefix}::{p}")
+                }
+            })
+        })
+        .collect()
+}
+
+/// `super::`/`self::` resolved against `module`; other paths as written.
+fn resolve(path: &str, module: &[String]) -> String {
+    let mut segs: Vec<&str> = path.split("::").collect();
+    let mut base: Vec<String> = module.to_vec();
+    match segs.first() {
+        Some(&"self") => {
+            segs.remove(0);
+        }
+        Some(&"super") => {
+            while segs.first() == Some(&"super") {
+                segs.remove(0);
+                base.pop();
+            }
+        }
+        _ => return path.to_string(),
+    }
+    base.into_iter()
+        .chain(segs.into_iter().map(str::to_string))
+        .collect::<Vec<_>>()
+        .join("::")
+}
+
+/// Every crate-relative path a file names, resolved (`crate::…`). `use super::*` is passed
+/// over: it is how a file's test module takes in the file itself.
+fn paths_in(text: &str, module: &[String]) -> BTreeSet<String> {
+    let mut code = code(text);
+    let mut out = BTreeSet::new();
+    // `use` trees, braces expanded; each is blanked once read, so the inline pass skips it.
+    let mut from = 0;
+    while let Some(i) = code[from..].find("use ") {
+        let at = from + i;
+        let word_start = at == 0 || !code[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_');
+        let end = code[at..].find(';').map_or(code.len(), |e| at + e);
+        let tree = code[at + 4..end].trim().to_string();
+        if word_start && ["crate", "super", "self::"].iter().any(|p| tree.starts_with(p)) {
+            if tree != "super::*" {
+                out.extend(expand(&tree).iter().map(|p| resolve(p, module)));
+            }
+            code.replace_range(at..end, &" ".repeat(end - at));
+        }
+        from = (at + 4).min(end.max(at + 4));
+    }
+    // Inline paths (`crate::trading::agents::MockToolModel` in code).
+    for start in ["crate::", "super::"] {
+        let mut from = 0;
+        while let Some(i) = code[from..].find(start) {
+            let at = from + i;
+            let len = code[at..]
+                .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+                .unwrap_or(code.len() - at);
+            let path = code[at..at + len].trim_end_matches(':');
+            if !code[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == ':') {
+                out.insert(resolve(path, module));
+            }
+            from = at + len.max(1);
+        }
+    }
+    out
+}
+
+/// Whether `path` starts with the segments of `prefix`.
+fn starts_with(path: &str, prefix: &str) -> bool {
+    path == prefix || path.starts_with(&format!("{prefix}::"))
+}
+
+fn applies(rule_file: &str, rel: &str) -> bool {
+    if rule_file.ends_with('/') {
+        rel.starts_with(rule_file)
+    } else {
+        rel == rule_file
+    }
+}
+
+#[test]
+fn lower_layers_never_import_higher_ones() {
+    let src = src_dir();
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.sort();
+    assert!(files.len() > 50, "the source tree was not found at {}", src.display());
+    let mut violations = Vec::new();
+    let mut used_exceptions = BTreeSet::new();
+    for file in &files {
+        let rel = file.strip_prefix(&src).unwrap().to_string_lossy().replace('\\', "/");
+        let module = module_of(&rel);
+        let text = std::fs::read_to_string(file).unwrap();
+        let paths = paths_in(&text, &module);
+        for rule in RULES.iter().filter(|r| r.files.iter().any(|f| applies(f, &rel))) {
+            let own = module.join("::");
+            for path in &paths {
+                for forbidden in rule.forbidden {
+                    // `crate` alone: nothing outside the file itself.
+                    let hit = if *forbidden == "crate" {
+                        !starts_with(path, &own)
+                    } else {
+                        starts_with(path, forbidden)
+                    };
+                    if !hit {
+                        continue;
+                    }
+                    if let Some(e) = EXCEPTIONS.iter().find(|(f, p, _)| *f == rel && starts_with(path, p)) {
+                        used_exceptions.insert((e.0, e.1));
+                        continue;
+                    }
+                    violations.push(format!("{rel}: names {path} ({forbidden} is off limits): {}", rule.why));
+                }
+            }
+        }
+    }
+    let stale: Vec<String> = EXCEPTIONS
+        .iter()
+        .filter(|(f, p, _)| !used_exceptions.contains(&(*f, *p)))
+        .map(|(f, p, why)| format!("{f} no longer names {p}; remove its exception ({why})"))
+        .collect();
+    assert!(
+        violations.is_empty() && stale.is_empty(),
+        "layering broken:\n{}\n",
+        violations.iter().chain(&stale).cloned().collect::<Vec<_>>().join("\n")
+    );
+}
+
+#[test]
+fn the_scanner_sees_grouped_relative_and_inline_paths() {
+    let module = module_of("engine/scenes/council.rs");
+    assert_eq!(module, ["crate", "engine", "scenes", "council"]);
+    let text = "use super::{SceneRules, simple_chat};\n\
+                use crate::llm::{chat::{Message, Role as R}, BoxFuture};\n\
+                use super::*;\n\
+                // use crate::http::Hidden;\n\
+                fn f() { let x = crate::trading::agents::MockToolModel; }\n";
+    let paths = paths_in(text, &module);
+    for expected in [
+        "crate::engine::scenes::SceneRules",
+        "crate::engine::scenes::simple_chat",
+        "crate::llm::chat::Message",
+        "crate::llm::chat::Role",
+        "crate::llm::BoxFuture",
+        "crate::trading::agents::MockToolModel",
+    ] {
+        assert!(paths.contains(expected), "{expected} missing from {paths:?}");
+    }
+    assert!(
+        !paths.iter().any(|p| p.contains("http")),
+        "comments are not code: {paths:?}"
+    );
+    assert_eq!(paths.len(), 6, "{paths:?}");
+    assert!(starts_with("crate::llm::provider::X", "crate::llm::provider"));
+    assert!(!starts_with("crate::llm::providers", "crate::llm::provider"));
+}

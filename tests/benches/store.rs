@@ -1,0 +1,250 @@
+//! Store benchmark (simple_chat, mock LLM), through the `Workbench` the HTTP handlers call. It
+//! prints figures (no thresholds); `cargo xtask bench` runs it in release mode.
+//! * the 200-node chain of `server/benches/tree.rs` with no store (`--ephemeral`), SQLite and
+//!   PostgreSQL (a private instance, as the tests start it);
+//! * bytes on disk for a 10,000-node chain (SQLite, after a checkpoint);
+//! * rebuilding the node at depth 1,000 from the store alone (a fresh workbench on the folder);
+//! * start-up with 1,000,000 nodes on disk (100 trees of 10,000: the chain's rows copied), and
+//!   the resident memory of a fresh process that opens all 100 trees and reads 100 nodes of each
+//!   with a 512 MB cache — each in a child process of its own.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use simtree::http::{Backend, Limits};
+use simtree::scenario::{ScenarioLibrary, assets_dir};
+use simtree::store::{Store, Write};
+use simtree::workbench::Workbench;
+
+fn workbench(store: Option<Store>, cache_mb: usize) -> Arc<Workbench> {
+    let lib = ScenarioLibrary::load_assets(&assets_dir()).expect("assets");
+    let limits = Limits {
+        max_trees: 100_000,
+        cache_bytes: cache_mb << 20,
+        ..Limits::default()
+    };
+    let mut wb = Workbench::new(lib, Backend::Mock, limits);
+    if let Some(s) = store {
+        wb.attach_store(s).expect("store");
+    }
+    Arc::new(wb)
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn rss_mb(field: &str) -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0)
+        / 1024.0
+}
+
+/// Builds a chain of `n` single-turn advances; returns the total time and the node ids.
+async fn chain(wb: &Arc<Workbench>, n: usize) -> (Duration, u64, Vec<u64>) {
+    let tree = wb.create_tree("simple_chat", None, None, None).unwrap().id;
+    let mut node = 0;
+    let mut ids = vec![0];
+    let started = Instant::now();
+    for _ in 0..n {
+        node = wb.advance(tree, node, 1).await.unwrap().node;
+        ids.push(node);
+    }
+    (started.elapsed(), tree, ids)
+}
+
+fn dir_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|d| d.flatten().filter_map(|e| e.metadata().ok()).map(|m| m.len()).sum())
+        .unwrap_or(0)
+}
+
+fn temp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("simtree-bench-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// Copies every row of tree `from` to trees `to` (ids are per tree, so the copies are whole).
+fn copy_tree(store: &Store, from: u64, to: std::ops::Range<u64>) {
+    let rows = store
+        .read(move |db| {
+            let tree = db.trees()?.into_iter().find(|t| t.id == from).expect("tree row");
+            let nodes = db.nodes(from)?;
+            let ids: Vec<u64> = nodes.iter().map(|n| n.id).collect();
+            let chunks = db.chunks(from, &ids)?;
+            let mut states = Vec::new();
+            let mut logs = Vec::new();
+            for &id in &ids {
+                states.push((id, db.state(from, id)?));
+                logs.push((id, db.log(from, id)?));
+            }
+            Ok((tree, nodes, chunks, states, logs))
+        })
+        .expect("read the tree");
+    let (tree, nodes, chunks, states, logs) = rows;
+    for t in to {
+        let mut row = tree.clone();
+        row.id = t;
+        store.write(Write::Tree(row));
+        for n in &nodes {
+            store.write(Write::Node {
+                tree: t,
+                row: n.clone(),
+            });
+        }
+        for (id, state) in &states {
+            let mine: Vec<_> = chunks.iter().filter(|c| c.0.0 == *id).cloned().collect();
+            if let Some(data) = state {
+                store.write(Write::State {
+                    tree: t,
+                    node: *id,
+                    data: data.clone(),
+                    chunks: mine,
+                });
+            }
+        }
+        for (id, rows) in &logs {
+            let entries: Vec<&str> = rows.iter().flat_map(|r| r.split('\n')).collect();
+            store.write(Write::Log {
+                tree: t,
+                node: *id,
+                index: 0,
+                count: entries.len() as u64,
+                entries: entries.join("\n"),
+            });
+        }
+        store.flush().expect("flush");
+    }
+}
+
+/// Child process: open the million-node folder, time the start, open every tree and read 100
+/// nodes of each (state and log), trimming the cache as the server's sweeper does; print figures.
+async fn million_child(dir: &Path) {
+    let started = Instant::now();
+    let wb = workbench(Some(Store::open_sqlite(dir).unwrap()), 512);
+    let listed = wb.list();
+    let start = started.elapsed();
+    let nodes: u64 = listed.iter().map(|t| t.nodes).sum();
+    println!(
+        "start-up with {nodes} nodes on disk ({} trees): {:.1} ms (store opened, trees listed)",
+        listed.len(),
+        ms(start)
+    );
+    let mut seed = 7u64;
+    let t = Instant::now();
+    for info in &listed {
+        let handle = wb.tree(info.id).unwrap();
+        for _ in 0..100 {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+            let node = (seed >> 33) % info.nodes;
+            let mut tree = handle.lock();
+            let _ = tree.sim(node).unwrap();
+            let _ = tree.log(node).unwrap();
+        }
+        drop(handle);
+        wb.trim_cache();
+    }
+    println!(
+        "opened {} trees and read 100 nodes of each in {:.1} s with --cache-mb 512: RSS {:.0} MB (peak {:.0} MB)",
+        listed.len(),
+        t.elapsed().as_secs_f64(),
+        rss_mb("VmRSS:"),
+        rss_mb("VmHWM:")
+    );
+}
+
+async fn main_bench() {
+    // (a) the 200-node chain: no store, SQLite, PostgreSQL.
+    let (ephemeral, _, _) = chain(&workbench(None, 512), 200).await;
+    let dir = temp("chain");
+    let (sqlite, _, _) = chain(&workbench(Some(Store::open_sqlite(&dir).unwrap()), 512), 200).await;
+    let pg = simtree_e2e::Postgres::start();
+    let (postgres, _, _) = chain(&workbench(Some(Store::open_postgres(&pg.url).unwrap()), 512), 200).await;
+    drop(pg);
+    println!(
+        "chain of 200 single-turn advances: ephemeral {:.0} ms, SQLite {:.0} ms ({:.2}x), PostgreSQL {:.0} ms ({:.2}x)",
+        ms(ephemeral),
+        ms(sqlite),
+        sqlite.as_secs_f64() / ephemeral.as_secs_f64(),
+        ms(postgres),
+        postgres.as_secs_f64() / ephemeral.as_secs_f64()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+
+    // (b) a 10,000-node chain on disk; (c) rebuilding depth 1,000 from the store alone.
+    let dir = temp("million");
+    let (tree, ids) = {
+        let wb = workbench(Some(Store::open_sqlite(&dir).unwrap()), 512);
+        let (took, tree, ids) = chain(&wb, 9_999).await;
+        println!("10,000-node chain built in {:.1} s", took.as_secs_f64());
+        (tree, ids)
+    };
+    {
+        // A fresh store connection checkpoints the log into the database file on open.
+        let store = Store::open_sqlite(&dir).unwrap();
+        drop(store);
+    }
+    println!(
+        "bytes on disk for the 10,000-node chain: {:.1} MB",
+        dir_bytes(&dir) as f64 / 1e6
+    );
+    let wb = workbench(Some(Store::open_sqlite(&dir).unwrap()), 512);
+    let t = Instant::now();
+    let handle = wb.tree(tree).unwrap();
+    let load = t.elapsed();
+    let mut samples = Vec::new();
+    for d in [1_000usize, 998, 996, 994, 992] {
+        let t = Instant::now();
+        let mut locked = handle.lock();
+        let _ = locked.sim(ids[d]).unwrap();
+        samples.push(t.elapsed());
+        locked.evict(ids[d]);
+    }
+    samples.sort();
+    println!(
+        "rebuild a node at depth 1,000 from the store: {:.2} ms (median of 5; the tree's 10,000-node structure loaded in {:.1} ms)",
+        ms(samples[2]),
+        ms(load)
+    );
+    drop(handle);
+    drop(wb);
+
+    // (d) 1,000,000 nodes: the chain's rows copied into 99 more trees.
+    let t = Instant::now();
+    copy_tree(&Store::open_sqlite(&dir).unwrap(), tree, tree + 1..tree + 100);
+    println!(
+        "copied the chain into 99 more trees in {:.1} s ({:.0} MB on disk)",
+        t.elapsed().as_secs_f64(),
+        dir_bytes(&dir) as f64 / 1e6
+    );
+    let exe = std::env::current_exe().expect("bench executable");
+    let out = std::process::Command::new(exe)
+        .env("SIMTREE_BENCH_MILLION", &dir)
+        .output()
+        .expect("child");
+    print!("{}", String::from_utf8_lossy(&out.stdout));
+    eprint!("{}", String::from_utf8_lossy(&out.stderr));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    if let Some(dir) = std::env::var_os("SIMTREE_BENCH_MILLION") {
+        rt.block_on(million_child(Path::new(&dir)));
+        return;
+    }
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    rt.block_on(main_bench());
+}
