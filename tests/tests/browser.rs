@@ -1352,3 +1352,30 @@ async fn the_abm_agent_id_is_picked_from_the_nodes_agents_or_typed() {
     b.wait_text("#node-made", "Person #12.status → 'I'").await;
     b.finish("abm_agent_picker").await;
 }
+
+#[tokio::test]
+async fn a_running_node_shows_its_turns_done_in_the_graph_and_the_inspector() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let t = api_tree(&b.server, "simple_chat").await;
+    b.open(&format!("/simtree/{t}")).await;
+    b.wait_css("g.node[data-id='0']").await;
+    let run = b.server.advance_in_background(t, 0, 1000);
+    b.wait_css("g.node.running[data-id='1']").await;
+    b.click("g.node[data-id='1']").await;
+    let text = b.wait_text("#node-progress", "/1000").await;
+    assert!(text.starts_with("turn "), "the inspector says how far: {text}");
+    b.wait_text("g.progress[data-id='1']", "/1000").await;
+    let bar = b
+        .js("const r = document.querySelector(\"g.progress[data-id='1'] rect.bar\"); return r ? Number(r.getAttribute('width')) : -1;")
+        .await;
+    assert!(bar.as_f64().unwrap_or(-1.0) >= 0.0, "a progress bar on the node: {bar}");
+    if let Ok(png) = b.client.screenshot().await {
+        let _ = std::fs::write(screenshots().join("run_progress_during.png"), png);
+    }
+    let reply = run.await.unwrap();
+    assert_eq!(reply["child"], 1);
+    b.wait_count("g.progress", 0).await;
+    b.wait_count("#node-progress", 0).await;
+    b.finish("run_progress_after").await;
+}
