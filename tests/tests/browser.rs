@@ -589,24 +589,8 @@ async fn benchmark_time_to_first_render_of_a_5000_node_tree() {
         return;
     };
     let s = &b.server;
-    let t = api_tree(s, "simple_chat").await;
+    let t = two_level_tree(s, 5000).await;
     let p = |rest: &str| format!("/devui/simtree/{t}{rest}");
-    // 4,999 nodes in two levels (70 children of root, ~70 under each), with 0-turn advances.
-    let first = api_post(s, &p("/advance_multi"), json!({"parent": 0, "turns": 0, "count": 70})).await;
-    let mut made = 71;
-    for parent in first["children"].as_array().unwrap() {
-        let count = (5000 - made).min(71);
-        if count == 0 {
-            break;
-        }
-        api_post(
-            s,
-            &p("/advance_multi"),
-            json!({"parent": parent, "turns": 0, "count": count}),
-        )
-        .await;
-        made += count;
-    }
     assert_eq!(s.get(&p("/graph")).await.1["nodes"].as_array().unwrap().len(), 5000);
     let started = Instant::now();
     b.open(&format!("/simtree/{t}")).await;
@@ -1378,4 +1362,136 @@ async fn a_running_node_shows_its_turns_done_in_the_graph_and_the_inspector() {
     b.wait_count("g.progress", 0).await;
     b.wait_count("#node-progress", 0).await;
     b.finish("run_progress_after").await;
+}
+
+// ---- The UI benchmark (`cargo xtask ui-bench`): figures only, no thresholds. ----
+
+/// Builds a two-level tree of `n` nodes (root, ~√n children, ~√n under each) with 0-turn
+/// parallel advances; returns its id.
+async fn two_level_tree(s: &Server, n: u64) -> u64 {
+    let t = api_tree(s, "simple_chat").await;
+    let p = |rest: &str| format!("/devui/simtree/{t}{rest}");
+    let width = (n as f64).sqrt().ceil() as u64;
+    let first = api_post(
+        s,
+        &p("/advance_multi"),
+        json!({"parent": 0, "turns": 0, "count": width}),
+    )
+    .await;
+    let mut made = 1 + width;
+    for parent in first["children"].as_array().unwrap() {
+        let count = (n - made).min(width);
+        if count == 0 {
+            break;
+        }
+        api_post(
+            s,
+            &p("/advance_multi"),
+            json!({"parent": parent, "turns": 0, "count": count}),
+        )
+        .await;
+        made += count;
+    }
+    t
+}
+
+/// Opens tree `t` in a fresh page and returns the milliseconds from the navigation's start to
+/// the first animation frame in which every node of it is drawn (dots or node elements).
+async fn first_render_ms(b: &Browser, t: u64, n: u64) -> f64 {
+    b.open("/").await;
+    b.open(&format!("/simtree/{t}")).await;
+    let script = format!(
+        "const done = arguments[arguments.length - 1];
+         const ready = () => {{
+           const s = document.querySelector('#stats');
+           return s && s.textContent.includes('Nodes: {n}') &&
+             document.querySelector('.viewport path.dots, .viewport g.node');
+         }};
+         const frame = () => ready() ? done(performance.now()) : requestAnimationFrame(frame);
+         requestAnimationFrame(frame);"
+    );
+    let v = b
+        .client
+        .execute_async(&script, vec![])
+        .await
+        .unwrap_or_else(|e| panic!("first render of tree {t}: {e}"));
+    v.as_f64().unwrap_or(f64::NAN)
+}
+
+/// Drives 60 frames of a drag-pan or of wheel zooms over the graph and returns the
+/// requestAnimationFrame deltas (ms) seen meanwhile.
+async fn frame_deltas(b: &Browser, mode: &str) -> Vec<f64> {
+    let script = format!(
+        "const done = arguments[arguments.length - 1];
+         const svg = document.querySelector('svg#graph');
+         const r = svg.getBoundingClientRect();
+         const cx = Math.round(r.left + r.width / 2), cy = Math.round(r.top + r.height / 2);
+         const deltas = []; let last = null, i = 0;
+         const at = (type, x, y) => svg.dispatchEvent(new MouseEvent(type, {{clientX: x, clientY: y, bubbles: true}}));
+         const frame = (t) => {{
+           if (last !== null) deltas.push(t - last);
+           last = t;
+           if (i === 60) {{ at('mouseup', cx, cy); return done(deltas); }}
+           if ('{mode}' === 'pan') {{
+             if (i === 0) at('mousedown', cx, cy);
+             at('mousemove', cx + (i % 30) * 4, cy + (i % 30) * 2);
+           }} else {{
+             svg.dispatchEvent(new WheelEvent('wheel', {{clientX: cx, clientY: cy, deltaY: i % 20 < 10 ? -60 : 60, bubbles: true, cancelable: true}}));
+           }}
+           i++;
+           requestAnimationFrame(frame);
+         }};
+         requestAnimationFrame(frame);"
+    );
+    let v = b
+        .client
+        .execute_async(&script, vec![])
+        .await
+        .unwrap_or_else(|e| panic!("{mode} frames: {e}"));
+    v.as_array().into_iter().flatten().filter_map(Value::as_f64).collect()
+}
+
+/// "median 16.7 ms, p95 17.1 ms, max 18.0 ms" of frame deltas.
+fn frame_summary(mut deltas: Vec<f64>) -> String {
+    if deltas.is_empty() {
+        return "no frames".into();
+    }
+    deltas.sort_by(f64::total_cmp);
+    let at = |q: f64| deltas[((deltas.len() - 1) as f64 * q).round() as usize];
+    format!(
+        "median {:.1} ms, p95 {:.1} ms, max {:.1} ms ({} frames)",
+        at(0.5),
+        at(0.95),
+        at(1.0),
+        deltas.len()
+    )
+}
+
+/// The browser half of `cargo xtask ui-bench` (run with `--ignored`): first render of a 5,000-
+/// and a 20,000-node tree and the frame times of a pan and a zoom on each, against whatever
+/// `SIMTREE_DIST` holds (the xtask builds the release wasm there).
+#[tokio::test]
+#[ignore = "a benchmark: cargo xtask ui-bench runs it"]
+async fn ui_bench() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&["--max-children", "200"]).await else {
+        return;
+    };
+    for n in [5_000, 20_000] {
+        let built = Instant::now();
+        let t = two_level_tree(&b.server, n).await;
+        let build = built.elapsed();
+        let first = first_render_ms(&b, t, n).await;
+        let drawn = b.count("g.node").await;
+        let pan = frame_deltas(&b, "pan").await;
+        let zoom = frame_deltas(&b, "zoom").await;
+        println!("ui-bench: {n} nodes (built over HTTP in {:.1} s)", build.as_secs_f64());
+        println!(
+            "ui-bench:   first render {first:.0} ms after navigation start ({drawn} node elements; 0 = drawn as dots)"
+        );
+        println!("ui-bench:   pan frames  {}", frame_summary(pan));
+        println!("ui-bench:   zoom frames {}", frame_summary(zoom));
+        b.server.delete(&format!("/devui/simtree/{t}")).await;
+    }
+    b.finish("ui_bench").await;
 }
