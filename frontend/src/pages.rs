@@ -1081,7 +1081,7 @@ fn AbmDetails(tree: Tree, view: Value) -> impl IntoView {
             {move || {
                 let (n, series, steps) = own.get();
                 let lines = other.with(|o| abm_lines((n, &series), o.as_ref().map(|(m, s)| (*m, s.as_slice()))));
-                view! { <LineChart id="abm-chart" lines x_labels=steps /> }
+                view! { <LineChart id="abm-chart" lines x_labels=steps x_unit="step" /> }
             }}
             <p class="muted">"Shift-click another node to overlay its series (dashed)."</p>
         </div>

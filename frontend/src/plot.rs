@@ -37,9 +37,14 @@ const FRAME: Frame = Frame {
 };
 
 /// A chart of `lines` on shared axes; `x_labels[i]` names point `i` (a date, a step), the
-/// index when missing.
+/// index when missing; `x_unit` ("step") precedes it in the read-out.
 #[component]
-pub fn LineChart(id: &'static str, lines: Vec<Line>, x_labels: Vec<String>) -> impl IntoView {
+pub fn LineChart(
+    id: &'static str,
+    lines: Vec<Line>,
+    x_labels: Vec<String>,
+    #[prop(optional)] x_unit: &'static str,
+) -> impl IntoView {
     let f = FRAME;
     let n = lines.iter().map(|l| l.values.len()).max().unwrap_or(0);
     let x_label = move |i: usize| x_labels.get(i).cloned().unwrap_or_else(|| i.to_string());
@@ -126,7 +131,12 @@ pub fn LineChart(id: &'static str, lines: Vec<Line>, x_labels: Vec<String>) -> i
             .filter_map(|l| Some(format!("{} {}", l.label, value_label(*l.values.get(i)?))))
             .collect::<Vec<_>>()
             .join(" · ");
-        Some(format!("{}: {values}", x_name(i)))
+        let at = if x_unit.is_empty() {
+            x_name(i)
+        } else {
+            format!("{x_unit} {}", x_name(i))
+        };
+        Some(format!("{at}: {values}"))
     };
     view! {
         <svg

@@ -1235,7 +1235,8 @@ async fn charts_have_axes_legends_naming_their_nodes_and_a_hover_readout() {
          c.dispatchEvent(new MouseEvent('mousemove', {clientX: r.left + r.width * 0.7, clientY: r.top + 40, bubbles: true}));",
     )
     .await;
-    b.wait_text("#abm-chart-readout", "(#1)").await;
+    let readout = b.wait_text("#abm-chart-readout", "(#1)").await;
+    assert!(readout.starts_with("step "), "the read-out names the step: {readout}");
     b.finish("charts").await;
 }
 
