@@ -1,10 +1,23 @@
-//! Talking to the server from the browser: JSON over `fetch`, and WebSockets that send the
-//! `ready` handshake on open. Failures come back as [`ApiError`]: the server's `detail` text for
-//! an HTTP error, or `Offline` when the server cannot be reached at all (the shell shows a banner
-//! for that instead of a browser exception).
+//! Talking to the server from the browser: one typed function per route the UI uses, JSON over
+//! `fetch`, and WebSockets that send the `ready` handshake on open.
+//!
+//! Every request and reply is a `simtree_shared` type, so no component builds a body with `json!`
+//! or reads a reply by key; the one exception is a node's view (`…/node/{n}/view`), which the
+//! server documents as free-form JSON per simulation kind and which stays a [`Value`]. The
+//! request bodies the server declares privately in its routes are mirrored below as small
+//! `Serialize` structs (they belong in `shared`; until then they live here, next to their route).
+//!
+//! Failures come back as [`ApiError`]: the server's [`ErrorBody`] for an HTTP error, or `Offline`
+//! when the server cannot be reached at all (the shell shows a banner for that instead of a
+//! browser exception).
 
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use simtree_shared::{
+    ChildReply, ChildrenReply, ErrorBody, Graph, LogEntry, NodeInfo, NodeState, OkReply, Op, RunReply, ScenarioSummary,
+    Summary, TreeInfo, TreeMsg, TreePatch, TreeRef, UsageReply,
+};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
@@ -16,9 +29,9 @@ pub enum ApiError {
     /// The server did not answer (stopped, network down).
     Offline,
     /// 404: the tree or node does not exist (any more).
-    NotFound(String),
-    /// Any other HTTP error: status and the server's `detail`.
-    Http(u16, String),
+    NotFound(ErrorBody),
+    /// Any other HTTP error: its status and the server's error body.
+    Http(u16, ErrorBody),
     /// The browser refused the request or the answer was not what the UI expects.
     Client(String),
 }
@@ -27,8 +40,8 @@ impl std::fmt::Display for ApiError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ApiError::Offline => write!(f, "The server is not reachable."),
-            ApiError::NotFound(d) => write!(f, "Not found: {d}"),
-            ApiError::Http(status, d) => write!(f, "{d} ({status})"),
+            ApiError::NotFound(e) => write!(f, "Not found: {}", e.detail),
+            ApiError::Http(status, e) => write!(f, "{} ({status})", e.detail),
             ApiError::Client(d) => write!(f, "{d}"),
         }
     }
@@ -40,6 +53,8 @@ impl From<ApiError> for String {
     }
 }
 
+type Result<T> = std::result::Result<T, ApiError>;
+
 /// A JS exception's message only (its `Debug` form is a wasm stack trace nobody should read).
 fn js_err(e: JsValue) -> ApiError {
     let text = e
@@ -49,14 +64,28 @@ fn js_err(e: JsValue) -> ApiError {
     ApiError::Client(text)
 }
 
-async fn send(method: &str, path: &str, body: Option<&Value>) -> Result<String, ApiError> {
+/// The error of a non-2xx answer: the server's `{detail}`, or its raw text when it sent something
+/// else (a proxy's page).
+fn http_error(status: u16, text: String) -> ApiError {
+    let body = serde_json::from_str::<ErrorBody>(&text).unwrap_or(ErrorBody { detail: text });
+    match status {
+        404 => ApiError::NotFound(body),
+        // A proxy in front of a stopped server answers 502/503/504.
+        502..=504 => ApiError::Offline,
+        status => ApiError::Http(status, body),
+    }
+}
+
+/// Sends a request with an optional JSON text body; the reply's text on success.
+async fn send(method: &str, path: &str, body: Option<String>) -> Result<String> {
     let init = RequestInit::new();
     init.set_method(method);
+    let has_body = body.is_some();
     if let Some(b) = body {
-        init.set_body(&JsValue::from_str(&b.to_string()));
+        init.set_body(&JsValue::from_str(&b));
     }
     let req = Request::new_with_str_and_init(path, &init).map_err(js_err)?;
-    if body.is_some() {
+    if has_body {
         req.headers().set("content-type", "application/json").map_err(js_err)?;
     }
     let window = web_sys::window().ok_or(ApiError::Client("no window".into()))?;
@@ -71,34 +100,235 @@ async fn send(method: &str, path: &str, body: Option<&Value>) -> Result<String, 
         .as_string()
         .unwrap_or_default();
     if resp.ok() {
-        return Ok(text);
+        Ok(text)
+    } else {
+        Err(http_error(resp.status(), text))
     }
-    let detail = serde_json::from_str::<Value>(&text)
-        .ok()
-        .and_then(|v| v["detail"].as_str().map(str::to_string))
-        .unwrap_or(text);
-    Err(match resp.status() {
-        404 => ApiError::NotFound(detail),
-        // A proxy in front of a stopped server answers 502/503/504.
-        502..=504 => ApiError::Offline,
-        status => ApiError::Http(status, detail),
-    })
 }
 
-fn parse<T: DeserializeOwned>(text: &str) -> Result<T, ApiError> {
+fn parse<T: DeserializeOwned>(text: &str) -> Result<T> {
     serde_json::from_str(text).map_err(|e| ApiError::Client(format!("unexpected response: {e}")))
 }
 
-pub async fn get<T: DeserializeOwned>(path: &str) -> Result<T, ApiError> {
+async fn get<T: DeserializeOwned>(path: &str) -> Result<T> {
     parse(&send("GET", path, None).await?)
 }
 
-pub async fn post<T: DeserializeOwned>(path: &str, body: &Value) -> Result<T, ApiError> {
-    parse(&send("POST", path, Some(body)).await?)
+/// Sends `body` as JSON with `method`; the reply parsed.
+async fn with_body<B: Serialize, T: DeserializeOwned>(method: &str, path: &str, body: &B) -> Result<T> {
+    let text = serde_json::to_string(body).map_err(|e| ApiError::Client(e.to_string()))?;
+    parse(&send(method, path, Some(text)).await?)
 }
 
-pub async fn delete(path: &str) -> Result<(), ApiError> {
-    send("DELETE", path, None).await.map(|_| ())
+async fn post<B: Serialize, T: DeserializeOwned>(path: &str, body: &B) -> Result<T> {
+    with_body("POST", path, body).await
+}
+
+async fn delete(path: &str) -> Result<OkReply> {
+    parse(&send("DELETE", path, None).await?)
+}
+
+/// The base path of a tree's routes.
+fn tree_path(tree: u64) -> String {
+    format!("/devui/simtree/{tree}")
+}
+
+fn node_path(tree: u64, node: u64) -> String {
+    format!("/devui/simtree/{tree}/node/{node}")
+}
+
+// ---- Request bodies (the server's `CreateBody`, `AdvanceBody`, … in `http/routes.rs`). ----
+
+#[derive(Serialize)]
+struct CreateBody<'a> {
+    scenario: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seed: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    token_budget: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct AdvanceBody {
+    parent: u64,
+    turns: u64,
+}
+
+#[derive(Serialize)]
+struct MultiBody {
+    parent: u64,
+    turns: u64,
+    count: u64,
+}
+
+#[derive(Serialize)]
+struct FrontierBody {
+    turns: u64,
+    only_max_depth: bool,
+}
+
+#[derive(Serialize)]
+struct BranchBody<'a> {
+    parent: u64,
+    ops: &'a [Op],
+}
+
+/// The empty body of `cancel`.
+#[derive(Serialize)]
+struct Empty {}
+
+// ---- The routes. ----
+
+/// `GET /health`: whether the server answers.
+pub async fn health() -> Result<OkReply> {
+    get("/health").await
+}
+
+/// `GET /api/scenarios`.
+pub async fn scenarios() -> Result<Vec<ScenarioSummary>> {
+    get("/api/scenarios").await
+}
+
+/// `GET /devui/simtree`: every tree with its metadata.
+pub async fn trees() -> Result<Vec<TreeInfo>> {
+    get("/devui/simtree").await
+}
+
+/// `PATCH /devui/simtree/{tree}`: renames a tree; the reply is its updated metadata.
+pub async fn rename_tree(tree: u64, name: &str) -> Result<TreeInfo> {
+    let body = TreePatch { name: name.to_string() };
+    with_body("PATCH", &tree_path(tree), &body).await
+}
+
+/// `POST /devui/simtree`: a new tree of `scenario`.
+pub async fn create_tree(scenario: &str, seed: Option<u64>, token_budget: Option<u64>) -> Result<TreeRef> {
+    let body = CreateBody {
+        scenario,
+        seed,
+        token_budget,
+    };
+    post("/devui/simtree", &body).await
+}
+
+/// `POST /devui/simtree/import` of an export file's text, sent as it is (the server checks it).
+pub async fn import_tree(export: String) -> Result<TreeRef> {
+    parse(&send("POST", "/devui/simtree/import", Some(export)).await?)
+}
+
+/// `DELETE /devui/simtree/{tree}`.
+pub async fn delete_tree(tree: u64) -> Result<OkReply> {
+    delete(&tree_path(tree)).await
+}
+
+/// `GET …/export`: the tree's export, as text to save unchanged.
+pub async fn export(tree: u64) -> Result<String> {
+    send("GET", &format!("{}/export", tree_path(tree)), None).await
+}
+
+pub async fn graph(tree: u64) -> Result<Graph> {
+    get(&format!("{}/graph", tree_path(tree))).await
+}
+
+pub async fn summaries(tree: u64) -> Result<Vec<Summary>> {
+    get(&format!("{}/summaries", tree_path(tree))).await
+}
+
+pub async fn usage(tree: u64) -> Result<UsageReply> {
+    get(&format!("{}/usage", tree_path(tree))).await
+}
+
+/// `POST …/advance`: one child of `parent` run `turns` turns.
+pub async fn advance(tree: u64, parent: u64, turns: u64) -> Result<RunReply> {
+    post(&format!("{}/advance", tree_path(tree)), &AdvanceBody { parent, turns }).await
+}
+
+/// `POST …/advance_chain`: `turns` one-turn children, each under the last.
+pub async fn advance_chain(tree: u64, parent: u64, turns: u64) -> Result<RunReply> {
+    post(
+        &format!("{}/advance_chain", tree_path(tree)),
+        &AdvanceBody { parent, turns },
+    )
+    .await
+}
+
+/// `POST …/advance_multi`: `count` children of `parent`, run in parallel.
+pub async fn advance_multi(tree: u64, parent: u64, turns: u64, count: u64) -> Result<ChildrenReply> {
+    let body = MultiBody { parent, turns, count };
+    post(&format!("{}/advance_multi", tree_path(tree)), &body).await
+}
+
+/// `POST …/advance_frontier`: one child under every leaf (or only the deepest).
+pub async fn advance_frontier(tree: u64, turns: u64, only_max_depth: bool) -> Result<ChildrenReply> {
+    let body = FrontierBody { turns, only_max_depth };
+    post(&format!("{}/advance_frontier", tree_path(tree)), &body).await
+}
+
+/// `POST …/branch`: a child of `parent` with `ops` applied.
+pub async fn branch(tree: u64, parent: u64, ops: &[Op]) -> Result<ChildReply> {
+    post(&format!("{}/branch", tree_path(tree)), &BranchBody { parent, ops }).await
+}
+
+/// `POST …/node/{n}/cancel`: stops a running node.
+pub async fn cancel(tree: u64, node: u64) -> Result<OkReply> {
+    post(&format!("{}/cancel", node_path(tree, node)), &Empty {}).await
+}
+
+/// `DELETE …/node/{n}`: the node and its subtree.
+pub async fn delete_node(tree: u64, node: u64) -> Result<OkReply> {
+    delete(&node_path(tree, node)).await
+}
+
+pub async fn node_info(tree: u64, node: u64) -> Result<NodeInfo> {
+    get(&format!("{}/info", node_path(tree, node))).await
+}
+
+/// `GET …/node/{n}/view`: the kind-specific view (free-form JSON by the server's contract).
+pub async fn node_view(tree: u64, node: u64) -> Result<Value> {
+    get(&format!("{}/view", node_path(tree, node))).await
+}
+
+/// `GET …/node/{n}/logs`: the node's whole log, inherited entries first.
+pub async fn node_logs(tree: u64, node: u64) -> Result<Vec<LogEntry>> {
+    get(&format!("{}/logs", node_path(tree, node))).await
+}
+
+pub async fn node_state(tree: u64, node: u64) -> Result<NodeState> {
+    get(&format!("{}/state", node_path(tree, node))).await
+}
+
+/// `GET …/sim/{n}/events`: the node's events as the viewer shows them.
+pub async fn sim_events(tree: u64, node: u64) -> Result<Vec<LogEntry>> {
+    get(&format!("{}/sim/{node}/events", tree_path(tree))).await
+}
+
+pub async fn sim_state(tree: u64, node: u64) -> Result<NodeState> {
+    get(&format!("{}/sim/{node}/state", tree_path(tree))).await
+}
+
+/// The tree socket (`…/events`): every message that parses as a [`TreeMsg`] goes to `on_msg`
+/// (an unknown extension message is skipped, as upstream clients do).
+pub fn watch_tree(
+    tree: u64,
+    mut on_msg: impl FnMut(TreeMsg) + 'static,
+    on_open: impl FnMut() + 'static,
+    on_close: impl FnMut() + 'static,
+) -> Result<Socket> {
+    let on_text = move |text: String| {
+        if let Ok(msg) = serde_json::from_str::<TreeMsg>(&text) {
+            on_msg(msg);
+        }
+    };
+    connect(&format!("{}/events", tree_path(tree)), on_text, on_open, on_close)
+}
+
+/// A node's socket (`…/sim/{n}/events`): its log entries as they are written.
+pub fn watch_node(tree: u64, node: u64, mut on_entry: impl FnMut(LogEntry) + 'static) -> Result<Socket> {
+    let on_text = move |text: String| {
+        if let Ok(entry) = serde_json::from_str::<LogEntry>(&text) {
+            on_entry(entry);
+        }
+    };
+    connect(&format!("{}/sim/{node}/events", tree_path(tree)), on_text, || {}, || {})
 }
 
 /// Waits `ms` milliseconds.
@@ -130,12 +360,12 @@ impl Drop for Socket {
 
 /// Opens `ws://<host><path>`, sends `ready` once open (then calls `on_open`), hands every text
 /// frame to `on_text`, and calls `on_close` when the connection drops or cannot be made.
-pub fn connect(
+fn connect(
     path: &str,
     mut on_text: impl FnMut(String) + 'static,
     mut on_open: impl FnMut() + 'static,
     on_close: impl FnMut() + 'static,
-) -> Result<Socket, ApiError> {
+) -> Result<Socket> {
     let location = web_sys::window()
         .ok_or(ApiError::Client("no window".into()))?
         .location();
@@ -180,7 +410,7 @@ pub fn storage_set(key: &str, value: &str) {
 }
 
 /// Hands `text` to the browser as a file download named `name`.
-pub fn download(name: &str, mime: &str, text: &str) -> Result<(), ApiError> {
+pub fn download(name: &str, mime: &str, text: &str) -> Result<()> {
     let parts = js_sys::Array::of1(&JsValue::from_str(text));
     let opts = web_sys::BlobPropertyBag::new();
     opts.set_type(mime);
@@ -204,7 +434,7 @@ pub fn download(name: &str, mime: &str, text: &str) -> Result<(), ApiError> {
 }
 
 /// The text of the first file chosen in a file input.
-pub async fn read_chosen_file(input: &web_sys::HtmlInputElement) -> Result<String, ApiError> {
+pub async fn read_chosen_file(input: &web_sys::HtmlInputElement) -> Result<String> {
     let file = input
         .files()
         .and_then(|f| f.get(0))
@@ -214,9 +444,4 @@ pub async fn read_chosen_file(input: &web_sys::HtmlInputElement) -> Result<Strin
         .map_err(js_err)?
         .as_string()
         .ok_or(ApiError::Client("the file is not text".into()))
-}
-
-/// The server's text (not JSON) at `path`, e.g. an export to save as it is.
-pub async fn get_text(path: &str) -> Result<String, ApiError> {
-    send("GET", path, None).await
 }

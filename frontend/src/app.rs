@@ -4,14 +4,13 @@
 //! socket with reconnects, selection, compare target, the kind and name of what it simulates).
 
 use leptos::prelude::*;
-use serde_json::Value;
-use simtree_shared::{Graph, Summary, TreeMsg};
+use simtree_shared::TreeMsg;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 
 use crate::api::{self, ApiError, Socket};
 use crate::i18n::{Lang, t};
-use crate::model::{GraphModel, Level, Note, Toasts};
+use crate::model::{GraphModel, Level, Note, Progress, Toasts, Turns};
 use crate::ops::{Kind, scenario_label};
 use crate::pages::{Home, SimTreePage, SimViewer, StudioPage};
 use crate::route::Route;
@@ -77,7 +76,7 @@ impl Ctx {
         leptos::task::spawn_local(async move {
             loop {
                 api::sleep(1500).await;
-                if api::get::<Value>("/health").await.is_ok() {
+                if api::health().await.is_ok() {
                     offline.try_set(false);
                     return;
                 }
@@ -142,6 +141,9 @@ pub enum Conn {
 pub struct Tree {
     pub id: RwSignal<Option<u64>>,
     pub graph: RwSignal<GraphModel>,
+    /// How far each running node has got (`run_progress`), apart from the graph: it changes up
+    /// to ten times a second per run and must not re-lay out the tree or refetch panels.
+    pub progress: RwSignal<Progress>,
     pub selected: RwSignal<Option<u64>>,
     /// Second node of a comparison (shift-click or the compare input).
     pub compare_with: RwSignal<Option<u64>>,
@@ -165,6 +167,7 @@ impl Tree {
         let tree = Tree {
             id: RwSignal::new(None),
             graph: RwSignal::new(GraphModel::default()),
+            progress: RwSignal::new(Progress::default()),
             selected: RwSignal::new(None),
             compare_with: RwSignal::new(None),
             last_msg: RwSignal::new(None),
@@ -180,9 +183,12 @@ impl Tree {
         tree
     }
 
-    /// Base path of this tree's routes.
-    pub fn base(self) -> String {
-        format!("/devui/simtree/{}", self.id.get_untracked().unwrap_or(0))
+    /// A running node's progress as "turn 3/10" (in the unit of the tree's kind), with its
+    /// numbers; `None` while no `run_progress` came for it.
+    pub fn progress_of(self, node: u64) -> Option<(String, Turns)> {
+        let t = self.progress.with(|p| p.of(node))?;
+        let unit = self.ctx.tr(self.kind.get().progress_unit());
+        Some((format!("{unit} {}/{}", t.done, t.total), t))
     }
 
     /// Connects to tree `id`: reads the graph (a 404 ends it: "not found", no polling), selects
@@ -193,7 +199,7 @@ impl Tree {
         let ctx = self.ctx;
         leptos::task::spawn_local(async move {
             let g = loop {
-                match api::get::<Graph>(&format!("/devui/simtree/{id}/graph")).await {
+                match api::graph(id).await {
                     Ok(g) => break g,
                     Err(ApiError::NotFound(_)) => {
                         self.conn.try_set(Conn::NotFound);
@@ -215,7 +221,7 @@ impl Tree {
             self.graph.set(GraphModel::from_graph(&g));
             self.selected.set(Some(g.root));
             self.load_ops();
-            if let Ok(v) = api::get::<Value>(&format!("/devui/simtree/{id}/node/{}/view", g.root)).await {
+            if let Ok(v) = api::node_view(id, g.root).await {
                 self.kind.try_set(Kind::of_view(&v));
                 self.scenario.try_set(scenario_label(&v));
             }
@@ -227,7 +233,7 @@ impl Tree {
     fn load_ops(self) {
         let Some(id) = self.id.get_untracked() else { return };
         leptos::task::spawn_local(async move {
-            if let Ok(s) = api::get::<Vec<Summary>>(&format!("/devui/simtree/{id}/summaries")).await {
+            if let Ok(s) = api::summaries(id).await {
                 self.graph.try_update(|g| g.set_ops(&s));
             }
         });
@@ -235,12 +241,19 @@ impl Tree {
 
     fn open_socket(self, id: u64, attempt: u32) {
         let ctx = self.ctx;
-        let on_text = move |text: String| {
-            let Ok(msg) = serde_json::from_str::<TreeMsg>(&text) else {
-                return;
+        let on_msg = move |msg: TreeMsg| {
+            let progress = |msg: &TreeMsg| {
+                self.graph
+                    .with_untracked(|g| self.progress.maybe_update(|p| p.apply(msg, g)))
             };
+            if let TreeMsg::RunProgress { .. } = msg {
+                // Only the progress marks change: the graph, the panels and `last_msg` stay.
+                progress(&msg);
+                return;
+            }
             let mut end = None;
             self.graph.update(|g| end = g.apply(&msg));
+            progress(&msg);
             if let Some(end) = end {
                 let (id, stamp) = ctx.toasts.try_update(|t| t.run_end(&end)).unwrap_or((0, 0));
                 ctx.expire_later(id, stamp);
@@ -276,7 +289,7 @@ impl Tree {
             // Back off 1, 2, 4, … 10 s; ask /health so the banner shows while the server is away.
             let wait = 1000 * 2_i32.pow(attempt.min(3)).min(10);
             leptos::task::spawn_local(async move {
-                if let Err(e) = api::get::<Value>("/health").await {
+                if let Err(e) = api::health().await {
                     ctx.error(e);
                 }
                 api::sleep(wait).await;
@@ -285,7 +298,7 @@ impl Tree {
                 }
             });
         };
-        match api::connect(&format!("/devui/simtree/{id}/events"), on_text, on_open, on_close) {
+        match api::watch_tree(id, on_msg, on_open, on_close) {
             Ok(s) => self.socket.set_value(Some(s)),
             Err(e) => ctx.error(e),
         }
@@ -297,7 +310,7 @@ impl Tree {
             return;
         };
         leptos::task::spawn_local(async move {
-            if let Ok(g) = api::get::<Graph>(&format!("/devui/simtree/{id}/graph")).await {
+            if let Ok(g) = api::graph(id).await {
                 let ops = self.graph.with_untracked(|m| m.ops.clone());
                 self.graph.set(GraphModel {
                     ops,

@@ -7,18 +7,23 @@
 //! [`crate::editors`]'s job (pure, tested natively); this file only wires it to the DOM.
 
 use leptos::prelude::*;
-use serde_json::{Value, json};
-use simtree_shared::{LogEntry, NodeState};
+use serde_json::{Map, Value};
+use simtree_shared::{LogEntry, Op};
 
 use crate::api::{self, ApiError};
 use crate::app::{Tree, ctx};
 use crate::editors::{
-    AbmTarget, Field, abm_fields, abm_op, agent_swap, last_abm_values, news_item, op_kinds, parse_value,
+    AbmTarget, Field, abm_agent_ids, abm_fields, abm_op, agent_swap, last_abm_values, news_item, op_kinds, parse_value,
     portfolio_patch, prompt_replace, scene_patch, social_fields, value_text,
 };
 use crate::ops::{Kind, needs_confirm};
 
-type Draft = RwSignal<Result<Value, String>>;
+type Draft = RwSignal<Result<Op, String>>;
+
+/// Parses typed JSON into `T`, with the message the forms show under their input.
+fn parse_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
+    serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))
+}
 
 /// A text input bound to a signal.
 fn text_input(id: &'static str, sig: RwSignal<String>, placeholder: &'static str) -> impl IntoView {
@@ -39,7 +44,7 @@ fn agents_of(tree: Tree) -> RwSignal<Vec<String>> {
             return;
         };
         leptos::task::spawn_local(async move {
-            if let Ok(state) = api::get::<NodeState>(&format!("/devui/simtree/{t}/node/{n}/state")).await {
+            if let Ok(state) = api::node_state(t, n).await {
                 agents.set(state.agents.into_iter().map(|a| a.name).collect());
             }
         });
@@ -52,7 +57,7 @@ pub fn BranchEditor(tree: Tree, node_view: RwSignal<Option<Value>>) -> impl Into
     let ctx = ctx();
     let kind = RwSignal::new("public_broadcast".to_string());
     let draft: Draft = RwSignal::new(Err(String::new()));
-    let pending = RwSignal::new(None::<(Value, String)>);
+    let pending = RwSignal::new(None::<(Op, String)>);
     // A tree of another kind offers other ops: start from its first one.
     Effect::new(move |_| {
         let kinds = op_kinds(tree.kind.get());
@@ -65,14 +70,14 @@ pub fn BranchEditor(tree: Tree, node_view: RwSignal<Option<Value>>) -> impl Into
         tree.selected.track();
         pending.set(None);
     });
-    let send = move |op: Value| {
-        let (b, parent) = (tree.base(), tree.selected.get_untracked().unwrap_or(0));
+    let send = move |op: Op| {
+        let (Some(t), Some(parent)) = (tree.id.get_untracked(), tree.selected.get_untracked()) else {
+            return;
+        };
         pending.set(None);
         tree.run(async move {
-            let r = api::post::<Value>(&format!("{b}/branch"), &json!({"parent": parent, "ops": [op]})).await?;
-            if let Some(child) = r["child"].as_u64() {
-                tree.selected.set(Some(child));
-            }
+            let r = api::branch(t, parent, &[op]).await?;
+            tree.selected.set(Some(r.child));
             Ok(())
         });
     };
@@ -140,7 +145,7 @@ fn CustomForm(tree: Tree, draft: Draft) -> impl IntoView {
     };
     let text = RwSignal::new(example.to_string());
     Effect::new(move |_| {
-        draft.set(serde_json::from_str::<Value>(&text.get()).map_err(|e| format!("invalid JSON: {e}")));
+        draft.set(parse_json::<Op>(&text.get()));
     });
     view! {
         <div class="field">
@@ -169,16 +174,20 @@ fn SocialForm(tree: Tree, kind: String, draft: Draft) -> impl IntoView {
     let k = kind.clone();
     Effect::new(move |_| {
         let op = match k.as_str() {
-            "public_broadcast" => Ok(json!({"op": "public_broadcast", "text": text.get()})),
-            "agent_ctx_append" => {
-                Ok(json!({"op": "agent_ctx_append", "name": agent.get(), "role": role.get(), "content": content.get()}))
-            }
-            _ => serde_json::from_str::<Value>(&json_text.get())
-                .map_err(|e| format!("invalid JSON: {e}"))
-                .map(|v| match k.as_str() {
-                    "agent_plan_replace" => json!({"op": k, "name": agent.get(), "plan_state": v}),
-                    _ => json!({"op": k, "name": agent.get(), "updates": v}),
-                }),
+            "public_broadcast" => Ok(Op::PublicBroadcast { text: text.get() }),
+            "agent_ctx_append" => Ok(Op::AgentCtxAppend {
+                name: agent.get(),
+                role: role.get(),
+                content: content.get(),
+            }),
+            "agent_plan_replace" => parse_json::<Value>(&json_text.get()).map(|plan_state| Op::AgentPlanReplace {
+                name: agent.get(),
+                plan_state,
+            }),
+            _ => parse_json::<Map<String, Value>>(&json_text.get()).map(|updates| Op::AgentPropsPatch {
+                name: agent.get(),
+                updates,
+            }),
         };
         draft.set(op);
     });
@@ -300,7 +309,7 @@ fn AbmForm(tree: Tree, node_view: RwSignal<Option<Value>>, kind: String, draft: 
             return;
         };
         leptos::task::spawn_local(async move {
-            if let Ok(l) = api::get::<Vec<LogEntry>>(&format!("/devui/simtree/{t}/node/{n}/logs")).await {
+            if let Ok(l) = api::node_logs(t, n).await {
                 logs.set(l);
             }
         });
@@ -333,6 +342,12 @@ fn AbmForm(tree: Tree, node_view: RwSignal<Option<Value>>, kind: String, draft: 
     });
     let picked = RwSignal::new(None::<Field>);
     let typed = RwSignal::new(String::new());
+    // The node's agents of the chosen type, when their ids are certain (see `abm_agent_ids`).
+    let agent_ids = Memo::new(move |_| {
+        let attr = picked.with(|p| p.as_ref().map(|f| f.name.clone()).unwrap_or_default());
+        let t = agent_type.get();
+        node_view.with(|v| logs.with(|l| abm_agent_ids(&v.as_ref()?["model"], l, &t, &attr)))
+    });
     Effect::new(move |_| {
         draft.set(match picked.get() {
             None => Err(ctx.tr("branch.noFields").to_string()),
@@ -347,6 +362,18 @@ fn AbmForm(tree: Tree, node_view: RwSignal<Option<Value>>, kind: String, draft: 
                     {move || all.with(|a| a.agents.iter().map(|(k, _)| view! { <option value=k.clone()>{k.clone()}</option> }).collect_view())}
                 </select>
             </div>
+            {move || agent_ids.get().map(|ids| view! {
+                <div class="field">
+                    <label for="op-agent-pick">{move || ctx.tr("branch.agentPick")}</label>
+                    <select id="op-agent-pick" on:change=move |ev| agent_id.set(event_target_value(&ev)) prop:value=move || agent_id.get()>
+                        <option value="">{move || ctx.tr("branch.allAgents")}</option>
+                        {ids.into_iter().map(|(id, now)| {
+                            let value = id.to_string();
+                            view! { <option value=value.clone() selected=move || agent_id.get() == value>{format!("#{id} · {now}")}</option> }
+                        }).collect_view()}
+                    </select>
+                </div>
+            })}
             {labelled("branch.agentId", "op-agent-id", text_input("op-agent-id", agent_id, "all"))}
         })}
         <FieldPicker fields picked typed />

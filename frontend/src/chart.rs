@@ -1,32 +1,140 @@
-//! Line charts as SVG polylines (pure, tested natively): the equity curve of a trading node and
-//! its buy-and-hold benchmark share one value axis.
+//! Line charts, the pure part (tested natively): value axes with "nice" ticks, the plot frame
+//! that maps a series' points to SVG coordinates, the point nearest the cursor for the hover
+//! read-out, and what the trading and ABM views plot (equity curves, tracked variables).
+//!
+//! Every series of one chart shares both axes: the x axis is the point's index (a decision
+//! point, a step) so that a compared node's series lines up with the selected one's, and the
+//! y axis spans all series, widened to whole ticks.
 
-/// Scales several series into a `width × height` box (with a margin) on a common value range and
-/// returns each as an SVG `points` string, plus the (min, max) of the axis.
-pub fn polylines(series: &[&[f64]], width: f64, height: f64, margin: f64) -> (Vec<String>, (f64, f64)) {
-    let all = series.iter().flat_map(|s| s.iter().copied()).filter(|v| v.is_finite());
-    let (lo, hi) = all.fold((f64::MAX, f64::MIN), |(lo, hi), v| (lo.min(v), hi.max(v)));
-    if lo > hi {
-        return (series.iter().map(|_| String::new()).collect(), (0.0, 0.0));
+/// A value axis: its range (widened to whole ticks) and the ticks, `step` apart.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Axis {
+    pub lo: f64,
+    pub hi: f64,
+    pub step: f64,
+    pub ticks: Vec<f64>,
+}
+
+/// The 1, 2 or 5 × 10^k nearest above `raw` (a tick step people read at a glance).
+fn nice_step(raw: f64) -> f64 {
+    let mag = 10f64.powf(raw.log10().floor());
+    let norm = raw / mag;
+    let nice = if norm <= 1.0 {
+        1.0
+    } else if norm <= 2.0 {
+        2.0
+    } else if norm <= 5.0 {
+        5.0
+    } else {
+        10.0
+    };
+    nice * mag
+}
+
+impl Axis {
+    /// An axis over every finite value of `series` with at most about `max_ticks` ticks; `None`
+    /// when there is nothing to plot. A flat series gets a range around its value.
+    pub fn over(series: &[&[f64]], max_ticks: usize) -> Option<Axis> {
+        let all = series.iter().flat_map(|s| s.iter().copied()).filter(|v| v.is_finite());
+        let (mut lo, mut hi) = all.fold((f64::MAX, f64::MIN), |(lo, hi), v| (lo.min(v), hi.max(v)));
+        if lo > hi {
+            return None;
+        }
+        if hi == lo {
+            let pad = if lo == 0.0 { 1.0 } else { lo.abs() * 0.1 };
+            (lo, hi) = (lo - pad, hi + pad);
+        }
+        let step = nice_step((hi - lo) / max_ticks.max(2).saturating_sub(1) as f64);
+        let (lo, hi) = ((lo / step).floor() * step, (hi / step).ceil() * step);
+        let count = ((hi - lo) / step).round() as usize;
+        // Multiples of the step, rounded so that 0.1 + 0.2 reads as 0.3.
+        let ticks = (0..=count).map(|k| ((lo / step).round() + k as f64) * step).collect();
+        Some(Axis { lo, hi, step, ticks })
     }
-    let span = if hi > lo { hi - lo } else { 1.0 };
-    let lines = series
-        .iter()
-        .map(|s| {
-            let n = s.len().max(2) - 1;
-            s.iter()
-                .enumerate()
-                .filter(|(_, v)| v.is_finite())
-                .map(|(i, v)| {
-                    let x = margin + (width - 2.0 * margin) * i as f64 / n as f64;
-                    let y = height - margin - (height - 2.0 * margin) * (v - lo) / span;
-                    format!("{x:.1},{y:.1}")
-                })
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .collect();
-    (lines, (lo, hi))
+}
+
+/// A tick's text: as many decimals as the step needs, thousands grouped (`1,250,000`, `0.05`).
+pub fn tick_label(v: f64, step: f64) -> String {
+    let decimals = (-step.log10().floor()).clamp(0.0, 6.0) as usize;
+    let text = if decimals == 0 {
+        crate::ops::grouped(v.round())
+    } else {
+        format!("{v:.decimals$}")
+    };
+    // A value that rounds to zero reads as 0, not -0.
+    match text.strip_prefix('-') {
+        Some(rest) if rest.chars().all(|c| c == '0' || c == '.') => rest.to_string(),
+        _ => text,
+    }
+}
+
+/// A value in the hover read-out: whole numbers grouped, fractions to three significant places
+/// below 100 and two decimals above (`1,184,500.25`, `0.0512`, `34`).
+pub fn value_label(v: f64) -> String {
+    if !v.is_finite() {
+        return "–".into();
+    }
+    if v.fract() == 0.0 || v.abs() >= 100.0 {
+        return crate::ops::grouped(v);
+    }
+    let decimals = (2.0 - v.abs().log10().floor()).clamp(0.0, 8.0) as usize;
+    let s = format!("{v:.decimals$}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// About `max` indices of `0..n` at a nice spacing (always starting at 0): the x axis ticks.
+pub fn index_ticks(n: usize, max: usize) -> Vec<usize> {
+    if n == 0 {
+        return Vec::new();
+    }
+    let step = nice_step(((n - 1) as f64 / max.max(2).saturating_sub(1) as f64).max(1.0)) as usize;
+    (0..n).step_by(step.max(1)).collect()
+}
+
+/// Where the plot sits in its SVG: the whole size and the margins kept for the axis labels.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Frame {
+    pub width: f64,
+    pub height: f64,
+    pub left: f64,
+    pub right: f64,
+    pub top: f64,
+    pub bottom: f64,
+}
+
+impl Frame {
+    /// The x of point `i` of `n` (a single point sits at the left edge).
+    pub fn x(&self, i: usize, n: usize) -> f64 {
+        let span = self.width - self.left - self.right;
+        self.left + span * i as f64 / n.saturating_sub(1).max(1) as f64
+    }
+
+    /// The y of value `v` on `axis`.
+    pub fn y(&self, v: f64, axis: &Axis) -> f64 {
+        let span = self.height - self.top - self.bottom;
+        self.height - self.bottom - span * (v - axis.lo) / (axis.hi - axis.lo)
+    }
+
+    /// A series as an SVG `points` string, on `n` shared x positions (non-finite values skipped).
+    pub fn points(&self, values: &[f64], n: usize, axis: &Axis) -> String {
+        values
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| v.is_finite())
+            .map(|(i, &v)| format!("{:.1},{:.1}", self.x(i, n), self.y(v, axis)))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// The index of the point nearest to the cursor's x (in SVG units) among `n`.
+    pub fn nearest(&self, x: f64, n: usize) -> Option<usize> {
+        if n == 0 {
+            return None;
+        }
+        let span = self.width - self.left - self.right;
+        let i = ((x - self.left) / span * n.saturating_sub(1) as f64).round();
+        Some(i.clamp(0.0, (n - 1) as f64) as usize)
+    }
 }
 
 /// A percentage with one decimal (`0.0123` → `1.2%`).
@@ -34,10 +142,13 @@ pub fn pct(v: Option<f64>) -> String {
     v.map_or_else(|| "–".into(), |v| format!("{:.1}%", v * 100.0))
 }
 
+/// A tracked variable (its sourceName) and its value at each step.
+pub type Tracked = (String, Vec<f64>);
+
 /// The numeric tracked variables of an agent-based model over its steps, from `abm_step`
 /// entries (`{step, values}`), in first-seen order; non-numeric values (lists, maps) are skipped.
-pub fn abm_series(entries: &[simtree_shared::LogEntry]) -> Vec<(String, Vec<f64>)> {
-    let mut out: Vec<(String, Vec<f64>)> = Vec::new();
+pub fn abm_series(entries: &[simtree_shared::LogEntry]) -> Vec<Tracked> {
+    let mut out: Vec<Tracked> = Vec::new();
     for e in entries.iter().filter(|e| e.kind == "abm_step") {
         let Some(values) = e.data["values"].as_object() else {
             continue;
@@ -51,6 +162,15 @@ pub fn abm_series(entries: &[simtree_shared::LogEntry]) -> Vec<(String, Vec<f64>
         }
     }
     out
+}
+
+/// The step number of each `abm_step` entry (the x of [`abm_series`]' points).
+pub fn abm_steps(entries: &[simtree_shared::LogEntry]) -> Vec<String> {
+    entries
+        .iter()
+        .filter(|e| e.kind == "abm_step")
+        .map(|e| e.data["step"].to_string())
+        .collect()
 }
 
 /// A short label for a sourceName (`globalVariable.infectedCount` → `infectedCount`).
@@ -127,8 +247,9 @@ mod tests {
             data: json!({}),
             node: 1,
         };
-        let s = abm_series(&[step(0, 1), other, step(1, 4)]);
+        let s = abm_series(&[step(0, 1), other.clone(), step(1, 4)]);
         assert_eq!(s, vec![("globalVariable.infected".to_string(), vec![1.0, 4.0])]);
+        assert_eq!(abm_steps(&[step(0, 1), other, step(1, 4)]), ["0", "1"]);
         assert_eq!(short_name("globalVariable.infected"), "infected");
         let model = json!({
             "environment": {"topology": {"type": "grid"}},
@@ -141,15 +262,56 @@ mod tests {
     }
 
     #[test]
-    fn series_share_one_axis() {
-        let a = [100.0, 110.0, 105.0];
-        let b = [100.0, 90.0];
-        let (lines, (lo, hi)) = polylines(&[&a, &b], 200.0, 100.0, 10.0);
-        assert_eq!((lo, hi), (90.0, 110.0));
-        assert_eq!(lines[0], "10.0,50.0 100.0,10.0 190.0,30.0");
-        assert_eq!(lines[1], "10.0,50.0 190.0,90.0");
-        let (empty, _) = polylines(&[&[]], 10.0, 10.0, 1.0);
-        assert_eq!(empty, vec![String::new()]);
+    fn axes_have_nice_ticks_and_readable_labels() {
+        let a = Axis::over(&[&[93.0, 110.0], &[101.0]], 6).unwrap();
+        assert_eq!((a.lo, a.hi, a.step), (90.0, 110.0, 5.0));
+        assert_eq!(a.ticks, [90.0, 95.0, 100.0, 105.0, 110.0]);
+        let money = Axis::over(&[&[1_000_000.0, 1_184_500.0]], 5).unwrap();
+        assert_eq!(money.step, 50_000.0);
+        assert_eq!(tick_label(money.ticks[1], money.step), "1,050,000");
+        let rate = Axis::over(&[&[0.0, 0.31]], 5).unwrap();
+        assert_eq!(
+            rate.ticks.iter().map(|&v| tick_label(v, rate.step)).collect::<Vec<_>>(),
+            ["0.0", "0.1", "0.2", "0.3", "0.4"]
+        );
+        let flat = Axis::over(&[&[5.0, 5.0]], 5).unwrap();
+        assert!(flat.lo < 5.0 && flat.hi > 5.0, "a flat line sits inside its axis");
+        assert_eq!(Axis::over(&[&[], &[f64::NAN]], 5), None);
+        assert_eq!(tick_label(-0.0000001, 0.1), "0.0");
+        assert_eq!(index_ticks(30, 7), [0, 5, 10, 15, 20, 25]);
+        assert_eq!(index_ticks(30, 4), [0, 10, 20]);
+        assert_eq!(index_ticks(3, 6), [0, 1, 2]);
+        assert!(index_ticks(0, 6).is_empty());
+    }
+
+    #[test]
+    fn series_share_the_frame_and_the_cursor_finds_the_nearest_point() {
+        let f = Frame {
+            width: 220.0,
+            height: 120.0,
+            left: 20.0,
+            right: 0.0,
+            top: 10.0,
+            bottom: 10.0,
+        };
+        let axis = Axis::over(&[&[100.0, 110.0, 105.0], &[90.0, 100.0]], 3).unwrap();
+        assert_eq!((axis.lo, axis.hi), (90.0, 110.0));
+        assert_eq!(
+            f.points(&[100.0, 110.0, 105.0], 3, &axis),
+            "20.0,60.0 120.0,10.0 220.0,35.0"
+        );
+        // A shorter series keeps the shared x positions (step 1 is step 1 in both).
+        assert_eq!(f.points(&[90.0, f64::NAN], 3, &axis), "20.0,110.0");
+        assert_eq!(f.nearest(60.0, 3), Some(0));
+        assert_eq!(f.nearest(75.0, 3), Some(1));
+        assert_eq!(f.nearest(500.0, 3), Some(2), "beyond the plot: the last point");
+        assert_eq!(f.nearest(0.0, 3), Some(0));
+        assert_eq!(f.nearest(50.0, 0), None);
+        assert_eq!(value_label(1_184_500.25), "1,184,500.25");
+        assert_eq!(value_label(0.05123), "0.0512");
+        assert_eq!(value_label(34.0), "34");
+        assert_eq!(value_label(2.5), "2.5");
+        assert_eq!(value_label(f64::NAN), "–");
         assert_eq!(pct(Some(0.0123)), "1.2%");
         assert_eq!(pct(None), "–");
     }

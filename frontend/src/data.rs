@@ -6,7 +6,6 @@
 use leptos::html;
 use leptos::prelude::*;
 use serde_json::Value;
-use simtree_shared::{LogEntry, TreeRef};
 
 use crate::api::{self, ApiError};
 use crate::app::{Tree, ctx};
@@ -14,16 +13,12 @@ use crate::chart::abm_series;
 use crate::export::{equity_csv, file_name, logs_jsonl, series_csv, svg_document};
 use crate::route::Route;
 
-async fn logs(tree: u64, node: u64) -> Result<Vec<LogEntry>, ApiError> {
-    api::get::<Vec<LogEntry>>(&format!("/devui/simtree/{tree}/node/{node}/logs")).await
-}
-
 /// The selected node's series as CSV: the equity curve of a trading node, the tracked
 /// variables of an ABM node; `None` for a social node (it has no series).
 async fn series_of(tree: u64, node: u64, view: &Value) -> Result<Option<String>, ApiError> {
     Ok(match view["kind"].as_str() {
         Some("trading") => Some(equity_csv(view)),
-        Some("abm") => Some(series_csv(&abm_series(&logs(tree, node).await?))),
+        Some("abm") => Some(series_csv(&abm_series(&api::node_logs(tree, node).await?))),
         _ => None,
     })
 }
@@ -42,7 +37,7 @@ pub fn DataPanel(tree: Tree, node_view: RwSignal<Option<Value>>) -> impl IntoVie
     let export = move |_| {
         let Some(t) = tree.id.get_untracked() else { return };
         leptos::task::spawn_local(async move {
-            let r = api::get_text(&format!("/devui/simtree/{t}/export")).await;
+            let r = api::export(t).await;
             if let Err(e) =
                 r.and_then(|text| api::download(&file_name(t, None, "export", "json"), "application/json", &text))
             {
@@ -53,7 +48,7 @@ pub fn DataPanel(tree: Tree, node_view: RwSignal<Option<Value>>) -> impl IntoVie
     let log = move |_| {
         let Some((t, n)) = ids() else { return };
         leptos::task::spawn_local(async move {
-            let r = logs(t, n).await;
+            let r = api::node_logs(t, n).await;
             if let Err(e) = r.and_then(|l| {
                 api::download(
                     &file_name(t, Some(n), "log", "jsonl"),
@@ -122,9 +117,10 @@ pub fn ImportButton() -> impl IntoView {
         leptos::task::spawn_local(async move {
             let r = async {
                 let text = api::read_chosen_file(&el).await?;
-                let body: Value = serde_json::from_str(&text)
+                // Not JSON at all: say so here; anything else the server judges (in its words).
+                serde_json::from_str::<serde::de::IgnoredAny>(&text)
                     .map_err(|e| ApiError::Client(format!("{}: {e}", ctx.tr("data.notJson"))))?;
-                api::post::<TreeRef>("/devui/simtree/import", &body).await
+                api::import_tree(text).await
             };
             match r.await {
                 Ok(t) => ctx.navigate(Route::SimTree(Some(t.id))),

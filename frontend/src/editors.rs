@@ -7,8 +7,8 @@
 //! field's type (the message is shown inline under the input), and builds the op the server
 //! expects. Custom JSON stays the expert mode beside these forms.
 
-use serde_json::{Map, Value, json};
-use simtree_shared::LogEntry;
+use serde_json::{Map, Value};
+use simtree_shared::{LogEntry, Op};
 
 use crate::ops::Kind;
 
@@ -134,6 +134,40 @@ pub fn last_abm_values(entries: &[LogEntry]) -> Map<String, Value> {
         .unwrap_or_default()
 }
 
+/// The agents of `agent_type` the node has, by id, each with its value of `attr` (or of the
+/// type's first attribute tracked per agent) at the node's last step: the choices of the
+/// agent-id picker.
+///
+/// The log carries per-agent lists ordered by id but not the ids themselves. Mesa numbers agents
+/// 1, 2, … as they are made, so the ids are certain only for a model with one agent type whose
+/// population is the same at the first and the last step; any other model (or a node with no
+/// step yet) gets `None`, and the id stays a free entry.
+pub fn abm_agent_ids(model: &Value, entries: &[LogEntry], agent_type: &str, attr: &str) -> Option<Vec<(u64, String)>> {
+    let types: Vec<String> = crate::chart::abm_structure(model)
+        .agents
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    if types != [agent_type] {
+        return None;
+    }
+    let mut steps = entries.iter().filter(|e| e.kind == "abm_step");
+    let first = steps.next()?;
+    let last = steps.next_back().unwrap_or(first);
+    let prefix = format!("agent.{agent_type}.agentAttribute.");
+    let values = last.data["values"].as_object()?;
+    let (key, list) = values
+        .get_key_value(&format!("{prefix}{attr}"))
+        .filter(|(_, v)| v.is_array())
+        .or_else(|| values.iter().find(|(k, v)| k.starts_with(&prefix) && v.is_array()))?;
+    let list = list.as_array()?;
+    let at_first = first.data["values"][key].as_array()?.len();
+    if at_first != list.len() {
+        return None;
+    }
+    Some((1..).zip(list.iter().map(value_text)).collect())
+}
+
 /// An ABM model's editable fields: globals, environment attributes and, per agent type, its
 /// attributes.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -245,7 +279,7 @@ pub fn social_fields(state: &Value) -> Vec<Field> {
 
 /// The scene-state patch: the JSON object typed (the expert part), plus the picked key when its
 /// typed value differs from the current one. Keys in the JSON win.
-pub fn scene_patch(json_text: &str, picked: Option<(&Field, &str)>) -> Result<Value, String> {
+pub fn scene_patch(json_text: &str, picked: Option<(&Field, &str)>) -> Result<Op, String> {
     let text = json_text.trim();
     let mut updates = if text.is_empty() {
         Map::new()
@@ -264,24 +298,25 @@ pub fn scene_patch(json_text: &str, picked: Option<(&Field, &str)>) -> Result<Va
     if updates.is_empty() {
         return Err("nothing to change: pick a key and type a new value".into());
     }
-    Ok(json!({"op": "scene_state_patch", "updates": updates}))
+    Ok(Op::SceneStatePatch { updates })
 }
 
 /// `portfolio_patch` from the cash input (empty = unchanged) and `(ticker, shares)` inputs
 /// (empty = unchanged, 0 = sell all).
-pub fn portfolio_patch(cash: &str, positions: &[(String, String)]) -> Result<Value, String> {
-    let mut op = json!({"op": "portfolio_patch"});
+pub fn portfolio_patch(cash: &str, positions: &[(String, String)]) -> Result<Op, String> {
     let cash = cash.trim();
-    if !cash.is_empty() {
+    let cash = if cash.is_empty() {
+        None
+    } else {
         let c = cash
             .replace(',', "")
             .parse::<f64>()
             .ok()
             .filter(|c| c.is_finite() && *c >= 0.0)
             .ok_or_else(|| format!("cash: expected an amount of 0 or more, got '{cash}'"))?;
-        op["cash"] = json!(c);
-    }
-    let mut map = Map::new();
+        Some(c)
+    };
+    let mut positions_map = Map::new();
     for (ticker, shares) in positions {
         let s = shares.trim();
         if s.is_empty() {
@@ -290,20 +325,20 @@ pub fn portfolio_patch(cash: &str, positions: &[(String, String)]) -> Result<Val
         let n = s
             .parse::<u64>()
             .map_err(|_| format!("{ticker}: expected a whole number of shares (0 or more), got '{s}'"))?;
-        map.insert(ticker.clone(), json!(n));
+        positions_map.insert(ticker.clone(), Value::from(n));
     }
-    if !map.is_empty() {
-        op["positions"] = Value::Object(map);
-    }
-    if op.get("cash").is_none() && op.get("positions").is_none() {
+    if cash.is_none() && positions_map.is_empty() {
         return Err("nothing to change: set the cash or a position".into());
     }
-    Ok(op)
+    Ok(Op::PortfolioPatch {
+        cash,
+        positions: positions_map,
+    })
 }
 
 /// `case_data_inject` of a `news`/`earnings`/`other` item. The item has no date field, so a date
 /// is written at the start of the content, as the data set's own items are (`2012-04-24 AAPL: …`).
-pub fn news_item(kind: &str, date: &str, content: &str) -> Result<Value, String> {
+pub fn news_item(kind: &str, date: &str, content: &str) -> Result<Op, String> {
     let content = content.trim();
     if content.is_empty() {
         return Err("the item needs some content".into());
@@ -314,12 +349,21 @@ pub fn news_item(kind: &str, date: &str, content: &str) -> Result<Value, String>
     } else {
         format!("{date} {content}")
     };
-    Ok(json!({"op": "case_data_inject", "item": {"kind": kind, "content": text}}))
+    // The item is free-form in the contract (`{kind, content, …}`); these two keys are the ones
+    // every item has.
+    let mut item = Map::new();
+    item.insert("kind".into(), kind.into());
+    item.insert("content".into(), text.into());
+    Ok(Op::CaseDataInject {
+        item: Value::Object(item),
+    })
 }
 
 /// `agent_swap` to a kind with its parameters (empty = the server's default).
-pub fn agent_swap(kind: &str, lookback: &str, band: &str, history: &str, prompt: &str) -> Result<Value, String> {
-    let mut agent = json!({"kind": kind});
+pub fn agent_swap(kind: &str, lookback: &str, band: &str, history: &str, prompt: &str) -> Result<Op, String> {
+    // The agent is free-form in the contract: `kind` plus that kind's own parameters.
+    let mut agent = Map::new();
+    agent.insert("kind".into(), kind.into());
     let whole = |name: &str, text: &str| -> Result<Option<u64>, String> {
         let t = text.trim();
         if t.is_empty() {
@@ -335,32 +379,36 @@ pub fn agent_swap(kind: &str, lookback: &str, band: &str, history: &str, prompt:
         "buy_and_hold" => {}
         "momentum" | "mean_reversion" => {
             if let Some(n) = whole("lookback", lookback)? {
-                agent["lookback"] = json!(n);
+                agent.insert("lookback".into(), n.into());
             }
             if kind == "mean_reversion" && !band.trim().is_empty() {
                 let b = parse_value(FieldType::Number, band).map_err(|e| format!("band: {e}"))?;
-                agent["band"] = b;
+                agent.insert("band".into(), b);
             }
         }
         "llm" => {
             if let Some(n) = whole("history", history)? {
-                agent["history"] = json!(n);
+                agent.insert("history".into(), n.into());
             }
             if !prompt.trim().is_empty() {
-                agent["system_prompt"] = json!(prompt);
+                agent.insert("system_prompt".into(), prompt.into());
             }
         }
         other => return Err(format!("unknown agent kind '{other}'")),
     }
-    Ok(json!({"op": "agent_swap", "agent": agent}))
+    Ok(Op::AgentSwap {
+        agent: Value::Object(agent),
+    })
 }
 
 /// `agent_prompt_replace`; the server refuses an empty prompt, so the form does first.
-pub fn prompt_replace(prompt: &str) -> Result<Value, String> {
+pub fn prompt_replace(prompt: &str) -> Result<Op, String> {
     if prompt.trim().is_empty() {
         return Err("the prompt must not be empty".into());
     }
-    Ok(json!({"op": "agent_prompt_replace", "system_prompt": prompt}))
+    Ok(Op::AgentPromptReplace {
+        system_prompt: prompt.to_string(),
+    })
 }
 
 /// Which ABM declaration an op sets.
@@ -373,27 +421,28 @@ pub enum AbmTarget {
 
 /// `abm_set_global` / `abm_set_environment` / `abm_set_agent` of `field` to what was typed; an
 /// agent op takes its type and, optionally, one agent's id.
-pub fn abm_op(
-    target: AbmTarget,
-    field: &Field,
-    typed: &str,
-    agent_type: &str,
-    agent_id: &str,
-) -> Result<Value, String> {
+pub fn abm_op(target: AbmTarget, field: &Field, typed: &str, agent_type: &str, agent_id: &str) -> Result<Op, String> {
     let value = parse_value(field.ty, typed).map_err(|e| format!("{}: {e}", field.name))?;
+    let name = field.name.clone();
     Ok(match target {
-        AbmTarget::Global => json!({"op": "abm_set_global", "name": field.name, "value": value}),
-        AbmTarget::Environment => json!({"op": "abm_set_environment", "name": field.name, "value": value}),
+        AbmTarget::Global => Op::AbmSetGlobal { name, value },
+        AbmTarget::Environment => Op::AbmSetEnvironment { name, value },
         AbmTarget::Agent => {
-            let mut op = json!({"op": "abm_set_agent", "agent_type": agent_type, "name": field.name, "value": value});
             let id = agent_id.trim();
-            if !id.is_empty() {
-                let n = id
-                    .parse::<u64>()
-                    .map_err(|_| format!("agent id: expected a whole number, got '{id}'"))?;
-                op["agent_id"] = json!(n);
+            let agent_id = if id.is_empty() {
+                None
+            } else {
+                Some(
+                    id.parse::<u64>()
+                        .map_err(|_| format!("agent id: expected a whole number, got '{id}'"))?,
+                )
+            };
+            Op::AbmSetAgent {
+                agent_type: agent_type.to_string(),
+                name,
+                value,
+                agent_id,
             }
-            op
         }
     })
 }
@@ -401,6 +450,12 @@ pub fn abm_op(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    /// An op as the server receives it.
+    fn wire(op: Result<Op, String>) -> Value {
+        serde_json::to_value(op.unwrap()).unwrap()
+    }
 
     fn sir() -> Value {
         json!({
@@ -444,6 +499,46 @@ mod tests {
     }
 
     #[test]
+    fn agent_ids_come_from_the_per_agent_lists_when_they_are_certain() {
+        let logs = [
+            step(json!({"agent.Person.agentAttribute.status": ["S", "S", "S"]})),
+            step(json!({"agent.Person.agentAttribute.status": ["S", "I", "R"], "globalVariable.infectedCount": 1})),
+        ];
+        let ids = abm_agent_ids(&sir(), &logs, "Person", "infectionTime").unwrap();
+        assert_eq!(
+            ids,
+            [(1, "S".into()), (2, "I".into()), (3, "R".into())],
+            "another tracked list serves"
+        );
+        assert_eq!(abm_agent_ids(&sir(), &logs[..1], "Person", "status").unwrap().len(), 3);
+        assert_eq!(
+            abm_agent_ids(&sir(), &logs, "Tree", "status"),
+            None,
+            "not a type of the model"
+        );
+        assert_eq!(abm_agent_ids(&sir(), &[], "Person", "status"), None, "no step yet");
+        let shrunk = [
+            logs[0].clone(),
+            step(json!({"agent.Person.agentAttribute.status": ["S", "I"]})),
+        ];
+        assert_eq!(
+            abm_agent_ids(&sir(), &shrunk, "Person", "status"),
+            None,
+            "agents came or went"
+        );
+        let mut two = sir();
+        two["agents"][0]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"agentAttributes": [{"name": "x", "sourceName": "agent.Cell.agentAttribute.x"}]}));
+        assert_eq!(
+            abm_agent_ids(&two, &logs, "Person", "status"),
+            None,
+            "two types share the numbering"
+        );
+    }
+
+    #[test]
     fn values_are_parsed_by_their_type_with_readable_errors() {
         assert_eq!(parse_value(FieldType::Integer, " 12 "), Ok(json!(12)));
         assert!(
@@ -466,14 +561,14 @@ mod tests {
     #[test]
     fn abm_ops_carry_name_type_and_optional_agent_id() {
         let f = abm_fields(&sir(), &Map::new());
-        let g = abm_op(AbmTarget::Global, &f.globals[0], "0.6", "", "").unwrap();
+        let g = wire(abm_op(AbmTarget::Global, &f.globals[0], "0.6", "", ""));
         assert_eq!(
             g,
             json!({"op": "abm_set_global", "name": "infectionRate", "value": 0.6})
         );
-        let e = abm_op(AbmTarget::Environment, &f.environment[0], "0.7", "", "").unwrap();
+        let e = wire(abm_op(AbmTarget::Environment, &f.environment[0], "0.7", "", ""));
         assert_eq!(e["op"], "abm_set_environment");
-        let a = abm_op(AbmTarget::Agent, &f.agents[0].1[0], "R", "Person", "7").unwrap();
+        let a = wire(abm_op(AbmTarget::Agent, &f.agents[0].1[0], "R", "Person", "7"));
         assert_eq!(
             a,
             json!({"op": "abm_set_agent", "agent_type": "Person", "name": "status", "value": "R", "agent_id": 7})
@@ -493,12 +588,12 @@ mod tests {
         assert_eq!(fields[1].ty, FieldType::Text);
         let time = &fields[0];
         assert_eq!(
-            scene_patch("{}", Some((time, "1200"))).unwrap(),
+            wire(scene_patch("{}", Some((time, "1200")))),
             json!({"op": "scene_state_patch", "updates": {"time": 1200}})
         );
         // The unchanged picked key is left out; the JSON's keys are taken as typed.
         assert_eq!(
-            scene_patch(r#"{"topic": "sun"}"#, Some((time, "1080"))).unwrap()["updates"],
+            wire(scene_patch(r#"{"topic": "sun"}"#, Some((time, "1080"))))["updates"],
             json!({"topic": "sun"})
         );
         assert!(
@@ -513,7 +608,10 @@ mod tests {
     #[test]
     fn trading_forms_build_the_servers_ops() {
         assert_eq!(
-            portfolio_patch("500,000", &[("AAPL".into(), "10".into()), ("MSFT".into(), "".into())]).unwrap(),
+            wire(portfolio_patch(
+                "500,000",
+                &[("AAPL".into(), "10".into()), ("MSFT".into(), "".into())]
+            )),
             json!({"op": "portfolio_patch", "cash": 500000.0, "positions": {"AAPL": 10}})
         );
         assert!(portfolio_patch("", &[]).unwrap_err().starts_with("nothing"));
@@ -524,25 +622,25 @@ mod tests {
                 .starts_with("AAPL")
         );
         assert_eq!(
-            news_item("news", "2012-06-01", "Apple recalls phones").unwrap()["item"],
+            wire(news_item("news", "2012-06-01", "Apple recalls phones"))["item"],
             json!({"kind": "news", "content": "2012-06-01 Apple recalls phones"})
         );
         assert!(news_item("news", "", "  ").is_err());
         assert_eq!(
-            agent_swap("mean_reversion", "20", "1.5", "", "").unwrap()["agent"],
+            wire(agent_swap("mean_reversion", "20", "1.5", "", ""))["agent"],
             json!({"kind": "mean_reversion", "lookback": 20, "band": 1.5})
         );
         assert_eq!(
-            agent_swap("buy_and_hold", "9", "", "", "").unwrap()["agent"],
+            wire(agent_swap("buy_and_hold", "9", "", "", ""))["agent"],
             json!({"kind": "buy_and_hold"})
         );
         assert_eq!(
-            agent_swap("llm", "", "", "2", "Be careful.").unwrap()["agent"],
+            wire(agent_swap("llm", "", "", "2", "Be careful."))["agent"],
             json!({"kind": "llm", "history": 2, "system_prompt": "Be careful."})
         );
         assert!(agent_swap("momentum", "0", "", "", "").is_err());
         assert!(prompt_replace(" ").is_err());
-        assert_eq!(prompt_replace("Hold.").unwrap()["system_prompt"], "Hold.");
+        assert_eq!(wire(prompt_replace("Hold."))["system_prompt"], "Hold.");
     }
 
     #[test]

@@ -309,6 +309,39 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
         }
     };
 
+    // Progress of running nodes: a bar above the node and "turn i/N" once ids fit. Drawn apart
+    // from the nodes (dense mode has no node elements) and only for the few nodes that run.
+    let running = move || tree.progress.with(|p| p.0.keys().copied().collect::<Vec<_>>());
+    let progress_mark = move |id: u64| {
+        let at = move || layout.with(|l| l.pos.get(&id).copied());
+        let half = NODE / 2.0;
+        view! {
+            <Show when=move || at().is_some() && tree.progress_of(id).is_some()>
+                <g
+                    class="progress"
+                    data-id=id.to_string()
+                    transform=move || { let (x, y) = at().unwrap_or_default(); format!("translate({x:.1},{y:.1})") }
+                >
+                    <rect x=-half y=-half - 9.0 width=NODE height="4" rx="2" style="fill: var(--border, #ccc)"></rect>
+                    <rect
+                        class="bar"
+                        x=-half
+                        y=-half - 9.0
+                        height="4"
+                        rx="2"
+                        width=move || tree.progress_of(id).map_or(0.0, |(_, t)| NODE * t.fraction())
+                        style="fill: var(--accent, #1e4976)"
+                    ></rect>
+                    <Show when=move || show_ids.get()>
+                        <text class="nprog" text-anchor="middle" y=-half - 12.0 style="font-size: 10px; fill: var(--accent, #1e4976)">
+                            {move || tree.progress_of(id).map(|(label, _)| label)}
+                        </text>
+                    </Show>
+                </g>
+            </Show>
+        }
+    };
+
     // Dense mode: edges grouped by colour into one path each, nodes as round-capped dots.
     let dense_edges = move || {
         let mut groups: Vec<(EdgeStyle, String)> = Vec::new();
@@ -413,6 +446,7 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
                         {dense_edges}
                         {dense_nodes}
                     </Show>
+                    <For each=running key=|id| *id children=progress_mark />
                 </g>
             </svg>
             <div class="zoom-controls">
@@ -509,12 +543,12 @@ pub fn Stats(tree: Tree) -> impl IntoView {
 #[component]
 pub fn UsageLine(tree: Tree) -> impl IntoView {
     let ctx = ctx();
-    let usage = RwSignal::new(None::<serde_json::Value>);
+    let usage = RwSignal::new(None::<simtree_shared::UsageReply>);
     Effect::new(move |_| {
         tree.last_msg.track();
         let Some(t) = tree.id.get() else { return };
         leptos::task::spawn_local(async move {
-            if let Ok(v) = crate::api::get::<serde_json::Value>(&format!("/devui/simtree/{t}/usage")).await {
+            if let Ok(v) = crate::api::usage(t).await {
                 usage.set(Some(v));
             }
         });
@@ -522,22 +556,21 @@ pub fn UsageLine(tree: Tree) -> impl IntoView {
     let text = move || {
         usage.with(|u| {
             let u = u.as_ref()?;
-            let n = |k: &str| u["usage"][k].as_u64().unwrap_or(0);
-            let budget = u["budget"].as_object();
-            if n("calls") == 0 && budget.is_none() {
+            let n = &u.usage;
+            if n.calls == 0 && u.budget.is_none() {
                 return None;
             }
             let mut s = format!(
                 "LLM: {} {} · {} + {} {} · {} ms",
-                n("calls"),
+                n.calls,
                 ctx.tr("usage.calls"),
-                n("prompt_tokens"),
-                n("completion_tokens"),
+                n.prompt_tokens,
+                n.completion_tokens,
                 ctx.tr("usage.tokens"),
-                n("latency_ms")
+                n.latency_ms
             );
-            if let Some(b) = budget {
-                s.push_str(&format!(" · {} {}/{}", ctx.tr("usage.budget"), b["spent"], b["limit"]));
+            if let Some(b) = &u.budget {
+                s.push_str(&format!(" · {} {}/{}", ctx.tr("usage.budget"), b.spent, b.limit));
             }
             Some(s)
         })

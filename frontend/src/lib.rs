@@ -2,8 +2,8 @@
 //!
 //! Pure logic — the graph reducer, context deltas, event formatting, the tree layout, routes,
 //! i18n, node comparison, op labels — lives in plain modules tested on the native target
-//! (`model`, `layout`, `route`, `i18n`, `compare`, `ops`, `chart`, `editors`, `export`). Components (`app`, `graph`, `pages`) only wire it to the DOM, and
-//! `api` talks to the server (fetch, WebSockets).
+//! (`model`, `layout`, `route`, `i18n`, `compare`, `ops`, `chart`, `editors`, `export`, `when`). Components (`app`, `graph`, `pages`) only wire it to the DOM, and
+//! `api` talks to the server (fetch, WebSockets); `plot` draws [`chart`]'s line charts.
 
 pub mod chart;
 pub mod compare;
@@ -14,6 +14,7 @@ pub mod layout;
 pub mod model;
 pub mod ops;
 pub mod route;
+pub mod when;
 
 mod api;
 mod app;
@@ -21,6 +22,7 @@ mod branch;
 mod data;
 mod graph;
 mod pages;
+mod plot;
 mod trees;
 
 use wasm_bindgen::prelude::*;

@@ -3,6 +3,8 @@
 //! * [`GraphModel`] — the tree as the UI draws it, kept in sync by the tree socket's messages
 //!   (`attached`, `run_start`, `run_finish`, `deleted`, `snapshot`) as upstream's reducer does
 //!   (spec §4.2), plus the extension messages.
+//! * [`Progress`] — how far each running node has got (`run_progress`), kept apart from the
+//!   graph so that ten messages a second do not re-lay out the tree.
 //! * [`Toasts`] — the notification list: finished runs coalesce into one toast per batch,
 //!   failures are errors that stay until dismissed.
 //! * [`NodeView`] — the selected node's events and per-agent context, fed by REST and then by the
@@ -130,7 +132,7 @@ impl GraphModel {
                 self.errors = errors.into_iter().filter(|(n, _)| self.nodes.contains_key(n)).collect();
                 None
             }
-            // Progress is shown by the live view (see the helper's UI work); the graph keeps no copy.
+            // Progress lives in [`Progress`]; a resync is followed by a snapshot.
             TreeMsg::RunProgress { .. } | TreeMsg::Resync { .. } => None,
         }
     }
@@ -167,6 +169,56 @@ impl GraphModel {
 
     pub fn edge_type_of(&self, node: u64) -> Option<EdgeType> {
         self.edges.iter().find(|e| e.to == node).map(|e| e.kind)
+    }
+}
+
+/// `done` of `total` units of a run: turns (social), steps (ABM) or decision points (trading).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Turns {
+    pub done: u64,
+    pub total: u64,
+}
+
+impl Turns {
+    /// The finished share in `0.0..=1.0` (an unknown total counts as nothing done).
+    pub fn fraction(self) -> f64 {
+        if self.total == 0 {
+            0.0
+        } else {
+            (self.done as f64 / self.total as f64).clamp(0.0, 1.0)
+        }
+    }
+}
+
+/// The latest `run_progress` of every running node.
+///
+/// Applied after [`GraphModel::apply`] with the updated graph: an entry lives only while the
+/// graph says its node runs, so a finish, a delete or a snapshot without the node drops it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Progress(pub HashMap<u64, Turns>);
+
+impl Progress {
+    /// Applies one tree-socket message; true when what is shown changed.
+    pub fn apply(&mut self, msg: &TreeMsg, graph: &GraphModel) -> bool {
+        match msg {
+            TreeMsg::RunProgress { node, done, total } => {
+                let t = Turns {
+                    done: *done,
+                    total: *total,
+                };
+                self.0.insert(*node, t) != Some(t)
+            }
+            TreeMsg::RunFinish { .. } | TreeMsg::Deleted { .. } | TreeMsg::Snapshot(_) => {
+                let before = self.0.len();
+                self.0.retain(|n, _| graph.running.contains(n));
+                self.0.len() != before
+            }
+            TreeMsg::Attached(_) | TreeMsg::RunStart { .. } | TreeMsg::Resync { .. } => false,
+        }
+    }
+
+    pub fn of(&self, node: u64) -> Option<Turns> {
+        self.0.get(&node).copied()
     }
 }
 
@@ -712,6 +764,66 @@ mod tests {
             t.push(Level::Info, Note::Text(format!("m{i}")));
         }
         assert_eq!(t.items.len(), Toasts::MAX);
+    }
+
+    #[test]
+    fn progress_follows_the_running_node_until_its_run_ends() {
+        let mut g = GraphModel::default();
+        let mut p = Progress::default();
+        let feed = |msg: TreeMsg, g: &mut GraphModel, p: &mut Progress| {
+            g.apply(&msg);
+            p.apply(&msg, g)
+        };
+        feed(attached(1, Some(0), 1, EdgeType::Advance), &mut g, &mut p);
+        feed(TreeMsg::RunStart { node: 1 }, &mut g, &mut p);
+        let step = |done| TreeMsg::RunProgress {
+            node: 1,
+            done,
+            total: 10,
+        };
+        assert!(feed(step(3), &mut g, &mut p));
+        assert_eq!(p.of(1), Some(Turns { done: 3, total: 10 }));
+        assert!(!feed(step(3), &mut g, &mut p), "a repeat changes nothing");
+        assert!((p.of(1).unwrap().fraction() - 0.3).abs() < 1e-9);
+        let finish = TreeMsg::RunFinish {
+            node: 1,
+            status: NodeStatus::Done,
+            error: None,
+        };
+        assert!(feed(finish, &mut g, &mut p));
+        assert_eq!(p.of(1), None, "a finished run shows no progress");
+        // A snapshot drops the progress of nodes that no longer run; a delete too.
+        feed(TreeMsg::RunStart { node: 2 }, &mut g, &mut p);
+        feed(
+            TreeMsg::RunProgress {
+                node: 2,
+                done: 1,
+                total: 4,
+            },
+            &mut g,
+            &mut p,
+        );
+        feed(
+            TreeMsg::RunProgress {
+                node: 5,
+                done: 1,
+                total: 4,
+            },
+            &mut g,
+            &mut p,
+        );
+        let snap = Graph {
+            root: 0,
+            frontier: vec![],
+            running: vec![2],
+            nodes: vec![],
+            edges: vec![],
+        };
+        feed(TreeMsg::Snapshot(snap), &mut g, &mut p);
+        assert_eq!((p.of(2).is_some(), p.of(5)), (true, None));
+        feed(TreeMsg::Deleted { node: 2 }, &mut g, &mut p);
+        assert_eq!(p.of(2), None);
+        assert_eq!(Turns { done: 1, total: 0 }.fraction(), 0.0);
     }
 
     #[test]

@@ -201,6 +201,15 @@ impl Kind {
         }
     }
 
+    /// The i18n key of the unit a run of this kind counts in `run_progress`.
+    pub fn progress_unit(self) -> &'static str {
+        match self {
+            Kind::Social => "progress.turn",
+            Kind::Trading => "progress.decision",
+            Kind::Abm => "progress.step",
+        }
+    }
+
     /// The edge legend of this kind.
     pub fn legend(self) -> &'static [EdgeStyle] {
         match self {
@@ -246,17 +255,17 @@ pub fn finished_reason(view: &Value) -> Option<String> {
 }
 
 /// Ops that silently destroy something: the question to ask before sending them.
-pub fn needs_confirm(op: &Value) -> Option<String> {
+pub fn needs_confirm(op: &Op) -> Option<String> {
     let empty = |v: &Value| v.is_null() || v.as_object().is_some_and(|m| m.is_empty()) || v.as_str() == Some("");
-    match op["op"].as_str()? {
-        "agent_plan_replace" if empty(&op["plan_state"]) => Some(format!(
+    match op {
+        Op::AgentPlanReplace { name, plan_state } if empty(plan_state) => Some(format!(
             "Replace {}'s plan with an empty one? The current plan is lost on the new branch.",
-            op["name"].as_str().unwrap_or("the agent")
+            if name.is_empty() { "the agent" } else { name }
         )),
-        "agent_prompt_replace" if empty(&op["system_prompt"]) => {
+        Op::AgentPromptReplace { system_prompt } if system_prompt.is_empty() => {
             Some("Replace the system prompt with an empty one?".into())
         }
-        "agent_props_patch" | "scene_state_patch" if empty(&op["updates"]) => {
+        Op::AgentPropsPatch { updates, .. } | Op::SceneStatePatch { updates } if updates.is_empty() => {
             Some("The patch is empty: the branch will be a plain copy. Continue?".into())
         }
         _ => None,
@@ -337,11 +346,19 @@ mod tests {
         let ended = json!({"kind": "abm", "steps": 12, "terminated": {"reason": "no infected"}});
         assert!(finished_reason(&ended).unwrap().contains("step 12 (no infected)"));
         assert_eq!(finished_reason(&json!({"kind": "abm", "terminated": null})), None);
-        assert!(needs_confirm(&json!({"op": "agent_plan_replace", "name": "Ann", "plan_state": {}})).is_some());
         assert!(
-            needs_confirm(&json!({"op": "agent_plan_replace", "name": "Ann", "plan_state": {"goal": "x"}})).is_none()
+            needs_confirm(&op(
+                json!({"op": "agent_plan_replace", "name": "Ann", "plan_state": {}})
+            ))
+            .is_some()
         );
-        assert!(needs_confirm(&json!({"op": "public_broadcast", "text": ""})).is_none());
+        assert!(
+            needs_confirm(&op(
+                json!({"op": "agent_plan_replace", "name": "Ann", "plan_state": {"goal": "x"}})
+            ))
+            .is_none()
+        );
+        assert!(needs_confirm(&op(json!({"op": "public_broadcast", "text": ""}))).is_none());
         assert_eq!(
             scenario_label(&json!({"kind": "social", "scene": "council"})),
             "council"

@@ -5,17 +5,18 @@
 
 use leptos::html;
 use leptos::prelude::*;
-use serde_json::{Value, json};
-use simtree_shared::{LogEntry, NodeState, NodeStatus, TreeMsg, TreeRef};
+use serde_json::Value;
+use simtree_shared::{NodeInfo, NodeStatus, ScenarioSummary, TreeMsg};
 
 use crate::api::{self, ApiError, Socket};
 use crate::app::{Conn, Link, Tree, ctx, set_title};
 use crate::branch::BranchEditor;
-use crate::chart::{AbmStructure, COLOURS, abm_series, abm_structure, pct, polylines, short_name};
+use crate::chart::{AbmStructure, COLOURS, Tracked, abm_series, abm_steps, abm_structure, pct, short_name};
 use crate::compare::{Comparison, compare};
 use crate::graph::{GraphView, Legend, Stats, UsageLine, node_summary, status_name};
 use crate::model::{EventLine, NodeView, event_line, parse_count, viewer_line};
 use crate::ops::finished_reason;
+use crate::plot::{Line, LineChart};
 use crate::route::Route;
 
 #[component]
@@ -174,35 +175,22 @@ fn TreeBar(tree: Tree) -> impl IntoView {
 #[component]
 fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) -> impl IntoView {
     let ctx = ctx();
-    let scenarios = RwSignal::new(Vec::<(String, String)>::new());
+    let scenarios = RwSignal::new(Vec::<ScenarioSummary>::new());
     let choice = RwSignal::new("simple_chat".to_string());
     let seed = RwSignal::new(String::new());
     let budget = RwSignal::new(String::new());
     leptos::task::spawn_local(async move {
-        match api::get::<Vec<Value>>("/api/scenarios").await {
-            Ok(list) => scenarios.set(
-                list.iter()
-                    .filter_map(|s| {
-                        Some((
-                            s["id"].as_str()?.to_string(),
-                            s["title"].as_str().unwrap_or("").to_string(),
-                        ))
-                    })
-                    .collect(),
-            ),
+        match api::scenarios().await {
+            Ok(list) => scenarios.set(list),
             Err(e) => ctx.error(e),
         }
     });
     let create = move |_| {
-        let mut body = json!({"scenario": choice.get()});
-        if let Ok(s) = seed.get().trim().parse::<u64>() {
-            body["seed"] = json!(s);
-        }
-        if let Ok(b) = budget.get().trim().parse::<u64>() {
-            body["token_budget"] = json!(b);
-        }
+        let scenario = choice.get();
+        let seed = seed.get().trim().parse::<u64>().ok();
+        let budget = budget.get().trim().parse::<u64>().ok();
         leptos::task::spawn_local(async move {
-            match api::post::<TreeRef>("/devui/simtree", &body).await {
+            match api::create_tree(&scenario, seed, budget).await {
                 Ok(r) => {
                     api::storage_set("devui:lastTreeId", &r.id.to_string());
                     ctx.navigate(if studio {
@@ -223,8 +211,8 @@ fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) -> impl IntoV
                 <select id="scenario-select" on:change=move |ev| choice.set(event_target_value(&ev)) prop:value=move || choice.get()>
                     <For
                         each=move || scenarios.get()
-                        key=|(id, _)| id.clone()
-                        children=move |(id, title)| view! { <option value=id.clone() selected=move || choice.get() == id>{format!("{id} — {title}")}</option> }
+                        key=|s| s.id.clone()
+                        children=move |ScenarioSummary { id, title, .. }| view! { <option value=id.clone() selected=move || choice.get() == id>{format!("{id} — {title}")}</option> }
                     />
                 </select>
             </div>
@@ -248,16 +236,14 @@ fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) -> impl IntoV
 #[component]
 fn Inspector(tree: Tree, node_view: RwSignal<Option<Value>>) -> impl IntoView {
     let ctx = ctx();
-    let info = RwSignal::new(None::<Value>);
+    let info = RwSignal::new(None::<NodeInfo>);
     Effect::new(move |_| {
         tree.last_msg.track();
         let (Some(t), Some(n)) = (tree.id.get(), tree.selected.get()) else {
             return;
         };
         leptos::task::spawn_local(async move {
-            let v = api::get::<Value>(&format!("/devui/simtree/{t}/node/{n}/info"))
-                .await
-                .ok();
+            let v = api::node_info(t, n).await.ok();
             if tree.selected.get_untracked() == Some(n) {
                 info.set(v);
             }
@@ -271,7 +257,7 @@ fn Inspector(tree: Tree, node_view: RwSignal<Option<Value>>) -> impl IntoView {
         let n = tree.selected.get()?;
         tree.graph
             .with(|g| g.errors.get(&n).cloned())
-            .or_else(|| info.with(|i| i.as_ref()?["error"].as_str().map(str::to_string)))
+            .or_else(|| info.with(|i| i.as_ref()?.error.clone()))
     };
     let figure = move || {
         node_view.with(|v| {
@@ -293,12 +279,12 @@ fn Inspector(tree: Tree, node_view: RwSignal<Option<Value>>) -> impl IntoView {
     };
     let tokens = move || {
         info.with(|i| {
-            let u = &i.as_ref()?["usage"];
-            let calls = u["calls"].as_u64().filter(|c| *c > 0)?;
+            let u = &i.as_ref()?.usage;
+            let calls = Some(u.calls).filter(|c| *c > 0)?;
             Some(format!(
                 "{calls} {} · {} {}",
                 ctx.tr("usage.calls"),
-                u["prompt_tokens"].as_u64().unwrap_or(0) + u["completion_tokens"].as_u64().unwrap_or(0),
+                u.prompt_tokens + u.completion_tokens,
                 ctx.tr("usage.tokens")
             ))
         })
@@ -315,12 +301,33 @@ fn Inspector(tree: Tree, node_view: RwSignal<Option<Value>>) -> impl IntoView {
                 <p id="node-made" class="made">
                     {move || tree.selected.get().map(|n| tree.graph.with(|g| node_summary(g, n)))}
                 </p>
+                {move || {
+                    let (label, t) = tree.progress_of(tree.selected.get()?)?;
+                    Some(view! {
+                        <p id="node-progress" class="progress-line">
+                            <span>{label}</span>
+                            " "
+                            <progress max=t.total value=t.done></progress>
+                        </p>
+                    })
+                }}
                 {move || reason().map(|r| view! { <p id="node-reason" class="reason">{r}</p> })}
                 {move || figure().map(|f| view! { <p class="figure">{f}</p> })}
                 {move || tokens().map(|t| view! { <p class="muted">{t}</p> })}
             </Show>
         </section>
     }
+}
+
+/// The runs the ops panel starts from the selected node.
+#[derive(Clone, Copy)]
+enum Advance {
+    /// One child, run this many turns.
+    One(u64),
+    /// This many one-turn children, each under the last.
+    Chain(u64),
+    /// (turns, count): that many children side by side.
+    Multi(u64, u64),
 }
 
 /// Run leaves, advance, parallel run, chain run, stop, details, delete (with confirmation).
@@ -346,13 +353,23 @@ fn OpsPanel(tree: Tree, node_view: RwSignal<Option<Value>>, details: bool) -> im
     let input = move |id: &'static str, sig: RwSignal<String>| {
         view! { <input id=id type="number" min="1" prop:value=move || sig.get() on:input=move |ev| sig.set(event_target_value(&ev)) /> }
     };
-    // Advance-like requests: the view follows the first child attached under the parent.
-    let advance = move |route: &'static str, body: Value| {
-        let (b, parent) = (tree.base(), sel());
+    // Advance-like requests: the view follows the first child attached under the parent (a
+    // single run's reply names its child; a parallel run's children are followed by the socket).
+    let advance = move |run: Advance| {
+        let (Some(t), parent) = (tree.id.get_untracked(), sel()) else {
+            return;
+        };
         tree.follow.set(Some(parent));
         tree.run(async move {
-            let r = api::post::<Value>(&format!("{b}/{route}"), &body).await?;
-            if let Some(child) = r["child"].as_u64() {
+            let child = match run {
+                Advance::One(turns) => Some(api::advance(t, parent, turns).await?.child),
+                Advance::Chain(turns) => Some(api::advance_chain(t, parent, turns).await?.child),
+                Advance::Multi(turns, count) => {
+                    api::advance_multi(t, parent, turns, count).await?;
+                    None
+                }
+            };
+            if let Some(child) = child {
                 tree.follow.set(None);
                 tree.selected.set(Some(child));
             }
@@ -368,7 +385,7 @@ fn OpsPanel(tree: Tree, node_view: RwSignal<Option<Value>>, details: bool) -> im
                 {input("steps-input", steps)}
                 <button id="advance-btn" class="primary" disabled=no_advance on:click=move |_| {
                     let turns = parse_count(&steps.get(), 1);
-                    advance("advance", json!({"parent": sel(), "turns": turns}));
+                    advance(Advance::One(turns));
                 }>{move || ctx.tr("ops.advance")}</button>
             </div>
             <div class="row">
@@ -377,7 +394,7 @@ fn OpsPanel(tree: Tree, node_view: RwSignal<Option<Value>>, details: bool) -> im
                 <button id="parallel-btn" disabled=no_advance on:click=move |_| {
                     let turns = parse_count(&steps.get(), 1);
                     let count = parse_count(&size.get(), 2);
-                    advance("advance_multi", json!({"parent": sel(), "turns": turns, "count": count}));
+                    advance(Advance::Multi(turns, count));
                 }>{move || ctx.tr("simtree.parallelRun")}</button>
             </div>
             <div class="row">
@@ -385,7 +402,7 @@ fn OpsPanel(tree: Tree, node_view: RwSignal<Option<Value>>, details: bool) -> im
                 {input("chain-input", chain)}
                 <button id="chain-btn" disabled=no_advance on:click=move |_| {
                     let turns = parse_count(&chain.get(), 5);
-                    advance("advance_chain", json!({"parent": sel(), "turns": turns}));
+                    advance(Advance::Chain(turns));
                 }>{move || ctx.tr("simtree.chainRun")}</button>
             </div>
             <div class="row">
@@ -393,9 +410,9 @@ fn OpsPanel(tree: Tree, node_view: RwSignal<Option<Value>>, details: bool) -> im
                 {input("leaves-input", leaves)}
                 <button id="run-leaves-btn" disabled=no_tree on:click=move |_| {
                     let turns = parse_count(&leaves.get(), 1);
-                    let b = tree.base();
+                    let Some(t) = tree.id.get_untracked() else { return };
                     tree.run(async move {
-                        api::post::<Value>(&format!("{b}/advance_frontier"), &json!({"turns": turns, "only_max_depth": false})).await?;
+                        api::advance_frontier(t, turns, false).await?;
                         Ok(())
                     })
                 }>{move || ctx.tr("simtree.run")}</button>
@@ -403,9 +420,9 @@ fn OpsPanel(tree: Tree, node_view: RwSignal<Option<Value>>, details: bool) -> im
             <div class="row">
                 <Show when=running>
                     <button id="stop-btn" class="danger" on:click=move |_| {
-                        let (b, node) = (tree.base(), sel());
+                        let (Some(t), node) = (tree.id.get_untracked(), sel()) else { return };
                         leptos::task::spawn_local(async move {
-                            if let Err(e) = api::post::<Value>(&format!("{b}/node/{node}/cancel"), &json!({})).await {
+                            if let Err(e) = api::cancel(t, node).await {
                                 ctx.error(e);
                             }
                         });
@@ -434,9 +451,9 @@ fn OpsPanel(tree: Tree, node_view: RwSignal<Option<Value>>, details: bool) -> im
                     }}</span>
                     <button id="confirm-delete-yes" class="danger" on:click=move |_| {
                         confirm_delete.set(false);
-                        let (b, node) = (tree.base(), sel());
+                        let (Some(t), node) = (tree.id.get_untracked(), sel()) else { return };
                         tree.run(async move {
-                            api::delete(&format!("{b}/node/{node}")).await?;
+                            api::delete_node(t, node).await?;
                             tree.refresh();
                             Ok(())
                         });
@@ -493,12 +510,12 @@ fn ComparePanel(tree: Tree) -> impl IntoView {
         let ctx2 = ctx;
         leptos::task::spawn_local(async move {
             let r: Result<(), ApiError> = async {
-                let la = api::get::<Vec<LogEntry>>(&format!("/devui/simtree/{t}/node/{a}/logs")).await?;
-                let lb = api::get::<Vec<LogEntry>>(&format!("/devui/simtree/{t}/node/{b}/logs")).await?;
+                let la = api::node_logs(t, a).await?;
+                let lb = api::node_logs(t, b).await?;
                 let c = compare(&path_of(tree, a), &la, &path_of(tree, b), &lb);
                 result.set(Some((a, b, c)));
-                let va = api::get::<Value>(&format!("/devui/simtree/{t}/node/{a}/view")).await?;
-                let vb = api::get::<Value>(&format!("/devui/simtree/{t}/node/{b}/view")).await?;
+                let va = api::node_view(t, a).await?;
+                let vb = api::node_view(t, b).await?;
                 views.set(Some((va, vb)));
                 Ok(())
             }
@@ -693,8 +710,8 @@ fn AgentsPanel(view_state: RwSignal<NodeView>, stick: RwSignal<bool>) -> impl In
 }
 
 async fn fetch_node(tree: u64, node: u64) -> Result<NodeView, ApiError> {
-    let events = api::get::<Vec<LogEntry>>(&format!("/devui/simtree/{tree}/sim/{node}/events")).await?;
-    let state = api::get::<NodeState>(&format!("/devui/simtree/{tree}/sim/{node}/state")).await?;
+    let events = api::sim_events(tree, node).await?;
+    let state = api::sim_state(tree, node).await?;
     Ok(NodeView::from_rest(node, events, &state))
 }
 
@@ -705,7 +722,7 @@ fn TreeSelect(tree: Tree) -> impl IntoView {
     let trees = RwSignal::new(Vec::<u64>::new());
     let reload = move || {
         leptos::task::spawn_local(async move {
-            if let Ok(list) = api::get::<Vec<TreeRef>>("/devui/simtree").await {
+            if let Ok(list) = api::trees().await {
                 trees.set(list.into_iter().map(|t| t.id).collect());
             }
         })
@@ -768,17 +785,7 @@ pub fn StudioPage(tree_id: Option<u64>) -> impl IntoView {
             ..Default::default()
         });
         refetch(t, n);
-        let s = api::connect(
-            &format!("/devui/simtree/{t}/sim/{n}/events"),
-            move |text| {
-                if let Ok(entry) = serde_json::from_str::<LogEntry>(&text) {
-                    node_view.update(|v| v.apply(entry));
-                }
-            },
-            || {},
-            || {},
-        );
-        if let Ok(s) = s {
+        if let Ok(s) = api::watch_node(t, n, move |entry| node_view.update(|v| v.apply(entry))) {
             socket.set_value(Some(s));
         }
     });
@@ -886,9 +893,7 @@ fn node_view_signal(tree: Tree) -> RwSignal<Option<Value>> {
             return;
         };
         leptos::task::spawn_local(async move {
-            let v = api::get::<Value>(&format!("/devui/simtree/{t}/node/{n}/view"))
-                .await
-                .ok();
+            let v = api::node_view(t, n).await.ok();
             if tree.selected.get_untracked() == Some(n) {
                 view.set(v);
             }
@@ -930,8 +935,6 @@ fn metrics_table(v: &Value) -> impl IntoView + use<> {
 #[component]
 fn NodeDetails(tree: Tree, view_state: RwSignal<Option<Value>>) -> impl IntoView {
     let ctx = ctx();
-    const W: f64 = 560.0;
-    const H: f64 = 180.0;
     let body = move || {
         let v = view_state.get()?;
         if v["kind"] == "abm" {
@@ -941,15 +944,35 @@ fn NodeDetails(tree: Tree, view_state: RwSignal<Option<Value>>) -> impl IntoView
             let state = serde_json::to_string_pretty(&v["state"]).unwrap_or_default();
             return Some(view! { <pre id="scene-state" class="json">{state}</pre> }.into_any());
         }
-        let series = |k: &str| -> Vec<f64> {
-            v[k].as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|p| p["value"].as_f64())
+        let points = |k: &str| v[k].as_array().cloned().unwrap_or_default();
+        let values = |k: &str| {
+            points(k)
+                .iter()
+                .map(|p| p["value"].as_f64().unwrap_or(f64::NAN))
                 .collect()
         };
-        let (strategy, bench) = (series("equity_curve"), series("buy_and_hold_curve"));
-        let (lines, (lo, hi)) = polylines(&[&strategy, &bench], W, H, 8.0);
+        let dates = points("equity_curve")
+            .iter()
+            .map(|p| p["date"].as_str().unwrap_or("").to_string())
+            .collect();
+        let curve = |class, name: &str, colour, dash| Line {
+            class,
+            name: name.to_string(),
+            label: name.to_string(),
+            values: values(name),
+            colour,
+            dash,
+        };
+        let lines = vec![
+            Line {
+                label: "strategy".into(),
+                ..curve("equity", "equity_curve", "#1e4976", "")
+            },
+            Line {
+                label: "buy & hold".into(),
+                ..curve("benchmark", "buy_and_hold_curve", "#e65100", "4 3")
+            },
+        ];
         let trades: Vec<Value> = v["trades"].as_array().cloned().unwrap_or_default();
         let shown: Vec<Value> = trades.iter().rev().take(30).cloned().collect();
         Some(
@@ -960,14 +983,7 @@ fn NodeDetails(tree: Tree, view_state: RwSignal<Option<Value>>) -> impl IntoView
                             v["episode_id"].as_str().unwrap_or(""), v["agent"]["kind"].as_str().unwrap_or(""),
                             v["next_decision_point"], v["decision_points"], v["portfolio_value"].as_f64().unwrap_or(0.0))}
                     </p>
-                    <svg id="equity-chart" width=W height=H viewBox=format!("0 0 {W} {H}")>
-                        <rect width="100%" height="100%" fill="#fafafa" stroke="#ddd"></rect>
-                        <polyline class="equity" points=lines[0].clone() fill="none" stroke="#1e4976" stroke-width="1.5"></polyline>
-                        <polyline class="benchmark" points=lines[1].clone() fill="none" stroke="#e65100" stroke-width="1" stroke-dasharray="4 3"></polyline>
-                        <text x="10" y="14" font-size="10">{format!("{hi:.0}")}</text>
-                        <text x="10" y=H - 10.0 font-size="10">{format!("{lo:.0}")}</text>
-                    </svg>
-                    <p class="legend"><span style="color:#1e4976">"— strategy"</span> " " <span style="color:#e65100">"- - buy & hold"</span></p>
+                    <LineChart id="equity-chart" lines x_labels=dates />
                     {metrics_table(&v)}
                     <table id="trades" class="trades">
                         <tr><th>"date"</th><th>"side"</th><th>"ticker"</th><th>"qty"</th><th>"price"</th></tr>
@@ -989,49 +1005,30 @@ fn NodeDetails(tree: Tree, view_state: RwSignal<Option<Value>>) -> impl IntoView
     view! { <section class="panel details"><h3>{move || ctx.tr("details.title")}</h3>{body}</section> }
 }
 
-/// Fetches a node's full log.
-async fn logs_of(tree: u64, node: u64) -> Result<Vec<LogEntry>, ApiError> {
-    api::get::<Vec<LogEntry>>(&format!("/devui/simtree/{tree}/node/{node}/logs")).await
-}
-
-/// Tracked variables as lines: `solid` series plus optional `dashed` ones (a compared node) on one
-/// value axis, each variable in its own colour.
-fn series_chart(
-    id: &'static str,
-    solid: &[(String, Vec<f64>)],
-    dashed: &[(String, Vec<f64>)],
-) -> impl IntoView + use<> {
-    const W: f64 = 560.0;
-    const H: f64 = 200.0;
-    let all: Vec<&[f64]> = solid.iter().chain(dashed).map(|(_, xs)| xs.as_slice()).collect();
-    let (lines, (lo, hi)) = polylines(&all, W, H, 8.0);
+/// Tracked variables as chart lines: the selected node's (`own`, solid) and a compared node's
+/// (dashed); a variable keeps its colour in both, and the legend names the node of each line.
+fn abm_lines(own: (u64, &[Tracked]), other: Option<(u64, &[Tracked])>) -> Vec<Line> {
+    let (n, solid) = own;
+    let dashed = other.map_or(&[][..], |(_, d)| d);
     let colour = |name: &str| {
-        let i = solid.iter().chain(dashed).position(|(n, _)| n == name).unwrap_or(0) % COLOURS.len();
+        let i = solid.iter().chain(dashed).position(|(v, _)| v == name).unwrap_or(0) % COLOURS.len();
         COLOURS[i]
     };
-    let shapes = solid
-        .iter()
-        .chain(dashed)
-        .zip(lines)
-        .enumerate()
-        .map(|(i, ((name, _), points))| {
-            let dash = if i >= solid.len() { "5 3" } else { "" };
-            view! { <polyline class="series" data-name=name.clone() points=points fill="none" stroke=colour(name) stroke-width="1.5" stroke-dasharray=dash></polyline> }
-        })
-        .collect_view();
-    let legend = solid
-        .iter()
-        .map(|(name, _)| view! { <span style=format!("color:{}", colour(name))>{format!("— {} ", short_name(name))}</span> })
-        .collect_view();
-    view! {
-        <svg id=id width=W height=H viewBox=format!("0 0 {W} {H}")>
-            <rect width="100%" height="100%" fill="#fafafa" stroke="#ddd"></rect>
-            {shapes}
-            <text x="10" y="14" font-size="10">{format!("{hi:.0}")}</text>
-            <text x="10" y=H - 10.0 font-size="10">{format!("{lo:.0}")}</text>
-        </svg>
-        <p class="legend">{legend}</p>
+    let line = |node: u64, dash: &'static str| {
+        move |(name, values): &Tracked| Line {
+            class: "series",
+            name: name.clone(),
+            label: format!("{} (#{node})", short_name(name)),
+            values: values.clone(),
+            colour: colour(name),
+            dash,
+        }
+    };
+    let mut lines: Vec<Line> = solid.iter().map(line(n, "")).collect();
+    if let Some((m, d)) = other {
+        lines.extend(d.iter().map(line(m, "5 3")));
     }
+    lines
 }
 
 /// An agent-based model's structure and its tracked variables over the steps of this node's path;
@@ -1043,24 +1040,25 @@ fn AbmDetails(tree: Tree, view: Value) -> impl IntoView {
         globals,
         agents,
     } = abm_structure(&view["model"]);
-    let own = RwSignal::new(Vec::<(String, Vec<f64>)>::new());
-    let other = RwSignal::new(Vec::<(String, Vec<f64>)>::new());
+    // (node, its series, its step numbers) of the selected node, and the compared node's.
+    let own = RwSignal::new((0, Vec::<Tracked>::new(), Vec::<String>::new()));
+    let other = RwSignal::new(None::<(u64, Vec<Tracked>)>);
     Effect::new(move |_| {
         let (Some(t), Some(n)) = (tree.id.get(), tree.selected.get()) else {
             return;
         };
         let cmp = tree.compare_with.get();
         leptos::task::spawn_local(async move {
-            if let Ok(l) = logs_of(t, n).await {
-                own.set(abm_series(&l));
+            if let Ok(l) = api::node_logs(t, n).await {
+                own.set((n, abm_series(&l), abm_steps(&l)));
             }
             match cmp {
                 Some(c) if c != n => {
-                    if let Ok(l) = logs_of(t, c).await {
-                        other.set(abm_series(&l));
+                    if let Ok(l) = api::node_logs(t, c).await {
+                        other.set(Some((c, abm_series(&l))));
                     }
                 }
-                _ => other.set(Vec::new()),
+                _ => other.set(None),
             }
         });
     });
@@ -1080,7 +1078,11 @@ fn AbmDetails(tree: Tree, view: Value) -> impl IntoView {
                 {format!("topology: {topology} · globals: {}", globals.join(", "))}
                 {agents.into_iter().map(|(k, attrs)| view! { <span class="agent-type">{format!(" · agent {k}: {}", attrs.join(", "))}</span> }).collect_view()}
             </p>
-            {move || series_chart("abm-chart", &own.get(), &other.get())}
+            {move || {
+                let (n, series, steps) = own.get();
+                let lines = other.with(|o| abm_lines((n, &series), o.as_ref().map(|(m, s)| (*m, s.as_slice()))));
+                view! { <LineChart id="abm-chart" lines x_labels=steps x_unit="step" /> }
+            }}
             <p class="muted">"Shift-click another node to overlay its series (dashed)."</p>
         </div>
     }

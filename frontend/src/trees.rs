@@ -1,65 +1,81 @@
-//! The tree browser on Home: every tree the server holds, with what it simulates (from its
-//! root's view) and its size (from its graph), to open or delete (after a confirmation), and
-//! the import of an export file.
+//! The tree browser on Home: every tree the server holds with its metadata (`GET /devui/simtree`
+//! answers [`TreeInfo`]s: name, scenario, kind, node count, when it was made and last changed),
+//! to open, rename in place (`PATCH`, the server's refusal shown under the field), or delete
+//! after a confirmation; and the import of an export file.
 
 use leptos::prelude::*;
-use serde_json::Value;
-use simtree_shared::{Graph, TreeRef};
+use simtree_shared::{SimKind, TreeInfo};
 
 use crate::api::{self, ApiError};
 use crate::app::{Link, ctx};
 use crate::data::ImportButton;
-use crate::ops::scenario_label;
 use crate::route::Route;
+use crate::when::{ago, timestamp};
 
-/// One row: the tree, what it simulates and how many nodes it has (filled in as they arrive).
-#[derive(Clone, Debug, PartialEq)]
-struct Row {
-    id: u64,
-    scenario: RwSignal<String>,
-    nodes: RwSignal<Option<usize>>,
+/// The i18n key of a kind's name.
+fn kind_key(kind: SimKind) -> &'static str {
+    match kind {
+        SimKind::Social => "kind.social",
+        SimKind::Trading => "kind.trading",
+        SimKind::Abm => "kind.abm",
+    }
+}
+
+fn now_ms() -> u64 {
+    js_sys::Date::now() as u64
 }
 
 #[component]
 pub fn TreeBrowser() -> impl IntoView {
     let ctx = ctx();
-    let rows = RwSignal::new(None::<Vec<Row>>);
+    let rows = RwSignal::new(None::<Vec<TreeInfo>>);
     let confirm = RwSignal::new(None::<u64>);
-    let load = move || {
+    // The tree whose name is being edited, the text typed, and the server's refusal.
+    let editing = RwSignal::new(None::<u64>);
+    let draft = RwSignal::new(String::new());
+    let rename_error = RwSignal::new(None::<String>);
+    // "5 min ago" ages while the page stays open.
+    let now = RwSignal::new(now_ms());
+    leptos::task::spawn_local(async move {
+        loop {
+            api::sleep(30_000).await;
+            if now.try_set(now_ms()).is_some() {
+                return;
+            }
+        }
+    });
+    leptos::task::spawn_local(async move {
+        match api::trees().await {
+            Ok(list) => rows.set(Some(list)),
+            Err(e) => ctx.error(e),
+        }
+    });
+    let replace = move |info: TreeInfo| {
+        rows.update(|r| {
+            if let Some(row) = r.iter_mut().flatten().find(|row| row.id == info.id) {
+                *row = info;
+            }
+        })
+    };
+    let save = move |id: u64| {
+        let name = draft.get_untracked();
         leptos::task::spawn_local(async move {
-            match api::get::<Vec<TreeRef>>("/devui/simtree").await {
-                Ok(list) => {
-                    let made: Vec<Row> = list
-                        .iter()
-                        .map(|t| Row {
-                            id: t.id,
-                            scenario: RwSignal::new(String::new()),
-                            nodes: RwSignal::new(None),
-                        })
-                        .collect();
-                    rows.set(Some(made.clone()));
-                    for (t, row) in list.into_iter().zip(made) {
-                        leptos::task::spawn_local(async move {
-                            let base = format!("/devui/simtree/{}", t.id);
-                            if let Ok(v) = api::get::<Value>(&format!("{base}/node/{}/view", t.root)).await {
-                                row.scenario.try_set(scenario_label(&v));
-                            }
-                            if let Ok(g) = api::get::<Graph>(&format!("{base}/graph")).await {
-                                row.nodes.try_set(Some(g.nodes.len()));
-                            }
-                        });
-                    }
+            match api::rename_tree(id, &name).await {
+                Ok(info) => {
+                    replace(info);
+                    editing.set(None);
+                    rename_error.set(None);
                 }
+                Err(ApiError::Http(_, body)) => rename_error.set(Some(body.detail)),
                 Err(e) => ctx.error(e),
             }
         });
     };
-    load();
     let delete = move |id: u64| {
         confirm.set(None);
         leptos::task::spawn_local(async move {
-            match api::delete(&format!("/devui/simtree/{id}")).await {
-                Ok(()) | Err(ApiError::NotFound(_)) => {
+            match api::delete_tree(id).await {
+                Ok(_) | Err(ApiError::NotFound(_)) => {
                     rows.update(|r| {
                         if let Some(r) = r {
                             r.retain(|row| row.id != id)
@@ -73,13 +89,57 @@ pub fn TreeBrowser() -> impl IntoView {
             }
         });
     };
-    let row_view = move |row: Row| {
-        let id = row.id;
+    let name_cell = move |info: &TreeInfo| {
+        let (id, name) = (info.id, info.name.clone());
+        let start = move |_| {
+            draft.set(name.clone());
+            rename_error.set(None);
+            editing.set(Some(id));
+        };
+        view! {
+            <Show
+                when=move || editing.get() == Some(id)
+                fallback=move || {
+                    let start = start.clone();
+                    view! {
+                        <span class="name">{move || rows.with(|r| r.iter().flatten().find(|t| t.id == id).map(|t| t.name.clone()))}</span>
+                        " "
+                        <button class="ghost rename-tree" title=move || ctx.tr("trees.rename") on:click=start>"✎"</button>
+                    }
+                }
+            >
+                <input
+                    class="rename-input"
+                    maxlength="200"
+                    prop:value=move || draft.get()
+                    on:input=move |ev| draft.set(event_target_value(&ev))
+                    on:keydown=move |ev: web_sys::KeyboardEvent| match ev.key().as_str() {
+                        "Enter" => save(id),
+                        "Escape" => editing.set(None),
+                        _ => {}
+                    }
+                />
+                <button class="primary save-name" on:click=move |_| save(id)>{move || ctx.tr("trees.save")}</button>
+                <button on:click=move |_| editing.set(None)>{move || ctx.tr("common.cancel")}</button>
+                {move || rename_error.get().map(|e| view! { <p class="rename-error error">{e}</p> })}
+            </Show>
+        }
+    };
+    let row_view = move |info: TreeInfo| {
+        let id = info.id;
+        let (created, active) = (info.created, info.last_activity);
         view! {
             <tr class="tree-row" data-id=id.to_string()>
-                <td>{format!("#{id}")}</td>
-                <td class="scenario">{move || row.scenario.get()}</td>
-                <td class="nodes">{move || row.nodes.get().map_or_else(|| "…".into(), |n| n.to_string())}</td>
+                <td class="tree-id">{format!("#{id}")}</td>
+                <td class="tree-name">{name_cell(&info)}</td>
+                <td class="scenario">
+                    {info.scenario.clone()}
+                    " "
+                    <span class="chip kind">{move || ctx.tr(kind_key(info.kind))}</span>
+                </td>
+                <td class="nodes">{info.nodes}</td>
+                <td class="created" title=timestamp(created)>{move || ago(now.get(), created, ctx.lang.get())}</td>
+                <td class="activity" title=timestamp(active)>{move || ago(now.get(), active, ctx.lang.get())}</td>
                 <td class="actions">
                     <Link route=Route::SimTree(Some(id))>{move || ctx.tr("trees.open")}</Link>
                     " "
@@ -108,11 +168,14 @@ pub fn TreeBrowser() -> impl IntoView {
                     <table class="tree-list">
                         <tr>
                             <th>{move || ctx.tr("trees.tree")}</th>
+                            <th>{move || ctx.tr("trees.name")}</th>
                             <th>{move || ctx.tr("create.scenario")}</th>
                             <th>{move || ctx.tr("trees.nodes")}</th>
+                            <th>{move || ctx.tr("trees.created")}</th>
+                            <th>{move || ctx.tr("trees.activity")}</th>
                             <th></th>
                         </tr>
-                        {r.into_iter().map(row_view).collect_view()}
+                        <For each=move || r.clone() key=|t| t.id children=row_view />
                     </table>
                 }
                 .into_any(),

@@ -589,24 +589,8 @@ async fn benchmark_time_to_first_render_of_a_5000_node_tree() {
         return;
     };
     let s = &b.server;
-    let t = api_tree(s, "simple_chat").await;
+    let t = two_level_tree(s, 5000).await;
     let p = |rest: &str| format!("/devui/simtree/{t}{rest}");
-    // 4,999 nodes in two levels (70 children of root, ~70 under each), with 0-turn advances.
-    let first = api_post(s, &p("/advance_multi"), json!({"parent": 0, "turns": 0, "count": 70})).await;
-    let mut made = 71;
-    for parent in first["children"].as_array().unwrap() {
-        let count = (5000 - made).min(71);
-        if count == 0 {
-            break;
-        }
-        api_post(
-            s,
-            &p("/advance_multi"),
-            json!({"parent": parent, "turns": 0, "count": count}),
-        )
-        .await;
-        made += count;
-    }
     assert_eq!(s.get(&p("/graph")).await.1["nodes"].as_array().unwrap().len(), 5000);
     let started = Instant::now();
     b.open(&format!("/simtree/{t}")).await;
@@ -1112,7 +1096,7 @@ async fn data_goes_out_as_files_and_an_export_comes_back_in_from_the_tree_browse
     // Home lists the tree with its scenario and size.
     b.open("/").await;
     let row = format!("#tree-browser tr.tree-row[data-id='{t}']");
-    b.wait_text(&format!("{row} .scenario"), "llm-trader").await;
+    b.wait_text(&format!("{row} .scenario"), "llm_trader").await;
     b.wait_text(&format!("{row} .nodes"), "2").await;
     // A refused import says why, in the server's words.
     b.wait_css("#import-file")
@@ -1148,4 +1132,370 @@ async fn data_goes_out_as_files_and_an_export_comes_back_in_from_the_tree_browse
     let _ = std::fs::remove_file(&path);
     let _ = std::fs::remove_file(&bad);
     b.finish("data_out_and_in").await;
+}
+
+/// The texts of every element matching `css`.
+async fn texts(b: &Browser, css: &str) -> Vec<String> {
+    let v = b
+        .js(&format!(
+            "return [...document.querySelectorAll(\"{css}\")].map(e => e.textContent.trim());"
+        ))
+        .await;
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.as_str().map(str::to_string))
+        .collect()
+}
+
+/// A tree of `scenario` with one run of `turns` turns from the root (node 1); returns its id.
+async fn tree_with_run(s: &Server, scenario: &str, turns: u64) -> u64 {
+    let t = api_tree(s, scenario).await;
+    api_post(
+        s,
+        &format!("/devui/simtree/{t}/advance"),
+        json!({"parent": 0, "turns": turns}),
+    )
+    .await;
+    t
+}
+
+/// [`tree_with_run`], open with the run's node selected.
+async fn open_run(b: &Browser, scenario: &str, turns: u64) -> u64 {
+    let t = tree_with_run(&b.server, scenario, turns).await;
+    b.open(&format!("/simtree/{t}")).await;
+    b.wait_count("g.node", 2).await;
+    b.click("g.node[data-id='1']").await;
+    t
+}
+
+#[tokio::test]
+async fn charts_have_axes_legends_naming_their_nodes_and_a_hover_readout() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let s = &b.server;
+    open_run(&b, "llm_trader", 20).await;
+    b.wait_css("#equity-chart polyline.equity").await;
+    // The value axis: several ticks, numbers with grouped thousands; the time axis: dates.
+    let y = texts(&b, "#equity-chart .y-tick").await;
+    assert!(y.len() >= 3, "value ticks: {y:?}");
+    assert!(
+        y.iter().all(|l| l.replace(',', "").parse::<f64>().is_ok()),
+        "ticks are numbers: {y:?}"
+    );
+    assert!(
+        y.iter().any(|l| l.contains(',')),
+        "an equity in the millions is grouped: {y:?}"
+    );
+    let x = texts(&b, "#equity-chart .x-tick").await;
+    assert!(
+        x.len() >= 2 && x.iter().all(|d| d.len() == 10 && d.starts_with("20")),
+        "date ticks: {x:?}"
+    );
+    b.wait_text("#trading-view .chart-legend", "strategy").await;
+    b.wait_text("#trading-view .chart-legend", "buy & hold").await;
+    // Hover over the middle of the plot: a cursor with a dot per series and the values in words.
+    b.js(
+        "const r = document.querySelector('#equity-chart').getBoundingClientRect();
+         document.querySelector('#equity-chart').dispatchEvent(new MouseEvent('mousemove',
+           {clientX: r.left + r.width * 0.6, clientY: r.top + r.height / 2, bubbles: true}));",
+    )
+    .await;
+    let readout = b.wait_text("#equity-chart-readout", "strategy").await;
+    assert!(
+        readout.starts_with("20") && readout.contains("buy & hold"),
+        "the date and both values: {readout}"
+    );
+    assert_eq!(b.count("#equity-chart .cursor circle").await, 2);
+    // ABM: step ticks, and the legend names the node of each line once another is compared.
+    let (_, created) = s
+        .post("/devui/simtree", &json!({"scenario": "sir_network", "seed": 3}))
+        .await;
+    let a = created["id"].as_u64().unwrap();
+    let p = |rest: &str| format!("/devui/simtree/{a}{rest}");
+    api_post(s, &p("/advance"), json!({"parent": 0, "turns": 8})).await; // 1
+    api_post(s, &p("/advance"), json!({"parent": 1, "turns": 4})).await; // 2
+    b.open(&format!("/simtree/{a}")).await;
+    b.wait_count("g.node", 3).await;
+    b.click("g.node[data-id='2']").await;
+    b.wait_css("#abm-chart polyline.series").await;
+    b.wait_text("#abm-view .chart-legend", "(#2)").await;
+    let steps = texts(&b, "#abm-chart .x-tick").await;
+    assert!(
+        steps.len() >= 2 && steps.iter().all(|s| s.parse::<u64>().is_ok()),
+        "step ticks: {steps:?}"
+    );
+    b.set_input("#compare-input", "1").await;
+    b.click("#compare-btn").await;
+    b.wait_text("#abm-view .chart-legend", "(#1)").await;
+    // For the screenshot: the chart in view with its read-out.
+    b.js(
+        "const c = document.querySelector('#abm-chart'); c.scrollIntoView({block: 'center'});
+         const r = c.getBoundingClientRect();
+         c.dispatchEvent(new MouseEvent('mousemove', {clientX: r.left + r.width * 0.7, clientY: r.top + 40, bubbles: true}));",
+    )
+    .await;
+    let readout = b.wait_text("#abm-chart-readout", "(#1)").await;
+    assert!(readout.starts_with("step "), "the read-out names the step: {readout}");
+    b.finish("charts").await;
+}
+
+#[tokio::test]
+async fn the_tree_browser_shows_each_trees_metadata_and_renames_in_place() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let s = &b.server;
+    let t = tree_with_run(s, "llm_trader", 2).await;
+    let a = api_tree(s, "sir_network").await;
+    let (_, list) = s.get("/devui/simtree").await;
+    let info = |id: u64| list.as_array().unwrap().iter().find(|i| i["id"] == id).unwrap().clone();
+    b.open("/").await;
+    let row = format!("#tree-browser tr.tree-row[data-id='{t}']");
+    let name = info(t)["name"].as_str().unwrap().to_string();
+    b.wait_text(&format!("{row} .tree-name .name"), &name).await;
+    b.wait_text(&format!("{row} .scenario"), info(t)["scenario"].as_str().unwrap())
+        .await;
+    b.wait_text(&format!("{row} .kind"), "trading").await;
+    b.wait_text(&format!("{row} .nodes"), "2").await;
+    b.wait_text(&format!("{row} .created"), "just now").await;
+    b.wait_text(&format!("{row} .activity"), "just now").await;
+    let title = b
+        .wait_css(&format!("{row} .created"))
+        .await
+        .attr("title")
+        .await
+        .unwrap()
+        .unwrap_or_default();
+    assert!(title.ends_with("UTC"), "the full time in the tooltip: {title}");
+    b.wait_text(
+        &format!("#tree-browser tr.tree-row[data-id='{a}'] .kind"),
+        "agent-based",
+    )
+    .await;
+    // Rename in place: a blank name is refused in the server's words, a real one sticks.
+    b.click(&format!("{row} .rename-tree")).await;
+    b.set_input(&format!("{row} .rename-input"), "   ").await;
+    b.click(&format!("{row} .save-name")).await;
+    b.wait_text(&format!("{row} .rename-error"), "200").await;
+    b.set_input(&format!("{row} .rename-input"), "Recall study").await;
+    b.click(&format!("{row} .save-name")).await;
+    b.wait_text(&format!("{row} .tree-name .name"), "Recall study").await;
+    assert_eq!(b.count(&format!("{row} .rename-input")).await, 0);
+    let (_, after) = s.get("/devui/simtree").await;
+    let renamed = after.as_array().unwrap().iter().find(|i| i["id"] == t).unwrap();
+    assert_eq!(renamed["name"], "Recall study");
+    b.open("/").await;
+    b.wait_text(&format!("{row} .tree-name .name"), "Recall study").await;
+    b.finish("tree_browser_metadata").await;
+}
+
+#[tokio::test]
+async fn the_abm_agent_id_is_picked_from_the_nodes_agents_or_typed() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let a = open_run(&b, "sir_network", 3).await;
+    b.wait_css("#op-kind option[value='abm_set_agent']").await;
+    b.select("#op-kind", "abm_set_agent").await;
+    b.wait_css("#op-agent-type option[value='Person']").await;
+    // One choice per agent the node has (the model's 1,000 people), with its current value.
+    b.wait_css("#op-agent-pick option[value='7']").await;
+    let (_, view) = b.server.get(&format!("/devui/simtree/{a}/node/1/view")).await;
+    assert!(view["model"].is_object());
+    assert_eq!(
+        b.count("#op-agent-pick option").await,
+        1 + 1000,
+        "\"all\" and every agent"
+    );
+    let seventh = b
+        .wait_css("#op-agent-pick option[value='7']")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        ["S", "I", "R"].iter().any(|v| seventh.ends_with(v)),
+        "the agent's status: {seventh}"
+    );
+    b.select("#op-agent-pick", "7").await;
+    let typed = b
+        .wait_css("#op-agent-id")
+        .await
+        .prop("value")
+        .await
+        .unwrap()
+        .unwrap_or_default();
+    assert_eq!(typed, "7", "the pick fills the id");
+    b.set_input("#op-value", "R").await;
+    b.click("#branch-btn").await;
+    b.wait_text("#node-made", "Person #7.status → 'R'").await;
+    // Free entry still works (and the picker follows it).
+    b.click("g.node[data-id='1']").await;
+    b.select("#op-kind", "abm_set_agent").await;
+    b.set_input("#op-agent-id", "12").await;
+    b.set_input("#op-value", "I").await;
+    b.click("#branch-btn").await;
+    b.wait_text("#node-made", "Person #12.status → 'I'").await;
+    b.finish("abm_agent_picker").await;
+}
+
+#[tokio::test]
+async fn a_running_node_shows_its_turns_done_in_the_graph_and_the_inspector() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let t = api_tree(&b.server, "simple_chat").await;
+    b.open(&format!("/simtree/{t}")).await;
+    b.wait_css("g.node[data-id='0']").await;
+    let run = b.server.advance_in_background(t, 0, 1000);
+    b.wait_css("g.node.running[data-id='1']").await;
+    b.click("g.node[data-id='1']").await;
+    let text = b.wait_text("#node-progress", "/1000").await;
+    assert!(text.starts_with("turn "), "the inspector says how far: {text}");
+    b.wait_text("g.progress[data-id='1']", "/1000").await;
+    let bar = b
+        .js("const r = document.querySelector(\"g.progress[data-id='1'] rect.bar\"); return r ? Number(r.getAttribute('width')) : -1;")
+        .await;
+    assert!(bar.as_f64().unwrap_or(-1.0) >= 0.0, "a progress bar on the node: {bar}");
+    if let Ok(png) = b.client.screenshot().await {
+        let _ = std::fs::write(screenshots().join("run_progress_during.png"), png);
+    }
+    let reply = run.await.unwrap();
+    assert_eq!(reply["child"], 1);
+    b.wait_count("g.progress", 0).await;
+    b.wait_count("#node-progress", 0).await;
+    b.finish("run_progress_after").await;
+}
+
+// ---- The UI benchmark (`cargo xtask ui-bench`): figures only, no thresholds. ----
+
+/// Builds a two-level tree of `n` nodes (root, ~√n children, ~√n under each) with 0-turn
+/// parallel advances; returns its id.
+async fn two_level_tree(s: &Server, n: u64) -> u64 {
+    let t = api_tree(s, "simple_chat").await;
+    let p = |rest: &str| format!("/devui/simtree/{t}{rest}");
+    let width = (n as f64).sqrt().ceil() as u64;
+    let first = api_post(
+        s,
+        &p("/advance_multi"),
+        json!({"parent": 0, "turns": 0, "count": width}),
+    )
+    .await;
+    let mut made = 1 + width;
+    for parent in first["children"].as_array().unwrap() {
+        let count = (n - made).min(width);
+        if count == 0 {
+            break;
+        }
+        api_post(
+            s,
+            &p("/advance_multi"),
+            json!({"parent": parent, "turns": 0, "count": count}),
+        )
+        .await;
+        made += count;
+    }
+    t
+}
+
+/// Opens tree `t` in a fresh page and returns the milliseconds from the navigation's start to
+/// the first animation frame in which every node of it is drawn (dots or node elements): the
+/// page's load, the graph's fetch, the layout and the first drawing.
+async fn first_render_ms(b: &Browser, t: u64, n: u64) -> f64 {
+    // The UI loaded once before (Home drawn), so both trees are timed with a compiled wasm.
+    b.open("/").await;
+    b.wait_css("#tree-browser").await;
+    b.open(&format!("/simtree/{t}")).await;
+    let script = format!(
+        "const done = arguments[arguments.length - 1];
+         const ready = () => {{
+           const s = document.querySelector('#stats');
+           return s && s.textContent.includes('Nodes: {n}') &&
+             document.querySelector('.viewport path.dots, .viewport g.node');
+         }};
+         const frame = () => ready() ? done(performance.now()) : requestAnimationFrame(frame);
+         requestAnimationFrame(frame);"
+    );
+    let v = b
+        .client
+        .execute_async(&script, vec![])
+        .await
+        .unwrap_or_else(|e| panic!("first render of tree {t}: {e}"));
+    v.as_f64().unwrap_or(f64::NAN)
+}
+
+/// Drives 60 frames of a drag-pan or of wheel zooms over the graph and returns the
+/// requestAnimationFrame deltas (ms) seen meanwhile.
+async fn frame_deltas(b: &Browser, mode: &str) -> Vec<f64> {
+    let script = format!(
+        "const done = arguments[arguments.length - 1];
+         const svg = document.querySelector('svg#graph');
+         const r = svg.getBoundingClientRect();
+         const cx = Math.round(r.left + r.width / 2), cy = Math.round(r.top + r.height / 2);
+         const deltas = []; let last = null, i = 0;
+         const at = (type, x, y) => svg.dispatchEvent(new MouseEvent(type, {{clientX: x, clientY: y, bubbles: true}}));
+         const frame = (t) => {{
+           if (last !== null) deltas.push(t - last);
+           last = t;
+           if (i === 60) {{ at('mouseup', cx, cy); return done(deltas); }}
+           if ('{mode}' === 'pan') {{
+             if (i === 0) at('mousedown', cx, cy);
+             at('mousemove', cx + (i % 30) * 4, cy + (i % 30) * 2);
+           }} else {{
+             svg.dispatchEvent(new WheelEvent('wheel', {{clientX: cx, clientY: cy, deltaY: i % 20 < 10 ? -60 : 60, bubbles: true, cancelable: true}}));
+           }}
+           i++;
+           requestAnimationFrame(frame);
+         }};
+         requestAnimationFrame(frame);"
+    );
+    let v = b
+        .client
+        .execute_async(&script, vec![])
+        .await
+        .unwrap_or_else(|e| panic!("{mode} frames: {e}"));
+    v.as_array().into_iter().flatten().filter_map(Value::as_f64).collect()
+}
+
+/// "median 16.7 ms, p95 17.1 ms, max 18.0 ms" of frame deltas.
+fn frame_summary(mut deltas: Vec<f64>) -> String {
+    if deltas.is_empty() {
+        return "no frames".into();
+    }
+    deltas.sort_by(f64::total_cmp);
+    let at = |q: f64| deltas[((deltas.len() - 1) as f64 * q).round() as usize];
+    format!(
+        "median {:.1} ms, p95 {:.1} ms, max {:.1} ms ({} frames)",
+        at(0.5),
+        at(0.95),
+        at(1.0),
+        deltas.len()
+    )
+}
+
+/// The browser half of `cargo xtask ui-bench` (run with `--ignored`): first render of a 5,000-
+/// and a 20,000-node tree and the frame times of a pan and a zoom on each, against whatever
+/// `SIMTREE_DIST` holds (the xtask builds the release wasm there).
+#[tokio::test]
+#[ignore = "a benchmark: cargo xtask ui-bench runs it"]
+async fn ui_bench() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&["--max-children", "200"]).await else {
+        return;
+    };
+    for n in [5_000, 20_000] {
+        let built = Instant::now();
+        let t = two_level_tree(&b.server, n).await;
+        let build = built.elapsed();
+        let first = first_render_ms(&b, t, n).await;
+        let drawn = b.count("g.node").await;
+        let pan = frame_deltas(&b, "pan").await;
+        let zoom = frame_deltas(&b, "zoom").await;
+        println!("ui-bench: {n} nodes (built over HTTP in {:.1} s)", build.as_secs_f64());
+        println!(
+            "ui-bench:   first render {first:.0} ms after navigation start ({drawn} node elements; 0 = drawn as dots)"
+        );
+        println!("ui-bench:   pan frames  {}", frame_summary(pan));
+        println!("ui-bench:   zoom frames {}", frame_summary(zoom));
+        b.server.delete(&format!("/devui/simtree/{t}")).await;
+    }
+    b.finish("ui_bench").await;
 }

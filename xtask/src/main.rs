@@ -8,6 +8,8 @@
 //!   schemathesis contract run against `/openapi.json` (`contract`), then the real-model tests
 //!   (`llm-e2e`);
 //! * `bench` — the engine and tree benchmarks (release build), printing their figures;
+//! * `ui-bench` — the web UI in headless Chromium (release wasm): first render and frame times
+//!   of 5,000- and 20,000-node trees, compressed sizes (see `ui_bench.rs`);
 //! * `llm-e2e` — the real-model step of `test` alone: SmolLM2-135M (from PyPI) behind
 //!   llama-cpp-python's OpenAI-compatible server, built once per machine into `~/.cache/simtree`
 //!   (see `real_llm.rs`; `SIMTREE_SKIP_REAL_LLM=1` skips it).
@@ -20,6 +22,7 @@ use std::process::{Command, ExitCode};
 mod pyenv;
 mod real_llm;
 mod schemathesis;
+mod ui_bench;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -226,10 +229,12 @@ fn main() -> ExitCode {
         Some("bench") => bench(),
         Some("llm-e2e") => real_llm::test(),
         Some("contract") => schemathesis::test(),
+        Some("ui-bench") => ui_bench::bench(),
         Some("dist") => setup(false).and_then(|()| dist(args.iter().any(|a| a == "--release"))),
-        _ => {
-            Err("usage: cargo xtask <run [serve flags…] | dist [--release] | test | bench | llm-e2e | contract>".into())
-        }
+        _ => Err(
+            "usage: cargo xtask <run [serve flags…] | dist [--release] | test | bench | ui-bench | llm-e2e | contract>"
+                .into(),
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
