@@ -143,6 +143,8 @@ fn dist(release: bool) -> Result<(), String> {
         // find the .wasm file.
         .omit_default_module_path(false)
         .debug(!release)
+        // Function names are half the release wasm and only help a debugger.
+        .remove_name_section(release)
         .generate(&out)
         .map_err(|e| format!("wasm-bindgen: {e}"))?;
     for file in ["index.html", "style.css"] {
