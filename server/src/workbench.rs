@@ -511,6 +511,7 @@ impl Workbench {
         tracing::info!(tree = handle.id, node = id, turns, "run started");
         let started = std::time::Instant::now();
         tokio::spawn(async move {
+            let mut batch = persist::LogBatch::new(id);
             let outcome = {
                 let mut progress = Progress::new(id, turns);
                 let mut sink = |e: Event| {
@@ -519,7 +520,9 @@ impl Workbench {
                     }
                     let entry = entry_json(&e, id);
                     let index = log.push(&entry);
-                    handle.persist_entry(id, index, &entry);
+                    if handle.stored() {
+                        batch.push(&handle, index, &entry);
+                    }
                 };
                 let run = CatchUnwind(Box::pin(sim.run(turns, &ctx, &mut sink)));
                 tokio::select! {
@@ -551,6 +554,7 @@ impl Workbench {
             };
             let present = {
                 let mut t = handle.lock();
+                batch.flush(&handle);
                 let present = if panicked {
                     t.fail_without_sim(id, error.clone().unwrap_or_default())
                 } else {
