@@ -3,9 +3,7 @@
 //!
 //! Every request and reply is a `simtree_shared` type, so no component builds a body with `json!`
 //! or reads a reply by key; the one exception is a node's view (`…/node/{n}/view`), which the
-//! server documents as free-form JSON per simulation kind and which stays a [`Value`]. The
-//! request bodies the server declares privately in its routes are mirrored below as small
-//! `Serialize` structs (they belong in `shared`; until then they live here, next to their route).
+//! server documents as free-form JSON per simulation kind and which stays a [`Value`].
 //!
 //! Failures come back as [`ApiError`]: the server's [`ErrorBody`] for an HTTP error, or `Offline`
 //! when the server cannot be reached at all (the shell shows a banner for that instead of a
@@ -15,8 +13,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use simtree_shared::{
-    ChildReply, ChildrenReply, ErrorBody, Graph, LogEntry, NodeInfo, NodeState, OkReply, Op, RunReply, ScenarioSummary,
-    Summary, TreeInfo, TreeMsg, TreePatch, TreeRef, UsageReply,
+    AdvanceRequest, BranchRequest, ChildReply, ChildrenReply, CreateRequest, ErrorBody, FrontierRequest, Graph,
+    LogEntry, MultiRequest, NodeInfo, NodeState, OkReply, Op, RunReply, ScenarioSummary, Summary, TreeInfo, TreeMsg,
+    TreePatch, TreeRef, UsageReply,
 };
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
@@ -137,42 +136,6 @@ fn node_path(tree: u64, node: u64) -> String {
     format!("/devui/simtree/{tree}/node/{node}")
 }
 
-// ---- Request bodies (the server's `CreateBody`, `AdvanceBody`, … in `http/routes.rs`). ----
-
-#[derive(Serialize)]
-struct CreateBody<'a> {
-    scenario: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    seed: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    token_budget: Option<u64>,
-}
-
-#[derive(Serialize)]
-struct AdvanceBody {
-    parent: u64,
-    turns: u64,
-}
-
-#[derive(Serialize)]
-struct MultiBody {
-    parent: u64,
-    turns: u64,
-    count: u64,
-}
-
-#[derive(Serialize)]
-struct FrontierBody {
-    turns: u64,
-    only_max_depth: bool,
-}
-
-#[derive(Serialize)]
-struct BranchBody<'a> {
-    parent: u64,
-    ops: &'a [Op],
-}
-
 /// The empty body of `cancel`.
 #[derive(Serialize)]
 struct Empty {}
@@ -202,10 +165,11 @@ pub async fn rename_tree(tree: u64, name: &str) -> Result<TreeInfo> {
 
 /// `POST /devui/simtree`: a new tree of `scenario`.
 pub async fn create_tree(scenario: &str, seed: Option<u64>, token_budget: Option<u64>) -> Result<TreeRef> {
-    let body = CreateBody {
-        scenario,
+    let body = CreateRequest {
+        scenario: scenario.to_string(),
         seed,
         token_budget,
+        llm: None,
     };
     post("/devui/simtree", &body).await
 }
@@ -239,33 +203,45 @@ pub async fn usage(tree: u64) -> Result<UsageReply> {
 
 /// `POST …/advance`: one child of `parent` run `turns` turns.
 pub async fn advance(tree: u64, parent: u64, turns: u64) -> Result<RunReply> {
-    post(&format!("{}/advance", tree_path(tree)), &AdvanceBody { parent, turns }).await
+    post(
+        &format!("{}/advance", tree_path(tree)),
+        &AdvanceRequest { parent, turns },
+    )
+    .await
 }
 
 /// `POST …/advance_chain`: `turns` one-turn children, each under the last.
 pub async fn advance_chain(tree: u64, parent: u64, turns: u64) -> Result<RunReply> {
     post(
         &format!("{}/advance_chain", tree_path(tree)),
-        &AdvanceBody { parent, turns },
+        &AdvanceRequest { parent, turns },
     )
     .await
 }
 
 /// `POST …/advance_multi`: `count` children of `parent`, run in parallel.
 pub async fn advance_multi(tree: u64, parent: u64, turns: u64, count: u64) -> Result<ChildrenReply> {
-    let body = MultiBody { parent, turns, count };
+    let body = MultiRequest {
+        parent,
+        turns,
+        count: i64::try_from(count).unwrap_or(i64::MAX),
+    };
     post(&format!("{}/advance_multi", tree_path(tree)), &body).await
 }
 
 /// `POST …/advance_frontier`: one child under every leaf (or only the deepest).
 pub async fn advance_frontier(tree: u64, turns: u64, only_max_depth: bool) -> Result<ChildrenReply> {
-    let body = FrontierBody { turns, only_max_depth };
+    let body = FrontierRequest { turns, only_max_depth };
     post(&format!("{}/advance_frontier", tree_path(tree)), &body).await
 }
 
 /// `POST …/branch`: a child of `parent` with `ops` applied.
 pub async fn branch(tree: u64, parent: u64, ops: &[Op]) -> Result<ChildReply> {
-    post(&format!("{}/branch", tree_path(tree)), &BranchBody { parent, ops }).await
+    let body = BranchRequest {
+        parent,
+        ops: ops.to_vec(),
+    };
+    post(&format!("{}/branch", tree_path(tree)), &body).await
 }
 
 /// `POST …/node/{n}/cancel`: stops a running node.

@@ -119,6 +119,83 @@ pub struct TreeRef {
     pub root: u64,
 }
 
+// ---- Request bodies ----
+
+fn one() -> u64 {
+    1
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// `POST /devui/simtree`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct CreateRequest {
+    pub scenario: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// Tokens this tree may spend on a real provider (default: the server's `--token-budget`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_budget: Option<u64>,
+    /// An offline player for this tree whatever the server's default: `mock` or `scripted`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm: Option<String>,
+}
+
+/// `POST …/advance` and `…/advance_chain`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct AdvanceRequest {
+    pub parent: u64,
+    #[serde(default = "one")]
+    pub turns: u64,
+}
+
+/// `POST …/advance_frontier`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct FrontierRequest {
+    #[serde(default = "one")]
+    pub turns: u64,
+    #[serde(default = "yes")]
+    pub only_max_depth: bool,
+}
+
+/// `POST …/advance_multi`. A negative count makes no children (upstream's behaviour).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct MultiRequest {
+    pub parent: u64,
+    #[serde(default = "one")]
+    pub turns: u64,
+    pub count: i64,
+}
+
+/// `POST …/branch`. The server reads `ops` one by one, so an error names the op that is wrong.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct BranchRequest {
+    pub parent: u64,
+    pub ops: Vec<Op>,
+}
+
+/// `POST …/replay`: re-run `node`'s advance (as its sibling, or under `parent`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ReplayRequest {
+    pub node: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<u64>,
+}
+
 /// One entry of `GET /devui/simtree`: upstream's `{id, root}` and the tree's metadata. Times are
 /// Unix milliseconds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,7 +1,7 @@
 //! `GET /openapi.json`: the OpenAPI 3.0 document of every REST route, generated from the same
-//! types the handlers use — the wire types of `simtree-shared` and the request bodies of
-//! `routes.rs` — so it cannot drift from them. Clients can be generated from it, and
-//! `cargo xtask test` runs schemathesis against the real binary with it.
+//! types the handlers use — the wire types of `simtree-shared`, requests and replies — so it
+//! cannot drift from them. Clients can be generated from it, and `cargo xtask test` runs
+//! schemathesis against the real binary with it.
 //!
 //! The route table below mirrors `http::router` (a test checks every documented path is routed).
 //! The WebSockets and the web UI's files are not REST and are not listed; kind-specific bodies
@@ -12,11 +12,10 @@ use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{Map, Value, json};
 use simtree_shared::{
-    ChildReply, ChildrenReply, ErrorBody, Graph, LcaReply, NodeInfo, NodeState, OkReply, RunReply, ScenarioSummary,
-    Summary, TreeInfo, TreePatch, TreeRef, UsageReply,
+    AdvanceRequest, BranchRequest, ChildReply, ChildrenReply, CreateRequest, ErrorBody, FrontierRequest, Graph,
+    LcaReply, MultiRequest, NodeInfo, NodeState, OkReply, ReplayRequest, RunReply, ScenarioSummary, Summary, TreeInfo,
+    TreePatch, TreeRef, UsageReply,
 };
-
-use super::routes::{AdvanceBody, BranchBody, CreateBody, FrontierBody, MultiBody, ReplayBody};
 
 /// One documented operation.
 struct Operation {
@@ -85,7 +84,7 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
             "post",
             "/devui/simtree",
             "Create a tree",
-            Some(schema::<CreateBody>(g)),
+            Some(schema::<CreateRequest>(g)),
             schema::<TreeRef>(g),
             &[409, 413, 422, 503],
         ),
@@ -149,7 +148,7 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
             "post",
             "/devui/simtree/{tree}/advance",
             "Advance a node",
-            Some(schema::<AdvanceBody>(g)),
+            Some(schema::<AdvanceRequest>(g)),
             schema::<RunReply>(g),
             BODY,
         ),
@@ -157,7 +156,7 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
             "post",
             "/devui/simtree/{tree}/advance_frontier",
             "Advance the frontier",
-            Some(schema::<FrontierBody>(g)),
+            Some(schema::<FrontierRequest>(g)),
             schema::<ChildrenReply>(g),
             BODY,
         ),
@@ -165,7 +164,7 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
             "post",
             "/devui/simtree/{tree}/advance_multi",
             "Advance several children of a node",
-            Some(schema::<MultiBody>(g)),
+            Some(schema::<MultiRequest>(g)),
             schema::<ChildrenReply>(g),
             BODY,
         ),
@@ -173,7 +172,7 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
             "post",
             "/devui/simtree/{tree}/advance_chain",
             "Advance one turn at a time",
-            Some(schema::<AdvanceBody>(g)),
+            Some(schema::<AdvanceRequest>(g)),
             schema::<RunReply>(g),
             BODY,
         ),
@@ -181,7 +180,7 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
             "post",
             "/devui/simtree/{tree}/branch",
             "Branch with counterfactual ops",
-            Some(schema::<BranchBody>(g)),
+            Some(schema::<BranchRequest>(g)),
             schema::<ChildReply>(g),
             BODY,
         ),
@@ -197,7 +196,7 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
             "post",
             "/devui/simtree/{tree}/replay",
             "Re-run an advance from its LLM recording",
-            Some(schema::<ReplayBody>(g)),
+            Some(schema::<ReplayRequest>(g)),
             schema::<RunReply>(g),
             BODY,
         ),
@@ -353,7 +352,7 @@ mod tests {
         let doc = document();
         let text = doc.to_string();
         let schemas = doc["components"]["schemas"].as_object().unwrap();
-        for name in ["RunReply", "Graph", "Op", "NodeInfo", "ErrorBody", "CreateBody"] {
+        for name in ["RunReply", "Graph", "Op", "NodeInfo", "ErrorBody", "CreateRequest"] {
             assert!(schemas.contains_key(name), "{name} missing");
         }
         // Every $ref points into components/schemas and names a schema that exists.

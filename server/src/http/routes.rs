@@ -10,8 +10,9 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use simtree_shared::{
-    Budget, ChildReply, ChildrenReply, LcaReply, NodeInfo, NodeStatus, OkReply, Op, RunReply, ScenarioSummary, SimKind,
-    TreeInfo, TreePatch, TreeRef, Usage, UsageReply,
+    AdvanceRequest, Budget, ChildReply, ChildrenReply, CreateRequest, FrontierRequest, LcaReply, MultiRequest,
+    NodeInfo, NodeStatus, OkReply, Op, ReplayRequest, RunReply, ScenarioSummary, SimKind, TreeInfo, TreePatch, TreeRef,
+    Usage, UsageReply,
 };
 
 use super::error::{ApiError, ApiJson, ApiPath};
@@ -40,21 +41,7 @@ pub async fn health() -> Json<OkReply> {
     Json(OkReply { ok: true })
 }
 
-#[derive(Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CreateBody {
-    scenario: String,
-    #[serde(default)]
-    seed: Option<u64>,
-    /// Tokens this tree may spend on a real provider (default: the server's `--token-budget`).
-    #[serde(default)]
-    token_budget: Option<u64>,
-    /// An offline player for this tree whatever the server's default: `mock` or `scripted`.
-    #[serde(default)]
-    llm: Option<String>,
-}
-
-pub async fn create_tree(State(app): St, ApiJson(body): ApiJson<CreateBody>) -> AppResult<Json<TreeRef>> {
+pub async fn create_tree(State(app): St, ApiJson(body): ApiJson<CreateRequest>) -> AppResult<Json<TreeRef>> {
     // Upstream's DevUI calls the Chinese chat `simple_chat_chinese`.
     let scenario = if body.scenario == "simple_chat_chinese" {
         "simple_chat_zh"
@@ -99,62 +86,28 @@ pub async fn graph(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Res
     Ok(Json(g).into_response())
 }
 
-#[derive(Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AdvanceBody {
-    parent: NodeId,
-    #[serde(default = "one")]
-    turns: u64,
-}
-
-fn one() -> u64 {
-    1
-}
-
-fn yes() -> bool {
-    true
-}
-
 pub async fn advance(
     State(app): St,
     ApiPath(tree): ApiPath<u64>,
-    ApiJson(b): ApiJson<AdvanceBody>,
+    ApiJson(b): ApiJson<AdvanceRequest>,
 ) -> AppResult<Json<RunReply>> {
     let done = app.wb.advance(tree, b.parent, b.turns).await?;
     Ok(Json(run_json(done)))
 }
 
-#[derive(Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct FrontierBody {
-    #[serde(default = "one")]
-    turns: u64,
-    #[serde(default = "yes")]
-    only_max_depth: bool,
-}
-
 pub async fn advance_frontier(
     State(app): St,
     ApiPath(tree): ApiPath<u64>,
-    ApiJson(b): ApiJson<FrontierBody>,
+    ApiJson(b): ApiJson<FrontierRequest>,
 ) -> AppResult<Json<ChildrenReply>> {
     let children = app.wb.advance_frontier(tree, b.turns, b.only_max_depth).await?;
     Ok(Json(ChildrenReply { children }))
 }
 
-#[derive(Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct MultiBody {
-    parent: NodeId,
-    #[serde(default = "one")]
-    turns: u64,
-    count: i64,
-}
-
 pub async fn advance_multi(
     State(app): St,
     ApiPath(tree): ApiPath<u64>,
-    ApiJson(b): ApiJson<MultiBody>,
+    ApiJson(b): ApiJson<MultiRequest>,
 ) -> AppResult<Json<ChildrenReply>> {
     let children = app.wb.advance_multi(tree, b.parent, b.turns, b.count).await?;
     Ok(Json(ChildrenReply { children }))
@@ -163,7 +116,7 @@ pub async fn advance_multi(
 pub async fn advance_chain(
     State(app): St,
     ApiPath(tree): ApiPath<u64>,
-    ApiJson(b): ApiJson<AdvanceBody>,
+    ApiJson(b): ApiJson<AdvanceRequest>,
 ) -> AppResult<Json<RunReply>> {
     let done = app.wb.advance_chain(tree, b.parent, b.turns).await?;
     Ok(Json(run_json(done)))
@@ -183,19 +136,11 @@ fn run_json(done: RunResult) -> RunReply {
     }
 }
 
-#[derive(Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ReplayBody {
-    node: NodeId,
-    #[serde(default)]
-    parent: Option<NodeId>,
-}
-
 /// Extension: re-run a node's advance from its LLM recording (zero provider calls).
 pub async fn replay(
     State(app): St,
     ApiPath(tree): ApiPath<u64>,
-    ApiJson(b): ApiJson<ReplayBody>,
+    ApiJson(b): ApiJson<ReplayRequest>,
 ) -> AppResult<Json<RunReply>> {
     let done = app.wb.replay(tree, b.node, b.parent).await?;
     Ok(Json(run_json(done)))
@@ -229,7 +174,9 @@ pub async fn usage(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Jso
     }))
 }
 
-#[derive(Deserialize, schemars::JsonSchema)]
+/// `shared::BranchRequest` as the server reads it: the ops one by one, so that an error names the
+/// op at fault (`ops[1]: …`).
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BranchBody {
     parent: NodeId,
