@@ -425,7 +425,8 @@ pub struct TreeSource {
 impl TreeSource {
     /// The state of `node` (`path`: its root path), or `None` when it has none stored (a run
     /// that never finished).
-    /// The second value is the state's size in the store form, uncompressed (for the cache).
+    /// The second value is what the rebuilt state costs in memory, roughly, for the cache: its
+    /// stored form plus the chunks read for it (an upper bound: some may be shared).
     pub fn state(&self, node: u64, path: &[u64]) -> StoreResult<Option<(Sim, usize)>> {
         let tree = self.tree;
         let Some(data) = self.store.read(move |db| db.state(tree, node))? else {
@@ -434,6 +435,7 @@ impl TreeSource {
         let json = inflate(&data)?;
         let parse =
             |raw: HashMap<ChunkKey, Arc<[u8]>>| read_chunks(raw, &self.cache, || serde_json::from_slice::<Sim>(&json));
+        let mut cost = json.len();
         let sim = match parse(HashMap::new()) {
             Some(sim) => sim,
             None => {
@@ -441,14 +443,16 @@ impl TreeSource {
                 let rows = self.store.read(move |db| db.chunks(tree, &path))?;
                 let mut raw = HashMap::with_capacity(rows.len());
                 for (key, bytes) in rows {
-                    raw.insert(key, Arc::from(inflate(&bytes)?));
+                    let bytes = inflate(&bytes)?;
+                    cost += bytes.len();
+                    raw.insert(key, Arc::from(bytes));
                 }
                 parse(raw).ok_or_else(|| StoreError(format!("node {node}: a chunk of its state is missing")))?
             }
         };
         let mut sim = sim.map_err(|e| StoreError(format!("node {node}: state: {e}")))?;
         sim.attach(self.market.as_ref());
-        Ok(Some((sim, json.len())))
+        Ok(Some((sim, cost)))
     }
 
     /// A node's stored log entries.
