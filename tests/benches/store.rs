@@ -7,6 +7,8 @@
 //! * start-up with 1,000,000 nodes on disk (100 trees of 10,000: the chain's rows copied), and
 //!   the resident memory of a fresh process that opens all 100 trees and reads 20 nodes of each
 //!   with a 512 MB cache — each in a child process of its own.
+//!
+//! `SIMTREE_BENCH_CHAIN_ONLY=1` stops after the first figure (the others take minutes).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -180,6 +182,9 @@ async fn main_bench() {
         postgres.as_secs_f64() / ephemeral.as_secs_f64()
     );
     let _ = std::fs::remove_dir_all(&dir);
+    if std::env::var_os("SIMTREE_BENCH_CHAIN_ONLY").is_some() {
+        return;
+    }
 
     // (b) a 10,000-node chain on disk; (c) rebuilding depth 1,000 from the store alone.
     let dir = temp("million");
