@@ -2,9 +2,9 @@
 //!
 //! One [`Database`] trait, two backends behind the same SQL ([`sql::Db`]): SQLite in the data
 //! folder (the default) and PostgreSQL (`--database-url`). The database is driven by one thread
-//! of its own ([`Store`]): writes are queued without waiting and committed in batches (everything
-//! queued at the time, in order, one transaction); reads and flushes wait for the writes before
-//! them. The workbench flushes where durability is promised — a created tree, an attached node, a
+//! of its own ([`Store`]): writes are queued without waiting and committed in batches (in order,
+//! one transaction; writes nobody waits for linger up to 5 ms to share it); reads and flushes
+//! wait for the writes before them. The workbench flushes where durability is promised — a created tree, an attached node, a
 //! run's final state before `run_finish`, a deletion — and lets log entries flow in batches.
 //!
 //! What is stored, per node: its record (parent, edge type, ops, status, error, times, recorded
@@ -154,6 +154,9 @@ use std::sync::Mutex;
 /// Writes committed per transaction at most (a long queue is committed in steps).
 const BATCH: usize = 4096;
 
+/// How long writes nobody waits for may wait for company before they are committed.
+const GROUP: std::time::Duration = std::time::Duration::from_millis(5);
+
 impl Store {
     /// Opens (creating if needed) `dir/simtree.db`.
     pub fn open_sqlite(dir: &Path) -> StoreResult<Store> {
@@ -287,27 +290,53 @@ fn run(db: &mut dyn Database, rx: mpsc::Receiver<Msg>) {
             f(result.clone());
         }
     };
-    while let Ok(first) = rx.recv() {
-        let mut next = Some(first);
+    // Group commit: writes nobody waits for (a node attached, log entries) linger up to GROUP so
+    // that they share a transaction with what follows — typically the run's final state, which a
+    // flush waits for. A flush or a read commits at once.
+    let mut oldest: Option<std::time::Instant> = None;
+    loop {
+        let msg = match (oldest, flushes.is_empty()) {
+            (Some(t), true) => match rx.recv_timeout(GROUP.saturating_sub(t.elapsed())) {
+                Ok(m) => m,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    commit(db, &mut writes, &mut flushes);
+                    oldest = None;
+                    continue;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            },
+            _ => match rx.recv() {
+                Ok(m) => m,
+                Err(_) => break,
+            },
+        };
+        let mut next = Some(msg);
         while let Some(msg) = next.take() {
             match msg {
                 Msg::Write(w) => {
                     if gone.admit(&w) {
                         push_merged(&mut writes, w);
+                        oldest.get_or_insert_with(std::time::Instant::now);
                     }
                 }
                 Msg::Flush(ack) => flushes.push(ack),
                 Msg::Read(job) => {
                     commit(db, &mut writes, &mut flushes);
+                    oldest = None;
                     job(db);
                 }
             }
             if writes.len() >= BATCH {
                 commit(db, &mut writes, &mut flushes);
+                oldest = None;
             }
             next = rx.try_recv().ok();
         }
-        commit(db, &mut writes, &mut flushes);
+        let due = oldest.is_some_and(|t| t.elapsed() >= GROUP);
+        if !flushes.is_empty() || due || writes.is_empty() {
+            commit(db, &mut writes, &mut flushes);
+            oldest = None;
+        }
     }
     commit(db, &mut writes, &mut flushes);
 }

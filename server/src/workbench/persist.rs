@@ -2,7 +2,7 @@
 //! tree list with metadata, renames, and the cache of live simulators.
 //!
 //! Writes follow the tree's own order (they are queued under the tree's lock) and the store
-//! thread commits whatever is queued as soon as it is free. Durability points wait for that
+//! thread commits what is queued in groups (within 5 ms). Durability points wait for that
 //! commit: a created or imported tree, a branch, a finished run's state and record (before
 //! `run_finish` is announced), a deletion, a rename. A run's node record is queued when it is
 //! attached and its log entries as the run produces them; the run does not wait for them.
