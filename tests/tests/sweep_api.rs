@@ -53,6 +53,12 @@ async fn an_abm_sweep_lays_out_paired_replicates_and_the_faster_epidemic_peaks_h
     assert_eq!(st, 200, "{created}");
     let t = created["id"].as_u64().unwrap();
     let mut watcher = s.watch(&format!("/devui/simtree/{t}/events")).await;
+    // The server subscribes the socket before it sends the snapshot: wait for it, or the sweep's
+    // first messages could go out before this watcher listens.
+    let (_, subscribed) = watcher
+        .until(Duration::from_secs(10), |m| m["type"] == "snapshot")
+        .await;
+    assert!(subscribed);
 
     let (st, started) = s
         .post(&format!("/devui/simtree/{t}/sweep"), &rate_sweep(json!([0.01, 0.3]), 3))
