@@ -253,6 +253,23 @@ pub struct Node {
 }
 
 impl Node {
+    /// The node's record as the store keeps it.
+    pub fn row(&self) -> crate::store::NodeRow {
+        crate::store::NodeRow {
+            id: self.id,
+            parent: self.parent,
+            depth: self.depth,
+            edge_type: self.edge_type,
+            ops: self.ops.clone(),
+            status: self.status,
+            error: self.error.clone(),
+            created: self.created,
+            finished: self.finished,
+            turns: self.turns,
+            records: self.records.clone(),
+        }
+    }
+
     pub fn attached(&self) -> Attached {
         Attached {
             node: self.id,
@@ -445,20 +462,7 @@ impl SimTree {
 
     /// A node's record as the store keeps it.
     pub fn row(&self, id: NodeId) -> Result<crate::store::NodeRow, TreeError> {
-        let n = self.node(id)?;
-        Ok(crate::store::NodeRow {
-            id,
-            parent: n.parent,
-            depth: n.depth,
-            edge_type: n.edge_type,
-            ops: n.ops.clone(),
-            status: n.status,
-            error: n.error.clone(),
-            created: n.created,
-            finished: n.finished,
-            turns: n.turns,
-            records: n.records.clone(),
-        })
+        Ok(self.node(id)?.row())
     }
 
     /// A stored tree's structure, its states and logs left in the store until needed. Runs that
@@ -954,11 +958,6 @@ impl Importer {
             nodes: BTreeMap::new(),
             count: 0,
         })
-    }
-
-    /// The scenario the export names.
-    pub fn scenario(&self) -> &str {
-        &self.scenario
     }
 
     /// The export's `seq`, when it came after the nodes (checked in [`Self::finish`]).

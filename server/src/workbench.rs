@@ -35,7 +35,7 @@ use crate::trading::agents::MockToolModel;
 use crate::trading::data::MarketData;
 use crate::trading::episode::TradingEpisode;
 use crate::trading::provider::{ProviderToolModel, ReplayToolModel};
-use crate::tree::{NodeId, NodeLog, SimTree, TreeError, TreeExport, entry_json};
+use crate::tree::{NodeId, NodeLog, SimTree, TreeError, entry_json};
 
 /// Configurable limits; defaults are documented in the README.
 #[derive(Clone, Debug)]
@@ -378,12 +378,6 @@ impl Workbench {
         let mut sim = s.build(seed).map_err(|e| WorkbenchError::invalid(e.to_string()))?;
         sim.world.llm.offline = offline;
         self.register(SimTree::new(scenario, Sim::Social(sim)), token_budget)
-    }
-
-    /// Imports an export held in memory (see [`Self::import_stream`] for large ones).
-    pub fn import_tree(&self, export: TreeExport) -> Result<TreeRef, WorkbenchError> {
-        let bytes = serde_json::to_vec(&export).map_err(|e| WorkbenchError::invalid(e.to_string()))?;
-        self.import_stream(&bytes[..])
     }
 
     fn check_turns(&self, turns: u64) -> Result<(), WorkbenchError> {

@@ -116,6 +116,19 @@ pub enum Write {
     },
 }
 
+impl Write {
+    /// A node's whole own log as one row (`None` when it has no entries).
+    pub fn whole_log(tree: u64, node: u64, entries: &[String]) -> Option<Write> {
+        (!entries.is_empty()).then(|| Write::Log {
+            tree,
+            node,
+            index: 0,
+            count: entries.len() as u64,
+            entries: entries.join("\n"),
+        })
+    }
+}
+
 /// What a backend does; called only from the store's thread.
 pub trait Database: Send {
     fn apply(&mut self, writes: &[Write]) -> StoreResult<()>;

@@ -18,7 +18,7 @@ use simtree_shared::{SimKind, TreeInfo, TreeRef};
 
 use super::{TreeHandle, Workbench, WorkbenchError, lock};
 use crate::sim::Sim;
-use crate::store::{NodeRow, Store, TreeRow, TreeSource, Write, encode_state, now_ms};
+use crate::store::{Store, TreeRow, TreeSource, Write, encode_state, now_ms};
 use crate::tree::{ImportLimits, NodeId, SimTree, TreeError};
 
 /// A tree's editable and descriptive metadata.
@@ -96,16 +96,8 @@ impl TreeHandle {
         let sim = tree.sim(id)?;
         self.persist_state(tree, id, &sim)?;
         self.persist_row(tree, id);
-        let log = tree.log(id)?;
-        let entries = log.entries();
-        if !entries.is_empty() {
-            self.persist(Write::Log {
-                tree: self.id,
-                node: id,
-                index: 0,
-                count: entries.len() as u64,
-                entries: entries.join("\n"),
-            });
+        if let Some(w) = Write::whole_log(self.id, id, &tree.log(id)?.entries()) {
+            self.persist(w);
         }
         Ok(())
     }
@@ -388,35 +380,19 @@ impl Workbench {
                 let (encoded, d) = encode_state(&sim, id_n, Some(d));
                 dedupe = d;
                 let encoded = encoded.map_err(|e| TreeError::Store(e.to_string()))?;
-                let row = NodeRow {
-                    id: node.id,
-                    parent: node.parent,
-                    depth: node.depth,
-                    edge_type: node.edge_type,
-                    ops: node.ops.clone(),
-                    status: node.status,
-                    error: node.error.clone(),
-                    created: node.created,
-                    finished: node.finished,
-                    turns: node.turns,
-                    records: node.records.clone(),
-                };
                 let entries = node.log.entries();
-                store.write(Write::Node { tree: id, row });
+                store.write(Write::Node {
+                    tree: id,
+                    row: node.row(),
+                });
                 store.write(Write::State {
                     tree: id,
                     node: id_n,
                     data: encoded.data,
                     chunks: encoded.chunks,
                 });
-                if !entries.is_empty() {
-                    store.write(Write::Log {
-                        tree: id,
-                        node: id_n,
-                        index: 0,
-                        count: entries.len() as u64,
-                        entries: entries.join("\n"),
-                    });
+                if let Some(w) = Write::whole_log(id, id_n, &entries) {
+                    store.write(w);
                 }
                 importer.release(id_n);
             }
