@@ -360,6 +360,21 @@ async fn a_refused_import_leaves_nothing_and_renames_are_checked() {
         "a gzip body: {} bytes",
         gz.len()
     );
+    // A client that hangs up half-way through an import leaves nothing behind.
+    {
+        use std::io::Write as _;
+        let body = serde_json::to_vec(&export).unwrap();
+        let addr = s.base.trim_start_matches("http://").to_string();
+        let mut tcp = std::net::TcpStream::connect(&addr).unwrap();
+        let head = format!(
+            "POST /devui/simtree/import HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        tcp.write_all(head.as_bytes()).unwrap();
+        tcp.write_all(&body[..body.len() / 2]).unwrap();
+        drop(tcp);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
     export["nodes"][0]["depth"] = json!(3);
     let (status, body) = s.post("/devui/simtree/import", &export).await;
     assert_eq!(status, 422, "{body}");
