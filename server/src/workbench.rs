@@ -803,6 +803,7 @@ impl Workbench {
             let mut t = handle.lock();
             let removed = t.delete_subtree(node)?;
             handle.persist_delete(&t, removed.clone());
+            sweep::Sweeps::prune(&handle, &t);
             handle.send(TreeMsg::Deleted { node });
             removed
         };

@@ -427,7 +427,7 @@ impl Workbench {
                     store.write(Write::DeleteTree { tree: id });
                     let _ = store.flush();
                 }
-                return Err(e.into());
+                return Err(e);
             }
         };
         let kind = kind.unwrap_or(SimKind::Social);
