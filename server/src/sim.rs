@@ -6,11 +6,13 @@
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
-use simtree_shared::{AgentState, MemoryLine, NodeState, Op};
+use serde_json::Value;
+use simtree_shared::abm::{AbmStep, AbmView};
+use simtree_shared::trading::DecisionEvent;
+use simtree_shared::{AgentErrorEvent, AgentState, MemoryLine, NodeState, NodeView, Op, SocialView};
 
 use crate::abm::model::AbmModel;
-use crate::abm::worker::{Advance, CancelToken, Patch, Snapshot, Start, Termination, WorkerPool};
+use crate::abm::worker::{Advance, CancelToken, CheckPatch, Patch, Snapshot, Start, Termination, WorkerPool};
 use crate::chunks::AppendList;
 use crate::engine::Simulator;
 use crate::engine::event::{Event, EventSink, EventType, SceneEvent};
@@ -166,17 +168,15 @@ impl AbmSim {
         self.pending.clear();
         self.reseed = None;
         self.history.push(plan);
+        let step = |step: u64, values: &indexmap::IndexMap<String, Value>| {
+            let values = values.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            Event::of(EventType::AbmStep, &AbmStep { step, values })
+        };
         if fresh {
-            sink.emit(Event::new(
-                EventType::AbmStep,
-                json!({"step": 0, "values": done.before}),
-            ));
+            sink.emit(step(0, &done.before));
         }
         for r in &done.report.records {
-            sink.emit(Event::new(
-                EventType::AbmStep,
-                json!({"step": r.step, "values": r.values}),
-            ));
+            sink.emit(step(r.step, &r.values));
         }
         self.snapshot = Some(done.snapshot);
         self.steps = done.report.steps;
@@ -302,15 +302,24 @@ impl Sim {
                         break;
                     }
                     match t.step(&*ctx.tools).await {
-                        Ok(r) => sink.emit(Event::new(
+                        Ok(r) => sink.emit(Event::of(
                             EventType::DecisionPoint,
-                            json!({"log": r.log, "portfolio": r.portfolio, "value": r.value, "done": r.done}),
+                            &DecisionEvent {
+                                log: &r.log,
+                                portfolio: r.portfolio,
+                                value: r.value,
+                                done: r.done,
+                            },
                         )),
                         Err(e) => {
                             let error = e.to_string();
-                            sink.emit(Event::new(
+                            sink.emit(Event::of(
                                 EventType::AgentError,
-                                json!({"agent": t.config().agent_id, "step": t.decision_points_done() + 1, "error": error}),
+                                &AgentErrorEvent {
+                                    agent: t.config().agent_id.clone(),
+                                    step: t.decision_points_done() as u64 + 1,
+                                    error: error.clone(),
+                                },
                             ));
                             return Err(error);
                         }
@@ -420,26 +429,22 @@ impl Sim {
         }
     }
 
-    /// The kind-specific view: scene state (social) or portfolio, equity curve, trades and
-    /// metrics (trading).
-    pub fn view(&self) -> Value {
+    /// The kind-specific view: scene state (social), portfolio, equity curve, trades and
+    /// metrics (trading), or the model and its progress (agent-based).
+    pub fn view(&self) -> NodeView {
         match self {
-            Sim::Social(s) => json!({"kind": "social", "scene": s.scene.type_name(), "state": s.scene.state_json()}),
-            Sim::Trading(t) => {
-                let mut v = serde_json::to_value(t.view()).unwrap_or(Value::Null);
-                if let Some(o) = v.as_object_mut() {
-                    o.insert("kind".into(), json!("trading"));
-                }
-                v
-            }
-            Sim::Abm(a) => json!({
-                "kind": "abm",
-                "model": a.model,
-                "seed": a.seed,
-                "steps": a.steps,
-                "terminated": a.terminated,
-                "pending": a.pending,
-                "snapshot_bytes": a.snapshot.as_ref().map(|s| s.len()),
+            Sim::Social(s) => NodeView::Social(SocialView {
+                scene: s.scene.type_name().to_string(),
+                state: s.scene.state_json(),
+            }),
+            Sim::Trading(t) => NodeView::Trading(Box::new(t.view())),
+            Sim::Abm(a) => NodeView::Abm(AbmView {
+                model: serde_json::to_value(&*a.model).unwrap_or(Value::Null),
+                seed: a.seed,
+                steps: a.steps,
+                terminated: a.terminated.clone(),
+                pending: a.pending.clone(),
+                snapshot_bytes: a.snapshot.as_ref().map(|s| s.len() as u64),
             }),
         }
     }

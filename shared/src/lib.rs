@@ -7,6 +7,12 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub mod abm;
+pub mod trading;
+mod view;
+
+pub use view::*;
+
 /// One entry of a node's event log: `{type, data, node}`.
 ///
 /// `node` is the id of the tree node whose simulator produced the entry, so a client can tell

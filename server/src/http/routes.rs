@@ -11,8 +11,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use simtree_shared::{
     AdvanceRequest, Budget, ChildReply, ChildrenReply, CreateRequest, FrontierRequest, LcaReply, MultiRequest,
-    NodeInfo, NodeStatus, OkReply, Op, ReplayRequest, RunReply, ScenarioSummary, SimKind, TreeInfo, TreePatch, TreeRef,
-    Usage, UsageReply,
+    NodeInfo, NodeStatus, NodeView, OkReply, Op, ReplayRequest, RunReply, ScenarioSummary, SimKind, TreeInfo,
+    TreePatch, TreeRef, Usage, UsageReply,
 };
 
 use super::error::{ApiError, ApiJson, ApiPath};
@@ -281,9 +281,9 @@ pub async fn scenarios(State(app): St) -> Json<Vec<ScenarioSummary>> {
     Json(social.chain(trading).chain(abm).collect())
 }
 
-/// Extension: the kind-specific view of a node — scene state (social) or portfolio, equity
-/// curve, trades and metrics (trading).
-pub async fn node_view(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Json<Value>> {
+/// Extension: the kind-specific view of a node — scene state (social), portfolio, equity
+/// curve, trades and metrics (trading), or the model and its progress (agent-based).
+pub async fn node_view(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Json<NodeView>> {
     let handle = app.wb.tree(tree)?;
     let v = handle.lock().sim(node)?.view();
     Ok(Json(v))
