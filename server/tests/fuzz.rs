@@ -71,7 +71,7 @@ fn advance(t: &mut SimTree, parent: NodeId, turns: u64) -> NodeId {
     } else {
         NodeStatus::Failed
     };
-    t.finish(id, sim, status, result.err(), Vec::new());
+    t.finish(id, sim, status, result.err().map(String::from), Vec::new());
     id
 }
 

@@ -467,6 +467,17 @@ pub enum SimKind {
     Abm,
 }
 
+impl SimKind {
+    /// The wire name (`social`, `trading`, `abm`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SimKind::Social => "social",
+            SimKind::Trading => "trading",
+            SimKind::Abm => "abm",
+        }
+    }
+}
+
 /// One entry of `GET /api/scenarios`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
