@@ -609,7 +609,7 @@ mod tests {
         assert_eq!(msgs.len(), 3);
         assert!(msgs[0].content.contains("superseded"));
         assert!(msgs[1].content.contains("unknown tool 'peek'"));
-        assert_eq!(msgs[2].tool_call_id.as_deref(), Some("last"));
+        assert_eq!(msgs[2].tool_call_id(), Some("last"));
         let back: DecisionResult = serde_json::from_str(&msgs[2].content).unwrap();
         assert_eq!(back, result);
         let none = tool_results(&ModelReply::default(), None, &result);

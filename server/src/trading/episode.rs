@@ -711,7 +711,7 @@ mod tests {
         let tool_msg = requests[3]
             .messages
             .iter()
-            .find(|m| m.tool_call_id.as_deref() == Some("c2"))
+            .find(|m| m.tool_call_id() == Some("c2"))
             .expect("the rejected call's result is in the next prompt");
         let back: DecisionResult = serde_json::from_str(&tool_msg.content).unwrap();
         assert_eq!(&back, r2);
