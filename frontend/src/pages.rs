@@ -5,8 +5,10 @@
 
 use leptos::html;
 use leptos::prelude::*;
-use serde_json::Value;
-use simtree_shared::{NodeInfo, NodeStatus, ScenarioSummary, TreeMsg};
+use simtree_shared::abm::AbmView;
+use simtree_shared::trading::{EpisodeMetrics, EquityPoint, ExecutedTrade, Performance};
+// The wire's kind-specific view; `NodeView` here is the model's event/agent view of a node.
+use simtree_shared::{NodeInfo, NodeStatus, NodeView as KindView, ScenarioSummary, TreeMsg};
 
 use crate::api::{self, ApiError, Socket};
 use crate::app::{Conn, Link, Tree, ctx, set_title};
@@ -234,7 +236,7 @@ fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) -> impl IntoV
 
 /// What the selected node is: what made it, its status and failure reason, and a key figure.
 #[component]
-fn Inspector(tree: Tree, node_view: RwSignal<Option<Value>>) -> impl IntoView {
+fn Inspector(tree: Tree, node_view: RwSignal<Option<KindView>>) -> impl IntoView {
     let ctx = ctx();
     let info = RwSignal::new(None::<NodeInfo>);
     Effect::new(move |_| {
@@ -261,19 +263,18 @@ fn Inspector(tree: Tree, node_view: RwSignal<Option<Value>>) -> impl IntoView {
     };
     let figure = move || {
         node_view.with(|v| {
-            let v = v.as_ref()?;
-            Some(match v["kind"].as_str()? {
-                "trading" => format!(
+            Some(match v.as_ref()? {
+                KindView::Trading(v) => format!(
                     "{} · {} {}/{} · {} {}",
-                    v["current_date"].as_str().unwrap_or("–"),
+                    v.current_date.as_deref().unwrap_or("–"),
                     ctx.tr("inspector.decisions"),
-                    v["next_decision_point"],
-                    v["decision_points"],
+                    v.next_decision_point,
+                    v.decision_points,
                     ctx.tr("inspector.equity"),
-                    crate::ops::grouped(v["portfolio_value"].as_f64().unwrap_or(0.0))
+                    crate::ops::grouped(v.portfolio_value)
                 ),
-                "abm" => format!("{} {}", ctx.tr("inspector.step"), v["steps"]),
-                _ => format!("{}: {}", ctx.tr("inspector.scene"), v["scene"].as_str().unwrap_or("")),
+                KindView::Abm(v) => format!("{} {}", ctx.tr("inspector.step"), v.steps),
+                KindView::Social(v) => format!("{}: {}", ctx.tr("inspector.scene"), v.scene),
             })
         })
     };
@@ -332,7 +333,7 @@ enum Advance {
 
 /// Run leaves, advance, parallel run, chain run, stop, details, delete (with confirmation).
 #[component]
-fn OpsPanel(tree: Tree, node_view: RwSignal<Option<Value>>, details: bool) -> impl IntoView {
+fn OpsPanel(tree: Tree, node_view: RwSignal<Option<KindView>>, details: bool) -> impl IntoView {
     let ctx = ctx();
     let leaves = RwSignal::new("1".to_string());
     let steps = RwSignal::new("1".to_string());
@@ -486,7 +487,7 @@ fn ComparePanel(tree: Tree) -> impl IntoView {
     let ctx = ctx();
     let other = RwSignal::new(String::new());
     let result = RwSignal::new(None::<(u64, u64, Comparison)>);
-    let views = RwSignal::new(None::<(Value, Value)>);
+    let views = RwSignal::new(None::<(KindView, KindView)>);
     Effect::new(move |_| {
         if let Some(n) = tree.compare_with.get() {
             other.set(n.to_string());
@@ -574,10 +575,10 @@ fn ComparePanel(tree: Tree) -> impl IntoView {
                         }))}
                     </p>
                     {move || views.with(|v| match v {
-                        Some((a, b)) if a["kind"] == "trading" && b["kind"] == "trading" => Some(view! {
+                        Some((KindView::Trading(a), KindView::Trading(b))) => Some(view! {
                             <div id="compare-metrics" class="columns">
-                                <div>{metrics_table(a)}</div>
-                                <div>{metrics_table(b)}</div>
+                                <div>{metrics_table(&a.metrics)}</div>
+                                <div>{metrics_table(&b.metrics)}</div>
                             </div>
                         }),
                         _ => None,
@@ -885,8 +886,8 @@ pub fn SimViewer(tree_id: Option<u64>, node: u64) -> impl IntoView {
 }
 
 /// The kind-specific view of the selected node, re-read when it changes or its run finishes.
-fn node_view_signal(tree: Tree) -> RwSignal<Option<Value>> {
-    let view = RwSignal::new(None::<Value>);
+fn node_view_signal(tree: Tree) -> RwSignal<Option<KindView>> {
+    let view = RwSignal::new(None::<KindView>);
     Effect::new(move |_| {
         tree.last_msg.track();
         let (Some(t), Some(n)) = (tree.id.get(), tree.selected.get()) else {
@@ -903,29 +904,27 @@ fn node_view_signal(tree: Tree) -> RwSignal<Option<Value>> {
 }
 
 /// The metrics table of a trading view (strategy against buy-and-hold).
-fn metrics_table(v: &Value) -> impl IntoView + use<> {
-    let m = &v["metrics"];
-    let row = |label: &'static str, key: &'static str, pct_value: bool| {
-        let cell = |side: &str| {
-            let x = m[side][key].as_f64();
+fn metrics_table(m: &EpisodeMetrics) -> impl IntoView + use<> {
+    let row = |label: &'static str, figure: fn(&Performance) -> Option<f64>, pct_value: bool| {
+        let cell = |p: &Performance| {
+            let x = figure(p);
             if pct_value {
                 pct(x)
             } else {
                 x.map_or_else(|| "–".into(), |x| format!("{x:.2}"))
             }
         };
-        view! { <tr><td>{label}</td><td>{cell("strategy")}</td><td>{cell("buy_and_hold")}</td></tr> }
+        view! { <tr><td>{label}</td><td>{cell(&m.strategy)}</td><td>{cell(&m.buy_and_hold)}</td></tr> }
     };
-    let count = |k: &str| m[k].as_u64().unwrap_or(0).to_string();
     view! {
         <table class="metrics">
             <tr><th></th><th>"strategy"</th><th>"buy & hold"</th></tr>
-            {row("total return", "total_return", true)}
-            {row("annualised", "annualised_return", true)}
-            {row("volatility", "volatility", true)}
-            {row("Sharpe", "sharpe", false)}
-            {row("max drawdown", "max_drawdown", true)}
-            <tr><td>"trades / rejected"</td><td colspan="2">{count("num_trades")} " / " {count("rejected_decisions")}</td></tr>
+            {row("total return", |p| Some(p.total_return), true)}
+            {row("annualised", |p| Some(p.annualised_return), true)}
+            {row("volatility", |p| Some(p.volatility), true)}
+            {row("Sharpe", |p| p.sharpe, false)}
+            {row("max drawdown", |p| Some(p.max_drawdown), true)}
+            <tr><td>"trades / rejected"</td><td colspan="2">{m.num_trades.to_string()} " / " {m.rejected_decisions.to_string()}</td></tr>
         </table>
     }
 }
@@ -933,67 +932,63 @@ fn metrics_table(v: &Value) -> impl IntoView + use<> {
 /// Equity curve (strategy and buy-and-hold), metrics and trades of a trading node; the scene
 /// state of a social node.
 #[component]
-fn NodeDetails(tree: Tree, view_state: RwSignal<Option<Value>>) -> impl IntoView {
+fn NodeDetails(tree: Tree, view_state: RwSignal<Option<KindView>>) -> impl IntoView {
     let ctx = ctx();
     let body = move || {
-        let v = view_state.get()?;
-        if v["kind"] == "abm" {
-            return Some(view! { <AbmDetails tree view=v /> }.into_any());
-        }
-        if v["kind"] != "trading" {
-            let state = serde_json::to_string_pretty(&v["state"]).unwrap_or_default();
-            return Some(view! { <pre id="scene-state" class="json">{state}</pre> }.into_any());
-        }
-        let points = |k: &str| v[k].as_array().cloned().unwrap_or_default();
-        let values = |k: &str| {
-            points(k)
-                .iter()
-                .map(|p| p["value"].as_f64().unwrap_or(f64::NAN))
-                .collect()
+        let v = match view_state.get()? {
+            KindView::Abm(v) => return Some(view! { <AbmDetails tree view=v /> }.into_any()),
+            KindView::Social(v) => {
+                let state = serde_json::to_string_pretty(&v.state).unwrap_or_default();
+                return Some(view! { <pre id="scene-state" class="json">{state}</pre> }.into_any());
+            }
+            KindView::Trading(v) => v,
         };
-        let dates = points("equity_curve")
-            .iter()
-            .map(|p| p["date"].as_str().unwrap_or("").to_string())
-            .collect();
-        let curve = |class, name: &str, colour, dash| Line {
+        let values = |points: &[EquityPoint]| points.iter().map(|p| p.value).collect();
+        let dates = v.equity_curve.iter().map(|p| p.date.clone()).collect();
+        let curve = |class, name: &str, points: &[EquityPoint], colour, dash| Line {
             class,
             name: name.to_string(),
             label: name.to_string(),
-            values: values(name),
+            values: values(points),
             colour,
             dash,
         };
         let lines = vec![
             Line {
                 label: "strategy".into(),
-                ..curve("equity", "equity_curve", "#1e4976", "")
+                ..curve("equity", "equity_curve", &v.equity_curve, "#1e4976", "")
             },
             Line {
                 label: "buy & hold".into(),
-                ..curve("benchmark", "buy_and_hold_curve", "#e65100", "4 3")
+                ..curve(
+                    "benchmark",
+                    "buy_and_hold_curve",
+                    &v.buy_and_hold_curve,
+                    "#e65100",
+                    "4 3",
+                )
             },
         ];
-        let trades: Vec<Value> = v["trades"].as_array().cloned().unwrap_or_default();
-        let shown: Vec<Value> = trades.iter().rev().take(30).cloned().collect();
+        let shown: Vec<ExecutedTrade> = v.trades.iter().rev().take(30).cloned().collect();
         Some(
             view! {
                 <div id="trading-view">
                     <p>
                         {format!("{} · {} · {} of {} decision points · value {:.2}",
-                            v["episode_id"].as_str().unwrap_or(""), v["agent"]["kind"].as_str().unwrap_or(""),
-                            v["next_decision_point"], v["decision_points"], v["portfolio_value"].as_f64().unwrap_or(0.0))}
+                            v.episode_id, v.agent.kind(),
+                            v.next_decision_point, v.decision_points, v.portfolio_value)}
                     </p>
                     <LineChart id="equity-chart" lines x_labels=dates />
-                    {metrics_table(&v)}
+                    {metrics_table(&v.metrics)}
                     <table id="trades" class="trades">
                         <tr><th>"date"</th><th>"side"</th><th>"ticker"</th><th>"qty"</th><th>"price"</th></tr>
                         {shown.into_iter().map(|t| view! {
                             <tr>
-                                <td>{t["timestamp"].as_str().unwrap_or("").to_string()}</td>
-                                <td>{t["side"].as_str().unwrap_or("").to_string()}</td>
-                                <td>{t["ticker"].as_str().unwrap_or("").to_string()}</td>
-                                <td>{t["quantity"].to_string()}</td>
-                                <td>{format!("{:.2}", t["price"].as_f64().unwrap_or(0.0))}</td>
+                                <td>{t.timestamp}</td>
+                                <td>{t.side.as_str()}</td>
+                                <td>{t.ticker}</td>
+                                <td>{t.quantity.to_string()}</td>
+                                <td>{format!("{:.2}", t.price)}</td>
                             </tr>
                         }).collect_view()}
                     </table>
@@ -1034,12 +1029,12 @@ fn abm_lines(own: (u64, &[Tracked]), other: Option<(u64, &[Tracked])>) -> Vec<Li
 /// An agent-based model's structure and its tracked variables over the steps of this node's path;
 /// with a compare target, that node's series overlaid (dashed).
 #[component]
-fn AbmDetails(tree: Tree, view: Value) -> impl IntoView {
+fn AbmDetails(tree: Tree, view: AbmView) -> impl IntoView {
     let AbmStructure {
         topology,
         globals,
         agents,
-    } = abm_structure(&view["model"]);
+    } = abm_structure(&view.outline());
     // (node, its series, its step numbers) of the selected node, and the compared node's.
     let own = RwSignal::new((0, Vec::<Tracked>::new(), Vec::<String>::new()));
     let other = RwSignal::new(None::<(u64, Vec<Tracked>)>);
@@ -1064,11 +1059,11 @@ fn AbmDetails(tree: Tree, view: Value) -> impl IntoView {
     });
     let status = format!(
         "step {} · seed {}{}",
-        view["steps"],
-        view["seed"],
-        view["terminated"]["reason"]
-            .as_str()
-            .map(|r| format!(" · terminated ({r})"))
+        view.steps,
+        view.seed,
+        view.terminated
+            .as_ref()
+            .map(|t| format!(" · terminated ({})", t.reason))
             .unwrap_or_default()
     );
     view! {

@@ -525,7 +525,7 @@ impl Workbench {
                 let run = CatchUnwind(Box::pin(sim.run(turns, &ctx, &mut sink)));
                 tokio::select! {
                     r = run => match r {
-                        Ok(result) => Outcome::Ran(result.err()),
+                        Ok(result) => Outcome::Ran(result.err().map(String::from)),
                         Err(()) => Outcome::Panicked,
                     },
                     _ = cancelled.wait_for(|c| *c) => Outcome::Cancelled,
