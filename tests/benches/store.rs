@@ -181,7 +181,11 @@ async fn probe(dir: &Path) {
     let listed = wb.list();
     let h0 = heap_mb();
     let handle = wb.tree(listed[0].id).unwrap();
-    println!("tree structure: heap +{:.1} MB, counted {:.1} MB", heap_mb() - h0, wb.cache_bytes() as f64 / 1048576.0);
+    println!(
+        "tree structure: heap +{:.1} MB, counted {:.1} MB",
+        heap_mb() - h0,
+        wb.cache_bytes() as f64 / 1048576.0
+    );
     for node in [5000u64, 5001, 9000, 2000] {
         let h = heap_mb();
         let c = wb.cache_bytes();
@@ -200,7 +204,11 @@ async fn probe(dir: &Path) {
     for node in [5000u64, 5001, 9000, 2000] {
         handle.lock().evict(node);
     }
-    println!("evicted: heap {:.2} MB; counted {:.2} MB", heap_mb() - h, wb.cache_bytes() as f64 / 1048576.0);
+    println!(
+        "evicted: heap {:.2} MB; counted {:.2} MB",
+        heap_mb() - h,
+        wb.cache_bytes() as f64 / 1048576.0
+    );
 }
 
 async fn main_bench() {

@@ -30,14 +30,6 @@ pub struct Meta {
     pub last_activity: u64,
 }
 
-pub fn kind_of(sim: &Sim) -> SimKind {
-    match sim {
-        Sim::Social(_) => SimKind::Social,
-        Sim::Trading(_) => SimKind::Trading,
-        Sim::Abm(_) => SimKind::Abm,
-    }
-}
-
 /// The longest tree name.
 pub const MAX_NAME_CHARS: usize = 200;
 
@@ -377,7 +369,7 @@ impl Workbench {
             if kind.is_none()
                 && let Some(sim) = &node.sim
             {
-                kind = Some(kind_of(sim));
+                kind = Some(sim.sim_kind());
             }
             if let Some(store) = &store {
                 let sim = node.sim.clone().expect("an imported node has its simulator");
