@@ -349,7 +349,11 @@ impl Mailbox {
                 Some(left) if left.is_zero() => return Some(Vec::new()),
                 Some(left) => {
                     inbox.lingering = true;
-                    inbox = self.ready.wait_timeout(inbox, left).unwrap_or_else(|p| p.into_inner()).0;
+                    inbox = self
+                        .ready
+                        .wait_timeout(inbox, left)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0;
                     inbox.lingering = false;
                 }
                 None => inbox = self.ready.wait(inbox).unwrap_or_else(|p| p.into_inner()),

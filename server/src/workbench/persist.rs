@@ -529,7 +529,10 @@ impl Workbench {
                 .trees
                 .remove_if(&id, |_, t| Arc::strong_count(t) == 1 && lock(&t.runs).is_empty());
             if let Some((_, handle)) = removed {
-                let cost = handle.lock().structure_cost() + handle.lock().cached().iter().map(|c| c.1).sum::<usize>();
+                let cost = {
+                    let t = handle.lock();
+                    t.structure_cost() + t.cached().iter().map(|c| c.1).sum::<usize>()
+                };
                 self.stored.insert(id, handle.row());
                 freed += cost;
                 need = need.saturating_sub(cost);
