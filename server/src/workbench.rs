@@ -626,7 +626,7 @@ impl Workbench {
     ) -> Result<RunResult, WorkbenchError> {
         let handle = self.tree(tree)?;
         let (parent, turns, records) = {
-            let t = handle.lock();
+            let mut t = handle.lock();
             let n = t.node(node)?;
             let [Op::Advance { turns }] = n.ops.as_slice() else {
                 return Err(WorkbenchError::invalid(format!(
@@ -636,13 +636,16 @@ impl Workbench {
             let parent = parent
                 .or(n.parent)
                 .ok_or_else(|| WorkbenchError::invalid("the root cannot be replayed"))?;
-            // A run without recorded calls (the mock, rule-based traders, ABM) is re-run as it
-            // is: it made no provider calls to begin with.
+            let (turns, records) = (*turns, n.records.clone());
+            // A run without recorded calls on the mock, or on an offline player (`scripted`) on
+            // any backend, is re-run as it is: it made no provider calls to begin with.
+            let offline = matches!(&*t.sim(parent)?, Sim::Social(s) if s.world.llm.offline.is_some());
             let replay = match &self.backend {
-                Backend::Mock if n.records.is_empty() => None,
-                _ => Some(n.records.clone()),
+                _ if records.is_empty() && offline => None,
+                Backend::Mock if records.is_empty() => None,
+                _ => Some(records),
             };
-            (parent, *turns, replay)
+            (parent, turns, replay)
         };
         self.check_turns(turns)?;
         let pending = self.start(&handle, parent, turns, records)?;
