@@ -213,7 +213,10 @@ impl Progress {
                 self.0.retain(|n, _| graph.running.contains(n));
                 self.0.len() != before
             }
-            TreeMsg::Attached(_) | TreeMsg::RunStart { .. } | TreeMsg::Resync { .. } => false,
+            TreeMsg::Attached(_)
+            | TreeMsg::RunStart { .. }
+            | TreeMsg::SweepProgress { .. }
+            | TreeMsg::Resync { .. } => false,
         }
     }
 
