@@ -14,8 +14,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use simtree_shared::{
     AdvanceRequest, BranchRequest, ChildReply, ChildrenReply, CreateRequest, ErrorBody, FrontierRequest, Graph,
-    LogEntry, MultiRequest, NodeInfo, NodeState, OkReply, Op, RunReply, ScenarioSummary, Summary, TreeInfo, TreeMsg,
-    TreePatch, TreeRef, UsageReply,
+    LogEntry, MultiRequest, NodeInfo, NodeState, OkReply, Op, RunReply, ScenarioSummary, Summary, SweepStarted,
+    SweepTable, TreeInfo, TreeMsg, TreePatch, TreeRef, UsageReply,
 };
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
@@ -279,6 +279,21 @@ pub async fn sim_events(tree: u64, node: u64) -> Result<Vec<LogEntry>> {
 
 pub async fn sim_state(tree: u64, node: u64) -> Result<NodeState> {
     get(&format!("{}/sim/{node}/state", tree_path(tree))).await
+}
+
+/// `POST …/sweep`: lays a sweep out under its `parent` and starts its runs (answers at once).
+pub async fn start_sweep(tree: u64, body: &Value) -> Result<SweepStarted> {
+    post(&format!("{}/sweep", tree_path(tree)), body).await
+}
+
+/// `GET …/sweep`: every sweep of the tree with its table so far.
+pub async fn sweeps(tree: u64) -> Result<Vec<SweepTable>> {
+    get(&format!("{}/sweep", tree_path(tree))).await
+}
+
+/// `GET …/sweep/{id}`: one sweep's table so far.
+pub async fn sweep(tree: u64, id: u64) -> Result<SweepTable> {
+    get(&format!("{}/sweep/{id}", tree_path(tree))).await
 }
 
 /// The tree socket (`…/events`): every message that parses as a [`TreeMsg`] goes to `on_msg`

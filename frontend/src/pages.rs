@@ -137,6 +137,7 @@ pub fn SimTreePage(tree_id: Option<u64>) -> impl IntoView {
                     <OpsPanel tree node_view details=true />
                     <BranchEditor tree node_view />
                     <ComparePanel tree />
+                    <crate::sweep_view::SweepPanel tree />
                     <NodeDetails tree view_state=node_view />
                     <crate::data::DataPanel tree node_view />
                     <CreatePanel studio=false tree=tree />

@@ -1499,3 +1499,117 @@ async fn ui_bench() {
     }
     b.finish("ui_bench").await;
 }
+
+// ---- Sweeps, overlays, trade markers and the create form (charts). ----
+
+/// Polls until the `value` property of `css` contains `needle`.
+async fn wait_value(b: &Browser, css: &str, needle: &str) -> String {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let value = b
+            .wait_css(css)
+            .await
+            .prop("value")
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        if value.contains(needle) {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{css} never held {needle:?}; last: {value:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_sweep_started_from_the_form_fills_its_table_and_charts_live() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let (st, created) = b
+        .server
+        .post("/devui/simtree", &json!({"scenario": "sir_network", "seed": 7}))
+        .await;
+    assert_eq!(st, 200, "{created}");
+    let t = created["id"].as_u64().unwrap();
+    b.open(&format!("/simtree/{t}")).await;
+    b.wait_css("g.node[data-id='0']").await;
+    b.wait_text("#sweep-list", "No sweeps yet").await;
+    b.click("#sweep-new summary").await;
+    // An ABM tree's form holds the SIR example: infection rate 0.01 vs 0.3.
+    wait_value(&b, "#sweep-op", "abm_set_global").await;
+    wait_value(&b, "#sweep-values", "0.01, 0.3").await;
+    b.set_input("#sweep-turns", "12").await;
+    b.set_input("#sweep-replicates", "2").await;
+
+    // A reduction the server does not know: its 422 shows in place and nothing is made.
+    b.set_input("#sweep-metrics", "peak = maximum:globalVariable.infectedCount")
+        .await;
+    b.click("#sweep-start").await;
+    let refusal = b.wait_text("#sweep-error", "metrics.peak").await;
+    assert!(!refusal.contains("422"), "the server's words, not a status: {refusal}");
+    let (_, none) = b.server.get(&format!("/devui/simtree/{t}/sweep")).await;
+    assert_eq!(none, json!([]), "a refused sweep creates nothing");
+    // A field the form checks itself.
+    b.set_input("#sweep-replicates", "0").await;
+    b.click("#sweep-start").await;
+    b.wait_text("#sweep-error", "Replicates").await;
+
+    b.set_input("#sweep-replicates", "2").await;
+    b.set_input("#sweep-metrics", "peak = max:globalVariable.infectedCount")
+        .await;
+    b.click("#sweep-start").await;
+    b.wait_count("#sweep-table tr[data-cell]", 2).await;
+    assert_eq!(
+        b.count("#sweep-error").await,
+        0,
+        "the error is gone once a sweep starts"
+    );
+    if let Ok(png) = b.client.screenshot().await {
+        let _ = std::fs::write(screenshots().join("sweep_running.png"), png);
+    }
+    // The socket's sweep_progress fills the table and the chart: no reload, no polling.
+    b.wait_text("#sweep-progress", "4/4 runs done").await;
+    b.wait_count("#sweep-chart-0 circle.mean", 2).await;
+    b.wait_count("#sweep-chart-0 circle.replicate", 4).await;
+    let band = b
+        .wait_css("#sweep-chart-0 polygon.band")
+        .await
+        .attr("points")
+        .await
+        .unwrap()
+        .unwrap_or_default();
+    assert_eq!(band.split(' ').count(), 4, "a band over two cells: {band}");
+    let (_, tables) = b.server.get(&format!("/devui/simtree/{t}/sweep")).await;
+    let table = &tables[0];
+    let (slow, fast) = (&table["cells"][0], &table["cells"][1]);
+    assert!(
+        fast["metrics"]["peak"]["mean"].as_f64() > slow["metrics"]["peak"]["mean"].as_f64(),
+        "{table}"
+    );
+    let row = b.wait_text("#sweep-table tr[data-cell='1']", "rate=0.3").await;
+    assert!(row.contains("(n=2)") && row.contains('±'), "mean ± sd (n): {row}");
+    // The x axis names the cells; hovering one reads its numbers out.
+    let labels = b.wait_text("#sweep-chart-0", "rate=0.01").await;
+    assert!(labels.contains("rate=0.3"), "{labels}");
+    b.js("const c = document.querySelector('#sweep-chart-0'); c.scrollIntoView({block: 'center'});
+          const r = c.getBoundingClientRect();
+          c.dispatchEvent(new MouseEvent('mousemove', {clientX: r.left + r.width * 0.8, clientY: r.top + 40, bubbles: true}));")
+        .await;
+    b.wait_text("#sweep-chart-0-readout", "rate=0.3: ").await;
+    // A click on a cell selects its node in the graph and the inspector.
+    let node = fast["node"].as_u64().unwrap();
+    b.click("#sweep-chart-0 rect.slot[data-cell='1']").await;
+    b.wait_text("#inspector h3", &format!("#{node}")).await;
+    b.wait_css(&format!("#sweep-table tr.selected[data-node='{node}']"))
+        .await;
+    b.wait_css(&format!("g.node.selected[data-id='{node}']")).await;
+    b.click("#sweep-table tr[data-cell='0'] button.cell-pick").await;
+    let first = slow["node"].as_u64().unwrap();
+    b.wait_text("#inspector h3", &format!("#{first}")).await;
+    b.js("document.querySelector('#sweeps').scrollIntoView()").await;
+    b.finish("sweep_table_and_chart").await;
+}
