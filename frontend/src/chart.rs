@@ -201,6 +201,44 @@ pub fn mean_sd(series: &[&[f64]]) -> (Vec<f64>, Vec<f64>) {
         .unzip()
 }
 
+/// One tracked variable over several overlaid runs: its mean per point and the mean ± sd band.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MeanBand {
+    pub name: String,
+    pub mean: Vec<f64>,
+    pub lo: Vec<f64>,
+    pub hi: Vec<f64>,
+    /// How many runs track the variable.
+    pub runs: usize,
+}
+
+/// Per variable (in first-seen order), the mean and band over every run that tracks it.
+pub fn mean_bands(runs: &[&[Tracked]]) -> Vec<MeanBand> {
+    let mut names: Vec<&str> = Vec::new();
+    for (name, _) in runs.iter().flat_map(|r| r.iter()) {
+        if !names.contains(&name.as_str()) {
+            names.push(name);
+        }
+    }
+    names
+        .into_iter()
+        .map(|name| {
+            let series: Vec<&[f64]> = runs
+                .iter()
+                .filter_map(|r| r.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_slice()))
+                .collect();
+            let (mean, sd) = mean_sd(&series);
+            MeanBand {
+                name: name.to_string(),
+                lo: mean.iter().zip(&sd).map(|(m, s)| m - s).collect(),
+                hi: mean.iter().zip(&sd).map(|(m, s)| m + s).collect(),
+                mean,
+                runs: series.len(),
+            }
+        })
+        .collect()
+}
+
 /// A percentage with one decimal (`0.0123` → `1.2%`).
 pub fn pct(v: Option<f64>) -> String {
     v.map_or_else(|| "–".into(), |v| format!("{:.1}%", v * 100.0))
@@ -368,6 +406,22 @@ mod tests {
         let (m, s) = mean_sd(&[&[f64::NAN]]);
         assert!(m[0].is_nan() && s[0].is_nan());
         assert_eq!(mean_sd(&[]), (vec![], vec![]));
+
+        let run = |i: f64, s: f64| {
+            vec![
+                ("infected".to_string(), vec![i, i + 2.0]),
+                ("susceptible".to_string(), vec![s]),
+            ]
+        };
+        let bands = mean_bands(&[&run(1.0, 9.0), &run(3.0, 7.0), &[("infected".to_string(), vec![5.0])]]);
+        let names: Vec<(&str, usize)> = bands.iter().map(|b| (b.name.as_str(), b.runs)).collect();
+        assert_eq!(names, [("infected", 3), ("susceptible", 2)]);
+        assert_eq!(bands[0].mean, [3.0, 4.0]);
+        assert_eq!(
+            (bands[0].lo.clone(), bands[0].hi.clone()),
+            (vec![1.0, 4.0 - 2f64.sqrt()], vec![5.0, 4.0 + 2f64.sqrt()])
+        );
+        assert_eq!((bands[1].mean[0], bands[1].lo[0]), (8.0, 8.0 - 2f64.sqrt()));
 
         let f = TEST_FRAME;
         let axis = Axis::over(&[&[90.0, 110.0]], 3).unwrap();

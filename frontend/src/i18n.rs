@@ -259,6 +259,15 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
             "请至少给出一个指标，每行一个，格式为 名称 = 归约。",
         ),
         "sweep.errJson" => ("The sweep file must be a JSON object.", "扫描文件必须是 JSON 对象。"),
+        "overlay.siblings" => (
+            "Overlay its siblings (a sweep cell's other replicates)",
+            "叠加其兄弟节点（扫描单元的其他重复）",
+        ),
+        "overlay.band" => ("Mean ± sd band of the overlaid runs", "叠加运行的均值 ± 标准差带"),
+        "overlay.hint" => (
+            "Shift-click another node to overlay its series (dashed).",
+            "按住 Shift 点击另一个节点可叠加其序列（虚线）。",
+        ),
         _ => (key, key),
     };
     match lang {

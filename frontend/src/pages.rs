@@ -11,12 +11,12 @@ use simtree_shared::{NodeInfo, NodeStatus, ScenarioSummary, TreeMsg};
 use crate::api::{self, ApiError, Socket};
 use crate::app::{Conn, Link, Tree, ctx, set_title};
 use crate::branch::BranchEditor;
-use crate::chart::{AbmStructure, COLOURS, Tracked, abm_series, abm_steps, abm_structure, pct, short_name};
+use crate::chart::{AbmStructure, COLOURS, Tracked, abm_series, abm_steps, abm_structure, mean_bands, pct, short_name};
 use crate::compare::{Comparison, compare};
 use crate::graph::{GraphView, Legend, Stats, UsageLine, node_summary, status_name};
 use crate::model::{EventLine, NodeView, event_line, parse_count, viewer_line};
 use crate::ops::finished_reason;
-use crate::plot::{Line, LineChart};
+use crate::plot::{Band, Line, LineChart};
 use crate::route::Route;
 
 #[component]
@@ -1006,60 +1006,119 @@ fn NodeDetails(tree: Tree, view_state: RwSignal<Option<Value>>) -> impl IntoView
     view! { <section class="panel details"><h3>{move || ctx.tr("details.title")}</h3>{body}</section> }
 }
 
-/// Tracked variables as chart lines: the selected node's (`own`, solid) and a compared node's
-/// (dashed); a variable keeps its colour in both, and the legend names the node of each line.
-fn abm_lines(own: (u64, &[Tracked]), other: Option<(u64, &[Tracked])>) -> Vec<Line> {
+/// Tracked variables as chart lines: the selected node's (`own`, solid) and overlaid nodes'
+/// (dashed); a variable keeps its colour in all, and the legend names the node of each line.
+fn abm_lines(own: (u64, &[Tracked]), others: &[(u64, Vec<Tracked>)]) -> Vec<Line> {
     let (n, solid) = own;
-    let dashed = other.map_or(&[][..], |(_, d)| d);
-    let colour = |name: &str| {
-        let i = solid.iter().chain(dashed).position(|(v, _)| v == name).unwrap_or(0) % COLOURS.len();
-        COLOURS[i]
-    };
+    let names: &Vec<&str> = &solid
+        .iter()
+        .chain(others.iter().flat_map(|(_, d)| d))
+        .map(|(v, _)| v.as_str())
+        .collect();
     let line = |node: u64, dash: &'static str| {
         move |(name, values): &Tracked| Line {
             class: "series",
             name: name.clone(),
             label: format!("{} (#{node})", short_name(name)),
             values: values.clone(),
-            colour: colour(name),
+            colour: variable_colour(names, name),
             dash,
         }
     };
     let mut lines: Vec<Line> = solid.iter().map(line(n, "")).collect();
-    if let Some((m, d)) = other {
-        lines.extend(d.iter().map(line(m, "5 3")));
+    for (m, d) in others {
+        lines.extend(d.iter().map(line(*m, "5 3")));
     }
     lines
 }
 
+/// A variable's colour: by its first place among `names`, so it matches across nodes.
+fn variable_colour(names: &[&str], name: &str) -> &'static str {
+    COLOURS[names.iter().position(|v| *v == name).unwrap_or(0) % COLOURS.len()]
+}
+
+/// The overlaid runs as one mean line per variable over a band of ± sd.
+fn abm_mean_lines(runs: &[&[Tracked]]) -> (Vec<Line>, Vec<Band>) {
+    let bands = mean_bands(runs);
+    let names: Vec<&str> = bands.iter().map(|b| b.name.as_str()).collect();
+    let lines = bands
+        .iter()
+        .map(|b| Line {
+            class: "mean",
+            name: b.name.clone(),
+            label: format!("{} mean ± sd (n={})", short_name(&b.name), b.runs),
+            values: b.mean.clone(),
+            colour: variable_colour(&names, &b.name),
+            dash: "",
+        })
+        .collect();
+    let shaded = bands
+        .iter()
+        .map(|b| Band {
+            name: b.name.clone(),
+            lo: b.lo.clone(),
+            hi: b.hi.clone(),
+            colour: variable_colour(&names, &b.name),
+        })
+        .collect();
+    (lines, shaded)
+}
+
+/// The nodes overlaid on the selected one's chart: the compare target and, when asked, the
+/// selected node's siblings (a sweep cell's other replicates).
+fn overlaid(tree: Tree, node: u64, siblings: bool) -> Vec<u64> {
+    let mut out: Vec<u64> = tree.compare_with.get().into_iter().filter(|c| *c != node).collect();
+    if siblings {
+        let parent = tree.graph.with(|g| g.parent_of(node));
+        let kin = tree.graph.with(|g| {
+            g.edges
+                .iter()
+                .filter(|e| Some(e.from) == parent && e.to != node)
+                .map(|e| e.to)
+                .collect::<Vec<_>>()
+        });
+        for k in kin {
+            if !out.contains(&k) {
+                out.push(k);
+            }
+        }
+    }
+    out
+}
+
 /// An agent-based model's structure and its tracked variables over the steps of this node's path;
-/// with a compare target, that node's series overlaid (dashed).
+/// other nodes (the compare target, the siblings) overlaid dashed, or all of them drawn as a mean
+/// with a band of ± sd.
 #[component]
 fn AbmDetails(tree: Tree, view: Value) -> impl IntoView {
+    let ctx = ctx();
     let AbmStructure {
         topology,
         globals,
         agents,
     } = abm_structure(&view["model"]);
-    // (node, its series, its step numbers) of the selected node, and the compared node's.
+    // (node, its series, its step numbers) of the selected node, and the overlaid nodes'.
     let own = RwSignal::new((0, Vec::<Tracked>::new(), Vec::<String>::new()));
-    let other = RwSignal::new(None::<(u64, Vec<Tracked>)>);
+    let others = RwSignal::new(Vec::<(u64, Vec<Tracked>)>::new());
+    let siblings = RwSignal::new(false);
+    let band = RwSignal::new(false);
     Effect::new(move |_| {
         let (Some(t), Some(n)) = (tree.id.get(), tree.selected.get()) else {
             return;
         };
-        let cmp = tree.compare_with.get();
+        let overlay = overlaid(tree, n, siblings.get());
         leptos::task::spawn_local(async move {
             if let Ok(l) = api::node_logs(t, n).await {
                 own.set((n, abm_series(&l), abm_steps(&l)));
             }
-            match cmp {
-                Some(c) if c != n => {
-                    if let Ok(l) = api::node_logs(t, c).await {
-                        other.set(Some((c, abm_series(&l))));
-                    }
+            let mut read = Vec::new();
+            for m in overlay {
+                if let Ok(l) = api::node_logs(t, m).await {
+                    read.push((m, abm_series(&l)));
                 }
-                _ => other.set(None),
+            }
+            if tree.selected.get_untracked() == Some(n) {
+                others.set(read);
             }
         });
     });
@@ -1081,10 +1140,28 @@ fn AbmDetails(tree: Tree, view: Value) -> impl IntoView {
             </p>
             {move || {
                 let (n, series, steps) = own.get();
-                let lines = other.with(|o| abm_lines((n, &series), o.as_ref().map(|(m, s)| (*m, s.as_slice()))));
-                view! { <LineChart id="abm-chart" lines x_labels=steps x_unit="step" /> }
+                others.with(|o| {
+                    if band.get() && !o.is_empty() {
+                        let runs: Vec<&[Tracked]> = std::iter::once(series.as_slice()).chain(o.iter().map(|(_, s)| s.as_slice())).collect();
+                        let (lines, bands) = abm_mean_lines(&runs);
+                        view! { <LineChart id="abm-chart" lines bands x_labels=steps x_unit="step" /> }
+                    } else {
+                        let lines = abm_lines((n, &series), o);
+                        view! { <LineChart id="abm-chart" lines x_labels=steps x_unit="step" /> }
+                    }
+                })
             }}
-            <p class="muted">"Shift-click another node to overlay its series (dashed)."</p>
+            <div class="row overlay-options">
+                <label class="check">
+                    <input id="overlay-siblings" type="checkbox" prop:checked=move || siblings.get() on:change=move |ev| siblings.set(event_target_checked(&ev)) />
+                    {move || ctx.tr("overlay.siblings")}
+                </label>
+                <label class="check">
+                    <input id="overlay-band" type="checkbox" prop:checked=move || band.get() on:change=move |ev| band.set(event_target_checked(&ev)) />
+                    {move || ctx.tr("overlay.band")}
+                </label>
+            </div>
+            <p class="muted">{move || ctx.tr("overlay.hint")}</p>
         </div>
     }
 }

@@ -28,6 +28,16 @@ pub struct Line {
     pub dash: &'static str,
 }
 
+/// A shaded band of a chart (mean ± sd of overlaid runs), under the lines.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Band {
+    /// `data-name`: the variable it belongs to.
+    pub name: String,
+    pub lo: Vec<f64>,
+    pub hi: Vec<f64>,
+    pub colour: &'static str,
+}
+
 const W: f64 = 560.0;
 const FRAME: Frame = Frame {
     width: W,
@@ -46,11 +56,15 @@ pub fn LineChart(
     lines: Vec<Line>,
     x_labels: Vec<String>,
     #[prop(optional)] x_unit: &'static str,
+    /// Shaded bands drawn under the lines (sharing their axes).
+    #[prop(optional)]
+    bands: Vec<Band>,
 ) -> impl IntoView {
     let f = FRAME;
     let n = lines.iter().map(|l| l.values.len()).max().unwrap_or(0);
     let x_label = move |i: usize| x_labels.get(i).cloned().unwrap_or_else(|| i.to_string());
-    let all: Vec<&[f64]> = lines.iter().map(|l| l.values.as_slice()).collect();
+    let bounds = bands.iter().flat_map(|b| [b.lo.as_slice(), b.hi.as_slice()]);
+    let all: Vec<&[f64]> = lines.iter().map(|l| l.values.as_slice()).chain(bounds).collect();
     let Some(axis) = Axis::over(&all, 6) else {
         return view! { <svg id=id class="chart" width=W height=f.height></svg> }.into_any();
     };
@@ -69,6 +83,15 @@ pub fn LineChart(
             view! {
                 <line x1=x x2=x y1=base y2=base + 4.0 style="stroke: var(--muted, #888)"></line>
                 <text class="tick x-tick" x=x y=base + 15.0 text-anchor="middle" font-size="10">{x_label(i)}</text>
+            }
+        })
+        .collect_view();
+    let shaded = bands
+        .iter()
+        .map(|b| {
+            view! {
+                <polygon class="band" data-name=b.name.clone() points=f.band(&b.lo, &b.hi, &axis, |i| f.x(i, n))
+                    fill=b.colour fill-opacity="0.15" stroke="none"></polygon>
             }
         })
         .collect_view();
@@ -139,6 +162,7 @@ pub fn LineChart(
             {plot_area(f)}
             {grid}
             {x_ticks}
+            {shaded}
             {shapes}
             {cursor}
         </svg>

@@ -1613,3 +1613,71 @@ async fn a_sweep_started_from_the_form_fills_its_table_and_charts_live() {
     b.js("document.querySelector('#sweeps').scrollIntoView()").await;
     b.finish("sweep_table_and_chart").await;
 }
+
+/// Runs a sweep through the API and waits for its table to have no run pending.
+async fn finished_sweep(s: &Server, tree: u64, body: Value) -> Value {
+    let started = api_post(s, &format!("/devui/simtree/{tree}/sweep"), body).await;
+    let id = started["sweep"].as_u64().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let (_, table) = s.get(&format!("/devui/simtree/{tree}/sweep/{id}")).await;
+        if table["pending"] == 0 {
+            return table;
+        }
+        assert!(Instant::now() < deadline, "the sweep did not finish: {table}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn replicates_overlay_as_dashed_lines_or_as_a_mean_with_a_band() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let t = api_tree(&b.server, "sir_network").await;
+    let body = json!({
+        "parent": 0, "turns": 15, "replicates": 3, "seed": 1,
+        "axes": [{"label": "rate", "op": {"op": "abm_set_global", "name": "infectionRate"},
+                  "field": "value", "values": [0.3]}],
+        "metrics": {"peak": "max:globalVariable.infectedCount"}
+    });
+    let table = finished_sweep(&b.server, t, body).await;
+    assert_eq!(table["failed"], 0, "{table}");
+    let first = table["cells"][0]["children"][0].as_u64().unwrap();
+    b.open(&format!("/simtree/{t}")).await;
+    b.click(&format!("g.node[data-id='{first}']")).await;
+    b.wait_count("#abm-chart polyline.series", 3).await;
+    // Its siblings, the cell's two other replicates, dashed in the same colours.
+    b.click("#overlay-siblings").await;
+    b.wait_count("#abm-chart polyline.series", 9).await;
+    assert_eq!(b.count("#abm-chart polyline.series[stroke-dasharray='5 3']").await, 6);
+    // The three runs as one mean per variable over a band of ± sd.
+    b.click("#overlay-band").await;
+    b.wait_count("#abm-chart polyline.mean", 3).await;
+    assert_eq!(b.count("#abm-chart polyline.series").await, 0);
+    b.wait_count("#abm-chart polygon.band", 3).await;
+    let legend = b.wait_text("#abm-view .chart-legend", "mean ± sd (n=3)").await;
+    assert!(legend.contains("infectedCount"), "{legend}");
+    // The replicates differ (paired seeds 1, 2, 3), so the band has width somewhere.
+    let spread = b
+        .js(
+            "const b = document.querySelector(\"#abm-chart polygon.band[data-name='globalVariable.infectedCount']\");
+             const m = document.querySelector(\"#abm-chart polyline.mean[data-name='globalVariable.infectedCount']\");
+             const pts = b.getAttribute('points').trim().split(' ');
+             const n = m.getAttribute('points').trim().split(' ').length;
+             const ys = pts.map(p => Number(p.split(',')[1]));
+             let widest = 0;
+             for (let i = 0; i < n; i++) widest = Math.max(widest, Math.abs(ys[i] - ys[2 * n - 1 - i]));
+             return [pts.length, n, widest];",
+        )
+        .await;
+    let (points, steps, widest) = (
+        spread[0].as_u64(),
+        spread[1].as_u64(),
+        spread[2].as_f64().unwrap_or(0.0),
+    );
+    assert_eq!(points, steps.map(|n| 2 * n), "along the top and back along the bottom");
+    assert!(widest > 1.0, "the band has no width: {spread}");
+    b.js("document.querySelector('#abm-chart').scrollIntoView({block: 'center'})")
+        .await;
+    b.finish("replicates_mean_band").await;
+}
