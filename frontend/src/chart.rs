@@ -239,6 +239,53 @@ pub fn mean_bands(runs: &[&[Tracked]]) -> Vec<MeanBand> {
         .collect()
 }
 
+/// A fill of a trading episode, as a chart marks it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Trade {
+    /// The trading day (`2012-06-04`).
+    pub date: String,
+    pub buy: bool,
+    pub ticker: String,
+    pub quantity: i64,
+    pub price: f64,
+}
+
+/// A trade's marker: the chart point it sits on, how many markers of the same point are below
+/// it (they stack), and its hover text.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mark {
+    pub index: usize,
+    pub buy: bool,
+    pub stack: usize,
+    pub text: String,
+}
+
+/// The markers of `trades` on a chart whose point `i` is the day `dates[i]`: each on the last
+/// point not after its day (ISO dates compare as text); a trade before the first point has none.
+pub fn trade_marks(dates: &[String], trades: &[Trade]) -> Vec<Mark> {
+    let mut marks: Vec<Mark> = Vec::new();
+    for t in trades {
+        let Some(index) = dates.iter().rposition(|d| d.as_str() <= t.date.as_str()) else {
+            continue;
+        };
+        let stack = marks.iter().filter(|m| m.index == index && m.buy == t.buy).count();
+        let side = if t.buy { "buy" } else { "sell" };
+        marks.push(Mark {
+            index,
+            buy: t.buy,
+            stack,
+            text: format!(
+                "{} {side} {} {} @ {}",
+                t.date,
+                crate::ops::grouped(t.quantity as f64),
+                t.ticker,
+                value_label(t.price)
+            ),
+        });
+    }
+    marks
+}
+
 /// A percentage with one decimal (`0.0123` → `1.2%`).
 pub fn pct(v: Option<f64>) -> String {
     v.map_or_else(|| "–".into(), |v| format!("{:.1}%", v * 100.0))
@@ -394,6 +441,36 @@ mod tests {
         assert_eq!(index_ticks(30, 4), [0, 10, 20]);
         assert_eq!(index_ticks(3, 6), [0, 1, 2]);
         assert!(index_ticks(0, 6).is_empty());
+    }
+
+    #[test]
+    fn trades_sit_on_their_day_and_stack() {
+        let dates: Vec<String> = ["2012-06-01", "2012-06-04", "2012-06-05"].map(String::from).to_vec();
+        let trade = |date: &str, buy: bool| Trade {
+            date: date.into(),
+            buy,
+            ticker: "AAPL".into(),
+            quantity: 1250,
+            price: 564.29,
+        };
+        let marks = trade_marks(
+            &dates,
+            &[
+                trade("2012-06-04", true),
+                trade("2012-06-04", true),
+                trade("2012-06-04", false),
+                trade("2012-06-09", false),
+                trade("2012-05-30", true),
+            ],
+        );
+        let at: Vec<(usize, bool, usize)> = marks.iter().map(|m| (m.index, m.buy, m.stack)).collect();
+        assert_eq!(
+            at,
+            [(1, true, 0), (1, true, 1), (1, false, 0), (2, false, 0)],
+            "a later day sits on the last point; one before the chart has no marker"
+        );
+        assert_eq!(marks[0].text, "2012-06-04 buy 1,250 AAPL @ 564.29");
+        assert_eq!(marks[2].text, "2012-06-04 sell 1,250 AAPL @ 564.29");
     }
 
     #[test]

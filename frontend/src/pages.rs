@@ -11,7 +11,10 @@ use simtree_shared::{NodeInfo, NodeStatus, ScenarioSummary, TreeMsg};
 use crate::api::{self, ApiError, Socket};
 use crate::app::{Conn, Link, Tree, ctx, set_title};
 use crate::branch::BranchEditor;
-use crate::chart::{AbmStructure, COLOURS, Tracked, abm_series, abm_steps, abm_structure, mean_bands, pct, short_name};
+use crate::chart::{
+    AbmStructure, COLOURS, Tracked, Trade, abm_series, abm_steps, abm_structure, mean_bands, pct, short_name,
+    trade_marks,
+};
 use crate::compare::{Comparison, compare};
 use crate::graph::{GraphView, Legend, Stats, UsageLine, node_summary, status_name};
 use crate::model::{EventLine, NodeView, event_line, parse_count, viewer_line};
@@ -931,6 +934,21 @@ fn metrics_table(v: &Value) -> impl IntoView + use<> {
     }
 }
 
+/// The fills of a trading node's view (`trades`), for the equity chart's markers.
+fn view_trades(v: &Value) -> Vec<Trade> {
+    let trades = v["trades"].as_array().map_or(&[][..], Vec::as_slice);
+    trades
+        .iter()
+        .map(|t| Trade {
+            date: t["timestamp"].as_str().unwrap_or("").to_string(),
+            buy: t["side"] == "buy",
+            ticker: t["ticker"].as_str().unwrap_or("").to_string(),
+            quantity: t["quantity"].as_i64().unwrap_or(0),
+            price: t["price"].as_f64().unwrap_or(f64::NAN),
+        })
+        .collect()
+}
+
 /// Equity curve (strategy and buy-and-hold), metrics and trades of a trading node; the scene
 /// state of a social node.
 #[component]
@@ -952,10 +970,11 @@ fn NodeDetails(tree: Tree, view_state: RwSignal<Option<Value>>) -> impl IntoView
                 .map(|p| p["value"].as_f64().unwrap_or(f64::NAN))
                 .collect()
         };
-        let dates = points("equity_curve")
+        let dates: Vec<String> = points("equity_curve")
             .iter()
             .map(|p| p["date"].as_str().unwrap_or("").to_string())
             .collect();
+        let marks = trade_marks(&dates, &view_trades(&v));
         let curve = |class, name: &str, colour, dash| Line {
             class,
             name: name.to_string(),
@@ -984,7 +1003,7 @@ fn NodeDetails(tree: Tree, view_state: RwSignal<Option<Value>>) -> impl IntoView
                             v["episode_id"].as_str().unwrap_or(""), v["agent"]["kind"].as_str().unwrap_or(""),
                             v["next_decision_point"], v["decision_points"], v["portfolio_value"].as_f64().unwrap_or(0.0))}
                     </p>
-                    <LineChart id="equity-chart" lines x_labels=dates />
+                    <LineChart id="equity-chart" lines x_labels=dates marks />
                     {metrics_table(&v)}
                     <table id="trades" class="trades">
                         <tr><th>"date"</th><th>"side"</th><th>"ticker"</th><th>"qty"</th><th>"price"</th></tr>

@@ -10,7 +10,7 @@
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
 
-use crate::chart::{Axis, COLOURS, Frame, index_ticks, tick_label, value_label};
+use crate::chart::{Axis, COLOURS, Frame, Mark, index_ticks, tick_label, value_label};
 use crate::sweep::MetricPlot;
 
 /// One series of a chart.
@@ -59,6 +59,9 @@ pub fn LineChart(
     /// Shaded bands drawn under the lines (sharing their axes).
     #[prop(optional)]
     bands: Vec<Band>,
+    /// Trades marked on the first line (buys ▲ below it, sells ▼ above), with hover text.
+    #[prop(optional)]
+    marks: Vec<Mark>,
 ) -> impl IntoView {
     let f = FRAME;
     let n = lines.iter().map(|l| l.values.len()).max().unwrap_or(0);
@@ -104,6 +107,7 @@ pub fn LineChart(
             }
         })
         .collect_view();
+    let markers = trade_markers(f, &axis, n, lines.first().map_or(&[][..], |l| &l.values), &marks);
     let legend = lines
         .iter()
         .map(|l| {
@@ -115,6 +119,14 @@ pub fn LineChart(
             }
         })
         .collect_view();
+    let mark_legend = (!marks.is_empty()).then(|| {
+        view! {
+            <span class="legend-item trade-legend">
+                <span style=format!("color: {BUY}")>"▲"</span>" buy "
+                <span style=format!("color: {SELL}")>"▼"</span>" sell"
+            </span>
+        }
+    });
     // The hover: a cursor line, a dot per series at that point, and the values in words.
     let dots_of = lines.clone();
     let cursor = move || {
@@ -140,6 +152,7 @@ pub fn LineChart(
         let values = lines
             .iter()
             .filter_map(|l| Some(format!("{} {}", l.label, value_label(*l.values.get(i)?))))
+            .chain(marks.iter().filter(|m| m.index == i).map(|m| m.text.clone()))
             .collect::<Vec<_>>()
             .join(" · ");
         let at = if x_unit.is_empty() {
@@ -164,12 +177,37 @@ pub fn LineChart(
             {x_ticks}
             {shaded}
             {shapes}
+            {markers}
             {cursor}
         </svg>
-        <p class="legend chart-legend">{legend}</p>
+        <p class="legend chart-legend">{legend}{mark_legend}</p>
         <p id=format!("{id}-readout") class="chart-readout muted">{move || readout().unwrap_or_else(|| "\u{a0}".into())}</p>
     }
     .into_any()
+}
+
+/// The colours of buy and sell markers.
+const BUY: &str = "#2e7d32";
+const SELL: &str = "#c62828";
+
+/// A triangle per trade on the line `on` at the trade's point: a buy points up at it from
+/// below, a sell down from above; markers of one point stack outwards. Hovering one shows its
+/// text (an SVG `<title>`).
+fn trade_markers(f: Frame, axis: &Axis, n: usize, on: &[f64], marks: &[Mark]) -> impl IntoView + use<> {
+    marks
+        .iter()
+        .filter_map(|m| {
+            let v = *on.get(m.index).filter(|v| v.is_finite())?;
+            let (x, y) = (f.x(m.index, n), f.y(v, axis));
+            let off = 4.0 + 9.0 * m.stack as f64;
+            let (d, colour, class) = if m.buy {
+                (format!("M{x:.1},{:.1} l5,8 l-10,0 z", y + off), BUY, "trade buy")
+            } else {
+                (format!("M{x:.1},{:.1} l5,-8 l-10,0 z", y - off), SELL, "trade sell")
+            };
+            Some(view! { <path class=class data-index=m.index d=d fill=colour><title>{m.text.clone()}</title></path> })
+        })
+        .collect_view()
 }
 
 /// The cursor's x in chart units: the SVG may be drawn narrower than its viewBox.

@@ -1681,3 +1681,79 @@ async fn replicates_overlay_as_dashed_lines_or_as_a_mean_with_a_band() {
         .await;
     b.finish("replicates_mean_band").await;
 }
+
+#[tokio::test]
+async fn an_equity_chart_marks_buys_and_sells_with_their_details() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let t = open_run(&b, "llm_trader", 20).await;
+    b.wait_css("#equity-chart polyline.equity").await;
+    let (_, view) = b.server.get(&format!("/devui/simtree/{t}/node/1/view")).await;
+    let trades = view["trades"].as_array().cloned().unwrap_or_default();
+    let side = |s: &str| trades.iter().filter(|t| t["side"] == s).count();
+    let (buys, sells) = (side("buy"), side("sell"));
+    assert!(buys > 0 && sells > 0, "the run should both buy and sell: {trades:?}");
+    b.wait_count("#equity-chart path.trade.buy", buys).await;
+    b.wait_count("#equity-chart path.trade.sell", sells).await;
+    // Each marker says what was traded, when, how many and at what price.
+    let marks = b
+        .js(
+            "return [...document.querySelectorAll('#equity-chart path.trade')].map(p =>
+               [p.getAttribute('class'), p.querySelector('title').textContent, p.getAttribute('fill'),
+                Number(p.getAttribute('data-index')), p.getAttribute('d')]);",
+        )
+        .await;
+    let marks = marks.as_array().unwrap();
+    let first = &trades[0];
+    let (date, ticker) = (first["timestamp"].as_str().unwrap(), first["ticker"].as_str().unwrap());
+    let text = format!("{date} {} ", first["side"].as_str().unwrap());
+    let found = marks.iter().find(|m| {
+        m[1].as_str()
+            .is_some_and(|s| s.starts_with(&text) && s.contains(ticker))
+    });
+    let found = found.unwrap_or_else(|| panic!("no marker for {first}: {marks:?}"));
+    assert!(found[1].as_str().unwrap().contains(" @ "), "{found}");
+    let fills: std::collections::BTreeSet<(String, String)> = marks
+        .iter()
+        .map(|m| (m[0].as_str().unwrap().to_string(), m[2].as_str().unwrap().to_string()))
+        .collect();
+    assert_eq!(fills.len(), 2, "one colour per side: {fills:?}");
+    // A buy points up at the curve from below, a sell down from above (SVG y grows downwards).
+    let curve_y = b
+        .js(
+            "return document.querySelector('#equity-chart polyline.equity').getAttribute('points')
+               .trim().split(' ').map(p => Number(p.split(',')[1]));",
+        )
+        .await;
+    for m in marks {
+        let i = m[3].as_u64().unwrap() as usize;
+        let tip_y: f64 = m[4]
+            .as_str()
+            .unwrap()
+            .split([',', ' '])
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap();
+        let y = curve_y[i].as_f64().unwrap();
+        if m[0] == "trade buy" {
+            assert!(tip_y > y, "a buy below the curve: {m}");
+        } else {
+            assert!(tip_y < y, "a sell above the curve: {m}");
+        }
+    }
+    // Hovering the trade's day lists it in the read-out too.
+    let i = found[3].as_u64().unwrap();
+    let n = curve_y.as_array().unwrap().len();
+    b.js(&format!(
+        "const c = document.querySelector('#equity-chart'); c.scrollIntoView({{block: 'center'}});
+         const r = c.getBoundingClientRect();
+         const x = 64 + (560 - 64 - 14) * {i} / {};
+         c.dispatchEvent(new MouseEvent('mousemove', {{clientX: r.left + x * r.width / 560, clientY: r.top + 50, bubbles: true}}));",
+        n.saturating_sub(1).max(1)
+    ))
+    .await;
+    b.wait_text("#equity-chart-readout", &text).await;
+    b.wait_text("#trading-view .chart-legend", "▲ buy").await;
+    b.finish("trade_markers").await;
+}
