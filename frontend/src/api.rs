@@ -163,15 +163,9 @@ pub async fn rename_tree(tree: u64, name: &str) -> Result<TreeInfo> {
     with_body("PATCH", &tree_path(tree), &body).await
 }
 
-/// `POST /devui/simtree`: a new tree of `scenario`.
-pub async fn create_tree(scenario: &str, seed: Option<u64>, token_budget: Option<u64>) -> Result<TreeRef> {
-    let body = CreateRequest {
-        scenario: scenario.to_string(),
-        seed,
-        token_budget,
-        llm: None,
-    };
-    post("/devui/simtree", &body).await
+/// `POST /devui/simtree`: a new tree (`llm`: an offline player for it, else the server's LLM).
+pub async fn create_tree(body: &CreateRequest) -> Result<TreeRef> {
+    post("/devui/simtree", body).await
 }
 
 /// `POST /devui/simtree/import` of an export file's text, sent as it is (the server checks it).

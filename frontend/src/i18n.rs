@@ -268,6 +268,17 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
             "Shift-click another node to overlay its series (dashed).",
             "按住 Shift 点击另一个节点可叠加其序列（虚线）。",
         ),
+        "create.llm" => ("LLM player", "LLM 玩家"),
+        "create.llmMock" => ("mock (offline, upstream's replies)", "mock（离线，上游的回复）"),
+        "create.llmScripted" => (
+            "scripted (offline, plays by the rules so games end)",
+            "scripted（离线，按规则行动，游戏能结束）",
+        ),
+        "create.llmServer" => ("the server's LLM settings", "服务器的 LLM 设置"),
+        "create.llmNote" => (
+            "The server does not report which provider it is configured with (LLM_* variables, --llm-config): choose “the server's LLM settings” to use it.",
+            "服务器不会报告其配置的提供方（LLM_* 变量、--llm-config）：如需使用，请选择“服务器的 LLM 设置”。",
+        ),
         _ => (key, key),
     };
     match lang {

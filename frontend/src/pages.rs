@@ -6,7 +6,7 @@
 use leptos::html;
 use leptos::prelude::*;
 use serde_json::Value;
-use simtree_shared::{NodeInfo, NodeStatus, ScenarioSummary, TreeMsg};
+use simtree_shared::{CreateRequest, NodeInfo, NodeStatus, ScenarioSummary, SimKind, TreeMsg};
 
 use crate::api::{self, ApiError, Socket};
 use crate::app::{Conn, Link, Tree, ctx, set_title};
@@ -175,7 +175,13 @@ fn TreeBar(tree: Tree) -> impl IntoView {
     }
 }
 
-/// Scenario picker and Create / Refresh.
+/// The LLM choices of the create form: the offline mock (the default), and the server's own LLM
+/// settings, which the form sends as no `llm` at all (the server does not say which provider it
+/// is configured with, so the form cannot name it).
+const MOCK: &str = "mock";
+const SERVER_LLM: &str = "server";
+
+/// Scenario picker, seed, token budget, the LLM player (social scenes), and Create / Refresh.
 #[component]
 fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) -> impl IntoView {
     let ctx = ctx();
@@ -183,6 +189,12 @@ fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) -> impl IntoV
     let choice = RwSignal::new("simple_chat".to_string());
     let seed = RwSignal::new(String::new());
     let budget = RwSignal::new(String::new());
+    let llm = RwSignal::new(MOCK.to_string());
+    // The player matters to social scenes only (trading and ABM trees ignore it).
+    let social = move || {
+        let id = choice.get();
+        scenarios.with(|l| l.iter().find(|s| s.id == id).is_none_or(|s| s.kind == SimKind::Social))
+    };
     leptos::task::spawn_local(async move {
         match api::scenarios().await {
             Ok(list) => scenarios.set(list),
@@ -190,11 +202,14 @@ fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) -> impl IntoV
         }
     });
     let create = move |_| {
-        let scenario = choice.get();
-        let seed = seed.get().trim().parse::<u64>().ok();
-        let budget = budget.get().trim().parse::<u64>().ok();
+        let body = CreateRequest {
+            scenario: choice.get(),
+            seed: seed.get().trim().parse::<u64>().ok(),
+            token_budget: budget.get().trim().parse::<u64>().ok(),
+            llm: Some(llm.get()).filter(|l| social() && l != SERVER_LLM),
+        };
         leptos::task::spawn_local(async move {
-            match api::create_tree(&scenario, seed, budget).await {
+            match api::create_tree(&body).await {
                 Ok(r) => {
                     api::storage_set("devui:lastTreeId", &r.id.to_string());
                     ctx.navigate(if studio {
@@ -226,6 +241,17 @@ fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) -> impl IntoV
                 <label>{move || ctx.tr("create.budget")}</label>
                 <input id="budget-input" type="number" min="1" placeholder="∞" prop:value=move || budget.get() on:input=move |ev| budget.set(event_target_value(&ev)) />
             </div>
+            <Show when=social>
+                <div class="field">
+                    <label for="llm-select">{move || ctx.tr("create.llm")}</label>
+                    <select id="llm-select" on:change=move |ev| llm.set(event_target_value(&ev)) prop:value=move || llm.get()>
+                        <option value=MOCK>{move || ctx.tr("create.llmMock")}</option>
+                        <option value="scripted">{move || ctx.tr("create.llmScripted")}</option>
+                        <option value=SERVER_LLM>{move || ctx.tr("create.llmServer")}</option>
+                    </select>
+                    <p id="llm-note" class="hint muted">{move || ctx.tr("create.llmNote")}</p>
+                </div>
+            </Show>
             <div class="row">
                 <button id="create-btn" class="primary" on:click=create>{move || ctx.tr("common.create")}</button>
                 <button id="refresh-btn" disabled=move || tree.is_none() on:click=move |_| if let Some(t) = tree { t.refresh() }>

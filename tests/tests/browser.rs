@@ -1757,3 +1757,43 @@ async fn an_equity_chart_marks_buys_and_sells_with_their_details() {
     b.wait_text("#trading-view .chart-legend", "▲ buy").await;
     b.finish("trade_markers").await;
 }
+
+#[tokio::test]
+async fn the_create_form_picks_the_llm_player_of_a_social_tree() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    b.open("/simtree").await;
+    b.wait_css("#scenario-select option[value='werewolf']").await;
+    // Trading and ABM trees have no player to choose.
+    b.select("#scenario-select", "llm_trader").await;
+    b.wait_count("#llm-select", 0).await;
+    b.select("#scenario-select", "werewolf").await;
+    assert_eq!(
+        wait_value(&b, "#llm-select", "mock").await,
+        "mock",
+        "mock is the default"
+    );
+    b.wait_text("#llm-note", "does not report which provider").await;
+    b.select("#llm-select", "scripted").await;
+    b.set_input("#seed-input", "2").await;
+    b.click("#create-btn").await;
+    b.wait_css("g.node[data-id='0']").await;
+    let url = b.client.current_url().await.unwrap();
+    let t: u64 = url.path().rsplit('/').next().unwrap().parse().unwrap();
+    // The scripted player plays werewolf to its end; the mock never gets past the first day.
+    let adv = api_post(
+        &b.server,
+        &format!("/devui/simtree/{t}/advance"),
+        json!({"parent": 0, "turns": 400}),
+    )
+    .await;
+    let child = adv["child"].as_u64().unwrap();
+    let (_, state) = b.server.get(&format!("/devui/simtree/{t}/node/{child}/state")).await;
+    assert!(
+        state.to_string().contains("Game over:"),
+        "the tree was created with the scripted player"
+    );
+    b.js("document.querySelector('#llm-select').scrollIntoView({block: 'center'})")
+        .await;
+    b.finish("create_llm_player").await;
+}
