@@ -125,6 +125,7 @@ pub fn SimTreePage(tree_id: Option<u64>) -> impl IntoView {
     let width = side_width();
     view! {
         <Show when=move || tree.conn.get() != Conn::NotFound fallback=move || view! { <NotFound tree /> }>
+            // The side pane's width is the splitter's live value: the one style set inline.
             <div class="page simtree workspace" style=move || format!("--side:{:.0}px", width.get())>
                 <div class="graph-pane">
                     <TreeBar tree />

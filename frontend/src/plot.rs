@@ -5,7 +5,9 @@
 //! The geometry — ticks, the frame, the nearest point — is [`crate::chart`]'s (pure, tested
 //! natively); this file draws it. Each series keeps its CSS class and `data-name`, so a page
 //! (or a test) can tell the equity curve from its benchmark, or a node's series from a compared
-//! node's. The chart is plain SVG with inline styles, so "download chart" saves what is seen.
+//! node's. The chart is plain SVG with inline styles and presentation attributes, so "download
+//! chart" saves what is seen; what only the page needs (cursors, the legend's HTML, dark-theme
+//! colours) is in `style.css`.
 
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
@@ -122,8 +124,8 @@ pub fn LineChart(
     let mark_legend = (!marks.is_empty()).then(|| {
         view! {
             <span class="legend-item trade-legend">
-                <span style=format!("color: {BUY}")>"▲"</span>" buy "
-                <span style=format!("color: {SELL}")>"▼"</span>" sell"
+                <span class="buy">"▲"</span>" buy "
+                <span class="sell">"▼"</span>" sell"
             </span>
         }
     });
@@ -186,7 +188,8 @@ pub fn LineChart(
     .into_any()
 }
 
-/// The colours of buy and sell markers.
+/// The colours of buy and sell markers (as attributes, so a downloaded chart keeps them; the
+/// stylesheet adapts them to the theme on the page).
 const BUY: &str = "#2e7d32";
 const SELL: &str = "#c62828";
 
@@ -295,7 +298,7 @@ pub fn SweepChart(id: String, plot: MetricPlot, on_pick: Callback<usize>) -> imp
         .map(|i| {
             view! {
                 <rect class="slot" data-cell=i x=x(i) - slot_w / 2.0 y=f.top width=slot_w height=f.height - f.top - f.bottom
-                    fill="transparent" style="cursor: pointer" on:click=move |_| on_pick.run(i)></rect>
+                    fill="transparent" on:click=move |_| on_pick.run(i)></rect>
             }
         })
         .collect_view();

@@ -1797,3 +1797,43 @@ async fn the_create_form_picks_the_llm_player_of_a_social_tree() {
         .await;
     b.finish("create_llm_player").await;
 }
+
+#[tokio::test]
+async fn the_side_panels_style_through_the_stylesheet_in_both_themes() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    open_run(&b, "llm_trader", 20).await;
+    b.wait_css("#equity-chart path.trade.buy").await;
+    // No inline style in the side pane's panels, charts' own SVG aside (a downloaded chart keeps
+    // its look by carrying it).
+    let inline = b
+        .js("return [...document.querySelectorAll('.side [style]')]
+               .filter(e => !e.closest('svg.chart')).map(e => e.outerHTML.slice(0, 80));")
+        .await;
+    assert_eq!(inline, json!([]), "inline styles left");
+    let colours = || async {
+        b.js("const c = (css, p) => getComputedStyle(document.querySelector(css))[p];
+              return [c('.trade-legend .buy', 'color'), c('#equity-chart path.trade.buy', 'fill'),
+                      c('.trade-legend .sell', 'color'), c('#equity-chart .y-tick', 'fill')];")
+            .await
+    };
+    let light = colours().await;
+    // Dark: the theme's own green and red, and muted tick labels that read on a dark surface.
+    b.js("document.documentElement.setAttribute('data-theme', 'dark')")
+        .await;
+    let dark = colours().await;
+    assert_eq!(
+        dark,
+        json!([
+            "rgb(129, 199, 132)",
+            "rgb(129, 199, 132)",
+            "rgb(255, 107, 107)",
+            "rgb(154, 163, 181)"
+        ]),
+        "light was {light}"
+    );
+    assert_ne!(light, dark);
+    b.js("document.querySelector('#equity-chart').scrollIntoView({block: 'center'})")
+        .await;
+    b.finish("charts_dark_theme").await;
+}
