@@ -279,6 +279,9 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
             "The server does not report which provider it is configured with (LLM_* variables, --llm-config): choose “the server's LLM settings” to use it.",
             "服务器不会报告其配置的提供方（LLM_* 变量、--llm-config）：如需使用，请选择“服务器的 LLM 设置”。",
         ),
+        "overlay.mean" => ("mean", "均值"),
+        "chart.buy" => ("buy", "买入"),
+        "chart.sell" => ("sell", "卖出"),
         _ => (key, key),
     };
     match lang {
@@ -318,6 +321,7 @@ mod tests {
             include_str!("data.rs"),
             include_str!("trees.rs"),
             include_str!("sweep_view.rs"),
+            include_str!("plot.rs"),
         ];
         let mut keys = Vec::new();
         for src in sources {

@@ -1083,8 +1083,9 @@ fn variable_colour(names: &[&str], name: &str) -> &'static str {
     COLOURS[names.iter().position(|v| *v == name).unwrap_or(0) % COLOURS.len()]
 }
 
-/// The overlaid runs as one mean line per variable over a band of ± sd.
-fn abm_mean_lines(runs: &[&[Tracked]]) -> (Vec<Line>, Vec<Band>) {
+/// The overlaid runs as one mean line per variable over a band of ± sd (`mean_word` names the
+/// line in the UI's language).
+fn abm_mean_lines(runs: &[&[Tracked]], mean_word: &str) -> (Vec<Line>, Vec<Band>) {
     let bands = mean_bands(runs);
     let names: Vec<&str> = bands.iter().map(|b| b.name.as_str()).collect();
     let lines = bands
@@ -1092,7 +1093,7 @@ fn abm_mean_lines(runs: &[&[Tracked]]) -> (Vec<Line>, Vec<Band>) {
         .map(|b| Line {
             class: "mean",
             name: b.name.clone(),
-            label: format!("{} mean ± sd (n={})", short_name(&b.name), b.runs),
+            label: format!("{} {mean_word} ± sd (n={})", short_name(&b.name), b.runs),
             values: b.mean.clone(),
             colour: variable_colour(&names, &b.name),
             dash: "",
@@ -1189,7 +1190,7 @@ fn AbmDetails(tree: Tree, view: Value) -> impl IntoView {
                 others.with(|o| {
                     if band.get() && !o.is_empty() {
                         let runs: Vec<&[Tracked]> = std::iter::once(series.as_slice()).chain(o.iter().map(|(_, s)| s.as_slice())).collect();
-                        let (lines, bands) = abm_mean_lines(&runs);
+                        let (lines, bands) = abm_mean_lines(&runs, ctx.tr("overlay.mean"));
                         view! { <LineChart id="abm-chart" lines bands x_labels=steps x_unit="step" /> }
                     } else {
                         let lines = abm_lines((n, &series), o);

@@ -121,11 +121,12 @@ pub fn LineChart(
             }
         })
         .collect_view();
+    let ctx = crate::app::ctx();
     let mark_legend = (!marks.is_empty()).then(|| {
         view! {
             <span class="legend-item trade-legend">
-                <span class="buy">"▲"</span>" buy "
-                <span class="sell">"▼"</span>" sell"
+                <span class="buy">"▲"</span>" " {move || ctx.tr("chart.buy")} " "
+                <span class="sell">"▼"</span>" " {move || ctx.tr("chart.sell")}
             </span>
         }
     });

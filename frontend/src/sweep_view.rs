@@ -40,6 +40,10 @@ pub fn SweepPanel(tree: Tree) -> impl IntoView {
             Some(TreeMsg::SweepProgress { sweep, .. }) => leptos::task::spawn_local(async move {
                 if let Ok(table) = api::sweep(t, sweep).await {
                     tables.update(|list| merge_table(list, table));
+                    // A sweep started elsewhere (another tab, a script) shows when none is chosen.
+                    if chosen.get_untracked().is_none() {
+                        chosen.set(Some(sweep));
+                    }
                 }
             }),
             Some(TreeMsg::Snapshot(_)) => reload(t),
