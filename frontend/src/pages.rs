@@ -981,80 +981,173 @@ fn view_trades(v: &Value) -> Vec<Trade> {
 #[component]
 fn NodeDetails(tree: Tree, view_state: RwSignal<Option<Value>>) -> impl IntoView {
     let ctx = ctx();
+    // The overlay choices outlive the kind views, which are drawn anew with each re-read view.
+    let choice = OverlayChoice {
+        siblings: RwSignal::new(false),
+        band: RwSignal::new(false),
+    };
     let body = move || {
         let v = view_state.get()?;
         if v["kind"] == "abm" {
-            return Some(view! { <AbmDetails tree view=v /> }.into_any());
+            return Some(view! { <AbmDetails tree view=v choice /> }.into_any());
         }
         if v["kind"] != "trading" {
             let state = serde_json::to_string_pretty(&v["state"]).unwrap_or_default();
             return Some(view! { <pre id="scene-state" class="json">{state}</pre> }.into_any());
         }
-        let points = |k: &str| v[k].as_array().cloned().unwrap_or_default();
-        let values = |k: &str| {
-            points(k)
-                .iter()
-                .map(|p| p["value"].as_f64().unwrap_or(f64::NAN))
-                .collect()
-        };
-        let dates: Vec<String> = points("equity_curve")
-            .iter()
-            .map(|p| p["date"].as_str().unwrap_or("").to_string())
-            .collect();
-        let marks = trade_marks(&dates, &view_trades(&v));
-        let curve = |class, name: &str, colour, dash| Line {
-            class,
-            name: name.to_string(),
-            label: name.to_string(),
-            values: values(name),
-            colour,
-            dash,
-        };
-        let lines = vec![
-            Line {
-                label: "strategy".into(),
-                ..curve("equity", "equity_curve", "#1e4976", "")
-            },
-            Line {
-                label: "buy & hold".into(),
-                ..curve("benchmark", "buy_and_hold_curve", "#e65100", "4 3")
-            },
-        ];
-        let trades: Vec<Value> = v["trades"].as_array().cloned().unwrap_or_default();
-        let shown: Vec<Value> = trades.iter().rev().take(30).cloned().collect();
-        Some(
-            view! {
-                <div id="trading-view">
-                    <p>
-                        {format!("{} · {} · {} of {} decision points · value {:.2}",
-                            v["episode_id"].as_str().unwrap_or(""), v["agent"]["kind"].as_str().unwrap_or(""),
-                            v["next_decision_point"], v["decision_points"], v["portfolio_value"].as_f64().unwrap_or(0.0))}
-                    </p>
-                    <LineChart id="equity-chart" lines x_labels=dates marks />
-                    {metrics_table(&v)}
-                    <table id="trades" class="trades">
-                        <tr><th>"date"</th><th>"side"</th><th>"ticker"</th><th>"qty"</th><th>"price"</th></tr>
-                        {shown.into_iter().map(|t| view! {
-                            <tr>
-                                <td>{t["timestamp"].as_str().unwrap_or("").to_string()}</td>
-                                <td>{t["side"].as_str().unwrap_or("").to_string()}</td>
-                                <td>{t["ticker"].as_str().unwrap_or("").to_string()}</td>
-                                <td>{t["quantity"].to_string()}</td>
-                                <td>{format!("{:.2}", t["price"].as_f64().unwrap_or(0.0))}</td>
-                            </tr>
-                        }).collect_view()}
-                    </table>
-                </div>
-            }
-            .into_any(),
-        )
+        Some(view! { <TradingDetails tree view=v choice /> }.into_any())
     };
     view! { <section class="panel details"><h3>{move || ctx.tr("details.title")}</h3>{body}</section> }
 }
 
+/// A curve of a trading view (`equity_curve`, `buy_and_hold_curve`): its values, read in one place.
+fn view_curve(v: &Value, key: &str) -> Vec<f64> {
+    let points = v[key].as_array().map_or(&[][..], Vec::as_slice);
+    points.iter().map(|p| p["value"].as_f64().unwrap_or(f64::NAN)).collect()
+}
+
+/// A trading node: its equity curve against buy-and-hold with its trades marked (other nodes'
+/// equity overlaid dashed, or all of them as a mean with a ± sd band), metrics and last trades.
+#[component]
+fn TradingDetails(tree: Tree, view: Value, choice: OverlayChoice) -> impl IntoView {
+    let ctx = ctx();
+    let v = view;
+    let dates: Vec<String> = v["equity_curve"]
+        .as_array()
+        .map_or(&[][..], Vec::as_slice)
+        .iter()
+        .map(|p| p["date"].as_str().unwrap_or("").to_string())
+        .collect();
+    let marks = trade_marks(&dates, &view_trades(&v));
+    let own: Vec<Tracked> = vec![("equity_curve".into(), view_curve(&v, "equity_curve"))];
+    let benchmark = Line {
+        class: "benchmark",
+        name: "buy_and_hold_curve".into(),
+        label: "buy & hold".into(),
+        values: view_curve(&v, "buy_and_hold_curve"),
+        colour: COLOURS[1],
+        dash: "4 3",
+    };
+    let OverlayChoice { band, .. } = choice;
+    let others = overlays(tree, choice.siblings, |t, m| async move {
+        let v = api::node_view(t, m).await.ok()?;
+        Some(vec![("equity_curve".to_string(), view_curve(&v, "equity_curve"))])
+    });
+    let node = tree.selected.get_untracked().unwrap_or(0);
+    let chart = move || {
+        others.with(|o| {
+            let (dates, benchmark) = (dates.clone(), benchmark.clone());
+            if band.get() && !o.is_empty() {
+                let runs: Vec<&[Tracked]> = std::iter::once(own.as_slice())
+                    .chain(o.iter().map(|(_, s)| s.as_slice()))
+                    .collect();
+                let (mut lines, bands) = mean_lines(&runs, ctx.tr("overlay.mean"));
+                lines.push(benchmark);
+                view! { <LineChart id="equity-chart" lines bands x_labels=dates /> }
+            } else {
+                let strategy = Line {
+                    class: "equity",
+                    name: "equity_curve".into(),
+                    label: "strategy".into(),
+                    values: own[0].1.clone(),
+                    colour: COLOURS[0],
+                    dash: "",
+                };
+                let mut lines = vec![strategy, benchmark];
+                lines.extend(series_lines((node, &[]), o));
+                view! { <LineChart id="equity-chart" lines x_labels=dates marks=marks.clone() /> }
+            }
+        })
+    };
+    let trades: Vec<Value> = v["trades"].as_array().cloned().unwrap_or_default();
+    let shown: Vec<Value> = trades.iter().rev().take(30).cloned().collect();
+    view! {
+        <div id="trading-view">
+            <p>
+                {format!("{} · {} · {} of {} decision points · value {:.2}",
+                    v["episode_id"].as_str().unwrap_or(""), v["agent"]["kind"].as_str().unwrap_or(""),
+                    v["next_decision_point"], v["decision_points"], v["portfolio_value"].as_f64().unwrap_or(0.0))}
+            </p>
+            {chart}
+            <OverlayOptions choice />
+            {metrics_table(&v)}
+            <table id="trades" class="trades">
+                <tr><th>"date"</th><th>"side"</th><th>"ticker"</th><th>"qty"</th><th>"price"</th></tr>
+                {shown.into_iter().map(|t| view! {
+                    <tr>
+                        <td>{t["timestamp"].as_str().unwrap_or("").to_string()}</td>
+                        <td>{t["side"].as_str().unwrap_or("").to_string()}</td>
+                        <td>{t["ticker"].as_str().unwrap_or("").to_string()}</td>
+                        <td>{t["quantity"].to_string()}</td>
+                        <td>{format!("{:.2}", t["price"].as_f64().unwrap_or(0.0))}</td>
+                    </tr>
+                }).collect_view()}
+            </table>
+        </div>
+    }
+}
+
+/// Nodes overlaid on a chart, each with its series.
+type Overlaid = RwSignal<Vec<(u64, Vec<Tracked>)>>;
+
+/// What a node's chart overlays: its siblings too, and the runs as a mean with a band.
+#[derive(Clone, Copy)]
+struct OverlayChoice {
+    siblings: RwSignal<bool>,
+    band: RwSignal<bool>,
+}
+
+/// The overlaid nodes' series, re-read by `read` (from their logs or views) when the selection,
+/// the compare target or the `siblings` choice changes.
+fn overlays<F, Fut>(tree: Tree, siblings: RwSignal<bool>, read: F) -> Overlaid
+where
+    F: Fn(u64, u64) -> Fut + Copy + 'static,
+    Fut: std::future::Future<Output = Option<Vec<Tracked>>> + 'static,
+{
+    let others = RwSignal::new(Vec::new());
+    Effect::new(move |_| {
+        let (Some(t), Some(n)) = (tree.id.get(), tree.selected.get()) else {
+            return;
+        };
+        let overlay = overlaid(tree, n, siblings.get());
+        leptos::task::spawn_local(async move {
+            let mut got = Vec::new();
+            for m in overlay {
+                if let Some(series) = read(t, m).await {
+                    got.push((m, series));
+                }
+            }
+            if tree.selected.get_untracked() == Some(n) {
+                others.set(got);
+            }
+        });
+    });
+    others
+}
+
+/// The overlay choices under a chart.
+#[component]
+fn OverlayOptions(choice: OverlayChoice) -> impl IntoView {
+    let ctx = ctx();
+    let OverlayChoice { siblings, band } = choice;
+    view! {
+        <div class="row overlay-options">
+            <label class="check">
+                <input id="overlay-siblings" type="checkbox" prop:checked=move || siblings.get() on:change=move |ev| siblings.set(event_target_checked(&ev)) />
+                {move || ctx.tr("overlay.siblings")}
+            </label>
+            <label class="check">
+                <input id="overlay-band" type="checkbox" prop:checked=move || band.get() on:change=move |ev| band.set(event_target_checked(&ev)) />
+                {move || ctx.tr("overlay.band")}
+            </label>
+        </div>
+        <p class="muted">{move || ctx.tr("overlay.hint")}</p>
+    }
+}
+
 /// Tracked variables as chart lines: the selected node's (`own`, solid) and overlaid nodes'
 /// (dashed); a variable keeps its colour in all, and the legend names the node of each line.
-fn abm_lines(own: (u64, &[Tracked]), others: &[(u64, Vec<Tracked>)]) -> Vec<Line> {
+fn series_lines(own: (u64, &[Tracked]), others: &[(u64, Vec<Tracked>)]) -> Vec<Line> {
     let (n, solid) = own;
     let names: &Vec<&str> = &solid
         .iter()
@@ -1085,7 +1178,7 @@ fn variable_colour(names: &[&str], name: &str) -> &'static str {
 
 /// The overlaid runs as one mean line per variable over a band of ± sd (`mean_word` names the
 /// line in the UI's language).
-fn abm_mean_lines(runs: &[&[Tracked]], mean_word: &str) -> (Vec<Line>, Vec<Band>) {
+fn mean_lines(runs: &[&[Tracked]], mean_word: &str) -> (Vec<Line>, Vec<Band>) {
     let bands = mean_bands(runs);
     let names: Vec<&str> = bands.iter().map(|b| b.name.as_str()).collect();
     let lines = bands
@@ -1137,37 +1230,28 @@ fn overlaid(tree: Tree, node: u64, siblings: bool) -> Vec<u64> {
 /// other nodes (the compare target, the siblings) overlaid dashed, or all of them drawn as a mean
 /// with a band of ± sd.
 #[component]
-fn AbmDetails(tree: Tree, view: Value) -> impl IntoView {
+fn AbmDetails(tree: Tree, view: Value, choice: OverlayChoice) -> impl IntoView {
     let ctx = ctx();
     let AbmStructure {
         topology,
         globals,
         agents,
     } = abm_structure(&view["model"]);
-    // (node, its series, its step numbers) of the selected node, and the overlaid nodes'.
+    // (node, its series, its step numbers) of the selected node; the overlaid nodes' series.
     let own = RwSignal::new((0, Vec::<Tracked>::new(), Vec::<String>::new()));
-    let others = RwSignal::new(Vec::<(u64, Vec<Tracked>)>::new());
-    let siblings = RwSignal::new(false);
-    let band = RwSignal::new(false);
     Effect::new(move |_| {
         let (Some(t), Some(n)) = (tree.id.get(), tree.selected.get()) else {
             return;
         };
-        let overlay = overlaid(tree, n, siblings.get());
         leptos::task::spawn_local(async move {
             if let Ok(l) = api::node_logs(t, n).await {
                 own.set((n, abm_series(&l), abm_steps(&l)));
             }
-            let mut read = Vec::new();
-            for m in overlay {
-                if let Ok(l) = api::node_logs(t, m).await {
-                    read.push((m, abm_series(&l)));
-                }
-            }
-            if tree.selected.get_untracked() == Some(n) {
-                others.set(read);
-            }
         });
+    });
+    let OverlayChoice { band, .. } = choice;
+    let others = overlays(tree, choice.siblings, |t, m| async move {
+        api::node_logs(t, m).await.ok().map(|l| abm_series(&l))
     });
     let status = format!(
         "step {} · seed {}{}",
@@ -1190,25 +1274,15 @@ fn AbmDetails(tree: Tree, view: Value) -> impl IntoView {
                 others.with(|o| {
                     if band.get() && !o.is_empty() {
                         let runs: Vec<&[Tracked]> = std::iter::once(series.as_slice()).chain(o.iter().map(|(_, s)| s.as_slice())).collect();
-                        let (lines, bands) = abm_mean_lines(&runs, ctx.tr("overlay.mean"));
+                        let (lines, bands) = mean_lines(&runs, ctx.tr("overlay.mean"));
                         view! { <LineChart id="abm-chart" lines bands x_labels=steps x_unit="step" /> }
                     } else {
-                        let lines = abm_lines((n, &series), o);
+                        let lines = series_lines((n, &series), o);
                         view! { <LineChart id="abm-chart" lines x_labels=steps x_unit="step" /> }
                     }
                 })
             }}
-            <div class="row overlay-options">
-                <label class="check">
-                    <input id="overlay-siblings" type="checkbox" prop:checked=move || siblings.get() on:change=move |ev| siblings.set(event_target_checked(&ev)) />
-                    {move || ctx.tr("overlay.siblings")}
-                </label>
-                <label class="check">
-                    <input id="overlay-band" type="checkbox" prop:checked=move || band.get() on:change=move |ev| band.set(event_target_checked(&ev)) />
-                    {move || ctx.tr("overlay.band")}
-                </label>
-            </div>
-            <p class="muted">{move || ctx.tr("overlay.hint")}</p>
+            <OverlayOptions choice />
         </div>
     }
 }

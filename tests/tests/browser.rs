@@ -1837,3 +1837,42 @@ async fn the_side_panels_style_through_the_stylesheet_in_both_themes() {
         .await;
     b.finish("charts_dark_theme").await;
 }
+
+#[tokio::test]
+async fn a_compared_trading_node_overlays_its_equity_and_both_make_a_mean_with_a_band() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let t = api_tree(&b.server, "momentum_tech").await;
+    let body = json!({
+        "parent": 0, "turns": 15, "replicates": 1,
+        "axes": [{"label": "lookback", "op": {"op": "agent_swap", "agent": {"kind": "momentum"}},
+                  "field": "agent.lookback", "values": [3, 10]}],
+        "metrics": {"value": "metric:final_value"}
+    });
+    let table = finished_sweep(&b.server, t, body).await;
+    assert_eq!(table["failed"], 0, "{table}");
+    let run = |cell: usize| table["cells"][cell]["children"][0].as_u64().unwrap();
+    let (short, long) = (run(0), run(1));
+    b.open(&format!("/simtree/{t}")).await;
+    b.click(&format!("g.node[data-id='{short}']")).await;
+    b.wait_css("#equity-chart polyline.equity").await;
+    b.set_input("#compare-input", &long.to_string()).await;
+    b.click("#compare-btn").await;
+    let other = b
+        .wait_css("#equity-chart polyline.series[stroke-dasharray='5 3']")
+        .await;
+    assert_eq!(other.attr("data-name").await.unwrap().as_deref(), Some("equity_curve"));
+    b.wait_text("#trading-view .chart-legend", &format!("(#{long})")).await;
+    b.click("#overlay-band").await;
+    b.wait_count("#equity-chart polyline.mean", 1).await;
+    b.wait_count("#equity-chart polygon.band", 1).await;
+    assert_eq!(b.count("#equity-chart polyline.benchmark").await, 1, "buy & hold stays");
+    assert_eq!(b.count("#equity-chart path.trade").await, 0, "one node's trades do not mark a mean");
+    b.wait_text("#trading-view .chart-legend", "mean ± sd (n=2)").await;
+    // The choice holds while the view is re-read (a finished run elsewhere re-reads it).
+    api_post(&b.server, &format!("/devui/simtree/{t}/advance"), json!({"parent": 0, "turns": 1})).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    b.wait_count("#equity-chart polyline.mean", 1).await;
+    b.js("document.querySelector('#equity-chart').scrollIntoView({block: 'center'})").await;
+    b.finish("trading_mean_band").await;
+}
