@@ -1867,12 +1867,31 @@ async fn a_compared_trading_node_overlays_its_equity_and_both_make_a_mean_with_a
     b.wait_count("#equity-chart polyline.mean", 1).await;
     b.wait_count("#equity-chart polygon.band", 1).await;
     assert_eq!(b.count("#equity-chart polyline.benchmark").await, 1, "buy & hold stays");
-    assert_eq!(b.count("#equity-chart path.trade").await, 0, "one node's trades do not mark a mean");
+    assert_eq!(
+        b.count("#equity-chart path.trade").await,
+        0,
+        "one node's trades do not mark a mean"
+    );
     b.wait_text("#trading-view .chart-legend", "mean ± sd (n=2)").await;
     // The choice holds while the view is re-read (a finished run elsewhere re-reads it).
-    api_post(&b.server, &format!("/devui/simtree/{t}/advance"), json!({"parent": 0, "turns": 1})).await;
+    api_post(
+        &b.server,
+        &format!("/devui/simtree/{t}/advance"),
+        json!({"parent": 0, "turns": 1}),
+    )
+    .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     b.wait_count("#equity-chart polyline.mean", 1).await;
-    b.js("document.querySelector('#equity-chart').scrollIntoView({block: 'center'})").await;
+    // The side pane fits its width: nothing in it scrolls sideways.
+    let wide = b
+        .js("const side = document.querySelector('.side');
+             const edge = side.getBoundingClientRect().right;
+             return [side.scrollWidth - side.clientWidth,
+                     [...side.querySelectorAll('*')].filter(e => e.getBoundingClientRect().right > edge + 1)
+                       .map(e => e.tagName + '#' + e.id + '.' + e.className).slice(0, 8)];")
+        .await;
+    assert_eq!(wide[0], 0, "too wide: {wide}");
+    b.js("document.querySelector('#equity-chart').scrollIntoView({block: 'center'})")
+        .await;
     b.finish("trading_mean_band").await;
 }
