@@ -260,12 +260,19 @@ pub fn SweepChart(id: String, plot: MetricPlot, on_pick: Callback<usize>) -> imp
     let x = move |i: usize| f.slot_x(i, n);
     let (mean_colour, dot_colour) = (COLOURS[0], COLOURS[1]);
     let slot_w = (f.width - f.left - f.right) / n.max(1) as f64;
+    // A label longer than its slot (many cells, several axes) is cut; its title keeps it whole.
+    let fits = ((slot_w / 5.5) as usize).max(3);
     let labels = plot
         .labels
         .iter()
         .enumerate()
         .map(|(i, l)| {
-            view! { <text class="tick x-tick" x=x(i) y=f.height - f.bottom + 15.0 text-anchor="middle" font-size="10">{l.clone()}</text> }
+            view! {
+                <text class="tick x-tick" x=x(i) y=f.height - f.bottom + 15.0 text-anchor="middle" font-size="10">
+                    <title>{l.clone()}</title>
+                    {crate::ops::ellipsis(l, fits)}
+                </text>
+            }
         })
         .collect_view();
     let bars = (0..n)
