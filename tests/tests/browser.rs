@@ -1895,3 +1895,44 @@ async fn a_compared_trading_node_overlays_its_equity_and_both_make_a_mean_with_a
         .await;
     b.finish("trading_mean_band").await;
 }
+
+#[tokio::test]
+async fn the_sweep_form_has_a_json_mode_that_starts_from_the_forms_file() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let t = api_tree(&b.server, "simple_chat").await;
+    b.open(&format!("/simtree/{t}")).await;
+    b.wait_css("g.node[data-id='0']").await;
+    b.click("#sweep-new summary").await;
+    wait_value(&b, "#sweep-op", "public_broadcast").await;
+    b.set_input("#sweep-replicates", "1").await;
+    b.click("#sweep-json-mode").await;
+    // The expert mode starts from what the form says.
+    let file = wait_value(&b, "#sweep-json", "public_broadcast").await;
+    let file: Value = serde_json::from_str(&file).unwrap();
+    assert_eq!(file["replicates"], 1);
+    assert_eq!(file["axes"][0]["values"], json!(["rain", "sun"]));
+    b.set_input("#sweep-json", "[1, 2]").await;
+    b.click("#sweep-start").await;
+    b.wait_text("#sweep-error", "JSON object").await;
+    // A field the server does not know is named in its refusal.
+    let mut wrong = file.clone();
+    wrong["axis"] = json!([]);
+    b.set_input("#sweep-json", &wrong.to_string()).await;
+    b.click("#sweep-start").await;
+    b.wait_text("#sweep-error", "axis").await;
+    // Two axes make a grid of four cells, first axis slowest.
+    let mut grid = file.clone();
+    grid["axes"] = json!([
+        {"label": "news", "op": {"op": "public_broadcast"}, "field": "text", "values": ["rain", "sun"]},
+        {"label": "again", "op": {"op": "public_broadcast"}, "field": "text", "values": ["wind", "snow"]}
+    ]);
+    b.set_input("#sweep-json", &grid.to_string()).await;
+    b.click("#sweep-start").await;
+    b.wait_count("#sweep-table tr[data-cell]", 4).await;
+    b.wait_text("#sweep-progress", "4/4 runs done").await;
+    b.wait_text("#sweep-table tr[data-cell='1']", "news=rain · again=snow")
+        .await;
+    b.wait_count("#sweep-chart-0 circle.mean", 4).await;
+    b.finish("sweep_json_grid").await;
+}
