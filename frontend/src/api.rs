@@ -2,8 +2,9 @@
 //! `fetch`, and WebSockets that send the `ready` handshake on open.
 //!
 //! Every request and reply is a `simtree_shared` type, so no component builds a body with `json!`
-//! or reads a reply by key; the one exception is a node's view (`…/node/{n}/view`), which the
-//! server documents as free-form JSON per simulation kind and which stays a [`Value`].
+//! or reads a reply by key: a node's view is a [`NodeView`] (one variant per simulation kind),
+//! and a log entry's `data` is read into its payload type with `LogEntry::payload`. A sweep file
+//! is a file format of its own (the server's `SweepSpec`), sent as the JSON [`crate::sweep`] makes.
 //!
 //! Failures come back as [`ApiError`]: the server's [`ErrorBody`] for an HTTP error, or `Offline`
 //! when the server cannot be reached at all (the shell shows a banner for that instead of a
@@ -14,8 +15,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use simtree_shared::{
     AdvanceRequest, BranchRequest, ChildReply, ChildrenReply, CreateRequest, ErrorBody, FrontierRequest, Graph,
-    LogEntry, MultiRequest, NodeInfo, NodeState, OkReply, Op, RunReply, ScenarioSummary, Summary, SweepStarted,
-    SweepTable, TreeInfo, TreeMsg, TreePatch, TreeRef, UsageReply,
+    LogEntry, MultiRequest, NodeInfo, NodeState, NodeView, OkReply, Op, RunReply, ScenarioSummary, Summary,
+    SweepStarted, SweepTable, TreeInfo, TreeMsg, TreePatch, TreeRef, UsageReply,
 };
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
@@ -252,8 +253,8 @@ pub async fn node_info(tree: u64, node: u64) -> Result<NodeInfo> {
     get(&format!("{}/info", node_path(tree, node))).await
 }
 
-/// `GET …/node/{n}/view`: the kind-specific view (free-form JSON by the server's contract).
-pub async fn node_view(tree: u64, node: u64) -> Result<Value> {
+/// `GET …/node/{n}/view`: the kind-specific view.
+pub async fn node_view(tree: u64, node: u64) -> Result<NodeView> {
     get(&format!("{}/view", node_path(tree, node))).await
 }
 

@@ -6,6 +6,9 @@
 //! point, a step) so that a compared node's series lines up with the selected one's, and the
 //! y axis spans all series, widened to whole ticks.
 
+use simtree_shared::LogEntry;
+use simtree_shared::abm::{AbmOutline, AbmStep};
+
 /// A value axis: its range (widened to whole ticks) and the ticks, `step` apart.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Axis {
@@ -294,19 +297,24 @@ pub fn pct(v: Option<f64>) -> String {
 /// A tracked variable (its sourceName) and its value at each step.
 pub type Tracked = (String, Vec<f64>);
 
+/// The `abm_step` entries of a log, read as their payload (entries of another shape skipped).
+pub fn abm_steps_of(entries: &[LogEntry]) -> impl DoubleEndedIterator<Item = AbmStep> + '_ {
+    entries
+        .iter()
+        .filter(|e| e.kind == "abm_step")
+        .filter_map(LogEntry::payload::<AbmStep>)
+}
+
 /// The numeric tracked variables of an agent-based model over its steps, from `abm_step`
 /// entries (`{step, values}`), in first-seen order; non-numeric values (lists, maps) are skipped.
-pub fn abm_series(entries: &[simtree_shared::LogEntry]) -> Vec<Tracked> {
+pub fn abm_series(entries: &[LogEntry]) -> Vec<Tracked> {
     let mut out: Vec<Tracked> = Vec::new();
-    for e in entries.iter().filter(|e| e.kind == "abm_step") {
-        let Some(values) = e.data["values"].as_object() else {
-            continue;
-        };
-        for (name, v) in values {
+    for step in abm_steps_of(entries) {
+        for (name, v) in step.values {
             let Some(x) = v.as_f64() else { continue };
-            match out.iter_mut().find(|(n, _)| n == name) {
+            match out.iter_mut().find(|(n, _)| *n == name) {
                 Some((_, xs)) => xs.push(x),
-                None => out.push((name.clone(), vec![x])),
+                None => out.push((name, vec![x])),
             }
         }
     }
@@ -314,12 +322,8 @@ pub fn abm_series(entries: &[simtree_shared::LogEntry]) -> Vec<Tracked> {
 }
 
 /// The step number of each `abm_step` entry (the x of [`abm_series`]' points).
-pub fn abm_steps(entries: &[simtree_shared::LogEntry]) -> Vec<String> {
-    entries
-        .iter()
-        .filter(|e| e.kind == "abm_step")
-        .map(|e| e.data["step"].to_string())
-        .collect()
+pub fn abm_steps(entries: &[LogEntry]) -> Vec<String> {
+    abm_steps_of(entries).map(|s| s.step.to_string()).collect()
 }
 
 /// A short label for a sourceName (`globalVariable.infectedCount` → `infectedCount`).
@@ -332,35 +336,22 @@ pub const COLOURS: [&str; 6] = ["#1e4976", "#e65100", "#1b5e20", "#5e35b1", "#6d
 
 /// The structure of an abm-quant model for display: topology, global variables and, per agent
 /// type (from attribute sourceNames `agent.<Type>.agentAttribute.<name>`), its attributes.
-pub fn abm_structure(model: &serde_json::Value) -> AbmStructure {
-    let topology = model["environment"]["topology"]["type"]
-        .as_str()
-        .unwrap_or("none")
-        .to_string();
-    let globals = model["globalVariables"]
-        .as_array()
-        .into_iter()
+pub fn abm_structure(model: &AbmOutline) -> AbmStructure {
+    let topology = match model.environment.topology.kind.as_str() {
+        "" => "none".to_string(),
+        t => t.to_string(),
+    };
+    let globals = model
+        .global_variables
+        .iter()
         .flatten()
-        .filter_map(|g| g["name"].as_str().map(str::to_string))
+        .map(|g| g.name.clone())
         .collect();
     let mut agents: Vec<(String, Vec<String>)> = Vec::new();
-    let defs = model["agents"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|g| g.as_array().cloned().unwrap_or_default());
-    for def in defs {
-        for attr in def["agentAttributes"].as_array().into_iter().flatten() {
-            let source = attr["sourceName"].as_str().unwrap_or("");
-            let mut parts = source.split('.');
-            let (Some("agent"), Some(kind)) = (parts.next(), parts.next()) else {
-                continue;
-            };
-            let name = attr["name"].as_str().unwrap_or("").to_string();
-            match agents.iter_mut().find(|(k, _)| k == kind) {
-                Some((_, attrs)) => attrs.push(name),
-                None => agents.push((kind.to_string(), vec![name])),
-            }
+    for (kind, attr) in model.agent_attributes() {
+        match agents.iter_mut().find(|(k, _)| k == kind) {
+            Some((_, attrs)) => attrs.push(attr.name.clone()),
+            None => agents.push((kind.to_string(), vec![attr.name.clone()])),
         }
     }
     AbmStructure {
@@ -396,12 +387,12 @@ mod tests {
 
     #[test]
     fn abm_series_and_structure() {
-        let step = |n: u64, i: u64| simtree_shared::LogEntry {
+        let step = |n: u64, i: u64| LogEntry {
             kind: "abm_step".into(),
             data: json!({"step": n, "values": {"globalVariable.infected": i, "agent.P.status": ["S"]}}),
             node: 1,
         };
-        let other = simtree_shared::LogEntry {
+        let other = LogEntry {
             kind: "x".into(),
             data: json!({}),
             node: 1,
@@ -415,7 +406,7 @@ mod tests {
             "globalVariables": [{"name": "rate"}],
             "agents": [[{"agentAttributes": [{"name": "status", "sourceName": "agent.Tree.agentAttribute.status"}]}]]
         });
-        let st = abm_structure(&model);
+        let st = abm_structure(&serde_json::from_value(model).unwrap());
         assert_eq!((st.topology.as_str(), st.globals), ("grid", vec!["rate".to_string()]));
         assert_eq!(st.agents, vec![("Tree".to_string(), vec!["status".to_string()])]);
     }

@@ -5,8 +5,10 @@
 
 use leptos::html;
 use leptos::prelude::*;
-use serde_json::Value;
-use simtree_shared::{CreateRequest, NodeInfo, NodeStatus, ScenarioSummary, SimKind, TreeMsg};
+use simtree_shared::abm::AbmView;
+use simtree_shared::trading::{EpisodeMetrics, EquityPoint, ExecutedTrade, Performance, Side, TradingView};
+// The wire's kind-specific view; `NodeView` here is the model's event/agent view of a node.
+use simtree_shared::{CreateRequest, NodeInfo, NodeStatus, NodeView as KindView, ScenarioSummary, SimKind, TreeMsg};
 
 use crate::api::{self, ApiError, Socket};
 use crate::app::{Conn, Link, Tree, ctx, set_title};
@@ -265,7 +267,7 @@ fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) -> impl IntoV
 
 /// What the selected node is: what made it, its status and failure reason, and a key figure.
 #[component]
-fn Inspector(tree: Tree, node_view: RwSignal<Option<Value>>) -> impl IntoView {
+fn Inspector(tree: Tree, node_view: RwSignal<Option<KindView>>) -> impl IntoView {
     let ctx = ctx();
     let info = RwSignal::new(None::<NodeInfo>);
     Effect::new(move |_| {
@@ -292,19 +294,18 @@ fn Inspector(tree: Tree, node_view: RwSignal<Option<Value>>) -> impl IntoView {
     };
     let figure = move || {
         node_view.with(|v| {
-            let v = v.as_ref()?;
-            Some(match v["kind"].as_str()? {
-                "trading" => format!(
+            Some(match v.as_ref()? {
+                KindView::Trading(v) => format!(
                     "{} · {} {}/{} · {} {}",
-                    v["current_date"].as_str().unwrap_or("–"),
+                    v.current_date.as_deref().unwrap_or("–"),
                     ctx.tr("inspector.decisions"),
-                    v["next_decision_point"],
-                    v["decision_points"],
+                    v.next_decision_point,
+                    v.decision_points,
                     ctx.tr("inspector.equity"),
-                    crate::ops::grouped(v["portfolio_value"].as_f64().unwrap_or(0.0))
+                    crate::ops::grouped(v.portfolio_value)
                 ),
-                "abm" => format!("{} {}", ctx.tr("inspector.step"), v["steps"]),
-                _ => format!("{}: {}", ctx.tr("inspector.scene"), v["scene"].as_str().unwrap_or("")),
+                KindView::Abm(v) => format!("{} {}", ctx.tr("inspector.step"), v.steps),
+                KindView::Social(v) => format!("{}: {}", ctx.tr("inspector.scene"), v.scene),
             })
         })
     };
@@ -363,7 +364,7 @@ enum Advance {
 
 /// Run leaves, advance, parallel run, chain run, stop, details, delete (with confirmation).
 #[component]
-fn OpsPanel(tree: Tree, node_view: RwSignal<Option<Value>>, details: bool) -> impl IntoView {
+fn OpsPanel(tree: Tree, node_view: RwSignal<Option<KindView>>, details: bool) -> impl IntoView {
     let ctx = ctx();
     let leaves = RwSignal::new("1".to_string());
     let steps = RwSignal::new("1".to_string());
@@ -517,7 +518,7 @@ fn ComparePanel(tree: Tree) -> impl IntoView {
     let ctx = ctx();
     let other = RwSignal::new(String::new());
     let result = RwSignal::new(None::<(u64, u64, Comparison)>);
-    let views = RwSignal::new(None::<(Value, Value)>);
+    let views = RwSignal::new(None::<(KindView, KindView)>);
     Effect::new(move |_| {
         if let Some(n) = tree.compare_with.get() {
             other.set(n.to_string());
@@ -605,10 +606,10 @@ fn ComparePanel(tree: Tree) -> impl IntoView {
                         }))}
                     </p>
                     {move || views.with(|v| match v {
-                        Some((a, b)) if a["kind"] == "trading" && b["kind"] == "trading" => Some(view! {
+                        Some((KindView::Trading(a), KindView::Trading(b))) => Some(view! {
                             <div id="compare-metrics" class="columns">
-                                <div>{metrics_table(a)}</div>
-                                <div>{metrics_table(b)}</div>
+                                <div>{metrics_table(&a.metrics)}</div>
+                                <div>{metrics_table(&b.metrics)}</div>
                             </div>
                         }),
                         _ => None,
@@ -916,8 +917,8 @@ pub fn SimViewer(tree_id: Option<u64>, node: u64) -> impl IntoView {
 }
 
 /// The kind-specific view of the selected node, re-read when it changes or its run finishes.
-fn node_view_signal(tree: Tree) -> RwSignal<Option<Value>> {
-    let view = RwSignal::new(None::<Value>);
+fn node_view_signal(tree: Tree) -> RwSignal<Option<KindView>> {
+    let view = RwSignal::new(None::<KindView>);
     Effect::new(move |_| {
         tree.last_msg.track();
         let (Some(t), Some(n)) = (tree.id.get(), tree.selected.get()) else {
@@ -934,44 +935,41 @@ fn node_view_signal(tree: Tree) -> RwSignal<Option<Value>> {
 }
 
 /// The metrics table of a trading view (strategy against buy-and-hold).
-fn metrics_table(v: &Value) -> impl IntoView + use<> {
-    let m = &v["metrics"];
-    let row = |label: &'static str, key: &'static str, pct_value: bool| {
-        let cell = |side: &str| {
-            let x = m[side][key].as_f64();
+fn metrics_table(m: &EpisodeMetrics) -> impl IntoView + use<> {
+    let row = |label: &'static str, figure: fn(&Performance) -> Option<f64>, pct_value: bool| {
+        let cell = |p: &Performance| {
+            let x = figure(p);
             if pct_value {
                 pct(x)
             } else {
                 x.map_or_else(|| "–".into(), |x| format!("{x:.2}"))
             }
         };
-        view! { <tr><td>{label}</td><td>{cell("strategy")}</td><td>{cell("buy_and_hold")}</td></tr> }
+        view! { <tr><td>{label}</td><td>{cell(&m.strategy)}</td><td>{cell(&m.buy_and_hold)}</td></tr> }
     };
-    let count = |k: &str| m[k].as_u64().unwrap_or(0).to_string();
     view! {
         <table class="metrics">
             <tr><th></th><th>"strategy"</th><th>"buy & hold"</th></tr>
-            {row("total return", "total_return", true)}
-            {row("annualised", "annualised_return", true)}
-            {row("volatility", "volatility", true)}
-            {row("Sharpe", "sharpe", false)}
-            {row("max drawdown", "max_drawdown", true)}
-            <tr><td>"trades / rejected"</td><td colspan="2">{count("num_trades")} " / " {count("rejected_decisions")}</td></tr>
+            {row("total return", |p| Some(p.total_return), true)}
+            {row("annualised", |p| Some(p.annualised_return), true)}
+            {row("volatility", |p| Some(p.volatility), true)}
+            {row("Sharpe", |p| p.sharpe, false)}
+            {row("max drawdown", |p| Some(p.max_drawdown), true)}
+            <tr><td>"trades / rejected"</td><td colspan="2">{m.num_trades.to_string()} " / " {m.rejected_decisions.to_string()}</td></tr>
         </table>
     }
 }
 
-/// The fills of a trading node's view (`trades`), for the equity chart's markers.
-fn view_trades(v: &Value) -> Vec<Trade> {
-    let trades = v["trades"].as_array().map_or(&[][..], Vec::as_slice);
+/// The fills of a trading node's view, for the equity chart's markers.
+fn view_trades(trades: &[ExecutedTrade]) -> Vec<Trade> {
     trades
         .iter()
         .map(|t| Trade {
-            date: t["timestamp"].as_str().unwrap_or("").to_string(),
-            buy: t["side"] == "buy",
-            ticker: t["ticker"].as_str().unwrap_or("").to_string(),
-            quantity: t["quantity"].as_i64().unwrap_or(0),
-            price: t["price"].as_f64().unwrap_or(f64::NAN),
+            date: t.timestamp.clone(),
+            buy: t.side == Side::Buy,
+            ticker: t.ticker.clone(),
+            quantity: t.quantity,
+            price: t.price,
         })
         .collect()
 }
@@ -979,59 +977,52 @@ fn view_trades(v: &Value) -> Vec<Trade> {
 /// Equity curve (strategy and buy-and-hold), metrics and trades of a trading node; the scene
 /// state of a social node.
 #[component]
-fn NodeDetails(tree: Tree, view_state: RwSignal<Option<Value>>) -> impl IntoView {
+fn NodeDetails(tree: Tree, view_state: RwSignal<Option<KindView>>) -> impl IntoView {
     let ctx = ctx();
     // The overlay choices outlive the kind views, which are drawn anew with each re-read view.
     let choice = OverlayChoice {
         siblings: RwSignal::new(false),
         band: RwSignal::new(false),
     };
-    let body = move || {
-        let v = view_state.get()?;
-        if v["kind"] == "abm" {
-            return Some(view! { <AbmDetails tree view=v choice /> }.into_any());
+    let body = move || match view_state.get()? {
+        KindView::Abm(v) => Some(view! { <AbmDetails tree view=v choice /> }.into_any()),
+        KindView::Social(v) => {
+            let state = serde_json::to_string_pretty(&v.state).unwrap_or_default();
+            Some(view! { <pre id="scene-state" class="json">{state}</pre> }.into_any())
         }
-        if v["kind"] != "trading" {
-            let state = serde_json::to_string_pretty(&v["state"]).unwrap_or_default();
-            return Some(view! { <pre id="scene-state" class="json">{state}</pre> }.into_any());
-        }
-        Some(view! { <TradingDetails tree view=v choice /> }.into_any())
+        KindView::Trading(v) => Some(view! { <TradingDetails tree view=*v choice /> }.into_any()),
     };
     view! { <section class="panel details"><h3>{move || ctx.tr("details.title")}</h3>{body}</section> }
 }
 
-/// A curve of a trading view (`equity_curve`, `buy_and_hold_curve`): its values, read in one place.
-fn view_curve(v: &Value, key: &str) -> Vec<f64> {
-    let points = v[key].as_array().map_or(&[][..], Vec::as_slice);
-    points.iter().map(|p| p["value"].as_f64().unwrap_or(f64::NAN)).collect()
+/// The values of an equity curve.
+fn curve(points: &[EquityPoint]) -> Vec<f64> {
+    points.iter().map(|p| p.value).collect()
 }
 
 /// A trading node: its equity curve against buy-and-hold with its trades marked (other nodes'
 /// equity overlaid dashed, or all of them as a mean with a ± sd band), metrics and last trades.
 #[component]
-fn TradingDetails(tree: Tree, view: Value, choice: OverlayChoice) -> impl IntoView {
+fn TradingDetails(tree: Tree, view: TradingView, choice: OverlayChoice) -> impl IntoView {
     let ctx = ctx();
     let v = view;
-    let dates: Vec<String> = v["equity_curve"]
-        .as_array()
-        .map_or(&[][..], Vec::as_slice)
-        .iter()
-        .map(|p| p["date"].as_str().unwrap_or("").to_string())
-        .collect();
-    let marks = trade_marks(&dates, &view_trades(&v));
-    let own: Vec<Tracked> = vec![("equity_curve".into(), view_curve(&v, "equity_curve"))];
+    let dates: Vec<String> = v.equity_curve.iter().map(|p| p.date.clone()).collect();
+    let marks = trade_marks(&dates, &view_trades(&v.trades));
+    let own: Vec<Tracked> = vec![("equity_curve".into(), curve(&v.equity_curve))];
     let benchmark = Line {
         class: "benchmark",
         name: "buy_and_hold_curve".into(),
         label: "buy & hold".into(),
-        values: view_curve(&v, "buy_and_hold_curve"),
+        values: curve(&v.buy_and_hold_curve),
         colour: COLOURS[1],
         dash: "4 3",
     };
     let OverlayChoice { band, .. } = choice;
     let others = overlays(tree, choice.siblings, |t, m| async move {
-        let v = api::node_view(t, m).await.ok()?;
-        Some(vec![("equity_curve".to_string(), view_curve(&v, "equity_curve"))])
+        match api::node_view(t, m).await.ok()? {
+            KindView::Trading(v) => Some(vec![("equity_curve".to_string(), curve(&v.equity_curve))]),
+            _ => None,
+        }
     });
     let node = tree.selected.get_untracked().unwrap_or(0);
     let chart = move || {
@@ -1059,27 +1050,26 @@ fn TradingDetails(tree: Tree, view: Value, choice: OverlayChoice) -> impl IntoVi
             }
         })
     };
-    let trades: Vec<Value> = v["trades"].as_array().cloned().unwrap_or_default();
-    let shown: Vec<Value> = trades.iter().rev().take(30).cloned().collect();
+    let shown: Vec<ExecutedTrade> = v.trades.iter().rev().take(30).cloned().collect();
     view! {
         <div id="trading-view">
             <p>
                 {format!("{} · {} · {} of {} decision points · value {:.2}",
-                    v["episode_id"].as_str().unwrap_or(""), v["agent"]["kind"].as_str().unwrap_or(""),
-                    v["next_decision_point"], v["decision_points"], v["portfolio_value"].as_f64().unwrap_or(0.0))}
+                    v.episode_id, v.agent.kind(),
+                    v.next_decision_point, v.decision_points, v.portfolio_value)}
             </p>
             {chart}
             <OverlayOptions choice />
-            {metrics_table(&v)}
+            {metrics_table(&v.metrics)}
             <table id="trades" class="trades">
                 <tr><th>"date"</th><th>"side"</th><th>"ticker"</th><th>"qty"</th><th>"price"</th></tr>
                 {shown.into_iter().map(|t| view! {
                     <tr>
-                        <td>{t["timestamp"].as_str().unwrap_or("").to_string()}</td>
-                        <td>{t["side"].as_str().unwrap_or("").to_string()}</td>
-                        <td>{t["ticker"].as_str().unwrap_or("").to_string()}</td>
-                        <td>{t["quantity"].to_string()}</td>
-                        <td>{format!("{:.2}", t["price"].as_f64().unwrap_or(0.0))}</td>
+                        <td>{t.timestamp}</td>
+                        <td>{t.side.as_str()}</td>
+                        <td>{t.ticker}</td>
+                        <td>{t.quantity.to_string()}</td>
+                        <td>{format!("{:.2}", t.price)}</td>
                     </tr>
                 }).collect_view()}
             </table>
@@ -1230,13 +1220,13 @@ fn overlaid(tree: Tree, node: u64, siblings: bool) -> Vec<u64> {
 /// other nodes (the compare target, the siblings) overlaid dashed, or all of them drawn as a mean
 /// with a band of ± sd.
 #[component]
-fn AbmDetails(tree: Tree, view: Value, choice: OverlayChoice) -> impl IntoView {
+fn AbmDetails(tree: Tree, view: AbmView, choice: OverlayChoice) -> impl IntoView {
     let ctx = ctx();
     let AbmStructure {
         topology,
         globals,
         agents,
-    } = abm_structure(&view["model"]);
+    } = abm_structure(&view.outline());
     // (node, its series, its step numbers) of the selected node; the overlaid nodes' series.
     let own = RwSignal::new((0, Vec::<Tracked>::new(), Vec::<String>::new()));
     Effect::new(move |_| {
@@ -1255,11 +1245,11 @@ fn AbmDetails(tree: Tree, view: Value, choice: OverlayChoice) -> impl IntoView {
     });
     let status = format!(
         "step {} · seed {}{}",
-        view["steps"],
-        view["seed"],
-        view["terminated"]["reason"]
-            .as_str()
-            .map(|r| format!(" · terminated ({r})"))
+        view.steps,
+        view.seed,
+        view.terminated
+            .as_ref()
+            .map(|t| format!(" · terminated ({})", t.reason))
             .unwrap_or_default()
     );
     view! {

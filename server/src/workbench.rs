@@ -525,7 +525,7 @@ impl Workbench {
                 let run = CatchUnwind(Box::pin(sim.run(turns, &ctx, &mut sink)));
                 tokio::select! {
                     r = run => match r {
-                        Ok(result) => Outcome::Ran(result.err()),
+                        Ok(result) => Outcome::Ran(result.err().map(String::from)),
                         Err(()) => Outcome::Panicked,
                     },
                     _ = cancelled.wait_for(|c| *c) => Outcome::Cancelled,
@@ -803,6 +803,7 @@ impl Workbench {
             let mut t = handle.lock();
             let removed = t.delete_subtree(node)?;
             handle.persist_delete(&t, removed.clone());
+            sweep::Sweeps::prune(&handle, &t);
             handle.send(TreeMsg::Deleted { node });
             removed
         };

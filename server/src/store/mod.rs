@@ -117,6 +117,10 @@ pub enum Write {
         id: u64,
         body: String,
     },
+    DeleteSweep {
+        tree: u64,
+        id: u64,
+    },
     DeleteTree {
         tree: u64,
     },
@@ -384,9 +388,10 @@ impl Gone {
             Write::Node { tree, row } => self.live(*tree, row.id),
             Write::Log { tree, node, .. } | Write::State { tree, node, .. } => self.live(*tree, *node),
             Write::Tree(t) => !self.trees.contains(&t.id),
-            Write::Rename { tree, .. } | Write::Touch { tree, .. } | Write::Sweep { tree, .. } => {
-                !self.trees.contains(tree)
-            }
+            Write::Rename { tree, .. }
+            | Write::Touch { tree, .. }
+            | Write::Sweep { tree, .. }
+            | Write::DeleteSweep { tree, .. } => !self.trees.contains(tree),
         }
     }
 

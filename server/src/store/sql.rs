@@ -267,6 +267,9 @@ impl<S: Sql> Db<S> {
                     &[i(*tree), i(*id), P::Text(body)],
                 )?;
             }
+            Write::DeleteSweep { tree, id } => {
+                sql.execute("DELETE FROM sweeps WHERE tree = $1 AND id = $2", &[i(*tree), i(*id)])?;
+            }
             Write::DeleteTree { tree } => {
                 for table in ["nodes", "states", "chunks", "logs", "sweeps"] {
                     sql.execute(&format!("DELETE FROM {table} WHERE tree = $1"), &[i(*tree)])?;

@@ -427,7 +427,7 @@ impl Workbench {
                     store.write(Write::DeleteTree { tree: id });
                     let _ = store.flush();
                 }
-                return Err(e.into());
+                return Err(e);
             }
         };
         let kind = kind.unwrap_or(SimKind::Social);
@@ -461,13 +461,15 @@ impl Workbench {
         self.trees.len() + self.stored.len()
     }
 
-    /// Keeps the live simulators and logs under the cache budget (see the module doc); returns
-    /// the bytes freed.
-    pub fn trim_cache(&self) -> usize {
-        let budget = self.limits.cache_bytes;
-        if self.store.is_none() || budget == 0 {
-            return 0;
-        }
+    /// What the cache holds now by its own accounting: the loaded trees' structures and the
+    /// simulators and logs in memory (trees being worked on are skipped).
+    pub fn cache_bytes(&self) -> usize {
+        self.cache_entries().1
+    }
+
+    /// Every cached simulator or log as (last use, tree, node, cost), and the total with the
+    /// structures of loaded trees.
+    fn cache_entries(&self) -> (Vec<(u64, u64, NodeId, usize)>, usize) {
         let mut entries = Vec::new();
         let mut total = 0usize;
         for t in self.trees.iter() {
@@ -480,6 +482,17 @@ impl Workbench {
                 entries.push((used, *t.key(), id, cost));
             }
         }
+        (entries, total)
+    }
+
+    /// Keeps the live simulators and logs under the cache budget (see the module doc); returns
+    /// the bytes freed.
+    pub fn trim_cache(&self) -> usize {
+        let budget = self.limits.cache_bytes;
+        if self.store.is_none() || budget == 0 {
+            return 0;
+        }
+        let (mut entries, total) = self.cache_entries();
         if total <= budget {
             return 0;
         }

@@ -169,6 +169,30 @@ pub(super) fn imported_sweeps(raw: Vec<Value>, tree: &SimTree) -> Result<Vec<Swe
 }
 
 impl Sweeps {
+    /// After a deletion in the tree: a sweep whose parent went goes too (its row with it);
+    /// replicates whose node went end as deleted.
+    pub(super) fn prune(handle: &TreeHandle, tree: &SimTree) {
+        lock(&handle.sweeps.0).retain(|&id, record| {
+            let changed = {
+                let mut data = lock(&record.data);
+                let before = data.clone();
+                match data.check(tree) {
+                    Ok(Some(_)) => *data != before,
+                    _ => {
+                        if handle.stored() {
+                            handle.persist(Write::DeleteSweep { tree: handle.id, id });
+                        }
+                        return false;
+                    }
+                }
+            };
+            if changed {
+                record.write_row(handle);
+            }
+            true
+        });
+    }
+
     /// Brings back a tree's stored or imported sweeps (see the module doc): each is checked
     /// against the tree; one that no longer fits is left out with a warning, since the tree
     /// itself is sound. A replicate still pending is measured if its node finished.
@@ -214,7 +238,7 @@ impl Sweeps {
                 };
                 lock(&record.data).cells[c].results[k] = outcome;
             }
-            record.persist(handle);
+            record.write_row(handle);
             let id = lock(&record.data).id;
             lock(&handle.sweeps.0).insert(id, Arc::new(record));
         }
@@ -372,8 +396,17 @@ async fn collect(
 }
 
 impl SweepRecord {
+    /// Queues the sweep's row for the store, unless the sweep was dropped meanwhile (its parent
+    /// deleted while replicates were still ending).
+    fn persist(self: &Arc<Self>, handle: &TreeHandle) {
+        let id = lock(&self.data).id;
+        if handle.sweeps.get(id).is_some_and(|r| Arc::ptr_eq(&r, self)) {
+            self.write_row(handle);
+        }
+    }
+
     /// Queues the sweep's row (layout and results) for the store.
-    fn persist(&self, handle: &TreeHandle) {
+    fn write_row(&self, handle: &TreeHandle) {
         if handle.stored() {
             let data = lock(&self.data);
             let body = serde_json::to_string(&*data).unwrap_or_default();
