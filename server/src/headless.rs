@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::abm::worker::WorkerPool;
 use crate::engine::event::{Event, EventSink};
 use crate::engine::memory::Message;
-use crate::http::{Backend, Providers};
+use crate::workbench::{Backend, Providers};
 use crate::llm::ledger::{Ledger, LlmRecord};
 use crate::llm::{BoxFuture, Dialect, LlmClient, LlmConfig, LlmError, LlmSettings, LlmState, MockClient};
 use crate::sim::{RunCtx, Sim};

@@ -20,7 +20,7 @@ use simtree_shared::{CellResult, MetricSummary, Op};
 
 use crate::abm::worker::{WorkerConfig, WorkerPool};
 use crate::engine::event::{Event, EventType};
-use crate::http::Backend;
+use crate::workbench::Backend;
 use crate::scenario::ScenarioLibrary;
 use crate::sim::{ScenarioEntry, Sim};
 use crate::trading::data::MarketData;

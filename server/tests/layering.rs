@@ -148,13 +148,6 @@ const EXCEPTIONS: &[(&str, &str, &str)] = &[
         "the scripted player plays the built-in games: it parses the agent's prompt with the \
          engine's parser and judges Dou Dizhu hands with the landlord scene's rules",
     ),
-    (
-        "headless.rs",
-        "crate::http",
-        "debt: Backend and Providers (the server's choice of LLM backend) still live in \
-         http/state.rs; they belong to the workbench",
-    ),
-    ("sweep.rs", "crate::http", "debt: as headless.rs, for http::Backend"),
 ];
 
 fn src_dir() -> PathBuf {
