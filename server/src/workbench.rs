@@ -84,6 +84,8 @@ pub struct Workbench {
     /// Trees in the store and not (or no longer) in memory: loaded on first use.
     stored: DashMap<u64, crate::store::TreeRow>,
     loading: Mutex<()>,
+    /// What rebuilds brought into memory since the cache was last trimmed.
+    pressure: Arc<crate::store::Pressure>,
     /// Where trees are kept (`None`: `--ephemeral`, memory only).
     pub store: Option<Arc<crate::store::Store>>,
     next_tree: AtomicU64,
@@ -244,6 +246,7 @@ impl Workbench {
             trees: DashMap::new(),
             stored: DashMap::new(),
             loading: Mutex::new(()),
+            pressure: Arc::new(crate::store::Pressure::new(limits.cache_bytes)),
             store: None,
             next_tree: AtomicU64::new(0),
             scenarios,
@@ -303,12 +306,7 @@ impl Workbench {
         if let Some(store) = &self.store
             && !tree.is_stored()
         {
-            tree.set_source(crate::store::TreeSource {
-                store: store.clone(),
-                tree: id,
-                cache: Default::default(),
-                market: self.market.clone(),
-            });
+            tree.set_source(self.source_for(store, id));
         }
         TreeHandle {
             id,

@@ -131,15 +131,7 @@ pub async fn serve(app: Arc<AppState>, addr: SocketAddr) -> std::io::Result<()> 
         None => println!("simtree listening on http://{bound}"),
     }
     // Live simulators of stored trees are a cache: keep it within --cache-mb.
-    let wb = app.wb.clone();
-    tokio::spawn(async move {
-        let mut every = tokio::time::interval(std::time::Duration::from_millis(500));
-        loop {
-            every.tick().await;
-            let wb = wb.clone();
-            let _ = tokio::task::spawn_blocking(move || wb.trim_cache()).await;
-        }
-    });
+    tokio::spawn(app.wb.clone().sweep_cache());
     // Leave descriptors for the store, the workers and the provider clients.
     let cap = app
         .wb

@@ -544,6 +544,41 @@ pub struct TreeSource {
     pub tree: u64,
     pub cache: Arc<ChunkCache>,
     pub market: Option<Arc<MarketData>>,
+    /// Told what each rebuild brings into memory, so the cache is trimmed before it overshoots.
+    pub pressure: Arc<Pressure>,
+}
+
+/// What rebuilds have brought into memory since the cache was last trimmed. Past a threshold
+/// (an eighth of the budget) it wakes the cache sweeper at once instead of at its next tick, so
+/// a burst of reads cannot push memory far past `--cache-mb` between two ticks.
+#[derive(Debug, Default)]
+pub struct Pressure {
+    loaded: std::sync::atomic::AtomicUsize,
+    threshold: usize,
+    pub wake: tokio::sync::Notify,
+}
+
+impl Pressure {
+    pub fn new(budget: usize) -> Pressure {
+        Pressure {
+            threshold: (budget / 8).max(1),
+            ..Pressure::default()
+        }
+    }
+
+    /// Counts `bytes` brought in; wakes the sweeper when they pass the threshold.
+    pub fn add(&self, bytes: usize) {
+        use std::sync::atomic::Ordering;
+        let before = self.loaded.fetch_add(bytes, Ordering::Relaxed);
+        if before < self.threshold && before + bytes >= self.threshold {
+            self.wake.notify_one();
+        }
+    }
+
+    /// The sweeper ran: start counting again.
+    pub fn reset(&self) {
+        self.loaded.store(0, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 impl TreeSource {
@@ -576,6 +611,7 @@ impl TreeSource {
         };
         let mut sim = sim.map_err(|e| StoreError(format!("node {node}: state: {e}")))?;
         sim.attach(self.market.as_ref());
+        self.pressure.add(cost);
         Ok(Some((sim, cost)))
     }
 

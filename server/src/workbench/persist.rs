@@ -296,11 +296,29 @@ impl Workbench {
     }
 
     fn source(&self, tree: u64) -> TreeSource {
+        self.source_for(self.store.as_ref().expect("a stored tree has a store"), tree)
+    }
+
+    pub(super) fn source_for(&self, store: &Arc<Store>, tree: u64) -> TreeSource {
         TreeSource {
-            store: self.store.clone().expect("a stored tree has a store"),
+            store: store.clone(),
             tree,
             cache: Default::default(),
             market: self.market.clone(),
+            pressure: self.pressure.clone(),
+        }
+    }
+
+    /// Keeps the cache within `--cache-mb` for as long as the server runs: a trim every half
+    /// second, and at once when rebuilds have brought in an eighth of the budget since the last.
+    pub async fn sweep_cache(self: Arc<Self>) {
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(std::time::Duration::from_millis(500)) => {}
+                _ = self.pressure.wake.notified() => {}
+            }
+            let wb = self.clone();
+            let _ = tokio::task::spawn_blocking(move || wb.trim_cache()).await;
         }
     }
 
@@ -480,6 +498,7 @@ impl Workbench {
     /// Keeps the live simulators and logs under the cache budget (see the module doc); returns
     /// the bytes freed.
     pub fn trim_cache(&self) -> usize {
+        self.pressure.reset();
         let budget = self.limits.cache_bytes;
         if self.store.is_none() || budget == 0 {
             return 0;
@@ -490,7 +509,8 @@ impl Workbench {
         }
         entries.sort_unstable();
         let mut freed = 0;
-        let target = budget - budget / 8;
+        // Down to three quarters, so that reads between two trims have room.
+        let target = budget - budget / 4;
         for (_, tree, node, cost) in entries {
             if total.saturating_sub(freed) <= target {
                 break;
