@@ -1,23 +1,24 @@
 //! The canvas layer of the graph, used above [`crate::graph::DENSE`] laid-out nodes.
 //!
 //! Why a canvas there: with one SVG element (or one path segment) per node, every pan or zoom
-//! frame made the browser re-rasterise thousands of elements (83 ms a frame at 5,000 nodes). Here
-//! the tree is turned into a few world-space `Path2D`s once per change of the layout or the
-//! graph ([`Scene`]: one path per edge colour, one per node look), and a frame is only a
-//! transform plus a dozen `stroke` calls; labels, badges and the selection ring are the only
-//! per-node work, and only for the few nodes the viewport shows once they are legible (found
-//! through the layout's [`crate::layout::Grid`]). Nodes are round-capped strokes of a zero-length
-//! segment, so their size on screen is chosen per frame (dots far out, outlined discs close in)
-//! without rebuilding a path. Colours come from the stylesheet's theme variables
+//! frame made the browser re-rasterise thousands of elements (83 ms a frame at 5,000 nodes).
+//! Caching the whole tree as a few `Path2D`s did not help either: the script work fell to under a
+//! millisecond but rasterising 20,000 overlapping round dots in software still took 300 ms a
+//! frame. So a frame is drawn in immediate mode from a [`Scene`] (plain world-space arrays,
+//! rebuilt once per change of the layout or the graph): edges and nodes outside the viewport are
+//! skipped, and what would land on the same few screen pixels is drawn once (a fitted
+//! 20,000-node tree is a few hundred dots, not 20,000 stacked ones). The cost of a frame is
+//! bounded by the screen, not the tree. Labels, badges and the selection rings come last, and
+//! labels only for the nodes the viewport shows once they are legible (found through the
+//! layout's [`crate::layout::Grid`]). Colours come from the stylesheet's theme variables
 //! ([`Palette::read`], once per theme change) and the op colours of [`crate::ops`], so the canvas
 //! reads like the SVG drawing of small trees.
 
 use std::collections::HashSet;
-use std::fmt::Write as _;
 
 use simtree_shared::NodeStatus;
 use wasm_bindgen::JsCast;
-use web_sys::{CanvasRenderingContext2d, HtmlCanvasElement, Path2d};
+use web_sys::{CanvasRenderingContext2d, HtmlCanvasElement};
 
 use crate::layout::{COL, Layout, NODE, ViewTransform};
 use crate::model::GraphModel;
@@ -120,24 +121,6 @@ impl Palette {
     }
 }
 
-/// "M x y h0.01" for each point: round caps turn each into a disc of the line width.
-pub fn dots_path(points: impl Iterator<Item = (f64, f64)>) -> String {
-    let mut d = String::new();
-    for (x, y) in points {
-        let _ = write!(d, "M{x:.1} {y:.1}h0.01");
-    }
-    d
-}
-
-/// "M x1 y1 L x2 y2" for each segment.
-pub fn lines_path(segments: impl Iterator<Item = ((f64, f64), (f64, f64))>) -> String {
-    let mut d = String::new();
-    for (a, b) in segments {
-        let _ = write!(d, "M{:.1} {:.1}L{:.1} {:.1}", a.0, a.1, b.0, b.1);
-    }
-    d
-}
-
 /// Items grouped by key, groups in order of first appearance (a handful of keys: a scan is fine).
 fn grouped<K: PartialEq, V>(items: impl Iterator<Item = (K, V)>) -> Vec<(K, Vec<V>)> {
     let mut groups: Vec<(K, Vec<V>)> = Vec::new();
@@ -150,10 +133,12 @@ fn grouped<K: PartialEq, V>(items: impl Iterator<Item = (K, V)>) -> Vec<(K, Vec<
     groups
 }
 
-/// The world-space paths of one layout and graph: built once per change, stroked every frame.
+/// The tree in world space, grouped for drawing: built once per change, culled every frame.
 pub struct Scene {
-    edges: Vec<(EdgeStyle, Path2d)>,
-    nodes: Vec<(Look, Path2d)>,
+    /// Edge segments (x1, y1, x2, y2) by colour.
+    edges: Vec<(EdgeStyle, Vec<[f64; 4]>)>,
+    /// Node centres by look; statuses last, so a failed or running node is never under a plain one.
+    nodes: Vec<(Look, Vec<(f64, f64)>)>,
     /// How many nodes the scene draws.
     pub count: usize,
 }
@@ -163,26 +148,55 @@ impl Scene {
         let parents: HashSet<u64> = g.edges.iter().map(|e| e.from).collect();
         let edges = g.edges.iter().filter_map(|e| {
             let (a, b) = (layout.pos.get(&e.from)?, layout.pos.get(&e.to)?);
-            Some((edge_style(e.kind, g.ops.get(&e.to).map(Vec::as_slice)), (*a, *b)))
+            Some((
+                edge_style(e.kind, g.ops.get(&e.to).map(Vec::as_slice)),
+                [a.0, a.1, b.0, b.1],
+            ))
         });
-        let edge_groups = grouped(edges);
-        let mut node_groups = grouped(layout.pos.iter().map(|(&id, &p)| {
+        let mut nodes = grouped(layout.pos.iter().map(|(&id, &p)| {
             let leaf = !parents.contains(&id) || layout.hidden.contains_key(&id);
             (look(g, id, leaf), p)
         }));
-        // Statuses last, so a failed or running node is never hidden under a plain one.
-        node_groups.sort_by_key(|(l, _)| matches!(l, Look::Running | Look::Failed | Look::Cancelled));
-        let path = |d: String| Path2d::new_with_path_string(&d).unwrap_or_else(|_| Path2d::new().expect("Path2D"));
+        nodes.sort_by_key(|(l, _)| matches!(l, Look::Running | Look::Failed | Look::Cancelled));
         Scene {
-            edges: edge_groups
-                .into_iter()
-                .map(|(s, segs)| (s, path(lines_path(segs.into_iter()))))
-                .collect(),
-            nodes: node_groups
-                .into_iter()
-                .map(|(l, pts)| (l, path(dots_path(pts.into_iter()))))
-                .collect(),
+            edges: grouped(edges),
+            nodes,
             count: layout.pos.len(),
+        }
+    }
+}
+
+/// Marks screen cells of `cell` pixels as drawn, so overlapping dots are drawn once.
+struct Cells {
+    cell: f64,
+    cols: usize,
+    taken: Vec<bool>,
+}
+
+impl Cells {
+    fn new(width: f64, height: f64, cell: f64) -> Cells {
+        let cols = (width / cell) as usize + 3;
+        let rows = (height / cell) as usize + 3;
+        Cells {
+            cell,
+            cols,
+            taken: vec![false; cols * rows],
+        }
+    }
+
+    /// True the first time a point of this cell is offered (points just off-screen included).
+    fn first(&mut self, x: f64, y: f64) -> bool {
+        let (cx, cy) = ((x / self.cell).floor() + 1.0, (y / self.cell).floor() + 1.0);
+        if cx < 0.0 || cy < 0.0 || cx as usize >= self.cols {
+            return true;
+        }
+        match self.taken.get_mut(cy as usize * self.cols + cx as usize) {
+            Some(t) if *t => false,
+            Some(t) => {
+                *t = true;
+                true
+            }
+            None => true,
         }
     }
 }
@@ -219,7 +233,7 @@ pub fn radius_px(scale: f64) -> f64 {
 }
 
 /// Paints one frame: edges, nodes, the selection and compare rings, collapsed badges, and ids
-/// and op labels once they are legible.
+/// and op labels once they are legible. Everything is drawn in screen pixels.
 pub fn draw(
     ctx: &CanvasRenderingContext2d,
     dpr: f64,
@@ -232,36 +246,72 @@ pub fn draw(
     let s = f.t.scale;
     ctx.set_transform(dpr, 0.0, 0.0, dpr, 0.0, 0.0).ok();
     ctx.clear_rect(0.0, 0.0, f.width, f.height);
-    ctx.set_transform(dpr * s, 0.0, 0.0, dpr * s, dpr * f.t.tx, dpr * f.t.ty)
-        .ok();
+    let screen = |(x, y): (f64, f64)| (x * s + f.t.tx, y * s + f.t.ty);
+    let r = radius_px(s);
+    let (x0, y0, x1, y1) = f.t.world_view(f.width, f.height);
+    let pad = r / s;
+    let (x0, y0, x1, y1) = (x0 - pad, y0 - pad, x1 + pad, y1 + pad);
 
+    // Edges: far out, many share their pixels; each such bundle is stroked once.
     ctx.set_line_cap("butt");
-    ctx.set_line_width(1.6 / s);
-    for (style, path) in &scene.edges {
-        ctx.set_stroke_style_str(style.colour);
-        ctx.stroke_with_path(path);
+    ctx.set_line_width(1.6);
+    let far = COL * s < 8.0;
+    let mut seen = HashSet::new();
+    for (style, segs) in &scene.edges {
+        seen.clear();
+        ctx.begin_path();
+        let mut any = false;
+        for &[ax, ay, bx, by] in segs {
+            if ax.max(bx) < x0 || ax.min(bx) > x1 || ay.max(by) < y0 || ay.min(by) > y1 {
+                continue;
+            }
+            let ((sax, say), (sbx, sby)) = (screen((ax, ay)), screen((bx, by)));
+            if far && !seen.insert([sax, say, sbx, sby].map(|v| (v / 2.0) as i32)) {
+                continue;
+            }
+            ctx.move_to(sax, say);
+            ctx.line_to(sbx, sby);
+            any = true;
+        }
+        if any {
+            ctx.set_stroke_style_str(style.colour);
+            ctx.stroke();
+        }
     }
 
-    let r = radius_px(s);
-    ctx.set_line_cap("round");
-    for (l, path) in &scene.nodes {
+    // Nodes: at most one disc per radius-sized cell (only ever merges discs that overlap).
+    for (l, pts) in &scene.nodes {
+        let mut cells = Cells::new(f.width, f.height, r);
+        ctx.begin_path();
+        let mut any = false;
+        for &(x, y) in pts {
+            if x < x0 || x > x1 || y < y0 || y > y1 {
+                continue;
+            }
+            let (sx, sy) = screen((x, y));
+            if !cells.first(sx, sy) {
+                continue;
+            }
+            ctx.move_to(sx + r, sy);
+            ctx.arc(sx, sy, r, 0.0, std::f64::consts::TAU).ok();
+            any = true;
+        }
+        if !any {
+            continue;
+        }
         let (fill, outline, width) = p.of(*l);
         if r < 5.0 {
-            ctx.set_line_width(2.0 * r / s);
-            ctx.set_stroke_style_str(p.dot(*l));
+            ctx.set_fill_style_str(p.dot(*l));
+            ctx.fill();
         } else {
-            ctx.set_line_width((2.0 * r + width) / s);
+            ctx.set_fill_style_str(fill);
+            ctx.fill();
+            ctx.set_line_width(width);
             ctx.set_stroke_style_str(outline);
-            ctx.stroke_with_path(path);
-            ctx.set_line_width((2.0 * r - width) / s);
-            ctx.set_stroke_style_str(fill);
+            ctx.stroke();
         }
-        ctx.stroke_with_path(path);
     }
 
-    // From here on in screen pixels.
-    ctx.set_transform(dpr, 0.0, 0.0, dpr, 0.0, 0.0).ok();
-    let screen = |(x, y): (f64, f64)| (x * s + f.t.tx, y * s + f.t.ty);
     let ring = |id: Option<u64>, fill: Option<&str>, colour: &str, width: f64| {
         let Some(&at) = id.and_then(|n| layout.pos.get(&n)) else {
             return;
@@ -335,11 +385,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn paths_have_one_subpath_per_item() {
-        let d = dots_path([(1.0, 2.0), (3.25, -4.0)].into_iter());
-        assert_eq!(d, "M1.0 2.0h0.01M3.2 -4.0h0.01");
-        let l = lines_path([((0.0, 0.0), (10.0, 88.0))].into_iter());
-        assert_eq!(l, "M0.0 0.0L10.0 88.0");
+    fn overlapping_dots_are_drawn_once() {
+        let mut cells = Cells::new(100.0, 50.0, 3.0);
+        assert!(cells.first(10.0, 10.0));
+        assert!(!cells.first(11.0, 11.5), "same 3-px cell");
+        assert!(cells.first(13.5, 10.0), "the next cell");
+        assert!(
+            cells.first(-2.0, 10.0) && !cells.first(-1.0, 10.0),
+            "just off-screen counts too"
+        );
+        assert!(
+            cells.first(500.0, 10.0) && cells.first(500.0, 10.0),
+            "far off-screen is never merged"
+        );
+        let groups = grouped([(1, 'a'), (2, 'b'), (1, 'c')].into_iter());
+        assert_eq!(groups, [(1, vec!['a', 'c']), (2, vec!['b'])]);
     }
 
     #[test]

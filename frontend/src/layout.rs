@@ -89,11 +89,13 @@ impl Layout {
         let mut next_slot = 0.0;
         // Roots: the model's root plus any node whose parent is unknown (should not happen, but a
         // partial model must still draw).
+        // (One set of children, not a `parent_of` scan per node: that was quadratic.)
+        let has_parent: HashSet<u64> = g.edges.iter().map(|e| e.to).collect();
         let mut roots: Vec<u64> = g
             .nodes
             .keys()
             .copied()
-            .filter(|&n| n == g.root || g.parent_of(n).is_none())
+            .filter(|&n| n == g.root || !has_parent.contains(&n))
             .collect();
         roots.sort_unstable();
         roots.dedup();

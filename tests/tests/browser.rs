@@ -1516,3 +1516,177 @@ async fn ui_bench() {
     }
     b.finish("ui_bench").await;
 }
+
+// ---- Issue 12, big trees: the canvas, search, collapse, left-to-right, the keyboard map. ----
+
+/// Presses `key` as the page sees it (a keydown that bubbles up to the window's listener).
+async fn key(b: &Browser, key: &str) {
+    b.js(&format!(
+        "document.body.dispatchEvent(new KeyboardEvent('keydown', {{key: '{key}', bubbles: true, cancelable: true}}));"
+    ))
+    .await;
+}
+
+/// Sends a mouse event of `kind` to the graph's centre (where a search puts its match).
+async fn mouse_at_graph_centre(b: &Browser, kind: &str) {
+    b.js(&format!(
+        "const svg = document.querySelector('svg#graph'); const r = svg.getBoundingClientRect();
+         svg.dispatchEvent(new MouseEvent('{kind}', {{clientX: r.left + r.width / 2, clientY: r.top + r.height / 2, bubbles: true}}));"
+    ))
+    .await;
+}
+
+#[tokio::test]
+async fn a_big_tree_is_painted_on_a_canvas_where_search_jumps_and_clicks_and_hovers_hit_nodes() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&["--max-children", "200"]).await else {
+        return;
+    };
+    let t = two_level_tree(&b.server, 3000).await;
+    b.open(&format!("/simtree/{t}")).await;
+    b.wait_css("canvas.graph-canvas[data-nodes='3000']").await;
+    assert_eq!(
+        b.count("g.node").await,
+        0,
+        "no element per node above the dense threshold"
+    );
+
+    // Search by id: Enter selects the node and centres it at a legible zoom.
+    b.set_input("#graph-search", "1500\u{E007}").await;
+    b.wait_text("#stats", "Selected: 1500").await;
+    b.wait_text("#search-note", "1/").await;
+    // The canvas shows it there: the selected disc is painted at the centre.
+    let alpha = b
+        .js("const c = document.querySelector('canvas.graph-canvas');
+             return c.getContext('2d').getImageData(Math.floor(c.width / 2), Math.floor(c.height / 2), 1, 1).data[3];")
+        .await;
+    assert!(alpha.as_u64().unwrap_or(0) > 0, "nothing painted under the found node");
+    // Hover: the tooltip names the node under the cursor (hit-tested against the layout).
+    mouse_at_graph_centre(&b, "mousemove").await;
+    b.wait_text(".graph-tip", "#1500").await;
+    // Arrows move the selection; a click on the centre selects the node drawn there again.
+    key(&b, "ArrowRight").await;
+    b.wait_text("#stats", "Selected: 1501").await;
+    mouse_at_graph_centre(&b, "click").await;
+    b.wait_text("#stats", "Selected: 1500").await;
+    // Search by op text finds nothing in a tree of plain advances; the note says so.
+    b.set_input("#graph-search", "no such text\u{E007}").await;
+    b.wait_text("#search-note", "no match").await;
+    b.finish("big_tree_canvas_search").await;
+}
+
+#[tokio::test]
+async fn a_collapsed_subtree_shows_its_hidden_count_and_the_layout_turns_left_to_right() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else {
+        return;
+    };
+    let s = &b.server;
+    let t = api_tree(s, "simple_chat").await;
+    let multi = format!("/devui/simtree/{t}/advance_multi");
+    api_post(s, &multi, json!({"parent": 0, "turns": 0, "count": 2})).await;
+    api_post(s, &multi, json!({"parent": 1, "turns": 0, "count": 3})).await;
+    b.open(&format!("/simtree/{t}")).await;
+    b.wait_count("g.node", 6).await;
+    b.click("g.node[data-id='1']").await;
+    key(&b, "c").await;
+    b.wait_count("g.node", 3).await;
+    b.wait_text("g.node.collapsed[data-id='1'] text.badge", "+3").await;
+    assert_eq!(
+        b.count("line.edge[data-from='1']").await,
+        0,
+        "no edge into the hidden nodes"
+    );
+    b.click("#collapse-btn").await;
+    b.wait_count("g.node", 6).await;
+    // Finding a hidden node unfolds what hides it.
+    key(&b, "c").await;
+    b.wait_count("g.node", 3).await;
+    b.set_input("#graph-search", "#4\u{E007}").await;
+    b.wait_count("g.node", 6).await;
+    b.wait_text("#stats", "Selected: 4").await;
+
+    let centre = |r: [f64; 4]| ((r[0] + r[2]) / 2.0, (r[1] + r[3]) / 2.0);
+    let at = |id: u64| {
+        let b = &b;
+        async move { centre(rect(b, &format!("g.node[data-id='{id}'] circle")).await) }
+    };
+    let (root, one, four) = (at(0).await, at(1).await, at(4).await);
+    assert!(root.1 < one.1 && one.1 < four.1, "top-down: depth goes down");
+    b.click("#direction-btn").await;
+    b.wait_css("#direction-btn[data-direction='right']").await;
+    let left_to_right = async {
+        let (root, one, four) = (at(0).await, at(1).await, at(4).await);
+        assert!(
+            root.0 < one.0 && one.0 < four.0,
+            "left to right: depth goes right ({root:?}, {one:?}, {four:?})"
+        );
+    };
+    left_to_right.await;
+    // Remembered: a reload keeps the direction.
+    b.open(&format!("/simtree/{t}")).await;
+    b.wait_count("g.node", 6).await;
+    b.wait_css("#direction-btn[data-direction='right']").await;
+    let (root, one) = (at(0).await, at(1).await);
+    assert!(root.0 < one.0, "still left to right after a reload");
+    b.finish("collapse_and_left_to_right").await;
+}
+
+#[tokio::test]
+async fn the_keyboard_walks_advances_branches_deletes_with_confirmation_and_shows_its_help() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else {
+        return;
+    };
+    let t = api_tree(&b.server, "simple_chat").await;
+    b.open(&format!("/simtree/{t}")).await;
+    b.wait_css("g.node[data-id='0']").await;
+    b.click("g.node[data-id='0']").await;
+    // a: advance the selected node (the new child gets selected when its run ends).
+    key(&b, "a").await;
+    b.wait_count("g.node", 2).await;
+    b.wait_count("g.node.running", 0).await;
+    b.click("g.node[data-id='1']").await;
+    key(&b, "ArrowUp").await;
+    b.wait_text("#stats", "Selected: 0").await;
+    key(&b, "ArrowDown").await;
+    b.wait_text("#stats", "Selected: 1").await;
+    // Delete asks first; cancelling keeps the node.
+    key(&b, "Delete").await;
+    b.wait_css("#confirm-delete").await;
+    b.click("#confirm-delete-no").await;
+    assert_eq!(b.count("g.node").await, 2);
+    // b: the branch editor's first field takes the focus.
+    key(&b, "b").await;
+    let focused = b
+        .js("return document.activeElement && document.activeElement.id;")
+        .await;
+    assert_eq!(focused, json!("op-kind"));
+    b.js("document.activeElement.blur();").await;
+    // f: fit after zooming in restores the fitted view.
+    let transform = "return document.querySelector('g.viewport').getAttribute('transform');";
+    let fitted = b.js(transform).await;
+    b.click("#zoom-in").await;
+    b.click("#zoom-in").await;
+    assert_ne!(b.js(transform).await, fitted);
+    key(&b, "f").await;
+    assert_eq!(b.js(transform).await, fitted, "f fits again");
+    // /: the search box takes the focus.
+    key(&b, "/").await;
+    let focused = b
+        .js("return document.activeElement && document.activeElement.id;")
+        .await;
+    assert_eq!(focused, json!("graph-search"));
+    b.js("document.activeElement.blur();").await;
+    // ?: the help lists every key; Escape closes it.
+    key(&b, "?").await;
+    let help = b.wait_text("#graph-help", "Delete").await;
+    for needle in ["f", "a", "b", "c", "?", "fit the whole tree", "asks first"] {
+        assert!(help.contains(needle), "help lacks {needle:?}: {help}");
+    }
+    key(&b, "Escape").await;
+    b.wait_count("#graph-help", 0).await;
+    key(&b, "?").await;
+    b.wait_css("#graph-help").await;
+    b.finish("keyboard_help").await;
+}
