@@ -132,8 +132,8 @@ impl GraphModel {
                 self.errors = errors.into_iter().filter(|(n, _)| self.nodes.contains_key(n)).collect();
                 None
             }
-            // Progress lives in [`Progress`]; a resync is followed by a snapshot.
-            TreeMsg::RunProgress { .. } | TreeMsg::Resync { .. } => None,
+            // Progress lives in [`Progress`] (sweeps in their table); a resync is followed by a snapshot.
+            TreeMsg::RunProgress { .. } | TreeMsg::SweepProgress { .. } | TreeMsg::Resync { .. } => None,
         }
     }
 
@@ -213,7 +213,10 @@ impl Progress {
                 self.0.retain(|n, _| graph.running.contains(n));
                 self.0.len() != before
             }
-            TreeMsg::Attached(_) | TreeMsg::RunStart { .. } | TreeMsg::Resync { .. } => false,
+            TreeMsg::Attached(_)
+            | TreeMsg::RunStart { .. }
+            | TreeMsg::SweepProgress { .. }
+            | TreeMsg::Resync { .. } => false,
         }
     }
 
@@ -525,6 +528,7 @@ pub fn edge_name(kind: EdgeType) -> &'static str {
         EdgeType::SceneState => "scene_state",
         EdgeType::PublicEvent => "public_event",
         EdgeType::Multi => "multi",
+        EdgeType::Sweep => "sweep",
     }
 }
 

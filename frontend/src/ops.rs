@@ -178,7 +178,7 @@ pub fn edge_style(kind: EdgeType, ops: Option<&[Op]>) -> EdgeStyle {
         EdgeType::AgentProps => AGENT_PROPS,
         EdgeType::SceneState => SCENE_STATE,
         EdgeType::PublicEvent => PUBLIC_EVENT,
-        EdgeType::Root | EdgeType::Multi => MULTI,
+        EdgeType::Root | EdgeType::Multi | EdgeType::Sweep => MULTI,
     }
 }
 

@@ -346,7 +346,8 @@ fn run(cli: Cli) -> Result<(), String> {
                 b.finish_and_clear();
             }
             if let Some(path) = csv {
-                std::fs::write(&path, crate::sweep::csv(&results)).map_err(|e| format!("{}: {e}", path.display()))?;
+                std::fs::write(&path, crate::sweep::csv(&spec, &results))
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
             }
             let mut out = std::io::stdout().lock();
             let text = if json {

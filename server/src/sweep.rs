@@ -16,7 +16,7 @@ use std::sync::Arc;
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use simtree_shared::Op;
+use simtree_shared::{CellResult, MetricSummary, Op};
 
 use crate::abm::worker::{WorkerConfig, WorkerPool};
 use crate::engine::event::{Event, EventType};
@@ -261,19 +261,8 @@ impl Metric {
     }
 }
 
-/// Mean, sample standard deviation and count of a metric over a cell's replicates. Booleans count
-/// as 0/1; text values (a werewolf winner) get `counts` per value instead of a mean.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Summary {
-    pub mean: Option<f64>,
-    pub sd: Option<f64>,
-    pub n: usize,
-    pub values: Vec<Value>,
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub counts: BTreeMap<String, usize>,
-}
-
-pub fn summarise(values: Vec<Value>) -> Summary {
+/// The summary of one metric's values over a cell's replicates.
+pub fn summarise(values: Vec<Value>) -> MetricSummary {
     let nums: Vec<f64> = values
         .iter()
         .filter_map(|v| v.as_f64().or_else(|| v.as_bool().map(|b| f64::from(u8::from(b)))))
@@ -288,7 +277,7 @@ pub fn summarise(values: Vec<Value>) -> Summary {
         let var = nums.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1) as f64;
         var.sqrt()
     });
-    Summary {
+    MetricSummary {
         mean,
         sd,
         n: if n > 0 { n } else { counts.values().sum() },
@@ -300,7 +289,7 @@ pub fn summarise(values: Vec<Value>) -> Summary {
 /// A summary per metric over a cell's runs; `runs[k]` holds replicate `k`'s values in the
 /// metrics' order, or `None` while it has none (still running, failed) — then its value is
 /// `null` and it does not count in `n`, so `values` stays aligned with the replicates.
-pub fn summarise_runs(metrics: &[(String, Metric)], runs: &[Option<&Vec<Value>>]) -> IndexMap<String, Summary> {
+pub fn summarise_runs(metrics: &[(String, Metric)], runs: &[Option<&Vec<Value>>]) -> IndexMap<String, MetricSummary> {
     metrics
         .iter()
         .enumerate()
@@ -321,16 +310,6 @@ pub fn events_from_entries<'a>(entries: impl IntoIterator<Item = &'a str>) -> Ve
         .into_iter()
         .filter_map(|e| serde_json::from_str::<Event>(e).ok())
         .collect()
-}
-
-/// One cell's result: its labels and a summary per metric, in the file's order.
-#[derive(Clone, Debug, Serialize)]
-pub struct CellResult {
-    pub cell: IndexMap<String, Value>,
-    pub metrics: IndexMap<String, Summary>,
-    /// The seed of each replicate, in order.
-    #[serde(skip)]
-    pub seeds: Vec<u64>,
 }
 
 /// What a sweep needs from the outside world.
@@ -430,7 +409,6 @@ pub async fn run(
             CellResult {
                 cell: cell.labels,
                 metrics: summarise_runs(&metrics, &runs),
-                seeds: (0..spec.replicates).map(|k| spec.seed_of(k)).collect(),
             }
         })
         .collect())
@@ -462,7 +440,7 @@ pub fn table(results: &[CellResult]) -> String {
 }
 
 /// CSV with one row per run: the cell's labels, the replicate, its seed, then each metric.
-pub fn csv(results: &[CellResult]) -> String {
+pub fn csv(spec: &SweepSpec, results: &[CellResult]) -> String {
     let Some(first) = results.first() else {
         return String::new();
     };
@@ -483,7 +461,8 @@ pub fn csv(results: &[CellResult]) -> String {
     header.extend(first.metrics.keys().cloned());
     let mut out = header.into_iter().map(quote).collect::<Vec<_>>().join(",") + "\n";
     for r in results {
-        for (k, seed) in r.seeds.iter().enumerate() {
+        for k in 0..spec.replicates as usize {
+            let seed = spec.seed_of(k as u64);
             let mut row: Vec<String> = r.cell.values().map(plain).collect();
             row.extend([k.to_string(), seed.to_string()]);
             row.extend(

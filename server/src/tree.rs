@@ -572,6 +572,12 @@ impl SimTree {
         Ok(id)
     }
 
+    /// Marks a node as made by a sweep (edge type `sweep`): a cell or a replicate.
+    pub fn mark_sweep(&mut self, id: NodeId) -> Result<(), TreeError> {
+        self.nodes.get_mut(&id).ok_or(TreeError::NodeNotFound(id))?.edge_type = EdgeType::Sweep;
+        Ok(())
+    }
+
     /// Creates a running child of `parent` that will advance `turns` turns; returns its id, the
     /// simulator to run and the log to run it into. The caller runs it and calls [`Self::finish`].
     pub fn start_advance(&mut self, parent: NodeId, turns: u64) -> Result<(NodeId, Sim, Arc<NodeLog>), TreeError> {
@@ -925,7 +931,12 @@ pub struct Importer {
     market: Option<Arc<MarketData>>,
     nodes: BTreeMap<NodeId, Node>,
     count: usize,
+    /// The export's sweeps as it holds them (after `nodes`); the workbench checks them.
+    pub sweeps: Vec<Value>,
 }
+
+/// Sweeps an export may carry at most.
+pub const MAX_EXPORT_SWEEPS: usize = 1000;
 
 impl Importer {
     pub fn new(
@@ -957,6 +968,7 @@ impl Importer {
             market,
             nodes: BTreeMap::new(),
             count: 0,
+            sweeps: Vec::new(),
         })
     }
 
@@ -1006,7 +1018,9 @@ impl Importer {
         } else {
             Op::edge_type_of(&n.ops)
         };
-        if n.edge_type != expected_edge {
+        // A sweep's cells and replicates keep their ops but say `sweep`.
+        let sweep = n.edge_type == EdgeType::Sweep && n.parent.is_some() && !n.ops.is_empty();
+        if n.edge_type != expected_edge && !sweep {
             return Err(at(format!(
                 "edge type {:?} does not match its ops ({expected_edge:?})",
                 n.edge_type
@@ -1161,10 +1175,16 @@ pub fn read_export<R: std::io::Read>(
                         map.next_value_seed(Nodes(self.0, &mut imp))?;
                         importer = Some(imp);
                     }
+                    "sweeps" => {
+                        let Some(imp) = &mut importer else {
+                            return Err(A::Error::custom("`sweeps` must come after `nodes`"));
+                        };
+                        imp.sweeps = map.next_value_seed(Sweeps)?;
+                    }
                     other => {
                         return Err(A::Error::unknown_field(
                             other,
-                            &["format", "scenario", "root", "seq", "nodes"],
+                            &["format", "scenario", "root", "seq", "nodes", "sweeps"],
                         ));
                     }
                 }
@@ -1199,6 +1219,33 @@ pub fn read_export<R: std::io::Read>(
                 }
                 i += 1;
             }
+        }
+    }
+
+    /// The `sweeps` list, refused past [`MAX_EXPORT_SWEEPS`] entries as it is read.
+    struct Sweeps;
+
+    impl<'de> DeserializeSeed<'de> for Sweeps {
+        type Value = Vec<Value>;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Vec<Value>, D::Error> {
+            d.deserialize_seq(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for Sweeps {
+        type Value = Vec<Value>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a list of sweeps")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Value>, A::Error> {
+            let mut out = Vec::new();
+            while let Some(s) = seq.next_element::<Value>()? {
+                if out.len() == MAX_EXPORT_SWEEPS {
+                    return Err(A::Error::custom(format!("more than {MAX_EXPORT_SWEEPS} sweeps")));
+                }
+                out.push(s);
+            }
+            Ok(out)
         }
     }
 

@@ -13,14 +13,14 @@ mod persist;
 mod sweep;
 
 pub use persist::{MAX_NAME_CHARS, Meta};
-pub use sweep::{SweepStarted, SweepTable};
+pub use sweep::SweepData;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use dashmap::DashMap;
-use simtree_shared::{NodeStatus, Op, SimKind, TreeMsg, TreeRef};
+use simtree_shared::{EdgeType, NodeStatus, Op, SimKind, TreeMsg, TreeRef};
 use tokio::sync::broadcast;
 use tokio::sync::watch;
 
@@ -420,19 +420,23 @@ impl Workbench {
     ) -> Result<Pending, WorkbenchError> {
         let mut tree = handle.lock();
         self.check_capacity(&tree, 1)?;
-        Self::attach_run(handle, &mut tree, parent, turns, replay)
+        Self::attach_run(handle, &mut tree, parent, turns, replay, EdgeType::Advance)
     }
 
     /// [`Self::start`] under a lock the caller holds and with capacity it has checked (a sweep
-    /// attaches all its runs under one lock).
+    /// attaches all its runs under one lock); `edge` is `advance`, or `sweep` for a replicate.
     fn attach_run(
         handle: &TreeHandle,
         tree: &mut SimTree,
         parent: NodeId,
         turns: u64,
         replay: Option<Vec<LlmRecord>>,
+        edge: EdgeType,
     ) -> Result<Pending, WorkbenchError> {
         let (id, sim, log) = tree.start_advance(parent, turns)?;
+        if edge == EdgeType::Sweep {
+            tree.mark_sweep(id)?;
+        }
         handle.persist_row(tree, id);
         handle.touch(tree);
         let attached = tree.node(id)?.attached();
@@ -799,6 +803,7 @@ impl Workbench {
             let mut t = handle.lock();
             let removed = t.delete_subtree(node)?;
             handle.persist_delete(&t, removed.clone());
+            sweep::Sweeps::prune(&handle, &t);
             handle.send(TreeMsg::Deleted { node });
             removed
         };

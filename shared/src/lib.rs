@@ -7,6 +7,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod sweep;
+pub use sweep::{CellResult, CellRow, FailedRun, MetricSummary, SweepStarted, SweepTable};
+
 /// One entry of a node's event log: `{type, data, node}`.
 ///
 /// `node` is the id of the tree node whose simulator produced the entry, so a client can tell
@@ -33,6 +36,9 @@ pub enum EdgeType {
     SceneState,
     PublicEvent,
     Multi,
+    /// A sweep's cell (its ops applied to the sweep's parent) or one of its replicates (an
+    /// advance with the replicate's seed). An extension: upstream clients draw it as unknown.
+    Sweep,
 }
 
 /// One counterfactual operation on a node's clone (the body of `branch` and the `ops` of edges).
@@ -332,6 +338,14 @@ pub enum TreeMsg {
     RunProgress {
         node: u64,
         done: u64,
+        total: u64,
+    },
+    /// A sweep's replicate ended: `done` measured and `failed` without a result, of `total`;
+    /// the table is at `GET …/sweep/{sweep}`. An extension.
+    SweepProgress {
+        sweep: u64,
+        done: u64,
+        failed: u64,
         total: u64,
     },
     /// Sent right after the handshake and after a resync: the whole graph with running ids.

@@ -68,7 +68,7 @@ async fn everything(s: &Server) -> Vec<(String, String)> {
     let (_, list) = s.get("/devui/simtree").await;
     for t in list.as_array().unwrap() {
         let id = t["id"].as_u64().unwrap();
-        for what in ["summaries", "graph", "usage"] {
+        for what in ["summaries", "graph", "usage", "sweep"] {
             let p = format!("/devui/simtree/{id}/{what}");
             out.push((p.clone(), text(s, &p).await));
         }
@@ -92,6 +92,18 @@ async fn everything(s: &Server) -> Vec<(String, String)> {
         }
     }
     out
+}
+
+/// Waits until no replicate of the sweep is pending.
+async fn sweep_finished(s: &Server, tree: u64, sweep: u64) -> Value {
+    for _ in 0..600 {
+        let (_, table) = s.get(&format!("/devui/simtree/{tree}/sweep/{sweep}")).await;
+        if table["pending"] == 0 {
+            return table;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("sweep {sweep} of tree {tree} did not finish");
 }
 
 /// A node's own entries with the node tag removed (so runs of two nodes compare).
@@ -134,6 +146,19 @@ async fn survives_kill_9(backend: Backend, with_abm: bool) {
         json!({"parent": b, "turns": 1, "count": 3}),
     )
     .await;
+    // A sweep (cells and replicates with edge type `sweep`, its table stored with them).
+    let sweep = ok(
+        &s,
+        &format!("/devui/simtree/{chat}/sweep"),
+        json!({"parent": a, "turns": 1, "replicates": 2,
+               "axes": [{"label": "news", "op": {"op": "public_broadcast"}, "field": "text",
+                         "values": ["rain", "sun"]}],
+               "metrics": {"actions": "count:action_end"}}),
+    )
+    .await["sweep"]
+        .as_u64()
+        .unwrap();
+    sweep_finished(&s, chat, sweep).await;
     let trading = s.create("momentum_tech").await;
     ok(
         &s,
@@ -208,7 +233,16 @@ async fn survives_kill_9(backend: Backend, with_abm: bool) {
     let (_, list) = s.get("/devui/simtree").await;
     assert!(list.as_array().unwrap().iter().all(|t| t["id"] != trading));
     let (_, g) = s.get(&format!("/devui/simtree/{chat}/graph")).await;
-    assert_eq!(g["nodes"].as_array().unwrap().len(), 2, "{g}");
+    // The root, `a`, and the sweep under `a`: two cells of two replicates each.
+    assert_eq!(g["nodes"].as_array().unwrap().len(), 8, "{g}");
+    let (_, sweeps) = s.get(&format!("/devui/simtree/{chat}/sweep")).await;
+    assert_eq!(sweeps[0]["done"], 4, "{sweeps}");
+    // Deleting the sweep's parent takes the sweep with it, also after a restart.
+    assert_eq!(s.delete(&format!("/devui/simtree/{chat}/node/{a}")).await.0, 200);
+    assert_eq!(s.get(&format!("/devui/simtree/{chat}/sweep")).await.1, json!([]));
+    drop(s);
+    let s = backend.start(&[]);
+    assert_eq!(s.get(&format!("/devui/simtree/{chat}/sweep")).await.1, json!([]));
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use simtree_e2e::Server;
+use simtree_shared::SweepTable;
 
 /// Polls the sweep's table until no run is pending.
 async fn finished(s: &Server, tree: u64, sweep: u64) -> Value {
@@ -77,6 +78,13 @@ async fn an_abm_sweep_lays_out_paired_replicates_and_the_faster_epidemic_peaks_h
     assert!(early["pending"].as_u64().unwrap() > 0, "{early}");
 
     let table = finished(&s, t, sweep).await;
+    let typed: SweepTable = serde_json::from_value(table.clone()).expect("the table parses as shared::SweepTable");
+    assert_eq!(
+        typed.metrics.get("peak").map(String::as_str),
+        Some("max:globalVariable.infectedCount")
+    );
+    let (_, listed) = s.get(&format!("/devui/simtree/{t}/sweep")).await;
+    assert_eq!(listed, json!([table.clone()]), "GET …/sweep lists every sweep's table");
     assert_eq!(
         (table["done"].as_u64(), table["failed"].as_u64()),
         (Some(6), Some(0)),
@@ -93,7 +101,8 @@ async fn an_abm_sweep_lays_out_paired_replicates_and_the_faster_epidemic_peaks_h
         "peak at rate 0.3 ({fast}) should exceed rate 0.01 ({slow})"
     );
 
-    // In the tree: each cell a branch of the parent, each replicate an advance of its cell.
+    // In the tree: each cell a branch of the parent, each replicate an advance of its cell, all
+    // marked `sweep` (the cell keeps its ops, the replicate its advance).
     let graph = s.get(&format!("/devui/simtree/{t}/graph")).await.1;
     let edge = |to: u64| {
         graph["edges"]
@@ -107,12 +116,12 @@ async fn an_abm_sweep_lays_out_paired_replicates_and_the_faster_epidemic_peaks_h
     for (cell, kids) in cells.iter().zip(&children) {
         assert_eq!(
             (edge(*cell)["from"].as_u64(), edge(*cell)["type"].as_str()),
-            (Some(0), Some("scene_state"))
+            (Some(0), Some("sweep"))
         );
         for k in kids {
             assert_eq!(
                 (edge(*k)["from"].as_u64(), edge(*k)["type"].as_str()),
-                (Some(*cell), Some("advance"))
+                (Some(*cell), Some("sweep"))
             );
         }
     }
@@ -127,6 +136,17 @@ async fn an_abm_sweep_lays_out_paired_replicates_and_the_faster_epidemic_peaks_h
         })
         .await;
     assert!(all, "run_finish missing for some replicates");
+    let (progress, finished_all) = watcher
+        .until(Duration::from_secs(10), |m| {
+            m["type"] == "sweep_progress" && m["data"]["done"] == 6
+        })
+        .await;
+    assert!(finished_all, "no sweep_progress with 6 done");
+    let last = progress.last().unwrap();
+    assert_eq!(
+        last["data"],
+        json!({"sweep": sweep, "done": 6, "failed": 0, "total": 6})
+    );
     let attached: Vec<u64> = seen
         .iter()
         .filter(|m| m["type"] == "attached")
@@ -256,4 +276,70 @@ async fn refused_sweeps_create_nothing_and_say_what_is_wrong() {
         assert!(mean(cell, "actions") > 0.0, "{table}");
     }
     assert_eq!(s.get(&format!("/devui/simtree/{t}/sweep/1")).await.0, 404);
+}
+
+#[tokio::test]
+async fn sweeps_travel_with_an_export_and_a_forged_one_is_refused() {
+    let s = Server::start();
+    let t = s.create("simple_chat").await;
+    let body = json!({
+        "parent": 0, "turns": 1, "replicates": 2,
+        "axes": [{"label": "news", "op": {"op": "public_broadcast"}, "field": "text",
+                  "values": ["rain", "sun"]}],
+        "metrics": {"actions": "count:action_end"}
+    });
+    let (st, started) = s.post(&format!("/devui/simtree/{t}/sweep"), &body).await;
+    assert_eq!(st, 200, "{started}");
+    let table = finished(&s, t, started["sweep"].as_u64().unwrap()).await;
+    let export = s.get(&format!("/devui/simtree/{t}/export")).await.1;
+    assert_eq!(
+        export["sweeps"].as_array().map(Vec::len),
+        Some(1),
+        "{}",
+        export["sweeps"]
+    );
+
+    let import = |body: Value| {
+        let s = &s;
+        async move {
+            let r = s
+                .http
+                .post(s.url("/devui/simtree/import"))
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        }
+    };
+    let (st, back) = import(export.clone()).await;
+    assert_eq!(st, 200, "{back}");
+    let back = back["id"].as_u64().unwrap();
+    assert_eq!(
+        s.get(&format!("/devui/simtree/{back}/sweep")).await.1,
+        json!([table]),
+        "the imported tree has the same sweep table"
+    );
+
+    // Forged sweeps refuse the whole import, and nothing is left behind.
+    let (_, trees) = s.get("/devui/simtree").await;
+    let forge = |path: &str, value: Value| {
+        let mut e = export.clone();
+        *e.pointer_mut(path).unwrap() = value;
+        e
+    };
+    for (bad, why) in [
+        (forge("/sweeps/0/cells/0/node", json!(0)), "is not a child"),
+        (forge("/sweeps/0/cells/0/children", json!([1])), "replicates expected"),
+        (forge("/sweeps/0/metrics/actions", json!("median:x")), "metrics.actions"),
+        (forge("/sweeps/0/seeds", json!([])), "runs"),
+        (forge("/sweeps/0/parent", json!(4242)), "not in the export"),
+        (forge("/sweeps", json!([{"id": 0}])), "sweeps[0]"),
+    ] {
+        let (st, reply) = import(bad).await;
+        assert_eq!(st, 422, "{why}: {reply}");
+        let detail = reply["detail"].as_str().unwrap();
+        assert!(detail.contains(why), "{why}: {detail}");
+    }
+    assert_eq!(s.get("/devui/simtree").await.1, trees);
 }

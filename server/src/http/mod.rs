@@ -61,7 +61,10 @@ pub fn router(app: Arc<AppState>) -> Router {
         .route("/simtree/{tree}/lca/{a}/{b}", get(lca))
         .route("/simtree/{tree}/replay", post(replay))
         .route("/simtree/{tree}/usage", get(usage))
-        .route("/simtree/{tree}/sweep", post(sweep::start_sweep))
+        .route(
+            "/simtree/{tree}/sweep",
+            post(sweep::start_sweep).get(sweep::sweep_tables),
+        )
         .route("/simtree/{tree}/sweep/{id}", get(sweep::sweep_table))
         .route("/simtree/{tree}/node/{node}/info", get(node_info))
         .route("/simtree/{tree}/node/{node}/view", get(node_view))

@@ -1,5 +1,6 @@
 //! The sweep routes: `POST …/sweep` lays a sweep file's grid out under a node and starts its
-//! replicates (answering at once), `GET …/sweep/{id}` reads its table. The work is the
+//! replicates (answering at once), `GET …/sweep/{id}` reads its table and `GET …/sweep` every
+//! sweep's. The work is the
 //! workbench's (`workbench::sweep`); this file only speaks JSON.
 
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use serde_json::Value;
 use super::error::{ApiError, ApiJson, ApiPath};
 use super::state::AppState;
 use crate::sweep::SweepSpec;
-use crate::workbench::{SweepStarted, SweepTable};
+use simtree_shared::{SweepStarted, SweepTable};
 
 type St = State<Arc<AppState>>;
 
@@ -33,4 +34,8 @@ pub async fn sweep_table(
         .sweep_table(tree, id)?
         .map(Json)
         .ok_or_else(|| ApiError::not_found(format!("sweep {id} not found in simtree {tree}")))
+}
+
+pub async fn sweep_tables(State(app): St, ApiPath(tree): ApiPath<u64>) -> Result<Json<Vec<SweepTable>>, ApiError> {
+    Ok(Json(app.wb.sweep_tables(tree)?))
 }

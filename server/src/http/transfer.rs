@@ -29,6 +29,7 @@ type St = State<Arc<AppState>>;
 /// while a run is in flight; nodes deleted during the export are left out with their subtrees.
 pub async fn export(State(app): St, ApiPath(tree): ApiPath<u64>) -> Result<Response, ApiError> {
     let handle = app.wb.tree(tree)?;
+    let sweeps = app.wb.sweep_data(tree)?;
     let (ids, header) = {
         let t = handle.lock();
         t.check_exportable()?;
@@ -69,7 +70,15 @@ pub async fn export(State(app): St, ApiPath(tree): ApiPath<u64>) -> Result<Respo
                 return; // the client hung up
             }
         }
-        let _ = tx.blocking_send(Ok(Bytes::from_static(b"]}")));
+        let mut tail = b"],\"sweeps\":".to_vec();
+        match serde_json::to_writer(&mut tail, &sweeps) {
+            Ok(()) => tail.push(b'}'),
+            Err(e) => {
+                let _ = tx.blocking_send(Err(std::io::Error::other(e.to_string())));
+                return;
+            }
+        }
+        let _ = tx.blocking_send(Ok(Bytes::from(tail)));
     });
     // Fused: the compression layer may poll once more after the end.
     let stream =

@@ -111,6 +111,16 @@ pub enum Write {
         tree: u64,
         nodes: Vec<u64>,
     },
+    /// Inserts or replaces a sweep of a tree (its layout and results as JSON).
+    Sweep {
+        tree: u64,
+        id: u64,
+        body: String,
+    },
+    DeleteSweep {
+        tree: u64,
+        id: u64,
+    },
     DeleteTree {
         tree: u64,
     },
@@ -139,6 +149,8 @@ pub trait Database: Send {
     fn chunks(&mut self, tree: u64, nodes: &[u64]) -> StoreResult<Vec<(ChunkKey, Vec<u8>)>>;
     /// A node's log rows, in order (each holds one or more entries, one per line).
     fn log(&mut self, tree: u64, node: u64) -> StoreResult<Vec<String>>;
+    /// A tree's sweeps (JSON bodies), in id order.
+    fn sweeps(&mut self, tree: u64) -> StoreResult<Vec<String>>;
     /// Marks nodes whose run was in flight when the last server stopped; returns how many.
     fn interrupt_running(&mut self) -> StoreResult<u64>;
 }
@@ -376,7 +388,10 @@ impl Gone {
             Write::Node { tree, row } => self.live(*tree, row.id),
             Write::Log { tree, node, .. } | Write::State { tree, node, .. } => self.live(*tree, *node),
             Write::Tree(t) => !self.trees.contains(&t.id),
-            Write::Rename { tree, .. } | Write::Touch { tree, .. } => !self.trees.contains(tree),
+            Write::Rename { tree, .. }
+            | Write::Touch { tree, .. }
+            | Write::Sweep { tree, .. }
+            | Write::DeleteSweep { tree, .. } => !self.trees.contains(tree),
         }
     }
 

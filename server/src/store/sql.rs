@@ -93,6 +93,8 @@ const MIGRATIONS: &[&str] = &[
         data {blob} NOT NULL, PRIMARY KEY (tree, node, ord));
      CREATE TABLE logs (tree BIGINT NOT NULL, node BIGINT NOT NULL, idx BIGINT NOT NULL,
         entries TEXT NOT NULL, PRIMARY KEY (tree, node, idx));",
+    // 2: sweeps laid out in a tree, with their replicates' results (JSON).
+    "CREATE TABLE sweeps (tree BIGINT NOT NULL, id BIGINT NOT NULL, body TEXT NOT NULL, PRIMARY KEY (tree, id));",
 ];
 
 /// The schema version this build writes.
@@ -258,8 +260,18 @@ impl<S: Sql> Db<S> {
                     }
                 }
             }
+            Write::Sweep { tree, id, body } => {
+                sql.execute(
+                    "INSERT INTO sweeps (tree, id, body) VALUES ($1, $2, $3)
+                     ON CONFLICT (tree, id) DO UPDATE SET body = excluded.body",
+                    &[i(*tree), i(*id), P::Text(body)],
+                )?;
+            }
+            Write::DeleteSweep { tree, id } => {
+                sql.execute("DELETE FROM sweeps WHERE tree = $1 AND id = $2", &[i(*tree), i(*id)])?;
+            }
             Write::DeleteTree { tree } => {
-                for table in ["nodes", "states", "chunks", "logs"] {
+                for table in ["nodes", "states", "chunks", "logs", "sweeps"] {
                     sql.execute(&format!("DELETE FROM {table} WHERE tree = $1"), &[i(*tree)])?;
                 }
                 sql.execute("DELETE FROM trees WHERE id = $1", &[i(*tree)])?;
@@ -375,6 +387,15 @@ impl<S: Sql> Database for Db<S> {
             "SELECT entries FROM logs WHERE tree = $1 AND node = $2 ORDER BY idx",
             &[i(tree), i(node)],
         )?;
+        rows.into_iter()
+            .map(|r| r.into_iter().next().unwrap_or(Cell::Null).text())
+            .collect()
+    }
+
+    fn sweeps(&mut self, tree: u64) -> StoreResult<Vec<String>> {
+        let rows = self
+            .sql
+            .query("SELECT body FROM sweeps WHERE tree = $1 ORDER BY id", &[i(tree)])?;
         rows.into_iter()
             .map(|r| r.into_iter().next().unwrap_or(Cell::Null).text())
             .collect()

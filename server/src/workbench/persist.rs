@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use simtree_shared::{SimKind, TreeInfo, TreeRef};
 
+use super::sweep::{SweepData, Sweeps, imported_sweeps};
 use super::{TreeHandle, Workbench, WorkbenchError, lock};
 use crate::sim::Sim;
 use crate::store::{Store, TreeRow, TreeSource, Write, encode_state, now_ms};
@@ -41,7 +42,7 @@ pub fn kind_of(sim: &Sim) -> SimKind {
 pub const MAX_NAME_CHARS: usize = 200;
 
 impl TreeHandle {
-    fn persist(&self, w: Write) {
+    pub(super) fn persist(&self, w: Write) {
         if let Some(store) = &self.store {
             store.write(w);
         }
@@ -283,6 +284,20 @@ impl Workbench {
             },
             row.budget,
         ));
+        let bodies = store
+            .read(move |db| db.sweeps(id))
+            .map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
+        let sweeps = bodies
+            .iter()
+            .filter_map(|b| match serde_json::from_str::<SweepData>(b) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    tracing::warn!(tree = id, "a stored sweep is unreadable: {e}");
+                    None
+                }
+            })
+            .collect();
+        Sweeps::restore(&handle, sweeps);
         self.trees.insert(id, handle.clone());
         self.stored.remove(&id);
         Ok(Some(handle))
@@ -398,18 +413,21 @@ impl Workbench {
             }
             Ok(())
         });
-        let tree = match result {
-            Ok(importer) => importer.finish(store.as_ref().map(|_| self.source(id))),
-            Err(e) => Err(e),
-        };
-        let tree = match tree {
+        let tree = result.and_then(|mut importer| {
+            let sweeps = std::mem::take(&mut importer.sweeps);
+            Ok((importer.finish(store.as_ref().map(|_| self.source(id)))?, sweeps))
+        });
+        let tree = tree
+            .map_err(WorkbenchError::from)
+            .and_then(|(tree, raw)| Ok((imported_sweeps(raw, &tree)?, tree)));
+        let (sweeps, tree) = match tree {
             Ok(t) => t,
             Err(e) => {
                 if let Some(store) = &store {
                     store.write(Write::DeleteTree { tree: id });
                     let _ = store.flush();
                 }
-                return Err(e.into());
+                return Err(e);
             }
         };
         let kind = kind.unwrap_or(SimKind::Social);
@@ -430,6 +448,7 @@ impl Workbench {
             },
             None,
         ));
+        Sweeps::restore(&handle, sweeps);
         if let Some(store) = &store {
             store.write(Write::Tree(handle.row()));
             store.flush().map_err(|e| WorkbenchError::unavailable(e.to_string()))?;

@@ -1,62 +1,87 @@
 //! Sweeps inside a tree: the grid of a sweep file ([`SweepSpec`]) laid out as nodes. Each cell
 //! is a branch of the sweep's `parent` (the cell's ops applied), each replicate an advance child
-//! of its cell. Replicate `k` of every cell has its random streams set to the same seed
-//! ([`crate::sim::Sim::reseed`]), so cells are paired as in `simtree sweep`.
+//! of its cell; both have edge type `sweep`. Replicate `k` of every cell has its random streams
+//! set to the same seed ([`crate::sim::Sim::reseed`]), so cells are paired as in `simtree sweep`.
 //!
 //! Creating a sweep is all or nothing: the file, the limits and every cell's ops are checked, then
-//! the cells and runs are attached under one lock. The runs are ordinary server-owned runs (the
-//! tree socket sees `attached`, `run_start`, `run_finish`); a collector task reduces each finished
-//! replicate to the sweep's metrics, so the table can be read at any time, with runs still going
-//! counted as pending.
+//! the cells and runs are attached under one lock and committed before the reply. The runs are
+//! ordinary server-owned runs (the tree socket sees `attached`, `run_start`, `run_finish`); a
+//! collector task reduces each finished replicate to the sweep's metrics, stores the result and
+//! sends `sweep_progress`, so the table can be read at any time, with runs still going counted as
+//! pending.
+//!
+//! A sweep is kept as [`SweepData`] — layout, metric definitions and results — which is also its
+//! store row and its entry in an export. A tree read back from the store (or imported) gets its
+//! sweeps back; a replicate that was still pending is measured then if its node finished, and
+//! otherwise ends with the node's status as its reason.
 
 use std::sync::{Arc, Mutex};
 
 use indexmap::IndexMap;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use simtree_shared::{NodeStatus, TreeMsg};
+use simtree_shared::{CellRow, EdgeType, FailedRun, NodeStatus, SweepStarted, SweepTable, TreeMsg};
 
 use super::{RunResult, TreeHandle, Workbench, WorkbenchError, lock};
-use crate::sweep::{Metric, Summary, SweepSpec, events_from_entries, summarise_runs};
-use crate::tree::{NodeId, TreeError};
+use crate::store::Write;
+use crate::sweep::{MAX_RUNS, Metric, SweepSpec, events_from_entries, summarise_runs};
+use crate::tree::{NodeId, SimTree, TreeError};
 
-/// A tree's sweeps; a sweep's id is its index.
+/// A tree's sweeps by id (ids count up from 0 and are never reused).
 #[derive(Default)]
-pub(super) struct Sweeps(Mutex<Vec<Arc<SweepRecord>>>);
+pub(super) struct Sweeps(Mutex<std::collections::BTreeMap<u64, Arc<SweepRecord>>>);
 
 impl Sweeps {
     fn add(&self, make: impl FnOnce(u64) -> SweepRecord) -> Arc<SweepRecord> {
         let mut all = lock(&self.0);
-        let record = Arc::new(make(all.len() as u64));
-        all.push(record.clone());
+        let id = all.last_key_value().map_or(0, |(&id, _)| id + 1);
+        let record = Arc::new(make(id));
+        all.insert(id, record.clone());
         record
     }
 
     fn get(&self, id: u64) -> Option<Arc<SweepRecord>> {
-        lock(&self.0).get(usize::try_from(id).ok()?).cloned()
+        lock(&self.0).get(&id).cloned()
+    }
+
+    fn all(&self) -> Vec<Arc<SweepRecord>> {
+        lock(&self.0).values().cloned().collect()
+    }
+
+    /// Every sweep as stored, for an export.
+    pub(super) fn data(&self) -> Vec<SweepData> {
+        self.all().iter().map(|r| lock(&r.data).clone()).collect()
     }
 }
 
-/// What the tree keeps of a sweep: its layout and, per replicate, what its run gave.
-struct SweepRecord {
-    id: u64,
-    parent: NodeId,
-    turns: u64,
-    seeds: Vec<u64>,
-    metrics: Vec<(String, Metric)>,
-    cells: Vec<CellLayout>,
-    /// `results[cell][k]`: replicate `k` of that cell.
-    results: Mutex<Vec<Vec<Replicate>>>,
+/// A sweep as it is stored and exported: its layout, metric definitions and, per replicate, what
+/// its run gave.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SweepData {
+    pub id: u64,
+    pub parent: NodeId,
+    pub turns: u64,
+    /// The seed of replicate `k`, shared by every cell.
+    pub seeds: Vec<u64>,
+    /// Metric name → definition (`max:<var>`…), in the file's order.
+    pub metrics: IndexMap<String, String>,
+    pub cells: Vec<CellData>,
 }
 
-struct CellLayout {
-    labels: IndexMap<String, Value>,
-    node: NodeId,
-    children: Vec<NodeId>,
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CellData {
+    pub cell: IndexMap<String, Value>,
+    pub node: NodeId,
+    /// Replicate `k` is `children[k]`; its result is `results[k]`.
+    pub children: Vec<NodeId>,
+    pub results: Vec<Replicate>,
 }
 
-#[derive(Clone)]
-enum Replicate {
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Replicate {
     Pending,
     /// The metrics' values, in the sweep's order.
     Done(Vec<Value>),
@@ -64,54 +89,165 @@ enum Replicate {
     Ended(String),
 }
 
-/// The reply to `POST …/sweep`: the sweep's id, the cell nodes and, per cell, its replicates.
-#[derive(Debug, Serialize)]
-pub struct SweepStarted {
-    pub sweep: u64,
-    pub cells: Vec<NodeId>,
-    /// `children[i]` are the replicates of `cells[i]`, replicate `k` at index `k`.
-    pub children: Vec<Vec<NodeId>>,
-    pub total: usize,
+/// A sweep in memory: its data and its metrics, parsed.
+pub(super) struct SweepRecord {
+    metrics: Vec<(String, Metric)>,
+    data: Mutex<SweepData>,
 }
 
-/// `GET …/sweep/{id}`: per cell its axis values and a summary per metric (`simtree sweep
-/// --json`'s shape), plus where its runs stand.
-#[derive(Debug, Serialize)]
-pub struct SweepTable {
-    pub sweep: u64,
-    pub parent: NodeId,
-    pub turns: u64,
-    /// The seed of replicate `k`, shared by every cell.
-    pub seeds: Vec<u64>,
-    pub total: usize,
-    pub done: usize,
-    pub pending: usize,
-    pub failed: usize,
-    pub cells: Vec<CellRow>,
+impl SweepData {
+    /// Checks a sweep read back from the store or an import against the tree it belongs to: its
+    /// metrics parse, its grid is within bounds, and every node it names that is still there is
+    /// where the layout says. Replicates whose node is gone end as deleted; `None` when the
+    /// sweep's parent itself is gone (the sweep went with it).
+    fn check(&mut self, tree: &SimTree) -> Result<Option<Vec<(String, Metric)>>, String> {
+        let metrics = self
+            .metrics
+            .iter()
+            .map(|(name, m)| {
+                Metric::parse(m)
+                    .map(|m| (name.clone(), m))
+                    .map_err(|e| format!("metrics.{name}: {e}"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let runs = self.cells.len() as u64 * self.seeds.len() as u64;
+        if self.cells.is_empty() || self.seeds.is_empty() || runs > MAX_RUNS {
+            return Err(format!("a sweep has 1 to {MAX_RUNS} runs; this one has {runs}"));
+        }
+        if tree.node(self.parent).is_err() {
+            return Ok(None);
+        }
+        let parent_of = |n: NodeId| tree.node(n).ok().map(|node| node.parent);
+        for (i, c) in self.cells.iter_mut().enumerate() {
+            let at = |what: String| format!("cells[{i}]: {what}");
+            if c.children.len() != self.seeds.len() || c.results.len() != self.seeds.len() {
+                return Err(at(format!("{} replicates expected", self.seeds.len())));
+            }
+            if c.results
+                .iter()
+                .any(|r| matches!(r, Replicate::Done(v) if v.len() != metrics.len()))
+            {
+                return Err(at(format!("a result without exactly {} values", metrics.len())));
+            }
+            let cell_there = match parent_of(c.node) {
+                None => false,
+                Some(p) if p == Some(self.parent) => true,
+                Some(_) => return Err(at(format!("node {} is not a child of node {}", c.node, self.parent))),
+            };
+            for (k, (&r, result)) in c.children.iter().zip(&mut c.results).enumerate() {
+                match parent_of(r) {
+                    Some(p) if cell_there && p == Some(c.node) => {}
+                    Some(_) => {
+                        return Err(at(format!(
+                            "replicate {k} (node {r}) is not a child of node {}",
+                            c.node
+                        )));
+                    }
+                    None => *result = Replicate::Ended("deleted".into()),
+                }
+            }
+        }
+        Ok(Some(metrics))
+    }
 }
 
-#[derive(Debug, Serialize)]
-pub struct CellRow {
-    pub cell: IndexMap<String, Value>,
-    /// `values[k]` is replicate `k`'s value, `null` while it runs or when it ended without one.
-    pub metrics: IndexMap<String, Summary>,
-    pub node: NodeId,
-    pub children: Vec<NodeId>,
-    pub pending: usize,
-    /// Replicates that ended without a result, and why.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub failed: Vec<FailedRun>,
+/// An export's sweeps, checked against the tree imported with them: any that does not parse or
+/// fit refuses the import (a 422 naming it).
+pub(super) fn imported_sweeps(raw: Vec<Value>, tree: &SimTree) -> Result<Vec<SweepData>, WorkbenchError> {
+    raw.into_iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let bad = |e: String| WorkbenchError::invalid(format!("invalid export: sweeps[{i}]: {e}"));
+            let mut data: SweepData =
+                serde_path_to_error::deserialize(v).map_err(|e| bad(format!("{}: {}", e.path(), e.inner())))?;
+            match data.check(tree).map_err(bad)? {
+                Some(_) => Ok(data),
+                None => Err(bad(format!("its parent node {} is not in the export", data.parent))),
+            }
+        })
+        .collect()
 }
 
-#[derive(Debug, Serialize)]
-pub struct FailedRun {
-    pub node: NodeId,
-    pub error: String,
+impl Sweeps {
+    /// After a deletion in the tree: a sweep whose parent went goes too (its row with it);
+    /// replicates whose node went end as deleted.
+    pub(super) fn prune(handle: &TreeHandle, tree: &SimTree) {
+        lock(&handle.sweeps.0).retain(|&id, record| {
+            let changed = {
+                let mut data = lock(&record.data);
+                let before = data.clone();
+                match data.check(tree) {
+                    Ok(Some(_)) => *data != before,
+                    _ => {
+                        if handle.stored() {
+                            handle.persist(Write::DeleteSweep { tree: handle.id, id });
+                        }
+                        return false;
+                    }
+                }
+            };
+            if changed {
+                record.write_row(handle);
+            }
+            true
+        });
+    }
+
+    /// Brings back a tree's stored or imported sweeps (see the module doc): each is checked
+    /// against the tree; one that no longer fits is left out with a warning, since the tree
+    /// itself is sound. A replicate still pending is measured if its node finished.
+    pub(super) fn restore(handle: &TreeHandle, sweeps: Vec<SweepData>) {
+        for mut data in sweeps {
+            let checked = data.check(&handle.lock());
+            let metrics = match checked {
+                Ok(Some(m)) => m,
+                Ok(None) => continue,
+                Err(e) => {
+                    tracing::warn!(tree = handle.id, sweep = data.id, "sweep left out: {e}");
+                    continue;
+                }
+            };
+            let record = SweepRecord {
+                metrics,
+                data: Mutex::new(data),
+            };
+            let pending: Vec<(usize, usize, NodeId, NodeId)> = {
+                let d = lock(&record.data);
+                d.cells
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(c, cell)| {
+                        cell.results
+                            .iter()
+                            .zip(&cell.children)
+                            .enumerate()
+                            .filter(|(_, (r, _))| matches!(r, Replicate::Pending))
+                            .map(move |(k, (_, &node))| (c, k, cell.node, node))
+                    })
+                    .collect()
+            };
+            for (c, k, cell, node) in pending {
+                let status = handle.lock().node(node).map(|n| (n.status, n.error.clone()));
+                let outcome = match status {
+                    Ok((NodeStatus::Done, _)) => record.measure(handle, cell, node),
+                    Ok((NodeStatus::Running, _)) => continue,
+                    Ok((status, error)) => {
+                        Replicate::Ended(error.unwrap_or_else(|| format!("{status:?}").to_lowercase()))
+                    }
+                    Err(_) => Replicate::Ended("deleted".into()),
+                };
+                lock(&record.data).cells[c].results[k] = outcome;
+            }
+            record.write_row(handle);
+            let id = lock(&record.data).id;
+            lock(&handle.sweeps.0).insert(id, Arc::new(record));
+        }
+    }
 }
 
 impl Workbench {
     /// Lays out `spec` under its `parent` and starts every replicate; answers once they are
-    /// attached, not when they end.
+    /// attached and committed, not when they end.
     pub fn start_sweep(self: &Arc<Self>, tree: u64, spec: SweepSpec) -> Result<SweepStarted, WorkbenchError> {
         let handle = self.tree(tree)?;
         let parent = spec
@@ -151,13 +287,15 @@ impl Workbench {
             }
             let cell_ids = t.branch_all(parent, cells.iter().map(|c| c.ops.clone()).collect())?;
             for &c in &cell_ids {
+                t.mark_sweep(c)?;
+                handle.persist_node(&mut t, c)?;
                 handle.send(TreeMsg::Attached(t.node(c)?.attached()));
             }
             // Capacity and ids were checked for every node, so no attach below can fail.
             let mut pending = Vec::with_capacity(runs);
             for &c in &cell_ids {
                 for k in 0..spec.replicates {
-                    let mut p = Self::attach_run(&handle, &mut t, c, spec.turns, None)?;
+                    let mut p = Self::attach_run(&handle, &mut t, c, spec.turns, None, EdgeType::Sweep)?;
                     p.sim.reseed(spec.seed_of(k));
                     pending.push(p);
                 }
@@ -170,32 +308,38 @@ impl Workbench {
             .map(|c| c.iter().map(|p| p.id).collect())
             .collect();
         let record = handle.sweeps.add(|id| SweepRecord {
-            id,
-            parent,
-            turns: spec.turns,
-            seeds: (0..spec.replicates).map(|k| spec.seed_of(k)).collect(),
             metrics,
-            cells: cells
-                .into_iter()
-                .zip(&cell_ids)
-                .zip(&children)
-                .map(|((cell, &node), kids)| CellLayout {
-                    labels: cell.labels,
-                    node,
-                    children: kids.clone(),
-                })
-                .collect(),
-            results: Mutex::new(vec![vec![Replicate::Pending; per_cell]; cell_ids.len()]),
+            data: Mutex::new(SweepData {
+                id,
+                parent,
+                turns: spec.turns,
+                seeds: (0..spec.replicates).map(|k| spec.seed_of(k)).collect(),
+                metrics: spec.metrics.clone(),
+                cells: cells
+                    .into_iter()
+                    .zip(&cell_ids)
+                    .zip(&children)
+                    .map(|((cell, &node), kids)| CellData {
+                        cell: cell.labels,
+                        node,
+                        children: kids.clone(),
+                        results: vec![Replicate::Pending; per_cell],
+                    })
+                    .collect(),
+            }),
         });
-        tracing::info!(tree, sweep = record.id, runs, "sweep started");
+        let sweep = lock(&record.data).id;
+        record.persist(&handle);
+        handle.flush()?;
+        tracing::info!(tree, sweep, runs, "sweep started");
         let running: Vec<_> = pending
             .into_iter()
             .enumerate()
             .map(|(i, p)| (i / per_cell, i % per_cell, self.spawn(&handle, p)))
             .collect();
-        tokio::spawn(collect(handle, record.clone(), running));
+        tokio::spawn(collect(handle, record, running));
         Ok(SweepStarted {
-            sweep: record.id,
+            sweep,
             cells: cell_ids,
             children,
             total: runs,
@@ -206,9 +350,20 @@ impl Workbench {
     pub fn sweep_table(&self, tree: u64, id: u64) -> Result<Option<SweepTable>, WorkbenchError> {
         Ok(self.tree(tree)?.sweeps.get(id).map(|r| r.table()))
     }
+
+    /// Every sweep of a tree as stored, for an export.
+    pub fn sweep_data(&self, tree: u64) -> Result<Vec<SweepData>, WorkbenchError> {
+        Ok(self.tree(tree)?.sweeps.data())
+    }
+
+    /// Every sweep of a tree, oldest first.
+    pub fn sweep_tables(&self, tree: u64) -> Result<Vec<SweepTable>, WorkbenchError> {
+        Ok(self.tree(tree)?.sweeps.all().iter().map(|r| r.table()).collect())
+    }
 }
 
-/// Waits for every replicate (in whatever order they end) and stores its metrics.
+/// Waits for every replicate (in whatever order they end), stores its metrics and announces the
+/// sweep's progress.
 async fn collect(
     handle: Arc<TreeHandle>,
     record: Arc<SweepRecord>,
@@ -220,18 +375,49 @@ async fn collect(
     }
     while let Some(joined) = set.join_next().await {
         let Ok((c, k, ran)) = joined else { continue };
+        let cell = lock(&record.data).cells[c].node;
         let outcome = match ran {
             Err(_) => Replicate::Ended("the server is shutting down".into()),
             Ok(r) if r.deleted => Replicate::Ended("deleted while running".into()),
-            Ok(r) if r.status == NodeStatus::Done => record.measure(&handle, record.cells[c].node, r.node),
+            Ok(r) if r.status == NodeStatus::Done => record.measure(&handle, cell, r.node),
             Ok(r) if r.status == NodeStatus::Cancelled => Replicate::Ended("cancelled".into()),
             Ok(r) => Replicate::Ended(r.error.unwrap_or_else(|| "failed".into())),
         };
-        lock(&record.results)[c][k] = outcome;
+        lock(&record.data).cells[c].results[k] = outcome;
+        record.persist(&handle);
+        let t = record.table();
+        handle.send(TreeMsg::SweepProgress {
+            sweep: t.sweep,
+            done: t.done as u64,
+            failed: t.failed as u64,
+            total: t.total as u64,
+        });
     }
 }
 
 impl SweepRecord {
+    /// Queues the sweep's row for the store, unless the sweep was dropped meanwhile (its parent
+    /// deleted while replicates were still ending).
+    fn persist(self: &Arc<Self>, handle: &TreeHandle) {
+        let id = lock(&self.data).id;
+        if handle.sweeps.get(id).is_some_and(|r| Arc::ptr_eq(&r, self)) {
+            self.write_row(handle);
+        }
+    }
+
+    /// Queues the sweep's row (layout and results) for the store.
+    fn write_row(&self, handle: &TreeHandle) {
+        if handle.stored() {
+            let data = lock(&self.data);
+            let body = serde_json::to_string(&*data).unwrap_or_default();
+            handle.persist(Write::Sweep {
+                tree: handle.id,
+                id: data.id,
+                body,
+            });
+        }
+    }
+
     /// The metrics of a finished replicate: the events of its cell's ops and of its run, and the
     /// state it ended in (the parent's history is not part of the cell's outcome).
     fn measure(&self, handle: &TreeHandle, cell: NodeId, node: NodeId) -> Replicate {
@@ -248,23 +434,24 @@ impl SweepRecord {
     }
 
     fn table(&self) -> SweepTable {
-        let results = lock(&self.results).clone();
+        let data = lock(&self.data).clone();
         let mut totals = (0, 0, 0);
-        let cells = self
+        let cells = data
             .cells
-            .iter()
-            .zip(&results)
-            .map(|(layout, reps)| {
-                let values: Vec<Option<&Vec<Value>>> = reps
+            .into_iter()
+            .map(|c| {
+                let values: Vec<Option<&Vec<Value>>> = c
+                    .results
                     .iter()
                     .map(|r| match r {
                         Replicate::Done(v) => Some(v),
                         _ => None,
                     })
                     .collect();
-                let failed: Vec<FailedRun> = reps
+                let failed: Vec<FailedRun> = c
+                    .results
                     .iter()
-                    .zip(&layout.children)
+                    .zip(&c.children)
                     .filter_map(|(r, &node)| match r {
                         Replicate::Ended(error) => Some(FailedRun {
                             node,
@@ -273,25 +460,26 @@ impl SweepRecord {
                         _ => None,
                     })
                     .collect();
-                let pending = reps.iter().filter(|r| matches!(r, Replicate::Pending)).count();
+                let pending = c.results.iter().filter(|r| matches!(r, Replicate::Pending)).count();
                 totals.0 += values.iter().filter(|v| v.is_some()).count();
                 totals.1 += pending;
                 totals.2 += failed.len();
                 CellRow {
-                    cell: layout.labels.clone(),
                     metrics: summarise_runs(&self.metrics, &values),
-                    node: layout.node,
-                    children: layout.children.clone(),
+                    cell: c.cell,
+                    node: c.node,
+                    children: c.children,
                     pending,
                     failed,
                 }
             })
             .collect();
         SweepTable {
-            sweep: self.id,
-            parent: self.parent,
-            turns: self.turns,
-            seeds: self.seeds.clone(),
+            sweep: data.id,
+            parent: data.parent,
+            turns: data.turns,
+            seeds: data.seeds,
+            metrics: data.metrics,
             total: totals.0 + totals.1 + totals.2,
             done: totals.0,
             pending: totals.1,
