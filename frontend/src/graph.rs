@@ -652,6 +652,30 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
                 <rect class="graph-bg" width="100%" height="100%" fill="url(#dots)"></rect>
                 <g class="viewport" style=lod_style transform=move || view_t.get().svg()>
                     <For
+                        each=move || if on_canvas.get() { Vec::new() } else { layout.with(|l| l.fans.clone()) }
+                        key=|f| (f.cell, f.count, f.bounds.0.to_bits(), f.bounds.2.to_bits(), f.bounds.3.to_bits())
+                        children=move |f| {
+                            let pad = NODE / 2.0 + 6.0;
+                            let (x0, y0, x1, y1) = f.bounds;
+                            let tip = move || {
+                                ctx.tr("graph.fan").replace("{{id}}", &f.cell.to_string()).replace("{{n}}", &f.count.to_string())
+                            };
+                            view! {
+                                <rect
+                                    class="fan"
+                                    data-cell=f.cell.to_string()
+                                    x=x0 - pad
+                                    y=y0 - pad
+                                    width=x1 - x0 + 2.0 * pad
+                                    height=y1 - y0 + 2.0 * pad
+                                    rx=pad
+                                >
+                                    <title>{tip}</title>
+                                </rect>
+                            }
+                        }
+                    />
+                    <For
                         each=move || visible_edges.get()
                         key=|e| (e.1, e.0, e.2.name)
                         children=move |(from, to, style, kind)| {
@@ -749,12 +773,18 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
 #[component]
 fn Minimap(layout: Memo<Layout>, view_t: RwSignal<ViewTransform>, size: RwSignal<(f64, f64)>) -> impl IntoView {
     let mini = Memo::new(move |_| layout.with(|l| ViewTransform::fit(l, MW, MH)));
+    // One dot per minimap pixel: the frame moves on every pan frame and the browser repaints the
+    // minimap under it, so 20,000 stacked dots there cost 100 ms a frame; a few hundred do not.
     let dots = Memo::new(move |_| {
         let t = mini.get();
         layout.with(|l| {
-            let mut d = String::with_capacity(l.pos.len() * 14);
+            let mut seen = HashSet::new();
+            let mut d = String::new();
             for &(x, y) in l.pos.values() {
-                d.push_str(&format!("M{:.1} {:.1}h0", x * t.scale + t.tx, y * t.scale + t.ty));
+                let (mx, my) = ((x * t.scale + t.tx).round(), (y * t.scale + t.ty).round());
+                if seen.insert((mx as i32, my as i32)) {
+                    d.push_str(&format!("M{mx} {my}h0"));
+                }
             }
             d
         })

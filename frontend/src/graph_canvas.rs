@@ -22,7 +22,7 @@ use web_sys::{CanvasRenderingContext2d, HtmlCanvasElement};
 
 use crate::layout::{COL, Layout, NODE, ViewTransform};
 use crate::model::GraphModel;
-use crate::ops::{EdgeStyle, edge_style, ellipsis, ops_label};
+use crate::ops::{EdgeStyle, SWEEP, edge_style, ellipsis, ops_label};
 
 /// What a node looks like on the canvas: its status first, its role in the tree second (the
 /// SVG drawing's classes say the same through the stylesheet).
@@ -66,6 +66,8 @@ pub struct Palette {
 
 /// The compare ring's colour (fixed in the stylesheet too).
 const COMPARE: &str = "#e65100";
+/// The inside of a sweep fan: the sweep colour, faint (as `.fan` in the stylesheet).
+const FAN_FILL: &str = "rgba(176, 136, 0, 0.10)";
 
 impl Palette {
     /// The current values of the theme variables on `<html>` (light defaults where unset).
@@ -277,6 +279,26 @@ pub fn draw(
             ctx.set_stroke_style_str(style.colour);
             ctx.stroke();
         }
+    }
+
+    // Sweep fans: one outline around each cell's replicates.
+    if !layout.fans.is_empty() {
+        ctx.begin_path();
+        for fan in &layout.fans {
+            let (bx0, by0, bx1, by1) = fan.bounds;
+            if bx1 < x0 || bx0 > x1 || by1 < y0 || by0 > y1 {
+                continue;
+            }
+            let ((ax, ay), (bx, by)) = (screen((bx0, by0)), screen((bx1, by1)));
+            let pad = r + 4.0;
+            ctx.round_rect_with_f64(ax - pad, ay - pad, bx - ax + 2.0 * pad, by - ay + 2.0 * pad, pad)
+                .ok();
+        }
+        ctx.set_fill_style_str(FAN_FILL);
+        ctx.fill();
+        ctx.set_line_width(1.2);
+        ctx.set_stroke_style_str(SWEEP.colour);
+        ctx.stroke();
     }
 
     // Nodes: at most one disc per radius-sized cell (only ever merges discs that overlap).

@@ -122,6 +122,10 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
         "graph.noMatch" => ("no match", "无匹配"),
         "graph.direction" => ("Top-down / left-to-right layout", "自上而下 / 从左到右布局"),
         "graph.keys" => ("Keyboard", "键盘快捷键"),
+        "graph.fan" => (
+            "sweep cell #{{id}} · {{n}} replicates",
+            "扫描单元 #{{id}} · {{n}} 个重复",
+        ),
         "keys.fit" => ("fit the whole tree", "适应整棵树"),
         "keys.parentChild" => ("parent / first child", "父节点 / 第一个子节点"),
         "keys.siblings" => ("previous / next sibling", "上一个 / 下一个兄弟节点"),

@@ -13,6 +13,8 @@
 
 use std::collections::{HashMap, HashSet};
 
+use simtree_shared::EdgeType;
+
 use crate::model::GraphModel;
 
 /// Node diameter and the gaps upstream's dagre settings use (node 28, nodesep 30, ranksep 60).
@@ -69,6 +71,18 @@ pub struct Layout {
     pub hidden: HashMap<u64, usize>,
     /// The nodes bucketed by position, for culling and hit-testing.
     pub grid: Grid,
+    /// The replicates of each sweep cell, drawn as one group.
+    pub fans: Vec<Fan>,
+}
+
+/// A sweep cell's replicate children (two or more drawn): packed side by side and drawn inside
+/// one outline, so a sweep reads as a grid of cells rather than a hedge of leaves.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fan {
+    pub cell: u64,
+    pub count: usize,
+    /// Bounding box of the replicates' centres: (min_x, min_y, max_x, max_y).
+    pub bounds: (f64, f64, f64, f64),
 }
 
 impl Layout {
@@ -85,6 +99,15 @@ impl Layout {
             Direction::Right => (LR_SLOT, LR_DEPTH),
         };
         let mut hidden = HashMap::new();
+        // A sweep replicate is a sweep edge's child whose parent came by a sweep edge too (the
+        // cell); leaf replicates of one cell sit a node's width apart instead of a column.
+        let into: HashMap<u64, (u64, EdgeType)> = g.edges.iter().map(|e| (e.to, (e.from, e.kind))).collect();
+        let replicate_of = |n: u64| match into.get(&n) {
+            Some(&(cell, EdgeType::Sweep)) if into.get(&cell).is_some_and(|c| c.1 == EdgeType::Sweep) => Some(cell),
+            _ => None,
+        };
+        let packed = (NODE + 2.0) / slot_gap;
+        let mut last_fan = None;
         let mut pos = HashMap::with_capacity(g.nodes.len());
         let mut next_slot = 0.0;
         // Roots: the model's root plus any node whose parent is unknown (should not happen, but a
@@ -111,8 +134,15 @@ impl Layout {
                 // (slot axis, depth axis) here; turned into (x, y) at the end.
                 let depth = f64::from(g.nodes.get(&n).copied().unwrap_or(0));
                 if kids.is_empty() {
-                    pos.insert(n, (next_slot * slot_gap, depth * depth_gap));
-                    next_slot += 1.0;
+                    let fan = replicate_of(n);
+                    let slot = if fan.is_some() && fan == last_fan {
+                        next_slot - 1.0 + packed
+                    } else {
+                        next_slot
+                    };
+                    pos.insert(n, (slot * slot_gap, depth * depth_gap));
+                    next_slot = slot + 1.0;
+                    last_fan = fan;
                 } else if expanded {
                     let first = kids.first().and_then(|k| pos.get(k)).map_or(0.0, |p| p.0);
                     let last = kids.last().and_then(|k| pos.get(k)).map_or(first, |p| p.0);
@@ -137,12 +167,31 @@ impl Layout {
         if pos.is_empty() {
             bounds = (0.0, 0.0, 0.0, 0.0);
         }
+        let mut fans: Vec<Fan> = Vec::new();
+        for (&n, &(x, y)) in &pos {
+            let Some(cell) = replicate_of(n) else { continue };
+            match fans.iter_mut().find(|f| f.cell == cell) {
+                Some(f) => {
+                    f.count += 1;
+                    let b = f.bounds;
+                    f.bounds = (b.0.min(x), b.1.min(y), b.2.max(x), b.3.max(y));
+                }
+                None => fans.push(Fan {
+                    cell,
+                    count: 1,
+                    bounds: (x, y, x, y),
+                }),
+            }
+        }
+        fans.retain(|f| f.count >= 2);
+        fans.sort_by_key(|f| f.cell);
         let grid = Grid::new(&pos);
         Layout {
             pos,
             bounds,
             hidden,
             grid,
+            fans,
         }
     }
 
@@ -437,6 +486,33 @@ mod tests {
         assert_eq!(l.hidden, HashMap::from([(1, 3)]), "a collapsed leaf hides nothing");
         assert_eq!(l.pos[&1].1, ROW, "the folded node keeps its row");
         assert!(l.pos[&1].0 < l.pos[&2].0);
+    }
+
+    #[test]
+    fn a_sweeps_replicates_pack_into_one_fan_per_cell() {
+        // 0 → cells 1, 2 (sweep edges) → replicates 3, 4, 5 and 6, 7, 8; 9 is a plain child of 1.
+        let mut g = model(&[(0, 1), (0, 2), (1, 3), (1, 4), (1, 5), (2, 6), (2, 7), (2, 8), (1, 9)]);
+        for e in &mut g.edges {
+            e.kind = if e.to == 9 { EdgeType::Advance } else { EdgeType::Sweep };
+        }
+        let l = Layout::compute(&g);
+        assert_tidy(&g, &l);
+        let gap = |a: u64, b: u64| l.pos[&b].0 - l.pos[&a].0;
+        assert!(
+            (gap(3, 4) - (NODE + 2.0)).abs() < 1e-9,
+            "replicates a node apart: {}",
+            gap(3, 4)
+        );
+        assert!(
+            (gap(5, 9) - COL).abs() < 1e-9,
+            "a plain sibling keeps its column: {}",
+            gap(5, 9)
+        );
+        assert_eq!(l.fans.len(), 2);
+        assert_eq!((l.fans[0].cell, l.fans[0].count), (1, 3));
+        assert_eq!(l.fans[0].bounds.0, l.pos[&3].0);
+        assert_eq!(l.fans[0].bounds.2, l.pos[&5].0);
+        assert_eq!((l.fans[1].cell, l.fans[1].count), (2, 3));
     }
 
     #[test]

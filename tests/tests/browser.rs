@@ -1665,6 +1665,7 @@ async fn the_keyboard_walks_advances_branches_deletes_with_confirmation_and_show
     b.js("document.activeElement.blur();").await;
     // f: fit after zooming in restores the fitted view.
     let transform = "return document.querySelector('g.viewport').getAttribute('transform');";
+    key(&b, "f").await;
     let fitted = b.js(transform).await;
     b.click("#zoom-in").await;
     b.click("#zoom-in").await;
@@ -1689,4 +1690,61 @@ async fn the_keyboard_walks_advances_branches_deletes_with_confirmation_and_show
     key(&b, "?").await;
     b.wait_css("#graph-help").await;
     b.finish("keyboard_help").await;
+}
+
+#[tokio::test]
+async fn a_sweeps_replicates_are_drawn_as_one_fan_per_cell_in_the_sweep_colour() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else {
+        return;
+    };
+    let s = &b.server;
+    let (st, created) = s
+        .post("/devui/simtree", &json!({"scenario": "sir_network", "seed": 7}))
+        .await;
+    assert_eq!(st, 200, "{created}");
+    let t = created["id"].as_u64().unwrap();
+    let sweep = json!({
+        "parent": 0, "turns": 2, "replicates": 3, "seed": 1,
+        "axes": [{"label": "rate", "op": {"op": "abm_set_global", "name": "infectionRate"},
+                  "field": "value", "values": [0.05, 0.3]}],
+        "metrics": {"peak": "max:globalVariable.infectedCount"}
+    });
+    let (st, started) = s.post(&format!("/devui/simtree/{t}/sweep"), &sweep).await;
+    assert_eq!(st, 200, "{started}");
+    b.open(&format!("/simtree/{t}")).await;
+    b.wait_count("g.node", 9).await;
+    b.wait_count("line.edge[data-op='sweep']", 8).await;
+    b.wait_count("rect.fan", 2).await;
+    b.wait_css(".legend-item[data-op='sweep']").await;
+    let stroke = b
+        .js("return document.querySelector(\"line.edge[data-op='sweep']\").getAttribute('stroke');")
+        .await;
+    assert_eq!(stroke, json!("#b08800"), "sweep edges have their own colour");
+    let ids = |v: &Value| -> Vec<u64> { v.as_array().unwrap().iter().filter_map(Value::as_u64).collect() };
+    let cells = ids(&started["cells"]);
+    for (i, cell) in cells.iter().enumerate() {
+        let fan = rect(&b, &format!("rect.fan[data-cell='{cell}']")).await;
+        let reps = ids(&started["children"][i]);
+        assert_eq!(reps.len(), 3);
+        let mut lefts = Vec::new();
+        for r in reps {
+            let n = rect(&b, &format!("g.node[data-id='{r}'] circle")).await;
+            assert!(
+                n[0] >= fan[0] && n[2] <= fan[2] && n[1] >= fan[1] && n[3] <= fan[3],
+                "replicate {r} {n:?} outside its cell's fan {fan:?}"
+            );
+            lefts.push(n[0]);
+        }
+        lefts.sort_by(f64::total_cmp);
+        let (node_w, gap) = {
+            let n = rect(&b, &format!("g.node[data-id='{cell}'] circle")).await;
+            (n[2] - n[0], lefts[1] - lefts[0])
+        };
+        assert!(
+            gap < node_w * 1.3,
+            "replicates are packed: {gap} apart, nodes {node_w} wide"
+        );
+    }
+    b.finish("sweep_fans").await;
 }
