@@ -349,7 +349,7 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
         }
     };
     Effect::new(move |_| {
-        layout.track();
+        layout.with(|_| ());
         tree.graph.track();
         scene.set_value(None);
         schedule();
@@ -704,7 +704,7 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
                     <For each=running key=|id| *id children=progress_mark />
                 </g>
             </svg>
-            <canvas class="graph-canvas" node_ref=canvas style:display=move || if on_canvas.get() { "block" } else { "none" }></canvas>
+            <canvas class="graph-canvas" node_ref=canvas role="img" aria-label=move || ctx.tr("graph.canvas") style:display=move || if on_canvas.get() { "block" } else { "none" }></canvas>
             {move || hover.get().map(|(id, x, y)| view! {
                 <div class="graph-tip" style=format!("left:{:.0}px;top:{:.0}px", x + 14.0, y + 14.0)>
                     {tree.graph.with_untracked(|g| node_summary(g, id))}

@@ -172,6 +172,7 @@ impl Scene {
 struct Cells {
     cell: f64,
     cols: usize,
+    rows: usize,
     taken: Vec<bool>,
 }
 
@@ -182,6 +183,7 @@ impl Cells {
         Cells {
             cell,
             cols,
+            rows,
             taken: vec![false; cols * rows],
         }
     }
@@ -189,17 +191,11 @@ impl Cells {
     /// True the first time a point of this cell is offered (points just off-screen included).
     fn first(&mut self, x: f64, y: f64) -> bool {
         let (cx, cy) = ((x / self.cell).floor() + 1.0, (y / self.cell).floor() + 1.0);
-        if cx < 0.0 || cy < 0.0 || cx as usize >= self.cols {
+        if cx < 0.0 || cy < 0.0 || cx as usize >= self.cols || cy as usize >= self.rows {
             return true;
         }
-        match self.taken.get_mut(cy as usize * self.cols + cx as usize) {
-            Some(t) if *t => false,
-            Some(t) => {
-                *t = true;
-                true
-            }
-            None => true,
-        }
+        let taken = &mut self.taken[cy as usize * self.cols + cx as usize];
+        !std::mem::replace(taken, true)
     }
 }
 

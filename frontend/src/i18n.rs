@@ -122,6 +122,10 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
         "graph.noMatch" => ("no match", "无匹配"),
         "graph.direction" => ("Top-down / left-to-right layout", "自上而下 / 从左到右布局"),
         "graph.keys" => ("Keyboard", "键盘快捷键"),
+        "graph.canvas" => (
+            "Tree graph: find, click or walk with the arrow keys to pick a node",
+            "树图：查找、点击或用方向键选择节点",
+        ),
         "graph.fan" => (
             "sweep cell #{{id}} · {{n}} replicates",
             "扫描单元 #{{id}} · {{n}} 个重复",
