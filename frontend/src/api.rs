@@ -2,8 +2,9 @@
 //! `fetch`, and WebSockets that send the `ready` handshake on open.
 //!
 //! Every request and reply is a `simtree_shared` type, so no component builds a body with `json!`
-//! or reads a reply by key; the one exception is a node's view (`…/node/{n}/view`), which the
-//! server documents as free-form JSON per simulation kind and which stays a [`Value`].
+//! or reads a reply by key: a node's view is a [`NodeView`] (one variant per simulation kind),
+//! and a log entry's `data` is read into its payload type with `LogEntry::payload`. A sweep file
+//! is a file format of its own (the server's `SweepSpec`), sent as the JSON [`crate::sweep`] makes.
 //!
 //! Failures come back as [`ApiError`]: the server's [`ErrorBody`] for an HTTP error, or `Offline`
 //! when the server cannot be reached at all (the shell shows a banner for that instead of a
@@ -14,8 +15,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use simtree_shared::{
     AdvanceRequest, BranchRequest, ChildReply, ChildrenReply, CreateRequest, ErrorBody, FrontierRequest, Graph,
-    LogEntry, MultiRequest, NodeInfo, NodeState, OkReply, Op, RunReply, ScenarioSummary, Summary, TreeInfo, TreeMsg,
-    TreePatch, TreeRef, UsageReply,
+    LogEntry, MultiRequest, NodeInfo, NodeState, NodeView, OkReply, Op, RunReply, ScenarioSummary, Summary,
+    SweepStarted, SweepTable, TreeInfo, TreeMsg, TreePatch, TreeRef, UsageReply,
 };
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
@@ -163,15 +164,9 @@ pub async fn rename_tree(tree: u64, name: &str) -> Result<TreeInfo> {
     with_body("PATCH", &tree_path(tree), &body).await
 }
 
-/// `POST /devui/simtree`: a new tree of `scenario`.
-pub async fn create_tree(scenario: &str, seed: Option<u64>, token_budget: Option<u64>) -> Result<TreeRef> {
-    let body = CreateRequest {
-        scenario: scenario.to_string(),
-        seed,
-        token_budget,
-        llm: None,
-    };
-    post("/devui/simtree", &body).await
+/// `POST /devui/simtree`: a new tree (`llm`: an offline player for it, else the server's LLM).
+pub async fn create_tree(body: &CreateRequest) -> Result<TreeRef> {
+    post("/devui/simtree", body).await
 }
 
 /// `POST /devui/simtree/import` of an export file's text, sent as it is (the server checks it).
@@ -258,8 +253,8 @@ pub async fn node_info(tree: u64, node: u64) -> Result<NodeInfo> {
     get(&format!("{}/info", node_path(tree, node))).await
 }
 
-/// `GET …/node/{n}/view`: the kind-specific view (free-form JSON by the server's contract).
-pub async fn node_view(tree: u64, node: u64) -> Result<Value> {
+/// `GET …/node/{n}/view`: the kind-specific view.
+pub async fn node_view(tree: u64, node: u64) -> Result<NodeView> {
     get(&format!("{}/view", node_path(tree, node))).await
 }
 
@@ -279,6 +274,21 @@ pub async fn sim_events(tree: u64, node: u64) -> Result<Vec<LogEntry>> {
 
 pub async fn sim_state(tree: u64, node: u64) -> Result<NodeState> {
     get(&format!("{}/sim/{node}/state", tree_path(tree))).await
+}
+
+/// `POST …/sweep`: lays a sweep out under its `parent` and starts its runs (answers at once).
+pub async fn start_sweep(tree: u64, body: &Value) -> Result<SweepStarted> {
+    post(&format!("{}/sweep", tree_path(tree)), body).await
+}
+
+/// `GET …/sweep`: every sweep of the tree with its table so far.
+pub async fn sweeps(tree: u64) -> Result<Vec<SweepTable>> {
+    get(&format!("{}/sweep", tree_path(tree))).await
+}
+
+/// `GET …/sweep/{id}`: one sweep's table so far.
+pub async fn sweep(tree: u64, id: u64) -> Result<SweepTable> {
+    get(&format!("{}/sweep/{id}", tree_path(tree))).await
 }
 
 /// The tree socket (`…/events`): every message that parses as a [`TreeMsg`] goes to `on_msg`

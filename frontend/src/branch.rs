@@ -8,7 +8,8 @@
 
 use leptos::prelude::*;
 use serde_json::{Map, Value};
-use simtree_shared::{LogEntry, Op};
+use simtree_shared::trading::AgentSpec;
+use simtree_shared::{LogEntry, NodeView, Op};
 
 use crate::api::{self, ApiError};
 use crate::app::{Tree, ctx};
@@ -53,7 +54,7 @@ fn agents_of(tree: Tree) -> RwSignal<Vec<String>> {
 }
 
 #[component]
-pub fn BranchEditor(tree: Tree, node_view: RwSignal<Option<Value>>) -> impl IntoView {
+pub fn BranchEditor(tree: Tree, node_view: RwSignal<Option<NodeView>>) -> impl IntoView {
     let ctx = ctx();
     let kind = RwSignal::new("public_broadcast".to_string());
     let draft: Draft = RwSignal::new(Err(String::new()));
@@ -267,10 +268,16 @@ fn FieldPicker(fields: Signal<Vec<Field>>, picked: RwSignal<Option<Field>>, type
 
 /// The scene state patch: a known key with its type and current value, plus JSON for the rest.
 #[component]
-fn ScenePatchForm(node_view: RwSignal<Option<Value>>, draft: Draft) -> impl IntoView {
+fn ScenePatchForm(node_view: RwSignal<Option<NodeView>>, draft: Draft) -> impl IntoView {
     let ctx = ctx();
-    let fields =
-        Signal::derive(move || node_view.with(|v| v.as_ref().map(|v| social_fields(&v["state"])).unwrap_or_default()));
+    let fields = Signal::derive(move || {
+        node_view.with(|v| {
+            v.as_ref()
+                .and_then(NodeView::social)
+                .map(|v| social_fields(&v.state))
+                .unwrap_or_default()
+        })
+    });
     let picked = RwSignal::new(None::<Field>);
     let typed = RwSignal::new(String::new());
     let json_text = RwSignal::new("{}".to_string());
@@ -296,7 +303,7 @@ fn ScenePatchForm(node_view: RwSignal<Option<Value>>, draft: Draft) -> impl Into
 /// ABM globals, environment and agent attributes from the model's declarations, with the values
 /// of the node's last step.
 #[component]
-fn AbmForm(tree: Tree, node_view: RwSignal<Option<Value>>, kind: String, draft: Draft) -> impl IntoView {
+fn AbmForm(tree: Tree, node_view: RwSignal<Option<NodeView>>, kind: String, draft: Draft) -> impl IntoView {
     let ctx = ctx();
     let target = match kind.as_str() {
         "abm_set_global" => AbmTarget::Global,
@@ -316,7 +323,12 @@ fn AbmForm(tree: Tree, node_view: RwSignal<Option<Value>>, kind: String, draft: 
     });
     let all = Memo::new(move |_| {
         let values = logs.with(|l| last_abm_values(l));
-        node_view.with(|v| v.as_ref().map(|v| abm_fields(&v["model"], &values)).unwrap_or_default())
+        node_view.with(|v| {
+            v.as_ref()
+                .and_then(NodeView::abm)
+                .map(|v| abm_fields(&v.outline(), &values))
+                .unwrap_or_default()
+        })
     });
     let agent_type = RwSignal::new(String::new());
     let agent_id = RwSignal::new(String::new());
@@ -346,7 +358,7 @@ fn AbmForm(tree: Tree, node_view: RwSignal<Option<Value>>, kind: String, draft: 
     let agent_ids = Memo::new(move |_| {
         let attr = picked.with(|p| p.as_ref().map(|f| f.name.clone()).unwrap_or_default());
         let t = agent_type.get();
-        node_view.with(|v| logs.with(|l| abm_agent_ids(&v.as_ref()?["model"], l, &t, &attr)))
+        node_view.with(|v| logs.with(|l| abm_agent_ids(&v.as_ref()?.abm()?.outline(), l, &t, &attr)))
     });
     Effect::new(move |_| {
         draft.set(match picked.get() {
@@ -382,7 +394,7 @@ fn AbmForm(tree: Tree, node_view: RwSignal<Option<Value>>, kind: String, draft: 
 
 /// Trading: cash and positions, a dated information item, another agent, a new prompt.
 #[component]
-fn TradingForm(node_view: RwSignal<Option<Value>>, kind: String, draft: Draft) -> impl IntoView {
+fn TradingForm(node_view: RwSignal<Option<NodeView>>, kind: String, draft: Draft) -> impl IntoView {
     let ctx = ctx();
     let cash = RwSignal::new(String::new());
     let shares = RwSignal::new(Vec::<(String, RwSignal<String>)>::new());
@@ -398,16 +410,14 @@ fn TradingForm(node_view: RwSignal<Option<Value>>, kind: String, draft: Draft) -
     // re-read on every tree message; the memo changes only when these do, so typing survives.
     let start = Memo::new(move |_| {
         node_view.with(|v| {
-            let v = v.as_ref()?;
-            let tickers: Vec<String> = v["tickers"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect();
-            let text = |x: &Value| x.as_str().unwrap_or("").to_string();
-            Some((tickers, text(&v["next_date"]), text(&v["agent"]["system_prompt"])))
+            let v = v.as_ref()?.trading()?;
+            let system = match &v.agent {
+                AgentSpec::Llm {
+                    system_prompt: Some(p), ..
+                } => p.clone(),
+                _ => String::new(),
+            };
+            Some((v.tickers.clone(), v.next_date.clone().unwrap_or_default(), system))
         })
     });
     Effect::new(move |_| {
@@ -423,8 +433,8 @@ fn TradingForm(node_view: RwSignal<Option<Value>>, kind: String, draft: Draft) -
     let holding = move |t: &str| {
         node_view.with(|v| {
             v.as_ref()
-                .map(|v| v["portfolio"]["positions"][t].as_u64().unwrap_or(0))
-                .unwrap_or(0)
+                .and_then(NodeView::trading)
+                .map_or(0, |v| u64::try_from(v.portfolio.shares(t)).unwrap_or(0))
         })
     };
     let k = kind.clone();
@@ -448,7 +458,7 @@ fn TradingForm(node_view: RwSignal<Option<Value>>, kind: String, draft: Draft) -
     let now_cash = move || {
         node_view.with(|v| {
             v.as_ref()
-                .map(|v| crate::ops::grouped(v["portfolio"]["cash"].as_f64().unwrap_or(0.0)))
+                .map(|v| crate::ops::grouped(v.trading().map_or(0.0, |t| t.portfolio.cash)))
                 .unwrap_or_default()
         })
     };

@@ -6,6 +6,9 @@
 //! point, a step) so that a compared node's series lines up with the selected one's, and the
 //! y axis spans all series, widened to whole ticks.
 
+use simtree_shared::LogEntry;
+use simtree_shared::abm::{AbmOutline, AbmStep};
+
 /// A value axis: its range (widened to whole ticks) and the ticks, `step` apart.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Axis {
@@ -117,13 +120,50 @@ impl Frame {
 
     /// A series as an SVG `points` string, on `n` shared x positions (non-finite values skipped).
     pub fn points(&self, values: &[f64], n: usize, axis: &Axis) -> String {
+        self.points_at(values, axis, |i| self.x(i, n))
+    }
+
+    /// A series as an SVG `points` string with point `i` at `x(i)` (non-finite values skipped).
+    pub fn points_at(&self, values: &[f64], axis: &Axis, x: impl Fn(usize) -> f64) -> String {
         values
             .iter()
             .enumerate()
             .filter(|(_, v)| v.is_finite())
-            .map(|(i, &v)| format!("{:.1},{:.1}", self.x(i, n), self.y(v, axis)))
+            .map(|(i, &v)| format!("{:.1},{:.1}", x(i), self.y(v, axis)))
             .collect::<Vec<_>>()
             .join(" ")
+    }
+
+    /// The SVG `points` of a band's polygon: along `hi` left to right, back along `lo`; points
+    /// where either bound is not finite are left out.
+    pub fn band(&self, lo: &[f64], hi: &[f64], axis: &Axis, x: impl Fn(usize) -> f64) -> String {
+        let kept: Vec<usize> = (0..lo.len().min(hi.len()))
+            .filter(|&i| lo[i].is_finite() && hi[i].is_finite())
+            .collect();
+        let along = kept.iter().map(|&i| (i, hi[i]));
+        let back = kept.iter().rev().map(|&i| (i, lo[i]));
+        along
+            .chain(back)
+            .map(|(i, v)| format!("{:.1},{:.1}", x(i), self.y(v, axis)))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// The centre of slot `i` of `n` equal slots across the plot: the x of a category (a sweep's
+    /// cell), which unlike [`Frame::x`] keeps a margin on both sides.
+    pub fn slot_x(&self, i: usize, n: usize) -> f64 {
+        let span = self.width - self.left - self.right;
+        self.left + span * (i as f64 + 0.5) / n.max(1) as f64
+    }
+
+    /// The slot under the cursor's x among `n` (clamped to the first and last).
+    pub fn slot_at(&self, x: f64, n: usize) -> Option<usize> {
+        if n == 0 {
+            return None;
+        }
+        let span = self.width - self.left - self.right;
+        let i = ((x - self.left) / span * n as f64).floor();
+        Some(i.clamp(0.0, (n - 1) as f64) as usize)
     }
 
     /// The index of the point nearest to the cursor's x (in SVG units) among `n`.
@@ -137,6 +177,118 @@ impl Frame {
     }
 }
 
+/// Mean and sample standard deviation of each point over several series (the replicates or
+/// compared nodes overlaid on one chart): point `i` counts only the series that have a finite
+/// value there, so a shorter run leaves the later means to the others. The sd is 0 where one
+/// series remains and NaN where none does.
+pub fn mean_sd(series: &[&[f64]]) -> (Vec<f64>, Vec<f64>) {
+    let n = series.iter().map(|s| s.len()).max().unwrap_or(0);
+    (0..n)
+        .map(|i| {
+            let xs: Vec<f64> = series
+                .iter()
+                .filter_map(|s| s.get(i).copied().filter(|v| v.is_finite()))
+                .collect();
+            let k = xs.len() as f64;
+            if xs.is_empty() {
+                return (f64::NAN, f64::NAN);
+            }
+            let mean = xs.iter().sum::<f64>() / k;
+            let var = if xs.len() > 1 {
+                xs.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (k - 1.0)
+            } else {
+                0.0
+            };
+            (mean, var.sqrt())
+        })
+        .unzip()
+}
+
+/// One tracked variable over several overlaid runs: its mean per point and the mean ± sd band.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MeanBand {
+    pub name: String,
+    pub mean: Vec<f64>,
+    pub lo: Vec<f64>,
+    pub hi: Vec<f64>,
+    /// How many runs track the variable.
+    pub runs: usize,
+}
+
+/// Per variable (in first-seen order), the mean and band over every run that tracks it.
+pub fn mean_bands(runs: &[&[Tracked]]) -> Vec<MeanBand> {
+    let mut names: Vec<&str> = Vec::new();
+    for (name, _) in runs.iter().flat_map(|r| r.iter()) {
+        if !names.contains(&name.as_str()) {
+            names.push(name);
+        }
+    }
+    names
+        .into_iter()
+        .map(|name| {
+            let series: Vec<&[f64]> = runs
+                .iter()
+                .filter_map(|r| r.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_slice()))
+                .collect();
+            let (mean, sd) = mean_sd(&series);
+            MeanBand {
+                name: name.to_string(),
+                lo: mean.iter().zip(&sd).map(|(m, s)| m - s).collect(),
+                hi: mean.iter().zip(&sd).map(|(m, s)| m + s).collect(),
+                mean,
+                runs: series.len(),
+            }
+        })
+        .collect()
+}
+
+/// A fill of a trading episode, as a chart marks it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Trade {
+    /// The trading day (`2012-06-04`).
+    pub date: String,
+    pub buy: bool,
+    pub ticker: String,
+    pub quantity: i64,
+    pub price: f64,
+}
+
+/// A trade's marker: the chart point it sits on, how many markers of the same point are below
+/// it (they stack), and its hover text.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mark {
+    pub index: usize,
+    pub buy: bool,
+    pub stack: usize,
+    pub text: String,
+}
+
+/// The markers of `trades` on a chart whose point `i` is the day `dates[i]`: each on the last
+/// point not after its day (ISO dates compare as text); a trade before the first point has none.
+pub fn trade_marks(dates: &[String], trades: &[Trade]) -> Vec<Mark> {
+    let mut marks: Vec<Mark> = Vec::new();
+    for t in trades {
+        let Some(index) = dates.iter().rposition(|d| d.as_str() <= t.date.as_str()) else {
+            continue;
+        };
+        let stack = marks.iter().filter(|m| m.index == index && m.buy == t.buy).count();
+        let side = if t.buy { "buy" } else { "sell" };
+        marks.push(Mark {
+            index,
+            buy: t.buy,
+            stack,
+            text: format!(
+                "{} {side} {} {} @ {}",
+                t.date,
+                crate::ops::grouped(t.quantity as f64),
+                t.ticker,
+                value_label(t.price)
+            ),
+        });
+    }
+    marks
+}
+
 /// A percentage with one decimal (`0.0123` → `1.2%`).
 pub fn pct(v: Option<f64>) -> String {
     v.map_or_else(|| "–".into(), |v| format!("{:.1}%", v * 100.0))
@@ -145,19 +297,24 @@ pub fn pct(v: Option<f64>) -> String {
 /// A tracked variable (its sourceName) and its value at each step.
 pub type Tracked = (String, Vec<f64>);
 
+/// The `abm_step` entries of a log, read as their payload (entries of another shape skipped).
+pub fn abm_steps_of(entries: &[LogEntry]) -> impl DoubleEndedIterator<Item = AbmStep> + '_ {
+    entries
+        .iter()
+        .filter(|e| e.kind == "abm_step")
+        .filter_map(LogEntry::payload::<AbmStep>)
+}
+
 /// The numeric tracked variables of an agent-based model over its steps, from `abm_step`
 /// entries (`{step, values}`), in first-seen order; non-numeric values (lists, maps) are skipped.
-pub fn abm_series(entries: &[simtree_shared::LogEntry]) -> Vec<Tracked> {
+pub fn abm_series(entries: &[LogEntry]) -> Vec<Tracked> {
     let mut out: Vec<Tracked> = Vec::new();
-    for e in entries.iter().filter(|e| e.kind == "abm_step") {
-        let Some(values) = e.data["values"].as_object() else {
-            continue;
-        };
-        for (name, v) in values {
+    for step in abm_steps_of(entries) {
+        for (name, v) in step.values {
             let Some(x) = v.as_f64() else { continue };
-            match out.iter_mut().find(|(n, _)| n == name) {
+            match out.iter_mut().find(|(n, _)| *n == name) {
                 Some((_, xs)) => xs.push(x),
-                None => out.push((name.clone(), vec![x])),
+                None => out.push((name, vec![x])),
             }
         }
     }
@@ -165,12 +322,8 @@ pub fn abm_series(entries: &[simtree_shared::LogEntry]) -> Vec<Tracked> {
 }
 
 /// The step number of each `abm_step` entry (the x of [`abm_series`]' points).
-pub fn abm_steps(entries: &[simtree_shared::LogEntry]) -> Vec<String> {
-    entries
-        .iter()
-        .filter(|e| e.kind == "abm_step")
-        .map(|e| e.data["step"].to_string())
-        .collect()
+pub fn abm_steps(entries: &[LogEntry]) -> Vec<String> {
+    abm_steps_of(entries).map(|s| s.step.to_string()).collect()
 }
 
 /// A short label for a sourceName (`globalVariable.infectedCount` → `infectedCount`).
@@ -183,35 +336,22 @@ pub const COLOURS: [&str; 6] = ["#1e4976", "#e65100", "#1b5e20", "#5e35b1", "#6d
 
 /// The structure of an abm-quant model for display: topology, global variables and, per agent
 /// type (from attribute sourceNames `agent.<Type>.agentAttribute.<name>`), its attributes.
-pub fn abm_structure(model: &serde_json::Value) -> AbmStructure {
-    let topology = model["environment"]["topology"]["type"]
-        .as_str()
-        .unwrap_or("none")
-        .to_string();
-    let globals = model["globalVariables"]
-        .as_array()
-        .into_iter()
+pub fn abm_structure(model: &AbmOutline) -> AbmStructure {
+    let topology = match model.environment.topology.kind.as_str() {
+        "" => "none".to_string(),
+        t => t.to_string(),
+    };
+    let globals = model
+        .global_variables
+        .iter()
         .flatten()
-        .filter_map(|g| g["name"].as_str().map(str::to_string))
+        .map(|g| g.name.clone())
         .collect();
     let mut agents: Vec<(String, Vec<String>)> = Vec::new();
-    let defs = model["agents"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|g| g.as_array().cloned().unwrap_or_default());
-    for def in defs {
-        for attr in def["agentAttributes"].as_array().into_iter().flatten() {
-            let source = attr["sourceName"].as_str().unwrap_or("");
-            let mut parts = source.split('.');
-            let (Some("agent"), Some(kind)) = (parts.next(), parts.next()) else {
-                continue;
-            };
-            let name = attr["name"].as_str().unwrap_or("").to_string();
-            match agents.iter_mut().find(|(k, _)| k == kind) {
-                Some((_, attrs)) => attrs.push(name),
-                None => agents.push((kind.to_string(), vec![name])),
-            }
+    for (kind, attr) in model.agent_attributes() {
+        match agents.iter_mut().find(|(k, _)| k == kind) {
+            Some((_, attrs)) => attrs.push(attr.name.clone()),
+            None => agents.push((kind.to_string(), vec![attr.name.clone()])),
         }
     }
     AbmStructure {
@@ -235,14 +375,24 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// A 200 × 100 plot with a 20-unit margin on the left and 10 above and below.
+    const TEST_FRAME: Frame = Frame {
+        width: 220.0,
+        height: 120.0,
+        left: 20.0,
+        right: 0.0,
+        top: 10.0,
+        bottom: 10.0,
+    };
+
     #[test]
     fn abm_series_and_structure() {
-        let step = |n: u64, i: u64| simtree_shared::LogEntry {
+        let step = |n: u64, i: u64| LogEntry {
             kind: "abm_step".into(),
             data: json!({"step": n, "values": {"globalVariable.infected": i, "agent.P.status": ["S"]}}),
             node: 1,
         };
-        let other = simtree_shared::LogEntry {
+        let other = LogEntry {
             kind: "x".into(),
             data: json!({}),
             node: 1,
@@ -256,7 +406,7 @@ mod tests {
             "globalVariables": [{"name": "rate"}],
             "agents": [[{"agentAttributes": [{"name": "status", "sourceName": "agent.Tree.agentAttribute.status"}]}]]
         });
-        let st = abm_structure(&model);
+        let st = abm_structure(&serde_json::from_value(model).unwrap());
         assert_eq!((st.topology.as_str(), st.globals), ("grid", vec!["rate".to_string()]));
         assert_eq!(st.agents, vec![("Tree".to_string(), vec!["status".to_string()])]);
     }
@@ -285,15 +435,81 @@ mod tests {
     }
 
     #[test]
-    fn series_share_the_frame_and_the_cursor_finds_the_nearest_point() {
-        let f = Frame {
-            width: 220.0,
-            height: 120.0,
-            left: 20.0,
-            right: 0.0,
-            top: 10.0,
-            bottom: 10.0,
+    fn trades_sit_on_their_day_and_stack() {
+        let dates: Vec<String> = ["2012-06-01", "2012-06-04", "2012-06-05"].map(String::from).to_vec();
+        let trade = |date: &str, buy: bool| Trade {
+            date: date.into(),
+            buy,
+            ticker: "AAPL".into(),
+            quantity: 1250,
+            price: 564.29,
         };
+        let marks = trade_marks(
+            &dates,
+            &[
+                trade("2012-06-04", true),
+                trade("2012-06-04", true),
+                trade("2012-06-04", false),
+                trade("2012-06-09", false),
+                trade("2012-05-30", true),
+            ],
+        );
+        let at: Vec<(usize, bool, usize)> = marks.iter().map(|m| (m.index, m.buy, m.stack)).collect();
+        assert_eq!(
+            at,
+            [(1, true, 0), (1, true, 1), (1, false, 0), (2, false, 0)],
+            "a later day sits on the last point; one before the chart has no marker"
+        );
+        assert_eq!(marks[0].text, "2012-06-04 buy 1,250 AAPL @ 564.29");
+        assert_eq!(marks[2].text, "2012-06-04 sell 1,250 AAPL @ 564.29");
+    }
+
+    #[test]
+    fn mean_and_band_of_overlaid_series() {
+        let (mean, sd) = mean_sd(&[&[1.0, 2.0, 10.0], &[3.0, 4.0], &[5.0, f64::NAN]]);
+        assert_eq!(mean, [3.0, 3.0, 10.0], "a missing or NaN point counts no series");
+        assert_eq!(sd[0], 2.0, "sample sd of 1, 3, 5");
+        assert!((sd[1] - 2f64.sqrt()).abs() < 1e-12);
+        assert_eq!(sd[2], 0.0, "one series left: no spread");
+        let (m, s) = mean_sd(&[&[f64::NAN]]);
+        assert!(m[0].is_nan() && s[0].is_nan());
+        assert_eq!(mean_sd(&[]), (vec![], vec![]));
+
+        let run = |i: f64, s: f64| {
+            vec![
+                ("infected".to_string(), vec![i, i + 2.0]),
+                ("susceptible".to_string(), vec![s]),
+            ]
+        };
+        let bands = mean_bands(&[&run(1.0, 9.0), &run(3.0, 7.0), &[("infected".to_string(), vec![5.0])]]);
+        let names: Vec<(&str, usize)> = bands.iter().map(|b| (b.name.as_str(), b.runs)).collect();
+        assert_eq!(names, [("infected", 3), ("susceptible", 2)]);
+        assert_eq!(bands[0].mean, [3.0, 4.0]);
+        assert_eq!(
+            (bands[0].lo.clone(), bands[0].hi.clone()),
+            (vec![1.0, 4.0 - 2f64.sqrt()], vec![5.0, 4.0 + 2f64.sqrt()])
+        );
+        assert_eq!((bands[1].mean[0], bands[1].lo[0]), (8.0, 8.0 - 2f64.sqrt()));
+
+        let f = TEST_FRAME;
+        let axis = Axis::over(&[&[90.0, 110.0]], 3).unwrap();
+        // Along the top bound, then back along the bottom one; a gap drops its point.
+        assert_eq!(
+            f.band(&[90.0, 95.0, f64::NAN], &[100.0, 110.0, 105.0], &axis, |i| f.x(i, 3)),
+            "20.0,60.0 120.0,10.0 120.0,85.0 20.0,110.0"
+        );
+        // Categories sit in the middle of equal slots, and the cursor finds its slot.
+        assert_eq!((f.slot_x(0, 2), f.slot_x(1, 2)), (70.0, 170.0));
+        assert_eq!(f.slot_at(119.0, 2), Some(0));
+        assert_eq!(f.slot_at(121.0, 2), Some(1));
+        assert_eq!(f.slot_at(999.0, 2), Some(1));
+        assert_eq!(f.slot_at(0.0, 2), Some(0));
+        assert_eq!(f.slot_at(50.0, 0), None);
+    }
+
+    #[test]
+    fn series_share_the_frame_and_the_cursor_finds_the_nearest_point() {
+        let f = TEST_FRAME;
         let axis = Axis::over(&[&[100.0, 110.0, 105.0], &[90.0, 100.0]], 3).unwrap();
         assert_eq!((axis.lo, axis.hi), (90.0, 110.0));
         assert_eq!(

@@ -5,7 +5,7 @@
 
 use leptos::html;
 use leptos::prelude::*;
-use serde_json::Value;
+use simtree_shared::NodeView;
 
 use crate::api::{self, ApiError};
 use crate::app::{Tree, ctx};
@@ -15,11 +15,11 @@ use crate::route::Route;
 
 /// The selected node's series as CSV: the equity curve of a trading node, the tracked
 /// variables of an ABM node; `None` for a social node (it has no series).
-async fn series_of(tree: u64, node: u64, view: &Value) -> Result<Option<String>, ApiError> {
-    Ok(match view["kind"].as_str() {
-        Some("trading") => Some(equity_csv(view)),
-        Some("abm") => Some(series_csv(&abm_series(&api::node_logs(tree, node).await?))),
-        _ => None,
+async fn series_of(tree: u64, node: u64, view: &NodeView) -> Result<Option<String>, ApiError> {
+    Ok(match view {
+        NodeView::Trading(t) => Some(equity_csv(&t.equity_curve, &t.buy_and_hold_curve)),
+        NodeView::Abm(_) => Some(series_csv(&abm_series(&api::node_logs(tree, node).await?))),
+        NodeView::Social(_) => None,
     })
 }
 
@@ -31,7 +31,7 @@ fn chart_markup() -> Option<String> {
 }
 
 #[component]
-pub fn DataPanel(tree: Tree, node_view: RwSignal<Option<Value>>) -> impl IntoView {
+pub fn DataPanel(tree: Tree, node_view: RwSignal<Option<NodeView>>) -> impl IntoView {
     let ctx = ctx();
     let ids = move || Some((tree.id.get_untracked()?, tree.selected.get_untracked()?));
     let export = move |_| {
@@ -89,7 +89,7 @@ pub fn DataPanel(tree: Tree, node_view: RwSignal<Option<Value>>) -> impl IntoVie
             ctx.error(e);
         }
     };
-    let has_series = move || node_view.with(|v| v.as_ref().is_some_and(|v| v["kind"] != "social"));
+    let has_series = move || node_view.with(|v| v.as_ref().is_some_and(|v| v.social().is_none()));
     let no_node = move || tree.selected.get().is_none();
     view! {
         <section id="data-panel" class="panel data">

@@ -8,7 +8,10 @@
 //! expects. Custom JSON stays the expert mode beside these forms.
 
 use serde_json::{Map, Value};
+use simtree_shared::abm::{AbmOutline, AbmVariable};
 use simtree_shared::{LogEntry, Op};
+
+use crate::chart::abm_steps_of;
 
 use crate::ops::Kind;
 
@@ -126,12 +129,7 @@ pub fn parse_value(ty: FieldType, text: &str) -> Result<Value, String> {
 
 /// The tracked values of the last `abm_step` entry (sourceName → value).
 pub fn last_abm_values(entries: &[LogEntry]) -> Map<String, Value> {
-    entries
-        .iter()
-        .rev()
-        .find(|e| e.kind == "abm_step")
-        .and_then(|e| e.data["values"].as_object().cloned())
-        .unwrap_or_default()
+    abm_steps_of(entries).next_back().map(|s| s.values).unwrap_or_default()
 }
 
 /// The agents of `agent_type` the node has, by id, each with its value of `attr` (or of the
@@ -142,7 +140,12 @@ pub fn last_abm_values(entries: &[LogEntry]) -> Map<String, Value> {
 /// 1, 2, … as they are made, so the ids are certain only for a model with one agent type whose
 /// population is the same at the first and the last step; any other model (or a node with no
 /// step yet) gets `None`, and the id stays a free entry.
-pub fn abm_agent_ids(model: &Value, entries: &[LogEntry], agent_type: &str, attr: &str) -> Option<Vec<(u64, String)>> {
+pub fn abm_agent_ids(
+    model: &AbmOutline,
+    entries: &[LogEntry],
+    agent_type: &str,
+    attr: &str,
+) -> Option<Vec<(u64, String)>> {
     let types: Vec<String> = crate::chart::abm_structure(model)
         .agents
         .into_iter()
@@ -151,17 +154,17 @@ pub fn abm_agent_ids(model: &Value, entries: &[LogEntry], agent_type: &str, attr
     if types != [agent_type] {
         return None;
     }
-    let mut steps = entries.iter().filter(|e| e.kind == "abm_step");
+    let mut steps = abm_steps_of(entries);
     let first = steps.next()?;
-    let last = steps.next_back().unwrap_or(first);
+    let last = steps.next_back().unwrap_or_else(|| first.clone());
     let prefix = format!("agent.{agent_type}.agentAttribute.");
-    let values = last.data["values"].as_object()?;
+    let values = &last.values;
     let (key, list) = values
         .get_key_value(&format!("{prefix}{attr}"))
         .filter(|(_, v)| v.is_array())
         .or_else(|| values.iter().find(|(k, v)| k.starts_with(&prefix) && v.is_array()))?;
     let list = list.as_array()?;
-    let at_first = first.data["values"][key].as_array()?.len();
+    let at_first = first.values.get(key)?.as_array()?.len();
     if at_first != list.len() {
         return None;
     }
@@ -202,11 +205,12 @@ fn summarise(values: &[Value]) -> (Option<Value>, String) {
     }
 }
 
-fn field(decl: &Value, values: &Map<String, Value>) -> Option<Field> {
-    let name = decl["name"].as_str()?.to_string();
-    let initial = decl["initialValue"].clone();
-    let tracked = decl["sourceName"].as_str().and_then(|s| values.get(s));
-    let (current, now) = match tracked {
+fn field(decl: &AbmVariable, values: &Map<String, Value>) -> Option<Field> {
+    if decl.name.is_empty() {
+        return None;
+    }
+    let initial = decl.initial_value.clone();
+    let (current, now) = match values.get(&decl.source_name) {
         Some(Value::Array(list)) => {
             let (one, words) = summarise(list);
             (one.unwrap_or_else(|| initial.clone()), words)
@@ -215,48 +219,30 @@ fn field(decl: &Value, values: &Map<String, Value>) -> Option<Field> {
         None => (initial.clone(), format!("{} (initial)", value_text(&initial))),
     };
     Some(Field {
-        name,
-        ty: FieldType::of_decl(decl["type"].as_str().unwrap_or("")),
+        name: decl.name.clone(),
+        ty: FieldType::of_decl(&decl.var_type),
         current,
         now,
-        description: decl["description"].as_str().unwrap_or("").to_string(),
+        description: decl.description.clone(),
     })
 }
 
 /// The fields of an abm-quant `model`, with the current values from `values` (see
 /// [`last_abm_values`]) where tracked, else the declared initial values.
-pub fn abm_fields(model: &Value, values: &Map<String, Value>) -> AbmFields {
-    let list = |v: &Value| -> Vec<Field> {
-        v.as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|d| field(d, values))
-            .collect()
-    };
+pub fn abm_fields(model: &AbmOutline, values: &Map<String, Value>) -> AbmFields {
+    let list =
+        |v: &Option<Vec<AbmVariable>>| -> Vec<Field> { v.iter().flatten().filter_map(|d| field(d, values)).collect() };
     let mut agents: Vec<(String, Vec<Field>)> = Vec::new();
-    // `agents` is a list of groups of agent definitions; the type is in each attribute's
-    // sourceName (`agent.<Type>.agentAttribute.<name>`).
-    let defs = model["agents"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|g| g.as_array().cloned().unwrap_or_else(|| vec![g.clone()]));
-    for def in defs {
-        for decl in def["agentAttributes"].as_array().into_iter().flatten() {
-            let mut parts = decl["sourceName"].as_str().unwrap_or("").split('.');
-            let (Some("agent"), Some(kind)) = (parts.next(), parts.next()) else {
-                continue;
-            };
-            let Some(f) = field(decl, values) else { continue };
-            match agents.iter_mut().find(|(k, _)| k == kind) {
-                Some((_, fs)) => fs.push(f),
-                None => agents.push((kind.to_string(), vec![f])),
-            }
+    for (kind, decl) in model.agent_attributes() {
+        let Some(f) = field(decl, values) else { continue };
+        match agents.iter_mut().find(|(k, _)| k == kind) {
+            Some((_, fs)) => fs.push(f),
+            None => agents.push((kind.to_string(), vec![f])),
         }
     }
     AbmFields {
-        globals: list(&model["globalVariables"]),
-        environment: list(&model["environment"]["environmentAttributes"]),
+        globals: list(&model.global_variables),
+        environment: list(&model.environment.environment_attributes),
         agents,
     }
 }
@@ -457,7 +443,11 @@ mod tests {
         serde_json::to_value(op.unwrap()).unwrap()
     }
 
-    fn sir() -> Value {
+    fn sir() -> AbmOutline {
+        serde_json::from_value(sir_json()).unwrap()
+    }
+
+    fn sir_json() -> Value {
         json!({
             "globalVariables": [
                 {"name": "infectionRate", "type": "number", "initialValue": 0.05, "sourceName": "globalVariable.infectionRate", "description": "chance"},
@@ -526,11 +516,12 @@ mod tests {
             None,
             "agents came or went"
         );
-        let mut two = sir();
+        let mut two = sir_json();
         two["agents"][0]
             .as_array_mut()
             .unwrap()
             .push(json!({"agentAttributes": [{"name": "x", "sourceName": "agent.Cell.agentAttribute.x"}]}));
+        let two: AbmOutline = serde_json::from_value(two).unwrap();
         assert_eq!(
             abm_agent_ids(&two, &logs, "Person", "status"),
             None,

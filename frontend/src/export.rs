@@ -3,8 +3,8 @@
 //! document, and the names those files get. The browser side (a Blob and a download link) is in
 //! `api`.
 
-use serde_json::Value;
 use simtree_shared::LogEntry;
+use simtree_shared::trading::EquityPoint;
 
 /// One JSON object per line, as `simtree run --out` writes logs.
 pub fn logs_jsonl(entries: &[LogEntry]) -> String {
@@ -25,24 +25,15 @@ fn cell(text: &str) -> String {
 }
 
 /// `date,strategy,buy_and_hold` from a trading view's two curves (joined by date).
-pub fn equity_csv(view: &Value) -> String {
-    let curve = |k: &str| -> Vec<(String, f64)> {
-        view[k]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|p| Some((p["date"].as_str()?.to_string(), p["value"].as_f64()?)))
-            .collect()
-    };
-    let bench = curve("buy_and_hold_curve");
+pub fn equity_csv(strategy: &[EquityPoint], buy_and_hold: &[EquityPoint]) -> String {
     let mut out = String::from("date,strategy,buy_and_hold\n");
-    for (date, v) in curve("equity_curve") {
-        let b = bench
+    for p in strategy {
+        let b = buy_and_hold
             .iter()
-            .find(|(d, _)| *d == date)
-            .map(|(_, b)| b.to_string())
+            .find(|b| b.date == p.date)
+            .map(|b| b.value.to_string())
             .unwrap_or_default();
-        out.push_str(&format!("{},{v},{b}\n", cell(&date)));
+        out.push_str(&format!("{},{},{b}\n", cell(&p.date), p.value));
     }
     out
 }
@@ -104,12 +95,13 @@ mod tests {
 
     #[test]
     fn the_equity_csv_joins_both_curves_by_date() {
-        let v = json!({
-            "equity_curve": [{"date": "2012-06-01", "value": 100000.0}, {"date": "2012-06-04", "value": 101000.5}],
-            "buy_and_hold_curve": [{"date": "2012-06-04", "value": 99000.0}]
-        });
+        let point = |date: &str, value: f64| EquityPoint {
+            date: date.into(),
+            value,
+        };
+        let strategy = [point("2012-06-01", 100000.0), point("2012-06-04", 101000.5)];
         assert_eq!(
-            equity_csv(&v),
+            equity_csv(&strategy, &[point("2012-06-04", 99000.0)]),
             "date,strategy,buy_and_hold\n2012-06-01,100000,\n2012-06-04,101000.5,99000\n"
         );
     }

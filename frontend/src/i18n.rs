@@ -240,6 +240,71 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
         "usage.calls" => ("calls", "次调用"),
         "usage.tokens" => ("tokens", "令牌"),
         "usage.budget" => ("budget", "预算"),
+        "sweep.title" => ("Sweeps", "参数扫描"),
+        "sweep.none" => (
+            "No sweeps yet: start one from the selected node below.",
+            "还没有扫描：可在下方从所选节点开始一次扫描。",
+        ),
+        "sweep.from" => ("from", "起点"),
+        "sweep.progress" => (
+            "{{done}}/{{total}} runs done · {{pending}} running · {{failed}} failed",
+            "已完成 {{done}}/{{total}} 次运行 · 运行中 {{pending}} · 失败 {{failed}}",
+        ),
+        "sweep.cell" => ("Cell", "单元"),
+        "sweep.runs" => ("Runs", "运行"),
+        "sweep.running" => ("running", "运行中"),
+        "sweep.failed" => ("failed", "失败"),
+        "sweep.pickCell" => ("Select this cell's node in the graph", "在图中选中该单元的节点"),
+        "sweep.new" => ("New sweep from node", "从节点新建扫描"),
+        "sweep.json" => (
+            "Edit as JSON (expert: several axes)",
+            "以 JSON 编辑（专家模式：多个轴）",
+        ),
+        "sweep.axis" => ("Axis label", "轴名称"),
+        "sweep.op" => ("Op template (JSON)", "操作模板（JSON）"),
+        "sweep.field" => ("Field varied (dotted path in the op)", "变化的字段（操作内的点分路径）"),
+        "sweep.values" => ("Values (comma-separated)", "取值（逗号分隔）"),
+        "sweep.replicates" => ("Replicates", "重复次数"),
+        "sweep.turns" => ("Turns / steps", "轮数 / 步数"),
+        "sweep.seed" => ("Seed", "种子"),
+        "sweep.metrics" => (
+            "Metrics, one a line: name = reduction (max:var, metric:sharpe, count:event, state:key)",
+            "指标，每行一个：名称 = 归约（max:变量、metric:sharpe、count:事件、state:键）",
+        ),
+        "sweep.start" => ("Start sweep", "开始扫描"),
+        "sweep.errOp" => ("The op template must be a JSON object.", "操作模板必须是 JSON 对象。"),
+        "sweep.errValues" => ("Give at least one value.", "请至少给出一个取值。"),
+        "sweep.errReplicates" => ("Replicates must be a whole number ≥ 1.", "重复次数必须是 ≥ 1 的整数。"),
+        "sweep.errTurns" => ("Turns must be a whole number.", "轮数必须是整数。"),
+        "sweep.errSeed" => ("The seed must be a whole number ≥ 0.", "种子必须是 ≥ 0 的整数。"),
+        "sweep.errMetrics" => (
+            "Name at least one metric, one a line as name = reduction.",
+            "请至少给出一个指标，每行一个，格式为 名称 = 归约。",
+        ),
+        "sweep.errJson" => ("The sweep file must be a JSON object.", "扫描文件必须是 JSON 对象。"),
+        "overlay.siblings" => (
+            "Overlay its siblings (a sweep cell's other replicates)",
+            "叠加其兄弟节点（扫描单元的其他重复）",
+        ),
+        "overlay.band" => ("Mean ± sd band of the overlaid runs", "叠加运行的均值 ± 标准差带"),
+        "overlay.hint" => (
+            "Shift-click another node to overlay its series (dashed).",
+            "按住 Shift 点击另一个节点可叠加其序列（虚线）。",
+        ),
+        "create.llm" => ("LLM player", "LLM 玩家"),
+        "create.llmMock" => ("mock (offline, upstream's replies)", "mock（离线，上游的回复）"),
+        "create.llmScripted" => (
+            "scripted (offline, plays by the rules so games end)",
+            "scripted（离线，按规则行动，游戏能结束）",
+        ),
+        "create.llmServer" => ("the server's LLM settings", "服务器的 LLM 设置"),
+        "create.llmNote" => (
+            "The server does not report which provider it is configured with (LLM_* variables, --llm-config): choose “the server's LLM settings” to use it.",
+            "服务器不会报告其配置的提供方（LLM_* 变量、--llm-config）：如需使用，请选择“服务器的 LLM 设置”。",
+        ),
+        "overlay.mean" => ("mean", "均值"),
+        "chart.buy" => ("buy", "买入"),
+        "chart.sell" => ("sell", "卖出"),
         _ => (key, key),
     };
     match lang {
@@ -278,6 +343,8 @@ mod tests {
             include_str!("branch.rs"),
             include_str!("data.rs"),
             include_str!("trees.rs"),
+            include_str!("sweep_view.rs"),
+            include_str!("plot.rs"),
         ];
         let mut keys = Vec::new();
         for src in sources {
@@ -288,6 +355,7 @@ mod tests {
             }
         }
         assert!(keys.len() > 40, "found only {} keys", keys.len());
+        keys.extend(crate::sweep::FORM_ERRORS.iter().map(|k| k.to_string()));
         for key in keys {
             let key: &'static str = Box::leak(key.into_boxed_str());
             let zh = t(Lang::Zh, key);

@@ -2,7 +2,8 @@
 //!
 //! Pure logic — the graph reducer, context deltas, event formatting, the tree layout, routes,
 //! i18n, node comparison, op labels — lives in plain modules tested on the native target
-//! (`model`, `layout`, `route`, `i18n`, `compare`, `ops`, `chart`, `editors`, `export`, `when`). Components (`app`, `graph`, `pages`) only wire it to the DOM, and
+//! (`model`, `layout`, `route`, `i18n`, `compare`, `ops`, `chart`, `editors`, `export`, `when`,
+//! `sweep`). Components (`app`, `graph`, `pages`, `sweep_view`) only wire it to the DOM, and
 //! `api` talks to the server (fetch, WebSockets); `plot` draws [`chart`]'s line charts.
 
 pub mod chart;
@@ -14,6 +15,7 @@ pub mod layout;
 pub mod model;
 pub mod ops;
 pub mod route;
+pub mod sweep;
 pub mod when;
 
 mod api;
@@ -24,6 +26,7 @@ mod graph;
 mod graph_canvas;
 mod pages;
 mod plot;
+mod sweep_view;
 mod trees;
 
 use wasm_bindgen::prelude::*;

@@ -13,8 +13,12 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use serde_json::Value;
-use simtree_shared::{EdgeType, Graph, GraphEdge, LogEntry, NodeState, NodeStatus, Op, Summary, TreeMsg};
+use simtree_shared::abm::AbmStep;
+use simtree_shared::trading::{DecisionBrief, DecisionEvent};
+use simtree_shared::{
+    ActionEnd, AgentErrorEvent, Broadcast, CtxDelta, EdgeType, Graph, GraphEdge, LandlordDeal, LogEntry, NodeState,
+    NodeStatus, Op, Summary, TreeMsg,
+};
 
 /// The tree as drawn: nodes with depth, edges with type, running ids, each node's status, the
 /// ops that made it and the reason of a failed run.
@@ -381,9 +385,7 @@ impl NodeView {
             self.events.push(entry);
             return;
         }
-        let d = &entry.data;
-        let (Some(agent), Some(role), Some(content)) = (d["agent"].as_str(), d["role"].as_str(), d["content"].as_str())
-        else {
+        let Some(CtxDelta { agent, role, content }) = entry.payload() else {
             return;
         };
         let view = match self.agents.iter_mut().position(|a| a.name == agent) {
@@ -397,11 +399,11 @@ impl NodeView {
             }
         };
         match view.memory.last_mut() {
-            Some((r, text)) if r == role => {
+            Some((r, text)) if *r == role => {
                 text.push('\n');
-                text.push_str(content);
+                text.push_str(&content);
             }
-            _ => view.memory.push((role.to_string(), content.to_string())),
+            _ => view.memory.push((role, content)),
         }
     }
 }
@@ -416,94 +418,68 @@ pub struct EventLine {
     pub text: String,
 }
 
-fn s<'a>(v: &'a Value, k: &str) -> &'a str {
-    v.get(k).and_then(Value::as_str).unwrap_or("")
-}
-
 /// Formats a log entry the way the DevUI's event panel does.
 pub fn event_line(e: &LogEntry) -> Option<EventLine> {
-    let d = &e.data;
+    let line = |kind: &'static str, label: String, agent: Option<String>, text: String| EventLine {
+        kind,
+        label,
+        agent,
+        text,
+    };
     match e.kind.as_str() {
-        "system_broadcast" if s(d, "type") == "PublicEvent" => Some(EventLine {
-            kind: "event",
-            label: "[Event]".into(),
-            agent: None,
-            text: s(d, "text").into(),
-        }),
+        "system_broadcast" => {
+            let b: Broadcast = e.payload()?;
+            (b.class == "PublicEvent").then(|| line("event", "[Event]".into(), None, b.text))
+        }
         "action_end" => {
-            let name = s(&d["action"], "action");
-            match name {
+            let end: ActionEnd = e.payload()?;
+            match end.name() {
                 "yield" | "" => None,
                 "send_message" => {
-                    let text = d["result"]["message"]
-                        .as_str()
-                        .or_else(|| d["action"]["message"].as_str())
-                        .or_else(|| d["summary"].as_str())
-                        .unwrap_or("");
-                    Some(EventLine {
-                        kind: "message",
-                        label: "[Action]".into(),
-                        agent: Some(s(d, "agent").into()),
-                        text: text.into(),
-                    })
+                    let text = end.message().unwrap_or("").to_string();
+                    Some(line("message", "[Action]".into(), Some(end.agent), text))
                 }
-                other => Some(EventLine {
-                    kind: "action",
-                    label: format!("[Action {other}]"),
-                    agent: None,
-                    text: d["summary"].as_str().unwrap_or("").into(),
-                }),
+                other => Some(line(
+                    "action",
+                    format!("[Action {other}]"),
+                    None,
+                    end.summary.clone().unwrap_or_default(),
+                )),
             }
         }
         "landlord_deal" => {
-            let bottom: Vec<&str> = d["bottom"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .collect();
-            Some(EventLine {
-                kind: "deal",
-                label: "[Deal]".into(),
-                agent: None,
-                text: format!("Bottom: {}", bottom.join(" ")),
-            })
+            let deal: LandlordDeal = e.payload().unwrap_or_default();
+            Some(line(
+                "deal",
+                "[Deal]".into(),
+                None,
+                format!("Bottom: {}", deal.bottom.join(" ")),
+            ))
         }
         "decision_point" => {
-            let log = &d["log"];
-            Some(EventLine {
-                kind: "action",
-                label: "[Decision]".into(),
-                agent: None,
-                text: format!(
-                    "{}: {} → {}",
-                    s(log, "case_id"),
-                    s(&log["agent_output"], "text"),
-                    s(&log["execution_result"], "message")
-                ),
-            })
+            let d: DecisionEvent<DecisionBrief> = e.payload()?;
+            let log = d.log;
+            let text = format!(
+                "{}: {} → {}",
+                log.case_id, log.agent_output.text, log.execution_result.message
+            );
+            Some(line("action", "[Decision]".into(), None, text))
         }
         "abm_step" => {
-            let values = d["values"].as_object().map(|m| {
-                m.iter()
-                    .filter(|(_, v)| v.is_number())
-                    .map(|(k, v)| format!("{}={v}", k.rsplit('.').next().unwrap_or(k)))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            });
-            Some(EventLine {
-                kind: "action",
-                label: format!("[Step {}]", d["step"]),
-                agent: None,
-                text: values.unwrap_or_default(),
-            })
+            let step: AbmStep = e.payload()?;
+            let values = step
+                .values
+                .iter()
+                .filter(|(_, v)| v.is_number())
+                .map(|(k, v)| format!("{}={v}", k.rsplit('.').next().unwrap_or(k)))
+                .collect::<Vec<_>>()
+                .join(" ");
+            Some(line("action", format!("[Step {}]", step.step), None, values))
         }
-        "agent_error" => Some(EventLine {
-            kind: "error",
-            label: "[Error]".into(),
-            agent: Some(s(d, "agent").into()),
-            text: s(d, "error").into(),
-        }),
+        "agent_error" => {
+            let err: AgentErrorEvent = e.payload()?;
+            Some(line("error", "[Error]".into(), Some(err.agent), err.error))
+        }
         _ => None,
     }
 }
@@ -557,7 +533,7 @@ pub fn parse_count(text: &str, default: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
     use simtree_shared::{Attached, GraphNode};
 
     fn attached(node: u64, parent: Option<u64>, depth: u32, edge: EdgeType) -> TreeMsg {
@@ -711,7 +687,10 @@ mod tests {
         );
         let dp = e(
             "decision_point",
-            json!({"log": {"case_id": "x:3", "agent_output": {"text": "hold"}, "execution_result": {"message": "accepted"}}}),
+            json!({
+                "log": {"case_id": "x:3", "agent_output": {"text": "hold"}, "execution_result": {"message": "accepted"}},
+                "portfolio": {"cash": 100.0, "positions": {}}, "value": 100.0, "done": false
+            }),
         );
         assert_eq!(event_line(&dp).unwrap().text, "x:3: hold → accepted");
         let step = e(
@@ -726,7 +705,7 @@ mod tests {
     fn dp_entry() -> LogEntry {
         LogEntry {
             kind: "decision_point".into(),
-            data: json!({"log": {"case_id": "c"}}),
+            data: json!({"log": {"case_id": "c"}, "portfolio": {"cash": 1.0}, "value": 1.0, "done": true}),
             node: 1,
         }
     }

@@ -7,7 +7,7 @@
 //! request is sent: which ops deserve a confirmation, and when a node cannot be advanced.
 
 use serde_json::Value;
-use simtree_shared::{EdgeType, Op};
+use simtree_shared::{EdgeType, NodeView, Op};
 
 /// Shortens `text` to `max` characters, with an ellipsis when cut.
 pub fn ellipsis(text: &str, max: usize) -> String {
@@ -199,12 +199,12 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// From the `kind` field of a node view.
-    pub fn of_view(view: &Value) -> Kind {
-        match view["kind"].as_str() {
-            Some("trading") => Kind::Trading,
-            Some("abm") => Kind::Abm,
-            _ => Kind::Social,
+    /// The kind of a node view.
+    pub fn of_view(view: &NodeView) -> Kind {
+        match view {
+            NodeView::Trading(_) => Kind::Trading,
+            NodeView::Abm(_) => Kind::Abm,
+            NodeView::Social(_) => Kind::Social,
         }
     }
 
@@ -237,34 +237,27 @@ impl Kind {
 
 /// A short name of what a tree simulates, from its root's view: the scene, the trading episode
 /// or the model.
-pub fn scenario_label(view: &Value) -> String {
-    let pick = |k: &str| view[k].as_str().map(str::to_string);
-    match Kind::of_view(view) {
-        Kind::Social => pick("scene").unwrap_or_else(|| "social".into()),
-        Kind::Trading => pick("episode_id").unwrap_or_else(|| "trading".into()),
-        Kind::Abm => view["model"]["name"]
-            .as_str()
-            .or_else(|| view["model"]["title"].as_str())
-            .map_or_else(|| "agent-based model".into(), str::to_string),
+pub fn scenario_label(view: &NodeView) -> String {
+    match view {
+        NodeView::Social(v) => v.scene.clone(),
+        NodeView::Trading(v) => v.episode_id.clone(),
+        // abm-quant models carry no name of their own.
+        NodeView::Abm(_) => "agent-based model".into(),
     }
 }
 
 /// Why a node cannot usefully be advanced (its episode is over, its model terminated); `None`
 /// when it can. Advancing it anyway would only make an empty child.
-pub fn finished_reason(view: &Value) -> Option<String> {
-    match Kind::of_view(view) {
-        Kind::Trading if view["done"].as_bool() == Some(true) => Some(format!(
+pub fn finished_reason(view: &NodeView) -> Option<String> {
+    match view {
+        NodeView::Trading(v) if v.done => Some(format!(
             "the episode is finished ({} of {} decision points)",
-            view["next_decision_point"], view["decision_points"]
+            v.next_decision_point, v.decision_points
         )),
-        Kind::Abm if !view["terminated"].is_null() => Some(format!(
-            "the model terminated at step {}{}",
-            view["steps"],
-            view["terminated"]["reason"]
-                .as_str()
-                .map(|r| format!(" ({r})"))
-                .unwrap_or_default()
-        )),
+        NodeView::Abm(v) => v
+            .terminated
+            .as_ref()
+            .map(|t| format!("the model terminated at step {} ({})", v.steps, t.reason)),
         _ => None,
     }
 }
@@ -360,14 +353,38 @@ mod tests {
         );
     }
 
+    /// A node view of `fields`' kind: `fields` over an empty view of that kind.
+    fn view(fields: Value) -> NodeView {
+        let performance = json!({"total_return": 0.0, "annualised_return": 0.0, "volatility": 0.0, "sharpe": null, "max_drawdown": 0.0});
+        let mut v = match fields["kind"].as_str() {
+            Some("trading") => json!({
+                "episode_id": "e", "agent_id": "a", "agent": {"kind": "buy_and_hold"}, "tickers": [],
+                "decision_points": 0, "next_decision_point": 0, "done": false, "current_date": null,
+                "next_date": null, "portfolio": {"cash": 0.0}, "portfolio_value": 0.0, "pending_case_data": [],
+                "equity_curve": [], "buy_and_hold_curve": [], "trades": [],
+                "metrics": {"episode_id": "e", "agent_id": "a", "start_date": null, "end_date": null, "days": 0,
+                    "initial_value": 0.0, "final_value": 0.0, "strategy": performance, "buy_and_hold": performance,
+                    "buy_and_hold_final_value": 0.0, "decision_points": 0, "num_trades": 0, "rejected_decisions": 0}
+            }),
+            Some("abm") => {
+                json!({"model": {}, "seed": 0, "steps": 0, "terminated": null, "pending": [], "snapshot_bytes": null})
+            }
+            _ => json!({"scene": "", "state": {}}),
+        };
+        for (k, x) in fields.as_object().unwrap() {
+            v[k] = x.clone();
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
     #[test]
     fn finished_nodes_and_destructive_ops_are_recognised() {
-        let done = json!({"kind": "trading", "done": true, "next_decision_point": 146, "decision_points": 146});
+        let done = view(json!({"kind": "trading", "done": true, "next_decision_point": 146, "decision_points": 146}));
         assert!(finished_reason(&done).unwrap().contains("146 of 146"));
-        assert_eq!(finished_reason(&json!({"kind": "trading", "done": false})), None);
-        let ended = json!({"kind": "abm", "steps": 12, "terminated": {"reason": "no infected"}});
+        assert_eq!(finished_reason(&view(json!({"kind": "trading", "done": false}))), None);
+        let ended = view(json!({"kind": "abm", "steps": 12, "terminated": {"reason": "no infected"}}));
         assert!(finished_reason(&ended).unwrap().contains("step 12 (no infected)"));
-        assert_eq!(finished_reason(&json!({"kind": "abm", "terminated": null})), None);
+        assert_eq!(finished_reason(&view(json!({"kind": "abm", "terminated": null}))), None);
         assert!(
             needs_confirm(&op(
                 json!({"op": "agent_plan_replace", "name": "Ann", "plan_state": {}})
@@ -382,7 +399,7 @@ mod tests {
         );
         assert!(needs_confirm(&op(json!({"op": "public_broadcast", "text": ""}))).is_none());
         assert_eq!(
-            scenario_label(&json!({"kind": "social", "scene": "council"})),
+            scenario_label(&view(json!({"kind": "social", "scene": "council"}))),
             "council"
         );
     }

@@ -5,18 +5,23 @@
 
 use leptos::html;
 use leptos::prelude::*;
-use serde_json::Value;
-use simtree_shared::{NodeInfo, NodeStatus, ScenarioSummary, TreeMsg};
+use simtree_shared::abm::AbmView;
+use simtree_shared::trading::{EpisodeMetrics, EquityPoint, ExecutedTrade, Performance, Side, TradingView};
+// The wire's kind-specific view; `NodeView` here is the model's event/agent view of a node.
+use simtree_shared::{CreateRequest, NodeInfo, NodeStatus, NodeView as KindView, ScenarioSummary, SimKind, TreeMsg};
 
 use crate::api::{self, ApiError, Socket};
 use crate::app::{Conn, Link, Tree, ctx, set_title};
 use crate::branch::BranchEditor;
-use crate::chart::{AbmStructure, COLOURS, Tracked, abm_series, abm_steps, abm_structure, pct, short_name};
+use crate::chart::{
+    AbmStructure, COLOURS, Tracked, Trade, abm_series, abm_steps, abm_structure, mean_bands, pct, short_name,
+    trade_marks,
+};
 use crate::compare::{Comparison, compare};
 use crate::graph::{GraphView, Legend, Stats, UsageLine, node_summary, status_name};
 use crate::model::{EventLine, NodeView, event_line, parse_count, viewer_line};
 use crate::ops::finished_reason;
-use crate::plot::{Line, LineChart};
+use crate::plot::{Band, Line, LineChart};
 use crate::route::Route;
 
 #[component]
@@ -122,6 +127,7 @@ pub fn SimTreePage(tree_id: Option<u64>) -> impl IntoView {
     let width = side_width();
     view! {
         <Show when=move || tree.conn.get() != Conn::NotFound fallback=move || view! { <NotFound tree /> }>
+            // The side pane's width is the splitter's live value: the one style set inline.
             <div class="page simtree workspace" style=move || format!("--side:{:.0}px", width.get())>
                 <div class="graph-pane">
                     <TreeBar tree />
@@ -137,6 +143,7 @@ pub fn SimTreePage(tree_id: Option<u64>) -> impl IntoView {
                     <OpsPanel tree node_view details=true />
                     <BranchEditor tree node_view />
                     <ComparePanel tree />
+                    <crate::sweep_view::SweepPanel tree />
                     <NodeDetails tree view_state=node_view />
                     <crate::data::DataPanel tree node_view />
                     <CreatePanel studio=false tree=tree />
@@ -171,7 +178,13 @@ fn TreeBar(tree: Tree) -> impl IntoView {
     }
 }
 
-/// Scenario picker and Create / Refresh.
+/// The LLM choices of the create form: the offline mock (the default), and the server's own LLM
+/// settings, which the form sends as no `llm` at all (the server does not say which provider it
+/// is configured with, so the form cannot name it).
+const MOCK: &str = "mock";
+const SERVER_LLM: &str = "server";
+
+/// Scenario picker, seed, token budget, the LLM player (social scenes), and Create / Refresh.
 #[component]
 fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) -> impl IntoView {
     let ctx = ctx();
@@ -179,6 +192,12 @@ fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) -> impl IntoV
     let choice = RwSignal::new("simple_chat".to_string());
     let seed = RwSignal::new(String::new());
     let budget = RwSignal::new(String::new());
+    let llm = RwSignal::new(MOCK.to_string());
+    // The player matters to social scenes only (trading and ABM trees ignore it).
+    let social = move || {
+        let id = choice.get();
+        scenarios.with(|l| l.iter().find(|s| s.id == id).is_none_or(|s| s.kind == SimKind::Social))
+    };
     leptos::task::spawn_local(async move {
         match api::scenarios().await {
             Ok(list) => scenarios.set(list),
@@ -186,11 +205,14 @@ fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) -> impl IntoV
         }
     });
     let create = move |_| {
-        let scenario = choice.get();
-        let seed = seed.get().trim().parse::<u64>().ok();
-        let budget = budget.get().trim().parse::<u64>().ok();
+        let body = CreateRequest {
+            scenario: choice.get(),
+            seed: seed.get().trim().parse::<u64>().ok(),
+            token_budget: budget.get().trim().parse::<u64>().ok(),
+            llm: Some(llm.get()).filter(|l| social() && l != SERVER_LLM),
+        };
         leptos::task::spawn_local(async move {
-            match api::create_tree(&scenario, seed, budget).await {
+            match api::create_tree(&body).await {
                 Ok(r) => {
                     api::storage_set("devui:lastTreeId", &r.id.to_string());
                     ctx.navigate(if studio {
@@ -222,6 +244,17 @@ fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) -> impl IntoV
                 <label>{move || ctx.tr("create.budget")}</label>
                 <input id="budget-input" type="number" min="1" placeholder="∞" prop:value=move || budget.get() on:input=move |ev| budget.set(event_target_value(&ev)) />
             </div>
+            <Show when=social>
+                <div class="field">
+                    <label for="llm-select">{move || ctx.tr("create.llm")}</label>
+                    <select id="llm-select" on:change=move |ev| llm.set(event_target_value(&ev)) prop:value=move || llm.get()>
+                        <option value=MOCK>{move || ctx.tr("create.llmMock")}</option>
+                        <option value="scripted">{move || ctx.tr("create.llmScripted")}</option>
+                        <option value=SERVER_LLM>{move || ctx.tr("create.llmServer")}</option>
+                    </select>
+                    <p id="llm-note" class="hint muted">{move || ctx.tr("create.llmNote")}</p>
+                </div>
+            </Show>
             <div class="row">
                 <button id="create-btn" class="primary" on:click=create>{move || ctx.tr("common.create")}</button>
                 <button id="refresh-btn" disabled=move || tree.is_none() on:click=move |_| if let Some(t) = tree { t.refresh() }>
@@ -234,7 +267,7 @@ fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) -> impl IntoV
 
 /// What the selected node is: what made it, its status and failure reason, and a key figure.
 #[component]
-fn Inspector(tree: Tree, node_view: RwSignal<Option<Value>>) -> impl IntoView {
+fn Inspector(tree: Tree, node_view: RwSignal<Option<KindView>>) -> impl IntoView {
     let ctx = ctx();
     let info = RwSignal::new(None::<NodeInfo>);
     Effect::new(move |_| {
@@ -261,19 +294,18 @@ fn Inspector(tree: Tree, node_view: RwSignal<Option<Value>>) -> impl IntoView {
     };
     let figure = move || {
         node_view.with(|v| {
-            let v = v.as_ref()?;
-            Some(match v["kind"].as_str()? {
-                "trading" => format!(
+            Some(match v.as_ref()? {
+                KindView::Trading(v) => format!(
                     "{} · {} {}/{} · {} {}",
-                    v["current_date"].as_str().unwrap_or("–"),
+                    v.current_date.as_deref().unwrap_or("–"),
                     ctx.tr("inspector.decisions"),
-                    v["next_decision_point"],
-                    v["decision_points"],
+                    v.next_decision_point,
+                    v.decision_points,
                     ctx.tr("inspector.equity"),
-                    crate::ops::grouped(v["portfolio_value"].as_f64().unwrap_or(0.0))
+                    crate::ops::grouped(v.portfolio_value)
                 ),
-                "abm" => format!("{} {}", ctx.tr("inspector.step"), v["steps"]),
-                _ => format!("{}: {}", ctx.tr("inspector.scene"), v["scene"].as_str().unwrap_or("")),
+                KindView::Abm(v) => format!("{} {}", ctx.tr("inspector.step"), v.steps),
+                KindView::Social(v) => format!("{}: {}", ctx.tr("inspector.scene"), v.scene),
             })
         })
     };
@@ -332,7 +364,7 @@ enum Advance {
 
 /// Run leaves, advance, parallel run, chain run, stop, details, delete (with confirmation).
 #[component]
-fn OpsPanel(tree: Tree, node_view: RwSignal<Option<Value>>, details: bool) -> impl IntoView {
+fn OpsPanel(tree: Tree, node_view: RwSignal<Option<KindView>>, details: bool) -> impl IntoView {
     let ctx = ctx();
     let leaves = RwSignal::new("1".to_string());
     let steps = RwSignal::new("1".to_string());
@@ -486,7 +518,7 @@ fn ComparePanel(tree: Tree) -> impl IntoView {
     let ctx = ctx();
     let other = RwSignal::new(String::new());
     let result = RwSignal::new(None::<(u64, u64, Comparison)>);
-    let views = RwSignal::new(None::<(Value, Value)>);
+    let views = RwSignal::new(None::<(KindView, KindView)>);
     Effect::new(move |_| {
         if let Some(n) = tree.compare_with.get() {
             other.set(n.to_string());
@@ -574,10 +606,10 @@ fn ComparePanel(tree: Tree) -> impl IntoView {
                         }))}
                     </p>
                     {move || views.with(|v| match v {
-                        Some((a, b)) if a["kind"] == "trading" && b["kind"] == "trading" => Some(view! {
+                        Some((KindView::Trading(a), KindView::Trading(b))) => Some(view! {
                             <div id="compare-metrics" class="columns">
-                                <div>{metrics_table(a)}</div>
-                                <div>{metrics_table(b)}</div>
+                                <div>{metrics_table(&a.metrics)}</div>
+                                <div>{metrics_table(&b.metrics)}</div>
                             </div>
                         }),
                         _ => None,
@@ -885,8 +917,8 @@ pub fn SimViewer(tree_id: Option<u64>, node: u64) -> impl IntoView {
 }
 
 /// The kind-specific view of the selected node, re-read when it changes or its run finishes.
-fn node_view_signal(tree: Tree) -> RwSignal<Option<Value>> {
-    let view = RwSignal::new(None::<Value>);
+fn node_view_signal(tree: Tree) -> RwSignal<Option<KindView>> {
+    let view = RwSignal::new(None::<KindView>);
     Effect::new(move |_| {
         tree.last_msg.track();
         let (Some(t), Some(n)) = (tree.id.get(), tree.selected.get()) else {
@@ -903,172 +935,321 @@ fn node_view_signal(tree: Tree) -> RwSignal<Option<Value>> {
 }
 
 /// The metrics table of a trading view (strategy against buy-and-hold).
-fn metrics_table(v: &Value) -> impl IntoView + use<> {
-    let m = &v["metrics"];
-    let row = |label: &'static str, key: &'static str, pct_value: bool| {
-        let cell = |side: &str| {
-            let x = m[side][key].as_f64();
+fn metrics_table(m: &EpisodeMetrics) -> impl IntoView + use<> {
+    let row = |label: &'static str, figure: fn(&Performance) -> Option<f64>, pct_value: bool| {
+        let cell = |p: &Performance| {
+            let x = figure(p);
             if pct_value {
                 pct(x)
             } else {
                 x.map_or_else(|| "–".into(), |x| format!("{x:.2}"))
             }
         };
-        view! { <tr><td>{label}</td><td>{cell("strategy")}</td><td>{cell("buy_and_hold")}</td></tr> }
+        view! { <tr><td>{label}</td><td>{cell(&m.strategy)}</td><td>{cell(&m.buy_and_hold)}</td></tr> }
     };
-    let count = |k: &str| m[k].as_u64().unwrap_or(0).to_string();
     view! {
         <table class="metrics">
             <tr><th></th><th>"strategy"</th><th>"buy & hold"</th></tr>
-            {row("total return", "total_return", true)}
-            {row("annualised", "annualised_return", true)}
-            {row("volatility", "volatility", true)}
-            {row("Sharpe", "sharpe", false)}
-            {row("max drawdown", "max_drawdown", true)}
-            <tr><td>"trades / rejected"</td><td colspan="2">{count("num_trades")} " / " {count("rejected_decisions")}</td></tr>
+            {row("total return", |p| Some(p.total_return), true)}
+            {row("annualised", |p| Some(p.annualised_return), true)}
+            {row("volatility", |p| Some(p.volatility), true)}
+            {row("Sharpe", |p| p.sharpe, false)}
+            {row("max drawdown", |p| Some(p.max_drawdown), true)}
+            <tr><td>"trades / rejected"</td><td colspan="2">{m.num_trades.to_string()} " / " {m.rejected_decisions.to_string()}</td></tr>
         </table>
     }
+}
+
+/// The fills of a trading node's view, for the equity chart's markers.
+fn view_trades(trades: &[ExecutedTrade]) -> Vec<Trade> {
+    trades
+        .iter()
+        .map(|t| Trade {
+            date: t.timestamp.clone(),
+            buy: t.side == Side::Buy,
+            ticker: t.ticker.clone(),
+            quantity: t.quantity,
+            price: t.price,
+        })
+        .collect()
 }
 
 /// Equity curve (strategy and buy-and-hold), metrics and trades of a trading node; the scene
 /// state of a social node.
 #[component]
-fn NodeDetails(tree: Tree, view_state: RwSignal<Option<Value>>) -> impl IntoView {
+fn NodeDetails(tree: Tree, view_state: RwSignal<Option<KindView>>) -> impl IntoView {
     let ctx = ctx();
-    let body = move || {
-        let v = view_state.get()?;
-        if v["kind"] == "abm" {
-            return Some(view! { <AbmDetails tree view=v /> }.into_any());
+    // The overlay choices outlive the kind views, which are drawn anew with each re-read view.
+    let choice = OverlayChoice {
+        siblings: RwSignal::new(false),
+        band: RwSignal::new(false),
+    };
+    let body = move || match view_state.get()? {
+        KindView::Abm(v) => Some(view! { <AbmDetails tree view=v choice /> }.into_any()),
+        KindView::Social(v) => {
+            let state = serde_json::to_string_pretty(&v.state).unwrap_or_default();
+            Some(view! { <pre id="scene-state" class="json">{state}</pre> }.into_any())
         }
-        if v["kind"] != "trading" {
-            let state = serde_json::to_string_pretty(&v["state"]).unwrap_or_default();
-            return Some(view! { <pre id="scene-state" class="json">{state}</pre> }.into_any());
-        }
-        let points = |k: &str| v[k].as_array().cloned().unwrap_or_default();
-        let values = |k: &str| {
-            points(k)
-                .iter()
-                .map(|p| p["value"].as_f64().unwrap_or(f64::NAN))
-                .collect()
-        };
-        let dates = points("equity_curve")
-            .iter()
-            .map(|p| p["date"].as_str().unwrap_or("").to_string())
-            .collect();
-        let curve = |class, name: &str, colour, dash| Line {
-            class,
-            name: name.to_string(),
-            label: name.to_string(),
-            values: values(name),
-            colour,
-            dash,
-        };
-        let lines = vec![
-            Line {
-                label: "strategy".into(),
-                ..curve("equity", "equity_curve", "#1e4976", "")
-            },
-            Line {
-                label: "buy & hold".into(),
-                ..curve("benchmark", "buy_and_hold_curve", "#e65100", "4 3")
-            },
-        ];
-        let trades: Vec<Value> = v["trades"].as_array().cloned().unwrap_or_default();
-        let shown: Vec<Value> = trades.iter().rev().take(30).cloned().collect();
-        Some(
-            view! {
-                <div id="trading-view">
-                    <p>
-                        {format!("{} · {} · {} of {} decision points · value {:.2}",
-                            v["episode_id"].as_str().unwrap_or(""), v["agent"]["kind"].as_str().unwrap_or(""),
-                            v["next_decision_point"], v["decision_points"], v["portfolio_value"].as_f64().unwrap_or(0.0))}
-                    </p>
-                    <LineChart id="equity-chart" lines x_labels=dates />
-                    {metrics_table(&v)}
-                    <table id="trades" class="trades">
-                        <tr><th>"date"</th><th>"side"</th><th>"ticker"</th><th>"qty"</th><th>"price"</th></tr>
-                        {shown.into_iter().map(|t| view! {
-                            <tr>
-                                <td>{t["timestamp"].as_str().unwrap_or("").to_string()}</td>
-                                <td>{t["side"].as_str().unwrap_or("").to_string()}</td>
-                                <td>{t["ticker"].as_str().unwrap_or("").to_string()}</td>
-                                <td>{t["quantity"].to_string()}</td>
-                                <td>{format!("{:.2}", t["price"].as_f64().unwrap_or(0.0))}</td>
-                            </tr>
-                        }).collect_view()}
-                    </table>
-                </div>
-            }
-            .into_any(),
-        )
+        KindView::Trading(v) => Some(view! { <TradingDetails tree view=*v choice /> }.into_any()),
     };
     view! { <section class="panel details"><h3>{move || ctx.tr("details.title")}</h3>{body}</section> }
 }
 
-/// Tracked variables as chart lines: the selected node's (`own`, solid) and a compared node's
-/// (dashed); a variable keeps its colour in both, and the legend names the node of each line.
-fn abm_lines(own: (u64, &[Tracked]), other: Option<(u64, &[Tracked])>) -> Vec<Line> {
-    let (n, solid) = own;
-    let dashed = other.map_or(&[][..], |(_, d)| d);
-    let colour = |name: &str| {
-        let i = solid.iter().chain(dashed).position(|(v, _)| v == name).unwrap_or(0) % COLOURS.len();
-        COLOURS[i]
+/// The values of an equity curve.
+fn curve(points: &[EquityPoint]) -> Vec<f64> {
+    points.iter().map(|p| p.value).collect()
+}
+
+/// A trading node: its equity curve against buy-and-hold with its trades marked (other nodes'
+/// equity overlaid dashed, or all of them as a mean with a ± sd band), metrics and last trades.
+#[component]
+fn TradingDetails(tree: Tree, view: TradingView, choice: OverlayChoice) -> impl IntoView {
+    let ctx = ctx();
+    let v = view;
+    let dates: Vec<String> = v.equity_curve.iter().map(|p| p.date.clone()).collect();
+    let marks = trade_marks(&dates, &view_trades(&v.trades));
+    let own: Vec<Tracked> = vec![("equity_curve".into(), curve(&v.equity_curve))];
+    let benchmark = Line {
+        class: "benchmark",
+        name: "buy_and_hold_curve".into(),
+        label: "buy & hold".into(),
+        values: curve(&v.buy_and_hold_curve),
+        colour: COLOURS[1],
+        dash: "4 3",
     };
+    let OverlayChoice { band, .. } = choice;
+    let others = overlays(tree, choice.siblings, |t, m| async move {
+        match api::node_view(t, m).await.ok()? {
+            KindView::Trading(v) => Some(vec![("equity_curve".to_string(), curve(&v.equity_curve))]),
+            _ => None,
+        }
+    });
+    let node = tree.selected.get_untracked().unwrap_or(0);
+    let chart = move || {
+        others.with(|o| {
+            let (dates, benchmark) = (dates.clone(), benchmark.clone());
+            if band.get() && !o.is_empty() {
+                let runs: Vec<&[Tracked]> = std::iter::once(own.as_slice())
+                    .chain(o.iter().map(|(_, s)| s.as_slice()))
+                    .collect();
+                let (mut lines, bands) = mean_lines(&runs, ctx.tr("overlay.mean"));
+                lines.push(benchmark);
+                view! { <LineChart id="equity-chart" lines bands x_labels=dates /> }
+            } else {
+                let strategy = Line {
+                    class: "equity",
+                    name: "equity_curve".into(),
+                    label: "strategy".into(),
+                    values: own[0].1.clone(),
+                    colour: COLOURS[0],
+                    dash: "",
+                };
+                let mut lines = vec![strategy, benchmark];
+                lines.extend(series_lines((node, &[]), o));
+                view! { <LineChart id="equity-chart" lines x_labels=dates marks=marks.clone() /> }
+            }
+        })
+    };
+    let shown: Vec<ExecutedTrade> = v.trades.iter().rev().take(30).cloned().collect();
+    view! {
+        <div id="trading-view">
+            <p>
+                {format!("{} · {} · {} of {} decision points · value {:.2}",
+                    v.episode_id, v.agent.kind(),
+                    v.next_decision_point, v.decision_points, v.portfolio_value)}
+            </p>
+            {chart}
+            <OverlayOptions choice />
+            {metrics_table(&v.metrics)}
+            <table id="trades" class="trades">
+                <tr><th>"date"</th><th>"side"</th><th>"ticker"</th><th>"qty"</th><th>"price"</th></tr>
+                {shown.into_iter().map(|t| view! {
+                    <tr>
+                        <td>{t.timestamp}</td>
+                        <td>{t.side.as_str()}</td>
+                        <td>{t.ticker}</td>
+                        <td>{t.quantity.to_string()}</td>
+                        <td>{format!("{:.2}", t.price)}</td>
+                    </tr>
+                }).collect_view()}
+            </table>
+        </div>
+    }
+}
+
+/// Nodes overlaid on a chart, each with its series.
+type Overlaid = RwSignal<Vec<(u64, Vec<Tracked>)>>;
+
+/// What a node's chart overlays: its siblings too, and the runs as a mean with a band.
+#[derive(Clone, Copy)]
+struct OverlayChoice {
+    siblings: RwSignal<bool>,
+    band: RwSignal<bool>,
+}
+
+/// The overlaid nodes' series, re-read by `read` (from their logs or views) when the selection,
+/// the compare target or the `siblings` choice changes.
+fn overlays<F, Fut>(tree: Tree, siblings: RwSignal<bool>, read: F) -> Overlaid
+where
+    F: Fn(u64, u64) -> Fut + Copy + 'static,
+    Fut: std::future::Future<Output = Option<Vec<Tracked>>> + 'static,
+{
+    let others = RwSignal::new(Vec::new());
+    Effect::new(move |_| {
+        let (Some(t), Some(n)) = (tree.id.get(), tree.selected.get()) else {
+            return;
+        };
+        let overlay = overlaid(tree, n, siblings.get());
+        leptos::task::spawn_local(async move {
+            let mut got = Vec::new();
+            for m in overlay {
+                if let Some(series) = read(t, m).await {
+                    got.push((m, series));
+                }
+            }
+            if tree.selected.get_untracked() == Some(n) {
+                others.set(got);
+            }
+        });
+    });
+    others
+}
+
+/// The overlay choices under a chart.
+#[component]
+fn OverlayOptions(choice: OverlayChoice) -> impl IntoView {
+    let ctx = ctx();
+    let OverlayChoice { siblings, band } = choice;
+    view! {
+        <div class="row overlay-options">
+            <label class="check">
+                <input id="overlay-siblings" type="checkbox" prop:checked=move || siblings.get() on:change=move |ev| siblings.set(event_target_checked(&ev)) />
+                {move || ctx.tr("overlay.siblings")}
+            </label>
+            <label class="check">
+                <input id="overlay-band" type="checkbox" prop:checked=move || band.get() on:change=move |ev| band.set(event_target_checked(&ev)) />
+                {move || ctx.tr("overlay.band")}
+            </label>
+        </div>
+        <p class="muted">{move || ctx.tr("overlay.hint")}</p>
+    }
+}
+
+/// Tracked variables as chart lines: the selected node's (`own`, solid) and overlaid nodes'
+/// (dashed); a variable keeps its colour in all, and the legend names the node of each line.
+fn series_lines(own: (u64, &[Tracked]), others: &[(u64, Vec<Tracked>)]) -> Vec<Line> {
+    let (n, solid) = own;
+    let names: &Vec<&str> = &solid
+        .iter()
+        .chain(others.iter().flat_map(|(_, d)| d))
+        .map(|(v, _)| v.as_str())
+        .collect();
     let line = |node: u64, dash: &'static str| {
         move |(name, values): &Tracked| Line {
             class: "series",
             name: name.clone(),
             label: format!("{} (#{node})", short_name(name)),
             values: values.clone(),
-            colour: colour(name),
+            colour: variable_colour(names, name),
             dash,
         }
     };
     let mut lines: Vec<Line> = solid.iter().map(line(n, "")).collect();
-    if let Some((m, d)) = other {
-        lines.extend(d.iter().map(line(m, "5 3")));
+    for (m, d) in others {
+        lines.extend(d.iter().map(line(*m, "5 3")));
     }
     lines
 }
 
+/// A variable's colour: by its first place among `names`, so it matches across nodes.
+fn variable_colour(names: &[&str], name: &str) -> &'static str {
+    COLOURS[names.iter().position(|v| *v == name).unwrap_or(0) % COLOURS.len()]
+}
+
+/// The overlaid runs as one mean line per variable over a band of ± sd (`mean_word` names the
+/// line in the UI's language).
+fn mean_lines(runs: &[&[Tracked]], mean_word: &str) -> (Vec<Line>, Vec<Band>) {
+    let bands = mean_bands(runs);
+    let names: Vec<&str> = bands.iter().map(|b| b.name.as_str()).collect();
+    let lines = bands
+        .iter()
+        .map(|b| Line {
+            class: "mean",
+            name: b.name.clone(),
+            label: format!("{} {mean_word} ± sd (n={})", short_name(&b.name), b.runs),
+            values: b.mean.clone(),
+            colour: variable_colour(&names, &b.name),
+            dash: "",
+        })
+        .collect();
+    let shaded = bands
+        .iter()
+        .map(|b| Band {
+            name: b.name.clone(),
+            lo: b.lo.clone(),
+            hi: b.hi.clone(),
+            colour: variable_colour(&names, &b.name),
+        })
+        .collect();
+    (lines, shaded)
+}
+
+/// The nodes overlaid on the selected one's chart: the compare target and, when asked, the
+/// selected node's siblings (a sweep cell's other replicates).
+fn overlaid(tree: Tree, node: u64, siblings: bool) -> Vec<u64> {
+    let mut out: Vec<u64> = tree.compare_with.get().into_iter().filter(|c| *c != node).collect();
+    if siblings {
+        let parent = tree.graph.with(|g| g.parent_of(node));
+        let kin = tree.graph.with(|g| {
+            g.edges
+                .iter()
+                .filter(|e| Some(e.from) == parent && e.to != node)
+                .map(|e| e.to)
+                .collect::<Vec<_>>()
+        });
+        for k in kin {
+            if !out.contains(&k) {
+                out.push(k);
+            }
+        }
+    }
+    out
+}
+
 /// An agent-based model's structure and its tracked variables over the steps of this node's path;
-/// with a compare target, that node's series overlaid (dashed).
+/// other nodes (the compare target, the siblings) overlaid dashed, or all of them drawn as a mean
+/// with a band of ± sd.
 #[component]
-fn AbmDetails(tree: Tree, view: Value) -> impl IntoView {
+fn AbmDetails(tree: Tree, view: AbmView, choice: OverlayChoice) -> impl IntoView {
+    let ctx = ctx();
     let AbmStructure {
         topology,
         globals,
         agents,
-    } = abm_structure(&view["model"]);
-    // (node, its series, its step numbers) of the selected node, and the compared node's.
+    } = abm_structure(&view.outline());
+    // (node, its series, its step numbers) of the selected node; the overlaid nodes' series.
     let own = RwSignal::new((0, Vec::<Tracked>::new(), Vec::<String>::new()));
-    let other = RwSignal::new(None::<(u64, Vec<Tracked>)>);
     Effect::new(move |_| {
         let (Some(t), Some(n)) = (tree.id.get(), tree.selected.get()) else {
             return;
         };
-        let cmp = tree.compare_with.get();
         leptos::task::spawn_local(async move {
             if let Ok(l) = api::node_logs(t, n).await {
                 own.set((n, abm_series(&l), abm_steps(&l)));
             }
-            match cmp {
-                Some(c) if c != n => {
-                    if let Ok(l) = api::node_logs(t, c).await {
-                        other.set(Some((c, abm_series(&l))));
-                    }
-                }
-                _ => other.set(None),
-            }
         });
+    });
+    let OverlayChoice { band, .. } = choice;
+    let others = overlays(tree, choice.siblings, |t, m| async move {
+        api::node_logs(t, m).await.ok().map(|l| abm_series(&l))
     });
     let status = format!(
         "step {} · seed {}{}",
-        view["steps"],
-        view["seed"],
-        view["terminated"]["reason"]
-            .as_str()
-            .map(|r| format!(" · terminated ({r})"))
+        view.steps,
+        view.seed,
+        view.terminated
+            .as_ref()
+            .map(|t| format!(" · terminated ({})", t.reason))
             .unwrap_or_default()
     );
     view! {
@@ -1080,10 +1261,18 @@ fn AbmDetails(tree: Tree, view: Value) -> impl IntoView {
             </p>
             {move || {
                 let (n, series, steps) = own.get();
-                let lines = other.with(|o| abm_lines((n, &series), o.as_ref().map(|(m, s)| (*m, s.as_slice()))));
-                view! { <LineChart id="abm-chart" lines x_labels=steps x_unit="step" /> }
+                others.with(|o| {
+                    if band.get() && !o.is_empty() {
+                        let runs: Vec<&[Tracked]> = std::iter::once(series.as_slice()).chain(o.iter().map(|(_, s)| s.as_slice())).collect();
+                        let (lines, bands) = mean_lines(&runs, ctx.tr("overlay.mean"));
+                        view! { <LineChart id="abm-chart" lines bands x_labels=steps x_unit="step" /> }
+                    } else {
+                        let lines = series_lines((n, &series), o);
+                        view! { <LineChart id="abm-chart" lines x_labels=steps x_unit="step" /> }
+                    }
+                })
             }}
-            <p class="muted">"Shift-click another node to overlay its series (dashed)."</p>
+            <OverlayOptions choice />
         </div>
     }
 }

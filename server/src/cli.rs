@@ -13,9 +13,9 @@ use crate::abm::worker::{WorkerConfig, WorkerPool};
 use crate::http::{AppState, Backend, Limits};
 use crate::llm::Dialect;
 use crate::scenario::{ScenarioLibrary, assets_dir};
-use crate::sim::{AbmSim, RunCtx, Sim};
+use crate::sim::{RunCtx, ScenarioEntry, Sim};
 use crate::trading::data::MarketData;
-use crate::trading::episode::TradingEpisode;
+use simtree_shared::SimKind;
 
 #[derive(Debug, Parser)]
 #[command(name = "simtree", version, about = "Branching timelines for multi-agent simulations")]
@@ -236,14 +236,14 @@ fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
         Command::Trade { .. } | Command::Abm { .. } => Ok(()),
         Command::Scenarios => {
-            for s in &library.scenarios {
-                println!("{:<22} {:<12} {}", s.id, s.scene.name, s.title);
-            }
-            for s in &library.trading {
-                println!("{:<22} {:<12} {}", s.id, "trading", s.title);
-            }
-            for s in &library.abm {
-                println!("{:<22} {:<12} {}", s.id, "abm", s.title);
+            for e in ScenarioEntry::all(&library) {
+                let s = e.summary();
+                // A social scenario shows its scene's name; the other kinds their kind.
+                let what = match e {
+                    ScenarioEntry::Social(social) => social.scene.name.clone(),
+                    _ => s.kind.as_str().to_string(),
+                };
+                println!("{:<22} {:<12} {}", s.id, what, s.title);
             }
             Ok(())
         }
@@ -563,30 +563,21 @@ fn build_sim(
     assets: &std::path::Path,
     sandbox: crate::abm::Sandbox,
 ) -> Result<(Sim, u64, Option<Arc<WorkerPool>>), String> {
-    if let Some(t) = library.trading(id) {
-        let market = Arc::new(MarketData::load_default().map_err(|e| e.to_string())?);
-        let episode = TradingEpisode::new(market, t.episode.clone()).map_err(|e| e.to_string())?;
-        return Ok((Sim::Trading(episode), t.default_turns, None));
-    }
-    if let Some(a) = library.abm(id) {
-        let root = assets.join("..");
-        crate::abm::venv::ensure_venv(&root)?;
-        let config = WorkerConfig::for_root(&root).with_sandbox(sandbox);
-        let pool = WorkerPool::spawn(&config, 1).map_err(|e| e.to_string())?;
-        return Ok((
-            Sim::Abm(AbmSim::new(a.model.clone(), seed.unwrap_or(0))),
-            10,
-            Some(Arc::new(pool)),
-        ));
-    }
-    let s = library
-        .get(id)
-        .map_err(|e| format!("{e} (available: {})", library.ids().join(", ")))?;
-    Ok((
-        Sim::Social(s.build(seed).map_err(|e| e.to_string())?),
-        s.default_turns,
-        None,
-    ))
+    let entry = ScenarioEntry::find(library, id)?;
+    let market = match entry.kind() {
+        SimKind::Trading => Some(Arc::new(MarketData::load_default().map_err(|e| e.to_string())?)),
+        _ => None,
+    };
+    let pool = match entry.kind() {
+        SimKind::Abm => {
+            let root = assets.join("..");
+            crate::abm::venv::ensure_venv(&root)?;
+            let config = WorkerConfig::for_root(&root).with_sandbox(sandbox);
+            Some(Arc::new(WorkerPool::spawn(&config, 1).map_err(|e| e.to_string())?))
+        }
+        _ => None,
+    };
+    Ok((entry.instantiate(seed, market.as_ref())?, entry.default_turns(), pool))
 }
 
 /// One readable line per event.

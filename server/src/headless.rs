@@ -138,7 +138,7 @@ pub async fn advance(
     let records = ledger.take();
     let (status, error) = match result {
         Ok(()) => (NodeStatus::Done, None),
-        Err(e) => (NodeStatus::Failed, Some(e)),
+        Err(e) => (NodeStatus::Failed, Some(e.to_string())),
     };
     tree.finish(node, sim, status, error.clone(), records.clone());
     Ok(Finished {

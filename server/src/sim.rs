@@ -1,25 +1,35 @@
 //! One tree node's simulation, of any kind the tree holds: a social scene (the engine's
-//! [`Simulator`]) or a trading episode ([`TradingEpisode`]). The tree only needs what is common —
-//! fork, run N turns into an event sink, apply a branch op, a state view — and this enum gives
-//! exactly that, delegating to each kind.
+//! [`Simulator`]), a trading episode ([`TradingEpisode`]) or an agent-based model ([`AbmSim`]).
+//! The tree only needs what is common — fork, run N turns into an event sink, apply a branch
+//! op, a state and a view — and [`Sim`] gives exactly that: each method is one line per kind
+//! that hands over to the kind's own file (`sim/social.rs`, `sim/trading.rs`, `sim/abm.rs`),
+//! and every failure crosses the seam as a [`SimError`].
+//!
+//! A fourth kind plugs in here: a variant, its file beside the others, and one arm per method.
+
+mod abm;
+mod entry;
+mod social;
+mod trading;
 
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
-use simtree_shared::{AgentState, MemoryLine, NodeState, Op};
+use simtree_shared::{NodeState, NodeView, Op, SimKind};
 
-use crate::abm::model::AbmModel;
-use crate::abm::worker::{Advance, CancelToken, Patch, Snapshot, Start, Termination, WorkerPool};
-use crate::chunks::AppendList;
+pub use abm::{AbmSim, MAX_REBUILD_STEPS};
+pub use entry::{ABM_DEFAULT_STEPS, ScenarioEntry};
+
+use crate::abm::AbmError;
+use crate::abm::worker::WorkerPool;
 use crate::engine::Simulator;
-use crate::engine::event::{Event, EventSink, EventType, SceneEvent};
-use crate::engine::memory::Role;
-use crate::engine::plan::PlanState;
+use crate::engine::event::{Event, EventSink, EventType};
+use crate::engine::simulator::RunError;
 use crate::llm::LlmClient;
+use crate::trading::TradingError;
 use crate::trading::agents::ToolModel;
 use crate::trading::data::MarketData;
-use crate::trading::episode::{TradingEpisode, TradingOp};
+use crate::trading::episode::TradingEpisode;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -38,151 +48,50 @@ pub struct RunCtx {
     pub abm: Option<Arc<WorkerPool>>,
 }
 
-/// An agent-based model at one node: the specification (shared), the history of advances that
-/// led here from the seed (shared), the pickled model state after the node's run (a cache), and
-/// patches waiting for the next run. The tracked series are the node's `abm_step` log entries,
-/// so cloning stays cheap at any step count.
-///
-/// The specification, seed and history determine the state; the snapshot only saves recomputing
-/// it. A snapshot is a pickle, and unpickling runs code, so only snapshots this server's worker
-/// produced are ever loaded: the field is never serialized nor read from JSON, and a node
-/// without one (imported, or [`AbmSim::distrust`]ed) is rebuilt in the worker by re-running its
-/// history.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct AbmSim {
-    pub model: Arc<AbmModel>,
-    pub seed: u64,
-    /// The state after the node's run, as this server's worker pickled it; `None` before the
-    /// first run and on imported nodes.
-    #[serde(skip)]
-    pub snapshot: Option<Snapshot>,
-    /// Every advance from the freshly built model to this node's state, in order.
-    #[serde(default)]
-    pub history: AppendList<Advance>,
-    pub steps: u64,
-    #[serde(default)]
-    pub terminated: Option<Termination>,
-    /// Branch ops, applied in the worker right before the next step.
-    #[serde(default)]
-    pub pending: Vec<Patch>,
-    /// A new seed for the next run (replicates of one parent get distinct seeds).
-    #[serde(default)]
-    pub reseed: Option<u64>,
+/// Why a branch op was refused or a run stopped. The messages are the ones users read (a 422's
+/// `detail`, a failed node's reason), so each names what went wrong and with which input.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// An op of another kind (`Unknown op for a trading episode: public_broadcast`).
+    #[error("Unknown op for {0}: {1}")]
+    WrongOp(&'static str, String),
+    /// An op of this kind whose target or value is wrong; the message names the field.
+    #[error("{0}")]
+    BadOp(String),
+    /// A social run stopped: an agent's LLM call failed after its retries.
+    #[error(transparent)]
+    Social(#[from] RunError),
+    /// A trading decision point failed (its model call); the episode is as before it.
+    #[error(transparent)]
+    Trading(#[from] TradingError),
+    /// The agent-based model's worker refused or failed the run.
+    #[error(transparent)]
+    Abm(#[from] AbmError),
+    /// The blocking task that drove the worker died.
+    #[error("the ABM worker task failed: {0}")]
+    WorkerTask(String),
+    #[error("agent-based models need the Python worker, which is not available")]
+    NoWorker,
+    /// A scenario that is not in the library or does not build.
+    #[error("{0}")]
+    Scenario(String),
+    #[error("no market data is installed (assets/data/market)")]
+    NoMarket,
 }
 
-/// The most model steps an imported node's history may replay when it is rebuilt.
-pub const MAX_REBUILD_STEPS: u64 = 1_000_000;
-
-impl AbmSim {
-    /// Checks an imported node's history before it is ever replayed: every recorded patch fits
-    /// the model, the steps add up to the node's (an export from before histories existed, with
-    /// steps but no history, cannot be rebuilt and is refused), and the total is bounded.
-    pub fn check_imported(&self) -> Result<(), String> {
-        let mut total: u64 = 0;
-        for (i, adv) in self.history.iter().enumerate() {
-            for p in adv.patches.iter().chain(&self.pending) {
-                p.check(&self.model).map_err(|e| format!("history[{i}]: {e}"))?;
-            }
-            total = total.saturating_add(adv.steps);
-        }
-        if total > MAX_REBUILD_STEPS {
-            return Err(format!(
-                "the history replays {total} steps; at most {MAX_REBUILD_STEPS} can be rebuilt"
-            ));
-        }
-        if self.steps > total {
-            return Err(format!(
-                "the model is at step {} but its history records only {total} steps (exports of \
-                 agent-based models from before histories were recorded cannot be rebuilt)",
-                self.steps
-            ));
-        }
-        Ok(())
+/// For callers that report a failure as text (the CLI, sweeps, a node's `error`).
+impl From<SimError> for String {
+    fn from(e: SimError) -> String {
+        e.to_string()
     }
+}
 
-    pub fn new(model: AbmModel, seed: u64) -> AbmSim {
-        AbmSim {
-            model: Arc::new(model),
-            seed,
-            snapshot: None,
-            history: AppendList::new(),
-            steps: 0,
-            terminated: None,
-            pending: Vec::new(),
-            reseed: None,
-        }
-    }
-
-    /// Forgets the snapshot, so the next run rebuilds the state from the specification and the
-    /// history. For states that came from outside (imports): their snapshot is never loaded.
-    pub fn distrust(&mut self) {
-        self.snapshot = None;
-    }
-
-    /// Runs the pending patches, reseed and `steps` steps in a worker. Dropping the future (the
-    /// run's task aborted: node deleted or cancelled) kills the worker's process, so the worker
-    /// is free for other runs within [`crate::abm::worker::CANCEL_POLL`].
-    async fn run(
-        &mut self,
-        steps: u64,
-        pool: Arc<WorkerPool>,
-        sink: &mut (dyn EventSink + Send),
-    ) -> Result<(), String> {
-        let plan = Advance {
-            patches: self.pending.clone(),
-            reseed: self.reseed,
-            steps,
-        };
-        let (model, seed, snapshot) = (self.model.clone(), self.seed, self.snapshot.clone());
-        let fresh = self.history.is_empty();
-        // The worker replays a plain slice; only a rebuild (no snapshot) needs it.
-        let history = if snapshot.is_none() {
-            self.history.to_vec()
-        } else {
-            Vec::new()
-        };
-        let cancel = CancelToken::new();
-        let on_drop = cancel.cancel_on_drop();
-        let job_plan = plan.clone();
-        let done = tokio::task::spawn_blocking(move || {
-            pool.with_worker_cancellable(&cancel, |w| {
-                let start = match &snapshot {
-                    Some(s) => Start::Snapshot(s),
-                    None if fresh => Start::Spec { model: &model, seed },
-                    None => Start::Rebuild {
-                        model: &model,
-                        seed,
-                        history: &history,
-                    },
-                };
-                w.advance(start, &job_plan)
-            })
-        })
-        .await;
-        on_drop.disarm();
-        let done = done
-            .map_err(|e| format!("the ABM worker task failed: {e}"))?
-            .map_err(|e| e.to_string())?;
-        self.pending.clear();
-        self.reseed = None;
-        self.history.push(plan);
-        if fresh {
-            sink.emit(Event::new(
-                EventType::AbmStep,
-                json!({"step": 0, "values": done.before}),
-            ));
-        }
-        for r in &done.report.records {
-            sink.emit(Event::new(
-                EventType::AbmStep,
-                json!({"step": r.step, "values": r.values}),
-            ));
-        }
-        self.snapshot = Some(done.snapshot);
-        self.steps = done.report.steps;
-        self.terminated = done.report.terminated;
-        Ok(())
-    }
+/// An op's wire name (`public_broadcast`), for "unknown op" messages.
+fn op_name(op: &Op) -> String {
+    serde_json::to_value(op)
+        .ok()
+        .and_then(|v| v["op"].as_str().map(str::to_string))
+        .unwrap_or_default()
 }
 
 /// Events that mark one turn of progress: a social turn's first step, a trading decision point,
@@ -196,11 +105,17 @@ pub fn counts_as_turn(e: &Event) -> bool {
 }
 
 impl Sim {
+    /// The kind's wire name (`social`, `trading`, `abm`).
     pub fn kind(&self) -> &'static str {
+        self.sim_kind().as_str()
+    }
+
+    /// The kind as the wire names it.
+    pub fn sim_kind(&self) -> SimKind {
         match self {
-            Sim::Social(_) => "social",
-            Sim::Trading(_) => "trading",
-            Sim::Abm(_) => "abm",
+            Sim::Social(_) => SimKind::Social,
+            Sim::Trading(_) => SimKind::Trading,
+            Sim::Abm(_) => SimKind::Abm,
         }
     }
 
@@ -213,7 +128,7 @@ impl Sim {
         }
     }
 
-    /// Upstream's per-node `turns` (social), or decision points done (trading).
+    /// Upstream's per-node `turns` (social), decision points done (trading), steps (ABM).
     pub fn turns(&self) -> u64 {
         match self {
             Sim::Social(s) => s.turns,
@@ -225,27 +140,21 @@ impl Sim {
     /// Makes sibling runs of one parent differ: agent-based replicates get their own seed.
     /// Social scenes and trading episodes are deterministic by design and stay identical.
     pub fn replicate(&mut self, salt: u64) {
-        if let Sim::Abm(a) = self {
-            a.reseed = Some(
-                a.seed
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(salt.wrapping_mul(1442695040888963407) | 1),
-            );
+        match self {
+            Sim::Abm(a) => a.replicate(salt),
+            Sim::Social(_) | Sim::Trading(_) => {}
         }
     }
 
     /// Puts the random streams a run draws from at `seed`, whatever the state came from, so that
-    /// runs of different cells with one seed are paired. Social scenes: the world's RNG (turn
-    /// order, scene rules) and the seed the `scripted` player draws from; the `mock` dialect is
-    /// deterministic by counters and real providers sample on their side, so neither follows the
-    /// seed. Agent-based models: the worker reseeds the model before the next step. Trading
-    /// episodes hold no random state: their replicates are identical.
+    /// runs of different cells with one seed are paired. Social scenes: the world's RNG and the
+    /// `scripted` player's seed (the `mock` dialect is deterministic by counters and real
+    /// providers sample on their side, so neither follows the seed). Agent-based models: the
+    /// worker reseeds the model before the next step. Trading episodes hold no random state:
+    /// their replicates are identical.
     pub fn reseed(&mut self, seed: u64) {
         match self {
-            Sim::Social(s) => {
-                s.world.rng = crate::engine::rng::Rng::seeded(seed);
-                s.world.llm.seed = seed;
-            }
+            Sim::Social(s) => social::reseed(s, seed),
             Sim::Abm(a) => a.reseed = Some(seed),
             Sim::Trading(_) => {}
         }
@@ -254,11 +163,7 @@ impl Sim {
     /// Events waiting from construction (a scenario's initial broadcasts): the root's log.
     pub fn initial_events(&mut self) -> Vec<Event> {
         match self {
-            Sim::Social(s) => {
-                let mut events: Vec<Event> = Vec::new();
-                s.flush_pending(&mut events);
-                events
-            }
+            Sim::Social(s) => social::initial_events(s),
             Sim::Trading(_) | Sim::Abm(_) => Vec::new(),
         }
     }
@@ -288,215 +193,41 @@ impl Sim {
         }
     }
 
-    /// Runs `turns` turns (social) or decision points (trading), streaming events into `sink`.
-    pub async fn run(&mut self, turns: u64, ctx: &RunCtx, sink: &mut (dyn EventSink + Send)) -> Result<(), String> {
+    /// Runs `turns` turns (social), decision points (trading) or steps (ABM), streaming events
+    /// into `sink`.
+    pub async fn run(&mut self, turns: u64, ctx: &RunCtx, sink: &mut (dyn EventSink + Send)) -> Result<(), SimError> {
         match self {
-            Sim::Social(s) => s
-                .run(turns, &*ctx.llm, sink)
-                .await
-                .map(|_| ())
-                .map_err(|e| e.to_string()),
-            Sim::Trading(t) => {
-                for _ in 0..turns {
-                    if t.is_done() {
-                        break;
-                    }
-                    match t.step(&*ctx.tools).await {
-                        Ok(r) => sink.emit(Event::new(
-                            EventType::DecisionPoint,
-                            json!({"log": r.log, "portfolio": r.portfolio, "value": r.value, "done": r.done}),
-                        )),
-                        Err(e) => {
-                            let error = e.to_string();
-                            sink.emit(Event::new(
-                                EventType::AgentError,
-                                json!({"agent": t.config().agent_id, "step": t.decision_points_done() + 1, "error": error}),
-                            ));
-                            return Err(error);
-                        }
-                    }
-                    tokio::task::yield_now().await;
-                }
-                Ok(())
-            }
-            Sim::Abm(a) => {
-                let pool = ctx
-                    .abm
-                    .clone()
-                    .ok_or("agent-based models need the Python worker, which is not available")?;
-                a.run(turns, pool, sink).await
-            }
+            Sim::Social(s) => social::run(s, turns, &*ctx.llm, sink).await,
+            Sim::Trading(t) => trading::run(t, turns, &*ctx.tools, sink).await,
+            Sim::Abm(a) => a.run(turns, ctx.abm.clone(), sink).await,
         }
     }
 
     /// Applies one branch op; returns the events it produced. Nothing changes on error.
-    pub fn apply_op(&mut self, op: &Op) -> Result<Vec<Event>, String> {
+    pub fn apply_op(&mut self, op: &Op) -> Result<Vec<Event>, SimError> {
         match self {
-            Sim::Social(s) => apply_social_op(s, op),
-            Sim::Trading(t) => {
-                let op = trading_op(op)?;
-                t.apply_op(&op)?;
-                Ok(Vec::new())
-            }
-            Sim::Abm(a) => {
-                let patch = match op.clone() {
-                    Op::AbmSetGlobal { name, value } => Patch::GlobalVariable { name, value },
-                    Op::AbmSetEnvironment { name, value } => Patch::EnvironmentAttribute { name, value },
-                    Op::AbmSetAgent {
-                        agent_type,
-                        name,
-                        value,
-                        agent_id,
-                    } => Patch::AgentAttribute {
-                        agent_type,
-                        name,
-                        value,
-                        agent_id,
-                    },
-                    other => return Err(format!("Unknown op for an agent-based model: {}", op_name(&other))),
-                };
-                patch.check(&a.model).map_err(|e| e.to_string())?;
-                a.pending.push(patch);
-                Ok(Vec::new())
-            }
+            Sim::Social(s) => social::apply_op(s, op),
+            Sim::Trading(t) => trading::apply_op(t, op),
+            Sim::Abm(a) => a.apply_op(op),
         }
     }
 
     /// `GET …/state`: the agents and their context.
     pub fn state(&self) -> NodeState {
         match self {
-            Sim::Social(sim) => NodeState {
-                turns: sim.turns,
-                agents: sim
-                    .world
-                    .agents
-                    .iter()
-                    .map(|a| AgentState {
-                        name: a.name.clone(),
-                        role: a.role().map(str::to_string),
-                        plan_state: serde_json::to_value(&a.plan_state).unwrap_or(Value::Null),
-                        short_memory: a
-                            .short_memory
-                            .iter()
-                            .map(|m| MemoryLine {
-                                role: m.role.as_str().to_string(),
-                                content: m.content.to_string(),
-                            })
-                            .collect(),
-                        emotion: a.emotion.clone(),
-                    })
-                    .collect(),
-            },
-            Sim::Trading(t) => {
-                let mut memory = Vec::new();
-                for ex in t.memory() {
-                    let reply = serde_json::to_string(&ex.reply).unwrap_or_default();
-                    memory.push(MemoryLine {
-                        role: "assistant".into(),
-                        content: reply,
-                    });
-                    for r in &ex.results {
-                        memory.push(MemoryLine {
-                            role: "tool".into(),
-                            content: r.content.to_string(),
-                        });
-                    }
-                }
-                NodeState {
-                    turns: t.decision_points_done() as u64,
-                    agents: vec![AgentState {
-                        name: t.config().agent_id.clone(),
-                        role: Some("trader".into()),
-                        plan_state: serde_json::to_value(t.agent()).unwrap_or(Value::Null),
-                        short_memory: memory,
-                        emotion: String::new(),
-                    }],
-                }
-            }
-            Sim::Abm(a) => NodeState {
-                turns: a.steps,
-                agents: Vec::new(),
-            },
+            Sim::Social(s) => social::state(s),
+            Sim::Trading(t) => trading::state(t),
+            Sim::Abm(a) => a.state(),
         }
     }
 
-    /// The kind-specific view: scene state (social) or portfolio, equity curve, trades and
-    /// metrics (trading).
-    pub fn view(&self) -> Value {
+    /// `GET …/view`: the scene state (social), the portfolio, curves, trades and metrics
+    /// (trading), or the model and its progress (agent-based).
+    pub fn view(&self) -> NodeView {
         match self {
-            Sim::Social(s) => json!({"kind": "social", "scene": s.scene.type_name(), "state": s.scene.state_json()}),
-            Sim::Trading(t) => {
-                let mut v = serde_json::to_value(t.view()).unwrap_or(Value::Null);
-                if let Some(o) = v.as_object_mut() {
-                    o.insert("kind".into(), json!("trading"));
-                }
-                v
-            }
-            Sim::Abm(a) => json!({
-                "kind": "abm",
-                "model": a.model,
-                "seed": a.seed,
-                "steps": a.steps,
-                "terminated": a.terminated,
-                "pending": a.pending,
-                "snapshot_bytes": a.snapshot.as_ref().map(|s| s.len()),
-            }),
+            Sim::Social(s) => NodeView::Social(social::view(s)),
+            Sim::Trading(t) => NodeView::Trading(Box::new(t.view())),
+            Sim::Abm(a) => NodeView::Abm(a.view()),
         }
     }
-}
-
-/// The trading op a shared [`Op`] stands for.
-fn trading_op(op: &Op) -> Result<TradingOp, String> {
-    let v = serde_json::to_value(op).map_err(|e| e.to_string())?;
-    match op {
-        Op::PortfolioPatch { .. }
-        | Op::CaseDataInject { .. }
-        | Op::AgentSwap { .. }
-        | Op::AgentPromptReplace { .. } => serde_json::from_value(v).map_err(|e| format!("{e}")),
-        other => Err(format!("Unknown op for a trading episode: {}", op_name(other))),
-    }
-}
-
-fn op_name(op: &Op) -> String {
-    serde_json::to_value(op)
-        .ok()
-        .and_then(|v| v["op"].as_str().map(str::to_string))
-        .unwrap_or_default()
-}
-
-/// Applies one branch op to a social simulator (spec §2.3). Errors name what is wrong.
-fn apply_social_op(sim: &mut Simulator, op: &Op) -> Result<Vec<Event>, String> {
-    let agent_index = |sim: &Simulator, name: &str| {
-        sim.world
-            .agent_index(name)
-            .ok_or_else(|| format!("unknown agent '{name}' (agents: {})", sim.world.names().join(", ")))
-    };
-    match op {
-        Op::AgentCtxAppend { name, role, content } => {
-            let i = agent_index(sim, name)?;
-            let role = Role::parse_memory_role(role)
-                .ok_or_else(|| format!("role must be 'user' or 'assistant', not '{role}'"))?;
-            sim.world.agents[i].short_memory.append(role, content);
-        }
-        Op::AgentPlanReplace { name, plan_state } => {
-            let i = agent_index(sim, name)?;
-            let plan: PlanState = serde_json::from_value(plan_state.clone()).map_err(|e| format!("plan_state: {e}"))?;
-            sim.world.agents[i].plan_state = plan;
-        }
-        Op::AgentPropsPatch { name, updates } => {
-            let i = agent_index(sim, name)?;
-            let props = &mut sim.world.agents[i].properties;
-            for (k, v) in updates {
-                props.insert(k.clone(), v.clone());
-            }
-        }
-        Op::SceneStatePatch { updates } => sim.scene.patch_state(updates)?,
-        Op::PublicBroadcast { text } => sim.broadcast(&SceneEvent::public(text.clone())),
-        Op::Advance { .. } => return Err("Unknown op: advance (use the advance routes to run turns)".into()),
-        other => return Err(format!("Unknown op for a social scene: {}", op_name(other))),
-    }
-    let mut events = sim.world.take_out();
-    sim.world.flush_pending();
-    events.extend(sim.world.take_out());
-    Ok(events)
 }

@@ -22,9 +22,8 @@ use crate::abm::worker::{WorkerConfig, WorkerPool};
 use crate::engine::event::{Event, EventType};
 use crate::http::Backend;
 use crate::scenario::ScenarioLibrary;
-use crate::sim::{AbmSim, Sim};
+use crate::sim::{ScenarioEntry, Sim};
 use crate::trading::data::MarketData;
-use crate::trading::episode::TradingEpisode;
 
 /// A sweep file.
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -331,18 +330,9 @@ fn fresh(
     seed: u64,
     market: Option<&Arc<MarketData>>,
 ) -> Result<Sim, String> {
-    if let Some(t) = library.trading(scenario) {
-        let market = market.ok_or("no market data is installed (assets/data/market)")?;
-        let episode = TradingEpisode::new(market.clone(), t.episode.clone()).map_err(|e| e.to_string())?;
-        return Ok(Sim::Trading(episode));
-    }
-    if let Some(a) = library.abm(scenario) {
-        return Ok(Sim::Abm(AbmSim::new(a.model.clone(), seed)));
-    }
-    let s = library
-        .get(scenario)
-        .map_err(|e| format!("{e} (available: {})", library.ids().join(", ")))?;
-    Ok(Sim::Social(s.build(Some(seed)).map_err(|e| e.to_string())?))
+    ScenarioEntry::find(library, scenario)
+        .and_then(|e| e.instantiate(Some(seed), market))
+        .map_err(|e| e.to_string())
 }
 
 /// Runs every cell × replicate (in parallel) and summarises each cell. `progress` is called after

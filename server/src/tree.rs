@@ -25,9 +25,14 @@ use crate::trading::data::MarketData;
 
 pub type NodeId = u64;
 
-/// What one node's record takes in memory, roughly: the struct in the map (~220 B), its log's
-/// header (~110 B), one op and a child list on the heap (~150 B).
-const NODE_RECORD_BYTES: usize = 512;
+/// What one node's record takes in memory, roughly: the struct in the map with the map's spare
+/// capacity, its log's header, one op and a child list on the heap. Measured with the store
+/// benchmark's probe (`SIMTREE_BENCH_PROBE`): a 10,000-node tree's structure takes 10.4 MB.
+const NODE_RECORD_BYTES: usize = 1100;
+
+/// A simulator in memory takes more than its stored form (JSON of memories, states): each line is
+/// a struct with its own allocations. The store benchmark's probe measured 1.7× for a chat.
+const SIM_MEMORY_FACTOR: usize = 2;
 
 static TICK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
@@ -435,7 +440,10 @@ impl SimTree {
         self.nodes
             .values()
             .filter(|n| !n.status.is_running() && (n.sim.is_some() || n.log.is_loaded()))
-            .map(|n| (n.id, n.cost * usize::from(n.sim.is_some()) + n.log.bytes(), n.used))
+            .map(|n| {
+                let sim = n.cost * SIM_MEMORY_FACTOR * usize::from(n.sim.is_some());
+                (n.id, sim + n.log.bytes(), n.used)
+            })
             .filter(|&(_, bytes, _)| bytes > 0)
             .collect()
     }

@@ -30,10 +30,9 @@ use crate::llm::ledger::{Ledger, LlmRecord, MeteredClient, ReplayClient, Routing
 use crate::llm::resilience::TokenBudget;
 use crate::llm::{ChatProvider, LlmClient, LlmConfig, LlmSettings, MockClient, Offline, ProviderPool, ScriptedClient};
 use crate::scenario::ScenarioLibrary;
-use crate::sim::{AbmSim, RunCtx, Sim};
+use crate::sim::{RunCtx, ScenarioEntry, Sim};
 use crate::trading::agents::MockToolModel;
 use crate::trading::data::MarketData;
-use crate::trading::episode::TradingEpisode;
 use crate::trading::provider::{ProviderToolModel, ReplayToolModel};
 use crate::tree::{NodeId, NodeLog, SimTree, TreeError, entry_json};
 
@@ -334,7 +333,7 @@ impl Workbench {
             )));
         }
         let id = self.next_tree.fetch_add(1, Ordering::SeqCst);
-        let kind = persist::kind_of(&*tree.sim(0)?);
+        let kind = tree.sim(0)?.sim_kind();
         let now = crate::store::now_ms();
         let name = tree.scenario.clone();
         let meta = Meta {
@@ -355,29 +354,18 @@ impl Workbench {
         token_budget: Option<u64>,
         offline: Option<Offline>,
     ) -> Result<TreeRef, WorkbenchError> {
-        if let Some(a) = self.scenarios.abm(scenario) {
+        let entry =
+            ScenarioEntry::find(&self.scenarios, scenario).map_err(|e| WorkbenchError::invalid(e.to_string()))?;
+        if entry.kind() == SimKind::Abm {
             self.abm_pool()?;
-            let sim = AbmSim::new(a.model.clone(), seed.unwrap_or(0));
-            return self.register(SimTree::new(scenario, Sim::Abm(sim)), token_budget);
         }
-        if let Some(t) = self.scenarios.trading(scenario) {
-            let market = self
-                .market
-                .clone()
-                .ok_or_else(|| WorkbenchError::invalid("no market data is installed (assets/data/market)"))?;
-            let episode =
-                TradingEpisode::new(market, t.episode.clone()).map_err(|e| WorkbenchError::invalid(e.to_string()))?;
-            return self.register(SimTree::new(scenario, Sim::Trading(episode)), token_budget);
+        let mut sim = entry
+            .instantiate(seed, self.market.as_ref())
+            .map_err(|e| WorkbenchError::invalid(e.to_string()))?;
+        if let Sim::Social(s) = &mut sim {
+            s.world.llm.offline = offline;
         }
-        let s = self.scenarios.get(scenario).map_err(|_| {
-            WorkbenchError::invalid(format!(
-                "unknown scenario '{scenario}' (available: {})",
-                self.scenarios.ids().join(", ")
-            ))
-        })?;
-        let mut sim = s.build(seed).map_err(|e| WorkbenchError::invalid(e.to_string()))?;
-        sim.world.llm.offline = offline;
-        self.register(SimTree::new(scenario, Sim::Social(sim)), token_budget)
+        self.register(SimTree::new(scenario, sim), token_budget)
     }
 
     fn check_turns(&self, turns: u64) -> Result<(), WorkbenchError> {
@@ -525,7 +513,7 @@ impl Workbench {
                 let run = CatchUnwind(Box::pin(sim.run(turns, &ctx, &mut sink)));
                 tokio::select! {
                     r = run => match r {
-                        Ok(result) => Outcome::Ran(result.err()),
+                        Ok(result) => Outcome::Ran(result.err().map(String::from)),
                         Err(()) => Outcome::Panicked,
                     },
                     _ = cancelled.wait_for(|c| *c) => Outcome::Cancelled,
@@ -638,7 +626,7 @@ impl Workbench {
     ) -> Result<RunResult, WorkbenchError> {
         let handle = self.tree(tree)?;
         let (parent, turns, records) = {
-            let t = handle.lock();
+            let mut t = handle.lock();
             let n = t.node(node)?;
             let [Op::Advance { turns }] = n.ops.as_slice() else {
                 return Err(WorkbenchError::invalid(format!(
@@ -648,13 +636,16 @@ impl Workbench {
             let parent = parent
                 .or(n.parent)
                 .ok_or_else(|| WorkbenchError::invalid("the root cannot be replayed"))?;
-            // A run without recorded calls (the mock, rule-based traders, ABM) is re-run as it
-            // is: it made no provider calls to begin with.
+            let (turns, records) = (*turns, n.records.clone());
+            // A run without recorded calls on the mock, or on an offline player (`scripted`) on
+            // any backend, is re-run as it is: it made no provider calls to begin with.
+            let offline = matches!(&*t.sim(parent)?, Sim::Social(s) if s.world.llm.offline.is_some());
             let replay = match &self.backend {
-                Backend::Mock if n.records.is_empty() => None,
-                _ => Some(n.records.clone()),
+                _ if records.is_empty() && offline => None,
+                Backend::Mock if records.is_empty() => None,
+                _ => Some(records),
             };
-            (parent, *turns, replay)
+            (parent, turns, replay)
         };
         self.check_turns(turns)?;
         let pending = self.start(&handle, parent, turns, records)?;

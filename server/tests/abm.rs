@@ -10,7 +10,7 @@ use simtree::abm::cli::{RunOptions, run_file};
 use simtree::abm::model::AbmDocument;
 use simtree::abm::venv::{ensure_venv, python_available};
 use simtree::abm::worker::{Advance, Start, StepRecord};
-use simtree::abm::{AbmError, AbmModel, AbmWorker, Patch, Sandbox, WorkerConfig, WorkerLimits, WorkerPool};
+use simtree::abm::{AbmError, AbmModel, AbmWorker, CheckPatch, Patch, Sandbox, WorkerConfig, WorkerLimits, WorkerPool};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")

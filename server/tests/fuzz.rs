@@ -71,7 +71,7 @@ fn advance(t: &mut SimTree, parent: NodeId, turns: u64) -> NodeId {
     } else {
         NodeStatus::Failed
     };
-    t.finish(id, sim, status, result.err(), Vec::new());
+    t.finish(id, sim, status, result.err().map(String::from), Vec::new());
     id
 }
 
@@ -174,8 +174,10 @@ fn targets(scenario: &str) -> (Vec<String>, Vec<String>, Vec<String>) {
     let mut t = tree_of(scenario);
     let sim = t.sim(0).unwrap();
     let agents = sim.state().agents.into_iter().map(|a| a.name).collect();
-    let keys = sim.view()["state"]
-        .as_object()
+    let view = sim.view();
+    let keys = view
+        .social()
+        .and_then(|v| v.state.as_object())
         .map(|o| o.keys().cloned().collect())
         .unwrap_or_default();
     let tickers = library()

@@ -125,6 +125,7 @@ const RULES: &[Rule] = &[
             "abm/",
             "scenario.rs",
             "sim.rs",
+            "sim/",
             "tree.rs",
             "workbench.rs",
             "workbench/",

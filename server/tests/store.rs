@@ -1,6 +1,7 @@
 //! The store, below HTTP: every node of a random tree rebuilt from the store alone equals the
 //! in-memory original (state and log, byte for byte), a chain stores linear bytes, and deleting
-//! a subtree or a tree removes its rows.
+//! a subtree or a tree removes its rows; over its budget the cache evicts simulators and closes
+//! idle trees, which come back intact.
 
 use std::sync::Arc;
 
@@ -17,8 +18,12 @@ fn temp(name: &str) -> std::path::PathBuf {
 }
 
 fn workbench(dir: &std::path::Path) -> Arc<Workbench> {
+    workbench_with(dir, Limits::default())
+}
+
+fn workbench_with(dir: &std::path::Path, limits: Limits) -> Arc<Workbench> {
     let lib = ScenarioLibrary::load_assets(&assets_dir()).unwrap();
-    let mut wb = Workbench::new(lib, Backend::Mock, Limits::default());
+    let mut wb = Workbench::new(lib, Backend::Mock, limits);
     wb.attach_store(Store::open_sqlite(dir).unwrap()).unwrap();
     Arc::new(wb)
 }
@@ -159,5 +164,39 @@ async fn a_chain_stores_each_nodes_own_delta() {
         late < early * 2,
         "per-node bytes grew from {early} to {late} over 20 nodes"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_its_budget_the_cache_closes_idle_trees_and_they_come_back_intact() {
+    let dir = temp("budget");
+    let limits = Limits {
+        cache_bytes: 64 << 10,
+        ..Limits::default()
+    };
+    let wb = workbench_with(&dir, limits);
+    let mut trees = Vec::new();
+    for _ in 0..4 {
+        let t = wb.create_tree("simple_chat", None, None, None).unwrap().id;
+        let mut node = 0;
+        for _ in 0..30 {
+            node = wb.advance(t, node, 1).await.unwrap().node;
+        }
+        trees.push((t, dump(&wb, t)));
+    }
+    assert!(
+        wb.cache_bytes() > 64 << 10,
+        "the trees exceed the budget: {}",
+        wb.cache_bytes()
+    );
+    assert!(wb.trim_cache() > 0);
+    assert!(
+        wb.cache_bytes() <= 64 << 10,
+        "within the budget after a trim: {} bytes",
+        wb.cache_bytes()
+    );
+    for (t, before) in trees {
+        assert_eq!(dump(&wb, t), before, "tree {t} comes back from the store as it was");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

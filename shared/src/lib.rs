@@ -7,8 +7,13 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub mod abm;
 mod sweep;
+pub mod trading;
+mod view;
+
 pub use sweep::{CellResult, CellRow, FailedRun, MetricSummary, SweepStarted, SweepTable};
+pub use view::*;
 
 /// One entry of a node's event log: `{type, data, node}`.
 ///
@@ -473,6 +478,17 @@ pub enum SimKind {
     Social,
     Trading,
     Abm,
+}
+
+impl SimKind {
+    /// The wire name (`social`, `trading`, `abm`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SimKind::Social => "social",
+            SimKind::Trading => "trading",
+            SimKind::Abm => "abm",
+        }
+    }
 }
 
 /// One entry of `GET /api/scenarios`.

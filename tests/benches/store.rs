@@ -48,6 +48,13 @@ fn rss_mb(field: &str) -> f64 {
         / 1024.0
 }
 
+/// Bytes the allocator has handed out and not got back (glibc's `mallinfo2`), in MB.
+fn heap_mb() -> f64 {
+    // SAFETY: mallinfo2 only reads the allocator's statistics.
+    let info = unsafe { libc::mallinfo2() };
+    info.uordblks as f64 / (1 << 20) as f64
+}
+
 /// Builds a chain of `n` single-turn advances; returns the total time and the node ids.
 async fn chain(wb: &Arc<Workbench>, n: usize) -> (Duration, u64, Vec<u64>) {
     let tree = wb.create_tree("simple_chat", None, None, None).unwrap().id;
@@ -157,11 +164,50 @@ async fn million_child(dir: &Path) {
         wb.trim_cache();
     }
     println!(
-        "opened {} trees and read {READS_PER_TREE} random nodes of each in {:.1} s with --cache-mb 512: RSS {:.0} MB (peak {:.0} MB)",
+        "opened {} trees and read {READS_PER_TREE} random nodes of each in {:.1} s with --cache-mb 512: RSS {:.0} MB (peak {:.0} MB); \
+         heap in use {:.0} MB, of which the cache accounts for {:.0} MB",
         listed.len(),
         t.elapsed().as_secs_f64(),
         rss_mb("VmRSS:"),
-        rss_mb("VmHWM:")
+        rss_mb("VmHWM:"),
+        heap_mb(),
+        wb.cache_bytes() as f64 / (1 << 20) as f64
+    );
+}
+
+/// Where memory goes: heap before and after rebuilding single nodes, against the cache's count.
+async fn probe(dir: &Path) {
+    let wb = workbench(Some(Store::open_sqlite(dir).unwrap()), 512);
+    let listed = wb.list();
+    let h0 = heap_mb();
+    let handle = wb.tree(listed[0].id).unwrap();
+    println!(
+        "tree structure: heap +{:.1} MB, counted {:.1} MB",
+        heap_mb() - h0,
+        wb.cache_bytes() as f64 / 1048576.0
+    );
+    for node in [5000u64, 5001, 9000, 2000] {
+        let h = heap_mb();
+        let c = wb.cache_bytes();
+        let sim = handle.lock().sim(node).unwrap();
+        let after_sim = heap_mb();
+        let _ = handle.lock().log(node).unwrap();
+        println!(
+            "node {node}: sim heap +{:.2} MB, with log +{:.2} MB; counted +{:.2} MB",
+            after_sim - h,
+            heap_mb() - h,
+            (wb.cache_bytes() - c) as f64 / 1048576.0
+        );
+        drop(sim);
+    }
+    let h = heap_mb();
+    for node in [5000u64, 5001, 9000, 2000] {
+        handle.lock().evict(node);
+    }
+    println!(
+        "evicted: heap {:.2} MB; counted {:.2} MB",
+        heap_mb() - h,
+        wb.cache_bytes() as f64 / 1048576.0
     );
 }
 
@@ -239,7 +285,11 @@ async fn main_bench() {
         .expect("child");
     print!("{}", String::from_utf8_lossy(&out.stdout));
     eprint!("{}", String::from_utf8_lossy(&out.stderr));
-    let _ = std::fs::remove_dir_all(&dir);
+    if std::env::var_os("SIMTREE_BENCH_KEEP").is_some() {
+        println!("kept the million-node folder: SIMTREE_BENCH_MILLION={}", dir.display());
+    } else {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
 
 fn main() {
@@ -248,6 +298,10 @@ fn main() {
         .build()
         .expect("runtime");
     if let Some(dir) = std::env::var_os("SIMTREE_BENCH_MILLION") {
+        if std::env::var_os("SIMTREE_BENCH_PROBE").is_some() {
+            rt.block_on(probe(Path::new(&dir)));
+            return;
+        }
         rt.block_on(million_child(Path::new(&dir)));
         return;
     }

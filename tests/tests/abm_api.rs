@@ -4,6 +4,8 @@
 
 use serde_json::{Value, json};
 use simtree_e2e::Server;
+use simtree_shared::NodeView;
+use simtree_shared::abm::AbmStep;
 
 /// The tracked series of a node: (step, values) from its full log.
 fn series(logs: &Value) -> Vec<(u64, Value)> {
@@ -11,7 +13,10 @@ fn series(logs: &Value) -> Vec<(u64, Value)> {
         .unwrap()
         .iter()
         .filter(|e| e["type"] == "abm_step")
-        .map(|e| (e["data"]["step"].as_u64().unwrap(), e["data"]["values"].clone()))
+        .map(|e| {
+            let step: AbmStep = serde_json::from_value(e["data"].clone()).unwrap_or_else(|err| panic!("{err}: {e}"));
+            (step.step, Value::Object(step.values))
+        })
         .collect()
 }
 
@@ -46,8 +51,22 @@ async fn an_abm_tree_advances_branches_and_replicates() {
     assert_eq!(base_series.first().unwrap().0, 0, "step 0 holds the initial values");
     assert_eq!(base_series.last().unwrap().0, 20);
     let view = s.get(&p(&format!("/node/{base}/view"))).await.1;
-    assert_eq!((view["kind"].as_str(), view["steps"].as_u64()), (Some("abm"), Some(20)));
-    assert!(view["snapshot_bytes"].as_u64().unwrap() > 0);
+    let Ok(NodeView::Abm(view)) = serde_json::from_value::<NodeView>(view.clone()) else {
+        panic!("not an ABM view: {view}")
+    };
+    assert_eq!(view.steps, 20);
+    assert!(view.snapshot_bytes.unwrap() > 0);
+    assert!(view.terminated.is_none() && view.pending.is_empty());
+    let outline = view.outline();
+    assert!(
+        outline
+            .global_variables
+            .iter()
+            .flatten()
+            .any(|g| g.name == "infectionRate"),
+        "the outline lists the model's globals: {:?}",
+        outline.global_variables
+    );
 
     // A counterfactual: a far higher infection rate from step 20 on.
     let bad = json!({"parent": base, "ops": [{"op": "abm_set_global", "name": "noSuchVariable", "value": 1}]});

@@ -586,10 +586,26 @@ async fn every_reply_parses_into_its_shared_type() {
     typed::<UsageReply>("usage", s.get(&p("/usage")).await.1);
     typed::<NodeState>("state", s.get(&p(&format!("/node/{}/state", run.child))).await.1);
     typed::<NodeState>("sim state", s.get(&p(&format!("/sim/{}/state", run.child))).await.1);
+    let view = typed::<NodeView>("view", s.get(&p(&format!("/node/{}/view", run.child))).await.1);
+    let NodeView::Social(social) = view else {
+        panic!("a council node's view is social: {view:?}")
+    };
+    assert_eq!(social.scene, "council_scene");
+    assert!(social.state.is_object());
     let logs = s.get(&p(&format!("/node/{}/logs", branch.child))).await.1;
+    let mut deltas = 0;
     for entry in logs.as_array().unwrap() {
-        typed::<LogEntry>("log entry", entry.clone());
+        let entry = typed::<LogEntry>("log entry", entry.clone());
+        if entry.kind == "agent_ctx_delta" {
+            typed::<CtxDelta>("agent_ctx_delta", entry.data.clone());
+            deltas += 1;
+        }
+        if entry.kind == "action_end" {
+            let end: ActionEnd = entry.payload().expect("an action_end payload");
+            assert!(!end.name().is_empty(), "{:?}", entry.data);
+        }
     }
+    assert!(deltas > 0, "the council's turns grew the agents' memories");
     let (st, err) = s.post(&p(&format!("/node/{}/cancel", run.child)), &json!({})).await;
     assert_eq!(st, 409);
     typed::<ErrorBody>("error", err);
@@ -606,6 +622,7 @@ async fn every_reply_parses_into_its_shared_type() {
         "NodeInfo",
         "UsageReply",
         "Graph",
+        "NodeView",
     ] {
         assert!(doc["components"]["schemas"].get(name).is_some(), "{name}");
     }

@@ -1531,6 +1531,443 @@ async fn ui_bench() {
     b.finish("ui_bench").await;
 }
 
+// ---- Sweeps, overlays, trade markers and the create form (charts). ----
+
+/// Polls until the `value` property of `css` contains `needle`.
+async fn wait_value(b: &Browser, css: &str, needle: &str) -> String {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let value = b
+            .wait_css(css)
+            .await
+            .prop("value")
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        if value.contains(needle) {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{css} never held {needle:?}; last: {value:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_sweep_started_from_the_form_fills_its_table_and_charts_live() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let (st, created) = b
+        .server
+        .post("/devui/simtree", &json!({"scenario": "sir_network", "seed": 7}))
+        .await;
+    assert_eq!(st, 200, "{created}");
+    let t = created["id"].as_u64().unwrap();
+    b.open(&format!("/simtree/{t}")).await;
+    b.wait_css("g.node[data-id='0']").await;
+    b.wait_text("#sweep-list", "No sweeps yet").await;
+    b.click("#sweep-new summary").await;
+    // An ABM tree's form holds the SIR example: infection rate 0.01 vs 0.3.
+    wait_value(&b, "#sweep-op", "abm_set_global").await;
+    wait_value(&b, "#sweep-values", "0.01, 0.3").await;
+    b.set_input("#sweep-turns", "12").await;
+    b.set_input("#sweep-replicates", "2").await;
+
+    // A reduction the server does not know: its 422 shows in place and nothing is made.
+    b.set_input("#sweep-metrics", "peak = maximum:globalVariable.infectedCount")
+        .await;
+    b.click("#sweep-start").await;
+    let refusal = b.wait_text("#sweep-error", "metrics.peak").await;
+    assert!(!refusal.contains("422"), "the server's words, not a status: {refusal}");
+    let (_, none) = b.server.get(&format!("/devui/simtree/{t}/sweep")).await;
+    assert_eq!(none, json!([]), "a refused sweep creates nothing");
+    // A field the form checks itself.
+    b.set_input("#sweep-replicates", "0").await;
+    b.click("#sweep-start").await;
+    b.wait_text("#sweep-error", "Replicates").await;
+
+    b.set_input("#sweep-replicates", "2").await;
+    b.set_input("#sweep-metrics", "peak = max:globalVariable.infectedCount")
+        .await;
+    b.click("#sweep-start").await;
+    b.wait_count("#sweep-table tr[data-cell]", 2).await;
+    assert_eq!(
+        b.count("#sweep-error").await,
+        0,
+        "the error is gone once a sweep starts"
+    );
+    if let Ok(png) = b.client.screenshot().await {
+        let _ = std::fs::write(screenshots().join("sweep_running.png"), png);
+    }
+    // The socket's sweep_progress fills the table and the chart: no reload, no polling.
+    b.wait_text("#sweep-progress", "4/4 runs done").await;
+    b.wait_count("#sweep-chart-0 circle.mean", 2).await;
+    b.wait_count("#sweep-chart-0 circle.replicate", 4).await;
+    let band = b
+        .wait_css("#sweep-chart-0 polygon.band")
+        .await
+        .attr("points")
+        .await
+        .unwrap()
+        .unwrap_or_default();
+    assert_eq!(band.split(' ').count(), 4, "a band over two cells: {band}");
+    let (_, tables) = b.server.get(&format!("/devui/simtree/{t}/sweep")).await;
+    let table = &tables[0];
+    let (slow, fast) = (&table["cells"][0], &table["cells"][1]);
+    assert!(
+        fast["metrics"]["peak"]["mean"].as_f64() > slow["metrics"]["peak"]["mean"].as_f64(),
+        "{table}"
+    );
+    let row = b.wait_text("#sweep-table tr[data-cell='1']", "rate=0.3").await;
+    assert!(row.contains("(n=2)") && row.contains('±'), "mean ± sd (n): {row}");
+    // The x axis names the cells; hovering one reads its numbers out.
+    let labels = b.wait_text("#sweep-chart-0", "rate=0.01").await;
+    assert!(labels.contains("rate=0.3"), "{labels}");
+    b.js("const c = document.querySelector('#sweep-chart-0'); c.scrollIntoView({block: 'center'});
+          const r = c.getBoundingClientRect();
+          c.dispatchEvent(new MouseEvent('mousemove', {clientX: r.left + r.width * 0.8, clientY: r.top + 40, bubbles: true}));")
+        .await;
+    b.wait_text("#sweep-chart-0-readout", "rate=0.3: ").await;
+    // A click on a cell selects its node in the graph and the inspector.
+    let node = fast["node"].as_u64().unwrap();
+    b.click("#sweep-chart-0 rect.slot[data-cell='1']").await;
+    b.wait_text("#inspector h3", &format!("#{node}")).await;
+    b.wait_css(&format!("#sweep-table tr.selected[data-node='{node}']"))
+        .await;
+    b.wait_css(&format!("g.node.selected[data-id='{node}']")).await;
+    b.click("#sweep-table tr[data-cell='0'] button.cell-pick").await;
+    let first = slow["node"].as_u64().unwrap();
+    b.wait_text("#inspector h3", &format!("#{first}")).await;
+    b.js("document.querySelector('#sweeps').scrollIntoView()").await;
+    b.finish("sweep_table_and_chart").await;
+}
+
+/// Runs a sweep through the API and waits for its table to have no run pending.
+async fn finished_sweep(s: &Server, tree: u64, body: Value) -> Value {
+    let started = api_post(s, &format!("/devui/simtree/{tree}/sweep"), body).await;
+    let id = started["sweep"].as_u64().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let (_, table) = s.get(&format!("/devui/simtree/{tree}/sweep/{id}")).await;
+        if table["pending"] == 0 {
+            return table;
+        }
+        assert!(Instant::now() < deadline, "the sweep did not finish: {table}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn replicates_overlay_as_dashed_lines_or_as_a_mean_with_a_band() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let t = api_tree(&b.server, "sir_network").await;
+    let body = json!({
+        "parent": 0, "turns": 15, "replicates": 3, "seed": 1,
+        "axes": [{"label": "rate", "op": {"op": "abm_set_global", "name": "infectionRate"},
+                  "field": "value", "values": [0.3]}],
+        "metrics": {"peak": "max:globalVariable.infectedCount"}
+    });
+    let table = finished_sweep(&b.server, t, body).await;
+    assert_eq!(table["failed"], 0, "{table}");
+    let first = table["cells"][0]["children"][0].as_u64().unwrap();
+    b.open(&format!("/simtree/{t}")).await;
+    b.click(&format!("g.node[data-id='{first}']")).await;
+    b.wait_count("#abm-chart polyline.series", 3).await;
+    // Its siblings, the cell's two other replicates, dashed in the same colours.
+    b.click("#overlay-siblings").await;
+    b.wait_count("#abm-chart polyline.series", 9).await;
+    assert_eq!(b.count("#abm-chart polyline.series[stroke-dasharray='5 3']").await, 6);
+    // The three runs as one mean per variable over a band of ± sd.
+    b.click("#overlay-band").await;
+    b.wait_count("#abm-chart polyline.mean", 3).await;
+    assert_eq!(b.count("#abm-chart polyline.series").await, 0);
+    b.wait_count("#abm-chart polygon.band", 3).await;
+    let legend = b.wait_text("#abm-view .chart-legend", "mean ± sd (n=3)").await;
+    assert!(legend.contains("infectedCount"), "{legend}");
+    // The replicates differ (paired seeds 1, 2, 3), so the band has width somewhere.
+    let spread = b
+        .js(
+            "const b = document.querySelector(\"#abm-chart polygon.band[data-name='globalVariable.infectedCount']\");
+             const m = document.querySelector(\"#abm-chart polyline.mean[data-name='globalVariable.infectedCount']\");
+             const pts = b.getAttribute('points').trim().split(' ');
+             const n = m.getAttribute('points').trim().split(' ').length;
+             const ys = pts.map(p => Number(p.split(',')[1]));
+             let widest = 0;
+             for (let i = 0; i < n; i++) widest = Math.max(widest, Math.abs(ys[i] - ys[2 * n - 1 - i]));
+             return [pts.length, n, widest];",
+        )
+        .await;
+    let (points, steps, widest) = (
+        spread[0].as_u64(),
+        spread[1].as_u64(),
+        spread[2].as_f64().unwrap_or(0.0),
+    );
+    assert_eq!(points, steps.map(|n| 2 * n), "along the top and back along the bottom");
+    assert!(widest > 1.0, "the band has no width: {spread}");
+    b.js("document.querySelector('#abm-chart').scrollIntoView({block: 'center'})")
+        .await;
+    b.finish("replicates_mean_band").await;
+}
+
+#[tokio::test]
+async fn an_equity_chart_marks_buys_and_sells_with_their_details() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let t = open_run(&b, "llm_trader", 20).await;
+    b.wait_css("#equity-chart polyline.equity").await;
+    let (_, view) = b.server.get(&format!("/devui/simtree/{t}/node/1/view")).await;
+    let trades = view["trades"].as_array().cloned().unwrap_or_default();
+    let side = |s: &str| trades.iter().filter(|t| t["side"] == s).count();
+    let (buys, sells) = (side("buy"), side("sell"));
+    assert!(buys > 0 && sells > 0, "the run should both buy and sell: {trades:?}");
+    b.wait_count("#equity-chart path.trade.buy", buys).await;
+    b.wait_count("#equity-chart path.trade.sell", sells).await;
+    // Each marker says what was traded, when, how many and at what price.
+    let marks = b
+        .js(
+            "return [...document.querySelectorAll('#equity-chart path.trade')].map(p =>
+               [p.getAttribute('class'), p.querySelector('title').textContent, p.getAttribute('fill'),
+                Number(p.getAttribute('data-index')), p.getAttribute('d')]);",
+        )
+        .await;
+    let marks = marks.as_array().unwrap();
+    let first = &trades[0];
+    let (date, ticker) = (first["timestamp"].as_str().unwrap(), first["ticker"].as_str().unwrap());
+    let text = format!("{date} {} ", first["side"].as_str().unwrap());
+    let found = marks.iter().find(|m| {
+        m[1].as_str()
+            .is_some_and(|s| s.starts_with(&text) && s.contains(ticker))
+    });
+    let found = found.unwrap_or_else(|| panic!("no marker for {first}: {marks:?}"));
+    assert!(found[1].as_str().unwrap().contains(" @ "), "{found}");
+    let fills: std::collections::BTreeSet<(String, String)> = marks
+        .iter()
+        .map(|m| (m[0].as_str().unwrap().to_string(), m[2].as_str().unwrap().to_string()))
+        .collect();
+    assert_eq!(fills.len(), 2, "one colour per side: {fills:?}");
+    // A buy points up at the curve from below, a sell down from above (SVG y grows downwards).
+    let curve_y = b
+        .js(
+            "return document.querySelector('#equity-chart polyline.equity').getAttribute('points')
+               .trim().split(' ').map(p => Number(p.split(',')[1]));",
+        )
+        .await;
+    for m in marks {
+        let i = m[3].as_u64().unwrap() as usize;
+        let tip_y: f64 = m[4]
+            .as_str()
+            .unwrap()
+            .split([',', ' '])
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap();
+        let y = curve_y[i].as_f64().unwrap();
+        if m[0] == "trade buy" {
+            assert!(tip_y > y, "a buy below the curve: {m}");
+        } else {
+            assert!(tip_y < y, "a sell above the curve: {m}");
+        }
+    }
+    // Hovering the trade's day lists it in the read-out too.
+    let i = found[3].as_u64().unwrap();
+    let n = curve_y.as_array().unwrap().len();
+    b.js(&format!(
+        "const c = document.querySelector('#equity-chart'); c.scrollIntoView({{block: 'center'}});
+         const r = c.getBoundingClientRect();
+         const x = 64 + (560 - 64 - 14) * {i} / {};
+         c.dispatchEvent(new MouseEvent('mousemove', {{clientX: r.left + x * r.width / 560, clientY: r.top + 50, bubbles: true}}));",
+        n.saturating_sub(1).max(1)
+    ))
+    .await;
+    b.wait_text("#equity-chart-readout", &text).await;
+    b.wait_text("#trading-view .chart-legend", "▲ buy").await;
+    b.finish("trade_markers").await;
+}
+
+#[tokio::test]
+async fn the_create_form_picks_the_llm_player_of_a_social_tree() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    b.open("/simtree").await;
+    b.wait_css("#scenario-select option[value='werewolf']").await;
+    // Trading and ABM trees have no player to choose.
+    b.select("#scenario-select", "llm_trader").await;
+    b.wait_count("#llm-select", 0).await;
+    b.select("#scenario-select", "werewolf").await;
+    assert_eq!(
+        wait_value(&b, "#llm-select", "mock").await,
+        "mock",
+        "mock is the default"
+    );
+    b.wait_text("#llm-note", "does not report which provider").await;
+    b.select("#llm-select", "scripted").await;
+    b.set_input("#seed-input", "2").await;
+    b.click("#create-btn").await;
+    b.wait_css("g.node[data-id='0']").await;
+    let url = b.client.current_url().await.unwrap();
+    let t: u64 = url.path().rsplit('/').next().unwrap().parse().unwrap();
+    // The scripted player plays werewolf to its end; the mock never gets past the first day.
+    let adv = api_post(
+        &b.server,
+        &format!("/devui/simtree/{t}/advance"),
+        json!({"parent": 0, "turns": 400}),
+    )
+    .await;
+    let child = adv["child"].as_u64().unwrap();
+    let (_, state) = b.server.get(&format!("/devui/simtree/{t}/node/{child}/state")).await;
+    assert!(
+        state.to_string().contains("Game over:"),
+        "the tree was created with the scripted player"
+    );
+    b.js("document.querySelector('#llm-select').scrollIntoView({block: 'center'})")
+        .await;
+    b.finish("create_llm_player").await;
+}
+
+#[tokio::test]
+async fn the_side_panels_style_through_the_stylesheet_in_both_themes() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    open_run(&b, "llm_trader", 20).await;
+    b.wait_css("#equity-chart path.trade.buy").await;
+    // No inline style in the side pane's panels, charts' own SVG aside (a downloaded chart keeps
+    // its look by carrying it).
+    let inline = b
+        .js("return [...document.querySelectorAll('.side [style]')]
+               .filter(e => !e.closest('svg.chart')).map(e => e.outerHTML.slice(0, 80));")
+        .await;
+    assert_eq!(inline, json!([]), "inline styles left");
+    let colours = || async {
+        b.js("const c = (css, p) => getComputedStyle(document.querySelector(css))[p];
+              return [c('.trade-legend .buy', 'color'), c('#equity-chart path.trade.buy', 'fill'),
+                      c('.trade-legend .sell', 'color'), c('#equity-chart .y-tick', 'fill')];")
+            .await
+    };
+    let light = colours().await;
+    // Dark: the theme's own green and red, and muted tick labels that read on a dark surface.
+    b.js("document.documentElement.setAttribute('data-theme', 'dark')")
+        .await;
+    let dark = colours().await;
+    assert_eq!(
+        dark,
+        json!([
+            "rgb(129, 199, 132)",
+            "rgb(129, 199, 132)",
+            "rgb(255, 107, 107)",
+            "rgb(154, 163, 181)"
+        ]),
+        "light was {light}"
+    );
+    assert_ne!(light, dark);
+    b.js("document.querySelector('#equity-chart').scrollIntoView({block: 'center'})")
+        .await;
+    b.finish("charts_dark_theme").await;
+}
+
+#[tokio::test]
+async fn a_compared_trading_node_overlays_its_equity_and_both_make_a_mean_with_a_band() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let t = api_tree(&b.server, "momentum_tech").await;
+    let body = json!({
+        "parent": 0, "turns": 15, "replicates": 1,
+        "axes": [{"label": "lookback", "op": {"op": "agent_swap", "agent": {"kind": "momentum"}},
+                  "field": "agent.lookback", "values": [3, 10]}],
+        "metrics": {"value": "metric:final_value"}
+    });
+    let table = finished_sweep(&b.server, t, body).await;
+    assert_eq!(table["failed"], 0, "{table}");
+    let run = |cell: usize| table["cells"][cell]["children"][0].as_u64().unwrap();
+    let (short, long) = (run(0), run(1));
+    b.open(&format!("/simtree/{t}")).await;
+    b.click(&format!("g.node[data-id='{short}']")).await;
+    b.wait_css("#equity-chart polyline.equity").await;
+    b.set_input("#compare-input", &long.to_string()).await;
+    b.click("#compare-btn").await;
+    let other = b
+        .wait_css("#equity-chart polyline.series[stroke-dasharray='5 3']")
+        .await;
+    assert_eq!(other.attr("data-name").await.unwrap().as_deref(), Some("equity_curve"));
+    b.wait_text("#trading-view .chart-legend", &format!("(#{long})")).await;
+    b.click("#overlay-band").await;
+    b.wait_count("#equity-chart polyline.mean", 1).await;
+    b.wait_count("#equity-chart polygon.band", 1).await;
+    assert_eq!(b.count("#equity-chart polyline.benchmark").await, 1, "buy & hold stays");
+    assert_eq!(
+        b.count("#equity-chart path.trade").await,
+        0,
+        "one node's trades do not mark a mean"
+    );
+    b.wait_text("#trading-view .chart-legend", "mean ± sd (n=2)").await;
+    // The choice holds while the view is re-read (a finished run elsewhere re-reads it).
+    api_post(
+        &b.server,
+        &format!("/devui/simtree/{t}/advance"),
+        json!({"parent": 0, "turns": 1}),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    b.wait_count("#equity-chart polyline.mean", 1).await;
+    // The side pane fits its width: nothing in it scrolls sideways.
+    let wide = b
+        .js("const side = document.querySelector('.side');
+             const edge = side.getBoundingClientRect().right;
+             return [side.scrollWidth - side.clientWidth,
+                     [...side.querySelectorAll('*')].filter(e => e.getBoundingClientRect().right > edge + 1)
+                       .map(e => e.tagName + '#' + e.id + '.' + e.className).slice(0, 8)];")
+        .await;
+    assert_eq!(wide[0], 0, "too wide: {wide}");
+    b.js("document.querySelector('#equity-chart').scrollIntoView({block: 'center'})")
+        .await;
+    b.finish("trading_mean_band").await;
+}
+
+#[tokio::test]
+async fn the_sweep_form_has_a_json_mode_that_starts_from_the_forms_file() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let t = api_tree(&b.server, "simple_chat").await;
+    b.open(&format!("/simtree/{t}")).await;
+    b.wait_css("g.node[data-id='0']").await;
+    b.click("#sweep-new summary").await;
+    wait_value(&b, "#sweep-op", "public_broadcast").await;
+    b.set_input("#sweep-replicates", "1").await;
+    b.click("#sweep-json-mode").await;
+    // The expert mode starts from what the form says.
+    let file = wait_value(&b, "#sweep-json", "public_broadcast").await;
+    let file: Value = serde_json::from_str(&file).unwrap();
+    assert_eq!(file["replicates"], 1);
+    assert_eq!(file["axes"][0]["values"], json!(["rain", "sun"]));
+    b.set_input("#sweep-json", "[1, 2]").await;
+    b.click("#sweep-start").await;
+    b.wait_text("#sweep-error", "JSON object").await;
+    // A field the server does not know is named in its refusal.
+    let mut wrong = file.clone();
+    wrong["axis"] = json!([]);
+    b.set_input("#sweep-json", &wrong.to_string()).await;
+    b.click("#sweep-start").await;
+    b.wait_text("#sweep-error", "axis").await;
+    // Two axes make a grid of four cells, first axis slowest.
+    let mut grid = file.clone();
+    grid["axes"] = json!([
+        {"label": "news", "op": {"op": "public_broadcast"}, "field": "text", "values": ["rain", "sun"]},
+        {"label": "again", "op": {"op": "public_broadcast"}, "field": "text", "values": ["wind", "snow"]}
+    ]);
+    b.set_input("#sweep-json", &grid.to_string()).await;
+    b.click("#sweep-start").await;
+    b.wait_count("#sweep-table tr[data-cell]", 4).await;
+    b.wait_text("#sweep-progress", "4/4 runs done").await;
+    b.wait_text("#sweep-table tr[data-cell='1']", "news=rain · again=snow")
+        .await;
+    b.wait_count("#sweep-chart-0 circle.mean", 4).await;
+    b.finish("sweep_json_grid").await;
+}
+
 // ---- Issue 12, big trees: the canvas, search, collapse, left-to-right, the keyboard map. ----
 
 /// Presses `key` as the page sees it (a keydown that bubbles up to the window's listener).

@@ -365,3 +365,32 @@ async fn a_key_the_provider_echoes_never_reaches_logs_records_or_exports() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_scripted_tree_on_a_provider_server_never_calls_it_and_replays() {
+    let (url, fake, _provider) = fake_provider(false).await;
+    let s = server_for(&url, &[]);
+    let (st, created) = s
+        .post(
+            "/devui/simtree",
+            &json!({"scenario": "werewolf", "seed": 3, "llm": "scripted"}),
+        )
+        .await;
+    assert_eq!(st, 200, "{created}");
+    let t = created["id"].as_u64().unwrap();
+    let p = |rest: &str| format!("/devui/simtree/{t}{rest}");
+    let (st, adv) = s.post(&p("/advance"), &json!({"parent": 0, "turns": 8})).await;
+    assert_eq!(st, 200, "{adv}");
+    assert!(adv.get("error").is_none(), "{adv}");
+    let (st, rep) = s.post(&p("/replay"), &json!({"node": 1})).await;
+    assert_eq!(st, 200, "the offline player re-runs: {rep}");
+    let copy = rep["child"].as_u64().unwrap();
+    let original = own(&s.get(&p("/node/1/logs")).await.1, 1);
+    assert!(!original.is_empty());
+    assert_eq!(original, own(&s.get(&p(&format!("/node/{copy}/logs"))).await.1, copy));
+    assert_eq!(
+        fake.calls.load(Ordering::SeqCst),
+        0,
+        "a scripted tree makes no provider calls"
+    );
+}

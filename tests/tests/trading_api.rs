@@ -3,6 +3,17 @@
 
 use serde_json::{Value, json};
 use simtree_e2e::Server;
+use simtree_shared::NodeView;
+use simtree_shared::trading::{DecisionEvent, TradingView};
+
+/// A node's view, which must be a trading one.
+async fn trading_view(s: &Server, tree: u64, node: u64) -> TradingView {
+    let v = s.get(&format!("/devui/simtree/{tree}/node/{node}/view")).await.1;
+    match serde_json::from_value::<NodeView>(v.clone()) {
+        Ok(NodeView::Trading(t)) => *t,
+        other => panic!("not a trading view ({other:?}): {v}"),
+    }
+}
 
 fn own(logs: &Value, node: u64) -> Vec<Value> {
     logs.as_array()
@@ -35,12 +46,17 @@ async fn a_trading_tree_branches_on_injected_news_and_compares_metrics() {
     assert_eq!(points.len(), 20);
     assert!(points.iter().all(|e| e["type"] == "decision_point"));
     assert_eq!(points[19]["data"]["log"]["case_id"], "llm-trader:19");
-    let view = s.get(&p(&format!("/node/{base}/view"))).await.1;
-    assert_eq!(view["kind"], "trading");
-    assert_eq!(view["next_decision_point"], 20);
+    let last: DecisionEvent = serde_json::from_value(points[19]["data"].clone()).unwrap();
+    assert!(!last.done && last.value > 0.0, "{:?}", points[19]);
+    let view = trading_view(&s, t, base).await;
+    assert_eq!(view.next_decision_point, 20);
+    assert_eq!(
+        view.portfolio, last.portfolio,
+        "the view shows the last decision's portfolio"
+    );
     assert!(
-        view["portfolio"]["positions"]["AAPL"].as_i64().unwrap_or(0) > 0,
-        "holds AAPL before the news: {view}"
+        view.portfolio.shares("AAPL") > 0,
+        "holds AAPL before the news: {view:?}"
     );
 
     // Bad news about Apple reaches only the branch.
@@ -79,20 +95,18 @@ async fn a_trading_tree_branches_on_injected_news_and_compares_metrics() {
         "the news made the agent sell: {first}"
     );
 
-    let a = s.get(&p(&format!("/node/{with_news}/view"))).await.1;
-    let b = s.get(&p(&format!("/node/{without}/view"))).await.1;
+    let a = trading_view(&s, t, with_news).await;
+    let b = trading_view(&s, t, without).await;
     for v in [&a, &b] {
-        let m = &v["metrics"];
-        assert_eq!(m["decision_points"], 30);
-        assert!(m["strategy"]["total_return"].is_number() && m["buy_and_hold"]["total_return"].is_number());
-        assert!(!v["equity_curve"].as_array().unwrap().is_empty());
+        assert_eq!(v.metrics.decision_points, 30);
+        assert!(v.metrics.strategy.total_return.is_finite() && v.metrics.buy_and_hold.total_return.is_finite());
+        assert!(!v.equity_curve.is_empty());
     }
     assert_eq!(
-        a["metrics"]["buy_and_hold"], b["metrics"]["buy_and_hold"],
+        a.metrics.buy_and_hold, b.metrics.buy_and_hold,
         "same window, same benchmark"
     );
-    assert_ne!(a["portfolio"], b["portfolio"], "the branches diverged");
-    assert_ne!(a["metrics"]["num_trades"], Value::Null);
+    assert_ne!(a.portfolio, b.portfolio, "the branches diverged");
 
     // Export/import keeps the episode runnable (the market is re-attached).
     let export = s.get(&p("/export")).await.1;

@@ -31,8 +31,8 @@ pub use model::{AbmDocument, AbmModel, AbmResponse, LlmAbmResponse, SupportingIn
 pub use sandbox::Sandbox;
 pub use validate::{Issue, Report, Severity, validate, validate_document};
 pub use worker::{
-    AbmWorker, Advance, Advanced, ModelId, ModelInfo, Patch, Snapshot, Start, StepRecord, StepReport, WorkerConfig,
-    WorkerLimits, WorkerPool,
+    AbmWorker, Advance, Advanced, CheckPatch, ModelId, ModelInfo, Patch, Snapshot, Start, StepRecord, StepReport,
+    WorkerConfig, WorkerLimits, WorkerPool,
 };
 
 use std::time::Duration;

@@ -233,29 +233,17 @@ impl std::fmt::Display for ModelId {
     }
 }
 
-/// A counterfactual change applied to a running model (a branch op).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "target", rename_all = "camelCase")]
-pub enum Patch {
-    /// Set a global variable.
-    GlobalVariable { name: String, value: Value },
-    /// Set an environment attribute.
-    EnvironmentAttribute { name: String, value: Value },
-    /// Set an attribute of every agent of a type, or of the one with `agentId`.
-    #[serde(rename_all = "camelCase")]
-    AgentAttribute {
-        agent_type: String,
-        name: String,
-        value: Value,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        agent_id: Option<u64>,
-    },
-}
+pub use simtree_shared::abm::{AbmPatch as Patch, Termination};
 
-impl Patch {
+/// The server's check of a [`Patch`] (the patch itself is a wire type in `simtree_shared`).
+pub trait CheckPatch {
     /// Checks the patch against the model's declarations: the variable exists and the value
     /// fits its declared type. Lets a branch fail before anything runs.
-    pub fn check(&self, model: &AbmModel) -> Result<(), AbmError> {
+    fn check(&self, model: &AbmModel) -> Result<(), AbmError>;
+}
+
+impl CheckPatch for Patch {
+    fn check(&self, model: &AbmModel) -> Result<(), AbmError> {
         let (decl, what) = match self {
             Patch::GlobalVariable { name, .. } => (model.global_variable(name), format!("global variable '{name}'")),
             Patch::EnvironmentAttribute { name, .. } => (
@@ -284,37 +272,6 @@ impl Patch {
         }
         Ok(())
     }
-
-    /// The new value.
-    pub fn value(&self) -> &Value {
-        match self {
-            Patch::GlobalVariable { value, .. }
-            | Patch::EnvironmentAttribute { value, .. }
-            | Patch::AgentAttribute { value, .. } => value,
-        }
-    }
-
-    /// The sourceName the patch writes (for logs and edge labels).
-    pub fn source_name(&self) -> String {
-        match self {
-            Patch::GlobalVariable { name, .. } => format!("globalVariable.{name}"),
-            Patch::EnvironmentAttribute { name, .. } => {
-                format!("environment.environmentAttribute.{name}")
-            }
-            Patch::AgentAttribute { agent_type, name, .. } => format!("agent.{agent_type}.agentAttribute.{name}"),
-        }
-    }
-}
-
-/// Why a model stopped.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Termination {
-    /// `rule` (a termination rule fired), `maxSteps`, or `running` (model code set
-    /// `model.running = False`).
-    pub reason: String,
-    /// The rule's sourceName for `rule`.
-    pub source_name: Option<String>,
 }
 
 /// The tracked variables at one step. Model-level values are plain JSON; agent-level ones are

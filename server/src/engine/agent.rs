@@ -108,10 +108,12 @@ impl Agent {
     }
 
     fn ctx_delta(&self, role: Role, content: &str) -> Event {
-        Event::new(
-            EventType::AgentCtxDelta,
-            json!({"agent": self.name, "role": role.as_str(), "content": content}),
-        )
+        let delta = simtree_shared::CtxDelta {
+            agent: self.name.clone(),
+            role: role.as_str().to_string(),
+            content: content.to_string(),
+        };
+        Event::of(EventType::AgentCtxDelta, &delta)
     }
 
     /// `properties.map_xy` as integer coordinates, when present.

@@ -62,6 +62,11 @@ impl Event {
     pub fn new(kind: EventType, data: Value) -> Self {
         Event { kind, data }
     }
+
+    /// An event whose `data` is a typed payload (one of `simtree_shared`'s event payloads).
+    pub fn of(kind: EventType, payload: &impl Serialize) -> Self {
+        Event::new(kind, serde_json::to_value(payload).unwrap_or(Value::Null))
+    }
 }
 
 /// Where a running simulator delivers its events, in emission order.

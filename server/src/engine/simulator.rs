@@ -329,10 +329,12 @@ impl Simulator {
     }
 
     fn agent_error(&mut self, agent: &str, step: u32, error: &str) {
-        self.emit(
-            EventType::AgentError,
-            json!({"agent": agent, "step": step, "error": error}),
-        );
+        let e = simtree_shared::AgentErrorEvent {
+            agent: agent.to_string(),
+            step: step.into(),
+            error: error.to_string(),
+        };
+        self.emit(EventType::AgentError, serde_json::to_value(e).unwrap_or_default());
     }
 
     /// One `process` call of agent `idx`.

@@ -4,8 +4,9 @@
 //! schemathesis against the real binary with it.
 //!
 //! The route table below mirrors `http::router` (a test checks every documented path is routed).
-//! The WebSockets and the web UI's files are not REST and are not listed; kind-specific bodies
-//! (a node's view, an export, ABM documents) are documented as free-form objects.
+//! The WebSockets and the web UI's files are not REST and are not listed. A node's view is
+//! typed per kind ([`NodeView`]); an export and the ABM documents are documented as free-form
+//! objects.
 
 use axum::Json;
 use schemars::generate::SchemaSettings;
@@ -13,8 +14,8 @@ use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{Map, Value, json};
 use simtree_shared::{
     AdvanceRequest, BranchRequest, ChildReply, ChildrenReply, CreateRequest, ErrorBody, FrontierRequest, Graph,
-    LcaReply, MultiRequest, NodeInfo, NodeState, OkReply, ReplayRequest, RunReply, ScenarioSummary, Summary, TreeInfo,
-    TreePatch, TreeRef, UsageReply,
+    LcaReply, MultiRequest, NodeInfo, NodeState, NodeView, OkReply, ReplayRequest, RunReply, ScenarioSummary, Summary,
+    TreeInfo, TreePatch, TreeRef, UsageReply,
 };
 
 /// One documented operation.
@@ -245,7 +246,7 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
             "/devui/simtree/{tree}/node/{node}/view",
             "A node's kind-specific view",
             None,
-            any_object(),
+            schema::<NodeView>(g),
             &[404, 409, 422],
         ),
         op(
@@ -360,7 +361,17 @@ mod tests {
         let doc = document();
         let text = doc.to_string();
         let schemas = doc["components"]["schemas"].as_object().unwrap();
-        for name in ["RunReply", "Graph", "Op", "NodeInfo", "ErrorBody", "CreateRequest"] {
+        for name in [
+            "RunReply",
+            "Graph",
+            "Op",
+            "NodeInfo",
+            "ErrorBody",
+            "CreateRequest",
+            "NodeView",
+            "TradingView",
+            "AbmView",
+        ] {
             assert!(schemas.contains_key(name), "{name} missing");
         }
         // Every $ref points into components/schemas and names a schema that exists.

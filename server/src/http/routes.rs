@@ -11,8 +11,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use simtree_shared::{
     AdvanceRequest, Budget, ChildReply, ChildrenReply, CreateRequest, FrontierRequest, LcaReply, MultiRequest,
-    NodeInfo, NodeStatus, OkReply, Op, ReplayRequest, RunReply, ScenarioSummary, SimKind, TreeInfo, TreePatch, TreeRef,
-    Usage, UsageReply,
+    NodeInfo, NodeStatus, NodeView, OkReply, Op, ReplayRequest, RunReply, ScenarioSummary, TreeInfo, TreePatch,
+    TreeRef, Usage, UsageReply,
 };
 
 use super::error::{ApiError, ApiJson, ApiPath};
@@ -22,6 +22,7 @@ use crate::abm::model::AbmDocument;
 use crate::abm::schema::{Provider, wrapped};
 use crate::abm::validate::validate_document;
 use crate::llm::ledger::UsageTotals;
+use crate::sim::ScenarioEntry;
 use crate::tree::NodeId;
 use axum::extract::Query;
 
@@ -255,35 +256,12 @@ pub async fn delete_tree(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResu
 }
 
 pub async fn scenarios(State(app): St) -> Json<Vec<ScenarioSummary>> {
-    let lib = &app.wb.scenarios;
-    let entry = |id: &str, title: &str, description: &str, kind, scene, default_turns| ScenarioSummary {
-        id: id.to_string(),
-        title: title.to_string(),
-        description: description.to_string(),
-        kind,
-        scene,
-        default_turns,
-    };
-    let social = lib.scenarios.iter().map(|s| {
-        let scene = serde_json::to_value(s.scene.kind)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string));
-        entry(&s.id, &s.title, &s.description, SimKind::Social, scene, s.default_turns)
-    });
-    let trading = lib
-        .trading
-        .iter()
-        .map(|s| entry(&s.id, &s.title, &s.description, SimKind::Trading, None, s.default_turns));
-    let abm = lib
-        .abm
-        .iter()
-        .map(|s| entry(&s.id, &s.title, &s.description, SimKind::Abm, None, 10));
-    Json(social.chain(trading).chain(abm).collect())
+    Json(ScenarioEntry::all(&app.wb.scenarios).map(|e| e.summary()).collect())
 }
 
-/// Extension: the kind-specific view of a node — scene state (social) or portfolio, equity
-/// curve, trades and metrics (trading).
-pub async fn node_view(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Json<Value>> {
+/// Extension: the kind-specific view of a node — scene state (social), portfolio, equity
+/// curve, trades and metrics (trading), or the model and its progress (agent-based).
+pub async fn node_view(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Json<NodeView>> {
     let handle = app.wb.tree(tree)?;
     let v = handle.lock().sim(node)?.view();
     Ok(Json(v))

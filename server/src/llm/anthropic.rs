@@ -33,7 +33,7 @@ fn messages(messages: &[Message]) -> Vec<Value> {
             Role::System => {}
             Role::Tool => {
                 let block = json!({"type": "tool_result",
-                    "tool_use_id": m.tool_call_id.clone().unwrap_or_default(), "content": m.content.as_ref()});
+                    "tool_use_id": m.tool_call_id().unwrap_or_default(), "content": m.content.as_ref()});
                 // Every result of one turn's calls goes back in the one user message after it.
                 let last = out
                     .last_mut()
@@ -44,12 +44,12 @@ fn messages(messages: &[Message]) -> Vec<Value> {
                     None => out.push(json!({"role": "user", "content": [block]})),
                 }
             }
-            Role::Assistant if !m.tool_calls.is_empty() => {
+            Role::Assistant if !m.tool_calls().is_empty() => {
                 let mut blocks = Vec::new();
                 if !m.content.is_empty() {
                     blocks.push(json!({"type": "text", "text": m.content.as_ref()}));
                 }
-                for (n, c) in m.tool_calls.iter().enumerate() {
+                for (n, c) in m.tool_calls().iter().enumerate() {
                     let id = c.id.clone().unwrap_or_else(|| format!("call_{n}"));
                     blocks.push(json!({"type": "tool_use", "id": id, "name": c.name, "input": c.arguments_object()}));
                 }

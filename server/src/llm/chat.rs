@@ -53,16 +53,53 @@ impl Role {
 
 /// One message. Plain text serialises as `{"role", "content"}` alone; the tool fields appear
 /// only when set (an assistant's calls, or the call a `tool` message answers).
+///
+/// The tool fields live behind one box: agents' memories hold many plain messages and few tool
+/// messages, so a plain one stays a role and a shared string (32 bytes; checked by a test).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "MessageWire", into = "MessageWire")]
 pub struct Message {
     pub role: Role,
     pub content: Arc<str>,
+    tools: Option<Box<ToolFields>>,
+}
+
+/// The rarely set part of a [`Message`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct ToolFields {
+    calls: Vec<ToolCall>,
+    call_id: Option<String>,
+}
+
+/// A [`Message`] as JSON: the tool fields flat beside `role` and `content`.
+#[derive(Serialize, Deserialize)]
+struct MessageWire {
+    role: Role,
+    content: Arc<str>,
     /// The calls an assistant message made.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tool_calls: Vec<ToolCall>,
+    tool_calls: Vec<ToolCall>,
     /// For a `tool` message: the id of the call it answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool_call_id: Option<String>,
+    tool_call_id: Option<String>,
+}
+
+impl From<MessageWire> for Message {
+    fn from(w: MessageWire) -> Message {
+        Message::with_tools(w.role, w.content, w.tool_calls, w.tool_call_id)
+    }
+}
+
+impl From<Message> for MessageWire {
+    fn from(m: Message) -> MessageWire {
+        let tools = m.tools.map(|t| *t).unwrap_or_default();
+        MessageWire {
+            role: m.role,
+            content: m.content,
+            tool_calls: tools.calls,
+            tool_call_id: tools.call_id,
+        }
+    }
 }
 
 impl Message {
@@ -71,25 +108,33 @@ impl Message {
         Message {
             role,
             content: content.into(),
-            tool_calls: Vec::new(),
-            tool_call_id: None,
+            tools: None,
         }
+    }
+
+    fn with_tools(role: Role, content: Arc<str>, calls: Vec<ToolCall>, call_id: Option<String>) -> Self {
+        let tools = (!calls.is_empty() || call_id.is_some()).then(|| Box::new(ToolFields { calls, call_id }));
+        Message { role, content, tools }
     }
 
     /// An assistant message with the calls it made (`content` may be empty).
     pub fn assistant_calls(content: impl Into<Arc<str>>, calls: Vec<ToolCall>) -> Self {
-        Message {
-            tool_calls: calls,
-            ..Message::new(Role::Assistant, content)
-        }
+        Message::with_tools(Role::Assistant, content.into(), calls, None)
     }
 
     /// The result of `call`, as a `tool` message.
     pub fn tool_result(call: &ToolCall, content: impl Into<Arc<str>>) -> Self {
-        Message {
-            tool_call_id: call.id.clone(),
-            ..Message::new(Role::Tool, content)
-        }
+        Message::with_tools(Role::Tool, content.into(), Vec::new(), call.id.clone())
+    }
+
+    /// The calls an assistant message made (none for any other message).
+    pub fn tool_calls(&self) -> &[ToolCall] {
+        self.tools.as_ref().map_or(&[], |t| &t.calls)
+    }
+
+    /// For a `tool` message: the id of the call it answers.
+    pub fn tool_call_id(&self) -> Option<&str> {
+        self.tools.as_ref()?.call_id.as_deref()
     }
 
     /// The message as plain text, the same under every dialect: a tool result becomes the user
@@ -98,9 +143,9 @@ impl Message {
     pub fn flat(&self) -> (Role, Cow<'_, str>) {
         match self.role {
             Role::Tool => (Role::User, Cow::Owned(format!("Tool result: {}", self.content))),
-            Role::Assistant if !self.tool_calls.is_empty() => {
+            Role::Assistant if !self.tool_calls().is_empty() => {
                 let mut text = self.content.to_string();
-                for c in &self.tool_calls {
+                for c in self.tool_calls() {
                     text.push_str(&format!("\n[called {} with {}]", c.name, c.arguments));
                 }
                 (Role::Assistant, Cow::Owned(text))
@@ -272,6 +317,25 @@ pub struct ChatResponse {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_plain_message_stays_small() {
+        // Role + Arc<str> + one pointer to the rare tool fields.
+        assert!(
+            std::mem::size_of::<Message>() <= 32,
+            "{}",
+            std::mem::size_of::<Message>()
+        );
+        let call = ToolCall {
+            id: Some("c1".into()),
+            name: "f".into(),
+            arguments: json!({}),
+        };
+        let back: Message =
+            serde_json::from_value(json!({"role": "tool", "content": "ok", "tool_call_id": "c1"})).unwrap();
+        assert_eq!(back, Message::tool_result(&call, "ok"));
+        assert_eq!((back.tool_call_id(), back.tool_calls().len()), (Some("c1"), 0));
+    }
 
     #[test]
     fn plain_messages_serialise_as_role_and_content_only() {

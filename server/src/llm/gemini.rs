@@ -45,7 +45,7 @@ fn contents(messages: &[Message]) -> Vec<Value> {
             Role::System => {}
             Role::Tool => {
                 let part = json!({"functionResponse": {
-                    "name": called_name(messages, m.tool_call_id.as_deref()),
+                    "name": called_name(messages, m.tool_call_id()),
                     "response": {"output": json_or_text(&m.content)}}});
                 // Results of one turn's calls travel together, in one user turn.
                 let last = out
@@ -56,12 +56,12 @@ fn contents(messages: &[Message]) -> Vec<Value> {
                     None => out.push(json!({"role": "user", "parts": [part]})),
                 }
             }
-            Role::Assistant if !m.tool_calls.is_empty() => {
+            Role::Assistant if !m.tool_calls().is_empty() => {
                 let mut parts = Vec::new();
                 if !m.content.is_empty() {
                     parts.push(json!({"text": m.content.as_ref()}));
                 }
-                for c in &m.tool_calls {
+                for c in m.tool_calls() {
                     parts.push(json!({"functionCall": {"name": c.name, "args": c.arguments_object()}}));
                 }
                 out.push(json!({"role": "model", "parts": parts}));
@@ -80,7 +80,7 @@ fn contents(messages: &[Message]) -> Vec<Value> {
 fn called_name<'a>(messages: &'a [Message], id: Option<&str>) -> &'a str {
     messages
         .iter()
-        .flat_map(|m| &m.tool_calls)
+        .flat_map(|m| m.tool_calls())
         .find(|c| c.id.is_some() && c.id.as_deref() == id)
         .map_or("unknown", |c| c.name.as_str())
 }

@@ -28,15 +28,15 @@ fn message(m: &Message) -> Value {
     let mut out = Map::new();
     out.insert("role".into(), json!(m.role.as_str()));
     // An assistant message that only calls tools has null content, as OpenAI writes it.
-    let content = if m.content.is_empty() && !m.tool_calls.is_empty() {
+    let content = if m.content.is_empty() && !m.tool_calls().is_empty() {
         Value::Null
     } else {
         json!(m.content.as_ref())
     };
     out.insert("content".into(), content);
-    if !m.tool_calls.is_empty() {
+    if !m.tool_calls().is_empty() {
         let calls: Vec<Value> = m
-            .tool_calls
+            .tool_calls()
             .iter()
             .enumerate()
             .map(|(i, c)| {
@@ -50,7 +50,7 @@ fn message(m: &Message) -> Value {
             .collect();
         out.insert("tool_calls".into(), Value::Array(calls));
     }
-    if let Some(id) = &m.tool_call_id {
+    if let Some(id) = m.tool_call_id() {
         out.insert("tool_call_id".into(), json!(id));
     }
     Value::Object(out)

@@ -180,121 +180,17 @@ pub fn tool_results(reply: &ModelReply, used: Option<usize>, result: &DecisionRe
 // Agents
 // ---------------------------------------------------------------------------------------------
 
-/// The longest lookback a rule-based trader may ask for (longer than any shipped market history).
-pub const MAX_LOOKBACK: usize = 100_000;
+pub use simtree_shared::trading::{AgentSpec, MAX_LOOKBACK};
 
-fn default_lookback() -> usize {
-    10
+/// The Decision of a rule-based agent for `case`; `None` for the LLM agent.
+pub fn rule_decision(spec: &AgentSpec, case: &Case) -> Option<Decision> {
+    Some(match *spec {
+        AgentSpec::BuyAndHold => buy_and_hold(case),
+        AgentSpec::Momentum { lookback } => momentum(case, lookback),
+        AgentSpec::MeanReversion { lookback, band } => mean_reversion(case, lookback, band),
+        AgentSpec::Llm { .. } => return None,
+    })
 }
-fn default_band() -> f64 {
-    1.0
-}
-fn default_history() -> usize {
-    2
-}
-
-/// An agent and its parameters. Stored in the episode (and its config), swapped by a branch op.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum AgentSpec {
-    /// Spends the cash equally on every ticker at the first decision point, then holds.
-    BuyAndHold,
-    /// Holds the tickers whose close rose over the last `lookback` bars; sells those that fell.
-    Momentum {
-        #[serde(default = "default_lookback")]
-        lookback: usize,
-    },
-    /// Buys a ticker whose close is more than `band` standard deviations below its mean over the
-    /// last `lookback` bars; sells it once the close is back at or above the mean.
-    MeanReversion {
-        #[serde(default = "default_lookback")]
-        lookback: usize,
-        #[serde(default = "default_band")]
-        band: f64,
-    },
-    /// Asks a tool-calling model. `system_prompt` replaces the default one; `history` is how many
-    /// earlier decision points (the model's calls and their results) stay in the conversation.
-    Llm {
-        #[serde(default)]
-        system_prompt: Option<String>,
-        #[serde(default = "default_history")]
-        history: usize,
-    },
-}
-
-impl AgentSpec {
-    /// The agent kinds by name (`agent_id` of a config, `--agent` of the CLI).
-    pub const KINDS: [&'static str; 4] = ["buy_and_hold", "momentum", "mean_reversion", "llm"];
-
-    /// The default agent of a kind; `-` and `_` are interchangeable.
-    pub fn from_kind(kind: &str) -> Result<Self, String> {
-        Ok(match kind.replace('-', "_").as_str() {
-            "buy_and_hold" => AgentSpec::BuyAndHold,
-            "momentum" => AgentSpec::Momentum {
-                lookback: default_lookback(),
-            },
-            "mean_reversion" => AgentSpec::MeanReversion {
-                lookback: default_lookback(),
-                band: default_band(),
-            },
-            "llm" => AgentSpec::Llm {
-                system_prompt: None,
-                history: default_history(),
-            },
-            _ => {
-                return Err(format!("unknown agent '{kind}' (known: {})", Self::KINDS.join(", ")));
-            }
-        })
-    }
-
-    pub fn kind(&self) -> &'static str {
-        match self {
-            AgentSpec::BuyAndHold => "buy_and_hold",
-            AgentSpec::Momentum { .. } => "momentum",
-            AgentSpec::MeanReversion { .. } => "mean_reversion",
-            AgentSpec::Llm { .. } => "llm",
-        }
-    }
-
-    pub fn is_llm(&self) -> bool {
-        matches!(self, AgentSpec::Llm { .. })
-    }
-
-    /// Checks the parameters; the message names the field.
-    pub fn validate(&self) -> Result<(), String> {
-        match self {
-            AgentSpec::Momentum { lookback } | AgentSpec::MeanReversion { lookback, .. }
-                if *lookback > MAX_LOOKBACK =>
-            {
-                Err(format!(
-                    "agent.lookback must be at most {MAX_LOOKBACK} bars, got {lookback}"
-                ))
-            }
-            AgentSpec::Momentum { lookback } if *lookback == 0 => Err("agent.lookback must be at least 1".into()),
-            AgentSpec::MeanReversion { lookback, .. } if *lookback < 2 => {
-                Err("agent.lookback must be at least 2".into())
-            }
-            AgentSpec::MeanReversion { band, .. } if !(band.is_finite() && *band >= 0.0) => {
-                Err(format!("agent.band must be a non-negative number, got {band}"))
-            }
-            AgentSpec::Llm {
-                system_prompt: Some(p), ..
-            } if p.trim().is_empty() => Err("agent.system_prompt must not be empty".into()),
-            _ => Ok(()),
-        }
-    }
-
-    /// The Decision of a rule-based agent for `case`; `None` for the LLM agent.
-    pub fn rule_decision(&self, case: &Case) -> Option<Decision> {
-        Some(match *self {
-            AgentSpec::BuyAndHold => buy_and_hold(case),
-            AgentSpec::Momentum { lookback } => momentum(case, lookback),
-            AgentSpec::MeanReversion { lookback, band } => mean_reversion(case, lookback, band),
-            AgentSpec::Llm { .. } => return None,
-        })
-    }
-}
-
 /// The default system prompt of the LLM agent.
 pub const DEFAULT_SYSTEM_PROMPT: &str = "\
 You manage a stock portfolio in a day-by-day trading simulation. At each decision point you \
@@ -365,7 +261,7 @@ pub async fn invoke(
     invocation: &AgentInvocation,
     model: &dyn ToolModel,
 ) -> Result<ModelReply, LlmError> {
-    if let Some(decision) = spec.rule_decision(&invocation.case) {
+    if let Some(decision) = rule_decision(spec, &invocation.case) {
         return Ok(ModelReply {
             text: String::new(),
             tool_calls: vec![ToolCall {
@@ -713,7 +609,7 @@ mod tests {
         assert_eq!(msgs.len(), 3);
         assert!(msgs[0].content.contains("superseded"));
         assert!(msgs[1].content.contains("unknown tool 'peek'"));
-        assert_eq!(msgs[2].tool_call_id.as_deref(), Some("last"));
+        assert_eq!(msgs[2].tool_call_id(), Some("last"));
         let back: DecisionResult = serde_json::from_str(&msgs[2].content).unwrap();
         assert_eq!(back, result);
         let none = tool_results(&ModelReply::default(), None, &result);
@@ -806,13 +702,13 @@ mod tests {
     #[test]
     fn buy_and_hold_invests_equally_once() {
         let c = case_with(&[("A", &[10.0]), ("B", &[30.0])], 1000.0, &[]);
-        let d = AgentSpec::BuyAndHold.rule_decision(&c).unwrap();
+        let d = rule_decision(&AgentSpec::BuyAndHold, &c).unwrap();
         assert_eq!(
             d.orders,
             vec![Order::new("A", Side::Buy, 50), Order::new("B", Side::Buy, 16)]
         );
         let c = case_with(&[("A", &[10.0]), ("B", &[30.0])], 20.0, &[("A", 50)]);
-        assert_eq!(AgentSpec::BuyAndHold.rule_decision(&c).unwrap(), Decision::hold());
+        assert_eq!(rule_decision(&AgentSpec::BuyAndHold, &c).unwrap(), Decision::hold());
     }
 
     #[test]
@@ -827,7 +723,7 @@ mod tests {
             0.0,
             &[("A", 10), ("C", 3)],
         );
-        let d = AgentSpec::Momentum { lookback: 2 }.rule_decision(&c).unwrap();
+        let d = rule_decision(&AgentSpec::Momentum { lookback: 2 }, &c).unwrap();
         assert_eq!(
             d.orders,
             vec![Order::new("A", Side::Sell, 10), Order::new("B", Side::Buy, 4)]
@@ -835,7 +731,7 @@ mod tests {
         let (r, _) = execute_decision(&d, &c, &c.portfolio);
         assert!(r.is_accepted(), "{}", r.message);
         // Too few bars: no signal.
-        let d = AgentSpec::Momentum { lookback: 5 }.rule_decision(&c).unwrap();
+        let d = rule_decision(&AgentSpec::Momentum { lookback: 5 }, &c).unwrap();
         assert_eq!(d, Decision::hold());
     }
 
@@ -847,18 +743,14 @@ mod tests {
             100.0,
             &[("B", 2)],
         );
-        let d = AgentSpec::MeanReversion { lookback: 4, band: 1.0 }
-            .rule_decision(&c)
-            .unwrap();
+        let d = rule_decision(&AgentSpec::MeanReversion { lookback: 4, band: 1.0 }, &c).unwrap();
         assert_eq!(
             d.orders,
             vec![Order::new("B", Side::Sell, 2), Order::new("A", Side::Buy, 17)]
         );
         let (r, _) = execute_decision(&d, &c, &c.portfolio);
         assert!(r.is_accepted(), "{}", r.message);
-        let strict = AgentSpec::MeanReversion { lookback: 4, band: 2.0 }
-            .rule_decision(&c)
-            .unwrap();
+        let strict = rule_decision(&AgentSpec::MeanReversion { lookback: 4, band: 2.0 }, &c).unwrap();
         assert_eq!(strict.orders, vec![Order::new("B", Side::Sell, 2)], "A is within 2 sd");
     }
 

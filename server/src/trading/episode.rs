@@ -19,12 +19,13 @@ use serde::{Deserialize, Serialize};
 use super::agents::{self, AgentSpec, Exchange, ModelReply, ToolModel};
 use super::data::{CaseWindow, MarketData, Schedule, build_case, check_date};
 use super::execution::execute_decision;
-use super::metrics::{self, EpisodeMetrics, EquityPoint, Holding};
+use super::metrics::{self, EpisodeMetrics, Holding};
 use super::models::{
     AgentInvocation, Case, CaseDataItem, DecisionPointLog, DecisionResult, EpisodeConfig, EpisodeLog, EpisodeResult,
     ExecutedTrade, PortfolioSnapshot, TradeHistory,
 };
 use super::{AppendLog, TradingError};
+pub use simtree_shared::trading::TradingView;
 
 /// Daily bars per ticker in a Case unless the config says otherwise.
 pub const DEFAULT_LOOKBACK: u32 = 20;
@@ -60,30 +61,6 @@ pub struct StepReport {
     pub value: f64,
     /// No decision point is left.
     pub done: bool,
-}
-
-/// Everything the UI and the compare view need about an episode at this point.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct TradingView {
-    pub episode_id: String,
-    pub agent_id: String,
-    /// The agent now in charge (a branch op may have swapped it).
-    pub agent: AgentSpec,
-    pub tickers: Vec<String>,
-    pub decision_points: usize,
-    /// Index of the next decision point (= decision points done).
-    pub next_decision_point: usize,
-    pub done: bool,
-    /// Cutoff of the last decision point done, and of the next one.
-    pub current_date: Option<String>,
-    pub next_date: Option<String>,
-    pub portfolio: PortfolioSnapshot,
-    pub portfolio_value: f64,
-    pub pending_case_data: Vec<CaseDataItem>,
-    pub equity_curve: Vec<EquityPoint>,
-    pub buy_and_hold_curve: Vec<EquityPoint>,
-    pub trades: Vec<ExecutedTrade>,
-    pub metrics: EpisodeMetrics,
 }
 
 /// One trading episode's state. See the module docs.
@@ -734,7 +711,7 @@ mod tests {
         let tool_msg = requests[3]
             .messages
             .iter()
-            .find(|m| m.tool_call_id.as_deref() == Some("c2"))
+            .find(|m| m.tool_call_id() == Some("c2"))
             .expect("the rejected call's result is in the next prompt");
         let back: DecisionResult = serde_json::from_str(&tool_msg.content).unwrap();
         assert_eq!(&back, r2);

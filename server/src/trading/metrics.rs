@@ -17,22 +17,14 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use simtree_shared::trading::{EpisodeMetrics, EquityPoint, Performance};
+
 use super::TradingError;
 use super::agents::equal_split;
 use super::data::{MarketData, Schedule};
 use super::models::{DecisionStatus, EpisodeConfig, EpisodeLog, ExecutedTrade, PortfolioSnapshot, Side};
 
 pub const TRADING_DAYS_PER_YEAR: f64 = 252.0;
-
-/// Return and risk figures of one equity curve.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Performance {
-    pub total_return: f64,
-    pub annualised_return: f64,
-    pub volatility: f64,
-    pub sharpe: Option<f64>,
-    pub max_drawdown: f64,
-}
 
 /// The figures of a series of daily returns.
 pub fn performance(returns: &[f64]) -> Performance {
@@ -85,13 +77,6 @@ pub fn simple_returns(values: &[f64]) -> Vec<f64> {
 pub struct Holding {
     pub date: String,
     pub portfolio: PortfolioSnapshot,
-}
-
-/// One point of an equity curve: the portfolio's value at a day's close.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct EquityPoint {
-    pub date: String,
-    pub value: f64,
 }
 
 /// An equity curve with its time-weighted daily returns (`returns[i]` is the return into
@@ -147,26 +132,6 @@ pub fn buy_and_hold_holdings(market: &MarketData, tickers: &[String], day: &str,
         date: day.to_owned(),
         portfolio,
     }]
-}
-
-/// Per-episode evaluation.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct EpisodeMetrics {
-    pub episode_id: String,
-    pub agent_id: String,
-    /// First and last day of the evaluated curve (`None` before the first decision point).
-    pub start_date: Option<String>,
-    pub end_date: Option<String>,
-    /// Trading days on the curve.
-    pub days: usize,
-    pub initial_value: f64,
-    pub final_value: f64,
-    pub strategy: Performance,
-    pub buy_and_hold: Performance,
-    pub buy_and_hold_final_value: f64,
-    pub decision_points: usize,
-    pub num_trades: usize,
-    pub rejected_decisions: usize,
 }
 
 /// The evaluation of a strategy curve against buy-and-hold on the same days.

@@ -17,6 +17,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 use super::agents::AgentSpec;
+pub use simtree_shared::trading::{CaseDataItem, CaseDataKind, ExecutedTrade, PortfolioSnapshot, Side};
 
 // ---------------------------------------------------------------------------------------------
 // case.py — Case & market data
@@ -70,42 +71,6 @@ pub struct StockData {
     pub daily_bars: Vec<PricePoint>,
     #[serde(default)]
     pub interval_summary: Option<IntervalPriceSummary>,
-}
-
-/// What a piece of case information is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CaseDataKind {
-    Earnings,
-    News,
-    Other,
-}
-
-impl CaseDataKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CaseDataKind::Earnings => "earnings",
-            CaseDataKind::News => "news",
-            CaseDataKind::Other => "other",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "earnings" => Some(CaseDataKind::Earnings),
-            "news" => Some(CaseDataKind::News),
-            "other" => Some(CaseDataKind::Other),
-            _ => None,
-        }
-    }
-}
-
-/// One information item shown to the agent.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CaseDataItem {
-    pub kind: CaseDataKind,
-    pub content: String,
 }
 
 /// The information items of a Case (any number, possibly none).
@@ -170,58 +135,9 @@ impl Case {
 // portfolio.py
 // ---------------------------------------------------------------------------------------------
 
-/// Cash and whole-share positions (ticker → shares) at a decision point.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PortfolioSnapshot {
-    pub cash: f64,
-    #[serde(default)]
-    pub positions: BTreeMap<String, i64>,
-}
-
-impl PortfolioSnapshot {
-    pub fn cash_only(cash: f64) -> Self {
-        PortfolioSnapshot {
-            cash,
-            positions: BTreeMap::new(),
-        }
-    }
-
-    /// Shares held of `ticker` (0 when absent).
-    pub fn shares(&self, ticker: &str) -> i64 {
-        self.positions.get(ticker).copied().unwrap_or(0)
-    }
-
-    /// Cash plus every position at `price(ticker)`; a ticker without a price counts as 0.
-    pub fn value(&self, price: impl Fn(&str) -> Option<f64>) -> f64 {
-        self.cash
-            + self
-                .positions
-                .iter()
-                .map(|(t, &n)| n as f64 * price(t).unwrap_or(0.0))
-                .sum::<f64>()
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // decision.py — agent output & execution
 // ---------------------------------------------------------------------------------------------
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Side {
-    Buy,
-    Sell,
-}
-
-impl Side {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Side::Buy => "buy",
-            Side::Sell => "sell",
-        }
-    }
-}
 
 /// One order. `quantity` is a whole number of shares; zero or negative values parse (so the
 /// rejection can name them) and are refused by execution.
@@ -256,20 +172,6 @@ impl Decision {
     pub fn hold() -> Self {
         Decision::default()
     }
-}
-
-/// One executed fill; `order_index` is the position of its order in `Decision.orders`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ExecutedTrade {
-    pub order_index: usize,
-    pub ticker: String,
-    pub side: Side,
-    pub quantity: i64,
-    pub price: f64,
-    /// The trading day of the fill (the case's cutoff).
-    pub timestamp: String,
-    pub case_id: String,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -30,14 +30,6 @@ pub struct Meta {
     pub last_activity: u64,
 }
 
-pub fn kind_of(sim: &Sim) -> SimKind {
-    match sim {
-        Sim::Social(_) => SimKind::Social,
-        Sim::Trading(_) => SimKind::Trading,
-        Sim::Abm(_) => SimKind::Abm,
-    }
-}
-
 /// The longest tree name.
 pub const MAX_NAME_CHARS: usize = 200;
 
@@ -377,7 +369,7 @@ impl Workbench {
             if kind.is_none()
                 && let Some(sim) = &node.sim
             {
-                kind = Some(kind_of(sim));
+                kind = Some(sim.sim_kind());
             }
             if let Some(store) = &store {
                 let sim = node.sim.clone().expect("an imported node has its simulator");
@@ -461,13 +453,15 @@ impl Workbench {
         self.trees.len() + self.stored.len()
     }
 
-    /// Keeps the live simulators and logs under the cache budget (see the module doc); returns
-    /// the bytes freed.
-    pub fn trim_cache(&self) -> usize {
-        let budget = self.limits.cache_bytes;
-        if self.store.is_none() || budget == 0 {
-            return 0;
-        }
+    /// What the cache holds now by its own accounting: the loaded trees' structures and the
+    /// simulators and logs in memory (trees being worked on are skipped).
+    pub fn cache_bytes(&self) -> usize {
+        self.cache_entries().1
+    }
+
+    /// Every cached simulator or log as (last use, tree, node, cost), and the total with the
+    /// structures of loaded trees.
+    fn cache_entries(&self) -> (Vec<(u64, u64, NodeId, usize)>, usize) {
         let mut entries = Vec::new();
         let mut total = 0usize;
         for t in self.trees.iter() {
@@ -480,6 +474,17 @@ impl Workbench {
                 entries.push((used, *t.key(), id, cost));
             }
         }
+        (entries, total)
+    }
+
+    /// Keeps the live simulators and logs under the cache budget (see the module doc); returns
+    /// the bytes freed.
+    pub fn trim_cache(&self) -> usize {
+        let budget = self.limits.cache_bytes;
+        if self.store.is_none() || budget == 0 {
+            return 0;
+        }
+        let (mut entries, total) = self.cache_entries();
         if total <= budget {
             return 0;
         }
@@ -524,7 +529,10 @@ impl Workbench {
                 .trees
                 .remove_if(&id, |_, t| Arc::strong_count(t) == 1 && lock(&t.runs).is_empty());
             if let Some((_, handle)) = removed {
-                let cost = handle.lock().structure_cost() + handle.lock().cached().iter().map(|c| c.1).sum::<usize>();
+                let cost = {
+                    let t = handle.lock();
+                    t.structure_cost() + t.cached().iter().map(|c| c.1).sum::<usize>()
+                };
                 self.stored.insert(id, handle.row());
                 freed += cost;
                 need = need.saturating_sub(cost);

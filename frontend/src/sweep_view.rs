@@ -1,0 +1,278 @@
+//! The sweep panel of the SimTree page: the tree's sweeps, the chosen one's table (cells ×
+//! metrics, where its runs stand) and a chart per metric, kept live by the tree socket's
+//! `sweep_progress`; a click on a cell selects its node in the graph. Below, the form that starts
+//! a sweep from the selected node, with the server's refusal shown in place.
+//!
+//! The words and numbers come from [`crate::sweep`] (pure); the charts are [`crate::plot`]'s.
+
+use leptos::prelude::*;
+use simtree_shared::{SweepTable, TreeMsg};
+
+use crate::api::{self, ApiError};
+use crate::app::{Tree, ctx};
+use crate::plot::SweepChart;
+use crate::sweep::{MetricPlot, SweepForm, cell_label, merge_table, summary_text, with_parent};
+
+#[component]
+pub fn SweepPanel(tree: Tree) -> impl IntoView {
+    let ctx = ctx();
+    let tables = RwSignal::new(Vec::<SweepTable>::new());
+    let chosen = RwSignal::new(None::<u64>);
+    let reload = move |t: u64| {
+        leptos::task::spawn_local(async move {
+            if let Ok(list) = api::sweeps(t).await {
+                if chosen.get_untracked().is_none() {
+                    chosen.set(list.last().map(|s| s.sweep));
+                }
+                tables.set(list);
+            }
+        });
+    };
+    // The tree's sweeps when it opens, and again after a resync (progress may have been missed).
+    Effect::new(move |_| {
+        if let Some(t) = tree.id.get() {
+            reload(t);
+        }
+    });
+    Effect::new(move |_| {
+        let Some(t) = tree.id.get_untracked() else { return };
+        match tree.last_msg.get() {
+            Some(TreeMsg::SweepProgress { sweep, .. }) => leptos::task::spawn_local(async move {
+                if let Ok(table) = api::sweep(t, sweep).await {
+                    tables.update(|list| merge_table(list, table));
+                    // A sweep started elsewhere (another tab, a script) shows when none is chosen.
+                    if chosen.get_untracked().is_none() {
+                        chosen.set(Some(sweep));
+                    }
+                }
+            }),
+            Some(TreeMsg::Snapshot(_)) => reload(t),
+            _ => {}
+        }
+    });
+    let started = Callback::new(move |id: u64| {
+        chosen.set(Some(id));
+        if let Some(t) = tree.id.get_untracked() {
+            reload(t);
+        }
+    });
+    let table = move || {
+        let id = chosen.get()?;
+        tables.with(|list| list.iter().find(|s| s.sweep == id).cloned())
+    };
+    view! {
+        <section id="sweeps" class="panel sweeps">
+            <h3>{move || ctx.tr("sweep.title")}</h3>
+            <div id="sweep-list" class="sweep-list">
+                {move || {
+                    let list = tables.get();
+                    if list.is_empty() {
+                        return view! { <p class="muted">{ctx.tr("sweep.none")}</p> }.into_any();
+                    }
+                    list.into_iter()
+                        .map(|s| {
+                            let id = s.sweep;
+                            let text = format!("#{id} · {} #{} · {}/{}", ctx.tr("sweep.from"), s.parent, s.done + s.failed, s.total);
+                            view! {
+                                <button class="sweep-pick" class:active=move || chosen.get() == Some(id) data-sweep=id
+                                    on:click=move |_| chosen.set(Some(id))>{text}</button>
+                            }
+                        })
+                        .collect_view()
+                        .into_any()
+                }}
+            </div>
+            {move || table().map(|t| view! { <SweepResult tree table=t /> })}
+            <NewSweep tree started />
+        </section>
+    }
+}
+
+/// One sweep: where its runs stand, its table and a chart per metric.
+#[component]
+fn SweepResult(tree: Tree, table: SweepTable) -> impl IntoView {
+    let ctx = ctx();
+    let progress = ctx
+        .tr("sweep.progress")
+        .replace("{{done}}", &table.done.to_string())
+        .replace("{{total}}", &table.total.to_string())
+        .replace("{{pending}}", &table.pending.to_string())
+        .replace("{{failed}}", &table.failed.to_string());
+    // The metrics in the file's order (an older server sent none: the first cell's then).
+    let metrics: Vec<(String, String)> = if table.metrics.is_empty() {
+        let first: Vec<String> = table
+            .cells
+            .first()
+            .map(|c| c.metrics.keys().cloned().collect())
+            .unwrap_or_default();
+        first.into_iter().map(|m| (m, String::new())).collect()
+    } else {
+        table.metrics.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    };
+    let nodes: Vec<u64> = table.cells.iter().map(|c| c.node).collect();
+    let pick = Callback::new(move |i: usize| {
+        if let Some(&n) = nodes.get(i) {
+            tree.selected.set(Some(n));
+        }
+    });
+    let head = metrics
+        .iter()
+        .map(|(name, def)| view! { <th title=def.clone()>{name.clone()}</th> })
+        .collect_view();
+    let rows = table
+        .cells
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let node = c.node;
+            let cells = metrics
+                .iter()
+                .map(|(name, _)| view! { <td>{c.metrics.get(name).map_or_else(|| "–".into(), summary_text)}</td> })
+                .collect_view();
+            // Replicates measured of all, then those still running or failed.
+            let measured = c.children.len().saturating_sub(c.pending + c.failed.len());
+            let mut runs = format!("{measured}/{}", c.children.len());
+            for (count, key) in [(c.pending, "sweep.running"), (c.failed.len(), "sweep.failed")] {
+                if count > 0 {
+                    runs.push_str(&format!(" · {count} {}", ctx.tr(key)));
+                }
+            }
+            view! {
+                <tr data-cell=i data-node=node class:selected=move || tree.selected.get() == Some(node)>
+                    <td><button class="link cell-pick" title=ctx.tr("sweep.pickCell") on:click=move |_| pick.run(i)>{cell_label(c)}</button></td>
+                    {cells}
+                    <td class="runs">{runs}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    let failures = table
+        .cells
+        .iter()
+        .flat_map(|c| c.failed.iter())
+        .map(|f| view! { <li>{format!("#{}: {}", f.node, f.error)}</li> })
+        .collect_view();
+    let charts = metrics
+        .iter()
+        .enumerate()
+        .filter_map(|(k, (name, def))| {
+            let plot = MetricPlot::of(&table, name)?;
+            Some(view! {
+                <h4 class="chart-title">{format!("{name} ({def})")}</h4>
+                <SweepChart id=format!("sweep-chart-{k}") plot on_pick=pick />
+            })
+        })
+        .collect_view();
+    view! {
+        <div id="sweep-result" data-sweep=table.sweep>
+            <p id="sweep-progress" class="muted">{progress}</p>
+            <table id="sweep-table" class="sweep-table">
+                <tr><th>{ctx.tr("sweep.cell")}</th>{head}<th>{ctx.tr("sweep.runs")}</th></tr>
+                {rows}
+            </table>
+            <ul id="sweep-failures" class="reason-list">{failures}</ul>
+            {charts}
+        </div>
+    }
+}
+
+/// The form that starts a sweep from the selected node: one axis and the sweep's settings, or
+/// the whole file as JSON (expert mode, for several axes).
+#[component]
+fn NewSweep(tree: Tree, started: Callback<u64>) -> impl IntoView {
+    let ctx = ctx();
+    let form = RwSignal::new(SweepForm::example(tree.kind.get_untracked()));
+    let json_mode = RwSignal::new(false);
+    let json_text = RwSignal::new(String::new());
+    let error = RwSignal::new(None::<String>);
+    let sending = RwSignal::new(false);
+    // A working example for what the tree simulates.
+    Effect::new(move |_| form.set(SweepForm::example(tree.kind.get())));
+    let file = move || -> Result<String, String> {
+        if json_mode.get_untracked() {
+            return Ok(json_text.get_untracked());
+        }
+        form.with_untracked(SweepForm::to_file)
+            .map(|f| serde_json::to_string_pretty(&f).unwrap_or_default())
+            .map_err(|key| ctx.tr(key).to_string())
+    };
+    let toggle_json = move |ev| {
+        let on = event_target_checked(&ev);
+        if on && let Ok(text) = form.with_untracked(SweepForm::to_file) {
+            json_text.set(serde_json::to_string_pretty(&text).unwrap_or_default());
+        }
+        json_mode.set(on);
+    };
+    let start = move |_| {
+        let (Some(t), Some(parent)) = (tree.id.get_untracked(), tree.selected.get_untracked()) else {
+            return;
+        };
+        let body =
+            file().and_then(|text| with_parent(&text, parent).ok_or_else(|| ctx.tr("sweep.errJson").to_string()));
+        let body = match body {
+            Ok(b) => b,
+            Err(e) => {
+                error.set(Some(e));
+                return;
+            }
+        };
+        error.set(None);
+        sending.set(true);
+        leptos::task::spawn_local(async move {
+            match api::start_sweep(t, &body).await {
+                Ok(s) => started.run(s.sweep),
+                // The server names the field at fault (`axes[0].values`, `metrics.peak: …`).
+                Err(ApiError::Http(_, body)) => error.set(Some(body.detail)),
+                Err(ApiError::Offline) => ctx.went_offline(),
+                Err(e) => error.set(Some(e.to_string())),
+            }
+            sending.set(false);
+        });
+    };
+    let input = move |id: &'static str, key: &'static str, field: fn(&mut SweepForm) -> &mut String| {
+        view! {
+            <div class="field">
+                <label for=id>{move || ctx.tr(key)}</label>
+                <input id=id prop:value=move || form.with(|f| field(&mut f.clone()).clone())
+                    on:input=move |ev| form.update(|f| *field(f) = event_target_value(&ev)) />
+            </div>
+        }
+    };
+    view! {
+        <details id="sweep-new" class="sweep-new">
+            <summary>{move || ctx.tr("sweep.new")} " " {move || tree.selected.get().map(|n| format!("#{n}"))}</summary>
+            <label class="check">
+                <input id="sweep-json-mode" type="checkbox" prop:checked=move || json_mode.get() on:change=toggle_json />
+                {move || ctx.tr("sweep.json")}
+            </label>
+            <Show
+                when=move || json_mode.get()
+                fallback=move || view! {
+                    <div class="sweep-form">
+                        {input("sweep-label", "sweep.axis", |f| &mut f.label)}
+                        {input("sweep-op", "sweep.op", |f| &mut f.op)}
+                        {input("sweep-field", "sweep.field", |f| &mut f.field)}
+                        {input("sweep-values", "sweep.values", |f| &mut f.values)}
+                        <div class="row">
+                            {input("sweep-replicates", "sweep.replicates", |f| &mut f.replicates)}
+                            {input("sweep-turns", "sweep.turns", |f| &mut f.turns)}
+                            {input("sweep-seed", "sweep.seed", |f| &mut f.seed)}
+                        </div>
+                        <div class="field">
+                            <label for="sweep-metrics">{move || ctx.tr("sweep.metrics")}</label>
+                            <textarea id="sweep-metrics" prop:value=move || form.with(|f| f.metrics.clone())
+                                on:input=move |ev| form.update(|f| f.metrics = event_target_value(&ev))></textarea>
+                        </div>
+                    </div>
+                }
+            >
+                <textarea id="sweep-json" class="sweep-json" prop:value=move || json_text.get()
+                    on:input=move |ev| json_text.set(event_target_value(&ev))></textarea>
+            </Show>
+            {move || error.get().map(|e| view! { <p id="sweep-error" class="reason">{e}</p> })}
+            <button id="sweep-start" class="primary" disabled=move || sending.get() || tree.selected.get().is_none() on:click=start>
+                {move || ctx.tr("sweep.start")}
+            </button>
+        </details>
+    }
+}

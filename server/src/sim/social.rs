@@ -1,0 +1,116 @@
+//! The social kind at a tree node: what the seam asks of the engine's [`Simulator`] — a branch
+//! op applied to its agents or scene (spec §2.3), its agents' context as the state, the scene
+//! state as the view, and the seed a run draws from.
+
+use serde_json::Value;
+use simtree_shared::{AgentState, MemoryLine, NodeState, Op, SocialView};
+
+use super::{SimError, op_name};
+use crate::engine::Simulator;
+use crate::engine::event::{Event, EventSink, SceneEvent};
+use crate::engine::memory::Role;
+use crate::engine::plan::PlanState;
+use crate::llm::LlmClient;
+
+/// Runs `turns` turns of the scene.
+pub(super) async fn run(
+    s: &mut Simulator,
+    turns: u64,
+    llm: &dyn LlmClient,
+    sink: &mut (dyn EventSink + Send),
+) -> Result<(), SimError> {
+    s.run(turns, llm, sink).await?;
+    Ok(())
+}
+
+/// The scenario's initial broadcasts, waiting since construction: the root's log.
+pub(super) fn initial_events(s: &mut Simulator) -> Vec<Event> {
+    let mut events: Vec<Event> = Vec::new();
+    s.flush_pending(&mut events);
+    events
+}
+
+/// The world's RNG (turn order, scene rules) and the seed the `scripted` player draws from.
+pub(super) fn reseed(s: &mut Simulator, seed: u64) {
+    s.world.rng = crate::engine::rng::Rng::seeded(seed);
+    s.world.llm.seed = seed;
+}
+
+/// Applies one branch op (spec §2.3); returns the events it produced. Errors name what is wrong.
+pub(super) fn apply_op(sim: &mut Simulator, op: &Op) -> Result<Vec<Event>, SimError> {
+    let agent_index = |sim: &Simulator, name: &str| {
+        sim.world.agent_index(name).ok_or_else(|| {
+            SimError::BadOp(format!(
+                "unknown agent '{name}' (agents: {})",
+                sim.world.names().join(", ")
+            ))
+        })
+    };
+    match op {
+        Op::AgentCtxAppend { name, role, content } => {
+            let i = agent_index(sim, name)?;
+            let role = Role::parse_memory_role(role)
+                .ok_or_else(|| SimError::BadOp(format!("role must be 'user' or 'assistant', not '{role}'")))?;
+            sim.world.agents[i].short_memory.append(role, content);
+        }
+        Op::AgentPlanReplace { name, plan_state } => {
+            let i = agent_index(sim, name)?;
+            let plan: PlanState =
+                serde_json::from_value(plan_state.clone()).map_err(|e| SimError::BadOp(format!("plan_state: {e}")))?;
+            sim.world.agents[i].plan_state = plan;
+        }
+        Op::AgentPropsPatch { name, updates } => {
+            let i = agent_index(sim, name)?;
+            let props = &mut sim.world.agents[i].properties;
+            for (k, v) in updates {
+                props.insert(k.clone(), v.clone());
+            }
+        }
+        Op::SceneStatePatch { updates } => sim.scene.patch_state(updates).map_err(SimError::BadOp)?,
+        Op::PublicBroadcast { text } => sim.broadcast(&SceneEvent::public(text.clone())),
+        Op::Advance { .. } => {
+            return Err(SimError::BadOp(
+                "Unknown op: advance (use the advance routes to run turns)".into(),
+            ));
+        }
+        other => return Err(SimError::WrongOp("a social scene", op_name(other))),
+    }
+    let mut events = sim.world.take_out();
+    sim.world.flush_pending();
+    events.extend(sim.world.take_out());
+    Ok(events)
+}
+
+/// Every agent with its role, plan and short memory.
+pub(super) fn state(sim: &Simulator) -> NodeState {
+    NodeState {
+        turns: sim.turns,
+        agents: sim
+            .world
+            .agents
+            .iter()
+            .map(|a| AgentState {
+                name: a.name.clone(),
+                role: a.role().map(str::to_string),
+                plan_state: serde_json::to_value(&a.plan_state).unwrap_or(Value::Null),
+                short_memory: a
+                    .short_memory
+                    .iter()
+                    .map(|m| MemoryLine {
+                        role: m.role.as_str().to_string(),
+                        content: m.content.to_string(),
+                    })
+                    .collect(),
+                emotion: a.emotion.clone(),
+            })
+            .collect(),
+    }
+}
+
+/// The scene's type and state.
+pub(super) fn view(s: &Simulator) -> SocialView {
+    SocialView {
+        scene: s.scene.type_name().to_string(),
+        state: s.scene.state_json(),
+    }
+}

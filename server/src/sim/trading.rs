@@ -1,0 +1,101 @@
+//! The trading kind at a tree node: what the seam asks of a [`TradingEpisode`] — run decision
+//! points as events, take a trading branch op, and show the agent's memory as its state (the
+//! view is the episode's own [`TradingEpisode::view`]).
+
+use serde_json::Value;
+use simtree_shared::trading::DecisionEvent;
+use simtree_shared::{AgentErrorEvent, AgentState, MemoryLine, NodeState, Op};
+
+use super::{SimError, op_name};
+use crate::engine::event::{Event, EventSink, EventType};
+use crate::trading::agents::ToolModel;
+use crate::trading::episode::{TradingEpisode, TradingOp};
+
+/// Runs up to `turns` decision points (fewer when the episode ends), one `decision_point` event
+/// each. A failed model call is logged as an `agent_error` and ends the run; the episode is left
+/// as it was before that decision point.
+pub(super) async fn run(
+    t: &mut TradingEpisode,
+    turns: u64,
+    tools: &dyn ToolModel,
+    sink: &mut (dyn EventSink + Send),
+) -> Result<(), SimError> {
+    for _ in 0..turns {
+        if t.is_done() {
+            break;
+        }
+        match t.step(tools).await {
+            Ok(r) => sink.emit(Event::of(
+                EventType::DecisionPoint,
+                &DecisionEvent {
+                    log: &r.log,
+                    portfolio: r.portfolio,
+                    value: r.value,
+                    done: r.done,
+                },
+            )),
+            Err(e) => {
+                let error = AgentErrorEvent {
+                    agent: t.config().agent_id.clone(),
+                    step: t.decision_points_done() as u64 + 1,
+                    error: e.to_string(),
+                };
+                sink.emit(Event::of(EventType::AgentError, &error));
+                return Err(e.into());
+            }
+        }
+        tokio::task::yield_now().await;
+    }
+    Ok(())
+}
+
+/// Applies one of the trading ops (`portfolio_patch`, `case_data_inject`, `agent_swap`,
+/// `agent_prompt_replace`); they produce no event.
+pub(super) fn apply_op(t: &mut TradingEpisode, op: &Op) -> Result<Vec<Event>, SimError> {
+    let op = trading_op(op)?;
+    t.apply_op(&op).map_err(SimError::BadOp)?;
+    Ok(Vec::new())
+}
+
+/// The trading op a shared [`Op`] stands for.
+fn trading_op(op: &Op) -> Result<TradingOp, SimError> {
+    match op {
+        Op::PortfolioPatch { .. }
+        | Op::CaseDataInject { .. }
+        | Op::AgentSwap { .. }
+        | Op::AgentPromptReplace { .. } => {
+            let v = serde_json::to_value(op).map_err(|e| SimError::BadOp(e.to_string()))?;
+            serde_json::from_value(v).map_err(|e| SimError::BadOp(e.to_string()))
+        }
+        other => Err(SimError::WrongOp("a trading episode", op_name(other))),
+    }
+}
+
+/// The one agent, the trader: its spec as the plan and its remembered exchanges (the model's
+/// replies and their tool results) as its memory.
+pub(super) fn state(t: &TradingEpisode) -> NodeState {
+    let mut memory = Vec::new();
+    for ex in t.memory() {
+        let reply = serde_json::to_string(&ex.reply).unwrap_or_default();
+        memory.push(MemoryLine {
+            role: "assistant".into(),
+            content: reply,
+        });
+        for r in &ex.results {
+            memory.push(MemoryLine {
+                role: "tool".into(),
+                content: r.content.to_string(),
+            });
+        }
+    }
+    NodeState {
+        turns: t.decision_points_done() as u64,
+        agents: vec![AgentState {
+            name: t.config().agent_id.clone(),
+            role: Some("trader".into()),
+            plan_state: serde_json::to_value(t.agent()).unwrap_or(Value::Null),
+            short_memory: memory,
+            emotion: String::new(),
+        }],
+    }
+}
