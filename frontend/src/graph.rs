@@ -1,11 +1,18 @@
-//! The tree graph: SVG drawing of the layout that fills its pane, with pan (drag), zoom about
-//! the cursor (wheel, double-click, buttons), fit-to-view at any size, a draggable minimap,
-//! keyboard navigation, and level-of-detail drawing: nodes keep a minimum screen size (dots when
-//! far out), ids appear once there is room, op labels when close; above [`DENSE`] visible nodes
-//! everything is drawn as a handful of paths instead of one element per node.
+//! The tree graph: the layout drawn to fill its pane, with pan (drag), zoom about the cursor
+//! (wheel, double-click, buttons), fit-to-view at any size, a draggable minimap, a toolbar
+//! (search by id or op text, collapse/expand the selected subtree, top-down or left-to-right,
+//! help), the keyboard map ([`KEYS`]), and level-of-detail drawing: nodes keep a minimum screen
+//! size (dots when far out), ids appear once there is room, op labels when close.
 //!
-//! Node fills and edge colours live in the stylesheet (themes); edges are coloured by the op that
-//! made the child ([`crate::ops`]); failed, cancelled and running nodes have their own styles.
+//! Two renderers share the layout, the view transform and the hit-testing. Trees of up to
+//! [`DENSE`] laid-out nodes are SVG: one element per visible node, styled by the stylesheet
+//! (themes, the running pulse), with native tooltips and stable `g.node[data-id]` hooks. Larger
+//! trees are drawn on a canvas ([`crate::graph_canvas`]): per-node elements made every pan frame
+//! re-rasterise thousands of them, while the canvas strokes a dozen cached paths under a new
+//! transform, once per animation frame however many input events arrived. Either way a pan or
+//! zoom only changes [`ViewTransform`]; clicks and hovers on the canvas are hit-tested against the
+//! layout's grid. Edges are coloured by the op that made the child ([`crate::ops`]); failed,
+//! cancelled and running nodes have their own styles in both renderers.
 
 use std::collections::HashSet;
 
@@ -16,12 +23,82 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 
 use crate::app::{Tree, ctx};
-use crate::layout::{COL, Layout, NODE, ViewTransform};
+use crate::graph_canvas::{self, Frame, Palette, Scene};
+use crate::layout::{COL, Direction, Layout, NODE, ViewTransform};
 use crate::model::{GraphModel, edge_name};
-use crate::ops::{EdgeStyle, edge_style, ops_label};
+use crate::ops::{edge_style, ops_label};
 
-/// Above this many visible nodes the graph is drawn as paths (no element per node).
+/// Above this many laid-out nodes the graph is drawn on a canvas (no element per node).
 pub const DENSE: usize = 2500;
+/// Where the layout direction is remembered.
+const DIRECTION_KEY: &str = "devui:graph-direction";
+
+/// The keyboard map the help overlay lists: key, i18n key of what it does.
+pub const KEYS: &[(&str, &str)] = &[
+    ("f", "keys.fit"),
+    ("↑ ↓", "keys.parentChild"),
+    ("← →", "keys.siblings"),
+    ("a", "keys.advance"),
+    ("b", "keys.branch"),
+    ("Delete", "keys.delete"),
+    ("c", "keys.collapse"),
+    ("/", "keys.search"),
+    ("+ −", "keys.zoom"),
+    ("?", "keys.help"),
+];
+
+/// Nodes matching a search, best first: the node whose id it names (`12` or `#12`), then every
+/// node whose op label contains it (case-insensitive), in id order.
+pub fn find_nodes(g: &GraphModel, query: &str) -> Vec<u64> {
+    let q = query.trim().to_lowercase();
+    if q.is_empty() {
+        return Vec::new();
+    }
+    let mut hits = Vec::new();
+    if let Ok(id) = q.trim_start_matches('#').parse::<u64>()
+        && g.nodes.contains_key(&id)
+    {
+        hits.push(id);
+    }
+    for &id in g.nodes.keys() {
+        let text = g.ops.get(&id).map(|ops| ops_label(ops).to_lowercase());
+        if !hits.contains(&id) && text.is_some_and(|t| t.contains(&q)) {
+            hits.push(id);
+        }
+    }
+    hits
+}
+
+/// The ancestors of `node`, nearest first (one pass over the edges: chains can be deep).
+fn ancestors(g: &GraphModel, node: u64) -> Vec<u64> {
+    let parent: std::collections::HashMap<u64, u64> = g.edges.iter().map(|e| (e.to, e.from)).collect();
+    let mut out = Vec::new();
+    let mut at = node;
+    while let Some(&p) = parent.get(&at) {
+        if out.contains(&p) {
+            break;
+        }
+        out.push(p);
+        at = p;
+    }
+    out
+}
+
+/// Clicks the enabled button `css` (the keyboard's way to reach the panels' actions).
+fn press(css: &str) -> bool {
+    let el = document()
+        .query_selector(css)
+        .ok()
+        .flatten()
+        .and_then(|e| e.dyn_into::<web_sys::HtmlElement>().ok());
+    match el {
+        Some(b) if !b.has_attribute("disabled") => {
+            b.click();
+            true
+        }
+        _ => false,
+    }
+}
 /// Minimap size in pixels; fit keeps the tree out of its corner.
 const MW: f64 = 180.0;
 const MH: f64 = 110.0;
@@ -81,7 +158,10 @@ pub fn status_name(s: NodeStatus) -> &'static str {
 /// The graph panel; it takes the size of its container.
 #[component]
 pub fn GraphView(tree: Tree) -> impl IntoView {
+    let ctx = ctx();
     let wrap = NodeRef::<html::Div>::new();
+    let canvas = NodeRef::<html::Canvas>::new();
+    let search_box = NodeRef::<html::Input>::new();
     let size = RwSignal::new((800.0_f64, 500.0_f64));
     // Follow the pane's size (window resize, splitter drags).
     Effect::new(move |_| {
@@ -107,7 +187,19 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
         cb.forget();
     });
 
-    let layout = Memo::new(move |_| tree.graph.with(Layout::compute));
+    let collapsed = RwSignal::new(HashSet::<u64>::new());
+    let direction =
+        RwSignal::new(crate::api::storage_get(DIRECTION_KEY).map_or(Direction::Down, |c| Direction::from_code(&c)));
+    // Another tree starts unfolded.
+    Effect::new(move |_| {
+        tree.id.track();
+        collapsed.set(HashSet::new());
+    });
+    let layout = Memo::new(move |_| {
+        let dir = direction.get();
+        collapsed.with(|c| tree.graph.with(|g| Layout::compute_with(g, c, dir)))
+    });
+    let on_canvas = Memo::new(move |_| layout.with(|l| l.pos.len() > DENSE));
     let parents: Memo<HashSet<u64>> = Memo::new(move |_| tree.graph.with(|g| g.edges.iter().map(|e| e.from).collect()));
     let view_t = RwSignal::new(ViewTransform::default());
     let fitted_for = StoredValue::new(None::<u64>);
@@ -126,12 +218,20 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
             fitted_for.set_value(id);
         }
     });
+    // Unfolds whatever hides `node`, so selecting it (search, arrows) always shows it.
+    let reveal = move |node: u64| {
+        let hiding: Vec<u64> = tree.graph.with_untracked(|g| ancestors(g, node));
+        if collapsed.with_untracked(|c| hiding.iter().any(|a| c.contains(a))) {
+            collapsed.update(|c| c.retain(|n| !hiding.contains(n)));
+        }
+    };
     // Follow: a node selected by the program (new child, keyboard) is brought into view.
     let last_sel = StoredValue::new(None::<u64>);
     Effect::new(move |_| {
         let sel = tree.selected.get();
         let (w, h) = size.get_untracked();
         let Some(n) = sel else { return };
+        reveal(n);
         let Some(p) = layout.with(|l| l.pos.get(&n).copied()) else {
             return;
         };
@@ -145,27 +245,37 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
         }
     });
 
+    // The SVG renderer's culled node list; the canvas renderer needs none, so a pan of a big
+    // tree does not even recompute it.
     let visible = Memo::new(move |_| {
+        if on_canvas.get() {
+            return Vec::new();
+        }
         let t = view_t.get();
         let (w, h) = size.get();
         layout.with(|l| l.visible(t.world_view(w, h)))
     });
-    let dense = Memo::new(move |_| visible.with(|v| v.len() > DENSE));
     let visible_edges = Memo::new(move |_| {
         let shown: HashSet<u64> = visible.get().into_iter().collect();
-        tree.graph.with(|g| {
-            g.edges
-                .iter()
-                .filter(|e| shown.contains(&e.from) || shown.contains(&e.to))
-                .map(|e| {
-                    (
-                        e.from,
-                        e.to,
-                        edge_style(e.kind, g.ops.get(&e.to).map(Vec::as_slice)),
-                        e.kind,
-                    )
-                })
-                .collect::<Vec<_>>()
+        layout.with(|l| {
+            tree.graph.with(|g| {
+                g.edges
+                    .iter()
+                    .filter(|e| {
+                        (shown.contains(&e.from) || shown.contains(&e.to))
+                            && l.pos.contains_key(&e.from)
+                            && l.pos.contains_key(&e.to)
+                    })
+                    .map(|e| {
+                        (
+                            e.from,
+                            e.to,
+                            edge_style(e.kind, g.ops.get(&e.to).map(Vec::as_slice)),
+                            e.kind,
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            })
         })
     });
     let scale = Memo::new(move |_| view_t.with(|t| t.scale));
@@ -177,6 +287,83 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
         // Nodes never shrink below a 4-px radius on screen.
         format!("--s:{s};--r:{}px", (NODE / 2.0).max(4.0 / s))
     };
+
+    // The canvas: theme colours read once per theme change, the scene rebuilt once per change
+    // of the layout or the graph, and at most one paint per animation frame.
+    let palette = RwSignal::new(Palette::read());
+    Effect::new(move |prev: Option<()>| {
+        ctx.theme.track();
+        if prev.is_some() {
+            palette.set(Palette::read());
+        }
+    });
+    let scene = StoredValue::new_local(None::<Scene>);
+    let frame_pending = StoredValue::new(false);
+    let paint = move || {
+        frame_pending.set_value(false);
+        let Some(el) = canvas.get_untracked() else { return };
+        if !on_canvas.get_untracked() {
+            return;
+        }
+        let started = window().performance().map(|p| p.now());
+        let (width, height) = size.get_untracked();
+        let Some((c2d, dpr)) = graph_canvas::context(&el, width, height) else {
+            return;
+        };
+        layout.with_untracked(|l| {
+            tree.graph.with_untracked(|g| {
+                if scene.with_value(Option::is_none) {
+                    let built = Scene::build(l, g);
+                    let _ = el.set_attribute("data-nodes", &built.count.to_string());
+                    scene.set_value(Some(built));
+                }
+                let frame = Frame {
+                    t: view_t.get_untracked(),
+                    width,
+                    height,
+                    selected: tree.selected.get_untracked(),
+                    compare: tree.compare_with.get_untracked(),
+                };
+                palette.with_untracked(|p| {
+                    scene.with_value(|s| {
+                        if let Some(s) = s {
+                            graph_canvas::draw(&c2d, dpr, s, p, l, g, &frame);
+                        }
+                    });
+                });
+            })
+        });
+        // The benchmark reads how long the last paint took (script time, before rasterising).
+        if let (Some(t0), Some(p)) = (started, window().performance()) {
+            let _ = js_sys::Reflect::set(&window(), &"simtreeGraphPaintMs".into(), &(p.now() - t0).into());
+        }
+    };
+    let schedule = move || {
+        if frame_pending.get_value() {
+            return;
+        }
+        frame_pending.set_value(true);
+        let cb = Closure::once_into_js(paint);
+        if window().request_animation_frame(cb.unchecked_ref()).is_err() {
+            frame_pending.set_value(false);
+        }
+    };
+    Effect::new(move |_| {
+        layout.with(|_| ());
+        tree.graph.track();
+        scene.set_value(None);
+        schedule();
+    });
+    Effect::new(move |_| {
+        view_t.track();
+        size.track();
+        tree.selected.track();
+        tree.compare_with.track();
+        palette.track();
+        if on_canvas.get() {
+            schedule();
+        }
+    });
 
     let drag = StoredValue::new(None::<(f64, f64)>);
     let moved = StoredValue::new(0.0_f64);
@@ -208,26 +395,69 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
             tree.selected.set(Some(id));
         }
     };
-    // Dense drawing has no node elements: a click picks the nearest node within reach.
+    // The node under a screen point (canvas drawing has no node elements).
+    let node_at = move |x: f64, y: f64| {
+        let t = view_t.get_untracked();
+        let reach = (NODE / 2.0).max(graph_canvas::radius_px(t.scale).max(6.0) / t.scale);
+        layout.with_untracked(|l| l.hit(((x - t.tx) / t.scale, (y - t.ty) / t.scale), reach))
+    };
     let pick_at = move |ev: &web_sys::MouseEvent| {
         let (x, y) = local(ev.client_x(), ev.client_y());
-        let t = view_t.get_untracked();
-        let (wx, wy) = ((x - t.tx) / t.scale, (y - t.ty) / t.scale);
-        let reach = (NODE / 2.0).max(8.0 / t.scale);
-        let hit = layout.with_untracked(|l| {
-            l.pos
-                .iter()
-                .map(|(&id, &(px, py))| (id, (px - wx).hypot(py - wy)))
-                .filter(|&(_, d)| d <= reach)
-                .min_by(|a, b| a.1.total_cmp(&b.1))
-                .map(|(id, _)| id)
-        });
-        if let Some(id) = hit {
+        if let Some(id) = node_at(x, y) {
             pick(id, ev.shift_key());
         }
     };
+    // Canvas tooltips: the hovered node and where to show its summary.
+    let hover = RwSignal::new(None::<(u64, f64, f64)>);
 
-    // Keyboard: f fit, arrows walk the tree, + / - zoom (not while typing in a field).
+    // Search: Enter jumps to the next match, centred, selected and legible.
+    let search_note = RwSignal::new(String::new());
+    let last_search = StoredValue::new((String::new(), 0_usize));
+    let search = move |query: String| {
+        let hits = tree.graph.with_untracked(|g| find_nodes(g, &query));
+        if hits.is_empty() {
+            search_note.set(ctx.tr("graph.noMatch").to_string());
+            return;
+        }
+        let (prev, i) = last_search.get_value();
+        let i = if prev == query { (i + 1) % hits.len() } else { 0 };
+        last_search.set_value((query, i));
+        let id = hits[i];
+        search_note.set(format!("{}/{}", i + 1, hits.len()));
+        reveal(id);
+        last_sel.set_value(Some(id));
+        tree.selected.set(Some(id));
+        if let Some(p) = layout.with_untracked(|l| l.pos.get(&id).copied()) {
+            let (w, h) = size.get_untracked();
+            let t = view_t.get_untracked();
+            let t = if t.scale < 0.9 {
+                ViewTransform { scale: 1.0, ..t }
+            } else {
+                t
+            };
+            view_t.set(t.centre_on(p.0, p.1, w, h));
+        }
+    };
+    let toggle_collapse = move || {
+        let Some(n) = tree.selected.get_untracked() else { return };
+        if tree.graph.with_untracked(|g| g.is_leaf(n)) {
+            return;
+        }
+        collapsed.update(|c| {
+            if !c.remove(&n) {
+                c.insert(n);
+            }
+        });
+    };
+    let flip_direction = move || {
+        let d = direction.get_untracked().flip();
+        direction.set(d);
+        crate::api::storage_set(DIRECTION_KEY, d.code());
+        fit_now();
+    };
+    let help = RwSignal::new(false);
+
+    // Keyboard (not while typing in a field): see [`KEYS`].
     let keys = window_event_listener(leptos::ev::keydown, move |ev: web_sys::KeyboardEvent| {
         let typing = ev
             .target()
@@ -257,6 +487,29 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
             "f" => fit_now(),
             "+" | "=" => zoom(1.25),
             "-" => zoom(0.8),
+            "a" => {
+                press("#advance-btn");
+            }
+            "b" => {
+                if let Some(el) = document().query_selector("#op-kind").ok().flatten() {
+                    el.scroll_into_view();
+                    if let Ok(el) = el.dyn_into::<web_sys::HtmlElement>() {
+                        let _ = el.focus();
+                    }
+                }
+            }
+            "Delete" => {
+                press("#delete-btn");
+            }
+            "c" => toggle_collapse(),
+            "?" => help.update(|h| *h = !*h),
+            "Escape" => help.set(false),
+            "/" => {
+                ev.prevent_default();
+                if let Some(el) = search_box.get_untracked() {
+                    let _ = el.focus();
+                }
+            }
             k if k.starts_with("Arrow") => {
                 ev.prevent_default();
                 if let Some(n) = next {
@@ -270,10 +523,15 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
 
     let node = move |id: u64| {
         let pos = move || layout.with(|l| l.pos.get(&id).copied().unwrap_or((0.0, 0.0)));
+        let hides = move || layout.with(|l| l.hidden.get(&id).copied());
         let class = move || {
             let leaf = !parents.with(|p| p.contains(&id));
             let (sel, cmp) = (tree.selected.get() == Some(id), tree.compare_with.get() == Some(id));
-            tree.graph.with(|g| node_class(g, id, sel, cmp, leaf))
+            let mut c = tree.graph.with(|g| node_class(g, id, sel, cmp, leaf));
+            if hides().is_some() {
+                c.push_str(" collapsed");
+            }
+            c
         };
         let tip = move || tree.graph.with(|g| node_summary(g, id));
         let op_text = move || {
@@ -305,12 +563,15 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
                 <Show when=move || show_ops.get()>
                     <text class="nop" text-anchor="middle" y=NODE / 2.0 + 4.0 dominant-baseline="hanging">{op_text}</text>
                 </Show>
+                <Show when=move || hides().is_some()>
+                    <text class="badge" x=NODE / 2.0 + 4.0 dy="0.35em">{move || format!("+{}", hides().unwrap_or(0))}</text>
+                </Show>
             </g>
         }
     };
 
     // Progress of running nodes: a bar above the node and "turn i/N" once ids fit. Drawn apart
-    // from the nodes (dense mode has no node elements) and only for the few nodes that run.
+    // from the nodes (the canvas has no node elements) and only for the few nodes that run.
     let running = move || tree.progress.with(|p| p.0.keys().copied().collect::<Vec<_>>());
     let progress_mark = move |id: u64| {
         let at = move || layout.with(|l| l.pos.get(&id).copied());
@@ -342,38 +603,6 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
         }
     };
 
-    // Dense mode: edges grouped by colour into one path each, nodes as round-capped dots.
-    let dense_edges = move || {
-        let mut groups: Vec<(EdgeStyle, String)> = Vec::new();
-        layout.with(|l| {
-            for (from, to, style, _) in visible_edges.get() {
-                let (Some(a), Some(b)) = (l.pos.get(&from), l.pos.get(&to)) else {
-                    continue;
-                };
-                let seg = format!("M{:.0} {:.0}L{:.0} {:.0}", a.0, a.1, b.0, b.1);
-                match groups.iter_mut().find(|(s, _)| *s == style) {
-                    Some((_, d)) => d.push_str(&seg),
-                    None => groups.push((style, seg)),
-                }
-            }
-        });
-        groups
-            .into_iter()
-            .map(|(s, d)| view! { <path class="edges" d=d stroke=s.colour data-type=s.name></path> })
-            .collect_view()
-    };
-    let dense_nodes = move || {
-        let mut d = String::new();
-        layout.with(|l| {
-            for id in visible.get() {
-                if let Some(p) = l.pos.get(&id) {
-                    d.push_str(&format!("M{:.0} {:.0}h0", p.0, p.1));
-                }
-            }
-        });
-        view! { <path class="dots" d=d></path> }
-    };
-
     view! {
         <div class="graph-wrap" node_ref=wrap>
             <svg
@@ -384,15 +613,25 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
                 on:mousedown=move |ev: web_sys::MouseEvent| {
                     drag.set_value(Some((f64::from(ev.client_x()), f64::from(ev.client_y()))));
                     moved.set_value(0.0);
+                    hover.set(None);
                 }
                 on:mouseup=move |_| drag.set_value(None)
-                on:mouseleave=move |_| drag.set_value(None)
+                on:mouseleave=move |_| {
+                    drag.set_value(None);
+                    hover.set(None);
+                }
                 on:mousemove=move |ev: web_sys::MouseEvent| {
                     if let Some((x, y)) = drag.get_value() {
                         let (cx, cy) = (f64::from(ev.client_x()), f64::from(ev.client_y()));
                         moved.set_value(moved.get_value() + (cx - x).abs() + (cy - y).abs());
                         drag.set_value(Some((cx, cy)));
                         view_t.update(|t| *t = t.pan(cx - x, cy - y));
+                    } else if on_canvas.get_untracked() {
+                        let (x, y) = local(ev.client_x(), ev.client_y());
+                        let now = node_at(x, y).map(|id| (id, x, y));
+                        if now.map(|h| h.0) != hover.get_untracked().map(|h| h.0) {
+                            hover.set(now);
+                        }
                     }
                 }
                 on:click=move |ev: web_sys::MouseEvent| {
@@ -412,43 +651,113 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
                 </defs>
                 <rect class="graph-bg" width="100%" height="100%" fill="url(#dots)"></rect>
                 <g class="viewport" style=lod_style transform=move || view_t.get().svg()>
-                    <Show
-                        when=move || dense.get()
-                        fallback=move || view! {
-                            <For
-                                each=move || visible_edges.get()
-                                key=|e| (e.1, e.0, e.2.name)
-                                children=move |(from, to, style, kind)| {
-                                    let ends = move || layout.with(|l| {
-                                        let a = l.pos.get(&from).copied().unwrap_or_default();
-                                        let b = l.pos.get(&to).copied().unwrap_or_default();
-                                        (a, b)
-                                    });
-                                    view! {
-                                        <line
-                                            class="edge"
-                                            data-from=from.to_string()
-                                            data-to=to.to_string()
-                                            data-type=edge_name(kind)
-                                            data-op=style.name
-                                            stroke=style.colour
-                                            x1=move || ends().0.0
-                                            y1=move || ends().0.1
-                                            x2=move || ends().1.0
-                                            y2=move || ends().1.1
-                                        ></line>
-                                    }
-                                }
-                            />
-                            <For each=move || visible.get() key=|id| *id children=node />
+                    <For
+                        each=move || if on_canvas.get() { Vec::new() } else { layout.with(|l| l.fans.clone()) }
+                        key=|f| (f.cell, f.count, f.bounds.0.to_bits(), f.bounds.2.to_bits(), f.bounds.3.to_bits())
+                        children=move |f| {
+                            let pad = NODE / 2.0 + 6.0;
+                            let (x0, y0, x1, y1) = f.bounds;
+                            let tip = move || {
+                                ctx.tr("graph.fan").replace("{{id}}", &f.cell.to_string()).replace("{{n}}", &f.count.to_string())
+                            };
+                            view! {
+                                <rect
+                                    class="fan"
+                                    data-cell=f.cell.to_string()
+                                    x=x0 - pad
+                                    y=y0 - pad
+                                    width=x1 - x0 + 2.0 * pad
+                                    height=y1 - y0 + 2.0 * pad
+                                    rx=pad
+                                >
+                                    <title>{tip}</title>
+                                </rect>
+                            }
                         }
-                    >
-                        {dense_edges}
-                        {dense_nodes}
-                    </Show>
+                    />
+                    <For
+                        each=move || visible_edges.get()
+                        key=|e| (e.1, e.0, e.2.name)
+                        children=move |(from, to, style, kind)| {
+                            let ends = move || layout.with(|l| {
+                                let a = l.pos.get(&from).copied().unwrap_or_default();
+                                let b = l.pos.get(&to).copied().unwrap_or_default();
+                                (a, b)
+                            });
+                            view! {
+                                <line
+                                    class="edge"
+                                    data-from=from.to_string()
+                                    data-to=to.to_string()
+                                    data-type=edge_name(kind)
+                                    data-op=style.name
+                                    stroke=style.colour
+                                    x1=move || ends().0.0
+                                    y1=move || ends().0.1
+                                    x2=move || ends().1.0
+                                    y2=move || ends().1.1
+                                ></line>
+                            }
+                        }
+                    />
+                    <For each=move || visible.get() key=|id| *id children=node />
                     <For each=running key=|id| *id children=progress_mark />
                 </g>
             </svg>
+            <canvas class="graph-canvas" node_ref=canvas role="img" aria-label=move || ctx.tr("graph.canvas") style:display=move || if on_canvas.get() { "block" } else { "none" }></canvas>
+            {move || hover.get().map(|(id, x, y)| view! {
+                <div class="graph-tip" style=format!("left:{:.0}px;top:{:.0}px", x + 14.0, y + 14.0)>
+                    {tree.graph.with_untracked(|g| node_summary(g, id))}
+                </div>
+            })}
+            <div class="graph-tools">
+                <input
+                    id="graph-search"
+                    type="search"
+                    node_ref=search_box
+                    placeholder=move || ctx.tr("graph.search")
+                    on:keydown=move |ev: web_sys::KeyboardEvent| {
+                        if ev.key() == "Enter" {
+                            search(event_target_value(&ev));
+                        } else if ev.key() == "Escape"
+                            && let Some(el) = search_box.get_untracked()
+                        {
+                            let _ = el.blur();
+                        }
+                    }
+                    on:input=move |_| search_note.set(String::new())
+                />
+                <span id="search-note" class="muted">{move || search_note.get()}</span>
+                <button
+                    id="collapse-btn"
+                    title=move || ctx.tr("keys.collapse")
+                    disabled=move || tree.selected.get().is_none_or(|n| tree.graph.with(|g| g.is_leaf(n)))
+                    on:click=move |_| toggle_collapse()
+                >
+                    {move || if tree.selected.get().is_some_and(|n| collapsed.with(|c| c.contains(&n))) { "⊞" } else { "⊟" }}
+                </button>
+                <button
+                    id="direction-btn"
+                    title=move || ctx.tr("graph.direction")
+                    data-direction=move || direction.get().code()
+                    on:click=move |_| flip_direction()
+                >
+                    {move || if direction.get() == Direction::Down { "⇄" } else { "⇅" }}
+                </button>
+                <button id="help-btn" title=move || ctx.tr("keys.help") on:click=move |_| help.update(|h| *h = !*h)>"?"</button>
+            </div>
+            <Show when=move || help.get()>
+                <div id="graph-help" class="graph-help" role="dialog">
+                    <h4>{move || ctx.tr("graph.keys")}</h4>
+                    <dl>
+                        {KEYS
+                            .iter()
+                            .map(|&(key, what)| view! { <dt><kbd>{key}</kbd></dt><dd>{move || ctx.tr(what)}</dd> })
+                            .collect_view()}
+                    </dl>
+                    <button id="help-close" on:click=move |_| help.set(false)>{move || ctx.tr("common.close")}</button>
+                </div>
+            </Show>
             <div class="zoom-controls">
                 <button id="zoom-in" title="Zoom in (+)" on:click=move |_| zoom(1.25)>"+"</button>
                 <button id="zoom-out" title="Zoom out (−)" on:click=move |_| zoom(0.8)>"−"</button>
@@ -464,12 +773,18 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
 #[component]
 fn Minimap(layout: Memo<Layout>, view_t: RwSignal<ViewTransform>, size: RwSignal<(f64, f64)>) -> impl IntoView {
     let mini = Memo::new(move |_| layout.with(|l| ViewTransform::fit(l, MW, MH)));
+    // One dot per minimap pixel: the frame moves on every pan frame and the browser repaints the
+    // minimap under it, so 20,000 stacked dots there cost 100 ms a frame; a few hundred do not.
     let dots = Memo::new(move |_| {
         let t = mini.get();
         layout.with(|l| {
-            let mut d = String::with_capacity(l.pos.len() * 14);
+            let mut seen = HashSet::new();
+            let mut d = String::new();
             for &(x, y) in l.pos.values() {
-                d.push_str(&format!("M{:.1} {:.1}h0", x * t.scale + t.tx, y * t.scale + t.ty));
+                let (mx, my) = ((x * t.scale + t.tx).round(), (y * t.scale + t.ty).round());
+                if seen.insert((mx as i32, my as i32)) {
+                    d.push_str(&format!("M{mx} {my}h0"));
+                }
             }
             d
         })
@@ -596,5 +911,50 @@ pub fn Legend(tree: Tree) -> impl IntoView {
                 })
                 .collect_view()}
         </div>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::i18n::{Lang, t};
+    use simtree_shared::{EdgeType, GraphEdge, Op};
+
+    #[test]
+    fn search_finds_an_id_first_then_op_text() {
+        let mut g = GraphModel::default();
+        for (id, depth) in [(0, 0), (1, 1), (12, 1), (13, 2)] {
+            g.nodes.insert(id, depth);
+        }
+        for (from, to) in [(0, 1), (0, 12), (12, 13)] {
+            g.edges.push(GraphEdge {
+                from,
+                to,
+                kind: EdgeType::PublicEvent,
+            });
+        }
+        let say = |text: &str| vec![Op::PublicBroadcast { text: text.into() }];
+        g.ops.insert(1, say("Storm on day 12"));
+        g.ops.insert(12, say("calm"));
+        g.ops.insert(13, say("STORM again"));
+        assert_eq!(find_nodes(&g, "12"), [12, 1], "the id, then the label that mentions it");
+        assert_eq!(find_nodes(&g, "#12"), [12]);
+        assert_eq!(find_nodes(&g, " storm "), [1, 13]);
+        assert!(find_nodes(&g, "hail").is_empty());
+        assert!(find_nodes(&g, "").is_empty());
+        assert_eq!(ancestors(&g, 13), [12, 0]);
+    }
+
+    #[test]
+    fn every_key_in_the_help_has_both_languages() {
+        for &(_, what) in KEYS {
+            assert_ne!(t(Lang::En, what), what, "{what} has no English text");
+            assert!(
+                t(Lang::Zh, what)
+                    .chars()
+                    .any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c)),
+                "{what}"
+            );
+        }
     }
 }

@@ -1,12 +1,19 @@
-//! Tidy tree layout and the view transform of the graph (pure, tested natively).
+//! Tidy tree layout, its spatial index and the view transform of the graph (pure, tested
+//! natively).
 //!
-//! Leaves take consecutive slots left to right in depth-first order (children in attach order);
-//! a parent sits centred over its first and last child; depth gives the row. That is O(n), keeps
-//! subtrees from overlapping by construction, and puts every parent above its children. The walk
-//! is iterative so a 10,000-deep chain cannot overflow the wasm stack. The layout is recomputed
-//! only when the graph changes, never per frame; drawing culls what is outside the viewport.
+//! Leaves take consecutive slots in depth-first order (children in attach order); a parent sits
+//! centred over its first and last child; depth gives the row (top-down) or the column
+//! (left-to-right, [`Direction::Right`]). That is O(n), keeps subtrees from overlapping by
+//! construction, and puts every parent before its children. The walk is iterative so a
+//! 10,000-deep chain cannot overflow the wasm stack. Collapsed nodes are laid out as leaves and
+//! their descendants are left out ([`Layout::hidden`] counts them). The layout is recomputed only
+//! when the graph, the collapsed set or the direction changes, never per frame; a [`Grid`] of
+//! buckets answers "what is in this rectangle" and "which node is under the cursor" without a
+//! scan of every node, which is what lets a pan frame of a 20,000-node tree stay cheap.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+
+use simtree_shared::EdgeType;
 
 use crate::model::GraphModel;
 
@@ -14,27 +21,104 @@ use crate::model::GraphModel;
 pub const NODE: f64 = 28.0;
 pub const COL: f64 = NODE + 30.0;
 pub const ROW: f64 = NODE + 60.0;
+/// Left to right, siblings stack closer (a label sits under its node, not beside it) and depths
+/// leave room for a 22-character op label between two columns.
+pub const LR_SLOT: f64 = NODE + 18.0;
+pub const LR_DEPTH: f64 = 160.0;
+
+/// Which way the tree grows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Direction {
+    /// Root at the top, depth downwards.
+    #[default]
+    Down,
+    /// Root at the left, depth to the right.
+    Right,
+}
+
+impl Direction {
+    /// The value kept in localStorage.
+    pub fn code(self) -> &'static str {
+        match self {
+            Direction::Down => "down",
+            Direction::Right => "right",
+        }
+    }
+
+    pub fn from_code(code: &str) -> Direction {
+        if code == "right" {
+            Direction::Right
+        } else {
+            Direction::Down
+        }
+    }
+
+    pub fn flip(self) -> Direction {
+        match self {
+            Direction::Down => Direction::Right,
+            Direction::Right => Direction::Down,
+        }
+    }
+}
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Layout {
-    /// Centre of each node.
+    /// Centre of each drawn node (hidden descendants of collapsed nodes have none).
     pub pos: HashMap<u64, (f64, f64)>,
     /// Bounding box of all node centres: (min_x, min_y, max_x, max_y).
+    pub bounds: (f64, f64, f64, f64),
+    /// Each collapsed node that hides something, with how many descendants it hides.
+    pub hidden: HashMap<u64, usize>,
+    /// The nodes bucketed by position, for culling and hit-testing.
+    pub grid: Grid,
+    /// The replicates of each sweep cell, drawn as one group.
+    pub fans: Vec<Fan>,
+}
+
+/// A sweep cell's replicate children (two or more drawn): packed side by side and drawn inside
+/// one outline, so a sweep reads as a grid of cells rather than a hedge of leaves.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fan {
+    pub cell: u64,
+    pub count: usize,
+    /// Bounding box of the replicates' centres: (min_x, min_y, max_x, max_y).
     pub bounds: (f64, f64, f64, f64),
 }
 
 impl Layout {
+    /// The top-down layout of every node.
     pub fn compute(g: &GraphModel) -> Layout {
+        Layout::compute_with(g, &HashSet::new(), Direction::Down)
+    }
+
+    /// The layout with the subtrees under `collapsed` folded away, growing in `direction`.
+    pub fn compute_with(g: &GraphModel, collapsed: &HashSet<u64>, direction: Direction) -> Layout {
         let children = g.children();
+        let (slot_gap, depth_gap) = match direction {
+            Direction::Down => (COL, ROW),
+            Direction::Right => (LR_SLOT, LR_DEPTH),
+        };
+        let mut hidden = HashMap::new();
+        // A sweep replicate is a sweep edge's child whose parent came by a sweep edge too (the
+        // cell); leaf replicates of one cell sit a node's width apart instead of a column.
+        let into: HashMap<u64, (u64, EdgeType)> = g.edges.iter().map(|e| (e.to, (e.from, e.kind))).collect();
+        let replicate_of = |n: u64| match into.get(&n) {
+            Some(&(cell, EdgeType::Sweep)) if into.get(&cell).is_some_and(|c| c.1 == EdgeType::Sweep) => Some(cell),
+            _ => None,
+        };
+        let packed = (NODE + 2.0) / slot_gap;
+        let mut last_fan = None;
         let mut pos = HashMap::with_capacity(g.nodes.len());
         let mut next_slot = 0.0;
         // Roots: the model's root plus any node whose parent is unknown (should not happen, but a
         // partial model must still draw).
+        // (One set of children, not a `parent_of` scan per node: that was quadratic.)
+        let has_parent: HashSet<u64> = g.edges.iter().map(|e| e.to).collect();
         let mut roots: Vec<u64> = g
             .nodes
             .keys()
             .copied()
-            .filter(|&n| n == g.root || g.parent_of(n).is_none())
+            .filter(|&n| n == g.root || !has_parent.contains(&n))
             .collect();
         roots.sort_unstable();
         roots.dedup();
@@ -42,21 +126,38 @@ impl Layout {
             // Iterative post-order: (node, children visited?)
             let mut stack = vec![(root, false)];
             while let Some((n, expanded)) = stack.pop() {
-                let kids = children.get(&n).map(Vec::as_slice).unwrap_or(&[]);
+                let mut kids = children.get(&n).map(Vec::as_slice).unwrap_or(&[]);
+                if !kids.is_empty() && collapsed.contains(&n) {
+                    hidden.insert(n, count_below(&children, n));
+                    kids = &[];
+                }
+                // (slot axis, depth axis) here; turned into (x, y) at the end.
                 let depth = f64::from(g.nodes.get(&n).copied().unwrap_or(0));
                 if kids.is_empty() {
-                    pos.insert(n, (next_slot * COL, depth * ROW));
-                    next_slot += 1.0;
+                    let fan = replicate_of(n);
+                    let slot = if fan.is_some() && fan == last_fan {
+                        next_slot - 1.0 + packed
+                    } else {
+                        next_slot
+                    };
+                    pos.insert(n, (slot * slot_gap, depth * depth_gap));
+                    next_slot = slot + 1.0;
+                    last_fan = fan;
                 } else if expanded {
                     let first = kids.first().and_then(|k| pos.get(k)).map_or(0.0, |p| p.0);
                     let last = kids.last().and_then(|k| pos.get(k)).map_or(first, |p| p.0);
-                    pos.insert(n, ((first + last) / 2.0, depth * ROW));
+                    pos.insert(n, ((first + last) / 2.0, depth * depth_gap));
                 } else {
                     stack.push((n, true));
                     for &k in kids.iter().rev() {
                         stack.push((k, false));
                     }
                 }
+            }
+        }
+        if direction == Direction::Right {
+            for p in pos.values_mut() {
+                *p = (p.1, p.0);
             }
         }
         let mut bounds = (f64::MAX, f64::MAX, f64::MIN, f64::MIN);
@@ -66,20 +167,118 @@ impl Layout {
         if pos.is_empty() {
             bounds = (0.0, 0.0, 0.0, 0.0);
         }
-        Layout { pos, bounds }
+        let mut fans: Vec<Fan> = Vec::new();
+        for (&n, &(x, y)) in &pos {
+            let Some(cell) = replicate_of(n) else { continue };
+            match fans.iter_mut().find(|f| f.cell == cell) {
+                Some(f) => {
+                    f.count += 1;
+                    let b = f.bounds;
+                    f.bounds = (b.0.min(x), b.1.min(y), b.2.max(x), b.3.max(y));
+                }
+                None => fans.push(Fan {
+                    cell,
+                    count: 1,
+                    bounds: (x, y, x, y),
+                }),
+            }
+        }
+        fans.retain(|f| f.count >= 2);
+        fans.sort_by_key(|f| f.cell);
+        let grid = Grid::new(&pos);
+        Layout {
+            pos,
+            bounds,
+            hidden,
+            grid,
+            fans,
+        }
     }
 
-    /// Ids whose circle intersects the world-space rectangle `(x0, y0, x1, y1)`.
+    /// The drawn node nearest to the world point within `reach`, if any.
+    pub fn hit(&self, (x, y): (f64, f64), reach: f64) -> Option<u64> {
+        self.grid
+            .within(&self.pos, (x - reach, y - reach, x + reach, y + reach))
+            .into_iter()
+            .map(|id| (id, (self.pos[&id].0 - x).hypot(self.pos[&id].1 - y)))
+            .filter(|&(_, d)| d <= reach)
+            .min_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)))
+            .map(|(id, _)| id)
+    }
+
+    /// Ids whose circle intersects the world-space rectangle `(x0, y0, x1, y1)`, sorted.
     pub fn visible(&self, view: (f64, f64, f64, f64)) -> Vec<u64> {
         let r = NODE / 2.0;
-        let mut ids: Vec<u64> = self
-            .pos
-            .iter()
-            .filter(|&(_, &(x, y))| x + r >= view.0 && x - r <= view.2 && y + r >= view.1 && y - r <= view.3)
-            .map(|(&id, _)| id)
-            .collect();
+        let mut ids = self
+            .grid
+            .within(&self.pos, (view.0 - r, view.1 - r, view.2 + r, view.3 + r));
         ids.sort_unstable();
         ids
+    }
+}
+
+/// How many nodes lie below `node` (iteratively: chains can be 10,000 deep).
+fn count_below(children: &HashMap<u64, Vec<u64>>, node: u64) -> usize {
+    let mut stack = vec![node];
+    let mut n = 0;
+    while let Some(k) = stack.pop() {
+        if let Some(kids) = children.get(&k) {
+            n += kids.len();
+            stack.extend(kids);
+        }
+    }
+    n
+}
+
+/// World-space buckets of node ids (square cells of [`Grid::CELL`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Grid {
+    cells: HashMap<(i64, i64), Vec<u64>>,
+}
+
+impl Grid {
+    /// About four columns of the top-down layout per cell: a zoomed-in view touches a few cells,
+    /// a fitted one a few thousand at most.
+    pub const CELL: f64 = 4.0 * COL;
+
+    fn key(x: f64, y: f64) -> (i64, i64) {
+        ((x / Self::CELL).floor() as i64, (y / Self::CELL).floor() as i64)
+    }
+
+    pub fn new(pos: &HashMap<u64, (f64, f64)>) -> Grid {
+        let mut cells: HashMap<(i64, i64), Vec<u64>> = HashMap::new();
+        for (&id, &(x, y)) in pos {
+            cells.entry(Self::key(x, y)).or_default().push(id);
+        }
+        Grid { cells }
+    }
+
+    /// The ids whose centre lies in the rectangle `(x0, y0, x1, y1)`, in no particular order.
+    pub fn within(&self, pos: &HashMap<u64, (f64, f64)>, (x0, y0, x1, y1): (f64, f64, f64, f64)) -> Vec<u64> {
+        let inside = |id: &u64| {
+            let (x, y) = pos[id];
+            x >= x0 && x <= x1 && y >= y0 && y <= y1
+        };
+        let (a, b) = (Self::key(x0, y0), Self::key(x1, y1));
+        let span = (b.0 - a.0 + 1).saturating_mul(b.1 - a.1 + 1);
+        // A far zoomed-out view spans more cells than there are: walk the occupied ones instead.
+        if span > self.cells.len() as i64 {
+            return self
+                .cells
+                .iter()
+                .filter(|(k, _)| k.0 >= a.0 && k.0 <= b.0 && k.1 >= a.1 && k.1 <= b.1)
+                .flat_map(|(_, ids)| ids.iter().copied().filter(inside))
+                .collect();
+        }
+        let mut out = Vec::new();
+        for cx in a.0..=b.0 {
+            for cy in a.1..=b.1 {
+                if let Some(ids) = self.cells.get(&(cx, cy)) {
+                    out.extend(ids.iter().copied().filter(inside));
+                }
+            }
+        }
+        out
     }
 }
 
@@ -274,6 +473,94 @@ mod tests {
             );
         }
         assert_eq!(l.visible(t.world_view(1000.0, 600.0)).len(), 20_001);
+    }
+
+    #[test]
+    fn collapsing_folds_a_subtree_into_a_counted_leaf() {
+        let g = model(&[(0, 1), (0, 2), (1, 3), (1, 4), (3, 5), (2, 6)]);
+        let collapsed: HashSet<u64> = [1, 5].into();
+        let l = Layout::compute_with(&g, &collapsed, Direction::Down);
+        let mut drawn: Vec<u64> = l.pos.keys().copied().collect();
+        drawn.sort_unstable();
+        assert_eq!(drawn, [0, 1, 2, 6], "3, 4 and 5 are hidden under 1");
+        assert_eq!(l.hidden, HashMap::from([(1, 3)]), "a collapsed leaf hides nothing");
+        assert_eq!(l.pos[&1].1, ROW, "the folded node keeps its row");
+        assert!(l.pos[&1].0 < l.pos[&2].0);
+    }
+
+    #[test]
+    fn a_sweeps_replicates_pack_into_one_fan_per_cell() {
+        // 0 → cells 1, 2 (sweep edges) → replicates 3, 4, 5 and 6, 7, 8; 9 is a plain child of 1.
+        let mut g = model(&[(0, 1), (0, 2), (1, 3), (1, 4), (1, 5), (2, 6), (2, 7), (2, 8), (1, 9)]);
+        for e in &mut g.edges {
+            e.kind = if e.to == 9 { EdgeType::Advance } else { EdgeType::Sweep };
+        }
+        let l = Layout::compute(&g);
+        assert_tidy(&g, &l);
+        let gap = |a: u64, b: u64| l.pos[&b].0 - l.pos[&a].0;
+        assert!(
+            (gap(3, 4) - (NODE + 2.0)).abs() < 1e-9,
+            "replicates a node apart: {}",
+            gap(3, 4)
+        );
+        assert!(
+            (gap(5, 9) - COL).abs() < 1e-9,
+            "a plain sibling keeps its column: {}",
+            gap(5, 9)
+        );
+        assert_eq!(l.fans.len(), 2);
+        assert_eq!((l.fans[0].cell, l.fans[0].count), (1, 3));
+        assert_eq!(l.fans[0].bounds.0, l.pos[&3].0);
+        assert_eq!(l.fans[0].bounds.2, l.pos[&5].0);
+        assert_eq!((l.fans[1].cell, l.fans[1].count), (2, 3));
+    }
+
+    #[test]
+    fn left_to_right_puts_depth_on_the_x_axis() {
+        let g = model(&[(0, 1), (0, 2), (1, 3)]);
+        let l = Layout::compute_with(&g, &HashSet::new(), Direction::Right);
+        assert_eq!(l.pos[&3].0, 2.0 * LR_DEPTH);
+        assert!(l.pos[&1].1 < l.pos[&2].1, "siblings stack downwards in attach order");
+        for e in &g.edges {
+            assert!(l.pos[&e.from].0 < l.pos[&e.to].0, "parent left of child");
+        }
+        assert_eq!(Direction::from_code(Direction::Right.code()), Direction::Right);
+        assert_eq!(Direction::from_code("nonsense"), Direction::Down);
+    }
+
+    #[test]
+    fn the_grid_finds_what_a_scan_finds() {
+        let mut seed = 5u64;
+        let mut edges = Vec::new();
+        for n in 1..3000u64 {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+            edges.push(((seed >> 33) % n, n));
+        }
+        let g = model(&edges);
+        let l = Layout::compute(&g);
+        for view in [
+            (100.0, 0.0, 900.0, 300.0),
+            (-1e9, -1e9, 1e9, 1e9),
+            (5000.0, 200.0, 5001.0, 400.0),
+        ] {
+            let mut scan: Vec<u64> = l
+                .pos
+                .iter()
+                .filter(|(_, p)| p.0 >= view.0 && p.0 <= view.2 && p.1 >= view.1 && p.1 <= view.3)
+                .map(|(&id, _)| id)
+                .collect();
+            scan.sort_unstable();
+            let mut found = l.grid.within(&l.pos, view);
+            found.sort_unstable();
+            assert_eq!(found, scan, "view {view:?}");
+        }
+        let p = l.pos[&1234];
+        assert_eq!(l.hit((p.0 + 3.0, p.1 - 2.0), NODE / 2.0), Some(1234));
+        assert_eq!(
+            l.hit((p.0 + COL / 2.0, p.1 + ROW / 2.0), 5.0),
+            None,
+            "nothing within reach"
+        );
     }
 
     #[test]

@@ -23,6 +23,7 @@ mod app;
 mod branch;
 mod data;
 mod graph;
+mod graph_canvas;
 mod pages;
 mod plot;
 mod sweep_view;

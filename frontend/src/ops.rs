@@ -146,6 +146,8 @@ pub const PROMPT: EdgeStyle = style("prompt", "#ef6c00");
 pub const ABM_GLOBAL: EdgeStyle = style("global", "#2e7d32");
 pub const ABM_ENV: EdgeStyle = style("environment", "#0277bd");
 pub const ABM_AGENT: EdgeStyle = style("agents", "#ad1457");
+/// A sweep's cells and replicates, whatever their ops: the grid reads as one family.
+pub const SWEEP: EdgeStyle = style("sweep", "#b08800");
 
 /// The style of one op.
 pub fn op_style(op: &Op) -> EdgeStyle {
@@ -166,8 +168,12 @@ pub fn op_style(op: &Op) -> EdgeStyle {
     }
 }
 
-/// The style of an edge: its single op's, else by edge type (several ops → multi).
+/// The style of an edge: a sweep's own, else its single op's, else by edge type (several ops →
+/// multi).
 pub fn edge_style(kind: EdgeType, ops: Option<&[Op]>) -> EdgeStyle {
+    if kind == EdgeType::Sweep {
+        return SWEEP;
+    }
     if let Some([one]) = ops {
         return op_style(one);
     }
@@ -178,7 +184,8 @@ pub fn edge_style(kind: EdgeType, ops: Option<&[Op]>) -> EdgeStyle {
         EdgeType::AgentProps => AGENT_PROPS,
         EdgeType::SceneState => SCENE_STATE,
         EdgeType::PublicEvent => PUBLIC_EVENT,
-        EdgeType::Root | EdgeType::Multi | EdgeType::Sweep => MULTI,
+        EdgeType::Root | EdgeType::Multi => MULTI,
+        EdgeType::Sweep => SWEEP,
     }
 }
 
@@ -213,9 +220,17 @@ impl Kind {
     /// The edge legend of this kind.
     pub fn legend(self) -> &'static [EdgeStyle] {
         match self {
-            Kind::Social => &[ADVANCE, AGENT_CTX, AGENT_PLAN, AGENT_PROPS, SCENE_STATE, PUBLIC_EVENT],
-            Kind::Trading => &[ADVANCE, PORTFOLIO, NEWS, AGENT_SWAP, PROMPT],
-            Kind::Abm => &[ADVANCE, ABM_GLOBAL, ABM_ENV, ABM_AGENT],
+            Kind::Social => &[
+                ADVANCE,
+                AGENT_CTX,
+                AGENT_PLAN,
+                AGENT_PROPS,
+                SCENE_STATE,
+                PUBLIC_EVENT,
+                SWEEP,
+            ],
+            Kind::Trading => &[ADVANCE, PORTFOLIO, NEWS, AGENT_SWAP, PROMPT, SWEEP],
+            Kind::Abm => &[ADVANCE, ABM_GLOBAL, ABM_ENV, ABM_AGENT, SWEEP],
         }
     }
 }
@@ -321,7 +336,8 @@ mod tests {
     fn trading_and_abm_ops_have_their_own_colours() {
         let social: Vec<&str> = Kind::Social.legend().iter().map(|s| s.colour).collect();
         for kind in [Kind::Trading, Kind::Abm] {
-            for s in &kind.legend()[1..] {
+            // Advance and sweep are every kind's; the op colours are the kind's own.
+            for s in kind.legend().iter().filter(|s| ![ADVANCE, SWEEP].contains(s)) {
                 assert!(!social.contains(&s.colour), "{} reuses a social colour", s.name);
             }
         }
@@ -329,6 +345,12 @@ mod tests {
         assert_eq!(edge_style(EdgeType::SceneState, Some(&[patch])), PORTFOLIO);
         assert_eq!(edge_style(EdgeType::PublicEvent, None).colour, "#1e4976");
         assert_eq!(edge_style(EdgeType::Multi, Some(&[])), MULTI);
+        let rate = op(json!({"op": "abm_set_global", "name": "infectionRate", "value": 0.3}));
+        assert_eq!(
+            edge_style(EdgeType::Sweep, Some(&[rate])),
+            SWEEP,
+            "a sweep cell reads as the sweep"
+        );
     }
 
     /// A node view of `fields`' kind: `fields` over an empty view of that kind.
