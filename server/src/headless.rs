@@ -10,12 +10,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::abm::worker::WorkerPool;
 use crate::engine::event::{Event, EventSink};
 use crate::engine::memory::Message;
-use crate::workbench::{Backend, Providers};
 use crate::llm::ledger::{Ledger, LlmRecord};
 use crate::llm::{BoxFuture, Dialect, LlmClient, LlmConfig, LlmError, LlmSettings, LlmState, MockClient};
 use crate::sim::{RunCtx, Sim};
 use crate::trading::agents::MockToolModel;
 use crate::tree::{NodeId, NodeStatus, SimTree, TreeExport, entry_json};
+use crate::workbench::{Backend, Providers};
 
 /// The LLM backend from the `LLM_*` environment (default: the offline mock) and an optional
 /// settings file with per-scenario and per-agent overrides; `dialect` replaces the environment's.

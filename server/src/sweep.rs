@@ -20,10 +20,10 @@ use simtree_shared::{CellResult, MetricSummary, Op};
 
 use crate::abm::worker::{WorkerConfig, WorkerPool};
 use crate::engine::event::{Event, EventType};
-use crate::workbench::Backend;
 use crate::scenario::ScenarioLibrary;
 use crate::sim::{ScenarioEntry, Sim};
 use crate::trading::data::MarketData;
+use crate::workbench::Backend;
 
 /// A sweep file.
 #[derive(Clone, Debug, Deserialize, Serialize)]

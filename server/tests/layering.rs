@@ -141,14 +141,12 @@ const RULES: &[Rule] = &[
 ];
 
 /// Known exceptions: (file, forbidden prefix it may name, why).
-const EXCEPTIONS: &[(&str, &str, &str)] = &[
-    (
-        "llm/scripted.rs",
-        "crate::engine",
-        "the scripted player plays the built-in games: it parses the agent's prompt with the \
+const EXCEPTIONS: &[(&str, &str, &str)] = &[(
+    "llm/scripted.rs",
+    "crate::engine",
+    "the scripted player plays the built-in games: it parses the agent's prompt with the \
          engine's parser and judges Dou Dizhu hands with the landlord scene's rules",
-    ),
-];
+)];
 
 fn src_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
