@@ -1,6 +1,6 @@
 //! `cargo xtask ui-bench` — the web UI's figures in a real browser, printed without thresholds.
 //!
-//! It builds the release wasm (`dist --release`, the `wasm-release` profile) and the server,
+//! It builds the release wasm (`dist --release`, the `wasm-release` profile) and the release server,
 //! then runs the `ui_bench` browser test (ignored in ordinary test runs): the real server with
 //! `--ephemeral` storage, a 5,000- and a 20,000-node tree built over HTTP, each opened three
 //! times in headless Chromium, timing the first render (navigation start to the first frame that
@@ -20,7 +20,9 @@ pub fn bench() -> Result<(), String> {
     setup(true)?;
     dist(true)?;
     let mut server = cargo();
-    server.args(["build", "-p", "simtree-server", "--bin", "simtree"]);
+    // The server `cargo xtask run` starts: a release build (a debug one spends most of a big
+    // tree's first render building the graph's JSON).
+    server.args(["build", "--release", "-p", "simtree-server", "--bin", "simtree"]);
     run(server)?;
     let out = root().join("frontend/dist");
     let mut test = cargo();
@@ -37,7 +39,8 @@ pub fn bench() -> Result<(), String> {
         "--nocapture",
     ])
     .env("E2E", "1")
-    .env("SIMTREE_DIST", &out);
+    .env("SIMTREE_DIST", &out)
+    .env("SIMTREE_BIN", crate::target_dir().join("release/simtree"));
     run(test)?;
     for file in ["simtree_frontend_bg.wasm", "simtree_frontend.js"] {
         let path = out.join(file);
