@@ -213,7 +213,9 @@ async fn probe(dir: &Path) {
 }
 
 async fn main_bench() {
-    // (a) the 200-node chain: no store, SQLite, PostgreSQL.
+    // (a) the 200-node chain: no store, SQLite, PostgreSQL — after a warm-up chain, so that the
+    // first measured run does not also pay for the process's first scenario loads and page faults.
+    chain(&workbench(None, 512), 200).await;
     let (ephemeral, _, _) = chain(&workbench(None, 512), 200).await;
     let dir = temp("chain");
     let (sqlite, _, _) = chain(&workbench(Some(Store::open_sqlite(&dir).unwrap()), 512), 200).await;
