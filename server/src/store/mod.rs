@@ -575,9 +575,9 @@ impl Pressure {
         }
     }
 
-    /// The sweeper ran: start counting again.
-    pub fn reset(&self) {
-        self.loaded.store(0, std::sync::atomic::Ordering::Relaxed);
+    /// The sweeper ran: start counting again. Returns what was loaded since the last time.
+    pub fn reset(&self) -> usize {
+        self.loaded.swap(0, std::sync::atomic::Ordering::Relaxed)
     }
 }
 

@@ -498,13 +498,17 @@ impl Workbench {
     /// Keeps the live simulators and logs under the cache budget (see the module doc); returns
     /// the bytes freed.
     pub fn trim_cache(&self) -> usize {
-        self.pressure.reset();
+        let loaded = self.pressure.reset();
         let budget = self.limits.cache_bytes;
         if self.store.is_none() || budget == 0 {
             return 0;
         }
         let (mut entries, total) = self.cache_entries();
         if total <= budget {
+            // Rebuilds free large buffers (inflated chunks, state JSON) the allocator keeps.
+            if loaded > 0 {
+                release_freed_memory();
+            }
             return 0;
         }
         entries.sort_unstable();
