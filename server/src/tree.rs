@@ -27,8 +27,10 @@ pub type NodeId = u64;
 
 /// What one node's record takes in memory, roughly: the struct in the map with the map's spare
 /// capacity, its log's header, one op and a child list on the heap. Measured with the store
-/// benchmark's probe (`SIMTREE_BENCH_PROBE`): a 10,000-node tree's structure takes 6.4 MB.
-const NODE_RECORD_BYTES: usize = 700;
+/// benchmark's probe (`SIMTREE_BENCH_PROBE`): a 10,000-node tree's structure takes 10.4 MB (an op
+/// list parsed from JSON keeps room for four ops; shrinking it saved 4 MB per tree but left that
+/// much in holes between live records, and resident memory rose).
+const NODE_RECORD_BYTES: usize = 1100;
 
 /// A simulator in memory takes more than its stored form (JSON of memories, states): each line is
 /// a struct with its own allocations. The store benchmark's probe measured 1.7× for a chat.
@@ -483,11 +485,8 @@ impl SimTree {
     ) -> Result<SimTree, TreeError> {
         let mut nodes: BTreeMap<NodeId, Node> = BTreeMap::new();
         let mut max_id = 0;
-        for mut r in rows {
+        for r in rows {
             max_id = max_id.max(r.id);
-            // Parsed lists grow in steps (an op list of one takes room for four ops); a tree's
-            // structure stays in memory while it is open, so keep them exact.
-            r.ops.shrink_to_fit();
             if let Some(p) = r.parent {
                 match nodes.get_mut(&p) {
                     Some(parent) => parent.children.push(r.id),

@@ -149,8 +149,12 @@ async fn million_child(dir: &Path) {
         listed.len(),
         ms(start)
     );
-    // The server's cache sweeper (a trim every 500 ms, and at once after a burst of rebuilds).
-    tokio::spawn(wb.clone().sweep_cache());
+    // The server's cache sweeper (a trim every 500 ms, and at once after a burst of rebuilds);
+    // `SIMTREE_BENCH_INLINE_TRIM=1` trims after each tree on this thread instead.
+    let inline = std::env::var_os("SIMTREE_BENCH_INLINE_TRIM").is_some();
+    if !inline {
+        tokio::spawn(wb.clone().sweep_cache());
+    }
     let mut seed = 7u64;
     let t = Instant::now();
     for info in &listed {
@@ -163,6 +167,9 @@ async fn million_child(dir: &Path) {
             let _ = tree.log(node).unwrap();
         }
         drop(handle);
+        if inline {
+            wb.trim_cache();
+        }
     }
     println!(
         "opened {} trees and read {READS_PER_TREE} random nodes of each in {:.1} s with --cache-mb 512: RSS {:.0} MB (peak {:.0} MB); \
