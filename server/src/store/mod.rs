@@ -495,6 +495,20 @@ fn push_merged(writes: &mut Vec<Write>, w: Write) {
         *c0 += count;
         return;
     }
+    // A sweep's row is rewritten whole as each replicate ends: a queued one it supersedes is
+    // replaced in place (unless a deletion for its tree comes after it).
+    if let Write::Sweep { tree, id, .. } = &w {
+        for queued in writes.iter_mut().rev() {
+            match queued {
+                Write::Sweep { tree: t, id: i, .. } if t == tree && i == id => {
+                    *queued = w;
+                    return;
+                }
+                Write::DeleteSweep { tree: t, .. } | Write::DeleteTree { tree: t } if t == tree => break,
+                _ => {}
+            }
+        }
+    }
     writes.push(w);
 }
 
@@ -633,4 +647,40 @@ pub fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sweep(tree: u64, id: u64, body: &str) -> Write {
+        Write::Sweep {
+            tree,
+            id,
+            body: body.into(),
+        }
+    }
+
+    fn bodies(writes: &[Write]) -> Vec<String> {
+        writes
+            .iter()
+            .map(|w| match w {
+                Write::Sweep { tree, id, body } => format!("{tree}/{id}:{body}"),
+                Write::DeleteSweep { tree, id } => format!("-{tree}/{id}"),
+                _ => "other".into(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_queued_sweep_row_is_replaced_by_its_newer_body_but_not_across_a_deletion() {
+        let mut w = Vec::new();
+        for x in [sweep(1, 0, "a"), sweep(1, 1, "b"), sweep(1, 0, "c")] {
+            push_merged(&mut w, x);
+        }
+        assert_eq!(bodies(&w), ["1/0:c", "1/1:b"]);
+        push_merged(&mut w, Write::DeleteSweep { tree: 1, id: 1 });
+        push_merged(&mut w, sweep(1, 1, "d"));
+        assert_eq!(bodies(&w), ["1/0:c", "1/1:b", "-1/1", "1/1:d"]);
+    }
 }
