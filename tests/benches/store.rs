@@ -8,7 +8,8 @@
 //!   the resident memory of a fresh process that opens all 100 trees and reads 20 nodes of each
 //!   with a 512 MB cache — each in a child process of its own.
 //!
-//! `SIMTREE_BENCH_CHAIN_ONLY=1` stops after the first figure (the others take minutes).
+//! `SIMTREE_BENCH_CHAIN_ONLY=1` stops after the first figure (the others take minutes);
+//! `SIMTREE_BENCH_CHAIN_REPEAT=n` times the SQLite and ephemeral chains n times each instead.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -220,6 +221,24 @@ async fn probe(dir: &Path) {
 }
 
 async fn main_bench() {
+    // `SIMTREE_BENCH_CHAIN_REPEAT=n`: the SQLite and ephemeral chains n times each, alternating
+    // (their spread on a shared machine), then stop.
+    if let Some(n) = std::env::var("SIMTREE_BENCH_CHAIN_REPEAT").ok().and_then(|n| n.parse::<usize>().ok()) {
+        chain(&workbench(None, 512), 200).await;
+        for i in 0..n {
+            let dir = temp(&format!("repeat{i}"));
+            let (sqlite, _, _) = chain(&workbench(Some(Store::open_sqlite(&dir).unwrap()), 512), 200).await;
+            let (ephemeral, _, _) = chain(&workbench(None, 512), 200).await;
+            println!(
+                "chain of 200: ephemeral {:.0} ms, SQLite {:.0} ms ({:.2}x)",
+                ms(ephemeral),
+                ms(sqlite),
+                sqlite.as_secs_f64() / ephemeral.as_secs_f64()
+            );
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        return;
+    }
     // (a) the 200-node chain: no store, SQLite, PostgreSQL — after a warm-up chain, so that the
     // first measured run does not also pay for the process's first scenario loads and page faults.
     chain(&workbench(None, 512), 200).await;

@@ -21,7 +21,7 @@ mod sql;
 mod sqlite;
 
 use std::collections::HashMap;
-use std::io::{Read, Write as _};
+use std::io::Write as _;
 use std::path::Path;
 use std::sync::{Arc, mpsc};
 
@@ -514,18 +514,61 @@ fn push_merged(writes: &mut Vec<Write>, w: Write) {
 
 // ---- states ----
 
+/// Raw deflate at the fast level. The compressor is kept per thread and reset between uses:
+/// creating one allocates and clears some 300 KB of tables, which cost more than compressing a
+/// node's few kilobytes of state.
 fn deflate(bytes: &[u8]) -> Vec<u8> {
-    let mut e = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
-    let _ = e.write_all(bytes);
-    e.finish().unwrap_or_default()
+    thread_local! {
+        static COMPRESS: std::cell::RefCell<flate2::Compress> =
+            std::cell::RefCell::new(flate2::Compress::new(flate2::Compression::fast(), false));
+    }
+    COMPRESS.with(|c| {
+        let mut c = c.borrow_mut();
+        c.reset();
+        let mut out = Vec::with_capacity(bytes.len() / 2 + 64);
+        loop {
+            let read = c.total_in() as usize;
+            match c.compress_vec(&bytes[read..], &mut out, flate2::FlushCompress::Finish) {
+                Ok(flate2::Status::StreamEnd) => return out,
+                Ok(_) => out.reserve(out.capacity().max(64)),
+                // Not expected with a whole buffer at hand; a fresh encoder then does the work.
+                Err(_) => {
+                    let mut e = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
+                    let _ = e.write_all(bytes);
+                    return e.finish().unwrap_or_default();
+                }
+            }
+        }
+    })
 }
 
+/// The inverse of [`deflate`], with a decompressor kept per thread likewise.
 fn inflate(bytes: &[u8]) -> StoreResult<Vec<u8>> {
-    let mut out = Vec::new();
-    flate2::read::DeflateDecoder::new(bytes)
-        .read_to_end(&mut out)
-        .map_err(|e| StoreError(format!("corrupt compressed data: {e}")))?;
-    Ok(out)
+    thread_local! {
+        static DECOMPRESS: std::cell::RefCell<flate2::Decompress> =
+            std::cell::RefCell::new(flate2::Decompress::new(false));
+    }
+    DECOMPRESS.with(|d| {
+        let mut d = d.borrow_mut();
+        d.reset(false);
+        let mut out = Vec::with_capacity(bytes.len() * 4 + 64);
+        loop {
+            let (read, written) = (d.total_in(), d.total_out());
+            let status = d
+                .decompress_vec(&bytes[read as usize..], &mut out, flate2::FlushDecompress::None)
+                .map_err(|e| StoreError(format!("corrupt compressed data: {e}")))?;
+            if status == flate2::Status::StreamEnd {
+                return Ok(out);
+            }
+            if out.len() < out.capacity() && (d.total_in(), d.total_out()) == (read, written) {
+                // Room to write and nothing consumed: the stream ends before its last block.
+                return Err(StoreError("corrupt compressed data: the stream is cut short".into()));
+            }
+            if out.len() == out.capacity() {
+                out.reserve(out.capacity());
+            }
+        }
+    })
 }
 
 /// A node's state in the store form: deflated JSON and the chunks it writes first. The size of
@@ -653,6 +696,26 @@ pub fn now_ms() -> u64 {
 mod tests {
     use super::*;
 
+    #[test]
+    fn compression_round_trips_with_reused_codecs_and_refuses_damage() {
+        use std::io::Read as _;
+        // Small, empty, and larger than any first guess of the output size; twice each, so
+        // that the second use of each thread's codec starts from a reset one.
+        let big: Vec<u8> = (0..300_000u32).flat_map(|i| (i % 251).to_le_bytes()).collect();
+        for input in [b"{\"agents\":[]}".to_vec(), Vec::new(), big.clone(), big] {
+            let packed = deflate(&input);
+            assert_eq!(inflate(&packed).unwrap(), input);
+            // Readable by a decoder that knows nothing of ours (rows written before stay valid).
+            let mut plain = Vec::new();
+            flate2::read::DeflateDecoder::new(&packed[..]).read_to_end(&mut plain).unwrap();
+            assert_eq!(plain, input);
+        }
+        let packed = deflate(&[7u8; 10_000]);
+        assert!(inflate(&packed[..packed.len() / 2]).is_err(), "a cut stream is an error");
+        assert!(inflate(&[0xff, 0xff, 0xff]).is_err(), "garbage is an error");
+        assert_eq!(inflate(&deflate(b"after errors")).unwrap(), b"after errors");
+    }
+
     fn sweep(tree: u64, id: u64, body: &str) -> Write {
         Write::Sweep {
             tree,
@@ -684,3 +747,4 @@ mod tests {
         assert_eq!(bodies(&w), ["1/0:c", "1/1:b", "-1/1", "1/1:d"]);
     }
 }
+

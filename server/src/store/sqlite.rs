@@ -10,7 +10,33 @@ use super::{StoreError, StoreResult};
 
 pub struct Sqlite {
     conn: Connection,
+    checkpointer: Option<Checkpointer>,
 }
+
+/// The background checkpointer's thread; dropping the sender tells it to end.
+struct Checkpointer {
+    stop: std::sync::mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Drop for Sqlite {
+    /// Ends the checkpointer before the connection closes, so that the connection is the last
+    /// one and its close checkpoints the whole WAL into the database file (as without it).
+    fn drop(&mut self) {
+        if let Some(Checkpointer { stop, thread }) = self.checkpointer.take() {
+            drop(stop);
+            let _ = thread.join();
+        }
+    }
+}
+
+/// WAL pages after which a commit checkpoints inline: only when the background checkpointer has
+/// fallen far behind (SQLite's default, 1,000 pages, would put a checkpoint — and its fsyncs —
+/// inside every hundredth or so commit a run waits for).
+const INLINE_CHECKPOINT_PAGES: u32 = 16_384;
+
+/// How often the background checkpointer copies committed pages from the WAL into the database.
+const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
 
 fn err(e: rusqlite::Error) -> StoreError {
     StoreError(format!("sqlite: {e}"))
@@ -21,10 +47,37 @@ impl Sqlite {
         let conn = Connection::open(file).map_err(err)?;
         // WAL: readers never block the writer; NORMAL: a commit survives a crash of the process
         // (not of the machine's power), which is what kill -9 tests.
-        conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000;")
-            .map_err(err)?;
-        Ok(Sqlite { conn })
+        conn.execute_batch(&format!(
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000; \
+             PRAGMA wal_autocheckpoint = {INLINE_CHECKPOINT_PAGES};"
+        ))
+        .map_err(err)?;
+        Ok(Sqlite {
+            conn,
+            checkpointer: start_checkpointer(file),
+        })
     }
+}
+
+/// Checkpoints the WAL from a thread and connection of its own, so that commits — which runs
+/// wait for — only append to the WAL. A passive checkpoint never blocks the writer; should this
+/// thread fail to start or to open the file, the inline checkpoint above still bounds the WAL.
+fn start_checkpointer(file: &Path) -> Option<Checkpointer> {
+    use std::sync::mpsc::RecvTimeoutError;
+    let conn = Connection::open(file).ok()?;
+    conn.execute_batch("PRAGMA busy_timeout = 5000;").ok()?;
+    let (stop, rx) = std::sync::mpsc::channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name("simtree-checkpoint".into())
+        .spawn(move || {
+            while let Err(RecvTimeoutError::Timeout) = rx.recv_timeout(CHECKPOINT_EVERY) {
+                if let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE);") {
+                    tracing::warn!(error = %e, "sqlite checkpoint");
+                }
+            }
+        })
+        .ok()?;
+    Some(Checkpointer { stop, thread })
 }
 
 fn value(p: &P<'_>) -> Value {
