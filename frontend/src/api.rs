@@ -3,7 +3,7 @@
 //!
 //! Every request and reply is a `simtree_shared` type, so no component builds a body with `json!`
 //! or reads a reply by key: a node's view is a [`NodeView`] (one variant per simulation kind),
-//! and a log entry's `data` is read into its payload type with `LogEntry::payload`. A sweep file
+//! and a log entry's `data` is read into its payload type with `LogEntry::payload_of`. A sweep file
 //! is a file format of its own (the server's `SweepSpec`), sent as the JSON [`crate::sweep`] makes.
 //!
 //! Failures come back as [`ApiError`]: the server's [`ErrorBody`] for an HTTP error, or `Offline`

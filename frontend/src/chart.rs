@@ -299,10 +299,7 @@ pub type Tracked = (String, Vec<f64>);
 
 /// The `abm_step` entries of a log, read as their payload (entries of another shape skipped).
 pub fn abm_steps_of(entries: &[LogEntry]) -> impl DoubleEndedIterator<Item = AbmStep> + '_ {
-    entries
-        .iter()
-        .filter(|e| e.kind == "abm_step")
-        .filter_map(LogEntry::payload::<AbmStep>)
+    entries.iter().filter_map(LogEntry::payload_of::<AbmStep>)
 }
 
 /// The numeric tracked variables of an agent-based model over its steps, from `abm_step`

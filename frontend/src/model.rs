@@ -16,8 +16,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use simtree_shared::abm::AbmStep;
 use simtree_shared::trading::{DecisionBrief, DecisionEvent};
 use simtree_shared::{
-    ActionEnd, AgentErrorEvent, Broadcast, CtxDelta, EdgeType, Graph, GraphEdge, LandlordDeal, LogEntry, NodeState,
-    NodeStatus, Op, Summary, TreeMsg,
+    ActionEnd, AgentErrorEvent, Broadcast, CtxDelta, EdgeType, EventType, Graph, GraphEdge, LandlordDeal, LogEntry,
+    NodeState, NodeStatus, Op, SceneEventClass, Summary, TreeMsg,
 };
 
 /// The tree as drawn: nodes with depth, edges with type, running ids, each node's status, the
@@ -381,11 +381,11 @@ impl NodeView {
     /// (same role as the last entry → append `"\n" + content`, else a new entry); everything else
     /// is an event.
     pub fn apply(&mut self, entry: LogEntry) {
-        if entry.kind != "agent_ctx_delta" {
+        if entry.event_type() != Some(EventType::AgentCtxDelta) {
             self.events.push(entry);
             return;
         }
-        let Some(CtxDelta { agent, role, content }) = entry.payload() else {
+        let Some(CtxDelta { agent, role, content }) = entry.payload_of() else {
             return;
         };
         let view = match self.agents.iter_mut().position(|a| a.name == agent) {
@@ -426,13 +426,13 @@ pub fn event_line(e: &LogEntry) -> Option<EventLine> {
         agent,
         text,
     };
-    match e.kind.as_str() {
-        "system_broadcast" => {
-            let b: Broadcast = e.payload()?;
-            (b.class == "PublicEvent").then(|| line("event", "[Event]".into(), None, b.text))
+    match e.event_type()? {
+        EventType::SystemBroadcast => {
+            let b: Broadcast = e.payload_of()?;
+            (b.class == SceneEventClass::PublicEvent).then(|| line("event", "[Event]".into(), None, b.text))
         }
-        "action_end" => {
-            let end: ActionEnd = e.payload()?;
+        EventType::ActionEnd => {
+            let end: ActionEnd = e.payload_of()?;
             match end.name() {
                 "yield" | "" => None,
                 "send_message" => {
@@ -447,8 +447,8 @@ pub fn event_line(e: &LogEntry) -> Option<EventLine> {
                 )),
             }
         }
-        "landlord_deal" => {
-            let deal: LandlordDeal = e.payload().unwrap_or_default();
+        EventType::LandlordDeal => {
+            let deal: LandlordDeal = e.payload_of().unwrap_or_default();
             Some(line(
                 "deal",
                 "[Deal]".into(),
@@ -456,8 +456,8 @@ pub fn event_line(e: &LogEntry) -> Option<EventLine> {
                 format!("Bottom: {}", deal.bottom.join(" ")),
             ))
         }
-        "decision_point" => {
-            let d: DecisionEvent<DecisionBrief> = e.payload()?;
+        EventType::DecisionPoint => {
+            let d: DecisionEvent<DecisionBrief> = e.payload_of()?;
             let log = d.log;
             let text = format!(
                 "{}: {} → {}",
@@ -465,8 +465,8 @@ pub fn event_line(e: &LogEntry) -> Option<EventLine> {
             );
             Some(line("action", "[Decision]".into(), None, text))
         }
-        "abm_step" => {
-            let step: AbmStep = e.payload()?;
+        EventType::AbmStep => {
+            let step: AbmStep = e.payload_of()?;
             let values = step
                 .values
                 .iter()
@@ -476,8 +476,8 @@ pub fn event_line(e: &LogEntry) -> Option<EventLine> {
                 .join(" ");
             Some(line("action", format!("[Step {}]", step.step), None, values))
         }
-        "agent_error" => {
-            let err: AgentErrorEvent = e.payload()?;
+        EventType::AgentError => {
+            let err: AgentErrorEvent = e.payload_of()?;
             Some(line("error", "[Error]".into(), Some(err.agent), err.error))
         }
         _ => None,
@@ -488,8 +488,8 @@ pub fn event_line(e: &LogEntry) -> Option<EventLine> {
 /// agent-based nodes their decisions and steps (they have no chat), and errors.
 pub fn viewer_line(e: &LogEntry) -> Option<EventLine> {
     let line = event_line(e)?;
-    let shown =
-        matches!(line.kind, "event" | "message" | "error") || matches!(e.kind.as_str(), "decision_point" | "abm_step");
+    let shown = matches!(line.kind, "event" | "message" | "error")
+        || matches!(e.event_type(), Some(EventType::DecisionPoint | EventType::AbmStep));
     shown.then_some(line)
 }
 

@@ -17,14 +17,14 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use simtree_shared::{NodeState, NodeView, Op, SimKind};
 
-pub use abm::{AbmSim, MAX_REBUILD_STEPS};
+pub use abm::{AbmImportError, AbmSim, MAX_REBUILD_STEPS};
 pub use entry::{ABM_DEFAULT_STEPS, ScenarioEntry};
 
 use crate::abm::AbmError;
 use crate::abm::worker::WorkerPool;
 use crate::engine::Simulator;
 use crate::engine::event::{Event, EventSink, EventType};
-use crate::engine::simulator::RunError;
+use crate::engine::simulator::{LimitError, RunError};
 use crate::llm::LlmClient;
 use crate::trading::TradingError;
 use crate::trading::agents::ToolModel;
@@ -77,6 +77,22 @@ pub enum SimError {
     Scenario(String),
     #[error("no market data is installed (assets/data/market)")]
     NoMarket,
+}
+
+/// Why a simulator read from an export was refused ([`Sim::check_imported`]). The import names
+/// the node; the message names the field and the value.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// A social simulator beyond the engine's limits.
+    #[error(transparent)]
+    Social(#[from] LimitError),
+    /// A trading episode that does not fit its market or contradicts itself (the episode's own
+    /// check says which field, as text).
+    #[error("{0}")]
+    Trading(String),
+    /// An agent-based model whose history cannot be replayed.
+    #[error(transparent)]
+    Abm(#[from] AbmImportError),
 }
 
 /// For callers that report a failure as text (the CLI, sweeps, a node's `error`).
@@ -170,11 +186,11 @@ impl Sim {
 
     /// Checks a simulator read from an untrusted export (after [`Sim::attach`]): its fields within
     /// the engine's limits, its indices in range.
-    pub fn check_imported(&self) -> Result<(), String> {
+    pub fn check_imported(&self) -> Result<(), ImportError> {
         match self {
-            Sim::Social(s) => s.check_limits(),
-            Sim::Trading(t) => t.check_consistent(),
-            Sim::Abm(a) => a.check_imported(),
+            Sim::Social(s) => Ok(s.check_limits()?),
+            Sim::Trading(t) => t.check_consistent().map_err(ImportError::Trading),
+            Sim::Abm(a) => Ok(a.check_imported()?),
         }
     }
 

@@ -1052,7 +1052,7 @@ impl Importer {
         let mut sim = n.sim;
         sim.attach(self.market.as_ref());
         sim.distrust();
-        sim.check_imported().map_err(&at)?;
+        sim.check_imported().map_err(|e| at(e.to_string()))?;
         let viewable = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let _ = (sim.view(), sim.state(), sim.turns());
         }));
@@ -1467,5 +1467,23 @@ mod tests {
         let mut broken: TreeExport = serde_json::from_str(&json).unwrap();
         broken.nodes[1].parent = Some(99);
         assert!(SimTree::import(broken, None, &ImportLimits::default()).is_err());
+    }
+
+    #[test]
+    fn an_import_beyond_the_engine_limits_names_the_node_and_the_field() {
+        let mut t = tree();
+        advance(&mut t, 0, 1);
+        let mut export = t.export().unwrap();
+        let Sim::Social(s) = &mut export.nodes[1].sim else {
+            panic!("a social tree")
+        };
+        s.max_steps_per_turn = 0;
+        let Err(e) = SimTree::import(export, None, &ImportLimits::default()) else {
+            panic!("a simulator of 0 steps per turn was imported")
+        };
+        assert_eq!(
+            e.to_string(),
+            "nodes[1] (node 1): max_steps_per_turn must be between 1 and 100, got 0"
+        );
     }
 }

@@ -53,6 +53,44 @@ fn tiny_model(code: &str) -> AbmModel {
     serde_json::from_value(v).expect("tiny model parses")
 }
 
+/// An import is refused, with the reason, when its history cannot rebuild the model: a patch
+/// the model does not declare, more steps than a rebuild may replay, or steps without history.
+#[test]
+fn an_imported_model_that_cannot_be_rebuilt_is_refused_with_the_reason() {
+    use simtree::sim::{AbmSim, MAX_REBUILD_STEPS, Sim};
+    let refused = |edit: &dyn Fn(&mut AbmSim)| {
+        let mut a = AbmSim::new(example("sir_network.json"), 5);
+        edit(&mut a);
+        Sim::Abm(a).check_imported().unwrap_err().to_string()
+    };
+    let unknown: Patch =
+        serde_json::from_value(json!({"target": "globalVariable", "name": "nope", "value": 1})).unwrap();
+    assert_eq!(
+        refused(&|a| a.history.push(Advance {
+            patches: vec![unknown.clone()],
+            reseed: None,
+            steps: 1,
+        })),
+        "history[0]: the model declares no global variable 'nope'"
+    );
+    assert_eq!(
+        refused(&|a| a.history.push(Advance {
+            patches: vec![],
+            reseed: None,
+            steps: MAX_REBUILD_STEPS + 1,
+        })),
+        format!(
+            "the history replays {} steps; at most {MAX_REBUILD_STEPS} can be rebuilt",
+            MAX_REBUILD_STEPS + 1
+        )
+    );
+    assert_eq!(
+        refused(&|a| a.steps = 3),
+        "the model is at step 3 but its history records only 0 steps (exports of agent-based models from \
+         before histories were recorded cannot be rebuilt)"
+    );
+}
+
 #[test]
 fn sir_runs_to_termination() {
     let Some(mut w) = worker() else { return };

@@ -93,6 +93,10 @@ pub struct AbmStep {
     pub values: Map<String, Value>,
 }
 
+impl crate::EventPayload for AbmStep {
+    const KIND: crate::EventType = crate::EventType::AbmStep;
+}
+
 /// The parts of an abm-quant model the UI shows and edits: its topology, global variables,
 /// environment attributes and agent types' attributes. Other fields are ignored.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

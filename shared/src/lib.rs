@@ -8,10 +8,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub mod abm;
+mod event;
+mod social;
 mod sweep;
 pub mod trading;
 mod view;
 
+pub use event::*;
+pub use social::*;
 pub use sweep::{CellResult, CellRow, FailedRun, MetricSummary, SweepStarted, SweepTable};
 pub use view::*;
 

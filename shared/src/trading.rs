@@ -302,6 +302,10 @@ pub struct DecisionEvent<Log = Value> {
     pub done: bool,
 }
 
+impl<Log: Serialize> crate::EventPayload for DecisionEvent<Log> {
+    const KIND: crate::EventType = crate::EventType::DecisionPoint;
+}
+
 /// What the event panel shows of a decision point's log: its case id, the agent's text and the
 /// execution result's message.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -1,5 +1,6 @@
 //! Helpers for the black-box tests in `tests/tests/*.rs`: start the real `simtree` binary on a free
-//! loopback port, talk to it over HTTP (reqwest) and WebSockets (tokio-tungstenite).
+//! loopback port, talk to it over HTTP (reqwest) and WebSockets (tokio-tungstenite), and stand in
+//! for a real model provider (an OpenAI-shaped server on loopback).
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -11,6 +12,42 @@ use serde_json::Value;
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+/// Serves `app` (a fake provider's routes, under `/v1`) on a free loopback port; returns its base
+/// URL (`http://ADDR/v1`, what `LLM_BASE_URL` takes) and the serving task.
+pub async fn serve_provider(app: axum::Router) -> (String, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (url, task)
+}
+
+/// What the offline mock answers to an OpenAI-shaped Chat Completions `body`, as a stateless
+/// model would: the agent's replies earlier in the conversation stand for the mock's counter
+/// (which a remote model, knowing nothing of branches, cannot keep).
+pub fn mock_reply(body: &Value) -> String {
+    use simtree::engine::memory::{Message, Role};
+    let messages: Vec<Message> = body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| {
+            let role = match m["role"].as_str() {
+                Some("system") => Role::System,
+                Some("assistant") => Role::Assistant,
+                _ => Role::User,
+            };
+            Message::new(role, m["content"].as_str().unwrap_or(""))
+        })
+        .collect();
+    let mut state = simtree::llm::LlmState::default();
+    let name = simtree::llm::mock::extract_name(messages.first().map_or("", |m| m.content.as_ref()));
+    let earlier = messages.iter().filter(|m| m.role == Role::Assistant).count() as u64;
+    state.mock_counters.insert(name, earlier);
+    simtree::llm::mock::reply(&messages, &mut state)
+}
 
 /// Path of the `simtree` binary: `$SIMTREE_BIN`, else the workspace's debug build.
 pub fn simtree_bin() -> PathBuf {

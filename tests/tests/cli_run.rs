@@ -11,7 +11,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::routing::post;
 use serde_json::{Value, json};
-use simtree_e2e::{Server, simtree_bin};
+use simtree_e2e::{Server, serve_provider, simtree_bin};
 
 /// Answers every chat completion with one message naming the call, then yields.
 async fn completions(State(calls): State<Arc<AtomicU64>>, Json(body): Json<Value>) -> Json<Value> {
@@ -40,11 +40,7 @@ async fn fake_openai() -> (String, Arc<AtomicU64>) {
     let app = axum::Router::new()
         .route("/v1/chat/completions", post(completions))
         .with_state(calls.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
+    let (url, _task) = serve_provider(app).await;
     (url, calls)
 }
 

@@ -11,9 +11,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::post;
 use serde_json::{Value, json};
-use simtree::engine::memory::{Message, Role};
-use simtree::llm::LlmState;
-use simtree_e2e::Server;
+use simtree_e2e::{Server, mock_reply, serve_provider};
 
 #[derive(Clone, Default)]
 struct Fake {
@@ -49,26 +47,13 @@ async fn completions(State(f): State<Fake>, Json(body): Json<Value>) -> (StatusC
             })),
         );
     }
-    let messages: Vec<Message> = body["messages"]
+    let text = mock_reply(&body);
+    let prompt_tokens: usize = body["messages"]
         .as_array()
         .into_iter()
         .flatten()
-        .map(|m| {
-            let role = match m["role"].as_str() {
-                Some("system") => Role::System,
-                Some("assistant") => Role::Assistant,
-                _ => Role::User,
-            };
-            Message::new(role, m["content"].as_str().unwrap_or(""))
-        })
-        .collect();
-    // A stateless stand-in for a model: count this agent's earlier replies in the conversation.
-    let mut state = LlmState::default();
-    let name = simtree::llm::mock::extract_name(messages[0].content.as_ref());
-    let earlier = messages.iter().filter(|m| m.role == Role::Assistant).count() as u64;
-    state.mock_counters.insert(name, earlier);
-    let text = simtree::llm::mock::reply(&messages, &mut state);
-    let prompt_tokens: usize = messages.iter().map(|m| m.content.len() / 4).sum();
+        .map(|m| m["content"].as_str().map_or(0, str::len) / 4)
+        .sum();
     (
         StatusCode::OK,
         Json(json!({
@@ -88,11 +73,7 @@ async fn fake_provider(fail: bool) -> (String, Fake, tokio::task::JoinHandle<()>
     let app = axum::Router::new()
         .route("/v1/chat/completions", post(completions))
         .with_state(fake.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
-    let task = tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
+    let (url, task) = serve_provider(app).await;
     (url, fake, task)
 }
 
@@ -334,11 +315,7 @@ async fn echo_completions(headers: axum::http::HeaderMap, Json(body): Json<Value
 #[tokio::test]
 async fn a_key_the_provider_echoes_never_reaches_logs_records_or_exports() {
     let app = axum::Router::new().route("/v1/chat/completions", post(echo_completions));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
+    let (url, _provider) = serve_provider(app).await;
     let s = server_for(&url, &[]);
     for (scenario, turns) in [("simple_chat", 2), ("llm_trader", 2)] {
         let t = s.create(scenario).await;

@@ -9,7 +9,7 @@
 //! handlers reach the scene they run in through [`SharedActionScene`].
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+pub use simtree_shared::ActionResult;
 
 use super::event::SceneEvent;
 use super::parse::ActionCall;
@@ -85,17 +85,17 @@ impl ActionKind {
 }
 
 /// What a handled action reports: upstream's `(success, result, summary, meta, pass_control)`
-/// minus `meta`, which is always empty.
+/// minus `meta`, which is always empty. It becomes the `action_end` event.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Outcome {
     pub success: bool,
-    pub result: Value,
+    pub result: ActionResult,
     pub summary: Option<String>,
     pub pass_control: bool,
 }
 
 impl Outcome {
-    pub fn ok(result: Value, summary: impl Into<String>, pass_control: bool) -> Self {
+    pub fn ok(result: ActionResult, summary: impl Into<String>, pass_control: bool) -> Self {
         Outcome {
             success: true,
             result,
@@ -104,7 +104,7 @@ impl Outcome {
         }
     }
 
-    pub fn fail(result: Value, summary: impl Into<String>) -> Self {
+    pub fn fail(result: ActionResult, summary: impl Into<String>) -> Self {
         Outcome {
             success: false,
             result,
@@ -118,10 +118,16 @@ impl Outcome {
     pub fn silent() -> Self {
         Outcome {
             success: false,
-            result: json!({}),
+            result: ActionResult::Done {},
             summary: None,
             pass_control: false,
         }
+    }
+
+    /// The result as it is logged, for tests that compare it with the JSON upstream writes.
+    #[cfg(test)]
+    pub fn result_json(&self) -> serde_json::Value {
+        serde_json::to_value(&self.result).expect("a result serialises")
     }
 }
 
@@ -131,7 +137,7 @@ impl Outcome {
 #[error("{0}")]
 pub struct ActionError(pub String);
 
-pub type ActionResult = Result<Outcome, ActionError>;
+pub type Handled = Result<Outcome, ActionError>;
 
 /// A required field of an action, or the error upstream's `KeyError` stands for.
 pub fn required<'a>(call: &'a ActionCall, field: &str) -> Result<&'a str, ActionError> {
@@ -168,11 +174,15 @@ pub trait SharedActionScene {
 
 /// Handles the actions every scene shares. Scenes call this for any kind they do not handle
 /// themselves; an action the scene cannot run gets a clear failure instead of upstream's crash.
-pub fn handle_common<S: SharedActionScene + ?Sized>(scene: &mut S, ctx: &ActionCtx, world: &mut World) -> ActionResult {
+pub fn handle_common<S: SharedActionScene + ?Sized>(scene: &mut S, ctx: &ActionCtx, world: &mut World) -> Handled {
     let name = world.agents[ctx.actor].name.clone();
     let time = Some(scene.time());
     match ctx.kind {
-        ActionKind::Yield => Ok(Outcome::ok(json!({}), format!("{name} yielded the floor"), true)),
+        ActionKind::Yield => Ok(Outcome::ok(
+            ActionResult::Done {},
+            format!("{name} yielded the floor"),
+            true,
+        )),
         ActionKind::Speak | ActionKind::SendMessage => {
             let speak = ctx.kind == ActionKind::Speak;
             let message = ctx.call.get("message").unwrap_or("").to_string();
@@ -180,7 +190,7 @@ pub fn handle_common<S: SharedActionScene + ?Sized>(scene: &mut S, ctx: &ActionC
                 world.feedback(ctx.actor, "Missing message.");
                 let verb = if speak { "speak" } else { "post" };
                 return Ok(Outcome::fail(
-                    json!({"error": "Missing message."}),
+                    ActionResult::error("Missing message."),
                     format!("{name} failed to {verb}"),
                 ));
             }
@@ -201,20 +211,23 @@ pub fn handle_common<S: SharedActionScene + ?Sized>(scene: &mut S, ctx: &ActionC
             } else {
                 format!("{name}: {message}")
             };
-            Ok(Outcome::ok(json!({"message": message}), summary, false))
+            Ok(Outcome::ok(ActionResult::Message { message }, summary, false))
         }
         ActionKind::TalkTo => {
             let (Some(to), Some(message)) = (ctx.call.get("to"), ctx.call.get("message")) else {
                 world.feedback(ctx.actor, "Provide 'to' (name) and 'message'.");
                 return Ok(Outcome::fail(
-                    json!({"error": "missing_fields"}),
+                    ActionResult::error("missing_fields"),
                     format!("{name} failed to talk"),
                 ));
             };
             let Some(target) = world.agent_index(to) else {
                 world.feedback(ctx.actor, &format!("No such person: {to}."));
                 return Ok(Outcome::fail(
-                    json!({"error": "unknown_target", "to": to}),
+                    ActionResult::TalkFailed {
+                        error: "unknown_target".into(),
+                        to: to.into(),
+                    },
                     format!("{name} failed to talk"),
                 ));
             };
@@ -224,7 +237,10 @@ pub fn handle_common<S: SharedActionScene + ?Sized>(scene: &mut S, ctx: &ActionC
                 // Upstream returns a malformed tuple here (an exception); we report a plain failure.
                 world.feedback(ctx.actor, &format!("{to} is too far to talk to."));
                 return Ok(Outcome::fail(
-                    json!({"error": "too_far", "to": to}),
+                    ActionResult::TalkFailed {
+                        error: "too_far".into(),
+                        to: to.into(),
+                    },
                     format!("{name} failed to talk"),
                 ));
             }
@@ -237,7 +253,10 @@ pub fn handle_common<S: SharedActionScene + ?Sized>(scene: &mut S, ctx: &ActionC
             world.feedback(ctx.actor, &line);
             world.feedback(target, &line);
             Ok(Outcome::ok(
-                json!({"to": to, "message": message}),
+                ActionResult::TalkedTo {
+                    to: to.into(),
+                    message: message.into(),
+                },
                 format!("{name} to {to}: {message}"),
                 false,
             ))
@@ -248,7 +267,10 @@ pub fn handle_common<S: SharedActionScene + ?Sized>(scene: &mut S, ctx: &ActionC
             // network is unavailable.
             world.feedback(ctx.actor, "web_search: no results or network unavailable.");
             Ok(Outcome::fail(
-                json!({"query": query, "error": "not available offline"}),
+                ActionResult::SearchFailed {
+                    query: query.into(),
+                    error: "not available offline".into(),
+                },
                 format!("{name} searched: '{query}' (0 results)"),
             ))
         }
@@ -259,7 +281,10 @@ pub fn handle_common<S: SharedActionScene + ?Sized>(scene: &mut S, ctx: &ActionC
                 &format!("view_page failed: web access is not available offline ({url})"),
             );
             Ok(Outcome::fail(
-                json!({"error": "view_error", "detail": "web access is not available offline"}),
+                ActionResult::PageFailed {
+                    error: "view_error".into(),
+                    detail: "web access is not available offline".into(),
+                },
                 format!("{name} failed to view page: {url}"),
             ))
         }
@@ -268,14 +293,14 @@ pub fn handle_common<S: SharedActionScene + ?Sized>(scene: &mut S, ctx: &ActionC
             let msg = format!("The action {} is not available in this scene.", other.name());
             world.feedback(ctx.actor, &msg);
             Ok(Outcome::fail(
-                json!({"error": "unsupported_in_scene"}),
+                ActionResult::error("unsupported_in_scene"),
                 format!("{name} tried {}", other.name()),
             ))
         }
     }
 }
 
-fn schedule_order(ctx: &ActionCtx, world: &mut World) -> ActionResult {
+fn schedule_order(ctx: &ActionCtx, world: &mut World) -> Handled {
     let name = ctx.actor_name(world).to_string();
     let order = required(ctx.call, "order")?;
     if !world.ordering.can_schedule() {
@@ -284,7 +309,7 @@ fn schedule_order(ctx: &ActionCtx, world: &mut World) -> ActionResult {
     if !world.ordering.queue_is_empty() {
         world.feedback(ctx.actor, "The schedule is not empty; shouldn't schedule now.");
         return Ok(Outcome::fail(
-            json!({"error": "schedule_not_empty"}),
+            ActionResult::error("schedule_not_empty"),
             "schedule_order failed: schedule not empty",
         ));
     }
@@ -296,9 +321,10 @@ fn schedule_order(ctx: &ActionCtx, world: &mut World) -> ActionResult {
         .collect();
     world.ordering.add_to_queue(&names);
     world.feedback(ctx.actor, &format!("Scheduled order: {}", names.join(", ")));
+    let summary = format!("{name} scheduled: {}", names.join(","));
     Ok(Outcome::ok(
-        json!({"scheduled": names}),
-        format!("{name} scheduled: {}", names.join(",")),
+        ActionResult::Scheduled { scheduled: names },
+        summary,
         false,
     ))
 }

@@ -7,10 +7,11 @@
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
+use simtree_shared::{CtxDelta, EmotionUpdate, PlanUpdate, PlanUpdateKind};
 
 use super::action::ActionKind;
-use super::event::{Event, EventType};
+use super::event::Event;
 use super::memory::{Message, Role, ShortTermMemory};
 use super::parse::{self, ActionCall, ParseError};
 use super::plan::PlanState;
@@ -108,12 +109,11 @@ impl Agent {
     }
 
     fn ctx_delta(&self, role: Role, content: &str) -> Event {
-        let delta = simtree_shared::CtxDelta {
+        Event::of(&CtxDelta {
             agent: self.name.clone(),
             role: role.as_str().to_string(),
             content: content.to_string(),
-        };
-        Event::of(EventType::AgentCtxDelta, &delta)
+        })
     }
 
     /// `properties.map_xy` as integer coordinates, when present.
@@ -162,10 +162,10 @@ impl Agent {
                 Ok((actions, plan, emotion)) => {
                     if let Some(emotion) = emotion {
                         self.emotion = emotion.clone();
-                        out.push(Event::new(
-                            EventType::EmotionUpdate,
-                            json!({"agent": self.name, "emotion": emotion}),
-                        ));
+                        out.push(Event::of(&EmotionUpdate {
+                            agent: self.name.clone(),
+                            emotion,
+                        }));
                     }
                     break (output, actions, plan);
                 }
@@ -176,11 +176,12 @@ impl Agent {
             }
         };
         if let Some(plan) = plan {
-            self.plan_state = plan;
-            out.push(Event::new(
-                EventType::PlanUpdate,
-                json!({"agent": self.name, "kind": "replace", "plan": self.plan_state}),
-            ));
+            self.plan_state = plan.clone();
+            out.push(Event::of(&PlanUpdate {
+                agent: self.name.clone(),
+                kind: PlanUpdateKind::Replace,
+                plan,
+            }));
         }
         self.short_memory.append(Role::Assistant, &output);
         out.push(self.ctx_delta(Role::Assistant, &output));
@@ -213,7 +214,9 @@ impl Agent {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::event::EventType;
     use crate::llm::{BoxFuture, LlmClient};
+    use serde_json::json;
     use std::sync::Mutex;
 
     /// Answers with canned replies in order and records each request.

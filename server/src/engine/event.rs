@@ -2,53 +2,14 @@
 //!
 //! Two different things are called "event" upstream and both live here:
 //! * [`Event`] — a log record `{type, data}` emitted by the simulator or an agent (what the tree
-//!   stores per node and streams over WebSockets);
+//!   stores per node and streams over WebSockets), made only from one of `simtree_shared`'s
+//!   payload types ([`Event::of`]);
 //! * [`SceneEvent`] — something that happens *inside* the story (a chat message, a public
 //!   announcement) and is rendered into a line of text such as `[18:03] [Message] Alice: hi`.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-
-/// The type of a log record. Serialised in snake_case, exactly as upstream's log `type` strings.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EventType {
-    SystemBroadcast,
-    AgentProcessStart,
-    AgentProcessEnd,
-    ActionStart,
-    ActionEnd,
-    AgentCtxDelta,
-    PlanUpdate,
-    EmotionUpdate,
-    LandlordDeal,
-    /// Not upstream: one decision point of a trading episode (its log, portfolio and value).
-    DecisionPoint,
-    /// Not upstream: one step of an agent-based model (`{step, values}` of its tracked variables).
-    AbmStep,
-    /// Not upstream: an agent step that failed (unparseable LLM output after all retries, an action
-    /// missing a required field, an LLM error). Upstream prints these to stdout and logs nothing.
-    AgentError,
-}
-
-impl EventType {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventType::SystemBroadcast => "system_broadcast",
-            EventType::AgentProcessStart => "agent_process_start",
-            EventType::AgentProcessEnd => "agent_process_end",
-            EventType::ActionStart => "action_start",
-            EventType::ActionEnd => "action_end",
-            EventType::AgentCtxDelta => "agent_ctx_delta",
-            EventType::PlanUpdate => "plan_update",
-            EventType::EmotionUpdate => "emotion_update",
-            EventType::LandlordDeal => "landlord_deal",
-            EventType::AgentError => "agent_error",
-            EventType::DecisionPoint => "decision_point",
-            EventType::AbmStep => "abm_step",
-        }
-    }
-}
+pub use simtree_shared::{EventPayload, EventType, SceneEventClass};
 
 /// One log record as the engine emits it. The tree adds the producing node id.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -59,13 +20,13 @@ pub struct Event {
 }
 
 impl Event {
-    pub fn new(kind: EventType, data: Value) -> Self {
-        Event { kind, data }
-    }
-
-    /// An event whose `data` is a typed payload (one of `simtree_shared`'s event payloads).
-    pub fn of(kind: EventType, payload: &impl Serialize) -> Self {
-        Event::new(kind, serde_json::to_value(payload).unwrap_or(Value::Null))
+    /// The event of a payload (one of `simtree_shared`'s event payloads), of the payload's type.
+    pub fn of<P: EventPayload>(payload: &P) -> Self {
+        Event {
+            kind: P::KIND,
+            // The payloads have string keys and finite numbers: serialising cannot fail.
+            data: serde_json::to_value(payload).unwrap_or(Value::Null),
+        }
     }
 }
 
@@ -177,15 +138,15 @@ impl SceneEvent {
         }
     }
 
-    /// Upstream's event class name, used as `system_broadcast.data.type`.
-    pub fn class_name(&self) -> &'static str {
+    /// Upstream's event class, written as `system_broadcast.data.type`.
+    pub fn class(&self) -> SceneEventClass {
         match self {
-            SceneEvent::Message { .. } => "MessageEvent",
-            SceneEvent::Public { .. } => "PublicEvent",
-            SceneEvent::News { .. } => "NewsEvent",
-            SceneEvent::Status { .. } => "StatusEvent",
-            SceneEvent::Speak { .. } => "SpeakEvent",
-            SceneEvent::TalkTo { .. } => "TalkToEvent",
+            SceneEvent::Message { .. } => SceneEventClass::MessageEvent,
+            SceneEvent::Public { .. } => SceneEventClass::PublicEvent,
+            SceneEvent::News { .. } => SceneEventClass::NewsEvent,
+            SceneEvent::Status { .. } => SceneEventClass::StatusEvent,
+            SceneEvent::Speak { .. } => SceneEventClass::SpeakEvent,
+            SceneEvent::TalkTo { .. } => SceneEventClass::TalkToEvent,
         }
     }
 }
@@ -224,7 +185,7 @@ mod tests {
             message: "m".into(),
         };
         assert_eq!(t.line(Some(0)), "[0:00] A to B: m");
-        assert_eq!(t.class_name(), "TalkToEvent");
+        assert_eq!(t.class(), SceneEventClass::TalkToEvent);
         assert_eq!(t.sender(), Some("A"));
     }
 }

@@ -6,9 +6,7 @@
 //! tag language (`<Goals>`, `<Milestones>`, `<Strategy>`, `<Notes>`) that replaces the agent's plan.
 //! Anything malformed is a [`ParseError`]; the agent retries the same request (see `agent.rs`).
 
-use indexmap::IndexMap;
-use serde::ser::SerializeMap;
-use serde::{Deserialize, Serialize, Serializer};
+pub use simtree_shared::ActionCall;
 
 use super::plan::{Goal, Milestone, PlanState};
 
@@ -72,55 +70,6 @@ pub fn split_sections(text: &str) -> Sections<'_> {
         action: after(text, ACTION, Some("\n--- Plan Update ---")),
         plan_update: after(text, PLAN_UPDATE, Some("\n--- Emotion Update ---")),
         emotion_update: after(text, EMOTION_UPDATE, None),
-    }
-}
-
-/// One parsed action: its name and its fields in document order.
-///
-/// Serialises as upstream's action map: `{"action": name, field: value, …}`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(try_from = "IndexMap<String, String>")]
-pub struct ActionCall {
-    pub name: String,
-    pub fields: IndexMap<String, String>,
-}
-
-impl ActionCall {
-    pub fn new(name: impl Into<String>) -> Self {
-        ActionCall {
-            name: name.into(),
-            fields: IndexMap::new(),
-        }
-    }
-
-    pub fn with(mut self, key: &str, value: impl Into<String>) -> Self {
-        self.fields.insert(key.to_string(), value.into());
-        self
-    }
-
-    pub fn get(&self, key: &str) -> Option<&str> {
-        self.fields.get(key).map(String::as_str)
-    }
-}
-
-impl Serialize for ActionCall {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut map = s.serialize_map(Some(self.fields.len() + 1))?;
-        map.serialize_entry("action", &self.name)?;
-        for (k, v) in &self.fields {
-            map.serialize_entry(k, v)?;
-        }
-        map.end()
-    }
-}
-
-impl TryFrom<IndexMap<String, String>> for ActionCall {
-    type Error = String;
-    fn try_from(mut map: IndexMap<String, String>) -> Result<Self, String> {
-        let name = map
-            .shift_remove("action")
-            .ok_or("an action map needs an \"action\" key")?;
-        Ok(ActionCall { name, fields: map })
     }
 }
 

@@ -7,6 +7,7 @@
 //! scene text and action descriptions.
 
 use super::agent::Agent;
+use super::plan;
 
 /// The scene-provided parts of the prompt.
 #[derive(Clone, Debug, Default)]
@@ -87,7 +88,7 @@ pub fn system_prompt(agent: &Agent, scene: &SceneText) -> String {
     } else {
         String::new()
     };
-    let mut plan_block = agent.plan_state.render();
+    let mut plan_block = plan::render(&agent.plan_state);
     if agent.plan_state.goals.is_empty() && agent.plan_state.milestones.is_empty() {
         plan_block.push_str(PLAN_INIT_HINT);
         plan_block.push('\n');

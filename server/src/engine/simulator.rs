@@ -6,11 +6,11 @@
 //! `clone()` is cheap (persistent memories, small scene states) and independent of history length.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use simtree_shared::{ActionEnd, ActionStart, AgentErrorEvent, AgentProcessEnd, AgentProcessStart, StepActions};
 
-use super::action::{ActionCtx, ActionKind, ActionResult, Outcome};
+use super::action::{ActionCtx, ActionKind, Handled, Outcome};
 use super::agent::{Agent, AgentError, Decision};
-use super::event::{Event, EventSink, EventType, SceneEvent};
+use super::event::{Event, EventPayload, EventSink, SceneEvent};
 use super::ordering::{MODERATOR_INSTRUCTION, Ordering, Pick};
 use super::parse::ActionCall;
 use super::scenes::Scene;
@@ -56,6 +56,13 @@ pub struct RunError {
     pub agent: String,
     #[source]
     pub source: LlmError,
+}
+
+/// A simulator from outside (an import) beyond what the engine runs.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LimitError {
+    #[error("max_steps_per_turn must be between 1 and {MAX_STEPS_PER_TURN}, got {0}")]
+    StepsPerTurn(u32),
 }
 
 /// Construction-time settings.
@@ -166,8 +173,8 @@ impl Simulator {
         (report, events)
     }
 
-    fn emit(&mut self, kind: EventType, data: Value) {
-        self.world.emit(kind, data);
+    fn emit<P: EventPayload>(&mut self, payload: &P) {
+        self.world.emit(payload);
     }
 
     /// Runs up to `max_turns` turns.
@@ -242,12 +249,9 @@ impl Simulator {
     }
 
     /// Checks a simulator read from an untrusted export against the engine's limits.
-    pub fn check_limits(&self) -> Result<(), String> {
+    pub fn check_limits(&self) -> Result<(), LimitError> {
         if !(1..=MAX_STEPS_PER_TURN).contains(&self.max_steps_per_turn) {
-            return Err(format!(
-                "max_steps_per_turn must be between 1 and {MAX_STEPS_PER_TURN}, got {}",
-                self.max_steps_per_turn
-            ));
+            return Err(LimitError::StepsPerTurn(self.max_steps_per_turn));
         }
         Ok(())
     }
@@ -267,21 +271,23 @@ impl Simulator {
     ) -> Result<(), RunError> {
         let agent_name = self.world.agents[idx].name.clone();
         for step in 1..=self.max_steps_per_turn {
-            self.emit(EventType::AgentProcessStart, json!({"agent": agent_name, "step": step}));
+            self.emit(&AgentProcessStart {
+                agent: agent_name.clone(),
+                step: step.into(),
+            });
             self.drain(sink);
+            let process_end = |actions| AgentProcessEnd {
+                agent: agent_name.clone(),
+                step: step.into(),
+                actions,
+            };
             let actions = match self.decide(idx, llm, false).await {
                 Ok(Decision::Idle) => {
-                    self.emit(
-                        EventType::AgentProcessEnd,
-                        json!({"agent": agent_name, "step": step, "actions": {}}),
-                    );
+                    self.emit(&process_end(StepActions::Idle {}));
                     break;
                 }
                 Ok(Decision::Acted(actions)) => {
-                    self.emit(
-                        EventType::AgentProcessEnd,
-                        json!({"agent": agent_name, "step": step, "actions": actions}),
-                    );
+                    self.emit(&process_end(StepActions::Acted(actions.clone())));
                     actions
                 }
                 Err(AgentError::Llm(source)) => {
@@ -302,12 +308,16 @@ impl Simulator {
             }
             let mut yielded = false;
             for call in &actions {
-                self.emit(EventType::ActionStart, json!({"agent": agent_name, "action": call}));
+                self.emit(&ActionStart {
+                    agent: agent_name.clone(),
+                    action: call.clone(),
+                });
                 match self.act(idx, call, llm).await? {
                     Ok(outcome) => {
-                        self.emit(EventType::ActionEnd, action_end(&agent_name, call, &outcome));
+                        let pass_control = outcome.pass_control;
+                        self.emit(&action_end(&agent_name, call, outcome));
                         self.world.flush_pending();
-                        if outcome.pass_control {
+                        if pass_control {
                             yielded = true;
                             break;
                         }
@@ -329,12 +339,11 @@ impl Simulator {
     }
 
     fn agent_error(&mut self, agent: &str, step: u32, error: &str) {
-        let e = simtree_shared::AgentErrorEvent {
+        self.emit(&AgentErrorEvent {
             agent: agent.to_string(),
             step: step.into(),
             error: error.to_string(),
-        };
-        self.emit(EventType::AgentError, serde_json::to_value(e).unwrap_or_default());
+        });
     }
 
     /// One `process` call of agent `idx`.
@@ -351,7 +360,7 @@ impl Simulator {
 
     /// Runs one action through the agent's action space and the scene. The outer error is an LLM
     /// failure (ends the run); the inner one an action that could not execute (step consumed).
-    async fn act(&mut self, idx: usize, call: &ActionCall, llm: &dyn LlmClient) -> Result<ActionResult, RunError> {
+    async fn act(&mut self, idx: usize, call: &ActionCall, llm: &dyn LlmClient) -> Result<Handled, RunError> {
         let Some(kind) = self.world.agents[idx]
             .action_space
             .iter()
@@ -438,7 +447,7 @@ impl Simulator {
             return Ok(());
         };
         match self.act(idx, call, llm).await? {
-            Ok(outcome) => self.emit(EventType::ActionEnd, action_end(&moderator, call, &outcome)),
+            Ok(outcome) => self.emit(&action_end(&moderator, call, outcome)),
             Err(e) => self.agent_error(&moderator, 0, &e.0),
         }
         Ok(())
@@ -460,15 +469,15 @@ async fn yield_now() {
     .await
 }
 
-fn action_end(agent: &str, call: &ActionCall, o: &Outcome) -> Value {
-    json!({
-        "agent": agent,
-        "action": call,
-        "success": o.success,
-        "result": o.result,
-        "summary": o.summary,
-        "pass_control": o.pass_control,
-    })
+fn action_end(agent: &str, call: &ActionCall, o: Outcome) -> ActionEnd {
+    ActionEnd {
+        agent: agent.to_string(),
+        action: call.clone(),
+        success: o.success,
+        result: o.result,
+        summary: o.summary,
+        pass_control: o.pass_control,
+    }
 }
 
 /// Collects events into JSON lines (used by the CLI and tests).

@@ -8,10 +8,10 @@
 use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
-use serde_json::json;
+use simtree_shared::Broadcast;
 
 use super::agent::Agent;
-use super::event::{Event, EventType, SceneEvent};
+use super::event::{Event, EventPayload, SceneEvent};
 use super::ordering::Ordering;
 use super::rng::Rng;
 use crate::llm::LlmState;
@@ -58,13 +58,13 @@ impl World {
     }
 
     /// Emits an event now (it reaches the sink at the next step boundary, in order).
-    pub fn emit(&mut self, kind: EventType, data: serde_json::Value) {
-        self.out.push(Event::new(kind, data));
+    pub fn emit<P: EventPayload>(&mut self, payload: &P) {
+        self.out.push(Event::of(payload));
     }
 
     /// Queues an event until the next flush (upstream's `emit_event_later`).
-    pub fn emit_later(&mut self, kind: EventType, data: serde_json::Value) {
-        self.pending.push_back(Event::new(kind, data));
+    pub fn emit_later<P: EventPayload>(&mut self, payload: &P) {
+        self.pending.push_back(Event::of(payload));
     }
 
     /// Moves every deferred event to the output, in FIFO order.
@@ -98,16 +98,13 @@ impl World {
             self.feedback(i, &line);
             recipients.push(self.agents[i].name.clone());
         }
-        self.emit_later(
-            EventType::SystemBroadcast,
-            json!({
-                "time": time,
-                "type": event.class_name(),
-                "sender": event.sender(),
-                "recipients": recipients,
-                "text": event.line(None),
-            }),
-        );
+        self.emit_later(&Broadcast {
+            time,
+            class: event.class(),
+            sender: event.sender().map(str::to_string),
+            recipients,
+            text: event.line(None),
+        });
     }
 
     /// Manhattan distance between two agents' `properties.map_xy`, when both have one.

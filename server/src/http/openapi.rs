@@ -6,16 +6,21 @@
 //! The route table below mirrors `http::router` (a test checks every documented path is routed).
 //! The WebSockets and the web UI's files are not REST and are not listed. A node's view is
 //! typed per kind ([`NodeView`]); an export and the ABM documents are documented as free-form
-//! objects.
+//! objects. A log entry is `{type, data, node}` whose `data` has the schema of its `type`: the
+//! log route lists them under the extension `x-event-payloads` (an imported log may hold entries
+//! of other shapes, so the route's reply itself stays a list of objects).
 
 use axum::Json;
 use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{Map, Value, json};
+use simtree_shared::abm::AbmStep;
+use simtree_shared::trading::DecisionEvent;
 use simtree_shared::{
-    AdvanceRequest, BranchRequest, ChildReply, ChildrenReply, CreateRequest, ErrorBody, FrontierRequest, Graph,
-    LcaReply, MultiRequest, NodeInfo, NodeState, NodeView, OkReply, ReplayRequest, RunReply, ScenarioSummary, Summary,
-    TreeInfo, TreePatch, TreeRef, UsageReply,
+    ActionEnd, ActionStart, AdvanceRequest, AgentErrorEvent, AgentProcessEnd, AgentProcessStart, BranchRequest,
+    Broadcast, ChildReply, ChildrenReply, CreateRequest, CtxDelta, EmotionUpdate, ErrorBody, EventPayload,
+    FrontierRequest, Graph, LandlordDeal, LcaReply, MultiRequest, NodeInfo, NodeState, NodeView, OkReply, PlanUpdate,
+    ReplayRequest, RunReply, ScenarioSummary, Summary, TreeInfo, TreePatch, TreeRef, UsageReply,
 };
 
 /// One documented operation.
@@ -267,8 +272,8 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
         ),
         op(
             "get",
-            "/devui/simtree/{tree}/node/{node}/logs",
-            "A node's full log",
+            LOGS,
+            "A node's full log (each entry's data: see x-event-payloads)",
             None,
             json!({"type": "array", "items": any_object()}),
             NOT_FOUND,
@@ -290,6 +295,30 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
             &[404, 409, 422],
         ),
     ]
+}
+
+/// The log route, whose entries' payloads are listed under `x-event-payloads`.
+const LOGS: &str = "/devui/simtree/{tree}/node/{node}/logs";
+
+/// Each event type's `data` schema, by the type's wire name.
+fn event_payloads(g: &mut SchemaGenerator) -> Value {
+    fn entry<P: EventPayload + JsonSchema>(g: &mut SchemaGenerator, m: &mut Map<String, Value>) {
+        m.insert(P::KIND.as_str().to_string(), schema::<P>(g));
+    }
+    let mut m = Map::new();
+    entry::<Broadcast>(g, &mut m);
+    entry::<AgentProcessStart>(g, &mut m);
+    entry::<AgentProcessEnd>(g, &mut m);
+    entry::<ActionStart>(g, &mut m);
+    entry::<ActionEnd>(g, &mut m);
+    entry::<CtxDelta>(g, &mut m);
+    entry::<PlanUpdate>(g, &mut m);
+    entry::<EmotionUpdate>(g, &mut m);
+    entry::<LandlordDeal>(g, &mut m);
+    entry::<DecisionEvent>(g, &mut m);
+    entry::<AbmStep>(g, &mut m);
+    entry::<AgentErrorEvent>(g, &mut m);
+    Value::Object(m)
 }
 
 /// The path parameters of a templated path (all are non-negative integer ids).
@@ -333,6 +362,7 @@ pub fn document() -> Value {
         let entry = paths.entry(o.path.to_string()).or_insert_with(|| json!({}));
         entry[o.method] = operation;
     }
+    paths[LOGS]["get"]["x-event-payloads"] = event_payloads(&mut g);
     let schemas: Map<String, Value> = g.take_definitions(true).into_iter().collect();
     json!({
         "openapi": "3.0.3",
@@ -371,9 +401,16 @@ mod tests {
             "NodeView",
             "TradingView",
             "AbmView",
+            "ActionEnd",
+            "ActionResult",
+            "PlanUpdate",
         ] {
             assert!(schemas.contains_key(name), "{name} missing");
         }
+        // Every event type the engine writes has its payload documented.
+        let payloads = doc["paths"][LOGS]["get"]["x-event-payloads"].as_object().unwrap();
+        assert_eq!(payloads.len(), 12);
+        assert_eq!(payloads["action_end"]["$ref"], "#/components/schemas/ActionEnd");
         // Every $ref points into components/schemas and names a schema that exists.
         for part in text.split("\"$ref\":\"").skip(1) {
             let target = part.split('"').next().unwrap();

@@ -10,10 +10,11 @@ use simtree_shared::abm::{AbmStep, AbmView};
 use simtree_shared::{NodeState, Op};
 
 use super::{SimError, op_name};
+use crate::abm::AbmError;
 use crate::abm::model::AbmModel;
 use crate::abm::worker::{Advance, CancelToken, CheckPatch, Patch, Snapshot, Start, Termination, WorkerPool};
 use crate::chunks::AppendList;
-use crate::engine::event::{Event, EventSink, EventType};
+use crate::engine::event::{Event, EventSink};
 
 /// An agent-based model at one node: the specification (shared), the history of advances that
 /// led here from the seed (shared), the pickled model state after the node's run (a cache), and
@@ -50,29 +51,47 @@ pub struct AbmSim {
 /// The most model steps an imported node's history may replay when it is rebuilt.
 pub const MAX_REBUILD_STEPS: u64 = 1_000_000;
 
+/// Why an imported agent-based model cannot be rebuilt.
+#[derive(Debug, thiserror::Error)]
+pub enum AbmImportError {
+    /// A recorded (or pending) patch does not fit the model.
+    #[error("history[{index}]: {source}")]
+    Patch {
+        index: usize,
+        #[source]
+        source: AbmError,
+    },
+    #[error("the history replays {total} steps; at most {MAX_REBUILD_STEPS} can be rebuilt")]
+    TooLong { total: u64 },
+    /// An export from before histories were recorded: steps without the advances that made them.
+    #[error(
+        "the model is at step {steps} but its history records only {total} steps (exports of \
+         agent-based models from before histories were recorded cannot be rebuilt)"
+    )]
+    NoHistory { steps: u64, total: u64 },
+}
+
 impl AbmSim {
     /// Checks an imported node's history before it is ever replayed: every recorded patch fits
     /// the model, the steps add up to the node's (an export from before histories existed, with
     /// steps but no history, cannot be rebuilt and is refused), and the total is bounded.
-    pub fn check_imported(&self) -> Result<(), String> {
+    pub fn check_imported(&self) -> Result<(), AbmImportError> {
         let mut total: u64 = 0;
-        for (i, adv) in self.history.iter().enumerate() {
+        for (index, adv) in self.history.iter().enumerate() {
             for p in adv.patches.iter().chain(&self.pending) {
-                p.check(&self.model).map_err(|e| format!("history[{i}]: {e}"))?;
+                p.check(&self.model)
+                    .map_err(|source| AbmImportError::Patch { index, source })?;
             }
             total = total.saturating_add(adv.steps);
         }
         if total > MAX_REBUILD_STEPS {
-            return Err(format!(
-                "the history replays {total} steps; at most {MAX_REBUILD_STEPS} can be rebuilt"
-            ));
+            return Err(AbmImportError::TooLong { total });
         }
         if self.steps > total {
-            return Err(format!(
-                "the model is at step {} but its history records only {total} steps (exports of \
-                 agent-based models from before histories were recorded cannot be rebuilt)",
-                self.steps
-            ));
+            return Err(AbmImportError::NoHistory {
+                steps: self.steps,
+                total,
+            });
         }
         Ok(())
     }
@@ -144,7 +163,7 @@ impl AbmSim {
         self.history.push(plan);
         let step = |step: u64, values: &indexmap::IndexMap<String, Value>| {
             let values = values.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-            Event::of(EventType::AbmStep, &AbmStep { step, values })
+            Event::of(&AbmStep { step, values })
         };
         if fresh {
             sink.emit(step(0, &done.before));

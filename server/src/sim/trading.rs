@@ -7,7 +7,7 @@ use simtree_shared::trading::DecisionEvent;
 use simtree_shared::{AgentErrorEvent, AgentState, MemoryLine, NodeState, Op};
 
 use super::{SimError, op_name};
-use crate::engine::event::{Event, EventSink, EventType};
+use crate::engine::event::{Event, EventSink};
 use crate::trading::agents::ToolModel;
 use crate::trading::episode::{TradingEpisode, TradingOp};
 
@@ -25,22 +25,19 @@ pub(super) async fn run(
             break;
         }
         match t.step(tools).await {
-            Ok(r) => sink.emit(Event::of(
-                EventType::DecisionPoint,
-                &DecisionEvent {
-                    log: &r.log,
-                    portfolio: r.portfolio,
-                    value: r.value,
-                    done: r.done,
-                },
-            )),
+            Ok(r) => sink.emit(Event::of(&DecisionEvent {
+                log: &r.log,
+                portfolio: r.portfolio,
+                value: r.value,
+                done: r.done,
+            })),
             Err(e) => {
                 let error = AgentErrorEvent {
                     agent: t.config().agent_id.clone(),
                     step: t.decision_points_done() as u64 + 1,
                     error: e.to_string(),
                 };
-                sink.emit(Event::of(EventType::AgentError, &error));
+                sink.emit(Event::of(&error));
                 return Err(e.into());
             }
         }

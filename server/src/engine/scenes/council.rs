@@ -14,11 +14,13 @@
 
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
+use simtree_shared::{Ballot, BriefSource};
 
 use super::SceneRules;
 use super::simple_chat;
-use crate::engine::action::{ActionCtx, ActionKind, ActionResult, ActionSpec, Outcome, handle_common, required};
+use crate::engine::action::{
+    ActionCtx, ActionKind, ActionResult, ActionSpec, Handled, Outcome, handle_common, required,
+};
 use crate::engine::agent::Agent;
 use crate::engine::event::SceneEvent;
 use crate::engine::memory::{Message, Role};
@@ -125,13 +127,13 @@ impl Council {
         world.broadcast(&SceneEvent::public(text), Some(self.state.time), None);
     }
 
-    fn start_voting(&mut self, ctx: &ActionCtx, world: &mut World) -> ActionResult {
+    fn start_voting(&mut self, ctx: &ActionCtx, world: &mut World) -> Handled {
         let name = ctx.actor_name(world).to_string();
         if self.state.voting_started {
             let error = "Voting already started.";
             world.feedback(ctx.actor, error);
             return Ok(Outcome::fail(
-                json!({"error": error}),
+                ActionResult::error(error),
                 format!("{name} failed to start voting"),
             ));
         }
@@ -145,19 +147,19 @@ impl Council {
             format!("The Host has initiated the voting round: {title}. Please cast your votes now."),
         );
         world.feedback(ctx.actor, &format!("Voting started: {title}"));
-        Ok(Outcome::ok(
-            json!({"title": title}),
-            format!("{name} started the voting: {title}"),
-            true,
-        ))
+        let summary = format!("{name} started the voting: {title}");
+        Ok(Outcome::ok(ActionResult::VotingStarted { title }, summary, true))
     }
 
-    fn voting_status(&self, ctx: &ActionCtx, world: &mut World) -> ActionResult {
+    fn voting_status(&self, ctx: &ActionCtx, world: &mut World) -> Handled {
         let members = members(world);
         if !self.state.voting_started {
             world.feedback(ctx.actor, "Voting has not started.");
             return Ok(Outcome::ok(
-                json!({"started": false, "members": members.len()}),
+                ActionResult::VotingNotStarted {
+                    started: false,
+                    members: members.len() as u64,
+                },
                 "Voting not started",
                 false,
             ));
@@ -180,16 +182,16 @@ impl Council {
             format!("- Yes: {yes}, No: {no}, Abstain: {abstain}"),
             pending_line,
         ];
-        let result = json!({
-            "started": true,
-            "members": members.len(),
-            "yes": yes,
-            "no": no,
-            "abstain": abstain,
-            "pending": pending,
-            "pending_names": pending_names,
-            "title": title,
-        });
+        let result = ActionResult::VotingStatus {
+            started: true,
+            members: members.len() as u64,
+            yes: yes as u64,
+            no: no as u64,
+            abstain: abstain as u64,
+            pending: pending as u64,
+            pending_names: pending_names.iter().map(|n| n.to_string()).collect(),
+            title: title.map(str::to_string),
+        };
         // Upstream formats a missing title with Python's `str(None)`.
         let summary = format!(
             "Voting status on '{}': yes {yes}, no {no}, abstain {abstain}, pending {pending}",
@@ -199,36 +201,37 @@ impl Council {
         Ok(Outcome::ok(result, summary, false))
     }
 
-    fn request_brief(&self, ctx: &ActionCtx, world: &mut World) -> ActionResult {
+    fn request_brief(&self, ctx: &ActionCtx, world: &mut World) -> Handled {
         let name = ctx.actor_name(world).to_string();
         if name != HOST {
             let error = "Only the Host can use request_brief.";
             world.feedback(ctx.actor, error);
             return Ok(Outcome::fail(
-                json!({"error": error}),
+                ActionResult::error(error),
                 format!("{name} request_brief failed"),
             ));
         }
         let desc = required(ctx.call, "desc")?;
         let answer = ctx.llm_reply.as_deref().unwrap_or("").trim();
         let (material, source) = if answer.is_empty() {
-            (fallback_brief(desc), "fallback")
+            (fallback_brief(desc), BriefSource::Fallback)
         } else {
-            (answer.to_string(), "llm")
+            (answer.to_string(), BriefSource::Llm)
         };
         world.feedback(ctx.actor, &format!("Brief (private) on '{desc}':\n{material}"));
-        Ok(Outcome::ok(
-            json!({"desc": desc, "material": material, "source": source}),
-            format!("{name} requested a brief: {desc}"),
-            false,
-        ))
+        let brief = ActionResult::Brief {
+            desc: desc.to_string(),
+            material,
+            source,
+        };
+        Ok(Outcome::ok(brief, format!("{name} requested a brief: {desc}"), false))
     }
 
-    fn vote(&mut self, ctx: &ActionCtx, world: &mut World) -> ActionResult {
+    fn vote(&mut self, ctx: &ActionCtx, world: &mut World) -> Handled {
         let name = ctx.actor_name(world).to_string();
         let fail = |world: &mut World, error: &str| {
             world.feedback(ctx.actor, error);
-            Ok(Outcome::fail(json!({"error": error}), format!("{name} vote failed")))
+            Ok(Outcome::fail(ActionResult::error(error), format!("{name} vote failed")))
         };
         if !self.state.voting_started {
             return fail(world, "Voting has not started yet.");
@@ -236,10 +239,10 @@ impl Council {
         if self.state.votes.contains_key(&name) {
             return fail(world, "You have already voted.");
         }
-        let vote = ctx.call.get("vote").unwrap_or("");
-        if !matches!(vote, "yes" | "no" | "abstain") || name == HOST {
+        let Some(ballot) = ctx.call.get("vote").and_then(Ballot::parse).filter(|_| name != HOST) else {
             return fail(world, "Invalid vote or role.");
-        }
+        };
+        let vote = ballot.as_str();
         self.state.votes.insert(name.clone(), vote.to_string());
         let comment = ctx.call.get("comment").unwrap_or("");
         let title = self.state.vote_title.clone().unwrap_or_else(|| "the draft".to_string());
@@ -279,18 +282,25 @@ impl Council {
             self.state.vote_title = Some(String::new());
         }
         Ok(Outcome::ok(
-            json!({"vote": vote, "comment": comment}),
+            ActionResult::Voted {
+                vote: ballot,
+                comment: comment.to_string(),
+            },
             format!("{name} voted {vote}"),
             true,
         ))
     }
 
-    fn finish_meeting(&mut self, ctx: &ActionCtx, world: &mut World) -> ActionResult {
+    fn finish_meeting(&mut self, ctx: &ActionCtx, world: &mut World) -> Handled {
         let name = ctx.actor_name(world).to_string();
         self.state.complete = true;
         self.announce(world, "The council session is adjourned.".to_string());
         world.feedback(ctx.actor, "Meeting finished.");
-        Ok(Outcome::ok(json!({}), format!("{name} finished the meeting"), true))
+        Ok(Outcome::ok(
+            ActionResult::Done {},
+            format!("{name} finished the meeting"),
+            true,
+        ))
     }
 
     /// Counts of (yes, no, abstain) in the current round.
@@ -333,7 +343,7 @@ impl SceneRules for Council {
     fn is_complete(&self) -> bool {
         self.state.complete
     }
-    fn handle(&mut self, ctx: &ActionCtx, world: &mut World) -> ActionResult {
+    fn handle(&mut self, ctx: &ActionCtx, world: &mut World) -> Handled {
         match ctx.kind {
             ActionKind::StartVoting => self.start_voting(ctx, world),
             ActionKind::VotingStatus => self.voting_status(ctx, world),
@@ -393,6 +403,8 @@ pub const VOTE: ActionSpec = ActionSpec {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
     use crate::engine::event::{Event, EventType};
     use crate::engine::ordering::Ordering;
@@ -423,7 +435,7 @@ mod tests {
         (council, world)
     }
 
-    fn act(c: &mut Council, w: &mut World, actor: &str, call: ActionCall) -> ActionResult {
+    fn act(c: &mut Council, w: &mut World, actor: &str, call: ActionCall) -> Handled {
         crate::engine::scenes::act_as(c, w, actor, &call)
     }
 
@@ -466,7 +478,7 @@ mod tests {
         let (mut c, mut w) = setup();
         let o = start(&mut c, &mut w, "  Congestion pilot ");
         assert!(o.success && o.pass_control);
-        assert_eq!(o.result, json!({"title": "Congestion pilot"}));
+        assert_eq!(o.result_json(), json!({"title": "Congestion pilot"}));
         assert_eq!(o.summary.as_deref(), Some("Host started the voting: Congestion pilot"));
         let (d, b) = drain(&mut w);
         assert_eq!(
@@ -492,7 +504,7 @@ mod tests {
 
         let again = start(&mut c, &mut w, "Other");
         assert!(!again.success && !again.pass_control);
-        assert_eq!(again.result, json!({"error": "Voting already started."}));
+        assert_eq!(again.result_json(), json!({"error": "Voting already started."}));
         assert_eq!(again.summary.as_deref(), Some("Host failed to start voting"));
         let (d, b) = drain(&mut w);
         assert!(b.is_empty());
@@ -512,7 +524,7 @@ mod tests {
         let (mut c, mut w) = setup();
         let o = act(&mut c, &mut w, "Rep. A", ActionCall::new("voting_status")).unwrap();
         assert!(o.success && !o.pass_control);
-        assert_eq!(o.result, json!({"started": false, "members": 3}));
+        assert_eq!(o.result_json(), json!({"started": false, "members": 3}));
         assert_eq!(o.summary.as_deref(), Some("Voting not started"));
         assert_eq!(said_to(&drain(&mut w).0, "Rep. A"), ["Voting has not started."]);
 
@@ -525,7 +537,7 @@ mod tests {
             ["Voting status on: Pilot:\n- Members: 3\n- Yes: 0, No: 1, Abstain: 0\n- Pending: 2 (Rep. A, Rep. C)"]
         );
         assert_eq!(
-            o.result,
+            o.result_json(),
             json!({"started": true, "members": 3, "yes": 0, "no": 1, "abstain": 0, "pending": 2,
                    "pending_names": ["Rep. A", "Rep. C"], "title": "Pilot"})
         );
@@ -550,7 +562,7 @@ mod tests {
         let (mut c, mut w) = setup();
         let o = vote(&mut c, &mut w, "Rep. A", "yes");
         assert!(!o.success && !o.pass_control);
-        assert_eq!(o.result, json!({"error": "Voting has not started yet."}));
+        assert_eq!(o.result_json(), json!({"error": "Voting has not started yet."}));
         assert_eq!(o.summary.as_deref(), Some("Rep. A vote failed"));
         assert_eq!(said_to(&drain(&mut w).0, "Rep. A"), ["Voting has not started yet."]);
 
@@ -558,10 +570,10 @@ mod tests {
         drain(&mut w);
         for bad in ["maybe", "Yes", ""] {
             let o = vote(&mut c, &mut w, "Rep. A", bad);
-            assert_eq!(o.result, json!({"error": "Invalid vote or role."}), "{bad}");
+            assert_eq!(o.result_json(), json!({"error": "Invalid vote or role."}), "{bad}");
         }
         let o = act(&mut c, &mut w, "Rep. A", ActionCall::new("vote")).unwrap();
-        assert_eq!(o.result, json!({"error": "Invalid vote or role."}));
+        assert_eq!(o.result_json(), json!({"error": "Invalid vote or role."}));
         let o = vote(&mut c, &mut w, HOST, "yes");
         assert!(!o.success);
         assert_eq!(o.summary.as_deref(), Some("Host vote failed"));
@@ -576,7 +588,7 @@ mod tests {
         )
         .unwrap();
         assert!(o.success && o.pass_control);
-        assert_eq!(o.result, json!({"vote": "yes", "comment": "Good plan"}));
+        assert_eq!(o.result_json(), json!({"vote": "yes", "comment": "Good plan"}));
         assert_eq!(o.summary.as_deref(), Some("Rep. A voted yes"));
         let (d, b) = drain(&mut w);
         assert_eq!(
@@ -590,7 +602,7 @@ mod tests {
         assert_eq!(b, ["[Message] Rep. A: I vote yes on 'Pilot'. Comment: Good plan"]);
 
         let o = vote(&mut c, &mut w, "Rep. A", "no");
-        assert_eq!(o.result, json!({"error": "You have already voted."}));
+        assert_eq!(o.result_json(), json!({"error": "You have already voted."}));
         assert_eq!(said_to(&drain(&mut w).0, "Rep. A"), ["You have already voted."]);
         assert_eq!(c.state.votes.get("Rep. A").map(String::as_str), Some("yes"));
     }
@@ -603,7 +615,7 @@ mod tests {
         vote(&mut c, &mut w, "Rep. B", "yes");
         drain(&mut w);
         let o = vote(&mut c, &mut w, "Rep. C", "abstain");
-        assert_eq!(o.result, json!({"vote": "abstain", "comment": ""}));
+        assert_eq!(o.result_json(), json!({"vote": "abstain", "comment": ""}));
         let (d, b) = drain(&mut w);
         assert_eq!(
             b,
@@ -664,7 +676,7 @@ mod tests {
         );
         // Voting is closed again.
         assert_eq!(
-            vote(&mut c, &mut w, "Rep. A", "yes").result,
+            vote(&mut c, &mut w, "Rep. A", "yes").result_json(),
             json!({"error": "Voting has not started yet."})
         );
     }
@@ -683,7 +695,10 @@ mod tests {
         assert!(c.llm_request(&ctx, &w).is_none(), "no LLM call for members");
         let o = c.handle(&ctx, &mut w).unwrap();
         assert!(!o.success);
-        assert_eq!(o.result, json!({"error": "Only the Host can use request_brief."}));
+        assert_eq!(
+            o.result_json(),
+            json!({"error": "Only the Host can use request_brief."})
+        );
         assert_eq!(o.summary.as_deref(), Some("Rep. A request_brief failed"));
         assert_eq!(
             said_to(&drain(&mut w).0, "Rep. A"),
@@ -710,9 +725,9 @@ mod tests {
         ctx.llm_reply = Some("  \n ".into());
         let o = c.handle(&ctx, &mut w).unwrap();
         assert!(o.success && !o.pass_control);
-        let material = o.result["material"].as_str().unwrap().to_string();
-        assert_eq!(o.result["source"], "fallback");
-        assert_eq!(o.result["desc"], "pilot costs");
+        let material = o.result_json()["material"].as_str().unwrap().to_string();
+        assert_eq!(o.result_json()["source"], "fallback");
+        assert_eq!(o.result_json()["desc"], "pilot costs");
         assert!(material.starts_with("- Scope: pilot costs\n"));
         assert_eq!(material.lines().count(), 7);
         assert!(material.lines().all(|l| l.starts_with("- ")));
@@ -727,7 +742,7 @@ mod tests {
         ctx.llm_reply = Some("\n- Fact one\n- Fact two \n".into());
         let o = c.handle(&ctx, &mut w).unwrap();
         assert_eq!(
-            o.result,
+            o.result_json(),
             json!({"desc": "pilot costs", "material": "- Fact one\n- Fact two", "source": "llm"})
         );
         assert_eq!(
@@ -790,7 +805,7 @@ mod tests {
         assert!(!c.is_complete());
         let o = act(&mut c, &mut w, "Rep. B", ActionCall::new("finish_meeting")).unwrap();
         assert!(o.success && o.pass_control);
-        assert_eq!(o.result, json!({}));
+        assert_eq!(o.result_json(), json!({}));
         assert_eq!(o.summary.as_deref(), Some("Rep. B finished the meeting"));
         let (d, b) = drain(&mut w);
         assert_eq!(b, ["Public Event: The council session is adjourned."]);

@@ -31,12 +31,12 @@ use std::collections::BTreeMap;
 use indexmap::IndexMap;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize};
-use serde_json::json;
+use simtree_shared::LandlordDeal;
 
 use super::SceneRules;
-use crate::engine::action::{ActionCtx, ActionKind, ActionResult, ActionSpec, Outcome, handle_common};
+use crate::engine::action::{ActionCtx, ActionKind, ActionResult, ActionSpec, Handled, Outcome, handle_common};
 use crate::engine::agent::Agent;
-use crate::engine::event::{EventType, SceneEvent};
+use crate::engine::event::SceneEvent;
 use crate::engine::prompt::SceneText;
 use crate::engine::world::World;
 
@@ -459,13 +459,16 @@ impl Landlord {
         s.rob_eligible = Vec::new();
         s.rob_acted = IndexMap::new();
         s.played_flags = players.iter().map(|p| (p.clone(), false)).collect();
-        let shown: serde_json::Map<String, serde_json::Value> = players
-            .iter()
-            .map(|p| (p.clone(), json!(self.hand(p).map(hand_tokens).unwrap_or_default())))
-            .collect();
-        let bottom: Vec<&str> = self.state.bottom.iter().map(|r| r.token()).collect();
+        let owned = |tokens: Vec<&str>| -> Vec<String> { tokens.into_iter().map(String::from).collect() };
+        let deal = LandlordDeal {
+            players: players
+                .iter()
+                .map(|p| (p.clone(), owned(self.hand(p).map(hand_tokens).unwrap_or_default())))
+                .collect(),
+            bottom: owned(self.state.bottom.iter().map(|r| r.token()).collect()),
+        };
         // Emitted now, not queued: the deal precedes the broadcast that announces it.
-        world.emit(EventType::LandlordDeal, json!({"players": shown, "bottom": bottom}));
+        world.emit(&deal);
         self.announce(world, "New deal. Call the landlord begins.".into());
     }
 
@@ -576,7 +579,7 @@ impl Landlord {
         self.announce(world, text);
     }
 
-    fn call_landlord(&mut self, ctx: &ActionCtx, world: &mut World) -> ActionResult {
+    fn call_landlord(&mut self, ctx: &ActionCtx, world: &mut World) -> Handled {
         let a = ctx.actor_name(world).to_string();
         if !(self.state.phase == Phase::Bidding && self.state.bidding_stage == Stage::Call) {
             // Upstream: a 3-tuple (exception, no action_end).
@@ -595,12 +598,13 @@ impl Landlord {
         self.state.rob_acted = self.state.rob_eligible.iter().map(|p| (p.clone(), false)).collect();
         self.state.bid_turn_index = next_seat(self.state.bid_turn_index, players.len().max(1));
         self.announce(world, format!("{a} called the landlord."));
-        Ok(Outcome::ok(json!({"called": a}), format!("{a} called landlord"), true))
+        let summary = format!("{a} called landlord");
+        Ok(Outcome::ok(ActionResult::Called { called: a }, summary, true))
     }
 
     /// The rob-stage checks shared by `rob_landlord` and `pass`; `verb` names the action in the
     /// failure summary.
-    fn check_rob_turn(&self, ctx: &ActionCtx, world: &mut World, verb: &str) -> Option<ActionResult> {
+    fn check_rob_turn(&self, ctx: &ActionCtx, world: &mut World, verb: &str) -> Option<Handled> {
         let a = ctx.actor_name(world).to_string();
         let summary = format!("{a} {verb} failed");
         match self.state.rob_acted.get(&a) {
@@ -633,7 +637,7 @@ impl Landlord {
         }
     }
 
-    fn rob_landlord(&mut self, ctx: &ActionCtx, world: &mut World) -> ActionResult {
+    fn rob_landlord(&mut self, ctx: &ActionCtx, world: &mut World) -> Handled {
         let a = ctx.actor_name(world).to_string();
         if !(self.state.phase == Phase::Bidding && self.state.bidding_stage == Stage::Rob) {
             return fail(
@@ -650,24 +654,25 @@ impl Landlord {
         self.state.landlord_candidate = Some(a.clone());
         self.multiply();
         self.record_rob_turn(&a, world, format!("{a} robbed the landlord. Multiplier x2."));
-        Ok(Outcome::ok(json!({"robbed": a}), format!("{a} robbed landlord"), true))
+        let summary = format!("{a} robbed landlord");
+        Ok(Outcome::ok(ActionResult::Robbed { robbed: a }, summary, true))
     }
 
-    fn pass(&mut self, ctx: &ActionCtx, world: &mut World) -> ActionResult {
+    fn pass(&mut self, ctx: &ActionCtx, world: &mut World) -> Handled {
         let a = ctx.actor_name(world).to_string();
         match (self.state.phase, self.state.bidding_stage) {
             (Phase::Bidding, Stage::Call) => {
                 // Upstream order: a redeal's announcements come before "did not call".
                 self.advance_call_pass(world);
                 self.announce(world, format!("{a} did not call."));
-                Ok(Outcome::ok(json!({"pass": true}), format!("{a} passed call"), true))
+                Ok(Outcome::ok(PASSED, format!("{a} passed call"), true))
             }
             (Phase::Bidding, Stage::Rob) => {
                 if let Some(failed) = self.check_rob_turn(ctx, world, "pass") {
                     return failed;
                 }
                 self.record_rob_turn(&a, world, format!("{a} did not rob."));
-                Ok(Outcome::ok(json!({"pass": true}), format!("{a} passed rob"), true))
+                Ok(Outcome::ok(PASSED, format!("{a} passed rob"), true))
             }
             (Phase::Playing, _) => {
                 if self.state.leading_combo.is_none() {
@@ -682,7 +687,7 @@ impl Landlord {
                 }
                 self.announce(world, format!("{a} passed."));
                 self.on_player_pass(world);
-                Ok(Outcome::ok(json!({"pass": true}), format!("{a} passed"), true))
+                Ok(Outcome::ok(PASSED, format!("{a} passed"), true))
             }
             _ => fail(
                 world,
@@ -694,7 +699,7 @@ impl Landlord {
         }
     }
 
-    fn play_cards(&mut self, ctx: &ActionCtx, world: &mut World) -> ActionResult {
+    fn play_cards(&mut self, ctx: &ActionCtx, world: &mut World) -> Handled {
         let a = ctx.actor_name(world).to_string();
         let given = ctx.call.get("cards").unwrap_or("");
         let attempted: Vec<&str> = given.split_whitespace().collect();
@@ -760,17 +765,21 @@ impl Landlord {
         // The broadcast repeats the cards exactly as the agent wrote them.
         self.announce(world, format!("{a} played: {given} ({kind})."));
         let tried = attempted.join(" ");
+        let played = |win| ActionResult::Played {
+            played: attempted.iter().map(|t| t.to_string()).collect(),
+            win,
+        };
         if self.hand_size(&a) == 0 {
             self.on_player_won(&a, world);
             let summary = format!("{a} played: {tried} ({kind}), remaining: (empty) [WIN]");
-            return Ok(Outcome::ok(json!({"played": attempted, "win": true}), summary, true));
+            return Ok(Outcome::ok(played(true), summary, true));
         }
         self.advance_turn();
         let summary = format!("{a} played: {tried} ({kind}), remaining: {}", self.hand_text(&a));
-        Ok(Outcome::ok(json!({"played": attempted}), summary, true))
+        Ok(Outcome::ok(played(false), summary, true))
     }
 
-    fn double(&mut self, ctx: &ActionCtx, world: &mut World, double: bool) -> ActionResult {
+    fn double(&mut self, ctx: &ActionCtx, world: &mut World, double: bool) -> Handled {
         let a = ctx.actor_name(world).to_string();
         let verb = if double { "double" } else { "no_double" };
         if self.state.phase != Phase::Doubling {
@@ -800,11 +809,11 @@ impl Landlord {
             format!("{a} declined doubling")
         };
         self.advance_doubling(world);
-        Ok(Outcome::ok(json!({"double": double}), summary, true))
+        Ok(Outcome::ok(ActionResult::Doubled { double }, summary, true))
     }
 
     /// `send_message`, at most once per turn (`post_turn` clears the flag).
-    fn send_message(&mut self, ctx: &ActionCtx, world: &mut World) -> ActionResult {
+    fn send_message(&mut self, ctx: &ActionCtx, world: &mut World) -> Handled {
         let a = ctx.actor_name(world).to_string();
         if self.state.turn_msg_used.get(&a).copied().unwrap_or(false) {
             return fail(
@@ -828,10 +837,13 @@ fn next_seat(seat: usize, n: usize) -> usize {
     (seat % n + 1) % n
 }
 
+/// The result of a pass in any stage.
+const PASSED: ActionResult = ActionResult::Passed { pass: true };
+
 /// Feedback to the actor plus a failed outcome `{error: code}` that keeps the turn.
-fn fail(world: &mut World, actor: usize, feedback: &str, code: &str, summary: String) -> ActionResult {
+fn fail(world: &mut World, actor: usize, feedback: &str, code: &str, summary: String) -> Handled {
     world.feedback(actor, feedback);
-    Ok(Outcome::fail(json!({"error": code}), summary))
+    Ok(Outcome::fail(ActionResult::error(code), summary))
 }
 
 fn hand_tokens(hand: &Hand) -> Vec<&'static str> {
@@ -1055,7 +1067,7 @@ impl SceneRules for Landlord {
             _ => None,
         }
     }
-    fn handle(&mut self, ctx: &ActionCtx, world: &mut World) -> ActionResult {
+    fn handle(&mut self, ctx: &ActionCtx, world: &mut World) -> Handled {
         match ctx.kind {
             ActionKind::CallLandlord => self.call_landlord(ctx, world),
             ActionKind::RobLandlord => self.rob_landlord(ctx, world),
@@ -1119,8 +1131,10 @@ pub const NO_DOUBLE: ActionSpec = ActionSpec {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
-    use crate::engine::event::Event;
+    use crate::engine::event::{Event, EventType};
     use crate::engine::ordering::Ordering;
     use crate::engine::parse::ActionCall;
     use crate::engine::scenes::{Scene, SceneKind};
@@ -1318,7 +1332,7 @@ mod tests {
             let out = act(&mut l, &mut w, who, "pass");
             assert_eq!(
                 out,
-                Outcome::ok(json!({"pass": true}), format!("{who} passed call"), true)
+                Outcome::ok(ActionResult::Passed { pass: true }, format!("{who} passed call"), true)
             );
             assert_eq!(l.state.bid_turn_index, i + 1);
         }
@@ -1351,7 +1365,11 @@ mod tests {
         let out = act(&mut l, &mut w, "Alice", "call_landlord");
         assert_eq!(
             out,
-            Outcome::ok(json!({"called": "Alice"}), "Alice called landlord", true)
+            Outcome::ok(
+                ActionResult::Called { called: "Alice".into() },
+                "Alice called landlord",
+                true
+            )
         );
         assert_eq!(l.state.bidding_stage, Stage::Rob);
         assert_eq!(l.state.landlord_candidate.as_deref(), Some("Alice"));
@@ -1367,7 +1385,7 @@ mod tests {
         let out = act(&mut l, &mut w, "Bob", "call_landlord");
         assert_eq!(
             out,
-            Outcome::fail(json!({"error": "wrong_stage"}), "Bob call_landlord failed")
+            Outcome::fail(ActionResult::error("wrong_stage"), "Bob call_landlord failed")
         );
         assert_eq!(
             heard(&drain(&mut w), "Bob"),
@@ -1376,17 +1394,24 @@ mod tests {
         let out = act(&mut l, &mut w, "Alice", "rob_landlord");
         assert_eq!(
             out,
-            Outcome::fail(json!({"error": "not_eligible"}), "Alice rob_landlord failed")
+            Outcome::fail(ActionResult::error("not_eligible"), "Alice rob_landlord failed")
         );
         assert_eq!(heard(&drain(&mut w), "Alice"), ["You are not eligible to rob."]);
         let out = act(&mut l, &mut w, "Alice", "pass");
         assert_eq!(
             out,
-            Outcome::fail(json!({"error": "not_eligible"}), "Alice pass failed")
+            Outcome::fail(ActionResult::error("not_eligible"), "Alice pass failed")
         );
 
         let out = act(&mut l, &mut w, "Bob", "rob_landlord");
-        assert_eq!(out, Outcome::ok(json!({"robbed": "Bob"}), "Bob robbed landlord", true));
+        assert_eq!(
+            out,
+            Outcome::ok(
+                ActionResult::Robbed { robbed: "Bob".into() },
+                "Bob robbed landlord",
+                true
+            )
+        );
         assert_eq!(l.state.score_multiplier, 2);
         assert_eq!(l.state.landlord_candidate.as_deref(), Some("Bob"));
         assert_eq!(
@@ -1398,13 +1423,16 @@ mod tests {
             let out = act(&mut l, &mut w, "Bob", action);
             assert_eq!(
                 out,
-                Outcome::fail(json!({"error": "already_acted"}), format!("Bob {action} failed"))
+                Outcome::fail(ActionResult::error("already_acted"), format!("Bob {action} failed"))
             );
             assert_eq!(heard(&drain(&mut w), "Bob"), ["You already acted in rob stage."]);
         }
 
         let out = act(&mut l, &mut w, "Carol", "pass");
-        assert_eq!(out, Outcome::ok(json!({"pass": true}), "Carol passed rob", true));
+        assert_eq!(
+            out,
+            Outcome::ok(ActionResult::Passed { pass: true }, "Carol passed rob", true)
+        );
         assert_eq!(l.controlled_next(&w).as_deref(), Some("Dave"));
         drain(&mut w);
 
@@ -1438,7 +1466,7 @@ mod tests {
         let out = act(&mut l, &mut w, "Bob", "rob_landlord");
         assert_eq!(
             out,
-            Outcome::fail(json!({"error": "wrong_stage"}), "Bob rob_landlord failed")
+            Outcome::fail(ActionResult::error("wrong_stage"), "Bob rob_landlord failed")
         );
         assert_eq!(heard(&drain(&mut w), "Bob"), ["You can only rob during the rob stage."]);
     }
@@ -1465,7 +1493,7 @@ mod tests {
         let out = act(&mut l, &mut w, "Alice", "double");
         assert_eq!(
             out,
-            Outcome::fail(json!({"error": "wrong_phase"}), "Alice double failed")
+            Outcome::fail(ActionResult::error("wrong_phase"), "Alice double failed")
         );
         assert_eq!(
             heard(&drain(&mut w), "Alice"),
@@ -1474,7 +1502,7 @@ mod tests {
         let out = act(&mut l, &mut w, "Alice", "no_double");
         assert_eq!(
             out,
-            Outcome::fail(json!({"error": "wrong_phase"}), "Alice no_double failed")
+            Outcome::fail(ActionResult::error("wrong_phase"), "Alice no_double failed")
         );
         assert_eq!(
             heard(&drain(&mut w), "Alice"),
@@ -1490,7 +1518,10 @@ mod tests {
         drain(&mut w);
 
         let out = act(&mut l, &mut w, "Carol", "double");
-        assert_eq!(out, Outcome::ok(json!({"double": true}), "Carol doubled", true));
+        assert_eq!(
+            out,
+            Outcome::ok(ActionResult::Doubled { double: true }, "Carol doubled", true)
+        );
         assert_eq!(l.state.score_multiplier, 2);
         assert_eq!(
             heard(&drain(&mut w), "Bob"),
@@ -1500,7 +1531,7 @@ mod tests {
             let out = act(&mut l, &mut w, "Carol", action);
             assert_eq!(
                 out,
-                Outcome::fail(json!({"error": "already_acted"}), format!("Carol {action} failed"))
+                Outcome::fail(ActionResult::error("already_acted"), format!("Carol {action} failed"))
             );
             assert_eq!(heard(&drain(&mut w), "Carol"), ["You already acted in doubling stage."]);
         }
@@ -1508,7 +1539,7 @@ mod tests {
         let out = act(&mut l, &mut w, "Dave", "no_double");
         assert_eq!(
             out,
-            Outcome::ok(json!({"double": false}), "Dave declined doubling", true)
+            Outcome::ok(ActionResult::Doubled { double: false }, "Dave declined doubling", true)
         );
         assert_eq!(
             heard(&drain(&mut w), "Alice"),
@@ -1641,7 +1672,7 @@ mod tests {
         let out = act(&mut l, &mut w, "Alice", "pass");
         assert_eq!(
             out,
-            Outcome::fail(json!({"error": "cannot_pass_lead"}), "Alice pass failed")
+            Outcome::fail(ActionResult::error("cannot_pass_lead"), "Alice pass failed")
         );
         assert_eq!(heard(&drain(&mut w), "Alice"), ["You must lead; cannot pass."]);
 
@@ -1650,7 +1681,10 @@ mod tests {
         let lead = l.state.leading_combo.clone().unwrap();
         assert_eq!((lead.combo.kind, lead.owner.as_str()), (ComboType::Pair, "Alice"));
         let out = act(&mut l, &mut w, "Bob", "pass");
-        assert_eq!(out, Outcome::ok(json!({"pass": true}), "Bob passed", true));
+        assert_eq!(
+            out,
+            Outcome::ok(ActionResult::Passed { pass: true }, "Bob passed", true)
+        );
         assert_eq!(l.controlled_next(&w).as_deref(), Some("Carol"));
         act(&mut l, &mut w, "Carol", "pass");
         assert_eq!(l.state.passes_since_play, 2);
@@ -1671,7 +1705,7 @@ mod tests {
         play(&mut l, &mut w, "Alice", "9");
         act(&mut l, &mut w, "Bob", "pass");
         let out = play(&mut l, &mut w, "Carol", "5");
-        assert_eq!(out.result, json!({"error": "not_beating"}));
+        assert_eq!(out.result_json(), json!({"error": "not_beating"}));
         let out = play(&mut l, &mut w, "Carol", "10");
         assert!(out.success);
         assert_eq!(l.state.passes_since_play, 0);
@@ -1679,7 +1713,7 @@ mod tests {
 
         l.state.phase = Phase::Doubling;
         let out = act(&mut l, &mut w, "Dave", "pass");
-        assert_eq!(out, Outcome::fail(json!({"error": "bad_phase"}), "Dave pass failed"));
+        assert_eq!(out, Outcome::fail(ActionResult::error("bad_phase"), "Dave pass failed"));
         assert_eq!(
             heard(&drain(&mut w), "Dave").last().unwrap(),
             "You cannot pass right now."
@@ -1695,7 +1729,10 @@ mod tests {
         assert_eq!(
             out,
             Outcome::ok(
-                json!({"played": ["3", "3"], "win": true}),
+                ActionResult::Played {
+                    played: vec!["3".into(), "3".into()],
+                    win: true
+                },
                 "Alice played: 3 3 (pair), remaining: (empty) [WIN]",
                 true
             )
@@ -1774,7 +1811,7 @@ mod tests {
             assert_eq!(
                 out,
                 Outcome::fail(
-                    json!({"error": code}),
+                    ActionResult::error(code),
                     format!("Bob tried: {tried} -> {code} | remaining: {remaining}")
                 )
             );
@@ -1804,7 +1841,7 @@ mod tests {
             assert_eq!(
                 out,
                 Outcome::fail(
-                    json!({"error": code}),
+                    ActionResult::error(code),
                     format!("Bob tried: {tried} -> {code} | remaining: {remaining}")
                 ),
                 "{given:?}"
@@ -1814,7 +1851,7 @@ mod tests {
         }
         // A missing <cards> field is the same as an empty one.
         let out = act(&mut l, &mut w, "Bob", "play_cards");
-        assert_eq!(out.result, json!({"error": "missing_cards"}));
+        assert_eq!(out.result_json(), json!({"error": "missing_cards"}));
 
         // Success: the broadcast repeats the cards as written, the summary lists what is left.
         l.state.current_turn = 1;
@@ -1824,7 +1861,10 @@ mod tests {
         assert_eq!(
             out,
             Outcome::ok(
-                json!({"played": ["3", "3"]}),
+                ActionResult::Played {
+                    played: vec!["3".into(), "3".into()],
+                    win: false
+                },
                 "Bob played: 3 3 (pair), remaining: 10 K 2 BJ",
                 true
             )
@@ -1857,12 +1897,15 @@ mod tests {
         let (mut l, mut w) = table(1, 2);
         let msg = |text: &str| ActionCall::new("send_message").with("message", text);
         let out = act_with(&mut l, &mut w, "Alice", msg("hi"));
-        assert_eq!(out, Outcome::ok(json!({"message": "hi"}), "Alice: hi", false));
+        assert_eq!(
+            out,
+            Outcome::ok(ActionResult::Message { message: "hi".into() }, "Alice: hi", false)
+        );
         assert_eq!(heard(&drain(&mut w), "Bob"), ["[18:00] [Message] Alice: hi"]);
         let out = act_with(&mut l, &mut w, "Alice", msg("again"));
         assert_eq!(
             out,
-            Outcome::fail(json!({"error": "message_already_sent"}), "Alice extra chat blocked")
+            Outcome::fail(ActionResult::error("message_already_sent"), "Alice extra chat blocked")
         );
         let events = drain(&mut w);
         assert_eq!(heard(&events, "Alice"), ["You have already sent a message this turn."]);

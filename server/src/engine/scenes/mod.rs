@@ -14,9 +14,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::action::{
-    ActionCtx, ActionKind, ActionResult, ActionSpec, SHARED_ACTIONS, SharedActionScene, handle_common,
-};
+use super::action::{ActionCtx, ActionKind, ActionSpec, Handled, SHARED_ACTIONS, SharedActionScene, handle_common};
 use super::agent::Agent;
 use super::event::SceneEvent;
 use super::memory::Message;
@@ -67,7 +65,7 @@ pub trait SceneRules {
         None
     }
     /// Executes one action of the acting agent's action space.
-    fn handle(&mut self, ctx: &ActionCtx, world: &mut World) -> ActionResult {
+    fn handle(&mut self, ctx: &ActionCtx, world: &mut World) -> Handled {
         handle_common(self, ctx, world)
     }
     /// An LLM request the simulator should make before `handle` (its answer arrives as
@@ -231,7 +229,7 @@ pub(crate) fn act_as<S: SceneRules + ?Sized>(
     world: &mut World,
     actor: &str,
     call: &crate::engine::parse::ActionCall,
-) -> ActionResult {
+) -> Handled {
     let kind = ActionKind::from_name(&call.name).expect("a registered action");
     let actor = world.agent_index(actor).expect("an agent of the test world");
     scene.handle(

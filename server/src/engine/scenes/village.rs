@@ -18,6 +18,9 @@
 //! * Missing `hunger`/`energy`/`inventory` properties read as 0/100/`{}` instead of crashing.
 //! * Unparseable integers (`x`, `y`, `radius`, `amount`) and a mover without `map_xy` are action
 //!   errors (no `action_end`), like upstream's exceptions; missing `x`/`y` too (upstream's KeyError).
+//! * A move's `from` is the cell the mover's `map_xy` reads as (its first two integers); upstream
+//!   echoes the property, which differs only when a branch op or an imported state made it a
+//!   longer list (joining rewrites it to two integers).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -26,10 +29,11 @@ use indexmap::IndexMap;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Number, Value, json};
+use simtree_shared::ResourceSource;
 
 use super::SceneRules;
 use crate::engine::action::{
-    ActionCtx, ActionError, ActionKind, ActionResult, ActionSpec, Outcome, handle_common, required,
+    ActionCtx, ActionError, ActionKind, ActionResult, ActionSpec, Handled, Outcome, handle_common, required,
 };
 use crate::engine::agent::Agent;
 use crate::engine::event::SceneEvent;
@@ -475,7 +479,7 @@ impl Village {
         }
     }
 
-    fn move_to_location(&mut self, ctx: &ActionCtx, world: &mut World) -> ActionResult {
+    fn move_to_location(&mut self, ctx: &ActionCtx, world: &mut World) -> Handled {
         let name = ctx.actor_name(world).to_string();
         let call = ctx.call;
         let failed = format!("{name} move failed");
@@ -484,10 +488,11 @@ impl Village {
                 Some(loc) => loc.xy(),
                 None => {
                     world.feedback(ctx.actor, &format!("Location '{place}' does not exist."));
-                    return Ok(Outcome::fail(
-                        json!({"error": "unknown_location", "location": place}),
-                        failed,
-                    ));
+                    let result = ActionResult::UnknownLocation {
+                        error: "unknown_location".into(),
+                        location: place.into(),
+                    };
+                    return Ok(Outcome::fail(result, failed));
                 }
             },
             None => (
@@ -496,7 +501,11 @@ impl Village {
             ),
         };
         let (tx, ty) = target;
-        let to = json!([tx, ty]);
+        let to = [tx, ty];
+        let move_failed = |error: &str| ActionResult::MoveFailed {
+            error: error.into(),
+            to,
+        };
         let Some(start) = world.agents[ctx.actor].map_xy() else {
             return Err(ActionError(format!(
                 "{name} has no position (properties.map_xy) to move from"
@@ -505,13 +514,13 @@ impl Village {
         if start == target {
             world.feedback(ctx.actor, "You are already at the target.");
             return Ok(Outcome::fail(
-                json!({"error": "already_there", "to": to}),
+                move_failed("already_there"),
                 format!("{name} move skipped"),
             ));
         }
         let Some(path) = self.map().find_path(start, target) else {
             world.feedback(ctx.actor, "No reachable path; possibly blocked by obstacles.");
-            return Ok(Outcome::fail(json!({"error": "no_path", "to": to}), failed));
+            return Ok(Outcome::fail(move_failed("no_path"), failed));
         };
         let multiplier = self.config.movement_cost.as_f64().unwrap_or(1.0);
         // Python's int() truncates toward zero; the `as` cast saturates on overflow.
@@ -521,16 +530,17 @@ impl Village {
         if have < cost {
             let line = format!("Not enough energy. Moving to ({tx}, {ty}) costs {cost}, you have {have}.");
             world.feedback(ctx.actor, &line);
-            return Ok(Outcome::fail(
-                json!({"error": "low_energy", "required": cost, "have": have}),
-                failed,
-            ));
+            let result = ActionResult::LowEnergy {
+                error: "low_energy".into(),
+                required: cost,
+                have,
+            };
+            return Ok(Outcome::fail(result, failed));
         }
-        let from = agent.properties.get("map_xy").cloned().unwrap_or(Value::Null);
         let arrived = self.map().location_at(target);
         let position = arrived.map_or_else(|| format!("{tx},{ty}"), |l| l.name.clone());
         let desc = arrived.map_or_else(|| self.map().terrain(target).to_string(), |l| l.description.clone());
-        set_prop(agent, "map_xy", to.clone());
+        set_prop(agent, "map_xy", json!(to));
         set_prop(agent, "map_position", Value::String(position));
         set_prop(agent, "energy", json!(have.saturating_sub(cost)));
         self.sync_occupancy(&name, Some(target));
@@ -548,20 +558,27 @@ impl Village {
         if !nearby.is_empty() {
             world.feedback(ctx.actor, &format!("Nearby agents: {}", nearby.join(", ")));
         }
-        let path: Vec<[i64; 2]> = path.iter().map(|&(x, y)| [x, y]).collect();
+        // `from` is the cell `map_xy` was read as: a property patched to a longer list reports its
+        // first two numbers (upstream echoes the property as it is).
+        let moved = ActionResult::Moved {
+            from: [start.0, start.1],
+            to,
+            energy_cost: cost,
+            path: path.iter().map(|&(x, y)| [x, y]).collect(),
+        };
         Ok(Outcome::ok(
-            json!({"from": from, "to": to, "energy_cost": cost, "path": path}),
+            moved,
             format!("{name} moved to ({tx}, {ty}) (energy {cost})"),
             false,
         ))
     }
 
-    fn look_around(&self, ctx: &ActionCtx, world: &mut World) -> ActionResult {
+    fn look_around(&self, ctx: &ActionCtx, world: &mut World) -> Handled {
         let name = ctx.actor_name(world).to_string();
         let Some(xy) = self.position(&world.agents[ctx.actor]) else {
             // Upstream gives no feedback here.
             return Ok(Outcome::fail(
-                json!({"error": "unknown_position"}),
+                ActionResult::error("unknown_position"),
                 format!("{name} look failed"),
             ));
         };
@@ -604,13 +621,13 @@ impl Village {
         }
         world.feedback(ctx.actor, &info.join("\n"));
         Ok(Outcome::ok(
-            json!({"radius": radius}),
+            ActionResult::LookedAround { radius },
             format!("{name} looked around (r={radius})"),
             false,
         ))
     }
 
-    fn gather_resource(&mut self, ctx: &ActionCtx, world: &mut World) -> ActionResult {
+    fn gather_resource(&mut self, ctx: &ActionCtx, world: &mut World) -> Handled {
         let name = ctx.actor_name(world).to_string();
         let failed = format!("{name} gather failed");
         let resource = ctx.call.get("resource");
@@ -622,37 +639,37 @@ impl Village {
         };
         let Some(xy) = self.position(&world.agents[ctx.actor]) else {
             world.feedback(ctx.actor, "Current position unknown; cannot gather.");
-            return Ok(Outcome::fail(json!({"error": "unknown_position"}), failed));
+            return Ok(Outcome::fail(ActionResult::error("unknown_position"), failed));
         };
         let map = self.map();
         let from_tile = resource.and_then(|r| map.tile(xy)?.resources.get(r).copied());
         let (available, source) = match from_tile {
-            Some(n) => (n, "tile"),
+            Some(n) => (n, ResourceSource::Tile),
             None => {
                 let at_place = resource.and_then(|r| map.location_at(xy)?.resources.get(r).copied());
-                (
-                    at_place.unwrap_or(0),
-                    if at_place.is_some() { "location" } else { "tile" },
-                )
+                let source = if at_place.is_some() {
+                    ResourceSource::Location
+                } else {
+                    ResourceSource::Tile
+                };
+                (at_place.unwrap_or(0), source)
             }
+        };
+        let no_resource = |error: &str| ActionResult::NoResource {
+            error: error.into(),
+            resource: resource.map(str::to_string),
         };
         if available <= 0 {
             world.feedback(ctx.actor, &format!("No {shown} to gather here."));
-            return Ok(Outcome::fail(
-                json!({"error": "not_available", "resource": resource}),
-                failed,
-            ));
+            return Ok(Outcome::fail(no_resource("not_available"), failed));
         }
         let taken = amount.min(available).max(0);
         let Some(resource) = resource.filter(|_| taken > 0) else {
             world.feedback(ctx.actor, &format!("{shown} is depleted."));
-            return Ok(Outcome::fail(
-                json!({"error": "depleted", "resource": resource}),
-                failed,
-            ));
+            return Ok(Outcome::fail(no_resource("depleted"), failed));
         };
         let map = self.map_mut();
-        let stock = if source == "tile" {
+        let stock = if source == ResourceSource::Tile {
             map.tiles.get_mut(&xy).and_then(|t| t.resources.get_mut(resource))
         } else {
             map.location_at_mut(xy).and_then(|l| l.resources.get_mut(resource))
@@ -673,14 +690,20 @@ impl Village {
             ctx.actor,
             &format!("You gathered {taken} {resource}. Inventory: {shown_inventory}"),
         );
+        let gathered = ActionResult::Gathered {
+            resource: resource.to_string(),
+            amount: taken,
+            source,
+            position: [xy.0, xy.1],
+        };
         Ok(Outcome::ok(
-            json!({"resource": resource, "amount": taken, "source": source, "position": [xy.0, xy.1]}),
+            gathered,
             format!("{name} gathered {taken} {resource}"),
             false,
         ))
     }
 
-    fn rest(&self, ctx: &ActionCtx, world: &mut World) -> ActionResult {
+    fn rest(&self, ctx: &ActionCtx, world: &mut World) -> Handled {
         let name = ctx.actor_name(world).to_string();
         let agent = &world.agents[ctx.actor];
         let place = agent
@@ -696,11 +719,11 @@ impl Village {
         let new_energy = energy(agent).saturating_add(gain).min(100);
         world.feedback(ctx.actor, &line);
         set_prop(&mut world.agents[ctx.actor], "energy", json!(new_energy));
-        Ok(Outcome::ok(
-            json!({"energy_gain": gain, "new_energy": new_energy}),
-            format!("{name} rested (+{gain} energy)"),
-            false,
-        ))
+        let rested = ActionResult::Rested {
+            energy_gain: gain,
+            new_energy,
+        };
+        Ok(Outcome::ok(rested, format!("{name} rested (+{gain} energy)"), false))
     }
 }
 
@@ -828,7 +851,7 @@ impl SceneRules for Village {
         )
     }
 
-    fn handle(&mut self, ctx: &ActionCtx, world: &mut World) -> ActionResult {
+    fn handle(&mut self, ctx: &ActionCtx, world: &mut World) -> Handled {
         match ctx.kind {
             ActionKind::MoveToLocation => self.move_to_location(ctx, world),
             ActionKind::LookAround => self.look_around(ctx, world),
@@ -980,7 +1003,7 @@ mod tests {
         build(json!({"map": map_json()}), agents)
     }
 
-    fn act(v: &mut Village, w: &mut World, actor: &str, call: ActionCall) -> ActionResult {
+    fn act(v: &mut Village, w: &mut World, actor: &str, call: ActionCall) -> Handled {
         crate::engine::scenes::act_as(v, w, actor, &call)
     }
 
@@ -1173,19 +1196,22 @@ mod tests {
         let (mut v, mut w) = setup();
         let (o, fb) = run(&mut v, &mut w, "Ann", goto("castle"));
         assert_eq!(fb, ["Location 'castle' does not exist."]);
-        assert_eq!(o.result, json!({"error": "unknown_location", "location": "castle"}));
+        assert_eq!(
+            o.result_json(),
+            json!({"error": "unknown_location", "location": "castle"})
+        );
         assert_eq!(o.summary.as_deref(), Some("Ann move failed"));
         assert!(!o.success && !o.pass_control);
 
         let (o, fb) = run(&mut v, &mut w, "Ann", goto("well"));
         assert_eq!(fb, ["You are already at the target."]);
-        assert_eq!(o.result, json!({"error": "already_there", "to": [1, 1]}));
+        assert_eq!(o.result_json(), json!({"error": "already_there", "to": [1, 1]}));
         assert_eq!(o.summary.as_deref(), Some("Ann move skipped"));
 
         for (x, y) in [(3, 0), (99, 0)] {
             let (o, fb) = run(&mut v, &mut w, "Ann", xy(x, y));
             assert_eq!(fb, ["No reachable path; possibly blocked by obstacles."]);
-            assert_eq!(o.result, json!({"error": "no_path", "to": [x, y]}));
+            assert_eq!(o.result_json(), json!({"error": "no_path", "to": [x, y]}));
         }
 
         assert!(
@@ -1210,7 +1236,10 @@ mod tests {
         w.agents[3].properties.insert("energy".into(), json!(3));
         let (o, fb) = run(&mut v, &mut w, "Dee", goto("well"));
         assert_eq!(fb, ["Not enough energy. Moving to (1, 1) costs 10, you have 3."]);
-        assert_eq!(o.result, json!({"error": "low_energy", "required": 10, "have": 3}));
+        assert_eq!(
+            o.result_json(),
+            json!({"error": "low_energy", "required": 10, "have": 3})
+        );
         assert_eq!(prop(&w, "Dee", "map_xy"), &json!([4, 3]), "nothing moved");
         assert_eq!(prop(&w, "Dee", "energy"), &json!(3));
     }
@@ -1227,7 +1256,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            o.result,
+            o.result_json(),
             json!({"from": [1, 1], "to": [6, 1], "energy_cost": 11,
                    "path": [[1,1],[2,1],[2,2],[2,3],[2,4],[3,4],[4,4],[4,3],[4,2],[4,1],[5,1],[6,1]]})
         );
@@ -1255,11 +1284,12 @@ mod tests {
             ]
         );
         assert_eq!(
-            o.result["energy_cost"], 9,
+            o.result_json()["energy_cost"],
+            9,
             "the road tile costs 1 energy although A* treats it as free"
         );
         assert_eq!(
-            o.result["path"],
+            o.result_json()["path"],
             json!([[1, 3], [1, 4], [2, 4], [2, 5], [3, 5], [4, 5], [5, 5], [6, 5], [7, 5]])
         );
         assert_eq!(prop(&w, "Cy", "map_position"), "7,5");
@@ -1274,10 +1304,10 @@ mod tests {
                 "Nearby agents: Ann (distance 5), Bob (distance 5), Dee (distance 3)"
             ]
         );
-        assert_eq!(o.result["energy_cost"], 3);
+        assert_eq!(o.result_json()["energy_cost"], 3);
         v.config.movement_cost = Number::from_f64(0.1).unwrap();
         let (o, _) = run(&mut v, &mut w, "Cy", xy(6, 5));
-        assert_eq!(o.result["energy_cost"], 1, "at least 1");
+        assert_eq!(o.result_json()["energy_cost"], 1, "at least 1");
     }
 
     #[test]
@@ -1290,7 +1320,7 @@ mod tests {
                 "You are at (1,1): well: Old well\nNearby locations:\n  - grove (distance: 3) - Birch grove\n  - hall (distance: 5) - A warm hall\n  - shed (distance: 5) - Tool shed\nNearby agents: Cy(2), Bob(5), Dee(5)"
             ]
         );
-        assert_eq!(o.result, json!({"radius": 5}));
+        assert_eq!(o.result_json(), json!({"radius": 5}));
         assert_eq!(o.summary.as_deref(), Some("Ann looked around (r=5)"));
         let (o, fb) = run(
             &mut v,
@@ -1321,12 +1351,16 @@ mod tests {
         // The default radius is chat_range clamped to 3..=7.
         v.config.chat_range = 1;
         assert_eq!(
-            run(&mut v, &mut w, "Ann", ActionCall::new("look_around")).0.result,
+            run(&mut v, &mut w, "Ann", ActionCall::new("look_around"))
+                .0
+                .result_json(),
             json!({"radius": 3})
         );
         v.config.chat_range = 40;
         assert_eq!(
-            run(&mut v, &mut w, "Ann", ActionCall::new("look_around")).0.result,
+            run(&mut v, &mut w, "Ann", ActionCall::new("look_around"))
+                .0
+                .result_json(),
             json!({"radius": 7})
         );
 
@@ -1335,7 +1369,7 @@ mod tests {
         w.agents[0].properties.insert("map_position".into(), json!("1,1"));
         let (o, fb) = run(&mut v, &mut w, "Ann", ActionCall::new("look_around"));
         assert!(fb.is_empty());
-        assert_eq!(o.result, json!({"error": "unknown_position"}));
+        assert_eq!(o.result_json(), json!({"error": "unknown_position"}));
         assert_eq!(o.summary.as_deref(), Some("Ann look failed"));
         // A named position is enough.
         w.agents[0].properties.insert("map_position".into(), json!("grove"));
@@ -1386,14 +1420,14 @@ mod tests {
         let (o, fb) = run(&mut v, &mut w, "Cy", gather("berry").with("amount", "5"));
         assert_eq!(fb, ["You gathered 3 berry. Inventory: {'berry': 3}"]);
         assert_eq!(
-            o.result,
+            o.result_json(),
             json!({"resource": "berry", "amount": 3, "source": "tile", "position": [0, 5]})
         );
         assert_eq!(o.summary.as_deref(), Some("Cy gathered 3 berry"));
         // An emptied tile stock does not fall back to the place's.
         let (o, fb) = run(&mut v, &mut w, "Cy", gather("berry"));
         assert_eq!(fb, ["No berry to gather here."]);
-        assert_eq!(o.result, json!({"error": "not_available", "resource": "berry"}));
+        assert_eq!(o.result_json(), json!({"error": "not_available", "resource": "berry"}));
         assert_eq!(o.summary.as_deref(), Some("Cy gather failed"));
         let (_, fb) = run(&mut v, &mut w, "Cy", gather("wood"));
         assert_eq!(fb, ["No wood to gather here."]);
@@ -1402,17 +1436,17 @@ mod tests {
         let (o, fb) = run(&mut v, &mut w, "Cy", gather("wood"));
         assert_eq!(fb, ["You gathered 1 wood. Inventory: {'berry': 3, 'wood': 1}"]);
         assert_eq!(
-            o.result,
+            o.result_json(),
             json!({"resource": "wood", "amount": 1, "source": "location", "position": [1, 4]})
         );
         let (o, fb) = run(&mut v, &mut w, "Cy", gather("wood").with("amount", "-1"));
         assert_eq!(fb, ["wood is depleted."]);
-        assert_eq!(o.result, json!({"error": "depleted", "resource": "wood"}));
+        assert_eq!(o.result_json(), json!({"error": "depleted", "resource": "wood"}));
         let (_, fb) = run(&mut v, &mut w, "Cy", gather("berry").with("amount", "2"));
         assert_eq!(fb, ["You gathered 2 berry. Inventory: {'berry': 5, 'wood': 1}"]);
         let (o, fb) = run(&mut v, &mut w, "Cy", gather("wood").with("amount", "4"));
         assert_eq!(fb, ["You gathered 1 wood. Inventory: {'berry': 5, 'wood': 2}"]);
-        assert_eq!(o.result["amount"], 1);
+        assert_eq!(o.result_json()["amount"], 1);
         let (_, fb) = run(&mut v, &mut w, "Cy", gather("wood"));
         assert_eq!(fb, ["No wood to gather here."]);
         assert_eq!(prop(&w, "Cy", "inventory"), &json!({"berry": 5, "wood": 2}));
@@ -1424,13 +1458,13 @@ mod tests {
 
         let (o, fb) = run(&mut v, &mut w, "Cy", ActionCall::new("gather_resource"));
         assert_eq!(fb, ["No None to gather here."]);
-        assert_eq!(o.result, json!({"error": "not_available", "resource": null}));
+        assert_eq!(o.result_json(), json!({"error": "not_available", "resource": null}));
         assert!(act(&mut v, &mut w, "Cy", gather("wood").with("amount", "lots")).is_err());
         w.agents[2].properties.remove("map_xy");
         w.agents[2].properties.insert("map_position".into(), json!("nowhere"));
         let (o, fb) = run(&mut v, &mut w, "Cy", gather("wood"));
         assert_eq!(fb, ["Current position unknown; cannot gather."]);
-        assert_eq!(o.result, json!({"error": "unknown_position"}));
+        assert_eq!(o.result_json(), json!({"error": "unknown_position"}));
     }
 
     #[test]
@@ -1456,21 +1490,21 @@ mod tests {
         w.agents[1].properties.insert("energy".into(), json!(50));
         let (o, fb) = run(&mut v, &mut w, "Bob", ActionCall::new("rest"));
         assert_eq!(fb, ["You rest comfortably in hall."]);
-        assert_eq!(o.result, json!({"energy_gain": 30, "new_energy": 80}));
+        assert_eq!(o.result_json(), json!({"energy_gain": 30, "new_energy": 80}));
         assert_eq!(o.summary.as_deref(), Some("Bob rested (+30 energy)"));
         assert!(o.success && !o.pass_control);
         let (o, _) = run(&mut v, &mut w, "Bob", ActionCall::new("rest"));
-        assert_eq!(o.result, json!({"energy_gain": 30, "new_energy": 100}));
+        assert_eq!(o.result_json(), json!({"energy_gain": 30, "new_energy": 100}));
         assert_eq!(prop(&w, "Bob", "energy"), &json!(100));
 
         w.agents[0].properties.insert("energy".into(), json!(20));
         let (o, fb) = run(&mut v, &mut w, "Ann", ActionCall::new("rest"));
         assert_eq!(fb, ["You take a short rest at well."]);
-        assert_eq!(o.result, json!({"energy_gain": 15, "new_energy": 35}));
+        assert_eq!(o.result_json(), json!({"energy_gain": 15, "new_energy": 35}));
         assert_eq!(o.summary.as_deref(), Some("Ann rested (+15 energy)"));
         let (o, fb) = run(&mut v, &mut w, "Dee", ActionCall::new("rest"));
         assert_eq!(fb, ["You take a short rest at this spot."]);
-        assert_eq!(o.result, json!({"energy_gain": 15, "new_energy": 100}));
+        assert_eq!(o.result_json(), json!({"energy_gain": 15, "new_energy": 100}));
     }
 
     #[test]
@@ -1625,7 +1659,7 @@ mod tests {
             vec![agent_at("A", Some([0, 0])), agent_at("B", Some([i64::MIN, 0]))],
         );
         let (o, fb) = run(&mut v, &mut w, "A", xy(2, 0));
-        assert_eq!(o.result["error"], "low_energy");
+        assert_eq!(o.result_json()["error"], "low_energy");
         assert_eq!(
             fb,
             [format!(
@@ -1634,7 +1668,7 @@ mod tests {
             )]
         );
         let (o, _) = run(&mut v, &mut w, "A", xy(i64::MAX, i64::MIN));
-        assert_eq!(o.result["error"], "no_path");
+        assert_eq!(o.result_json()["error"], "no_path");
         let (o, _) = run(
             &mut v,
             &mut w,
@@ -1650,7 +1684,7 @@ mod tests {
                 .with("resource", "x")
                 .with("amount", i64::MIN.to_string()),
         );
-        assert_eq!(o.result["error"], "not_available");
+        assert_eq!(o.result_json()["error"], "not_available");
         v.deliver_message(
             &SceneEvent::Speak {
                 sender: "B".into(),

@@ -28,10 +28,9 @@
 
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
 use super::SceneRules;
-use crate::engine::action::{ActionCtx, ActionKind, ActionResult, ActionSpec, Outcome, handle_common};
+use crate::engine::action::{ActionCtx, ActionKind, ActionResult, ActionSpec, Handled, Outcome, handle_common};
 use crate::engine::agent::Agent;
 use crate::engine::event::SceneEvent;
 use crate::engine::parse::ActionCall;
@@ -306,7 +305,8 @@ impl Werewolf {
             .count();
         self.announce(world, format!("{name} voted to lynch {target}."));
         let summary = format!("{name} voted to lynch {target}");
-        Ok(Outcome::ok(json!({"target": target, "tally": tally}), summary, true))
+        let tally = tally as u64;
+        Ok(Outcome::ok(ActionResult::Tally { target, tally }, summary, true))
     }
 
     fn night_kill(&mut self, ctx: &ActionCtx, world: &mut World) -> Result<Outcome, Refusal> {
@@ -341,8 +341,9 @@ impl Werewolf {
             .night_kill_votes
             .iter()
             .filter(|(v, t)| **t == target && s.is_live_wolf(v));
-        let result = json!({"target": target, "tally": tally.count()});
-        Ok(Outcome::ok(result, format!("{name} voted night kill: {target}"), true))
+        let tally = tally.count() as u64;
+        let summary = format!("{name} voted night kill: {target}");
+        Ok(Outcome::ok(ActionResult::Tally { target, tally }, summary, true))
     }
 
     fn inspect(&mut self, ctx: &ActionCtx, world: &mut World) -> Result<Outcome, Refusal> {
@@ -364,11 +365,11 @@ impl Werewolf {
             if is_wolf { "werewolf" } else { "not" }
         );
         self.tell_moderators(world, note.clone());
-        Ok(Outcome::ok(
-            json!({"target": target, "is_werewolf": is_wolf}),
-            note,
-            true,
-        ))
+        let result = ActionResult::Inspected {
+            target,
+            is_werewolf: is_wolf,
+        };
+        Ok(Outcome::ok(result, note, true))
     }
 
     fn witch_save(&mut self, ctx: &ActionCtx, world: &mut World) -> Result<Outcome, Refusal> {
@@ -388,7 +389,7 @@ impl Werewolf {
         world.feedback(ctx.actor, "You prepare the save potion for tonight's victim.");
         self.tell_moderators(world, format!("{name} prepared a save potion."));
         Ok(Outcome::ok(
-            json!({"saved": true}),
+            ActionResult::Saved { saved: true },
             format!("{name} used witch save"),
             true,
         ))
@@ -416,7 +417,7 @@ impl Werewolf {
         world.feedback(ctx.actor, &format!("You prepared a poison targeting {target}."));
         self.tell_moderators(world, format!("{name} prepared a poison targeting {target}."));
         let summary = format!("{name} prepared poison for {target}");
-        Ok(Outcome::ok(json!({"target": target}), summary, true))
+        Ok(Outcome::ok(ActionResult::PoisonPrepared { target }, summary, true))
     }
 
     fn open_voting(&mut self, ctx: &ActionCtx, world: &mut World) -> Result<Outcome, Refusal> {
@@ -431,7 +432,7 @@ impl Werewolf {
         self.state.lynch_votes.clear();
         self.announce(world, "Voting is now open.".to_string());
         Ok(Outcome::ok(
-            json!({"opened": true}),
+            ActionResult::VotingOpened { opened: true },
             format!("{name} opened voting"),
             true,
         ))
@@ -452,7 +453,7 @@ impl Werewolf {
             self.announce(world, format!("Game over: {winner} win."));
         }
         Ok(Outcome::ok(
-            json!({"closed": true}),
+            ActionResult::VotingClosed { closed: true },
             format!("{name} closed voting"),
             true,
         ))
@@ -650,7 +651,7 @@ impl SceneRules for Werewolf {
         lines.join("\n") + "\n"
     }
 
-    fn handle(&mut self, ctx: &ActionCtx, world: &mut World) -> ActionResult {
+    fn handle(&mut self, ctx: &ActionCtx, world: &mut World) -> Handled {
         let handled = match ctx.kind {
             ActionKind::VoteLynch => self.vote_lynch(ctx, world),
             ActionKind::NightKill => self.night_kill(ctx, world),
@@ -665,7 +666,7 @@ impl SceneRules for Werewolf {
         Ok(handled.unwrap_or_else(|Refusal(feedback, error)| {
             world.feedback(ctx.actor, feedback);
             let summary = refusal_summary(ctx, ctx.actor_name(world));
-            Outcome::fail(json!({"error": error}), summary)
+            Outcome::fail(ActionResult::error(error), summary)
         }))
     }
 
@@ -750,7 +751,7 @@ pub const CLOSE_VOTING: ActionSpec = ActionSpec {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::Value;
+    use serde_json::{Value, json};
 
     use super::*;
     use crate::engine::event::{Event, EventType};
@@ -954,7 +955,10 @@ mod tests {
         assert_eq!(
             o,
             Outcome::ok(
-                json!({"target": "Pia", "tally": 1}),
+                ActionResult::Tally {
+                    target: "Pia".into(),
+                    tally: 1
+                },
                 "Elena voted night kill: Pia",
                 true
             )
@@ -971,12 +975,12 @@ mod tests {
         assert_eq!(b[0]["sender"], Value::Null);
 
         let o = act(&mut sim, "Mira", target("night_kill", "Pia"));
-        assert_eq!(o.result, json!({"target": "Pia", "tally": 2}));
+        assert_eq!(o.result_json(), json!({"target": "Pia", "tally": 2}));
         // A dead wolf still hears the pack but its vote no longer counts.
         st(&mut sim).kill("Elena");
         lines(&mut sim);
         let o = act(&mut sim, "Niko", target("night_kill", "Pia"));
-        assert_eq!(o.result, json!({"target": "Pia", "tally": 2}));
+        assert_eq!(o.result_json(), json!({"target": "Pia", "tally": 2}));
         let got = lines(&mut sim);
         assert_eq!(
             receivers(&got, "[18:00] Event: Niko voted night kill to Pia."),
@@ -1059,18 +1063,18 @@ mod tests {
             let o = act(&mut sim, who, call);
             assert_eq!(
                 o,
-                Outcome::fail(json!({"error": error}), format!("{who} night_kill failed"))
+                Outcome::fail(ActionResult::error(error), format!("{who} night_kill failed"))
             );
             assert_eq!(lines(&mut sim), vec![(who.to_string(), feedback.to_string())]);
         }
         st(&mut sim).kill("Elena");
         assert_eq!(
-            act(&mut sim, "Elena", target("night_kill", "Pia")).result["error"],
+            act(&mut sim, "Elena", target("night_kill", "Pia")).result_json()["error"],
             "not_werewolf_or_dead"
         );
         st(&mut sim).kill("Pia");
         assert_eq!(
-            act(&mut sim, "Mira", target("night_kill", "Pia")).result["error"],
+            act(&mut sim, "Mira", target("night_kill", "Pia")).result_json()["error"],
             "invalid_target"
         );
         assert!(ww(&sim).state.night_kill_votes.is_empty());
@@ -1085,7 +1089,10 @@ mod tests {
         assert_eq!(
             o,
             Outcome::ok(
-                json!({"target": "Elena", "is_werewolf": true}),
+                ActionResult::Inspected {
+                    target: "Elena".into(),
+                    is_werewolf: true
+                },
                 "Ronan inspected Elena (werewolf)",
                 true
             )
@@ -1101,7 +1108,7 @@ mod tests {
             ]
         );
         let o = act(&mut sim, "Ronan", target("inspect", "Bram"));
-        assert_eq!(o.result, json!({"target": "Bram", "is_werewolf": false}));
+        assert_eq!(o.result_json(), json!({"target": "Bram", "is_werewolf": false}));
         assert_eq!(o.summary.as_deref(), Some("Ronan inspected Bram (not)"));
         assert_eq!(lines(&mut sim)[0].1, "Inspection result: Bram is not a werewolf.");
 
@@ -1133,7 +1140,7 @@ mod tests {
             let o = act(&mut sim, who, target("inspect", t));
             assert_eq!(
                 o,
-                Outcome::fail(json!({"error": error}), format!("{who} inspect failed"))
+                Outcome::fail(ActionResult::error(error), format!("{who} inspect failed"))
             );
             assert_eq!(lines(&mut sim), vec![(who.to_string(), feedback.to_string())]);
         }
@@ -1147,7 +1154,7 @@ mod tests {
         let o = act(&mut sim, "Bram", ActionCall::new("witch_save"));
         assert_eq!(
             o,
-            Outcome::fail(json!({"error": "wrong_phase"}), "Bram witch_save failed")
+            Outcome::fail(ActionResult::error("wrong_phase"), "Bram witch_save failed")
         );
         assert_eq!(
             lines(&mut sim),
@@ -1155,7 +1162,7 @@ mod tests {
         );
         st(&mut sim).phase = Phase::Night;
         let o = act(&mut sim, "Ronan", ActionCall::new("witch_save"));
-        assert_eq!(o.result, json!({"error": "not_witch_or_dead"}));
+        assert_eq!(o.result_json(), json!({"error": "not_witch_or_dead"}));
         assert_eq!(
             lines(&mut sim),
             vec![("Ronan".into(), "Only a living Witch can save.".into())]
@@ -1163,7 +1170,10 @@ mod tests {
         assert!(ww(&sim).state.witch_uses.is_empty());
 
         let o = act(&mut sim, "Bram", ActionCall::new("witch_save"));
-        assert_eq!(o, Outcome::ok(json!({"saved": true}), "Bram used witch save", true));
+        assert_eq!(
+            o,
+            Outcome::ok(ActionResult::Saved { saved: true }, "Bram used witch save", true)
+        );
         assert_eq!(
             lines(&mut sim),
             vec![
@@ -1187,7 +1197,7 @@ mod tests {
         let o = act(&mut sim, "Bram", ActionCall::new("witch_save"));
         assert_eq!(
             o,
-            Outcome::fail(json!({"error": "no_heal_left"}), "Bram witch_save failed")
+            Outcome::fail(ActionResult::error("no_heal_left"), "Bram witch_save failed")
         );
         assert_eq!(
             lines(&mut sim),
@@ -1242,14 +1252,18 @@ mod tests {
             let o = act(&mut sim, who, call);
             assert_eq!(
                 o,
-                Outcome::fail(json!({"error": error}), format!("{who} witch_poison failed"))
+                Outcome::fail(ActionResult::error(error), format!("{who} witch_poison failed"))
             );
             assert_eq!(lines(&mut sim), vec![(who.to_string(), feedback.to_string())]);
         }
         let o = act(&mut sim, "Bram", target("witch_poison", "Elena"));
         assert_eq!(
             o,
-            Outcome::ok(json!({"target": "Elena"}), "Bram prepared poison for Elena", true)
+            Outcome::ok(
+                ActionResult::PoisonPrepared { target: "Elena".into() },
+                "Bram prepared poison for Elena",
+                true
+            )
         );
         assert_eq!(
             lines(&mut sim),
@@ -1273,7 +1287,7 @@ mod tests {
         let o = act(&mut sim, "Bram", target("witch_poison", "Mira"));
         assert_eq!(
             o,
-            Outcome::fail(json!({"error": "no_poison_left"}), "Bram witch_poison failed")
+            Outcome::fail(ActionResult::error("no_poison_left"), "Bram witch_poison failed")
         );
         assert_eq!(
             lines(&mut sim),
@@ -1412,7 +1426,7 @@ mod tests {
         let o = act(&mut sim, "Elena", ActionCall::new("open_voting"));
         assert_eq!(
             o,
-            Outcome::fail(json!({"error": "not_moderator"}), "Elena open_voting failed")
+            Outcome::fail(ActionResult::error("not_moderator"), "Elena open_voting failed")
         );
         assert_eq!(
             lines(&mut sim),
@@ -1421,7 +1435,7 @@ mod tests {
         let o = act(&mut sim, "Moderator", ActionCall::new("open_voting"));
         assert_eq!(
             o,
-            Outcome::fail(json!({"error": "wrong_phase"}), "Moderator open_voting failed")
+            Outcome::fail(ActionResult::error("wrong_phase"), "Moderator open_voting failed")
         );
         assert_eq!(
             lines(&mut sim),
@@ -1430,7 +1444,7 @@ mod tests {
         let o = act(&mut sim, "Moderator", ActionCall::new("close_voting"));
         assert_eq!(
             o,
-            Outcome::fail(json!({"error": "wrong_phase"}), "Moderator close_voting failed")
+            Outcome::fail(ActionResult::error("wrong_phase"), "Moderator close_voting failed")
         );
         assert_eq!(
             lines(&mut sim),
@@ -1439,7 +1453,7 @@ mod tests {
         let o = act(&mut sim, "Pia", ActionCall::new("close_voting"));
         assert_eq!(
             o,
-            Outcome::fail(json!({"error": "not_moderator"}), "Pia close_voting failed")
+            Outcome::fail(ActionResult::error("not_moderator"), "Pia close_voting failed")
         );
         assert_eq!(
             lines(&mut sim),
@@ -1452,7 +1466,7 @@ mod tests {
         assert_eq!(
             o,
             Outcome::fail(
-                json!({"error": "wrong_phase"}),
+                ActionResult::error("wrong_phase"),
                 "Pia failed to vote: {'action': 'vote_lynch', 'target': 'Elena'}"
             )
         );
@@ -1463,7 +1477,14 @@ mod tests {
 
         st(&mut sim).lynch_votes.insert("Pia".into(), "Elena".into());
         let o = act(&mut sim, "Moderator", ActionCall::new("open_voting"));
-        assert_eq!(o, Outcome::ok(json!({"opened": true}), "Moderator opened voting", true));
+        assert_eq!(
+            o,
+            Outcome::ok(
+                ActionResult::VotingOpened { opened: true },
+                "Moderator opened voting",
+                true
+            )
+        );
         assert_eq!(ww(&sim).state.phase, Phase::DayVoting);
         assert!(ww(&sim).state.lynch_votes.is_empty());
         assert_eq!(
@@ -1474,22 +1495,32 @@ mod tests {
         let o = act(&mut sim, "Pia", target("vote_lynch", "Elena"));
         assert_eq!(
             o,
-            Outcome::ok(json!({"target": "Elena", "tally": 1}), "Pia voted to lynch Elena", true)
+            Outcome::ok(
+                ActionResult::Tally {
+                    target: "Elena".into(),
+                    tally: 1
+                },
+                "Pia voted to lynch Elena",
+                true
+            )
         );
         assert_eq!(
             receivers(&lines(&mut sim), "[18:00] Public Event: Pia voted to lynch Elena.").len(),
             9
         );
-        assert_eq!(act(&mut sim, "Taro", target("vote_lynch", "Elena")).result["tally"], 2);
+        assert_eq!(
+            act(&mut sim, "Taro", target("vote_lynch", "Elena")).result_json()["tally"],
+            2
+        );
         st(&mut sim).kill("Pia");
         assert_eq!(
-            act(&mut sim, "Ava", target("vote_lynch", "Elena")).result["tally"],
+            act(&mut sim, "Ava", target("vote_lynch", "Elena")).result_json()["tally"],
             2,
             "dead voters drop out"
         );
         lines(&mut sim);
         let o = act(&mut sim, "Pia", target("vote_lynch", "Mira"));
-        assert_eq!(o.result, json!({"error": "dead"}));
+        assert_eq!(o.result_json(), json!({"error": "dead"}));
         assert_eq!(
             lines(&mut sim),
             vec![("Pia".into(), "You are dead and cannot act.".into())]
@@ -1498,7 +1529,7 @@ mod tests {
         assert_eq!(
             o,
             Outcome::fail(
-                json!({"error": "invalid_target"}),
+                ActionResult::error("invalid_target"),
                 "Taro failed to vote: {'action': 'vote_lynch'}"
             )
         );
@@ -1507,12 +1538,19 @@ mod tests {
             vec![("Taro".into(), "Provide a living 'target' to vote.".into())]
         );
         assert_eq!(
-            act(&mut sim, "Taro", target("vote_lynch", "Pia")).result["error"],
+            act(&mut sim, "Taro", target("vote_lynch", "Pia")).result_json()["error"],
             "invalid_target"
         );
 
         let o = act(&mut sim, "Moderator", ActionCall::new("close_voting"));
-        assert_eq!(o, Outcome::ok(json!({"closed": true}), "Moderator closed voting", true));
+        assert_eq!(
+            o,
+            Outcome::ok(
+                ActionResult::VotingClosed { closed: true },
+                "Moderator closed voting",
+                true
+            )
+        );
         // 8 alive need 5: no majority; Elena leads alone with 2 live votes.
         assert_eq!(
             receivers(
@@ -1697,7 +1735,11 @@ mod tests {
         let o = act(sim, who, ActionCall::new("speak").with("message", "hi"));
         assert_eq!(
             o,
-            Outcome::ok(json!({"message": "hi"}), format!("{who} said: hi"), false)
+            Outcome::ok(
+                ActionResult::Message { message: "hi".into() },
+                format!("{who} said: hi"),
+                false
+            )
         );
         assert!(sim.world.pending.is_empty(), "speech queues no system_broadcast");
         receivers(&lines(sim), &format!("[18:00] {who}: hi"))
