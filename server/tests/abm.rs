@@ -73,6 +73,11 @@ fn an_imported_model_that_cannot_be_rebuilt_is_refused_with_the_reason() {
         })),
         "history[0]: the model declares no global variable 'nope'"
     );
+    // A pending patch (a branch not yet run) is checked too, with or without a history.
+    assert_eq!(
+        refused(&|a| a.pending.push(unknown.clone())),
+        "pending[0]: the model declares no global variable 'nope'"
+    );
     assert_eq!(
         refused(&|a| a.history.push(Advance {
             patches: vec![],

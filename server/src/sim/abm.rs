@@ -54,9 +54,16 @@ pub const MAX_REBUILD_STEPS: u64 = 1_000_000;
 /// Why an imported agent-based model cannot be rebuilt.
 #[derive(Debug, thiserror::Error)]
 pub enum AbmImportError {
-    /// A recorded (or pending) patch does not fit the model.
+    /// A recorded patch does not fit the model.
     #[error("history[{index}]: {source}")]
     Patch {
+        index: usize,
+        #[source]
+        source: AbmError,
+    },
+    /// A patch waiting for the node's next run does not fit the model.
+    #[error("pending[{index}]: {source}")]
+    Pending {
         index: usize,
         #[source]
         source: AbmError,
@@ -78,11 +85,15 @@ impl AbmSim {
     pub fn check_imported(&self) -> Result<(), AbmImportError> {
         let mut total: u64 = 0;
         for (index, adv) in self.history.iter().enumerate() {
-            for p in adv.patches.iter().chain(&self.pending) {
+            for p in &adv.patches {
                 p.check(&self.model)
                     .map_err(|source| AbmImportError::Patch { index, source })?;
             }
             total = total.saturating_add(adv.steps);
+        }
+        for (index, p) in self.pending.iter().enumerate() {
+            p.check(&self.model)
+                .map_err(|source| AbmImportError::Pending { index, source })?;
         }
         if total > MAX_REBUILD_STEPS {
             return Err(AbmImportError::TooLong { total });
