@@ -483,17 +483,17 @@ impl SimTree {
         rows: Vec<crate::store::NodeRow>,
         source: crate::store::TreeSource,
     ) -> Result<SimTree, TreeError> {
-        let mut nodes: BTreeMap<NodeId, Node> = BTreeMap::new();
+        // The map is built in one go from the rows (in id order): a map grown by inserts in
+        // order leaves its leaves half full, a bulk-built one packs them.
         let mut max_id = 0;
+        let mut links = Vec::with_capacity(rows.len());
+        let mut built = Vec::with_capacity(rows.len());
         for r in rows {
             max_id = max_id.max(r.id);
             if let Some(p) = r.parent {
-                match nodes.get_mut(&p) {
-                    Some(parent) => parent.children.push(r.id),
-                    None => return Err(TreeError::Store(format!("node {}: parent {p} is missing", r.id))),
-                }
+                links.push((p, r.id));
             }
-            nodes.insert(
+            built.push((
                 r.id,
                 Node {
                     id: r.id,
@@ -517,7 +517,15 @@ impl SimTree {
                     error: r.error,
                     records: r.records,
                 },
-            );
+            ));
+        }
+        let mut nodes: BTreeMap<NodeId, Node> = built.into_iter().collect();
+        for (p, id) in links {
+            // A parent is attached before its children, so its id is smaller.
+            match nodes.get_mut(&p) {
+                Some(parent) if p < id => parent.children.push(id),
+                _ => return Err(TreeError::Store(format!("node {id}: parent {p} is missing"))),
+            }
         }
         if !nodes.contains_key(&0) {
             return Err(TreeError::Store("the tree has no root node".into()));

@@ -156,9 +156,11 @@ async fn million_child(dir: &Path) {
     if !inline {
         tokio::spawn(wb.clone().sweep_cache());
     }
+    // `SIMTREE_BENCH_TREES=n` opens only the first n trees (to profile a shorter run).
+    let trees = std::env::var("SIMTREE_BENCH_TREES").ok().and_then(|n| n.parse().ok()).unwrap_or(listed.len());
     let mut seed = 7u64;
     let t = Instant::now();
-    for info in &listed {
+    for info in listed.iter().take(trees) {
         let handle = wb.tree(info.id).unwrap();
         for _ in 0..READS_PER_TREE {
             seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
@@ -175,13 +177,17 @@ async fn million_child(dir: &Path) {
     println!(
         "opened {} trees and read {READS_PER_TREE} random nodes of each in {:.1} s with --cache-mb 512: RSS {:.0} MB (peak {:.0} MB); \
          heap in use {:.0} MB, of which the cache accounts for {:.0} MB",
-        listed.len(),
+        trees.min(listed.len()),
         t.elapsed().as_secs_f64(),
         rss_mb("VmRSS:"),
         rss_mb("VmHWM:"),
         heap_mb(),
         wb.cache_bytes() as f64 / (1 << 20) as f64
     );
+    // `SIMTREE_BENCH_EXIT=1`: exit without freeing, so a heap profiler lists what was in use.
+    if std::env::var_os("SIMTREE_BENCH_EXIT").is_some() {
+        std::process::exit(0);
+    }
 }
 
 /// Where memory goes: heap before and after rebuilding single nodes, against the cache's count.

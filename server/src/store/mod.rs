@@ -21,7 +21,6 @@ mod sql;
 mod sqlite;
 
 use std::collections::HashMap;
-use std::io::Write as _;
 use std::path::Path;
 use std::sync::{Arc, mpsc};
 
@@ -170,6 +169,9 @@ enum Msg {
 /// The handle to the store's thread. Cheap to share (`Arc`).
 pub struct Store {
     mailbox: Arc<Mailbox>,
+    /// The store's thread, joined on drop: once a `Store` is gone its writes are committed and
+    /// its database closed (a SQLite folder can be copied or reopened at once).
+    thread: Option<std::thread::JoinHandle<()>>,
     /// `sqlite:<file>` or `postgresql` (the URL is not repeated: it may hold a password).
     pub location: String,
 }
@@ -198,7 +200,7 @@ impl Store {
         let url = url.to_string();
         // The client is created on the store's thread: it must never run inside the server's runtime.
         let (tx, rx) = mpsc::channel();
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("simtree-store".into())
             .spawn(move || {
                 let db = postgres::Postgres::connect(&url).map(|sql| sql::Db { sql });
@@ -222,6 +224,7 @@ impl Store {
         let mailbox = rx.recv().map_err(|_| StoreError("the store thread ended".into()))??;
         Ok(Store {
             mailbox,
+            thread: Some(thread),
             location: "postgresql".into(),
         })
     }
@@ -234,11 +237,15 @@ impl Store {
         init(&mut db)?;
         let mailbox = Arc::new(Mailbox::default());
         let theirs = mailbox.clone();
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("simtree-store".into())
             .spawn(move || run(&mut *db, &theirs))
             .map_err(|e| StoreError(e.to_string()))?;
-        Ok(Store { mailbox, location })
+        Ok(Store {
+            mailbox,
+            thread: Some(thread),
+            location,
+        })
     }
 
     fn send(&self, msg: Msg) -> StoreResult<()> {
@@ -366,6 +373,12 @@ impl Drop for Store {
     fn drop(&mut self) {
         self.mailbox.lock().closed = true;
         self.mailbox.ready.notify_one();
+        // (Never from the store's own thread: a job there may hold the last handle.)
+        if let Some(thread) = self.thread.take()
+            && thread.thread().id() != std::thread::current().id()
+        {
+            let _ = blocking(|| thread.join());
+        }
     }
 }
 
@@ -514,35 +527,43 @@ fn push_merged(writes: &mut Vec<Write>, w: Write) {
 
 // ---- states ----
 
-/// Raw deflate at the fast level. The compressor is kept per thread and reset between uses:
-/// creating one allocates and clears some 300 KB of tables, which cost more than compressing a
-/// node's few kilobytes of state.
-fn deflate(bytes: &[u8]) -> Vec<u8> {
-    thread_local! {
-        static COMPRESS: std::cell::RefCell<flate2::Compress> =
-            std::cell::RefCell::new(flate2::Compress::new(flate2::Compression::fast(), false));
-    }
-    COMPRESS.with(|c| {
-        let mut c = c.borrow_mut();
-        c.reset();
-        let mut out = Vec::with_capacity(bytes.len() / 2 + 64);
-        loop {
-            let read = c.total_in() as usize;
-            match c.compress_vec(&bytes[read..], &mut out, flate2::FlushCompress::Finish) {
-                Ok(flate2::Status::StreamEnd) => return out,
-                Ok(_) => out.reserve(out.capacity().max(64)),
-                // Not expected with a whole buffer at hand; a fresh encoder then does the work.
-                Err(_) => {
-                    let mut e = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
-                    let _ = e.write_all(bytes);
-                    return e.finish().unwrap_or_default();
-                }
-            }
-        }
-    })
+/// The first byte of a row in the current form: an LZ4 block follows, after its size (u32, little
+/// endian). No raw deflate stream — the form of rows written before — can start with it: its
+/// block type bits (1–2) are 11, which deflate reserves.
+const LZ4_MARK: u8 = 0x06;
+
+/// Rows larger than this once unpacked are refused as damaged (a state or chunk is kilobytes).
+const MAX_UNPACKED: usize = 1 << 30;
+
+/// A state or chunk as the store writes it. LZ4 rather than deflate: a node's state is a few
+/// kilobytes written while its run waits for the commit, and LZ4 packs it in microseconds where
+/// deflate took tens (with a fresh encoder, hundreds: it allocates and clears its tables).
+fn pack(bytes: &[u8]) -> Vec<u8> {
+    let block = lz4_flex::block::compress(bytes);
+    let mut out = Vec::with_capacity(5 + block.len());
+    out.push(LZ4_MARK);
+    out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+    out.extend_from_slice(&block);
+    out
 }
 
-/// The inverse of [`deflate`], with a decompressor kept per thread likewise.
+/// The inverse of [`pack`]; also reads the deflated rows that earlier versions wrote.
+fn unpack(bytes: &[u8]) -> StoreResult<Vec<u8>> {
+    let [LZ4_MARK, rest @ ..] = bytes else {
+        return inflate(bytes);
+    };
+    let (size, block) = rest
+        .split_first_chunk::<4>()
+        .ok_or_else(|| StoreError("corrupt packed data: no size".into()))?;
+    let size = u32::from_le_bytes(*size) as usize;
+    if size > MAX_UNPACKED {
+        return Err(StoreError(format!("corrupt packed data: it claims {size} bytes")));
+    }
+    lz4_flex::block::decompress(block, size).map_err(|e| StoreError(format!("corrupt packed data: {e}")))
+}
+
+/// Raw deflate, as rows were written before [`pack`]; the decompressor is kept per thread and
+/// reset between uses (a fresh one allocates its tables each time).
 fn inflate(bytes: &[u8]) -> StoreResult<Vec<u8>> {
     thread_local! {
         static DECOMPRESS: std::cell::RefCell<flate2::Decompress> =
@@ -584,11 +605,11 @@ pub fn encode_state(sim: &Sim, node: u64, dedupe: Option<Dedupe>) -> (StoreResul
     let encoded = json
         .map_err(|e| StoreError(format!("node {node}: state: {e}")))
         .map(|json| EncodedState {
-            data: deflate(&json),
+            data: pack(&json),
             raw_len: json.len() + chunks.iter().map(|c| c.data.len()).sum::<usize>(),
             chunks: chunks
                 .into_iter()
-                .map(|NewChunk { key, data }| (key, deflate(&data)))
+                .map(|NewChunk { key, data }| (key, pack(&data)))
                 .collect(),
         });
     (encoded, dedupe)
@@ -605,9 +626,10 @@ pub struct TreeSource {
     pub pressure: Arc<Pressure>,
 }
 
-/// What rebuilds have brought into memory since the cache was last trimmed. Past a threshold
-/// (an eighth of the budget) it wakes the cache sweeper at once instead of at its next tick, so
-/// a burst of reads cannot push memory far past `--cache-mb` between two ticks.
+/// What rebuilds (states, logs, tree structures) have brought into memory since the cache was
+/// last trimmed. Past a threshold (an eighth of the budget) it wakes the cache sweeper at once
+/// instead of at its next tick, so a burst of reads cannot push memory far past `--cache-mb`
+/// between two ticks.
 #[derive(Debug, Default)]
 pub struct Pressure {
     loaded: std::sync::atomic::AtomicUsize,
@@ -648,7 +670,7 @@ impl TreeSource {
         let Some(data) = self.store.read(move |db| db.state(tree, node))? else {
             return Ok(None);
         };
-        let json = inflate(&data)?;
+        let json = unpack(&data)?;
         let parse =
             |raw: HashMap<ChunkKey, Arc<[u8]>>| read_chunks(raw, &self.cache, || serde_json::from_slice::<Sim>(&json));
         let mut cost = json.len();
@@ -659,7 +681,7 @@ impl TreeSource {
                 let rows = self.store.read(move |db| db.chunks(tree, &path))?;
                 let mut raw = HashMap::with_capacity(rows.len());
                 for (key, bytes) in rows {
-                    let bytes = inflate(&bytes)?;
+                    let bytes = unpack(&bytes)?;
                     cost += bytes.len();
                     raw.insert(key, Arc::from(bytes));
                 }
@@ -676,6 +698,7 @@ impl TreeSource {
     pub fn log(&self, node: u64) -> StoreResult<Vec<String>> {
         let tree = self.tree;
         let rows = self.store.read(move |db| db.log(tree, node))?;
+        self.pressure.add(rows.iter().map(String::len).sum());
         Ok(rows
             .iter()
             .flat_map(|r| r.split('\n'))
@@ -697,23 +720,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn compression_round_trips_with_reused_codecs_and_refuses_damage() {
-        use std::io::Read as _;
-        // Small, empty, and larger than any first guess of the output size; twice each, so
-        // that the second use of each thread's codec starts from a reset one.
+    fn packed_rows_round_trip_old_deflated_rows_still_read_and_damage_is_refused() {
+        use std::io::Write as _;
         let big: Vec<u8> = (0..300_000u32).flat_map(|i| (i % 251).to_le_bytes()).collect();
         for input in [b"{\"agents\":[]}".to_vec(), Vec::new(), big.clone(), big] {
-            let packed = deflate(&input);
-            assert_eq!(inflate(&packed).unwrap(), input);
-            // Readable by a decoder that knows nothing of ours (rows written before stay valid).
-            let mut plain = Vec::new();
-            flate2::read::DeflateDecoder::new(&packed[..]).read_to_end(&mut plain).unwrap();
-            assert_eq!(plain, input);
+            assert_eq!(unpack(&pack(&input)).unwrap(), input);
+            // A row from before: raw deflate, read twice (the decompressor is reused).
+            let mut e = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
+            e.write_all(&input).unwrap();
+            let old = e.finish().unwrap();
+            assert_ne!(old.first(), Some(&LZ4_MARK));
+            assert_eq!(unpack(&old).unwrap(), input);
+            assert_eq!(unpack(&old).unwrap(), input);
         }
-        let packed = deflate(&[7u8; 10_000]);
-        assert!(inflate(&packed[..packed.len() / 2]).is_err(), "a cut stream is an error");
-        assert!(inflate(&[0xff, 0xff, 0xff]).is_err(), "garbage is an error");
-        assert_eq!(inflate(&deflate(b"after errors")).unwrap(), b"after errors");
+        let packed = pack(&[7u8; 10_000]);
+        assert!(unpack(&packed[..packed.len() / 2]).is_err(), "a cut block is an error");
+        assert!(unpack(&[LZ4_MARK, 1]).is_err(), "no size");
+        assert!(unpack(&[LZ4_MARK, 0xff, 0xff, 0xff, 0xff, 0]).is_err(), "an absurd size");
+        assert!(unpack(&[0xff, 0xff, 0xff]).is_err(), "garbage is an error");
+        let mut e = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
+        e.write_all(&[1u8; 10_000]).unwrap();
+        let old = e.finish().unwrap();
+        assert!(unpack(&old[..old.len() / 2]).is_err(), "a cut deflate stream is an error");
+        assert_eq!(unpack(&pack(b"after errors")).unwrap(), b"after errors");
     }
 
     fn sweep(tree: u64, id: u64, body: &str) -> Write {

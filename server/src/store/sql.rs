@@ -116,6 +116,19 @@ fn enum_text<T: serde::Serialize>(v: &T) -> String {
     json(v).trim_matches('"').to_string()
 }
 
+/// `v` moved into a list with no spare room. A tree keeps its nodes' op lists for as long as it
+/// is open, and a list parsed from JSON has room for four: for the usual single op that is more
+/// than three times the memory. The new list is allocated before the parsed one is freed, whole,
+/// for the next node's parse to reuse (shrinking in place instead left a hole behind each list).
+fn exact<T>(mut v: Vec<T>) -> Vec<T> {
+    if v.capacity() == v.len() {
+        return v;
+    }
+    let mut out = Vec::with_capacity(v.len());
+    out.append(&mut v);
+    out
+}
+
 fn parse_enum<T: serde::de::DeserializeOwned>(s: &str) -> StoreResult<T> {
     serde_json::from_value(serde_json::Value::String(s.into())).map_err(|e| StoreError(format!("'{s}': {e}")))
 }
@@ -331,8 +344,9 @@ impl<S: Sql> Database for Db<S> {
                 let parent = next().opt_int()?.map(|p| p as u64);
                 let depth = next().int()? as u32;
                 let edge_type = parse_enum::<EdgeType>(&next().text()?)?;
-                let ops: Vec<Op> =
-                    serde_json::from_str(&next().text()?).map_err(|e| StoreError(format!("node {id}: ops: {e}")))?;
+                let ops: Vec<Op> = exact(
+                    serde_json::from_str(&next().text()?).map_err(|e| StoreError(format!("node {id}: ops: {e}")))?,
+                );
                 let status = parse_enum::<NodeStatus>(&next().text()?)?;
                 Ok(NodeRow {
                     id,
@@ -345,8 +359,10 @@ impl<S: Sql> Database for Db<S> {
                     created: next().int()? as u64,
                     finished: next().opt_int()?.map(|f| f as u64),
                     turns: next().int()? as u64,
-                    records: serde_json::from_str(&next().text()?)
-                        .map_err(|e| StoreError(format!("node {id}: records: {e}")))?,
+                    records: exact(
+                        serde_json::from_str(&next().text()?)
+                            .map_err(|e| StoreError(format!("node {id}: records: {e}")))?,
+                    ),
                 })
             })
             .collect()

@@ -265,6 +265,7 @@ impl Workbench {
             .map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
         let source = self.source(id);
         let tree = SimTree::restore(row.scenario.clone(), row.seq, rows, source)?;
+        self.pressure.add(tree.structure_cost());
         let handle = Arc::new(self.handle(
             id,
             tree,
