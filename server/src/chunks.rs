@@ -189,6 +189,24 @@ impl ChunkCache {
         live.get(&key)?.upgrade()?.downcast::<Chunk<T>>().ok()
     }
 
+    /// Forgets the chunks no simulator holds any more. A dead entry is not free: its weak
+    /// reference keeps the chunk's allocation (header and links) until it is dropped here, so
+    /// the cache calls this after evicting simulators.
+    pub fn prune(&self) {
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        live.retain(|_, w| w.strong_count() > 0);
+        live.shrink_to_fit();
+    }
+
+    /// Entries held (live or not yet pruned).
+    pub fn len(&self) -> usize {
+        self.live.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     fn insert<T: Send + Sync + 'static>(&self, key: ChunkKey, chunk: &Arc<Chunk<T>>) {
         let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
         if live.len() >= 1024 && live.len().is_power_of_two() {
@@ -536,6 +554,17 @@ mod tests {
             Arc::ptr_eq(&shared(&back_p), &shared(&back_c)),
             "rebuilt nodes share chunks"
         );
+        // Pruning keeps what a list still holds and forgets the rest (their weak references
+        // kept the chunks' allocations).
+        let held = cache.len();
+        cache.prune();
+        assert_eq!(cache.len(), held, "every chunk is still held");
+        drop(back_c);
+        cache.prune();
+        assert!(cache.len() < held && !cache.is_empty(), "the child's own chunks are gone");
+        drop(back_p);
+        cache.prune();
+        assert!(cache.is_empty());
         // A missing row is reported, not guessed.
         let empty = Arc::new(ChunkCache::default());
         let missing = read_chunks(HashMap::new(), &empty, || {

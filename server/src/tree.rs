@@ -25,12 +25,11 @@ use crate::trading::data::MarketData;
 
 pub type NodeId = u64;
 
-/// What one node's record takes in memory, roughly: the struct in the map with the map's spare
-/// capacity, its log's header, one op and a child list on the heap. Measured with the store
-/// benchmark's probe (`SIMTREE_BENCH_PROBE`): a 10,000-node tree's structure takes 10.4 MB (an op
-/// list parsed from JSON keeps room for four ops; shrinking it saved 4 MB per tree but left that
-/// much in holes between live records, and resident memory rose).
-const NODE_RECORD_BYTES: usize = 1100;
+/// What one node's record takes in memory, roughly: its share of the node map, its log's header,
+/// its op list and child list on the heap. Measured with the store benchmark's probe
+/// (`SIMTREE_BENCH_PROBE`): a 10,000-node chain's structure takes 4.8 MB (10.4 MB before op
+/// lists were parsed to their exact size and the map bulk-built).
+const NODE_RECORD_BYTES: usize = 500;
 
 /// A simulator in memory takes more than its stored form (JSON of memories, states): each line is
 /// a struct with its own allocations. The store benchmark's probe measured 1.7× for a chat.
@@ -423,6 +422,13 @@ impl SimTree {
         }
         n.sim = None;
         n.log.unload()
+    }
+
+    /// Drops what the tree's chunk cache still remembers of evicted simulators.
+    pub fn prune_chunks(&self) {
+        if let Some(source) = &self.source {
+            source.cache.prune();
+        }
     }
 
     /// Records what a node's simulator costs in memory (its stored form's size).

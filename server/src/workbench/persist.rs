@@ -516,15 +516,24 @@ impl Workbench {
         let mut freed = 0;
         // Down to three quarters, so that reads between two trims have room.
         let target = budget - budget / 4;
+        let mut touched = std::collections::BTreeSet::new();
         for (_, tree, node, cost) in entries {
             if total.saturating_sub(freed) <= target {
                 break;
             }
             if let Some(t) = self.trees.get(&tree).map(|t| t.clone())
-                && let Ok(mut tree) = t.tree.try_lock()
-                && tree.evict(node) > 0
+                && let Ok(mut locked) = t.tree.try_lock()
+                && locked.evict(node) > 0
             {
                 freed += cost;
+                touched.insert(tree);
+            }
+        }
+        for tree in touched {
+            if let Some(t) = self.trees.get(&tree).map(|t| t.clone())
+                && let Ok(locked) = t.tree.try_lock()
+            {
+                locked.prune_chunks();
             }
         }
         if total.saturating_sub(freed) > budget {
