@@ -561,7 +561,10 @@ mod tests {
         assert_eq!(cache.len(), held, "every chunk is still held");
         drop(back_c);
         cache.prune();
-        assert!(cache.len() < held && !cache.is_empty(), "the child's own chunks are gone");
+        assert!(
+            cache.len() < held && !cache.is_empty(),
+            "the child's own chunks are gone"
+        );
         drop(back_p);
         cache.prune();
         assert!(cache.is_empty());

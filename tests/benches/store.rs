@@ -157,7 +157,10 @@ async fn million_child(dir: &Path) {
         tokio::spawn(wb.clone().sweep_cache());
     }
     // `SIMTREE_BENCH_TREES=n` opens only the first n trees (to profile a shorter run).
-    let trees = std::env::var("SIMTREE_BENCH_TREES").ok().and_then(|n| n.parse().ok()).unwrap_or(listed.len());
+    let trees = std::env::var("SIMTREE_BENCH_TREES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(listed.len());
     let mut seed = 7u64;
     let t = Instant::now();
     for info in listed.iter().take(trees) {
@@ -229,7 +232,10 @@ async fn probe(dir: &Path) {
 async fn main_bench() {
     // `SIMTREE_BENCH_CHAIN_REPEAT=n`: the SQLite and ephemeral chains n times each, alternating
     // (their spread on a shared machine), then stop.
-    if let Some(n) = std::env::var("SIMTREE_BENCH_CHAIN_REPEAT").ok().and_then(|n| n.parse::<usize>().ok()) {
+    if let Some(n) = std::env::var("SIMTREE_BENCH_CHAIN_REPEAT")
+        .ok()
+        .and_then(|n| n.parse::<usize>().ok())
+    {
         chain(&workbench(None, 512), 200).await;
         for i in 0..n {
             let dir = temp(&format!("repeat{i}"));

@@ -736,12 +736,18 @@ mod tests {
         let packed = pack(&[7u8; 10_000]);
         assert!(unpack(&packed[..packed.len() / 2]).is_err(), "a cut block is an error");
         assert!(unpack(&[LZ4_MARK, 1]).is_err(), "no size");
-        assert!(unpack(&[LZ4_MARK, 0xff, 0xff, 0xff, 0xff, 0]).is_err(), "an absurd size");
+        assert!(
+            unpack(&[LZ4_MARK, 0xff, 0xff, 0xff, 0xff, 0]).is_err(),
+            "an absurd size"
+        );
         assert!(unpack(&[0xff, 0xff, 0xff]).is_err(), "garbage is an error");
         let mut e = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
         e.write_all(&[1u8; 10_000]).unwrap();
         let old = e.finish().unwrap();
-        assert!(unpack(&old[..old.len() / 2]).is_err(), "a cut deflate stream is an error");
+        assert!(
+            unpack(&old[..old.len() / 2]).is_err(),
+            "a cut deflate stream is an error"
+        );
         assert_eq!(unpack(&pack(b"after errors")).unwrap(), b"after errors");
     }
 
@@ -776,4 +782,3 @@ mod tests {
         assert_eq!(bodies(&w), ["1/0:c", "1/1:b", "-1/1", "1/1:d"]);
     }
 }
-
