@@ -28,6 +28,10 @@ pub struct Ctx {
     pub offline: RwSignal<bool>,
     /// `Some("light" | "dark")` when the user chose; `None` follows the system.
     pub theme: RwSignal<Option<&'static str>>,
+    /// The system asks for a dark theme (`prefers-color-scheme`), kept up to date as it changes.
+    /// The stylesheet follows it by itself; what reads the theme's colours (the graph's canvas)
+    /// reads them again when it changes.
+    pub system_dark: RwSignal<bool>,
 }
 
 pub fn ctx() -> Ctx {
@@ -157,6 +161,10 @@ pub struct Tree {
     pub busy: RwSignal<bool>,
     /// The parent whose next attached child gets selected (the view follows the new node).
     pub follow: RwSignal<Option<u64>>,
+    /// False from [`Tree::connect`] until the graph it read is on screen (or could not be read):
+    /// the side panes, the minimap and the reads only they need wait for it, so that a big
+    /// tree's first drawing does not wait for them.
+    pub shown: RwSignal<bool>,
     socket: StoredValue<Option<Socket>, LocalStorage>,
     /// Taken when the tree is made: socket callbacks and tasks run outside the component owner.
     ctx: Ctx,
@@ -176,6 +184,7 @@ impl Tree {
             scenario: RwSignal::new(String::new()),
             busy: RwSignal::new(false),
             follow: RwSignal::new(None),
+            shown: RwSignal::new(true),
             socket: StoredValue::new_local(None),
             ctx: ctx(),
         };
@@ -191,11 +200,13 @@ impl Tree {
         Some((format!("{unit} {}/{}", t.done, t.total), t))
     }
 
-    /// Connects to tree `id`: reads the graph (a 404 ends it: "not found", no polling), selects
-    /// the root, then follows the tree socket, reconnecting after drops (the server's snapshot on
-    /// connect resyncs the model).
+    /// Connects to tree `id`: reads the graph (a 404 ends it: "not found", no polling), and once
+    /// it is drawn ([`Tree::shown`]) selects the root, reads the ops and the root's view, then
+    /// follows the tree socket, reconnecting after drops (the server's snapshot on connect
+    /// resyncs the model).
     pub fn connect(self, id: u64) {
         self.id.set(Some(id));
+        self.shown.set(false);
         let ctx = self.ctx;
         leptos::task::spawn_local(async move {
             let g = loop {
@@ -207,6 +218,7 @@ impl Tree {
                     }
                     Err(e) => {
                         ctx.error(e);
+                        self.shown.try_set(true);
                         api::sleep(2000).await;
                         if self.id.try_get_untracked() != Some(Some(id)) {
                             return;
@@ -218,7 +230,16 @@ impl Tree {
                 return;
             }
             api::storage_set("devui:lastTreeId", &id.to_string());
+            crate::mark("graph");
             self.graph.set(GraphModel::from_graph(&g));
+            // Everything else (the panes' reads and drawing, the ops, a second copy of the graph
+            // from the socket's snapshot) costs as much again on a first load, when the wasm
+            // still runs unoptimised: it waits until the graph has been painted.
+            api::after_paint().await;
+            if self.id.try_get_untracked() != Some(Some(id)) {
+                return;
+            }
+            self.shown.set(true);
             self.selected.set(Some(g.root));
             self.load_ops();
             if let Ok(v) = api::node_view(id, g.root).await {
@@ -390,6 +411,19 @@ fn LangSwitch() -> impl IntoView {
     }
 }
 
+/// Keeps `dark` equal to whether the system asks for a dark theme, for the page's lifetime.
+fn follow_system_theme(dark: RwSignal<bool>) {
+    let Some(query) = web_sys::window().and_then(|w| w.match_media("(prefers-color-scheme: dark)").ok().flatten())
+    else {
+        return;
+    };
+    dark.set(query.matches());
+    let watched = query.clone();
+    let on_change = Closure::<dyn FnMut()>::new(move || dark.set(watched.matches()));
+    let _ = query.add_event_listener_with_callback("change", on_change.as_ref().unchecked_ref());
+    on_change.forget();
+}
+
 /// Light / dark / system, stored in localStorage and applied as `<html data-theme>`.
 #[component]
 fn ThemeToggle() -> impl IntoView {
@@ -475,7 +509,9 @@ pub fn App() -> impl IntoView {
         toasts: RwSignal::new(Toasts::default()),
         offline: RwSignal::new(false),
         theme: RwSignal::new(theme),
+        system_dark: RwSignal::new(false),
     };
+    follow_system_theme(ctx.system_dark);
     provide_context(ctx);
     // Back/forward buttons.
     let on_pop = Closure::<dyn FnMut()>::new(move || ctx.route.set(current_route()));

@@ -8,11 +8,13 @@
 //! [`DENSE`] laid-out nodes are SVG: one element per visible node, styled by the stylesheet
 //! (themes, the running pulse), with native tooltips and stable `g.node[data-id]` hooks. Larger
 //! trees are drawn on a canvas ([`crate::graph_canvas`]): per-node elements made every pan frame
-//! re-rasterise thousands of them, while the canvas strokes a dozen cached paths under a new
-//! transform, once per animation frame however many input events arrived. Either way a pan or
+//! re-rasterise every one of them, while the canvas paints at most once per animation frame
+//! however many input events arrived, at a cost bounded by the screen. Either way a pan or
 //! zoom only changes [`ViewTransform`]; clicks and hovers on the canvas are hit-tested against the
 //! layout's grid. Edges are coloured by the op that made the child ([`crate::ops`]); failed,
-//! cancelled and running nodes have their own styles in both renderers.
+//! cancelled and running nodes have their own styles in both renderers. The tree is laid out
+//! again only when its shape changes ([`GraphModel::shape_key`]), not when ops or statuses
+//! arrive, and the minimap waits until the tree has been drawn once ([`Tree::shown`]).
 
 use std::collections::HashSet;
 
@@ -28,8 +30,16 @@ use crate::layout::{COL, Direction, Layout, NODE, ViewTransform};
 use crate::model::{GraphModel, edge_name};
 use crate::ops::{edge_style, ops_label};
 
-/// Above this many laid-out nodes the graph is drawn on a canvas (no element per node).
-pub const DENSE: usize = 2500;
+/// Above this many laid-out nodes the graph is drawn on a canvas (no element per node). In the
+/// UI bench (headless Chromium, software raster) a pan of an SVG tree re-rasterises every
+/// element: 83 ms a frame at 2,000 nodes, 50 ms at 1,000, 17–33 ms at 500, 16.7 ms (the display's
+/// cap) at 250; the canvas holds 16.7 ms up to 20,000 and draws a big tree first faster too.
+pub const DENSE: usize = 250;
+/// Whether a layout is drawn on the canvas.
+fn dense(l: &Layout) -> bool {
+    l.pos.len() > DENSE
+}
+
 /// Where the layout direction is remembered.
 const DIRECTION_KEY: &str = "devui:graph-direction";
 
@@ -175,14 +185,19 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
                 }
             }
         };
-        measure();
-        let cb = Closure::<dyn FnMut()>::new(measure);
-        if let Ok(ro) = web_sys::ResizeObserver::new(cb.as_ref().unchecked_ref()) {
-            ro.observe(&el);
-            let kept = StoredValue::new_local(ro);
-            on_cleanup(move || {
-                kept.try_with_value(|ro| ro.disconnect());
-            });
+        // The observer's first report, made after the browser's own layout of the page, gives
+        // the first size: measuring here would force a layout of the page being built (20–70 ms
+        // of a first load).
+        let cb = Closure::<dyn FnMut()>::new(measure.clone());
+        match web_sys::ResizeObserver::new(cb.as_ref().unchecked_ref()) {
+            Ok(ro) => {
+                ro.observe(&el);
+                let kept = StoredValue::new_local(ro);
+                on_cleanup(move || {
+                    kept.try_with_value(|ro| ro.disconnect());
+                });
+            }
+            Err(_) => measure(),
         }
         cb.forget();
     });
@@ -191,32 +206,60 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
     let direction =
         RwSignal::new(crate::api::storage_get(DIRECTION_KEY).map_or(Direction::Down, |c| Direction::from_code(&c)));
     // Another tree starts unfolded.
-    Effect::new(move |_| {
+    Effect::new(move |before: Option<()>| {
         tree.id.track();
-        collapsed.set(HashSet::new());
+        if before.is_some() {
+            collapsed.set(HashSet::new());
+        }
     });
-    let layout = Memo::new(move |_| {
+    // Laid out again only when the shape, the direction or the folds change: ops and statuses
+    // arriving (every run's start and end) keep the layout, and tell no one it changed. (One
+    // memo over the graph itself: a memo of the shape between them left effects that read the
+    // layout through two paths stale.)
+    let laid_out_for = StoredValue::new(None::<(u64, Direction, HashSet<u64>)>);
+    let layout = Memo::new_owning(move |before: Option<Layout>| {
         let dir = direction.get();
-        collapsed.with(|c| tree.graph.with(|g| Layout::compute_with(g, c, dir)))
+        let shape = tree.graph.with(GraphModel::shape_key);
+        collapsed.with(|c| {
+            let same = laid_out_for.with_value(|f| f.as_ref().is_some_and(|f| f.0 == shape && f.1 == dir && f.2 == *c));
+            if let Some(before) = before.filter(|_| same) {
+                return (before, false);
+            }
+            laid_out_for.set_value(Some((shape, dir, c.clone())));
+            let l = tree.graph.with_untracked(|g| Layout::compute_with(g, c, dir));
+            crate::mark("layout");
+            (l, true)
+        })
     });
-    let on_canvas = Memo::new(move |_| layout.with(|l| l.pos.len() > DENSE));
+    // (What reads the layout too asks `dense(l)` of it rather than this memo: an effect that
+    // read both a memo and a memo derived from it could miss a change of the first, as Leptos's
+    // reactive graph skips re-marking the effect that set off the recomputation.)
+    let on_canvas = Memo::new(move |_| layout.with(dense));
     let parents: Memo<HashSet<u64>> = Memo::new(move |_| tree.graph.with(|g| g.edges.iter().map(|e| e.from).collect()));
     let view_t = RwSignal::new(ViewTransform::default());
     let fitted_for = StoredValue::new(None::<u64>);
+    // The view the last fit made, while the user has not moved it since.
+    let fitted_view = StoredValue::new(None::<ViewTransform>);
     // The area a fit may use: the minimap's band at the bottom stays free.
     let fit_now = move || {
         let (w, h) = size.get_untracked();
-        view_t.set(layout.with_untracked(|l| ViewTransform::fit(l, w, (h - MH - 12.0).max(h * 0.5))));
+        let t = layout.with_untracked(|l| ViewTransform::fit(l, w, (h - MH - 12.0).max(h * 0.5)));
+        fitted_view.set_value(Some(t));
+        view_t.set(t);
     };
-    // Fit once per tree, when its first layout arrives (never per frame), and on resizes.
-    Effect::new(move |_| {
+    // Fit once per tree, when its first layout arrives (never per frame), and again when the
+    // pane's size changes under a fitted view the user has not moved (the pane settles in the
+    // page's first frames: a fit for its first size cut the tree's edges off).
+    Effect::new(move |before: Option<(f64, f64)>| {
         let id = tree.id.get();
-        size.track();
+        let now = size.get();
         let empty = layout.with(|l| l.pos.is_empty());
-        if !empty && (fitted_for.get_value() != id || tree.graph.with_untracked(|g| g.nodes.len()) < 2) {
+        let refit = before.is_some_and(|b| b != now) && fitted_view.get_value() == Some(view_t.get_untracked());
+        if !empty && (fitted_for.get_value() != id || tree.graph.with_untracked(|g| g.nodes.len()) < 2 || refit) {
             fit_now();
             fitted_for.set_value(id);
         }
+        now
     });
     // Unfolds whatever hides `node`, so selecting it (search, arrows) always shows it.
     let reveal = move |node: u64| {
@@ -240,7 +283,9 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
         }
         last_sel.set_value(Some(n));
         let t = view_t.get_untracked();
-        if !t.shows(p, w, h, 40.0) {
+        // (A node's radius to spare, less than a fit's margin: selecting the root of a tree
+        // that was just fitted must not move the view off the fit.)
+        if !t.shows(p, w, h, NODE / 2.0) {
             view_t.set(t.centre_on(p.0, p.1, w, h));
         }
     });
@@ -248,7 +293,7 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
     // The SVG renderer's culled node list; the canvas renderer needs none, so a pan of a big
     // tree does not even recompute it.
     let visible = Memo::new(move |_| {
-        if on_canvas.get() {
+        if layout.with(dense) {
             return Vec::new();
         }
         let t = view_t.get();
@@ -288,17 +333,24 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
         format!("--s:{s};--r:{}px", (NODE / 2.0).max(4.0 / s))
     };
 
-    // The canvas: theme colours read once per theme change, the scene rebuilt once per change
-    // of the layout or the graph, and at most one paint per animation frame.
+    // The canvas: theme colours read once per theme change (the toggle's, or the system's while
+    // the theme follows it), the scene rebuilt once per change of the layout or the graph, and
+    // at most one paint per animation frame.
     let palette = RwSignal::new(Palette::read());
     Effect::new(move |prev: Option<()>| {
-        ctx.theme.track();
+        if ctx.theme.get().is_none() {
+            ctx.system_dark.track();
+        }
         if prev.is_some() {
             palette.set(Palette::read());
         }
     });
     let scene = StoredValue::new_local(None::<Scene>);
     let frame_pending = StoredValue::new(false);
+    // Bumped by a frame that shows a running node: its pulse needs the next frame painted too
+    // (and only then: nothing is repainted while nothing moves).
+    let pulse_tick = RwSignal::new(0_u64);
+    let in_view = StoredValue::new(None::<usize>);
     let paint = move || {
         frame_pending.set_value(false);
         let Some(el) = canvas.get_untracked() else { return };
@@ -312,10 +364,12 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
         };
         layout.with_untracked(|l| {
             tree.graph.with_untracked(|g| {
-                if scene.with_value(Option::is_none) {
+                let fresh = scene.with_value(Option::is_none);
+                if fresh {
                     let built = Scene::build(l, g);
                     let _ = el.set_attribute("data-nodes", &built.count.to_string());
                     scene.set_value(Some(built));
+                    crate::mark("scene");
                 }
                 let frame = Frame {
                     t: view_t.get_untracked(),
@@ -323,14 +377,23 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
                     height,
                     selected: tree.selected.get_untracked(),
                     compare: tree.compare_with.get_untracked(),
+                    now: started.unwrap_or_default(),
                 };
-                palette.with_untracked(|p| {
-                    scene.with_value(|s| {
-                        if let Some(s) = s {
-                            graph_canvas::draw(&c2d, dpr, s, p, l, g, &frame);
-                        }
-                    });
+                let drawn = palette.with_untracked(|p| {
+                    scene.with_value(|s| s.as_ref().map(|s| graph_canvas::draw(&c2d, dpr, s, p, l, g, &frame)))
                 });
+                if fresh {
+                    crate::mark("painted");
+                }
+                let drawn = drawn.unwrap_or_default();
+                // How many nodes the view shows (tests read it: the canvas has no node elements).
+                if in_view.get_value() != Some(drawn.in_view) {
+                    in_view.set_value(Some(drawn.in_view));
+                    let _ = el.set_attribute("data-in-view", &drawn.in_view.to_string());
+                }
+                if drawn.pulsing {
+                    pulse_tick.update(|t| *t += 1);
+                }
             })
         });
         // The benchmark reads how long the last paint took (script time, before rasterising).
@@ -360,6 +423,7 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
         tree.selected.track();
         tree.compare_with.track();
         palette.track();
+        pulse_tick.track();
         if on_canvas.get() {
             schedule();
         }
@@ -652,7 +716,7 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
                 <rect class="graph-bg" width="100%" height="100%" fill="url(#dots)"></rect>
                 <g class="viewport" style=lod_style transform=move || view_t.get().svg()>
                     <For
-                        each=move || if on_canvas.get() { Vec::new() } else { layout.with(|l| l.fans.clone()) }
+                        each=move || layout.with(|l| if dense(l) { Vec::new() } else { l.fans.clone() })
                         key=|f| (f.cell, f.count, f.bounds.0.to_bits(), f.bounds.2.to_bits(), f.bounds.3.to_bits())
                         children=move |f| {
                             let pad = NODE / 2.0 + 6.0;
@@ -763,7 +827,9 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
                 <button id="zoom-out" title="Zoom out (−)" on:click=move |_| zoom(0.8)>"−"</button>
                 <button id="fit" title="Fit (f)" on:click=move |_| fit_now()>"⤢"</button>
             </div>
-            <Minimap layout view_t size />
+            <Show when=move || tree.shown.get()>
+                <Minimap layout view_t size />
+            </Show>
         </div>
     }
 }

@@ -11,8 +11,10 @@
 //! bounded by the screen, not the tree. Labels, badges and the selection rings come last, and
 //! labels only for the nodes the viewport shows once they are legible (found through the
 //! layout's [`crate::layout::Grid`]). Colours come from the stylesheet's theme variables
-//! ([`Palette::read`], once per theme change) and the op colours of [`crate::ops`], so the canvas
-//! reads like the SVG drawing of small trees.
+//! ([`Palette::read`], once per theme change: the toggle's, or the system's while the theme
+//! follows it) and the op colours of [`crate::ops`], so the canvas reads like the SVG drawing of
+//! small trees; running nodes pulse as they do there ([`pulse`]), which is the one thing that
+//! repaints the canvas frame after frame, and only while a running node is in view.
 
 use std::collections::HashSet;
 
@@ -206,6 +208,25 @@ pub struct Frame {
     pub height: f64,
     pub selected: Option<u64>,
     pub compare: Option<u64>,
+    /// The page's clock (ms), which sets where running nodes are in their pulse.
+    pub now: f64,
+}
+
+/// What a painted frame showed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Drawn {
+    /// Nodes whose centre is in the view.
+    pub in_view: usize,
+    /// A running node is in the view: it pulses, so the next frame must be painted too.
+    pub pulsing: bool,
+}
+
+/// The pulse of running nodes: their opacity over the page's clock, 1 → 0.55 → 1 every 0.9 s,
+/// as the stylesheet's `pulse` animation does for the SVG drawing.
+pub fn pulse(now_ms: f64) -> f64 {
+    const PERIOD_MS: f64 = 900.0;
+    let phase = (now_ms / PERIOD_MS).rem_euclid(1.0);
+    1.0 - 0.45 * (1.0 - (std::f64::consts::TAU * phase).cos()) / 2.0
 }
 
 /// The 2D context of `canvas`, sized to `width × height` CSS pixels at the device's pixel ratio.
@@ -230,8 +251,23 @@ pub fn radius_px(scale: f64) -> f64 {
     (NODE / 2.0 * scale).max(3.0)
 }
 
-/// Paints one frame: edges, nodes, the selection and compare rings, collapsed badges, and ids
-/// and op labels once they are legible. Everything is drawn in screen pixels.
+/// The dash pattern of an outline (screen px; none = solid), as the stylesheet draws it.
+fn dash(look: Look) -> &'static [f64] {
+    match look {
+        Look::Running => &[4.0, 3.0],
+        Look::Cancelled => &[2.0, 2.0],
+        _ => &[],
+    }
+}
+
+fn set_dash(ctx: &CanvasRenderingContext2d, pattern: &[f64]) {
+    let list: js_sys::Array = pattern.iter().map(|&v| wasm_bindgen::JsValue::from(v)).collect();
+    ctx.set_line_dash(&list).ok();
+}
+
+/// Paints one frame: edges, nodes (running ones at their pulse's opacity), the selection and
+/// compare rings, collapsed badges, and ids and op labels once they are legible. Everything is
+/// drawn in screen pixels.
 pub fn draw(
     ctx: &CanvasRenderingContext2d,
     dpr: f64,
@@ -240,7 +276,7 @@ pub fn draw(
     layout: &Layout,
     g: &GraphModel,
     f: &Frame,
-) {
+) -> Drawn {
     let s = f.t.scale;
     ctx.set_transform(dpr, 0.0, 0.0, dpr, 0.0, 0.0).ok();
     ctx.clear_rect(0.0, 0.0, f.width, f.height);
@@ -298,6 +334,9 @@ pub fn draw(
     }
 
     // Nodes: at most one disc per radius-sized cell (only ever merges discs that overlap).
+    let (vx0, vy0, vx1, vy1) = f.t.world_view(f.width, f.height);
+    let mut drawn = Drawn::default();
+    let alpha = pulse(f.now);
     for (l, pts) in &scene.nodes {
         let mut cells = Cells::new(f.width, f.height, r);
         ctx.begin_path();
@@ -305,6 +344,10 @@ pub fn draw(
         for &(x, y) in pts {
             if x < x0 || x > x1 || y < y0 || y > y1 {
                 continue;
+            }
+            if x >= vx0 && x <= vx1 && y >= vy0 && y <= vy1 {
+                drawn.in_view += 1;
+                drawn.pulsing |= *l == Look::Running;
             }
             let (sx, sy) = screen((x, y));
             if !cells.first(sx, sy) {
@@ -318,6 +361,7 @@ pub fn draw(
             continue;
         }
         let (fill, outline, width) = p.of(*l);
+        ctx.set_global_alpha(if *l == Look::Running { alpha } else { 1.0 });
         if r < 5.0 {
             ctx.set_fill_style_str(p.dot(*l));
             ctx.fill();
@@ -326,9 +370,12 @@ pub fn draw(
             ctx.fill();
             ctx.set_line_width(width);
             ctx.set_stroke_style_str(outline);
+            set_dash(ctx, dash(*l));
             ctx.stroke();
+            set_dash(ctx, &[]);
         }
     }
+    ctx.set_global_alpha(1.0);
 
     let ring = |id: Option<u64>, fill: Option<&str>, colour: &str, width: f64| {
         let Some(&at) = id.and_then(|n| layout.pos.get(&n)) else {
@@ -346,7 +393,11 @@ pub fn draw(
         ctx.stroke();
     };
     ring(f.compare, None, COMPARE, 3.0);
+    // A selected node that runs pulses under its ring as it does in the SVG drawing.
+    let running = |id: Option<u64>| id.is_some_and(|n| g.status_of(n) == NodeStatus::Running);
+    ctx.set_global_alpha(if running(f.selected) { alpha } else { 1.0 });
     ring(f.selected, Some(&p.selected), &p.text, 2.5);
+    ctx.set_global_alpha(1.0);
 
     let view = f.t.world_view(f.width, f.height);
     let pad = NODE;
@@ -374,7 +425,7 @@ pub fn draw(
 
     // Ids once neighbours are ~26 px apart, op labels once nodes are full size (as in SVG).
     if COL * s < 26.0 {
-        return;
+        return drawn;
     }
     let shown = layout.grid.within(&layout.pos, view);
     ctx.set_text_align("center");
@@ -384,7 +435,7 @@ pub fn draw(
         label(&id.to_string(), x, y, &p.text);
     }
     if s < 0.9 {
-        return;
+        return drawn;
     }
     ctx.set_font("10px system-ui, sans-serif");
     ctx.set_text_baseline("top");
@@ -396,6 +447,7 @@ pub fn draw(
         let (x, y) = screen(layout.pos[&id]);
         label(&ellipsis(&ops_label(ops), 22), x, y + r + 4.0, &p.muted);
     }
+    drawn
 }
 
 #[cfg(test)]
@@ -418,6 +470,15 @@ mod tests {
         );
         let groups = grouped([(1, 'a'), (2, 'b'), (1, 'c')].into_iter());
         assert_eq!(groups, [(1, vec!['a', 'c']), (2, vec!['b'])]);
+    }
+
+    #[test]
+    fn running_nodes_pulse_from_opaque_to_055_and_back_every_09_s() {
+        assert!((pulse(0.0) - 1.0).abs() < 1e-9);
+        assert!((pulse(450.0) - 0.55).abs() < 1e-9);
+        assert!((pulse(900.0) - 1.0).abs() < 1e-9);
+        assert!((pulse(225.0) - 0.775).abs() < 1e-9);
+        assert!((pulse(-450.0) - 0.55).abs() < 1e-9, "any clock value");
     }
 
     #[test]

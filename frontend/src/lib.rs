@@ -31,9 +31,18 @@ mod trees;
 
 use wasm_bindgen::prelude::*;
 
+/// Marks a moment of the page's life on the browser's Performance timeline as `simtree:<what>`
+/// (the UI benchmark prints them to show where a load's time goes).
+pub(crate) fn mark(what: &str) {
+    if let Some(p) = web_sys::window().and_then(|w| w.performance()) {
+        let _ = p.mark(&format!("simtree:{what}"));
+    }
+}
+
 /// Entry point called by the generated JS glue.
 #[wasm_bindgen(start)]
 pub fn start() {
+    mark("start");
     console_error_panic_hook::set_once();
     leptos::mount::mount_to_body(app::App);
 }

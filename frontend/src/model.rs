@@ -75,6 +75,21 @@ impl GraphModel {
         }
     }
 
+    /// A fingerprint of the tree's shape — its root, nodes with their depths, and typed edges —
+    /// and of nothing else: what the layout depends on. Ops, statuses and failure reasons arrive
+    /// apart from the shape (the ops after the graph, statuses with every run), and must not make
+    /// the UI lay out thousands of nodes again.
+    pub fn shape_key(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.root.hash(&mut h);
+        self.nodes.hash(&mut h);
+        for e in &self.edges {
+            (e.from, e.to, e.kind).hash(&mut h);
+        }
+        h.finish()
+    }
+
     pub fn status_of(&self, node: u64) -> NodeStatus {
         self.status.get(&node).copied().unwrap_or_default()
     }
@@ -544,6 +559,54 @@ mod tests {
             edge_type: edge,
             ops: vec![],
         })
+    }
+
+    #[test]
+    fn the_shape_key_changes_with_the_shape_only() {
+        let mut g = GraphModel::default();
+        g.apply(&attached(0, None, 0, EdgeType::Root));
+        g.apply(&attached(1, Some(0), 1, EdgeType::Advance));
+        let shape = g.shape_key();
+        // What arrives apart from the shape: ops, a run's start and end, a failure's reason.
+        g.set_ops(&[Summary {
+            id: 0,
+            turns: 0,
+            parent: None,
+            edges: vec![simtree_shared::SummaryEdge {
+                to: 1,
+                kind: EdgeType::Advance,
+                ops: vec![Op::PublicBroadcast { text: "hi".into() }],
+            }],
+        }]);
+        g.apply(&TreeMsg::RunStart { node: 1 });
+        g.apply(&TreeMsg::RunFinish {
+            node: 1,
+            status: NodeStatus::Failed,
+            error: Some("boom".into()),
+        });
+        assert_eq!(g.shape_key(), shape);
+        // A snapshot of the same tree keeps it too; a new node does not.
+        let same = Graph {
+            root: 0,
+            frontier: vec![1],
+            running: vec![],
+            nodes: [(0, 0), (1, 1)]
+                .map(|(id, depth)| GraphNode {
+                    id,
+                    depth,
+                    status: NodeStatus::Done,
+                })
+                .to_vec(),
+            edges: g.edges.clone(),
+        };
+        g.apply(&TreeMsg::Snapshot(same));
+        assert_eq!(g.shape_key(), shape);
+        g.apply(&attached(2, Some(1), 2, EdgeType::PublicEvent));
+        assert_ne!(g.shape_key(), shape);
+        let grown = g.shape_key();
+        g.apply(&TreeMsg::Deleted { node: 2 });
+        assert_eq!(g.shape_key(), shape, "back to the first shape");
+        assert_ne!(g.shape_key(), grown);
     }
 
     #[test]

@@ -139,14 +139,17 @@ pub fn SimTreePage(tree_id: Option<u64>) -> impl IntoView {
                 </div>
                 <Splitter width />
                 <div class="side">
-                    <Inspector tree node_view />
-                    <OpsPanel tree node_view details=true />
-                    <BranchEditor tree node_view />
-                    <ComparePanel tree />
-                    <crate::sweep_view::SweepPanel tree />
-                    <NodeDetails tree view_state=node_view />
-                    <crate::data::DataPanel tree node_view />
-                    <CreatePanel studio=false tree=tree />
+                    // Made once the tree is drawn: on a first load they cost as much as the graph.
+                    <Show when=move || tree.shown.get()>
+                        <Inspector tree node_view />
+                        <OpsPanel tree node_view details=true />
+                        <BranchEditor tree node_view />
+                        <ComparePanel tree />
+                        <crate::sweep_view::SweepPanel tree />
+                        <NodeDetails tree view_state=node_view />
+                        <crate::data::DataPanel tree node_view />
+                        <CreatePanel studio=false tree=tree />
+                    </Show>
                 </div>
             </div>
         </Show>

@@ -2,14 +2,15 @@
 //!
 //! * `run [serve flags…]` — build the web UI and the server, serve on 127.0.0.1:8090 (mock LLM, no
 //!   keys);
-//! * `dist [--release]` — build the web UI into `frontend/dist` (wasm-bindgen as a library);
+//! * `dist [--release]` — build the web UI into `frontend/dist` (wasm-bindgen as a library),
+//!   each file also brotli- and gzip-compressed beside itself;
 //! * `test` — everything CI checks: formatting, clippy, the web UI build, the whole workspace's
 //!   tests (unit, golden, black-box against the real binary, headless Chromium), then the
 //!   schemathesis contract run against `/openapi.json` (`contract`), then the real-model tests
 //!   (`llm-e2e`);
 //! * `bench` — the engine and tree benchmarks (release build), printing their figures;
-//! * `ui-bench` — the web UI in headless Chromium (release wasm): first render and frame times
-//!   of 5,000- and 20,000-node trees, compressed sizes (see `ui_bench.rs`);
+//! * `ui-bench` — the web UI in headless Chromium (release wasm): first render, cold and warm,
+//!   and frame times of 250- to 20,000-node trees, the sizes sent (see `ui_bench.rs`);
 //! * `llm-e2e` — the real-model step of `test` alone: SmolLM2-135M (from PyPI) behind
 //!   llama-cpp-python's OpenAI-compatible server, built once per machine into `~/.cache/simtree`
 //!   (see `real_llm.rs`; `SIMTREE_SKIP_REAL_LLM=1` skips it).
@@ -109,7 +110,8 @@ fn is_root() -> bool {
 }
 
 /// Builds the web UI: the frontend crate for wasm32, then wasm-bindgen (as a library) into
-/// `frontend/dist` with index.html and the stylesheet.
+/// `frontend/dist` with index.html and the stylesheet, and the wasm, its JS and the stylesheet
+/// compressed beside themselves for the server to send as they are.
 fn dist(release: bool) -> Result<(), String> {
     let started = std::time::Instant::now();
     let root = root();
@@ -143,12 +145,16 @@ fn dist(release: bool) -> Result<(), String> {
         // find the .wasm file.
         .omit_default_module_path(false)
         .debug(!release)
-        // Function names are half the release wasm and only help a debugger.
-        .remove_name_section(release)
+        // Function names are half the release wasm and only help a debugger or a profile
+        // (SIMTREE_WASM_NAMES=1 keeps them).
+        .remove_name_section(release && std::env::var_os("SIMTREE_WASM_NAMES").is_none())
         .generate(&out)
         .map_err(|e| format!("wasm-bindgen: {e}"))?;
     for file in ["index.html", "style.css"] {
         std::fs::copy(root.join("frontend").join(file), out.join(file)).map_err(|e| format!("copy {file}: {e}"))?;
+    }
+    for file in ["simtree_frontend_bg.wasm", "simtree_frontend.js", "style.css"] {
+        precompress(&out.join(file), release)?;
     }
     eprintln!(
         "xtask: web UI built in {:.1?} into {}",
@@ -156,6 +162,32 @@ fn dist(release: bool) -> Result<(), String> {
         out.display()
     );
     Ok(())
+}
+
+/// Writes `path.br` and `path.gz` beside `path`, which the server sends as they are to browsers
+/// that accept them (no compression per request). A release build gets the strongest settings
+/// (a few seconds for the wasm); a debug build, whose wasm is 8 MB, fast ones.
+fn precompress(path: &Path, release: bool) -> Result<(), String> {
+    use std::io::Write;
+    let named = |ext: &str| {
+        let mut name = path.as_os_str().to_owned();
+        name.push(ext);
+        PathBuf::from(name)
+    };
+    let fail = |e: std::io::Error| format!("compressing {}: {e}", path.display());
+    let data = std::fs::read(path).map_err(fail)?;
+    let params = brotli::enc::BrotliEncoderParams {
+        quality: if release { 11 } else { 5 },
+        lgwin: 24,
+        ..Default::default()
+    };
+    let mut br = Vec::new();
+    brotli::BrotliCompress(&mut data.as_slice(), &mut br, &params).map_err(fail)?;
+    std::fs::write(named(".br"), br).map_err(fail)?;
+    let level = flate2::Compression::new(if release { 9 } else { 6 });
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), level);
+    gz.write_all(&data).map_err(fail)?;
+    std::fs::write(named(".gz"), gz.finish().map_err(fail)?).map_err(fail)
 }
 
 fn test() -> Result<(), String> {
