@@ -236,9 +236,18 @@ async fn main_bench() {
         .ok()
         .and_then(|n| n.parse::<usize>().ok())
     {
+        // `SIMTREE_BENCH_CHAIN_KIND=sqlite|ephemeral`: only that one (to profile it alone).
+        let kind = std::env::var("SIMTREE_BENCH_CHAIN_KIND").unwrap_or_default();
         chain(&workbench(None, 512), 200).await;
         for i in 0..n {
             let dir = temp(&format!("repeat{i}"));
+            if !kind.is_empty() {
+                let store = (kind == "sqlite").then(|| Store::open_sqlite(&dir).unwrap());
+                let (took, _, _) = chain(&workbench(store, 512), 200).await;
+                println!("chain of 200 ({kind}): {:.0} ms", ms(took));
+                let _ = std::fs::remove_dir_all(&dir);
+                continue;
+            }
             let (sqlite, _, _) = chain(&workbench(Some(Store::open_sqlite(&dir).unwrap()), 512), 200).await;
             let (ephemeral, _, _) = chain(&workbench(None, 512), 200).await;
             println!(

@@ -63,6 +63,29 @@ async fn ok(s: &Server, path: &str, body: Value) -> Value {
 }
 
 /// Everything a client can read of a server's trees, as raw bytes.
+/// `POST …/advance`; the child's id.
+async fn advance(s: &Server, tree: u64, parent: u64, turns: u64) -> u64 {
+    ok(
+        s,
+        &format!("/devui/simtree/{tree}/advance"),
+        json!({"parent": parent, "turns": turns}),
+    )
+    .await["child"]
+        .as_u64()
+        .unwrap()
+}
+
+async fn rename(s: &Server, tree: u64, name: &str) {
+    let r = s
+        .http
+        .patch(s.url(&format!("/devui/simtree/{tree}")))
+        .json(&json!({"name": name}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+}
+
 async fn everything(s: &Server) -> Vec<(String, String)> {
     let mut out = vec![("list".to_string(), text(s, "/devui/simtree").await)];
     let (_, list) = s.get("/devui/simtree").await;
@@ -124,14 +147,7 @@ async fn own_entries(s: &Server, tree: u64, node: u64) -> Vec<Value> {
 async fn survives_kill_9(backend: Backend, with_abm: bool) {
     let mut s = backend.start(&[]);
     let chat = s.create("simple_chat").await;
-    let a = ok(
-        &s,
-        &format!("/devui/simtree/{chat}/advance"),
-        json!({"parent": 0, "turns": 2}),
-    )
-    .await["child"]
-        .as_u64()
-        .unwrap();
+    let a = advance(&s, chat, 0, 2).await;
     let b = ok(
         &s,
         &format!("/devui/simtree/{chat}/branch"),
@@ -175,23 +191,9 @@ async fn survives_kill_9(backend: Backend, with_abm: bool) {
         )
         .await;
     }
-    let r = s
-        .http
-        .patch(s.url(&format!("/devui/simtree/{trading}")))
-        .json(&json!({"name": "momentum, first try"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 200);
+    rename(&s, trading, "momentum, first try").await;
     // What advancing `b` gives on the original (deleted again so both servers hold the same).
-    let probe = ok(
-        &s,
-        &format!("/devui/simtree/{chat}/advance"),
-        json!({"parent": b, "turns": 1}),
-    )
-    .await["child"]
-        .as_u64()
-        .unwrap();
+    let probe = advance(&s, chat, b, 1).await;
     let expected = own_entries(&s, chat, probe).await;
     assert!(!expected.is_empty());
     assert_eq!(s.delete(&format!("/devui/simtree/{chat}/node/{probe}")).await.0, 200);
@@ -207,14 +209,7 @@ async fn survives_kill_9(backend: Backend, with_abm: bool) {
     let (_, list) = s.get("/devui/simtree").await;
     assert_eq!(list[1]["name"], "momentum, first try");
     // The restored node continues exactly as the original did; ids are never reused.
-    let again = ok(
-        &s,
-        &format!("/devui/simtree/{chat}/advance"),
-        json!({"parent": b, "turns": 1}),
-    )
-    .await["child"]
-        .as_u64()
-        .unwrap();
+    let again = advance(&s, chat, b, 1).await;
     assert!(again > probe, "node ids are not reused after a restart");
     assert_eq!(own_entries(&s, chat, again).await, expected);
     // Deep links resolve after the restart.
@@ -253,6 +248,47 @@ async fn sqlite_trees_survive_kill_9_byte_identical() {
 #[tokio::test(flavor = "multi_thread")]
 async fn postgres_trees_survive_kill_9_byte_identical() {
     survives_kill_9(postgres(), false).await;
+}
+
+/// Kill -9 at once after a burst of acknowledged writes — inside the store's group-commit window,
+/// when with SQLite the last of them are in the journal only — and every one of them is back.
+async fn acknowledged_burst_survives(backend: Backend) {
+    let mut s = backend.start(&[]);
+    let t = s.create("simple_chat").await;
+    let mut node = 0;
+    let mut chain = Vec::new();
+    for _ in 0..12 {
+        node = advance(&s, t, node, 1).await;
+        chain.push(node);
+    }
+    let mut logs = Vec::new();
+    for n in &chain {
+        logs.push(text(&s, &format!("/devui/simtree/{t}/node/{n}/logs")).await);
+    }
+    for i in 0..20 {
+        rename(&s, t, &format!("name {i}")).await;
+    }
+    let last = advance(&s, t, node, 1).await;
+    s.stop(); // SIGKILL right after the last reply
+    let s = backend.start(&[]);
+    let (_, list) = s.get("/devui/simtree").await;
+    assert_eq!(list[0]["name"], "name 19", "{list}");
+    let (_, info) = s.get(&format!("/devui/simtree/{t}/node/{last}/info")).await;
+    assert_eq!(info["status"], "done", "{info}");
+    for (n, want) in chain.iter().zip(&logs) {
+        assert_eq!(&text(&s, &format!("/devui/simtree/{t}/node/{n}/logs")).await, want);
+    }
+    assert!(!own_entries(&s, t, last).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sqlite_writes_acknowledged_just_before_a_kill_are_back() {
+    acknowledged_burst_survives(sqlite("burst")).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_writes_acknowledged_just_before_a_kill_are_back() {
+    acknowledged_burst_survives(postgres()).await;
 }
 
 async fn interrupted_run_reruns(backend: Backend) {

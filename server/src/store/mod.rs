@@ -3,19 +3,22 @@
 //! One [`Database`] trait, two backends behind the same SQL ([`sql::Db`]): SQLite in the data
 //! folder (the default) and PostgreSQL (`--database-url`). The database is driven by one thread
 //! of its own ([`Store`]): writes are queued without waiting and committed in batches (in order,
-//! one transaction; writes nobody waits for linger up to 5 ms to share it); reads and flushes
-//! wait for the writes before them. The workbench flushes where durability is promised — a created tree, an attached node, a
-//! run's final state before `run_finish`, a deletion — and lets log entries flow in batches.
+//! one transaction; queued writes linger up to 5 ms to share it); reads and flushes wait for the
+//! writes before them. The workbench flushes where durability is promised — a created tree, an
+//! attached node, a run's final state before `run_finish`, a deletion — and lets log entries flow
+//! in batches. With SQLite a flush is one append to the commit journal ([`journal`]); the writes
+//! reach the database with the next group commit.
 //!
 //! What is stored, per node: its record (parent, edge type, ops, status, error, times, recorded
 //! LLM calls), its own log entries (in rows of consecutive entries), and its final state in the
 //! store form of [`crate::chunks`]: tails and chunk keys, with the chunks its run froze as rows of
 //! its own. A chain of N nodes therefore stores O(N) bytes, and any node is rebuilt from its state
-//! row plus the chunk rows of its root path. States and chunks are deflated. Agent-based models'
-//! worker snapshots (pickles) are not stored: a model is rebuilt in the worker from its
+//! row plus the chunk rows of its root path. States and chunks are packed with LZ4. Agent-based
+//! models' worker snapshots (pickles) are not stored: a model is rebuilt in the worker from its
 //! specification, seed and recorded history, exactly as an imported one is (unpickling is code
 //! execution; the history is plain data).
 
+mod journal;
 mod postgres;
 mod sql;
 mod sqlite;
@@ -30,6 +33,7 @@ use crate::chunks::{ChunkCache, ChunkKey, Dedupe, NewChunk, read_chunks, write_c
 use crate::llm::ledger::LlmRecord;
 use crate::sim::Sim;
 use crate::trading::data::MarketData;
+use journal::Journal;
 
 pub use sql::SCHEMA_VERSION;
 
@@ -123,6 +127,11 @@ pub enum Write {
     DeleteTree {
         tree: u64,
     },
+    /// Records that the journal's groups up to `seq` are in the database (SQLite only; the last
+    /// write of a journaled group's transaction).
+    Applied {
+        seq: u64,
+    },
 }
 
 impl Write {
@@ -190,10 +199,12 @@ impl Store {
         std::fs::create_dir_all(dir)
             .map_err(|e| StoreError(format!("cannot create the data folder {}: {e}", dir.display())))?;
         let file = dir.join("simtree.db");
-        let db = sql::Db {
+        let mut db = sql::Db {
             sql: sqlite::Sqlite::open(&file)?,
         };
-        Store::start(Box::new(db), format!("sqlite:{}", file.display()), |db| db.migrate())
+        db.migrate()?;
+        let journal = replay(&mut db, &dir.join("simtree.journal"))?;
+        Store::start(Box::new(db), format!("sqlite:{}", file.display()), journal)
     }
 
     pub fn open_postgres(url: &str) -> StoreResult<Store> {
@@ -209,7 +220,7 @@ impl Store {
                         Ok(()) => {
                             let mailbox = Arc::new(Mailbox::default());
                             let _ = tx.send(Ok(mailbox.clone()));
-                            run(&mut db, &mailbox);
+                            run(&mut db, &mailbox, None);
                         }
                         Err(e) => {
                             let _ = tx.send(Err(e));
@@ -229,17 +240,12 @@ impl Store {
         })
     }
 
-    fn start<D: Database + 'static>(
-        mut db: Box<D>,
-        location: String,
-        init: impl FnOnce(&mut D) -> StoreResult<()>,
-    ) -> StoreResult<Store> {
-        init(&mut db)?;
+    fn start<D: Database + 'static>(mut db: Box<D>, location: String, journal: Journal) -> StoreResult<Store> {
         let mailbox = Arc::new(Mailbox::default());
         let theirs = mailbox.clone();
         let thread = std::thread::Builder::new()
             .name("simtree-store".into())
-            .spawn(move || run(&mut *db, &theirs))
+            .spawn(move || run(&mut *db, &theirs, Some(journal)))
             .map_err(|e| StoreError(e.to_string()))?;
         Ok(Store {
             mailbox,
@@ -394,56 +400,169 @@ impl Drop for Ended<'_> {
     }
 }
 
+/// Applies the groups a journal holds beyond the last one the database recorded (the server
+/// stopped between acknowledging them and writing them), then empties it.
+fn replay<S: sql::Sql>(db: &mut sql::Db<S>, path: &Path) -> StoreResult<Journal> {
+    let (mut journal, pending) = Journal::open(path, db.journal_applied()?)?;
+    let groups = pending.len();
+    for (seq, mut writes) in pending {
+        writes.push(Write::Applied { seq });
+        if let Err(e) = db.apply(&writes) {
+            let aside = journal.set_aside()?;
+            tracing::error!(seq, error = %e, kept = %aside.display(), "journal: a group could not be applied; the journal was set aside");
+            return Ok(journal);
+        }
+    }
+    if groups > 0 {
+        tracing::warn!(
+            groups,
+            "journal: applied the groups the last server acknowledged but had not yet written"
+        );
+    }
+    journal.clear()?;
+    Ok(journal)
+}
+
+/// How the store thread makes writes durable and commits them.
+///
+/// With a journal (SQLite), a flush appends the queued writes not yet journaled as one group and
+/// answers its waiters at once; the writes stay queued and are committed to the database with
+/// whatever follows them, when the group-commit deadline passes, a read comes, the queue is long
+/// or the store closes — one transaction for many runs' ends instead of one each. Without one
+/// (PostgreSQL, or a group too large to journal), a flush commits the queue and answers with the
+/// outcome.
+struct Committer {
+    journal: Option<Journal>,
+    /// `writes[..journaled]` are in the journal (their waiters were answered), the last of
+    /// them in group `last_seq`.
+    journaled: usize,
+    last_seq: Option<u64>,
+    /// Journaled writes whose commit failed: retried first, with every later commit. Until they
+    /// are in the database the journal is not used (waiters hear how their own commit went) nor
+    /// emptied (a restart replays them).
+    retained: Vec<Write>,
+}
+
+impl Committer {
+    fn new(journal: Option<Journal>) -> Committer {
+        Committer {
+            journal,
+            journaled: 0,
+            last_seq: None,
+            retained: Vec::new(),
+        }
+    }
+
+    /// Makes the queued writes durable and answers `flushes`.
+    fn flush(&mut self, db: &mut dyn Database, writes: &mut Vec<Write>, flushes: &mut Vec<Ack>) {
+        if let (true, Some(j)) = (self.retained.is_empty(), &mut self.journal) {
+            let new = &writes[self.journaled..];
+            let appended = if new.is_empty() {
+                Ok(self.last_seq)
+            } else {
+                j.append(new)
+            };
+            match appended {
+                Ok(seq) if new.is_empty() || seq.is_some() => {
+                    self.journaled = writes.len();
+                    self.last_seq = seq;
+                    for f in flushes.drain(..) {
+                        f(Ok(()));
+                    }
+                    return;
+                }
+                // Too large to journal: committed before the waiters hear, as without a journal.
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "journal append failed; committing directly"),
+            }
+        }
+        self.commit(db, writes, flushes);
+    }
+
+    /// Commits everything queued (after any retained writes) and answers `flushes` with the
+    /// outcome.
+    fn commit(&mut self, db: &mut dyn Database, writes: &mut Vec<Write>, flushes: &mut Vec<Ack>) {
+        let mut all = std::mem::take(&mut self.retained);
+        let acknowledged = all.len() + std::mem::take(&mut self.journaled);
+        all.append(writes);
+        let seq = self.last_seq.take();
+        all.extend(seq.map(|seq| Write::Applied { seq }));
+        let result = if all.is_empty() { Ok(()) } else { db.apply(&all) };
+        match &result {
+            Ok(()) => {
+                if let Some(j) = &mut self.journal {
+                    j.all_applied();
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, writes = all.len(), "store commit failed");
+                // The journaled writes were acknowledged: kept, with their mark, and retried.
+                all.truncate(acknowledged);
+                all.extend(seq.map(|seq| Write::Applied { seq }));
+                self.retained = std::mem::take(&mut all);
+            }
+        }
+        all.clear();
+        *writes = all;
+        for f in flushes.drain(..) {
+            f(result.clone());
+        }
+    }
+}
+
 /// The store thread: commits queued writes in batches, answers reads and flushes in order.
-fn run(db: &mut dyn Database, mailbox: &Mailbox) {
+fn run(db: &mut dyn Database, mailbox: &Mailbox, journal: Option<Journal>) {
     let _ended = Ended(mailbox);
     // What was deleted: a run stopped by a deletion may still queue a few log entries after it,
     // and they must not leave rows behind (ids are never reused, so this is exact).
     let mut gone = Gone::default();
     let mut writes: Vec<Write> = Vec::new();
     let mut flushes: Vec<Ack> = Vec::new();
-    let commit = |db: &mut dyn Database, writes: &mut Vec<Write>, flushes: &mut Vec<Ack>| {
-        let result = if writes.is_empty() { Ok(()) } else { db.apply(writes) };
-        if let Err(e) = &result {
-            tracing::error!(error = %e, writes = writes.len(), "store commit failed");
-        }
-        writes.clear();
-        for f in flushes.drain(..) {
-            f(result.clone());
-        }
-    };
-    // Group commit: writes nobody waits for (a node attached, log entries) linger up to GROUP so
-    // that they share a transaction with what follows — typically the run's final state, which a
-    // flush waits for. A flush or a read commits at once.
+    let mut c = Committer::new(journal);
+    // Group commit: writes linger up to GROUP so that they share a transaction with what follows.
+    // A flush makes them durable at once (in the journal, or by committing them); a read, a long
+    // queue or the deadline commits them.
     let mut oldest: Option<std::time::Instant> = None;
     while let Some(msgs) = mailbox.take(oldest.map(|t| t + GROUP)) {
         for msg in msgs {
             match msg {
                 Msg::Write(w) => {
                     if gone.admit(&w) {
-                        push_merged(&mut writes, w);
+                        push_merged(&mut writes, w, c.journaled);
                         oldest.get_or_insert_with(std::time::Instant::now);
                     }
                 }
                 Msg::Flush(ack) => flushes.push(ack),
                 Msg::Read(job) => {
-                    commit(db, &mut writes, &mut flushes);
+                    c.commit(db, &mut writes, &mut flushes);
                     oldest = None;
                     job(db);
                 }
             }
             if writes.len() >= BATCH {
-                commit(db, &mut writes, &mut flushes);
+                c.commit(db, &mut writes, &mut flushes);
                 oldest = None;
             }
         }
         let due = oldest.is_some_and(|t| t.elapsed() >= GROUP);
-        if !flushes.is_empty() || due || writes.is_empty() {
-            commit(db, &mut writes, &mut flushes);
+        if due || writes.is_empty() {
+            c.commit(db, &mut writes, &mut flushes);
             oldest = None;
+        } else if !flushes.is_empty() {
+            c.flush(db, &mut writes, &mut flushes);
+            if writes.is_empty() {
+                oldest = None;
+            }
         }
     }
-    commit(db, &mut writes, &mut flushes);
+    c.commit(db, &mut writes, &mut flushes);
+    // Closed with everything committed: the journal has nothing a restart would need.
+    if c.retained.is_empty()
+        && let Some(j) = &mut c.journal
+        && let Err(e) = j.clear()
+    {
+        tracing::warn!(error = %e, "journal");
+    }
 }
 
 /// Deleted nodes and trees, so that late writes for them are dropped.
@@ -468,6 +587,7 @@ impl Gone {
             Write::Node { tree, row } => self.live(*tree, row.id),
             Write::Log { tree, node, .. } | Write::State { tree, node, .. } => self.live(*tree, *node),
             Write::Tree(t) => !self.trees.contains(&t.id),
+            Write::Applied { .. } => true,
             Write::Rename { tree, .. }
             | Write::Touch { tree, .. }
             | Write::Sweep { tree, .. }
@@ -481,8 +601,9 @@ impl Gone {
 }
 
 /// Queues a write, appending log entries to the previous write when they continue it (a run's
-/// entries arrive one by one; a row holds a batch).
-fn push_merged(writes: &mut Vec<Write>, w: Write) {
+/// entries arrive one by one; a row holds a batch). Writes before `floor` are in the journal
+/// already and stay as they are.
+fn push_merged(writes: &mut Vec<Write>, w: Write, floor: usize) {
     if let (
         Some(Write::Log {
             tree: t0,
@@ -498,7 +619,7 @@ fn push_merged(writes: &mut Vec<Write>, w: Write) {
             count,
             entries,
         },
-    ) = (writes.last_mut(), &w)
+    ) = (writes[floor..].last_mut(), &w)
         && *t0 == *tree
         && *n0 == *node
         && *i0 + *c0 == *index
@@ -511,7 +632,7 @@ fn push_merged(writes: &mut Vec<Write>, w: Write) {
     // A sweep's row is rewritten whole as each replicate ends: a queued one it supersedes is
     // replaced in place (unless a deletion for its tree comes after it).
     if let Write::Sweep { tree, id, .. } = &w {
-        for queued in writes.iter_mut().rev() {
+        for queued in writes[floor..].iter_mut().rev() {
             match queued {
                 Write::Sweep { tree: t, id: i, .. } if t == tree && i == id => {
                     *queued = w;
@@ -774,11 +895,174 @@ mod tests {
     fn a_queued_sweep_row_is_replaced_by_its_newer_body_but_not_across_a_deletion() {
         let mut w = Vec::new();
         for x in [sweep(1, 0, "a"), sweep(1, 1, "b"), sweep(1, 0, "c")] {
-            push_merged(&mut w, x);
+            push_merged(&mut w, x, 0);
         }
         assert_eq!(bodies(&w), ["1/0:c", "1/1:b"]);
-        push_merged(&mut w, Write::DeleteSweep { tree: 1, id: 1 });
-        push_merged(&mut w, sweep(1, 1, "d"));
+        push_merged(&mut w, Write::DeleteSweep { tree: 1, id: 1 }, 0);
+        push_merged(&mut w, sweep(1, 1, "d"), 0);
         assert_eq!(bodies(&w), ["1/0:c", "1/1:b", "-1/1", "1/1:d"]);
+    }
+}
+
+#[cfg(test)]
+mod journal_tests {
+    use super::*;
+
+    fn tree_row(id: u64, name: &str) -> TreeRow {
+        TreeRow {
+            id,
+            name: name.into(),
+            scenario: "simple_chat".into(),
+            kind: SimKind::Social,
+            created: 1,
+            last_activity: 1,
+            seq: 1,
+            nodes: 1,
+            budget: None,
+        }
+    }
+
+    fn names(store: &Store) -> Vec<String> {
+        store
+            .read(|db| Ok(db.trees()?.into_iter().map(|t| t.name).collect()))
+            .unwrap()
+    }
+
+    #[test]
+    fn a_group_acknowledged_but_not_yet_in_the_database_is_applied_at_the_next_start() {
+        let dir = std::env::temp_dir().join(format!("simtree-journal-replay-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = Store::open_sqlite(&dir).unwrap();
+        store.write(Write::Tree(tree_row(1, "first")));
+        store.flush().unwrap();
+        drop(store);
+        // What a server killed between answering a flush and writing the group leaves behind:
+        // the group in the journal, the database one group behind.
+        let path = dir.join("simtree.journal");
+        let mut db = sql::Db {
+            sql: sqlite::Sqlite::open(&dir.join("simtree.db")).unwrap(),
+        };
+        let applied = db.journal_applied().unwrap();
+        assert!(applied >= 1, "the flush went through the journal");
+        drop(db);
+        let (mut j, pending) = Journal::open(&path, applied).unwrap();
+        assert!(pending.is_empty(), "a closed store leaves nothing to replay");
+        j.append(&[Write::Rename {
+            tree: 1,
+            name: "renamed".into(),
+        }])
+        .unwrap()
+        .unwrap();
+        j.append(&[Write::Tree(tree_row(2, "second"))]).unwrap().unwrap();
+        drop(j);
+        let store = Store::open_sqlite(&dir).unwrap();
+        assert_eq!(names(&store), ["renamed", "second"]);
+        drop(store);
+        // Applied once: the journal was emptied and the database records the last group.
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
+        let store = Store::open_sqlite(&dir).unwrap();
+        assert_eq!(names(&store), ["renamed", "second"]);
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A database whose applies fail while `fail` is set; it keeps what it applied.
+    #[derive(Default)]
+    struct Flaky {
+        fail: bool,
+        applied: Vec<String>,
+    }
+
+    impl Database for Flaky {
+        fn apply(&mut self, writes: &[Write]) -> StoreResult<()> {
+            if self.fail {
+                return Err(StoreError("disk full".into()));
+            }
+            self.applied.extend(writes.iter().map(|w| format!("{w:?}")));
+            Ok(())
+        }
+        fn trees(&mut self) -> StoreResult<Vec<TreeRow>> {
+            Ok(Vec::new())
+        }
+        fn nodes(&mut self, _: u64) -> StoreResult<Vec<NodeRow>> {
+            Ok(Vec::new())
+        }
+        fn state(&mut self, _: u64, _: u64) -> StoreResult<Option<Vec<u8>>> {
+            Ok(None)
+        }
+        fn chunks(&mut self, _: u64, _: &[u64]) -> StoreResult<Vec<(ChunkKey, Vec<u8>)>> {
+            Ok(Vec::new())
+        }
+        fn log(&mut self, _: u64, _: u64) -> StoreResult<Vec<String>> {
+            Ok(Vec::new())
+        }
+        fn sweeps(&mut self, _: u64) -> StoreResult<Vec<String>> {
+            Ok(Vec::new())
+        }
+        fn interrupt_running(&mut self) -> StoreResult<u64> {
+            Ok(0)
+        }
+    }
+
+    fn waiter(out: &Arc<Mutex<Vec<bool>>>) -> Ack {
+        let out = out.clone();
+        Box::new(move |r| out.lock().unwrap().push(r.is_ok()))
+    }
+
+    #[test]
+    fn an_acknowledged_group_that_fails_to_apply_is_retried_first_and_waiters_then_hear_the_truth() {
+        let dir = std::env::temp_dir().join(format!("simtree-journal-retry-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (journal, _) = Journal::open(&dir.join("simtree.journal"), 0).unwrap();
+        let mut c = Committer::new(Some(journal));
+        let mut db = Flaky {
+            fail: true,
+            ..Flaky::default()
+        };
+        let heard = Arc::new(Mutex::new(Vec::new()));
+        let rename = |name: &str| Write::Rename {
+            tree: 1,
+            name: name.into(),
+        };
+        let heard_now = |h: &Arc<Mutex<Vec<bool>>>| h.lock().unwrap().clone();
+        // A flush journals the queue and answers at once; the writes stay queued.
+        let mut queue = vec![rename("a")];
+        c.flush(&mut db, &mut queue, &mut vec![waiter(&heard)]);
+        assert_eq!(heard_now(&heard), [true]);
+        assert_eq!((queue.len(), c.journaled), (1, 1));
+        // Log entries that continue a journaled row start a row of their own.
+        let log = |index, entries: &str| Write::Log {
+            tree: 1,
+            node: 1,
+            index,
+            count: 1,
+            entries: entries.into(),
+        };
+        push_merged(&mut queue, log(0, "x"), c.journaled);
+        c.flush(&mut db, &mut queue, &mut vec![waiter(&heard)]);
+        push_merged(&mut queue, log(1, "y"), c.journaled);
+        assert_eq!(queue.len(), 3, "the journaled row is left as it was journaled");
+        // The deadline's commit fails: the journaled writes are kept with their mark; the
+        // unjournaled entry is dropped, as a failed commit drops writes nobody waits for.
+        db.fail = true;
+        c.commit(&mut db, &mut queue, &mut Vec::new());
+        assert!(queue.is_empty());
+        assert_eq!(c.retained.len(), 3, "two journaled writes and the journal mark");
+        assert!(matches!(c.retained.last(), Some(Write::Applied { seq: 2 })));
+        // While they are kept the journal is not used: the next waiter hears the failure, its
+        // writes are dropped, the kept ones stay.
+        c.flush(&mut db, &mut vec![rename("b")], &mut vec![waiter(&heard)]);
+        assert_eq!(heard_now(&heard), [true, true, false]);
+        assert_eq!(c.retained.len(), 3);
+        // Recovered: the kept writes go first, then the new one, in one transaction.
+        db.fail = false;
+        c.flush(&mut db, &mut vec![rename("c")], &mut vec![waiter(&heard)]);
+        assert_eq!(heard_now(&heard), [true, true, false, true]);
+        assert!(c.retained.is_empty());
+        let applied: Vec<&str> = db.applied.iter().map(|w| w.split([' ', '{']).next().unwrap()).collect();
+        assert_eq!(applied, ["Rename", "Log", "Applied", "Rename"]);
+        assert!(db.applied[0].contains("\"a\"") && db.applied[3].contains("\"c\""));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

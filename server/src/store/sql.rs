@@ -95,6 +95,8 @@ const MIGRATIONS: &[&str] = &[
         entries TEXT NOT NULL, PRIMARY KEY (tree, node, idx));",
     // 2: sweeps laid out in a tree, with their replicates' results (JSON).
     "CREATE TABLE sweeps (tree BIGINT NOT NULL, id BIGINT NOT NULL, body TEXT NOT NULL, PRIMARY KEY (tree, id));",
+    // 3: the last group of SQLite's commit journal written to the database (unused on PostgreSQL).
+    "CREATE TABLE journal (applied BIGINT NOT NULL); INSERT INTO journal (applied) VALUES (0);",
 ];
 
 /// The schema version this build writes.
@@ -169,6 +171,15 @@ impl<S: Sql> Db<S> {
             }
         }
         Ok(())
+    }
+
+    /// The last journal group written to the database.
+    pub fn journal_applied(&mut self) -> StoreResult<u64> {
+        let rows = self.sql.query("SELECT applied FROM journal", &[])?;
+        match rows.first().and_then(|r| r.first()) {
+            Some(c) => Ok(c.int()? as u64),
+            None => Err(StoreError("the journal table is empty".into())),
+        }
     }
 
     fn write_one(&mut self, w: &Write) -> StoreResult<()> {
@@ -282,6 +293,9 @@ impl<S: Sql> Db<S> {
             }
             Write::DeleteSweep { tree, id } => {
                 sql.execute("DELETE FROM sweeps WHERE tree = $1 AND id = $2", &[i(*tree), i(*id)])?;
+            }
+            Write::Applied { seq } => {
+                sql.execute("UPDATE journal SET applied = $1", &[i(*seq)])?;
             }
             Write::DeleteTree { tree } => {
                 for table in ["nodes", "states", "chunks", "logs", "sweeps"] {
