@@ -24,6 +24,7 @@
 
 use std::fs::File;
 use std::io::Read;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -55,6 +56,23 @@ fn io(what: &str, path: &Path, e: std::io::Error) -> StoreError {
     StoreError(format!("journal {}: {what}: {e}", path.display()))
 }
 
+/// Takes the journal for this process: two servers on one data folder would write over each
+/// other's records (and hand out the same node ids). The lock goes with the process.
+fn lock(file: &File, path: &Path) -> StoreResult<()> {
+    // SAFETY: flock on a descriptor this function's caller owns; no memory is involved.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        let folder = path.parent().unwrap_or(path).display();
+        return Err(StoreError(format!(
+            "the data folder {folder} is in use by another simtree server; stop it, or give this one another --data folder"
+        )));
+    }
+    Err(io("lock", path, e))
+}
+
 impl Journal {
     /// Opens (creating) the journal at `path` and returns it with the groups recorded after
     /// group `applied`, in order, still to be applied.
@@ -66,6 +84,7 @@ impl Journal {
             .truncate(false)
             .open(path)
             .map_err(|e| io("open", path, e))?;
+        lock(&file, path)?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(|e| io("read", path, e))?;
         let (pending, last) = scan(&bytes, applied);
@@ -136,6 +155,7 @@ impl Journal {
             .truncate(true)
             .open(&self.path)
             .map_err(|e| io("open", &self.path, e))?;
+        lock(&self.file, &self.path)?;
         self.offset = 0;
         Ok(aside)
     }
@@ -636,6 +656,17 @@ mod tests {
         // Groups 1–5 applied; group 6 overwrote the start of group 1, then stale records follow.
         let (_, pending) = Journal::open(&path, 5).unwrap();
         assert_eq!(dump(&pending), [(6, format!("{:?}", [Write::DeleteTree { tree: 77 }]))]);
+        let _ = std::fs::remove_dir_all(path.parent().unwrap());
+    }
+
+    #[test]
+    fn a_second_opener_of_the_same_journal_is_refused_until_the_first_closes() {
+        let path = temp("lock");
+        let (first, _) = Journal::open(&path, 0).unwrap();
+        let e = Journal::open(&path, 0).err().expect("refused");
+        assert!(e.0.contains("in use by another simtree server"), "{e}");
+        drop(first);
+        Journal::open(&path, 0).unwrap();
         let _ = std::fs::remove_dir_all(path.parent().unwrap());
     }
 
