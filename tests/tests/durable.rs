@@ -475,3 +475,20 @@ async fn a_refused_import_leaves_nothing_and_renames_are_checked() {
     let (_, list) = s.get("/devui/simtree").await;
     assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_server_on_the_same_data_folder_is_refused() {
+    let backend = sqlite("twice");
+    let s = backend.start(&[]);
+    let out = std::process::Command::new(simtree_e2e::simtree_bin())
+        .args(["serve", "--addr", "127.0.0.1:0"])
+        .args(&backend.flags)
+        .output()
+        .expect("run simtree");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("in use by another simtree server"), "{err}");
+    // The first one is unharmed.
+    let t = s.create("simple_chat").await;
+    assert_eq!(advance(&s, t, 0, 1).await, 1);
+}
