@@ -9,7 +9,9 @@
 //!   with a 512 MB cache — each in a child process of its own.
 //!
 //! `SIMTREE_BENCH_CHAIN_ONLY=1` stops after the first figure (the others take minutes);
-//! `SIMTREE_BENCH_CHAIN_REPEAT=n` times the SQLite and ephemeral chains n times each instead.
+//! `SIMTREE_BENCH_CHAIN_REPEAT=n` times the SQLite and ephemeral chains n times each instead
+//! (`SIMTREE_BENCH_CHAIN_KIND=sqlite|ephemeral`: only one of them; `SIMTREE_BENCH_STEPS=1`: each
+//! chain's step times too).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -62,11 +64,27 @@ async fn chain(wb: &Arc<Workbench>, n: usize) -> (Duration, u64, Vec<u64>) {
     let mut node = 0;
     let mut ids = vec![0];
     let started = Instant::now();
+    let mut steps = Vec::with_capacity(n);
     for _ in 0..n {
+        let t = Instant::now();
         node = wb.advance(tree, node, 1).await.unwrap().node;
+        steps.push(t.elapsed());
         ids.push(node);
     }
-    (started.elapsed(), tree, ids)
+    let took = started.elapsed();
+    if std::env::var_os("SIMTREE_BENCH_STEPS").is_some() && n > 0 {
+        steps.sort();
+        let slow: Duration = steps.iter().filter(|d| d.as_micros() >= 1000).sum();
+        println!(
+            "  steps: median {:.3} ms, p90 {:.3} ms, max {:.2} ms; {} of 1 ms or more, {:.1} ms in all",
+            ms(steps[n / 2]),
+            ms(steps[n * 9 / 10]),
+            ms(steps[n - 1]),
+            steps.iter().filter(|d| d.as_micros() >= 1000).count(),
+            ms(slow)
+        );
+    }
+    (took, tree, ids)
 }
 
 fn dir_bytes(dir: &Path) -> u64 {

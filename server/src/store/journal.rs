@@ -4,10 +4,11 @@
 //! A run's end waits for its writes (node record, log, final state) to be durable before
 //! `run_finish` is sent. Committing them to SQLite touches about ten pages of five B-trees
 //! (~0.15 ms of the store thread's time on this machine, against ~0.25 ms for a whole
-//! single-turn run). Instead the store thread appends the writes not yet journaled to this file —
-//! one `write`, ~10 µs — and answers the waiters; the writes stay queued and reach the database
-//! with the next group commit (within 5 ms, or before any read), many runs' ends in one
-//! transaction, which also records the last group's number (`journal.applied`).
+//! single-turn run, plus two hand-offs between threads). Instead each write is encoded as it is
+//! queued, and a flush appends what was gathered to this file as one group — one `write`, ~10 µs,
+//! on the caller's own thread — and returns. The store thread commits the queued writes with its
+//! next group commit (within 5 ms, or before any read), many runs' ends in one transaction, which
+//! also records the last group's number (`journal.applied`).
 //!
 //! Durability is SQLite's in `synchronous = NORMAL`: neither file is synced on commit, so a
 //! group survives a crash of the process (kill -9), and after a power loss the database is
@@ -36,9 +37,12 @@ const HEADER: usize = 4 + 4 + 8 + 4;
 /// Past this many bytes a fully applied journal starts over at its beginning.
 const WRAP_BYTES: u64 = 4 << 20;
 
-/// Groups larger than this are not journaled: they are committed to SQLite before their waiters
-/// are answered, as without a journal (an import's whole logs, not a run's end).
-pub const MAX_GROUP_BYTES: usize = 16 << 20;
+/// A write larger than this (encoded) is not journaled: the next flush commits it to the database
+/// before answering, as without a journal (an imported node's whole log, not a run's end).
+const MAX_WRITE_BYTES: usize = 16 << 20;
+
+/// Gathered writes past this size are appended as a group without waiting for a flush.
+pub const SEAL_BYTES: usize = 1 << 20;
 
 /// A journaled group: its number and its writes.
 pub type Group = (u64, Vec<Write>);
@@ -49,7 +53,9 @@ pub struct Journal {
     /// Where the next record goes.
     offset: u64,
     next_seq: u64,
+    /// The group being gathered: its header's room, then its writes.
     buf: Vec<u8>,
+    unjournaled: bool,
 }
 
 fn io(what: &str, path: &Path, e: std::io::Error) -> StoreError {
@@ -94,20 +100,51 @@ impl Journal {
             offset: 0,
             next_seq: last.max(applied) + 1,
             buf: Vec::new(),
+            unjournaled: false,
         };
         Ok((journal, pending))
     }
 
-    /// Appends a group of writes; returns its sequence number, or `None` when the group is too
-    /// large to journal.
-    pub fn append(&mut self, writes: &[Write]) -> StoreResult<Option<u64>> {
+    /// Adds a write to the group being gathered. A write too large to journal is left out, and
+    /// [`Self::unjournaled`] says so until [`Self::discard`].
+    pub fn stage(&mut self, w: &Write) {
+        if self.buf.is_empty() {
+            self.buf.extend_from_slice(&[0; HEADER]);
+        }
+        let before = self.buf.len();
+        encode(&mut self.buf, w);
+        if self.buf.len() - before > MAX_WRITE_BYTES {
+            self.buf.truncate(before);
+            self.unjournaled = true;
+        }
+    }
+
+    /// Bytes gathered for the next group.
+    pub fn staged_bytes(&self) -> usize {
+        self.buf.len().saturating_sub(HEADER)
+    }
+
+    /// True when a write queued since the last [`Self::discard`] is not in the journal (too
+    /// large, or its group failed to be written): only a database commit makes it durable.
+    pub fn unjournaled(&self) -> bool {
+        self.unjournaled
+    }
+
+    /// Drops the gathered writes (a database commit is making them durable instead).
+    pub fn discard(&mut self) {
         self.buf.clear();
-        self.buf.extend_from_slice(&[0; HEADER]);
-        for w in writes {
-            encode(&mut self.buf, w);
-            if self.buf.len() > MAX_GROUP_BYTES {
-                return Ok(None);
-            }
+        self.unjournaled = false;
+    }
+
+    /// Appends the gathered writes as one group and returns its number (`None`: nothing was
+    /// gathered). `applied` is the last group the database has: when that is every group and the
+    /// file is past [`WRAP_BYTES`], the journal starts over at its beginning.
+    pub fn seal(&mut self, applied: u64) -> StoreResult<Option<u64>> {
+        if self.buf.is_empty() {
+            return Ok(None);
+        }
+        if self.offset >= WRAP_BYTES && applied + 1 >= self.next_seq {
+            self.offset = 0;
         }
         let seq = self.next_seq;
         let len = (self.buf.len() - HEADER) as u32;
@@ -118,23 +155,28 @@ impl Journal {
         self.buf[4..8].copy_from_slice(&len.to_le_bytes());
         self.buf[8..16].copy_from_slice(&seq.to_le_bytes());
         self.buf[16..20].copy_from_slice(&crc.finalize().to_le_bytes());
-        self.file
-            .write_all_at(&self.buf, self.offset)
-            .map_err(|e| io("write", &self.path, e))?;
-        self.offset += self.buf.len() as u64;
-        self.next_seq += 1;
+        let written = self.file.write_all_at(&self.buf, self.offset);
+        let size = self.buf.len() as u64;
+        self.buf.clear();
         if self.buf.capacity() > 1 << 20 {
             self.buf = Vec::new();
         }
+        if let Err(e) = written {
+            self.unjournaled = true;
+            return Err(io("write", &self.path, e));
+        }
+        self.offset += size;
+        self.next_seq += 1;
         Ok(Some(seq))
     }
 
-    /// Told that every group appended so far is applied: past [`WRAP_BYTES`] the journal starts
-    /// over at its beginning.
-    pub fn all_applied(&mut self) {
-        if self.offset >= WRAP_BYTES {
-            self.offset = 0;
+    /// Stages and seals `writes` as one group.
+    #[cfg(test)]
+    pub fn append(&mut self, writes: &[Write]) -> StoreResult<Option<u64>> {
+        for w in writes {
+            self.stage(w);
         }
+        self.seal(0)
     }
 
     /// Empties the file (after a start-up replay, or when the store closes with everything
@@ -649,13 +691,17 @@ mod tests {
         for t in 0..5 {
             j.append(&[big(t)]).unwrap();
         }
-        j.all_applied();
-        assert_eq!(j.offset, 0, "past the wrap size, an applied journal starts over");
-        j.append(&[Write::DeleteTree { tree: 77 }]).unwrap();
+        // Not while the database lacks a group; then at once.
+        j.stage(&Write::DeleteTree { tree: 76 });
+        assert_eq!(j.seal(4).unwrap(), Some(6));
+        assert!(j.offset > WRAP_BYTES);
+        j.stage(&Write::DeleteTree { tree: 77 });
+        assert_eq!(j.seal(6).unwrap(), Some(7));
+        assert!(j.offset < 100, "past the wrap size, an applied journal starts over");
         drop(j);
-        // Groups 1–5 applied; group 6 overwrote the start of group 1, then stale records follow.
-        let (_, pending) = Journal::open(&path, 5).unwrap();
-        assert_eq!(dump(&pending), [(6, format!("{:?}", [Write::DeleteTree { tree: 77 }]))]);
+        // Groups 1–6 applied; group 7 overwrote the start of group 1, then stale records follow.
+        let (_, pending) = Journal::open(&path, 6).unwrap();
+        assert_eq!(dump(&pending), [(7, format!("{:?}", [Write::DeleteTree { tree: 77 }]))]);
         let _ = std::fs::remove_dir_all(path.parent().unwrap());
     }
 

@@ -170,6 +170,8 @@ type Ack = Box<dyn FnOnce(StoreResult<()>) + Send>;
 
 enum Msg {
     Write(Write),
+    /// The writes queued before it are in the journal as group `n` (or an earlier one).
+    Mark(u64),
     /// Answered once every write queued before it is committed (or failed).
     Flush(Ack),
     Read(Job),
@@ -181,11 +183,71 @@ pub struct Store {
     /// The store's thread, joined on drop: once a `Store` is gone its writes are committed and
     /// its database closed (a SQLite folder can be copied or reopened at once).
     thread: Option<std::thread::JoinHandle<()>>,
+    /// SQLite's commit journal, written from the callers' threads.
+    front: Option<Arc<Front>>,
     /// `sqlite:<file>` or `postgresql` (the URL is not repeated: it may hold a password).
     pub location: String,
 }
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// The journal side of a SQLite store. Writes are encoded into the journal's gathered group as
+/// they are queued (under its lock, so the journal and the queue have one order); a flush appends
+/// the group and queues its mark. The store thread reports what the database has.
+struct Front {
+    journal: Mutex<Journal>,
+    /// The last journal group the database has.
+    applied: AtomicU64,
+    /// False while acknowledged writes failed to reach the database: flushes then wait for a
+    /// commit (and hear how it went), and the journal is not emptied.
+    healthy: AtomicBool,
+}
+
+impl Front {
+    fn journal(&self) -> std::sync::MutexGuard<'_, Journal> {
+        self.journal.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Appends the gathered group and queues its mark (under the journal's lock).
+    fn seal(&self, j: &mut Journal, mailbox: &Mailbox) -> StoreResult<()> {
+        if let Some(seq) = j.seal(self.applied.load(Ordering::Acquire))? {
+            mailbox.post(Msg::Mark(seq))?;
+        }
+        Ok(())
+    }
+
+    fn write(&self, mailbox: &Mailbox, w: Write) -> StoreResult<()> {
+        let mut j = self.journal();
+        j.stage(&w);
+        mailbox.post(Msg::Write(w))?;
+        if j.staged_bytes() >= journal::SEAL_BYTES
+            && let Err(e) = self.seal(&mut j, mailbox)
+        {
+            tracing::warn!(error = %e, "journal");
+        }
+        Ok(())
+    }
+
+    /// Makes every write queued so far durable through the journal; false when only a database
+    /// commit can (the caller then flushes through the store thread).
+    fn flush(&self, mailbox: &Mailbox) -> bool {
+        let mut j = self.journal();
+        if !self.healthy.load(Ordering::Acquire) || j.unjournaled() {
+            // The commit the caller waits for covers what was gathered.
+            j.discard();
+            return false;
+        }
+        match self.seal(&mut j, mailbox) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(error = %e, "journal append failed; committing instead");
+                j.discard();
+                false
+            }
+        }
+    }
+}
 
 /// Writes committed per transaction at most (a long queue is committed in steps).
 const BATCH: usize = 4096;
@@ -203,8 +265,14 @@ impl Store {
             sql: sqlite::Sqlite::open(&file)?,
         };
         db.migrate()?;
-        let journal = replay(&mut db, &dir.join("simtree.journal"))?;
-        Store::start(Box::new(db), format!("sqlite:{}", file.display()), journal)
+        let applied = db.journal_applied()?;
+        let journal = replay(&mut db, &dir.join("simtree.journal"), applied)?;
+        let front = Arc::new(Front {
+            journal: Mutex::new(journal),
+            applied: AtomicU64::new(applied),
+            healthy: AtomicBool::new(true),
+        });
+        Store::start(Box::new(db), format!("sqlite:{}", file.display()), front)
     }
 
     pub fn open_postgres(url: &str) -> StoreResult<Store> {
@@ -236,20 +304,23 @@ impl Store {
         Ok(Store {
             mailbox,
             thread: Some(thread),
+            front: None,
             location: "postgresql".into(),
         })
     }
 
-    fn start<D: Database + 'static>(mut db: Box<D>, location: String, journal: Journal) -> StoreResult<Store> {
+    fn start<D: Database + 'static>(mut db: Box<D>, location: String, front: Arc<Front>) -> StoreResult<Store> {
         let mailbox = Arc::new(Mailbox::default());
         let theirs = mailbox.clone();
+        let theirs_front = front.clone();
         let thread = std::thread::Builder::new()
             .name("simtree-store".into())
-            .spawn(move || run(&mut *db, &theirs, Some(journal)))
+            .spawn(move || run(&mut *db, &theirs, Some(theirs_front)))
             .map_err(|e| StoreError(e.to_string()))?;
         Ok(Store {
             mailbox,
             thread: Some(thread),
+            front: Some(front),
             location,
         })
     }
@@ -260,13 +331,26 @@ impl Store {
 
     /// Queues a write (committed with the next batch).
     pub fn write(&self, w: Write) {
-        if self.send(Msg::Write(w)).is_err() {
+        let posted = match &self.front {
+            Some(front) => front.write(&self.mailbox, w),
+            None => self.send(Msg::Write(w)),
+        };
+        if posted.is_err() {
             tracing::error!("store thread gone: a write was lost");
         }
     }
 
-    /// Waits until every write queued so far is committed.
+    /// The journal's flush, when it can make everything queued durable by itself.
+    fn journaled(&self) -> bool {
+        self.front.as_ref().is_some_and(|f| f.flush(&self.mailbox))
+    }
+
+    /// Waits until every write queued so far is durable: in the journal (SQLite), else
+    /// committed.
     pub fn flush(&self) -> StoreResult<()> {
+        if self.journaled() {
+            return Ok(());
+        }
         let (tx, rx) = mpsc::channel();
         self.send(Msg::Flush(Box::new(move |r| {
             let _ = tx.send(r);
@@ -276,6 +360,9 @@ impl Store {
 
     /// [`Self::flush`] without blocking a runtime thread.
     pub async fn flush_async(&self) -> StoreResult<()> {
+        if self.journaled() {
+            return Ok(());
+        }
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.send(Msg::Flush(Box::new(move |r| {
             let _ = tx.send(r);
@@ -337,7 +424,7 @@ impl Mailbox {
             if inbox.ended {
                 return Err(StoreError("the store thread ended".into()));
             }
-            let wake = !(inbox.lingering && matches!(msg, Msg::Write(_)));
+            let wake = !(inbox.lingering && matches!(msg, Msg::Write(_) | Msg::Mark(_)));
             inbox.msgs.push(msg);
             wake
         };
@@ -384,6 +471,13 @@ impl Drop for Store {
             && thread.thread().id() != std::thread::current().id()
         {
             let _ = blocking(|| thread.join());
+            // Closed with everything committed: the journal holds nothing a restart would need.
+            if let Some(front) = &self.front
+                && front.healthy.load(Ordering::Acquire)
+                && let Err(e) = front.journal().clear()
+            {
+                tracing::warn!(error = %e, "journal");
+            }
         }
     }
 }
@@ -402,10 +496,14 @@ impl Drop for Ended<'_> {
 
 /// Applies the groups a journal holds beyond the last one the database recorded (the server
 /// stopped between acknowledging them and writing them), then empties it.
-fn replay<S: sql::Sql>(db: &mut sql::Db<S>, path: &Path) -> StoreResult<Journal> {
-    let (mut journal, pending) = Journal::open(path, db.journal_applied()?)?;
+fn replay<S: sql::Sql>(db: &mut sql::Db<S>, path: &Path, applied: u64) -> StoreResult<Journal> {
+    let (mut journal, pending) = Journal::open(path, applied)?;
     let groups = pending.len();
-    for (seq, mut writes) in pending {
+    // Writes for what a later write of the journal deleted are dropped, as the store thread
+    // drops them (a run stopped by a deletion may queue a few log entries after it).
+    let mut gone = Gone::default();
+    for (seq, writes) in pending {
+        let mut writes: Vec<Write> = writes.into_iter().filter(|w| gone.admit(w)).collect();
         writes.push(Write::Applied { seq });
         if let Err(e) = db.apply(&writes) {
             let aside = journal.set_aside()?;
@@ -423,60 +521,33 @@ fn replay<S: sql::Sql>(db: &mut sql::Db<S>, path: &Path) -> StoreResult<Journal>
     Ok(journal)
 }
 
-/// How the store thread makes writes durable and commits them.
-///
-/// With a journal (SQLite), a flush appends the queued writes not yet journaled as one group and
-/// answers its waiters at once; the writes stay queued and are committed to the database with
-/// whatever follows them, when the group-commit deadline passes, a read comes, the queue is long
-/// or the store closes — one transaction for many runs' ends instead of one each. Without one
-/// (PostgreSQL, or a group too large to journal), a flush commits the queue and answers with the
-/// outcome.
+/// How the store thread commits what is queued, and what it tells the journal.
 struct Committer {
-    journal: Option<Journal>,
-    /// `writes[..journaled]` are in the journal (their waiters were answered), the last of
-    /// them in group `last_seq`.
+    /// SQLite's journal side: told the last group the database has, and whether commits fail.
+    front: Option<Arc<Front>>,
+    /// `writes[..journaled]` are in the journal (their flushes were answered) up to group
+    /// `last_seq`.
     journaled: usize,
     last_seq: Option<u64>,
-    /// Journaled writes whose commit failed: retried first, with every later commit. Until they
-    /// are in the database the journal is not used (waiters hear how their own commit went) nor
-    /// emptied (a restart replays them).
+    /// Journaled writes whose commit failed, with their journal mark: retried first, with every
+    /// later commit.
     retained: Vec<Write>,
 }
 
 impl Committer {
-    fn new(journal: Option<Journal>) -> Committer {
+    fn new(front: Option<Arc<Front>>) -> Committer {
         Committer {
-            journal,
+            front,
             journaled: 0,
             last_seq: None,
             retained: Vec::new(),
         }
     }
 
-    /// Makes the queued writes durable and answers `flushes`.
-    fn flush(&mut self, db: &mut dyn Database, writes: &mut Vec<Write>, flushes: &mut Vec<Ack>) {
-        if let (true, Some(j)) = (self.retained.is_empty(), &mut self.journal) {
-            let new = &writes[self.journaled..];
-            let appended = if new.is_empty() {
-                Ok(self.last_seq)
-            } else {
-                j.append(new)
-            };
-            match appended {
-                Ok(seq) if new.is_empty() || seq.is_some() => {
-                    self.journaled = writes.len();
-                    self.last_seq = seq;
-                    for f in flushes.drain(..) {
-                        f(Ok(()));
-                    }
-                    return;
-                }
-                // Too large to journal: committed before the waiters hear, as without a journal.
-                Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "journal append failed; committing directly"),
-            }
-        }
-        self.commit(db, writes, flushes);
+    /// The writes queued so far are in the journal up to group `seq`.
+    fn mark(&mut self, seq: u64, queued: usize) {
+        self.journaled = queued;
+        self.last_seq = Some(seq);
     }
 
     /// Commits everything queued (after any retained writes) and answers `flushes` with the
@@ -484,22 +555,34 @@ impl Committer {
     fn commit(&mut self, db: &mut dyn Database, writes: &mut Vec<Write>, flushes: &mut Vec<Ack>) {
         let mut all = std::mem::take(&mut self.retained);
         let acknowledged = all.len() + std::mem::take(&mut self.journaled);
+        // The last group these writes complete: a retained one's mark, or the newest mark.
+        let retained_seq = all.iter().rev().find_map(|w| match w {
+            Write::Applied { seq } => Some(*seq),
+            _ => None,
+        });
         all.append(writes);
         let seq = self.last_seq.take();
         all.extend(seq.map(|seq| Write::Applied { seq }));
         let result = if all.is_empty() { Ok(()) } else { db.apply(&all) };
         match &result {
             Ok(()) => {
-                if let Some(j) = &mut self.journal {
-                    j.all_applied();
+                if let Some(front) = &self.front {
+                    if let Some(seq) = seq.max(retained_seq) {
+                        front.applied.fetch_max(seq, Ordering::AcqRel);
+                    }
+                    front.healthy.store(true, Ordering::Release);
                 }
             }
             Err(e) => {
                 tracing::error!(error = %e, writes = all.len(), "store commit failed");
-                // The journaled writes were acknowledged: kept, with their mark, and retried.
+                // The journaled writes were acknowledged: kept, with their mark, and retried;
+                // until they are in, flushes wait for commits.
                 all.truncate(acknowledged);
                 all.extend(seq.map(|seq| Write::Applied { seq }));
                 self.retained = std::mem::take(&mut all);
+                if let (false, Some(front)) = (self.retained.is_empty(), &self.front) {
+                    front.healthy.store(false, Ordering::Release);
+                }
             }
         }
         all.clear();
@@ -511,27 +594,28 @@ impl Committer {
 }
 
 /// The store thread: commits queued writes in batches, answers reads and flushes in order.
-fn run(db: &mut dyn Database, mailbox: &Mailbox, journal: Option<Journal>) {
+fn run(db: &mut dyn Database, mailbox: &Mailbox, front: Option<Arc<Front>>) {
     let _ended = Ended(mailbox);
     // What was deleted: a run stopped by a deletion may still queue a few log entries after it,
     // and they must not leave rows behind (ids are never reused, so this is exact).
     let mut gone = Gone::default();
     let mut writes: Vec<Write> = Vec::new();
     let mut flushes: Vec<Ack> = Vec::new();
-    let mut c = Committer::new(journal);
-    // Group commit: writes linger up to GROUP so that they share a transaction with what follows.
-    // A flush makes them durable at once (in the journal, or by committing them); a read, a long
-    // queue or the deadline commits them.
+    let mut c = Committer::new(front);
+    // Group commit: writes linger up to GROUP so that they share a transaction with what
+    // follows (journaled writes are durable already; others are log entries nobody waits for).
+    // A flush waiting for a commit, a read, or a long queue commits at once.
     let mut oldest: Option<std::time::Instant> = None;
     while let Some(msgs) = mailbox.take(oldest.map(|t| t + GROUP)) {
         for msg in msgs {
             match msg {
                 Msg::Write(w) => {
                     if gone.admit(&w) {
-                        push_merged(&mut writes, w, c.journaled);
+                        push_merged(&mut writes, w);
                         oldest.get_or_insert_with(std::time::Instant::now);
                     }
                 }
+                Msg::Mark(seq) => c.mark(seq, writes.len()),
                 Msg::Flush(ack) => flushes.push(ack),
                 Msg::Read(job) => {
                     c.commit(db, &mut writes, &mut flushes);
@@ -545,24 +629,12 @@ fn run(db: &mut dyn Database, mailbox: &Mailbox, journal: Option<Journal>) {
             }
         }
         let due = oldest.is_some_and(|t| t.elapsed() >= GROUP);
-        if due || writes.is_empty() {
+        if !flushes.is_empty() || due || writes.is_empty() {
             c.commit(db, &mut writes, &mut flushes);
             oldest = None;
-        } else if !flushes.is_empty() {
-            c.flush(db, &mut writes, &mut flushes);
-            if writes.is_empty() {
-                oldest = None;
-            }
         }
     }
     c.commit(db, &mut writes, &mut flushes);
-    // Closed with everything committed: the journal has nothing a restart would need.
-    if c.retained.is_empty()
-        && let Some(j) = &mut c.journal
-        && let Err(e) = j.clear()
-    {
-        tracing::warn!(error = %e, "journal");
-    }
 }
 
 /// Deleted nodes and trees, so that late writes for them are dropped.
@@ -601,9 +673,8 @@ impl Gone {
 }
 
 /// Queues a write, appending log entries to the previous write when they continue it (a run's
-/// entries arrive one by one; a row holds a batch). Writes before `floor` are in the journal
-/// already and stay as they are.
-fn push_merged(writes: &mut Vec<Write>, w: Write, floor: usize) {
+/// entries arrive one by one; a row holds a batch).
+fn push_merged(writes: &mut Vec<Write>, w: Write) {
     if let (
         Some(Write::Log {
             tree: t0,
@@ -619,7 +690,7 @@ fn push_merged(writes: &mut Vec<Write>, w: Write, floor: usize) {
             count,
             entries,
         },
-    ) = (writes[floor..].last_mut(), &w)
+    ) = (writes.last_mut(), &w)
         && *t0 == *tree
         && *n0 == *node
         && *i0 + *c0 == *index
@@ -632,7 +703,7 @@ fn push_merged(writes: &mut Vec<Write>, w: Write, floor: usize) {
     // A sweep's row is rewritten whole as each replicate ends: a queued one it supersedes is
     // replaced in place (unless a deletion for its tree comes after it).
     if let Write::Sweep { tree, id, .. } = &w {
-        for queued in writes[floor..].iter_mut().rev() {
+        for queued in writes.iter_mut().rev() {
             match queued {
                 Write::Sweep { tree: t, id: i, .. } if t == tree && i == id => {
                     *queued = w;
@@ -895,11 +966,11 @@ mod tests {
     fn a_queued_sweep_row_is_replaced_by_its_newer_body_but_not_across_a_deletion() {
         let mut w = Vec::new();
         for x in [sweep(1, 0, "a"), sweep(1, 1, "b"), sweep(1, 0, "c")] {
-            push_merged(&mut w, x, 0);
+            push_merged(&mut w, x);
         }
         assert_eq!(bodies(&w), ["1/0:c", "1/1:b"]);
-        push_merged(&mut w, Write::DeleteSweep { tree: 1, id: 1 }, 0);
-        push_merged(&mut w, sweep(1, 1, "d"), 0);
+        push_merged(&mut w, Write::DeleteSweep { tree: 1, id: 1 });
+        push_merged(&mut w, sweep(1, 1, "d"));
         assert_eq!(bodies(&w), ["1/0:c", "1/1:b", "-1/1", "1/1:d"]);
     }
 }
@@ -1009,60 +1080,80 @@ mod journal_tests {
         Box::new(move |r| out.lock().unwrap().push(r.is_ok()))
     }
 
+    /// What the store thread does with queued writes and marks.
+    fn drain(mailbox: &Mailbox, queue: &mut Vec<Write>, c: &mut Committer) {
+        for msg in mailbox.take(Some(std::time::Instant::now())).unwrap() {
+            match msg {
+                Msg::Write(w) => push_merged(queue, w),
+                Msg::Mark(seq) => c.mark(seq, queue.len()),
+                _ => unreachable!("the test posts writes and marks only"),
+            }
+        }
+    }
+
     #[test]
-    fn an_acknowledged_group_that_fails_to_apply_is_retried_first_and_waiters_then_hear_the_truth() {
+    fn an_acknowledged_group_that_fails_to_commit_is_retried_first_and_flushes_then_wait_for_commits() {
         let dir = std::env::temp_dir().join(format!("simtree-journal-retry-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let (journal, _) = Journal::open(&dir.join("simtree.journal"), 0).unwrap();
-        let mut c = Committer::new(Some(journal));
-        let mut db = Flaky {
-            fail: true,
-            ..Flaky::default()
-        };
+        let front = Arc::new(Front {
+            journal: Mutex::new(journal),
+            applied: AtomicU64::new(0),
+            healthy: AtomicBool::new(true),
+        });
+        let mailbox = Mailbox::default();
+        let mut c = Committer::new(Some(front.clone()));
+        let mut db = Flaky::default();
         let heard = Arc::new(Mutex::new(Vec::new()));
+        let heard_now = |h: &Arc<Mutex<Vec<bool>>>| h.lock().unwrap().clone();
         let rename = |name: &str| Write::Rename {
             tree: 1,
             name: name.into(),
         };
-        let heard_now = |h: &Arc<Mutex<Vec<bool>>>| h.lock().unwrap().clone();
-        // A flush journals the queue and answers at once; the writes stay queued.
-        let mut queue = vec![rename("a")];
-        c.flush(&mut db, &mut queue, &mut vec![waiter(&heard)]);
-        assert_eq!(heard_now(&heard), [true]);
-        assert_eq!((queue.len(), c.journaled), (1, 1));
-        // Log entries that continue a journaled row start a row of their own.
-        let log = |index, entries: &str| Write::Log {
-            tree: 1,
-            node: 1,
-            index,
-            count: 1,
-            entries: entries.into(),
-        };
-        push_merged(&mut queue, log(0, "x"), c.journaled);
-        c.flush(&mut db, &mut queue, &mut vec![waiter(&heard)]);
-        push_merged(&mut queue, log(1, "y"), c.journaled);
-        assert_eq!(queue.len(), 3, "the journaled row is left as it was journaled");
-        // The deadline's commit fails: the journaled writes are kept with their mark; the
-        // unjournaled entry is dropped, as a failed commit drops writes nobody waits for.
+        // A flush through the journal needs no commit: it queues the group's mark.
+        let mut queue = Vec::new();
+        front.write(&mailbox, rename("a")).unwrap();
+        assert!(front.flush(&mailbox));
+        drain(&mailbox, &mut queue, &mut c);
+        assert_eq!((queue.len(), c.journaled, c.last_seq), (1, 1, Some(1)));
+        // Log entries queued after it; the group commit fails: the journaled write is kept with
+        // its mark, the entries nobody waited for are dropped (as a failed commit always did).
+        front
+            .write(
+                &mailbox,
+                Write::Log {
+                    tree: 1,
+                    node: 1,
+                    index: 0,
+                    count: 1,
+                    entries: "x".into(),
+                },
+            )
+            .unwrap();
+        drain(&mailbox, &mut queue, &mut c);
         db.fail = true;
         c.commit(&mut db, &mut queue, &mut Vec::new());
         assert!(queue.is_empty());
-        assert_eq!(c.retained.len(), 3, "two journaled writes and the journal mark");
-        assert!(matches!(c.retained.last(), Some(Write::Applied { seq: 2 })));
-        // While they are kept the journal is not used: the next waiter hears the failure, its
-        // writes are dropped, the kept ones stay.
-        c.flush(&mut db, &mut vec![rename("b")], &mut vec![waiter(&heard)]);
-        assert_eq!(heard_now(&heard), [true, true, false]);
-        assert_eq!(c.retained.len(), 3);
-        // Recovered: the kept writes go first, then the new one, in one transaction.
+        assert_eq!(c.retained.len(), 2, "the journaled write and its mark");
+        assert!(matches!(c.retained.last(), Some(Write::Applied { seq: 1 })));
+        // Until they are in, the journal does not answer flushes: a commit does, and says how
+        // it went.
+        assert!(!front.flush(&mailbox));
+        c.commit(&mut db, &mut vec![rename("b")], &mut vec![waiter(&heard)]);
+        assert_eq!(heard_now(&heard), [false]);
+        assert_eq!(c.retained.len(), 2);
         db.fail = false;
-        c.flush(&mut db, &mut vec![rename("c")], &mut vec![waiter(&heard)]);
-        assert_eq!(heard_now(&heard), [true, true, false, true]);
+        c.commit(&mut db, &mut vec![rename("c")], &mut vec![waiter(&heard)]);
+        assert_eq!(heard_now(&heard), [false, true]);
         assert!(c.retained.is_empty());
+        assert_eq!(front.applied.load(Ordering::Acquire), 1);
         let applied: Vec<&str> = db.applied.iter().map(|w| w.split([' ', '{']).next().unwrap()).collect();
-        assert_eq!(applied, ["Rename", "Log", "Applied", "Rename"]);
-        assert!(db.applied[0].contains("\"a\"") && db.applied[3].contains("\"c\""));
+        assert_eq!(applied, ["Rename", "Applied", "Rename"]);
+        assert!(db.applied[0].contains("\"a\"") && db.applied[2].contains("\"c\""));
+        // Healthy again: flushes go through the journal.
+        front.write(&mailbox, rename("d")).unwrap();
+        assert!(front.flush(&mailbox));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
