@@ -222,9 +222,10 @@ pub async fn export(tree: u64) -> Result<String> {
 }
 
 /// `GET …/graph/columns`: the graph in its columnar binary form (`simtree_shared::columns`:
-/// read with no text parsing; the JSON graph took 50–180 ms to parse at 5,000 nodes on a first
-/// load, before the wasm is optimised). The one reply whose arrival the UI bench times: the marks
-/// `graph-in`, `graph-read` once its bytes are in wasm memory, then `graph` once it is applied.
+/// read with no text parsing: 2–22 ms at 5,000 nodes on a first load, before the wasm is
+/// optimised, where the JSON took up to 176 ms with the page's first effects). The one reply
+/// whose arrival the UI bench times: the marks `graph-in`, `graph-read` once its bytes are in
+/// wasm memory, then `graph` once it is applied.
 pub async fn graph(tree: u64) -> Result<Graph> {
     let resp = request("GET", &format!("{}/graph/columns", tree_path(tree)), None).await?;
     crate::mark("graph-in");
