@@ -971,7 +971,7 @@ pub fn Legend(tree: Tree) -> impl IntoView {
                 .iter()
                 .map(|s| view! {
                     <span class="legend-item" data-op=s.name>
-                        <span class="swatch" style=format!("background:{}", s.colour)></span>
+                        <span class="swatch" style=format!("background:{}", crate::ops::theme_colour(s))></span>
                         {s.name}
                     </span>
                 })

@@ -24,7 +24,7 @@ use web_sys::{CanvasRenderingContext2d, HtmlCanvasElement};
 
 use crate::layout::{COL, Layout, NODE, ViewTransform};
 use crate::model::GraphModel;
-use crate::ops::{EdgeStyle, SWEEP, edge_style, ellipsis, ops_label};
+use crate::ops::{ADVANCE, EdgeStyle, SWEEP, edge_style, ellipsis, ops_label};
 
 /// What a node looks like on the canvas: its status first, its role in the tree second (the
 /// SVG drawing's classes say the same through the stylesheet).
@@ -64,6 +64,8 @@ pub struct Palette {
     pub danger: String,
     pub danger_soft: String,
     pub warn: String,
+    /// Advance edges (upstream's black on the light theme, lifted on the dark one).
+    pub advance: String,
 }
 
 /// The compare ring's colour (fixed in the stylesheet too).
@@ -99,6 +101,7 @@ impl Palette {
             danger: var("--danger", "#c62828"),
             danger_soft: var("--danger-soft", "#fdecea"),
             warn: var("--warn", "#a15c00"),
+            advance: var("--edge-advance", ADVANCE.colour),
         }
     }
 
@@ -111,6 +114,15 @@ impl Palette {
             Look::Running => (&self.fill, &self.accent, 3.0),
             Look::Failed => (&self.danger_soft, &self.danger, 3.5),
             Look::Cancelled => (&self.fill, &self.warn, 3.0),
+        }
+    }
+
+    /// The colour of an edge style: its own, but the theme's for advances.
+    fn edge<'a>(&'a self, style: &EdgeStyle) -> &'a str {
+        if style.name == ADVANCE.name {
+            &self.advance
+        } else {
+            style.colour
         }
     }
 
@@ -308,7 +320,7 @@ pub fn draw(
             any = true;
         }
         if any {
-            ctx.set_stroke_style_str(style.colour);
+            ctx.set_stroke_style_str(p.edge(style));
             ctx.stroke();
         }
     }

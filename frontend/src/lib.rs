@@ -45,4 +45,6 @@ pub fn start() {
     mark("start");
     console_error_panic_hook::set_once();
     leptos::mount::mount_to_body(app::App);
+    // The page is built; its effects and the graph's read run after this.
+    mark("mounted");
 }

@@ -149,6 +149,16 @@ pub const ABM_AGENT: EdgeStyle = style("agents", "#ad1457");
 /// A sweep's cells and replicates, whatever their ops: the grid reads as one family.
 pub const SWEEP: EdgeStyle = style("sweep", "#b08800");
 
+/// The CSS colour of a style: its own, but the theme's (`--edge-advance`) for advances, whose
+/// upstream black would vanish on a dark theme.
+pub fn theme_colour(s: &EdgeStyle) -> &'static str {
+    if s.name == ADVANCE.name {
+        "var(--edge-advance)"
+    } else {
+        s.colour
+    }
+}
+
 /// The style of one op.
 pub fn op_style(op: &Op) -> EdgeStyle {
     match op {

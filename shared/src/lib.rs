@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub mod abm;
+pub mod columns;
 mod event;
 mod social;
 mod sweep;

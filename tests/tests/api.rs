@@ -69,6 +69,12 @@ async fn every_route_answers_as_upstream() {
             .unwrap()
             .contains(&json!({"from": 10, "to": 11, "type": "public_event"}))
     );
+    // The columnar form is the same graph.
+    let reply = reqwest::get(s.url(&p("/graph/columns"))).await.expect("GET columns");
+    assert_eq!(reply.status(), 200);
+    assert_eq!(reply.headers()["content-type"], simtree_shared::columns::MEDIA_TYPE);
+    let columns = simtree_shared::Graph::from_columns(&reply.bytes().await.expect("bytes")).expect("columns");
+    assert_eq!(columns, serde_json::from_value(graph.clone()).expect("graph"));
 
     let summaries = s.get(&p("/summaries")).await.1;
     let s1 = &summaries[1];
@@ -137,6 +143,8 @@ async fn errors_are_json_details_with_fitting_statuses() {
     let detail = |v: &Value| v["detail"].as_str().unwrap_or("").to_string();
 
     let (st, body) = s.get("/devui/simtree/999/graph").await;
+    assert_eq!((st, detail(&body).as_str()), (404, "simtree not found"));
+    let (st, body) = s.get("/devui/simtree/999/graph/columns").await;
     assert_eq!((st, detail(&body).as_str()), (404, "simtree not found"));
     let (st, body) = s.get(&p("/node/77/logs")).await;
     assert_eq!((st, detail(&body).as_str()), (404, "node 77 not found"));

@@ -20,12 +20,71 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 
 const WAIT: Duration = Duration::from_secs(30);
 
-struct Kill(Child);
+/// A chromedriver and everything it started: dropped — at a test's end or while a failed test
+/// unwinds — it kills the driver, every Chromium process under it and their process group, and
+/// removes the browsers' profiles. (Killing the driver alone left its Chromium running.)
+struct Driver {
+    child: Child,
+    port: u16,
+}
 
-impl Drop for Kill {
+impl Driver {
+    /// Starts `path` on `port` in a process group of its own (the browsers it starts join it).
+    fn spawn(path: &str, port: u16) -> Driver {
+        use std::os::unix::process::CommandExt;
+        let child = Command::new(path)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .expect("spawn chromedriver");
+        Driver { child, port }
+    }
+
+    /// The ids of the driver's processes: itself, its children, theirs…
+    fn processes(&self) -> Vec<i32> {
+        let parents: Vec<(i32, i32)> = std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| {
+                let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+                let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+                // "pid (name) state ppid …": the name may hold spaces and parentheses.
+                let ppid = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
+                Some((pid, ppid))
+            })
+            .collect();
+        let mut tree = vec![self.child.id() as i32];
+        let mut i = 0;
+        while i < tree.len() {
+            let parent = tree[i];
+            tree.extend(parents.iter().filter(|p| p.1 == parent).map(|p| p.0));
+            i += 1;
+        }
+        tree
+    }
+}
+
+impl Drop for Driver {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let tree = self.processes();
+        // SAFETY: kill(2) only sends signals: to the driver's process group (its id), then to
+        // each process found under it (a browser that left the group).
+        unsafe {
+            libc::kill(-(self.child.id() as i32), libc::SIGKILL);
+            for pid in &tree {
+                libc::kill(*pid, libc::SIGKILL);
+            }
+        }
+        let _ = self.child.wait();
+        let prefix = format!("simtree-chrome-{}-{}-", std::process::id(), self.port);
+        for entry in std::fs::read_dir(std::env::temp_dir()).into_iter().flatten().flatten() {
+            if entry.file_name().to_string_lossy().starts_with(&prefix) {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
     }
 }
 
@@ -47,7 +106,7 @@ fn screenshots() -> PathBuf {
 struct Browser {
     server: Server,
     client: Client,
-    driver: Kill,
+    driver: Driver,
     /// The chromedriver's port (more sessions, Chrome DevTools commands).
     port: u16,
     profile: PathBuf,
@@ -135,14 +194,7 @@ impl Browser {
         all.extend_from_slice(flags);
         let server = Server::start_env(&all, env);
         let port = TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
-        let driver = Kill(
-            Command::new(&driver)
-                .arg(format!("--port={port}"))
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn chromedriver"),
-        );
+        let driver = Driver::spawn(&driver, port);
         let (client, profile) = chromium_session(port).await;
         Some(Browser {
             server,
@@ -249,6 +301,55 @@ impl Browser {
         }
         close_session(self.client, &self.profile).await;
         drop(self.driver);
+    }
+}
+
+/// Whether process `pid` still runs (a zombie waiting for its parent to read its status no
+/// longer does).
+fn running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| Some(s.rsplit_once(')')?.1.split_whitespace().next()? != "Z"))
+        .unwrap_or(false)
+}
+
+/// A test that fails with its browser open leaves neither the driver nor any Chromium process.
+#[tokio::test]
+async fn a_failing_test_leaves_no_browser_running() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    let failed = tokio::spawn(async move {
+        let Some(b) = Browser::start(&[]).await else {
+            return;
+        };
+        b.open("/").await;
+        b.wait_css("#tree-browser").await;
+        *record.lock().unwrap() = b.driver.processes();
+        panic!("(expected) a test failing with its browser open");
+    })
+    .await;
+    let pids = seen.lock().unwrap().clone();
+    if pids.is_empty() {
+        return; // skipped: no browser
+    }
+    assert!(failed.is_err_and(|e| e.is_panic()));
+    let chromium = pids
+        .iter()
+        .filter(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.contains("chrom")))
+        .count();
+    assert!(chromium >= 2, "the driver and its browser's processes: {pids:?}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let left: Vec<i32> = pids.iter().copied().filter(|p| running(*p)).collect();
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still running after the test failed: {left:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -1506,7 +1607,7 @@ async fn first_render(client: &Client, url: &str) -> Result<Load, String> {
          const res = (suffix) => performance.getEntriesByType('resource').find(e => e.name.endsWith(suffix));
          const wait = () => {
            if (window.simtreeFirstRender === undefined) return setTimeout(wait, 20);
-           const wasm = res('.wasm'), graph = res('/graph');
+           const wasm = res('.wasm'), graph = res('/graph/columns') || res('/graph');
            const marks = performance.getEntriesByType('mark')
              .filter(m => m.name.startsWith('simtree:')).map(m => [m.name, m.startTime]);
            done([window.simtreeFirstRender, wasm ? wasm.responseEnd : -1, graph ? graph.startTime : -1,
@@ -1639,6 +1740,14 @@ fn frame_summary(mut deltas: Vec<f64>) -> String {
     )
 }
 
+/// The machine's 1-minute load average (`/proc/loadavg`), printed beside each load's figures.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "?".into())
+}
+
 /// The browser half of `cargo xtask ui-bench` (run with `--ignored`): first render of a 250-node
 /// tree (the largest drawn in SVG) and of 2,000-, 5,000- and 20,000-node trees (on the canvas),
 /// cold and warm, and the frame times of a pan and a zoom on each, against whatever
@@ -1655,16 +1764,32 @@ async fn ui_bench() {
     let Some(b) = Browser::start(&["--max-children", "200"]).await else {
         return;
     };
-    for n in [250, 2_000, 5_000, 20_000] {
+    // `SIMTREE_UI_BENCH_SIZES=5000` (a comma-separated list) times only those trees, and
+    // `SIMTREE_UI_BENCH_COLD=n` opens each in n fresh browsers instead of three.
+    let sizes: Vec<u64> = std::env::var("SIMTREE_UI_BENCH_SIZES")
+        .ok()
+        .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![250, 2_000, 5_000, 20_000]);
+    let cold = std::env::var("SIMTREE_UI_BENCH_COLD")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3_usize)
+        .max(1);
+    for n in sizes {
         let built = Instant::now();
         let t = two_level_tree(&b.server, n).await;
         let build = built.elapsed();
         let url = b.server.url(&format!("/simtree/{t}"));
         println!("ui-bench: {n} nodes (built over HTTP in {:.1} s)", build.as_secs_f64());
-        for warm in [3, 0, 0] {
+        for browser in 0..cold {
+            let warm = if browser == 0 { 3 } else { 0 };
             let loads = cold_then_warm(b.port, &b.server, &url, n, warm).await;
             for (i, load) in loads.iter().enumerate() {
-                println!("ui-bench:   {} {load}", if i == 0 { "cold" } else { "warm" });
+                println!(
+                    "ui-bench:   {} {load} [load average {}]",
+                    if i == 0 { "cold" } else { "warm" },
+                    load_average()
+                );
             }
         }
         // The frames are timed once the tree is drawn and the panels' loading has settled.
@@ -2196,6 +2321,20 @@ async fn canvas_pixel(b: &Browser) -> Vec<u64> {
     v.as_array().into_iter().flatten().filter_map(Value::as_u64).collect()
 }
 
+/// How many pixels of the graph's canvas are (nearly) opaque black.
+async fn black_pixels(b: &Browser) -> u64 {
+    b.js("const c = document.querySelector('canvas.graph-canvas');
+          const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+          let n = 0;
+          for (let i = 0; i < d.length; i += 4) {
+            if (d[i + 3] >= 128 && Math.max(d[i], d[i + 1], d[i + 2]) < 24) n++;
+          }
+          return n;")
+        .await
+        .as_u64()
+        .unwrap_or(0)
+}
+
 #[tokio::test]
 async fn a_wide_tree_on_the_canvas_fits_clear_of_the_minimap_and_zoom_keeps_the_cursor_point() {
     let _one = ONE_AT_A_TIME.lock().await;
@@ -2378,11 +2517,15 @@ async fn the_canvas_follows_the_system_theme_when_it_changes() {
         }
     };
     assert_eq!(fill("light").await, [255, 255, 255, 255]);
+    // The 300 advance edges: upstream's black on the light theme, and nothing black on the dark
+    // one, where they would vanish into the background.
+    assert!(black_pixels(b).await > 100, "the light theme's advance edges are black");
     let dark = fill("dark").await;
     assert_eq!(dark, [42, 48, 60, 255], "the dark theme's #2a303c");
     if let Ok(png) = b.client.screenshot().await {
         let _ = std::fs::write(screenshots().join("canvas_system_dark.png"), png);
     }
+    assert_eq!(black_pixels(b).await, 0, "black edges on the dark theme");
     assert_eq!(fill("light").await, [255, 255, 255, 255]);
     owned.finish("canvas_system_theme").await;
 }

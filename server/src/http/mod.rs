@@ -52,6 +52,7 @@ pub fn router(app: Arc<AppState>) -> Router {
         .route("/simtree/{tree}", delete(delete_tree).patch(patch_tree))
         .route("/simtree/{tree}/summaries", get(summaries))
         .route("/simtree/{tree}/graph", get(graph))
+        .route("/simtree/{tree}/graph/columns", get(graph_columns))
         .route("/simtree/{tree}/export", get(transfer::export))
         .route("/simtree/{tree}/advance", post(advance))
         .route("/simtree/{tree}/advance_frontier", post(advance_frontier))

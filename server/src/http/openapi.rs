@@ -30,6 +30,8 @@ struct Operation {
     summary: &'static str,
     body: Option<Value>,
     ok: Value,
+    /// The 200 reply's media type.
+    media: &'static str,
     /// Statuses besides 200 (each answers `ErrorBody`).
     errors: &'static [u16],
 }
@@ -51,6 +53,7 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
         summary,
         body,
         ok,
+        media: "application/json",
         errors,
     };
     vec![
@@ -142,6 +145,15 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
             schema::<Graph>(g),
             NOT_FOUND,
         ),
+        Operation {
+            method: "get",
+            path: "/devui/simtree/{tree}/graph/columns",
+            summary: "The graph in a columnar binary form (the web UI's; laid out in simtree_shared::columns)",
+            body: None,
+            ok: json!({"type": "string", "format": "binary"}),
+            media: simtree_shared::columns::MEDIA_TYPE,
+            errors: NOT_FOUND,
+        },
         op(
             "get",
             "/devui/simtree/{tree}/export",
@@ -342,7 +354,7 @@ pub fn document() -> Value {
         let mut responses = Map::new();
         responses.insert(
             "200".into(),
-            json!({"description": "OK", "content": {"application/json": {"schema": o.ok}}}),
+            json!({"description": "OK", "content": {o.media: {"schema": o.ok}}}),
         );
         for code in o.errors {
             responses.insert(
@@ -419,7 +431,7 @@ mod tests {
                 .unwrap_or_else(|| panic!("{target}"));
             assert!(schemas.contains_key(name), "{name}");
         }
-        assert_eq!(doc["paths"].as_object().unwrap().len(), 27);
+        assert_eq!(doc["paths"].as_object().unwrap().len(), 28);
     }
 
     /// Each documented operation reaches a handler: it may answer 404 for tree 0, but never

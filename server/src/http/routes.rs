@@ -87,6 +87,19 @@ pub async fn graph(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Res
     Ok(Json(g).into_response())
 }
 
+/// `GET …/graph/columns`: the graph in the columnar binary form of `simtree_shared::columns`
+/// (what the web UI reads for a first render: no JSON to parse). Bounded like the JSON graph: by
+/// the tree's size.
+pub async fn graph_columns(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Response> {
+    let handle = app.wb.tree(tree)?;
+    let g = handle.lock().graph();
+    Ok((
+        [(header::CONTENT_TYPE, simtree_shared::columns::MEDIA_TYPE)],
+        g.to_columns(),
+    )
+        .into_response())
+}
+
 pub async fn advance(
     State(app): St,
     ApiPath(tree): ApiPath<u64>,
