@@ -265,8 +265,7 @@ impl Store {
             sql: sqlite::Sqlite::open(&file)?,
         };
         db.migrate()?;
-        let applied = db.journal_applied()?;
-        let journal = replay(&mut db, &dir.join("simtree.journal"), applied)?;
+        let (journal, applied) = replay(&mut db, &dir.join("simtree.journal"))?;
         let front = Arc::new(Front {
             journal: Mutex::new(journal),
             applied: AtomicU64::new(applied),
@@ -495,12 +494,14 @@ impl Drop for Ended<'_> {
 }
 
 /// Applies the groups a journal holds beyond the last one the database recorded (the server
-/// stopped between acknowledging them and writing them), then empties it.
-fn replay<S: sql::Sql>(db: &mut sql::Db<S>, path: &Path, applied: u64) -> StoreResult<Journal> {
+/// stopped between acknowledging them and writing them), then empties it. Returns the journal
+/// and the last group the database has.
+fn replay<S: sql::Sql>(db: &mut sql::Db<S>, path: &Path) -> StoreResult<(Journal, u64)> {
+    let mut applied = db.journal_applied()?;
     let (mut journal, pending) = Journal::open(path, applied)?;
     let groups = pending.len();
-    // Writes for what a later write of the journal deleted are dropped, as the store thread
-    // drops them (a run stopped by a deletion may queue a few log entries after it).
+    // Writes queued after their node or tree was deleted are dropped, as the store thread drops
+    // them (a run stopped by a deletion may queue a few log entries after it).
     let mut gone = Gone::default();
     for (seq, writes) in pending {
         let mut writes: Vec<Write> = writes.into_iter().filter(|w| gone.admit(w)).collect();
@@ -508,8 +509,9 @@ fn replay<S: sql::Sql>(db: &mut sql::Db<S>, path: &Path, applied: u64) -> StoreR
         if let Err(e) = db.apply(&writes) {
             let aside = journal.set_aside()?;
             tracing::error!(seq, error = %e, kept = %aside.display(), "journal: a group could not be applied; the journal was set aside");
-            return Ok(journal);
+            return Ok((journal, applied));
         }
+        applied = seq;
     }
     if groups > 0 {
         tracing::warn!(
@@ -518,7 +520,7 @@ fn replay<S: sql::Sql>(db: &mut sql::Db<S>, path: &Path, applied: u64) -> StoreR
         );
     }
     journal.clear()?;
-    Ok(journal)
+    Ok((journal, applied))
 }
 
 /// How the store thread commits what is queued, and what it tells the journal.
