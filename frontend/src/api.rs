@@ -76,9 +76,10 @@ fn http_error(status: u16, text: String) -> ApiError {
     }
 }
 
-/// The reply to `GET path` that index.html asked for before the app ran
-/// (`simtreeBoot.preloaded[path]`), taken at most once: the first read of the open tree's graph
-/// then needs no second round trip, and its download overlapped the wasm's.
+/// What index.html asked for `GET path` before the app ran (`simtreeBoot.preloaded[path]`),
+/// taken at most once: the first read of the open tree's graph then needs no second round trip,
+/// and its download overlapped the wasm's. The promise gives the body's bytes (an `ArrayBuffer`,
+/// read as soon as they arrived) for a 2xx reply, else the reply itself.
 fn preloaded(window: &web_sys::Window, path: &str) -> Option<js_sys::Promise> {
     let boot = js_sys::Reflect::get(window, &"simtreeBoot".into()).ok()?;
     let map = js_sys::Reflect::get(&boot, &"preloaded".into())
@@ -106,20 +107,40 @@ async fn request(method: &str, path: &str, body: Option<String>) -> Result<Respo
         req.headers().set("content-type", "application/json").map_err(js_err)?;
     }
     let window = web_sys::window().ok_or(ApiError::Client("no window".into()))?;
-    let pending = match method {
-        "GET" => preloaded(&window, path),
-        _ => None,
-    }
-    .unwrap_or_else(|| window.fetch_with_request(&req));
     // fetch rejects (a TypeError) only when no answer came: the server is down.
-    let resp: Response = JsFuture::from(pending)
+    let resp: Response = JsFuture::from(window.fetch_with_request(&req))
         .await
         .map_err(|_| ApiError::Offline)?
         .unchecked_into();
+    checked(resp).await
+}
+
+/// `resp` if its status is 2xx, else the error it carries.
+async fn checked(resp: Response) -> Result<Response> {
     if resp.ok() {
         Ok(resp)
     } else {
         Err(http_error(resp.status(), body_text(&resp).await?))
+    }
+}
+
+/// The body of `GET path`, taken from what index.html preloaded when it did. Its bytes are then
+/// in hand before the app has built its page, so reading them waits for no browser task: the
+/// page's first frame already shows what they draw.
+async fn get_bytes(path: &str) -> Result<Vec<u8>> {
+    let window = web_sys::window().ok_or(ApiError::Client("no window".into()))?;
+    let Some(pending) = preloaded(&window, path) else {
+        return body_bytes(&request("GET", path, None).await?).await;
+    };
+    let got = JsFuture::from(pending).await.map_err(|_| ApiError::Offline)?;
+    match got.dyn_into::<js_sys::ArrayBuffer>() {
+        Ok(bytes) => Ok(js_sys::Uint8Array::new(&bytes).to_vec()),
+        Err(other) => {
+            let resp = other
+                .dyn_into::<Response>()
+                .map_err(|_| ApiError::Client("index.html preloaded neither bytes nor a reply".into()))?;
+            body_bytes(&checked(resp).await?).await
+        }
     }
 }
 
@@ -224,12 +245,10 @@ pub async fn export(tree: u64) -> Result<String> {
 /// `GET …/graph/columns`: the graph in its columnar binary form (`simtree_shared::columns`:
 /// read with no text parsing: 2–22 ms at 5,000 nodes on a first load, before the wasm is
 /// optimised, where the JSON took up to 176 ms with the page's first effects). The one reply
-/// whose arrival the UI bench times: the marks `graph-in`, `graph-read` once its bytes are in
-/// wasm memory, then `graph` once it is applied.
+/// whose arrival the UI bench times: the mark `graph-read` once its bytes are in wasm memory,
+/// then `graph` once it is applied.
 pub async fn graph(tree: u64) -> Result<Graph> {
-    let resp = request("GET", &format!("{}/graph/columns", tree_path(tree)), None).await?;
-    crate::mark("graph-in");
-    let bytes = body_bytes(&resp).await?;
+    let bytes = get_bytes(&format!("{}/graph/columns", tree_path(tree))).await?;
     crate::mark("graph-read");
     Graph::from_columns(&bytes).map_err(|e| ApiError::Client(format!("unexpected response: {e}")))
 }

@@ -927,6 +927,10 @@ pub fn UsageLine(tree: Tree) -> impl IntoView {
     let usage = RwSignal::new(None::<simtree_shared::UsageReply>);
     Effect::new(move |_| {
         tree.last_msg.track();
+        // Not before the tree is drawn: its first drawing does not wait for this reply.
+        if !tree.shown.get() {
+            return;
+        }
         let Some(t) = tree.id.get() else { return };
         leptos::task::spawn_local(async move {
             if let Ok(v) = crate::api::usage(t).await {

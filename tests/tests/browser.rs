@@ -1659,7 +1659,28 @@ async fn cold_then_warm(port: u16, server: &Server, url: &str, n: u64, warm: usi
                     .await
                     .map_err(|e| format!("home: {e}"))?;
             }
-            first_render(&client, url).await
+            // `SIMTREE_UI_BENCH_PROFILE=dir` records a CPU profile of each cold load there
+            // (`cold-<nodes>-<n>.cpuprofile`, for Chromium's DevTools or a script). The page
+            // first opens a same-origin URL that loads nothing of the app, so the profiler
+            // runs in the renderer the tree's page will use and the caches stay cold.
+            let profile = std::env::var_os("SIMTREE_UI_BENCH_PROFILE").filter(|_| i == 0);
+            if profile.is_some() {
+                client.goto(&server.url("/health")).await.map_err(|e| e.to_string())?;
+                cdp(&client, port, "Profiler.enable", json!({})).await?;
+                cdp(&client, port, "Profiler.setSamplingInterval", json!({"interval": 200})).await?;
+                cdp(&client, port, "Profiler.start", json!({})).await?;
+            }
+            let load = first_render(&client, url).await?;
+            if let Some(dir) = profile {
+                let taken = cdp(&client, port, "Profiler.stop", json!({})).await?;
+                let dir = PathBuf::from(dir);
+                let _ = std::fs::create_dir_all(&dir);
+                static PROFILES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+                let k = PROFILES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let file = dir.join(format!("cold-{n}-{k}.cpuprofile"));
+                std::fs::write(&file, taken["profile"].to_string()).map_err(|e| format!("{}: {e}", file.display()))?;
+            }
+            Ok(load)
         };
         match load.await {
             Ok(load) => loads.push(load),
