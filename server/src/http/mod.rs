@@ -32,6 +32,7 @@ pub use state::{AppState, Backend, Limits, Providers};
 
 /// The web UI's build folder: `$SIMTREE_STATIC`, else the checkout's `frontend/dist` when it
 /// is there, else the UI embedded in the binary.
+
 pub fn default_static_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("SIMTREE_STATIC") {
         return dir.into();
@@ -95,6 +96,7 @@ pub fn router(app: Arc<AppState>) -> Router {
             header::CACHE_CONTROL,
             HeaderValue::from_static("no-cache"),
         ))
+        .layer(axum::middleware::from_fn(preload_links))
         .service(
             ServeDir::new(&dir)
                 .precompressed_br()
@@ -151,4 +153,63 @@ pub async fn serve(app: Arc<AppState>, addr: SocketAddr) -> std::io::Result<()> 
         let _ = tokio::signal::ctrl_c().await;
     })
     .await
+}
+
+/// Adds to a web UI page's answer a `Link` header that has the browser fetch, as the answer
+/// arrives, what index.html's script asks for ~25–150 ms later (the script's `fetch()` then gets
+/// the preloaded response: same URL, CORS mode, same-origin credentials): the wasm, and on a
+/// tree's page (`/simtree/{id}`, `/studio/{id}`) the tree's graph.
+async fn preload_links(req: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
+    let links = preload_for(req.uri().path());
+    let mut res = next.run(req).await;
+    let html = res
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|t| t.as_bytes().starts_with(b"text/html"));
+    if html && let Ok(value) = HeaderValue::from_str(&links) {
+        res.headers_mut().entry(header::LINK).or_insert(value);
+    }
+    res
+}
+
+/// The `Link` header value of the page at `path` (see [`preload_links`]).
+fn preload_for(path: &str) -> String {
+    let mut links = String::from("</simtree_frontend_bg.wasm>; rel=preload; as=fetch; crossorigin");
+    let tree = ["/simtree/", "/studio/"]
+        .iter()
+        .find_map(|page| path.strip_prefix(page))
+        .map(|rest| rest.trim_end_matches('/'))
+        .filter(|id| !id.is_empty() && id.len() <= 20 && id.bytes().all(|b| b.is_ascii_digit()));
+    if let Some(id) = tree {
+        links.push_str(&format!(
+            ", </devui/simtree/{id}/graph/columns>; rel=preload; as=fetch; crossorigin"
+        ));
+    }
+    links
+}
+
+#[cfg(test)]
+mod tests {
+    use super::preload_for;
+
+    #[test]
+    fn a_tree_page_preloads_its_graph_and_nothing_else_is_guessed() {
+        let wasm = "</simtree_frontend_bg.wasm>; rel=preload; as=fetch; crossorigin";
+        let graph =
+            |id: &str| format!("{wasm}, </devui/simtree/{id}/graph/columns>; rel=preload; as=fetch; crossorigin");
+        assert_eq!(preload_for("/simtree/12"), graph("12"));
+        assert_eq!(preload_for("/studio/7/"), graph("7"));
+        for path in [
+            "/",
+            "/simtree",
+            "/simtree/",
+            "/simtree/x1",
+            "/simtree/1/2",
+            "/sim/3",
+            "/simtree/1%0d%0aX: y",
+            "/simtree/123456789012345678901",
+        ] {
+            assert_eq!(preload_for(path), wasm, "{path}");
+        }
+    }
 }
