@@ -32,7 +32,6 @@ pub use state::{AppState, Backend, Limits, Providers};
 
 /// The web UI's build folder: `$SIMTREE_STATIC`, else the checkout's `frontend/dist` when it
 /// is there, else the UI embedded in the binary.
-
 pub fn default_static_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("SIMTREE_STATIC") {
         return dir.into();
