@@ -98,6 +98,13 @@ async fn a_copied_binary_serves_the_ui_and_the_shipped_scenarios_with_the_checko
     let page = http.get(format!("{base}/simtree/0")).send().await.unwrap();
     if built_with_ui {
         assert_eq!(page.status(), 200);
+        // The page has the browser fetch the wasm and this tree's graph as its answer arrives.
+        let link = page.headers()["link"].to_str().unwrap().to_string();
+        assert!(
+            link.contains("</simtree_frontend_bg.wasm>; rel=preload; as=fetch; crossorigin")
+                && link.contains("</devui/simtree/0/graph/columns>; rel=preload; as=fetch; crossorigin"),
+            "{link}"
+        );
         let html = page.text().await.unwrap();
         assert!(html.contains("<html"), "{html}");
         let wasm = http
@@ -107,6 +114,7 @@ async fn a_copied_binary_serves_the_ui_and_the_shipped_scenarios_with_the_checko
             .await
             .unwrap();
         assert_eq!(wasm.status(), 200);
+        assert!(wasm.headers().get("link").is_none(), "only pages carry the preload links");
         assert_eq!(
             wasm.headers()["content-encoding"],
             "gzip",
