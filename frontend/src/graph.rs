@@ -823,9 +823,15 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
                 </div>
             </Show>
             <div class="zoom-controls">
-                <button id="zoom-in" title="Zoom in (+)" on:click=move |_| zoom(1.25)>"+"</button>
-                <button id="zoom-out" title="Zoom out (−)" on:click=move |_| zoom(0.8)>"−"</button>
-                <button id="fit" title="Fit (f)" on:click=move |_| fit_now()>"⤢"</button>
+                <button id="zoom-in" title=move || ctx.tr("graph.zoomIn") on:click=move |_| zoom(1.25)>"+"</button>
+                <button id="zoom-out" title=move || ctx.tr("graph.zoomOut") on:click=move |_| zoom(0.8)>"−"</button>
+                // Drawn, not a character: few system fonts have "⤢", and looking for one that
+                // does cost a first load 20–70 ms of the page's first layout.
+                <button id="fit" title=move || ctx.tr("graph.fit") on:click=move |_| fit_now()>
+                    <svg class="icon" viewBox="0 0 16 16" aria-hidden="true">
+                        <path d="M2 6V2h4M10 2h4v4M14 10v4h-4M6 14H2v-4" fill="none" stroke="currentColor" stroke-width="1.6"></path>
+                    </svg>
+                </button>
             </div>
             <Show when=move || tree.shown.get()>
                 <Minimap layout view_t size />
