@@ -114,7 +114,10 @@ async fn a_copied_binary_serves_the_ui_and_the_shipped_scenarios_with_the_checko
             .await
             .unwrap();
         assert_eq!(wasm.status(), 200);
-        assert!(wasm.headers().get("link").is_none(), "only pages carry the preload links");
+        assert!(
+            wasm.headers().get("link").is_none(),
+            "only pages carry the preload links"
+        );
         assert_eq!(
             wasm.headers()["content-encoding"],
             "gzip",
