@@ -159,13 +159,14 @@ pub async fn serve(app: Arc<AppState>, addr: SocketAddr) -> std::io::Result<()> 
 /// the preloaded response: same URL, CORS mode, same-origin credentials): the wasm, and on a
 /// tree's page (`/simtree/{id}`, `/studio/{id}`) the tree's graph.
 async fn preload_links(req: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
-    let links = preload_for(req.uri().path());
+    // (A cheap clone: the path is written only for pages, not for every file the UI loads.)
+    let uri = req.uri().clone();
     let mut res = next.run(req).await;
     let html = res
         .headers()
         .get(header::CONTENT_TYPE)
         .is_some_and(|t| t.as_bytes().starts_with(b"text/html"));
-    if html && let Ok(value) = HeaderValue::from_str(&links) {
+    if html && let Ok(value) = HeaderValue::from_str(&preload_for(uri.path())) {
         res.headers_mut().entry(header::LINK).or_insert(value);
     }
     res
