@@ -112,6 +112,9 @@ fn press(css: &str) -> bool {
 /// Minimap size in pixels; fit keeps the tree out of its corner.
 const MW: f64 = 180.0;
 const MH: f64 = 110.0;
+/// The toolbar's band at the top of the pane (search, fold, direction, help): fit keeps the tree
+/// below it, or a narrow pane (Studio's) put the root under the search box.
+const TOOLS_H: f64 = 40.0;
 
 /// The CSS classes of a node: status, role in the tree, selection.
 fn node_class(g: &GraphModel, id: u64, selected: bool, compare: bool, leaf: bool) -> String {
@@ -240,10 +243,13 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
     let fitted_for = StoredValue::new(None::<u64>);
     // The view the last fit made, while the user has not moved it since.
     let fitted_view = StoredValue::new(None::<ViewTransform>);
-    // The area a fit may use: the minimap's band at the bottom stays free.
+    // The area a fit may use: the toolbar's band at the top and the minimap's at the bottom stay
+    // free.
     let fit_now = move || {
         let (w, h) = size.get_untracked();
-        let t = layout.with_untracked(|l| ViewTransform::fit(l, w, (h - MH - 12.0).max(h * 0.5)));
+        let room = (h - TOOLS_H - MH - 12.0).max(h * 0.5);
+        let mut t = layout.with_untracked(|l| ViewTransform::fit(l, w, room));
+        t.ty += TOOLS_H;
         fitted_view.set_value(Some(t));
         view_t.set(t);
     };

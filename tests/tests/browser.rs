@@ -896,6 +896,29 @@ async fn fit_shows_every_node_of_a_wide_tree_clear_of_the_minimap_and_zoom_keeps
 }
 
 #[tokio::test]
+async fn a_fitted_tree_stays_below_the_graph_toolbar_in_the_narrow_studio_pane() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else {
+        return;
+    };
+    // A root and four children, in Studio's narrow graph pane: the fit centres the root at the
+    // top, where it was drawn under the search box before the fit kept the toolbar's band free.
+    let t = wide_tree(&b.server, 4).await;
+    b.open(&format!("/studio/{t}")).await;
+    b.wait_count("g.node", 5).await;
+    b.wait_css(".graph-tools #graph-search").await;
+    let tools = rect(&b, ".graph-tools").await;
+    let root = rect(&b, "g.node[data-id='0'] circle").await;
+    let pane = rect(&b, "svg#graph").await;
+    assert!(
+        root[1] >= tools[3],
+        "the root {root:?} reaches into the toolbar {tools:?}"
+    );
+    assert!(root[3] <= pane[3], "the root {root:?} is below the pane {pane:?}");
+    b.finish("studio_fit_below_toolbar").await;
+}
+
+#[tokio::test]
 async fn running_thirteen_leaves_makes_one_toast_in_the_status_bar() {
     let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
