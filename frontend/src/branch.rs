@@ -120,7 +120,10 @@ pub fn BranchEditor(tree: Tree, node_view: RwSignal<Option<NodeView>>) -> impl I
                 </select>
             </div>
             {form}
-            {move || draft.get().err().filter(|e| !e.is_empty()).map(|e| view! { <p id="op-error" class="error">{e}</p> })}
+            {move || draft.get().err().filter(|e| !e.is_empty()).map(|e| {
+                let class = if e.starts_with(crate::editors::NOTHING_YET) { "hint muted" } else { "error" };
+                view! { <p id="op-error" class=class>{e}</p> }
+            })}
             <button id="branch-btn" class="primary" disabled=move || tree.selected.get().is_none() || tree.busy.get() || draft.with(Result::is_err) on:click=apply>
                 {move || ctx.tr("common.apply")}
             </button>

@@ -15,6 +15,10 @@ use crate::chart::abm_steps_of;
 
 use crate::ops::Kind;
 
+/// How a form that is still untouched says why Apply waits: the branch editor shows it as a hint,
+/// not as an error.
+pub const NOTHING_YET: &str = "nothing to change";
+
 /// The op kinds the editor offers for a tree of `kind` (custom JSON last, for every kind).
 pub fn op_kinds(kind: Kind) -> &'static [&'static str] {
     match kind {
@@ -282,7 +286,7 @@ pub fn scene_patch(json_text: &str, picked: Option<(&Field, &str)>) -> Result<Op
         }
     }
     if updates.is_empty() {
-        return Err("nothing to change: pick a key and type a new value".into());
+        return Err(format!("{NOTHING_YET}: pick a key and type a new value"));
     }
     Ok(Op::SceneStatePatch { updates })
 }
@@ -314,7 +318,7 @@ pub fn portfolio_patch(cash: &str, positions: &[(String, String)]) -> Result<Op,
         positions_map.insert(ticker.clone(), Value::from(n));
     }
     if cash.is_none() && positions_map.is_empty() {
-        return Err("nothing to change: set the cash or a position".into());
+        return Err(format!("{NOTHING_YET}: set the cash or a position"));
     }
     Ok(Op::PortfolioPatch {
         cash,

@@ -72,6 +72,10 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
         "common.none" => ("None", "无"),
         "common.noOptions" => ("No options", "没有选项"),
         "common.empty" => ("(empty)", "（空）"),
+        "common.noAgents" => (
+            "No LLM agents: an agent-based model's agents follow its rules (see the steps).",
+            "没有 LLM 智能体：基于智能体的模型按其规则运行（见各步）。",
+        ),
         "common.noEvents" => ("(no events yet)", "（暂无事件）"),
         "common.stickBottom" => ("Stick to bottom", "自动滚动到底部"),
         "common.selected" => ("Selected", "已选"),
@@ -166,6 +170,7 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
         "inspector.none" => ("Select a node to see what made it.", "选择一个节点以查看其来历。"),
         "inspector.node" => ("Node", "节点"),
         "inspector.decisions" => ("decision points", "决策点"),
+        "inspector.starts" => ("first decision", "首个决策"),
         "inspector.equity" => ("equity", "净值"),
         "inspector.step" => ("step", "步"),
         "inspector.scene" => ("scene", "场景"),

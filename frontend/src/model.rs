@@ -536,6 +536,56 @@ pub fn node_fill(is_selected: bool, is_root: bool, is_leaf: bool) -> &'static st
     }
 }
 
+/// A trading trader's memory line in words: the server keeps the model's replies and the tool
+/// results as the JSON it exchanged (`{"text", "tool_calls"}` and `{"status", "message"}`),
+/// which the agent panel shows as "the reply's text → submit_decision: buy 53 AAPL" and the
+/// result's message. `None` for anything else (social memory is text already), shown as it is.
+pub fn memory_text(role: &str, content: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(content).ok()?;
+    let obj = v.as_object()?;
+    match role {
+        "assistant" => {
+            let calls = obj.get("tool_calls")?.as_array()?;
+            let mut out = obj
+                .get("text")
+                .and_then(|t| t.as_str())
+                .unwrap_or("")
+                .trim()
+                .to_string();
+            for call in calls {
+                let name = call.get("name").and_then(|n| n.as_str()).unwrap_or("?");
+                let args = call.get("arguments").cloned().unwrap_or_default();
+                let what = match args.get("orders").and_then(|o| o.as_array()) {
+                    Some(orders) if orders.is_empty() => "no orders".to_string(),
+                    Some(orders) => orders.iter().map(order_text).collect::<Vec<_>>().join(", "),
+                    None => args.to_string(),
+                };
+                if !out.is_empty() {
+                    out.push('\n');
+                }
+                out.push_str(&format!("→ {name}: {what}"));
+            }
+            Some(out)
+        }
+        "tool" => obj.get("message")?.as_str().map(str::to_string),
+        _ => None,
+    }
+}
+
+/// "buy 53 AAPL" from an order's JSON (what is missing is left out).
+fn order_text(order: &serde_json::Value) -> String {
+    let field = |k: &str| match order.get(k) {
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(serde_json::Value::Null) | None => String::new(),
+        Some(other) => other.to_string(),
+    };
+    [field("side"), field("quantity"), field("ticker")]
+        .into_iter()
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Parses a numeric input as upstream does: empty → the default, unparsable → 1, clamped to ≥ 1.
 pub fn parse_count(text: &str, default: u64) -> u64 {
     let t = text.trim();
@@ -886,5 +936,29 @@ mod tests {
         assert_eq!(node_fill(false, true, false), "#69f");
         assert_eq!(node_fill(false, false, true), "#7c7");
         assert_eq!(node_fill(false, false, false), "#fff");
+    }
+
+    #[test]
+    fn a_traders_memory_reads_as_words_and_other_memory_stays_as_it_is() {
+        let reply = r#"{"text":"Mock analysis: buy.","tool_calls":[{"id":"c1","name":"submit_decision","arguments":{"orders":[{"ticker":"AAPL","side":"buy","quantity":53},{"ticker":"MSFT","side":"sell","quantity":7}]}}]}"#;
+        assert_eq!(
+            memory_text("assistant", reply).as_deref(),
+            Some("Mock analysis: buy.\n→ submit_decision: buy 53 AAPL, sell 7 MSFT")
+        );
+        let hold = r#"{"text":"","tool_calls":[{"name":"submit_decision","arguments":{"orders":[]}}]}"#;
+        assert_eq!(
+            memory_text("assistant", hold).as_deref(),
+            Some("→ submit_decision: no orders")
+        );
+        let result = r#"{"status":"accepted","message":"accepted: hold (no orders)","executed_trades":[]}"#;
+        assert_eq!(
+            memory_text("tool", result).as_deref(),
+            Some("accepted: hold (no orders)")
+        );
+        // Social memory, JSON that is not a reply, and broken JSON are shown as they are.
+        assert_eq!(memory_text("user", "[18:00] Night has fallen."), None);
+        assert_eq!(memory_text("assistant", r#"{"action":"speak"}"#), None);
+        assert_eq!(memory_text("assistant", r#"{"text":"x","tool_calls":"#), None);
+        assert_eq!(memory_text("tool", "[1,2]"), None);
     }
 }

@@ -299,8 +299,13 @@ fn Inspector(tree: Tree, node_view: RwSignal<Option<KindView>>) -> impl IntoView
         node_view.with(|v| {
             Some(match v.as_ref()? {
                 KindView::Trading(v) => format!(
-                    "{} · {} {}/{} · {} {}",
-                    v.current_date.as_deref().unwrap_or("–"),
+                    "{}{} {}/{} · {} {}",
+                    // The last decision's date; before the first, the date it will be made.
+                    match (&v.current_date, &v.next_date) {
+                        (Some(d), _) => format!("{d} · "),
+                        (None, Some(d)) => format!("{} {d} · ", ctx.tr("inspector.starts")),
+                        (None, None) => String::new(),
+                    },
                     ctx.tr("inspector.decisions"),
                     v.next_decision_point,
                     v.decision_points,
@@ -713,16 +718,28 @@ fn AgentsPanel(view_state: RwSignal<NodeView>, stick: RwSignal<bool>) -> impl In
                 .unwrap_or_default()
         })
     };
+    // An agent-based model's node: steps and no agents (a node still loading has neither).
+    let no_agents = move || {
+        view_state.with(|v| {
+            v.agents.is_empty()
+                && v.events
+                    .iter()
+                    .any(|e| e.event_type() == Some(simtree_shared::EventType::AbmStep))
+        })
+    };
     view! {
         <div class="agents">
-            <select id="agent-select" on:change=move |ev| chosen.set(event_target_value(&ev)) prop:value=move || chosen.get()>
+            <Show when=no_agents>
+                <p id="no-agents" class="muted">{move || ctx.tr("common.noAgents")}</p>
+            </Show>
+            <select id="agent-select" hidden=no_agents on:change=move |ev| chosen.set(event_target_value(&ev)) prop:value=move || chosen.get()>
                 <For
                     each=move || view_state.with(|v| v.agents.iter().map(|a| a.name.clone()).collect::<Vec<_>>())
                     key=|n| n.clone()
                     children=move |n| view! { <option value=n.clone() selected=move || chosen.get() == n>{n.clone()}</option> }
                 />
             </select>
-            <div class="scroll memory" node_ref=el>
+            <div class="scroll memory" node_ref=el hidden=no_agents>
                 <ul id="agent-memory">
                     {move || {
                         let m = memory();
@@ -732,7 +749,12 @@ fn AgentsPanel(view_state: RwSignal<NodeView>, stick: RwSignal<bool>) -> impl In
                             m.into_iter()
                                 .map(|(role, content)| {
                                     let label = format!("[{role}]");
-                                    view! { <li data-role=role><span class="role">{label}</span> " " <span class="content">{content}</span></li> }
+                                    // A trader's exchanges in words; the JSON as sent stays on hover.
+                                    let (text, raw) = match crate::model::memory_text(&role, &content) {
+                                        Some(text) => (text, Some(content)),
+                                        None => (content, None),
+                                    };
+                                    view! { <li data-role=role title=raw><span class="role">{label}</span> " " <span class="content">{text}</span></li> }
                                 })
                                 .collect_view()
                                 .into_any()

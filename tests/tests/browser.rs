@@ -834,6 +834,17 @@ async fn the_viewer_shows_trading_decisions_and_abm_steps() {
     .await;
     b.open(&format!("/sim/{t}?node=1")).await;
     b.wait_text("#viewer-events", "[Decision]").await;
+    // The trader's memory reads as words (the reply's text and its decision, the tool's
+    // message), with the JSON it exchanged on hover.
+    let memory = b.wait_text("#agent-memory", "→ submit_decision: ").await;
+    assert!(
+        !memory.contains("tool_calls"),
+        "raw JSON in the trader's memory: {memory}"
+    );
+    let raw = b
+        .js("return document.querySelector(\"#agent-memory li[data-role='assistant']\").title")
+        .await;
+    assert!(raw.as_str().unwrap_or_default().contains("\"tool_calls\""), "{raw}");
     let (_, created) = s.post("/devui/simtree", &json!({"scenario": "sir_network"})).await;
     let a = created["id"].as_u64().unwrap();
     api_post(
@@ -844,6 +855,9 @@ async fn the_viewer_shows_trading_decisions_and_abm_steps() {
     .await;
     b.open(&format!("/sim/{a}?node=1")).await;
     b.wait_text("#viewer-events", "[Step 3]").await;
+    // A model's node has no LLM agents: the panel says so instead of an empty picker.
+    b.wait_text("#no-agents", "No LLM agents").await;
+    assert!(b.js("return document.querySelector('#agent-select').hidden").await == json!(true));
     b.finish("viewer_trading_abm").await;
 }
 
@@ -1120,9 +1134,13 @@ async fn the_kind_editors_build_trading_abm_and_scene_ops_from_forms() {
     b.wait_css("g.node[data-id='0']").await;
     b.wait_css("#op-kind option[value='portfolio_patch']").await;
     b.select("#op-kind", "portfolio_patch").await;
+    // Untouched, the form says why Apply waits as a hint, not as an error…
+    b.wait_text("#op-error.hint", "nothing to change").await;
+    assert_eq!(b.count("#op-error.error").await, 0);
     b.set_input("#op-cash", "250000").await;
     b.set_input("#op-shares-AAPL", "1.5").await;
-    b.wait_text("#op-error", "AAPL").await;
+    // …and what the user typed wrong is an error.
+    b.wait_text("#op-error.error", "AAPL").await;
     b.set_input("#op-shares-AAPL", "10").await;
     b.click("#branch-btn").await;
     b.wait_text("#node-made", "cash → 250,000").await;
