@@ -26,7 +26,7 @@ async fn series_of(tree: u64, node: u64, view: &NodeView) -> Result<Option<Strin
 /// The markup of the node's chart on the page, if one is drawn.
 fn chart_markup() -> Option<String> {
     let doc = web_sys::window()?.document()?;
-    let el = doc.query_selector("#equity-chart, #abm-chart").ok().flatten()?;
+    let el = doc.query_selector("svg#equity-chart, svg#abm-chart").ok().flatten()?;
     Some(el.outer_html())
 }
 

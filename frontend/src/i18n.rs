@@ -72,6 +72,10 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
         "common.none" => ("None", "无"),
         "common.noOptions" => ("No options", "没有选项"),
         "common.empty" => ("(empty)", "（空）"),
+        "chart.empty" => (
+            "Nothing to chart yet: advance this node to see its series.",
+            "暂无可绘制的数据：推进此节点即可看到其序列。",
+        ),
         "common.noAgents" => (
             "No LLM agents: an agent-based model's agents follow its rules (see the steps).",
             "没有 LLM 智能体：基于智能体的模型按其规则运行（见各步）。",

@@ -71,7 +71,9 @@ pub fn LineChart(
     let bounds = bands.iter().flat_map(|b| [b.lo.as_slice(), b.hi.as_slice()]);
     let all: Vec<&[f64]> = lines.iter().map(|l| l.values.as_slice()).chain(bounds).collect();
     let Some(axis) = Axis::over(&all, 6) else {
-        return view! { <svg id=id class="chart" width=W height=f.height></svg> }.into_any();
+        // Nothing to draw yet (a root, a node before its first step or decision).
+        let ctx = crate::app::ctx();
+        return view! { <p id=id class="chart-empty muted">{move || ctx.tr("chart.empty")}</p> }.into_any();
     };
     let hover = RwSignal::new(None::<usize>);
     let on_move = move |ev: web_sys::MouseEvent| {

@@ -1405,6 +1405,8 @@ async fn charts_have_axes_legends_naming_their_nodes_and_a_hover_readout() {
     api_post(s, &p("/advance"), json!({"parent": 1, "turns": 4})).await; // 2
     b.open(&format!("/simtree/{a}")).await;
     b.wait_count("g.node", 3).await;
+    // The root has no steps: the chart's place says so rather than staying blank.
+    b.wait_text("#abm-view p.chart-empty", "Nothing to chart yet").await;
     b.click("g.node[data-id='2']").await;
     b.wait_css("#abm-chart polyline.series").await;
     b.wait_text("#abm-view .chart-legend", "(#2)").await;
