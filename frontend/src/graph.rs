@@ -26,6 +26,7 @@ use wasm_bindgen::prelude::*;
 
 use crate::app::{Tree, ctx};
 use crate::graph_canvas::{self, Frame, Palette, Scene};
+use crate::i18n::{Lang, t};
 use crate::layout::{COL, Direction, Layout, NODE, ViewTransform};
 use crate::model::{GraphModel, edge_name};
 use crate::ops::{edge_style, ops_label};
@@ -141,16 +142,16 @@ fn node_class(g: &GraphModel, id: u64, selected: bool, compare: bool, leaf: bool
 }
 
 /// The tooltip of a node: id, what made it, its status and failure reason.
-pub fn node_summary(g: &GraphModel, id: u64) -> String {
+pub fn node_summary(g: &GraphModel, id: u64, lang: Lang) -> String {
     let made = if g.root == id {
-        "root".to_string()
+        t(lang, "node.root").to_string()
     } else {
         g.ops.get(&id).map_or_else(|| "…".into(), |ops| ops_label(ops))
     };
     let status = g.status_of(id);
     let mut s = format!("#{id} · {made}");
     if status != NodeStatus::Done {
-        s.push_str(&format!(" · {}", status_name(status)));
+        s.push_str(&format!(" · {}", t(lang, status_key(status))));
     }
     if let Some(e) = g.errors.get(&id) {
         s.push_str(&format!(": {e}"));
@@ -158,6 +159,18 @@ pub fn node_summary(g: &GraphModel, id: u64) -> String {
     s
 }
 
+/// The i18n key of a status's name.
+pub fn status_key(s: NodeStatus) -> &'static str {
+    match s {
+        NodeStatus::Done => "status.done",
+        NodeStatus::Running => "status.running",
+        NodeStatus::Failed => "status.failed",
+        NodeStatus::Cancelled => "status.cancelled",
+        NodeStatus::Interrupted => "status.interrupted",
+    }
+}
+
+/// A status's wire name (a CSS class).
 pub fn status_name(s: NodeStatus) -> &'static str {
     match s {
         NodeStatus::Done => "done",
@@ -603,7 +616,7 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
             }
             c
         };
-        let tip = move || tree.graph.with(|g| node_summary(g, id));
+        let tip = move || tree.graph.with(|g| node_summary(g, id, ctx.lang.get()));
         let op_text = move || {
             tree.graph
                 .with(|g| {
@@ -777,7 +790,7 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
             <canvas class="graph-canvas" node_ref=canvas role="img" aria-label=move || ctx.tr("graph.canvas") style:display=move || if on_canvas.get() { "block" } else { "none" }></canvas>
             {move || hover.get().map(|(id, x, y)| view! {
                 <div class="graph-tip" style=format!("left:{:.0}px;top:{:.0}px", x + 14.0, y + 14.0)>
-                    {tree.graph.with_untracked(|g| node_summary(g, id))}
+                    {tree.graph.with_untracked(|g| node_summary(g, id, ctx.lang.get_untracked()))}
                 </div>
             })}
             // The tools wait for the graph's first drawing, as the minimap does: on a first load
@@ -1001,7 +1014,6 @@ pub fn Legend(tree: Tree) -> impl IntoView {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::i18n::{Lang, t};
     use simtree_shared::{EdgeType, GraphEdge, Op};
 
     #[test]

@@ -18,7 +18,7 @@ use crate::chart::{
     trade_marks,
 };
 use crate::compare::{Comparison, compare};
-use crate::graph::{GraphView, Legend, Stats, UsageLine, node_summary, status_name};
+use crate::graph::{GraphView, Legend, Stats, UsageLine, node_summary, status_key, status_name};
 use crate::model::{EventLine, NodeView, event_line, parse_count, viewer_line};
 use crate::ops::finished_reason;
 use crate::plot::{Band, Line, LineChart};
@@ -335,11 +335,11 @@ fn Inspector(tree: Tree, node_view: RwSignal<Option<KindView>>) -> impl IntoView
                 <h3>
                     {move || format!("{} #{}", ctx.tr("inspector.node"), tree.selected.get().unwrap_or(0))}
                     <span id="node-status" class=move || format!("badge {}", status_name(status().unwrap_or_default()))>
-                        {move || status_name(status().unwrap_or_default())}
+                        {move || ctx.tr(status_key(status().unwrap_or_default()))}
                     </span>
                 </h3>
                 <p id="node-made" class="made">
-                    {move || tree.selected.get().map(|n| tree.graph.with(|g| node_summary(g, n)))}
+                    {move || tree.selected.get().map(|n| tree.graph.with(|g| node_summary(g, n, ctx.lang.get())))}
                 </p>
                 {move || {
                     let (label, t) = tree.progress_of(tree.selected.get()?)?;
@@ -961,6 +961,7 @@ fn node_view_signal(tree: Tree) -> RwSignal<Option<KindView>> {
 
 /// The metrics table of a trading view (strategy against buy-and-hold).
 fn metrics_table(m: &EpisodeMetrics) -> impl IntoView + use<> {
+    let ctx = ctx();
     let row = |label: &'static str, figure: fn(&Performance) -> Option<f64>, pct_value: bool| {
         let cell = |p: &Performance| {
             let x = figure(p);
@@ -970,17 +971,17 @@ fn metrics_table(m: &EpisodeMetrics) -> impl IntoView + use<> {
                 x.map_or_else(|| "–".into(), |x| format!("{x:.2}"))
             }
         };
-        view! { <tr><td>{label}</td><td>{cell(&m.strategy)}</td><td>{cell(&m.buy_and_hold)}</td></tr> }
+        view! { <tr><td>{move || ctx.tr(label)}</td><td>{cell(&m.strategy)}</td><td>{cell(&m.buy_and_hold)}</td></tr> }
     };
     view! {
         <table class="metrics">
-            <tr><th></th><th>"strategy"</th><th>"buy & hold"</th></tr>
-            {row("total return", |p| Some(p.total_return), true)}
-            {row("annualised", |p| Some(p.annualised_return), true)}
-            {row("volatility", |p| Some(p.volatility), true)}
-            {row("Sharpe", |p| p.sharpe, false)}
-            {row("max drawdown", |p| Some(p.max_drawdown), true)}
-            <tr><td>"trades / rejected"</td><td colspan="2">{m.num_trades.to_string()} " / " {m.rejected_decisions.to_string()}</td></tr>
+            <tr><th></th><th>{move || ctx.tr("trading.strategy")}</th><th>{move || ctx.tr("trading.buyHold")}</th></tr>
+            {row("trading.totalReturn", |p| Some(p.total_return), true)}
+            {row("trading.annualised", |p| Some(p.annualised_return), true)}
+            {row("trading.volatility", |p| Some(p.volatility), true)}
+            {row("trading.sharpe", |p| p.sharpe, false)}
+            {row("trading.maxDrawdown", |p| Some(p.max_drawdown), true)}
+            <tr><td>{move || ctx.tr("trading.tradesRejected")}</td><td colspan="2">{m.num_trades.to_string()} " / " {m.rejected_decisions.to_string()}</td></tr>
         </table>
     }
 }
@@ -1037,7 +1038,7 @@ fn TradingDetails(tree: Tree, view: TradingView, choice: OverlayChoice) -> impl 
     let benchmark = Line {
         class: "benchmark",
         name: "buy_and_hold_curve".into(),
-        label: "buy & hold".into(),
+        label: ctx.tr("trading.buyHold").into(),
         values: curve(&v.buy_and_hold_curve),
         colour: COLOURS[1],
         dash: "4 3",
@@ -1052,7 +1053,8 @@ fn TradingDetails(tree: Tree, view: TradingView, choice: OverlayChoice) -> impl 
     let node = tree.selected.get_untracked().unwrap_or(0);
     let chart = move || {
         others.with(|o| {
-            let (dates, benchmark) = (dates.clone(), benchmark.clone());
+            let (dates, mut benchmark) = (dates.clone(), benchmark.clone());
+            benchmark.label = ctx.tr("trading.buyHold").into();
             if band.get() && !o.is_empty() {
                 let runs: Vec<&[Tracked]> = std::iter::once(own.as_slice())
                     .chain(o.iter().map(|(_, s)| s.as_slice()))
@@ -1064,7 +1066,7 @@ fn TradingDetails(tree: Tree, view: TradingView, choice: OverlayChoice) -> impl 
                 let strategy = Line {
                     class: "equity",
                     name: "equity_curve".into(),
-                    label: "strategy".into(),
+                    label: ctx.tr("trading.strategy").into(),
                     values: own[0].1.clone(),
                     colour: COLOURS[0],
                     dash: "",
@@ -1079,15 +1081,19 @@ fn TradingDetails(tree: Tree, view: TradingView, choice: OverlayChoice) -> impl 
     view! {
         <div id="trading-view">
             <p>
-                {format!("{} · {} · {} of {} decision points · value {:.2}",
-                    v.episode_id, v.agent.kind(),
-                    v.next_decision_point, v.decision_points, v.portfolio_value)}
+                {move || format!("{} · {} · {} {}/{} · {} {}",
+                    v.episode_id, v.agent.kind(), ctx.tr("inspector.decisions"),
+                    v.next_decision_point, v.decision_points,
+                    ctx.tr("inspector.equity"), crate::ops::grouped(v.portfolio_value))}
             </p>
             {chart}
             <OverlayOptions choice />
             {metrics_table(&v.metrics)}
             <table id="trades" class="trades">
-                <tr><th>"date"</th><th>"side"</th><th>"ticker"</th><th>"qty"</th><th>"price"</th></tr>
+                <tr>
+                    {["trading.date", "trading.side", "trading.ticker", "trading.qty", "trading.price"]
+                        .map(|k| view! { <th>{move || ctx.tr(k)}</th> })}
+                </tr>
                 {shown.into_iter().map(|t| view! {
                     <tr>
                         <td>{t.timestamp}</td>
@@ -1268,21 +1274,29 @@ fn AbmDetails(tree: Tree, view: AbmView, choice: OverlayChoice) -> impl IntoView
     let others = overlays(tree, choice.siblings, |t, m| async move {
         api::node_logs(t, m).await.ok().map(|l| abm_series(&l))
     });
-    let status = format!(
-        "step {} · seed {}{}",
-        view.steps,
-        view.seed,
-        view.terminated
-            .as_ref()
-            .map(|t| format!(" · terminated ({})", t.reason))
-            .unwrap_or_default()
-    );
+    let terminated = view.terminated.as_ref().map(|t| t.reason.clone());
+    let status = move || {
+        format!(
+            "{} {} · {} {}{}",
+            ctx.tr("inspector.step"),
+            view.steps,
+            ctx.tr("abm.seed"),
+            view.seed,
+            terminated
+                .as_ref()
+                .map(|r| format!(" · {} ({r})", ctx.tr("abm.terminated")))
+                .unwrap_or_default()
+        )
+    };
     view! {
         <div id="abm-view">
             <p>{status}</p>
             <p class="structure">
-                {format!("topology: {topology} · globals: {}", globals.join(", "))}
-                {agents.into_iter().map(|(k, attrs)| view! { <span class="agent-type">{format!(" · agent {k}: {}", attrs.join(", "))}</span> }).collect_view()}
+                {move || format!("{}: {topology} · {}: {}", ctx.tr("abm.topology"), ctx.tr("abm.globals"), globals.join(", "))}
+                {agents.into_iter().map(|(k, attrs)| {
+                    let attrs = attrs.join(", ");
+                    view! { <span class="agent-type">{move || format!(" · {} {k}: {attrs}", ctx.tr("abm.agent"))}</span> }
+                }).collect_view()}
             </p>
             {move || {
                 let (n, series, steps) = own.get();
@@ -1290,10 +1304,10 @@ fn AbmDetails(tree: Tree, view: AbmView, choice: OverlayChoice) -> impl IntoView
                     if band.get() && !o.is_empty() {
                         let runs: Vec<&[Tracked]> = std::iter::once(series.as_slice()).chain(o.iter().map(|(_, s)| s.as_slice())).collect();
                         let (lines, bands) = mean_lines(&runs, ctx.tr("overlay.mean"));
-                        view! { <LineChart id="abm-chart" lines bands x_labels=steps x_unit="step" /> }
+                        view! { <LineChart id="abm-chart" lines bands x_labels=steps x_unit=ctx.tr("inspector.step") /> }
                     } else {
                         let lines = series_lines((n, &series), o);
-                        view! { <LineChart id="abm-chart" lines x_labels=steps x_unit="step" /> }
+                        view! { <LineChart id="abm-chart" lines x_labels=steps x_unit=ctx.tr("inspector.step") /> }
                     }
                 })
             }}

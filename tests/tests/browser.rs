@@ -1124,6 +1124,65 @@ async fn stick_to_bottom_holds_on_first_load_and_chinese_has_no_english_leftover
 }
 
 #[tokio::test]
+async fn trading_and_abm_details_are_chinese_in_chinese() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let s = &b.server;
+    let t = api_tree(s, "llm_trader").await;
+    api_post(
+        s,
+        &format!("/devui/simtree/{t}/advance"),
+        json!({"parent": 0, "turns": 3}),
+    )
+    .await;
+    let a = api_tree(s, "sir_network").await;
+    api_post(
+        s,
+        &format!("/devui/simtree/{a}/advance"),
+        json!({"parent": 0, "turns": 3}),
+    )
+    .await;
+    b.open(&format!("/simtree/{t}")).await;
+    b.wait_css("g.node[data-id='1']").await;
+    b.click("g.node[data-id='1']").await;
+    b.wait_css("#equity-chart polyline.equity").await;
+    b.wait_text("#trades", "AAPL").await;
+    b.click("#lang-button").await;
+    b.click("#lang-zh").await;
+    b.wait_text("#nav-home", "首页").await;
+    b.wait_text("#trading-view", "决策点").await;
+    b.wait_text("#node-status", "完成").await;
+    let text = b
+        .js("return document.querySelector('main').innerText")
+        .await
+        .to_string();
+    for english in [
+        "decision points",
+        "strategy",
+        "buy & hold",
+        "total return",
+        "max drawdown",
+        "price",
+        "done",
+    ] {
+        assert!(!text.contains(english), "untranslated {english:?} in: {text}");
+    }
+    // The language is kept: the model's page opens in Chinese.
+    b.open(&format!("/simtree/{a}")).await;
+    b.wait_css("g.node[data-id='1']").await;
+    b.click("g.node[data-id='1']").await;
+    b.wait_text("#abm-view", "拓扑").await;
+    let text = b
+        .js("return document.querySelector('#abm-view').innerText")
+        .await
+        .to_string();
+    for english in ["topology", "globals", "seed", "step"] {
+        assert!(!text.contains(english), "untranslated {english:?} in: {text}");
+    }
+    b.finish("trading_abm_zh").await;
+}
+
+#[tokio::test]
 async fn the_kind_editors_build_trading_abm_and_scene_ops_from_forms() {
     let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
