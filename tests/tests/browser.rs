@@ -363,6 +363,36 @@ async fn api_post(s: &Server, path: &str, body: Value) -> Value {
     v
 }
 
+/// A new tree of `scenario` whose root has one child, `turns` on.
+async fn advanced_tree(s: &Server, scenario: &str, turns: u64) -> u64 {
+    let t = api_tree(s, scenario).await;
+    api_post(
+        s,
+        &format!("/devui/simtree/{t}/advance"),
+        json!({"parent": 0, "turns": turns}),
+    )
+    .await;
+    t
+}
+
+/// Switches the page to Chinese with the language menu.
+async fn to_chinese(b: &Browser) {
+    b.click("#lang-button").await;
+    b.click("#lang-zh").await;
+    b.wait_text("#nav-home", "首页").await;
+}
+
+/// Fails on any of `words` in the text of `css`.
+async fn assert_no_english(b: &Browser, css: &str, words: &[&str]) {
+    let text = b
+        .js(&format!("return document.querySelector(\"{css}\").innerText"))
+        .await
+        .to_string();
+    for english in words {
+        assert!(!text.contains(english), "untranslated {english:?} in: {text}");
+    }
+}
+
 #[tokio::test]
 async fn create_a_tree_then_advance_shows_the_new_node_and_edge() {
     let _one = ONE_AT_A_TIME.lock().await;
@@ -1110,16 +1140,13 @@ async fn stick_to_bottom_holds_on_first_load_and_chinese_has_no_english_leftover
         .js("const e = document.querySelector('#events'); return e.scrollHeight - e.scrollTop - e.clientHeight;")
         .await;
     assert!(gap.as_f64().unwrap_or(99.0) < 4.0, "events not at the bottom: {gap}");
-    b.click("#lang-button").await;
-    b.click("#lang-zh").await;
-    b.wait_text("#nav-home", "首页").await;
-    let text = b
-        .js("return document.querySelector('main').innerText")
-        .await
-        .to_string();
-    for english in ["Advance", "Ops", "Node details", "Stop", "Cancel", "Seed"] {
-        assert!(!text.contains(english), "untranslated {english:?} in: {text}");
-    }
+    to_chinese(&b).await;
+    assert_no_english(
+        &b,
+        "main",
+        &["Advance", "Ops", "Node details", "Stop", "Cancel", "Seed"],
+    )
+    .await;
     b.finish("stick_and_zh").await;
 }
 
@@ -1127,36 +1154,17 @@ async fn stick_to_bottom_holds_on_first_load_and_chinese_has_no_english_leftover
 async fn trading_and_abm_details_are_chinese_in_chinese() {
     let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
-    let s = &b.server;
-    let t = api_tree(s, "llm_trader").await;
-    api_post(
-        s,
-        &format!("/devui/simtree/{t}/advance"),
-        json!({"parent": 0, "turns": 3}),
-    )
-    .await;
-    let a = api_tree(s, "sir_network").await;
-    api_post(
-        s,
-        &format!("/devui/simtree/{a}/advance"),
-        json!({"parent": 0, "turns": 3}),
-    )
-    .await;
+    let t = advanced_tree(&b.server, "llm_trader", 3).await;
+    let a = advanced_tree(&b.server, "sir_network", 3).await;
     b.open(&format!("/simtree/{t}")).await;
     b.wait_css("g.node[data-id='1']").await;
     b.click("g.node[data-id='1']").await;
     b.wait_css("#equity-chart polyline.equity").await;
     b.wait_text("#trades", "AAPL").await;
-    b.click("#lang-button").await;
-    b.click("#lang-zh").await;
-    b.wait_text("#nav-home", "首页").await;
+    to_chinese(&b).await;
     b.wait_text("#trading-view", "决策点").await;
     b.wait_text("#node-status", "完成").await;
-    let text = b
-        .js("return document.querySelector('main').innerText")
-        .await
-        .to_string();
-    for english in [
+    let words = [
         "decision points",
         "strategy",
         "buy & hold",
@@ -1164,21 +1172,14 @@ async fn trading_and_abm_details_are_chinese_in_chinese() {
         "max drawdown",
         "price",
         "done",
-    ] {
-        assert!(!text.contains(english), "untranslated {english:?} in: {text}");
-    }
+    ];
+    assert_no_english(&b, "main", &words).await;
     // The language is kept: the model's page opens in Chinese.
     b.open(&format!("/simtree/{a}")).await;
     b.wait_css("g.node[data-id='1']").await;
     b.click("g.node[data-id='1']").await;
     b.wait_text("#abm-view", "拓扑").await;
-    let text = b
-        .js("return document.querySelector('#abm-view').innerText")
-        .await
-        .to_string();
-    for english in ["topology", "globals", "seed", "step"] {
-        assert!(!text.contains(english), "untranslated {english:?} in: {text}");
-    }
+    assert_no_english(&b, "#abm-view", &["topology", "globals", "seed", "step"]).await;
     b.finish("trading_abm_zh").await;
 }
 
