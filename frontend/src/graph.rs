@@ -60,7 +60,7 @@ pub const KEYS: &[(&str, &str)] = &[
 
 /// Nodes matching a search, best first: the node whose id it names (`12` or `#12`), then every
 /// node whose op label contains it (case-insensitive), in id order.
-pub fn find_nodes(g: &GraphModel, query: &str) -> Vec<u64> {
+pub fn find_nodes(g: &GraphModel, query: &str, lang: Lang) -> Vec<u64> {
     let q = query.trim().to_lowercase();
     if q.is_empty() {
         return Vec::new();
@@ -72,7 +72,7 @@ pub fn find_nodes(g: &GraphModel, query: &str) -> Vec<u64> {
         hits.push(id);
     }
     for &id in g.nodes.keys() {
-        let text = g.ops.get(&id).map(|ops| ops_label(ops).to_lowercase());
+        let text = g.ops.get(&id).map(|ops| ops_label(ops, lang).to_lowercase());
         if !hits.contains(&id) && text.is_some_and(|t| t.contains(&q)) {
             hits.push(id);
         }
@@ -146,7 +146,7 @@ pub fn node_summary(g: &GraphModel, id: u64, lang: Lang) -> String {
     let made = if g.root == id {
         t(lang, "node.root").to_string()
     } else {
-        g.ops.get(&id).map_or_else(|| "…".into(), |ops| ops_label(ops))
+        g.ops.get(&id).map_or_else(|| "…".into(), |ops| ops_label(ops, lang))
     };
     let status = g.status_of(id);
     let mut s = format!("#{id} · {made}");
@@ -397,6 +397,7 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
                     selected: tree.selected.get_untracked(),
                     compare: tree.compare_with.get_untracked(),
                     now: started.unwrap_or_default(),
+                    lang: ctx.lang.get_untracked(),
                 };
                 let drawn = palette.with_untracked(|p| {
                     scene.with_value(|s| s.as_ref().map(|s| graph_canvas::draw(&c2d, dpr, s, p, l, g, &frame)))
@@ -443,6 +444,8 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
         tree.compare_with.track();
         palette.track();
         pulse_tick.track();
+        // The op labels under the nodes are in the page's language.
+        ctx.lang.track();
         if on_canvas.get() {
             schedule();
         }
@@ -497,7 +500,9 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
     let search_note = RwSignal::new(String::new());
     let last_search = StoredValue::new((String::new(), 0_usize));
     let search = move |query: String| {
-        let hits = tree.graph.with_untracked(|g| find_nodes(g, &query));
+        let hits = tree
+            .graph
+            .with_untracked(|g| find_nodes(g, &query, ctx.lang.get_untracked()));
         if hits.is_empty() {
             search_note.set(ctx.tr("graph.noMatch").to_string());
             return;
@@ -621,7 +626,11 @@ pub fn GraphView(tree: Tree) -> impl IntoView {
             tree.graph
                 .with(|g| {
                     (g.root != id)
-                        .then(|| g.ops.get(&id).map(|ops| crate::ops::ellipsis(&ops_label(ops), 22)))
+                        .then(|| {
+                            g.ops
+                                .get(&id)
+                                .map(|ops| crate::ops::ellipsis(&ops_label(ops, ctx.lang.get()), 22))
+                        })
                         .flatten()
                 })
                 .unwrap_or_default()
@@ -1033,11 +1042,15 @@ mod tests {
         g.ops.insert(1, say("Storm on day 12"));
         g.ops.insert(12, say("calm"));
         g.ops.insert(13, say("STORM again"));
-        assert_eq!(find_nodes(&g, "12"), [12, 1], "the id, then the label that mentions it");
-        assert_eq!(find_nodes(&g, "#12"), [12]);
-        assert_eq!(find_nodes(&g, " storm "), [1, 13]);
-        assert!(find_nodes(&g, "hail").is_empty());
-        assert!(find_nodes(&g, "").is_empty());
+        assert_eq!(
+            find_nodes(&g, "12", Lang::En),
+            [12, 1],
+            "the id, then the label that mentions it"
+        );
+        assert_eq!(find_nodes(&g, "#12", Lang::En), [12]);
+        assert_eq!(find_nodes(&g, " storm ", Lang::En), [1, 13]);
+        assert!(find_nodes(&g, "hail", Lang::En).is_empty());
+        assert!(find_nodes(&g, "", Lang::En).is_empty());
         assert_eq!(ancestors(&g, 13), [12, 0]);
     }
 

@@ -22,6 +22,7 @@ use simtree_shared::NodeStatus;
 use wasm_bindgen::JsCast;
 use web_sys::{CanvasRenderingContext2d, HtmlCanvasElement};
 
+use crate::i18n::Lang;
 use crate::layout::{COL, Layout, NODE, ViewTransform};
 use crate::model::GraphModel;
 use crate::ops::{ADVANCE, EdgeStyle, SWEEP, edge_style, ellipsis, ops_label};
@@ -222,6 +223,8 @@ pub struct Frame {
     pub compare: Option<u64>,
     /// The page's clock (ms), which sets where running nodes are in their pulse.
     pub now: f64,
+    /// The language of the nodes' op labels.
+    pub lang: Lang,
 }
 
 /// What a painted frame showed.
@@ -457,7 +460,7 @@ pub fn draw(
         }
         let Some(ops) = g.ops.get(&id) else { continue };
         let (x, y) = screen(layout.pos[&id]);
-        label(&ellipsis(&ops_label(ops), 22), x, y + r + 4.0, &p.muted);
+        label(&ellipsis(&ops_label(ops, f.lang), 22), x, y + r + 4.0, &p.muted);
     }
     drawn
 }

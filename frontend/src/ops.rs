@@ -9,6 +9,8 @@
 use serde_json::Value;
 use simtree_shared::{EdgeType, NodeView, Op};
 
+use crate::i18n::{Lang, t};
+
 /// Shortens `text` to `max` characters, with an ellipsis when cut.
 pub fn ellipsis(text: &str, max: usize) -> String {
     let text = text.trim();
@@ -64,26 +66,29 @@ fn keys(map: &serde_json::Map<String, Value>) -> String {
 }
 
 /// One op in a few words.
-pub fn op_label(op: &Op) -> String {
+pub fn op_label(op: &Op, lang: Lang) -> String {
+    let w = |key| t(lang, key);
     match op {
-        Op::Advance { turns } => format!("+{turns} turn{}", if *turns == 1 { "" } else { "s" }),
+        Op::Advance { turns } => format!("+{turns} {}", w(if *turns == 1 { "op.turn" } else { "op.turns" })),
         Op::AgentCtxAppend { name, role, content } => {
             format!("{name} ← {role}: '{}'", ellipsis(content, 40))
         }
         Op::AgentPlanReplace { name, plan_state } => {
             let empty = plan_state.as_object().is_some_and(|m| m.is_empty()) || plan_state.is_null();
-            format!(
-                "{name}: plan {}",
-                if empty { "cleared".into() } else { literal(plan_state) }
-            )
+            let plan = if empty {
+                w("op.cleared").into()
+            } else {
+                literal(plan_state)
+            };
+            format!("{name}: {} {plan}", w("op.plan"))
         }
         Op::AgentPropsPatch { name, updates } => format!("{name}: {}", keys(updates)),
-        Op::SceneStatePatch { updates } => format!("scene: {}", keys(updates)),
-        Op::PublicBroadcast { text } => format!("broadcast: '{}'", ellipsis(text, 40)),
+        Op::SceneStatePatch { updates } => format!("{}: {}", w("op.scene"), keys(updates)),
+        Op::PublicBroadcast { text } => format!("{}: '{}'", w("op.broadcast"), ellipsis(text, 40)),
         Op::PortfolioPatch { cash, positions } => {
             let mut parts = Vec::new();
             if let Some(c) = cash {
-                parts.push(format!("cash → {}", grouped(*c)));
+                parts.push(format!("{} → {}", w("op.cash"), grouped(*c)));
             }
             if !positions.is_empty() {
                 parts.push(keys(positions));
@@ -95,8 +100,10 @@ pub fn op_label(op: &Op) -> String {
             item["kind"].as_str().unwrap_or("news"),
             ellipsis(item["content"].as_str().unwrap_or(""), 40)
         ),
-        Op::AgentSwap { agent } => format!("agent → {}", agent["kind"].as_str().unwrap_or("?")),
-        Op::AgentPromptReplace { system_prompt } => format!("prompt: '{}'", ellipsis(system_prompt, 40)),
+        Op::AgentSwap { agent } => format!("{} → {}", w("op.agent"), agent["kind"].as_str().unwrap_or("?")),
+        Op::AgentPromptReplace { system_prompt } => {
+            format!("{}: '{}'", w("op.prompt"), ellipsis(system_prompt, 40))
+        }
         Op::AbmSetGlobal { name, value } | Op::AbmSetEnvironment { name, value } => {
             format!("{name} → {}", literal(value))
         }
@@ -113,11 +120,11 @@ pub fn op_label(op: &Op) -> String {
 }
 
 /// All ops of an edge in a few words; an empty list is a plain copy.
-pub fn ops_label(ops: &[Op]) -> String {
+pub fn ops_label(ops: &[Op], lang: Lang) -> String {
     if ops.is_empty() {
-        return "copy".into();
+        return t(lang, "op.copy").into();
     }
-    ops.iter().map(op_label).collect::<Vec<_>>().join("; ")
+    ops.iter().map(|op| op_label(op, lang)).collect::<Vec<_>>().join("; ")
 }
 
 /// What an edge is drawn as: a colour and a name for the legend.
@@ -301,43 +308,52 @@ mod tests {
 
     #[test]
     fn labels_say_what_made_a_node() {
-        assert_eq!(op_label(&Op::Advance { turns: 3 }), "+3 turns");
-        assert_eq!(op_label(&Op::Advance { turns: 1 }), "+1 turn");
+        assert_eq!(op_label(&Op::Advance { turns: 3 }, Lang::En), "+3 turns");
+        assert_eq!(op_label(&Op::Advance { turns: 1 }, Lang::En), "+1 turn");
         assert_eq!(
-            op_label(&op(
-                json!({"op": "public_broadcast", "text": "Breaking news: the bridge is closed for repairs"})
-            )),
+            op_label(
+                &op(json!({"op": "public_broadcast", "text": "Breaking news: the bridge is closed for repairs"})),
+                Lang::En
+            ),
             "broadcast: 'Breaking news: the bridge is closed for…'"
         );
         assert_eq!(
-            op_label(&op(json!({"op": "portfolio_patch", "cash": 500000.0}))),
+            op_label(&op(json!({"op": "portfolio_patch", "cash": 500000.0})), Lang::En),
             "cash → 500,000"
         );
         assert_eq!(
-            op_label(&op(
-                json!({"op": "abm_set_global", "name": "infectionRate", "value": 0.6})
-            )),
+            op_label(
+                &op(json!({"op": "abm_set_global", "name": "infectionRate", "value": 0.6})),
+                Lang::En
+            ),
             "infectionRate → 0.6"
         );
         assert_eq!(
-            op_label(&op(
-                json!({"op": "abm_set_agent", "agent_type": "Person", "name": "status", "value": "I", "agent_id": 4})
-            )),
+            op_label(
+                &op(
+                    json!({"op": "abm_set_agent", "agent_type": "Person", "name": "status", "value": "I", "agent_id": 4})
+                ),
+                Lang::En
+            ),
             "Person #4.status → 'I'"
         );
         assert_eq!(
-            op_label(&op(
-                json!({"op": "case_data_inject", "item": {"kind": "news", "content": "Recall"}})
-            )),
+            op_label(
+                &op(json!({"op": "case_data_inject", "item": {"kind": "news", "content": "Recall"}})),
+                Lang::En
+            ),
             "news: 'Recall'"
         );
         assert_eq!(
-            op_label(&op(
-                json!({"op": "agent_plan_replace", "name": "Ann", "plan_state": {}})
-            )),
+            op_label(
+                &op(json!({"op": "agent_plan_replace", "name": "Ann", "plan_state": {}})),
+                Lang::En
+            ),
             "Ann: plan cleared"
         );
-        assert_eq!(ops_label(&[]), "copy");
+        assert_eq!(ops_label(&[], Lang::En), "copy");
+        assert_eq!(ops_label(&[], Lang::Zh), "副本");
+        assert_eq!(op_label(&Op::Advance { turns: 3 }, Lang::Zh), "+3 回合");
         assert_eq!(grouped(1234567.5), "1,234,567.50");
         assert_eq!(grouped(-999.0), "-999");
     }

@@ -1164,6 +1164,9 @@ async fn trading_and_abm_details_are_chinese_in_chinese() {
     to_chinese(&b).await;
     b.wait_text("#trading-view", "决策点").await;
     b.wait_text("#node-status", "完成").await;
+    // What made a node, under it and in the inspector.
+    b.wait_text("g.node[data-id='1'] text.nop", "+3 回合").await;
+    b.wait_text("#node-made", "+3 回合").await;
     let words = [
         "decision points",
         "strategy",
