@@ -577,6 +577,9 @@ fn ComparePanel(tree: Tree) -> impl IntoView {
                     .enumerate()
                     .map(|(i, e)| {
                         let diverge = c.first_divergence == Some(i);
+                        // Bookkeeping entries (context deltas, process starts) stay in the
+                        // comparison but read as such, muted.
+                        let internal = event_line(e).is_none();
                         let text = event_line(e).map_or_else(
                             || e.kind.clone(),
                             |l| {
@@ -588,7 +591,7 @@ fn ComparePanel(tree: Tree) -> impl IntoView {
                                 )
                             },
                         );
-                        view! { <li class:diverge=diverge data-index=i.to_string()>{text}</li> }
+                        view! { <li class:diverge=diverge class:internal=internal data-index=i.to_string()>{text}</li> }
                     })
                     .collect::<Vec<_>>()
             })

@@ -695,6 +695,9 @@ async fn the_compare_view_shows_the_first_divergence() {
         "{left}"
     );
     assert_eq!(b.count("#compare-right li.diverge").await, 1);
+    // Bookkeeping entries are there, marked as such; the events read as in the event list.
+    assert!(b.count("#compare-left li.internal").await > 0);
+    b.wait_text("#compare-left li:not(.internal)", "[").await;
     b.finish("compare").await;
 }
 
