@@ -98,6 +98,14 @@ pub struct Field {
     pub description: String,
 }
 
+/// Equal values, numbers by value (`1000` and `1000.0` are the same).
+fn same_value(a: &Value, b: &Value) -> bool {
+    match (a.as_f64(), b.as_f64()) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b,
+    }
+}
+
 /// How a value is written in the input (strings without quotes).
 pub fn value_text(v: &Value) -> String {
     match v {
@@ -414,6 +422,10 @@ pub enum AbmTarget {
 pub fn abm_op(target: AbmTarget, field: &Field, typed: &str, agent_type: &str, agent_id: &str) -> Result<Op, String> {
     let value = parse_value(field.ty, typed).map_err(|e| format!("{}: {e}", field.name))?;
     let name = field.name.clone();
+    // A global or an environment value set to what it is already would branch a copy.
+    if target != AbmTarget::Agent && same_value(&value, &field.current) {
+        return Err(format!("{NOTHING_YET}: {name} is {} already", value_text(&value)));
+    }
     Ok(match target {
         AbmTarget::Global => Op::AbmSetGlobal { name, value },
         AbmTarget::Environment => Op::AbmSetEnvironment { name, value },
@@ -574,6 +586,10 @@ mod tests {
                 .unwrap_err()
                 .starts_with("infectionRate")
         );
+        // The value it has already is no change (numbers compared by value).
+        let now = value_text(&f.globals[0].current);
+        let same = abm_op(AbmTarget::Global, &f.globals[0], &now, "", "").unwrap_err();
+        assert!(same.starts_with(NOTHING_YET), "{same}");
     }
 
     #[test]
