@@ -1041,7 +1041,8 @@ fn TradingDetails(tree: Tree, view: TradingView, choice: OverlayChoice) -> impl 
     let benchmark = Line {
         class: "benchmark",
         name: "buy_and_hold_curve".into(),
-        label: ctx.tr("trading.buyHold").into(),
+        // Named in the chart's closure, in the page's language of the moment.
+        label: String::new(),
         values: curve(&v.buy_and_hold_curve),
         colour: COLOURS[1],
         dash: "4 3",
