@@ -285,6 +285,7 @@ pub async fn advance_multi(tree: u64, parent: u64, turns: u64, count: u64) -> Re
         parent,
         turns,
         count: i64::try_from(count).unwrap_or(i64::MAX),
+        same_seed: false,
     };
     post(&format!("{}/advance_multi", tree_path(tree)), &body).await
 }

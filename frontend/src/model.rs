@@ -495,6 +495,11 @@ pub fn event_line(e: &LogEntry) -> Option<EventLine> {
             let err: AgentErrorEvent = e.payload_of()?;
             Some(line("error", "[Error]".into(), Some(err.agent), err.error))
         }
+        EventType::Counterfactual => {
+            let c: simtree_shared::Counterfactual = e.payload_of()?;
+            let ops = crate::ops::ops_label(&c.ops, crate::i18n::Lang::En);
+            Some(line("event", "[What if]".into(), None, ops))
+        }
         _ => None,
     }
 }

@@ -97,7 +97,7 @@ async fn main_bench() {
     let mut runs = Vec::new();
     for _ in 0..5 {
         let t = Instant::now();
-        let kids = app.advance_multi(tree, parent, 1, 64).await.unwrap();
+        let kids = app.advance_multi(tree, parent, 1, 64, false).await.unwrap();
         runs.push(t.elapsed());
         assert_eq!(kids.len(), 64);
     }

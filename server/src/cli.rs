@@ -627,6 +627,7 @@ pub fn human_line(e: &Event) -> String {
         EventType::DecisionPoint => format!("[decision] {} value {}", d["log"]["case_id"], d["value"]),
         EventType::AbmStep => format!("[step {}] {}", d["step"], d["values"]),
         EventType::AgentError => format!("[error] {} step {}: {}", s(d, "agent"), d["step"], s(d, "error")),
+        EventType::Counterfactual => format!("[what if] {}", d["ops"]),
     }
 }
 

@@ -39,6 +39,16 @@ pub enum Sim {
     Abm(AbmSim),
 }
 
+/// The seed of the `index`-th child of a fan-out from a state seeded with `parent`: a
+/// SplitMix64 step over both, so siblings get unrelated streams and the same fan-out gives the
+/// same seeds again. Kept below 2^53, so a browser reads it exactly.
+pub fn child_seed(parent: u64, index: u64) -> u64 {
+    let mut z = parent ^ index.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (z ^ (z >> 31)) & ((1 << 53) - 1)
+}
+
 /// What a run talks to: the chat client (social scenes), the tool-calling model (trading) and
 /// the Python/Mesa workers (agent-based models).
 #[derive(Clone)]
@@ -153,12 +163,25 @@ impl Sim {
         }
     }
 
-    /// Makes sibling runs of one parent differ: agent-based replicates get their own seed.
-    /// Social scenes and trading episodes are deterministic by design and stay identical.
-    pub fn replicate(&mut self, salt: u64) {
+    /// The seed this state's random streams were last set from (`None`: a trading episode,
+    /// which holds no random state). Shown in a node's info, so a fan-out child's is on record.
+    pub fn seed(&self) -> Option<u64> {
         match self {
-            Sim::Abm(a) => a.replicate(salt),
-            Sim::Social(_) | Sim::Trading(_) => {}
+            Sim::Social(s) => Some(s.world.llm.seed),
+            Sim::Abm(a) => Some(a.current_seed()),
+            Sim::Trading(_) => None,
+        }
+    }
+
+    /// Makes the `index`-th child of a fan-out differ from its siblings, reproducibly: its random
+    /// streams are set from a seed derived from this state's seed and `index` (see
+    /// [`child_seed`]). Social scenes: the world's RNG (orderings) and the scripted player; the
+    /// mock is deterministic by its counters, so mock children of a sequential scene stay alike.
+    /// Agent-based models: the worker reseeds the model before the next step. Trading episodes
+    /// hold no random state.
+    pub fn replicate(&mut self, index: u64) {
+        if let Some(seed) = self.seed() {
+            self.reseed(child_seed(seed, index));
         }
     }
 

@@ -63,9 +63,6 @@ pub enum TreeError {
 /// The largest node id: ids stay exact in JavaScript numbers (the web UI reads them as such).
 pub const MAX_NODE_ID: NodeId = (1 << 53) - 1;
 
-/// Capacity of each node's live-entry channel (per watcher backlog before a resync).
-pub const NODE_CHANNEL_CAPACITY: usize = 1024;
-
 /// A node's own log entries (serialised JSON `{type, data, node}`, stored back to back in one
 /// string to keep per-entry overhead out of large trees) and, once someone watches, a broadcast
 /// channel that carries new entries live.
@@ -202,13 +199,24 @@ impl NodeLog {
         self.len() == 0
     }
 
-    /// Subscribes to entries pushed from now on.
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<str>> {
+    /// Subscribes a watcher to the entries pushed from now on, and gives the index of the first
+    /// of them. The channel (created with the first watcher's `capacity`) only wakes the watcher:
+    /// it reads what it has not sent yet from the log itself ([`Self::entries_from`]), so one
+    /// that falls more than `capacity` entries behind loses none of them.
+    pub fn watch(&self, capacity: usize) -> (broadcast::Receiver<Arc<str>>, usize) {
         let mut inner = self.lock();
-        inner
+        let next = inner.ends.len();
+        let rx = inner
             .live
-            .get_or_insert_with(|| broadcast::channel(NODE_CHANNEL_CAPACITY).0)
-            .subscribe()
+            .get_or_insert_with(|| broadcast::channel(capacity.max(1)).0)
+            .subscribe();
+        (rx, next)
+    }
+
+    /// The entries from index `from` on (nothing while the entries are in the store only).
+    pub fn entries_from(&self, from: usize) -> Vec<String> {
+        let inner = self.lock();
+        inner.entries().skip(from).map(str::to_string).collect()
     }
 }
 
@@ -697,10 +705,15 @@ impl SimTree {
         Ok((sim, events))
     }
 
-    /// Attaches a prepared branch, its ops' events as its own log.
+    /// Attaches a prepared branch; its own log is a `counterfactual` entry naming the ops, then
+    /// the ops' events.
     fn attach_branch(&mut self, parent: NodeId, ops: Vec<Op>, sim: Sim, events: &[Event]) -> Result<NodeId, TreeError> {
         let id = self.next_free_id()?;
-        let entries: Vec<String> = events.iter().map(|e| entry_json(e, id)).collect();
+        let what_if = Event::of(&simtree_shared::Counterfactual { ops: ops.clone() });
+        let entries: Vec<String> = std::iter::once(&what_if)
+            .chain(events)
+            .map(|e| entry_json(e, id))
+            .collect();
         let log = NodeLog::from_entries(entries.iter().map(String::as_str));
         self.attach(parent, ops, Some(Arc::new(sim)), log)
     }

@@ -560,32 +560,48 @@ impl Workbench {
     /// Starts one child per parent (all attached and announced first), runs them concurrently.
     /// With `replicates`, each child of an agent-based model gets its own seed (parallel
     /// replicates); other kinds are deterministic and unaffected.
+    /// Starts one child per parent and waits for all of them. All or nothing: every parent is
+    /// checked (present, not running) and every child attached under one lock before any runs,
+    /// so a refused request makes no child. With `seeds`, the `i`-th child's random streams are
+    /// set from a seed derived from its parent's and `i` (see [`Sim::replicate`]).
     async fn fan_out(
         self: &Arc<Self>,
         handle: &Arc<TreeHandle>,
         parents: &[NodeId],
         turns: u64,
-        replicates: bool,
+        seeds: bool,
     ) -> Result<Vec<NodeId>, WorkbenchError> {
-        self.check_capacity(&handle.lock(), parents.len())?;
-        let mut running = Vec::with_capacity(parents.len());
-        let mut first_error = None;
-        for &p in parents {
-            match self.start(handle, p, turns, None) {
-                Ok(mut pending) => {
-                    if replicates {
-                        pending.sim.replicate(pending.id);
+        let pending = {
+            let mut tree = handle.lock();
+            self.check_capacity(&tree, parents.len())?;
+            for &p in parents {
+                tree.sim(p)?;
+            }
+            let mut pending = Vec::with_capacity(parents.len());
+            for (i, &p) in parents.iter().enumerate() {
+                match Self::attach_run(handle, &mut tree, p, turns, None, EdgeType::Advance) {
+                    Ok(mut run) => {
+                        if seeds {
+                            run.sim.replicate(i as u64);
+                        }
+                        pending.push(run);
                     }
-                    running.push(self.spawn(handle, pending));
-                }
-                Err(e) => {
-                    // Children already attached still run, so none is left half-made.
-                    first_error = Some(e);
-                    break;
+                    Err(e) => {
+                        // Not expected after the checks above; children already attached still
+                        // run, so none is left half-made.
+                        drop(tree);
+                        for run in pending {
+                            drop(self.spawn(handle, run));
+                        }
+                        return Err(e);
+                    }
                 }
             }
-        }
+            pending
+        };
+        let running: Vec<_> = pending.into_iter().map(|run| self.spawn(handle, run)).collect();
         let mut ids = Vec::with_capacity(running.len());
+        let mut first_error = None;
         for r in running {
             match Self::wait(r).await {
                 Ok(done) => ids.push(done.node),
@@ -600,19 +616,44 @@ impl Workbench {
         }
     }
 
+    /// Whether the runs of `nodes` produced the same log (each node's own entries, its id aside):
+    /// a fan-out whose children are copies, which its reply says.
+    pub fn identical_runs(&self, tree: u64, nodes: &[NodeId]) -> Result<bool, WorkbenchError> {
+        let handle = self.tree(tree)?;
+        let mut t = handle.lock();
+        let mut first: Option<Vec<String>> = None;
+        for &n in nodes {
+            let suffix = format!(",\"node\":{n}}}");
+            let own: Vec<String> = t
+                .log(n)?
+                .entries()
+                .into_iter()
+                .map(|e| e.strip_suffix(&suffix).map(str::to_string).unwrap_or(e))
+                .collect();
+            match &first {
+                None => first = Some(own),
+                Some(f) if *f != own => return Ok(false),
+                Some(_) => {}
+            }
+        }
+        Ok(nodes.len() > 1)
+    }
+
     pub async fn advance_multi(
         self: &Arc<Self>,
         tree: u64,
         parent: NodeId,
         turns: u64,
         count: i64,
+        same_seed: bool,
     ) -> Result<Vec<NodeId>, WorkbenchError> {
         self.check_turns(turns)?;
         let count = count.max(0) as u64;
         self.check_count(count)?;
         let handle = self.tree(tree)?;
         handle.lock().node(parent)?;
-        self.fan_out(&handle, &vec![parent; count as usize], turns, true).await
+        self.fan_out(&handle, &vec![parent; count as usize], turns, !same_seed)
+            .await
     }
 
     pub async fn advance_frontier(

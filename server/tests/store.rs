@@ -79,7 +79,7 @@ async fn every_node_of_a_random_2000_node_tree_rebuilds_from_the_store_alone() {
                 };
                 nodes.push(wb.branch(chat, parent, vec![op]).unwrap());
             }
-            1 => nodes.extend(wb.advance_multi(chat, parent, 1, 3).await.unwrap()),
+            1 => nodes.extend(wb.advance_multi(chat, parent, 1, 3, false).await.unwrap()),
             _ => nodes.push(wb.advance(chat, parent, 1).await.unwrap().node),
         }
     }

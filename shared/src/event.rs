@@ -49,6 +49,21 @@ event_types! {
     /// action missing a required field, an LLM error). Upstream prints these to stdout and logs
     /// nothing.
     AgentError => "agent_error",
+    /// Not upstream: the counterfactual a branch applied — its ops, as sent — written first in
+    /// the branch node's own log, so every reading of a path (feed, viewer, compare, exports)
+    /// shows where the "what if" happened, whatever the ops' own events.
+    Counterfactual => "counterfactual",
+}
+
+/// The payload of a `counterfactual` entry: the branch's ops, in order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Counterfactual {
+    pub ops: Vec<crate::Op>,
+}
+
+impl EventPayload for Counterfactual {
+    const KIND: EventType = EventType::Counterfactual;
 }
 
 impl EventType {

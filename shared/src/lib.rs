@@ -191,6 +191,15 @@ pub struct MultiRequest {
     #[serde(default = "one")]
     pub turns: u64,
     pub count: i64,
+    /// Every child starts from the parent's random streams as they are (copies on a
+    /// deterministic backend). By default the `i`-th child's streams are set from a seed
+    /// derived from the parent's seed and `i`: reproducible, shown in each child's info.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub same_seed: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// `POST …/branch`. The server reads `ops` one by one, so an error names the op that is wrong.
@@ -414,6 +423,10 @@ pub struct ChildReply {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ChildrenReply {
     pub children: Vec<u64>,
+    /// Set when the fan-out's children all produced the same log (a deterministic backend, or
+    /// `same_seed`): a researcher looking for variance is told so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// `{"ok": true}` of deletes, cancel and `/health`.
@@ -457,6 +470,10 @@ pub struct NodeInfo {
     pub error: Option<String>,
     pub usage: Usage,
     pub recorded_calls: u64,
+    /// The seed the node's random streams were last set from (absent for trading episodes, which
+    /// hold none, and while the node runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
 }
 
 /// A tree's token budget: what it may spend and what it has.

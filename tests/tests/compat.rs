@@ -234,17 +234,45 @@ async fn write_release_fixture() {
     let _ = std::fs::remove_file(data.join("simtree.db-shm"));
 }
 
-/// Compares two readings route by route, naming the first that differs.
+/// Whether `got` says everything `expected` says: the same scalars, arrays of the same length
+/// with each element contained, objects with every expected key (later builds may add fields;
+/// none may drop or change one).
+fn contains(expected: &Value, got: &Value) -> bool {
+    match (expected, got) {
+        (Value::Object(e), Value::Object(g)) => e.iter().all(|(k, v)| g.get(k).is_some_and(|gv| contains(v, gv))),
+        (Value::Array(e), Value::Array(g)) => e.len() == g.len() && e.iter().zip(g).all(|(a, b)| contains(a, b)),
+        _ => expected == got,
+    }
+}
+
+/// Compares two readings route by route, naming the first that differs. A body is JSON: what
+/// the release answered must still be there, unchanged (fields a later build adds are allowed).
 fn assert_same(release: &str, what: &str, expected: &Map<String, Value>, got: &Map<String, Value>) {
     let keys = |m: &Map<String, Value>| m.keys().cloned().collect::<Vec<_>>();
     assert_eq!(keys(expected), keys(got), "{release} {what}: the routes differ");
     for (route, body) in expected {
-        assert_eq!(
-            body.as_str().unwrap(),
-            got[route].as_str().unwrap(),
-            "{release} {what}: {route} differs from what the release answered"
+        let (e, g) = (body.as_str().unwrap(), got[route].as_str().unwrap());
+        let same = match (serde_json::from_str::<Value>(e), serde_json::from_str::<Value>(g)) {
+            (Ok(ev), Ok(gv)) => contains(&ev, &gv),
+            _ => e == g,
+        };
+        assert!(
+            same,
+            "{release} {what}: {route} differs from what the release answered:\n{e}\n{g}"
         );
     }
+}
+
+#[test]
+fn containment_allows_new_fields_only() {
+    let v = |s: &str| serde_json::from_str::<Value>(s).unwrap();
+    assert!(contains(
+        &v(r#"{"a": 1, "b": [1, {"c": 2}]}"#),
+        &v(r#"{"a": 1, "b": [1, {"c": 2, "d": 3}], "e": 4}"#)
+    ));
+    assert!(!contains(&v(r#"{"a": 1}"#), &v(r#"{"a": 2}"#)));
+    assert!(!contains(&v(r#"{"a": 1}"#), &v(r#"{"b": 1}"#)));
+    assert!(!contains(&v(r#"[1, 2]"#), &v(r#"[1, 2, 3]"#)));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -257,7 +285,11 @@ async fn data_folders_of_every_release_open_unchanged() {
         copy_dir(&fixture.join("data"), &dir);
         let s = Server::start_with(&["--data", dir.to_str().unwrap()]);
         let got = everything(&s).await;
-        assert_eq!(expected["list"], got["list"], "{release}: the tree list differs");
+        let list = |v: &Value| serde_json::from_str::<Value>(v.as_str().unwrap()).unwrap();
+        assert!(
+            contains(&list(&expected["list"]), &list(&got["list"])),
+            "{release}: the tree list differs"
+        );
         for (id, routes) in expected["trees"].as_object().unwrap() {
             let got = got["trees"][id]
                 .as_object()

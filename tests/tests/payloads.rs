@@ -43,6 +43,7 @@ fn check(entry: &LogEntry) -> EventType {
         EventType::EmotionUpdate => exactly::<EmotionUpdate>(entry),
         EventType::LandlordDeal => exactly::<LandlordDeal>(entry),
         EventType::AgentError => exactly::<AgentErrorEvent>(entry),
+        EventType::Counterfactual => exactly::<simtree_shared::Counterfactual>(entry),
         EventType::DecisionPoint | EventType::AbmStep => panic!("a social run wrote {entry:?}"),
     }
     kind
@@ -148,9 +149,27 @@ async fn plans_emotions_deals_and_errors_are_their_shared_types_exactly() {
         }
         met.extend(seen);
     }
+    // A branch's own log: the counterfactual it applied, then its ops' events.
+    let tree = s.create("simple_chat").await;
+    let ops = json!([{"op": "public_broadcast", "text": "Storm"}, {"op": "agent_props_patch", "name": "Bob", "updates": {"x": 1.5}}]);
+    let (st, b) = s
+        .post(
+            &format!("/devui/simtree/{tree}/branch"),
+            &json!({"parent": 0, "ops": ops}),
+        )
+        .await;
+    assert_eq!(st, 200, "{b}");
+    let (_, logs) = s.get(&format!("/devui/simtree/{tree}/node/{}/logs", b["child"])).await;
+    let logs: Vec<LogEntry> = serde_json::from_value(logs).unwrap();
+    met.extend(logs.iter().map(|e| check(e).as_str()));
     let all: BTreeSet<&str> = EventType::ALL
         .iter()
-        .filter(|t| !matches!(t, EventType::DecisionPoint | EventType::AbmStep))
+        .filter(|t| {
+            !matches!(
+                t,
+                EventType::DecisionPoint | EventType::AbmStep | EventType::Counterfactual
+            )
+        })
         .map(|t| t.as_str())
         .collect();
     assert_eq!(met, all, "every social event type is met");

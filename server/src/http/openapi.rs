@@ -3,7 +3,9 @@
 //! cannot drift from them. Clients can be generated from it, and `cargo xtask test` runs
 //! schemathesis against the real binary with it.
 //!
-//! The route table below mirrors `http::router` (a test checks every documented path is routed).
+//! The route table below mirrors `http::router`; tests check both ways (every documented path is
+//! routed, every routed REST path is documented) and hold the whole document to a snapshot
+//! (`server/tests/snapshots/openapi.json`), so a wire change shows in review.
 //! The WebSockets and the web UI's files are not REST and are not listed. A node's view is
 //! typed per kind ([`NodeView`]); an export and the ABM documents are documented as free-form
 //! objects. A log entry is `{type, data, node}` whose `data` has the schema of its `type`: the
@@ -18,9 +20,9 @@ use simtree_shared::abm::AbmStep;
 use simtree_shared::trading::DecisionEvent;
 use simtree_shared::{
     ActionEnd, ActionStart, AdvanceRequest, AgentErrorEvent, AgentProcessEnd, AgentProcessStart, BranchRequest,
-    Broadcast, ChildReply, ChildrenReply, CreateRequest, CtxDelta, EmotionUpdate, ErrorBody, EventPayload,
-    FrontierRequest, Graph, LandlordDeal, LcaReply, MultiRequest, NodeInfo, NodeState, NodeView, OkReply, PlanUpdate,
-    ReplayRequest, RunReply, ScenarioSummary, Summary, TreeInfo, TreePatch, TreeRef, UsageReply,
+    Broadcast, ChildReply, ChildrenReply, Counterfactual, CreateRequest, CtxDelta, EmotionUpdate, ErrorBody,
+    EventPayload, FrontierRequest, Graph, LandlordDeal, LcaReply, MultiRequest, NodeInfo, NodeState, NodeView, OkReply,
+    PlanUpdate, ReplayRequest, RunReply, ScenarioSummary, Summary, TreeInfo, TreePatch, TreeRef, UsageReply,
 };
 
 /// One documented operation.
@@ -290,6 +292,23 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
             json!({"type": "array", "items": any_object()}),
             NOT_FOUND,
         ),
+        op("get", "/openapi.json", "This document", None, any_object(), &[]),
+        op(
+            "get",
+            ABM_SCHEMA,
+            "The LLM response schema of an abm-quant model in one provider's wrapping",
+            None,
+            any_object(),
+            &[422],
+        ),
+        op(
+            "get",
+            "/devui/simtree/{tree}/sim/{node}/events",
+            "A node's full log (upstream path; a WebSocket upgrade here streams its new entries)",
+            None,
+            json!({"type": "array", "items": any_object()}),
+            NOT_FOUND,
+        ),
         op(
             "get",
             "/devui/simtree/{tree}/node/{node}/state",
@@ -308,6 +327,9 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
         ),
     ]
 }
+
+/// The ABM response schema, wrapped for the provider named in the query.
+const ABM_SCHEMA: &str = "/api/abm/schema";
 
 /// The log route, whose entries' payloads are listed under `x-event-payloads`.
 const LOGS: &str = "/devui/simtree/{tree}/node/{node}/logs";
@@ -330,6 +352,7 @@ fn event_payloads(g: &mut SchemaGenerator) -> Value {
     entry::<DecisionEvent>(g, &mut m);
     entry::<AbmStep>(g, &mut m);
     entry::<AgentErrorEvent>(g, &mut m);
+    entry::<Counterfactual>(g, &mut m);
     Value::Object(m)
 }
 
@@ -375,6 +398,10 @@ pub fn document() -> Value {
         entry[o.method] = operation;
     }
     paths[LOGS]["get"]["x-event-payloads"] = event_payloads(&mut g);
+    paths[ABM_SCHEMA]["get"]["parameters"] = json!([{
+        "name": "provider", "in": "query", "required": true,
+        "schema": {"type": "string", "enum": ["openai", "gemini", "claude"]},
+    }]);
     let schemas: Map<String, Value> = g.take_definitions(true).into_iter().collect();
     json!({
         "openapi": "3.0.3",
@@ -421,7 +448,7 @@ mod tests {
         }
         // Every event type the engine writes has its payload documented.
         let payloads = doc["paths"][LOGS]["get"]["x-event-payloads"].as_object().unwrap();
-        assert_eq!(payloads.len(), 12);
+        assert_eq!(payloads.len(), 13);
         assert_eq!(payloads["action_end"]["$ref"], "#/components/schemas/ActionEnd");
         // Every $ref points into components/schemas and names a schema that exists.
         for part in text.split("\"$ref\":\"").skip(1) {
@@ -431,7 +458,95 @@ mod tests {
                 .unwrap_or_else(|| panic!("{target}"));
             assert!(schemas.contains_key(name), "{name}");
         }
-        assert_eq!(doc["paths"].as_object().unwrap().len(), 28);
+        assert_eq!(doc["paths"].as_object().unwrap().len(), 31);
+    }
+
+    /// The other direction: every REST route declared in `http::router` (read from its source,
+    /// the one place routes are declared) is documented, with the same methods. Sockets and the
+    /// web UI are not REST; they are named here.
+    #[test]
+    fn every_routed_path_is_documented() {
+        const NOT_REST: &[&str] = &["/devui/simtree/{tree}/events"];
+        let source = include_str!("mod.rs");
+        let doc = document();
+        let paths = doc["paths"].as_object().unwrap();
+        let mut routed = Vec::new();
+        for (prefix, block) in [
+            ("/devui", "let devui = Router::new()"),
+            ("/api", "let api = Router::new()"),
+        ] {
+            let start = source.find(block).unwrap();
+            let end = start + source[start..].find(".fallback(").unwrap();
+            routed.extend(routes_in(&source[start..end], prefix));
+        }
+        let top = source.find("let mut router = Router::new()").unwrap();
+        let top_end = top + source[top..].find(".nest(").unwrap();
+        routed.extend(routes_in(&source[top..top_end], ""));
+        assert!(routed.len() > 30, "routes were read from http/mod.rs: {routed:?}");
+        for (path, methods) in routed {
+            if NOT_REST.contains(&path.as_str()) {
+                continue;
+            }
+            let documented = paths
+                .get(&path)
+                .unwrap_or_else(|| panic!("{path} is routed but not documented"));
+            for m in methods {
+                // A node's events route answers GET with its logs (the socket is an upgrade).
+                assert!(documented.get(m).is_some(), "{m} {path} is routed but not documented");
+            }
+        }
+    }
+
+    /// `(path, [methods])` of each `.route("path", get(..).post(..))` in a router's source.
+    fn routes_in(source: &str, prefix: &str) -> Vec<(String, Vec<&'static str>)> {
+        let mut out = Vec::new();
+        for part in source.split(".route(").skip(1) {
+            let path = part.split('"').nth(1).unwrap();
+            let handlers = &part[part.find(',').unwrap()..];
+            let handlers = &handlers[..handlers.find("\n        .").unwrap_or(handlers.len())];
+            let methods = ["get", "post", "delete", "patch", "put"]
+                .into_iter()
+                .filter(|m| handlers.contains(&format!("{m}(")))
+                .collect();
+            out.push((format!("{prefix}{path}"), methods));
+        }
+        out
+    }
+
+    /// The whole document against its snapshot, so every change of the wire — a route, a field, a
+    /// type — shows in the diff of the change that makes it. `UPDATE_SNAPSHOTS=1` rewrites it.
+    #[test]
+    fn the_document_matches_its_snapshot() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/openapi.json");
+        let text = serde_json::to_string_pretty(&document()).unwrap() + "\n";
+        if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &text).unwrap();
+            return;
+        }
+        let old = std::fs::read_to_string(&path).unwrap_or_default();
+        if old != text {
+            let first = old
+                .lines()
+                .zip(text.lines())
+                .position(|(a, b)| a != b)
+                .unwrap_or(old.lines().count().min(text.lines().count()));
+            let show = |t: &str| {
+                t.lines()
+                    .skip(first.saturating_sub(3))
+                    .take(8)
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            panic!(
+                "the OpenAPI document changed (first difference at line {}); if the change is meant, \
+                 run `UPDATE_SNAPSHOTS=1 cargo test -p simtree-server --lib openapi` and commit \
+                 server/tests/snapshots/openapi.json\n--- snapshot\n{}\n--- now\n{}",
+                first + 1,
+                show(&old),
+                show(&text)
+            );
+        }
     }
 
     /// Each documented operation reaches a handler: it may answer 404 for tree 0, but never

@@ -115,7 +115,7 @@ pub async fn advance_frontier(
     ApiJson(b): ApiJson<FrontierRequest>,
 ) -> AppResult<Json<ChildrenReply>> {
     let children = app.wb.advance_frontier(tree, b.turns, b.only_max_depth).await?;
-    Ok(Json(ChildrenReply { children }))
+    Ok(Json(ChildrenReply { children, note: None }))
 }
 
 pub async fn advance_multi(
@@ -123,8 +123,19 @@ pub async fn advance_multi(
     ApiPath(tree): ApiPath<u64>,
     ApiJson(b): ApiJson<MultiRequest>,
 ) -> AppResult<Json<ChildrenReply>> {
-    let children = app.wb.advance_multi(tree, b.parent, b.turns, b.count).await?;
-    Ok(Json(ChildrenReply { children }))
+    let children = app
+        .wb
+        .advance_multi(tree, b.parent, b.turns, b.count, b.same_seed)
+        .await?;
+    let note = app.wb.identical_runs(tree, &children)?.then(|| {
+        let why = if b.same_seed {
+            "same_seed was asked for"
+        } else {
+            "this backend is deterministic for this scenario (the mock answers by its counters)"
+        };
+        format!("the {} children produced the same log: {why}", children.len())
+    });
+    Ok(Json(ChildrenReply { children, note }))
 }
 
 pub async fn advance_chain(
@@ -163,7 +174,9 @@ pub async fn replay(
 /// Extension: a node's status, failure reason and LLM usage.
 pub async fn node_info(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Json<NodeInfo>> {
     let handle = app.wb.tree(tree)?;
-    let t = handle.lock();
+    let mut t = handle.lock();
+    t.node(node)?;
+    let seed = t.sim(node).ok().and_then(|s| s.seed());
     let n = t.node(node)?;
     Ok(Json(NodeInfo {
         id: n.id,
@@ -171,6 +184,7 @@ pub async fn node_info(State(app): St, ApiPath((tree, node)): ApiPath<(u64, Node
         error: n.error.clone(),
         usage: usage_of(UsageTotals::of(&n.records)),
         recorded_calls: n.records.len() as u64,
+        seed,
     }))
 }
 

@@ -2,8 +2,10 @@
 //!
 //! Both subscribe first, then wait for one client text frame (the `ready` handshake), then
 //! forward. The tree socket sends the root's `attached` and, as an extension, a `snapshot` of the
-//! graph with running ids so late joiners are in sync. A watcher that falls behind its bounded
-//! queue gets `resync` (and a fresh snapshot on the tree socket) instead of unbounded buffering.
+//! graph with running ids so late joiners are in sync. A tree watcher that falls behind its
+//! bounded queue (`--ws-queue`) gets `resync` and a fresh snapshot instead of unbounded
+//! buffering. A node watcher loses nothing: its queue only wakes it, and it reads the entries it
+//! has not sent from the node's log, which holds them anyway.
 
 use std::sync::Arc;
 
@@ -140,16 +142,22 @@ async fn node_socket(mut socket: WebSocket, app: Arc<AppState>, tree: u64, node:
         Ok(log) => log,
         Err(e) => return close_policy(socket, &e.to_string()).await,
     };
-    let mut rx = log.subscribe();
+    // The channel only wakes this socket; entries are read from the node's log by index, so a
+    // watcher that falls behind `--ws-queue` entries still gets every one of them, in order.
+    let (mut rx, mut next) = log.watch(app.wb.limits.ws_queue);
     if !handshake(&mut socket).await {
         return close_policy(socket, "no ready message").await;
     }
     loop {
         tokio::select! {
             entry = rx.recv() => match entry {
-                Ok(text) => if socket.send(Message::Text(text.as_ref().into())).await.is_err() { return },
-                Err(RecvError::Lagged(missed)) => {
-                    if !send_json(&mut socket, &TreeMsg::Resync { missed }).await { return }
+                Ok(_) | Err(RecvError::Lagged(_)) => {
+                    for text in log.entries_from(next) {
+                        if socket.send(Message::Text(text.into())).await.is_err() {
+                            return;
+                        }
+                        next += 1;
+                    }
                 }
                 Err(RecvError::Closed) => return,
             },

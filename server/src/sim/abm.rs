@@ -188,13 +188,12 @@ impl AbmSim {
         Ok(())
     }
 
-    /// Gives a replicate of the parent its own seed for the next run (see [`super::Sim::replicate`]).
-    pub(super) fn replicate(&mut self, salt: u64) {
-        self.reseed = Some(
-            self.seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(salt.wrapping_mul(1442695040888963407) | 1),
-        );
+    /// The seed the model's generators were last set from: a pending reseed, else the last
+    /// advance's, else the model's own.
+    pub fn current_seed(&self) -> u64 {
+        self.reseed
+            .or_else(|| self.history.iter().filter_map(|a| a.reseed).last())
+            .unwrap_or(self.seed)
     }
 
     /// Takes an `abm_set_*` op as a patch for the next step, once the model accepts it.

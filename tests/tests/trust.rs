@@ -1,0 +1,229 @@
+//! What the API answers is the node's truth (issue #30, server side): fan-out children differ by
+//! their own reproducible seeds (or the reply says they are copies), a refused fan-out makes no
+//! child, and a node's live socket loses no entry however small its queue.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use simtree_e2e::Server;
+
+async fn ok(s: &Server, path: &str, body: Value) -> Value {
+    let (status, reply) = s.post(path, &body).await;
+    assert_eq!(status, 200, "{path} {body}: {reply}");
+    reply
+}
+
+/// A node's own entries with its id taken out, as text (runs of two nodes compare).
+async fn own_log(s: &Server, tree: u64, node: u64) -> Vec<String> {
+    let (_, logs) = s.get(&format!("/devui/simtree/{tree}/node/{node}/logs")).await;
+    logs.as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["node"] == node)
+        .map(|e| {
+            let mut e = e.clone();
+            e.as_object_mut().unwrap().remove("node");
+            e.to_string()
+        })
+        .collect()
+}
+
+async fn seed_of(s: &Server, tree: u64, node: u64) -> Value {
+    s.get(&format!("/devui/simtree/{tree}/node/{node}/info")).await.1["seed"].clone()
+}
+
+async fn fan_out(s: &Server, tree: u64, body: Value) -> (Vec<u64>, Value) {
+    let reply = ok(s, &format!("/devui/simtree/{tree}/advance_multi"), body).await;
+    let ids = reply["children"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_u64().unwrap())
+        .collect();
+    (ids, reply["note"].clone())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fan_out_children_get_their_own_reproducible_seeds() {
+    let s = Server::start();
+    // The scripted player draws its moves from the simulator's seed.
+    let (st, t) = s
+        .post("/devui/simtree", &json!({"scenario": "werewolf", "llm": "scripted"}))
+        .await;
+    assert_eq!(st, 200, "{t}");
+    let tree = t["id"].as_u64().unwrap();
+    let (kids, note) = fan_out(&s, tree, json!({"parent": 0, "turns": 20, "count": 4})).await;
+    assert_eq!(kids.len(), 4);
+    assert_eq!(note, Value::Null, "the children differ, so no note");
+    let mut seeds = Vec::new();
+    let mut logs = Vec::new();
+    for &k in &kids {
+        seeds.push(seed_of(&s, tree, k).await);
+        logs.push(own_log(&s, tree, k).await);
+    }
+    assert!(
+        seeds.iter().all(Value::is_u64),
+        "every child's seed is on record: {seeds:?}"
+    );
+    let distinct: std::collections::BTreeSet<String> = seeds.iter().map(Value::to_string).collect();
+    assert_eq!(distinct.len(), 4, "four children, four seeds: {seeds:?}");
+    assert!(logs.iter().any(|l| *l != logs[0]), "the children's runs differ");
+    // The same fan-out again: the same seeds and the same runs, child by child.
+    let (again, _) = fan_out(&s, tree, json!({"parent": 0, "turns": 20, "count": 4})).await;
+    for (i, &k) in again.iter().enumerate() {
+        assert_eq!(seed_of(&s, tree, k).await, seeds[i], "child {i}'s seed is reproducible");
+        assert_eq!(own_log(&s, tree, k).await, logs[i], "child {i}'s run is reproducible");
+    }
+    // `same_seed`: today's copies, and the reply says so.
+    let (copies, note) = fan_out(
+        &s,
+        tree,
+        json!({"parent": 0, "turns": 6, "count": 3, "same_seed": true}),
+    )
+    .await;
+    let first = own_log(&s, tree, copies[0]).await;
+    for &k in &copies[1..] {
+        assert_eq!(own_log(&s, tree, k).await, first);
+    }
+    assert!(note.as_str().is_some_and(|n| n.contains("same_seed")), "{note}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn identical_mock_children_are_reported_as_copies() {
+    let s = Server::start();
+    let tree = s.create("simple_chat").await;
+    let (kids, note) = fan_out(&s, tree, json!({"parent": 0, "turns": 2, "count": 3})).await;
+    assert_eq!(kids.len(), 3);
+    let note = note
+        .as_str()
+        .unwrap_or_else(|| panic!("a note for identical children: {note}"));
+    assert!(note.contains("3 children produced the same log"), "{note}");
+    assert!(note.contains("deterministic"), "{note}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn agent_based_fan_out_children_have_distinct_seeds() {
+    let s = Server::start();
+    let tree = s.create("sir_network").await;
+    let (kids, _) = fan_out(&s, tree, json!({"parent": 0, "turns": 5, "count": 3})).await;
+    let mut seeds = std::collections::BTreeSet::new();
+    for &k in &kids {
+        let seed = seed_of(&s, tree, k).await;
+        assert!(seed.is_u64(), "{seed}");
+        seeds.insert(seed.to_string());
+    }
+    assert_eq!(seeds.len(), 3, "{seeds:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_fan_out_makes_no_child() {
+    let s = Server::start();
+    let tree = s.create("simple_chat").await;
+    let path = |p: &str| format!("/devui/simtree/{tree}/{p}");
+    let a = ok(&s, &path("advance"), json!({"parent": 0, "turns": 1})).await["child"]
+        .as_u64()
+        .unwrap();
+    ok(&s, &path("advance"), json!({"parent": 0, "turns": 1})).await;
+    // A long run under `a`: the frontier now holds a running leaf.
+    let long = s.advance_in_background(tree, a, 1000);
+    let running = s.first_running(tree).await;
+    let (_, before) = s.get(&path("graph")).await;
+    let (status, body) = s
+        .post(&path("advance_frontier"), &json!({"turns": 1, "only_max_depth": false}))
+        .await;
+    assert_eq!(status, 409, "{body}");
+    let (_, after) = s.get(&path("graph")).await;
+    assert_eq!(
+        before["nodes"].as_array().unwrap().len(),
+        after["nodes"].as_array().unwrap().len(),
+        "no child was made under the other leaves: {after}"
+    );
+    assert_eq!(
+        s.post(&format!("/devui/simtree/{tree}/node/{running}/cancel"), &json!({}))
+            .await
+            .0,
+        200
+    );
+    long.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_node_socket_loses_no_entry_past_its_queue() {
+    // A queue of one entry: the run outpaces the socket's task many times over.
+    let s = Server::start_with(&["--ws-queue", "1"]);
+    let tree = s.create("simple_chat").await;
+    let run = s.advance_in_background(tree, 0, 400);
+    let node = s.first_running(tree).await;
+    let mut w = s.watch(&format!("/devui/simtree/{tree}/sim/{node}/events")).await;
+    let done = run.await.unwrap();
+    assert_eq!(done["child"], node, "{done}");
+    let mut got = Vec::new();
+    while let Some(v) = w.next(Duration::from_millis(500)).await {
+        assert_ne!(v["type"], "resync", "a node watcher is never told it missed entries");
+        got.push(v);
+    }
+    let (_, logs) = s.get(&format!("/devui/simtree/{tree}/node/{node}/logs")).await;
+    let own: Vec<Value> = logs
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["node"] == node)
+        .cloned()
+        .collect();
+    assert!(
+        got.len() > 100,
+        "the run was watched from early on: {} entries",
+        got.len()
+    );
+    // What the socket gave is exactly the node's entries from the moment it joined, in order.
+    assert_eq!(got[..], own[own.len() - got.len()..]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_branch_names_its_ops_in_its_own_log() {
+    let s = Server::start();
+    for (scenario, op) in [
+        (
+            "simple_chat",
+            json!({"op": "agent_props_patch", "name": "Alice", "updates": {"mood": "curious"}}),
+        ),
+        ("momentum_tech", json!({"op": "portfolio_patch", "cash": 5000.5})),
+        (
+            "sir_network",
+            json!({"op": "abm_set_global", "name": "infectionRate", "value": 0.3}),
+        ),
+    ] {
+        let tree = s.create(scenario).await;
+        let child = ok(
+            &s,
+            &format!("/devui/simtree/{tree}/branch"),
+            json!({"parent": 0, "ops": [op.clone()]}),
+        )
+        .await["child"]
+            .as_u64()
+            .unwrap();
+        let (_, logs) = s.get(&format!("/devui/simtree/{tree}/node/{child}/logs")).await;
+        let own: Vec<&Value> = logs.as_array().unwrap().iter().filter(|e| e["node"] == child).collect();
+        assert_eq!(
+            own.first().copied(),
+            Some(&json!({"type": "counterfactual", "data": {"ops": [op]}, "node": child})),
+            "{scenario}: {logs}"
+        );
+        // A run after the branch reads the path with the counterfactual where it happened.
+        let next = ok(
+            &s,
+            &format!("/devui/simtree/{tree}/advance"),
+            json!({"parent": child, "turns": 1}),
+        )
+        .await["child"]
+            .as_u64()
+            .unwrap();
+        let (_, path) = s.get(&format!("/devui/simtree/{tree}/node/{next}/logs")).await;
+        let at = path
+            .as_array()
+            .unwrap()
+            .iter()
+            .position(|e| e["type"] == "counterfactual");
+        assert!(at.is_some(), "{scenario}: the path's log names the counterfactual");
+    }
+}
