@@ -58,6 +58,18 @@ pub enum TreeError {
     /// The store could not give a node back.
     #[error("{0}")]
     Store(String),
+    /// What the store holds of a node is damaged (names the tree, the node and the file).
+    #[error("{0}")]
+    Damaged(String),
+}
+
+impl From<crate::store::SourceError> for TreeError {
+    fn from(e: crate::store::SourceError) -> Self {
+        match e {
+            crate::store::SourceError::Store(e) => TreeError::Store(e.to_string()),
+            crate::store::SourceError::Damaged(m) => TreeError::Damaged(m),
+        }
+    }
 }
 
 /// The largest node id: ids stay exact in JavaScript numbers (the web UI reads them as such).
@@ -372,7 +384,7 @@ impl SimTree {
             return Err(TreeError::Running(id));
         };
         let path = self.path(id)?;
-        let loaded = source.state(id, &path).map_err(|e| TreeError::Store(e.to_string()))?;
+        let loaded = source.state(id, &path)?;
         let (sim, cost) = match loaded {
             Some((sim, cost)) => (Arc::new(sim), cost),
             // A run that never stored a state (interrupted, or failed on an internal error)
@@ -402,7 +414,7 @@ impl SimTree {
         if !log.is_loaded()
             && let Some(source) = &self.source
         {
-            let entries = source.log(id).map_err(|e| TreeError::Store(e.to_string()))?;
+            let entries = source.log(id)?;
             log.fill(&entries);
         }
         Ok(log)
@@ -526,15 +538,25 @@ impl SimTree {
             ));
         }
         let mut nodes: BTreeMap<NodeId, Node> = built.into_iter().collect();
+        // A node whose parent is not stored (the rows of a store that failed mid-way) is left
+        // out with its descendants, and named; the rest of the tree loads.
+        let mut lost = Vec::new();
         for (p, id) in links {
-            // A parent is attached before its children, so its id is smaller.
+            // A parent is attached before its children, so its id is smaller (and the links
+            // come in id order: a lost node's children come after it).
             match nodes.get_mut(&p) {
                 Some(parent) if p < id => parent.children.push(id),
-                _ => return Err(TreeError::Store(format!("node {id}: parent {p} is missing"))),
+                _ => {
+                    nodes.remove(&id);
+                    lost.push((id, p));
+                }
             }
         }
         if !nodes.contains_key(&0) {
             return Err(TreeError::Store("the tree has no root node".into()));
+        }
+        for (id, p) in &lost {
+            tracing::error!(tree = source.tree, node = id, parent = p, "a stored node's parent is missing: the node is left out (run `simtree data check`)");
         }
         Ok(SimTree {
             scenario,
@@ -902,8 +924,14 @@ impl SimTree {
             .log(id)?
             .entries()
             .iter()
-            .map(|e| serde_json::from_str(e).unwrap_or(Value::Null))
-            .collect();
+            .enumerate()
+            // Stored rows are verified as they are read; an entry that still is not JSON is
+            // refused, never exported as a silent `null`.
+            .map(|(k, e)| {
+                serde_json::from_str(e)
+                    .map_err(|err| TreeError::Damaged(format!("node {id}: log entry {k} is not JSON ({err})")))
+            })
+            .collect::<Result<_, _>>()?;
         let n = self.node(id)?;
         Ok(NodeExport {
             id: n.id,

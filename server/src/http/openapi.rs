@@ -67,6 +67,14 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
         ),
         op(
             "get",
+            "/ready",
+            "Readiness: 503 naming the cause while the store cannot take writes",
+            None,
+            schema::<OkReply>(g),
+            &[503],
+        ),
+        op(
+            "get",
             "/api/scenarios",
             "Scenarios of all three kinds",
             None,
@@ -431,7 +439,7 @@ mod tests {
                 .unwrap_or_else(|| panic!("{target}"));
             assert!(schemas.contains_key(name), "{name}");
         }
-        assert_eq!(doc["paths"].as_object().unwrap().len(), 28);
+        assert_eq!(doc["paths"].as_object().unwrap().len(), 29);
     }
 
     /// Each documented operation reaches a handler: it may answer 404 for tree 0, but never

@@ -109,6 +109,17 @@ impl TreeHandle {
         Ok(())
     }
 
+    /// Takes a node whose writes failed back out of the tree (and, later, out of the store:
+    /// whatever of it reached the database is deleted with the next commit that succeeds).
+    pub(super) fn roll_back(&self, id: NodeId) {
+        let mut t = self.lock();
+        if let Ok(removed) = t.delete_subtree(id) {
+            self.persist_delete(&t, removed);
+            Sweeps::prune(self, &t);
+            self.send(super::TreeMsg::Deleted { node: id });
+        }
+    }
+
     pub(super) fn persist_delete(&self, tree: &SimTree, nodes: Vec<NodeId>) {
         self.persist(Write::DeleteNodes { tree: self.id, nodes });
         self.touch(tree);
@@ -234,6 +245,14 @@ impl Workbench {
     /// written. Nothing but the tree list is read here.
     pub fn attach_store(&mut self, store: Store) -> Result<(), String> {
         let store = Arc::new(store);
+        let abandoned = store.read(|db| db.abandoned_imports()).map_err(|e| e.to_string())?;
+        for (tree, nodes) in abandoned {
+            tracing::warn!(
+                tree,
+                nodes,
+                "an import the last server did not finish was removed (its tree id is not reused)"
+            );
+        }
         let interrupted = store.read(|db| db.interrupt_running()).map_err(|e| e.to_string())?;
         let rows = store.read(|db| db.trees()).map_err(|e| e.to_string())?;
         if interrupted > 0 {
@@ -242,13 +261,25 @@ impl Workbench {
                 "runs in flight when the server stopped are marked interrupted"
             );
         }
-        let next = rows.iter().map(|r| r.id + 1).max().unwrap_or(0);
+        // Stored, not derived from the listed trees: a deleted tree's or a dead import's id is
+        // never handed out again (its rows could otherwise resurface in the new tree).
+        let next = store.read(|db| db.next_tree()).map_err(|e| e.to_string())?;
+        let next = rows.iter().map(|r| r.id + 1).max().unwrap_or(0).max(next);
         self.next_tree.store(next, std::sync::atomic::Ordering::SeqCst);
         for r in rows {
             self.stored.insert(r.id, r);
         }
         self.store = Some(store);
         Ok(())
+    }
+
+    /// Whether acknowledged writes can be stored now: `Err` with the cause while the store's
+    /// commits fail (a full disk, a lost database). Memory-only workbenches are always ready.
+    pub fn ready(&self) -> Result<(), String> {
+        match self.store.as_ref().and_then(|s| s.fault()) {
+            Some(cause) => Err(format!("the store cannot take writes: {cause}")),
+            None => Ok(()),
+        }
     }
 
     /// A stored tree's structure, read on first use.
@@ -382,6 +413,11 @@ impl Workbench {
         let mut kind = None;
         let mut dedupe = store.as_ref().map(|_| crate::chunks::Dedupe::default());
         let mut ancestors: std::collections::HashMap<NodeId, Vec<NodeId>> = Default::default();
+        if let Some(store) = &store {
+            // Before any of its rows: should the server stop mid-import, the next start-up finds
+            // the marker and deletes what was written.
+            store.write(Write::ImportBegin { tree: id });
+        }
         let result = crate::tree::read_export(reader, &limits, self.market.clone(), |importer, n| {
             let node = importer.add(n)?;
             let id_n = node.id;
@@ -462,7 +498,12 @@ impl Workbench {
         Sweeps::restore(&handle, sweeps);
         if let Some(store) = &store {
             store.write(Write::Tree(handle.row()));
-            store.flush().map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
+            store.write(Write::ImportEnd { tree: id });
+            if let Err(e) = store.flush() {
+                // Not acknowledged: its rows go (the marker makes sure of it at the next start).
+                store.write(Write::DeleteTree { tree: id });
+                return Err(WorkbenchError::unavailable(e.to_string()));
+            }
         }
         self.trees.insert(id, handle);
         Ok(TreeRef { id, root: 0 })
