@@ -126,6 +126,15 @@ impl Server {
         }
     }
 
+    /// Stops the server as Ctrl-C does (it closes its store cleanly) and waits for it.
+    pub fn interrupt(&mut self) {
+        // SAFETY: a signal to our own child's pid; no memory is involved.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGINT);
+        }
+        let _ = self.child.wait();
+    }
+
     /// Stops the server now (a browser test of the UI's "server is down" state).
     pub fn stop(&mut self) {
         let _ = self.child.kill();

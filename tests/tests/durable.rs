@@ -633,7 +633,6 @@ async fn on_a_full_disk_nothing_unstored_is_acknowledged_and_the_store_recovers(
     let mut s = Server::start_with(&flags);
     let t = s.create("simple_chat").await;
     let mut acknowledged = vec![0, advance(&s, t, 0, 1).await];
-    assert_eq!(s.get("/ready").await.0, 200);
     disk.fill();
     let mut refused = Vec::new();
     let mut parent = acknowledged[1];
@@ -661,7 +660,11 @@ async fn on_a_full_disk_nothing_unstored_is_acknowledged_and_the_store_recovers(
             other => panic!("{other}: {reply}"),
         }
     }
-    assert!(refused.len() >= 30, "writes fail on a full disk: {refused:?}");
+    assert!(
+        refused.len() >= 30,
+        "writes fail on a full disk: {} acknowledged, refused: {refused:?}",
+        acknowledged.len()
+    );
     assert!(
         refused
             .iter()
@@ -699,4 +702,109 @@ async fn on_a_full_disk_nothing_unstored_is_acknowledged_and_the_store_recovers(
     assert_eq!(ids, acknowledged, "every acknowledged node, and nothing else, after a restart");
     assert_eq!(everything(&s).await, before);
     drop(s);
+}
+
+/// Runs `simtree` with `args` and gives up after `secs` (a server that starts when it should
+/// have refused is killed, and the test fails on its output).
+fn run_simtree(args: &[&str], secs: u64) -> (bool, String) {
+    let mut child = std::process::Command::new(simtree_e2e::simtree_bin())
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run simtree");
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    while child.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// Issue #31, item 3: damage is detected and named. A few bytes changed in a log row (and its
+/// state) of a stopped data folder: the node answers an error naming the tree, the node and the
+/// file (before: 200 with the altered text), its export is refused, `simtree data check` lists
+/// it; a database file emptied to zero bytes is refused (before: an empty store that handed out
+/// the old tree ids again).
+#[tokio::test(flavor = "multi_thread")]
+async fn damaged_rows_are_named_and_an_emptied_database_is_refused() {
+    let b = sqlite("damaged");
+    let dir = std::path::PathBuf::from(&b.flags[1]);
+    let mut s = b.start(&[]);
+    let t = s.create("simple_chat").await;
+    let a = advance(&s, t, 0, 2).await;
+    let marker = "DAMAGE-ME-7f3a9c-DAMAGE-ME";
+    let branch = ok(
+        &s,
+        &format!("/devui/simtree/{t}/branch"),
+        json!({"parent": a, "ops": [{"op": "public_broadcast", "text": marker}]}),
+    )
+    .await["child"]
+        .as_u64()
+        .unwrap();
+    s.interrupt();
+    let data = dir.to_str().unwrap();
+    // Every copy of the marker in the database file: one letter changed (the JSON stays valid).
+    let file = dir.join("simtree.db");
+    let mut bytes = std::fs::read(&file).unwrap();
+    let mut hits = 0;
+    let mut at = 0;
+    while let Some(i) = bytes[at..].windows(marker.len()).position(|w| w == marker.as_bytes()) {
+        bytes[at + i] = b'X';
+        hits += 1;
+        at += i + 1;
+    }
+    assert!(hits >= 2, "the marker is in the node's ops and its log row ({hits})");
+    std::fs::write(&file, &bytes).unwrap();
+    let mut s = b.start(&[]);
+    let (status, body) = s.get(&format!("/devui/simtree/{t}/node/{branch}/logs")).await;
+    assert_eq!(status, 500, "the damaged log row was served");
+    let detail = body["detail"].as_str().unwrap();
+    assert!(
+        detail.contains(&format!("tree {t}, node {branch}")) && detail.contains("simtree.db") && detail.contains("damaged"),
+        "{detail}"
+    );
+    // The rest of the tree reads as before.
+    assert_eq!(s.get(&format!("/devui/simtree/{t}/node/{a}/logs")).await.0, 200);
+    // The export is refused (its body ends in an error), never a document with holes.
+    let r = s
+        .http
+        .get(s.url(&format!("/devui/simtree/{t}/export")))
+        .send()
+        .await
+        .unwrap();
+    match r.bytes().await {
+        Ok(body) => assert!(serde_json::from_slice::<Value>(&body).is_err(), "a whole export"),
+        Err(_) => {}
+    }
+    s.interrupt();
+    let (healthy, report) = run_simtree(&["data", "check", "--data", data], 30);
+    assert!(!healthy, "{report}");
+    assert!(
+        report.contains(&format!("tree {t}, node {branch}: log: log row at entry 0 fails its checksum")),
+        "{report}"
+    );
+    // A database emptied to zero bytes: refused, with what to do.
+    std::fs::write(&file, b"").unwrap();
+    for side in ["simtree.db-wal", "simtree.db-shm"] {
+        let _ = std::fs::remove_file(dir.join(side));
+    }
+    let (started, out) = run_simtree(&["serve", "--addr", "127.0.0.1:0", "--data", data], 10);
+    assert!(!started && !out.contains("listening"), "{out}");
+    assert!(out.contains("is empty (0 bytes)") && out.contains("simtree data check"), "{out}");
+    // A healthy folder checks clean.
+    let b = sqlite("healthy");
+    let mut s = b.start(&[]);
+    let t = s.create("simple_chat").await;
+    advance(&s, t, 0, 2).await;
+    s.interrupt();
+    let (healthy, report) = run_simtree(&["data", "check", "--data", &b.flags[1]], 30);
+    assert!(healthy && report.contains("1 tree(s), 2 node(s)") && report.contains("no problems"), "{report}");
 }
