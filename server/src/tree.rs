@@ -556,7 +556,12 @@ impl SimTree {
             return Err(TreeError::Store("the tree has no root node".into()));
         }
         for (id, p) in &lost {
-            tracing::error!(tree = source.tree, node = id, parent = p, "a stored node's parent is missing: the node is left out (run `simtree data check`)");
+            tracing::error!(
+                tree = source.tree,
+                node = id,
+                parent = p,
+                "a stored node's parent is missing: the node is left out (run `simtree data check`)"
+            );
         }
         Ok(SimTree {
             scenario,

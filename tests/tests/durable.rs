@@ -532,7 +532,12 @@ fn half_import(s: &Server, body: &[u8], part: usize) -> std::net::TcpStream {
 async fn node_ids(s: &Server, tree: u64) -> Vec<u64> {
     let (status, g) = s.get(&format!("/devui/simtree/{tree}/graph")).await;
     assert_eq!(status, 200, "{g}");
-    g["nodes"].as_array().unwrap().iter().map(|n| n["id"].as_u64().unwrap()).collect()
+    g["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["id"].as_u64().unwrap())
+        .collect()
 }
 
 /// Issue #31, item 1: a server killed in the middle of an import leaves no rows behind, and no
@@ -699,7 +704,10 @@ async fn on_a_full_disk_nothing_unstored_is_acknowledged_and_the_store_recovers(
     let mut ids = node_ids(&s, t).await;
     ids.sort_unstable();
     acknowledged.sort_unstable();
-    assert_eq!(ids, acknowledged, "every acknowledged node, and nothing else, after a restart");
+    assert_eq!(
+        ids, acknowledged,
+        "every acknowledged node, and nothing else, after a restart"
+    );
     assert_eq!(everything(&s).await, before);
     drop(s);
 }
@@ -768,7 +776,9 @@ async fn damaged_rows_are_named_and_an_emptied_database_is_refused() {
     assert_eq!(status, 500, "the damaged log row was served");
     let detail = body["detail"].as_str().unwrap();
     assert!(
-        detail.contains(&format!("tree {t}, node {branch}")) && detail.contains("simtree.db") && detail.contains("damaged"),
+        detail.contains(&format!("tree {t}, node {branch}"))
+            && detail.contains("simtree.db")
+            && detail.contains("damaged"),
         "{detail}"
     );
     // The rest of the tree reads as before.
@@ -788,7 +798,9 @@ async fn damaged_rows_are_named_and_an_emptied_database_is_refused() {
     let (healthy, report) = run_simtree(&["data", "check", "--data", data], 30);
     assert!(!healthy, "{report}");
     assert!(
-        report.contains(&format!("tree {t}, node {branch}: log: log row at entry 0 fails its checksum")),
+        report.contains(&format!(
+            "tree {t}, node {branch}: log: log row at entry 0 fails its checksum"
+        )),
         "{report}"
     );
     // A database emptied to zero bytes: refused, with what to do.
@@ -798,7 +810,10 @@ async fn damaged_rows_are_named_and_an_emptied_database_is_refused() {
     }
     let (started, out) = run_simtree(&["serve", "--addr", "127.0.0.1:0", "--data", data], 10);
     assert!(!started && !out.contains("listening"), "{out}");
-    assert!(out.contains("is empty (0 bytes)") && out.contains("simtree data check"), "{out}");
+    assert!(
+        out.contains("is empty (0 bytes)") && out.contains("simtree data check"),
+        "{out}"
+    );
     // A healthy folder checks clean.
     let b = sqlite("healthy");
     let mut s = b.start(&[]);
@@ -806,5 +821,8 @@ async fn damaged_rows_are_named_and_an_emptied_database_is_refused() {
     advance(&s, t, 0, 2).await;
     s.interrupt();
     let (healthy, report) = run_simtree(&["data", "check", "--data", &b.flags[1]], 30);
-    assert!(healthy && report.contains("1 tree(s), 2 node(s)") && report.contains("no problems"), "{report}");
+    assert!(
+        healthy && report.contains("1 tree(s), 2 node(s)") && report.contains("no problems"),
+        "{report}"
+    );
 }

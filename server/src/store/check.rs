@@ -30,7 +30,10 @@ pub struct Report {
 fn open(dir: &Path) -> Result<Db<Sqlite>, String> {
     let file = dir.join("simtree.db");
     if !file.exists() {
-        return Err(format!("{} is not a simtree data folder (no simtree.db)", dir.display()));
+        return Err(format!(
+            "{} is not a simtree data folder (no simtree.db)",
+            dir.display()
+        ));
     }
     refuse_emptied(dir, &file).map_err(|e| e.0)?;
     let mut db = Db {
@@ -45,8 +48,7 @@ pub fn check(dir: &Path) -> Result<Report, String> {
     let mut db = open(dir)?;
     let mut report = Report::default();
     let applied = db.journal_applied().map_err(|e| e.0)?;
-    let (_journal, pending, damage) =
-        Journal::open_damaged(&dir.join("simtree.journal"), applied).map_err(|e| e.0)?;
+    let (_journal, pending, damage) = Journal::open_damaged(&dir.join("simtree.journal"), applied).map_err(|e| e.0)?;
     report.pending = pending.len();
     report.problems.extend(damage);
     match db.sql.query("PRAGMA integrity_check", &[]) {
@@ -78,7 +80,10 @@ pub fn check(dir: &Path) -> Result<Report, String> {
             if let Some(p) = n.parent
                 && !ids.contains(&p)
             {
-                problem(n.id, format!("its parent {p} is missing (the node is left out when the tree loads)"));
+                problem(
+                    n.id,
+                    format!("its parent {p} is missing (the node is left out when the tree loads)"),
+                );
             }
             match db.state(t.id, n.id) {
                 Ok(Some(data)) => {

@@ -712,9 +712,9 @@ mod tests {
             .collect();
         assert_eq!(dump(&pending), want);
         let (mut j, pending) = Journal::open(&path, 9).unwrap();
-        assert_eq!(pending.iter().map(|p| p.0).collect::<Vec<_>>(), [10, 11]);
+        assert_eq!(pending.iter().map(|p| p.0).collect::<Vec<_>>(), [10, 11, 12, 13]);
         // Numbering goes on after the highest number in the file.
-        assert_eq!(j.append(&[Write::DeleteTree { tree: 1 }]).unwrap(), Some(12));
+        assert_eq!(j.append(&[Write::DeleteTree { tree: 1 }]).unwrap(), Some(14));
         let _ = std::fs::remove_dir_all(path.parent().unwrap());
     }
 

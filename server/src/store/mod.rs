@@ -899,8 +899,7 @@ fn unpack(bytes: &[u8]) -> StoreResult<Vec<u8>> {
     if size > MAX_UNPACKED {
         return Err(StoreError(format!("corrupt packed data: it claims {size} bytes")));
     }
-    let out =
-        lz4_flex::block::decompress(block, size).map_err(|e| StoreError(format!("corrupt packed data: {e}")))?;
+    let out = lz4_flex::block::decompress(block, size).map_err(|e| StoreError(format!("corrupt packed data: {e}")))?;
     match crc {
         Some(crc) if crc32fast::hash(&out) != crc => Err(StoreError("the data fails its checksum".into())),
         _ => Ok(out),
@@ -1096,14 +1095,19 @@ mod tests {
         v1.extend_from_slice(&block);
         assert_eq!(unpack(&v1).unwrap(), raw);
         // Current rows carry a checksum: a flipped byte anywhere after the mark is an error, never
-        // different bytes.
+        // different bytes (a changed match offset may point at the same bytes: no harm).
         let packed = pack(&raw);
         assert_eq!(packed[0], LZ4_CRC_MARK);
+        let mut found = 0;
         for at in 1..packed.len() {
             let mut bad = packed.clone();
             bad[at] ^= 0x20;
-            assert!(unpack(&bad).is_err(), "a flipped byte at {at} is found");
+            match unpack(&bad) {
+                Ok(out) => assert_eq!(out, raw, "a flipped byte at {at} gave different bytes"),
+                Err(_) => found += 1,
+            }
         }
+        assert!(found > packed.len() / 2, "{found} of {}", packed.len());
         let packed = pack(&[7u8; 10_000]);
         assert!(unpack(&packed[..packed.len() / 2]).is_err(), "a cut block is an error");
         assert!(unpack(&[LZ4_MARK, 1]).is_err(), "no size");
@@ -1213,6 +1217,85 @@ mod journal_tests {
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
         let store = Store::open_sqlite(&dir).unwrap();
         assert_eq!(names(&store), ["renamed", "second"]);
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_damaged_journal_stops_start_up_and_repair_applies_the_groups_before_the_damage() {
+        let dir = std::env::temp_dir().join(format!("simtree-journal-damage-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = Store::open_sqlite(&dir).unwrap();
+        store.write(Write::Tree(tree_row(1, "first")));
+        store.flush().unwrap();
+        drop(store);
+        // Three acknowledged groups the database does not have yet; the middle one damaged.
+        let path = dir.join("simtree.journal");
+        let applied = sql::Db {
+            sql: sqlite::Sqlite::open(&dir.join("simtree.db")).unwrap(),
+        }
+        .journal_applied()
+        .unwrap();
+        let (mut j, _) = Journal::open(&path, applied).unwrap();
+        for (id, name) in [(2, "second"), (3, "third"), (4, "fourth")] {
+            j.append(&[Write::Tree(tree_row(id, name))]).unwrap().unwrap();
+        }
+        drop(j);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let record = bytes.len() / 3;
+        bytes[record + 30] ^= 0x40;
+        std::fs::write(&path, &bytes).unwrap();
+        let e = Store::open_sqlite(&dir).err().expect("start-up stops");
+        assert!(e.0.contains("is damaged") && e.0.contains("simtree data repair"), "{e}");
+        let report = check::check(&dir).unwrap();
+        assert_eq!(report.pending, 1, "{report:?}");
+        assert!(report.problems.iter().any(|p| p.contains("is damaged")), "{report:?}");
+        let done = check::repair(&dir).unwrap();
+        assert!(done.contains("set aside"), "{done}");
+        let store = Store::open_sqlite(&dir).unwrap();
+        assert_eq!(names(&store), ["first", "second"]);
+        drop(store);
+        assert!(check::check(&dir).unwrap().problems.is_empty());
+        let aside = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with("simtree.journal.failed-"));
+        assert!(aside, "the damaged journal is kept");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn tree_ids_are_never_handed_out_twice_and_unfinished_imports_are_removed() {
+        let dir = std::env::temp_dir().join(format!("simtree-tree-ids-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = Store::open_sqlite(&dir).unwrap();
+        store.write(Write::Tree(tree_row(0, "kept")));
+        store.write(Write::Tree(tree_row(1, "deleted")));
+        store.write(Write::DeleteTree { tree: 1 });
+        // An import that never finished: its marker and a node row.
+        store.write(Write::ImportBegin { tree: 2 });
+        store.write(Write::Node {
+            tree: 2,
+            row: NodeRow {
+                id: 0,
+                parent: None,
+                depth: 0,
+                edge_type: simtree_shared::EdgeType::Root,
+                ops: Vec::new(),
+                status: NodeStatus::Done,
+                error: None,
+                created: 1,
+                finished: None,
+                turns: 0,
+                records: Vec::new(),
+            },
+        });
+        store.flush().unwrap();
+        assert_eq!(store.read(|db| db.next_tree()).unwrap(), 3);
+        assert_eq!(store.read(|db| db.abandoned_imports()).unwrap(), [(2, 1)]);
+        assert!(store.read(|db| db.nodes(2)).unwrap().is_empty());
+        assert!(store.read(|db| db.abandoned_imports()).unwrap().is_empty());
+        assert_eq!(store.read(|db| db.next_tree()).unwrap(), 3);
         drop(store);
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -140,6 +140,11 @@ impl Sql for Sqlite {
             f.sync_data()
         });
         let _ = std::fs::remove_file(&self.probe);
-        written.map_err(|e| StoreError(format!("cannot write in the data folder ({}): {e}", self.probe.display())))
+        written.map_err(|e| {
+            StoreError(format!(
+                "cannot write in the data folder ({}): {e}",
+                self.probe.display()
+            ))
+        })
     }
 }
