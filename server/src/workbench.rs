@@ -330,6 +330,7 @@ impl Workbench {
                 self.limits.max_trees
             )));
         }
+        self.writable()?;
         let id = self.next_tree.fetch_add(1, Ordering::SeqCst);
         let kind = tree.sim(0)?.sim_kind();
         let now = crate::store::now_ms();
@@ -392,7 +393,9 @@ impl Workbench {
                 "the tree would exceed its maximum of {max} nodes (see --max-nodes-per-tree); delete a subtree first"
             )));
         }
-        self.memory.check().map_err(WorkbenchError::conflict)
+        self.memory.check().map_err(WorkbenchError::conflict)?;
+        // What cannot be stored now is refused up front (the store recovers by itself).
+        self.writable()
     }
 
     /// Attaches a running child of `parent` and announces it (`attached`, `run_start`).

@@ -217,6 +217,11 @@ pub trait Database: Send {
     fn probe(&mut self) -> StoreResult<()> {
         Ok(())
     }
+    /// A cheap check that the database answers (PostgreSQL: `SELECT 1`, reconnecting if the
+    /// connection was lost); SQLite always does.
+    fn ping(&mut self) -> StoreResult<()> {
+        Ok(())
+    }
     /// The next tree id to hand out: never one a tree had, listed, deleted or half-imported.
     fn next_tree(&mut self) -> StoreResult<u64>;
     /// Deletes the rows of imports that never completed (the server stopped mid-import), in
@@ -624,12 +629,11 @@ fn apply_groups<S: sql::Sql>(
 struct Committer {
     /// SQLite's journal side: told the last group the database has, and whether commits fail.
     front: Option<Arc<Front>>,
-    /// `writes[..journaled]` are in the journal (their flushes were answered) up to group
+    /// The queued writes are in the journal (their flushes were answered) up to group
     /// `last_seq`.
-    journaled: usize,
     last_seq: Option<u64>,
-    /// Journaled writes whose commit failed, with their journal mark: retried first, with every
-    /// later commit.
+    /// Writes whose commit failed, with their journal marks: retried first, with every later
+    /// commit.
     retained: Vec<Write>,
     /// Why the last commit failed, until one succeeds.
     fault: Option<String>,
@@ -639,7 +643,6 @@ impl Committer {
     fn new(front: Option<Arc<Front>>) -> Committer {
         Committer {
             front,
-            journaled: 0,
             last_seq: None,
             retained: Vec::new(),
             fault: None,
@@ -647,8 +650,7 @@ impl Committer {
     }
 
     /// The writes queued so far are in the journal up to group `seq`.
-    fn mark(&mut self, seq: u64, queued: usize) {
-        self.journaled = queued;
+    fn mark(&mut self, seq: u64) {
         self.last_seq = Some(seq);
     }
 
@@ -656,7 +658,6 @@ impl Committer {
     /// outcome.
     fn commit(&mut self, db: &mut dyn Database, writes: &mut Vec<Write>, flushes: &mut Vec<Ack>) {
         let mut all = std::mem::take(&mut self.retained);
-        let acknowledged = all.len() + std::mem::take(&mut self.journaled);
         // The last group these writes complete: a retained one's mark, or the newest mark.
         let retained_seq = all.iter().rev().find_map(|w| match w {
             Write::Applied { seq } => Some(*seq),
@@ -688,16 +689,12 @@ impl Committer {
                     tracing::error!(error = %e, writes = all.len(), "store commit failed");
                 }
                 self.fault = Some(e.0.clone());
-                // The journaled writes were acknowledged: kept, with their mark, and retried;
-                // until they are in, flushes wait for commits.
-                // Deletions are kept too: a node taken back out of the tree because its writes
-                // failed must not come back from rows that reached the database before.
-                let deletions: Vec<Write> = all
-                    .drain(acknowledged..)
-                    .filter(|w| matches!(w, Write::DeleteNodes { .. } | Write::DeleteTree { .. }))
-                    .collect();
-                all.extend(seq.map(|seq| Write::Applied { seq }));
-                all.extend(deletions);
+                // Every write is kept, in order, and retried (each is idempotent): the journaled
+                // ones were acknowledged, and the others belong to runs still in flight, whose
+                // end may yet be acknowledged, or to deletions of nodes taken back out of the
+                // tree, which must not come back from rows that reached the database before.
+                // Until they are in, flushes wait for commits (and fail with them), and new
+                // work is refused (`Store::fault`), so what is kept stays bounded.
                 self.retained = std::mem::take(&mut all);
                 if let (false, Some(front)) = (self.retained.is_empty(), &self.front) {
                     front.healthy.store(false, Ordering::Release);
@@ -744,7 +741,7 @@ fn run(db: &mut dyn Database, mailbox: &Mailbox, front: Option<Arc<Front>>) {
                         oldest.get_or_insert_with(std::time::Instant::now);
                     }
                 }
-                Msg::Mark(seq) => c.mark(seq, writes.len()),
+                Msg::Mark(seq) => c.mark(seq),
                 Msg::Flush(ack) => flushes.push(ack),
                 Msg::Read(job) => {
                     c.commit(db, &mut writes, &mut flushes);
@@ -1354,7 +1351,7 @@ mod journal_tests {
         for msg in mailbox.take(Some(std::time::Instant::now())).unwrap() {
             match msg {
                 Msg::Write(w) => push_merged(queue, w),
-                Msg::Mark(seq) => c.mark(seq, queue.len()),
+                Msg::Mark(seq) => c.mark(seq),
                 _ => unreachable!("the test posts writes and marks only"),
             }
         }
@@ -1385,9 +1382,9 @@ mod journal_tests {
         front.write(&mailbox, rename("a")).unwrap();
         assert!(front.flush(&mailbox));
         drain(&mailbox, &mut queue, &mut c);
-        assert_eq!((queue.len(), c.journaled, c.last_seq), (1, 1, Some(1)));
-        // Log entries queued after it; the group commit fails: the journaled write is kept with
-        // its mark, the entries nobody waited for are dropped (as a failed commit always did).
+        assert_eq!((queue.len(), c.last_seq), (1, Some(1)));
+        // Log entries queued after it; the group commit fails: every write is kept with the
+        // mark (the entries belong to a run whose end may still be acknowledged).
         front
             .write(
                 &mailbox,
@@ -1404,22 +1401,22 @@ mod journal_tests {
         db.fail = true;
         c.commit(&mut db, &mut queue, &mut Vec::new());
         assert!(queue.is_empty());
-        assert_eq!(c.retained.len(), 2, "the journaled write and its mark");
+        assert_eq!(c.retained.len(), 3, "the journaled write, the entries and the mark");
         assert!(matches!(c.retained.last(), Some(Write::Applied { seq: 1 })));
         // Until they are in, the journal does not answer flushes: a commit does, and says how
         // it went.
         assert!(!front.flush(&mailbox));
         c.commit(&mut db, &mut vec![rename("b")], &mut vec![waiter(&heard)]);
         assert_eq!(heard_now(&heard), [false]);
-        assert_eq!(c.retained.len(), 2);
+        assert_eq!(c.retained.len(), 4);
         db.fail = false;
         c.commit(&mut db, &mut vec![rename("c")], &mut vec![waiter(&heard)]);
         assert_eq!(heard_now(&heard), [false, true]);
         assert!(c.retained.is_empty());
         assert_eq!(front.applied.load(Ordering::Acquire), 1);
         let applied: Vec<&str> = db.applied.iter().map(|w| w.split([' ', '{']).next().unwrap()).collect();
-        assert_eq!(applied, ["Rename", "Applied", "Rename"]);
-        assert!(db.applied[0].contains("\"a\"") && db.applied[2].contains("\"c\""));
+        assert_eq!(applied, ["Rename", "Log", "Applied", "Rename", "Rename"]);
+        assert!(db.applied[0].contains("\"a\"") && db.applied[4].contains("\"c\""));
         // Healthy again: flushes go through the journal.
         front.write(&mailbox, rename("d")).unwrap();
         assert!(front.flush(&mailbox));

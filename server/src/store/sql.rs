@@ -78,6 +78,10 @@ pub trait Sql: Send {
     fn probe_space(&mut self) -> StoreResult<()> {
         Ok(())
     }
+    /// See [`Database::ping`].
+    fn ping(&mut self) -> StoreResult<()> {
+        Ok(())
+    }
 }
 
 /// Schema versions, applied in order at start-up; each runs once, in a transaction.
@@ -486,6 +490,10 @@ impl<S: Sql> Database for Db<S> {
     fn probe(&mut self) -> StoreResult<()> {
         self.sql.probe_space()?;
         self.sql.execute("UPDATE journal SET applied = applied", &[]).map(drop)
+    }
+
+    fn ping(&mut self) -> StoreResult<()> {
+        self.sql.ping()
     }
 
     fn next_tree(&mut self) -> StoreResult<u64> {

@@ -276,8 +276,24 @@ impl Workbench {
     /// Whether acknowledged writes can be stored now: `Err` with the cause while the store's
     /// commits fail (a full disk, a lost database). Memory-only workbenches are always ready.
     pub fn ready(&self) -> Result<(), String> {
+        let Some(store) = &self.store else {
+            return Ok(());
+        };
+        if let Some(cause) = store.fault() {
+            return Err(format!("the store cannot take writes: {cause}"));
+        }
+        // PostgreSQL: a lost connection shows only when used.
+        store
+            .read(|db| db.ping())
+            .map_err(|e| format!("the store cannot take writes: {e}"))
+    }
+
+    /// Refuses new work (503) while the store's commits fail.
+    pub(super) fn writable(&self) -> Result<(), WorkbenchError> {
         match self.store.as_ref().and_then(|s| s.fault()) {
-            Some(cause) => Err(format!("the store cannot take writes: {cause}")),
+            Some(cause) => Err(WorkbenchError::unavailable(format!(
+                "the store cannot take writes now, so nothing new is started: {cause}"
+            ))),
             None => Ok(()),
         }
     }
@@ -398,6 +414,7 @@ impl Workbench {
     /// of any size needs memory for one node at a time. Nothing is listed unless all of it
     /// passes; a refused import leaves no rows.
     pub fn import_stream(&self, reader: impl std::io::Read) -> Result<TreeRef, WorkbenchError> {
+        self.writable()?;
         if self.tree_count() >= self.limits.max_trees {
             return Err(WorkbenchError::conflict(format!(
                 "the server holds its maximum of {} trees; delete one first",
