@@ -9,6 +9,8 @@
 //! simulations outside the lock. Invariants kept here: ids are unique and never reused, every
 //! parent exists, a failed branch allocates nothing, the root cannot be deleted.
 
+mod log_entries;
+pub use log_entries::LogEntries;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
@@ -61,6 +63,9 @@ pub enum TreeError {
     /// What the store holds of a node is damaged (names the tree, the node and the file).
     #[error("{0}")]
     Damaged(String),
+    /// An import beyond a size cap or the memory budget (names the node and the entry).
+    #[error("{0}")]
+    TooLarge(String),
 }
 
 impl From<crate::store::SourceError> for TreeError {
@@ -925,18 +930,9 @@ impl SimTree {
     /// One node of an export (streamed node by node by the HTTP layer).
     pub fn export_node(&mut self, id: NodeId) -> Result<NodeExport, TreeError> {
         let sim = self.sim(id)?;
-        let logs = self
-            .log(id)?
-            .entries()
-            .iter()
-            .enumerate()
-            // Stored rows are verified as they are read; an entry that still is not JSON is
-            // refused, never exported as a silent `null`.
-            .map(|(k, e)| {
-                serde_json::from_str(e)
-                    .map_err(|err| TreeError::Damaged(format!("node {id}: log entry {k} is not JSON ({err})")))
-            })
-            .collect::<Result<_, _>>()?;
+        // Stored rows are verified as they are read; an entry that still is not JSON fails the
+        // export as it is written, never exported as a silent `null`.
+        let logs = LogEntries(self.log(id)?.entries());
         let n = self.node(id)?;
         Ok(NodeExport {
             id: n.id,
@@ -1093,9 +1089,6 @@ impl Importer {
                 )));
             }
         }
-        if let Some(bad_entry) = n.logs.iter().position(|e| !e.is_object()) {
-            return Err(at(format!("logs[{bad_entry}] is not a log entry object")));
-        }
         let mut sim = n.sim;
         sim.attach(self.market.as_ref());
         sim.distrust();
@@ -1111,7 +1104,8 @@ impl Importer {
         {
             parent.children.push(id);
         }
-        let entries: Vec<String> = n.logs.iter().map(Value::to_string).collect();
+        // Objects, checked as they were read (`log_entries`).
+        let entries: Vec<String> = n.logs.0;
         let now = crate::store::now_ms();
         self.count += 1;
         let node = Node {
@@ -1317,13 +1311,16 @@ pub fn read_export<R: std::io::Read>(
         failure: None,
     };
     let mut de = serde_json::Deserializer::from_reader(std::io::BufReader::with_capacity(1 << 16, reader));
-    let parsed = (&mut de)
-        .deserialize_map(Top(&mut state))
-        .and_then(|imp| de.end().map(|()| imp));
+    let (parsed, too_large) = log_entries::with_budget(limits.max_memory, || {
+        (&mut de)
+            .deserialize_map(Top(&mut state))
+            .and_then(|imp| de.end().map(|()| imp))
+    });
     match (parsed, state.failure) {
         (_, Some(e)) => Err(e),
         (Ok(Some(imp)), None) => Ok(imp),
         (Ok(None), None) => Err(TreeError::InvalidOp("invalid export: missing field `nodes`".into())),
+        (Err(e), None) if too_large => Err(TreeError::TooLarge(format!("import refused: {e}"))),
         (Err(e), None) => Err(TreeError::InvalidOp(format!("invalid export: {e}"))),
     }
 }
@@ -1333,6 +1330,9 @@ pub fn read_export<R: std::io::Read>(
 pub struct ImportLimits {
     pub max_nodes: usize,
     pub max_turns: u64,
+    /// The server's memory budget in bytes (`--max-memory-mb`; 0: none), consulted while a
+    /// node's log is read.
+    pub max_memory: u64,
 }
 
 impl Default for ImportLimits {
@@ -1340,6 +1340,7 @@ impl Default for ImportLimits {
         ImportLimits {
             max_nodes: 100_000,
             max_turns: 1000,
+            max_memory: 0,
         }
     }
 }
@@ -1368,7 +1369,7 @@ pub struct NodeExport {
     #[serde(default)]
     pub error: Option<String>,
     pub sim: Sim,
-    pub logs: Vec<Value>,
+    pub logs: LogEntries,
     /// Recorded LLM calls, so an imported tree can still be replayed offline.
     #[serde(default)]
     pub records: Vec<LlmRecord>,

@@ -126,6 +126,11 @@ impl Server {
         }
     }
 
+    /// The server's process id (to cap its memory with `prlimit`, or signal it).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Stops the server as Ctrl-C does (it closes its store cleanly) and waits for it.
     pub fn interrupt(&mut self) {
         // SAFETY: a signal to our own child's pid; no memory is involved.

@@ -909,3 +909,78 @@ async fn postgres_restarted_under_load_loses_nothing_acknowledged() {
     want.push(advance(&s, t, last, 1).await);
     assert_eq!(stored(node_ids(&s, t).await), stored(want));
 }
+
+/// Caps the address space of a running server `extra` bytes above what it has reserved now;
+/// false when `prlimit` is missing or refused.
+fn cap_memory(pid: u32, extra: u64) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let Some(vm_kb) = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmSize:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+    else {
+        return false;
+    };
+    let cap = vm_kb * 1024 + extra;
+    std::process::Command::new("prlimit")
+        .args(["--pid", &pid.to_string(), &format!("--as={cap}")])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Issue #31, item 5: imports are bounded by memory. With the server's address space capped
+/// 1.5 GiB above its start, hostile node logs — 120 MB of small numbers, millions of tiny
+/// entries, one entry nested thousands deep, one 120 MB entry — are refused with 413/422
+/// naming the node and the entry, and the server stays up (before: the numbers alone needed
+/// ~5 GB, parsed into `Value` trees, and the capped server died).
+#[tokio::test(flavor = "multi_thread")]
+async fn hostile_import_logs_are_refused_within_a_memory_cap() {
+    let b = sqlite("hostile-import");
+    let s = b.start(&[]);
+    if !cap_memory(s.pid(), 1536 << 20) {
+        eprintln!("SKIPPED: prlimit could not cap the server's memory here");
+        return;
+    }
+    let t = s.create("simple_chat").await;
+    advance(&s, t, 0, 1).await;
+    let mut export: Value = serde_json::from_str(&text(&s, &format!("/devui/simtree/{t}/export")).await).unwrap();
+    export["nodes"][1]["logs"] = json!("__LOGS__");
+    let template = serde_json::to_string(&export).unwrap();
+    let import = |logs: String| {
+        let body = template.replacen("\"__LOGS__\"", &logs, 1);
+        let http = s.http.clone();
+        let url = s.url("/devui/simtree/import");
+        async move {
+            let r = http
+                .post(url)
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .expect("an answer, not a dead server");
+            let status = r.status().as_u16();
+            (
+                status,
+                r.json::<Value>().await.unwrap()["detail"].as_str().unwrap().to_string(),
+            )
+        }
+    };
+    let mb120 = 60 << 20;
+    let numbers = format!("[{}0]", "0,".repeat(mb120));
+    let tiny = format!("[{}{{}}]", "{},".repeat(2_000_000));
+    let deep = format!("[{{\"a\":{}1{}}}]", "[".repeat(10_000), "]".repeat(10_000));
+    let huge = format!("[{{\"type\":\"x\",\"data\":[{}0]}}]", "0,".repeat(mb120));
+    for (logs, status, want) in [
+        (numbers, 422, "nodes[1]: logs[0]: is not a log entry object"),
+        (tiny, 413, "nodes[1]: logs: more than 2000000 entries in one node"),
+        (deep, 422, "nodes[1]: logs[0]: an entry nested deeper than 64 levels"),
+        (huge, 413, "nodes[1]: logs[0]: an entry longer than 8388608 bytes"),
+    ] {
+        let (got, detail) = import(logs).await;
+        assert_eq!(got, status, "{detail}");
+        assert!(detail.contains(want), "{detail}");
+        assert_eq!(s.get("/health").await.0, 200, "the server is up");
+    }
+    let (_, list) = s.get("/devui/simtree").await;
+    assert_eq!(list.as_array().unwrap().len(), 1, "nothing was kept");
+}

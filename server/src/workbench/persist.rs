@@ -425,6 +425,7 @@ impl Workbench {
         let limits = ImportLimits {
             max_nodes: self.limits.max_nodes_per_tree,
             max_turns: self.limits.max_turns_per_request,
+            max_memory: self.memory.budget(),
         };
         let store = self.store.clone();
         let mut kind = None;
