@@ -7,8 +7,9 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use simtree::embedded::assets_dir;
 use simtree::llm::MockClient;
-use simtree::scenario::{Scenario, assets_dir};
+use simtree::scenario::Scenario;
 
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
@@ -29,7 +30,7 @@ fn clone_time(sim: &simtree::engine::Simulator) -> Duration {
 }
 
 fn main() {
-    let path = assets_dir().join("scenarios/simple_chat.json");
+    let path = assets_dir().expect("assets").join("scenarios/simple_chat.json");
     let scenario = Scenario::load_file(&path).expect("simple_chat scenario");
     let mut sim = scenario.build(None).expect("build");
     let mut done = 0u64;

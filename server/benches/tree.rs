@@ -10,12 +10,14 @@
 
 use std::time::{Duration, Instant};
 
-use simtree::scenario::{ScenarioLibrary, assets_dir};
-use simtree::workbench::{Backend, Limits, Workbench};
+use simtree::backend::Backend;
+use simtree::embedded::assets_dir;
+use simtree::scenario::ScenarioLibrary;
+use simtree::workbench::{Limits, Workbench};
 use simtree_shared::Op;
 
 fn app() -> std::sync::Arc<Workbench> {
-    let lib = ScenarioLibrary::load_dir(&assets_dir().join("scenarios")).expect("scenarios");
+    let lib = ScenarioLibrary::load_dir(&assets_dir().expect("assets").join("scenarios")).expect("scenarios");
     let limits = Limits {
         max_children_per_request: 100_000,
         max_trees: 100_000,

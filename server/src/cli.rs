@@ -12,7 +12,7 @@ use std::sync::Arc;
 use crate::abm::worker::{WorkerConfig, WorkerPool};
 use crate::http::{AppState, Backend, Limits};
 use crate::llm::Dialect;
-use crate::scenario::{ScenarioLibrary, assets_dir};
+use crate::scenario::ScenarioLibrary;
 use crate::sim::{RunCtx, ScenarioEntry, Sim};
 use crate::trading::data::MarketData;
 use simtree_shared::SimKind;
@@ -275,7 +275,10 @@ pub fn main_with(cli: Cli) -> i32 {
 }
 
 fn run(cli: Cli) -> Result<(), String> {
-    let assets = cli.assets.unwrap_or_else(assets_dir);
+    let assets = match cli.assets {
+        Some(dir) => dir,
+        None => crate::embedded::assets_dir().map_err(|e| e.to_string())?,
+    };
     let sandbox = crate::abm::Sandbox::from_unsafe_flag(cli.unsafe_abm);
     if let Command::Trade {
         command: TradeCommand::Run(args),
@@ -375,7 +378,8 @@ fn run(cli: Cli) -> Result<(), String> {
         } => {
             let text = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
             let spec = crate::sweep::SweepSpec::parse(&text).map_err(|e| format!("{}: {e}", file.display()))?;
-            let backend = crate::headless::backend(llm_config.as_deref(), llm)?;
+            let backend =
+                crate::backend::Backend::from_settings(llm_config.as_deref(), llm).map_err(|e| e.to_string())?;
             let cores = std::thread::available_parallelism().map_or(1, usize::from);
             let env = crate::sweep::Env {
                 library: &library,
@@ -398,7 +402,9 @@ fn run(cli: Cli) -> Result<(), String> {
                 .enable_all()
                 .build()
                 .map_err(|e| e.to_string())?;
-            let results = rt.block_on(crate::sweep::run(&spec, &env, &progress))?;
+            let results = rt
+                .block_on(crate::sweep::run(&spec, &env, &progress))
+                .map_err(|e| e.to_string())?;
             if let Some(b) = bar {
                 b.finish_and_clear();
             }
@@ -460,10 +466,17 @@ fn run_headless(
     a: RunArgs,
 ) -> Result<(), String> {
     use std::io::IsTerminal;
-    let backend = crate::headless::backend(a.llm_config.as_deref(), a.llm)?;
+    let backend = crate::backend::Backend::from_settings(a.llm_config.as_deref(), a.llm).map_err(|e| e.to_string())?;
     let (sim, default_turns, abm) = build_sim(library, &a.scenario, a.seed, assets, sandbox)?;
     let turns = a.turns.unwrap_or(default_turns);
-    let (ctx, ledger) = crate::headless::run_ctx(&backend, &a.scenario, &sim, abm)?;
+    let req = crate::backend::RunRequest {
+        scenario: &a.scenario,
+        sim: &sim,
+        replay: None,
+        budget: None,
+        abm,
+    };
+    let (ctx, ledger) = crate::backend::run_ctx(&backend, req).map_err(|e| e.to_string())?;
     let counted = Arc::new(crate::headless::Counted::new(ctx.llm.clone()));
     let ctx = RunCtx {
         llm: counted.clone(),
@@ -515,7 +528,9 @@ fn run_headless(
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    let mut finished = rt.block_on(crate::headless::advance(tree, turns, &ctx, &ledger, &mut sink))?;
+    let mut finished = rt
+        .block_on(crate::headless::advance(tree, turns, &ctx, &ledger, &mut sink))
+        .map_err(|e| e.to_string())?;
     if let Some(bar) = progress {
         bar.finish_and_clear();
     }
@@ -543,7 +558,7 @@ fn run_headless(
 fn write_run(dir: &std::path::Path, run: &mut crate::headless::Finished) -> Result<(), String> {
     let fail = |what: &str, e: &dyn std::fmt::Display| format!("{}: cannot write {what}: {e}", dir.display());
     std::fs::create_dir_all(dir).map_err(|e| fail("the folder", &e))?;
-    let export = run.export()?;
+    let export = run.export().map_err(|e| e.to_string())?;
     let put = |name: &str, text: String| std::fs::write(dir.join(name), text).map_err(|e| fail(name, &e));
     put(
         "tree.json",
@@ -602,9 +617,9 @@ fn abm(command: AbmCommand, assets: &std::path::Path, sandbox: crate::abm::Sandb
     }
 }
 
-/// The LLM backend of `serve` (see [`crate::headless::backend`]).
+/// The LLM backend of `serve` (see [`crate::backend::Backend::from_settings`]).
 fn backend(file: Option<&std::path::Path>) -> Result<Backend, String> {
-    crate::headless::backend(file, None)
+    crate::backend::Backend::from_settings(file, None).map_err(|e| e.to_string())
 }
 
 fn s<'a>(v: &'a Value, k: &str) -> &'a str {

@@ -13,6 +13,7 @@
 //! * [`cli`] — the `simtree` command line.
 
 pub mod abm;
+pub mod backend;
 pub mod chunks;
 pub mod cli;
 pub mod embedded;

@@ -64,7 +64,7 @@ impl Watch {
     }
 
     /// Checks now (not waiting for the poller): the error to give a new run when over budget.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), OverBudget> {
         if self.budget == 0 {
             return Ok(());
         }
@@ -80,10 +80,21 @@ impl Watch {
             }
         };
         match resident {
-            Some(r) if r > self.budget => Err(over_budget_message(r, self.budget)),
+            Some(resident) if resident > self.budget => Err(OverBudget {
+                resident,
+                budget: self.budget,
+            }),
             _ => Ok(()),
         }
     }
+}
+
+/// The server's resident memory is above its budget (the refusal a new run gets).
+#[derive(Clone, Copy, Debug, thiserror::Error)]
+#[error("{}", over_budget_message(*.resident, *.budget))]
+pub struct OverBudget {
+    pub resident: u64,
+    pub budget: u64,
 }
 
 pub fn over_budget_message(resident: u64, budget: u64) -> String {
@@ -116,7 +127,7 @@ mod tests {
     fn reads_its_own_resident_size() {
         let r = resident_bytes().expect("/proc/self/statm");
         assert!(r > 1 << 20, "{r}");
-        assert!(Watch::new(1).check().unwrap_err().contains("memory budget"));
+        assert!(Watch::new(1).check().unwrap_err().to_string().contains("memory budget"));
         assert!(Watch::new(0).check().is_ok());
     }
 }

@@ -363,20 +363,3 @@ fn json_files(dir: &Path) -> Result<Vec<PathBuf>, ScenarioError> {
     paths.sort();
     Ok(paths)
 }
-
-/// The assets folder: `$SIMTREE_ASSETS`, else `./assets` when present, else the checkout this
-/// binary was built from when it is still there, else the copy embedded in the binary.
-pub fn assets_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("SIMTREE_ASSETS") {
-        return dir.into();
-    }
-    let local = PathBuf::from("assets");
-    if local.join("scenarios").is_dir() {
-        return local;
-    }
-    let checkout = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../assets"));
-    if checkout.join("scenarios").is_dir() {
-        return checkout;
-    }
-    crate::embedded::assets().unwrap_or(checkout)
-}

@@ -8,7 +8,7 @@
 //!
 //! The planning ([`SweepSpec::cells`]), the metric reductions ([`Metric`]) and the statistics
 //! ([`summarise`]) are pure; [`run`] executes the runs in parallel (up to the machine's cores; a
-//! real provider's own concurrency gate still applies) through [`crate::headless`].
+//! real provider's own concurrency gate still applies) through [`crate::backend`].
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,11 +19,11 @@ use serde_json::{Value, json};
 use simtree_shared::{CellResult, MetricSummary, Op};
 
 use crate::abm::worker::{WorkerConfig, WorkerPool};
+use crate::backend::{Backend, BackendError, RunRequest};
 use crate::engine::event::{Event, EventType};
 use crate::scenario::ScenarioLibrary;
-use crate::sim::{ScenarioEntry, Sim};
+use crate::sim::{ScenarioEntry, Sim, SimError};
 use crate::trading::data::MarketData;
-use crate::workbench::Backend;
 
 /// A sweep file.
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -72,18 +72,40 @@ pub struct Cell {
     pub ops: Vec<Op>,
 }
 
+/// Why a sweep was refused or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum SweepError {
+    /// The specification is wrong; the message names the field (`axes[0].op: …`).
+    #[error("{0}")]
+    Spec(String),
+    /// The scenario is unknown or a run failed.
+    #[error(transparent)]
+    Sim(#[from] SimError),
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    /// The ABM workers could not be set up or started.
+    #[error("ABM workers: {0}")]
+    Abm(String),
+    #[error(transparent)]
+    Market(#[from] crate::trading::TradingError),
+    /// A run's task ended without a result (the runtime is shutting down).
+    #[error("a sweep run stopped: {0}")]
+    Stopped(String),
+}
+
 /// Largest grid a sweep may ask for (cells × replicates).
 pub const MAX_RUNS: u64 = 10_000;
 
 impl SweepSpec {
-    pub fn parse(text: &str) -> Result<SweepSpec, String> {
+    pub fn parse(text: &str) -> Result<SweepSpec, SweepError> {
         let de = &mut serde_json::Deserializer::from_str(text);
-        serde_path_to_error::deserialize(de).map_err(|e| format!("sweep file: {}: {}", e.path(), e.inner()))
+        serde_path_to_error::deserialize(de)
+            .map_err(|e| SweepError::Spec(format!("sweep file: {}: {}", e.path(), e.inner())))
     }
 
     /// The same from an already parsed body (the server's route); errors name the field.
-    pub fn from_value(body: Value) -> Result<SweepSpec, String> {
-        serde_path_to_error::deserialize(body).map_err(|e| format!("{}: {}", e.path(), e.inner()))
+    pub fn from_value(body: Value) -> Result<SweepSpec, SweepError> {
+        serde_path_to_error::deserialize(body).map_err(|e| SweepError::Spec(format!("{}: {}", e.path(), e.inner())))
     }
 
     /// The seed of replicate `k`, the same in every cell (the pairing).
@@ -92,22 +114,23 @@ impl SweepSpec {
     }
 
     /// The metrics in the file's order, parsed.
-    pub fn metric_list(&self) -> Result<Vec<(String, Metric)>, String> {
+    pub fn metric_list(&self) -> Result<Vec<(String, Metric)>, SweepError> {
         self.metrics
             .iter()
             .map(|(name, spec)| {
                 Metric::parse(spec)
                     .map(|m| (name.clone(), m))
-                    .map_err(|e| format!("metrics.{name}: {e}"))
+                    .map_err(|e| SweepError::Spec(format!("metrics.{name}: {e}")))
             })
             .collect()
     }
 
     /// The grid, first axis slowest; checked (each op well-formed, metrics parse, size bounded).
-    pub fn cells(&self) -> Result<Vec<Cell>, String> {
+    pub fn cells(&self) -> Result<Vec<Cell>, SweepError> {
         self.metric_list()?;
+        let spec = |m: String| SweepError::Spec(m);
         if self.metrics.is_empty() {
-            return Err("metrics: name at least one metric".into());
+            return Err(spec("metrics: name at least one metric".into()));
         }
         let mut cells = vec![Cell {
             labels: IndexMap::new(),
@@ -115,7 +138,7 @@ impl SweepSpec {
         }];
         for (i, axis) in self.axes.iter().enumerate() {
             if axis.values.is_empty() {
-                return Err(format!("axes[{i}] ({}): no values", axis.label));
+                return Err(spec(format!("axes[{i}] ({}): no values", axis.label)));
             }
             let mut next = Vec::with_capacity(cells.len() * axis.values.len());
             for cell in &cells {
@@ -123,8 +146,8 @@ impl SweepSpec {
                     let mut op = axis.op.clone();
                     set_path(&mut op, &axis.field)
                         .map(|slot| *slot = v.clone())
-                        .ok_or_else(|| format!("axes[{i}].field {:?}: not a path into the op", axis.field))?;
-                    let op: Op = serde_json::from_value(op).map_err(|e| format!("axes[{i}].op: {e}"))?;
+                        .ok_or_else(|| spec(format!("axes[{i}].field {:?}: not a path into the op", axis.field)))?;
+                    let op: Op = serde_json::from_value(op).map_err(|e| spec(format!("axes[{i}].op: {e}")))?;
                     let mut c = cell.clone();
                     c.labels.insert(axis.label.clone(), v.clone());
                     c.ops.push(op);
@@ -135,11 +158,11 @@ impl SweepSpec {
         }
         let runs = (cells.len() as u64).saturating_mul(self.replicates);
         if self.replicates == 0 || runs > MAX_RUNS {
-            return Err(format!(
+            return Err(spec(format!(
                 "{} cells × {} replicates: a sweep runs between 1 and {MAX_RUNS} simulations",
                 cells.len(),
                 self.replicates
-            ));
+            )));
         }
         Ok(cells)
     }
@@ -192,13 +215,15 @@ pub enum Reduce {
 }
 
 impl Metric {
-    pub fn parse(spec: &str) -> Result<Metric, String> {
-        let (kind, arg) = spec
-            .split_once(':')
-            .ok_or_else(|| format!("{spec:?}: expected kind:argument, e.g. max:globalVariable.infectedCount"))?;
+    pub fn parse(spec: &str) -> Result<Metric, SweepError> {
+        let (kind, arg) = spec.split_once(':').ok_or_else(|| {
+            SweepError::Spec(format!(
+                "{spec:?}: expected kind:argument, e.g. max:globalVariable.infectedCount"
+            ))
+        })?;
         let arg = arg.trim().to_string();
         if arg.is_empty() {
-            return Err(format!("{spec:?}: nothing after {kind:?}"));
+            return Err(SweepError::Spec(format!("{spec:?}: nothing after {kind:?}")));
         }
         let series = |reduce| {
             Ok(Metric::Series {
@@ -214,9 +239,9 @@ impl Metric {
             "metric" => Ok(Metric::Episode(arg)),
             "count" => Ok(Metric::Count(arg)),
             "state" => Ok(Metric::State(arg)),
-            other => Err(format!(
+            other => Err(SweepError::Spec(format!(
                 "{spec:?}: unknown kind {other:?} (max, min, last, mean, metric, count, state)"
-            )),
+            ))),
         }
     }
 
@@ -329,10 +354,8 @@ fn fresh(
     scenario: &str,
     seed: u64,
     market: Option<&Arc<MarketData>>,
-) -> Result<Sim, String> {
-    ScenarioEntry::find(library, scenario)
-        .and_then(|e| e.instantiate(Some(seed), market))
-        .map_err(|e| e.to_string())
+) -> Result<Sim, SimError> {
+    ScenarioEntry::find(library, scenario).and_then(|e| e.instantiate(Some(seed), market))
 }
 
 /// Runs every cell × replicate (in parallel) and summarises each cell. `progress` is called after
@@ -341,21 +364,21 @@ pub async fn run(
     spec: &SweepSpec,
     env: &Env<'_>,
     progress: &(dyn Fn(u64, u64) + Sync),
-) -> Result<Vec<CellResult>, String> {
+) -> Result<Vec<CellResult>, SweepError> {
     let cells = spec.cells()?;
     let metrics = spec.metric_list()?;
     let abm = env.library.abm(&spec.scenario).is_some();
     let pool = if abm {
-        crate::abm::venv::ensure_venv(&env.root)?;
+        crate::abm::venv::ensure_venv(&env.root).map_err(|e| SweepError::Abm(e.to_string()))?;
         let config = WorkerConfig::for_root(&env.root).with_sandbox(env.sandbox);
         Some(Arc::new(
-            WorkerPool::spawn(&config, env.parallel.max(1)).map_err(|e| e.to_string())?,
+            WorkerPool::spawn(&config, env.parallel.max(1)).map_err(|e| SweepError::Abm(e.to_string()))?,
         ))
     } else {
         None
     };
     let market = if env.library.trading(&spec.scenario).is_some() {
-        Some(Arc::new(MarketData::load_default().map_err(|e| e.to_string())?))
+        Some(Arc::new(MarketData::load_default()?))
     } else {
         None
     };
@@ -367,11 +390,21 @@ pub async fn run(
         for k in 0..spec.replicates {
             let seed = spec.seed_of(k);
             let mut sim = fresh(env.library, &spec.scenario, seed, market.as_ref())?;
-            let (ctx, _ledger) = crate::headless::run_ctx(env.backend, &spec.scenario, &sim, pool.clone())?;
+            let req = RunRequest {
+                scenario: &spec.scenario,
+                sim: &sim,
+                replay: None,
+                budget: None,
+                abm: pool.clone(),
+            };
+            let (ctx, _ledger) = crate::backend::run_ctx(env.backend, req)?;
             let (ops, prefix, turns, gate) = (cell.ops.clone(), spec.prefix, spec.turns, gate.clone());
             let metrics = metrics.clone();
             tasks.spawn(async move {
-                let _permit = gate.acquire_owned().await.map_err(|e| e.to_string())?;
+                let _permit = gate
+                    .acquire_owned()
+                    .await
+                    .map_err(|e| SweepError::Stopped(e.to_string()))?;
                 let mut events: Vec<Event> = Vec::new();
                 if prefix > 0 {
                     sim.run(prefix, &ctx, &mut Vec::new()).await?;
@@ -381,13 +414,13 @@ pub async fn run(
                 }
                 sim.run(turns, &ctx, &mut events).await?;
                 let values: Vec<Value> = metrics.iter().map(|(_, m)| m.of(&events, &sim)).collect();
-                Ok::<_, String>((c, k, values))
+                Ok::<_, SweepError>((c, k, values))
             });
         }
     }
     let mut results: BTreeMap<(usize, u64), Vec<Value>> = BTreeMap::new();
     while let Some(joined) = tasks.join_next().await {
-        let (c, k, values) = joined.map_err(|e| format!("a sweep run stopped: {e}"))??;
+        let (c, k, values) = joined.map_err(|e| SweepError::Stopped(e.to_string()))??;
         results.insert((c, k), values);
         progress(done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1, total);
     }
@@ -501,10 +534,17 @@ mod tests {
     #[test]
     fn bad_files_are_refused_with_the_place_at_fault() {
         let s = spec(json!([{"label": "x", "op": {"op": "fly"}, "field": "value", "values": [1]}]));
-        assert!(s.cells().unwrap_err().starts_with("axes[0].op"));
-        let e = SweepSpec::parse(r#"{"scenario": "x", "turns": 1, "metrics": {}, "extra": 1}"#).unwrap_err();
+        assert!(s.cells().unwrap_err().to_string().starts_with("axes[0].op"));
+        let e = SweepSpec::parse(r#"{"scenario": "x", "turns": 1, "metrics": {}, "extra": 1}"#)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("extra"), "{e}");
-        assert!(Metric::parse("median:x").unwrap_err().contains("unknown kind"));
+        assert!(
+            Metric::parse("median:x")
+                .unwrap_err()
+                .to_string()
+                .contains("unknown kind")
+        );
         let mut s = spec(json!([]));
         s.replicates = 0;
         assert!(s.cells().is_err());

@@ -1378,12 +1378,13 @@ pub struct NodeExport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::embedded::assets_dir;
     use crate::llm::MockClient;
-    use crate::scenario::{Scenario, assets_dir};
+    use crate::scenario::Scenario;
     use serde_json::json;
 
     fn tree() -> SimTree {
-        let s = Scenario::load_file(&assets_dir().join("scenarios/simple_chat.json")).unwrap();
+        let s = Scenario::load_file(&assets_dir().unwrap().join("scenarios/simple_chat.json")).unwrap();
         SimTree::new("simple_chat", Sim::Social(s.build(None).unwrap()))
     }
 

@@ -25,15 +25,14 @@ use tokio::sync::broadcast;
 use tokio::sync::watch;
 
 use crate::abm::worker::{WorkerConfig, WorkerPool};
+use crate::backend::{Backend, BackendError, RunRequest};
 use crate::engine::Event;
-use crate::llm::ledger::{Ledger, LlmRecord, MeteredClient, ReplayClient, RoutingClient};
+use crate::llm::Offline;
+use crate::llm::ledger::{Ledger, LlmRecord};
 use crate::llm::resilience::TokenBudget;
-use crate::llm::{ChatProvider, LlmClient, LlmConfig, LlmSettings, MockClient, Offline, ProviderPool, ScriptedClient};
 use crate::scenario::ScenarioLibrary;
 use crate::sim::{RunCtx, ScenarioEntry, Sim};
-use crate::trading::agents::MockToolModel;
 use crate::trading::data::MarketData;
-use crate::trading::provider::{ProviderToolModel, ReplayToolModel};
 use crate::tree::{NodeId, NodeLog, SimTree, TreeError, entry_json};
 
 /// Configurable limits; defaults are documented in the README.
@@ -104,94 +103,6 @@ pub struct Workbench {
     pub abm_sandbox: crate::abm::Sandbox,
 }
 
-/// Where runs get their answers: the offline mock, or real providers (metered and recorded).
-#[derive(Clone)]
-pub enum Backend {
-    Mock,
-    Provider(Arc<Providers>),
-}
-
-/// Real providers: the server's default configuration with the settings file's per-scenario and
-/// per-agent overrides; everything aimed at one endpoint shares one pool gate.
-pub struct Providers {
-    pub base: LlmConfig,
-    pub settings: LlmSettings,
-    pub pool: ProviderPool,
-}
-
-impl Providers {
-    /// Checks that the default and every override in the settings resolve to a usable provider.
-    pub fn new(base: LlmConfig, settings: LlmSettings) -> Result<Providers, String> {
-        let p = Providers {
-            base,
-            settings,
-            pool: ProviderPool::new(),
-        };
-        p.resolve(None, None)?;
-        for (scenario, sec) in &p.settings.scenarios {
-            p.resolve(Some(scenario), None)?;
-            for agent in sec.agents.keys() {
-                p.resolve(Some(scenario), Some(agent))?;
-            }
-        }
-        Ok(p)
-    }
-
-    /// What a run of `scenario` talks to: the scenario's provider, metered into `ledger` and
-    /// charged to `budget`, with per-agent overrides routed by agent name.
-    pub fn run_ctx(
-        &self,
-        scenario: &str,
-        sim: &Sim,
-        ledger: &Arc<Ledger>,
-        budget: Option<Arc<TokenBudget>>,
-        abm: Option<Arc<WorkerPool>>,
-    ) -> Result<RunCtx, String> {
-        let default = self.resolve(Some(scenario), None)?;
-        let metered = |provider: Arc<dyn ChatProvider>| -> Arc<dyn LlmClient> {
-            Arc::new(MeteredClient {
-                provider,
-                ledger: ledger.clone(),
-                budget: budget.clone(),
-            })
-        };
-        let agents = match sim {
-            Sim::Social(s) => s.world.names(),
-            _ => Vec::new(),
-        };
-        let mut by_agent = Vec::new();
-        for name in agents {
-            let p = self.resolve(Some(scenario), Some(&name))?;
-            if !Arc::ptr_eq(&p, &default) {
-                by_agent.push((name, metered(p)));
-            }
-        }
-        let llm = if by_agent.is_empty() {
-            metered(default.clone())
-        } else {
-            Arc::new(RoutingClient {
-                default: metered(default.clone()),
-                by_agent,
-            })
-        };
-        let tools = Arc::new(ProviderToolModel {
-            provider: default,
-            ledger: ledger.clone(),
-            budget,
-        });
-        Ok(RunCtx { llm, tools, abm })
-    }
-
-    pub fn resolve(&self, scenario: Option<&str>, agent: Option<&str>) -> Result<Arc<dyn ChatProvider>, String> {
-        let env = |name: &str| std::env::var(name).ok();
-        let config = self
-            .settings
-            .resolve(&self.base, scenario, agent, &env)
-            .map_err(|e| e.to_string())?;
-        self.pool.get(&config).map_err(|e| e.to_string())
-    }
-}
-
 pub struct TreeHandle {
     pub id: u64,
     tree: Mutex<SimTree>,
@@ -253,7 +164,8 @@ impl Workbench {
             backend,
             market: MarketData::load_default().ok().map(Arc::new),
             abm_pool: std::sync::OnceLock::new(),
-            root: crate::scenario::assets_dir().join(".."),
+            // `use_assets` sets the folder the front end chose; this is the default's.
+            root: crate::embedded::assets_dir().map_or_else(|_| ".".into(), |d| d.join("..")),
             memory: crate::memory::Watch::new(limits.max_memory_bytes),
             limits,
             abm_sandbox: Default::default(),
@@ -393,7 +305,7 @@ impl Workbench {
                 "the tree would exceed its maximum of {max} nodes (see --max-nodes-per-tree); delete a subtree first"
             )));
         }
-        self.memory.check().map_err(WorkbenchError::conflict)?;
+        self.memory.check().map_err(|e| WorkbenchError::conflict(e.to_string()))?;
         // What cannot be stored now is refused up front (the store recovers by itself).
         self.writable()
     }
@@ -440,40 +352,25 @@ impl Workbench {
         })
     }
 
-    /// What one run talks to, and the ledger its real calls are recorded in. With real providers
-    /// the tree's scenario and each agent may have their own (settings-file overrides).
-    fn client_for(&self, handle: &TreeHandle, replay: Option<Vec<LlmRecord>>, sim: &Sim) -> (RunCtx, Arc<Ledger>) {
-        let ledger = Arc::new(Ledger::default());
+    /// What one run talks to, and the ledger its real calls are recorded in (see
+    /// [`crate::backend::run_ctx`]). With real providers the tree's scenario and each agent may
+    /// have their own (settings-file overrides, checked at start-up).
+    fn client_for(
+        &self,
+        handle: &TreeHandle,
+        replay: Option<Vec<LlmRecord>>,
+        sim: &Sim,
+    ) -> Result<(RunCtx, Arc<Ledger>), BackendError> {
         let abm = self.abm_pool.get().and_then(|r| r.as_ref().ok()).cloned();
-        let ctx = match (replay, &self.backend) {
-            (Some(records), _) => RunCtx {
-                llm: Arc::new(ReplayClient::new(&records)),
-                tools: Arc::new(ReplayToolModel::new(&records)),
-                abm,
-            },
-            (None, Backend::Mock) => RunCtx {
-                llm: Arc::new(MockClient),
-                tools: Arc::new(MockToolModel),
-                abm,
-            },
-            // A tree created with an offline player (`"llm"`) stays offline on any backend.
-            (None, Backend::Provider(_)) if matches!(sim, Sim::Social(s) if s.world.llm.offline.is_some()) => RunCtx {
-                llm: Arc::new(ScriptedClient),
-                tools: Arc::new(MockToolModel),
-                abm,
-            },
-            (None, Backend::Provider(ps)) => {
-                let scenario = handle.lock().scenario.clone();
-                // Overrides were checked at start-up; the mock stands in should one fail now.
-                ps.run_ctx(&scenario, sim, &ledger, handle.budget.clone(), abm.clone())
-                    .unwrap_or_else(|_| RunCtx {
-                        llm: Arc::new(MockClient),
-                        tools: Arc::new(MockToolModel),
-                        abm,
-                    })
-            }
+        let scenario = handle.lock().scenario.clone();
+        let req = RunRequest {
+            scenario: &scenario,
+            sim,
+            replay,
+            budget: handle.budget.clone(),
+            abm,
         };
-        (ctx, ledger)
+        crate::backend::run_ctx(&self.backend, req)
     }
 
     /// Runs a started child in its own task. The server owns the run, not the request: whether
@@ -488,7 +385,12 @@ impl Workbench {
             turns,
             replay,
         } = p;
-        let (ctx, ledger) = self.client_for(handle, replay, &sim);
+        // A provider that no longer resolves (its settings were checked at start-up) fails the run
+        // with the reason, rather than running it on something else.
+        let (ctx, ledger) = match self.client_for(handle, replay, &sim) {
+            Ok((ctx, ledger)) => (Ok(ctx), ledger),
+            Err(e) => (Err(e.to_string()), Arc::new(Ledger::default())),
+        };
         let (cancel, mut cancelled) = watch::channel(false);
         let (ended_tx, ended) = watch::channel(false);
         lock(&handle.runs).insert(id, RunControl { cancel, ended });
@@ -499,26 +401,29 @@ impl Workbench {
         let started = std::time::Instant::now();
         tokio::spawn(async move {
             let mut batch = persist::LogBatch::new(id);
-            let outcome = {
-                let mut progress = Progress::new(id, turns);
-                let mut sink = |e: Event| {
-                    if let Some(msg) = progress.observe(&e) {
-                        handle.send(msg);
+            let outcome = match &ctx {
+                Err(e) => Outcome::Ran(Some(e.clone())),
+                Ok(ctx) => {
+                    let mut progress = Progress::new(id, turns);
+                    let mut sink = |e: Event| {
+                        if let Some(msg) = progress.observe(&e) {
+                            handle.send(msg);
+                        }
+                        let entry = entry_json(&e, id);
+                        let index = log.push(&entry);
+                        if handle.stored() {
+                            batch.push(&handle, index, &entry);
+                        }
+                    };
+                    let run = CatchUnwind(Box::pin(sim.run(turns, ctx, &mut sink)));
+                    tokio::select! {
+                        r = run => match r {
+                            Ok(result) => Outcome::Ran(result.err().map(String::from)),
+                            Err(()) => Outcome::Panicked,
+                        },
+                        _ = cancelled.wait_for(|c| *c) => Outcome::Cancelled,
+                        _ = memory.wait_for(|over| *over) => Outcome::OverBudget,
                     }
-                    let entry = entry_json(&e, id);
-                    let index = log.push(&entry);
-                    if handle.stored() {
-                        batch.push(&handle, index, &entry);
-                    }
-                };
-                let run = CatchUnwind(Box::pin(sim.run(turns, &ctx, &mut sink)));
-                tokio::select! {
-                    r = run => match r {
-                        Ok(result) => Outcome::Ran(result.err().map(String::from)),
-                        Err(()) => Outcome::Panicked,
-                    },
-                    _ = cancelled.wait_for(|c| *c) => Outcome::Cancelled,
-                    _ = memory.wait_for(|over| *over) => Outcome::OverBudget,
                 }
             };
             let records = ledger.take();
@@ -659,12 +564,7 @@ impl Workbench {
             let (turns, records) = (*turns, n.records.clone());
             // A run without recorded calls on the mock, or on an offline player (`scripted`) on
             // any backend, is re-run as it is: it made no provider calls to begin with.
-            let offline = matches!(&*t.sim(parent)?, Sim::Social(s) if s.world.llm.offline.is_some());
-            let replay = match &self.backend {
-                _ if records.is_empty() && offline => None,
-                Backend::Mock if records.is_empty() => None,
-                _ => Some(records),
-            };
+            let replay = self.backend.replay_of(&*t.sim(parent)?, records);
             (parent, turns, replay)
         };
         self.check_turns(turns)?;

@@ -2,12 +2,13 @@
 //! validation messages, scene-state patches that change nothing when they fail.
 
 use serde_json::{Value, json};
+use simtree::embedded::assets_dir;
 use simtree::engine::{Event, Simulator};
 use simtree::llm::MockClient;
-use simtree::scenario::{Scenario, ScenarioLibrary, assets_dir};
+use simtree::scenario::{Scenario, ScenarioLibrary};
 
 fn scenario(id: &str) -> Scenario {
-    Scenario::load_file(&assets_dir().join(format!("scenarios/{id}.json"))).unwrap()
+    Scenario::load_file(&assets_dir().expect("assets").join(format!("scenarios/{id}.json"))).unwrap()
 }
 
 fn state(sim: &Simulator) -> Value {
@@ -22,7 +23,7 @@ fn run(sim: &mut Simulator, turns: u64) -> Vec<Event> {
 
 #[test]
 fn every_shipped_scenario_loads() {
-    let lib = ScenarioLibrary::load_dir(&assets_dir().join("scenarios")).unwrap();
+    let lib = ScenarioLibrary::load_dir(&assets_dir().expect("assets").join("scenarios")).unwrap();
     assert!(lib.ids().contains(&"simple_chat"));
 }
 

@@ -8,9 +8,10 @@ use std::sync::{Arc, OnceLock};
 
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
+use simtree::embedded::assets_dir;
 use simtree::engine::Event;
 use simtree::llm::MockClient;
-use simtree::scenario::{ScenarioLibrary, assets_dir};
+use simtree::scenario::ScenarioLibrary;
 use simtree::sim::{RunCtx, Sim};
 use simtree::trading::agents::MockToolModel;
 use simtree::trading::data::MarketData;
@@ -36,7 +37,7 @@ fn config(cases: u32) -> ProptestConfig {
 
 fn library() -> &'static ScenarioLibrary {
     static LIB: OnceLock<ScenarioLibrary> = OnceLock::new();
-    LIB.get_or_init(|| ScenarioLibrary::load_assets(&assets_dir()).expect("assets"))
+    LIB.get_or_init(|| ScenarioLibrary::load_assets(&assets_dir().expect("assets")).expect("assets"))
 }
 
 fn market() -> &'static Arc<MarketData> {

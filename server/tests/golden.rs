@@ -7,12 +7,13 @@
 
 use std::path::PathBuf;
 
+use simtree::embedded::assets_dir;
 use simtree::engine::Event;
 use simtree::llm::MockClient;
-use simtree::scenario::{Scenario, assets_dir};
+use simtree::scenario::Scenario;
 
 fn log_of(scenario: &str, turns: u64, seed: Option<u64>) -> Vec<String> {
-    let path = assets_dir().join(format!("scenarios/{scenario}.json"));
+    let path = assets_dir().expect("assets").join(format!("scenarios/{scenario}.json"));
     let scenario = Scenario::load_file(&path).unwrap_or_else(|e| panic!("{e}"));
     let mut sim = scenario.build(seed).unwrap_or_else(|e| panic!("{e}"));
     let mut events: Vec<Event> = Vec::new();
@@ -65,7 +66,7 @@ fn simple_chat_turn_shape_is_upstreams() {
 
 #[test]
 fn same_scenario_and_seed_give_byte_identical_logs() {
-    for entry in std::fs::read_dir(assets_dir().join("scenarios")).unwrap() {
+    for entry in std::fs::read_dir(assets_dir().expect("assets").join("scenarios")).unwrap() {
         let path = entry.unwrap().path();
         let id = path.file_stem().unwrap().to_string_lossy().into_owned();
         let a = log_of(&id, 25, Some(7));

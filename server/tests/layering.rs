@@ -10,6 +10,12 @@
 //! resolves `super::`/`self::` against the file's module. A rule forbids path prefixes to the
 //! files of one layer; an exception names one file and one prefix, with its reason, and must
 //! still be needed (a stale exception fails too, so the list stays true).
+//!
+//! Beyond the rules, every top-level module of the crate has a place in [`LAYERS`], and the
+//! imports between top-level modules must form no circle: a module may name modules of its own
+//! layer or lower ones only, and the module graph is checked for strongly connected components
+//! (Tarjan). Test modules (`#[cfg(test)] mod …` to the end of a file) are left out of the circle
+//! check: a test may build its fixtures with a higher layer (an engine test loads a scenario).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -140,13 +146,24 @@ const RULES: &[Rule] = &[
     },
 ];
 
-/// Known exceptions: (file, forbidden prefix it may name, why).
-const EXCEPTIONS: &[(&str, &str, &str)] = &[(
-    "llm/scripted.rs",
-    "crate::engine",
-    "the scripted player plays the built-in games: it parses the agent's prompt with the \
-         engine's parser and judges Dou Dizhu hands with the landlord scene's rules",
-)];
+/// Known exceptions: (file, forbidden prefix it may name, why). None today: the scripted player,
+/// which named the engine from `llm/`, is the engine's now.
+const EXCEPTIONS: &[(&str, &str, &str)] = &[];
+
+/// Every top-level module of `server/src`, by layer, lowest first. A module may import modules
+/// of its own layer or below, never above; within a layer, imports must not form a circle.
+const LAYERS: &[(&str, &[&str])] = &[
+    ("foundation", &["memory", "chunks", "embedded"]),
+    ("llm", &["llm"]),
+    ("kinds", &["engine", "trading", "abm"]),
+    ("scenarios", &["scenario"]),
+    ("seam", &["sim"]),
+    ("tree", &["tree", "store"]),
+    ("runs", &["backend", "sweep", "headless"]),
+    ("service", &["workbench"]),
+    ("edges", &["http", "cli"]),
+    ("binary", &["lib", "main"]),
+];
 
 fn src_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
@@ -368,4 +385,196 @@ fn the_scanner_sees_grouped_relative_and_inline_paths() {
     assert_eq!(paths.len(), 6, "{paths:?}");
     assert!(starts_with("crate::llm::provider::X", "crate::llm::provider"));
     assert!(!starts_with("crate::llm::providers", "crate::llm::provider"));
+}
+
+/// The top-level module a file belongs to (`engine/scenes/x.rs` → `engine`, `lib.rs` → `lib`).
+fn top_of_file(rel: &str) -> String {
+    rel.split('/').next().unwrap().trim_end_matches(".rs").to_string()
+}
+
+/// The top-level module a resolved path names (`crate::llm::chat::Message` → `llm`), if any.
+fn top_of_path(path: &str) -> Option<String> {
+    let mut segs = path.split("::");
+    (segs.next() == Some("crate"))
+        .then(|| segs.next().map(str::to_string))
+        .flatten()
+}
+
+/// The text without its test modules (`#[cfg(test)]` then `mod name { … }`, braces matched).
+fn without_tests(text: &str) -> String {
+    let mut out = text.to_string();
+    let mut from = 0;
+    while let Some(i) = out[from..].find("#[cfg(test)]") {
+        let at = from + i;
+        let rest = &out[at + "#[cfg(test)]".len()..];
+        let body = rest.trim_start();
+        let is_mod = body.starts_with("mod ") || body.starts_with("pub mod ");
+        let open = body.find(['{', ';']).filter(|_| is_mod);
+        let Some(open) = open.filter(|&o| body.as_bytes()[o] == b'{') else {
+            from = at + 1;
+            continue;
+        };
+        let start = at + "#[cfg(test)]".len() + (rest.len() - body.len()) + open;
+        let mut depth = 0;
+        let mut end = out.len();
+        for (k, ch) in out[start..].char_indices() {
+            match ch {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = start + k + 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        out.replace_range(at..end, "");
+        from = at;
+    }
+    out
+}
+
+/// The import graph between top-level modules: `from → {to}` (test modules left out).
+fn module_graph() -> std::collections::BTreeMap<String, BTreeSet<String>> {
+    let src = src_dir();
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut graph = std::collections::BTreeMap::<String, BTreeSet<String>>::new();
+    for file in &files {
+        let rel = file.strip_prefix(&src).unwrap().to_string_lossy().replace('\\', "/");
+        let from = top_of_file(&rel);
+        let text = std::fs::read_to_string(file).unwrap();
+        let edges = graph.entry(from.clone()).or_default();
+        for path in paths_in(&without_tests(&text), &module_of(&rel)) {
+            if let Some(to) = top_of_path(&path)
+                && to != from
+            {
+                edges.insert(to);
+            }
+        }
+    }
+    graph
+}
+
+/// Strongly connected components of more than one node (Tarjan), each sorted.
+fn circles(graph: &std::collections::BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    struct State<'a> {
+        graph: &'a std::collections::BTreeMap<String, BTreeSet<String>>,
+        index: std::collections::BTreeMap<&'a str, (usize, usize)>,
+        stack: Vec<&'a str>,
+        on_stack: BTreeSet<&'a str>,
+        next: usize,
+        out: Vec<Vec<String>>,
+    }
+    fn visit<'a>(s: &mut State<'a>, v: &'a str) {
+        s.index.insert(v, (s.next, s.next));
+        s.next += 1;
+        s.stack.push(v);
+        s.on_stack.insert(v);
+        for w in s.graph.get(v).into_iter().flatten() {
+            let w = w.as_str();
+            if !s.index.contains_key(w) {
+                visit(s, w);
+                let low = s.index[w].1.min(s.index[v].1);
+                s.index.get_mut(v).unwrap().1 = low;
+            } else if s.on_stack.contains(w) {
+                let low = s.index[w].0.min(s.index[v].1);
+                s.index.get_mut(v).unwrap().1 = low;
+            }
+        }
+        let (index, low) = s.index[v];
+        if index == low {
+            let mut component = Vec::new();
+            while let Some(w) = s.stack.pop() {
+                s.on_stack.remove(w);
+                component.push(w.to_string());
+                if w == v {
+                    break;
+                }
+            }
+            if component.len() > 1 {
+                component.sort();
+                s.out.push(component);
+            }
+        }
+    }
+    let mut s = State {
+        graph,
+        index: Default::default(),
+        stack: Vec::new(),
+        on_stack: BTreeSet::new(),
+        next: 0,
+        out: Vec::new(),
+    };
+    for v in graph.keys() {
+        if !s.index.contains_key(v.as_str()) {
+            visit(&mut s, v);
+        }
+    }
+    s.out.sort();
+    s.out
+}
+
+fn layer_of(module: &str) -> Option<usize> {
+    LAYERS.iter().position(|(_, mods)| mods.contains(&module))
+}
+
+#[test]
+fn top_level_modules_have_a_layer_and_form_no_circle() {
+    let graph = module_graph();
+    let mut problems = Vec::new();
+    for module in graph.keys() {
+        if layer_of(module).is_none() {
+            problems.push(format!("{module} has no place in LAYERS: give it one"));
+        }
+    }
+    for (name, mods) in LAYERS {
+        for m in *mods {
+            if !graph.contains_key(*m) {
+                problems.push(format!("LAYERS names {m} ({name}), which is not a module any more"));
+            }
+        }
+    }
+    for (from, tos) in &graph {
+        for to in tos {
+            if let (Some(a), Some(b)) = (layer_of(from), layer_of(to))
+                && b > a
+            {
+                problems.push(format!(
+                    "{from} ({}) imports {to} ({}), a higher layer",
+                    LAYERS[a].0, LAYERS[b].0
+                ));
+            }
+        }
+    }
+    for circle in circles(&graph) {
+        problems.push(format!("import circle between {}", circle.join(", ")));
+    }
+    assert!(
+        problems.is_empty(),
+        "module layering broken:\n{}\n",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn tarjan_finds_circles_and_only_circles() {
+    let g = |edges: &[(&str, &str)]| {
+        let mut g = std::collections::BTreeMap::<String, BTreeSet<String>>::new();
+        for (a, b) in edges {
+            g.entry(a.to_string()).or_default().insert(b.to_string());
+            g.entry(b.to_string()).or_default();
+        }
+        g
+    };
+    assert!(circles(&g(&[("a", "b"), ("b", "c"), ("a", "c")])).is_empty());
+    assert_eq!(circles(&g(&[("a", "b"), ("b", "a"), ("c", "a")])), vec![vec!["a", "b"]]);
+    assert_eq!(
+        circles(&g(&[("a", "b"), ("b", "c"), ("c", "a"), ("d", "e"), ("e", "d")])),
+        vec![vec!["a", "b", "c"], vec!["d", "e"]]
+    );
+    let text = "use crate::a::X;\n#[cfg(test)]\nmod tests {\n use crate::b::Y;\n fn f() {}\n}\nuse crate::c::Z;\n";
+    assert_eq!(without_tests(text), "use crate::a::X;\n\nuse crate::c::Z;\n");
 }

@@ -18,6 +18,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
+use simtree::embedded::assets_dir;
 use simtree::engine::memory::{Message, Role};
 use simtree::engine::simulator::event_json;
 use simtree::llm::config::OpenAiJsonMode;
@@ -26,7 +27,7 @@ use simtree::llm::{
     ChatProvider, ChatRequest, Dialect, JsonSchema, LlmClient, LlmConfig, LlmError, LlmState, ProviderClient,
     ProviderPool, ToolChoice, ToolSpec, build_provider, structured,
 };
-use simtree::scenario::{Scenario, assets_dir};
+use simtree::scenario::Scenario;
 
 const KEY: &str = "sk-test-SECRET-0123";
 
@@ -844,7 +845,7 @@ impl LlmClient for TrimmedMock {
 /// (its own counters), gives exactly the log of the (trimmed) mock itself.
 #[tokio::test]
 async fn werewolf_through_the_openai_dialect_matches_the_mock() {
-    let scenario = Scenario::load_file(&assets_dir().join("scenarios/werewolf.json")).unwrap();
+    let scenario = Scenario::load_file(&assets_dir().expect("assets").join("scenarios/werewolf.json")).unwrap();
     let counters = Arc::new(Mutex::new(LlmState::default()));
     let server = serve(Answer::Compute(Box::new(move |body| {
         let messages: Vec<Message> = body["messages"]

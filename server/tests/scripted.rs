@@ -4,9 +4,11 @@
 //! and the same seed always gives the same log.
 
 use serde_json::Value;
+use simtree::backend::OfflineClient;
+use simtree::embedded::assets_dir;
 use simtree::engine::{Event, EventType};
-use simtree::llm::ScriptedClient;
-use simtree::scenario::{ScenarioLibrary, assets_dir};
+use simtree::llm::Offline;
+use simtree::scenario::ScenarioLibrary;
 
 const TURNS: u64 = 600;
 const SEEDS: [u64; 5] = [1, 2, 3, 4, 5];
@@ -14,9 +16,9 @@ const SEEDS: [u64; 5] = [1, 2, 3, 4, 5];
 /// Runs `scenario` with the scripted player; returns the final scene state, the turns taken and
 /// the log as JSON lines.
 fn play(scenario: &str, seed: u64) -> (Value, u64, Vec<String>) {
-    let library = ScenarioLibrary::load_assets(&assets_dir()).expect("assets load");
+    let library = ScenarioLibrary::load_assets(&assets_dir().expect("assets")).expect("assets load");
     let mut sim = library.get(scenario).unwrap().build(Some(seed)).unwrap();
-    let (report, events) = sim.run_blocking(TURNS, &ScriptedClient);
+    let (report, events) = sim.run_blocking(TURNS, &OfflineClient(Offline::Scripted));
     let report = report.unwrap_or_else(|e| panic!("{scenario} seed {seed}: the run failed: {e}"));
     assert!(
         report.complete,
@@ -108,10 +110,10 @@ fn the_same_seed_gives_the_same_log_and_seeds_differ() {
 
 #[test]
 fn village_and_chat_run_without_refusals() {
-    let library = ScenarioLibrary::load_assets(&assets_dir()).unwrap();
+    let library = ScenarioLibrary::load_assets(&assets_dir().expect("assets")).unwrap();
     for scenario in ["village", "simple_chat"] {
         let mut sim = library.get(scenario).unwrap().build(Some(1)).unwrap();
-        let (report, events) = sim.run_blocking(40, &ScriptedClient);
+        let (report, events) = sim.run_blocking(40, &OfflineClient(Offline::Scripted));
         report.unwrap();
         check_legal(scenario, 1, &events);
         let acted = events.iter().filter(|e| e.kind == EventType::ActionEnd).count();

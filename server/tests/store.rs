@@ -5,8 +5,9 @@
 
 use std::sync::Arc;
 
+use simtree::embedded::assets_dir;
 use simtree::http::{Backend, Limits};
-use simtree::scenario::{ScenarioLibrary, assets_dir};
+use simtree::scenario::ScenarioLibrary;
 use simtree::store::Store;
 use simtree::workbench::Workbench;
 use simtree_shared::Op;
@@ -22,7 +23,7 @@ fn workbench(dir: &std::path::Path) -> Arc<Workbench> {
 }
 
 fn workbench_with(dir: &std::path::Path, limits: Limits) -> Arc<Workbench> {
-    let lib = ScenarioLibrary::load_assets(&assets_dir()).unwrap();
+    let lib = ScenarioLibrary::load_assets(&assets_dir().expect("assets")).unwrap();
     let mut wb = Workbench::new(lib, Backend::Mock, limits);
     wb.attach_store(Store::open_sqlite(dir).unwrap()).unwrap();
     Arc::new(wb)

@@ -17,13 +17,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use simtree::embedded::assets_dir;
 use simtree::http::{Backend, Limits};
-use simtree::scenario::{ScenarioLibrary, assets_dir};
+use simtree::scenario::ScenarioLibrary;
 use simtree::store::{Store, Write};
 use simtree::workbench::Workbench;
 
 fn workbench(store: Option<Store>, cache_mb: usize) -> Arc<Workbench> {
-    let lib = ScenarioLibrary::load_assets(&assets_dir()).expect("assets");
+    let lib = ScenarioLibrary::load_assets(&assets_dir().expect("assets")).expect("assets");
     let limits = Limits {
         max_trees: 100_000,
         cache_bytes: cache_mb << 20,

@@ -18,6 +18,7 @@ pub mod prompt;
 pub mod pyrepr;
 pub mod rng;
 pub mod scenes;
+pub mod scripted;
 pub mod simulator;
 pub mod world;
 

@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
-use serde_json::json;
+use simtree_shared::ErrorBody;
 
 use crate::tree::TreeError;
 use crate::workbench::WorkbenchError;
@@ -70,7 +70,7 @@ impl From<WorkbenchError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(json!({"detail": self.detail}))).into_response()
+        (self.status, Json(ErrorBody { detail: self.detail })).into_response()
     }
 }
 

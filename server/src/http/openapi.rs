@@ -447,7 +447,7 @@ mod tests {
     #[tokio::test]
     async fn every_documented_path_is_routed() {
         use tower::Service;
-        let lib = crate::scenario::ScenarioLibrary::load_assets(&crate::scenario::assets_dir()).unwrap();
+        let lib = crate::scenario::ScenarioLibrary::load_assets(&crate::embedded::assets_dir().unwrap()).unwrap();
         let wb = crate::workbench::Workbench::new(lib, super::super::Backend::Mock, Default::default());
         let mut router = super::super::router(std::sync::Arc::new(super::super::AppState::new(wb)));
         let doc = document();

@@ -298,7 +298,7 @@ pub async fn abm_generate(State(app): St, ApiJson(req): ApiJson<GenerateRequest>
         Backend::Mock => generate(&MockAbmLlm, &req, &options).await,
         Backend::Provider(ps) => match ps.resolve(None, None) {
             Ok(provider) => generate(&ProviderStructured { provider }, &req, &options).await,
-            Err(e) => crate::abm::model::AbmResponse::Failure { message: e },
+            Err(e) => crate::abm::model::AbmResponse::Failure { message: e.to_string() },
         },
     };
     Json(serde_json::to_value(response).unwrap_or(Value::Null))

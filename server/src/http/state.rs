@@ -4,7 +4,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-pub use crate::workbench::{Backend, Limits, Providers, RunResult, TreeHandle, Workbench};
+pub use crate::backend::{Backend, Providers};
+pub use crate::workbench::{Limits, RunResult, TreeHandle, Workbench};
 
 pub struct AppState {
     pub wb: Arc<Workbench>,

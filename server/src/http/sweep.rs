@@ -22,7 +22,7 @@ pub async fn start_sweep(
     ApiPath(tree): ApiPath<u64>,
     ApiJson(body): ApiJson<Value>,
 ) -> Result<Json<SweepStarted>, ApiError> {
-    let spec = SweepSpec::from_value(body).map_err(ApiError::unprocessable)?;
+    let spec = SweepSpec::from_value(body).map_err(|e| ApiError::unprocessable(e.to_string()))?;
     Ok(Json(app.wb.start_sweep(tree, spec)?))
 }
 

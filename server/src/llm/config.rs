@@ -45,7 +45,7 @@ pub enum Dialect {
     Anthropic,
     /// The deterministic offline mock (spec §1.14).
     Mock,
-    /// The deterministic offline player that follows each scene's rules (`scripted.rs`).
+    /// The deterministic offline player that follows each scene's rules (`engine/scripted.rs`, served by `crate::backend`).
     Scripted,
 }
 

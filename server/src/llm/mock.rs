@@ -14,17 +14,16 @@
 use super::chat::{ChatRequest, ChatResponse, Message, Role, ToolCall, ToolChoice, Usage};
 use super::config::Dialect;
 use super::provider::ChatProvider;
-use super::scripted::{Offline, offline_reply};
 use super::{BoxFuture, LlmClient, LlmError, LlmState, schema};
 
-/// The offline mock LLM. Stateless itself; see [`LlmState::mock_counters`]. A simulator whose
-/// tree chose the scripted player ([`LlmState::offline`]) gets that player's answers instead.
+/// The offline mock LLM. Stateless itself; see [`LlmState::mock_counters`]. (A tree that chose
+/// the scripted player is served by `crate::backend`'s offline client, not by this one.)
 #[derive(Clone, Copy, Debug, Default)]
 pub struct MockClient;
 
 impl LlmClient for MockClient {
     fn chat<'a>(&'a self, messages: &'a [Message], state: &'a mut LlmState) -> BoxFuture<'a, Result<String, LlmError>> {
-        let reply = offline_reply(Offline::Mock, messages, state);
+        let reply = reply(messages, state);
         Box::pin(async move { Ok(reply) })
     }
 }
@@ -74,7 +73,7 @@ pub fn respond_to(request: &ChatRequest, state: &mut LlmState) -> Result<ChatRes
             arguments: schema::example(&tool.parameters),
         });
     } else {
-        out.text = offline_reply(Offline::Mock, &request.messages, state);
+        out.text = reply(&request.messages, state);
     }
     let completion = words(&out.text)
         + out

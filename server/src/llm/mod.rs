@@ -8,9 +8,10 @@
 //!
 //! Everything here speaks one vocabulary, [`chat`]: messages, roles, tool specs, tool calls and
 //! tool results, used as they are by the engine, trading, ABM generation, the ledger and every
-//! dialect. This layer knows nothing of its consumers; only the offline players (`mock` reads the
-//! agent's name and scene words from a prompt, `scripted` plays the built-in games) read what the
-//! engine writes into prompts.
+//! dialect. This layer knows nothing of its consumers; only the offline mock reads what the engine
+//! writes into prompts (the agent's name and scene words). The scripted player, which plays the
+//! built-in games, is the engine's (`engine::scripted`); `crate::backend` serves both offline
+//! players as clients.
 //!
 //! The engine never talks to a network itself; it hands a list of `{role, content}` messages to a
 //! client and gets text back. The state lives in the simulator (not in the client) so that a cloned
@@ -33,14 +34,12 @@ pub mod openai;
 pub mod provider;
 pub mod resilience;
 pub mod schema;
-pub mod scripted;
 pub mod wire;
 
 pub use chat::{ChatRequest, ChatResponse, JsonSchema, Message, Role, ToolCall, ToolChoice, ToolSpec, Usage};
 pub use config::{ApiKey, ConfigError, Dialect, LlmConfig, LlmOverride, LlmSettings};
 pub use mock::MockClient;
 pub use provider::{ChatProvider, ProviderClient, ProviderPool, build_provider, structured};
-pub use scripted::{Offline, ScriptedClient};
 
 /// A boxed, sendable future (what an object-safe async trait method returns).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -71,6 +70,29 @@ pub struct LlmState {
     /// create route); the offline clients answer with it whatever the server's default is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offline: Option<Offline>,
+}
+
+/// The offline policy a simulator runs with when its tree asked for one at creation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Offline {
+    /// Upstream's mock (spec §1.14): fixed replies, games stall as upstream's do.
+    Mock,
+    /// The engine's rule-following player (`engine::scripted`).
+    Scripted,
+}
+
+impl std::str::FromStr for Offline {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "mock" => Ok(Offline::Mock),
+            "scripted" => Ok(Offline::Scripted),
+            other => Err(format!(
+                "unknown llm {other:?} for a tree (expected mock or scripted; real providers are chosen by the server's LLM settings)"
+            )),
+        }
+    }
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -518,9 +518,12 @@ fn build_for(config: &LlmConfig, endpoint: Arc<Endpoint>) -> Result<Arc<dyn Chat
             config.validate()?;
             Arc::new(MockClient)
         }
+        // The scripted player is the engine's; `crate::backend` serves it, never the pool.
         Dialect::Scripted => {
-            config.validate()?;
-            Arc::new(super::ScriptedClient)
+            return Err(ConfigError::new(
+                "LLM_DIALECT",
+                "the scripted player is an offline player served by the backend, not a provider",
+            ));
         }
     })
 }

@@ -91,7 +91,10 @@ pub fn trade_run(args: TradeRunArgs) -> Result<String, String> {
         }
         None => free_run_id(&args, agent.kind(), &tickers),
     };
-    let dir = args.data.clone().unwrap_or_else(default_market_dir);
+    let dir = match args.data.clone() {
+        Some(dir) => dir,
+        None => default_market_dir().map_err(|e| e.to_string())?,
+    };
     let market = Arc::new(MarketData::load_dir(&dir).map_err(|e| e.to_string())?);
     let mut config = EpisodeConfig::new(run_id.clone(), agent.kind(), tickers, args.cash);
     config.start_date = Some(args.from.clone());

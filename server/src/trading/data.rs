@@ -24,9 +24,10 @@ pub const EVENTS_FILE: &str = "events.csv";
 const OHLCV_HEADER: [&str; 8] = ["date", "ticker", "open", "high", "low", "close", "volume", "adj_close"];
 const EVENTS_HEADER: [&str; 5] = ["date", "ticker", "kind", "session", "headline"];
 
-/// `assets/data/market` under the assets folder (`$SIMTREE_ASSETS`, `./assets` or the checkout's).
-pub fn default_market_dir() -> PathBuf {
-    crate::scenario::assets_dir().join("data").join("market")
+/// `assets/data/market` under the assets folder (`$SIMTREE_ASSETS`, `./assets`, the checkout's or
+/// the embedded copy).
+pub fn default_market_dir() -> Result<PathBuf, crate::embedded::EmbedError> {
+    Ok(crate::embedded::assets_dir()?.join("data").join("market"))
 }
 
 /// When in the trading day a fact became public.
@@ -109,7 +110,7 @@ impl MarketData {
 
     /// The market data of the default assets folder.
     pub fn load_default() -> Result<Self, TradingError> {
-        MarketData::load_dir(&default_market_dir())
+        MarketData::load_dir(&default_market_dir()?)
     }
 
     /// Parses the two files' contents (events optional).

@@ -56,6 +56,9 @@ pub enum TradingError {
     },
     #[error("{path}: {message}")]
     Storage { path: PathBuf, message: String },
+    /// The shipped market data could not be found or extracted.
+    #[error(transparent)]
+    Assets(#[from] crate::embedded::EmbedError),
 }
 
 impl TradingError {

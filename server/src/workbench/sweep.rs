@@ -24,7 +24,7 @@ use simtree_shared::{CellRow, EdgeType, FailedRun, NodeStatus, SweepStarted, Swe
 
 use super::{RunResult, TreeHandle, Workbench, WorkbenchError, lock};
 use crate::store::Write;
-use crate::sweep::{MAX_RUNS, Metric, SweepSpec, events_from_entries, summarise_runs};
+use crate::sweep::{MAX_RUNS, Metric, SweepError, SweepSpec, events_from_entries, summarise_runs};
 use crate::tree::{NodeId, SimTree, TreeError};
 
 /// A tree's sweeps by id (ids count up from 0 and are never reused).
@@ -100,26 +100,28 @@ impl SweepData {
     /// metrics parse, its grid is within bounds, and every node it names that is still there is
     /// where the layout says. Replicates whose node is gone end as deleted; `None` when the
     /// sweep's parent itself is gone (the sweep went with it).
-    fn check(&mut self, tree: &SimTree) -> Result<Option<Vec<(String, Metric)>>, String> {
+    fn check(&mut self, tree: &SimTree) -> Result<Option<Vec<(String, Metric)>>, SweepError> {
         let metrics = self
             .metrics
             .iter()
             .map(|(name, m)| {
                 Metric::parse(m)
                     .map(|m| (name.clone(), m))
-                    .map_err(|e| format!("metrics.{name}: {e}"))
+                    .map_err(|e| SweepError::Spec(format!("metrics.{name}: {e}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
         let runs = self.cells.len() as u64 * self.seeds.len() as u64;
         if self.cells.is_empty() || self.seeds.is_empty() || runs > MAX_RUNS {
-            return Err(format!("a sweep has 1 to {MAX_RUNS} runs; this one has {runs}"));
+            return Err(SweepError::Spec(format!(
+                "a sweep has 1 to {MAX_RUNS} runs; this one has {runs}"
+            )));
         }
         if tree.node(self.parent).is_err() {
             return Ok(None);
         }
         let parent_of = |n: NodeId| tree.node(n).ok().map(|node| node.parent);
         for (i, c) in self.cells.iter_mut().enumerate() {
-            let at = |what: String| format!("cells[{i}]: {what}");
+            let at = |what: String| SweepError::Spec(format!("cells[{i}]: {what}"));
             if c.children.len() != self.seeds.len() || c.results.len() != self.seeds.len() {
                 return Err(at(format!("{} replicates expected", self.seeds.len())));
             }
@@ -160,7 +162,7 @@ pub(super) fn imported_sweeps(raw: Vec<Value>, tree: &SimTree) -> Result<Vec<Swe
             let bad = |e: String| WorkbenchError::invalid(format!("invalid export: sweeps[{i}]: {e}"));
             let mut data: SweepData =
                 serde_path_to_error::deserialize(v).map_err(|e| bad(format!("{}: {}", e.path(), e.inner())))?;
-            match data.check(tree).map_err(bad)? {
+            match data.check(tree).map_err(|e| bad(e.to_string()))? {
                 Some(_) => Ok(data),
                 None => Err(bad(format!("its parent node {} is not in the export", data.parent))),
             }
@@ -258,8 +260,8 @@ impl Workbench {
                 "prefix: a sweep in a tree starts at `parent`; advance the tree to the branch point first",
             ));
         }
-        let cells = spec.cells().map_err(WorkbenchError::invalid)?;
-        let metrics = spec.metric_list().map_err(WorkbenchError::invalid)?;
+        let cells = spec.cells().map_err(|e| WorkbenchError::invalid(e.to_string()))?;
+        let metrics = spec.metric_list().map_err(|e| WorkbenchError::invalid(e.to_string()))?;
         self.check_turns(spec.turns)?;
         // `cells()` bounds the product, so it cannot overflow.
         let runs = cells.len() * spec.replicates as usize;

@@ -406,13 +406,14 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::embedded::assets_dir;
     use crate::engine::event::{Event, EventType};
     use crate::engine::ordering::Ordering;
     use crate::engine::parse::ActionCall;
     use crate::engine::scenes::Scene;
     use crate::engine::simulator::{SimOptions, Simulator};
     use crate::llm::MockClient;
-    use crate::scenario::{Scenario, assets_dir};
+    use crate::scenario::Scenario;
 
     const MEMBERS: [&str; 3] = ["Rep. A", "Rep. B", "Rep. C"];
 
@@ -917,7 +918,7 @@ mod tests {
     }
 
     fn council_scenario() -> Scenario {
-        Scenario::load_file(&assets_dir().join("scenarios/council.json")).unwrap()
+        Scenario::load_file(&assets_dir().unwrap().join("scenarios/council.json")).unwrap()
     }
 
     #[test]

@@ -939,13 +939,14 @@ pub const REST: ActionSpec = ActionSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::embedded::assets_dir;
     use crate::engine::event::{Event, EventType};
     use crate::engine::ordering::Ordering;
     use crate::engine::parse::ActionCall;
     use crate::engine::scenes::Scene;
     use crate::engine::simulator::{SimOptions, Simulator};
     use crate::llm::MockClient;
-    use crate::scenario::{Scenario, assets_dir};
+    use crate::scenario::Scenario;
 
     /// An 8×6 map: a wall at x=3 for y 0..=3, a swamp, a mud patch, a free road tile and a berry
     /// bush under the shed; one place outside the grid (dropped).
@@ -1717,7 +1718,7 @@ mod tests {
     }
 
     fn village_scenario() -> Scenario {
-        Scenario::load_file(&assets_dir().join("scenarios/village.json")).unwrap()
+        Scenario::load_file(&assets_dir().unwrap().join("scenarios/village.json")).unwrap()
     }
 
     #[test]

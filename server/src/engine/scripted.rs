@@ -1,4 +1,4 @@
-//! The `scripted` dialect: an offline, deterministic player that reads what an agent's prompt
+//! The scripted player: an offline, deterministic player that reads what an agent's prompt
 //! shows — its action catalogue, the scene's status lines and what it has heard — and answers with
 //! a legal action in the engine's strict response format, so that every built-in game reaches its
 //! end without a model: werewolf (night kills, inspections, potions, talk, lynch votes, the
@@ -13,97 +13,15 @@
 //! prompt leaves something out (a werewolf player is never told who the moderator is) it relies
 //! on the built-in scenarios' conventions, named where they are used.
 //!
-//! Requests with a response schema or tools (trading, ABM generation) are answered as the mock
-//! answers them, so those kinds behave the same under either offline dialect. Prompts without an
-//! action catalogue (a council brief) get the mock's plain reply.
+//! Prompts without an action catalogue (a council brief) get the mock's plain reply. It lives in
+//! the engine because it plays the engine's games with the engine's own parser and hand rules;
+//! the client that serves it as the `scripted` dialect (with the mock's answers to structured and
+//! tool requests) is built above, in `crate::backend`.
 
-use serde::{Deserialize, Serialize};
-
-use super::chat::{ChatRequest, ChatResponse, Message, Role, Usage};
-use super::config::Dialect;
-use super::provider::ChatProvider;
-use super::{BoxFuture, LlmClient, LlmError, LlmState, mock};
 use crate::engine::parse::{self, ActionCall};
 use crate::engine::scenes::landlord::{Combo, ComboType, Rank, can_beat, evaluate};
-
-/// The offline policy a simulator runs with when its tree asked for one at creation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Offline {
-    /// Upstream's mock (spec §1.14): fixed replies, games stall as upstream's do.
-    Mock,
-    /// This module's rule-following player.
-    Scripted,
-}
-
-impl std::str::FromStr for Offline {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "mock" => Ok(Offline::Mock),
-            "scripted" => Ok(Offline::Scripted),
-            other => Err(format!(
-                "unknown llm {other:?} for a tree (expected mock or scripted; real providers are chosen by the server's LLM settings)"
-            )),
-        }
-    }
-}
-
-/// The answer of the offline policy `state` asks for, else of `default`.
-pub fn offline_reply(default: Offline, messages: &[Message], state: &mut LlmState) -> String {
-    match state.offline.unwrap_or(default) {
-        Offline::Mock => mock::reply(messages, state),
-        Offline::Scripted => reply(messages, state),
-    }
-}
-
-/// The scripted player. Stateless itself; see the module docs.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct ScriptedClient;
-
-impl LlmClient for ScriptedClient {
-    fn chat<'a>(&'a self, messages: &'a [Message], state: &'a mut LlmState) -> BoxFuture<'a, Result<String, LlmError>> {
-        let reply = offline_reply(Offline::Scripted, messages, state);
-        Box::pin(async move { Ok(reply) })
-    }
-}
-
-impl ChatProvider for ScriptedClient {
-    fn dialect(&self) -> Dialect {
-        Dialect::Scripted
-    }
-
-    fn label(&self) -> String {
-        "scripted:scripted".into()
-    }
-
-    fn chat<'a>(
-        &'a self,
-        request: &'a ChatRequest,
-        state: &'a mut LlmState,
-    ) -> BoxFuture<'a, Result<ChatResponse, LlmError>> {
-        let plain = request.response_schema.is_none() && request.tools.is_empty();
-        let response = if plain {
-            let text = offline_reply(Offline::Scripted, &request.messages, state);
-            Ok(ChatResponse {
-                usage: Usage {
-                    prompt_tokens: request.messages.iter().map(|m| words(&m.content)).sum(),
-                    completion_tokens: words(&text),
-                },
-                text,
-                finish_reason: Some("stop".into()),
-                ..ChatResponse::default()
-            })
-        } else {
-            mock::respond_to(request, state)
-        };
-        Box::pin(async move { response })
-    }
-}
-
-fn words(s: &str) -> u64 {
-    s.split_whitespace().count() as u64
-}
+use crate::llm::chat::{Message, Role};
+use crate::llm::{LlmState, mock};
 
 /// The scripted answer to one agent prompt (see the module docs).
 pub fn reply(messages: &[Message], state: &mut LlmState) -> String {
