@@ -401,12 +401,16 @@ impl Workbench {
             return Ok(());
         }
         handle.persist(Write::Tree(handle.row()));
-        let mut t = handle.lock();
-        for id in t.ids() {
-            handle.persist_node(&mut t, id)?;
+        let written = {
+            let mut t = handle.lock();
+            t.ids().into_iter().try_for_each(|id| handle.persist_node(&mut t, id))
+        };
+        let stored = written.and_then(|()| handle.flush());
+        if stored.is_err() {
+            // Not acknowledged: its rows, kept for a retry with the failed commit, go with it.
+            handle.persist(Write::DeleteTree { tree: handle.id });
         }
-        drop(t);
-        handle.flush()
+        stored
     }
 
     /// Imports an export read node by node from `reader` (a spooled request body or a file):
