@@ -305,7 +305,9 @@ impl Workbench {
                 "the tree would exceed its maximum of {max} nodes (see --max-nodes-per-tree); delete a subtree first"
             )));
         }
-        self.memory.check().map_err(|e| WorkbenchError::conflict(e.to_string()))?;
+        self.memory
+            .check()
+            .map_err(|e| WorkbenchError::conflict(e.to_string()))?;
         // What cannot be stored now is refused up front (the store recovers by itself).
         self.writable()
     }
