@@ -63,6 +63,11 @@ pub enum Command {
         #[command(subcommand)]
         command: AbmCommand,
     },
+    /// Check or repair a data folder (the server must be stopped).
+    Data {
+        #[command(subcommand)]
+        command: DataCommand,
+    },
     /// Trading episodes on real market data.
     Trade {
         #[command(subcommand)]
@@ -203,6 +208,55 @@ pub enum AbmCommand {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum DataCommand {
+    /// Verify every stored row of a data folder: journal, database pages, each tree's nodes,
+    /// states, chunks and logs. Prints one line per problem; exit 1 when there is one.
+    Check {
+        /// The data folder (default: $SIMTREE_DATA, else the platform data folder).
+        #[arg(long, env = "SIMTREE_DATA")]
+        data: Option<PathBuf>,
+    },
+    /// Apply what a damaged journal holds intact (the groups before the damage) and set the
+    /// journal aside, renamed, so the server starts again. Damaged rows are left to `check`.
+    Repair {
+        #[arg(long, env = "SIMTREE_DATA")]
+        data: Option<PathBuf>,
+    },
+}
+
+fn data(command: DataCommand) -> Result<(), String> {
+    let folder = |d: Option<PathBuf>| d.map_or_else(default_data_dir, Ok);
+    match command {
+        DataCommand::Check { data } => {
+            let dir = folder(data)?;
+            let report = crate::store::check::check(&dir)?;
+            for p in &report.problems {
+                println!("{p}");
+            }
+            let summary = format!(
+                "{}: {} tree(s), {} node(s), {} journal group(s) to apply",
+                dir.display(),
+                report.trees,
+                report.nodes,
+                report.pending
+            );
+            match report.problems.len() {
+                0 => {
+                    println!("{summary}: no problems");
+                    Ok(())
+                }
+                n => Err(format!("{summary}: {n} problem(s)")),
+            }
+        }
+        DataCommand::Repair { data } => {
+            let dir = folder(data)?;
+            println!("{}", crate::store::check::repair(&dir)?);
+            Ok(())
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
 pub enum TradeCommand {
     /// Run one episode with a baseline or the (mock) LLM agent; print metrics and write the
     /// experiment folder (`config.json`, `episode_log.jsonl`, `trade_history.json`).
@@ -235,9 +289,12 @@ fn run(cli: Cli) -> Result<(), String> {
     if let Command::Abm { command } = cli.command {
         return abm(command, &assets, sandbox);
     }
+    if let Command::Data { command } = cli.command {
+        return data(command);
+    }
     let library = ScenarioLibrary::load_assets(&assets).map_err(|e| e.to_string())?;
     match cli.command {
-        Command::Trade { .. } | Command::Abm { .. } => Ok(()),
+        Command::Trade { .. } | Command::Abm { .. } | Command::Data { .. } => Ok(()),
         Command::Scenarios => {
             for e in ScenarioEntry::all(&library) {
                 let s = e.summary();

@@ -9,6 +9,8 @@
 //! simulations outside the lock. Invariants kept here: ids are unique and never reused, every
 //! parent exists, a failed branch allocates nothing, the root cannot be deleted.
 
+mod log_entries;
+pub use log_entries::LogEntries;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
@@ -58,6 +60,21 @@ pub enum TreeError {
     /// The store could not give a node back.
     #[error("{0}")]
     Store(String),
+    /// What the store holds of a node is damaged (names the tree, the node and the file).
+    #[error("{0}")]
+    Damaged(String),
+    /// An import beyond a size cap or the memory budget (names the node and the entry).
+    #[error("{0}")]
+    TooLarge(String),
+}
+
+impl From<crate::store::SourceError> for TreeError {
+    fn from(e: crate::store::SourceError) -> Self {
+        match e {
+            crate::store::SourceError::Store(e) => TreeError::Store(e.to_string()),
+            crate::store::SourceError::Damaged(m) => TreeError::Damaged(m),
+        }
+    }
 }
 
 /// The largest node id: ids stay exact in JavaScript numbers (the web UI reads them as such).
@@ -380,7 +397,7 @@ impl SimTree {
             return Err(TreeError::Running(id));
         };
         let path = self.path(id)?;
-        let loaded = source.state(id, &path).map_err(|e| TreeError::Store(e.to_string()))?;
+        let loaded = source.state(id, &path)?;
         let (sim, cost) = match loaded {
             Some((sim, cost)) => (Arc::new(sim), cost),
             // A run that never stored a state (interrupted, or failed on an internal error)
@@ -410,7 +427,7 @@ impl SimTree {
         if !log.is_loaded()
             && let Some(source) = &self.source
         {
-            let entries = source.log(id).map_err(|e| TreeError::Store(e.to_string()))?;
+            let entries = source.log(id)?;
             log.fill(&entries);
         }
         Ok(log)
@@ -534,15 +551,30 @@ impl SimTree {
             ));
         }
         let mut nodes: BTreeMap<NodeId, Node> = built.into_iter().collect();
+        // A node whose parent is not stored (the rows of a store that failed mid-way) is left
+        // out with its descendants, and named; the rest of the tree loads.
+        let mut lost = Vec::new();
         for (p, id) in links {
-            // A parent is attached before its children, so its id is smaller.
+            // A parent is attached before its children, so its id is smaller (and the links
+            // come in id order: a lost node's children come after it).
             match nodes.get_mut(&p) {
                 Some(parent) if p < id => parent.children.push(id),
-                _ => return Err(TreeError::Store(format!("node {id}: parent {p} is missing"))),
+                _ => {
+                    nodes.remove(&id);
+                    lost.push((id, p));
+                }
             }
         }
         if !nodes.contains_key(&0) {
             return Err(TreeError::Store("the tree has no root node".into()));
+        }
+        for (id, p) in &lost {
+            tracing::error!(
+                tree = source.tree,
+                node = id,
+                parent = p,
+                "a stored node's parent is missing: the node is left out (run `simtree data check`)"
+            );
         }
         Ok(SimTree {
             scenario,
@@ -911,12 +943,9 @@ impl SimTree {
     /// One node of an export (streamed node by node by the HTTP layer).
     pub fn export_node(&mut self, id: NodeId) -> Result<NodeExport, TreeError> {
         let sim = self.sim(id)?;
-        let logs = self
-            .log(id)?
-            .entries()
-            .iter()
-            .map(|e| serde_json::from_str(e).unwrap_or(Value::Null))
-            .collect();
+        // Stored rows are verified as they are read; an entry that still is not JSON fails the
+        // export as it is written, never exported as a silent `null`.
+        let logs = LogEntries(self.log(id)?.entries());
         let n = self.node(id)?;
         Ok(NodeExport {
             id: n.id,
@@ -1073,9 +1102,6 @@ impl Importer {
                 )));
             }
         }
-        if let Some(bad_entry) = n.logs.iter().position(|e| !e.is_object()) {
-            return Err(at(format!("logs[{bad_entry}] is not a log entry object")));
-        }
         let mut sim = n.sim;
         sim.attach(self.market.as_ref());
         sim.distrust();
@@ -1091,7 +1117,8 @@ impl Importer {
         {
             parent.children.push(id);
         }
-        let entries: Vec<String> = n.logs.iter().map(Value::to_string).collect();
+        // Objects, checked as they were read (`log_entries`).
+        let entries: Vec<String> = n.logs.0;
         let now = crate::store::now_ms();
         self.count += 1;
         let node = Node {
@@ -1297,13 +1324,16 @@ pub fn read_export<R: std::io::Read>(
         failure: None,
     };
     let mut de = serde_json::Deserializer::from_reader(std::io::BufReader::with_capacity(1 << 16, reader));
-    let parsed = (&mut de)
-        .deserialize_map(Top(&mut state))
-        .and_then(|imp| de.end().map(|()| imp));
+    let (parsed, too_large) = log_entries::with_budget(limits.max_memory, || {
+        (&mut de)
+            .deserialize_map(Top(&mut state))
+            .and_then(|imp| de.end().map(|()| imp))
+    });
     match (parsed, state.failure) {
         (_, Some(e)) => Err(e),
         (Ok(Some(imp)), None) => Ok(imp),
         (Ok(None), None) => Err(TreeError::InvalidOp("invalid export: missing field `nodes`".into())),
+        (Err(e), None) if too_large => Err(TreeError::TooLarge(format!("import refused: {e}"))),
         (Err(e), None) => Err(TreeError::InvalidOp(format!("invalid export: {e}"))),
     }
 }
@@ -1313,6 +1343,9 @@ pub fn read_export<R: std::io::Read>(
 pub struct ImportLimits {
     pub max_nodes: usize,
     pub max_turns: u64,
+    /// The server's memory budget in bytes (`--max-memory-mb`; 0: none), consulted while a
+    /// node's log is read.
+    pub max_memory: u64,
 }
 
 impl Default for ImportLimits {
@@ -1320,6 +1353,7 @@ impl Default for ImportLimits {
         ImportLimits {
             max_nodes: 100_000,
             max_turns: 1000,
+            max_memory: 0,
         }
     }
 }
@@ -1348,7 +1382,7 @@ pub struct NodeExport {
     #[serde(default)]
     pub error: Option<String>,
     pub sim: Sim,
-    pub logs: Vec<Value>,
+    pub logs: LogEntries,
     /// Recorded LLM calls, so an imported tree can still be replayed offline.
     #[serde(default)]
     pub records: Vec<LlmRecord>,

@@ -242,6 +242,7 @@ impl Workbench {
                 self.limits.max_trees
             )));
         }
+        self.writable()?;
         let id = self.next_tree.fetch_add(1, Ordering::SeqCst);
         let kind = tree.sim(0)?.sim_kind();
         let now = crate::store::now_ms();
@@ -304,7 +305,11 @@ impl Workbench {
                 "the tree would exceed its maximum of {max} nodes (see --max-nodes-per-tree); delete a subtree first"
             )));
         }
-        self.memory.check().map_err(|e| WorkbenchError::conflict(e.to_string()))
+        self.memory
+            .check()
+            .map_err(|e| WorkbenchError::conflict(e.to_string()))?;
+        // What cannot be stored now is refused up front (the store recovers by itself).
+        self.writable()
     }
 
     /// Attaches a running child of `parent` and announces it (`attached`, `run_start`).
@@ -441,9 +446,10 @@ impl Workbench {
                     Some("the run stopped on an internal error (its state is the parent's)".into()),
                 ),
             };
-            let present = {
+            let (present, mut unstored) = {
                 let mut t = handle.lock();
                 batch.flush(&handle);
+                let mut unstored = None;
                 let present = if panicked {
                     t.fail_without_sim(id, error.clone().unwrap_or_default())
                 } else {
@@ -453,9 +459,7 @@ impl Workbench {
                             .sim(id)
                             .map_err(WorkbenchError::from)
                             .and_then(|sim| handle.persist_state(&mut t, id, &sim));
-                        if let Err(e) = stored {
-                            tracing::error!(tree = handle.id, node = id, error = %e, "store");
-                        }
+                        unstored = stored.err().map(|e| e.to_string());
                     }
                     present
                 };
@@ -463,12 +467,25 @@ impl Workbench {
                     handle.persist_row(&t, id);
                     handle.touch(&t);
                 }
-                present
+                (present, unstored)
             };
-            // The final state is committed before anyone hears the run ended.
-            if let Err(e) = handle.flush_async().await {
-                tracing::error!(tree = handle.id, node = id, error = %e, "store");
+            // The final state is committed (or journaled) before anyone hears the run ended.
+            if present
+                && unstored.is_none()
+                && let Err(e) = handle.flush_async().await
+            {
+                unstored = Some(e.to_string());
             }
+            // What is not stored is not acknowledged: the node leaves the tree (its rows, if
+            // some reached the database, are deleted once it takes writes again).
+            let present = match &unstored {
+                Some(cause) if present => {
+                    tracing::error!(tree = handle.id, node = id, error = %cause, "a run's end could not be stored; its node is removed");
+                    handle.roll_back(id);
+                    false
+                }
+                _ => present,
+            };
             lock(&handle.runs).remove(&id);
             tracing::info!(
                 tree = handle.id,
@@ -491,6 +508,7 @@ impl Workbench {
                 status,
                 error,
                 deleted: !present,
+                unstored,
             }
         })
     }
@@ -500,6 +518,12 @@ impl Workbench {
         let result = run
             .await
             .map_err(|_| WorkbenchError::unavailable("the server is shutting down"))?;
+        if let Some(cause) = &result.unstored {
+            return Err(WorkbenchError::unavailable(format!(
+                "node {} could not be stored, so it was removed: {cause}",
+                result.node
+            )));
+        }
         if result.deleted {
             return Err(WorkbenchError::conflict(format!(
                 "node {} was deleted while running",
@@ -704,11 +728,17 @@ impl Workbench {
         let mut t = handle.lock();
         self.check_capacity(&t, 1)?;
         let id = t.branch(parent, ops)?;
-        handle.persist_node(&mut t, id)?;
+        let stored = handle.persist_node(&mut t, id);
         handle.touch(&t);
         handle.send(TreeMsg::Attached(t.node(id)?.attached()));
         drop(t);
-        handle.flush()?;
+        // Acknowledged only once stored; otherwise the branch leaves the tree again.
+        if let Err(e) = stored.and_then(|()| handle.flush()) {
+            handle.roll_back(id);
+            return Err(WorkbenchError::unavailable(format!(
+                "branch {id} could not be stored, so it was removed: {e}"
+            )));
+        }
         Ok(id)
     }
 
@@ -820,6 +850,8 @@ pub struct RunResult {
     pub error: Option<String>,
     /// The node was deleted while it ran (nothing was stored).
     deleted: bool,
+    /// Its end could not be stored (the cause): the node was removed, nothing acknowledged.
+    unstored: Option<String>,
 }
 
 /// How a run's task ended.

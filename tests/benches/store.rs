@@ -140,7 +140,7 @@ fn copy_tree(store: &Store, from: u64, to: std::ops::Range<u64>) {
             }
         }
         for (id, rows) in &logs {
-            let entries: Vec<&str> = rows.iter().flat_map(|r| r.split('\n')).collect();
+            let entries: Vec<&str> = rows.iter().flat_map(|r| r.entries.split('\n')).collect();
             store.write(Write::Log {
                 tree: t,
                 node: *id,

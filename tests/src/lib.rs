@@ -126,6 +126,20 @@ impl Server {
         }
     }
 
+    /// The server's process id (to cap its memory with `prlimit`, or signal it).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Stops the server as Ctrl-C does (it closes its store cleanly) and waits for it.
+    pub fn interrupt(&mut self) {
+        // SAFETY: a signal to our own child's pid; no memory is involved.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGINT);
+        }
+        let _ = self.child.wait();
+    }
+
     /// Stops the server now (a browser test of the UI's "server is down" state).
     pub fn stop(&mut self) {
         let _ = self.child.kill();
@@ -259,6 +273,8 @@ pub struct Postgres {
     dir: PathBuf,
     bin: PathBuf,
     pub url: String,
+    /// The server options it was started with (for a restart).
+    opts: String,
 }
 
 impl Postgres {
@@ -336,7 +352,45 @@ impl Postgres {
             url: format!("postgres://simtree@127.0.0.1:{port}/postgres"),
             dir,
             bin,
+            opts,
         }
+    }
+
+    /// Runs `pg_ctl` on this instance's data (as the `postgres` user when root).
+    fn pg_ctl(&self, args: &[&str]) {
+        let mut cmd = if unsafe { libc::geteuid() } == 0 {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(self.bin.join("pg_ctl"));
+            c
+        } else {
+            Command::new(self.bin.join("pg_ctl"))
+        };
+        let data = self.dir.join("data");
+        let log = self.dir.join("log");
+        let out = cmd
+            .args(["-D", &data.to_string_lossy(), "-l", &log.to_string_lossy(), "-w"])
+            .args(args)
+            .output()
+            .expect("run pg_ctl");
+        assert!(
+            out.status.success(),
+            "pg_ctl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Restarts the database (`-m fast`: sessions are cut), as an operator or a crash would.
+    pub fn restart(&self) {
+        self.pg_ctl(&["-m", "fast", "restart", "-o", &self.opts]);
+    }
+
+    /// Stops the database (`-m immediate`: as if it crashed).
+    pub fn stop(&self) {
+        self.pg_ctl(&["-m", "immediate", "stop"]);
+    }
+
+    pub fn start_again(&self) {
+        self.pg_ctl(&["start", "-o", &self.opts]);
     }
 }
 

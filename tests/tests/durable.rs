@@ -492,3 +492,495 @@ async fn a_second_server_on_the_same_data_folder_is_refused() {
     let t = s.create("simple_chat").await;
     assert_eq!(advance(&s, t, 0, 1).await, 1);
 }
+
+/// A big export for the import tests: tree `t`'s first advanced node copied until the body
+/// passes `bytes`.
+async fn big_export(s: &Server, t: u64, bytes: usize) -> Vec<u8> {
+    let export: Value = serde_json::from_str(&text(s, &format!("/devui/simtree/{t}/export")).await).unwrap();
+    let template = export["nodes"][1].clone();
+    let mut big = export.clone();
+    let nodes = big["nodes"].as_array_mut().unwrap();
+    let mut id = 2;
+    let per_node = serde_json::to_vec(&template).unwrap().len();
+    while nodes.len() * per_node < bytes {
+        let mut n = template.clone();
+        n["id"] = json!(id);
+        for e in n["logs"].as_array_mut().unwrap() {
+            e["node"] = json!(id);
+        }
+        nodes.push(n);
+        id += 1;
+    }
+    big["seq"] = json!(id);
+    serde_json::to_vec(&big).unwrap()
+}
+
+/// Sends the headers and the first `part` bytes of an import, and leaves the socket open.
+fn half_import(s: &Server, body: &[u8], part: usize) -> std::net::TcpStream {
+    use std::io::Write as _;
+    let addr = s.base.trim_start_matches("http://").to_string();
+    let mut tcp = std::net::TcpStream::connect(&addr).unwrap();
+    let head = format!(
+        "POST /devui/simtree/import HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    tcp.write_all(head.as_bytes()).unwrap();
+    tcp.write_all(&body[..part]).unwrap();
+    tcp
+}
+
+async fn node_ids(s: &Server, tree: u64) -> Vec<u64> {
+    let (status, g) = s.get(&format!("/devui/simtree/{tree}/graph")).await;
+    assert_eq!(status, 200, "{g}");
+    g["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["id"].as_u64().unwrap())
+        .collect()
+}
+
+/// Issue #31, item 1: a server killed in the middle of an import leaves no rows behind, and no
+/// tree id is handed out twice (before: the next tree took the dead import's id and, after a
+/// restart, showed its nodes; a deleted tree's id came back too).
+async fn killed_import_leaves_nothing(backend: Backend) {
+    let mut s = backend.start(&[]);
+    let t = s.create("simple_chat").await;
+    advance(&s, t, 0, 30).await;
+    let body = big_export(&s, t, 4 << 20).await;
+    let _tcp = half_import(&s, &body, body.len() * 3 / 4);
+    // Its nodes stream into the store as the body arrives (committed within milliseconds).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    s.stop();
+    let mut s = backend.start(&[]);
+    let (_, list) = s.get("/devui/simtree").await;
+    assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
+    let fresh = s.create("simple_chat").await;
+    assert_eq!(fresh, t + 2, "the dead import's id ({}) is not reused", t + 1);
+    let a = advance(&s, fresh, 0, 1).await;
+    advance(&s, fresh, a, 1).await;
+    assert_eq!(node_ids(&s, fresh).await, [0, 1, 2]);
+    // A deleted tree's id is not reused either, across a restart.
+    let gone = s.create("simple_chat").await;
+    assert_eq!(s.delete(&format!("/devui/simtree/{gone}")).await.0, 200);
+    s.stop();
+    let s = backend.start(&[]);
+    assert_eq!(node_ids(&s, fresh).await, [0, 1, 2], "no foreign nodes");
+    assert_eq!(s.create("simple_chat").await, gone + 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sqlite_a_killed_import_leaves_no_rows_and_ids_are_never_reused() {
+    killed_import_leaves_nothing(sqlite("killed-import")).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_a_killed_import_leaves_no_rows_and_ids_are_never_reused() {
+    killed_import_leaves_nothing(postgres()).await;
+}
+
+/// A tiny filesystem (tmpfs) mounted for one test, unmounted when dropped; `None` when this
+/// machine refuses the mount (not root, or in a container without the right).
+struct TinyDisk(std::path::PathBuf);
+
+impl TinyDisk {
+    fn mount(name: &str, size: &str) -> Option<TinyDisk> {
+        let dir = std::env::temp_dir().join(format!("simtree-tiny-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).ok()?;
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!("SKIPPED: `mount -t tmpfs` was refused here; the disk-full test needs root");
+            let _ = std::fs::remove_dir(&dir);
+            return None;
+        }
+        Some(TinyDisk(dir))
+    }
+
+    /// Fills what is left of the filesystem with a file.
+    fn fill(&self) {
+        use std::io::Write as _;
+        let mut f = std::fs::File::create(self.0.join("filler")).unwrap();
+        let block = vec![0u8; 64 << 10];
+        while f.write_all(&block).is_ok() {}
+        let small = [0u8; 512];
+        while f.write_all(&small).is_ok() {}
+        let _ = f.sync_all();
+    }
+
+    fn free(&self) {
+        std::fs::remove_file(self.0.join("filler")).unwrap();
+    }
+}
+
+impl Drop for TinyDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Issue #31, item 2: on a full disk nothing is acknowledged that is not stored. Advances and
+/// branches that cannot be stored answer 503 naming the cause and leave the tree (before: 200 and
+/// `done` for advances whose final state was never written, a 503 branch that stayed in the tree,
+/// and after a restart the whole tree refused with "parent … is missing"); `/ready` says why
+/// while the disk is full and recovers by itself once space is back.
+#[tokio::test(flavor = "multi_thread")]
+async fn on_a_full_disk_nothing_unstored_is_acknowledged_and_the_store_recovers() {
+    let Some(disk) = TinyDisk::mount("full", "8m") else {
+        return;
+    };
+    let data = disk.0.join("d");
+    let flags = ["--data", data.to_str().unwrap()];
+    let mut s = Server::start_with(&flags);
+    let t = s.create("simple_chat").await;
+    let mut acknowledged = vec![0, advance(&s, t, 0, 1).await];
+    disk.fill();
+    let mut refused = Vec::new();
+    let mut parent = acknowledged[1];
+    for i in 0..40 {
+        let (status, reply) = if i % 2 == 0 {
+            s.post(
+                &format!("/devui/simtree/{t}/advance"),
+                &json!({"parent": parent, "turns": 2}),
+            )
+            .await
+        } else {
+            s.post(
+                &format!("/devui/simtree/{t}/branch"),
+                &json!({"parent": parent, "ops": [{"op": "public_broadcast", "text": "x".repeat(20_000)}]}),
+            )
+            .await
+        };
+        match status {
+            200 => {
+                let child = reply["child"].as_u64().unwrap();
+                acknowledged.push(child);
+                parent = child;
+            }
+            503 => refused.push(reply["detail"].as_str().unwrap().to_string()),
+            other => panic!("{other}: {reply}"),
+        }
+    }
+    assert!(
+        refused.len() >= 30,
+        "writes fail on a full disk: {} acknowledged, refused: {refused:?}",
+        acknowledged.len()
+    );
+    assert!(
+        refused.iter().all(
+            |d| (d.contains("could not be stored") || d.contains("cannot take writes"))
+                && (d.contains("full") || d.contains("No space"))
+        ),
+        "{refused:?}"
+    );
+    let (status, ready) = s.get("/ready").await;
+    assert_eq!(status, 503, "{ready}");
+    let why = ready["detail"].as_str().unwrap();
+    assert!(why.contains("full") || why.contains("No space"), "{ready}");
+    // In memory, only what was acknowledged: every node is `done` and stored.
+    let mut ids = node_ids(&s, t).await;
+    ids.sort_unstable();
+    let mut want = acknowledged.clone();
+    want.sort_unstable();
+    assert_eq!(ids, want, "refused nodes left the tree");
+    // Space comes back: the store recovers without a restart.
+    disk.free();
+    let mut ready = false;
+    for _ in 0..50 {
+        if s.get("/ready").await.0 == 200 {
+            ready = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(ready, "/ready recovers once space is back");
+    acknowledged.push(advance(&s, t, parent, 1).await);
+    let before = everything(&s).await;
+    s.stop();
+    let s = Server::start_with(&flags);
+    let mut ids = node_ids(&s, t).await;
+    ids.sort_unstable();
+    acknowledged.sort_unstable();
+    assert_eq!(
+        ids, acknowledged,
+        "every acknowledged node, and nothing else, after a restart"
+    );
+    assert_eq!(everything(&s).await, before);
+    drop(s);
+}
+
+/// Runs `simtree` with `args` and gives up after `secs` (a server that starts when it should
+/// have refused is killed, and the test fails on its output).
+fn run_simtree(args: &[&str], secs: u64) -> (bool, String) {
+    let mut child = std::process::Command::new(simtree_e2e::simtree_bin())
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run simtree");
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    while child.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// Issue #31, item 3: damage is detected and named. A few bytes changed in a log row (and its
+/// state) of a stopped data folder: the node answers an error naming the tree, the node and the
+/// file (before: 200 with the altered text), its export is refused, `simtree data check` lists
+/// it; a database file emptied to zero bytes is refused (before: an empty store that handed out
+/// the old tree ids again).
+#[tokio::test(flavor = "multi_thread")]
+async fn damaged_rows_are_named_and_an_emptied_database_is_refused() {
+    let b = sqlite("damaged");
+    let dir = std::path::PathBuf::from(&b.flags[1]);
+    let mut s = b.start(&[]);
+    let t = s.create("simple_chat").await;
+    let a = advance(&s, t, 0, 2).await;
+    let marker = "DAMAGE-ME-7f3a9c-DAMAGE-ME";
+    let branch = ok(
+        &s,
+        &format!("/devui/simtree/{t}/branch"),
+        json!({"parent": a, "ops": [{"op": "public_broadcast", "text": marker}]}),
+    )
+    .await["child"]
+        .as_u64()
+        .unwrap();
+    s.interrupt();
+    let data = dir.to_str().unwrap();
+    // Every copy of the marker in the database file: one letter changed (the JSON stays valid).
+    let file = dir.join("simtree.db");
+    let mut bytes = std::fs::read(&file).unwrap();
+    let mut hits = 0;
+    let mut at = 0;
+    while let Some(i) = bytes[at..].windows(marker.len()).position(|w| w == marker.as_bytes()) {
+        bytes[at + i] = b'X';
+        hits += 1;
+        at += i + 1;
+    }
+    assert!(hits >= 2, "the marker is in the node's ops and its log row ({hits})");
+    std::fs::write(&file, &bytes).unwrap();
+    let mut s = b.start(&[]);
+    let (status, body) = s.get(&format!("/devui/simtree/{t}/node/{branch}/logs")).await;
+    assert_eq!(status, 500, "the damaged log row was served");
+    let detail = body["detail"].as_str().unwrap();
+    assert!(
+        detail.contains(&format!("tree {t}, node {branch}"))
+            && detail.contains("simtree.db")
+            && detail.contains("damaged"),
+        "{detail}"
+    );
+    // The rest of the tree reads as before.
+    assert_eq!(s.get(&format!("/devui/simtree/{t}/node/{a}/logs")).await.0, 200);
+    // The export is refused (its body ends in an error), never a document with holes.
+    let r = s
+        .http
+        .get(s.url(&format!("/devui/simtree/{t}/export")))
+        .send()
+        .await
+        .unwrap();
+    if let Ok(body) = r.bytes().await {
+        assert!(serde_json::from_slice::<Value>(&body).is_err(), "a whole export");
+    }
+    s.interrupt();
+    let (healthy, report) = run_simtree(&["data", "check", "--data", data], 30);
+    assert!(!healthy, "{report}");
+    assert!(
+        report.contains(&format!(
+            "tree {t}, node {branch}: log: log row at entry 0 fails its checksum"
+        )),
+        "{report}"
+    );
+    // A database emptied to zero bytes: refused, with what to do.
+    std::fs::write(&file, b"").unwrap();
+    for side in ["simtree.db-wal", "simtree.db-shm"] {
+        let _ = std::fs::remove_file(dir.join(side));
+    }
+    let (started, out) = run_simtree(&["serve", "--addr", "127.0.0.1:0", "--data", data], 10);
+    assert!(!started && !out.contains("listening"), "{out}");
+    assert!(
+        out.contains("is empty (0 bytes)") && out.contains("simtree data check"),
+        "{out}"
+    );
+    // A healthy folder checks clean.
+    let b = sqlite("healthy");
+    let mut s = b.start(&[]);
+    let t = s.create("simple_chat").await;
+    advance(&s, t, 0, 2).await;
+    s.interrupt();
+    let (healthy, report) = run_simtree(&["data", "check", "--data", &b.flags[1]], 30);
+    assert!(
+        healthy && report.contains("1 tree(s), 2 node(s)") && report.contains("no problems"),
+        "{report}"
+    );
+}
+
+/// Issue #31, item 4: PostgreSQL restarted under load. Every advance that answered 200 is in
+/// the database afterwards; what could not be stored meanwhile answered 503; `/ready` says so
+/// while the database is down and recovers without a restart of simtree (before: one client
+/// for life, so after a 0.3 s restart every advance answered 200 and nothing was stored).
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_restarted_under_load_loses_nothing_acknowledged() {
+    let pg = Postgres::start();
+    let flags = ["--database-url", pg.url.as_str()];
+    let mut s = Server::start_with(&flags);
+    let t = s.create("simple_chat").await;
+    let (base, http) = (s.base.clone(), s.http.clone());
+    let load = tokio::spawn(async move {
+        let (mut acked, mut refused, mut parent) = (Vec::new(), 0, 0u64);
+        let until = std::time::Instant::now() + Duration::from_secs(4);
+        while std::time::Instant::now() < until {
+            let r = http
+                .post(format!("{base}/devui/simtree/{t}/advance"))
+                .json(&json!({"parent": parent, "turns": 1}))
+                .send()
+                .await
+                .unwrap();
+            let status = r.status().as_u16();
+            let reply: Value = r.json().await.unwrap();
+            match status {
+                200 => {
+                    parent = reply["child"].as_u64().unwrap();
+                    acked.push(parent);
+                }
+                503 => {
+                    refused += 1;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                other => panic!("{other}: {reply}"),
+            }
+        }
+        (acked, refused, parent)
+    });
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    tokio::task::block_in_place(|| pg.restart());
+    let (mut acked, refused, parent) = load.await.unwrap();
+    eprintln!("across the restart: {} advances stored, {refused} refused", acked.len());
+    assert!(acked.len() > 10, "the load went on after the restart");
+    acked.push(advance(&s, t, parent, 1).await);
+    // Everything acknowledged is in the database: a new server reads it all back, and nothing
+    // that was refused.
+    s.stop();
+    let s = Server::start_with(&flags);
+    let stored = |mut ids: Vec<u64>| {
+        ids.sort_unstable();
+        ids
+    };
+    let mut want = vec![0];
+    want.extend(&acked);
+    assert_eq!(stored(node_ids(&s, t).await), stored(want.clone()));
+    assert_eq!(s.get("/ready").await.0, 200);
+    // The database down: /ready says why, new work is refused; back: ready again, without
+    // restarting simtree.
+    tokio::task::block_in_place(|| pg.stop());
+    let (status, why) = s.get("/ready").await;
+    assert_eq!(status, 503, "{why}");
+    assert!(why["detail"].as_str().unwrap().contains("postgresql"), "{why}");
+    let last = *acked.last().unwrap();
+    let (status, _) = s
+        .post(
+            &format!("/devui/simtree/{t}/advance"),
+            &json!({"parent": last, "turns": 1}),
+        )
+        .await;
+    assert_eq!(status, 503, "nothing is acknowledged while the database is down");
+    tokio::task::block_in_place(|| pg.start_again());
+    let mut ready = false;
+    for _ in 0..100 {
+        if s.get("/ready").await.0 == 200 {
+            ready = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(ready, "/ready recovers once the database is back");
+    want.push(advance(&s, t, last, 1).await);
+    assert_eq!(stored(node_ids(&s, t).await), stored(want));
+}
+
+/// Caps the address space of a running server `extra` bytes above what it has reserved now;
+/// false when `prlimit` is missing or refused.
+fn cap_memory(pid: u32, extra: u64) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let Some(vm_kb) = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmSize:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+    else {
+        return false;
+    };
+    let cap = vm_kb * 1024 + extra;
+    std::process::Command::new("prlimit")
+        .args(["--pid", &pid.to_string(), &format!("--as={cap}")])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Issue #31, item 5: imports are bounded by memory. With the server's address space capped
+/// 1.5 GiB above its start, hostile node logs — 120 MB of small numbers, millions of tiny
+/// entries, one entry nested thousands deep, one 120 MB entry — are refused with 413/422
+/// naming the node and the entry, and the server stays up (before: the numbers alone needed
+/// ~5 GB, parsed into `Value` trees, and the capped server died).
+#[tokio::test(flavor = "multi_thread")]
+async fn hostile_import_logs_are_refused_within_a_memory_cap() {
+    let b = sqlite("hostile-import");
+    let s = b.start(&[]);
+    if !cap_memory(s.pid(), 1536 << 20) {
+        eprintln!("SKIPPED: prlimit could not cap the server's memory here");
+        return;
+    }
+    let t = s.create("simple_chat").await;
+    advance(&s, t, 0, 1).await;
+    let mut export: Value = serde_json::from_str(&text(&s, &format!("/devui/simtree/{t}/export")).await).unwrap();
+    export["nodes"][1]["logs"] = json!("__LOGS__");
+    let template = serde_json::to_string(&export).unwrap();
+    let import = |logs: String| {
+        let body = template.replacen("\"__LOGS__\"", &logs, 1);
+        let http = s.http.clone();
+        let url = s.url("/devui/simtree/import");
+        async move {
+            let r = http
+                .post(url)
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .expect("an answer, not a dead server");
+            let status = r.status().as_u16();
+            (
+                status,
+                r.json::<Value>().await.unwrap()["detail"].as_str().unwrap().to_string(),
+            )
+        }
+    };
+    let mb120 = 60 << 20;
+    let numbers = format!("[{}0]", "0,".repeat(mb120));
+    let tiny = format!("[{}{{}}]", "{},".repeat(2_000_000));
+    let deep = format!("[{{\"a\":{}1{}}}]", "[".repeat(10_000), "]".repeat(10_000));
+    let huge = format!("[{{\"type\":\"x\",\"data\":[{}0]}}]", "0,".repeat(mb120));
+    for (logs, status, want) in [
+        (numbers, 422, "nodes[1]: logs[0]: is not a log entry object"),
+        (tiny, 413, "nodes[1]: logs: more than 2000000 entries in one node"),
+        (deep, 422, "nodes[1]: logs[0]: an entry nested deeper than 64 levels"),
+        (huge, 413, "nodes[1]: logs[0]: an entry longer than 8388608 bytes"),
+    ] {
+        let (got, detail) = import(logs).await;
+        assert_eq!(got, status, "{detail}");
+        assert!(detail.contains(want), "{detail}");
+        assert_eq!(s.get("/health").await.0, 200, "the server is up");
+    }
+    let (_, list) = s.get("/devui/simtree").await;
+    assert_eq!(list.as_array().unwrap().len(), 1, "nothing was kept");
+}

@@ -47,6 +47,9 @@ impl From<TreeError> for ApiError {
             TreeError::DeleteRoot | TreeError::Running(_) | TreeError::IdsExhausted => StatusCode::CONFLICT,
             TreeError::InvalidOp(_) => StatusCode::UNPROCESSABLE_ENTITY,
             TreeError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
+            // Not a passing fault: retrying will not help.
+            TreeError::Damaged(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            TreeError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
         };
         ApiError::new(status, e.to_string())
     }

@@ -105,6 +105,7 @@ pub fn router(app: Arc<AppState>) -> Router {
     let access = app.access.clone();
     let mut router = Router::new()
         .route("/health", get(health))
+        .route("/ready", get(ready))
         .route("/openapi.json", get(openapi::openapi))
         .nest("/api", api)
         .nest("/devui", devui)

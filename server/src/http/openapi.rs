@@ -69,6 +69,14 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
         ),
         op(
             "get",
+            "/ready",
+            "Readiness: 503 naming the cause while the store cannot take writes",
+            None,
+            schema::<OkReply>(g),
+            &[503],
+        ),
+        op(
+            "get",
             "/api/scenarios",
             "Scenarios of all three kinds",
             None,
@@ -458,7 +466,7 @@ mod tests {
                 .unwrap_or_else(|| panic!("{target}"));
             assert!(schemas.contains_key(name), "{name}");
         }
-        assert_eq!(doc["paths"].as_object().unwrap().len(), 31);
+        assert_eq!(doc["paths"].as_object().unwrap().len(), 32);
     }
 
     /// The other direction: every REST route declared in `http::router` (read from its source,

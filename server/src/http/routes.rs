@@ -42,6 +42,15 @@ pub async fn health() -> Json<OkReply> {
     Json(OkReply { ok: true })
 }
 
+/// `GET /ready`: 503 naming the cause while the store cannot take writes (a full disk, a lost
+/// database connection); 200 again once it can, without a restart.
+pub async fn ready(State(app): St) -> AppResult<Json<OkReply>> {
+    app.wb
+        .ready()
+        .map_err(|e| crate::workbench::WorkbenchError::unavailable(e).into())
+        .map(|()| Json(OkReply { ok: true }))
+}
+
 pub async fn create_tree(State(app): St, ApiJson(body): ApiJson<CreateRequest>) -> AppResult<Json<TreeRef>> {
     // Upstream's DevUI calls the Chinese chat `simple_chat_chinese`.
     let scenario = if body.scenario == "simple_chat_chinese" {

@@ -82,7 +82,23 @@ fn lock(file: &File, path: &Path) -> StoreResult<()> {
 impl Journal {
     /// Opens (creating) the journal at `path` and returns it with the groups recorded after
     /// group `applied`, in order, still to be applied.
+    ///
+    /// A damaged record with acknowledged groups after it is an error (start-up stops, rather
+    /// than drop what was acknowledged): `simtree data repair` opens it with [`Self::open_damaged`].
     pub fn open(path: &Path, applied: u64) -> StoreResult<(Journal, Vec<Group>)> {
+        let (journal, pending, damage) = Self::open_damaged(path, applied)?;
+        match damage {
+            None => Ok((journal, pending)),
+            Some(d) => Err(StoreError(format!(
+                "{d}; start-up stops so that nothing acknowledged is dropped: run `simtree data check --data {folder}` \
+                 to see what is affected, then `simtree data repair --data {folder}` to keep the intact groups and set the journal aside",
+                folder = path.parent().unwrap_or(path).display()
+            ))),
+        }
+    }
+
+    /// [`Self::open`], with the groups before any damage and what the damage is.
+    pub fn open_damaged(path: &Path, applied: u64) -> StoreResult<(Journal, Vec<Group>, Option<String>)> {
         let mut file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -93,7 +109,7 @@ impl Journal {
         lock(&file, path)?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(|e| io("read", path, e))?;
-        let (pending, last) = scan(&bytes, applied);
+        let (pending, last, damage) = scan(&bytes, applied);
         let journal = Journal {
             file,
             path: path.to_path_buf(),
@@ -102,7 +118,8 @@ impl Journal {
             buf: Vec::new(),
             unjournaled: false,
         };
-        Ok((journal, pending))
+        let damage = damage.map(|d| format!("journal {}: {d}", path.display()));
+        Ok((journal, pending, damage))
     }
 
     /// Adds a write to the group being gathered. A write too large to journal is left out, and
@@ -203,29 +220,66 @@ impl Journal {
     }
 }
 
-/// The groups after `applied`, consecutive from `applied + 1`, and the highest number read.
-fn scan(bytes: &[u8], applied: u64) -> (Vec<Group>, u64) {
+/// The groups after `applied`, consecutive from `applied + 1`, the highest number read, and
+/// damage: bytes that are no whole record (or fail its checksum) followed by a group the
+/// replay needed. Bad bytes at the end are a torn append (the process died in it, before it was
+/// acknowledged) and end the replay; bad bytes followed only by groups the database has (an
+/// older lap, a damaged applied group) are skipped.
+fn scan(bytes: &[u8], applied: u64) -> (Vec<Group>, u64, Option<String>) {
     let mut pending = Vec::new();
     let mut last = 0;
     let mut at = 0;
-    while let Some((seq, payload)) = record(bytes, at) {
+    // Where bad bytes were skipped, if they were.
+    let mut skipped: Option<usize> = None;
+    while at < bytes.len() {
+        let Some((seq, payload)) = record(bytes, at) else {
+            match next_record(bytes, at + 1) {
+                Some(next) => {
+                    skipped.get_or_insert(at);
+                    at = next;
+                    continue;
+                }
+                None => break,
+            }
+        };
+        let here = at;
         at += HEADER + payload.len();
         last = last.max(seq);
-        if seq <= applied {
+        let expected = applied + 1 + pending.len() as u64;
+        if seq < expected {
             continue;
         }
-        if seq != applied + 1 + pending.len() as u64 {
+        if seq > expected {
+            if let Some(bad) = skipped {
+                let damage = format!(
+                    "the record at byte {bad} is damaged, and group {seq} (at byte {here}) follows it where group {expected} was due"
+                );
+                return (pending, last, Some(damage));
+            }
             break;
         }
         match decode_all(payload) {
             Ok(writes) => pending.push((seq, writes)),
             Err(e) => {
-                tracing::error!(seq, error = %e, "journal: a record passed its checksum but does not decode");
-                break;
+                let damage = format!("group {seq} passed its checksum but does not decode: {e}");
+                return (pending, last, Some(damage));
             }
         }
     }
-    (pending, last)
+    (pending, last, None)
+}
+
+/// The offset of the first whole record from byte `from` on.
+fn next_record(bytes: &[u8], from: usize) -> Option<usize> {
+    let mut at = from;
+    while let Some(i) = bytes.get(at..)?.windows(4).position(|w| w == MAGIC) {
+        at += i;
+        if record(bytes, at).is_some() {
+            return Some(at);
+        }
+        at += 1;
+    }
+    None
 }
 
 /// The record at `at`, if a whole, undamaged one is there.
@@ -381,6 +435,14 @@ fn encode(out: &mut Vec<u8>, w: &Write) {
             out.push(10);
             put_u64(out, *seq);
         }
+        Write::ImportBegin { tree } => {
+            out.push(11);
+            put_u64(out, *tree);
+        }
+        Write::ImportEnd { tree } => {
+            out.push(12);
+            put_u64(out, *tree);
+        }
     }
 }
 
@@ -530,6 +592,8 @@ impl<'a> Reader<'a> {
             },
             9 => Write::DeleteTree { tree: self.u64()? },
             10 => Write::Applied { seq: self.u64()? },
+            11 => Write::ImportBegin { tree: self.u64()? },
+            12 => Write::ImportEnd { tree: self.u64()? },
             t => return Err(damaged(&format!("unknown write type {t}"))),
         })
     }
@@ -606,6 +670,8 @@ mod tests {
                 tree: 3,
                 nodes: vec![4, 5, 6],
             },
+            Write::ImportBegin { tree: 4 },
+            Write::ImportEnd { tree: 4 },
             Write::Sweep {
                 tree: 3,
                 id: 1,
@@ -646,9 +712,9 @@ mod tests {
             .collect();
         assert_eq!(dump(&pending), want);
         let (mut j, pending) = Journal::open(&path, 9).unwrap();
-        assert_eq!(pending.iter().map(|p| p.0).collect::<Vec<_>>(), [10, 11]);
+        assert_eq!(pending.iter().map(|p| p.0).collect::<Vec<_>>(), [10, 11, 12, 13]);
         // Numbering goes on after the highest number in the file.
-        assert_eq!(j.append(&[Write::DeleteTree { tree: 1 }]).unwrap(), Some(12));
+        assert_eq!(j.append(&[Write::DeleteTree { tree: 1 }]).unwrap(), Some(14));
         let _ = std::fs::remove_dir_all(path.parent().unwrap());
     }
 
@@ -665,11 +731,23 @@ mod tests {
         // Torn: the last record cut short.
         std::fs::write(&path, &whole[..whole.len() - 3]).unwrap();
         assert_eq!(Journal::open(&path, 0).unwrap().1.len(), 3);
-        // Damaged: a flipped bit in the second record's payload.
+        // Damaged: a flipped bit in the second record's payload, with groups after it. Start-up
+        // stops (it used to drop the groups after it) and says what to run; a repair gets the
+        // group before it.
         let mut bad = whole.clone();
         bad[record + HEADER + 1] ^= 1;
         std::fs::write(&path, &bad).unwrap();
-        assert_eq!(Journal::open(&path, 0).unwrap().1.len(), 1);
+        let e = Journal::open(&path, 0).err().expect("refused");
+        assert!(
+            e.0.contains(&format!("the record at byte {} is damaged, and group 3", record))
+                && e.0.contains("simtree data check")
+                && e.0.contains("simtree data repair"),
+            "{e}"
+        );
+        let (_, pending, damage) = Journal::open_damaged(&path, 0).unwrap();
+        assert_eq!((pending.len(), damage.is_some()), (1, true));
+        // Damage in a group the database already has is no loss.
+        assert_eq!(Journal::open(&path, 3).unwrap().1.len(), 1);
         // A gap after the applied number (the database lost groups the journal has): nothing.
         std::fs::write(&path, &whole[record..]).unwrap();
         assert!(Journal::open(&path, 0).unwrap().1.is_empty());

@@ -18,6 +18,7 @@
 //! specification, seed and recorded history, exactly as an imported one is (unpickling is code
 //! execution; the history is plain data).
 
+pub mod check;
 mod journal;
 mod postgres;
 mod sql;
@@ -76,6 +77,46 @@ pub struct NodeRow {
     pub records: Vec<LlmRecord>,
 }
 
+/// A stored row of a node's log: consecutive entries from entry `index` on, one per line, and
+/// the CRC-32 of the text (`None` in rows written before checksums: format 0).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogRow {
+    pub index: u64,
+    pub entries: String,
+    pub crc: Option<u32>,
+}
+
+impl LogRow {
+    /// The row's entries, or what is wrong with it: a checksum that does not match, or (rows
+    /// without one) an entry that is not JSON.
+    pub fn verified(&self) -> Result<impl Iterator<Item = &str>, String> {
+        match self.crc {
+            Some(crc) if crc32fast::hash(self.entries.as_bytes()) != crc => {
+                return Err(format!("log row at entry {} fails its checksum", self.index));
+            }
+            Some(_) => {}
+            None => {
+                for (k, e) in self.entries.split('\n').filter(|e| !e.is_empty()).enumerate() {
+                    if serde_json::from_str::<serde::de::IgnoredAny>(e).is_err() {
+                        return Err(format!("log entry {} is not JSON", self.index + k as u64));
+                    }
+                }
+            }
+        }
+        Ok(self.entries.split('\n').filter(|e| !e.is_empty()))
+    }
+}
+
+/// Why a node could not be given back: the store failed, or what it holds is damaged.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum SourceError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Names the tree, the node, the file and what is wrong.
+    #[error("{0}")]
+    Damaged(String),
+}
+
 /// One change; a batch of them is one transaction.
 #[derive(Debug)]
 pub enum Write {
@@ -127,6 +168,15 @@ pub enum Write {
     DeleteTree {
         tree: u64,
     },
+    /// An import of tree `tree` begins: a marker row (its rows are deleted at the next start-up
+    /// unless [`Write::ImportEnd`] follows) and the tree id reserved for good.
+    ImportBegin {
+        tree: u64,
+    },
+    /// The import of `tree` is complete (written with its tree row, in the same commit).
+    ImportEnd {
+        tree: u64,
+    },
     /// Records that the journal's groups up to `seq` are in the database (SQLite only; the last
     /// write of a journaled group's transaction).
     Applied {
@@ -156,11 +206,27 @@ pub trait Database: Send {
     /// Every chunk written by one of `nodes`.
     fn chunks(&mut self, tree: u64, nodes: &[u64]) -> StoreResult<Vec<(ChunkKey, Vec<u8>)>>;
     /// A node's log rows, in order (each holds one or more entries, one per line).
-    fn log(&mut self, tree: u64, node: u64) -> StoreResult<Vec<String>>;
+    fn log(&mut self, tree: u64, node: u64) -> StoreResult<Vec<LogRow>>;
     /// A tree's sweeps (JSON bodies), in id order.
     fn sweeps(&mut self, tree: u64) -> StoreResult<Vec<String>>;
     /// Marks nodes whose run was in flight when the last server stopped; returns how many.
     fn interrupt_running(&mut self) -> StoreResult<u64>;
+    /// Checks that the database takes writes again (after a failed commit, with nothing
+    /// queued to retry): SQLite writes a scratch file beside the database (a full disk refuses
+    /// it) and a row; PostgreSQL answers a query.
+    fn probe(&mut self) -> StoreResult<()> {
+        Ok(())
+    }
+    /// A cheap check that the database answers (PostgreSQL: `SELECT 1`, reconnecting if the
+    /// connection was lost); SQLite always does.
+    fn ping(&mut self) -> StoreResult<()> {
+        Ok(())
+    }
+    /// The next tree id to hand out: never one a tree had, listed, deleted or half-imported.
+    fn next_tree(&mut self) -> StoreResult<u64>;
+    /// Deletes the rows of imports that never completed (the server stopped mid-import), in
+    /// one transaction; returns each such tree with the number of node rows it had.
+    fn abandoned_imports(&mut self) -> StoreResult<Vec<(u64, u64)>>;
 }
 
 type Job = Box<dyn FnOnce(&mut dyn Database) + Send>;
@@ -261,6 +327,7 @@ impl Store {
         std::fs::create_dir_all(dir)
             .map_err(|e| StoreError(format!("cannot create the data folder {}: {e}", dir.display())))?;
         let file = dir.join("simtree.db");
+        refuse_emptied(dir, &file)?;
         let mut db = sql::Db {
             sql: sqlite::Sqlite::open(&file)?,
         };
@@ -369,6 +436,13 @@ impl Store {
         rx.await.map_err(|_| StoreError("the store thread ended".into()))?
     }
 
+    /// Why the store cannot take writes now (its last commit failed: a full disk, a lost
+    /// database), or `None`. The store thread retries every second, so this clears by itself
+    /// once the cause is gone.
+    pub fn fault(&self) -> Option<String> {
+        self.mailbox.fault.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
     /// Runs `f` on the database after every write queued so far, and waits for its answer.
     pub fn read<R: Send + 'static>(
         &self,
@@ -380,6 +454,21 @@ impl Store {
         })))?;
         blocking(|| rx.recv().map_err(|_| StoreError("the store thread ended".into()))?)
     }
+}
+
+/// A database file of zero bytes in a folder that was used before (its journal is there) lost
+/// everything: SQLite would start an empty store in it (and hand out its tree ids again).
+fn refuse_emptied(dir: &Path, file: &Path) -> StoreResult<()> {
+    let empty = std::fs::metadata(file).is_ok_and(|m| m.len() == 0);
+    if empty && dir.join("simtree.journal").exists() {
+        return Err(StoreError(format!(
+            "the database {} is empty (0 bytes) but this data folder was in use: it was damaged or truncated. \
+             Restore it from a backup, or run `simtree data check --data {}`; remove the folder's files to start an empty store",
+            file.display(),
+            dir.display()
+        )));
+    }
+    Ok(())
 }
 
 /// Runs blocking work (a wait on the store, a first start of the ABM worker) from any thread:
@@ -399,6 +488,8 @@ pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
 struct Mailbox {
     inbox: Mutex<Inbox>,
     ready: std::sync::Condvar,
+    /// Why the last commit failed, until one succeeds (`/ready` reports it).
+    fault: Mutex<Option<String>>,
 }
 
 #[derive(Default)]
@@ -497,8 +588,19 @@ impl Drop for Ended<'_> {
 /// stopped between acknowledging them and writing them), then empties it. Returns the journal
 /// and the last group the database has.
 fn replay<S: sql::Sql>(db: &mut sql::Db<S>, path: &Path) -> StoreResult<(Journal, u64)> {
-    let mut applied = db.journal_applied()?;
-    let (mut journal, pending) = Journal::open(path, applied)?;
+    let applied = db.journal_applied()?;
+    let (journal, pending) = Journal::open(path, applied)?;
+    apply_groups(db, journal, pending, applied)
+}
+
+/// Applies journaled groups (in order) and empties the journal; a group the database refuses
+/// sets the journal aside.
+fn apply_groups<S: sql::Sql>(
+    db: &mut sql::Db<S>,
+    mut journal: Journal,
+    pending: Vec<journal::Group>,
+    mut applied: u64,
+) -> StoreResult<(Journal, u64)> {
     let groups = pending.len();
     // Writes queued after their node or tree was deleted are dropped, as the store thread drops
     // them (a run stopped by a deletion may queue a few log entries after it).
@@ -527,28 +629,28 @@ fn replay<S: sql::Sql>(db: &mut sql::Db<S>, path: &Path) -> StoreResult<(Journal
 struct Committer {
     /// SQLite's journal side: told the last group the database has, and whether commits fail.
     front: Option<Arc<Front>>,
-    /// `writes[..journaled]` are in the journal (their flushes were answered) up to group
+    /// The queued writes are in the journal (their flushes were answered) up to group
     /// `last_seq`.
-    journaled: usize,
     last_seq: Option<u64>,
-    /// Journaled writes whose commit failed, with their journal mark: retried first, with every
-    /// later commit.
+    /// Writes whose commit failed, with their journal marks: retried first, with every later
+    /// commit.
     retained: Vec<Write>,
+    /// Why the last commit failed, until one succeeds.
+    fault: Option<String>,
 }
 
 impl Committer {
     fn new(front: Option<Arc<Front>>) -> Committer {
         Committer {
             front,
-            journaled: 0,
             last_seq: None,
             retained: Vec::new(),
+            fault: None,
         }
     }
 
     /// The writes queued so far are in the journal up to group `seq`.
-    fn mark(&mut self, seq: u64, queued: usize) {
-        self.journaled = queued;
+    fn mark(&mut self, seq: u64) {
         self.last_seq = Some(seq);
     }
 
@@ -556,7 +658,6 @@ impl Committer {
     /// outcome.
     fn commit(&mut self, db: &mut dyn Database, writes: &mut Vec<Write>, flushes: &mut Vec<Ack>) {
         let mut all = std::mem::take(&mut self.retained);
-        let acknowledged = all.len() + std::mem::take(&mut self.journaled);
         // The last group these writes complete: a retained one's mark, or the newest mark.
         let retained_seq = all.iter().rev().find_map(|w| match w {
             Write::Applied { seq } => Some(*seq),
@@ -565,9 +666,17 @@ impl Committer {
         all.append(writes);
         let seq = self.last_seq.take();
         all.extend(seq.map(|seq| Write::Applied { seq }));
-        let result = if all.is_empty() { Ok(()) } else { db.apply(&all) };
+        let result = match (all.is_empty(), &self.fault) {
+            (false, _) => db.apply(&all),
+            // Failed before, nothing to retry: does it take writes again?
+            (true, Some(_)) => db.probe(),
+            (true, None) => Ok(()),
+        };
         match &result {
             Ok(()) => {
+                if let Some(fault) = self.fault.take() {
+                    tracing::warn!(was = %fault, "the store takes writes again");
+                }
                 if let Some(front) = &self.front {
                     if let Some(seq) = seq.max(retained_seq) {
                         front.applied.fetch_max(seq, Ordering::AcqRel);
@@ -576,11 +685,16 @@ impl Committer {
                 }
             }
             Err(e) => {
-                tracing::error!(error = %e, writes = all.len(), "store commit failed");
-                // The journaled writes were acknowledged: kept, with their mark, and retried;
-                // until they are in, flushes wait for commits.
-                all.truncate(acknowledged);
-                all.extend(seq.map(|seq| Write::Applied { seq }));
+                if self.fault.as_ref() != Some(&e.0) {
+                    tracing::error!(error = %e, writes = all.len(), "store commit failed");
+                }
+                self.fault = Some(e.0.clone());
+                // Every write is kept, in order, and retried (each is idempotent): the journaled
+                // ones were acknowledged, and the others belong to runs still in flight, whose
+                // end may yet be acknowledged, or to deletions of nodes taken back out of the
+                // tree, which must not come back from rows that reached the database before.
+                // Until they are in, flushes wait for commits (and fail with them), and new
+                // work is refused (`Store::fault`), so what is kept stays bounded.
                 self.retained = std::mem::take(&mut all);
                 if let (false, Some(front)) = (self.retained.is_empty(), &self.front) {
                     front.healthy.store(false, Ordering::Release);
@@ -608,7 +722,17 @@ fn run(db: &mut dyn Database, mailbox: &Mailbox, front: Option<Arc<Front>>) {
     // follows (journaled writes are durable already; others are log entries nobody waits for).
     // A flush waiting for a commit, a read, or a long queue commits at once.
     let mut oldest: Option<std::time::Instant> = None;
-    while let Some(msgs) = mailbox.take(oldest.map(|t| t + GROUP)) {
+    loop {
+        // While commits fail, wake every second to retry (or probe), so that the store recovers
+        // by itself once space or the database is back.
+        let retry = c.fault.as_ref().map(|_| std::time::Instant::now() + RETRY);
+        let deadline = match (oldest.map(|t| t + GROUP), retry) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let Some(msgs) = mailbox.take(deadline) else {
+            break;
+        };
         for msg in msgs {
             match msg {
                 Msg::Write(w) => {
@@ -617,7 +741,7 @@ fn run(db: &mut dyn Database, mailbox: &Mailbox, front: Option<Arc<Front>>) {
                         oldest.get_or_insert_with(std::time::Instant::now);
                     }
                 }
-                Msg::Mark(seq) => c.mark(seq, writes.len()),
+                Msg::Mark(seq) => c.mark(seq),
                 Msg::Flush(ack) => flushes.push(ack),
                 Msg::Read(job) => {
                     c.commit(db, &mut writes, &mut flushes);
@@ -635,9 +759,16 @@ fn run(db: &mut dyn Database, mailbox: &Mailbox, front: Option<Arc<Front>>) {
             c.commit(db, &mut writes, &mut flushes);
             oldest = None;
         }
+        let mut fault = mailbox.fault.lock().unwrap_or_else(|p| p.into_inner());
+        if *fault != c.fault {
+            fault.clone_from(&c.fault);
+        }
     }
     c.commit(db, &mut writes, &mut flushes);
 }
+
+/// How often a store whose commits fail tries again.
+const RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Deleted nodes and trees, so that late writes for them are dropped.
 #[derive(Default)]
@@ -662,6 +793,7 @@ impl Gone {
             Write::Log { tree, node, .. } | Write::State { tree, node, .. } => self.live(*tree, *node),
             Write::Tree(t) => !self.trees.contains(&t.id),
             Write::Applied { .. } => true,
+            Write::ImportBegin { tree } | Write::ImportEnd { tree } => !self.trees.contains(tree),
             Write::Rename { tree, .. }
             | Write::Touch { tree, .. }
             | Write::Sweep { tree, .. }
@@ -721,10 +853,16 @@ fn push_merged(writes: &mut Vec<Write>, w: Write) {
 
 // ---- states ----
 
-/// The first byte of a row in the current form: an LZ4 block follows, after its size (u32, little
-/// endian). No raw deflate stream — the form of rows written before — can start with it: its
-/// block type bits (1–2) are 11, which deflate reserves.
+/// The first byte of a row in the second form (format 1): an LZ4 block follows, after its size
+/// (u32, little endian). No raw deflate stream — format 0, the rows written first — can start
+/// with it: its block type bits (1–2) are 11, which deflate reserves. Still read, no longer
+/// written.
 const LZ4_MARK: u8 = 0x06;
+
+/// The first byte of a row in the current form (format 2): the size (u32), the CRC-32 of the
+/// unpacked bytes (u32), then the LZ4 block; damage is found on read, not parsed into a state.
+/// (0x07 is, like 0x06, a deflate block type no stream starts with.)
+const LZ4_CRC_MARK: u8 = 0x07;
 
 /// Rows larger than this once unpacked are refused as damaged (a state or chunk is kilobytes).
 const MAX_UNPACKED: usize = 1 << 30;
@@ -734,26 +872,35 @@ const MAX_UNPACKED: usize = 1 << 30;
 /// deflate took tens (with a fresh encoder, hundreds: it allocates and clears its tables).
 fn pack(bytes: &[u8]) -> Vec<u8> {
     let block = lz4_flex::block::compress(bytes);
-    let mut out = Vec::with_capacity(5 + block.len());
-    out.push(LZ4_MARK);
+    let mut out = Vec::with_capacity(9 + block.len());
+    out.push(LZ4_CRC_MARK);
     out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+    out.extend_from_slice(&crc32fast::hash(bytes).to_le_bytes());
     out.extend_from_slice(&block);
     out
 }
 
-/// The inverse of [`pack`]; also reads the deflated rows that earlier versions wrote.
+/// The inverse of [`pack`]; also reads the rows that earlier versions wrote (LZ4 without a
+/// checksum, raw deflate).
 fn unpack(bytes: &[u8]) -> StoreResult<Vec<u8>> {
-    let [LZ4_MARK, rest @ ..] = bytes else {
-        return inflate(bytes);
+    let le = |b: [u8; 4]| u32::from_le_bytes(b);
+    let (size, crc, block) = match *bytes {
+        [LZ4_CRC_MARK, s0, s1, s2, s3, c0, c1, c2, c3, ref block @ ..] => {
+            (le([s0, s1, s2, s3]), Some(le([c0, c1, c2, c3])), block)
+        }
+        [LZ4_MARK, s0, s1, s2, s3, ref block @ ..] => (le([s0, s1, s2, s3]), None, block),
+        [LZ4_MARK | LZ4_CRC_MARK, ..] => return Err(StoreError("corrupt packed data: no size".into())),
+        _ => return inflate(bytes),
     };
-    let (size, block) = rest
-        .split_first_chunk::<4>()
-        .ok_or_else(|| StoreError("corrupt packed data: no size".into()))?;
-    let size = u32::from_le_bytes(*size) as usize;
+    let size = size as usize;
     if size > MAX_UNPACKED {
         return Err(StoreError(format!("corrupt packed data: it claims {size} bytes")));
     }
-    lz4_flex::block::decompress(block, size).map_err(|e| StoreError(format!("corrupt packed data: {e}")))
+    let out = lz4_flex::block::decompress(block, size).map_err(|e| StoreError(format!("corrupt packed data: {e}")))?;
+    match crc {
+        Some(crc) if crc32fast::hash(&out) != crc => Err(StoreError("the data fails its checksum".into())),
+        _ => Ok(out),
+    }
 }
 
 /// Raw deflate, as rows were written before [`pack`]; the decompressor is kept per thread and
@@ -859,12 +1006,12 @@ impl TreeSource {
     /// that never finished).
     /// The second value is what the rebuilt state costs in memory, roughly, for the cache: its
     /// stored form plus the chunks read for it (an upper bound: some may be shared).
-    pub fn state(&self, node: u64, path: &[u64]) -> StoreResult<Option<(Sim, usize)>> {
+    pub fn state(&self, node: u64, path: &[u64]) -> Result<Option<(Sim, usize)>, SourceError> {
         let tree = self.tree;
         let Some(data) = self.store.read(move |db| db.state(tree, node))? else {
             return Ok(None);
         };
-        let json = unpack(&data)?;
+        let json = unpack(&data).map_err(|e| self.damaged(node, "state", e))?;
         let parse =
             |raw: HashMap<ChunkKey, Arc<[u8]>>| read_chunks(raw, &self.cache, || serde_json::from_slice::<Sim>(&json));
         let mut cost = json.len();
@@ -875,30 +1022,40 @@ impl TreeSource {
                 let rows = self.store.read(move |db| db.chunks(tree, &path))?;
                 let mut raw = HashMap::with_capacity(rows.len());
                 for (key, bytes) in rows {
-                    let bytes = unpack(&bytes)?;
+                    let what = format!("state chunk {} of node {}", key.1, key.0);
+                    let bytes = unpack(&bytes).map_err(|e| self.damaged(node, &what, e))?;
                     cost += bytes.len();
                     raw.insert(key, Arc::from(bytes));
                 }
-                parse(raw).ok_or_else(|| StoreError(format!("node {node}: a chunk of its state is missing")))?
+                parse(raw).ok_or_else(|| self.damaged(node, "state", "a chunk of it is missing"))?
             }
         };
-        let mut sim = sim.map_err(|e| StoreError(format!("node {node}: state: {e}")))?;
+        let mut sim = sim.map_err(|e| self.damaged(node, "state", e))?;
         sim.attach(self.market.as_ref());
         self.pressure.add(cost);
         Ok(Some((sim, cost)))
     }
 
-    /// A node's stored log entries.
-    pub fn log(&self, node: u64) -> StoreResult<Vec<String>> {
+    /// A node's stored log entries (every row verified: a damaged one is an error, never a
+    /// log with a hole or an entry that is not JSON).
+    pub fn log(&self, node: u64) -> Result<Vec<String>, SourceError> {
         let tree = self.tree;
         let rows = self.store.read(move |db| db.log(tree, node))?;
-        self.pressure.add(rows.iter().map(String::len).sum());
-        Ok(rows
-            .iter()
-            .flat_map(|r| r.split('\n'))
-            .filter(|e| !e.is_empty())
-            .map(str::to_string)
-            .collect())
+        self.pressure.add(rows.iter().map(|r| r.entries.len()).sum());
+        let mut out = Vec::new();
+        for r in &rows {
+            let entries = r.verified().map_err(|e| self.damaged(node, "log", e))?;
+            out.extend(entries.map(str::to_string));
+        }
+        Ok(out)
+    }
+
+    /// The error for damaged data of `node`, naming the tree, the node and the file.
+    fn damaged(&self, node: u64, what: &str, e: impl std::fmt::Display) -> SourceError {
+        SourceError::Damaged(format!(
+            "tree {}, node {node}: its {what} in {} is damaged ({e}); run `simtree data check`",
+            self.tree, self.store.location
+        ))
     }
 }
 
@@ -927,9 +1084,31 @@ mod tests {
             assert_eq!(unpack(&old).unwrap(), input);
             assert_eq!(unpack(&old).unwrap(), input);
         }
+        // A row of the first LZ4 form (no checksum) is still read.
+        let raw = b"{\"agents\":[1,2,3]}".repeat(50);
+        let block = lz4_flex::block::compress(&raw);
+        let mut v1 = vec![LZ4_MARK];
+        v1.extend_from_slice(&(raw.len() as u32).to_le_bytes());
+        v1.extend_from_slice(&block);
+        assert_eq!(unpack(&v1).unwrap(), raw);
+        // Current rows carry a checksum: a flipped byte anywhere after the mark is an error, never
+        // different bytes (a changed match offset may point at the same bytes: no harm).
+        let packed = pack(&raw);
+        assert_eq!(packed[0], LZ4_CRC_MARK);
+        let mut found = 0;
+        for at in 1..packed.len() {
+            let mut bad = packed.clone();
+            bad[at] ^= 0x20;
+            match unpack(&bad) {
+                Ok(out) => assert_eq!(out, raw, "a flipped byte at {at} gave different bytes"),
+                Err(_) => found += 1,
+            }
+        }
+        assert!(found > packed.len() / 2, "{found} of {}", packed.len());
         let packed = pack(&[7u8; 10_000]);
         assert!(unpack(&packed[..packed.len() / 2]).is_err(), "a cut block is an error");
         assert!(unpack(&[LZ4_MARK, 1]).is_err(), "no size");
+        assert!(unpack(&[LZ4_CRC_MARK, 1, 0, 0, 0, 1]).is_err(), "no checksum");
         assert!(
             unpack(&[LZ4_MARK, 0xff, 0xff, 0xff, 0xff, 0]).is_err(),
             "an absurd size"
@@ -1039,6 +1218,85 @@ mod journal_tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    #[test]
+    fn a_damaged_journal_stops_start_up_and_repair_applies_the_groups_before_the_damage() {
+        let dir = std::env::temp_dir().join(format!("simtree-journal-damage-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = Store::open_sqlite(&dir).unwrap();
+        store.write(Write::Tree(tree_row(1, "first")));
+        store.flush().unwrap();
+        drop(store);
+        // Three acknowledged groups the database does not have yet; the middle one damaged.
+        let path = dir.join("simtree.journal");
+        let applied = sql::Db {
+            sql: sqlite::Sqlite::open(&dir.join("simtree.db")).unwrap(),
+        }
+        .journal_applied()
+        .unwrap();
+        let (mut j, _) = Journal::open(&path, applied).unwrap();
+        for (id, name) in [(2, "second"), (3, "third"), (4, "fourth")] {
+            j.append(&[Write::Tree(tree_row(id, name))]).unwrap().unwrap();
+        }
+        drop(j);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let record = bytes.len() / 3;
+        bytes[record + 30] ^= 0x40;
+        std::fs::write(&path, &bytes).unwrap();
+        let e = Store::open_sqlite(&dir).err().expect("start-up stops");
+        assert!(e.0.contains("is damaged") && e.0.contains("simtree data repair"), "{e}");
+        let report = check::check(&dir).unwrap();
+        assert_eq!(report.pending, 1, "{report:?}");
+        assert!(report.problems.iter().any(|p| p.contains("is damaged")), "{report:?}");
+        let done = check::repair(&dir).unwrap();
+        assert!(done.contains("set aside"), "{done}");
+        let store = Store::open_sqlite(&dir).unwrap();
+        assert_eq!(names(&store), ["first", "second"]);
+        drop(store);
+        assert!(check::check(&dir).unwrap().problems.is_empty());
+        let aside = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with("simtree.journal.failed-"));
+        assert!(aside, "the damaged journal is kept");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn tree_ids_are_never_handed_out_twice_and_unfinished_imports_are_removed() {
+        let dir = std::env::temp_dir().join(format!("simtree-tree-ids-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = Store::open_sqlite(&dir).unwrap();
+        store.write(Write::Tree(tree_row(0, "kept")));
+        store.write(Write::Tree(tree_row(1, "deleted")));
+        store.write(Write::DeleteTree { tree: 1 });
+        // An import that never finished: its marker and a node row.
+        store.write(Write::ImportBegin { tree: 2 });
+        store.write(Write::Node {
+            tree: 2,
+            row: NodeRow {
+                id: 0,
+                parent: None,
+                depth: 0,
+                edge_type: simtree_shared::EdgeType::Root,
+                ops: Vec::new(),
+                status: NodeStatus::Done,
+                error: None,
+                created: 1,
+                finished: None,
+                turns: 0,
+                records: Vec::new(),
+            },
+        });
+        store.flush().unwrap();
+        assert_eq!(store.read(|db| db.next_tree()).unwrap(), 3);
+        assert_eq!(store.read(|db| db.abandoned_imports()).unwrap(), [(2, 1)]);
+        assert!(store.read(|db| db.nodes(2)).unwrap().is_empty());
+        assert!(store.read(|db| db.abandoned_imports()).unwrap().is_empty());
+        assert_eq!(store.read(|db| db.next_tree()).unwrap(), 3);
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// A database whose applies fail while `fail` is set; it keeps what it applied.
     #[derive(Default)]
     struct Flaky {
@@ -1066,7 +1324,7 @@ mod journal_tests {
         fn chunks(&mut self, _: u64, _: &[u64]) -> StoreResult<Vec<(ChunkKey, Vec<u8>)>> {
             Ok(Vec::new())
         }
-        fn log(&mut self, _: u64, _: u64) -> StoreResult<Vec<String>> {
+        fn log(&mut self, _: u64, _: u64) -> StoreResult<Vec<LogRow>> {
             Ok(Vec::new())
         }
         fn sweeps(&mut self, _: u64) -> StoreResult<Vec<String>> {
@@ -1074,6 +1332,12 @@ mod journal_tests {
         }
         fn interrupt_running(&mut self) -> StoreResult<u64> {
             Ok(0)
+        }
+        fn next_tree(&mut self) -> StoreResult<u64> {
+            Ok(0)
+        }
+        fn abandoned_imports(&mut self) -> StoreResult<Vec<(u64, u64)>> {
+            Ok(Vec::new())
         }
     }
 
@@ -1087,7 +1351,7 @@ mod journal_tests {
         for msg in mailbox.take(Some(std::time::Instant::now())).unwrap() {
             match msg {
                 Msg::Write(w) => push_merged(queue, w),
-                Msg::Mark(seq) => c.mark(seq, queue.len()),
+                Msg::Mark(seq) => c.mark(seq),
                 _ => unreachable!("the test posts writes and marks only"),
             }
         }
@@ -1118,9 +1382,9 @@ mod journal_tests {
         front.write(&mailbox, rename("a")).unwrap();
         assert!(front.flush(&mailbox));
         drain(&mailbox, &mut queue, &mut c);
-        assert_eq!((queue.len(), c.journaled, c.last_seq), (1, 1, Some(1)));
-        // Log entries queued after it; the group commit fails: the journaled write is kept with
-        // its mark, the entries nobody waited for are dropped (as a failed commit always did).
+        assert_eq!((queue.len(), c.last_seq), (1, Some(1)));
+        // Log entries queued after it; the group commit fails: every write is kept with the
+        // mark (the entries belong to a run whose end may still be acknowledged).
         front
             .write(
                 &mailbox,
@@ -1137,22 +1401,22 @@ mod journal_tests {
         db.fail = true;
         c.commit(&mut db, &mut queue, &mut Vec::new());
         assert!(queue.is_empty());
-        assert_eq!(c.retained.len(), 2, "the journaled write and its mark");
+        assert_eq!(c.retained.len(), 3, "the journaled write, the entries and the mark");
         assert!(matches!(c.retained.last(), Some(Write::Applied { seq: 1 })));
         // Until they are in, the journal does not answer flushes: a commit does, and says how
         // it went.
         assert!(!front.flush(&mailbox));
         c.commit(&mut db, &mut vec![rename("b")], &mut vec![waiter(&heard)]);
         assert_eq!(heard_now(&heard), [false]);
-        assert_eq!(c.retained.len(), 2);
+        assert_eq!(c.retained.len(), 4);
         db.fail = false;
         c.commit(&mut db, &mut vec![rename("c")], &mut vec![waiter(&heard)]);
         assert_eq!(heard_now(&heard), [false, true]);
         assert!(c.retained.is_empty());
         assert_eq!(front.applied.load(Ordering::Acquire), 1);
         let applied: Vec<&str> = db.applied.iter().map(|w| w.split([' ', '{']).next().unwrap()).collect();
-        assert_eq!(applied, ["Rename", "Applied", "Rename"]);
-        assert!(db.applied[0].contains("\"a\"") && db.applied[2].contains("\"c\""));
+        assert_eq!(applied, ["Rename", "Log", "Applied", "Rename", "Rename"]);
+        assert!(db.applied[0].contains("\"a\"") && db.applied[4].contains("\"c\""));
         // Healthy again: flushes go through the journal.
         front.write(&mailbox, rename("d")).unwrap();
         assert!(front.flush(&mailbox));

@@ -9,16 +9,76 @@ use super::{StoreError, StoreResult};
 
 pub struct Postgres {
     client: Client,
+    url: String,
+    /// Reconnection after the connection was lost: when the next attempt may be made, and the
+    /// wait after it fails (doubling from 100 ms to 5 s).
+    retry_at: std::time::Instant,
+    backoff: std::time::Duration,
+    /// Why the last attempt failed (repeated while waiting for the next).
+    last_error: Option<String>,
+    /// Inside BEGIN … COMMIT: a lost connection is not replaced until the transaction ends
+    /// (statements on a new connection would commit one by one).
+    in_tx: bool,
 }
 
 fn err(e: postgres::Error) -> StoreError {
-    StoreError(format!("postgresql: {e}"))
+    // "db error" alone says nothing: the server's message is the source.
+    match std::error::Error::source(&e) {
+        Some(cause) => StoreError(format!("postgresql: {e}: {cause}")),
+        None => StoreError(format!("postgresql: {e}")),
+    }
 }
+
+const FIRST_BACKOFF: std::time::Duration = std::time::Duration::from_millis(100);
+const MAX_BACKOFF: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl Postgres {
     pub fn connect(url: &str) -> StoreResult<Postgres> {
         let client = Client::connect(url, NoTls).map_err(err)?;
-        Ok(Postgres { client })
+        Ok(Postgres {
+            client,
+            url: url.to_string(),
+            retry_at: std::time::Instant::now(),
+            backoff: FIRST_BACKOFF,
+            last_error: None,
+            in_tx: false,
+        })
+    }
+
+    /// The client, connected again if the connection was lost (a database restart, a network
+    /// cut): at most one attempt per backoff period; meanwhile the last error is returned, so
+    /// the store's writes are kept and retried and `/ready` says why.
+    fn client(&mut self) -> StoreResult<&mut Client> {
+        if !self.client.is_closed() {
+            return Ok(&mut self.client);
+        }
+        if self.in_tx {
+            return Err(StoreError(
+                "postgresql: the connection was lost in a transaction".into(),
+            ));
+        }
+        let now = std::time::Instant::now();
+        if now < self.retry_at {
+            let why = self.last_error.as_deref().unwrap_or("the connection was lost");
+            return Err(StoreError(format!("postgresql: disconnected, reconnecting: {why}")));
+        }
+        match Client::connect(&self.url, NoTls) {
+            Ok(client) => {
+                tracing::warn!("postgresql: connected again");
+                self.client = client;
+                self.backoff = FIRST_BACKOFF;
+                self.last_error = None;
+                Ok(&mut self.client)
+            }
+            Err(e) => {
+                self.retry_at = now + self.backoff;
+                self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+                let e = err(e).0;
+                let message = format!("postgresql: disconnected, reconnecting: {e}");
+                self.last_error = Some(e);
+                Err(StoreError(message))
+            }
+        }
     }
 }
 
@@ -61,12 +121,12 @@ fn with_params<R>(params: &[P<'_>], f: impl FnOnce(&[&(dyn ToSql + Sync)]) -> R)
 
 impl Sql for Postgres {
     fn execute(&mut self, sql: &str, params: &[P<'_>]) -> StoreResult<u64> {
-        let client = &mut self.client;
+        let client = self.client()?;
         with_params(params, |ps| client.execute(sql, ps)).map_err(err)
     }
 
     fn query(&mut self, sql: &str, params: &[P<'_>]) -> StoreResult<Vec<Vec<Cell>>> {
-        let client = &mut self.client;
+        let client = self.client()?;
         let rows = with_params(params, |ps| client.query(sql, ps)).map_err(err)?;
         rows.iter()
             .map(|row| {
@@ -97,7 +157,27 @@ impl Sql for Postgres {
     }
 
     fn batch(&mut self, sql: &str) -> StoreResult<()> {
-        self.client.batch_execute(sql).map_err(err)
+        if matches!(sql, "COMMIT" | "ROLLBACK") && std::mem::take(&mut self.in_tx) {
+            // Never on a new connection: a COMMIT there would succeed and commit nothing.
+            if self.client.is_closed() {
+                return match sql {
+                    "COMMIT" => Err(StoreError(
+                        "postgresql: the connection was lost in a transaction".into(),
+                    )),
+                    _ => Ok(()),
+                };
+            }
+            return self.client.batch_execute(sql).map_err(err);
+        }
+        self.client()?.batch_execute(sql).map_err(err)?;
+        if sql == "BEGIN" {
+            self.in_tx = true;
+        }
+        Ok(())
+    }
+
+    fn ping(&mut self) -> StoreResult<()> {
+        self.client()?.batch_execute("SELECT 1").map_err(err)
     }
 
     fn blob_type(&self) -> &'static str {

@@ -7,7 +7,7 @@
 
 use simtree_shared::{EdgeType, NodeStatus, Op, SimKind};
 
-use super::{Database, NodeRow, StoreError, StoreResult, TreeRow, Write};
+use super::{Database, LogRow, NodeRow, StoreError, StoreResult, TreeRow, Write};
 use crate::chunks::ChunkKey;
 
 /// A statement parameter.
@@ -73,6 +73,15 @@ pub trait Sql: Send {
     fn batch(&mut self, sql: &str) -> StoreResult<()>;
     /// `BLOB` or `BYTEA`.
     fn blob_type(&self) -> &'static str;
+    /// A check that writes can succeed beyond what a row update shows (SQLite: a scratch file
+    /// beside the database, since a row may fit in WAL pages already allocated).
+    fn probe_space(&mut self) -> StoreResult<()> {
+        Ok(())
+    }
+    /// See [`Database::ping`].
+    fn ping(&mut self) -> StoreResult<()> {
+        Ok(())
+    }
 }
 
 /// Schema versions, applied in order at start-up; each runs once, in a transaction.
@@ -97,6 +106,14 @@ const MIGRATIONS: &[&str] = &[
     "CREATE TABLE sweeps (tree BIGINT NOT NULL, id BIGINT NOT NULL, body TEXT NOT NULL, PRIMARY KEY (tree, id));",
     // 3: the last group of SQLite's commit journal written to the database (unused on PostgreSQL).
     "CREATE TABLE journal (applied BIGINT NOT NULL); INSERT INTO journal (applied) VALUES (0);",
+    // 4: the next tree id, kept so that no id is handed out twice (a deleted tree's, an
+    // interrupted import's), and the imports in progress (a marker row per import, removed when
+    // it is listed; rows of a marked tree left by a crash are deleted at start-up).
+    "CREATE TABLE counters (name TEXT PRIMARY KEY, value BIGINT NOT NULL);
+     INSERT INTO counters (name, value) SELECT 'next_tree', COALESCE(MAX(id) + 1, 0) FROM trees;
+     CREATE TABLE imports (tree BIGINT PRIMARY KEY);",
+    // 5: a CRC-32 of each log row's text (NULL in rows written before: read as they were).
+    "ALTER TABLE logs ADD COLUMN crc BIGINT;",
 ];
 
 /// The schema version this build writes.
@@ -203,6 +220,17 @@ impl<S: Sql> Db<S> {
                         P::OptInt(t.budget.map(|b| b as i64)),
                     ],
                 )?;
+                reserve_tree(sql, t.id)?;
+            }
+            Write::ImportBegin { tree } => {
+                sql.execute(
+                    "INSERT INTO imports (tree) VALUES ($1) ON CONFLICT (tree) DO NOTHING",
+                    &[i(*tree)],
+                )?;
+                reserve_tree(sql, *tree)?;
+            }
+            Write::ImportEnd { tree } => {
+                sql.execute("DELETE FROM imports WHERE tree = $1", &[i(*tree)])?;
             }
             Write::Rename { tree, name } => {
                 sql.execute("UPDATE trees SET name = $1 WHERE id = $2", &[P::Text(name), i(*tree)])?;
@@ -248,9 +276,15 @@ impl<S: Sql> Db<S> {
                 ..
             } => {
                 sql.execute(
-                    "INSERT INTO logs (tree, node, idx, entries) VALUES ($1, $2, $3, $4)
-                     ON CONFLICT (tree, node, idx) DO UPDATE SET entries = excluded.entries",
-                    &[i(*tree), i(*node), i(*index), P::Text(entries)],
+                    "INSERT INTO logs (tree, node, idx, entries, crc) VALUES ($1, $2, $3, $4, $5)
+                     ON CONFLICT (tree, node, idx) DO UPDATE SET entries = excluded.entries, crc = excluded.crc",
+                    &[
+                        i(*tree),
+                        i(*node),
+                        i(*index),
+                        P::Text(entries),
+                        P::Int(i64::from(crc32fast::hash(entries.as_bytes()))),
+                    ],
                 )?;
             }
             Write::State {
@@ -297,15 +331,29 @@ impl<S: Sql> Db<S> {
             Write::Applied { seq } => {
                 sql.execute("UPDATE journal SET applied = $1", &[i(*seq)])?;
             }
-            Write::DeleteTree { tree } => {
-                for table in ["nodes", "states", "chunks", "logs", "sweeps"] {
-                    sql.execute(&format!("DELETE FROM {table} WHERE tree = $1"), &[i(*tree)])?;
-                }
-                sql.execute("DELETE FROM trees WHERE id = $1", &[i(*tree)])?;
-            }
+            Write::DeleteTree { tree } => delete_tree(sql, *tree)?,
         }
         Ok(())
     }
+}
+
+/// Keeps the stored next tree id past `tree` (it never goes down).
+fn reserve_tree<S: Sql>(sql: &mut S, tree: u64) -> StoreResult<()> {
+    sql.execute(
+        "UPDATE counters SET value = $1 WHERE name = 'next_tree' AND value < $1",
+        &[i(tree + 1)],
+    )
+    .map(drop)
+}
+
+/// Deletes every row of a tree, and its import marker.
+fn delete_tree<S: Sql>(sql: &mut S, tree: u64) -> StoreResult<()> {
+    for table in ["nodes", "states", "chunks", "logs", "sweeps"] {
+        sql.execute(&format!("DELETE FROM {table} WHERE tree = $1"), &[i(tree)])?;
+    }
+    sql.execute("DELETE FROM trees WHERE id = $1", &[i(tree)])?;
+    sql.execute("DELETE FROM imports WHERE tree = $1", &[i(tree)])?;
+    Ok(())
 }
 
 impl<S: Sql> Database for Db<S> {
@@ -412,13 +460,21 @@ impl<S: Sql> Database for Db<S> {
         Ok(out)
     }
 
-    fn log(&mut self, tree: u64, node: u64) -> StoreResult<Vec<String>> {
+    fn log(&mut self, tree: u64, node: u64) -> StoreResult<Vec<LogRow>> {
         let rows = self.sql.query(
-            "SELECT entries FROM logs WHERE tree = $1 AND node = $2 ORDER BY idx",
+            "SELECT idx, entries, crc FROM logs WHERE tree = $1 AND node = $2 ORDER BY idx",
             &[i(tree), i(node)],
         )?;
         rows.into_iter()
-            .map(|r| r.into_iter().next().unwrap_or(Cell::Null).text())
+            .map(|r| {
+                let mut r = r.into_iter();
+                let mut next = || r.next().unwrap_or(Cell::Null);
+                Ok(LogRow {
+                    index: next().int()? as u64,
+                    entries: next().text()?,
+                    crc: next().opt_int()?.map(|c| c as u32),
+                })
+            })
             .collect()
     }
 
@@ -429,6 +485,54 @@ impl<S: Sql> Database for Db<S> {
         rows.into_iter()
             .map(|r| r.into_iter().next().unwrap_or(Cell::Null).text())
             .collect()
+    }
+
+    fn probe(&mut self) -> StoreResult<()> {
+        self.sql.probe_space()?;
+        self.sql.execute("UPDATE journal SET applied = applied", &[]).map(drop)
+    }
+
+    fn ping(&mut self) -> StoreResult<()> {
+        self.sql.ping()
+    }
+
+    fn next_tree(&mut self) -> StoreResult<u64> {
+        let rows = self
+            .sql
+            .query("SELECT value FROM counters WHERE name = 'next_tree'", &[])?;
+        let counter = match rows.first().and_then(|r| r.first()) {
+            Some(c) => c.int()? as u64,
+            None => 0,
+        };
+        let rows = self.sql.query("SELECT MAX(id) FROM trees", &[])?;
+        let listed = match rows.first().and_then(|r| r.first()) {
+            Some(c) => c.opt_int()?.map_or(0, |m| m as u64 + 1),
+            None => 0,
+        };
+        Ok(counter.max(listed))
+    }
+
+    fn abandoned_imports(&mut self) -> StoreResult<Vec<(u64, u64)>> {
+        let rows = self.sql.query(
+            "SELECT i.tree, (SELECT COUNT(*) FROM nodes n WHERE n.tree = i.tree) FROM imports i ORDER BY i.tree",
+            &[],
+        )?;
+        let found = rows
+            .into_iter()
+            .map(|r| Ok((r[0].int()? as u64, r[1].int()? as u64)))
+            .collect::<StoreResult<Vec<_>>>()?;
+        if found.is_empty() {
+            return Ok(found);
+        }
+        self.sql.batch("BEGIN")?;
+        for (tree, _) in &found {
+            if let Err(e) = delete_tree(&mut self.sql, *tree) {
+                let _ = self.sql.batch("ROLLBACK");
+                return Err(e);
+            }
+        }
+        self.sql.batch("COMMIT")?;
+        Ok(found)
     }
 
     fn interrupt_running(&mut self) -> StoreResult<u64> {

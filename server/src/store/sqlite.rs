@@ -10,6 +10,8 @@ use super::{StoreError, StoreResult};
 
 pub struct Sqlite {
     conn: Connection,
+    /// Where the scratch file of [`Sql::probe_space`] goes.
+    probe: std::path::PathBuf,
     checkpointer: Option<Checkpointer>,
 }
 
@@ -57,6 +59,7 @@ impl Sqlite {
         .map_err(err)?;
         Ok(Sqlite {
             conn,
+            probe: file.with_extension("probe"),
             checkpointer: start_checkpointer(file),
         })
     }
@@ -128,5 +131,20 @@ impl Sql for Sqlite {
 
     fn blob_type(&self) -> &'static str {
         "BLOB"
+    }
+
+    fn probe_space(&mut self) -> StoreResult<()> {
+        use std::io::Write as _;
+        let written = std::fs::File::create(&self.probe).and_then(|mut f| {
+            f.write_all(&[0u8; 64 << 10])?;
+            f.sync_data()
+        });
+        let _ = std::fs::remove_file(&self.probe);
+        written.map_err(|e| {
+            StoreError(format!(
+                "cannot write in the data folder ({}): {e}",
+                self.probe.display()
+            ))
+        })
     }
 }

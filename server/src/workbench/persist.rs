@@ -109,6 +109,17 @@ impl TreeHandle {
         Ok(())
     }
 
+    /// Takes a node whose writes failed back out of the tree (and, later, out of the store:
+    /// whatever of it reached the database is deleted with the next commit that succeeds).
+    pub(super) fn roll_back(&self, id: NodeId) {
+        let mut t = self.lock();
+        if let Ok(removed) = t.delete_subtree(id) {
+            self.persist_delete(&t, removed);
+            Sweeps::prune(self, &t);
+            self.send(super::TreeMsg::Deleted { node: id });
+        }
+    }
+
     pub(super) fn persist_delete(&self, tree: &SimTree, nodes: Vec<NodeId>) {
         self.persist(Write::DeleteNodes { tree: self.id, nodes });
         self.touch(tree);
@@ -234,6 +245,14 @@ impl Workbench {
     /// written. Nothing but the tree list is read here.
     pub fn attach_store(&mut self, store: Store) -> Result<(), String> {
         let store = Arc::new(store);
+        let abandoned = store.read(|db| db.abandoned_imports()).map_err(|e| e.to_string())?;
+        for (tree, nodes) in abandoned {
+            tracing::warn!(
+                tree,
+                nodes,
+                "an import the last server did not finish was removed (its tree id is not reused)"
+            );
+        }
         let interrupted = store.read(|db| db.interrupt_running()).map_err(|e| e.to_string())?;
         let rows = store.read(|db| db.trees()).map_err(|e| e.to_string())?;
         if interrupted > 0 {
@@ -242,13 +261,41 @@ impl Workbench {
                 "runs in flight when the server stopped are marked interrupted"
             );
         }
-        let next = rows.iter().map(|r| r.id + 1).max().unwrap_or(0);
+        // Stored, not derived from the listed trees: a deleted tree's or a dead import's id is
+        // never handed out again (its rows could otherwise resurface in the new tree).
+        let next = store.read(|db| db.next_tree()).map_err(|e| e.to_string())?;
+        let next = rows.iter().map(|r| r.id + 1).max().unwrap_or(0).max(next);
         self.next_tree.store(next, std::sync::atomic::Ordering::SeqCst);
         for r in rows {
             self.stored.insert(r.id, r);
         }
         self.store = Some(store);
         Ok(())
+    }
+
+    /// Whether acknowledged writes can be stored now: `Err` with the cause while the store's
+    /// commits fail (a full disk, a lost database). Memory-only workbenches are always ready.
+    pub fn ready(&self) -> Result<(), String> {
+        let Some(store) = &self.store else {
+            return Ok(());
+        };
+        if let Some(cause) = store.fault() {
+            return Err(format!("the store cannot take writes: {cause}"));
+        }
+        // PostgreSQL: a lost connection shows only when used.
+        store
+            .read(|db| db.ping())
+            .map_err(|e| format!("the store cannot take writes: {e}"))
+    }
+
+    /// Refuses new work (503) while the store's commits fail.
+    pub(super) fn writable(&self) -> Result<(), WorkbenchError> {
+        match self.store.as_ref().and_then(|s| s.fault()) {
+            Some(cause) => Err(WorkbenchError::unavailable(format!(
+                "the store cannot take writes now, so nothing new is started: {cause}"
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// A stored tree's structure, read on first use.
@@ -354,12 +401,16 @@ impl Workbench {
             return Ok(());
         }
         handle.persist(Write::Tree(handle.row()));
-        let mut t = handle.lock();
-        for id in t.ids() {
-            handle.persist_node(&mut t, id)?;
+        let written = {
+            let mut t = handle.lock();
+            t.ids().into_iter().try_for_each(|id| handle.persist_node(&mut t, id))
+        };
+        let stored = written.and_then(|()| handle.flush());
+        if stored.is_err() {
+            // Not acknowledged: its rows, kept for a retry with the failed commit, go with it.
+            handle.persist(Write::DeleteTree { tree: handle.id });
         }
-        drop(t);
-        handle.flush()
+        stored
     }
 
     /// Imports an export read node by node from `reader` (a spooled request body or a file):
@@ -367,6 +418,7 @@ impl Workbench {
     /// of any size needs memory for one node at a time. Nothing is listed unless all of it
     /// passes; a refused import leaves no rows.
     pub fn import_stream(&self, reader: impl std::io::Read) -> Result<TreeRef, WorkbenchError> {
+        self.writable()?;
         if self.tree_count() >= self.limits.max_trees {
             return Err(WorkbenchError::conflict(format!(
                 "the server holds its maximum of {} trees; delete one first",
@@ -377,11 +429,17 @@ impl Workbench {
         let limits = ImportLimits {
             max_nodes: self.limits.max_nodes_per_tree,
             max_turns: self.limits.max_turns_per_request,
+            max_memory: self.memory.budget(),
         };
         let store = self.store.clone();
         let mut kind = None;
         let mut dedupe = store.as_ref().map(|_| crate::chunks::Dedupe::default());
         let mut ancestors: std::collections::HashMap<NodeId, Vec<NodeId>> = Default::default();
+        if let Some(store) = &store {
+            // Before any of its rows: should the server stop mid-import, the next start-up finds
+            // the marker and deletes what was written.
+            store.write(Write::ImportBegin { tree: id });
+        }
         let result = crate::tree::read_export(reader, &limits, self.market.clone(), |importer, n| {
             let node = importer.add(n)?;
             let id_n = node.id;
@@ -462,7 +520,12 @@ impl Workbench {
         Sweeps::restore(&handle, sweeps);
         if let Some(store) = &store {
             store.write(Write::Tree(handle.row()));
-            store.flush().map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
+            store.write(Write::ImportEnd { tree: id });
+            if let Err(e) = store.flush() {
+                // Not acknowledged: its rows go (the marker makes sure of it at the next start).
+                store.write(Write::DeleteTree { tree: id });
+                return Err(WorkbenchError::unavailable(e.to_string()));
+            }
         }
         self.trees.insert(id, handle);
         Ok(TreeRef { id, root: 0 })
