@@ -12,12 +12,12 @@ use simtree_shared::trading::AgentSpec;
 use simtree_shared::{LogEntry, NodeView, Op};
 
 use crate::api::{self, ApiError};
-use crate::app::{Tree, ctx};
 use crate::editors::{
     AbmTarget, Field, abm_agent_ids, abm_fields, abm_op, agent_swap, last_abm_values, news_item, op_kinds, parse_value,
     portfolio_patch, prompt_replace, scene_patch, social_fields, value_text,
 };
 use crate::ops::{Kind, needs_confirm};
+use crate::state::{Tree, ctx};
 
 type Draft = RwSignal<Result<Op, String>>;
 

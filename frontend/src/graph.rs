@@ -24,12 +24,12 @@ use simtree_shared::NodeStatus;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 
-use crate::app::{Tree, ctx};
 use crate::graph_canvas::{self, Frame, Palette, Scene};
 use crate::i18n::{Lang, t};
 use crate::layout::{COL, Direction, Layout, NODE, ViewTransform};
 use crate::model::{GraphModel, edge_name};
 use crate::ops::{edge_style, ops_label};
+use crate::state::{Tree, ctx};
 
 /// Above this many laid-out nodes the graph is drawn on a canvas (no element per node). In the
 /// UI bench (headless Chromium, software raster) a pan of an SVG tree re-rasterises every

@@ -384,6 +384,7 @@ mod tests {
         // Every `tr("…")`/`t(lang, "…")` key in the UI's sources must resolve, and to Chinese.
         let sources = [
             include_str!("app.rs"),
+            include_str!("state.rs"),
             include_str!("pages.rs"),
             include_str!("graph.rs"),
             include_str!("branch.rs"),

@@ -11,7 +11,6 @@ use simtree_shared::trading::{EpisodeMetrics, EquityPoint, ExecutedTrade, Perfor
 use simtree_shared::{CreateRequest, NodeInfo, NodeStatus, NodeView as KindView, ScenarioSummary, SimKind, TreeMsg};
 
 use crate::api::{self, ApiError, Socket};
-use crate::app::{Conn, Link, Tree, ctx, set_title};
 use crate::branch::BranchEditor;
 use crate::chart::{
     AbmStructure, COLOURS, Tracked, Trade, abm_series, abm_steps, abm_structure, mean_bands, pct, short_name,
@@ -23,6 +22,7 @@ use crate::model::{EventLine, NodeView, event_line, parse_count, viewer_line};
 use crate::ops::finished_reason;
 use crate::plot::{Band, Line, LineChart};
 use crate::route::Route;
+use crate::state::{Conn, Link, Tree, ctx, set_title};
 
 #[component]
 pub fn Home() -> impl IntoView {
