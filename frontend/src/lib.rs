@@ -23,7 +23,6 @@ mod app;
 mod branch;
 mod data;
 mod graph;
-mod graph_canvas;
 mod pages;
 mod plot;
 mod state;
