@@ -182,7 +182,10 @@ pub fn App() -> impl IntoView {
         }
     });
 
-    let page = move || match ctx.route.get() {
+    // The page is made anew only when the route changes: a selected node in the address
+    // (`?node=N`) is not part of it, so selecting (or going back to) a node keeps the page.
+    let page_route = Memo::new(move |_| ctx.route.get());
+    let page = move || match page_route.get() {
         Route::Home => view! { <Home /> }.into_any(),
         Route::SimTree(id) => view! { <SimTreePage tree_id=id /> }.into_any(),
         Route::Studio(id) => view! { <StudioPage tree_id=id /> }.into_any(),

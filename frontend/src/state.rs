@@ -126,6 +126,8 @@ pub struct Tree {
     /// What the tree simulates, from its root's view.
     pub kind: RwSignal<Kind>,
     pub scenario: RwSignal<String>,
+    /// The tree's name (its metadata's, editable in the tree browser); empty until read.
+    pub name: RwSignal<String>,
     /// A request of this page is in flight: the run buttons are disabled (no double runs).
     pub busy: RwSignal<bool>,
     /// The parent whose next attached child gets selected (the view follows the new node).
@@ -151,6 +153,7 @@ impl Tree {
             conn: RwSignal::new(Conn::Connecting),
             kind: RwSignal::new(Kind::Social),
             scenario: RwSignal::new(String::new()),
+            name: RwSignal::new(String::new()),
             busy: RwSignal::new(false),
             follow: RwSignal::new(None),
             shown: RwSignal::new(true),
@@ -159,6 +162,13 @@ impl Tree {
         };
         on_cleanup(move || tree.socket.set_value(None));
         tree
+    }
+
+    /// Whether `node` runs now: its state cannot be read (the server answers 409) until its
+    /// `run_finish`, so nothing asks for it meanwhile.
+    pub fn is_running(self, node: u64) -> bool {
+        self.graph
+            .with_untracked(|g| g.status_of(node) == simtree_shared::NodeStatus::Running)
     }
 
     /// A running node's progress as "turn 3/10" (in the unit of the tree's kind), with its
@@ -170,10 +180,10 @@ impl Tree {
     }
 
     /// Connects to tree `id`: reads the graph (a 404 ends it: "not found", no polling), and once
-    /// it is drawn ([`Tree::shown`]) selects the root, reads the ops and the root's view, then
-    /// follows the tree socket, reconnecting after drops (the server's snapshot on connect
-    /// resyncs the model).
-    pub fn connect(self, id: u64) {
+    /// it is drawn ([`Tree::shown`]) selects node `start` (a deep link's; the root when it is
+    /// `None` or not in the tree), reads the ops and the root's view, then follows the tree
+    /// socket, reconnecting after drops (the server's snapshot on connect resyncs the model).
+    pub fn connect(self, id: u64, start: Option<u64>) {
         self.id.set(Some(id));
         self.shown.set(false);
         let ctx = self.ctx;
@@ -209,13 +219,19 @@ impl Tree {
                 return;
             }
             self.shown.set(true);
-            self.selected.set(Some(g.root));
+            let start = start.filter(|n| self.graph.with_untracked(|m| m.nodes.contains_key(n)));
+            self.selected.set(Some(start.unwrap_or(g.root)));
             self.load_ops();
             if let Ok(v) = api::node_view(id, g.root).await {
                 self.kind.try_set(Kind::of_view(&v));
                 self.scenario.try_set(scenario_label(&v));
             }
             self.open_socket(id, 0);
+            if let Ok(list) = api::trees().await
+                && let Some(info) = list.into_iter().find(|t| t.id == id)
+            {
+                self.name.try_set(info.name);
+            }
         });
     }
 

@@ -273,6 +273,26 @@ impl GraphState {
         });
     }
 
+    /// Folds every subtree below `depth` (the root is at 0): the tree shows `depth` levels.
+    pub fn collapse_to(self, depth: u64) {
+        let folds: HashSet<u64> = self.tree.graph.with_untracked(|g| {
+            let parents: HashSet<u64> = g.edges.iter().map(|e| e.from).collect();
+            g.nodes
+                .iter()
+                .filter(|&(n, d)| u64::from(*d) == depth && parents.contains(n))
+                .map(|(n, _)| *n)
+                .collect()
+        });
+        self.collapsed.set(folds);
+        self.fit_now();
+    }
+
+    /// Unfolds every subtree.
+    pub fn expand_all(self) {
+        self.collapsed.set(HashSet::new());
+        self.fit_now();
+    }
+
     /// Top-down ⇄ left-to-right (remembered), then a fit.
     pub fn flip_direction(self) {
         let d = self.direction.get_untracked().flip();

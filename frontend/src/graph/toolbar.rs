@@ -20,6 +20,8 @@ pub(super) fn Toolbar(g: GraphState) -> impl IntoView {
         help,
         ..
     } = g;
+    // How many levels "collapse to depth" leaves open.
+    let depth = RwSignal::new("2".to_string());
     view! {
                 <div class="graph-tools">
                     <input
@@ -46,6 +48,25 @@ pub(super) fn Toolbar(g: GraphState) -> impl IntoView {
                         on:click=move |_| g.toggle_collapse()
                     >
                         {move || if tree.selected.get().is_some_and(|n| collapsed.with(|c| c.contains(&n))) { "⊞" } else { "⊟" }}
+                    </button>
+                    <input
+                        id="depth-input"
+                        class="depth"
+                        type="number"
+                        min="1"
+                        title=move || ctx.tr("graph.depth")
+                        prop:value=move || depth.get()
+                        on:input=move |ev| depth.set(event_target_value(&ev))
+                    />
+                    <button
+                        id="collapse-depth-btn"
+                        title=move || ctx.tr("graph.collapseDepth")
+                        on:click=move |_| g.collapse_to(crate::model::parse_count(&depth.get_untracked(), 2))
+                    >
+                        "≤"
+                    </button>
+                    <button id="expand-all-btn" title=move || ctx.tr("graph.expandAll") on:click=move |_| g.expand_all()>
+                        "⊞⊞"
                     </button>
                     <button
                         id="direction-btn"

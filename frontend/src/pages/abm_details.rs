@@ -3,7 +3,7 @@
 use leptos::prelude::*;
 use simtree_shared::abm::AbmView;
 
-use super::overlay::{OverlayChoice, OverlayOptions, mean_lines, overlays, series_lines};
+use super::overlay::{OverlayChoice, OverlayOptions, mean_lines, overlays, pooled_and_apart, series_lines};
 use crate::api::{self};
 use crate::chart::{AbmStructure, Tracked, abm_series, abm_steps, abm_structure};
 use crate::plot::LineChart;
@@ -63,9 +63,11 @@ pub(super) fn AbmDetails(tree: Tree, view: AbmView, choice: OverlayChoice) -> im
             {move || {
                 let (n, series, steps) = own.get();
                 others.with(|o| {
-                    if band.get() && !o.is_empty() {
-                        let runs: Vec<&[Tracked]> = std::iter::once(series.as_slice()).chain(o.iter().map(|(_, s)| s.as_slice())).collect();
-                        let (lines, bands) = mean_lines(&runs, ctx.tr("overlay.mean"));
+                    let (pooled, apart) = pooled_and_apart(tree, o);
+                    if band.get() && !pooled.is_empty() {
+                        let runs: Vec<&[Tracked]> = std::iter::once(series.as_slice()).chain(pooled.iter().map(|(_, s)| s.as_slice())).collect();
+                        let (mut lines, bands) = mean_lines(&runs, ctx.tr("overlay.mean"));
+                        lines.extend(series_lines((n, &[]), &apart));
                         view! { <LineChart id="abm-chart" lines bands x_labels=steps x_unit=ctx.tr("inspector.step") /> }
                     } else {
                         let lines = series_lines((n, &series), o);

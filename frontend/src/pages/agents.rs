@@ -23,6 +23,15 @@ pub(super) fn AgentsPanel(view_state: RwSignal<NodeView>, stick: RwSignal<bool>)
         chosen.track();
         view_state.with(|v| v.agents.iter().map(|a| a.memory.len()).sum::<usize>())
     });
+    // The chosen agent's role and plan at this node (an empty plan is not shown).
+    let about = move || {
+        view_state.with(|v| {
+            let a = v.agents.iter().find(|a| a.name == chosen.get())?;
+            let words = ["agent.goals", "agent.milestones", "agent.strategy", "agent.notes"].map(|k| ctx.tr(k));
+            let plan = crate::model::plan_text(&a.plan, words);
+            Some((a.role.clone(), plan))
+        })
+    };
     let memory = move || {
         view_state.with(|v| {
             v.agents
@@ -53,6 +62,12 @@ pub(super) fn AgentsPanel(view_state: RwSignal<NodeView>, stick: RwSignal<bool>)
                     children=move |n| view! { <option value=n.clone() selected=move || chosen.get() == n>{n.clone()}</option> }
                 />
             </select>
+            {move || about().map(|(role, plan)| view! {
+                <div id="agent-about" class="agent-about">
+                    {role.map(|r| view! { <p id="agent-role"><b>{move || ctx.tr("agent.role")}</b> ": " {r}</p> })}
+                    {plan.map(|p| view! { <p id="agent-plan" class="plan"><b>{move || ctx.tr("agent.plan")}</b> ": " {p}</p> })}
+                </div>
+            })}
             <div class="scroll memory" node_ref=el hidden=no_agents>
                 <ul id="agent-memory">
                     {move || {

@@ -3,7 +3,7 @@
 use leptos::prelude::*;
 use simtree_shared::{CreateRequest, ScenarioSummary, SimKind};
 
-use crate::api::{self};
+use crate::api;
 use crate::route::Route;
 use crate::state::{Tree, ctx};
 
@@ -26,6 +26,11 @@ pub(super) fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) ->
     let social = move || {
         let id = choice.get();
         scenarios.with(|l| l.iter().find(|s| s.id == id).is_none_or(|s| s.kind == SimKind::Social))
+    };
+    // What the chosen scenario is, in its own words.
+    let description = move || {
+        let id = choice.get();
+        scenarios.with(|l| l.iter().find(|s| s.id == id).map(|s| s.description.clone()))
     };
     leptos::task::spawn_local(async move {
         match api::scenarios().await {
@@ -66,6 +71,7 @@ pub(super) fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) ->
                         children=move |ScenarioSummary { id, title, .. }| view! { <option value=id.clone() selected=move || choice.get() == id>{format!("{id} — {title}")}</option> }
                     />
                 </select>
+                <p id="scenario-desc" class="hint muted">{description}</p>
             </div>
             <div class="row">
                 <label>{move || ctx.tr("create.seed")}</label>

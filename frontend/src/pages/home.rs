@@ -1,4 +1,5 @@
-//! Home: the three kinds of work (SimTree, Studio, the viewer) and the tree browser.
+//! Home: what a tree is and the three kinds of simulation, the three ways to work (SimTree,
+//! Studio, the viewer) and the tree browser.
 
 use leptos::prelude::*;
 
@@ -17,6 +18,15 @@ pub fn Home() -> impl IntoView {
         }
     };
     view! {
+        <section id="home-intro" class="panel intro">
+            <p>{move || ctx.tr("home.intro")}</p>
+            <h3>{move || ctx.tr("home.kinds")}</h3>
+            <ul id="home-kinds">
+                <li>{move || ctx.tr("home.kindSocial")}</li>
+                <li>{move || ctx.tr("home.kindTrading")}</li>
+                <li>{move || ctx.tr("home.kindAbm")}</li>
+            </ul>
+        </section>
         <div class="home">
             {card(Route::SimTree(None), "home.tree", "home.treeDesc")}
             {card(Route::Studio(None), "home.studio", "home.studioDesc")}

@@ -1,9 +1,9 @@
 //! The inspector: what the selected node is, its status, progress, failure reason and key figure.
 
 use leptos::prelude::*;
-use simtree_shared::{NodeInfo, NodeView as KindView};
+use simtree_shared::{NodeInfo, NodeStatus, NodeView as KindView, Op};
 
-use crate::api::{self};
+use crate::api;
 use crate::graph::{node_summary, status_key, status_name};
 use crate::state::{Tree, ctx};
 
@@ -33,6 +33,36 @@ pub(super) fn Inspector(tree: Tree, node_view: RwSignal<Option<KindView>>) -> im
         tree.graph
             .with(|g| g.errors.get(&n).cloned())
             .or_else(|| info.with(|i| i.as_ref()?.error.clone()))
+    };
+    // A failed (cancelled, interrupted) run can be run again: the same turns from its parent.
+    let retry = move || {
+        let n = tree.selected.get()?;
+        let ended = matches!(
+            status()?,
+            NodeStatus::Failed | NodeStatus::Cancelled | NodeStatus::Interrupted
+        );
+        if !ended {
+            return None;
+        }
+        tree.graph.with(|g| {
+            let turns = g.ops.get(&n)?.iter().find_map(|op| match op {
+                Op::Advance { turns } => Some(*turns),
+                _ => None,
+            })?;
+            Some((g.parent_of(n)?, turns))
+        })
+    };
+    let run_again = move |_| {
+        let (Some(t), Some((parent, turns))) = (tree.id.get_untracked(), retry()) else {
+            return;
+        };
+        tree.follow.set(Some(parent));
+        tree.run(async move {
+            let child = api::advance(t, parent, turns).await?.child;
+            tree.follow.set(None);
+            tree.selected.set(Some(child));
+            Ok(())
+        });
     };
     let figure = move || {
         node_view.with(|v| {
@@ -91,6 +121,11 @@ pub(super) fn Inspector(tree: Tree, node_view: RwSignal<Option<KindView>>) -> im
                     })
                 }}
                 {move || reason().map(|r| view! { <p id="node-reason" class="reason">{r}</p> })}
+                <Show when=move || retry().is_some()>
+                    <button id="retry-btn" disabled=move || tree.busy.get() on:click=run_again>
+                        {move || ctx.tr("inspector.retry")}
+                    </button>
+                </Show>
                 {move || figure().map(|f| view! { <p class="figure">{f}</p> })}
                 {move || tokens().map(|t| view! { <p class="muted">{t}</p> })}
             </Show>

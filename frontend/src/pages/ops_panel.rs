@@ -71,7 +71,7 @@ pub(super) fn OpsPanel(tree: Tree, node_view: RwSignal<Option<KindView>>, detail
             <h3>{move || ctx.tr("ops.title")}</h3>
             {move || finished().map(|r| view! { <p id="finished-note" class="note">{format!("{}: {r}", ctx.tr("ops.cannotAdvance"))}</p> })}
             <div class="row">
-                <label>{move || ctx.tr("simtree.stepCount")}</label>
+                <label>{move || format!("{} ({})", ctx.tr("simtree.stepCount"), ctx.tr(tree.kind.get().units()))}</label>
                 {input("steps-input", steps)}
                 <button id="advance-btn" class="primary" disabled=no_advance on:click=move |_| {
                     let turns = parse_count(&steps.get(), 1);
@@ -79,7 +79,7 @@ pub(super) fn OpsPanel(tree: Tree, node_view: RwSignal<Option<KindView>>, detail
                 }>{move || ctx.tr("ops.advance")}</button>
             </div>
             <div class="row">
-                <label>{move || ctx.tr("simtree.parallelSize")}</label>
+                <label>{move || format!("{} ({})", ctx.tr("simtree.parallelSize"), ctx.tr("unit.runs"))}</label>
                 {input("parallel-input", size)}
                 <button id="parallel-btn" disabled=no_advance on:click=move |_| {
                     let turns = parse_count(&steps.get(), 1);
@@ -88,7 +88,7 @@ pub(super) fn OpsPanel(tree: Tree, node_view: RwSignal<Option<KindView>>, detail
                 }>{move || ctx.tr("simtree.parallelRun")}</button>
             </div>
             <div class="row">
-                <label>{move || ctx.tr("simtree.chainLength")}</label>
+                <label>{move || format!("{} ({})", ctx.tr("simtree.chainLength"), ctx.tr("unit.nodes"))}</label>
                 {input("chain-input", chain)}
                 <button id="chain-btn" disabled=no_advance on:click=move |_| {
                     let turns = parse_count(&chain.get(), 5);
@@ -96,7 +96,7 @@ pub(super) fn OpsPanel(tree: Tree, node_view: RwSignal<Option<KindView>>, detail
                 }>{move || ctx.tr("simtree.chainRun")}</button>
             </div>
             <div class="row">
-                <label>{move || ctx.tr("simtree.runLeaves")}</label>
+                <label>{move || format!("{} ({})", ctx.tr("simtree.runLeaves"), ctx.tr(tree.kind.get().units()))}</label>
                 {input("leaves-input", leaves)}
                 <button id="run-leaves-btn" disabled=no_tree on:click=move |_| {
                     let turns = parse_count(&leaves.get(), 1);

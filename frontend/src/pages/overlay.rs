@@ -33,6 +33,9 @@ where
         leptos::task::spawn_local(async move {
             let mut got = Vec::new();
             for m in overlay {
+                if tree.is_running(m) {
+                    continue;
+                }
                 if let Some(series) = read(t, m).await {
                     got.push((m, series));
                 }
@@ -145,3 +148,14 @@ pub(super) fn overlaid(tree: Tree, node: u64, siblings: bool) -> Vec<u64> {
     }
     out
 }
+
+/// The overlaid nodes split for a band: the ones it may pool (the selected node's siblings, runs
+/// of the same treatment) and the ones drawn apart (the compare target, another treatment, even
+/// when it is a sibling too).
+pub(super) fn pooled_and_apart(tree: Tree, others: &[(u64, Vec<Tracked>)]) -> (Series, Series) {
+    let target = tree.compare_with.get();
+    others.iter().cloned().partition(|(m, _)| Some(*m) != target)
+}
+
+/// Overlaid nodes with their series, as a plain list.
+pub(super) type Series = Vec<(u64, Vec<Tracked>)>;

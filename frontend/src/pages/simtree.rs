@@ -3,7 +3,7 @@
 
 use leptos::prelude::*;
 
-use super::common::{NotFound, Splitter, initial_tree, node_view_signal, side_width, title_effect};
+use super::common::{NotFound, Splitter, follow_address, node_view_signal, side_width, title_effect};
 use super::compare_panel::ComparePanel;
 use super::create::CreatePanel;
 use super::details::NodeDetails;
@@ -12,14 +12,13 @@ use super::ops_panel::OpsPanel;
 use super::tree_bar::TreeBar;
 use crate::branch::BranchEditor;
 use crate::graph::{GraphView, Legend, Stats};
+use crate::route::Route;
 use crate::state::{Conn, Tree};
 
 #[component]
 pub fn SimTreePage(tree_id: Option<u64>) -> impl IntoView {
     let tree = Tree::new();
-    if let Some(id) = initial_tree(tree_id) {
-        tree.connect(id);
-    }
+    follow_address(tree, tree_id, Route::SimTree);
     title_effect(tree, "SimTree");
     let node_view = node_view_signal(tree);
     let width = side_width();
@@ -39,6 +38,10 @@ pub fn SimTreePage(tree_id: Option<u64>) -> impl IntoView {
                 <div class="side">
                     // Made once the tree is drawn: on a first load they cost as much as the graph.
                     <Show when=move || tree.shown.get()>
+                        // No tree open: creating one comes first.
+                        <Show when=move || tree.id.get().is_none()>
+                            <CreatePanel studio=false tree=tree />
+                        </Show>
                         <Inspector tree node_view />
                         <OpsPanel tree node_view details=true />
                         <BranchEditor tree node_view />
@@ -46,7 +49,9 @@ pub fn SimTreePage(tree_id: Option<u64>) -> impl IntoView {
                         <crate::sweep_view::SweepPanel tree />
                         <NodeDetails tree view_state=node_view />
                         <crate::data::DataPanel tree node_view />
-                        <CreatePanel studio=false tree=tree />
+                        <Show when=move || tree.id.get().is_some()>
+                            <CreatePanel studio=false tree=tree />
+                        </Show>
                     </Show>
                 </div>
             </div>

@@ -5,7 +5,7 @@ use leptos::prelude::*;
 use simtree_shared::TreeMsg;
 
 use super::agents::AgentsPanel;
-use super::common::{NotFound, fetch_node, initial_tree, node_view_signal, title_effect};
+use super::common::{NotFound, fetch_node, follow_address, node_view_signal, title_effect};
 use super::create::CreatePanel;
 use super::details::NodeDetails;
 use super::events::EventsPanel;
@@ -23,11 +23,11 @@ use crate::state::{Conn, Tree, ctx};
 #[component]
 pub(super) fn TreeSelect(tree: Tree) -> impl IntoView {
     let ctx = ctx();
-    let trees = RwSignal::new(Vec::<u64>::new());
+    let trees = RwSignal::new(Vec::<(u64, String)>::new());
     let reload = move || {
         leptos::task::spawn_local(async move {
             if let Ok(list) = api::trees().await {
-                trees.set(list.into_iter().map(|t| t.id).collect());
+                trees.set(list.into_iter().map(|t| (t.id, t.name)).collect());
             }
         })
     };
@@ -48,8 +48,8 @@ pub(super) fn TreeSelect(tree: Tree) -> impl IntoView {
                 <option value="">"-"</option>
                 <For
                     each=move || trees.get()
-                    key=|t| *t
-                    children=move |t| view! { <option value=t.to_string() selected=move || tree.id.get() == Some(t)>{format!("tree {t}")}</option> }
+                    key=|t| t.clone()
+                    children=move |(t, name)| view! { <option value=t.to_string() selected=move || tree.id.get() == Some(t)>{format!("{name} (#{t})")}</option> }
                 />
             </select>
         </section>
@@ -60,16 +60,18 @@ pub(super) fn TreeSelect(tree: Tree) -> impl IntoView {
 pub fn StudioPage(tree_id: Option<u64>) -> impl IntoView {
     let ctx = ctx();
     let tree = Tree::new();
-    if let Some(id) = initial_tree(tree_id) {
-        tree.connect(id);
-    }
+    follow_address(tree, tree_id, Route::Studio);
     title_effect(tree, "Studio");
     let kind_view = node_view_signal(tree);
     let node_view = RwSignal::new(NodeView::default());
     let stick = RwSignal::new(true);
     let socket = StoredValue::new_local(None::<Socket>);
     on_cleanup(move || socket.set_value(None));
+    // (Not while the node runs: its socket brings the entries, its run_finish the REST truth.)
     let refetch = move |t: u64, n: u64| {
+        if tree.is_running(n) {
+            return;
+        }
         leptos::task::spawn_local(async move {
             if let Ok(v) = fetch_node(t, n).await
                 && tree.selected.get_untracked() == Some(n)

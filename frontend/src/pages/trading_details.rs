@@ -5,7 +5,7 @@ use simtree_shared::NodeView as KindView;
 use simtree_shared::trading::{EquityPoint, ExecutedTrade, Side, TradingView};
 
 use super::details::metrics_table;
-use super::overlay::{OverlayChoice, OverlayOptions, mean_lines, overlays, series_lines};
+use super::overlay::{OverlayChoice, OverlayOptions, mean_lines, overlays, pooled_and_apart, series_lines};
 use crate::api::{self};
 use crate::chart::{COLOURS, Tracked, Trade, trade_marks};
 use crate::plot::{Line, LineChart};
@@ -60,12 +60,14 @@ pub(super) fn TradingDetails(tree: Tree, view: TradingView, choice: OverlayChoic
         others.with(|o| {
             let (dates, mut benchmark) = (dates.clone(), benchmark.clone());
             benchmark.label = ctx.tr("trading.buyHold").into();
-            if band.get() && !o.is_empty() {
+            let (pooled, apart) = pooled_and_apart(tree, o);
+            if band.get() && !pooled.is_empty() {
                 let runs: Vec<&[Tracked]> = std::iter::once(own.as_slice())
-                    .chain(o.iter().map(|(_, s)| s.as_slice()))
+                    .chain(pooled.iter().map(|(_, s)| s.as_slice()))
                     .collect();
                 let (mut lines, bands) = mean_lines(&runs, ctx.tr("overlay.mean"));
                 lines.push(benchmark);
+                lines.extend(series_lines((node, &[]), &apart));
                 view! { <LineChart id="equity-chart" lines bands x_labels=dates /> }
             } else {
                 let strategy = Line {

@@ -18,7 +18,11 @@ pub(super) fn TreeBar(tree: Tree) -> impl IntoView {
     view! {
         <div class="tree-bar">
             <span id="tree-name" class="tree-name">
-                {move || tree.id.get().map_or_else(|| ctx.tr("tree.none").to_string(), |i| format!("{} {i}", ctx.tr("tree.label")))}
+                {move || match (tree.id.get(), tree.name.get()) {
+                    (None, _) => ctx.tr("tree.none").to_string(),
+                    (Some(i), name) if name.is_empty() => format!("{} {i}", ctx.tr("tree.label")),
+                    (Some(i), name) => format!("{name} (#{i})"),
+                }}
                 <Show when=move || !tree.scenario.get().is_empty()>
                     <span class="chip">{move || tree.scenario.get()}</span>
                 </Show>
