@@ -3244,3 +3244,41 @@ async fn a_failed_run_can_be_run_again_from_its_parent() {
     assert_eq!(b.count("#retry-btn").await, 0, "nothing to retry on a finished node");
     b.finish("retry_failed").await;
 }
+
+#[tokio::test]
+async fn a_running_node_is_not_read_until_its_run_finishes() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let t = api_tree(&b.server, "simple_chat").await;
+    b.open(&format!("/simtree/{t}")).await;
+    b.wait_css("g.node[data-id='0']").await;
+    let server = &b.server;
+    let slow = async {
+        server
+            .post(
+                &format!("/devui/simtree/{t}/advance"),
+                &json!({"parent": 0, "turns": 1000}),
+            )
+            .await
+    };
+    let watch = async {
+        b.wait_css("g.node.running[data-id='1']").await;
+        b.click("g.node[data-id='1']").await;
+        b.wait_text("#stats", "Selected: 1").await;
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let still = b.count("g.node.running[data-id='1']").await;
+        // Chromium records each response's status on its resource timing entry.
+        let conflicts = b
+            .js("return performance.getEntriesByType('resource').filter(e => e.responseStatus === 409).map(e => e.name);")
+            .await;
+        (still, conflicts)
+    };
+    let ((status, _), (still, conflicts)) = tokio::join!(slow, watch);
+    assert_eq!(status, 200);
+    assert_eq!(still, 1, "the run was still going when its node was selected");
+    assert_eq!(conflicts, json!([]), "reads of the running node");
+    // Its run over, the node is read.
+    b.wait_count("g.node.running", 0).await;
+    b.wait_css("#scene-state").await;
+    b.finish("running_not_read").await;
+}
