@@ -8,16 +8,17 @@
 
 use leptos::prelude::*;
 use serde_json::{Map, Value};
-use simtree_shared::trading::AgentSpec;
-use simtree_shared::{LogEntry, NodeView, Op};
+use simtree_shared::abm::AbmView;
+use simtree_shared::trading::{AgentSpec, TradingView};
+use simtree_shared::{AgentState, LogEntry, NodeView, Op};
 
 use crate::api::{self, ApiError};
-use crate::app::{Tree, ctx};
 use crate::editors::{
-    AbmTarget, Field, abm_agent_ids, abm_fields, abm_op, agent_swap, last_abm_values, news_item, op_kinds, parse_value,
-    portfolio_patch, prompt_replace, scene_patch, social_fields, value_text,
+    AbmTarget, Field, PLAN_SCHEMA, abm_agent_ids, abm_fields, abm_op, abm_sets, agent_swap, last_abm_values, news_item,
+    op_kinds, parse_value, plan_from_text, portfolio_patch, prompt_replace, scene_patch, social_fields, value_text,
 };
 use crate::ops::{Kind, needs_confirm};
+use crate::state::{Tree, ctx};
 
 type Draft = RwSignal<Result<Op, String>>;
 
@@ -35,22 +36,6 @@ fn text_input(id: &'static str, sig: RwSignal<String>, placeholder: &'static str
 fn labelled(label: &'static str, for_id: &'static str, body: impl IntoView) -> impl IntoView {
     let ctx = ctx();
     view! { <div class="field"><label for=for_id>{move || ctx.tr(label)}</label>{body}</div> }
-}
-
-/// Agent names of the selected node (for the social forms' agent list).
-fn agents_of(tree: Tree) -> RwSignal<Vec<String>> {
-    let agents = RwSignal::new(Vec::new());
-    Effect::new(move |_| {
-        let (Some(t), Some(n)) = (tree.id.get(), tree.selected.get()) else {
-            return;
-        };
-        leptos::task::spawn_local(async move {
-            if let Ok(state) = api::node_state(t, n).await {
-                agents.set(state.agents.into_iter().map(|a| a.name).collect());
-            }
-        });
-    });
-    agents
 }
 
 #[component]
@@ -93,18 +78,34 @@ pub fn BranchEditor(tree: Tree, node_view: RwSignal<Option<NodeView>>) -> impl I
             None => send(op),
         },
     };
+    // The form is made anew for each op kind, selected node and state of that node (a re-read
+    // that finds the same state keeps it, and what was typed): every "now" it shows is the
+    // selected node's, never the one selected before (whose view may still be the last read).
+    let basis = Memo::new(move |_| (kind.get(), tree.selected.get(), node_view.get()));
     let form = move || {
-        let k = kind.get();
+        let (k, node, view) = basis.get();
+        draft.set(Err(String::new()));
+        let Some(node) = node else {
+            return ().into_any();
+        };
+        let loading = || view! { <p id="op-loading" class="muted">{move || ctx.tr("common.loading")}</p> }.into_any();
         match k.as_str() {
             "custom" => view! { <CustomForm tree draft /> }.into_any(),
             "public_broadcast" | "agent_ctx_append" | "agent_plan_replace" | "agent_props_patch" => {
-                view! { <SocialForm tree kind=k draft /> }.into_any()
+                view! { <SocialForm tree node kind=k draft /> }.into_any()
             }
-            "scene_state_patch" => view! { <ScenePatchForm node_view draft /> }.into_any(),
-            "abm_set_global" | "abm_set_environment" | "abm_set_agent" => {
-                view! { <AbmForm tree node_view kind=k draft /> }.into_any()
-            }
-            _ => view! { <TradingForm node_view kind=k draft /> }.into_any(),
+            "scene_state_patch" => match view.as_ref().and_then(NodeView::social) {
+                Some(v) => view! { <ScenePatchForm state=v.state.clone() draft /> }.into_any(),
+                None => loading(),
+            },
+            "abm_set_global" | "abm_set_environment" | "abm_set_agent" => match view.as_ref().and_then(NodeView::abm) {
+                Some(v) => view! { <AbmForm tree node view=v.clone() kind=k draft /> }.into_any(),
+                None => loading(),
+            },
+            _ => match view.as_ref().and_then(NodeView::trading) {
+                Some(v) => view! { <TradingForm view=v.clone() kind=k draft /> }.into_any(),
+                None => loading(),
+            },
         }
     };
     view! {
@@ -159,20 +160,37 @@ fn CustomForm(tree: Tree, draft: Draft) -> impl IntoView {
     }
 }
 
-/// Broadcast, context append, plan replace and props patch: an agent and a text or JSON value.
+/// Broadcast, context append, plan replace and props patch: an agent of the node and a text or
+/// JSON value. The plan editor starts from the chosen agent's plan at this node and shows the
+/// shape a plan has.
 #[component]
-fn SocialForm(tree: Tree, kind: String, draft: Draft) -> impl IntoView {
+fn SocialForm(tree: Tree, node: u64, kind: String, draft: Draft) -> impl IntoView {
     let ctx = ctx();
-    let agents = agents_of(tree);
+    let agents = RwSignal::new(Vec::<AgentState>::new());
+    if let Some(t) = tree.id.get_untracked().filter(|_| !tree.is_running(node)) {
+        leptos::task::spawn_local(async move {
+            if let Ok(state) = api::node_state(t, node).await {
+                agents.try_set(state.agents);
+            }
+        });
+    }
     let agent = RwSignal::new(String::new());
     let role = RwSignal::new("user".to_string());
     let content = RwSignal::new(String::new());
     let text = RwSignal::new("(announcement)".to_string());
     let json_text = RwSignal::new("{}".to_string());
+    let plan = kind == "agent_plan_replace";
     Effect::new(move |_| {
-        let list = agents.get();
+        let list = agents.with(|l| l.iter().map(|a| a.name.clone()).collect::<Vec<_>>());
         if !list.contains(&agent.get_untracked()) {
             agent.set(list.first().cloned().unwrap_or_default());
+        }
+    });
+    // The plan editor shows the chosen agent's plan as it is at this node.
+    Effect::new(move |_| {
+        let name = agent.get();
+        if plan && let Some(p) = agents.with(|l| l.iter().find(|a| a.name == name).map(|a| a.plan_state.clone())) {
+            json_text.set(serde_json::to_string_pretty(&p).unwrap_or_default());
         }
     });
     let k = kind.clone();
@@ -184,7 +202,7 @@ fn SocialForm(tree: Tree, kind: String, draft: Draft) -> impl IntoView {
                 role: role.get(),
                 content: content.get(),
             }),
-            "agent_plan_replace" => parse_json::<Value>(&json_text.get()).map(|plan_state| Op::AgentPlanReplace {
+            "agent_plan_replace" => plan_from_text(&json_text.get()).map(|plan_state| Op::AgentPlanReplace {
                 name: agent.get(),
                 plan_state,
             }),
@@ -199,7 +217,11 @@ fn SocialForm(tree: Tree, kind: String, draft: Draft) -> impl IntoView {
         <div class="field">
             <label for="op-agent">{move || ctx.tr("sim.agent")}</label>
             <select id="op-agent" on:change=move |ev| agent.set(event_target_value(&ev)) prop:value=move || agent.get()>
-                <For each=move || agents.get() key=|a| a.clone() children=move |a| view! { <option value=a.clone()>{a.clone()}</option> } />
+                <For
+                    each=move || agents.with(|l| l.iter().map(|a| a.name.clone()).collect::<Vec<_>>())
+                    key=|a| a.clone()
+                    children=move |a| view! { <option value=a.clone() selected=move || agent.get() == a>{a.clone()}</option> }
+                />
             </select>
         </div>
     };
@@ -219,8 +241,9 @@ fn SocialForm(tree: Tree, kind: String, draft: Draft) -> impl IntoView {
         _ => view! {
             {agent_select}
             <div class="field">
-                <label for="op-json">{move || ctx.tr("branch.jsonHelp")}</label>
+                <label for="op-json">{move || ctx.tr(if plan { "branch.planHelp" } else { "branch.jsonHelp" })}</label>
                 <textarea id="op-json" class="json" prop:value=move || json_text.get() on:input=move |ev| json_text.set(event_target_value(&ev))></textarea>
+                {plan.then(|| view! { <p id="op-plan-schema" class="muted"><code>{PLAN_SCHEMA}</code></p> })}
             </div>
         }
         .into_any(),
@@ -271,16 +294,9 @@ fn FieldPicker(fields: Signal<Vec<Field>>, picked: RwSignal<Option<Field>>, type
 
 /// The scene state patch: a known key with its type and current value, plus JSON for the rest.
 #[component]
-fn ScenePatchForm(node_view: RwSignal<Option<NodeView>>, draft: Draft) -> impl IntoView {
+fn ScenePatchForm(state: Value, draft: Draft) -> impl IntoView {
     let ctx = ctx();
-    let fields = Signal::derive(move || {
-        node_view.with(|v| {
-            v.as_ref()
-                .and_then(NodeView::social)
-                .map(|v| social_fields(&v.state))
-                .unwrap_or_default()
-        })
-    });
+    let fields = Signal::stored(social_fields(&state));
     let picked = RwSignal::new(None::<Field>);
     let typed = RwSignal::new(String::new());
     let json_text = RwSignal::new("{}".to_string());
@@ -303,35 +319,33 @@ fn ScenePatchForm(node_view: RwSignal<Option<NodeView>>, draft: Draft) -> impl I
     }
 }
 
-/// ABM globals, environment and agent attributes from the model's declarations, with the values
-/// of the node's last step.
+/// ABM globals, environment and agent attributes from the model's declarations, with what the
+/// node holds: a value set by a branch op on its path since the last step, else the last step's
+/// tracked value, else the declared initial value.
 #[component]
-fn AbmForm(tree: Tree, node_view: RwSignal<Option<NodeView>>, kind: String, draft: Draft) -> impl IntoView {
+fn AbmForm(tree: Tree, node: u64, view: AbmView, kind: String, draft: Draft) -> impl IntoView {
     let ctx = ctx();
     let target = match kind.as_str() {
         "abm_set_global" => AbmTarget::Global,
         "abm_set_environment" => AbmTarget::Environment,
         _ => AbmTarget::Agent,
     };
+    let outline = StoredValue::new(view.outline());
     let logs = RwSignal::new(Vec::<LogEntry>::new());
-    Effect::new(move |_| {
-        let (Some(t), Some(n)) = (tree.id.get(), tree.selected.get()) else {
-            return;
-        };
+    if let Some(t) = tree.id.get_untracked().filter(|_| !tree.is_running(node)) {
         leptos::task::spawn_local(async move {
-            if let Ok(l) = api::node_logs(t, n).await {
-                logs.set(l);
+            if let Ok(l) = api::node_logs(t, node).await {
+                logs.try_set(l);
             }
         });
-    });
+    }
     let all = Memo::new(move |_| {
         let values = logs.with(|l| last_abm_values(l));
-        node_view.with(|v| {
-            v.as_ref()
-                .and_then(NodeView::abm)
-                .map(|v| abm_fields(&v.outline(), &values))
-                .unwrap_or_default()
-        })
+        // (The edges' ops arrive apart from the graph: read again when they do.)
+        let sets = tree
+            .graph
+            .with(|g| logs.with(|l| abm_sets(&g.path_to(node), &g.ops, l)));
+        outline.with_value(|o| abm_fields(o, &values, &sets))
     });
     let agent_type = RwSignal::new(String::new());
     let agent_id = RwSignal::new(String::new());
@@ -361,7 +375,7 @@ fn AbmForm(tree: Tree, node_view: RwSignal<Option<NodeView>>, kind: String, draf
     let agent_ids = Memo::new(move |_| {
         let attr = picked.with(|p| p.as_ref().map(|f| f.name.clone()).unwrap_or_default());
         let t = agent_type.get();
-        node_view.with(|v| logs.with(|l| abm_agent_ids(&v.as_ref()?.abm()?.outline(), l, &t, &attr)))
+        outline.with_value(|o| logs.with(|l| abm_agent_ids(o, l, &t, &attr)))
     });
     Effect::new(move |_| {
         draft.set(match picked.get() {
@@ -395,56 +409,41 @@ fn AbmForm(tree: Tree, node_view: RwSignal<Option<NodeView>>, kind: String, draf
     }
 }
 
-/// Trading: cash and positions, a dated information item, another agent, a new prompt.
+/// Trading: cash and positions, a dated information item, another agent, a new prompt; each
+/// "now" and each start value is the node's (`view`).
 #[component]
-fn TradingForm(node_view: RwSignal<Option<NodeView>>, kind: String, draft: Draft) -> impl IntoView {
+fn TradingForm(view: TradingView, kind: String, draft: Draft) -> impl IntoView {
     let ctx = ctx();
     let cash = RwSignal::new(String::new());
-    let shares = RwSignal::new(Vec::<(String, RwSignal<String>)>::new());
+    // One input per ticker, made with the form (and owned by it): a re-read of the node cannot
+    // dispose of what the inputs write to.
+    let shares: Vec<(String, u64, RwSignal<String>)> = view
+        .tickers
+        .iter()
+        .map(|t| {
+            let held = u64::try_from(view.portfolio.shares(t)).unwrap_or(0);
+            (t.clone(), held, RwSignal::new(String::new()))
+        })
+        .collect();
     let item_kind = RwSignal::new("news".to_string());
-    let date = RwSignal::new(String::new());
+    let date = RwSignal::new(view.next_date.clone().unwrap_or_default());
     let content = RwSignal::new(String::new());
     let agent = RwSignal::new("momentum".to_string());
     let lookback = RwSignal::new(String::new());
     let band = RwSignal::new(String::new());
     let history = RwSignal::new(String::new());
-    let prompt = RwSignal::new(String::new());
-    // Pre-fill from the node: its tickers, its next decision date, its prompt. The view is
-    // re-read on every tree message; the memo changes only when these do, so typing survives.
-    let start = Memo::new(move |_| {
-        node_view.with(|v| {
-            let v = v.as_ref()?.trading()?;
-            let system = match &v.agent {
-                AgentSpec::Llm {
-                    system_prompt: Some(p), ..
-                } => p.clone(),
-                _ => String::new(),
-            };
-            Some((v.tickers.clone(), v.next_date.clone().unwrap_or_default(), system))
-        })
+    let prompt = RwSignal::new(match &view.agent {
+        AgentSpec::Llm {
+            system_prompt: Some(p), ..
+        } => p.clone(),
+        _ => String::new(),
     });
-    Effect::new(move |_| {
-        let Some((tickers, next, system)) = start.get() else {
-            return;
-        };
-        if shares.with_untracked(|s| s.iter().map(|(t, _)| t).ne(tickers.iter())) {
-            shares.set(tickers.into_iter().map(|t| (t, RwSignal::new(String::new()))).collect());
-        }
-        date.set(next);
-        prompt.set(system);
-    });
-    let holding = move |t: &str| {
-        node_view.with(|v| {
-            v.as_ref()
-                .and_then(NodeView::trading)
-                .map_or(0, |v| u64::try_from(v.portfolio.shares(t)).unwrap_or(0))
-        })
-    };
     let k = kind.clone();
+    let inputs = shares.clone();
     Effect::new(move |_| {
         draft.set(match k.as_str() {
             "portfolio_patch" => {
-                let typed: Vec<(String, String)> = shares.get().iter().map(|(t, s)| (t.clone(), s.get())).collect();
+                let typed: Vec<(String, String)> = inputs.iter().map(|(t, _, s)| (t.clone(), s.get())).collect();
                 portfolio_patch(&cash.get(), &typed)
             }
             "case_data_inject" => news_item(&item_kind.get(), &date.get(), &content.get()),
@@ -458,32 +457,26 @@ fn TradingForm(node_view: RwSignal<Option<NodeView>>, kind: String, draft: Draft
             _ => prompt_replace(&prompt.get()),
         });
     });
-    let now_cash = move || {
-        node_view.with(|v| {
-            v.as_ref()
-                .map(|v| crate::ops::grouped(v.trading().map_or(0.0, |t| t.portfolio.cash)))
-                .unwrap_or_default()
-        })
-    };
+    let now_cash = crate::ops::grouped(view.portfolio.cash);
+    let cash_label = now_cash.clone();
     let prompt_box = move || {
         view! { <textarea id="op-prompt" prop:value=move || prompt.get() on:input=move |ev| prompt.set(event_target_value(&ev))></textarea> }
     };
     match kind.as_str() {
         "portfolio_patch" => view! {
             <div class="field">
-                <label for="op-cash">{move || format!("{} ({}: {})", ctx.tr("branch.cash"), ctx.tr("branch.now"), now_cash())}</label>
+                <label for="op-cash">{move || format!("{} ({}: {})", ctx.tr("branch.cash"), ctx.tr("branch.now"), cash_label)}</label>
                 <input id="op-cash" inputmode="decimal" placeholder=now_cash prop:value=move || cash.get() on:input=move |ev| cash.set(event_target_value(&ev)) />
             </div>
-            <For each=move || shares.get() key=|(t, _)| t.clone() children=move |(t, sig)| {
+            {shares.into_iter().map(|(t, now, sig)| {
                 let id = format!("op-shares-{t}");
-                let now = holding(&t);
                 view! {
                     <div class="row">
-                        <label for=id.clone()>{format!("{t} ({}: {now})", ctx.tr("branch.now"))}</label>
+                        <label for=id.clone()>{move || format!("{t} ({}: {})", ctx.tr("branch.now"), crate::ops::grouped(now as f64))}</label>
                         <input id=id class="shares" inputmode="numeric" placeholder=now.to_string() prop:value=move || sig.get() on:input=move |ev| sig.set(event_target_value(&ev)) />
                     </div>
                 }
-            } />
+            }).collect_view()}
             <p class="muted">{move || ctx.tr("branch.portfolioHelp")}</p>
         }
         .into_any(),

@@ -8,10 +8,10 @@ use leptos::prelude::*;
 use simtree_shared::NodeView;
 
 use crate::api::{self, ApiError};
-use crate::app::{Tree, ctx};
 use crate::chart::abm_series;
 use crate::export::{equity_csv, file_name, logs_jsonl, series_csv, svg_document};
 use crate::route::Route;
+use crate::state::{Tree, ctx};
 
 /// The selected node's series as CSV: the equity curve of a trading node, the tracked
 /// variables of an ABM node; `None` for a social node (it has no series).

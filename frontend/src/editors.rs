@@ -7,6 +7,8 @@
 //! field's type (the message is shown inline under the input), and builds the op the server
 //! expects. Custom JSON stays the expert mode beside these forms.
 
+use std::collections::{HashMap, HashSet};
+
 use serde_json::{Map, Value};
 use simtree_shared::abm::{AbmOutline, AbmVariable};
 use simtree_shared::{LogEntry, Op};
@@ -217,18 +219,21 @@ fn summarise(values: &[Value]) -> (Option<Value>, String) {
     }
 }
 
-fn field(decl: &AbmVariable, values: &Map<String, Value>) -> Option<Field> {
+fn field(decl: &AbmVariable, values: &Map<String, Value>, set: Option<&(Value, bool)>) -> Option<Field> {
     if decl.name.is_empty() {
         return None;
     }
     let initial = decl.initial_value.clone();
-    let (current, now) = match values.get(&decl.source_name) {
-        Some(Value::Array(list)) => {
+    let tracked = values.get(&decl.source_name);
+    let (current, now) = match (set, tracked) {
+        // Set by a branch op with no step since (or never tracked): the op's value holds.
+        (Some((v, false)), _) | (Some((v, true)), None) => (v.clone(), value_text(v)),
+        (_, Some(Value::Array(list))) => {
             let (one, words) = summarise(list);
             (one.unwrap_or_else(|| initial.clone()), words)
         }
-        Some(v) => (v.clone(), value_text(v)),
-        None => (initial.clone(), format!("{} (initial)", value_text(&initial))),
+        (_, Some(v)) => (v.clone(), value_text(v)),
+        (None, None) => (initial.clone(), format!("{} (initial)", value_text(&initial))),
     };
     Some(Field {
         name: decl.name.clone(),
@@ -239,22 +244,66 @@ fn field(decl: &AbmVariable, values: &Map<String, Value>) -> Option<Field> {
     })
 }
 
-/// The fields of an abm-quant `model`, with the current values from `values` (see
-/// [`last_abm_values`]) where tracked, else the declared initial values.
-pub fn abm_fields(model: &AbmOutline, values: &Map<String, Value>) -> AbmFields {
-    let list =
-        |v: &Option<Vec<AbmVariable>>| -> Vec<Field> { v.iter().flatten().filter_map(|d| field(d, values)).collect() };
+/// What the branch ops on a node's root path set of an agent-based model's globals and
+/// environment (`abm_set_global`, `abm_set_environment`): the last value of each name, and
+/// whether the model stepped after it (then a tracked value of the step is the newer).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AbmSets {
+    pub globals: HashMap<String, (Value, bool)>,
+    pub environment: HashMap<String, (Value, bool)>,
+}
+
+/// The [`AbmSets`] of the node whose root path is `path` (root first), from each node's ops and
+/// the log's steps (`entries`, each naming the node it belongs to).
+pub fn abm_sets(path: &[u64], ops: &HashMap<u64, Vec<Op>>, entries: &[LogEntry]) -> AbmSets {
+    let stepped: HashSet<u64> = entries
+        .iter()
+        .filter(|e| e.event_type() == Some(simtree_shared::EventType::AbmStep))
+        .map(|e| e.node)
+        .collect();
+    let mut sets = AbmSets::default();
+    for n in path {
+        for op in ops.get(n).into_iter().flatten() {
+            match op {
+                Op::AbmSetGlobal { name, value } => {
+                    sets.globals.insert(name.clone(), (value.clone(), false));
+                }
+                Op::AbmSetEnvironment { name, value } => {
+                    sets.environment.insert(name.clone(), (value.clone(), false));
+                }
+                _ => {}
+            }
+        }
+        if stepped.contains(n) {
+            for v in sets.globals.values_mut().chain(sets.environment.values_mut()) {
+                v.1 = true;
+            }
+        }
+    }
+    sets
+}
+
+/// The fields of an abm-quant `model`, with the current values: set by a branch op since the
+/// last step (`sets`), else from `values` (see [`last_abm_values`]) where tracked, else the
+/// declared initial values.
+pub fn abm_fields(model: &AbmOutline, values: &Map<String, Value>, sets: &AbmSets) -> AbmFields {
+    let list = |v: &Option<Vec<AbmVariable>>, set: &HashMap<String, (Value, bool)>| -> Vec<Field> {
+        v.iter()
+            .flatten()
+            .filter_map(|d| field(d, values, set.get(&d.name)))
+            .collect()
+    };
     let mut agents: Vec<(String, Vec<Field>)> = Vec::new();
     for (kind, decl) in model.agent_attributes() {
-        let Some(f) = field(decl, values) else { continue };
+        let Some(f) = field(decl, values, None) else { continue };
         match agents.iter_mut().find(|(k, _)| k == kind) {
             Some((_, fs)) => fs.push(f),
             None => agents.push((kind.to_string(), vec![f])),
         }
     }
     AbmFields {
-        globals: list(&model.global_variables),
-        environment: list(&model.environment.environment_attributes),
+        globals: list(&model.global_variables, &sets.globals),
+        environment: list(&model.environment.environment_attributes, &sets.environment),
         agents,
     }
 }
@@ -297,6 +346,29 @@ pub fn scene_patch(json_text: &str, picked: Option<(&Field, &str)>) -> Result<Op
         return Err(format!("{NOTHING_YET}: pick a key and type a new value"));
     }
     Ok(Op::SceneStatePatch { updates })
+}
+
+/// The shape an agent's plan has, as the plan editor shows it.
+pub const PLAN_SCHEMA: &str = r#"{"goals": [{"id": "g1", "desc": "…", "priority": "normal", "status": "pending"}], "milestones": [{"id": "m1", "desc": "…", "status": "pending"}], "strategy": "…", "notes": "…"}"#;
+
+/// The plan an `agent_plan_replace` sends, from the plan editor's JSON: an agent's plan
+/// ([`simtree_shared::PlanState`]; every key optional), where a goal or a milestone may also be
+/// written as plain text (its `desc`). The error names the part that does not fit and the shape.
+pub fn plan_from_text(text: &str) -> Result<Value, String> {
+    let mut v: Value = serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))?;
+    for key in ["goals", "milestones"] {
+        if let Some(Value::Array(items)) = v.get_mut(key) {
+            for item in items.iter_mut() {
+                if let Value::String(s) = item {
+                    *item = Value::Object(Map::from_iter([("desc".to_string(), Value::String(s.clone()))]));
+                }
+            }
+        }
+    }
+    // Checked against the plan's type, sent as written (a plan set by a branch round-trips).
+    serde_json::from_value::<simtree_shared::PlanState>(v.clone())
+        .map_err(|e| format!("not a plan: {e}; expected {PLAN_SCHEMA}"))?;
+    Ok(v)
 }
 
 /// `portfolio_patch` from the cash input (empty = unchanged) and `(ticker, shares)` inputs
@@ -490,7 +562,7 @@ mod tests {
                 json!({"globalVariable.infectedCount": 30, "agent.Person.agentAttribute.status": ["S", "I", "S", "R", "S"]}),
             ),
         ];
-        let f = abm_fields(&sir(), &last_abm_values(&logs));
+        let f = abm_fields(&sir(), &last_abm_values(&logs), &AbmSets::default());
         let names: Vec<&str> = f.globals.iter().map(|g| g.name.as_str()).collect();
         assert_eq!(names, ["infectionRate", "infectedCount"]);
         assert_eq!(f.globals[0].ty, FieldType::Number);
@@ -567,7 +639,7 @@ mod tests {
 
     #[test]
     fn abm_ops_carry_name_type_and_optional_agent_id() {
-        let f = abm_fields(&sir(), &Map::new());
+        let f = abm_fields(&sir(), &Map::new(), &AbmSets::default());
         let g = wire(abm_op(AbmTarget::Global, &f.globals[0], "0.6", "", ""));
         assert_eq!(
             g,
@@ -590,6 +662,49 @@ mod tests {
         let now = value_text(&f.globals[0].current);
         let same = abm_op(AbmTarget::Global, &f.globals[0], &now, "", "").unwrap_err();
         assert!(same.starts_with(NOTHING_YET), "{same}");
+    }
+
+    #[test]
+    fn a_global_set_by_a_branch_is_what_the_node_holds_until_a_step_tracks_it() {
+        let mut ops = HashMap::new();
+        let set = |name: &str, value: Value| {
+            vec![Op::AbmSetGlobal {
+                name: name.into(),
+                value,
+            }]
+        };
+        ops.insert(1, set("infectionRate", json!(0.6)));
+        ops.insert(2, set("infectedCount", json!(99)));
+        // Node 1 steps after its op: the untracked rate stays 0.6, the tracked count is the step's.
+        let logs = [step(json!({"globalVariable.infectedCount": 30}))];
+        let at = |path: &[u64]| {
+            let sets = abm_sets(path, &ops, &logs);
+            abm_fields(&sir(), &last_abm_values(&logs), &sets).globals
+        };
+        let one = at(&[0, 1]);
+        assert_eq!((one[0].current.clone(), one[0].now.as_str()), (json!(0.6), "0.6"));
+        assert_eq!(one[1].current, json!(30));
+        let two = at(&[0, 1, 2]);
+        assert_eq!(two[1].now, "99", "set after the last step: the op's value");
+        // The rate can be set back to its initial value on node 1.
+        let back = wire(abm_op(AbmTarget::Global, &one[0], "0.05", "", ""));
+        assert_eq!(back["value"], json!(0.05));
+        assert!(abm_op(AbmTarget::Global, &one[0], "0.6", "", "").is_err());
+        let root = abm_fields(&sir(), &Map::new(), &abm_sets(&[0], &ops, &[])).globals;
+        assert_eq!(root[0].now, "0.05 (initial)");
+    }
+
+    #[test]
+    fn a_plan_takes_goals_as_objects_or_text_and_names_the_shape_when_wrong() {
+        let plan = plan_from_text(r#"{"goals": ["win the vote", {"id": "g2", "desc": "rest"}], "strategy": "listen"}"#)
+            .unwrap();
+        assert_eq!(plan["goals"][0], json!({"desc": "win the vote"}));
+        assert_eq!(plan["goals"][1]["id"], "g2");
+        assert_eq!(plan["strategy"], "listen");
+        let wrong = plan_from_text(r#"{"goals": [1]}"#).unwrap_err();
+        assert!(wrong.contains("expected {\"goals\""), "{wrong}");
+        assert!(plan_from_text(r#"{"goal": []}"#).unwrap_err().contains("goal"));
+        assert!(plan_from_text("{").unwrap_err().starts_with("invalid JSON"));
     }
 
     #[test]

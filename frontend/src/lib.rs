@@ -3,7 +3,7 @@
 //! Pure logic — the graph reducer, context deltas, event formatting, the tree layout, routes,
 //! i18n, node comparison, op labels — lives in plain modules tested on the native target
 //! (`model`, `layout`, `route`, `i18n`, `compare`, `ops`, `chart`, `editors`, `export`, `when`,
-//! `sweep`). Components (`app`, `graph`, `pages`, `sweep_view`) only wire it to the DOM, and
+//! `sweep`). Components (`app`, `state`, `graph`, `pages`, `sweep_view`) only wire it to the DOM, and
 //! `api` talks to the server (fetch, WebSockets); `plot` draws [`chart`]'s line charts.
 
 pub mod chart;
@@ -23,9 +23,9 @@ mod app;
 mod branch;
 mod data;
 mod graph;
-mod graph_canvas;
 mod pages;
 mod plot;
+mod state;
 mod sweep_view;
 mod trees;
 

@@ -182,6 +182,19 @@ impl GraphModel {
         self.edges.iter().find(|e| e.to == node).map(|e| e.from)
     }
 
+    /// The root path of `node`, root first (a cycle, which a tree cannot have, ends it).
+    pub fn path_to(&self, node: u64) -> Vec<u64> {
+        let mut path = vec![node];
+        while let Some(p) = path.last().and_then(|&n| self.parent_of(n)) {
+            if path.contains(&p) {
+                break;
+            }
+            path.push(p);
+        }
+        path.reverse();
+        path
+    }
+
     pub fn is_leaf(&self, node: u64) -> bool {
         !self.edges.iter().any(|e| e.from == node)
     }
@@ -356,6 +369,8 @@ impl Toasts {
 pub struct AgentView {
     pub name: String,
     pub role: Option<String>,
+    /// The agent's plan (goals, milestones, strategy, notes) as the node's state holds it.
+    pub plan: serde_json::Value,
     pub memory: Vec<(String, String)>,
 }
 
@@ -377,6 +392,7 @@ impl NodeView {
             .map(|a| AgentView {
                 name: a.name.clone(),
                 role: a.role.clone(),
+                plan: a.plan_state.clone(),
                 memory: a
                     .short_memory
                     .iter()
@@ -421,6 +437,36 @@ impl NodeView {
             _ => view.memory.push((role, content)),
         }
     }
+}
+
+/// An agent's plan in a line: its goals (with their status), milestones, strategy and notes,
+/// each named by `words` (in the page's language); `None` when it has none of them.
+pub fn plan_text(plan: &serde_json::Value, words: [&str; 4]) -> Option<String> {
+    let [goals_w, milestones_w, strategy_w, notes_w] = words;
+    let p: simtree_shared::PlanState = serde_json::from_value(plan.clone()).ok()?;
+    let mut parts = Vec::new();
+    let item = |desc: &Option<String>, id: &Option<String>, status: &Option<String>| {
+        let what = desc.clone().or_else(|| id.clone()).unwrap_or_default();
+        match status {
+            Some(s) if !s.is_empty() => format!("{what} [{s}]"),
+            _ => what,
+        }
+    };
+    if !p.goals.is_empty() {
+        let goals: Vec<String> = p.goals.iter().map(|g| item(&g.desc, &g.id, &g.status)).collect();
+        parts.push(format!("{goals_w}: {}", goals.join("; ")));
+    }
+    if !p.milestones.is_empty() {
+        let ms: Vec<String> = p.milestones.iter().map(|m| item(&m.desc, &m.id, &m.status)).collect();
+        parts.push(format!("{milestones_w}: {}", ms.join("; ")));
+    }
+    if !p.strategy.is_empty() {
+        parts.push(format!("{strategy_w}: {}", p.strategy));
+    }
+    if !p.notes.is_empty() {
+        parts.push(format!("{notes_w}: {}", p.notes));
+    }
+    (!parts.is_empty()).then(|| parts.join(" · "))
 }
 
 /// How an event line is shown (spec §4.3); `None` hides the entry.
@@ -925,6 +971,21 @@ mod tests {
         feed(TreeMsg::Deleted { node: 2 }, &mut g, &mut p);
         assert_eq!(p.of(2), None);
         assert_eq!(Turns { done: 1, total: 0 }.fraction(), 0.0);
+    }
+
+    #[test]
+    fn a_plan_reads_as_one_line_and_an_empty_plan_as_none() {
+        let words = ["goals", "milestones", "strategy", "notes"];
+        let plan = serde_json::json!({
+            "goals": [{"id": "g1", "desc": "win the vote", "status": "active"}, {"id": "g2"}],
+            "strategy": "listen first"
+        });
+        assert_eq!(
+            plan_text(&plan, words).as_deref(),
+            Some("goals: win the vote [active]; g2 · strategy: listen first")
+        );
+        assert_eq!(plan_text(&serde_json::json!({}), words), None);
+        assert_eq!(plan_text(&serde_json::json!("not a plan"), words), None);
     }
 
     #[test]

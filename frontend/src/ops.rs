@@ -234,6 +234,15 @@ impl Kind {
         }
     }
 
+    /// The i18n key of the plural unit a run of this kind is counted in (the ops panel's labels).
+    pub fn units(self) -> &'static str {
+        match self {
+            Kind::Social => "unit.turns",
+            Kind::Trading => "unit.decisions",
+            Kind::Abm => "unit.steps",
+        }
+    }
+
     /// The edge legend of this kind.
     pub fn legend(self) -> &'static [EdgeStyle] {
         match self {

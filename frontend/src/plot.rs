@@ -72,7 +72,7 @@ pub fn LineChart(
     let all: Vec<&[f64]> = lines.iter().map(|l| l.values.as_slice()).chain(bounds).collect();
     let Some(axis) = Axis::over(&all, 6) else {
         // Nothing to draw yet (a root, a node before its first step or decision).
-        let ctx = crate::app::ctx();
+        let ctx = crate::state::ctx();
         return view! { <p id=id class="chart-empty muted">{move || ctx.tr("chart.empty")}</p> }.into_any();
     };
     let hover = RwSignal::new(None::<usize>);
@@ -123,7 +123,7 @@ pub fn LineChart(
             }
         })
         .collect_view();
-    let ctx = crate::app::ctx();
+    let ctx = crate::state::ctx();
     let mark_legend = (!marks.is_empty()).then(|| {
         view! {
             <span class="legend-item trade-legend">

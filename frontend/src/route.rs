@@ -1,4 +1,7 @@
-//! The page routes (spec §4.1), parsed from and printed to a location path + query.
+//! The page routes (spec §4.1), parsed from and printed to a location path + query. A tree's
+//! page may name its selected node (`/simtree/3?node=12`, `/studio/3?node=12`): the query is
+//! not part of the route (selecting another node is the same page), [`node_param`] reads it and
+//! [`Route::at_node`] writes it.
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Route {
@@ -24,8 +27,9 @@ impl Route {
                 let node = q
                     .split('&')
                     .filter_map(|kv| kv.split_once('='))
-                    .find(|(k, _)| *k == "node" || *k == "sim")
+                    .find(|(k, _)| *k == "sim")
                     .and_then(|(_, v)| v.parse().ok())
+                    .or_else(|| node_param(query))
                     .unwrap_or(0);
                 Route::Sim { tree: id(1), node }
             }
@@ -44,6 +48,24 @@ impl Route {
             Route::Sim { tree: Some(t), node } => format!("/sim/{t}?node={node}"),
         }
     }
+
+    /// The route's address with `node` selected (a tree's page; other routes ignore it).
+    pub fn at_node(&self, node: u64) -> String {
+        match self {
+            Route::SimTree(Some(_)) | Route::Studio(Some(_)) => format!("{}?node={node}", self.href()),
+            _ => self.href(),
+        }
+    }
+}
+
+/// The `node` of a location's query (`?node=12`, `?a=1&node=12`), if it names one.
+pub fn node_param(query: &str) -> Option<u64> {
+    query
+        .trim_start_matches('?')
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| *k == "node")
+        .and_then(|(_, v)| v.parse().ok())
 }
 
 #[cfg(test)]
@@ -64,6 +86,18 @@ mod tests {
         );
         assert_eq!(Route::parse("/sim/2", "?sim=5"), Route::Sim { tree: Some(2), node: 5 });
         assert_eq!(Route::parse("/sim/2", ""), Route::Sim { tree: Some(2), node: 0 });
+        assert_eq!(
+            Route::parse("/simtree/3", "?node=12"),
+            Route::SimTree(Some(3)),
+            "the node is no other page"
+        );
+        assert_eq!(node_param("?node=12"), Some(12));
+        assert_eq!(node_param("?a=1&node=7"), Some(7));
+        assert_eq!(node_param("?node=x"), None);
+        assert_eq!(node_param(""), None);
+        assert_eq!(Route::SimTree(Some(3)).at_node(12), "/simtree/3?node=12");
+        assert_eq!(Route::Studio(Some(3)).at_node(0), "/studio/3?node=0");
+        assert_eq!(Route::Home.at_node(4), "/");
         for r in [
             Route::Home,
             Route::SimTree(Some(1)),

@@ -9,8 +9,8 @@ use leptos::prelude::*;
 use simtree_shared::{SweepTable, TreeMsg};
 
 use crate::api::{self, ApiError};
-use crate::app::{Tree, ctx};
 use crate::plot::SweepChart;
+use crate::state::{Tree, ctx};
 use crate::sweep::{MetricPlot, SweepForm, cell_label, merge_table, summary_text, with_parent};
 
 #[component]

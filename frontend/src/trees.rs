@@ -7,9 +7,9 @@ use leptos::prelude::*;
 use simtree_shared::{SimKind, TreeInfo};
 
 use crate::api::{self, ApiError};
-use crate::app::{Link, ctx};
 use crate::data::ImportButton;
 use crate::route::Route;
+use crate::state::{Link, ctx};
 use crate::when::{ago, timestamp};
 
 /// The i18n key of a kind's name.

@@ -686,18 +686,33 @@ async fn the_compare_view_shows_the_first_divergence() {
     b.click("#compare-btn").await;
     let summary = b.wait_text("#compare-summary", "Common ancestor: 1").await;
     assert!(
-        summary.contains("3 ↔ 4") && summary.contains("First divergence: #0"),
+        summary.contains("3 ↔ 4") && summary.contains("First divergence: event 1"),
         "{summary}"
     );
-    let left = b.wait_css("#compare-left li.diverge").await.text().await.unwrap();
-    assert!(
-        left.contains("A storm is coming") || left.starts_with("agent_ctx_delta"),
-        "{left}"
-    );
-    assert_eq!(b.count("#compare-right li.diverge").await, 1);
-    // Bookkeeping entries are there, marked as such; the events read as in the event list.
-    assert!(b.count("#compare-left li.internal").await > 0);
-    b.wait_text("#compare-left li:not(.internal)", "[").await;
+    // Read like a diff: the first events since the ancestor side by side, the divergence the
+    // first event that differs (bookkeeping entries never are one).
+    let left = b
+        .wait_css("#compare-rows .crow.diverge .left")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(left.contains("A storm is coming"), "{left}");
+    let right = b
+        .wait_css("#compare-rows .crow.diverge .right")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(right.starts_with('['), "an event on the right too: {right}");
+    assert_eq!(b.count("#compare-rows .crow.diverge").await, 1);
+    // Bookkeeping entries are hidden until asked for, then marked as such.
+    assert_eq!(b.count("#compare-rows .crow.internal").await, 0);
+    b.click("#compare-bookkeeping").await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(b.count("#compare-rows .crow.internal").await > 0);
+    b.wait_text("#compare-rows .crow:not(.internal):not(.head) .left", "[")
+        .await;
     b.finish("compare").await;
 }
 
@@ -722,9 +737,12 @@ async fn a_trading_node_shows_its_equity_curve_trades_and_compared_metrics() {
     b.wait_text("#trades", "AAPL").await;
     b.set_input("#compare-input", "4").await;
     b.click("#compare-btn").await;
-    b.wait_css("#compare-metrics table.metrics").await;
-    assert_eq!(b.count("#compare-metrics table.metrics").await, 2);
-    b.wait_text("#compare-left", "[Decision]").await;
+    // One table: each figure of both nodes, named by their ids, and the difference.
+    let head = b.wait_text("#compare-metrics table.metrics tr", "#3").await;
+    assert!(head.contains("#4") && head.contains('Δ'), "{head}");
+    assert_eq!(b.count("#compare-metrics table.metrics").await, 1);
+    assert!(b.count("#compare-metrics td.delta").await >= 5);
+    b.wait_text("#compare-rows", "[Decision]").await;
     b.finish("trading_view").await;
 }
 
@@ -2329,7 +2347,7 @@ async fn the_side_panels_style_through_the_stylesheet_in_both_themes() {
 }
 
 #[tokio::test]
-async fn a_compared_trading_node_overlays_its_equity_and_both_make_a_mean_with_a_band() {
+async fn a_compared_trading_node_overlays_its_equity_apart_from_any_band() {
     let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
     let t = api_tree(&b.server, "momentum_tech").await;
@@ -2353,16 +2371,17 @@ async fn a_compared_trading_node_overlays_its_equity_and_both_make_a_mean_with_a
         .await;
     assert_eq!(other.attr("data-name").await.unwrap().as_deref(), Some("equity_curve"));
     b.wait_text("#trading-view .chart-legend", &format!("(#{long})")).await;
+    // The compare target is another treatment (another lookback): a band never pools it, it
+    // stays a dashed line of its own.
     b.click("#overlay-band").await;
-    b.wait_count("#equity-chart polyline.mean", 1).await;
-    b.wait_count("#equity-chart polygon.band", 1).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(b.count("#equity-chart polyline.mean").await, 0);
+    assert_eq!(b.count("#equity-chart polygon.band").await, 0);
+    b.wait_css("#equity-chart polyline.series[stroke-dasharray='5 3']")
+        .await;
     assert_eq!(b.count("#equity-chart polyline.benchmark").await, 1, "buy & hold stays");
-    assert_eq!(
-        b.count("#equity-chart path.trade").await,
-        0,
-        "one node's trades do not mark a mean"
-    );
-    b.wait_text("#trading-view .chart-legend", "mean ± sd (n=2)").await;
+    let legend = b.wait_text("#trading-view .chart-legend", &format!("(#{long})")).await;
+    assert!(!legend.contains("n=2"), "the target is not pooled: {legend}");
     // The choice holds while the view is re-read (a finished run elsewhere re-reads it).
     api_post(
         &b.server,
@@ -2371,7 +2390,10 @@ async fn a_compared_trading_node_overlays_its_equity_and_both_make_a_mean_with_a
     )
     .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    b.wait_count("#equity-chart polyline.mean", 1).await;
+    let checked = b.wait_css("#overlay-band").await.prop("checked").await.unwrap();
+    assert_eq!(checked.as_deref(), Some("true"));
+    b.wait_css("#equity-chart polyline.series[stroke-dasharray='5 3']")
+        .await;
     // The side pane fits its width: nothing in it scrolls sideways.
     let wide = b
         .js("const side = document.querySelector('.side');
@@ -2882,4 +2904,381 @@ async fn a_sweeps_replicates_are_drawn_as_one_fan_per_cell_in_the_sweep_colour()
         );
     }
     b.finish("sweep_fans").await;
+}
+
+// ---- Issue 30: the typed branch forms show the selected node's state (each test failed on the
+// UI before its fix). ----
+
+/// Records the page's console errors and uncaught errors (a wasm panic logs one of each) in
+/// `window.__errors`.
+async fn capture_errors(b: &Browser) {
+    b.js("window.__errors = []; const log = console.error.bind(console); \
+          console.error = (...a) => { window.__errors.push(a.map(String).join(' ')); log(...a); }; \
+          window.addEventListener('error', e => window.__errors.push(String(e.message)));")
+        .await;
+}
+
+/// The errors [`capture_errors`] recorded.
+async fn page_errors(b: &Browser) -> Vec<String> {
+    let v = b.js("return window.__errors || [];").await;
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| e.as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// The value of a form field.
+async fn value_of(b: &Browser, css: &str) -> String {
+    b.wait_css(css).await.prop("value").await.unwrap().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn typing_cash_on_a_non_root_node_keeps_the_app_alive_and_the_portfolio_form_shows_its_holdings() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let s = &b.server;
+    let t = advanced_tree(s, "llm_trader", 20).await;
+    let view = s.get(&format!("/devui/simtree/{t}/node/1/view")).await.1;
+    let (ticker, held) = view["portfolio"]["positions"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .find_map(|(k, n)| Some((k.clone(), n.as_u64().filter(|n| *n > 0)?)))
+        .expect("the trader holds shares after 20 decisions");
+    b.open(&format!("/simtree/{t}")).await;
+    b.wait_count("g.node", 2).await;
+    b.wait_css("#op-kind option[value='portfolio_patch']").await;
+    b.select("#op-kind", "portfolio_patch").await;
+    b.wait_css("#op-cash").await;
+    capture_errors(&b).await;
+    // The form was made for the root; now the child is selected and cash typed there (this
+    // panicked: "already disposed", then `unreachable`, and the page stopped answering).
+    b.click("g.node[data-id='1']").await;
+    b.wait_text("#node-made", "+20").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    b.set_input("#op-cash", "1000").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let errors = page_errors(&b).await;
+    assert!(errors.is_empty(), "the page failed: {errors:?}");
+    assert_eq!(b.count("#op-error").await, 0, "cash typed: the op is ready");
+    // Every "now" is the selected node's.
+    let label = b
+        .wait_text(&format!("label[for='op-shares-{ticker}']"), "now")
+        .await
+        .replace(',', "");
+    assert!(
+        label.contains(&format!("now: {held})")),
+        "{label}: node 1 holds {held} {ticker}"
+    );
+    let cash = view["portfolio"]["cash"].as_f64().unwrap().round();
+    let cash_label = b.wait_text("label[for='op-cash']", "now").await.replace(',', "");
+    assert!(
+        cash_label.contains(&format!("{cash}")),
+        "{cash_label}: node 1 has {cash} cash"
+    );
+    // Selling all of a holding is a change.
+    b.set_input(&format!("#op-shares-{ticker}"), "0").await;
+    b.click("#branch-btn").await;
+    b.wait_count("g.node", 3).await;
+    let after = s.get(&format!("/devui/simtree/{t}/node/2/view")).await.1;
+    assert_eq!(after["portfolio"]["cash"], json!(1000.0));
+    assert!(
+        after["portfolio"]["positions"][&ticker].as_u64().unwrap_or(0) == 0,
+        "{ticker} sold: {}",
+        after["portfolio"]
+    );
+    let errors = page_errors(&b).await;
+    assert!(errors.is_empty(), "the page failed: {errors:?}");
+    b.finish("portfolio_form_of_the_selected_node").await;
+}
+
+#[tokio::test]
+async fn the_abm_global_form_shows_the_value_a_branch_set_and_can_set_it_back() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let s = &b.server;
+    let (_, created) = s
+        .post("/devui/simtree", &json!({"scenario": "sir_network", "seed": 3}))
+        .await;
+    let t = created["id"].as_u64().unwrap();
+    let set = json!({"op": "abm_set_global", "name": "infectionRate", "value": 0.6});
+    api_post(
+        s,
+        &format!("/devui/simtree/{t}/branch"),
+        json!({"parent": 0, "ops": [set]}),
+    )
+    .await; // 1
+    api_post(
+        s,
+        &format!("/devui/simtree/{t}/advance"),
+        json!({"parent": 1, "turns": 2}),
+    )
+    .await; // 2
+    b.open(&format!("/simtree/{t}")).await;
+    b.wait_count("g.node", 3).await;
+    b.click("g.node[data-id='2']").await;
+    b.wait_css("#op-kind option[value='abm_set_global']").await;
+    b.select("#op-kind", "abm_set_global").await;
+    b.wait_css("#op-field option[value='infectionRate']").await;
+    b.select("#op-field", "infectionRate").await;
+    let now = b.wait_text("#op-field-now", "now").await;
+    assert!(
+        now.contains("0.6") && !now.contains("initial"),
+        "node 2 runs at the rate its branch set: {now}"
+    );
+    assert_eq!(value_of(&b, "#op-value").await, "0.6");
+    // Back to the model's value.
+    b.set_input("#op-value", "0.05").await;
+    b.click("#branch-btn").await;
+    b.wait_text("#node-made", "infectionRate → 0.05").await;
+    // The root still has the model's value.
+    b.click("g.node[data-id='0']").await;
+    b.wait_text("#stats", "Selected: 0").await;
+    b.wait_css("#op-field option[value='infectionRate']").await;
+    b.select("#op-field", "infectionRate").await;
+    b.wait_text("#op-field-now", "0.05 (initial)").await;
+    b.finish("abm_global_now").await;
+}
+
+#[tokio::test]
+async fn the_plan_editor_starts_from_the_agents_plan_shows_its_shape_and_takes_goals_as_text() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let s = &b.server;
+    let t = advanced_tree(s, "simple_chat", 4).await;
+    let state = s.get(&format!("/devui/simtree/{t}/node/1/state")).await.1;
+    let agent = &state["agents"][0];
+    let name = agent["name"].as_str().unwrap().to_string();
+    b.open(&format!("/simtree/{t}")).await;
+    b.wait_count("g.node", 2).await;
+    b.click("g.node[data-id='1']").await;
+    b.wait_text("#node-made", "+4").await;
+    b.select("#op-kind", "agent_plan_replace").await;
+    b.wait_css(&format!("#op-agent option[value='{name}']")).await;
+    b.wait_text("#op-plan-schema", "\"goals\"").await;
+    // The editor holds the agent's plan at this node (it started at `{}`).
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let typed: Value = serde_json::from_str(&value_of(&b, "#op-json").await).unwrap_or(Value::Null);
+        if typed == agent["plan_state"] {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the editor shows {typed}, the node's plan is {}",
+            agent["plan_state"]
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // A goal written as text is taken (it failed with "expected struct Goal").
+    b.set_input("#op-json", r#"{"goals": ["win the vote"], "strategy": "listen first"}"#)
+        .await;
+    assert_eq!(b.count("#op-error").await, 0);
+    b.click("#branch-btn").await;
+    b.wait_count("g.node", 3).await;
+    let after = s.get(&format!("/devui/simtree/{t}/node/2/state")).await.1;
+    let plan = &after["agents"][0]["plan_state"];
+    assert_eq!(plan["goals"][0]["desc"], "win the vote", "{plan}");
+    // A plan that does not fit says what shape it needs.
+    b.set_input("#op-json", r#"{"goals": [7]}"#).await;
+    b.wait_text("#op-error", "expected {\"goals\"").await;
+    // The studio's agent panel shows the agent's role and plan.
+    b.open(&format!("/studio/{t}")).await;
+    b.wait_css("g.node[data-id='2']").await;
+    b.click("g.node[data-id='2']").await;
+    b.wait_css(&format!("#agent-select option[value='{name}']")).await;
+    b.select("#agent-select", &name).await;
+    b.wait_text("#agent-plan", "win the vote").await;
+    b.finish("plan_editor").await;
+}
+
+/// The page's address: path and query.
+async fn address(b: &Browser) -> String {
+    let url = b.client.current_url().await.unwrap();
+    format!("{}?{}", url.path(), url.query().unwrap_or_default())
+}
+
+/// Polls until the page's address is `want`.
+async fn wait_address(b: &Browser, want: &str) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let now = address(b).await;
+        if now == want {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the address is {now}, expected {want}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_node_in_the_address_opens_selected_and_the_address_follows_the_selection_back_and_forth() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let s = &b.server;
+    let t = advanced_tree(s, "simple_chat", 1).await; // 0 → 1
+    api_post(
+        s,
+        &format!("/devui/simtree/{t}/advance"),
+        json!({"parent": 1, "turns": 1}),
+    )
+    .await; // 1 → 2
+    b.open(&format!("/simtree/{t}?node=2")).await;
+    b.wait_count("g.node", 3).await;
+    b.wait_text("#stats", "Selected: 2").await;
+    b.wait_text("#inspector h3", "#2").await;
+    wait_address(&b, &format!("/simtree/{t}?node=2")).await;
+    b.click("g.node[data-id='1']").await;
+    wait_address(&b, &format!("/simtree/{t}?node=1")).await;
+    b.click("g.node[data-id='0']").await;
+    wait_address(&b, &format!("/simtree/{t}?node=0")).await;
+    b.client.back().await.unwrap();
+    b.wait_text("#stats", "Selected: 1").await;
+    wait_address(&b, &format!("/simtree/{t}?node=1")).await;
+    b.client.back().await.unwrap();
+    b.wait_text("#stats", "Selected: 2").await;
+    b.client.forward().await.unwrap();
+    b.wait_text("#stats", "Selected: 1").await;
+    wait_address(&b, &format!("/simtree/{t}?node=1")).await;
+    // The page stayed (no new connection): the graph is still there, nothing reloaded.
+    assert_eq!(b.count("g.node").await, 3);
+    // A tree's page without a node names the one it selects; the studio takes one too.
+    b.open(&format!("/simtree/{t}")).await;
+    b.wait_text("#stats", "Selected: 0").await;
+    wait_address(&b, &format!("/simtree/{t}?node=0")).await;
+    b.open(&format!("/studio/{t}?node=1")).await;
+    b.wait_text("#stats", "Selected: 1").await;
+    b.wait_text("#events", "Hello").await;
+    b.click("g.node[data-id='2']").await;
+    wait_address(&b, &format!("/studio/{t}?node=2")).await;
+    b.finish("node_in_the_address").await;
+}
+
+// ---- Issue 30 item 7: reading the workbench without knowing it. ----
+
+#[tokio::test]
+async fn home_says_what_a_tree_is_an_empty_tree_page_starts_with_create_and_trees_go_by_name() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let s = &b.server;
+    b.open("/").await;
+    b.wait_text("#home-intro", "A tree is").await;
+    assert_eq!(b.count("#home-kinds li").await, 3, "social, trading, ABM");
+    // No tree yet: the page starts with the create form, which says what a scenario is.
+    b.open("/simtree").await;
+    b.wait_css("#scenario-select option[value='council']").await;
+    let first = b
+        .js("return document.querySelector('.side section.panel').querySelector('#scenario-select') !== null;")
+        .await;
+    assert_eq!(first, json!(true), "the create form is the first panel");
+    b.select("#scenario-select", "council").await;
+    let list = s.get("/api/scenarios").await.1;
+    let council = list.as_array().unwrap().iter().find(|x| x["id"] == "council").unwrap();
+    let words: String = council["description"].as_str().unwrap().chars().take(30).collect();
+    b.wait_text("#scenario-desc", &words).await;
+    b.click("#create-btn").await;
+    b.wait_css("g.node[data-id='0']").await;
+    // The tree goes by its name (the scenario's until renamed), its id only beside it.
+    let id = b
+        .client
+        .current_url()
+        .await
+        .unwrap()
+        .path()
+        .trim_start_matches("/simtree/")
+        .to_string();
+    b.wait_text("#tree-name", &format!("council (#{id})")).await;
+    // The run lengths say their unit.
+    let label = b
+        .js("return document.querySelector('#steps-input').previousElementSibling.innerText;")
+        .await;
+    assert!(label.as_str().unwrap_or_default().contains("(turns)"), "{label}");
+    // Collapse to a depth, then expand all.
+    let t: u64 = id.parse().unwrap();
+    api_post(
+        s,
+        &format!("/devui/simtree/{t}/advance_chain"),
+        json!({"parent": 0, "turns": 3}),
+    )
+    .await;
+    b.wait_count("g.node", 4).await;
+    b.set_input("#depth-input", "1").await;
+    b.click("#collapse-depth-btn").await;
+    b.wait_count("g.node", 2).await;
+    b.wait_text("g.node[data-id='1'] text.badge", "+2").await;
+    b.click("#expand-all-btn").await;
+    b.wait_count("g.node", 4).await;
+    // The studio's picker names trees too.
+    b.open(&format!("/studio/{t}")).await;
+    b.wait_text("#tree-select", &format!("council (#{t})")).await;
+    b.finish("home_create_names").await;
+}
+
+#[tokio::test]
+async fn a_failed_run_can_be_run_again_from_its_parent() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let env = [
+        ("LLM_DIALECT", "openai"),
+        ("LLM_BASE_URL", "http://127.0.0.1:9/v1"),
+        ("LLM_API_KEY", "test-key"),
+        ("LLM_MAX_RETRIES", "0"),
+    ];
+    let Some(b) = Browser::start_env(&[], &env).await else {
+        return;
+    };
+    let t = api_tree(&b.server, "simple_chat").await;
+    b.open(&format!("/simtree/{t}")).await;
+    b.wait_css("g.node[data-id='0']").await;
+    b.set_input("#steps-input", "2").await;
+    b.click("#advance-btn").await;
+    b.wait_css("g.node.failed[data-id='1']").await;
+    assert_eq!(b.count("#retry-btn").await, 1, "a failed node offers a retry");
+    b.click("#retry-btn").await;
+    // The same run again from the parent: a sibling, selected (it fails again: no provider).
+    b.wait_css("line.edge[data-from='0'][data-to='2']").await;
+    b.wait_text("#stats", "Selected: 2").await;
+    b.wait_text("#node-made", "+2").await;
+    b.click("g.node[data-id='0']").await;
+    b.wait_text("#stats", "Selected: 0").await;
+    assert_eq!(b.count("#retry-btn").await, 0, "nothing to retry on a finished node");
+    b.finish("retry_failed").await;
+}
+
+#[tokio::test]
+async fn a_running_node_is_not_read_until_its_run_finishes() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let t = api_tree(&b.server, "simple_chat").await;
+    b.open(&format!("/simtree/{t}")).await;
+    b.wait_css("g.node[data-id='0']").await;
+    let server = &b.server;
+    let slow = async {
+        server
+            .post(
+                &format!("/devui/simtree/{t}/advance"),
+                &json!({"parent": 0, "turns": 1000}),
+            )
+            .await
+    };
+    let watch = async {
+        b.wait_css("g.node.running[data-id='1']").await;
+        b.click("g.node[data-id='1']").await;
+        b.wait_text("#stats", "Selected: 1").await;
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let still = b.count("g.node.running[data-id='1']").await;
+        // Chromium records each response's status on its resource timing entry.
+        let conflicts = b
+            .js("return performance.getEntriesByType('resource').filter(e => e.responseStatus === 409).map(e => e.name);")
+            .await;
+        (still, conflicts)
+    };
+    let ((status, _), (still, conflicts)) = tokio::join!(slow, watch);
+    assert_eq!(status, 200);
+    assert_eq!(still, 1, "the run was still going when its node was selected");
+    assert_eq!(conflicts, json!([]), "reads of the running node");
+    // Its run over, the node is read.
+    b.wait_count("g.node.running", 0).await;
+    b.wait_css("#scene-state").await;
+    b.finish("running_not_read").await;
 }

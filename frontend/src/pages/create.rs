@@ -1,0 +1,101 @@
+//! The create panel: scenario, seed, token budget, LLM player; Create and Refresh.
+
+use leptos::prelude::*;
+use simtree_shared::{CreateRequest, ScenarioSummary, SimKind};
+
+use crate::api;
+use crate::route::Route;
+use crate::state::{Tree, ctx};
+
+/// The LLM choices of the create form: the offline mock (the default), and the server's own LLM
+/// settings, which the form sends as no `llm` at all (the server does not say which provider it
+/// is configured with, so the form cannot name it).
+pub(super) const MOCK: &str = "mock";
+pub(super) const SERVER_LLM: &str = "server";
+
+/// Scenario picker, seed, token budget, the LLM player (social scenes), and Create / Refresh.
+#[component]
+pub(super) fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) -> impl IntoView {
+    let ctx = ctx();
+    let scenarios = RwSignal::new(Vec::<ScenarioSummary>::new());
+    let choice = RwSignal::new("simple_chat".to_string());
+    let seed = RwSignal::new(String::new());
+    let budget = RwSignal::new(String::new());
+    let llm = RwSignal::new(MOCK.to_string());
+    // The player matters to social scenes only (trading and ABM trees ignore it).
+    let social = move || {
+        let id = choice.get();
+        scenarios.with(|l| l.iter().find(|s| s.id == id).is_none_or(|s| s.kind == SimKind::Social))
+    };
+    // What the chosen scenario is, in its own words.
+    let description = move || {
+        let id = choice.get();
+        scenarios.with(|l| l.iter().find(|s| s.id == id).map(|s| s.description.clone()))
+    };
+    leptos::task::spawn_local(async move {
+        match api::scenarios().await {
+            Ok(list) => scenarios.set(list),
+            Err(e) => ctx.error(e),
+        }
+    });
+    let create = move |_| {
+        let body = CreateRequest {
+            scenario: choice.get(),
+            seed: seed.get().trim().parse::<u64>().ok(),
+            token_budget: budget.get().trim().parse::<u64>().ok(),
+            llm: Some(llm.get()).filter(|l| social() && l != SERVER_LLM),
+        };
+        leptos::task::spawn_local(async move {
+            match api::create_tree(&body).await {
+                Ok(r) => {
+                    api::storage_set("devui:lastTreeId", &r.id.to_string());
+                    ctx.navigate(if studio {
+                        Route::Studio(Some(r.id))
+                    } else {
+                        Route::SimTree(Some(r.id))
+                    });
+                }
+                Err(e) => ctx.error(e),
+            }
+        });
+    };
+    view! {
+        <section class="panel">
+            <h3>{move || ctx.tr("simtree.createNew")}</h3>
+            <div class="field">
+                <label for="scenario-select">{move || ctx.tr("create.scenario")}</label>
+                <select id="scenario-select" on:change=move |ev| choice.set(event_target_value(&ev)) prop:value=move || choice.get()>
+                    <For
+                        each=move || scenarios.get()
+                        key=|s| s.id.clone()
+                        children=move |ScenarioSummary { id, title, .. }| view! { <option value=id.clone() selected=move || choice.get() == id>{format!("{id} — {title}")}</option> }
+                    />
+                </select>
+                <p id="scenario-desc" class="hint muted">{description}</p>
+            </div>
+            <div class="row">
+                <label>{move || ctx.tr("create.seed")}</label>
+                <input id="seed-input" type="number" min="0" placeholder="0" prop:value=move || seed.get() on:input=move |ev| seed.set(event_target_value(&ev)) />
+                <label>{move || ctx.tr("create.budget")}</label>
+                <input id="budget-input" type="number" min="1" placeholder="∞" prop:value=move || budget.get() on:input=move |ev| budget.set(event_target_value(&ev)) />
+            </div>
+            <Show when=social>
+                <div class="field">
+                    <label for="llm-select">{move || ctx.tr("create.llm")}</label>
+                    <select id="llm-select" on:change=move |ev| llm.set(event_target_value(&ev)) prop:value=move || llm.get()>
+                        <option value=MOCK>{move || ctx.tr("create.llmMock")}</option>
+                        <option value="scripted">{move || ctx.tr("create.llmScripted")}</option>
+                        <option value=SERVER_LLM>{move || ctx.tr("create.llmServer")}</option>
+                    </select>
+                    <p id="llm-note" class="hint muted">{move || ctx.tr("create.llmNote")}</p>
+                </div>
+            </Show>
+            <div class="row">
+                <button id="create-btn" class="primary" on:click=create>{move || ctx.tr("common.create")}</button>
+                <button id="refresh-btn" disabled=move || tree.is_none() on:click=move |_| if let Some(t) = tree { t.refresh() }>
+                    {move || ctx.tr("common.refresh")}
+                </button>
+            </div>
+        </section>
+    }
+}
