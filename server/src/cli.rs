@@ -554,11 +554,9 @@ fn abm(command: AbmCommand, assets: &std::path::Path, sandbox: crate::abm::Sandb
                 .map(|_| ())
                 .map_err(|e| e.to_string())
         }
-        AbmCommand::Setup => {
-            crate::abm::venv::ensure_venv(&root)
-                .map(|p| eprintln!("ABM worker python: {}", p.display()))
-                .map_err(|e| e.to_string())
-        }
+        AbmCommand::Setup => crate::abm::venv::ensure_venv(&root)
+            .map(|p| eprintln!("ABM worker python: {}", p.display()))
+            .map_err(|e| e.to_string()),
     }
 }
 

@@ -191,10 +191,7 @@ async fn generate_model(
     };
     let mut attempt = 0;
     loop {
-        let answer = llm
-            .complete(&req)
-            .await
-            .map_err(GenerateError::Llm)?;
+        let answer = llm.complete(&req).await.map_err(GenerateError::Llm)?;
         let problems = match check_answer(&answer) {
             Ok(r) => return Ok(r),
             Err(problems) => problems,

@@ -148,7 +148,9 @@ mod tests {
 
     #[test]
     fn missing_requirements_are_reported() {
-        let err = ensure_venv(Path::new("/nonexistent-simtree-root")).unwrap_err().to_string();
+        let err = ensure_venv(Path::new("/nonexistent-simtree-root"))
+            .unwrap_err()
+            .to_string();
         assert!(
             err.starts_with("cannot read /nonexistent-simtree-root/assets/python/requirements.txt: "),
             "{err}"

@@ -102,7 +102,12 @@ impl Simulator {
     /// actions it lacks, the scene's initial event is broadcast, then the scene's `pre_run` runs.
     /// Builder-time deltas are dropped; the queued `system_broadcast`s stay pending (they become
     /// the root node's log), as upstream.
-    pub fn build(agents: Vec<Agent>, mut scene: Scene, ordering: Ordering, opts: SimOptions) -> Result<Self, BuildError> {
+    pub fn build(
+        agents: Vec<Agent>,
+        mut scene: Scene,
+        ordering: Ordering,
+        opts: SimOptions,
+    ) -> Result<Self, BuildError> {
         if agents.is_empty() {
             return Err(BuildError::NoAgents);
         }

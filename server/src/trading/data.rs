@@ -776,10 +776,16 @@ date,ticker,kind,session,headline
     #[test]
     fn dates_are_checked() {
         assert!(check_date("2012-02-29").is_ok());
-        assert_eq!(check_date("2013-02-29").unwrap_err().to_string(), "'2013-02-29' has no day 29");
+        assert_eq!(
+            check_date("2013-02-29").unwrap_err().to_string(),
+            "'2013-02-29' has no day 29"
+        );
         assert!(check_date("2000-02-29").is_ok());
         assert!(check_date("1900-02-29").is_err());
-        assert_eq!(check_date("2012-13-01").unwrap_err().to_string(), "'2012-13-01' has no month 13");
+        assert_eq!(
+            check_date("2012-13-01").unwrap_err().to_string(),
+            "'2012-13-01' has no month 13"
+        );
         assert_eq!(
             check_date("2012-1-01").unwrap_err().to_string(),
             "'2012-1-01' is not a date of the form YYYY-MM-DD"

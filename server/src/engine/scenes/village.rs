@@ -1080,7 +1080,10 @@ mod tests {
             )
         };
         let err = |map: Value| bad(map).unwrap_err().to_string();
-        assert_eq!(err(json!({"width": 0})), "map: map width must be between 1 and 1000, got 0");
+        assert_eq!(
+            err(json!({"width": 0})),
+            "map: map width must be between 1 and 1000, got 0"
+        );
         assert!(err(json!({"height": 5000})).contains("height"));
         assert_eq!(
             err(json!({"tiles": [{"x": 1, "y": 2, "movement_cost": -1}]})),
