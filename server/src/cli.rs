@@ -611,9 +611,9 @@ fn abm(command: AbmCommand, assets: &std::path::Path, sandbox: crate::abm::Sandb
                 .map(|_| ())
                 .map_err(|e| e.to_string())
         }
-        AbmCommand::Setup => {
-            crate::abm::venv::ensure_venv(&root).map(|p| eprintln!("ABM worker python: {}", p.display()))
-        }
+        AbmCommand::Setup => crate::abm::venv::ensure_venv(&root)
+            .map(|p| eprintln!("ABM worker python: {}", p.display()))
+            .map_err(|e| e.to_string()),
     }
 }
 
@@ -643,7 +643,7 @@ fn build_sim(
     let pool = match entry.kind() {
         SimKind::Abm => {
             let root = assets.join("..");
-            crate::abm::venv::ensure_venv(&root)?;
+            crate::abm::venv::ensure_venv(&root).map_err(|e| e.to_string())?;
             let config = WorkerConfig::for_root(&root).with_sandbox(sandbox);
             Some(Arc::new(WorkerPool::spawn(&config, 1).map_err(|e| e.to_string())?))
         }

@@ -171,7 +171,8 @@ impl Scenario {
             emotion_enabled: self.emotion_enabled,
             seed: seed.unwrap_or(self.seed),
         };
-        let mut sim = Simulator::build(agents, scene, self.ordering.clone(), opts).map_err(invalid)?;
+        let mut sim =
+            Simulator::build(agents, scene, self.ordering.clone(), opts).map_err(|e| invalid(e.to_string()))?;
         for text in &self.broadcasts {
             sim.broadcast(&SceneEvent::public(text.clone()));
         }

@@ -29,7 +29,7 @@ use crate::llm::LlmClient;
 use crate::trading::TradingError;
 use crate::trading::agents::ToolModel;
 use crate::trading::data::MarketData;
-use crate::trading::episode::TradingEpisode;
+use crate::trading::episode::{ConsistencyError, TradingEpisode};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -97,9 +97,9 @@ pub enum ImportError {
     #[error(transparent)]
     Social(#[from] LimitError),
     /// A trading episode that does not fit its market or contradicts itself (the episode's own
-    /// check says which field, as text).
-    #[error("{0}")]
-    Trading(String),
+    /// check says which field).
+    #[error(transparent)]
+    Trading(#[from] ConsistencyError),
     /// An agent-based model whose history cannot be replayed.
     #[error(transparent)]
     Abm(#[from] AbmImportError),

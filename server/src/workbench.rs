@@ -196,7 +196,7 @@ impl Workbench {
     fn start_abm_pool(&self) -> Result<Arc<WorkerPool>, WorkbenchError> {
         self.abm_pool
             .get_or_init(|| {
-                crate::abm::venv::ensure_venv(&self.root)?;
+                crate::abm::venv::ensure_venv(&self.root).map_err(|e| e.to_string())?;
                 let config = WorkerConfig::for_root(&self.root).with_sandbox(self.abm_sandbox);
                 WorkerPool::spawn(&config, 2).map(Arc::new).map_err(|e| e.to_string())
             })

@@ -60,12 +60,14 @@ fn scene_state_patches_are_validated_and_atomic() {
     let err = sim
         .scene
         .patch_state(json!({"time": 10, "weather": "rain"}).as_object().unwrap())
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("unknown scene state key 'weather'"), "{err}");
     let err = sim
         .scene
         .patch_state(json!({"time": "noon"}).as_object().unwrap())
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("invalid scene state"), "{err}");
     assert_eq!(state(&sim), before);
 }

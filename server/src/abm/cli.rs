@@ -101,7 +101,7 @@ pub fn run_file(
     if !super::venv::python_available() {
         return Err(AbmError::Spawn("python3 is not installed".into()));
     }
-    let venv_python = super::venv::ensure_venv(&options.root).map_err(AbmError::Spawn)?;
+    let venv_python = super::venv::ensure_venv(&options.root).map_err(|e| AbmError::Spawn(e.to_string()))?;
     let mut config = WorkerConfig::for_root(&options.root)
         .with_limits(options.limits.clone())
         .with_sandbox(options.sandbox);

@@ -158,8 +158,21 @@ pub async fn generate(llm: &dyn StructuredLlm, request: &GenerateRequest, option
                 title: r.title,
             },
         },
-        Err(message) => AbmResponse::Failure { message },
+        Err(e) => AbmResponse::Failure { message: e.to_string() },
     }
+}
+
+/// Why generation gave no model; the message is the `{success: false, message}` envelope's.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum GenerateError {
+    #[error("the prompt is empty")]
+    EmptyPrompt,
+    /// The structured-output call failed (after the provider's retries).
+    #[error("the LLM call failed: {0}")]
+    Llm(#[source] LlmError),
+    /// The last answer still had problems after the allowed repairs, one line each.
+    #[error("the generated model is not valid:\n{}", .0.join("\n"))]
+    Invalid(Vec<String>),
 }
 
 /// The generation loop: ask, parse, validate, and ask for repairs while errors remain.
@@ -167,9 +180,9 @@ async fn generate_model(
     llm: &dyn StructuredLlm,
     request: &GenerateRequest,
     options: &GenerateOptions,
-) -> Result<LlmAbmResponse, String> {
+) -> Result<LlmAbmResponse, GenerateError> {
     if request.prompt.trim().is_empty() {
-        return Err("the prompt is empty".into());
+        return Err(GenerateError::EmptyPrompt);
     }
     let mut req = StructuredRequest {
         messages: messages(options, &request.prompt, request.last_model.as_ref()),
@@ -178,16 +191,13 @@ async fn generate_model(
     };
     let mut attempt = 0;
     loop {
-        let answer = llm
-            .complete(&req)
-            .await
-            .map_err(|e| format!("the LLM call failed: {e}"))?;
+        let answer = llm.complete(&req).await.map_err(GenerateError::Llm)?;
         let problems = match check_answer(&answer) {
             Ok(r) => return Ok(r),
             Err(problems) => problems,
         };
         if attempt >= options.max_repairs {
-            return Err(format!("the generated model is not valid:\n{}", problems.join("\n")));
+            return Err(GenerateError::Invalid(problems));
         }
         attempt += 1;
         req.messages.push(Message::new(

@@ -44,13 +44,40 @@ pub fn python_available() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// Why the worker's Python environment could not be made ready; each names the file or the
+/// command and the step it was for.
+#[derive(Debug, thiserror::Error)]
+pub enum VenvError {
+    #[error("cannot read {}: {source}", .path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("cannot write {}: {source}", .path.display())]
+    Write { path: PathBuf, source: std::io::Error },
+    /// A command (`python3 -m venv …`, `pip install …`) could not be started.
+    #[error("cannot {what}: {command}: {source}")]
+    Spawn {
+        what: &'static str,
+        command: String,
+        source: std::io::Error,
+    },
+    /// A command ran and failed; the last lines of what it wrote to stderr.
+    #[error("cannot {what}: {command} exited with {status}:\n{stderr_tail}")]
+    Failed {
+        what: &'static str,
+        command: String,
+        status: std::process::ExitStatus,
+        stderr_tail: String,
+    },
+}
+
 /// Makes sure `<root>/.venv-abm` exists with the pinned requirements installed, and returns its
 /// Python interpreter.
-pub fn ensure_venv(root: &Path) -> Result<PathBuf, String> {
+pub fn ensure_venv(root: &Path) -> Result<PathBuf, VenvError> {
     let _guard = INSTALL.lock().unwrap_or_else(|p| p.into_inner());
     let requirements_path = root.join(REQUIREMENTS);
-    let requirements = std::fs::read_to_string(&requirements_path)
-        .map_err(|e| format!("cannot read {}: {e}", requirements_path.display()))?;
+    let requirements = std::fs::read_to_string(&requirements_path).map_err(|source| VenvError::Read {
+        path: requirements_path.clone(),
+        source,
+    })?;
     let venv = root.join(VENV_DIR);
     let python = venv_python(&venv);
     let marker = venv.join(MARKER);
@@ -69,24 +96,28 @@ pub fn ensure_venv(root: &Path) -> Result<PathBuf, String> {
             .arg(&requirements_path),
         "install the worker's requirements",
     )?;
-    std::fs::write(&marker, &requirements).map_err(|e| format!("cannot write {}: {e}", marker.display()))?;
+    std::fs::write(&marker, &requirements).map_err(|source| VenvError::Write { path: marker, source })?;
     Ok(python)
 }
 
-fn run(cmd: &mut Command, what: &str) -> Result<(), String> {
-    let shown = format!("{cmd:?}");
-    let out = cmd.output().map_err(|e| format!("cannot {what}: {shown}: {e}"))?;
+fn run(cmd: &mut Command, what: &'static str) -> Result<(), VenvError> {
+    let command = format!("{cmd:?}");
+    let out = match cmd.output() {
+        Ok(out) => out,
+        Err(source) => return Err(VenvError::Spawn { what, command, source }),
+    };
     if out.status.success() {
         return Ok(());
     }
     let stderr = String::from_utf8_lossy(&out.stderr);
     let tail: Vec<&str> = stderr.lines().rev().take(15).collect();
     let tail: Vec<&str> = tail.into_iter().rev().collect();
-    Err(format!(
-        "cannot {what}: {shown} exited with {}:\n{}",
-        out.status,
-        tail.join("\n")
-    ))
+    Err(VenvError::Failed {
+        what,
+        command,
+        status: out.status,
+        stderr_tail: tail.join("\n"),
+    })
 }
 
 #[cfg(test)]
@@ -110,14 +141,19 @@ mod tests {
         // Changed requirements: it tries to reinstall, and the fake interpreter fails with a
         // message naming the step.
         std::fs::write(root.join(REQUIREMENTS), "mesa==3.3.1\nnetworkx==3.6.1\n").unwrap();
-        let err = ensure_venv(&root).unwrap_err();
-        assert!(err.contains("install the worker's requirements"), "{err}");
+        let err = ensure_venv(&root).unwrap_err().to_string();
+        assert!(err.starts_with("cannot install the worker's requirements: "), "{err}");
         let _ = std::fs::remove_dir_all(&root);
     }
 
     #[test]
     fn missing_requirements_are_reported() {
-        let err = ensure_venv(Path::new("/nonexistent-simtree-root")).unwrap_err();
-        assert!(err.contains("requirements.txt"), "{err}");
+        let err = ensure_venv(Path::new("/nonexistent-simtree-root"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("cannot read /nonexistent-simtree-root/assets/python/requirements.txt: "),
+            "{err}"
+        );
     }
 }

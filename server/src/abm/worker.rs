@@ -197,12 +197,15 @@ impl Snapshot {
         B64.encode(self.as_bytes())
     }
 
-    fn from_base64(text: &str) -> Result<Self, String> {
-        B64.decode(text)
-            .map(Snapshot::from_bytes)
-            .map_err(|e| format!("snapshot is not valid base64: {e}"))
+    fn from_base64(text: &str) -> Result<Self, BadSnapshot> {
+        B64.decode(text).map(Snapshot::from_bytes).map_err(BadSnapshot)
     }
 }
+
+/// A snapshot's text that is not base64 (from the worker or a stored state).
+#[derive(Debug, thiserror::Error)]
+#[error("snapshot is not valid base64: {0}")]
+pub struct BadSnapshot(#[source] base64::DecodeError);
 
 impl std::fmt::Debug for Snapshot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -627,7 +630,7 @@ impl AbmWorker {
             .get("data")
             .and_then(Value::as_str)
             .ok_or_else(|| AbmError::Protocol("snapshot answer without data".into()))?;
-        let snap = Snapshot::from_base64(data).map_err(AbmError::Protocol)?;
+        let snap = Snapshot::from_base64(data).map_err(|e| AbmError::Protocol(e.to_string()))?;
         if let Some(e) = self.models.get_mut(&id) {
             e.checkpoint = Checkpoint::Snapshot(snap.clone());
             e.dirty = false;

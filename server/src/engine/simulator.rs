@@ -13,7 +13,7 @@ use super::agent::{Agent, AgentError, Decision};
 use super::event::{Event, EventPayload, EventSink, SceneEvent};
 use super::ordering::{MODERATOR_INSTRUCTION, Ordering, Pick};
 use super::parse::ActionCall;
-use super::scenes::Scene;
+use super::scenes::{Scene, SceneError};
 use super::world::World;
 use crate::llm::{LlmClient, LlmError};
 
@@ -65,6 +65,20 @@ pub enum LimitError {
     StepsPerTurn(u32),
 }
 
+/// Why a simulation could not be built from its agents, scene and ordering.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BuildError {
+    #[error("a simulation needs at least one agent")]
+    NoAgents,
+    #[error("duplicate agent name '{0}'")]
+    DuplicateAgent(String),
+    #[error("the llm_moderated ordering's moderator '{0}' is not an agent")]
+    UnknownModerator(String),
+    /// The scene refused its agents (its `pre_run`).
+    #[error(transparent)]
+    Scene(#[from] SceneError),
+}
+
 /// Construction-time settings.
 #[derive(Clone, Debug)]
 pub struct SimOptions {
@@ -88,20 +102,25 @@ impl Simulator {
     /// actions it lacks, the scene's initial event is broadcast, then the scene's `pre_run` runs.
     /// Builder-time deltas are dropped; the queued `system_broadcast`s stay pending (they become
     /// the root node's log), as upstream.
-    pub fn build(agents: Vec<Agent>, mut scene: Scene, ordering: Ordering, opts: SimOptions) -> Result<Self, String> {
+    pub fn build(
+        agents: Vec<Agent>,
+        mut scene: Scene,
+        ordering: Ordering,
+        opts: SimOptions,
+    ) -> Result<Self, BuildError> {
         if agents.is_empty() {
-            return Err("a simulation needs at least one agent".into());
+            return Err(BuildError::NoAgents);
         }
         let mut agents = agents;
         for i in 0..agents.len() {
             if agents[..i].iter().any(|a| a.name == agents[i].name) {
-                return Err(format!("duplicate agent name '{}'", agents[i].name));
+                return Err(BuildError::DuplicateAgent(agents[i].name.clone()));
             }
         }
         if let Some(m) = ordering.moderator()
             && !agents.iter().any(|a| a.name == m)
         {
-            return Err(format!("the llm_moderated ordering's moderator '{m}' is not an agent"));
+            return Err(BuildError::UnknownModerator(m.to_string()));
         }
         let rules = scene.rules_mut();
         for agent in &mut agents {

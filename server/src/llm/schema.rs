@@ -73,8 +73,65 @@ fn strict_node(v: &mut Value) {
     }
 }
 
+/// A value that does not match its schema (or a schema [`validate`] cannot follow): where, as a
+/// JSON path from `$` (`$.orders[1].qty`), and what is wrong there.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{path}: {problem}")]
+pub struct SchemaError {
+    pub path: String,
+    pub problem: Problem,
+}
+
+/// What is wrong at a [`SchemaError`]'s path.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum Problem {
+    /// The schema's `$ref` leaves the document.
+    #[error("only local $refs are supported, not {0:?}")]
+    NonLocalRef(String),
+    #[error("$ref {0:?} points nowhere")]
+    DanglingRef(String),
+    /// More than 32 `$ref`s in a row (a cycle, most likely).
+    #[error("$ref chain too deep")]
+    RefTooDeep,
+    /// Every `anyOf`/`oneOf` alternative failed; why each did, in order.
+    #[error("matches none of the alternatives ({})", alternatives(.0))]
+    NoAlternative(Vec<SchemaError>),
+    /// The value's JSON type is not among the schema's `type` names.
+    #[error("expected {}, got {got}", .expected.join(" or "))]
+    Type { expected: Vec<String>, got: &'static str },
+    #[error("must be {0}")]
+    NotConst(Value),
+    #[error("{value} is not one of {}", one_of(.options))]
+    NotInEnum { value: Value, options: Vec<Value> },
+    #[error("missing required field {0:?}")]
+    MissingField(String),
+    /// A field the schema does not list, where `additionalProperties` is false.
+    #[error("unexpected field {0:?}")]
+    UnexpectedField(String),
+    #[error("needs at least {min} items, has {len}")]
+    TooFewItems { min: u64, len: u64 },
+    #[error("allows at most {max} items, has {len}")]
+    TooManyItems { max: u64, len: u64 },
+    #[error("{value} is below the minimum {min}")]
+    BelowMinimum { value: serde_json::Number, min: f64 },
+    #[error("{value} is above the maximum {max}")]
+    AboveMaximum { value: serde_json::Number, max: f64 },
+    #[error("shorter than {0} characters")]
+    TooShort(u64),
+}
+
+/// Why each alternative failed, separated by `"; "`.
+fn alternatives(errors: &[SchemaError]) -> String {
+    errors.iter().map(SchemaError::to_string).collect::<Vec<_>>().join("; ")
+}
+
+/// An enum's options as JSON, separated by `", "`.
+fn one_of(values: &[Value]) -> String {
+    values.iter().map(Value::to_string).collect::<Vec<_>>().join(", ")
+}
+
 /// Resolves a local `$ref` (`#/$defs/X` or `#/definitions/X`) against `root`.
-fn resolve<'a>(root: &'a Value, node: &'a Value) -> Result<&'a Value, String> {
+fn resolve<'a>(root: &'a Value, node: &'a Value) -> Result<&'a Value, Problem> {
     let mut node = node;
     for _ in 0..32 {
         let Some(r) = node.get("$ref").and_then(Value::as_str) else {
@@ -82,16 +139,16 @@ fn resolve<'a>(root: &'a Value, node: &'a Value) -> Result<&'a Value, String> {
         };
         let path = r
             .strip_prefix("#/")
-            .ok_or_else(|| format!("only local $refs are supported, not {r:?}"))?;
+            .ok_or_else(|| Problem::NonLocalRef(r.to_string()))?;
         let mut target = root;
         for part in path.split('/') {
             target = target
                 .get(part.replace("~1", "/").replace("~0", "~"))
-                .ok_or_else(|| format!("$ref {r:?} points nowhere"))?;
+                .ok_or_else(|| Problem::DanglingRef(r.to_string()))?;
         }
         node = target;
     }
-    Err("$ref chain too deep".into())
+    Err(Problem::RefTooDeep)
 }
 
 /// The schema's `type` names (`["string"]`, `["integer", "null"]`, or empty when unconstrained).
@@ -129,39 +186,50 @@ fn type_name(v: &Value) -> &'static str {
 }
 
 /// Checks `value` against `schema`; the error names the JSON path (`$.orders[1].qty`).
-pub fn validate(schema: &Value, value: &Value) -> Result<(), String> {
+pub fn validate(schema: &Value, value: &Value) -> Result<(), SchemaError> {
     check(schema, schema, value, "$")
 }
 
-fn check(root: &Value, node: &Value, v: &Value, path: &str) -> Result<(), String> {
-    let node = resolve(root, node).map_err(|e| format!("{path}: {e}"))?;
+fn check(root: &Value, node: &Value, v: &Value, path: &str) -> Result<(), SchemaError> {
+    let fail = |problem: Problem| {
+        Err(SchemaError {
+            path: path.to_string(),
+            problem,
+        })
+    };
+    let node = match resolve(root, node) {
+        Ok(node) => node,
+        Err(problem) => return fail(problem),
+    };
     // OpenAPI's `nullable: true` (Gemini's form, and sd-ai's): null is allowed besides the type.
     if v.is_null() && node.get("nullable") == Some(&Value::Bool(true)) {
         return Ok(());
     }
     if let Some(alts) = node.get("anyOf").or(node.get("oneOf")).and_then(Value::as_array) {
-        let errors: Vec<String> = alts.iter().filter_map(|a| check(root, a, v, path).err()).collect();
+        let errors: Vec<SchemaError> = alts.iter().filter_map(|a| check(root, a, v, path).err()).collect();
         if errors.len() == alts.len() && !alts.is_empty() {
-            return Err(format!(
-                "{path}: matches none of the alternatives ({})",
-                errors.join("; ")
-            ));
+            return fail(Problem::NoAlternative(errors));
         }
     }
     let ts = types(node);
     if !ts.is_empty() && !ts.iter().any(|t| type_matches(t, v)) {
-        return Err(format!("{path}: expected {}, got {}", ts.join(" or "), type_name(v)));
+        return fail(Problem::Type {
+            expected: ts.iter().map(|t| t.to_string()).collect(),
+            got: type_name(v),
+        });
     }
     if let Some(c) = node.get("const")
         && c != v
     {
-        return Err(format!("{path}: must be {c}"));
+        return fail(Problem::NotConst(c.clone()));
     }
     if let Some(e) = node.get("enum").and_then(Value::as_array)
         && !e.contains(v)
     {
-        let opts: Vec<String> = e.iter().map(Value::to_string).collect();
-        return Err(format!("{path}: {v} is not one of {}", opts.join(", ")));
+        return fail(Problem::NotInEnum {
+            value: v.clone(),
+            options: e.clone(),
+        });
     }
     match v {
         Value::Object(obj) => {
@@ -174,14 +242,14 @@ fn check(root: &Value, node: &Value, v: &Value, path: &str) -> Result<(), String
                 .filter_map(Value::as_str)
             {
                 if !obj.contains_key(req) {
-                    return Err(format!("{path}: missing required field {req:?}"));
+                    return fail(Problem::MissingField(req.to_string()));
                 }
             }
             for (k, fv) in obj {
                 match props.and_then(|p| p.get(k)) {
                     Some(ps) => check(root, ps, fv, &format!("{path}.{k}"))?,
                     None if node.get("additionalProperties") == Some(&Value::Bool(false)) => {
-                        return Err(format!("{path}: unexpected field {k:?}"));
+                        return fail(Problem::UnexpectedField(k.clone()));
                     }
                     None => {}
                 }
@@ -192,12 +260,12 @@ fn check(root: &Value, node: &Value, v: &Value, path: &str) -> Result<(), String
             if let Some(min) = node.get("minItems").and_then(Value::as_u64)
                 && len < min
             {
-                return Err(format!("{path}: needs at least {min} items, has {len}"));
+                return fail(Problem::TooFewItems { min, len });
             }
             if let Some(max) = node.get("maxItems").and_then(Value::as_u64)
                 && len > max
             {
-                return Err(format!("{path}: allows at most {max} items, has {len}"));
+                return fail(Problem::TooManyItems { max, len });
             }
             if let Some(is) = node.get("items") {
                 for (i, item) in items.iter().enumerate() {
@@ -210,19 +278,19 @@ fn check(root: &Value, node: &Value, v: &Value, path: &str) -> Result<(), String
             if let Some(min) = node.get("minimum").and_then(Value::as_f64)
                 && x < min
             {
-                return Err(format!("{path}: {n} is below the minimum {min}"));
+                return fail(Problem::BelowMinimum { value: n.clone(), min });
             }
             if let Some(max) = node.get("maximum").and_then(Value::as_f64)
                 && x > max
             {
-                return Err(format!("{path}: {n} is above the maximum {max}"));
+                return fail(Problem::AboveMaximum { value: n.clone(), max });
             }
         }
         Value::String(s) => {
             if let Some(min) = node.get("minLength").and_then(Value::as_u64)
                 && (s.chars().count() as u64) < min
             {
-                return Err(format!("{path}: shorter than {min} characters"));
+                return fail(Problem::TooShort(min));
             }
         }
         _ => {}
@@ -404,7 +472,7 @@ mod tests {
     #[test]
     fn validation_names_the_path() {
         let s = order_schema();
-        let bad = |v: Value| validate(&s, &v).unwrap_err();
+        let bad = |v: Value| validate(&s, &v).unwrap_err().to_string();
         let ok = json!({"side": "buy", "qty": 1, "limit": null, "legs": [{"symbol": "X"}], "note": "longer"});
         assert_eq!(validate(&s, &ok), Ok(()));
         let mut v = ok.clone();
@@ -426,6 +494,17 @@ mod tests {
         v.as_object_mut().unwrap().remove("note");
         assert_eq!(bad(v), "$: missing required field \"note\"");
         assert_eq!(bad(json!([])), "$: expected object, got array");
+        let mut v = ok.clone();
+        v["legs"] = json!([]);
+        let err = validate(&s, &v).unwrap_err();
+        assert_eq!(err.path, "$.legs");
+        assert_eq!(err.problem, Problem::TooFewItems { min: 1, len: 0 });
+        // Every alternative that failed is quoted with its own path.
+        let either = json!({"anyOf": [{"type": "string"}, {"type": "integer", "minimum": 5}]});
+        assert_eq!(
+            validate(&either, &json!(2)).unwrap_err().to_string(),
+            "$: matches none of the alternatives ($: expected string, got integer; $: 2 is below the minimum 5)"
+        );
     }
 
     #[test]

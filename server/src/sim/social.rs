@@ -66,7 +66,10 @@ pub(super) fn apply_op(sim: &mut Simulator, op: &Op) -> Result<Vec<Event>, SimEr
                 props.insert(k.clone(), v.clone());
             }
         }
-        Op::SceneStatePatch { updates } => sim.scene.patch_state(updates).map_err(SimError::BadOp)?,
+        Op::SceneStatePatch { updates } => sim
+            .scene
+            .patch_state(updates)
+            .map_err(|e| SimError::BadOp(e.to_string()))?,
         Op::PublicBroadcast { text } => sim.broadcast(&SceneEvent::public(text.clone())),
         Op::Advance { .. } => {
             return Err(SimError::BadOp(

@@ -50,7 +50,7 @@ pub(super) async fn run(
 /// `agent_prompt_replace`); they produce no event.
 pub(super) fn apply_op(t: &mut TradingEpisode, op: &Op) -> Result<Vec<Event>, SimError> {
     let op = trading_op(op)?;
-    t.apply_op(&op).map_err(SimError::BadOp)?;
+    t.apply_op(&op).map_err(|e| SimError::BadOp(e.to_string()))?;
     Ok(Vec::new())
 }
 

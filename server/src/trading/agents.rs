@@ -110,7 +110,20 @@ pub struct Extracted {
     /// was none.
     pub call: Option<usize>,
     /// The Decision, or why the call's arguments are not one.
-    pub decision: Result<Decision, String>,
+    pub decision: Result<Decision, DecisionError>,
+}
+
+/// Why a `submit_decision` call's arguments are not a Decision (the step rejects it and tells
+/// the agent this message).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DecisionError {
+    /// The arguments came as a string that is not JSON (serde's message).
+    #[error("arguments are not valid JSON: {0}")]
+    NotJson(String),
+    /// The JSON is not a Decision: the path of the field at fault (`None` for the arguments as
+    /// a whole) and serde's message.
+    #[error("{}{message}", path.as_deref().map(|p| format!("{p}: ")).unwrap_or_default())]
+    Invalid { path: Option<String>, message: String },
 }
 
 /// The seed's extraction rules: no `submit_decision` call → hold; several → the last one; a last
@@ -130,21 +143,20 @@ pub fn extract_decision(calls: &[ToolCall]) -> Extracted {
 }
 
 /// Parses tool-call arguments into a Decision; the error names the JSON path at fault.
-pub fn parse_decision(arguments: &Value) -> Result<Decision, String> {
+pub fn parse_decision(arguments: &Value) -> Result<Decision, DecisionError> {
     let parsed;
     let value = match arguments {
         Value::String(s) => {
-            parsed = serde_json::from_str::<Value>(s).map_err(|e| format!("arguments are not valid JSON: {e}"))?;
+            parsed = serde_json::from_str::<Value>(s).map_err(|e| DecisionError::NotJson(e.to_string()))?;
             &parsed
         }
         v => v,
     };
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
-        if path == "." {
-            e.inner().to_string()
-        } else {
-            format!("{path}: {}", e.inner())
+        DecisionError::Invalid {
+            path: (path != ".").then_some(path),
+            message: e.inner().to_string(),
         }
     })
 }
@@ -570,7 +582,7 @@ mod tests {
         ];
         let e = extract_decision(&calls);
         assert_eq!(e.call, Some(1));
-        let msg = e.decision.unwrap_err();
+        let msg = e.decision.unwrap_err().to_string();
         assert!(msg.starts_with("orders[0].side: unknown variant `hold`"), "{msg}");
     }
 
@@ -582,13 +594,16 @@ mod tests {
         )]);
         assert_eq!(ok.decision.unwrap().orders[0].quantity, 3);
         let bad = extract_decision(&[call(SUBMIT_DECISION, json!("{orders: oops"))]);
-        assert!(bad.decision.unwrap_err().starts_with("arguments are not valid JSON"));
+        assert!(matches!(bad.decision, Err(DecisionError::NotJson(_))));
         let missing = extract_decision(&[call(SUBMIT_DECISION, json!({"orders": [{"ticker": "A"}]}))]);
-        assert_eq!(missing.decision.unwrap_err(), "orders[0]: missing field `side`");
+        assert_eq!(
+            missing.decision.unwrap_err().to_string(),
+            "orders[0]: missing field `side`"
+        );
         let extra = extract_decision(&[call(SUBMIT_DECISION, json!({"orders": [], "why": "x"}))]);
-        assert!(extra.decision.unwrap_err().contains("unknown field `why`"));
+        assert!(extra.decision.unwrap_err().to_string().contains("unknown field `why`"));
         let not_object = extract_decision(&[call(SUBMIT_DECISION, json!([1]))]);
-        assert!(not_object.decision.is_err());
+        assert!(matches!(not_object.decision, Err(DecisionError::Invalid { .. })));
     }
 
     #[test]

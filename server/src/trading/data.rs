@@ -297,12 +297,23 @@ pub fn build_case(mut template: Case, portfolio: &PortfolioSnapshot, case_id: St
     template
 }
 
+/// A text that is not a calendar date `YYYY-MM-DD`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DateError {
+    #[error("'{0}' is not a date of the form YYYY-MM-DD")]
+    Form(String),
+    #[error("'{date}' has no month {month}")]
+    Month { date: String, month: u32 },
+    #[error("'{date}' has no day {day}")]
+    Day { date: String, day: u32 },
+}
+
 /// Checks `YYYY-MM-DD` with a real month and day (leap years included).
-pub fn check_date(s: &str) -> Result<(), String> {
+pub fn check_date(s: &str) -> Result<(), DateError> {
     let b = s.as_bytes();
     let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
     if b.len() != 10 || b[4] != b'-' || b[7] != b'-' || !digits(0..4) || !digits(5..7) || !digits(8..10) {
-        return Err(format!("'{s}' is not a date of the form YYYY-MM-DD"));
+        return Err(DateError::Form(s.to_string()));
     }
     let num = |r: std::ops::Range<usize>| s[r].parse::<u32>().unwrap_or(0);
     let (y, m, d) = (num(0..4), num(5..7), num(8..10));
@@ -312,10 +323,18 @@ pub fn check_date(s: &str) -> Result<(), String> {
         4 | 6 | 9 | 11 => 30,
         2 if leap => 29,
         2 => 28,
-        _ => return Err(format!("'{s}' has no month {m}")),
+        _ => {
+            return Err(DateError::Month {
+                date: s.to_string(),
+                month: m,
+            });
+        }
     };
     if d == 0 || d > days {
-        return Err(format!("'{s}' has no day {d}"));
+        return Err(DateError::Day {
+            date: s.to_string(),
+            day: d,
+        });
     }
     Ok(())
 }
@@ -757,11 +776,20 @@ date,ticker,kind,session,headline
     #[test]
     fn dates_are_checked() {
         assert!(check_date("2012-02-29").is_ok());
-        assert!(check_date("2013-02-29").is_err());
+        assert_eq!(
+            check_date("2013-02-29").unwrap_err().to_string(),
+            "'2013-02-29' has no day 29"
+        );
         assert!(check_date("2000-02-29").is_ok());
         assert!(check_date("1900-02-29").is_err());
-        assert!(check_date("2012-13-01").is_err());
-        assert!(check_date("2012-1-01").is_err());
+        assert_eq!(
+            check_date("2012-13-01").unwrap_err().to_string(),
+            "'2012-13-01' has no month 13"
+        );
+        assert_eq!(
+            check_date("2012-1-01").unwrap_err().to_string(),
+            "'2012-1-01' is not a date of the form YYYY-MM-DD"
+        );
         assert!(check_date("20120101xx").is_err());
     }
 

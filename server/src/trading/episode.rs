@@ -17,7 +17,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::agents::{self, AgentSpec, Exchange, ModelReply, ToolModel};
-use super::data::{CaseWindow, MarketData, Schedule, build_case, check_date};
+use super::data::{CaseWindow, DateError, MarketData, Schedule, build_case, check_date};
 use super::execution::execute_decision;
 use super::metrics::{self, EpisodeMetrics, Holding};
 use super::models::{
@@ -48,6 +48,54 @@ pub enum TradingOp {
     AgentSwap { agent: AgentSpec },
     /// Replaces the LLM agent's system prompt (the agent must be `llm`).
     AgentPromptReplace { system_prompt: String },
+}
+
+/// Why a branch op was refused ([`TradingEpisode::apply_op`]); the message names the op's field.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum OpError {
+    #[error("portfolio_patch: give cash and/or positions")]
+    EmptyPatch,
+    #[error("portfolio_patch.cash must be a non-negative amount, got {0}")]
+    Cash(f64),
+    #[error("portfolio_patch.positions.{ticker}: not in the episode's tickers ({})", .tickers.join(", "))]
+    UnknownTicker { ticker: String, tickers: Vec<String> },
+    #[error("portfolio_patch.positions.{ticker}: shares must be 0 or more, got {shares}")]
+    NegativeShares { ticker: String, shares: i64 },
+    #[error("case_data_inject: the episode is finished; no Case is left to show it")]
+    Finished,
+    #[error("case_data_inject.item.content must not be empty")]
+    EmptyContent,
+    /// The new agent's settings are out of range (the agent's own check says which).
+    #[error("agent_swap: {0}")]
+    Agent(String),
+    /// A prompt for an agent kind that has none (`buy_and_hold`, …).
+    #[error("agent_prompt_replace: the agent is {0}, which has no prompt (use agent_swap)")]
+    NoPrompt(&'static str),
+    #[error("agent_prompt_replace.system_prompt must not be empty")]
+    EmptyPrompt,
+}
+
+/// Why an episode read from outside (an import) cannot run on its market
+/// ([`TradingEpisode::check_consistent`]).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ConsistencyError {
+    #[error("the episode has no trading days")]
+    NoDays,
+    #[error("decision point day index {index} is beyond the {days} trading days")]
+    PointBeyondDays { index: usize, days: usize },
+    #[error("decision points must be in increasing day order")]
+    PointsOutOfOrder,
+    #[error("next decision point {next} is beyond the {points} decision points")]
+    NextBeyondPoints { next: usize, points: usize },
+    #[error("unknown ticker '{0}'")]
+    UnknownTicker(String),
+    #[error("trading days must be YYYY-MM-DD dates")]
+    Day(#[source] DateError),
+    /// The agent's settings are out of range (the agent's own check says which).
+    #[error("{0}")]
+    Agent(String),
+    #[error("portfolio cash must be a non-negative amount, got {0}")]
+    Cash(f64),
 }
 
 /// What one decision point produced.
@@ -206,36 +254,35 @@ impl TradingEpisode {
     /// Checks an episode read from an untrusted export against the market it will run on: every
     /// index in range, the schedule increasing, the agent and the portfolio valid. An episode
     /// built by [`TradingEpisode::new`] always passes.
-    pub fn check_consistent(&self) -> Result<(), String> {
+    pub fn check_consistent(&self) -> Result<(), ConsistencyError> {
         if self.days.is_empty() {
-            return Err("the episode has no trading days".into());
+            return Err(ConsistencyError::NoDays);
         }
         if let Some(&bad) = self.points.iter().find(|&&i| i >= self.days.len()) {
-            return Err(format!(
-                "decision point day index {bad} is beyond the {} trading days",
-                self.days.len()
-            ));
+            return Err(ConsistencyError::PointBeyondDays {
+                index: bad,
+                days: self.days.len(),
+            });
         }
         if !self.points.windows(2).all(|w| w[0] < w[1]) {
-            return Err("decision points must be in increasing day order".into());
+            return Err(ConsistencyError::PointsOutOfOrder);
         }
         if self.next > self.points.len() {
-            return Err(format!(
-                "next decision point {} is beyond the {} decision points",
-                self.next,
-                self.points.len()
-            ));
+            return Err(ConsistencyError::NextBeyondPoints {
+                next: self.next,
+                points: self.points.len(),
+            });
         }
         if let Some(t) = self.config.tickers.iter().find(|t| self.market.bars(t).is_none()) {
-            return Err(format!("unknown ticker '{t}'"));
+            return Err(ConsistencyError::UnknownTicker(t.clone()));
         }
-        if self.days.iter().any(|d| check_date(d).is_err()) {
-            return Err("trading days must be YYYY-MM-DD dates".into());
+        if let Some(e) = self.days.iter().find_map(|d| check_date(d).err()) {
+            return Err(ConsistencyError::Day(e));
         }
-        self.agent.validate()?;
+        self.agent.validate().map_err(ConsistencyError::Agent)?;
         let cash = self.portfolio.cash;
         if !(cash.is_finite() && cash >= 0.0) {
-            return Err(format!("portfolio cash must be a non-negative amount, got {cash}"));
+            return Err(ConsistencyError::Cash(cash));
         }
         Ok(())
     }
@@ -388,28 +435,29 @@ impl TradingEpisode {
     }
 
     /// Applies one branch op; on error nothing changes and the message names the field.
-    pub fn apply_op(&mut self, op: &TradingOp) -> Result<(), String> {
+    pub fn apply_op(&mut self, op: &TradingOp) -> Result<(), OpError> {
         match op {
             TradingOp::PortfolioPatch { cash, positions } => {
                 if cash.is_none() && positions.is_empty() {
-                    return Err("portfolio_patch: give cash and/or positions".into());
+                    return Err(OpError::EmptyPatch);
                 }
                 if let Some(c) = cash
                     && !(c.is_finite() && *c >= 0.0)
                 {
-                    return Err(format!("portfolio_patch.cash must be a non-negative amount, got {c}"));
+                    return Err(OpError::Cash(*c));
                 }
                 for (t, &n) in positions {
                     if !self.config.tickers.contains(t) {
-                        return Err(format!(
-                            "portfolio_patch.positions.{t}: not in the episode's tickers ({})",
-                            self.config.tickers.join(", ")
-                        ));
+                        return Err(OpError::UnknownTicker {
+                            ticker: t.clone(),
+                            tickers: self.config.tickers.clone(),
+                        });
                     }
                     if n < 0 {
-                        return Err(format!(
-                            "portfolio_patch.positions.{t}: shares must be 0 or more, got {n}"
-                        ));
+                        return Err(OpError::NegativeShares {
+                            ticker: t.clone(),
+                            shares: n,
+                        });
                     }
                 }
                 if let Some(c) = cash {
@@ -431,29 +479,26 @@ impl TradingEpisode {
             }
             TradingOp::CaseDataInject { item } => {
                 if self.is_done() {
-                    return Err("case_data_inject: the episode is finished; no Case is left to show it".into());
+                    return Err(OpError::Finished);
                 }
                 if item.content.trim().is_empty() {
-                    return Err("case_data_inject.item.content must not be empty".into());
+                    return Err(OpError::EmptyContent);
                 }
                 self.pending.push(item.clone());
                 Ok(())
             }
             TradingOp::AgentSwap { agent } => {
-                agent.validate().map_err(|m| format!("agent_swap: {m}"))?;
+                agent.validate().map_err(OpError::Agent)?;
                 self.agent = agent.clone();
                 self.memory.clear();
                 Ok(())
             }
             TradingOp::AgentPromptReplace { system_prompt } => {
                 let AgentSpec::Llm { system_prompt: p, .. } = &mut self.agent else {
-                    return Err(format!(
-                        "agent_prompt_replace: the agent is {}, which has no prompt (use agent_swap)",
-                        self.agent.kind()
-                    ));
+                    return Err(OpError::NoPrompt(self.agent.kind()));
                 };
                 if system_prompt.trim().is_empty() {
-                    return Err("agent_prompt_replace.system_prompt must not be empty".into());
+                    return Err(OpError::EmptyPrompt);
                 }
                 *p = Some(system_prompt.clone());
                 Ok(())
@@ -806,6 +851,7 @@ mod tests {
         assert!(
             e.apply_op(&bad)
                 .unwrap_err()
+                .to_string()
                 .contains("positions.Z: not in the episode's tickers (A, B)")
         );
         assert_eq!(e.portfolio().cash, 1000.0, "a failed op changes nothing");
@@ -813,7 +859,10 @@ mod tests {
             cash: None,
             positions: [("A".to_string(), -1)].into(),
         };
-        assert!(e.apply_op(&neg).unwrap_err().contains("shares must be 0 or more"));
+        assert_eq!(
+            e.apply_op(&neg).unwrap_err().to_string(),
+            "portfolio_patch.positions.A: shares must be 0 or more, got -1"
+        );
         assert!(
             e.apply_op(&TradingOp::PortfolioPatch {
                 cash: Some(f64::NAN),
@@ -877,7 +926,7 @@ mod tests {
             })
             .unwrap_err();
         assert_eq!(
-            err,
+            err.to_string(),
             "agent_prompt_replace: the agent is buy_and_hold, which has no prompt (use agent_swap)"
         );
         let r = e.run_blocking(1, &model).unwrap().remove(0);
@@ -891,6 +940,7 @@ mod tests {
         assert!(
             e.apply_op(&TradingOp::CaseDataInject { item })
                 .unwrap_err()
+                .to_string()
                 .contains("finished")
         );
     }

@@ -156,10 +156,22 @@ fn read(path: &Path) -> Result<String, TradingError> {
     std::fs::read_to_string(path).map_err(|e| TradingError::storage(path, e))
 }
 
+/// A stored file's JSON that is not its model: the JSON path of the bad field (`.` for the
+/// whole text) and serde's message.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {source}")]
+struct ParseError {
+    path: String,
+    source: serde_json::Error,
+}
+
 /// Parses JSON into a model; the error gives the JSON path of the bad field.
-fn parse<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
+fn parse<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, ParseError> {
     let de = &mut serde_json::Deserializer::from_str(text);
-    serde_path_to_error::deserialize(de).map_err(|e| format!("{}: {}", e.path(), e.inner()))
+    serde_path_to_error::deserialize(de).map_err(|e| ParseError {
+        path: e.path().to_string(),
+        source: e.into_inner(),
+    })
 }
 
 #[cfg(test)]

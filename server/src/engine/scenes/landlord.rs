@@ -33,7 +33,7 @@ use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize};
 use simtree_shared::LandlordDeal;
 
-use super::SceneRules;
+use super::{SceneError, SceneRules};
 use crate::engine::action::{ActionCtx, ActionKind, ActionResult, ActionSpec, Handled, Outcome, handle_common};
 use crate::engine::agent::Agent;
 use crate::engine::event::SceneEvent;
@@ -261,11 +261,11 @@ fn one_deck() -> u8 {
     1
 }
 
-fn check_decks(n: u64) -> Result<u8, String> {
+fn check_decks(n: u64) -> Result<u8, SceneError> {
     match n {
         1 => Ok(1),
         2 => Ok(2),
-        _ => Err(format!("num_decks must be 1 or 2, got {n}")),
+        _ => Err(SceneError::Decks(n)),
     }
 }
 
@@ -380,7 +380,7 @@ const RULES_FORMAT: &str = "- Writing cards: name ranks only, separated by space
 - Table talk: during your own turn you may post one message to the table with send_message.";
 
 impl Landlord {
-    pub fn new(name: String, initial_event: String, config: Config) -> Result<Self, String> {
+    pub fn new(name: String, initial_event: String, config: Config) -> Result<Self, SceneError> {
         check_decks(u64::from(config.num_decks))?;
         Ok(Landlord {
             name,
@@ -1015,12 +1015,9 @@ impl SceneRules for Landlord {
     fn initialize_agent(&mut self, agent: &mut Agent) {
         self.state.played_flags.insert(agent.name.clone(), false);
     }
-    fn pre_run(&mut self, world: &mut World) -> Result<(), String> {
+    fn pre_run(&mut self, world: &mut World) -> Result<(), SceneError> {
         if world.agents.len() != 4 {
-            return Err(format!(
-                "the landlord scene needs exactly 4 agents, got {}",
-                world.agents.len()
-            ));
+            return Err(SceneError::Players(world.agents.len()));
         }
         self.state.players = world.names();
         self.state.turn_msg_used = self.state.players.iter().map(|p| (p.clone(), false)).collect();
@@ -1138,13 +1135,13 @@ mod tests {
     use crate::engine::ordering::Ordering;
     use crate::engine::parse::ActionCall;
     use crate::engine::scenes::{Scene, SceneKind};
-    use crate::engine::simulator::{SimOptions, Simulator};
+    use crate::engine::simulator::{BuildError, SimOptions, Simulator};
     use crate::llm::MockClient;
     use crate::scenario::Scenario;
 
     const NAMES: [&str; 4] = ["Alice", "Bob", "Carol", "Dave"];
 
-    fn build(names: &[&str], decks: u8, seed: u64) -> Result<Simulator, String> {
+    fn build(names: &[&str], decks: u8, seed: u64) -> Result<Simulator, BuildError> {
         let agents = names.iter().map(|n| Agent::new(*n, vec![ActionKind::Yield])).collect();
         let config = Config { num_decks: decks };
         let scene = Scene::Landlord(Landlord::new("landlord".into(), "New game".into(), config)?);
@@ -1310,16 +1307,21 @@ mod tests {
         };
         assert_eq!(l.config.num_decks, 2);
         let err = ok(json!({"num_decks": 3})).unwrap_err();
-        assert_eq!(err, "num_decks: num_decks must be 1 or 2, got 3");
-        assert!(ok(json!({"num_decks": "two"})).unwrap_err().starts_with("num_decks:"));
-        assert!(ok(json!({"seed": 4})).unwrap_err().contains("unknown field `seed`"));
-        assert!(Landlord::new("l".into(), "e".into(), Config { num_decks: 0 }).is_err());
+        assert_eq!(err.to_string(), "num_decks: num_decks must be 1 or 2, got 3");
+        let err = ok(json!({"num_decks": "two"})).unwrap_err().to_string();
+        assert!(err.starts_with("num_decks:"), "{err}");
+        let err = ok(json!({"seed": 4})).unwrap_err().to_string();
+        assert!(err.contains("unknown field `seed`"), "{err}");
+        assert_eq!(
+            Landlord::new("l".into(), "e".into(), Config { num_decks: 0 }).unwrap_err(),
+            SceneError::Decks(0)
+        );
     }
 
     #[test]
     fn pre_run_needs_exactly_four_agents() {
         let err = build(&["Alice", "Bob", "Carol"], 1, 1).unwrap_err();
-        assert_eq!(err, "the landlord scene needs exactly 4 agents, got 3");
+        assert_eq!(err.to_string(), "the landlord scene needs exactly 4 agents, got 3");
         assert!(build(&["A", "B", "C", "D", "E"], 1, 1).is_err());
     }
 
@@ -2015,6 +2017,7 @@ mod tests {
             scene
                 .patch_state(&bad)
                 .unwrap_err()
+                .to_string()
                 .contains("Bob holds 9 cards of rank 3")
         );
         let bad = json!({"hands": {"Bob": {"X": 1}}}).as_object().unwrap().clone();

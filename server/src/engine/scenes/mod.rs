@@ -28,6 +28,42 @@ pub mod village;
 pub mod werewolf;
 
 /// The rules every scene provides. Defaults are upstream's base-class behaviour.
+/// Why a scene could not be built, set up for its agents or patched. The messages are the ones
+/// users read (a scenario's `scene.config` error, a refused `scene_state_patch`), so each names
+/// the field or value at fault.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SceneError {
+    /// The config does not deserialise: the JSON path of the offending field (`None` when the
+    /// config as a whole is wrong) and serde's message.
+    #[error("{}{message}", path.as_deref().map(|p| format!("{p}: ")).unwrap_or_default())]
+    Config { path: Option<String>, message: String },
+    /// Landlord: a deck count other than one or two.
+    #[error("num_decks must be 1 or 2, got {0}")]
+    Decks(u64),
+    /// Landlord: a table of other than four players.
+    #[error("the landlord scene needs exactly 4 agents, got {0}")]
+    Players(usize),
+    /// Village: a map side of zero or beyond the limit (`what` is `width` or `height`).
+    #[error("map {what} must be between 1 and {max}, got {side}", max = village::MAX_SIDE)]
+    MapSide { what: &'static str, side: i64 },
+    /// Village: a tile that costs less than nothing to enter.
+    #[error("tile ({x}, {y}) has a negative movement_cost {cost}")]
+    NegativeCost { x: i64, y: i64, cost: i64 },
+    /// Village: two places with one name.
+    #[error("location '{0}' is listed twice")]
+    DuplicateLocation(String),
+    /// A state patch names a key the scene's state does not have.
+    #[error("unknown scene state key '{key}' (known: {})", known.join(", "))]
+    UnknownStateKey { key: String, known: Vec<String> },
+    /// A state patch whose result is not a valid state (serde's message, naming the field).
+    #[error("invalid scene state: {0}")]
+    InvalidState(String),
+    /// The scene could not be written as JSON to patch it, or has no `state` (neither happens
+    /// with the built-in scenes).
+    #[error("{0}")]
+    Unpatchable(String),
+}
+
 pub trait SceneRules {
     /// Scene time in minutes (1080 = 18:00).
     fn time(&self) -> i64;
@@ -43,7 +79,7 @@ pub trait SceneRules {
     fn scene_actions(&self, agent: &Agent) -> Vec<ActionKind>;
     fn initialize_agent(&mut self, _agent: &mut Agent) {}
     /// Runs once after the initial broadcast when a simulation is built.
-    fn pre_run(&mut self, _world: &mut World) -> Result<(), String> {
+    fn pre_run(&mut self, _world: &mut World) -> Result<(), SceneError> {
         Ok(())
     }
     fn should_skip_turn(&self, _agent: &Agent) -> bool {
@@ -161,19 +197,17 @@ macro_rules! each_scene {
 impl Scene {
     /// Builds a scene from a scenario's `scene` block. `config` is scene-specific; unknown or
     /// ill-typed keys are errors naming the field.
-    pub fn build(kind: SceneKind, name: String, initial_event: String, config: Value) -> Result<Scene, String> {
+    pub fn build(kind: SceneKind, name: String, initial_event: String, config: Value) -> Result<Scene, SceneError> {
         Ok(match kind {
             SceneKind::SimpleChat | SceneKind::EmotionalConflict => {
                 Scene::SimpleChat(simple_chat::SimpleChat::new(name, initial_event, parse_config(config)?))
             }
             SceneKind::Council => Scene::Council(council::Council::new(name, initial_event, parse_config(config)?)),
-            SceneKind::Werewolf => {
-                Scene::Werewolf(werewolf::Werewolf::new(name, initial_event, parse_config(config)?)?)
-            }
+            SceneKind::Werewolf => Scene::Werewolf(werewolf::Werewolf::new(name, initial_event, parse_config(config)?)),
             SceneKind::Landlord => {
                 Scene::Landlord(landlord::Landlord::new(name, initial_event, parse_config(config)?)?)
             }
-            SceneKind::Village => Scene::Village(village::Village::new(name, initial_event, parse_config(config)?)?),
+            SceneKind::Village => Scene::Village(village::Village::new(name, initial_event, parse_config(config)?)),
         })
     }
 
@@ -204,20 +238,22 @@ impl Scene {
 
     /// Shallow-assigns `updates` into the scene state. Every key must already exist and the result
     /// must still be a valid state; otherwise nothing changes.
-    pub fn patch_state(&mut self, updates: &Map<String, Value>) -> Result<(), String> {
-        let mut full = serde_json::to_value(&*self).map_err(|e| e.to_string())?;
+    pub fn patch_state(&mut self, updates: &Map<String, Value>) -> Result<(), SceneError> {
+        let mut full = serde_json::to_value(&*self).map_err(|e| SceneError::Unpatchable(e.to_string()))?;
         let state = full
             .get_mut("state")
             .and_then(Value::as_object_mut)
-            .ok_or("scene has no state")?;
+            .ok_or_else(|| SceneError::Unpatchable("scene has no state".into()))?;
         for (k, v) in updates {
             if !state.contains_key(k) {
-                let known: Vec<&str> = state.keys().map(String::as_str).collect();
-                return Err(format!("unknown scene state key '{k}' (known: {})", known.join(", ")));
+                return Err(SceneError::UnknownStateKey {
+                    key: k.clone(),
+                    known: state.keys().cloned().collect(),
+                });
             }
             state.insert(k.clone(), v.clone());
         }
-        *self = serde_json::from_value(full).map_err(|e| format!("invalid scene state: {e}"))?;
+        *self = serde_json::from_value(full).map_err(|e| SceneError::InvalidState(e.to_string()))?;
         Ok(())
     }
 }
@@ -244,7 +280,7 @@ pub(crate) fn act_as<S: SceneRules + ?Sized>(
 }
 
 /// Deserialises a scene config, naming the offending field on error.
-pub fn parse_config<T: DeserializeOwned>(config: Value) -> Result<T, String> {
+pub fn parse_config<T: DeserializeOwned>(config: Value) -> Result<T, SceneError> {
     let config = if config.is_null() {
         Value::Object(Map::new())
     } else {
@@ -252,10 +288,9 @@ pub fn parse_config<T: DeserializeOwned>(config: Value) -> Result<T, String> {
     };
     serde_path_to_error::deserialize(config).map_err(|e| {
         let path = e.path().to_string();
-        if path == "." {
-            e.inner().to_string()
-        } else {
-            format!("{path}: {}", e.inner())
+        SceneError::Config {
+            path: (path != ".").then_some(path),
+            message: e.inner().to_string(),
         }
     })
 }

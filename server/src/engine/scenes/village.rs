@@ -31,7 +31,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Number, Value, json};
 use simtree_shared::ResourceSource;
 
-use super::SceneRules;
+use super::{SceneError, SceneRules};
 use crate::engine::action::{
     ActionCtx, ActionError, ActionKind, ActionResult, ActionSpec, Handled, Outcome, handle_common, required,
 };
@@ -209,10 +209,10 @@ impl<'de> Deserialize<'de> for GameMap {
 }
 
 impl GameMap {
-    fn from_data(data: MapData) -> Result<GameMap, String> {
+    fn from_data(data: MapData) -> Result<GameMap, SceneError> {
         for (what, side) in [("width", data.width), ("height", data.height)] {
             if !(1..=MAX_SIDE).contains(&side) {
-                return Err(format!("map {what} must be between 1 and {MAX_SIDE}, got {side}"));
+                return Err(SceneError::MapSide { what, side });
             }
         }
         let mut map = GameMap {
@@ -223,10 +223,11 @@ impl GameMap {
         };
         for t in data.tiles {
             if t.movement_cost < 0 {
-                return Err(format!(
-                    "tile ({}, {}) has a negative movement_cost {}",
-                    t.x, t.y, t.movement_cost
-                ));
+                return Err(SceneError::NegativeCost {
+                    x: t.x,
+                    y: t.y,
+                    cost: t.movement_cost,
+                });
             }
             let tile = Tile {
                 passable: t.passable,
@@ -238,7 +239,7 @@ impl GameMap {
         }
         for loc in data.locations {
             if map.location(&loc.name).is_some() {
-                return Err(format!("location '{}' is listed twice", loc.name));
+                return Err(SceneError::DuplicateLocation(loc.name));
             }
             // Upstream silently drops places outside the grid.
             if map.in_bounds(loc.xy()) {
@@ -430,13 +431,13 @@ pub struct Village {
 }
 
 impl Village {
-    pub fn new(name: String, initial_event: String, config: Config) -> Result<Self, String> {
-        Ok(Village {
+    pub fn new(name: String, initial_event: String, config: Config) -> Self {
+        Village {
             name,
             initial_event,
             state: State { time: 0 },
             config,
-        })
+        }
     }
 
     pub fn map(&self) -> &GameMap {
@@ -1078,15 +1079,18 @@ mod tests {
                 json!({"map": map}),
             )
         };
-        assert!(bad(json!({"width": 0})).unwrap_err().contains("width"));
-        assert!(bad(json!({"height": 5000})).unwrap_err().contains("height"));
-        assert!(
-            bad(json!({"tiles": [{"x": 1, "y": 1, "movement_cost": -1}]}))
-                .unwrap_err()
-                .contains("negative")
+        let err = |map: Value| bad(map).unwrap_err().to_string();
+        assert_eq!(
+            err(json!({"width": 0})),
+            "map: map width must be between 1 and 1000, got 0"
+        );
+        assert!(err(json!({"height": 5000})).contains("height"));
+        assert_eq!(
+            err(json!({"tiles": [{"x": 1, "y": 2, "movement_cost": -1}]})),
+            "map: tile (1, 2) has a negative movement_cost -1"
         );
         let dup = json!({"locations": [{"name": "a", "x": 1, "y": 1}, {"name": "a", "x": 2, "y": 2}]});
-        assert!(bad(dup).unwrap_err().contains("twice"));
+        assert_eq!(err(dup), "map: location 'a' is listed twice");
         assert!(bad(json!({"tiles": [{"y": 1}]})).is_err(), "a tile needs x");
         let cfg = json!({"print_map_each_turn": true, "movement_cost": 0.5});
         let Scene::Village(v) =

@@ -29,7 +29,7 @@
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
-use super::SceneRules;
+use super::{SceneError, SceneRules};
 use crate::engine::action::{ActionCtx, ActionKind, ActionResult, ActionSpec, Handled, Outcome, handle_common};
 use crate::engine::agent::Agent;
 use crate::engine::event::SceneEvent;
@@ -148,7 +148,7 @@ pub const GUIDELINES: &str = "- Werewolf players: work together quietly, keep yo
 - Nobody talks while voting is open; cast your lynch vote before you yield.";
 
 impl Werewolf {
-    pub fn new(name: String, initial_event: String, config: Config) -> Result<Self, String> {
+    pub fn new(name: String, initial_event: String, config: Config) -> Self {
         let mut config = config;
         let roles = std::mem::take(&mut config.role_map);
         let state = Box::new(State {
@@ -167,12 +167,12 @@ impl Werewolf {
             winner: None,
             day_spoken: None,
         });
-        Ok(Werewolf {
+        Werewolf {
             name,
             initial_event,
             state,
             config,
-        })
+        }
     }
 
     /// Listed as a moderator, or simply called "moderator" (any case), as upstream.
@@ -587,7 +587,7 @@ impl SceneRules for Werewolf {
     }
 
     /// Tells each configured moderator the full roster and every secret role.
-    fn pre_run(&mut self, world: &mut World) -> Result<(), String> {
+    fn pre_run(&mut self, world: &mut World) -> Result<(), SceneError> {
         let roles: Vec<String> = self.state.roles.iter().map(|(n, r)| format!("{n} is {r}")).collect();
         let hint = format!(
             "You are the Moderator. Players: {}. Roles: {}.",
@@ -795,7 +795,7 @@ mod tests {
                 a
             })
             .collect();
-        let scene = Scene::Werewolf(Werewolf::new("werewolf_village".into(), "Night falls.".into(), config).unwrap());
+        let scene = Scene::Werewolf(Werewolf::new("werewolf_village".into(), "Night falls.".into(), config));
         let ordering = Ordering::Sequential { names: vec![], idx: 0 };
         Simulator::build(agents, scene, ordering, SimOptions::default()).unwrap()
     }
@@ -1724,7 +1724,7 @@ mod tests {
         assert!(skip(&sim, "Pia"), "the dead skip");
         assert!(!skip(&sim, "Moderator"), "moderators never skip");
         // Anyone called "moderator" counts as one, listed or not.
-        let w = Werewolf::new("x".into(), "".into(), Config::default()).unwrap();
+        let w = Werewolf::new("x".into(), "".into(), Config::default());
         assert!(w.is_moderator("MODERATOR") && !w.is_moderator("Mod"));
     }
 
