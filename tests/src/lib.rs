@@ -265,6 +265,35 @@ impl Watcher {
     }
 }
 
+/// `GET path`'s body as text; the answer must be 200.
+pub async fn text(s: &Server, path: &str) -> String {
+    let r = s.http.get(s.url(path)).send().await.expect("GET");
+    assert_eq!(r.status().as_u16(), 200, "{path}");
+    r.text().await.expect("body")
+}
+
+/// `POST path` with `body`; the answer must be 200, its JSON is returned.
+pub async fn ok(s: &Server, path: &str, body: Value) -> Value {
+    let (status, reply) = s.post(path, &body).await;
+    assert_eq!(status, 200, "{path} {body}: {reply}");
+    reply
+}
+
+/// A node's own entries with the node tag removed (so runs of two nodes compare).
+pub async fn own_entries(s: &Server, tree: u64, node: u64) -> Vec<Value> {
+    let (_, logs) = s.get(&format!("/devui/simtree/{tree}/node/{node}/logs")).await;
+    logs.as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["node"] == node)
+        .map(|e| {
+            let mut e = e.clone();
+            e.as_object_mut().unwrap().remove("node");
+            e
+        })
+        .collect()
+}
+
 /// A private, throw-away PostgreSQL (Debian's `postgresql` package) on a free loopback port with
 /// its socket in its own folder; stopped and removed on drop. Panics when PostgreSQL is not
 /// installed (`cargo xtask setup` installs it): a missing database must fail the run, not skip

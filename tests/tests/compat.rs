@@ -14,25 +14,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
-use simtree_e2e::Server;
+use simtree_e2e::{Server, ok, text};
 
 /// Every release whose stored data must keep opening, oldest first.
 const RELEASES: &[&str] = &["release-2026-11-24"];
 
 fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../server/tests/fixtures")
-}
-
-async fn text(s: &Server, path: &str) -> String {
-    let r = s.http.get(s.url(path)).send().await.expect("GET");
-    assert_eq!(r.status().as_u16(), 200, "{path}");
-    r.text().await.expect("body")
-}
-
-async fn ok(s: &Server, path: &str, body: Value) -> Value {
-    let (status, reply) = s.post(path, &body).await;
-    assert_eq!(status, 200, "{path} {body}: {reply}");
-    reply
 }
 
 async fn child(s: &Server, path: &str, body: Value) -> u64 {

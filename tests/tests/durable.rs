@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use simtree_e2e::{Postgres, Server};
+use simtree_e2e::{Postgres, Server, ok, own_entries, text};
 
 struct Backend {
     flags: Vec<String>,
@@ -48,18 +48,6 @@ impl Backend {
         flags.extend_from_slice(extra);
         Server::start_with(&flags)
     }
-}
-
-async fn text(s: &Server, path: &str) -> String {
-    let r = s.http.get(s.url(path)).send().await.expect("GET");
-    assert_eq!(r.status().as_u16(), 200, "{path}");
-    r.text().await.expect("body")
-}
-
-async fn ok(s: &Server, path: &str, body: Value) -> Value {
-    let (status, reply) = s.post(path, &body).await;
-    assert_eq!(status, 200, "{path} {body}: {reply}");
-    reply
 }
 
 /// Everything a client can read of a server's trees, as raw bytes.
@@ -127,21 +115,6 @@ async fn sweep_finished(s: &Server, tree: u64, sweep: u64) -> Value {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("sweep {sweep} of tree {tree} did not finish");
-}
-
-/// A node's own entries with the node tag removed (so runs of two nodes compare).
-async fn own_entries(s: &Server, tree: u64, node: u64) -> Vec<Value> {
-    let (_, logs) = s.get(&format!("/devui/simtree/{tree}/node/{node}/logs")).await;
-    logs.as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["node"] == node)
-        .map(|e| {
-            let mut e = e.clone();
-            e.as_object_mut().unwrap().remove("node");
-            e
-        })
-        .collect()
 }
 
 async fn survives_kill_9(backend: Backend, with_abm: bool) {

@@ -5,28 +5,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use simtree_e2e::Server;
-
-async fn ok(s: &Server, path: &str, body: Value) -> Value {
-    let (status, reply) = s.post(path, &body).await;
-    assert_eq!(status, 200, "{path} {body}: {reply}");
-    reply
-}
-
-/// A node's own entries with its id taken out, as text (runs of two nodes compare).
-async fn own_log(s: &Server, tree: u64, node: u64) -> Vec<String> {
-    let (_, logs) = s.get(&format!("/devui/simtree/{tree}/node/{node}/logs")).await;
-    logs.as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["node"] == node)
-        .map(|e| {
-            let mut e = e.clone();
-            e.as_object_mut().unwrap().remove("node");
-            e.to_string()
-        })
-        .collect()
-}
+use simtree_e2e::{Server, ok, own_entries};
 
 async fn seed_of(s: &Server, tree: u64, node: u64) -> Value {
     s.get(&format!("/devui/simtree/{tree}/node/{node}/info")).await.1["seed"].clone()
@@ -59,7 +38,7 @@ async fn fan_out_children_get_their_own_reproducible_seeds() {
     let mut logs = Vec::new();
     for &k in &kids {
         seeds.push(seed_of(&s, tree, k).await);
-        logs.push(own_log(&s, tree, k).await);
+        logs.push(own_entries(&s, tree, k).await);
     }
     assert!(
         seeds.iter().all(Value::is_u64),
@@ -72,7 +51,11 @@ async fn fan_out_children_get_their_own_reproducible_seeds() {
     let (again, _) = fan_out(&s, tree, json!({"parent": 0, "turns": 20, "count": 4})).await;
     for (i, &k) in again.iter().enumerate() {
         assert_eq!(seed_of(&s, tree, k).await, seeds[i], "child {i}'s seed is reproducible");
-        assert_eq!(own_log(&s, tree, k).await, logs[i], "child {i}'s run is reproducible");
+        assert_eq!(
+            own_entries(&s, tree, k).await,
+            logs[i],
+            "child {i}'s run is reproducible"
+        );
     }
     // `same_seed`: today's copies, and the reply says so.
     let (copies, note) = fan_out(
@@ -81,9 +64,9 @@ async fn fan_out_children_get_their_own_reproducible_seeds() {
         json!({"parent": 0, "turns": 6, "count": 3, "same_seed": true}),
     )
     .await;
-    let first = own_log(&s, tree, copies[0]).await;
+    let first = own_entries(&s, tree, copies[0]).await;
     for &k in &copies[1..] {
-        assert_eq!(own_log(&s, tree, k).await, first);
+        assert_eq!(own_entries(&s, tree, k).await, first);
     }
     assert!(note.as_str().is_some_and(|n| n.contains("same_seed")), "{note}");
 }
