@@ -49,7 +49,7 @@ pub fn router(app: Arc<AppState>) -> Router {
     let devui = Router::new()
         .route("/simtree", post(create_tree).get(list_trees))
         .route("/simtree/import", post(transfer::import))
-        .route("/simtree/{tree}", delete(delete_tree).patch(patch_tree))
+        .route("/simtree/{tree}", get(get_tree).delete(delete_tree).patch(patch_tree))
         .route("/simtree/{tree}/summaries", get(summaries))
         .route("/simtree/{tree}/graph", get(graph))
         .route("/simtree/{tree}/graph/columns", get(graph_columns))

@@ -381,6 +381,20 @@ fn encode(out: &mut Vec<u8>, w: &Write) {
             out.push(10);
             put_u64(out, *seq);
         }
+        Write::Document { tree, body } => {
+            out.push(11);
+            put_u64(out, *tree);
+            put_bytes(out, body.as_bytes());
+        }
+        Write::Dataset { name, body } => {
+            out.push(12);
+            put_bytes(out, name.as_bytes());
+            put_bytes(out, body.as_bytes());
+        }
+        Write::DeleteDataset { name } => {
+            out.push(13);
+            put_bytes(out, name.as_bytes());
+        }
     }
 }
 
@@ -530,6 +544,15 @@ impl<'a> Reader<'a> {
             },
             9 => Write::DeleteTree { tree: self.u64()? },
             10 => Write::Applied { seq: self.u64()? },
+            11 => Write::Document {
+                tree: self.u64()?,
+                body: self.string()?,
+            },
+            12 => Write::Dataset {
+                name: self.string()?,
+                body: self.string()?,
+            },
+            13 => Write::DeleteDataset { name: self.string()? },
             t => return Err(damaged(&format!("unknown write type {t}"))),
         })
     }

@@ -132,6 +132,19 @@ pub enum Write {
     Applied {
         seq: u64,
     },
+    /// The document a user brought a tree's scenario as (JSON text), written once with the tree.
+    Document {
+        tree: u64,
+        body: String,
+    },
+    /// Inserts or replaces a market dataset (its checked CSV text).
+    Dataset {
+        name: String,
+        body: String,
+    },
+    DeleteDataset {
+        name: String,
+    },
 }
 
 impl Write {
@@ -161,6 +174,14 @@ pub trait Database: Send {
     fn sweeps(&mut self, tree: u64) -> StoreResult<Vec<String>>;
     /// Marks nodes whose run was in flight when the last server stopped; returns how many.
     fn interrupt_running(&mut self) -> StoreResult<u64>;
+    /// The document a tree was made from, if a user brought one.
+    fn document(&mut self, _tree: u64) -> StoreResult<Option<String>> {
+        Ok(None)
+    }
+    /// Every uploaded market dataset: its name and CSV text, by name.
+    fn datasets(&mut self) -> StoreResult<Vec<(String, String)>> {
+        Ok(Vec::new())
+    }
 }
 
 type Job = Box<dyn FnOnce(&mut dyn Database) + Send>;
@@ -661,7 +682,8 @@ impl Gone {
             Write::Node { tree, row } => self.live(*tree, row.id),
             Write::Log { tree, node, .. } | Write::State { tree, node, .. } => self.live(*tree, *node),
             Write::Tree(t) => !self.trees.contains(&t.id),
-            Write::Applied { .. } => true,
+            Write::Applied { .. } | Write::Dataset { .. } | Write::DeleteDataset { .. } => true,
+            Write::Document { tree, .. } => !self.trees.contains(tree),
             Write::Rename { tree, .. }
             | Write::Touch { tree, .. }
             | Write::Sweep { tree, .. }

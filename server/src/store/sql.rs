@@ -97,6 +97,9 @@ const MIGRATIONS: &[&str] = &[
     "CREATE TABLE sweeps (tree BIGINT NOT NULL, id BIGINT NOT NULL, body TEXT NOT NULL, PRIMARY KEY (tree, id));",
     // 3: the last group of SQLite's commit journal written to the database (unused on PostgreSQL).
     "CREATE TABLE journal (applied BIGINT NOT NULL); INSERT INTO journal (applied) VALUES (0);",
+    // 4: the documents users brought trees' scenarios as, and uploaded market datasets (CSV).
+    "CREATE TABLE documents (tree BIGINT PRIMARY KEY, body TEXT NOT NULL);
+     CREATE TABLE datasets (name TEXT PRIMARY KEY, body TEXT NOT NULL);",
 ];
 
 /// The schema version this build writes.
@@ -298,10 +301,27 @@ impl<S: Sql> Db<S> {
                 sql.execute("UPDATE journal SET applied = $1", &[i(*seq)])?;
             }
             Write::DeleteTree { tree } => {
-                for table in ["nodes", "states", "chunks", "logs", "sweeps"] {
+                for table in ["nodes", "states", "chunks", "logs", "sweeps", "documents"] {
                     sql.execute(&format!("DELETE FROM {table} WHERE tree = $1"), &[i(*tree)])?;
                 }
                 sql.execute("DELETE FROM trees WHERE id = $1", &[i(*tree)])?;
+            }
+            Write::Document { tree, body } => {
+                sql.execute(
+                    "INSERT INTO documents (tree, body) VALUES ($1, $2)
+                     ON CONFLICT (tree) DO UPDATE SET body = excluded.body",
+                    &[i(*tree), P::Text(body)],
+                )?;
+            }
+            Write::Dataset { name, body } => {
+                sql.execute(
+                    "INSERT INTO datasets (name, body) VALUES ($1, $2)
+                     ON CONFLICT (name) DO UPDATE SET body = excluded.body",
+                    &[P::Text(name), P::Text(body)],
+                )?;
+            }
+            Write::DeleteDataset { name } => {
+                sql.execute("DELETE FROM datasets WHERE name = $1", &[P::Text(name)])?;
             }
         }
         Ok(())
@@ -428,6 +448,27 @@ impl<S: Sql> Database for Db<S> {
             .query("SELECT body FROM sweeps WHERE tree = $1 ORDER BY id", &[i(tree)])?;
         rows.into_iter()
             .map(|r| r.into_iter().next().unwrap_or(Cell::Null).text())
+            .collect()
+    }
+
+    fn document(&mut self, tree: u64) -> StoreResult<Option<String>> {
+        let rows = self
+            .sql
+            .query("SELECT body FROM documents WHERE tree = $1", &[i(tree)])?;
+        rows.into_iter()
+            .next()
+            .map(|r| r.into_iter().next().unwrap_or(Cell::Null).text())
+            .transpose()
+    }
+
+    fn datasets(&mut self) -> StoreResult<Vec<(String, String)>> {
+        let rows = self.sql.query("SELECT name, body FROM datasets ORDER BY name", &[])?;
+        rows.into_iter()
+            .map(|r| {
+                let mut r = r.into_iter();
+                let mut next = || r.next().unwrap_or(Cell::Null);
+                Ok((next().text()?, next().text()?))
+            })
             .collect()
     }
 

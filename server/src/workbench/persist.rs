@@ -129,6 +129,7 @@ impl TreeHandle {
             created: meta.created,
             nodes,
             last_activity: meta.last_activity,
+            document: None,
         }
     }
 
@@ -225,6 +226,7 @@ fn info_of(row: &TreeRow) -> TreeInfo {
         created: row.created,
         nodes: row.nodes,
         last_activity: row.last_activity,
+        document: None,
     }
 }
 
@@ -264,7 +266,16 @@ impl Workbench {
             .read(move |db| db.nodes(id))
             .map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
         let source = self.source(id);
-        let tree = SimTree::restore(row.scenario.clone(), row.seq, rows, source)?;
+        let mut tree = SimTree::restore(row.scenario.clone(), row.seq, rows, source)?;
+        if row.kind == SimKind::Abm {
+            // A restored model runs on the worker like a created one: start it now, not mid-run
+            // (a worker that cannot start fails the run with the reason).
+            let _ = self.abm_pool();
+        }
+        let document = store
+            .read(move |db| db.document(id))
+            .map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
+        tree.document = document.and_then(|b| serde_json::from_str(&b).ok()).map(Arc::new);
         self.pressure.add(tree.structure_cost());
         let handle = Arc::new(self.handle(
             id,
@@ -331,13 +342,17 @@ impl Workbench {
         out
     }
 
+    /// `GET /devui/simtree/{tree}`: the tree's list entry and the document it was made from.
+    pub fn tree_info(&self, tree: u64) -> Result<TreeInfo, WorkbenchError> {
+        let handle = self.tree(tree)?;
+        let mut info = handle.info();
+        info.document = handle.lock().document.as_deref().cloned();
+        Ok(info)
+    }
+
     pub fn rename(&self, tree: u64, name: &str) -> Result<TreeInfo, WorkbenchError> {
-        let name = name.trim();
-        if name.is_empty() || name.chars().count() > MAX_NAME_CHARS {
-            return Err(WorkbenchError::invalid(format!(
-                "name must be 1 to {MAX_NAME_CHARS} characters, not only spaces"
-            )));
-        }
+        let name = super::check_name(name)?;
+        let name = name.as_str();
         let handle = self.tree(tree)?;
         lock(&handle.meta).name = name.to_string();
         handle.persist(Write::Rename {
@@ -355,6 +370,12 @@ impl Workbench {
         }
         handle.persist(Write::Tree(handle.row()));
         let mut t = handle.lock();
+        if let Some(doc) = &t.document {
+            handle.persist(Write::Document {
+                tree: handle.id,
+                body: doc.to_string(),
+            });
+        }
         for id in t.ids() {
             handle.persist_node(&mut t, id)?;
         }
@@ -426,6 +447,11 @@ impl Workbench {
         });
         let tree = result.and_then(|mut importer| {
             let sweeps = std::mem::take(&mut importer.sweeps);
+            // A document travels with its tree; it is checked like one posted to create a tree.
+            if let Some(doc) = &importer.document {
+                crate::scenario::UserScenario::from_document(super::DOCUMENT_ID, doc)
+                    .map_err(|e| TreeError::InvalidOp(format!("document: {e}")))?;
+            }
             Ok((importer.finish(store.as_ref().map(|_| self.source(id)))?, sweeps))
         });
         let tree = tree
@@ -462,6 +488,12 @@ impl Workbench {
         Sweeps::restore(&handle, sweeps);
         if let Some(store) = &store {
             store.write(Write::Tree(handle.row()));
+            if let Some(doc) = &handle.lock().document {
+                store.write(Write::Document {
+                    tree: id,
+                    body: doc.to_string(),
+                });
+            }
             store.flush().map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
         }
         self.trees.insert(id, handle);

@@ -1,0 +1,322 @@
+//! Users bring their own worlds (issue #25), through the real server and store: a social
+//! scenario, a trading scenario and an agent-based model nobody shipped, posted inline to
+//! `POST /devui/simtree`; refusals that name their place and leave nothing behind (after a
+//! restart too); a document tree that survives kill -9 and travels in its export; hostile input.
+
+use serde_json::{Value, json};
+use simtree_e2e::Server;
+
+fn asset(path: &str) -> Value {
+    let file = format!("{}/../assets/{path}", env!("CARGO_MANIFEST_DIR"));
+    serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap()
+}
+
+/// A two-variable model nobody shipped: each step doubles `a` and adds the new `a` to `b`, so
+/// after n steps a = 2^n and b = 2^(n+1) - 2.
+fn doubling_model() -> Value {
+    json!({
+        "title": "Doubling",
+        "explanation": "a doubles, b sums the a's",
+        "model": {
+            "codingLanguage": "python",
+            "abmLibrary": {"name": "mesa", "version": "3.3"},
+            "globalFunctions": [{
+                "name": "grow",
+                "sourceName": "globalFunction.grow",
+                "functionDescription": "Doubles a, then adds it to b",
+                "functionInputs": [{"name": "model", "description": "The running model", "type": "object",
+                                    "optional": false, "defaultValue": null}],
+                "functionOutputs": [],
+                "executionMode": "model-batch",
+                "code": "def grow(model):\n    globalVariable.a = globalVariable.a * 2\n    globalVariable.b = globalVariable.b + globalVariable.a"
+            }],
+            "globalVariables": [
+                {"name": "a", "description": "Doubles each step", "type": "integer", "initialValue": 1,
+                 "sourceName": "globalVariable.a"},
+                {"name": "b", "description": "Sum of the a's", "type": "integer", "initialValue": 0,
+                 "sourceName": "globalVariable.b"}
+            ],
+            "environment": {"name": "Nowhere", "description": "No space",
+                            "topology": {"description": "None", "type": "none"}},
+            "agents": [],
+            "terminationCriteria": {"maxSteps": 100},
+            "scheduler": {
+                "initialization": {"description": "Nothing to set up", "initializationOrder": []},
+                "schedule": {"description": "Grow", "scheduleOrder": [
+                    {"sourceName": "globalFunction.grow", "type": "globalFunction", "orderInSchedule": 1}
+                ]}
+            },
+            "dataAnalytics": {"trackedVariables": [
+                {"description": "a", "sourceName": "globalVariable.a", "collectionLevel": "model", "checkTime": "end-of-step"},
+                {"description": "b", "sourceName": "globalVariable.b", "collectionLevel": "model", "checkTime": "end-of-step"}
+            ]}
+        }
+    })
+}
+
+async fn create(s: &Server, body: Value) -> u64 {
+    let (st, r) = s.post("/devui/simtree", &body).await;
+    assert_eq!(st, 200, "{r}");
+    r["id"].as_u64().unwrap()
+}
+
+async fn advance(s: &Server, tree: u64, turns: u64) -> u64 {
+    let (st, r) = s
+        .post(
+            &format!("/devui/simtree/{tree}/advance"),
+            &json!({"parent": 0, "turns": turns}),
+        )
+        .await;
+    assert_eq!((st, r.get("error")), (200, None), "{r}");
+    r["child"].as_u64().unwrap()
+}
+
+/// The last `abm_step` values of a node.
+async fn last_step(s: &Server, tree: u64, node: u64) -> Value {
+    let logs = s.get(&format!("/devui/simtree/{tree}/node/{node}/logs")).await.1;
+    let step = logs
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "abm_step")
+        .unwrap();
+    step["data"].clone()
+}
+
+async fn refused(s: &Server, body: Value) -> String {
+    let (st, r) = s.post("/devui/simtree", &body).await;
+    assert_eq!(st, 422, "{r}");
+    r["detail"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn documents_of_every_kind_make_trees_and_names_still_work() {
+    let s = Server::start();
+
+    // A social scenario nobody shipped: the shipped chat, retitled, with a third speaker.
+    let mut chat = asset("scenarios/simple_chat.json");
+    chat["title"] = "Our chat".into();
+    let mut extra = chat["agents"][0].clone();
+    extra["name"] = "Zed".into();
+    chat["agents"].as_array_mut().unwrap().push(extra);
+    let t = create(&s, json!({"scenario": chat, "seed": 3, "name": "my chat"})).await;
+    let info = s.get(&format!("/devui/simtree/{t}")).await.1;
+    assert_eq!(
+        (info["name"].as_str(), info["kind"].as_str()),
+        (Some("my chat"), Some("social"))
+    );
+    assert_eq!(info["scenario"], "Our chat");
+    assert_eq!(info["document"], chat, "the document is kept as posted");
+    let state = s.get(&format!("/devui/simtree/{t}/node/0/state")).await.1;
+    assert_eq!(
+        state["agents"].as_array().unwrap().len(),
+        chat["agents"].as_array().unwrap().len()
+    );
+    advance(&s, t, 1).await;
+
+    // A trading scenario nobody shipped: buy-and-hold on two of the shipped tickers.
+    let mut bh = asset("trading/buy_and_hold.json");
+    bh["title"] = "Two stocks".into();
+    bh["episode"]["tickers"] = json!(["AAPL", "MSFT"]);
+    let t = create(&s, json!({"scenario": bh})).await;
+    let info = s.get(&format!("/devui/simtree/{t}")).await.1;
+    assert_eq!(
+        (info["kind"].as_str(), info["name"].as_str()),
+        (Some("trading"), Some("Two stocks"))
+    );
+    let n = advance(&s, t, 2).await;
+    let view = s.get(&format!("/devui/simtree/{t}/node/{n}/view")).await.1;
+    assert!(view.to_string().contains("AAPL"), "{view}");
+
+    // An agent-based model nobody shipped runs to the values worked out by hand.
+    let t = create(&s, json!({"scenario": doubling_model(), "seed": 1})).await;
+    let info = s.get(&format!("/devui/simtree/{t}")).await.1;
+    assert_eq!(
+        (info["kind"].as_str(), info["name"].as_str()),
+        (Some("abm"), Some("Doubling"))
+    );
+    let n = advance(&s, t, 5).await;
+    let step = last_step(&s, t, n).await;
+    assert_eq!(step["step"], 5, "{step}");
+    assert_eq!(step["values"]["globalVariable.a"], 32, "a = 2^5: {step}");
+    assert_eq!(step["values"]["globalVariable.b"], 62, "b = 2^6 - 2: {step}");
+
+    // The bare model (no envelope) is accepted too.
+    let bare = doubling_model()["model"].clone();
+    create(&s, json!({"scenario": bare})).await;
+
+    // Names work as before, and the list leaves documents out.
+    let t = create(&s, json!({"scenario": "simple_chat"})).await;
+    let info = s.get(&format!("/devui/simtree/{t}")).await.1;
+    assert_eq!(info["scenario"], "simple_chat");
+    assert!(info.get("document").is_none());
+    let list = s.get("/devui/simtree").await.1;
+    assert_eq!(list.as_array().unwrap().len(), 5);
+    assert!(list.as_array().unwrap().iter().all(|t| t.get("document").is_none()));
+}
+
+#[tokio::test]
+async fn refusals_name_their_place_and_leave_nothing_across_a_restart() {
+    let dir = std::env::temp_dir().join(format!("simtree-own-worlds-refusals-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let flags = ["--data", dir.to_str().unwrap()];
+    let mut s = Server::start_with(&flags);
+    create(&s, json!({"scenario": "simple_chat"})).await;
+    let before = s.get("/devui/simtree").await.1;
+
+    let mut m = doubling_model();
+    m["model"]["dataAnalytics"]["trackedVariables"][0]["sourceName"] = "globalVariable.nope".into();
+    let d = refused(&s, json!({"scenario": m})).await;
+    assert!(d.contains("model.dataAnalytics.trackedVariables[0].sourceName"), "{d}");
+
+    let mut m = doubling_model();
+    m["model"]["environment"]["topology"]["type"] = "hexagons".into();
+    let d = refused(&s, json!({"scenario": m})).await;
+    assert!(d.contains("model.environment.topology.type"), "{d}");
+
+    let mut chat = asset("scenarios/simple_chat.json");
+    chat["agents"][1]["action_space"] = json!(["fly"]);
+    let d = refused(&s, json!({"scenario": chat})).await;
+    assert!(d.contains("agents[1].action_space[0]"), "{d}");
+
+    let mut chat = asset("scenarios/simple_chat.json");
+    chat["max_steps_per_turn"] = 1000.into();
+    let d = refused(&s, json!({"scenario": chat})).await;
+    assert!(d.contains("max_steps_per_turn"), "{d}");
+
+    let mut bh = asset("trading/buy_and_hold.json");
+    bh["episode"]["initial_cash"] = "lots".into();
+    let d = refused(&s, json!({"scenario": bh})).await;
+    assert!(d.contains("episode.initial_cash"), "{d}");
+
+    let mut bh = asset("trading/buy_and_hold.json");
+    bh["episode"]["tickers"] = json!(["AAPL", "NOPE"]);
+    let d = refused(&s, json!({"scenario": bh})).await;
+    assert!(d.contains("NOPE"), "{d}");
+
+    let d = refused(&s, json!({"scenario": [1, 2]})).await;
+    assert!(d.contains("JSON object"), "{d}");
+
+    assert_eq!(s.get("/devui/simtree").await.1, before, "nothing was created");
+    s.stop();
+    let s = Server::start_with(&flags);
+    assert_eq!(s.get("/devui/simtree").await.1, before, "nothing was stored");
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_document_tree_survives_kill_9_and_travels_in_its_export() {
+    let dir = std::env::temp_dir().join(format!("simtree-own-worlds-kill9-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let flags = ["--data", dir.to_str().unwrap()];
+    let mut s = Server::start_with(&flags);
+    let t = create(&s, json!({"scenario": doubling_model(), "name": "dbl"})).await;
+    let n = advance(&s, t, 3).await;
+    let info = s.get(&format!("/devui/simtree/{t}")).await.1;
+    s.stop(); // SIGKILL
+
+    let s = Server::start_with(&flags);
+    assert_eq!(
+        s.get(&format!("/devui/simtree/{t}")).await.1,
+        info,
+        "the tree and its document are back"
+    );
+    let step = last_step(&s, t, n).await;
+    assert_eq!(
+        (
+            step["values"]["globalVariable.a"].as_u64(),
+            step["values"]["globalVariable.b"].as_u64()
+        ),
+        (Some(8), Some(14))
+    );
+    let (st, r) = s
+        .post(
+            &format!("/devui/simtree/{t}/advance"),
+            &json!({"parent": n, "turns": 1}),
+        )
+        .await;
+    assert_eq!((st, r.get("error")), (200, None), "{r}");
+    let more = r["child"].as_u64().unwrap();
+    assert_eq!(last_step(&s, t, more).await["values"]["globalVariable.a"], 16);
+
+    let export = s.get(&format!("/devui/simtree/{t}/export")).await.1;
+    assert_eq!(export["document"], doubling_model());
+    let (st, imported) = s.post("/devui/simtree/import", &export).await;
+    assert_eq!(st, 200, "{imported}");
+    let i = imported["id"].as_u64().unwrap();
+    assert_eq!(
+        s.get(&format!("/devui/simtree/{i}")).await.1["document"],
+        doubling_model()
+    );
+
+    // An export whose document does not check out is refused whole.
+    let mut bad = export.clone();
+    bad["document"]["model"]["scheduler"]["schedule"]["scheduleOrder"][0]["sourceName"] = "globalFunction.gone".into();
+    let count = s.get("/devui/simtree").await.1.as_array().unwrap().len();
+    let (st, r) = s.post("/devui/simtree/import", &bad).await;
+    assert_eq!(st, 422, "{r}");
+    assert!(
+        r["detail"].as_str().unwrap().contains("scheduleOrder[0].sourceName"),
+        "{r}"
+    );
+    assert_eq!(s.get("/devui/simtree").await.1.as_array().unwrap().len(), count);
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn hostile_documents_get_a_clear_4xx_and_the_server_stays_up() {
+    let s = Server::start();
+
+    // 50 MB: past the body limit.
+    let huge = format!("{{\"scenario\": {{\"title\": \"{}\"}}}}", "x".repeat(50 << 20));
+    let r = s
+        .http
+        .post(s.url("/devui/simtree"))
+        .header("content-type", "application/json")
+        .body(huge)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 413);
+
+    // Deeply nested JSON.
+    let deep = format!("{{\"scenario\": {}{}}}", "[".repeat(100_000), "]".repeat(100_000));
+    let r = s
+        .http
+        .post(s.url("/devui/simtree"))
+        .header("content-type", "application/json")
+        .body(deep)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 422);
+
+    // Control characters in the name.
+    let d = refused(&s, json!({"scenario": "simple_chat", "name": "evil\u{1b}[31mred"})).await;
+    assert!(d.contains("control characters"), "{d}");
+    let d = refused(&s, json!({"scenario": doubling_model(), "name": "a\u{0}b"})).await;
+    assert!(d.contains("control characters"), "{d}");
+
+    // 10,000 agents: a social scenario and a model.
+    let mut chat = asset("scenarios/simple_chat.json");
+    let one = chat["agents"][0].clone();
+    chat["agents"] = (0..10_000)
+        .map(|i| {
+            let mut a = one.clone();
+            a["name"] = format!("A{i}").into();
+            a
+        })
+        .collect();
+    let d = refused(&s, json!({"scenario": chat})).await;
+    assert!(d.contains("at most 500"), "{d}");
+    let mut m = asset("abm/wealth_exchange.json");
+    m["globalVariables"][0]["initialValue"] = 10_000.into();
+    let d = refused(&s, json!({"scenario": m})).await;
+    assert!(d.contains("10000 agents"), "{d}");
+
+    assert_eq!(s.get("/health").await.0, 200);
+    assert_eq!(s.get("/devui/simtree").await.1, json!([]));
+}
