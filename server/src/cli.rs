@@ -377,8 +377,12 @@ fn run(cli: Cli) -> Result<(), String> {
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
     /// Scenario id (file stem in assets/scenarios).
+    #[arg(long, required_unless_present = "scenario_file", conflicts_with = "scenario_file")]
+    pub scenario: Option<String>,
+    /// A scenario document of your own instead: a social scenario, a trading scenario or an
+    /// agent-based model (checked as `POST /devui/simtree` checks it).
     #[arg(long)]
-    pub scenario: String,
+    pub scenario_file: Option<PathBuf>,
     /// Turns to run (default: the scenario's default_turns).
     #[arg(long)]
     pub turns: Option<u64>,
@@ -410,10 +414,24 @@ fn run_headless(
 ) -> Result<(), String> {
     use std::io::IsTerminal;
     let backend = crate::backend::Backend::from_settings(a.llm_config.as_deref(), a.llm).map_err(|e| e.to_string())?;
-    let (sim, default_turns, abm) = build_sim(library, &a.scenario, a.seed, assets, sandbox)?;
+    let (scenario, document) = match &a.scenario_file {
+        Some(file) => {
+            let (label, doc) = read_scenario_file(file)?;
+            (label, Some(doc))
+        }
+        None => (a.scenario.clone().unwrap_or_default(), None),
+    };
+    let (sim, default_turns, abm) = match (&document, &a.scenario_file) {
+        (Some(doc), Some(file)) => {
+            let user = crate::scenario::UserScenario::from_document(&scenario, doc)
+                .map_err(|e| format!("{}: {e}", file.display()))?;
+            build_sim_of((&user).into(), a.seed, assets, sandbox)?
+        }
+        _ => build_sim(library, &scenario, a.seed, assets, sandbox)?,
+    };
     let turns = a.turns.unwrap_or(default_turns);
     let req = crate::backend::RunRequest {
-        scenario: &a.scenario,
+        scenario: &scenario,
         sim: &sim,
         replay: None,
         budget: None,
@@ -426,7 +444,8 @@ fn run_headless(
         ..ctx
     };
     let initial = sim.fork().initial_events();
-    let tree = crate::tree::SimTree::new(&a.scenario, sim);
+    let mut tree = crate::tree::SimTree::new(&scenario, sim);
+    tree.document = document.map(Arc::new);
 
     let progress = std::io::stderr().is_terminal().then(|| {
         let bar = indicatif::ProgressBar::new(turns);
@@ -578,7 +597,39 @@ fn build_sim(
     assets: &std::path::Path,
     sandbox: crate::abm::Sandbox,
 ) -> Result<(Sim, u64, Option<Arc<WorkerPool>>), String> {
-    let entry = ScenarioEntry::find(library, id)?;
+    build_sim_of(ScenarioEntry::find(library, id)?, seed, assets, sandbox)
+}
+
+/// Largest scenario file `--scenario-file` reads (the server's default body limit is 2 MiB).
+const MAX_SCENARIO_FILE_BYTES: u64 = 16 << 20;
+
+/// A scenario document from a file: its id (the file stem) and its JSON.
+fn read_scenario_file(path: &std::path::Path) -> Result<(String, Value), String> {
+    let shown = path.display();
+    let len = std::fs::metadata(path)
+        .map_err(|e| format!("cannot read {shown}: {e}"))?
+        .len();
+    if len > MAX_SCENARIO_FILE_BYTES {
+        return Err(format!(
+            "{shown}: {len} bytes; a scenario file may have at most {MAX_SCENARIO_FILE_BYTES}"
+        ));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let doc = serde_json::from_str(&text).map_err(|e| format!("{shown}: not valid JSON: {e}"))?;
+    let id = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "document".into());
+    Ok((id, doc))
+}
+
+/// [`build_sim`] for an entry in hand (a library scenario or a user's document).
+fn build_sim_of(
+    entry: ScenarioEntry<'_>,
+    seed: Option<u64>,
+    assets: &std::path::Path,
+    sandbox: crate::abm::Sandbox,
+) -> Result<(Sim, u64, Option<Arc<WorkerPool>>), String> {
     let market = match entry.kind() {
         SimKind::Trading => Some(Arc::new(MarketData::load_default().map_err(|e| e.to_string())?)),
         _ => None,

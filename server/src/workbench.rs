@@ -9,9 +9,11 @@
 //! go to the tree's broadcast channel in causal order per node; log entries go to each node's
 //! own log and its live channel.
 
+mod datasets;
 mod persist;
 mod sweep;
 
+pub use datasets::{SHIPPED_DATASET, dataset_of};
 pub use persist::{MAX_NAME_CHARS, Meta};
 pub use sweep::SweepData;
 
@@ -101,6 +103,8 @@ pub struct Workbench {
     memory: crate::memory::Watch,
     /// Where ABM model code runs: bubblewrap (default) or unsandboxed (`serve --unsafe-abm`).
     pub abm_sandbox: crate::abm::Sandbox,
+    /// Market datasets users uploaded, by name (see `workbench::datasets`).
+    datasets: DashMap<String, Arc<datasets::UserDataset>>,
 }
 
 pub struct TreeHandle {
@@ -189,6 +193,7 @@ impl Workbench {
             memory: crate::memory::Watch::new(limits.max_memory_bytes),
             limits,
             abm_sandbox: Default::default(),
+            datasets: DashMap::new(),
         }
     }
 
@@ -238,7 +243,11 @@ impl Workbench {
         if let Some(store) = &self.store
             && !tree.is_stored()
         {
-            tree.set_source(self.source_for(store, id));
+            let mut source = self.source_for(store, id);
+            if let Some(name) = tree.document.as_deref().and_then(dataset_of) {
+                source.market = self.market_for(Some(name)).ok().flatten();
+            }
+            tree.set_source(source);
         }
         TreeHandle {
             id,
@@ -339,8 +348,9 @@ impl Workbench {
         if entry.kind() == SimKind::Abm {
             self.abm_pool()?;
         }
+        let market = self.market_for(document.as_deref().and_then(dataset_of))?;
         let mut sim = entry
-            .instantiate(seed, self.market.as_ref())
+            .instantiate(seed, market.as_ref())
             .map_err(|e| WorkbenchError::invalid(e.to_string()))?;
         if let Sim::Social(s) = &mut sim {
             s.world.llm.offline = offline;

@@ -255,6 +255,22 @@ pub struct TreeInfo {
     pub document: Option<Value>,
 }
 
+/// One entry of `GET /api/datasets`: a market dataset trading scenarios can name as
+/// `episode.dataset`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct DatasetInfo {
+    pub name: String,
+    pub tickers: Vec<String>,
+    /// First and last trading day (`YYYY-MM-DD`).
+    pub first: String,
+    pub last: String,
+    /// Data rows (one bar of one ticker each).
+    pub rows: u64,
+    /// The shipped data: listed, not deletable.
+    pub read_only: bool,
+}
+
 /// The body of `PATCH /devui/simtree/{tree}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

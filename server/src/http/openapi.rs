@@ -114,6 +114,14 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
             &[409, 413, 422, 503],
         ),
         op(
+            "get",
+            "/devui/simtree/{tree}",
+            "A tree's metadata and the document it was made from",
+            None,
+            schema::<TreeInfo>(g),
+            NOT_FOUND,
+        ),
+        op(
             "delete",
             "/devui/simtree/{tree}",
             "Delete a tree",

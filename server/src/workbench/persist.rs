@@ -250,7 +250,7 @@ impl Workbench {
             self.stored.insert(r.id, r);
         }
         self.store = Some(store);
-        Ok(())
+        self.load_datasets()
     }
 
     /// A stored tree's structure, read on first use.
@@ -265,17 +265,23 @@ impl Workbench {
         let rows = store
             .read(move |db| db.nodes(id))
             .map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
-        let source = self.source(id);
+        let document = store
+            .read(move |db| db.document(id))
+            .map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
+        let document: Option<Arc<serde_json::Value>> =
+            document.and_then(|b| serde_json::from_str(&b).ok()).map(Arc::new);
+        let mut source = self.source(id);
+        if let Some(name) = document.as_deref().and_then(super::dataset_of) {
+            // A tree on an uploaded dataset trades on it again (a dataset in use is not deleted).
+            source.market = self.market_for(Some(name))?;
+        }
         let mut tree = SimTree::restore(row.scenario.clone(), row.seq, rows, source)?;
+        tree.document = document;
         if row.kind == SimKind::Abm {
             // A restored model runs on the worker like a created one: start it now, not mid-run
             // (a worker that cannot start fails the run with the reason).
             let _ = self.abm_pool();
         }
-        let document = store
-            .read(move |db| db.document(id))
-            .map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
-        tree.document = document.and_then(|b| serde_json::from_str(&b).ok()).map(Arc::new);
         self.pressure.add(tree.structure_cost());
         let handle = Arc::new(self.handle(
             id,
@@ -451,6 +457,11 @@ impl Workbench {
             if let Some(doc) = &importer.document {
                 crate::scenario::UserScenario::from_document(super::DOCUMENT_ID, doc)
                     .map_err(|e| TreeError::InvalidOp(format!("document: {e}")))?;
+                if let Some(name) = super::dataset_of(doc) {
+                    return Err(TreeError::InvalidOp(format!(
+                        "document: the tree trades on the uploaded dataset '{name}'; importing such trees is not supported yet"
+                    )));
+                }
             }
             Ok((importer.finish(store.as_ref().map(|_| self.source(id)))?, sweeps))
         });
