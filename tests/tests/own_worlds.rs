@@ -320,3 +320,190 @@ async fn hostile_documents_get_a_clear_4xx_and_the_server_stays_up() {
     assert_eq!(s.get("/health").await.0, 200);
     assert_eq!(s.get("/devui/simtree").await.1, json!([]));
 }
+
+/// A CSV of two tickers over `days` consecutive days from 2020-01-01: AAA closes at 10 + day, BBB at
+/// 50 - day/2 (opens equal the closes, so a buy at a close is a buy at the bar's price).
+fn two_ticker_csv(days: usize) -> String {
+    let mut csv = String::from("date,ticker,open,high,low,close,volume\n");
+    let start = 18262; // 2020-01-01 in days since 1970-01-01
+    for d in 0..days {
+        let date = day_name(start + d as i64);
+        let a = 10.0 + d as f64;
+        let b = 50.0 - d as f64 / 2.0;
+        csv.push_str(&format!("{date},AAA,{a},{},{},{a},1000\n", a + 1.0, a - 1.0));
+        csv.push_str(&format!("{date},BBB,{b},{},{},{b},2000\n", b + 1.0, b - 1.0));
+    }
+    csv
+}
+
+/// `YYYY-MM-DD` of a day number since 1970-01-01 (civil-from-days).
+fn day_name(z: i64) -> String {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+async fn upload(s: &Server, name: &str, csv: String) -> (u16, Value) {
+    let r = s
+        .http
+        .post(s.url(&format!("/api/datasets?name={name}")))
+        .header("content-type", "text/csv")
+        .body(csv)
+        .send()
+        .await
+        .unwrap();
+    let st = r.status().as_u16();
+    (st, r.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn an_uploaded_dataset_trades_buy_and_hold_to_the_arithmetic_and_refusals_keep_nothing() {
+    let dir = std::env::temp_dir().join(format!("simtree-own-worlds-data-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let flags = ["--data", dir.to_str().unwrap()];
+    let mut s = Server::start_with(&flags);
+    let (st, info) = upload(&s, "mine", two_ticker_csv(10)).await;
+    assert_eq!(st, 201, "{info}");
+    assert_eq!(info["tickers"], json!(["AAA", "BBB"]));
+    assert_eq!(
+        (info["first"].as_str(), info["last"].as_str(), info["rows"].as_u64()),
+        (Some("2020-01-01"), Some("2020-01-10"), Some(20))
+    );
+    let list = s.get("/api/datasets").await.1;
+    assert_eq!(list[0]["name"], "shipped");
+    assert_eq!(list[0]["read_only"], true);
+    assert_eq!(list[1]["name"], "mine");
+
+    // Buy and hold on it: half the cash in each stock at the first close, then hold.
+    let doc = json!({"title": "Mine", "default_turns": 10, "episode": {
+        "episode_id": "mine", "agent_id": "buy_and_hold", "tickers": ["AAA", "BBB"], "initial_cash": 10000.0,
+        "dataset": "mine", "agent": {"kind": "buy_and_hold"}}});
+    let t = create(&s, json!({"scenario": doc})).await;
+    let n = advance(&s, t, 10).await;
+    let view = s.get(&format!("/devui/simtree/{t}/node/{n}/view")).await.1;
+    let text = view.to_string();
+    assert!(text.contains("AAA") && text.contains("BBB"), "{view}");
+
+    // The arithmetic: what the view reports as the final value is the hand-computed one, within
+    // the whole shares the agent could buy (never more than one share's price of cash idle).
+    let shares_a = (5000.0f64 / 10.0).floor();
+    let shares_b = (5000.0f64 / 50.0).floor();
+    let last_day = 9.0;
+    let expect =
+        10000.0 - shares_a * 10.0 - shares_b * 50.0 + shares_a * (10.0 + last_day) + shares_b * (50.0 - last_day / 2.0);
+    let numbers = all_numbers(&view);
+    assert!(
+        numbers.iter().any(|v| (v - expect).abs() < 1e-6),
+        "no value equals the buy-and-hold arithmetic {expect}: {view}"
+    );
+
+    // A dataset a tree trades on stays; the shipped one is read-only; an unknown one is 404.
+    assert_eq!(s.delete("/api/datasets/mine").await.0, 409);
+    assert_eq!(s.delete("/api/datasets/shipped").await.0, 409);
+    assert_eq!(s.delete("/api/datasets/nope").await.0, 404);
+
+    // Refusals name line and column and keep nothing.
+    let bad = |rows: &str| format!("date,ticker,open,high,low,close,volume\n2020-01-01,AAA,10,11,9,10,1\n{rows}");
+    for (csv, expect) in [
+        (
+            bad("2020-01-02,AAA,41.3,41.2,41.5,41.3,1\n"),
+            "line 3: high 41.2 below low 41.5",
+        ),
+        (
+            bad("2020-01-02,AAA,NaN,11,9,10,1\n"),
+            "line 3: open: NaN is not a finite number",
+        ),
+        (
+            bad("2020-01-02,AAA,10,inf,9,10,1\n"),
+            "line 3: high: inf is not a finite number",
+        ),
+        (
+            bad("2020-01-02,AAA,-10,11,9,10,1\n"),
+            "line 3: open: -10 is not a positive price",
+        ),
+        (
+            bad("2019-12-31,AAA,10,11,9,10,1\n"),
+            "line 3: AAA 2019-12-31: out of date order",
+        ),
+        (
+            bad("2020-01-01,AAA,10,11,9,10,1\n"),
+            "line 3: AAA 2020-01-01: a second row",
+        ),
+        (
+            bad("2020-01-02,\"=HYPERLINK(\"\"http://evil\"\",\"\"x\"\")\",10,11,9,10,1\n"),
+            "line 3: ticker: \"=HYPERLINK",
+        ),
+        (
+            bad("2020-01-02,AAA,10,11,9,10,@SUM(1)\n"),
+            "line 3: volume: \"@SUM(1)\" looks like a spreadsheet formula",
+        ),
+        (
+            bad("2020-01-02,../../etc,10,11,9,10,1\n"),
+            "line 3: ticker \"../../etc\"",
+        ),
+        (
+            format!("date,ticker{}\n", ",x".repeat(1_000_000)),
+            "line 1: the header has 1000002 columns",
+        ),
+        ("date;ticker;open\n".to_string(), "line 1: the header has 1 columns"),
+    ] {
+        let (st, r) = upload(&s, "bad", csv).await;
+        assert_eq!(st, 422, "{r}");
+        let d = r["detail"].as_str().unwrap();
+        assert!(d.contains(expect), "{d:?} should contain {expect:?}");
+    }
+    let (st, r) = upload(&s, "..%2Fevil", two_ticker_csv(2)).await;
+    assert_eq!(st, 422, "{r}");
+    // A document naming a ticker the dataset lacks is refused at creation.
+    let mut wrong = doc.clone();
+    wrong["episode"]["tickers"] = json!(["AAA", "ZZZ"]);
+    let d = refused(&s, json!({"scenario": wrong})).await;
+    assert!(d.contains("ZZZ"), "{d}");
+    let mut wrong = doc.clone();
+    wrong["episode"]["dataset"] = "nope".into();
+    let d = refused(&s, json!({"scenario": wrong})).await;
+    assert!(d.contains("episode.dataset") && d.contains("nope"), "{d}");
+
+    let names = |l: &Value| {
+        l.as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["name"].clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        names(&s.get("/api/datasets").await.1),
+        vec![json!("shipped"), json!("mine")]
+    );
+    let view_before = s.get(&format!("/devui/simtree/{t}/node/{n}/view")).await.1;
+    s.stop();
+
+    // After kill -9: the dataset is back and the tree still trades on it.
+    let s = Server::start_with(&flags);
+    assert_eq!(
+        names(&s.get("/api/datasets").await.1),
+        vec![json!("shipped"), json!("mine")]
+    );
+    assert_eq!(s.get(&format!("/devui/simtree/{t}/node/{n}/view")).await.1, view_before);
+    assert_eq!(s.delete(&format!("/devui/simtree/{t}")).await.0, 200);
+    assert_eq!(s.delete("/api/datasets/mine").await.0, 200);
+    assert_eq!(names(&s.get("/api/datasets").await.1), vec![json!("shipped")]);
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn all_numbers(v: &Value) -> Vec<f64> {
+    match v {
+        Value::Number(n) => n.as_f64().into_iter().collect(),
+        Value::Array(a) => a.iter().flat_map(all_numbers).collect(),
+        Value::Object(o) => o.values().flat_map(all_numbers).collect(),
+        _ => Vec::new(),
+    }
+}
