@@ -68,6 +68,11 @@ pub enum Command {
         #[command(subcommand)]
         command: TradeCommand,
     },
+    /// Market datasets in the store (what `GET /api/datasets` lists).
+    Data {
+        #[command(subcommand)]
+        command: DataCommand,
+    },
     /// Serve the HTTP/WebSocket API (DevUI-compatible) with the offline mock LLM.
     Serve {
         /// Address to listen on (port 0 picks a free port; the bound address is printed).
@@ -235,9 +240,12 @@ fn run(cli: Cli) -> Result<(), String> {
     if let Command::Abm { command } = cli.command {
         return abm(command, &assets, sandbox);
     }
+    if let Command::Data { command } = cli.command {
+        return data(command);
+    }
     let library = ScenarioLibrary::load_assets(&assets).map_err(|e| e.to_string())?;
     match cli.command {
-        Command::Trade { .. } | Command::Abm { .. } => Ok(()),
+        Command::Trade { .. } | Command::Abm { .. } | Command::Data { .. } => Ok(()),
         Command::Scenarios => {
             for e in ScenarioEntry::all(&library) {
                 let s = e.summary();
@@ -371,6 +379,60 @@ fn run(cli: Cli) -> Result<(), String> {
             }
         }
     }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DataCommand {
+    /// Check a CSV (`date,ticker,open,high,low,close,volume[,adj_close]`) and keep it in the
+    /// store as dataset NAME, as `POST /api/datasets?name=NAME` does (not while a server uses
+    /// the same data folder).
+    Import {
+        name: String,
+        file: PathBuf,
+        #[command(flatten)]
+        storage: StorageArgs,
+    },
+}
+
+/// `simtree data import`: the upload route's checks and messages, the store's row.
+fn data(command: DataCommand) -> Result<(), String> {
+    let DataCommand::Import { name, file, storage } = command;
+    let shown = file.display();
+    crate::trading::dataset::check_dataset_name(&name)?;
+    if name == crate::workbench::SHIPPED_DATASET {
+        return Err(format!("'{name}' is the shipped dataset's name; choose another"));
+    }
+    let len = std::fs::metadata(&file)
+        .map_err(|e| format!("cannot read {shown}: {e}"))?
+        .len();
+    if len > crate::trading::dataset::MAX_DATASET_BYTES as u64 {
+        return Err(format!(
+            "{shown}: {len} bytes; a dataset may have at most {}",
+            crate::trading::dataset::MAX_DATASET_BYTES
+        ));
+    }
+    let text = std::fs::read_to_string(&file).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let d = crate::trading::dataset::parse_dataset(&text).map_err(|e| format!("{shown}: {e}"))?;
+    let store = storage
+        .open()?
+        .ok_or("--ephemeral keeps nothing: name a data folder or database")?;
+    let existing = store.read(|db| db.datasets()).map_err(|e| e.to_string())?;
+    if existing.iter().any(|(n, _)| *n == name) {
+        return Err(format!(
+            "a dataset called '{name}' exists; delete it first or choose another name"
+        ));
+    }
+    store.write(crate::store::Write::Dataset {
+        name: name.clone(),
+        body: text,
+    });
+    store.flush().map_err(|e| e.to_string())?;
+    let tickers = d.market.tickers().join(", ");
+    println!(
+        "dataset {name}: {} rows, {} to {}, tickers {tickers}",
+        d.rows, d.first, d.last
+    );
+    Ok(())
 }
 
 /// The options of `simtree run`.

@@ -507,3 +507,83 @@ fn all_numbers(v: &Value) -> Vec<f64> {
         _ => Vec::new(),
     }
 }
+
+fn simtree(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(simtree_e2e::simtree_bin())
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run simtree")
+}
+
+#[tokio::test]
+async fn the_cli_runs_a_scenario_file_and_imports_a_dataset_with_the_same_checks() {
+    let dir = std::env::temp_dir().join(format!("simtree-own-worlds-cli-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let model = dir.join("doubling.json");
+    std::fs::write(&model, doubling_model().to_string()).unwrap();
+    let out = simtree(&[
+        "run",
+        "--scenario-file",
+        model.to_str().unwrap(),
+        "--turns",
+        "4",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let last = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["type"] == "abm_step")
+        .last()
+        .unwrap();
+    assert_eq!(last["data"]["values"]["globalVariable.a"], 16, "{last}");
+    assert_eq!(last["data"]["values"]["globalVariable.b"], 30, "{last}");
+
+    let mut bad = doubling_model();
+    bad["model"]["dataAnalytics"]["trackedVariables"][0]["sourceName"] = "globalVariable.nope".into();
+    std::fs::write(&model, bad.to_string()).unwrap();
+    let out = simtree(&["run", "--scenario-file", model.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("model.dataAnalytics.trackedVariables[0].sourceName"),
+        "{err}"
+    );
+
+    let data = dir.join("data");
+    let csv = dir.join("prices.csv");
+    std::fs::write(
+        &csv,
+        "date,ticker,open,high,low,close,volume\n2020-01-01,AAA,41.3,41.2,41.5,41.3,1\n",
+    )
+    .unwrap();
+    let out = simtree(&[
+        "data",
+        "import",
+        "mine",
+        csv.to_str().unwrap(),
+        "--data",
+        data.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("line 2: high 41.2 below low 41.5"), "{err}");
+    std::fs::write(&csv, two_ticker_csv(5)).unwrap();
+    let out = simtree(&[
+        "data",
+        "import",
+        "mine",
+        csv.to_str().unwrap(),
+        "--data",
+        data.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s = Server::start_with(&["--data", data.to_str().unwrap()]);
+    let list = s.get("/api/datasets").await.1;
+    assert_eq!(list[1]["name"], "mine", "{list}");
+    assert_eq!(list[1]["rows"], 10, "{list}");
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
