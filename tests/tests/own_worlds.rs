@@ -317,8 +317,17 @@ async fn hostile_documents_get_a_clear_4xx_and_the_server_stays_up() {
     let d = refused(&s, json!({"scenario": m})).await;
     assert!(d.contains("10000 agents"), "{d}");
 
+    // A 50 MB CSV: past the body limit too.
+    let (st, _) = upload(&s, "huge", "date,ticker,open,high,low,close,volume\n".repeat(1 << 20)).await;
+    assert_eq!(st, 413);
+
     assert_eq!(s.get("/health").await.0, 200);
     assert_eq!(s.get("/devui/simtree").await.1, json!([]));
+    assert_eq!(
+        s.get("/api/datasets").await.1.as_array().unwrap().len(),
+        1,
+        "only the shipped data"
+    );
 }
 
 /// A CSV of two tickers over `days` consecutive days from 2020-01-01: AAA closes at 10 + day, BBB at
@@ -534,9 +543,9 @@ async fn the_cli_runs_a_scenario_file_and_imports_a_dataset_with_the_same_checks
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let last = String::from_utf8_lossy(&out.stdout)
         .lines()
+        .rev()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|e| e["type"] == "abm_step")
-        .last()
+        .find(|e| e["type"] == "abm_step")
         .unwrap();
     assert_eq!(last["data"]["values"]["globalVariable.a"], 16, "{last}");
     assert_eq!(last["data"]["values"]["globalVariable.b"], 30, "{last}");
