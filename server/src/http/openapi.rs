@@ -491,7 +491,7 @@ mod tests {
                 .unwrap_or_else(|| panic!("{target}"));
             assert!(schemas.contains_key(name), "{name}");
         }
-        assert_eq!(doc["paths"].as_object().unwrap().len(), 28);
+        assert_eq!(doc["paths"].as_object().unwrap().len(), 30);
     }
 
     /// Each documented operation reaches a handler: it may answer 404 for tree 0, but never
