@@ -63,7 +63,8 @@ pub enum Command {
         #[command(subcommand)]
         command: AbmCommand,
     },
-    /// Check or repair a data folder (the server must be stopped).
+    /// Check or repair a data folder (the server must be stopped), or import a market dataset
+    /// into it (what `GET /api/datasets` lists).
     Data {
         #[command(subcommand)]
         command: DataCommand,
@@ -222,6 +223,15 @@ pub enum DataCommand {
         #[arg(long, env = "SIMTREE_DATA")]
         data: Option<PathBuf>,
     },
+    /// Check a CSV (`date,ticker,open,high,low,close,volume[,adj_close]`) and keep it in the
+    /// store as dataset NAME, as `POST /api/datasets?name=NAME` does (not while a server uses
+    /// the same data folder).
+    Import {
+        name: String,
+        file: PathBuf,
+        #[command(flatten)]
+        storage: StorageArgs,
+    },
 }
 
 fn data(command: DataCommand) -> Result<(), String> {
@@ -253,6 +263,7 @@ fn data(command: DataCommand) -> Result<(), String> {
             println!("{}", crate::store::check::repair(&dir)?);
             Ok(())
         }
+        DataCommand::Import { name, file, storage } => data_import(name, file, storage),
     }
 }
 
@@ -430,12 +441,56 @@ fn run(cli: Cli) -> Result<(), String> {
     }
 }
 
+/// `simtree data import`: the upload route's checks and messages, the store's row.
+fn data_import(name: String, file: PathBuf, storage: StorageArgs) -> Result<(), String> {
+    let shown = file.display();
+    crate::trading::dataset::check_dataset_name(&name)?;
+    if name == crate::workbench::SHIPPED_DATASET {
+        return Err(format!("'{name}' is the shipped dataset's name; choose another"));
+    }
+    let len = std::fs::metadata(&file)
+        .map_err(|e| format!("cannot read {shown}: {e}"))?
+        .len();
+    if len > crate::trading::dataset::MAX_DATASET_BYTES as u64 {
+        return Err(format!(
+            "{shown}: {len} bytes; a dataset may have at most {}",
+            crate::trading::dataset::MAX_DATASET_BYTES
+        ));
+    }
+    let text = std::fs::read_to_string(&file).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let d = crate::trading::dataset::parse_dataset(&text).map_err(|e| format!("{shown}: {e}"))?;
+    let store = storage
+        .open()?
+        .ok_or("--ephemeral keeps nothing: name a data folder or database")?;
+    let existing = store.read(|db| db.datasets()).map_err(|e| e.to_string())?;
+    if existing.iter().any(|(n, _)| *n == name) {
+        return Err(format!(
+            "a dataset called '{name}' exists; delete it first or choose another name"
+        ));
+    }
+    store.write(crate::store::Write::Dataset {
+        name: name.clone(),
+        body: text,
+    });
+    store.flush().map_err(|e| e.to_string())?;
+    let tickers = d.market.tickers().join(", ");
+    println!(
+        "dataset {name}: {} rows, {} to {}, tickers {tickers}",
+        d.rows, d.first, d.last
+    );
+    Ok(())
+}
+
 /// The options of `simtree run`.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
     /// Scenario id (file stem in assets/scenarios).
+    #[arg(long, required_unless_present = "scenario_file", conflicts_with = "scenario_file")]
+    pub scenario: Option<String>,
+    /// A scenario document of your own instead: a social scenario, a trading scenario or an
+    /// agent-based model (checked as `POST /devui/simtree` checks it).
     #[arg(long)]
-    pub scenario: String,
+    pub scenario_file: Option<PathBuf>,
     /// Turns to run (default: the scenario's default_turns).
     #[arg(long)]
     pub turns: Option<u64>,
@@ -467,10 +522,24 @@ fn run_headless(
 ) -> Result<(), String> {
     use std::io::IsTerminal;
     let backend = crate::backend::Backend::from_settings(a.llm_config.as_deref(), a.llm).map_err(|e| e.to_string())?;
-    let (sim, default_turns, abm) = build_sim(library, &a.scenario, a.seed, assets, sandbox)?;
+    let (scenario, document) = match &a.scenario_file {
+        Some(file) => {
+            let (label, doc) = read_scenario_file(file)?;
+            (label, Some(doc))
+        }
+        None => (a.scenario.clone().unwrap_or_default(), None),
+    };
+    let (sim, default_turns, abm) = match (&document, &a.scenario_file) {
+        (Some(doc), Some(file)) => {
+            let user = crate::scenario::UserScenario::from_document(&scenario, doc)
+                .map_err(|e| format!("{}: {e}", file.display()))?;
+            build_sim_of((&user).into(), a.seed, assets, sandbox)?
+        }
+        _ => build_sim(library, &scenario, a.seed, assets, sandbox)?,
+    };
     let turns = a.turns.unwrap_or(default_turns);
     let req = crate::backend::RunRequest {
-        scenario: &a.scenario,
+        scenario: &scenario,
         sim: &sim,
         replay: None,
         budget: None,
@@ -483,7 +552,8 @@ fn run_headless(
         ..ctx
     };
     let initial = sim.fork().initial_events();
-    let tree = crate::tree::SimTree::new(&a.scenario, sim);
+    let mut tree = crate::tree::SimTree::new(&scenario, sim);
+    tree.document = document.map(Arc::new);
 
     let progress = std::io::stderr().is_terminal().then(|| {
         let bar = indicatif::ProgressBar::new(turns);
@@ -635,7 +705,39 @@ fn build_sim(
     assets: &std::path::Path,
     sandbox: crate::abm::Sandbox,
 ) -> Result<(Sim, u64, Option<Arc<WorkerPool>>), String> {
-    let entry = ScenarioEntry::find(library, id)?;
+    build_sim_of(ScenarioEntry::find(library, id)?, seed, assets, sandbox)
+}
+
+/// Largest scenario file `--scenario-file` reads (the server's default body limit is 2 MiB).
+const MAX_SCENARIO_FILE_BYTES: u64 = 16 << 20;
+
+/// A scenario document from a file: its id (the file stem) and its JSON.
+fn read_scenario_file(path: &std::path::Path) -> Result<(String, Value), String> {
+    let shown = path.display();
+    let len = std::fs::metadata(path)
+        .map_err(|e| format!("cannot read {shown}: {e}"))?
+        .len();
+    if len > MAX_SCENARIO_FILE_BYTES {
+        return Err(format!(
+            "{shown}: {len} bytes; a scenario file may have at most {MAX_SCENARIO_FILE_BYTES}"
+        ));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let doc = serde_json::from_str(&text).map_err(|e| format!("{shown}: not valid JSON: {e}"))?;
+    let id = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "document".into());
+    Ok((id, doc))
+}
+
+/// [`build_sim`] for an entry in hand (a library scenario or a user's document).
+fn build_sim_of(
+    entry: ScenarioEntry<'_>,
+    seed: Option<u64>,
+    assets: &std::path::Path,
+    sandbox: crate::abm::Sandbox,
+) -> Result<(Sim, u64, Option<Arc<WorkerPool>>), String> {
     let market = match entry.kind() {
         SimKind::Trading => Some(Arc::new(MarketData::load_default().map_err(|e| e.to_string())?)),
         _ => None,

@@ -364,3 +364,113 @@ fn json_files(dir: &Path) -> Result<Vec<PathBuf>, ScenarioError> {
     paths.sort();
     Ok(paths)
 }
+
+/// Agents a social scenario brought by a user may have (every agent is an LLM call per step).
+pub const MAX_DOCUMENT_AGENTS: usize = 500;
+/// Agents an agent-based model brought by a user may start with, where its counts are literals
+/// or global variables (counts computed by code are bounded by the worker's memory limit).
+pub const MAX_DOCUMENT_ABM_AGENTS: u64 = 5000;
+
+/// A scenario a user brought as a document (`POST /devui/simtree` with `{"scenario": {…}}`,
+/// `simtree run --scenario-file`), checked by the same code as the shipped files. Which kind it
+/// is follows from its shape: `scene` makes a social scenario, `episode` a trading one, anything
+/// else is read as an agent-based model document (sd-ai envelope, `{model, …}` or bare).
+#[derive(Clone, Debug)]
+pub enum UserScenario {
+    Social(Scenario),
+    Trading(TradingScenario),
+    Abm(AbmScenario),
+}
+
+impl UserScenario {
+    /// Parses and checks `doc`; `id` becomes the scenario's id. Errors name the JSON path inside
+    /// the document (prefixed `scenario.` for social and trading documents, as the request
+    /// holds it; an ABM finding carries the validator's path).
+    pub fn from_document(id: &str, doc: &Value) -> Result<UserScenario, ScenarioError> {
+        let invalid = |message: String| ScenarioError::Invalid {
+            file: "scenario".into(),
+            message,
+        };
+        let obj = doc
+            .as_object()
+            .ok_or_else(|| invalid("a scenario document must be a JSON object".into()))?;
+        if obj.contains_key("scene") {
+            if let Some(n) = obj.get("agents").and_then(Value::as_array).map(Vec::len)
+                && n > MAX_DOCUMENT_AGENTS
+            {
+                return Err(invalid(format!(
+                    "agents: {n} agents; a scenario may have at most {MAX_DOCUMENT_AGENTS}"
+                )));
+            }
+            let mut s = Scenario::from_json("scenario", &doc.to_string())?;
+            s.id = id.to_string();
+            return Ok(UserScenario::Social(s));
+        }
+        if obj.contains_key("episode") {
+            let mut s: TradingScenario =
+                serde_path_to_error::deserialize(doc).map_err(|e| invalid(format!("{}: {}", e.path(), e.inner())))?;
+            s.id = id.to_string();
+            return Ok(UserScenario::Trading(s));
+        }
+        let parsed = crate::abm::model::AbmDocument::from_value(doc.clone()).map_err(|e| invalid(e.to_string()))?;
+        let model = parsed
+            .model()
+            .cloned()
+            .ok_or_else(|| invalid("the document holds a failure envelope, not a model".into()))?;
+        let report = crate::abm::validate::validate_document(&parsed);
+        if !report.is_ok() {
+            return Err(invalid(report.error_lines().join("; ")));
+        }
+        let agents = abm_initial_agents(&model);
+        if agents > MAX_DOCUMENT_ABM_AGENTS {
+            return Err(invalid(format!(
+                "{}agents: the model starts with {agents} agents; at most {MAX_DOCUMENT_ABM_AGENTS}",
+                parsed.model_path_prefix()
+            )));
+        }
+        let text = |key: &str| {
+            doc["supportingInfo"][key]
+                .as_str()
+                .or(doc[key].as_str())
+                .unwrap_or_default()
+                .to_string()
+        };
+        let title = text("title");
+        Ok(UserScenario::Abm(AbmScenario {
+            id: id.to_string(),
+            title: if title.is_empty() { id.to_string() } else { title },
+            description: text("explanation"),
+            model,
+        }))
+    }
+
+    /// The document's own title, if it has one (a tree made from it is named after it).
+    pub fn title(&self) -> &str {
+        match self {
+            UserScenario::Social(s) => &s.title,
+            UserScenario::Trading(t) => &t.title,
+            UserScenario::Abm(a) => &a.title,
+        }
+    }
+}
+
+/// Agents a model starts with, counting the types whose `initialCount` is a number or names a
+/// global variable with a numeric initial value.
+fn abm_initial_agents(model: &crate::abm::model::AbmModel) -> u64 {
+    let globals = model.global_variables.items();
+    let count = |v: &Value| match v {
+        Value::Number(n) => n.as_f64().map(|f| f.max(0.0) as u64),
+        Value::String(name) => globals
+            .iter()
+            .find(|g| &g.source_name == name)
+            .and_then(|g| g.initial_value.to_json().as_f64())
+            .map(|f| f.max(0.0) as u64),
+        _ => None,
+    };
+    model
+        .agents
+        .iter()
+        .flatten()
+        .filter_map(|t| count(&t.initial_count.to_json()))
+        .fold(0u64, u64::saturating_add)
+}

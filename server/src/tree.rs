@@ -316,6 +316,9 @@ impl Node {
 pub struct SimTree {
     /// Which scenario the tree was made from.
     pub scenario: String,
+    /// The document the scenario came from when a user brought it (kept, shown and exported
+    /// with the tree; `None` for a library scenario).
+    pub document: Option<Arc<Value>>,
     nodes: BTreeMap<NodeId, Node>,
     next_id: NodeId,
     /// Where nodes not in memory come back from (a stored tree).
@@ -353,6 +356,7 @@ impl SimTree {
         };
         SimTree {
             scenario: scenario.into(),
+            document: None,
             nodes: BTreeMap::from([(0, root)]),
             next_id: 1,
             source: None,
@@ -578,6 +582,7 @@ impl SimTree {
         }
         Ok(SimTree {
             scenario,
+            document: None,
             nodes,
             next_id: seq.max(max_id + 1),
             source: Some(source),
@@ -921,6 +926,7 @@ impl SimTree {
         Ok(TreeExport {
             format: EXPORT_FORMAT.into(),
             scenario: self.scenario.clone(),
+            document: self.document.as_deref().cloned(),
             root: 0,
             seq: self.next_id,
             nodes,
@@ -975,6 +981,7 @@ impl SimTree {
             limits,
             market.cloned(),
         )?;
+        importer.document = data.document;
         for n in data.nodes {
             importer.add(n)?;
         }
@@ -999,6 +1006,8 @@ pub struct Importer {
     count: usize,
     /// The export's sweeps as it holds them (after `nodes`); the workbench checks them.
     pub sweeps: Vec<Value>,
+    /// The document the tree was made from, if the export carries one (the workbench checks it).
+    pub document: Option<Value>,
 }
 
 /// Sweeps an export may carry at most.
@@ -1035,6 +1044,7 @@ impl Importer {
             nodes: BTreeMap::new(),
             count: 0,
             sweeps: Vec::new(),
+            document: None,
         })
     }
 
@@ -1175,6 +1185,7 @@ impl Importer {
         }
         Ok(SimTree {
             scenario: self.scenario,
+            document: self.document.map(Arc::new),
             nodes: self.nodes,
             next_id: *seq,
             source,
@@ -1211,9 +1222,17 @@ pub fn read_export<R: std::io::Read>(
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
             let (mut format, mut scenario, mut root, mut seq) = (None, None, None, None);
             let mut importer: Option<Importer> = None;
+            let mut document: Option<Value> = None;
             while let Some(key) = map.next_key::<String>()? {
                 match key.as_str() {
                     "format" => format = Some(map.next_value::<String>()?),
+                    "document" => {
+                        let d = map.next_value::<Value>()?;
+                        match &mut importer {
+                            Some(imp) => imp.document = Some(d),
+                            None => document = Some(d),
+                        }
+                    }
                     "scenario" => scenario = Some(map.next_value::<String>()?),
                     "root" => root = Some(map.next_value::<NodeId>()?),
                     "seq" => {
@@ -1240,6 +1259,7 @@ pub fn read_export<R: std::io::Read>(
                                     return Err(A::Error::custom("refused"));
                                 }
                             };
+                        imp.document = document.take();
                         map.next_value_seed(Nodes(self.0, &mut imp))?;
                         importer = Some(imp);
                     }
@@ -1252,7 +1272,7 @@ pub fn read_export<R: std::io::Read>(
                     other => {
                         return Err(A::Error::unknown_field(
                             other,
-                            &["format", "scenario", "root", "seq", "nodes", "sweeps"],
+                            &["format", "scenario", "document", "root", "seq", "nodes", "sweeps"],
                         ));
                     }
                 }
@@ -1365,6 +1385,9 @@ pub const EXPORT_FORMAT: &str = "simtree-export/2";
 pub struct TreeExport {
     pub format: String,
     pub scenario: String,
+    /// The document a user brought the scenario as (absent for a library scenario).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub document: Option<Value>,
     pub root: NodeId,
     pub seq: NodeId,
     pub nodes: Vec<NodeExport>,

@@ -9,9 +9,11 @@
 //! go to the tree's broadcast channel in causal order per node; log entries go to each node's
 //! own log and its live channel.
 
+mod datasets;
 mod persist;
 mod sweep;
 
+pub use datasets::{SHIPPED_DATASET, dataset_of};
 pub use persist::{MAX_NAME_CHARS, Meta};
 pub use sweep::SweepData;
 
@@ -20,7 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use dashmap::DashMap;
-use simtree_shared::{EdgeType, NodeStatus, Op, SimKind, TreeMsg, TreeRef};
+use simtree_shared::{EdgeType, NodeStatus, Op, ScenarioSource, SimKind, TreeMsg, TreeRef};
 use tokio::sync::broadcast;
 use tokio::sync::watch;
 
@@ -30,7 +32,7 @@ use crate::engine::Event;
 use crate::llm::Offline;
 use crate::llm::ledger::{Ledger, LlmRecord};
 use crate::llm::resilience::TokenBudget;
-use crate::scenario::ScenarioLibrary;
+use crate::scenario::{ScenarioLibrary, UserScenario};
 use crate::sim::{RunCtx, ScenarioEntry, Sim};
 use crate::trading::data::MarketData;
 use crate::tree::{NodeId, NodeLog, SimTree, TreeError, entry_json};
@@ -101,6 +103,8 @@ pub struct Workbench {
     memory: crate::memory::Watch,
     /// Where ABM model code runs: bubblewrap (default) or unsandboxed (`serve --unsafe-abm`).
     pub abm_sandbox: crate::abm::Sandbox,
+    /// Market datasets users uploaded, by name (see `workbench::datasets`).
+    datasets: DashMap<String, Arc<datasets::UserDataset>>,
 }
 
 pub struct TreeHandle {
@@ -116,6 +120,26 @@ pub struct TreeHandle {
     pub kind: SimKind,
     meta: Mutex<Meta>,
     store: Option<Arc<crate::store::Store>>,
+}
+
+/// The id a scenario brought as a document gets (it has no file to be named after).
+pub const DOCUMENT_ID: &str = "document";
+
+/// A tree's name as given: trimmed, 1 to [`MAX_NAME_CHARS`] characters, no control characters.
+pub fn check_name(name: &str) -> Result<String, WorkbenchError> {
+    let name = name.trim();
+    if name.is_empty() || name.chars().count() > MAX_NAME_CHARS {
+        return Err(WorkbenchError::invalid(format!(
+            "name must be 1 to {MAX_NAME_CHARS} characters, not only spaces"
+        )));
+    }
+    if let Some(c) = name.chars().find(|c| c.is_control()) {
+        return Err(WorkbenchError::invalid(format!(
+            "name must not contain control characters (found U+{:04X})",
+            c as u32
+        )));
+    }
+    Ok(name.to_string())
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -169,6 +193,7 @@ impl Workbench {
             memory: crate::memory::Watch::new(limits.max_memory_bytes),
             limits,
             abm_sandbox: Default::default(),
+            datasets: DashMap::new(),
         }
     }
 
@@ -218,7 +243,11 @@ impl Workbench {
         if let Some(store) = &self.store
             && !tree.is_stored()
         {
-            tree.set_source(self.source_for(store, id));
+            let mut source = self.source_for(store, id);
+            if let Some(name) = tree.document.as_deref().and_then(dataset_of) {
+                source.market = self.market_for(Some(name)).ok().flatten();
+            }
+            tree.set_source(source);
         }
         TreeHandle {
             id,
@@ -235,7 +264,13 @@ impl Workbench {
         }
     }
 
-    fn register(&self, mut tree: SimTree, token_budget: Option<u64>) -> Result<TreeRef, WorkbenchError> {
+    /// Lists a new tree (named `name`, or after its scenario) and writes it whole.
+    fn register(
+        &self,
+        mut tree: SimTree,
+        name: Option<String>,
+        token_budget: Option<u64>,
+    ) -> Result<TreeRef, WorkbenchError> {
         if self.tree_count() >= self.limits.max_trees {
             return Err(WorkbenchError::conflict(format!(
                 "the server holds its maximum of {} trees; delete one first",
@@ -246,7 +281,7 @@ impl Workbench {
         let id = self.next_tree.fetch_add(1, Ordering::SeqCst);
         let kind = tree.sim(0)?.sim_kind();
         let now = crate::store::now_ms();
-        let name = tree.scenario.clone();
+        let name = name.unwrap_or_else(|| tree.scenario.clone());
         let meta = Meta {
             name,
             created: now,
@@ -267,16 +302,63 @@ impl Workbench {
     ) -> Result<TreeRef, WorkbenchError> {
         let entry =
             ScenarioEntry::find(&self.scenarios, scenario).map_err(|e| WorkbenchError::invalid(e.to_string()))?;
+        self.create_from_entry(entry, scenario, None, None, seed, token_budget, offline)
+    }
+
+    /// A tree of a library scenario (by name) or of a document the user brought. A document is
+    /// checked like a shipped file and kept with the tree; a refusal creates nothing.
+    pub fn create_tree_from(
+        &self,
+        source: &ScenarioSource,
+        name: Option<&str>,
+        seed: Option<u64>,
+        token_budget: Option<u64>,
+        offline: Option<Offline>,
+    ) -> Result<TreeRef, WorkbenchError> {
+        let name = name.map(check_name).transpose()?;
+        match source {
+            ScenarioSource::Name(scenario) => {
+                let entry = ScenarioEntry::find(&self.scenarios, scenario)
+                    .map_err(|e| WorkbenchError::invalid(e.to_string()))?;
+                self.create_from_entry(entry, scenario, name, None, seed, token_budget, offline)
+            }
+            ScenarioSource::Document(doc) => {
+                let user = UserScenario::from_document(DOCUMENT_ID, doc)
+                    .map_err(|e| WorkbenchError::invalid(e.to_string()))?;
+                let label = match user.title().trim() {
+                    "" => DOCUMENT_ID.to_string(),
+                    t => t.chars().filter(|c| !c.is_control()).take(MAX_NAME_CHARS).collect(),
+                };
+                let doc = Arc::new(doc.clone());
+                self.create_from_entry((&user).into(), &label, name, Some(doc), seed, token_budget, offline)
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn create_from_entry(
+        &self,
+        entry: ScenarioEntry<'_>,
+        scenario: &str,
+        name: Option<String>,
+        document: Option<Arc<serde_json::Value>>,
+        seed: Option<u64>,
+        token_budget: Option<u64>,
+        offline: Option<Offline>,
+    ) -> Result<TreeRef, WorkbenchError> {
         if entry.kind() == SimKind::Abm {
             self.abm_pool()?;
         }
+        let market = self.market_for(document.as_deref().and_then(dataset_of))?;
         let mut sim = entry
-            .instantiate(seed, self.market.as_ref())
+            .instantiate(seed, market.as_ref())
             .map_err(|e| WorkbenchError::invalid(e.to_string()))?;
         if let Sim::Social(s) = &mut sim {
             s.world.llm.offline = offline;
         }
-        self.register(SimTree::new(scenario, sim), token_budget)
+        let mut tree = SimTree::new(scenario, sim);
+        tree.document = document;
+        self.register(tree, name, token_budget)
     }
 
     fn check_turns(&self, turns: u64) -> Result<(), WorkbenchError> {

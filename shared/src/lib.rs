@@ -145,12 +145,33 @@ fn yes() -> bool {
     true
 }
 
+/// What a tree is made from: a scenario of the library by name (upstream's form), or a document
+/// the user brings — a social scenario, a trading scenario, or an agent-based model (an sd-ai
+/// envelope, `{model, …}` or a bare model), checked like the shipped files.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(untagged)]
+pub enum ScenarioSource {
+    Name(String),
+    Document(Value),
+}
+
+impl From<String> for ScenarioSource {
+    fn from(name: String) -> Self {
+        ScenarioSource::Name(name)
+    }
+}
+
 /// `POST /devui/simtree`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateRequest {
-    pub scenario: String,
+    pub scenario: ScenarioSource,
+    /// The tree's name (default: the scenario's id or the document's title); 1 to 200
+    /// characters, no control characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
     /// Tokens this tree may spend on a real provider (default: the server's `--token-budget`).
@@ -223,7 +244,7 @@ pub struct ReplayRequest {
 
 /// One entry of `GET /devui/simtree`: upstream's `{id, root}` and the tree's metadata. Times are
 /// Unix milliseconds.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TreeInfo {
     pub id: u64,
@@ -237,6 +258,26 @@ pub struct TreeInfo {
     pub nodes: u64,
     /// When a node was last attached, finished or deleted.
     pub last_activity: u64,
+    /// The document the tree was made from, when it was not a library scenario (only in
+    /// `GET /devui/simtree/{tree}`; the list leaves it out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub document: Option<Value>,
+}
+
+/// One entry of `GET /api/datasets`: a market dataset trading scenarios can name as
+/// `episode.dataset`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct DatasetInfo {
+    pub name: String,
+    pub tickers: Vec<String>,
+    /// First and last trading day (`YYYY-MM-DD`).
+    pub first: String,
+    pub last: String,
+    /// Data rows (one bar of one ticker each).
+    pub rows: u64,
+    /// The shipped data: listed, not deletable.
+    pub read_only: bool,
 }
 
 /// The body of `PATCH /devui/simtree/{tree}`.

@@ -252,7 +252,10 @@ fn bench() -> Result<(), String> {
     run(cmd)?;
     let mut store = cargo();
     store.args(["bench", "-p", "simtree-e2e", "--bench", "store"]);
-    run(store)
+    run(store)?;
+    let mut worlds = cargo();
+    worlds.args(["bench", "-p", "simtree-e2e", "--bench", "own_worlds"]);
+    run(worlds)
 }
 
 fn main() -> ExitCode {

@@ -40,7 +40,8 @@ pub(super) fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) ->
     });
     let create = move |_| {
         let body = CreateRequest {
-            scenario: choice.get(),
+            scenario: choice.get().into(),
+            name: None,
             seed: seed.get().trim().parse::<u64>().ok(),
             token_budget: budget.get().trim().parse::<u64>().ok(),
             llm: Some(llm.get()).filter(|l| social() && l != SERVER_LLM),

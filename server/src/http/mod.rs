@@ -15,6 +15,7 @@ use tower_http::compression::CompressionLayer;
 use tower_http::services::{ServeDir, ServeFile};
 use tower_http::set_header::SetResponseHeaderLayer;
 
+pub mod datasets;
 pub mod error;
 pub mod guard;
 pub mod listener;
@@ -49,7 +50,7 @@ pub fn router(app: Arc<AppState>) -> Router {
     let devui = Router::new()
         .route("/simtree", post(create_tree).get(list_trees))
         .route("/simtree/import", post(transfer::import))
-        .route("/simtree/{tree}", delete(delete_tree).patch(patch_tree))
+        .route("/simtree/{tree}", get(get_tree).delete(delete_tree).patch(patch_tree))
         .route("/simtree/{tree}/summaries", get(summaries))
         .route("/simtree/{tree}/graph", get(graph))
         .route("/simtree/{tree}/graph/columns", get(graph_columns))
@@ -82,6 +83,8 @@ pub fn router(app: Arc<AppState>) -> Router {
         .route("/abm/generate", post(abm_generate))
         .route("/abm/schema", get(abm_schema))
         .route("/abm/validate", post(abm_validate))
+        .route("/datasets", post(datasets::upload).get(datasets::list))
+        .route("/datasets/{name}", delete(datasets::delete))
         .fallback(error::not_found);
     // Everything else is the web UI; unknown paths get index.html so deep links survive reloads.
     let dir = app.static_dir.clone();

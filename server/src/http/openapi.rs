@@ -20,9 +20,10 @@ use simtree_shared::abm::AbmStep;
 use simtree_shared::trading::DecisionEvent;
 use simtree_shared::{
     ActionEnd, ActionStart, AdvanceRequest, AgentErrorEvent, AgentProcessEnd, AgentProcessStart, BranchRequest,
-    Broadcast, ChildReply, ChildrenReply, Counterfactual, CreateRequest, CtxDelta, EmotionUpdate, ErrorBody,
-    EventPayload, FrontierRequest, Graph, LandlordDeal, LcaReply, MultiRequest, NodeInfo, NodeState, NodeView, OkReply,
-    PlanUpdate, ReplayRequest, RunReply, ScenarioSummary, Summary, TreeInfo, TreePatch, TreeRef, UsageReply,
+    Broadcast, ChildReply, ChildrenReply, Counterfactual, CreateRequest, CtxDelta, DatasetInfo, EmotionUpdate,
+    ErrorBody, EventPayload, FrontierRequest, Graph, LandlordDeal, LcaReply, MultiRequest, NodeInfo, NodeState,
+    NodeView, OkReply, PlanUpdate, ReplayRequest, RunReply, ScenarioSummary, Summary, TreeInfo, TreePatch, TreeRef,
+    UsageReply,
 };
 
 /// One documented operation.
@@ -122,6 +123,14 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
             Some(any_object()),
             schema::<TreeRef>(g),
             &[409, 413, 422, 503],
+        ),
+        op(
+            "get",
+            "/devui/simtree/{tree}",
+            "A tree's metadata and the document it was made from",
+            None,
+            schema::<TreeInfo>(g),
+            NOT_FOUND,
         ),
         op(
             "delete",
@@ -376,6 +385,57 @@ fn path_params(path: &str) -> Vec<Value> {
         .collect()
 }
 
+/// `/api/datasets`: the one resource with a CSV body, a query parameter, a 201 and a string path
+/// parameter, written out here rather than bending [`Operation`] to fit.
+fn datasets_paths(g: &mut SchemaGenerator, error: &Value, paths: &mut Map<String, Value>) {
+    let err = |codes: &[u16]| -> Map<String, Value> {
+        codes
+            .iter()
+            .map(|c| {
+                let r = json!({"description": "Error", "content": {"application/json": {"schema": error}}});
+                (c.to_string(), r)
+            })
+            .collect()
+    };
+    let ok = |code: &str, schema: Value, mut rest: Map<String, Value>| {
+        rest.insert(
+            code.into(),
+            json!({"description": "OK", "content": {"application/json": {"schema": schema}}}),
+        );
+        Value::Object(rest)
+    };
+    let name = json!({"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"});
+    paths.insert(
+        "/api/datasets".into(),
+        json!({
+            "get": {
+                "summary": "Market datasets: the shipped one (read-only) and the uploads",
+                "operationId": "get__api_datasets",
+                "parameters": [],
+                "responses": ok("200", schema::<Vec<DatasetInfo>>(g), Map::new()),
+            },
+            "post": {
+                "summary": "Upload a market dataset (CSV: date,ticker,open,high,low,close,volume[,adj_close])",
+                "operationId": "post__api_datasets",
+                "parameters": [{"name": "name", "in": "query", "required": true, "schema": name}],
+                "requestBody": {"required": true, "content": {"text/csv": {"schema": {"type": "string"}}}},
+                "responses": ok("201", schema::<DatasetInfo>(g), err(&[409, 413, 422, 503])),
+            },
+        }),
+    );
+    paths.insert(
+        "/api/datasets/{name}".into(),
+        json!({
+            "delete": {
+                "summary": "Delete an uploaded dataset no tree trades on",
+                "operationId": "delete__api_datasets__name_",
+                "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}],
+                "responses": ok("200", schema::<OkReply>(g), err(&[404, 409, 422, 503])),
+            },
+        }),
+    );
+}
+
 /// Builds the whole document.
 pub fn document() -> Value {
     let mut g = SchemaSettings::openapi3().into_generator();
@@ -410,6 +470,7 @@ pub fn document() -> Value {
         "name": "provider", "in": "query", "required": true,
         "schema": {"type": "string", "enum": ["openai", "gemini", "claude"]},
     }]);
+    datasets_paths(&mut g, &error, &mut paths);
     let schemas: Map<String, Value> = g.take_definitions(true).into_iter().collect();
     json!({
         "openapi": "3.0.3",
@@ -466,7 +527,7 @@ mod tests {
                 .unwrap_or_else(|| panic!("{target}"));
             assert!(schemas.contains_key(name), "{name}");
         }
-        assert_eq!(doc["paths"].as_object().unwrap().len(), 32);
+        assert_eq!(doc["paths"].as_object().unwrap().len(), 34);
     }
 
     /// The other direction: every REST route declared in `http::router` (read from its source,

@@ -11,8 +11,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use simtree_shared::{
     AdvanceRequest, Budget, ChildReply, ChildrenReply, CreateRequest, FrontierRequest, LcaReply, MultiRequest,
-    NodeInfo, NodeStatus, NodeView, OkReply, Op, ReplayRequest, RunReply, ScenarioSummary, TreeInfo, TreePatch,
-    TreeRef, Usage, UsageReply,
+    NodeInfo, NodeStatus, NodeView, OkReply, Op, ReplayRequest, RunReply, ScenarioSource, ScenarioSummary, TreeInfo,
+    TreePatch, TreeRef, Usage, UsageReply,
 };
 
 use super::error::{ApiError, ApiJson, ApiPath};
@@ -53,21 +53,28 @@ pub async fn ready(State(app): St) -> AppResult<Json<OkReply>> {
 
 pub async fn create_tree(State(app): St, ApiJson(body): ApiJson<CreateRequest>) -> AppResult<Json<TreeRef>> {
     // Upstream's DevUI calls the Chinese chat `simple_chat_chinese`.
-    let scenario = if body.scenario == "simple_chat_chinese" {
-        "simple_chat_zh"
-    } else {
-        body.scenario.as_str()
+    let scenario = match body.scenario {
+        ScenarioSource::Name(n) if n == "simple_chat_chinese" => ScenarioSource::Name("simple_chat_zh".into()),
+        other => other,
     };
     let offline = match body.llm.as_deref() {
         None => None,
         Some(name) => Some(name.parse().map_err(ApiError::unprocessable)?),
     };
-    Ok(Json(app.wb.create_tree(
-        scenario,
-        body.seed,
-        body.token_budget,
-        offline,
-    )?))
+    // Checking a document builds its simulator once (a large model takes milliseconds): off the
+    // async workers.
+    let tree = tokio::task::spawn_blocking(move || {
+        app.wb
+            .create_tree_from(&scenario, body.name.as_deref(), body.seed, body.token_budget, offline)
+    })
+    .await
+    .map_err(|e| ApiError::unprocessable(format!("the scenario could not be built: {e}")))??;
+    Ok(Json(tree))
+}
+
+/// `GET /devui/simtree/{tree}`: the tree's list entry plus the document it was made from.
+pub async fn get_tree(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Json<TreeInfo>> {
+    Ok(Json(app.wb.tree_info(tree)?))
 }
 
 /// Every tree with its metadata (upstream's `{id, root}` fields first).

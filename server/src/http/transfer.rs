@@ -33,12 +33,15 @@ pub async fn export(State(app): St, ApiPath(tree): ApiPath<u64>) -> Result<Respo
     let (ids, header) = {
         let t = handle.lock();
         t.check_exportable()?;
-        let header = serde_json::json!({
+        let mut header = serde_json::json!({
             "format": EXPORT_FORMAT,
             "scenario": t.scenario,
             "root": 0,
             "seq": t.seq(),
         });
+        if let Some(doc) = &t.document {
+            header["document"] = (**doc).clone();
+        }
         (t.ids(), header)
     };
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(8);

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use simtree_shared::{ScenarioSummary, SimKind};
 
 use super::{AbmSim, Sim, SimError};
-use crate::scenario::{AbmScenario, Scenario, ScenarioError, ScenarioLibrary, TradingScenario};
+use crate::scenario::{AbmScenario, Scenario, ScenarioError, ScenarioLibrary, TradingScenario, UserScenario};
 use crate::trading::data::MarketData;
 use crate::trading::episode::TradingEpisode;
 
@@ -21,6 +21,17 @@ pub enum ScenarioEntry<'a> {
     Social(&'a Scenario),
     Trading(&'a TradingScenario),
     Abm(&'a AbmScenario),
+}
+
+impl<'a> From<&'a UserScenario> for ScenarioEntry<'a> {
+    /// A scenario a user brought, seen as a library entry (made into a simulation alike).
+    fn from(s: &'a UserScenario) -> Self {
+        match s {
+            UserScenario::Social(s) => ScenarioEntry::Social(s),
+            UserScenario::Trading(t) => ScenarioEntry::Trading(t),
+            UserScenario::Abm(a) => ScenarioEntry::Abm(a),
+        }
+    }
 }
 
 impl<'a> ScenarioEntry<'a> {

@@ -443,6 +443,20 @@ fn encode(out: &mut Vec<u8>, w: &Write) {
             out.push(12);
             put_u64(out, *tree);
         }
+        Write::Document { tree, body } => {
+            out.push(13);
+            put_u64(out, *tree);
+            put_bytes(out, body.as_bytes());
+        }
+        Write::Dataset { name, body } => {
+            out.push(14);
+            put_bytes(out, name.as_bytes());
+            put_bytes(out, body.as_bytes());
+        }
+        Write::DeleteDataset { name } => {
+            out.push(15);
+            put_bytes(out, name.as_bytes());
+        }
     }
 }
 
@@ -594,6 +608,15 @@ impl<'a> Reader<'a> {
             10 => Write::Applied { seq: self.u64()? },
             11 => Write::ImportBegin { tree: self.u64()? },
             12 => Write::ImportEnd { tree: self.u64()? },
+            13 => Write::Document {
+                tree: self.u64()?,
+                body: self.string()?,
+            },
+            14 => Write::Dataset {
+                name: self.string()?,
+                body: self.string()?,
+            },
+            15 => Write::DeleteDataset { name: self.string()? },
             t => return Err(damaged(&format!("unknown write type {t}"))),
         })
     }

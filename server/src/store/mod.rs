@@ -182,6 +182,19 @@ pub enum Write {
     Applied {
         seq: u64,
     },
+    /// The document a user brought a tree's scenario as (JSON text), written once with the tree.
+    Document {
+        tree: u64,
+        body: String,
+    },
+    /// Inserts or replaces a market dataset (its checked CSV text).
+    Dataset {
+        name: String,
+        body: String,
+    },
+    DeleteDataset {
+        name: String,
+    },
 }
 
 impl Write {
@@ -227,6 +240,14 @@ pub trait Database: Send {
     /// Deletes the rows of imports that never completed (the server stopped mid-import), in
     /// one transaction; returns each such tree with the number of node rows it had.
     fn abandoned_imports(&mut self) -> StoreResult<Vec<(u64, u64)>>;
+    /// The document a tree was made from, if a user brought one.
+    fn document(&mut self, _tree: u64) -> StoreResult<Option<String>> {
+        Ok(None)
+    }
+    /// Every uploaded market dataset: its name and CSV text, by name.
+    fn datasets(&mut self) -> StoreResult<Vec<(String, String)>> {
+        Ok(Vec::new())
+    }
 }
 
 type Job = Box<dyn FnOnce(&mut dyn Database) + Send>;
@@ -792,8 +813,10 @@ impl Gone {
             Write::Node { tree, row } => self.live(*tree, row.id),
             Write::Log { tree, node, .. } | Write::State { tree, node, .. } => self.live(*tree, *node),
             Write::Tree(t) => !self.trees.contains(&t.id),
-            Write::Applied { .. } => true,
-            Write::ImportBegin { tree } | Write::ImportEnd { tree } => !self.trees.contains(tree),
+            Write::Applied { .. } | Write::Dataset { .. } | Write::DeleteDataset { .. } => true,
+            Write::ImportBegin { tree } | Write::ImportEnd { tree } | Write::Document { tree, .. } => {
+                !self.trees.contains(tree)
+            }
             Write::Rename { tree, .. }
             | Write::Touch { tree, .. }
             | Write::Sweep { tree, .. }

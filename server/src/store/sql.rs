@@ -114,6 +114,9 @@ const MIGRATIONS: &[&str] = &[
      CREATE TABLE imports (tree BIGINT PRIMARY KEY);",
     // 5: a CRC-32 of each log row's text (NULL in rows written before: read as they were).
     "ALTER TABLE logs ADD COLUMN crc BIGINT;",
+    // 6: the documents users brought trees' scenarios as, and uploaded market datasets (CSV).
+    "CREATE TABLE documents (tree BIGINT PRIMARY KEY, body TEXT NOT NULL);
+     CREATE TABLE datasets (name TEXT PRIMARY KEY, body TEXT NOT NULL);",
 ];
 
 /// The schema version this build writes.
@@ -332,6 +335,23 @@ impl<S: Sql> Db<S> {
                 sql.execute("UPDATE journal SET applied = $1", &[i(*seq)])?;
             }
             Write::DeleteTree { tree } => delete_tree(sql, *tree)?,
+            Write::Document { tree, body } => {
+                sql.execute(
+                    "INSERT INTO documents (tree, body) VALUES ($1, $2)
+                     ON CONFLICT (tree) DO UPDATE SET body = excluded.body",
+                    &[i(*tree), P::Text(body)],
+                )?;
+            }
+            Write::Dataset { name, body } => {
+                sql.execute(
+                    "INSERT INTO datasets (name, body) VALUES ($1, $2)
+                     ON CONFLICT (name) DO UPDATE SET body = excluded.body",
+                    &[P::Text(name), P::Text(body)],
+                )?;
+            }
+            Write::DeleteDataset { name } => {
+                sql.execute("DELETE FROM datasets WHERE name = $1", &[P::Text(name)])?;
+            }
         }
         Ok(())
     }
@@ -348,7 +368,7 @@ fn reserve_tree<S: Sql>(sql: &mut S, tree: u64) -> StoreResult<()> {
 
 /// Deletes every row of a tree, and its import marker.
 fn delete_tree<S: Sql>(sql: &mut S, tree: u64) -> StoreResult<()> {
-    for table in ["nodes", "states", "chunks", "logs", "sweeps"] {
+    for table in ["nodes", "states", "chunks", "logs", "sweeps", "documents"] {
         sql.execute(&format!("DELETE FROM {table} WHERE tree = $1"), &[i(tree)])?;
     }
     sql.execute("DELETE FROM trees WHERE id = $1", &[i(tree)])?;
@@ -533,6 +553,27 @@ impl<S: Sql> Database for Db<S> {
         }
         self.sql.batch("COMMIT")?;
         Ok(found)
+    }
+
+    fn document(&mut self, tree: u64) -> StoreResult<Option<String>> {
+        let rows = self
+            .sql
+            .query("SELECT body FROM documents WHERE tree = $1", &[i(tree)])?;
+        rows.into_iter()
+            .next()
+            .map(|r| r.into_iter().next().unwrap_or(Cell::Null).text())
+            .transpose()
+    }
+
+    fn datasets(&mut self) -> StoreResult<Vec<(String, String)>> {
+        let rows = self.sql.query("SELECT name, body FROM datasets ORDER BY name", &[])?;
+        rows.into_iter()
+            .map(|r| {
+                let mut r = r.into_iter();
+                let mut next = || r.next().unwrap_or(Cell::Null);
+                Ok((next().text()?, next().text()?))
+            })
+            .collect()
     }
 
     fn interrupt_running(&mut self) -> StoreResult<u64> {

@@ -341,7 +341,7 @@ pub fn check_date(s: &str) -> Result<(), DateError> {
 
 /// Splits CSV text into records of fields: comma separated, `"` quoting with `""` escapes, `\n` or
 /// `\r\n` line ends. Yields `(line number, fields)`, skipping blank lines.
-fn csv_records(file: &str, text: &str) -> Result<Vec<(usize, Vec<String>)>, TradingError> {
+pub(crate) fn csv_records(file: &str, text: &str) -> Result<Vec<(usize, Vec<String>)>, TradingError> {
     let mut out = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;

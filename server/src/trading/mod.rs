@@ -19,6 +19,7 @@ pub mod agents;
 mod append_log;
 pub mod cli;
 pub mod data;
+pub mod dataset;
 pub mod episode;
 pub mod execution;
 pub mod metrics;

@@ -236,6 +236,9 @@ pub struct EpisodeConfig {
     /// The agent and its parameters (default: the kind named by `agent_id`, default parameters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<AgentSpec>,
+    /// An uploaded market dataset to trade on (`GET /api/datasets`; default: the shipped data).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset: Option<String>,
 }
 
 impl EpisodeConfig {
@@ -256,6 +259,7 @@ impl EpisodeConfig {
             decision_interval: None,
             lookback_days: None,
             agent: None,
+            dataset: None,
         }
     }
 }

@@ -140,6 +140,7 @@ impl TreeHandle {
             created: meta.created,
             nodes,
             last_activity: meta.last_activity,
+            document: None,
         }
     }
 
@@ -236,6 +237,7 @@ fn info_of(row: &TreeRow) -> TreeInfo {
         created: row.created,
         nodes: row.nodes,
         last_activity: row.last_activity,
+        document: None,
     }
 }
 
@@ -270,7 +272,7 @@ impl Workbench {
             self.stored.insert(r.id, r);
         }
         self.store = Some(store);
-        Ok(())
+        self.load_datasets()
     }
 
     /// Whether acknowledged writes can be stored now: `Err` with the cause while the store's
@@ -310,8 +312,23 @@ impl Workbench {
         let rows = store
             .read(move |db| db.nodes(id))
             .map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
-        let source = self.source(id);
-        let tree = SimTree::restore(row.scenario.clone(), row.seq, rows, source)?;
+        let document = store
+            .read(move |db| db.document(id))
+            .map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
+        let document: Option<Arc<serde_json::Value>> =
+            document.and_then(|b| serde_json::from_str(&b).ok()).map(Arc::new);
+        let mut source = self.source(id);
+        if let Some(name) = document.as_deref().and_then(super::dataset_of) {
+            // A tree on an uploaded dataset trades on it again (a dataset in use is not deleted).
+            source.market = self.market_for(Some(name))?;
+        }
+        let mut tree = SimTree::restore(row.scenario.clone(), row.seq, rows, source)?;
+        tree.document = document;
+        if row.kind == SimKind::Abm {
+            // A restored model runs on the worker like a created one: start it now, not mid-run
+            // (a worker that cannot start fails the run with the reason).
+            let _ = self.abm_pool();
+        }
         self.pressure.add(tree.structure_cost());
         let handle = Arc::new(self.handle(
             id,
@@ -378,13 +395,17 @@ impl Workbench {
         out
     }
 
+    /// `GET /devui/simtree/{tree}`: the tree's list entry and the document it was made from.
+    pub fn tree_info(&self, tree: u64) -> Result<TreeInfo, WorkbenchError> {
+        let handle = self.tree(tree)?;
+        let mut info = handle.info();
+        info.document = handle.lock().document.as_deref().cloned();
+        Ok(info)
+    }
+
     pub fn rename(&self, tree: u64, name: &str) -> Result<TreeInfo, WorkbenchError> {
-        let name = name.trim();
-        if name.is_empty() || name.chars().count() > MAX_NAME_CHARS {
-            return Err(WorkbenchError::invalid(format!(
-                "name must be 1 to {MAX_NAME_CHARS} characters, not only spaces"
-            )));
-        }
+        let name = super::check_name(name)?;
+        let name = name.as_str();
         let handle = self.tree(tree)?;
         lock(&handle.meta).name = name.to_string();
         handle.persist(Write::Rename {
@@ -403,6 +424,12 @@ impl Workbench {
         handle.persist(Write::Tree(handle.row()));
         let written = {
             let mut t = handle.lock();
+            if let Some(doc) = &t.document {
+                handle.persist(Write::Document {
+                    tree: handle.id,
+                    body: doc.to_string(),
+                });
+            }
             t.ids().into_iter().try_for_each(|id| handle.persist_node(&mut t, id))
         };
         let stored = written.and_then(|()| handle.flush());
@@ -484,6 +511,16 @@ impl Workbench {
         });
         let tree = result.and_then(|mut importer| {
             let sweeps = std::mem::take(&mut importer.sweeps);
+            // A document travels with its tree; it is checked like one posted to create a tree.
+            if let Some(doc) = &importer.document {
+                crate::scenario::UserScenario::from_document(super::DOCUMENT_ID, doc)
+                    .map_err(|e| TreeError::InvalidOp(format!("document: {e}")))?;
+                if let Some(name) = super::dataset_of(doc) {
+                    return Err(TreeError::InvalidOp(format!(
+                        "document: the tree trades on the uploaded dataset '{name}'; importing such trees is not supported yet"
+                    )));
+                }
+            }
             Ok((importer.finish(store.as_ref().map(|_| self.source(id)))?, sweeps))
         });
         let tree = tree
@@ -520,6 +557,12 @@ impl Workbench {
         Sweeps::restore(&handle, sweeps);
         if let Some(store) = &store {
             store.write(Write::Tree(handle.row()));
+            if let Some(doc) = &handle.lock().document {
+                store.write(Write::Document {
+                    tree: id,
+                    body: doc.to_string(),
+                });
+            }
             store.write(Write::ImportEnd { tree: id });
             if let Err(e) = store.flush() {
                 // Not acknowledged: its rows go (the marker makes sure of it at the next start).

@@ -1,0 +1,268 @@
+//! Market datasets users upload (`POST /api/datasets`, `simtree data import`): daily bars of
+//! several tickers as CSV, `date,ticker,open,high,low,close,volume[,adj_close]`, checked before
+//! anything is kept. A refusal names the line (and the column where there is one), in the words
+//! of the file: "line 8: high 41.2 below low 41.5".
+//!
+//! The checks, beyond the shipped file's: size limits (bytes, rows, fields per line), ticker names
+//! from a safe alphabet (no `../`, no spaces), and no spreadsheet formulas — a cell starting with
+//! `=`, `+`, `-` or `@` that is not a number is refused, since the data is shown and exported
+//! again and a spreadsheet would run it.
+
+use std::collections::BTreeMap;
+
+use super::data::{MarketData, check_date, csv_records};
+use super::models::PricePoint;
+
+/// Largest dataset, in bytes of CSV.
+pub const MAX_DATASET_BYTES: usize = 64 << 20;
+/// Most data rows a dataset may have.
+pub const MAX_DATASET_ROWS: usize = 1_000_000;
+/// Most tickers a dataset may have.
+pub const MAX_DATASET_TICKERS: usize = 1000;
+const HEADER: [&str; 8] = ["date", "ticker", "open", "high", "low", "close", "volume", "adj_close"];
+
+/// A dataset's name: 1 to 64 of `A-Z a-z 0-9 _ -`, starting with a letter or digit.
+pub fn check_dataset_name(name: &str) -> Result<(), String> {
+    let ok = (1..=64).contains(&name.len())
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "dataset name {name:?}: use 1 to 64 letters, digits, '_' or '-', starting with a letter or digit"
+        ))
+    }
+}
+
+/// A ticker: 1 to 16 of `A-Z a-z 0-9 . - ^`, starting with a letter or digit (so no `../`).
+fn check_ticker(t: &str) -> Result<(), String> {
+    let ok = (1..=16).contains(&t.len())
+        && t.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && t.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '^'))
+        && !t.contains("..");
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "ticker {t:?}: use 1 to 16 letters, digits, '.', '-' or '^', starting with a letter or digit"
+        ))
+    }
+}
+
+/// A checked dataset: the market data and what `GET /api/datasets` shows of it.
+#[derive(Clone, Debug)]
+pub struct Dataset {
+    pub market: MarketData,
+    pub rows: usize,
+    pub first: String,
+    pub last: String,
+}
+
+/// Parses and checks an uploaded CSV. Every error starts with `line N:`.
+pub fn parse_dataset(text: &str) -> Result<Dataset, String> {
+    if text.len() > MAX_DATASET_BYTES {
+        return Err(format!(
+            "{} bytes; a dataset may have at most {MAX_DATASET_BYTES}",
+            text.len()
+        ));
+    }
+    // The header line is checked before the rest is split, so a line of a million fields costs
+    // nothing but the look at its first few.
+    let first_line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or_default();
+    let fields = first_line.split(',').count();
+    if !(7..=8).contains(&fields) {
+        return Err(format!(
+            "line 1: the header has {fields} columns; expected `{}` (adj_close optional)",
+            HEADER.join(",")
+        ));
+    }
+    let records = csv_records("dataset", text).map_err(|e| e.to_string())?;
+    let Some((_, header)) = records.first() else {
+        return Err("line 1: the file is empty".into());
+    };
+    let width = header.len();
+    let got: Vec<&str> = header.iter().map(|s| s.trim()).collect();
+    if got != HEADER[..width] {
+        return Err(format!(
+            "line 1: header must be `{}` (adj_close optional), found `{}`",
+            HEADER.join(","),
+            got.join(",")
+        ));
+    }
+    if records.len() - 1 > MAX_DATASET_ROWS {
+        return Err(format!(
+            "{} rows; a dataset may have at most {MAX_DATASET_ROWS}",
+            records.len() - 1
+        ));
+    }
+    let mut bars: BTreeMap<String, Vec<PricePoint>> = BTreeMap::new();
+    for (line, fields) in &records[1..] {
+        let err = |m: String| format!("line {line}: {m}");
+        if fields.len() != width {
+            return Err(err(format!("expected {width} fields, found {}", fields.len())));
+        }
+        for (i, f) in fields.iter().enumerate() {
+            let f = f.trim();
+            if f.starts_with(['=', '+', '-', '@']) && f.parse::<f64>().is_err() {
+                return Err(err(format!(
+                    "{}: {f:?} looks like a spreadsheet formula; cells must be plain values",
+                    HEADER[i]
+                )));
+            }
+        }
+        let date = fields[0].trim();
+        check_date(date).map_err(|m| err(format!("date: {m}")))?;
+        let ticker = fields[1].trim();
+        check_ticker(ticker).map_err(&err)?;
+        let number = |i: usize| -> Result<f64, String> {
+            let raw = fields[i].trim();
+            let v: f64 = raw
+                .parse()
+                .map_err(|_| err(format!("{}: {raw:?} is not a number", HEADER[i])))?;
+            if !v.is_finite() {
+                return Err(err(format!("{}: {raw} is not a finite number", HEADER[i])));
+            }
+            Ok(v)
+        };
+        let price = |i: usize| -> Result<f64, String> {
+            let v = number(i)?;
+            if v <= 0.0 {
+                return Err(err(format!("{}: {v} is not a positive price", HEADER[i])));
+            }
+            Ok(v)
+        };
+        let (open, high, low, close) = (price(2)?, price(3)?, price(4)?, price(5)?);
+        if width == 8 {
+            price(7)?;
+        }
+        let volume = number(6)?;
+        if volume < 0.0 || volume.fract() != 0.0 || volume > u64::MAX as f64 {
+            return Err(err(format!("volume: {volume} is not a whole number ≥ 0")));
+        }
+        if high < low {
+            return Err(err(format!("high {high} below low {low}")));
+        }
+        for (what, v) in [("open", open), ("close", close)] {
+            if v > high {
+                return Err(err(format!("{what} {v} above high {high}")));
+            }
+            if v < low {
+                return Err(err(format!("{what} {v} below low {low}")));
+            }
+        }
+        if !bars.contains_key(ticker) && bars.len() == MAX_DATASET_TICKERS {
+            return Err(err(format!("more than {MAX_DATASET_TICKERS} tickers")));
+        }
+        let list = bars.entry(ticker.to_owned()).or_default();
+        if let Some(prev) = list.last()
+            && prev.timestamp.as_str() >= date
+        {
+            let what = if prev.timestamp == date {
+                "a second row"
+            } else {
+                "out of date order"
+            };
+            return Err(err(format!(
+                "{ticker} {date}: {what} (the previous {ticker} row is {}); rows of a ticker must be in increasing date order",
+                prev.timestamp
+            )));
+        }
+        list.push(PricePoint {
+            timestamp: date.to_owned(),
+            open,
+            high,
+            low,
+            close,
+            volume: volume as u64,
+        });
+    }
+    let rows = records.len() - 1;
+    if rows == 0 {
+        return Err("line 2: no rows after the header".into());
+    }
+    let first = bars
+        .values()
+        .filter_map(|l| l.first())
+        .map(|p| p.timestamp.clone())
+        .min();
+    let last = bars
+        .values()
+        .filter_map(|l| l.last())
+        .map(|p| p.timestamp.clone())
+        .max();
+    let market = MarketData::from_bars(bars, Vec::new()).map_err(|e| e.to_string())?;
+    Ok(Dataset {
+        market,
+        rows,
+        first: first.unwrap_or_default(),
+        last: last.unwrap_or_default(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEAD: &str = "date,ticker,open,high,low,close,volume\n";
+
+    fn check(rows: &str, expect: &str) {
+        let got = match parse_dataset(&format!("{HEAD}{rows}")) {
+            Ok(d) => format!("ok {} rows {}..{}", d.rows, d.first, d.last),
+            Err(e) => e,
+        };
+        assert!(got.contains(expect), "{got:?} does not contain {expect:?}");
+    }
+
+    #[test]
+    fn every_refusal_names_its_line() {
+        check(
+            "2020-01-02,AAA,10,11,9,10.5,100\n2020-01-02,BBB,5,6,4,5,10\n",
+            "ok 2 rows 2020-01-02..2020-01-02",
+        );
+        check(
+            "2020-01-02,AAA,10,41.2,41.5,10.5,100\n",
+            "line 2: high 41.2 below low 41.5",
+        );
+        check("2020-01-02,AAA,12,11,9,10.5,100\n", "line 2: open 12 above high 11");
+        check(
+            "2020-01-02,AAA,NaN,11,9,10.5,100\n",
+            "line 2: open: NaN is not a finite number",
+        );
+        check(
+            "2020-01-02,AAA,inf,11,9,10.5,100\n",
+            "line 2: open: inf is not a finite number",
+        );
+        check(
+            "2020-01-02,AAA,-1,11,9,10.5,100\n",
+            "line 2: open: -1 is not a positive price",
+        );
+        check("2020-01-02,AAA,10,11,9,10.5,-5\n", "line 2: volume: -5");
+        check(
+            "2020-01-03,AAA,10,11,9,10,1\n2020-01-02,AAA,10,11,9,10,1\n",
+            "line 3: AAA 2020-01-02: out of date order",
+        );
+        check(
+            "2020-01-02,AAA,10,11,9,10,1\n2020-01-02,AAA,10,11,9,10,1\n",
+            "line 3: AAA 2020-01-02: a second row",
+        );
+        check(
+            "2020-01-02,\"=HYPERLINK(\"\"http://x\"\")\",10,11,9,10,1\n",
+            "line 2: ticker: \"=HYPERLINK",
+        );
+        check("2020-01-02,../etc,10,11,9,10,1\n", "line 2: ticker \"../etc\"");
+        check(
+            "2020-02-30,AAA,10,11,9,10,1\n",
+            "line 2: date: '2020-02-30' has no day 30",
+        );
+        check("2020-01-02,AAA,10,11,9\n", "line 2: expected 7 fields, found 5");
+        check("", "no rows");
+        let wide = format!("date,ticker{}\n", ",x".repeat(1_000_000));
+        assert!(
+            parse_dataset(&wide)
+                .unwrap_err()
+                .starts_with("line 1: the header has 1000002 columns")
+        );
+    }
+}

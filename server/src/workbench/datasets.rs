@@ -1,0 +1,164 @@
+//! Market datasets users upload, next to the shipped data: checked by
+//! [`crate::trading::dataset::parse_dataset`], kept in the store (in memory with `--ephemeral`)
+//! as their CSV text, named by trading scenarios as `episode.dataset`. The shipped data is listed
+//! as read-only under [`SHIPPED_DATASET`]; a dataset a tree trades on cannot be deleted.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use simtree_shared::{DatasetInfo, SimKind};
+
+use super::{Workbench, WorkbenchError};
+use crate::store::Write;
+use crate::trading::data::MarketData;
+use crate::trading::dataset::{check_dataset_name, parse_dataset};
+
+/// The name the shipped market data is listed under.
+pub const SHIPPED_DATASET: &str = "shipped";
+
+/// An uploaded dataset in memory.
+pub struct UserDataset {
+    pub info: DatasetInfo,
+    pub market: Arc<MarketData>,
+}
+
+/// The dataset a scenario document trades on (`episode.dataset`), if it names one.
+pub fn dataset_of(document: &Value) -> Option<&str> {
+    document["episode"]["dataset"].as_str()
+}
+
+fn info_of(name: &str, market: &MarketData, rows: usize, first: String, last: String, read_only: bool) -> DatasetInfo {
+    DatasetInfo {
+        name: name.to_string(),
+        tickers: market.tickers().into_iter().map(str::to_string).collect(),
+        first,
+        last,
+        rows: rows as u64,
+        read_only,
+    }
+}
+
+impl Workbench {
+    /// `POST /api/datasets?name=N`: checks and keeps a CSV; nothing is kept on a refusal.
+    pub fn import_dataset(&self, name: &str, text: &str) -> Result<DatasetInfo, WorkbenchError> {
+        check_dataset_name(name).map_err(WorkbenchError::invalid)?;
+        if name == SHIPPED_DATASET || self.datasets.contains_key(name) {
+            return Err(WorkbenchError::conflict(format!(
+                "a dataset called '{name}' exists; delete it first or choose another name"
+            )));
+        }
+        let d = parse_dataset(text).map_err(WorkbenchError::invalid)?;
+        let info = info_of(name, &d.market, d.rows, d.first, d.last, false);
+        if let Some(store) = &self.store {
+            store.write(Write::Dataset {
+                name: name.to_string(),
+                body: text.to_string(),
+            });
+            store.flush().map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
+        }
+        self.datasets.insert(
+            name.to_string(),
+            Arc::new(UserDataset {
+                info: info.clone(),
+                market: Arc::new(d.market),
+            }),
+        );
+        Ok(info)
+    }
+
+    /// `GET /api/datasets`: the shipped data first, then the uploads by name.
+    pub fn dataset_list(&self) -> Vec<DatasetInfo> {
+        let shipped = self.market.as_ref().map(|m| {
+            let rows = m.tickers().iter().filter_map(|t| m.bars(t)).map(<[_]>::len).sum();
+            let all: Vec<String> = m.tickers().iter().map(|t| t.to_string()).collect();
+            let days = m.trading_days(&all, None, None);
+            let (first, last) = (days.first().cloned(), days.last().cloned());
+            info_of(
+                SHIPPED_DATASET,
+                m,
+                rows,
+                first.unwrap_or_default(),
+                last.unwrap_or_default(),
+                true,
+            )
+        });
+        let mut mine: Vec<DatasetInfo> = self.datasets.iter().map(|d| d.info.clone()).collect();
+        mine.sort_by(|a, b| a.name.cmp(&b.name));
+        shipped.into_iter().chain(mine).collect()
+    }
+
+    /// Whether a dataset of that name exists (the shipped one included).
+    pub fn has_dataset(&self, name: &str) -> bool {
+        name == SHIPPED_DATASET || self.datasets.contains_key(name)
+    }
+
+    /// `DELETE /api/datasets/{name}`: refused for the shipped data and while a tree trades on it.
+    pub fn delete_dataset(&self, name: &str) -> Result<(), WorkbenchError> {
+        if name == SHIPPED_DATASET {
+            return Err(WorkbenchError::conflict("the shipped dataset is read-only"));
+        }
+        if let Some(tree) = self.tree_using(name)? {
+            return Err(WorkbenchError::conflict(format!(
+                "tree {tree} trades on dataset '{name}'; delete the tree first"
+            )));
+        }
+        if let Some(store) = &self.store {
+            store.write(Write::DeleteDataset { name: name.to_string() });
+            store.flush().map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
+        }
+        self.datasets.remove(name);
+        Ok(())
+    }
+
+    /// A trading tree made from a document that names `dataset` (stored trees are loaded).
+    fn tree_using(&self, dataset: &str) -> Result<Option<u64>, WorkbenchError> {
+        let ids: Vec<u64> = self
+            .list()
+            .into_iter()
+            .filter(|t| t.kind == SimKind::Trading)
+            .map(|t| t.id)
+            .collect();
+        for id in ids {
+            let Ok(handle) = self.tree(id) else { continue };
+            let uses = handle.lock().document.as_deref().and_then(dataset_of) == Some(dataset);
+            if uses {
+                return Ok(Some(id));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The market a trading episode runs on: the shipped data, or the named upload.
+    pub fn market_for(&self, dataset: Option<&str>) -> Result<Option<Arc<MarketData>>, WorkbenchError> {
+        match dataset {
+            None | Some(SHIPPED_DATASET) => Ok(self.market.clone()),
+            Some(name) => self.datasets.get(name).map(|d| Some(d.market.clone())).ok_or_else(|| {
+                WorkbenchError::invalid(format!(
+                    "scenario: episode.dataset: no dataset called '{name}' (see GET /api/datasets)"
+                ))
+            }),
+        }
+    }
+
+    /// Reads the stored datasets back (start-up). A row that no longer passes is skipped, loudly.
+    pub(super) fn load_datasets(&self) -> Result<(), String> {
+        let Some(store) = &self.store else { return Ok(()) };
+        let rows = store.read(|db| db.datasets()).map_err(|e| e.to_string())?;
+        for (name, text) in rows {
+            match parse_dataset(&text) {
+                Ok(d) => {
+                    let info = info_of(&name, &d.market, d.rows, d.first, d.last, false);
+                    self.datasets.insert(
+                        name,
+                        Arc::new(UserDataset {
+                            info,
+                            market: Arc::new(d.market),
+                        }),
+                    );
+                }
+                Err(e) => tracing::warn!(dataset = name, "a stored dataset is unreadable: {e}"),
+            }
+        }
+        Ok(())
+    }
+}
