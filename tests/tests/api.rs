@@ -90,12 +90,16 @@ async fn every_route_answers_as_upstream() {
     let logs = logs.as_array().unwrap();
     assert_eq!(
         logs.len(),
-        3 + 45 * 7 + 3 + 1,
-        "root + 7 turns on the path (0→1→2→5→8→9→10) + the broadcast"
+        3 + 45 * 7 + 3 + 2,
+        "root + 7 turns on the path (0→1→2→5→8→9→10) + the branch's counterfactual and broadcast"
     );
     assert_eq!(logs[0]["node"], 0);
     assert_eq!(logs.last().unwrap()["type"], "system_broadcast");
     assert_eq!(logs.last().unwrap()["node"], 11);
+    assert_eq!(
+        logs[logs.len() - 2],
+        json!({"type": "counterfactual", "data": {"ops": [{"op": "public_broadcast", "text": "Storm warning"}]}, "node": 11})
+    );
 
     let state = s.get(&p("/node/11/state")).await.1;
     assert_eq!(state, s.get(&p("/sim/11/state")).await.1);
