@@ -1486,7 +1486,11 @@ mod tests {
             assert_eq!(t.node(id).unwrap().edge_type, edge);
         }
         let bcast = t.node(5).unwrap();
-        assert_eq!(bcast.log.len(), 3 + 1, "three deltas and one system_broadcast");
+        assert_eq!(
+            bcast.log.len(),
+            1 + 3 + 1,
+            "the counterfactual, three deltas and one system_broadcast"
+        );
         let state = t.state(5).unwrap();
         assert!(
             state.agents[0].short_memory[0]

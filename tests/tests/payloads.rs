@@ -164,12 +164,7 @@ async fn plans_emotions_deals_and_errors_are_their_shared_types_exactly() {
     met.extend(logs.iter().map(|e| check(e).as_str()));
     let all: BTreeSet<&str> = EventType::ALL
         .iter()
-        .filter(|t| {
-            !matches!(
-                t,
-                EventType::DecisionPoint | EventType::AbmStep | EventType::Counterfactual
-            )
-        })
+        .filter(|t| !matches!(t, EventType::DecisionPoint | EventType::AbmStep))
         .map(|t| t.as_str())
         .collect();
     assert_eq!(met, all, "every social event type is met");
