@@ -294,6 +294,55 @@ pub async fn own_entries(s: &Server, tree: u64, node: u64) -> Vec<Value> {
         .collect()
 }
 
+/// POSTs `body` over a raw connection, writing and reading at once, so that an answer the server
+/// gives before it has read the whole body (an early 413 or 422) is read rather than lost to a
+/// broken pipe, as an HTTP client that writes first may lose it. Returns the status (0 when no
+/// answer came) and the reply's body.
+pub async fn post_streamed(s: &Server, path: &str, content_type: &str, body: Vec<u8>) -> (u16, String) {
+    use std::io::{Read, Write};
+    let addr = s.base.trim_start_matches("http://").to_string();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    tokio::task::spawn_blocking(move || {
+        let mut tcp = std::net::TcpStream::connect(&addr).expect("connect");
+        tcp.set_read_timeout(Some(Duration::from_secs(120))).expect("timeout");
+        let mut writer = tcp.try_clone().expect("clone");
+        let sending = std::thread::spawn(move || {
+            if writer.write_all(head.as_bytes()).is_ok() {
+                let _ = writer.write_all(&body);
+            }
+        });
+        let mut reply = Vec::new();
+        let mut buf = [0u8; 8192];
+        loop {
+            match tcp.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => reply.extend_from_slice(&buf[..n]),
+            }
+            if let Some(end) = reply.windows(4).position(|w| w == b"\r\n\r\n") {
+                let headers = String::from_utf8_lossy(&reply[..end]).to_ascii_lowercase();
+                let length = headers
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .and_then(|v| v.trim().parse::<usize>().ok());
+                if length.is_some_and(|n| reply.len() >= end + 4 + n) {
+                    break;
+                }
+            }
+        }
+        let _ = tcp.shutdown(std::net::Shutdown::Both);
+        let _ = sending.join();
+        let text = String::from_utf8_lossy(&reply).into_owned();
+        let status = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+        let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_string();
+        (status, body)
+    })
+    .await
+    .expect("the request's thread")
+}
+
 /// A private, throw-away PostgreSQL (Debian's `postgresql` package) on a free loopback port with
 /// its socket in its own folder; stopped and removed on drop. Panics when PostgreSQL is not
 /// installed (`cargo xtask setup` installs it): a missing database must fail the run, not skip

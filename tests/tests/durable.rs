@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use simtree_e2e::{Postgres, Server, ok, own_entries, text};
+use simtree_e2e::{Postgres, Server, ok, own_entries, post_streamed, text};
 
 struct Backend {
     flags: Vec<String>,
@@ -919,23 +919,15 @@ async fn hostile_import_logs_are_refused_within_a_memory_cap() {
     let mut export: Value = serde_json::from_str(&text(&s, &format!("/devui/simtree/{t}/export")).await).unwrap();
     export["nodes"][1]["logs"] = json!("__LOGS__");
     let template = serde_json::to_string(&export).unwrap();
+    // Written and read at once: the server answers before it has read the whole body.
     let import = |logs: String| {
-        let body = template.replacen("\"__LOGS__\"", &logs, 1);
-        let http = s.http.clone();
-        let url = s.url("/devui/simtree/import");
-        async move {
-            let r = http
-                .post(url)
-                .header("content-type", "application/json")
-                .body(body)
-                .send()
-                .await
-                .expect("an answer, not a dead server");
-            let status = r.status().as_u16();
-            (
-                status,
-                r.json::<Value>().await.unwrap()["detail"].as_str().unwrap().to_string(),
-            )
+        let body = template.replacen("\"__LOGS__\"", &logs, 1).into_bytes();
+        async {
+            let (status, reply) = post_streamed(&s, "/devui/simtree/import", "application/json", body).await;
+            assert_ne!(status, 0, "an answer, not a dead server");
+            let detail = serde_json::from_str::<Value>(&reply)
+                .map_or(reply.clone(), |v| v["detail"].as_str().unwrap_or_default().to_string());
+            (status, detail)
         }
     };
     let mb120 = 60 << 20;
