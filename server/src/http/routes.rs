@@ -331,7 +331,11 @@ pub struct SchemaQuery {
 }
 
 /// The LLM response schema of seed 001 in one provider's wrapping (`openai`, `gemini`, `claude`).
-pub async fn abm_schema(Query(q): Query<SchemaQuery>) -> AppResult<Json<Value>> {
+pub async fn abm_schema(
+    q: Result<Query<SchemaQuery>, axum::extract::rejection::QueryRejection>,
+) -> AppResult<Json<Value>> {
+    // A missing or malformed query is a JSON 422 like every other bad input, not axum's 400 text.
+    let Query(q) = q.map_err(|e| ApiError::unprocessable(e.body_text()))?;
     let provider: Provider = q.provider.parse().map_err(ApiError::unprocessable)?;
     Ok(Json(wrapped(provider)))
 }
