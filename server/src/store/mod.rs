@@ -1203,23 +1203,30 @@ mod journal_tests {
             .unwrap()
     }
 
-    #[test]
-    fn a_group_acknowledged_but_not_yet_in_the_database_is_applied_at_the_next_start() {
-        let dir = std::env::temp_dir().join(format!("simtree-journal-replay-{}", std::process::id()));
+    /// A closed data folder `simtree-journal-<name>` holding one flushed tree ("first"): the
+    /// folder, its journal's path and the last group the database applied.
+    fn one_flushed_tree(name: &str) -> (std::path::PathBuf, std::path::PathBuf, u64) {
+        let dir = std::env::temp_dir().join(format!("simtree-journal-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let store = Store::open_sqlite(&dir).unwrap();
         store.write(Write::Tree(tree_row(1, "first")));
         store.flush().unwrap();
         drop(store);
+        let applied = sql::Db {
+            sql: sqlite::Sqlite::open(&dir.join("simtree.db")).unwrap(),
+        }
+        .journal_applied()
+        .unwrap();
+        let path = dir.join("simtree.journal");
+        (dir, path, applied)
+    }
+
+    #[test]
+    fn a_group_acknowledged_but_not_yet_in_the_database_is_applied_at_the_next_start() {
         // What a server killed between answering a flush and writing the group leaves behind:
         // the group in the journal, the database one group behind.
-        let path = dir.join("simtree.journal");
-        let mut db = sql::Db {
-            sql: sqlite::Sqlite::open(&dir.join("simtree.db")).unwrap(),
-        };
-        let applied = db.journal_applied().unwrap();
+        let (dir, path, applied) = one_flushed_tree("replay");
         assert!(applied >= 1, "the flush went through the journal");
-        drop(db);
         let (mut j, pending) = Journal::open(&path, applied).unwrap();
         assert!(pending.is_empty(), "a closed store leaves nothing to replay");
         j.append(&[Write::Rename {
@@ -1243,19 +1250,8 @@ mod journal_tests {
 
     #[test]
     fn a_damaged_journal_stops_start_up_and_repair_applies_the_groups_before_the_damage() {
-        let dir = std::env::temp_dir().join(format!("simtree-journal-damage-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let store = Store::open_sqlite(&dir).unwrap();
-        store.write(Write::Tree(tree_row(1, "first")));
-        store.flush().unwrap();
-        drop(store);
+        let (dir, path, applied) = one_flushed_tree("damage");
         // Three acknowledged groups the database does not have yet; the middle one damaged.
-        let path = dir.join("simtree.journal");
-        let applied = sql::Db {
-            sql: sqlite::Sqlite::open(&dir.join("simtree.db")).unwrap(),
-        }
-        .journal_applied()
-        .unwrap();
         let (mut j, _) = Journal::open(&path, applied).unwrap();
         for (id, name) in [(2, "second"), (3, "third"), (4, "fourth")] {
             j.append(&[Write::Tree(tree_row(id, name))]).unwrap().unwrap();
