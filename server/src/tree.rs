@@ -231,9 +231,20 @@ impl NodeLog {
     }
 
     /// The entries from index `from` on (nothing while the entries are in the store only).
+    /// Reads by offset, so a watcher's wake-up costs what it reads, not the log's length.
     pub fn entries_from(&self, from: usize) -> Vec<String> {
         let inner = self.lock();
-        inner.entries().skip(from).map(str::to_string).collect()
+        let Some(rest) = inner.ends.get(from..) else {
+            return Vec::new();
+        };
+        let mut start = from.checked_sub(1).map_or(0, |i| inner.ends[i]);
+        rest.iter()
+            .map(|&end| {
+                let entry = inner.text[start..end].to_string();
+                start = end;
+                entry
+            })
+            .collect()
     }
 }
 
@@ -1453,6 +1464,18 @@ mod tests {
         assert!(logs[48].ends_with(&format!("\"node\":{b}}}")));
         assert_eq!(t.node(a).unwrap().log.len(), 45, "a node stores only its own entries");
         assert_eq!(t.summaries()[1].turns, 1);
+    }
+
+    #[test]
+    fn entries_from_reads_the_entries_after_an_index() {
+        let log = NodeLog::default();
+        for e in ["{\"a\":1}", "{\"b\":2}", "{\"c\":3}"] {
+            log.push(e);
+        }
+        assert_eq!(log.entries_from(0), log.entries());
+        assert_eq!(log.entries_from(1), ["{\"b\":2}", "{\"c\":3}"]);
+        assert_eq!(log.entries_from(3), Vec::<String>::new());
+        assert_eq!(log.entries_from(7), Vec::<String>::new());
     }
 
     #[test]
