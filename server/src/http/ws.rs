@@ -126,9 +126,7 @@ pub async fn node_events_or_logs(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
     if !wants_ws {
-        return super::routes::logs(State(app), ApiPath((tree, node)))
-            .await
-            .into_response();
+        return super::routes::sim_events(State(app), ApiPath((tree, node))).await;
     }
     let (mut parts, _body) = req.into_parts();
     match WebSocketUpgrade::from_request_parts(&mut parts, &()).await {
