@@ -59,6 +59,12 @@ pub struct Limits {
     pub cache_bytes: usize,
     /// Largest import (it streams into the store; not bound by `max_body_bytes`).
     pub max_import_bytes: u64,
+    /// WebSockets open at once (an upgrade beyond it gets 503). They leave the connection count
+    /// once upgraded, so they have a cap of their own.
+    pub max_websockets: usize,
+    /// A WebSocket whose client sends nothing (not even the answer to a ping, sent every third
+    /// of this) for this long is closed: a peer that vanished does not hold a socket forever.
+    pub ws_idle: std::time::Duration,
 }
 
 impl Default for Limits {
@@ -75,6 +81,8 @@ impl Default for Limits {
             max_connections: 4096,
             cache_bytes: 512 << 20,
             max_import_bytes: 1 << 30,
+            max_websockets: 1024,
+            ws_idle: std::time::Duration::from_secs(60),
         }
     }
 }
