@@ -454,7 +454,9 @@ impl Workbench {
         replay: Option<Vec<LlmRecord>>,
         edge: EdgeType,
     ) -> Result<Pending, WorkbenchError> {
-        let (id, sim, log) = tree.start_advance(parent, turns)?;
+        let (id, mut sim, log) = tree.start_advance(parent, turns)?;
+        // Children of one node share its prompts up to where they diverge: one key per node.
+        sim.set_affinity(crate::sim::child_seed(handle.id, parent) | 1);
         if edge == EdgeType::Sweep {
             tree.mark_sweep(id)?;
         }
@@ -921,7 +923,6 @@ impl Workbench {
         }
     }
 
-    /// Subscribes to a node's live entries.
     /// `GET …/state`: a finished node's state, or a running node's state so far — after its
     /// last turn, or its parent's (where it started) before its first.
     pub fn state_so_far(&self, tree: u64, node: NodeId) -> Result<simtree_shared::NodeState, WorkbenchError> {
@@ -941,6 +942,7 @@ impl Workbench {
         }
     }
 
+    /// Subscribes to a node's live entries.
     pub fn node_log(&self, tree: u64, node: NodeId) -> Result<Arc<NodeLog>, WorkbenchError> {
         let handle = self.tree(tree)?;
         let mut t = handle.lock();

@@ -500,6 +500,9 @@ pub struct Usage {
     pub completion_tokens: u64,
     /// Sum of the calls' latencies.
     pub latency_ms: u64,
+    /// Of the prompt tokens, those providers said they served from their prompt cache.
+    #[serde(default)]
+    pub cached_tokens: u64,
 }
 
 /// `GET …/node/{n}/info`: a node's status, failure reason and LLM usage.

@@ -34,6 +34,7 @@ fn usage_of(t: UsageTotals) -> Usage {
         prompt_tokens: t.prompt_tokens,
         completion_tokens: t.completion_tokens,
         latency_ms: t.latency_ms,
+        cached_tokens: t.cached_tokens,
     }
 }
 type St = State<Arc<AppState>>;
