@@ -21,6 +21,7 @@ pub mod guard;
 pub mod listener;
 pub mod openapi;
 pub mod routes;
+pub mod scenarios;
 pub mod state;
 pub mod sweep;
 pub mod transfer;
@@ -79,7 +80,11 @@ pub fn router(app: Arc<AppState>) -> Router {
         .route("/simtree/{tree}/events", get(ws::tree_events))
         .fallback(error::not_found);
     let api = Router::new()
-        .route("/scenarios", get(scenarios))
+        .route("/scenarios", get(scenarios::list).post(scenarios::save))
+        .route(
+            "/scenarios/{id}",
+            get(scenarios::get).put(scenarios::put).delete(scenarios::delete),
+        )
         .route("/abm/generate", post(abm_generate))
         .route("/abm/schema", get(abm_schema))
         .route("/abm/validate", post(abm_validate))
