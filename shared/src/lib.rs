@@ -12,6 +12,7 @@ pub mod columns;
 mod event;
 mod social;
 mod sweep;
+pub mod time;
 pub mod trading;
 mod view;
 

@@ -183,4 +183,8 @@ impl Sql for Postgres {
     fn blob_type(&self) -> &'static str {
         "BYTEA"
     }
+
+    fn now_ms_sql(&self) -> &'static str {
+        "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT"
+    }
 }

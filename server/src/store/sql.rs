@@ -7,6 +7,7 @@
 
 use simtree_shared::{EdgeType, NodeStatus, Op, SimKind};
 
+use super::lease::{self, Lease};
 use super::{Database, LogRow, NodeRow, StoreError, StoreResult, TreeRow, Write};
 use crate::chunks::ChunkKey;
 
@@ -82,6 +83,9 @@ pub trait Sql: Send {
     fn ping(&mut self) -> StoreResult<()> {
         Ok(())
     }
+    /// The database's clock in Unix milliseconds, as an SQL expression (the server lease is
+    /// timed by it, so that hosts whose clocks disagree agree on when a lease lapses).
+    fn now_ms_sql(&self) -> &'static str;
 }
 
 /// Schema versions, applied in order at start-up; each runs once, in a transaction.
@@ -117,6 +121,11 @@ const MIGRATIONS: &[&str] = &[
     // 6: the documents users brought trees' scenarios as, and uploaded market datasets (CSV).
     "CREATE TABLE documents (tree BIGINT PRIMARY KEY, body TEXT NOT NULL);
      CREATE TABLE datasets (name TEXT PRIMARY KEY, body TEXT NOT NULL);",
+    // 7 (issue 26): server lease — the one server a PostgreSQL database has until runs are
+    // jobs (`store/lease.rs`): its holder, host and pid, when it was acquired and when it expires
+    // (Unix ms, the database's clock). Unused on SQLite, whose data folder is locked instead.
+    "CREATE TABLE lease (name TEXT PRIMARY KEY, holder TEXT NOT NULL, host TEXT NOT NULL, pid BIGINT NOT NULL,
+        acquired BIGINT NOT NULL, expires BIGINT NOT NULL);",
 ];
 
 /// The schema version this build writes.
@@ -124,6 +133,11 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 pub struct Db<S: Sql> {
     pub sql: S,
+    /// The server lease this process holds (PostgreSQL): every write transaction renews it first,
+    /// and is refused once it is lost.
+    pub lease: Option<Lease>,
+    /// Why writes are refused for good: the lease was lost (see `store/lease.rs`).
+    lease_lost: Option<String>,
 }
 
 fn i(v: u64) -> P<'static> {
@@ -156,6 +170,48 @@ fn parse_enum<T: serde::de::DeserializeOwned>(s: &str) -> StoreResult<T> {
 }
 
 impl<S: Sql> Db<S> {
+    pub fn new(sql: S) -> Db<S> {
+        Db {
+            sql,
+            lease: None,
+            lease_lost: None,
+        }
+    }
+
+    /// Takes the server lease `me` (after [`Self::migrate`]); refused, naming the holder, while
+    /// another process holds it.
+    pub fn take_lease(&mut self, me: Lease) -> StoreResult<()> {
+        if let Err(other) = lease::take(&mut self.sql, &me)? {
+            return Err(lease::refusal(&other));
+        }
+        self.lease = Some(me);
+        Ok(())
+    }
+
+    /// Renews the lease inside the current transaction (its row stays locked until the commit);
+    /// an error once it is lost.
+    fn fence(&mut self) -> StoreResult<()> {
+        if let Some(lost) = &self.lease_lost {
+            return Err(StoreError(lost.clone()));
+        }
+        let Some(me) = &self.lease else {
+            return Ok(());
+        };
+        if lease::renew(&mut self.sql, me)? {
+            return Ok(());
+        }
+        self.lose();
+        Err(StoreError(self.lease_lost.clone().unwrap_or_default()))
+    }
+
+    /// Records that the lease is lost, naming the new holder if there is one.
+    fn lose(&mut self) {
+        let by = lease::holder(&mut self.sql).ok().flatten();
+        let message = lease::lost(by.as_ref());
+        tracing::error!("{message}");
+        self.lease_lost = Some(message);
+    }
+
     /// Creates the schema or brings it up to date. A database written by a newer build is refused.
     pub fn migrate(&mut self) -> StoreResult<()> {
         self.sql
@@ -379,6 +435,10 @@ fn delete_tree<S: Sql>(sql: &mut S, tree: u64) -> StoreResult<()> {
 impl<S: Sql> Database for Db<S> {
     fn apply(&mut self, writes: &[Write]) -> StoreResult<()> {
         self.sql.batch("BEGIN")?;
+        if let Err(e) = self.fence() {
+            let _ = self.sql.batch("ROLLBACK");
+            return Err(e);
+        }
         for w in writes {
             if let Err(e) = self.write_one(w) {
                 let _ = self.sql.batch("ROLLBACK");
@@ -530,6 +590,45 @@ impl<S: Sql> Database for Db<S> {
             None => 0,
         };
         Ok(counter.max(listed))
+    }
+
+    fn take_tree_id(&mut self) -> StoreResult<u64> {
+        // One statement: concurrent servers each get their own id (the row is locked while it
+        // is updated). The counter is also kept past every listed tree (ids written by builds
+        // before it was, or by an import).
+        let rows = self.sql.query(
+            "UPDATE counters SET value = 1 + CASE WHEN value >= listed.n THEN value ELSE listed.n END
+             FROM (SELECT COALESCE(MAX(id) + 1, 0) AS n FROM trees) AS listed
+             WHERE name = 'next_tree' RETURNING value - 1",
+            &[],
+        )?;
+        match rows.first().and_then(|r| r.first()) {
+            Some(c) => Ok(c.int()? as u64),
+            None => Err(StoreError("the tree id counter is missing".into())),
+        }
+    }
+
+    fn heartbeat(&mut self) -> StoreResult<()> {
+        if self.lease.is_none() || self.lease_lost.is_some() {
+            return Ok(());
+        }
+        let me = self.lease.clone().expect("checked");
+        if !lease::renew(&mut self.sql, &me)? {
+            self.lose();
+        }
+        Ok(())
+    }
+
+    fn lease_lost(&self) -> Option<String> {
+        self.lease_lost.clone()
+    }
+
+    fn release_lease(&mut self) {
+        if let (Some(me), None) = (&self.lease, &self.lease_lost)
+            && let Err(e) = lease::release(&mut self.sql, me)
+        {
+            tracing::warn!(error = %e, "could not release the server lease (it lapses by itself)");
+        }
     }
 
     fn abandoned_imports(&mut self) -> StoreResult<Vec<(u64, u64)>> {
