@@ -166,6 +166,22 @@ pub fn renew<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<bool> {
     Ok(n == 1)
 }
 
+/// Queues, first in a write transaction, a statement that renews our lease and fails the
+/// transaction when it is not ours any more; the lease's row stays locked until the commit, so
+/// no other process can take it over in between (PostgreSQL: a writable CTE).
+pub fn fence<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<()> {
+    let now = now(sql);
+    // Dividing by the number of rows renewed: an error (division by zero) when none was, found
+    // as such by the caller after the commit fails.
+    sql.write(
+        &format!(
+            "WITH renewed AS (UPDATE lease SET expires = {now} + $1 WHERE name = 'server' AND holder = $2 RETURNING 1)
+             SELECT 1 / (SELECT COUNT(*)::INT FROM renewed)"
+        ),
+        &[P::Int(me.length_ms()), P::Text(&me.holder)],
+    )
+}
+
 /// Gives the lease up (a graceful shutdown): another server may start at once.
 pub fn release<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<()> {
     sql.execute(

@@ -72,6 +72,24 @@ pub trait Sql: Send {
     fn query(&mut self, sql: &str, params: &[P<'_>]) -> StoreResult<Vec<Vec<Cell>>>;
     /// Several statements without parameters (schema, BEGIN/COMMIT).
     fn batch(&mut self, sql: &str) -> StoreResult<()>;
+    /// Starts a write transaction: the statements given to [`Sql::write`] until [`Sql::commit`]
+    /// are one transaction.
+    fn begin(&mut self) -> StoreResult<()> {
+        self.batch("BEGIN")
+    }
+    /// A statement of the write transaction, whose result is not needed: SQLite runs it now;
+    /// PostgreSQL queues it and sends the whole transaction at once, at commit (one round trip).
+    /// An error may therefore show only at commit.
+    fn write(&mut self, sql: &str, params: &[P<'_>]) -> StoreResult<()> {
+        self.execute(sql, params).map(drop)
+    }
+    fn commit(&mut self) -> StoreResult<()> {
+        self.batch("COMMIT")
+    }
+    /// Abandons the write transaction (after a failed [`Sql::write`]).
+    fn rollback(&mut self) {
+        let _ = self.batch("ROLLBACK");
+    }
     /// `BLOB` or `BYTEA`.
     fn blob_type(&self) -> &'static str;
     /// A check that writes can succeed beyond what a row update shows (SQLite: a scratch file
@@ -188,20 +206,19 @@ impl<S: Sql> Db<S> {
         Ok(())
     }
 
-    /// Renews the lease inside the current transaction (its row stays locked until the commit);
-    /// an error once it is lost.
-    fn fence(&mut self) -> StoreResult<()> {
-        if let Some(lost) = &self.lease_lost {
-            return Err(StoreError(lost.clone()));
-        }
+    /// A failed commit's error, or — when the lease's fence refused it (another process holds the
+    /// lease now) — the lost lease's.
+    fn lost_or(&mut self, e: StoreError) -> StoreError {
         let Some(me) = &self.lease else {
-            return Ok(());
+            return e;
         };
-        if lease::renew(&mut self.sql, me)? {
-            return Ok(());
+        match lease::holder(&mut self.sql) {
+            Ok(h) if h.as_ref().is_none_or(|h| h.holder != me.holder) => {
+                self.lose();
+                StoreError(self.lease_lost.clone().unwrap_or_default())
+            }
+            _ => e,
         }
-        self.lose();
-        Err(StoreError(self.lease_lost.clone().unwrap_or_default()))
     }
 
     /// Records that the lease is lost, naming the new holder if there is one.
@@ -262,7 +279,7 @@ impl<S: Sql> Db<S> {
         let sql = &mut self.sql;
         match w {
             Write::Tree(t) => {
-                sql.execute(
+                sql.write(
                     "INSERT INTO trees (id, name, scenario, kind, created, last_activity, seq, nodes, budget)
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
                      ON CONFLICT (id) DO UPDATE SET name = excluded.name, last_activity = excluded.last_activity,
@@ -282,17 +299,17 @@ impl<S: Sql> Db<S> {
                 reserve_tree(sql, t.id)?;
             }
             Write::ImportBegin { tree } => {
-                sql.execute(
+                sql.write(
                     "INSERT INTO imports (tree) VALUES ($1) ON CONFLICT (tree) DO NOTHING",
                     &[i(*tree)],
                 )?;
                 reserve_tree(sql, *tree)?;
             }
             Write::ImportEnd { tree } => {
-                sql.execute("DELETE FROM imports WHERE tree = $1", &[i(*tree)])?;
+                sql.write("DELETE FROM imports WHERE tree = $1", &[i(*tree)])?;
             }
             Write::Rename { tree, name } => {
-                sql.execute("UPDATE trees SET name = $1 WHERE id = $2", &[P::Text(name), i(*tree)])?;
+                sql.write("UPDATE trees SET name = $1 WHERE id = $2", &[P::Text(name), i(*tree)])?;
             }
             Write::Touch {
                 tree,
@@ -300,13 +317,13 @@ impl<S: Sql> Db<S> {
                 seq,
                 nodes,
             } => {
-                sql.execute(
+                sql.write(
                     "UPDATE trees SET last_activity = $1, seq = $2, nodes = $3 WHERE id = $4",
                     &[i(*last_activity), i(*seq), i(*nodes), i(*tree)],
                 )?;
             }
             Write::Node { tree, row } => {
-                sql.execute(
+                sql.write(
                     "INSERT INTO nodes (tree, id, parent, depth, edge_type, ops, status, error, created, finished, turns, records)
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
                      ON CONFLICT (tree, id) DO UPDATE SET status = excluded.status, error = excluded.error,
@@ -334,7 +351,7 @@ impl<S: Sql> Db<S> {
                 entries,
                 ..
             } => {
-                sql.execute(
+                sql.write(
                     "INSERT INTO logs (tree, node, idx, entries, crc) VALUES ($1, $2, $3, $4, $5)
                      ON CONFLICT (tree, node, idx) DO UPDATE SET entries = excluded.entries, crc = excluded.crc",
                     &[
@@ -353,13 +370,13 @@ impl<S: Sql> Db<S> {
                 chunks,
             } => {
                 for (key, bytes) in chunks {
-                    sql.execute(
+                    sql.write(
                         "INSERT INTO chunks (tree, node, ord, data) VALUES ($1, $2, $3, $4)
                          ON CONFLICT (tree, node, ord) DO NOTHING",
                         &[i(*tree), i(key.0), P::Int(key.1 as i64), P::Blob(bytes)],
                     )?;
                 }
-                sql.execute(
+                sql.write(
                     "INSERT INTO states (tree, node, data) VALUES ($1, $2, $3)
                      ON CONFLICT (tree, node) DO UPDATE SET data = excluded.data",
                     &[i(*tree), i(*node), P::Blob(data)],
@@ -370,7 +387,7 @@ impl<S: Sql> Db<S> {
                     let col = if table == "nodes" { "id" } else { "node" };
                     for batch in nodes.chunks(500) {
                         let list = batch.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
-                        sql.execute(
+                        sql.write(
                             &format!("DELETE FROM {table} WHERE tree = $1 AND {col} IN ({list})"),
                             &[i(*tree)],
                         )?;
@@ -378,35 +395,35 @@ impl<S: Sql> Db<S> {
                 }
             }
             Write::Sweep { tree, id, body } => {
-                sql.execute(
+                sql.write(
                     "INSERT INTO sweeps (tree, id, body) VALUES ($1, $2, $3)
                      ON CONFLICT (tree, id) DO UPDATE SET body = excluded.body",
                     &[i(*tree), i(*id), P::Text(body)],
                 )?;
             }
             Write::DeleteSweep { tree, id } => {
-                sql.execute("DELETE FROM sweeps WHERE tree = $1 AND id = $2", &[i(*tree), i(*id)])?;
+                sql.write("DELETE FROM sweeps WHERE tree = $1 AND id = $2", &[i(*tree), i(*id)])?;
             }
             Write::Applied { seq } => {
-                sql.execute("UPDATE journal SET applied = $1", &[i(*seq)])?;
+                sql.write("UPDATE journal SET applied = $1", &[i(*seq)])?;
             }
             Write::DeleteTree { tree } => delete_tree(sql, *tree)?,
             Write::Document { tree, body } => {
-                sql.execute(
+                sql.write(
                     "INSERT INTO documents (tree, body) VALUES ($1, $2)
                      ON CONFLICT (tree) DO UPDATE SET body = excluded.body",
                     &[i(*tree), P::Text(body)],
                 )?;
             }
             Write::Dataset { name, body } => {
-                sql.execute(
+                sql.write(
                     "INSERT INTO datasets (name, body) VALUES ($1, $2)
                      ON CONFLICT (name) DO UPDATE SET body = excluded.body",
                     &[P::Text(name), P::Text(body)],
                 )?;
             }
             Write::DeleteDataset { name } => {
-                sql.execute("DELETE FROM datasets WHERE name = $1", &[P::Text(name)])?;
+                sql.write("DELETE FROM datasets WHERE name = $1", &[P::Text(name)])?;
             }
         }
         Ok(())
@@ -415,37 +432,37 @@ impl<S: Sql> Db<S> {
 
 /// Keeps the stored next tree id past `tree` (it never goes down).
 fn reserve_tree<S: Sql>(sql: &mut S, tree: u64) -> StoreResult<()> {
-    sql.execute(
+    sql.write(
         "UPDATE counters SET value = $1 WHERE name = 'next_tree' AND value < $1",
         &[i(tree + 1)],
     )
-    .map(drop)
 }
 
 /// Deletes every row of a tree, and its import marker.
 fn delete_tree<S: Sql>(sql: &mut S, tree: u64) -> StoreResult<()> {
     for table in ["nodes", "states", "chunks", "logs", "sweeps", "documents"] {
-        sql.execute(&format!("DELETE FROM {table} WHERE tree = $1"), &[i(tree)])?;
+        sql.write(&format!("DELETE FROM {table} WHERE tree = $1"), &[i(tree)])?;
     }
-    sql.execute("DELETE FROM trees WHERE id = $1", &[i(tree)])?;
-    sql.execute("DELETE FROM imports WHERE tree = $1", &[i(tree)])?;
+    sql.write("DELETE FROM trees WHERE id = $1", &[i(tree)])?;
+    sql.write("DELETE FROM imports WHERE tree = $1", &[i(tree)])?;
     Ok(())
 }
 
 impl<S: Sql> Database for Db<S> {
     fn apply(&mut self, writes: &[Write]) -> StoreResult<()> {
-        self.sql.batch("BEGIN")?;
-        if let Err(e) = self.fence() {
-            let _ = self.sql.batch("ROLLBACK");
+        if let Some(lost) = &self.lease_lost {
+            return Err(StoreError(lost.clone()));
+        }
+        self.sql.begin()?;
+        let queued = match &self.lease {
+            Some(me) => lease::fence(&mut self.sql, me),
+            None => Ok(()),
+        };
+        if let Err(e) = queued.and_then(|()| writes.iter().try_for_each(|w| self.write_one(w))) {
+            self.sql.rollback();
             return Err(e);
         }
-        for w in writes {
-            if let Err(e) = self.write_one(w) {
-                let _ = self.sql.batch("ROLLBACK");
-                return Err(e);
-            }
-        }
-        self.sql.batch("COMMIT")
+        self.sql.commit().map_err(|e| self.lost_or(e))
     }
 
     fn trees(&mut self) -> StoreResult<Vec<TreeRow>> {
@@ -643,14 +660,14 @@ impl<S: Sql> Database for Db<S> {
         if found.is_empty() {
             return Ok(found);
         }
-        self.sql.batch("BEGIN")?;
+        self.sql.begin()?;
         for (tree, _) in &found {
             if let Err(e) = delete_tree(&mut self.sql, *tree) {
-                let _ = self.sql.batch("ROLLBACK");
+                self.sql.rollback();
                 return Err(e);
             }
         }
-        self.sql.batch("COMMIT")?;
+        self.sql.commit()?;
         Ok(found)
     }
 
