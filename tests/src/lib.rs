@@ -172,9 +172,18 @@ impl Server {
 
     /// Stops the server as Ctrl-C does (it closes its store cleanly) and waits for it.
     pub fn interrupt(&mut self) {
+        self.signal_and_wait(libc::SIGINT);
+    }
+
+    /// Stops the server as `docker stop` or Kubernetes do (SIGTERM) and waits for it.
+    pub fn terminate(&mut self) {
+        self.signal_and_wait(libc::SIGTERM);
+    }
+
+    fn signal_and_wait(&mut self, signal: i32) {
         // SAFETY: a signal to our own child's pid; no memory is involved.
         unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGINT);
+            libc::kill(self.child.id() as i32, signal);
         }
         let _ = self.child.wait();
     }

@@ -130,9 +130,13 @@ async fn a_graceful_stop_releases_the_lease_at_once() {
     let t = first.create("simple_chat").await;
     first.interrupt(); // Ctrl-C: the store closes and deletes its lease row
     let started = Instant::now();
-    let second = Server::try_start_env(&f, &[]).expect("the database is free after a graceful stop");
+    let mut second = Server::try_start_env(&f, &[]).expect("the database is free after Ctrl-C");
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(tree_ids(&second).await, [t]);
+    // SIGTERM (docker stop, Kubernetes) is a graceful stop too.
+    second.terminate();
+    let third = Server::try_start_env(&f, &[]).expect("the database is free after SIGTERM");
+    assert_eq!(tree_ids(&third).await, [t]);
 }
 
 /// Ids are taken from the database in one statement: two store instances (as two processes
