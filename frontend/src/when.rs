@@ -5,6 +5,7 @@
 //! clock gives `now`. A time a little in the future (clocks differ) reads as "just now".
 
 use crate::i18n::Lang;
+use simtree_shared::time::civil;
 
 const MINUTE: u64 = 60_000;
 const HOUR: u64 = 60 * MINUTE;
@@ -43,20 +44,6 @@ pub fn date(ms: u64) -> String {
 pub fn timestamp(ms: u64) -> String {
     let in_day = ms % DAY;
     format!("{} {:02}:{:02} UTC", date(ms), in_day / HOUR, in_day % HOUR / MINUTE)
-}
-
-/// Year, month, day of a count of days since 1970-01-01 (Howard Hinnant's `civil_from_days`).
-fn civil(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + u64::from(m <= 2);
-    (y, m, d)
 }
 
 #[cfg(test)]

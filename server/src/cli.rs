@@ -157,6 +157,12 @@ pub struct StorageArgs {
     /// Largest import in bytes (imports stream into the store; `--max-body-bytes` does not apply).
     #[arg(long, default_value_t = Limits::default().max_import_bytes)]
     pub max_import_bytes: u64,
+    /// PostgreSQL: length of the server lease in seconds (one server per database). It is
+    /// renewed every sixth of that; a server that died without releasing it holds the database
+    /// until it lapses.
+    #[arg(long, env = "SIMTREE_LEASE_SECS", default_value_t = crate::store::lease::DEFAULT_LEASE.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub lease_secs: u64,
 }
 
 impl StorageArgs {
@@ -166,7 +172,8 @@ impl StorageArgs {
             return Ok(None);
         }
         if let Some(url) = &self.database_url {
-            return crate::store::Store::open_postgres(url)
+            let lease = std::time::Duration::from_secs(self.lease_secs);
+            return crate::store::Store::open_postgres_with(url, Some(lease))
                 .map(Some)
                 .map_err(|e| format!("cannot open the PostgreSQL database: {e}"));
         }
@@ -827,6 +834,7 @@ fn uploaded_market(a: &RunArgs, name: &str) -> Result<Arc<MarketData>, String> {
         database_url: a.database_url.clone(),
         cache_mb: 0,
         max_import_bytes: 0,
+        lease_secs: crate::store::lease::DEFAULT_LEASE.as_secs(),
     };
     let store = storage.open()?.ok_or("no store to read the dataset from")?;
     let rows = store.read(|db| db.datasets()).map_err(|e| e.to_string())?;

@@ -19,7 +19,7 @@ pub use persist::{MAX_NAME_CHARS, Meta};
 pub use sweep::SweepData;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use dashmap::DashMap;
@@ -320,7 +320,7 @@ impl Workbench {
             )));
         }
         self.writable()?;
-        let id = self.next_tree.fetch_add(1, Ordering::SeqCst);
+        let id = self.new_tree_id()?;
         let kind = tree.sim(0)?.sim_kind();
         let now = crate::store::now_ms();
         let name = name.unwrap_or_else(|| tree.scenario.clone());

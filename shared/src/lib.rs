@@ -13,6 +13,7 @@ mod event;
 mod library;
 mod social;
 mod sweep;
+pub mod time;
 pub mod trading;
 mod view;
 

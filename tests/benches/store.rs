@@ -9,9 +9,9 @@
 //!   with a 512 MB cache — each in a child process of its own.
 //!
 //! `SIMTREE_BENCH_CHAIN_ONLY=1` stops after the first figure (the others take minutes);
-//! `SIMTREE_BENCH_CHAIN_REPEAT=n` times the SQLite and ephemeral chains n times each instead
-//! (`SIMTREE_BENCH_CHAIN_KIND=sqlite|ephemeral`: only one of them; `SIMTREE_BENCH_STEPS=1`: each
-//! chain's step times too).
+//! `SIMTREE_BENCH_CHAIN_REPEAT=n` times the SQLite, ephemeral and PostgreSQL chains n times each
+//! instead, then their medians (`SIMTREE_BENCH_CHAIN_KIND=sqlite|ephemeral|postgres`: only one
+//! of them; `SIMTREE_BENCH_STEPS=1`: each chain's step times too).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -255,13 +255,24 @@ async fn main_bench() {
         .ok()
         .and_then(|n| n.parse::<usize>().ok())
     {
-        // `SIMTREE_BENCH_CHAIN_KIND=sqlite|ephemeral`: only that one (to profile it alone).
+        // `SIMTREE_BENCH_CHAIN_KIND=sqlite|ephemeral|postgres`: only that one (to profile it alone).
         let kind = std::env::var("SIMTREE_BENCH_CHAIN_KIND").unwrap_or_default();
         chain(&workbench(None, 512), 200).await;
+        // One PostgreSQL for every round (a fresh database per chain would time its start-up).
+        let pg = (kind.is_empty() || kind == "postgres").then(simtree_e2e::Postgres::start);
+        let postgres = || {
+            let url = &pg.as_ref().expect("started").url;
+            Some(Store::open_postgres(url).unwrap())
+        };
+        let mut rounds: Vec<[f64; 3]> = Vec::new();
         for i in 0..n {
             let dir = temp(&format!("repeat{i}"));
             if !kind.is_empty() {
-                let store = (kind == "sqlite").then(|| Store::open_sqlite(&dir).unwrap());
+                let store = match kind.as_str() {
+                    "sqlite" => Some(Store::open_sqlite(&dir).unwrap()),
+                    "postgres" => postgres(),
+                    _ => None,
+                };
                 let (took, _, _) = chain(&workbench(store, 512), 200).await;
                 println!("chain of 200 ({kind}): {:.0} ms", ms(took));
                 let _ = std::fs::remove_dir_all(&dir);
@@ -269,13 +280,33 @@ async fn main_bench() {
             }
             let (sqlite, _, _) = chain(&workbench(Some(Store::open_sqlite(&dir).unwrap()), 512), 200).await;
             let (ephemeral, _, _) = chain(&workbench(None, 512), 200).await;
+            let (pg_took, _, _) = chain(&workbench(postgres(), 512), 200).await;
             println!(
-                "chain of 200: ephemeral {:.0} ms, SQLite {:.0} ms ({:.2}x)",
+                "chain of 200: ephemeral {:.0} ms, SQLite {:.0} ms ({:.2}x), PostgreSQL {:.0} ms ({:.2}x)",
                 ms(ephemeral),
                 ms(sqlite),
-                sqlite.as_secs_f64() / ephemeral.as_secs_f64()
+                sqlite.as_secs_f64() / ephemeral.as_secs_f64(),
+                ms(pg_took),
+                pg_took.as_secs_f64() / ephemeral.as_secs_f64()
             );
+            rounds.push([ms(ephemeral), ms(sqlite), ms(pg_took)]);
             let _ = std::fs::remove_dir_all(&dir);
+        }
+        if !rounds.is_empty() {
+            // Medians per column: a shared machine's outliers do not move them.
+            let median = |c: usize| {
+                let mut v: Vec<f64> = rounds.iter().map(|r| r[c]).collect();
+                v.sort_by(f64::total_cmp);
+                v[v.len() / 2]
+            };
+            let (e, s, p) = (median(0), median(1), median(2));
+            println!(
+                "medians of {n}: ephemeral {e:.0} ms, SQLite {s:.0} ms, PostgreSQL {p:.0} ms; \
+                 the store's share (minus ephemeral): SQLite {:.0} ms, PostgreSQL {:.0} ms; PostgreSQL/SQLite {:.2}x",
+                s - e,
+                p - e,
+                p / s
+            );
         }
         return;
     }

@@ -93,6 +93,12 @@ impl Server {
 
     /// Starts the server with extra `serve` flags and environment variables.
     pub fn start_env(flags: &[&str], env: &[(&str, &str)]) -> Server {
+        Server::try_start_env(flags, env).unwrap_or_else(|e| panic!("the server did not start: {e}"))
+    }
+
+    /// Starts the server, or returns what it printed on stderr and how it exited when it stops
+    /// before listening (a refused start). Its stderr is passed on to the test's as it comes.
+    pub fn try_start_env(flags: &[&str], env: &[(&str, &str)]) -> Result<Server, String> {
         let bin = simtree_bin();
         assert!(
             bin.exists(),
@@ -109,20 +115,53 @@ impl Server {
             .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
             .envs(env.iter().copied())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("spawn simtree");
         let stdout = child.stdout.take().expect("stdout");
+        let stderr = child.stderr.take().expect("stderr");
+        // The first lines of stderr are kept for a refused start; all of it is passed on.
+        let said = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let kept = said.clone();
+        let relay = std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                eprintln!("{line}");
+                let mut k = kept.lock().unwrap_or_else(|p| p.into_inner());
+                if k.len() < 64 << 10 {
+                    k.push_str(&line);
+                    k.push('\n');
+                }
+            }
+        });
         let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("read the listening line");
+        let _ = BufReader::new(stdout).read_line(&mut line);
         let addr = listening_address(&line);
-        assert!(!addr.is_empty(), "unexpected first line: {line:?}");
-        Server {
+        if addr.is_empty() {
+            let status = child.wait().expect("wait for simtree");
+            let _ = relay.join();
+            let said = said.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            return Err(format!("{status}; first line {line:?}; stderr:\n{said}"));
+        }
+        Ok(Server {
             child,
             base: format!("http://{addr}"),
             http: reqwest::Client::new(),
+        })
+    }
+
+    /// Starts the server once the database it names is free: a start refused because another
+    /// server holds the database's lease (a server just killed) is tried again every 100 ms,
+    /// for up to `within`.
+    pub fn start_when_free(flags: &[&str], within: Duration) -> Server {
+        let until = std::time::Instant::now() + within;
+        loop {
+            match Server::try_start_env(flags, &[]) {
+                Ok(s) => return s,
+                Err(e) if e.contains("already served") && std::time::Instant::now() < until => {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(e) => panic!("the server did not start: {e}"),
+            }
         }
     }
 
@@ -133,9 +172,18 @@ impl Server {
 
     /// Stops the server as Ctrl-C does (it closes its store cleanly) and waits for it.
     pub fn interrupt(&mut self) {
+        self.signal_and_wait(libc::SIGINT);
+    }
+
+    /// Stops the server as `docker stop` or Kubernetes do (SIGTERM) and waits for it.
+    pub fn terminate(&mut self) {
+        self.signal_and_wait(libc::SIGTERM);
+    }
+
+    fn signal_and_wait(&mut self, signal: i32) {
         // SAFETY: a signal to our own child's pid; no memory is involved.
         unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGINT);
+            libc::kill(self.child.id() as i32, signal);
         }
         let _ = self.child.wait();
     }
@@ -341,6 +389,37 @@ pub async fn post_streamed(s: &Server, path: &str, content_type: &str, body: Vec
     })
     .await
     .expect("the request's thread")
+}
+
+/// Advances a chain in tree `tree` of the server at `base` for `secs`, one single-turn advance
+/// after another, while the test does something to the store; returns the acknowledged children
+/// in order and how many advances answered 503. Any other status fails the test: a store that
+/// cannot take writes must refuse them, never answer 5xx otherwise.
+pub async fn advances_for(base: String, http: reqwest::Client, tree: u64, secs: Duration) -> (Vec<u64>, u32) {
+    let (mut acked, mut refused, mut parent) = (Vec::new(), 0, 0u64);
+    let until = std::time::Instant::now() + secs;
+    while std::time::Instant::now() < until {
+        let r = http
+            .post(format!("{base}/devui/simtree/{tree}/advance"))
+            .json(&serde_json::json!({"parent": parent, "turns": 1}))
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        let reply: Value = r.json().await.unwrap();
+        match status {
+            200 => {
+                parent = reply["child"].as_u64().unwrap();
+                acked.push(parent);
+            }
+            503 => {
+                refused += 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            other => panic!("{other}: {reply}"),
+        }
+    }
+    (acked, refused)
 }
 
 /// A private, throw-away PostgreSQL (Debian's `postgresql` package) on a free loopback port with

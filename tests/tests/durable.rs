@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use simtree_e2e::{Postgres, Server, ok, own_entries, post_streamed, text};
+use simtree_e2e::{Postgres, Server, advances_for, ok, own_entries, post_streamed, text};
 
 struct Backend {
     flags: Vec<String>,
@@ -36,7 +36,14 @@ fn sqlite(name: &str) -> Backend {
 fn postgres() -> Backend {
     let pg = Postgres::start();
     Backend {
-        flags: vec!["--database-url".into(), pg.url.clone()],
+        // A short server lease: these tests kill a server and start the next at once, which
+        // waits for the killed one's lease to lapse (tests/tests/teams.rs tests the lease).
+        flags: vec![
+            "--database-url".into(),
+            pg.url.clone(),
+            "--lease-secs".into(),
+            "1".into(),
+        ],
         _pg: Some(pg),
         _dir: None,
     }
@@ -46,7 +53,10 @@ impl Backend {
     fn start(&self, extra: &[&str]) -> Server {
         let mut flags: Vec<&str> = self.flags.iter().map(String::as_str).collect();
         flags.extend_from_slice(extra);
-        Server::start_with(&flags)
+        match self._pg {
+            Some(_) => Server::start_when_free(&flags, Duration::from_secs(10)),
+            None => Server::start_with(&flags),
+        }
     }
 }
 
@@ -807,46 +817,21 @@ async fn damaged_rows_are_named_and_an_emptied_database_is_refused() {
 #[tokio::test(flavor = "multi_thread")]
 async fn postgres_restarted_under_load_loses_nothing_acknowledged() {
     let pg = Postgres::start();
-    let flags = ["--database-url", pg.url.as_str()];
+    let flags = ["--database-url", pg.url.as_str(), "--lease-secs", "1"];
     let mut s = Server::start_with(&flags);
     let t = s.create("simple_chat").await;
-    let (base, http) = (s.base.clone(), s.http.clone());
-    let load = tokio::spawn(async move {
-        let (mut acked, mut refused, mut parent) = (Vec::new(), 0, 0u64);
-        let until = std::time::Instant::now() + Duration::from_secs(4);
-        while std::time::Instant::now() < until {
-            let r = http
-                .post(format!("{base}/devui/simtree/{t}/advance"))
-                .json(&json!({"parent": parent, "turns": 1}))
-                .send()
-                .await
-                .unwrap();
-            let status = r.status().as_u16();
-            let reply: Value = r.json().await.unwrap();
-            match status {
-                200 => {
-                    parent = reply["child"].as_u64().unwrap();
-                    acked.push(parent);
-                }
-                503 => {
-                    refused += 1;
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-                other => panic!("{other}: {reply}"),
-            }
-        }
-        (acked, refused, parent)
-    });
+    let load = tokio::spawn(advances_for(s.base.clone(), s.http.clone(), t, Duration::from_secs(4)));
     tokio::time::sleep(Duration::from_millis(1000)).await;
     tokio::task::block_in_place(|| pg.restart());
-    let (mut acked, refused, parent) = load.await.unwrap();
+    let (mut acked, refused) = load.await.unwrap();
+    let parent = *acked.last().expect("advances were stored");
     eprintln!("across the restart: {} advances stored, {refused} refused", acked.len());
     assert!(acked.len() > 10, "the load went on after the restart");
     acked.push(advance(&s, t, parent, 1).await);
     // Everything acknowledged is in the database: a new server reads it all back, and nothing
     // that was refused.
     s.stop();
-    let s = Server::start_with(&flags);
+    let s = Server::start_when_free(&flags, Duration::from_secs(10));
     let stored = |mut ids: Vec<u64>| {
         ids.sort_unstable();
         ids

@@ -338,17 +338,9 @@ fn two_ticker_csv(days: usize) -> String {
     csv
 }
 
-/// `YYYY-MM-DD` of a day number since 1970-01-01 (civil-from-days).
+/// `YYYY-MM-DD` of a day number since 1970-01-01.
 fn day_name(z: i64) -> String {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let (y, m, d) = simtree_shared::time::civil(z as u64);
     format!("{y:04}-{m:02}-{d:02}")
 }
 

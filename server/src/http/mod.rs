@@ -143,7 +143,7 @@ pub fn router(app: Arc<AppState>) -> Router {
         .with_state(app)
 }
 
-/// Binds `addr` and serves until ctrl-c. The first line printed is the address to open (with
+/// Binds `addr` and serves until ctrl-c (SIGINT) or SIGTERM. The first line printed is the address to open (with
 /// the token when there is one; tests read it, so keep its shape).
 pub async fn serve(app: Arc<AppState>, addr: SocketAddr) -> std::io::Result<()> {
     let fds = listener::raise_fd_limit();
@@ -161,10 +161,25 @@ pub async fn serve(app: Arc<AppState>, addr: SocketAddr) -> std::io::Result<()> 
         .limits
         .max_connections
         .min(fds.saturating_sub(256).max(64) as usize);
-    listener::serve(listener, router(app), cap, async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
-    .await
+    listener::serve(listener, router(app), cap, stop_requested()).await
+}
+
+/// Ctrl-C (SIGINT), or SIGTERM — what `docker stop`, Kubernetes and systemd send. Either way
+/// the server stops listening and the store closes cleanly (with PostgreSQL it releases the
+/// server lease, so a replacement starts at once).
+async fn stop_requested() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
 }
 
 /// Adds to a web UI page's answer a `Link` header that has the browser fetch, as the answer

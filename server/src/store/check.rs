@@ -36,9 +36,7 @@ fn open(dir: &Path) -> Result<Db<Sqlite>, String> {
         ));
     }
     refuse_emptied(dir, &file).map_err(|e| e.0)?;
-    let mut db = Db {
-        sql: Sqlite::open(&file).map_err(|e| e.0)?,
-    };
+    let mut db = Db::new(Sqlite::open(&file).map_err(|e| e.0)?);
     db.migrate().map_err(|e| e.0)?;
     Ok(db)
 }

@@ -20,6 +20,7 @@
 
 pub mod check;
 mod journal;
+pub mod lease;
 mod postgres;
 mod sql;
 mod sqlite;
@@ -265,6 +266,23 @@ pub trait Database: Send {
     }
     /// The next tree id to hand out: never one a tree had, listed, deleted or half-imported.
     fn next_tree(&mut self) -> StoreResult<u64>;
+    /// Takes the next tree id from the stored counter, atomically and durably: processes
+    /// sharing the database never get the same one (PostgreSQL; a SQLite folder has one
+    /// process, which counts in memory from [`Self::next_tree`]).
+    fn take_tree_id(&mut self) -> StoreResult<u64> {
+        Err(StoreError("this store does not hand out tree ids".into()))
+    }
+    /// Renews the server lease, if this store holds one (see `store/lease.rs`); finding it lost
+    /// is not an error here but [`Self::lease_lost`] from then on.
+    fn heartbeat(&mut self) -> StoreResult<()> {
+        Ok(())
+    }
+    /// Why writes are refused for good: the server lease was lost.
+    fn lease_lost(&self) -> Option<String> {
+        None
+    }
+    /// Gives the server lease up (the store is closing).
+    fn release_lease(&mut self) {}
     /// Deletes the rows of imports that never completed (the server stopped mid-import), in
     /// one transaction; returns each such tree with the number of node rows it had.
     fn abandoned_imports(&mut self) -> StoreResult<Vec<(u64, u64)>>;
@@ -318,6 +336,9 @@ pub struct Store {
     front: Option<Arc<Front>>,
     /// `sqlite:<file>` or `postgresql` (the URL is not repeated: it may hold a password).
     pub location: String,
+    /// Tree ids are taken from the database ([`Store::take_tree_id`]): PostgreSQL, which other
+    /// processes may share. A SQLite folder has one process, which counts in memory.
+    ids_from_database: bool,
 }
 
 use std::sync::Mutex;
@@ -393,9 +414,7 @@ impl Store {
             .map_err(|e| StoreError(format!("cannot create the data folder {}: {e}", dir.display())))?;
         let file = dir.join("simtree.db");
         refuse_emptied(dir, &file)?;
-        let mut db = sql::Db {
-            sql: sqlite::Sqlite::open(&file)?,
-        };
+        let mut db = sql::Db::new(sqlite::Sqlite::open(&file)?);
         db.migrate()?;
         let (journal, applied) = replay(&mut db, &dir.join("simtree.journal"))?;
         let front = Arc::new(Front {
@@ -406,25 +425,37 @@ impl Store {
         Store::start(Box::new(db), format!("sqlite:{}", file.display()), front)
     }
 
+    /// Opens a PostgreSQL database and takes its server lease of the default length.
     pub fn open_postgres(url: &str) -> StoreResult<Store> {
+        Store::open_postgres_with(url, Some(lease::DEFAULT_LEASE))
+    }
+
+    /// Opens a PostgreSQL database; with `lease`, takes the server lease for that long (refused
+    /// while another process holds it), renews it from the store thread and releases it on close.
+    /// Without one, nothing guards the database against a second writer: only for what takes ids
+    /// or reads (tests, tools).
+    pub fn open_postgres_with(url: &str, lease: Option<std::time::Duration>) -> StoreResult<Store> {
         let url = url.to_string();
         // The client is created on the store's thread: it must never run inside the server's runtime.
         let (tx, rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("simtree-store".into())
             .spawn(move || {
-                let db = postgres::Postgres::connect(&url).map(|sql| sql::Db { sql });
-                match db {
-                    Ok(mut db) => match db.migrate() {
-                        Ok(()) => {
-                            let mailbox = Arc::new(Mailbox::default());
-                            let _ = tx.send(Ok(mailbox.clone()));
-                            run(&mut db, &mailbox, None);
-                        }
-                        Err(e) => {
-                            let _ = tx.send(Err(e));
-                        }
-                    },
+                let opened = postgres::Postgres::connect(&url).and_then(|sql| {
+                    let mut db = sql::Db::new(sql);
+                    db.migrate()?;
+                    if let Some(length) = lease {
+                        db.take_lease(lease::Lease::this_process(length))?;
+                    }
+                    Ok(db)
+                });
+                match opened {
+                    Ok(mut db) => {
+                        let mailbox = Arc::new(Mailbox::default());
+                        let _ = tx.send(Ok(mailbox.clone()));
+                        let heartbeat = db.lease.as_ref().map(lease::Lease::heartbeat);
+                        run(&mut db, &mailbox, None, heartbeat);
+                    }
                     Err(e) => {
                         let _ = tx.send(Err(e));
                     }
@@ -437,6 +468,7 @@ impl Store {
             thread: Some(thread),
             front: None,
             location: "postgresql".into(),
+            ids_from_database: true,
         })
     }
 
@@ -446,13 +478,14 @@ impl Store {
         let theirs_front = front.clone();
         let thread = std::thread::Builder::new()
             .name("simtree-store".into())
-            .spawn(move || run(&mut *db, &theirs, Some(theirs_front)))
+            .spawn(move || run(&mut *db, &theirs, Some(theirs_front), None))
             .map_err(|e| StoreError(e.to_string()))?;
         Ok(Store {
             mailbox,
             thread: Some(thread),
             front: Some(front),
             location,
+            ids_from_database: false,
         })
     }
 
@@ -504,8 +537,25 @@ impl Store {
     /// Why the store cannot take writes now (its last commit failed: a full disk, a lost
     /// database), or `None`. The store thread retries every second, so this clears by itself
     /// once the cause is gone.
+    /// A lost server lease is reported here too, for good.
     pub fn fault(&self) -> Option<String> {
-        self.mailbox.fault.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        let lost = self
+            .mailbox
+            .lease_lost
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        lost.or_else(|| self.mailbox.fault.lock().unwrap_or_else(|p| p.into_inner()).clone())
+    }
+
+    /// A new tree id, or `None` when the caller counts them itself (a SQLite folder, whose one
+    /// process counts in memory from [`Database::next_tree`]). With PostgreSQL the id is taken
+    /// from the database's counter in one statement, so no two processes get the same one.
+    pub fn take_tree_id(&self) -> StoreResult<Option<u64>> {
+        if !self.ids_from_database {
+            return Ok(None);
+        }
+        self.read(|db| db.take_tree_id()).map(Some)
     }
 
     /// Runs `f` on the database after every write queued so far, and waits for its answer.
@@ -555,6 +605,8 @@ struct Mailbox {
     ready: std::sync::Condvar,
     /// Why the last commit failed, until one succeeds (`/ready` reports it).
     fault: Mutex<Option<String>>,
+    /// Why writes are refused for good: the server lease was lost.
+    lease_lost: Mutex<Option<String>>,
 }
 
 #[derive(Default)]
@@ -775,7 +827,9 @@ impl Committer {
 }
 
 /// The store thread: commits queued writes in batches, answers reads and flushes in order.
-fn run(db: &mut dyn Database, mailbox: &Mailbox, front: Option<Arc<Front>>) {
+/// With `heartbeat`, the server lease is renewed that often (see `store/lease.rs`) and released
+/// when the store closes.
+fn run(db: &mut dyn Database, mailbox: &Mailbox, front: Option<Arc<Front>>, heartbeat: Option<std::time::Duration>) {
     let _ended = Ended(mailbox);
     // What was deleted: a run stopped by a deletion may still queue a few log entries after it,
     // and they must not leave rows behind (ids are never reused, so this is exact).
@@ -787,17 +841,24 @@ fn run(db: &mut dyn Database, mailbox: &Mailbox, front: Option<Arc<Front>>) {
     // follows (journaled writes are durable already; others are log entries nobody waits for).
     // A flush waiting for a commit, a read, or a long queue commits at once.
     let mut oldest: Option<std::time::Instant> = None;
+    let mut beat = heartbeat.map(|every| std::time::Instant::now() + every);
     loop {
         // While commits fail, wake every second to retry (or probe), so that the store recovers
         // by itself once space or the database is back.
         let retry = c.fault.as_ref().map(|_| std::time::Instant::now() + RETRY);
-        let deadline = match (oldest.map(|t| t + GROUP), retry) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let deadline = [oldest.map(|t| t + GROUP), retry, beat].into_iter().flatten().min();
         let Some(msgs) = mailbox.take(deadline) else {
             break;
         };
+        if let (Some(at), Some(every)) = (beat, heartbeat)
+            && std::time::Instant::now() >= at
+        {
+            // A database that is away fails this too; it is reported by commits and `/ready`.
+            if let Err(e) = db.heartbeat() {
+                tracing::debug!(error = %e, "the server lease could not be renewed now");
+            }
+            beat = Some(std::time::Instant::now() + every);
+        }
         for msg in msgs {
             match msg {
                 Msg::Write(w) => {
@@ -828,8 +889,23 @@ fn run(db: &mut dyn Database, mailbox: &Mailbox, front: Option<Arc<Front>>) {
         if *fault != c.fault {
             fault.clone_from(&c.fault);
         }
+        drop(fault);
+        if let Some(lost) = db.lease_lost() {
+            mailbox
+                .lease_lost
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get_or_insert(lost);
+        }
     }
     c.commit(db, &mut writes, &mut flushes);
+    if c.fault.is_none() {
+        db.release_lease();
+    } else {
+        // Writes are left that could not be stored: the lease lapses by itself instead, so that
+        // the next server starts after this one's last attempts.
+        tracing::warn!("the store closes with writes it could not store; its server lease lapses by itself");
+    }
 }
 
 /// How often a store whose commits fail tries again.
@@ -1261,11 +1337,9 @@ mod journal_tests {
         store.write(Write::Tree(tree_row(1, "first")));
         store.flush().unwrap();
         drop(store);
-        let applied = sql::Db {
-            sql: sqlite::Sqlite::open(&dir.join("simtree.db")).unwrap(),
-        }
-        .journal_applied()
-        .unwrap();
+        let applied = sql::Db::new(sqlite::Sqlite::open(&dir.join("simtree.db")).unwrap())
+            .journal_applied()
+            .unwrap();
         let path = dir.join("simtree.journal");
         (dir, path, applied)
     }

@@ -7,6 +7,7 @@
 
 use simtree_shared::{EdgeType, NodeStatus, Op, SimKind};
 
+use super::lease::{self, Lease};
 use super::{Database, LogRow, NodeRow, ScenarioRow, StoreError, StoreResult, TreeRow, Write};
 use crate::chunks::ChunkKey;
 
@@ -71,6 +72,24 @@ pub trait Sql: Send {
     fn query(&mut self, sql: &str, params: &[P<'_>]) -> StoreResult<Vec<Vec<Cell>>>;
     /// Several statements without parameters (schema, BEGIN/COMMIT).
     fn batch(&mut self, sql: &str) -> StoreResult<()>;
+    /// Starts a write transaction: the statements given to [`Sql::write`] until [`Sql::commit`]
+    /// are one transaction.
+    fn begin(&mut self) -> StoreResult<()> {
+        self.batch("BEGIN")
+    }
+    /// A statement of the write transaction, whose result is not needed: SQLite runs it now;
+    /// PostgreSQL queues it and sends the whole transaction at once, at commit (one round trip).
+    /// An error may therefore show only at commit.
+    fn write(&mut self, sql: &str, params: &[P<'_>]) -> StoreResult<()> {
+        self.execute(sql, params).map(drop)
+    }
+    fn commit(&mut self) -> StoreResult<()> {
+        self.batch("COMMIT")
+    }
+    /// Abandons the write transaction (after a failed [`Sql::write`]).
+    fn rollback(&mut self) {
+        let _ = self.batch("ROLLBACK");
+    }
     /// `BLOB` or `BYTEA`.
     fn blob_type(&self) -> &'static str;
     /// A check that writes can succeed beyond what a row update shows (SQLite: a scratch file
@@ -82,6 +101,9 @@ pub trait Sql: Send {
     fn ping(&mut self) -> StoreResult<()> {
         Ok(())
     }
+    /// The database's clock in Unix milliseconds, as an SQL expression (the server lease is
+    /// timed by it, so that hosts whose clocks disagree agree on when a lease lapses).
+    fn now_ms_sql(&self) -> &'static str;
 }
 
 /// Schema versions, applied in order at start-up; each runs once, in a transaction.
@@ -123,6 +145,11 @@ const MIGRATIONS: &[&str] = &[
     "CREATE TABLE scenarios (id TEXT NOT NULL, version BIGINT NOT NULL, saved BIGINT NOT NULL,
         body TEXT NOT NULL, PRIMARY KEY (id, version));
      CREATE TABLE origins (tree BIGINT PRIMARY KEY, scenario TEXT NOT NULL, version BIGINT NOT NULL);",
+    // 8 (issue 26): server lease — the one server a PostgreSQL database has until runs are
+    // jobs (`store/lease.rs`): its holder, host and pid, when it was acquired and when it expires
+    // (Unix ms, the database's clock). Unused on SQLite, whose data folder is locked instead.
+    "CREATE TABLE lease (name TEXT PRIMARY KEY, holder TEXT NOT NULL, host TEXT NOT NULL, pid BIGINT NOT NULL,
+        acquired BIGINT NOT NULL, expires BIGINT NOT NULL);",
 ];
 
 /// The schema version this build writes.
@@ -130,6 +157,11 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 pub struct Db<S: Sql> {
     pub sql: S,
+    /// The server lease this process holds (PostgreSQL): every write transaction renews it first,
+    /// and is refused once it is lost.
+    pub lease: Option<Lease>,
+    /// Why writes are refused for good: the lease was lost (see `store/lease.rs`).
+    lease_lost: Option<String>,
 }
 
 fn i(v: u64) -> P<'static> {
@@ -162,6 +194,47 @@ fn parse_enum<T: serde::de::DeserializeOwned>(s: &str) -> StoreResult<T> {
 }
 
 impl<S: Sql> Db<S> {
+    pub fn new(sql: S) -> Db<S> {
+        Db {
+            sql,
+            lease: None,
+            lease_lost: None,
+        }
+    }
+
+    /// Takes the server lease `me` (after [`Self::migrate`]); refused, naming the holder, while
+    /// another process holds it.
+    pub fn take_lease(&mut self, me: Lease) -> StoreResult<()> {
+        if let Err(other) = lease::take(&mut self.sql, &me)? {
+            return Err(lease::refusal(&other));
+        }
+        self.lease = Some(me);
+        Ok(())
+    }
+
+    /// A failed commit's error, or — when the lease's fence refused it (another process holds the
+    /// lease now) — the lost lease's.
+    fn lost_or(&mut self, e: StoreError) -> StoreError {
+        let Some(me) = &self.lease else {
+            return e;
+        };
+        match lease::holder(&mut self.sql) {
+            Ok(h) if h.as_ref().is_none_or(|h| h.holder != me.holder) => {
+                self.lose();
+                StoreError(self.lease_lost.clone().unwrap_or_default())
+            }
+            _ => e,
+        }
+    }
+
+    /// Records that the lease is lost, naming the new holder if there is one.
+    fn lose(&mut self) {
+        let by = lease::holder(&mut self.sql).ok().flatten();
+        let message = lease::lost(by.as_ref());
+        tracing::error!("{message}");
+        self.lease_lost = Some(message);
+    }
+
     /// Creates the schema or brings it up to date. A database written by a newer build is refused.
     pub fn migrate(&mut self) -> StoreResult<()> {
         self.sql
@@ -212,7 +285,7 @@ impl<S: Sql> Db<S> {
         let sql = &mut self.sql;
         match w {
             Write::Tree(t) => {
-                sql.execute(
+                sql.write(
                     "INSERT INTO trees (id, name, scenario, kind, created, last_activity, seq, nodes, budget)
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
                      ON CONFLICT (id) DO UPDATE SET name = excluded.name, last_activity = excluded.last_activity,
@@ -232,17 +305,17 @@ impl<S: Sql> Db<S> {
                 reserve_tree(sql, t.id)?;
             }
             Write::ImportBegin { tree } => {
-                sql.execute(
+                sql.write(
                     "INSERT INTO imports (tree) VALUES ($1) ON CONFLICT (tree) DO NOTHING",
                     &[i(*tree)],
                 )?;
                 reserve_tree(sql, *tree)?;
             }
             Write::ImportEnd { tree } => {
-                sql.execute("DELETE FROM imports WHERE tree = $1", &[i(*tree)])?;
+                sql.write("DELETE FROM imports WHERE tree = $1", &[i(*tree)])?;
             }
             Write::Rename { tree, name } => {
-                sql.execute("UPDATE trees SET name = $1 WHERE id = $2", &[P::Text(name), i(*tree)])?;
+                sql.write("UPDATE trees SET name = $1 WHERE id = $2", &[P::Text(name), i(*tree)])?;
             }
             Write::Touch {
                 tree,
@@ -250,13 +323,13 @@ impl<S: Sql> Db<S> {
                 seq,
                 nodes,
             } => {
-                sql.execute(
+                sql.write(
                     "UPDATE trees SET last_activity = $1, seq = $2, nodes = $3 WHERE id = $4",
                     &[i(*last_activity), i(*seq), i(*nodes), i(*tree)],
                 )?;
             }
             Write::Node { tree, row } => {
-                sql.execute(
+                sql.write(
                     "INSERT INTO nodes (tree, id, parent, depth, edge_type, ops, status, error, created, finished, turns, records)
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
                      ON CONFLICT (tree, id) DO UPDATE SET status = excluded.status, error = excluded.error,
@@ -284,7 +357,7 @@ impl<S: Sql> Db<S> {
                 entries,
                 ..
             } => {
-                sql.execute(
+                sql.write(
                     "INSERT INTO logs (tree, node, idx, entries, crc) VALUES ($1, $2, $3, $4, $5)
                      ON CONFLICT (tree, node, idx) DO UPDATE SET entries = excluded.entries, crc = excluded.crc",
                     &[
@@ -303,13 +376,13 @@ impl<S: Sql> Db<S> {
                 chunks,
             } => {
                 for (key, bytes) in chunks {
-                    sql.execute(
+                    sql.write(
                         "INSERT INTO chunks (tree, node, ord, data) VALUES ($1, $2, $3, $4)
                          ON CONFLICT (tree, node, ord) DO NOTHING",
                         &[i(*tree), i(key.0), P::Int(key.1 as i64), P::Blob(bytes)],
                     )?;
                 }
-                sql.execute(
+                sql.write(
                     "INSERT INTO states (tree, node, data) VALUES ($1, $2, $3)
                      ON CONFLICT (tree, node) DO UPDATE SET data = excluded.data",
                     &[i(*tree), i(*node), P::Blob(data)],
@@ -320,7 +393,7 @@ impl<S: Sql> Db<S> {
                     let col = if table == "nodes" { "id" } else { "node" };
                     for batch in nodes.chunks(500) {
                         let list = batch.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
-                        sql.execute(
+                        sql.write(
                             &format!("DELETE FROM {table} WHERE tree = $1 AND {col} IN ({list})"),
                             &[i(*tree)],
                         )?;
@@ -328,35 +401,35 @@ impl<S: Sql> Db<S> {
                 }
             }
             Write::Sweep { tree, id, body } => {
-                sql.execute(
+                sql.write(
                     "INSERT INTO sweeps (tree, id, body) VALUES ($1, $2, $3)
                      ON CONFLICT (tree, id) DO UPDATE SET body = excluded.body",
                     &[i(*tree), i(*id), P::Text(body)],
                 )?;
             }
             Write::DeleteSweep { tree, id } => {
-                sql.execute("DELETE FROM sweeps WHERE tree = $1 AND id = $2", &[i(*tree), i(*id)])?;
+                sql.write("DELETE FROM sweeps WHERE tree = $1 AND id = $2", &[i(*tree), i(*id)])?;
             }
             Write::Applied { seq } => {
-                sql.execute("UPDATE journal SET applied = $1", &[i(*seq)])?;
+                sql.write("UPDATE journal SET applied = $1", &[i(*seq)])?;
             }
             Write::DeleteTree { tree } => delete_tree(sql, *tree)?,
             Write::Document { tree, body } => {
-                sql.execute(
+                sql.write(
                     "INSERT INTO documents (tree, body) VALUES ($1, $2)
                      ON CONFLICT (tree) DO UPDATE SET body = excluded.body",
                     &[i(*tree), P::Text(body)],
                 )?;
             }
             Write::Dataset { name, body } => {
-                sql.execute(
+                sql.write(
                     "INSERT INTO datasets (name, body) VALUES ($1, $2)
                      ON CONFLICT (name) DO UPDATE SET body = excluded.body",
                     &[P::Text(name), P::Text(body)],
                 )?;
             }
             Write::DeleteDataset { name } => {
-                sql.execute("DELETE FROM datasets WHERE name = $1", &[P::Text(name)])?;
+                sql.write("DELETE FROM datasets WHERE name = $1", &[P::Text(name)])?;
             }
             Write::SaveScenario {
                 id,
@@ -364,27 +437,27 @@ impl<S: Sql> Db<S> {
                 saved,
                 body,
             } => {
-                sql.execute(
+                sql.write(
                     "INSERT INTO scenarios (id, version, saved, body) VALUES ($1, $2, $3, $4)
                      ON CONFLICT (id, version) DO UPDATE SET saved = excluded.saved, body = excluded.body",
                     &[P::Text(id), i(*version), i(*saved), P::Text(body)],
                 )?;
                 let counter = format!("scenario:{id}");
-                sql.execute(
+                sql.write(
                     "INSERT INTO counters (name, value) VALUES ($1, $2)
                      ON CONFLICT (name) DO UPDATE SET value = excluded.value WHERE counters.value < excluded.value",
                     &[P::Text(&counter), i(*version)],
                 )?;
             }
             Write::DeleteScenario { id } => {
-                sql.execute("DELETE FROM scenarios WHERE id = $1", &[P::Text(id)])?;
+                sql.write("DELETE FROM scenarios WHERE id = $1", &[P::Text(id)])?;
             }
             Write::Origin {
                 tree,
                 scenario,
                 version,
             } => {
-                sql.execute(
+                sql.write(
                     "INSERT INTO origins (tree, scenario, version) VALUES ($1, $2, $3)
                      ON CONFLICT (tree) DO UPDATE SET scenario = excluded.scenario, version = excluded.version",
                     &[i(*tree), P::Text(scenario), i(*version)],
@@ -397,33 +470,37 @@ impl<S: Sql> Db<S> {
 
 /// Keeps the stored next tree id past `tree` (it never goes down).
 fn reserve_tree<S: Sql>(sql: &mut S, tree: u64) -> StoreResult<()> {
-    sql.execute(
+    sql.write(
         "UPDATE counters SET value = $1 WHERE name = 'next_tree' AND value < $1",
         &[i(tree + 1)],
     )
-    .map(drop)
 }
 
 /// Deletes every row of a tree, and its import marker.
 fn delete_tree<S: Sql>(sql: &mut S, tree: u64) -> StoreResult<()> {
     for table in ["nodes", "states", "chunks", "logs", "sweeps", "documents", "origins"] {
-        sql.execute(&format!("DELETE FROM {table} WHERE tree = $1"), &[i(tree)])?;
+        sql.write(&format!("DELETE FROM {table} WHERE tree = $1"), &[i(tree)])?;
     }
-    sql.execute("DELETE FROM trees WHERE id = $1", &[i(tree)])?;
-    sql.execute("DELETE FROM imports WHERE tree = $1", &[i(tree)])?;
+    sql.write("DELETE FROM trees WHERE id = $1", &[i(tree)])?;
+    sql.write("DELETE FROM imports WHERE tree = $1", &[i(tree)])?;
     Ok(())
 }
 
 impl<S: Sql> Database for Db<S> {
     fn apply(&mut self, writes: &[Write]) -> StoreResult<()> {
-        self.sql.batch("BEGIN")?;
-        for w in writes {
-            if let Err(e) = self.write_one(w) {
-                let _ = self.sql.batch("ROLLBACK");
-                return Err(e);
-            }
+        if let Some(lost) = &self.lease_lost {
+            return Err(StoreError(lost.clone()));
         }
-        self.sql.batch("COMMIT")
+        self.sql.begin()?;
+        let queued = match &self.lease {
+            Some(me) => lease::fence(&mut self.sql, me),
+            None => Ok(()),
+        };
+        if let Err(e) = queued.and_then(|()| writes.iter().try_for_each(|w| self.write_one(w))) {
+            self.sql.rollback();
+            return Err(e);
+        }
+        self.sql.commit().map_err(|e| self.lost_or(e))
     }
 
     fn trees(&mut self) -> StoreResult<Vec<TreeRow>> {
@@ -570,6 +647,45 @@ impl<S: Sql> Database for Db<S> {
         Ok(counter.max(listed))
     }
 
+    fn take_tree_id(&mut self) -> StoreResult<u64> {
+        // One statement: concurrent servers each get their own id (the row is locked while it
+        // is updated). The counter is also kept past every listed tree (ids written by builds
+        // before it was, or by an import).
+        let rows = self.sql.query(
+            "UPDATE counters SET value = 1 + CASE WHEN value >= listed.n THEN value ELSE listed.n END
+             FROM (SELECT COALESCE(MAX(id) + 1, 0) AS n FROM trees) AS listed
+             WHERE name = 'next_tree' RETURNING value - 1",
+            &[],
+        )?;
+        match rows.first().and_then(|r| r.first()) {
+            Some(c) => Ok(c.int()? as u64),
+            None => Err(StoreError("the tree id counter is missing".into())),
+        }
+    }
+
+    fn heartbeat(&mut self) -> StoreResult<()> {
+        if self.lease.is_none() || self.lease_lost.is_some() {
+            return Ok(());
+        }
+        let me = self.lease.clone().expect("checked");
+        if !lease::renew(&mut self.sql, &me)? {
+            self.lose();
+        }
+        Ok(())
+    }
+
+    fn lease_lost(&self) -> Option<String> {
+        self.lease_lost.clone()
+    }
+
+    fn release_lease(&mut self) {
+        if let (Some(me), None) = (&self.lease, &self.lease_lost)
+            && let Err(e) = lease::release(&mut self.sql, me)
+        {
+            tracing::warn!(error = %e, "could not release the server lease (it lapses by itself)");
+        }
+    }
+
     fn abandoned_imports(&mut self) -> StoreResult<Vec<(u64, u64)>> {
         let rows = self.sql.query(
             "SELECT i.tree, (SELECT COUNT(*) FROM nodes n WHERE n.tree = i.tree) FROM imports i ORDER BY i.tree",
@@ -582,14 +698,14 @@ impl<S: Sql> Database for Db<S> {
         if found.is_empty() {
             return Ok(found);
         }
-        self.sql.batch("BEGIN")?;
+        self.sql.begin()?;
         for (tree, _) in &found {
             if let Err(e) = delete_tree(&mut self.sql, *tree) {
-                let _ = self.sql.batch("ROLLBACK");
+                self.sql.rollback();
                 return Err(e);
             }
         }
-        self.sql.batch("COMMIT")?;
+        self.sql.commit()?;
         Ok(found)
     }
 

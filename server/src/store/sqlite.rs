@@ -133,6 +133,10 @@ impl Sql for Sqlite {
         "BLOB"
     }
 
+    fn now_ms_sql(&self) -> &'static str {
+        "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)"
+    }
+
     fn probe_space(&mut self) -> StoreResult<()> {
         use std::io::Write as _;
         let written = std::fs::File::create(&self.probe).and_then(|mut f| {

@@ -293,6 +293,20 @@ impl Workbench {
             .map_err(|e| format!("the store cannot take writes: {e}"))
     }
 
+    /// A tree id no other tree had or will have: from the database when it may be shared
+    /// (PostgreSQL: taken atomically, so two processes never get the same), else counted here
+    /// (memory only, or a SQLite folder, which one process holds).
+    pub(super) fn new_tree_id(&self) -> Result<u64, WorkbenchError> {
+        if let Some(store) = &self.store
+            && let Some(id) = store
+                .take_tree_id()
+                .map_err(|e| WorkbenchError::unavailable(format!("no tree id could be taken from the store: {e}")))?
+        {
+            return Ok(id);
+        }
+        Ok(self.next_tree.fetch_add(1, std::sync::atomic::Ordering::SeqCst))
+    }
+
     /// Refuses new work (503) while the store's commits fail.
     pub(super) fn writable(&self) -> Result<(), WorkbenchError> {
         match self.store.as_ref().and_then(|s| s.fault()) {
@@ -469,7 +483,7 @@ impl Workbench {
                 self.limits.max_trees
             )));
         }
-        let id = self.next_tree.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let id = self.new_tree_id()?;
         let limits = ImportLimits {
             max_nodes: self.limits.max_nodes_per_tree,
             max_turns: self.limits.max_turns_per_request,

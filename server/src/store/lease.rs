@@ -1,0 +1,297 @@
+//! The server lease: one server per PostgreSQL database, until runs become jobs any process can
+//! take (issue 26). Two servers on one database would each keep trees in memory and write them
+//! back without seeing the other's writes; ids alone coming from the database (see
+//! [`super::Database::take_tree_id`]) do not make that safe.
+//!
+//! The lease is one row (`lease`, name `server`): holder id, host, pid, when it was acquired and
+//! when it expires, in Unix milliseconds of the *database's* clock, so servers on hosts whose
+//! clocks disagree still agree on expiry. A server takes it at start-up (refused, with a message
+//! naming the other process, while another holds an unexpired lease), renews it from the store
+//! thread every sixth of its length, and deletes it when it closes. Every write transaction
+//! renews it first, holding its row lock until the commit: a holder that lost the lease (it could
+//! not renew while the database was away and another server took it over) has its commits
+//! refused, so it can never write beside the new holder. Such a server stops taking writes (503
+//! and `/ready` not ready, naming the new holder) and must be restarted; it never takes the lease
+//! back by itself, since its memory may be stale.
+//!
+//! SQLite does not use it: its data folder is locked by the commit journal (`flock`).
+
+use std::time::Duration;
+
+use super::sql::{Cell, P, Sql};
+use super::{StoreError, StoreResult};
+
+/// The default length of a lease (`--lease-secs`).
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+/// Who this process is, and how long its lease lasts.
+#[derive(Debug, Clone)]
+pub struct Lease {
+    /// Unique per process start: host, pid and start time.
+    pub holder: String,
+    pub host: String,
+    pub pid: u32,
+    pub length: Duration,
+}
+
+impl Lease {
+    /// This process's lease of `length`.
+    pub fn this_process(length: Duration) -> Lease {
+        let host = hostname();
+        let pid = std::process::id();
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        Lease {
+            holder: format!("{host}/{pid}/{nanos:x}"),
+            host,
+            pid,
+            length: length.max(Duration::from_secs(1)),
+        }
+    }
+
+    /// How often the lease is renewed: a sixth of its length (5 s for 30 s), so that a few
+    /// renewals may fail (a slow database, a busy machine) before it lapses.
+    pub fn heartbeat(&self) -> Duration {
+        self.length / 6
+    }
+
+    fn length_ms(&self) -> i64 {
+        self.length.as_millis() as i64
+    }
+}
+
+/// The holder of a lease, as its row says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Holder {
+    pub holder: String,
+    pub host: String,
+    pub pid: u64,
+    pub acquired: u64,
+    pub expires: u64,
+    /// The database's clock when the row was read.
+    pub now: u64,
+}
+
+impl Holder {
+    /// "host H, pid P, since <UTC> (N s ago)".
+    pub fn describe(&self) -> String {
+        format!(
+            "host {}, pid {}, since {} ({} ago)",
+            self.host,
+            self.pid,
+            simtree_shared::time::utc_seconds(self.acquired),
+            seconds(self.now.saturating_sub(self.acquired))
+        )
+    }
+
+    /// Milliseconds until the lease lapses unless renewed.
+    pub fn left_ms(&self) -> u64 {
+        self.expires.saturating_sub(self.now)
+    }
+}
+
+fn seconds(ms: u64) -> String {
+    format!("{:.1} s", ms as f64 / 1000.0)
+}
+
+/// The message a second server gets at start-up.
+pub fn refusal(other: &Holder) -> StoreError {
+    StoreError(format!(
+        "this PostgreSQL database is already served by another simtree ({}). One server per database is \
+         supported for now: a second one would hand out the same ids and overwrite the other's trees. \
+         Stop that server (it releases the database at once), or, if it died, start this one again once its \
+         lease lapses, in {} (leases last --lease-secs, default {} s, and are renewed every sixth of that)",
+        other.describe(),
+        seconds(other.left_ms()),
+        DEFAULT_LEASE.as_secs()
+    ))
+}
+
+/// The database's clock in Unix milliseconds, as SQL.
+fn now<S: Sql>(sql: &S) -> &'static str {
+    sql.now_ms_sql()
+}
+
+/// Takes the lease if it is free, lapsed or already ours; otherwise returns who holds it.
+pub fn take<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<Result<(), Holder>> {
+    let now = now(sql);
+    let taken = sql.execute(
+        &format!(
+            "INSERT INTO lease (name, holder, host, pid, acquired, expires) VALUES ('server', $1, $2, $3, {now}, {now} + $4)
+             ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, host = excluded.host, pid = excluded.pid,
+                acquired = excluded.acquired, expires = excluded.expires
+             WHERE lease.expires <= excluded.acquired OR lease.holder = excluded.holder"
+        ),
+        &[
+            P::Text(&me.holder),
+            P::Text(&me.host),
+            P::Int(i64::from(me.pid)),
+            P::Int(me.length_ms()),
+        ],
+    )?;
+    if taken == 1 {
+        return Ok(Ok(()));
+    }
+    match holder(sql)? {
+        Some(h) => Ok(Err(h)),
+        // Released between the two statements: try once more.
+        None => Ok(match sql.execute(
+            &format!(
+                "INSERT INTO lease (name, holder, host, pid, acquired, expires) VALUES ('server', $1, $2, $3, {now}, {now} + $4)
+                 ON CONFLICT (name) DO NOTHING"
+            ),
+            &[
+                P::Text(&me.holder),
+                P::Text(&me.host),
+                P::Int(i64::from(me.pid)),
+                P::Int(me.length_ms()),
+            ],
+        )? {
+            1 => Ok(()),
+            _ => Err(holder(sql)?.ok_or_else(|| StoreError("the server lease changes hands too fast".into()))?),
+        }),
+    }
+}
+
+/// Extends our lease; false when it is no longer ours (another server took it over after it
+/// lapsed). Inside a write transaction this also locks the row until the commit.
+pub fn renew<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<bool> {
+    let now = now(sql);
+    let n = sql.execute(
+        // (Parameters numbered in the order they appear: SQLite numbers `$n` by appearance.)
+        &format!("UPDATE lease SET expires = {now} + $1 WHERE name = 'server' AND holder = $2"),
+        &[P::Int(me.length_ms()), P::Text(&me.holder)],
+    )?;
+    Ok(n == 1)
+}
+
+/// Queues, first in a write transaction, a statement that renews our lease and fails the
+/// transaction when it is not ours any more; the lease's row stays locked until the commit, so
+/// no other process can take it over in between (PostgreSQL: a writable CTE).
+pub fn fence<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<()> {
+    let now = now(sql);
+    // Dividing by the number of rows renewed: an error (division by zero) when none was, found
+    // as such by the caller after the commit fails.
+    sql.write(
+        &format!(
+            "WITH renewed AS (UPDATE lease SET expires = {now} + $1 WHERE name = 'server' AND holder = $2 RETURNING 1)
+             SELECT 1 / (SELECT COUNT(*)::INT FROM renewed)"
+        ),
+        &[P::Int(me.length_ms()), P::Text(&me.holder)],
+    )
+}
+
+/// Gives the lease up (a graceful shutdown): another server may start at once.
+pub fn release<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<()> {
+    sql.execute(
+        "DELETE FROM lease WHERE name = 'server' AND holder = $1",
+        &[P::Text(&me.holder)],
+    )
+    .map(drop)
+}
+
+/// Who holds the lease now, if anyone.
+pub fn holder<S: Sql>(sql: &mut S) -> StoreResult<Option<Holder>> {
+    let now = now(sql);
+    let rows = sql.query(
+        &format!("SELECT holder, host, pid, acquired, expires, {now} FROM lease WHERE name = 'server'"),
+        &[],
+    )?;
+    let Some(row) = rows.into_iter().next() else {
+        return Ok(None);
+    };
+    let mut r = row.into_iter();
+    let mut next = || r.next().unwrap_or(Cell::Null);
+    let text = |c: Cell| match c {
+        Cell::Text(t) => t,
+        other => format!("{other:?}"),
+    };
+    let int = |c: Cell| match c {
+        Cell::Int(i) => i.max(0) as u64,
+        _ => 0,
+    };
+    Ok(Some(Holder {
+        holder: text(next()),
+        host: text(next()),
+        pid: int(next()),
+        acquired: int(next()),
+        expires: int(next()),
+        now: int(next()),
+    }))
+}
+
+/// The message of a server that lost its lease.
+pub fn lost(by: Option<&Holder>) -> String {
+    match by {
+        Some(h) => format!(
+            "this server lost the database's server lease to another simtree ({}) while it could not renew it; \
+             it takes no more writes: stop the other server or this one, and restart this one",
+            h.describe()
+        ),
+        None => "this server lost the database's server lease (it lapsed and was taken or released by another \
+                 process); it takes no more writes: restart it"
+            .into(),
+    }
+}
+
+/// This machine's name (`/proc/sys/kernel/hostname`, `$HOSTNAME`, else "unknown").
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::sql::Db;
+    use crate::store::sqlite::Sqlite;
+
+    fn open(dir: &std::path::Path) -> Db<Sqlite> {
+        let mut db = Db::new(Sqlite::open(&dir.join("simtree.db")).unwrap());
+        db.migrate().unwrap();
+        db
+    }
+
+    /// The lease's rules on SQLite's engine (same statements; the servers' test is on PostgreSQL,
+    /// tests/tests/teams.rs): taken when free or lapsed, refused while held, renewed only by its
+    /// holder, released at once.
+    #[test]
+    fn a_lease_is_refused_while_held_renewed_by_its_holder_only_and_taken_once_lapsed() {
+        let dir = std::env::temp_dir().join(format!("simtree-lease-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (mut a, mut b) = (open(&dir), open(&dir));
+        let mut first = Lease::this_process(Duration::from_secs(1));
+        first.holder.push_str("-a");
+        let mut second = Lease::this_process(Duration::from_secs(1));
+        second.holder.push_str("-b");
+        assert_eq!(take(&mut a.sql, &first).unwrap(), Ok(()));
+        assert_eq!(take(&mut a.sql, &first).unwrap(), Ok(()), "taken again by its holder");
+        let refused = take(&mut b.sql, &second).unwrap().unwrap_err();
+        assert_eq!(refused.holder, first.holder);
+        assert!(refused.left_ms() > 0 && refused.left_ms() <= 1000, "{refused:?}");
+        let message = refusal(&refused).0;
+        assert!(message.contains(&format!("pid {}", first.pid)), "{message}");
+        assert!(renew(&mut a.sql, &first).unwrap());
+        assert!(!renew(&mut b.sql, &second).unwrap(), "not the holder");
+        std::thread::sleep(Duration::from_millis(1100));
+        assert_eq!(take(&mut b.sql, &second).unwrap(), Ok(()), "lapsed: taken over");
+        assert!(!renew(&mut a.sql, &first).unwrap(), "the first holder lost it");
+        release(&mut a.sql, &first).unwrap();
+        assert_eq!(
+            holder(&mut a.sql).unwrap().unwrap().holder,
+            second.holder,
+            "not its to release"
+        );
+        release(&mut b.sql, &second).unwrap();
+        assert_eq!(holder(&mut a.sql).unwrap(), None);
+        assert_eq!(take(&mut a.sql, &first).unwrap(), Ok(()), "released: free at once");
+        drop((a, b));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

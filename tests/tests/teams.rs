@@ -1,0 +1,262 @@
+//! One PostgreSQL, one server at a time (issue 26, item 1), against real server binaries and a
+//! private PostgreSQL: a second server is refused with a message naming the first; a killed
+//! server's lease lapses and the next server starts with every acknowledged tree; a graceful
+//! stop frees the database at once; tree ids taken from two processes never collide; a database
+//! restart leaves the lease with its server; a server that lost its lease (frozen past it while
+//! another took over) takes no more writes.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use simtree::store::Store;
+use simtree_e2e::{Postgres, Server, advances_for, ok};
+
+fn flags<'a>(pg: &'a Postgres, lease_secs: &'a str) -> Vec<&'a str> {
+    vec!["--database-url", pg.url.as_str(), "--lease-secs", lease_secs]
+}
+
+/// `POST …/advance`; the child's id.
+async fn advance(s: &Server, tree: u64, parent: u64) -> u64 {
+    ok(
+        s,
+        &format!("/devui/simtree/{tree}/advance"),
+        json!({"parent": parent, "turns": 1}),
+    )
+    .await["child"]
+        .as_u64()
+        .unwrap()
+}
+
+/// The listed trees' ids, in order.
+async fn tree_ids(s: &Server) -> Vec<u64> {
+    let (status, list) = s.get("/devui/simtree").await;
+    assert_eq!(status, 200, "{list}");
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_u64().unwrap())
+        .collect()
+}
+
+async fn node_ids(s: &Server, tree: u64) -> Vec<u64> {
+    let (status, g) = s.get(&format!("/devui/simtree/{tree}/graph")).await;
+    assert_eq!(status, 200, "{g}");
+    let mut ids: Vec<u64> = g["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["id"].as_u64().unwrap())
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+fn signal(s: &Server, sig: i32) {
+    // SAFETY: a signal to our own child's pid; no memory is involved.
+    unsafe {
+        libc::kill(s.pid() as i32, sig);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_server_on_a_served_database_is_refused_naming_the_first() {
+    let pg = Postgres::start();
+    let first = Server::start_with(&flags(&pg, "30"));
+    let t = first.create("simple_chat").await;
+    let refused = Server::try_start_env(&flags(&pg, "30"), &[])
+        .err()
+        .expect("the second server must not start");
+    for part in [
+        "already served by another simtree".to_string(),
+        format!("pid {}", first.pid()),
+        "host ".into(),
+        "since ".into(),
+        "lease lapses, in ".into(),
+        "exit status: 1".into(),
+    ] {
+        assert!(refused.contains(&part), "missing {part:?} in: {refused}");
+    }
+    // The lease left in about 30 s: the message counts down from the last renewal.
+    let left: f64 = refused
+        .split("lease lapses, in ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .expect("seconds left");
+    assert!((20.0..=30.0).contains(&left), "{left} s left: {refused}");
+    // The first server is untouched.
+    assert_eq!(first.get("/ready").await.0, 200);
+    advance(&first, t, 0).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn after_kill_9_the_next_server_starts_once_the_lease_lapses_with_every_acknowledged_tree() {
+    let pg = Postgres::start();
+    let f = flags(&pg, "2");
+    let mut first = Server::start_with(&f);
+    let mut acked: Vec<(u64, Vec<u64>)> = Vec::new();
+    for scenario in ["simple_chat", "council", "simple_chat"] {
+        let t = first.create(scenario).await;
+        let mut nodes = vec![0, advance(&first, t, 0).await];
+        nodes.push(advance(&first, t, nodes[1]).await);
+        acked.push((t, nodes));
+    }
+    first.stop(); // SIGKILL: the lease is not released
+    let killed = Instant::now();
+    let early = Server::try_start_env(&f, &[])
+        .err()
+        .expect("refused while the lease holds");
+    assert!(early.contains("already served"), "{early}");
+    let second = Server::start_when_free(&f, Duration::from_secs(10));
+    let waited = killed.elapsed();
+    // A 2 s lease, renewed every 1/3 s: it lapses at most 2 s after the kill.
+    assert!(waited <= Duration::from_millis(2_000 + 1_500), "waited {waited:?}");
+    eprintln!("the next server started {waited:?} after the kill");
+    let want: Vec<u64> = acked.iter().map(|(t, _)| *t).collect();
+    assert_eq!(tree_ids(&second).await, want);
+    for (t, nodes) in &acked {
+        assert_eq!(&node_ids(&second, *t).await, nodes, "tree {t}");
+    }
+    // Its new trees get new ids.
+    let t = second.create("simple_chat").await;
+    assert!(!want.contains(&t), "tree id {t} handed out again");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_graceful_stop_releases_the_lease_at_once() {
+    let pg = Postgres::start();
+    let f = flags(&pg, "30");
+    let mut first = Server::start_with(&f);
+    let t = first.create("simple_chat").await;
+    first.interrupt(); // Ctrl-C: the store closes and deletes its lease row
+    let started = Instant::now();
+    let mut second = Server::try_start_env(&f, &[]).expect("the database is free after Ctrl-C");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(tree_ids(&second).await, [t]);
+    // SIGTERM (docker stop, Kubernetes) is a graceful stop too.
+    second.terminate();
+    let third = Server::try_start_env(&f, &[]).expect("the database is free after SIGTERM");
+    assert_eq!(tree_ids(&third).await, [t]);
+}
+
+/// Ids are taken from the database in one statement: two store instances (as two processes
+/// would) taking ids at once never get the same one, and never one a tree already has.
+#[test]
+fn tree_ids_taken_at_once_by_two_stores_never_collide() {
+    let pg = Postgres::start();
+    // The server lease would refuse the second store: these take ids only.
+    let stores: Vec<Store> = (0..2)
+        .map(|_| Store::open_postgres_with(&pg.url, None).expect("store"))
+        .collect();
+    let taken: Vec<Vec<u64>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = stores
+            .iter()
+            .map(|store| {
+                scope.spawn(move || {
+                    (0..200)
+                        .map(|_| store.take_tree_id().unwrap().expect("PostgreSQL hands out ids"))
+                        .collect::<Vec<u64>>()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut all: Vec<u64> = taken.concat();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), 400, "some ids were handed out twice");
+    assert!(
+        taken.iter().all(|ids| ids.windows(2).all(|w| w[0] < w[1])),
+        "each store's ids go up"
+    );
+    // With its lease, a store refuses to open beside a holder.
+    let holder = Store::open_postgres(&pg.url).expect("the first lease");
+    let second = Store::open_postgres(&pg.url).err().expect("refused");
+    assert!(second.0.contains("already served"), "{second}");
+    drop(holder);
+    drop(stores);
+    // A server on the database goes on after the taken ids.
+    let s = Server::start_with(&["--database-url", pg.url.as_str()]);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let t = rt.block_on(s.create("simple_chat"));
+    assert_eq!(t, 400);
+}
+
+/// PostgreSQL restarted, then down for longer than the lease, under a running server: it keeps
+/// its lease (nobody else took it), answers only 200 or 503 meanwhile, is ready again when the
+/// database is back, and still refuses a second server.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_database_restart_leaves_the_lease_with_its_server() {
+    let pg = Postgres::start();
+    let f = flags(&pg, "2");
+    let s = Server::start_with(&f);
+    let t = s.create("simple_chat").await;
+    let load = tokio::spawn(advances_for(s.base.clone(), s.http.clone(), t, Duration::from_secs(4)));
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    tokio::task::block_in_place(|| pg.restart());
+    let (acked, refused) = load.await.unwrap();
+    eprintln!("across the restart: {} stored, {refused} refused (503)", acked.len());
+    assert!(acked.len() > 10, "the load went on after the restart");
+    // Down for twice the lease: nobody takes it meanwhile, so it is still this server's.
+    tokio::task::block_in_place(|| pg.stop());
+    assert_eq!(s.get("/ready").await.0, 503);
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    tokio::task::block_in_place(|| pg.start_again());
+    let back = Instant::now();
+    loop {
+        let (status, why) = s.get("/ready").await;
+        if status == 200 {
+            break;
+        }
+        assert_eq!(status, 503, "{why}");
+        assert!(back.elapsed() < Duration::from_secs(15), "not ready again: {why}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let last = *acked.last().unwrap();
+    advance(&s, t, last).await;
+    let refused = Server::try_start_env(&f, &[]).err().expect("the lease is still held");
+    assert!(refused.contains(&format!("pid {}", s.pid())), "{refused}");
+}
+
+/// A server frozen (SIGSTOP) past its lease: another server takes the database over. Thawed,
+/// the first finds its lease gone: writes answer 503 and `/ready` is 503 naming the new holder;
+/// nothing it tries reaches the database.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_that_lost_its_lease_takes_no_more_writes() {
+    let pg = Postgres::start();
+    let f = flags(&pg, "2");
+    let first = Server::start_with(&f);
+    let t = first.create("simple_chat").await;
+    let n1 = advance(&first, t, 0).await;
+    signal(&first, libc::SIGSTOP);
+    let second = Server::start_when_free(&f, Duration::from_secs(10));
+    let n2 = advance(&second, t, n1).await;
+    signal(&first, libc::SIGCONT);
+    // Its next renewal (a third of a second) or write finds the lease gone.
+    let (status, reply) = first
+        .post(
+            &format!("/devui/simtree/{t}/advance"),
+            &json!({"parent": n1, "turns": 1}),
+        )
+        .await;
+    assert_eq!(status, 503, "{reply}");
+    let until = Instant::now() + Duration::from_secs(5);
+    let why = loop {
+        let (status, why) = first.get("/ready").await;
+        assert_eq!(status, 503, "{why}");
+        let why = why["detail"].as_str().unwrap().to_string();
+        if why.contains("lost the database's server lease") || Instant::now() > until {
+            break why;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(why.contains(&format!("pid {}", second.pid())), "{why}");
+    let (status, reply) = first.post("/devui/simtree", &json!({"scenario": "simple_chat"})).await;
+    assert_eq!(status, 503, "{reply}");
+    // The database has what the second server wrote, and nothing of the first's attempts.
+    assert_eq!(node_ids(&second, t).await, [0, n1, n2]);
+    assert_eq!(tree_ids(&second).await, [t]);
+}
