@@ -370,7 +370,8 @@ fn one_ticker_csv(days: usize) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn postgres_keeps_the_library_documents_datasets_and_origins_across_a_restart() {
     let pg = Postgres::start();
-    let flags = ["--database-url", pg.url.as_str()];
+    // A short lease: the server is killed and the next one started at once.
+    let flags = ["--database-url", pg.url.as_str(), "--lease-secs", "1"];
     let s = Server::start_with(&flags);
     // The library.
     save(&s, "pg-talk", chat("PG v1")).await;
@@ -410,7 +411,7 @@ async fn postgres_keeps_the_library_documents_datasets_and_origins_across_a_rest
     ];
     drop(s);
 
-    let s = Server::start_with(&flags);
+    let s = Server::start_when_free(&flags, std::time::Duration::from_secs(15));
     assert_eq!(s.get("/api/scenarios").await.1, library);
     assert_eq!(
         s.get("/api/scenarios/pg-talk?version=1").await.1["document"],
@@ -439,7 +440,7 @@ async fn postgres_keeps_the_library_documents_datasets_and_origins_across_a_rest
     assert_eq!(s.delete("/api/datasets/pg-prices").await.0, 409);
     assert_eq!(s.delete("/api/scenarios/pg-talk").await.0, 204);
     drop(s);
-    let s = Server::start_with(&flags);
+    let s = Server::start_when_free(&flags, std::time::Duration::from_secs(15));
     assert_eq!(s.get("/api/scenarios/pg-talk").await.0, 404);
     assert_eq!(
         s.get(&format!("/devui/simtree/{from_saved}")).await.1["document"],
