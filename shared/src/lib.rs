@@ -440,6 +440,10 @@ pub struct AgentState {
     pub short_memory: Vec<MemoryLine>,
     #[serde(default)]
     pub emotion: String,
+    /// The agent's properties (profile fields, role, what `agent_props_patch` sets), so a form
+    /// can show their values at this node. Empty for agents without any.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub properties: serde_json::Map<String, Value>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

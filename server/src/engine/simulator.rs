@@ -294,6 +294,7 @@ impl Simulator {
                         })
                         .collect(),
                     emotion: a.emotion.clone(),
+                    properties: a.properties.clone(),
                 })
                 .collect(),
         }

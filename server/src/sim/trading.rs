@@ -96,6 +96,7 @@ pub(super) fn state(t: &TradingEpisode) -> NodeState {
             plan_state: serde_json::to_value(t.agent()).unwrap_or(Value::Null),
             short_memory: memory,
             emotion: String::new(),
+            properties: serde_json::Map::new(),
         }],
     }
 }
