@@ -17,7 +17,9 @@ mod view;
 
 pub use event::*;
 pub use social::*;
-pub use sweep::{CellResult, CellRow, FailedRun, MetricSummary, SweepStarted, SweepTable};
+pub use sweep::{
+    CellResult, CellRow, Effect, FailedRun, IntervalKind, MetricSummary, SweepStarted, SweepTable, table_csv,
+};
 pub use view::*;
 
 /// One entry of a node's event log: `{type, data, node}`.
