@@ -474,6 +474,19 @@ async fn a_sweep_reports_paired_effects_against_its_baseline_with_intervals() {
         assert_eq!(st, 422, "{err}");
         assert!(err["detail"].as_str().unwrap().contains(names), "{err}");
     }
+    // An estimate on the offline mock: no provider call, no money, nothing made.
+    let (st, est) = s
+        .post(
+            &format!("/devui/simtree/{t}/sweep?estimate=true"),
+            &rate_sweep(json!([0.01, 0.3]), 2),
+        )
+        .await;
+    assert_eq!(
+        (st, est["calls"].as_u64(), est["money"].clone()),
+        (200, Some(0), Value::Null),
+        "{est}"
+    );
+    assert!(est["basis"].as_str().unwrap().contains("the mock"), "{est}");
     let after = s.get(&format!("/devui/simtree/{t}/graph")).await.1["nodes"]
         .as_array()
         .unwrap()

@@ -394,6 +394,25 @@ impl Workbench {
         })
     }
 
+    /// What `spec` would cost (`?estimate=true`): its cells × replicates runs of `turns` from
+    /// `parent`, checked as a start would check them; nothing is made.
+    pub fn estimate_sweep(&self, tree: u64, spec: &SweepSpec) -> Result<simtree_shared::Estimate, WorkbenchError> {
+        let parent = spec
+            .parent
+            .ok_or_else(|| WorkbenchError::invalid("parent: name the node the sweep's cells branch from"))?;
+        let cells = spec.cells().map_err(|e| WorkbenchError::invalid(e.to_string()))?;
+        spec.baseline_index(&cells)
+            .map_err(|e| WorkbenchError::invalid(e.to_string()))?;
+        let runs = cells.len() as u64 * spec.replicates;
+        self.estimate(
+            tree,
+            parent,
+            spec.turns,
+            runs,
+            &format!("sweep of {} cells", cells.len()),
+        )
+    }
+
     /// The table of sweep `id` as it stands; `None` when the tree has no such sweep.
     pub fn sweep_table(&self, tree: u64, id: u64) -> Result<Option<SweepTable>, WorkbenchError> {
         Ok(self.tree(tree)?.sweeps.get(id).map(|r| r.table()))
