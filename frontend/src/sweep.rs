@@ -365,6 +365,7 @@ mod tests {
             pending: 0,
             failed: vec![],
             effects: Default::default(),
+            money: None,
         }
     }
 

@@ -156,6 +156,10 @@ fn SweepResult(tree: Tree, table: SweepTable) -> impl IntoView {
                     runs.push_str(&format!(" · {count} {}", ctx.tr(key)));
                 }
             }
+            // What the cell's provider calls cost, when the server could price them.
+            if let Some(m) = c.money {
+                runs.push_str(&format!(" · ${m:.4}"));
+            }
             view! {
                 <tr data-cell=i data-node=node class:baseline=is_baseline class:selected=move || tree.selected.get() == Some(node)>
                     <td><button class="link cell-pick" title=ctx.tr("sweep.pickCell") on:click=move |_| pick.run(i)>{cell_label(c)}</button></td>

@@ -133,6 +133,10 @@ pub struct CellRow {
     /// Per metric, the paired effect against the baseline cell; empty for the baseline itself.
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub effects: IndexMap<String, Effect>,
+    /// What the cell's replicates' provider calls cost in US dollars, by the server's price
+    /// table; absent when they made none or any was on a model without a price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub money: Option<f64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

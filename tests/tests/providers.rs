@@ -476,6 +476,30 @@ async fn estimates_cost_nothing_and_a_money_budget_is_never_exceeded() {
     );
     assert_eq!(nodes(s.get(&format!("/devui/simtree/{t}/graph")).await.1), 2);
 
+    // A sweep's table prices each cell's replicates.
+    let mut small = sweep.clone();
+    small["turns"] = json!(1);
+    small["replicates"] = json!(1);
+    let (st, started) = s.post(&format!("/devui/simtree/{t}/sweep"), &small).await;
+    assert_eq!(st, 200, "{started}");
+    let id = started["sweep"].as_u64().unwrap();
+    let table = loop {
+        let (_, table) = s.get(&format!("/devui/simtree/{t}/sweep/{id}")).await;
+        if table["pending"] == 0 {
+            break table;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    for cell in table["cells"].as_array().unwrap() {
+        let replicate = cell["children"][0].as_u64().unwrap();
+        let info = s.get(&format!("/devui/simtree/{t}/node/{replicate}/info")).await.1;
+        let money = info["usage"]["money"].as_f64().unwrap_or_else(|| panic!("{info}"));
+        assert!(
+            (cell["money"].as_f64().unwrap() - money).abs() < 1e-12,
+            "{cell} vs {info}"
+        );
+    }
+
     // Eight concurrent runs that would need far more than the budget: calls are admitted only
     // while their most possible cost fits, so what the provider billed stays within it.
     let (st, multi) = s

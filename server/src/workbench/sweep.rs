@@ -415,7 +415,22 @@ impl Workbench {
 
     /// The table of sweep `id` as it stands; `None` when the tree has no such sweep.
     pub fn sweep_table(&self, tree: u64, id: u64) -> Result<Option<SweepTable>, WorkbenchError> {
-        Ok(self.tree(tree)?.sweeps.get(id).map(|r| r.table()))
+        let handle = self.tree(tree)?;
+        Ok(handle.sweeps.get(id).map(|r| self.priced(&handle, r.table())))
+    }
+
+    /// `table` with each cell's money: what its replicates' recorded calls cost.
+    fn priced(&self, handle: &TreeHandle, mut table: SweepTable) -> SweepTable {
+        let t = handle.lock();
+        for c in &mut table.cells {
+            let records = c
+                .children
+                .iter()
+                .filter_map(|&n| t.node(n).ok())
+                .flat_map(|n| &n.records);
+            c.money = self.prices.money_of(records);
+        }
+        table
     }
 
     /// Every sweep of a tree as stored, for an export.
@@ -425,7 +440,13 @@ impl Workbench {
 
     /// Every sweep of a tree, oldest first.
     pub fn sweep_tables(&self, tree: u64) -> Result<Vec<SweepTable>, WorkbenchError> {
-        Ok(self.tree(tree)?.sweeps.all().iter().map(|r| r.table()).collect())
+        let handle = self.tree(tree)?;
+        Ok(handle
+            .sweeps
+            .all()
+            .iter()
+            .map(|r| self.priced(&handle, r.table()))
+            .collect())
     }
 }
 
@@ -541,6 +562,7 @@ impl SweepRecord {
                     pending,
                     failed,
                     effects,
+                    money: None,
                 }
             })
             .collect();
