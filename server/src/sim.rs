@@ -48,6 +48,9 @@ pub struct CallShape {
     pub why: String,
 }
 
+/// Why a model step is estimated at no call.
+pub const ABM_CALLS: &str = "a model step makes no LLM call";
+
 impl CallShape {
     pub fn none(why: &str) -> CallShape {
         CallShape {
@@ -284,7 +287,7 @@ impl Sim {
         match self {
             Sim::Social(s) => social::call_shape(s),
             Sim::Trading(t) => trading::call_shape(t),
-            Sim::Abm(_) => CallShape::none("a model step makes no LLM call"),
+            Sim::Abm(_) => CallShape::none(ABM_CALLS),
         }
     }
 

@@ -9,11 +9,11 @@
 //! answered offline (the mock, the scripted player, a replay) make no provider calls. `basis`
 //! spells out which of these the figures rest on.
 
-use simtree_shared::{Estimate, NodeStatus};
+use simtree_shared::{Estimate, NodeStatus, SimKind};
 
 use super::{Workbench, WorkbenchError};
 use crate::backend::Backend;
-use crate::sim::Sim;
+use crate::sim::{ABM_CALLS, CallShape, Sim};
 use crate::tree::{NodeId, SimTree};
 
 /// The tree's recorded history: turns run by nodes that called a provider, and their calls.
@@ -69,15 +69,22 @@ impl Workbench {
         let handle = self.tree(tree)?;
         let (shape, offline, history, scenario) = {
             let mut t = handle.lock();
-            let sim = t.sim(parent)?;
-            let offline = match &self.backend {
-                Backend::Mock => Some("the mock"),
-                Backend::Provider(_) => match &*sim {
-                    Sim::Social(s) if s.world.llm.offline.is_some() => Some("the tree's offline player"),
-                    _ => None,
-                },
+            t.node(parent)?;
+            // A model step makes no call: an agent-based node is not rebuilt (which could mean
+            // re-running its steps) only to be told so.
+            let sim = match handle.kind {
+                SimKind::Abm => None,
+                _ => Some(t.sim(parent)?),
             };
-            (sim.call_shape(), offline, History::of(&t), t.scenario.clone())
+            let offline = match (&self.backend, sim.as_deref()) {
+                (Backend::Mock, _) => Some("the mock"),
+                (Backend::Provider(_), Some(Sim::Social(s))) if s.world.llm.offline.is_some() => {
+                    Some("the tree's offline player")
+                }
+                _ => None,
+            };
+            let shape = sim.map_or_else(|| CallShape::none(ABM_CALLS), |s| s.call_shape());
+            (shape, offline, History::of(&t), t.scenario.clone())
         };
         let total_turns = runs.saturating_mul(turns);
         let head = format!("{what}: {runs} run(s) × {turns} turn(s)");
