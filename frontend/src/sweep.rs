@@ -1,5 +1,6 @@
 //! Sweeps in the web UI, the pure part (tested natively): the words of a sweep's table (a cell's
-//! axis values, a metric's `mean ± sd (n)` or its counts), what the per-metric chart plots, and
+//! axis values, a metric's `mean ± sd (n)` or its counts, a cell's effect against the baseline
+//! `+3.2 ± 1.1`), what the per-metric chart and the effects' forest plot draw, and
 //! the sweep form — one axis, replicates, turns, seed, metrics — turned into the sweep file the
 //! server reads (`POST …/sweep`, see the README's "Sweeps").
 //!
@@ -8,9 +9,9 @@
 //! (several axes, a grid).
 
 use serde_json::{Map, Value, json};
-use simtree_shared::{CellRow, MetricSummary, SweepTable};
+use simtree_shared::{CellRow, Effect, MetricSummary, SweepTable};
 
-use crate::chart::value_label;
+use crate::chart::{Axis, value_label};
 use crate::ops::Kind;
 
 /// An axis value or a metric value as text: numbers as the chart writes them, strings unquoted.
@@ -52,6 +53,112 @@ pub fn summary_text(m: &MetricSummary) -> String {
         (Some(mean), Some(sd)) => format!("{} ± {} (n={})", value_label(mean), value_label(sd), m.n),
         (Some(mean), None) => format!("{} (n={})", value_label(mean), m.n),
         _ => "–".into(),
+    }
+}
+
+/// A difference with its sign: `+3.2`, `-0.5`, `0`.
+fn signed(v: f64) -> String {
+    if v == 0.0 {
+        "0".into()
+    } else if v > 0.0 {
+        format!("+{}", value_label(v))
+    } else {
+        value_label(v)
+    }
+}
+
+/// A cell's effect on a metric against the baseline: `+673 ± 32.3` (an interval symmetric about
+/// the difference, Student's t), `+673 [641, 705]` (a bootstrap's, not symmetric), the bare
+/// difference with one pair, `–` with none. The interval's absence is explained by
+/// [`Effect::reason`], shown as the cell's title.
+pub fn effect_text(e: &Effect) -> String {
+    let Some(d) = e.mean_diff else { return "–".into() };
+    match e.ci95 {
+        Some([lo, hi]) => {
+            let (below, above) = (d - lo, hi - d);
+            if (below - above).abs() <= 1e-9 * (1.0 + d.abs()) {
+                format!("{} ± {}", signed(d), value_label(above))
+            } else {
+                format!("{} [{}, {}]", signed(d), value_label(lo), value_label(hi))
+            }
+        }
+        None => signed(d),
+    }
+}
+
+/// The title of an effect's table cell: pairs, dropped pairs and why an interval is missing.
+pub fn effect_title(e: &Effect) -> String {
+    let mut t = format!("n_pairs={} dropped={}", e.n_pairs, e.dropped);
+    if let Some(sd) = e.sd_diff {
+        t.push_str(&format!(" sd_diff={}", value_label(sd)));
+    }
+    if let Some(r) = &e.reason {
+        t.push_str(" · ");
+        t.push_str(r);
+    }
+    t
+}
+
+/// One row of a forest plot: a cell other than the baseline, its mean paired difference and
+/// interval (NaN where there is none).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ForestRow {
+    /// The cell's index in the table (to select its node).
+    pub cell: usize,
+    pub label: String,
+    pub diff: f64,
+    pub lo: f64,
+    pub hi: f64,
+}
+
+/// The forest plot of one metric: a row per non-baseline cell on one axis that always holds 0
+/// (no effect), so an interval crossing the zero line reads as "not distinguishable from the
+/// baseline".
+#[derive(Clone, Debug, PartialEq)]
+pub struct ForestPlot {
+    pub rows: Vec<ForestRow>,
+    pub axis: Axis,
+    /// The baseline cell's label (the plot's caption names it).
+    pub baseline: String,
+}
+
+impl ForestPlot {
+    /// The plot of `metric`; `None` when no cell has a difference yet (a text metric, nothing
+    /// measured, a sweep of one cell).
+    pub fn of(table: &SweepTable, metric: &str) -> Option<ForestPlot> {
+        let rows: Vec<ForestRow> = table
+            .cells
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != table.baseline)
+            .map(|(i, c)| {
+                let e = c.effects.get(metric);
+                let ci = e.and_then(|e| e.ci95);
+                ForestRow {
+                    cell: i,
+                    label: cell_label(c),
+                    diff: e.and_then(|e| e.mean_diff).unwrap_or(f64::NAN),
+                    lo: ci.map_or(f64::NAN, |c| c[0]),
+                    hi: ci.map_or(f64::NAN, |c| c[1]),
+                }
+            })
+            .collect();
+        if !rows.iter().any(|r| r.diff.is_finite()) {
+            return None;
+        }
+        let pick = |f: fn(&ForestRow) -> f64| rows.iter().map(f).collect::<Vec<f64>>();
+        let axis = Axis::over(&[&[0.0], &pick(|r| r.diff), &pick(|r| r.lo), &pick(|r| r.hi)], 5)?;
+        let baseline = table.cells.get(table.baseline).map(cell_label).unwrap_or_default();
+        Some(ForestPlot { rows, axis, baseline })
+    }
+
+    /// Where value `v` falls between `left` and `right` (SVG x).
+    pub fn x(&self, v: f64, left: f64, right: f64) -> f64 {
+        let span = self.axis.hi - self.axis.lo;
+        if span <= 0.0 {
+            return left;
+        }
+        left + (v - self.axis.lo) / span * (right - left)
     }
 }
 
@@ -257,6 +364,8 @@ mod tests {
             children: vec![2, 3],
             pending: 0,
             failed: vec![],
+            effects: Default::default(),
+            money: None,
         }
     }
 
@@ -271,6 +380,8 @@ mod tests {
             done: 3,
             pending: 1,
             failed: 0,
+            baseline: 0,
+            interval: Default::default(),
             cells,
         }
     }
@@ -359,5 +470,85 @@ mod tests {
         assert_eq!((body["parent"].clone(), body["turns"].clone()), (json!(7), json!(40)));
         assert_eq!(with_parent("[1]", 7), None);
         assert_eq!(with_parent("{", 7), None);
+    }
+
+    fn effect(diff: Option<f64>, ci95: Option<[f64; 2]>, n_pairs: usize) -> Effect {
+        Effect {
+            mean_diff: diff,
+            ci95,
+            n_pairs,
+            sd_diff: None,
+            dropped: 0,
+            reason: None,
+        }
+    }
+
+    #[test]
+    fn effects_read_as_a_signed_difference_with_its_interval() {
+        assert_eq!(
+            effect_text(&effect(Some(673.0), Some([640.7, 705.3]), 3)),
+            "+673 ± 32.3"
+        );
+        assert_eq!(
+            effect_text(&effect(Some(-2.5), Some([-4.0, -0.5]), 8)),
+            "-2.5 [-4, -0.5]"
+        );
+        assert_eq!(effect_text(&effect(Some(0.0), Some([0.0, 0.0]), 3)), "0 ± 0");
+        assert_eq!(effect_text(&effect(Some(4.0), None, 1)), "+4");
+        assert_eq!(effect_text(&effect(None, None, 0)), "–");
+        let mut e = effect(Some(4.0), None, 1);
+        e.dropped = 2;
+        e.reason = Some("one pair: an interval needs at least two".into());
+        assert_eq!(
+            effect_title(&e),
+            "n_pairs=1 dropped=2 · one pair: an interval needs at least two"
+        );
+    }
+
+    #[test]
+    fn the_forest_plot_has_a_row_per_cell_but_the_baseline_and_always_shows_zero() {
+        let mut t = table(vec![
+            row(0.01, summary(Some(3.0), Some(1.0), json!([2, 4]))),
+            row(0.3, summary(Some(40.0), Some(1.0), json!([39, 41]))),
+            row(0.5, summary(Some(45.0), None, json!([45, null]))),
+        ]);
+        t.cells[1]
+            .effects
+            .insert("peak".into(), effect(Some(37.0), Some([30.0, 44.0]), 2));
+        t.cells[2].effects.insert("peak".into(), effect(Some(41.0), None, 1));
+        let p = ForestPlot::of(&t, "peak").unwrap();
+        assert_eq!(p.baseline, "rate=0.01");
+        assert_eq!(p.rows.iter().map(|r| r.cell).collect::<Vec<_>>(), [1, 2]);
+        assert_eq!((p.rows[0].diff, p.rows[0].lo, p.rows[0].hi), (37.0, 30.0, 44.0));
+        assert!(p.rows[1].lo.is_nan(), "one pair: a dot without a whisker");
+        assert!(p.axis.lo <= 0.0 && p.axis.hi >= 44.0, "{:?}", p.axis);
+        assert_eq!(p.x(p.axis.lo, 10.0, 110.0), 10.0);
+        assert_eq!(p.x(p.axis.hi, 10.0, 110.0), 110.0);
+        assert_eq!(ForestPlot::of(&t, "nope"), None);
+        t.baseline = 1;
+        let p = ForestPlot::of(&t, "peak").unwrap();
+        assert_eq!(
+            p.rows.iter().map(|r| r.cell).collect::<Vec<_>>(),
+            [0, 2],
+            "the named baseline has no row"
+        );
+    }
+
+    #[test]
+    fn the_table_downloads_as_csv_with_its_effects() {
+        let mut t = table(vec![
+            row(0.01, summary(Some(3.0), Some(1.0), json!([2, 4]))),
+            row(0.3, summary(Some(40.0), Some(1.0), json!([39, 41]))),
+        ]);
+        t.metrics.insert("peak".into(), "max:infected".into());
+        let mut e = effect(Some(37.0), Some([30.0, 44.0]), 2);
+        e.sd_diff = Some(0.5);
+        t.cells[1].effects.insert("peak".into(), e);
+        assert_eq!(
+            t.to_csv(),
+            "rate,peak.mean,peak.sd,peak.n,peak.diff,peak.ci_lo,peak.ci_hi,peak.n_pairs,peak.sd_diff,peak.dropped\n\
+             0.01,3,1,2,,,,,,\n\
+             0.3,40,1,2,37,30,44,2,0.5,0\n"
+        );
     }
 }

@@ -1,5 +1,7 @@
 //! The sweep panel of the SimTree page: the tree's sweeps, the chosen one's table (cells ×
-//! metrics, where its runs stand) and a chart per metric, kept live by the tree socket's
+//! metrics, each metric's paired effect against the baseline cell as `Δ` with its 95% interval,
+//! where its runs stand; downloadable as CSV or JSON), a chart per metric and a forest plot of
+//! the effects, kept live by the tree socket's
 //! `sweep_progress`; a click on a cell selects its node in the graph. Below, the form that starts
 //! a sweep from the selected node, with the server's refusal shown in place.
 //!
@@ -11,7 +13,9 @@ use simtree_shared::{SweepTable, TreeMsg};
 use crate::api::{self, ApiError};
 use crate::plot::SweepChart;
 use crate::state::{Tree, ctx};
-use crate::sweep::{MetricPlot, SweepForm, cell_label, merge_table, summary_text, with_parent};
+use crate::sweep::{
+    ForestPlot, MetricPlot, SweepForm, cell_label, effect_text, effect_title, merge_table, summary_text, with_parent,
+};
 
 #[component]
 pub fn SweepPanel(tree: Tree) -> impl IntoView {
@@ -110,6 +114,7 @@ fn SweepResult(tree: Tree, table: SweepTable) -> impl IntoView {
         table.metrics.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
     };
     let nodes: Vec<u64> = table.cells.iter().map(|c| c.node).collect();
+    let baseline_label = table.cells.get(table.baseline).map(cell_label).unwrap_or_default();
     let pick = Callback::new(move |i: usize| {
         if let Some(&n) = nodes.get(i) {
             tree.selected.set(Some(n));
@@ -117,7 +122,11 @@ fn SweepResult(tree: Tree, table: SweepTable) -> impl IntoView {
     });
     let head = metrics
         .iter()
-        .map(|(name, def)| view! { <th title=def.clone()>{name.clone()}</th> })
+        .map(|(name, def)| {
+            let method = if table.interval.is_t() { "t" } else { "bootstrap" };
+            let title = format!("{name} − {name} at {baseline_label} ({method}, 95%)");
+            view! { <th title=def.clone()>{name.clone()}</th><th class="effect" title=title>{format!("Δ {name}")}</th> }
+        })
         .collect_view();
     let rows = table
         .cells
@@ -125,9 +134,19 @@ fn SweepResult(tree: Tree, table: SweepTable) -> impl IntoView {
         .enumerate()
         .map(|(i, c)| {
             let node = c.node;
+            let is_baseline = i == table.baseline;
             let cells = metrics
                 .iter()
-                .map(|(name, _)| view! { <td>{c.metrics.get(name).map_or_else(|| "–".into(), summary_text)}</td> })
+                .map(|(name, _)| {
+                    let effect = c.effects.get(name);
+                    // The baseline's own column stays empty: it is what the others are measured against.
+                    let text = if is_baseline { "·".to_string() } else { effect.map_or_else(|| "–".into(), effect_text) };
+                    let title = effect.map(effect_title).unwrap_or_default();
+                    view! {
+                        <td>{c.metrics.get(name).map_or_else(|| "–".into(), summary_text)}</td>
+                        <td class="effect" title=title data-metric=name.clone()>{text}</td>
+                    }
+                })
                 .collect_view();
             // Replicates measured of all, then those still running or failed.
             let measured = c.children.len().saturating_sub(c.pending + c.failed.len());
@@ -137,8 +156,12 @@ fn SweepResult(tree: Tree, table: SweepTable) -> impl IntoView {
                     runs.push_str(&format!(" · {count} {}", ctx.tr(key)));
                 }
             }
+            // What the cell's provider calls cost, when the server could price them.
+            if let Some(m) = c.money {
+                runs.push_str(&format!(" · ${m:.4}"));
+            }
             view! {
-                <tr data-cell=i data-node=node class:selected=move || tree.selected.get() == Some(node)>
+                <tr data-cell=i data-node=node class:baseline=is_baseline class:selected=move || tree.selected.get() == Some(node)>
                     <td><button class="link cell-pick" title=ctx.tr("sweep.pickCell") on:click=move |_| pick.run(i)>{cell_label(c)}</button></td>
                     {cells}
                     <td class="runs">{runs}</td>
@@ -157,15 +180,34 @@ fn SweepResult(tree: Tree, table: SweepTable) -> impl IntoView {
         .enumerate()
         .filter_map(|(k, (name, def))| {
             let plot = MetricPlot::of(&table, name)?;
+            let forest = ForestPlot::of(&table, name).map(|plot| {
+                view! {
+                    <h4 class="chart-title">{format!("Δ {name} − {} (95%)", plot.baseline)}</h4>
+                    <Forest id=format!("sweep-forest-{k}") plot on_pick=pick />
+                }
+            });
             Some(view! {
                 <h4 class="chart-title">{format!("{name} ({def})")}</h4>
                 <SweepChart id=format!("sweep-chart-{k}") plot on_pick=pick />
+                {forest}
             })
         })
         .collect_view();
+    let (csv, json) = (table.to_csv(), serde_json::to_string_pretty(&table).unwrap_or_default());
+    let (t_id, s_id) = (tree.id.get_untracked().unwrap_or(0), table.sweep);
+    let save = move |ext: &'static str, mime: &'static str, text: String| {
+        move |_| {
+            let _ = api::download(&format!("simtree-tree{t_id}-sweep{s_id}.{ext}"), mime, &text);
+        }
+    };
     view! {
         <div id="sweep-result" data-sweep=table.sweep>
             <p id="sweep-progress" class="muted">{progress}</p>
+            <p class="sweep-downloads">
+                <button id="sweep-csv" on:click=save("csv", "text/csv", csv)>"CSV"</button>
+                " "
+                <button id="sweep-json-download" on:click=save("json", "application/json", json)>"JSON"</button>
+            </p>
             <table id="sweep-table" class="sweep-table">
                 <tr><th>{ctx.tr("sweep.cell")}</th>{head}<th>{ctx.tr("sweep.runs")}</th></tr>
                 {rows}
@@ -173,6 +215,78 @@ fn SweepResult(tree: Tree, table: SweepTable) -> impl IntoView {
             <ul id="sweep-failures" class="reason-list">{failures}</ul>
             {charts}
         </div>
+    }
+}
+
+/// The forest plot of one metric's effects: a row per cell but the baseline, its mean paired
+/// difference as a dot and its 95% interval as a whisker, the dashed line at 0 (no effect).
+/// Colours come from the chart palette, so no style sheet is needed; a click on a row's label or
+/// dot selects the cell's node.
+#[component]
+fn Forest(id: String, plot: ForestPlot, on_pick: Callback<usize>) -> impl IntoView {
+    const ROW: f64 = 22.0;
+    const TOP: f64 = 8.0;
+    const BOTTOM: f64 = 26.0;
+    const LEFT: f64 = 150.0;
+    const WIDTH: f64 = 560.0;
+    const RIGHT: f64 = WIDTH - 20.0;
+    let height = TOP + BOTTOM + ROW * plot.rows.len() as f64;
+    let colour = crate::chart::COLOURS[0];
+    let zero = plot.x(0.0, LEFT, RIGHT);
+    let y = move |i: usize| TOP + ROW * (i as f64 + 0.5);
+    let ticks = plot
+        .axis
+        .ticks
+        .iter()
+        .map(|&v| {
+            let x = plot.x(v, LEFT, RIGHT);
+            view! {
+                <line x1=x x2=x y1=TOP y2=height - BOTTOM stroke="currentColor" stroke-opacity="0.12"></line>
+                <text class="tick" x=x y=height - BOTTOM + 15.0 text-anchor="middle" font-size="10" fill="currentColor">
+                    {crate::chart::tick_label(v, plot.axis.step)}
+                </text>
+            }
+        })
+        .collect_view();
+    let rows = plot
+        .rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let cell = r.cell;
+            let whisker = (r.lo.is_finite() && r.hi.is_finite()).then(|| {
+                let (x1, x2) = (plot.x(r.lo, LEFT, RIGHT), plot.x(r.hi, LEFT, RIGHT));
+                view! {
+                    <line class="ci" x1=x1 x2=x2 y1=y(i) y2=y(i) stroke=colour stroke-width="2"></line>
+                    <line x1=x1 x2=x1 y1=y(i) - 4.0 y2=y(i) + 4.0 stroke=colour></line>
+                    <line x1=x2 x2=x2 y1=y(i) - 4.0 y2=y(i) + 4.0 stroke=colour></line>
+                }
+            });
+            let dot = r.diff.is_finite().then(|| {
+                view! {
+                    <circle class="diff" data-cell=cell cx=plot.x(r.diff, LEFT, RIGHT) cy=y(i) r="4" fill=colour
+                        on:click=move |_| on_pick.run(cell)></circle>
+                }
+            });
+            view! {
+                <g class="forest-row" data-cell=cell>
+                    <text x=LEFT - 8.0 y=y(i) + 4.0 text-anchor="end" font-size="11" fill="currentColor"
+                        style="cursor: pointer" on:click=move |_| on_pick.run(cell)>
+                        <title>{r.label.clone()}</title>
+                        {crate::ops::ellipsis(&r.label, 24)}
+                    </text>
+                    {whisker}
+                    {dot}
+                </g>
+            }
+        })
+        .collect_view();
+    view! {
+        <svg id=id class="chart sweep-forest" width=WIDTH height=height viewBox=format!("0 0 {WIDTH} {height}")>
+            {ticks}
+            <line class="zero" x1=zero x2=zero y1=TOP y2=height - BOTTOM stroke="currentColor" stroke-dasharray="4 3"></line>
+            {rows}
+        </svg>
     }
 }
 

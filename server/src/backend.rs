@@ -14,9 +14,9 @@ use std::sync::Arc;
 
 use crate::abm::worker::WorkerPool;
 use crate::engine::scripted;
+use crate::llm::budget::TreeBudget;
 use crate::llm::chat::{ChatRequest, ChatResponse, Message, Usage};
 use crate::llm::ledger::{Ledger, LlmRecord, MeteredClient, ReplayClient, RoutingClient};
-use crate::llm::resilience::TokenBudget;
 use crate::llm::{
     BoxFuture, ChatProvider, ConfigError, Dialect, LlmClient, LlmConfig, LlmError, LlmSettings, LlmState, Offline,
     ProviderPool, mock,
@@ -97,7 +97,7 @@ pub struct RunRequest<'a> {
     /// Calls recorded by an earlier run of the same advance, to replay instead of calling out.
     pub replay: Option<Vec<LlmRecord>>,
     /// The tree's token budget, charged by real providers.
-    pub budget: Option<Arc<TokenBudget>>,
+    pub budget: Option<Arc<TreeBudget>>,
     pub abm: Option<Arc<WorkerPool>>,
 }
 
@@ -221,7 +221,7 @@ impl Providers {
         scenario: &str,
         sim: &Sim,
         ledger: &Arc<Ledger>,
-        budget: Option<Arc<TokenBudget>>,
+        budget: Option<Arc<TreeBudget>>,
         abm: Option<Arc<WorkerPool>>,
     ) -> Result<RunCtx, BackendError> {
         let default = self.resolve(Some(scenario), None)?;

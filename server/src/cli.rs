@@ -108,6 +108,17 @@ pub enum Command {
         /// Default token budget of every new tree (real providers only; default unlimited).
         #[arg(long)]
         token_budget: Option<u64>,
+        /// Provider calls every tree may make (real providers only; default unlimited).
+        #[arg(long)]
+        call_budget: Option<u64>,
+        /// US dollars every tree may spend on priced models, never exceeded (default unlimited;
+        /// see docs/providers.md).
+        #[arg(long, value_parser = money_arg)]
+        money_budget: Option<f64>,
+        /// A price table (JSON: model → {prompt, completion} dollars per million tokens) added
+        /// to the defaults for well-known models.
+        #[arg(long, env = "SIMTREE_PRICES")]
+        prices: Option<PathBuf>,
         /// Access token every route but /health requires (Bearer header, cookie or ?token=).
         /// Required when binding a non-loopback address.
         #[arg(long, env = "SIMTREE_TOKEN", hide_env_values = true)]
@@ -372,6 +383,9 @@ fn run(cli: Cli) -> Result<(), String> {
             static_dir,
             llm_config,
             token_budget,
+            call_budget,
+            money_budget,
+            prices,
             token,
             allow_origin,
             max_nodes_per_tree,
@@ -390,6 +404,8 @@ fn run(cli: Cli) -> Result<(), String> {
                 max_trees,
                 ws_queue,
                 token_budget,
+                call_budget,
+                money_budget,
                 max_nodes_per_tree,
                 max_memory_bytes: max_memory_mb << 20,
                 max_connections,
@@ -399,6 +415,9 @@ fn run(cli: Cli) -> Result<(), String> {
                 ws_idle: std::time::Duration::from_secs(ws_idle_secs),
             };
             let mut wb = crate::workbench::Workbench::new(library, backend, limits);
+            if let Some(path) = prices {
+                wb.prices = std::sync::Arc::new(crate::llm::price::PriceTable::load(&path).map_err(|e| e.to_string())?);
+            }
             wb.abm_sandbox = sandbox;
             wb.use_assets(&assets);
             if let Some(store) = storage.open()? {
@@ -971,4 +990,12 @@ fn access_policy(
         allowed_origins: origins,
         loopback_host_only: addr.ip().is_loopback(),
     })
+}
+
+/// `--money-budget`: a finite, non-negative number of dollars.
+fn money_arg(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!("{text:?} is not an amount of dollars (a number ≥ 0)")),
+    }
 }

@@ -39,6 +39,28 @@ pub enum Sim {
     Abm(AbmSim),
 }
 
+/// The LLM calls one turn makes by a simulation's structure: at least `least`, at most `most`
+/// (parse retries aside), and in words why.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CallShape {
+    pub least: u64,
+    pub most: u64,
+    pub why: String,
+}
+
+/// Why a model step is estimated at no call.
+pub const ABM_CALLS: &str = "a model step makes no LLM call";
+
+impl CallShape {
+    pub fn none(why: &str) -> CallShape {
+        CallShape {
+            least: 0,
+            most: 0,
+            why: why.into(),
+        }
+    }
+}
+
 /// The seed of the `index`-th child of a fan-out from a state seeded with `parent`: a
 /// SplitMix64 step over both, so siblings get unrelated streams and the same fan-out gives the
 /// same seeds again. Kept below 2^53, so a browser reads it exactly.
@@ -266,6 +288,15 @@ impl Sim {
             Sim::Social(s) => social::state(s),
             Sim::Trading(t) => trading::state(t),
             Sim::Abm(a) => a.state(),
+        }
+    }
+
+    /// How many LLM calls a turn of this simulation makes, by its structure (for estimates).
+    pub fn call_shape(&self) -> CallShape {
+        match self {
+            Sim::Social(s) => social::call_shape(s),
+            Sim::Trading(t) => trading::call_shape(t),
+            Sim::Abm(_) => CallShape::none(ABM_CALLS),
         }
     }
 

@@ -6,8 +6,12 @@
 //! from the dice. Each run is a fresh simulator: optional `prefix` turns, then the cell's ops,
 //! then `turns` turns; its metrics are reduced from what the run left (events and final state).
 //!
+//! Each cell but the baseline (the first, or the one `baseline` names) gets a paired effect per
+//! metric ([`effect_of`]): the mean of its replicate-by-replicate differences to the baseline with
+//! a 95% interval from Student's t (`statrs`) or a seeded percentile bootstrap.
+//!
 //! The planning ([`SweepSpec::cells`]), the metric reductions ([`Metric`]) and the statistics
-//! ([`summarise`]) are pure; [`run`] executes the runs in parallel (up to the machine's cores; a
+//! ([`summarise`], [`paired`]) are pure; [`run`] executes the runs in parallel (up to the machine's cores; a
 //! real provider's own concurrency gate still applies) through [`crate::backend`].
 
 use std::collections::BTreeMap;
@@ -16,7 +20,7 @@ use std::sync::Arc;
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use simtree_shared::{CellResult, MetricSummary, Op};
+use simtree_shared::{CellResult, Effect, IntervalKind, MetricSummary, Op};
 
 use crate::abm::worker::{WorkerConfig, WorkerPool};
 use crate::backend::{Backend, BackendError, RunRequest};
@@ -49,6 +53,21 @@ pub struct SweepSpec {
     /// The node to branch from (server sweeps only; the CLI starts from the scenario's root).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<u64>,
+    /// The cell the others' effects are measured against (default: the first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<Baseline>,
+    /// How the effects' intervals are made: `t` (default) or `bootstrap`.
+    #[serde(default)]
+    pub interval: IntervalKind,
+}
+
+/// Which cell is the baseline: its index in the grid (first axis slowest), or its axis values
+/// (`{"rate": 0.01}`; every axis named).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum Baseline {
+    Index(usize),
+    Cell(IndexMap<String, Value>),
 }
 
 fn one() -> u64 {
@@ -125,6 +144,32 @@ impl SweepSpec {
             .collect()
     }
 
+    /// The index of the baseline cell in `cells` (the grid of [`SweepSpec::cells`]).
+    pub fn baseline_index(&self, cells: &[Cell]) -> Result<usize, SweepError> {
+        match &self.baseline {
+            None => Ok(0),
+            Some(Baseline::Index(i)) if *i < cells.len() => Ok(*i),
+            Some(Baseline::Index(i)) => Err(SweepError::Spec(format!(
+                "baseline: cell {i} does not exist; the grid has {} cells, numbered from 0",
+                cells.len()
+            ))),
+            Some(Baseline::Cell(want)) => cells
+                .iter()
+                .position(|c| {
+                    c.labels.len() == want.len()
+                        && want
+                            .iter()
+                            .all(|(k, v)| c.labels.get(k).is_some_and(|l| same_value(l, v)))
+                })
+                .ok_or_else(|| {
+                    SweepError::Spec(format!(
+                        "baseline: no cell has the axis values {}",
+                        serde_json::to_string(want).unwrap_or_default()
+                    ))
+                }),
+        }
+    }
+
     /// The grid, first axis slowest; checked (each op well-formed, metrics parse, size bounded).
     pub fn cells(&self) -> Result<Vec<Cell>, SweepError> {
         self.metric_list()?;
@@ -165,6 +210,14 @@ impl SweepSpec {
             )));
         }
         Ok(cells)
+    }
+}
+
+/// Axis values compared as a user means them: numbers by value (`1` is `1.0`), the rest exactly.
+fn same_value(a: &Value, b: &Value) -> bool {
+    match (a.as_f64(), b.as_f64()) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b,
     }
 }
 
@@ -327,6 +380,152 @@ pub fn summarise_runs(metrics: &[(String, Metric)], runs: &[Option<&Vec<Value>>]
         .collect()
 }
 
+/// Where one replicate of a cell stands, for pairing it with the baseline's replicate.
+#[derive(Clone, Copy, Debug)]
+pub enum Outcome<'a> {
+    /// Still running: neither a pair nor dropped yet.
+    Pending,
+    /// Failed, cancelled or deleted: its pair is dropped.
+    Ended,
+    /// The metrics' values, in the sweep's order.
+    Done(&'a [Value]),
+}
+
+/// A metric value as a number: numbers as they are, booleans as 0 and 1 (as [`summarise`]).
+fn number(v: &Value) -> Option<f64> {
+    v.as_f64().or_else(|| v.as_bool().map(|b| f64::from(u8::from(b))))
+}
+
+/// Resamples of the bootstrap interval.
+const BOOTSTRAP_RESAMPLES: usize = 2000;
+
+/// The effect of a cell on metric `i` against the baseline: replicate `k` of `cell` paired with
+/// replicate `k` of `base` (the same seed). A pair with a side still running is left for later;
+/// one with a side that ended without a number is dropped and counted. `seed` drives the
+/// bootstrap's resampling (the same seed, the same interval).
+pub fn effect_of(base: &[Outcome], cell: &[Outcome], i: usize, interval: IntervalKind, seed: u64) -> Effect {
+    let mut diffs = Vec::with_capacity(cell.len());
+    let (mut dropped, mut text) = (0, false);
+    for (b, c) in base.iter().zip(cell) {
+        match (b, c) {
+            (Outcome::Pending, _) | (_, Outcome::Pending) => {}
+            (Outcome::Done(b), Outcome::Done(c)) => {
+                let (b, c) = (b.get(i).unwrap_or(&Value::Null), c.get(i).unwrap_or(&Value::Null));
+                match (number(b), number(c)) {
+                    (Some(x), Some(y)) => diffs.push(y - x),
+                    _ => {
+                        text |= b.is_string() || c.is_string();
+                        dropped += 1;
+                    }
+                }
+            }
+            _ => dropped += 1,
+        }
+    }
+    let mut effect = paired(&diffs, interval, seed);
+    effect.dropped = dropped;
+    if text && diffs.is_empty() {
+        effect.reason = Some("text values are counted per value and have no difference".into());
+    }
+    effect
+}
+
+/// Mean, standard deviation and 95% interval of paired differences. No pair: nothing; one pair:
+/// its difference without an interval; the reason says which.
+pub fn paired(diffs: &[f64], interval: IntervalKind, seed: u64) -> Effect {
+    let n = diffs.len();
+    let mut effect = Effect {
+        n_pairs: n,
+        ..Effect::default()
+    };
+    let why = |e: &mut Effect, reason: &str| {
+        e.reason = Some(reason.to_string());
+    };
+    if n == 0 {
+        why(&mut effect, "no pair of replicates has a number on both sides yet");
+        return effect;
+    }
+    let mean = diffs.iter().sum::<f64>() / n as f64;
+    if !mean.is_finite() {
+        why(&mut effect, "the differences are too large to average");
+        return effect;
+    }
+    effect.mean_diff = Some(mean);
+    if n == 1 {
+        why(&mut effect, "one pair: an interval needs at least two");
+        return effect;
+    }
+    let sd = (diffs.iter().map(|d| (d - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt();
+    if !sd.is_finite() {
+        why(&mut effect, "the differences are too large to spread");
+        return effect;
+    }
+    effect.sd_diff = Some(sd);
+    // Identical differences (an A/A cell: all zero) have an interval of width zero, exactly.
+    let (lo, hi) = if sd == 0.0 {
+        (mean, mean)
+    } else {
+        match interval {
+            IntervalKind::T => {
+                use statrs::distribution::{ContinuousCDF, StudentsT};
+                let Ok(t) = StudentsT::new(0.0, 1.0, (n - 1) as f64) else {
+                    why(&mut effect, "no t distribution for these pairs");
+                    return effect;
+                };
+                let half = t.inverse_cdf(0.975) * sd / (n as f64).sqrt();
+                (mean - half, mean + half)
+            }
+            IntervalKind::Bootstrap => bootstrap(diffs, seed),
+        }
+    };
+    if lo.is_finite() && hi.is_finite() {
+        effect.ci95 = Some([lo, hi]);
+    } else {
+        why(&mut effect, "the differences are too large for an interval");
+    }
+    effect
+}
+
+/// The percentile bootstrap of the mean: [`BOOTSTRAP_RESAMPLES`] means of `diffs` resampled with
+/// replacement by a generator seeded with `seed`; the 2.5% and 97.5% quantiles (linear between
+/// order statistics).
+fn bootstrap(diffs: &[f64], seed: u64) -> (f64, f64) {
+    let mut rng = crate::engine::rng::Rng::seeded(seed);
+    let n = diffs.len();
+    let mut means: Vec<f64> = (0..BOOTSTRAP_RESAMPLES)
+        .map(|_| (0..n).map(|_| diffs[rng.below(n)]).sum::<f64>() / n as f64)
+        .collect();
+    means.sort_by(f64::total_cmp);
+    let at = |q: f64| {
+        let pos = q * (means.len() - 1) as f64;
+        let (i, frac) = (pos.floor() as usize, pos.fract());
+        let next = means[(i + 1).min(means.len() - 1)];
+        means[i] + frac * (next - means[i])
+    };
+    (at(0.025), at(0.975))
+}
+
+/// The seed of the bootstrap of one cell and metric: the sweep's first seed mixed with both
+/// indices, so every interval has a stream of its own and a re-read gives the same interval.
+pub fn bootstrap_seed(sweep_seed: u64, cell: usize, metric: usize) -> u64 {
+    sweep_seed ^ (((cell as u64) << 32) | metric as u64)
+}
+
+/// Every metric's effect for `cell` against `base` (see [`effect_of`]).
+pub fn effects(
+    metrics: &[(String, Metric)],
+    base: &[Outcome],
+    cell: &[Outcome],
+    interval: IntervalKind,
+    seed_of: impl Fn(usize) -> u64,
+) -> IndexMap<String, Effect> {
+    metrics
+        .iter()
+        .enumerate()
+        .map(|(i, (name, _))| (name.clone(), effect_of(base, cell, i, interval, seed_of(i))))
+        .collect()
+}
+
 /// Events back from stored log entries (`{type, data, node}`), for reducing a tree node's run;
 /// entries of a type this build does not know are skipped (no metric can name them).
 pub fn events_from_entries<'a>(entries: impl IntoIterator<Item = &'a str>) -> Vec<Event> {
@@ -367,6 +566,7 @@ pub async fn run(
 ) -> Result<Vec<CellResult>, SweepError> {
     let cells = spec.cells()?;
     let metrics = spec.metric_list()?;
+    let baseline = spec.baseline_index(&cells)?;
     let abm = env.library.abm(&spec.scenario).is_some();
     let pool = if abm {
         crate::abm::venv::ensure_venv(&env.root).map_err(|e| SweepError::Abm(e.to_string()))?;
@@ -424,6 +624,12 @@ pub async fn run(
         results.insert((c, k), values);
         progress(done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1, total);
     }
+    let outcomes = |c: usize| -> Vec<Outcome> {
+        (0..spec.replicates)
+            .map(|k| results.get(&(c, k)).map_or(Outcome::Ended, |v| Outcome::Done(v)))
+            .collect()
+    };
+    let base = outcomes(baseline);
     Ok(cells
         .into_iter()
         .enumerate()
@@ -432,12 +638,20 @@ pub async fn run(
             CellResult {
                 cell: cell.labels,
                 metrics: summarise_runs(&metrics, &runs),
+                effects: if c == baseline {
+                    IndexMap::new()
+                } else {
+                    effects(&metrics, &base, &outcomes(c), spec.interval, |m| {
+                        bootstrap_seed(spec.seed, c, m)
+                    })
+                },
             }
         })
         .collect())
 }
 
-/// A human-readable table: one row per cell, `mean ± sd (n)` per metric.
+/// A human-readable table: one row per cell, `mean ± sd (n)` per metric, and under every cell but
+/// the baseline its effects, `Δ mean_diff [lo, hi] (pairs)`.
 pub fn table(results: &[CellResult]) -> String {
     let mut out = String::new();
     for r in results {
@@ -458,6 +672,18 @@ pub fn table(results: &[CellResult]) -> String {
             })
             .collect();
         out.push_str(&format!("{cell:<28} {}\n", figures.join("  ")));
+        let effects: Vec<String> = r
+            .effects
+            .iter()
+            .map(|(name, e)| match (e.mean_diff, e.ci95) {
+                (Some(d), Some([lo, hi])) => format!("Δ{name} {d:+.4} [{lo:.4}, {hi:.4}] (pairs={})", e.n_pairs),
+                (Some(d), None) => format!("Δ{name} {d:+.4} (pairs={})", e.n_pairs),
+                (None, _) => format!("Δ{name} - ({})", e.reason.as_deref().unwrap_or("no pair")),
+            })
+            .collect();
+        if !effects.is_empty() {
+            out.push_str(&format!("{:<28} {}\n", "", effects.join("  ")));
+        }
     }
     out
 }
@@ -560,5 +786,118 @@ mod tests {
         assert_eq!(w.counts["villagers"], 2);
         assert_eq!(w.n, 3);
         assert_eq!(get_path(&json!({"v": [{"y": 1}, {"y": 2}]}), "v.-1.y"), Some(&json!(2)));
+    }
+
+    fn done(values: &[Value]) -> Outcome<'_> {
+        Outcome::Done(values)
+    }
+
+    #[test]
+    fn effects_are_paired_differences_with_a_t_interval_checked_by_hand() {
+        // Replicate 4 failed in the cell (dropped, counted), replicate 5 is still running in the
+        // baseline (neither a pair nor dropped).
+        let base = [json!([10]), json!([20]), json!([30]), json!([40]), json!([50])];
+        let cell = [json!([11]), json!([22]), json!([33]), json!([46])];
+        let b: Vec<Outcome> = base
+            .iter()
+            .map(|v| done(v.as_array().unwrap()))
+            .chain([Outcome::Pending])
+            .collect();
+        let c: Vec<Outcome> = cell
+            .iter()
+            .map(|v| done(v.as_array().unwrap()))
+            .chain([Outcome::Ended, done(&[])])
+            .collect();
+        let e = effect_of(&b, &c, 0, IntervalKind::T, 0);
+        // Differences 1, 2, 3, 6: mean 3; sd √(14/3); t(0.975, 3 df) = 3.182446305284263 (any
+        // printed table), so the half-width is 3.182446305284263 × √(14/3) / 2.
+        let sd = (14.0f64 / 3.0).sqrt();
+        let half = 3.182446305284263 * sd / 2.0;
+        assert_eq!(
+            (e.mean_diff, e.n_pairs, e.dropped, e.reason.as_deref()),
+            (Some(3.0), 4, 1, None)
+        );
+        assert!((e.sd_diff.unwrap() - sd).abs() < 1e-12, "{e:?}");
+        let [lo, hi] = e.ci95.unwrap();
+        assert!(
+            (lo - (3.0 - half)).abs() < 1e-9 && (hi - (3.0 + half)).abs() < 1e-9,
+            "{e:?}"
+        );
+        assert!((hi - 6.437434881858908).abs() < 1e-9, "{e:?}");
+    }
+
+    #[test]
+    fn an_a_a_cell_has_an_effect_of_exactly_zero_with_either_interval() {
+        let runs = [json!([3.7, true]), json!([9.1, false]), json!([0.2, true])];
+        let b: Vec<Outcome> = runs.iter().map(|v| done(v.as_array().unwrap())).collect();
+        for interval in [IntervalKind::T, IntervalKind::Bootstrap] {
+            for m in 0..2 {
+                let e = effect_of(&b, &b, m, interval, 42);
+                assert_eq!(
+                    (e.mean_diff, e.ci95, e.sd_diff, e.n_pairs, e.dropped),
+                    (Some(0.0), Some([0.0, 0.0]), Some(0.0), 3, 0)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn too_few_pairs_text_and_huge_values_give_no_interval_and_say_why() {
+        let one = paired(&[2.5], IntervalKind::T, 0);
+        assert_eq!((one.mean_diff, one.ci95, one.n_pairs), (Some(2.5), None, 1));
+        assert!(one.reason.unwrap().contains("at least two"));
+        let none = paired(&[], IntervalKind::Bootstrap, 0);
+        assert_eq!((none.mean_diff, none.ci95, none.n_pairs), (None, None, 0));
+        assert!(none.reason.is_some());
+        let huge = paired(&[f64::MAX, -f64::MAX, f64::MAX], IntervalKind::T, 0);
+        assert_eq!(huge.ci95, None, "{huge:?}");
+        assert!(huge.reason.is_some());
+        let words = [json!(["villagers"]), json!(["wolves"])];
+        let w: Vec<Outcome> = words.iter().map(|v| done(v.as_array().unwrap())).collect();
+        let e = effect_of(&w, &w, 0, IntervalKind::T, 0);
+        assert_eq!((e.mean_diff, e.n_pairs, e.dropped), (None, 0, 2));
+        assert!(e.reason.unwrap().contains("text"));
+    }
+
+    #[test]
+    fn the_bootstrap_interval_is_seeded_and_brackets_the_mean() {
+        let diffs = [0.0, 0.1, 0.2, 0.1, 5.0, 0.3, 0.0, 0.2];
+        let a = paired(&diffs, IntervalKind::Bootstrap, 7);
+        assert_eq!(
+            a,
+            paired(&diffs, IntervalKind::Bootstrap, 7),
+            "same seed, same interval"
+        );
+        let [lo, hi] = a.ci95.unwrap();
+        let mean = a.mean_diff.unwrap();
+        assert!(0.0 <= lo && lo < mean && mean < hi && hi <= 5.0, "{a:?}");
+        // Skewed differences: the bootstrap's interval is not symmetric about the mean, t's is.
+        let [tlo, thi] = paired(&diffs, IntervalKind::T, 7).ci95.unwrap();
+        assert!(((mean - tlo) - (thi - mean)).abs() < 1e-9);
+        assert!((mean - lo) < (hi - mean), "{a:?}");
+    }
+
+    #[test]
+    fn the_baseline_is_the_first_cell_or_the_one_named() {
+        let mut s = spec(json!([
+            {"label": "rate", "op": {"op": "abm_set_global", "name": "infectionRate"}, "field": "value", "values": [0.1, 0.2, 1]}
+        ]));
+        let cells = s.cells().unwrap();
+        assert_eq!(s.baseline_index(&cells).unwrap(), 0);
+        s.baseline = Some(Baseline::Index(2));
+        assert_eq!(s.baseline_index(&cells).unwrap(), 2);
+        s.baseline = serde_json::from_value(json!({"rate": 0.2})).unwrap();
+        assert_eq!(s.baseline_index(&cells).unwrap(), 1);
+        s.baseline = serde_json::from_value(json!({"rate": 1.0})).unwrap();
+        assert_eq!(s.baseline_index(&cells).unwrap(), 2, "1.0 is the value 1");
+        for bad in [json!(3), json!({"rate": 0.5}), json!({"rate": 0.1, "other": 1})] {
+            s.baseline = serde_json::from_value(bad).unwrap();
+            assert!(
+                s.baseline_index(&cells)
+                    .unwrap_err()
+                    .to_string()
+                    .starts_with("baseline")
+            );
+        }
     }
 }

@@ -864,6 +864,16 @@ impl SimTree {
         total
     }
 
+    /// Every node of the tree, by id.
+    pub fn nodes(&self) -> impl Iterator<Item = &Node> {
+        self.nodes.values()
+    }
+
+    /// Every recorded LLM call of the tree, node by node.
+    pub fn records(&self) -> impl Iterator<Item = &LlmRecord> {
+        self.nodes.values().flat_map(|n| &n.records)
+    }
+
     pub fn running(&self) -> Vec<NodeId> {
         self.nodes
             .values()

@@ -10,6 +10,7 @@
 //! own log and its live channel.
 
 mod datasets;
+mod estimate;
 pub mod library;
 mod persist;
 mod sweep;
@@ -33,8 +34,9 @@ use crate::abm::worker::{WorkerConfig, WorkerPool};
 use crate::backend::{Backend, BackendError, RunRequest};
 use crate::engine::Event;
 use crate::llm::Offline;
+use crate::llm::budget::{Limits as BudgetLimits, TreeBudget};
 use crate::llm::ledger::{Ledger, LlmRecord};
-use crate::llm::resilience::TokenBudget;
+use crate::llm::price::PriceTable;
 use crate::scenario::{ScenarioLibrary, UserScenario};
 use crate::sim::{RunCtx, ScenarioEntry, Sim};
 use crate::trading::data::MarketData;
@@ -51,6 +53,10 @@ pub struct Limits {
     pub ws_queue: usize,
     /// Default token budget of every new tree (none = unlimited).
     pub token_budget: Option<u64>,
+    /// Provider calls every tree may make (none = unlimited).
+    pub call_budget: Option<u64>,
+    /// Dollars every tree may spend on priced models (none = unlimited); see `llm::budget`.
+    pub money_budget: Option<f64>,
     /// Nodes one tree may hold (attach, branch and import refuse beyond it).
     pub max_nodes_per_tree: usize,
     /// Resident memory of the whole server above which new runs are refused and running ones
@@ -79,6 +85,8 @@ impl Default for Limits {
             max_trees: 1000,
             ws_queue: 1024,
             token_budget: None,
+            call_budget: None,
+            money_budget: None,
             max_nodes_per_tree: 100_000,
             max_memory_bytes: 4 << 30,
             max_connections: 4096,
@@ -118,6 +126,8 @@ pub struct Workbench {
     datasets: DashMap<String, Arc<datasets::UserDataset>>,
     /// Scenarios users saved (see `workbench::library`).
     pub library: library::Library,
+    /// What models cost (the defaults, or `serve --prices`): usage, estimates, money budgets.
+    pub prices: Arc<PriceTable>,
 }
 
 pub struct TreeHandle {
@@ -126,8 +136,8 @@ pub struct TreeHandle {
     pub events: broadcast::Sender<TreeMsg>,
     /// The runs in flight: how to stop each and how to learn it has ended.
     runs: Mutex<HashMap<NodeId, RunControl>>,
-    /// The tree's optional token budget; every run of the tree charges it.
-    pub budget: Option<Arc<TokenBudget>>,
+    /// The tree's optional budget (tokens, calls, money); every run of the tree charges it.
+    pub budget: Option<Arc<TreeBudget>>,
     /// The tree's sweeps, by id (see `workbench::sweep`).
     sweeps: sweep::Sweeps,
     pub kind: SimKind,
@@ -236,6 +246,7 @@ impl Workbench {
             limits,
             abm_sandbox: Default::default(),
             datasets: DashMap::new(),
+            prices: Arc::new(PriceTable::default()),
         }
     }
 
@@ -296,9 +307,14 @@ impl Workbench {
             tree: Mutex::new(tree),
             events: broadcast::channel(self.limits.ws_queue.max(1)).0,
             runs: Mutex::new(HashMap::new()),
-            budget: token_budget
-                .or(self.limits.token_budget)
-                .map(|b| Arc::new(TokenBudget::new(b))),
+            budget: {
+                let limits = BudgetLimits {
+                    tokens: token_budget.or(self.limits.token_budget),
+                    calls: self.limits.call_budget,
+                    money: self.limits.money_budget,
+                };
+                (!limits.is_empty()).then(|| Arc::new(TreeBudget::new(limits, self.prices.clone())))
+            },
             sweeps: Default::default(),
             kind,
             meta: Mutex::new(meta),

@@ -20,7 +20,9 @@ mod view;
 pub use event::*;
 pub use library::{NewScenario, SavedRef, ScenarioDocument, ScenarioOrigin, ScenarioUpdate};
 pub use social::*;
-pub use sweep::{CellResult, CellRow, FailedRun, MetricSummary, SweepStarted, SweepTable};
+pub use sweep::{
+    CellResult, CellRow, Effect, FailedRun, IntervalKind, MetricSummary, SweepStarted, SweepTable, table_csv,
+};
 pub use view::*;
 
 /// One entry of a node's event log: `{type, data, node}`.
@@ -514,6 +516,10 @@ pub struct Usage {
     /// Of the prompt tokens, those providers said they served from their prompt cache.
     #[serde(default)]
     pub cached_tokens: u64,
+    /// What the calls cost in US dollars by the server's price table; absent when there are no
+    /// calls or any was made on a model without a price (the offline players, a local model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub money: Option<f64>,
 }
 
 /// `GET …/node/{n}/info`: a node's status, failure reason and LLM usage.
@@ -544,7 +550,36 @@ pub struct Budget {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct UsageReply {
     pub usage: Usage,
+    /// The token budget.
     pub budget: Option<Budget>,
+    /// The call budget: calls started of those allowed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_budget: Option<Budget>,
+    /// The money budget, US dollars.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub money_budget: Option<MoneyBudget>,
+}
+
+/// A budget in US dollars: its limit and what the tree's calls have cost so far.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct MoneyBudget {
+    pub limit: f64,
+    pub spent: f64,
+}
+
+/// `?estimate=true` on a run route: what the run would cost, without running anything.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Estimate {
+    /// Provider calls expected (0 for runs answered offline or without an LLM).
+    pub calls: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// US dollars by the price table; `null` when the model has no price (offline, local).
+    pub money: Option<f64>,
+    /// Runs and turns counted, and how calls and tokens per call were estimated.
+    pub basis: String,
 }
 
 /// The kind of simulation a scenario makes.

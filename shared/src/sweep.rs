@@ -4,6 +4,10 @@
 //! A sweep is a grid of cells (one value per axis) × replicates (replicate `k` of every cell runs
 //! with the same seed). Each metric of a cell is summarised over its replicates; `values[k]` stays
 //! aligned with replicate `k` (`null` while it runs or when it ended without a value).
+//!
+//! Every cell but the baseline also carries each metric's [`Effect`]: the mean of its
+//! replicate-by-replicate differences to the baseline (the same seed on both sides) with a 95%
+//! interval. [`table_csv`] writes a table, effects included, one row per cell.
 
 use std::collections::BTreeMap;
 
@@ -24,13 +28,54 @@ pub struct MetricSummary {
     pub counts: BTreeMap<String, usize>,
 }
 
-/// One cell of `simtree sweep --json`: its axis values and a summary per metric, in the file's
-/// order.
+/// How a sweep's effect intervals are made: from the t distribution of the paired differences
+/// (the default), or by a seeded percentile bootstrap of their mean (for skewed metrics).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum IntervalKind {
+    #[default]
+    T,
+    Bootstrap,
+}
+
+impl IntervalKind {
+    pub fn is_t(&self) -> bool {
+        *self == IntervalKind::T
+    }
+}
+
+/// A cell's effect on one metric against the sweep's baseline cell: replicate `k` of the cell
+/// minus replicate `k` of the baseline (both ran with seed `k`), over the pairs where both sides
+/// have a number.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Effect {
+    /// The mean paired difference (cell − baseline); `null` with no pair.
+    pub mean_diff: Option<f64>,
+    /// 95% interval of the mean difference; `null` with fewer than two pairs (see `reason`).
+    pub ci95: Option<[f64; 2]>,
+    /// Pairs where both sides have a number.
+    pub n_pairs: usize,
+    /// Sample standard deviation of the differences; `null` with fewer than two pairs.
+    pub sd_diff: Option<f64>,
+    /// Pairs left out because a side ended without a number (failed, cancelled, deleted, or the
+    /// metric was missing or text). Pairs still running are neither counted nor dropped.
+    pub dropped: usize,
+    /// Why `mean_diff` or `ci95` is `null`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// One cell of `simtree sweep --json`: its axis values, a summary per metric in the file's order
+/// and, for every cell but the baseline, its effect per metric.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CellResult {
     pub cell: IndexMap<String, Value>,
     pub metrics: IndexMap<String, MetricSummary>,
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub effects: IndexMap<String, Effect>,
 }
 
 /// The reply to `POST …/sweep`: the sweep's id, the cell nodes and, per cell, its replicates.
@@ -61,6 +106,13 @@ pub struct SweepTable {
     pub done: usize,
     pub pending: usize,
     pub failed: usize,
+    /// The index of the cell every other cell's effects are measured against (0 in tables of
+    /// sweeps made before effects).
+    #[serde(default)]
+    pub baseline: usize,
+    /// How the effects' intervals are made.
+    #[serde(default)]
+    pub interval: IntervalKind,
     pub cells: Vec<CellRow>,
 }
 
@@ -78,6 +130,13 @@ pub struct CellRow {
     /// Replicates that ended without a result, and why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed: Vec<FailedRun>,
+    /// Per metric, the paired effect against the baseline cell; empty for the baseline itself.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub effects: IndexMap<String, Effect>,
+    /// What the cell's replicates' provider calls cost in US dollars, by the server's price
+    /// table; absent when they made none or any was on a model without a price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub money: Option<f64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -85,4 +144,82 @@ pub struct CellRow {
 pub struct FailedRun {
     pub node: u64,
     pub error: String,
+}
+
+/// A sweep's table as CSV, one row per cell: its axis values, then per metric `mean`, `sd`, `n`
+/// and the effect against the baseline (`diff`, `ci_lo`, `ci_hi`, `n_pairs`, `sd_diff`,
+/// `dropped`; empty on the baseline's row and where there is no figure). Columns are named
+/// `<metric>.<figure>`.
+pub fn table_csv<'a>(
+    metrics: &[String],
+    rows: impl IntoIterator<
+        Item = (
+            &'a IndexMap<String, Value>,
+            &'a IndexMap<String, MetricSummary>,
+            &'a IndexMap<String, Effect>,
+        ),
+    >,
+) -> String {
+    let rows: Vec<_> = rows.into_iter().collect();
+    let quote = |s: String| {
+        if s.contains([',', '"', '\n', '\r']) {
+            format!("\"{}\"", s.replace('"', "\"\""))
+        } else {
+            s
+        }
+    };
+    let number = |x: Option<f64>| x.map(|x| x.to_string()).unwrap_or_default();
+    let axes: Vec<String> = rows.first().map(|r| r.0.keys().cloned().collect()).unwrap_or_default();
+    const FIGURES: [&str; 9] = [
+        "mean", "sd", "n", "diff", "ci_lo", "ci_hi", "n_pairs", "sd_diff", "dropped",
+    ];
+    let mut header: Vec<String> = axes.clone();
+    for m in metrics {
+        header.extend(FIGURES.iter().map(|f| format!("{m}.{f}")));
+    }
+    let mut out = header.into_iter().map(quote).collect::<Vec<_>>().join(",") + "\n";
+    for (cell, summaries, effects) in rows {
+        let mut row: Vec<String> = axes
+            .iter()
+            .map(|a| match cell.get(a) {
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Null) | None => String::new(),
+                Some(v) => v.to_string(),
+            })
+            .collect();
+        for m in metrics {
+            let s = summaries.get(m);
+            row.push(number(s.and_then(|s| s.mean)));
+            row.push(number(s.and_then(|s| s.sd)));
+            row.push(s.map(|s| s.n.to_string()).unwrap_or_default());
+            match effects.get(m) {
+                Some(e) => {
+                    row.push(number(e.mean_diff));
+                    row.push(number(e.ci95.map(|c| c[0])));
+                    row.push(number(e.ci95.map(|c| c[1])));
+                    row.push(e.n_pairs.to_string());
+                    row.push(number(e.sd_diff));
+                    row.push(e.dropped.to_string());
+                }
+                None => row.extend(std::iter::repeat_n(String::new(), 6)),
+            }
+        }
+        out.push_str(&(row.into_iter().map(quote).collect::<Vec<_>>().join(",") + "\n"));
+    }
+    out
+}
+
+impl SweepTable {
+    /// This table as CSV ([`table_csv`]), the metrics in the sweep's order.
+    pub fn to_csv(&self) -> String {
+        let metrics: Vec<String> = if self.metrics.is_empty() {
+            self.cells
+                .first()
+                .map(|c| c.metrics.keys().cloned().collect())
+                .unwrap_or_default()
+        } else {
+            self.metrics.keys().cloned().collect()
+        };
+        table_csv(&metrics, self.cells.iter().map(|c| (&c.cell, &c.metrics, &c.effects)))
+    }
 }

@@ -2100,6 +2100,10 @@ async fn a_sweep_started_from_the_form_fills_its_table_and_charts_live() {
     );
     let row = b.wait_text("#sweep-table tr[data-cell='1']", "rate=0.3").await;
     assert!(row.contains("(n=2)") && row.contains('±'), "mean ± sd (n): {row}");
+    // The faster disease's paired effect against the baseline (the first cell), and its forest
+    // plot: one row, the baseline has none.
+    b.wait_text("#sweep-table tr[data-cell='1'] td.effect", "+").await;
+    b.wait_count("#sweep-forest-0 circle.diff", 1).await;
     // The x axis names the cells; hovering one reads its numbers out.
     let labels = b.wait_text("#sweep-chart-0", "rate=0.01").await;
     assert!(labels.contains("rate=0.3"), "{labels}");

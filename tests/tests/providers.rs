@@ -48,12 +48,7 @@ async fn completions(State(f): State<Fake>, Json(body): Json<Value>) -> (StatusC
         );
     }
     let text = mock_reply(&body);
-    let prompt_tokens: usize = body["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|m| m["content"].as_str().map_or(0, str::len) / 4)
-        .sum();
+    let prompt_tokens = fake_prompt_tokens(&body);
     (
         StatusCode::OK,
         Json(json!({
@@ -62,6 +57,16 @@ async fn completions(State(f): State<Fake>, Json(body): Json<Value>) -> (StatusC
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 40, "total_tokens": prompt_tokens + 40}
         })),
     )
+}
+
+/// The prompt tokens the fake reports for a request: a quarter of its messages' bytes.
+fn fake_prompt_tokens(body: &Value) -> usize {
+    body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| m["content"].as_str().map_or(0, str::len) / 4)
+        .sum()
 }
 
 async fn fake_provider(fail: bool) -> (String, Fake, tokio::task::JoinHandle<()>) {
@@ -370,4 +375,166 @@ async fn a_scripted_tree_on_a_provider_server_never_calls_it_and_replays() {
         0,
         "a scripted tree makes no provider calls"
     );
+}
+
+/// What the fake provider billed for every call it answered, at `prompt` and `completion`
+/// dollars per million tokens: it reports a quarter of each message's bytes as prompt tokens and
+/// 40 completion tokens.
+fn billed(fake: &Fake, prompt: f64, completion: f64) -> f64 {
+    fake.bodies
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|b| (fake_prompt_tokens(b) as f64 * prompt + 40.0 * completion) / 1e6)
+        .sum()
+}
+
+#[tokio::test]
+async fn estimates_cost_nothing_and_a_money_budget_is_never_exceeded() {
+    let (url, fake, _provider) = fake_provider(false).await;
+    let prices = std::env::temp_dir().join(format!("simtree-prices-{}.json", std::process::id()));
+    std::fs::write(&prices, r#"{"fake-model": {"prompt": 30, "completion": 60}}"#).unwrap();
+    let limit = 0.5;
+    let s = Server::start_env(
+        &[
+            "--prices",
+            prices.to_str().unwrap(),
+            "--money-budget",
+            &limit.to_string(),
+        ],
+        &[
+            ("LLM_DIALECT", "openai"),
+            ("LLM_BASE_URL", &url),
+            ("LLM_API_KEY", "sk-test-secret"),
+            ("LLM_MODEL", "fake-model"),
+            ("LLM_MAX_TOKENS", "64"),
+            ("LLM_RETRY_BACKOFF_S", "0.01"),
+            ("LLM_TIMEOUT_S", "5"),
+        ],
+    );
+    let t = s.create("simple_chat").await;
+    let p = |route: &str| format!("/devui/simtree/{t}/{route}?estimate=true");
+
+    // Before any run: the structure gives the calls (one agent's turn, at least one call), no
+    // tokens are known yet, so no money either; nothing runs and nothing is made.
+    let (st, first) = s.post(&p("advance"), &json!({"parent": 0, "turns": 3})).await;
+    assert_eq!(st, 200, "{first}");
+    assert_eq!(
+        (first["calls"].as_u64(), first["money"].clone()),
+        (Some(3), Value::Null),
+        "{first}"
+    );
+    assert!(
+        first["basis"].as_str().unwrap().contains("no recorded runs yet"),
+        "{first}"
+    );
+    assert_eq!(fake.calls.load(Ordering::SeqCst), 0, "an estimate calls no provider");
+    let nodes = |g: Value| g["nodes"].as_array().unwrap().len();
+    assert_eq!(nodes(s.get(&format!("/devui/simtree/{t}/graph")).await.1), 1);
+
+    // One real turn gives the tree a history; the estimate of a fan-out then rests on it.
+    let (st, adv) = s
+        .post(
+            &format!("/devui/simtree/{t}/advance"),
+            &json!({"parent": 0, "turns": 1}),
+        )
+        .await;
+    assert_eq!((st, adv["error"].clone()), (200, Value::Null), "{adv}");
+    let usage = s.get(&format!("/devui/simtree/{t}/usage")).await.1;
+    let one_call = usage["usage"]["money"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("priced usage: {usage}"));
+    assert!((one_call - billed(&fake, 30.0, 60.0)).abs() < 1e-12, "{usage}");
+    let (st, est) = s
+        .post(&p("advance_multi"), &json!({"parent": 0, "turns": 5, "count": 4}))
+        .await;
+    assert_eq!(st, 200, "{est}");
+    let calls_so_far = fake.calls.load(Ordering::SeqCst);
+    assert_eq!(est["calls"].as_u64(), Some(20 * calls_so_far), "{est}");
+    let money = est["money"].as_f64().unwrap_or_else(|| panic!("{est}"));
+    assert!(
+        (money - 20.0 * one_call).abs() < 0.2 * money,
+        "{est} vs {one_call} per call"
+    );
+    assert!(est["basis"].as_str().unwrap().contains("recorded"), "{est}");
+    let sweep = json!({"parent": 0, "turns": 2, "replicates": 3,
+        "axes": [{"label": "news", "op": {"op": "public_broadcast"}, "field": "text", "values": ["rain", "sun"]}],
+        "metrics": {"actions": "count:action_end"}});
+    let (st, est) = s.post(&p("sweep"), &sweep).await;
+    assert_eq!((st, est["calls"].as_u64()), (200, Some(12 * calls_so_far)), "{est}");
+    let (st, bad) = s
+        .post(
+            &format!("/devui/simtree/{t}/advance?estimate=maybe"),
+            &json!({"parent": 0, "turns": 1}),
+        )
+        .await;
+    assert_eq!(st, 422, "{bad}");
+    assert_eq!(
+        fake.calls.load(Ordering::SeqCst),
+        calls_so_far,
+        "estimates made no call"
+    );
+    assert_eq!(nodes(s.get(&format!("/devui/simtree/{t}/graph")).await.1), 2);
+
+    // A sweep's table prices each cell's replicates.
+    let mut small = sweep.clone();
+    small["turns"] = json!(1);
+    small["replicates"] = json!(1);
+    let (st, started) = s.post(&format!("/devui/simtree/{t}/sweep"), &small).await;
+    assert_eq!(st, 200, "{started}");
+    let id = started["sweep"].as_u64().unwrap();
+    let table = loop {
+        let (_, table) = s.get(&format!("/devui/simtree/{t}/sweep/{id}")).await;
+        if table["pending"] == 0 {
+            break table;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    for cell in table["cells"].as_array().unwrap() {
+        let replicate = cell["children"][0].as_u64().unwrap();
+        let info = s.get(&format!("/devui/simtree/{t}/node/{replicate}/info")).await.1;
+        let money = info["usage"]["money"].as_f64().unwrap_or_else(|| panic!("{info}"));
+        assert!(
+            (cell["money"].as_f64().unwrap() - money).abs() < 1e-12,
+            "{cell} vs {info}"
+        );
+    }
+
+    // Eight concurrent runs that would need far more than the budget: calls are admitted only
+    // while their most possible cost fits, so what the provider billed stays within it.
+    let (st, multi) = s
+        .post(
+            &format!("/devui/simtree/{t}/advance_multi"),
+            &json!({"parent": 0, "turns": 30, "count": 8}),
+        )
+        .await;
+    assert_eq!(st, 200, "{multi}");
+    let usage = s.get(&format!("/devui/simtree/{t}/usage")).await.1;
+    let spent = usage["money_budget"]["spent"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{usage}"));
+    let bill = billed(&fake, 30.0, 60.0);
+    assert!(
+        bill <= limit,
+        "the provider billed ${bill} of a ${limit} budget: {usage}"
+    );
+    assert!(
+        (spent - bill).abs() < 1e-9 && (usage["usage"]["money"].as_f64().unwrap() - bill).abs() < 1e-9,
+        "{usage}"
+    );
+    assert!(bill > limit / 2.0, "the budget was used, not refused at once: ${bill}");
+    let child = multi["children"][0].as_u64().unwrap();
+    let info = s.get(&format!("/devui/simtree/{t}/node/{child}/info")).await.1;
+    assert!(info["error"].as_str().unwrap_or("").contains("money budget"), "{info}");
+    // What is left admits only calls small enough to fit (a short prompt at the root), never more.
+    let (_, more) = s
+        .post(
+            &format!("/devui/simtree/{t}/advance"),
+            &json!({"parent": 0, "turns": 30}),
+        )
+        .await;
+    assert!(more["error"].as_str().unwrap_or("").contains("money budget"), "{more}");
+    let bill = billed(&fake, 30.0, 60.0);
+    assert!(bill <= limit, "the provider billed ${bill} of a ${limit} budget");
+    let _ = std::fs::remove_file(prices);
 }

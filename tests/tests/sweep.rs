@@ -49,6 +49,17 @@ fn a_faster_epidemic_peaks_higher_and_the_same_file_gives_the_same_numbers() {
         fast > slow,
         "peak at rate 0.3 ({fast}) should exceed rate 0.01 ({slow})"
     );
+    // The paired effect against the first cell: with every pair complete, the mean difference is
+    // the difference of the means; the baseline has none.
+    let e = &first[1]["effects"]["peak"];
+    assert!((e["mean_diff"].as_f64().unwrap() - (fast - slow)).abs() < 1e-9, "{e}");
+    assert_eq!(
+        (e["n_pairs"].as_u64(), e["dropped"].as_u64()),
+        (Some(3), Some(0)),
+        "{e}"
+    );
+    assert!(e["ci95"][0].as_f64().unwrap() < e["ci95"][1].as_f64().unwrap(), "{e}");
+    assert!(first[0].get("effects").is_none(), "{}", first[0]);
     assert_eq!(sweep("sir-again", &spec, &[]), first, "a sweep is reproducible");
 }
 

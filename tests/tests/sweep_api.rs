@@ -45,14 +45,19 @@ fn rate_sweep(values: Value, replicates: u64) -> Value {
     })
 }
 
-#[tokio::test]
-async fn an_abm_sweep_lays_out_paired_replicates_and_the_faster_epidemic_peaks_higher() {
-    let s = Server::start();
+/// A tree of the SIR epidemic (seed 7), its root the node every sweep here branches from.
+async fn sir_tree(s: &Server) -> u64 {
     let (st, created) = s
         .post("/devui/simtree", &json!({"scenario": "sir_network", "seed": 7}))
         .await;
     assert_eq!(st, 200, "{created}");
-    let t = created["id"].as_u64().unwrap();
+    created["id"].as_u64().unwrap()
+}
+
+#[tokio::test]
+async fn an_abm_sweep_lays_out_paired_replicates_and_the_faster_epidemic_peaks_higher() {
+    let s = Server::start();
+    let t = sir_tree(&s).await;
     let mut watcher = s.watch(&format!("/devui/simtree/{t}/events")).await;
     // The server subscribes the socket before it sends the snapshot: wait for it, or the sweep's
     // first messages could go out before this watcher listens.
@@ -342,4 +347,149 @@ async fn sweeps_travel_with_an_export_and_a_forged_one_is_refused() {
         assert!(detail.contains(why), "{why}: {detail}");
     }
     assert_eq!(s.get("/devui/simtree").await.1, trees);
+}
+
+/// The effect of each cell on `metric` from the table's own values, by hand: differences
+/// replicate by replicate, their mean and sample standard deviation.
+fn by_hand(table: &Value, cell: usize, metric: &str) -> (Vec<f64>, f64, f64) {
+    let values = |c: usize| {
+        table["cells"][c]["metrics"][metric]["values"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let (base, other) = (values(table["baseline"].as_u64().unwrap() as usize), values(cell));
+    let diffs: Vec<f64> = base
+        .iter()
+        .zip(&other)
+        .filter_map(|(b, c)| Some(c.as_f64()? - b.as_f64()?))
+        .collect();
+    let n = diffs.len() as f64;
+    let mean = diffs.iter().sum::<f64>() / n;
+    let sd = (diffs.iter().map(|d| (d - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+    (diffs, mean, sd)
+}
+
+#[tokio::test]
+async fn a_sweep_reports_paired_effects_against_its_baseline_with_intervals() {
+    let s = Server::start();
+    let t = sir_tree(&s).await;
+    // Cells 0.01 (the baseline), 0.3, and 0.01 again (an A/A cell: same op, same seeds).
+    let (st, started) = s
+        .post(
+            &format!("/devui/simtree/{t}/sweep"),
+            &rate_sweep(json!([0.01, 0.3, 0.01]), 3),
+        )
+        .await;
+    assert_eq!(st, 200, "{started}");
+    let sweep = started["sweep"].as_u64().unwrap();
+    let table = finished(&s, t, sweep).await;
+    let typed: SweepTable = serde_json::from_value(table.clone()).expect("the table parses as shared::SweepTable");
+    assert_eq!((typed.baseline, typed.done), (0, 9));
+    assert!(
+        typed.cells[0].effects.is_empty(),
+        "the baseline has no effect on itself"
+    );
+
+    // Against a hand computation from the table's values. With 2 degrees of freedom Student's t
+    // has a closed-form quantile: t(p) = (2p − 1) √(2 / (4p(1 − p))), 4.3026527297… at 0.975.
+    let (diffs, mean, sd) = by_hand(&table, 1, "peak");
+    assert_eq!(diffs.len(), 3);
+    let e = &typed.cells[1].effects["peak"];
+    assert_eq!((e.n_pairs, e.dropped), (3, 0));
+    assert!((e.mean_diff.unwrap() - mean).abs() < 1e-9, "{e:?} vs {mean}");
+    assert!((e.sd_diff.unwrap() - sd).abs() < 1e-9, "{e:?} vs {sd}");
+    let t975 = 0.95 * (2.0f64 / (4.0 * 0.975 * 0.025)).sqrt();
+    let half = t975 * sd / 3f64.sqrt();
+    let [lo, hi] = e.ci95.unwrap();
+    assert!(
+        (lo - (mean - half)).abs() < 1e-9 && (hi - (mean + half)).abs() < 1e-9,
+        "{e:?}"
+    );
+    assert!(mean > 0.0, "the faster disease peaks higher than the baseline: {e:?}");
+    let aa = &typed.cells[2].effects["peak"];
+    assert_eq!(
+        (aa.mean_diff, aa.ci95, aa.sd_diff, aa.n_pairs),
+        (Some(0.0), Some([0.0, 0.0]), Some(0.0), 3),
+        "A/A: {aa:?}"
+    );
+
+    // A replicate deleted after the fact ends without a value: its pair is dropped and counted.
+    let gone = typed.cells[1].children[2];
+    let (st, body) = s.delete(&format!("/devui/simtree/{t}/node/{gone}")).await;
+    assert_eq!(st, 200, "{body}");
+    let (st, after) = s.get(&format!("/devui/simtree/{t}/sweep/{sweep}")).await;
+    assert_eq!(st, 200, "{after}");
+    let e = &after["cells"][1]["effects"]["peak"];
+    assert_eq!(
+        (e["n_pairs"].as_u64(), e["dropped"].as_u64()),
+        (Some(2), Some(1)),
+        "{e}"
+    );
+    let (_, mean2, _) = by_hand(&after, 1, "peak");
+    assert!((e["mean_diff"].as_f64().unwrap() - mean2).abs() < 1e-9, "{e}");
+    assert_eq!(
+        after["cells"][2]["effects"]["peak"]["dropped"], 0,
+        "the A/A cell keeps its pairs"
+    );
+
+    // The baseline named by its axis values, and a bootstrap interval: seeded, so two reads agree.
+    let mut body = rate_sweep(json!([0.01, 0.3]), 4);
+    body["baseline"] = json!({"rate": 0.3});
+    body["interval"] = json!("bootstrap");
+    let (st, started) = s.post(&format!("/devui/simtree/{t}/sweep"), &body).await;
+    assert_eq!(st, 200, "{started}");
+    let id = started["sweep"].as_u64().unwrap();
+    let boot = finished(&s, t, id).await;
+    assert_eq!(
+        (boot["baseline"].as_u64(), boot["interval"].as_str()),
+        (Some(1), Some("bootstrap"))
+    );
+    assert!(boot["cells"][1].get("effects").is_none(), "{boot}");
+    let e = &boot["cells"][0]["effects"]["peak"];
+    let (diffs, mean, _) = by_hand(&boot, 0, "peak");
+    assert!((e["mean_diff"].as_f64().unwrap() - mean).abs() < 1e-9, "{e}");
+    let (lo, hi) = (e["ci95"][0].as_f64().unwrap(), e["ci95"][1].as_f64().unwrap());
+    let (min, max) = diffs
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(a, b), d| (a.min(*d), b.max(*d)));
+    assert!(min <= lo && lo <= mean && mean <= hi && hi <= max, "{e} from {diffs:?}");
+    assert_eq!(s.get(&format!("/devui/simtree/{t}/sweep/{id}")).await.1, boot);
+
+    // A baseline that names no cell, or an unknown interval, is refused and creates nothing.
+    let nodes = s.get(&format!("/devui/simtree/{t}/graph")).await.1["nodes"]
+        .as_array()
+        .unwrap()
+        .len();
+    for (patch, names) in [
+        (json!({"baseline": 5}), "baseline"),
+        (json!({"baseline": {"rate": 0.5}}), "baseline"),
+        (json!({"interval": "normal"}), "interval"),
+    ] {
+        let mut body = rate_sweep(json!([0.01, 0.3]), 2);
+        for (k, v) in patch.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let (st, err) = s.post(&format!("/devui/simtree/{t}/sweep"), &body).await;
+        assert_eq!(st, 422, "{err}");
+        assert!(err["detail"].as_str().unwrap().contains(names), "{err}");
+    }
+    // An estimate on the offline mock: no provider call, no money, nothing made.
+    let (st, est) = s
+        .post(
+            &format!("/devui/simtree/{t}/sweep?estimate=true"),
+            &rate_sweep(json!([0.01, 0.3]), 2),
+        )
+        .await;
+    assert_eq!(
+        (st, est["calls"].as_u64(), est["money"].clone()),
+        (200, Some(0), Value::Null),
+        "{est}"
+    );
+    assert!(est["basis"].as_str().unwrap().contains("the mock"), "{est}");
+    let after = s.get(&format!("/devui/simtree/{t}/graph")).await.1["nodes"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(after, nodes);
 }

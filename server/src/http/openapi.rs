@@ -490,6 +490,30 @@ fn scenarios_paths(g: &mut SchemaGenerator, error: &Value, paths: &mut Map<Strin
     );
 }
 
+/// The run routes that answer `?estimate=true` with an `Estimate` instead of running.
+const ESTIMATED: [&str; 3] = [
+    "/devui/simtree/{tree}/advance",
+    "/devui/simtree/{tree}/advance_multi",
+    "/devui/simtree/{tree}/sweep",
+];
+
+/// Adds the `estimate` query parameter to the run routes, and the estimate as their other reply.
+fn estimate_params(g: &mut SchemaGenerator, paths: &mut Map<String, Value>) {
+    let estimate = schema::<simtree_shared::Estimate>(g);
+    for path in ESTIMATED {
+        let op = &mut paths[path]["post"];
+        if let Some(params) = op["parameters"].as_array_mut() {
+            params.push(json!({
+                "name": "estimate", "in": "query", "required": false,
+                "description": "true: answer what the run would cost (an Estimate) without running anything",
+                "schema": {"type": "boolean"},
+            }));
+        }
+        let ok = &mut op["responses"]["200"]["content"]["application/json"]["schema"];
+        *ok = json!({"oneOf": [ok.take(), estimate.clone()]});
+    }
+}
+
 /// Builds the whole document.
 pub fn document() -> Value {
     let mut g = SchemaSettings::openapi3().into_generator();
@@ -526,6 +550,7 @@ pub fn document() -> Value {
     }]);
     datasets_paths(&mut g, &error, &mut paths);
     scenarios_paths(&mut g, &error, &mut paths);
+    estimate_params(&mut g, &mut paths);
     let schemas: Map<String, Value> = g.take_definitions(true).into_iter().collect();
     json!({
         "openapi": "3.0.3",

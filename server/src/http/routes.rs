@@ -10,9 +10,9 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use simtree_shared::{
-    AdvanceRequest, Budget, ChildReply, ChildrenReply, CreateRequest, FrontierRequest, LcaReply, MultiRequest,
-    NodeInfo, NodeStatus, NodeView, OkReply, Op, ReplayRequest, RunReply, ScenarioSource, TreeInfo, TreePatch, TreeRef,
-    Usage, UsageReply,
+    AdvanceRequest, Budget, ChildReply, ChildrenReply, CreateRequest, FrontierRequest, LcaReply, MoneyBudget,
+    MultiRequest, NodeInfo, NodeStatus, NodeView, OkReply, Op, ReplayRequest, RunReply, ScenarioSource, TreeInfo,
+    TreePatch, TreeRef, Usage, UsageReply,
 };
 
 use super::error::{ApiError, ApiJson, ApiPath};
@@ -27,13 +27,14 @@ use axum::extract::Query;
 
 type AppResult<T> = Result<T, ApiError>;
 
-fn usage_of(t: UsageTotals) -> Usage {
+fn usage_of(t: UsageTotals, money: Option<f64>) -> Usage {
     Usage {
         calls: t.calls,
         prompt_tokens: t.prompt_tokens,
         completion_tokens: t.completion_tokens,
         latency_ms: t.latency_ms,
         cached_tokens: t.cached_tokens,
+        money,
     }
 }
 type St = State<Arc<AppState>>;
@@ -116,13 +117,32 @@ pub async fn graph_columns(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppRe
         .into_response())
 }
 
+/// `?estimate=true` on a run route: answer what the run would cost instead of running it.
+#[derive(Debug, Default, Deserialize)]
+pub struct EstimateQuery {
+    #[serde(default)]
+    pub estimate: bool,
+}
+
+impl EstimateQuery {
+    /// The query of a run route; a malformed one (`?estimate=yes`) is a 422 naming it.
+    pub fn read(q: Result<Query<EstimateQuery>, axum::extract::rejection::QueryRejection>) -> AppResult<bool> {
+        q.map(|Query(q)| q.estimate)
+            .map_err(|e| ApiError::unprocessable(format!("estimate: {}", e.body_text())))
+    }
+}
+
 pub async fn advance(
     State(app): St,
     ApiPath(tree): ApiPath<u64>,
+    q: Result<Query<EstimateQuery>, axum::extract::rejection::QueryRejection>,
     ApiJson(b): ApiJson<AdvanceRequest>,
-) -> AppResult<Json<RunReply>> {
+) -> AppResult<Response> {
+    if EstimateQuery::read(q)? {
+        return Ok(Json(app.wb.estimate(tree, b.parent, b.turns, 1, "advance")?).into_response());
+    }
     let done = app.wb.advance(tree, b.parent, b.turns).await?;
-    Ok(Json(run_json(done)))
+    Ok(Json(run_json(done)).into_response())
 }
 
 pub async fn advance_frontier(
@@ -137,8 +157,13 @@ pub async fn advance_frontier(
 pub async fn advance_multi(
     State(app): St,
     ApiPath(tree): ApiPath<u64>,
+    q: Result<Query<EstimateQuery>, axum::extract::rejection::QueryRejection>,
     ApiJson(b): ApiJson<MultiRequest>,
-) -> AppResult<Json<ChildrenReply>> {
+) -> AppResult<Response> {
+    if EstimateQuery::read(q)? {
+        let runs = b.count.max(0) as u64;
+        return Ok(Json(app.wb.estimate(tree, b.parent, b.turns, runs, "advance_multi")?).into_response());
+    }
     let children = app
         .wb
         .advance_multi(tree, b.parent, b.turns, b.count, b.same_seed)
@@ -151,7 +176,7 @@ pub async fn advance_multi(
         };
         format!("the {} children produced the same log: {why}", children.len())
     });
-    Ok(Json(ChildrenReply { children, note }))
+    Ok(Json(ChildrenReply { children, note }).into_response())
 }
 
 pub async fn advance_chain(
@@ -198,7 +223,7 @@ pub async fn node_info(State(app): St, ApiPath((tree, node)): ApiPath<(u64, Node
         id: n.id,
         status: n.status,
         error: n.error.clone(),
-        usage: usage_of(UsageTotals::of(&n.records)),
+        usage: usage_of(UsageTotals::of(&n.records), app.wb.prices.money_of(&n.records)),
         recorded_calls: n.records.len() as u64,
         seed,
     }))
@@ -207,14 +232,26 @@ pub async fn node_info(State(app): St, ApiPath((tree, node)): ApiPath<(u64, Node
 /// Extension: LLM usage summed over the tree, and its budget.
 pub async fn usage(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Json<UsageReply>> {
     let handle = app.wb.tree(tree)?;
-    let total = handle.lock().usage();
-    let budget = handle.budget.as_ref().map(|b| Budget {
-        limit: b.limit(),
-        spent: b.spent(),
-    });
+    let (total, money) = {
+        let t = handle.lock();
+        (t.usage(), app.wb.prices.money_of(t.records()))
+    };
+    let b = handle.budget.as_deref();
+    let limits = b.map(|b| b.limits()).unwrap_or_default();
     Ok(Json(UsageReply {
-        usage: usage_of(total),
-        budget,
+        usage: usage_of(total, money),
+        budget: b.zip(limits.tokens).map(|(b, limit)| Budget {
+            limit,
+            spent: b.spent(),
+        }),
+        call_budget: b.zip(limits.calls).map(|(b, limit)| Budget {
+            limit,
+            spent: b.calls(),
+        }),
+        money_budget: b.zip(limits.money).map(|(b, limit)| MoneyBudget {
+            limit,
+            spent: b.money_spent(),
+        }),
     }))
 }
 

@@ -6,24 +6,31 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{Query, State};
+use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
 use super::error::{ApiError, ApiJson, ApiPath};
+use super::routes::EstimateQuery;
 use super::state::AppState;
 use crate::sweep::SweepSpec;
-use simtree_shared::{SweepStarted, SweepTable};
+use simtree_shared::SweepTable;
 
 type St = State<Arc<AppState>>;
 
-/// The body is a sweep file plus `parent`; a field at fault is named in the 422.
+/// The body is a sweep file plus `parent`; a field at fault is named in the 422. With
+/// `?estimate=true` the reply is what the sweep would cost, and nothing is made.
 pub async fn start_sweep(
     State(app): St,
     ApiPath(tree): ApiPath<u64>,
+    q: Result<Query<EstimateQuery>, axum::extract::rejection::QueryRejection>,
     ApiJson(body): ApiJson<Value>,
-) -> Result<Json<SweepStarted>, ApiError> {
+) -> Result<Response, ApiError> {
     let spec = SweepSpec::from_value(body).map_err(|e| ApiError::unprocessable(e.to_string()))?;
-    Ok(Json(app.wb.start_sweep(tree, spec)?))
+    if EstimateQuery::read(q)? {
+        return Ok(Json(app.wb.estimate_sweep(tree, &spec)?).into_response());
+    }
+    Ok(Json(app.wb.start_sweep(tree, spec)?).into_response())
 }
 
 pub async fn sweep_table(

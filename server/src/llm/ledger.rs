@@ -1,7 +1,7 @@
 //! Per-run metering, recording and replay of LLM calls.
 //!
-//! Every run of a tree node gets its own client: [`MeteredClient`] (a real provider: checks the
-//! tree's token budget, charges usage, records `request hash → response, tokens, latency` in a
+//! Every run of a tree node gets its own client: [`MeteredClient`] (a real provider: reserves the
+//! call within the tree's budget, charges usage, records `request hash → response, tokens, latency` in a
 //! [`Ledger`]), [`ReplayClient`] (answers from a node's records with zero provider calls; a
 //! request that was not recorded fails loudly), or the mock (deterministic, nothing to record).
 //! Records live on the node, so they travel with tree export/import.
@@ -17,9 +17,9 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
+use super::budget::TreeBudget;
 use super::chat::{ChatRequest, ChatResponse, Message, Role};
 use super::provider::ChatProvider;
-use super::resilience::TokenBudget;
 use super::{BoxFuture, LlmClient, LlmError, LlmState};
 
 /// A stable hash of a request's messages (FNV-1a 64 over the role and content of each message's
@@ -53,6 +53,10 @@ pub struct LlmRecord {
     /// Prompt tokens the provider served from its cache (absent in records of earlier builds).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cached_tokens: u64,
+    /// The model that answered (`dialect:model`), which prices the call; absent in records made
+    /// before models were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -111,7 +115,7 @@ impl Ledger {
 pub struct MeteredClient {
     pub provider: Arc<dyn ChatProvider>,
     pub ledger: Arc<Ledger>,
-    pub budget: Option<Arc<TokenBudget>>,
+    pub budget: Option<Arc<TreeBudget>>,
 }
 
 impl LlmClient for MeteredClient {
@@ -134,18 +138,20 @@ impl LlmClient for MeteredClient {
 pub async fn metered_call(
     provider: &dyn ChatProvider,
     ledger: &Ledger,
-    budget: Option<&TokenBudget>,
+    budget: Option<&TreeBudget>,
     request: &ChatRequest,
     state: &mut LlmState,
     record: impl FnOnce(&ChatResponse) -> String,
 ) -> Result<ChatResponse, LlmError> {
-    if let Some(b) = budget {
-        b.check()?;
-    }
+    let model = provider.label();
+    let hold = match budget {
+        Some(b) => Some(b.reserve(&model, request, provider.max_tokens())?),
+        None => None,
+    };
     let started = Instant::now();
     let result = provider.chat(request, state).await;
-    if let (Ok(r), Some(b)) = (&result, budget) {
-        b.charge(&r.usage);
+    if let (Some(b), Some(hold)) = (budget, hold) {
+        b.settle(&model, hold, result.as_ref().ok().map(|r| &r.usage));
     }
     let response = result?.into_result()?;
     ledger.push(LlmRecord {
@@ -155,6 +161,7 @@ pub async fn metered_call(
         completion_tokens: response.usage.completion_tokens,
         latency_ms: started.elapsed().as_millis() as u64,
         cached_tokens: response.usage.cached_tokens,
+        model: Some(model),
     });
     Ok(response)
 }
@@ -309,6 +316,7 @@ mod tests {
             completion_tokens: 2,
             latency_ms: 3,
             cached_tokens: 0,
+            model: None,
         };
         let client = ReplayClient::new(&[rec("one"), rec("two")]);
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();

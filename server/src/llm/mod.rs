@@ -24,6 +24,7 @@ use std::pin::Pin;
 use serde::{Deserialize, Serialize};
 
 pub mod anthropic;
+pub mod budget;
 pub mod chat;
 pub mod config;
 pub mod e2e;
@@ -31,6 +32,7 @@ pub mod gemini;
 pub mod ledger;
 pub mod mock;
 pub mod openai;
+pub mod price;
 pub mod provider;
 pub mod resilience;
 pub mod schema;

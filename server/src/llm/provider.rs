@@ -44,6 +44,13 @@ pub trait ChatProvider: Send + Sync {
     /// `dialect:model`, for errors and accounting.
     fn label(&self) -> String;
 
+    /// The most completion tokens a call may produce when the request sets none (the
+    /// configuration's `max_tokens`); `None` when unknown. A money budget needs it to bound a
+    /// call's cost before making it.
+    fn max_tokens(&self) -> Option<u32> {
+        None
+    }
+
     fn chat<'a>(
         &'a self,
         request: &'a ChatRequest,
@@ -460,6 +467,10 @@ impl<W: Wire> ChatProvider for HttpProvider<W> {
 
     fn label(&self) -> String {
         self.config.label()
+    }
+
+    fn max_tokens(&self) -> Option<u32> {
+        Some(self.config.max_tokens)
     }
 
     /// Logs one line per call — `debug` with the latency and tokens, `warn` for a failure or a

@@ -2,8 +2,7 @@
 //! backoff and jitter on transient failures (timeouts, connection errors, 429, 5xx) that honour a
 //! server's `Retry-After`, and a [`Gate`] — a concurrency semaphore plus a request-rate limiter —
 //! that every user of one provider shares, so a 64-child fan-out queues instead of stampeding.
-//!
-//! [`TokenBudget`] is the optional per-tree cap on tokens: checked before a call, charged after.
+//! (A tree's cap on tokens, calls and money is [`super::budget::TreeBudget`].)
 
 use std::future::Future;
 use std::sync::Mutex;
@@ -14,7 +13,6 @@ use reqwest::header::HeaderMap;
 use tokio::sync::{Semaphore, SemaphorePermit};
 
 use super::LlmError;
-use super::chat::Usage;
 use super::config::LlmConfig;
 
 /// How one failed attempt should be treated by [`with_retries`].
@@ -261,47 +259,6 @@ impl RateLimiter {
     }
 }
 
-/// An optional cap on the tokens one tree may spend. Shared (`Arc`) by that tree's runs.
-#[derive(Debug)]
-pub struct TokenBudget {
-    limit: u64,
-    spent: AtomicU64,
-}
-
-impl TokenBudget {
-    pub fn new(limit: u64) -> TokenBudget {
-        TokenBudget {
-            limit,
-            spent: AtomicU64::new(0),
-        }
-    }
-
-    pub fn limit(&self) -> u64 {
-        self.limit
-    }
-
-    pub fn spent(&self) -> u64 {
-        self.spent.load(Ordering::Relaxed)
-    }
-
-    /// Errors once the budget is spent, so no new call starts. Calls already running finish
-    /// and are charged, so `spent` may end a little above `limit`.
-    pub fn check(&self) -> Result<(), LlmError> {
-        let spent = self.spent();
-        if spent >= self.limit {
-            return Err(LlmError::Request(format!(
-                "token budget spent: {spent} of {} tokens used; raise the budget to continue",
-                self.limit
-            )));
-        }
-        Ok(())
-    }
-
-    pub fn charge(&self, usage: &Usage) {
-        self.spent.fetch_add(usage.total(), Ordering::Relaxed);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -433,21 +390,5 @@ mod tests {
         // Six starts 20 ms apart: the last starts at least 100 ms after the first.
         assert!(start.elapsed() >= Duration::from_millis(100), "{:?}", start.elapsed());
         assert_eq!(gate.in_flight(), 0);
-    }
-
-    #[test]
-    fn the_budget_stops_new_calls_once_spent() {
-        let b = TokenBudget::new(100);
-        assert!(b.check().is_ok());
-        b.charge(&Usage {
-            prompt_tokens: 70,
-            completion_tokens: 40,
-            cached_tokens: 0,
-        });
-        assert_eq!(b.spent(), 110);
-        assert_eq!(
-            b.check().unwrap_err().to_string(),
-            "LLM request failed: token budget spent: 110 of 100 tokens used; raise the budget to continue"
-        );
     }
 }

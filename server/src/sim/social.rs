@@ -95,3 +95,21 @@ pub(super) fn view(s: &Simulator) -> SocialView {
         state: s.scene.state_json(),
     }
 }
+
+/// A turn is one agent's: one decision per step, up to `max_steps_per_turn` steps; a moderated
+/// ordering may ask its moderator once more when the queue runs empty.
+pub(super) fn call_shape(s: &Simulator) -> super::CallShape {
+    let moderated = u64::from(matches!(
+        s.world.ordering,
+        crate::engine::ordering::Ordering::LlmModerated { .. }
+    ));
+    let most = u64::from(s.max_steps_per_turn) + moderated;
+    super::CallShape {
+        least: 1,
+        most,
+        why: format!(
+            "a turn is one of {} agents acting: 1 to {most} calls",
+            s.world.agents.len()
+        ),
+    }
+}

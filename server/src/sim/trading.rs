@@ -100,3 +100,16 @@ pub(super) fn state(t: &TradingEpisode) -> NodeState {
         }],
     }
 }
+
+/// The LLM agent decides once per decision point (a tool round may add calls); the rule-based
+/// agents call no model.
+pub(super) fn call_shape(t: &TradingEpisode) -> super::CallShape {
+    match t.agent() {
+        crate::trading::agents::AgentSpec::Llm { .. } => super::CallShape {
+            least: 1,
+            most: 1,
+            why: "a decision point is one call of the LLM agent".into(),
+        },
+        _ => super::CallShape::none("a rule-based trading agent makes no LLM call"),
+    }
+}

@@ -10,16 +10,16 @@
 use std::sync::Arc;
 
 use super::agents::{ModelReply, ToolModel};
+use crate::llm::budget::TreeBudget;
 use crate::llm::chat::{ChatRequest, ChatResponse, ToolCall};
 use crate::llm::ledger::{Ledger, LlmRecord, ReplayClient, metered_call};
-use crate::llm::resilience::TokenBudget;
 use crate::llm::{BoxFuture, ChatProvider, LlmClient, LlmError, LlmState};
 
 /// The trading agent's tool-calling model on a real provider, metered and recorded.
 pub struct ProviderToolModel {
     pub provider: Arc<dyn ChatProvider>,
     pub ledger: Arc<Ledger>,
-    pub budget: Option<Arc<TokenBudget>>,
+    pub budget: Option<Arc<TreeBudget>>,
 }
 
 /// The agent's view of a response: its text and calls, every call with an id (`call_<n>` where

@@ -156,7 +156,7 @@ impl TreeHandle {
             last_activity: info.last_activity,
             seq: self.lock().seq(),
             nodes: info.nodes,
-            budget: self.budget.as_ref().map(|b| b.limit()),
+            budget: self.budget.as_ref().and_then(|b| b.limits().tokens),
         }
     }
 }

@@ -10,8 +10,10 @@
 //! sends `sweep_progress`, so the table can be read at any time, with runs still going counted as
 //! pending.
 //!
-//! A sweep is kept as [`SweepData`] — layout, metric definitions and results — which is also its
-//! store row and its entry in an export. A tree read back from the store (or imported) gets its
+//! A sweep is kept as [`SweepData`] — layout, metric definitions, baseline, interval method and
+//! results — which is also its store row and its entry in an export. Effects are not stored: the
+//! table computes them from the results on every read (so sweeps stored before effects existed
+//! get them too), and keeps the last ones until a result changes. A tree read back from the store (or imported) gets its
 //! sweeps back; a replicate that was still pending is measured then if its node finished, and
 //! otherwise ends with the node's status as its reason.
 
@@ -20,11 +22,15 @@ use std::sync::{Arc, Mutex};
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use simtree_shared::{CellRow, EdgeType, FailedRun, NodeStatus, SweepStarted, SweepTable, TreeMsg};
+use simtree_shared::{
+    CellRow, EdgeType, Effect, FailedRun, IntervalKind, NodeStatus, SweepStarted, SweepTable, TreeMsg,
+};
 
 use super::{RunResult, TreeHandle, Workbench, WorkbenchError, lock};
 use crate::store::Write;
-use crate::sweep::{MAX_RUNS, Metric, SweepError, SweepSpec, events_from_entries, summarise_runs};
+use crate::sweep::{
+    MAX_RUNS, Metric, Outcome, SweepError, SweepSpec, bootstrap_seed, effects, events_from_entries, summarise_runs,
+};
 use crate::tree::{NodeId, SimTree, TreeError};
 
 /// A tree's sweeps by id (ids count up from 0 and are never reused).
@@ -66,7 +72,18 @@ pub struct SweepData {
     pub seeds: Vec<u64>,
     /// Metric name → definition (`max:<var>`…), in the file's order.
     pub metrics: IndexMap<String, String>,
+    /// The index of the cell the others' effects are measured against (absent in rows written
+    /// before effects: the first cell).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub baseline: usize,
+    /// How the effects' intervals are made (absent: `t`).
+    #[serde(default, skip_serializing_if = "IntervalKind::is_t")]
+    pub interval: IntervalKind,
     pub cells: Vec<CellData>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -93,6 +110,24 @@ pub enum Replicate {
 pub(super) struct SweepRecord {
     metrics: Vec<(String, Metric)>,
     data: Mutex<SweepData>,
+    /// The effects of the last table, per cell, and the (measured, ended) counts they were
+    /// computed at. A result only ever moves from pending to measured or ended, or from
+    /// measured to ended, and each move raises `measured + 2 × ended`, so equal counts mean
+    /// equal results.
+    effects: Mutex<Option<((usize, usize), CellEffects)>>,
+}
+
+/// Per cell, each metric's effect against the baseline (empty for the baseline).
+type CellEffects = Vec<IndexMap<String, Effect>>;
+
+impl SweepRecord {
+    fn new(metrics: Vec<(String, Metric)>, data: SweepData) -> SweepRecord {
+        SweepRecord {
+            metrics,
+            data: Mutex::new(data),
+            effects: Mutex::new(None),
+        }
+    }
 }
 
 impl SweepData {
@@ -114,6 +149,13 @@ impl SweepData {
         if self.cells.is_empty() || self.seeds.is_empty() || runs > MAX_RUNS {
             return Err(SweepError::Spec(format!(
                 "a sweep has 1 to {MAX_RUNS} runs; this one has {runs}"
+            )));
+        }
+        if self.baseline >= self.cells.len() {
+            return Err(SweepError::Spec(format!(
+                "baseline: cell {} does not exist; the sweep has {} cells",
+                self.baseline,
+                self.cells.len()
             )));
         }
         if tree.node(self.parent).is_err() {
@@ -209,10 +251,7 @@ impl Sweeps {
                     continue;
                 }
             };
-            let record = SweepRecord {
-                metrics,
-                data: Mutex::new(data),
-            };
+            let record = SweepRecord::new(metrics, data);
             let pending: Vec<(usize, usize, NodeId, NodeId)> = {
                 let d = lock(&record.data);
                 d.cells
@@ -262,6 +301,9 @@ impl Workbench {
         }
         let cells = spec.cells().map_err(|e| WorkbenchError::invalid(e.to_string()))?;
         let metrics = spec.metric_list().map_err(|e| WorkbenchError::invalid(e.to_string()))?;
+        let baseline = spec
+            .baseline_index(&cells)
+            .map_err(|e| WorkbenchError::invalid(e.to_string()))?;
         self.check_turns(spec.turns)?;
         // `cells()` bounds the product, so it cannot overflow.
         let runs = cells.len() * spec.replicates as usize;
@@ -309,26 +351,30 @@ impl Workbench {
             .chunks(per_cell)
             .map(|c| c.iter().map(|p| p.id).collect())
             .collect();
-        let record = handle.sweeps.add(|id| SweepRecord {
-            metrics,
-            data: Mutex::new(SweepData {
-                id,
-                parent,
-                turns: spec.turns,
-                seeds: (0..spec.replicates).map(|k| spec.seed_of(k)).collect(),
-                metrics: spec.metrics.clone(),
-                cells: cells
-                    .into_iter()
-                    .zip(&cell_ids)
-                    .zip(&children)
-                    .map(|((cell, &node), kids)| CellData {
-                        cell: cell.labels,
-                        node,
-                        children: kids.clone(),
-                        results: vec![Replicate::Pending; per_cell],
-                    })
-                    .collect(),
-            }),
+        let record = handle.sweeps.add(|id| {
+            SweepRecord::new(
+                metrics,
+                SweepData {
+                    id,
+                    parent,
+                    turns: spec.turns,
+                    seeds: (0..spec.replicates).map(|k| spec.seed_of(k)).collect(),
+                    metrics: spec.metrics.clone(),
+                    baseline,
+                    interval: spec.interval,
+                    cells: cells
+                        .into_iter()
+                        .zip(&cell_ids)
+                        .zip(&children)
+                        .map(|((cell, &node), kids)| CellData {
+                            cell: cell.labels,
+                            node,
+                            children: kids.clone(),
+                            results: vec![Replicate::Pending; per_cell],
+                        })
+                        .collect(),
+                },
+            )
         });
         let sweep = lock(&record.data).id;
         record.persist(&handle);
@@ -348,9 +394,43 @@ impl Workbench {
         })
     }
 
+    /// What `spec` would cost (`?estimate=true`): its cells × replicates runs of `turns` from
+    /// `parent`, checked as a start would check them; nothing is made.
+    pub fn estimate_sweep(&self, tree: u64, spec: &SweepSpec) -> Result<simtree_shared::Estimate, WorkbenchError> {
+        let parent = spec
+            .parent
+            .ok_or_else(|| WorkbenchError::invalid("parent: name the node the sweep's cells branch from"))?;
+        let cells = spec.cells().map_err(|e| WorkbenchError::invalid(e.to_string()))?;
+        spec.baseline_index(&cells)
+            .map_err(|e| WorkbenchError::invalid(e.to_string()))?;
+        let runs = cells.len() as u64 * spec.replicates;
+        self.estimate(
+            tree,
+            parent,
+            spec.turns,
+            runs,
+            &format!("sweep of {} cells", cells.len()),
+        )
+    }
+
     /// The table of sweep `id` as it stands; `None` when the tree has no such sweep.
     pub fn sweep_table(&self, tree: u64, id: u64) -> Result<Option<SweepTable>, WorkbenchError> {
-        Ok(self.tree(tree)?.sweeps.get(id).map(|r| r.table()))
+        let handle = self.tree(tree)?;
+        Ok(handle.sweeps.get(id).map(|r| self.priced(&handle, r.table())))
+    }
+
+    /// `table` with each cell's money: what its replicates' recorded calls cost.
+    fn priced(&self, handle: &TreeHandle, mut table: SweepTable) -> SweepTable {
+        let t = handle.lock();
+        for c in &mut table.cells {
+            let records = c
+                .children
+                .iter()
+                .filter_map(|&n| t.node(n).ok())
+                .flat_map(|n| &n.records);
+            c.money = self.prices.money_of(records);
+        }
+        table
     }
 
     /// Every sweep of a tree as stored, for an export.
@@ -360,7 +440,13 @@ impl Workbench {
 
     /// Every sweep of a tree, oldest first.
     pub fn sweep_tables(&self, tree: u64) -> Result<Vec<SweepTable>, WorkbenchError> {
-        Ok(self.tree(tree)?.sweeps.all().iter().map(|r| r.table()).collect())
+        let handle = self.tree(tree)?;
+        Ok(handle
+            .sweeps
+            .all()
+            .iter()
+            .map(|r| self.priced(&handle, r.table()))
+            .collect())
     }
 }
 
@@ -387,12 +473,15 @@ async fn collect(
         };
         lock(&record.data).cells[c].results[k] = outcome;
         record.persist(&handle);
-        let t = record.table();
+        let (sweep, (done, pending, failed)) = {
+            let d = lock(&record.data);
+            (d.id, counts(&d))
+        };
         handle.send(TreeMsg::SweepProgress {
-            sweep: t.sweep,
-            done: t.done as u64,
-            failed: t.failed as u64,
-            total: t.total as u64,
+            sweep,
+            done: done as u64,
+            failed: failed as u64,
+            total: (done + pending + failed) as u64,
         });
     }
 }
@@ -437,11 +526,13 @@ impl SweepRecord {
 
     fn table(&self) -> SweepTable {
         let data = lock(&self.data).clone();
-        let mut totals = (0, 0, 0);
+        let (done, pending, failed) = counts(&data);
+        let effects = self.effects(&data, (done, failed));
         let cells = data
             .cells
             .into_iter()
-            .map(|c| {
+            .zip(effects)
+            .map(|(c, effects)| {
                 let values: Vec<Option<&Vec<Value>>> = c
                     .results
                     .iter()
@@ -463,9 +554,6 @@ impl SweepRecord {
                     })
                     .collect();
                 let pending = c.results.iter().filter(|r| matches!(r, Replicate::Pending)).count();
-                totals.0 += values.iter().filter(|v| v.is_some()).count();
-                totals.1 += pending;
-                totals.2 += failed.len();
                 CellRow {
                     metrics: summarise_runs(&self.metrics, &values),
                     cell: c.cell,
@@ -473,6 +561,8 @@ impl SweepRecord {
                     children: c.children,
                     pending,
                     failed,
+                    effects,
+                    money: None,
                 }
             })
             .collect();
@@ -482,11 +572,66 @@ impl SweepRecord {
             turns: data.turns,
             seeds: data.seeds,
             metrics: data.metrics,
-            total: totals.0 + totals.1 + totals.2,
-            done: totals.0,
-            pending: totals.1,
-            failed: totals.2,
+            total: done + pending + failed,
+            done,
+            pending,
+            failed,
+            baseline: data.baseline,
+            interval: data.interval,
             cells,
         }
     }
+
+    /// Each cell's effects against the baseline (none for the baseline itself), from the last
+    /// table's when no result has changed since.
+    fn effects(&self, data: &SweepData, at: (usize, usize)) -> CellEffects {
+        if let Some((when, effects)) = &*lock(&self.effects)
+            && *when == at
+        {
+            return effects.clone();
+        }
+        let base = outcomes(&data.cells[data.baseline]);
+        let seed = data.seeds.first().copied().unwrap_or(0);
+        let all: CellEffects = data
+            .cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                if i == data.baseline {
+                    IndexMap::new()
+                } else {
+                    effects(&self.metrics, &base, &outcomes(c), data.interval, |m| {
+                        bootstrap_seed(seed, i, m)
+                    })
+                }
+            })
+            .collect();
+        *lock(&self.effects) = Some((at, all.clone()));
+        all
+    }
+}
+
+/// Where each replicate of a cell stands, for pairing.
+fn outcomes(c: &CellData) -> Vec<Outcome<'_>> {
+    c.results
+        .iter()
+        .map(|r| match r {
+            Replicate::Pending => Outcome::Pending,
+            Replicate::Ended(_) => Outcome::Ended,
+            Replicate::Done(v) => Outcome::Done(v),
+        })
+        .collect()
+}
+
+/// A sweep's replicates measured, still running and ended without a result.
+fn counts(data: &SweepData) -> (usize, usize, usize) {
+    let mut n = (0, 0, 0);
+    for r in data.cells.iter().flat_map(|c| &c.results) {
+        match r {
+            Replicate::Done(_) => n.0 += 1,
+            Replicate::Pending => n.1 += 1,
+            Replicate::Ended(_) => n.2 += 1,
+        }
+    }
+    n
 }

@@ -1,0 +1,275 @@
+//! A tree's budget: optional caps on the tokens, calls and money its runs may spend on real
+//! providers, shared (`Arc`) by every run of the tree and charged by [`super::ledger::metered_call`].
+//!
+//! The three caps are held differently, on purpose:
+//! - **tokens** (as before): checked before a call, charged after, so calls already running
+//!   finish and `spent` may end a little above the limit;
+//! - **calls**: a call is counted when it starts, and one that would pass the limit never starts;
+//! - **money** is never exceeded: before a call starts, its most possible cost is reserved — the
+//!   prompt at one token per byte of its text plus a few per message (no tokenizer makes more), the
+//!   completion at the request's or the provider's `max_tokens` — and a call whose reservation does
+//!   not fit beside what is spent and reserved is refused. After the call the reservation is
+//!   replaced by what it cost. A model without a price, or a provider that cannot say its
+//!   `max_tokens`, cannot be bounded, so under a money cap its calls are refused with the reason.
+//!   (This holds as long as the provider honours `max_tokens`, as the three dialects' servers do.)
+
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::LlmError;
+use super::chat::{ChatRequest, Usage};
+use super::price::PriceTable;
+
+/// The caps, any of which may be absent.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Limits {
+    pub tokens: Option<u64>,
+    pub calls: Option<u64>,
+    /// US dollars.
+    pub money: Option<f64>,
+}
+
+impl Limits {
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_none() && self.calls.is_none() && self.money.is_none()
+    }
+}
+
+#[derive(Debug)]
+pub struct TreeBudget {
+    limits: Limits,
+    prices: Arc<PriceTable>,
+    tokens: AtomicU64,
+    calls: AtomicU64,
+    money: Mutex<Money>,
+}
+
+#[derive(Debug, Default)]
+struct Money {
+    spent: f64,
+    reserved: f64,
+}
+
+/// What a started call holds until it is settled.
+#[derive(Debug)]
+#[must_use = "a reservation is settled after the call"]
+pub struct Hold {
+    money: f64,
+}
+
+/// Tokens counted for each message's framing on top of its text, and for the reply's priming:
+/// more than any chat template adds.
+const TOKENS_PER_MESSAGE: u64 = 16;
+const TOKENS_PER_REQUEST: u64 = 64;
+
+/// The most prompt tokens `request` can count as: one per byte of its text (a token is at least
+/// one byte in every byte-level tokenizer), plus framing.
+pub fn prompt_bound(request: &ChatRequest) -> u64 {
+    let text: usize = request.messages.iter().map(|m| m.flat().1.len()).sum::<usize>()
+        + serde_json::to_string(&request.tools).map_or(0, |t| t.len())
+        + request
+            .response_schema
+            .as_ref()
+            .map_or(0, |s| s.schema.to_string().len());
+    text as u64 + TOKENS_PER_MESSAGE * request.messages.len() as u64 + TOKENS_PER_REQUEST
+}
+
+impl TreeBudget {
+    pub fn new(limits: Limits, prices: Arc<PriceTable>) -> TreeBudget {
+        TreeBudget {
+            limits,
+            prices,
+            tokens: AtomicU64::new(0),
+            calls: AtomicU64::new(0),
+            money: Mutex::new(Money::default()),
+        }
+    }
+
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Tokens charged so far.
+    pub fn spent(&self) -> u64 {
+        self.tokens.load(Ordering::Relaxed)
+    }
+
+    /// Calls started so far.
+    pub fn calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
+    }
+
+    /// Dollars charged so far (reservations of calls still running not included).
+    pub fn money_spent(&self) -> f64 {
+        self.money.lock().unwrap_or_else(|p| p.into_inner()).spent
+    }
+
+    /// Admits a call of `model` (`dialect:model`) with `request`, or says which cap stops it.
+    /// `max_tokens` is the provider's completion limit when the request sets none.
+    pub fn reserve(&self, model: &str, request: &ChatRequest, max_tokens: Option<u32>) -> Result<Hold, LlmError> {
+        let refuse = |why: String| Err(LlmError::Request(why));
+        if let Some(limit) = self.limits.tokens {
+            let spent = self.spent();
+            if spent >= limit {
+                return refuse(format!(
+                    "token budget spent: {spent} of {limit} tokens used; raise the budget to continue"
+                ));
+            }
+        }
+        let worst = match self.limits.money {
+            None => 0.0,
+            Some(_) => {
+                let Some(price) = self.prices.price(model) else {
+                    return refuse(format!(
+                        "money budget: {model} has no price, so its calls cannot be kept within the budget; \
+                         add it to the price table (--prices)"
+                    ));
+                };
+                let Some(completion) = request.max_tokens.or(max_tokens) else {
+                    return refuse(format!(
+                        "money budget: {model} does not say its max_tokens, so a call's cost has no bound"
+                    ));
+                };
+                price.cost(prompt_bound(request), u64::from(completion))
+            }
+        };
+        if let Some(limit) = self.limits.calls {
+            let taken = self
+                .calls
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| (n < limit).then_some(n + 1));
+            if let Err(n) = taken {
+                return refuse(format!(
+                    "call budget spent: {n} of {limit} calls made; raise the budget to continue"
+                ));
+            }
+        } else {
+            self.calls.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(limit) = self.limits.money {
+            let mut m = self.money.lock().unwrap_or_else(|p| p.into_inner());
+            if m.spent + m.reserved + worst > limit {
+                let (spent, reserved) = (m.spent, m.reserved);
+                drop(m);
+                self.calls.fetch_sub(1, Ordering::SeqCst);
+                return refuse(format!(
+                    "money budget: ${spent:.6} spent and ${reserved:.6} held by running calls of ${limit:.6}; \
+                     this call may cost up to ${worst:.6}; raise the budget to continue"
+                ));
+            }
+            m.reserved += worst;
+        }
+        Ok(Hold { money: worst })
+    }
+
+    /// Ends a call admitted by [`TreeBudget::reserve`]: its tokens and cost are charged (nothing
+    /// when it failed) and its reservation released.
+    pub fn settle(&self, model: &str, hold: Hold, usage: Option<&Usage>) {
+        if let Some(u) = usage {
+            self.tokens.fetch_add(u.total(), Ordering::Relaxed);
+        }
+        if self.limits.money.is_some() {
+            let cost = usage.and_then(|u| self.prices.cost(model, u)).unwrap_or(0.0);
+            let mut m = self.money.lock().unwrap_or_else(|p| p.into_inner());
+            m.reserved = (m.reserved - hold.money).max(0.0);
+            m.spent += cost;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::chat::{Message, Role};
+
+    fn prices() -> Arc<PriceTable> {
+        Arc::new(PriceTable::with_file(r#"{"fake:priced": {"prompt": 1000, "completion": 2000}}"#).unwrap())
+    }
+
+    fn request(words: usize) -> ChatRequest {
+        ChatRequest::new(vec![Message::new(Role::User, "x ".repeat(words))])
+    }
+
+    #[test]
+    fn tokens_stop_new_calls_once_spent() {
+        let b = TreeBudget::new(
+            Limits {
+                tokens: Some(100),
+                ..Limits::default()
+            },
+            prices(),
+        );
+        let hold = b.reserve("fake:priced", &request(1), None).unwrap();
+        b.settle(
+            "fake:priced",
+            hold,
+            Some(&Usage {
+                prompt_tokens: 70,
+                completion_tokens: 40,
+                cached_tokens: 0,
+            }),
+        );
+        assert_eq!(b.spent(), 110);
+        assert_eq!(
+            b.reserve("fake:priced", &request(1), None).unwrap_err().to_string(),
+            "LLM request failed: token budget spent: 110 of 100 tokens used; raise the budget to continue"
+        );
+    }
+
+    #[test]
+    fn money_is_reserved_at_the_worst_case_so_concurrent_calls_never_pass_the_cap() {
+        // A call of 10 words with max_tokens 100 may cost (20 + 16 + 64) × $0.001 + 100 × $0.002
+        // = $0.30; actually it costs 10 × $0.001 + 50 × $0.002 = $0.11.
+        let b = TreeBudget::new(
+            Limits {
+                money: Some(1.0),
+                ..Limits::default()
+            },
+            prices(),
+        );
+        let r = request(10);
+        let holds: Vec<Hold> = (0..3)
+            .map(|_| b.reserve("fake:priced", &r, Some(100)).unwrap())
+            .collect();
+        let e = b.reserve("fake:priced", &r, Some(100)).unwrap_err().to_string();
+        assert!(e.contains("money budget") && e.contains("held by running calls"), "{e}");
+        let used = Usage {
+            prompt_tokens: 10,
+            completion_tokens: 50,
+            cached_tokens: 0,
+        };
+        for h in holds {
+            b.settle("fake:priced", h, Some(&used));
+        }
+        assert!((b.money_spent() - 0.33).abs() < 1e-12, "{}", b.money_spent());
+        // $0.67 left: two more calls fit ($0.30 each held), a third does not.
+        let more: Vec<Hold> = (0..2)
+            .map(|_| b.reserve("fake:priced", &r, Some(100)).unwrap())
+            .collect();
+        assert!(b.reserve("fake:priced", &r, Some(100)).is_err());
+        for h in more {
+            b.settle("fake:priced", h, None);
+        }
+        assert!((b.money_spent() - 0.33).abs() < 1e-12, "a failed call costs nothing");
+        assert_eq!(b.calls(), 5);
+        let unpriced = b.reserve("openai:unknown", &r, Some(100)).unwrap_err().to_string();
+        assert!(unpriced.contains("no price"), "{unpriced}");
+        let unbounded = b.reserve("fake:priced", &r, None).unwrap_err().to_string();
+        assert!(unbounded.contains("max_tokens"), "{unbounded}");
+    }
+
+    #[test]
+    fn calls_are_counted_as_they_start() {
+        let b = TreeBudget::new(
+            Limits {
+                calls: Some(2),
+                ..Limits::default()
+            },
+            prices(),
+        );
+        let _a = b.reserve("mock:mock", &request(1), None).unwrap();
+        let _b = b.reserve("mock:mock", &request(1), None).unwrap();
+        let e = b.reserve("mock:mock", &request(1), None).unwrap_err().to_string();
+        assert!(e.contains("call budget spent: 2 of 2"), "{e}");
+    }
+}

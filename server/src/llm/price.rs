@@ -1,0 +1,216 @@
+//! What model calls cost: a price table (US dollars per million prompt and completion tokens, per
+//! model) that turns recorded tokens into money for usage, estimates and money budgets.
+//!
+//! The table starts from a small default of well-known hosted models' list prices and takes a
+//! file (`--prices FILE`, or `SIMTREE_PRICES`) whose entries add to or replace the defaults. A
+//! model is looked up by its `dialect:model` label first, then by the model's name alone. The
+//! offline players (`mock`, `scripted`) and models the table does not name have no price: their
+//! money is `null`, never a guess. A price file is input from outside, so it is read with limits
+//! (size, entries, name length) and every price must be a finite number from 0 to 10,000.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::chat::Usage;
+use super::ledger::LlmRecord;
+
+/// Dollars per million tokens, each way.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    pub prompt: f64,
+    pub completion: f64,
+}
+
+impl Price {
+    /// What `prompt` and `completion` tokens cost at this price.
+    pub fn cost(&self, prompt: u64, completion: u64) -> f64 {
+        (prompt as f64 * self.prompt + completion as f64 * self.completion) / 1e6
+    }
+}
+
+/// Why a price file was refused; the message names the file's entry at fault.
+#[derive(Debug, thiserror::Error)]
+#[error("price table: {0}")]
+pub struct PriceError(pub String);
+
+/// Prices by model label (`openai:gpt-4o-mini`) or model name (`gpt-4o-mini`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PriceTable {
+    models: BTreeMap<String, Price>,
+}
+
+/// The largest price file read, its most entries and longest model name.
+const MAX_FILE_BYTES: u64 = 1 << 20;
+const MAX_ENTRIES: usize = 10_000;
+const MAX_NAME: usize = 200;
+/// The highest price per million tokens accepted (a typo of a few zeros is refused, not billed).
+const MAX_PRICE: f64 = 10_000.0;
+
+/// List prices of well-known hosted models (USD per million tokens, prompt and completion) at
+/// the time of writing. Providers change them: a price file overrides any of them.
+const DEFAULTS: &[(&str, f64, f64)] = &[
+    ("gpt-4o", 2.50, 10.00),
+    ("gpt-4o-mini", 0.15, 0.60),
+    ("gpt-4.1", 2.00, 8.00),
+    ("gpt-4.1-mini", 0.40, 1.60),
+    ("gpt-4.1-nano", 0.10, 0.40),
+    ("claude-3-5-haiku-latest", 0.80, 4.00),
+    ("claude-3-5-sonnet-latest", 3.00, 15.00),
+    ("claude-sonnet-4-0", 3.00, 15.00),
+    ("gemini-1.5-flash", 0.075, 0.30),
+    ("gemini-2.0-flash", 0.10, 0.40),
+];
+
+impl Default for PriceTable {
+    fn default() -> PriceTable {
+        PriceTable {
+            models: DEFAULTS
+                .iter()
+                .map(|&(m, prompt, completion)| (m.to_string(), Price { prompt, completion }))
+                .collect(),
+        }
+    }
+}
+
+impl PriceTable {
+    /// The defaults with a price file's entries added or replaced: a JSON object of model →
+    /// `{"prompt": dollars per 1M tokens, "completion": …}`.
+    pub fn with_file(text: &str) -> Result<PriceTable, PriceError> {
+        let de = &mut serde_json::Deserializer::from_str(text);
+        let entries: BTreeMap<String, Price> =
+            serde_path_to_error::deserialize(de).map_err(|e| PriceError(format!("{}: {}", e.path(), e.inner())))?;
+        if entries.len() > MAX_ENTRIES {
+            return Err(PriceError(format!("{} entries; at most {MAX_ENTRIES}", entries.len())));
+        }
+        let mut table = PriceTable::default();
+        for (model, price) in entries {
+            if model.trim().is_empty() || model.len() > MAX_NAME {
+                return Err(PriceError(format!(
+                    "{model:?}: a model name has 1 to {MAX_NAME} characters"
+                )));
+            }
+            for (what, v) in [("prompt", price.prompt), ("completion", price.completion)] {
+                if !(v.is_finite() && (0.0..=MAX_PRICE).contains(&v)) {
+                    return Err(PriceError(format!(
+                        "{model}.{what}: {v} is not a price from 0 to {MAX_PRICE} dollars per million tokens"
+                    )));
+                }
+            }
+            table.models.insert(model, price);
+        }
+        Ok(table)
+    }
+
+    /// The defaults plus the file at `path` (at most 1 MiB).
+    pub fn load(path: &Path) -> Result<PriceTable, PriceError> {
+        let at = |e: String| PriceError(format!("{}: {e}", path.display()));
+        let size = std::fs::metadata(path).map_err(|e| at(e.to_string()))?.len();
+        if size > MAX_FILE_BYTES {
+            return Err(at(format!("{size} bytes; a price file has at most {MAX_FILE_BYTES}")));
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| at(e.to_string()))?;
+        PriceTable::with_file(&text).map_err(|e| at(e.0))
+    }
+
+    /// The price of the model behind `label` (`dialect:model`): the label's entry, else the
+    /// model name's; none for the offline players.
+    pub fn price(&self, label: &str) -> Option<Price> {
+        let (dialect, model) = label.split_once(':').unwrap_or(("", label));
+        if matches!(dialect, "mock" | "scripted") {
+            return None;
+        }
+        self.models.get(label).or_else(|| self.models.get(model)).copied()
+    }
+
+    /// What `usage` cost on `label`'s model; `None` when it has no price.
+    pub fn cost(&self, label: &str, usage: &Usage) -> Option<f64> {
+        self.price(label)
+            .map(|p| p.cost(usage.prompt_tokens, usage.completion_tokens))
+    }
+
+    /// What recorded calls cost: `None` when there are none or any lacks a price (a call
+    /// recorded before models were, or on an unpriced model), so a sum is never a partial one.
+    pub fn money_of<'a>(&self, records: impl IntoIterator<Item = &'a LlmRecord>) -> Option<f64> {
+        let mut total = 0.0;
+        let mut any = false;
+        for r in records {
+            let price = self.price(r.model.as_deref()?)?;
+            total += price.cost(r.prompt_tokens, r.completion_tokens);
+            any = true;
+        }
+        any.then_some(total)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn models_are_priced_by_label_then_name_and_offline_players_never() {
+        let t = PriceTable::with_file(
+            r#"{"openai:local-llama": {"prompt": 0, "completion": 0},
+                                          "gpt-4o-mini": {"prompt": 1, "completion": 2}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            t.price("openai:gpt-4o-mini").unwrap().completion,
+            2.0,
+            "the file replaces a default"
+        );
+        assert_eq!(t.price("anthropic:claude-3-5-haiku-latest").unwrap().prompt, 0.80);
+        assert_eq!(t.price("openai:local-llama").unwrap().prompt, 0.0);
+        assert_eq!(
+            t.price("gemini:local-llama"),
+            None,
+            "a label entry is for that dialect only"
+        );
+        assert_eq!(t.price("mock:gpt-4o"), None);
+        assert_eq!(t.price("openai:who-knows"), None);
+        let usage = Usage {
+            prompt_tokens: 1_000_000,
+            completion_tokens: 500_000,
+            cached_tokens: 0,
+        };
+        assert_eq!(t.cost("openai:gpt-4o-mini", &usage), Some(2.0));
+    }
+
+    #[test]
+    fn a_hostile_price_file_is_refused_with_the_entry_at_fault() {
+        for (text, names) in [
+            (r#"{"m": {"prompt": -1, "completion": 0}}"#, "m.prompt"),
+            (r#"{"m": {"prompt": 1e300, "completion": 0}}"#, "m.prompt"),
+            (r#"{"m": {"prompt": 1, "completion": 0, "x": 1}}"#, "m"),
+            (r#"{"m": {"prompt": 1}}"#, "m"),
+            (r#"{"": {"prompt": 1, "completion": 1}}"#, "model name"),
+            (r#"[1]"#, "price table"),
+        ] {
+            let e = PriceTable::with_file(text).unwrap_err().to_string();
+            assert!(e.contains(names), "{names:?} not in {e:?}");
+        }
+        let long = format!(r#"{{"{}": {{"prompt": 1, "completion": 1}}}}"#, "m".repeat(201));
+        assert!(PriceTable::with_file(&long).is_err());
+    }
+
+    #[test]
+    fn recorded_calls_are_summed_only_when_every_one_has_a_price() {
+        let t = PriceTable::default();
+        let call = |model: Option<&str>| LlmRecord {
+            hash: String::new(),
+            response: String::new(),
+            prompt_tokens: 2_000,
+            completion_tokens: 1_000,
+            latency_ms: 0,
+            cached_tokens: 0,
+            model: model.map(str::to_string),
+        };
+        let priced = [call(Some("openai:gpt-4o-mini")), call(Some("openai:gpt-4o-mini"))];
+        let m = t.money_of(&priced).unwrap();
+        assert!((m - 2.0 * (2_000.0 * 0.15 + 1_000.0 * 0.60) / 1e6).abs() < 1e-15, "{m}");
+        assert_eq!(t.money_of(&[call(Some("openai:gpt-4o-mini")), call(None)]), None);
+        assert_eq!(t.money_of(&[]), None);
+    }
+}

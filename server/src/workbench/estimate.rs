@@ -1,0 +1,163 @@
+//! What a run would cost before it runs (`?estimate=true` on the run routes): expected provider
+//! calls, prompt and completion tokens, and money by the price table. Nothing is run and no node
+//! is made.
+//!
+//! Calls come from the tree's own history when it has one — the calls its recorded runs made per
+//! turn — and otherwise from the simulation's structure at the parent ([`Sim::call_shape`]: the
+//! fewest calls a turn makes). Tokens per call are the means of the tree's recorded calls; a tree
+//! without any has no basis for tokens, and the estimate says so rather than guessing. Runs
+//! answered offline (the mock, the scripted player, a replay) make no provider calls. `basis`
+//! spells out which of these the figures rest on.
+
+use simtree_shared::{Estimate, NodeStatus, SimKind};
+
+use super::{Workbench, WorkbenchError};
+use crate::backend::Backend;
+use crate::sim::{ABM_CALLS, CallShape, Sim};
+use crate::tree::{NodeId, SimTree};
+
+/// The tree's recorded history: turns run by nodes that called a provider, and their calls.
+struct History {
+    turns: u64,
+    calls: u64,
+    prompt: u64,
+    completion: u64,
+}
+
+impl History {
+    fn of(t: &SimTree) -> History {
+        let mut h = History {
+            turns: 0,
+            calls: 0,
+            prompt: 0,
+            completion: 0,
+        };
+        for n in t
+            .nodes()
+            .filter(|n| n.status == NodeStatus::Done && !n.records.is_empty())
+        {
+            h.turns += n.turns;
+            for r in &n.records {
+                h.calls += 1;
+                h.prompt += r.prompt_tokens;
+                h.completion += r.completion_tokens;
+            }
+        }
+        h
+    }
+}
+
+impl Workbench {
+    /// The cost of `runs` runs of `turns` turns each from `parent` (an advance: 1 run; a fan-out:
+    /// its count; a sweep: cells × replicates), without running them. `what` names the request
+    /// in the basis.
+    pub fn estimate(
+        &self,
+        tree: u64,
+        parent: NodeId,
+        turns: u64,
+        runs: u64,
+        what: &str,
+    ) -> Result<Estimate, WorkbenchError> {
+        self.check_turns(turns)?;
+        let max = self.limits.max_children_per_request;
+        if runs > max {
+            return Err(WorkbenchError::invalid(format!(
+                "{what}: {runs} runs; a request may start at most {max} (see --max-children)"
+            )));
+        }
+        let handle = self.tree(tree)?;
+        let (shape, offline, history, scenario) = {
+            let mut t = handle.lock();
+            t.node(parent)?;
+            // A model step makes no call: an agent-based node is not rebuilt (which could mean
+            // re-running its steps) only to be told so.
+            let sim = match handle.kind {
+                SimKind::Abm => None,
+                _ => Some(t.sim(parent)?),
+            };
+            let offline = match (&self.backend, sim.as_deref()) {
+                (Backend::Mock, _) => Some("the mock"),
+                (Backend::Provider(_), Some(Sim::Social(s))) if s.world.llm.offline.is_some() => {
+                    Some("the tree's offline player")
+                }
+                _ => None,
+            };
+            let shape = sim.map_or_else(|| CallShape::none(ABM_CALLS), |s| s.call_shape());
+            (shape, offline, History::of(&t), t.scenario.clone())
+        };
+        let total_turns = runs.saturating_mul(turns);
+        let head = format!("{what}: {runs} run(s) × {turns} turn(s)");
+        if let Some(who) = offline {
+            return Ok(Estimate {
+                calls: 0,
+                prompt_tokens: 0,
+                completion_tokens: 0,
+                money: None,
+                basis: format!("{head}; answered by {who}: no provider calls, no cost"),
+            });
+        }
+        let model = match &self.backend {
+            Backend::Provider(p) => p.resolve(Some(&scenario), None).ok().map(|p| p.label()),
+            Backend::Mock => None,
+        };
+        let (calls, calls_basis) = if history.turns > 0 && history.calls > 0 {
+            let per_turn = history.calls as f64 / history.turns as f64;
+            (
+                (per_turn * total_turns as f64).ceil() as u64,
+                format!(
+                    "{per_turn:.2} calls per turn, as the tree's recorded runs made ({} calls in {} turns)",
+                    history.calls, history.turns
+                ),
+            )
+        } else {
+            (
+                shape.least.saturating_mul(total_turns),
+                format!(
+                    "{} per turn by the scenario's structure ({}; no recorded runs yet)",
+                    shape.least, shape.why
+                ),
+            )
+        };
+        let (prompt, completion, tokens_basis) = if history.calls > 0 {
+            let mean = |n: u64| n as f64 / history.calls as f64;
+            let (p, c) = (mean(history.prompt), mean(history.completion));
+            (
+                (p * calls as f64).round() as u64,
+                (c * calls as f64).round() as u64,
+                format!(
+                    "{p:.0} prompt and {c:.0} completion tokens per call, the means of its {} recorded calls",
+                    history.calls
+                ),
+            )
+        } else if calls == 0 {
+            (0, 0, "no calls, no tokens".to_string())
+        } else {
+            (
+                0,
+                0,
+                "tokens unknown: the tree has no recorded call to measure them by (advance once, then ask again)"
+                    .to_string(),
+            )
+        };
+        let price = model.as_deref().and_then(|m| self.prices.price(m));
+        let money = price
+            .map(|p| p.cost(prompt, completion))
+            .filter(|_| history.calls > 0 || calls == 0);
+        let money_basis = match (&model, price) {
+            (Some(m), Some(p)) => format!(
+                "{m} at ${} / ${} per million prompt / completion tokens",
+                p.prompt, p.completion
+            ),
+            (Some(m), None) => format!("{m} has no price: money unknown"),
+            (None, _) => "no provider: money unknown".into(),
+        };
+        Ok(Estimate {
+            calls,
+            prompt_tokens: prompt,
+            completion_tokens: completion,
+            money,
+            basis: format!("{head}; calls: {calls_basis}; tokens: {tokens_basis}; money: {money_basis}"),
+        })
+    }
+}
