@@ -3413,6 +3413,7 @@ async fn the_new_page_makes_a_social_tree_from_its_form_and_json_view_with_a_ref
         selected.contains("\"max_steps_per_turn\": 0"),
         "line {line}: {selected:?}"
     );
+    shot(&b, "new_social_refused").await;
     assert_eq!(page_errors(&b).await, Vec::<String>::new());
     b.set_input("#max-steps", "2").await;
     b.set_input("#tree-name-input", "my harbour").await;
