@@ -243,7 +243,7 @@ fn preview_view(p: CsvPreview, bad: Option<usize>) -> impl IntoView {
             name: ticker.clone(),
             label: ticker.clone(),
             values: closes.clone(),
-            colour: *colour,
+            colour,
             dash: "",
         })
         .collect();
