@@ -242,9 +242,15 @@ pub async fn scenarios() -> Result<Vec<ScenarioSummary>> {
 }
 
 /// `GET /api/scenarios/{id}` (the scenario library): a shipped or saved scenario with its
-/// document (`id@K` or `?version=K` for an earlier version of a saved one).
+/// document; `id@K` asks for version K of a saved one (`?version=K`).
 pub async fn library_scenario(id: &str) -> Result<LibraryScenario> {
-    get(&format!("/api/scenarios/{}", path_segment(id))).await
+    let path = match id.rsplit_once('@') {
+        Some((name, k)) if !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()) => {
+            format!("/api/scenarios/{}?version={k}", path_segment(name))
+        }
+        _ => format!("/api/scenarios/{}", path_segment(id)),
+    };
+    get(&path).await
 }
 
 /// `POST /api/scenarios`: saves a document to the library under a new name (409: the name is

@@ -1,8 +1,7 @@
 //! The page routes (spec §4.1, and the New page's `/new/<kind>?from=ID`), parsed from and
-//! printed to a location path + query. A tree's
-//! page may name its selected node (`/simtree/3?node=12`, `/studio/3?node=12`): the query is
-//! not part of the route (selecting another node is the same page), [`node_param`] reads it and
-//! [`Route::at_node`] writes it.
+//! printed to a location path + query. A tree's page may name its selected node
+//! (`/simtree/3?node=12`, `/studio/3?node=12`): the query is not part of the route (selecting
+//! another node is the same page), [`node_param`] reads it and [`Route::at_node`] writes it.
 
 use simtree_shared::SimKind;
 
