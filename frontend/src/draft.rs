@@ -421,7 +421,13 @@ pub fn refusal_line(detail: &str) -> Option<usize> {
 /// gives `agents[0].action_space[1]`, a validator's `error[code] model.x.y: …` gives `model.x.y`.
 pub fn refusal_path(detail: &str) -> Option<String> {
     let mut rest = detail.strip_prefix("scenario: ").unwrap_or(detail);
-    rest = rest.strip_prefix("episode config: ").unwrap_or(rest);
+    // A trading episode's own checks name paths inside `episode`.
+    let within = if let Some(r) = rest.strip_prefix("episode config: ") {
+        rest = r;
+        "episode."
+    } else {
+        ""
+    };
     if rest.starts_with("error[") || rest.starts_with("warning[") {
         rest = rest.split_once("] ")?.1;
     }
@@ -430,7 +436,25 @@ pub fn refusal_path(detail: &str) -> Option<String> {
         && path
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '[' | ']'));
-    is_path.then(|| path.to_string())
+    is_path.then(|| format!("{within}{path}"))
+}
+
+/// A JSON path (`agents[2].name`) as a JSON pointer (`/agents/2/name`), to find the form field
+/// that shows that place.
+pub fn path_pointer(path: &str) -> String {
+    path_steps(path)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|s| match s {
+            Ok(key) => format!("/{}", key.replace('~', "~0").replace('/', "~1")),
+            Err(i) => format!("/{i}"),
+        })
+        .collect()
+}
+
+/// Whether the place `bad` (a JSON pointer) is the field at `ptr` or inside it.
+pub fn within(bad: &str, ptr: &str) -> bool {
+    bad == ptr || bad.strip_prefix(ptr).is_some_and(|rest| rest.starts_with('/'))
 }
 
 /// One finding of `POST /api/abm/validate`.
@@ -686,8 +710,13 @@ mod tests {
         );
         assert_eq!(
             refusal_path("episode config: tickers[0]: unknown ticker 'XYZ'").as_deref(),
-            Some("tickers[0]")
+            Some("episode.tickers[0]")
         );
+        assert_eq!(path_pointer("agents[2].action_space[0]"), "/agents/2/action_space/0");
+        assert_eq!(path_pointer("max_steps_per_turn"), "/max_steps_per_turn");
+        assert!(within("/agents/2/action_space/0", "/agents/2/action_space"));
+        assert!(within("/title", "/title"));
+        assert!(!within("/titles", "/title"));
         assert_eq!(
             refusal_path("scenario: the landlord scene needs exactly 4 agents, got 1"),
             None

@@ -3407,6 +3407,7 @@ async fn the_new_page_makes_a_social_tree_from_its_form_and_json_view_with_a_ref
     b.set_input("#max-steps", "0").await;
     b.click("#create-tree").await;
     b.wait_text("#create-error", "max_steps_per_turn").await;
+    b.wait_css("#max-steps.invalid").await;
     b.click("#create-error .show-path").await;
     let (line, selected) = marked_line(&b).await;
     assert!(
@@ -3416,6 +3417,7 @@ async fn the_new_page_makes_a_social_tree_from_its_form_and_json_view_with_a_ref
     shot(&b, "new_social_refused").await;
     assert_eq!(page_errors(&b).await, Vec::<String>::new());
     b.set_input("#max-steps", "2").await;
+    b.wait_count("#max-steps.invalid", 0).await;
     b.set_input("#tree-name-input", "my harbour").await;
     b.click("#create-tree").await;
     let (_, info) = created_tree(&b).await;

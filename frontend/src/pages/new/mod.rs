@@ -35,6 +35,9 @@ pub(super) struct Doc {
     text: RwSignal<String>,
     /// Why the typed JSON is not taken (it does not parse, or is no object).
     text_error: RwSignal<Option<String>>,
+    /// The place (a JSON pointer) the server's last refusal named, marked on its form field
+    /// until the document is edited.
+    refused: RwSignal<Option<String>>,
     area: NodeRef<html::Textarea>,
 }
 
@@ -44,6 +47,7 @@ impl Doc {
             text: RwSignal::new(pretty(&value)),
             value: RwSignal::new(value),
             text_error: RwSignal::new(None),
+            refused: RwSignal::new(None),
             area: NodeRef::new(),
         }
     }
@@ -53,6 +57,19 @@ impl Doc {
         self.value.update(f);
         self.text.set(self.value.with_untracked(pretty));
         self.text_error.set(None);
+        self.refused.set(None);
+    }
+
+    /// The class of the form field showing `ptr`: `invalid` while the last refusal names it.
+    pub fn field_class(self, ptr: &str) -> &'static str {
+        if self
+            .refused
+            .with(|r| r.as_deref().is_some_and(|bad| draft::within(bad, ptr)))
+        {
+            "invalid"
+        } else {
+            ""
+        }
     }
 
     /// The whole document replaced (a generated model, a scenario started from).
@@ -68,6 +85,7 @@ impl Doc {
             Ok(v) if v.is_object() => {
                 self.value.set(v);
                 self.text_error.set(None);
+                self.refused.set(None);
             }
             Ok(_) => self.text_error.set(Some(ctx().tr("new.jsonNotObject").into())),
             Err(e) => self.text_error.set(Some(e.to_string())),
@@ -120,14 +138,17 @@ fn JsonPane(doc: Doc) -> impl IntoView {
 pub(super) fn text_field(doc: Doc, id: String, label: &'static str, ptr: String, multi: bool) -> impl IntoView {
     let ctx = ctx();
     let shown = ptr.clone();
+    let marked = ptr.clone();
+    let class = move || doc.field_class(&marked);
     let write = move |ev: web_sys::Event| {
         let v = event_target_value(&ev);
         doc.edit(|d| set_at(d, &ptr, draft::text_value(&v)));
     };
     let control = if multi {
-        view! { <textarea id=id.clone() prop:value=move || doc.text(&shown) on:input=write></textarea> }.into_any()
+        view! { <textarea id=id.clone() class=class prop:value=move || doc.text(&shown) on:input=write></textarea> }
+            .into_any()
     } else {
-        view! { <input id=id.clone() prop:value=move || doc.text(&shown) on:input=write /> }.into_any()
+        view! { <input id=id.clone() class=class prop:value=move || doc.text(&shown) on:input=write /> }.into_any()
     };
     view! {
         <div class="field">
@@ -142,7 +163,7 @@ pub(super) fn number_field(doc: Doc, id: &'static str, label: &'static str, ptr:
     let ctx = ctx();
     view! {
         <label for=id>{move || ctx.tr(label)}</label>
-        <input id=id type="number" min="0" prop:value=move || doc.text(ptr)
+        <input id=id type="number" min="0" class=move || doc.field_class(ptr) prop:value=move || doc.text(ptr)
             on:input=move |ev| { let v = event_target_value(&ev); doc.edit(|d| set_at(d, ptr, draft::number_value(&v))) } />
     }
 }
@@ -342,6 +363,8 @@ fn Actions(doc: Doc, save_name: RwSignal<String>) -> impl IntoView {
                 }
                 Err(ApiError::Offline) => ctx.went_offline(),
                 Err(ApiError::Http(_, body) | ApiError::NotFound(body)) => {
+                    doc.refused
+                        .try_set(refusal_path(&body.detail).map(|p| draft::path_pointer(&p)));
                     create_error.try_set(Some(body.detail));
                 }
                 Err(e) => {

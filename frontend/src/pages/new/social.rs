@@ -151,7 +151,7 @@ fn agent_card(doc: Doc, i: usize) -> impl IntoView {
             {text_field(doc, format!("agent-{i}-style"), "new.style", at("style"), false)}
             <div class="field">
                 <label>{move || ctx.tr("new.actions")}</label>
-                <div class="actions-grid">{actions}</div>
+                <div class=move || format!("actions-grid {}", doc.field_class(&at("action_space")))>{actions}</div>
             </div>
         </div>
     }

@@ -72,7 +72,7 @@ pub(super) fn TradingForm(doc: Doc) -> impl IntoView {
             <h3>{move || ctx.tr("new.episode")}</h3>
             <div class="field">
                 <label>{move || ctx.tr("new.tickers")}</label>
-                <div id="tickers" class="actions-grid">
+                <div id="tickers" class=move || format!("actions-grid {}", doc.field_class("/episode/tickers"))>
                     {move || {
                         let chosen = doc.value.with(tickers_of);
                         tickers()
