@@ -474,6 +474,7 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
             "Uploaded: {{name}}. The episode now trades on it.",
             "已上传：{{name}}。本回合现在使用它交易。",
         ),
+        "new.rows" => ("{{n}} rows", "{{n}} 行"),
         "new.rowsInFile" => ("{{n}} data rows in the file.", "文件中共有 {{n}} 行数据。"),
         "new.episode" => ("Episode", "交易回合"),
         "new.tickers" => ("Tickers", "股票代码"),

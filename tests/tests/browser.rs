@@ -3441,6 +3441,17 @@ async fn the_new_page_makes_a_social_tree_from_its_form_and_json_view_with_a_ref
         &["Title", "Agents", "Create tree", "Scenario library", "Start from"],
     )
     .await;
+    b.click("#new-kind-trading").await;
+    b.wait_text("#dataset-select", "行").await;
+    assert_no_english(
+        &b,
+        "#trading-form",
+        &["Market data", "Tickers", "Dates", "Cash", "rows"],
+    )
+    .await;
+    b.click("#new-kind-abm").await;
+    b.wait_css("#abm-form").await;
+    assert_no_english(&b, "#abm-form", &["Describe", "Generate", "Refine", "Validator"]).await;
     b.finish("new_social").await;
 }
 

@@ -62,7 +62,10 @@ pub(super) fn TradingForm(doc: Doc) -> impl IntoView {
                         key=|d| (d.name.clone(), d.rows)
                         children=move |d: DatasetInfo| {
                             let name = d.name.clone();
-                            let label = format!("{} — {} ({} … {}, {} rows)", d.name, d.tickers.join(" "), d.first, d.last, d.rows);
+                            let label = move || {
+                                let rows = ctx.tr("new.rows").replace("{{n}}", &d.rows.to_string());
+                                format!("{} — {} ({} … {}, {rows})", d.name, d.tickers.join(" "), d.first, d.last)
+                            };
                             view! { <option value=name.clone() selected=move || current().is_some_and(|c| c.name == name)>{label}</option> }
                         }
                     />
