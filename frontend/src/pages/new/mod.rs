@@ -225,10 +225,16 @@ pub fn NewPage() -> impl IntoView {
             }
         });
     };
-    // A deep link `/new?from=ID` starts from that scenario.
-    if let Route::New { from: Some(id), .. } = ctx.route.get_untracked() {
-        start_from(id);
-    }
+    // An address `/new?from=ID` (a deep link, or back to one) starts from that scenario.
+    let from = Memo::new(move |_| match ctx.route.get() {
+        Route::New { from, .. } => from,
+        _ => None,
+    });
+    Effect::new(move |_| {
+        if let Some(id) = from.get() {
+            start_from(id);
+        }
+    });
     let picked = RwSignal::new(String::new());
     let form = move || match kind.get() {
         None => view! { <KindPicker /> }.into_any(),
