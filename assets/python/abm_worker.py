@@ -43,7 +43,14 @@ Sandbox: the server normally starts this script inside bubblewrap (server/src/ab
 in a PID namespace of its own where it is PID 2. There `--reap-strays` makes it SIGKILL every
 other process of the namespace after each call (before answering), so processes that model code
 forks, even detached ones, never outlive the call. Outside such a namespace the flag is refused:
-kill(-1) would reach every process of the user.
+kill(-1) would reach every process of the user. `--scratch DIR` empties DIR (the sandbox's own
+/tmp) after each call: a model's state is its snapshot, never files left behind.
+
+Model code may not start processes or call C functions: an audit hook (installed once the
+imports are done, for the worker's whole life) refuses fork, exec, spawn, system, subprocess,
+ctypes' foreign calls and the gc module's object walks that could dig the originals back up.
+This is the first wall; the server's per-worker pids cgroup, where the machine has one, is the
+second.
 """
 
 import os
@@ -67,6 +74,7 @@ import pickle  # noqa: E402
 import random as _random_module  # noqa: E402
 import re  # noqa: E402
 import resource  # noqa: E402
+import shutil  # noqa: E402
 import signal  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
@@ -1366,6 +1374,66 @@ def reap_strays():
             break
 
 
+# Audit events model code may not raise (see the module docs).
+FORBIDDEN_EVENTS = frozenset(
+    {
+        "os.fork",
+        "os.forkpty",
+        "os.posix_spawn",
+        "os.exec",
+        "os.system",
+        "os.spawn",
+        "subprocess.Popen",
+        "pty.spawn",
+        "ctypes.dlopen",
+        "ctypes.dlsym",
+        "ctypes.dlsym/handle",
+        "ctypes.call_function",
+        "gc.get_objects",
+        "gc.get_referrers",
+        "gc.get_referents",
+    }
+)
+
+
+def _refuse(*_args, **_kwargs):
+    raise PermissionError("model code may not start processes")
+
+
+def _audit(event, _args):
+    if event in FORBIDDEN_EVENTS:
+        raise PermissionError(f"model code may not start processes or call C functions ({event})")
+
+
+def forbid_processes():
+    """Installs the audit hook, and replaces the one process starter that raises no event
+    (subprocess's fork_exec, already imported by the libraries)."""
+    import subprocess
+
+    import _posixsubprocess
+
+    _posixsubprocess.fork_exec = _refuse
+    subprocess._fork_exec = _refuse
+    sys.addaudithook(_audit)
+
+
+def clear_scratch(path):
+    """Removes everything in `path` (best effort: what cannot be removed stays, bounded by the
+    tmpfs's size)."""
+    try:
+        entries = list(os.scandir(path))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            pass
+
+
 def fail(rid, kind, message, tb=None):
     err = {"kind": kind, "message": message}
     if tb:
@@ -1380,7 +1448,11 @@ def main():
     parser.add_argument(
         "--reap-strays", action="store_true", help="kill other processes of the PID namespace after each call"
     )
+    parser.add_argument("--scratch", help="a private folder to empty after each call (the sandbox's /tmp)")
     args = parser.parse_args()
+    if args.scratch and not args.reap_strays:
+        # Only the sandbox's own /tmp is emptied; a host folder never is.
+        sys.exit("abm_worker: --scratch needs --reap-strays (a sandbox of its own)")
     if args.reap_strays and os.getpid() != 2:
         # PID 2 is the sandboxed command under bubblewrap; on a host it is the kernel's kthreadd,
         # never us. Anywhere else kill(-1) would be a disaster.
@@ -1397,6 +1469,7 @@ def main():
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
     worker = Worker(args.cpu_seconds)
+    forbid_processes()
     # Imports are done: the server starts timing calls from here.
     proto.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
     proto.flush()
@@ -1417,6 +1490,8 @@ def main():
             out = answer(worker, req)
         if args.reap_strays:
             reap_strays()
+        if args.scratch:
+            clear_scratch(args.scratch)
         try:
             text = json.dumps(out, allow_nan=False, separators=(",", ":"))
         except (TypeError, ValueError) as e:

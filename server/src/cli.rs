@@ -121,6 +121,12 @@ pub enum Command {
         /// Connections held at once; beyond it the oldest silent one is closed.
         #[arg(long, default_value_t = Limits::default().max_connections)]
         max_connections: usize,
+        /// WebSockets open at once; an upgrade beyond it gets 503.
+        #[arg(long, default_value_t = Limits::default().max_websockets)]
+        max_websockets: usize,
+        /// Seconds a WebSocket client may stay silent (pings unanswered) before it is closed.
+        #[arg(long, default_value_t = Limits::default().ws_idle.as_secs(), value_parser = clap::value_parser!(u64).range(3..=86_400))]
+        ws_idle_secs: u64,
         #[command(flatten)]
         storage: StorageArgs,
     },
@@ -333,6 +339,8 @@ fn run(cli: Cli) -> Result<(), String> {
             max_nodes_per_tree,
             max_memory_mb,
             max_connections,
+            max_websockets,
+            ws_idle_secs,
             storage,
         } => {
             let access = access_policy(addr, token, allow_origin)?;
@@ -349,6 +357,8 @@ fn run(cli: Cli) -> Result<(), String> {
                 max_connections,
                 cache_bytes: storage.cache_mb << 20,
                 max_import_bytes: storage.max_import_bytes,
+                max_websockets,
+                ws_idle: std::time::Duration::from_secs(ws_idle_secs),
             };
             let mut wb = crate::workbench::Workbench::new(library, backend, limits);
             wb.abm_sandbox = sandbox;

@@ -59,6 +59,12 @@ pub struct Limits {
     pub cache_bytes: usize,
     /// Largest import (it streams into the store; not bound by `max_body_bytes`).
     pub max_import_bytes: u64,
+    /// WebSockets open at once (an upgrade beyond it gets 503). They leave the connection count
+    /// once upgraded, so they have a cap of their own.
+    pub max_websockets: usize,
+    /// A WebSocket whose client sends nothing (not even the answer to a ping, sent every third
+    /// of this) for this long is closed: a peer that vanished does not hold a socket forever.
+    pub ws_idle: std::time::Duration,
 }
 
 impl Default for Limits {
@@ -75,6 +81,8 @@ impl Default for Limits {
             max_connections: 4096,
             cache_bytes: 512 << 20,
             max_import_bytes: 1 << 30,
+            max_websockets: 1024,
+            ws_idle: std::time::Duration::from_secs(60),
         }
     }
 }
@@ -173,6 +181,34 @@ impl TreeHandle {
 struct RunControl {
     cancel: watch::Sender<bool>,
     ended: watch::Receiver<bool>,
+    /// The agents' state after the run's last turn (none before its first).
+    live: LiveState,
+}
+
+/// The state of a running node so far, kept by its run's sink.
+type LiveState = Arc<Mutex<Option<simtree_shared::NodeState>>>;
+
+/// The sink of a run: each event goes to `emit`; the state after each turn is kept in `live`
+/// (at most ten times a second, and always after the last turn so far a reader asked for).
+struct RunSink<F> {
+    emit: F,
+    live: LiveState,
+    last: Option<std::time::Instant>,
+}
+
+impl<F: FnMut(Event)> crate::engine::event::EventSink for RunSink<F> {
+    fn emit(&mut self, event: Event) {
+        (self.emit)(event)
+    }
+
+    fn wants_state(&self) -> bool {
+        self.last.is_none_or(|t| t.elapsed() >= Progress::EVERY)
+    }
+
+    fn state(&mut self, state: simtree_shared::NodeState) {
+        self.last = Some(std::time::Instant::now());
+        *lock(&self.live) = Some(state);
+    }
 }
 
 impl Workbench {
@@ -477,7 +513,15 @@ impl Workbench {
         };
         let (cancel, mut cancelled) = watch::channel(false);
         let (ended_tx, ended) = watch::channel(false);
-        lock(&handle.runs).insert(id, RunControl { cancel, ended });
+        let live = LiveState::default();
+        lock(&handle.runs).insert(
+            id,
+            RunControl {
+                cancel,
+                ended,
+                live: live.clone(),
+            },
+        );
         let mut memory = self.memory.subscribe();
         let budget = self.memory.budget();
         let handle = handle.clone();
@@ -489,15 +533,19 @@ impl Workbench {
                 Err(e) => Outcome::Ran(Some(e.clone())),
                 Ok(ctx) => {
                     let mut progress = Progress::new(id, turns);
-                    let mut sink = |e: Event| {
-                        if let Some(msg) = progress.observe(&e) {
-                            handle.send(msg);
-                        }
-                        let entry = entry_json(&e, id);
-                        let index = log.push(&entry);
-                        if handle.stored() {
-                            batch.push(&handle, index, &entry);
-                        }
+                    let mut sink = RunSink {
+                        emit: |e: Event| {
+                            if let Some(msg) = progress.observe(&e) {
+                                handle.send(msg);
+                            }
+                            let entry = entry_json(&e, id);
+                            let index = log.push(&entry);
+                            if handle.stored() {
+                                batch.push(&handle, index, &entry);
+                            }
+                        },
+                        live,
+                        last: None,
                     };
                     let run = CatchUnwind(Box::pin(sim.run(turns, ctx, &mut sink)));
                     tokio::select! {
@@ -874,6 +922,25 @@ impl Workbench {
     }
 
     /// Subscribes to a node's live entries.
+    /// `GET …/state`: a finished node's state, or a running node's state so far — after its
+    /// last turn, or its parent's (where it started) before its first.
+    pub fn state_so_far(&self, tree: u64, node: NodeId) -> Result<simtree_shared::NodeState, WorkbenchError> {
+        let handle = self.tree(tree)?;
+        let mut t = handle.lock();
+        match t.state(node) {
+            Err(TreeError::Running(_)) => {}
+            other => return Ok(other?),
+        }
+        let live = lock(&handle.runs).get(&node).and_then(|r| lock(&r.live).clone());
+        if let Some(state) = live {
+            return Ok(state);
+        }
+        match t.node(node)?.parent {
+            Some(parent) => Ok(t.state(parent)?),
+            None => Err(TreeError::Running(node).into()),
+        }
+    }
+
     pub fn node_log(&self, tree: u64, node: NodeId) -> Result<Arc<NodeLog>, WorkbenchError> {
         let handle = self.tree(tree)?;
         let mut t = handle.lock();

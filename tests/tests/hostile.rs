@@ -503,3 +503,137 @@ async fn twenty_thousand_half_open_connections_do_not_stop_health() {
     eprintln!("/health answered in {:?}", t.elapsed());
     drop(held);
 }
+
+/// Sends `head` (and whatever `then` writes) on a raw connection; the reply's status line.
+async fn raw_status(s: &Server, head: String) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = s.base.trim_start_matches("http://").to_string();
+    let mut c = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    c.write_all(head.as_bytes()).await.unwrap();
+    let mut reply = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(40), c.read_to_end(&mut reply)).await;
+    String::from_utf8_lossy(&reply)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_host_headers_are_refused() {
+    let s = Server::start();
+    let status = raw_status(
+        &s,
+        "GET /devui/simtree HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n".into(),
+    )
+    .await;
+    assert!(status.contains(" 400 "), "{status}");
+    let status = raw_status(
+        &s,
+        "GET /devui/simtree HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".into(),
+    )
+    .await;
+    assert!(status.contains(" 200 "), "{status}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn slow_bodies_are_cut_off() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let s = Server::start();
+    let addr = s.base.trim_start_matches("http://").to_string();
+    let head = |len: usize| {
+        format!(
+            "POST /devui/simtree HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {len}\r\nConnection: close\r\n\r\n"
+        )
+    };
+    // A body that stops after a few bytes.
+    let stalled = async {
+        let started = Instant::now();
+        let status = raw_status(&s, format!("{}{{\"scen", head(100))).await;
+        (status, started.elapsed())
+    };
+    // A body that trickles a byte every second: never stalled, far below the minimum rate.
+    let trickle = async {
+        let mut c = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        c.write_all(head(100_000).as_bytes()).await.unwrap();
+        let started = Instant::now();
+        let mut reply = vec![0u8; 4096];
+        loop {
+            tokio::select! {
+                n = c.read(&mut reply) => {
+                    let n = n.unwrap_or(0);
+                    let text = String::from_utf8_lossy(&reply[..n]).to_string();
+                    return (text.lines().next().unwrap_or_default().to_string(), started.elapsed());
+                }
+                () = tokio::time::sleep(Duration::from_secs(1)) => {
+                    if c.write_all(b" ").await.is_err() || started.elapsed() > Duration::from_secs(60) {
+                        return (String::from("(closed without a reply)"), started.elapsed());
+                    }
+                }
+            }
+        }
+    };
+    let ((stalled, t1), (trickled, t2)) = tokio::join!(stalled, trickle);
+    assert!(stalled.contains(" 408 "), "{stalled}");
+    assert!(t1 >= Duration::from_secs(9) && t1 < Duration::from_secs(30), "{t1:?}");
+    assert!(trickled.contains(" 408 "), "{trickled}");
+    assert!(t2 >= Duration::from_secs(10) && t2 < Duration::from_secs(30), "{t2:?}");
+    assert_eq!(s.get("/health").await.0, 200);
+    // A normal body is untouched.
+    let (st, body) = s.post("/devui/simtree", &json!({"scenario": "simple_chat"})).await;
+    assert_eq!(st, 200, "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn websockets_have_a_cap_and_silent_clients_are_closed() {
+    use futures_util::StreamExt;
+    let s = Server::start_with(&["--max-websockets", "2", "--ws-idle-secs", "3"]);
+    let tree = s.create("simple_chat").await;
+    let url = s.ws_url(&format!("/devui/simtree/{tree}/events"));
+    let (mut a, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
+    let (mut b, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
+    match tokio_tungstenite::connect_async(&url).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => assert_eq!(resp.status(), 503),
+        other => panic!("a third socket past the cap of 2: {:?}", other.map(|(_, r)| r.status())),
+    }
+    a.send(Message::Text("ready".into())).await.unwrap();
+    b.send(Message::Text("ready".into())).await.unwrap();
+    // `a` keeps reading (and so answers the server's pings); `b` goes silent.
+    let reader = tokio::spawn(async move {
+        let started = Instant::now();
+        while let Some(Ok(m)) = a.next().await {
+            if m.is_close() || started.elapsed() > Duration::from_secs(7) {
+                break;
+            }
+        }
+        started.elapsed()
+    });
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    // The server closed it (code 1001); the close frame itself may be lost to the reset that
+    // follows when the late client answers pings on a socket the server has dropped.
+    let mut closed_for_silence = false;
+    loop {
+        match tokio::time::timeout(Duration::from_secs(2), b.next()).await {
+            Ok(Some(Ok(Message::Close(frame)))) => {
+                closed_for_silence = frame.is_none_or(|f| u16::from(f.code) == 1001);
+                break;
+            }
+            Ok(Some(Ok(_))) => continue,
+            Ok(Some(Err(_)) | None) => {
+                closed_for_silence = true;
+                break;
+            }
+            Err(_) => break,
+        }
+    }
+    assert!(closed_for_silence, "the silent socket was closed");
+    let open_for = reader.await.unwrap();
+    assert!(
+        open_for >= Duration::from_secs(7),
+        "a client answering pings stays open: {open_for:?}"
+    );
+    // The closed socket's permit is free again.
+    let (mut c, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
+    c.send(Message::Text("ready".into())).await.unwrap();
+    assert!(c.next().await.unwrap().is_ok());
+}

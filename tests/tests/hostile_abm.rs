@@ -1,6 +1,6 @@
 //! Hostile agent-based models against the real server (issue 10): model code that reads the
-//! environment, writes outside its sandbox, connects to the host, leaves detached children, or
-//! ignores SIGXCPU and spins; an import carrying a pickle that would create a file when loaded;
+//! environment, writes outside its sandbox, connects to the host, starts processes, fills its
+//! /tmp, floods its output, or ignores SIGXCPU and spins; an import carrying a pickle that would create a file when loaded;
 //! and a deleted node whose run is in flight. Each model is the one-behaviour fixture
 //! (`server/tests/fixtures/abm/one_behavior.json`) with hostile code, brought in through the
 //! import route as an untrusted tree would be.
@@ -129,17 +129,127 @@ async fn model_code_cannot_read_secrets_write_outside_or_connect_out() {
 }
 
 #[tokio::test]
-async fn detached_children_do_not_survive_the_call() {
+async fn model_code_cannot_start_processes() {
     let s = server(30, &[]);
     let marker = format!("{}.{}", std::process::id(), 8181);
-    // Double fork + setsid: the grandchild belongs to no process group of the worker's.
+    // Each way in: fork (with a detached grandchild if it worked), system, subprocess, the C
+    // fork_exec under subprocess, and libc through ctypes.
     let code = format!(
-        "def act(self):\n    import os\n    if os.fork() == 0:\n        os.setsid()\n        if os.fork() == 0:\n            os.execv('/usr/bin/sleep', ['sleep', '{marker}'])\n        os._exit(0)\n    os.wait()\n    globalVariable.ticks += 1"
+        r#"def act(self):
+    import os, subprocess, _posixsubprocess, ctypes
+    seen = []
+    def fork():
+        if os.fork() == 0:
+            os.setsid()
+            os.execv('/usr/bin/sleep', ['sleep', '{marker}'])
+    tries = [
+        ('fork', fork),
+        ('system', lambda: os.system('sleep {marker} &')),
+        ('popen', lambda: subprocess.Popen(['sleep', '{marker}'])),
+        ('fork_exec', lambda: _posixsubprocess.fork_exec()),
+        ('ctypes', lambda: ctypes.CDLL(None).fork()),
+    ]
+    for name, f in tries:
+        try:
+            f()
+            seen.append(name + ' ran')
+        except PermissionError:
+            seen.append(name + ' refused')
+    raise RuntimeError(' '.join(seen))"#
     );
     let t = import_model(&s, model_with(&code)).await;
-    let (st, r) = advance(&s, t, 0, 2).await;
+    let (st, r) = advance(&s, t, 0, 1).await;
+    assert_eq!(st, 200, "{r}");
+    let error = r["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("fork refused system refused popen refused fork_exec refused ctypes refused"),
+        "{r}"
+    );
+    assert_eq!(host_processes(&marker), "", "a process was started");
+    // The worker is fine afterwards: a healthy model runs.
+    let sir = s.create("sir_network").await;
+    let (st, ok) = advance(&s, sir, 0, 3).await;
+    assert_eq!((st, ok.get("error")), (200, None), "{ok}");
+    // Where the machine lets the server make pids cgroups (root, cgroup v1 here), each worker
+    // lives in one of its own, capped.
+    let root = std::path::Path::new("/sys/fs/cgroup/pids");
+    if unsafe { libc::geteuid() } == 0 && root.join("cgroup.procs").exists() {
+        let prefix = format!("simtree-{}-", s.pid());
+        let capped: Vec<(String, String)> = std::fs::read_dir(root)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+            .map(|e| {
+                let read = |f: &str| std::fs::read_to_string(e.path().join(f)).unwrap_or_default();
+                (read("pids.max").trim().to_string(), read("cgroup.procs"))
+            })
+            .collect();
+        assert!(
+            capped
+                .iter()
+                .any(|(max, procs)| max == "256" && !procs.trim().is_empty()),
+            "no capped cgroup holds a worker: {capped:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_sandbox_tmp_is_bounded_and_emptied_after_each_call() {
+    let s = server(60, &[]);
+    // Step 1 fills /tmp (64 MiB) and leaves a file; step 2 (another call) looks for it.
+    let code = r#"def act(self):
+    import os
+    globalVariable.ticks += 1
+    if globalVariable.ticks == 1:
+        try:
+            with open('/tmp/fill', 'wb') as f:
+                for _ in range(1024):
+                    f.write(b'x' * (1 << 20))
+            globalVariable.seen = 'wrote 1 GiB'
+        except OSError as e:
+            globalVariable.seen = 'full at ' + str(os.path.getsize('/tmp/fill') >> 20) + ' MiB errno ' + str(e.errno)
+        open('/tmp/left-behind', 'w').close()
+    if globalVariable.ticks == 4:
+        raise RuntimeError(globalVariable.seen + '; left: ' + ','.join(sorted(os.listdir('/tmp'))) + '.')"#;
+    let t = import_model(&s, model_with(code)).await;
+    let (st, first) = advance(&s, t, 0, 1).await;
+    assert_eq!((st, first.get("error")), (200, None), "{first}");
+    let (_, second) = advance(&s, t, first["child"].as_u64().unwrap(), 1).await;
+    let error = second["error"].as_str().unwrap_or_default();
+    assert!(error.contains("errno 28"), "a full /tmp fails the write: {second}");
+    let mib: u64 = error
+        .split("full at ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(u64::MAX);
+    assert!(mib <= 64, "{mib} MiB written");
+    assert!(error.contains("; left: ."), "the next call found /tmp empty: {second}");
+}
+
+/// The server's peak resident memory so far, in MiB.
+fn peak_rss_mib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() / 1024
+}
+
+#[tokio::test]
+async fn an_output_flood_without_newlines_is_kept_by_bytes() {
+    let s = server(120, &[]);
+    let sir = s.create("sir_network").await;
+    assert_eq!(advance(&s, sir, 0, 1).await.0, 200);
+    let before = peak_rss_mib(s.pid());
+    // 3 agents × 100 MiB on stderr, not one newline.
+    let code = "def act(self):\n    import sys\n    for _ in range(100):\n        sys.stderr.write('y' * (1 << 20))\n    sys.stderr.flush()\n    globalVariable.ticks += 1";
+    let t = import_model(&s, model_with(code)).await;
+    let (st, r) = advance(&s, t, 0, 1).await;
     assert_eq!((st, r.get("error")), (200, None), "{r}");
-    assert_eq!(host_processes(&marker), "", "a detached child outlived the call");
+    let grew = peak_rss_mib(s.pid()).saturating_sub(before);
+    assert!(
+        grew < 64,
+        "the server's peak memory grew by {grew} MiB for 300 MiB of output"
+    );
 }
 
 #[tokio::test]

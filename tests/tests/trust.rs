@@ -210,3 +210,66 @@ async fn every_branch_names_its_ops_in_its_own_log() {
         assert!(at.is_some(), "{scenario}: the path's log names the counterfactual");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_running_node_shows_its_state_so_far() {
+    let s = Server::start_with(&["--max-turns", "100000"]);
+    let tree = s.create("simple_chat").await;
+    let (_, root) = s.get(&format!("/devui/simtree/{tree}/node/0/state")).await;
+    let long = s.advance_in_background(tree, 0, 100_000);
+    let node = s.first_running(tree).await;
+    // Both paths answer 200 while the node runs, and the state grows turn by turn.
+    let mut turns = Vec::new();
+    for path in ["node", "sim", "node", "sim"] {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let (st, state) = s.get(&format!("/devui/simtree/{tree}/{path}/{node}/state")).await;
+        assert_eq!(st, 200, "{state}");
+        assert_eq!(
+            state["agents"].as_array().unwrap().len(),
+            root["agents"].as_array().unwrap().len(),
+            "{state}"
+        );
+        turns.push(state["turns"].as_u64().unwrap());
+    }
+    assert!(turns.windows(2).all(|w| w[0] <= w[1]), "{turns:?}");
+    assert!(turns[3] > 0, "the state is the run's, not its start's: {turns:?}");
+    let (_, info) = s.get(&format!("/devui/simtree/{tree}/node/{node}/info")).await;
+    assert_eq!(info["status"], "running", "{info}");
+    assert_eq!(
+        s.post(&format!("/devui/simtree/{tree}/node/{node}/cancel"), &json!({}))
+            .await
+            .0,
+        200
+    );
+    long.await.unwrap();
+    // Once finished the route reads the stored state again.
+    let (st, done) = s.get(&format!("/devui/simtree/{tree}/node/{node}/state")).await;
+    assert_eq!(st, 200, "{done}");
+    assert!(done["turns"].as_u64().unwrap() >= turns[3]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn upstream_aliases_give_an_empty_value_for_a_node_the_tree_lacks() {
+    // Upstream's Studio keeps these bodies whatever the status when it switches trees.
+    let s = Server::start();
+    let tree = s.create("simple_chat").await;
+    let resp = reqwest::get(s.url(&format!("/devui/simtree/{tree}/sim/7/events")))
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 404);
+    assert!(
+        resp.headers()["x-simtree-error"].to_str().unwrap().contains('7'),
+        "{:?}",
+        resp.headers()
+    );
+    assert_eq!(resp.json::<Value>().await.unwrap(), json!([]));
+    let (st, state) = s.get(&format!("/devui/simtree/{tree}/sim/7/state")).await;
+    assert_eq!((st, state), (404, json!({"turns": 0, "agents": []})));
+    // Our own node routes and an unknown tree keep the usual error body.
+    let (st, body) = s.get(&format!("/devui/simtree/{tree}/node/7/state")).await;
+    assert_eq!(st, 404);
+    assert!(body["detail"].is_string(), "{body}");
+    let (st, body) = s.get("/devui/simtree/999/sim/0/events").await;
+    assert_eq!(st, 404);
+    assert_eq!(body["detail"], "simtree not found");
+}

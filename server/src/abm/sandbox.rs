@@ -9,12 +9,19 @@
 //!   sandbox) would otherwise expose the server's variables through `/proc/1/environ`;
 //! * no network (own network namespace: even 127.0.0.1 is not the host's);
 //! * read-only `/usr` (and the `/bin`, `/lib*` links), the venv and the interpreter's prefix; the
-//!   worker script's folder read-only at `/worker`; a private, empty `/tmp`; nothing else of the
+//!   worker script's folder read-only at `/worker`; a private `/tmp` of [`TMP_BYTES`] (a tmpfs,
+//!   so a full one fails the model's write, not the host's disk), emptied after every call
+//!   (`--scratch`: a model's state is what its snapshot holds, never files); nothing else of the
 //!   host's file system (no checkout, home, data folders, `/etc`);
 //! * its own PID namespace, with all capabilities dropped: when the sandbox's PID 1 dies the
 //!   kernel kills every process in it, and the worker (PID 2) kills every other process in it
 //!   after each call (`--reap-strays`), so detached grandchildren do not outlive their call;
-//! * `--die-with-parent` and `--new-session`.
+//! * `--die-with-parent` and `--new-session`;
+//! * at most [`MAX_TASKS`] processes and threads where the kernel's `pids` cgroup controller
+//!   (v1) is writable by the server (root on most machines, where `RLIMIT_NPROC` does not
+//!   apply): every worker gets a cgroup of its own, entered before `bwrap` runs. Inside the
+//!   worker, model code cannot start processes at all (an audit hook refuses fork, exec, spawn,
+//!   `subprocess` and foreign calls through `ctypes`), so the cap is the second wall.
 //!
 //! `--die-with-parent` is tied to the *thread* that spawned `bwrap` (Linux's parent-death signal
 //! follows the parent thread), so every worker is spawned from one long-lived thread of this
@@ -50,6 +57,10 @@ impl Sandbox {
 
 /// The program that builds the sandbox.
 const BWRAP: &str = "bwrap";
+/// Size of the sandbox's `/tmp`.
+pub const TMP_BYTES: u64 = 64 << 20;
+/// Processes and threads one worker may have (Python, numpy's and Mesa's threads included).
+pub const MAX_TASKS: u32 = 256;
 /// Where the worker script's folder appears inside the sandbox.
 const WORKER_DIR: &str = "/worker";
 /// `PATH` inside the worker (both modes).
@@ -90,7 +101,7 @@ pub(crate) fn worker_command(config: &WorkerConfig, args: &[String]) -> Result<C
                 .arg("-u")
                 .arg(Path::new(WORKER_DIR).join(name))
                 .args(args)
-                .arg("--reap-strays");
+                .args(["--reap-strays", "--scratch", "/tmp"]);
             Ok(cmd)
         }
     }
@@ -123,7 +134,7 @@ fn bwrap_command(bwrap: &Path, python: &Path) -> Result<Command, AbmError> {
     // The sandbox's PID 1 is a copy of bwrap: give it nothing worth reading in /proc/1/environ.
     cmd.env_clear().envs(allowed_env());
     // First: a later bind may sit under /tmp, and a tmpfs mounted after it would hide it.
-    cmd.args(["--tmpfs", "/tmp"]);
+    cmd.arg("--size").arg(TMP_BYTES.to_string()).args(["--tmpfs", "/tmp"]);
     cmd.args(["--ro-bind", "/usr", "/usr"]);
     // Merged-/usr systems have /bin, /lib… as links into /usr; others have real folders.
     for top in ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"] {
@@ -238,6 +249,77 @@ pub(crate) fn spawn(mut cmd: Command) -> io::Result<Child> {
     answer.recv().map_err(|_| gone())?
 }
 
+/// A worker's own `pids` cgroup (see the module docs), removed when dropped (once the worker's
+/// processes are gone).
+pub(crate) struct TaskCap {
+    dir: PathBuf,
+}
+
+impl Drop for TaskCap {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// The `pids` controller's folder (cgroup v1), if this process may make cgroups in it.
+fn pids_root() -> Option<&'static Path> {
+    static ROOT: OnceLock<Option<PathBuf>> = OnceLock::new();
+    ROOT.get_or_init(|| {
+        let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
+        let root = mounts.lines().find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() > 3 && f[2] == "cgroup" && f[3].split(',').any(|o| o == "pids")).then(|| PathBuf::from(f[1]))
+        })?;
+        // Folders a killed server left behind (empty ones only: rmdir refuses the others).
+        if let Ok(entries) = std::fs::read_dir(&root) {
+            for e in entries.flatten() {
+                if e.file_name().to_string_lossy().starts_with("simtree-") {
+                    let _ = std::fs::remove_dir(e.path());
+                }
+            }
+        }
+        let probe = root.join(format!("simtree-{}-probe", std::process::id()));
+        std::fs::create_dir(&probe).ok()?;
+        let _ = std::fs::remove_dir(&probe);
+        Some(root)
+    })
+    .as_deref()
+}
+
+/// Puts the process `cmd` starts (and so all it starts) in a new `pids` cgroup of at most
+/// [`MAX_TASKS`] tasks, entered between fork and exec. None where there is no writable `pids`
+/// controller (the audit hook inside the worker still refuses new processes).
+pub(crate) fn cap_tasks(cmd: &mut Command) -> Option<TaskCap> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::process::CommandExt;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let root = pids_root()?;
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let dir = root.join(format!("simtree-{}-{n}", std::process::id()));
+    std::fs::create_dir(&dir).ok()?;
+    let cap = TaskCap { dir };
+    std::fs::write(cap.dir.join("pids.max"), MAX_TASKS.to_string()).ok()?;
+    let procs = std::ffi::CString::new(cap.dir.join("cgroup.procs").as_os_str().as_bytes()).ok()?;
+    // SAFETY: the closure runs in the child between fork and exec and only makes the
+    // async-signal-safe calls open, write and close on memory allocated before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if fd < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let wrote = libc::write(fd, b"0".as_ptr().cast(), 1);
+            libc::close(fd);
+            if wrote != 1 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    Some(cap)
+}
+
 /// SIGKILLs the worker's whole process group, then the worker itself, and reaps it. Under
 /// bubblewrap the sandbox's PID 1 dies with its parent, which takes every process of the sandbox
 /// with it, even ones that left the group with `setsid`.
@@ -272,7 +354,11 @@ mod tests {
         // env_clear plus exactly the allowlist: nothing of this process's environment is passed.
         assert_eq!(envs.len(), allowed_env().len(), "{envs:?}");
         let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
-        assert_eq!(&args[..2], ["--tmpfs", "/tmp"], "the private /tmp comes first");
+        assert_eq!(
+            &args[..4],
+            ["--size", &TMP_BYTES.to_string(), "--tmpfs", "/tmp"],
+            "the private, bounded /tmp comes first"
+        );
         for flag in ["--unshare-all", "--die-with-parent", "--new-session", "--clearenv"] {
             assert!(args.iter().any(|a| a == flag), "{flag} in {args:?}");
         }

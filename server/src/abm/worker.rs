@@ -44,6 +44,41 @@ use super::sandbox::{self, Sandbox};
 /// How many lines of the worker's stderr are kept for error messages.
 const STDERR_TAIL: usize = 40;
 
+/// The longest stderr line kept (what follows in the same line is skipped).
+const STDERR_LINE_BYTES: usize = 2048;
+
+/// The longest answer line read from a worker (snapshots are the long ones); a longer one ends
+/// the worker.
+const MAX_ANSWER_BYTES: usize = 256 << 20;
+
+/// The next line of `r` without its newline, at most `max` bytes of it: `(bytes, true)` for a
+/// whole line, `(first max bytes, false)` for a longer one, whose rest is read and dropped
+/// piece by piece (never held). `None` at the end of the stream.
+fn bounded_line(r: &mut impl BufRead, max: usize) -> std::io::Result<Option<(Vec<u8>, bool)>> {
+    let mut line = Vec::new();
+    let mut whole = true;
+    loop {
+        let buf = r.fill_buf()?;
+        if buf.is_empty() {
+            return Ok((!line.is_empty() || !whole).then_some((line, whole)));
+        }
+        let (piece, found) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (&buf[..i], Some(i + 1)),
+            None => (buf, None),
+        };
+        let room = max.saturating_sub(line.len());
+        if piece.len() > room {
+            whole = false;
+        }
+        line.extend_from_slice(&piece[..piece.len().min(room)]);
+        let used = found.unwrap_or(buf.len());
+        r.consume(used);
+        if found.is_some() {
+            return Ok(Some((line, whole)));
+        }
+    }
+}
+
 /// How often a waiting call looks at its [`CancelToken`]: the bound on how long a cancelled call
 /// keeps its worker.
 pub const CANCEL_POLL: Duration = Duration::from_millis(50);
@@ -409,6 +444,8 @@ struct Proc {
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
     /// The worker said it finished starting (its first line).
     ready: bool,
+    /// The worker's own `pids` cgroup, if the machine offers one (removed after the process).
+    _tasks: Option<sandbox::TaskCap>,
 }
 
 impl Proc {
@@ -429,6 +466,7 @@ impl Proc {
         let mut cmd = sandbox::worker_command(config, &args)?;
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
         let program = cmd.get_program().to_string_lossy().into_owned();
+        let tasks = sandbox::cap_tasks(&mut cmd);
         let mut child = sandbox::spawn(cmd).map_err(|e| {
             AbmError::Spawn(format!(
                 "{program}: {e} (create the venv with `cargo xtask` or abm::venv::ensure_venv)"
@@ -438,28 +476,48 @@ impl Proc {
         let stdout = child.stdout.take().expect("stdout is piped");
         let stderr = child.stderr.take().expect("stderr is piped");
         let (tx, lines) = mpsc::channel();
+        let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
+        let keep = |tail: &Mutex<VecDeque<String>>, line: String| {
+            let mut t = tail.lock().unwrap_or_else(|p| p.into_inner());
+            if t.len() == STDERR_TAIL {
+                t.pop_front();
+            }
+            t.push_back(line);
+        };
+        let tail = Arc::clone(&stderr_tail);
         std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                match line {
-                    Ok(l) => {
-                        if tx.send(Some(l)).is_err() {
-                            return;
-                        }
+            let mut out = BufReader::new(stdout);
+            // An answer past the bound (model code writing to the protocol's descriptor, say)
+            // ends the worker instead of growing this buffer without end.
+            while let Ok(Some((line, whole))) = bounded_line(&mut out, MAX_ANSWER_BYTES) {
+                let text = match String::from_utf8(line) {
+                    Ok(t) if whole => t,
+                    Ok(_) => {
+                        keep(
+                            &tail,
+                            format!("simtree: an answer longer than {MAX_ANSWER_BYTES} bytes"),
+                        );
+                        break;
                     }
                     Err(_) => break,
+                };
+                if tx.send(Some(text)).is_err() {
+                    return;
                 }
             }
             let _ = tx.send(None);
         });
-        let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
         let tail = Arc::clone(&stderr_tail);
         std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let mut t = tail.lock().unwrap_or_else(|p| p.into_inner());
-                if t.len() == STDERR_TAIL {
-                    t.pop_front();
+            // Kept by bytes, not lines: a line without end is cut at the bound and the rest of
+            // it skipped as it arrives.
+            let mut err = BufReader::new(stderr);
+            while let Ok(Some((line, whole))) = bounded_line(&mut err, STDERR_LINE_BYTES) {
+                let mut text = String::from_utf8_lossy(&line).into_owned();
+                if !whole {
+                    text.push_str(" …(cut)");
                 }
-                t.push_back(line);
+                keep(&tail, text);
             }
         });
         Ok(Proc {
@@ -468,6 +526,7 @@ impl Proc {
             lines,
             stderr_tail,
             ready: false,
+            _tasks: tasks,
         })
     }
 
@@ -1176,6 +1235,19 @@ pub fn patch_for(source_name: &str, value: Value, agent_id: Option<u64>) -> Resu
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn lines_are_read_by_bytes() {
+        // A 8-byte buffer: lines cross buffer ends, and a long line is cut, its rest skipped.
+        let text = b"short\n0123456789abcdef\n\nlast".to_vec();
+        let mut r = BufReader::with_capacity(8, &text[..]);
+        let mut got = Vec::new();
+        while let Some((line, whole)) = bounded_line(&mut r, 10).unwrap() {
+            got.push((String::from_utf8(line).unwrap(), whole));
+        }
+        let want = [("short", true), ("0123456789", false), ("", true), ("last", true)];
+        assert_eq!(got, want.map(|(l, w)| (l.to_string(), w)));
+    }
 
     #[test]
     fn patches_have_a_camel_case_wire_form() {

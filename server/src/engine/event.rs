@@ -33,6 +33,15 @@ impl Event {
 /// Where a running simulator delivers its events, in emission order.
 pub trait EventSink {
     fn emit(&mut self, event: Event);
+
+    /// Whether the sink keeps the state of the run so far ([`Self::state`]); asked after each
+    /// turn, so a sink that wants none costs the run nothing.
+    fn wants_state(&self) -> bool {
+        false
+    }
+
+    /// The agents' state after a turn, for a sink that [wants](Self::wants_state) it.
+    fn state(&mut self, _state: simtree_shared::NodeState) {}
 }
 
 impl EventSink for Vec<Event> {

@@ -6,7 +6,10 @@
 //! `clone()` is cheap (persistent memories, small scene states) and independent of history length.
 
 use serde::{Deserialize, Serialize};
-use simtree_shared::{ActionEnd, ActionStart, AgentErrorEvent, AgentProcessEnd, AgentProcessStart, StepActions};
+use simtree_shared::{
+    ActionEnd, ActionStart, AgentErrorEvent, AgentProcessEnd, AgentProcessStart, AgentState, MemoryLine, NodeState,
+    StepActions,
+};
 
 use super::action::{ActionCtx, ActionKind, Handled, Outcome};
 use super::agent::{Agent, AgentError, Decision};
@@ -259,12 +262,41 @@ impl Simulator {
             self.total_turns += 1;
             self.turns = report.turns;
             self.drain(sink);
+            if sink.wants_state() {
+                sink.state(self.node_state());
+            }
             // Let the executor run other tasks (and cancel this one) between turns: with the mock
             // LLM a run never waits on anything otherwise.
             yield_now().await;
         }
         report.complete |= self.is_complete();
         Ok(report)
+    }
+
+    /// `GET …/state`: the turns run and each agent's role, plan, memory and emotion.
+    pub fn node_state(&self) -> NodeState {
+        NodeState {
+            turns: self.turns,
+            agents: self
+                .world
+                .agents
+                .iter()
+                .map(|a| AgentState {
+                    name: a.name.clone(),
+                    role: a.role().map(str::to_string),
+                    plan_state: serde_json::to_value(&a.plan_state).unwrap_or(serde_json::Value::Null),
+                    short_memory: a
+                        .short_memory
+                        .iter()
+                        .map(|m| MemoryLine {
+                            role: m.role.as_str().to_string(),
+                            content: m.content.to_string(),
+                        })
+                        .collect(),
+                    emotion: a.emotion.clone(),
+                })
+                .collect(),
+        }
     }
 
     /// Checks a simulator read from an untrusted export against the engine's limits.

@@ -96,6 +96,13 @@ fn rejection_error(r: JsonRejection) -> ApiError {
     if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
         return ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "request body too large");
     }
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&r);
+    while let Some(e) = cause {
+        if let Some(slow) = e.downcast_ref::<super::listener::SlowBody>() {
+            return ApiError::new(StatusCode::REQUEST_TIMEOUT, slow.to_string());
+        }
+        cause = e.source();
+    }
     ApiError::unprocessable(r.body_text())
 }
 

@@ -197,7 +197,17 @@ pub async fn guard(State(access): State<Arc<Access>>, req: Request, next: Next) 
         return next.run(req).await;
     }
     let headers = req.headers();
-    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
+    // One `Host`, readable: with two, a proxy and this check could each read a different one.
+    let mut hosts = headers.get_all(header::HOST).iter();
+    let (host, second) = (hosts.next(), hosts.next());
+    if second.is_some() {
+        return refuse(StatusCode::BAD_REQUEST, "more than one Host header".into());
+    }
+    let host = match host.map(|v| v.to_str()) {
+        Some(Err(_)) => return refuse(StatusCode::BAD_REQUEST, "the Host header is not ASCII text".into()),
+        Some(Ok(h)) => Some(h),
+        None => None,
+    };
     if let Some(h) = host
         && !access.host_allowed(h)
     {

@@ -75,7 +75,7 @@ pub fn router(app: Arc<AppState>) -> Router {
         .route("/simtree/{tree}/node/{node}/logs", get(logs))
         .route("/simtree/{tree}/sim/{node}/events", get(ws::node_events_or_logs))
         .route("/simtree/{tree}/node/{node}/state", get(state))
-        .route("/simtree/{tree}/sim/{node}/state", get(state))
+        .route("/simtree/{tree}/sim/{node}/state", get(routes::sim_state))
         .route("/simtree/{tree}/events", get(ws::tree_events))
         .fallback(error::not_found);
     let api = Router::new()

@@ -321,7 +321,7 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
         op(
             "get",
             "/devui/simtree/{tree}/sim/{node}/events",
-            "A node's full log (upstream path; a WebSocket upgrade here streams its new entries)",
+            "A node's full log (upstream path; a WebSocket upgrade here streams its new entries). A node the tree lacks: 404 with body [] and the reason in x-simtree-error",
             None,
             json!({"type": "array", "items": any_object()}),
             NOT_FOUND,
@@ -329,7 +329,7 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
         op(
             "get",
             "/devui/simtree/{tree}/node/{node}/state",
-            "Agents and their context",
+            "Agents and their context (of a running node: so far, after its last turn)",
             None,
             schema::<NodeState>(g),
             &[404, 409, 422],
@@ -337,7 +337,7 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
         op(
             "get",
             "/devui/simtree/{tree}/sim/{node}/state",
-            "Agents and their context (upstream path)",
+            "Agents and their context (upstream path; of a running node: so far). A node the tree lacks: 404 with body {\"turns\":0,\"agents\":[]} and the reason in x-simtree-error",
             None,
             schema::<NodeState>(g),
             &[404, 409, 422],

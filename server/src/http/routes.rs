@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::header;
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -282,9 +282,46 @@ pub async fn logs(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>)
 }
 
 pub async fn state(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Response> {
-    let handle = app.wb.tree(tree)?;
-    let s = handle.lock().state(node)?;
+    let s = app.wb.state_so_far(tree, node)?;
     Ok(Json(s).into_response())
+}
+
+/// Upstream's client keeps the body of `…/sim/{node}/events` and `…/sim/{node}/state` whatever
+/// the status (its Studio asks for the selected node of the tree it switches to, which that tree
+/// may not have). For a node the tree lacks these aliases answer 404 with an empty value of the
+/// route's shape, so that view goes blank instead of breaking, and the reason in the
+/// `x-simtree-error` header. Every other failure, and the node-scoped routes, answer as usual.
+fn empty_if_no_node(r: AppResult<Response>, empty: &'static str) -> Response {
+    match r {
+        Err(e) if e.status == StatusCode::NOT_FOUND => {
+            let reason = HeaderValue::from_str(&e.detail).unwrap_or(HeaderValue::from_static("node not found"));
+            let headers = [
+                (header::CONTENT_TYPE, HeaderValue::from_static("application/json")),
+                (HeaderName::from_static("x-simtree-error"), reason),
+            ];
+            (StatusCode::NOT_FOUND, headers, empty).into_response()
+        }
+        other => other.into_response(),
+    }
+}
+
+/// `GET …/sim/{node}/events` (the log; see [`empty_if_no_node`]).
+pub async fn sim_events(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> Response {
+    if let Err(e) = app.wb.tree(tree) {
+        return ApiError::from(e).into_response();
+    }
+    empty_if_no_node(logs(State(app), ApiPath((tree, node))).await, "[]")
+}
+
+/// `GET …/sim/{node}/state` (see [`empty_if_no_node`]).
+pub async fn sim_state(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> Response {
+    if let Err(e) = app.wb.tree(tree) {
+        return ApiError::from(e).into_response();
+    }
+    empty_if_no_node(
+        state(State(app), ApiPath((tree, node))).await,
+        r#"{"turns":0,"agents":[]}"#,
+    )
 }
 
 pub async fn lca(State(app): St, ApiPath((tree, a, b)): ApiPath<(u64, NodeId, NodeId)>) -> AppResult<Json<LcaReply>> {

@@ -13,12 +13,15 @@ pub struct AppState {
     pub static_dir: PathBuf,
     /// Origins, hosts and the token (see `http::guard`).
     pub access: Arc<super::Access>,
+    /// One permit per open WebSocket (`Limits::max_websockets`).
+    pub ws_slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl AppState {
     /// HTTP state around `wb` with the default UI folder and an open loopback policy.
     pub fn new(wb: Workbench) -> AppState {
         AppState {
+            ws_slots: Arc::new(tokio::sync::Semaphore::new(wb.limits.max_websockets.max(1))),
             wb: Arc::new(wb),
             static_dir: super::default_static_dir(),
             access: Arc::new(super::Access::default()),

@@ -11,12 +11,12 @@ use std::sync::Arc;
 
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade, close_code};
 use axum::extract::{FromRequestParts, Request, State};
-use axum::http::header;
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use simtree_shared::TreeMsg;
 use tokio::sync::broadcast::error::RecvError;
 
-use super::error::ApiPath;
+use super::error::{ApiError, ApiPath};
 use super::state::AppState;
 use crate::tree::NodeId;
 
@@ -26,6 +26,85 @@ async fn close_policy(mut socket: WebSocket, reason: &str) {
         reason: Utf8Bytes::from(reason.to_string()),
     };
     let _ = socket.send(Message::Close(Some(frame))).await;
+}
+
+/// Upgrades with the client-frame bounds, holding one of the server's WebSocket permits for the
+/// socket's life; with none left the upgrade is refused with 503 (the socket no longer counts
+/// as a connection once upgraded, so it is bounded here).
+fn upgrade<F, Fut>(app: &AppState, ws: WebSocketUpgrade, serve: F) -> Response
+where
+    F: FnOnce(WebSocket) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let Ok(permit) = app.ws_slots.clone().try_acquire_owned() else {
+        return ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "too many WebSockets open (at most {}; see --max-websockets)",
+                app.wb.limits.max_websockets
+            ),
+        )
+        .into_response();
+    };
+    bounded(ws).on_upgrade(move |socket| async move {
+        let _permit = permit;
+        serve(socket).await
+    })
+}
+
+/// Pings a socket's client every third of the idle limit and tells when it has been silent
+/// (no frame at all, pongs included) for the whole limit.
+struct Liveness {
+    tick: tokio::time::Interval,
+    heard: tokio::time::Instant,
+    idle: std::time::Duration,
+}
+
+impl Liveness {
+    fn new(idle: std::time::Duration) -> Liveness {
+        let every = idle / 3;
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        Liveness {
+            tick,
+            heard: tokio::time::Instant::now(),
+            idle,
+        }
+    }
+
+    fn heard(&mut self) {
+        self.heard = tokio::time::Instant::now();
+    }
+
+    /// Waits for the next ping; false once the client has been silent too long.
+    async fn due(&mut self) -> bool {
+        self.tick.tick().await;
+        self.heard.elapsed() < self.idle
+    }
+}
+
+/// What a watch loop does with a frame from its client: false when the socket is done.
+fn heard_from(live: &mut Liveness, incoming: Option<Result<Message, axum::Error>>) -> bool {
+    match incoming {
+        Some(Ok(Message::Close(_))) | Some(Err(_)) | None => false,
+        Some(Ok(_)) => {
+            live.heard();
+            true
+        }
+    }
+}
+
+/// Pings the client, or closes a socket whose client went silent: false when it is done.
+async fn keep_alive(socket: &mut WebSocket, alive: bool) -> bool {
+    if !alive {
+        let frame = CloseFrame {
+            code: close_code::AWAY,
+            reason: Utf8Bytes::from_static("no answer to pings"),
+        };
+        let _ = socket.send(Message::Close(Some(frame))).await;
+        return false;
+    }
+    socket.send(Message::Ping(Default::default())).await.is_ok()
 }
 
 /// The largest frame or message a client may send (clients only ever send `ready`).
@@ -68,7 +147,8 @@ pub async fn tree_events(
     State(app): State<Arc<AppState>>,
     ApiPath(tree): ApiPath<u64>,
 ) -> Response {
-    bounded(ws).on_upgrade(move |socket| tree_socket(socket, app, tree))
+    let state = app.clone();
+    upgrade(&state, ws, move |socket| tree_socket(socket, app, tree))
 }
 
 async fn tree_socket(mut socket: WebSocket, app: Arc<AppState>, tree: u64) {
@@ -91,6 +171,7 @@ async fn tree_socket(mut socket: WebSocket, app: Arc<AppState>, tree: u64) {
     if !send_json(&mut socket, &TreeMsg::Snapshot(graph)).await {
         return;
     }
+    let mut live = Liveness::new(app.wb.limits.ws_idle);
     loop {
         tokio::select! {
             msg = rx.recv() => match msg {
@@ -105,10 +186,8 @@ async fn tree_socket(mut socket: WebSocket, app: Arc<AppState>, tree: u64) {
                 }
                 Err(RecvError::Closed) => return,
             },
-            incoming = socket.recv() => match incoming {
-                Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return,
-                _ => {}
-            },
+            incoming = socket.recv() => if !heard_from(&mut live, incoming) { return },
+            alive = live.due() => if !keep_alive(&mut socket, alive).await { return },
         }
     }
 }
@@ -126,13 +205,14 @@ pub async fn node_events_or_logs(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
     if !wants_ws {
-        return super::routes::logs(State(app), ApiPath((tree, node)))
-            .await
-            .into_response();
+        return super::routes::sim_events(State(app), ApiPath((tree, node))).await;
     }
     let (mut parts, _body) = req.into_parts();
     match WebSocketUpgrade::from_request_parts(&mut parts, &()).await {
-        Ok(ws) => bounded(ws).on_upgrade(move |socket| node_socket(socket, app, tree, node)),
+        Ok(ws) => {
+            let state = app.clone();
+            upgrade(&state, ws, move |socket| node_socket(socket, app, tree, node))
+        }
         Err(rejection) => rejection.into_response(),
     }
 }
@@ -148,6 +228,7 @@ async fn node_socket(mut socket: WebSocket, app: Arc<AppState>, tree: u64, node:
     if !handshake(&mut socket).await {
         return close_policy(socket, "no ready message").await;
     }
+    let mut live = Liveness::new(app.wb.limits.ws_idle);
     loop {
         tokio::select! {
             entry = rx.recv() => match entry {
@@ -161,10 +242,8 @@ async fn node_socket(mut socket: WebSocket, app: Arc<AppState>, tree: u64, node:
                 }
                 Err(RecvError::Closed) => return,
             },
-            incoming = socket.recv() => match incoming {
-                Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return,
-                _ => {}
-            },
+            incoming = socket.recv() => if !heard_from(&mut live, incoming) { return },
+            alive = live.due() => if !keep_alive(&mut socket, alive).await { return },
         }
     }
 }

@@ -2,8 +2,7 @@
 //! op applied to its agents or scene (spec §2.3), its agents' context as the state, the scene
 //! state as the view, and the seed a run draws from.
 
-use serde_json::Value;
-use simtree_shared::{AgentState, MemoryLine, NodeState, Op, SocialView};
+use simtree_shared::{NodeState, Op, SocialView};
 
 use super::{SimError, op_name};
 use crate::engine::Simulator;
@@ -86,28 +85,7 @@ pub(super) fn apply_op(sim: &mut Simulator, op: &Op) -> Result<Vec<Event>, SimEr
 
 /// Every agent with its role, plan and short memory.
 pub(super) fn state(sim: &Simulator) -> NodeState {
-    NodeState {
-        turns: sim.turns,
-        agents: sim
-            .world
-            .agents
-            .iter()
-            .map(|a| AgentState {
-                name: a.name.clone(),
-                role: a.role().map(str::to_string),
-                plan_state: serde_json::to_value(&a.plan_state).unwrap_or(Value::Null),
-                short_memory: a
-                    .short_memory
-                    .iter()
-                    .map(|m| MemoryLine {
-                        role: m.role.as_str().to_string(),
-                        content: m.content.to_string(),
-                    })
-                    .collect(),
-                emotion: a.emotion.clone(),
-            })
-            .collect(),
-    }
+    sim.node_state()
 }
 
 /// The scene's type and state.

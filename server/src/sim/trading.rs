@@ -41,6 +41,9 @@ pub(super) async fn run(
                 return Err(e.into());
             }
         }
+        if sink.wants_state() {
+            sink.state(state(t));
+        }
         tokio::task::yield_now().await;
     }
     Ok(())
