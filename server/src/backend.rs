@@ -171,6 +171,7 @@ impl ChatProvider for OfflineClient {
                 usage: Usage {
                     prompt_tokens: request.messages.iter().map(|m| words(&m.content)).sum(),
                     completion_tokens: words(&text),
+                    cached_tokens: 0,
                 },
                 text,
                 finish_reason: Some("stop".into()),

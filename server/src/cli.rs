@@ -56,8 +56,13 @@ pub enum Command {
         #[arg(long)]
         llm_config: Option<PathBuf>,
     },
-    /// List the scenarios found in the assets folder.
-    Scenarios,
+    /// List the shipped scenarios (no subcommand), or list, save and remove the scenarios saved
+    /// in a data folder's library (what `/api/scenarios` serves; not while a server uses the
+    /// same data folder).
+    Scenarios {
+        #[command(subcommand)]
+        command: Option<ScenariosCommand>,
+    },
     /// Agent-based models in sd-ai's abm-quant format.
     Abm {
         #[command(subcommand)]
@@ -215,6 +220,31 @@ pub enum AbmCommand {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum ScenariosCommand {
+    /// Every scenario: the shipped ones, then the ones saved in the data folder (with their
+    /// latest version).
+    List {
+        #[command(flatten)]
+        storage: StorageArgs,
+    },
+    /// Check a scenario document (any kind `simtree run --scenario-file` takes) and save it as
+    /// NAME: version 1 of a new scenario, or the next version of a saved one. The checks and
+    /// messages are `POST /api/scenarios`'s and `PUT /api/scenarios/NAME`'s.
+    Save {
+        name: String,
+        file: PathBuf,
+        #[command(flatten)]
+        storage: StorageArgs,
+    },
+    /// Remove a saved scenario, every version (trees made from it keep their copy).
+    Rm {
+        name: String,
+        #[command(flatten)]
+        storage: StorageArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 pub enum DataCommand {
     /// Verify every stored row of a data folder: journal, database pages, each tree's nodes,
     /// states, chunks and logs. Prints one line per problem; exit 1 when there is one.
@@ -312,7 +342,8 @@ fn run(cli: Cli) -> Result<(), String> {
     let library = ScenarioLibrary::load_assets(&assets).map_err(|e| e.to_string())?;
     match cli.command {
         Command::Trade { .. } | Command::Abm { .. } | Command::Data { .. } => Ok(()),
-        Command::Scenarios => {
+        Command::Scenarios { command: Some(command) } => scenarios(command, library, &assets),
+        Command::Scenarios { command: None } => {
             for e in ScenarioEntry::all(&library) {
                 let s = e.summary();
                 // A social scenario shows its scene's name; the other kinds their kind.
@@ -451,6 +482,61 @@ fn run(cli: Cli) -> Result<(), String> {
     }
 }
 
+/// A workbench on the store `storage` names (the shipped market data, the uploaded datasets and
+/// the saved scenarios in it), for commands that change the data folder as the server would.
+fn workbench_on(
+    storage: &StorageArgs,
+    library: ScenarioLibrary,
+    assets: &std::path::Path,
+) -> Result<crate::workbench::Workbench, String> {
+    let store = storage
+        .open()?
+        .ok_or("--ephemeral keeps nothing: name a data folder or database")?;
+    let mut wb = crate::workbench::Workbench::new(library, Backend::Mock, Limits::default());
+    wb.use_assets(assets);
+    wb.attach_store(store)?;
+    Ok(wb)
+}
+
+/// `simtree scenarios list|save|rm`: the library routes' checks and messages, on the data folder.
+fn scenarios(command: ScenariosCommand, library: ScenarioLibrary, assets: &std::path::Path) -> Result<(), String> {
+    match command {
+        ScenariosCommand::List { storage } => {
+            let wb = workbench_on(&storage, library, assets)?;
+            let mut out = std::io::stdout().lock();
+            for s in wb.scenario_list() {
+                let origin = match s.version {
+                    Some(v) => format!("saved v{v}"),
+                    None => "shipped".to_string(),
+                };
+                let line = format!("{:<22} {:<8} {:<10} {}", s.id, s.kind.as_str(), origin, s.title);
+                if writeln!(out, "{line}").is_err() {
+                    break;
+                }
+            }
+            Ok(())
+        }
+        ScenariosCommand::Save { name, file, storage } => {
+            let (_, doc) = read_scenario_file(&file)?;
+            let wb = workbench_on(&storage, library, assets)?;
+            let saved = if wb.library.contains(&name) {
+                wb.update_scenario(&name, &doc)
+            } else {
+                wb.save_scenario(&name, &doc)
+            }
+            .map_err(|e| format!("{}: {e}", file.display()))?;
+            println!("saved {} version {}", saved.id, saved.version);
+            Ok(())
+        }
+        ScenariosCommand::Rm { name, storage } => {
+            let wb = workbench_on(&storage, library, assets)?;
+            wb.delete_scenario(&name).map_err(|e| e.to_string())?;
+            println!("removed {name}");
+            Ok(())
+        }
+    }
+}
+
 /// `simtree data import`: the upload route's checks and messages, the store's row.
 fn data_import(name: String, file: PathBuf, storage: StorageArgs) -> Result<(), String> {
     let shown = file.display();
@@ -520,6 +606,13 @@ pub struct RunArgs {
     /// log.jsonl, usage.json and records.json.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// The data folder a trading document's `episode.dataset` is read from (default:
+    /// $SIMTREE_DATA, else the platform data folder; opened only for such a document).
+    #[arg(long, env = "SIMTREE_DATA")]
+    pub data: Option<PathBuf>,
+    /// A PostgreSQL database to read `episode.dataset` from instead of a data folder.
+    #[arg(long, env = "SIMTREE_DATABASE_URL", hide_env_values = true, conflicts_with = "data")]
+    pub database_url: Option<String>,
 }
 
 /// `simtree run`: one advance of a fresh tree, printed as it happens. Output stops quietly when
@@ -543,7 +636,14 @@ fn run_headless(
         (Some(doc), Some(file)) => {
             let user = crate::scenario::UserScenario::from_document(&scenario, doc)
                 .map_err(|e| format!("{}: {e}", file.display()))?;
-            build_sim_of((&user).into(), a.seed, assets, sandbox)?
+            let market = match crate::workbench::dataset_of(doc) {
+                Some(name) if name != crate::workbench::SHIPPED_DATASET => {
+                    Some(uploaded_market(&a, name).map_err(|e| format!("{}: {e}", file.display()))?)
+                }
+                _ => None,
+            };
+            build_sim_of((&user).into(), a.seed, assets, sandbox, market)
+                .map_err(|e| format!("{}: {e}", file.display()))?
         }
         _ => build_sim(library, &scenario, a.seed, assets, sandbox)?,
     };
@@ -715,7 +815,29 @@ fn build_sim(
     assets: &std::path::Path,
     sandbox: crate::abm::Sandbox,
 ) -> Result<(Sim, u64, Option<Arc<WorkerPool>>), String> {
-    build_sim_of(ScenarioEntry::find(library, id)?, seed, assets, sandbox)
+    build_sim_of(ScenarioEntry::find(library, id)?, seed, assets, sandbox, None)
+}
+
+/// The uploaded dataset `name` of the data folder (or database) `simtree run` names, checked as
+/// the server checks it when it loads it.
+fn uploaded_market(a: &RunArgs, name: &str) -> Result<Arc<MarketData>, String> {
+    let storage = StorageArgs {
+        data: a.data.clone(),
+        ephemeral: false,
+        database_url: a.database_url.clone(),
+        cache_mb: 0,
+        max_import_bytes: 0,
+    };
+    let store = storage.open()?.ok_or("no store to read the dataset from")?;
+    let rows = store.read(|db| db.datasets()).map_err(|e| e.to_string())?;
+    let (_, text) = rows.into_iter().find(|(n, _)| n == name).ok_or_else(|| {
+        format!(
+            "scenario: episode.dataset: no dataset called '{name}' in {} (see simtree data import)",
+            store.location
+        )
+    })?;
+    let d = crate::trading::dataset::parse_dataset(&text).map_err(|e| format!("dataset '{name}': {e}"))?;
+    Ok(Arc::new(d.market))
 }
 
 /// Largest scenario file `--scenario-file` reads (the server's default body limit is 2 MiB).
@@ -741,15 +863,18 @@ fn read_scenario_file(path: &std::path::Path) -> Result<(String, Value), String>
     Ok((id, doc))
 }
 
-/// [`build_sim`] for an entry in hand (a library scenario or a user's document).
+/// [`build_sim`] for an entry in hand (a library scenario or a user's document); a trading
+/// episode runs on `market` when given, else on the shipped data.
 fn build_sim_of(
     entry: ScenarioEntry<'_>,
     seed: Option<u64>,
     assets: &std::path::Path,
     sandbox: crate::abm::Sandbox,
+    market: Option<Arc<MarketData>>,
 ) -> Result<(Sim, u64, Option<Arc<WorkerPool>>), String> {
-    let market = match entry.kind() {
-        SimKind::Trading => Some(Arc::new(MarketData::load_default().map_err(|e| e.to_string())?)),
+    let market = match (entry.kind(), market) {
+        (SimKind::Trading, Some(m)) => Some(m),
+        (SimKind::Trading, None) => Some(Arc::new(MarketData::load_default().map_err(|e| e.to_string())?)),
         _ => None,
     };
     let pool = match entry.kind() {

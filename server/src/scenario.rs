@@ -265,14 +265,7 @@ impl AbmScenario {
             message: "the file holds a failure envelope, not a model".into(),
         })?;
         let info: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-        // The three shapes: the API envelope, an LLM answer ({model, explanation, title}), a bare model.
-        let text_of = |key: &str| {
-            info["supportingInfo"][key]
-                .as_str()
-                .or(info[key].as_str())
-                .unwrap_or_default()
-                .to_string()
-        };
+        let text_of = |key: &str| abm_text(&info, key);
         let title = text_of("title");
         let description = text_of("explanation");
         Ok(AbmScenario {
@@ -282,6 +275,17 @@ impl AbmScenario {
             model,
         })
     }
+}
+
+/// A text field (`title`, `explanation`) of an agent-based model document in any of its three
+/// shapes: the API envelope (under `supportingInfo`), an LLM answer (`{model, explanation,
+/// title}`) or a bare model (none: empty).
+pub fn abm_text(doc: &Value, key: &str) -> String {
+    doc["supportingInfo"][key]
+        .as_str()
+        .or(doc[key].as_str())
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// The scenarios of the assets folder, sorted by id: social scenes, trading episodes and
@@ -428,13 +432,7 @@ impl UserScenario {
                 parsed.model_path_prefix()
             )));
         }
-        let text = |key: &str| {
-            doc["supportingInfo"][key]
-                .as_str()
-                .or(doc[key].as_str())
-                .unwrap_or_default()
-                .to_string()
-        };
+        let text = |key: &str| abm_text(doc, key);
         let title = text("title");
         Ok(UserScenario::Abm(AbmScenario {
             id: id.to_string(),

@@ -185,6 +185,15 @@ impl Sim {
         }
     }
 
+    /// Keys the calls of the run about to start to `key` (a hash of the node it starts from):
+    /// a model spread over several servers sends them to one server while its load allows (see
+    /// `llm::provider::EndpointSet`). Social scenes only: trading calls carry no simulator state.
+    pub fn set_affinity(&mut self, key: u64) {
+        if let Sim::Social(s) = self {
+            s.world.llm.affinity = key;
+        }
+    }
+
     /// Puts the random streams a run draws from at `seed`, whatever the state came from, so that
     /// runs of different cells with one seed are paired. Social scenes: the world's RNG and the
     /// `scripted` player's seed (the `mock` dialect is deterministic by counters and real

@@ -330,6 +330,9 @@ pub struct SimTree {
     /// The document the scenario came from when a user brought it (kept, shown and exported
     /// with the tree; `None` for a library scenario).
     pub document: Option<Arc<Value>>,
+    /// The version of the saved scenario the document is, when the tree was made from the
+    /// library (`scenario` is then the saved scenario's id).
+    pub scenario_version: Option<u64>,
     nodes: BTreeMap<NodeId, Node>,
     next_id: NodeId,
     /// Where nodes not in memory come back from (a stored tree).
@@ -368,6 +371,7 @@ impl SimTree {
         SimTree {
             scenario: scenario.into(),
             document: None,
+            scenario_version: None,
             nodes: BTreeMap::from([(0, root)]),
             next_id: 1,
             source: None,
@@ -594,6 +598,7 @@ impl SimTree {
         Ok(SimTree {
             scenario,
             document: None,
+            scenario_version: None,
             nodes,
             next_id: seq.max(max_id + 1),
             source: Some(source),
@@ -938,6 +943,7 @@ impl SimTree {
             format: EXPORT_FORMAT.into(),
             scenario: self.scenario.clone(),
             document: self.document.as_deref().cloned(),
+            scenario_version: self.scenario_version,
             root: 0,
             seq: self.next_id,
             nodes,
@@ -993,6 +999,7 @@ impl SimTree {
             market.cloned(),
         )?;
         importer.document = data.document;
+        importer.scenario_version = data.scenario_version;
         for n in data.nodes {
             importer.add(n)?;
         }
@@ -1019,6 +1026,8 @@ pub struct Importer {
     pub sweeps: Vec<Value>,
     /// The document the tree was made from, if the export carries one (the workbench checks it).
     pub document: Option<Value>,
+    /// The saved scenario's version the document is, if the export says (`scenario` is its id).
+    pub scenario_version: Option<u64>,
 }
 
 /// Sweeps an export may carry at most.
@@ -1056,7 +1065,13 @@ impl Importer {
             count: 0,
             sweeps: Vec::new(),
             document: None,
+            scenario_version: None,
         })
+    }
+
+    /// The scenario the export names.
+    pub fn scenario(&self) -> &str {
+        &self.scenario
     }
 
     /// The export's `seq`, when it came after the nodes (checked in [`Self::finish`]).
@@ -1197,6 +1212,7 @@ impl Importer {
         Ok(SimTree {
             scenario: self.scenario,
             document: self.document.map(Arc::new),
+            scenario_version: self.scenario_version,
             nodes: self.nodes,
             next_id: *seq,
             source,
@@ -1234,8 +1250,16 @@ pub fn read_export<R: std::io::Read>(
             let (mut format, mut scenario, mut root, mut seq) = (None, None, None, None);
             let mut importer: Option<Importer> = None;
             let mut document: Option<Value> = None;
+            let mut version: Option<u64> = None;
             while let Some(key) = map.next_key::<String>()? {
                 match key.as_str() {
+                    "scenario_version" => {
+                        let v = map.next_value::<u64>()?;
+                        match &mut importer {
+                            Some(imp) => imp.scenario_version = Some(v),
+                            None => version = Some(v),
+                        }
+                    }
                     "format" => format = Some(map.next_value::<String>()?),
                     "document" => {
                         let d = map.next_value::<Value>()?;
@@ -1271,6 +1295,7 @@ pub fn read_export<R: std::io::Read>(
                                 }
                             };
                         imp.document = document.take();
+                        imp.scenario_version = version.take();
                         map.next_value_seed(Nodes(self.0, &mut imp))?;
                         importer = Some(imp);
                     }
@@ -1283,7 +1308,16 @@ pub fn read_export<R: std::io::Read>(
                     other => {
                         return Err(A::Error::unknown_field(
                             other,
-                            &["format", "scenario", "document", "root", "seq", "nodes", "sweeps"],
+                            &[
+                                "format",
+                                "scenario",
+                                "document",
+                                "scenario_version",
+                                "root",
+                                "seq",
+                                "nodes",
+                                "sweeps",
+                            ],
                         ));
                     }
                 }
@@ -1399,6 +1433,10 @@ pub struct TreeExport {
     /// The document a user brought the scenario as (absent for a library scenario).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub document: Option<Value>,
+    /// The version of the saved scenario `scenario` the document is (a tree made from the
+    /// library).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scenario_version: Option<u64>,
     pub root: NodeId,
     pub seq: NodeId,
     pub nodes: Vec<NodeExport>,

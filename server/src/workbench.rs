@@ -10,6 +10,7 @@
 //! own log and its live channel.
 
 mod datasets;
+pub mod library;
 mod persist;
 mod sweep;
 
@@ -22,7 +23,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use dashmap::DashMap;
-use simtree_shared::{EdgeType, NodeStatus, Op, ScenarioSource, SimKind, TreeMsg, TreeRef};
+use simtree_shared::{
+    EdgeType, NodeStatus, Op, SavedRef, ScenarioDocument, ScenarioSource, ScenarioSummary, SimKind, TreeMsg, TreeRef,
+};
 use tokio::sync::broadcast;
 use tokio::sync::watch;
 
@@ -113,6 +116,8 @@ pub struct Workbench {
     pub abm_sandbox: crate::abm::Sandbox,
     /// Market datasets users uploaded, by name (see `workbench::datasets`).
     datasets: DashMap<String, Arc<datasets::UserDataset>>,
+    /// Scenarios users saved (see `workbench::library`).
+    pub library: library::Library,
 }
 
 pub struct TreeHandle {
@@ -214,6 +219,7 @@ impl<F: FnMut(Event)> crate::engine::event::EventSink for RunSink<F> {
 impl Workbench {
     pub fn new(scenarios: ScenarioLibrary, backend: Backend, limits: Limits) -> Self {
         Workbench {
+            library: library::Library::in_memory(limits.max_body_bytes),
             trees: DashMap::new(),
             stored: DashMap::new(),
             loading: Mutex::new(()),
@@ -338,7 +344,7 @@ impl Workbench {
     ) -> Result<TreeRef, WorkbenchError> {
         let entry =
             ScenarioEntry::find(&self.scenarios, scenario).map_err(|e| WorkbenchError::invalid(e.to_string()))?;
-        self.create_from_entry(entry, scenario, None, None, seed, token_budget, offline)
+        self.create_from_entry(entry, scenario, None, None, None, seed, token_budget, offline)
     }
 
     /// A tree of a library scenario (by name) or of a document the user brought. A document is
@@ -354,9 +360,39 @@ impl Workbench {
         let name = name.map(check_name).transpose()?;
         match source {
             ScenarioSource::Name(scenario) => {
-                let entry = ScenarioEntry::find(&self.scenarios, scenario)
-                    .map_err(|e| WorkbenchError::invalid(e.to_string()))?;
-                self.create_from_entry(entry, scenario, name, None, seed, token_budget, offline)
+                let entry = match ScenarioEntry::find(&self.scenarios, scenario) {
+                    Ok(entry) => entry,
+                    Err(e) => {
+                        // Not shipped: a saved scenario (`id` or `id@version`)?
+                        let (id, version) = library::parse_ref(scenario)?;
+                        if !self.library.contains(id) {
+                            return Err(WorkbenchError::invalid(format!("{e}; no saved scenario either")));
+                        }
+                        let saved = self
+                            .library
+                            .get(id, version)
+                            .map_err(|e| WorkbenchError::invalid(e.to_string()))?
+                            .ok_or_else(|| WorkbenchError::invalid(format!("no saved scenario called '{id}'")))?;
+                        let origin = SavedRef {
+                            id: id.to_string(),
+                            version: saved.version,
+                        };
+                        let user = UserScenario::from_document(id, &saved.document)
+                            .map_err(|e| WorkbenchError::invalid(format!("saved scenario {origin}: {e}")))?;
+                        let doc = Arc::new(saved.document);
+                        return self.create_from_entry(
+                            (&user).into(),
+                            id,
+                            name,
+                            Some(doc),
+                            Some(origin),
+                            seed,
+                            token_budget,
+                            offline,
+                        );
+                    }
+                };
+                self.create_from_entry(entry, scenario, name, None, None, seed, token_budget, offline)
             }
             ScenarioSource::Document(doc) => {
                 let user = UserScenario::from_document(DOCUMENT_ID, doc)
@@ -366,7 +402,16 @@ impl Workbench {
                     t => t.chars().filter(|c| !c.is_control()).take(MAX_NAME_CHARS).collect(),
                 };
                 let doc = Arc::new(doc.clone());
-                self.create_from_entry((&user).into(), &label, name, Some(doc), seed, token_budget, offline)
+                self.create_from_entry(
+                    (&user).into(),
+                    &label,
+                    name,
+                    Some(doc),
+                    None,
+                    seed,
+                    token_budget,
+                    offline,
+                )
             }
         }
     }
@@ -378,6 +423,7 @@ impl Workbench {
         scenario: &str,
         name: Option<String>,
         document: Option<Arc<serde_json::Value>>,
+        origin: Option<SavedRef>,
         seed: Option<u64>,
         token_budget: Option<u64>,
         offline: Option<Offline>,
@@ -394,7 +440,74 @@ impl Workbench {
         }
         let mut tree = SimTree::new(scenario, sim);
         tree.document = document;
+        tree.scenario_version = origin.map(|o| o.version);
         self.register(tree, name, token_budget)
+    }
+
+    /// `GET /api/scenarios`: the shipped scenarios, then the saved ones by id.
+    pub fn scenario_list(&self) -> Vec<ScenarioSummary> {
+        ScenarioEntry::all(&self.scenarios)
+            .map(|e| e.summary())
+            .chain(self.library.list())
+            .collect()
+    }
+
+    /// `GET /api/scenarios/{id}` (`id@version`, or `version`): a shipped or saved document.
+    pub fn scenario_document(&self, id: &str, version: Option<u64>) -> Result<ScenarioDocument, WorkbenchError> {
+        let (id, at) = library::parse_ref(id)?;
+        let version = match (at, version) {
+            (Some(a), Some(b)) if a != b => {
+                return Err(WorkbenchError::invalid(format!(
+                    "two versions asked for: @{a} and version={b}"
+                )));
+            }
+            (a, b) => a.or(b),
+        };
+        if let Ok(entry) = ScenarioEntry::find(&self.scenarios, id) {
+            if let Some(v) = version.filter(|v| *v != 1) {
+                return Err(WorkbenchError::NotFound(format!(
+                    "'{id}' is a shipped scenario: it has only version 1, not {v}"
+                )));
+            }
+            return Ok(library::shipped_document(entry));
+        }
+        self.library.get(id, version)?.ok_or_else(|| {
+            WorkbenchError::NotFound(format!(
+                "no scenario called '{id}', shipped or saved (see GET /api/scenarios)"
+            ))
+        })
+    }
+
+    /// What saving a document checks beyond its own validator: a trading episode is built on
+    /// its market (its dataset, tickers and dates), as creating a tree from it would.
+    fn check_saved(&self, user: &UserScenario) -> Result<(), WorkbenchError> {
+        if let UserScenario::Trading(t) = user {
+            let market = self.market_for(t.episode.dataset.as_deref())?;
+            ScenarioEntry::from(user)
+                .instantiate(None, market.as_ref())
+                .map_err(|e| WorkbenchError::invalid(format!("scenario: {e}")))?;
+        }
+        Ok(())
+    }
+
+    /// `POST /api/scenarios`.
+    pub fn save_scenario(&self, name: &str, document: &serde_json::Value) -> Result<SavedRef, WorkbenchError> {
+        self.writable()?;
+        self.library
+            .save(&self.scenarios, name, document, &|u| self.check_saved(u))
+    }
+
+    /// `PUT /api/scenarios/{id}`.
+    pub fn update_scenario(&self, id: &str, document: &serde_json::Value) -> Result<SavedRef, WorkbenchError> {
+        self.writable()?;
+        self.library
+            .update(&self.scenarios, id, document, &|u| self.check_saved(u))
+    }
+
+    /// `DELETE /api/scenarios/{id}`.
+    pub fn delete_scenario(&self, id: &str) -> Result<(), WorkbenchError> {
+        self.writable()?;
+        self.library.delete(&self.scenarios, id)
     }
 
     fn check_turns(&self, turns: u64) -> Result<(), WorkbenchError> {
@@ -454,7 +567,9 @@ impl Workbench {
         replay: Option<Vec<LlmRecord>>,
         edge: EdgeType,
     ) -> Result<Pending, WorkbenchError> {
-        let (id, sim, log) = tree.start_advance(parent, turns)?;
+        let (id, mut sim, log) = tree.start_advance(parent, turns)?;
+        // Children of one node share its prompts up to where they diverge: one key per node.
+        sim.set_affinity(crate::sim::child_seed(handle.id, parent) | 1);
         if edge == EdgeType::Sweep {
             tree.mark_sweep(id)?;
         }
@@ -921,7 +1036,6 @@ impl Workbench {
         }
     }
 
-    /// Subscribes to a node's live entries.
     /// `GET …/state`: a finished node's state, or a running node's state so far — after its
     /// last turn, or its parent's (where it started) before its first.
     pub fn state_so_far(&self, tree: u64, node: NodeId) -> Result<simtree_shared::NodeState, WorkbenchError> {
@@ -941,6 +1055,7 @@ impl Workbench {
         }
     }
 
+    /// Subscribes to a node's live entries.
     pub fn node_log(&self, tree: u64, node: NodeId) -> Result<Arc<NodeLog>, WorkbenchError> {
         let handle = self.tree(tree)?;
         let mut t = handle.lock();
@@ -1053,6 +1168,12 @@ pub enum WorkbenchError {
     /// Something the operation needs is not available (the ABM worker, a shutting-down runtime).
     #[error("{0}")]
     Unavailable(String),
+    /// What the request names does not exist (a saved scenario, a version of it).
+    #[error("{0}")]
+    NotFound(String),
+    /// The request is larger than its limit (a document to save).
+    #[error("{0}")]
+    TooLarge(String),
 }
 
 impl WorkbenchError {

@@ -10,12 +10,14 @@ use serde_json::Value;
 pub mod abm;
 pub mod columns;
 mod event;
+mod library;
 mod social;
 mod sweep;
 pub mod trading;
 mod view;
 
 pub use event::*;
+pub use library::{NewScenario, SavedRef, ScenarioDocument, ScenarioOrigin, ScenarioUpdate};
 pub use social::*;
 pub use sweep::{CellResult, CellRow, FailedRun, MetricSummary, SweepStarted, SweepTable};
 pub use view::*;
@@ -262,6 +264,10 @@ pub struct TreeInfo {
     /// `GET /devui/simtree/{tree}`; the list leaves it out).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub document: Option<Value>,
+    /// The version of the saved scenario (`scenario` is its id) the tree was made from, when it
+    /// was made from the library (only in `GET /devui/simtree/{tree}`, like `document`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scenario_version: Option<u64>,
 }
 
 /// One entry of `GET /api/datasets`: a market dataset trading scenarios can name as
@@ -500,6 +506,9 @@ pub struct Usage {
     pub completion_tokens: u64,
     /// Sum of the calls' latencies.
     pub latency_ms: u64,
+    /// Of the prompt tokens, those providers said they served from their prompt cache.
+    #[serde(default)]
+    pub cached_tokens: u64,
 }
 
 /// `GET …/node/{n}/info`: a node's status, failure reason and LLM usage.
@@ -566,4 +575,10 @@ pub struct ScenarioSummary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scene: Option<String>,
     pub default_turns: u64,
+    /// `shipped` (read-only) or `saved` (editable, versioned).
+    #[serde(default)]
+    pub origin: ScenarioOrigin,
+    /// A saved scenario's latest version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<u64>,
 }

@@ -13,7 +13,10 @@
 //!   and frame times of 250- to 20,000-node trees, the sizes sent (see `ui_bench.rs`);
 //! * `llm-e2e` — the real-model step of `test` alone: SmolLM2-135M (from PyPI) behind
 //!   llama-cpp-python's OpenAI-compatible server, built once per machine into `~/.cache/simtree`
-//!   (see `real_llm.rs`; `SIMTREE_SKIP_REAL_LLM=1` skips it).
+//!   (see `real_llm.rs`; `SIMTREE_SKIP_REAL_LLM=1` skips it);
+//! * `upstream-client [flags…]` — upstream SocialSim4's own React client, built from its mirror,
+//!   driven in headless Chromium against the server (`tests/upstream-client/run.mjs`). Opt-in, not
+//!   part of `test`: it needs Node ≥ 20.19 and the npm registry.
 //!
 //! Each task installs what it needs when it is missing, so a fresh machine needs only rustup.
 
@@ -255,7 +258,34 @@ fn bench() -> Result<(), String> {
     run(store)?;
     let mut worlds = cargo();
     worlds.args(["bench", "-p", "simtree-e2e", "--bench", "own_worlds"]);
-    run(worlds)
+    run(worlds)?;
+    let mut endpoints = cargo();
+    endpoints.args(["bench", "-p", "simtree-e2e", "--bench", "endpoints"]);
+    run(endpoints)
+}
+
+/// `tests/upstream-client/run.mjs` with its node modules (`npm ci` when they are missing or older
+/// than the lockfile) and the debug server (built unless `SIMTREE_BIN` names one).
+fn upstream_client(args: &[String]) -> Result<(), String> {
+    let dir = root().join("tests/upstream-client");
+    let modified = |p: PathBuf| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let installed = modified(dir.join("node_modules/.package-lock.json"));
+    if installed.is_none() || installed < modified(dir.join("package-lock.json")) {
+        let mut ci = Command::new("npm");
+        ci.args(["ci", "--no-audit", "--no-fund"])
+            .current_dir(&dir)
+            .env("PUPPETEER_SKIP_DOWNLOAD", "1");
+        run(ci)?;
+    }
+    let mut node = Command::new("node");
+    node.arg("run.mjs").args(args).current_dir(&dir);
+    if std::env::var_os("SIMTREE_BIN").is_none() {
+        let mut build = cargo();
+        build.args(["build", "-p", "simtree-server", "--bin", "simtree"]);
+        run(build)?;
+        node.env("SIMTREE_BIN", target_dir().join("debug/simtree"));
+    }
+    run(node)
 }
 
 fn main() -> ExitCode {
@@ -267,9 +297,10 @@ fn main() -> ExitCode {
         Some("llm-e2e") => real_llm::test(),
         Some("contract") => schemathesis::test(),
         Some("ui-bench") => ui_bench::bench(),
+        Some("upstream-client") => upstream_client(&args[1..]),
         Some("dist") => setup(false).and_then(|()| dist(args.iter().any(|a| a == "--release"))),
         _ => Err(
-            "usage: cargo xtask <run [serve flags…] | dist [--release] | test | bench | ui-bench | llm-e2e | contract>"
+            "usage: cargo xtask <run [serve flags…] | dist [--release] | test | bench | ui-bench | llm-e2e | contract | upstream-client>"
                 .into(),
         ),
     };

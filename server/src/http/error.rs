@@ -63,6 +63,8 @@ impl From<WorkbenchError> for ApiError {
             WorkbenchError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
             WorkbenchError::Conflict(_) => StatusCode::CONFLICT,
             WorkbenchError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            WorkbenchError::NotFound(_) => StatusCode::NOT_FOUND,
+            WorkbenchError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
         };
         ApiError::new(status, e.to_string())
     }

@@ -21,6 +21,7 @@ pub mod guard;
 pub mod listener;
 pub mod openapi;
 pub mod routes;
+pub mod scenarios;
 pub mod state;
 pub mod sweep;
 pub mod transfer;
@@ -79,7 +80,11 @@ pub fn router(app: Arc<AppState>) -> Router {
         .route("/simtree/{tree}/events", get(ws::tree_events))
         .fallback(error::not_found);
     let api = Router::new()
-        .route("/scenarios", get(scenarios))
+        .route("/scenarios", get(scenarios::list).post(scenarios::save))
+        .route(
+            "/scenarios/{id}",
+            get(scenarios::get).put(scenarios::put).delete(scenarios::delete),
+        )
         .route("/abm/generate", post(abm_generate))
         .route("/abm/schema", get(abm_schema))
         .route("/abm/validate", post(abm_validate))
@@ -98,7 +103,11 @@ pub fn router(app: Arc<AppState>) -> Router {
             header::CACHE_CONTROL,
             HeaderValue::from_static("no-cache"),
         ))
-        .layer(axum::middleware::from_fn(preload_links))
+        // Only for our own UI: another client's build (`--static-dir`) has no such files.
+        .layer(axum::middleware::from_fn_with_state(
+            dir.join("simtree_frontend_bg.wasm").exists(),
+            preload_links,
+        ))
         .service(
             ServeDir::new(&dir)
                 .precompressed_br()
@@ -162,7 +171,14 @@ pub async fn serve(app: Arc<AppState>, addr: SocketAddr) -> std::io::Result<()> 
 /// arrives, what index.html's script asks for ~25–150 ms later (the script's `fetch()` then gets
 /// the preloaded response: same URL, CORS mode, same-origin credentials): the wasm, and on a
 /// tree's page (`/simtree/{id}`, `/studio/{id}`) the tree's graph.
-async fn preload_links(req: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
+async fn preload_links(
+    axum::extract::State(ours): axum::extract::State<bool>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    if !ours {
+        return next.run(req).await;
+    }
     // (A cheap clone: the path is written only for pages, not for every file the UI loads.)
     let uri = req.uri().clone();
     let mut res = next.run(req).await;

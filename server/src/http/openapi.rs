@@ -21,9 +21,9 @@ use simtree_shared::trading::DecisionEvent;
 use simtree_shared::{
     ActionEnd, ActionStart, AdvanceRequest, AgentErrorEvent, AgentProcessEnd, AgentProcessStart, BranchRequest,
     Broadcast, ChildReply, ChildrenReply, Counterfactual, CreateRequest, CtxDelta, DatasetInfo, EmotionUpdate,
-    ErrorBody, EventPayload, FrontierRequest, Graph, LandlordDeal, LcaReply, MultiRequest, NodeInfo, NodeState,
-    NodeView, OkReply, PlanUpdate, ReplayRequest, RunReply, ScenarioSummary, Summary, TreeInfo, TreePatch, TreeRef,
-    UsageReply,
+    ErrorBody, EventPayload, FrontierRequest, Graph, LandlordDeal, LcaReply, MultiRequest, NewScenario, NodeInfo,
+    NodeState, NodeView, OkReply, PlanUpdate, ReplayRequest, RunReply, SavedRef, ScenarioDocument, ScenarioSummary,
+    ScenarioUpdate, Summary, TreeInfo, TreePatch, TreeRef, UsageReply,
 };
 
 /// One documented operation.
@@ -75,14 +75,6 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
             None,
             schema::<OkReply>(g),
             &[503],
-        ),
-        op(
-            "get",
-            "/api/scenarios",
-            "Scenarios of all three kinds",
-            None,
-            schema::<Vec<ScenarioSummary>>(g),
-            &[],
         ),
         op(
             "post",
@@ -385,25 +377,30 @@ fn path_params(path: &str) -> Vec<Value> {
         .collect()
 }
 
+/// The error replies (`ErrorBody`, schema `error`) of statuses `codes`.
+fn error_responses(error: &Value, codes: &[u16]) -> Map<String, Value> {
+    codes
+        .iter()
+        .map(|c| {
+            let r = json!({"description": "Error", "content": {"application/json": {"schema": error}}});
+            (c.to_string(), r)
+        })
+        .collect()
+}
+
+/// `rest` with a JSON reply of `schema` under status `code`.
+fn ok(code: &str, schema: Value, mut rest: Map<String, Value>) -> Value {
+    rest.insert(
+        code.into(),
+        json!({"description": "OK", "content": {"application/json": {"schema": schema}}}),
+    );
+    Value::Object(rest)
+}
+
 /// `/api/datasets`: the one resource with a CSV body, a query parameter, a 201 and a string path
 /// parameter, written out here rather than bending [`Operation`] to fit.
 fn datasets_paths(g: &mut SchemaGenerator, error: &Value, paths: &mut Map<String, Value>) {
-    let err = |codes: &[u16]| -> Map<String, Value> {
-        codes
-            .iter()
-            .map(|c| {
-                let r = json!({"description": "Error", "content": {"application/json": {"schema": error}}});
-                (c.to_string(), r)
-            })
-            .collect()
-    };
-    let ok = |code: &str, schema: Value, mut rest: Map<String, Value>| {
-        rest.insert(
-            code.into(),
-            json!({"description": "OK", "content": {"application/json": {"schema": schema}}}),
-        );
-        Value::Object(rest)
-    };
+    let err = |codes: &[u16]| error_responses(error, codes);
     let name = json!({"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"});
     paths.insert(
         "/api/datasets".into(),
@@ -431,6 +428,63 @@ fn datasets_paths(g: &mut SchemaGenerator, error: &Value, paths: &mut Map<String
                 "operationId": "delete__api_datasets__name_",
                 "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}],
                 "responses": ok("200", schema::<OkReply>(g), err(&[404, 409, 422, 503])),
+            },
+        }),
+    );
+}
+
+/// `/api/scenarios`: the scenario library (a 201, string ids that may carry `@version`, a
+/// version query), written out like the datasets.
+fn scenarios_paths(g: &mut SchemaGenerator, error: &Value, paths: &mut Map<String, Value>) {
+    let err = |codes: &[u16]| error_responses(error, codes);
+    let body = |schema: Value| json!({"required": true, "content": {"application/json": {"schema": schema}}});
+    let id = json!({"name": "id", "in": "path", "required": true,
+                    "description": "A scenario's id; `id@N` names version N of a saved one",
+                    "schema": {"type": "string"}});
+    paths.insert(
+        "/api/scenarios".into(),
+        json!({
+            "get": {
+                "summary": "Scenarios of all three kinds: the shipped ones (read-only), then the saved ones",
+                "operationId": "get__api_scenarios",
+                "parameters": [],
+                "responses": ok("200", schema::<Vec<ScenarioSummary>>(g), Map::new()),
+            },
+            "post": {
+                "summary": "Save a scenario document (any kind POST /devui/simtree takes) as version 1 of a new saved scenario",
+                "operationId": "post__api_scenarios",
+                "parameters": [],
+                "requestBody": body(schema::<NewScenario>(g)),
+                "responses": ok("201", schema::<SavedRef>(g), err(&[409, 413, 422, 503])),
+            },
+        }),
+    );
+    paths.insert(
+        "/api/scenarios/{id}".into(),
+        json!({
+            "get": {
+                "summary": "A scenario's document: shipped, or saved (the latest version, id@N or ?version=N)",
+                "operationId": "get__api_scenarios__id_",
+                "parameters": [id, {"name": "version", "in": "query", "required": false,
+                                    "schema": {"type": "integer", "format": "uint64", "minimum": 1}}],
+                "responses": ok("200", schema::<ScenarioDocument>(g), err(&[404, 422, 503])),
+            },
+            "put": {
+                "summary": "Save the next version of a saved scenario (shipped ones are read-only: 409)",
+                "operationId": "put__api_scenarios__id_",
+                "parameters": [id],
+                "requestBody": body(schema::<ScenarioUpdate>(g)),
+                "responses": ok("200", schema::<SavedRef>(g), err(&[404, 409, 413, 422, 503])),
+            },
+            "delete": {
+                "summary": "Delete a saved scenario, every version (trees made from it keep their copy)",
+                "operationId": "delete__api_scenarios__id_",
+                "parameters": [id],
+                "responses": Value::Object({
+                    let mut r = err(&[404, 409, 422, 503]);
+                    r.insert("204".into(), json!({"description": "Deleted"}));
+                    r
+                }),
             },
         }),
     );
@@ -471,6 +525,7 @@ pub fn document() -> Value {
         "schema": {"type": "string", "enum": ["openai", "gemini", "claude"]},
     }]);
     datasets_paths(&mut g, &error, &mut paths);
+    scenarios_paths(&mut g, &error, &mut paths);
     let schemas: Map<String, Value> = g.take_definitions(true).into_iter().collect();
     json!({
         "openapi": "3.0.3",
@@ -527,7 +582,7 @@ mod tests {
                 .unwrap_or_else(|| panic!("{target}"));
             assert!(schemas.contains_key(name), "{name}");
         }
-        assert_eq!(doc["paths"].as_object().unwrap().len(), 34);
+        assert_eq!(doc["paths"].as_object().unwrap().len(), 35);
     }
 
     /// The other direction: every REST route declared in `http::router` (read from its source,

@@ -11,8 +11,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use simtree_shared::{
     AdvanceRequest, Budget, ChildReply, ChildrenReply, CreateRequest, FrontierRequest, LcaReply, MultiRequest,
-    NodeInfo, NodeStatus, NodeView, OkReply, Op, ReplayRequest, RunReply, ScenarioSource, ScenarioSummary, TreeInfo,
-    TreePatch, TreeRef, Usage, UsageReply,
+    NodeInfo, NodeStatus, NodeView, OkReply, Op, ReplayRequest, RunReply, ScenarioSource, TreeInfo, TreePatch, TreeRef,
+    Usage, UsageReply,
 };
 
 use super::error::{ApiError, ApiJson, ApiPath};
@@ -22,7 +22,6 @@ use crate::abm::model::AbmDocument;
 use crate::abm::schema::{Provider, wrapped};
 use crate::abm::validate::validate_document;
 use crate::llm::ledger::UsageTotals;
-use crate::sim::ScenarioEntry;
 use crate::tree::NodeId;
 use axum::extract::Query;
 
@@ -34,6 +33,7 @@ fn usage_of(t: UsageTotals) -> Usage {
         prompt_tokens: t.prompt_tokens,
         completion_tokens: t.completion_tokens,
         latency_ms: t.latency_ms,
+        cached_tokens: t.cached_tokens,
     }
 }
 type St = State<Arc<AppState>>;
@@ -333,10 +333,6 @@ pub async fn lca(State(app): St, ApiPath((tree, a, b)): ApiPath<(u64, NodeId, No
 pub async fn delete_tree(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Json<OkReply>> {
     app.wb.delete_tree(tree)?;
     Ok(Json(OkReply { ok: true }))
-}
-
-pub async fn scenarios(State(app): St) -> Json<Vec<ScenarioSummary>> {
-    Json(ScenarioEntry::all(&app.wb.scenarios).map(|e| e.summary()).collect())
 }
 
 /// Extension: the kind-specific view of a node — scene state (social), portfolio, equity

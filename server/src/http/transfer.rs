@@ -42,6 +42,9 @@ pub async fn export(State(app): St, ApiPath(tree): ApiPath<u64>) -> Result<Respo
         if let Some(doc) = &t.document {
             header["document"] = (**doc).clone();
         }
+        if let Some(version) = t.scenario_version {
+            header["scenario_version"] = version.into();
+        }
         (t.ids(), header)
     };
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(8);

@@ -148,6 +148,7 @@ impl Wire for AnthropicWire {
                 + count("cache_creation_input_tokens")
                 + count("cache_read_input_tokens"),
             completion_tokens: count("output_tokens"),
+            cached_tokens: count("cache_read_input_tokens"),
         };
         let stop_reason = body.get("stop_reason").and_then(Value::as_str).map(str::to_string);
         let refusal =

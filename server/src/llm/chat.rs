@@ -275,6 +275,9 @@ impl ChatRequest {
 pub struct Usage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// Of the prompt tokens, those the server read from its prompt cache (when it says).
+    #[serde(default)]
+    pub cached_tokens: u64,
 }
 
 impl Usage {
@@ -287,6 +290,7 @@ impl std::ops::AddAssign for Usage {
     fn add_assign(&mut self, o: Usage) {
         self.prompt_tokens += o.prompt_tokens;
         self.completion_tokens += o.completion_tokens;
+        self.cached_tokens += o.cached_tokens;
     }
 }
 

@@ -199,6 +199,9 @@ impl OpenAiJsonMode {
     }
 }
 
+/// The most servers one model may be spread over.
+pub const MAX_BASE_URLS: usize = 64;
+
 /// The default cap on one provider response body: far above any chat completion, far below what
 /// would hurt the server to buffer.
 pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 8 * 1024 * 1024;
@@ -210,6 +213,16 @@ pub struct LlmConfig {
     pub model: String,
     /// `None` means the dialect's public endpoint ([`Dialect::default_base_url`]).
     pub base_url: Option<String>,
+    /// Several servers of the same model (`LLM_BASE_URLS`): when not empty, calls are spread
+    /// over these instead of `base_url`, each server with its own concurrency and rate limits,
+    /// children of one node kept on one server while its load allows (see
+    /// [`super::provider::EndpointSet`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub base_urls: Vec<String>,
+    /// With several `base_urls`: keep children of one node on one server (default). Off, every
+    /// call goes to the least loaded (`LLM_PREFIX_AFFINITY=false`; for comparison, or behind a
+    /// gateway that routes by prefix itself).
+    pub prefix_affinity: bool,
     #[serde(skip_serializing)]
     pub api_key: Option<ApiKey>,
     pub temperature: f64,
@@ -252,6 +265,8 @@ impl LlmConfig {
             dialect,
             model: dialect.default_model().to_string(),
             base_url: None,
+            base_urls: Vec::new(),
+            prefix_affinity: true,
             api_key: None,
             temperature: 0.7,
             top_p: 1.0,
@@ -301,7 +316,7 @@ impl LlmConfig {
     }
 
     /// Builds a config from environment-style variables: `LLM_DIALECT` (default `mock`),
-    /// `LLM_MODEL`, `LLM_BASE_URL`, `LLM_API_KEY` (else the dialect's `OPENAI_API_KEY`,
+    /// `LLM_MODEL`, `LLM_BASE_URL`, `LLM_BASE_URLS` (comma-separated), `LLM_API_KEY` (else the dialect's `OPENAI_API_KEY`,
     /// `GEMINI_API_KEY` or `ANTHROPIC_API_KEY`), `LLM_TEMPERATURE`, `LLM_TOP_P`,
     /// `LLM_FREQUENCY_PENALTY`, `LLM_PRESENCE_PENALTY`, `LLM_MAX_TOKENS`, `LLM_TIMEOUT_S`,
     /// `LLM_MAX_RETRIES`, `LLM_RETRY_BACKOFF_S`, `LLM_MAX_BACKOFF_S`, `LLM_MAX_CONCURRENCY`,
@@ -320,6 +335,23 @@ impl LlmConfig {
         let o = LlmOverride {
             model: get("LLM_MODEL"),
             base_url: get("LLM_BASE_URL"),
+            base_urls: get("LLM_BASE_URLS").map(|v| {
+                v.split(',')
+                    .map(|u| u.trim().to_string())
+                    .filter(|u| !u.is_empty())
+                    .collect()
+            }),
+            prefix_affinity: match get("LLM_PREFIX_AFFINITY").as_deref() {
+                None => None,
+                Some("true" | "1" | "on") => Some(true),
+                Some("false" | "0" | "off") => Some(false),
+                Some(other) => {
+                    return Err(ConfigError::new(
+                        "LLM_PREFIX_AFFINITY",
+                        format!("{other:?} is not true or false"),
+                    ));
+                }
+            },
             api_key: get("LLM_API_KEY").and_then(ApiKey::new),
             temperature: env_num(&get, "LLM_TEMPERATURE")?,
             top_p: env_num(&get, "LLM_TOP_P")?,
@@ -414,10 +446,14 @@ impl LlmConfig {
             max_concurrency,
             anthropic_version,
             openai_json_mode,
-            max_response_bytes
+            max_response_bytes,
+            prefix_affinity
         );
         if let Some(u) = &o.base_url {
             self.base_url = Some(u.clone());
+        }
+        if let Some(us) = &o.base_urls {
+            self.base_urls = us.clone();
         }
         if let Some(r) = o.requests_per_second {
             self.requests_per_second = Some(r);
@@ -448,6 +484,16 @@ impl LlmConfig {
             && !(u.starts_with("http://") || u.starts_with("https://"))
         {
             return bad("base_url", "must start with http:// or https://");
+        }
+        if self.base_urls.len() > MAX_BASE_URLS {
+            return bad("base_urls", &format!("at most {MAX_BASE_URLS} servers"));
+        }
+        if let Some(u) = self
+            .base_urls
+            .iter()
+            .find(|u| !(u.starts_with("http://") || u.starts_with("https://")))
+        {
+            return bad("base_urls", &format!("{u:?} must start with http:// or https://"));
         }
         if !(self.temperature.is_finite() && (0.0..=2.0).contains(&self.temperature)) {
             return bad("temperature", "must be between 0 and 2");
@@ -510,6 +556,9 @@ pub struct LlmOverride {
     pub dialect: Option<Dialect>,
     pub model: Option<String>,
     pub base_url: Option<String>,
+    /// Several servers of one model (see [`LlmConfig::base_urls`]).
+    pub base_urls: Option<Vec<String>>,
+    pub prefix_affinity: Option<bool>,
     /// A literal key (discouraged in files that are shared; prefer `api_key_env`).
     pub api_key: Option<ApiKey>,
     /// The name of an environment variable holding the key.

@@ -167,6 +167,7 @@ impl Wire for GeminiWire {
             prompt_tokens: count("promptTokenCount"),
             // Thinking models bill their thoughts as output.
             completion_tokens: count("candidatesTokenCount") + count("thoughtsTokenCount"),
+            cached_tokens: count("cachedContentTokenCount"),
         };
         let Some(cand) = body.get("candidates").and_then(Value::as_array).and_then(|c| c.first()) else {
             if let Some(reason) = body.pointer("/promptFeedback/blockReason").and_then(Value::as_str) {

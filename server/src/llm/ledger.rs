@@ -50,6 +50,13 @@ pub struct LlmRecord {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     pub latency_ms: u64,
+    /// Prompt tokens the provider served from its cache (absent in records of earlier builds).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Sums of calls, tokens and latency (per node, per tree).
@@ -59,6 +66,8 @@ pub struct UsageTotals {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     pub latency_ms: u64,
+    #[serde(default)]
+    pub cached_tokens: u64,
 }
 
 impl UsageTotals {
@@ -68,6 +77,7 @@ impl UsageTotals {
             t.prompt_tokens += r.prompt_tokens;
             t.completion_tokens += r.completion_tokens;
             t.latency_ms += r.latency_ms;
+            t.cached_tokens += r.cached_tokens;
             t
         })
     }
@@ -77,6 +87,7 @@ impl UsageTotals {
         self.prompt_tokens += other.prompt_tokens;
         self.completion_tokens += other.completion_tokens;
         self.latency_ms += other.latency_ms;
+        self.cached_tokens += other.cached_tokens;
     }
 }
 
@@ -143,6 +154,7 @@ pub async fn metered_call(
         prompt_tokens: response.usage.prompt_tokens,
         completion_tokens: response.usage.completion_tokens,
         latency_ms: started.elapsed().as_millis() as u64,
+        cached_tokens: response.usage.cached_tokens,
     });
     Ok(response)
 }
@@ -296,6 +308,7 @@ mod tests {
             prompt_tokens: 1,
             completion_tokens: 2,
             latency_ms: 3,
+            cached_tokens: 0,
         };
         let client = ReplayClient::new(&[rec("one"), rec("two")]);
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();

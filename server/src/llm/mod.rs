@@ -70,6 +70,12 @@ pub struct LlmState {
     /// create route); the offline clients answer with it whatever the server's default is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offline: Option<Offline>,
+    /// Which server of a model spread over several (`LLM_BASE_URLS`) this simulator's calls
+    /// prefer: set when a run starts from the node it starts from, so that siblings forked from
+    /// one node, whose prompts share that node's prefix, reach the server that has it cached.
+    /// Not stored (each run sets it); 0 means no preference.
+    #[serde(skip)]
+    pub affinity: u64,
 }
 
 /// The offline policy a simulator runs with when its tree asked for one at creation.

@@ -187,6 +187,10 @@ impl Wire for OpenAiWire {
             usage: Usage {
                 prompt_tokens: count("prompt_tokens").unwrap_or(0),
                 completion_tokens: count("completion_tokens").unwrap_or(0),
+                // OpenAI and vLLM report it in the usage; llama.cpp's server in its timings.
+                cached_tokens: count("prompt_tokens_details/cached_tokens")
+                    .or_else(|| body.pointer("/timings/cache_n").and_then(Value::as_u64))
+                    .unwrap_or(0),
             },
             latency_ms: 0,
             refusal,

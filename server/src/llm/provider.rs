@@ -528,6 +528,81 @@ fn build_for(config: &LlmConfig, endpoint: Arc<Endpoint>) -> Result<Arc<dyn Chat
     })
 }
 
+/// One model served by several servers. Each call goes to one member: the member a hash of the
+/// simulator's affinity key ([`LlmState::affinity`], set from the node a run starts from) ranks
+/// first, while it has a free slot — so siblings forked from one node, whose prompts are
+/// byte-identical up to where they diverge, meet the server that already holds that prefix in
+/// its cache — else the least loaded (in-flight requests over its limit; ties taken in turn).
+/// Without a key, the least loaded. Limits and load are this process's (each member's
+/// [`Gate`]), not shared with other processes.
+pub struct EndpointSet {
+    label: String,
+    members: Vec<(Arc<dyn ChatProvider>, Arc<Gate>)>,
+    /// Whether the affinity key is followed (else: always the least loaded).
+    pub affinity: bool,
+    /// Where the next search for the least loaded starts: ties go round.
+    next: std::sync::atomic::AtomicUsize,
+}
+
+impl EndpointSet {
+    pub fn new(label: String, members: Vec<(Arc<dyn ChatProvider>, Arc<Gate>)>) -> EndpointSet {
+        EndpointSet {
+            label,
+            members,
+            affinity: true,
+            next: Default::default(),
+        }
+    }
+
+    /// The member a call with affinity `key` goes to now.
+    pub fn choose(&self, key: u64) -> usize {
+        let load = |i: usize| {
+            let g = &self.members[i].1;
+            g.in_flight() as f64 / g.limit() as f64
+        };
+        if key != 0 {
+            // Rendezvous hashing: every key has its own order of the members, stable when a
+            // member is added or removed.
+            let rank = |i: usize| {
+                let mut z = key ^ (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                z ^ (z >> 31)
+            };
+            if let Some(first) = (0..self.members.len()).max_by_key(|&i| rank(i))
+                && load(first) < 1.0
+            {
+                return first;
+            }
+        }
+        let n = self.members.len();
+        let start = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        (0..n)
+            .map(|k| (start + k) % n)
+            .min_by(|&a, &b| load(a).total_cmp(&load(b)))
+            .unwrap_or(0)
+    }
+}
+
+impl ChatProvider for EndpointSet {
+    fn dialect(&self) -> Dialect {
+        self.members.first().map_or(Dialect::Mock, |(p, _)| p.dialect())
+    }
+
+    fn label(&self) -> String {
+        self.label.clone()
+    }
+
+    fn chat<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+        state: &'a mut LlmState,
+    ) -> BoxFuture<'a, Result<ChatResponse, LlmError>> {
+        let i = self.choose(if self.affinity { state.affinity } else { 0 });
+        self.members[i].0.chat(request, state)
+    }
+}
+
 /// Hands out providers so that everything aimed at one endpoint shares one [`Endpoint`]: the
 /// concurrency and rate limits hold across trees, scenarios and per-agent overrides, and a
 /// structured-output form learned once is used by all. The limits of the first config seen for
@@ -548,8 +623,28 @@ impl ProviderPool {
         ProviderPool::default()
     }
 
-    /// The provider for `config`, built on first use.
+    /// The provider for `config`, built on first use. A config with several `base_urls` gets an
+    /// [`EndpointSet`] over one provider per server (each with its own [`Endpoint`]).
     pub fn get(&self, config: &LlmConfig) -> Result<Arc<dyn ChatProvider>, ConfigError> {
+        if !config.base_urls.is_empty() {
+            let members = config
+                .base_urls
+                .iter()
+                .map(|u| {
+                    let one = LlmConfig {
+                        base_url: Some(u.clone()),
+                        base_urls: Vec::new(),
+                        ..config.clone()
+                    };
+                    let provider = self.get(&one)?;
+                    let gate = self.gate_for(&one).unwrap_or_else(|| Arc::new(Gate::from_config(&one)));
+                    Ok((provider, gate))
+                })
+                .collect::<Result<Vec<_>, ConfigError>>()?;
+            let mut set = EndpointSet::new(config.label(), members);
+            set.affinity = config.prefix_affinity;
+            return Ok(Arc::new(set));
+        }
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((_, p)) = inner.providers.iter().find(|(c, _)| c == config) {
             return Ok(p.clone());
@@ -673,6 +768,7 @@ mod tests {
             usage: Usage {
                 prompt_tokens: 3,
                 completion_tokens: 1,
+                cached_tokens: 0,
             },
             ..ChatResponse::default()
         })))
@@ -694,7 +790,8 @@ mod tests {
                 1,
                 Usage {
                     prompt_tokens: 3,
-                    completion_tokens: 1
+                    completion_tokens: 1,
+                    cached_tokens: 0,
                 }
             )]
         );

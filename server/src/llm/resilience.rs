@@ -442,6 +442,7 @@ mod tests {
         b.charge(&Usage {
             prompt_tokens: 70,
             completion_tokens: 40,
+            cached_tokens: 0,
         });
         assert_eq!(b.spent(), 110);
         assert_eq!(

@@ -97,6 +97,8 @@ impl<'a> ScenarioEntry<'a> {
             kind: self.kind(),
             scene,
             default_turns: self.default_turns(),
+            origin: simtree_shared::ScenarioOrigin::Shipped,
+            version: None,
         }
     }
 

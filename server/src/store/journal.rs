@@ -457,6 +457,32 @@ fn encode(out: &mut Vec<u8>, w: &Write) {
             out.push(15);
             put_bytes(out, name.as_bytes());
         }
+        Write::SaveScenario {
+            id,
+            version,
+            saved,
+            body,
+        } => {
+            out.push(16);
+            put_bytes(out, id.as_bytes());
+            put_u64(out, *version);
+            put_u64(out, *saved);
+            put_bytes(out, body.as_bytes());
+        }
+        Write::DeleteScenario { id } => {
+            out.push(17);
+            put_bytes(out, id.as_bytes());
+        }
+        Write::Origin {
+            tree,
+            scenario,
+            version,
+        } => {
+            out.push(18);
+            put_u64(out, *tree);
+            put_bytes(out, scenario.as_bytes());
+            put_u64(out, *version);
+        }
     }
 }
 
@@ -617,6 +643,18 @@ impl<'a> Reader<'a> {
                 body: self.string()?,
             },
             15 => Write::DeleteDataset { name: self.string()? },
+            16 => Write::SaveScenario {
+                id: self.string()?,
+                version: self.u64()?,
+                saved: self.u64()?,
+                body: self.string()?,
+            },
+            17 => Write::DeleteScenario { id: self.string()? },
+            18 => Write::Origin {
+                tree: self.u64()?,
+                scenario: self.string()?,
+                version: self.u64()?,
+            },
             t => return Err(damaged(&format!("unknown write type {t}"))),
         })
     }
@@ -703,6 +741,27 @@ mod tests {
             Write::DeleteSweep { tree: 3, id: 1 },
             Write::DeleteTree { tree: 8 },
             Write::Applied { seq: 12 },
+            Write::Document {
+                tree: 3,
+                body: "{\"scene\":{}}".into(),
+            },
+            Write::Dataset {
+                name: "prices".into(),
+                body: "date,ticker\n".into(),
+            },
+            Write::DeleteDataset { name: "prices".into() },
+            Write::SaveScenario {
+                id: "council-2".into(),
+                version: 3,
+                saved: 1_700_000_000_000,
+                body: "{\"title\":\"Ünïcode\"}".into(),
+            },
+            Write::DeleteScenario { id: "council-2".into() },
+            Write::Origin {
+                tree: 3,
+                scenario: "council-2".into(),
+                version: 2,
+            },
         ]
     }
 
@@ -735,9 +794,13 @@ mod tests {
             .collect();
         assert_eq!(dump(&pending), want);
         let (mut j, pending) = Journal::open(&path, 9).unwrap();
-        assert_eq!(pending.iter().map(|p| p.0).collect::<Vec<_>>(), [10, 11, 12, 13]);
+        let n = all.len() as u64;
+        assert_eq!(
+            pending.iter().map(|p| p.0).collect::<Vec<_>>(),
+            (10..=n).collect::<Vec<_>>()
+        );
         // Numbering goes on after the highest number in the file.
-        assert_eq!(j.append(&[Write::DeleteTree { tree: 1 }]).unwrap(), Some(14));
+        assert_eq!(j.append(&[Write::DeleteTree { tree: 1 }]).unwrap(), Some(n + 1));
         let _ = std::fs::remove_dir_all(path.parent().unwrap());
     }
 

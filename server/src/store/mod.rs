@@ -195,6 +195,24 @@ pub enum Write {
     DeleteDataset {
         name: String,
     },
+    /// A version of a saved scenario (its document as JSON text; `saved`: Unix milliseconds);
+    /// also keeps the scenario's version counter at `version` or above.
+    SaveScenario {
+        id: String,
+        version: u64,
+        saved: u64,
+        body: String,
+    },
+    /// Every version of a saved scenario (its version counter stays).
+    DeleteScenario {
+        id: String,
+    },
+    /// The saved scenario version a tree was made from, written once with the tree.
+    Origin {
+        tree: u64,
+        scenario: String,
+        version: u64,
+    },
 }
 
 impl Write {
@@ -208,6 +226,16 @@ impl Write {
             entries: entries.join("\n"),
         })
     }
+}
+
+/// A stored version of a saved scenario.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScenarioRow {
+    pub id: String,
+    pub version: u64,
+    /// Unix milliseconds.
+    pub saved: u64,
+    pub body: String,
 }
 
 /// What a backend does; called only from the store's thread.
@@ -247,6 +275,22 @@ pub trait Database: Send {
     /// Every uploaded market dataset: its name and CSV text, by name.
     fn datasets(&mut self) -> StoreResult<Vec<(String, String)>> {
         Ok(Vec::new())
+    }
+    /// Every version of every saved scenario, by id and version.
+    fn scenarios(&mut self) -> StoreResult<Vec<ScenarioRow>> {
+        Ok(Vec::new())
+    }
+    /// The highest version each saved scenario (deleted ones included) was given.
+    fn scenario_counters(&mut self) -> StoreResult<Vec<(String, u64)>> {
+        Ok(Vec::new())
+    }
+    /// One version's document.
+    fn scenario_body(&mut self, _id: &str, _version: u64) -> StoreResult<Option<String>> {
+        Ok(None)
+    }
+    /// The saved scenario version a tree was made from.
+    fn origin(&mut self, _tree: u64) -> StoreResult<Option<(String, u64)>> {
+        Ok(None)
     }
 }
 
@@ -813,10 +857,15 @@ impl Gone {
             Write::Node { tree, row } => self.live(*tree, row.id),
             Write::Log { tree, node, .. } | Write::State { tree, node, .. } => self.live(*tree, *node),
             Write::Tree(t) => !self.trees.contains(&t.id),
-            Write::Applied { .. } | Write::Dataset { .. } | Write::DeleteDataset { .. } => true,
-            Write::ImportBegin { tree } | Write::ImportEnd { tree } | Write::Document { tree, .. } => {
-                !self.trees.contains(tree)
-            }
+            Write::Applied { .. }
+            | Write::Dataset { .. }
+            | Write::DeleteDataset { .. }
+            | Write::SaveScenario { .. }
+            | Write::DeleteScenario { .. } => true,
+            Write::ImportBegin { tree }
+            | Write::ImportEnd { tree }
+            | Write::Document { tree, .. }
+            | Write::Origin { tree, .. } => !self.trees.contains(tree),
             Write::Rename { tree, .. }
             | Write::Touch { tree, .. }
             | Write::Sweep { tree, .. }

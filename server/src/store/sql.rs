@@ -7,7 +7,7 @@
 
 use simtree_shared::{EdgeType, NodeStatus, Op, SimKind};
 
-use super::{Database, LogRow, NodeRow, StoreError, StoreResult, TreeRow, Write};
+use super::{Database, LogRow, NodeRow, ScenarioRow, StoreError, StoreResult, TreeRow, Write};
 use crate::chunks::ChunkKey;
 
 /// A statement parameter.
@@ -117,6 +117,12 @@ const MIGRATIONS: &[&str] = &[
     // 6: the documents users brought trees' scenarios as, and uploaded market datasets (CSV).
     "CREATE TABLE documents (tree BIGINT PRIMARY KEY, body TEXT NOT NULL);
      CREATE TABLE datasets (name TEXT PRIMARY KEY, body TEXT NOT NULL);",
+    // 7: scenario library: saved scenarios, every version kept (the next version number of a
+    // deleted one stays in `counters` as 'scenario:<id>', so no id@version names two documents),
+    // and the saved version each tree was made from.
+    "CREATE TABLE scenarios (id TEXT NOT NULL, version BIGINT NOT NULL, saved BIGINT NOT NULL,
+        body TEXT NOT NULL, PRIMARY KEY (id, version));
+     CREATE TABLE origins (tree BIGINT PRIMARY KEY, scenario TEXT NOT NULL, version BIGINT NOT NULL);",
 ];
 
 /// The schema version this build writes.
@@ -352,6 +358,38 @@ impl<S: Sql> Db<S> {
             Write::DeleteDataset { name } => {
                 sql.execute("DELETE FROM datasets WHERE name = $1", &[P::Text(name)])?;
             }
+            Write::SaveScenario {
+                id,
+                version,
+                saved,
+                body,
+            } => {
+                sql.execute(
+                    "INSERT INTO scenarios (id, version, saved, body) VALUES ($1, $2, $3, $4)
+                     ON CONFLICT (id, version) DO UPDATE SET saved = excluded.saved, body = excluded.body",
+                    &[P::Text(id), i(*version), i(*saved), P::Text(body)],
+                )?;
+                let counter = format!("scenario:{id}");
+                sql.execute(
+                    "INSERT INTO counters (name, value) VALUES ($1, $2)
+                     ON CONFLICT (name) DO UPDATE SET value = excluded.value WHERE counters.value < excluded.value",
+                    &[P::Text(&counter), i(*version)],
+                )?;
+            }
+            Write::DeleteScenario { id } => {
+                sql.execute("DELETE FROM scenarios WHERE id = $1", &[P::Text(id)])?;
+            }
+            Write::Origin {
+                tree,
+                scenario,
+                version,
+            } => {
+                sql.execute(
+                    "INSERT INTO origins (tree, scenario, version) VALUES ($1, $2, $3)
+                     ON CONFLICT (tree) DO UPDATE SET scenario = excluded.scenario, version = excluded.version",
+                    &[i(*tree), P::Text(scenario), i(*version)],
+                )?;
+            }
         }
         Ok(())
     }
@@ -368,7 +406,7 @@ fn reserve_tree<S: Sql>(sql: &mut S, tree: u64) -> StoreResult<()> {
 
 /// Deletes every row of a tree, and its import marker.
 fn delete_tree<S: Sql>(sql: &mut S, tree: u64) -> StoreResult<()> {
-    for table in ["nodes", "states", "chunks", "logs", "sweeps", "documents"] {
+    for table in ["nodes", "states", "chunks", "logs", "sweeps", "documents", "origins"] {
         sql.execute(&format!("DELETE FROM {table} WHERE tree = $1"), &[i(tree)])?;
     }
     sql.execute("DELETE FROM trees WHERE id = $1", &[i(tree)])?;
@@ -574,6 +612,65 @@ impl<S: Sql> Database for Db<S> {
                 Ok((next().text()?, next().text()?))
             })
             .collect()
+    }
+
+    fn scenarios(&mut self) -> StoreResult<Vec<ScenarioRow>> {
+        let rows = self.sql.query(
+            "SELECT id, version, saved, body FROM scenarios ORDER BY id, version",
+            &[],
+        )?;
+        rows.into_iter()
+            .map(|r| {
+                let mut r = r.into_iter();
+                let mut next = || r.next().unwrap_or(Cell::Null);
+                Ok(ScenarioRow {
+                    id: next().text()?,
+                    version: next().int()? as u64,
+                    saved: next().int()? as u64,
+                    body: next().text()?,
+                })
+            })
+            .collect()
+    }
+
+    fn scenario_counters(&mut self) -> StoreResult<Vec<(String, u64)>> {
+        let rows = self
+            .sql
+            .query("SELECT name, value FROM counters WHERE name LIKE 'scenario:%'", &[])?;
+        rows.into_iter()
+            .map(|r| {
+                let mut r = r.into_iter();
+                let mut next = || r.next().unwrap_or(Cell::Null);
+                let name = next().text()?;
+                let id = name.strip_prefix("scenario:").unwrap_or(&name).to_string();
+                Ok((id, next().int()? as u64))
+            })
+            .collect()
+    }
+
+    fn scenario_body(&mut self, id: &str, version: u64) -> StoreResult<Option<String>> {
+        let rows = self.sql.query(
+            "SELECT body FROM scenarios WHERE id = $1 AND version = $2",
+            &[P::Text(id), i(version)],
+        )?;
+        rows.into_iter()
+            .next()
+            .map(|r| r.into_iter().next().unwrap_or(Cell::Null).text())
+            .transpose()
+    }
+
+    fn origin(&mut self, tree: u64) -> StoreResult<Option<(String, u64)>> {
+        let rows = self
+            .sql
+            .query("SELECT scenario, version FROM origins WHERE tree = $1", &[i(tree)])?;
+        rows.into_iter()
+            .next()
+            .map(|r| {
+                let mut r = r.into_iter();
+                let mut next = || r.next().unwrap_or(Cell::Null);
+                Ok((next().text()?, next().int()? as u64))
+            })
+            .transpose()
     }
 
     fn interrupt_running(&mut self) -> StoreResult<u64> {

@@ -339,57 +339,84 @@ pub fn check_date(s: &str) -> Result<(), DateError> {
     Ok(())
 }
 
-/// Splits CSV text into records of fields: comma separated, `"` quoting with `""` escapes, `\n` or
-/// `\r\n` line ends. Yields `(line number, fields)`, skipping blank lines.
+/// Splits CSV text into records of fields with the `csv` crate: comma separated, `"` quoting with
+/// `""` escapes, `\n`, `\r\n` or `\r` line ends. Yields `(line number, fields)`, skipping blank
+/// lines. Market data has no multi-line values: a quoted field that runs past its line's end is
+/// an unterminated quote, refused at the line it opened on.
 pub(crate) fn csv_records(file: &str, text: &str) -> Result<Vec<(usize, Vec<String>)>, TradingError> {
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .from_reader(text.as_bytes());
     let mut out = Vec::new();
-    for (i, raw) in text.lines().enumerate() {
-        let line = i + 1;
-        if raw.trim().is_empty() {
+    let mut record = csv::StringRecord::new();
+    loop {
+        let read = reader.read_record(&mut record).map_err(|e| TradingError::Data {
+            file: file.into(),
+            line: e.position().map_or(0, |p| p.line() as usize),
+            message: e.to_string(),
+        })?;
+        if !read {
+            break;
+        }
+        let line = record.position().map_or(0, |p| p.line() as usize);
+        if record.iter().all(|f| f.trim().is_empty()) && record.len() <= 1 {
             continue;
         }
-        let mut fields = Vec::new();
-        let mut field = String::new();
-        let mut chars = raw.chars().peekable();
-        let mut quoted = false;
-        let mut at_start = true;
-        while let Some(c) = chars.next() {
-            match (quoted, c) {
-                (false, '"') if at_start => quoted = true,
-                (true, '"') if chars.peek() == Some(&'"') => {
-                    chars.next();
-                    field.push('"');
-                }
-                (true, '"') => {
-                    quoted = false;
-                    if !matches!(chars.peek(), None | Some(',')) {
-                        return Err(TradingError::Data {
-                            file: file.into(),
-                            line,
-                            message: "text after a closing quote".into(),
-                        });
-                    }
-                }
-                (false, ',') => {
-                    fields.push(std::mem::take(&mut field));
-                    at_start = true;
-                    continue;
-                }
-                _ => field.push(c),
-            }
-            at_start = false;
-        }
-        if quoted {
+        if record.iter().any(|f| f.contains(['\n', '\r'])) {
             return Err(TradingError::Data {
                 file: file.into(),
                 line,
-                message: "unterminated quoted field".into(),
+                message: "unterminated quoted field (a quote opened on this line runs past its end)".into(),
             });
         }
-        fields.push(field);
-        out.push((line, fields));
+        out.push((line, record.iter().map(str::to_string).collect()));
     }
     Ok(out)
+}
+
+/// Why a bar cannot follow a ticker's earlier ones: its date repeats or precedes the last one.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DateOrderError {
+    #[error(
+        "{ticker} {date}: a second row (the previous {ticker} row is {date}); rows of a ticker must be in increasing date order"
+    )]
+    Repeated { ticker: String, date: String },
+    #[error(
+        "{ticker} {date}: out of date order (the previous {ticker} row is {previous}); rows of a ticker must be in increasing date order"
+    )]
+    Earlier {
+        ticker: String,
+        date: String,
+        previous: String,
+    },
+}
+
+/// Appends `bar` to `ticker`'s bars, which stay in strictly increasing date order (the shipped
+/// file and uploaded datasets alike).
+pub(crate) fn push_in_date_order(
+    list: &mut Vec<PricePoint>,
+    ticker: &str,
+    bar: PricePoint,
+) -> Result<(), DateOrderError> {
+    if let Some(prev) = list.last()
+        && prev.timestamp >= bar.timestamp
+    {
+        return Err(if prev.timestamp == bar.timestamp {
+            DateOrderError::Repeated {
+                ticker: ticker.to_string(),
+                date: bar.timestamp,
+            }
+        } else {
+            DateOrderError::Earlier {
+                ticker: ticker.to_string(),
+                date: bar.timestamp,
+                previous: prev.timestamp.clone(),
+            }
+        });
+    }
+    list.push(bar);
+    Ok(())
 }
 
 fn check_header(file: &str, records: &[(usize, Vec<String>)], expected: &[&str]) -> Result<(), TradingError> {
@@ -452,23 +479,15 @@ fn parse_ohlcv(text: &str) -> Result<BTreeMap<String, Vec<PricePoint>>, TradingE
                 "{ticker} {date}: high/low {high}/{low} do not bracket open/close {open}/{close}"
             )));
         }
-        let list = bars.entry(ticker.to_owned()).or_default();
-        if let Some(prev) = list.last()
-            && prev.timestamp.as_str() >= date
-        {
-            return Err(err(format!(
-                "{ticker} {date}: rows must be in date order without repeats (after {})",
-                prev.timestamp
-            )));
-        }
-        list.push(PricePoint {
+        let bar = PricePoint {
             timestamp: date.to_owned(),
             open,
             high,
             low,
             close,
             volume,
-        });
+        };
+        push_in_date_order(bars.entry(ticker.to_owned()).or_default(), ticker, bar).map_err(|e| err(e.to_string()))?;
     }
     if bars.is_empty() {
         return Err(TradingError::Data {
@@ -739,9 +758,20 @@ date,ticker,kind,session,headline
             ("2020-01-01,A,5,4,1,3,1,1\n", "do not bracket"),
             (
                 "2020-01-02,A,1,1,1,1,1,1\n2020-01-01,A,1,1,1,1,1,1\n",
-                "daily_ohlcv.csv:3: A 2020-01-01: rows must be in date order",
+                "daily_ohlcv.csv:3: A 2020-01-01: out of date order (the previous A row is 2020-01-02)",
             ),
-            ("2020-01-01,A,\"1,1,1,1,1,1\n", "unterminated quoted field"),
+            (
+                "2020-01-01,A,\"1,1,1,1,1,1\n",
+                "daily_ohlcv.csv:2: unterminated quoted field",
+            ),
+            (
+                "2020-01-01,A,1,1,1,1,1,1\n2020-01-01,A,1,1,1,1,1,1\n",
+                "daily_ohlcv.csv:3: A 2020-01-01: a second row",
+            ),
+            (
+                "2020-01-01,A,\"1\",1,1,1,1,1\r\n2020-01-02,A,1,1,1,1,1,1\n2020-01-02,A,1,1,1,1,1,1\n",
+                "daily_ohlcv.csv:4: A 2020-01-02: a second row",
+            ),
         ];
         for (body, want) in cases {
             let text = if body.starts_with("date,") {

@@ -3,6 +3,10 @@
 //! anything is kept. A refusal names the line (and the column where there is one), in the words
 //! of the file: "line 8: high 41.2 below low 41.5".
 //!
+//! The text is read with the `csv` crate (quoting, `""` escapes, CRLF), as the shipped file is
+//! ([`super::data::csv_records`]); the date order of a ticker's rows is checked by the same
+//! function too ([`super::data::push_in_date_order`]).
+//!
 //! The checks, beyond the shipped file's: size limits (bytes, rows, fields per line), ticker names
 //! from a safe alphabet (no `../`, no spaces), and no spreadsheet formulas — a cell starting with
 //! `=`, `+`, `-` or `@` that is not a number is refused, since the data is shown and exported
@@ -10,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use super::data::{MarketData, check_date, csv_records};
+use super::data::{MarketData, check_date, csv_records, push_in_date_order};
 use super::models::PricePoint;
 
 /// Largest dataset, in bytes of CSV.
@@ -19,6 +23,9 @@ pub const MAX_DATASET_BYTES: usize = 64 << 20;
 pub const MAX_DATASET_ROWS: usize = 1_000_000;
 /// Most tickers a dataset may have.
 pub const MAX_DATASET_TICKERS: usize = 1000;
+/// Commas a line may hold before it is refused unread (a row has 6 or 7; quoted text in a cell
+/// may add a few).
+const MAX_LINE_COMMAS: usize = 64;
 const HEADER: [&str; 8] = ["date", "ticker", "open", "high", "low", "close", "volume", "adj_close"];
 
 /// A dataset's name: 1 to 64 of `A-Z a-z 0-9 _ -`, starting with a letter or digit.
@@ -51,6 +58,30 @@ fn check_ticker(t: &str) -> Result<(), String> {
     }
 }
 
+/// The first line holding more than [`MAX_LINE_COMMAS`] commas: its number and its commas
+/// (lines end at `\n`, `\r\n` or `\r`, as the CSV reader ends them; one pass over the bytes).
+fn widest_line(text: &str) -> Option<(usize, usize)> {
+    let (mut line, mut commas) = (1, 0);
+    let mut bytes = text.bytes().peekable();
+    while let Some(b) = bytes.next() {
+        match b {
+            b',' => commas += 1,
+            b'\r' | b'\n' => {
+                if commas > MAX_LINE_COMMAS {
+                    return Some((line, commas));
+                }
+                if b == b'\r' && bytes.peek() == Some(&b'\n') {
+                    bytes.next();
+                }
+                line += 1;
+                commas = 0;
+            }
+            _ => {}
+        }
+    }
+    (commas > MAX_LINE_COMMAS).then_some((line, commas))
+}
+
 /// A checked dataset: the market data and what `GET /api/datasets` shows of it.
 #[derive(Clone, Debug)]
 pub struct Dataset {
@@ -68,8 +99,9 @@ pub fn parse_dataset(text: &str) -> Result<Dataset, String> {
             text.len()
         ));
     }
-    // The header line is checked before the rest is split, so a line of a million fields costs
-    // nothing but the look at its first few.
+    // The header line is checked before the rest is parsed, and every line's commas are
+    // counted, so a line of a million fields is refused after one pass over its bytes, before the
+    // CSV reader would give each field a place.
     let first_line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or_default();
     let fields = first_line.split(',').count();
     if !(7..=8).contains(&fields) {
@@ -78,7 +110,17 @@ pub fn parse_dataset(text: &str) -> Result<Dataset, String> {
             HEADER.join(",")
         ));
     }
-    let records = csv_records("dataset", text).map_err(|e| e.to_string())?;
+    if let Some((line, commas)) = widest_line(text) {
+        return Err(format!(
+            "line {line}: {} fields; a row has {fields} (`{}`)",
+            commas + 1,
+            HEADER[..fields].join(",")
+        ));
+    }
+    let records = csv_records("dataset", text).map_err(|e| match e {
+        super::TradingError::Data { line, message, .. } => format!("line {line}: {message}"),
+        other => other.to_string(),
+    })?;
     let Some((_, header)) = records.first() else {
         return Err("line 1: the file is empty".into());
     };
@@ -155,28 +197,15 @@ pub fn parse_dataset(text: &str) -> Result<Dataset, String> {
         if !bars.contains_key(ticker) && bars.len() == MAX_DATASET_TICKERS {
             return Err(err(format!("more than {MAX_DATASET_TICKERS} tickers")));
         }
-        let list = bars.entry(ticker.to_owned()).or_default();
-        if let Some(prev) = list.last()
-            && prev.timestamp.as_str() >= date
-        {
-            let what = if prev.timestamp == date {
-                "a second row"
-            } else {
-                "out of date order"
-            };
-            return Err(err(format!(
-                "{ticker} {date}: {what} (the previous {ticker} row is {}); rows of a ticker must be in increasing date order",
-                prev.timestamp
-            )));
-        }
-        list.push(PricePoint {
+        let bar = PricePoint {
             timestamp: date.to_owned(),
             open,
             high,
             low,
             close,
             volume: volume as u64,
-        });
+        };
+        push_in_date_order(bars.entry(ticker.to_owned()).or_default(), ticker, bar).map_err(|e| err(e.to_string()))?;
     }
     let rows = records.len() - 1;
     if rows == 0 {
@@ -263,6 +292,56 @@ mod tests {
             parse_dataset(&wide)
                 .unwrap_err()
                 .starts_with("line 1: the header has 1000002 columns")
+        );
+        // A million fields in a row: refused from a count of its commas, at once.
+        let wide = format!("2020-01-02,AAA{}\n", ",1".repeat(1_000_000));
+        let took = std::time::Instant::now();
+        check(
+            &wide,
+            "line 2: 1000002 fields; a row has 7 (`date,ticker,open,high,low,close,volume`)",
+        );
+        assert!(
+            took.elapsed() < std::time::Duration::from_millis(500),
+            "{:?}",
+            took.elapsed()
+        );
+        let late = format!(
+            "{HEAD}2020-01-02,AAA,10,11,9,10,1\r\n2020-01-03,AAA{}\r\n",
+            ",1".repeat(100)
+        );
+        assert!(parse_dataset(&late).unwrap_err().starts_with("line 3: 102 fields"));
+        // Quoting as the csv crate reads it: quoted cells, "" escapes, CRLF line ends.
+        check(
+            "\"2020-01-02\",\"AAA\",10,11,9,10.5,100\r\n2020-01-03,AAA,10,11,9,10,\"1\"\r\n",
+            "ok 2 rows 2020-01-02..2020-01-03",
+        );
+        check(
+            "2020-01-02,AAA,\"10,11,9,10.5,100\n2020-01-03,AAA,10,11,9,10,1\n",
+            "line 2: unterminated quoted field",
+        );
+        // Every formula prefix spreadsheets run, in any column, quoted or not; signed numbers pass
+        // the prefix check (and are then judged as prices).
+        for (cell, column) in [
+            ("=1+1", "open"),
+            ("\"=HYPERLINK(\"\"http://x\"\",\"\"y\"\")\"", "high"),
+            ("+cmd|' /C calc'!A0", "low"),
+            ("-2+3", "close"),
+            ("@SUM(1)", "volume"),
+        ] {
+            let mut cells = ["2020-01-02", "AAA", "10", "11", "9", "10", "1"];
+            let at = HEADER.iter().position(|h| *h == column).unwrap();
+            cells[at] = cell;
+            check(&format!("{}\n", cells.join(",")), &format!("line 2: {column}: "));
+            check(&format!("{}\n", cells.join(",")), "looks like a spreadsheet formula");
+        }
+        check("2020-01-02,AAA,+10,11,9,10,1\n", "ok 1 rows");
+        // Tickers from a safe alphabet only.
+        for bad in ["../etc", "A B", "AAA/B", ".AAA", "A..B", "AAAAAAAAAAAAAAAAA", "ÄÄ"] {
+            check(&format!("2020-01-02,{bad},10,11,9,10,1\n"), "line 2: ticker");
+        }
+        check(
+            "2020-01-02,BRK.B,10,11,9,10,1\n2020-01-02,BF-B,10,11,9,10,1\n",
+            "ok 2 rows",
         );
     }
 }

@@ -141,6 +141,7 @@ impl TreeHandle {
             nodes,
             last_activity: meta.last_activity,
             document: None,
+            scenario_version: None,
         }
     }
 
@@ -238,6 +239,7 @@ fn info_of(row: &TreeRow) -> TreeInfo {
         nodes: row.nodes,
         last_activity: row.last_activity,
         document: None,
+        scenario_version: None,
     }
 }
 
@@ -271,6 +273,7 @@ impl Workbench {
         for r in rows {
             self.stored.insert(r.id, r);
         }
+        self.library = super::library::Library::open(store.clone(), self.limits.max_body_bytes)?;
         self.store = Some(store);
         self.load_datasets()
     }
@@ -317,6 +320,10 @@ impl Workbench {
             .map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
         let document: Option<Arc<serde_json::Value>> =
             document.and_then(|b| serde_json::from_str(&b).ok()).map(Arc::new);
+        let version = store
+            .read(move |db| db.origin(id))
+            .map_err(|e| WorkbenchError::unavailable(e.to_string()))?
+            .map(|(_, version)| version);
         let mut source = self.source(id);
         if let Some(name) = document.as_deref().and_then(super::dataset_of) {
             // A tree on an uploaded dataset trades on it again (a dataset in use is not deleted).
@@ -324,6 +331,7 @@ impl Workbench {
         }
         let mut tree = SimTree::restore(row.scenario.clone(), row.seq, rows, source)?;
         tree.document = document;
+        tree.scenario_version = version;
         if row.kind == SimKind::Abm {
             // A restored model runs on the worker like a created one: start it now, not mid-run
             // (a worker that cannot start fails the run with the reason).
@@ -399,7 +407,9 @@ impl Workbench {
     pub fn tree_info(&self, tree: u64) -> Result<TreeInfo, WorkbenchError> {
         let handle = self.tree(tree)?;
         let mut info = handle.info();
-        info.document = handle.lock().document.as_deref().cloned();
+        let t = handle.lock();
+        info.document = t.document.as_deref().cloned();
+        info.scenario_version = t.scenario_version;
         Ok(info)
     }
 
@@ -428,6 +438,13 @@ impl Workbench {
                 handle.persist(Write::Document {
                     tree: handle.id,
                     body: doc.to_string(),
+                });
+            }
+            if let Some(version) = t.scenario_version {
+                handle.persist(Write::Origin {
+                    tree: handle.id,
+                    scenario: t.scenario.clone(),
+                    version,
                 });
             }
             t.ids().into_iter().try_for_each(|id| handle.persist_node(&mut t, id))
@@ -512,6 +529,18 @@ impl Workbench {
         let tree = result.and_then(|mut importer| {
             let sweeps = std::mem::take(&mut importer.sweeps);
             // A document travels with its tree; it is checked like one posted to create a tree.
+            if let Some(version) = importer.scenario_version {
+                if importer.document.is_none() {
+                    return Err(TreeError::InvalidOp(
+                        "scenario_version: an export names a saved scenario's version only with its document".into(),
+                    ));
+                }
+                super::library::check_scenario_name(importer.scenario())
+                    .map_err(|e| TreeError::InvalidOp(format!("scenario: {e}")))?;
+                if version == 0 {
+                    return Err(TreeError::InvalidOp("scenario_version: versions start at 1".into()));
+                }
+            }
             if let Some(doc) = &importer.document {
                 crate::scenario::UserScenario::from_document(super::DOCUMENT_ID, doc)
                     .map_err(|e| TreeError::InvalidOp(format!("document: {e}")))?;
@@ -557,11 +586,21 @@ impl Workbench {
         Sweeps::restore(&handle, sweeps);
         if let Some(store) = &store {
             store.write(Write::Tree(handle.row()));
-            if let Some(doc) = &handle.lock().document {
-                store.write(Write::Document {
-                    tree: id,
-                    body: doc.to_string(),
-                });
+            {
+                let t = handle.lock();
+                if let Some(doc) = &t.document {
+                    store.write(Write::Document {
+                        tree: id,
+                        body: doc.to_string(),
+                    });
+                }
+                if let Some(version) = t.scenario_version {
+                    store.write(Write::Origin {
+                        tree: id,
+                        scenario: t.scenario.clone(),
+                        version,
+                    });
+                }
             }
             store.write(Write::ImportEnd { tree: id });
             if let Err(e) = store.flush() {

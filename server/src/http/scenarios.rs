@@ -1,0 +1,74 @@
+//! `/api/scenarios`: the scenario library — shipped scenarios (read-only) and the ones users save,
+//! every version kept (see `workbench::library` for the rules).
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use serde::Deserialize;
+use simtree_shared::{NewScenario, SavedRef, ScenarioDocument, ScenarioSummary, ScenarioUpdate};
+
+use super::error::{ApiError, ApiJson, ApiPath};
+use super::state::AppState;
+
+type St = State<Arc<AppState>>;
+
+/// `GET /api/scenarios`: the shipped scenarios, then the saved ones (`origin: "saved"`, with
+/// their latest `version`).
+pub async fn list(State(app): St) -> Json<Vec<ScenarioSummary>> {
+    Json(app.wb.scenario_list())
+}
+
+/// The query of `GET /api/scenarios/{id}`.
+#[derive(Deserialize, schemars::JsonSchema)]
+pub struct VersionQuery {
+    /// A saved scenario's version (default: the latest); `{id}@{version}` says the same.
+    version: Option<u64>,
+}
+
+/// `GET /api/scenarios/{id}`: a scenario's document (shipped, or saved: the latest, or
+/// `?version=N`; `{id}@N` says the same), with the versions kept.
+pub async fn get(
+    State(app): St,
+    ApiPath(id): ApiPath<String>,
+    q: Result<Query<VersionQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<ScenarioDocument>, ApiError> {
+    let Query(q) = q.map_err(|e| ApiError::unprocessable(e.body_text()))?;
+    let doc = tokio::task::spawn_blocking(move || app.wb.scenario_document(&id, q.version))
+        .await
+        .map_err(|e| ApiError::unprocessable(e.to_string()))??;
+    Ok(Json(doc))
+}
+
+/// `POST /api/scenarios {name, document}` → 201 `{id, version}`: checked like an inline document;
+/// nothing is kept on a refusal.
+pub async fn save(
+    State(app): St,
+    ApiJson(body): ApiJson<NewScenario>,
+) -> Result<(StatusCode, Json<SavedRef>), ApiError> {
+    let saved = tokio::task::spawn_blocking(move || app.wb.save_scenario(&body.name, &body.document))
+        .await
+        .map_err(|e| ApiError::unprocessable(format!("the scenario could not be checked: {e}")))??;
+    Ok((StatusCode::CREATED, Json(saved)))
+}
+
+/// `PUT /api/scenarios/{id} {document}` → `{id, version}`: the next version.
+pub async fn put(
+    State(app): St,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(body): ApiJson<ScenarioUpdate>,
+) -> Result<Json<SavedRef>, ApiError> {
+    let saved = tokio::task::spawn_blocking(move || app.wb.update_scenario(&id, &body.document))
+        .await
+        .map_err(|e| ApiError::unprocessable(format!("the scenario could not be checked: {e}")))??;
+    Ok(Json(saved))
+}
+
+/// `DELETE /api/scenarios/{id}` → 204: every version; trees made from it keep their copy.
+pub async fn delete(State(app): St, ApiPath(id): ApiPath<String>) -> Result<StatusCode, ApiError> {
+    tokio::task::spawn_blocking(move || app.wb.delete_scenario(&id))
+        .await
+        .map_err(|e| ApiError::unprocessable(e.to_string()))??;
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,73 @@
+//! The scenario library's wire types (`/api/scenarios`): scenarios users save, in versions,
+//! next to the shipped ones.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::SimKind;
+
+/// A saved scenario's version: `{id, version}`, what `POST /api/scenarios` and `PUT
+/// /api/scenarios/{id}` answer. Written `id@version` where a scenario is named by text
+/// (`POST /devui/simtree {"scenario": "mine@2"}`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct SavedRef {
+    pub id: String,
+    /// 1 for the first version, one more for each `PUT`.
+    pub version: u64,
+}
+
+impl std::fmt::Display for SavedRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}@{}", self.id, self.version)
+    }
+}
+
+/// `POST /api/scenarios`: saves `document` (any kind `POST /devui/simtree` takes inline) as
+/// version 1 of scenario `name`. The name is the scenario's id: 1 to 64 of `A-Z a-z 0-9 _ . -`,
+/// not starting with `.` or `-`, and no shipped scenario's id.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct NewScenario {
+    pub name: String,
+    pub document: Value,
+}
+
+/// `PUT /api/scenarios/{id}`: the document of the scenario's next version (earlier versions are
+/// kept and stay readable).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioUpdate {
+    pub document: Value,
+}
+
+/// Where a scenario of the library comes from: shipped with simtree (read-only) or saved by a
+/// user (editable, versioned).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum ScenarioOrigin {
+    #[default]
+    Shipped,
+    Saved,
+}
+
+/// `GET /api/scenarios/{id}` (`?version=N` for an earlier version of a saved one): a scenario's
+/// document, shipped or saved.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ScenarioDocument {
+    pub id: String,
+    pub origin: ScenarioOrigin,
+    /// The version shown: the latest unless one was asked for (a shipped scenario has only 1).
+    pub version: u64,
+    /// Every version kept, oldest first (`[1]` for a shipped scenario).
+    pub versions: Vec<u64>,
+    pub kind: SimKind,
+    pub title: String,
+    /// The document, as `POST /devui/simtree {"scenario": …}` takes it.
+    pub document: Value,
+}
