@@ -10,13 +10,14 @@
 //! when the server cannot be reached at all (the shell shows a banner for that instead of a
 //! browser exception).
 
+use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use simtree_shared::{
     AdvanceRequest, BranchRequest, ChildReply, ChildrenReply, CreateRequest, DatasetInfo, ErrorBody, FrontierRequest,
-    Graph, LogEntry, MultiRequest, NodeInfo, NodeState, NodeView, OkReply, Op, RunReply, ScenarioSummary, SimKind,
-    Summary, SweepStarted, SweepTable, TreeInfo, TreeMsg, TreePatch, TreeRef, UsageReply,
+    Graph, LogEntry, MultiRequest, NewScenario, NodeInfo, NodeState, NodeView, OkReply, Op, RunReply, SavedRef,
+    ScenarioDocument, ScenarioSummary, ScenarioUpdate, Summary, SweepStarted, SweepTable, TreeInfo, TreeMsg, TreePatch,
+    TreeRef, UsageReply,
 };
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
@@ -198,24 +199,6 @@ fn path_segment(text: &str) -> String {
     String::from(js_sys::encode_uri_component(text))
 }
 
-/// A scenario of the library with its document (`GET /api/scenarios/{id}`).
-#[derive(Clone, Debug, Deserialize)]
-pub struct LibraryScenario {
-    pub id: String,
-    /// `shipped` or `saved`.
-    #[serde(default)]
-    pub origin: String,
-    pub kind: SimKind,
-    pub document: Value,
-}
-
-/// What the library answers a save: the scenario's id and the version just stored.
-#[derive(Clone, Debug, Deserialize)]
-pub struct SavedScenario {
-    pub id: String,
-    pub version: u64,
-}
-
 /// The base path of a tree's routes.
 fn tree_path(tree: u64) -> String {
     format!("/devui/simtree/{tree}")
@@ -243,7 +226,7 @@ pub async fn scenarios() -> Result<Vec<ScenarioSummary>> {
 
 /// `GET /api/scenarios/{id}` (the scenario library): a shipped or saved scenario with its
 /// document; `id@K` asks for version K of a saved one (`?version=K`).
-pub async fn library_scenario(id: &str) -> Result<LibraryScenario> {
+pub async fn library_scenario(id: &str) -> Result<ScenarioDocument> {
     let path = match id.rsplit_once('@') {
         Some((name, k)) if !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()) => {
             format!("/api/scenarios/{}?version={k}", path_segment(name))
@@ -255,14 +238,19 @@ pub async fn library_scenario(id: &str) -> Result<LibraryScenario> {
 
 /// `POST /api/scenarios`: saves a document to the library under a new name (409: the name is
 /// taken).
-pub async fn save_scenario(name: &str, document: &Value) -> Result<SavedScenario> {
-    let body = serde_json::json!({"name": name, "document": document});
+pub async fn save_scenario(name: &str, document: &Value) -> Result<SavedRef> {
+    let body = NewScenario {
+        name: name.to_string(),
+        document: document.clone(),
+    };
     post("/api/scenarios", &body).await
 }
 
 /// `PUT /api/scenarios/{id}`: the document as the saved scenario's next version.
-pub async fn update_scenario(id: &str, document: &Value) -> Result<SavedScenario> {
-    let body = serde_json::json!({"document": document});
+pub async fn update_scenario(id: &str, document: &Value) -> Result<SavedRef> {
+    let body = ScenarioUpdate {
+        document: document.clone(),
+    };
     with_body("PUT", &format!("/api/scenarios/{}", path_segment(id)), &body).await
 }
 

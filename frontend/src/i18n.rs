@@ -407,6 +407,8 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
             "基于智能体的模型：用文字描述，生成、校验并改进它。",
         ),
         "new.startFrom" => ("Start from", "从已有场景开始"),
+        "new.originShipped" => ("shipped", "内置"),
+        "new.originSaved" => ("saved v{{v}}", "已保存 v{{v}}"),
         "new.copy" => ("Copy", "复制"),
         "new.json" => ("JSON", "JSON 文档"),
         "new.jsonNotObject" => (

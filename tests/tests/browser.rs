@@ -3593,3 +3593,61 @@ async fn the_new_page_generates_a_model_marks_a_validator_finding_refines_it_and
     assert_eq!(page_errors(&b).await, Vec::<String>::new());
     b.finish("new_abm_loop").await;
 }
+
+#[tokio::test]
+async fn the_new_page_saves_to_the_library_as_versions_and_starts_from_shipped_and_saved_scenarios() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let s = &b.server;
+    capture_errors(&b).await;
+    b.open("/new/social").await;
+    b.wait_css("#social-form").await;
+    b.set_input("#new-title", "Pier talks").await;
+    b.set_input("#save-name", "pier_talks").await;
+    b.click("#save-library").await;
+    b.wait_text("#save-done", "pier_talks, version 1").await;
+    b.wait_text("#start-from option[value='pier_talks']", "saved v1").await;
+    // The name is taken now: saving again offers the next version.
+    b.set_input("#new-title", "Pier talks, second draft").await;
+    b.click("#save-library").await;
+    b.wait_css("#save-error").await;
+    b.click("#save-version").await;
+    b.wait_text("#save-done", "pier_talks, version 2").await;
+    let (status, saved) = s.get("/api/scenarios/pier_talks").await;
+    assert_eq!(status, 200, "{saved}");
+    assert_eq!(
+        (saved["origin"].as_str(), saved["version"].as_u64()),
+        (Some("saved"), Some(2))
+    );
+    assert_eq!(saved["document"]["title"], "Pier talks, second draft");
+    // A name the library refuses is refused in place.
+    b.set_input("#save-name", "no spaces/here").await;
+    b.click("#save-library").await;
+    b.wait_css("#save-error").await;
+    assert_eq!(b.count("#save-done").await, 0);
+    // Start from a shipped scenario: a copy in its kind's form.
+    b.open("/new").await;
+    b.wait_css("#start-from option[value='pier_talks']").await;
+    b.select("#start-from", "council").await;
+    b.click("#start-from-btn").await;
+    wait_address(&b, "/new/social?").await;
+    wait_value(&b, "#new-title", "Council").await;
+    assert_eq!(value_of(&b, "#save-name").await, "council_copy");
+    // The saved one by its address, then its first version.
+    b.open("/new?from=pier_talks").await;
+    wait_value(&b, "#new-title", "second draft").await;
+    assert_eq!(value_of(&b, "#save-name").await, "pier_talks");
+    b.open("/new?from=pier_talks%401").await;
+    wait_address(&b, "/new/social?").await;
+    wait_value(&b, "#new-title", "Pier talks").await;
+    assert_eq!(value_of(&b, "#new-title").await, "Pier talks");
+    // A shipped model opens the ABM form, checked; the copy makes a tree.
+    b.open("/new?from=sir_network").await;
+    wait_address(&b, "/new/abm?").await;
+    b.wait_css("#abm-valid").await;
+    b.click("#create-tree").await;
+    let (_, info) = created_tree(&b).await;
+    assert_eq!(info["kind"], "abm");
+    assert_eq!(page_errors(&b).await, Vec::<String>::new());
+    b.finish("new_library").await;
+}

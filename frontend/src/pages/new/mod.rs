@@ -19,7 +19,7 @@ mod trading;
 use leptos::html;
 use leptos::prelude::*;
 use serde_json::Value;
-use simtree_shared::{CreateRequest, ScenarioSource, ScenarioSummary, SimKind};
+use simtree_shared::{CreateRequest, ScenarioOrigin, ScenarioSource, ScenarioSummary, SimKind};
 use wasm_bindgen::JsCast;
 
 use crate::api::{self, ApiError};
@@ -194,12 +194,17 @@ pub fn NewPage() -> impl IntoView {
         _ => None,
     });
     let library = RwSignal::new(Vec::<ScenarioSummary>::new());
-    leptos::task::spawn_local(async move {
-        match api::scenarios().await {
-            Ok(list) => library.set(list),
-            Err(e) => ctx.error(e),
-        }
+    let reload = Callback::new(move |()| {
+        leptos::task::spawn_local(async move {
+            match api::scenarios().await {
+                Ok(list) => {
+                    library.try_set(list);
+                }
+                Err(e) => ctx.error(e),
+            }
+        })
     });
+    reload.run(());
     // The library name the page saves under; a scenario started from fills it in.
     let save_name = RwSignal::new(String::new());
     let from_error = RwSignal::new(None::<String>);
@@ -210,10 +215,10 @@ pub fn NewPage() -> impl IntoView {
                 Ok(s) => {
                     let k = kind_of(&s.document).unwrap_or(s.kind);
                     doc_of(k).replace(s.document);
-                    save_name.set(if s.origin == "saved" {
-                        s.id
-                    } else {
-                        format!("{}_copy", s.id)
+                    // A saved scenario is saved again as its next version; a shipped one, never.
+                    save_name.set(match s.origin {
+                        ScenarioOrigin::Saved => s.id,
+                        ScenarioOrigin::Shipped => format!("{}_copy", s.id),
                     });
                     ctx.navigate(Route::New {
                         kind: Some(k),
@@ -250,7 +255,7 @@ pub fn NewPage() -> impl IntoView {
                     <div class="new-col">{form}</div>
                     <div class="new-col">
                         <JsonPane doc />
-                        <Actions doc save_name />
+                        <Actions doc save_name on_saved=reload />
                     </div>
                 </div>
             }
@@ -288,7 +293,12 @@ pub fn NewPage() -> impl IntoView {
                         key=|s| s.id.clone()
                         children=move |s: ScenarioSummary| {
                             let id = s.id.clone();
-                            let label = format!("{} — {} ({})", s.id, s.title, crate::route::kind_name(s.kind));
+                            let origin = match (s.origin, s.version) {
+                                (ScenarioOrigin::Saved, Some(v)) => ctx.tr("new.originSaved").replace("{{v}}", &v.to_string()),
+                                (ScenarioOrigin::Saved, None) => ctx.tr("new.originSaved").replace(" v{{v}}", ""),
+                                (ScenarioOrigin::Shipped, _) => ctx.tr("new.originShipped").to_string(),
+                            };
+                            let label = format!("{} — {} ({}, {origin})", s.id, s.title, crate::route::kind_name(s.kind));
                             view! { <option value=id.clone() selected=move || picked.get() == id>{label}</option> }
                         }
                     />
@@ -343,7 +353,7 @@ fn refusal_view(doc: Doc, id: &'static str, detail: String) -> impl IntoView {
 
 /// Create tree and save to library, for every kind.
 #[component]
-fn Actions(doc: Doc, save_name: RwSignal<String>) -> impl IntoView {
+fn Actions(doc: Doc, save_name: RwSignal<String>, on_saved: Callback<()>) -> impl IntoView {
     let ctx = ctx();
     let tree_name = RwSignal::new(String::new());
     let seed = RwSignal::new(String::new());
@@ -405,6 +415,7 @@ fn Actions(doc: Doc, save_name: RwSignal<String>) -> impl IntoView {
                         .replace("{{id}}", &s.id)
                         .replace("{{version}}", &s.version.to_string());
                     saved.try_set(Some(text));
+                    on_saved.run(());
                 }
                 Err(ApiError::Offline) => ctx.went_offline(),
                 Err(ApiError::Http(409, body)) if !new_version => {
