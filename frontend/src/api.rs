@@ -14,14 +14,17 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use simtree_shared::{
-    AdvanceRequest, BranchRequest, ChildReply, ChildrenReply, CreateRequest, ErrorBody, FrontierRequest, Graph,
-    LogEntry, MultiRequest, NodeInfo, NodeState, NodeView, OkReply, Op, RunReply, ScenarioSummary, Summary,
-    SweepStarted, SweepTable, TreeInfo, TreeMsg, TreePatch, TreeRef, UsageReply,
+    AdvanceRequest, BranchRequest, ChildReply, ChildrenReply, CreateRequest, DatasetInfo, ErrorBody, FrontierRequest,
+    Graph, LogEntry, MultiRequest, NewScenario, NodeInfo, NodeState, NodeView, OkReply, Op, RunReply, SavedRef,
+    ScenarioDocument, ScenarioSummary, ScenarioUpdate, Summary, SweepStarted, SweepTable, TreeInfo, TreeMsg, TreePatch,
+    TreeRef, UsageReply,
 };
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{MessageEvent, Request, RequestInit, Response, WebSocket};
+
+use crate::draft::Validation;
 
 /// Why a request failed, in words for the person using the UI.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -96,15 +99,20 @@ fn preloaded(window: &web_sys::Window, path: &str) -> Option<js_sys::Promise> {
 
 /// Sends a request with an optional JSON text body; the reply on success (a 2xx status).
 async fn request(method: &str, path: &str, body: Option<String>) -> Result<Response> {
+    request_as(method, path, body.map(|b| (b, "application/json"))).await
+}
+
+/// Sends a request with an optional text body of a content type; the reply on success.
+async fn request_as(method: &str, path: &str, body: Option<(String, &str)>) -> Result<Response> {
     let init = RequestInit::new();
     init.set_method(method);
-    let has_body = body.is_some();
-    if let Some(b) = body {
+    let content_type = body.as_ref().map(|(_, t)| t.to_string());
+    if let Some((b, _)) = body {
         init.set_body(&JsValue::from_str(&b));
     }
     let req = Request::new_with_str_and_init(path, &init).map_err(js_err)?;
-    if has_body {
-        req.headers().set("content-type", "application/json").map_err(js_err)?;
+    if let Some(t) = content_type {
+        req.headers().set("content-type", &t).map_err(js_err)?;
     }
     let window = web_sys::window().ok_or(ApiError::Client("no window".into()))?;
     // fetch rejects (a TypeError) only when no answer came: the server is down.
@@ -186,6 +194,11 @@ async fn delete(path: &str) -> Result<OkReply> {
     parse(&send("DELETE", path, None).await?)
 }
 
+/// `text` as one path segment or query value (`%XX` for anything but `A-Z a-z 0-9 - _ . ~`).
+fn path_segment(text: &str) -> String {
+    String::from(js_sys::encode_uri_component(text))
+}
+
 /// The base path of a tree's routes.
 fn tree_path(tree: u64) -> String {
     format!("/devui/simtree/{tree}")
@@ -209,6 +222,74 @@ pub async fn health() -> Result<OkReply> {
 /// `GET /api/scenarios`.
 pub async fn scenarios() -> Result<Vec<ScenarioSummary>> {
     get("/api/scenarios").await
+}
+
+/// `GET /api/scenarios/{id}` (the scenario library): a shipped or saved scenario with its
+/// document; `id@K` asks for version K of a saved one (`?version=K`).
+pub async fn library_scenario(id: &str) -> Result<ScenarioDocument> {
+    let path = match id.rsplit_once('@') {
+        Some((name, k)) if !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()) => {
+            format!("/api/scenarios/{}?version={k}", path_segment(name))
+        }
+        _ => format!("/api/scenarios/{}", path_segment(id)),
+    };
+    get(&path).await
+}
+
+/// `POST /api/scenarios`: saves a document to the library under a new name (409: the name is
+/// taken).
+pub async fn save_scenario(name: &str, document: &Value) -> Result<SavedRef> {
+    let body = NewScenario {
+        name: name.to_string(),
+        document: document.clone(),
+    };
+    post("/api/scenarios", &body).await
+}
+
+/// `PUT /api/scenarios/{id}`: the document as the saved scenario's next version.
+pub async fn update_scenario(id: &str, document: &Value) -> Result<SavedRef> {
+    let body = ScenarioUpdate {
+        document: document.clone(),
+    };
+    with_body("PUT", &format!("/api/scenarios/{}", path_segment(id)), &body).await
+}
+
+/// `GET /api/datasets`: the shipped market data and the uploaded datasets.
+pub async fn datasets() -> Result<Vec<DatasetInfo>> {
+    get("/api/datasets").await
+}
+
+/// `POST /api/datasets?name=N` with the CSV as it is; the server judges it (a refusal names
+/// its line).
+pub async fn upload_dataset(name: &str, csv: String) -> Result<DatasetInfo> {
+    let path = format!("/api/datasets?name={}", path_segment(name));
+    let resp = request_as("POST", &path, Some((csv, "text/csv"))).await?;
+    parse(&body_text(&resp).await?)
+}
+
+/// `POST /api/abm/generate {prompt, lastModel?}`: the generated document (an abm-quant
+/// envelope, `{success: true, model, supportingInfo}`), or the generator's own failure message.
+pub async fn abm_generate(prompt: &str, last_model: Option<&Value>) -> Result<std::result::Result<Value, String>> {
+    let mut body = serde_json::json!({"prompt": prompt});
+    if let Some(m) = last_model {
+        body["lastModel"] = m.clone();
+    }
+    let reply: Value = post("/api/abm/generate", &body).await?;
+    Ok(if reply.get("success") == Some(&Value::Bool(true)) {
+        Ok(reply)
+    } else {
+        Err(reply
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string())
+    })
+}
+
+/// `POST /api/abm/validate` of a document's text: the validator's findings, each at its JSON
+/// path (422 when the text is no abm-quant document at all).
+pub async fn abm_validate(text: String) -> Result<Validation> {
+    parse(&send("POST", "/api/abm/validate", Some(text)).await?)
 }
 
 /// `GET /devui/simtree`: every tree with its metadata.

@@ -9,7 +9,7 @@ use wasm_bindgen::prelude::*;
 use crate::api;
 use crate::i18n::{Lang, t};
 use crate::model::{Level, Note, Toasts};
-use crate::pages::{Home, SimTreePage, SimViewer, StudioPage};
+use crate::pages::{Home, NewPage, SimTreePage, SimViewer, StudioPage};
 use crate::route::Route;
 use crate::state::{Ctx, Link, ctx, set_title};
 
@@ -184,9 +184,14 @@ pub fn App() -> impl IntoView {
 
     // The page is made anew only when the route changes: a selected node in the address
     // (`?node=N`) is not part of it, so selecting (or going back to) a node keeps the page.
-    let page_route = Memo::new(move |_| ctx.route.get());
+    // The New page is one page whatever kind it shows (its drafts live as long as it does).
+    let page_route = Memo::new(move |_| match ctx.route.get() {
+        Route::New { .. } => Route::New { kind: None, from: None },
+        r => r,
+    });
     let page = move || match page_route.get() {
         Route::Home => view! { <Home /> }.into_any(),
+        Route::New { .. } => view! { <NewPage /> }.into_any(),
         Route::SimTree(id) => view! { <SimTreePage tree_id=id /> }.into_any(),
         Route::Studio(id) => view! { <StudioPage tree_id=id /> }.into_any(),
         Route::Sim { tree, node } => view! { <SimViewer tree_id=tree node=node /> }.into_any(),
@@ -197,6 +202,7 @@ pub fn App() -> impl IntoView {
                 <span class="brand">{move || ctx.tr("app.title")}</span>
                 <nav>
                     <Link route=Route::Home id="nav-home">{move || ctx.tr("nav.home")}</Link>
+                    <Link route=Route::New { kind: None, from: None } id="nav-new">{move || ctx.tr("nav.new")}</Link>
                     <Link route=Route::SimTree(None) id="nav-tree">{move || ctx.tr("nav.tree")}</Link>
                     <Link route=Route::Studio(None) id="nav-studio">{move || ctx.tr("nav.studio")}</Link>
                     <Link route=Route::Sim { tree: None, node: 0 } id="nav-sim">{move || ctx.tr("nav.sim")}</Link>

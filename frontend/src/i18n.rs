@@ -392,6 +392,116 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
             "The server does not report which provider it is configured with (LLM_* variables, --llm-config): choose “the server's LLM settings” to use it.",
             "服务器不会报告其配置的提供方（LLM_* 变量、--llm-config）：如需使用，请选择“服务器的 LLM 设置”。",
         ),
+        "nav.new" => ("New", "新建"),
+        "trees.new" => ("New tree…", "新建树…"),
+        "new.socialDesc" => (
+            "A scene of LLM agents: write its setting, the agents and who speaks when.",
+            "由 LLM 智能体组成的场景：写下场景设定、智能体以及发言顺序。",
+        ),
+        "new.tradingDesc" => (
+            "A trading episode on the shipped prices or on a CSV of your own.",
+            "在内置行情或你自己的 CSV 数据上进行的交易回合。",
+        ),
+        "new.abmDesc" => (
+            "An agent-based model: describe it in words, generate it, check it, refine it.",
+            "基于智能体的模型：用文字描述，生成、校验并改进它。",
+        ),
+        "new.startFrom" => ("Start from", "从已有场景开始"),
+        "new.originShipped" => ("shipped", "内置"),
+        "new.originSaved" => ("saved v{{v}}", "已保存 v{{v}}"),
+        "new.copy" => ("Copy", "复制"),
+        "new.json" => ("JSON", "JSON 文档"),
+        "new.jsonNotObject" => (
+            "A scenario is a JSON object ({…}).",
+            "场景必须是一个 JSON 对象（{…}）。",
+        ),
+        "new.showInJson" => ("show in JSON", "在 JSON 中显示"),
+        "new.createTitle" => ("Make a tree", "创建模拟树"),
+        "new.createTree" => ("Create tree", "创建树"),
+        "new.creating" => ("Creating…", "正在创建…"),
+        "new.library" => ("Scenario library", "场景库"),
+        "new.saveName" => ("Name", "名称"),
+        "new.save" => ("Save to library", "保存到场景库"),
+        "new.saveHint" => (
+            "1 to 64 letters, digits, '_', '.' or '-'. Saving again under the same name makes a new version.",
+            "1 到 64 个字母、数字、“_”、“.”或“-”。以同一名称再次保存会生成新版本。",
+        ),
+        "new.saved" => (
+            "Saved as {{id}}, version {{version}}.",
+            "已保存为 {{id}}，版本 {{version}}。",
+        ),
+        "new.saveVersion" => ("Save as its next version", "保存为下一个版本"),
+        "new.scenario" => ("Scenario", "场景"),
+        "new.title" => ("Title", "标题"),
+        "new.description" => ("Description", "描述"),
+        "new.scene" => ("Scene", "场景设定"),
+        "new.sceneType" => ("Scene type", "场景类型"),
+        "new.sceneName" => ("Scene name", "场景名称"),
+        "new.initialEvent" => ("Opening event", "开场事件"),
+        "new.moderators" => ("Moderators (comma-separated)", "主持人（逗号分隔）"),
+        "new.roles" => (
+            "Roles, one per line (name: werewolf | seer | witch | villager)",
+            "角色，每行一个（名字: werewolf | seer | witch | villager）",
+        ),
+        "new.decks" => ("Decks", "牌副数"),
+        "new.landlordHint" => ("The card table needs exactly four agents.", "牌桌需要恰好四个智能体。"),
+        "new.chatRange" => ("Chat range", "交谈距离"),
+        "new.movementCost" => ("Movement cost", "移动消耗"),
+        "new.villageHint" => (
+            "The village map (size, places, resources) is edited in the JSON view: scene.config.map.",
+            "村庄地图（尺寸、地点、资源）请在 JSON 视图中编辑：scene.config.map。",
+        ),
+        "new.agents" => ("Agents", "智能体"),
+        "new.agentName" => ("Name", "名字"),
+        "new.profile" => ("Profile", "人物设定"),
+        "new.style" => ("Style", "说话风格"),
+        "new.actions" => ("Action space", "动作空间"),
+        "new.addAgent" => ("Add an agent", "添加智能体"),
+        "new.removeAgent" => ("Remove this agent", "移除该智能体"),
+        "new.ordering" => ("Who acts next", "行动顺序"),
+        "new.orderingKind" => ("Ordering", "顺序策略"),
+        "new.orderingNames" => ("Names in turn (comma-separated)", "轮流的名字（逗号分隔）"),
+        "new.moderator" => ("Moderator", "主持人"),
+        "new.events" => ("Initial events", "初始事件"),
+        "new.broadcasts" => ("Public announcements, one per line", "公开公告，每行一条"),
+        "new.maxSteps" => ("Steps per turn", "每回合步数"),
+        "new.defaultTurns" => ("Default turns", "默认回合数"),
+        "new.marketData" => ("Market data", "行情数据"),
+        "new.dataset" => ("Dataset", "数据集"),
+        "new.uploadCsv" => ("Upload a CSV", "上传 CSV"),
+        "new.datasetName" => ("Dataset name", "数据集名称"),
+        "new.upload" => ("Upload", "上传"),
+        "new.uploading" => ("Uploading…", "正在上传…"),
+        "new.uploaded" => (
+            "Uploaded: {{name}}. The episode now trades on it.",
+            "已上传：{{name}}。本回合现在使用它交易。",
+        ),
+        "new.rows" => ("{{n}} rows", "{{n}} 行"),
+        "new.rowsInFile" => ("{{n}} data rows in the file.", "文件中共有 {{n}} 行数据。"),
+        "new.episode" => ("Episode", "交易回合"),
+        "new.tickers" => ("Tickers", "股票代码"),
+        "new.dates" => ("Dates", "日期"),
+        "new.agentKind" => ("Agent", "交易智能体"),
+        "new.cash" => ("Cash", "初始资金"),
+        "new.describe" => ("Describe the model", "描述模型"),
+        "new.describeHint" => (
+            "e.g. an SIR epidemic on a contact network, where infected people recover after some days",
+            "例如：接触网络上的 SIR 传染病模型，感染者若干天后康复",
+        ),
+        "new.generate" => ("Generate", "生成"),
+        "new.refine" => ("Refine", "改进"),
+        "new.refineHint" => (
+            "Sends the description with the model as it stands, to be changed rather than written anew.",
+            "把描述连同当前模型一起发送，在其基础上修改而不是重写。",
+        ),
+        "new.generating" => ("Generating… {{s}} s", "正在生成… {{s}} 秒"),
+        "new.validator" => ("Validator", "校验器"),
+        "new.abmValid" => ("The validator finds no problems.", "校验器未发现问题。"),
+        "new.abmEmpty" => (
+            "No model yet: generate one, start from a scenario, or paste one into the JSON view.",
+            "还没有模型：生成一个、从已有场景开始，或把模型粘贴到 JSON 视图中。",
+        ),
+        "new.line" => ("line {{n}}", "第 {{n}} 行"),
         "overlay.mean" => ("mean", "均值"),
         "chart.buy" => ("buy", "买入"),
         "chart.sell" => ("sell", "卖出"),
@@ -460,12 +570,22 @@ mod tests {
             include_str!("trees.rs"),
             include_str!("sweep_view.rs"),
             include_str!("plot.rs"),
+            include_str!("pages/new/mod.rs"),
+            include_str!("pages/new/social.rs"),
+            include_str!("pages/new/trading.rs"),
+            include_str!("pages/new/abm.rs"),
         ];
         let mut keys = Vec::new();
         for src in sources {
             for part in src.split(".tr(\"").skip(1).chain(src.split("t(lang, \"").skip(1)) {
                 if let Some(end) = part.find('"') {
                     keys.push(part[..end].to_string());
+                }
+            }
+            // The New page's fields take their label's key as an argument.
+            for part in src.split("\"new.").skip(1) {
+                if let Some(end) = part.find('"') {
+                    keys.push(format!("new.{}", &part[..end]));
                 }
             }
         }

@@ -8,6 +8,7 @@
 
 pub mod chart;
 pub mod compare;
+pub mod draft;
 pub mod editors;
 pub mod export;
 pub mod i18n;

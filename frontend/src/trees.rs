@@ -160,7 +160,11 @@ pub fn TreeBrowser() -> impl IntoView {
     };
     view! {
         <section id="tree-browser" class="panel trees">
-            <h2>{move || ctx.tr("trees.title")}</h2>
+            <div class="row">
+                <h2>{move || ctx.tr("trees.title")}</h2>
+                <span class="spacer"></span>
+                <Link route=Route::New { kind: None, from: None } id="new-tree-link">{move || ctx.tr("trees.new")}</Link>
+            </div>
             {move || match rows.get() {
                 None => view! { <p class="muted">"…"</p> }.into_any(),
                 Some(r) if r.is_empty() => view! { <p id="no-trees" class="muted">{move || ctx.tr("trees.none")}</p> }.into_any(),

@@ -3288,3 +3288,370 @@ async fn a_running_node_is_not_read_until_its_run_finishes() {
     b.wait_css("#scene-state").await;
     b.finish("running_not_read").await;
 }
+
+// ---- Issue 25 item 4: the New page. ----
+
+/// Sets the value of the field `css` as typing would end, and fires `event` (`input` or
+/// `change`) on it: for long texts (a JSON document) and fields that listen to `change`.
+async fn fill(b: &Browser, css: &str, value: &str, event: &str) {
+    b.wait_css(css).await;
+    b.client
+        .execute(
+            "const el = document.querySelector(arguments[0]); el.value = arguments[1];\
+             el.dispatchEvent(new Event(arguments[2], {bubbles: true}));",
+            vec![json!(css), json!(value), json!(event)],
+        )
+        .await
+        .unwrap_or_else(|e| panic!("fill {css}: {e}"));
+}
+
+/// Saves a screenshot of the page as it is now, mid-test, as `<name>.png`.
+async fn shot(b: &Browser, name: &str) {
+    if let Ok(png) = b.client.screenshot().await {
+        let _ = std::fs::write(screenshots().join(format!("{name}.png")), png);
+    }
+}
+
+/// The document in the New page's JSON view.
+async fn json_view(b: &Browser) -> Value {
+    let text = value_of(b, "#doc-json").await;
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("the JSON view does not parse: {e}\n{text}"))
+}
+
+/// Edits the New page's document in its JSON view, as pasting would.
+async fn edit_json(b: &Browser, edit: impl FnOnce(&mut Value)) {
+    let mut doc = json_view(b).await;
+    edit(&mut doc);
+    fill(b, "#doc-json", &serde_json::to_string_pretty(&doc).unwrap(), "input").await;
+}
+
+/// The tree the page went to after "create tree" (`/simtree/N`), and its stored metadata with
+/// the document it was made from.
+async fn created_tree(b: &Browser) -> (u64, Value) {
+    b.wait_css("g.node[data-id='0']").await;
+    let url = b.client.current_url().await.unwrap();
+    let id: u64 = url
+        .path()
+        .strip_prefix("/simtree/")
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("not a tree's page: {url}"));
+    let (status, info) = b.server.get(&format!("/devui/simtree/{id}")).await;
+    assert_eq!(status, 200, "{info}");
+    (id, info)
+}
+
+/// The line of the JSON view the page marked, and the text selected there.
+async fn marked_line(b: &Browser) -> (u64, String) {
+    let v = b
+        .js("const a = document.querySelector('#doc-json');\
+             return [Number(a.getAttribute('data-marked-line')), a.value.substring(a.selectionStart, a.selectionEnd)];")
+        .await;
+    (
+        v[0].as_u64().unwrap_or(0),
+        v[1].as_str().unwrap_or_default().to_string(),
+    )
+}
+
+#[tokio::test]
+async fn the_new_page_makes_a_social_tree_from_its_form_and_json_view_with_a_refusal_shown_in_place() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    capture_errors(&b).await;
+    // From the tree list to the New page, then to the social kind (deep-linkable).
+    b.open("/").await;
+    b.click("#new-tree-link").await;
+    b.wait_css("#kind-picker").await;
+    b.click("#new-kind-social").await;
+    b.wait_css("#social-form").await;
+    wait_address(&b, "/new/social?").await;
+    // A form edit shows in the JSON view.
+    b.set_input("#new-title", "Harbour council").await;
+    b.click("#add-agent").await;
+    b.set_input("#agent-2-name", "Carol").await;
+    b.set_input("#agent-2-profile", "The harbour master, careful with money.")
+        .await;
+    b.click("#agent-2-action-speak").await;
+    b.select("#scene-type", "council").await;
+    b.select("#ordering-kind", "llm_moderated").await;
+    b.select("#ordering-moderator", "Carol").await;
+    fill(
+        &b,
+        "#broadcasts",
+        "Participants: Alice, Bob, Carol\nThe budget is tight.",
+        "change",
+    )
+    .await;
+    let doc = json_view(&b).await;
+    assert_eq!(doc["title"], "Harbour council");
+    assert_eq!(doc["scene"]["type"], "council");
+    assert_eq!(doc["agents"][2]["name"], "Carol");
+    assert_eq!(
+        doc["agents"][2]["action_space"],
+        json!(["send_message", "yield", "speak"])
+    );
+    assert_eq!(doc["ordering"], json!({"kind": "llm_moderated", "moderator": "Carol"}));
+    assert_eq!(doc["broadcasts"].as_array().map(Vec::len), Some(2));
+    // JSON that does not parse is shown as such and leaves the form alone.
+    let good = value_of(&b, "#doc-json").await;
+    fill(&b, "#doc-json", &format!("{good},"), "input").await;
+    b.wait_css("#json-error").await;
+    assert_eq!(value_of(&b, "#new-title").await, "Harbour council");
+    // JSON that parses is the document: the form follows it.
+    fill(&b, "#doc-json", &good, "input").await;
+    b.wait_count("#json-error", 0).await;
+    edit_json(&b, |d| {
+        d["title"] = json!("Harbour council, edited as JSON");
+        d["agents"][0]["style"] = json!("blunt");
+    })
+    .await;
+    wait_value(&b, "#new-title", "edited as JSON").await;
+    wait_value(&b, "#agent-0-style", "blunt").await;
+    assert_eq!(b.count("#json-error").await, 0);
+    // The server's refusal is shown under the button, and its path is marked in the JSON view.
+    b.set_input("#max-steps", "0").await;
+    b.click("#create-tree").await;
+    b.wait_text("#create-error", "max_steps_per_turn").await;
+    b.wait_css("#max-steps.invalid").await;
+    b.click("#create-error .show-path").await;
+    let (line, selected) = marked_line(&b).await;
+    assert!(
+        selected.contains("\"max_steps_per_turn\": 0"),
+        "line {line}: {selected:?}"
+    );
+    shot(&b, "new_social_refused").await;
+    assert_eq!(page_errors(&b).await, Vec::<String>::new());
+    b.set_input("#max-steps", "2").await;
+    b.wait_count("#max-steps.invalid", 0).await;
+    b.set_input("#tree-name-input", "my harbour").await;
+    b.click("#create-tree").await;
+    let (_, info) = created_tree(&b).await;
+    assert_eq!(info["name"], "my harbour");
+    assert_eq!(info["kind"], "social");
+    let stored = &info["document"];
+    assert_eq!(stored["title"], "Harbour council, edited as JSON");
+    assert_eq!(
+        stored["agents"][2]["user_profile"],
+        "The harbour master, careful with money."
+    );
+    assert_eq!(stored["max_steps_per_turn"], 2);
+    // In Chinese, the New page speaks Chinese.
+    b.open("/new/social").await;
+    b.wait_css("#social-form").await;
+    to_chinese(&b).await;
+    b.wait_text("#create-tree", "创建树").await;
+    assert_no_english(
+        &b,
+        "#new-page",
+        &["Title", "Agents", "Create tree", "Scenario library", "Start from"],
+    )
+    .await;
+    b.click("#new-kind-trading").await;
+    b.wait_text("#dataset-select", "行").await;
+    assert_no_english(
+        &b,
+        "#trading-form",
+        &["Market data", "Tickers", "Dates", "Cash", "rows"],
+    )
+    .await;
+    b.click("#new-kind-abm").await;
+    b.wait_css("#abm-form").await;
+    assert_no_english(&b, "#abm-form", &["Describe", "Generate", "Refine", "Validator"]).await;
+    b.finish("new_social").await;
+}
+
+/// A CSV of `days` trading days of ABC and XYZ from 2021-01-04 (weekdays), closes rising.
+fn prices_csv(days: usize) -> String {
+    let mut csv = String::from("date,ticker,open,high,low,close,volume\n");
+    let mut day = 4u32;
+    let mut month = 1u32;
+    for i in 0..days {
+        let date = format!("2021-{month:02}-{day:02}");
+        for (t, base) in [("ABC", 40.0), ("XYZ", 10.0)] {
+            let close = base + i as f64 * 0.5;
+            csv.push_str(&format!(
+                "{date},{t},{:.2},{:.2},{:.2},{close:.2},{}\n",
+                close - 0.2,
+                close + 0.3,
+                close - 0.4,
+                1000 + i
+            ));
+        }
+        day += 1;
+        if day > 28 {
+            day = 1;
+            month += 1;
+        }
+    }
+    csv
+}
+
+#[tokio::test]
+async fn the_new_page_previews_a_csv_shows_its_refusal_at_the_line_then_trades_on_the_good_upload() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    capture_errors(&b).await;
+    let dir = std::env::temp_dir().join(format!("simtree-new-csv-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = prices_csv(30);
+    // Line 14 (a data row beyond the preview's first rows) has its high below its low.
+    let mut lines: Vec<String> = good.lines().map(str::to_string).collect();
+    lines[13] = "2021-01-10,ABC,43.0,42.0,42.5,42.8,1000".into();
+    let bad_file = dir.join("bad prices.csv");
+    std::fs::write(&bad_file, lines.join("\n") + "\n").unwrap();
+    let good_file = dir.join("good_prices.csv");
+    std::fs::write(&good_file, &good).unwrap();
+
+    b.open("/new/trading").await;
+    b.wait_css("#dataset-select option[value='shipped']").await;
+    let input = b.wait_css("#csv-file").await;
+    input.send_keys(bad_file.to_str().unwrap()).await.unwrap();
+    // The preview: the first rows with their line numbers and a chart of each ticker's closes.
+    b.wait_css("#csv-preview tr[data-line='2']").await;
+    b.wait_count("#csv-chart polyline.series", 2).await;
+    assert_eq!(value_of(&b, "#csv-name").await, "bad_prices");
+    b.click("#csv-upload-btn").await;
+    b.wait_text("#csv-error", "line 14:").await;
+    b.wait_text("#csv-error-line", "14: 2021-01-10,ABC,43.0,42.0").await;
+    shot(&b, "new_trading_refused").await;
+    let (status, list) = b.server.get("/api/datasets").await;
+    assert_eq!(
+        (status, list.as_array().map(Vec::len)),
+        (200, Some(1)),
+        "nothing kept: {list}"
+    );
+    // A refused line among the previewed rows is marked there.
+    lines[13] = good.lines().nth(13).unwrap().to_string();
+    lines[3] = "2021-01-05,ABC,40.3,40.0,40.1,40.5,1001".into();
+    let bad_file = dir.join("bad_again.csv");
+    std::fs::write(&bad_file, lines.join("\n") + "\n").unwrap();
+    let input = b.wait_css("#csv-file").await;
+    input.send_keys(bad_file.to_str().unwrap()).await.unwrap();
+    wait_value(&b, "#csv-name", "bad_again").await;
+    b.wait_css("#csv-preview tr[data-line='4']").await;
+    b.click("#csv-upload-btn").await;
+    b.wait_text("#csv-error", "line 4:").await;
+    b.wait_css("#csv-preview tr.bad[data-line='4']").await;
+    // The good file: uploaded, chosen, its tickers offered.
+    let input = b.wait_css("#csv-file").await;
+    input.send_keys(good_file.to_str().unwrap()).await.unwrap();
+    wait_value(&b, "#csv-name", "good_prices").await;
+    b.click("#csv-upload-btn").await;
+    b.wait_text("#csv-done", "good_prices").await;
+    b.wait_css("#ticker-ABC").await;
+    let doc = json_view(&b).await;
+    assert_eq!(doc["episode"]["dataset"], "good_prices");
+    assert_eq!(doc["episode"]["tickers"], json!(["ABC", "XYZ"]));
+    assert_eq!(doc["episode"]["start_date"], "2021-01-04");
+    b.click("#ticker-XYZ").await;
+    b.select("#agent-kind", "momentum").await;
+    b.set_input("#initial-cash", "5000").await;
+    let doc = json_view(&b).await;
+    assert_eq!(doc["episode"]["tickers"], json!(["ABC"]));
+    assert_eq!(doc["episode"]["agent"], json!({"kind": "momentum"}));
+    assert_eq!(doc["episode"]["initial_cash"], 5000);
+    b.click("#create-tree").await;
+    let (_, info) = created_tree(&b).await;
+    assert_eq!(info["kind"], "trading");
+    assert_eq!(info["document"]["episode"]["dataset"], "good_prices");
+    assert_eq!(page_errors(&b).await, Vec::<String>::new());
+    let _ = std::fs::remove_dir_all(&dir);
+    b.finish("new_trading_csv").await;
+}
+
+#[tokio::test]
+async fn the_new_page_generates_a_model_marks_a_validator_finding_refines_it_and_creates_the_tree() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    capture_errors(&b).await;
+    b.open("/new/abm").await;
+    b.wait_css("#abm-form").await;
+    b.set_input("#abm-prompt", "A forest fire spreading across a grid of trees")
+        .await;
+    b.click("#abm-generate").await;
+    b.wait_text("#abm-info", "Forest Fire").await;
+    b.wait_css("#abm-valid").await;
+    // A change that breaks the model: the validator marks the finding at its JSON path.
+    edit_json(&b, |d| {
+        d["model"]["dataAnalytics"]["trackedVariables"][0]["sourceName"] = json!("globalVariable.nope");
+    })
+    .await;
+    let path = "model.dataAnalytics.trackedVariables[0].sourceName";
+    let issue = format!("#abm-issues li.issue.error[data-path='{path}']");
+    b.wait_text(&issue, "is not declared").await;
+    b.click(&format!("{issue} .show-path")).await;
+    let (line, selected) = marked_line(&b).await;
+    assert!(selected.contains("globalVariable.nope"), "line {line}: {selected:?}");
+    shot(&b, "new_abm_finding").await;
+    // Creating it is refused in place, naming the same path.
+    b.click("#create-tree").await;
+    b.wait_text("#create-error", path).await;
+    assert_eq!(b.server.get("/devui/simtree").await.1, json!([]), "no tree was made");
+    // Refine sends the description with the model as it stands; the answer passes.
+    b.click("#abm-refine").await;
+    b.wait_css("#abm-valid").await;
+    assert_eq!(b.count("#abm-issues").await, 0);
+    b.click("#create-tree").await;
+    let (_, info) = created_tree(&b).await;
+    assert_eq!(info["kind"], "abm");
+    assert_eq!(info["name"], "Forest Fire on a Grid");
+    assert_eq!(page_errors(&b).await, Vec::<String>::new());
+    b.finish("new_abm_loop").await;
+}
+
+#[tokio::test]
+async fn the_new_page_saves_to_the_library_as_versions_and_starts_from_shipped_and_saved_scenarios() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let s = &b.server;
+    capture_errors(&b).await;
+    b.open("/new/social").await;
+    b.wait_css("#social-form").await;
+    b.set_input("#new-title", "Pier talks").await;
+    b.set_input("#save-name", "pier_talks").await;
+    b.click("#save-library").await;
+    b.wait_text("#save-done", "pier_talks, version 1").await;
+    b.wait_text("#start-from option[value='pier_talks']", "saved v1").await;
+    // The name is taken now: saving again offers the next version.
+    b.set_input("#new-title", "Pier talks, second draft").await;
+    b.click("#save-library").await;
+    b.wait_css("#save-error").await;
+    b.click("#save-version").await;
+    b.wait_text("#save-done", "pier_talks, version 2").await;
+    let (status, saved) = s.get("/api/scenarios/pier_talks").await;
+    assert_eq!(status, 200, "{saved}");
+    assert_eq!(
+        (saved["origin"].as_str(), saved["version"].as_u64()),
+        (Some("saved"), Some(2))
+    );
+    assert_eq!(saved["document"]["title"], "Pier talks, second draft");
+    // A name the library refuses is refused in place.
+    b.set_input("#save-name", "no spaces/here").await;
+    b.click("#save-library").await;
+    b.wait_css("#save-error").await;
+    assert_eq!(b.count("#save-done").await, 0);
+    // Start from a shipped scenario: a copy in its kind's form.
+    b.open("/new").await;
+    b.wait_css("#start-from option[value='pier_talks']").await;
+    b.select("#start-from", "council").await;
+    b.click("#start-from-btn").await;
+    wait_address(&b, "/new/social?").await;
+    wait_value(&b, "#new-title", "Council").await;
+    assert_eq!(value_of(&b, "#save-name").await, "council_copy");
+    // The saved one by its address, then its first version.
+    b.open("/new?from=pier_talks").await;
+    wait_value(&b, "#new-title", "second draft").await;
+    assert_eq!(value_of(&b, "#save-name").await, "pier_talks");
+    b.open("/new?from=pier_talks%401").await;
+    wait_address(&b, "/new/social?").await;
+    wait_value(&b, "#new-title", "Pier talks").await;
+    assert_eq!(value_of(&b, "#new-title").await, "Pier talks");
+    // A shipped model opens the ABM form, checked; the copy makes a tree.
+    b.open("/new?from=sir_network").await;
+    wait_address(&b, "/new/abm?").await;
+    b.wait_css("#abm-valid").await;
+    b.click("#create-tree").await;
+    let (_, info) = created_tree(&b).await;
+    assert_eq!(info["kind"], "abm");
+    assert_eq!(page_errors(&b).await, Vec::<String>::new());
+    b.finish("new_library").await;
+}

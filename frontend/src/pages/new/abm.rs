@@ -1,0 +1,165 @@
+//! The agent-based model's form: describe the model in words, generate it (`/api/abm/generate`:
+//! the offline mock, or the server's provider), and refine it (the description again, with the
+//! model as it stands as `lastModel`). The validator (`/api/abm/validate`) runs on every change of
+//! the document, and each finding is listed with its JSON path and a button that marks its line
+//! in the JSON view.
+
+use leptos::prelude::*;
+use serde_json::Value;
+
+use super::Doc;
+use crate::api::{self, ApiError};
+use crate::draft::{Validation, line_of_path, pretty};
+use crate::state::ctx;
+
+/// Wait after the last change before the validator runs (typing in the JSON view).
+const VALIDATE_AFTER_MS: i32 = 300;
+
+/// What the validator said of the document as it stands.
+#[derive(Clone, Debug, PartialEq)]
+enum Check {
+    Report(Validation),
+    /// The text is no abm-quant document at all (the server's 422, in its words).
+    Refused(String),
+}
+
+#[component]
+pub(super) fn AbmForm(doc: Doc) -> impl IntoView {
+    let ctx = ctx();
+    let prompt = RwSignal::new(String::new());
+    let generating = RwSignal::new(false);
+    let elapsed = RwSignal::new(0u32);
+    let gen_error = RwSignal::new(None::<String>);
+    let check = RwSignal::new(None::<Check>);
+    let empty = move || doc.value.with(|d| d.as_object().is_none_or(|o| o.is_empty()));
+    let generate = move |refine: bool| {
+        let text = prompt.get_untracked();
+        let last = refine.then(|| doc.value.with_untracked(|d| d.get("model").unwrap_or(d).clone()));
+        generating.set(true);
+        elapsed.set(0);
+        gen_error.set(None);
+        // The seconds so far, while the request is out.
+        leptos::task::spawn_local(async move {
+            while generating.try_get_untracked() == Some(true) {
+                api::sleep(1000).await;
+                elapsed.try_update(|s| *s += 1);
+            }
+        });
+        leptos::task::spawn_local(async move {
+            let r = api::abm_generate(&text, last.as_ref()).await;
+            generating.try_set(false);
+            match r {
+                Ok(Ok(envelope)) => doc.replace(envelope),
+                Ok(Err(message)) => {
+                    gen_error.try_set(Some(message));
+                }
+                Err(ApiError::Offline) => ctx.went_offline(),
+                Err(ApiError::Http(_, body) | ApiError::NotFound(body)) => {
+                    gen_error.try_set(Some(body.detail));
+                }
+                Err(e) => {
+                    gen_error.try_set(Some(e.to_string()));
+                }
+            }
+        });
+    };
+    // The validator runs on the document a short while after it last changed.
+    let round = StoredValue::new(0u64);
+    Effect::new(move |_| {
+        let text = doc.value.with(pretty);
+        let n = round.get_value() + 1;
+        round.set_value(n);
+        if empty() {
+            check.set(None);
+            return;
+        }
+        leptos::task::spawn_local(async move {
+            api::sleep(VALIDATE_AFTER_MS).await;
+            if round.try_get_value() != Some(n) {
+                return;
+            }
+            let r = match api::abm_validate(text).await {
+                Ok(v) => Some(Check::Report(v)),
+                Err(ApiError::Offline) => {
+                    ctx.went_offline();
+                    None
+                }
+                Err(ApiError::Http(_, body)) => Some(Check::Refused(body.detail)),
+                Err(e) => Some(Check::Refused(e.to_string())),
+            };
+            if round.try_get_value() == Some(n) {
+                check.try_set(r);
+            }
+        });
+    });
+    let info = move || {
+        doc.value.with(|d| {
+            let title = d.pointer("/supportingInfo/title").and_then(Value::as_str)?.to_string();
+            let why = d
+                .pointer("/supportingInfo/explanation")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            Some(view! { <div id="abm-info" class="note-plain"><strong>{title}</strong><p>{why}</p></div> })
+        })
+    };
+    let findings = move || {
+        check.get().map(|c| match c {
+            Check::Refused(e) => view! { <p id="abm-refused" class="reason">{e}</p> }.into_any(),
+            Check::Report(v) if v.issues.is_empty() => {
+                view! { <p id="abm-valid" class="ok">{move || ctx.tr("new.abmValid")}</p> }.into_any()
+            }
+            Check::Report(v) => {
+                let items = v
+                    .issues
+                    .into_iter()
+                    .map(|i| {
+                        let line = doc.value.with_untracked(|d| line_of_path(d, &i.path));
+                        let path = i.path.clone();
+                        view! {
+                            <li class=format!("issue {}", i.severity) data-path=i.path.clone()>
+                                <span class="severity">{i.severity.clone()}</span>
+                                " "
+                                <code class="path">{i.path.clone()}</code>
+                                " "
+                                <button class="ghost show-path" on:click=move |_| doc.show_path(&path)>
+                                    {move || ctx.tr("new.line").replace("{{n}}", &line.to_string())}
+                                </button>
+                                <div class="message">{i.message}</div>
+                            </li>
+                        }
+                    })
+                    .collect_view();
+                view! {
+                    <ul id="abm-issues" class=if v.ok { "issues warnings" } else { "issues" }>{items}</ul>
+                }
+                .into_any()
+            }
+        })
+    };
+    view! {
+        <section id="abm-form" class="panel new-form">
+            <h3>{move || ctx.tr("new.describe")}</h3>
+            <textarea id="abm-prompt" placeholder=move || ctx.tr("new.describeHint") prop:value=move || prompt.get()
+                on:input=move |ev| prompt.set(event_target_value(&ev))></textarea>
+            <div class="row">
+                <button id="abm-generate" class="primary" disabled=move || generating.get() || prompt.get().trim().is_empty()
+                    on:click=move |_| generate(false)>{move || ctx.tr("new.generate")}</button>
+                <button id="abm-refine" disabled=move || generating.get() || empty() || prompt.get().trim().is_empty()
+                    title=move || ctx.tr("new.refineHint")
+                    on:click=move |_| generate(true)>{move || ctx.tr("new.refine")}</button>
+                <Show when=move || generating.get()>
+                    <span id="abm-progress" class="muted">
+                        {move || ctx.tr("new.generating").replace("{{s}}", &elapsed.get().to_string())}
+                    </span>
+                </Show>
+            </div>
+            {move || gen_error.get().map(|e| view! { <p id="abm-gen-error" class="reason">{e}</p> })}
+            {info}
+            <h3>{move || ctx.tr("new.validator")}</h3>
+            <Show when=move || !empty() fallback=move || view! { <p class="hint muted">{move || ctx.tr("new.abmEmpty")}</p> }>
+                {findings}
+            </Show>
+        </section>
+    }
+}

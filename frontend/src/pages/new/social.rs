@@ -1,0 +1,158 @@
+//! The social scenario's form: title, the scene (type, name, opening event, the type's own
+//! settings), the agents (name, profile, style, action space), who acts next, the initial
+//! public events and the turn limits.
+
+use leptos::prelude::*;
+
+use super::{Doc, number_field, text_field};
+use crate::draft::{
+    ACTIONS, ORDERINGS, SCENE_TYPES, add_agent, agent_count, agent_names, has_action, lines_of, lines_value, names_of,
+    names_value, roles_of, roles_value, set_at, set_ordering, set_scene_type, toggle_action,
+};
+use crate::state::ctx;
+
+#[component]
+pub(super) fn SocialForm(doc: Doc) -> impl IntoView {
+    let ctx = ctx();
+    let scene = move || doc.text("/scene/type");
+    let ordering = move || doc.text("/ordering/kind");
+    view! {
+        <section id="social-form" class="panel new-form">
+            <h3>{move || ctx.tr("new.scenario")}</h3>
+            {text_field(doc, "new-title".into(), "new.title", "/title".into(), false)}
+            {text_field(doc, "new-description".into(), "new.description", "/description".into(), true)}
+            <h3>{move || ctx.tr("new.scene")}</h3>
+            <div class="row">
+                <label for="scene-type">{move || ctx.tr("new.sceneType")}</label>
+                <select id="scene-type" on:change=move |ev| { let v = event_target_value(&ev); doc.edit(|d| set_scene_type(d, &v)) }>
+                    {SCENE_TYPES.map(|t| view! { <option value=t selected=move || scene() == t>{t}</option> }).collect_view()}
+                </select>
+            </div>
+            {text_field(doc, "scene-name".into(), "new.sceneName", "/scene/name".into(), false)}
+            {text_field(doc, "initial-event".into(), "new.initialEvent", "/scene/initial_event".into(), true)}
+            {move || scene_config(doc, &scene())}
+            <h3>{move || ctx.tr("new.agents")}</h3>
+            <For each=move || 0..doc.value.with(agent_count) key=|i| *i children=move |i| agent_card(doc, i) />
+            <button id="add-agent" on:click=move |_| doc.edit(add_agent)>{move || ctx.tr("new.addAgent")}</button>
+            <h3>{move || ctx.tr("new.ordering")}</h3>
+            <div class="row">
+                <label for="ordering-kind">{move || ctx.tr("new.orderingKind")}</label>
+                <select id="ordering-kind" on:change=move |ev| { let v = event_target_value(&ev); doc.edit(|d| set_ordering(d, &v)) }>
+                    {ORDERINGS.map(|o| view! { <option value=o selected=move || ordering() == o>{o}</option> }).collect_view()}
+                </select>
+            </div>
+            {move || match ordering().as_str() {
+                "cycled" => view! {
+                    <div class="field">
+                        <label for="ordering-names">{move || ctx.tr("new.orderingNames")}</label>
+                        <input id="ordering-names" prop:value=move || doc.value.with(|d| names_of(d, "/ordering/names"))
+                            on:change=move |ev| { let v = event_target_value(&ev); doc.edit(|d| set_at(d, "/ordering/names", Some(names_value(&v)))) } />
+                    </div>
+                }
+                .into_any(),
+                "llm_moderated" => view! {
+                    <div class="row">
+                        <label for="ordering-moderator">{move || ctx.tr("new.moderator")}</label>
+                        <select id="ordering-moderator" on:change=move |ev| { let v = event_target_value(&ev); doc.edit(|d| set_at(d, "/ordering/moderator", Some(v.into()))) }>
+                            {move || {
+                                let chosen = doc.text("/ordering/moderator");
+                                doc.value
+                                    .with(agent_names)
+                                    .into_iter()
+                                    .map(|n| view! { <option value=n.clone() selected=chosen == n>{n.clone()}</option> })
+                                    .collect_view()
+                            }}
+                        </select>
+                    </div>
+                }
+                .into_any(),
+                _ => ().into_any(),
+            }}
+            <h3>{move || ctx.tr("new.events")}</h3>
+            <div class="field">
+                <label for="broadcasts">{move || ctx.tr("new.broadcasts")}</label>
+                <textarea id="broadcasts" prop:value=move || doc.value.with(|d| lines_of(d, "/broadcasts"))
+                    on:change=move |ev| { let v = event_target_value(&ev); doc.edit(|d| set_at(d, "/broadcasts", Some(lines_value(&v)))) }></textarea>
+            </div>
+            <div class="row">
+                {number_field(doc, "max-steps", "new.maxSteps", "/max_steps_per_turn")}
+                {number_field(doc, "default-turns", "new.defaultTurns", "/default_turns")}
+            </div>
+        </section>
+    }
+}
+
+/// The scene type's own settings (the rest — a village's map — is edited in the JSON view).
+fn scene_config(doc: Doc, scene: &str) -> AnyView {
+    let ctx = ctx();
+    match scene {
+        "werewolf" => view! {
+            <div class="field">
+                <label for="werewolf-moderators">{move || ctx.tr("new.moderators")}</label>
+                <input id="werewolf-moderators" prop:value=move || doc.value.with(|d| names_of(d, "/scene/config/moderators"))
+                    on:change=move |ev| { let v = event_target_value(&ev); doc.edit(|d| set_at(d, "/scene/config/moderators", Some(names_value(&v)))) } />
+            </div>
+            <div class="field">
+                <label for="werewolf-roles">{move || ctx.tr("new.roles")}</label>
+                <textarea id="werewolf-roles" placeholder="Ann: werewolf\nBen: seer" prop:value=move || doc.value.with(roles_of)
+                    on:change=move |ev| { let v = event_target_value(&ev); doc.edit(|d| set_at(d, "/scene/config/role_map", Some(roles_value(&v)))) }></textarea>
+            </div>
+        }
+        .into_any(),
+        "landlord" => view! {
+            <div class="row">
+                <label for="landlord-decks">{move || ctx.tr("new.decks")}</label>
+                <select id="landlord-decks" on:change=move |ev| { let v = event_target_value(&ev); doc.edit(|d| set_at(d, "/scene/config/num_decks", crate::draft::number_value(&v))) }>
+                    {["1", "2"].map(|n| view! { <option value=n selected=move || doc.text("/scene/config/num_decks") == n>{n}</option> }).collect_view()}
+                </select>
+                <span class="hint muted">{move || ctx.tr("new.landlordHint")}</span>
+            </div>
+        }
+        .into_any(),
+        "village" => view! {
+            <div class="row">
+                {super::number_field(doc, "village-chat-range", "new.chatRange", "/scene/config/chat_range")}
+                {super::number_field(doc, "village-movement-cost", "new.movementCost", "/scene/config/movement_cost")}
+            </div>
+            <p class="hint muted">{move || ctx.tr("new.villageHint")}</p>
+        }
+        .into_any(),
+        _ => ().into_any(),
+    }
+}
+
+/// One agent: name, profile, style, its actions, and a button to remove it.
+fn agent_card(doc: Doc, i: usize) -> impl IntoView {
+    let ctx = ctx();
+    let at = move |field: &str| format!("/agents/{i}/{field}");
+    let actions = ACTIONS
+        .iter()
+        .map(|&a| {
+            view! {
+                <label class="action-chip">
+                    <input type="checkbox" id=format!("agent-{i}-action-{a}")
+                        prop:checked=move || doc.value.with(|d| has_action(d, i, a))
+                        on:change=move |_| doc.edit(|d| toggle_action(d, i, a)) />
+                    {a}
+                </label>
+            }
+        })
+        .collect_view();
+    view! {
+        <div class="agent-card" data-index=i.to_string()>
+            <div class="row">
+                <strong>{move || format!("#{} {}", i + 1, doc.text(&at("name")))}</strong>
+                <span class="spacer"></span>
+                <button class="ghost" id=format!("agent-{i}-remove") title=move || ctx.tr("new.removeAgent")
+                    on:click=move |_| doc.edit(|d| set_at(d, &format!("/agents/{i}"), None))>"×"</button>
+            </div>
+            {text_field(doc, format!("agent-{i}-name"), "new.agentName", at("name"), false)}
+            {text_field(doc, format!("agent-{i}-profile"), "new.profile", at("user_profile"), true)}
+            {text_field(doc, format!("agent-{i}-style"), "new.style", at("style"), false)}
+            <div class="field">
+                <label>{move || ctx.tr("new.actions")}</label>
+                <div class=move || format!("actions-grid {}", doc.field_class(&at("action_space")))>{actions}</div>
+            </div>
+        </div>
+    }
+}
