@@ -10,6 +10,7 @@
 //! parent exists, a failed branch allocates nothing, the root cannot be deleted.
 
 mod log_entries;
+pub mod notebook;
 pub use log_entries::LogEntries;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -17,7 +18,10 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 pub use simtree_shared::NodeStatus;
-use simtree_shared::{Attached, EdgeType, Graph, GraphEdge, GraphNode, NodeState, Op, Summary, SummaryEdge};
+use simtree_shared::{
+    Annotation, Attached, EdgeType, Graph, GraphEdge, GraphMark, GraphNode, NodeState, NotedGraph, NotedSummary, Op,
+    Summary, SummaryEdge,
+};
 use tokio::sync::broadcast;
 
 use crate::engine::event::Event;
@@ -334,6 +338,8 @@ pub struct SimTree {
     next_id: NodeId,
     /// Where nodes not in memory come back from (a stored tree).
     source: Option<crate::store::TreeSource>,
+    /// What users wrote on nodes (only annotated nodes are here).
+    pub notes: BTreeMap<NodeId, Annotation>,
 }
 
 impl std::fmt::Debug for crate::store::TreeSource {
@@ -371,6 +377,7 @@ impl SimTree {
             nodes: BTreeMap::from([(0, root)]),
             next_id: 1,
             source: None,
+            notes: BTreeMap::new(),
         }
     }
 
@@ -594,6 +601,7 @@ impl SimTree {
         Ok(SimTree {
             scenario,
             document: None,
+            notes: BTreeMap::new(),
             nodes,
             next_id: seq.max(max_id + 1),
             source: Some(source),
@@ -777,6 +785,7 @@ impl SimTree {
         while let Some(n) = stack.pop() {
             if let Some(node) = self.nodes.remove(&n) {
                 stack.extend(node.children);
+                self.notes.remove(&n);
                 removed.push(n);
             }
         }
@@ -921,6 +930,63 @@ impl SimTree {
             .collect()
     }
 
+    /// Takes the stored annotations of tree `tree` (JSON by node); one that is unreadable, or
+    /// of a node the tree does not hold, is left out with a warning.
+    pub fn set_notes(&mut self, tree: u64, rows: Vec<(NodeId, String)>) {
+        for (node, body) in rows {
+            match serde_json::from_str::<Annotation>(&body) {
+                Ok(a) if self.nodes.contains_key(&node) => {
+                    self.notes.insert(node, a);
+                }
+                Ok(_) => tracing::warn!(tree, node, "an annotation of a node the tree does not hold is left out"),
+                Err(e) => tracing::warn!(tree, node, "a stored annotation is unreadable: {e}"),
+            }
+        }
+    }
+
+    /// `GET …/graph`: the graph and its annotated nodes' marks.
+    pub fn noted_graph(&self) -> NotedGraph {
+        let marks = self
+            .notes
+            .iter()
+            .map(|(&node, a)| GraphMark {
+                node,
+                title: a.title.clone(),
+                tags: a.tags.clone(),
+                starred: a.starred,
+                noted: a.note.is_some(),
+            })
+            .collect();
+        NotedGraph {
+            graph: self.graph(),
+            marks,
+        }
+    }
+
+    /// `GET …/summaries`: each node's summary with its annotation.
+    pub fn noted_summaries(&self) -> Vec<NotedSummary> {
+        self.summaries()
+            .into_iter()
+            .map(|summary| NotedSummary {
+                annotation: self.notes.get(&summary.id).cloned(),
+                summary,
+            })
+            .collect()
+    }
+
+    /// `id` and its descendants, `id` first then breadth first (by id within a level).
+    pub fn subtree(&self, id: NodeId) -> Vec<NodeId> {
+        let mut out = vec![id];
+        let mut at = 0;
+        while at < out.len() {
+            if let Some(n) = self.nodes.get(&out[at]) {
+                out.extend(n.children.iter().copied());
+            }
+            at += 1;
+        }
+        out
+    }
+
     /// `GET …/state`: turns and every agent's role, plan, merged memory and emotion.
     pub fn state(&mut self, id: NodeId) -> Result<NodeState, TreeError> {
         Ok(self.sim(id)?.state())
@@ -937,6 +1003,8 @@ impl SimTree {
         Ok(TreeExport {
             format: EXPORT_FORMAT.into(),
             scenario: self.scenario.clone(),
+            name: None,
+            description: None,
             document: self.document.as_deref().cloned(),
             root: 0,
             seq: self.next_id,
@@ -975,6 +1043,7 @@ impl SimTree {
             sim: (*sim).clone(),
             logs,
             records: n.records.clone(),
+            annotation: self.notes.get(&id).cloned(),
         })
     }
 
@@ -993,6 +1062,8 @@ impl SimTree {
             market.cloned(),
         )?;
         importer.document = data.document;
+        importer.name = data.name;
+        importer.description = data.description;
         for n in data.nodes {
             importer.add(n)?;
         }
@@ -1019,6 +1090,11 @@ pub struct Importer {
     pub sweeps: Vec<Value>,
     /// The document the tree was made from, if the export carries one (the workbench checks it).
     pub document: Option<Value>,
+    /// The export's node annotations, checked as they arrive.
+    pub notes: BTreeMap<NodeId, Annotation>,
+    /// The export's tree name and description (unchecked: the workbench checks them).
+    pub name: Option<String>,
+    pub description: Option<String>,
 }
 
 /// Sweeps an export may carry at most.
@@ -1056,6 +1132,9 @@ impl Importer {
             count: 0,
             sweeps: Vec::new(),
             document: None,
+            notes: BTreeMap::new(),
+            name: None,
+            description: None,
         })
     }
 
@@ -1169,6 +1248,11 @@ impl Importer {
             error: n.error,
             records: n.records,
         };
+        if let Some(a) = &n.annotation
+            && let Some(a) = notebook::checked(a).map_err(|e| at(format!("annotation: {e}")))?
+        {
+            self.notes.insert(id, a);
+        }
         Ok(self.nodes.entry(id).or_insert(node))
     }
 
@@ -1200,6 +1284,7 @@ impl Importer {
             nodes: self.nodes,
             next_id: *seq,
             source,
+            notes: self.notes,
         })
     }
 }
@@ -1234,6 +1319,7 @@ pub fn read_export<R: std::io::Read>(
             let (mut format, mut scenario, mut root, mut seq) = (None, None, None, None);
             let mut importer: Option<Importer> = None;
             let mut document: Option<Value> = None;
+            let (mut name, mut description) = (None, None);
             while let Some(key) = map.next_key::<String>()? {
                 match key.as_str() {
                     "format" => format = Some(map.next_value::<String>()?),
@@ -1245,6 +1331,16 @@ pub fn read_export<R: std::io::Read>(
                         }
                     }
                     "scenario" => scenario = Some(map.next_value::<String>()?),
+                    "name" | "description" => {
+                        let v = map.next_value::<String>()?;
+                        let slot = match (&mut importer, key.as_str()) {
+                            (Some(imp), "name") => &mut imp.name,
+                            (Some(imp), _) => &mut imp.description,
+                            (None, "name") => &mut name,
+                            (None, _) => &mut description,
+                        };
+                        *slot = Some(v);
+                    }
                     "root" => root = Some(map.next_value::<NodeId>()?),
                     "seq" => {
                         let s = map.next_value::<NodeId>()?;
@@ -1271,6 +1367,8 @@ pub fn read_export<R: std::io::Read>(
                                 }
                             };
                         imp.document = document.take();
+                        imp.name = name.take();
+                        imp.description = description.take();
                         map.next_value_seed(Nodes(self.0, &mut imp))?;
                         importer = Some(imp);
                     }
@@ -1283,7 +1381,17 @@ pub fn read_export<R: std::io::Read>(
                     other => {
                         return Err(A::Error::unknown_field(
                             other,
-                            &["format", "scenario", "document", "root", "seq", "nodes", "sweeps"],
+                            &[
+                                "format",
+                                "scenario",
+                                "name",
+                                "description",
+                                "document",
+                                "root",
+                                "seq",
+                                "nodes",
+                                "sweeps",
+                            ],
                         ));
                     }
                 }
@@ -1396,6 +1504,11 @@ pub const EXPORT_FORMAT: &str = "simtree-export/2";
 pub struct TreeExport {
     pub format: String,
     pub scenario: String,
+    /// The tree's name and description (absent in exports before the notebook).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
     /// The document a user brought the scenario as (absent for a library scenario).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub document: Option<Value>,
@@ -1420,6 +1533,9 @@ pub struct NodeExport {
     /// Recorded LLM calls, so an imported tree can still be replayed offline.
     #[serde(default)]
     pub records: Vec<LlmRecord>,
+    /// What a user wrote on the node (absent when nothing; exports before the notebook lack it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotation: Option<Annotation>,
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@
 //! own log and its live channel.
 
 mod datasets;
+mod notebook;
 mod persist;
 mod sweep;
 
@@ -284,6 +285,7 @@ impl Workbench {
         let name = name.unwrap_or_else(|| tree.scenario.clone());
         let meta = Meta {
             name,
+            description: None,
             created: now,
             last_activity: now,
         };
@@ -481,6 +483,12 @@ impl Workbench {
         let mut memory = self.memory.subscribe();
         let budget = self.memory.budget();
         let handle = handle.clone();
+        // Where the agents' memories end before the run: what it adds is indexed for search.
+        let marks = if handle.stored() {
+            sim.memory_marks()
+        } else {
+            Vec::new()
+        };
         tracing::info!(tree = handle.id, node = id, turns, "run started");
         let started = std::time::Instant::now();
         tokio::spawn(async move {
@@ -535,6 +543,11 @@ impl Workbench {
                 let present = if panicked {
                     t.fail_without_sim(id, error.clone().unwrap_or_default())
                 } else {
+                    let memory = if handle.stored() {
+                        sim.memory_since(&marks)
+                    } else {
+                        String::new()
+                    };
                     let present = t.finish(id, sim, status, error.clone(), records);
                     if present && handle.stored() {
                         let stored = t
@@ -542,6 +555,7 @@ impl Workbench {
                             .map_err(WorkbenchError::from)
                             .and_then(|sim| handle.persist_state(&mut t, id, &sim));
                         unstored = stored.err().map(|e| e.to_string());
+                        handle.persist_memory(id, memory);
                     }
                     present
                 };

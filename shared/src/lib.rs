@@ -10,12 +10,14 @@ use serde_json::Value;
 pub mod abm;
 pub mod columns;
 mod event;
+mod notebook;
 mod social;
 mod sweep;
 pub mod trading;
 mod view;
 
 pub use event::*;
+pub use notebook::*;
 pub use social::*;
 pub use sweep::{CellResult, CellRow, FailedRun, MetricSummary, SweepStarted, SweepTable};
 pub use view::*;
@@ -262,6 +264,9 @@ pub struct TreeInfo {
     /// `GET /devui/simtree/{tree}`; the list leaves it out).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub document: Option<Value>,
+    /// What the tree is about (`PATCH /devui/simtree/{tree} {"description"}`), when written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
 }
 
 /// One entry of `GET /api/datasets`: a market dataset trading scenarios can name as
@@ -515,6 +520,9 @@ pub struct NodeInfo {
     /// hold none, and while the node runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
+    /// What a user wrote on the node (`PATCH …/node/{n}`), when anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotation: Option<Annotation>,
 }
 
 /// A tree's token budget: what it may spend and what it has.

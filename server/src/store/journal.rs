@@ -457,6 +457,32 @@ fn encode(out: &mut Vec<u8>, w: &Write) {
             out.push(15);
             put_bytes(out, name.as_bytes());
         }
+        // 20–24: the notebook's (annotations, descriptions, search texts).
+        Write::Annotate { tree, node, body } => {
+            out.push(20);
+            put_u64(out, *tree);
+            put_u64(out, *node);
+            put_opt_str(out, body.as_deref());
+        }
+        Write::Describe { tree, description } => {
+            out.push(21);
+            put_u64(out, *tree);
+            put_opt_str(out, description.as_deref());
+        }
+        Write::Text {
+            tree,
+            node,
+            kind,
+            ord,
+            body,
+        } => {
+            out.push(22);
+            put_u64(out, *tree);
+            put_u64(out, *node);
+            put_bytes(out, kind.as_bytes());
+            put_u64(out, *ord);
+            put_bytes(out, body.as_bytes());
+        }
     }
 }
 
@@ -537,6 +563,7 @@ impl<'a> Reader<'a> {
                 seq: self.u64()?,
                 nodes: self.u64()?,
                 budget: self.opt_u64()?,
+                description: None,
             }),
             1 => Write::Rename {
                 tree: self.u64()?,
@@ -617,6 +644,22 @@ impl<'a> Reader<'a> {
                 body: self.string()?,
             },
             15 => Write::DeleteDataset { name: self.string()? },
+            20 => Write::Annotate {
+                tree: self.u64()?,
+                node: self.u64()?,
+                body: self.opt_string()?,
+            },
+            21 => Write::Describe {
+                tree: self.u64()?,
+                description: self.opt_string()?,
+            },
+            22 => Write::Text {
+                tree: self.u64()?,
+                node: self.u64()?,
+                kind: self.string()?,
+                ord: self.u64()?,
+                body: self.string()?,
+            },
             t => return Err(damaged(&format!("unknown write type {t}"))),
         })
     }
@@ -649,6 +692,7 @@ mod tests {
                 seq: 9,
                 nodes: 4,
                 budget: Some(1000),
+                description: None,
             }),
             Write::Rename {
                 tree: 3,
@@ -703,6 +747,31 @@ mod tests {
             Write::DeleteSweep { tree: 3, id: 1 },
             Write::DeleteTree { tree: 8 },
             Write::Applied { seq: 12 },
+            Write::Annotate {
+                tree: 3,
+                node: 9,
+                body: Some("{\"title\":\"t\"}".into()),
+            },
+            Write::Annotate {
+                tree: 3,
+                node: 9,
+                body: None,
+            },
+            Write::Describe {
+                tree: 3,
+                description: Some("about — ü".into()),
+            },
+            Write::Describe {
+                tree: 3,
+                description: None,
+            },
+            Write::Text {
+                tree: 3,
+                node: 9,
+                kind: "memory".into(),
+                ord: 2,
+                body: "Ann: hello".into(),
+            },
         ]
     }
 
@@ -735,9 +804,13 @@ mod tests {
             .collect();
         assert_eq!(dump(&pending), want);
         let (mut j, pending) = Journal::open(&path, 9).unwrap();
-        assert_eq!(pending.iter().map(|p| p.0).collect::<Vec<_>>(), [10, 11, 12, 13]);
+        let n = all.len() as u64;
+        assert_eq!(
+            pending.iter().map(|p| p.0).collect::<Vec<_>>(),
+            (10..=n).collect::<Vec<_>>()
+        );
         // Numbering goes on after the highest number in the file.
-        assert_eq!(j.append(&[Write::DeleteTree { tree: 1 }]).unwrap(), Some(14));
+        assert_eq!(j.append(&[Write::DeleteTree { tree: 1 }]).unwrap(), Some(n + 1));
         let _ = std::fs::remove_dir_all(path.parent().unwrap());
     }
 

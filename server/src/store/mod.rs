@@ -37,6 +37,7 @@ use crate::trading::data::MarketData;
 use journal::Journal;
 
 pub use sql::SCHEMA_VERSION;
+pub use sql::index_text;
 
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("store: {0}")]
@@ -57,6 +58,8 @@ pub struct TreeRow {
     pub seq: u64,
     pub nodes: u64,
     pub budget: Option<u64>,
+    /// Written by [`Write::Describe`] only ([`Write::Tree`] leaves it as it is).
+    pub description: Option<String>,
 }
 
 /// A node's record.
@@ -195,6 +198,27 @@ pub enum Write {
     DeleteDataset {
         name: String,
     },
+    /// What a user wrote on a node (an `Annotation` as JSON), or `None` to remove it; its
+    /// title, note and tags are indexed for search in the same statement group.
+    Annotate {
+        tree: u64,
+        node: u64,
+        body: Option<String>,
+    },
+    /// A tree's description (`None` removes it).
+    Describe {
+        tree: u64,
+        description: Option<String>,
+    },
+    /// A piece of text for search that no log row carries (what agents' memories took in at a
+    /// node; an ask's transcript), `ord` telling apart several of one kind.
+    Text {
+        tree: u64,
+        node: u64,
+        kind: String,
+        ord: u64,
+        body: String,
+    },
 }
 
 impl Write {
@@ -248,6 +272,30 @@ pub trait Database: Send {
     fn datasets(&mut self) -> StoreResult<Vec<(String, String)>> {
         Ok(Vec::new())
     }
+    /// A tree's annotations: each annotated node and its annotation (JSON).
+    fn annotations(&mut self, _tree: u64) -> StoreResult<Vec<(u64, String)>> {
+        Ok(Vec::new())
+    }
+    /// The texts matching `phrase` (the user's words; the driver quotes them) in `tree` (or
+    /// every tree), best first, at most `limit`.
+    fn search(&mut self, _phrase: &str, _tree: Option<u64>, _limit: u64) -> StoreResult<Vec<TextMatch>> {
+        Ok(Vec::new())
+    }
+    /// The bodies of the texts `ids` (for excerpts), by id.
+    fn texts(&mut self, _ids: &[u64]) -> StoreResult<Vec<(u64, String)>> {
+        Ok(Vec::new())
+    }
+}
+
+/// A text found by [`Database::search`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct TextMatch {
+    pub id: u64,
+    pub tree: u64,
+    pub node: u64,
+    pub kind: String,
+    /// Higher is better (the database's rank, in millionths).
+    pub score: i64,
 }
 
 type Job = Box<dyn FnOnce(&mut dyn Database) + Send>;
@@ -813,11 +861,13 @@ impl Gone {
             Write::Node { tree, row } => self.live(*tree, row.id),
             Write::Log { tree, node, .. } | Write::State { tree, node, .. } => self.live(*tree, *node),
             Write::Tree(t) => !self.trees.contains(&t.id),
+            Write::Annotate { tree, node, .. } | Write::Text { tree, node, .. } => self.live(*tree, *node),
             Write::Applied { .. } | Write::Dataset { .. } | Write::DeleteDataset { .. } => true,
             Write::ImportBegin { tree } | Write::ImportEnd { tree } | Write::Document { tree, .. } => {
                 !self.trees.contains(tree)
             }
             Write::Rename { tree, .. }
+            | Write::Describe { tree, .. }
             | Write::Touch { tree, .. }
             | Write::Sweep { tree, .. }
             | Write::DeleteSweep { tree, .. } => !self.trees.contains(tree),
@@ -1194,6 +1244,7 @@ mod journal_tests {
             seq: 1,
             nodes: 1,
             budget: None,
+            description: None,
         }
     }
 

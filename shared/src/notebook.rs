@@ -1,0 +1,160 @@
+//! The lab notebook's wire types: annotations of nodes (title, note, tags, star), the tree's
+//! description, and full-text search over a tree's text.
+//!
+//! Every field is additive to the replies it extends (`…/info`, `…/summaries`, `…/graph`, the
+//! tree list): absent when a node carries no annotation, so upstream clients see what they did.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Graph, Summary};
+
+/// Longest node title, in characters.
+pub const MAX_TITLE_CHARS: usize = 200;
+/// Longest note, in bytes of UTF-8.
+pub const MAX_NOTE_BYTES: usize = 10 * 1024;
+/// Most tags on one node.
+pub const MAX_TAGS: usize = 32;
+/// Longest tag, in characters.
+pub const MAX_TAG_CHARS: usize = 64;
+/// Longest tree description, in bytes of UTF-8.
+pub const MAX_DESCRIPTION_BYTES: usize = 10 * 1024;
+
+/// What a user wrote on a node. Empty fields are left out; a node with nothing written has none.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Annotation {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub starred: bool,
+}
+
+impl Annotation {
+    /// True when nothing is written (the node then has no annotation at all).
+    pub fn is_empty(&self) -> bool {
+        self.title.is_none() && self.note.is_none() && self.tags.is_empty() && !self.starred
+    }
+}
+
+/// The body of `PATCH /devui/simtree/{tree}/node/{n}`: each field given replaces the node's;
+/// an empty string or list clears it, a field left out is kept.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct NodePatch {
+    /// At most 200 characters, no control characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// At most 10 KiB; no control characters but newline and tab.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// At most 32 tags of 1 to 64 characters, no control characters (duplicates are merged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tags: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub starred: Option<bool>,
+}
+
+/// The body of `PATCH /devui/simtree/{tree}` as the server reads it: a new name, a new
+/// description (an empty string clears it), or both. `TreePatch` (name only) is a subset.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct TreeEdit {
+    /// 1 to 200 characters, not only spaces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// At most 10 KiB; no control characters but newline and tab.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// One entry of `GET …/summaries`: upstream's summary and, when it has one, the node's
+/// annotation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct NotedSummary {
+    #[serde(flatten)]
+    pub summary: Summary,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotation: Option<Annotation>,
+}
+
+/// An annotated node as the graph lists it: what a drawing needs (label, star, tags), not the
+/// note's text.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct GraphMark {
+    pub node: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub starred: bool,
+    /// The node carries a note (read it from `…/info`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub noted: bool,
+}
+
+/// `GET …/graph`: upstream's graph and, additively, the annotated nodes (`marks`, by id).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct NotedGraph {
+    #[serde(flatten)]
+    pub graph: Graph,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub marks: Vec<GraphMark>,
+}
+
+/// Where a search hit's text is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum HitKind {
+    /// An event of the node's own log.
+    Event,
+    /// What an agent's memory took in during the node (its run or its branch ops).
+    Memory,
+    Title,
+    Note,
+    Tag,
+    /// A question asked at the node and its answer.
+    Ask,
+    /// A descendant of the node where the text entered, whose agents' memory still holds it.
+    Carried,
+}
+
+/// One hit of a search: a node, where the text is, a short excerpt around it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct SearchHit {
+    /// Only in `GET /api/search` (across trees).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tree: Option<u64>,
+    pub node: u64,
+    pub kind: HitKind,
+    /// Up to ~160 characters around the first match, the match in `[` `]`.
+    pub snippet: String,
+    /// Higher is better. A carried hit scores below the node it came from.
+    pub score: f64,
+    /// For a carried hit: the node where the text entered the timeline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<u64>,
+}
+
+/// `GET …/search` and `GET /api/search`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct SearchReply {
+    pub hits: Vec<SearchHit>,
+    /// Hits in all, over every page.
+    pub total: u64,
+    /// The `offset` of the next page, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<u64>,
+}
