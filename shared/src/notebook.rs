@@ -158,3 +158,53 @@ pub struct SearchReply {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next: Option<u64>,
 }
+
+/// One message of a model call's prompt, in its dialect-neutral text form.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct CallMessage {
+    pub role: String,
+    pub content: String,
+}
+
+/// One model call of a node (`GET …/node/{n}/calls`): what the model was sent and said.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct NodeCall {
+    /// The call's place in the node's run, from 0.
+    pub index: u64,
+    /// The agent whose turn it was (the `You are …` line of its system prompt), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// The prompt, system first.
+    pub messages: Vec<CallMessage>,
+    /// The model's reply as it came (a trading agent's tool calls written out after its text).
+    pub reply: String,
+    /// The action the engine read from the reply (social scenes), or why it could not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<crate::ActionCall>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parse_error: Option<String>,
+    /// 1 for an agent's first call of a step, 2… for the calls that followed a reply that could
+    /// not be parsed.
+    pub attempt: u32,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub latency_ms: u64,
+    /// `dialect:model` of the provider that answered (`mock`, `scripted` offline); never a key.
+    pub provider: String,
+    /// The call is in the node's recording (a real provider's), so a replay answers it.
+    pub recorded: bool,
+}
+
+/// `GET …/node/{n}/calls`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct NodeCalls {
+    pub node: u64,
+    pub calls: Vec<NodeCall>,
+    /// Why a node has no calls to show, when it has none (a branch, the root, an agent-based
+    /// model's steps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}

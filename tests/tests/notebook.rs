@@ -427,3 +427,113 @@ async fn postgres_annotates_and_searches() {
     );
     assert_eq!(nodes_of(&search(&s, Some(tree), "lighthouse keeper", "").await.1), [a]);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_nodes_calls_show_each_prompt_reply_and_action_offline() {
+    let s = Server::start();
+    let tree = s.create("simple_chat").await;
+    let a = advance(&s, tree, 0, 2).await;
+    let (status, c) = s.get(&format!("/devui/simtree/{tree}/node/{a}/calls")).await;
+    assert_eq!(status, 200, "{c}");
+    let calls = c["calls"].as_array().unwrap();
+    assert!(!calls.is_empty(), "{c}");
+    let logs = simtree_e2e::text(&s, &format!("/devui/simtree/{tree}/node/{a}/logs")).await;
+    for (i, call) in calls.iter().enumerate() {
+        assert_eq!(call["index"], i);
+        assert_eq!(call["provider"], "mock");
+        assert_eq!(call["recorded"], false, "the mock records nothing");
+        assert_eq!(call["messages"][0]["role"], "system", "{call}");
+        let agent = call["agent"].as_str().unwrap();
+        assert!(
+            call["messages"][0]["content"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("You are {agent}."))
+        );
+        assert!(!call["reply"].as_str().unwrap().is_empty());
+        // The parsed action is the one the node's log shows.
+        let action = call["action"]["action"].as_str().unwrap();
+        assert!(logs.contains(action), "{action} not in the log");
+        assert_eq!(call["attempt"], 1);
+    }
+    // The same answer twice (a private re-run, nothing changes).
+    assert_eq!(s.get(&format!("/devui/simtree/{tree}/node/{a}/calls")).await.1, c);
+    let (_, g) = s.get(&format!("/devui/simtree/{tree}/graph")).await;
+    assert_eq!(g["nodes"].as_array().unwrap().len(), 2, "no node was made");
+    // A branch and the root called no model; unknown nodes are 404.
+    let b = broadcast(&s, tree, a, "hello").await;
+    for n in [0, b] {
+        let (status, c) = s.get(&format!("/devui/simtree/{tree}/node/{n}/calls")).await;
+        assert_eq!(status, 200);
+        assert_eq!(c["calls"], json!([]));
+        assert!(c["note"].as_str().unwrap().contains("not made by an advance"), "{c}");
+    }
+    assert_eq!(s.get(&format!("/devui/simtree/{tree}/node/99/calls")).await.0, 404);
+    assert_eq!(s.get("/devui/simtree/99/node/0/calls").await.0, 404);
+}
+
+/// An OpenAI-compatible provider answering as the mock would; counts its calls.
+async fn counting_provider() -> (String, std::sync::Arc<std::sync::atomic::AtomicU64>) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let calls = std::sync::Arc::new(AtomicU64::new(0));
+    let counter = calls.clone();
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(move |axum::Json(body): axum::Json<Value>| {
+            let counter = counter.clone();
+            async move {
+                counter.fetch_add(1, Ordering::SeqCst);
+                axum::Json(json!({
+                    "id": "c", "object": "chat.completion", "model": body["model"],
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": simtree_e2e::mock_reply(&body)}, "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": 70, "completion_tokens": 30, "total_tokens": 100}
+                }))
+            }
+        }),
+    );
+    let (url, _task) = simtree_e2e::serve_provider(app).await;
+    (url, calls)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_real_providers_calls_come_from_the_recording_with_no_new_call_and_no_key() {
+    let (url, provider_calls) = counting_provider().await;
+    let s = Server::start_env(
+        &[],
+        &[
+            ("LLM_DIALECT", "openai"),
+            ("LLM_BASE_URL", &url),
+            ("LLM_API_KEY", "sk-notebook-secret"),
+            ("LLM_MODEL", "fake-model"),
+        ],
+    );
+    let tree = s.create("simple_chat").await;
+    let a = advance(&s, tree, 0, 2).await;
+    let paid = provider_calls.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(paid > 0);
+    let text = simtree_e2e::text(&s, &format!("/devui/simtree/{tree}/node/{a}/calls")).await;
+    assert_eq!(
+        provider_calls.load(std::sync::atomic::Ordering::SeqCst),
+        paid,
+        "answered from the recording"
+    );
+    assert!(
+        !text.contains("sk-notebook-secret") && !text.contains(&url),
+        "no key or endpoint"
+    );
+    let c: Value = serde_json::from_str(&text).unwrap();
+    let calls = c["calls"].as_array().unwrap();
+    assert_eq!(calls.len() as u64, paid, "{c}");
+    for call in calls {
+        assert_eq!(
+            (call["recorded"].as_bool(), call["provider"].as_str()),
+            (Some(true), Some("openai:fake-model"))
+        );
+        assert_eq!(
+            (call["prompt_tokens"].as_u64(), call["completion_tokens"].as_u64()),
+            (Some(70), Some(30))
+        );
+    }
+    let (_, info) = s.get(&format!("/devui/simtree/{tree}/node/{a}/info")).await;
+    assert_eq!(info["recorded_calls"].as_u64(), Some(paid));
+}

@@ -8,7 +8,7 @@ use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use serde::Deserialize;
-use simtree_shared::{NodeInfo, NodePatch, SearchReply};
+use simtree_shared::{NodeCalls, NodeInfo, NodePatch, SearchReply};
 
 use super::error::{ApiError, ApiJson, ApiPath};
 use super::routes::node_info;
@@ -71,4 +71,13 @@ pub async fn search_all(
         .await
         .map_err(|e| ApiError::unprocessable(format!("the search failed: {e}")))??;
     Ok(Json(reply))
+}
+
+/// `GET …/node/{n}/calls`: each model call of the node's run (its advance run again from the
+/// node's recording, privately; nothing is stored or paid).
+pub async fn node_calls(
+    State(app): St,
+    ApiPath((tree, node)): ApiPath<(u64, NodeId)>,
+) -> Result<Json<NodeCalls>, ApiError> {
+    Ok(Json(app.wb.calls(tree, node).await?))
 }

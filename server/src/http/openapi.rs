@@ -21,9 +21,9 @@ use simtree_shared::trading::DecisionEvent;
 use simtree_shared::{
     ActionEnd, ActionStart, AdvanceRequest, AgentErrorEvent, AgentProcessEnd, AgentProcessStart, BranchRequest,
     Broadcast, ChildReply, ChildrenReply, Counterfactual, CreateRequest, CtxDelta, DatasetInfo, EmotionUpdate,
-    ErrorBody, EventPayload, FrontierRequest, LandlordDeal, LcaReply, MultiRequest, NodeInfo, NodePatch, NodeState,
-    NodeView, NotedGraph, NotedSummary, OkReply, PlanUpdate, ReplayRequest, RunReply, ScenarioSummary, SearchReply,
-    TreeEdit, TreeInfo, TreeRef, UsageReply,
+    ErrorBody, EventPayload, FrontierRequest, LandlordDeal, LcaReply, MultiRequest, NodeCalls, NodeInfo, NodePatch,
+    NodeState, NodeView, NotedGraph, NotedSummary, OkReply, PlanUpdate, ReplayRequest, RunReply, ScenarioSummary,
+    SearchReply, TreeEdit, TreeInfo, TreeRef, UsageReply,
 };
 
 /// One documented operation.
@@ -292,6 +292,14 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
             Some(schema::<NodePatch>(g)),
             schema::<NodeInfo>(g),
             &[404, 413, 422, 503],
+        ),
+        op(
+            "get",
+            "/devui/simtree/{tree}/node/{node}/calls",
+            "Each model call of a node: prompt, reply, parsed action, tokens, latency, provider",
+            None,
+            schema::<NodeCalls>(g),
+            &[404, 409, 422, 503],
         ),
         op(
             "get",
@@ -573,7 +581,7 @@ mod tests {
                 .unwrap_or_else(|| panic!("{target}"));
             assert!(schemas.contains_key(name), "{name}");
         }
-        assert_eq!(doc["paths"].as_object().unwrap().len(), 36);
+        assert_eq!(doc["paths"].as_object().unwrap().len(), 37);
     }
 
     /// The other direction: every REST route declared in `http::router` (read from its source,
