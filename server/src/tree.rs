@@ -19,8 +19,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 pub use simtree_shared::NodeStatus;
 use simtree_shared::{
-    Annotation, Attached, EdgeType, Graph, GraphEdge, GraphMark, GraphNode, NodeState, NotedGraph, NotedSummary, Op,
-    Summary, SummaryEdge,
+    Annotation, Ask, Attached, EdgeType, Graph, GraphEdge, GraphMark, GraphNode, NodeState, NotedGraph, NotedSummary,
+    Op, Summary, SummaryEdge,
 };
 use tokio::sync::broadcast;
 
@@ -340,6 +340,8 @@ pub struct SimTree {
     source: Option<crate::store::TreeSource>,
     /// What users wrote on nodes (only annotated nodes are here).
     pub notes: BTreeMap<NodeId, Annotation>,
+    /// The questions asked of agents at nodes, in order (only nodes asked are here).
+    pub asks: BTreeMap<NodeId, Vec<Ask>>,
 }
 
 impl std::fmt::Debug for crate::store::TreeSource {
@@ -378,6 +380,7 @@ impl SimTree {
             next_id: 1,
             source: None,
             notes: BTreeMap::new(),
+            asks: BTreeMap::new(),
         }
     }
 
@@ -602,6 +605,7 @@ impl SimTree {
             scenario,
             document: None,
             notes: BTreeMap::new(),
+            asks: BTreeMap::new(),
             nodes,
             next_id: seq.max(max_id + 1),
             source: Some(source),
@@ -786,6 +790,7 @@ impl SimTree {
             if let Some(node) = self.nodes.remove(&n) {
                 stack.extend(node.children);
                 self.notes.remove(&n);
+                self.asks.remove(&n);
                 removed.push(n);
             }
         }
@@ -944,6 +949,36 @@ impl SimTree {
         }
     }
 
+    /// Adds a model call made at a finished node outside its run (an interview) to the node's
+    /// records, so that its usage counts with the node's (the replay of the node's own advance
+    /// keys calls by their prompt, so it is unaffected).
+    pub fn record_call(&mut self, id: NodeId, record: LlmRecord) -> Result<(), TreeError> {
+        self.nodes
+            .get_mut(&id)
+            .ok_or(TreeError::NodeNotFound(id))?
+            .records
+            .push(record);
+        Ok(())
+    }
+
+    /// Takes back the last record [`Self::record_call`] added (its ask was not stored).
+    pub fn unrecord_call(&mut self, id: NodeId) {
+        if let Some(n) = self.nodes.get_mut(&id) {
+            n.records.pop();
+        }
+    }
+
+    /// Takes the stored asks of tree `tree` (JSON by node, in order), as [`Self::set_notes`].
+    pub fn set_asks(&mut self, tree: u64, rows: Vec<(NodeId, String)>) {
+        for (node, body) in rows {
+            match serde_json::from_str::<Ask>(&body) {
+                Ok(a) if self.nodes.contains_key(&node) => self.asks.entry(node).or_default().push(a),
+                Ok(_) => tracing::warn!(tree, node, "an ask of a node the tree does not hold is left out"),
+                Err(e) => tracing::warn!(tree, node, "a stored ask is unreadable: {e}"),
+            }
+        }
+    }
+
     /// `GET …/graph`: the graph and its annotated nodes' marks.
     pub fn noted_graph(&self) -> NotedGraph {
         let marks = self
@@ -1044,6 +1079,7 @@ impl SimTree {
             logs,
             records: n.records.clone(),
             annotation: self.notes.get(&id).cloned(),
+            asks: self.asks.get(&id).cloned().unwrap_or_default(),
         })
     }
 
@@ -1090,8 +1126,9 @@ pub struct Importer {
     pub sweeps: Vec<Value>,
     /// The document the tree was made from, if the export carries one (the workbench checks it).
     pub document: Option<Value>,
-    /// The export's node annotations, checked as they arrive.
+    /// The export's node annotations and asks, checked as they arrive.
     pub notes: BTreeMap<NodeId, Annotation>,
+    pub asks: BTreeMap<NodeId, Vec<Ask>>,
     /// The export's tree name and description (unchecked: the workbench checks them).
     pub name: Option<String>,
     pub description: Option<String>,
@@ -1133,6 +1170,7 @@ impl Importer {
             sweeps: Vec::new(),
             document: None,
             notes: BTreeMap::new(),
+            asks: BTreeMap::new(),
             name: None,
             description: None,
         })
@@ -1253,6 +1291,10 @@ impl Importer {
         {
             self.notes.insert(id, a);
         }
+        if !n.asks.is_empty() {
+            notebook::check_asks(&n.asks).map_err(|e| at(format!("asks: {e}")))?;
+            self.asks.insert(id, n.asks);
+        }
         Ok(self.nodes.entry(id).or_insert(node))
     }
 
@@ -1285,6 +1327,7 @@ impl Importer {
             next_id: *seq,
             source,
             notes: self.notes,
+            asks: self.asks,
         })
     }
 }
@@ -1536,6 +1579,9 @@ pub struct NodeExport {
     /// What a user wrote on the node (absent when nothing; exports before the notebook lack it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub annotation: Option<Annotation>,
+    /// The questions asked of its agents (absent when none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub asks: Vec<Ask>,
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 //! go to the tree's broadcast channel in causal order per node; log entries go to each node's
 //! own log and its live channel.
 
+mod ask;
 mod calls;
 mod datasets;
 mod notebook;

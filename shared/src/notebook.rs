@@ -195,6 +195,10 @@ pub struct NodeCall {
     pub provider: String,
     /// The call is in the node's recording (a real provider's), so a replay answers it.
     pub recorded: bool,
+    /// An interview (`POST …/ask`) rather than a call of the node's run; `index` continues the
+    /// run's numbering.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ask: bool,
 }
 
 /// `GET …/node/{n}/calls`.
@@ -207,4 +211,44 @@ pub struct NodeCalls {
     /// model's steps).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+}
+
+/// Longest question an agent may be asked, in characters.
+pub const MAX_QUESTION_CHARS: usize = 4000;
+/// Questions one node keeps at most.
+pub const MAX_ASKS_PER_NODE: usize = 1000;
+
+/// The body of `POST …/node/{n}/ask`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct AskRequest {
+    /// An agent of the node (social scenes).
+    pub agent: String,
+    /// 1 to 4000 characters; no control characters but newline and tab.
+    pub question: String,
+}
+
+/// A question asked of an agent at a node, and its answer (`POST …/ask`, `GET …/asks`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Ask {
+    /// Its place in the node's ask history, from 0.
+    pub seq: u64,
+    pub agent: String,
+    pub question: String,
+    pub answer: String,
+    /// Unix milliseconds.
+    pub at: u64,
+    /// `dialect:model` that answered (`mock`, `scripted` offline).
+    pub provider: String,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub latency_ms: u64,
+    /// The hash of the prompt (as replay records key calls): the same interview asked again at
+    /// the node is answered from this one, with no model call.
+    pub request: String,
+    /// Answered from an earlier identical ask (no model call).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub replayed: bool,
 }

@@ -495,18 +495,23 @@ async fn counting_provider() -> (String, std::sync::Arc<std::sync::atomic::Atomi
     (url, calls)
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_real_providers_calls_come_from_the_recording_with_no_new_call_and_no_key() {
-    let (url, provider_calls) = counting_provider().await;
-    let s = Server::start_env(
+/// A server whose default provider is the OpenAI-compatible one at `url`.
+fn on_provider(url: &str) -> Server {
+    Server::start_env(
         &[],
         &[
             ("LLM_DIALECT", "openai"),
-            ("LLM_BASE_URL", &url),
+            ("LLM_BASE_URL", url),
             ("LLM_API_KEY", "sk-notebook-secret"),
             ("LLM_MODEL", "fake-model"),
         ],
-    );
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_real_providers_calls_come_from_the_recording_with_no_new_call_and_no_key() {
+    let (url, provider_calls) = counting_provider().await;
+    let s = on_provider(&url);
     let tree = s.create("simple_chat").await;
     let a = advance(&s, tree, 0, 2).await;
     let paid = provider_calls.load(std::sync::atomic::Ordering::SeqCst);
@@ -536,4 +541,178 @@ async fn a_real_providers_calls_come_from_the_recording_with_no_new_call_and_no_
     }
     let (_, info) = s.get(&format!("/devui/simtree/{tree}/node/{a}/info")).await;
     assert_eq!(info["recorded_calls"].as_u64(), Some(paid));
+}
+
+async fn ask(s: &Server, tree: u64, node: u64, agent: &str, question: &str) -> (u16, Value) {
+    s.post(
+        &format!("/devui/simtree/{tree}/node/{node}/ask"),
+        &json!({"agent": agent, "question": question}),
+    )
+    .await
+}
+
+/// What a node's timeline is, as clients read it.
+async fn timeline(s: &Server, tree: u64, node: u64) -> Vec<String> {
+    let mut out = vec![simtree_e2e::text(s, &format!("/devui/simtree/{tree}/graph")).await];
+    for what in ["logs", "state", "view"] {
+        out.push(simtree_e2e::text(s, &format!("/devui/simtree/{tree}/node/{node}/{what}")).await);
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_is_interviewed_at_a_node_without_changing_it_and_the_ask_is_kept() {
+    let dir = data_dir("ask");
+    let s = sqlite(&dir);
+    let tree = s.create("simple_chat").await;
+    let a = advance(&s, tree, 0, 2).await;
+    let (_, st) = s.get(&format!("/devui/simtree/{tree}/node/{a}/state")).await;
+    let agent = st["agents"][0]["name"].as_str().unwrap().to_string();
+    let before = timeline(&s, tree, a).await;
+    let (status, first) = ask(&s, tree, a, &agent, "Why did you say that?").await;
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(
+        (first["seq"].as_u64(), first["agent"].as_str()),
+        (Some(0), Some(agent.as_str()))
+    );
+    assert!(!first["answer"].as_str().unwrap().is_empty(), "{first}");
+    assert_eq!(first["provider"], "mock");
+    assert_eq!(timeline(&s, tree, a).await, before, "no node, event or memory");
+    // The same interview again is answered from the history; another question is a new call.
+    let (_, again) = ask(&s, tree, a, &agent, "Why did you say that?").await;
+    assert_eq!(
+        (again["answer"].clone(), again["replayed"].as_bool()),
+        (first["answer"].clone(), Some(true))
+    );
+    let (_, other) = ask(&s, tree, a, &agent, "What next?").await;
+    assert_eq!(other["seq"], 2);
+    // The offline mock answers deterministically: the same tree made again answers alike.
+    let twin = s.create("simple_chat").await;
+    let ta = advance(&s, twin, 0, 2).await;
+    assert_eq!(
+        ask(&s, twin, ta, &agent, "Why did you say that?").await.1["answer"],
+        first["answer"]
+    );
+    // Listed with the node, in its calls, and searchable.
+    let (_, asks) = s.get(&format!("/devui/simtree/{tree}/node/{a}/asks")).await;
+    assert_eq!(asks.as_array().unwrap().len(), 3);
+    assert_eq!(asks[0], first);
+    let (_, c) = s.get(&format!("/devui/simtree/{tree}/node/{a}/calls")).await;
+    let interviews: Vec<&Value> = c["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["ask"] == true)
+        .collect();
+    assert_eq!(interviews.len(), 3, "{c}");
+    let last = interviews[0]["messages"].as_array().unwrap().last().unwrap().clone();
+    assert!(
+        last["content"]
+            .as_str()
+            .unwrap()
+            .contains("[Interview] Why did you say that?"),
+        "{last}"
+    );
+    let (_, r) = search(&s, Some(tree), "what next", "").await;
+    assert_eq!(
+        (r["hits"][0]["node"].as_u64(), r["hits"][0]["kind"].as_str()),
+        (Some(a), Some("ask")),
+        "{r}"
+    );
+
+    // Refusals: clear 4xx, nothing kept.
+    for (agent_name, question, status) in [
+        ("Nobody", "hi", 422),
+        (agent.as_str(), "", 422),
+        (agent.as_str(), "   ", 422),
+        (agent.as_str(), "bell\u{7}", 422),
+        (agent.as_str(), &"q".repeat(4001)[..], 422),
+    ] {
+        let (got, reply) = ask(&s, tree, a, agent_name, question).await;
+        assert_eq!(got, status, "{agent_name} {question:?}: {reply}");
+        assert!(reply["detail"].is_string());
+    }
+    let (got, reply) = s
+        .post(
+            &format!("/devui/simtree/{tree}/node/{a}/ask"),
+            &json!({"agent": agent, "question": "q", "x": 1}),
+        )
+        .await;
+    assert_eq!(got, 422, "{reply}");
+    assert_eq!(ask(&s, tree, 99, &agent, "q").await.0, 404);
+    assert_eq!(ask(&s, 99, 0, &agent, "q").await.0, 404);
+    let trading = s.create("buy_and_hold").await;
+    let (got, reply) = ask(&s, trading, 0, "agent", "q").await;
+    assert_eq!(got, 422, "{reply}");
+    assert_eq!(
+        s.get(&format!("/devui/simtree/{tree}/node/{a}/asks"))
+            .await
+            .1
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+
+    // Kept with the node across kill -9, and exported with it.
+    drop(s);
+    let s = sqlite(&dir);
+    assert_eq!(s.get(&format!("/devui/simtree/{tree}/node/{a}/asks")).await.1, asks);
+    let export = simtree_e2e::text(&s, &format!("/devui/simtree/{tree}/export")).await;
+    let (status, reply) = post_streamed(&s, "/devui/simtree/import", "application/json", export.into_bytes()).await;
+    assert_eq!(status, 200, "{reply}");
+    let copy = serde_json::from_str::<Value>(&reply).unwrap()["id"].as_u64().unwrap();
+    assert_eq!(s.get(&format!("/devui/simtree/{copy}/node/{a}/asks")).await.1, asks);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_interview_on_a_real_provider_is_metered_recorded_and_replayed_without_a_call() {
+    let (url, provider_calls) = counting_provider().await;
+    let s = on_provider(&url);
+    let tree = ok(
+        &s,
+        "/devui/simtree",
+        json!({"scenario": "simple_chat", "token_budget": 2000}),
+    )
+    .await["id"]
+        .as_u64()
+        .unwrap();
+    let a = advance(&s, tree, 0, 1).await;
+    let (_, st) = s.get(&format!("/devui/simtree/{tree}/node/{a}/state")).await;
+    let agent = st["agents"][0]["name"].as_str().unwrap().to_string();
+    let calls = || provider_calls.load(std::sync::atomic::Ordering::SeqCst);
+    let (paid, usage) = (calls(), s.get(&format!("/devui/simtree/{tree}/usage")).await.1);
+    let (status, first) = ask(&s, tree, a, &agent, "Why?").await;
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(calls(), paid + 1, "one model call");
+    assert_eq!(
+        (first["prompt_tokens"].as_u64(), first["provider"].as_str()),
+        (Some(70), Some("openai:fake-model"))
+    );
+    let (_, after) = s.get(&format!("/devui/simtree/{tree}/usage")).await;
+    assert_eq!(
+        after["usage"]["calls"].as_u64(),
+        usage["usage"]["calls"].as_u64().map(|c| c + 1)
+    );
+    assert_eq!(
+        after["budget"]["spent"].as_u64(),
+        usage["budget"]["spent"].as_u64().map(|c| c + 100)
+    );
+    // Asked again: the recorded answer, no call.
+    let (_, again) = ask(&s, tree, a, &agent, "Why?").await;
+    assert_eq!(
+        (again["answer"].clone(), again["replayed"].as_bool(), calls()),
+        (first["answer"].clone(), Some(true), paid + 1)
+    );
+    // Over the budget: refused, nothing kept.
+    while s.get(&format!("/devui/simtree/{tree}/usage")).await.1["budget"]["spent"].as_u64() < Some(2000) {
+        let n = calls();
+        let (status, r) = ask(&s, tree, a, &agent, &format!("question {n}")).await;
+        assert_eq!(status, 200, "{r}");
+    }
+    let kept = s.get(&format!("/devui/simtree/{tree}/node/{a}/asks")).await.1;
+    let (status, r) = ask(&s, tree, a, &agent, "one more").await;
+    assert!(status == 503 || status == 409, "{status} {r}");
+    assert!(r["detail"].as_str().unwrap().contains("budget"), "{r}");
+    assert_eq!(s.get(&format!("/devui/simtree/{tree}/node/{a}/asks")).await.1, kept);
 }

@@ -72,6 +72,8 @@ pub fn router(app: Arc<AppState>) -> Router {
         .route("/simtree/{tree}/node/{node}/info", get(node_info))
         .route("/simtree/{tree}/node/{node}/view", get(node_view))
         .route("/simtree/{tree}/node/{node}/calls", get(notebook::node_calls))
+        .route("/simtree/{tree}/node/{node}/ask", post(notebook::ask))
+        .route("/simtree/{tree}/node/{node}/asks", get(notebook::asks))
         .route(
             "/simtree/{tree}/node/{node}",
             delete(delete_node).patch(notebook::annotate_node),

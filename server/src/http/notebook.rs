@@ -8,7 +8,7 @@ use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use serde::Deserialize;
-use simtree_shared::{NodeCalls, NodeInfo, NodePatch, SearchReply};
+use simtree_shared::{Ask, AskRequest, NodeCalls, NodeInfo, NodePatch, SearchReply};
 
 use super::error::{ApiError, ApiJson, ApiPath};
 use super::routes::node_info;
@@ -80,4 +80,19 @@ pub async fn node_calls(
     ApiPath((tree, node)): ApiPath<(u64, NodeId)>,
 ) -> Result<Json<NodeCalls>, ApiError> {
     Ok(Json(app.wb.calls(tree, node).await?))
+}
+
+/// `POST …/node/{n}/ask`: one agent's answer from its context at the node; the timeline is
+/// unchanged, the ask is kept in the node's history.
+pub async fn ask(
+    State(app): St,
+    ApiPath((tree, node)): ApiPath<(u64, NodeId)>,
+    ApiJson(req): ApiJson<AskRequest>,
+) -> Result<Json<Ask>, ApiError> {
+    Ok(Json(app.wb.ask(tree, node, &req).await?))
+}
+
+/// `GET …/node/{n}/asks`: the questions asked at the node, oldest first.
+pub async fn asks(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> Result<Json<Vec<Ask>>, ApiError> {
+    Ok(Json(app.wb.asks(tree, node)?))
 }

@@ -19,11 +19,11 @@ use serde_json::{Map, Value, json};
 use simtree_shared::abm::AbmStep;
 use simtree_shared::trading::DecisionEvent;
 use simtree_shared::{
-    ActionEnd, ActionStart, AdvanceRequest, AgentErrorEvent, AgentProcessEnd, AgentProcessStart, BranchRequest,
-    Broadcast, ChildReply, ChildrenReply, Counterfactual, CreateRequest, CtxDelta, DatasetInfo, EmotionUpdate,
-    ErrorBody, EventPayload, FrontierRequest, LandlordDeal, LcaReply, MultiRequest, NodeCalls, NodeInfo, NodePatch,
-    NodeState, NodeView, NotedGraph, NotedSummary, OkReply, PlanUpdate, ReplayRequest, RunReply, ScenarioSummary,
-    SearchReply, TreeEdit, TreeInfo, TreeRef, UsageReply,
+    ActionEnd, ActionStart, AdvanceRequest, AgentErrorEvent, AgentProcessEnd, AgentProcessStart, Ask, AskRequest,
+    BranchRequest, Broadcast, ChildReply, ChildrenReply, Counterfactual, CreateRequest, CtxDelta, DatasetInfo,
+    EmotionUpdate, ErrorBody, EventPayload, FrontierRequest, LandlordDeal, LcaReply, MultiRequest, NodeCalls, NodeInfo,
+    NodePatch, NodeState, NodeView, NotedGraph, NotedSummary, OkReply, PlanUpdate, ReplayRequest, RunReply,
+    ScenarioSummary, SearchReply, TreeEdit, TreeInfo, TreeRef, UsageReply,
 };
 
 /// One documented operation.
@@ -300,6 +300,22 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
             None,
             schema::<NodeCalls>(g),
             &[404, 409, 422, 503],
+        ),
+        op(
+            "post",
+            "/devui/simtree/{tree}/node/{node}/ask",
+            "Ask an agent a question with its context at the node (the timeline is unchanged)",
+            Some(schema::<AskRequest>(g)),
+            schema::<Ask>(g),
+            &[404, 409, 413, 422, 503],
+        ),
+        op(
+            "get",
+            "/devui/simtree/{tree}/node/{node}/asks",
+            "The questions asked at a node, oldest first",
+            None,
+            schema::<Vec<Ask>>(g),
+            NOT_FOUND,
         ),
         op(
             "get",
@@ -581,7 +597,7 @@ mod tests {
                 .unwrap_or_else(|| panic!("{target}"));
             assert!(schemas.contains_key(name), "{name}");
         }
-        assert_eq!(doc["paths"].as_object().unwrap().len(), 37);
+        assert_eq!(doc["paths"].as_object().unwrap().len(), 39);
     }
 
     /// The other direction: every REST route declared in `http::router` (read from its source,

@@ -483,6 +483,13 @@ fn encode(out: &mut Vec<u8>, w: &Write) {
             put_u64(out, *ord);
             put_bytes(out, body.as_bytes());
         }
+        Write::Ask { tree, node, seq, body } => {
+            out.push(23);
+            for v in [*tree, *node, *seq] {
+                put_u64(out, v);
+            }
+            put_bytes(out, body.as_bytes());
+        }
     }
 }
 
@@ -653,6 +660,12 @@ impl<'a> Reader<'a> {
                 tree: self.u64()?,
                 description: self.opt_string()?,
             },
+            23 => Write::Ask {
+                tree: self.u64()?,
+                node: self.u64()?,
+                seq: self.u64()?,
+                body: self.string()?,
+            },
             22 => Write::Text {
                 tree: self.u64()?,
                 node: self.u64()?,
@@ -771,6 +784,12 @@ mod tests {
                 kind: "memory".into(),
                 ord: 2,
                 body: "Ann: hello".into(),
+            },
+            Write::Ask {
+                tree: 3,
+                node: 9,
+                seq: 0,
+                body: "{}".into(),
             },
         ]
     }

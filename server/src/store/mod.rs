@@ -210,6 +210,14 @@ pub enum Write {
         tree: u64,
         description: Option<String>,
     },
+    /// A question asked of an agent at a node (a `shared::Ask` as JSON); its transcript is
+    /// indexed for search with it.
+    Ask {
+        tree: u64,
+        node: u64,
+        seq: u64,
+        body: String,
+    },
     /// A piece of text for search that no log row carries (what agents' memories took in at a
     /// node; an ask's transcript), `ord` telling apart several of one kind.
     Text {
@@ -274,6 +282,10 @@ pub trait Database: Send {
     }
     /// A tree's annotations: each annotated node and its annotation (JSON).
     fn annotations(&mut self, _tree: u64) -> StoreResult<Vec<(u64, String)>> {
+        Ok(Vec::new())
+    }
+    /// A tree's asks: each node with an ask (JSON), by node then order.
+    fn asks(&mut self, _tree: u64) -> StoreResult<Vec<(u64, String)>> {
         Ok(Vec::new())
     }
     /// The texts matching `phrase` (the user's words; the driver quotes them) in `tree` (or
@@ -861,7 +873,9 @@ impl Gone {
             Write::Node { tree, row } => self.live(*tree, row.id),
             Write::Log { tree, node, .. } | Write::State { tree, node, .. } => self.live(*tree, *node),
             Write::Tree(t) => !self.trees.contains(&t.id),
-            Write::Annotate { tree, node, .. } | Write::Text { tree, node, .. } => self.live(*tree, *node),
+            Write::Annotate { tree, node, .. } | Write::Text { tree, node, .. } | Write::Ask { tree, node, .. } => {
+                self.live(*tree, *node)
+            }
             Write::Applied { .. } | Write::Dataset { .. } | Write::DeleteDataset { .. } => true,
             Write::ImportBegin { tree } | Write::ImportEnd { tree } | Write::Document { tree, .. } => {
                 !self.trees.contains(tree)

@@ -139,6 +139,9 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (tree, node));
      ALTER TABLE trees ADD COLUMN description TEXT;
      {search}",
+    // 8 (notebook): the questions asked of agents at nodes and their answers (JSON), in order.
+    "CREATE TABLE asks (tree BIGINT NOT NULL, node BIGINT NOT NULL, seq BIGINT NOT NULL, body TEXT NOT NULL,
+        PRIMARY KEY (tree, node, seq));",
 ];
 
 /// The schema version this build writes.
@@ -249,6 +252,18 @@ impl<S: Sql> Db<S> {
             }
             self.sql.batch("COMMIT")?;
         }
+    }
+
+    /// `(node, body)` rows of a tree (`$1`) that `query` selects.
+    fn node_bodies(&mut self, query: &str, tree: u64) -> StoreResult<Vec<(u64, String)>> {
+        let rows = self.sql.query(query, &[i(tree)])?;
+        rows.into_iter()
+            .map(|r| {
+                let mut r = r.into_iter();
+                let mut next = || r.next().unwrap_or(Cell::Null);
+                Ok((next().int()? as u64, next().text()?))
+            })
+            .collect()
     }
 
     /// The last journal group written to the database.
@@ -370,7 +385,7 @@ impl<S: Sql> Db<S> {
                 )?;
             }
             Write::DeleteNodes { tree, nodes } => {
-                for table in ["nodes", "states", "chunks", "logs", "annotations", "texts"] {
+                for table in ["nodes", "states", "chunks", "logs", "annotations", "texts", "asks"] {
                     let col = if table == "nodes" { "id" } else { "node" };
                     for list in id_lists(nodes) {
                         sql.execute(
@@ -451,6 +466,15 @@ impl<S: Sql> Db<S> {
                 ord,
                 body,
             } => put_text(sql, *tree, *node, kind, *ord, body)?,
+            Write::Ask { tree, node, seq, body } => {
+                sql.execute(
+                    "INSERT INTO asks (tree, node, seq, body) VALUES ($1, $2, $3, $4)
+                     ON CONFLICT (tree, node, seq) DO UPDATE SET body = excluded.body",
+                    &[i(*tree), i(*node), i(*seq), P::Text(body)],
+                )?;
+                let a: simtree_shared::Ask = serde_json::from_str(body).map_err(|e| StoreError(format!("ask: {e}")))?;
+                put_text(sql, *tree, *node, "ask", *seq, &format!("{}\n{}", a.question, a.answer))?;
+            }
         }
         Ok(())
     }
@@ -738,17 +762,11 @@ impl<S: Sql> Database for Db<S> {
     }
 
     fn annotations(&mut self, tree: u64) -> StoreResult<Vec<(u64, String)>> {
-        let rows = self.sql.query(
-            "SELECT node, body FROM annotations WHERE tree = $1 ORDER BY node",
-            &[i(tree)],
-        )?;
-        rows.into_iter()
-            .map(|r| {
-                let mut r = r.into_iter();
-                let mut next = || r.next().unwrap_or(Cell::Null);
-                Ok((next().int()? as u64, next().text()?))
-            })
-            .collect()
+        self.node_bodies("SELECT node, body FROM annotations WHERE tree = $1 ORDER BY node", tree)
+    }
+
+    fn asks(&mut self, tree: u64) -> StoreResult<Vec<(u64, String)>> {
+        self.node_bodies("SELECT node, body FROM asks WHERE tree = $1 ORDER BY node, seq", tree)
     }
 
     fn search(&mut self, phrase: &str, tree: Option<u64>, limit: u64) -> StoreResult<Vec<TextMatch>> {

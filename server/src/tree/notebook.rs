@@ -3,7 +3,8 @@
 //! untrusted: its annotations pass the same limits as typed ones).
 
 use simtree_shared::{
-    Annotation, MAX_DESCRIPTION_BYTES, MAX_NOTE_BYTES, MAX_TAG_CHARS, MAX_TAGS, MAX_TITLE_CHARS, NodePatch,
+    Annotation, Ask, MAX_ASKS_PER_NODE, MAX_DESCRIPTION_BYTES, MAX_NOTE_BYTES, MAX_QUESTION_CHARS, MAX_TAG_CHARS,
+    MAX_TAGS, MAX_TITLE_CHARS, NodePatch,
 };
 
 /// The first control character of `text` that a one-line field may not hold (every one), or
@@ -106,6 +107,38 @@ pub fn checked(a: &Annotation) -> Result<Option<Annotation>, String> {
 /// `None` when empty (it is removed).
 pub fn description(d: &str) -> Result<Option<String>, String> {
     text("description", d, MAX_DESCRIPTION_BYTES)
+}
+
+/// A question as asked: 1 to 4000 characters, not only spaces, no control characters but
+/// newline and tab.
+pub fn question(q: &str) -> Result<String, String> {
+    let n = q.chars().count();
+    if q.trim().is_empty() || n > MAX_QUESTION_CHARS {
+        return Err(format!(
+            "question must be 1 to {MAX_QUESTION_CHARS} characters, not only spaces (it has {n})"
+        ));
+    }
+    refuse_control("question", q, true)?;
+    Ok(q.to_string())
+}
+
+/// A node's asks from outside (an import): numbered in order, within the limits, each
+/// question as one typed, and an answer of at most 1 MiB.
+pub fn check_asks(asks: &[Ask]) -> Result<(), String> {
+    if asks.len() > MAX_ASKS_PER_NODE {
+        return Err(format!("at most {MAX_ASKS_PER_NODE} per node, not {}", asks.len()));
+    }
+    for (i, a) in asks.iter().enumerate() {
+        let at = |e: String| format!("[{i}]: {e}");
+        if a.seq != i as u64 {
+            return Err(at(format!("seq {} out of order", a.seq)));
+        }
+        question(&a.question).map_err(at)?;
+        if a.answer.len() > 1 << 20 || a.agent.len() > 1000 || a.provider.len() > 1000 || a.request.len() > 64 {
+            return Err(at("a field is longer than an ask can be".into()));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -60,6 +60,15 @@ impl ToolModel for ToolTap {
     }
 }
 
+/// A prompt message in its dialect-neutral text form (what the replay hash covers).
+fn call_message(m: &Message) -> CallMessage {
+    let (role, content) = m.flat();
+    CallMessage {
+        role: role.as_str().to_string(),
+        content: content.into_owned(),
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -86,8 +95,47 @@ fn action_of(reply: &str) -> (Option<simtree_shared::ActionCall>, Option<String>
 }
 
 impl Workbench {
-    /// `GET …/node/{n}/calls`: every model call of the node's run, in order.
+    /// `GET …/node/{n}/calls`: every model call of the node's run, in order, then the
+    /// interviews asked at it (their prompts built again from the node's state).
     pub async fn calls(&self, tree: u64, node: NodeId) -> Result<NodeCalls, WorkbenchError> {
+        let mut out = self.run_calls(tree, node).await?;
+        let handle = self.tree(tree)?;
+        let (asks, sim) = {
+            let mut t = handle.lock();
+            let asks = t.asks.get(&node).cloned().unwrap_or_default();
+            if asks.is_empty() {
+                return Ok(out);
+            }
+            (asks, t.sim(node)?)
+        };
+        let Sim::Social(s) = &*sim else {
+            return Ok(out);
+        };
+        let first = out.calls.len() as u64;
+        for (k, a) in asks.into_iter().enumerate() {
+            let messages = s.interview(&a.agent, &a.question).unwrap_or_default();
+            out.calls.push(NodeCall {
+                index: first + k as u64,
+                agent: Some(a.agent),
+                messages: messages.iter().map(call_message).collect(),
+                reply: a.answer,
+                action: None,
+                parse_error: None,
+                attempt: 1,
+                prompt_tokens: a.prompt_tokens,
+                completion_tokens: a.completion_tokens,
+                latency_ms: a.latency_ms,
+                provider: a.provider,
+                recorded: !a.replayed && a.prompt_tokens + a.completion_tokens > 0,
+                ask: true,
+            });
+        }
+        out.note = None;
+        Ok(out)
+    }
+
+    /// The calls of the node's own run.
+    async fn run_calls(&self, tree: u64, node: NodeId) -> Result<NodeCalls, WorkbenchError> {
         let handle = self.tree(tree)?;
         let none = |note: String| NodeCalls {
             node,
@@ -183,16 +231,7 @@ impl Workbench {
                 index: i as u64,
                 provider: self.backend.label(scenario, sim, agent.as_deref()),
                 agent,
-                messages: messages
-                    .iter()
-                    .map(|m| {
-                        let (role, content) = m.flat();
-                        CallMessage {
-                            role: role.as_str().to_string(),
-                            content: content.into_owned(),
-                        }
-                    })
-                    .collect(),
+                messages: messages.iter().map(call_message).collect(),
                 reply,
                 action,
                 parse_error,
@@ -201,6 +240,7 @@ impl Workbench {
                 completion_tokens: record.map_or(0, |r| r.completion_tokens),
                 latency_ms: record.map_or(0, |r| r.latency_ms),
                 recorded: record.is_some(),
+                ask: false,
             });
         }
         out

@@ -358,6 +358,10 @@ impl Workbench {
         let mut tree = SimTree::restore(row.scenario.clone(), row.seq, rows, source)?;
         tree.document = document;
         tree.set_notes(id, notes);
+        let asks = store
+            .read(move |db| db.asks(id))
+            .map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
+        tree.set_asks(id, asks);
         if row.kind == SimKind::Abm {
             // A restored model runs on the worker like a created one: start it now, not mid-run
             // (a worker that cannot start fails the run with the reason).
@@ -547,6 +551,14 @@ impl Workbench {
                         tree: id,
                         node: id_n,
                         body: Some(serde_json::to_string(a).unwrap_or_default()),
+                    });
+                }
+                for a in importer.asks.get(&id_n).into_iter().flatten() {
+                    store.write(Write::Ask {
+                        tree: id,
+                        node: id_n,
+                        seq: a.seq,
+                        body: serde_json::to_string(a).unwrap_or_default(),
                     });
                 }
             }
