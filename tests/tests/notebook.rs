@@ -716,3 +716,18 @@ async fn an_interview_on_a_real_provider_is_metered_recorded_and_replayed_withou
     assert!(r["detail"].as_str().unwrap().contains("budget"), "{r}");
     assert_eq!(s.get(&format!("/devui/simtree/{tree}/node/{a}/asks")).await.1, kept);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_a_store_search_reads_the_logs_annotations_and_asks_in_memory() {
+    let s = Server::start();
+    let (tree, a, entry, after, _) = quokka_tree(&s).await;
+    let (status, r) = search(&s, Some(tree), "zanzibar quokka", "").await;
+    assert_eq!(status, 200, "{r}");
+    let hits = nodes_of(&r);
+    assert_eq!(hits.first(), Some(&entry), "{r}");
+    assert!(!hits.contains(&a) && !hits.contains(&0), "{r}");
+    let _ = after;
+    annotate(&s, tree, a, json!({"note": "a lighthouse"})).await;
+    assert_eq!(nodes_of(&search(&s, Some(tree), "LIGHTHOUSE", "").await.1), [a]);
+    assert_eq!(search(&s, Some(tree), "quok*", "").await.0, 200);
+}

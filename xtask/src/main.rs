@@ -255,7 +255,10 @@ fn bench() -> Result<(), String> {
     run(store)?;
     let mut worlds = cargo();
     worlds.args(["bench", "-p", "simtree-e2e", "--bench", "own_worlds"]);
-    run(worlds)
+    run(worlds)?;
+    let mut notebook = cargo();
+    notebook.args(["bench", "-p", "simtree-e2e", "--bench", "notebook"]);
+    run(notebook)
 }
 
 fn main() -> ExitCode {

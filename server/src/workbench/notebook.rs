@@ -198,26 +198,38 @@ impl Workbench {
         for &(t, n) in entered.keys() {
             by_tree.entry(t).or_default().push(n);
         }
-        let mut first = Vec::new();
-        let mut carried: HashMap<(u64, NodeId), (SearchHit, u64)> = HashMap::new();
+        let (mut first, mut rest) = (Vec::new(), Vec::new());
         for (t, nodes) in by_tree {
             let Ok(handle) = self.tree(t) else { continue };
             let tree = handle.lock();
+            let mut sources = false;
             for n in nodes {
                 let e = &entered[&(t, n)];
-                let Ok(node) = tree.node(n) else { continue };
-                first.push((hit(with_tree, t, n, e.kind, e.score, None), e.text));
-                let Some((score, text)) = e.memory else { continue };
-                for d in tree.subtree(n).into_iter().skip(1) {
-                    if entered.contains_key(&(t, d)) {
-                        continue;
-                    }
-                    let Ok(dn) = tree.node(d) else { continue };
-                    let s = score / f64::from(1 + dn.depth.saturating_sub(node.depth));
-                    let better = carried.get(&(t, d)).is_none_or(|(h, _)| s > h.score);
-                    if better {
-                        carried.insert((t, d), (hit(with_tree, t, d, HitKind::Carried, s, Some(n)), text));
-                    }
+                if tree.node(n).is_ok() {
+                    first.push((hit(with_tree, t, n, e.kind, e.score, None), e.text));
+                    sources |= e.memory.is_some();
+                }
+            }
+            if !sources {
+                continue;
+            }
+            // One pass from the root, parents before children: a node under one whose agents'
+            // memory took the text in carries it, from the nearest such ancestor.
+            let mut from: HashMap<NodeId, (NodeId, u32, f64, u64)> = HashMap::new();
+            for id in tree.subtree(0) {
+                let Ok(node) = tree.node(id) else { continue };
+                let inherited = node.parent.and_then(|p| from.get(&p).copied());
+                let own = entered.get(&(t, id));
+                let carry = match own.and_then(|e| e.memory) {
+                    Some((score, text)) => Some((id, node.depth, score, text)),
+                    None => inherited,
+                };
+                if let Some(c) = carry {
+                    from.insert(id, c);
+                }
+                if let (None, Some((source, depth, score, text))) = (own, inherited) {
+                    let s = score / f64::from(1 + node.depth.saturating_sub(depth));
+                    rest.push((hit(with_tree, t, id, HitKind::Carried, s, Some(source)), text));
                 }
             }
         }
@@ -227,14 +239,13 @@ impl Workbench {
                 .then((a.0.tree, a.0.node).cmp(&(b.0.tree, b.0.node)))
         };
         first.sort_by(order);
-        let mut rest: Vec<_> = carried.into_values().collect();
         rest.sort_by(order);
         first.extend(rest);
         first
     }
 
-    /// Search without a store (`--ephemeral`): every node's own log and annotation, read from
-    /// memory, matched as a case-insensitive phrase (no memory index: nothing is carried).
+    /// Search without a store (`--ephemeral`): every node's own log, annotation and asks, read
+    /// from memory, matched as a case-insensitive phrase (no memory index: nothing is carried).
     /// Returns the matches and the texts they index into.
     fn scan(&self, tree: Option<u64>, q: &str) -> (Vec<TextMatch>, Vec<String>) {
         let needle = q.to_lowercase();
@@ -256,6 +267,9 @@ impl Workbench {
                     texts.push(("title", a.title.clone().unwrap_or_default()));
                     texts.push(("note", a.note.clone().unwrap_or_default()));
                     texts.push(("tag", a.tags.join(" ")));
+                }
+                for a in tree.asks.get(&n).into_iter().flatten() {
+                    texts.push(("ask", format!("{}\n{}", a.question, a.answer)));
                 }
                 for (kind, body) in texts {
                     if body.to_lowercase().contains(&needle) {
