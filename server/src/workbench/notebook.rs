@@ -134,7 +134,8 @@ impl Workbench {
                 (found, Some(bodies))
             }
         };
-        let mut hits = self.rank(matches, tree.is_none());
+        let need = usize::try_from(offset.saturating_add(limit)).unwrap_or(usize::MAX);
+        let mut hits = self.rank(matches, tree.is_none(), need);
         let total = hits.len() as u64;
         let page: Vec<(SearchHit, u64)> = hits
             .drain(..)
@@ -169,8 +170,9 @@ impl Workbench {
 
     /// The hits for `matches` (best first), each with the text its excerpt comes from: one per
     /// node where text entered, best first, then the nodes that carry it (see the module doc).
-    /// Nodes deleted since they were indexed are left out.
-    fn rank(&self, matches: Vec<TextMatch>, with_tree: bool) -> Vec<(SearchHit, u64)> {
+    /// Nodes deleted since they were indexed are left out. Only the first `need` are put in
+    /// order (a page never reads past them; a common word may have a hit per node).
+    fn rank(&self, matches: Vec<TextMatch>, with_tree: bool, need: usize) -> Vec<(SearchHit, u64)> {
         struct Entered {
             kind: HitKind,
             score: f64,
@@ -202,34 +204,46 @@ impl Workbench {
         for (t, nodes) in by_tree {
             let Ok(handle) = self.tree(t) else { continue };
             let tree = handle.lock();
-            let mut sources = false;
+            let mut sources = Vec::new();
             for n in nodes {
                 let e = &entered[&(t, n)];
-                if tree.node(n).is_ok() {
+                if let Ok(node) = tree.node(n) {
                     first.push((hit(with_tree, t, n, e.kind, e.score, None), e.text));
-                    sources |= e.memory.is_some();
+                    if let Some((score, text)) = e.memory {
+                        sources.push((node.depth, n, score, text));
+                    }
                 }
             }
-            if !sources {
-                continue;
-            }
-            // One pass from the root, parents before children: a node under one whose agents'
-            // memory took the text in carries it, from the nearest such ancestor.
+            // Down from each node whose agents' memory took the text in, shallowest first, each
+            // node once: it carries the text from the nearest such ancestor. What is walked is
+            // the union of those subtrees, not the tree.
+            sources.sort_by_key(|s| (s.0, s.1));
             let mut from: HashMap<NodeId, (NodeId, u32, f64, u64)> = HashMap::new();
-            for id in tree.subtree(0) {
-                let Ok(node) = tree.node(id) else { continue };
-                let inherited = node.parent.and_then(|p| from.get(&p).copied());
-                let own = entered.get(&(t, id));
-                let carry = match own.and_then(|e| e.memory) {
-                    Some((score, text)) => Some((id, node.depth, score, text)),
-                    None => inherited,
-                };
-                if let Some(c) = carry {
-                    from.insert(id, c);
+            for (depth, n, score, text) in sources {
+                if from.contains_key(&n) {
+                    continue; // reached from a shallower one, and taken as its own source there
                 }
-                if let (None, Some((source, depth, score, text))) = (own, inherited) {
-                    let s = score / f64::from(1 + node.depth.saturating_sub(depth));
-                    rest.push((hit(with_tree, t, id, HitKind::Carried, s, Some(source)), text));
+                from.insert(n, (n, depth, score, text));
+                let mut queue = std::collections::VecDeque::from([n]);
+                while let Some(at) = queue.pop_front() {
+                    let carry = from[&at];
+                    let Ok(node) = tree.node(at) else { continue };
+                    for &c in &node.children {
+                        let Ok(child) = tree.node(c) else { continue };
+                        match entered.get(&(t, c)) {
+                            Some(e) => {
+                                let own = e.memory.map(|(score, text)| (c, child.depth, score, text));
+                                from.insert(c, own.unwrap_or(carry));
+                            }
+                            None => {
+                                from.insert(c, carry);
+                                let (source, depth, score, text) = carry;
+                                let s = score / f64::from(1 + child.depth.saturating_sub(depth));
+                                rest.push((hit(with_tree, t, c, HitKind::Carried, s, Some(source)), text));
+                            }
+                        }
+                        queue.push_back(c);
+                    }
                 }
             }
         }
@@ -239,7 +253,13 @@ impl Workbench {
                 .then((a.0.tree, a.0.node).cmp(&(b.0.tree, b.0.node)))
         };
         first.sort_by(order);
-        rest.sort_by(order);
+        let need = need.saturating_sub(first.len());
+        if need < rest.len() {
+            rest.select_nth_unstable_by(need, order);
+            rest[..need].sort_by(order);
+        } else {
+            rest.sort_by(order);
+        }
         first.extend(rest);
         first
     }
