@@ -81,6 +81,23 @@ impl Backend {
     }
 }
 
+impl Backend {
+    /// `dialect:model` of what answers `agent` of a run of `sim` (`mock` or `scripted` when
+    /// offline), for the calls trace; never a key or a URL.
+    pub fn label(&self, scenario: &str, sim: &Sim, agent: Option<&str>) -> String {
+        match (offline_policy(sim), self) {
+            (Some(Offline::Scripted), _) => "scripted".into(),
+            (Some(Offline::Mock), _) | (None, Backend::Mock) => "mock".into(),
+            (None, Backend::Provider(ps)) => {
+                let env = |name: &str| std::env::var(name).ok();
+                ps.settings
+                    .resolve(&ps.base, Some(scenario), agent, &env)
+                    .map_or_else(|e| format!("unresolved ({e})"), |c| c.label())
+            }
+        }
+    }
+}
+
 /// The offline player a social simulator's tree chose at creation, if any.
 fn offline_policy(sim: &Sim) -> Option<Offline> {
     match sim {

@@ -120,9 +120,20 @@ impl<T> AppendList<T> {
 
     /// The entries in order, oldest first.
     pub fn iter(&self) -> impl Iterator<Item = &T> {
+        self.iter_from(0)
+    }
+
+    /// The entries from index `from` on, walking back only through the chunks that hold them
+    /// (what a node added costs what it added, not the whole history).
+    pub fn iter_from(&self, from: usize) -> impl Iterator<Item = &T> {
         let mut chunks = Vec::new();
+        let mut start = self.frozen_len;
         let mut cur = self.frozen.as_deref();
         while let Some(c) = cur {
+            if start <= from {
+                break;
+            }
+            start -= c.items.len();
             chunks.push(&c.items[..]);
             cur = c.prev.as_deref();
         }
@@ -131,6 +142,7 @@ impl<T> AppendList<T> {
             .rev()
             .flat_map(|c| c.iter())
             .chain(self.tail.iter())
+            .skip(from.saturating_sub(start))
             .map(|a| &**a)
     }
 

@@ -282,6 +282,24 @@ impl Sim {
         }
     }
 
+    /// Where the agents' memories end now, for [`Sim::memory_since`] (social scenes; the other
+    /// kinds keep no agent memory the search reads).
+    pub fn memory_marks(&self) -> Vec<(usize, usize)> {
+        match self {
+            Sim::Social(s) => social::memory_marks(s),
+            Sim::Trading(_) | Sim::Abm(_) => Vec::new(),
+        }
+    }
+
+    /// What the agents' memories took in since `marks` were taken of this state or an
+    /// ancestor's (memories only grow), as text to search.
+    pub fn memory_since(&self, marks: &[(usize, usize)]) -> String {
+        match self {
+            Sim::Social(s) => social::memory_since(s, marks),
+            Sim::Trading(_) | Sim::Abm(_) => String::new(),
+        }
+    }
+
     /// `GET …/state`: the agents and their context.
     pub fn state(&self) -> NodeState {
         match self {

@@ -10,6 +10,7 @@
 //! parent exists, a failed branch allocates nothing, the root cannot be deleted.
 
 mod log_entries;
+pub mod notebook;
 pub use log_entries::LogEntries;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -17,7 +18,10 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 pub use simtree_shared::NodeStatus;
-use simtree_shared::{Attached, EdgeType, Graph, GraphEdge, GraphNode, NodeState, Op, Summary, SummaryEdge};
+use simtree_shared::{
+    Annotation, Ask, Attached, EdgeType, Graph, GraphEdge, GraphMark, GraphNode, NodeState, NotedGraph, NotedSummary,
+    Op, Summary, SummaryEdge,
+};
 use tokio::sync::broadcast;
 
 use crate::engine::event::Event;
@@ -337,6 +341,10 @@ pub struct SimTree {
     next_id: NodeId,
     /// Where nodes not in memory come back from (a stored tree).
     source: Option<crate::store::TreeSource>,
+    /// What users wrote on nodes (only annotated nodes are here).
+    pub notes: BTreeMap<NodeId, Annotation>,
+    /// The questions asked of agents at nodes, in order (only nodes asked are here).
+    pub asks: BTreeMap<NodeId, Vec<Ask>>,
 }
 
 impl std::fmt::Debug for crate::store::TreeSource {
@@ -375,6 +383,8 @@ impl SimTree {
             nodes: BTreeMap::from([(0, root)]),
             next_id: 1,
             source: None,
+            notes: BTreeMap::new(),
+            asks: BTreeMap::new(),
         }
     }
 
@@ -599,6 +609,8 @@ impl SimTree {
             scenario,
             document: None,
             scenario_version: None,
+            notes: BTreeMap::new(),
+            asks: BTreeMap::new(),
             nodes,
             next_id: seq.max(max_id + 1),
             source: Some(source),
@@ -782,6 +794,8 @@ impl SimTree {
         while let Some(n) = stack.pop() {
             if let Some(node) = self.nodes.remove(&n) {
                 stack.extend(node.children);
+                self.notes.remove(&n);
+                self.asks.remove(&n);
                 removed.push(n);
             }
         }
@@ -936,6 +950,93 @@ impl SimTree {
             .collect()
     }
 
+    /// Takes the stored annotations of tree `tree` (JSON by node); one that is unreadable, or
+    /// of a node the tree does not hold, is left out with a warning.
+    pub fn set_notes(&mut self, tree: u64, rows: Vec<(NodeId, String)>) {
+        for (node, body) in rows {
+            match serde_json::from_str::<Annotation>(&body) {
+                Ok(a) if self.nodes.contains_key(&node) => {
+                    self.notes.insert(node, a);
+                }
+                Ok(_) => tracing::warn!(tree, node, "an annotation of a node the tree does not hold is left out"),
+                Err(e) => tracing::warn!(tree, node, "a stored annotation is unreadable: {e}"),
+            }
+        }
+    }
+
+    /// Adds a model call made at a finished node outside its run (an interview) to the node's
+    /// records, so that its usage counts with the node's (the replay of the node's own advance
+    /// keys calls by their prompt, so it is unaffected).
+    pub fn record_call(&mut self, id: NodeId, record: LlmRecord) -> Result<(), TreeError> {
+        self.nodes
+            .get_mut(&id)
+            .ok_or(TreeError::NodeNotFound(id))?
+            .records
+            .push(record);
+        Ok(())
+    }
+
+    /// Takes back the last record [`Self::record_call`] added (its ask was not stored).
+    pub fn unrecord_call(&mut self, id: NodeId) {
+        if let Some(n) = self.nodes.get_mut(&id) {
+            n.records.pop();
+        }
+    }
+
+    /// Takes the stored asks of tree `tree` (JSON by node, in order), as [`Self::set_notes`].
+    pub fn set_asks(&mut self, tree: u64, rows: Vec<(NodeId, String)>) {
+        for (node, body) in rows {
+            match serde_json::from_str::<Ask>(&body) {
+                Ok(a) if self.nodes.contains_key(&node) => self.asks.entry(node).or_default().push(a),
+                Ok(_) => tracing::warn!(tree, node, "an ask of a node the tree does not hold is left out"),
+                Err(e) => tracing::warn!(tree, node, "a stored ask is unreadable: {e}"),
+            }
+        }
+    }
+
+    /// `GET …/graph`: the graph and its annotated nodes' marks.
+    pub fn noted_graph(&self) -> NotedGraph {
+        let marks = self
+            .notes
+            .iter()
+            .map(|(&node, a)| GraphMark {
+                node,
+                title: a.title.clone(),
+                tags: a.tags.clone(),
+                starred: a.starred,
+                noted: a.note.is_some(),
+            })
+            .collect();
+        NotedGraph {
+            graph: self.graph(),
+            marks,
+        }
+    }
+
+    /// `GET …/summaries`: each node's summary with its annotation.
+    pub fn noted_summaries(&self) -> Vec<NotedSummary> {
+        self.summaries()
+            .into_iter()
+            .map(|summary| NotedSummary {
+                annotation: self.notes.get(&summary.id).cloned(),
+                summary,
+            })
+            .collect()
+    }
+
+    /// `id` and its descendants, `id` first then breadth first (by id within a level).
+    pub fn subtree(&self, id: NodeId) -> Vec<NodeId> {
+        let mut out = vec![id];
+        let mut at = 0;
+        while at < out.len() {
+            if let Some(n) = self.nodes.get(&out[at]) {
+                out.extend(n.children.iter().copied());
+            }
+            at += 1;
+        }
+        out
+    }
+
     /// `GET …/state`: turns and every agent's role, plan, merged memory and emotion.
     pub fn state(&mut self, id: NodeId) -> Result<NodeState, TreeError> {
         Ok(self.sim(id)?.state())
@@ -952,6 +1053,8 @@ impl SimTree {
         Ok(TreeExport {
             format: EXPORT_FORMAT.into(),
             scenario: self.scenario.clone(),
+            name: None,
+            description: None,
             document: self.document.as_deref().cloned(),
             scenario_version: self.scenario_version,
             root: 0,
@@ -991,6 +1094,8 @@ impl SimTree {
             sim: (*sim).clone(),
             logs,
             records: n.records.clone(),
+            annotation: self.notes.get(&id).cloned(),
+            asks: self.asks.get(&id).cloned().unwrap_or_default(),
         })
     }
 
@@ -1010,6 +1115,8 @@ impl SimTree {
         )?;
         importer.document = data.document;
         importer.scenario_version = data.scenario_version;
+        importer.name = data.name;
+        importer.description = data.description;
         for n in data.nodes {
             importer.add(n)?;
         }
@@ -1038,6 +1145,12 @@ pub struct Importer {
     pub document: Option<Value>,
     /// The saved scenario's version the document is, if the export says (`scenario` is its id).
     pub scenario_version: Option<u64>,
+    /// The export's node annotations and asks, checked as they arrive.
+    pub notes: BTreeMap<NodeId, Annotation>,
+    pub asks: BTreeMap<NodeId, Vec<Ask>>,
+    /// The export's tree name and description (unchecked: the workbench checks them).
+    pub name: Option<String>,
+    pub description: Option<String>,
 }
 
 /// Sweeps an export may carry at most.
@@ -1076,6 +1189,10 @@ impl Importer {
             sweeps: Vec::new(),
             document: None,
             scenario_version: None,
+            notes: BTreeMap::new(),
+            asks: BTreeMap::new(),
+            name: None,
+            description: None,
         })
     }
 
@@ -1194,6 +1311,15 @@ impl Importer {
             error: n.error,
             records: n.records,
         };
+        if let Some(a) = &n.annotation
+            && let Some(a) = notebook::checked(a).map_err(|e| at(format!("annotation: {e}")))?
+        {
+            self.notes.insert(id, a);
+        }
+        if !n.asks.is_empty() {
+            notebook::check_asks(&n.asks).map_err(|e| at(format!("asks: {e}")))?;
+            self.asks.insert(id, n.asks);
+        }
         Ok(self.nodes.entry(id).or_insert(node))
     }
 
@@ -1226,6 +1352,8 @@ impl Importer {
             nodes: self.nodes,
             next_id: *seq,
             source,
+            notes: self.notes,
+            asks: self.asks,
         })
     }
 }
@@ -1261,6 +1389,7 @@ pub fn read_export<R: std::io::Read>(
             let mut importer: Option<Importer> = None;
             let mut document: Option<Value> = None;
             let mut version: Option<u64> = None;
+            let (mut name, mut description) = (None, None);
             while let Some(key) = map.next_key::<String>()? {
                 match key.as_str() {
                     "scenario_version" => {
@@ -1279,6 +1408,16 @@ pub fn read_export<R: std::io::Read>(
                         }
                     }
                     "scenario" => scenario = Some(map.next_value::<String>()?),
+                    "name" | "description" => {
+                        let v = map.next_value::<String>()?;
+                        let slot = match (&mut importer, key.as_str()) {
+                            (Some(imp), "name") => &mut imp.name,
+                            (Some(imp), _) => &mut imp.description,
+                            (None, "name") => &mut name,
+                            (None, _) => &mut description,
+                        };
+                        *slot = Some(v);
+                    }
                     "root" => root = Some(map.next_value::<NodeId>()?),
                     "seq" => {
                         let s = map.next_value::<NodeId>()?;
@@ -1306,6 +1445,8 @@ pub fn read_export<R: std::io::Read>(
                             };
                         imp.document = document.take();
                         imp.scenario_version = version.take();
+                        imp.name = name.take();
+                        imp.description = description.take();
                         map.next_value_seed(Nodes(self.0, &mut imp))?;
                         importer = Some(imp);
                     }
@@ -1321,6 +1462,8 @@ pub fn read_export<R: std::io::Read>(
                             &[
                                 "format",
                                 "scenario",
+                                "name",
+                                "description",
                                 "document",
                                 "scenario_version",
                                 "root",
@@ -1440,6 +1583,11 @@ pub const EXPORT_FORMAT: &str = "simtree-export/2";
 pub struct TreeExport {
     pub format: String,
     pub scenario: String,
+    /// The tree's name and description (absent in exports before the notebook).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
     /// The document a user brought the scenario as (absent for a library scenario).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub document: Option<Value>,
@@ -1468,6 +1616,12 @@ pub struct NodeExport {
     /// Recorded LLM calls, so an imported tree can still be replayed offline.
     #[serde(default)]
     pub records: Vec<LlmRecord>,
+    /// What a user wrote on the node (absent when nothing; exports before the notebook lack it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotation: Option<Annotation>,
+    /// The questions asked of its agents (absent when none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub asks: Vec<Ask>,
 }
 
 #[cfg(test)]

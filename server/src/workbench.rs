@@ -9,9 +9,12 @@
 //! go to the tree's broadcast channel in causal order per node; log entries go to each node's
 //! own log and its live channel.
 
+mod ask;
+mod calls;
 mod datasets;
 mod estimate;
 pub mod library;
+mod notebook;
 mod persist;
 mod sweep;
 
@@ -342,6 +345,7 @@ impl Workbench {
         let name = name.unwrap_or_else(|| tree.scenario.clone());
         let meta = Meta {
             name,
+            description: None,
             created: now,
             last_activity: now,
         };
@@ -656,6 +660,12 @@ impl Workbench {
         let mut memory = self.memory.subscribe();
         let budget = self.memory.budget();
         let handle = handle.clone();
+        // Where the agents' memories end before the run: what it adds is indexed for search.
+        let marks = if handle.stored() {
+            sim.memory_marks()
+        } else {
+            Vec::new()
+        };
         tracing::info!(tree = handle.id, node = id, turns, "run started");
         let started = std::time::Instant::now();
         tokio::spawn(async move {
@@ -714,6 +724,11 @@ impl Workbench {
                 let present = if panicked {
                     t.fail_without_sim(id, error.clone().unwrap_or_default())
                 } else {
+                    let memory = if handle.stored() {
+                        sim.memory_since(&marks)
+                    } else {
+                        String::new()
+                    };
                     let present = t.finish(id, sim, status, error.clone(), records);
                     if present && handle.stored() {
                         let stored = t
@@ -721,6 +736,7 @@ impl Workbench {
                             .map_err(WorkbenchError::from)
                             .and_then(|sim| handle.persist_state(&mut t, id, &sim));
                         unstored = stored.err().map(|e| e.to_string());
+                        handle.persist_memory(id, memory);
                     }
                     present
                 };

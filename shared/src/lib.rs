@@ -11,6 +11,7 @@ pub mod abm;
 pub mod columns;
 mod event;
 mod library;
+mod notebook;
 mod social;
 mod sweep;
 pub mod time;
@@ -19,6 +20,7 @@ mod view;
 
 pub use event::*;
 pub use library::{NewScenario, SavedRef, ScenarioDocument, ScenarioOrigin, ScenarioUpdate};
+pub use notebook::*;
 pub use social::*;
 pub use sweep::{
     CellResult, CellRow, Effect, FailedRun, IntervalKind, MetricSummary, SweepStarted, SweepTable, table_csv,
@@ -271,6 +273,9 @@ pub struct TreeInfo {
     /// was made from the library (only in `GET /devui/simtree/{tree}`, like `document`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scenario_version: Option<u64>,
+    /// What the tree is about (`PATCH /devui/simtree/{tree} {"description"}`), when written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
 }
 
 /// One entry of `GET /api/datasets`: a market dataset trading scenarios can name as
@@ -535,6 +540,9 @@ pub struct NodeInfo {
     /// hold none, and while the node runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
+    /// What a user wrote on the node (`PATCH …/node/{n}`), when anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotation: Option<Annotation>,
 }
 
 /// A tree's token budget: what it may spend and what it has.

@@ -209,6 +209,13 @@ impl Server {
         (status, r.json().await.unwrap_or(Value::Null))
     }
 
+    /// PATCH with a JSON body → (status, JSON body).
+    pub async fn patch(&self, path: &str, body: &Value) -> (u16, Value) {
+        let r = self.http.patch(self.url(path)).json(body).send().await.expect("PATCH");
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
     /// POST JSON → (status, JSON body).
     pub async fn post(&self, path: &str, body: &Value) -> (u16, Value) {
         let r = self.http.post(self.url(path)).json(body).send().await.expect("POST");
@@ -269,6 +276,24 @@ impl Server {
     }
 }
 
+/// A folder removed when dropped (a test's data folder).
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    /// `$TMPDIR/simtree-<name>-<pid>`, empty.
+    pub fn new(name: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("simtree-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -318,6 +343,18 @@ pub async fn text(s: &Server, path: &str) -> String {
     let r = s.http.get(s.url(path)).send().await.expect("GET");
     assert_eq!(r.status().as_u16(), 200, "{path}");
     r.text().await.expect("body")
+}
+
+/// `POST …/advance` (must answer 200); the child's id.
+pub async fn advance(s: &Server, tree: u64, parent: u64, turns: u64) -> u64 {
+    ok(
+        s,
+        &format!("/devui/simtree/{tree}/advance"),
+        serde_json::json!({"parent": parent, "turns": turns}),
+    )
+    .await["child"]
+        .as_u64()
+        .unwrap()
 }
 
 /// `POST path` with `body`; the answer must be 200, its JSON is returned.

@@ -7,20 +7,12 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use simtree_e2e::{Postgres, Server, advances_for, ok, own_entries, post_streamed, text};
+use simtree_e2e::{Postgres, Server, TempDir, advance, advances_for, ok, own_entries, post_streamed, text};
 
 struct Backend {
     flags: Vec<String>,
     _pg: Option<Postgres>,
     _dir: Option<TempDir>,
-}
-
-struct TempDir(std::path::PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 fn sqlite(name: &str) -> Backend {
@@ -60,19 +52,6 @@ impl Backend {
     }
 }
 
-/// Everything a client can read of a server's trees, as raw bytes.
-/// `POST …/advance`; the child's id.
-async fn advance(s: &Server, tree: u64, parent: u64, turns: u64) -> u64 {
-    ok(
-        s,
-        &format!("/devui/simtree/{tree}/advance"),
-        json!({"parent": parent, "turns": turns}),
-    )
-    .await["child"]
-        .as_u64()
-        .unwrap()
-}
-
 async fn rename(s: &Server, tree: u64, name: &str) {
     let r = s
         .http
@@ -84,6 +63,7 @@ async fn rename(s: &Server, tree: u64, name: &str) {
     assert_eq!(r.status().as_u16(), 200);
 }
 
+/// Everything a client can read of a server's trees, as raw bytes.
 async fn everything(s: &Server) -> Vec<(String, String)> {
     let mut out = vec![("list".to_string(), text(s, "/devui/simtree").await)];
     let (_, list) = s.get("/devui/simtree").await;

@@ -261,7 +261,10 @@ fn bench() -> Result<(), String> {
     run(worlds)?;
     let mut endpoints = cargo();
     endpoints.args(["bench", "-p", "simtree-e2e", "--bench", "endpoints"]);
-    run(endpoints)
+    run(endpoints)?;
+    let mut notebook = cargo();
+    notebook.args(["bench", "-p", "simtree-e2e", "--bench", "notebook"]);
+    run(notebook)
 }
 
 /// `tests/upstream-client/run.mjs` with its node modules (`npm ci` when they are missing or older

@@ -57,6 +57,11 @@ impl ShortTermMemory {
         self.list.last()
     }
 
+    /// Entries from index `from` on (see [`AppendList::iter_from`]).
+    pub fn iter_from(&self, from: usize) -> impl Iterator<Item = &Message> {
+        self.list.iter_from(from)
+    }
+
     /// Entries in order.
     pub fn iter(&self) -> impl Iterator<Item = &Message> {
         self.list.iter()

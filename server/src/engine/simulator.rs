@@ -18,6 +18,7 @@ use super::ordering::{MODERATOR_INSTRUCTION, Ordering, Pick};
 use super::parse::ActionCall;
 use super::scenes::{Scene, SceneError};
 use super::world::World;
+use crate::llm::chat::{Message, Role};
 use crate::llm::{LlmClient, LlmError};
 
 /// Upstream's default `max_steps_per_turn`.
@@ -396,6 +397,27 @@ impl Simulator {
             step: step.into(),
             error: error.to_string(),
         });
+    }
+
+    /// The prompt an interview of agent `name` sends: exactly the context its next decision
+    /// would see (its system prompt and memory), then `question` as a user turn (merged into a
+    /// last user entry, as memory merges). `None` for an unknown agent. Nothing changes.
+    pub fn interview(&self, name: &str, question: &str) -> Option<Vec<Message>> {
+        let agent = self.world.agents.iter().find(|a| a.name == name)?;
+        let text = self.scene.rules().text();
+        let mut ctx = Vec::with_capacity(agent.short_memory.len() + 2);
+        ctx.push(Message::new(Role::System, super::prompt::system_prompt(agent, &text)));
+        ctx.extend(agent.short_memory.iter().cloned());
+        let turn = format!(
+            "[Interview] {question}\nAnswer the interviewer in your own words. This is a question, not a turn: take no action."
+        );
+        match ctx.last_mut() {
+            Some(last) if last.role == Role::User => {
+                *last = Message::new(Role::User, format!("{}\n{turn}", last.content));
+            }
+            _ => ctx.push(Message::new(Role::User, turn)),
+        }
+        Some(ctx)
     }
 
     /// One `process` call of agent `idx`.

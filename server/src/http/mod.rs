@@ -19,6 +19,7 @@ pub mod datasets;
 pub mod error;
 pub mod guard;
 pub mod listener;
+pub mod notebook;
 pub mod openapi;
 pub mod routes;
 pub mod scenarios;
@@ -71,7 +72,14 @@ pub fn router(app: Arc<AppState>) -> Router {
         .route("/simtree/{tree}/sweep/{id}", get(sweep::sweep_table))
         .route("/simtree/{tree}/node/{node}/info", get(node_info))
         .route("/simtree/{tree}/node/{node}/view", get(node_view))
-        .route("/simtree/{tree}/node/{node}", delete(delete_node))
+        .route("/simtree/{tree}/node/{node}/calls", get(notebook::node_calls))
+        .route("/simtree/{tree}/node/{node}/ask", post(notebook::ask))
+        .route("/simtree/{tree}/node/{node}/asks", get(notebook::asks))
+        .route(
+            "/simtree/{tree}/node/{node}",
+            delete(delete_node).patch(notebook::annotate_node),
+        )
+        .route("/simtree/{tree}/search", get(notebook::search_tree))
         .route("/simtree/{tree}/node/{node}/cancel", post(cancel_node))
         .route("/simtree/{tree}/node/{node}/logs", get(logs))
         .route("/simtree/{tree}/sim/{node}/events", get(ws::node_events_or_logs))
@@ -90,6 +98,7 @@ pub fn router(app: Arc<AppState>) -> Router {
         .route("/abm/validate", post(abm_validate))
         .route("/datasets", post(datasets::upload).get(datasets::list))
         .route("/datasets/{name}", delete(datasets::delete))
+        .route("/search", get(notebook::search_all))
         .fallback(error::not_found);
     // Everything else is the web UI; unknown paths get index.html so deep links survive reloads.
     let dir = app.static_dir.clone();

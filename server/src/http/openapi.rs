@@ -19,11 +19,12 @@ use serde_json::{Map, Value, json};
 use simtree_shared::abm::AbmStep;
 use simtree_shared::trading::DecisionEvent;
 use simtree_shared::{
-    ActionEnd, ActionStart, AdvanceRequest, AgentErrorEvent, AgentProcessEnd, AgentProcessStart, BranchRequest,
-    Broadcast, ChildReply, ChildrenReply, Counterfactual, CreateRequest, CtxDelta, DatasetInfo, EmotionUpdate,
-    ErrorBody, EventPayload, FrontierRequest, Graph, LandlordDeal, LcaReply, MultiRequest, NewScenario, NodeInfo,
-    NodeState, NodeView, OkReply, PlanUpdate, ReplayRequest, RunReply, SavedRef, ScenarioDocument, ScenarioSummary,
-    ScenarioUpdate, Summary, TreeInfo, TreePatch, TreeRef, UsageReply,
+    ActionEnd, ActionStart, AdvanceRequest, AgentErrorEvent, AgentProcessEnd, AgentProcessStart, Ask, AskRequest,
+    BranchRequest, Broadcast, ChildReply, ChildrenReply, Counterfactual, CreateRequest, CtxDelta, DatasetInfo,
+    EmotionUpdate, ErrorBody, EventPayload, FrontierRequest, LandlordDeal, LcaReply, MultiRequest, NewScenario,
+    NodeCalls, NodeInfo, NodePatch, NodeState, NodeView, NotedGraph, NotedSummary, OkReply, PlanUpdate, ReplayRequest,
+    RunReply, SavedRef, ScenarioDocument, ScenarioSummary, ScenarioUpdate, SearchReply, TreeEdit, TreeInfo, TreeRef,
+    UsageReply,
 };
 
 /// One documented operation.
@@ -135,25 +136,25 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
         op(
             "patch",
             "/devui/simtree/{tree}",
-            "Rename a tree",
-            Some(schema::<TreePatch>(g)),
+            "Rename a tree, describe it, or both",
+            Some(schema::<TreeEdit>(g)),
             schema::<TreeInfo>(g),
-            &[404, 413, 422],
+            &[404, 413, 422, 503],
         ),
         op(
             "get",
             "/devui/simtree/{tree}/summaries",
-            "Node summaries",
+            "Node summaries, with each annotated node's annotation",
             None,
-            schema::<Vec<Summary>>(g),
+            schema::<Vec<NotedSummary>>(g),
             NOT_FOUND,
         ),
         op(
             "get",
             "/devui/simtree/{tree}/graph",
-            "The graph",
+            "The graph, with the annotated nodes' marks",
             None,
-            schema::<Graph>(g),
+            schema::<NotedGraph>(g),
             NOT_FOUND,
         ),
         Operation {
@@ -278,6 +279,54 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
             &[404, 409, 422],
         ),
         op(
+            "patch",
+            "/devui/simtree/{tree}/node/{node}",
+            "Annotate a node (title, note, tags, star); stored before the reply",
+            Some(schema::<NodePatch>(g)),
+            schema::<NodeInfo>(g),
+            &[404, 413, 422, 503],
+        ),
+        op(
+            "get",
+            "/devui/simtree/{tree}/node/{node}/calls",
+            "Each model call of a node: prompt, reply, parsed action, tokens, latency, provider",
+            None,
+            schema::<NodeCalls>(g),
+            &[404, 409, 422, 503],
+        ),
+        op(
+            "post",
+            "/devui/simtree/{tree}/node/{node}/ask",
+            "Ask an agent a question with its context at the node (the timeline is unchanged)",
+            Some(schema::<AskRequest>(g)),
+            schema::<Ask>(g),
+            &[404, 409, 413, 422, 503],
+        ),
+        op(
+            "get",
+            "/devui/simtree/{tree}/node/{node}/asks",
+            "The questions asked at a node, oldest first",
+            None,
+            schema::<Vec<Ask>>(g),
+            NOT_FOUND,
+        ),
+        op(
+            "get",
+            SEARCH_TREE,
+            "Search a tree's text: where it entered, then the descendants that carry it",
+            None,
+            schema::<SearchReply>(g),
+            &[404, 422, 503],
+        ),
+        op(
+            "get",
+            SEARCH_ALL,
+            "Search every tree's text",
+            None,
+            schema::<SearchReply>(g),
+            &[422, 503],
+        ),
+        op(
             "delete",
             "/devui/simtree/{tree}/node/{node}",
             "Delete a subtree",
@@ -340,6 +389,10 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
 /// The ABM response schema, wrapped for the provider named in the query.
 const ABM_SCHEMA: &str = "/api/abm/schema";
 
+/// The search routes, whose query is [`SearchParams`].
+const SEARCH_TREE: &str = "/devui/simtree/{tree}/search";
+const SEARCH_ALL: &str = "/api/search";
+
 /// The log route, whose entries' payloads are listed under `x-event-payloads`.
 const LOGS: &str = "/devui/simtree/{tree}/node/{node}/logs";
 
@@ -363,6 +416,18 @@ fn event_payloads(g: &mut SchemaGenerator) -> Value {
     entry::<AgentErrorEvent>(g, &mut m);
     entry::<Counterfactual>(g, &mut m);
     Value::Object(m)
+}
+
+/// The query parameters of the search routes (see `http::notebook::SearchParams`).
+fn search_params() -> Vec<Value> {
+    vec![
+        json!({"name": "q", "in": "query", "required": true,
+               "schema": {"type": "string", "minLength": 1, "maxLength": 256}}),
+        json!({"name": "offset", "in": "query", "required": false,
+               "schema": {"type": "integer", "format": "int64", "minimum": 0}}),
+        json!({"name": "limit", "in": "query", "required": false,
+               "schema": {"type": "integer", "format": "int64", "minimum": 1, "maximum": 200}}),
+    ]
 }
 
 /// The path parameters of a templated path (all are non-negative integer ids).
@@ -548,6 +613,12 @@ pub fn document() -> Value {
         "name": "provider", "in": "query", "required": true,
         "schema": {"type": "string", "enum": ["openai", "gemini", "claude"]},
     }]);
+    let search = search_params();
+    paths[SEARCH_TREE]["get"]["parameters"]
+        .as_array_mut()
+        .expect("path parameters are a list")
+        .extend(search.iter().cloned());
+    paths[SEARCH_ALL]["get"]["parameters"] = Value::Array(search);
     datasets_paths(&mut g, &error, &mut paths);
     scenarios_paths(&mut g, &error, &mut paths);
     estimate_params(&mut g, &mut paths);
@@ -581,7 +652,7 @@ mod tests {
         let schemas = doc["components"]["schemas"].as_object().unwrap();
         for name in [
             "RunReply",
-            "Graph",
+            "NotedGraph",
             "Op",
             "NodeInfo",
             "ErrorBody",
@@ -607,7 +678,7 @@ mod tests {
                 .unwrap_or_else(|| panic!("{target}"));
             assert!(schemas.contains_key(name), "{name}");
         }
-        assert_eq!(doc["paths"].as_object().unwrap().len(), 35);
+        assert_eq!(doc["paths"].as_object().unwrap().len(), 40);
     }
 
     /// The other direction: every REST route declared in `http::router` (read from its source,

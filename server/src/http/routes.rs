@@ -11,8 +11,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use simtree_shared::{
     AdvanceRequest, Budget, ChildReply, ChildrenReply, CreateRequest, FrontierRequest, LcaReply, MoneyBudget,
-    MultiRequest, NodeInfo, NodeStatus, NodeView, OkReply, Op, ReplayRequest, RunReply, ScenarioSource, TreeInfo,
-    TreePatch, TreeRef, Usage, UsageReply,
+    MultiRequest, NodeInfo, NodeStatus, NodeView, OkReply, Op, ReplayRequest, RunReply, ScenarioSource, TreeEdit,
+    TreeInfo, TreeRef, Usage, UsageReply,
 };
 
 use super::error::{ApiError, ApiJson, ApiPath};
@@ -83,24 +83,24 @@ pub async fn list_trees(State(app): St) -> Json<Vec<TreeInfo>> {
     Json(app.wb.list())
 }
 
-/// `PATCH /devui/simtree/{tree}`: renames a tree.
+/// `PATCH /devui/simtree/{tree}`: renames a tree, describes it, or both.
 pub async fn patch_tree(
     State(app): St,
     ApiPath(tree): ApiPath<u64>,
-    ApiJson(body): ApiJson<TreePatch>,
+    ApiJson(body): ApiJson<TreeEdit>,
 ) -> AppResult<Json<TreeInfo>> {
-    Ok(Json(app.wb.rename(tree, &body.name)?))
+    Ok(Json(app.wb.edit_tree(tree, &body)?))
 }
 
 pub async fn summaries(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Response> {
     let handle = app.wb.tree(tree)?;
-    let s = handle.lock().summaries();
+    let s = handle.lock().noted_summaries();
     Ok(Json(s).into_response())
 }
 
 pub async fn graph(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Response> {
     let handle = app.wb.tree(tree)?;
-    let g = handle.lock().graph();
+    let g = handle.lock().noted_graph();
     Ok(Json(g).into_response())
 }
 
@@ -226,6 +226,7 @@ pub async fn node_info(State(app): St, ApiPath((tree, node)): ApiPath<(u64, Node
         usage: usage_of(UsageTotals::of(&n.records), app.wb.prices.money_of(&n.records)),
         recorded_calls: n.records.len() as u64,
         seed,
+        annotation: t.notes.get(&node).cloned(),
     }))
 }
 

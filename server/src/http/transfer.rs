@@ -30,15 +30,20 @@ type St = State<Arc<AppState>>;
 pub async fn export(State(app): St, ApiPath(tree): ApiPath<u64>) -> Result<Response, ApiError> {
     let handle = app.wb.tree(tree)?;
     let sweeps = app.wb.sweep_data(tree)?;
+    let info = handle.info();
     let (ids, header) = {
         let t = handle.lock();
         t.check_exportable()?;
         let mut header = serde_json::json!({
             "format": EXPORT_FORMAT,
             "scenario": t.scenario,
+            "name": info.name,
             "root": 0,
             "seq": t.seq(),
         });
+        if let Some(d) = &info.description {
+            header["description"] = d.clone().into();
+        }
         if let Some(doc) = &t.document {
             header["document"] = (**doc).clone();
         }

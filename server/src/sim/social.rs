@@ -83,6 +83,38 @@ pub(super) fn apply_op(sim: &mut Simulator, op: &Op) -> Result<Vec<Event>, SimEr
     Ok(events)
 }
 
+/// Where each agent's memory ends: its entry count and the length of its last entry (an
+/// append may extend the last entry rather than add one).
+pub(super) fn memory_marks(sim: &Simulator) -> Vec<(usize, usize)> {
+    sim.world
+        .agents
+        .iter()
+        .map(|a| {
+            let m = &a.short_memory;
+            (m.len(), m.last().map_or(0, |e| e.content.len()))
+        })
+        .collect()
+}
+
+/// The text agents' memories took in since `marks` (memories only grow), one entry a line.
+pub(super) fn memory_since(sim: &Simulator, marks: &[(usize, usize)]) -> String {
+    let mut out = String::new();
+    for (i, a) in sim.world.agents.iter().enumerate() {
+        let (count, last) = marks.get(i).copied().unwrap_or((0, 0));
+        for (k, m) in a.short_memory.iter_from(count.saturating_sub(1)).enumerate() {
+            let text = match (count, k) {
+                (1.., 0) => m.content.get(last..).unwrap_or(""),
+                _ => &m.content,
+            };
+            if !text.trim().is_empty() {
+                out.push_str(text.trim_start_matches('\n'));
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
 /// Every agent with its role, plan and short memory.
 pub(super) fn state(sim: &Simulator) -> NodeState {
     sim.node_state()

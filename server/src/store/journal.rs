@@ -483,6 +483,39 @@ fn encode(out: &mut Vec<u8>, w: &Write) {
             put_bytes(out, scenario.as_bytes());
             put_u64(out, *version);
         }
+        // 20–24: the notebook's (annotations, descriptions, search texts).
+        Write::Annotate { tree, node, body } => {
+            out.push(20);
+            put_u64(out, *tree);
+            put_u64(out, *node);
+            put_opt_str(out, body.as_deref());
+        }
+        Write::Describe { tree, description } => {
+            out.push(21);
+            put_u64(out, *tree);
+            put_opt_str(out, description.as_deref());
+        }
+        Write::Text {
+            tree,
+            node,
+            kind,
+            ord,
+            body,
+        } => {
+            out.push(22);
+            put_u64(out, *tree);
+            put_u64(out, *node);
+            put_bytes(out, kind.as_bytes());
+            put_u64(out, *ord);
+            put_bytes(out, body.as_bytes());
+        }
+        Write::Ask { tree, node, seq, body } => {
+            out.push(23);
+            for v in [*tree, *node, *seq] {
+                put_u64(out, v);
+            }
+            put_bytes(out, body.as_bytes());
+        }
     }
 }
 
@@ -563,6 +596,7 @@ impl<'a> Reader<'a> {
                 seq: self.u64()?,
                 nodes: self.u64()?,
                 budget: self.opt_u64()?,
+                description: None,
             }),
             1 => Write::Rename {
                 tree: self.u64()?,
@@ -655,6 +689,28 @@ impl<'a> Reader<'a> {
                 scenario: self.string()?,
                 version: self.u64()?,
             },
+            20 => Write::Annotate {
+                tree: self.u64()?,
+                node: self.u64()?,
+                body: self.opt_string()?,
+            },
+            21 => Write::Describe {
+                tree: self.u64()?,
+                description: self.opt_string()?,
+            },
+            23 => Write::Ask {
+                tree: self.u64()?,
+                node: self.u64()?,
+                seq: self.u64()?,
+                body: self.string()?,
+            },
+            22 => Write::Text {
+                tree: self.u64()?,
+                node: self.u64()?,
+                kind: self.string()?,
+                ord: self.u64()?,
+                body: self.string()?,
+            },
             t => return Err(damaged(&format!("unknown write type {t}"))),
         })
     }
@@ -687,6 +743,7 @@ mod tests {
                 seq: 9,
                 nodes: 4,
                 budget: Some(1000),
+                description: None,
             }),
             Write::Rename {
                 tree: 3,
@@ -761,6 +818,37 @@ mod tests {
                 tree: 3,
                 scenario: "council-2".into(),
                 version: 2,
+            },
+            Write::Annotate {
+                tree: 3,
+                node: 9,
+                body: Some("{\"title\":\"t\"}".into()),
+            },
+            Write::Annotate {
+                tree: 3,
+                node: 9,
+                body: None,
+            },
+            Write::Describe {
+                tree: 3,
+                description: Some("about — ü".into()),
+            },
+            Write::Describe {
+                tree: 3,
+                description: None,
+            },
+            Write::Text {
+                tree: 3,
+                node: 9,
+                kind: "memory".into(),
+                ord: 2,
+                body: "Ann: hello".into(),
+            },
+            Write::Ask {
+                tree: 3,
+                node: 9,
+                seq: 0,
+                body: "{}".into(),
             },
         ]
     }

@@ -38,6 +38,7 @@ use crate::trading::data::MarketData;
 use journal::Journal;
 
 pub use sql::SCHEMA_VERSION;
+pub use sql::index_text;
 
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("store: {0}")]
@@ -58,6 +59,8 @@ pub struct TreeRow {
     pub seq: u64,
     pub nodes: u64,
     pub budget: Option<u64>,
+    /// Written by [`Write::Describe`] only ([`Write::Tree`] leaves it as it is).
+    pub description: Option<String>,
 }
 
 /// A node's record.
@@ -214,6 +217,35 @@ pub enum Write {
         scenario: String,
         version: u64,
     },
+    /// What a user wrote on a node (an `Annotation` as JSON), or `None` to remove it; its
+    /// title, note and tags are indexed for search in the same statement group.
+    Annotate {
+        tree: u64,
+        node: u64,
+        body: Option<String>,
+    },
+    /// A tree's description (`None` removes it).
+    Describe {
+        tree: u64,
+        description: Option<String>,
+    },
+    /// A question asked of an agent at a node (a `shared::Ask` as JSON); its transcript is
+    /// indexed for search with it.
+    Ask {
+        tree: u64,
+        node: u64,
+        seq: u64,
+        body: String,
+    },
+    /// A piece of text for search that no log row carries (what agents' memories took in at a
+    /// node; an ask's transcript), `ord` telling apart several of one kind.
+    Text {
+        tree: u64,
+        node: u64,
+        kind: String,
+        ord: u64,
+        body: String,
+    },
 }
 
 impl Write {
@@ -310,6 +342,34 @@ pub trait Database: Send {
     fn origin(&mut self, _tree: u64) -> StoreResult<Option<(String, u64)>> {
         Ok(None)
     }
+    /// A tree's annotations: each annotated node and its annotation (JSON).
+    fn annotations(&mut self, _tree: u64) -> StoreResult<Vec<(u64, String)>> {
+        Ok(Vec::new())
+    }
+    /// A tree's asks: each node with an ask (JSON), by node then order.
+    fn asks(&mut self, _tree: u64) -> StoreResult<Vec<(u64, String)>> {
+        Ok(Vec::new())
+    }
+    /// The texts matching `phrase` (the user's words; the driver quotes them) in `tree` (or
+    /// every tree), best first, at most `limit`.
+    fn search(&mut self, _phrase: &str, _tree: Option<u64>, _limit: u64) -> StoreResult<Vec<TextMatch>> {
+        Ok(Vec::new())
+    }
+    /// The bodies of the texts `ids` (for excerpts), by id.
+    fn texts(&mut self, _ids: &[u64]) -> StoreResult<Vec<(u64, String)>> {
+        Ok(Vec::new())
+    }
+}
+
+/// A text found by [`Database::search`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct TextMatch {
+    pub id: u64,
+    pub tree: u64,
+    pub node: u64,
+    pub kind: String,
+    /// Higher is better (the database's rank, in millionths).
+    pub score: i64,
 }
 
 type Job = Box<dyn FnOnce(&mut dyn Database) + Send>;
@@ -942,7 +1002,11 @@ impl Gone {
             | Write::ImportEnd { tree }
             | Write::Document { tree, .. }
             | Write::Origin { tree, .. } => !self.trees.contains(tree),
+            Write::Annotate { tree, node, .. } | Write::Text { tree, node, .. } | Write::Ask { tree, node, .. } => {
+                self.live(*tree, *node)
+            }
             Write::Rename { tree, .. }
+            | Write::Describe { tree, .. }
             | Write::Touch { tree, .. }
             | Write::Sweep { tree, .. }
             | Write::DeleteSweep { tree, .. } => !self.trees.contains(tree),
@@ -1319,6 +1383,7 @@ mod journal_tests {
             seq: 1,
             nodes: 1,
             budget: None,
+            description: None,
         }
     }
 

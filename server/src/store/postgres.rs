@@ -15,7 +15,7 @@ use std::task::Poll;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, NoTls};
 
-use super::sql::{Cell, P, Sql};
+use super::sql::{Cell, Fts, P, Sql};
 use super::{StoreError, StoreResult};
 
 pub struct Postgres {
@@ -188,6 +188,21 @@ async fn pipelined(mut answers: Vec<Answer<'_>>) -> Vec<Result<u64, tokio_postgr
     out.into_iter().flatten().collect()
 }
 
+/// A generated tsvector column under a GIN index; the user's words go in as a phrase through
+/// `phraseto_tsquery`, which reads no operators.
+static FTS: Fts = Fts {
+    ddl: "CREATE TABLE texts (id BIGSERIAL PRIMARY KEY, tree BIGINT NOT NULL, node BIGINT NOT NULL,
+            kind TEXT NOT NULL, ord BIGINT NOT NULL, body TEXT NOT NULL,
+            tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', body)) STORED,
+            UNIQUE (tree, node, kind, ord));
+          CREATE INDEX texts_tsv ON texts USING GIN (tsv);",
+    query: "SELECT t.id, t.tree, t.node, t.kind, CAST(ts_rank(t.tsv, q) * 1000000 AS BIGINT)
+            FROM texts t, phraseto_tsquery('simple', $1) q
+            WHERE t.tsv @@ q AND ($2::BIGINT < 0 OR t.tree = $2::BIGINT)
+            ORDER BY 5 DESC, t.id LIMIT $3",
+    phrase: str::to_string,
+};
+
 impl Sql for Postgres {
     fn execute(&mut self, sql: &str, params: &[P<'_>]) -> StoreResult<u64> {
         self.connected()?;
@@ -296,5 +311,9 @@ impl Sql for Postgres {
 
     fn now_ms_sql(&self) -> &'static str {
         "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT"
+    }
+
+    fn fts(&self) -> &'static Fts {
+        &FTS
     }
 }

@@ -8,7 +8,7 @@
 use simtree_shared::{EdgeType, NodeStatus, Op, SimKind};
 
 use super::lease::{self, Lease};
-use super::{Database, LogRow, NodeRow, ScenarioRow, StoreError, StoreResult, TreeRow, Write};
+use super::{Database, LogRow, NodeRow, ScenarioRow, StoreError, StoreResult, TextMatch, TreeRow, Write};
 use crate::chunks::ChunkKey;
 
 /// A statement parameter.
@@ -104,6 +104,20 @@ pub trait Sql: Send {
     /// The database's clock in Unix milliseconds, as an SQL expression (the server lease is
     /// timed by it, so that hosts whose clocks disagree agree on when a lease lapses).
     fn now_ms_sql(&self) -> &'static str;
+    /// The database's own full-text search over `texts` (the notebook's search).
+    fn fts(&self) -> &'static Fts;
+}
+
+/// One database's full-text search: the table of texts with its index, the query, and how a
+/// user's words become a query that matches them as a phrase (never as the index's syntax).
+pub struct Fts {
+    /// Replaces `{search}` in the notebook migration.
+    pub ddl: &'static str,
+    /// `$1` the query, `$2` a tree (or -1 for every tree), `$3` at most this many rows; gives
+    /// `id, tree, node, kind, score` (a score in millionths, higher better), best first.
+    pub query: &'static str,
+    /// The `$1` of `query` for the user's text.
+    pub phrase: fn(&str) -> String,
 }
 
 /// Schema versions, applied in order at start-up; each runs once, in a transaction.
@@ -150,6 +164,17 @@ const MIGRATIONS: &[&str] = &[
     // (Unix ms, the database's clock). Unused on SQLite, whose data folder is locked instead.
     "CREATE TABLE lease (name TEXT PRIMARY KEY, holder TEXT NOT NULL, host TEXT NOT NULL, pid BIGINT NOT NULL,
         acquired BIGINT NOT NULL, expires BIGINT NOT NULL);",
+    // 9 (notebook): what users write on nodes (an annotation row, JSON, per annotated node) and
+    // on trees (a description), and the text search reads: a row per piece of text where it
+    // entered the tree (`texts`: events, memories, annotations) under the database's own
+    // full-text index ({search}: FTS5 with SQLite, a tsvector with PostgreSQL).
+    "CREATE TABLE annotations (tree BIGINT NOT NULL, node BIGINT NOT NULL, body TEXT NOT NULL,
+        PRIMARY KEY (tree, node));
+     ALTER TABLE trees ADD COLUMN description TEXT;
+     {search}",
+    // 10 (notebook): the questions asked of agents at nodes and their answers (JSON), in order.
+    "CREATE TABLE asks (tree BIGINT NOT NULL, node BIGINT NOT NULL, seq BIGINT NOT NULL, body TEXT NOT NULL,
+        PRIMARY KEY (tree, node, seq));",
 ];
 
 /// The schema version this build writes.
@@ -253,8 +278,12 @@ impl<S: Sql> Db<S> {
                 "the database has schema version {current}; this simtree understands up to {SCHEMA_VERSION} (upgrade simtree)"
             )));
         }
+        let mut index_logs = false;
         for (n, m) in MIGRATIONS.iter().enumerate().skip(current as usize) {
-            let ddl = m.replace("{blob}", self.sql.blob_type());
+            index_logs |= m.contains("{search}");
+            let ddl = m
+                .replace("{blob}", self.sql.blob_type())
+                .replace("{search}", self.sql.fts().ddl);
             self.sql.batch("BEGIN")?;
             let applied = self.sql.batch(&ddl).and_then(|()| {
                 self.sql
@@ -269,7 +298,51 @@ impl<S: Sql> Db<S> {
                 }
             }
         }
+        if index_logs {
+            self.index_stored_logs()?;
+        }
         Ok(())
+    }
+
+    /// Indexes for search the log rows a database had before it had a search index (once, as
+    /// it gains one; new rows are indexed as they are written), a thousand rows a transaction.
+    fn index_stored_logs(&mut self) -> StoreResult<()> {
+        let mut after = (-1i64, -1i64, -1i64);
+        loop {
+            let rows = self.sql.query(
+                "SELECT tree, node, idx, entries FROM logs WHERE (tree, node, idx) > ($1, $2, $3)
+                 ORDER BY tree, node, idx LIMIT 1000",
+                &[P::Int(after.0), P::Int(after.1), P::Int(after.2)],
+            )?;
+            let Some(last) = rows.last() else {
+                return Ok(());
+            };
+            after = (last[0].int()?, last[1].int()?, last[2].int()?);
+            self.sql.batch("BEGIN")?;
+            for r in rows {
+                let mut r = r.into_iter();
+                let mut next = || r.next().unwrap_or(Cell::Null);
+                let (tree, node, idx) = (next().int()? as u64, next().int()? as u64, next().int()? as u64);
+                let text = index_text(next().text()?.split('\n'));
+                if let Err(e) = put_text(&mut self.sql, tree, node, "event", idx, &text) {
+                    let _ = self.sql.batch("ROLLBACK");
+                    return Err(StoreError(format!("indexing the stored logs for search: {e}")));
+                }
+            }
+            self.sql.batch("COMMIT")?;
+        }
+    }
+
+    /// `(node, body)` rows of a tree (`$1`) that `query` selects.
+    fn node_bodies(&mut self, query: &str, tree: u64) -> StoreResult<Vec<(u64, String)>> {
+        let rows = self.sql.query(query, &[i(tree)])?;
+        rows.into_iter()
+            .map(|r| {
+                let mut r = r.into_iter();
+                let mut next = || r.next().unwrap_or(Cell::Null);
+                Ok((next().int()? as u64, next().text()?))
+            })
+            .collect()
     }
 
     /// The last journal group written to the database.
@@ -368,6 +441,8 @@ impl<S: Sql> Db<S> {
                         P::Int(i64::from(crc32fast::hash(entries.as_bytes()))),
                     ],
                 )?;
+                let text = index_text(entries.split('\n'));
+                put_text(sql, *tree, *node, "event", *index, &text)?;
             }
             Write::State {
                 tree,
@@ -389,10 +464,9 @@ impl<S: Sql> Db<S> {
                 )?;
             }
             Write::DeleteNodes { tree, nodes } => {
-                for table in ["nodes", "states", "chunks", "logs"] {
+                for table in ["nodes", "states", "chunks", "logs", "annotations", "texts", "asks"] {
                     let col = if table == "nodes" { "id" } else { "node" };
-                    for batch in nodes.chunks(500) {
-                        let list = batch.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+                    for list in id_lists(nodes) {
                         sql.write(
                             &format!("DELETE FROM {table} WHERE tree = $1 AND {col} IN ({list})"),
                             &[i(*tree)],
@@ -463,9 +537,110 @@ impl<S: Sql> Db<S> {
                     &[i(*tree), P::Text(scenario), i(*version)],
                 )?;
             }
+            Write::Annotate { tree, node, body } => {
+                let key = [i(*tree), i(*node)];
+                match body {
+                    Some(body) => sql.write(
+                        "INSERT INTO annotations (tree, node, body) VALUES ($1, $2, $3)
+                         ON CONFLICT (tree, node) DO UPDATE SET body = excluded.body",
+                        &[i(*tree), i(*node), P::Text(body)],
+                    )?,
+                    None => sql.write("DELETE FROM annotations WHERE tree = $1 AND node = $2", &key)?,
+                };
+                sql.write(
+                    "DELETE FROM texts WHERE tree = $1 AND node = $2 AND kind IN ('title', 'note', 'tag')",
+                    &key,
+                )?;
+                let a: simtree_shared::Annotation = match body {
+                    Some(b) => serde_json::from_str(b).map_err(|e| StoreError(format!("annotation: {e}")))?,
+                    None => Default::default(),
+                };
+                let tags = a.tags.join(" ");
+                for (kind, text) in [
+                    ("title", a.title.as_deref()),
+                    ("note", a.note.as_deref()),
+                    ("tag", Some(&tags)),
+                ] {
+                    put_text(sql, *tree, *node, kind, 0, text.unwrap_or(""))?;
+                }
+            }
+            Write::Describe { tree, description } => {
+                sql.write(
+                    "UPDATE trees SET description = $1 WHERE id = $2",
+                    &[P::OptText(description.as_deref()), i(*tree)],
+                )?;
+            }
+            Write::Text {
+                tree,
+                node,
+                kind,
+                ord,
+                body,
+            } => put_text(sql, *tree, *node, kind, *ord, body)?,
+            Write::Ask { tree, node, seq, body } => {
+                sql.write(
+                    "INSERT INTO asks (tree, node, seq, body) VALUES ($1, $2, $3, $4)
+                     ON CONFLICT (tree, node, seq) DO UPDATE SET body = excluded.body",
+                    &[i(*tree), i(*node), i(*seq), P::Text(body)],
+                )?;
+                let a: simtree_shared::Ask = serde_json::from_str(body).map_err(|e| StoreError(format!("ask: {e}")))?;
+                put_text(sql, *tree, *node, "ask", *seq, &format!("{}\n{}", a.question, a.answer))?;
+            }
         }
         Ok(())
     }
+}
+
+/// The most text one search row holds (bytes); the rest of a larger piece is not searched.
+const MAX_TEXT: usize = 256 << 10;
+
+/// Writes (or replaces) one search row; an empty text writes none.
+fn put_text<S: Sql>(sql: &mut S, tree: u64, node: u64, kind: &str, ord: u64, text: &str) -> StoreResult<()> {
+    let mut end = text.len().min(MAX_TEXT);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let text = text[..end].trim();
+    if text.is_empty() {
+        return Ok(());
+    }
+    sql.write(
+        "INSERT INTO texts (tree, node, kind, ord, body) VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (tree, node, kind, ord) DO UPDATE SET body = excluded.body",
+        &[i(tree), i(node), P::Text(kind), i(ord), P::Text(text)],
+    )
+}
+
+/// The searchable text of log entries (`{type, data, node}` JSON, one per item): every string
+/// in each entry's `data`, one per line (keys, numbers and the entry's type are not text a
+/// user wrote or read).
+pub fn index_text<'a>(entries: impl Iterator<Item = &'a str>) -> String {
+    fn strings(v: &serde_json::Value, out: &mut String) {
+        match v {
+            serde_json::Value::String(s) if !s.trim().is_empty() => {
+                out.push_str(s);
+                out.push('\n');
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|v| strings(v, out)),
+            serde_json::Value::Object(o) => o.values().for_each(|v| strings(v, out)),
+            _ => {}
+        }
+    }
+    let mut out = String::new();
+    for e in entries.filter(|e| !e.is_empty()) {
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(e)
+            && let Some(data) = v.get("data")
+        {
+            strings(data, &mut out);
+        }
+    }
+    out
+}
+
+/// `ids` as comma-separated lists of at most 500, for `IN (…)` (numbers only: no injection).
+fn id_lists(ids: &[u64]) -> impl Iterator<Item = String> + '_ {
+    ids.chunks(500)
+        .map(|batch| batch.iter().map(u64::to_string).collect::<Vec<_>>().join(","))
 }
 
 /// Keeps the stored next tree id past `tree` (it never goes down).
@@ -478,7 +653,17 @@ fn reserve_tree<S: Sql>(sql: &mut S, tree: u64) -> StoreResult<()> {
 
 /// Deletes every row of a tree, and its import marker.
 fn delete_tree<S: Sql>(sql: &mut S, tree: u64) -> StoreResult<()> {
-    for table in ["nodes", "states", "chunks", "logs", "sweeps", "documents", "origins"] {
+    for table in [
+        "nodes",
+        "states",
+        "chunks",
+        "logs",
+        "sweeps",
+        "documents",
+        "annotations",
+        "texts",
+        "origins",
+    ] {
         sql.write(&format!("DELETE FROM {table} WHERE tree = $1"), &[i(tree)])?;
     }
     sql.write("DELETE FROM trees WHERE id = $1", &[i(tree)])?;
@@ -505,7 +690,7 @@ impl<S: Sql> Database for Db<S> {
 
     fn trees(&mut self) -> StoreResult<Vec<TreeRow>> {
         let rows = self.sql.query(
-            "SELECT id, name, scenario, kind, created, last_activity, seq, nodes, budget FROM trees ORDER BY id",
+            "SELECT id, name, scenario, kind, created, last_activity, seq, nodes, budget, description FROM trees ORDER BY id",
             &[],
         )?;
         rows.into_iter()
@@ -522,6 +707,7 @@ impl<S: Sql> Database for Db<S> {
                     seq: next().int()? as u64,
                     nodes: next().int()? as u64,
                     budget: next().opt_int()?.map(|b| b as u64),
+                    description: next().opt_text()?,
                 })
             })
             .collect()
@@ -578,8 +764,7 @@ impl<S: Sql> Database for Db<S> {
 
     fn chunks(&mut self, tree: u64, nodes: &[u64]) -> StoreResult<Vec<(ChunkKey, Vec<u8>)>> {
         let mut out = Vec::new();
-        for batch in nodes.chunks(500) {
-            let list = batch.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+        for list in id_lists(nodes) {
             let rows = self.sql.query(
                 &format!("SELECT node, ord, data FROM chunks WHERE tree = $1 AND node IN ({list})"),
                 &[i(tree)],
@@ -787,6 +972,49 @@ impl<S: Sql> Database for Db<S> {
                 Ok((next().text()?, next().int()? as u64))
             })
             .transpose()
+    }
+
+    fn annotations(&mut self, tree: u64) -> StoreResult<Vec<(u64, String)>> {
+        self.node_bodies("SELECT node, body FROM annotations WHERE tree = $1 ORDER BY node", tree)
+    }
+
+    fn asks(&mut self, tree: u64) -> StoreResult<Vec<(u64, String)>> {
+        self.node_bodies("SELECT node, body FROM asks WHERE tree = $1 ORDER BY node, seq", tree)
+    }
+
+    fn search(&mut self, phrase: &str, tree: Option<u64>, limit: u64) -> StoreResult<Vec<TextMatch>> {
+        let fts = self.sql.fts();
+        let q = (fts.phrase)(phrase);
+        let tree = tree.map_or(-1, |t| t as i64);
+        let rows = self.sql.query(fts.query, &[P::Text(&q), P::Int(tree), i(limit)])?;
+        rows.into_iter()
+            .map(|r| {
+                let mut r = r.into_iter();
+                let mut next = || r.next().unwrap_or(Cell::Null);
+                Ok(TextMatch {
+                    id: next().int()? as u64,
+                    tree: next().int()? as u64,
+                    node: next().int()? as u64,
+                    kind: next().text()?,
+                    score: next().int()?,
+                })
+            })
+            .collect()
+    }
+
+    fn texts(&mut self, ids: &[u64]) -> StoreResult<Vec<(u64, String)>> {
+        let mut out = Vec::new();
+        for list in id_lists(ids) {
+            let rows = self
+                .sql
+                .query(&format!("SELECT id, body FROM texts WHERE id IN ({list})"), &[])?;
+            for r in rows {
+                let mut r = r.into_iter();
+                let mut next = || r.next().unwrap_or(Cell::Null);
+                out.push((next().int()? as u64, next().text()?));
+            }
+        }
+        Ok(out)
     }
 
     fn interrupt_running(&mut self) -> StoreResult<u64> {

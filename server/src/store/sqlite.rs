@@ -5,7 +5,7 @@ use std::path::Path;
 use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, params_from_iter};
 
-use super::sql::{Cell, P, Sql};
+use super::sql::{Cell, Fts, P, Sql};
 use super::{StoreError, StoreResult};
 
 pub struct Sqlite {
@@ -96,6 +96,29 @@ fn value(p: &P<'_>) -> Value {
     }
 }
 
+/// FTS5 (compiled into the bundled SQLite) as an external-content index over `texts`, kept in
+/// step by triggers, so a node's rows are found and deleted through `texts`' own index.
+static FTS: Fts = Fts {
+    ddl: "CREATE TABLE texts (id INTEGER PRIMARY KEY, tree BIGINT NOT NULL, node BIGINT NOT NULL,
+            kind TEXT NOT NULL, ord BIGINT NOT NULL, body TEXT NOT NULL, UNIQUE (tree, node, kind, ord));
+          CREATE VIRTUAL TABLE texts_fts USING fts5(body, content='texts', content_rowid='id',
+            tokenize='unicode61 remove_diacritics 2');
+          CREATE TRIGGER texts_ai AFTER INSERT ON texts BEGIN
+            INSERT INTO texts_fts (rowid, body) VALUES (new.id, new.body); END;
+          CREATE TRIGGER texts_ad AFTER DELETE ON texts BEGIN
+            INSERT INTO texts_fts (texts_fts, rowid, body) VALUES ('delete', old.id, old.body); END;
+          CREATE TRIGGER texts_au AFTER UPDATE ON texts BEGIN
+            INSERT INTO texts_fts (texts_fts, rowid, body) VALUES ('delete', old.id, old.body);
+            INSERT INTO texts_fts (rowid, body) VALUES (new.id, new.body); END;",
+    query: "SELECT t.id, t.tree, t.node, t.kind, CAST(-bm25(texts_fts) * 1000000 AS INTEGER)
+            FROM texts_fts JOIN texts t ON t.id = texts_fts.rowid
+            WHERE texts_fts MATCH $1 AND ($2 < 0 OR t.tree = $2)
+            ORDER BY bm25(texts_fts) LIMIT $3",
+    // One FTS5 string: inside double quotes every character is text (a quote is doubled), so
+    // AND, NEAR, *, ^, column filters and parentheses are words to match, never syntax.
+    phrase: |q| format!("\"{}\"", q.replace('"', "\"\"")),
+};
+
 impl Sql for Sqlite {
     fn execute(&mut self, sql: &str, params: &[P<'_>]) -> StoreResult<u64> {
         let mut stmt = self.conn.prepare_cached(sql).map_err(err)?;
@@ -135,6 +158,10 @@ impl Sql for Sqlite {
 
     fn now_ms_sql(&self) -> &'static str {
         "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)"
+    }
+
+    fn fts(&self) -> &'static Fts {
+        &FTS
     }
 
     fn probe_space(&mut self) -> StoreResult<()> {

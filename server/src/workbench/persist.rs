@@ -26,6 +26,8 @@ use crate::tree::{ImportLimits, NodeId, SimTree, TreeError};
 #[derive(Clone, Debug)]
 pub struct Meta {
     pub name: String,
+    /// What the tree is about (`PATCH /devui/simtree/{tree} {"description"}`).
+    pub description: Option<String>,
     pub created: u64,
     pub last_activity: u64,
 }
@@ -92,7 +94,32 @@ impl TreeHandle {
         if let Some(w) = Write::whole_log(self.id, id, &tree.log(id)?.entries()) {
             self.persist(w);
         }
+        let marks = match tree.node(id)?.parent {
+            Some(p) => tree.sim(p)?.memory_marks(),
+            None => Vec::new(),
+        };
+        self.persist_memory(id, sim.memory_since(&marks));
+        if let Some(a) = tree.notes.get(&id) {
+            self.persist(Write::Annotate {
+                tree: self.id,
+                node: id,
+                body: Some(serde_json::to_string(a).unwrap_or_default()),
+            });
+        }
         Ok(())
+    }
+
+    /// Indexes for search what the agents' memories took in at node `id`.
+    pub(super) fn persist_memory(&self, id: NodeId, text: String) {
+        if !text.trim().is_empty() {
+            self.persist(Write::Text {
+                tree: self.id,
+                node: id,
+                kind: "memory".into(),
+                ord: 0,
+                body: text,
+            });
+        }
     }
 
     /// Writes a node's state (its chunks first written here are keyed by the node).
@@ -142,6 +169,7 @@ impl TreeHandle {
             last_activity: meta.last_activity,
             document: None,
             scenario_version: None,
+            description: meta.description,
         }
     }
 
@@ -157,6 +185,7 @@ impl TreeHandle {
             seq: self.lock().seq(),
             nodes: info.nodes,
             budget: self.budget.as_ref().and_then(|b| b.limits().tokens),
+            description: info.description,
         }
     }
 }
@@ -240,6 +269,7 @@ fn info_of(row: &TreeRow) -> TreeInfo {
         last_activity: row.last_activity,
         document: None,
         scenario_version: None,
+        description: row.description.clone(),
     }
 }
 
@@ -343,9 +373,17 @@ impl Workbench {
             // A tree on an uploaded dataset trades on it again (a dataset in use is not deleted).
             source.market = self.market_for(Some(name))?;
         }
+        let notes = store
+            .read(move |db| db.annotations(id))
+            .map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
         let mut tree = SimTree::restore(row.scenario.clone(), row.seq, rows, source)?;
         tree.document = document;
         tree.scenario_version = version;
+        tree.set_notes(id, notes);
+        let asks = store
+            .read(move |db| db.asks(id))
+            .map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
+        tree.set_asks(id, asks);
         if row.kind == SimKind::Abm {
             // A restored model runs on the worker like a created one: start it now, not mid-run
             // (a worker that cannot start fails the run with the reason).
@@ -358,6 +396,7 @@ impl Workbench {
             row.kind,
             Meta {
                 name: row.name.clone(),
+                description: row.description.clone(),
                 created: row.created,
                 last_activity: row.last_activity,
             },
@@ -427,19 +466,6 @@ impl Workbench {
         Ok(info)
     }
 
-    pub fn rename(&self, tree: u64, name: &str) -> Result<TreeInfo, WorkbenchError> {
-        let name = super::check_name(name)?;
-        let name = name.as_str();
-        let handle = self.tree(tree)?;
-        lock(&handle.meta).name = name.to_string();
-        handle.persist(Write::Rename {
-            tree,
-            name: name.to_string(),
-        });
-        handle.flush()?;
-        Ok(handle.info())
-    }
-
     /// Writes a new tree whole (its row and every node) and waits for the commit.
     pub(super) fn persist_tree(&self, handle: &TreeHandle) -> Result<(), WorkbenchError> {
         if !handle.stored() {
@@ -493,6 +519,8 @@ impl Workbench {
         let mut kind = None;
         let mut dedupe = store.as_ref().map(|_| crate::chunks::Dedupe::default());
         let mut ancestors: std::collections::HashMap<NodeId, Vec<NodeId>> = Default::default();
+        // Where each imported node's agents' memories end: what a node added is indexed.
+        let mut marks: std::collections::HashMap<NodeId, Vec<(usize, usize)>> = Default::default();
         if let Some(store) = &store {
             // Before any of its rows: should the server stop mid-import, the next start-up finds
             // the marker and deletes what was written.
@@ -536,12 +564,47 @@ impl Workbench {
                 if let Some(w) = Write::whole_log(id, id_n, &entries) {
                     store.write(w);
                 }
+                let before = node.parent.and_then(|p| marks.get(&p)).map_or(&[][..], Vec::as_slice);
+                let memory = sim.memory_since(before);
+                if !memory.trim().is_empty() {
+                    store.write(Write::Text {
+                        tree: id,
+                        node: id_n,
+                        kind: "memory".into(),
+                        ord: 0,
+                        body: memory,
+                    });
+                }
+                marks.insert(id_n, sim.memory_marks());
                 importer.release(id_n);
+                if let Some(a) = importer.notes.get(&id_n) {
+                    store.write(Write::Annotate {
+                        tree: id,
+                        node: id_n,
+                        body: Some(serde_json::to_string(a).unwrap_or_default()),
+                    });
+                }
+                for a in importer.asks.get(&id_n).into_iter().flatten() {
+                    store.write(Write::Ask {
+                        tree: id,
+                        node: id_n,
+                        seq: a.seq,
+                        body: serde_json::to_string(a).unwrap_or_default(),
+                    });
+                }
             }
             Ok(())
         });
+        let mut label = (None, None);
         let tree = result.and_then(|mut importer| {
             let sweeps = std::mem::take(&mut importer.sweeps);
+            // A name and description travel with the tree, checked as if typed.
+            if let Some(name) = importer.name.take() {
+                label.0 = Some(super::check_name(&name).map_err(|e| TreeError::InvalidOp(format!("name: {e}")))?);
+            }
+            if let Some(d) = importer.description.take() {
+                label.1 = crate::tree::notebook::description(&d).map_err(TreeError::InvalidOp)?;
+            }
             // A document travels with its tree; it is checked like one posted to create a tree.
             if let Some(version) = importer.scenario_version {
                 if importer.document.is_none() {
@@ -585,13 +648,15 @@ impl Workbench {
             self.abm_pool()?;
         }
         let now = now_ms();
-        let name = tree.scenario.clone();
+        let (name, description) = label;
+        let name = name.unwrap_or_else(|| tree.scenario.clone());
         let handle = Arc::new(self.handle(
             id,
             tree,
             kind,
             Meta {
                 name,
+                description: description.clone(),
                 created: now,
                 last_activity: now,
             },
@@ -615,6 +680,9 @@ impl Workbench {
                         version,
                     });
                 }
+            }
+            if description.is_some() {
+                store.write(Write::Describe { tree: id, description });
             }
             store.write(Write::ImportEnd { tree: id });
             if let Err(e) = store.flush() {

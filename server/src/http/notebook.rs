@@ -1,0 +1,98 @@
+//! The notebook's routes: annotate a node (`PATCH …/node/{n}`), and search a tree's text
+//! (`GET …/search`) or every tree's (`GET /api/search`). The rules are the workbench's
+//! (`workbench/notebook.rs`); a bad query string is a JSON 422 like every other bad input.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use serde::Deserialize;
+use simtree_shared::{Ask, AskRequest, NodeCalls, NodeInfo, NodePatch, SearchReply};
+
+use super::error::{ApiError, ApiJson, ApiPath};
+use super::routes::node_info;
+use super::state::AppState;
+use crate::tree::NodeId;
+
+type St = State<Arc<AppState>>;
+
+/// `PATCH …/node/{n}`: the node's info with its annotation as stored.
+pub async fn annotate_node(
+    State(app): St,
+    ApiPath((tree, node)): ApiPath<(u64, NodeId)>,
+    ApiJson(patch): ApiJson<NodePatch>,
+) -> Result<Json<NodeInfo>, ApiError> {
+    let wb = app.wb.clone();
+    tokio::task::spawn_blocking(move || wb.annotate(tree, node, &patch))
+        .await
+        .map_err(|e| ApiError::unprocessable(format!("the annotation could not be stored: {e}")))??;
+    node_info(State(app), ApiPath((tree, node))).await
+}
+
+/// The query of the search routes.
+/// (Documented by hand in `openapi.rs`: `search_params`.)
+#[derive(Deserialize)]
+pub struct SearchParams {
+    /// The words to find, matched as a phrase (1 to 256 characters, no control characters).
+    q: Option<String>,
+    /// Hits to skip (the `next` of the previous page).
+    offset: Option<u64>,
+    /// Hits per page, 1 to 200 (default 20).
+    limit: Option<u64>,
+}
+
+fn params(q: Result<Query<SearchParams>, QueryRejection>) -> Result<SearchParams, ApiError> {
+    q.map(|Query(q)| q).map_err(|e| ApiError::unprocessable(e.body_text()))
+}
+
+/// `GET …/{tree}/search?q=&offset=&limit=`.
+pub async fn search_tree(
+    State(app): St,
+    ApiPath(tree): ApiPath<u64>,
+    q: Result<Query<SearchParams>, QueryRejection>,
+) -> Result<Json<SearchReply>, ApiError> {
+    let p = params(q)?;
+    let wb = app.wb.clone();
+    let reply = tokio::task::spawn_blocking(move || wb.search(Some(tree), p.q.as_deref(), p.offset, p.limit))
+        .await
+        .map_err(|e| ApiError::unprocessable(format!("the search failed: {e}")))??;
+    Ok(Json(reply))
+}
+
+/// `GET /api/search?q=&offset=&limit=`: every tree's hits (each names its tree).
+pub async fn search_all(
+    State(app): St,
+    q: Result<Query<SearchParams>, QueryRejection>,
+) -> Result<Json<SearchReply>, ApiError> {
+    let p = params(q)?;
+    let wb = app.wb.clone();
+    let reply = tokio::task::spawn_blocking(move || wb.search(None, p.q.as_deref(), p.offset, p.limit))
+        .await
+        .map_err(|e| ApiError::unprocessable(format!("the search failed: {e}")))??;
+    Ok(Json(reply))
+}
+
+/// `GET …/node/{n}/calls`: each model call of the node's run (its advance run again from the
+/// node's recording, privately; nothing is stored or paid).
+pub async fn node_calls(
+    State(app): St,
+    ApiPath((tree, node)): ApiPath<(u64, NodeId)>,
+) -> Result<Json<NodeCalls>, ApiError> {
+    Ok(Json(app.wb.calls(tree, node).await?))
+}
+
+/// `POST …/node/{n}/ask`: one agent's answer from its context at the node; the timeline is
+/// unchanged, the ask is kept in the node's history.
+pub async fn ask(
+    State(app): St,
+    ApiPath((tree, node)): ApiPath<(u64, NodeId)>,
+    ApiJson(req): ApiJson<AskRequest>,
+) -> Result<Json<Ask>, ApiError> {
+    Ok(Json(app.wb.ask(tree, node, &req).await?))
+}
+
+/// `GET …/node/{n}/asks`: the questions asked at the node, oldest first.
+pub async fn asks(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> Result<Json<Vec<Ask>>, ApiError> {
+    Ok(Json(app.wb.asks(tree, node)?))
+}

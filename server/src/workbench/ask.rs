@@ -1,0 +1,145 @@
+//! Interviews: `POST …/node/{n}/ask` asks one agent a question with exactly the context it has
+//! at node n (its system prompt and memory there), in one model call. The timeline does not
+//! change — no node, no event, no memory: the call runs on a copy of the node's LLM state, and
+//! what is kept is the ask in the node's history (`GET …/asks`), durable before the reply. A
+//! real provider's call goes through the tree's metered client (its budget is checked and
+//! charged) and its record joins the node's records, so usage counts it; the same interview
+//! asked again at the node is answered from the history with no call (the record's replay).
+
+use simtree_shared::{Ask, AskRequest, MAX_ASKS_PER_NODE};
+
+use super::{Workbench, WorkbenchError};
+use crate::backend::RunRequest;
+use crate::llm::ledger::request_hash;
+use crate::sim::Sim;
+use crate::store::{Write, now_ms};
+use crate::tree::{NodeId, TreeError, notebook};
+
+impl Workbench {
+    /// Asks `req.agent` at `node` `req.question`; the answer, stored with the node.
+    pub async fn ask(&self, tree: u64, node: NodeId, req: &AskRequest) -> Result<Ask, WorkbenchError> {
+        let question = notebook::question(&req.question).map_err(WorkbenchError::invalid)?;
+        let handle = self.tree(tree)?;
+        let (sim, scenario, earlier) = {
+            let mut t = handle.lock();
+            let n = t.node(node)?;
+            if n.status.is_running() {
+                return Err(TreeError::Running(node).into());
+            }
+            let earlier = t.asks.get(&node).cloned().unwrap_or_default();
+            if earlier.len() >= MAX_ASKS_PER_NODE {
+                return Err(WorkbenchError::conflict(format!(
+                    "node {node} holds its maximum of {MAX_ASKS_PER_NODE} asks"
+                )));
+            }
+            (t.sim(node)?, t.scenario.clone(), earlier)
+        };
+        let messages = match &*sim {
+            Sim::Social(s) => s.interview(&req.agent, &question).ok_or_else(|| {
+                WorkbenchError::Tree(TreeError::InvalidOp(format!(
+                    "node {node} has no agent '{}' (agents: {})",
+                    req.agent,
+                    s.world.names().join(", ")
+                )))
+            })?,
+            Sim::Trading(_) => {
+                return Err(WorkbenchError::invalid(format!(
+                    "node {node} is a trading episode: interviews of trading agents are not supported yet"
+                )));
+            }
+            Sim::Abm(_) => {
+                return Err(WorkbenchError::invalid(format!(
+                    "node {node} is an agent-based model: it has no language-model agents to interview"
+                )));
+            }
+        };
+        self.writable()?;
+        let hash = request_hash(&messages);
+        let provider = self.backend.label(&scenario, &sim, Some(&req.agent));
+        let mut ask = Ask {
+            seq: earlier.len() as u64,
+            agent: req.agent.clone(),
+            question,
+            answer: String::new(),
+            at: now_ms(),
+            provider,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            latency_ms: 0,
+            request: hash.clone(),
+            replayed: false,
+        };
+        let mut record = None;
+        match earlier.iter().find(|a| a.request == hash) {
+            Some(before) => {
+                ask.answer.clone_from(&before.answer);
+                ask.replayed = true;
+            }
+            None => {
+                let req = RunRequest {
+                    scenario: &scenario,
+                    sim: &sim,
+                    replay: None,
+                    budget: handle.budget.clone(),
+                    abm: None,
+                };
+                let (ctx, ledger) = crate::backend::run_ctx(&self.backend, req)
+                    .map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
+                // A copy of the node's LLM state: the timeline's counters do not move.
+                let mut state = match &*sim {
+                    Sim::Social(s) => s.world.llm.clone(),
+                    _ => Default::default(),
+                };
+                ask.answer =
+                    ctx.llm.chat(&messages, &mut state).await.map_err(|e| {
+                        WorkbenchError::unavailable(format!("the interview could not be answered: {e}"))
+                    })?;
+                record = ledger.take().pop();
+                if let Some(r) = &record {
+                    (ask.prompt_tokens, ask.completion_tokens, ask.latency_ms) =
+                        (r.prompt_tokens, r.completion_tokens, r.latency_ms);
+                }
+            }
+        }
+        let stored = {
+            let mut t = handle.lock();
+            t.node(node)?;
+            if let Some(r) = record.clone() {
+                t.record_call(node, r)?;
+                handle.persist_row(&t, node);
+            }
+            // Numbered under the lock: two interviews at once take the next numbers in turn.
+            let list = t.asks.entry(node).or_default();
+            ask.seq = list.len() as u64;
+            list.push(ask.clone());
+            handle.persist(Write::Ask {
+                tree,
+                node,
+                seq: ask.seq,
+                body: serde_json::to_string(&ask).unwrap_or_default(),
+            });
+            drop(t);
+            handle.flush()
+        };
+        if let Err(e) = stored {
+            let mut t = handle.lock();
+            if let Some(list) = t.asks.get_mut(&node) {
+                list.retain(|a| a.seq != ask.seq);
+            }
+            if record.is_some() {
+                t.unrecord_call(node);
+                handle.persist_row(&t, node);
+            }
+            return Err(e);
+        }
+        Ok(ask)
+    }
+
+    /// `GET …/node/{n}/asks`: the node's ask history, oldest first.
+    pub fn asks(&self, tree: u64, node: NodeId) -> Result<Vec<Ask>, WorkbenchError> {
+        let handle = self.tree(tree)?;
+        let t = handle.lock();
+        t.node(node)?;
+        Ok(t.asks.get(&node).cloned().unwrap_or_default())
+    }
+}

@@ -1,0 +1,248 @@
+//! A node's model calls as they were (`GET …/node/{n}/calls`): the "why did it say that" view.
+//!
+//! Prompts are not stored per call: an agent's prompt holds its whole memory, so storing each
+//! would make a chain's rows quadratic. Runs are deterministic and every real call is recorded
+//! on its node (the replay record), so the node's advance is run again from its parent's state,
+//! answered by that record (or by the offline player that answered it first), on a private copy
+//! that is thrown away; each call is captured on the way. Nothing is stored, announced or paid.
+
+use std::sync::{Arc, Mutex};
+
+use simtree_shared::{CallMessage, NodeCall, NodeCalls, Op};
+
+use super::{Workbench, WorkbenchError};
+use crate::backend::RunRequest;
+use crate::engine::Event;
+use crate::engine::parse;
+use crate::llm::chat::{ChatRequest, Message, Role};
+use crate::llm::ledger::{LlmRecord, request_hash};
+use crate::llm::{BoxFuture, LlmClient, LlmError, LlmState};
+use crate::sim::{RunCtx, Sim};
+use crate::trading::agents::{ModelReply, ToolModel};
+use crate::tree::{NodeId, TreeError};
+
+/// What one call was sent and answered.
+type Captured = Arc<Mutex<Vec<(Vec<Message>, String)>>>;
+
+/// A client that passes calls on and keeps what they were.
+struct Tap {
+    inner: Arc<dyn LlmClient>,
+    seen: Captured,
+}
+
+impl LlmClient for Tap {
+    fn chat<'a>(&'a self, messages: &'a [Message], state: &'a mut LlmState) -> BoxFuture<'a, Result<String, LlmError>> {
+        Box::pin(async move {
+            let reply = self.inner.chat(messages, state).await?;
+            lock(&self.seen).push((messages.to_vec(), reply.clone()));
+            Ok(reply)
+        })
+    }
+}
+
+/// The same for a trading agent's tool-calling model.
+struct ToolTap {
+    inner: Arc<dyn ToolModel>,
+    seen: Captured,
+}
+
+impl ToolModel for ToolTap {
+    fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, Result<ModelReply, LlmError>> {
+        Box::pin(async move {
+            let reply = self.inner.complete(request).await?;
+            let mut text = reply.text.clone();
+            for c in &reply.tool_calls {
+                text.push_str(&format!("\n[called {} with {}]", c.name, c.arguments));
+            }
+            lock(&self.seen).push((request.messages.clone(), text));
+            Ok(reply)
+        })
+    }
+}
+
+/// A prompt message in its dialect-neutral text form (what the replay hash covers).
+fn call_message(m: &Message) -> CallMessage {
+    let (role, content) = m.flat();
+    CallMessage {
+        role: role.as_str().to_string(),
+        content: content.into_owned(),
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The agent a prompt is for: the `You are {name}.` line its system prompt opens with.
+pub(super) fn agent_of(messages: &[Message]) -> Option<String> {
+    let system = messages.iter().find(|m| m.role == Role::System)?;
+    let line = system.content.trim_start_matches('\n').lines().next()?;
+    Some(line.strip_prefix("You are ")?.strip_suffix('.')?.to_string())
+}
+
+/// The action the engine reads from a social agent's reply, or why it reads none.
+fn action_of(reply: &str) -> (Option<simtree_shared::ActionCall>, Option<String>) {
+    let sections = parse::split_sections(reply);
+    let parsed = match parse::parse_action(sections.action) {
+        Ok(None) => parse::parse_action(reply),
+        other => other,
+    };
+    match parsed {
+        Ok(Some(a)) => (Some(a), None),
+        Ok(None) => (None, Some("the reply holds no action".into())),
+        Err(e) => (None, Some(e.to_string())),
+    }
+}
+
+impl Workbench {
+    /// `GET …/node/{n}/calls`: every model call of the node's run, in order, then the
+    /// interviews asked at it (their prompts built again from the node's state).
+    pub async fn calls(&self, tree: u64, node: NodeId) -> Result<NodeCalls, WorkbenchError> {
+        let mut out = self.run_calls(tree, node).await?;
+        let handle = self.tree(tree)?;
+        let (asks, sim) = {
+            let mut t = handle.lock();
+            let asks = t.asks.get(&node).cloned().unwrap_or_default();
+            if asks.is_empty() {
+                return Ok(out);
+            }
+            (asks, t.sim(node)?)
+        };
+        let Sim::Social(s) = &*sim else {
+            return Ok(out);
+        };
+        let first = out.calls.len() as u64;
+        for (k, a) in asks.into_iter().enumerate() {
+            let messages = s.interview(&a.agent, &a.question).unwrap_or_default();
+            out.calls.push(NodeCall {
+                index: first + k as u64,
+                agent: Some(a.agent),
+                messages: messages.iter().map(call_message).collect(),
+                reply: a.answer,
+                action: None,
+                parse_error: None,
+                attempt: 1,
+                prompt_tokens: a.prompt_tokens,
+                completion_tokens: a.completion_tokens,
+                latency_ms: a.latency_ms,
+                provider: a.provider,
+                recorded: !a.replayed && a.prompt_tokens + a.completion_tokens > 0,
+                ask: true,
+            });
+        }
+        out.note = None;
+        Ok(out)
+    }
+
+    /// The calls of the node's own run.
+    async fn run_calls(&self, tree: u64, node: NodeId) -> Result<NodeCalls, WorkbenchError> {
+        let handle = self.tree(tree)?;
+        let none = |note: String| NodeCalls {
+            node,
+            calls: Vec::new(),
+            note: Some(note),
+        };
+        let (parent, seed, turns, records, scenario) = {
+            let mut t = handle.lock();
+            let n = t.node(node)?;
+            if n.status.is_running() {
+                return Err(TreeError::Running(node).into());
+            }
+            let (Some(parent), [Op::Advance { turns }]) = (n.parent, n.ops.as_slice()) else {
+                return Ok(none(format!(
+                    "node {node} was not made by an advance: it called no model"
+                )));
+            };
+            let (turns, records) = (*turns, n.records.clone());
+            let seed = t.sim(node).ok().and_then(|s| s.seed());
+            (t.sim(parent)?, seed, turns, records, t.scenario.clone())
+        };
+        if matches!(*parent, Sim::Abm(_)) {
+            return Ok(none("an agent-based model's steps call no language model".into()));
+        }
+        self.check_turns(turns)?;
+        let mut sim = parent.fork();
+        // A fan-out's child ran from its own seed.
+        if let Some(seed) = seed.filter(|s| Some(*s) != parent.seed()) {
+            sim.reseed(seed);
+        }
+        let replay = self.backend.replay_of(&sim, records.clone());
+        let req = RunRequest {
+            scenario: &scenario,
+            sim: &sim,
+            replay,
+            budget: None,
+            abm: None,
+        };
+        let (ctx, _) =
+            crate::backend::run_ctx(&self.backend, req).map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
+        let seen: Captured = Arc::default();
+        let tapped = RunCtx {
+            llm: Arc::new(Tap {
+                inner: ctx.llm,
+                seen: seen.clone(),
+            }),
+            tools: Arc::new(ToolTap {
+                inner: ctx.tools,
+                seen: seen.clone(),
+            }),
+            abm: None,
+        };
+        let mut sink = |_: Event| {};
+        // A run that failed fails again at the same call: the calls before it are what it sent.
+        let _ = sim.run(turns, &tapped, &mut sink).await;
+        let social = matches!(sim, Sim::Social(_));
+        let seen = std::mem::take(&mut *lock(&seen));
+        Ok(NodeCalls {
+            node,
+            calls: self.described(&scenario, &sim, seen, &records, social),
+            note: None,
+        })
+    }
+
+    /// Captured calls as the wire shows them, with tokens and latency from the recording.
+    fn described(
+        &self,
+        scenario: &str,
+        sim: &Sim,
+        seen: Vec<(Vec<Message>, String)>,
+        records: &[LlmRecord],
+        social: bool,
+    ) -> Vec<NodeCall> {
+        let mut used = vec![false; records.len()];
+        let mut out: Vec<NodeCall> = Vec::with_capacity(seen.len());
+        for (i, (messages, reply)) in seen.into_iter().enumerate() {
+            let hash = request_hash(&messages);
+            let record = records
+                .iter()
+                .enumerate()
+                .find(|(k, r)| !used[*k] && r.hash == hash)
+                .map(|(k, r)| {
+                    used[k] = true;
+                    r
+                });
+            let agent = agent_of(&messages);
+            let (action, parse_error) = if social { action_of(&reply) } else { (None, None) };
+            let attempt = match out.last() {
+                Some(prev) if prev.agent == agent && prev.parse_error.is_some() => prev.attempt + 1,
+                _ => 1,
+            };
+            out.push(NodeCall {
+                index: i as u64,
+                provider: self.backend.label(scenario, sim, agent.as_deref()),
+                agent,
+                messages: messages.iter().map(call_message).collect(),
+                reply,
+                action,
+                parse_error,
+                attempt,
+                prompt_tokens: record.map_or(0, |r| r.prompt_tokens),
+                completion_tokens: record.map_or(0, |r| r.completion_tokens),
+                latency_ms: record.map_or(0, |r| r.latency_ms),
+                recorded: record.is_some(),
+                ask: false,
+            });
+        }
+        out
+    }
+}
