@@ -403,7 +403,8 @@ async fn annotations_and_descriptions_travel_with_exports_and_old_exports_still_
 #[tokio::test(flavor = "multi_thread")]
 async fn postgres_annotates_and_searches() {
     let pg = Postgres::start();
-    let s = Server::start_with(&["--database-url", &pg.url]);
+    let flags = ["--database-url", pg.url.as_str(), "--lease-secs", "1"];
+    let s = Server::start_with(&flags);
     let (tree, a, _, _) = ranks_the_entry_first_and_carries_it_to_descendants(&s).await;
     let (status, info) = annotate(
         &s,
@@ -419,7 +420,8 @@ async fn postgres_annotates_and_searches() {
         assert_eq!(search(&s, Some(tree), q, "").await.0, 200, "{q}");
     }
     drop(s);
-    let s = Server::start_with(&["--database-url", &pg.url]);
+    // The killed server's lease lapses first (one server per database).
+    let s = Server::start_when_free(&flags, std::time::Duration::from_secs(15));
     let (_, info) = s.get(&format!("/devui/simtree/{tree}/node/{a}/info")).await;
     assert_eq!(
         info["annotation"],
