@@ -1,9 +1,10 @@
 //! One model on four servers (`LLM_BASE_URLS`), prefix affinity on and off: the real server,
 //! four OpenAI-shaped servers on 127.0.0.1 that answer after 20 ms and remember every prompt
-//! they were sent. Sixteen fan-outs of eight children each, from sixteen nodes; a call is a
-//! cache hit when the server it reached had already been sent a prompt that its own prompt
-//! extends (the parent's context, in a real server's prefix cache). Prints the share of prompt
-//! tokens (characters here) that reached such a server, and the fan-outs' wall time.
+//! they were sent. Sixteen fan-outs of eight children each, from sixteen nodes. A call counts
+//! as reaching a server that holds its prefix when that server had already been sent the longest
+//! prefix the call shares with any earlier call anywhere (for a fan-out child, its parent's
+//! context and its siblings' identical prompts). Prints the share of prompt text (characters,
+//! of calls that share any prefix) sent to such a server, and the fan-outs' wall time.
 //!
 //! `cargo bench -p simtree-e2e --bench endpoints` (also part of `cargo xtask bench`).
 
@@ -39,21 +40,27 @@ fn prompt_text(body: &Value) -> String {
         .join("\u{1}")
 }
 
+fn common_prefix(a: &str, b: &str) -> usize {
+    a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count()
+}
+
 async fn completions(State(f): State<Fake>, Json(body): Json<Value>) -> Json<Value> {
     let text = prompt_text(&body);
     {
         let mut seen = f.seen.lock().unwrap();
-        // The longest prompt seen before that this one starts with: what a prefix cache holds.
-        let cached = seen[f.name]
-            .iter()
-            .filter(|p| text.starts_with(p.as_str()))
-            .map(String::len)
-            .max()
-            .unwrap_or(0);
+        // The longest prefix this prompt shares with any prompt sent before, anywhere (its
+        // parent's context, for a fan-out child), and with one sent to this server.
+        let best = |prompts: &[String]| prompts.iter().map(|p| common_prefix(p, &text)).max().unwrap_or(0);
+        let anywhere = seen.iter().map(|p| best(p)).max().unwrap_or(0);
+        let here = best(&seen[f.name]);
         seen[f.name].push(text.clone());
-        let mut t = f.tally.lock().unwrap();
-        t.0 += text.len() as u64;
-        t.1 += cached as u64;
+        if anywhere > 0 {
+            let mut t = f.tally.lock().unwrap();
+            t.0 += text.len() as u64;
+            if here == anywhere {
+                t.1 += text.len() as u64;
+            }
+        }
     }
     tokio::time::sleep(Duration::from_millis(20)).await;
     let reply = mock_reply(&body);
