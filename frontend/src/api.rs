@@ -360,13 +360,14 @@ pub async fn advance_chain(tree: u64, parent: u64, turns: u64) -> Result<RunRepl
     .await
 }
 
-/// `POST …/advance_multi`: `count` children of `parent`, run in parallel.
-pub async fn advance_multi(tree: u64, parent: u64, turns: u64, count: u64) -> Result<ChildrenReply> {
+/// `POST …/advance_multi`: `count` children of `parent`, run in parallel; `same_seed` gives every
+/// child the parent's random streams (else each child has its own seed).
+pub async fn advance_multi(tree: u64, parent: u64, turns: u64, count: u64, same_seed: bool) -> Result<ChildrenReply> {
     let body = MultiRequest {
         parent,
         turns,
         count: i64::try_from(count).unwrap_or(i64::MAX),
-        same_seed: false,
+        same_seed,
     };
     post(&format!("{}/advance_multi", tree_path(tree)), &body).await
 }

@@ -130,6 +130,12 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
         "simtree.deleteSubtree" => ("Delete subtree", "删除子树"),
         "simtree.run" => ("Run", "运行"),
         "simtree.parallelRun" => ("Parallel Run", "并行运行"),
+        "ops.sameSeed" => ("Same seed for every child", "所有子节点使用相同种子"),
+        "ops.sameSeedHint" => (
+            "Off: each child of a parallel run gets its own seed. On: every child starts from the parent's random state.",
+            "关闭：并行运行的每个子节点使用各自的种子。开启：所有子节点沿用父节点的随机状态。",
+        ),
+        "ops.fanoutNote" => ("Note", "提示"),
         "simtree.chainRun" => ("Chain Run", "链式运行"),
         "simtree.branch" => ("Branch", "分支"),
         "simtree.opKind" => ("Operation", "操作"),

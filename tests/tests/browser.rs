@@ -462,9 +462,12 @@ async fn parallel_run_of_four_adds_four_children() {
     b.open(&format!("/simtree/{t}")).await;
     b.wait_css("g.node[data-id='0']").await;
     b.set_input("#parallel-input", "4").await;
+    // Same seed for every child: the reply's note (identical children) shows beside the form.
+    b.click("#same-seed").await;
     b.click("#parallel-btn").await;
     b.wait_count("g.node", 5).await;
     b.wait_count("line.edge[data-from='0']", 4).await;
+    b.wait_text("#fanout-note", "same_seed was asked for").await;
     b.finish("parallel_run").await;
 }
 
