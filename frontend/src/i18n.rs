@@ -136,6 +136,12 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
             "关闭：并行运行的每个子节点使用各自的种子。开启：所有子节点沿用父节点的随机状态。",
         ),
         "ops.fanoutNote" => ("Note", "提示"),
+        "estimate.label" => ("Estimated cost", "预计开销"),
+        "estimate.text" => (
+            "{{calls}} calls · {{tokens}} tokens ({{in}} in, {{out}} out)",
+            "{{calls}} 次调用 · {{tokens}} 个令牌（输入 {{in}}，输出 {{out}}）",
+        ),
+        "estimate.money" => ("about", "约"),
         "simtree.chainRun" => ("Chain Run", "链式运行"),
         "simtree.branch" => ("Branch", "分支"),
         "simtree.opKind" => ("Operation", "操作"),

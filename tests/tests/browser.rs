@@ -462,6 +462,8 @@ async fn parallel_run_of_four_adds_four_children() {
     b.open(&format!("/simtree/{t}")).await;
     b.wait_css("g.node[data-id='0']").await;
     b.set_input("#parallel-input", "4").await;
+    // What the fan-out would cost shows before it runs (an offline tree: no calls).
+    b.wait_text("#fanout-estimate", "0 calls").await;
     // Same seed for every child: the reply's note (identical children) shows beside the form.
     b.click("#same-seed").await;
     b.click("#parallel-btn").await;
@@ -2082,6 +2084,10 @@ async fn a_sweep_started_from_the_form_fills_its_table_and_charts_live() {
     b.set_input("#sweep-replicates", "2").await;
     b.set_input("#sweep-metrics", "peak = max:globalVariable.infectedCount")
         .await;
+    // The cost of what the form describes shows before it is started, its basis on hover.
+    b.wait_text("#sweep-estimate", "0 calls").await;
+    let basis = b.wait_css("#sweep-estimate").await.attr("title").await.unwrap();
+    assert!(basis.is_some_and(|t| !t.is_empty()), "the basis is the tooltip");
     b.click("#sweep-start").await;
     b.wait_count("#sweep-table tr[data-cell]", 2).await;
     assert_eq!(

@@ -4,6 +4,7 @@ use leptos::prelude::*;
 use simtree_shared::{NodeStatus, NodeView as KindView};
 
 use crate::api::{self};
+use crate::estimate::{EstimateLine, debounced_estimate};
 use crate::model::parse_count;
 use crate::ops::finished_reason;
 use crate::route::Route;
@@ -43,6 +44,17 @@ pub(super) fn OpsPanel(tree: Tree, node_view: RwSignal<Option<KindView>>, detail
     let no_sel = move || tree.id.get().is_none() || tree.selected.get().is_none() || tree.busy.get() || running();
     let no_advance = move || no_sel() || finished().is_some();
     let sel = move || tree.selected.get_untracked().unwrap_or(0);
+    // What the parallel run would cost, asked again as its values change.
+    let fanout_estimate = debounced_estimate(move || {
+        let (t, parent) = (tree.id.get()?, tree.selected.get()?);
+        let body = simtree_shared::MultiRequest {
+            parent,
+            turns: parse_count(&steps.get(), 1),
+            count: i64::try_from(parse_count(&size.get(), 2)).unwrap_or(i64::MAX),
+            same_seed: same_seed.get(),
+        };
+        Some((t, "advance_multi", serde_json::to_value(body).ok()?))
+    });
     let input = move |id: &'static str, sig: RwSignal<String>| {
         view! { <input id=id type="number" min="1" prop:value=move || sig.get() on:input=move |ev| sig.set(event_target_value(&ev)) /> }
     };
@@ -103,6 +115,7 @@ pub(super) fn OpsPanel(tree: Tree, node_view: RwSignal<Option<KindView>>, detail
                     {move || ctx.tr("ops.sameSeed")}
                 </label>
             </div>
+            <EstimateLine id="fanout-estimate" estimate=fanout_estimate />
             {move || fanout_note.get().map(|n| view! {
                 <p id="fanout-note" class="note"><b>{move || ctx.tr("ops.fanoutNote")}</b> ": " {n}</p>
             })}
