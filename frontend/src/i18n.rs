@@ -92,6 +92,7 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
         "common.loading" => ("Loading…", "加载中…"),
         "agent.role" => ("Role", "角色"),
         "agent.plan" => ("Plan", "计划"),
+        "agent.properties" => ("Properties", "属性"),
         "agent.goals" => ("goals", "目标"),
         "agent.milestones" => ("milestones", "里程碑"),
         "agent.strategy" => ("strategy", "策略"),
@@ -135,7 +136,6 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
             "Off: each child of a parallel run gets its own seed. On: every child starts from the parent's random state.",
             "关闭：并行运行的每个子节点使用各自的种子。开启：所有子节点沿用父节点的随机状态。",
         ),
-        "ops.fanoutNote" => ("Note", "提示"),
         "estimate.label" => ("Estimated cost", "预计开销"),
         "estimate.text" => (
             "{{calls}} calls · {{tokens}} tokens ({{in}} in, {{out}} out)",

@@ -639,6 +639,18 @@ async fn the_studio_agent_view_equals_the_servers_state_after_a_run() {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
+    // The chosen agent's properties at a node, as key/value lines.
+    let branched = api_post(
+        s,
+        &format!("/devui/simtree/{t}/branch"),
+        json!({"parent": 2, "ops": [{"op": "agent_props_patch", "name": "Alice", "updates": {"mood": "curious"}}]}),
+    )
+    .await;
+    let child = branched["child"].as_u64().unwrap();
+    b.open(&format!("/studio/{t}?node={child}")).await;
+    b.wait_text("#stats", &format!("Selected: {child}")).await;
+    b.select("#agent-select", "Alice").await;
+    b.wait_text("#agent-props", "mood: curious").await;
     b.finish("studio_agents").await;
 }
 

@@ -117,7 +117,7 @@ pub(super) fn OpsPanel(tree: Tree, node_view: RwSignal<Option<KindView>>, detail
             </div>
             <EstimateLine id="fanout-estimate" estimate=fanout_estimate />
             {move || fanout_note.get().map(|n| view! {
-                <p id="fanout-note" class="note"><b>{move || ctx.tr("ops.fanoutNote")}</b> ": " {n}</p>
+                <p id="fanout-note" class="note">{n}</p>
             })}
             <div class="row">
                 <label>{move || format!("{} ({})", ctx.tr("simtree.chainLength"), ctx.tr("unit.nodes"))}</label>
