@@ -14,10 +14,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use simtree_shared::{
-    AdvanceRequest, BranchRequest, ChildReply, ChildrenReply, CreateRequest, DatasetInfo, ErrorBody, FrontierRequest,
-    Graph, LogEntry, MultiRequest, NewScenario, NodeInfo, NodeState, NodeView, OkReply, Op, RunReply, SavedRef,
-    ScenarioDocument, ScenarioSummary, ScenarioUpdate, Summary, SweepStarted, SweepTable, TreeInfo, TreeMsg, TreePatch,
-    TreeRef, UsageReply,
+    AdvanceRequest, BranchRequest, ChildReply, ChildrenReply, CreateRequest, DatasetInfo, ErrorBody, Estimate,
+    FrontierRequest, Graph, LogEntry, MultiRequest, NewScenario, NodeInfo, NodeState, NodeView, OkReply, Op, RunReply,
+    SavedRef, ScenarioDocument, ScenarioSummary, ScenarioUpdate, Summary, SweepStarted, SweepTable, TreeInfo, TreeMsg,
+    TreePatch, TreeRef, UsageReply,
 };
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
@@ -360,15 +360,22 @@ pub async fn advance_chain(tree: u64, parent: u64, turns: u64) -> Result<RunRepl
     .await
 }
 
-/// `POST …/advance_multi`: `count` children of `parent`, run in parallel.
-pub async fn advance_multi(tree: u64, parent: u64, turns: u64, count: u64) -> Result<ChildrenReply> {
+/// `POST …/advance_multi`: `count` children of `parent`, run in parallel; `same_seed` gives every
+/// child the parent's random streams (else each child has its own seed).
+pub async fn advance_multi(tree: u64, parent: u64, turns: u64, count: u64, same_seed: bool) -> Result<ChildrenReply> {
     let body = MultiRequest {
         parent,
         turns,
         count: i64::try_from(count).unwrap_or(i64::MAX),
-        same_seed: false,
+        same_seed,
     };
     post(&format!("{}/advance_multi", tree_path(tree)), &body).await
+}
+
+/// `POST …/{route}?estimate=true` (`advance`, `advance_multi`, `sweep`): what the run `body`
+/// describes would cost; nothing runs.
+pub async fn estimate(tree: u64, route: &str, body: &Value) -> Result<Estimate> {
+    post(&format!("{}/{route}?estimate=true", tree_path(tree)), body).await
 }
 
 /// `POST …/advance_frontier`: one child under every leaf (or only the deepest).

@@ -23,6 +23,7 @@ mod api;
 mod app;
 mod branch;
 mod data;
+mod estimate;
 mod graph;
 mod pages;
 mod plot;

@@ -372,6 +372,8 @@ pub struct AgentView {
     /// The agent's plan (goals, milestones, strategy, notes) as the node's state holds it.
     pub plan: serde_json::Value,
     pub memory: Vec<(String, String)>,
+    /// The agent's properties at this node (profile fields, role, what `agent_props_patch` set).
+    pub properties: serde_json::Map<String, serde_json::Value>,
 }
 
 /// The selected node: its event list and its agents' memories.
@@ -381,6 +383,14 @@ pub struct NodeView {
     pub turns: u64,
     pub events: Vec<LogEntry>,
     pub agents: Vec<AgentView>,
+}
+
+/// A property's value as a line shows it: a string as it is, anything else as compact JSON.
+pub fn property_text(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
 }
 
 impl NodeView {
@@ -398,6 +408,7 @@ impl NodeView {
                     .iter()
                     .map(|m| (m.role.clone(), m.content.clone()))
                     .collect(),
+                properties: a.properties.clone(),
             })
             .collect();
         NodeView {

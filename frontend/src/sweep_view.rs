@@ -11,6 +11,7 @@ use leptos::prelude::*;
 use simtree_shared::{SweepTable, TreeMsg};
 
 use crate::api::{self, ApiError};
+use crate::estimate::{EstimateLine, debounced_estimate};
 use crate::plot::SweepChart;
 use crate::state::{Tree, ctx};
 use crate::sweep::{
@@ -310,6 +311,18 @@ fn NewSweep(tree: Tree, started: Callback<u64>) -> impl IntoView {
             .map(|f| serde_json::to_string_pretty(&f).unwrap_or_default())
             .map_err(|key| ctx.tr(key).to_string())
     };
+    // What the sweep would cost, asked again as the form (or its JSON) changes.
+    let estimate = debounced_estimate(move || {
+        let (t, parent) = (tree.id.get()?, tree.selected.get()?);
+        let text = if json_mode.get() {
+            json_text.get()
+        } else {
+            form.with(SweepForm::to_file)
+                .ok()
+                .map(|f| serde_json::to_string(&f).unwrap_or_default())?
+        };
+        Some((t, "sweep", with_parent(&text, parent)?))
+    });
     let toggle_json = move |ev| {
         let on = event_target_checked(&ev);
         if on && let Ok(text) = form.with_untracked(SweepForm::to_file) {
@@ -383,6 +396,7 @@ fn NewSweep(tree: Tree, started: Callback<u64>) -> impl IntoView {
                 <textarea id="sweep-json" class="sweep-json" prop:value=move || json_text.get()
                     on:input=move |ev| json_text.set(event_target_value(&ev))></textarea>
             </Show>
+            <EstimateLine id="sweep-estimate" estimate=estimate />
             {move || error.get().map(|e| view! { <p id="sweep-error" class="reason">{e}</p> })}
             <button id="sweep-start" class="primary" disabled=move || sending.get() || tree.selected.get().is_none() on:click=start>
                 {move || ctx.tr("sweep.start")}

@@ -462,9 +462,14 @@ async fn parallel_run_of_four_adds_four_children() {
     b.open(&format!("/simtree/{t}")).await;
     b.wait_css("g.node[data-id='0']").await;
     b.set_input("#parallel-input", "4").await;
+    // What the fan-out would cost shows before it runs (an offline tree: no calls).
+    b.wait_text("#fanout-estimate", "0 calls").await;
+    // Same seed for every child: the reply's note (identical children) shows beside the form.
+    b.click("#same-seed").await;
     b.click("#parallel-btn").await;
     b.wait_count("g.node", 5).await;
     b.wait_count("line.edge[data-from='0']", 4).await;
+    b.wait_text("#fanout-note", "same_seed was asked for").await;
     b.finish("parallel_run").await;
 }
 
@@ -634,6 +639,18 @@ async fn the_studio_agent_view_equals_the_servers_state_after_a_run() {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
+    // The chosen agent's properties at a node, as key/value lines.
+    let branched = api_post(
+        s,
+        &format!("/devui/simtree/{t}/branch"),
+        json!({"parent": 2, "ops": [{"op": "agent_props_patch", "name": "Alice", "updates": {"mood": "curious"}}]}),
+    )
+    .await;
+    let child = branched["child"].as_u64().unwrap();
+    b.open(&format!("/studio/{t}?node={child}")).await;
+    b.wait_text("#stats", &format!("Selected: {child}")).await;
+    b.select("#agent-select", "Alice").await;
+    b.wait_text("#agent-props", "mood: curious").await;
     b.finish("studio_agents").await;
 }
 
@@ -1113,7 +1130,13 @@ async fn a_finished_episode_says_so_instead_of_advancing_and_the_title_names_the
     let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
-    let t = api_tree(s, "buy_and_hold").await;
+    let made = api_post(
+        s,
+        "/devui/simtree",
+        json!({"scenario": "buy_and_hold", "name": "bh-run"}),
+    )
+    .await;
+    let t = made["id"].as_u64().unwrap();
     api_post(
         s,
         &format!("/devui/simtree/{t}/advance"),
@@ -1126,12 +1149,16 @@ async fn a_finished_episode_says_so_instead_of_advancing_and_the_title_names_the
     b.wait_text("#finished-note", "finished").await;
     let disabled = b.wait_css("#advance-btn").await.attr("disabled").await.unwrap();
     assert!(disabled.is_some(), "advance is disabled on a finished episode");
-    let title = b.js("return document.title").await;
-    let title = title.as_str().unwrap_or("");
-    assert!(
-        title.contains(&format!("tree {t}")) && title.contains("buy-and-hold"),
-        "{title}"
-    );
+    // The tab's title is the tree's name, not its id.
+    let mut title = String::new();
+    for _ in 0..100 {
+        title = b.js("return document.title").await.as_str().unwrap_or("").to_string();
+        if title == "bh-run — simtree" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(title, "bh-run — simtree");
     assert_eq!(
         b.count("#usage").await,
         0,
@@ -2069,6 +2096,10 @@ async fn a_sweep_started_from_the_form_fills_its_table_and_charts_live() {
     b.set_input("#sweep-replicates", "2").await;
     b.set_input("#sweep-metrics", "peak = max:globalVariable.infectedCount")
         .await;
+    // The cost of what the form describes shows before it is started, its basis on hover.
+    b.wait_text("#sweep-estimate", "0 calls").await;
+    let basis = b.wait_css("#sweep-estimate").await.attr("title").await.unwrap();
+    assert!(basis.is_some_and(|t| !t.is_empty()), "the basis is the tooltip");
     b.click("#sweep-start").await;
     b.wait_count("#sweep-table tr[data-cell]", 2).await;
     assert_eq!(

@@ -32,6 +32,21 @@ pub(super) fn AgentsPanel(view_state: RwSignal<NodeView>, stick: RwSignal<bool>)
             Some((a.role.clone(), plan))
         })
     };
+    // The chosen agent's properties at this node, as key/value lines.
+    let properties = move || {
+        view_state.with(|v| {
+            v.agents
+                .iter()
+                .find(|a| a.name == chosen.get())
+                .map(|a| {
+                    a.properties
+                        .iter()
+                        .map(|(k, v)| (k.clone(), crate::model::property_text(v)))
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default()
+        })
+    };
     let memory = move || {
         view_state.with(|v| {
             v.agents
@@ -68,6 +83,20 @@ pub(super) fn AgentsPanel(view_state: RwSignal<NodeView>, stick: RwSignal<bool>)
                     {plan.map(|p| view! { <p id="agent-plan" class="plan"><b>{move || ctx.tr("agent.plan")}</b> ": " {p}</p> })}
                 </div>
             })}
+            {move || {
+                let props = properties();
+                (!props.is_empty()).then(|| view! {
+                    <div id="agent-props" class="agent-props">
+                        <b>{move || ctx.tr("agent.properties")}</b>
+                        <ul>
+                            {props
+                                .into_iter()
+                                .map(|(k, v)| view! { <li data-key=k.clone()><span class="key">{k.clone()}</span> ": " <span class="value">{v}</span></li> })
+                                .collect_view()}
+                        </ul>
+                    </div>
+                })
+            }}
             <div class="scroll memory" node_ref=el hidden=no_agents>
                 <ul id="agent-memory">
                     {move || {

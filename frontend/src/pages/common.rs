@@ -14,10 +14,13 @@ pub(super) fn initial_tree(route_id: Option<u64>) -> Option<u64> {
     route_id.or_else(|| api::storage_get("devui:lastTreeId").and_then(|s| s.parse().ok()))
 }
 
-/// The page title names the tree and what it simulates.
+/// The page title names the tree ("council-run — simtree"); until its name is read, its id and
+/// what it simulates.
 pub(super) fn title_effect(tree: Tree, page: &'static str) {
     Effect::new(move |_| {
+        let name = tree.name.get();
         let title = match tree.id.get() {
+            Some(_) if !name.trim().is_empty() => format!("{} — simtree", name.trim()),
             Some(id) => {
                 let sc = tree.scenario.get();
                 if sc.is_empty() {

@@ -4,6 +4,7 @@ use leptos::prelude::*;
 use simtree_shared::{NodeStatus, NodeView as KindView};
 
 use crate::api::{self};
+use crate::estimate::{EstimateLine, debounced_estimate};
 use crate::model::parse_count;
 use crate::ops::finished_reason;
 use crate::route::Route;
@@ -16,8 +17,8 @@ pub(super) enum Advance {
     One(u64),
     /// This many one-turn children, each under the last.
     Chain(u64),
-    /// (turns, count): that many children side by side.
-    Multi(u64, u64),
+    /// (turns, count, same seed): that many children side by side.
+    Multi(u64, u64, bool),
 }
 
 /// Run leaves, advance, parallel run, chain run, stop, details, delete (with confirmation).
@@ -29,6 +30,9 @@ pub(super) fn OpsPanel(tree: Tree, node_view: RwSignal<Option<KindView>>, detail
     let size = RwSignal::new("2".to_string());
     let chain = RwSignal::new("5".to_string());
     let confirm_delete = RwSignal::new(false);
+    let same_seed = RwSignal::new(false);
+    // The last fan-out's note (its children came out identical), shown beside the form.
+    let fanout_note = RwSignal::new(None::<String>);
     Effect::new(move |_| {
         tree.selected.track();
         confirm_delete.set(false);
@@ -40,6 +44,17 @@ pub(super) fn OpsPanel(tree: Tree, node_view: RwSignal<Option<KindView>>, detail
     let no_sel = move || tree.id.get().is_none() || tree.selected.get().is_none() || tree.busy.get() || running();
     let no_advance = move || no_sel() || finished().is_some();
     let sel = move || tree.selected.get_untracked().unwrap_or(0);
+    // What the parallel run would cost, asked again as its values change.
+    let fanout_estimate = debounced_estimate(move || {
+        let (t, parent) = (tree.id.get()?, tree.selected.get()?);
+        let body = simtree_shared::MultiRequest {
+            parent,
+            turns: parse_count(&steps.get(), 1),
+            count: i64::try_from(parse_count(&size.get(), 2)).unwrap_or(i64::MAX),
+            same_seed: same_seed.get(),
+        };
+        Some((t, "advance_multi", serde_json::to_value(body).ok()?))
+    });
     let input = move |id: &'static str, sig: RwSignal<String>| {
         view! { <input id=id type="number" min="1" prop:value=move || sig.get() on:input=move |ev| sig.set(event_target_value(&ev)) /> }
     };
@@ -54,8 +69,9 @@ pub(super) fn OpsPanel(tree: Tree, node_view: RwSignal<Option<KindView>>, detail
             let child = match run {
                 Advance::One(turns) => Some(api::advance(t, parent, turns).await?.child),
                 Advance::Chain(turns) => Some(api::advance_chain(t, parent, turns).await?.child),
-                Advance::Multi(turns, count) => {
-                    api::advance_multi(t, parent, turns, count).await?;
+                Advance::Multi(turns, count, same) => {
+                    fanout_note.set(None);
+                    fanout_note.set(api::advance_multi(t, parent, turns, count, same).await?.note);
                     None
                 }
             };
@@ -84,9 +100,25 @@ pub(super) fn OpsPanel(tree: Tree, node_view: RwSignal<Option<KindView>>, detail
                 <button id="parallel-btn" disabled=no_advance on:click=move |_| {
                     let turns = parse_count(&steps.get(), 1);
                     let count = parse_count(&size.get(), 2);
-                    advance(Advance::Multi(turns, count));
+                    advance(Advance::Multi(turns, count, same_seed.get()));
                 }>{move || ctx.tr("simtree.parallelRun")}</button>
             </div>
+            <div class="row">
+                <label title=move || ctx.tr("ops.sameSeedHint")>
+                    <input
+                        id="same-seed"
+                        type="checkbox"
+                        prop:checked=move || same_seed.get()
+                        on:change=move |ev| same_seed.set(event_target_checked(&ev))
+                    />
+                    " "
+                    {move || ctx.tr("ops.sameSeed")}
+                </label>
+            </div>
+            <EstimateLine id="fanout-estimate" estimate=fanout_estimate />
+            {move || fanout_note.get().map(|n| view! {
+                <p id="fanout-note" class="note">{n}</p>
+            })}
             <div class="row">
                 <label>{move || format!("{} ({})", ctx.tr("simtree.chainLength"), ctx.tr("unit.nodes"))}</label>
                 {input("chain-input", chain)}

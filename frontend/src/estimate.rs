@@ -1,0 +1,76 @@
+//! What a run would cost, asked of the server (`?estimate=true` on a run route) while a form is
+//! being filled in, and shown as one line above its button.
+
+use leptos::prelude::*;
+use serde_json::Value;
+use simtree_shared::Estimate;
+
+use crate::api;
+use crate::state::ctx;
+
+/// How long a form must stay unchanged before its estimate is asked for (ms).
+const DEBOUNCE_MS: i32 = 300;
+
+/// The estimate of the request `request` describes (tree, run route, body), asked again each time
+/// it changes, once it has stayed the same for [`DEBOUNCE_MS`]. `None` while there is nothing to
+/// estimate or the server refused it (the form says why when it is sent).
+pub fn debounced_estimate(
+    request: impl Fn() -> Option<(u64, &'static str, Value)> + 'static,
+) -> RwSignal<Option<Estimate>> {
+    let estimate = RwSignal::new(None::<Estimate>);
+    let asked = StoredValue::new(0u64);
+    Effect::new(move |_| {
+        let req = request();
+        asked.update_value(|n| *n += 1);
+        let mine = asked.get_value();
+        let Some((tree, route, body)) = req else {
+            estimate.set(None);
+            return;
+        };
+        leptos::task::spawn_local(async move {
+            api::sleep(DEBOUNCE_MS).await;
+            if asked.try_get_value() != Some(mine) {
+                return;
+            }
+            let got = api::estimate(tree, route, &body).await.ok();
+            if asked.try_get_value() == Some(mine) {
+                estimate.try_set(got);
+            }
+        });
+    });
+    estimate
+}
+
+/// The estimate's words: calls, tokens and (when the model has a price) money.
+pub fn estimate_text(e: &Estimate, template: &str, money_word: &str) -> String {
+    let mut text = template
+        .replace("{{calls}}", &e.calls.to_string())
+        .replace("{{tokens}}", &(e.prompt_tokens + e.completion_tokens).to_string())
+        .replace("{{in}}", &e.prompt_tokens.to_string())
+        .replace("{{out}}", &e.completion_tokens.to_string());
+    if let Some(m) = e.money {
+        let m = if m < 0.01 && m > 0.0 {
+            format!("${m:.4}")
+        } else {
+            format!("${m:.2}")
+        };
+        text.push_str(&format!(" · {money_word} {m}"));
+    }
+    text
+}
+
+/// The line under a form: the estimate, its basis on hover.
+#[component]
+pub fn EstimateLine(id: &'static str, estimate: RwSignal<Option<Estimate>>) -> impl IntoView {
+    let ctx = ctx();
+    move || {
+        estimate.get().map(|e| {
+            let text = format!(
+                "{}: {}",
+                ctx.tr("estimate.label"),
+                estimate_text(&e, ctx.tr("estimate.text"), ctx.tr("estimate.money"))
+            );
+            view! { <p id=id class="estimate muted" title=e.basis.clone()>{text}</p> }
+        })
+    }
+}
