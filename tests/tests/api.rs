@@ -593,7 +593,9 @@ async fn every_reply_parses_into_its_shared_type() {
     );
     typed::<RunReply>("replay", s.post(&p("/replay"), &json!({"node": run.child})).await.1);
     typed::<Graph>("graph", s.get(&p("/graph")).await.1);
+    typed::<NotedGraph>("graph", s.get(&p("/graph")).await.1);
     typed::<Vec<Summary>>("summaries", s.get(&p("/summaries")).await.1);
+    typed::<Vec<NotedSummary>>("summaries", s.get(&p("/summaries")).await.1);
     typed::<LcaReply>(
         "lca",
         s.get(&p(&format!("/lca/{}/{}", run.child, branch.child))).await.1,
@@ -637,7 +639,7 @@ async fn every_reply_parses_into_its_shared_type() {
         "LcaReply",
         "NodeInfo",
         "UsageReply",
-        "Graph",
+        "NotedGraph",
         "NodeView",
     ] {
         assert!(doc["components"]["schemas"].get(name).is_some(), "{name}");
