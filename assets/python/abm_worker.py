@@ -1417,14 +1417,17 @@ def forbid_processes():
     sys.addaudithook(_audit)
 
 
-def clear_scratch(path):
-    """Removes everything in `path` (best effort: what cannot be removed stays, bounded by the
-    tmpfs's size)."""
+def clear_scratch(path, keep):
+    """Removes everything in `path` but the entries named in `keep` (what was there when the
+    worker started: the folders bubblewrap made for binds under /tmp, such as a checkout's venv),
+    best effort: what cannot be removed stays, bounded by the tmpfs's size."""
     try:
         entries = list(os.scandir(path))
     except OSError:
         return
     for entry in entries:
+        if entry.name in keep:
+            continue
         try:
             if entry.is_dir(follow_symlinks=False):
                 shutil.rmtree(entry.path, ignore_errors=True)
@@ -1453,6 +1456,7 @@ def main():
     if args.scratch and not args.reap_strays:
         # Only the sandbox's own /tmp is emptied; a host folder never is.
         sys.exit("abm_worker: --scratch needs --reap-strays (a sandbox of its own)")
+    keep = frozenset(os.listdir(args.scratch)) if args.scratch else frozenset()
     if args.reap_strays and os.getpid() != 2:
         # PID 2 is the sandboxed command under bubblewrap; on a host it is the kernel's kthreadd,
         # never us. Anywhere else kill(-1) would be a disaster.
@@ -1491,7 +1495,7 @@ def main():
         if args.reap_strays:
             reap_strays()
         if args.scratch:
-            clear_scratch(args.scratch)
+            clear_scratch(args.scratch, keep)
         try:
             text = json.dumps(out, allow_nan=False, separators=(",", ":"))
         except (TypeError, ValueError) as e:

@@ -314,6 +314,10 @@ fn NewSweep(tree: Tree, started: Callback<u64>) -> impl IntoView {
     // What the sweep would cost, asked again as the form (or its JSON) changes.
     let estimate = debounced_estimate(move || {
         let (t, parent) = (tree.id.get()?, tree.selected.get()?);
+        // A running node cannot be swept from (the server says 409): nothing to estimate.
+        if tree.graph.with(|g| g.status_of(parent)) == simtree_shared::NodeStatus::Running {
+            return None;
+        }
         let text = if json_mode.get() {
             json_text.get()
         } else {

@@ -224,7 +224,13 @@ async fn the_sandbox_tmp_is_bounded_and_emptied_after_each_call() {
         .and_then(|n| n.parse().ok())
         .unwrap_or(u64::MAX);
     assert!(mib <= 64, "{mib} MiB written");
-    assert!(error.contains("; left: ."), "the next call found /tmp empty: {second}");
+    // Emptied: the next call finds neither file (only folders the sandbox made for its binds,
+    // when the checkout lives under /tmp).
+    let left = error.split("; left: ").nth(1).unwrap_or_default();
+    assert!(
+        !left.contains("fill") && !left.contains("left-behind"),
+        "the next call found /tmp emptied: {second}"
+    );
 }
 
 /// The server's peak resident memory so far, in MiB.

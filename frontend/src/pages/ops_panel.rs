@@ -46,6 +46,10 @@ pub(super) fn OpsPanel(tree: Tree, node_view: RwSignal<Option<KindView>>, detail
     let sel = move || tree.selected.get_untracked().unwrap_or(0);
     // What the parallel run would cost, asked again as its values change.
     let fanout_estimate = debounced_estimate(move || {
+        // A running node cannot be run from (the server says 409): nothing to estimate.
+        if no_advance() {
+            return None;
+        }
         let (t, parent) = (tree.id.get()?, tree.selected.get()?);
         let body = simtree_shared::MultiRequest {
             parent,

@@ -270,10 +270,15 @@ fn pids_root() -> Option<&'static Path> {
             let f: Vec<&str> = l.split_whitespace().collect();
             (f.len() > 3 && f[2] == "cgroup" && f[3].split(',').any(|o| o == "pids")).then(|| PathBuf::from(f[1]))
         })?;
-        // Folders a killed server left behind (empty ones only: rmdir refuses the others).
+        // Folders a killed server left behind: `simtree-<pid>-<n>` of a process that is gone
+        // (a live server's may be empty between its workers; rmdir refuses non-empty ones).
         if let Ok(entries) = std::fs::read_dir(&root) {
             for e in entries.flatten() {
-                if e.file_name().to_string_lossy().starts_with("simtree-") {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let owner = name.strip_prefix("simtree-").and_then(|r| r.split('-').next());
+                if let Some(pid) = owner.and_then(|p| p.parse::<u32>().ok())
+                    && !Path::new(&format!("/proc/{pid}")).exists()
+                {
                     let _ = std::fs::remove_dir(e.path());
                 }
             }
