@@ -70,8 +70,12 @@ pub fn test() -> Result<(), String> {
                 "30",
                 "--seed",
                 "1",
+                // One worker: with two, hypothesis inside schemathesis 4.32 sometimes fails
+                // with CPython's "AST constructor recursion depth mismatch" while generating a
+                // free-form document body (seen on POST /api/scenarios), a runtime error of the
+                // generator, not a finding about the server.
                 "--workers",
-                "2",
+                "1",
             ]);
         run(st)
     })();
