@@ -1,6 +1,7 @@
 //! One model on four servers (`LLM_BASE_URLS`), prefix affinity on and off: the real server,
 //! four OpenAI-shaped servers on 127.0.0.1 that answer after 20 ms and remember every prompt
-//! they were sent. Sixteen fan-outs of eight children each, from sixteen nodes. A call counts
+//! they were sent. Sixteen fan-outs of eight children each, from sixteen branches of the root
+//! (each with a broadcast of its own), one fan-out after another. A call counts
 //! as reaching a server that holds its prefix when that server had already been sent the longest
 //! prefix the call shares with any earlier call anywhere (for a fan-out child, its parent's
 //! context and its siblings' identical prompts). Prints the share of prompt text (characters,
@@ -98,28 +99,25 @@ async fn run(affinity: bool) -> (f64, Duration) {
         ],
     );
     let tree = s.create("simple_chat").await;
-    // Sixteen parents: the root's first fan-out and its children's.
-    let (_, first) = s
-        .post(
-            &format!("/devui/simtree/{tree}/advance_multi"),
-            &json!({"parent": 0, "turns": 1, "count": 16}),
-        )
-        .await;
-    let parents: Vec<u64> = first["children"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c.as_u64().unwrap())
-        .collect();
+    // Sixteen parents with contexts of their own: branches of the root, each with its own
+    // broadcast (the mock-shaped servers answer alike, so runs alone would not tell them apart).
+    let mut parents = Vec::new();
+    for k in 0..16 {
+        let (st, r) = s
+            .post(
+                &format!("/devui/simtree/{tree}/branch"),
+                &json!({"parent": 0, "ops": [{"op": "public_broadcast", "text": format!("Bulletin {k}: the vote moves to day {k}.")}]}),
+            )
+            .await;
+        assert_eq!(st, 200, "{r}");
+        parents.push(r["child"].as_u64().unwrap());
+    }
     *tally.lock().unwrap() = (0, 0);
     let started = Instant::now();
+    // One fan-out after another: each fits on one server while that server has free slots.
     let path = format!("/devui/simtree/{tree}/advance_multi");
-    let bodies: Vec<Value> = parents
-        .iter()
-        .map(|&p| json!({"parent": p, "turns": 1, "count": 8}))
-        .collect();
-    let fan_outs = bodies.iter().map(|b| s.post(&path, b));
-    for (st, r) in futures_util::future::join_all(fan_outs).await {
+    for &p in &parents {
+        let (st, r) = s.post(&path, &json!({"parent": p, "turns": 1, "count": 8})).await;
         assert_eq!(st, 200, "{r}");
     }
     let took = started.elapsed();
