@@ -358,15 +358,20 @@ impl Toasts {
         self.next += 1;
         let stamp = self.next;
         let merged = self.items.iter_mut().rev().find_map(|t| {
-            let same = match (&mut t.note, &note) {
+            // A list of runs grows by the new ones (its length is their number: no "×n" on top);
+            // any other repeat counts up.
+            let (same, repeat) = match (&mut t.note, &note) {
                 (Note::Finished(a), Note::Finished(b)) | (Note::Cancelled(a), Note::Cancelled(b)) => {
                     a.extend(b.iter().filter(|n| !a.contains(n)).copied().collect::<Vec<_>>());
-                    true
+                    a.sort_unstable();
+                    (true, false)
                 }
-                (a, b) => a == b,
+                (a, b) => (a == b, true),
             };
             same.then(|| {
-                t.count += 1;
+                if repeat {
+                    t.count += 1;
+                }
                 t.touched = stamp;
                 t.id
             })
@@ -990,6 +995,16 @@ mod tests {
         assert_eq!(t.items.len(), 2, "13 finishes are one toast: {:?}", t.items);
         assert_eq!(t.items[0].level, Level::Error);
         assert_eq!(t.items[1].note, Note::Finished((2..15).collect()));
+        assert_eq!(t.items[1].count, 1, "13 runs listed, not 13 repeats of them");
+        for n in [30, 20] {
+            t.run_end(&RunEnd {
+                node: n,
+                status: NodeStatus::Cancelled,
+                error: None,
+            });
+        }
+        assert_eq!((&t.items[2].note, t.items[2].count), (&Note::Cancelled(vec![20, 30]), 1));
+        t.dismiss(t.items[2].id);
         let (id, stamp) = (t.items[1].id, t.items[1].touched);
         t.expire(t.items[0].id, t.items[0].touched);
         assert_eq!(t.items.len(), 2, "errors do not expire");

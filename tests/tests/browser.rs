@@ -4053,7 +4053,10 @@ async fn create_from_home(b: &Browser, scenario: &str, llm: Option<&str>) -> u64
     let t: u64 = url.path().rsplit('/').next().unwrap().parse().unwrap();
     let trees = api_get(&b.server, "/devui/simtree").await;
     let tree = trees.as_array().unwrap().iter().find(|x| x["id"] == t).expect("listed");
-    shows(b, "#tree-name", &format!("{} (#{t})", tree["name"].as_str().unwrap())).await;
+    // (The scenario's chip follows the name.)
+    let want = format!("{} (#{t})", tree["name"].as_str().unwrap());
+    let header = b.wait_text("#tree-name", &want).await;
+    assert!(header.starts_with(&want), "{header:?}; the API says {want:?}");
     t
 }
 
@@ -4180,12 +4183,47 @@ async fn fan_out(b: &Browser, t: u64, parent: u64, turns: u64, count: u64) -> Ve
     b.set_input("#parallel-input", &count.to_string()).await;
     estimate_agrees(b, t, parent, turns, count).await;
     b.click("#parallel-btn").await;
-    finished_children(&b.server, t, parent, count as usize).await
+    let kids = finished_children(&b.server, t, parent, count as usize).await;
+    finish_toast_agrees(b, t, &kids).await;
+    kids
+}
+
+/// The toast announcing finished runs says "N runs finished (ids)": N is the number of ids it
+/// lists, the fan-out's children are among them and the API has each one done.
+async fn finish_toast_agrees(b: &Browser, t: u64, kids: &[u64]) {
+    let deadline = Instant::now() + WAIT;
+    let line = loop {
+        let all = texts(b, ".toast-text").await;
+        if let Some(l) = all
+            .into_iter()
+            .find(|l| kids.iter().all(|k| l.contains(&k.to_string())) && l.contains("runs finished"))
+        {
+            break l;
+        }
+        assert!(Instant::now() < deadline, "no toast names the runs {kids:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let (n, rest) = line
+        .split_once(" runs finished (")
+        .unwrap_or_else(|| panic!("{line:?}"));
+    let listed = rest
+        .strip_suffix(')')
+        .unwrap_or_else(|| panic!("the toast says more than its runs: {line:?}"));
+    let ids: Vec<u64> = listed.split(", ").map(|i| i.parse().unwrap()).collect();
+    assert_eq!(n.parse::<usize>().unwrap(), ids.len(), "{line:?}");
+    for k in kids {
+        assert!(ids.contains(k), "{line:?} lacks {k}");
+    }
+    for id in ids {
+        let info = api_get(&b.server, &format!("/devui/simtree/{t}/node/{id}/info")).await;
+        assert_eq!(info["status"], "done", "{line:?}: node {id}");
+    }
 }
 
 /// Compares `x` (selected) with `y`: the summary's ids and common ancestor are the API's, and
 /// the first divergence it names is the row marked.
 async fn compare_agrees(b: &Browser, t: u64, x: u64, y: u64) {
+    select_and_check(b, t, x).await;
     b.set_input("#compare-input", &y.to_string()).await;
     b.click("#compare-btn").await;
     let lca = api_get(&b.server, &format!("/devui/simtree/{t}/lca/{x}/{y}")).await["lca"].clone();
@@ -4271,6 +4309,11 @@ async fn a_new_user_walks_a_social_tree_and_every_number_on_screen_is_the_apis()
     let a = finished_children(s, t, 0, 1).await[0];
     select_and_check(&b, t, a).await;
     shows_json(&b, "#scene-state", &view_of(s, t, a).await["state"]).await;
+    let calls = api_get(s, &format!("/devui/simtree/{t}/usage")).await["usage"]["calls"].clone();
+    assert!(
+        calls.as_u64() > Some(0),
+        "the run called the provider, so tokens are on screen"
+    );
     // Branch: the scene's clock, whose "now" is the node's.
     b.select("#op-kind", "scene_state_patch").await;
     b.select("#op-field", "time").await;
@@ -4295,6 +4338,10 @@ async fn a_new_user_walks_a_social_tree_and_every_number_on_screen_is_the_apis()
     b.click("#details-btn").await;
     b.wait_css("#agent-select option").await;
     let state = api_get(s, &format!("/devui/simtree/{t}/node/{}/state", kids[2])).await;
+    assert!(
+        state.to_string().contains("\"properties\""),
+        "agents with properties: {state}"
+    );
     for agent in state["agents"].as_array().unwrap() {
         let name = agent["name"].as_str().unwrap();
         b.select("#agent-select", name).await;
@@ -4425,6 +4472,10 @@ async fn a_new_user_walks_a_trading_tree_and_every_number_on_screen_is_the_apis(
         after["next_decision_point"].as_u64().unwrap() - before["next_decision_point"].as_u64().unwrap(),
         3,
         "the label's three turns are three decisions"
+    );
+    assert!(
+        after["trades"].as_array().is_some_and(|t| !t.is_empty()),
+        "the agent traded, so the trades table has rows: {after}"
     );
     // Branch: the portfolio form's "now" figures are the node's.
     b.select("#op-kind", "portfolio_patch").await;
@@ -4567,6 +4618,8 @@ async fn a_new_user_walks_an_abm_tree_and_every_number_on_screen_is_the_apis() {
         own.to_string().contains("\"value\":0.4"),
         "the op is on the path: {own}"
     );
+    // (A new node's form is made anew: the field is picked again.)
+    b.select("#op-field", "infectionRate").await;
     now_is(&b, "0.4").await;
     // Fan out three two-step runs (each with its own seed), compare two.
     let kids = fan_out(&b, t, c, 2, 3).await;
