@@ -51,7 +51,8 @@ pub fn series_csv(series: &[(String, Vec<f64>)]) -> String {
         out.push_str(&(i + 1).to_string());
         for (_, xs) in series {
             out.push(',');
-            if let Some(x) = xs.get(i) {
+            // A step without a value (NaN in the series) is an empty cell.
+            if let Some(x) = xs.get(i).filter(|x| x.is_finite()) {
                 out.push_str(&x.to_string());
             }
         }
@@ -185,6 +186,8 @@ mod tests {
     fn the_series_csv_has_a_column_per_variable_and_quotes_odd_names() {
         let s = vec![("infected".to_string(), vec![1.0, 2.0]), ("a,b".to_string(), vec![3.0])];
         assert_eq!(series_csv(&s), "step,infected,\"a,b\"\n1,1,3\n2,2,\n");
+        let gap = vec![("x".to_string(), vec![f64::NAN, 2.0])];
+        assert_eq!(series_csv(&gap), "step,x\n1,\n2,2\n");
     }
 
     #[test]

@@ -1003,7 +1003,10 @@ mod tests {
                 error: None,
             });
         }
-        assert_eq!((&t.items[2].note, t.items[2].count), (&Note::Cancelled(vec![20, 30]), 1));
+        assert_eq!(
+            (&t.items[2].note, t.items[2].count),
+            (&Note::Cancelled(vec![20, 30]), 1)
+        );
         t.dismiss(t.items[2].id);
         let (id, stamp) = (t.items[1].id, t.items[1].touched);
         t.expire(t.items[0].id, t.items[0].touched);

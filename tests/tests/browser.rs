@@ -4385,6 +4385,33 @@ fn percent(v: &Value) -> String {
     v.as_f64().map_or_else(|| "–".into(), |x| format!("{:.1}%", x * 100.0))
 }
 
+/// Hovers the right end of chart `id` (its last point) and returns the read-out.
+async fn last_readout(b: &Browser, id: &str) -> String {
+    b.wait_css(&format!("#{id} polyline")).await;
+    b.js(&format!(
+        "const c = document.querySelector('#{id}'); c.scrollIntoView({{block: 'center'}});
+         const r = c.getBoundingClientRect();
+         c.dispatchEvent(new MouseEvent('mousemove', {{clientX: r.right - 2, clientY: r.top + r.height / 2, bubbles: true}}));"
+    ))
+    .await;
+    b.wait_text(&format!("#{id}-readout"), ":").await
+}
+
+/// A number the page shows is `want`: exactly when whole, else to the places it shows.
+fn same_number(shown: &str, want: f64, what: &str) {
+    let x: f64 = shown
+        .trim()
+        .replace(',', "")
+        .parse()
+        .unwrap_or_else(|_| panic!("{what}: {shown:?} is not a number"));
+    let ok = if want.fract() == 0.0 {
+        x == want
+    } else {
+        (x - want).abs() <= want.abs() * 0.005 + 0.005
+    };
+    assert!(ok, "{what}: the page shows {shown}, the API says {want}");
+}
+
 /// What the inspector, the trading view, its metrics and its trades show of node `n`.
 async fn trading_node_agrees(b: &Browser, t: u64, n: u64) {
     let v = view_of(&b.server, t, n).await;
@@ -4452,6 +4479,44 @@ async fn trading_node_agrees(b: &Browser, t: u64, n: u64) {
         .js("return [...document.querySelectorAll('#trades tr')].slice(1).map(r => [...r.cells].map(c => c.textContent.trim()));")
         .await;
     assert_eq!(shown, json!(trades), "the trades of node {n}");
+    // The equity chart's last point, read out on hover: its date and both curves' values.
+    let (curve, hold) = (
+        v["equity_curve"].as_array().unwrap(),
+        v["buy_and_hold_curve"].as_array().unwrap(),
+    );
+    if let (Some(last), Some(held)) = (curve.last(), hold.last()) {
+        let readout = last_readout(b, "equity-chart").await;
+        let (date, values) = readout.split_once(": ").unwrap();
+        assert_eq!(date, last["date"].as_str().unwrap(), "{readout}");
+        let mut parts = values.split(" · ");
+        let strategy = parts.next().unwrap().strip_prefix("strategy ").unwrap();
+        same_number(strategy, last["value"].as_f64().unwrap(), &readout);
+        let bh = parts.next().unwrap().strip_prefix("buy & hold ").unwrap();
+        same_number(bh, held["value"].as_f64().unwrap(), &readout);
+        for t in v["trades"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["timestamp"] == last["date"])
+        {
+            let said = format!(
+                "{} {} {} {} @ ",
+                t["timestamp"].as_str().unwrap(),
+                t["side"].as_str().unwrap(),
+                t["quantity"],
+                t["ticker"].as_str().unwrap()
+            );
+            let mark = parts
+                .clone()
+                .find(|p| p.starts_with(&said))
+                .unwrap_or_else(|| panic!("{readout} lacks {said}"));
+            same_number(
+                mark.strip_prefix(&said).unwrap(),
+                t["price"].as_f64().unwrap(),
+                &readout,
+            );
+        }
+    }
 }
 
 #[tokio::test]
@@ -4570,12 +4635,49 @@ async fn last_tracked(s: &Server, t: u64, n: u64, name: &str) -> Option<Value> {
         .cloned()
 }
 
-/// What the inspector and the ABM view say of node `n`: its step and seed.
+/// What the inspector and the ABM view say of node `n`: its step and seed, and the chart's
+/// last point read out on hover (the step and each tracked value of the node's last step).
 async fn abm_node_agrees(b: &Browser, t: u64, n: u64) {
-    let v = view_of(&b.server, t, n).await;
+    let s = &b.server;
+    let v = view_of(s, t, n).await;
     shows(b, "#node-figure", &format!("step {}", v["steps"])).await;
     b.wait_text("#abm-view > p", &format!("step {} · seed {}", v["steps"], v["seed"]))
         .await;
+    let logs = api_get(s, &format!("/devui/simtree/{t}/node/{n}/logs")).await;
+    let Some(last) = logs.as_array().unwrap().iter().rev().find(|e| e["type"] == "abm_step") else {
+        return;
+    };
+    let readout = last_readout(b, "abm-chart").await;
+    let prefix = format!("step {}: ", last["data"]["step"]);
+    let values = readout
+        .strip_prefix(&prefix)
+        .unwrap_or_else(|| panic!("{readout:?}: not {prefix:?}"));
+    let mut checked = 0;
+    for part in values.split(" · ") {
+        let (label, shown) = part.rsplit_once(' ').unwrap();
+        let Some(name) = label.strip_suffix(&format!(" (#{n})")) else {
+            continue; // an overlaid node's line
+        };
+        let want = last["data"]["values"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .find(|(k, _)| k.rsplit('.').next() == Some(name))
+            .and_then(|(_, x)| x.as_f64())
+            .unwrap_or_else(|| panic!("{readout}: {name} is not tracked"));
+        same_number(shown, want, &readout);
+        checked += 1;
+    }
+    let numeric = last["data"]["values"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter(|x| x.is_number())
+        .count();
+    assert_eq!(
+        checked, numeric,
+        "every tracked number of the last step is read out: {readout}"
+    );
 }
 
 #[tokio::test]
