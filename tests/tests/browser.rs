@@ -4125,7 +4125,13 @@ async fn select_and_check(b: &Browser, t: u64, n: u64) {
         None => shows(b, "#node-made", &format!("#{n} · root")).await,
         Some((Some("advance"), Some(turns))) => {
             let unit = if turns == 1 { "turn" } else { "turns" };
-            shows(b, "#node-made", &format!("#{n} · +{turns} {unit}")).await
+            shows(b, "#node-made", &format!("#{n} · +{turns} {unit}")).await;
+            // The graph's label under the node, when it is drawn, says the same.
+            let label = texts(b, &format!("g.node[data-id='{n}'] text.nop")).await;
+            assert!(
+                label.iter().all(|l| *l == format!("+{turns} {unit}")),
+                "node {n} is labelled {label:?}; the API says +{turns}"
+            );
         }
         Some(_) => {
             b.wait_text("#node-made", &format!("#{n} · ")).await;
