@@ -3921,7 +3921,7 @@ async fn an_export_shows_its_progress_downloads_once_and_says_when_it_fails() {
     b.cdp("Network.enable", json!({})).await;
     b.cdp(
         "Network.emulateNetworkConditions",
-        json!({"offline": false, "latency": 0, "downloadThroughput": 30_000, "uploadThroughput": -1}),
+        json!({"offline": false, "latency": 0, "downloadThroughput": 20_000, "uploadThroughput": -1}),
     )
     .await;
     b.js(r#"window.__progress = []; window.__disabled = false;
@@ -3931,11 +3931,10 @@ async fn an_export_shows_its_progress_downloads_once_and_says_when_it_fails() {
             if (t && window.__progress[window.__progress.length - 1] !== t) window.__progress.push(t);
             if (document.querySelector('#download-tree').disabled) window.__disabled = true;
         }).observe(document.body, {subtree: true, childList: true, attributes: true, characterData: true});
-        const d = document.querySelector('#download-tree'); d.click(); d.click();"#)
+        const d = document.querySelector('#download-tree'); d.click(); d.click();
+        // A third click while it downloads (the slow line makes that seconds).
+        setTimeout(() => { window.__third = d.disabled; d.click(); }, 300);"#)
         .await;
-    b.wait_text("#export-progress", &format!("of {nodes} nodes")).await;
-    // A click while it downloads does nothing.
-    b.js("document.querySelector('#download-tree').click();").await;
     let export = downloaded(&b, &format!("simtree-tree{t}-export.json")).await;
     b.cdp(
         "Network.emulateNetworkConditions",
@@ -3967,6 +3966,11 @@ async fn an_export_shows_its_progress_downloads_once_and_says_when_it_fails() {
         "{progress:?}"
     );
     assert_eq!(b.js("return window.__disabled;").await, json!(true));
+    assert_eq!(
+        b.js("return window.__third;").await,
+        json!(true),
+        "the third click came while the download was on its way"
+    );
     let requests = b
         .js("return performance.getEntriesByType('resource').filter(e => e.name.endsWith('/export')).length;")
         .await;
