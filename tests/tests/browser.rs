@@ -3767,6 +3767,8 @@ async fn stop_all_cancels_every_running_child_of_a_fan_out() {
     b.click("#parallel-btn").await;
     b.wait_count("g.node.running", 3).await;
     b.wait_text("#stop-all-btn", "(3)").await;
+    // The view followed the first child: its progress counts towards the turns asked for.
+    b.wait_text("#node-progress", "/500000").await;
     b.click("#stop-all-btn").await;
     b.wait_count("g.node.running", 0).await;
     let g = api_get(s, &format!("/devui/simtree/{t}/graph")).await;
