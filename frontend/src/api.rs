@@ -70,12 +70,13 @@ fn js_err(e: JsValue) -> ApiError {
 /// The error of a non-2xx answer: the server's `{detail}`, or its raw text when it sent something
 /// else (a proxy's page).
 fn http_error(status: u16, text: String) -> ApiError {
-    let body = serde_json::from_str::<ErrorBody>(&text).unwrap_or(ErrorBody { detail: text });
-    match status {
-        404 => ApiError::NotFound(body),
-        // A proxy in front of a stopped server answers 502/503/504.
-        502..=504 => ApiError::Offline,
-        status => ApiError::Http(status, body),
+    let ours = serde_json::from_str::<ErrorBody>(&text).ok();
+    match (status, ours) {
+        // A proxy in front of a stopped server answers 502/503/504 with a page of its own; the
+        // server's own 503 ("ABM worker unavailable: …") says why in JSON, which is shown.
+        (502..=504, None) => ApiError::Offline,
+        (404, body) => ApiError::NotFound(body.unwrap_or(ErrorBody { detail: text })),
+        (status, body) => ApiError::Http(status, body.unwrap_or(ErrorBody { detail: text })),
     }
 }
 
@@ -318,9 +319,38 @@ pub async fn delete_tree(tree: u64) -> Result<OkReply> {
     delete(&tree_path(tree)).await
 }
 
-/// `GET …/export`: the tree's export, as text to save unchanged.
-pub async fn export(tree: u64) -> Result<String> {
-    send("GET", &format!("{}/export", tree_path(tree)), None).await
+/// `GET …/export`: the tree's export, as text to save unchanged, read as it arrives:
+/// `progress(bytes, nodes)` is called after every piece with the bytes and whole nodes so far.
+pub async fn export(tree: u64, mut progress: impl FnMut(usize, u64)) -> Result<String> {
+    let resp = request("GET", &format!("{}/export", tree_path(tree)), None).await?;
+    let Some(body) = resp.body() else {
+        return body_text(&resp).await;
+    };
+    let reader: web_sys::ReadableStreamDefaultReader = body.get_reader().unchecked_into();
+    let mut bytes = Vec::new();
+    let mut counter = crate::export::ExportCounter::default();
+    loop {
+        // A reply cut off half-way (the server failed while writing it) rejects here.
+        let piece = JsFuture::from(reader.read())
+            .await
+            .map_err(|e| ApiError::Client(format!("the download broke off: {}", js_err(e))))?;
+        let done = js_sys::Reflect::get(&piece, &"done".into())
+            .ok()
+            .and_then(|d| d.as_bool())
+            .unwrap_or(true);
+        if done {
+            break;
+        }
+        let value: js_sys::Uint8Array = js_sys::Reflect::get(&piece, &"value".into())
+            .map_err(js_err)?
+            .unchecked_into();
+        let start = bytes.len();
+        bytes.resize(start + value.length() as usize, 0);
+        value.copy_to(&mut bytes[start..]);
+        counter.feed(&bytes[start..]);
+        progress(bytes.len(), counter.nodes());
+    }
+    String::from_utf8(bytes).map_err(|e| ApiError::Client(format!("the export is not UTF-8: {e}")))
 }
 
 /// `GET …/graph/columns`: the graph in its columnar binary form (`simtree_shared::columns`:

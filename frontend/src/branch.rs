@@ -417,13 +417,11 @@ fn TradingForm(view: TradingView, kind: String, draft: Draft) -> impl IntoView {
     let cash = RwSignal::new(String::new());
     // One input per ticker, made with the form (and owned by it): a re-read of the node cannot
     // dispose of what the inputs write to.
-    let shares: Vec<(String, u64, RwSignal<String>)> = view
+    // Held as the node holds it: a short position shows as negative, not as 0.
+    let shares: Vec<(String, i64, RwSignal<String>)> = view
         .tickers
         .iter()
-        .map(|t| {
-            let held = u64::try_from(view.portfolio.shares(t)).unwrap_or(0);
-            (t.clone(), held, RwSignal::new(String::new()))
-        })
+        .map(|t| (t.clone(), view.portfolio.shares(t), RwSignal::new(String::new())))
         .collect();
     let item_kind = RwSignal::new("news".to_string());
     let date = RwSignal::new(view.next_date.clone().unwrap_or_default());

@@ -306,13 +306,19 @@ pub fn abm_steps_of(entries: &[LogEntry]) -> impl DoubleEndedIterator<Item = Abm
 /// entries (`{step, values}`), in first-seen order; non-numeric values (lists, maps) are skipped.
 pub fn abm_series(entries: &[LogEntry]) -> Vec<Tracked> {
     let mut out: Vec<Tracked> = Vec::new();
-    for step in abm_steps_of(entries) {
+    for (i, step) in abm_steps_of(entries).enumerate() {
         for (name, v) in step.values {
             let Some(x) = v.as_f64() else { continue };
             match out.iter_mut().find(|(n, _)| *n == name) {
                 Some((_, xs)) => xs.push(x),
-                None => out.push((name, vec![x])),
+                // A variable first reported at a later step has no value at the earlier ones.
+                None => out.push((name, [vec![f64::NAN; i], vec![x]].concat())),
             }
+        }
+        // The k-th value of every series is the k-th step's: a step without a number for a
+        // variable leaves a gap (NaN, not drawn) rather than pulling later values back.
+        for (_, xs) in &mut out {
+            xs.resize(i + 1, f64::NAN);
         }
     }
     out
@@ -397,6 +403,26 @@ mod tests {
         let s = abm_series(&[step(0, 1), other.clone(), step(1, 4)]);
         assert_eq!(s, vec![("globalVariable.infected".to_string(), vec![1.0, 4.0])]);
         assert_eq!(abm_steps(&[step(0, 1), other, step(1, 4)]), ["0", "1"]);
+        // A variable reported from the second step on, one missing at the third: each value
+        // stays at its own step.
+        let late = |n: u64, values: serde_json::Value| LogEntry {
+            kind: "abm_step".into(),
+            data: json!({"step": n, "values": values}),
+            node: 1,
+        };
+        let s = abm_series(&[
+            late(1, json!({"a": 1})),
+            late(2, json!({"a": 2, "b": 20})),
+            late(3, json!({"a": 3})),
+        ]);
+        let text: Vec<(String, String)> = s.iter().map(|(n, xs)| (n.clone(), format!("{xs:?}"))).collect();
+        assert_eq!(
+            text,
+            [
+                ("a".into(), "[1.0, 2.0, 3.0]".into()),
+                ("b".into(), "[NaN, 20.0, NaN]".into())
+            ]
+        );
         assert_eq!(short_name("globalVariable.infected"), "infected");
         let model = json!({
             "environment": {"topology": {"type": "grid"}},

@@ -9,7 +9,7 @@ use simtree_shared::NodeView;
 
 use crate::api::{self, ApiError};
 use crate::chart::abm_series;
-use crate::export::{equity_csv, file_name, logs_jsonl, series_csv, svg_document};
+use crate::export::{byte_size, equity_csv, file_name, logs_jsonl, series_csv, svg_document};
 use crate::route::Route;
 use crate::state::{Tree, ctx};
 
@@ -34,16 +34,41 @@ fn chart_markup() -> Option<String> {
 pub fn DataPanel(tree: Tree, node_view: RwSignal<Option<NodeView>>) -> impl IntoView {
     let ctx = ctx();
     let ids = move || Some((tree.id.get_untracked()?, tree.selected.get_untracked()?));
+    // An export on its way: (bytes, whole nodes) received so far; its failure, shown in place.
+    let exporting = RwSignal::new(None::<(usize, u64)>);
+    let export_error = RwSignal::new(None::<String>);
     let export = move |_| {
         let Some(t) = tree.id.get_untracked() else { return };
+        // One download at a time: a second click while one is on its way does nothing.
+        if exporting.get_untracked().is_some() {
+            return;
+        }
+        exporting.set(Some((0, 0)));
+        export_error.set(None);
         leptos::task::spawn_local(async move {
-            let r = api::export(t).await;
-            if let Err(e) =
-                r.and_then(|text| api::download(&file_name(t, None, "export", "json"), "application/json", &text))
-            {
-                ctx.error(e);
+            let r = api::export(t, |bytes, nodes| {
+                exporting.try_set(Some((bytes, nodes)));
+            })
+            .await;
+            exporting.try_set(None);
+            match r.and_then(|text| api::download(&file_name(t, None, "export", "json"), "application/json", &text)) {
+                Ok(()) => {}
+                Err(ApiError::Offline) => ctx.went_offline(),
+                Err(e) => {
+                    export_error.try_set(Some(format!("{}: {e}", ctx.tr("data.exportFailed"))));
+                }
             }
         });
+    };
+    let export_progress = move || {
+        let (bytes, nodes) = exporting.get()?;
+        let total = tree.graph.with(|g| g.nodes.len());
+        Some(
+            ctx.tr("data.exporting")
+                .replace("{{n}}", &nodes.to_string())
+                .replace("{{total}}", &total.to_string())
+                .replace("{{size}}", &byte_size(bytes)),
+        )
     };
     let log = move |_| {
         let Some((t, n)) = ids() else { return };
@@ -95,11 +120,13 @@ pub fn DataPanel(tree: Tree, node_view: RwSignal<Option<NodeView>>) -> impl Into
         <section id="data-panel" class="panel data">
             <h3>{move || ctx.tr("data.title")}</h3>
             <div class="row">
-                <button id="download-tree" disabled=move || tree.id.get().is_none() on:click=export>{move || ctx.tr("data.tree")}</button>
+                <button id="download-tree" disabled=move || tree.id.get().is_none() || exporting.get().is_some() on:click=export>{move || ctx.tr("data.tree")}</button>
                 <button id="download-log" disabled=no_node on:click=log>{move || ctx.tr("data.log")}</button>
                 <button id="download-series" disabled=move || no_node() || !has_series() on:click=series>{move || ctx.tr("data.series")}</button>
                 <button id="download-chart" disabled=move || no_node() || !has_series() on:click=chart>{move || ctx.tr("data.chart")}</button>
             </div>
+            {move || export_progress().map(|p| view! { <p id="export-progress" class="muted">{p}</p> })}
+            {move || export_error.get().map(|e| view! { <p id="export-error" class="reason">{e}</p> })}
             <ImportButton />
         </section>
     }

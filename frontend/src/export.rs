@@ -51,7 +51,8 @@ pub fn series_csv(series: &[(String, Vec<f64>)]) -> String {
         out.push_str(&(i + 1).to_string());
         for (_, xs) in series {
             out.push(',');
-            if let Some(x) = xs.get(i) {
+            // A step without a value (NaN in the series) is an empty cell.
+            if let Some(x) = xs.get(i).filter(|x| x.is_finite()) {
                 out.push_str(&x.to_string());
             }
         }
@@ -76,6 +77,81 @@ pub fn file_name(tree: u64, node: Option<u64>, what: &str, ext: &str) -> String 
     match node {
         Some(n) => format!("simtree-tree{tree}-node{n}-{what}.{ext}"),
         None => format!("simtree-tree{tree}-{what}.{ext}"),
+    }
+}
+
+/// Counts an export's nodes as its bytes arrive (the server streams it node by node, as
+/// `{…header…,"nodes":[{…},{…}]}`): the objects that close directly inside the top-level
+/// `"nodes"` array. Bytes are scanned one at a time, so a piece may end anywhere, even inside a
+/// string or an escape.
+#[derive(Clone, Debug, Default)]
+pub struct ExportCounter {
+    depth: u32,
+    in_string: bool,
+    escaped: bool,
+    /// The last string read at the top level (a key, then maybe its value), while it is read.
+    key: Vec<u8>,
+    reading_key: bool,
+    in_nodes: bool,
+    nodes: u64,
+}
+
+impl ExportCounter {
+    pub fn feed(&mut self, piece: &[u8]) {
+        for &b in piece {
+            if self.in_string {
+                match b {
+                    _ if self.escaped => self.escaped = false,
+                    b'\\' => self.escaped = true,
+                    b'"' => self.in_string = false,
+                    _ if self.reading_key => self.key.push(b),
+                    _ => {}
+                }
+                continue;
+            }
+            match b {
+                b'"' => {
+                    self.in_string = true;
+                    self.reading_key = self.depth == 1;
+                    if self.reading_key {
+                        self.key.clear();
+                    }
+                }
+                b'{' | b'[' => {
+                    self.depth += 1;
+                    if self.depth == 2 && b == b'[' && self.key == b"nodes" {
+                        self.in_nodes = true;
+                    }
+                }
+                b'}' | b']' => {
+                    if self.in_nodes && self.depth == 3 && b == b'}' {
+                        self.nodes += 1;
+                    }
+                    if self.depth == 2 {
+                        self.in_nodes = false;
+                    }
+                    self.depth = self.depth.saturating_sub(1);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The nodes received whole so far.
+    pub fn nodes(&self) -> u64 {
+        self.nodes
+    }
+}
+
+/// A size in bytes for people: `512 B`, `12.3 kB`, `1.2 MB`.
+pub fn byte_size(bytes: usize) -> String {
+    let b = bytes as f64;
+    if bytes < 1000 {
+        format!("{bytes} B")
+    } else if b < 1e6 {
+        format!("{:.1} kB", b / 1e3)
+    } else {
+        format!("{:.1} MB", b / 1e6)
     }
 }
 
@@ -110,6 +186,39 @@ mod tests {
     fn the_series_csv_has_a_column_per_variable_and_quotes_odd_names() {
         let s = vec![("infected".to_string(), vec![1.0, 2.0]), ("a,b".to_string(), vec![3.0])];
         assert_eq!(series_csv(&s), "step,infected,\"a,b\"\n1,1,3\n2,2,\n");
+        let gap = vec![("x".to_string(), vec![f64::NAN, 2.0])];
+        assert_eq!(series_csv(&gap), "step,x\n1,\n2,2\n");
+    }
+
+    #[test]
+    fn the_export_counter_counts_the_nodes_received_whole_wherever_the_pieces_break() {
+        let export = json!({
+            "format": "simtree-export/1",
+            "scenario": "nodes",
+            "document": {"nodes": [{"x": 1}], "y": "a \\\" } { \\\\"},
+            "nodes": [
+                {"id": 0, "log": [{"data": {"text": "} ] \\\" {"}}], "state": {"nodes": []}},
+                {"id": 1, "ops": [{"advance": {"turns": 2}}]},
+                {"id": 2}
+            ]
+        })
+        .to_string();
+        let bytes = export.as_bytes();
+        for cut in 0..bytes.len() {
+            let mut c = ExportCounter::default();
+            c.feed(&bytes[..cut]);
+            let early = c.nodes();
+            c.feed(&bytes[cut..]);
+            assert_eq!(c.nodes(), 3, "cut at {cut}");
+            assert!(early <= 3);
+        }
+        let mut c = ExportCounter::default();
+        let first_end = export.find(r#"{"id":1"#).unwrap();
+        c.feed(&bytes[..first_end]);
+        assert_eq!(c.nodes(), 1, "the first node is whole, the second not begun");
+        assert_eq!(byte_size(512), "512 B");
+        assert_eq!(byte_size(12_345), "12.3 kB");
+        assert_eq!(byte_size(1_234_567), "1.2 MB");
     }
 
     #[test]

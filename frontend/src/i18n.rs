@@ -517,6 +517,14 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
         "overlay.mean" => ("mean", "均值"),
         "chart.buy" => ("buy", "买入"),
         "chart.sell" => ("sell", "卖出"),
+        // Explorer truth: stopping a fan-out, a create at work, an export on its way.
+        "ops.stopAll" => ("Stop all", "全部停止"),
+        "create.working" => ("Creating… {{s}} s", "正在创建… {{s}} 秒"),
+        "data.exporting" => (
+            "Downloading: {{n}} of {{total}} nodes · {{size}}",
+            "正在下载：{{n}} / {{total}} 个节点 · {{size}}",
+        ),
+        "data.exportFailed" => ("The download failed", "下载失败"),
         _ => (key, key),
     };
     match lang {

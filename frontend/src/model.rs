@@ -204,6 +204,59 @@ impl GraphModel {
     }
 }
 
+/// A fan-out in flight (a parallel run from one node, or a run of every leaf): the parents it
+/// started from and the nodes there were before it. Its children are the nodes attached under
+/// one of those parents since; "Stop all" cancels those still running.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FanOut {
+    parents: BTreeSet<u64>,
+    before: BTreeSet<u64>,
+}
+
+impl FanOut {
+    /// A fan-out from `parents`, started when the graph was `g`.
+    pub fn start(g: &GraphModel, parents: impl IntoIterator<Item = u64>) -> Self {
+        FanOut {
+            parents: parents.into_iter().collect(),
+            before: g.nodes.keys().copied().collect(),
+        }
+    }
+
+    /// A run of every leaf of `g` (`advance_frontier`).
+    pub fn of_leaves(g: &GraphModel) -> Self {
+        let inner: BTreeSet<u64> = g.edges.iter().map(|e| e.from).collect();
+        Self::start(g, g.nodes.keys().copied().filter(|n| !inner.contains(n)))
+    }
+
+    /// The fan-out's children that still run, in id order.
+    pub fn running(&self, g: &GraphModel) -> Vec<u64> {
+        let mut out: Vec<u64> = g
+            .edges
+            .iter()
+            .filter(|e| self.parents.contains(&e.from) && !self.before.contains(&e.to))
+            .map(|e| e.to)
+            .filter(|n| g.status_of(*n) == NodeStatus::Running)
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+}
+
+impl GraphModel {
+    /// The children of `node` that run now (a fan-out seen from its parent).
+    pub fn running_children(&self, node: u64) -> Vec<u64> {
+        let mut out: Vec<u64> = self
+            .edges
+            .iter()
+            .filter(|e| e.from == node && self.status_of(e.to) == NodeStatus::Running)
+            .map(|e| e.to)
+            .collect();
+        out.sort_unstable();
+        out
+    }
+}
+
 /// `done` of `total` units of a run: turns (social), steps (ABM) or decision points (trading).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Turns {
@@ -305,15 +358,20 @@ impl Toasts {
         self.next += 1;
         let stamp = self.next;
         let merged = self.items.iter_mut().rev().find_map(|t| {
-            let same = match (&mut t.note, &note) {
+            // A list of runs grows by the new ones (its length is their number: no "×n" on top);
+            // any other repeat counts up.
+            let (same, repeat) = match (&mut t.note, &note) {
                 (Note::Finished(a), Note::Finished(b)) | (Note::Cancelled(a), Note::Cancelled(b)) => {
                     a.extend(b.iter().filter(|n| !a.contains(n)).copied().collect::<Vec<_>>());
-                    true
+                    a.sort_unstable();
+                    (true, false)
                 }
-                (a, b) => a == b,
+                (a, b) => (a == b, true),
             };
             same.then(|| {
-                t.count += 1;
+                if repeat {
+                    t.count += 1;
+                }
                 t.touched = stamp;
                 t.id
             })
@@ -674,6 +732,32 @@ mod tests {
     }
 
     #[test]
+    fn a_fan_out_stops_only_its_own_running_children() {
+        let mut g = GraphModel::default();
+        g.apply(&attached(0, None, 0, EdgeType::Root));
+        g.apply(&attached(1, Some(0), 1, EdgeType::Advance));
+        g.apply(&TreeMsg::RunStart { node: 1 });
+        let fan = FanOut::start(&g, [0]);
+        let leaves = FanOut::of_leaves(&g);
+        for n in 2..5 {
+            g.apply(&attached(n, Some(0), 1, EdgeType::Advance));
+            g.apply(&TreeMsg::RunStart { node: n });
+        }
+        g.apply(&attached(5, Some(1), 2, EdgeType::Advance));
+        g.apply(&TreeMsg::RunStart { node: 5 });
+        // Node 1 ran before the fan-out: not its child. Node 5 is under another parent.
+        assert_eq!(fan.running(&g), vec![2, 3, 4]);
+        assert_eq!(leaves.running(&g), vec![5], "the leaves were node 1 only");
+        g.apply(&TreeMsg::RunFinish {
+            node: 3,
+            status: NodeStatus::Done,
+            error: None,
+        });
+        assert_eq!(fan.running(&g), vec![2, 4], "a finished child is left alone");
+        assert_eq!(g.running_children(0), vec![1, 2, 4]);
+    }
+
+    #[test]
     fn the_shape_key_changes_with_the_shape_only() {
         let mut g = GraphModel::default();
         g.apply(&attached(0, None, 0, EdgeType::Root));
@@ -911,6 +995,19 @@ mod tests {
         assert_eq!(t.items.len(), 2, "13 finishes are one toast: {:?}", t.items);
         assert_eq!(t.items[0].level, Level::Error);
         assert_eq!(t.items[1].note, Note::Finished((2..15).collect()));
+        assert_eq!(t.items[1].count, 1, "13 runs listed, not 13 repeats of them");
+        for n in [30, 20] {
+            t.run_end(&RunEnd {
+                node: n,
+                status: NodeStatus::Cancelled,
+                error: None,
+            });
+        }
+        assert_eq!(
+            (&t.items[2].note, t.items[2].count),
+            (&Note::Cancelled(vec![20, 30]), 1)
+        );
+        t.dismiss(t.items[2].id);
         let (id, stamp) = (t.items[1].id, t.items[1].touched);
         t.expire(t.items[0].id, t.items[0].touched);
         assert_eq!(t.items.len(), 2, "errors do not expire");

@@ -24,9 +24,10 @@ pub fn ellipsis(text: &str, max: usize) -> String {
 
 /// A number with thousands separators (`500000` → `500,000`; fractions kept to two places).
 pub fn grouped(x: f64) -> String {
-    let neg = x < 0.0;
-    let whole = x.abs().trunc() as u64;
-    let frac = x.abs().fract();
+    // Rounded to cents first: 1234.999 is 1,235, not 1,234 with a fraction rounded away.
+    let cents = (x.abs() * 100.0).round() as u64;
+    let neg = x < 0.0 && cents > 0;
+    let (whole, frac) = (cents / 100, cents % 100);
     let digits = whole.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
@@ -35,8 +36,8 @@ pub fn grouped(x: f64) -> String {
         }
         out.push(c);
     }
-    if frac > 0.005 {
-        out.push_str(&format!("{frac:.2}")[1..]);
+    if frac > 0 {
+        out.push_str(&format!(".{frac:02}"));
     }
     if neg { format!("-{out}") } else { out }
 }
@@ -365,6 +366,10 @@ mod tests {
         assert_eq!(op_label(&Op::Advance { turns: 3 }, Lang::Zh), "+3 回合");
         assert_eq!(grouped(1234567.5), "1,234,567.50");
         assert_eq!(grouped(-999.0), "-999");
+        assert_eq!(grouped(1234.999), "1,235", "rounded up into the next whole");
+        assert_eq!(grouped(99_999.996), "100,000");
+        assert_eq!(grouped(0.05), "0.05");
+        assert_eq!(grouped(-0.001), "0");
     }
 
     #[test]

@@ -3686,3 +3686,1080 @@ async fn the_new_page_saves_to_the_library_as_versions_and_starts_from_shipped_a
     assert_eq!(page_errors(&b).await, Vec::<String>::new());
     b.finish("new_library").await;
 }
+
+// ---- explorer truth ----
+// Issue 30's last items: Stop all for a fan-out, a busy create, export progress, and one
+// new-user walk-through per kind that checks every number on screen against the API.
+
+/// `GET path`, which must answer 200.
+async fn api_get(s: &Server, path: &str) -> Value {
+    let (status, v) = s.get(path).await;
+    assert_eq!(status, 200, "{path}: {v}");
+    v
+}
+
+/// Waits until the text of `css` is `want` (what the API says the page should show); fails
+/// naming both.
+async fn shows(b: &Browser, css: &str, want: &str) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let text = match b.client.find(Locator::Css(css)).await {
+            Ok(el) => el.text().await.unwrap_or_default(),
+            Err(_) => "(absent)".to_string(),
+        };
+        if text.trim() == want {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{css} shows {text:?}; the API says {want:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The children of `parent` in a `…/graph` reply.
+fn children_of(g: &Value, parent: u64) -> Vec<u64> {
+    g["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["from"] == parent)
+        .map(|e| e["to"].as_u64().unwrap())
+        .collect()
+}
+
+/// Every one of `nodes` ended cancelled (as `…/info` says), nothing of the tree runs, and a
+/// second later none of them has gone on (their turns are what they were).
+async fn stopped_for_good(s: &Server, t: u64, nodes: &[u64]) {
+    let turns = |summaries: &Value, n: u64| {
+        summaries
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["id"] == n)
+            .map(|x| x["turns"].clone())
+    };
+    let before = api_get(s, &format!("/devui/simtree/{t}/summaries")).await;
+    for &n in nodes {
+        let info = api_get(s, &format!("/devui/simtree/{t}/node/{n}/info")).await;
+        assert_eq!(info["status"], "cancelled", "node {n}: {info}");
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let g = api_get(s, &format!("/devui/simtree/{t}/graph")).await;
+    assert_eq!(g["running"], json!([]), "nothing runs: {g}");
+    let after = api_get(s, &format!("/devui/simtree/{t}/summaries")).await;
+    for &n in nodes {
+        assert_eq!(turns(&before, n), turns(&after, n), "node {n} went on after its stop");
+    }
+}
+
+#[tokio::test]
+async fn stop_all_cancels_every_running_child_of_a_fan_out() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&["--max-turns", "1000000"]).await else {
+        return;
+    };
+    let s = &b.server;
+    let t = api_tree(s, "simple_chat").await;
+    b.open(&format!("/simtree/{t}")).await;
+    b.wait_css("g.node[data-id='0']").await;
+    // A parallel run of three long runs, from the form.
+    b.set_input("#steps-input", "500000").await;
+    b.set_input("#parallel-input", "3").await;
+    b.click("#parallel-btn").await;
+    b.wait_count("g.node.running", 3).await;
+    b.wait_text("#stop-all-btn", "(3)").await;
+    // The view followed the first child: its progress counts towards the turns asked for.
+    b.wait_text("#node-progress", "/500000").await;
+    b.click("#stop-all-btn").await;
+    b.wait_count("g.node.running", 0).await;
+    let g = api_get(s, &format!("/devui/simtree/{t}/graph")).await;
+    let fan = children_of(&g, 0);
+    assert_eq!(fan.len(), 3, "{g}");
+    stopped_for_good(s, t, &fan).await;
+    b.wait_count("#stop-all-btn", 0).await;
+    // Run leaves: one child under each of the three leaves, all stopped at once.
+    b.set_input("#leaves-input", "500000").await;
+    b.click("#run-leaves-btn").await;
+    b.wait_count("g.node.running", 3).await;
+    b.wait_text("#stop-all-btn", "(3)").await;
+    b.click("#stop-all-btn").await;
+    b.wait_count("g.node.running", 0).await;
+    let g = api_get(s, &format!("/devui/simtree/{t}/graph")).await;
+    let leaves: Vec<u64> = fan.iter().flat_map(|&n| children_of(&g, n)).collect();
+    assert_eq!(leaves.len(), 3, "{g}");
+    stopped_for_good(s, t, &leaves).await;
+    // A fan-out another client started shows its Stop all on its parent, and only its children
+    // stop: a run elsewhere in the tree goes on.
+    let elsewhere = s.advance_in_background(t, leaves[0], 500_000);
+    let fanned = {
+        let url = s.url(&format!("/devui/simtree/{t}/advance_multi"));
+        let http = s.http.clone();
+        let parent = leaves[1];
+        tokio::spawn(async move {
+            http.post(url)
+                .json(&json!({"parent": parent, "turns": 500_000, "count": 2}))
+                .send()
+                .await
+                .map(|r| r.status().as_u16())
+        })
+    };
+    b.wait_count("g.node.running", 3).await;
+    b.click(&format!("g.node[data-id='{}']", leaves[1])).await;
+    b.wait_text("#stop-all-btn", "(2)").await;
+    b.click("#stop-all-btn").await;
+    b.wait_count("g.node.running", 1).await;
+    let g = api_get(s, &format!("/devui/simtree/{t}/graph")).await;
+    let two = children_of(&g, leaves[1]);
+    assert_eq!(two.len(), 2, "{g}");
+    for n in &two {
+        let info = api_get(s, &format!("/devui/simtree/{t}/node/{n}/info")).await;
+        assert_eq!(info["status"], "cancelled", "node {n}: {info}");
+    }
+    let other = children_of(&g, leaves[0]);
+    assert_eq!(g["running"], json!(other), "the run elsewhere goes on");
+    assert_eq!(fanned.await.unwrap().unwrap(), 200);
+    let (status, _) = s
+        .post(&format!("/devui/simtree/{t}/node/{}/cancel", other[0]), &json!({}))
+        .await;
+    assert_eq!(status, 200);
+    elsewhere.await.unwrap();
+    b.finish("stop_all").await;
+}
+
+/// Records, from now on, whether `#create-btn` was ever disabled and the last text of
+/// `#create-busy` (the page changes when the tree is made, so they are looked at as they come).
+async fn watch_create_button(b: &Browser) {
+    b.js(r#"window.__create = {disabled: false, busy: ''};
+        const look = () => {
+            const btn = document.querySelector('#create-btn');
+            if (btn && btn.disabled) window.__create.disabled = true;
+            const busy = document.querySelector('#create-busy');
+            if (busy && busy.textContent) window.__create.busy = busy.textContent;
+        };
+        new MutationObserver(look).observe(document.body,
+            {subtree: true, childList: true, attributes: true, characterData: true});"#)
+        .await;
+}
+
+#[tokio::test]
+async fn creating_the_first_abm_tree_shows_it_is_working_and_is_sent_once() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let s = &b.server;
+    b.open("/simtree").await;
+    b.wait_css("#scenario-select option[value='sir_network']").await;
+    b.select("#scenario-select", "sir_network").await;
+    watch_create_button(&b).await;
+    // Two clicks in a row, the second before the page could redraw: one tree.
+    b.js("const c = document.querySelector('#create-btn'); c.click(); c.click();")
+        .await;
+    b.wait_css("g.node[data-id='0']").await;
+    let seen = b.js("return window.__create;").await;
+    assert_eq!(
+        seen["disabled"],
+        json!(true),
+        "the button was disabled while it worked: {seen}"
+    );
+    assert!(
+        seen["busy"].as_str().is_some_and(|t| t.starts_with("Creating…")),
+        "it said it was working: {seen}"
+    );
+    let trees = api_get(s, "/devui/simtree").await;
+    assert_eq!(trees.as_array().map(Vec::len), Some(1), "one tree: {trees}");
+    b.finish("create_abm_busy").await;
+}
+
+#[tokio::test]
+async fn a_create_the_server_refuses_is_shown_under_the_button() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    // No Python where the worker is looked for: the first agent-based tree cannot be made.
+    let env = [("SIMTREE_PYTHON", "/nonexistent/python3")];
+    let Some(b) = Browser::start_env(&[], &env).await else {
+        return;
+    };
+    b.open("/simtree").await;
+    b.wait_css("#scenario-select option[value='sir_network']").await;
+    b.select("#scenario-select", "sir_network").await;
+    b.click("#create-btn").await;
+    let said = b.wait_text("#create-error", "ABM worker unavailable").await;
+    assert!(!said.contains("{\""), "the detail, not raw JSON: {said}");
+    assert_eq!(
+        b.count("#offline-banner").await,
+        0,
+        "the server answered: it is not offline"
+    );
+    let enabled = b.js("return !document.querySelector('#create-btn').disabled;").await;
+    assert_eq!(enabled, json!(true), "the button works again after the reply");
+    assert_eq!(b.count("#create-busy").await, 0);
+    assert_eq!(
+        api_get(&b.server, "/devui/simtree").await,
+        json!([]),
+        "no tree was made"
+    );
+    b.finish("create_refused").await;
+}
+
+#[tokio::test]
+async fn an_export_shows_its_progress_downloads_once_and_says_when_it_fails() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&["--max-turns", "1000000"]).await else {
+        return;
+    };
+    let s = &b.server;
+    let t = advanced_tree(s, "council", 3).await;
+    api_post(
+        s,
+        &format!("/devui/simtree/{t}/advance_multi"),
+        json!({"parent": 1, "turns": 2, "count": 40}),
+    )
+    .await;
+    let nodes = api_get(s, &format!("/devui/simtree/{t}/graph")).await["nodes"]
+        .as_array()
+        .unwrap()
+        .len();
+    b.open(&format!("/simtree/{t}")).await;
+    b.wait_count("g.node", nodes).await;
+    capture_downloads(&b).await;
+    // A slow line, so that the download takes seconds; what the progress line says is recorded.
+    b.cdp("Network.enable", json!({})).await;
+    b.cdp(
+        "Network.emulateNetworkConditions",
+        json!({"offline": false, "latency": 0, "downloadThroughput": 20_000, "uploadThroughput": -1}),
+    )
+    .await;
+    b.js(r#"window.__progress = []; window.__disabled = false;
+        new MutationObserver(() => {
+            const p = document.querySelector('#export-progress');
+            const t = p ? p.textContent : '';
+            if (t && window.__progress[window.__progress.length - 1] !== t) window.__progress.push(t);
+            if (document.querySelector('#download-tree').disabled) window.__disabled = true;
+        }).observe(document.body, {subtree: true, childList: true, attributes: true, characterData: true});
+        const d = document.querySelector('#download-tree'); d.click(); d.click();
+        // A third click while it downloads (the slow line makes that seconds).
+        setTimeout(() => { window.__third = d.disabled; d.click(); }, 300);"#)
+        .await;
+    let export = downloaded(&b, &format!("simtree-tree{t}-export.json")).await;
+    b.cdp(
+        "Network.emulateNetworkConditions",
+        json!({"offline": false, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1}),
+    )
+    .await;
+    let file: Value = serde_json::from_str(&export).expect("the export is JSON");
+    assert_eq!(file["nodes"].as_array().map(Vec::len), Some(nodes));
+    b.wait_count("#export-progress", 0).await;
+    let progress: Vec<String> = serde_json::from_value(b.js("return window.__progress;").await).unwrap();
+    let counts: Vec<u64> = progress
+        .iter()
+        .map(|p| {
+            let n = p.trim_start_matches("Downloading: ").split(' ').next().unwrap_or("");
+            n.parse().unwrap_or_else(|_| panic!("{p}"))
+        })
+        .collect();
+    assert!(counts.len() >= 3, "the progress moved: {progress:?}");
+    assert!(counts.windows(2).all(|w| w[0] <= w[1]), "{progress:?}");
+    assert!(*counts.last().unwrap() as usize <= nodes, "{progress:?}");
+    assert!(
+        counts.iter().any(|&c| c > 0 && (c as usize) < nodes),
+        "nodes counted as they came: {progress:?}"
+    );
+    assert!(
+        progress
+            .iter()
+            .all(|p| p.contains(&format!("of {nodes} nodes ·")) && p.ends_with('B')),
+        "{progress:?}"
+    );
+    assert_eq!(b.js("return window.__disabled;").await, json!(true));
+    assert_eq!(
+        b.js("return window.__third;").await,
+        json!(true),
+        "the third click came while the download was on its way"
+    );
+    let requests = b
+        .js("return performance.getEntriesByType('resource').filter(e => e.name.endsWith('/export')).length;")
+        .await;
+    assert_eq!(requests, json!(1), "one download for three clicks");
+    // While a run goes on the server refuses the export (409): the page says so in place.
+    let run = s.advance_in_background(t, 0, 500_000);
+    b.wait_count("g.node.running", 1).await;
+    b.click("#download-tree").await;
+    let said = b.wait_text("#export-error", "The download failed").await;
+    assert!(said.contains("(409)"), "{said}");
+    let enabled = b.js("return !document.querySelector('#download-tree').disabled;").await;
+    assert_eq!(enabled, json!(true));
+    let running = s.first_running(t).await;
+    let (status, _) = s
+        .post(&format!("/devui/simtree/{t}/node/{running}/cancel"), &json!({}))
+        .await;
+    assert_eq!(status, 200);
+    run.await.unwrap();
+    b.finish("export_progress").await;
+}
+
+// The new-user walk-throughs: from Home, one tree of each kind is made, advanced, branched with
+// an op, fanned out and compared, and every number the page shows on the way is read from the
+// API too and must be the same (docs/testing.md lists them).
+
+/// An OpenAI-shaped provider on loopback answering as the offline mock would, with token counts
+/// that differ from call to call (a quarter of the prompt's bytes in, 40 out); a trading agent
+/// (offered tools) buys three AAPL shares at every decision point.
+async fn fake_provider() -> String {
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(|axum::Json(body): axum::Json<Value>| async move {
+            let prompt: usize = body["messages"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|m| m["content"].as_str().map_or(0, str::len) / 4)
+                .sum();
+            let message = if body["tools"].is_array() {
+                let args = json!({"orders": [{"ticker": "AAPL", "side": "buy", "quantity": 3}]}).to_string();
+                json!({"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+                    "function": {"name": "submit_decision", "arguments": args}}]})
+            } else {
+                json!({"role": "assistant", "content": simtree_e2e::mock_reply(&body)})
+            };
+            axum::Json(json!({
+                "id": "c", "object": "chat.completion", "model": body["model"],
+                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": prompt, "completion_tokens": 40, "total_tokens": prompt + 40}
+            }))
+        }),
+    );
+    simtree_e2e::serve_provider(app).await.0
+}
+
+/// A browser on a server whose model is [`fake_provider`].
+async fn on_fake_provider() -> Option<Browser> {
+    let url = fake_provider().await;
+    let env = [
+        ("LLM_DIALECT", "openai"),
+        ("LLM_BASE_URL", url.as_str()),
+        ("LLM_API_KEY", "walk-key"),
+        ("LLM_MODEL", "fake-model"),
+        ("LLM_MAX_RETRIES", "0"),
+    ];
+    Browser::start_env(&[], &env).await
+}
+
+/// From Home, as a new user goes: the tree page's card, the scenario, Create. The new tree's id,
+/// once its root is drawn and its name (the API's) is in the header.
+async fn create_from_home(b: &Browser, scenario: &str, llm: Option<&str>) -> u64 {
+    b.open("/").await;
+    b.wait_css("#home-intro").await;
+    b.click(".home .card a[href='/simtree']").await;
+    b.wait_css(&format!("#scenario-select option[value='{scenario}']"))
+        .await;
+    b.select("#scenario-select", scenario).await;
+    if let Some(llm) = llm {
+        b.select("#llm-select", llm).await;
+    }
+    b.click("#create-btn").await;
+    b.wait_css("g.node[data-id='0']").await;
+    let url = b.client.current_url().await.unwrap();
+    let t: u64 = url.path().rsplit('/').next().unwrap().parse().unwrap();
+    let trees = api_get(&b.server, "/devui/simtree").await;
+    let tree = trees.as_array().unwrap().iter().find(|x| x["id"] == t).expect("listed");
+    // (The scenario's chip follows the name.)
+    let want = format!("{} (#{t})", tree["name"].as_str().unwrap());
+    let header = b.wait_text("#tree-name", &want).await;
+    assert!(header.starts_with(&want), "{header:?}; the API says {want:?}");
+    t
+}
+
+/// Waits until the API has `count` finished children under `parent` (nothing of the tree
+/// running); returns them in id order.
+async fn finished_children(s: &Server, t: u64, parent: u64, count: usize) -> Vec<u64> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let g = api_get(s, &format!("/devui/simtree/{t}/graph")).await;
+        let mut kids = children_of(&g, parent);
+        if kids.len() == count && g["running"] == json!([]) {
+            kids.sort_unstable();
+            return kids;
+        }
+        assert!(Instant::now() < deadline, "{count} children of {parent}: {g}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// `#stats` says what `…/graph` holds, with `selected` selected.
+async fn stats_agree(b: &Browser, t: u64, selected: u64) {
+    let g = api_get(&b.server, &format!("/devui/simtree/{t}/graph")).await;
+    let len = |k: &str| g[k].as_array().map_or(0, Vec::len);
+    let want = format!(
+        "Selected: {selected} · Nodes: {} · Edges: {} · Running: {}",
+        len("nodes"),
+        len("edges"),
+        len("running")
+    );
+    shows(b, "#stats", &want).await;
+    // Each id drawn (nodes out of view are not drawn) is a node of the API's, once.
+    let ids: Vec<String> = g["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["id"].to_string())
+        .collect();
+    let drawn = texts(b, "g.node text.nid").await;
+    let unique: std::collections::BTreeSet<&String> = drawn.iter().collect();
+    assert_eq!(unique.len(), drawn.len(), "an id drawn twice: {drawn:?}");
+    assert!(
+        drawn.iter().all(|d| ids.contains(d)),
+        "{drawn:?} drawn; the API has {ids:?}"
+    );
+}
+
+/// Selects node `n` (a click on the graph) unless it is selected, then checks what the page
+/// says of it against the API: the stats line, what made it (the turns of an advance), its
+/// model calls and tokens, the tree's usage line.
+async fn select_and_check(b: &Browser, t: u64, n: u64) {
+    let s = &b.server;
+    let selected = b.js("return document.querySelector('#stats span').textContent;").await;
+    if selected.as_str() != Some(&format!("Selected: {n}")) {
+        b.click(&format!("g.node[data-id='{n}']")).await;
+    }
+    stats_agree(b, t, n).await;
+    let summaries = api_get(s, &format!("/devui/simtree/{t}/summaries")).await;
+    let ops = summaries
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|x| x["edges"].as_array().unwrap().iter())
+        .find(|e| e["to"] == n)
+        .map(|e| e["ops"].clone());
+    match ops.as_ref().map(|o| (o[0]["op"].as_str(), o[0]["turns"].as_u64())) {
+        None => shows(b, "#node-made", &format!("#{n} · root")).await,
+        Some((Some("advance"), Some(turns))) => {
+            let unit = if turns == 1 { "turn" } else { "turns" };
+            shows(b, "#node-made", &format!("#{n} · +{turns} {unit}")).await;
+            // The graph's label under the node, when it is drawn, says the same.
+            let label = texts(b, &format!("g.node[data-id='{n}'] text.nop")).await;
+            assert!(
+                label.iter().all(|l| *l == format!("+{turns} {unit}")),
+                "node {n} is labelled {label:?}; the API says +{turns}"
+            );
+        }
+        Some(_) => {
+            b.wait_text("#node-made", &format!("#{n} · ")).await;
+        }
+    }
+    let info = api_get(s, &format!("/devui/simtree/{t}/node/{n}/info")).await;
+    let u = &info["usage"];
+    let (calls, tokens) = (
+        u["calls"].as_u64().unwrap(),
+        u["prompt_tokens"].as_u64().unwrap() + u["completion_tokens"].as_u64().unwrap(),
+    );
+    if calls > 0 {
+        shows(b, "#node-usage", &format!("{calls} calls · {tokens} tokens")).await;
+    } else {
+        b.wait_count("#node-usage", 0).await;
+    }
+    let usage = api_get(s, &format!("/devui/simtree/{t}/usage")).await;
+    let u = &usage["usage"];
+    if u["calls"].as_u64() > Some(0) {
+        let want = format!(
+            "LLM: {} calls · {} + {} tokens · {} ms",
+            u["calls"], u["prompt_tokens"], u["completion_tokens"], u["latency_ms"]
+        );
+        shows(b, "#usage", &want).await;
+    }
+}
+
+/// The parallel-run form's cost line against `?estimate=true` of the same request.
+async fn estimate_agrees(b: &Browser, t: u64, parent: u64, turns: u64, count: u64) {
+    let (status, e) = b
+        .server
+        .post(
+            &format!("/devui/simtree/{t}/advance_multi?estimate=true"),
+            &json!({"parent": parent, "turns": turns, "count": count}),
+        )
+        .await;
+    assert_eq!(status, 200, "{e}");
+    let (p, c) = (
+        e["prompt_tokens"].as_u64().unwrap(),
+        e["completion_tokens"].as_u64().unwrap(),
+    );
+    let mut want = format!(
+        "Estimated cost: {} calls · {} tokens ({p} in, {c} out)",
+        e["calls"],
+        p + c
+    );
+    if let Some(m) = e["money"].as_f64() {
+        want.push_str(&format!(" · about ${m:.2}"));
+    }
+    shows(b, "#fanout-estimate", &want).await;
+}
+
+/// Fans out `count` runs of `turns` from the selected node `parent` with the form, its estimate
+/// checked first; the children once they finished.
+async fn fan_out(b: &Browser, t: u64, parent: u64, turns: u64, count: u64) -> Vec<u64> {
+    b.set_input("#steps-input", &turns.to_string()).await;
+    b.set_input("#parallel-input", &count.to_string()).await;
+    estimate_agrees(b, t, parent, turns, count).await;
+    b.click("#parallel-btn").await;
+    let kids = finished_children(&b.server, t, parent, count as usize).await;
+    finish_toast_agrees(b, t, &kids).await;
+    kids
+}
+
+/// The toast announcing finished runs says "N runs finished (ids)": N is the number of ids it
+/// lists, the fan-out's children are among them and the API has each one done.
+async fn finish_toast_agrees(b: &Browser, t: u64, kids: &[u64]) {
+    let deadline = Instant::now() + WAIT;
+    let line = loop {
+        let all = texts(b, ".toast-text").await;
+        if let Some(l) = all
+            .into_iter()
+            .find(|l| kids.iter().all(|k| l.contains(&k.to_string())) && l.contains("runs finished"))
+        {
+            break l;
+        }
+        assert!(Instant::now() < deadline, "no toast names the runs {kids:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let (n, rest) = line
+        .split_once(" runs finished (")
+        .unwrap_or_else(|| panic!("{line:?}"));
+    let listed = rest
+        .strip_suffix(')')
+        .unwrap_or_else(|| panic!("the toast says more than its runs: {line:?}"));
+    let ids: Vec<u64> = listed.split(", ").map(|i| i.parse().unwrap()).collect();
+    assert_eq!(n.parse::<usize>().unwrap(), ids.len(), "{line:?}");
+    for k in kids {
+        assert!(ids.contains(k), "{line:?} lacks {k}");
+    }
+    for id in ids {
+        let info = api_get(&b.server, &format!("/devui/simtree/{t}/node/{id}/info")).await;
+        assert_eq!(info["status"], "done", "{line:?}: node {id}");
+    }
+}
+
+/// Compares `x` (selected) with `y`: the summary's ids and common ancestor are the API's, and
+/// the first divergence it names is the row marked.
+async fn compare_agrees(b: &Browser, t: u64, x: u64, y: u64) {
+    select_and_check(b, t, x).await;
+    b.set_input("#compare-input", &y.to_string()).await;
+    b.click("#compare-btn").await;
+    let lca = api_get(&b.server, &format!("/devui/simtree/{t}/lca/{x}/{y}")).await["lca"].clone();
+    let summary = b
+        .wait_text("#compare-summary", &format!("{x} ↔ {y} · Common ancestor: {lca} · "))
+        .await;
+    shows(b, "#compare-left-title", &format!("Node #{x}")).await;
+    shows(b, "#compare-right-title", &format!("Node #{y}")).await;
+    let marked = b
+        .js("return [...document.querySelectorAll('#compare-rows .crow.diverge')].map(r => r.dataset.event);")
+        .await;
+    match summary.split("First divergence: event ").nth(1) {
+        Some(k) => assert_eq!(marked, json!([k.trim()]), "{summary}"),
+        None => assert_eq!(marked, json!([]), "{summary}"),
+    }
+}
+
+/// The JSON shown in `css` once it equals `want`.
+async fn shows_json(b: &Browser, css: &str, want: &Value) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let text = match b.client.find(Locator::Css(css)).await {
+            Ok(el) => el.text().await.unwrap_or_default(),
+            Err(_) => String::new(),
+        };
+        if serde_json::from_str::<Value>(&text).ok().as_ref() == Some(want) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{css} shows {text}; the API says {want}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The branch form's "now" line says `now: {value}` (its field's description may follow a dash).
+async fn now_is(b: &Browser, value: &str) {
+    let want = format!("now: {value}");
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let text = match b.client.find(Locator::Css("#op-field-now")).await {
+            Ok(el) => el.text().await.unwrap_or_default(),
+            Err(_) => "(absent)".to_string(),
+        };
+        if text.split(" — ").next().map(str::trim) == Some(want.as_str()) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the form says {text:?}; the API says {want:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// `…/node/{n}/view` of tree `t`.
+async fn view_of(s: &Server, t: u64, n: u64) -> Value {
+    api_get(s, &format!("/devui/simtree/{t}/node/{n}/view")).await
+}
+
+/// The tree's row on Home shows as many nodes as the API lists.
+async fn home_row_agrees(b: &Browser, t: u64) {
+    b.open("/").await;
+    let trees = api_get(&b.server, "/devui/simtree").await;
+    let tree = trees.as_array().unwrap().iter().find(|x| x["id"] == t).unwrap();
+    shows(
+        b,
+        &format!("#tree-browser tr.tree-row[data-id='{t}'] .nodes"),
+        &tree["nodes"].to_string(),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_new_user_walks_a_social_tree_and_every_number_on_screen_is_the_apis() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = on_fake_provider().await else { return };
+    let s = &b.server;
+    let t = create_from_home(&b, "council", Some("server")).await;
+    select_and_check(&b, t, 0).await;
+    shows_json(&b, "#scene-state", &view_of(s, t, 0).await["state"]).await;
+    // Advance two turns: the view follows the new node.
+    b.set_input("#steps-input", "2").await;
+    b.click("#advance-btn").await;
+    let a = finished_children(s, t, 0, 1).await[0];
+    select_and_check(&b, t, a).await;
+    shows_json(&b, "#scene-state", &view_of(s, t, a).await["state"]).await;
+    let calls = api_get(s, &format!("/devui/simtree/{t}/usage")).await["usage"]["calls"].clone();
+    assert!(
+        calls.as_u64() > Some(0),
+        "the run called the provider, so tokens are on screen"
+    );
+    // Branch: the scene's clock, whose "now" is the node's.
+    b.select("#op-kind", "scene_state_patch").await;
+    b.select("#op-field", "time").await;
+    let time = view_of(s, t, a).await["state"]["time"].clone();
+    now_is(&b, &format!("{time}")).await;
+    b.set_input("#op-value", "1200").await;
+    b.click("#branch-btn").await;
+    let c = finished_children(s, t, a, 1).await[0];
+    select_and_check(&b, t, c).await;
+    let state = view_of(s, t, c).await["state"].clone();
+    assert_eq!(state["time"], json!(1200));
+    shows_json(&b, "#scene-state", &state).await;
+    now_is(&b, "1200").await;
+    // Fan out three one-turn runs from the branch, and compare two of them.
+    let kids = fan_out(&b, t, c, 1, 3).await;
+    for &k in &kids {
+        select_and_check(&b, t, k).await;
+        shows_json(&b, "#scene-state", &view_of(s, t, k).await["state"]).await;
+    }
+    compare_agrees(&b, t, kids[2], kids[0]).await;
+    // Branch again: properties of the first agent. The viewer's agent panel then shows each
+    // agent's properties as `…/state` has them.
+    b.select("#op-kind", "agent_props_patch").await;
+    b.wait_css("#op-agent option").await;
+    fill(
+        &b,
+        "#op-json",
+        r#"{"mood": "tense", "budget": 1200.5, "seats": 3}"#,
+        "input",
+    )
+    .await;
+    b.click("#branch-btn").await;
+    let d = finished_children(s, t, kids[2], 1).await[0];
+    select_and_check(&b, t, d).await;
+    b.click("#details-btn").await;
+    b.wait_css("#agent-select option").await;
+    let state = api_get(s, &format!("/devui/simtree/{t}/node/{d}/state")).await;
+    assert!(
+        state.to_string().contains("\"properties\""),
+        "agents with properties: {state}"
+    );
+    for agent in state["agents"].as_array().unwrap() {
+        let name = agent["name"].as_str().unwrap();
+        b.select("#agent-select", name).await;
+        let props = agent["properties"].as_object().cloned().unwrap_or_default();
+        let want: Vec<String> = props
+            .iter()
+            .map(|(k, v)| format!("{k}: {}", v.as_str().map_or_else(|| v.to_string(), str::to_string)))
+            .collect();
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let shown = texts(&b, "#agent-props li").await;
+            if shown == want {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{name}: {shown:?}; the API says {want:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    home_row_agrees(&b, t).await;
+    b.finish("walk_social").await;
+}
+
+/// A sum of money as the page writes it: thousands separated, cents unless whole.
+fn money(x: f64) -> String {
+    let text = format!("{:.2}", x.abs());
+    let (whole, cents) = text.split_once('.').unwrap();
+    let digits: Vec<char> = whole.chars().collect();
+    let groups: Vec<String> = digits.rchunks(3).rev().map(|c| c.iter().collect()).collect();
+    let mut s = groups.join(",");
+    if cents != "00" {
+        s = format!("{s}.{cents}");
+    }
+    if x < 0.0 && s.chars().any(|c| c != '0' && c != ',' && c != '.') {
+        s.insert(0, '-');
+    }
+    s
+}
+
+/// A fraction as a percentage with one decimal (`–` when absent).
+fn percent(v: &Value) -> String {
+    v.as_f64().map_or_else(|| "–".into(), |x| format!("{:.1}%", x * 100.0))
+}
+
+/// Hovers the right end of chart `id` (its last point) and returns the read-out.
+async fn last_readout(b: &Browser, id: &str) -> String {
+    b.wait_css(&format!("#{id} polyline")).await;
+    b.js(&format!(
+        "const c = document.querySelector('#{id}'); c.scrollIntoView({{block: 'center'}});
+         const r = c.getBoundingClientRect();
+         c.dispatchEvent(new MouseEvent('mousemove', {{clientX: r.right - 2, clientY: r.top + r.height / 2, bubbles: true}}));"
+    ))
+    .await;
+    b.wait_text(&format!("#{id}-readout"), ":").await
+}
+
+/// A number the page shows is `want`: exactly when whole, else to the places it shows.
+fn same_number(shown: &str, want: f64, what: &str) {
+    let x: f64 = shown
+        .trim()
+        .replace(',', "")
+        .parse()
+        .unwrap_or_else(|_| panic!("{what}: {shown:?} is not a number"));
+    let ok = if want.fract() == 0.0 {
+        x == want
+    } else {
+        (x - want).abs() <= want.abs() * 0.005 + 0.005
+    };
+    assert!(ok, "{what}: the page shows {shown}, the API says {want}");
+}
+
+/// What the inspector, the trading view, its metrics and its trades show of node `n`.
+async fn trading_node_agrees(b: &Browser, t: u64, n: u64) {
+    let v = view_of(&b.server, t, n).await;
+    let date = match (v["current_date"].as_str(), v["next_date"].as_str()) {
+        (Some(d), _) => format!("{d} · "),
+        (None, Some(d)) => format!("first decision {d} · "),
+        (None, None) => String::new(),
+    };
+    let figures = format!(
+        "decision points {}/{} · equity {}",
+        v["next_decision_point"],
+        v["decision_points"],
+        money(v["portfolio_value"].as_f64().unwrap())
+    );
+    shows(b, "#node-figure", &format!("{date}{figures}")).await;
+    b.wait_text("#trading-view > p", &format!(" · {figures}")).await;
+    let m = &v["metrics"];
+    let two = |x: &Value| x.as_f64().map_or_else(|| "–".into(), |x| format!("{x:.2}"));
+    let (st, bh) = (&m["strategy"], &m["buy_and_hold"]);
+    let want = json!([
+        ["", "strategy", "buy & hold"],
+        [
+            "total return",
+            percent(&st["total_return"]),
+            percent(&bh["total_return"])
+        ],
+        [
+            "annualised",
+            percent(&st["annualised_return"]),
+            percent(&bh["annualised_return"])
+        ],
+        ["volatility", percent(&st["volatility"]), percent(&bh["volatility"])],
+        ["Sharpe", two(&st["sharpe"]), two(&bh["sharpe"])],
+        [
+            "max drawdown",
+            percent(&st["max_drawdown"]),
+            percent(&bh["max_drawdown"])
+        ],
+        [
+            "trades / rejected",
+            format!("{} / {}", m["num_trades"], m["rejected_decisions"])
+        ],
+    ]);
+    let shown = b
+        .js("return [...document.querySelectorAll('#trading-view table.metrics tr')].map(r => [...r.cells].map(c => c.textContent.trim()));")
+        .await;
+    assert_eq!(shown, want, "the metrics of node {n}");
+    let trades: Vec<Value> = v["trades"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .take(30)
+        .map(|x| {
+            json!([
+                x["timestamp"],
+                x["side"],
+                x["ticker"],
+                x["quantity"].to_string(),
+                format!("{:.2}", x["price"].as_f64().unwrap())
+            ])
+        })
+        .collect();
+    let shown = b
+        .js("return [...document.querySelectorAll('#trades tr')].slice(1).map(r => [...r.cells].map(c => c.textContent.trim()));")
+        .await;
+    assert_eq!(shown, json!(trades), "the trades of node {n}");
+    // The equity chart's last point, read out on hover: its date and both curves' values.
+    let (curve, hold) = (
+        v["equity_curve"].as_array().unwrap(),
+        v["buy_and_hold_curve"].as_array().unwrap(),
+    );
+    if let (Some(last), Some(held)) = (curve.last(), hold.last()) {
+        let readout = last_readout(b, "equity-chart").await;
+        let (date, values) = readout.split_once(": ").unwrap();
+        assert_eq!(date, last["date"].as_str().unwrap(), "{readout}");
+        let mut parts = values.split(" · ");
+        let strategy = parts.next().unwrap().strip_prefix("strategy ").unwrap();
+        same_number(strategy, last["value"].as_f64().unwrap(), &readout);
+        let bh = parts.next().unwrap().strip_prefix("buy & hold ").unwrap();
+        same_number(bh, held["value"].as_f64().unwrap(), &readout);
+        for t in v["trades"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["timestamp"] == last["date"])
+        {
+            let said = format!(
+                "{} {} {} {} @ ",
+                t["timestamp"].as_str().unwrap(),
+                t["side"].as_str().unwrap(),
+                t["quantity"],
+                t["ticker"].as_str().unwrap()
+            );
+            let mark = parts
+                .clone()
+                .find(|p| p.starts_with(&said))
+                .unwrap_or_else(|| panic!("{readout} lacks {said}"));
+            same_number(
+                mark.strip_prefix(&said).unwrap(),
+                t["price"].as_f64().unwrap(),
+                &readout,
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_new_user_walks_a_trading_tree_and_every_number_on_screen_is_the_apis() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = on_fake_provider().await else { return };
+    let s = &b.server;
+    let t = create_from_home(&b, "llm_trader", None).await;
+    select_and_check(&b, t, 0).await;
+    trading_node_agrees(&b, t, 0).await;
+    b.set_input("#steps-input", "3").await;
+    b.click("#advance-btn").await;
+    let a = finished_children(s, t, 0, 1).await[0];
+    select_and_check(&b, t, a).await;
+    trading_node_agrees(&b, t, a).await;
+    let (before, after) = (view_of(s, t, 0).await, view_of(s, t, a).await);
+    assert_eq!(
+        after["next_decision_point"].as_u64().unwrap() - before["next_decision_point"].as_u64().unwrap(),
+        3,
+        "the label's three turns are three decisions"
+    );
+    assert!(
+        after["trades"].as_array().is_some_and(|t| !t.is_empty()),
+        "the agent traded, so the trades table has rows: {after}"
+    );
+    // Branch: the portfolio form's "now" figures are the node's.
+    b.select("#op-kind", "portfolio_patch").await;
+    let p = &after["portfolio"];
+    shows(
+        &b,
+        "label[for='op-cash']",
+        &format!("Cash (now: {})", money(p["cash"].as_f64().unwrap())),
+    )
+    .await;
+    for ticker in after["tickers"].as_array().unwrap() {
+        let ticker = ticker.as_str().unwrap();
+        let held = p["positions"][ticker].as_i64().unwrap_or(0);
+        shows(
+            &b,
+            &format!("label[for='op-shares-{ticker}']"),
+            &format!("{ticker} (now: {})", money(held as f64)),
+        )
+        .await;
+    }
+    b.set_input("#op-cash", "250000").await;
+    b.click("#branch-btn").await;
+    let c = finished_children(s, t, a, 1).await[0];
+    select_and_check(&b, t, c).await;
+    assert_eq!(view_of(s, t, c).await["portfolio"]["cash"], json!(250000.0));
+    trading_node_agrees(&b, t, c).await;
+    shows(&b, "label[for='op-cash']", "Cash (now: 250,000)").await;
+    // Fan out, then compare two runs: their figures side by side with the difference.
+    let kids = fan_out(&b, t, c, 2, 2).await;
+    for &k in &kids {
+        select_and_check(&b, t, k).await;
+        trading_node_agrees(&b, t, k).await;
+    }
+    let (x, y) = (kids[0], kids[1]);
+    compare_agrees(&b, t, x, y).await;
+    let (mx, my) = (
+        view_of(s, t, x).await["metrics"].clone(),
+        view_of(s, t, y).await["metrics"].clone(),
+    );
+    let row = |label: &str, key: &str, pct: bool| {
+        let (a, b) = (mx["strategy"][key].as_f64(), my["strategy"][key].as_f64());
+        let show = |v: Option<f64>| match v {
+            None => "–".to_string(),
+            Some(v) if pct => format!("{:.1}%", v * 100.0),
+            Some(v) => format!("{v:.2}"),
+        };
+        let delta = match (a, b) {
+            (Some(a), Some(b)) => format!("{}{}", if b - a > 0.0 { "+" } else { "" }, show(Some(b - a))),
+            _ => "–".into(),
+        };
+        json!([label, show(a), show(b), delta])
+    };
+    let count = |label: &str, key: &str| {
+        let (a, b) = (mx[key].as_i64().unwrap(), my[key].as_i64().unwrap());
+        let sign = if b - a > 0 { "+" } else { "" };
+        json!([label, a.to_string(), b.to_string(), format!("{sign}{}", b - a)])
+    };
+    let want = json!([
+        ["strategy", format!("#{x}"), format!("#{y}"), "Δ"],
+        row("total return", "total_return", true),
+        row("annualised", "annualised_return", true),
+        row("volatility", "volatility", true),
+        row("Sharpe", "sharpe", false),
+        row("max drawdown", "max_drawdown", true),
+        count("trades", "num_trades"),
+        count("rejected decisions", "rejected_decisions"),
+    ]);
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let shown = b
+            .js("return [...document.querySelectorAll('#compare-metrics tr')].map(r => [...r.cells].map(c => c.textContent.trim()));")
+            .await;
+        if shown == want {
+            break;
+        }
+        assert!(Instant::now() < deadline, "compare shows {shown}; the API says {want}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    home_row_agrees(&b, t).await;
+    b.finish("walk_trading").await;
+}
+
+/// The last step's value of the tracked variable `name` on node `n`'s path (its log's last
+/// `abm_step`), if it is tracked.
+async fn last_tracked(s: &Server, t: u64, n: u64, name: &str) -> Option<Value> {
+    let logs = api_get(s, &format!("/devui/simtree/{t}/node/{n}/logs")).await;
+    let last = logs.as_array()?.iter().rev().find(|e| e["type"] == "abm_step")?;
+    let values = last["data"]["values"].as_object()?;
+    values
+        .get(name)
+        .or_else(|| values.get(&format!("globalVariable.{name}")))
+        .cloned()
+}
+
+/// What the inspector and the ABM view say of node `n`: its step and seed, and the chart's
+/// last point read out on hover (the step and each tracked value of the node's last step).
+async fn abm_node_agrees(b: &Browser, t: u64, n: u64) {
+    let s = &b.server;
+    let v = view_of(s, t, n).await;
+    shows(b, "#node-figure", &format!("step {}", v["steps"])).await;
+    b.wait_text("#abm-view > p", &format!("step {} · seed {}", v["steps"], v["seed"]))
+        .await;
+    let logs = api_get(s, &format!("/devui/simtree/{t}/node/{n}/logs")).await;
+    let Some(last) = logs.as_array().unwrap().iter().rev().find(|e| e["type"] == "abm_step") else {
+        return;
+    };
+    let readout = last_readout(b, "abm-chart").await;
+    let prefix = format!("step {}: ", last["data"]["step"]);
+    let values = readout
+        .strip_prefix(&prefix)
+        .unwrap_or_else(|| panic!("{readout:?}: not {prefix:?}"));
+    let mut checked = 0;
+    for part in values.split(" · ") {
+        let (label, shown) = part.rsplit_once(' ').unwrap();
+        let Some(name) = label.strip_suffix(&format!(" (#{n})")) else {
+            continue; // an overlaid node's line
+        };
+        let want = last["data"]["values"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .find(|(k, _)| k.rsplit('.').next() == Some(name))
+            .and_then(|(_, x)| x.as_f64())
+            .unwrap_or_else(|| panic!("{readout}: {name} is not tracked"));
+        same_number(shown, want, &readout);
+        checked += 1;
+    }
+    let numeric = last["data"]["values"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter(|x| x.is_number())
+        .count();
+    assert_eq!(
+        checked, numeric,
+        "every tracked number of the last step is read out: {readout}"
+    );
+}
+
+#[tokio::test]
+async fn a_new_user_walks_an_abm_tree_and_every_number_on_screen_is_the_apis() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let s = &b.server;
+    let t = create_from_home(&b, "sir_network", None).await;
+    select_and_check(&b, t, 0).await;
+    abm_node_agrees(&b, t, 0).await;
+    // The set-global form: before any step, each global's "now" is its declared initial value.
+    b.select("#op-kind", "abm_set_global").await;
+    let model = view_of(s, t, 0).await["model"].clone();
+    let globals = model["model"]["globalVariables"]
+        .as_array()
+        .or(model["globalVariables"].as_array())
+        .cloned()
+        .unwrap();
+    let rate = globals.iter().find(|g| g["name"] == "infectionRate").unwrap();
+    b.select("#op-field", "infectionRate").await;
+    now_is(&b, &format!("{} (initial)", rate["initialValue"])).await;
+    b.set_input("#steps-input", "4").await;
+    b.click("#advance-btn").await;
+    let a = finished_children(s, t, 0, 1).await[0];
+    select_and_check(&b, t, a).await;
+    abm_node_agrees(&b, t, a).await;
+    // A tracked global's "now" is its value at the node's last step.
+    let count = last_tracked(s, t, a, "susceptibleCount").await.expect("tracked");
+    b.select("#op-field", "susceptibleCount").await;
+    now_is(&b, &format!("{count}")).await;
+    // Branch: a higher infection rate; on the new node the form shows it as "now".
+    b.select("#op-field", "infectionRate").await;
+    b.set_input("#op-value", "0.4").await;
+    b.click("#branch-btn").await;
+    let c = finished_children(s, t, a, 1).await[0];
+    select_and_check(&b, t, c).await;
+    abm_node_agrees(&b, t, c).await;
+    let own = api_get(s, &format!("/devui/simtree/{t}/node/{c}/logs")).await;
+    assert!(
+        own.to_string().contains("\"value\":0.4"),
+        "the op is on the path: {own}"
+    );
+    // (A new node's form is made anew: the field is picked again.)
+    b.select("#op-field", "infectionRate").await;
+    now_is(&b, "0.4").await;
+    // Fan out three two-step runs (each with its own seed), compare two.
+    let kids = fan_out(&b, t, c, 2, 3).await;
+    for &k in &kids {
+        select_and_check(&b, t, k).await;
+        abm_node_agrees(&b, t, k).await;
+        let count = last_tracked(s, t, k, "susceptibleCount").await.expect("tracked");
+        b.select("#op-field", "susceptibleCount").await;
+        now_is(&b, &format!("{count}")).await;
+    }
+    compare_agrees(&b, t, kids[0], kids[1]).await;
+    home_row_agrees(&b, t).await;
+    b.finish("walk_abm").await;
+}

@@ -3,7 +3,7 @@
 use leptos::prelude::*;
 use simtree_shared::{CreateRequest, ScenarioSummary, SimKind};
 
-use crate::api;
+use crate::api::{self, ApiError};
 use crate::route::Route;
 use crate::state::{Tree, ctx};
 
@@ -22,6 +22,11 @@ pub(super) fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) ->
     let seed = RwSignal::new(String::new());
     let budget = RwSignal::new(String::new());
     let llm = RwSignal::new(MOCK.to_string());
+    // A create in flight (the first agent-based tree starts the Python worker: seconds), the
+    // seconds it has waited, and the server's refusal.
+    let creating = RwSignal::new(false);
+    let waited = RwSignal::new(0u32);
+    let error = RwSignal::new(None::<String>);
     // The player matters to social scenes only (trading and ABM trees ignore it).
     let social = move || {
         let id = choice.get();
@@ -46,8 +51,22 @@ pub(super) fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) ->
             token_budget: budget.get().trim().parse::<u64>().ok(),
             llm: Some(llm.get()).filter(|l| social() && l != SERVER_LLM),
         };
+        if creating.get_untracked() {
+            return;
+        }
+        creating.set(true);
+        waited.set(0);
+        error.set(None);
         leptos::task::spawn_local(async move {
-            match api::create_tree(&body).await {
+            while creating.try_get_untracked() == Some(true) {
+                api::sleep(1000).await;
+                waited.try_update(|s| *s += 1);
+            }
+        });
+        leptos::task::spawn_local(async move {
+            let reply = api::create_tree(&body).await;
+            creating.try_set(false);
+            match reply {
                 Ok(r) => {
                     api::storage_set("devui:lastTreeId", &r.id.to_string());
                     ctx.navigate(if studio {
@@ -56,7 +75,13 @@ pub(super) fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) ->
                         Route::SimTree(Some(r.id))
                     });
                 }
-                Err(e) => ctx.error(e),
+                Err(ApiError::Offline) => ctx.went_offline(),
+                Err(ApiError::Http(_, body) | ApiError::NotFound(body)) => {
+                    error.try_set(Some(body.detail));
+                }
+                Err(e) => {
+                    error.try_set(Some(e.to_string()));
+                }
             }
         });
     };
@@ -92,11 +117,17 @@ pub(super) fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) ->
                 </div>
             </Show>
             <div class="row">
-                <button id="create-btn" class="primary" on:click=create>{move || ctx.tr("common.create")}</button>
+                <button id="create-btn" class="primary" disabled=move || creating.get() on:click=create>{move || ctx.tr("common.create")}</button>
                 <button id="refresh-btn" disabled=move || tree.is_none() on:click=move |_| if let Some(t) = tree { t.refresh() }>
                     {move || ctx.tr("common.refresh")}
                 </button>
+                <Show when=move || creating.get()>
+                    <span id="create-busy" class="muted">
+                        {move || ctx.tr("create.working").replace("{{s}}", &waited.get().to_string())}
+                    </span>
+                </Show>
             </div>
+            {move || error.get().map(|e| view! { <p id="create-error" class="reason">{e}</p> })}
         </section>
     }
 }

@@ -126,8 +126,8 @@ pub(super) fn Inspector(tree: Tree, node_view: RwSignal<Option<KindView>>) -> im
                         {move || ctx.tr("inspector.retry")}
                     </button>
                 </Show>
-                {move || figure().map(|f| view! { <p class="figure">{f}</p> })}
-                {move || tokens().map(|t| view! { <p class="muted">{t}</p> })}
+                {move || figure().map(|f| view! { <p id="node-figure" class="figure">{f}</p> })}
+                {move || tokens().map(|t| view! { <p id="node-usage" class="muted">{t}</p> })}
             </Show>
         </section>
     }

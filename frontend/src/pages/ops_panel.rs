@@ -3,9 +3,9 @@
 use leptos::prelude::*;
 use simtree_shared::{NodeStatus, NodeView as KindView};
 
-use crate::api::{self};
+use crate::api::{self, ApiError};
 use crate::estimate::{EstimateLine, debounced_estimate};
-use crate::model::parse_count;
+use crate::model::{FanOut, parse_count};
 use crate::ops::finished_reason;
 use crate::route::Route;
 use crate::state::{Tree, ctx};
@@ -33,6 +33,8 @@ pub(super) fn OpsPanel(tree: Tree, node_view: RwSignal<Option<KindView>>, detail
     let same_seed = RwSignal::new(false);
     // The last fan-out's note (its children came out identical), shown beside the form.
     let fanout_note = RwSignal::new(None::<String>);
+    // The fan-out this panel started and waits for (its children are what "Stop all" stops).
+    let fan = RwSignal::new(None::<FanOut>);
     Effect::new(move |_| {
         tree.selected.track();
         confirm_delete.set(false);
@@ -75,7 +77,10 @@ pub(super) fn OpsPanel(tree: Tree, node_view: RwSignal<Option<KindView>>, detail
                 Advance::Chain(turns) => Some(api::advance_chain(t, parent, turns).await?.child),
                 Advance::Multi(turns, count, same) => {
                     fanout_note.set(None);
-                    fanout_note.set(api::advance_multi(t, parent, turns, count, same).await?.note);
+                    fan.set(Some(tree.graph.with_untracked(|g| FanOut::start(g, [parent]))));
+                    let reply = api::advance_multi(t, parent, turns, count, same).await;
+                    fan.try_set(None);
+                    fanout_note.try_set(reply?.note);
                     None
                 }
             };
@@ -85,6 +90,32 @@ pub(super) fn OpsPanel(tree: Tree, node_view: RwSignal<Option<KindView>>, detail
             }
             Ok(())
         });
+    };
+    // What "Stop all" stops: the running children of the fan-out in flight from here, else those
+    // of the selected node when it has more than one (a fan-out started elsewhere).
+    let stoppable = move || {
+        tree.graph
+            .with(|g| match fan.with(|f| f.as_ref().map(|f| f.running(g))) {
+                Some(children) => children,
+                None => tree
+                    .selected
+                    .get()
+                    .map(|n| g.running_children(n))
+                    .filter(|c| c.len() > 1)
+                    .unwrap_or_default(),
+            })
+    };
+    let stop_all = move |_| {
+        let Some(t) = tree.id.get_untracked() else { return };
+        for node in stoppable() {
+            leptos::task::spawn_local(async move {
+                match api::cancel(t, node).await {
+                    // It ended on its own meanwhile: nothing left to stop.
+                    Ok(_) | Err(ApiError::Http(409, _)) => {}
+                    Err(e) => ctx.error(e),
+                }
+            });
+        }
     };
     view! {
         <section class="panel ops">
@@ -137,12 +168,24 @@ pub(super) fn OpsPanel(tree: Tree, node_view: RwSignal<Option<KindView>>, detail
                 <button id="run-leaves-btn" disabled=no_tree on:click=move |_| {
                     let turns = parse_count(&leaves.get(), 1);
                     let Some(t) = tree.id.get_untracked() else { return };
+                    if tree.busy.get_untracked() {
+                        return;
+                    }
+                    fan.set(Some(tree.graph.with_untracked(FanOut::of_leaves)));
                     tree.run(async move {
-                        api::advance_frontier(t, turns, false).await?;
-                        Ok(())
+                        let reply = api::advance_frontier(t, turns, false).await;
+                        fan.try_set(None);
+                        reply.map(|_| ())
                     })
                 }>{move || ctx.tr("simtree.run")}</button>
             </div>
+            <Show when=move || !stoppable().is_empty()>
+                <div class="row">
+                    <button id="stop-all-btn" class="danger" on:click=stop_all>
+                        {move || format!("{} ({})", ctx.tr("ops.stopAll"), stoppable().len())}
+                    </button>
+                </div>
+            </Show>
             <div class="row">
                 <Show when=running>
                     <button id="stop-btn" class="danger" on:click=move |_| {
