@@ -3834,7 +3834,12 @@ async fn notes_title_star_and_tag_nodes_in_the_graph_refuse_what_is_too_long_and
 #[tokio::test]
 async fn find_lights_the_hits_walks_them_through_the_address_and_refuses_hostile_words_in_place() {
     let _one = ONE_AT_A_TIME.lock().await;
-    let Some(b) = Browser::start(&[]).await else { return };
+    // With a store, so the descendants whose agents remember the text are hits too.
+    let dir = simtree_e2e::TempDir::new("browser-find");
+    let data = dir.0.to_string_lossy().to_string();
+    let Some(b) = Browser::start(&["--data", &data]).await else {
+        return;
+    };
     let s = &b.server;
     let t = api_tree(s, "simple_chat").await;
     let a = advance_child(s, t, 0, 1).await;
@@ -3884,6 +3889,12 @@ async fn find_lights_the_hits_walks_them_through_the_address_and_refuses_hostile
     );
     assert_eq!(b.count("#find-hits img, #find-hits b").await, 0, "snippets are text");
     b.wait_text("#find-count", &format!("1/{}", nodes.len())).await;
+    // A descendant that only remembers the text says where it entered.
+    b.wait_text(
+        &format!("#find-hits li.hit[data-node='{after}']"),
+        &format!("from #{entry}"),
+    )
+    .await;
     // Next and previous walk the hit nodes in order, through the address.
     b.click("#find-next").await;
     b.wait_text("#stats", &format!("Selected: {}", nodes[1])).await;
@@ -3912,9 +3923,18 @@ async fn find_lights_the_hits_walks_them_through_the_address_and_refuses_hostile
         "'; DROP TABLE texts; --",
         "*",
     ] {
+        let mut url = reqwest::Url::parse(&s.url(&format!("/devui/simtree/{t}/search"))).unwrap();
+        url.query_pairs_mut().append_pair("q", q);
+        let said: Value = s.http.get(url).send().await.unwrap().json().await.unwrap();
+        let total = said["total"].as_u64().unwrap_or_else(|| panic!("{q}: {said}"));
         type_enter(&b, "#find-input", q).await;
-        b.wait_count("#find-error", 0).await;
-        b.wait_text("#find-count", "No match").await;
+        let want = if total == 0 {
+            "No match".to_string()
+        } else {
+            format!("· {total} hits")
+        };
+        b.wait_text("#find-count", &want).await;
+        assert_eq!(b.count("#find-error").await, 0, "{q}");
     }
     type_enter(&b, "#find-input", "zanzibar quokka").await;
     b.wait_count("g.node.lit", nodes.len()).await;
