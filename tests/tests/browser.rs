@@ -3959,12 +3959,42 @@ async fn find_lights_the_hits_walks_them_through_the_address_and_refuses_hostile
     b.finish("notebook_find_across").await;
 }
 
-#[tokio::test]
+/// An OpenAI-compatible provider on loopback that answers as the mock would, each call after
+/// `delay_ms` (so a run lasts long enough to be seen running).
+async fn slow_provider(delay_ms: u64) -> String {
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(move |axum::Json(body): axum::Json<Value>| async move {
+            tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+            axum::Json(json!({
+                "id": "c", "object": "chat.completion", "model": body["model"],
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": simtree_e2e::mock_reply(&body)}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 70, "completion_tokens": 30, "total_tokens": 100}
+            }))
+        }),
+    );
+    // (The task serves for the rest of the test's runtime.)
+    simtree_e2e::serve_provider(app).await.0
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn the_calls_tab_shows_each_prompt_reply_and_action_and_says_when_the_node_runs() {
     let _one = ONE_AT_A_TIME.lock().await;
-    let Some(b) = Browser::start(&[]).await else { return };
+    let url = slow_provider(400).await;
+    let env = [
+        ("LLM_DIALECT", "openai"),
+        ("LLM_BASE_URL", url.as_str()),
+        ("LLM_API_KEY", "sk-browser-secret"),
+        ("LLM_MODEL", "fake-model"),
+    ];
+    let Some(b) = Browser::start_env(&[], &env).await else {
+        return;
+    };
     let s = &b.server;
-    let t = api_tree(s, "simple_chat").await;
+    // The offline mock's calls first.
+    let t = api_post(s, "/devui/simtree", json!({"scenario": "simple_chat", "llm": "mock"})).await["id"]
+        .as_u64()
+        .unwrap();
     let a = advance_child(s, t, 0, 2).await;
     let (_, c) = s.get(&format!("/devui/simtree/{t}/node/{a}/calls")).await;
     let calls = c["calls"].as_array().unwrap().clone();
@@ -4007,20 +4037,35 @@ async fn the_calls_tab_shows_each_prompt_reply_and_action_and_says_when_the_node
     // A node no advance made says why it has none.
     b.click("g.node[data-id='0']").await;
     b.wait_text("#calls-none", "not made by an advance").await;
-    // A running node says it runs, and shows its calls once it has ended.
-    let run = s.advance_in_background(t, a, 1000);
-    let running = s.first_running(t).await;
+    // On the (slow) provider: a running node says it runs, and shows its calls once it ends.
+    let slow = api_tree(s, "simple_chat").await;
+    b.open(&format!("/studio/{slow}")).await;
+    capture_errors(&b).await;
+    b.wait_css("g.node[data-id='0']").await;
+    b.click("#tab-calls").await;
+    let run = s.advance_in_background(slow, 0, 6);
+    let running = s.first_running(slow).await;
     b.click(&format!("g.node[data-id='{running}']")).await;
     b.wait_text("#stats", &format!("Selected: {running}")).await;
     b.wait_css("#calls-running").await;
     shot(&b, "notebook_calls_running").await;
-    let (status, _) = s
-        .post(&format!("/devui/simtree/{t}/node/{running}/cancel"), &json!({}))
+    let reply = run.await.unwrap();
+    assert_eq!(reply["child"], running, "{reply}");
+    let (_, c) = s.get(&format!("/devui/simtree/{slow}/node/{running}/calls")).await;
+    let n = c["calls"].as_array().unwrap().len();
+    assert!(n > 0, "{c}");
+    b.wait_count("#calls article.call", n).await;
+    assert_eq!(b.count("#calls-running").await, 0);
+    b.wait_text("#calls article.call[data-index='0'] header", "openai:fake-model")
         .await;
-    assert_eq!(status, 200);
-    let _ = run.await;
-    b.wait_count("#calls-running", 0).await;
-    b.wait_css("#calls article.call, #calls-none, #calls-error").await;
+    b.wait_text("#calls article.call[data-index='0'] header", "recorded")
+        .await;
+    assert!(
+        !b.js("return document.body.innerText")
+            .await
+            .to_string()
+            .contains("sk-browser-secret")
+    );
     assert_eq!(page_errors(&b).await, Vec::<String>::new());
     b.finish("notebook_calls").await;
 }
