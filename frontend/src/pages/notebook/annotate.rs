@@ -152,6 +152,35 @@ pub fn NotePanel(tree: Tree) -> impl IntoView {
                 .map(|e| view! { <p id=id class="error field-error">{e}</p> })
         }
     };
+    // A text field (the note's is several lines): typed into its signal, saved when committed,
+    // its refusal under it as `#<id>-error`.
+    let text_field = move |field: Field, text: RwSignal<String>, id: &'static str, [label, hint]: [&'static str; 2]| {
+        let on_input = move |ev: web_sys::Event| text.set(event_target_value(&ev));
+        let on_change = move |ev: web_sys::Event| {
+            text.set(event_target_value(&ev));
+            save(field);
+        };
+        let placeholder = move || ctx.tr(hint);
+        let control = if field == Field::Note {
+            view! { <textarea id=id placeholder=placeholder prop:value=move || text.get() on:input=on_input on:change=on_change></textarea> }
+                .into_any()
+        } else {
+            view! { <input id=id type="text" placeholder=placeholder prop:value=move || text.get() on:input=on_input on:change=on_change /> }
+                .into_any()
+        };
+        let error_id: &'static str = match field {
+            Field::Title => "note-title-error",
+            Field::Note => "note-text-error",
+            _ => "note-tags-error",
+        };
+        view! {
+            <div class="field">
+                <label for=id>{move || ctx.tr(label)}</label>
+                {control}
+                {error(field, error_id)}
+            </div>
+        }
+    };
     let starred = move || form.stored.with(|a| a.starred);
     view! {
         <section id="notes" class="panel notes">
@@ -169,50 +198,9 @@ pub fn NotePanel(tree: Tree) -> impl IntoView {
                 </button>
             </h3>
             {error(Field::Star, "note-star-error")}
-            <div class="field">
-                <label for="note-title">{move || ctx.tr("notebook.title")}</label>
-                <input
-                    id="note-title"
-                    type="text"
-                    placeholder=move || ctx.tr("notebook.titleHint")
-                    prop:value=move || form.title.get()
-                    on:input=move |ev| form.title.set(event_target_value(&ev))
-                    on:change=move |ev| {
-                        form.title.set(event_target_value(&ev));
-                        save(Field::Title);
-                    }
-                />
-                {error(Field::Title, "note-title-error")}
-            </div>
-            <div class="field">
-                <label for="note-text">{move || ctx.tr("notebook.note")}</label>
-                <textarea
-                    id="note-text"
-                    placeholder=move || ctx.tr("notebook.noteHint")
-                    prop:value=move || form.note.get()
-                    on:input=move |ev| form.note.set(event_target_value(&ev))
-                    on:change=move |ev| {
-                        form.note.set(event_target_value(&ev));
-                        save(Field::Note);
-                    }
-                ></textarea>
-                {error(Field::Note, "note-text-error")}
-            </div>
-            <div class="field">
-                <label for="note-tags">{move || ctx.tr("notebook.tags")}</label>
-                <input
-                    id="note-tags"
-                    type="text"
-                    placeholder=move || ctx.tr("notebook.tagsHint")
-                    prop:value=move || form.tags.get()
-                    on:input=move |ev| form.tags.set(event_target_value(&ev))
-                    on:change=move |ev| {
-                        form.tags.set(event_target_value(&ev));
-                        save(Field::Tags);
-                    }
-                />
-                {error(Field::Tags, "note-tags-error")}
-            </div>
+            {text_field(Field::Title, form.title, "note-title", ["notebook.title", "notebook.titleHint"])}
+            {text_field(Field::Note, form.note, "note-text", ["notebook.note", "notebook.noteHint"])}
+            {text_field(Field::Tags, form.tags, "note-tags", ["notebook.tags", "notebook.tagsHint"])}
         </section>
     }
 }

@@ -7,7 +7,7 @@
 use leptos::prelude::*;
 use simtree_shared::SearchHit;
 
-use super::{PAGE, kind_key, refusal, snippet_view};
+use super::{PAGE, kind_key, refusal, search_box, snippet_view};
 use crate::api;
 use crate::notebook::{hit_nodes, step};
 use crate::state::{Tree, ctx};
@@ -120,20 +120,7 @@ pub fn FindBar(tree: Tree) -> impl IntoView {
     view! {
         <div id="find" class="find-bar">
             <div class="row">
-                <input
-                    id="find-input"
-                    type="search"
-                    placeholder=move || ctx.tr("notebook.findHint")
-                    prop:value=move || query.get()
-                    on:input=move |ev| query.set(event_target_value(&ev))
-                    on:keydown=move |ev: web_sys::KeyboardEvent| {
-                        if ev.key() == "Enter" {
-                            submit();
-                        } else if ev.key() == "Escape" {
-                            clear();
-                        }
-                    }
-                />
+                {search_box("find-input", "notebook.findHint", query, submit, clear)}
                 <button id="find-btn" disabled=move || busy.get() || tree.id.get().is_none() on:click=move |_| search(0)>
                     {move || ctx.tr("notebook.find")}
                 </button>

@@ -5,7 +5,7 @@ use leptos::prelude::*;
 use simtree_shared::SearchHit;
 use wasm_bindgen::JsValue;
 
-use super::{PAGE, kind_key, refusal, snippet_view};
+use super::{PAGE, kind_key, refusal, search_box, snippet_view};
 use crate::api;
 use crate::route::Route;
 use crate::state::{Ctx, ctx};
@@ -58,18 +58,7 @@ pub fn GlobalSearch() -> impl IntoView {
         <section id="global-find" class="panel">
             <h3>{move || ctx.tr("notebook.findAll")}</h3>
             <div class="row">
-                <input
-                    id="global-search"
-                    type="search"
-                    placeholder=move || ctx.tr("notebook.findAllHint")
-                    prop:value=move || query.get()
-                    on:input=move |ev| query.set(event_target_value(&ev))
-                    on:keydown=move |ev: web_sys::KeyboardEvent| {
-                        if ev.key() == "Enter" {
-                            search();
-                        }
-                    }
-                />
+                {search_box("global-search", "notebook.findAllHint", query, search, || {})}
                 <button id="global-search-btn" disabled=move || busy.get() on:click=move |_| search()>
                     {move || ctx.tr("notebook.find")}
                 </button>

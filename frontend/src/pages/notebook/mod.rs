@@ -60,6 +60,31 @@ fn kind_key(kind: HitKind) -> &'static str {
     }
 }
 
+/// A search field typed into `query`: Enter calls `enter`, Escape `escape`.
+fn search_box(
+    id: &'static str,
+    hint: &'static str,
+    query: RwSignal<String>,
+    enter: impl Fn() + 'static,
+    escape: impl Fn() + 'static,
+) -> impl IntoView {
+    let ctx = crate::state::ctx();
+    view! {
+        <input
+            id=id
+            type="search"
+            placeholder=move || ctx.tr(hint)
+            prop:value=move || query.get()
+            on:input=move |ev| query.set(event_target_value(&ev))
+            on:keydown=move |ev: web_sys::KeyboardEvent| match ev.key().as_str() {
+                "Enter" => enter(),
+                "Escape" => escape(),
+                _ => {}
+            }
+        />
+    }
+}
+
 /// A snippet as text, its match (only the query's own words) in a `<mark>`.
 fn snippet_view(snippet: &str, query: &str) -> impl IntoView + use<> {
     let pieces = snippet_pieces(snippet, query);
