@@ -62,18 +62,21 @@ pub(super) fn CanvasLayer(g: GraphState) -> impl IntoView {
                     crate::mark("scene");
                 }
                 let drawn = tree.marks.with_untracked(|marks| {
-                    let frame = Frame {
-                        t: view_t.get_untracked(),
-                        width,
-                        height,
-                        selected: tree.selected.get_untracked(),
-                        compare: tree.compare_with.get_untracked(),
-                        now: started.unwrap_or_default(),
-                        lang: ctx.lang.get_untracked(),
-                        marks,
-                    };
-                    palette.with_untracked(|p| {
-                        scene.with_value(|s| s.as_ref().map(|s| paint::draw(&c2d, dpr, s, p, l, g, &frame)))
+                    tree.lit.with_untracked(|lit| {
+                        let frame = Frame {
+                            t: view_t.get_untracked(),
+                            width,
+                            height,
+                            selected: tree.selected.get_untracked(),
+                            compare: tree.compare_with.get_untracked(),
+                            now: started.unwrap_or_default(),
+                            lang: ctx.lang.get_untracked(),
+                            marks,
+                            lit,
+                        };
+                        palette.with_untracked(|p| {
+                            scene.with_value(|s| s.as_ref().map(|s| paint::draw(&c2d, dpr, s, p, l, g, &frame)))
+                        })
                     })
                 });
                 if fresh {
@@ -122,6 +125,7 @@ pub(super) fn CanvasLayer(g: GraphState) -> impl IntoView {
         // notebook's.
         ctx.lang.track();
         tree.marks.track();
+        tree.lit.track();
         if on_canvas.get() {
             schedule();
         }

@@ -228,8 +228,9 @@ pub struct Frame<'a> {
     pub now: f64,
     /// The language of the nodes' op labels.
     pub lang: Lang,
-    /// The notebook's titles and stars.
+    /// The notebook's titles and stars, and the nodes a search lit up.
     pub marks: &'a Marks,
+    pub lit: &'a HashSet<u64>,
 }
 
 /// What a painted frame showed.
@@ -413,6 +414,16 @@ pub fn draw(
         ctx.set_stroke_style_str(colour);
         ctx.stroke();
     };
+    // A search's hits, ringed as in the SVG drawing (the few in view).
+    for &n in f.lit {
+        if layout
+            .pos
+            .get(&n)
+            .is_some_and(|&(x, y)| x >= x0 && x <= x1 && y >= y0 && y <= y1)
+        {
+            ring(Some(n), None, STAR, 4.0);
+        }
+    }
     ring(f.compare, None, COMPARE, 3.0);
     // A selected node that runs pulses under its ring as it does in the SVG drawing.
     let running = |id: Option<u64>| id.is_some_and(|n| g.status_of(n) == NodeStatus::Running);
