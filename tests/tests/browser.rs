@@ -3826,6 +3826,11 @@ async fn notes_title_star_and_tag_nodes_in_the_graph_refuse_what_is_too_long_and
     // Another node's form is its own.
     b.click(&format!("g.node[data-id='{c}']")).await;
     wait_value_is(&b, "#note-title", "").await;
+    // In Chinese, the notes speak Chinese.
+    to_chinese(&b).await;
+    b.wait_text("#notes h3", "笔记").await;
+    assert_no_english(&b, "#notes", &["Notes", "Title", "Note", "Tags"]).await;
+    assert_no_english(&b, "#tree-about", &["About", "Save"]).await;
     assert_eq!(b.js("return window.__pwned === undefined").await, json!(true));
     assert_eq!(page_errors(&b).await, Vec::<String>::new());
     b.finish("notebook_notes_reloaded").await;
