@@ -14,10 +14,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use simtree_shared::{
-    AdvanceRequest, BranchRequest, ChildReply, ChildrenReply, CreateRequest, DatasetInfo, ErrorBody, Estimate,
-    FrontierRequest, Graph, LogEntry, MultiRequest, NewScenario, NodeInfo, NodeState, NodeView, OkReply, Op, RunReply,
-    SavedRef, ScenarioDocument, ScenarioSummary, ScenarioUpdate, Summary, SweepStarted, SweepTable, TreeInfo, TreeMsg,
-    TreePatch, TreeRef, UsageReply,
+    AdvanceRequest, Ask, AskRequest, BranchRequest, ChildReply, ChildrenReply, CreateRequest, DatasetInfo, ErrorBody,
+    Estimate, FrontierRequest, Graph, LogEntry, MultiRequest, NewScenario, NodeCalls, NodeInfo, NodePatch, NodeState,
+    NodeView, NotedSummary, OkReply, Op, RunReply, SavedRef, ScenarioDocument, ScenarioSummary, ScenarioUpdate,
+    SearchReply, SweepStarted, SweepTable, TreeEdit, TreeInfo, TreeMsg, TreePatch, TreeRef, UsageReply,
 };
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
@@ -364,7 +364,8 @@ pub async fn graph(tree: u64) -> Result<Graph> {
     Graph::from_columns(&bytes).map_err(|e| ApiError::Client(format!("unexpected response: {e}")))
 }
 
-pub async fn summaries(tree: u64) -> Result<Vec<Summary>> {
+/// `GET …/summaries`: every node's summary (the ops of its edges) and its annotation, if any.
+pub async fn summaries(tree: u64) -> Result<Vec<NotedSummary>> {
     get(&format!("{}/summaries", tree_path(tree))).await
 }
 
@@ -473,6 +474,61 @@ pub async fn sweeps(tree: u64) -> Result<Vec<SweepTable>> {
 /// `GET …/sweep/{id}`: one sweep's table so far.
 pub async fn sweep(tree: u64, id: u64) -> Result<SweepTable> {
     get(&format!("{}/sweep/{id}", tree_path(tree))).await
+}
+
+// ---- The lab notebook: annotations, descriptions, search, calls, interviews. ----
+
+/// `GET /devui/simtree/{tree}`: one tree's metadata (its description included).
+pub async fn tree_info(tree: u64) -> Result<TreeInfo> {
+    get(&tree_path(tree)).await
+}
+
+/// `PATCH /devui/simtree/{tree} {"description"}`: the tree's new description (empty clears it).
+pub async fn describe_tree(tree: u64, description: &str) -> Result<TreeInfo> {
+    let body = TreeEdit {
+        name: None,
+        description: Some(description.to_string()),
+    };
+    with_body("PATCH", &tree_path(tree), &body).await
+}
+
+/// `PATCH …/node/{n}`: changes the fields `patch` names; the node's info as it now is.
+pub async fn annotate(tree: u64, node: u64, patch: &NodePatch) -> Result<NodeInfo> {
+    with_body("PATCH", &node_path(tree, node), patch).await
+}
+
+/// The query of a search: the words (sent as they are: the server judges them) and a page.
+fn search_query(q: &str, offset: u64, limit: u64) -> String {
+    format!("?q={}&offset={offset}&limit={limit}", path_segment(q))
+}
+
+/// `GET …/search?q=`: a page of the tree's hits, best first.
+pub async fn search_tree(tree: u64, q: &str, offset: u64, limit: u64) -> Result<SearchReply> {
+    get(&format!("{}/search{}", tree_path(tree), search_query(q, offset, limit))).await
+}
+
+/// `GET /api/search?q=`: a page of hits across every tree (each names its tree).
+pub async fn search_all(q: &str, offset: u64, limit: u64) -> Result<SearchReply> {
+    get(&format!("/api/search{}", search_query(q, offset, limit))).await
+}
+
+/// `GET …/node/{n}/calls`: each model call of the node (409 while it runs).
+pub async fn node_calls(tree: u64, node: u64) -> Result<NodeCalls> {
+    get(&format!("{}/calls", node_path(tree, node))).await
+}
+
+/// `POST …/node/{n}/ask`: an agent's answer at the node (nothing in the timeline changes).
+pub async fn ask(tree: u64, node: u64, agent: &str, question: &str) -> Result<Ask> {
+    let body = AskRequest {
+        agent: agent.to_string(),
+        question: question.to_string(),
+    };
+    post(&format!("{}/ask", node_path(tree, node)), &body).await
+}
+
+/// `GET …/node/{n}/asks`: the questions asked at the node, oldest first.
+pub async fn asks(tree: u64, node: u64) -> Result<Vec<Ask>> {
+    get(&format!("{}/asks", node_path(tree, node))).await
 }
 
 /// The tree socket (`…/events`): every message that parses as a [`TreeMsg`] goes to `on_msg`

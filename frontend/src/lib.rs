@@ -3,7 +3,7 @@
 //! Pure logic — the graph reducer, context deltas, event formatting, the tree layout, routes,
 //! i18n, node comparison, op labels — lives in plain modules tested on the native target
 //! (`model`, `layout`, `route`, `i18n`, `compare`, `ops`, `chart`, `editors`, `export`, `when`,
-//! `sweep`). Components (`app`, `state`, `graph`, `pages`, `sweep_view`) only wire it to the DOM, and
+//! `sweep`, `notebook`). Components (`app`, `state`, `graph`, `pages`, `sweep_view`) only wire it to the DOM, and
 //! `api` talks to the server (fetch, WebSockets); `plot` draws [`chart`]'s line charts.
 
 pub mod chart;
@@ -14,6 +14,7 @@ pub mod export;
 pub mod i18n;
 pub mod layout;
 pub mod model;
+pub mod notebook;
 pub mod ops;
 pub mod route;
 pub mod sweep;

@@ -4,6 +4,8 @@
 //! what it simulates) — and the in-app [`Link`]. The shell (`app`) provides it; pages import it
 //! from here, never from `app`, so `app` → pages → state points one way.
 
+use std::collections::HashSet;
+
 use leptos::prelude::*;
 use simtree_shared::TreeMsg;
 use wasm_bindgen::prelude::*;
@@ -11,6 +13,7 @@ use wasm_bindgen::prelude::*;
 use crate::api::{self, ApiError, Socket};
 use crate::i18n::{Lang, t};
 use crate::model::{GraphModel, Level, Note, Progress, Toasts, Turns};
+use crate::notebook::Marks;
 use crate::ops::{Kind, scenario_label};
 use crate::route::Route;
 
@@ -136,6 +139,11 @@ pub struct Tree {
     /// the side panes, the minimap and the reads only they need wait for it, so that a big
     /// tree's first drawing does not wait for them.
     pub shown: RwSignal<bool>,
+    /// The notebook's marks of annotated nodes (title, star, tags), from the summaries and kept
+    /// up to date by this page's edits; the nodes a search lit up; the tag the graph filters on.
+    pub marks: RwSignal<Marks>,
+    pub lit: RwSignal<HashSet<u64>>,
+    pub tag: RwSignal<Option<String>>,
     socket: StoredValue<Option<Socket>, LocalStorage>,
     /// Taken when the tree is made: socket callbacks and tasks run outside the component owner.
     ctx: Ctx,
@@ -157,6 +165,9 @@ impl Tree {
             busy: RwSignal::new(false),
             follow: RwSignal::new(None),
             shown: RwSignal::new(true),
+            marks: RwSignal::new(Marks::default()),
+            lit: RwSignal::new(HashSet::new()),
+            tag: RwSignal::new(None),
             socket: StoredValue::new_local(None),
             ctx: ctx(),
         };
@@ -235,12 +246,15 @@ impl Tree {
         });
     }
 
-    /// The ops of every edge (labels, colours); the graph route carries none.
+    /// The ops of every edge (labels, colours) and the nodes' annotations; the graph route
+    /// carries neither.
     fn load_ops(self) {
         let Some(id) = self.id.get_untracked() else { return };
         leptos::task::spawn_local(async move {
             if let Ok(s) = api::summaries(id).await {
-                self.graph.try_update(|g| g.set_ops(&s));
+                self.marks.try_set(Marks::from_summaries(&s));
+                let plain: Vec<_> = s.into_iter().map(|n| n.summary).collect();
+                self.graph.try_update(|g| g.set_ops(&plain));
             }
         });
     }

@@ -4763,3 +4763,471 @@ async fn a_new_user_walks_an_abm_tree_and_every_number_on_screen_is_the_apis() {
     home_row_agrees(&b, t).await;
     b.finish("walk_abm").await;
 }
+
+// ---- notebook ----
+
+/// A child of `parent` made by a public broadcast of `text`.
+async fn broadcast_child(s: &Server, tree: u64, parent: u64, text: &str) -> u64 {
+    api_post(
+        s,
+        &format!("/devui/simtree/{tree}/branch"),
+        json!({"parent": parent, "ops": [{"op": "public_broadcast", "text": text}]}),
+    )
+    .await["child"]
+        .as_u64()
+        .unwrap()
+}
+
+/// The child `advance` made under `parent`.
+async fn advance_child(s: &Server, tree: u64, parent: u64, turns: u64) -> u64 {
+    api_post(
+        s,
+        &format!("/devui/simtree/{tree}/advance"),
+        json!({"parent": parent, "turns": turns}),
+    )
+    .await["child"]
+        .as_u64()
+        .unwrap()
+}
+
+/// Types `text` into the field `css` (an `input` event) and presses Enter in it.
+async fn type_enter(b: &Browser, css: &str, text: &str) {
+    fill(b, css, text, "input").await;
+    b.js(&format!(
+        "document.querySelector(\"{css}\").dispatchEvent(new KeyboardEvent('keydown', {{key: 'Enter', bubbles: true, cancelable: true}}));"
+    ))
+    .await;
+}
+
+/// Polls until the value of the field `css` is `want`.
+async fn wait_value_is(b: &Browser, css: &str, want: &str) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let now = value_of(b, css).await;
+        if now == want {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{css} holds {now:?}, expected {want:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn notes_title_star_and_tag_nodes_in_the_graph_refuse_what_is_too_long_and_survive_a_reload() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let s = &b.server;
+    let t = api_tree(s, "simple_chat").await;
+    let a = advance_child(s, t, 0, 2).await;
+    let c = advance_child(s, t, a, 1).await;
+    let info = |n: u64| async move { s.get(&format!("/devui/simtree/{t}/node/{n}/info")).await.1 };
+    b.open(&format!("/simtree/{t}?node={a}")).await;
+    capture_errors(&b).await;
+    b.wait_text("#stats", &format!("Selected: {a}")).await;
+    b.wait_css("#note-title:not([disabled])").await;
+    // The title becomes the node's label in the graph (a hostile one stays text).
+    fill(
+        &b,
+        "#note-title",
+        "  The turn <img src=x onerror=\"window.__pwned=1\">",
+        "change",
+    )
+    .await;
+    let label = format!("g.node[data-id='{a}'] text.ntitle");
+    b.wait_text(&label, "The turn").await;
+    assert_eq!(
+        info(a).await["annotation"]["title"],
+        "The turn <img src=x onerror=\"window.__pwned=1\">"
+    );
+    wait_value_is(&b, "#note-title", "The turn <img src=x onerror=\"window.__pwned=1\">").await;
+    assert_eq!(b.count("#graph img").await, 0);
+    fill(&b, "#note-title", "The turn", "change").await;
+    b.wait_text(&label, "The turn").await;
+    let deadline = Instant::now() + WAIT;
+    while info(a).await["annotation"]["title"] != "The turn" {
+        assert!(Instant::now() < deadline, "the title was not saved");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    fill(&b, "#note-text", "why:\n\tAnn spoke first", "change").await;
+    fill(&b, "#note-tags", "key, ann, key", "change").await;
+    b.wait_css("#tag-filter option[value='ann']").await;
+    wait_value_is(&b, "#note-tags", "key, ann").await;
+    b.click("#note-star").await;
+    b.wait_css(&format!("g.node.starred[data-id='{a}'] text.star")).await;
+    let want = json!({"title": "The turn", "note": "why:\n\tAnn spoke first", "tags": ["key", "ann"], "starred": true});
+    assert_eq!(info(a).await["annotation"], want);
+    // The tag filter dims every node without the tag.
+    b.select("#tag-filter", "key").await;
+    b.wait_count("g.node.dim", 2).await;
+    for n in [0, c] {
+        b.wait_css(&format!("g.node.dim[data-id='{n}']")).await;
+    }
+    assert_eq!(b.count(&format!("g.node.dim[data-id='{a}']")).await, 0);
+    b.select("#tag-filter", "").await;
+    b.wait_count("g.node.dim", 0).await;
+    // Beyond the limits: the server's refusal next to the field, nothing changed.
+    fill(&b, "#note-title", &"x".repeat(201), "change").await;
+    b.wait_text("#note-title-error", "at most 200 characters").await;
+    fill(&b, "#note-tags", &format!("key, {}", "y".repeat(65)), "change").await;
+    b.wait_text("#note-tags-error", "1 to 64 characters").await;
+    fill(&b, "#note-text", &"n".repeat(10 * 1024 + 1), "change").await;
+    b.wait_text("#note-text-error", "at most 10240 bytes").await;
+    assert_eq!(info(a).await["annotation"], want, "refusals change nothing");
+    b.wait_text(&label, "The turn").await;
+    // A field put back clears its error.
+    fill(&b, "#note-title", "The turn", "change").await;
+    b.wait_count("#note-title-error", 0).await;
+    // The tree's description.
+    fill(&b, "#tree-description", &"d".repeat(10 * 1024 + 1), "input").await;
+    b.click("#tree-description-save").await;
+    b.wait_text("#tree-description-error", "10240").await;
+    fill(&b, "#tree-description", "What happens when\nAnn speaks first", "input").await;
+    b.click("#tree-description-save").await;
+    b.wait_css("#tree-description-saved").await;
+    b.wait_count("#tree-description-error", 0).await;
+    assert_eq!(
+        s.get(&format!("/devui/simtree/{t}")).await.1["description"],
+        "What happens when\nAnn speaks first"
+    );
+    shot(&b, "notebook_notes").await;
+    // Everything is read back from the server after a reload.
+    b.client.refresh().await.unwrap();
+    capture_errors(&b).await;
+    b.wait_text(&label, "The turn").await;
+    b.wait_css(&format!("g.node.starred[data-id='{a}']")).await;
+    wait_value_is(&b, "#note-title", "The turn").await;
+    wait_value_is(&b, "#note-text", "why:\n\tAnn spoke first").await;
+    wait_value_is(&b, "#note-tags", "key, ann").await;
+    wait_value_is(&b, "#tree-description", "What happens when\nAnn speaks first").await;
+    b.wait_css("#tag-filter option[value='key']").await;
+    // Another node's form is its own.
+    b.click(&format!("g.node[data-id='{c}']")).await;
+    wait_value_is(&b, "#note-title", "").await;
+    // In Chinese, the notes speak Chinese.
+    to_chinese(&b).await;
+    b.wait_text("#notes h3", "笔记").await;
+    assert_no_english(&b, "#notes", &["Notes", "Title", "Note", "Tags"]).await;
+    assert_no_english(&b, "#tree-about", &["About", "Save"]).await;
+    assert_eq!(b.js("return window.__pwned === undefined").await, json!(true));
+    assert_eq!(page_errors(&b).await, Vec::<String>::new());
+    b.finish("notebook_notes_reloaded").await;
+}
+
+#[tokio::test]
+async fn find_lights_the_hits_walks_them_through_the_address_and_refuses_hostile_words_in_place() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    // With a store, so the descendants whose agents remember the text are hits too.
+    let dir = simtree_e2e::TempDir::new("browser-find");
+    let data = dir.0.to_string_lossy().to_string();
+    let Some(b) = Browser::start(&["--data", &data]).await else {
+        return;
+    };
+    let s = &b.server;
+    let t = api_tree(s, "simple_chat").await;
+    let a = advance_child(s, t, 0, 1).await;
+    let entry = broadcast_child(s, t, a, "News: a zanzibar quokka was seen").await;
+    let after = advance_child(s, t, entry, 1).await;
+    let other = advance_child(s, t, a, 1).await;
+    // A snippet that is markup: shown as text.
+    let hostile = broadcast_child(
+        s,
+        t,
+        other,
+        "<img src=x onerror=\"window.__pwned=1\"> [zanzibar quokka] </mark><b>bold</b>",
+    )
+    .await;
+    let (_, api) = s
+        .get(&format!("/devui/simtree/{t}/search?q=zanzibar%20quokka&limit=200"))
+        .await;
+    let mut nodes: Vec<u64> = Vec::new();
+    for h in api["hits"].as_array().unwrap() {
+        let n = h["node"].as_u64().unwrap();
+        if !nodes.contains(&n) {
+            nodes.push(n);
+        }
+    }
+    assert!(
+        nodes.contains(&entry) && nodes.contains(&after) && nodes.contains(&hostile),
+        "{api}"
+    );
+    b.open(&format!("/simtree/{t}")).await;
+    capture_errors(&b).await;
+    b.wait_css(&format!("g.node[data-id='{hostile}']")).await;
+    type_enter(&b, "#find-input", "zanzibar quokka").await;
+    // The hit nodes light up, the best is selected (and in the address).
+    b.wait_count("g.node.lit", nodes.len()).await;
+    for n in [0, a, other] {
+        assert_eq!(b.count(&format!("g.node.lit[data-id='{n}']")).await, 0, "node {n}");
+    }
+    b.wait_count("#find-hits li.hit", api["hits"].as_array().unwrap().len())
+        .await;
+    let first = nodes[0];
+    b.wait_text("#stats", &format!("Selected: {first}")).await;
+    wait_address(&b, &format!("/simtree/{t}?node={first}")).await;
+    let marks = texts(&b, "#find-hits mark").await;
+    assert!(
+        !marks.is_empty() && marks.iter().all(|m| m.eq_ignore_ascii_case("zanzibar quokka")),
+        "{marks:?}"
+    );
+    assert_eq!(b.count("#find-hits img, #find-hits b").await, 0, "snippets are text");
+    b.wait_text("#find-count", &format!("1/{}", nodes.len())).await;
+    // A descendant that only remembers the text says where it entered.
+    b.wait_text(
+        &format!("#find-hits li.hit[data-node='{after}']"),
+        &format!("from #{entry}"),
+    )
+    .await;
+    // Next and previous walk the hit nodes in order, through the address.
+    b.click("#find-next").await;
+    b.wait_text("#stats", &format!("Selected: {}", nodes[1])).await;
+    wait_address(&b, &format!("/simtree/{t}?node={}", nodes[1])).await;
+    b.wait_css(&format!("#find-hits li.hit.current[data-node='{}']", nodes[1]))
+        .await;
+    b.click("#find-prev").await;
+    b.wait_text("#stats", &format!("Selected: {first}")).await;
+    b.click("#find-prev").await;
+    let last = nodes[nodes.len() - 1];
+    b.wait_text("#stats", &format!("Selected: {last}")).await;
+    // Enter on the same words goes on to the next hit; a hit in the list selects its node.
+    type_enter(&b, "#find-input", "zanzibar quokka").await;
+    b.wait_text("#stats", &format!("Selected: {first}")).await;
+    b.click(&format!("#find-hits li.hit[data-node='{}']", nodes[1])).await;
+    b.wait_text("#stats", &format!("Selected: {}", nodes[1])).await;
+    shot(&b, "notebook_find").await;
+    // Hostile words: the server's refusal in place, nothing lit; FTS syntax finds nothing.
+    type_enter(&b, "#find-input", &"q".repeat(300)).await;
+    b.wait_text("#find-error", "at most 256 characters").await;
+    b.wait_count("g.node.lit", 0).await;
+    for q in [
+        "NEAR(zanzibar quokka)",
+        "\"quokka",
+        "quokka OR",
+        "'; DROP TABLE texts; --",
+        "*",
+    ] {
+        let mut url = reqwest::Url::parse(&s.url(&format!("/devui/simtree/{t}/search"))).unwrap();
+        url.query_pairs_mut().append_pair("q", q);
+        let said: Value = s.http.get(url).send().await.unwrap().json().await.unwrap();
+        let total = said["total"].as_u64().unwrap_or_else(|| panic!("{q}: {said}"));
+        type_enter(&b, "#find-input", q).await;
+        let want = if total == 0 {
+            "No match".to_string()
+        } else {
+            format!("· {total} hits")
+        };
+        b.wait_text("#find-count", &want).await;
+        assert_eq!(b.count("#find-error").await, 0, "{q}");
+    }
+    type_enter(&b, "#find-input", "zanzibar quokka").await;
+    b.wait_count("g.node.lit", nodes.len()).await;
+    // Across trees, from Home: a hit opens its tree with its node selected.
+    let t2 = api_tree(s, "simple_chat").await;
+    let elsewhere = broadcast_child(s, t2, 0, "the zanzibar quokka again").await;
+    b.open("/").await;
+    capture_errors(&b).await;
+    type_enter(&b, "#global-search", &"q".repeat(300)).await;
+    b.wait_text("#global-search-error", "at most 256 characters").await;
+    type_enter(&b, "#global-search", "zanzibar quokka").await;
+    let link = format!("#global-hits li.hit[data-tree='{t2}'][data-node='{elsewhere}'] a.hit-link");
+    b.wait_css(&link).await;
+    b.wait_css(&format!("#global-hits li.hit[data-tree='{t}'][data-node='{entry}']"))
+        .await;
+    assert_eq!(b.count("#global-hits img, #global-hits b").await, 0);
+    b.click(&link).await;
+    wait_address(&b, &format!("/simtree/{t2}?node={elsewhere}")).await;
+    b.wait_text("#stats", &format!("Selected: {elsewhere}")).await;
+    assert_eq!(b.js("return window.__pwned === undefined").await, json!(true));
+    assert_eq!(page_errors(&b).await, Vec::<String>::new());
+    b.finish("notebook_find_across").await;
+}
+
+/// An OpenAI-compatible provider on loopback that answers as the mock would, each call after
+/// `delay_ms` (so a run lasts long enough to be seen running).
+async fn slow_provider(delay_ms: u64) -> String {
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(move |axum::Json(body): axum::Json<Value>| async move {
+            tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+            axum::Json(json!({
+                "id": "c", "object": "chat.completion", "model": body["model"],
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": simtree_e2e::mock_reply(&body)}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 70, "completion_tokens": 30, "total_tokens": 100}
+            }))
+        }),
+    );
+    // (The task serves for the rest of the test's runtime.)
+    simtree_e2e::serve_provider(app).await.0
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_calls_tab_shows_each_prompt_reply_and_action_and_says_when_the_node_runs() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let url = slow_provider(400).await;
+    let env = [
+        ("LLM_DIALECT", "openai"),
+        ("LLM_BASE_URL", url.as_str()),
+        ("LLM_API_KEY", "sk-browser-secret"),
+        ("LLM_MODEL", "fake-model"),
+    ];
+    let Some(b) = Browser::start_env(&[], &env).await else {
+        return;
+    };
+    let s = &b.server;
+    // The offline mock's calls first.
+    let t = api_post(s, "/devui/simtree", json!({"scenario": "simple_chat", "llm": "mock"})).await["id"]
+        .as_u64()
+        .unwrap();
+    let a = advance_child(s, t, 0, 2).await;
+    let (_, c) = s.get(&format!("/devui/simtree/{t}/node/{a}/calls")).await;
+    let calls = c["calls"].as_array().unwrap().clone();
+    assert!(!calls.is_empty(), "{c}");
+    b.open(&format!("/studio/{t}?node={a}")).await;
+    capture_errors(&b).await;
+    b.wait_text("#stats", &format!("Selected: {a}")).await;
+    b.click("#tab-calls").await;
+    b.wait_count("#calls article.call", calls.len()).await;
+    assert!(
+        !b.wait_css("#events").await.is_displayed().await.unwrap(),
+        "the events' tab is closed"
+    );
+    let first = &calls[0];
+    let agent = first["agent"].as_str().unwrap();
+    let header = b.wait_text("#calls article.call[data-index='0'] header", agent).await;
+    assert!(header.contains("mock"), "{header}");
+    // The prompt is folded; opened, its messages are there as sent.
+    let system = "#calls article.call[data-index='0'] .message[data-role='system'] pre";
+    assert!(!b.wait_css(system).await.is_displayed().await.unwrap());
+    b.click("#calls article.call[data-index='0'] details.prompt summary")
+        .await;
+    b.wait_text(system, &format!("You are {agent}.")).await;
+    let reply = texts(&b, "#calls article.call .reply").await;
+    let want: Vec<String> = calls
+        .iter()
+        .map(|c| c["reply"].as_str().unwrap().trim().to_string())
+        .collect();
+    assert_eq!(reply, want);
+    let actions = texts(&b, "#calls article.call .action code").await;
+    let want: Vec<String> = calls
+        .iter()
+        .filter_map(|c| c["action"]["action"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(actions, want);
+    // The events tab is still there.
+    b.click("#tab-events").await;
+    b.wait_text("#events", "Hello").await;
+    b.click("#tab-calls").await;
+    // A node no advance made says why it has none.
+    b.click("g.node[data-id='0']").await;
+    b.wait_text("#calls-none", "not made by an advance").await;
+    // On the (slow) provider: a running node says it runs, and shows its calls once it ends.
+    let slow = api_tree(s, "simple_chat").await;
+    b.open(&format!("/studio/{slow}")).await;
+    capture_errors(&b).await;
+    b.wait_css("g.node[data-id='0']").await;
+    b.click("#tab-calls").await;
+    let run = s.advance_in_background(slow, 0, 6);
+    let running = s.first_running(slow).await;
+    b.click(&format!("g.node[data-id='{running}']")).await;
+    b.wait_text("#stats", &format!("Selected: {running}")).await;
+    b.wait_css("#calls-running").await;
+    shot(&b, "notebook_calls_running").await;
+    let reply = run.await.unwrap();
+    assert_eq!(reply["child"], running, "{reply}");
+    let (_, c) = s.get(&format!("/devui/simtree/{slow}/node/{running}/calls")).await;
+    let n = c["calls"].as_array().unwrap().len();
+    assert!(n > 0, "{c}");
+    b.wait_count("#calls article.call", n).await;
+    assert_eq!(b.count("#calls-running").await, 0);
+    b.wait_text("#calls article.call[data-index='0'] header", "openai:fake-model")
+        .await;
+    b.wait_text("#calls article.call[data-index='0'] header", "recorded")
+        .await;
+    assert!(
+        !b.js("return document.body.innerText")
+            .await
+            .to_string()
+            .contains("sk-browser-secret")
+    );
+    assert_eq!(page_errors(&b).await, Vec::<String>::new());
+    b.finish("notebook_calls").await;
+}
+
+#[tokio::test]
+async fn an_agent_is_asked_at_a_node_its_asks_are_kept_and_refusals_are_shown_as_the_server_says() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let s = &b.server;
+    let t = api_tree(s, "simple_chat").await;
+    let a = advance_child(s, t, 0, 2).await;
+    let graph_before = s.get(&format!("/devui/simtree/{t}/graph")).await.1;
+    let logs_before = s.get(&format!("/devui/simtree/{t}/node/{a}/logs")).await.1;
+    b.open(&format!("/studio/{t}?node={a}")).await;
+    capture_errors(&b).await;
+    b.wait_text("#stats", &format!("Selected: {a}")).await;
+    b.wait_css("#agent-select option[value='Alice']").await;
+    b.select("#agent-select", "Alice").await;
+    b.wait_text("#ask h4", "Alice").await;
+    b.set_input("#ask-question", "Why did you say that?").await;
+    b.click("#ask-btn").await;
+    b.wait_css("#ask-answer").await;
+    let (_, asks) = s.get(&format!("/devui/simtree/{t}/node/{a}/asks")).await;
+    assert_eq!(asks.as_array().unwrap().len(), 1, "{asks}");
+    assert_eq!(asks[0]["agent"], "Alice");
+    let answer = asks[0]["answer"].as_str().unwrap().trim().to_string();
+    b.wait_text("#ask-answer .answer-text", &answer).await;
+    b.wait_count("#ask-history li.asked", 1).await;
+    b.wait_text("#ask-history li.asked[data-seq='0']", "Why did you say that?")
+        .await;
+    // Nothing in the timeline changed.
+    assert_eq!(s.get(&format!("/devui/simtree/{t}/graph")).await.1, graph_before);
+    assert_eq!(s.get(&format!("/devui/simtree/{t}/node/{a}/logs")).await.1, logs_before);
+    // Asked again: answered from the first, said so.
+    b.set_input("#ask-question", "Why did you say that?").await;
+    b.click("#ask-btn").await;
+    b.wait_count("#ask-history li.asked", 2).await;
+    b.wait_text("#ask-answer", "answered before").await;
+    // Too long a question: the server's refusal as it says it.
+    fill(&b, "#ask-question", &"q".repeat(4001), "input").await;
+    b.click("#ask-btn").await;
+    let (status, refused) = s
+        .post(
+            &format!("/devui/simtree/{t}/node/{a}/ask"),
+            &json!({"agent": "Alice", "question": "q".repeat(4001)}),
+        )
+        .await;
+    assert_eq!(status, 422);
+    b.wait_text("#ask-error", refused["detail"].as_str().unwrap()).await;
+    shot(&b, "notebook_ask").await;
+    // The history is the node's: after a reload it is read back.
+    b.client.refresh().await.unwrap();
+    b.wait_count("#ask-history li.asked", 2).await;
+    // An agent-based model's node has no agents to ask.
+    let (_, abm) = s.post("/devui/simtree", &json!({"scenario": "sir_network"})).await;
+    let abm = abm["id"].as_u64().unwrap();
+    let step = advance_child(s, abm, 0, 1).await;
+    b.open(&format!("/studio/{abm}?node={step}")).await;
+    b.wait_css("#no-agents").await;
+    assert_eq!(b.count("#ask").await, 0);
+    // A trading agent: the server's answer, shown as it is.
+    let tr = api_tree(s, "llm_trader").await;
+    let (_, state) = s.get(&format!("/devui/simtree/{tr}/node/0/state")).await;
+    let trader = state["agents"][0]["name"].as_str().unwrap().to_string();
+    let (status, said) = s
+        .post(
+            &format!("/devui/simtree/{tr}/node/0/ask"),
+            &json!({"agent": trader, "question": "Why?"}),
+        )
+        .await;
+    b.open(&format!("/studio/{tr}?node=0")).await;
+    capture_errors(&b).await;
+    b.wait_css(&format!("#agent-select option[value='{trader}']")).await;
+    b.set_input("#ask-question", "Why?").await;
+    b.click("#ask-btn").await;
+    if status == 200 {
+        b.wait_css("#ask-answer").await;
+    } else {
+        b.wait_text("#ask-error", said["detail"].as_str().unwrap()).await;
+    }
+    assert_eq!(page_errors(&b).await, Vec::<String>::new());
+    b.finish("notebook_ask_refusals").await;
+}

@@ -61,17 +61,23 @@ pub(super) fn CanvasLayer(g: GraphState) -> impl IntoView {
                     scene.set_value(Some(built));
                     crate::mark("scene");
                 }
-                let frame = Frame {
-                    t: view_t.get_untracked(),
-                    width,
-                    height,
-                    selected: tree.selected.get_untracked(),
-                    compare: tree.compare_with.get_untracked(),
-                    now: started.unwrap_or_default(),
-                    lang: ctx.lang.get_untracked(),
-                };
-                let drawn = palette.with_untracked(|p| {
-                    scene.with_value(|s| s.as_ref().map(|s| paint::draw(&c2d, dpr, s, p, l, g, &frame)))
+                let drawn = tree.marks.with_untracked(|marks| {
+                    tree.lit.with_untracked(|lit| {
+                        let frame = Frame {
+                            t: view_t.get_untracked(),
+                            width,
+                            height,
+                            selected: tree.selected.get_untracked(),
+                            compare: tree.compare_with.get_untracked(),
+                            now: started.unwrap_or_default(),
+                            lang: ctx.lang.get_untracked(),
+                            marks,
+                            lit,
+                        };
+                        palette.with_untracked(|p| {
+                            scene.with_value(|s| s.as_ref().map(|s| paint::draw(&c2d, dpr, s, p, l, g, &frame)))
+                        })
+                    })
                 });
                 if fresh {
                     crate::mark("painted");
@@ -115,8 +121,11 @@ pub(super) fn CanvasLayer(g: GraphState) -> impl IntoView {
         tree.compare_with.track();
         palette.track();
         pulse_tick.track();
-        // The op labels under the nodes are in the page's language.
+        // The op labels under the nodes are in the page's language; titles and stars are the
+        // notebook's.
         ctx.lang.track();
+        tree.marks.track();
+        tree.lit.track();
         if on_canvas.get() {
             schedule();
         }

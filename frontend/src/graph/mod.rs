@@ -27,6 +27,7 @@ mod minimap;
 mod paint;
 mod state;
 mod svg;
+mod tags;
 mod toolbar;
 
 use leptos::prelude::*;

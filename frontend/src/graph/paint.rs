@@ -25,6 +25,7 @@ use web_sys::{CanvasRenderingContext2d, HtmlCanvasElement};
 use crate::i18n::Lang;
 use crate::layout::{COL, Layout, NODE, ViewTransform};
 use crate::model::GraphModel;
+use crate::notebook::Marks;
 use crate::ops::{ADVANCE, EdgeStyle, SWEEP, edge_style, ellipsis, ops_label};
 
 /// What a node looks like on the canvas: its status first, its role in the tree second (the
@@ -71,6 +72,8 @@ pub struct Palette {
 
 /// The compare ring's colour (fixed in the stylesheet too).
 const COMPARE: &str = "#e65100";
+/// A starred node's star (`.node text.star` in the stylesheet).
+const STAR: &str = "#e6a700";
 /// The inside of a sweep fan: the sweep colour, faint (as `.fan` in the stylesheet).
 const FAN_FILL: &str = "rgba(176, 136, 0, 0.10)";
 
@@ -215,7 +218,7 @@ impl Cells {
 }
 
 /// What one frame shows.
-pub struct Frame {
+pub struct Frame<'a> {
     pub t: ViewTransform,
     pub width: f64,
     pub height: f64,
@@ -225,6 +228,9 @@ pub struct Frame {
     pub now: f64,
     /// The language of the nodes' op labels.
     pub lang: Lang,
+    /// The notebook's titles and stars, and the nodes a search lit up.
+    pub marks: &'a Marks,
+    pub lit: &'a HashSet<u64>,
 }
 
 /// What a painted frame showed.
@@ -281,8 +287,8 @@ fn set_dash(ctx: &CanvasRenderingContext2d, pattern: &[f64]) {
 }
 
 /// Paints one frame: edges, nodes (running ones at their pulse's opacity), the selection and
-/// compare rings, collapsed badges, and ids and op labels once they are legible. Everything is
-/// drawn in screen pixels.
+/// compare rings, collapsed badges, and ids and labels (a user's title, else the op) once they
+/// are legible, with the stars of starred nodes. Everything is drawn in screen pixels.
 pub fn draw(
     ctx: &CanvasRenderingContext2d,
     dpr: f64,
@@ -292,6 +298,7 @@ pub fn draw(
     g: &GraphModel,
     f: &Frame,
 ) -> Drawn {
+    let marks = f.marks;
     let s = f.t.scale;
     ctx.set_transform(dpr, 0.0, 0.0, dpr, 0.0, 0.0).ok();
     ctx.clear_rect(0.0, 0.0, f.width, f.height);
@@ -407,6 +414,16 @@ pub fn draw(
         ctx.set_stroke_style_str(colour);
         ctx.stroke();
     };
+    // A search's hits, ringed as in the SVG drawing (the few in view).
+    for &n in f.lit {
+        if layout
+            .pos
+            .get(&n)
+            .is_some_and(|&(x, y)| x >= x0 && x <= x1 && y >= y0 && y <= y1)
+        {
+            ring(Some(n), None, STAR, 4.0);
+        }
+    }
     ring(f.compare, None, COMPARE, 3.0);
     // A selected node that runs pulses under its ring as it does in the SVG drawing.
     let running = |id: Option<u64>| id.is_some_and(|n| g.status_of(n) == NodeStatus::Running);
@@ -448,14 +465,25 @@ pub fn draw(
     for &id in &shown {
         let (x, y) = screen(layout.pos[&id]);
         label(&id.to_string(), x, y, &p.text);
+        if marks.starred(id) {
+            label("★", x - r - 2.0, y - r + 2.0, STAR);
+        }
+    }
+    // A user's title is the node's label as soon as ids are.
+    ctx.set_font("600 11px system-ui, sans-serif");
+    ctx.set_text_baseline("top");
+    for &id in &shown {
+        if let Some(title) = marks.title(id) {
+            let (x, y) = screen(layout.pos[&id]);
+            label(&ellipsis(title, 28), x, y + r + 4.0, &p.text);
+        }
     }
     if s < 0.9 {
         return drawn;
     }
     ctx.set_font("10px system-ui, sans-serif");
-    ctx.set_text_baseline("top");
     for &id in &shown {
-        if id == g.root {
+        if id == g.root || marks.title(id).is_some() {
             continue;
         }
         let Some(ops) = g.ops.get(&id) else { continue };

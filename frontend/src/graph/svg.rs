@@ -12,6 +12,7 @@ use super::state::GraphState;
 use super::{dense, node_class, node_summary};
 use crate::layout::{COL, NODE};
 use crate::model::edge_name;
+use crate::notebook::lens_classes;
 use crate::ops::{edge_style, ops_label};
 
 #[component]
@@ -102,9 +103,20 @@ pub(super) fn SvgLayer(g: GraphState) -> impl IntoView {
             if hides().is_some() {
                 c.push_str(" collapsed");
             }
+            let lit = tree.lit.with(|l| l.contains(&id));
+            c.push_str(
+                &tree
+                    .tag
+                    .with(|t| tree.marks.with(|m| lens_classes(m, id, lit, t.as_deref()))),
+            );
             c
         };
-        let tip = move || tree.graph.with(|g| node_summary(g, id, ctx.lang.get()));
+        // A user's title names the node: it is the label (the op stays in the tooltip).
+        let title = move || tree.marks.with(|m| m.title(id).map(str::to_string));
+        let tip = move || {
+            let made = tree.graph.with(|g| node_summary(g, id, ctx.lang.get()));
+            title().map_or(made.clone(), |t| format!("{t}\n{made}"))
+        };
         let op_text = move || {
             tree.graph
                 .with(|g| {
@@ -135,8 +147,22 @@ pub(super) fn SvgLayer(g: GraphState) -> impl IntoView {
                 <Show when=move || show_ids.get()>
                     <text class="nid" text-anchor="middle" dy="0.35em">{id}</text>
                 </Show>
-                <Show when=move || show_ops.get()>
-                    <text class="nop" text-anchor="middle" y=NODE / 2.0 + 4.0 dominant-baseline="hanging">{op_text}</text>
+                <Show
+                    when=move || title().is_none()
+                    fallback=move || view! {
+                        <Show when=move || show_ids.get()>
+                            <text class="ntitle" text-anchor="middle" y=NODE / 2.0 + 4.0 dominant-baseline="hanging">
+                                {move || title().map(|t| crate::ops::ellipsis(&t, 28))}
+                            </text>
+                        </Show>
+                    }
+                >
+                    <Show when=move || show_ops.get()>
+                        <text class="nop" text-anchor="middle" y=NODE / 2.0 + 4.0 dominant-baseline="hanging">{op_text}</text>
+                    </Show>
+                </Show>
+                <Show when=move || tree.marks.with(|m| m.starred(id))>
+                    <text class="star" x=-NODE / 2.0 - 2.0 y=-NODE / 2.0 + 2.0 text-anchor="middle">"★"</text>
                 </Show>
                 <Show when=move || hides().is_some()>
                     <text class="badge" x=NODE / 2.0 + 4.0 dy="0.35em">{move || format!("+{}", hides().unwrap_or(0))}</text>

@@ -1,11 +1,12 @@
 //! The graph's toolbar: search by id or op text (Enter jumps to the next match), fold or unfold
-//! the selected subtree, top-down or left-to-right, the keyboard map's help, and the zoom and
-//! fit buttons.
+//! the selected subtree, top-down or left-to-right, the tag filter (`tags.rs`), the keyboard
+//! map's help, and the zoom and fit buttons.
 
 use leptos::prelude::*;
 
 use super::keys::KEYS;
 use super::state::GraphState;
+use super::tags::TagFilter;
 use crate::layout::Direction;
 
 #[component]
@@ -76,6 +77,7 @@ pub(super) fn Toolbar(g: GraphState) -> impl IntoView {
                     >
                         {move || if direction.get() == Direction::Down { "⇄" } else { "⇅" }}
                     </button>
+                    <TagFilter tree />
                     <button id="help-btn" title=move || ctx.tr("keys.help") on:click=move |_| help.update(|h| *h = !*h)>"?"</button>
                 </div>
                 <Show when=move || help.get()>

@@ -1,4 +1,5 @@
-//! The agent picker and the chosen agent's memory (Studio and the viewer).
+//! The agent picker and the chosen agent's memory (Studio and the viewer), and in Studio the
+//! Ask box of the chosen agent.
 
 use leptos::html;
 use leptos::prelude::*;
@@ -9,7 +10,13 @@ use crate::state::ctx;
 
 /// The agent dropdown and the chosen agent's memory.
 #[component]
-pub(super) fn AgentsPanel(view_state: RwSignal<NodeView>, stick: RwSignal<bool>) -> impl IntoView {
+pub(super) fn AgentsPanel(
+    view_state: RwSignal<NodeView>,
+    stick: RwSignal<bool>,
+    /// The tree of the node shown, when its agents may be asked questions (the Ask box).
+    #[prop(optional, into)]
+    ask_in: Option<Signal<Option<u64>>>,
+) -> impl IntoView {
     let ctx = ctx();
     let chosen = RwSignal::new(String::new());
     Effect::new(move |_| {
@@ -97,6 +104,15 @@ pub(super) fn AgentsPanel(view_state: RwSignal<NodeView>, stick: RwSignal<bool>)
                     </div>
                 })
             }}
+            {ask_in.map(|tree| view! {
+                <Show when=move || !no_agents() && view_state.with(|v| !v.agents.is_empty())>
+                    <super::notebook::AskBox
+                        tree
+                        node=Signal::derive(move || view_state.with(|v| v.node))
+                        agent=chosen.into()
+                    />
+                </Show>
+            })}
             <div class="scroll memory" node_ref=el hidden=no_agents>
                 <ul id="agent-memory">
                     {move || {

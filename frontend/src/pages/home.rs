@@ -32,6 +32,7 @@ pub fn Home() -> impl IntoView {
             {card(Route::Studio(None), "home.studio", "home.studioDesc")}
             {card(Route::Sim { tree: None, node: 0 }, "home.sim", "home.simDesc")}
         </div>
+        <super::notebook::GlobalSearch />
         <crate::trees::TreeBrowser />
     }
 }

@@ -13,6 +13,7 @@ mod events;
 mod home;
 mod inspector;
 mod new;
+mod notebook;
 mod ops_panel;
 mod overlay;
 mod simtree;

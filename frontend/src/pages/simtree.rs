@@ -8,6 +8,7 @@ use super::compare_panel::ComparePanel;
 use super::create::CreatePanel;
 use super::details::NodeDetails;
 use super::inspector::Inspector;
+use super::notebook::{FindBar, NotePanel, TreeAbout};
 use super::ops_panel::OpsPanel;
 use super::tree_bar::TreeBar;
 use crate::branch::BranchEditor;
@@ -28,6 +29,7 @@ pub fn SimTreePage(tree_id: Option<u64>) -> impl IntoView {
             <div class="page simtree workspace" style=move || format!("--side:{:.0}px", width.get())>
                 <div class="graph-pane">
                     <TreeBar tree />
+                    <FindBar tree />
                     <GraphView tree />
                     <div class="graph-foot">
                         <Stats tree />
@@ -43,12 +45,14 @@ pub fn SimTreePage(tree_id: Option<u64>) -> impl IntoView {
                             <CreatePanel studio=false tree=tree />
                         </Show>
                         <Inspector tree node_view />
+                        <NotePanel tree />
                         <OpsPanel tree node_view details=true />
                         <BranchEditor tree node_view />
                         <ComparePanel tree />
                         <crate::sweep_view::SweepPanel tree />
                         <NodeDetails tree view_state=node_view />
                         <crate::data::DataPanel tree node_view />
+                        <TreeAbout tree />
                         <Show when=move || tree.id.get().is_some()>
                             <CreatePanel studio=false tree=tree />
                         </Show>

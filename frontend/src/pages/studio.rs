@@ -10,6 +10,7 @@ use super::create::CreatePanel;
 use super::details::NodeDetails;
 use super::events::EventsPanel;
 use super::inspector::Inspector;
+use super::notebook::{FeedTabs, NotePanel};
 use super::ops_panel::OpsPanel;
 use super::tree_bar::TreeBar;
 use crate::api::{self, Socket};
@@ -119,14 +120,16 @@ pub fn StudioPage(tree_id: Option<u64>) -> impl IntoView {
                 <Stats tree />
                 <Legend tree />
                 <Inspector tree node_view=kind_view />
+                <NotePanel tree />
                 <OpsPanel tree node_view=kind_view details=false />
                 <BranchEditor tree node_view=kind_view />
                 <TreeSelect tree />
                 <CreatePanel studio=true tree=tree />
             </div>
             <div class="col">
-                <h3>{move || ctx.tr("studio.events")}</h3>
-                <EventsPanel view_state=node_view stick viewer=false />
+                <FeedTabs tree>
+                    <EventsPanel view_state=node_view stick viewer=false />
+                </FeedTabs>
                 <NodeDetails tree view_state=kind_view />
             </div>
             <div class="col">
@@ -137,7 +140,7 @@ pub fn StudioPage(tree_id: Option<u64>) -> impl IntoView {
                         {move || ctx.tr("common.stickBottom")}
                     </label>
                 </h3>
-                <AgentsPanel view_state=node_view stick />
+                <AgentsPanel view_state=node_view stick ask_in=tree.id />
             </div>
         </div>
         </Show>
