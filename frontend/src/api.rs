@@ -513,8 +513,8 @@ pub async fn search_all(q: &str, offset: u64, limit: u64) -> Result<SearchReply>
 }
 
 /// `GET …/node/{n}/calls`: each model call of the node (409 while it runs).
-pub async fn node_calls(tree: u64, node: u64) -> Result<NodeCalls> {
-    get(&format!("{}/calls", node_path(tree, node))).await
+pub async fn node_calls(tree: u64, node: u64, offset: u64) -> Result<NodeCalls> {
+    get(&format!("{}/calls?offset={offset}", node_path(tree, node))).await
 }
 
 /// `POST …/node/{n}/ask`: an agent's answer at the node (nothing in the timeline changes).

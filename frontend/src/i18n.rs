@@ -554,6 +554,7 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
             "节点 {{at}}/{{nodes}} · 共 {{hits}} 条结果",
         ),
         "notebook.moreHits" => ("More hits", "更多结果"),
+        "notebook.callsPage" => ("Calls {{from}}–{{to}} of {{total}}", "第 {{from}}–{{to}} 次调用，共 {{total}} 次"),
         "notebook.carriedFrom" => ("from #{{id}}", "来自 #{{id}}"),
         "notebook.hitEvent" => ("event", "事件"),
         "notebook.hitMemory" => ("memory", "记忆"),

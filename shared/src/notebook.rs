@@ -206,7 +206,11 @@ pub struct NodeCall {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct NodeCalls {
     pub node: u64,
+    /// The page asked for (`?offset=&limit=`, 50 by default), in order.
     pub calls: Vec<NodeCall>,
+    /// Calls of the node in all: its run's, then the interviews asked at it.
+    #[serde(default)]
+    pub total: u64,
     /// Why a node has no calls to show, when it has none (a branch, the root, an agent-based
     /// model's steps).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -474,6 +474,60 @@ async fn a_nodes_calls_show_each_prompt_reply_and_action_offline() {
     assert_eq!(s.get("/devui/simtree/99/node/0/calls").await.0, 404);
 }
 
+/// A long run's calls come a page at a time, and a stopped run's calls are those of the turns it
+/// ran (run again only that far: it used to be run again to the turns asked for, minutes of work
+/// for a node stopped early).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_nodes_calls_come_in_pages_and_a_stopped_run_shows_only_what_it_ran() {
+    let s = Server::start_with(&["--max-turns", "100000"]);
+    let tree = s.create("simple_chat").await;
+    let a = advance(&s, tree, 0, 30).await;
+    let calls_of = |n: u64, query: &str| {
+        let url = format!("/devui/simtree/{tree}/node/{n}/calls{query}");
+        let s = &s;
+        async move {
+            let (status, c) = s.get(&url).await;
+            assert_eq!(status, 200, "{url}: {c}");
+            c
+        }
+    };
+    let all = calls_of(a, "?limit=200").await;
+    let total = all["total"].as_u64().unwrap();
+    assert!(total >= 30, "{total}");
+    assert_eq!(all["calls"].as_array().unwrap().len() as u64, total.min(200));
+    let per_turn = total / 30;
+    assert_eq!(total, per_turn * 30, "each turn makes the same number of mock calls");
+    // Pages are slices of the whole, numbered as in it.
+    let first = calls_of(a, "").await;
+    assert_eq!(first["total"], total);
+    assert_eq!(first["calls"].as_array().unwrap().len() as u64, total.min(50));
+    let page = calls_of(a, &format!("?offset={}&limit=5", total - 2)).await;
+    let page = page["calls"].as_array().unwrap();
+    assert_eq!(page.len(), 2);
+    assert_eq!(page[0], all["calls"][(total - 2) as usize]);
+    assert_eq!(page[1]["index"], total - 1);
+    assert_eq!(calls_of(a, "?offset=18446744073709551615").await["calls"], json!([]));
+    for bad in ["?limit=0", "?limit=201", "?offset=-1", "?limit=x"] {
+        let (status, e) = s.get(&format!("/devui/simtree/{tree}/node/{a}/calls{bad}")).await;
+        assert_eq!(status, 422, "{bad}: {e}");
+    }
+    // A run of 100,000 turns stopped early.
+    let run = s.advance_in_background(tree, 0, 100_000);
+    let b = s.first_running(tree).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let (status, e) = s.post(&format!("/devui/simtree/{tree}/node/{b}/cancel"), &json!({})).await;
+    assert_eq!(status, 200, "{e}");
+    run.await.unwrap();
+    let (_, info) = s.get(&format!("/devui/simtree/{tree}/node/{b}/info")).await;
+    assert_eq!(info["status"], "cancelled", "{info}");
+    // A social node's state counts the turns of its own run.
+    let (_, state) = s.get(&format!("/devui/simtree/{tree}/node/{b}/state")).await;
+    let done = state["turns"].as_u64().unwrap();
+    assert!(done < 100_000, "{state}");
+    let stopped = calls_of(b, "?limit=1").await;
+    assert_eq!(stopped["total"], done * per_turn, "the calls of the {done} turns it ran: {info}");
+}
+
 /// An OpenAI-compatible provider answering as the mock would; counts its calls.
 async fn counting_provider() -> (String, std::sync::Arc<std::sync::atomic::AtomicU64>) {
     use std::sync::atomic::{AtomicU64, Ordering};

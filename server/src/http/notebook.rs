@@ -78,8 +78,17 @@ pub async fn search_all(
 pub async fn node_calls(
     State(app): St,
     ApiPath((tree, node)): ApiPath<(u64, NodeId)>,
+    q: Result<Query<PageParams>, QueryRejection>,
 ) -> Result<Json<NodeCalls>, ApiError> {
-    Ok(Json(app.wb.calls(tree, node).await?))
+    let p = q.map(|Query(q)| q).map_err(|e| ApiError::unprocessable(e.body_text()))?;
+    Ok(Json(app.wb.calls(tree, node, p.offset, p.limit).await?))
+}
+
+/// `?offset=&limit=` of a paged list.
+#[derive(Deserialize)]
+pub struct PageParams {
+    offset: Option<u64>,
+    limit: Option<u64>,
 }
 
 /// `POST …/node/{n}/ask`: one agent's answer from its context at the node; the timeline is

@@ -619,6 +619,15 @@ pub fn document() -> Value {
         .expect("path parameters are a list")
         .extend(search.iter().cloned());
     paths[SEARCH_ALL]["get"]["parameters"] = Value::Array(search);
+    paths["/devui/simtree/{tree}/node/{node}/calls"]["get"]["parameters"]
+        .as_array_mut()
+        .expect("path parameters are a list")
+        .extend([
+            json!({"name": "offset", "in": "query", "required": false,
+                   "schema": {"type": "integer", "format": "int64", "minimum": 0}}),
+            json!({"name": "limit", "in": "query", "required": false,
+                   "schema": {"type": "integer", "format": "int64", "minimum": 1, "maximum": 200}}),
+        ]);
     datasets_paths(&mut g, &error, &mut paths);
     scenarios_paths(&mut g, &error, &mut paths);
     estimate_params(&mut g, &mut paths);

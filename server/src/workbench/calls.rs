@@ -8,7 +8,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use simtree_shared::{CallMessage, NodeCall, NodeCalls, Op};
+use simtree_shared::{CallMessage, NodeCall, NodeCalls, NodeStatus, Op};
 
 use super::{Workbench, WorkbenchError};
 use crate::backend::RunRequest;
@@ -21,8 +21,39 @@ use crate::sim::{RunCtx, Sim};
 use crate::trading::agents::{ModelReply, ToolModel};
 use crate::tree::{NodeId, TreeError};
 
-/// What one call was sent and answered.
-type Captured = Arc<Mutex<Vec<(Vec<Message>, String)>>>;
+/// Calls a page shows by default, and at most.
+pub const DEFAULT_CALLS_PAGE: u64 = 50;
+pub const MAX_CALLS_PAGE: u64 = 200;
+
+/// One call of the run again: what every call keeps (its request hash, agent and reply, to
+/// match records and count attempts), and its prompt only when it is on the page asked for
+/// (a prompt holds the agent's whole memory: keeping every one would be quadratic).
+struct Seen {
+    hash: String,
+    agent: Option<String>,
+    reply: String,
+    messages: Option<Vec<Message>>,
+}
+
+/// The calls seen so far, and which of them are kept whole.
+struct Capture {
+    window: std::ops::Range<usize>,
+    calls: Vec<Seen>,
+}
+
+impl Capture {
+    fn push(&mut self, messages: &[Message], reply: String) {
+        let whole = self.window.contains(&self.calls.len());
+        self.calls.push(Seen {
+            hash: request_hash(messages),
+            agent: agent_of(messages),
+            reply,
+            messages: whole.then(|| messages.to_vec()),
+        });
+    }
+}
+
+type Captured = Arc<Mutex<Capture>>;
 
 /// A client that passes calls on and keeps what they were.
 struct Tap {
@@ -34,7 +65,7 @@ impl LlmClient for Tap {
     fn chat<'a>(&'a self, messages: &'a [Message], state: &'a mut LlmState) -> BoxFuture<'a, Result<String, LlmError>> {
         Box::pin(async move {
             let reply = self.inner.chat(messages, state).await?;
-            lock(&self.seen).push((messages.to_vec(), reply.clone()));
+            lock(&self.seen).push(messages, reply.clone());
             Ok(reply)
         })
     }
@@ -54,7 +85,7 @@ impl ToolModel for ToolTap {
             for c in &reply.tool_calls {
                 text.push_str(&format!("\n[called {} with {}]", c.name, c.arguments));
             }
-            lock(&self.seen).push((request.messages.clone(), text));
+            lock(&self.seen).push(&request.messages, text);
             Ok(reply)
         })
     }
@@ -97,8 +128,22 @@ fn action_of(reply: &str) -> (Option<simtree_shared::ActionCall>, Option<String>
 impl Workbench {
     /// `GET …/node/{n}/calls`: every model call of the node's run, in order, then the
     /// interviews asked at it (their prompts built again from the node's state).
-    pub async fn calls(&self, tree: u64, node: NodeId) -> Result<NodeCalls, WorkbenchError> {
-        let mut out = self.run_calls(tree, node).await?;
+    pub async fn calls(
+        &self,
+        tree: u64,
+        node: NodeId,
+        offset: Option<u64>,
+        limit: Option<u64>,
+    ) -> Result<NodeCalls, WorkbenchError> {
+        let limit = limit.unwrap_or(DEFAULT_CALLS_PAGE);
+        if !(1..=MAX_CALLS_PAGE).contains(&limit) {
+            return Err(WorkbenchError::Invalid(format!(
+                "limit: {limit} is not from 1 to {MAX_CALLS_PAGE}"
+            )));
+        }
+        let offset = usize::try_from(offset.unwrap_or(0)).unwrap_or(usize::MAX);
+        let window = offset..offset.saturating_add(limit as usize);
+        let mut out = self.run_calls(tree, node, window.clone()).await?;
         let handle = self.tree(tree)?;
         let (asks, sim) = {
             let mut t = handle.lock();
@@ -108,11 +153,17 @@ impl Workbench {
             }
             (asks, t.sim(node)?)
         };
+        // Interviews come after the run's calls, numbered on from them.
+        let first = out.total;
+        out.total += asks.len() as u64;
+        out.note = None;
         let Sim::Social(s) = &*sim else {
             return Ok(out);
         };
-        let first = out.calls.len() as u64;
         for (k, a) in asks.into_iter().enumerate() {
+            if !window.contains(&(first as usize + k)) {
+                continue;
+            }
             let messages = s.interview(&a.agent, &a.question).unwrap_or_default();
             out.calls.push(NodeCall {
                 index: first + k as u64,
@@ -130,19 +181,24 @@ impl Workbench {
                 ask: true,
             });
         }
-        out.note = None;
         Ok(out)
     }
 
     /// The calls of the node's own run.
-    async fn run_calls(&self, tree: u64, node: NodeId) -> Result<NodeCalls, WorkbenchError> {
+    async fn run_calls(
+        &self,
+        tree: u64,
+        node: NodeId,
+        window: std::ops::Range<usize>,
+    ) -> Result<NodeCalls, WorkbenchError> {
         let handle = self.tree(tree)?;
         let none = |note: String| NodeCalls {
             node,
             calls: Vec::new(),
             note: Some(note),
+            total: 0,
         };
-        let (parent, seed, turns, records, scenario) = {
+        let (parent, seed, turns, records, scenario, status, done) = {
             let mut t = handle.lock();
             let n = t.node(node)?;
             if n.status.is_running() {
@@ -153,9 +209,9 @@ impl Workbench {
                     "node {node} was not made by an advance: it called no model"
                 )));
             };
-            let (turns, records) = (*turns, n.records.clone());
+            let (turns, records, status, done) = (*turns, n.records.clone(), n.status, n.turns);
             let seed = t.sim(node).ok().and_then(|s| s.seed());
-            (t.sim(parent)?, seed, turns, records, t.scenario.clone())
+            (t.sim(parent)?, seed, turns, records, t.scenario.clone(), status, done)
         };
         if matches!(*parent, Sim::Abm(_)) {
             return Ok(none("an agent-based model's steps call no language model".into()));
@@ -166,6 +222,13 @@ impl Workbench {
         if let Some(seed) = seed.filter(|s| Some(*s) != parent.seed()) {
             sim.reseed(seed);
         }
+        // A stopped run is run again only as far as it went (its last whole turn): past that
+        // there is nothing recorded, and an offline player would go on to the turns asked for.
+        // A failed run fails again at the same call, so it runs as asked.
+        let turns = match status {
+            NodeStatus::Cancelled | NodeStatus::Interrupted => turns.min(done.saturating_sub(sim.turns())),
+            _ => turns,
+        };
         let replay = self.backend.replay_of(&sim, records.clone());
         let req = RunRequest {
             scenario: &scenario,
@@ -176,7 +239,10 @@ impl Workbench {
         };
         let (ctx, _) =
             crate::backend::run_ctx(&self.backend, req).map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
-        let seen: Captured = Arc::default();
+        let seen: Captured = Arc::new(Mutex::new(Capture {
+            window,
+            calls: Vec::new(),
+        }));
         let tapped = RunCtx {
             llm: Arc::new(Tap {
                 inner: ctx.llm,
@@ -192,47 +258,46 @@ impl Workbench {
         // A run that failed fails again at the same call: the calls before it are what it sent.
         let _ = sim.run(turns, &tapped, &mut sink).await;
         let social = matches!(sim, Sim::Social(_));
-        let seen = std::mem::take(&mut *lock(&seen));
+        let seen = std::mem::take(&mut lock(&seen).calls);
         Ok(NodeCalls {
             node,
+            total: seen.len() as u64,
             calls: self.described(&scenario, &sim, seen, &records, social),
             note: None,
         })
     }
 
-    /// Captured calls as the wire shows them, with tokens and latency from the recording.
-    fn described(
-        &self,
-        scenario: &str,
-        sim: &Sim,
-        seen: Vec<(Vec<Message>, String)>,
-        records: &[LlmRecord],
-        social: bool,
-    ) -> Vec<NodeCall> {
+    /// Captured calls as the wire shows them (those of the page), with tokens and latency from
+    /// the recording.
+    fn described(&self, scenario: &str, sim: &Sim, seen: Vec<Seen>, records: &[LlmRecord], social: bool) -> Vec<NodeCall> {
         let mut used = vec![false; records.len()];
-        let mut out: Vec<NodeCall> = Vec::with_capacity(seen.len());
-        for (i, (messages, reply)) in seen.into_iter().enumerate() {
-            let hash = request_hash(&messages);
+        let mut out: Vec<NodeCall> = Vec::new();
+        // The agent of the previous call, whether its reply held no action, and its attempt.
+        let mut prev: Option<(Option<String>, bool, u32)> = None;
+        for (i, call) in seen.into_iter().enumerate() {
             let record = records
                 .iter()
                 .enumerate()
-                .find(|(k, r)| !used[*k] && r.hash == hash)
+                .find(|(k, r)| !used[*k] && r.hash == call.hash)
                 .map(|(k, r)| {
                     used[k] = true;
                     r
                 });
-            let agent = agent_of(&messages);
-            let (action, parse_error) = if social { action_of(&reply) } else { (None, None) };
-            let attempt = match out.last() {
-                Some(prev) if prev.agent == agent && prev.parse_error.is_some() => prev.attempt + 1,
+            let (action, parse_error) = if social { action_of(&call.reply) } else { (None, None) };
+            let attempt = match &prev {
+                Some((agent, true, n)) if *agent == call.agent => n + 1,
                 _ => 1,
+            };
+            prev = Some((call.agent.clone(), parse_error.is_some(), attempt));
+            let Some(messages) = call.messages else {
+                continue;
             };
             out.push(NodeCall {
                 index: i as u64,
-                provider: self.backend.label(scenario, sim, agent.as_deref()),
-                agent,
+                provider: self.backend.label(scenario, sim, call.agent.as_deref()),
+                agent: call.agent,
                 messages: messages.iter().map(call_message).collect(),
-                reply,
+                reply: call.reply,
                 action,
                 parse_error,
                 attempt,

@@ -62,19 +62,26 @@ pub fn FeedTabs(tree: Tree, children: Children) -> impl IntoView {
 fn CallsView(tree: Tree) -> impl IntoView {
     let ctx = ctx();
     let shown = RwSignal::new(Shown::Loading);
+    // The first call of the page shown (a node of a long run has thousands).
+    let offset = RwSignal::new(0u64);
     let key = Memo::new(move |_| {
         let n = tree.selected.get()?;
         Some((tree.id.get()?, n, tree.graph.with(|g| g.status_of(n))))
     });
     Effect::new(move |_| {
+        key.track();
+        offset.set(0);
+    });
+    Effect::new(move |_| {
         let Some((t, n, status)) = key.get() else { return };
+        let from = offset.get();
         if status == NodeStatus::Running {
             shown.set(Shown::Running);
             return;
         }
         shown.set(Shown::Loading);
         leptos::task::spawn_local(async move {
-            let now = match api::node_calls(t, n).await {
+            let now = match api::node_calls(t, n, from).await {
                 Ok(c) => Some(Shown::Calls(c)),
                 Err(ApiError::Http(409, _)) => Some(Shown::Running),
                 Err(e) => refusal(ctx, e).map(Shown::Failed),
@@ -96,10 +103,42 @@ fn CallsView(tree: Tree) -> impl IntoView {
                     let why = c.note.unwrap_or_else(|| ctx.tr("notebook.noCalls").to_string());
                     view! { <p id="calls-none" class="muted">{why}</p> }.into_any()
                 }
-                Shown::Calls(c) => c.calls.into_iter().map(call_view).collect_view().into_any(),
+                Shown::Calls(c) => {
+                    let pager = pager(offset, c.calls.len() as u64, c.total);
+                    view! { {pager} {c.calls.into_iter().map(call_view).collect_view()} }.into_any()
+                }
             }}
         </div>
     }
+}
+
+/// Calls a page holds (the server's default page).
+const PAGE: u64 = 50;
+
+/// "Calls 51–100 of 1,204" with buttons to the pages before and after, when there are more
+/// calls than one page holds.
+fn pager(offset: RwSignal<u64>, shown: u64, total: u64) -> Option<impl IntoView> {
+    let ctx = ctx();
+    let from = offset.get_untracked();
+    if shown >= total && from == 0 {
+        return None;
+    }
+    let label = ctx
+        .tr("notebook.callsPage")
+        .replace("{{from}}", &(from + 1).to_string())
+        .replace("{{to}}", &(from + shown).to_string())
+        .replace("{{total}}", &total.to_string());
+    Some(view! {
+        <p id="calls-pager" class="muted">
+            <button id="calls-earlier" disabled=from == 0 on:click=move |_| offset.set(from.saturating_sub(PAGE))>
+                "◀"
+            </button>
+            " " {label} " "
+            <button id="calls-later" disabled=from + shown >= total on:click=move |_| offset.set(from + shown)>
+                "▶"
+            </button>
+        </p>
+    })
 }
 
 /// One call: who, by what, at what cost; the prompt folded; the reply; the action read.
