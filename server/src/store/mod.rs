@@ -81,6 +81,32 @@ pub struct NodeRow {
     pub records: Vec<LlmRecord>,
 }
 
+/// A tree's node records as read: the intact ones, and the ids of those that are damaged (a
+/// checksum that does not match, a column that does not parse) with what is wrong.
+#[derive(Debug, Default)]
+pub struct NodeRows {
+    pub rows: Vec<NodeRow>,
+    pub damaged: Vec<(u64, String)>,
+}
+
+impl NodeRows {
+    /// The records of tree `tree` when every one is intact; else the damage of the first, naming
+    /// the tree, the node and `location` (the store's file). Never a wrong node: a tree whose
+    /// structure cannot be trusted is not loaded.
+    pub fn intact(self, tree: u64, location: &str) -> Result<Vec<NodeRow>, SourceError> {
+        match self.damaged.first() {
+            None => Ok(self.rows),
+            Some((node, why)) => Err(SourceError::Damaged(format!(
+                "tree {tree}, node {node}: {why} in {location}: the record is damaged{more}; run `simtree data check`",
+                more = match self.damaged.len() {
+                    1 => String::new(),
+                    n => format!(" (and {} other node record(s))", n - 1),
+                }
+            ))),
+        }
+    }
+}
+
 /// A stored row of a node's log: consecutive entries from entry `index` on, one per line, and
 /// the CRC-32 of the text (`None` in rows written before checksums: format 0).
 #[derive(Debug, Clone, PartialEq)]
@@ -275,7 +301,7 @@ pub struct ScenarioRow {
 pub trait Database: Send {
     fn apply(&mut self, writes: &[Write]) -> StoreResult<()>;
     fn trees(&mut self) -> StoreResult<Vec<TreeRow>>;
-    fn nodes(&mut self, tree: u64) -> StoreResult<Vec<NodeRow>>;
+    fn nodes(&mut self, tree: u64) -> StoreResult<NodeRows>;
     fn state(&mut self, tree: u64, node: u64) -> StoreResult<Option<Vec<u8>>>;
     /// Every chunk written by one of `nodes`.
     fn chunks(&mut self, tree: u64, nodes: &[u64]) -> StoreResult<Vec<(ChunkKey, Vec<u8>)>>;
@@ -383,6 +409,9 @@ enum Msg {
     Mark(u64),
     /// Answered once every write queued before it is committed (or failed).
     Flush(Ack),
+    /// Writes committed at once with everything queued before them, or dropped when that
+    /// commit fails (see [`Store::commit_or_nothing`]).
+    Attempt(Vec<Write>, Ack),
     Read(Job),
 }
 
@@ -439,6 +468,19 @@ impl Front {
             tracing::warn!(error = %e, "journal");
         }
         Ok(())
+    }
+
+    /// Queues an attempt (see [`Store::commit_or_nothing`]) after sealing what was gathered, so
+    /// that the journal's groups and the attempt keep the queue's order: every group sealed
+    /// before it is marked before it, and everything gathered after it is replayed after it.
+    /// A seal that fails leaves the journal marked unjournaled: the flushes that follow wait for
+    /// a commit.
+    fn attempt(&self, mailbox: &Mailbox, writes: Vec<Write>, ack: Ack) -> StoreResult<()> {
+        let mut j = self.journal();
+        if let Err(e) = self.seal(&mut j, mailbox) {
+            tracing::debug!(error = %e, "journal append failed; the attempt commits it");
+        }
+        mailbox.post(Msg::Attempt(writes, ack))
     }
 
     /// Makes every write queued so far durable through the journal; false when only a database
@@ -579,6 +621,24 @@ impl Store {
         self.send(Msg::Flush(Box::new(move |r| {
             let _ = tx.send(r);
         })))?;
+        blocking(|| rx.recv().map_err(|_| StoreError("the store thread ended".into()))?)
+    }
+
+    /// Commits `writes` at once, in one transaction with every write queued before them, and
+    /// answers how it went. When that commit fails they are dropped (the earlier writes are kept
+    /// and retried as always) and the error is returned: for changes a caller makes in memory
+    /// only once they are stored (a deletion, a rename, an annotation), so that a refusal leaves
+    /// nothing changed, neither in memory nor, later, in the store. Not journaled: durable once
+    /// committed.
+    pub fn commit_or_nothing(&self, writes: Vec<Write>) -> StoreResult<()> {
+        let (tx, rx) = mpsc::channel();
+        let ack: Ack = Box::new(move |r| {
+            let _ = tx.send(r);
+        });
+        match &self.front {
+            Some(front) => front.attempt(&self.mailbox, writes, ack)?,
+            None => self.send(Msg::Attempt(writes, ack))?,
+        }
         blocking(|| rx.recv().map_err(|_| StoreError("the store thread ended".into()))?)
     }
 
@@ -834,6 +894,20 @@ impl Committer {
     /// Commits everything queued (after any retained writes) and answers `flushes` with the
     /// outcome.
     fn commit(&mut self, db: &mut dyn Database, writes: &mut Vec<Write>, flushes: &mut Vec<Ack>) {
+        // (The outcome is told to the flushes.)
+        let _ = self.commit_with(db, writes, flushes, Vec::new());
+    }
+
+    /// [`Self::commit`] with `attempt` in the same transaction, after the rest; when it fails
+    /// the attempt is dropped rather than retained. The outcome, and on success the attempted
+    /// writes back.
+    fn commit_with(
+        &mut self,
+        db: &mut dyn Database,
+        writes: &mut Vec<Write>,
+        flushes: &mut Vec<Ack>,
+        attempt: Vec<Write>,
+    ) -> (StoreResult<()>, Vec<Write>) {
         let mut all = std::mem::take(&mut self.retained);
         // The last group these writes complete: a retained one's mark, or the newest mark.
         let retained_seq = all.iter().rev().find_map(|w| match w {
@@ -843,6 +917,8 @@ impl Committer {
         all.append(writes);
         let seq = self.last_seq.take();
         all.extend(seq.map(|seq| Write::Applied { seq }));
+        let kept = all.len();
+        all.extend(attempt);
         let result = match (all.is_empty(), &self.fault) {
             (false, _) => db.apply(&all),
             // Failed before, nothing to retry: does it take writes again?
@@ -866,6 +942,7 @@ impl Committer {
                     tracing::error!(error = %e, writes = all.len(), "store commit failed");
                 }
                 self.fault = Some(e.0.clone());
+                all.truncate(kept);
                 // Every write is kept, in order, and retried (each is idempotent): the journaled
                 // ones were acknowledged, and the others belong to runs still in flight, whose
                 // end may yet be acknowledged, or to deletions of nodes taken back out of the
@@ -878,11 +955,17 @@ impl Committer {
                 }
             }
         }
+        let attempted = if result.is_ok() {
+            all.split_off(kept)
+        } else {
+            Vec::new()
+        };
         all.clear();
         *writes = all;
         for f in flushes.drain(..) {
             f(result.clone());
         }
+        (result, attempted)
     }
 }
 
@@ -929,6 +1012,15 @@ fn run(db: &mut dyn Database, mailbox: &Mailbox, front: Option<Arc<Front>>, hear
                 }
                 Msg::Mark(seq) => c.mark(seq),
                 Msg::Flush(ack) => flushes.push(ack),
+                Msg::Attempt(attempt, ack) => {
+                    let (result, stored) = c.commit_with(db, &mut writes, &mut flushes, attempt);
+                    oldest = None;
+                    // Deletions count from their commit on (one refused never happened).
+                    for w in &stored {
+                        gone.admit(w);
+                    }
+                    ack(result);
+                }
                 Msg::Read(job) => {
                     c.commit(db, &mut writes, &mut flushes);
                     oldest = None;
@@ -1497,7 +1589,7 @@ mod journal_tests {
         store.flush().unwrap();
         assert_eq!(store.read(|db| db.next_tree()).unwrap(), 3);
         assert_eq!(store.read(|db| db.abandoned_imports()).unwrap(), [(2, 1)]);
-        assert!(store.read(|db| db.nodes(2)).unwrap().is_empty());
+        assert!(store.read(|db| db.nodes(2)).unwrap().rows.is_empty());
         assert!(store.read(|db| db.abandoned_imports()).unwrap().is_empty());
         assert_eq!(store.read(|db| db.next_tree()).unwrap(), 3);
         drop(store);
@@ -1522,8 +1614,8 @@ mod journal_tests {
         fn trees(&mut self) -> StoreResult<Vec<TreeRow>> {
             Ok(Vec::new())
         }
-        fn nodes(&mut self, _: u64) -> StoreResult<Vec<NodeRow>> {
-            Ok(Vec::new())
+        fn nodes(&mut self, _: u64) -> StoreResult<NodeRows> {
+            Ok(NodeRows::default())
         }
         fn state(&mut self, _: u64, _: u64) -> StoreResult<Option<Vec<u8>>> {
             Ok(None)
@@ -1562,6 +1654,38 @@ mod journal_tests {
                 _ => unreachable!("the test posts writes and marks only"),
             }
         }
+    }
+
+    #[test]
+    fn an_attempt_whose_commit_fails_is_dropped_and_the_writes_before_it_are_retried() {
+        let mut c = Committer::new(None);
+        let mut db = Flaky::default();
+        let rename = |name: &str| Write::Rename {
+            tree: 1,
+            name: name.into(),
+        };
+        let heard = Arc::new(Mutex::new(Vec::new()));
+        db.fail = true;
+        let (result, stored) = c.commit_with(
+            &mut db,
+            &mut vec![rename("queued")],
+            &mut vec![waiter(&heard)],
+            vec![rename("attempt")],
+        );
+        assert!(result.is_err() && stored.is_empty());
+        assert_eq!(*heard.lock().unwrap(), [false]);
+        assert_eq!(c.retained.len(), 1, "the queued write is kept, the attempt is not");
+        db.fail = false;
+        let (result, stored) = c.commit_with(&mut db, &mut Vec::new(), &mut Vec::new(), vec![rename("again")]);
+        assert!(result.is_ok());
+        assert_eq!(
+            stored.len(),
+            1,
+            "what was stored comes back (deletions are recorded from it)"
+        );
+        assert!(c.retained.is_empty());
+        assert_eq!(db.applied.len(), 2);
+        assert!(db.applied[0].contains("\"queued\"") && db.applied[1].contains("\"again\""));
     }
 
     #[test]

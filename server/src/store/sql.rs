@@ -8,7 +8,7 @@
 use simtree_shared::{EdgeType, NodeStatus, Op, SimKind};
 
 use super::lease::{self, Lease};
-use super::{Database, LogRow, NodeRow, ScenarioRow, StoreError, StoreResult, TextMatch, TreeRow, Write};
+use super::{Database, LogRow, NodeRow, NodeRows, ScenarioRow, StoreError, StoreResult, TextMatch, TreeRow, Write};
 use crate::chunks::ChunkKey;
 
 /// A statement parameter.
@@ -175,6 +175,9 @@ const MIGRATIONS: &[&str] = &[
     // 10 (notebook): the questions asked of agents at nodes and their answers (JSON), in order.
     "CREATE TABLE asks (tree BIGINT NOT NULL, node BIGINT NOT NULL, seq BIGINT NOT NULL, body TEXT NOT NULL,
         PRIMARY KEY (tree, node, seq));",
+    // 11 (durable): a CRC-32 of each node record (`node_crc`; NULL in rows written before:
+    // read as they were).
+    "ALTER TABLE nodes ADD COLUMN crc BIGINT;",
 ];
 
 /// The schema version this build writes.
@@ -187,6 +190,74 @@ pub struct Db<S: Sql> {
     pub lease: Option<Lease>,
     /// Why writes are refused for good: the lease was lost (see `store/lease.rs`).
     lease_lost: Option<String>,
+}
+
+/// A node record as its columns hold it.
+struct StoredNode {
+    tree: u64,
+    id: u64,
+    parent: Option<u64>,
+    depth: u64,
+    edge_type: String,
+    ops: String,
+    status: String,
+    error: Option<String>,
+    created: u64,
+    finished: Option<u64>,
+    turns: u64,
+    records: String,
+}
+
+impl StoredNode {
+    /// The CRC-32 of every column (and the tree), each as text followed by a byte no UTF-8 text
+    /// holds (0xFF; 0xFE for a NULL), so that no two different rows give one sequence.
+    fn crc(&self) -> u32 {
+        let mut h = crc32fast::Hasher::new();
+        let mut put = |v: Option<&str>| {
+            if let Some(v) = v {
+                h.update(v.as_bytes());
+            }
+            h.update(&[if v.is_some() { 0xFF } else { 0xFE }]);
+        };
+        let num = |v: u64| v.to_string();
+        put(Some(&num(self.tree)));
+        put(Some(&num(self.id)));
+        put(self.parent.map(num).as_deref());
+        put(Some(&num(self.depth)));
+        put(Some(&self.edge_type));
+        put(Some(&self.ops));
+        put(Some(&self.status));
+        put(self.error.as_deref());
+        put(Some(&num(self.created)));
+        put(self.finished.map(num).as_deref());
+        put(Some(&num(self.turns)));
+        put(Some(&self.records));
+        h.finalize()
+    }
+
+    /// The record, or what is wrong with it: a checksum that does not match (`crc`: `None` in
+    /// rows written before checksums), or a column that does not parse.
+    fn row(self, crc: Option<i64>) -> Result<NodeRow, String> {
+        if let Some(crc) = crc
+            && crc as u32 != self.crc()
+        {
+            return Err("its record fails its checksum".into());
+        }
+        let parse = |what: &str, e: String| format!("its record's {what} cannot be read: {e}");
+        Ok(NodeRow {
+            id: self.id,
+            parent: self.parent,
+            depth: u32::try_from(self.depth).map_err(|e| parse("depth", e.to_string()))?,
+            edge_type: parse_enum::<EdgeType>(&self.edge_type).map_err(|e| parse("edge type", e.0))?,
+            ops: exact(serde_json::from_str::<Vec<Op>>(&self.ops).map_err(|e| parse("ops", e.to_string()))?),
+            status: parse_enum::<NodeStatus>(&self.status).map_err(|e| parse("status", e.0))?,
+            error: self.error,
+            created: self.created,
+            finished: self.finished,
+            turns: self.turns,
+            records: exact(serde_json::from_str(&self.records).map_err(|e| parse("records", e.to_string()))?),
+        })
+    }
 }
 
 fn i(v: u64) -> P<'static> {
@@ -402,24 +473,40 @@ impl<S: Sql> Db<S> {
                 )?;
             }
             Write::Node { tree, row } => {
+                let stored = StoredNode {
+                    tree: *tree,
+                    id: row.id,
+                    parent: row.parent,
+                    depth: u64::from(row.depth),
+                    edge_type: enum_text(&row.edge_type),
+                    ops: json(&row.ops),
+                    status: enum_text(&row.status),
+                    error: row.error.clone(),
+                    created: row.created,
+                    finished: row.finished,
+                    turns: row.turns,
+                    records: json(&row.records),
+                };
                 sql.write(
-                    "INSERT INTO nodes (tree, id, parent, depth, edge_type, ops, status, error, created, finished, turns, records)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+                    "INSERT INTO nodes (tree, id, parent, depth, edge_type, ops, status, error, created, finished, turns, records, crc)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
                      ON CONFLICT (tree, id) DO UPDATE SET status = excluded.status, error = excluded.error,
-                        finished = excluded.finished, turns = excluded.turns, records = excluded.records",
+                        finished = excluded.finished, turns = excluded.turns, records = excluded.records,
+                        crc = excluded.crc",
                     &[
                         i(*tree),
                         i(row.id),
                         P::OptInt(row.parent.map(|p| p as i64)),
-                        P::Int(row.depth as i64),
-                        P::Text(&enum_text(&row.edge_type)),
-                        P::Text(&json(&row.ops)),
-                        P::Text(&enum_text(&row.status)),
+                        i(stored.depth),
+                        P::Text(&stored.edge_type),
+                        P::Text(&stored.ops),
+                        P::Text(&stored.status),
                         P::OptText(row.error.as_deref()),
                         i(row.created),
                         P::OptInt(row.finished.map(|f| f as i64)),
                         i(row.turns),
-                        P::Text(&json(&row.records)),
+                        P::Text(&stored.records),
+                        P::Int(i64::from(stored.crc())),
                     ],
                 )?;
             }
@@ -713,42 +800,38 @@ impl<S: Sql> Database for Db<S> {
             .collect()
     }
 
-    fn nodes(&mut self, tree: u64) -> StoreResult<Vec<NodeRow>> {
+    fn nodes(&mut self, tree: u64) -> StoreResult<NodeRows> {
         let rows = self.sql.query(
-            "SELECT id, parent, depth, edge_type, ops, status, error, created, finished, turns, records
+            "SELECT id, parent, depth, edge_type, ops, status, error, created, finished, turns, records, crc
              FROM nodes WHERE tree = $1 ORDER BY id",
             &[i(tree)],
         )?;
-        rows.into_iter()
-            .map(|r| {
-                let mut r = r.into_iter();
-                let mut next = || r.next().unwrap_or(Cell::Null);
-                let id = next().int()? as u64;
-                let parent = next().opt_int()?.map(|p| p as u64);
-                let depth = next().int()? as u32;
-                let edge_type = parse_enum::<EdgeType>(&next().text()?)?;
-                let ops: Vec<Op> = exact(
-                    serde_json::from_str(&next().text()?).map_err(|e| StoreError(format!("node {id}: ops: {e}")))?,
-                );
-                let status = parse_enum::<NodeStatus>(&next().text()?)?;
-                Ok(NodeRow {
-                    id,
-                    parent,
-                    depth,
-                    edge_type,
-                    ops,
-                    status,
-                    error: next().opt_text()?,
-                    created: next().int()? as u64,
-                    finished: next().opt_int()?.map(|f| f as u64),
-                    turns: next().int()? as u64,
-                    records: exact(
-                        serde_json::from_str(&next().text()?)
-                            .map_err(|e| StoreError(format!("node {id}: records: {e}")))?,
-                    ),
-                })
-            })
-            .collect()
+        let mut out = NodeRows::default();
+        for r in rows {
+            let mut r = r.into_iter();
+            let mut next = || r.next().unwrap_or(Cell::Null);
+            let stored = StoredNode {
+                tree,
+                id: next().int()? as u64,
+                parent: next().opt_int()?.map(|p| p as u64),
+                depth: next().int()? as u64,
+                edge_type: next().text()?,
+                ops: next().text()?,
+                status: next().text()?,
+                error: next().opt_text()?,
+                created: next().int()? as u64,
+                finished: next().opt_int()?.map(|f| f as u64),
+                turns: next().int()? as u64,
+                records: next().text()?,
+            };
+            let crc = next().opt_int()?;
+            let id = stored.id;
+            match stored.row(crc) {
+                Ok(row) => out.rows.push(row),
+                Err(why) => out.damaged.push((id, why)),
+            }
+        }
+        Ok(out)
     }
 
     fn state(&mut self, tree: u64, node: u64) -> StoreResult<Option<Vec<u8>>> {
