@@ -260,6 +260,20 @@ impl StoredNode {
     }
 }
 
+/// Reads each result row with `read`, which takes the row's cells in order by calling `next`
+/// (a cell past the row's end reads as NULL).
+fn each<T>(
+    rows: Vec<Vec<Cell>>,
+    mut read: impl FnMut(&mut dyn FnMut() -> Cell) -> StoreResult<T>,
+) -> StoreResult<Vec<T>> {
+    rows.into_iter()
+        .map(|r| {
+            let mut r = r.into_iter();
+            read(&mut || r.next().unwrap_or(Cell::Null))
+        })
+        .collect()
+}
+
 fn i(v: u64) -> P<'static> {
     P::Int(v as i64)
 }
@@ -407,13 +421,7 @@ impl<S: Sql> Db<S> {
     /// `(node, body)` rows of a tree (`$1`) that `query` selects.
     fn node_bodies(&mut self, query: &str, tree: u64) -> StoreResult<Vec<(u64, String)>> {
         let rows = self.sql.query(query, &[i(tree)])?;
-        rows.into_iter()
-            .map(|r| {
-                let mut r = r.into_iter();
-                let mut next = || r.next().unwrap_or(Cell::Null);
-                Ok((next().int()? as u64, next().text()?))
-            })
-            .collect()
+        each(rows, |next| Ok((next().int()? as u64, next().text()?)))
     }
 
     /// The last journal group written to the database.
@@ -780,24 +788,20 @@ impl<S: Sql> Database for Db<S> {
             "SELECT id, name, scenario, kind, created, last_activity, seq, nodes, budget, description FROM trees ORDER BY id",
             &[],
         )?;
-        rows.into_iter()
-            .map(|r| {
-                let mut r = r.into_iter();
-                let mut next = || r.next().unwrap_or(Cell::Null);
-                Ok(TreeRow {
-                    id: next().int()? as u64,
-                    name: next().text()?,
-                    scenario: next().text()?,
-                    kind: parse_enum::<SimKind>(&next().text()?)?,
-                    created: next().int()? as u64,
-                    last_activity: next().int()? as u64,
-                    seq: next().int()? as u64,
-                    nodes: next().int()? as u64,
-                    budget: next().opt_int()?.map(|b| b as u64),
-                    description: next().opt_text()?,
-                })
+        each(rows, |next| {
+            Ok(TreeRow {
+                id: next().int()? as u64,
+                name: next().text()?,
+                scenario: next().text()?,
+                kind: parse_enum::<SimKind>(&next().text()?)?,
+                created: next().int()? as u64,
+                last_activity: next().int()? as u64,
+                seq: next().int()? as u64,
+                nodes: next().int()? as u64,
+                budget: next().opt_int()?.map(|b| b as u64),
+                description: next().opt_text()?,
             })
-            .collect()
+        })
     }
 
     fn nodes(&mut self, tree: u64) -> StoreResult<NodeRows> {
@@ -806,10 +810,7 @@ impl<S: Sql> Database for Db<S> {
              FROM nodes WHERE tree = $1 ORDER BY id",
             &[i(tree)],
         )?;
-        let mut out = NodeRows::default();
-        for r in rows {
-            let mut r = r.into_iter();
-            let mut next = || r.next().unwrap_or(Cell::Null);
+        let read = each(rows, |next| {
             let stored = StoredNode {
                 tree,
                 id: next().int()? as u64,
@@ -824,7 +825,10 @@ impl<S: Sql> Database for Db<S> {
                 turns: next().int()? as u64,
                 records: next().text()?,
             };
-            let crc = next().opt_int()?;
+            Ok((stored, next().opt_int()?))
+        })?;
+        let mut out = NodeRows::default();
+        for (stored, crc) in read {
             let id = stored.id;
             match stored.row(crc) {
                 Ok(row) => out.rows.push(row),
@@ -852,13 +856,11 @@ impl<S: Sql> Database for Db<S> {
                 &format!("SELECT node, ord, data FROM chunks WHERE tree = $1 AND node IN ({list})"),
                 &[i(tree)],
             )?;
-            for r in rows {
-                let mut r = r.into_iter();
-                let mut next = || r.next().unwrap_or(Cell::Null);
+            out.extend(each(rows, |next| {
                 let node = next().int()? as u64;
                 let ord = next().int()? as u32;
-                out.push(((node, ord), next().blob()?));
-            }
+                Ok(((node, ord), next().blob()?))
+            })?);
         }
         Ok(out)
     }
@@ -868,17 +870,13 @@ impl<S: Sql> Database for Db<S> {
             "SELECT idx, entries, crc FROM logs WHERE tree = $1 AND node = $2 ORDER BY idx",
             &[i(tree), i(node)],
         )?;
-        rows.into_iter()
-            .map(|r| {
-                let mut r = r.into_iter();
-                let mut next = || r.next().unwrap_or(Cell::Null);
-                Ok(LogRow {
-                    index: next().int()? as u64,
-                    entries: next().text()?,
-                    crc: next().opt_int()?.map(|c| c as u32),
-                })
+        each(rows, |next| {
+            Ok(LogRow {
+                index: next().int()? as u64,
+                entries: next().text()?,
+                crc: next().opt_int()?.map(|c| c as u32),
             })
-            .collect()
+        })
     }
 
     fn sweeps(&mut self, tree: u64) -> StoreResult<Vec<String>> {
@@ -989,13 +987,7 @@ impl<S: Sql> Database for Db<S> {
 
     fn datasets(&mut self) -> StoreResult<Vec<(String, String)>> {
         let rows = self.sql.query("SELECT name, body FROM datasets ORDER BY name", &[])?;
-        rows.into_iter()
-            .map(|r| {
-                let mut r = r.into_iter();
-                let mut next = || r.next().unwrap_or(Cell::Null);
-                Ok((next().text()?, next().text()?))
-            })
-            .collect()
+        each(rows, |next| Ok((next().text()?, next().text()?)))
     }
 
     fn scenarios(&mut self) -> StoreResult<Vec<ScenarioRow>> {
@@ -1003,33 +995,25 @@ impl<S: Sql> Database for Db<S> {
             "SELECT id, version, saved, body FROM scenarios ORDER BY id, version",
             &[],
         )?;
-        rows.into_iter()
-            .map(|r| {
-                let mut r = r.into_iter();
-                let mut next = || r.next().unwrap_or(Cell::Null);
-                Ok(ScenarioRow {
-                    id: next().text()?,
-                    version: next().int()? as u64,
-                    saved: next().int()? as u64,
-                    body: next().text()?,
-                })
+        each(rows, |next| {
+            Ok(ScenarioRow {
+                id: next().text()?,
+                version: next().int()? as u64,
+                saved: next().int()? as u64,
+                body: next().text()?,
             })
-            .collect()
+        })
     }
 
     fn scenario_counters(&mut self) -> StoreResult<Vec<(String, u64)>> {
         let rows = self
             .sql
             .query("SELECT name, value FROM counters WHERE name LIKE 'scenario:%'", &[])?;
-        rows.into_iter()
-            .map(|r| {
-                let mut r = r.into_iter();
-                let mut next = || r.next().unwrap_or(Cell::Null);
-                let name = next().text()?;
-                let id = name.strip_prefix("scenario:").unwrap_or(&name).to_string();
-                Ok((id, next().int()? as u64))
-            })
-            .collect()
+        each(rows, |next| {
+            let name = next().text()?;
+            let id = name.strip_prefix("scenario:").unwrap_or(&name).to_string();
+            Ok((id, next().int()? as u64))
+        })
     }
 
     fn scenario_body(&mut self, id: &str, version: u64) -> StoreResult<Option<String>> {
@@ -1047,14 +1031,9 @@ impl<S: Sql> Database for Db<S> {
         let rows = self
             .sql
             .query("SELECT scenario, version FROM origins WHERE tree = $1", &[i(tree)])?;
-        rows.into_iter()
-            .next()
-            .map(|r| {
-                let mut r = r.into_iter();
-                let mut next = || r.next().unwrap_or(Cell::Null);
-                Ok((next().text()?, next().int()? as u64))
-            })
-            .transpose()
+        Ok(each(rows, |next| Ok((next().text()?, next().int()? as u64)))?
+            .into_iter()
+            .next())
     }
 
     fn annotations(&mut self, tree: u64) -> StoreResult<Vec<(u64, String)>> {
@@ -1070,19 +1049,15 @@ impl<S: Sql> Database for Db<S> {
         let q = (fts.phrase)(phrase);
         let tree = tree.map_or(-1, |t| t as i64);
         let rows = self.sql.query(fts.query, &[P::Text(&q), P::Int(tree), i(limit)])?;
-        rows.into_iter()
-            .map(|r| {
-                let mut r = r.into_iter();
-                let mut next = || r.next().unwrap_or(Cell::Null);
-                Ok(TextMatch {
-                    id: next().int()? as u64,
-                    tree: next().int()? as u64,
-                    node: next().int()? as u64,
-                    kind: next().text()?,
-                    score: next().int()?,
-                })
+        each(rows, |next| {
+            Ok(TextMatch {
+                id: next().int()? as u64,
+                tree: next().int()? as u64,
+                node: next().int()? as u64,
+                kind: next().text()?,
+                score: next().int()?,
             })
-            .collect()
+        })
     }
 
     fn texts(&mut self, ids: &[u64]) -> StoreResult<Vec<(u64, String)>> {
@@ -1091,11 +1066,7 @@ impl<S: Sql> Database for Db<S> {
             let rows = self
                 .sql
                 .query(&format!("SELECT id, body FROM texts WHERE id IN ({list})"), &[])?;
-            for r in rows {
-                let mut r = r.into_iter();
-                let mut next = || r.next().unwrap_or(Cell::Null);
-                out.push((next().int()? as u64, next().text()?));
-            }
+            out.extend(each(rows, |next| Ok((next().int()? as u64, next().text()?)))?);
         }
         Ok(out)
     }
