@@ -192,7 +192,12 @@ pub struct Db<S: Sql> {
     lease_lost: Option<String>,
 }
 
+/// The columns [`StoredNode::read`] reads, in its order.
+const NODE_COLUMNS: &str =
+    "tree, id, parent, depth, edge_type, ops, status, error, created, finished, turns, records, crc";
+
 /// A node record as its columns hold it.
+#[derive(Clone)]
 struct StoredNode {
     tree: u64,
     id: u64,
@@ -209,6 +214,25 @@ struct StoredNode {
 }
 
 impl StoredNode {
+    /// A row of [`NODE_COLUMNS`]: the record and its checksum (`None`: written before checksums).
+    fn read(next: &mut dyn FnMut() -> Cell) -> StoreResult<(StoredNode, Option<i64>)> {
+        let stored = StoredNode {
+            tree: next().int()? as u64,
+            id: next().int()? as u64,
+            parent: next().opt_int()?.map(|p| p as u64),
+            depth: next().int()? as u64,
+            edge_type: next().text()?,
+            ops: next().text()?,
+            status: next().text()?,
+            error: next().opt_text()?,
+            created: next().int()? as u64,
+            finished: next().opt_int()?.map(|f| f as u64),
+            turns: next().int()? as u64,
+            records: next().text()?,
+        };
+        Ok((stored, next().opt_int()?))
+    }
+
     /// The CRC-32 of every column (and the tree), each as text followed by a byte no UTF-8 text
     /// holds (0xFF; 0xFE for a NULL), so that no two different rows give one sequence.
     fn crc(&self) -> u32 {
@@ -806,29 +830,11 @@ impl<S: Sql> Database for Db<S> {
 
     fn nodes(&mut self, tree: u64) -> StoreResult<NodeRows> {
         let rows = self.sql.query(
-            "SELECT id, parent, depth, edge_type, ops, status, error, created, finished, turns, records, crc
-             FROM nodes WHERE tree = $1 ORDER BY id",
+            &format!("SELECT {NODE_COLUMNS} FROM nodes WHERE tree = $1 ORDER BY id"),
             &[i(tree)],
         )?;
-        let read = each(rows, |next| {
-            let stored = StoredNode {
-                tree,
-                id: next().int()? as u64,
-                parent: next().opt_int()?.map(|p| p as u64),
-                depth: next().int()? as u64,
-                edge_type: next().text()?,
-                ops: next().text()?,
-                status: next().text()?,
-                error: next().opt_text()?,
-                created: next().int()? as u64,
-                finished: next().opt_int()?.map(|f| f as u64),
-                turns: next().int()? as u64,
-                records: next().text()?,
-            };
-            Ok((stored, next().opt_int()?))
-        })?;
         let mut out = NodeRows::default();
-        for (stored, crc) in read {
+        for (stored, crc) in each(rows, StoredNode::read)? {
             let id = stored.id;
             match stored.row(crc) {
                 Ok(row) => out.rows.push(row),
@@ -1072,7 +1078,30 @@ impl<S: Sql> Database for Db<S> {
     }
 
     fn interrupt_running(&mut self) -> StoreResult<u64> {
-        self.sql
-            .execute("UPDATE nodes SET status = 'interrupted' WHERE status = 'running'", &[])
+        // The status changes, so does the record's checksum. One that did not match stays as it
+        // was (damage is never made to look intact); rows from before checksums keep none.
+        let rows = self.sql.query(
+            &format!("SELECT {NODE_COLUMNS} FROM nodes WHERE status = 'running'"),
+            &[],
+        )?;
+        let running = each(rows, StoredNode::read)?;
+        if running.is_empty() {
+            return Ok(0);
+        }
+        self.sql.begin()?;
+        for (mut n, crc) in running.iter().map(|(n, crc)| (n.clone(), *crc)) {
+            let intact = crc.is_some_and(|c| c as u32 == n.crc());
+            n.status = enum_text(&NodeStatus::Interrupted);
+            let crc = if intact { Some(i64::from(n.crc())) } else { crc };
+            if let Err(e) = self.sql.write(
+                "UPDATE nodes SET status = $1, crc = $2 WHERE tree = $3 AND id = $4",
+                &[P::Text(&n.status), P::OptInt(crc), i(n.tree), i(n.id)],
+            ) {
+                self.sql.rollback();
+                return Err(e);
+            }
+        }
+        self.sql.commit()?;
+        Ok(running.len() as u64)
     }
 }
