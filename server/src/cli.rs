@@ -267,15 +267,15 @@ pub enum DataCommand {
     /// Verify every stored row of a data folder: journal, database pages, each tree's nodes,
     /// states, chunks and logs. Prints one line per problem; exit 1 when there is one.
     Check {
-        /// The data folder (default: $SIMTREE_DATA, else the platform data folder).
-        #[arg(long, env = "SIMTREE_DATA")]
-        data: Option<PathBuf>,
+        #[command(flatten)]
+        at: DataAt,
     },
     /// Apply what a damaged journal holds intact (the groups before the damage) and set the
     /// journal aside, renamed, so the server starts again. Damaged rows are left to `check`.
+    /// (PostgreSQL has no journal: nothing to apply.)
     Repair {
-        #[arg(long, env = "SIMTREE_DATA")]
-        data: Option<PathBuf>,
+        #[command(flatten)]
+        at: DataAt,
     },
     /// Check a CSV (`date,ticker,open,high,low,close,volume[,adj_close]`) and keep it in the
     /// store as dataset NAME, as `POST /api/datasets?name=NAME` does (not while a server uses
@@ -288,21 +288,34 @@ pub enum DataCommand {
     },
 }
 
+/// The store `simtree data check|repair` looks at.
+#[derive(Debug, clap::Args)]
+pub struct DataAt {
+    /// The data folder (default: $SIMTREE_DATA, else the platform data folder).
+    #[arg(long, env = "SIMTREE_DATA")]
+    data: Option<PathBuf>,
+    /// A PostgreSQL database instead of a data folder.
+    #[arg(long, env = "SIMTREE_DATABASE_URL", hide_env_values = true, conflicts_with = "data")]
+    database_url: Option<String>,
+}
+
 fn data(command: DataCommand) -> Result<(), String> {
     let folder = |d: Option<PathBuf>| d.map_or_else(default_data_dir, Ok);
     match command {
-        DataCommand::Check { data } => {
-            let dir = folder(data)?;
-            let report = crate::store::check::check(&dir)?;
+        DataCommand::Check { at } => {
+            let (place, report) = match at.database_url {
+                Some(url) => ("postgresql".to_string(), crate::store::check::check_postgres(&url)?),
+                None => {
+                    let dir = folder(at.data)?;
+                    (dir.display().to_string(), crate::store::check::check(&dir)?)
+                }
+            };
             for p in &report.problems {
                 println!("{p}");
             }
             let summary = format!(
-                "{}: {} tree(s), {} node(s), {} journal group(s) to apply",
-                dir.display(),
-                report.trees,
-                report.nodes,
-                report.pending
+                "{place}: {} tree(s), {} node(s), {} journal group(s) to apply",
+                report.trees, report.nodes, report.pending
             );
             match report.problems.len() {
                 0 => {
@@ -312,9 +325,12 @@ fn data(command: DataCommand) -> Result<(), String> {
                 n => Err(format!("{summary}: {n} problem(s)")),
             }
         }
-        DataCommand::Repair { data } => {
-            let dir = folder(data)?;
-            println!("{}", crate::store::check::repair(&dir)?);
+        DataCommand::Repair { at } => {
+            let done = match at.database_url {
+                Some(url) => crate::store::check::repair_postgres(&url)?,
+                None => crate::store::check::repair(&folder(at.data)?)?,
+            };
+            println!("{done}");
             Ok(())
         }
         DataCommand::Import { name, file, storage } => data_import(name, file, storage),

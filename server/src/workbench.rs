@@ -1033,28 +1033,43 @@ impl Workbench {
         Ok(())
     }
 
-    /// Deletes a subtree; runs inside it are cancelled.
+    /// Deletes a subtree; runs inside it are cancelled. The deletion is stored first and made
+    /// in memory only then: one the store refuses (503) leaves the subtree where it was.
     pub fn delete(&self, tree: u64, node: NodeId) -> Result<(), WorkbenchError> {
         let handle = self.tree(tree)?;
         let removed = {
             let mut t = handle.lock();
+            if t.node(node)?.parent.is_none() {
+                return Err(TreeError::DeleteRoot.into());
+            }
+            let nodes = t.subtree(node);
+            let left = t.len().saturating_sub(nodes.len());
+            let now = crate::store::now_ms();
+            let touch = handle.touch_write(&t, left, now);
+            handle.store_first(vec![crate::store::Write::DeleteNodes { tree, nodes }, touch])?;
+            lock(&handle.meta).last_activity = now;
             let removed = t.delete_subtree(node)?;
-            handle.persist_delete(&t, removed.clone());
             sweep::Sweeps::prune(&handle, &t);
             handle.send(TreeMsg::Deleted { node });
             removed
         };
         handle.cancel(removed);
-        handle.flush()
+        Ok(())
     }
 
-    /// Removes a whole tree; its running simulations are cancelled.
+    /// Removes a whole tree; its running simulations are cancelled. Stored first, like
+    /// [`Self::delete`]: a refused deletion leaves the tree as it was.
     pub fn delete_tree(&self, tree: u64) -> Result<(), WorkbenchError> {
         if let Some(store) = &self.store {
-            if self.stored.remove(&tree).is_none() && !self.trees.contains_key(&tree) {
+            if !self.stored.contains_key(&tree) && !self.trees.contains_key(&tree) {
                 return Err(WorkbenchError::tree_not_found());
             }
-            store.write(crate::store::Write::DeleteTree { tree });
+            store
+                .commit_or_nothing(vec![crate::store::Write::DeleteTree { tree }])
+                .map_err(|e| {
+                    WorkbenchError::unavailable(format!("the deletion could not be stored, so nothing changed: {e}"))
+                })?;
+            self.stored.remove(&tree);
         }
         if let Some((_, handle)) = self.trees.remove(&tree) {
             let running: Vec<NodeId> = lock(&handle.runs).keys().copied().collect();
@@ -1062,10 +1077,7 @@ impl Workbench {
         } else if self.store.is_none() {
             return Err(WorkbenchError::tree_not_found());
         }
-        match &self.store {
-            Some(s) => s.flush().map_err(|e| WorkbenchError::unavailable(e.to_string())),
-            None => Ok(()),
-        }
+        Ok(())
     }
 
     /// `GET …/state`: a finished node's state, or a running node's state so far — after its

@@ -116,7 +116,7 @@ async fn deleting_a_subtree_or_a_tree_removes_its_rows() {
         let store = store.clone();
         store
             .read(move |db| {
-                let nodes = db.nodes(t)?.into_iter().filter(|n| ids.contains(&n.id)).count();
+                let nodes = db.nodes(t)?.rows.into_iter().filter(|n| ids.contains(&n.id)).count();
                 let mut states = 0;
                 let mut logs = 0;
                 for &id in &ids {

@@ -105,7 +105,7 @@ fn copy_tree(store: &Store, from: u64, to: std::ops::Range<u64>) {
     let rows = store
         .read(move |db| {
             let tree = db.trees()?.into_iter().find(|t| t.id == from).expect("tree row");
-            let nodes = db.nodes(from)?;
+            let nodes = db.nodes(from)?.rows;
             let ids: Vec<u64> = nodes.iter().map(|n| n.id).collect();
             let chunks = db.chunks(from, &ids)?;
             let mut states = Vec::new();

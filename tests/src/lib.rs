@@ -586,6 +586,30 @@ impl Postgres {
     pub fn start_again(&self) {
         self.pg_ctl(&["start", "-o", &self.opts]);
     }
+
+    /// Runs SQL statements with `psql` (stopping at the first error); their output.
+    pub fn sql(&self, statements: &str) -> String {
+        let out = Command::new(self.bin.join("psql"))
+            .args([
+                "-X",
+                "-q",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-At",
+                "-d",
+                &self.url,
+                "-c",
+                statements,
+            ])
+            .output()
+            .expect("run psql");
+        assert!(
+            out.status.success(),
+            "psql {statements}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
 }
 
 impl Drop for Postgres {

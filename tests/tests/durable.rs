@@ -577,6 +577,18 @@ impl TinyDisk {
     fn free(&self) {
         std::fs::remove_file(self.0.join("filler")).unwrap();
     }
+
+    /// Frees the space and waits (5 s at most) for `s` to be ready again, by itself.
+    async fn free_and_wait_ready(&self, s: &Server) {
+        self.free();
+        for _ in 0..50 {
+            if s.get("/ready").await.0 == 200 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("/ready recovers once space is back");
+    }
 }
 
 impl Drop for TinyDisk {
@@ -651,16 +663,7 @@ async fn on_a_full_disk_nothing_unstored_is_acknowledged_and_the_store_recovers(
     want.sort_unstable();
     assert_eq!(ids, want, "refused nodes left the tree");
     // Space comes back: the store recovers without a restart.
-    disk.free();
-    let mut ready = false;
-    for _ in 0..50 {
-        if s.get("/ready").await.0 == 200 {
-            ready = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(ready, "/ready recovers once space is back");
+    disk.free_and_wait_ready(&s).await;
     acknowledged.push(advance(&s, t, parent, 1).await);
     let before = everything(&s).await;
     s.stop();
@@ -673,6 +676,132 @@ async fn on_a_full_disk_nothing_unstored_is_acknowledged_and_the_store_recovers(
         "every acknowledged node, and nothing else, after a restart"
     );
     assert_eq!(everything(&s).await, before);
+    drop(s);
+}
+
+/// What a client sees of a tree's editable parts: its list entry (name, description, node
+/// count), its node ids and its nodes' annotations.
+async fn editable_view(s: &Server, tree: u64) -> (Option<Value>, Vec<u64>, Vec<Value>) {
+    let (_, list) = s.get("/devui/simtree").await;
+    let mut entry = list.as_array().unwrap().iter().find(|t| t["id"] == tree).cloned();
+    if let Some(e) = entry.as_mut().and_then(Value::as_object_mut) {
+        e.remove("last_activity");
+    }
+    if entry.is_none() {
+        return (None, Vec::new(), Vec::new());
+    }
+    let mut ids = node_ids(s, tree).await;
+    ids.sort_unstable();
+    let mut notes = Vec::new();
+    for n in &ids {
+        let (_, info) = s.get(&format!("/devui/simtree/{tree}/node/{n}/info")).await;
+        notes.push(info["annotation"].clone());
+    }
+    (entry, ids, notes)
+}
+
+/// Issue #31, item 1: a rename, a description, a deletion (subtree or tree) and an annotation
+/// answered 503 on a full disk changed nothing, in memory or after space is back and a
+/// restart; one answered 200 is there after the restart (before: a 503 rename or deletion
+/// stayed applied in memory, and its write was retried and stored later).
+#[tokio::test(flavor = "multi_thread")]
+async fn on_a_full_disk_a_refused_edit_or_deletion_changes_nothing() {
+    let Some(disk) = TinyDisk::mount("edits", "8m") else {
+        return;
+    };
+    let data = disk.0.join("d");
+    let flags = ["--data", data.to_str().unwrap()];
+    let mut s = Server::start_with(&flags);
+    let t = s.create("simple_chat").await;
+    let mut others = Vec::new();
+    for _ in 0..4 {
+        others.push(s.create("simple_chat").await);
+    }
+    let a = advance(&s, t, 0, 1).await;
+    let mut subtrees = Vec::new();
+    for _ in 0..6 {
+        let b = advance(&s, t, a, 1).await;
+        advance(&s, t, b, 1).await;
+        subtrees.push(b);
+    }
+    let trees: Vec<u64> = [t].into_iter().chain(others.iter().copied()).collect();
+    disk.fill();
+    let mut refused = std::collections::BTreeMap::<&str, u32>::new();
+    let big = "d".repeat(10 * 1024);
+    let mut next_other = 0;
+    let mut next_subtree = 0;
+    let kinds = ["rename", "annotate", "delete node", "delete tree"];
+    for round in 0..30 {
+        if kinds.iter().all(|k| refused.contains_key(k)) {
+            break;
+        }
+        // A commit can find room in pages its files already hold: big branches use it up.
+        let body = json!({"parent": a, "ops": [{"op": "public_broadcast", "text": "x".repeat(20_000)}]});
+        let (status, reply) = s.post(&format!("/devui/simtree/{t}/branch"), &body).await;
+        assert!(status == 200 || status == 503, "{status} {reply}");
+        for what in kinds {
+            if (what == "delete tree" && next_other == others.len())
+                || (what == "delete node" && next_subtree == subtrees.len())
+            {
+                continue;
+            }
+            let tree = if what == "delete tree" { others[next_other] } else { t };
+            let before = editable_view(&s, tree).await;
+            let (status, reply) = match what {
+                "rename" => {
+                    let body = json!({"name": format!("renamed {round}"), "description": big});
+                    s.patch(&format!("/devui/simtree/{t}"), &body).await
+                }
+                "annotate" => {
+                    let body = json!({"title": format!("noted {round}"), "note": big});
+                    s.patch(&format!("/devui/simtree/{t}/node/{a}"), &body).await
+                }
+                "delete node" => {
+                    s.delete(&format!("/devui/simtree/{t}/node/{}", subtrees[next_subtree]))
+                        .await
+                }
+                _ => s.delete(&format!("/devui/simtree/{tree}")).await,
+            };
+            match status {
+                // Acknowledged (a commit can still find room in pages its files hold):
+                // checked after the restart below.
+                200 => {
+                    next_other += usize::from(what == "delete tree");
+                    next_subtree += usize::from(what == "delete node");
+                }
+                503 => {
+                    let d = reply["detail"].as_str().unwrap();
+                    assert!(d.contains("full") || d.contains("No space"), "{what}: {reply}");
+                    *refused.entry(what).or_default() += 1;
+                    assert_eq!(
+                        editable_view(&s, tree).await,
+                        before,
+                        "a refused {what} (round {round}) changed nothing"
+                    );
+                }
+                other => panic!("{what}: {other} {reply}"),
+            }
+        }
+    }
+    for what in ["rename", "annotate", "delete node", "delete tree"] {
+        assert!(
+            refused.contains_key(what),
+            "{what} is refused on a full disk: {refused:?}"
+        );
+    }
+    let mut before = Vec::new();
+    for &tree in &trees {
+        before.push(editable_view(&s, tree).await);
+    }
+    disk.free_and_wait_ready(&s).await;
+    // The refused writes were dropped, not retried: after a restart the trees are as the
+    // server showed them.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    s.stop();
+    let s = Server::start_with(&flags);
+    for (i, tree) in trees.into_iter().enumerate() {
+        assert_eq!(editable_view(&s, tree).await, before[i], "tree {tree} after a restart");
+    }
     drop(s);
 }
 
@@ -700,6 +829,155 @@ fn run_simtree(args: &[&str], secs: u64) -> (bool, String) {
     (out.status.success(), text)
 }
 
+/// Text put in a branch's op (hence its record and log) to find its bytes and change them.
+const MARKER: &str = "DAMAGE-ME-7f3a9c-DAMAGE-ME";
+
+/// A tree with node `a` (2 turns) and a branch of it broadcasting [`MARKER`], the server then
+/// stopped: `(tree, a, branch)`.
+async fn marked_tree(b: &Backend) -> (u64, u64, u64) {
+    let mut s = b.start(&[]);
+    let t = s.create("simple_chat").await;
+    let a = advance(&s, t, 0, 2).await;
+    let branch = ok(
+        &s,
+        &format!("/devui/simtree/{t}/branch"),
+        json!({"parent": a, "ops": [{"op": "public_broadcast", "text": MARKER}]}),
+    )
+    .await["child"]
+        .as_u64()
+        .unwrap();
+    s.interrupt();
+    (t, a, branch)
+}
+
+/// Issue #31, item 5, on PostgreSQL: `simtree data check --database-url` lists a damaged log
+/// row and a damaged node record (bytes changed with an UPDATE) in the report a data folder
+/// gets, exit 1; the server refuses the tree naming the node; `data repair` says there is
+/// nothing to apply (before: `data check` knew only data folders).
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_damaged_rows_are_listed_by_data_check() {
+    let b = postgres();
+    let pg = b._pg.as_ref().unwrap();
+    let (t, _, branch) = marked_tree(&b).await;
+    let marker = MARKER;
+    let url = pg.url.as_str();
+    let (healthy, report) = run_simtree(&["data", "check", "--database-url", url], 30);
+    assert!(
+        healthy && report.contains("postgresql: 1 tree(s), 3 node(s)") && report.contains("no problems"),
+        "{report}"
+    );
+    let changed = pg.sql(&format!(
+        "UPDATE logs SET entries = replace(entries, '{marker}', 'X{m}') WHERE tree = {t} AND node = {branch};
+         UPDATE nodes SET ops = replace(ops, '{marker}', 'X{m}') WHERE tree = {t} AND id = {branch};",
+        m = &marker[1..]
+    ));
+    assert_eq!(changed.trim(), "", "{changed}");
+    let (healthy, report) = run_simtree(&["data", "check", "--database-url", url], 30);
+    assert!(!healthy, "{report}");
+    for line in [
+        format!("tree {t}, node {branch}: its record fails its checksum"),
+        format!("tree {t}, node {branch}: log: log row at entry 0 fails its checksum"),
+        "postgresql: 1 tree(s), 3 node(s), 0 journal group(s) to apply: 2 problem(s)".to_string(),
+    ] {
+        assert!(report.contains(&line), "{line}\n{report}");
+    }
+    let (repaired, out) = run_simtree(&["data", "repair", "--database-url", url], 30);
+    assert!(repaired && out.contains("nothing to apply"), "{out}");
+    let s = b.start(&[]);
+    let (status, body) = s.get(&format!("/devui/simtree/{t}/graph")).await;
+    assert_eq!(status, 500, "{body}");
+    let detail = body["detail"].as_str().unwrap();
+    assert!(
+        detail.contains(&format!("tree {t}, node {branch}: its record fails its checksum"))
+            && detail.contains("postgresql"),
+        "{detail}"
+    );
+    drop(s);
+}
+
+/// Issue #31, item 5: a damaged record in the commit journal, through the binary. Two advances
+/// are acknowledged while the database is locked by another process (so they are in the
+/// journal only), the server is killed (-9), and a byte of the journal's last record is
+/// changed: `simtree serve` refuses to start, naming the file and the byte and pointing at
+/// `simtree data check|repair` (before: it started and dropped the acknowledged group as if
+/// its append had been torn); `data check` lists it; after `data repair` the server starts
+/// with every node acknowledged before the damaged record as it was.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_damaged_journal_record_stops_start_up_until_repaired() {
+    let b = sqlite("journal");
+    let dir = std::path::PathBuf::from(&b.flags[1]);
+    let data = dir.to_str().unwrap().to_string();
+    let mut s = b.start(&[]);
+    let t = s.create("simple_chat").await;
+    let a = advance(&s, t, 0, 1).await;
+    // The database is busy for the next seconds: acknowledgements come from the journal.
+    let lock = rusqlite::Connection::open(dir.join("simtree.db")).unwrap();
+    lock.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let journal = dir.join("simtree.journal");
+    let before_b = std::fs::metadata(&journal).unwrap().len();
+    let b1 = advance(&s, t, a, 1).await;
+    let logs_b1 = text(&s, &format!("/devui/simtree/{t}/node/{b1}/logs")).await;
+    let after_b = std::fs::metadata(&journal).unwrap().len();
+    let c1 = advance(&s, t, b1, 1).await;
+    s.stop();
+    drop(lock);
+    assert!(after_b > before_b, "the advance went through the journal");
+    // A byte inside the last record: its payload (past its 20-byte header).
+    let mut bytes = std::fs::read(&journal).unwrap();
+    let last = bytes.windows(4).rposition(|w| w == b"STJ1").unwrap();
+    assert!(last as u64 >= after_b, "the last record is the second advance's");
+    bytes[last + 24] ^= 0x20;
+    std::fs::write(&journal, &bytes).unwrap();
+    let (started, out) = run_simtree(&["serve", "--addr", "127.0.0.1:0", "--data", &data], 10);
+    assert!(!started && !out.contains("listening"), "{out}");
+    for part in [
+        journal.to_str().unwrap().to_string(),
+        format!("the record at byte {last}"),
+        "simtree data check".to_string(),
+        "simtree data repair".to_string(),
+    ] {
+        assert!(out.contains(&part), "{part}\n{out}");
+    }
+    let (healthy, report) = run_simtree(&["data", "check", "--data", &data], 30);
+    assert!(
+        !healthy && report.contains(&format!("the record at byte {last}")),
+        "{report}"
+    );
+    let (repaired, out) = run_simtree(&["data", "repair", "--data", &data], 30);
+    assert!(repaired && out.contains("set aside"), "{out}");
+    let s = b.start(&[]);
+    let ids = node_ids(&s, t).await;
+    assert!(ids.contains(&a) && ids.contains(&b1), "{ids:?}");
+    let (_, info) = s.get(&format!("/devui/simtree/{t}/node/{b1}/info")).await;
+    assert_eq!(info["status"], "done", "{info}");
+    assert_eq!(text(&s, &format!("/devui/simtree/{t}/node/{b1}/logs")).await, logs_b1);
+    // The node whose end was in the damaged record: at most attached (its run interrupted).
+    if ids.contains(&c1) {
+        let (_, info) = s.get(&format!("/devui/simtree/{t}/node/{c1}/info")).await;
+        assert_ne!(info["status"], "done", "{info}");
+    }
+    drop(s);
+}
+
+/// Changes one letter of every copy of `marker` in `file` that `pick(bytes, offset)` picks;
+/// returns how many it changed and how many it left.
+fn damage(file: &std::path::Path, marker: &str, pick: impl Fn(&[u8], usize) -> bool) -> (usize, usize) {
+    let mut bytes = std::fs::read(file).unwrap();
+    let (mut hits, mut left) = (0, 0);
+    let mut at = 0;
+    while let Some(i) = bytes[at..].windows(marker.len()).position(|w| w == marker.as_bytes()) {
+        if pick(&bytes, at + i) {
+            bytes[at + i] = b'X';
+            hits += 1;
+        } else {
+            left += 1;
+        }
+        at += i + 1;
+    }
+    std::fs::write(file, &bytes).unwrap();
+    (hits, left)
+}
+
 /// Issue #31, item 3: damage is detected and named. A few bytes changed in a log row (and its
 /// state) of a stopped data folder: the node answers an error naming the tree, the node and the
 /// file (before: 200 with the altered text), its export is refused, `simtree data check` lists
@@ -709,32 +987,21 @@ fn run_simtree(args: &[&str], secs: u64) -> (bool, String) {
 async fn damaged_rows_are_named_and_an_emptied_database_is_refused() {
     let b = sqlite("damaged");
     let dir = std::path::PathBuf::from(&b.flags[1]);
-    let mut s = b.start(&[]);
-    let t = s.create("simple_chat").await;
-    let a = advance(&s, t, 0, 2).await;
-    let marker = "DAMAGE-ME-7f3a9c-DAMAGE-ME";
-    let branch = ok(
-        &s,
-        &format!("/devui/simtree/{t}/branch"),
-        json!({"parent": a, "ops": [{"op": "public_broadcast", "text": marker}]}),
-    )
-    .await["child"]
-        .as_u64()
-        .unwrap();
-    s.interrupt();
+    let (t, a, branch) = marked_tree(&b).await;
+    let marker = MARKER;
     let data = dir.to_str().unwrap();
-    // Every copy of the marker in the database file: one letter changed (the JSON stays valid).
+    // Every copy of the marker in the database file but the one in the node's record (its
+    // ops): one letter changed (the JSON stays valid).
     let file = dir.join("simtree.db");
-    let mut bytes = std::fs::read(&file).unwrap();
-    let mut hits = 0;
-    let mut at = 0;
-    while let Some(i) = bytes[at..].windows(marker.len()).position(|w| w == marker.as_bytes()) {
-        bytes[at + i] = b'X';
-        hits += 1;
-        at += i + 1;
-    }
-    assert!(hits >= 2, "the marker is in the node's ops and its log row ({hits})");
-    std::fs::write(&file, &bytes).unwrap();
+    let in_record = |bytes: &[u8], at: usize| {
+        let before = &bytes[at.saturating_sub(40)..at];
+        before.ends_with(br#""op":"public_broadcast","text":""#)
+    };
+    let (hits, records) = damage(&file, marker, |bytes, at| !in_record(bytes, at));
+    assert!(
+        hits >= 1 && records >= 1,
+        "the marker is in the node's log row ({hits}) and its record ({records})"
+    );
     let mut s = b.start(&[]);
     let (status, body) = s.get(&format!("/devui/simtree/{t}/node/{branch}/logs")).await;
     assert_eq!(status, 500, "the damaged log row was served");
@@ -764,6 +1031,35 @@ async fn damaged_rows_are_named_and_an_emptied_database_is_refused() {
         report.contains(&format!(
             "tree {t}, node {branch}: log: log row at entry 0 fails its checksum"
         )),
+        "{report}"
+    );
+    // The marker in the node's record too: the tree is refused naming the node and the file
+    // (before: the node came back with the altered op, a wrong node answered 200).
+    let (hits, _) = damage(&file, marker, |_, _| true);
+    assert!(hits >= 1, "the record's marker");
+    let mut s = b.start(&[]);
+    for path in [
+        format!("/devui/simtree/{t}/graph"),
+        format!("/devui/simtree/{t}/node/{a}/info"),
+    ] {
+        let (status, body) = s.get(&path).await;
+        assert_eq!(status, 500, "{path}: {body}");
+        let detail = body["detail"].as_str().unwrap();
+        assert!(
+            detail.contains(&format!("tree {t}, node {branch}: its record fails its checksum"))
+                && detail.contains("simtree.db")
+                && detail.contains("damaged"),
+            "{detail}"
+        );
+    }
+    // Other trees are not affected.
+    let other = s.create("simple_chat").await;
+    assert_eq!(s.get(&format!("/devui/simtree/{other}/graph")).await.0, 200);
+    s.interrupt();
+    let (healthy, report) = run_simtree(&["data", "check", "--data", data], 30);
+    assert!(!healthy, "{report}");
+    assert!(
+        report.contains(&format!("tree {t}, node {branch}: its record fails its checksum")),
         "{report}"
     );
     // A database emptied to zero bytes: refused, with what to do.

@@ -1,5 +1,5 @@
-//! `simtree data check` and `simtree data repair`: what a SQLite data folder holds that cannot
-//! be read back, and the one repair that loses nothing acknowledged.
+//! `simtree data check` and `simtree data repair`: what a SQLite data folder or a PostgreSQL
+//! database holds that cannot be read back, and the one repair that loses nothing acknowledged.
 //!
 //! The server refuses to start on a folder whose journal has a damaged record with acknowledged
 //! groups after it, and on a database file emptied to zero bytes; it answers a clear error for a
@@ -9,10 +9,15 @@
 //! written before checksums, that they unpack and are JSON). `repair` applies the journal's
 //! groups up to the damage and sets the journal aside (renamed, kept for inspection); damaged
 //! rows are reported, never silently dropped.
+//!
+//! A PostgreSQL database is checked row by row the same way (it has no journal, and its pages
+//! are its own business); `repair` has nothing to apply there, since every acknowledged write
+//! is committed before its answer.
 
 use std::path::Path;
 
 use super::journal::Journal;
+use super::postgres::Postgres;
 use super::sql::{Cell, Db, Sql};
 use super::sqlite::Sqlite;
 use super::{Database, StoreError, refuse_emptied, unpack};
@@ -61,19 +66,48 @@ pub fn check(dir: &Path) -> Result<Report, String> {
         }
         Err(e) => report.problems.push(format!("sqlite integrity: {e}")),
     }
+    rows(&mut db, &mut report)?;
+    Ok(report)
+}
+
+/// Verifies every row of a PostgreSQL database (a server may be running on it: this only reads).
+pub fn check_postgres(url: &str) -> Result<Report, String> {
+    let mut db = Db::new(Postgres::connect(url).map_err(|e| e.0)?);
+    db.migrate().map_err(|e| e.0)?;
+    let mut report = Report::default();
+    rows(&mut db, &mut report)?;
+    Ok(report)
+}
+
+/// `repair` for PostgreSQL: nothing to apply (no journal), said so.
+pub fn repair_postgres(url: &str) -> Result<String, String> {
+    let mut db = Db::new(Postgres::connect(url).map_err(|e| e.0)?);
+    db.migrate().map_err(|e| e.0)?;
+    Ok(
+        "PostgreSQL keeps no commit journal (every acknowledged write is committed before its answer): \
+        nothing to apply; damaged rows are listed by `simtree data check`"
+            .into(),
+    )
+}
+
+/// Checks every tree's node records, states, chunks and logs.
+fn rows<S: Sql>(db: &mut Db<S>, report: &mut Report) -> Result<(), String> {
     let trees = db.trees().map_err(|e| e.0)?;
     report.trees = trees.len();
     for t in trees {
-        let nodes = match db.nodes(t.id) {
-            Ok(n) => n,
+        let (nodes, damaged) = match db.nodes(t.id) {
+            Ok(n) => (n.rows, n.damaged),
             Err(e) => {
                 report.problems.push(format!("tree {}: its node records: {e}", t.id));
                 continue;
             }
         };
-        report.nodes += nodes.len();
-        let ids: std::collections::HashSet<u64> = nodes.iter().map(|n| n.id).collect();
+        report.nodes += nodes.len() + damaged.len();
         let mut problem = |node: u64, what: String| report.problems.push(format!("tree {}, node {node}: {what}", t.id));
+        for (node, why) in &damaged {
+            problem(*node, format!("{why} (the tree does not load)"));
+        }
+        let ids: std::collections::HashSet<u64> = nodes.iter().map(|n| n.id).collect();
         for n in &nodes {
             if let Some(p) = n.parent
                 && !ids.contains(&p)
@@ -83,34 +117,45 @@ pub fn check(dir: &Path) -> Result<Report, String> {
                     format!("its parent {p} is missing (the node is left out when the tree loads)"),
                 );
             }
-            match db.state(t.id, n.id) {
+        }
+        // Every node's state and log rows, a damaged record's too (`None`: its status unknown).
+        let statuses = nodes
+            .iter()
+            .map(|n| (n.id, Some(n.status)))
+            .chain(damaged.iter().map(|(id, _)| (*id, None)));
+        for (id, status) in statuses {
+            match db.state(t.id, id) {
                 Ok(Some(data)) => {
                     if let Err(e) = unpack(&data).and_then(|json| {
                         serde_json::from_slice::<serde::de::IgnoredAny>(&json)
                             .map(drop)
                             .map_err(|e| StoreError(format!("not JSON: {e}")))
                     }) {
-                        problem(n.id, format!("state: {e}"));
+                        problem(id, format!("state: {e}"));
                     }
                 }
-                Ok(None) if n.status == simtree_shared::NodeStatus::Done => {
-                    problem(n.id, "its state is missing".into());
+                Ok(None) if status == Some(simtree_shared::NodeStatus::Done) => {
+                    problem(id, "its state is missing".into());
                 }
                 Ok(None) => {}
-                Err(e) => problem(n.id, format!("state: {e}")),
+                Err(e) => problem(id, format!("state: {e}")),
             }
-            match db.log(t.id, n.id) {
+            match db.log(t.id, id) {
                 Ok(rows) => {
                     for r in rows {
                         if let Err(e) = r.verified() {
-                            problem(n.id, format!("log: {e}"));
+                            problem(id, format!("log: {e}"));
                         }
                     }
                 }
-                Err(e) => problem(n.id, format!("log: {e}")),
+                Err(e) => problem(id, format!("log: {e}")),
             }
         }
-        let all: Vec<u64> = nodes.iter().map(|n| n.id).collect();
+        let all: Vec<u64> = nodes
+            .iter()
+            .map(|n| n.id)
+            .chain(damaged.iter().map(|(id, _)| *id))
+            .collect();
         match db.chunks(t.id, &all) {
             Ok(chunks) => {
                 for ((owner, ord), data) in chunks {
@@ -122,7 +167,7 @@ pub fn check(dir: &Path) -> Result<Report, String> {
             Err(e) => report.problems.push(format!("tree {}: chunks: {e}", t.id)),
         }
     }
-    Ok(report)
+    Ok(())
 }
 
 /// Applies the journal's intact groups and sets a damaged journal aside. Returns what it did.

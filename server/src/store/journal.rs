@@ -239,7 +239,19 @@ fn scan(bytes: &[u8], applied: u64) -> (Vec<Group>, u64, Option<String>) {
                     at = next;
                     continue;
                 }
-                None => break,
+                None => {
+                    // A whole record at the end that fails its checksum, of a group the
+                    // replay needs, was written whole (a torn append is cut short) and may have
+                    // been acknowledged: damage, not a torn append.
+                    let expected = applied + 1 + pending.len() as u64;
+                    if let Some(seq) = whole_but_damaged(bytes, at)
+                        && seq >= expected
+                    {
+                        let damage = format!("the record at byte {at} (group {seq}, the last) fails its checksum");
+                        return (pending, last, Some(damage));
+                    }
+                    break;
+                }
             }
         };
         let here = at;
@@ -280,6 +292,15 @@ fn next_record(bytes: &[u8], from: usize) -> Option<usize> {
         at += 1;
     }
     None
+}
+
+/// The group number of a record at `at` that is all there (its header's magic, and as many
+/// bytes as its length says) yet fails its checksum.
+fn whole_but_damaged(bytes: &[u8], at: usize) -> Option<u64> {
+    let header = bytes.get(at..at.checked_add(HEADER)?)?;
+    let len = u32::from_le_bytes(header[4..8].try_into().ok()?) as usize;
+    let complete = header[..4] == MAGIC && bytes.len() >= (at + HEADER).checked_add(len)?;
+    complete.then(|| u64::from_le_bytes(header[8..16].try_into().unwrap_or_default()))
 }
 
 /// The record at `at`, if a whole, undamaged one is there.
@@ -922,6 +943,21 @@ mod tests {
         assert_eq!((pending.len(), damage.is_some()), (1, true));
         // Damage in a group the database already has is no loss.
         assert_eq!(Journal::open(&path, 3).unwrap().1.len(), 1);
+        // A flipped bit in the last record, whole: damage too (it was written whole, so it may
+        // have been acknowledged), not a torn append; no loss once the database has it.
+        let mut bad = whole.clone();
+        bad[3 * record + HEADER + 1] ^= 1;
+        std::fs::write(&path, &bad).unwrap();
+        let e = Journal::open(&path, 0).err().expect("refused");
+        assert!(
+            e.0.contains(&format!(
+                "the record at byte {} (group 4, the last) fails its checksum",
+                3 * record
+            )) && e.0.contains("simtree data repair"),
+            "{e}"
+        );
+        assert_eq!(Journal::open_damaged(&path, 0).unwrap().1.len(), 3);
+        assert!(Journal::open(&path, 4).unwrap().1.is_empty());
         // A gap after the applied number (the database lost groups the journal has): nothing.
         std::fs::write(&path, &whole[record..]).unwrap();
         assert!(Journal::open(&path, 0).unwrap().1.is_empty());

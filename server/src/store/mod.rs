@@ -21,24 +21,29 @@
 pub mod check;
 mod journal;
 pub mod lease;
+mod packed;
 mod postgres;
+mod source;
 mod sql;
 mod sqlite;
+mod thread;
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, mpsc};
 
 use simtree_shared::{EdgeType, NodeStatus, Op, SimKind};
 
-use crate::chunks::{ChunkCache, ChunkKey, Dedupe, NewChunk, read_chunks, write_chunks};
+use crate::chunks::ChunkKey;
 use crate::llm::ledger::LlmRecord;
-use crate::sim::Sim;
-use crate::trading::data::MarketData;
 use journal::Journal;
 
+use packed::unpack;
+pub use source::{EncodedState, Pressure, TreeSource, encode_state};
 pub use sql::SCHEMA_VERSION;
 pub use sql::index_text;
+#[cfg(test)]
+use thread::{Committer, push_merged};
+use thread::{Gone, run};
 
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("store: {0}")]
@@ -79,6 +84,32 @@ pub struct NodeRow {
     /// Turns the node's simulator has run (summaries need no simulator).
     pub turns: u64,
     pub records: Vec<LlmRecord>,
+}
+
+/// A tree's node records as read: the intact ones, and the ids of those that are damaged (a
+/// checksum that does not match, a column that does not parse) with what is wrong.
+#[derive(Debug, Default)]
+pub struct NodeRows {
+    pub rows: Vec<NodeRow>,
+    pub damaged: Vec<(u64, String)>,
+}
+
+impl NodeRows {
+    /// The records of tree `tree` when every one is intact; else the damage of the first, naming
+    /// the tree, the node and `location` (the store's file). Never a wrong node: a tree whose
+    /// structure cannot be trusted is not loaded.
+    pub fn intact(self, tree: u64, location: &str) -> Result<Vec<NodeRow>, SourceError> {
+        match self.damaged.first() {
+            None => Ok(self.rows),
+            Some((node, why)) => Err(SourceError::Damaged(format!(
+                "tree {tree}, node {node}: {why} in {location}: the record is damaged{more}; run `simtree data check`",
+                more = match self.damaged.len() {
+                    1 => String::new(),
+                    n => format!(" (and {} other node record(s))", n - 1),
+                }
+            ))),
+        }
+    }
 }
 
 /// A stored row of a node's log: consecutive entries from entry `index` on, one per line, and
@@ -275,7 +306,7 @@ pub struct ScenarioRow {
 pub trait Database: Send {
     fn apply(&mut self, writes: &[Write]) -> StoreResult<()>;
     fn trees(&mut self) -> StoreResult<Vec<TreeRow>>;
-    fn nodes(&mut self, tree: u64) -> StoreResult<Vec<NodeRow>>;
+    fn nodes(&mut self, tree: u64) -> StoreResult<NodeRows>;
     fn state(&mut self, tree: u64, node: u64) -> StoreResult<Option<Vec<u8>>>;
     /// Every chunk written by one of `nodes`.
     fn chunks(&mut self, tree: u64, nodes: &[u64]) -> StoreResult<Vec<(ChunkKey, Vec<u8>)>>;
@@ -383,6 +414,9 @@ enum Msg {
     Mark(u64),
     /// Answered once every write queued before it is committed (or failed).
     Flush(Ack),
+    /// Writes committed at once with everything queued before them, or dropped when that
+    /// commit fails (see [`Store::commit_or_nothing`]).
+    Attempt(Vec<Write>, Ack),
     Read(Job),
 }
 
@@ -441,6 +475,19 @@ impl Front {
         Ok(())
     }
 
+    /// Queues an attempt (see [`Store::commit_or_nothing`]) after sealing what was gathered, so
+    /// that the journal's groups and the attempt keep the queue's order: every group sealed
+    /// before it is marked before it, and everything gathered after it is replayed after it.
+    /// A seal that fails leaves the journal marked unjournaled: the flushes that follow wait for
+    /// a commit.
+    fn attempt(&self, mailbox: &Mailbox, writes: Vec<Write>, ack: Ack) -> StoreResult<()> {
+        let mut j = self.journal();
+        if let Err(e) = self.seal(&mut j, mailbox) {
+            tracing::debug!(error = %e, "journal append failed; the attempt commits it");
+        }
+        mailbox.post(Msg::Attempt(writes, ack))
+    }
+
     /// Makes every write queued so far durable through the journal; false when only a database
     /// commit can (the caller then flushes through the store thread).
     fn flush(&self, mailbox: &Mailbox) -> bool {
@@ -460,12 +507,6 @@ impl Front {
         }
     }
 }
-
-/// Writes committed per transaction at most (a long queue is committed in steps).
-const BATCH: usize = 4096;
-
-/// How long writes nobody waits for may wait for company before they are committed.
-const GROUP: std::time::Duration = std::time::Duration::from_millis(5);
 
 impl Store {
     /// Opens (creating if needed) `dir/simtree.db`.
@@ -579,6 +620,24 @@ impl Store {
         self.send(Msg::Flush(Box::new(move |r| {
             let _ = tx.send(r);
         })))?;
+        blocking(|| rx.recv().map_err(|_| StoreError("the store thread ended".into()))?)
+    }
+
+    /// Commits `writes` at once, in one transaction with every write queued before them, and
+    /// answers how it went. When that commit fails they are dropped (the earlier writes are kept
+    /// and retried as always) and the error is returned: for changes a caller makes in memory
+    /// only once they are stored (a deletion, a rename, an annotation), so that a refusal leaves
+    /// nothing changed, neither in memory nor, later, in the store. Not journaled: durable once
+    /// committed.
+    pub fn commit_or_nothing(&self, writes: Vec<Write>) -> StoreResult<()> {
+        let (tx, rx) = mpsc::channel();
+        let ack: Ack = Box::new(move |r| {
+            let _ = tx.send(r);
+        });
+        match &self.front {
+            Some(front) => front.attempt(&self.mailbox, writes, ack)?,
+            None => self.send(Msg::Attempt(writes, ack))?,
+        }
         blocking(|| rx.recv().map_err(|_| StoreError("the store thread ended".into()))?)
     }
 
@@ -802,475 +861,6 @@ fn apply_groups<S: sql::Sql>(
     Ok((journal, applied))
 }
 
-/// How the store thread commits what is queued, and what it tells the journal.
-struct Committer {
-    /// SQLite's journal side: told the last group the database has, and whether commits fail.
-    front: Option<Arc<Front>>,
-    /// The queued writes are in the journal (their flushes were answered) up to group
-    /// `last_seq`.
-    last_seq: Option<u64>,
-    /// Writes whose commit failed, with their journal marks: retried first, with every later
-    /// commit.
-    retained: Vec<Write>,
-    /// Why the last commit failed, until one succeeds.
-    fault: Option<String>,
-}
-
-impl Committer {
-    fn new(front: Option<Arc<Front>>) -> Committer {
-        Committer {
-            front,
-            last_seq: None,
-            retained: Vec::new(),
-            fault: None,
-        }
-    }
-
-    /// The writes queued so far are in the journal up to group `seq`.
-    fn mark(&mut self, seq: u64) {
-        self.last_seq = Some(seq);
-    }
-
-    /// Commits everything queued (after any retained writes) and answers `flushes` with the
-    /// outcome.
-    fn commit(&mut self, db: &mut dyn Database, writes: &mut Vec<Write>, flushes: &mut Vec<Ack>) {
-        let mut all = std::mem::take(&mut self.retained);
-        // The last group these writes complete: a retained one's mark, or the newest mark.
-        let retained_seq = all.iter().rev().find_map(|w| match w {
-            Write::Applied { seq } => Some(*seq),
-            _ => None,
-        });
-        all.append(writes);
-        let seq = self.last_seq.take();
-        all.extend(seq.map(|seq| Write::Applied { seq }));
-        let result = match (all.is_empty(), &self.fault) {
-            (false, _) => db.apply(&all),
-            // Failed before, nothing to retry: does it take writes again?
-            (true, Some(_)) => db.probe(),
-            (true, None) => Ok(()),
-        };
-        match &result {
-            Ok(()) => {
-                if let Some(fault) = self.fault.take() {
-                    tracing::warn!(was = %fault, "the store takes writes again");
-                }
-                if let Some(front) = &self.front {
-                    if let Some(seq) = seq.max(retained_seq) {
-                        front.applied.fetch_max(seq, Ordering::AcqRel);
-                    }
-                    front.healthy.store(true, Ordering::Release);
-                }
-            }
-            Err(e) => {
-                if self.fault.as_ref() != Some(&e.0) {
-                    tracing::error!(error = %e, writes = all.len(), "store commit failed");
-                }
-                self.fault = Some(e.0.clone());
-                // Every write is kept, in order, and retried (each is idempotent): the journaled
-                // ones were acknowledged, and the others belong to runs still in flight, whose
-                // end may yet be acknowledged, or to deletions of nodes taken back out of the
-                // tree, which must not come back from rows that reached the database before.
-                // Until they are in, flushes wait for commits (and fail with them), and new
-                // work is refused (`Store::fault`), so what is kept stays bounded.
-                self.retained = std::mem::take(&mut all);
-                if let (false, Some(front)) = (self.retained.is_empty(), &self.front) {
-                    front.healthy.store(false, Ordering::Release);
-                }
-            }
-        }
-        all.clear();
-        *writes = all;
-        for f in flushes.drain(..) {
-            f(result.clone());
-        }
-    }
-}
-
-/// The store thread: commits queued writes in batches, answers reads and flushes in order.
-/// With `heartbeat`, the server lease is renewed that often (see `store/lease.rs`) and released
-/// when the store closes.
-fn run(db: &mut dyn Database, mailbox: &Mailbox, front: Option<Arc<Front>>, heartbeat: Option<std::time::Duration>) {
-    let _ended = Ended(mailbox);
-    // What was deleted: a run stopped by a deletion may still queue a few log entries after it,
-    // and they must not leave rows behind (ids are never reused, so this is exact).
-    let mut gone = Gone::default();
-    let mut writes: Vec<Write> = Vec::new();
-    let mut flushes: Vec<Ack> = Vec::new();
-    let mut c = Committer::new(front);
-    // Group commit: writes linger up to GROUP so that they share a transaction with what
-    // follows (journaled writes are durable already; others are log entries nobody waits for).
-    // A flush waiting for a commit, a read, or a long queue commits at once.
-    let mut oldest: Option<std::time::Instant> = None;
-    let mut beat = heartbeat.map(|every| std::time::Instant::now() + every);
-    loop {
-        // While commits fail, wake every second to retry (or probe), so that the store recovers
-        // by itself once space or the database is back.
-        let retry = c.fault.as_ref().map(|_| std::time::Instant::now() + RETRY);
-        let deadline = [oldest.map(|t| t + GROUP), retry, beat].into_iter().flatten().min();
-        let Some(msgs) = mailbox.take(deadline) else {
-            break;
-        };
-        if let (Some(at), Some(every)) = (beat, heartbeat)
-            && std::time::Instant::now() >= at
-        {
-            // A database that is away fails this too; it is reported by commits and `/ready`.
-            if let Err(e) = db.heartbeat() {
-                tracing::debug!(error = %e, "the server lease could not be renewed now");
-            }
-            beat = Some(std::time::Instant::now() + every);
-        }
-        for msg in msgs {
-            match msg {
-                Msg::Write(w) => {
-                    if gone.admit(&w) {
-                        push_merged(&mut writes, w);
-                        oldest.get_or_insert_with(std::time::Instant::now);
-                    }
-                }
-                Msg::Mark(seq) => c.mark(seq),
-                Msg::Flush(ack) => flushes.push(ack),
-                Msg::Read(job) => {
-                    c.commit(db, &mut writes, &mut flushes);
-                    oldest = None;
-                    job(db);
-                }
-            }
-            if writes.len() >= BATCH {
-                c.commit(db, &mut writes, &mut flushes);
-                oldest = None;
-            }
-        }
-        let due = oldest.is_some_and(|t| t.elapsed() >= GROUP);
-        if !flushes.is_empty() || due || writes.is_empty() {
-            c.commit(db, &mut writes, &mut flushes);
-            oldest = None;
-        }
-        let mut fault = mailbox.fault.lock().unwrap_or_else(|p| p.into_inner());
-        if *fault != c.fault {
-            fault.clone_from(&c.fault);
-        }
-        drop(fault);
-        if let Some(lost) = db.lease_lost() {
-            mailbox
-                .lease_lost
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get_or_insert(lost);
-        }
-    }
-    c.commit(db, &mut writes, &mut flushes);
-    if c.fault.is_none() {
-        db.release_lease();
-    } else {
-        // Writes are left that could not be stored: the lease lapses by itself instead, so that
-        // the next server starts after this one's last attempts.
-        tracing::warn!("the store closes with writes it could not store; its server lease lapses by itself");
-    }
-}
-
-/// How often a store whose commits fail tries again.
-const RETRY: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// Deleted nodes and trees, so that late writes for them are dropped.
-#[derive(Default)]
-struct Gone {
-    nodes: std::collections::HashSet<(u64, u64)>,
-    trees: std::collections::HashSet<u64>,
-}
-
-impl Gone {
-    /// Records a deletion; returns false for a write about something already deleted.
-    fn admit(&mut self, w: &Write) -> bool {
-        match w {
-            Write::DeleteNodes { tree, nodes } => {
-                self.nodes.extend(nodes.iter().map(|n| (*tree, *n)));
-                true
-            }
-            Write::DeleteTree { tree } => {
-                self.trees.insert(*tree);
-                true
-            }
-            Write::Node { tree, row } => self.live(*tree, row.id),
-            Write::Log { tree, node, .. } | Write::State { tree, node, .. } => self.live(*tree, *node),
-            Write::Tree(t) => !self.trees.contains(&t.id),
-            Write::Applied { .. }
-            | Write::Dataset { .. }
-            | Write::DeleteDataset { .. }
-            | Write::SaveScenario { .. }
-            | Write::DeleteScenario { .. } => true,
-            Write::ImportBegin { tree }
-            | Write::ImportEnd { tree }
-            | Write::Document { tree, .. }
-            | Write::Origin { tree, .. } => !self.trees.contains(tree),
-            Write::Annotate { tree, node, .. } | Write::Text { tree, node, .. } | Write::Ask { tree, node, .. } => {
-                self.live(*tree, *node)
-            }
-            Write::Rename { tree, .. }
-            | Write::Describe { tree, .. }
-            | Write::Touch { tree, .. }
-            | Write::Sweep { tree, .. }
-            | Write::DeleteSweep { tree, .. } => !self.trees.contains(tree),
-        }
-    }
-
-    fn live(&self, tree: u64, node: u64) -> bool {
-        !self.trees.contains(&tree) && !self.nodes.contains(&(tree, node))
-    }
-}
-
-/// Queues a write, appending log entries to the previous write when they continue it (a run's
-/// entries arrive one by one; a row holds a batch).
-fn push_merged(writes: &mut Vec<Write>, w: Write) {
-    if let (
-        Some(Write::Log {
-            tree: t0,
-            node: n0,
-            index: i0,
-            count: c0,
-            entries: e0,
-        }),
-        Write::Log {
-            tree,
-            node,
-            index,
-            count,
-            entries,
-        },
-    ) = (writes.last_mut(), &w)
-        && *t0 == *tree
-        && *n0 == *node
-        && *i0 + *c0 == *index
-    {
-        e0.push('\n');
-        e0.push_str(entries);
-        *c0 += count;
-        return;
-    }
-    // A sweep's row is rewritten whole as each replicate ends: a queued one it supersedes is
-    // replaced in place (unless a deletion for its tree comes after it).
-    if let Write::Sweep { tree, id, .. } = &w {
-        for queued in writes.iter_mut().rev() {
-            match queued {
-                Write::Sweep { tree: t, id: i, .. } if t == tree && i == id => {
-                    *queued = w;
-                    return;
-                }
-                Write::DeleteSweep { tree: t, .. } | Write::DeleteTree { tree: t } if t == tree => break,
-                _ => {}
-            }
-        }
-    }
-    writes.push(w);
-}
-
-// ---- states ----
-
-/// The first byte of a row in the second form (format 1): an LZ4 block follows, after its size
-/// (u32, little endian). No raw deflate stream — format 0, the rows written first — can start
-/// with it: its block type bits (1–2) are 11, which deflate reserves. Still read, no longer
-/// written.
-const LZ4_MARK: u8 = 0x06;
-
-/// The first byte of a row in the current form (format 2): the size (u32), the CRC-32 of the
-/// unpacked bytes (u32), then the LZ4 block; damage is found on read, not parsed into a state.
-/// (0x07 is, like 0x06, a deflate block type no stream starts with.)
-const LZ4_CRC_MARK: u8 = 0x07;
-
-/// Rows larger than this once unpacked are refused as damaged (a state or chunk is kilobytes).
-const MAX_UNPACKED: usize = 1 << 30;
-
-/// A state or chunk as the store writes it. LZ4 rather than deflate: a node's state is a few
-/// kilobytes written while its run waits for the commit, and LZ4 packs it in microseconds where
-/// deflate took tens (with a fresh encoder, hundreds: it allocates and clears its tables).
-fn pack(bytes: &[u8]) -> Vec<u8> {
-    let block = lz4_flex::block::compress(bytes);
-    let mut out = Vec::with_capacity(9 + block.len());
-    out.push(LZ4_CRC_MARK);
-    out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
-    out.extend_from_slice(&crc32fast::hash(bytes).to_le_bytes());
-    out.extend_from_slice(&block);
-    out
-}
-
-/// The inverse of [`pack`]; also reads the rows that earlier versions wrote (LZ4 without a
-/// checksum, raw deflate).
-fn unpack(bytes: &[u8]) -> StoreResult<Vec<u8>> {
-    let le = |b: [u8; 4]| u32::from_le_bytes(b);
-    let (size, crc, block) = match *bytes {
-        [LZ4_CRC_MARK, s0, s1, s2, s3, c0, c1, c2, c3, ref block @ ..] => {
-            (le([s0, s1, s2, s3]), Some(le([c0, c1, c2, c3])), block)
-        }
-        [LZ4_MARK, s0, s1, s2, s3, ref block @ ..] => (le([s0, s1, s2, s3]), None, block),
-        [LZ4_MARK | LZ4_CRC_MARK, ..] => return Err(StoreError("corrupt packed data: no size".into())),
-        _ => return inflate(bytes),
-    };
-    let size = size as usize;
-    if size > MAX_UNPACKED {
-        return Err(StoreError(format!("corrupt packed data: it claims {size} bytes")));
-    }
-    let out = lz4_flex::block::decompress(block, size).map_err(|e| StoreError(format!("corrupt packed data: {e}")))?;
-    match crc {
-        Some(crc) if crc32fast::hash(&out) != crc => Err(StoreError("the data fails its checksum".into())),
-        _ => Ok(out),
-    }
-}
-
-/// Raw deflate, as rows were written before [`pack`]; the decompressor is kept per thread and
-/// reset between uses (a fresh one allocates its tables each time).
-fn inflate(bytes: &[u8]) -> StoreResult<Vec<u8>> {
-    thread_local! {
-        static DECOMPRESS: std::cell::RefCell<flate2::Decompress> =
-            std::cell::RefCell::new(flate2::Decompress::new(false));
-    }
-    DECOMPRESS.with(|d| {
-        let mut d = d.borrow_mut();
-        d.reset(false);
-        let mut out = Vec::with_capacity(bytes.len() * 4 + 64);
-        loop {
-            let (read, written) = (d.total_in(), d.total_out());
-            let status = d
-                .decompress_vec(&bytes[read as usize..], &mut out, flate2::FlushDecompress::None)
-                .map_err(|e| StoreError(format!("corrupt compressed data: {e}")))?;
-            if status == flate2::Status::StreamEnd {
-                return Ok(out);
-            }
-            if out.len() < out.capacity() && (d.total_in(), d.total_out()) == (read, written) {
-                // Room to write and nothing consumed: the stream ends before its last block.
-                return Err(StoreError("corrupt compressed data: the stream is cut short".into()));
-            }
-            if out.len() == out.capacity() {
-                out.reserve(out.capacity());
-            }
-        }
-    })
-}
-
-/// A node's state in the store form: deflated JSON and the chunks it writes first. The size of
-/// the uncompressed state (tails and keys, not chunks) is returned for cache accounting.
-pub struct EncodedState {
-    pub data: Vec<u8>,
-    pub chunks: Vec<(ChunkKey, Vec<u8>)>,
-    pub raw_len: usize,
-}
-
-pub fn encode_state(sim: &Sim, node: u64, dedupe: Option<Dedupe>) -> (StoreResult<EncodedState>, Option<Dedupe>) {
-    let (json, chunks, dedupe) = write_chunks(node, dedupe, || serde_json::to_vec(sim));
-    let encoded = json
-        .map_err(|e| StoreError(format!("node {node}: state: {e}")))
-        .map(|json| EncodedState {
-            data: pack(&json),
-            raw_len: json.len() + chunks.iter().map(|c| c.data.len()).sum::<usize>(),
-            chunks: chunks
-                .into_iter()
-                .map(|NewChunk { key, data }| (key, pack(&data)))
-                .collect(),
-        });
-    (encoded, dedupe)
-}
-
-/// Where the nodes of one stored tree come back from: their state (rebuilt from the state row and
-/// the chunk rows of the root path, sharing chunks already in memory) and their logs.
-pub struct TreeSource {
-    pub store: Arc<Store>,
-    pub tree: u64,
-    pub cache: Arc<ChunkCache>,
-    pub market: Option<Arc<MarketData>>,
-    /// Told what each rebuild brings into memory, so the cache is trimmed before it overshoots.
-    pub pressure: Arc<Pressure>,
-}
-
-/// What rebuilds (states, logs, tree structures) have brought into memory since the cache was
-/// last trimmed. Past a threshold (an eighth of the budget) it wakes the cache sweeper at once
-/// instead of at its next tick, so a burst of reads cannot push memory far past `--cache-mb`
-/// between two ticks.
-#[derive(Debug, Default)]
-pub struct Pressure {
-    loaded: std::sync::atomic::AtomicUsize,
-    threshold: usize,
-    pub wake: tokio::sync::Notify,
-}
-
-impl Pressure {
-    pub fn new(budget: usize) -> Pressure {
-        Pressure {
-            threshold: (budget / 8).max(1),
-            ..Pressure::default()
-        }
-    }
-
-    /// Counts `bytes` brought in; wakes the sweeper when they pass the threshold.
-    pub fn add(&self, bytes: usize) {
-        use std::sync::atomic::Ordering;
-        let before = self.loaded.fetch_add(bytes, Ordering::Relaxed);
-        if before < self.threshold && before + bytes >= self.threshold {
-            self.wake.notify_one();
-        }
-    }
-
-    /// The sweeper ran: start counting again. Returns what was loaded since the last time.
-    pub fn reset(&self) -> usize {
-        self.loaded.swap(0, std::sync::atomic::Ordering::Relaxed)
-    }
-}
-
-impl TreeSource {
-    /// The state of `node` (`path`: its root path), or `None` when it has none stored (a run
-    /// that never finished).
-    /// The second value is what the rebuilt state costs in memory, roughly, for the cache: its
-    /// stored form plus the chunks read for it (an upper bound: some may be shared).
-    pub fn state(&self, node: u64, path: &[u64]) -> Result<Option<(Sim, usize)>, SourceError> {
-        let tree = self.tree;
-        let Some(data) = self.store.read(move |db| db.state(tree, node))? else {
-            return Ok(None);
-        };
-        let json = unpack(&data).map_err(|e| self.damaged(node, "state", e))?;
-        let parse =
-            |raw: HashMap<ChunkKey, Arc<[u8]>>| read_chunks(raw, &self.cache, || serde_json::from_slice::<Sim>(&json));
-        let mut cost = json.len();
-        let sim = match parse(HashMap::new()) {
-            Some(sim) => sim,
-            None => {
-                let path = path.to_vec();
-                let rows = self.store.read(move |db| db.chunks(tree, &path))?;
-                let mut raw = HashMap::with_capacity(rows.len());
-                for (key, bytes) in rows {
-                    let what = format!("state chunk {} of node {}", key.1, key.0);
-                    let bytes = unpack(&bytes).map_err(|e| self.damaged(node, &what, e))?;
-                    cost += bytes.len();
-                    raw.insert(key, Arc::from(bytes));
-                }
-                parse(raw).ok_or_else(|| self.damaged(node, "state", "a chunk of it is missing"))?
-            }
-        };
-        let mut sim = sim.map_err(|e| self.damaged(node, "state", e))?;
-        sim.attach(self.market.as_ref());
-        self.pressure.add(cost);
-        Ok(Some((sim, cost)))
-    }
-
-    /// A node's stored log entries (every row verified: a damaged one is an error, never a
-    /// log with a hole or an entry that is not JSON).
-    pub fn log(&self, node: u64) -> Result<Vec<String>, SourceError> {
-        let tree = self.tree;
-        let rows = self.store.read(move |db| db.log(tree, node))?;
-        self.pressure.add(rows.iter().map(|r| r.entries.len()).sum());
-        let mut out = Vec::new();
-        for r in &rows {
-            let entries = r.verified().map_err(|e| self.damaged(node, "log", e))?;
-            out.extend(entries.map(str::to_string));
-        }
-        Ok(out)
-    }
-
-    /// The error for damaged data of `node`, naming the tree, the node and the file.
-    fn damaged(&self, node: u64, what: &str, e: impl std::fmt::Display) -> SourceError {
-        SourceError::Damaged(format!(
-            "tree {}, node {node}: its {what} in {} is damaged ({e}); run `simtree data check`",
-            self.tree, self.store.location
-        ))
-    }
-}
-
 /// Unix milliseconds now.
 pub fn now_ms() -> u64 {
     std::time::SystemTime::now()
@@ -1281,60 +871,6 @@ pub fn now_ms() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn packed_rows_round_trip_old_deflated_rows_still_read_and_damage_is_refused() {
-        use std::io::Write as _;
-        let big: Vec<u8> = (0..300_000u32).flat_map(|i| (i % 251).to_le_bytes()).collect();
-        for input in [b"{\"agents\":[]}".to_vec(), Vec::new(), big.clone(), big] {
-            assert_eq!(unpack(&pack(&input)).unwrap(), input);
-            // A row from before: raw deflate, read twice (the decompressor is reused).
-            let mut e = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
-            e.write_all(&input).unwrap();
-            let old = e.finish().unwrap();
-            assert_ne!(old.first(), Some(&LZ4_MARK));
-            assert_eq!(unpack(&old).unwrap(), input);
-            assert_eq!(unpack(&old).unwrap(), input);
-        }
-        // A row of the first LZ4 form (no checksum) is still read.
-        let raw = b"{\"agents\":[1,2,3]}".repeat(50);
-        let block = lz4_flex::block::compress(&raw);
-        let mut v1 = vec![LZ4_MARK];
-        v1.extend_from_slice(&(raw.len() as u32).to_le_bytes());
-        v1.extend_from_slice(&block);
-        assert_eq!(unpack(&v1).unwrap(), raw);
-        // Current rows carry a checksum: a flipped byte anywhere after the mark is an error, never
-        // different bytes (a changed match offset may point at the same bytes: no harm).
-        let packed = pack(&raw);
-        assert_eq!(packed[0], LZ4_CRC_MARK);
-        let mut found = 0;
-        for at in 1..packed.len() {
-            let mut bad = packed.clone();
-            bad[at] ^= 0x20;
-            match unpack(&bad) {
-                Ok(out) => assert_eq!(out, raw, "a flipped byte at {at} gave different bytes"),
-                Err(_) => found += 1,
-            }
-        }
-        assert!(found > packed.len() / 2, "{found} of {}", packed.len());
-        let packed = pack(&[7u8; 10_000]);
-        assert!(unpack(&packed[..packed.len() / 2]).is_err(), "a cut block is an error");
-        assert!(unpack(&[LZ4_MARK, 1]).is_err(), "no size");
-        assert!(unpack(&[LZ4_CRC_MARK, 1, 0, 0, 0, 1]).is_err(), "no checksum");
-        assert!(
-            unpack(&[LZ4_MARK, 0xff, 0xff, 0xff, 0xff, 0]).is_err(),
-            "an absurd size"
-        );
-        assert!(unpack(&[0xff, 0xff, 0xff]).is_err(), "garbage is an error");
-        let mut e = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
-        e.write_all(&[1u8; 10_000]).unwrap();
-        let old = e.finish().unwrap();
-        assert!(
-            unpack(&old[..old.len() / 2]).is_err(),
-            "a cut deflate stream is an error"
-        );
-        assert_eq!(unpack(&pack(b"after errors")).unwrap(), b"after errors");
-    }
 
     fn sweep(tree: u64, id: u64, body: &str) -> Write {
         Write::Sweep {
@@ -1497,7 +1033,7 @@ mod journal_tests {
         store.flush().unwrap();
         assert_eq!(store.read(|db| db.next_tree()).unwrap(), 3);
         assert_eq!(store.read(|db| db.abandoned_imports()).unwrap(), [(2, 1)]);
-        assert!(store.read(|db| db.nodes(2)).unwrap().is_empty());
+        assert!(store.read(|db| db.nodes(2)).unwrap().rows.is_empty());
         assert!(store.read(|db| db.abandoned_imports()).unwrap().is_empty());
         assert_eq!(store.read(|db| db.next_tree()).unwrap(), 3);
         drop(store);
@@ -1522,8 +1058,8 @@ mod journal_tests {
         fn trees(&mut self) -> StoreResult<Vec<TreeRow>> {
             Ok(Vec::new())
         }
-        fn nodes(&mut self, _: u64) -> StoreResult<Vec<NodeRow>> {
-            Ok(Vec::new())
+        fn nodes(&mut self, _: u64) -> StoreResult<NodeRows> {
+            Ok(NodeRows::default())
         }
         fn state(&mut self, _: u64, _: u64) -> StoreResult<Option<Vec<u8>>> {
             Ok(None)
@@ -1562,6 +1098,38 @@ mod journal_tests {
                 _ => unreachable!("the test posts writes and marks only"),
             }
         }
+    }
+
+    #[test]
+    fn an_attempt_whose_commit_fails_is_dropped_and_the_writes_before_it_are_retried() {
+        let mut c = Committer::new(None);
+        let mut db = Flaky::default();
+        let rename = |name: &str| Write::Rename {
+            tree: 1,
+            name: name.into(),
+        };
+        let heard = Arc::new(Mutex::new(Vec::new()));
+        db.fail = true;
+        let (result, stored) = c.commit_with(
+            &mut db,
+            &mut vec![rename("queued")],
+            &mut vec![waiter(&heard)],
+            vec![rename("attempt")],
+        );
+        assert!(result.is_err() && stored.is_empty());
+        assert_eq!(*heard.lock().unwrap(), [false]);
+        assert_eq!(c.retained.len(), 1, "the queued write is kept, the attempt is not");
+        db.fail = false;
+        let (result, stored) = c.commit_with(&mut db, &mut Vec::new(), &mut Vec::new(), vec![rename("again")]);
+        assert!(result.is_ok());
+        assert_eq!(
+            stored.len(),
+            1,
+            "what was stored comes back (deletions are recorded from it)"
+        );
+        assert!(c.retained.is_empty());
+        assert_eq!(db.applied.len(), 2);
+        assert!(db.applied[0].contains("\"queued\"") && db.applied[1].contains("\"again\""));
     }
 
     #[test]

@@ -8,7 +8,7 @@
 use simtree_shared::{EdgeType, NodeStatus, Op, SimKind};
 
 use super::lease::{self, Lease};
-use super::{Database, LogRow, NodeRow, ScenarioRow, StoreError, StoreResult, TextMatch, TreeRow, Write};
+use super::{Database, LogRow, NodeRow, NodeRows, ScenarioRow, StoreError, StoreResult, TextMatch, TreeRow, Write};
 use crate::chunks::ChunkKey;
 
 /// A statement parameter.
@@ -175,6 +175,9 @@ const MIGRATIONS: &[&str] = &[
     // 10 (notebook): the questions asked of agents at nodes and their answers (JSON), in order.
     "CREATE TABLE asks (tree BIGINT NOT NULL, node BIGINT NOT NULL, seq BIGINT NOT NULL, body TEXT NOT NULL,
         PRIMARY KEY (tree, node, seq));",
+    // 11 (durable): a CRC-32 of each node record (`node_crc`; NULL in rows written before:
+    // read as they were).
+    "ALTER TABLE nodes ADD COLUMN crc BIGINT;",
 ];
 
 /// The schema version this build writes.
@@ -187,6 +190,112 @@ pub struct Db<S: Sql> {
     pub lease: Option<Lease>,
     /// Why writes are refused for good: the lease was lost (see `store/lease.rs`).
     lease_lost: Option<String>,
+}
+
+/// The columns [`StoredNode::read`] reads, in its order.
+const NODE_COLUMNS: &str =
+    "tree, id, parent, depth, edge_type, ops, status, error, created, finished, turns, records, crc";
+
+/// A node record as its columns hold it.
+#[derive(Clone)]
+struct StoredNode {
+    tree: u64,
+    id: u64,
+    parent: Option<u64>,
+    depth: u64,
+    edge_type: String,
+    ops: String,
+    status: String,
+    error: Option<String>,
+    created: u64,
+    finished: Option<u64>,
+    turns: u64,
+    records: String,
+}
+
+impl StoredNode {
+    /// A row of [`NODE_COLUMNS`]: the record and its checksum (`None`: written before checksums).
+    fn read(next: &mut dyn FnMut() -> Cell) -> StoreResult<(StoredNode, Option<i64>)> {
+        let stored = StoredNode {
+            tree: next().int()? as u64,
+            id: next().int()? as u64,
+            parent: next().opt_int()?.map(|p| p as u64),
+            depth: next().int()? as u64,
+            edge_type: next().text()?,
+            ops: next().text()?,
+            status: next().text()?,
+            error: next().opt_text()?,
+            created: next().int()? as u64,
+            finished: next().opt_int()?.map(|f| f as u64),
+            turns: next().int()? as u64,
+            records: next().text()?,
+        };
+        Ok((stored, next().opt_int()?))
+    }
+
+    /// The CRC-32 of every column (and the tree), each as text followed by a byte no UTF-8 text
+    /// holds (0xFF; 0xFE for a NULL), so that no two different rows give one sequence.
+    fn crc(&self) -> u32 {
+        let mut h = crc32fast::Hasher::new();
+        let mut put = |v: Option<&str>| {
+            if let Some(v) = v {
+                h.update(v.as_bytes());
+            }
+            h.update(&[if v.is_some() { 0xFF } else { 0xFE }]);
+        };
+        let num = |v: u64| v.to_string();
+        put(Some(&num(self.tree)));
+        put(Some(&num(self.id)));
+        put(self.parent.map(num).as_deref());
+        put(Some(&num(self.depth)));
+        put(Some(&self.edge_type));
+        put(Some(&self.ops));
+        put(Some(&self.status));
+        put(self.error.as_deref());
+        put(Some(&num(self.created)));
+        put(self.finished.map(num).as_deref());
+        put(Some(&num(self.turns)));
+        put(Some(&self.records));
+        h.finalize()
+    }
+
+    /// The record, or what is wrong with it: a checksum that does not match (`crc`: `None` in
+    /// rows written before checksums), or a column that does not parse.
+    fn row(self, crc: Option<i64>) -> Result<NodeRow, String> {
+        if let Some(crc) = crc
+            && crc as u32 != self.crc()
+        {
+            return Err("its record fails its checksum".into());
+        }
+        let parse = |what: &str, e: String| format!("its record's {what} cannot be read: {e}");
+        Ok(NodeRow {
+            id: self.id,
+            parent: self.parent,
+            depth: u32::try_from(self.depth).map_err(|e| parse("depth", e.to_string()))?,
+            edge_type: parse_enum::<EdgeType>(&self.edge_type).map_err(|e| parse("edge type", e.0))?,
+            ops: exact(serde_json::from_str::<Vec<Op>>(&self.ops).map_err(|e| parse("ops", e.to_string()))?),
+            status: parse_enum::<NodeStatus>(&self.status).map_err(|e| parse("status", e.0))?,
+            error: self.error,
+            created: self.created,
+            finished: self.finished,
+            turns: self.turns,
+            records: exact(serde_json::from_str(&self.records).map_err(|e| parse("records", e.to_string()))?),
+        })
+    }
+}
+
+/// Reads each result row with `read`, which takes the row's cells in order by calling `next`
+/// (a cell past the row's end reads as NULL).
+fn each<T>(
+    rows: Vec<Vec<Cell>>,
+    mut read: impl FnMut(&mut dyn FnMut() -> Cell) -> StoreResult<T>,
+) -> StoreResult<Vec<T>> {
+    rows.into_iter()
+        .map(|r| {
+            let mut r = r.into_iter();
+            read(&mut || r.next().unwrap_or(Cell::Null))
+        })
+        .collect()
 }
 
 fn i(v: u64) -> P<'static> {
@@ -336,13 +445,7 @@ impl<S: Sql> Db<S> {
     /// `(node, body)` rows of a tree (`$1`) that `query` selects.
     fn node_bodies(&mut self, query: &str, tree: u64) -> StoreResult<Vec<(u64, String)>> {
         let rows = self.sql.query(query, &[i(tree)])?;
-        rows.into_iter()
-            .map(|r| {
-                let mut r = r.into_iter();
-                let mut next = || r.next().unwrap_or(Cell::Null);
-                Ok((next().int()? as u64, next().text()?))
-            })
-            .collect()
+        each(rows, |next| Ok((next().int()? as u64, next().text()?)))
     }
 
     /// The last journal group written to the database.
@@ -402,24 +505,40 @@ impl<S: Sql> Db<S> {
                 )?;
             }
             Write::Node { tree, row } => {
+                let stored = StoredNode {
+                    tree: *tree,
+                    id: row.id,
+                    parent: row.parent,
+                    depth: u64::from(row.depth),
+                    edge_type: enum_text(&row.edge_type),
+                    ops: json(&row.ops),
+                    status: enum_text(&row.status),
+                    error: row.error.clone(),
+                    created: row.created,
+                    finished: row.finished,
+                    turns: row.turns,
+                    records: json(&row.records),
+                };
                 sql.write(
-                    "INSERT INTO nodes (tree, id, parent, depth, edge_type, ops, status, error, created, finished, turns, records)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+                    "INSERT INTO nodes (tree, id, parent, depth, edge_type, ops, status, error, created, finished, turns, records, crc)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
                      ON CONFLICT (tree, id) DO UPDATE SET status = excluded.status, error = excluded.error,
-                        finished = excluded.finished, turns = excluded.turns, records = excluded.records",
+                        finished = excluded.finished, turns = excluded.turns, records = excluded.records,
+                        crc = excluded.crc",
                     &[
                         i(*tree),
                         i(row.id),
                         P::OptInt(row.parent.map(|p| p as i64)),
-                        P::Int(row.depth as i64),
-                        P::Text(&enum_text(&row.edge_type)),
-                        P::Text(&json(&row.ops)),
-                        P::Text(&enum_text(&row.status)),
+                        i(stored.depth),
+                        P::Text(&stored.edge_type),
+                        P::Text(&stored.ops),
+                        P::Text(&stored.status),
                         P::OptText(row.error.as_deref()),
                         i(row.created),
                         P::OptInt(row.finished.map(|f| f as i64)),
                         i(row.turns),
-                        P::Text(&json(&row.records)),
+                        P::Text(&stored.records),
+                        P::Int(i64::from(stored.crc())),
                     ],
                 )?;
             }
@@ -693,62 +812,36 @@ impl<S: Sql> Database for Db<S> {
             "SELECT id, name, scenario, kind, created, last_activity, seq, nodes, budget, description FROM trees ORDER BY id",
             &[],
         )?;
-        rows.into_iter()
-            .map(|r| {
-                let mut r = r.into_iter();
-                let mut next = || r.next().unwrap_or(Cell::Null);
-                Ok(TreeRow {
-                    id: next().int()? as u64,
-                    name: next().text()?,
-                    scenario: next().text()?,
-                    kind: parse_enum::<SimKind>(&next().text()?)?,
-                    created: next().int()? as u64,
-                    last_activity: next().int()? as u64,
-                    seq: next().int()? as u64,
-                    nodes: next().int()? as u64,
-                    budget: next().opt_int()?.map(|b| b as u64),
-                    description: next().opt_text()?,
-                })
+        each(rows, |next| {
+            Ok(TreeRow {
+                id: next().int()? as u64,
+                name: next().text()?,
+                scenario: next().text()?,
+                kind: parse_enum::<SimKind>(&next().text()?)?,
+                created: next().int()? as u64,
+                last_activity: next().int()? as u64,
+                seq: next().int()? as u64,
+                nodes: next().int()? as u64,
+                budget: next().opt_int()?.map(|b| b as u64),
+                description: next().opt_text()?,
             })
-            .collect()
+        })
     }
 
-    fn nodes(&mut self, tree: u64) -> StoreResult<Vec<NodeRow>> {
+    fn nodes(&mut self, tree: u64) -> StoreResult<NodeRows> {
         let rows = self.sql.query(
-            "SELECT id, parent, depth, edge_type, ops, status, error, created, finished, turns, records
-             FROM nodes WHERE tree = $1 ORDER BY id",
+            &format!("SELECT {NODE_COLUMNS} FROM nodes WHERE tree = $1 ORDER BY id"),
             &[i(tree)],
         )?;
-        rows.into_iter()
-            .map(|r| {
-                let mut r = r.into_iter();
-                let mut next = || r.next().unwrap_or(Cell::Null);
-                let id = next().int()? as u64;
-                let parent = next().opt_int()?.map(|p| p as u64);
-                let depth = next().int()? as u32;
-                let edge_type = parse_enum::<EdgeType>(&next().text()?)?;
-                let ops: Vec<Op> = exact(
-                    serde_json::from_str(&next().text()?).map_err(|e| StoreError(format!("node {id}: ops: {e}")))?,
-                );
-                let status = parse_enum::<NodeStatus>(&next().text()?)?;
-                Ok(NodeRow {
-                    id,
-                    parent,
-                    depth,
-                    edge_type,
-                    ops,
-                    status,
-                    error: next().opt_text()?,
-                    created: next().int()? as u64,
-                    finished: next().opt_int()?.map(|f| f as u64),
-                    turns: next().int()? as u64,
-                    records: exact(
-                        serde_json::from_str(&next().text()?)
-                            .map_err(|e| StoreError(format!("node {id}: records: {e}")))?,
-                    ),
-                })
-            })
-            .collect()
+        let mut out = NodeRows::default();
+        for (stored, crc) in each(rows, StoredNode::read)? {
+            let id = stored.id;
+            match stored.row(crc) {
+                Ok(row) => out.rows.push(row),
+                Err(why) => out.damaged.push((id, why)),
+            }
+        }
+        Ok(out)
     }
 
     fn state(&mut self, tree: u64, node: u64) -> StoreResult<Option<Vec<u8>>> {
@@ -769,13 +862,11 @@ impl<S: Sql> Database for Db<S> {
                 &format!("SELECT node, ord, data FROM chunks WHERE tree = $1 AND node IN ({list})"),
                 &[i(tree)],
             )?;
-            for r in rows {
-                let mut r = r.into_iter();
-                let mut next = || r.next().unwrap_or(Cell::Null);
+            out.extend(each(rows, |next| {
                 let node = next().int()? as u64;
                 let ord = next().int()? as u32;
-                out.push(((node, ord), next().blob()?));
-            }
+                Ok(((node, ord), next().blob()?))
+            })?);
         }
         Ok(out)
     }
@@ -785,17 +876,13 @@ impl<S: Sql> Database for Db<S> {
             "SELECT idx, entries, crc FROM logs WHERE tree = $1 AND node = $2 ORDER BY idx",
             &[i(tree), i(node)],
         )?;
-        rows.into_iter()
-            .map(|r| {
-                let mut r = r.into_iter();
-                let mut next = || r.next().unwrap_or(Cell::Null);
-                Ok(LogRow {
-                    index: next().int()? as u64,
-                    entries: next().text()?,
-                    crc: next().opt_int()?.map(|c| c as u32),
-                })
+        each(rows, |next| {
+            Ok(LogRow {
+                index: next().int()? as u64,
+                entries: next().text()?,
+                crc: next().opt_int()?.map(|c| c as u32),
             })
-            .collect()
+        })
     }
 
     fn sweeps(&mut self, tree: u64) -> StoreResult<Vec<String>> {
@@ -906,13 +993,7 @@ impl<S: Sql> Database for Db<S> {
 
     fn datasets(&mut self) -> StoreResult<Vec<(String, String)>> {
         let rows = self.sql.query("SELECT name, body FROM datasets ORDER BY name", &[])?;
-        rows.into_iter()
-            .map(|r| {
-                let mut r = r.into_iter();
-                let mut next = || r.next().unwrap_or(Cell::Null);
-                Ok((next().text()?, next().text()?))
-            })
-            .collect()
+        each(rows, |next| Ok((next().text()?, next().text()?)))
     }
 
     fn scenarios(&mut self) -> StoreResult<Vec<ScenarioRow>> {
@@ -920,33 +1001,25 @@ impl<S: Sql> Database for Db<S> {
             "SELECT id, version, saved, body FROM scenarios ORDER BY id, version",
             &[],
         )?;
-        rows.into_iter()
-            .map(|r| {
-                let mut r = r.into_iter();
-                let mut next = || r.next().unwrap_or(Cell::Null);
-                Ok(ScenarioRow {
-                    id: next().text()?,
-                    version: next().int()? as u64,
-                    saved: next().int()? as u64,
-                    body: next().text()?,
-                })
+        each(rows, |next| {
+            Ok(ScenarioRow {
+                id: next().text()?,
+                version: next().int()? as u64,
+                saved: next().int()? as u64,
+                body: next().text()?,
             })
-            .collect()
+        })
     }
 
     fn scenario_counters(&mut self) -> StoreResult<Vec<(String, u64)>> {
         let rows = self
             .sql
             .query("SELECT name, value FROM counters WHERE name LIKE 'scenario:%'", &[])?;
-        rows.into_iter()
-            .map(|r| {
-                let mut r = r.into_iter();
-                let mut next = || r.next().unwrap_or(Cell::Null);
-                let name = next().text()?;
-                let id = name.strip_prefix("scenario:").unwrap_or(&name).to_string();
-                Ok((id, next().int()? as u64))
-            })
-            .collect()
+        each(rows, |next| {
+            let name = next().text()?;
+            let id = name.strip_prefix("scenario:").unwrap_or(&name).to_string();
+            Ok((id, next().int()? as u64))
+        })
     }
 
     fn scenario_body(&mut self, id: &str, version: u64) -> StoreResult<Option<String>> {
@@ -964,14 +1037,9 @@ impl<S: Sql> Database for Db<S> {
         let rows = self
             .sql
             .query("SELECT scenario, version FROM origins WHERE tree = $1", &[i(tree)])?;
-        rows.into_iter()
-            .next()
-            .map(|r| {
-                let mut r = r.into_iter();
-                let mut next = || r.next().unwrap_or(Cell::Null);
-                Ok((next().text()?, next().int()? as u64))
-            })
-            .transpose()
+        Ok(each(rows, |next| Ok((next().text()?, next().int()? as u64)))?
+            .into_iter()
+            .next())
     }
 
     fn annotations(&mut self, tree: u64) -> StoreResult<Vec<(u64, String)>> {
@@ -987,19 +1055,15 @@ impl<S: Sql> Database for Db<S> {
         let q = (fts.phrase)(phrase);
         let tree = tree.map_or(-1, |t| t as i64);
         let rows = self.sql.query(fts.query, &[P::Text(&q), P::Int(tree), i(limit)])?;
-        rows.into_iter()
-            .map(|r| {
-                let mut r = r.into_iter();
-                let mut next = || r.next().unwrap_or(Cell::Null);
-                Ok(TextMatch {
-                    id: next().int()? as u64,
-                    tree: next().int()? as u64,
-                    node: next().int()? as u64,
-                    kind: next().text()?,
-                    score: next().int()?,
-                })
+        each(rows, |next| {
+            Ok(TextMatch {
+                id: next().int()? as u64,
+                tree: next().int()? as u64,
+                node: next().int()? as u64,
+                kind: next().text()?,
+                score: next().int()?,
             })
-            .collect()
+        })
     }
 
     fn texts(&mut self, ids: &[u64]) -> StoreResult<Vec<(u64, String)>> {
@@ -1008,17 +1072,36 @@ impl<S: Sql> Database for Db<S> {
             let rows = self
                 .sql
                 .query(&format!("SELECT id, body FROM texts WHERE id IN ({list})"), &[])?;
-            for r in rows {
-                let mut r = r.into_iter();
-                let mut next = || r.next().unwrap_or(Cell::Null);
-                out.push((next().int()? as u64, next().text()?));
-            }
+            out.extend(each(rows, |next| Ok((next().int()? as u64, next().text()?)))?);
         }
         Ok(out)
     }
 
     fn interrupt_running(&mut self) -> StoreResult<u64> {
-        self.sql
-            .execute("UPDATE nodes SET status = 'interrupted' WHERE status = 'running'", &[])
+        // The status changes, so does the record's checksum. One that did not match stays as it
+        // was (damage is never made to look intact); rows from before checksums keep none.
+        let rows = self.sql.query(
+            &format!("SELECT {NODE_COLUMNS} FROM nodes WHERE status = 'running'"),
+            &[],
+        )?;
+        let running = each(rows, StoredNode::read)?;
+        if running.is_empty() {
+            return Ok(0);
+        }
+        self.sql.begin()?;
+        for (mut n, crc) in running.iter().map(|(n, crc)| (n.clone(), *crc)) {
+            let intact = crc.is_some_and(|c| c as u32 == n.crc());
+            n.status = enum_text(&NodeStatus::Interrupted);
+            let crc = if intact { Some(i64::from(n.crc())) } else { crc };
+            if let Err(e) = self.sql.write(
+                "UPDATE nodes SET status = $1, crc = $2 WHERE tree = $3 AND id = $4",
+                &[P::Text(&n.status), P::OptInt(crc), i(n.tree), i(n.id)],
+            ) {
+                self.sql.rollback();
+                return Err(e);
+            }
+        }
+        self.sql.commit()?;
+        Ok(running.len() as u64)
     }
 }

@@ -29,26 +29,13 @@ impl Workbench {
     /// this node only) before answering; the annotation as it now is.
     pub fn annotate(&self, tree: u64, node: NodeId, patch: &NodePatch) -> Result<Option<Annotation>, WorkbenchError> {
         let handle = self.tree(tree)?;
-        let (before, after) = {
-            let mut t = handle.lock();
-            t.node(node)?;
-            let before = t.notes.get(&node).cloned();
-            let after = notebook::patched(before.as_ref(), patch).map_err(WorkbenchError::invalid)?;
-            self.writable()?;
-            set_note(&mut t.notes, node, after.clone());
-            handle.persist(annotate(tree, node, after.as_ref()));
-            (before, after)
-        };
-        if let Err(e) = handle.flush() {
-            // Not stored, so not kept: the annotation goes back to what it was (and that is
-            // what the retried writes end with).
-            let mut t = handle.lock();
-            if t.node(node).is_ok() {
-                set_note(&mut t.notes, node, before.clone());
-                handle.persist(annotate(tree, node, before.as_ref()));
-            }
-            return Err(e);
-        }
+        let mut t = handle.lock();
+        t.node(node)?;
+        let after = notebook::patched(t.notes.get(&node), patch).map_err(WorkbenchError::invalid)?;
+        self.writable()?;
+        // Stored, then kept: one the store refuses changes nothing.
+        handle.store_first(vec![annotate(tree, node, after.as_ref())])?;
+        set_note(&mut t.notes, node, after.clone());
         Ok(after)
     }
 
@@ -70,22 +57,29 @@ impl Workbench {
         self.writable()?;
         {
             let mut meta = lock(&handle.meta);
+            let mut writes = Vec::new();
             if let Some(name) = &name {
-                meta.name.clone_from(name);
-                handle.persist(Write::Rename {
+                writes.push(Write::Rename {
                     tree,
                     name: name.clone(),
                 });
             }
             if let Some(d) = &description {
-                meta.description.clone_from(d);
-                handle.persist(Write::Describe {
+                writes.push(Write::Describe {
                     tree,
                     description: d.clone(),
                 });
             }
+            // Stored, then kept: one the store refuses leaves the name and description as
+            // they were.
+            handle.store_first(writes)?;
+            if let Some(name) = name {
+                meta.name = name;
+            }
+            if let Some(d) = description {
+                meta.description = d;
+            }
         }
-        handle.flush()?;
         Ok(handle.info())
     }
 

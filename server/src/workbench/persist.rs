@@ -50,6 +50,18 @@ impl TreeHandle {
         }
     }
 
+    /// Stores `writes` before the caller changes anything in memory: a change is made only
+    /// once it is committed, and a commit that fails leaves nothing changed (the writes are
+    /// dropped, not retried later) and answers 503 with the cause.
+    pub(super) fn store_first(&self, writes: Vec<Write>) -> Result<(), WorkbenchError> {
+        match &self.store {
+            Some(s) => s.commit_or_nothing(writes).map_err(|e| {
+                WorkbenchError::unavailable(format!("the change could not be stored, so nothing changed: {e}"))
+            }),
+            None => Ok(()),
+        }
+    }
+
     pub(super) async fn flush_async(&self) -> Result<(), WorkbenchError> {
         match &self.store {
             Some(s) => s
@@ -67,13 +79,18 @@ impl TreeHandle {
     /// Records activity: the tree row's last activity, next id and node count.
     pub(super) fn touch(&self, tree: &SimTree) {
         let now = now_ms();
+        self.persist(self.touch_write(tree, tree.len(), now));
         lock(&self.meta).last_activity = now;
-        self.persist(Write::Touch {
+    }
+
+    /// The write recording activity at `now` with `nodes` nodes.
+    pub(super) fn touch_write(&self, tree: &SimTree, nodes: usize, now: u64) -> Write {
+        Write::Touch {
             tree: self.id,
             last_activity: now,
             seq: tree.seq(),
-            nodes: tree.len() as u64,
-        });
+            nodes: nodes as u64,
+        }
     }
 
     /// Writes a node's record.
@@ -358,7 +375,9 @@ impl Workbench {
         };
         let rows = store
             .read(move |db| db.nodes(id))
-            .map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
+            .map_err(|e| WorkbenchError::unavailable(e.to_string()))?
+            .intact(id, &store.location)
+            .map_err(TreeError::from)?;
         let document = store
             .read(move |db| db.document(id))
             .map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
