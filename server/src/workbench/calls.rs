@@ -108,12 +108,12 @@ impl Workbench {
             }
             (asks, t.sim(node)?)
         };
-        let Sim::Social(s) = &*sim else {
-            return Ok(out);
-        };
         let first = out.calls.len() as u64;
         for (k, a) in asks.into_iter().enumerate() {
-            let messages = s.interview(&a.agent, &a.question).unwrap_or_default();
+            let messages = sim
+                .interview(&a.agent, &a.question)
+                .map(|r| r.messages)
+                .unwrap_or_default();
             out.calls.push(NodeCall {
                 index: first + k as u64,
                 agent: Some(a.agent),
