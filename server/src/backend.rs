@@ -15,7 +15,7 @@ use std::sync::Arc;
 use crate::abm::worker::WorkerPool;
 use crate::engine::scripted;
 use crate::llm::budget::TreeBudget;
-use crate::llm::chat::{ChatRequest, ChatResponse, Message, Usage};
+use crate::llm::chat::{ChatRequest, ChatResponse, Message, Usage, Watch};
 use crate::llm::ledger::{Ledger, LlmRecord, MeteredClient, ReplayClient, RoutingClient};
 use crate::llm::{
     BoxFuture, ChatProvider, ConfigError, Dialect, LlmClient, LlmConfig, LlmError, LlmSettings, LlmState, Offline,
@@ -116,13 +116,19 @@ pub struct RunRequest<'a> {
     /// The tree's token budget, charged by real providers.
     pub budget: Option<Arc<TreeBudget>>,
     pub abm: Option<Arc<WorkerPool>>,
+    /// Where replies stream while someone watches the run (real providers that stream, and the
+    /// offline mock in a few pieces); replays never stream.
+    pub watch: Watch,
 }
 
 /// What one run talks to, and the ledger its real calls are recorded in.
 pub fn run_ctx(backend: &Backend, req: RunRequest<'_>) -> Result<(RunCtx, Arc<Ledger>), BackendError> {
     let ledger = Arc::new(Ledger::default());
     let offline = |default: Offline| RunCtx {
-        llm: Arc::new(OfflineClient(default)),
+        llm: Arc::new(StreamedOffline {
+            player: OfflineClient(default),
+            watch: req.watch.clone(),
+        }),
         tools: Arc::new(MockToolModel),
         abm: req.abm.clone(),
     };
@@ -135,7 +141,7 @@ pub fn run_ctx(backend: &Backend, req: RunRequest<'_>) -> Result<(RunCtx, Arc<Le
         (None, Backend::Mock) => offline(Offline::Mock),
         // A tree created with an offline player stays offline on any backend.
         (None, Backend::Provider(_)) if offline_policy(req.sim).is_some() => offline(Offline::Scripted),
-        (None, Backend::Provider(ps)) => ps.run_ctx(req.scenario, req.sim, &ledger, req.budget, req.abm)?,
+        (None, Backend::Provider(ps)) => ps.run_ctx(req.scenario, req.sim, &ledger, req.budget, req.abm, req.watch)?,
     };
     Ok((ctx, ledger))
 }
@@ -152,6 +158,31 @@ impl OfflineClient {
             Offline::Mock => mock::reply(messages, state),
             Offline::Scripted => scripted::reply(messages, state),
         }
+    }
+}
+
+/// An offline player whose replies also reach a run's watchers, in a few pieces as a model's
+/// stream would (so the live view works offline); the reply itself is the player's.
+struct StreamedOffline {
+    player: OfflineClient,
+    watch: Watch,
+}
+
+/// How many pieces an offline reply is streamed in.
+const OFFLINE_PIECES: usize = 4;
+
+impl LlmClient for StreamedOffline {
+    fn chat<'a>(&'a self, messages: &'a [Message], state: &'a mut LlmState) -> BoxFuture<'a, Result<String, LlmError>> {
+        let reply = self.player.reply(messages, state);
+        if let Some(sink) = self.watch.wanted() {
+            sink.start();
+            let chars: Vec<char> = reply.chars().collect();
+            for piece in chars.chunks(chars.len().div_ceil(OFFLINE_PIECES).max(1)) {
+                sink.text(&piece.iter().collect::<String>());
+            }
+            sink.end();
+        }
+        Box::pin(async move { Ok(reply) })
     }
 }
 
@@ -240,6 +271,7 @@ impl Providers {
         ledger: &Arc<Ledger>,
         budget: Option<Arc<TreeBudget>>,
         abm: Option<Arc<WorkerPool>>,
+        watch: Watch,
     ) -> Result<RunCtx, BackendError> {
         let default = self.resolve(Some(scenario), None)?;
         let metered = |provider: Arc<dyn ChatProvider>| -> Arc<dyn LlmClient> {
@@ -247,6 +279,7 @@ impl Providers {
                 provider,
                 ledger: ledger.clone(),
                 budget: budget.clone(),
+                watch: watch.clone(),
             })
         };
         let agents = match sim {
@@ -272,6 +305,7 @@ impl Providers {
             provider: default,
             ledger: ledger.clone(),
             budget,
+            watch,
         });
         Ok(RunCtx { llm, tools, abm })
     }

@@ -71,6 +71,7 @@ impl Workbench {
                     replay: None,
                     budget: handle.budget.clone(),
                     abm: None,
+                    watch: Default::default(),
                 };
                 let (ctx, ledger) = crate::backend::run_ctx(&self.backend, req)
                     .map_err(|e| WorkbenchError::unavailable(e.to_string()))?;

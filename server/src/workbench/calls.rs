@@ -173,6 +173,7 @@ impl Workbench {
             replay,
             budget: None,
             abm: None,
+            watch: Default::default(),
         };
         let (ctx, _) =
             crate::backend::run_ctx(&self.backend, req).map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
