@@ -8,6 +8,7 @@ use super::compare_panel::ComparePanel;
 use super::create::CreatePanel;
 use super::details::NodeDetails;
 use super::inspector::Inspector;
+use super::live_text::LiveReply;
 use super::ops_panel::OpsPanel;
 use super::tree_bar::TreeBar;
 use crate::branch::BranchEditor;
@@ -43,6 +44,7 @@ pub fn SimTreePage(tree_id: Option<u64>) -> impl IntoView {
                             <CreatePanel studio=false tree=tree />
                         </Show>
                         <Inspector tree node_view />
+                        <LiveReply tree />
                         <OpsPanel tree node_view details=true />
                         <BranchEditor tree node_view />
                         <ComparePanel tree />

@@ -10,6 +10,7 @@ use super::create::CreatePanel;
 use super::details::NodeDetails;
 use super::events::EventsPanel;
 use super::inspector::Inspector;
+use super::live_text::LiveReply;
 use super::ops_panel::OpsPanel;
 use super::tree_bar::TreeBar;
 use crate::api::{self, Socket};
@@ -127,6 +128,7 @@ pub fn StudioPage(tree_id: Option<u64>) -> impl IntoView {
             <div class="col">
                 <h3>{move || ctx.tr("studio.events")}</h3>
                 <EventsPanel view_state=node_view stick viewer=false />
+                <LiveReply tree />
                 <NodeDetails tree view_state=kind_view />
             </div>
             <div class="col">

@@ -20,7 +20,7 @@ use serde_json::{Map, Value, json};
 
 use super::chat::{ChatRequest, ChatResponse, Message, ToolCall, ToolChoice, Usage};
 use super::config::{Dialect, LlmConfig, OpenAiJsonMode};
-use super::wire::{StreamReader, Wire};
+use super::wire::{StreamReader, Wire, event_json};
 use super::{LlmError, schema};
 
 /// The Chat Completions mapping.
@@ -238,10 +238,7 @@ impl StreamReader for OpenAiStream {
             self.done = true;
             return Ok(String::new());
         }
-        let chunk: Value = serde_json::from_str(data).map_err(|e| {
-            let start: String = data.chars().take(120).collect();
-            LlmError::Response(format!("a stream event is not JSON ({e}); it starts {start:?}"))
-        })?;
+        let chunk = event_json(data)?;
         if let Some(m) = chunk.pointer("/error/message").and_then(Value::as_str) {
             return Err(LlmError::Response(format!("provider error: {m}")));
         }

@@ -61,7 +61,7 @@ impl SseParser {
         if !line.is_empty() {
             self.line_done(&line)?;
         }
-        Ok(self.line_done(b"")?)
+        self.line_done(b"")
     }
 
     fn line_done(&mut self, line: &[u8]) -> Result<Option<SseEvent>, String> {

@@ -45,3 +45,11 @@ pub trait StreamReader: Send {
     /// end marker: a failed attempt).
     fn finish(self: Box<Self>) -> Result<Value, String>;
 }
+
+/// A stream event's data as JSON, or an error quoting its start.
+pub fn event_json(data: &str) -> Result<Value, LlmError> {
+    serde_json::from_str(data).map_err(|e| {
+        let start: String = data.chars().take(120).collect();
+        LlmError::Response(format!("a stream event is not JSON ({e}); it starts {start:?}"))
+    })
+}
