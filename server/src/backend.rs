@@ -116,8 +116,8 @@ pub struct RunRequest<'a> {
     /// The tree's token budget, charged by real providers.
     pub budget: Option<Arc<TreeBudget>>,
     pub abm: Option<Arc<WorkerPool>>,
-    /// Where replies stream while someone watches the run (real providers that stream, and the
-    /// offline mock in a few pieces); replays never stream.
+    /// Where replies stream while someone watches the run (real providers that stream; the
+    /// offline players answer at once and replays make no call, so neither streams).
     pub watch: Watch,
 }
 
@@ -125,10 +125,7 @@ pub struct RunRequest<'a> {
 pub fn run_ctx(backend: &Backend, req: RunRequest<'_>) -> Result<(RunCtx, Arc<Ledger>), BackendError> {
     let ledger = Arc::new(Ledger::default());
     let offline = |default: Offline| RunCtx {
-        llm: Arc::new(StreamedOffline {
-            player: OfflineClient(default),
-            watch: req.watch.clone(),
-        }),
+        llm: Arc::new(OfflineClient(default)),
         tools: Arc::new(MockToolModel),
         abm: req.abm.clone(),
     };
@@ -158,31 +155,6 @@ impl OfflineClient {
             Offline::Mock => mock::reply(messages, state),
             Offline::Scripted => scripted::reply(messages, state),
         }
-    }
-}
-
-/// An offline player whose replies also reach a run's watchers, in a few pieces as a model's
-/// stream would (so the live view works offline); the reply itself is the player's.
-struct StreamedOffline {
-    player: OfflineClient,
-    watch: Watch,
-}
-
-/// How many pieces an offline reply is streamed in.
-const OFFLINE_PIECES: usize = 4;
-
-impl LlmClient for StreamedOffline {
-    fn chat<'a>(&'a self, messages: &'a [Message], state: &'a mut LlmState) -> BoxFuture<'a, Result<String, LlmError>> {
-        let reply = self.player.reply(messages, state);
-        if let Some(sink) = self.watch.wanted() {
-            sink.start();
-            let chars: Vec<char> = reply.chars().collect();
-            for piece in chars.chunks(chars.len().div_ceil(OFFLINE_PIECES).max(1)) {
-                sink.text(&piece.iter().collect::<String>());
-            }
-            sink.end();
-        }
-        Box::pin(async move { Ok(reply) })
     }
 }
 
