@@ -249,6 +249,11 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
         "abm.globals" => ("globals", "全局变量"),
         "abm.agent" => ("agent", "智能体"),
         "progress.turn" => ("turn", "回合"),
+        "live.title" => ("Writing now", "正在生成"),
+        "live.hint" => (
+            "The model's reply as it streams; the events show it when the turn ends",
+            "模型正在流式输出的回复；回合结束后会出现在事件中",
+        ),
         "graph.depth" => ("Depth to keep open", "保留展开的深度"),
         "graph.collapseDepth" => ("Collapse below this depth", "折叠到此深度"),
         "graph.expandAll" => ("Expand all", "全部展开"),
@@ -554,7 +559,10 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
             "节点 {{at}}/{{nodes}} · 共 {{hits}} 条结果",
         ),
         "notebook.moreHits" => ("More hits", "更多结果"),
-        "notebook.callsPage" => ("Calls {{from}}–{{to}} of {{total}}", "第 {{from}}–{{to}} 次调用，共 {{total}} 次"),
+        "notebook.callsPage" => (
+            "Calls {{from}}–{{to}} of {{total}}",
+            "第 {{from}}–{{to}} 次调用，共 {{total}} 次",
+        ),
         "notebook.carriedFrom" => ("from #{{id}}", "来自 #{{id}}"),
         "notebook.hitEvent" => ("event", "事件"),
         "notebook.hitMemory" => ("memory", "记忆"),

@@ -13,6 +13,7 @@ pub mod editors;
 pub mod export;
 pub mod i18n;
 pub mod layout;
+pub mod live;
 pub mod model;
 pub mod notebook;
 pub mod ops;

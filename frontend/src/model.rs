@@ -152,7 +152,10 @@ impl GraphModel {
                 None
             }
             // Progress lives in [`Progress`] (sweeps in their table); a resync is followed by a snapshot.
-            TreeMsg::RunProgress { .. } | TreeMsg::SweepProgress { .. } | TreeMsg::Resync { .. } => None,
+            TreeMsg::RunProgress { .. }
+            | TreeMsg::SweepProgress { .. }
+            | TreeMsg::Resync { .. }
+            | TreeMsg::Delta { .. } => None,
         }
     }
 
@@ -301,7 +304,8 @@ impl Progress {
             TreeMsg::Attached(_)
             | TreeMsg::RunStart { .. }
             | TreeMsg::SweepProgress { .. }
-            | TreeMsg::Resync { .. } => false,
+            | TreeMsg::Resync { .. }
+            | TreeMsg::Delta { .. } => false,
         }
     }
 

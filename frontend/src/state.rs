@@ -12,6 +12,7 @@ use wasm_bindgen::prelude::*;
 
 use crate::api::{self, ApiError, Socket};
 use crate::i18n::{Lang, t};
+use crate::live::LiveText;
 use crate::model::{GraphModel, Level, Note, Progress, Toasts, Turns};
 use crate::notebook::Marks;
 use crate::ops::{Kind, scenario_label};
@@ -120,6 +121,8 @@ pub struct Tree {
     /// How far each running node has got (`run_progress`), apart from the graph: it changes up
     /// to ten times a second per run and must not re-lay out the tree or refetch panels.
     pub progress: RwSignal<Progress>,
+    /// What each running node's model is writing now (`delta`), apart from the graph likewise.
+    pub live: RwSignal<LiveText>,
     pub selected: RwSignal<Option<u64>>,
     /// Second node of a comparison (shift-click or the compare input).
     pub compare_with: RwSignal<Option<u64>>,
@@ -155,6 +158,7 @@ impl Tree {
             id: RwSignal::new(None),
             graph: RwSignal::new(GraphModel::default()),
             progress: RwSignal::new(Progress::default()),
+            live: RwSignal::new(LiveText::default()),
             selected: RwSignal::new(None),
             compare_with: RwSignal::new(None),
             last_msg: RwSignal::new(None),
@@ -266,14 +270,24 @@ impl Tree {
                 self.graph
                     .with_untracked(|g| self.progress.maybe_update(|p| p.apply(msg, g)))
             };
+            let live = |msg: &TreeMsg| {
+                self.graph
+                    .with_untracked(|g| self.live.maybe_update(|l| l.apply(msg, g)))
+            };
             if let TreeMsg::RunProgress { .. } = msg {
                 // Only the progress marks change: the graph, the panels and `last_msg` stay.
                 progress(&msg);
                 return;
             }
+            if let TreeMsg::Delta { .. } = msg {
+                // Likewise only the live text.
+                live(&msg);
+                return;
+            }
             let mut end = None;
             self.graph.update(|g| end = g.apply(&msg));
             progress(&msg);
+            live(&msg);
             if let Some(end) = end {
                 let (id, stamp) = ctx.toasts.try_update(|t| t.run_end(&end)).unwrap_or((0, 0));
                 ctx.expire_later(id, stamp);

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use crate::abm::worker::WorkerPool;
 use crate::engine::scripted;
 use crate::llm::budget::TreeBudget;
-use crate::llm::chat::{ChatRequest, ChatResponse, Message, Usage};
+use crate::llm::chat::{ChatRequest, ChatResponse, Message, Usage, Watch};
 use crate::llm::ledger::{Ledger, LlmRecord, MeteredClient, ReplayClient, RoutingClient};
 use crate::llm::{
     BoxFuture, ChatProvider, ConfigError, Dialect, LlmClient, LlmConfig, LlmError, LlmSettings, LlmState, Offline,
@@ -116,6 +116,9 @@ pub struct RunRequest<'a> {
     /// The tree's token budget, charged by real providers.
     pub budget: Option<Arc<TreeBudget>>,
     pub abm: Option<Arc<WorkerPool>>,
+    /// Where replies stream while someone watches the run (real providers that stream; the
+    /// offline players answer at once and replays make no call, so neither streams).
+    pub watch: Watch,
 }
 
 /// What one run talks to, and the ledger its real calls are recorded in.
@@ -135,7 +138,7 @@ pub fn run_ctx(backend: &Backend, req: RunRequest<'_>) -> Result<(RunCtx, Arc<Le
         (None, Backend::Mock) => offline(Offline::Mock),
         // A tree created with an offline player stays offline on any backend.
         (None, Backend::Provider(_)) if offline_policy(req.sim).is_some() => offline(Offline::Scripted),
-        (None, Backend::Provider(ps)) => ps.run_ctx(req.scenario, req.sim, &ledger, req.budget, req.abm)?,
+        (None, Backend::Provider(ps)) => ps.run_ctx(req.scenario, req.sim, &ledger, req.budget, req.abm, req.watch)?,
     };
     Ok((ctx, ledger))
 }
@@ -240,6 +243,7 @@ impl Providers {
         ledger: &Arc<Ledger>,
         budget: Option<Arc<TreeBudget>>,
         abm: Option<Arc<WorkerPool>>,
+        watch: Watch,
     ) -> Result<RunCtx, BackendError> {
         let default = self.resolve(Some(scenario), None)?;
         let metered = |provider: Arc<dyn ChatProvider>| -> Arc<dyn LlmClient> {
@@ -247,6 +251,7 @@ impl Providers {
                 provider,
                 ledger: ledger.clone(),
                 budget: budget.clone(),
+                watch: watch.clone(),
             })
         };
         let agents = match sim {
@@ -272,6 +277,7 @@ impl Providers {
             provider: default,
             ledger: ledger.clone(),
             budget,
+            watch,
         });
         Ok(RunCtx { llm, tools, abm })
     }

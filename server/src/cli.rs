@@ -696,6 +696,7 @@ fn run_headless(
         replay: None,
         budget: None,
         abm,
+        watch: Default::default(),
     };
     let (ctx, ledger) = crate::backend::run_ctx(&backend, req).map_err(|e| e.to_string())?;
     let counted = Arc::new(crate::headless::Counted::new(ctx.llm.clone()));

@@ -26,6 +26,7 @@ use crate::engine::Simulator;
 use crate::engine::event::{Event, EventSink, EventType};
 use crate::engine::simulator::{LimitError, RunError};
 use crate::llm::LlmClient;
+use crate::llm::chat::ChatRequest;
 use crate::trading::TradingError;
 use crate::trading::agents::ToolModel;
 use crate::trading::data::MarketData;
@@ -109,6 +110,9 @@ pub enum SimError {
     Scenario(String),
     #[error("no market data is installed (assets/data/market)")]
     NoMarket,
+    /// An interview that cannot be asked here (an unknown agent, one with no model to ask).
+    #[error("{0}")]
+    Interview(String),
 }
 
 /// Why a simulator read from an export was refused ([`Sim::check_imported`]). The import names
@@ -306,6 +310,18 @@ impl Sim {
             Sim::Social(s) => social::state(s),
             Sim::Trading(t) => trading::state(t),
             Sim::Abm(a) => a.state(),
+        }
+    }
+
+    /// The request an interview of `agent` sends at this state: exactly the context its next
+    /// decision would see, then `question` as an interview turn. Nothing changes.
+    pub fn interview(&self, agent: &str, question: &str) -> Result<ChatRequest, SimError> {
+        match self {
+            Sim::Social(s) => social::interview(s, agent, question),
+            Sim::Trading(t) => trading::interview(t, agent, question),
+            Sim::Abm(_) => Err(SimError::Interview(
+                "an agent-based model has no language-model agents to interview".into(),
+            )),
         }
     }
 

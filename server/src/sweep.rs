@@ -596,6 +596,7 @@ pub async fn run(
                 replay: None,
                 budget: None,
                 abm: pool.clone(),
+                watch: Default::default(),
             };
             let (ctx, _ledger) = crate::backend::run_ctx(env.backend, req)?;
             let (ops, prefix, turns, gate) = (cell.ops.clone(), spec.prefix, spec.turns, gate.clone());

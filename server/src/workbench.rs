@@ -14,6 +14,7 @@ mod calls;
 mod datasets;
 mod estimate;
 pub mod library;
+mod live_text;
 mod notebook;
 mod persist;
 mod sweep;
@@ -38,6 +39,7 @@ use crate::backend::{Backend, BackendError, RunRequest};
 use crate::engine::Event;
 use crate::llm::Offline;
 use crate::llm::budget::{Limits as BudgetLimits, TreeBudget};
+use crate::llm::chat::Watch;
 use crate::llm::ledger::{Ledger, LlmRecord};
 use crate::llm::price::PriceTable;
 use crate::scenario::{ScenarioLibrary, UserScenario};
@@ -137,6 +139,9 @@ pub struct TreeHandle {
     pub id: u64,
     tree: Mutex<SimTree>,
     pub events: broadcast::Sender<TreeMsg>,
+    /// The live text of running nodes (`delta` messages; see `workbench::live_text`): a channel
+    /// of its own, so that a watcher that misses some is not sent a resync.
+    pub deltas: broadcast::Sender<TreeMsg>,
     /// The runs in flight: how to stop each and how to learn it has ended.
     runs: Mutex<HashMap<NodeId, RunControl>>,
     /// The tree's optional budget (tokens, calls, money); every run of the tree charges it.
@@ -309,6 +314,7 @@ impl Workbench {
             id,
             tree: Mutex::new(tree),
             events: broadcast::channel(self.limits.ws_queue.max(1)).0,
+            deltas: broadcast::channel(live_text::DELTA_QUEUE).0,
             runs: Mutex::new(HashMap::new()),
             budget: {
                 let limits = BudgetLimits {
@@ -615,6 +621,7 @@ impl Workbench {
         handle: &TreeHandle,
         replay: Option<Vec<LlmRecord>>,
         sim: &Sim,
+        node: NodeId,
     ) -> Result<(RunCtx, Arc<Ledger>), BackendError> {
         let abm = self.abm_pool.get().and_then(|r| r.as_ref().ok()).cloned();
         let scenario = handle.lock().scenario.clone();
@@ -624,6 +631,7 @@ impl Workbench {
             replay,
             budget: handle.budget.clone(),
             abm,
+            watch: Watch::new(Arc::new(live_text::NodeStream::new(node, handle.deltas.clone()))),
         };
         crate::backend::run_ctx(&self.backend, req)
     }
@@ -642,7 +650,7 @@ impl Workbench {
         } = p;
         // A provider that no longer resolves (its settings were checked at start-up) fails the run
         // with the reason, rather than running it on something else.
-        let (ctx, ledger) = match self.client_for(handle, replay, &sim) {
+        let (ctx, ledger) = match self.client_for(handle, replay, &sim, id) {
             Ok((ctx, ledger)) => (Ok(ctx), ledger),
             Err(e) => (Err(e.to_string()), Arc::new(Ledger::default())),
         };

@@ -428,6 +428,18 @@ pub enum TreeMsg {
     Resync {
         missed: u64,
     },
+    /// Text of a model's reply while it streams, in a running node: `text` continues the reply
+    /// of the run's call number `call` (counted from 0 in the order the run makes them; a
+    /// retried attempt is a new number, its text starting over) at byte `at` of it. Sent only to
+    /// watchers connected at the time (a late joiner gets no earlier pieces) and at most a few
+    /// per second per node; a watcher that falls behind may miss some, which a gap in `at`
+    /// shows. The reply itself reaches the log as always when the turn ends. An extension.
+    Delta {
+        node: u64,
+        call: u64,
+        at: u64,
+        text: String,
+    },
 }
 
 /// `{turns, agents: [...]}` of `GET …/state`.

@@ -5231,3 +5231,108 @@ async fn an_agent_is_asked_at_a_node_its_asks_are_kept_and_refusals_are_shown_as
     assert_eq!(page_errors(&b).await, Vec::<String>::new());
     b.finish("notebook_ask_refusals").await;
 }
+
+// ---- streaming ----
+
+/// An OpenAI-compatible server that streams the mock's replies slowly: a few characters every
+/// 100 ms, so a turn takes seconds and its text can be seen growing.
+async fn slow_streaming_provider() -> String {
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(|axum::Json(body): axum::Json<Value>| async move {
+            use axum::response::IntoResponse;
+            let text = simtree_e2e::mock_reply(&body);
+            let usage = json!({"prompt_tokens": 70, "completion_tokens": 30, "total_tokens": 100});
+            if body["stream"] != true {
+                return axum::Json(json!({
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                    "usage": usage
+                }))
+                .into_response();
+            }
+            let chars: Vec<char> = text.chars().collect();
+            let mut events: Vec<String> = chars
+                .chunks(12)
+                .map(|p| {
+                    let piece: String = p.iter().collect();
+                    format!("data: {}\n\n", json!({"choices": [{"index": 0, "delta": {"content": piece}}]}))
+                })
+                .collect();
+            events.push(format!(
+                "data: {}\n\ndata: {}\n\ndata: [DONE]\n\n",
+                json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+                json!({"choices": [], "usage": usage})
+            ));
+            let stream = futures_util::stream::unfold(events.into_iter(), |mut it| async move {
+                let e = it.next()?;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                Some((Ok::<_, std::io::Error>(e), it))
+            });
+            ([("content-type", "text/event-stream")], axum::body::Body::from_stream(stream)).into_response()
+        }),
+    );
+    simtree_e2e::serve_provider(app).await.0
+}
+
+#[tokio::test]
+async fn the_live_reply_grows_in_studio_and_the_node_view_before_the_node_finishes() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let url = slow_streaming_provider().await;
+    let env = [
+        ("LLM_DIALECT", "openai"),
+        ("LLM_BASE_URL", url.as_str()),
+        ("LLM_API_KEY", "sk-browser-streaming"),
+        ("LLM_MODEL", "fake-model"),
+    ];
+    let Some(b) = Browser::start_env(&[], &env).await else {
+        return;
+    };
+    capture_errors(&b).await;
+    let t = api_tree(&b.server, "simple_chat").await;
+    for (k, page) in ["studio", "simtree"].into_iter().enumerate() {
+        let node = k as u64 + 1;
+        b.open(&format!("/{page}/{t}")).await;
+        b.wait_css("g.node[data-id='0']").await;
+        let server = &b.server;
+        let run = async {
+            server
+                .post(
+                    &format!("/devui/simtree/{t}/advance"),
+                    &json!({"parent": 0, "turns": 1}),
+                )
+                .await
+        };
+        let watch = async {
+            b.click(&format!("g.node.running[data-id='{node}']")).await;
+            let first = b.wait_text("#live-text", "Thoughts").await;
+            // More of the same reply arrives while the node still runs.
+            let deadline = Instant::now() + WAIT;
+            let later = loop {
+                let text = b.wait_text("#live-text", "").await;
+                if text.len() > first.len() && text.starts_with(&first) {
+                    break text;
+                }
+                assert!(Instant::now() < deadline, "the live text never grew past {first:?}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            };
+            let running = b.count(&format!("g.node.running[data-id='{node}']")).await;
+            if k == 0
+                && let Ok(png) = b.client.screenshot().await
+            {
+                let _ = std::fs::write(screenshots().join("live_reply_during.png"), png);
+            }
+            (first, later, running)
+        };
+        let ((status, reply), (first, later, running)) = tokio::join!(run, watch);
+        assert_eq!(status, 200, "{reply}");
+        assert_eq!(reply.get("error"), None, "{reply}");
+        assert!(later.len() > first.len(), "{page}: {first:?} then {later:?}");
+        assert_eq!(running, 1, "{page}: the text grew while the node ran");
+        // Finished: the live panel goes, the reply is in the node's log.
+        b.wait_count("#live-text", 0).await;
+        let logs = simtree_e2e::text(&b.server, &format!("/devui/simtree/{t}/node/{node}/logs")).await;
+        assert!(logs.contains("Hello from"), "{logs}");
+    }
+    assert_eq!(page_errors(&b).await, Vec::<String>::new());
+    b.finish("live_reply_after").await;
+}

@@ -515,7 +515,9 @@ async fn a_nodes_calls_come_in_pages_and_a_stopped_run_shows_only_what_it_ran() 
     let run = s.advance_in_background(tree, 0, 100_000);
     let b = s.first_running(tree).await;
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    let (status, e) = s.post(&format!("/devui/simtree/{tree}/node/{b}/cancel"), &json!({})).await;
+    let (status, e) = s
+        .post(&format!("/devui/simtree/{tree}/node/{b}/cancel"), &json!({}))
+        .await;
     assert_eq!(status, 200, "{e}");
     run.await.unwrap();
     let (_, info) = s.get(&format!("/devui/simtree/{tree}/node/{b}/info")).await;
@@ -525,7 +527,11 @@ async fn a_nodes_calls_come_in_pages_and_a_stopped_run_shows_only_what_it_ran() 
     let done = state["turns"].as_u64().unwrap();
     assert!(done < 100_000, "{state}");
     let stopped = calls_of(b, "?limit=1").await;
-    assert_eq!(stopped["total"], done * per_turn, "the calls of the {done} turns it ran: {info}");
+    assert_eq!(
+        stopped["total"],
+        done * per_turn,
+        "the calls of the {done} turns it ran: {info}"
+    );
 }
 
 /// An OpenAI-compatible provider answering as the mock would; counts its calls.
@@ -771,6 +777,170 @@ async fn an_interview_on_a_real_provider_is_metered_recorded_and_replayed_withou
     assert!(status == 503 || status == 409, "{status} {r}");
     assert!(r["detail"].as_str().unwrap().contains("budget"), "{r}");
     assert_eq!(s.get(&format!("/devui/simtree/{tree}/node/{a}/asks")).await.1, kept);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_llm_trader_is_interviewed_with_its_decisions_as_context_and_rule_traders_are_refused() {
+    let dir = data_dir("ask-trader");
+    let s = sqlite(&dir);
+    let tree = s.create("llm_trader").await;
+    let a = advance(&s, tree, 0, 2).await;
+    let (_, st) = s.get(&format!("/devui/simtree/{tree}/node/{a}/state")).await;
+    let agent = st["agents"][0]["name"].as_str().unwrap().to_string();
+    let before = timeline(&s, tree, a).await;
+    let (status, first) = ask(&s, tree, a, &agent, "Why did you buy?").await;
+    assert_eq!(status, 200, "{first}");
+    let answer = first["answer"].as_str().unwrap();
+    assert!(
+        answer.starts_with("Mock trader, asked \"Why did you buy?\": My last word was: Mock analysis of llm-trader:1"),
+        "the answer comes from the node's memory: {answer}"
+    );
+    assert_eq!(first["provider"], "mock");
+    assert_eq!(timeline(&s, tree, a).await, before, "no node, event or memory");
+    // At the root the trader remembers nothing yet.
+    let (_, root) = ask(&s, tree, 0, &agent, "Why did you buy?").await;
+    assert!(root["answer"].as_str().unwrap().contains("no decision yet"), "{root}");
+    let (_, again) = ask(&s, tree, a, &agent, "Why did you buy?").await;
+    assert_eq!(
+        (again["answer"].clone(), again["replayed"].as_bool()),
+        (first["answer"].clone(), Some(true))
+    );
+    let (_, c) = s.get(&format!("/devui/simtree/{tree}/node/{a}/calls")).await;
+    let interviews: Vec<&Value> = c["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["ask"] == true)
+        .collect();
+    assert_eq!(interviews.len(), 2, "{c}");
+    let messages = interviews[0]["messages"].as_array().unwrap();
+    assert_eq!(messages[0]["role"], "system");
+    assert!(
+        messages.last().unwrap()["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("[Interview] Why did you buy?"),
+        "{c}"
+    );
+    assert!(
+        messages
+            .iter()
+            .any(|m| m["content"].as_str().unwrap().starts_with("Tool result: ")),
+        "the remembered tool results are part of the context: {c}"
+    );
+    let (_, r) = search(&s, Some(tree), "why did you buy", "").await;
+    assert_eq!(r["hits"][0]["kind"], "ask", "{r}");
+    // Unknown agents, rule-based traders: a clear 422, nothing kept.
+    let (got, reply) = ask(&s, tree, a, "Nobody", "hi").await;
+    assert_eq!(got, 422, "{reply}");
+    assert!(reply["detail"].as_str().unwrap().contains(&agent), "{reply}");
+    let rules = s.create("buy_and_hold").await;
+    let (_, st) = s.get(&format!("/devui/simtree/{rules}/node/0/state")).await;
+    let trader = st["agents"][0]["name"].as_str().unwrap().to_string();
+    let (got, reply) = ask(&s, rules, 0, &trader, "q").await;
+    assert_eq!(got, 422, "{reply}");
+    assert!(reply["detail"].as_str().unwrap().contains("rule-based"), "{reply}");
+    assert_eq!(s.get(&format!("/devui/simtree/{rules}/node/0/asks")).await.1, json!([]));
+    // Kept across kill -9 and exported.
+    let (_, asks) = s.get(&format!("/devui/simtree/{tree}/node/{a}/asks")).await;
+    drop(s);
+    let s = sqlite(&dir);
+    assert_eq!(s.get(&format!("/devui/simtree/{tree}/node/{a}/asks")).await.1, asks);
+    let export = simtree_e2e::text(&s, &format!("/devui/simtree/{tree}/export")).await;
+    assert!(export.contains("Why did you buy?"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_llm_trader_interview_on_a_real_provider_is_one_metered_call_that_decides_nothing() {
+    use std::sync::{Arc, Mutex};
+    let bodies: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let seen = bodies.clone();
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(move |axum::Json(body): axum::Json<Value>| {
+            let seen = seen.clone();
+            async move {
+                let last = body["messages"].as_array().unwrap().last().unwrap()["content"].clone();
+                let asked = last.as_str().unwrap_or("").starts_with("[Interview]");
+                seen.lock().unwrap().push(body);
+                let message = if asked {
+                    json!({"role": "assistant", "content": "I bought because the trend was up."})
+                } else {
+                    json!({"role": "assistant", "content": "Holding.", "tool_calls": [{"id": "c1", "type": "function",
+                        "function": {"name": "submit_decision", "arguments": "{\"orders\": []}"}}]})
+                };
+                axum::Json(json!({
+                    "id": "c", "object": "chat.completion", "model": "fake-model",
+                    "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": 70, "completion_tokens": 30, "total_tokens": 100}
+                }))
+            }
+        }),
+    );
+    let (url, _task) = simtree_e2e::serve_provider(app).await;
+    let s = on_provider(&url);
+    let tree = ok(
+        &s,
+        "/devui/simtree",
+        json!({"scenario": "llm_trader", "token_budget": 100_000}),
+    )
+    .await["id"]
+        .as_u64()
+        .unwrap();
+    let a = advance(&s, tree, 0, 2).await;
+    let (_, st) = s.get(&format!("/devui/simtree/{tree}/node/{a}/state")).await;
+    let agent = st["agents"][0]["name"].as_str().unwrap().to_string();
+    let calls = || bodies.lock().unwrap().len();
+    let paid = calls();
+    assert_eq!(paid, 2, "one call per decision point");
+    let before = timeline(&s, tree, a).await;
+    let usage = s.get(&format!("/devui/simtree/{tree}/usage")).await.1;
+    let (status, first) = ask(&s, tree, a, &agent, "Why?").await;
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(first["answer"], "I bought because the trend was up.");
+    assert_eq!(calls(), paid + 1, "one model call");
+    {
+        let sent = bodies.lock().unwrap();
+        let body = sent.last().unwrap();
+        assert_eq!(body["tool_choice"], "none", "an interview decides nothing: {body}");
+        assert_eq!(body["tools"][0]["function"]["name"], "submit_decision");
+        // The last decision's prompt without its case is where the interview's context starts.
+        let decided = sent[paid - 1]["messages"].as_array().unwrap();
+        let asked = body["messages"].as_array().unwrap();
+        let d = decided.len() - 1;
+        assert_eq!(asked[..d], decided[..d], "the context is the agent's own");
+        assert_eq!(
+            asked.len(),
+            d + 4,
+            "plus the last exchange (case line, reply, result) and the question"
+        );
+    }
+    assert_eq!(
+        (first["prompt_tokens"].as_u64(), first["provider"].as_str()),
+        (Some(70), Some("openai:fake-model"))
+    );
+    let after = s.get(&format!("/devui/simtree/{tree}/usage")).await.1;
+    assert_eq!(
+        after["usage"]["calls"].as_u64(),
+        usage["usage"]["calls"].as_u64().map(|c| c + 1)
+    );
+    assert_eq!(
+        after["budget"]["spent"].as_u64(),
+        usage["budget"]["spent"].as_u64().map(|c| c + 100)
+    );
+    let (_, again) = ask(&s, tree, a, &agent, "Why?").await;
+    assert_eq!(
+        (again["replayed"].as_bool(), calls()),
+        (Some(true), paid + 1),
+        "answered from the history"
+    );
+    assert_eq!(timeline(&s, tree, a).await, before, "the timeline did not move");
+    // The node's own advance still replays from its recording, the interview's record beside it.
+    let (status, replay) = s
+        .post(&format!("/devui/simtree/{tree}/replay"), &json!({"node": a}))
+        .await;
+    assert_eq!(status, 200, "{replay}");
+    assert_eq!(calls(), paid + 1, "replay makes no call");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -12,6 +12,7 @@ mod details;
 mod events;
 mod home;
 mod inspector;
+mod live_text;
 mod new;
 mod notebook;
 mod ops_panel;

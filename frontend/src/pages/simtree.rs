@@ -8,6 +8,7 @@ use super::compare_panel::ComparePanel;
 use super::create::CreatePanel;
 use super::details::NodeDetails;
 use super::inspector::Inspector;
+use super::live_text::LiveReply;
 use super::notebook::{FindBar, NotePanel, TreeAbout};
 use super::ops_panel::OpsPanel;
 use super::tree_bar::TreeBar;
@@ -46,6 +47,7 @@ pub fn SimTreePage(tree_id: Option<u64>) -> impl IntoView {
                         </Show>
                         <Inspector tree node_view />
                         <NotePanel tree />
+                        <LiveReply tree />
                         <OpsPanel tree node_view details=true />
                         <BranchEditor tree node_view />
                         <ComparePanel tree />

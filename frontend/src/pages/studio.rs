@@ -10,6 +10,7 @@ use super::create::CreatePanel;
 use super::details::NodeDetails;
 use super::events::EventsPanel;
 use super::inspector::Inspector;
+use super::live_text::LiveReply;
 use super::notebook::{FeedTabs, NotePanel};
 use super::ops_panel::OpsPanel;
 use super::tree_bar::TreeBar;
@@ -130,6 +131,7 @@ pub fn StudioPage(tree_id: Option<u64>) -> impl IntoView {
                 <FeedTabs tree>
                     <EventsPanel view_state=node_view stick viewer=false />
                 </FeedTabs>
+                <LiveReply tree />
                 <NodeDetails tree view_state=kind_view />
             </div>
             <div class="col">

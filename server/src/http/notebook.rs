@@ -80,7 +80,9 @@ pub async fn node_calls(
     ApiPath((tree, node)): ApiPath<(u64, NodeId)>,
     q: Result<Query<PageParams>, QueryRejection>,
 ) -> Result<Json<NodeCalls>, ApiError> {
-    let p = q.map(|Query(q)| q).map_err(|e| ApiError::unprocessable(e.body_text()))?;
+    let p = q
+        .map(|Query(q)| q)
+        .map_err(|e| ApiError::unprocessable(e.body_text()))?;
     Ok(Json(app.wb.calls(tree, node, p.offset, p.limit).await?))
 }
 

@@ -4,7 +4,8 @@
 //! forward. The tree socket sends the root's `attached` and, as an extension, a `snapshot` of the
 //! graph with running ids so late joiners are in sync. A tree watcher that falls behind its
 //! bounded queue (`--ws-queue`) gets `resync` and a fresh snapshot instead of unbounded
-//! buffering. A node watcher loses nothing: its queue only wakes it, and it reads the entries it
+//! buffering. Live text of running nodes (`delta`) comes on a channel of its own, from the
+//! time the socket connects; a tree watcher that misses some of it gets no resync. A node watcher loses nothing: its queue only wakes it, and it reads the entries it
 //! has not sent from the node's log, which holds them anyway.
 
 use std::sync::Arc;
@@ -156,6 +157,8 @@ async fn tree_socket(mut socket: WebSocket, app: Arc<AppState>, tree: u64) {
         return close_policy(socket, "simtree not found").await;
     };
     let mut rx = handle.events.subscribe();
+    // Live text comes from now on (no earlier pieces); subscribing is what makes runs stream.
+    let mut deltas = handle.deltas.subscribe();
     if !handshake(&mut socket).await {
         return close_policy(socket, "no ready message").await;
     }
@@ -174,6 +177,14 @@ async fn tree_socket(mut socket: WebSocket, app: Arc<AppState>, tree: u64) {
     let mut live = Liveness::new(app.wb.limits.ws_idle);
     loop {
         tokio::select! {
+            // Live text first: a reply's last pieces were sent before its run's `run_finish`.
+            biased;
+            delta = deltas.recv() => match delta {
+                Ok(m) => if !send_json(&mut socket, &m).await { return },
+                // Pieces a slow watcher missed are gone: the gap shows in `at`; the log has it all.
+                Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Closed) => return,
+            },
             msg = rx.recv() => match msg {
                 Ok(m) => if !send_json(&mut socket, &m).await { return },
                 Err(RecvError::Lagged(missed)) => {

@@ -12,13 +12,18 @@
 //!
 //! Response: text blocks joined, `tool_use` blocks as tool calls, `usage` (cache reads and
 //! writes count as prompt tokens), `stop_reason: refusal` as a refusal.
+//!
+//! Streaming: `stream: true`; the events (`message_start` with the input usage,
+//! `content_block_start`/`_delta` with text and tool input JSON in pieces, `message_delta` with the
+//! stop reason and output usage, `message_stop`) are put back together into the message above
+//! ([`AnthropicStream`]).
 
 use serde_json::{Map, Value, json};
 
 use super::LlmError;
 use super::chat::{ChatRequest, ChatResponse, Message, Role, ToolCall, ToolChoice, Usage};
 use super::config::{Dialect, LlmConfig};
-use super::wire::Wire;
+use super::wire::{StreamReader, Wire, event_json};
 
 /// The Messages mapping.
 #[derive(Clone, Copy, Debug, Default)]
@@ -130,6 +135,15 @@ impl Wire for AnthropicWire {
         Value::Object(b)
     }
 
+    fn stream(&self, config: &LlmConfig, request: &ChatRequest, body: &mut Value) -> Option<String> {
+        body["stream"] = json!(true);
+        Some(self.url(config, request))
+    }
+
+    fn stream_reader(&self) -> Box<dyn StreamReader> {
+        Box::new(AnthropicStream::default())
+    }
+
     fn parse(&self, body: &Value) -> Result<ChatResponse, LlmError> {
         if body.get("type").and_then(Value::as_str) == Some("error") {
             let m = body
@@ -196,9 +210,174 @@ impl Wire for AnthropicWire {
     }
 }
 
+/// The most content blocks one streamed message may have (a larger `index` is refused rather
+/// than allocated).
+const MAX_STREAMED_BLOCKS: usize = 64;
+
+/// One Messages stream put back together.
+#[derive(Debug, Default)]
+pub struct AnthropicStream {
+    /// Each block as it started, with its text or its tool input JSON as written so far.
+    blocks: Vec<(Value, String)>,
+    usage: Map<String, Value>,
+    stop_reason: Option<Value>,
+    done: bool,
+}
+
+impl StreamReader for AnthropicStream {
+    fn event(&mut self, _name: Option<&str>, data: &str) -> Result<String, LlmError> {
+        let e = event_json(data)?;
+        let usage = |u: Option<&Value>, into: &mut Map<String, Value>| {
+            for (k, v) in u.and_then(Value::as_object).into_iter().flatten() {
+                if !v.is_null() {
+                    into.insert(k.clone(), v.clone());
+                }
+            }
+        };
+        let index = || {
+            let i = e.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
+            if i < MAX_STREAMED_BLOCKS {
+                Ok(i)
+            } else {
+                Err(LlmError::Response(format!(
+                    "a streamed content block has index {i}; at most {MAX_STREAMED_BLOCKS} are read"
+                )))
+            }
+        };
+        match e.get("type").and_then(Value::as_str).unwrap_or("") {
+            "error" => {
+                let m = e
+                    .pointer("/error/message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("unknown error");
+                return Err(LlmError::Response(format!("provider error: {m}")));
+            }
+            "message_start" => usage(e.pointer("/message/usage"), &mut self.usage),
+            "content_block_start" => {
+                let i = index()?;
+                if self.blocks.len() <= i {
+                    self.blocks.resize(i + 1, (Value::Null, String::new()));
+                }
+                let block = e.get("content_block").cloned().unwrap_or(Value::Null);
+                let text = block.get("text").and_then(Value::as_str).unwrap_or("").to_string();
+                self.blocks[i] = (block, text.clone());
+                return Ok(text);
+            }
+            "content_block_delta" => {
+                let i = index()?;
+                let Some((block, written)) = self.blocks.get_mut(i) else {
+                    return Err(LlmError::Response(format!(
+                        "a delta for block {i}, which never started"
+                    )));
+                };
+                let delta = e.get("delta").unwrap_or(&Value::Null);
+                let piece = match delta.get("type").and_then(Value::as_str) {
+                    Some("text_delta") => delta.get("text"),
+                    Some("input_json_delta") => delta.get("partial_json"),
+                    _ => None, // thinking and signatures carry no answer
+                };
+                let piece = piece.and_then(Value::as_str).unwrap_or("");
+                written.push_str(piece);
+                let shown = block.get("type").and_then(Value::as_str) == Some("text");
+                return Ok(if shown { piece.to_string() } else { String::new() });
+            }
+            "message_delta" => {
+                if let Some(r) = e.pointer("/delta/stop_reason").filter(|r| !r.is_null()) {
+                    self.stop_reason = Some(r.clone());
+                }
+                usage(e.get("usage"), &mut self.usage);
+            }
+            "message_stop" => self.done = true,
+            _ => {} // ping, content_block_stop
+        }
+        Ok(String::new())
+    }
+
+    fn done(&self) -> bool {
+        self.done
+    }
+
+    fn finish(self: Box<Self>) -> Result<Value, String> {
+        if !self.done {
+            return Err("the stream ended before its message_stop event".into());
+        }
+        let content: Vec<Value> = self
+            .blocks
+            .into_iter()
+            .filter(|(b, _)| !b.is_null())
+            .map(|(mut block, written)| {
+                match block.get("type").and_then(Value::as_str) {
+                    Some("text") => block["text"] = json!(written),
+                    Some("tool_use") => {
+                        block["input"] = match written.trim() {
+                            "" => block.get("input").cloned().unwrap_or_else(|| json!({})),
+                            raw => serde_json::from_str(raw).unwrap_or_else(|_| json!(raw)),
+                        }
+                    }
+                    _ => {}
+                }
+                block
+            })
+            .collect();
+        Ok(json!({"type": "message", "role": "assistant", "content": content,
+                  "stop_reason": self.stop_reason, "usage": self.usage}))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stream_reads_as_the_same_response_as_the_plain_message() {
+        let plain = AnthropicWire
+            .parse(&json!({
+                "type": "message", "role": "assistant",
+                "content": [{"type": "text", "text": "Voting now."},
+                            {"type": "tool_use", "id": "tu_1", "name": "vote", "input": {"target": "Pia"}}],
+                "stop_reason": "tool_use",
+                "usage": {"input_tokens": 20, "cache_read_input_tokens": 5, "output_tokens": 8}
+            }))
+            .unwrap();
+        let mut r = AnthropicWire.stream_reader();
+        let mut shown = String::new();
+        for e in [
+            r#"{"type":"message_start","message":{"content":[],"usage":{"input_tokens":20,"cache_read_input_tokens":5,"output_tokens":1}}}"#,
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+            r#"{"type":"ping"}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Voting"}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":" now."}}"#,
+            r#"{"type":"content_block_stop","index":0}"#,
+            r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"tu_1","name":"vote","input":{}}}"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"target\":"}}"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":" \"Pia\"}"}}"#,
+            r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":8}}"#,
+            r#"{"type":"message_stop"}"#,
+        ] {
+            shown.push_str(&r.event(None, e).unwrap());
+        }
+        assert!(r.done());
+        assert_eq!(shown, "Voting now.", "the tool input is not shown as text");
+        assert_eq!(AnthropicWire.parse(&r.finish().unwrap()).unwrap(), plain);
+        let mut cut = AnthropicWire.stream_reader();
+        cut.event(None, r#"{"type":"message_start","message":{}}"#).unwrap();
+        assert_eq!(
+            cut.finish().unwrap_err(),
+            "the stream ended before its message_stop event"
+        );
+        let mut bad = AnthropicWire.stream_reader();
+        let e = bad
+            .event(
+                None,
+                r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+            )
+            .unwrap_err();
+        assert_eq!(e, LlmError::Response("provider error: Overloaded".into()));
+        assert!(
+            bad.event(None, r#"{"type":"content_block_start","index":99999999999}"#)
+                .is_err()
+        );
+    }
 
     #[test]
     fn parses_blocks_usage_and_refusals() {

@@ -16,6 +16,7 @@
 //! that must not depend on a dialect: the replay hash and the offline mock's token count.
 
 use std::borrow::Cow;
+use std::fmt;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -227,6 +228,47 @@ impl JsonSchema {
     }
 }
 
+/// Where a streamed reply's text goes while it arrives (a run's watchers). Called on the
+/// provider's task: it must return quickly and never block.
+pub trait StreamSink: Send + Sync {
+    /// Whether anyone watches now: a call streams only then.
+    fn wanted(&self) -> bool;
+    /// An attempt of a call starts streaming: text sent before (a failed attempt's) is void.
+    fn start(&self);
+    /// More of the reply's text.
+    fn text(&self, piece: &str);
+    /// The attempt's reply is complete.
+    fn end(&self);
+}
+
+/// A request's optional [`StreamSink`]. It is not part of what a request asks: two requests are
+/// equal whatever their watches, and a watch is never serialised.
+#[derive(Clone, Default)]
+pub struct Watch(Option<Arc<dyn StreamSink>>);
+
+impl Watch {
+    pub fn new(sink: Arc<dyn StreamSink>) -> Watch {
+        Watch(Some(sink))
+    }
+
+    /// The sink, when there is one and someone watches.
+    pub fn wanted(&self) -> Option<&dyn StreamSink> {
+        self.0.as_deref().filter(|s| s.wanted())
+    }
+}
+
+impl PartialEq for Watch {
+    fn eq(&self, _: &Watch) -> bool {
+        true
+    }
+}
+
+impl fmt::Debug for Watch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() { "Watch(on)" } else { "Watch(off)" })
+    }
+}
+
 /// One chat request, dialect-neutral.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ChatRequest {
@@ -247,6 +289,9 @@ pub struct ChatRequest {
     pub top_p: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
+    /// Where the reply's text goes while it streams (`llm::stream`); not part of the request.
+    #[serde(skip)]
+    pub watch: Watch,
 }
 
 impl ChatRequest {

@@ -248,8 +248,11 @@ pub struct LlmConfig {
     /// is tried once and remembered for the endpoint (see [`super::provider::Endpoint`]).
     pub openai_json_mode: OpenAiJsonMode,
     /// The largest response body read from the provider; a larger one is an error, never
-    /// buffered whole.
+    /// buffered whole. A streamed reply counts every byte of its stream.
     pub max_response_bytes: u64,
+    /// Stream replies while someone watches the run (`LLM_STREAM`, default on; see
+    /// `llm::stream`). Off, every call is a plain request.
+    pub stream: bool,
 }
 
 impl Default for LlmConfig {
@@ -282,6 +285,7 @@ impl LlmConfig {
             anthropic_version: "2023-06-01".to_string(),
             openai_json_mode: OpenAiJsonMode::JsonSchema,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            stream: true,
         }
     }
 
@@ -321,7 +325,7 @@ impl LlmConfig {
     /// `LLM_FREQUENCY_PENALTY`, `LLM_PRESENCE_PENALTY`, `LLM_MAX_TOKENS`, `LLM_TIMEOUT_S`,
     /// `LLM_MAX_RETRIES`, `LLM_RETRY_BACKOFF_S`, `LLM_MAX_BACKOFF_S`, `LLM_MAX_CONCURRENCY`,
     /// `LLM_REQUESTS_PER_S`, `LLM_ANTHROPIC_VERSION`, `LLM_OPENAI_JSON_MODE`,
-    /// `LLM_MAX_RESPONSE_BYTES`.
+    /// `LLM_MAX_RESPONSE_BYTES`, `LLM_PREFIX_AFFINITY`, `LLM_STREAM`.
     ///
     /// As upstream, an empty or zero numeric setting keeps the default; an unparsable one is an
     /// error naming the variable.
@@ -341,17 +345,8 @@ impl LlmConfig {
                     .filter(|u| !u.is_empty())
                     .collect()
             }),
-            prefix_affinity: match get("LLM_PREFIX_AFFINITY").as_deref() {
-                None => None,
-                Some("true" | "1" | "on") => Some(true),
-                Some("false" | "0" | "off") => Some(false),
-                Some(other) => {
-                    return Err(ConfigError::new(
-                        "LLM_PREFIX_AFFINITY",
-                        format!("{other:?} is not true or false"),
-                    ));
-                }
-            },
+            prefix_affinity: env_bool(&get, "LLM_PREFIX_AFFINITY")?,
+            stream: env_bool(&get, "LLM_STREAM")?,
             api_key: get("LLM_API_KEY").and_then(ApiKey::new),
             temperature: env_num(&get, "LLM_TEMPERATURE")?,
             top_p: env_num(&get, "LLM_TOP_P")?,
@@ -447,7 +442,8 @@ impl LlmConfig {
             anthropic_version,
             openai_json_mode,
             max_response_bytes,
-            prefix_affinity
+            prefix_affinity,
+            stream
         );
         if let Some(u) = &o.base_url {
             self.base_url = Some(u.clone());
@@ -548,6 +544,16 @@ fn env_num<T: FromStr>(get: &dyn Fn(&str) -> Option<String>, name: &str) -> Resu
         .transpose()
 }
 
+/// A yes/no setting: `true`/`1`/`on` or `false`/`0`/`off`; anything else is an error naming it.
+fn env_bool(get: &dyn Fn(&str) -> Option<String>, name: &str) -> Result<Option<bool>, ConfigError> {
+    match get(name).as_deref() {
+        None => Ok(None),
+        Some("true" | "1" | "on") => Ok(Some(true)),
+        Some("false" | "0" | "off") => Ok(Some(false)),
+        Some(other) => Err(ConfigError::new(name, format!("{other:?} is not true or false"))),
+    }
+}
+
 /// Fields that replace those of a base config; every field optional. Used for the file's
 /// `default`, per-scenario and per-agent sections.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
@@ -577,6 +583,8 @@ pub struct LlmOverride {
     pub anthropic_version: Option<String>,
     pub openai_json_mode: Option<OpenAiJsonMode>,
     pub max_response_bytes: Option<u64>,
+    /// Stream replies while someone watches (see [`LlmConfig::stream`]).
+    pub stream: Option<bool>,
 }
 
 /// One scenario's section of the config file: its own override plus per-agent ones.

@@ -14,6 +14,10 @@
 //! Response: the first candidate's text parts joined (thought parts skipped), its
 //! `functionCall`s, `usageMetadata`; a blocked prompt (`promptFeedback.blockReason`) or a
 //! safety-type `finishReason` is a refusal.
+//!
+//! Streaming: `:streamGenerateContent?alt=sse`, whose events are partial responses; their parts
+//! are joined, the last finish reason and usage kept ([`GeminiStream`]). The stream has no end
+//! marker: it ends with the body, and one that ends before a finish reason is incomplete.
 
 use serde_json::{Map, Value, json};
 
@@ -21,7 +25,7 @@ use super::LlmError;
 use super::chat::{ChatRequest, ChatResponse, Message, Role, ToolCall, ToolChoice, Usage};
 use super::config::{Dialect, LlmConfig};
 use super::schema;
-use super::wire::Wire;
+use super::wire::{StreamReader, Wire, event_json};
 
 /// Finish reasons that mean a filter withheld the answer.
 const BLOCKED: [&str; 6] = [
@@ -157,6 +161,18 @@ impl Wire for GeminiWire {
         Value::Object(b)
     }
 
+    fn stream(&self, config: &LlmConfig, _request: &ChatRequest, _body: &mut Value) -> Option<String> {
+        let model = config.model.trim_start_matches("models/");
+        Some(format!(
+            "{}/models/{model}:streamGenerateContent?alt=sse",
+            config.endpoint()
+        ))
+    }
+
+    fn stream_reader(&self) -> Box<dyn StreamReader> {
+        Box::new(GeminiStream::default())
+    }
+
     fn parse(&self, body: &Value) -> Result<ChatResponse, LlmError> {
         let count = |k: &str| {
             body.pointer(&format!("/usageMetadata/{k}"))
@@ -225,9 +241,118 @@ impl Wire for GeminiWire {
     }
 }
 
+/// One `streamGenerateContent` stream put back together.
+#[derive(Debug, Default)]
+pub struct GeminiStream {
+    parts: Vec<Value>,
+    finish_reason: Option<Value>,
+    usage: Option<Value>,
+    feedback: Option<Value>,
+    candidate: bool,
+}
+
+impl StreamReader for GeminiStream {
+    fn event(&mut self, _name: Option<&str>, data: &str) -> Result<String, LlmError> {
+        let chunk = event_json(data)?;
+        if let Some(m) = chunk.pointer("/error/message").and_then(Value::as_str) {
+            return Err(LlmError::Response(format!("provider error: {m}")));
+        }
+        if let Some(u) = chunk.get("usageMetadata") {
+            self.usage = Some(u.clone());
+        }
+        if let Some(f) = chunk.get("promptFeedback") {
+            self.feedback = Some(f.clone());
+        }
+        let Some(cand) = chunk
+            .get("candidates")
+            .and_then(Value::as_array)
+            .and_then(|c| c.first())
+        else {
+            return Ok(String::new());
+        };
+        self.candidate = true;
+        if let Some(r) = cand.get("finishReason").filter(|r| !r.is_null()) {
+            self.finish_reason = Some(r.clone());
+        }
+        let mut shown = String::new();
+        for part in cand
+            .pointer("/content/parts")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if part.get("thought").and_then(Value::as_bool) != Some(true)
+                && let Some(t) = part.get("text").and_then(Value::as_str)
+            {
+                shown.push_str(t);
+            }
+            self.parts.push(part.clone());
+        }
+        Ok(shown)
+    }
+
+    fn done(&self) -> bool {
+        false
+    }
+
+    fn finish(self: Box<Self>) -> Result<Value, String> {
+        let blocked = self.feedback.as_ref().and_then(|f| f.get("blockReason")).is_some();
+        if self.finish_reason.is_none() && !blocked {
+            return Err("the stream ended before its finishReason".into());
+        }
+        let mut body = Map::new();
+        if self.candidate {
+            body.insert(
+                "candidates".into(),
+                json!([{"content": {"role": "model", "parts": self.parts}, "finishReason": self.finish_reason}]),
+            );
+        }
+        for (k, v) in [("usageMetadata", self.usage), ("promptFeedback", self.feedback)] {
+            if let Some(v) = v {
+                body.insert(k.into(), v);
+            }
+        }
+        Ok(Value::Object(body))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stream_reads_as_the_same_response_as_the_plain_body() {
+        let plain = GeminiWire
+            .parse(&json!({
+                "candidates": [{"content": {"role": "model", "parts": [
+                    {"text": "Hello there."},
+                    {"functionCall": {"name": "vote", "args": {"target": "Pia"}}}]},
+                    "finishReason": "STOP"}],
+                "usageMetadata": {"promptTokenCount": 12, "candidatesTokenCount": 5}
+            }))
+            .unwrap();
+        let mut r = GeminiWire.stream_reader();
+        let mut shown = String::new();
+        for e in [
+            r#"{"candidates":[{"content":{"role":"model","parts":[{"text":"Hello "}]}}],"usageMetadata":{"promptTokenCount":12}}"#,
+            r#"{"candidates":[{"content":{"role":"model","parts":[{"text":"thinking","thought":true},{"text":"there."}]}}]}"#,
+            r#"{"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"name":"vote","args":{"target":"Pia"}}}]},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":12,"candidatesTokenCount":5}}"#,
+        ] {
+            shown.push_str(&r.event(None, e).unwrap());
+        }
+        assert_eq!(shown, "Hello there.");
+        assert_eq!(GeminiWire.parse(&r.finish().unwrap()).unwrap(), plain);
+        let mut cut = GeminiWire.stream_reader();
+        cut.event(None, r#"{"candidates":[{"content":{"parts":[{"text":"Hel"}]}}]}"#)
+            .unwrap();
+        assert_eq!(cut.finish().unwrap_err(), "the stream ended before its finishReason");
+        let mut blocked = GeminiWire.stream_reader();
+        blocked
+            .event(None, r#"{"promptFeedback":{"blockReason":"SAFETY"}}"#)
+            .unwrap();
+        let r = GeminiWire.parse(&blocked.finish().unwrap()).unwrap();
+        assert!(r.refusal.unwrap().contains("SAFETY"));
+    }
 
     #[test]
     fn parses_parts_function_calls_usage_and_blocks() {

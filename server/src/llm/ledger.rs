@@ -18,7 +18,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::budget::TreeBudget;
-use super::chat::{ChatRequest, ChatResponse, Message, Role};
+use super::chat::{ChatRequest, ChatResponse, Message, Role, Watch};
 use super::provider::ChatProvider;
 use super::{BoxFuture, LlmClient, LlmError, LlmState};
 
@@ -116,12 +116,17 @@ pub struct MeteredClient {
     pub provider: Arc<dyn ChatProvider>,
     pub ledger: Arc<Ledger>,
     pub budget: Option<Arc<TreeBudget>>,
+    /// Where replies stream while someone watches the run.
+    pub watch: Watch,
 }
 
 impl LlmClient for MeteredClient {
     fn chat<'a>(&'a self, messages: &'a [Message], state: &'a mut LlmState) -> BoxFuture<'a, Result<String, LlmError>> {
         Box::pin(async move {
-            let request = ChatRequest::new(messages.to_vec());
+            let request = ChatRequest {
+                watch: self.watch.clone(),
+                ..ChatRequest::new(messages.to_vec())
+            };
             let budget = self.budget.as_deref();
             let response = metered_call(&*self.provider, &self.ledger, budget, &request, state, |r| {
                 r.text.clone()

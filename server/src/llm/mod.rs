@@ -36,6 +36,7 @@ pub mod price;
 pub mod provider;
 pub mod resilience;
 pub mod schema;
+pub mod stream;
 pub mod wire;
 
 pub use chat::{ChatRequest, ChatResponse, JsonSchema, Message, Role, ToolCall, ToolChoice, ToolSpec, Usage};

@@ -10,12 +10,17 @@
 //!
 //! Response: the first choice's content (trimmed), its `tool_calls` (arguments parsed from their
 //! JSON string), `message.refusal` or `finish_reason: content_filter` as a refusal, and `usage`.
+//!
+//! Streaming: `stream: true` with `stream_options.include_usage` (OpenAI, vLLM and llama.cpp's
+//! server send the usage in a last chunk); the chunks' deltas — content, refusal, tool calls by
+//! index with their arguments in pieces, the finish reason — are put back together into the
+//! body above ([`OpenAiStream`]), and `data: [DONE]` ends the stream.
 
 use serde_json::{Map, Value, json};
 
 use super::chat::{ChatRequest, ChatResponse, Message, ToolCall, ToolChoice, Usage};
 use super::config::{Dialect, LlmConfig, OpenAiJsonMode};
-use super::wire::Wire;
+use super::wire::{StreamReader, Wire, event_json};
 use super::{LlmError, schema};
 
 /// The Chat Completions mapping.
@@ -132,6 +137,16 @@ impl Wire for OpenAiWire {
         Value::Object(b)
     }
 
+    fn stream(&self, config: &LlmConfig, request: &ChatRequest, body: &mut Value) -> Option<String> {
+        body["stream"] = json!(true);
+        body["stream_options"] = json!({"include_usage": true});
+        Some(self.url(config, request))
+    }
+
+    fn stream_reader(&self) -> Box<dyn StreamReader> {
+        Box::new(OpenAiStream::default())
+    }
+
     fn parse(&self, body: &Value) -> Result<ChatResponse, LlmError> {
         let Some(choice) = body.get("choices").and_then(Value::as_array).and_then(|c| c.first()) else {
             if let Some(m) = body.pointer("/error/message").and_then(Value::as_str) {
@@ -200,6 +215,122 @@ impl Wire for OpenAiWire {
     }
 }
 
+/// The most tool calls one streamed reply may make (a chunk's `index` beyond it is refused
+/// rather than allocated).
+const MAX_STREAMED_CALLS: usize = 64;
+
+/// One Chat Completions stream put back together.
+#[derive(Debug, Default)]
+pub struct OpenAiStream {
+    content: String,
+    refusal: Option<String>,
+    /// id, name, arguments as written so far.
+    calls: Vec<(Option<String>, String, String)>,
+    finish_reason: Option<Value>,
+    usage: Option<Value>,
+    timings: Option<Value>,
+    done: bool,
+}
+
+impl StreamReader for OpenAiStream {
+    fn event(&mut self, _name: Option<&str>, data: &str) -> Result<String, LlmError> {
+        if data.trim() == "[DONE]" {
+            self.done = true;
+            return Ok(String::new());
+        }
+        let chunk = event_json(data)?;
+        if let Some(m) = chunk.pointer("/error/message").and_then(Value::as_str) {
+            return Err(LlmError::Response(format!("provider error: {m}")));
+        }
+        if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
+            self.usage = Some(u.clone());
+        }
+        if let Some(t) = chunk.get("timings").filter(|t| t.is_object()) {
+            self.timings = Some(t.clone());
+        }
+        let Some(choice) = chunk.get("choices").and_then(Value::as_array).and_then(|c| c.first()) else {
+            return Ok(String::new()); // the usage chunk has no choices
+        };
+        if let Some(r) = choice.get("finish_reason").filter(|r| !r.is_null()) {
+            self.finish_reason = Some(r.clone());
+        }
+        let delta = choice.get("delta").unwrap_or(&Value::Null);
+        if let Some(r) = delta.get("refusal").and_then(Value::as_str) {
+            self.refusal.get_or_insert_with(String::new).push_str(r);
+        }
+        for (k, call) in delta
+            .get("tool_calls")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let i = call.get("index").and_then(Value::as_u64).map_or(k, |i| i as usize);
+            if i >= MAX_STREAMED_CALLS {
+                return Err(LlmError::Response(format!(
+                    "a streamed tool call has index {i}; at most {MAX_STREAMED_CALLS} calls are read"
+                )));
+            }
+            if self.calls.len() <= i {
+                self.calls.resize(i + 1, Default::default());
+            }
+            let slot = &mut self.calls[i];
+            if let Some(id) = call.get("id").and_then(Value::as_str) {
+                slot.0 = Some(id.to_string());
+            }
+            let f = call.get("function").unwrap_or(&Value::Null);
+            if let Some(name) = f.get("name").and_then(Value::as_str) {
+                slot.1.push_str(name);
+            }
+            if let Some(args) = f.get("arguments").and_then(Value::as_str) {
+                slot.2.push_str(args);
+            }
+        }
+        let text = delta.get("content").and_then(Value::as_str).unwrap_or("");
+        self.content.push_str(text);
+        Ok(text.to_string())
+    }
+
+    fn done(&self) -> bool {
+        self.done
+    }
+
+    fn finish(self: Box<Self>) -> Result<Value, String> {
+        if !self.done {
+            return Err("the stream ended before its [DONE] line".into());
+        }
+        let mut message = Map::new();
+        message.insert("role".into(), json!("assistant"));
+        message.insert("content".into(), json!(self.content));
+        if let Some(r) = self.refusal {
+            message.insert("refusal".into(), json!(r));
+        }
+        if !self.calls.is_empty() {
+            let calls: Vec<Value> = self
+                .calls
+                .into_iter()
+                .map(|(id, name, arguments)| {
+                    let mut c = json!({"type": "function", "function": {"name": name, "arguments": arguments}});
+                    if let Some(id) = id {
+                        c["id"] = json!(id);
+                    }
+                    c
+                })
+                .collect();
+            message.insert("tool_calls".into(), Value::Array(calls));
+        }
+        let mut body = json!({"choices": [{"index": 0, "message": message,
+            "finish_reason": self.finish_reason.unwrap_or(Value::Null)}]});
+        if let Some(u) = self.usage {
+            body["usage"] = u;
+        }
+        if let Some(t) = self.timings {
+            body["timings"] = t;
+        }
+        Ok(body)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -238,5 +369,52 @@ mod tests {
             OpenAiWire.parse(&json!({"error": {"message": "model not loaded"}})),
             Err(LlmError::Response("provider error: model not loaded".into()))
         );
+    }
+
+    /// Feeds `events` to a stream reader: the text pieces and the response read from the body
+    /// the stream makes.
+    fn streamed(events: &[&str]) -> (Vec<String>, Result<ChatResponse, String>) {
+        let mut r = OpenAiWire.stream_reader();
+        let mut pieces = Vec::new();
+        for e in events {
+            pieces.push(r.event(None, e).map_err(|e| e.to_string()).unwrap());
+        }
+        let body = r.finish();
+        (
+            pieces,
+            body.and_then(|b| OpenAiWire.parse(&b).map_err(|e| e.to_string())),
+        )
+    }
+
+    #[test]
+    fn a_stream_reads_as_the_same_response_as_the_plain_body() {
+        let plain = OpenAiWire
+            .parse(&json!({
+                "choices": [{"message": {"role": "assistant", "content": "Hello there",
+                    "tool_calls": [{"id": "c1", "type": "function",
+                        "function": {"name": "vote", "arguments": "{\"target\":\"Pia\"}"}}]},
+                    "finish_reason": "tool_calls"}],
+                "usage": {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17}
+            }))
+            .unwrap();
+        let (pieces, got) = streamed(&[
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":"Hel"},"finish_reason":null}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"lo there"}}],"usage":null}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"vote","arguments":"{\"tar"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"get\":\"Pia\"}"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":5,"total_tokens":17}}"#,
+            "[DONE]",
+        ]);
+        assert_eq!(got.unwrap(), plain);
+        assert_eq!(pieces.concat(), "Hello there");
+        let (_, cut) = streamed(&[r#"{"choices":[{"index":0,"delta":{"content":"Hel"}}]}"#]);
+        assert_eq!(cut.unwrap_err(), "the stream ended before its [DONE] line");
+        let mut r = OpenAiWire.stream_reader();
+        let e = r
+            .event(None, r#"{"choices":[{"delta":{"tool_calls":[{"index":4000000000}]}}]}"#)
+            .unwrap_err();
+        assert!(e.to_string().contains("at most 64 calls"), "{e}");
+        assert!(r.event(None, "{oops").is_err());
     }
 }

@@ -20,9 +20,10 @@ use std::time::{Instant, SystemTime};
 
 use serde_json::Value;
 
-use super::chat::{ChatRequest, ChatResponse, JsonSchema, Message};
+use super::chat::{ChatRequest, ChatResponse, JsonSchema, Message, StreamSink};
 use super::config::{ApiKey, ConfigError, Dialect, LlmConfig, OpenAiJsonMode};
 use super::resilience::{Failure, Gate, RetryPolicy, retry_after, with_retries};
+use super::stream::{Scrubber, SseParser};
 use super::wire::Wire;
 use super::{BoxFuture, LlmClient, LlmError, LlmState, MockClient, anthropic, gemini, openai, schema};
 
@@ -199,6 +200,9 @@ pub(crate) fn excerpt(s: &str, max: usize) -> String {
 pub struct Endpoint {
     gate: Arc<Gate>,
     json_mode: Mutex<Option<OpenAiJsonMode>>,
+    /// Set when a streamed reply of this server came without token counts: its calls are not
+    /// streamed again, so that usage, budgets and recordings keep their counts.
+    streams_without_usage: std::sync::atomic::AtomicBool,
 }
 
 impl Endpoint {
@@ -206,6 +210,7 @@ impl Endpoint {
         Endpoint {
             gate: Arc::new(Gate::from_config(config)),
             json_mode: Mutex::new(None),
+            streams_without_usage: Default::default(),
         }
     }
 
@@ -305,7 +310,83 @@ impl<W: Wire> HttpProvider<W> {
         }
     }
 
-    async fn attempt(&self, url: &str, body: &Value) -> Result<Reply, Failure> {
+    /// Reads a `text/event-stream` body: each piece of text goes to `sink` (the key masked) as
+    /// it comes, and the events are put back together into the body a plain call would have
+    /// had. Every byte counts against `max_response_bytes`; a stream that ends before its end
+    /// marker is a failed attempt (retried like a dropped connection), one that never ends is
+    /// cut off by the attempt's timeout.
+    async fn read_stream(&self, resp: &mut reqwest::Response, sink: &dyn StreamSink) -> Result<Value, Failure> {
+        let cap = self.config.max_response_bytes;
+        let fatal = |m: String| Failure::Fatal(LlmError::Response(self.scrub(m)));
+        let mut parser = SseParser::default();
+        let mut reader = self.wire.stream_reader();
+        let mut scrub = Scrubber::new(self.config.api_key.as_ref());
+        let mut read = 0u64;
+        sink.start();
+        loop {
+            let chunk = resp.chunk().await.map_err(|e| Failure::Transient {
+                reason: self.scrub(format!("reading the stream failed: {e}")),
+                retry_after: None,
+            })?;
+            let ended = chunk.is_none();
+            let events = match chunk {
+                Some(chunk) => {
+                    read += chunk.len() as u64;
+                    if read > cap {
+                        return Err(fatal(format!(
+                            "the streamed response is over {read} bytes, larger than max_response_bytes = \
+                             {cap} bytes (LLM_MAX_RESPONSE_BYTES); it was cut off"
+                        )));
+                    }
+                    parser.feed(&chunk).map_err(fatal)?
+                }
+                None => parser.finish().map_err(fatal)?.into_iter().collect(),
+            };
+            for event in events {
+                let piece = reader
+                    .event(event.name.as_deref(), &event.data)
+                    .map_err(|e| Failure::Fatal(self.scrub_error(e)))?;
+                let safe = scrub.push(&piece);
+                if !safe.is_empty() {
+                    sink.text(&safe);
+                }
+                if reader.done() {
+                    break;
+                }
+            }
+            if ended || reader.done() {
+                let rest = scrub.flush();
+                if !rest.is_empty() {
+                    sink.text(&rest);
+                }
+                let body = reader.finish().map_err(|why| Failure::Transient {
+                    reason: why,
+                    retry_after: None,
+                })?;
+                sink.end();
+                return Ok(body);
+            }
+        }
+    }
+
+    fn scrub_error(&self, e: LlmError) -> LlmError {
+        match e {
+            LlmError::Request(m) => LlmError::Request(self.scrub(m)),
+            LlmError::Response(m) => LlmError::Response(self.scrub(m)),
+            LlmError::Refused(m) => LlmError::Refused(self.scrub(m)),
+        }
+    }
+
+    /// A 2xx body read as the dialect's response, the key masked in it.
+    fn done(&self, json: &Value) -> Result<Reply, Failure> {
+        let response = self.wire.parse(json).map_err(|e| Failure::Fatal(self.scrub_error(e)))?;
+        Ok(Reply::Done(match &self.config.api_key {
+            Some(k) => redact_response(k, response),
+            None => response,
+        }))
+    }
+
+    async fn attempt(&self, url: &str, body: &Value, sink: Option<&dyn StreamSink>) -> Result<Reply, Failure> {
         let mut req = self.http.post(url).json(body);
         for (name, value) in self.wire.headers(&self.config) {
             req = req.header(name, value);
@@ -316,6 +397,28 @@ impl<W: Wire> HttpProvider<W> {
         })?;
         let status = resp.status();
         let wait = retry_after(resp.headers(), SystemTime::now());
+        let streamed = resp
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
+        if let (true, true, Some(sink)) = (status.is_success(), streamed, sink) {
+            let json = self.read_stream(&mut resp, sink).await?;
+            let reply = self.done(&json)?;
+            if let Reply::Done(r) = &reply
+                && r.usage.total() == 0
+            {
+                tracing::warn!(
+                    provider = %self.label(),
+                    "a streamed reply came without token counts; this server's calls are no longer streamed"
+                );
+                self.endpoint
+                    .streams_without_usage
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            return Ok(reply);
+        }
+        // A server that ignored the request to stream answers with a plain body.
         let bytes = self.read_body(&mut resp).await?;
         if !status.is_success() {
             let reason = self.scrub(format!("HTTP {status}{}", error_detail(&bytes)));
@@ -342,35 +445,39 @@ impl<W: Wire> HttpProvider<W> {
                 excerpt(&String::from_utf8_lossy(&bytes), 120)
             ))))
         })?;
-        let response = self.wire.parse(&json).map_err(|e| {
-            Failure::Fatal(match e {
-                LlmError::Request(m) => LlmError::Request(self.scrub(m)),
-                LlmError::Response(m) => LlmError::Response(self.scrub(m)),
-                LlmError::Refused(m) => LlmError::Refused(self.scrub(m)),
-            })
-        })?;
-        Ok(Reply::Done(match &self.config.api_key {
-            Some(k) => redact_response(k, response),
-            None => response,
-        }))
+        self.done(&json)
     }
 
     /// Sends `request` with structured output asked for in `mode` (only the openai dialect has
     /// modes), retrying transient failures.
+    /// Streamed when the request's watch is wanted, `stream` is on, the dialect streams and
+    /// the server has not been seen to stream without token counts.
     async fn send(&self, url: &str, request: &ChatRequest, mode: OpenAiJsonMode) -> Result<Reply, LlmError> {
-        let body = if mode == self.config.openai_json_mode {
+        let mut body = if mode == self.config.openai_json_mode {
             self.wire.body(&self.config, request)
         } else {
             let mut c = self.config.clone();
             c.openai_json_mode = mode;
             self.wire.body(&c, request)
         };
+        let sink = request.watch.wanted().filter(|_| {
+            self.config.stream
+                && !self
+                    .endpoint
+                    .streams_without_usage
+                    .load(std::sync::atomic::Ordering::Relaxed)
+        });
+        let stream_url = sink.and_then(|_| self.wire.stream(&self.config, request, &mut body));
+        let (url, sink) = match &stream_url {
+            Some(u) => (u.as_str(), sink),
+            None => (url, None),
+        };
         with_retries(
             &self.label(),
             &self.policy,
             self.config.timeout(),
             &self.endpoint.gate,
-            || self.attempt(url, &body),
+            || self.attempt(url, &body, sink),
         )
         .await
     }

@@ -19,4 +19,37 @@ pub trait Wire: Send + Sync + 'static {
     fn body(&self, config: &LlmConfig, request: &ChatRequest) -> Value;
     /// Reads a 2xx JSON body. `latency_ms` is filled in by the caller.
     fn parse(&self, body: &Value) -> Result<ChatResponse, LlmError>;
+
+    /// Streaming: turns `body` (from [`Wire::body`]) into the request for an event stream and
+    /// returns the URL to send it to; `None` when the dialect does not stream.
+    fn stream(&self, _config: &LlmConfig, _request: &ChatRequest, _body: &mut Value) -> Option<String> {
+        None
+    }
+
+    /// A reader for one streamed reply (only called after [`Wire::stream`] said yes).
+    fn stream_reader(&self) -> Box<dyn StreamReader> {
+        unreachable!("only dialects that stream are asked for a stream reader")
+    }
+}
+
+/// Reads one streamed reply, event by event, into the JSON body the same reply would have had
+/// unstreamed (which [`Wire::parse`] then reads as always). Pure: no I/O. Every part it keeps is
+/// bounded by the bytes read, which the provider caps.
+pub trait StreamReader: Send {
+    /// One event (its `event:` name and its data): the text it adds to the reply (may be
+    /// empty), or an error the stream reported.
+    fn event(&mut self, name: Option<&str>, data: &str) -> Result<String, LlmError>;
+    /// Whether the stream said it is complete (read no further).
+    fn done(&self) -> bool;
+    /// The reply as the plain JSON body, or why the stream is incomplete (it ended before its
+    /// end marker: a failed attempt).
+    fn finish(self: Box<Self>) -> Result<Value, String>;
+}
+
+/// A stream event's data as JSON, or an error quoting its start.
+pub fn event_json(data: &str) -> Result<Value, LlmError> {
+    serde_json::from_str(data).map_err(|e| {
+        let start: String = data.chars().take(120).collect();
+        LlmError::Response(format!("a stream event is not JSON ({e}); it starts {start:?}"))
+    })
 }

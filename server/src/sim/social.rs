@@ -10,6 +10,7 @@ use crate::engine::event::{Event, EventSink, SceneEvent};
 use crate::engine::memory::Role;
 use crate::engine::plan::PlanState;
 use crate::llm::LlmClient;
+use crate::llm::chat::ChatRequest;
 
 /// Runs `turns` turns of the scene.
 pub(super) async fn run(
@@ -130,6 +131,17 @@ pub(super) fn view(s: &Simulator) -> SocialView {
 
 /// A turn is one agent's: one decision per step, up to `max_steps_per_turn` steps; a moderated
 /// ordering may ask its moderator once more when the queue runs empty.
+/// The request an interview of agent `name` sends (the engine's [`Simulator::interview`]).
+pub(super) fn interview(s: &Simulator, name: &str, question: &str) -> Result<ChatRequest, SimError> {
+    let messages = s.interview(name, question).ok_or_else(|| {
+        SimError::Interview(format!(
+            "no agent '{name}' here (agents: {})",
+            s.world.names().join(", ")
+        ))
+    })?;
+    Ok(ChatRequest::new(messages))
+}
+
 pub(super) fn call_shape(s: &Simulator) -> super::CallShape {
     let moderated = u64::from(matches!(
         s.world.ordering,

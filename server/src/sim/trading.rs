@@ -8,6 +8,7 @@ use simtree_shared::{AgentErrorEvent, AgentState, MemoryLine, NodeState, Op};
 
 use super::{SimError, op_name};
 use crate::engine::event::{Event, EventSink};
+use crate::llm::chat::ChatRequest;
 use crate::trading::agents::ToolModel;
 use crate::trading::episode::{TradingEpisode, TradingOp};
 
@@ -99,6 +100,21 @@ pub(super) fn state(t: &TradingEpisode) -> NodeState {
             properties: serde_json::Map::new(),
         }],
     }
+}
+
+/// The request an interview of `agent` sends at this state: the LLM trader's context and the
+/// question; a rule-based trader or another name is refused.
+pub(super) fn interview(t: &TradingEpisode, agent: &str, question: &str) -> Result<ChatRequest, SimError> {
+    let name = &t.config().agent_id;
+    if agent != name {
+        return Err(SimError::Interview(format!("no agent '{agent}' here (agents: {name})")));
+    }
+    t.interview(question).ok_or_else(|| {
+        SimError::Interview(format!(
+            "agent '{agent}' is a rule-based trader ({}): it has no language model to interview",
+            t.agent().kind()
+        ))
+    })
 }
 
 /// The LLM agent decides once per decision point (a tool round may add calls); the rule-based

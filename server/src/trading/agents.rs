@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::models::{AgentInvocation, Case, Decision, DecisionResult, Order, Side};
-use crate::llm::chat::{ChatRequest, Message, Role, ToolCall, ToolSpec};
+use crate::llm::chat::{ChatRequest, Message, Role, ToolCall, ToolChoice, ToolSpec};
 use crate::llm::{BoxFuture, LlmError};
 
 /// The name of the agent's only tool.
@@ -245,6 +245,11 @@ pub struct Exchange {
 /// The request the LLM agent sends: system prompt, the remembered exchanges (their cases are not
 /// repeated), then the current case.
 pub fn llm_request(system_prompt: &str, history: &[Arc<Exchange>], invocation: &AgentInvocation) -> ChatRequest {
+    request_ending(system_prompt, history, case_message(invocation))
+}
+
+/// System prompt, the remembered exchanges, then `last` as the user's turn; the tool offered.
+fn request_ending(system_prompt: &str, history: &[Arc<Exchange>], last: String) -> ChatRequest {
     let mut messages = vec![Message::new(Role::System, system_prompt)];
     for ex in history {
         messages.push(Message::new(
@@ -257,13 +262,40 @@ pub fn llm_request(system_prompt: &str, history: &[Arc<Exchange>], invocation: &
         ));
         messages.extend(ex.results.iter().cloned());
     }
-    messages.push(Message::new(Role::User, case_message(invocation)));
+    messages.push(Message::new(Role::User, last));
     ChatRequest {
         messages,
         tools: vec![submit_decision_tool()],
         ..ChatRequest::default()
     }
 }
+
+/// The request an interview of the LLM agent sends: exactly the context its next decision
+/// would see (its system prompt and the exchanges it remembers), then `question` as a user turn
+/// in place of a case. The tool stays offered, as in every request the agent has seen, but no
+/// call is allowed: an interview decides nothing. `None` for a rule-based agent, which has no
+/// model to ask.
+pub fn interview_request(spec: &AgentSpec, history: &[Arc<Exchange>], question: &str) -> Option<ChatRequest> {
+    let AgentSpec::Llm {
+        system_prompt,
+        history: keep,
+    } = spec
+    else {
+        return None;
+    };
+    let prompt = system_prompt.as_deref().unwrap_or(DEFAULT_SYSTEM_PROMPT);
+    let from = history.len().saturating_sub(*keep);
+    let turn = format!(
+        "{INTERVIEW_MARK} {question}\nAnswer the interviewer in your own words. This is a \
+         question, not a decision point: submit nothing."
+    );
+    let mut request = request_ending(prompt, &history[from..], turn);
+    request.tool_choice = ToolChoice::None;
+    Some(request)
+}
+
+/// How an interview turn starts (the mock recognises it by this).
+pub const INTERVIEW_MARK: &str = "[Interview]";
 
 /// Invokes the agent `spec` at one decision point. Rule-based agents answer at once with one
 /// `submit_decision` call; the LLM agent asks `model` with `history` as its memory.
@@ -459,6 +491,9 @@ fn mock_reply(request: &ChatRequest) -> ModelReply {
         .split_once("```json\n")
         .and_then(|(_, rest)| rest.split_once("\n```"))
         .and_then(|(json, _)| serde_json::from_str::<Value>(json).ok());
+    if let Some(question) = last_user.strip_prefix(INTERVIEW_MARK) {
+        return mock_interview(request, question);
+    }
     let Some(case) = case else {
         return ModelReply {
             text: "Mock: no case found in the prompt; holding.".into(),
@@ -521,6 +556,24 @@ fn mock_reply(request: &ChatRequest) -> ModelReply {
             name: SUBMIT_DECISION.into(),
             arguments: json!({ "orders": orders }),
         }],
+    }
+}
+
+/// The mock's answer to an interview: its last decision as it wrote it, in words; no call.
+fn mock_interview(request: &ChatRequest, question: &str) -> ModelReply {
+    let question = question.lines().next().unwrap_or("").trim();
+    let last = request
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::Assistant && !m.content.is_empty())
+        .map_or_else(
+            || "I have made no decision yet".to_owned(),
+            |m| format!("My last word was: {}", m.content),
+        );
+    ModelReply {
+        text: format!("Mock trader, asked \"{question}\": {last}"),
+        tool_calls: Vec::new(),
     }
 }
 

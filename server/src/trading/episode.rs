@@ -25,6 +25,7 @@ use super::models::{
     ExecutedTrade, PortfolioSnapshot, TradeHistory,
 };
 use super::{AppendLog, TradingError};
+use crate::llm::chat::ChatRequest;
 pub use simtree_shared::trading::TradingView;
 
 /// Daily bars per ticker in a Case unless the config says otherwise.
@@ -325,6 +326,12 @@ impl TradingEpisode {
     /// The LLM agent's remembered exchanges (empty for rule-based agents).
     pub fn memory(&self) -> &[Arc<Exchange>] {
         &self.memory
+    }
+
+    /// The request an interview of the agent sends now (see [`agents::interview_request`]);
+    /// `None` for a rule-based agent.
+    pub fn interview(&self, question: &str) -> Option<ChatRequest> {
+        agents::interview_request(&self.agent, &self.memory, question)
     }
 
     /// Runs the next decision point. On a model error nothing changes.

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use super::agents::{ModelReply, ToolModel};
 use crate::llm::budget::TreeBudget;
-use crate::llm::chat::{ChatRequest, ChatResponse, ToolCall};
+use crate::llm::chat::{ChatRequest, ChatResponse, ToolCall, Watch};
 use crate::llm::ledger::{Ledger, LlmRecord, ReplayClient, metered_call};
 use crate::llm::{BoxFuture, ChatProvider, LlmClient, LlmError, LlmState};
 
@@ -20,6 +20,8 @@ pub struct ProviderToolModel {
     pub provider: Arc<dyn ChatProvider>,
     pub ledger: Arc<Ledger>,
     pub budget: Option<Arc<TreeBudget>>,
+    /// Where replies stream while someone watches the run.
+    pub watch: Watch,
 }
 
 /// The agent's view of a response: its text and calls, every call with an id (`call_<n>` where
@@ -45,7 +47,11 @@ impl ToolModel for ProviderToolModel {
             let record = |r: &ChatResponse| serde_json::to_string(&reply_of(r)).unwrap_or_default();
             let budget = self.budget.as_deref();
             let mut state = LlmState::default();
-            let response = metered_call(&*self.provider, &self.ledger, budget, request, &mut state, record).await?;
+            let request = ChatRequest {
+                watch: self.watch.clone(),
+                ..request.clone()
+            };
+            let response = metered_call(&*self.provider, &self.ledger, budget, &request, &mut state, record).await?;
             Ok(reply_of(&response))
         })
     }

@@ -5,13 +5,17 @@
 //! real provider's call goes through the tree's metered client (its budget is checked and
 //! charged) and its record joins the node's records, so usage counts it; the same interview
 //! asked again at the node is answered from the history with no call (the record's replay).
+//! Social agents and LLM trading agents can be interviewed (the seam's `Sim::interview` builds
+//! the request); a rule-based trader or an agent-based model is refused with a 422.
 
 use simtree_shared::{Ask, AskRequest, MAX_ASKS_PER_NODE};
 
 use super::{Workbench, WorkbenchError};
 use crate::backend::RunRequest;
+use crate::llm::LlmError;
+use crate::llm::chat::Message;
 use crate::llm::ledger::request_hash;
-use crate::sim::Sim;
+use crate::sim::{Sim, SimError};
 use crate::store::{Write, now_ms};
 use crate::tree::{NodeId, TreeError, notebook};
 
@@ -34,27 +38,12 @@ impl Workbench {
             }
             (t.sim(node)?, t.scenario.clone(), earlier)
         };
-        let messages = match &*sim {
-            Sim::Social(s) => s.interview(&req.agent, &question).ok_or_else(|| {
-                WorkbenchError::Tree(TreeError::InvalidOp(format!(
-                    "node {node} has no agent '{}' (agents: {})",
-                    req.agent,
-                    s.world.names().join(", ")
-                )))
-            })?,
-            Sim::Trading(_) => {
-                return Err(WorkbenchError::invalid(format!(
-                    "node {node} is a trading episode: interviews of trading agents are not supported yet"
-                )));
-            }
-            Sim::Abm(_) => {
-                return Err(WorkbenchError::invalid(format!(
-                    "node {node} is an agent-based model: it has no language-model agents to interview"
-                )));
-            }
-        };
+        let request = sim.interview(&req.agent, &question).map_err(|e| match e {
+            SimError::Interview(why) => WorkbenchError::invalid(format!("node {node}: {why}")),
+            other => WorkbenchError::invalid(other.to_string()),
+        })?;
         self.writable()?;
-        let hash = request_hash(&messages);
+        let hash = request_hash(&request.messages);
         let provider = self.backend.label(&scenario, &sim, Some(&req.agent));
         let mut ask = Ask {
             seq: earlier.len() as u64,
@@ -82,18 +71,27 @@ impl Workbench {
                     replay: None,
                     budget: handle.budget.clone(),
                     abm: None,
+                    watch: Default::default(),
                 };
                 let (ctx, ledger) = crate::backend::run_ctx(&self.backend, req)
                     .map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
-                // A copy of the node's LLM state: the timeline's counters do not move.
-                let mut state = match &*sim {
-                    Sim::Social(s) => s.world.llm.clone(),
-                    _ => Default::default(),
+                let failed =
+                    |e: LlmError| WorkbenchError::unavailable(format!("the interview could not be answered: {e}"));
+                ask.answer = match &*sim {
+                    // A copy of the node's LLM state: the timeline's counters do not move.
+                    Sim::Social(s) => ctx
+                        .llm
+                        .chat(&request.messages, &mut s.world.llm.clone())
+                        .await
+                        .map_err(failed)?,
+                    // The trader's model answers in text; a call it made anyway is shown as
+                    // its text form and executes nothing.
+                    _ => {
+                        let reply = ctx.tools.complete(&request).await.map_err(failed)?;
+                        let said = Message::assistant_calls(reply.text, reply.tool_calls);
+                        said.flat().1.into_owned()
+                    }
                 };
-                ask.answer =
-                    ctx.llm.chat(&messages, &mut state).await.map_err(|e| {
-                        WorkbenchError::unavailable(format!("the interview could not be answered: {e}"))
-                    })?;
                 record = ledger.take().pop();
                 if let Some(r) = &record {
                     (ask.prompt_tokens, ask.completion_tokens, ask.latency_ms) =

@@ -157,14 +157,14 @@ impl Workbench {
         let first = out.total;
         out.total += asks.len() as u64;
         out.note = None;
-        let Sim::Social(s) = &*sim else {
-            return Ok(out);
-        };
         for (k, a) in asks.into_iter().enumerate() {
             if !window.contains(&(first as usize + k)) {
                 continue;
             }
-            let messages = s.interview(&a.agent, &a.question).unwrap_or_default();
+            let messages = sim
+                .interview(&a.agent, &a.question)
+                .map(|r| r.messages)
+                .unwrap_or_default();
             out.calls.push(NodeCall {
                 index: first + k as u64,
                 agent: Some(a.agent),
@@ -236,6 +236,7 @@ impl Workbench {
             replay,
             budget: None,
             abm: None,
+            watch: Default::default(),
         };
         let (ctx, _) =
             crate::backend::run_ctx(&self.backend, req).map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
@@ -269,7 +270,14 @@ impl Workbench {
 
     /// Captured calls as the wire shows them (those of the page), with tokens and latency from
     /// the recording.
-    fn described(&self, scenario: &str, sim: &Sim, seen: Vec<Seen>, records: &[LlmRecord], social: bool) -> Vec<NodeCall> {
+    fn described(
+        &self,
+        scenario: &str,
+        sim: &Sim,
+        seen: Vec<Seen>,
+        records: &[LlmRecord],
+        social: bool,
+    ) -> Vec<NodeCall> {
         let mut used = vec![false; records.len()];
         let mut out: Vec<NodeCall> = Vec::new();
         // The agent of the previous call, whether its reply held no action, and its attempt.

@@ -1,0 +1,156 @@
+//! Live text of running nodes: the pieces of a model's reply, as a provider streams them, sent
+//! to the tree's watchers as `delta` messages (`TreeMsg::Delta`) on a channel of their own.
+//!
+//! Nothing here is kept: the reply reaches the node's log and recording as it always does, when
+//! the turn ends, and a watcher that connects later gets no earlier pieces. A call streams only
+//! while someone watches the tree ([`StreamSink::wanted`]: a tree socket is subscribed), so runs
+//! nobody watches make the plain calls they always made. Pieces are gathered and sent at most
+//! every [`EVERY`] per node, and a call's live text stops growing at [`MAX_LIVE_BYTES`] (the
+//! log has it all), so a fast or huge stream costs watchers a bounded number of bytes.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use simtree_shared::TreeMsg;
+use tokio::sync::broadcast;
+
+use crate::llm::chat::StreamSink;
+use crate::tree::NodeId;
+
+/// The shortest time between two `delta` messages of one node.
+pub const EVERY: Duration = Duration::from_millis(50);
+
+/// The most live text of one call sent to watchers.
+pub const MAX_LIVE_BYTES: usize = 64 * 1024;
+
+/// Messages a tree's delta channel holds for a slow watcher before it misses some.
+pub const DELTA_QUEUE: usize = 256;
+
+/// The live text of one running node.
+pub struct NodeStream {
+    node: NodeId,
+    tx: broadcast::Sender<TreeMsg>,
+    pending: Mutex<Pending>,
+}
+
+#[derive(Debug)]
+struct Pending {
+    /// The call being streamed, and whether one has started.
+    call: u64,
+    started: bool,
+    /// Bytes of the call's text sent so far; the text gathered since.
+    at: usize,
+    text: String,
+    sent: Instant,
+}
+
+impl NodeStream {
+    pub fn new(node: NodeId, tx: broadcast::Sender<TreeMsg>) -> NodeStream {
+        NodeStream {
+            node,
+            tx,
+            pending: Mutex::new(Pending {
+                call: 0,
+                started: false,
+                at: 0,
+                text: String::new(),
+                sent: Instant::now(),
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn flush(&self, p: &mut Pending) {
+        if p.text.is_empty() {
+            return;
+        }
+        let text = std::mem::take(&mut p.text);
+        let at = p.at;
+        p.at += text.len();
+        p.sent = Instant::now();
+        let _ = self.tx.send(TreeMsg::Delta {
+            node: self.node,
+            call: p.call,
+            at: at as u64,
+            text,
+        });
+    }
+}
+
+impl StreamSink for NodeStream {
+    fn wanted(&self) -> bool {
+        self.tx.receiver_count() > 0
+    }
+
+    fn start(&self) {
+        let mut p = self.lock();
+        self.flush(&mut p);
+        if p.started {
+            p.call += 1;
+        }
+        p.started = true;
+        p.at = 0;
+    }
+
+    fn text(&self, piece: &str) {
+        let mut p = self.lock();
+        let room = MAX_LIVE_BYTES.saturating_sub(p.at + p.text.len());
+        let mut take = piece.len().min(room);
+        while !piece.is_char_boundary(take) {
+            take -= 1;
+        }
+        p.text.push_str(&piece[..take]);
+        if p.sent.elapsed() >= EVERY {
+            self.flush(&mut p);
+        }
+    }
+
+    fn end(&self) {
+        let mut p = self.lock();
+        self.flush(&mut p);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn deltas(rx: &mut broadcast::Receiver<TreeMsg>) -> Vec<(u64, u64, String)> {
+        let mut out = Vec::new();
+        while let Ok(TreeMsg::Delta { call, at, text, .. }) = rx.try_recv() {
+            out.push((call, at, text));
+        }
+        out
+    }
+
+    #[test]
+    fn pieces_are_gathered_numbered_by_call_and_bounded() {
+        let (tx, mut rx) = broadcast::channel(DELTA_QUEUE);
+        let s = NodeStream::new(3, tx);
+        assert!(s.wanted(), "a subscriber watches");
+        s.start();
+        s.text("Hel");
+        s.text("lo");
+        s.end();
+        s.start(); // a retry starts over, as call 1
+        s.text("Hé");
+        s.end();
+        assert_eq!(
+            deltas(&mut rx),
+            vec![(0, 0, "Hello".into()), (1, 0, "Hé".into())],
+            "gathered within {EVERY:?}"
+        );
+        s.start();
+        s.text(&"é".repeat(MAX_LIVE_BYTES));
+        s.text("more");
+        s.end();
+        let got = deltas(&mut rx);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].2.len(), MAX_LIVE_BYTES, "cut at the cap, on a character");
+        drop(rx);
+        assert!(!s.wanted(), "nobody watches");
+    }
+}

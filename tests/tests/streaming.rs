@@ -1,0 +1,375 @@
+//! Token streaming against provider-shaped local servers: an OpenAI-compatible server that
+//! answers `stream: true` with server-sent events (its bytes cut into small chunks, so characters
+//! split across chunks), and hostile ones (a stream that stalls, one that never ends, one huge
+//! event, one cut before `[DONE]`, one that is not UTF-8). What a watcher of the tree sees grows
+//! while the node runs; what is stored is exactly what a plain call stores.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use simtree_e2e::{Server, Watcher, advance};
+
+/// What the fake provider does with a streamed request.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Mode {
+    /// The reply in pieces, then the finish reason, the usage and `[DONE]`.
+    Normal,
+    /// Two pieces, then nothing, the connection left open.
+    Stall,
+    /// Pieces without end, as fast as they go.
+    Endless,
+    /// One `data:` line that never ends.
+    HugeEvent,
+    /// The first attempt ends before `[DONE]`; later ones are normal.
+    CutOnce,
+    /// A line that is not UTF-8.
+    BadUtf8,
+}
+
+#[derive(Clone)]
+struct Fake {
+    mode: Arc<Mutex<Mode>>,
+    /// Requests seen: (streamed?, body).
+    seen: Arc<Mutex<Vec<(bool, Value)>>>,
+    /// The texts of the replies, in order.
+    replies: Arc<Mutex<Vec<String>>>,
+    /// Pause between two chunks of a stream.
+    pause: Duration,
+}
+
+/// The reply text: the mock's answer with characters of two, three and four bytes in its
+/// thoughts, which the chunks cut through.
+fn reply_text(body: &Value) -> String {
+    simtree_e2e::mock_reply(body).replacen("--- Thoughts ---\n", "--- Thoughts ---\ncafé ☕ 😀 — ", 1)
+}
+
+fn sse(chunk: Value) -> String {
+    format!("data: {chunk}\n\n")
+}
+
+/// The SSE body of a normal stream of `text`, and the last part (finish, usage, `[DONE]`).
+fn stream_of(text: &str) -> (String, String) {
+    let chars: Vec<char> = text.chars().collect();
+    let mut body = sse(json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}));
+    for piece in chars.chunks(6) {
+        let piece: String = piece.iter().collect();
+        body.push_str(&sse(json!({"choices": [{"index": 0, "delta": {"content": piece}}]})));
+    }
+    let mut end = sse(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}));
+    end.push_str(&sse(
+        json!({"choices": [], "usage": {"prompt_tokens": 70, "completion_tokens": 30, "total_tokens": 100}}),
+    ));
+    end.push_str("data: [DONE]\n\n");
+    (body, end)
+}
+
+/// `bytes` as a body sent 7 bytes at a time with `pause` between, then (if `forever`) nothing
+/// more with the connection open, or `tail` repeated without end.
+fn chunked(bytes: Vec<u8>, pause: Duration, after: After) -> axum::body::Body {
+    let pieces: Vec<Vec<u8>> = bytes.chunks(7).map(<[u8]>::to_vec).collect();
+    let stream = futures_util::stream::unfold((pieces.into_iter(), after), move |(mut it, after)| async move {
+        match it.next() {
+            Some(p) => {
+                tokio::time::sleep(pause).await;
+                Some((Ok::<_, std::io::Error>(p), (it, after)))
+            }
+            None => match &after {
+                After::End => None,
+                After::Hang => {
+                    std::future::pending::<()>().await;
+                    None
+                }
+                After::Repeat(tail) => {
+                    let tail = tail.clone();
+                    tokio::time::sleep(Duration::from_micros(200)).await;
+                    Some((Ok(tail), (it, after)))
+                }
+            },
+        }
+    });
+    axum::body::Body::from_stream(stream)
+}
+
+enum After {
+    End,
+    Hang,
+    Repeat(Vec<u8>),
+}
+
+async fn fake_provider(pause: Duration) -> (String, Fake) {
+    let fake = Fake {
+        mode: Arc::new(Mutex::new(Mode::Normal)),
+        seen: Arc::default(),
+        replies: Arc::default(),
+        pause,
+    };
+    let state = fake.clone();
+    let cut_once = Arc::new(AtomicU64::new(0));
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(move |axum::Json(body): axum::Json<Value>| {
+            let f = state.clone();
+            let cut_once = cut_once.clone();
+            async move {
+                use axum::response::IntoResponse;
+                let streamed = body["stream"] == true;
+                let text = reply_text(&body);
+                f.seen.lock().unwrap().push((streamed, body.clone()));
+                if !streamed {
+                    f.replies.lock().unwrap().push(text.clone());
+                    return axum::Json(json!({
+                        "id": "c", "object": "chat.completion", "model": "fake-model",
+                        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                        "usage": {"prompt_tokens": 70, "completion_tokens": 30, "total_tokens": 100}
+                    }))
+                    .into_response();
+                }
+                let mode = *f.mode.lock().unwrap();
+                let (start, end) = stream_of(&text);
+                let piece = sse(json!({"choices": [{"index": 0, "delta": {"content": "x".repeat(1000)}}]}));
+                let (bytes, after) = match mode {
+                    Mode::Normal => (format!("{start}{end}").into_bytes(), After::End),
+                    Mode::CutOnce if cut_once.fetch_add(1, Ordering::SeqCst) == 0 => (start.into_bytes(), After::End),
+                    Mode::CutOnce => (format!("{start}{end}").into_bytes(), After::End),
+                    Mode::Stall => (start.into_bytes()[..60].to_vec(), After::Hang),
+                    Mode::Endless => (start.into_bytes(), After::Repeat(piece.into_bytes())),
+                    Mode::HugeEvent => (b"data: {\"choices\": \"".to_vec(), After::Repeat(vec![b'a'; 4096])),
+                    Mode::BadUtf8 => (b"data: {\"choices\": [\"\xff\xfe\"]}\n\n".to_vec(), After::Hang),
+                };
+                if matches!(mode, Mode::Normal | Mode::CutOnce) {
+                    f.replies.lock().unwrap().push(text);
+                }
+                ([("content-type", "text/event-stream")], chunked(bytes, f.pause, after)).into_response()
+            }
+        }),
+    );
+    let (url, _task) = simtree_e2e::serve_provider(app).await;
+    (url, fake)
+}
+
+fn on(url: &str, extra: &[(&str, &str)]) -> Server {
+    let mut env = vec![
+        ("LLM_DIALECT", "openai"),
+        ("LLM_BASE_URL", url),
+        ("LLM_API_KEY", "sk-streaming-secret"),
+        ("LLM_MODEL", "fake-model"),
+    ];
+    env.extend_from_slice(extra);
+    Server::start_env(&[], &env)
+}
+
+/// A watcher of `tree`'s socket, in sync (its snapshot read).
+async fn watch(s: &Server, tree: u64) -> Watcher {
+    let mut w = s.watch(&format!("/devui/simtree/{tree}/events")).await;
+    let (_, synced) = w.until(Duration::from_secs(10), |m| m["type"] == "snapshot").await;
+    assert!(synced);
+    w
+}
+
+/// The `delta` messages a watcher got until the run of `node` finished.
+async fn deltas_until_finish(w: &mut Watcher, node: u64) -> Vec<Value> {
+    let (seen, finished) = w
+        .until(Duration::from_secs(60), |m| {
+            m["type"] == "run_finish" && m["data"]["node"].as_u64() == Some(node)
+        })
+        .await;
+    assert!(finished, "the run finished: {seen:?}");
+    seen.into_iter()
+        .filter(|m| m["type"] == "delta")
+        .map(|m| m["data"].clone())
+        .collect()
+}
+
+/// The texts of the calls the deltas carry, call by call (pieces put at their `at`).
+fn texts(deltas: &[Value], node: u64) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for d in deltas {
+        assert_eq!(d["node"].as_u64(), Some(node), "{d}");
+        let call = d["call"].as_u64().unwrap() as usize;
+        if out.len() <= call {
+            out.resize(call + 1, String::new());
+        }
+        assert_eq!(d["at"].as_u64(), Some(out[call].len() as u64), "no gap: {deltas:?}");
+        out[call].push_str(d["text"].as_str().unwrap());
+    }
+    out
+}
+
+/// A log's entries without the node each names.
+fn unnumbered(logs: &str) -> Value {
+    let mut v: Value = serde_json::from_str(logs).unwrap();
+    for e in v.as_array_mut().unwrap() {
+        e.as_object_mut().unwrap().remove("node");
+    }
+    v
+}
+
+/// `live` and `replies` alike, call by call (the first difference named).
+fn same(live: &[String], replies: &[String]) {
+    for (i, (a, b)) in live.iter().zip(replies).enumerate() {
+        assert_eq!(a, b, "call {i} of {} live, {} replies", live.len(), replies.len());
+    }
+    assert_eq!(live.len(), replies.len());
+}
+
+/// A node's calls as stored, without the latencies (which no two runs share).
+async fn recorded(s: &Server, tree: u64, node: u64) -> Value {
+    let (_, mut c) = s.get(&format!("/devui/simtree/{tree}/node/{node}/calls")).await;
+    for call in c["calls"].as_array_mut().unwrap() {
+        call.as_object_mut().unwrap().remove("latency_ms");
+    }
+    c
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_streamed_run_stores_what_a_plain_one_does_while_watchers_see_the_text_grow() {
+    let (url, fake) = fake_provider(Duration::from_millis(1)).await;
+    let streamed = on(&url, &[]);
+    let plain = on(&url, &[("LLM_STREAM", "false")]);
+    let mut out = Vec::new();
+    for s in [&streamed, &plain] {
+        let tree = s.create("simple_chat").await;
+        let mut w = watch(s, tree).await;
+        fake.replies.lock().unwrap().clear();
+        let before = fake.seen.lock().unwrap().len();
+        let (_, started) = s
+            .post(
+                &format!("/devui/simtree/{tree}/advance"),
+                &json!({"parent": 0, "turns": 2}),
+            )
+            .await;
+        let node = started["child"].as_u64().unwrap();
+        assert_eq!(started.get("error"), None, "{started}");
+        let deltas = deltas_until_finish(&mut w, node).await;
+        let sent: Vec<(bool, Value)> = fake.seen.lock().unwrap()[before..].to_vec();
+        let replies = fake.replies.lock().unwrap().clone();
+        let logs = simtree_e2e::text(s, &format!("/devui/simtree/{tree}/node/{node}/logs")).await;
+        out.push((tree, node, deltas, sent, replies, logs, recorded(s, tree, node).await));
+    }
+    let (tree, node, deltas, sent, replies, logs, calls) = &out[0];
+    assert!(
+        !sent.is_empty() && sent.iter().all(|(streamed, _)| *streamed),
+        "streamed while watched"
+    );
+    assert_eq!(sent[0].1["stream_options"], json!({"include_usage": true}));
+    let live = texts(deltas, *node);
+    // Each call's live text is its reply, characters whole though the chunks cut them.
+    same(&live, replies);
+    let (_, _, plain_deltas, plain_sent, _, plain_logs, plain_calls) = &out[1];
+    assert!(plain_sent.iter().all(|(streamed, _)| !*streamed), "LLM_STREAM=false");
+    assert_eq!(
+        plain_deltas,
+        &Vec::<Value>::new(),
+        "nothing streams, nothing is sent live"
+    );
+    assert_eq!(logs, plain_logs, "the same log bytes");
+    assert_eq!(calls, plain_calls, "the same recording");
+    let text = serde_json::to_string(calls).unwrap();
+    assert!(text.contains("café ☕ 😀") && !text.contains("sk-streaming-secret"));
+
+    // Replay: the same log, no call at all.
+    let s = &streamed;
+    let mut w = watch(s, *tree).await;
+    let before = fake.seen.lock().unwrap().len();
+    let replay = simtree_e2e::ok(s, &format!("/devui/simtree/{tree}/replay"), json!({"node": node})).await;
+    let again = replay["child"].as_u64().or(replay["node"].as_u64()).unwrap();
+    assert_eq!(deltas_until_finish(&mut w, again).await, Vec::<Value>::new());
+    assert_eq!(fake.seen.lock().unwrap().len(), before, "replay makes no call");
+    assert_eq!(
+        unnumbered(&simtree_e2e::text(s, &format!("/devui/simtree/{tree}/node/{again}/logs")).await),
+        unnumbered(logs),
+        "the same entries (each names its own node)"
+    );
+
+    // Nobody watching: plain calls, the same log again.
+    let quiet = s.create("simple_chat").await;
+    let before = fake.seen.lock().unwrap().len();
+    let n = advance(s, quiet, 0, 2).await;
+    assert!(
+        fake.seen.lock().unwrap()[before..]
+            .iter()
+            .all(|(streamed, _)| !*streamed)
+    );
+    assert_eq!(
+        simtree_e2e::text(s, &format!("/devui/simtree/{quiet}/node/{n}/logs")).await,
+        *logs
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn hostile_streams_fail_the_call_in_bounded_time_and_memory() {
+    let (url, fake) = fake_provider(Duration::ZERO).await;
+    let s = on(
+        &url,
+        &[
+            ("LLM_TIMEOUT_S", "2"),
+            ("LLM_MAX_RETRIES", "1"),
+            ("LLM_RETRY_BACKOFF_S", "0.05"),
+            ("LLM_MAX_RESPONSE_BYTES", "65536"),
+        ],
+    );
+    for (mode, attempts, expect) in [
+        (Mode::Stall, 2, "timed out after 2"),
+        (Mode::Endless, 1, "larger than max_response_bytes = 65536"),
+        (Mode::HugeEvent, 1, "larger than max_response_bytes = 65536"),
+        (Mode::BadUtf8, 1, "not UTF-8"),
+    ] {
+        *fake.mode.lock().unwrap() = mode;
+        let tree = s.create("simple_chat").await;
+        let mut w = watch(&s, tree).await;
+        let before = fake.seen.lock().unwrap().len();
+        let t0 = Instant::now();
+        let (path, body) = (
+            format!("/devui/simtree/{tree}/advance"),
+            json!({"parent": 0, "turns": 1}),
+        );
+        let advanced = s.post(&path, &body);
+        let (status, reply) = tokio::time::timeout(Duration::from_secs(30), advanced)
+            .await
+            .unwrap_or_else(|_| panic!("{mode:?}: the advance did not end"));
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "{mode:?} took {:?}",
+            t0.elapsed()
+        );
+        assert_eq!(status, 200, "{mode:?}: {reply}");
+        let node = reply["child"].as_u64().unwrap();
+        let error = reply["error"].as_str().unwrap_or_default();
+        assert!(error.contains(expect), "{mode:?}: {reply}");
+        assert!(!error.contains("sk-streaming-secret"));
+        assert_eq!(
+            fake.seen.lock().unwrap().len() - before,
+            attempts,
+            "{mode:?}: retried as a plain call would be"
+        );
+        let (_, info) = s.get(&format!("/devui/simtree/{tree}/node/{node}/info")).await;
+        assert_eq!(info["status"], "failed", "{mode:?}: {info}");
+        let deltas = deltas_until_finish(&mut w, node).await;
+        let live: usize = deltas.iter().map(|d| d["text"].as_str().unwrap().len()).sum();
+        assert!(live <= 64 * 1024, "{mode:?}: live text is bounded ({live} bytes)");
+    }
+
+    // Cut before [DONE]: the attempt fails, the retry streams again from the start (call 1).
+    *fake.mode.lock().unwrap() = Mode::CutOnce;
+    fake.replies.lock().unwrap().clear();
+    let tree = s.create("simple_chat").await;
+    let mut w = watch(&s, tree).await;
+    let (_, reply) = s
+        .post(
+            &format!("/devui/simtree/{tree}/advance"),
+            &json!({"parent": 0, "turns": 1}),
+        )
+        .await;
+    assert_eq!(reply.get("error"), None, "{reply}");
+    let node = reply["child"].as_u64().unwrap();
+    let texts = texts(&deltas_until_finish(&mut w, node).await, node);
+    let replies = fake.replies.lock().unwrap().clone();
+    // The cut attempt's text as far as it came (all of it, without its [DONE]), then the
+    // retry's again as call 1, then the turn's later calls.
+    same(&texts, &replies);
+    assert_eq!(texts[0], texts[1]);
+    // The server is still well.
+    assert_eq!(s.get("/api/scenarios").await.0, 200);
+}
