@@ -152,7 +152,10 @@ impl GraphModel {
                 None
             }
             // Progress lives in [`Progress`] (sweeps in their table); a resync is followed by a snapshot.
-            TreeMsg::RunProgress { .. } | TreeMsg::SweepProgress { .. } | TreeMsg::Resync { .. } => None,
+            TreeMsg::RunProgress { .. }
+            | TreeMsg::SweepProgress { .. }
+            | TreeMsg::ExploreProgress { .. }
+            | TreeMsg::Resync { .. } => None,
         }
     }
 
@@ -248,6 +251,7 @@ impl Progress {
             TreeMsg::Attached(_)
             | TreeMsg::RunStart { .. }
             | TreeMsg::SweepProgress { .. }
+            | TreeMsg::ExploreProgress { .. }
             | TreeMsg::Resync { .. } => false,
         }
     }
@@ -582,6 +586,7 @@ pub fn edge_name(kind: EdgeType) -> &'static str {
         EdgeType::PublicEvent => "public_event",
         EdgeType::Multi => "multi",
         EdgeType::Sweep => "sweep",
+        EdgeType::Explore => "explore",
     }
 }
 

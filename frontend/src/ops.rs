@@ -155,6 +155,7 @@ pub const ABM_ENV: EdgeStyle = style("environment", "#0277bd");
 pub const ABM_AGENT: EdgeStyle = style("agents", "#ad1457");
 /// A sweep's cells and replicates, whatever their ops: the grid reads as one family.
 pub const SWEEP: EdgeStyle = style("sweep", "#b08800");
+pub const EXPLORE: EdgeStyle = style("explore", "#8a3ffc");
 
 /// The CSS colour of a style: its own, but the theme's (`--edge-advance`) for advances, whose
 /// upstream black would vanish on a dark theme.
@@ -188,8 +189,10 @@ pub fn op_style(op: &Op) -> EdgeStyle {
 /// The style of an edge: a sweep's own, else its single op's, else by edge type (several ops →
 /// multi).
 pub fn edge_style(kind: EdgeType, ops: Option<&[Op]>) -> EdgeStyle {
-    if kind == EdgeType::Sweep {
-        return SWEEP;
+    match kind {
+        EdgeType::Sweep => return SWEEP,
+        EdgeType::Explore => return EXPLORE,
+        _ => {}
     }
     if let Some([one]) = ops {
         return op_style(one);
@@ -203,6 +206,7 @@ pub fn edge_style(kind: EdgeType, ops: Option<&[Op]>) -> EdgeStyle {
         EdgeType::PublicEvent => PUBLIC_EVENT,
         EdgeType::Root | EdgeType::Multi => MULTI,
         EdgeType::Sweep => SWEEP,
+        EdgeType::Explore => EXPLORE,
     }
 }
 

@@ -169,6 +169,22 @@ pub enum Write {
         tree: u64,
         id: u64,
     },
+    /// Inserts or replaces an exploration of a tree (its candidates and results as JSON).
+    Explore {
+        tree: u64,
+        id: u64,
+        body: String,
+    },
+    DeleteExplore {
+        tree: u64,
+        id: u64,
+    },
+    /// A tree's own money cap (`money_budget` of its creation, US dollars), written once with
+    /// the tree.
+    TreeMoney {
+        tree: u64,
+        money: f64,
+    },
     DeleteTree {
         tree: u64,
     },
@@ -283,6 +299,14 @@ pub trait Database: Send {
     fn log(&mut self, tree: u64, node: u64) -> StoreResult<Vec<LogRow>>;
     /// A tree's sweeps (JSON bodies), in id order.
     fn sweeps(&mut self, tree: u64) -> StoreResult<Vec<String>>;
+    /// A tree's explorations (JSON bodies), in id order.
+    fn explores(&mut self, _tree: u64) -> StoreResult<Vec<String>> {
+        Ok(Vec::new())
+    }
+    /// A tree's own money cap, if it was made with one.
+    fn tree_money(&mut self, _tree: u64) -> StoreResult<Option<f64>> {
+        Ok(None)
+    }
     /// Marks nodes whose run was in flight when the last server stopped; returns how many.
     fn interrupt_running(&mut self) -> StoreResult<u64>;
     /// Checks that the database takes writes again (after a failed commit, with nothing
@@ -1001,6 +1025,7 @@ impl Gone {
             Write::ImportBegin { tree }
             | Write::ImportEnd { tree }
             | Write::Document { tree, .. }
+            | Write::TreeMoney { tree, .. }
             | Write::Origin { tree, .. } => !self.trees.contains(tree),
             Write::Annotate { tree, node, .. } | Write::Text { tree, node, .. } | Write::Ask { tree, node, .. } => {
                 self.live(*tree, *node)
@@ -1009,7 +1034,9 @@ impl Gone {
             | Write::Describe { tree, .. }
             | Write::Touch { tree, .. }
             | Write::Sweep { tree, .. }
-            | Write::DeleteSweep { tree, .. } => !self.trees.contains(tree),
+            | Write::DeleteSweep { tree, .. }
+            | Write::Explore { tree, .. }
+            | Write::DeleteExplore { tree, .. } => !self.trees.contains(tree),
         }
     }
 
@@ -1056,6 +1083,19 @@ fn push_merged(writes: &mut Vec<Write>, w: Write) {
                     return;
                 }
                 Write::DeleteSweep { tree: t, .. } | Write::DeleteTree { tree: t } if t == tree => break,
+                _ => {}
+            }
+        }
+    }
+    // So is an exploration's.
+    if let Write::Explore { tree, id, .. } = &w {
+        for queued in writes.iter_mut().rev() {
+            match queued {
+                Write::Explore { tree: t, id: i, .. } if t == tree && i == id => {
+                    *queued = w;
+                    return;
+                }
+                Write::DeleteExplore { tree: t, .. } | Write::DeleteTree { tree: t } if t == tree => break,
                 _ => {}
             }
         }
