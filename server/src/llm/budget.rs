@@ -48,6 +48,8 @@ pub struct TreeBudget {
     money: Mutex<Money>,
     /// The budget this one is part of (its tree's), charged with it.
     outer: Option<Arc<TreeBudget>>,
+    /// Calls refused so far (by this budget or its outer one).
+    refused: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -90,6 +92,7 @@ impl TreeBudget {
             calls: AtomicU64::new(0),
             money: Mutex::new(Money::default()),
             outer: None,
+            refused: AtomicU64::new(0),
         }
     }
 
@@ -121,9 +124,20 @@ impl TreeBudget {
         self.money.lock().unwrap_or_else(|p| p.into_inner()).spent
     }
 
+    /// Calls refused so far: once one is, the budget is spent for calls of that size.
+    pub fn refusals(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+
     /// Admits a call of `model` (`dialect:model`) with `request`, or says which cap stops it.
     /// `max_tokens` is the provider's completion limit when the request sets none.
     pub fn reserve(&self, model: &str, request: &ChatRequest, max_tokens: Option<u32>) -> Result<Hold, LlmError> {
+        self.admit(model, request, max_tokens).inspect_err(|_| {
+            self.refused.fetch_add(1, Ordering::Relaxed);
+        })
+    }
+
+    fn admit(&self, model: &str, request: &ChatRequest, max_tokens: Option<u32>) -> Result<Hold, LlmError> {
         let refuse = |why: String| Err(LlmError::Request(why));
         if let Some(limit) = self.limits.tokens {
             let spent = self.spent();
@@ -323,7 +337,7 @@ mod tests {
         // The tree's call cap refuses the fourth: the part's reservation is undone.
         let e = part.reserve("fake:priced", &r, Some(100)).unwrap_err().to_string();
         assert!(e.contains("call budget spent"), "{e}");
-        assert_eq!(part.calls(), 3);
+        assert_eq!((part.calls(), part.refusals(), tree.refusals()), (3, 1, 1));
         assert!((part.money_spent() - 0.33).abs() < 1e-12);
         assert_eq!(part.money.lock().unwrap().reserved, 0.0);
     }

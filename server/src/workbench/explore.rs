@@ -547,11 +547,9 @@ async fn drive(wb: Arc<Workbench>, handle: Arc<TreeHandle>, record: Arc<ExploreR
         if record.stopped() {
             handle.cancel(nodes);
         }
-        let mut spent = false;
         while let Some(joined) = set.join_next().await {
             let Ok((c, k, cell, ran)) = joined else { continue };
             let outcome = replicate_of(&handle, &record.metrics, cell, ran);
-            spent |= matches!(&outcome, Replicate::Ended(e) if e.contains("budget"));
             lock(&record.data).candidates[c].results[k] = outcome;
             record.persist(&handle);
             record.progress(&handle);
@@ -562,8 +560,13 @@ async fn drive(wb: Arc<Workbench>, handle: Arc<TreeHandle>, record: Arc<ExploreR
         halve(&record);
         record.persist(&handle);
         record.progress(&handle);
-        if spent {
-            break Some("the token or money budget is spent: a provider call was refused".to_string());
+        // A refused call means the caps cannot pay for calls like those of this round: another
+        // round would only make runs that fail.
+        let refused = record.budget.as_ref().map_or(0, |b| b.refusals());
+        if refused > 0 {
+            break Some(format!(
+                "the token or money budget is spent: {refused} provider calls were refused"
+            ));
         }
     };
     {
