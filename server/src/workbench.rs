@@ -1072,6 +1072,8 @@ impl Workbench {
             store.write(crate::store::Write::DeleteTree { tree });
         }
         if let Some((_, handle)) = self.trees.remove(&tree) {
+            // Explorations first, so that none starts a round in the deleted tree.
+            handle.explores.stop_all();
             let running: Vec<NodeId> = lock(&handle.runs).keys().copied().collect();
             handle.cancel(running);
         } else if self.store.is_none() {

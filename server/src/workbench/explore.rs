@@ -274,6 +274,13 @@ impl Explores {
         lock(&self.0).values().cloned().collect()
     }
 
+    /// Stops every exploration (its tree is being deleted): none starts another round.
+    pub(super) fn stop_all(&self) {
+        for r in self.all() {
+            r.stop.store(true, Ordering::SeqCst);
+        }
+    }
+
     /// After a deletion in the tree (the tree locked by the caller): an exploration whose
     /// parent went goes too (its row with it, its driver stopped); candidates and replicates
     /// whose node went end as deleted.
