@@ -105,6 +105,10 @@ fn ExploreRace(tree: Tree, table: ExploreTable) -> impl IntoView {
         head.push_str(&format!(" · ${m:.4}"));
     }
     let reason = table.reason.clone();
+    let goal_key = match table.objective.goal {
+        simtree_shared::ExploreGoal::Min => "explore.min",
+        simtree_shared::ExploreGoal::Max => "explore.max",
+    };
     let rows = race_order(&table)
         .into_iter()
         .map(|i| {
@@ -172,7 +176,7 @@ fn ExploreRace(tree: Tree, table: ExploreTable) -> impl IntoView {
             <table class="sweep-table">
                 <thead><tr>
                     <th>{ctx.tr("explore.candidate")}</th>
-                    <th title=table.objective.metric.clone()>{format!("{} ({:?})", table.objective.metric, table.objective.goal).to_lowercase()}</th>
+                    <th title=table.objective.metric.clone()>{format!("{} ({})", table.objective.metric, ctx.tr(goal_key))}</th>
                     <th>{ctx.tr("sweep.runs")}</th>
                     <th></th>
                 </tr></thead>

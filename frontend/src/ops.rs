@@ -155,6 +155,7 @@ pub const ABM_ENV: EdgeStyle = style("environment", "#0277bd");
 pub const ABM_AGENT: EdgeStyle = style("agents", "#ad1457");
 /// A sweep's cells and replicates, whatever their ops: the grid reads as one family.
 pub const SWEEP: EdgeStyle = style("sweep", "#b08800");
+/// An exploration's candidates and replicates, whatever their ops.
 pub const EXPLORE: EdgeStyle = style("explore", "#8a3ffc");
 
 /// The CSS colour of a style: its own, but the theme's (`--edge-advance`) for advances, whose
@@ -258,9 +259,10 @@ impl Kind {
                 SCENE_STATE,
                 PUBLIC_EVENT,
                 SWEEP,
+                EXPLORE,
             ],
-            Kind::Trading => &[ADVANCE, PORTFOLIO, NEWS, AGENT_SWAP, PROMPT, SWEEP],
-            Kind::Abm => &[ADVANCE, ABM_GLOBAL, ABM_ENV, ABM_AGENT, SWEEP],
+            Kind::Trading => &[ADVANCE, PORTFOLIO, NEWS, AGENT_SWAP, PROMPT, SWEEP, EXPLORE],
+            Kind::Abm => &[ADVANCE, ABM_GLOBAL, ABM_ENV, ABM_AGENT, SWEEP, EXPLORE],
         }
     }
 }
@@ -375,8 +377,8 @@ mod tests {
     fn trading_and_abm_ops_have_their_own_colours() {
         let social: Vec<&str> = Kind::Social.legend().iter().map(|s| s.colour).collect();
         for kind in [Kind::Trading, Kind::Abm] {
-            // Advance and sweep are every kind's; the op colours are the kind's own.
-            for s in kind.legend().iter().filter(|s| ![ADVANCE, SWEEP].contains(s)) {
+            // Advance, sweep and explore are every kind's; the op colours are the kind's own.
+            for s in kind.legend().iter().filter(|s| ![ADVANCE, SWEEP, EXPLORE].contains(s)) {
                 assert!(!social.contains(&s.colour), "{} reuses a social colour", s.name);
             }
         }
@@ -389,6 +391,13 @@ mod tests {
             edge_style(EdgeType::Sweep, Some(&[rate])),
             SWEEP,
             "a sweep cell reads as the sweep"
+        );
+        assert_eq!(
+            edge_style(
+                EdgeType::Explore,
+                Some(&[op(json!({"op": "abm_set_global", "name": "x", "value": 1}))])
+            ),
+            EXPLORE
         );
     }
 

@@ -3727,6 +3727,8 @@ async fn an_exploration_started_from_the_form_narrows_its_candidates_live_and_op
     let head = b.wait_text("#explore-head", "12/12").await;
     assert!(head.contains("done"), "{head}");
     assert_eq!(b.count("#explore-race tr.dropped").await, 3);
+    // Its nodes are drawn with the exploration's own edges, named in the legend.
+    b.wait_css(".legend-item[data-op='explore']").await;
     let (_, tables) = b.server.get(&format!("/devui/simtree/{t}/explores")).await;
     let best = &tables[0]["best"];
     assert_eq!(best["point"]["rate"], json!(0.01), "{tables}");
