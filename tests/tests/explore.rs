@@ -138,13 +138,16 @@ async fn the_lowest_infection_rate_is_found_within_its_budget_for_three_seeds() 
     );
 }
 
+/// A change that makes a good body bad.
+type Spoil = Box<dyn Fn(&mut Value)>;
+
 #[tokio::test(flavor = "multi_thread")]
 async fn hostile_bodies_are_refused_naming_the_field_and_make_nothing() {
     let s = Server::start();
     let t = sir_tree(&s).await;
     let path = format!("/devui/simtree/{t}/explore");
     let many: Vec<f64> = (0..65).map(|i| f64::from(i) / 100.0).collect();
-    let cases: Vec<(&str, Box<dyn Fn(&mut Value)>)> = vec![
+    let cases: Vec<(&str, Spoil)> = vec![
         ("space", Box::new(|b| b["space"] = json!([]))),
         ("space[0]", Box::new(|b| b["space"][0]["values"] = json!([]))),
         ("space", Box::new(move |b| b["space"] = rate_space(&many))),
