@@ -531,6 +531,31 @@ pub async fn asks(tree: u64, node: u64) -> Result<Vec<Ask>> {
     get(&format!("{}/asks", node_path(tree, node))).await
 }
 
+/// `POST …/explore`: attaches an exploration's candidates under its `parent` and starts its
+/// rounds (answers at once).
+pub async fn start_explore(tree: u64, body: &Value) -> Result<simtree_shared::ExploreStarted> {
+    post(&format!("{}/explore", tree_path(tree)), body).await
+}
+
+/// `GET …/explores`: every exploration of the tree with its table so far.
+pub async fn explores(tree: u64) -> Result<Vec<simtree_shared::ExploreTable>> {
+    get(&format!("{}/explores", tree_path(tree))).await
+}
+
+/// `GET …/explore/{id}`: one exploration's table so far.
+pub async fn explore(tree: u64, id: u64) -> Result<simtree_shared::ExploreTable> {
+    get(&format!("{}/explore/{id}", tree_path(tree))).await
+}
+
+/// `POST …/explore/{id}/cancel`: stops a running exploration.
+pub async fn cancel_explore(tree: u64, id: u64) -> Result<simtree_shared::ExploreTable> {
+    post(
+        &format!("{}/explore/{id}/cancel", tree_path(tree)),
+        &serde_json::json!({}),
+    )
+    .await
+}
+
 /// The tree socket (`…/events`): every message that parses as a [`TreeMsg`] goes to `on_msg`
 /// (an unknown extension message is skipped, as upstream clients do).
 pub fn watch_tree(

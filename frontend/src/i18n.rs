@@ -347,6 +347,45 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
         "usage.calls" => ("calls", "次调用"),
         "usage.tokens" => ("tokens", "令牌"),
         "usage.budget" => ("budget", "预算"),
+        "explore.title" => ("Explorations", "探索"),
+        "explore.none" => (
+            "No explorations yet: start one from the selected node below.",
+            "还没有探索：可在下方从所选节点开始一次探索。",
+        ),
+        "explore.running" => ("running", "运行中"),
+        "explore.done" => ("done", "已完成"),
+        "explore.cancelled" => ("cancelled", "已取消"),
+        "explore.interrupted" => ("interrupted", "已中断"),
+        "explore.round" => ("round", "轮次"),
+        "explore.runs" => ("runs", "运行次数"),
+        "explore.alive" => ("in", "在列"),
+        "explore.droppedAfter" => ("out after", "淘汰于第"),
+        "explore.best" => ("Best", "最佳"),
+        "explore.margin" => ("ahead of the runner-up by", "领先第二名"),
+        "explore.openBest" => ("Open the best branch", "打开最佳分支"),
+        "explore.candidate" => ("Candidate", "候选"),
+        "explore.cancel" => ("Cancel exploration", "取消探索"),
+        "explore.new" => ("New exploration from node", "从节点新建探索"),
+        "explore.metric" => (
+            "Objective (a reduction: max:var, metric:sharpe, count:event)",
+            "目标（归约：max:变量、metric:sharpe、count:事件）",
+        ),
+        "explore.goal" => ("Goal", "方向"),
+        "explore.min" => ("lowest", "最小"),
+        "explore.max" => ("highest", "最大"),
+        "explore.replicates" => ("Replicates in round 1", "第一轮重复次数"),
+        "explore.budgetRuns" => ("Budget: runs", "预算：运行次数"),
+        "explore.budgetMoney" => ("Budget: US dollars", "预算：美元"),
+        "explore.start" => ("Start exploration", "开始探索"),
+        "explore.errMetric" => ("Name the objective's metric.", "请填写目标指标。"),
+        "explore.errBudget" => (
+            "Give a budget: runs (a whole number ≥ 1) or dollars.",
+            "请给出预算：运行次数（≥ 1 的整数）或美元。",
+        ),
+        "explore.errMoney" => (
+            "The money budget must be a number of dollars above 0.",
+            "金额预算必须是大于 0 的美元数。",
+        ),
         "sweep.title" => ("Sweeps", "参数扫描"),
         "sweep.none" => (
             "No sweeps yet: start one from the selected node below.",
@@ -660,6 +699,7 @@ mod tests {
             include_str!("data.rs"),
             include_str!("trees.rs"),
             include_str!("sweep_view.rs"),
+            include_str!("explore_view.rs"),
             include_str!("plot.rs"),
             include_str!("pages/new/mod.rs"),
             include_str!("pages/new/social.rs"),
@@ -690,6 +730,7 @@ mod tests {
         }
         assert!(keys.len() > 40, "found only {} keys", keys.len());
         keys.extend(crate::sweep::FORM_ERRORS.iter().map(|k| k.to_string()));
+        keys.extend(crate::explore::FORM_ERRORS.iter().map(|k| k.to_string()));
         for key in keys {
             let key: &'static str = Box::leak(key.into_boxed_str());
             let zh = t(Lang::Zh, key);

@@ -103,7 +103,11 @@ impl Layout {
         // cell); leaf replicates of one cell sit a node's width apart instead of a column.
         let into: HashMap<u64, (u64, EdgeType)> = g.edges.iter().map(|e| (e.to, (e.from, e.kind))).collect();
         let replicate_of = |n: u64| match into.get(&n) {
-            Some(&(cell, EdgeType::Sweep)) if into.get(&cell).is_some_and(|c| c.1 == EdgeType::Sweep) => Some(cell),
+            Some(&(cell, kind @ (EdgeType::Sweep | EdgeType::Explore)))
+                if into.get(&cell).is_some_and(|c| c.1 == kind) =>
+            {
+                Some(cell)
+            }
             _ => None,
         };
         let packed = (NODE + 2.0) / slot_gap;

@@ -154,6 +154,7 @@ impl GraphModel {
             // Progress lives in [`Progress`] (sweeps in their table); a resync is followed by a snapshot.
             TreeMsg::RunProgress { .. }
             | TreeMsg::SweepProgress { .. }
+            | TreeMsg::ExploreProgress { .. }
             | TreeMsg::Resync { .. }
             | TreeMsg::Delta { .. } => None,
         }
@@ -304,6 +305,7 @@ impl Progress {
             TreeMsg::Attached(_)
             | TreeMsg::RunStart { .. }
             | TreeMsg::SweepProgress { .. }
+            | TreeMsg::ExploreProgress { .. }
             | TreeMsg::Resync { .. }
             | TreeMsg::Delta { .. } => false,
         }
@@ -644,6 +646,7 @@ pub fn edge_name(kind: EdgeType) -> &'static str {
         EdgeType::PublicEvent => "public_event",
         EdgeType::Multi => "multi",
         EdgeType::Sweep => "sweep",
+        EdgeType::Explore => "explore",
     }
 }
 

@@ -156,6 +156,8 @@ pub const ABM_ENV: EdgeStyle = style("environment", "#0277bd");
 pub const ABM_AGENT: EdgeStyle = style("agents", "#ad1457");
 /// A sweep's cells and replicates, whatever their ops: the grid reads as one family.
 pub const SWEEP: EdgeStyle = style("sweep", "#b08800");
+/// An exploration's candidates and replicates, whatever their ops.
+pub const EXPLORE: EdgeStyle = style("explore", "#8a3ffc");
 
 /// The CSS colour of a style: its own, but the theme's (`--edge-advance`) for advances, whose
 /// upstream black would vanish on a dark theme.
@@ -189,8 +191,10 @@ pub fn op_style(op: &Op) -> EdgeStyle {
 /// The style of an edge: a sweep's own, else its single op's, else by edge type (several ops →
 /// multi).
 pub fn edge_style(kind: EdgeType, ops: Option<&[Op]>) -> EdgeStyle {
-    if kind == EdgeType::Sweep {
-        return SWEEP;
+    match kind {
+        EdgeType::Sweep => return SWEEP,
+        EdgeType::Explore => return EXPLORE,
+        _ => {}
     }
     if let Some([one]) = ops {
         return op_style(one);
@@ -204,6 +208,7 @@ pub fn edge_style(kind: EdgeType, ops: Option<&[Op]>) -> EdgeStyle {
         EdgeType::PublicEvent => PUBLIC_EVENT,
         EdgeType::Root | EdgeType::Multi => MULTI,
         EdgeType::Sweep => SWEEP,
+        EdgeType::Explore => EXPLORE,
     }
 }
 
@@ -255,9 +260,10 @@ impl Kind {
                 SCENE_STATE,
                 PUBLIC_EVENT,
                 SWEEP,
+                EXPLORE,
             ],
-            Kind::Trading => &[ADVANCE, PORTFOLIO, NEWS, AGENT_SWAP, PROMPT, SWEEP],
-            Kind::Abm => &[ADVANCE, ABM_GLOBAL, ABM_ENV, ABM_AGENT, SWEEP],
+            Kind::Trading => &[ADVANCE, PORTFOLIO, NEWS, AGENT_SWAP, PROMPT, SWEEP, EXPLORE],
+            Kind::Abm => &[ADVANCE, ABM_GLOBAL, ABM_ENV, ABM_AGENT, SWEEP, EXPLORE],
         }
     }
 }
@@ -376,8 +382,8 @@ mod tests {
     fn trading_and_abm_ops_have_their_own_colours() {
         let social: Vec<&str> = Kind::Social.legend().iter().map(|s| s.colour).collect();
         for kind in [Kind::Trading, Kind::Abm] {
-            // Advance and sweep are every kind's; the op colours are the kind's own.
-            for s in kind.legend().iter().filter(|s| ![ADVANCE, SWEEP].contains(s)) {
+            // Advance, sweep and explore are every kind's; the op colours are the kind's own.
+            for s in kind.legend().iter().filter(|s| ![ADVANCE, SWEEP, EXPLORE].contains(s)) {
                 assert!(!social.contains(&s.colour), "{} reuses a social colour", s.name);
             }
         }
@@ -390,6 +396,13 @@ mod tests {
             edge_style(EdgeType::Sweep, Some(&[rate])),
             SWEEP,
             "a sweep cell reads as the sweep"
+        );
+        assert_eq!(
+            edge_style(
+                EdgeType::Explore,
+                Some(&[op(json!({"op": "abm_set_global", "name": "x", "value": 1}))])
+            ),
+            EXPLORE
         );
     }
 

@@ -49,7 +49,10 @@ fn rss_kb() -> u64 {
 async fn memory_child(n: u64) {
     let app = app();
     let before = rss_kb();
-    let tree = app.create_tree("simple_chat", None, None, None).unwrap().id;
+    let tree = app
+        .create_tree("simple_chat", None, Default::default(), None)
+        .unwrap()
+        .id;
     let mut node = 0;
     for _ in 1..n {
         node = app.advance(tree, node, 1).await.unwrap().node;
@@ -71,7 +74,10 @@ async fn main_bench() {
     let app = app();
 
     // (a) chain of 200 single-turn advances.
-    let tree = app.create_tree("simple_chat", None, None, None).unwrap().id;
+    let tree = app
+        .create_tree("simple_chat", None, Default::default(), None)
+        .unwrap()
+        .id;
     let mut steps = Vec::new();
     let mut node = 0;
     let started = Instant::now();
@@ -92,7 +98,10 @@ async fn main_bench() {
     );
 
     // (b) 64-child advance_multi from a depth-1 node.
-    let tree = app.create_tree("simple_chat", None, None, None).unwrap().id;
+    let tree = app
+        .create_tree("simple_chat", None, Default::default(), None)
+        .unwrap()
+        .id;
     let parent = app.advance(tree, 0, 1).await.unwrap().node;
     let mut runs = Vec::new();
     for _ in 0..5 {
@@ -107,7 +116,10 @@ async fn main_bench() {
     );
 
     // (c) branch at depth 50.
-    let tree = app.create_tree("simple_chat", None, None, None).unwrap().id;
+    let tree = app
+        .create_tree("simple_chat", None, Default::default(), None)
+        .unwrap()
+        .id;
     let deep = app.advance_chain(tree, 0, 50).await.unwrap().node;
     let samples: Vec<Duration> = (0..50)
         .map(|_| {

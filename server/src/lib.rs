@@ -9,6 +9,7 @@
 //! * [`memory`] — the server-wide memory budget;
 //! * [`headless`] — runs without a server (`simtree run`, sweeps);
 //! * [`sweep`] — parameter sweeps over paired seeds;
+//! * [`explore`] — budgeted searches of an intervention space (successive halving);
 //! * [`workbench`] — the application service: trees, runs, clients, limits;
 //! * [`cli`] — the `simtree` command line.
 
@@ -18,6 +19,7 @@ pub mod chunks;
 pub mod cli;
 pub mod embedded;
 pub mod engine;
+pub mod explore;
 pub mod headless;
 pub mod http;
 pub mod llm;

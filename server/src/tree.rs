@@ -671,7 +671,13 @@ impl SimTree {
 
     /// Marks a node as made by a sweep (edge type `sweep`): a cell or a replicate.
     pub fn mark_sweep(&mut self, id: NodeId) -> Result<(), TreeError> {
-        self.nodes.get_mut(&id).ok_or(TreeError::NodeNotFound(id))?.edge_type = EdgeType::Sweep;
+        self.mark_edge(id, EdgeType::Sweep)
+    }
+
+    /// Marks a node as made by a sweep or an exploration (`sweep`, `explore`): the edge keeps
+    /// its ops but says who made it.
+    pub fn mark_edge(&mut self, id: NodeId, kind: EdgeType) -> Result<(), TreeError> {
+        self.nodes.get_mut(&id).ok_or(TreeError::NodeNotFound(id))?.edge_type = kind;
         Ok(())
     }
 
@@ -1247,8 +1253,10 @@ impl Importer {
         } else {
             Op::edge_type_of(&n.ops)
         };
-        // A sweep's cells and replicates keep their ops but say `sweep`.
-        let sweep = n.edge_type == EdgeType::Sweep && n.parent.is_some() && !n.ops.is_empty();
+        // A sweep's (an exploration's) cells and replicates keep their ops but say `sweep`
+        // (`explore`).
+        let sweep =
+            matches!(n.edge_type, EdgeType::Sweep | EdgeType::Explore) && n.parent.is_some() && !n.ops.is_empty();
         if n.edge_type != expected_edge && !sweep {
             return Err(at(format!(
                 "edge type {:?} does not match its ops ({expected_edge:?})",

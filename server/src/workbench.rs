@@ -13,6 +13,7 @@ mod ask;
 mod calls;
 mod datasets;
 mod estimate;
+mod explore;
 pub mod library;
 mod live_text;
 mod notebook;
@@ -148,6 +149,10 @@ pub struct TreeHandle {
     pub budget: Option<Arc<TreeBudget>>,
     /// The tree's sweeps, by id (see `workbench::sweep`).
     sweeps: sweep::Sweeps,
+    /// The tree's explorations, by id (see `workbench::explore`).
+    explores: explore::Explores,
+    /// The tree's own money cap (`money_budget` of its creation; stored with it).
+    money_budget: Option<f64>,
     pub kind: SimKind,
     meta: Mutex<Meta>,
     store: Option<Arc<crate::store::Store>>,
@@ -299,7 +304,10 @@ impl Workbench {
         self.load(id)?.ok_or_else(WorkbenchError::tree_not_found)
     }
 
-    fn handle(&self, id: u64, tree: SimTree, kind: SimKind, meta: Meta, token_budget: Option<u64>) -> TreeHandle {
+    /// A tree's handle; `own` holds the tree's own token and money caps (`token_budget`,
+    /// `money_budget` of its creation): its tokens replace the server's default, its money is
+    /// held within the server's `--money-budget` (the smaller of the two applies).
+    fn handle(&self, id: u64, tree: SimTree, kind: SimKind, meta: Meta, own: BudgetLimits) -> TreeHandle {
         let mut tree = tree;
         if let Some(store) = &self.store
             && !tree.is_stored()
@@ -318,13 +326,18 @@ impl Workbench {
             runs: Mutex::new(HashMap::new()),
             budget: {
                 let limits = BudgetLimits {
-                    tokens: token_budget.or(self.limits.token_budget),
+                    tokens: own.tokens.or(self.limits.token_budget),
                     calls: self.limits.call_budget,
-                    money: self.limits.money_budget,
+                    money: match (own.money, self.limits.money_budget) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    },
                 };
                 (!limits.is_empty()).then(|| Arc::new(TreeBudget::new(limits, self.prices.clone())))
             },
             sweeps: Default::default(),
+            explores: Default::default(),
+            money_budget: own.money,
             kind,
             meta: Mutex::new(meta),
             store: self.store.clone(),
@@ -336,8 +349,15 @@ impl Workbench {
         &self,
         mut tree: SimTree,
         name: Option<String>,
-        token_budget: Option<u64>,
+        budget: BudgetLimits,
     ) -> Result<TreeRef, WorkbenchError> {
+        if let Some(m) = budget.money
+            && !(m.is_finite() && m > 0.0)
+        {
+            return Err(WorkbenchError::invalid(
+                "money_budget: must be a number of dollars above 0",
+            ));
+        }
         if self.tree_count() >= self.limits.max_trees {
             return Err(WorkbenchError::conflict(format!(
                 "the server holds its maximum of {} trees; delete one first",
@@ -355,7 +375,7 @@ impl Workbench {
             created: now,
             last_activity: now,
         };
-        let handle = Arc::new(self.handle(id, tree, kind, meta, token_budget));
+        let handle = Arc::new(self.handle(id, tree, kind, meta, budget));
         self.persist_tree(&handle)?;
         self.trees.insert(id, handle);
         Ok(TreeRef { id, root: 0 })
@@ -365,12 +385,12 @@ impl Workbench {
         &self,
         scenario: &str,
         seed: Option<u64>,
-        token_budget: Option<u64>,
+        budget: BudgetLimits,
         offline: Option<Offline>,
     ) -> Result<TreeRef, WorkbenchError> {
         let entry =
             ScenarioEntry::find(&self.scenarios, scenario).map_err(|e| WorkbenchError::invalid(e.to_string()))?;
-        self.create_from_entry(entry, scenario, None, None, None, seed, token_budget, offline)
+        self.create_from_entry(entry, scenario, None, None, None, seed, budget, offline)
     }
 
     /// A tree of a library scenario (by name) or of a document the user brought. A document is
@@ -380,7 +400,7 @@ impl Workbench {
         source: &ScenarioSource,
         name: Option<&str>,
         seed: Option<u64>,
-        token_budget: Option<u64>,
+        budget: BudgetLimits,
         offline: Option<Offline>,
     ) -> Result<TreeRef, WorkbenchError> {
         let name = name.map(check_name).transpose()?;
@@ -413,12 +433,12 @@ impl Workbench {
                             Some(doc),
                             Some(origin),
                             seed,
-                            token_budget,
+                            budget,
                             offline,
                         );
                     }
                 };
-                self.create_from_entry(entry, scenario, name, None, None, seed, token_budget, offline)
+                self.create_from_entry(entry, scenario, name, None, None, seed, budget, offline)
             }
             ScenarioSource::Document(doc) => {
                 let user = UserScenario::from_document(DOCUMENT_ID, doc)
@@ -428,16 +448,7 @@ impl Workbench {
                     t => t.chars().filter(|c| !c.is_control()).take(MAX_NAME_CHARS).collect(),
                 };
                 let doc = Arc::new(doc.clone());
-                self.create_from_entry(
-                    (&user).into(),
-                    &label,
-                    name,
-                    Some(doc),
-                    None,
-                    seed,
-                    token_budget,
-                    offline,
-                )
+                self.create_from_entry((&user).into(), &label, name, Some(doc), None, seed, budget, offline)
             }
         }
     }
@@ -451,7 +462,7 @@ impl Workbench {
         document: Option<Arc<serde_json::Value>>,
         origin: Option<SavedRef>,
         seed: Option<u64>,
-        token_budget: Option<u64>,
+        budget: BudgetLimits,
         offline: Option<Offline>,
     ) -> Result<TreeRef, WorkbenchError> {
         if entry.kind() == SimKind::Abm {
@@ -467,7 +478,7 @@ impl Workbench {
         let mut tree = SimTree::new(scenario, sim);
         tree.document = document;
         tree.scenario_version = origin.map(|o| o.version);
-        self.register(tree, name, token_budget)
+        self.register(tree, name, budget)
     }
 
     /// `GET /api/scenarios`: the shipped scenarios, then the saved ones by id.
@@ -596,8 +607,8 @@ impl Workbench {
         let (id, mut sim, log) = tree.start_advance(parent, turns)?;
         // Children of one node share its prompts up to where they diverge: one key per node.
         sim.set_affinity(crate::sim::child_seed(handle.id, parent) | 1);
-        if edge == EdgeType::Sweep {
-            tree.mark_sweep(id)?;
+        if matches!(edge, EdgeType::Sweep | EdgeType::Explore) {
+            tree.mark_edge(id, edge)?;
         }
         handle.persist_row(tree, id);
         handle.touch(tree);
@@ -610,6 +621,7 @@ impl Workbench {
             log,
             turns,
             replay,
+            budget: None,
         })
     }
 
@@ -622,6 +634,7 @@ impl Workbench {
         replay: Option<Vec<LlmRecord>>,
         sim: &Sim,
         node: NodeId,
+        budget: Option<Arc<TreeBudget>>,
     ) -> Result<(RunCtx, Arc<Ledger>), BackendError> {
         let abm = self.abm_pool.get().and_then(|r| r.as_ref().ok()).cloned();
         let scenario = handle.lock().scenario.clone();
@@ -629,7 +642,7 @@ impl Workbench {
             scenario: &scenario,
             sim,
             replay,
-            budget: handle.budget.clone(),
+            budget: budget.or_else(|| handle.budget.clone()),
             abm,
             watch: Watch::new(Arc::new(live_text::NodeStream::new(node, handle.deltas.clone()))),
         };
@@ -647,10 +660,11 @@ impl Workbench {
             log,
             turns,
             replay,
+            budget,
         } = p;
         // A provider that no longer resolves (its settings were checked at start-up) fails the run
         // with the reason, rather than running it on something else.
-        let (ctx, ledger) = match self.client_for(handle, replay, &sim, id) {
+        let (ctx, ledger) = match self.client_for(handle, replay, &sim, id, budget) {
             Ok((ctx, ledger)) => (Ok(ctx), ledger),
             Err(e) => (Err(e.to_string()), Arc::new(Ledger::default())),
         };
@@ -1058,6 +1072,7 @@ impl Workbench {
             lock(&handle.meta).last_activity = now;
             let removed = t.delete_subtree(node)?;
             sweep::Sweeps::prune(&handle, &t);
+            explore::Explores::prune(&handle, &t);
             handle.send(TreeMsg::Deleted { node });
             removed
         };
@@ -1080,6 +1095,8 @@ impl Workbench {
             self.stored.remove(&tree);
         }
         if let Some((_, handle)) = self.trees.remove(&tree) {
+            // Explorations first, so that none starts a round in the deleted tree.
+            handle.explores.stop_all();
             let running: Vec<NodeId> = lock(&handle.runs).keys().copied().collect();
             handle.cancel(running);
         } else if self.store.is_none() {
@@ -1184,6 +1201,8 @@ struct Pending {
     log: Arc<NodeLog>,
     turns: u64,
     replay: Option<Vec<LlmRecord>>,
+    /// The budget the run charges instead of the tree's (an exploration's, within the tree's).
+    budget: Option<Arc<TreeBudget>>,
 }
 
 /// Polls a future, turning a panic into `Err(())` so that one broken simulator state cannot

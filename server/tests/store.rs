@@ -56,8 +56,14 @@ fn dump(wb: &Workbench, tree: u64) -> Vec<String> {
 async fn every_node_of_a_random_2000_node_tree_rebuilds_from_the_store_alone() {
     let dir = temp("random");
     let wb = workbench(&dir);
-    let chat = wb.create_tree("simple_chat", Some(7), None, None).unwrap().id;
-    let trading = wb.create_tree("momentum_tech", None, None, None).unwrap().id;
+    let chat = wb
+        .create_tree("simple_chat", Some(7), Default::default(), None)
+        .unwrap()
+        .id;
+    let trading = wb
+        .create_tree("momentum_tech", None, Default::default(), None)
+        .unwrap()
+        .id;
     let mut rng = Lcg(42);
     let mut nodes = vec![0u64];
     while nodes.len() < 1_800 {
@@ -107,7 +113,10 @@ async fn every_node_of_a_random_2000_node_tree_rebuilds_from_the_store_alone() {
 async fn deleting_a_subtree_or_a_tree_removes_its_rows() {
     let dir = temp("delete");
     let wb = workbench(&dir);
-    let t = wb.create_tree("simple_chat", None, None, None).unwrap().id;
+    let t = wb
+        .create_tree("simple_chat", None, Default::default(), None)
+        .unwrap()
+        .id;
     let a = wb.advance(t, 0, 2).await.unwrap().node;
     let b = wb.advance(t, a, 1).await.unwrap().node;
     let keep = wb.advance(t, 0, 1).await.unwrap().node;
@@ -143,7 +152,10 @@ async fn deleting_a_subtree_or_a_tree_removes_its_rows() {
 async fn a_chain_stores_each_nodes_own_delta() {
     let dir = temp("linear");
     let wb = workbench(&dir);
-    let t = wb.create_tree("simple_chat", None, None, None).unwrap().id;
+    let t = wb
+        .create_tree("simple_chat", None, Default::default(), None)
+        .unwrap()
+        .id;
     let mut node = 0;
     let mut sizes = Vec::new();
     for _ in 0..120 {
@@ -178,7 +190,10 @@ async fn over_its_budget_the_cache_closes_idle_trees_and_they_come_back_intact()
     let wb = workbench_with(&dir, limits);
     let mut trees = Vec::new();
     for _ in 0..4 {
-        let t = wb.create_tree("simple_chat", None, None, None).unwrap().id;
+        let t = wb
+            .create_tree("simple_chat", None, Default::default(), None)
+            .unwrap()
+            .id;
         let mut node = 0;
         for _ in 0..30 {
             node = wb.advance(t, node, 1).await.unwrap().node;

@@ -67,7 +67,7 @@ const STATUSES: [NodeStatus; 5] = [
     NodeStatus::Interrupted,
 ];
 
-const EDGE_TYPES: [EdgeType; 9] = [
+const EDGE_TYPES: [EdgeType; 10] = [
     EdgeType::Root,
     EdgeType::Advance,
     EdgeType::AgentCtx,
@@ -77,6 +77,7 @@ const EDGE_TYPES: [EdgeType; 9] = [
     EdgeType::PublicEvent,
     EdgeType::Multi,
     EdgeType::Sweep,
+    EdgeType::Explore,
 ];
 
 impl NodeStatus {

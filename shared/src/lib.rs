@@ -10,6 +10,7 @@ use serde_json::Value;
 pub mod abm;
 pub mod columns;
 mod event;
+mod explore;
 mod library;
 mod notebook;
 mod social;
@@ -19,6 +20,9 @@ pub mod trading;
 mod view;
 
 pub use event::*;
+pub use explore::{
+    CandidateRow, ExploreBest, ExploreBudget, ExploreGoal, ExploreStarted, ExploreStatus, ExploreTable, Objective,
+};
 pub use library::{NewScenario, SavedRef, ScenarioDocument, ScenarioOrigin, ScenarioUpdate};
 pub use notebook::*;
 pub use social::*;
@@ -56,6 +60,9 @@ pub enum EdgeType {
     /// A sweep's cell (its ops applied to the sweep's parent) or one of its replicates (an
     /// advance with the replicate's seed). An extension: upstream clients draw it as unknown.
     Sweep,
+    /// An exploration's candidate (its ops applied to the exploration's parent) or one of its
+    /// replicates. An extension like `sweep`.
+    Explore,
 }
 
 /// One counterfactual operation on a node's clone (the body of `branch` and the `ops` of edges).
@@ -184,6 +191,10 @@ pub struct CreateRequest {
     /// Tokens this tree may spend on a real provider (default: the server's `--token-budget`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_budget: Option<u64>,
+    /// US dollars this tree may spend on priced models, never exceeded (within the server's
+    /// `--money-budget` when it has one: the smaller applies). An extension.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub money_budget: Option<f64>,
     /// An offline player for this tree whatever the server's default: `mock` or `scripted`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm: Option<String>,
@@ -421,6 +432,16 @@ pub enum TreeMsg {
         done: u64,
         failed: u64,
         total: u64,
+    },
+    /// An exploration moved on (a replicate ended, a round began, it stopped): `runs_used` of
+    /// its budget, `alive` candidates still in the race; the table is at
+    /// `GET …/explore/{explore}`. An extension.
+    ExploreProgress {
+        explore: u64,
+        status: ExploreStatus,
+        round: u32,
+        runs_used: u64,
+        alive: usize,
     },
     /// Sent right after the handshake and after a resync: the whole graph with running ids.
     Snapshot(Graph),

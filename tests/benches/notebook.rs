@@ -42,7 +42,10 @@ fn spread(mut times: Vec<Duration>) -> String {
 /// A tree of `n` nodes grown from random earlier nodes (a linear congruential draw, so every run
 /// builds the same tree); returns its id and node ids.
 async fn grow(wb: &Arc<Workbench>, n: usize) -> (u64, Vec<u64>) {
-    let tree = wb.create_tree("simple_chat", None, None, None).unwrap().id;
+    let tree = wb
+        .create_tree("simple_chat", None, Default::default(), None)
+        .unwrap()
+        .id;
     let mut nodes = vec![0u64];
     let mut x: u64 = 0x2545_f491_4f6c_dd1d;
     for i in 1..n {

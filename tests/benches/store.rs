@@ -61,7 +61,10 @@ fn heap_mb() -> f64 {
 
 /// Builds a chain of `n` single-turn advances; returns the total time and the node ids.
 async fn chain(wb: &Arc<Workbench>, n: usize) -> (Duration, u64, Vec<u64>) {
-    let tree = wb.create_tree("simple_chat", None, None, None).unwrap().id;
+    let tree = wb
+        .create_tree("simple_chat", None, Default::default(), None)
+        .unwrap()
+        .id;
     let mut node = 0;
     let mut ids = vec![0];
     let started = Instant::now();

@@ -5336,3 +5336,59 @@ async fn the_live_reply_grows_in_studio_and_the_node_view_before_the_node_finish
     assert_eq!(page_errors(&b).await, Vec::<String>::new());
     b.finish("live_reply_after").await;
 }
+
+// ---- exploration ----
+
+#[tokio::test]
+async fn an_exploration_started_from_the_form_narrows_its_candidates_live_and_opens_the_best_branch() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let t = api_tree(&b.server, "sir_network").await;
+    b.open(&format!("/simtree/{t}")).await;
+    b.wait_css("g.node[data-id='0']").await;
+    b.click("g.node[data-id='0']").await;
+    b.wait_text("#explore-list", "No explorations yet").await;
+    b.click("#explore-new summary").await;
+    // An ABM tree's form holds the SIR example: the lowest peak over four infection rates.
+    wait_value(&b, "#explore-op", "abm_set_global").await;
+    wait_value(&b, "#explore-values", "0.01, 0.05, 0.1, 0.3").await;
+    wait_value(&b, "#explore-metric", "max:globalVariable.infectedCount").await;
+    b.set_input("#explore-turns", "30").await;
+
+    // A metric the server does not know: its 422 shows in place and nothing is made.
+    b.set_input("#explore-metric", "maximum:globalVariable.infectedCount")
+        .await;
+    b.click("#explore-start").await;
+    b.wait_text("#explore-error", "objective.metric").await;
+    assert_eq!(b.server.get(&format!("/devui/simtree/{t}/explores")).await.1, json!([]));
+    // A field the form checks itself.
+    b.set_input("#explore-metric", "max:globalVariable.infectedCount").await;
+    b.set_input("#explore-runs", "0").await;
+    b.click("#explore-start").await;
+    b.wait_text("#explore-error", "budget").await;
+    assert_eq!(b.server.get(&format!("/devui/simtree/{t}/explores")).await.1, json!([]));
+    b.set_input("#explore-runs", "12").await;
+    // Its worst case shows before it starts: no provider calls for a model.
+    b.wait_text("#explore-estimate", "0 calls").await;
+    b.click("#explore-start").await;
+    b.wait_count("#explore-race tr[data-candidate]", 4).await;
+    // The socket's explore_progress narrows the race: 4 × 2, then 2 × 2 more, one left.
+    b.wait_css("#explore-race[data-status='done']").await;
+    let head = b.wait_text("#explore-head", "12/12").await;
+    assert!(head.contains("done"), "{head}");
+    assert_eq!(b.count("#explore-race tr.dropped").await, 3);
+    // Its nodes are drawn with the exploration's own edges, named in the legend.
+    b.wait_css(".legend-item[data-op='explore']").await;
+    let (_, tables) = b.server.get(&format!("/devui/simtree/{t}/explores")).await;
+    let best = &tables[0]["best"];
+    assert_eq!(best["point"]["rate"], json!(0.01), "{tables}");
+    let node = best["node"].as_u64().unwrap();
+    b.wait_text("#explore-best", "rate=0.01").await;
+    // The best branch opens in the graph and the inspector.
+    b.click("#explore-open-best").await;
+    b.wait_text("#inspector h3", &format!("#{node}")).await;
+    b.wait_css(&format!("g.node.selected[data-id='{node}']")).await;
+    assert_eq!(page_errors(&b).await, Vec::<String>::new());
+    b.js("document.querySelector('#explores').scrollIntoView()").await;
+    b.finish("explore_race").await;
+}

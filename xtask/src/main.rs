@@ -264,7 +264,10 @@ fn bench() -> Result<(), String> {
     run(endpoints)?;
     let mut notebook = cargo();
     notebook.args(["bench", "-p", "simtree-e2e", "--bench", "notebook"]);
-    run(notebook)
+    run(notebook)?;
+    let mut explore = cargo();
+    explore.args(["bench", "-p", "simtree-e2e", "--bench", "explore"]);
+    run(explore)
 }
 
 /// `tests/upstream-client/run.mjs` with its node modules (`npm ci` when they are missing or older

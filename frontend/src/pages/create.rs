@@ -49,6 +49,7 @@ pub(super) fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) ->
             name: None,
             seed: seed.get().trim().parse::<u64>().ok(),
             token_budget: budget.get().trim().parse::<u64>().ok(),
+            money_budget: None,
             llm: Some(llm.get()).filter(|l| social() && l != SERVER_LLM),
         };
         if creating.get_untracked() {

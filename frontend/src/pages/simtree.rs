@@ -1,5 +1,5 @@
 //! The SimTree page: the graph pane beside the inspector, ops, branch editor, compare, sweeps,
-//! node details, data and create panels.
+//! explorations, node details, data and create panels.
 
 use leptos::prelude::*;
 
@@ -52,6 +52,7 @@ pub fn SimTreePage(tree_id: Option<u64>) -> impl IntoView {
                         <BranchEditor tree node_view />
                         <ComparePanel tree />
                         <crate::sweep_view::SweepPanel tree />
+                        <crate::explore_view::ExplorePanel tree />
                         <NodeDetails tree view_state=node_view />
                         <crate::data::DataPanel tree node_view />
                         <TreeAbout tree />

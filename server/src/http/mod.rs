@@ -17,6 +17,7 @@ use tower_http::set_header::SetResponseHeaderLayer;
 
 pub mod datasets;
 pub mod error;
+pub mod explore;
 pub mod guard;
 pub mod listener;
 pub mod notebook;
@@ -70,6 +71,10 @@ pub fn router(app: Arc<AppState>) -> Router {
             post(sweep::start_sweep).get(sweep::sweep_tables),
         )
         .route("/simtree/{tree}/sweep/{id}", get(sweep::sweep_table))
+        .route("/simtree/{tree}/explore", post(explore::start_explore))
+        .route("/simtree/{tree}/explores", get(explore::explore_tables))
+        .route("/simtree/{tree}/explore/{id}", get(explore::explore_table))
+        .route("/simtree/{tree}/explore/{id}/cancel", post(explore::cancel_explore))
         .route("/simtree/{tree}/node/{node}/info", get(node_info))
         .route("/simtree/{tree}/node/{node}/view", get(node_view))
         .route("/simtree/{tree}/node/{node}/calls", get(notebook::node_calls))

@@ -255,6 +255,38 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
             NOT_FOUND,
         ),
         op(
+            "post",
+            "/devui/simtree/{tree}/explore",
+            "Start an exploration: search a space of interventions for the best by successive halving within a budget",
+            Some(any_object()),
+            schema::<simtree_shared::ExploreStarted>(g),
+            BODY,
+        ),
+        op(
+            "get",
+            "/devui/simtree/{tree}/explores",
+            "Every exploration's table so far",
+            None,
+            schema::<Vec<simtree_shared::ExploreTable>>(g),
+            NOT_FOUND,
+        ),
+        op(
+            "get",
+            "/devui/simtree/{tree}/explore/{id}",
+            "An exploration's candidates, best so far and budget used",
+            None,
+            schema::<simtree_shared::ExploreTable>(g),
+            NOT_FOUND,
+        ),
+        op(
+            "post",
+            "/devui/simtree/{tree}/explore/{id}/cancel",
+            "Stop a running exploration (its running replicates are cancelled)",
+            None,
+            schema::<simtree_shared::ExploreTable>(g),
+            &[404, 409, 422],
+        ),
+        op(
             "get",
             "/devui/simtree/{tree}/usage",
             "LLM usage and budget",
@@ -556,10 +588,11 @@ fn scenarios_paths(g: &mut SchemaGenerator, error: &Value, paths: &mut Map<Strin
 }
 
 /// The run routes that answer `?estimate=true` with an `Estimate` instead of running.
-const ESTIMATED: [&str; 3] = [
+const ESTIMATED: [&str; 4] = [
     "/devui/simtree/{tree}/advance",
     "/devui/simtree/{tree}/advance_multi",
     "/devui/simtree/{tree}/sweep",
+    "/devui/simtree/{tree}/explore",
 ];
 
 /// Adds the `estimate` query parameter to the run routes, and the estimate as their other reply.
@@ -687,7 +720,7 @@ mod tests {
                 .unwrap_or_else(|| panic!("{target}"));
             assert!(schemas.contains_key(name), "{name}");
         }
-        assert_eq!(doc["paths"].as_object().unwrap().len(), 40);
+        assert_eq!(doc["paths"].as_object().unwrap().len(), 44);
     }
 
     /// The other direction: every REST route declared in `http::router` (read from its source,

@@ -62,11 +62,16 @@ pub async fn create_tree(State(app): St, ApiJson(body): ApiJson<CreateRequest>) 
         None => None,
         Some(name) => Some(name.parse().map_err(ApiError::unprocessable)?),
     };
+    let budget = crate::llm::budget::Limits {
+        tokens: body.token_budget,
+        calls: None,
+        money: body.money_budget,
+    };
     // Checking a document builds its simulator once (a large model takes milliseconds): off the
     // async workers.
     let tree = tokio::task::spawn_blocking(move || {
         app.wb
-            .create_tree_from(&scenario, body.name.as_deref(), body.seed, body.token_budget, offline)
+            .create_tree_from(&scenario, body.name.as_deref(), body.seed, budget, offline)
     })
     .await
     .map_err(|e| ApiError::unprocessable(format!("the scenario could not be built: {e}")))??;

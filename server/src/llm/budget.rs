@@ -12,6 +12,9 @@
 //!   replaced by what it cost. A model without a price, or a provider that cannot say its
 //!   `max_tokens`, cannot be bounded, so under a money cap its calls are refused with the reason.
 //!   (This holds as long as the provider honours `max_tokens`, as the three dialects' servers do.)
+//!
+//! A budget may sit **within** another ([`TreeBudget::within`]): an exploration's budget within
+//! its tree's. A call is admitted only when both admit it, and is charged to both.
 
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -43,6 +46,10 @@ pub struct TreeBudget {
     tokens: AtomicU64,
     calls: AtomicU64,
     money: Mutex<Money>,
+    /// The budget this one is part of (its tree's), charged with it.
+    outer: Option<Arc<TreeBudget>>,
+    /// Calls refused so far (by this budget or its outer one).
+    refused: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -56,6 +63,7 @@ struct Money {
 #[must_use = "a reservation is settled after the call"]
 pub struct Hold {
     money: f64,
+    outer: Option<Box<Hold>>,
 }
 
 /// Tokens counted for each message's framing on top of its text, and for the reply's priming:
@@ -83,6 +91,17 @@ impl TreeBudget {
             tokens: AtomicU64::new(0),
             calls: AtomicU64::new(0),
             money: Mutex::new(Money::default()),
+            outer: None,
+            refused: AtomicU64::new(0),
+        }
+    }
+
+    /// A budget of its own that also charges `outer` (when there is one): what a part of a
+    /// tree's work (an exploration) may spend, within what the tree may.
+    pub fn within(limits: Limits, prices: Arc<PriceTable>, outer: Option<Arc<TreeBudget>>) -> TreeBudget {
+        TreeBudget {
+            outer,
+            ..TreeBudget::new(limits, prices)
         }
     }
 
@@ -105,9 +124,20 @@ impl TreeBudget {
         self.money.lock().unwrap_or_else(|p| p.into_inner()).spent
     }
 
+    /// Calls refused so far: once one is, the budget is spent for calls of that size.
+    pub fn refusals(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+
     /// Admits a call of `model` (`dialect:model`) with `request`, or says which cap stops it.
     /// `max_tokens` is the provider's completion limit when the request sets none.
     pub fn reserve(&self, model: &str, request: &ChatRequest, max_tokens: Option<u32>) -> Result<Hold, LlmError> {
+        self.admit(model, request, max_tokens).inspect_err(|_| {
+            self.refused.fetch_add(1, Ordering::Relaxed);
+        })
+    }
+
+    fn admit(&self, model: &str, request: &ChatRequest, max_tokens: Option<u32>) -> Result<Hold, LlmError> {
         let refuse = |why: String| Err(LlmError::Request(why));
         if let Some(limit) = self.limits.tokens {
             let spent = self.spent();
@@ -159,12 +189,30 @@ impl TreeBudget {
             }
             m.reserved += worst;
         }
-        Ok(Hold { money: worst })
+        let outer = match &self.outer {
+            None => None,
+            Some(o) => match o.reserve(model, request, max_tokens) {
+                Ok(h) => Some(Box::new(h)),
+                Err(e) => {
+                    // Not admitted after all: undo this budget's count and reservation.
+                    self.calls.fetch_sub(1, Ordering::SeqCst);
+                    if self.limits.money.is_some() {
+                        let mut m = self.money.lock().unwrap_or_else(|p| p.into_inner());
+                        m.reserved = (m.reserved - worst).max(0.0);
+                    }
+                    return Err(e);
+                }
+            },
+        };
+        Ok(Hold { money: worst, outer })
     }
 
     /// Ends a call admitted by [`TreeBudget::reserve`]: its tokens and cost are charged (nothing
     /// when it failed) and its reservation released.
     pub fn settle(&self, model: &str, hold: Hold, usage: Option<&Usage>) {
+        if let (Some(o), Some(h)) = (&self.outer, hold.outer) {
+            o.settle(model, *h, usage);
+        }
         if let Some(u) = usage {
             self.tokens.fetch_add(u.total(), Ordering::Relaxed);
         }
@@ -256,6 +304,42 @@ mod tests {
         assert!(unpriced.contains("no price"), "{unpriced}");
         let unbounded = b.reserve("fake:priced", &r, None).unwrap_err().to_string();
         assert!(unbounded.contains("max_tokens"), "{unbounded}");
+    }
+
+    #[test]
+    fn a_budget_within_another_is_admitted_only_when_both_admit_and_charges_both() {
+        let tree = Arc::new(TreeBudget::new(
+            Limits {
+                calls: Some(3),
+                ..Limits::default()
+            },
+            prices(),
+        ));
+        let part = TreeBudget::within(
+            Limits {
+                money: Some(1.0),
+                ..Limits::default()
+            },
+            prices(),
+            Some(tree.clone()),
+        );
+        let r = request(10);
+        let used = Usage {
+            prompt_tokens: 10,
+            completion_tokens: 50,
+            cached_tokens: 0,
+        };
+        for _ in 0..3 {
+            let h = part.reserve("fake:priced", &r, Some(100)).unwrap();
+            part.settle("fake:priced", h, Some(&used));
+        }
+        assert_eq!((tree.calls(), tree.spent(), part.spent()), (3, 180, 180));
+        // The tree's call cap refuses the fourth: the part's reservation is undone.
+        let e = part.reserve("fake:priced", &r, Some(100)).unwrap_err().to_string();
+        assert!(e.contains("call budget spent"), "{e}");
+        assert_eq!((part.calls(), part.refusals(), tree.refusals()), (3, 1, 1));
+        assert!((part.money_spent() - 0.33).abs() < 1e-12);
+        assert_eq!(part.money.lock().unwrap().reserved, 0.0);
     }
 
     #[test]

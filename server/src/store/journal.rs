@@ -448,6 +448,24 @@ fn encode(out: &mut Vec<u8>, w: &Write) {
             put_u64(out, *tree);
             put_u64(out, *id);
         }
+        // Tags 28 and 29 (explore).
+        Write::Explore { tree, id, body } => {
+            out.push(28);
+            put_u64(out, *tree);
+            put_u64(out, *id);
+            put_bytes(out, body.as_bytes());
+        }
+        Write::DeleteExplore { tree, id } => {
+            out.push(29);
+            put_u64(out, *tree);
+            put_u64(out, *id);
+        }
+        // Tag 30 (explore).
+        Write::TreeMoney { tree, money } => {
+            out.push(30);
+            put_u64(out, *tree);
+            put_u64(out, money.to_bits());
+        }
         Write::DeleteTree { tree } => {
             out.push(9);
             put_u64(out, *tree);
@@ -686,6 +704,19 @@ impl<'a> Reader<'a> {
                 id: self.u64()?,
             },
             9 => Write::DeleteTree { tree: self.u64()? },
+            28 => Write::Explore {
+                tree: self.u64()?,
+                id: self.u64()?,
+                body: self.string()?,
+            },
+            29 => Write::DeleteExplore {
+                tree: self.u64()?,
+                id: self.u64()?,
+            },
+            30 => Write::TreeMoney {
+                tree: self.u64()?,
+                money: f64::from_bits(self.u64()?),
+            },
             10 => Write::Applied { seq: self.u64()? },
             11 => Write::ImportBegin { tree: self.u64()? },
             12 => Write::ImportEnd { tree: self.u64()? },
@@ -817,6 +848,13 @@ mod tests {
                 body: "{}".into(),
             },
             Write::DeleteSweep { tree: 3, id: 1 },
+            Write::Explore {
+                tree: 3,
+                id: 2,
+                body: "{\"x\":1}".into(),
+            },
+            Write::DeleteExplore { tree: 3, id: 2 },
+            Write::TreeMoney { tree: 3, money: 0.125 },
             Write::DeleteTree { tree: 8 },
             Write::Applied { seq: 12 },
             Write::Document {

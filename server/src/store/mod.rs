@@ -200,6 +200,22 @@ pub enum Write {
         tree: u64,
         id: u64,
     },
+    /// Inserts or replaces an exploration of a tree (its candidates and results as JSON).
+    Explore {
+        tree: u64,
+        id: u64,
+        body: String,
+    },
+    DeleteExplore {
+        tree: u64,
+        id: u64,
+    },
+    /// A tree's own money cap (`money_budget` of its creation, US dollars), written once with
+    /// the tree.
+    TreeMoney {
+        tree: u64,
+        money: f64,
+    },
     DeleteTree {
         tree: u64,
     },
@@ -314,6 +330,14 @@ pub trait Database: Send {
     fn log(&mut self, tree: u64, node: u64) -> StoreResult<Vec<LogRow>>;
     /// A tree's sweeps (JSON bodies), in id order.
     fn sweeps(&mut self, tree: u64) -> StoreResult<Vec<String>>;
+    /// A tree's explorations (JSON bodies), in id order.
+    fn explores(&mut self, _tree: u64) -> StoreResult<Vec<String>> {
+        Ok(Vec::new())
+    }
+    /// A tree's own money cap, if it was made with one.
+    fn tree_money(&mut self, _tree: u64) -> StoreResult<Option<f64>> {
+        Ok(None)
+    }
     /// Marks nodes whose run was in flight when the last server stopped; returns how many.
     fn interrupt_running(&mut self) -> StoreResult<u64>;
     /// Checks that the database takes writes again (after a failed commit, with nothing

@@ -178,6 +178,11 @@ const MIGRATIONS: &[&str] = &[
     // 11 (durable): a CRC-32 of each node record (`node_crc`; NULL in rows written before:
     // read as they were).
     "ALTER TABLE nodes ADD COLUMN crc BIGINT;",
+    // 12 (explore): a tree's explorations, with their candidates' replicates and results (JSON).
+    "CREATE TABLE explores (tree BIGINT NOT NULL, id BIGINT NOT NULL, body TEXT NOT NULL, PRIMARY KEY (tree, id));",
+    // 13 (explore): a tree's own money cap in US dollars (its decimal text; Rust's shortest
+    // round-trip form), for trees made with `money_budget`.
+    "CREATE TABLE tree_money (tree BIGINT PRIMARY KEY, money TEXT NOT NULL);",
 ];
 
 /// The schema version this build writes.
@@ -603,6 +608,23 @@ impl<S: Sql> Db<S> {
             Write::DeleteSweep { tree, id } => {
                 sql.write("DELETE FROM sweeps WHERE tree = $1 AND id = $2", &[i(*tree), i(*id)])?;
             }
+            Write::Explore { tree, id, body } => {
+                sql.write(
+                    "INSERT INTO explores (tree, id, body) VALUES ($1, $2, $3)
+                     ON CONFLICT (tree, id) DO UPDATE SET body = excluded.body",
+                    &[i(*tree), i(*id), P::Text(body)],
+                )?;
+            }
+            Write::TreeMoney { tree, money } => {
+                sql.write(
+                    "INSERT INTO tree_money (tree, money) VALUES ($1, $2)
+                     ON CONFLICT (tree) DO UPDATE SET money = excluded.money",
+                    &[i(*tree), P::Text(&money.to_string())],
+                )?;
+            }
+            Write::DeleteExplore { tree, id } => {
+                sql.write("DELETE FROM explores WHERE tree = $1 AND id = $2", &[i(*tree), i(*id)])?;
+            }
             Write::Applied { seq } => {
                 sql.write("UPDATE journal SET applied = $1", &[i(*seq)])?;
             }
@@ -778,6 +800,8 @@ fn delete_tree<S: Sql>(sql: &mut S, tree: u64) -> StoreResult<()> {
         "chunks",
         "logs",
         "sweeps",
+        "explores",
+        "tree_money",
         "documents",
         "annotations",
         "texts",
@@ -892,6 +916,36 @@ impl<S: Sql> Database for Db<S> {
         rows.into_iter()
             .map(|r| r.into_iter().next().unwrap_or(Cell::Null).text())
             .collect()
+    }
+
+    fn explores(&mut self, tree: u64) -> StoreResult<Vec<String>> {
+        let rows = self
+            .sql
+            .query("SELECT body FROM explores WHERE tree = $1 ORDER BY id", &[i(tree)])?;
+        rows.into_iter()
+            .map(|r| r.into_iter().next().unwrap_or(Cell::Null).text())
+            .collect()
+    }
+
+    fn tree_money(&mut self, tree: u64) -> StoreResult<Option<f64>> {
+        let rows = self
+            .sql
+            .query("SELECT money FROM tree_money WHERE tree = $1", &[i(tree)])?;
+        match rows.into_iter().next().and_then(|r| r.into_iter().next()) {
+            None => Ok(None),
+            Some(cell) => {
+                let text = cell.text()?;
+                text.parse::<f64>()
+                    .ok()
+                    .filter(|m| m.is_finite() && *m > 0.0)
+                    .map(Some)
+                    .ok_or_else(|| {
+                        StoreError(format!(
+                            "tree {tree}: its money budget {text:?} is not a number of dollars"
+                        ))
+                    })
+            }
+        }
     }
 
     fn probe(&mut self) -> StoreResult<()> {

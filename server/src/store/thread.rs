@@ -249,6 +249,7 @@ impl Gone {
             Write::ImportBegin { tree }
             | Write::ImportEnd { tree }
             | Write::Document { tree, .. }
+            | Write::TreeMoney { tree, .. }
             | Write::Origin { tree, .. } => !self.trees.contains(tree),
             Write::Annotate { tree, node, .. } | Write::Text { tree, node, .. } | Write::Ask { tree, node, .. } => {
                 self.live(*tree, *node)
@@ -257,7 +258,9 @@ impl Gone {
             | Write::Describe { tree, .. }
             | Write::Touch { tree, .. }
             | Write::Sweep { tree, .. }
-            | Write::DeleteSweep { tree, .. } => !self.trees.contains(tree),
+            | Write::DeleteSweep { tree, .. }
+            | Write::Explore { tree, .. }
+            | Write::DeleteExplore { tree, .. } => !self.trees.contains(tree),
         }
     }
 
@@ -304,6 +307,19 @@ pub(super) fn push_merged(writes: &mut Vec<Write>, w: Write) {
                     return;
                 }
                 Write::DeleteSweep { tree: t, .. } | Write::DeleteTree { tree: t } if t == tree => break,
+                _ => {}
+            }
+        }
+    }
+    // So is an exploration's.
+    if let Write::Explore { tree, id, .. } = &w {
+        for queued in writes.iter_mut().rev() {
+            match queued {
+                Write::Explore { tree: t, id: i, .. } if t == tree && i == id => {
+                    *queued = w;
+                    return;
+                }
+                Write::DeleteExplore { tree: t, .. } | Write::DeleteTree { tree: t } if t == tree => break,
                 _ => {}
             }
         }

@@ -18,6 +18,7 @@ use simtree_shared::{SimKind, TreeInfo, TreeRef};
 
 use super::sweep::{SweepData, Sweeps, imported_sweeps};
 use super::{TreeHandle, Workbench, WorkbenchError, lock};
+use crate::llm::budget::Limits as BudgetLimits;
 use crate::sim::Sim;
 use crate::store::{Store, TreeRow, TreeSource, Write, encode_state, now_ms};
 use crate::tree::{ImportLimits, NodeId, SimTree, TreeError};
@@ -409,18 +410,26 @@ impl Workbench {
             let _ = self.abm_pool();
         }
         self.pressure.add(tree.structure_cost());
-        let handle = Arc::new(self.handle(
-            id,
-            tree,
-            row.kind,
-            Meta {
-                name: row.name.clone(),
-                description: row.description.clone(),
-                created: row.created,
-                last_activity: row.last_activity,
-            },
-            row.budget,
-        ));
+        let handle = Arc::new(
+            self.handle(
+                id,
+                tree,
+                row.kind,
+                Meta {
+                    name: row.name.clone(),
+                    description: row.description.clone(),
+                    created: row.created,
+                    last_activity: row.last_activity,
+                },
+                BudgetLimits {
+                    tokens: row.budget,
+                    calls: None,
+                    money: store
+                        .read(move |db| db.tree_money(id))
+                        .map_err(|e| WorkbenchError::unavailable(e.to_string()))?,
+                },
+            ),
+        );
         let bodies = store
             .read(move |db| db.sweeps(id))
             .map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
@@ -435,6 +444,10 @@ impl Workbench {
             })
             .collect();
         Sweeps::restore(&handle, sweeps);
+        let explores = store
+            .read(move |db| db.explores(id))
+            .map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
+        super::explore::Explores::restore(&handle, explores);
         self.trees.insert(id, handle.clone());
         self.stored.remove(&id);
         Ok(Some(handle))
@@ -491,6 +504,9 @@ impl Workbench {
             return Ok(());
         }
         handle.persist(Write::Tree(handle.row()));
+        if let Some(money) = handle.money_budget {
+            handle.persist(Write::TreeMoney { tree: handle.id, money });
+        }
         let written = {
             let mut t = handle.lock();
             if let Some(doc) = &t.document {
@@ -679,7 +695,7 @@ impl Workbench {
                 created: now,
                 last_activity: now,
             },
-            None,
+            BudgetLimits::default(),
         ));
         Sweeps::restore(&handle, sweeps);
         if let Some(store) = &store {

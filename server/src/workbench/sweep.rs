@@ -268,14 +268,8 @@ impl Sweeps {
                     .collect()
             };
             for (c, k, cell, node) in pending {
-                let status = handle.lock().node(node).map(|n| (n.status, n.error.clone()));
-                let outcome = match status {
-                    Ok((NodeStatus::Done, _)) => record.measure(handle, cell, node),
-                    Ok((NodeStatus::Running, _)) => continue,
-                    Ok((status, error)) => {
-                        Replicate::Ended(error.unwrap_or_else(|| format!("{status:?}").to_lowercase()))
-                    }
-                    Err(_) => Replicate::Ended("deleted".into()),
+                let Some(outcome) = settled(handle, &record.metrics, cell, node) else {
+                    continue;
                 };
                 lock(&record.data).cells[c].results[k] = outcome;
             }
@@ -464,13 +458,7 @@ async fn collect(
     while let Some(joined) = set.join_next().await {
         let Ok((c, k, ran)) = joined else { continue };
         let cell = lock(&record.data).cells[c].node;
-        let outcome = match ran {
-            Err(_) => Replicate::Ended("the server is shutting down".into()),
-            Ok(r) if r.deleted => Replicate::Ended("deleted while running".into()),
-            Ok(r) if r.status == NodeStatus::Done => record.measure(&handle, cell, r.node),
-            Ok(r) if r.status == NodeStatus::Cancelled => Replicate::Ended("cancelled".into()),
-            Ok(r) => Replicate::Ended(r.error.unwrap_or_else(|| "failed".into())),
-        };
+        let outcome = replicate_of(&handle, &record.metrics, cell, ran.ok());
         lock(&record.data).cells[c].results[k] = outcome;
         record.persist(&handle);
         let (sweep, (done, pending, failed)) = {
@@ -507,21 +495,6 @@ impl SweepRecord {
                 body,
             });
         }
-    }
-
-    /// The metrics of a finished replicate: the events of its cell's ops and of its run, and the
-    /// state it ended in (the parent's history is not part of the cell's outcome).
-    fn measure(&self, handle: &TreeHandle, cell: NodeId, node: NodeId) -> Replicate {
-        let taken = {
-            let mut t = handle.lock();
-            (|| Ok::<_, TreeError>((t.log(cell)?, t.log(node)?, t.sim(node)?)))()
-        };
-        let Ok((cell_log, run_log, sim)) = taken else {
-            return Replicate::Ended("deleted before it was measured".into());
-        };
-        let entries: Vec<String> = cell_log.entries().into_iter().chain(run_log.entries()).collect();
-        let events = events_from_entries(entries.iter().map(String::as_str));
-        Replicate::Done(self.metrics.iter().map(|(_, m)| m.of(&events, &sim)).collect())
     }
 
     fn table(&self) -> SweepTable {
@@ -609,6 +582,55 @@ impl SweepRecord {
         *lock(&self.effects) = Some((at, all.clone()));
         all
     }
+}
+
+/// The metrics of a finished replicate: the events of its cell's ops and of its run, and the
+/// state it ended in (the parent's history is not part of the cell's outcome).
+pub(super) fn measure(handle: &TreeHandle, metrics: &[(String, Metric)], cell: NodeId, node: NodeId) -> Replicate {
+    let taken = {
+        let mut t = handle.lock();
+        (|| Ok::<_, TreeError>((t.log(cell)?, t.log(node)?, t.sim(node)?)))()
+    };
+    let Ok((cell_log, run_log, sim)) = taken else {
+        return Replicate::Ended("deleted before it was measured".into());
+    };
+    let entries: Vec<String> = cell_log.entries().into_iter().chain(run_log.entries()).collect();
+    let events = events_from_entries(entries.iter().map(String::as_str));
+    Replicate::Done(metrics.iter().map(|(_, m)| m.of(&events, &sim)).collect())
+}
+
+/// What a replicate's run gave when it ended (`None`: its task ended without a result, the
+/// runtime shutting down): its metrics when it is done, else why it has none.
+pub(super) fn replicate_of(
+    handle: &TreeHandle,
+    metrics: &[(String, Metric)],
+    cell: NodeId,
+    ran: Option<RunResult>,
+) -> Replicate {
+    match ran {
+        None => Replicate::Ended("the server is shutting down".into()),
+        Some(r) if r.deleted => Replicate::Ended("deleted while running".into()),
+        Some(r) if r.status == NodeStatus::Done => measure(handle, metrics, cell, r.node),
+        Some(r) if r.status == NodeStatus::Cancelled => Replicate::Ended("cancelled".into()),
+        Some(r) => Replicate::Ended(r.error.unwrap_or_else(|| "failed".into())),
+    }
+}
+
+/// A replicate pending in a stored row, once its tree is read back: measured if its node
+/// finished, ended with its node's status otherwise; `None` while it still runs.
+pub(super) fn settled(
+    handle: &TreeHandle,
+    metrics: &[(String, Metric)],
+    cell: NodeId,
+    node: NodeId,
+) -> Option<Replicate> {
+    let status = handle.lock().node(node).map(|n| (n.status, n.error.clone()));
+    Some(match status {
+        Ok((NodeStatus::Done, _)) => measure(handle, metrics, cell, node),
+        Ok((NodeStatus::Running, _)) => return None,
+        Ok((status, error)) => Replicate::Ended(error.unwrap_or_else(|| format!("{status:?}").to_lowercase())),
+        Err(_) => Replicate::Ended("deleted".into()),
+    })
 }
 
 /// Where each replicate of a cell stands, for pairing.

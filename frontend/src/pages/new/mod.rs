@@ -365,6 +365,7 @@ fn Actions(doc: Doc, save_name: RwSignal<String>, on_saved: Callback<()>) -> imp
             name: Some(tree_name.get_untracked().trim().to_string()).filter(|n| !n.is_empty()),
             seed: seed.get_untracked().trim().parse().ok(),
             token_budget: None,
+            money_budget: None,
             llm: None,
         };
         creating.set(true);

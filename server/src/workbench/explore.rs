@@ -1,0 +1,668 @@
+//! Explorations inside a tree: the successive halving of [`crate::explore`] laid out as nodes.
+//! Each candidate is a branch of the exploration's `parent` (its ops applied), each replicate an
+//! advance child of its candidate reseeded to `seed + k`; both have edge type `explore`, so the
+//! graph shows (and a client can filter) what an exploration made.
+//!
+//! Starting is all or nothing (the body, the limits and every candidate's ops are checked, the
+//! candidates attached and committed before the reply); the rounds are then driven by a task the
+//! server owns. A round's runs are reserved (counted in `runs_used`) when they are attached,
+//! before any starts, so the runs budget is never passed; the token and money caps are a budget
+//! of the exploration's own within the tree's ([`TreeBudget::within`]), which refuses a provider
+//! call that might pass them. After every replicate the row is rewritten and `explore_progress`
+//! goes out on the tree socket.
+//!
+//! A row read back after a restart is `interrupted` if it was running: what finished is kept
+//! (replicates whose node finished are measured then) and nothing resumes by itself.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use simtree_shared::{
+    CandidateRow, EdgeType, ExploreBest, ExploreBudget, ExploreGoal, ExploreStarted, ExploreStatus, ExploreTable,
+    IntervalKind, Objective, TreeMsg,
+};
+
+use super::sweep::{Replicate, replicate_of, settled};
+use super::{TreeHandle, Workbench, WorkbenchError, lock};
+use crate::explore::{ExploreSpec, MAX_CANDIDATES, mean_ci, next_round, rank, survivors};
+use crate::llm::budget::{Limits as BudgetLimits, TreeBudget};
+use crate::store::Write;
+use crate::sweep::{Metric, paired};
+use crate::tree::{NodeId, SimTree, TreeError};
+
+/// A tree's explorations by id (ids count up from 0 and are never reused).
+#[derive(Default)]
+pub(super) struct Explores(Mutex<BTreeMap<u64, Arc<ExploreRecord>>>);
+
+/// An exploration as it is stored: its candidates, their replicates and results, and where
+/// the schedule stands.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExploreData {
+    pub id: u64,
+    pub parent: NodeId,
+    pub turns: u64,
+    pub seed: u64,
+    pub objective: Objective,
+    /// Replicates of every candidate in the first round.
+    pub replicates: u64,
+    pub budget: ExploreBudget,
+    /// The most runs it may start (its runs budget or its whole schedule).
+    pub run_cap: u64,
+    pub status: ExploreStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub round: u32,
+    pub runs_used: u64,
+    pub candidates: Vec<CandidateData>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CandidateData {
+    pub point: IndexMap<String, Value>,
+    pub node: NodeId,
+    /// Replicate `k` (seed `seed + k`) is `children[k]`; its result `results[k]`.
+    pub children: Vec<NodeId>,
+    pub results: Vec<Replicate>,
+    /// The round after which it was halved away.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dropped_after: Option<u32>,
+}
+
+/// An exploration in memory.
+pub(super) struct ExploreRecord {
+    /// The objective, as the sweep's measuring wants it (one metric).
+    metrics: Vec<(String, Metric)>,
+    data: Mutex<ExploreData>,
+    /// Set to stop it (a cancel, or its parent deleted).
+    stop: AtomicBool,
+    /// The exploration's token/money caps, within the tree's budget (`None`: the tree's alone).
+    budget: Option<Arc<TreeBudget>>,
+    /// Turns true when its driver has stopped.
+    finished: tokio::sync::watch::Sender<bool>,
+}
+
+impl ExploreRecord {
+    fn new(metric: Metric, data: ExploreData, budget: Option<Arc<TreeBudget>>) -> ExploreRecord {
+        ExploreRecord {
+            metrics: vec![("objective".to_string(), metric)],
+            data: Mutex::new(data),
+            stop: AtomicBool::new(false),
+            budget,
+            finished: tokio::sync::watch::channel(false).0,
+        }
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+
+    /// Queues the row, unless the exploration was dropped meanwhile (its parent deleted).
+    fn persist(self: &Arc<Self>, handle: &TreeHandle) {
+        let id = lock(&self.data).id;
+        if lock(&handle.explores.0).get(&id).is_some_and(|r| Arc::ptr_eq(r, self)) {
+            self.write_row(handle);
+        }
+    }
+
+    fn write_row(&self, handle: &TreeHandle) {
+        if handle.stored() {
+            let data = lock(&self.data);
+            let body = serde_json::to_string(&*data).unwrap_or_default();
+            handle.persist(Write::Explore {
+                tree: handle.id,
+                id: data.id,
+                body,
+            });
+        }
+    }
+
+    fn progress(&self, handle: &TreeHandle) {
+        let d = lock(&self.data);
+        handle.send(TreeMsg::ExploreProgress {
+            explore: d.id,
+            status: d.status,
+            round: d.round,
+            runs_used: d.runs_used,
+            alive: d.candidates.iter().filter(|c| c.dropped_after.is_none()).count(),
+        });
+    }
+}
+
+/// A candidate's objective values (replicates with a number), in replicate order with their
+/// replicate index.
+fn values(c: &CandidateData) -> Vec<(usize, f64)> {
+    c.results
+        .iter()
+        .enumerate()
+        .filter_map(|(k, r)| match r {
+            Replicate::Done(v) => number(v.first()?).map(|x| (k, x)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn number(v: &Value) -> Option<f64> {
+    v.as_f64().or_else(|| v.as_bool().map(|b| f64::from(u8::from(b))))
+}
+
+fn mean_of(c: &CandidateData) -> Option<f64> {
+    let v: Vec<f64> = values(c).into_iter().map(|(_, x)| x).collect();
+    mean_ci(&v).mean_diff
+}
+
+impl ExploreData {
+    /// The table of `GET …/explore/{id}` (money and tokens are the workbench's to add).
+    fn table(&self) -> ExploreTable {
+        let candidates: Vec<CandidateRow> = self
+            .candidates
+            .iter()
+            .map(|c| {
+                let v: Vec<f64> = values(c).into_iter().map(|(_, x)| x).collect();
+                let e = mean_ci(&v);
+                CandidateRow {
+                    point: c.point.clone(),
+                    n: v.len(),
+                    mean: e.mean_diff,
+                    ci95: e.ci95,
+                    alive: c.dropped_after.is_none(),
+                    dropped_after: c.dropped_after,
+                    node: c.node,
+                    children: c.children.clone(),
+                    pending: c.results.iter().filter(|r| matches!(r, Replicate::Pending)).count(),
+                    failed: c.results.iter().filter(|r| matches!(r, Replicate::Ended(_))).count(),
+                }
+            })
+            .collect();
+        ExploreTable {
+            explore: self.id,
+            parent: self.parent,
+            turns: self.turns,
+            seed: self.seed,
+            objective: self.objective.clone(),
+            status: self.status,
+            reason: self.reason.clone(),
+            round: self.round,
+            runs_used: self.runs_used,
+            money_used: None,
+            tokens_used: 0,
+            budget: self.budget,
+            best: self.best(&candidates),
+            candidates,
+        }
+    }
+
+    /// The best candidate: the best mean among those still alive (the last to be dropped when
+    /// none is), with its margin over the runner-up — the next in the order the race left them
+    /// (alive first, then the later dropped), by mean.
+    fn best(&self, rows: &[CandidateRow]) -> Option<ExploreBest> {
+        let goal = self.objective.goal;
+        let mut order: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].mean.is_some()).collect();
+        let means: Vec<(usize, Option<f64>)> = order.iter().map(|&i| (i, rows[i].mean)).collect();
+        let by_mean = rank(&means, goal);
+        let place: BTreeMap<usize, usize> = by_mean.iter().enumerate().map(|(p, &i)| (i, p)).collect();
+        // Alive first, then by the round each was dropped after (later first), then by mean.
+        order.sort_by_key(|&i| {
+            let dropped = self.candidates[i].dropped_after.map_or(u32::MAX, |r| r);
+            (std::cmp::Reverse(dropped), place[&i])
+        });
+        let (&b, rest) = order.split_first()?;
+        let row = &rows[b];
+        let margin = rest.first().map(|&r| {
+            let best: BTreeMap<usize, f64> = values(&self.candidates[b]).into_iter().collect();
+            let diffs: Vec<f64> = values(&self.candidates[r])
+                .into_iter()
+                .filter_map(|(k, x)| {
+                    let y = best.get(&k)?;
+                    Some(match goal {
+                        ExploreGoal::Min => x - y,
+                        ExploreGoal::Max => y - x,
+                    })
+                })
+                .collect();
+            paired(&diffs, IntervalKind::T, 0)
+        });
+        Some(ExploreBest {
+            point: row.point.clone(),
+            mean: row.mean?,
+            ci95: row.ci95,
+            n: row.n,
+            node: row.node,
+            margin,
+        })
+    }
+
+    /// Checks a row read back against its tree; `None` when its parent is gone. Replicates and
+    /// candidates whose node went end as deleted.
+    fn check(&mut self, tree: &SimTree) -> Result<Option<Metric>, String> {
+        let metric = Metric::parse(&self.objective.metric).map_err(|e| e.to_string())?;
+        if self.candidates.is_empty() || self.candidates.len() > MAX_CANDIDATES {
+            return Err(format!("{} candidates", self.candidates.len()));
+        }
+        if tree.node(self.parent).is_err() {
+            return Ok(None);
+        }
+        for c in &mut self.candidates {
+            if c.children.len() != c.results.len() {
+                return Err("a candidate's replicates and results disagree".into());
+            }
+            let there = tree.node(c.node).is_ok();
+            if !there && c.dropped_after.is_none() {
+                c.dropped_after = Some(self.round);
+            }
+            for (&n, r) in c.children.iter().zip(&mut c.results) {
+                if (!there || tree.node(n).is_err()) && !matches!(r, Replicate::Ended(_)) {
+                    *r = Replicate::Ended("deleted".into());
+                }
+            }
+        }
+        Ok(Some(metric))
+    }
+}
+
+impl Explores {
+    fn get(&self, id: u64) -> Option<Arc<ExploreRecord>> {
+        lock(&self.0).get(&id).cloned()
+    }
+
+    fn all(&self) -> Vec<Arc<ExploreRecord>> {
+        lock(&self.0).values().cloned().collect()
+    }
+
+    /// Stops every exploration (its tree is being deleted): none starts another round.
+    pub(super) fn stop_all(&self) {
+        for r in self.all() {
+            r.stop.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// After a deletion in the tree (the tree locked by the caller): an exploration whose
+    /// parent went goes too (its row with it, its driver stopped); candidates and replicates
+    /// whose node went end as deleted.
+    pub(super) fn prune(handle: &TreeHandle, tree: &SimTree) {
+        lock(&handle.explores.0).retain(|&id, record| {
+            let changed = {
+                let mut data = lock(&record.data);
+                let before = data.clone();
+                match data.check(tree) {
+                    Ok(Some(_)) => *data != before,
+                    _ => {
+                        record.stop.store(true, Ordering::SeqCst);
+                        if handle.stored() {
+                            handle.persist(Write::DeleteExplore { tree: handle.id, id });
+                        }
+                        return false;
+                    }
+                }
+            };
+            if changed {
+                record.write_row(handle);
+            }
+            true
+        });
+    }
+
+    /// Brings back a tree's stored explorations: each is checked against the tree (one that no
+    /// longer fits is left out with a warning); a replicate still pending is measured if its node
+    /// finished; one that was running reads as interrupted.
+    pub(super) fn restore(handle: &TreeHandle, bodies: Vec<String>) {
+        for body in bodies {
+            let mut data: ExploreData = match serde_json::from_str(&body) {
+                Ok(d) => d,
+                Err(e) => {
+                    tracing::warn!(tree = handle.id, "a stored exploration is unreadable: {e}");
+                    continue;
+                }
+            };
+            let metric = match data.check(&handle.lock()) {
+                Ok(Some(m)) => m,
+                Ok(None) => continue,
+                Err(e) => {
+                    tracing::warn!(tree = handle.id, explore = data.id, "exploration left out: {e}");
+                    continue;
+                }
+            };
+            let metrics = vec![("objective".to_string(), metric.clone())];
+            for c in &mut data.candidates {
+                for (k, &node) in c.children.iter().enumerate() {
+                    if matches!(c.results[k], Replicate::Pending)
+                        && let Some(r) = settled(handle, &metrics, c.node, node)
+                    {
+                        c.results[k] = r;
+                    }
+                }
+            }
+            if data.status == ExploreStatus::Running {
+                data.status = ExploreStatus::Interrupted;
+                data.reason = Some("the server stopped while it ran; what finished before is kept".into());
+            }
+            let record = ExploreRecord::new(metric, data, None);
+            record.finished.send_replace(true);
+            record.write_row(handle);
+            let id = lock(&record.data).id;
+            lock(&handle.explores.0).insert(id, Arc::new(record));
+        }
+    }
+}
+
+impl Workbench {
+    /// Checks an exploration as a start would: its body, its tree, its parent and the limits;
+    /// gives its candidates (cells) and its metric, and the most runs it may start.
+    fn check_explore(
+        &self,
+        tree: u64,
+        spec: &ExploreSpec,
+    ) -> Result<(Vec<crate::sweep::Cell>, Metric, u64), WorkbenchError> {
+        let (cells, metric) = spec.check().map_err(|e| WorkbenchError::invalid(e.to_string()))?;
+        self.check_turns(spec.turns)
+            .map_err(|e| WorkbenchError::invalid(format!("turns: {e}")))?;
+        let handle = self.tree(tree)?;
+        handle.lock().node(spec.parent)?;
+        let cap = spec.run_cap(cells.len());
+        let max = self.limits.max_children_per_request;
+        if cap > max {
+            return Err(WorkbenchError::invalid(format!(
+                "budget.runs: the exploration may start {cap} runs; a request may start at most {max} \
+                 (see --max-children): give a smaller budget.runs"
+            )));
+        }
+        Ok((cells, metric, cap))
+    }
+
+    /// What `spec` may cost at most (`?estimate=true`): its cap of runs of `turns` from
+    /// `parent`. Nothing is made.
+    pub fn estimate_explore(&self, tree: u64, spec: &ExploreSpec) -> Result<simtree_shared::Estimate, WorkbenchError> {
+        let (cells, _, cap) = self.check_explore(tree, spec)?;
+        let mut e = self.estimate(
+            tree,
+            spec.parent,
+            spec.turns,
+            cap,
+            &format!("exploration of {} candidates", cells.len()),
+        )?;
+        e.basis = format!("the worst case: all {cap} runs it may start. {}", e.basis);
+        Ok(e)
+    }
+
+    /// Attaches the candidates under `parent`, commits them and starts the rounds; answers
+    /// before any run ends.
+    pub fn start_explore(self: &Arc<Self>, tree: u64, spec: ExploreSpec) -> Result<ExploreStarted, WorkbenchError> {
+        let (cells, metric, cap) = self.check_explore(tree, &spec)?;
+        let handle = self.tree(tree)?;
+        let parent = spec.parent;
+        let cell_ids = {
+            let mut t = handle.lock();
+            let nodes = cells.len() + cap as usize;
+            self.check_capacity(&t, nodes)?;
+            if t.ids_left() < nodes as u64 {
+                return Err(TreeError::IdsExhausted.into());
+            }
+            let ids = t.branch_all(parent, cells.iter().map(|c| c.ops.clone()).collect())?;
+            for &c in &ids {
+                t.mark_edge(c, EdgeType::Explore)?;
+                handle.persist_node(&mut t, c)?;
+                handle.send(TreeMsg::Attached(t.node(c)?.attached()));
+            }
+            ids
+        };
+        let budget = {
+            let b = BudgetLimits {
+                tokens: spec.budget.tokens,
+                calls: None,
+                money: spec.budget.money,
+            };
+            (!b.is_empty()).then(|| Arc::new(TreeBudget::within(b, self.prices.clone(), handle.budget.clone())))
+        };
+        let record = {
+            let mut all = lock(&handle.explores.0);
+            let id = all.last_key_value().map_or(0, |(&id, _)| id + 1);
+            let data = ExploreData {
+                id,
+                parent,
+                turns: spec.turns,
+                seed: spec.seed,
+                objective: spec.objective.clone(),
+                replicates: spec.replicates,
+                budget: spec.budget,
+                run_cap: cap,
+                status: ExploreStatus::Running,
+                reason: None,
+                round: 0,
+                runs_used: 0,
+                candidates: cells
+                    .into_iter()
+                    .zip(&cell_ids)
+                    .map(|(c, &node)| CandidateData {
+                        point: c.labels,
+                        node,
+                        children: Vec::new(),
+                        results: Vec::new(),
+                        dropped_after: None,
+                    })
+                    .collect(),
+            };
+            let record = Arc::new(ExploreRecord::new(metric, data, budget));
+            all.insert(id, record.clone());
+            record
+        };
+        record.persist(&handle);
+        handle.flush()?;
+        let explore = lock(&record.data).id;
+        tracing::info!(tree, explore, cap, "exploration started");
+        tokio::spawn(drive(self.clone(), handle, record));
+        Ok(ExploreStarted {
+            explore,
+            candidates: cell_ids,
+        })
+    }
+
+    /// Stops a running exploration: no new round starts and its running replicates are
+    /// cancelled. Answers once it reads as cancelled.
+    pub async fn cancel_explore(&self, tree: u64, id: u64) -> Result<ExploreTable, WorkbenchError> {
+        let handle = self.tree(tree)?;
+        let record = handle
+            .explores
+            .get(id)
+            .ok_or_else(|| WorkbenchError::NotFound(format!("exploration {id} not found in simtree {tree}")))?;
+        let pending: Vec<NodeId> = {
+            let d = lock(&record.data);
+            if d.status != ExploreStatus::Running {
+                return Err(WorkbenchError::conflict(format!(
+                    "exploration {id} is not running (it is {:?})",
+                    d.status
+                )));
+            }
+            record.stop.store(true, Ordering::SeqCst);
+            d.candidates
+                .iter()
+                .flat_map(|c| c.children.iter().zip(&c.results))
+                .filter(|(_, r)| matches!(r, Replicate::Pending))
+                .map(|(&n, _)| n)
+                .collect()
+        };
+        for mut ended in handle.cancel(pending) {
+            let _ = ended.wait_for(|e| *e).await;
+        }
+        let mut finished = record.finished.subscribe();
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(30), finished.wait_for(|f| *f)).await;
+        Ok(self.explore_table_of(&handle, &record))
+    }
+
+    pub fn explore_table(&self, tree: u64, id: u64) -> Result<Option<ExploreTable>, WorkbenchError> {
+        let handle = self.tree(tree)?;
+        Ok(handle.explores.get(id).map(|r| self.explore_table_of(&handle, &r)))
+    }
+
+    /// Every exploration of a tree, oldest first.
+    pub fn explore_tables(&self, tree: u64) -> Result<Vec<ExploreTable>, WorkbenchError> {
+        let handle = self.tree(tree)?;
+        Ok(handle
+            .explores
+            .all()
+            .iter()
+            .map(|r| self.explore_table_of(&handle, r))
+            .collect())
+    }
+
+    /// The table with what the exploration's runs' recorded provider calls used and cost.
+    fn explore_table_of(&self, handle: &TreeHandle, record: &ExploreRecord) -> ExploreTable {
+        let mut table = lock(&record.data).table();
+        let t = handle.lock();
+        let records: Vec<_> = table
+            .candidates
+            .iter()
+            .flat_map(|c| &c.children)
+            .filter_map(|&n| t.node(n).ok())
+            .flat_map(|n| &n.records)
+            .collect();
+        table.tokens_used = records.iter().map(|r| r.prompt_tokens + r.completion_tokens).sum();
+        table.money_used = self.prices.money_of(records.iter().copied());
+        table
+    }
+}
+
+/// Runs the rounds of an exploration until one candidate is left, the budget cannot pay for
+/// another round, or it is stopped; then records how it ended.
+async fn drive(wb: Arc<Workbench>, handle: Arc<TreeHandle>, record: Arc<ExploreRecord>) {
+    let reason = loop {
+        if record.stopped() {
+            break None;
+        }
+        let round = match attach_round(&wb, &handle, &record) {
+            Ok(Some(round)) => round,
+            Ok(None) => break None,
+            Err(why) => break Some(why),
+        };
+        record.persist(&handle);
+        if let Err(e) = handle.flush_async().await {
+            tracing::error!(tree = handle.id, "an exploration's round could not be stored: {e}");
+        }
+        record.progress(&handle);
+        let mut set = tokio::task::JoinSet::new();
+        let mut nodes = Vec::with_capacity(round.len());
+        for (c, k, cell, p) in round {
+            nodes.push(p.id);
+            let run = wb.spawn(&handle, p);
+            set.spawn(async move { (c, k, cell, run.await.ok()) });
+        }
+        // A cancel that came while the round was being started reaches its runs here.
+        if record.stopped() {
+            handle.cancel(nodes);
+        }
+        while let Some(joined) = set.join_next().await {
+            let Ok((c, k, cell, ran)) = joined else { continue };
+            let outcome = replicate_of(&handle, &record.metrics, cell, ran);
+            lock(&record.data).candidates[c].results[k] = outcome;
+            record.persist(&handle);
+            record.progress(&handle);
+        }
+        if record.stopped() {
+            break None;
+        }
+        halve(&record);
+        record.persist(&handle);
+        record.progress(&handle);
+        // A refused call means the caps cannot pay for calls like those of this round: another
+        // round would only make runs that fail.
+        let refused = record.budget.as_ref().map_or(0, |b| b.refusals());
+        if refused > 0 {
+            break Some(format!(
+                "the token or money budget is spent: {refused} provider calls were refused"
+            ));
+        }
+    };
+    {
+        let mut d = lock(&record.data);
+        if record.stopped() {
+            d.status = ExploreStatus::Cancelled;
+            d.reason = Some("cancelled".into());
+        } else {
+            d.status = ExploreStatus::Done;
+            d.reason = reason;
+        }
+    }
+    record.persist(&handle);
+    if let Err(e) = handle.flush_async().await {
+        tracing::error!(tree = handle.id, "an exploration's end could not be stored: {e}");
+    }
+    record.progress(&handle);
+    record.finished.send_replace(true);
+    tracing::info!(tree = handle.id, explore = lock(&record.data).id, "exploration ended");
+}
+
+/// One run of a round: the candidate's index, the replicate's index, the candidate's node and
+/// the attached run.
+type RoundRun = (usize, usize, NodeId, super::Pending);
+
+/// Attaches the next round's runs (reserving them: `runs_used` counts them before any starts);
+/// `Ok(None)` when stopped, `Err` with the reason the exploration ends.
+fn attach_round(wb: &Workbench, handle: &TreeHandle, record: &ExploreRecord) -> Result<Option<Vec<RoundRun>>, String> {
+    let mut t = handle.lock();
+    let mut d = lock(&record.data);
+    if record.stopped() {
+        return Ok(None);
+    }
+    let alive: Vec<usize> = (0..d.candidates.len())
+        .filter(|&i| d.candidates[i].dropped_after.is_none())
+        .collect();
+    let have = alive.first().map_or(0, |&i| d.candidates[i].children.len() as u64);
+    let add = next_round(alive.len(), have, d.replicates, d.run_cap.saturating_sub(d.runs_used));
+    if add == 0 {
+        return Err(if alive.len() <= 1 {
+            "one candidate is left".to_string()
+        } else {
+            format!(
+                "the run budget cannot pay for another round ({} of {} runs used)",
+                d.runs_used, d.run_cap
+            )
+        });
+    }
+    let n = alive.len() * add as usize;
+    let refuse = |e: WorkbenchError| format!("round {} could not start: {e}", d.round + 1);
+    wb.check_capacity(&t, n).map_err(refuse)?;
+    if t.ids_left() < n as u64 {
+        return Err(refuse(TreeError::IdsExhausted.into()));
+    }
+    // Every candidate is still there (checked under the lock), so no attach below can fail.
+    if let Some(&c) = alive.iter().find(|&&c| t.node(d.candidates[c].node).is_err()) {
+        return Err(format!("candidate {c}'s node is gone"));
+    }
+    let (turns, seed) = (d.turns, d.seed);
+    let mut runs = Vec::with_capacity(n);
+    for &c in &alive {
+        let cell = d.candidates[c].node;
+        for k in have..have + add {
+            let mut p = Workbench::attach_run(handle, &mut t, cell, turns, None, EdgeType::Explore)
+                .map_err(|e| format!("round {} could not start: {e}", d.round + 1))?;
+            p.sim.reseed(seed.wrapping_add(k));
+            p.budget = record.budget.clone();
+            d.candidates[c].children.push(p.id);
+            d.candidates[c].results.push(Replicate::Pending);
+            runs.push((c, k as usize, cell, p));
+        }
+    }
+    d.runs_used += n as u64;
+    d.round += 1;
+    Ok(Some(runs))
+}
+
+/// Keeps the better half of the candidates alive (by mean, for the goal); the rest are marked
+/// dropped after this round.
+fn halve(record: &ExploreRecord) {
+    let mut d = lock(&record.data);
+    let alive: Vec<(usize, Option<f64>)> = (0..d.candidates.len())
+        .filter(|&i| d.candidates[i].dropped_after.is_none())
+        .map(|i| (i, mean_of(&d.candidates[i])))
+        .collect();
+    let keep = survivors(alive.len());
+    let order = rank(&alive, d.objective.goal);
+    let round = d.round;
+    for &i in &order[keep..] {
+        d.candidates[i].dropped_after = Some(round);
+    }
+}
