@@ -282,8 +282,10 @@ fn parse_ops(raw: Vec<Value>) -> AppResult<Vec<Op>> {
         .map(|(i, v)| {
             let name = v.get("op").and_then(Value::as_str).unwrap_or("").to_string();
             serde_json::from_value::<Op>(v).map_err(|e| {
+                // An unknown variant inside a known op's payload (an agent kind) is not an
+                // unknown op.
                 let msg = e.to_string();
-                if msg.contains("unknown variant") {
+                if msg.contains("unknown variant") && !Op::NAMES.contains(&name.as_str()) {
                     ApiError::unprocessable(format!("ops[{i}]: Unknown op: {name}"))
                 } else {
                     ApiError::unprocessable(format!("ops[{i}]: {msg}"))

@@ -30,16 +30,14 @@ pub use simtree_shared::trading::TradingView;
 /// Daily bars per ticker in a Case unless the config says otherwise.
 pub const DEFAULT_LOOKBACK: u32 = 20;
 
-/// A branch op on a trading episode (applied between decision points).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+/// A branch op on a trading episode (applied between decision points): the trading ops of
+/// `simtree_shared::Op`, read and checked by their types there.
+#[derive(Clone, Debug, PartialEq)]
 pub enum TradingOp {
     /// Sets the cash and/or the share count of some tickers (0 removes a position). No trade is
     /// recorded; metrics treat the change as a deposit or withdrawal, not as a return.
     PortfolioPatch {
-        #[serde(default)]
         cash: Option<f64>,
-        #[serde(default)]
         positions: std::collections::BTreeMap<String, i64>,
     },
     /// Adds an information item to the next Case (after the curated ones).
@@ -943,32 +941,6 @@ mod tests {
                 .to_string()
                 .contains("finished")
         );
-    }
-
-    #[test]
-    fn ops_parse_from_json() {
-        let ops: Vec<TradingOp> = serde_json::from_value(json!([
-            {"op": "portfolio_patch", "cash": 10.0},
-            {"op": "portfolio_patch", "positions": {"A": 3}},
-            {"op": "case_data_inject", "item": {"kind": "news", "content": "x"}},
-            {"op": "agent_swap", "agent": {"kind": "mean_reversion", "band": 1.5}},
-            {"op": "agent_prompt_replace", "system_prompt": "p"}
-        ]))
-        .unwrap();
-        assert_eq!(ops.len(), 5);
-        assert_eq!(
-            ops[3],
-            TradingOp::AgentSwap {
-                agent: AgentSpec::MeanReversion {
-                    lookback: 10,
-                    band: 1.5
-                }
-            }
-        );
-        let err = serde_json::from_value::<TradingOp>(json!({"op": "portfolio_patch", "cassh": 1}))
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("unknown field `cassh`"), "{err}");
     }
 
     #[test]
