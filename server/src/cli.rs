@@ -455,7 +455,8 @@ fn run(cli: Cli) -> Result<(), String> {
             llm_config,
         } => {
             let text = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
-            let spec = crate::sweep::SweepSpec::parse(&text).map_err(|e| format!("{}: {e}", file.display()))?;
+            let spec = <crate::sweep::SweepSpec as crate::sweep::SweepPlan>::parse(&text)
+                .map_err(|e| format!("{}: {e}", file.display()))?;
             let backend =
                 crate::backend::Backend::from_settings(llm_config.as_deref(), llm).map_err(|e| e.to_string())?;
             let cores = std::thread::available_parallelism().map_or(1, usize::from);
