@@ -16,7 +16,6 @@
 //! checks look for dotted names such as `globalVariable.x`, `self.x`, `model.x` and known idioms.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::fmt;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -26,34 +25,7 @@ use super::model::{
     SourceRef, TopologyType, ValueOrCall, VarType, is_identifier,
 };
 
-/// How serious a finding is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    Error,
-    Warning,
-}
-
-/// One finding.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Issue {
-    pub severity: Severity,
-    /// The class of finding (see the module docs), e.g. `unresolved-reference`.
-    pub code: &'static str,
-    /// JSON path, e.g. `terminationCriteria.terminationRules[0].sourceName`.
-    pub path: String,
-    pub message: String,
-}
-
-impl fmt::Display for Issue {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let sev = match self.severity {
-            Severity::Error => "error",
-            Severity::Warning => "warning",
-        };
-        write!(f, "{sev}[{}] {}: {}", self.code, self.path, self.message)
-    }
-}
+pub use simtree_shared::abm::{Issue, Severity};
 
 /// All findings for a model.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -221,7 +193,7 @@ impl<'a> Validator<'a> {
     fn push(&mut self, severity: Severity, code: &'static str, path: String, message: String) {
         let issue = Issue {
             severity,
-            code,
+            code: code.into(),
             path,
             message,
         };
@@ -645,7 +617,7 @@ impl<'a> Validator<'a> {
                 let path = format!("{}.initialCount", t.path);
                 self.issues.push(Issue {
                     severity: Severity::Warning,
-                    code: "not-in-initialization",
+                    code: "not-in-initialization".into(),
                     path,
                     message: format!(
                         "agent.{name}.initialCount is not in scheduler.initialization; the runner creates these agents after the listed steps"
@@ -1494,7 +1466,7 @@ mod tests {
     #[test]
     fn the_seed_example_has_two_real_reference_errors() {
         let r = report_of(seed_value());
-        let errors: Vec<(&str, &str)> = r.errors().map(|i| (i.code, i.path.as_str())).collect();
+        let errors: Vec<(&str, &str)> = r.errors().map(|i| (i.code.as_str(), i.path.as_str())).collect();
         assert_eq!(
             errors,
             vec![

@@ -8,7 +8,8 @@ use axum::extract::State;
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
+use simtree_shared::abm::Validation;
 use simtree_shared::{
     AdvanceRequest, Budget, ChildReply, ChildrenReply, CreateRequest, FrontierRequest, LcaReply, MoneyBudget,
     MultiRequest, NodeInfo, NodeStatus, NodeView, OkReply, Op, ReplayRequest, RunReply, ScenarioSource, TreeEdit,
@@ -414,10 +415,13 @@ pub async fn abm_schema(
 }
 
 /// Validates an abm-quant document (envelope or bare model): errors and warnings with JSON paths.
-pub async fn abm_validate(body: axum::body::Bytes) -> AppResult<Json<Value>> {
+pub async fn abm_validate(body: axum::body::Bytes) -> AppResult<Json<Validation>> {
     let body = std::str::from_utf8(&body)
         .map_err(|e| ApiError::unprocessable(format!("the document is not UTF-8 text: {e}")))?;
     let doc = AbmDocument::parse(body).map_err(|e| ApiError::unprocessable(e.to_string()))?;
     let report = validate_document(&doc);
-    Ok(Json(json!({"ok": report.is_ok(), "issues": report.issues})))
+    Ok(Json(Validation {
+        ok: report.is_ok(),
+        issues: report.issues,
+    }))
 }
