@@ -422,7 +422,7 @@ fn run(cli: Cli) -> Result<(), String> {
             wb.use_assets(&assets);
             if let Some(store) = storage.open()? {
                 eprintln!("simtree: trees are kept in {}", store.location);
-                wb.attach_store(store)?;
+                wb.attach_store(store).map_err(|e| e.to_string())?;
             } else {
                 eprintln!("simtree: --ephemeral: trees are kept in memory only");
             }
@@ -521,7 +521,7 @@ fn workbench_on(
         .ok_or("--ephemeral keeps nothing: name a data folder or database")?;
     let mut wb = crate::workbench::Workbench::new(library, Backend::Mock, Limits::default());
     wb.use_assets(assets);
-    wb.attach_store(store)?;
+    wb.attach_store(store).map_err(|e| e.to_string())?;
     Ok(wb)
 }
 
@@ -567,7 +567,7 @@ fn scenarios(command: ScenariosCommand, library: ScenarioLibrary, assets: &std::
 /// `simtree data import`: the upload route's checks and messages, the store's row.
 fn data_import(name: String, file: PathBuf, storage: StorageArgs) -> Result<(), String> {
     let shown = file.display();
-    crate::trading::dataset::check_dataset_name(&name)?;
+    crate::trading::dataset::check_dataset_name(&name).map_err(|e| e.to_string())?;
     if name == crate::workbench::SHIPPED_DATASET {
         return Err(format!("'{name}' is the shipped dataset's name; choose another"));
     }

@@ -47,10 +47,8 @@ pub async fn health() -> Json<OkReply> {
 /// `GET /ready`: 503 naming the cause while the store cannot take writes (a full disk, a lost
 /// database connection); 200 again once it can, without a restart.
 pub async fn ready(State(app): St) -> AppResult<Json<OkReply>> {
-    app.wb
-        .ready()
-        .map_err(|e| crate::workbench::WorkbenchError::unavailable(e).into())
-        .map(|()| Json(OkReply { ok: true }))
+    app.wb.ready()?;
+    Ok(Json(OkReply { ok: true }))
 }
 
 pub async fn create_tree(State(app): St, ApiJson(body): ApiJson<CreateRequest>) -> AppResult<Json<TreeRef>> {
@@ -61,7 +59,7 @@ pub async fn create_tree(State(app): St, ApiJson(body): ApiJson<CreateRequest>) 
     };
     let offline = match body.llm.as_deref() {
         None => None,
-        Some(name) => Some(name.parse().map_err(ApiError::unprocessable)?),
+        Some(name) => Some(name.parse()?),
     };
     // Checking a document builds its simulator once (a large model takes milliseconds): off the
     // async workers.

@@ -25,6 +25,7 @@ use super::models::{
     ExecutedTrade, PortfolioSnapshot, TradeHistory,
 };
 use super::{AppendLog, TradingError};
+use simtree_shared::trading::AgentSpecError;
 pub use simtree_shared::trading::TradingView;
 
 /// Daily bars per ticker in a Case unless the config says otherwise.
@@ -65,7 +66,7 @@ pub enum OpError {
     EmptyContent,
     /// The new agent's settings are out of range (the agent's own check says which).
     #[error("agent_swap: {0}")]
-    Agent(String),
+    Agent(AgentSpecError),
     /// A prompt for an agent kind that has none (`buy_and_hold`, …).
     #[error("agent_prompt_replace: the agent is {0}, which has no prompt (use agent_swap)")]
     NoPrompt(&'static str),
@@ -90,8 +91,8 @@ pub enum ConsistencyError {
     #[error("trading days must be YYYY-MM-DD dates")]
     Day(#[source] DateError),
     /// The agent's settings are out of range (the agent's own check says which).
-    #[error("{0}")]
-    Agent(String),
+    #[error(transparent)]
+    Agent(AgentSpecError),
     #[error("portfolio cash must be a non-negative amount, got {0}")]
     Cash(f64),
 }
@@ -190,7 +191,7 @@ pub fn resolve_config(market: &MarketData, config: &EpisodeConfig) -> Result<Epi
         Some(a) => a.clone(),
         None => AgentSpec::from_kind(&c.agent_id).map_err(|m| bad(format!("agent_id: {m}")))?,
     };
-    agent.validate().map_err(bad)?;
+    agent.validate().map_err(|e| bad(e.to_string()))?;
     c.agent = Some(agent);
     let all_days = market.trading_days(&c.tickers, None, None);
     let (Some(first), Some(last)) = (all_days.first(), all_days.last()) else {
