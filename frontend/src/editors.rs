@@ -9,9 +9,11 @@
 
 use std::collections::{HashMap, HashSet};
 
+use indexmap::IndexMap;
 use serde_json::{Map, Value};
 use simtree_shared::abm::{AbmOutline, AbmVariable};
-use simtree_shared::{LogEntry, Op};
+use simtree_shared::trading::{CaseDataItem, CaseDataKind};
+use simtree_shared::{LogEntry, Op, PlanState, Verbatim};
 
 use crate::chart::abm_steps_of;
 
@@ -354,7 +356,7 @@ pub const PLAN_SCHEMA: &str = r#"{"goals": [{"id": "g1", "desc": "…", "priorit
 /// The plan an `agent_plan_replace` sends, from the plan editor's JSON: an agent's plan
 /// ([`simtree_shared::PlanState`]; every key optional), where a goal or a milestone may also be
 /// written as plain text (its `desc`). The error names the part that does not fit and the shape.
-pub fn plan_from_text(text: &str) -> Result<Value, String> {
+pub fn plan_from_text(text: &str) -> Result<Verbatim<PlanState>, String> {
     let mut v: Value = serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))?;
     for key in ["goals", "milestones"] {
         if let Some(Value::Array(items)) = v.get_mut(key) {
@@ -366,9 +368,7 @@ pub fn plan_from_text(text: &str) -> Result<Value, String> {
         }
     }
     // Checked against the plan's type, sent as written (a plan set by a branch round-trips).
-    serde_json::from_value::<simtree_shared::PlanState>(v.clone())
-        .map_err(|e| format!("not a plan: {e}; expected {PLAN_SCHEMA}"))?;
-    Ok(v)
+    Verbatim::try_from(v).map_err(|e| format!("not a plan: {e}; expected {PLAN_SCHEMA}"))
 }
 
 /// `portfolio_patch` from the cash input (empty = unchanged) and `(ticker, shares)` inputs
@@ -386,7 +386,7 @@ pub fn portfolio_patch(cash: &str, positions: &[(String, String)]) -> Result<Op,
             .ok_or_else(|| format!("cash: expected an amount of 0 or more, got '{cash}'"))?;
         Some(c)
     };
-    let mut positions_map = Map::new();
+    let mut positions_map = IndexMap::new();
     for (ticker, shares) in positions {
         let s = shares.trim();
         if s.is_empty() {
@@ -394,8 +394,10 @@ pub fn portfolio_patch(cash: &str, positions: &[(String, String)]) -> Result<Op,
         }
         let n = s
             .parse::<u64>()
-            .map_err(|_| format!("{ticker}: expected a whole number of shares (0 or more), got '{s}'"))?;
-        positions_map.insert(ticker.clone(), Value::from(n));
+            .ok()
+            .and_then(|n| i64::try_from(n).ok())
+            .ok_or_else(|| format!("{ticker}: expected a whole number of shares (0 or more), got '{s}'"))?;
+        positions_map.insert(ticker.clone(), n);
     }
     if cash.is_none() && positions_map.is_empty() {
         return Err(format!("{NOTHING_YET}: set the cash or a position"));
@@ -419,19 +421,15 @@ pub fn news_item(kind: &str, date: &str, content: &str) -> Result<Op, String> {
     } else {
         format!("{date} {content}")
     };
-    // The item is free-form in the contract (`{kind, content, …}`); these two keys are the ones
-    // every item has.
-    let mut item = Map::new();
-    item.insert("kind".into(), kind.into());
-    item.insert("content".into(), text.into());
+    let kind = CaseDataKind::parse(kind).ok_or_else(|| format!("unknown item kind '{kind}'"))?;
     Ok(Op::CaseDataInject {
-        item: Value::Object(item),
+        item: CaseDataItem { kind, content: text },
     })
 }
 
 /// `agent_swap` to a kind with its parameters (empty = the server's default).
 pub fn agent_swap(kind: &str, lookback: &str, band: &str, history: &str, prompt: &str) -> Result<Op, String> {
-    // The agent is free-form in the contract: `kind` plus that kind's own parameters.
+    // `kind` plus the parameters given; the server fills in the others.
     let mut agent = Map::new();
     agent.insert("kind".into(), kind.into());
     let whole = |name: &str, text: &str| -> Result<Option<u64>, String> {
@@ -466,9 +464,8 @@ pub fn agent_swap(kind: &str, lookback: &str, band: &str, history: &str, prompt:
         }
         other => return Err(format!("unknown agent kind '{other}'")),
     }
-    Ok(Op::AgentSwap {
-        agent: Value::Object(agent),
-    })
+    let agent = Verbatim::try_from(Value::Object(agent)).map_err(|e| format!("agent: {e}"))?;
+    Ok(Op::AgentSwap { agent })
 }
 
 /// `agent_prompt_replace`; the server refuses an empty prompt, so the form does first.
@@ -698,6 +695,7 @@ mod tests {
     fn a_plan_takes_goals_as_objects_or_text_and_names_the_shape_when_wrong() {
         let plan = plan_from_text(r#"{"goals": ["win the vote", {"id": "g2", "desc": "rest"}], "strategy": "listen"}"#)
             .unwrap();
+        let plan = plan.json();
         assert_eq!(plan["goals"][0], json!({"desc": "win the vote"}));
         assert_eq!(plan["goals"][1]["id"], "g2");
         assert_eq!(plan["strategy"], "listen");

@@ -75,6 +75,7 @@ pub fn op_label(op: &Op, lang: Lang) -> String {
             format!("{name} ← {role}: '{}'", ellipsis(content, 40))
         }
         Op::AgentPlanReplace { name, plan_state } => {
+            let plan_state = plan_state.json();
             let empty = plan_state.as_object().is_some_and(|m| m.is_empty()) || plan_state.is_null();
             let plan = if empty {
                 w("op.cleared").into()
@@ -92,16 +93,13 @@ pub fn op_label(op: &Op, lang: Lang) -> String {
                 parts.push(format!("{} → {}", w("op.cash"), grouped(*c)));
             }
             if !positions.is_empty() {
-                parts.push(keys(positions));
+                let shares = positions.iter().map(|(t, n)| (t.clone(), Value::from(*n))).collect();
+                parts.push(keys(&shares));
             }
             parts.join(", ")
         }
-        Op::CaseDataInject { item } => format!(
-            "{}: '{}'",
-            item["kind"].as_str().unwrap_or("news"),
-            ellipsis(item["content"].as_str().unwrap_or(""), 40)
-        ),
-        Op::AgentSwap { agent } => format!("{} → {}", w("op.agent"), agent["kind"].as_str().unwrap_or("?")),
+        Op::CaseDataInject { item } => format!("{}: '{}'", item.kind.as_str(), ellipsis(&item.content, 40)),
+        Op::AgentSwap { agent } => format!("{} → {}", w("op.agent"), agent.kind()),
         Op::AgentPromptReplace { system_prompt } => {
             format!("{}: '{}'", w("op.prompt"), ellipsis(system_prompt, 40))
         }
@@ -299,7 +297,7 @@ pub fn finished_reason(view: &NodeView) -> Option<String> {
 pub fn needs_confirm(op: &Op) -> Option<String> {
     let empty = |v: &Value| v.is_null() || v.as_object().is_some_and(|m| m.is_empty()) || v.as_str() == Some("");
     match op {
-        Op::AgentPlanReplace { name, plan_state } if empty(plan_state) => Some(format!(
+        Op::AgentPlanReplace { name, plan_state } if empty(plan_state.json()) => Some(format!(
             "Replace {}'s plan with an empty one? The current plan is lost on the new branch.",
             if name.is_empty() { "the agent" } else { name }
         )),
@@ -446,7 +444,7 @@ mod tests {
         );
         assert!(
             needs_confirm(&op(
-                json!({"op": "agent_plan_replace", "name": "Ann", "plan_state": {"goal": "x"}})
+                json!({"op": "agent_plan_replace", "name": "Ann", "plan_state": {"strategy": "x"}})
             ))
             .is_none()
         );

@@ -11,7 +11,7 @@ use std::time::Instant;
 use serde_json::json;
 use simtree::http::Backend;
 use simtree::scenario::ScenarioLibrary;
-use simtree::sweep::{Env, SweepSpec, run, table};
+use simtree::sweep::{Env, SweepPlan, SweepSpec, run, table};
 
 fn main() {
     let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");

@@ -249,7 +249,7 @@ struct Writer {
 }
 
 impl Writer {
-    fn assign(&mut self, data: Vec<u8>) -> Result<ChunkKey, String> {
+    fn assign(&mut self, data: Vec<u8>) -> Result<ChunkKey, ChunkError> {
         let hash = self.dedupe.as_ref().map(|_| {
             let half = |salt: u8| {
                 let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -268,7 +268,7 @@ impl Writer {
             return Ok(*key);
         }
         let key = (self.node, self.next);
-        self.next = self.next.checked_add(1).ok_or("a node wrote more than 2^32 chunks")?;
+        self.next = self.next.checked_add(1).ok_or(ChunkError::TooMany)?;
         if let (Some(d), Some(hash)) = (&mut self.dedupe, hash) {
             d.by_hash.entry(hash).or_default().push(key);
         }
@@ -378,8 +378,28 @@ struct StoredIn<T> {
     t: Vec<T>,
 }
 
+/// Why a chunk could not be written or read; it reaches the store as the message of the
+/// serialiser's error, which names the node.
+#[derive(Debug, thiserror::Error)]
+enum ChunkError {
+    #[error("a node wrote more than 2^32 chunks")]
+    TooMany,
+    #[error("chunk {0} outside the store's context")]
+    NoContext(&'static str),
+    #[error("chunk without a key")]
+    NoKey,
+    #[error("{0}")]
+    Write(serde_json::Error),
+    #[error("chunk {0:?} is not at hand")]
+    NotAtHand(ChunkKey),
+    #[error("chunk {0:?}: {1}")]
+    Read(ChunkKey, serde_json::Error),
+    #[error("empty chunk chain")]
+    EmptyChain,
+}
+
 /// The key of `head`, writing it and every older chunk not yet written.
-fn key_of<T: Serialize>(head: &Arc<Chunk<T>>) -> Result<ChunkKey, String> {
+fn key_of<T: Serialize>(head: &Arc<Chunk<T>>) -> Result<ChunkKey, ChunkError> {
     let mut todo = Vec::new();
     let mut cur = Some(head);
     while let Some(c) = cur {
@@ -395,18 +415,18 @@ fn key_of<T: Serialize>(head: &Arc<Chunk<T>>) -> Result<ChunkKey, String> {
             i: c.items.iter().map(|a| &**a).collect(),
         };
         // Entries are serialized before the context is borrowed: they may hold lists of their own.
-        let data = serde_json::to_vec(&body).map_err(|e| e.to_string())?;
+        let data = serde_json::to_vec(&body).map_err(ChunkError::Write)?;
         let key = CTX.with(|ctx| match &mut *ctx.borrow_mut() {
             Ctx::Write(w) => w.assign(data),
-            _ => Err("chunk written outside the store's context".to_string()),
+            _ => Err(ChunkError::NoContext("written")),
         })?;
         let _ = c.key.set(key);
     }
-    head.key.get().copied().ok_or_else(|| "chunk without a key".to_string())
+    head.key.get().copied().ok_or(ChunkError::NoKey)
 }
 
 /// The chunk `key` with everything before it, from the cache or the raw rows.
-fn resolve<T: DeserializeOwned + Send + Sync + 'static>(key: ChunkKey) -> Result<Arc<Chunk<T>>, String> {
+fn resolve<T: DeserializeOwned + Send + Sync + 'static>(key: ChunkKey) -> Result<Arc<Chunk<T>>, ChunkError> {
     let mut chain: Vec<(ChunkKey, Vec<T>)> = Vec::new();
     let mut base = None;
     let mut next = Some(key);
@@ -418,11 +438,11 @@ fn resolve<T: DeserializeOwned + Send + Sync + 'static>(key: ChunkKey) -> Result
                     Some(raw) => Ok(Err(raw.clone())),
                     None => {
                         r.missing = true;
-                        Err(format!("chunk {k:?} is not at hand"))
+                        Err(ChunkError::NotAtHand(k))
                     }
                 },
             },
-            _ => Err("chunk read outside the store's context".to_string()),
+            _ => Err(ChunkError::NoContext("read")),
         })?;
         match found {
             Ok(live) => {
@@ -430,7 +450,7 @@ fn resolve<T: DeserializeOwned + Send + Sync + 'static>(key: ChunkKey) -> Result
                 break;
             }
             Err(raw) => {
-                let body: BodyIn<T> = serde_json::from_slice(&raw).map_err(|e| format!("chunk {k:?}: {e}"))?;
+                let body: BodyIn<T> = serde_json::from_slice(&raw).map_err(|e| ChunkError::Read(k, e))?;
                 next = body.p;
                 chain.push((k, body.i));
             }
@@ -452,7 +472,7 @@ fn resolve<T: DeserializeOwned + Send + Sync + 'static>(key: ChunkKey) -> Result
         }
         prev = Some(chunk);
     }
-    prev.ok_or_else(|| "empty chunk chain".to_string())
+    prev.ok_or(ChunkError::EmptyChain)
 }
 
 impl<T: Serialize> Serialize for AppendList<T> {

@@ -438,7 +438,7 @@ fn run(cli: Cli) -> Result<(), String> {
             wb.use_assets(&assets);
             if let Some(store) = storage.open()? {
                 eprintln!("simtree: trees are kept in {}", store.location);
-                wb.attach_store(store)?;
+                wb.attach_store(store).map_err(|e| e.to_string())?;
             } else {
                 eprintln!("simtree: --ephemeral: trees are kept in memory only");
             }
@@ -471,7 +471,8 @@ fn run(cli: Cli) -> Result<(), String> {
             llm_config,
         } => {
             let text = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
-            let spec = crate::sweep::SweepSpec::parse(&text).map_err(|e| format!("{}: {e}", file.display()))?;
+            let spec = <crate::sweep::SweepSpec as crate::sweep::SweepPlan>::parse(&text)
+                .map_err(|e| format!("{}: {e}", file.display()))?;
             let backend =
                 crate::backend::Backend::from_settings(llm_config.as_deref(), llm).map_err(|e| e.to_string())?;
             let cores = std::thread::available_parallelism().map_or(1, usize::from);
@@ -536,7 +537,7 @@ fn workbench_on(
         .ok_or("--ephemeral keeps nothing: name a data folder or database")?;
     let mut wb = crate::workbench::Workbench::new(library, Backend::Mock, Limits::default());
     wb.use_assets(assets);
-    wb.attach_store(store)?;
+    wb.attach_store(store).map_err(|e| e.to_string())?;
     Ok(wb)
 }
 
@@ -582,7 +583,7 @@ fn scenarios(command: ScenariosCommand, library: ScenarioLibrary, assets: &std::
 /// `simtree data import`: the upload route's checks and messages, the store's row.
 fn data_import(name: String, file: PathBuf, storage: StorageArgs) -> Result<(), String> {
     let shown = file.display();
-    crate::trading::dataset::check_dataset_name(&name)?;
+    crate::trading::dataset::check_dataset_name(&name).map_err(|e| e.to_string())?;
     if name == crate::workbench::SHIPPED_DATASET {
         return Err(format!("'{name}' is the shipped dataset's name; choose another"));
     }

@@ -21,7 +21,7 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use simtree_shared::{Effect, ExploreBudget, ExploreGoal, IntervalKind, Objective};
 
-use crate::sweep::{Axis, Cell, Metric, SweepSpec, paired};
+use crate::sweep::{Axis, Cell, Metric, SweepPlan, SweepSpec, paired};
 
 /// Most candidates a space may hold.
 pub const MAX_CANDIDATES: usize = 64;

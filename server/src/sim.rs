@@ -140,10 +140,7 @@ impl From<SimError> for String {
 
 /// An op's wire name (`public_broadcast`), for "unknown op" messages.
 fn op_name(op: &Op) -> String {
-    serde_json::to_value(op)
-        .ok()
-        .and_then(|v| v["op"].as_str().map(str::to_string))
-        .unwrap_or_default()
+    op.name().to_string()
 }
 
 /// Events that mark one turn of progress: a social turn's first step, a trading decision point,

@@ -10,7 +10,7 @@
 //! metric ([`effect_of`]): the mean of its replicate-by-replicate differences to the baseline with
 //! a 95% interval from Student's t (`statrs`) or a seeded percentile bootstrap.
 //!
-//! The planning ([`SweepSpec::cells`]), the metric reductions ([`Metric`]) and the statistics
+//! The planning ([`SweepPlan::cells`]), the metric reductions ([`Metric`]) and the statistics
 //! ([`summarise`], [`paired`]) are pure; [`run`] executes the runs in parallel (up to the machine's cores; a
 //! real provider's own concurrency gate still applies) through [`crate::backend`].
 
@@ -18,7 +18,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use indexmap::IndexMap;
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use simtree_shared::{CellResult, Effect, IntervalKind, MetricSummary, Op};
 
@@ -29,60 +28,7 @@ use crate::scenario::ScenarioLibrary;
 use crate::sim::{ScenarioEntry, Sim, SimError};
 use crate::trading::data::MarketData;
 
-/// A sweep file.
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct SweepSpec {
-    /// The scenario to build (CLI). A server sweep may leave it out: it runs the tree's.
-    #[serde(default)]
-    pub scenario: String,
-    /// Turns (social), decision points (trading) or steps (ABM) run after the cell's ops.
-    pub turns: u64,
-    #[serde(default = "one")]
-    pub replicates: u64,
-    /// Seed of replicate 0; replicate `k` uses `seed + k` in every cell.
-    #[serde(default)]
-    pub seed: u64,
-    #[serde(default)]
-    pub axes: Vec<Axis>,
-    /// Metric name → reduction (`max:<var>`, `metric:sharpe`, `count:<event type>`, `state:<key>`).
-    pub metrics: IndexMap<String, String>,
-    /// Turns run before the cell's ops are applied (the CLI's branch point).
-    #[serde(default)]
-    pub prefix: u64,
-    /// The node to branch from (server sweeps only; the CLI starts from the scenario's root).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parent: Option<u64>,
-    /// The cell the others' effects are measured against (default: the first).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub baseline: Option<Baseline>,
-    /// How the effects' intervals are made: `t` (default) or `bootstrap`.
-    #[serde(default)]
-    pub interval: IntervalKind,
-}
-
-/// Which cell is the baseline: its index in the grid (first axis slowest), or its axis values
-/// (`{"rate": 0.01}`; every axis named).
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(untagged)]
-pub enum Baseline {
-    Index(usize),
-    Cell(IndexMap<String, Value>),
-}
-
-fn one() -> u64 {
-    1
-}
-
-/// One axis: an op template whose `field` (a dotted path inside it) takes each of `values`.
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct Axis {
-    pub label: String,
-    pub op: Value,
-    pub field: String,
-    pub values: Vec<Value>,
-}
+pub use simtree_shared::sweep::{Axis, Baseline, SweepSpec};
 
 /// One cell of the grid: a value per axis label and the ops that set them.
 #[derive(Clone, Debug, PartialEq)]
@@ -115,25 +61,33 @@ pub enum SweepError {
 /// Largest grid a sweep may ask for (cells × replicates).
 pub const MAX_RUNS: u64 = 10_000;
 
-impl SweepSpec {
-    pub fn parse(text: &str) -> Result<SweepSpec, SweepError> {
+/// What the server does with a [`SweepSpec`] (a wire type of `simtree_shared`): read it with
+/// errors that name the field, and plan its grid.
+pub trait SweepPlan: Sized {
+    /// A sweep file's text; errors name the field (`sweep file: axes[0].values: …`).
+    fn parse(text: &str) -> Result<Self, SweepError>;
+    /// The same from an already parsed body (the server's route); errors name the field.
+    fn from_value(body: Value) -> Result<Self, SweepError>;
+    /// The metrics in the file's order, parsed.
+    fn metric_list(&self) -> Result<Vec<(String, Metric)>, SweepError>;
+    /// The index of the baseline cell in `cells` (the grid of [`SweepPlan::cells`]).
+    fn baseline_index(&self, cells: &[Cell]) -> Result<usize, SweepError>;
+    /// The grid, first axis slowest; checked (each op well-formed, metrics parse, size bounded).
+    fn cells(&self) -> Result<Vec<Cell>, SweepError>;
+}
+
+impl SweepPlan for SweepSpec {
+    fn parse(text: &str) -> Result<SweepSpec, SweepError> {
         let de = &mut serde_json::Deserializer::from_str(text);
         serde_path_to_error::deserialize(de)
             .map_err(|e| SweepError::Spec(format!("sweep file: {}: {}", e.path(), e.inner())))
     }
 
-    /// The same from an already parsed body (the server's route); errors name the field.
-    pub fn from_value(body: Value) -> Result<SweepSpec, SweepError> {
+    fn from_value(body: Value) -> Result<SweepSpec, SweepError> {
         serde_path_to_error::deserialize(body).map_err(|e| SweepError::Spec(format!("{}: {}", e.path(), e.inner())))
     }
 
-    /// The seed of replicate `k`, the same in every cell (the pairing).
-    pub fn seed_of(&self, k: u64) -> u64 {
-        self.seed.wrapping_add(k)
-    }
-
-    /// The metrics in the file's order, parsed.
-    pub fn metric_list(&self) -> Result<Vec<(String, Metric)>, SweepError> {
+    fn metric_list(&self) -> Result<Vec<(String, Metric)>, SweepError> {
         self.metrics
             .iter()
             .map(|(name, spec)| {
@@ -144,8 +98,7 @@ impl SweepSpec {
             .collect()
     }
 
-    /// The index of the baseline cell in `cells` (the grid of [`SweepSpec::cells`]).
-    pub fn baseline_index(&self, cells: &[Cell]) -> Result<usize, SweepError> {
+    fn baseline_index(&self, cells: &[Cell]) -> Result<usize, SweepError> {
         match &self.baseline {
             None => Ok(0),
             Some(Baseline::Index(i)) if *i < cells.len() => Ok(*i),
@@ -170,8 +123,7 @@ impl SweepSpec {
         }
     }
 
-    /// The grid, first axis slowest; checked (each op well-formed, metrics parse, size bounded).
-    pub fn cells(&self) -> Result<Vec<Cell>, SweepError> {
+    fn cells(&self) -> Result<Vec<Cell>, SweepError> {
         self.metric_list()?;
         let spec = |m: String| SweepError::Spec(m);
         if self.metrics.is_empty() {

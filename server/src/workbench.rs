@@ -21,7 +21,7 @@ mod persist;
 mod sweep;
 
 pub use datasets::{SHIPPED_DATASET, dataset_of};
-pub use persist::{MAX_NAME_CHARS, Meta};
+pub use persist::{MAX_NAME_CHARS, Meta, NotReady};
 pub use sweep::SweepData;
 
 use std::collections::HashMap;
@@ -121,7 +121,7 @@ pub struct Workbench {
     /// Daily market data for trading episodes (loaded once; `None` when the data is missing).
     pub market: Option<Arc<MarketData>>,
     /// The Python/Mesa workers, started with the first agent-based tree.
-    abm_pool: std::sync::OnceLock<Result<Arc<WorkerPool>, String>>,
+    abm_pool: std::sync::OnceLock<Result<Arc<WorkerPool>, Arc<AbmStartError>>>,
     /// The checkout (for the worker script and its venv).
     pub root: std::path::PathBuf,
     /// True while the server's resident memory is above its budget.
@@ -287,9 +287,11 @@ impl Workbench {
     fn start_abm_pool(&self) -> Result<Arc<WorkerPool>, WorkbenchError> {
         self.abm_pool
             .get_or_init(|| {
-                crate::abm::venv::ensure_venv(&self.root).map_err(|e| e.to_string())?;
+                crate::abm::venv::ensure_venv(&self.root).map_err(|e| Arc::new(AbmStartError::Venv(e)))?;
                 let config = WorkerConfig::for_root(&self.root).with_sandbox(self.abm_sandbox);
-                WorkerPool::spawn(&config, 2).map(Arc::new).map_err(|e| e.to_string())
+                WorkerPool::spawn(&config, 2)
+                    .map(Arc::new)
+                    .map_err(|e| Arc::new(AbmStartError::Spawn(e)))
             })
             .clone()
             .map_err(|e| WorkbenchError::unavailable(format!("ABM worker unavailable: {e}")))
@@ -1233,6 +1235,9 @@ pub enum WorkbenchError {
     /// The request itself is wrong (a bad scenario, too many turns, an invalid import).
     #[error("{0}")]
     Invalid(String),
+    /// An uploaded dataset (or its name) that does not pass its checks.
+    #[error(transparent)]
+    Dataset(#[from] crate::trading::dataset::DatasetError),
     /// The request conflicts with the state of things (a limit reached, a node not running).
     #[error("{0}")]
     Conflict(String),
@@ -1245,6 +1250,15 @@ pub enum WorkbenchError {
     /// The request is larger than its limit (a document to save).
     #[error("{0}")]
     TooLarge(String),
+}
+
+/// Why the ABM worker pool did not start (kept: a later request gets the same answer).
+#[derive(Debug, thiserror::Error)]
+pub enum AbmStartError {
+    #[error(transparent)]
+    Venv(crate::abm::venv::VenvError),
+    #[error(transparent)]
+    Spawn(crate::abm::AbmError),
 }
 
 impl WorkbenchError {

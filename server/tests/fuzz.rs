@@ -149,21 +149,40 @@ fn any_op(agents: Vec<String>, keys: Vec<String>, tickers: Vec<String>) -> impl 
                 role: role.into(),
                 content
             }),
-        (name(agents.clone()), hostile_value())
-            .prop_map(|(name, plan_state)| Op::AgentPlanReplace { name, plan_state }),
+        // A plan that reads as one (the rest is refused with the request, before any branch).
+        (name(agents.clone()), hostile_value(), hostile_value()).prop_filter_map("a plan", |(name, strategy, goal)| {
+            let plan = json!({"strategy": strategy, "goals": [{"desc": goal}]});
+            Some(Op::AgentPlanReplace {
+                name,
+                plan_state: plan.try_into().ok()?,
+            })
+        }),
         (name(agents.clone()), updates(vec!["mood".into(), "role".into()]))
             .prop_map(|(name, updates)| Op::AgentPropsPatch { name, updates }),
         updates(keys).prop_map(|updates| Op::SceneStatePatch { updates }),
         ".{0,80}".prop_map(|text| Op::PublicBroadcast { text }),
         (prop::option::of(hostile_value()), updates(tickers)).prop_map(|(cash, positions)| Op::PortfolioPatch {
             cash: cash.and_then(|c| c.as_f64()),
-            positions
+            positions: positions
+                .into_iter()
+                .filter_map(|(t, n)| Some((t, n.as_i64()?)))
+                .collect()
         }),
-        (hostile_value(), hostile_value()).prop_map(|(content, date)| Op::CaseDataInject {
-            item: json!({"kind": "news", "content": content, "date": date})
-        }),
-        (kinds, hostile_value(), hostile_value()).prop_map(|(kind, lookback, band)| Op::AgentSwap {
-            agent: json!({"kind": kind, "lookback": lookback, "band": band})
+        (hostile_value(), prop::sample::select(vec!["news", "earnings", "other"])).prop_filter_map(
+            "an item",
+            |(content, kind)| {
+                let item = serde_json::from_value(json!({"kind": kind, "content": content})).ok()?;
+                Some(Op::CaseDataInject { item })
+            }
+        ),
+        (kinds, hostile_value(), hostile_value()).prop_filter_map("an agent", |(kind, lookback, band)| {
+            let mut agent = json!({"kind": kind, "lookback": lookback, "band": band});
+            if kind != "mean_reversion" {
+                agent.as_object_mut()?.remove("band");
+            }
+            Some(Op::AgentSwap {
+                agent: agent.try_into().ok()?,
+            })
         }),
         ".{0,40}".prop_map(|system_prompt| Op::AgentPromptReplace { system_prompt }),
         (".{0,10}", hostile_value()).prop_map(|(name, value)| Op::AbmSetGlobal { name, value }),

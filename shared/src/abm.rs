@@ -177,3 +177,84 @@ impl AbmOutline {
             })
     }
 }
+
+// ---- Generating and checking a model (`/api/abm/generate`, `/api/abm/validate`) ----
+
+/// The body of `POST /api/abm/generate`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GenerateRequest {
+    pub prompt: String,
+    /// The model to iterate on, as the client holds it (passed to the LLM verbatim).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_model: Option<Value>,
+}
+
+/// Explanation and title returned beside a generated model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct SupportingInfo {
+    pub explanation: String,
+    pub title: String,
+}
+
+/// The reply of `POST /api/abm/generate` that has a model (sd-ai's envelope, `success: true`).
+/// The server writes its own model type as `M`; a reader may keep the model as JSON.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Generated<M = Value> {
+    pub success: bool,
+    pub model: M,
+    pub supporting_info: SupportingInfo,
+}
+
+/// The reply of `POST /api/abm/generate` without a model (`success: false`) and why.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct GenerateFailed {
+    pub success: bool,
+    pub message: String,
+}
+
+/// How serious a validator's finding is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+/// One finding of the model validator.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Issue {
+    pub severity: Severity,
+    /// The class of finding, e.g. `unresolved-reference`.
+    pub code: String,
+    /// JSON path, e.g. `terminationCriteria.terminationRules[0].sourceName`.
+    pub path: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for Issue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let sev = match self.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        };
+        write!(f, "{sev}[{}] {}: {}", self.code, self.path, self.message)
+    }
+}
+
+/// The reply of `POST /api/abm/validate`: `ok` when no finding is an error.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Validation {
+    pub ok: bool,
+    pub issues: Vec<Issue>,
+}

@@ -4,6 +4,7 @@
 //! target and for `wasm32-unknown-unknown` alike. The JSON shapes follow the SocialSim4 DevUI
 //! protocol (routes under `/devui/simtree…`) so upstream clients keep working.
 
+use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -14,9 +15,10 @@ mod explore;
 mod library;
 mod notebook;
 mod social;
-mod sweep;
+pub mod sweep;
 pub mod time;
 pub mod trading;
+mod verbatim;
 mod view;
 
 pub use event::*;
@@ -29,6 +31,7 @@ pub use social::*;
 pub use sweep::{
     CellResult, CellRow, Effect, FailedRun, IntervalKind, MetricSummary, SweepStarted, SweepTable, table_csv,
 };
+pub use verbatim::Verbatim;
 pub use view::*;
 
 /// One entry of a node's event log: `{type, data, node}`.
@@ -78,8 +81,12 @@ pub enum Op {
         role: String,
         content: String,
     },
-    /// Replace an agent's plan state wholesale.
-    AgentPlanReplace { name: String, plan_state: Value },
+    /// Replace an agent's plan state wholesale (the parts left out are empty).
+    AgentPlanReplace {
+        name: String,
+        #[serde(deserialize_with = "plan_state")]
+        plan_state: Verbatim<PlanState>,
+    },
     /// Shallow-assign keys into an agent's properties.
     AgentPropsPatch {
         name: String,
@@ -93,13 +100,14 @@ pub enum Op {
     PortfolioPatch {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cash: Option<f64>,
-        #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
-        positions: serde_json::Map<String, Value>,
+        #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+        positions: IndexMap<String, i64>,
     },
-    /// Trading: add an information item (`{kind: earnings|news|other, content, …}`) to the next Case.
-    CaseDataInject { item: Value },
-    /// Trading: replace the agent (`{kind: buy_and_hold|momentum|mean_reversion|llm, …}`).
-    AgentSwap { agent: Value },
+    /// Trading: add an information item (`{kind: earnings|news|other, content}`) to the next Case.
+    CaseDataInject { item: trading::CaseDataItem },
+    /// Trading: replace the agent (`{kind: buy_and_hold|momentum|mean_reversion|llm, …}`; the
+    /// parameters left out take their defaults).
+    AgentSwap { agent: Verbatim<trading::AgentSpec> },
     /// Trading: replace the LLM agent's system prompt.
     AgentPromptReplace { system_prompt: String },
     /// Agent-based model: set a global variable before the next step.
@@ -116,7 +124,49 @@ pub enum Op {
     },
 }
 
+/// Reads `agent_plan_replace`'s plan; the error names the field (`plan_state: invalid type: …`).
+fn plan_state<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Verbatim<PlanState>, D::Error> {
+    Verbatim::try_from(Value::deserialize(d)?).map_err(|e| serde::de::Error::custom(format!("plan_state: {e}")))
+}
+
 impl Op {
+    /// The wire names of the ops (the `op` tag), in the enum's order.
+    pub const NAMES: [&'static str; 13] = [
+        "advance",
+        "agent_ctx_append",
+        "agent_plan_replace",
+        "agent_props_patch",
+        "scene_state_patch",
+        "public_broadcast",
+        "portfolio_patch",
+        "case_data_inject",
+        "agent_swap",
+        "agent_prompt_replace",
+        "abm_set_global",
+        "abm_set_environment",
+        "abm_set_agent",
+    ];
+
+    /// The op's wire name (its `op` tag).
+    pub fn name(&self) -> &'static str {
+        let i = match self {
+            Op::Advance { .. } => 0,
+            Op::AgentCtxAppend { .. } => 1,
+            Op::AgentPlanReplace { .. } => 2,
+            Op::AgentPropsPatch { .. } => 3,
+            Op::SceneStatePatch { .. } => 4,
+            Op::PublicBroadcast { .. } => 5,
+            Op::PortfolioPatch { .. } => 6,
+            Op::CaseDataInject { .. } => 7,
+            Op::AgentSwap { .. } => 8,
+            Op::AgentPromptReplace { .. } => 9,
+            Op::AbmSetGlobal { .. } => 10,
+            Op::AbmSetEnvironment { .. } => 11,
+            Op::AbmSetAgent { .. } => 12,
+        };
+        Op::NAMES[i]
+    }
+
     /// The edge type a single op of this kind gives.
     pub fn edge_type(&self) -> EdgeType {
         match self {
@@ -662,4 +712,89 @@ pub struct ScenarioSummary {
     /// A saved scenario's latest version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<u64>,
+}
+
+#[cfg(test)]
+mod op_tests {
+    use super::*;
+
+    /// Ops as the web UI, the documentation and the tests send them, one of each kind and the
+    /// payloads with defaults left out, in their senders' key order.
+    const SHIPPED: &[&str] = &[
+        r#"{"op":"advance","turns":3}"#,
+        r#"{"op":"agent_ctx_append","name":"Alice","role":"user","content":"Remember the picnic."}"#,
+        r#"{"op":"agent_plan_replace","name":"Bob","plan_state":{"goals":[{"id":"g1","desc":"Make a friend","priority":"high","status":"current"}],"milestones":[],"strategy":"listen first","notes":""}}"#,
+        r#"{"op":"agent_plan_replace","name":"Bob","plan_state":{"strategy":"listen first"}}"#,
+        r#"{"op":"agent_plan_replace","name":"Bob","plan_state":{"goals":[{"desc":"win the vote"},{"id":"g2","desc":"rest"}],"strategy":"listen"}}"#,
+        r#"{"op":"agent_props_patch","name":"Host","updates":{"mood":"curious","x":1.5}}"#,
+        r#"{"op":"scene_state_patch","updates":{"time":1200}}"#,
+        r#"{"op":"public_broadcast","text":"Breaking news"}"#,
+        r#"{"op":"portfolio_patch","cash":250000.0}"#,
+        r#"{"op":"portfolio_patch","cash":500000.0,"positions":{"MSFT":0,"AAPL":10}}"#,
+        r#"{"op":"portfolio_patch","positions":{"A":3}}"#,
+        r#"{"op":"case_data_inject","item":{"kind":"news","content":"A surprise product recall."}}"#,
+        r#"{"op":"agent_swap","agent":{"kind":"momentum"}}"#,
+        r#"{"op":"agent_swap","agent":{"kind":"momentum","lookback":5}}"#,
+        r#"{"op":"agent_swap","agent":{"kind":"mean_reversion","lookback":20,"band":1.5}}"#,
+        r#"{"op":"agent_swap","agent":{"kind":"llm","history":2,"system_prompt":"Be careful."}}"#,
+        r#"{"op":"agent_swap","agent":{"kind":"buy_and_hold"}}"#,
+        r#"{"op":"agent_prompt_replace","system_prompt":"Hold."}"#,
+        r#"{"op":"abm_set_global","name":"infectionRate","value":0.3}"#,
+        r#"{"op":"abm_set_environment","name":"season","value":"winter"}"#,
+        r#"{"op":"abm_set_agent","agent_type":"person","name":"infected","value":true,"agent_id":7}"#,
+    ];
+
+    #[test]
+    fn every_shipped_op_reads_as_its_type_and_writes_back_byte_for_byte() {
+        let mut names = std::collections::BTreeSet::new();
+        for text in SHIPPED {
+            let op: Op = serde_json::from_str(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(&serde_json::to_string(&op).unwrap(), text);
+            let tag: Value = serde_json::from_str(text).unwrap();
+            assert_eq!(tag["op"], op.name(), "{text}");
+            names.insert(op.name());
+        }
+        assert_eq!(names.len(), Op::NAMES.len(), "every op kind is shipped");
+    }
+
+    #[test]
+    fn payloads_are_read_as_their_types() {
+        let op: Op = serde_json::from_str(SHIPPED[12]).unwrap();
+        let Op::AgentSwap { agent } = op else { panic!() };
+        assert_eq!(*agent, trading::AgentSpec::Momentum { lookback: 10 });
+        let op: Op = serde_json::from_str(SHIPPED[9]).unwrap();
+        let Op::PortfolioPatch { positions, .. } = op else {
+            panic!()
+        };
+        assert_eq!(positions.get("AAPL"), Some(&10));
+    }
+
+    /// A payload that is not its type is refused when the op is read; the message is the one a
+    /// branch answered before the payloads were typed.
+    #[test]
+    fn wrong_payloads_are_refused_with_their_messages() {
+        let cases = [
+            (
+                r#"{"op":"agent_plan_replace","name":"Bob","plan_state":{"goals":3}}"#,
+                "plan_state: invalid type: integer `3`, expected a sequence",
+            ),
+            (
+                r#"{"op":"agent_swap","agent":{"kind":"nope"}}"#,
+                "unknown variant `nope`, expected one of `buy_and_hold`, `momentum`, `mean_reversion`, `llm`",
+            ),
+            (
+                r#"{"op":"portfolio_patch","cassh":1}"#,
+                "unknown field `cassh`, expected `cash` or `positions`",
+            ),
+            (
+                r#"{"op":"case_data_inject","item":{"kind":"rumour","content":"x"}}"#,
+                "unknown variant `rumour`, expected one of `earnings`, `news`, `other`",
+            ),
+        ];
+        for (text, want) in cases {
+            let v: Value = serde_json::from_str(text).unwrap();
+            let e = serde_json::from_value::<Op>(v).unwrap_err().to_string();
+            assert_eq!(e, want, "{text}");
+        }
+    }
 }

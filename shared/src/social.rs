@@ -242,12 +242,15 @@ impl Serialize for ActionCall {
     }
 }
 
+/// An action map without its `action` key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("an action map needs an \"action\" key")]
+pub struct NoActionKey;
+
 impl TryFrom<IndexMap<String, String>> for ActionCall {
-    type Error = String;
-    fn try_from(mut map: IndexMap<String, String>) -> Result<Self, String> {
-        let name = map
-            .shift_remove("action")
-            .ok_or("an action map needs an \"action\" key")?;
+    type Error = NoActionKey;
+    fn try_from(mut map: IndexMap<String, String>) -> Result<Self, NoActionKey> {
+        let name = map.shift_remove("action").ok_or(NoActionKey)?;
         Ok(ActionCall { name, fields: map })
     }
 }

@@ -1,4 +1,4 @@
-//! Sweep results on the wire: what `POST …/sweep` answers, the table of `GET …/sweep/{id}` and
+//! Sweeps on the wire: the sweep file and body of `POST …/sweep` ([`SweepSpec`]), what it answers, the table of `GET …/sweep/{id}` and
 //! `simtree sweep --json`, and the progress message on the tree socket.
 //!
 //! A sweep is a grid of cells (one value per axis) × replicates (replicate `k` of every cell runs
@@ -14,6 +14,76 @@ use std::collections::BTreeMap;
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+// ---- The request ----
+
+/// A sweep file (`simtree sweep FILE`) or the body of `POST …/sweep`: the grid, its replicates and
+/// its metrics. The server plans and runs it (`simtree_server::sweep::SweepPlan`).
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct SweepSpec {
+    /// The scenario to build (CLI). A server sweep may leave it out: it runs the tree's.
+    #[serde(default)]
+    pub scenario: String,
+    /// Turns (social), decision points (trading) or steps (ABM) run after the cell's ops.
+    pub turns: u64,
+    #[serde(default = "one")]
+    pub replicates: u64,
+    /// Seed of replicate 0; replicate `k` uses `seed + k` in every cell.
+    #[serde(default)]
+    pub seed: u64,
+    #[serde(default)]
+    pub axes: Vec<Axis>,
+    /// Metric name → reduction (`max:<var>`, `metric:sharpe`, `count:<event type>`, `state:<key>`).
+    pub metrics: IndexMap<String, String>,
+    /// Turns run before the cell's ops are applied (the CLI's branch point).
+    #[serde(default)]
+    pub prefix: u64,
+    /// The node to branch from (server sweeps only; the CLI starts from the scenario's root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<u64>,
+    /// The cell the others' effects are measured against (default: the first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<Baseline>,
+    /// How the effects' intervals are made: `t` (default) or `bootstrap`.
+    #[serde(default)]
+    pub interval: IntervalKind,
+}
+
+/// Which cell is the baseline: its index in the grid (first axis slowest), or its axis values
+/// (`{"rate": 0.01}`; every axis named).
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(untagged)]
+pub enum Baseline {
+    Index(usize),
+    Cell(IndexMap<String, Value>),
+}
+
+fn one() -> u64 {
+    1
+}
+
+impl SweepSpec {
+    /// The seed of replicate `k`, the same in every cell (the pairing).
+    pub fn seed_of(&self, k: u64) -> u64 {
+        self.seed.wrapping_add(k)
+    }
+}
+
+/// One axis: an op template whose `field` (a dotted path inside it) takes each of `values`.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Axis {
+    pub label: String,
+    pub op: Value,
+    pub field: String,
+    pub values: Vec<Value>,
+}
+
+// ---- The results ----
 
 /// Mean, sample standard deviation and count of a metric over a cell's replicates. Booleans count
 /// as 0/1; text values (a werewolf winner) get `counts` per value instead of a mean.

@@ -203,7 +203,7 @@ impl AgentSpec {
     pub const KINDS: [&'static str; 4] = ["buy_and_hold", "momentum", "mean_reversion", "llm"];
 
     /// The default agent of a kind; `-` and `_` are interchangeable.
-    pub fn from_kind(kind: &str) -> Result<Self, String> {
+    pub fn from_kind(kind: &str) -> Result<Self, AgentSpecError> {
         Ok(match kind.replace('-', "_").as_str() {
             "buy_and_hold" => AgentSpec::BuyAndHold,
             "momentum" => AgentSpec::Momentum {
@@ -217,9 +217,7 @@ impl AgentSpec {
                 system_prompt: None,
                 history: default_history(),
             },
-            _ => {
-                return Err(format!("unknown agent '{kind}' (known: {})", Self::KINDS.join(", ")));
-            }
+            _ => return Err(AgentSpecError::UnknownKind(kind.to_string())),
         })
     }
 
@@ -237,28 +235,41 @@ impl AgentSpec {
     }
 
     /// Checks the parameters; the message names the field.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), AgentSpecError> {
         match self {
             AgentSpec::Momentum { lookback } | AgentSpec::MeanReversion { lookback, .. }
                 if *lookback > MAX_LOOKBACK =>
             {
-                Err(format!(
-                    "agent.lookback must be at most {MAX_LOOKBACK} bars, got {lookback}"
-                ))
+                Err(AgentSpecError::LookbackTooLong(*lookback))
             }
-            AgentSpec::Momentum { lookback } if *lookback == 0 => Err("agent.lookback must be at least 1".into()),
-            AgentSpec::MeanReversion { lookback, .. } if *lookback < 2 => {
-                Err("agent.lookback must be at least 2".into())
-            }
+            AgentSpec::Momentum { lookback } if *lookback == 0 => Err(AgentSpecError::LookbackTooShort(1)),
+            AgentSpec::MeanReversion { lookback, .. } if *lookback < 2 => Err(AgentSpecError::LookbackTooShort(2)),
             AgentSpec::MeanReversion { band, .. } if !(band.is_finite() && *band >= 0.0) => {
-                Err(format!("agent.band must be a non-negative number, got {band}"))
+                Err(AgentSpecError::Band(*band))
             }
             AgentSpec::Llm {
                 system_prompt: Some(p), ..
-            } if p.trim().is_empty() => Err("agent.system_prompt must not be empty".into()),
+            } if p.trim().is_empty() => Err(AgentSpecError::EmptyPrompt),
             _ => Ok(()),
         }
     }
+}
+
+/// Why an agent's kind or parameters were refused ([`AgentSpec::from_kind`],
+/// [`AgentSpec::validate`]); the message names the field.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum AgentSpecError {
+    #[error("unknown agent '{0}' (known: {known})", known = AgentSpec::KINDS.join(", "))]
+    UnknownKind(String),
+    #[error("agent.lookback must be at most {MAX_LOOKBACK} bars, got {0}")]
+    LookbackTooLong(usize),
+    /// The least lookback of the kind (1 for momentum, 2 for mean reversion).
+    #[error("agent.lookback must be at least {0}")]
+    LookbackTooShort(usize),
+    #[error("agent.band must be a non-negative number, got {0}")]
+    Band(f64),
+    #[error("agent.system_prompt must not be empty")]
+    EmptyPrompt,
 }
 
 /// Everything the UI and the compare view need about an episode at one node (the `trading`

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 use simtree_e2e::{Server, ok, text};
+use simtree_shared::Op;
 
 /// Every release whose stored data must keep opening, oldest first.
 const RELEASES: &[&str] = &["release-2026-11-24", "release-2026-11-26"];
@@ -411,6 +412,56 @@ fn assert_same(release: &str, what: &str, expected: &Map<String, Value>, got: &M
     }
 }
 
+/// The text of every op under `v` (the `ops` of a graph's edges or of an export's nodes).
+fn ops_in(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::Object(o) => {
+            if let Some(Value::Array(ops)) = o.get("ops") {
+                out.extend(ops.iter().map(Value::to_string));
+            }
+            o.values().for_each(|v| ops_in(v, out));
+        }
+        Value::Array(a) => a.iter().for_each(|v| ops_in(v, out)),
+        _ => {}
+    }
+}
+
+/// The ops of a tree's graph as the release answered it (`tree_routes`' `graph` body).
+fn graph_ops(routes: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    ops_in(
+        &serde_json::from_str(routes["graph"].as_str().unwrap()).unwrap(),
+        &mut out,
+    );
+    out
+}
+
+/// Every op a release stored (its graphs' edges) or exported reads as a typed [`Op`] and writes
+/// back to the same text, byte for byte: typing the payloads changed no stored or exported op.
+#[test]
+fn stored_and_exported_ops_read_back_byte_for_byte() {
+    for release in RELEASES {
+        let fixture = fixtures().join(release);
+        let expected: Value =
+            serde_json::from_str(&std::fs::read_to_string(fixture.join("expected.json")).unwrap()).unwrap();
+        let mut ops = Vec::new();
+        for routes in expected["trees"].as_object().unwrap().values() {
+            ops.extend(graph_ops(routes));
+        }
+        for export in std::fs::read_dir(fixture.join("exports")).unwrap() {
+            let text = std::fs::read_to_string(export.unwrap().path()).unwrap();
+            ops_in(&serde_json::from_str(&text).unwrap(), &mut ops);
+        }
+        let mut kinds = std::collections::BTreeSet::new();
+        for text in &ops {
+            let op: Op = serde_json::from_str(text).unwrap_or_else(|e| panic!("{release}: {text}: {e}"));
+            assert_eq!(&serde_json::to_string(&op).unwrap(), text, "{release}: an op changed");
+            kinds.insert(op.name());
+        }
+        assert!(kinds.len() >= 9, "{release}: only {kinds:?}");
+    }
+}
+
 #[test]
 fn containment_allows_new_fields_only() {
     let v = |s: &str| serde_json::from_str::<Value>(s).unwrap();
@@ -443,6 +494,12 @@ async fn data_folders_of_every_release_open_unchanged() {
                 .as_object()
                 .unwrap_or_else(|| panic!("{release}: tree {id} is missing"));
             assert_same(release, &format!("tree {id}"), routes.as_object().unwrap(), got);
+            // Ops exactly, not by containment: a filled-in default would be a change.
+            assert_eq!(
+                graph_ops(routes),
+                graph_ops(&Value::from(got.clone())),
+                "{release}: tree {id}'s ops"
+            );
         }
         if let Some(extra) = expected.get("extra").and_then(Value::as_object) {
             let paths: Vec<String> = extra.keys().cloned().collect();
@@ -503,6 +560,11 @@ async fn exports_of_every_release_import_unchanged() {
             routes.remove("usage");
             got.remove("usage");
             assert_same(release, &format!("export of tree {id}"), &routes, &got);
+            assert_eq!(
+                graph_ops(&Value::from(routes.clone())),
+                graph_ops(&Value::from(got.clone())),
+                "{release}: the ops of tree {id}'s export"
+            );
         }
     }
 }

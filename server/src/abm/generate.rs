@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
 use super::model::{AbmResponse, LlmAbmResponse, SupportingInfo};
@@ -64,15 +64,7 @@ impl StructuredLlm for ProviderStructured {
     }
 }
 
-/// The body of a generation request (`POST /api/abm/generate`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct GenerateRequest {
-    pub prompt: String,
-    /// The model to iterate on, as the client holds it (passed to the LLM verbatim).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_model: Option<Value>,
-}
+pub use simtree_shared::abm::GenerateRequest;
 
 /// Prompts and the repair budget; the defaults are this module's prompts and one repair.
 #[derive(Clone, Debug, PartialEq, Eq)]

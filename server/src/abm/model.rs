@@ -21,6 +21,9 @@ use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Number, Value};
 
+pub use simtree_shared::abm::SupportingInfo;
+use simtree_shared::abm::{GenerateFailed, Generated};
+
 use super::AbmError;
 
 // ---------------------------------------------------------------------------------------------
@@ -760,14 +763,6 @@ pub struct LlmAbmResponse {
     pub title: String,
 }
 
-/// Explanation and title returned beside a generated model.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SupportingInfo {
-    pub explanation: String,
-    pub title: String,
-}
-
 /// The sd-ai API envelope: `{success: true, model, supportingInfo}` or
 /// `{success: false, message}`.
 #[derive(Clone, Debug, PartialEq)]
@@ -781,31 +776,16 @@ pub enum AbmResponse {
     },
 }
 
-#[derive(Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct SuccessWire<M> {
-    success: bool,
-    model: M,
-    supporting_info: SupportingInfo,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FailureWire {
-    success: bool,
-    message: String,
-}
-
 impl Serialize for AbmResponse {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
-            AbmResponse::Success { model, supporting_info } => SuccessWire {
+            AbmResponse::Success { model, supporting_info } => Generated {
                 success: true,
                 model,
                 supporting_info: supporting_info.clone(),
             }
             .serialize(s),
-            AbmResponse::Failure { message } => FailureWire {
+            AbmResponse::Failure { message } => GenerateFailed {
                 success: false,
                 message: message.clone(),
             }
@@ -820,14 +800,14 @@ impl<'de> Deserialize<'de> for AbmResponse {
         let v = Value::deserialize(d)?;
         match v.get("success") {
             Some(Value::Bool(true)) => {
-                let w: SuccessWire<AbmModel> = serde_json::from_value(v).map_err(de::Error::custom)?;
+                let w: Generated<AbmModel> = serde_json::from_value(v).map_err(de::Error::custom)?;
                 Ok(AbmResponse::Success {
                     model: Box::new(w.model),
                     supporting_info: w.supporting_info,
                 })
             }
             Some(Value::Bool(false)) => {
-                let w: FailureWire = serde_json::from_value(v).map_err(de::Error::custom)?;
+                let w: GenerateFailed = serde_json::from_value(v).map_err(de::Error::custom)?;
                 Ok(AbmResponse::Failure { message: w.message })
             }
             _ => Err(de::Error::custom("`success` must be true or false")),
@@ -860,7 +840,7 @@ impl AbmDocument {
             if obj.get("success") == Some(&Value::Bool(true)) {
                 // Parse the success form with path tracking (the envelope's own Deserialize
                 // would lose the path inside the model).
-                let w: SuccessWire<AbmModel> = parse_at(v)?;
+                let w: Generated<AbmModel> = parse_at(v)?;
                 Ok(AbmDocument::Envelope(AbmResponse::Success {
                     model: Box::new(w.model),
                     supporting_info: w.supporting_info,

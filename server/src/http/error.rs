@@ -60,13 +60,27 @@ impl From<WorkbenchError> for ApiError {
         let status = match &e {
             WorkbenchError::TreeNotFound => StatusCode::NOT_FOUND,
             WorkbenchError::Tree(t) => return ApiError::from(t.clone()),
-            WorkbenchError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            WorkbenchError::Invalid(_) | WorkbenchError::Dataset(_) => StatusCode::UNPROCESSABLE_ENTITY,
             WorkbenchError::Conflict(_) => StatusCode::CONFLICT,
             WorkbenchError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             WorkbenchError::NotFound(_) => StatusCode::NOT_FOUND,
             WorkbenchError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
         };
         ApiError::new(status, e.to_string())
+    }
+}
+
+/// A tree's `llm` that is no offline player.
+impl From<crate::llm::UnknownOffline> for ApiError {
+    fn from(e: crate::llm::UnknownOffline) -> Self {
+        ApiError::unprocessable(e.to_string())
+    }
+}
+
+/// `GET /ready` while the store cannot take writes.
+impl From<crate::workbench::NotReady> for ApiError {
+    fn from(e: crate::workbench::NotReady) -> Self {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
     }
 }
 

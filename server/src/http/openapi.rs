@@ -81,8 +81,11 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
             "post",
             "/api/abm/generate",
             "Generate an agent-based model (sd-ai contract)",
-            Some(any_object()),
-            any_object(),
+            Some(schema::<simtree_shared::abm::GenerateRequest>(g)),
+            json!({"oneOf": [
+                schema::<simtree_shared::abm::Generated>(g),
+                schema::<simtree_shared::abm::GenerateFailed>(g),
+            ]}),
             &[413, 422],
         ),
         op(
@@ -90,7 +93,7 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
             "/api/abm/validate",
             "Validate an abm-quant document",
             Some(any_object()),
-            any_object(),
+            schema::<simtree_shared::abm::Validation>(g),
             &[413, 422],
         ),
         op(
@@ -234,7 +237,7 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
             "post",
             "/devui/simtree/{tree}/sweep",
             "Start a sweep: cells as branches of `parent`, paired replicates as their children",
-            Some(any_object()),
+            Some(schema::<simtree_shared::sweep::SweepSpec>(g)),
             schema::<simtree_shared::SweepStarted>(g),
             BODY,
         ),

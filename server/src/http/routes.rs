@@ -8,7 +8,8 @@ use axum::extract::State;
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
+use simtree_shared::abm::Validation;
 use simtree_shared::{
     AdvanceRequest, Budget, ChildReply, ChildrenReply, CreateRequest, FrontierRequest, LcaReply, MoneyBudget,
     MultiRequest, NodeInfo, NodeStatus, NodeView, OkReply, Op, ReplayRequest, RunReply, ScenarioSource, TreeEdit,
@@ -46,10 +47,8 @@ pub async fn health() -> Json<OkReply> {
 /// `GET /ready`: 503 naming the cause while the store cannot take writes (a full disk, a lost
 /// database connection); 200 again once it can, without a restart.
 pub async fn ready(State(app): St) -> AppResult<Json<OkReply>> {
-    app.wb
-        .ready()
-        .map_err(|e| crate::workbench::WorkbenchError::unavailable(e).into())
-        .map(|()| Json(OkReply { ok: true }))
+    app.wb.ready()?;
+    Ok(Json(OkReply { ok: true }))
 }
 
 pub async fn create_tree(State(app): St, ApiJson(body): ApiJson<CreateRequest>) -> AppResult<Json<TreeRef>> {
@@ -60,7 +59,7 @@ pub async fn create_tree(State(app): St, ApiJson(body): ApiJson<CreateRequest>) 
     };
     let offline = match body.llm.as_deref() {
         None => None,
-        Some(name) => Some(name.parse().map_err(ApiError::unprocessable)?),
+        Some(name) => Some(name.parse()?),
     };
     let budget = crate::llm::budget::Limits {
         tokens: body.token_budget,
@@ -287,8 +286,10 @@ fn parse_ops(raw: Vec<Value>) -> AppResult<Vec<Op>> {
         .map(|(i, v)| {
             let name = v.get("op").and_then(Value::as_str).unwrap_or("").to_string();
             serde_json::from_value::<Op>(v).map_err(|e| {
+                // An unknown variant inside a known op's payload (an agent kind) is not an
+                // unknown op.
                 let msg = e.to_string();
-                if msg.contains("unknown variant") {
+                if msg.contains("unknown variant") && !Op::NAMES.contains(&name.as_str()) {
                     ApiError::unprocessable(format!("ops[{i}]: Unknown op: {name}"))
                 } else {
                     ApiError::unprocessable(format!("ops[{i}]: {msg}"))
@@ -417,10 +418,13 @@ pub async fn abm_schema(
 }
 
 /// Validates an abm-quant document (envelope or bare model): errors and warnings with JSON paths.
-pub async fn abm_validate(body: axum::body::Bytes) -> AppResult<Json<Value>> {
+pub async fn abm_validate(body: axum::body::Bytes) -> AppResult<Json<Validation>> {
     let body = std::str::from_utf8(&body)
         .map_err(|e| ApiError::unprocessable(format!("the document is not UTF-8 text: {e}")))?;
     let doc = AbmDocument::parse(body).map_err(|e| ApiError::unprocessable(e.to_string()))?;
     let report = validate_document(&doc);
-    Ok(Json(json!({"ok": report.is_ok(), "issues": report.issues})))
+    Ok(Json(Validation {
+        ok: report.is_ok(),
+        issues: report.issues,
+    }))
 }

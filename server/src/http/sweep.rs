@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::error::{ApiError, ApiJson, ApiPath};
 use super::routes::EstimateQuery;
 use super::state::AppState;
-use crate::sweep::SweepSpec;
+use crate::sweep::{SweepPlan, SweepSpec};
 use simtree_shared::SweepTable;
 
 type St = State<Arc<AppState>>;

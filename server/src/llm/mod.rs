@@ -92,17 +92,22 @@ pub enum Offline {
 }
 
 impl std::str::FromStr for Offline {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownOffline;
+    fn from_str(s: &str) -> Result<Self, UnknownOffline> {
         match s.trim().to_ascii_lowercase().as_str() {
             "mock" => Ok(Offline::Mock),
             "scripted" => Ok(Offline::Scripted),
-            other => Err(format!(
-                "unknown llm {other:?} for a tree (expected mock or scripted; real providers are chosen by the server's LLM settings)"
-            )),
+            other => Err(UnknownOffline(other.to_string())),
         }
     }
 }
+
+/// A tree's `llm` that names no offline player.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown llm {0:?} for a tree (expected mock or scripted; real providers are chosen by the server's LLM settings)"
+)]
+pub struct UnknownOffline(pub String);
 
 fn is_zero(n: &u64) -> bool {
     *n == 0

@@ -55,9 +55,7 @@ pub(super) fn apply_op(sim: &mut Simulator, op: &Op) -> Result<Vec<Event>, SimEr
         }
         Op::AgentPlanReplace { name, plan_state } => {
             let i = agent_index(sim, name)?;
-            let plan: PlanState =
-                serde_json::from_value(plan_state.clone()).map_err(|e| SimError::BadOp(format!("plan_state: {e}")))?;
-            sim.world.agents[i].plan_state = plan;
+            sim.world.agents[i].plan_state = PlanState::clone(plan_state);
         }
         Op::AgentPropsPatch { name, updates } => {
             let i = agent_index(sim, name)?;

@@ -60,16 +60,20 @@ pub(super) fn apply_op(t: &mut TradingEpisode, op: &Op) -> Result<Vec<Event>, Si
 
 /// The trading op a shared [`Op`] stands for.
 fn trading_op(op: &Op) -> Result<TradingOp, SimError> {
-    match op {
-        Op::PortfolioPatch { .. }
-        | Op::CaseDataInject { .. }
-        | Op::AgentSwap { .. }
-        | Op::AgentPromptReplace { .. } => {
-            let v = serde_json::to_value(op).map_err(|e| SimError::BadOp(e.to_string()))?;
-            serde_json::from_value(v).map_err(|e| SimError::BadOp(e.to_string()))
-        }
-        other => Err(SimError::WrongOp("a trading episode", op_name(other))),
-    }
+    Ok(match op {
+        Op::PortfolioPatch { cash, positions } => TradingOp::PortfolioPatch {
+            cash: *cash,
+            positions: positions.iter().map(|(t, &n)| (t.clone(), n)).collect(),
+        },
+        Op::CaseDataInject { item } => TradingOp::CaseDataInject { item: item.clone() },
+        Op::AgentSwap { agent } => TradingOp::AgentSwap {
+            agent: (**agent).clone(),
+        },
+        Op::AgentPromptReplace { system_prompt } => TradingOp::AgentPromptReplace {
+            system_prompt: system_prompt.clone(),
+        },
+        other => return Err(SimError::WrongOp("a trading episode", op_name(other))),
+    })
 }
 
 /// The one agent, the trader: its spec as the plan and its remembered exchanges (the model's

@@ -711,6 +711,7 @@ mod tests {
         assert!(
             AgentSpec::from_kind("oracle")
                 .unwrap_err()
+                .to_string()
                 .contains("known: buy_and_hold")
         );
         assert!(AgentSpec::Momentum { lookback: 0 }.validate().is_err());

@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use super::data::{MarketData, check_date, csv_records, push_in_date_order};
+use super::data::{DateError, DateOrderError, MarketData, check_date, csv_records, push_in_date_order};
 use super::models::PricePoint;
 
 /// Largest dataset, in bytes of CSV.
@@ -29,21 +29,19 @@ const MAX_LINE_COMMAS: usize = 64;
 const HEADER: [&str; 8] = ["date", "ticker", "open", "high", "low", "close", "volume", "adj_close"];
 
 /// A dataset's name: 1 to 64 of `A-Z a-z 0-9 _ -`, starting with a letter or digit.
-pub fn check_dataset_name(name: &str) -> Result<(), String> {
+pub fn check_dataset_name(name: &str) -> Result<(), DatasetError> {
     let ok = (1..=64).contains(&name.len())
         && name.starts_with(|c: char| c.is_ascii_alphanumeric())
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "dataset name {name:?}: use 1 to 64 letters, digits, '_' or '-', starting with a letter or digit"
-        ))
+        Err(DatasetError::Name(name.to_string()))
     }
 }
 
 /// A ticker: 1 to 16 of `A-Z a-z 0-9 . - ^`, starting with a letter or digit (so no `../`).
-fn check_ticker(t: &str) -> Result<(), String> {
+fn check_ticker(t: &str) -> Result<(), RowError> {
     let ok = (1..=16).contains(&t.len())
         && t.starts_with(|c: char| c.is_ascii_alphanumeric())
         && t.chars()
@@ -52,9 +50,7 @@ fn check_ticker(t: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "ticker {t:?}: use 1 to 16 letters, digits, '.', '-' or '^', starting with a letter or digit"
-        ))
+        Err(RowError::Ticker(t.to_string()))
     }
 }
 
@@ -82,6 +78,69 @@ fn widest_line(text: &str) -> Option<(usize, usize)> {
     (commas > MAX_LINE_COMMAS).then_some((line, commas))
 }
 
+/// Why a dataset was refused. Each message names the line (and the column where there is one)
+/// in the words of the file.
+#[derive(Debug, thiserror::Error)]
+pub enum DatasetError {
+    #[error("dataset name {0:?}: use 1 to 64 letters, digits, '_' or '-', starting with a letter or digit")]
+    Name(String),
+    #[error("{0} bytes; a dataset may have at most {MAX_DATASET_BYTES}")]
+    TooBig(usize),
+    #[error("{0} rows; a dataset may have at most {MAX_DATASET_ROWS}")]
+    TooManyRows(usize),
+    #[error("line 1: the header has {0} columns; expected `{header}` (adj_close optional)", header = HEADER.join(","))]
+    HeaderWidth(usize),
+    #[error("line 1: header must be `{header}` (adj_close optional), found `{0}`", header = HEADER.join(","))]
+    Header(String),
+    #[error("line 1: the file is empty")]
+    Empty,
+    #[error("line 2: no rows after the header")]
+    NoRows,
+    /// A line the CSV reader could not read.
+    #[error("line {line}: {message}")]
+    Csv { line: usize, message: String },
+    #[error("line {line}: {problem}")]
+    Row { line: usize, problem: RowError },
+    /// The bars do not make a market (the market's own check says why).
+    #[error(transparent)]
+    Market(super::TradingError),
+}
+
+/// What is wrong with one row of a dataset.
+#[derive(Debug, thiserror::Error)]
+pub enum RowError {
+    /// A line of more fields than any row has (counted before the CSV reader runs).
+    #[error("{found} fields; a row has {width} (`{header}`)", header = HEADER[..*width].join(","))]
+    Wide { found: usize, width: usize },
+    #[error("expected {width} fields, found {found}")]
+    Fields { width: usize, found: usize },
+    #[error("{name}: {cell:?} looks like a spreadsheet formula; cells must be plain values", name = HEADER[*column])]
+    Formula { column: usize, cell: String },
+    #[error("date: {0}")]
+    Date(DateError),
+    #[error("ticker {0:?}: use 1 to 16 letters, digits, '.', '-' or '^', starting with a letter or digit")]
+    Ticker(String),
+    #[error("{name}: {raw:?} is not a number", name = HEADER[*column])]
+    NotANumber { column: usize, raw: String },
+    #[error("{name}: {raw} is not a finite number", name = HEADER[*column])]
+    NotFinite { column: usize, raw: String },
+    #[error("{name}: {value} is not a positive price", name = HEADER[*column])]
+    NotPositive { column: usize, value: f64 },
+    #[error("volume: {0} is not a whole number ≥ 0")]
+    Volume(f64),
+    #[error("high {high} below low {low}")]
+    HighBelowLow { high: f64, low: f64 },
+    #[error("{what} {value} above high {high}")]
+    AboveHigh { what: &'static str, value: f64, high: f64 },
+    #[error("{what} {value} below low {low}")]
+    BelowLow { what: &'static str, value: f64, low: f64 },
+    #[error("more than {MAX_DATASET_TICKERS} tickers")]
+    TooManyTickers,
+    /// A ticker's dates not increasing (the shipped data's check says how).
+    #[error(transparent)]
+    Order(DateOrderError),
+}
+
 /// A checked dataset: the market data and what `GET /api/datasets` shows of it.
 #[derive(Clone, Debug)]
 pub struct Dataset {
@@ -92,12 +151,9 @@ pub struct Dataset {
 }
 
 /// Parses and checks an uploaded CSV. Every error starts with `line N:`.
-pub fn parse_dataset(text: &str) -> Result<Dataset, String> {
+pub fn parse_dataset(text: &str) -> Result<Dataset, DatasetError> {
     if text.len() > MAX_DATASET_BYTES {
-        return Err(format!(
-            "{} bytes; a dataset may have at most {MAX_DATASET_BYTES}",
-            text.len()
-        ));
+        return Err(DatasetError::TooBig(text.len()));
     }
     // The header line is checked before the rest is parsed, and every line's commas are
     // counted, so a line of a million fields is refused after one pass over its bytes, before the
@@ -105,75 +161,67 @@ pub fn parse_dataset(text: &str) -> Result<Dataset, String> {
     let first_line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or_default();
     let fields = first_line.split(',').count();
     if !(7..=8).contains(&fields) {
-        return Err(format!(
-            "line 1: the header has {fields} columns; expected `{}` (adj_close optional)",
-            HEADER.join(",")
-        ));
+        return Err(DatasetError::HeaderWidth(fields));
     }
     if let Some((line, commas)) = widest_line(text) {
-        return Err(format!(
-            "line {line}: {} fields; a row has {fields} (`{}`)",
-            commas + 1,
-            HEADER[..fields].join(",")
-        ));
+        let problem = RowError::Wide {
+            found: commas + 1,
+            width: fields,
+        };
+        return Err(DatasetError::Row { line, problem });
     }
     let records = csv_records("dataset", text).map_err(|e| match e {
-        super::TradingError::Data { line, message, .. } => format!("line {line}: {message}"),
-        other => other.to_string(),
+        super::TradingError::Data { line, message, .. } => DatasetError::Csv { line, message },
+        other => DatasetError::Market(other),
     })?;
     let Some((_, header)) = records.first() else {
-        return Err("line 1: the file is empty".into());
+        return Err(DatasetError::Empty);
     };
     let width = header.len();
     let got: Vec<&str> = header.iter().map(|s| s.trim()).collect();
     if got != HEADER[..width] {
-        return Err(format!(
-            "line 1: header must be `{}` (adj_close optional), found `{}`",
-            HEADER.join(","),
-            got.join(",")
-        ));
+        return Err(DatasetError::Header(got.join(",")));
     }
     if records.len() - 1 > MAX_DATASET_ROWS {
-        return Err(format!(
-            "{} rows; a dataset may have at most {MAX_DATASET_ROWS}",
-            records.len() - 1
-        ));
+        return Err(DatasetError::TooManyRows(records.len() - 1));
     }
     let mut bars: BTreeMap<String, Vec<PricePoint>> = BTreeMap::new();
     for (line, fields) in &records[1..] {
-        let err = |m: String| format!("line {line}: {m}");
+        let line = *line;
+        let err = |problem: RowError| DatasetError::Row { line, problem };
         if fields.len() != width {
-            return Err(err(format!("expected {width} fields, found {}", fields.len())));
+            let found = fields.len();
+            return Err(err(RowError::Fields { width, found }));
         }
-        for (i, f) in fields.iter().enumerate() {
+        for (column, f) in fields.iter().enumerate() {
             let f = f.trim();
             if f.starts_with(['=', '+', '-', '@']) && f.parse::<f64>().is_err() {
-                return Err(err(format!(
-                    "{}: {f:?} looks like a spreadsheet formula; cells must be plain values",
-                    HEADER[i]
-                )));
+                let cell = f.to_string();
+                return Err(err(RowError::Formula { column, cell }));
             }
         }
         let date = fields[0].trim();
-        check_date(date).map_err(|m| err(format!("date: {m}")))?;
+        check_date(date).map_err(|e| err(RowError::Date(e)))?;
         let ticker = fields[1].trim();
-        check_ticker(ticker).map_err(&err)?;
-        let number = |i: usize| -> Result<f64, String> {
-            let raw = fields[i].trim();
-            let v: f64 = raw
-                .parse()
-                .map_err(|_| err(format!("{}: {raw:?} is not a number", HEADER[i])))?;
+        check_ticker(ticker).map_err(err)?;
+        let number = |column: usize| -> Result<f64, DatasetError> {
+            let raw = fields[column].trim();
+            let v: f64 = raw.parse().map_err(|_| {
+                let raw = raw.to_string();
+                err(RowError::NotANumber { column, raw })
+            })?;
             if !v.is_finite() {
-                return Err(err(format!("{}: {raw} is not a finite number", HEADER[i])));
+                let raw = raw.to_string();
+                return Err(err(RowError::NotFinite { column, raw }));
             }
             Ok(v)
         };
-        let price = |i: usize| -> Result<f64, String> {
-            let v = number(i)?;
-            if v <= 0.0 {
-                return Err(err(format!("{}: {v} is not a positive price", HEADER[i])));
+        let price = |column: usize| -> Result<f64, DatasetError> {
+            let value = number(column)?;
+            if value <= 0.0 {
+                return Err(err(RowError::NotPositive { column, value }));
             }
-            Ok(v)
+            Ok(value)
         };
         let (open, high, low, close) = (price(2)?, price(3)?, price(4)?, price(5)?);
         if width == 8 {
@@ -181,21 +229,21 @@ pub fn parse_dataset(text: &str) -> Result<Dataset, String> {
         }
         let volume = number(6)?;
         if volume < 0.0 || volume.fract() != 0.0 || volume > u64::MAX as f64 {
-            return Err(err(format!("volume: {volume} is not a whole number ≥ 0")));
+            return Err(err(RowError::Volume(volume)));
         }
         if high < low {
-            return Err(err(format!("high {high} below low {low}")));
+            return Err(err(RowError::HighBelowLow { high, low }));
         }
-        for (what, v) in [("open", open), ("close", close)] {
-            if v > high {
-                return Err(err(format!("{what} {v} above high {high}")));
+        for (what, value) in [("open", open), ("close", close)] {
+            if value > high {
+                return Err(err(RowError::AboveHigh { what, value, high }));
             }
-            if v < low {
-                return Err(err(format!("{what} {v} below low {low}")));
+            if value < low {
+                return Err(err(RowError::BelowLow { what, value, low }));
             }
         }
         if !bars.contains_key(ticker) && bars.len() == MAX_DATASET_TICKERS {
-            return Err(err(format!("more than {MAX_DATASET_TICKERS} tickers")));
+            return Err(err(RowError::TooManyTickers));
         }
         let bar = PricePoint {
             timestamp: date.to_owned(),
@@ -205,11 +253,12 @@ pub fn parse_dataset(text: &str) -> Result<Dataset, String> {
             close,
             volume: volume as u64,
         };
-        push_in_date_order(bars.entry(ticker.to_owned()).or_default(), ticker, bar).map_err(|e| err(e.to_string()))?;
+        push_in_date_order(bars.entry(ticker.to_owned()).or_default(), ticker, bar)
+            .map_err(|e| err(RowError::Order(e)))?;
     }
     let rows = records.len() - 1;
     if rows == 0 {
-        return Err("line 2: no rows after the header".into());
+        return Err(DatasetError::NoRows);
     }
     let first = bars
         .values()
@@ -221,7 +270,7 @@ pub fn parse_dataset(text: &str) -> Result<Dataset, String> {
         .filter_map(|l| l.last())
         .map(|p| p.timestamp.clone())
         .max();
-    let market = MarketData::from_bars(bars, Vec::new()).map_err(|e| e.to_string())?;
+    let market = MarketData::from_bars(bars, Vec::new()).map_err(DatasetError::Market)?;
     Ok(Dataset {
         market,
         rows,
@@ -239,7 +288,7 @@ mod tests {
     fn check(rows: &str, expect: &str) {
         let got = match parse_dataset(&format!("{HEAD}{rows}")) {
             Ok(d) => format!("ok {} rows {}..{}", d.rows, d.first, d.last),
-            Err(e) => e,
+            Err(e) => e.to_string(),
         };
         assert!(got.contains(expect), "{got:?} does not contain {expect:?}");
     }
@@ -291,6 +340,7 @@ mod tests {
         assert!(
             parse_dataset(&wide)
                 .unwrap_err()
+                .to_string()
                 .starts_with("line 1: the header has 1000002 columns")
         );
         // A million fields in a row: refused from a count of its commas, at once.
@@ -309,7 +359,12 @@ mod tests {
             "{HEAD}2020-01-02,AAA,10,11,9,10,1\r\n2020-01-03,AAA{}\r\n",
             ",1".repeat(100)
         );
-        assert!(parse_dataset(&late).unwrap_err().starts_with("line 3: 102 fields"));
+        assert!(
+            parse_dataset(&late)
+                .unwrap_err()
+                .to_string()
+                .starts_with("line 3: 102 fields")
+        );
         // Quoting as the csv crate reads it: quoted cells, "" escapes, CRLF line ends.
         check(
             "\"2020-01-02\",\"AAA\",10,11,9,10.5,100\r\n2020-01-03,AAA,10,11,9,10,\"1\"\r\n",

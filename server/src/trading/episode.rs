@@ -26,21 +26,20 @@ use super::models::{
 };
 use super::{AppendLog, TradingError};
 use crate::llm::chat::ChatRequest;
+use simtree_shared::trading::AgentSpecError;
 pub use simtree_shared::trading::TradingView;
 
 /// Daily bars per ticker in a Case unless the config says otherwise.
 pub const DEFAULT_LOOKBACK: u32 = 20;
 
-/// A branch op on a trading episode (applied between decision points).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+/// A branch op on a trading episode (applied between decision points): the trading ops of
+/// `simtree_shared::Op`, read and checked by their types there.
+#[derive(Clone, Debug, PartialEq)]
 pub enum TradingOp {
     /// Sets the cash and/or the share count of some tickers (0 removes a position). No trade is
     /// recorded; metrics treat the change as a deposit or withdrawal, not as a return.
     PortfolioPatch {
-        #[serde(default)]
         cash: Option<f64>,
-        #[serde(default)]
         positions: std::collections::BTreeMap<String, i64>,
     },
     /// Adds an information item to the next Case (after the curated ones).
@@ -68,7 +67,7 @@ pub enum OpError {
     EmptyContent,
     /// The new agent's settings are out of range (the agent's own check says which).
     #[error("agent_swap: {0}")]
-    Agent(String),
+    Agent(AgentSpecError),
     /// A prompt for an agent kind that has none (`buy_and_hold`, …).
     #[error("agent_prompt_replace: the agent is {0}, which has no prompt (use agent_swap)")]
     NoPrompt(&'static str),
@@ -93,8 +92,8 @@ pub enum ConsistencyError {
     #[error("trading days must be YYYY-MM-DD dates")]
     Day(#[source] DateError),
     /// The agent's settings are out of range (the agent's own check says which).
-    #[error("{0}")]
-    Agent(String),
+    #[error(transparent)]
+    Agent(AgentSpecError),
     #[error("portfolio cash must be a non-negative amount, got {0}")]
     Cash(f64),
 }
@@ -193,7 +192,7 @@ pub fn resolve_config(market: &MarketData, config: &EpisodeConfig) -> Result<Epi
         Some(a) => a.clone(),
         None => AgentSpec::from_kind(&c.agent_id).map_err(|m| bad(format!("agent_id: {m}")))?,
     };
-    agent.validate().map_err(bad)?;
+    agent.validate().map_err(|e| bad(e.to_string()))?;
     c.agent = Some(agent);
     let all_days = market.trading_days(&c.tickers, None, None);
     let (Some(first), Some(last)) = (all_days.first(), all_days.last()) else {
@@ -950,32 +949,6 @@ mod tests {
                 .to_string()
                 .contains("finished")
         );
-    }
-
-    #[test]
-    fn ops_parse_from_json() {
-        let ops: Vec<TradingOp> = serde_json::from_value(json!([
-            {"op": "portfolio_patch", "cash": 10.0},
-            {"op": "portfolio_patch", "positions": {"A": 3}},
-            {"op": "case_data_inject", "item": {"kind": "news", "content": "x"}},
-            {"op": "agent_swap", "agent": {"kind": "mean_reversion", "band": 1.5}},
-            {"op": "agent_prompt_replace", "system_prompt": "p"}
-        ]))
-        .unwrap();
-        assert_eq!(ops.len(), 5);
-        assert_eq!(
-            ops[3],
-            TradingOp::AgentSwap {
-                agent: AgentSpec::MeanReversion {
-                    lookback: 10,
-                    band: 1.5
-                }
-            }
-        );
-        let err = serde_json::from_value::<TradingOp>(json!({"op": "portfolio_patch", "cassh": 1}))
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("unknown field `cassh`"), "{err}");
     }
 
     #[test]

@@ -9,7 +9,7 @@ use serde_json::Value;
 use simtree_shared::{DatasetInfo, SimKind};
 
 use super::{Workbench, WorkbenchError};
-use crate::store::Write;
+use crate::store::{StoreError, Write};
 use crate::trading::data::MarketData;
 use crate::trading::dataset::{check_dataset_name, parse_dataset};
 
@@ -41,13 +41,13 @@ fn info_of(name: &str, market: &MarketData, rows: usize, first: String, last: St
 impl Workbench {
     /// `POST /api/datasets?name=N`: checks and keeps a CSV; nothing is kept on a refusal.
     pub fn import_dataset(&self, name: &str, text: &str) -> Result<DatasetInfo, WorkbenchError> {
-        check_dataset_name(name).map_err(WorkbenchError::invalid)?;
+        check_dataset_name(name)?;
         if name == SHIPPED_DATASET || self.datasets.contains_key(name) {
             return Err(WorkbenchError::conflict(format!(
                 "a dataset called '{name}' exists; delete it first or choose another name"
             )));
         }
-        let d = parse_dataset(text).map_err(WorkbenchError::invalid)?;
+        let d = parse_dataset(text)?;
         let info = info_of(name, &d.market, d.rows, d.first, d.last, false);
         if let Some(store) = &self.store {
             store.write(Write::Dataset {
@@ -141,9 +141,9 @@ impl Workbench {
     }
 
     /// Reads the stored datasets back (start-up). A row that no longer passes is skipped, loudly.
-    pub(super) fn load_datasets(&self) -> Result<(), String> {
+    pub(super) fn load_datasets(&self) -> Result<(), StoreError> {
         let Some(store) = &self.store else { return Ok(()) };
-        let rows = store.read(|db| db.datasets()).map_err(|e| e.to_string())?;
+        let rows = store.read(|db| db.datasets())?;
         for (name, text) in rows {
             match parse_dataset(&text) {
                 Ok(d) => {

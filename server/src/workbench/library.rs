@@ -22,7 +22,7 @@ use simtree_shared::{SavedRef, ScenarioDocument, ScenarioOrigin, ScenarioSummary
 use super::WorkbenchError;
 use crate::scenario::{ScenarioLibrary, UserScenario};
 use crate::sim::{ABM_DEFAULT_STEPS, ScenarioEntry};
-use crate::store::{Store, Write, now_ms};
+use crate::store::{Store, StoreError, Write, now_ms};
 
 /// Saved scenarios a library holds at most.
 pub const MAX_SAVED_SCENARIOS: usize = 1000;
@@ -32,30 +32,44 @@ pub const MAX_VERSIONS: usize = 1000;
 /// A saved scenario's name (its id): 1 to 64 of `A-Z a-z 0-9 _ . -`, not starting with `.` or
 /// `-` — so no control characters, no path (`/`, a leading `..`), no `@` (which separates a
 /// version).
-pub fn check_scenario_name(name: &str) -> Result<(), String> {
+pub fn check_scenario_name(name: &str) -> Result<(), ScenarioNameError> {
+    let bad = |why| {
+        Err(ScenarioNameError {
+            name: name.to_string(),
+            why,
+        })
+    };
     if let Some(c) = name.chars().find(|c| c.is_control()) {
-        return Err(format!(
-            "scenario name {name:?}: must not contain control characters (found U+{:04X})",
-            c as u32
-        ));
+        return bad(NameFault::Control(c));
     }
     if name.contains('/') || name.contains('\\') || name.starts_with('.') {
-        return Err(format!(
-            "scenario name {name:?}: must not contain '/' or '\\' nor start with '.' (it is an id, not a path)"
-        ));
+        return bad(NameFault::Path);
     }
     let ok = (1..=64).contains(&name.len())
         && !name.starts_with('-')
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "scenario name {name:?}: use 1 to 64 letters, digits, '_', '.' or '-', not starting with '.' or '-'"
-        ))
-    }
+    if ok { Ok(()) } else { bad(NameFault::Form) }
+}
+
+/// A saved scenario's name that [`check_scenario_name`] refuses, and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("scenario name {name:?}: {why}")]
+pub struct ScenarioNameError {
+    pub name: String,
+    pub why: NameFault,
+}
+
+/// What is wrong with a scenario name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NameFault {
+    #[error("must not contain control characters (found U+{:04X})", *.0 as u32)]
+    Control(char),
+    #[error("must not contain '/' or '\\' nor start with '.' (it is an id, not a path)")]
+    Path,
+    #[error("use 1 to 64 letters, digits, '_', '.' or '-', not starting with '.' or '-'")]
+    Form,
 }
 
 /// `id` or `id@version` → the id and the version asked for, if any.
@@ -154,9 +168,9 @@ impl Library {
     }
 
     /// The library a store holds.
-    pub fn open(store: Arc<Store>, max_bytes: usize) -> Result<Library, String> {
-        let rows = store.read(|db| db.scenarios()).map_err(|e| e.to_string())?;
-        let counters = store.read(|db| db.scenario_counters()).map_err(|e| e.to_string())?;
+    pub fn open(store: Arc<Store>, max_bytes: usize) -> Result<Library, StoreError> {
+        let rows = store.read(|db| db.scenarios())?;
+        let counters = store.read(|db| db.scenario_counters())?;
         let mut entries: BTreeMap<String, Entry> = BTreeMap::new();
         for row in rows {
             let doc: Value = match serde_json::from_str(&row.body) {
@@ -258,7 +272,7 @@ impl Library {
         doc: &Value,
         check: Check<'_>,
     ) -> Result<SavedRef, WorkbenchError> {
-        check_scenario_name(name).map_err(WorkbenchError::invalid)?;
+        check_scenario_name(name).map_err(|e| WorkbenchError::invalid(e.to_string()))?;
         Self::shipped_conflict(shipped, name)?;
         self.check_document(doc, check)?;
         // One save at a time: two saves of one name must not both pass the check below.
@@ -432,10 +446,10 @@ mod tests {
         for good in ["mine", "Council-2", "a_b", "9"] {
             assert!(check_scenario_name(good).is_ok(), "{good}");
         }
-        let e = check_scenario_name("evil\u{1b}[31m").unwrap_err();
+        let e = check_scenario_name("evil\u{1b}[31m").unwrap_err().to_string();
         assert!(e.contains("control characters (found U+001B)"), "{e}");
         for path in ["../etc/passwd", "..", ".hidden", "a/b", "a\\b"] {
-            let e = check_scenario_name(path).unwrap_err();
+            let e = check_scenario_name(path).unwrap_err().to_string();
             assert!(e.contains("not a path"), "{e}");
         }
         assert!(check_scenario_name("v1.2_final-draft").is_ok());

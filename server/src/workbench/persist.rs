@@ -20,7 +20,7 @@ use super::sweep::{SweepData, Sweeps, imported_sweeps};
 use super::{TreeHandle, Workbench, WorkbenchError, lock};
 use crate::llm::budget::Limits as BudgetLimits;
 use crate::sim::Sim;
-use crate::store::{Store, TreeRow, TreeSource, Write, encode_state, now_ms};
+use crate::store::{Store, StoreError, TreeRow, TreeSource, Write, encode_state, now_ms};
 use crate::tree::{ImportLimits, NodeId, SimTree, TreeError};
 
 /// A tree's editable and descriptive metadata.
@@ -291,13 +291,19 @@ fn info_of(row: &TreeRow) -> TreeInfo {
     }
 }
 
+/// Why the store cannot take writes now ([`Workbench::ready`]): its commits fail, or a lost
+/// database does not answer; the cause as the store gave it.
+#[derive(Debug, thiserror::Error)]
+#[error("the store cannot take writes: {0}")]
+pub struct NotReady(pub String);
+
 impl Workbench {
     /// Makes the workbench durable: trees in `store` are listed (and loaded on first use), runs
     /// the last server left in flight become `interrupted`, and every change from now on is
     /// written. Nothing but the tree list is read here.
-    pub fn attach_store(&mut self, store: Store) -> Result<(), String> {
+    pub fn attach_store(&mut self, store: Store) -> Result<(), StoreError> {
         let store = Arc::new(store);
-        let abandoned = store.read(|db| db.abandoned_imports()).map_err(|e| e.to_string())?;
+        let abandoned = store.read(|db| db.abandoned_imports())?;
         for (tree, nodes) in abandoned {
             tracing::warn!(
                 tree,
@@ -305,8 +311,8 @@ impl Workbench {
                 "an import the last server did not finish was removed (its tree id is not reused)"
             );
         }
-        let interrupted = store.read(|db| db.interrupt_running()).map_err(|e| e.to_string())?;
-        let rows = store.read(|db| db.trees()).map_err(|e| e.to_string())?;
+        let interrupted = store.read(|db| db.interrupt_running())?;
+        let rows = store.read(|db| db.trees())?;
         if interrupted > 0 {
             tracing::warn!(
                 nodes = interrupted,
@@ -315,7 +321,7 @@ impl Workbench {
         }
         // Stored, not derived from the listed trees: a deleted tree's or a dead import's id is
         // never handed out again (its rows could otherwise resurface in the new tree).
-        let next = store.read(|db| db.next_tree()).map_err(|e| e.to_string())?;
+        let next = store.read(|db| db.next_tree())?;
         let next = rows.iter().map(|r| r.id + 1).max().unwrap_or(0).max(next);
         self.next_tree.store(next, std::sync::atomic::Ordering::SeqCst);
         for r in rows {
@@ -328,17 +334,15 @@ impl Workbench {
 
     /// Whether acknowledged writes can be stored now: `Err` with the cause while the store's
     /// commits fail (a full disk, a lost database). Memory-only workbenches are always ready.
-    pub fn ready(&self) -> Result<(), String> {
+    pub fn ready(&self) -> Result<(), NotReady> {
         let Some(store) = &self.store else {
             return Ok(());
         };
         if let Some(cause) = store.fault() {
-            return Err(format!("the store cannot take writes: {cause}"));
+            return Err(NotReady(cause));
         }
         // PostgreSQL: a lost connection shows only when used.
-        store
-            .read(|db| db.ping())
-            .map_err(|e| format!("the store cannot take writes: {e}"))
+        store.read(|db| db.ping()).map_err(|e| NotReady(e.to_string()))
     }
 
     /// A tree id no other tree had or will have: from the database when it may be shared

@@ -29,7 +29,8 @@ use simtree_shared::{
 use super::{RunResult, TreeHandle, Workbench, WorkbenchError, lock};
 use crate::store::Write;
 use crate::sweep::{
-    MAX_RUNS, Metric, Outcome, SweepError, SweepSpec, bootstrap_seed, effects, events_from_entries, summarise_runs,
+    MAX_RUNS, Metric, Outcome, SweepError, SweepPlan, SweepSpec, bootstrap_seed, effects, events_from_entries,
+    summarise_runs,
 };
 use crate::tree::{NodeId, SimTree, TreeError};
 
