@@ -34,6 +34,8 @@ pub struct GraphModel {
     pub ops: HashMap<u64, Vec<Op>>,
     /// Why a run failed, when the tree socket said so.
     pub errors: HashMap<u64, String>,
+    /// The tree's kind: the unit its advances are labelled in (turns, decisions, steps).
+    pub kind: crate::ops::Kind,
 }
 
 /// A run that ended, for the notifications.
@@ -63,6 +65,7 @@ impl GraphModel {
             status,
             ops: HashMap::new(),
             errors: HashMap::new(),
+            kind: Default::default(),
         }
     }
 
@@ -618,7 +621,7 @@ pub fn event_line(e: &LogEntry) -> Option<EventLine> {
         }
         EventType::Counterfactual => {
             let c: simtree_shared::Counterfactual = e.payload_of()?;
-            let ops = crate::ops::ops_label(&c.ops, crate::i18n::Lang::En);
+            let ops = crate::ops::ops_label(&c.ops, crate::i18n::Lang::En, crate::ops::Kind::Social);
             Some(line("event", "[What if]".into(), None, ops))
         }
         _ => None,

@@ -1,7 +1,7 @@
 //! What made a node, in words and colours (pure, tested natively).
 //!
 //! The graph, its tooltips and the inspector describe every node by the ops on its edge
-//! ("broadcast: 'Breaking…'", "+3 turns", "cash → 500,000", "infectionRate → 0.6"). Social ops keep
+//! ("broadcast: 'Breaking…'", "+3 turns" (or decisions, steps), "cash → 500,000", "infectionRate → 0.6"). Social ops keep
 //! upstream's edge colours; trading and ABM ops get colours of their own so a trading tree does
 //! not read as a social one. This module also holds the small rules the editors apply before a
 //! request is sent: which ops deserve a confirmation, and when a node cannot be advanced.
@@ -67,10 +67,13 @@ fn keys(map: &serde_json::Map<String, Value>) -> String {
 }
 
 /// One op in a few words.
-pub fn op_label(op: &Op, lang: Lang) -> String {
+pub fn op_label(op: &Op, lang: Lang, kind: Kind) -> String {
     let w = |key| t(lang, key);
     match op {
-        Op::Advance { turns } => format!("+{turns} {}", w(if *turns == 1 { "op.turn" } else { "op.turns" })),
+        Op::Advance { turns } => {
+            let (one, many) = kind.advance_units();
+            format!("+{turns} {}", w(if *turns == 1 { one } else { many }))
+        }
         Op::AgentCtxAppend { name, role, content } => {
             format!("{name} ← {role}: '{}'", ellipsis(content, 40))
         }
@@ -119,11 +122,14 @@ pub fn op_label(op: &Op, lang: Lang) -> String {
 }
 
 /// All ops of an edge in a few words; an empty list is a plain copy.
-pub fn ops_label(ops: &[Op], lang: Lang) -> String {
+pub fn ops_label(ops: &[Op], lang: Lang, kind: Kind) -> String {
     if ops.is_empty() {
         return t(lang, "op.copy").into();
     }
-    ops.iter().map(|op| op_label(op, lang)).collect::<Vec<_>>().join("; ")
+    ops.iter()
+        .map(|op| op_label(op, lang, kind))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// What an edge is drawn as: a colour and a name for the legend.
@@ -238,6 +244,16 @@ impl Kind {
         }
     }
 
+    /// The i18n keys of one and of several of the units an advance of this kind runs (the
+    /// graph's edge labels: "+1 turn", "+3 decisions", "+5 steps").
+    pub fn advance_units(self) -> (&'static str, &'static str) {
+        match self {
+            Kind::Social => ("op.turn", "op.turns"),
+            Kind::Trading => ("op.decision", "op.decisions"),
+            Kind::Abm => ("op.step", "op.steps"),
+        }
+    }
+
     /// The i18n key of the plural unit a run of this kind is counted in (the ops panel's labels).
     pub fn units(self) -> &'static str {
         match self {
@@ -322,23 +338,34 @@ mod tests {
 
     #[test]
     fn labels_say_what_made_a_node() {
-        assert_eq!(op_label(&Op::Advance { turns: 3 }, Lang::En), "+3 turns");
-        assert_eq!(op_label(&Op::Advance { turns: 1 }, Lang::En), "+1 turn");
+        assert_eq!(op_label(&Op::Advance { turns: 3 }, Lang::En, Kind::Social), "+3 turns");
+        assert_eq!(op_label(&Op::Advance { turns: 1 }, Lang::En, Kind::Social), "+1 turn");
+        assert_eq!(
+            op_label(&Op::Advance { turns: 3 }, Lang::En, Kind::Trading),
+            "+3 decisions"
+        );
+        assert_eq!(op_label(&Op::Advance { turns: 1 }, Lang::En, Kind::Abm), "+1 step");
         assert_eq!(
             op_label(
                 &op(json!({"op": "public_broadcast", "text": "Breaking news: the bridge is closed for repairs"})),
-                Lang::En
+                Lang::En,
+                Kind::Social
             ),
             "broadcast: 'Breaking news: the bridge is closed for…'"
         );
         assert_eq!(
-            op_label(&op(json!({"op": "portfolio_patch", "cash": 500000.0})), Lang::En),
+            op_label(
+                &op(json!({"op": "portfolio_patch", "cash": 500000.0})),
+                Lang::En,
+                Kind::Trading
+            ),
             "cash → 500,000"
         );
         assert_eq!(
             op_label(
                 &op(json!({"op": "abm_set_global", "name": "infectionRate", "value": 0.6})),
-                Lang::En
+                Lang::En,
+                Kind::Social
             ),
             "infectionRate → 0.6"
         );
@@ -347,27 +374,30 @@ mod tests {
                 &op(
                     json!({"op": "abm_set_agent", "agent_type": "Person", "name": "status", "value": "I", "agent_id": 4})
                 ),
-                Lang::En
+                Lang::En,
+                Kind::Social
             ),
             "Person #4.status → 'I'"
         );
         assert_eq!(
             op_label(
                 &op(json!({"op": "case_data_inject", "item": {"kind": "news", "content": "Recall"}})),
-                Lang::En
+                Lang::En,
+                Kind::Social
             ),
             "news: 'Recall'"
         );
         assert_eq!(
             op_label(
                 &op(json!({"op": "agent_plan_replace", "name": "Ann", "plan_state": {}})),
-                Lang::En
+                Lang::En,
+                Kind::Social
             ),
             "Ann: plan cleared"
         );
-        assert_eq!(ops_label(&[], Lang::En), "copy");
-        assert_eq!(ops_label(&[], Lang::Zh), "副本");
-        assert_eq!(op_label(&Op::Advance { turns: 3 }, Lang::Zh), "+3 回合");
+        assert_eq!(ops_label(&[], Lang::En, Kind::Social), "copy");
+        assert_eq!(ops_label(&[], Lang::Zh, Kind::Social), "副本");
+        assert_eq!(op_label(&Op::Advance { turns: 3 }, Lang::Zh, Kind::Social), "+3 回合");
         assert_eq!(grouped(1234567.5), "1,234,567.50");
         assert_eq!(grouped(-999.0), "-999");
         assert_eq!(grouped(1234.999), "1,235", "rounded up into the next whole");

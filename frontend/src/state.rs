@@ -225,7 +225,10 @@ impl Tree {
             }
             api::storage_set("devui:lastTreeId", &id.to_string());
             crate::mark("graph");
-            self.graph.set(GraphModel::from_graph(&g));
+            self.graph.set(GraphModel {
+                kind: self.kind.get_untracked(),
+                ..GraphModel::from_graph(&g)
+            });
             // Everything else (the panes' reads and drawing, the ops, a second copy of the graph
             // from the socket's snapshot) costs as much again on a first load, when the wasm
             // still runs unoptimised: it waits until the graph has been painted.
@@ -239,6 +242,7 @@ impl Tree {
             self.load_ops();
             if let Ok(v) = api::node_view(id, g.root).await {
                 self.kind.try_set(Kind::of_view(&v));
+                self.graph.update(|m| m.kind = Kind::of_view(&v));
                 self.scenario.try_set(scenario_label(&v));
             }
             self.open_socket(id, 0);
@@ -348,6 +352,7 @@ impl Tree {
                 let ops = self.graph.with_untracked(|m| m.ops.clone());
                 self.graph.set(GraphModel {
                     ops,
+                    kind: self.kind.get_untracked(),
                     ..GraphModel::from_graph(&g)
                 });
                 self.load_ops();

@@ -1213,8 +1213,9 @@ async fn trading_and_abm_details_are_chinese_in_chinese() {
     b.wait_text("#trading-view", "决策点").await;
     b.wait_text("#node-status", "完成").await;
     // What made a node, under it and in the inspector.
-    b.wait_text("g.node[data-id='1'] text.nop", "+3 回合").await;
-    b.wait_text("#node-made", "+3 回合").await;
+    // A trading tree's advance counts decisions.
+    b.wait_text("g.node[data-id='1'] text.nop", "+3 决策").await;
+    b.wait_text("#node-made", "+3 决策").await;
     let words = [
         "decision points",
         "strategy",
@@ -4130,7 +4131,14 @@ async fn select_and_check(b: &Browser, t: u64, n: u64) {
     match ops.as_ref().map(|o| (o[0]["op"].as_str(), o[0]["turns"].as_u64())) {
         None => shows(b, "#node-made", &format!("#{n} · root")).await,
         Some((Some("advance"), Some(turns))) => {
-            let unit = if turns == 1 { "turn" } else { "turns" };
+            // In the unit of the tree's kind: turns, decisions, steps.
+            let kind = api_get(s, &format!("/devui/simtree/{t}")).await["kind"].clone();
+            let (one, many) = match kind.as_str() {
+                Some("trading") => ("decision", "decisions"),
+                Some("abm") => ("step", "steps"),
+                _ => ("turn", "turns"),
+            };
+            let unit = if turns == 1 { one } else { many };
             shows(b, "#node-made", &format!("#{n} · +{turns} {unit}")).await;
             // The graph's label under the node, when it is drawn, says the same.
             let label = texts(b, &format!("g.node[data-id='{n}'] text.nop")).await;

@@ -488,7 +488,7 @@ pub fn draw(
         }
         let Some(ops) = g.ops.get(&id) else { continue };
         let (x, y) = screen(layout.pos[&id]);
-        label(&ellipsis(&ops_label(ops, f.lang), 22), x, y + r + 4.0, &p.muted);
+        label(&ellipsis(&ops_label(ops, f.lang, g.kind), 22), x, y + r + 4.0, &p.muted);
     }
     drawn
 }

@@ -124,7 +124,7 @@ pub(super) fn SvgLayer(g: GraphState) -> impl IntoView {
                         .then(|| {
                             g.ops
                                 .get(&id)
-                                .map(|ops| crate::ops::ellipsis(&ops_label(ops, ctx.lang.get()), 22))
+                                .map(|ops| crate::ops::ellipsis(&ops_label(ops, ctx.lang.get(), g.kind), 22))
                         })
                         .flatten()
                 })
