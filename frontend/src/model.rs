@@ -149,7 +149,10 @@ impl GraphModel {
                 // The snapshot has no ops or reasons: keep what we know of the nodes it still has.
                 let ops = std::mem::take(&mut self.ops);
                 let errors = std::mem::take(&mut self.errors);
+                // Nor the tree's kind (the unit of its advances' labels).
+                let kind = self.kind;
                 *self = GraphModel::from_graph(g);
+                self.kind = kind;
                 self.ops = ops.into_iter().filter(|(n, _)| self.nodes.contains_key(n)).collect();
                 self.errors = errors.into_iter().filter(|(n, _)| self.nodes.contains_key(n)).collect();
                 None
