@@ -11,7 +11,8 @@
 //! answered; each export imports into a fresh server and reads back as the original tree did.
 //! Fixtures from 2026-11-26 on also hold `extra` in `expected.json`: routes of what later builds
 //! store (the scenario library, datasets, a tree's description and version, asks, search),
-//! path by path, checked the same way.
+//! path by path, checked the same way; from 2026-11-26b on they include a tree's money budget and
+//! the explorations of a tree (one finished, one interrupted by a SIGKILL while it ran).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -21,7 +22,7 @@ use simtree_e2e::{Server, ok, text};
 use simtree_shared::Op;
 
 /// Every release whose stored data must keep opening, oldest first.
-const RELEASES: &[&str] = &["release-2026-11-24", "release-2026-11-26"];
+const RELEASES: &[&str] = &["release-2026-11-24", "release-2026-11-26", "release-2026-11-26b"];
 
 fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../server/tests/fixtures")
@@ -172,6 +173,77 @@ async fn populate_stored_features(s: &Server) -> Vec<String> {
     ]
 }
 
+/// An exploration of infection `rates` of the SIR epidemic (`turns` steps, 1 first-round
+/// replicate, at most 10 runs) at the root of `tree`; returns its id once it is started.
+async fn explore_rates(s: &Server, tree: u64, turns: u64, rates: &[f64]) -> u64 {
+    let body = json!({"parent": 0, "turns": turns, "seed": 1,
+        "objective": {"metric": "max:globalVariable.infectedCount", "goal": "min"},
+        "space": [{"label": "rate", "op": {"op": "abm_set_global", "name": "infectionRate"},
+                   "field": "value", "values": rates}],
+        "replicates": 1, "budget": {"runs": 10}});
+    ok(s, &format!("/devui/simtree/{tree}/explore"), body).await["explore"]
+        .as_u64()
+        .unwrap()
+}
+
+/// The table of exploration `id` of `tree` once `done` says it may be read.
+async fn explore_until(s: &Server, tree: u64, id: u64, done: impl Fn(&Value) -> bool) -> Value {
+    for _ in 0..30_000 {
+        let (st, table) = s.get(&format!("/devui/simtree/{tree}/explore/{id}")).await;
+        assert_eq!(st, 200, "{table}");
+        if done(&table) {
+            return table;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("exploration {id} of tree {tree} never got there");
+}
+
+/// What the stored features added after the 2026-11-26 fixture hold (migrations 11–13): node
+/// rows with checksums (every node written from then on has one), a tree with a money budget,
+/// and a finished exploration on the ABM tree `abm`. Returns the routes that show them (an
+/// interrupted exploration is added later, see `write_release_fixture`).
+async fn populate_money_and_explorations(s: &Server, abm: u64) -> Vec<String> {
+    let (st, r) = s
+        .post(
+            "/devui/simtree",
+            &json!({"scenario": "simple_chat", "name": "fixture budget", "money_budget": 0.25}),
+        )
+        .await;
+    assert_eq!(st, 200, "{r}");
+    let budget = r["id"].as_u64().unwrap();
+    let done = explore_rates(s, abm, 4, &[0.3, 0.05]).await;
+    let table = explore_until(s, abm, done, |t| t["status"] != "running").await;
+    assert_eq!(table["status"], "done", "{table}");
+    idle(s, abm).await;
+    vec![
+        format!("/devui/simtree/{budget}"),
+        format!("/devui/simtree/{budget}/usage"),
+        format!("/devui/simtree/{abm}/explores"),
+        format!("/devui/simtree/{abm}/explore/{done}"),
+    ]
+}
+
+/// A tree of the SIR epidemic on 30 people (a document, not the shipped 1000: every run's log
+/// holds each person's status at each step, and the fixtures stay small).
+async fn small_epidemic(s: &Server) -> u64 {
+    let file = format!("{}/../assets/abm/sir_network.json", env!("CARGO_MANIFEST_DIR"));
+    let mut sir: Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    for v in sir["model"]["globalVariables"].as_array_mut().unwrap() {
+        match v["name"].as_str() {
+            Some("totalPopulation") => v["initialValue"] = 30.into(),
+            Some("initialInfected") => v["initialValue"] = 2.into(),
+            _ => {}
+        }
+    }
+    sir["supportingInfo"]["title"] = "SIR epidemic among 30 people".into();
+    let (st, r) = s
+        .post("/devui/simtree", &json!({"scenario": sir, "seed": 7, "name": "fixture epidemic"}))
+        .await;
+    assert_eq!(st, 200, "{r}");
+    r["id"].as_u64().unwrap()
+}
+
 /// Uploads the dataset the fixtures' trading tree trades on (`fixture-prices`: one ticker, 20
 /// days). Exports do not carry datasets: a server importing that tree needs it first.
 async fn upload_fixture_prices(s: &Server) {
@@ -233,8 +305,9 @@ async fn sweep(s: &Server, chat: u64, a: u64) {
 }
 
 /// Builds trees of every kind and scene with every kind of op, as a user's folder would hold
-/// (`all_scenes`: every social scene and both trading scenarios, else one of each).
-async fn populate(s: &Server, all_scenes: bool) {
+/// (`all_scenes`: every social scene and both trading scenarios, else one of each); returns the
+/// ABM tree.
+async fn populate(s: &Server, all_scenes: bool, small_abm: bool) -> u64 {
     let chat = s.create("simple_chat").await;
     let t = |p: &str| format!("/devui/simtree/{chat}/{p}");
     let a = child(s, &t("advance"), json!({"parent": 0, "turns": 2})).await;
@@ -300,7 +373,12 @@ async fn populate(s: &Server, all_scenes: bool) {
         child(s, &t("advance"), json!({"parent": b, "turns": 3})).await;
     }
 
-    let abm = s.create("sir_network").await;
+    // The shipped epidemic through 2026-11-26; a copy on 30 people from 2026-11-26b on.
+    let abm = if small_abm {
+        small_epidemic(s).await
+    } else {
+        s.create("sir_network").await
+    };
     let t = |p: &str| format!("/devui/simtree/{abm}/{p}");
     let a = child(s, &t("advance"), json!({"parent": 0, "turns": 4})).await;
     let b = child(
@@ -323,6 +401,7 @@ async fn populate(s: &Server, all_scenes: bool) {
     for t in list.as_array().unwrap() {
         idle(s, t["id"].as_u64().unwrap()).await;
     }
+    abm
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -347,7 +426,13 @@ fn scratch(name: &str) -> PathBuf {
 /// Writes a release fixture into `$SIMTREE_FIXTURE_OUT` with the binary under test (or
 /// `$SIMTREE_BIN`). Run it once per release, from that release's commit, and commit the folder
 /// under server/tests/fixtures. (The 2026-11-24 fixture was written before the stored features
-/// and with every scene; later ones have one scene of each kind, to stay small.)
+/// and with every scene; later ones have one scene of each kind, to stay small; 2026-11-26 was
+/// written before money budgets and explorations, with the shipped 1000-person epidemic.)
+///
+/// The folder is left as a crash leaves it: the server stopped cleanly (its files checkpointed,
+/// so the fixture stays small), started again, an exploration started and killed (SIGKILL)
+/// while its replicates run (until 2026-11-26, one more advance instead). `expected.json` and the exports are then read from a copy
+/// of that folder opened by the same binary: what it answers after the crash.
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "writes a fixture; run by hand once per release"]
 async fn write_release_fixture() {
@@ -357,21 +442,36 @@ async fn write_release_fixture() {
     std::fs::create_dir_all(out.join("exports")).unwrap();
     let flags = ["--data", data.to_str().unwrap()];
     let mut s = Server::start_with(&flags);
-    populate(&s, false).await;
-    let paths = populate_stored_features(&s).await;
-    // Stopped cleanly (its files checkpointed, so the fixture stays small), started again, one
-    // more run, then killed below: the journal and WAL hold that run as a crash leaves them.
+    let abm = populate(&s, false, true).await;
+    let mut paths = populate_stored_features(&s).await;
+    paths.extend(populate_money_and_explorations(&s, abm).await);
     s.interrupt();
     let mut s = Server::start_with(&flags);
-    let (_, list) = s.get("/devui/simtree").await;
-    let last = list[0]["id"].as_u64().unwrap();
-    child(
-        &s,
-        &format!("/devui/simtree/{last}/advance"),
-        json!({"parent": 0, "turns": 1}),
-    )
-    .await;
-    idle(&s, last).await;
+    let cut = explore_rates(&s, abm, 100, &[0.3, 0.05, 0.1]).await;
+    let measured = |t: &Value| -> u64 {
+        t["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["n"].as_u64().unwrap())
+            .sum()
+    };
+    // Killed in its first round, with a replicate measured and others running.
+    let table = explore_until(&s, abm, cut, |t| measured(t) >= 1 || t["round"] != 1).await;
+    assert_eq!(
+        (&table["status"], &table["round"]),
+        (&json!("running"), &json!(1)),
+        "the first round ended before the kill: {table}"
+    );
+    s.stop(); // SIGKILL, as a user's server may end
+    let _ = std::fs::remove_file(data.join("simtree.db-shm"));
+    paths.push(format!("/devui/simtree/{abm}/explore/{cut}"));
+
+    let copy = scratch("fixture-reading");
+    copy_dir(&data, &copy);
+    let mut s = Server::start_with(&["--data", copy.to_str().unwrap()]);
+    let table = explore_until(&s, abm, cut, |_| true).await;
+    assert_eq!(table["status"], "interrupted", "{table}");
     let mut all = everything(&s).await;
     all["extra"] = Value::Object(extras(&s, &paths).await);
     for id in all["trees"].as_object().unwrap().keys() {
@@ -379,8 +479,8 @@ async fn write_release_fixture() {
         std::fs::write(out.join("exports").join(format!("{id}.json")), export).unwrap();
     }
     std::fs::write(out.join("expected.json"), serde_json::to_string_pretty(&all).unwrap()).unwrap();
-    s.stop(); // SIGKILL, as a user's server may end
-    let _ = std::fs::remove_file(data.join("simtree.db-shm"));
+    s.stop();
+    let _ = std::fs::remove_dir_all(&copy);
 }
 
 /// Whether `got` says everything `expected` says: the same scalars, arrays of the same length
