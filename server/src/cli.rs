@@ -304,10 +304,16 @@ fn data(command: DataCommand) -> Result<(), String> {
     match command {
         DataCommand::Check { at } => {
             let (place, report) = match at.database_url {
-                Some(url) => ("postgresql".to_string(), crate::store::check::check_postgres(&url)?),
+                Some(url) => (
+                    "postgresql".to_string(),
+                    crate::store::check::check_postgres(&url).map_err(|e| e.to_string())?,
+                ),
                 None => {
                     let dir = folder(at.data)?;
-                    (dir.display().to_string(), crate::store::check::check(&dir)?)
+                    (
+                        dir.display().to_string(),
+                        crate::store::check::check(&dir).map_err(|e| e.to_string())?,
+                    )
                 }
             };
             for p in &report.problems {
@@ -327,8 +333,8 @@ fn data(command: DataCommand) -> Result<(), String> {
         }
         DataCommand::Repair { at } => {
             let done = match at.database_url {
-                Some(url) => crate::store::check::repair_postgres(&url)?,
-                None => crate::store::check::repair(&folder(at.data)?)?,
+                Some(url) => crate::store::check::repair_postgres(&url).map_err(|e| e.to_string())?,
+                None => crate::store::check::repair(&folder(at.data)?).map_err(|e| e.to_string())?,
             };
             println!("{done}");
             Ok(())

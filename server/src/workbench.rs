@@ -1235,6 +1235,9 @@ pub enum WorkbenchError {
     /// The request itself is wrong (a bad scenario, too many turns, an invalid import).
     #[error("{0}")]
     Invalid(String),
+    /// A note, tag, description or question that does not pass its checks.
+    #[error(transparent)]
+    Note(#[from] crate::tree::notebook::NoteError),
     /// An uploaded dataset (or its name) that does not pass its checks.
     #[error(transparent)]
     Dataset(#[from] crate::trading::dataset::DatasetError),

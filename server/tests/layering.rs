@@ -17,6 +17,9 @@
 //! (Tarjan). Test modules (`#[cfg(test)] mod …` to the end of a file, or a `tests.rs` of its
 //! own) are left out of the circle check: a test may build its fixtures with a higher layer (an
 //! engine test loads a scenario).
+//!
+//! Errors: no `Result<…, String>` outside the CLI edge ([`STRING_ERRORS_ALLOWED`]); every area
+//! below it returns a typed error (ARCHITECTURE.md, Errors).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -583,4 +586,97 @@ fn tarjan_finds_circles_and_only_circles() {
     );
     let text = "use crate::a::X;\n#[cfg(test)]\nmod tests {\n use crate::b::Y;\n fn f() {}\n}\nuse crate::c::Z;\n";
     assert_eq!(without_tests(text), "use crate::a::X;\n\nuse crate::c::Z;\n");
+}
+
+/// The files where an error may be a `String`: the CLI edge, where it becomes the line printed
+/// before exit status 1 (ARCHITECTURE.md, Errors).
+const STRING_ERRORS_ALLOWED: &[&str] = &["cli.rs", "main.rs", "trading/cli.rs"];
+
+/// Every `Result<…, String>` in `text` (test modules included), as `line: the type`: generics
+/// are matched bracket by bracket (`Result<Vec<Option<u8>>, String>` and a `->` inside them
+/// included), and only the error type, the last of exactly two arguments, is looked at.
+fn string_results(text: &str) -> Vec<String> {
+    let code = code(text);
+    let bytes = code.as_bytes();
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(i) = code[from..].find("Result<") {
+        let at = from + i;
+        from = at + "Result<".len();
+        if at > 0 && (bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_') {
+            continue; // `StoreResult<…>` and the like: an alias with its own error type
+        }
+        let (mut depth, mut k, mut args, mut arg) = (1, from, Vec::new(), String::new());
+        while k < bytes.len() && depth > 0 {
+            if code[k..].starts_with("->") {
+                arg.push_str("->");
+                k += 2;
+                continue;
+            }
+            let c = bytes[k] as char;
+            match c {
+                '<' | '(' | '[' => depth += 1,
+                '>' | ')' | ']' => depth -= 1,
+                _ => {}
+            }
+            if depth == 1 && c == ',' {
+                args.push(std::mem::take(&mut arg));
+            } else if depth > 0 {
+                arg.push(c);
+            }
+            k += 1;
+        }
+        if !arg.trim().is_empty() {
+            args.push(arg); // else a trailing comma
+        }
+        let error = args.last().map(|a| a.split_whitespace().collect::<String>());
+        if args.len() == 2 && matches!(error.as_deref(), Some("String" | "std::string::String")) {
+            let line = code[..at].matches('\n').count() + 1;
+            out.push(format!(
+                "{line}: {}",
+                code[at..k].split_whitespace().collect::<Vec<_>>().join(" ")
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn no_string_errors_below_the_cli() {
+    let src = src_dir();
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut problems = Vec::new();
+    for file in files {
+        let rel = file.strip_prefix(&src).unwrap().to_string_lossy().replace('\\', "/");
+        if STRING_ERRORS_ALLOWED.contains(&rel.as_str()) {
+            continue;
+        }
+        for hit in string_results(&std::fs::read_to_string(&file).unwrap()) {
+            problems.push(format!("{rel}:{hit}"));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "a String error below the CLI (give the area a typed error; ARCHITECTURE.md, Errors):\n{}\n",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn the_string_error_scanner_sees_nested_and_aliased_forms_only() {
+    let hits = |t: &str| string_results(t).len();
+    assert_eq!(hits("fn f() -> Result<(), String> {}"), 1);
+    assert_eq!(hits("fn f() -> Result<Vec<Option<u8>>, String> {}"), 1);
+    assert_eq!(hits("type R<T> = std::result::Result<T, String>;"), 1);
+    assert_eq!(hits("fn f() -> (u8, Result<impl Fn() -> u8, String>) {}"), 1);
+    assert_eq!(
+        hits("fn f() -> Result<\n    HashMap<String, u8>,\n    String,\n> {}"),
+        1
+    );
+    assert_eq!(hits("fn f() -> Result<String, MyError> {}"), 0);
+    assert_eq!(hits("fn f() -> Result<(), Vec<String>> {}"), 0);
+    assert_eq!(hits("fn f() -> StoreResult<String> {}"), 0);
+    assert_eq!(hits("fn f() -> Result<u8, Strings> {}"), 0);
+    assert_eq!(hits("// fn f() -> Result<(), String>"), 0);
 }

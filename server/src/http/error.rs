@@ -60,7 +60,9 @@ impl From<WorkbenchError> for ApiError {
         let status = match &e {
             WorkbenchError::TreeNotFound => StatusCode::NOT_FOUND,
             WorkbenchError::Tree(t) => return ApiError::from(t.clone()),
-            WorkbenchError::Invalid(_) | WorkbenchError::Dataset(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            WorkbenchError::Invalid(_) | WorkbenchError::Note(_) | WorkbenchError::Dataset(_) => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
             WorkbenchError::Conflict(_) => StatusCode::CONFLICT,
             WorkbenchError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             WorkbenchError::NotFound(_) => StatusCode::NOT_FOUND,

@@ -23,7 +23,7 @@ use serde_json::{Map, Value, json};
 use super::LlmError;
 use super::chat::{ChatRequest, ChatResponse, Message, Role, ToolCall, ToolChoice, Usage};
 use super::config::{Dialect, LlmConfig};
-use super::wire::{StreamReader, Wire, event_json};
+use super::wire::{StreamError, StreamReader, Wire, event_json};
 
 /// The Messages mapping.
 #[derive(Clone, Copy, Debug, Default)]
@@ -297,9 +297,9 @@ impl StreamReader for AnthropicStream {
         self.done
     }
 
-    fn finish(self: Box<Self>) -> Result<Value, String> {
+    fn finish(self: Box<Self>) -> Result<Value, StreamError> {
         if !self.done {
-            return Err("the stream ended before its message_stop event".into());
+            return Err(StreamError::EndedEarly("message_stop event"));
         }
         let content: Vec<Value> = self
             .blocks
@@ -362,7 +362,7 @@ mod tests {
         let mut cut = AnthropicWire.stream_reader();
         cut.event(None, r#"{"type":"message_start","message":{}}"#).unwrap();
         assert_eq!(
-            cut.finish().unwrap_err(),
+            cut.finish().unwrap_err().to_string(),
             "the stream ended before its message_stop event"
         );
         let mut bad = AnthropicWire.stream_reader();

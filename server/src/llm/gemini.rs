@@ -25,7 +25,7 @@ use super::LlmError;
 use super::chat::{ChatRequest, ChatResponse, Message, Role, ToolCall, ToolChoice, Usage};
 use super::config::{Dialect, LlmConfig};
 use super::schema;
-use super::wire::{StreamReader, Wire, event_json};
+use super::wire::{StreamError, StreamReader, Wire, event_json};
 
 /// Finish reasons that mean a filter withheld the answer.
 const BLOCKED: [&str; 6] = [
@@ -295,10 +295,10 @@ impl StreamReader for GeminiStream {
         false
     }
 
-    fn finish(self: Box<Self>) -> Result<Value, String> {
+    fn finish(self: Box<Self>) -> Result<Value, StreamError> {
         let blocked = self.feedback.as_ref().and_then(|f| f.get("blockReason")).is_some();
         if self.finish_reason.is_none() && !blocked {
-            return Err("the stream ended before its finishReason".into());
+            return Err(StreamError::EndedEarly("finishReason"));
         }
         let mut body = Map::new();
         if self.candidate {
@@ -345,7 +345,10 @@ mod tests {
         let mut cut = GeminiWire.stream_reader();
         cut.event(None, r#"{"candidates":[{"content":{"parts":[{"text":"Hel"}]}}]}"#)
             .unwrap();
-        assert_eq!(cut.finish().unwrap_err(), "the stream ended before its finishReason");
+        assert_eq!(
+            cut.finish().unwrap_err().to_string(),
+            "the stream ended before its finishReason"
+        );
         let mut blocked = GeminiWire.stream_reader();
         blocked
             .event(None, r#"{"promptFeedback":{"blockReason":"SAFETY"}}"#)

@@ -20,7 +20,7 @@ use serde_json::{Map, Value, json};
 
 use super::chat::{ChatRequest, ChatResponse, Message, ToolCall, ToolChoice, Usage};
 use super::config::{Dialect, LlmConfig, OpenAiJsonMode};
-use super::wire::{StreamReader, Wire, event_json};
+use super::wire::{StreamError, StreamReader, Wire, event_json};
 use super::{LlmError, schema};
 
 /// The Chat Completions mapping.
@@ -295,9 +295,9 @@ impl StreamReader for OpenAiStream {
         self.done
     }
 
-    fn finish(self: Box<Self>) -> Result<Value, String> {
+    fn finish(self: Box<Self>) -> Result<Value, StreamError> {
         if !self.done {
-            return Err("the stream ended before its [DONE] line".into());
+            return Err(StreamError::EndedEarly("[DONE] line"));
         }
         let mut message = Map::new();
         message.insert("role".into(), json!("assistant"));
@@ -371,19 +371,14 @@ mod tests {
         );
     }
 
-    /// Feeds `events` to a stream reader: the text pieces and the response read from the body
-    /// the stream makes.
-    fn streamed(events: &[&str]) -> (Vec<String>, Result<ChatResponse, String>) {
+    /// Feeds `events` to a stream reader: the text pieces and the body the stream makes.
+    fn streamed(events: &[&str]) -> (Vec<String>, Result<Value, StreamError>) {
         let mut r = OpenAiWire.stream_reader();
         let mut pieces = Vec::new();
         for e in events {
-            pieces.push(r.event(None, e).map_err(|e| e.to_string()).unwrap());
+            pieces.push(r.event(None, e).unwrap());
         }
-        let body = r.finish();
-        (
-            pieces,
-            body.and_then(|b| OpenAiWire.parse(&b).map_err(|e| e.to_string())),
-        )
+        (pieces, r.finish())
     }
 
     #[test]
@@ -406,10 +401,10 @@ mod tests {
             r#"{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":5,"total_tokens":17}}"#,
             "[DONE]",
         ]);
-        assert_eq!(got.unwrap(), plain);
+        assert_eq!(OpenAiWire.parse(&got.unwrap()).unwrap(), plain);
         assert_eq!(pieces.concat(), "Hello there");
         let (_, cut) = streamed(&[r#"{"choices":[{"index":0,"delta":{"content":"Hel"}}]}"#]);
-        assert_eq!(cut.unwrap_err(), "the stream ended before its [DONE] line");
+        assert_eq!(cut.unwrap_err().to_string(), "the stream ended before its [DONE] line");
         let mut r = OpenAiWire.stream_reader();
         let e = r
             .event(None, r#"{"choices":[{"delta":{"tool_calls":[{"index":4000000000}]}}]}"#)

@@ -338,9 +338,9 @@ impl<W: Wire> HttpProvider<W> {
                              {cap} bytes (LLM_MAX_RESPONSE_BYTES); it was cut off"
                         )));
                     }
-                    parser.feed(&chunk).map_err(fatal)?
+                    parser.feed(&chunk).map_err(|e| fatal(e.to_string()))?
                 }
-                None => parser.finish().map_err(fatal)?.into_iter().collect(),
+                None => parser.finish().map_err(|e| fatal(e.to_string()))?.into_iter().collect(),
             };
             for event in events {
                 let piece = reader
@@ -360,7 +360,7 @@ impl<W: Wire> HttpProvider<W> {
                     sink.text(&rest);
                 }
                 let body = reader.finish().map_err(|why| Failure::Transient {
-                    reason: why,
+                    reason: why.to_string(),
                     retry_after: None,
                 })?;
                 sink.end();

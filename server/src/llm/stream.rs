@@ -23,6 +23,11 @@ pub struct SseEvent {
     pub data: String,
 }
 
+/// A line of the event stream that is not UTF-8 (with where the bytes go wrong).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the event stream is not UTF-8 ({0})")]
+pub struct NotUtf8(std::str::Utf8Error);
+
 /// Splits a `text/event-stream` body into events, fed chunk by chunk.
 #[derive(Debug, Default)]
 pub struct SseParser {
@@ -36,7 +41,7 @@ pub struct SseParser {
 impl SseParser {
     /// Feeds one chunk; the events it completed, in order. Lines end with LF or CRLF; a line
     /// that is not UTF-8 is an error.
-    pub fn feed(&mut self, chunk: &[u8]) -> Result<Vec<SseEvent>, String> {
+    pub fn feed(&mut self, chunk: &[u8]) -> Result<Vec<SseEvent>, NotUtf8> {
         let mut out = Vec::new();
         let mut rest = chunk;
         while let Some(i) = rest.iter().position(|&b| b == b'\n') {
@@ -56,7 +61,7 @@ impl SseParser {
 
     /// The stream ended: the event it left unfinished, if it has data (servers may omit the
     /// last blank line).
-    pub fn finish(&mut self) -> Result<Option<SseEvent>, String> {
+    pub fn finish(&mut self) -> Result<Option<SseEvent>, NotUtf8> {
         let line = std::mem::take(&mut self.line);
         if !line.is_empty() {
             self.line_done(&line)?;
@@ -64,12 +69,12 @@ impl SseParser {
         self.line_done(b"")
     }
 
-    fn line_done(&mut self, line: &[u8]) -> Result<Option<SseEvent>, String> {
+    fn line_done(&mut self, line: &[u8]) -> Result<Option<SseEvent>, NotUtf8> {
         if line.is_empty() {
             let event = std::mem::take(&mut self.event);
             return Ok(std::mem::take(&mut self.has_data).then_some(event));
         }
-        let line = std::str::from_utf8(line).map_err(|e| format!("the event stream is not UTF-8 ({e})"))?;
+        let line = std::str::from_utf8(line).map_err(NotUtf8)?;
         if line.starts_with(':') {
             return Ok(None); // a comment: keep-alive
         }
@@ -135,7 +140,7 @@ impl<'a> Scrubber<'a> {
 mod tests {
     use super::*;
 
-    fn events(chunks: &[&[u8]]) -> Result<Vec<SseEvent>, String> {
+    fn events(chunks: &[&[u8]]) -> Result<Vec<SseEvent>, NotUtf8> {
         let mut p = SseParser::default();
         let mut out = Vec::new();
         for c in chunks {
@@ -184,7 +189,7 @@ mod tests {
                 "cut at {cut}"
             );
         }
-        let e = events(&[b"data: \xff\xfe\n\n"]).unwrap_err();
+        let e = events(&[b"data: \xff\xfe\n\n"]).unwrap_err().to_string();
         assert!(e.contains("not UTF-8"), "{e}");
     }
 

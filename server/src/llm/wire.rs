@@ -43,7 +43,17 @@ pub trait StreamReader: Send {
     fn done(&self) -> bool;
     /// The reply as the plain JSON body, or why the stream is incomplete (it ended before its
     /// end marker: a failed attempt).
-    fn finish(self: Box<Self>) -> Result<Value, String>;
+    fn finish(self: Box<Self>) -> Result<Value, StreamError>;
+}
+
+/// Why a streamed reply cannot be read whole. The provider takes it as a failed attempt, worth
+/// another (a plain call's cut-off body would be one too).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StreamError {
+    /// The stream ended before the dialect's end marker (`[DONE] line`, `message_stop event`,
+    /// `finishReason`).
+    #[error("the stream ended before its {0}")]
+    EndedEarly(&'static str),
 }
 
 /// A stream event's data as JSON, or an error quoting its start.

@@ -14,7 +14,7 @@
 //! are its own business); `repair` has nothing to apply there, since every acknowledged write
 //! is committed before its answer.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::journal::Journal;
 use super::postgres::Postgres;
@@ -32,26 +32,33 @@ pub struct Report {
     pub pending: usize,
 }
 
-fn open(dir: &Path) -> Result<Db<Sqlite>, String> {
+/// Why `check` or `repair` could not look (a problem they find is a line of the [`Report`]).
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    #[error("{} is not a simtree data folder (no simtree.db)", .0.display())]
+    NotADataFolder(PathBuf),
+    /// The store could not be opened or read; its message as the store wrote it.
+    #[error("{}", .0.0)]
+    Store(#[from] StoreError),
+}
+
+fn open(dir: &Path) -> Result<Db<Sqlite>, CheckError> {
     let file = dir.join("simtree.db");
     if !file.exists() {
-        return Err(format!(
-            "{} is not a simtree data folder (no simtree.db)",
-            dir.display()
-        ));
+        return Err(CheckError::NotADataFolder(dir.to_path_buf()));
     }
-    refuse_emptied(dir, &file).map_err(|e| e.0)?;
-    let mut db = Db::new(Sqlite::open(&file).map_err(|e| e.0)?);
-    db.migrate().map_err(|e| e.0)?;
+    refuse_emptied(dir, &file)?;
+    let mut db = Db::new(Sqlite::open(&file)?);
+    db.migrate()?;
     Ok(db)
 }
 
 /// Verifies a whole data folder (the server must not be running on it).
-pub fn check(dir: &Path) -> Result<Report, String> {
+pub fn check(dir: &Path) -> Result<Report, CheckError> {
     let mut db = open(dir)?;
     let mut report = Report::default();
-    let applied = db.journal_applied().map_err(|e| e.0)?;
-    let (_journal, pending, damage) = Journal::open_damaged(&dir.join("simtree.journal"), applied).map_err(|e| e.0)?;
+    let applied = db.journal_applied()?;
+    let (_journal, pending, damage) = Journal::open_damaged(&dir.join("simtree.journal"), applied)?;
     report.pending = pending.len();
     report.problems.extend(damage);
     match db.sql.query("PRAGMA integrity_check", &[]) {
@@ -71,18 +78,18 @@ pub fn check(dir: &Path) -> Result<Report, String> {
 }
 
 /// Verifies every row of a PostgreSQL database (a server may be running on it: this only reads).
-pub fn check_postgres(url: &str) -> Result<Report, String> {
-    let mut db = Db::new(Postgres::connect(url).map_err(|e| e.0)?);
-    db.migrate().map_err(|e| e.0)?;
+pub fn check_postgres(url: &str) -> Result<Report, CheckError> {
+    let mut db = Db::new(Postgres::connect(url)?);
+    db.migrate()?;
     let mut report = Report::default();
     rows(&mut db, &mut report)?;
     Ok(report)
 }
 
 /// `repair` for PostgreSQL: nothing to apply (no journal), said so.
-pub fn repair_postgres(url: &str) -> Result<String, String> {
-    let mut db = Db::new(Postgres::connect(url).map_err(|e| e.0)?);
-    db.migrate().map_err(|e| e.0)?;
+pub fn repair_postgres(url: &str) -> Result<String, CheckError> {
+    let mut db = Db::new(Postgres::connect(url)?);
+    db.migrate()?;
     Ok(
         "PostgreSQL keeps no commit journal (every acknowledged write is committed before its answer): \
         nothing to apply; damaged rows are listed by `simtree data check`"
@@ -91,8 +98,8 @@ pub fn repair_postgres(url: &str) -> Result<String, String> {
 }
 
 /// Checks every tree's node records, states, chunks and logs.
-fn rows<S: Sql>(db: &mut Db<S>, report: &mut Report) -> Result<(), String> {
-    let trees = db.trees().map_err(|e| e.0)?;
+fn rows<S: Sql>(db: &mut Db<S>, report: &mut Report) -> Result<(), CheckError> {
+    let trees = db.trees()?;
     report.trees = trees.len();
     for t in trees {
         let (nodes, damaged) = match db.nodes(t.id) {
@@ -171,18 +178,18 @@ fn rows<S: Sql>(db: &mut Db<S>, report: &mut Report) -> Result<(), String> {
 }
 
 /// Applies the journal's intact groups and sets a damaged journal aside. Returns what it did.
-pub fn repair(dir: &Path) -> Result<String, String> {
+pub fn repair(dir: &Path) -> Result<String, CheckError> {
     let mut db = open(dir)?;
-    let applied = db.journal_applied().map_err(|e| e.0)?;
+    let applied = db.journal_applied()?;
     let path = dir.join("simtree.journal");
-    let (mut journal, pending, damage) = Journal::open_damaged(&path, applied).map_err(|e| e.0)?;
+    let (mut journal, pending, damage) = Journal::open_damaged(&path, applied)?;
     let groups = pending.len();
     let kept = match damage {
         // The damaged file is kept aside, the intact groups go into the database.
-        Some(d) => Some((d, journal.set_aside().map_err(|e| e.0)?)),
+        Some(d) => Some((d, journal.set_aside()?)),
         None => None,
     };
-    super::apply_groups(&mut db, journal, pending, applied).map_err(|e| e.0)?;
+    super::apply_groups(&mut db, journal, pending, applied)?;
     Ok(match kept {
         Some((damage, aside)) => format!(
             "{damage}; applied the {groups} intact group(s) before it; the journal was set aside as {}",

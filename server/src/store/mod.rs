@@ -51,6 +51,22 @@ pub struct StoreError(pub String);
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
+/// Why one stored row cannot be given back: what is damaged in it (the text is shown after the
+/// tree and node it belongs to).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RowError {
+    #[error("log row at entry {entry} fails its checksum")]
+    LogChecksum { entry: u64 },
+    /// A log row written before checksums with an entry that is not JSON.
+    #[error("log entry {entry} is not JSON")]
+    LogNotJson { entry: u64 },
+    #[error("its record fails its checksum")]
+    RecordChecksum,
+    /// A column of a node record that does not parse (`what`), and why.
+    #[error("its record's {what} cannot be read: {why}")]
+    RecordColumn { what: &'static str, why: String },
+}
+
 /// A tree's row: its metadata and the next node id (ids are never reused, across restarts too).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TreeRow {
@@ -91,7 +107,7 @@ pub struct NodeRow {
 #[derive(Debug, Default)]
 pub struct NodeRows {
     pub rows: Vec<NodeRow>,
-    pub damaged: Vec<(u64, String)>,
+    pub damaged: Vec<(u64, RowError)>,
 }
 
 impl NodeRows {
@@ -124,16 +140,18 @@ pub struct LogRow {
 impl LogRow {
     /// The row's entries, or what is wrong with it: a checksum that does not match, or (rows
     /// without one) an entry that is not JSON.
-    pub fn verified(&self) -> Result<impl Iterator<Item = &str>, String> {
+    pub fn verified(&self) -> Result<impl Iterator<Item = &str>, RowError> {
         match self.crc {
             Some(crc) if crc32fast::hash(self.entries.as_bytes()) != crc => {
-                return Err(format!("log row at entry {} fails its checksum", self.index));
+                return Err(RowError::LogChecksum { entry: self.index });
             }
             Some(_) => {}
             None => {
                 for (k, e) in self.entries.split('\n').filter(|e| !e.is_empty()).enumerate() {
                     if serde_json::from_str::<serde::de::IgnoredAny>(e).is_err() {
-                        return Err(format!("log entry {} is not JSON", self.index + k as u64));
+                        return Err(RowError::LogNotJson {
+                            entry: self.index + k as u64,
+                        });
                     }
                 }
             }

@@ -8,7 +8,9 @@
 use simtree_shared::{EdgeType, NodeStatus, Op, SimKind};
 
 use super::lease::{self, Lease};
-use super::{Database, LogRow, NodeRow, NodeRows, ScenarioRow, StoreError, StoreResult, TextMatch, TreeRow, Write};
+use super::{
+    Database, LogRow, NodeRow, NodeRows, RowError, ScenarioRow, StoreError, StoreResult, TextMatch, TreeRow, Write,
+};
 use crate::chunks::ChunkKey;
 
 /// A statement parameter.
@@ -266,13 +268,13 @@ impl StoredNode {
 
     /// The record, or what is wrong with it: a checksum that does not match (`crc`: `None` in
     /// rows written before checksums), or a column that does not parse.
-    fn row(self, crc: Option<i64>) -> Result<NodeRow, String> {
+    fn row(self, crc: Option<i64>) -> Result<NodeRow, RowError> {
         if let Some(crc) = crc
             && crc as u32 != self.crc()
         {
-            return Err("its record fails its checksum".into());
+            return Err(RowError::RecordChecksum);
         }
-        let parse = |what: &str, e: String| format!("its record's {what} cannot be read: {e}");
+        let parse = |what: &'static str, why: String| RowError::RecordColumn { what, why };
         Ok(NodeRow {
             id: self.id,
             parent: self.parent,

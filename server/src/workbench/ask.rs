@@ -22,7 +22,7 @@ use crate::tree::{NodeId, TreeError, notebook};
 impl Workbench {
     /// Asks `req.agent` at `node` `req.question`; the answer, stored with the node.
     pub async fn ask(&self, tree: u64, node: NodeId, req: &AskRequest) -> Result<Ask, WorkbenchError> {
-        let question = notebook::question(&req.question).map_err(WorkbenchError::invalid)?;
+        let question = notebook::question(&req.question)?;
         let handle = self.tree(tree)?;
         let (sim, scenario, earlier) = {
             let mut t = handle.lock();

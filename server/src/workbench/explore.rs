@@ -239,17 +239,17 @@ impl ExploreData {
 
     /// Checks a row read back against its tree; `None` when its parent is gone. Replicates and
     /// candidates whose node went end as deleted.
-    fn check(&mut self, tree: &SimTree) -> Result<Option<Metric>, String> {
-        let metric = Metric::parse(&self.objective.metric).map_err(|e| e.to_string())?;
+    fn check(&mut self, tree: &SimTree) -> Result<Option<Metric>, RowMismatch> {
+        let metric = Metric::parse(&self.objective.metric)?;
         if self.candidates.is_empty() || self.candidates.len() > MAX_CANDIDATES {
-            return Err(format!("{} candidates", self.candidates.len()));
+            return Err(RowMismatch::Candidates(self.candidates.len()));
         }
         if tree.node(self.parent).is_err() {
             return Ok(None);
         }
         for c in &mut self.candidates {
             if c.children.len() != c.results.len() {
-                return Err("a candidate's replicates and results disagree".into());
+                return Err(RowMismatch::Replicates);
             }
             let there = tree.node(c.node).is_ok();
             if !there && c.dropped_after.is_none() {
@@ -263,6 +263,31 @@ impl ExploreData {
         }
         Ok(Some(metric))
     }
+}
+
+/// Why a stored exploration's row does not fit its tree (it is left out, with a warning).
+#[derive(Debug, thiserror::Error)]
+enum RowMismatch {
+    #[error(transparent)]
+    Metric(#[from] crate::sweep::SweepError),
+    #[error("{0} candidates")]
+    Candidates(usize),
+    #[error("a candidate's replicates and results disagree")]
+    Replicates,
+}
+
+/// Why an exploration ends instead of starting another round (its `reason`, as stored).
+#[derive(Debug, thiserror::Error)]
+enum RoundEnd {
+    #[error("one candidate is left")]
+    OneLeft,
+    #[error("the run budget cannot pay for another round ({used} of {cap} runs used)")]
+    RunsSpent { used: u64, cap: u64 },
+    /// Round `round` could not be attached (the tree's capacity, its ids, a run refused).
+    #[error("round {round} could not start: {why}")]
+    CannotStart { round: u32, why: WorkbenchError },
+    #[error("candidate {0}'s node is gone")]
+    CandidateGone(usize),
 }
 
 impl Explores {
@@ -536,7 +561,7 @@ async fn drive(wb: Arc<Workbench>, handle: Arc<TreeHandle>, record: Arc<ExploreR
         let round = match attach_round(&wb, &handle, &record) {
             Ok(Some(round)) => round,
             Ok(None) => break None,
-            Err(why) => break Some(why),
+            Err(why) => break Some(why.to_string()),
         };
         record.persist(&handle);
         if let Err(e) = handle.flush_async().await {
@@ -601,7 +626,11 @@ type RoundRun = (usize, usize, NodeId, super::Pending);
 
 /// Attaches the next round's runs (reserving them: `runs_used` counts them before any starts);
 /// `Ok(None)` when stopped, `Err` with the reason the exploration ends.
-fn attach_round(wb: &Workbench, handle: &TreeHandle, record: &ExploreRecord) -> Result<Option<Vec<RoundRun>>, String> {
+fn attach_round(
+    wb: &Workbench,
+    handle: &TreeHandle,
+    record: &ExploreRecord,
+) -> Result<Option<Vec<RoundRun>>, RoundEnd> {
     let mut t = handle.lock();
     let mut d = lock(&record.data);
     if record.stopped() {
@@ -614,31 +643,38 @@ fn attach_round(wb: &Workbench, handle: &TreeHandle, record: &ExploreRecord) -> 
     let add = next_round(alive.len(), have, d.replicates, d.run_cap.saturating_sub(d.runs_used));
     if add == 0 {
         return Err(if alive.len() <= 1 {
-            "one candidate is left".to_string()
+            RoundEnd::OneLeft
         } else {
-            format!(
-                "the run budget cannot pay for another round ({} of {} runs used)",
-                d.runs_used, d.run_cap
-            )
+            RoundEnd::RunsSpent {
+                used: d.runs_used,
+                cap: d.run_cap,
+            }
         });
     }
     let n = alive.len() * add as usize;
-    let refuse = |e: WorkbenchError| format!("round {} could not start: {e}", d.round + 1);
+    let refuse = |why: WorkbenchError| RoundEnd::CannotStart {
+        round: d.round + 1,
+        why,
+    };
     wb.check_capacity(&t, n).map_err(refuse)?;
     if t.ids_left() < n as u64 {
         return Err(refuse(TreeError::IdsExhausted.into()));
     }
     // Every candidate is still there (checked under the lock), so no attach below can fail.
     if let Some(&c) = alive.iter().find(|&&c| t.node(d.candidates[c].node).is_err()) {
-        return Err(format!("candidate {c}'s node is gone"));
+        return Err(RoundEnd::CandidateGone(c));
     }
     let (turns, seed) = (d.turns, d.seed);
     let mut runs = Vec::with_capacity(n);
     for &c in &alive {
         let cell = d.candidates[c].node;
         for k in have..have + add {
-            let mut p = Workbench::attach_run(handle, &mut t, cell, turns, None, EdgeType::Explore)
-                .map_err(|e| format!("round {} could not start: {e}", d.round + 1))?;
+            let mut p = Workbench::attach_run(handle, &mut t, cell, turns, None, EdgeType::Explore).map_err(|why| {
+                RoundEnd::CannotStart {
+                    round: d.round + 1,
+                    why,
+                }
+            })?;
             p.sim.reseed(seed.wrapping_add(k));
             p.budget = record.budget.clone();
             d.candidates[c].children.push(p.id);

@@ -31,7 +31,7 @@ impl Workbench {
         let handle = self.tree(tree)?;
         let mut t = handle.lock();
         t.node(node)?;
-        let after = notebook::patched(t.notes.get(&node), patch).map_err(WorkbenchError::invalid)?;
+        let after = notebook::patched(t.notes.get(&node), patch)?;
         self.writable()?;
         // Stored, then kept: one the store refuses changes nothing.
         handle.store_first(vec![annotate(tree, node, after.as_ref())])?;
@@ -47,12 +47,7 @@ impl Workbench {
             ));
         }
         let name = edit.name.as_deref().map(super::check_name).transpose()?;
-        let description = edit
-            .description
-            .as_deref()
-            .map(notebook::description)
-            .transpose()
-            .map_err(WorkbenchError::invalid)?;
+        let description = edit.description.as_deref().map(notebook::description).transpose()?;
         let handle = self.tree(tree)?;
         self.writable()?;
         {

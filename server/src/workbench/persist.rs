@@ -642,7 +642,7 @@ impl Workbench {
                 label.0 = Some(super::check_name(&name).map_err(|e| TreeError::InvalidOp(format!("name: {e}")))?);
             }
             if let Some(d) = importer.description.take() {
-                label.1 = crate::tree::notebook::description(&d).map_err(TreeError::InvalidOp)?;
+                label.1 = crate::tree::notebook::description(&d).map_err(|e| TreeError::InvalidOp(e.to_string()))?;
             }
             // A document travels with its tree; it is checked like one posted to create a tree.
             if let Some(version) = importer.scenario_version {
