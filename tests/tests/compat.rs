@@ -238,7 +238,10 @@ async fn small_epidemic(s: &Server) -> u64 {
     }
     sir["supportingInfo"]["title"] = "SIR epidemic among 30 people".into();
     let (st, r) = s
-        .post("/devui/simtree", &json!({"scenario": sir, "seed": 7, "name": "fixture epidemic"}))
+        .post(
+            "/devui/simtree",
+            &json!({"scenario": sir, "seed": 7, "name": "fixture epidemic"}),
+        )
         .await;
     assert_eq!(st, 200, "{r}");
     r["id"].as_u64().unwrap()
