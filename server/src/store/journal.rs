@@ -951,6 +951,66 @@ mod tests {
         let _ = std::fs::remove_dir_all(path.parent().unwrap());
     }
 
+    /// The journal's bytes of one sample of every kind of write, one hex line each, as the
+    /// journal has always written them (`server/tests/fixtures/journal/every_write.hex`).
+    const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/journal/every_write.hex");
+
+    fn hex(bytes: &[u8]) -> String {
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    fn unhex(line: &str) -> Vec<u8> {
+        (0..line.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&line[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    /// Each sample write encodes to the bytes recorded for it, and each recorded line reads back
+    /// as a sample and encodes to itself: the format of a kind never changes. A new kind's sample
+    /// is recorded with `UPDATE_SNAPSHOTS=1` (lines are only ever added).
+    #[test]
+    fn every_kind_of_write_keeps_its_bytes() {
+        let samples: Vec<(String, String)> = every_write()
+            .iter()
+            .map(|w| {
+                let mut out = Vec::new();
+                encode(&mut out, w);
+                (hex(&out), format!("{w:?}"))
+            })
+            .collect();
+        let mut golden: Vec<String> = std::fs::read_to_string(GOLDEN)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect();
+        let new: Vec<&(String, String)> = samples.iter().filter(|(h, _)| !golden.contains(h)).collect();
+        if !new.is_empty() && std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+            golden.extend(new.iter().map(|(h, _)| h.clone()));
+            std::fs::create_dir_all(Path::new(GOLDEN).parent().unwrap()).unwrap();
+            std::fs::write(GOLDEN, golden.join("\n") + "\n").unwrap();
+        } else {
+            let new: Vec<&str> = new.iter().map(|(_, w)| w.as_str()).collect();
+            assert!(
+                new.is_empty(),
+                "not in {GOLDEN} (a changed format, or a new kind: record it with UPDATE_SNAPSHOTS=1): {new:?}"
+            );
+        }
+        for line in &golden {
+            let bytes = unhex(line);
+            let writes = decode_all(&bytes).unwrap_or_else(|e| panic!("{line}: {e}"));
+            assert_eq!(writes.len(), 1, "{line}");
+            let mut again = Vec::new();
+            encode(&mut again, &writes[0]);
+            assert_eq!(&hex(&again), line, "{:?} no longer encodes as recorded", writes[0]);
+            let w = format!("{:?}", writes[0]);
+            assert!(
+                samples.iter().any(|(h, d)| h == line && *d == w),
+                "{w} is no sample any more"
+            );
+        }
+    }
+
     #[test]
     fn a_torn_or_damaged_record_ends_the_replay_and_a_gap_stops_it() {
         let path = temp("damage");
