@@ -22,6 +22,11 @@
 //! little-endian. Once every group in it is in the database and it is past [`WRAP_BYTES`], the
 //! journal starts over at its beginning, overwriting its own blocks: records left behind a newer
 //! lap have smaller numbers and end a replay.
+//!
+//! A write is its tag (one byte, never reused) then its fields. Most kinds are one line of
+//! `field_writes!` (tag, variant, fields in order), which makes both the encoder's and the
+//! decoder's arm; the four with lists or JSON columns (tree, node, state, deleted nodes) are
+//! written out by hand. `every_kind_of_write_keeps_its_bytes` holds each kind's bytes.
 
 use std::fs::File;
 use std::io::Read;
@@ -355,7 +360,118 @@ fn put_json<T: serde::Serialize>(out: &mut Vec<u8>, v: &T) {
     put_bytes(out, &serde_json::to_vec(v).unwrap_or_else(|_| b"null".to_vec()));
 }
 
+/// One field of a write in the journal: a `u64` as 8 little-endian bytes, text as its length
+/// then its UTF-8, an option as a flag byte (0 none, 1 some) then the value, an `f64` as its
+/// bits.
+trait Field: Sized {
+    fn put(&self, out: &mut Vec<u8>);
+    fn get(r: &mut Reader<'_>) -> StoreResult<Self>;
+}
+
+impl Field for u64 {
+    fn put(&self, out: &mut Vec<u8>) {
+        put_u64(out, *self);
+    }
+    fn get(r: &mut Reader<'_>) -> StoreResult<u64> {
+        r.u64()
+    }
+}
+
+impl Field for f64 {
+    fn put(&self, out: &mut Vec<u8>) {
+        put_u64(out, self.to_bits());
+    }
+    fn get(r: &mut Reader<'_>) -> StoreResult<f64> {
+        r.u64().map(f64::from_bits)
+    }
+}
+
+impl Field for String {
+    fn put(&self, out: &mut Vec<u8>) {
+        put_bytes(out, self.as_bytes());
+    }
+    fn get(r: &mut Reader<'_>) -> StoreResult<String> {
+        r.string()
+    }
+}
+
+impl Field for Option<u64> {
+    fn put(&self, out: &mut Vec<u8>) {
+        put_opt_u64(out, *self);
+    }
+    fn get(r: &mut Reader<'_>) -> StoreResult<Option<u64>> {
+        r.opt_u64()
+    }
+}
+
+impl Field for Option<String> {
+    fn put(&self, out: &mut Vec<u8>) {
+        put_opt_str(out, self.as_deref());
+    }
+    fn get(r: &mut Reader<'_>) -> StoreResult<Option<String>> {
+        r.opt_string()
+    }
+}
+
+/// The kinds of write whose fields are all [`Field`]s, each with its tag and its fields in the
+/// order they are written: one line makes both the encoder's and the decoder's arm. A new kind
+/// is a new line (tags are never reused); the compiler refuses a line that leaves a field out.
+macro_rules! field_writes {
+    ($($tag:literal => $kind:ident { $($field:ident),* $(,)? }),* $(,)?) => {
+        /// Writes `w` if it is one of these kinds; `false` when it is not.
+        fn encode_fields(out: &mut Vec<u8>, w: &Write) -> bool {
+            match w {
+                $(Write::$kind { $($field),* } => {
+                    out.push($tag);
+                    $(Field::put($field, out);)*
+                })*
+                _ => return false,
+            }
+            true
+        }
+
+        /// Reads a write of kind `tag` if it is one of these kinds; `None` when it is not.
+        fn decode_fields(tag: u8, r: &mut Reader<'_>) -> Option<StoreResult<Write>> {
+            match tag {
+                $($tag => Some((|| Ok(Write::$kind { $($field: Field::get(r)?),* }))()),)*
+                _ => None,
+            }
+        }
+    };
+}
+
+field_writes! {
+    1 => Rename { tree, name },
+    2 => Touch { tree, last_activity, seq, nodes },
+    4 => Log { tree, node, index, count, entries },
+    7 => Sweep { tree, id, body },
+    8 => DeleteSweep { tree, id },
+    9 => DeleteTree { tree },
+    10 => Applied { seq },
+    11 => ImportBegin { tree },
+    12 => ImportEnd { tree },
+    13 => Document { tree, body },
+    14 => Dataset { name, body },
+    15 => DeleteDataset { name },
+    16 => SaveScenario { id, version, saved, body },
+    17 => DeleteScenario { id },
+    18 => Origin { tree, scenario, version },
+    // 20–23: the notebook's (annotations, descriptions, search texts, asks).
+    20 => Annotate { tree, node, body },
+    21 => Describe { tree, description },
+    22 => Text { tree, node, kind, ord, body },
+    23 => Ask { tree, node, seq, body },
+    // 28–30: explorations and a tree's money cap.
+    28 => Explore { tree, id, body },
+    29 => DeleteExplore { tree, id },
+    30 => TreeMoney { tree, money },
+}
+
+/// Appends `w` in its binary form: its tag, then its fields.
 fn encode(out: &mut Vec<u8>, w: &Write) {
+    if encode_fields(out, w) {
+        return;
+    }
     match w {
         Write::Tree(t) => {
             out.push(0);
@@ -367,22 +483,6 @@ fn encode(out: &mut Vec<u8>, w: &Write) {
                 put_u64(out, v);
             }
             put_opt_u64(out, t.budget);
-        }
-        Write::Rename { tree, name } => {
-            out.push(1);
-            put_u64(out, *tree);
-            put_bytes(out, name.as_bytes());
-        }
-        Write::Touch {
-            tree,
-            last_activity,
-            seq,
-            nodes,
-        } => {
-            out.push(2);
-            for v in [*tree, *last_activity, *seq, *nodes] {
-                put_u64(out, v);
-            }
         }
         Write::Node { tree, row } => {
             out.push(3);
@@ -398,19 +498,6 @@ fn encode(out: &mut Vec<u8>, w: &Write) {
             put_opt_u64(out, row.finished);
             put_u64(out, row.turns);
             put_json(out, &row.records);
-        }
-        Write::Log {
-            tree,
-            node,
-            index,
-            count,
-            entries,
-        } => {
-            out.push(4);
-            for v in [*tree, *node, *index, *count] {
-                put_u64(out, v);
-            }
-            put_bytes(out, entries.as_bytes());
         }
         Write::State {
             tree,
@@ -437,124 +524,7 @@ fn encode(out: &mut Vec<u8>, w: &Write) {
                 put_u64(out, *n);
             }
         }
-        Write::Sweep { tree, id, body } => {
-            out.push(7);
-            put_u64(out, *tree);
-            put_u64(out, *id);
-            put_bytes(out, body.as_bytes());
-        }
-        Write::DeleteSweep { tree, id } => {
-            out.push(8);
-            put_u64(out, *tree);
-            put_u64(out, *id);
-        }
-        // Tags 28 and 29 (explore).
-        Write::Explore { tree, id, body } => {
-            out.push(28);
-            put_u64(out, *tree);
-            put_u64(out, *id);
-            put_bytes(out, body.as_bytes());
-        }
-        Write::DeleteExplore { tree, id } => {
-            out.push(29);
-            put_u64(out, *tree);
-            put_u64(out, *id);
-        }
-        // Tag 30 (explore).
-        Write::TreeMoney { tree, money } => {
-            out.push(30);
-            put_u64(out, *tree);
-            put_u64(out, money.to_bits());
-        }
-        Write::DeleteTree { tree } => {
-            out.push(9);
-            put_u64(out, *tree);
-        }
-        Write::Applied { seq } => {
-            out.push(10);
-            put_u64(out, *seq);
-        }
-        Write::ImportBegin { tree } => {
-            out.push(11);
-            put_u64(out, *tree);
-        }
-        Write::ImportEnd { tree } => {
-            out.push(12);
-            put_u64(out, *tree);
-        }
-        Write::Document { tree, body } => {
-            out.push(13);
-            put_u64(out, *tree);
-            put_bytes(out, body.as_bytes());
-        }
-        Write::Dataset { name, body } => {
-            out.push(14);
-            put_bytes(out, name.as_bytes());
-            put_bytes(out, body.as_bytes());
-        }
-        Write::DeleteDataset { name } => {
-            out.push(15);
-            put_bytes(out, name.as_bytes());
-        }
-        Write::SaveScenario {
-            id,
-            version,
-            saved,
-            body,
-        } => {
-            out.push(16);
-            put_bytes(out, id.as_bytes());
-            put_u64(out, *version);
-            put_u64(out, *saved);
-            put_bytes(out, body.as_bytes());
-        }
-        Write::DeleteScenario { id } => {
-            out.push(17);
-            put_bytes(out, id.as_bytes());
-        }
-        Write::Origin {
-            tree,
-            scenario,
-            version,
-        } => {
-            out.push(18);
-            put_u64(out, *tree);
-            put_bytes(out, scenario.as_bytes());
-            put_u64(out, *version);
-        }
-        // 20–24: the notebook's (annotations, descriptions, search texts).
-        Write::Annotate { tree, node, body } => {
-            out.push(20);
-            put_u64(out, *tree);
-            put_u64(out, *node);
-            put_opt_str(out, body.as_deref());
-        }
-        Write::Describe { tree, description } => {
-            out.push(21);
-            put_u64(out, *tree);
-            put_opt_str(out, description.as_deref());
-        }
-        Write::Text {
-            tree,
-            node,
-            kind,
-            ord,
-            body,
-        } => {
-            out.push(22);
-            put_u64(out, *tree);
-            put_u64(out, *node);
-            put_bytes(out, kind.as_bytes());
-            put_u64(out, *ord);
-            put_bytes(out, body.as_bytes());
-        }
-        Write::Ask { tree, node, seq, body } => {
-            out.push(23);
-            for v in [*tree, *node, *seq] {
-                put_u64(out, v);
-            }
-            put_bytes(out, body.as_bytes());
-        }
+        other => unreachable!("{other:?} has its arm in field_writes!"),
     }
 }
 
@@ -624,7 +594,11 @@ impl<'a> Reader<'a> {
     }
 
     fn write(&mut self) -> StoreResult<Write> {
-        Ok(match self.byte()? {
+        let tag = self.byte()?;
+        if let Some(w) = decode_fields(tag, self) {
+            return w;
+        }
+        Ok(match tag {
             0 => Write::Tree(TreeRow {
                 id: self.u64()?,
                 name: self.string()?,
@@ -637,16 +611,6 @@ impl<'a> Reader<'a> {
                 budget: self.opt_u64()?,
                 description: None,
             }),
-            1 => Write::Rename {
-                tree: self.u64()?,
-                name: self.string()?,
-            },
-            2 => Write::Touch {
-                tree: self.u64()?,
-                last_activity: self.u64()?,
-                seq: self.u64()?,
-                nodes: self.u64()?,
-            },
             3 => Write::Node {
                 tree: self.u64()?,
                 row: NodeRow {
@@ -662,13 +626,6 @@ impl<'a> Reader<'a> {
                     turns: self.u64()?,
                     records: self.json()?,
                 },
-            },
-            4 => Write::Log {
-                tree: self.u64()?,
-                node: self.u64()?,
-                index: self.u64()?,
-                count: self.u64()?,
-                entries: self.string()?,
             },
             5 => {
                 let tree = self.u64()?;
@@ -694,75 +651,6 @@ impl<'a> Reader<'a> {
                 let nodes = (0..n).map(|_| self.u64()).collect::<StoreResult<_>>()?;
                 Write::DeleteNodes { tree, nodes }
             }
-            7 => Write::Sweep {
-                tree: self.u64()?,
-                id: self.u64()?,
-                body: self.string()?,
-            },
-            8 => Write::DeleteSweep {
-                tree: self.u64()?,
-                id: self.u64()?,
-            },
-            9 => Write::DeleteTree { tree: self.u64()? },
-            28 => Write::Explore {
-                tree: self.u64()?,
-                id: self.u64()?,
-                body: self.string()?,
-            },
-            29 => Write::DeleteExplore {
-                tree: self.u64()?,
-                id: self.u64()?,
-            },
-            30 => Write::TreeMoney {
-                tree: self.u64()?,
-                money: f64::from_bits(self.u64()?),
-            },
-            10 => Write::Applied { seq: self.u64()? },
-            11 => Write::ImportBegin { tree: self.u64()? },
-            12 => Write::ImportEnd { tree: self.u64()? },
-            13 => Write::Document {
-                tree: self.u64()?,
-                body: self.string()?,
-            },
-            14 => Write::Dataset {
-                name: self.string()?,
-                body: self.string()?,
-            },
-            15 => Write::DeleteDataset { name: self.string()? },
-            16 => Write::SaveScenario {
-                id: self.string()?,
-                version: self.u64()?,
-                saved: self.u64()?,
-                body: self.string()?,
-            },
-            17 => Write::DeleteScenario { id: self.string()? },
-            18 => Write::Origin {
-                tree: self.u64()?,
-                scenario: self.string()?,
-                version: self.u64()?,
-            },
-            20 => Write::Annotate {
-                tree: self.u64()?,
-                node: self.u64()?,
-                body: self.opt_string()?,
-            },
-            21 => Write::Describe {
-                tree: self.u64()?,
-                description: self.opt_string()?,
-            },
-            23 => Write::Ask {
-                tree: self.u64()?,
-                node: self.u64()?,
-                seq: self.u64()?,
-                body: self.string()?,
-            },
-            22 => Write::Text {
-                tree: self.u64()?,
-                node: self.u64()?,
-                kind: self.string()?,
-                ord: self.u64()?,
-                body: self.string()?,
-            },
             t => return Err(damaged(&format!("unknown write type {t}"))),
         })
     }
