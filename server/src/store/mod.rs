@@ -21,6 +21,7 @@
 pub mod check;
 mod journal;
 pub mod lease;
+pub mod load;
 mod packed;
 mod postgres;
 mod source;
