@@ -143,6 +143,12 @@ pub enum Command {
         /// Seconds a WebSocket client may stay silent (pings unanswered) before it is closed.
         #[arg(long, default_value_t = Limits::default().ws_idle.as_secs(), value_parser = clap::value_parser!(u64).range(3..=86_400))]
         ws_idle_secs: u64,
+        /// Seconds the runs in flight may take to finish once the server is asked to stop
+        /// (SIGTERM, Ctrl-C); the rest are then cancelled and stored as cancelled.
+        #[arg(long, env = "SIMTREE_SHUTDOWN_GRACE_SECS",
+              default_value_t = crate::http::DEFAULT_SHUTDOWN_GRACE.as_secs(),
+              value_parser = clap::value_parser!(u64).range(0..=3600))]
+        shutdown_grace_secs: u64,
         #[command(flatten)]
         storage: StorageArgs,
     },
@@ -409,6 +415,7 @@ fn run(cli: Cli) -> Result<(), String> {
             max_connections,
             max_websockets,
             ws_idle_secs,
+            shutdown_grace_secs,
             storage,
         } => {
             let access = access_policy(addr, token, allow_origin)?;
@@ -445,6 +452,7 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             let mut app = AppState::new(wb);
             app.access = std::sync::Arc::new(access);
+            app.shutdown_grace = std::time::Duration::from_secs(shutdown_grace_secs);
             if let Some(dir) = static_dir {
                 app.static_dir = dir;
             }

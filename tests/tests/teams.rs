@@ -260,3 +260,91 @@ async fn a_server_that_lost_its_lease_takes_no_more_writes() {
     assert_eq!(node_ids(&second, t).await, [0, n1, n2]);
     assert_eq!(tree_ids(&second).await, [t]);
 }
+
+// ---- graceful shutdown: runs finish within the grace period, the rest are cancelled ----
+
+/// An OpenAI-shaped server answering as the offline mock would, after `delay`.
+async fn slow_provider(delay: Duration) -> String {
+    use axum::Json;
+    use axum::routing::post;
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        post(move |Json(body): Json<serde_json::Value>| async move {
+            tokio::time::sleep(delay).await;
+            Json(json!({
+                "id": "cmpl-1", "object": "chat.completion", "model": body["model"],
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": simtree_e2e::mock_reply(&body)},
+                             "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}
+            }))
+        }),
+    );
+    simtree_e2e::serve_provider(app).await.0
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_lets_runs_finish_then_cancels_the_rest_and_frees_the_database() {
+    let pg = Postgres::start();
+    let llm = slow_provider(Duration::from_millis(150)).await;
+    let env = [
+        ("LLM_DIALECT", "openai"),
+        ("LLM_BASE_URL", llm.as_str()),
+        ("LLM_API_KEY", "sk-test-secret"),
+        ("LLM_MODEL", "fake-model"),
+    ];
+    let mut f = flags(&pg, "30");
+    f.extend(["--shutdown-grace-secs", "3"]);
+    let mut s = Server::start_env(&f, &env);
+    let t = s.create("simple_chat").await;
+    // One run that ends within the grace period, one that cannot (200 turns of slow calls).
+    let short = s.advance_in_background(t, 0, 2);
+    let long = s.advance_in_background(t, 0, 200);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, g) = s.get(&format!("/devui/simtree/{t}/graph")).await;
+        if g["running"].as_array().map_or(0, Vec::len) == 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "both runs should be running: {g}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let asked = Instant::now();
+    signal(&s, libc::SIGTERM);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Stopping: not ready, no new work, reads go on.
+    let (status, body) = s.get("/ready").await;
+    assert_eq!(status, 503, "{body}");
+    assert!(body["detail"].as_str().unwrap().contains("shutting down"), "{body}");
+    let (status, body) = s.post("/devui/simtree", &json!({"scenario": "simple_chat"})).await;
+    assert_eq!(status, 503, "{body}");
+    let (status, _) = s.get(&format!("/devui/simtree/{t}/graph")).await;
+    assert_eq!(status, 200);
+    // The short run finished and was acknowledged; the long one was cancelled at the end of the
+    // grace period and answered as such.
+    let short = short.await.unwrap();
+    let long = long.await.unwrap();
+    assert!(short["child"].is_u64() && short["error"].is_null(), "{short}");
+    assert!(long["child"].is_u64(), "{long}");
+    s.terminate();
+    let took = asked.elapsed();
+    assert!(
+        took >= Duration::from_secs(3) && took < Duration::from_secs(15),
+        "stopped after {took:?}"
+    );
+    // Stored so: nothing left running (it would read back as interrupted).
+    let store = Store::open_postgres_with(&pg.url, None).unwrap();
+    let rows = store.read(move |db| db.nodes(t)).unwrap().rows;
+    let status_of = |id: u64| {
+        rows.iter()
+            .find(|r| r.id == id)
+            .map(|r| format!("{:?}", r.status))
+            .unwrap_or_default()
+    };
+    assert_eq!(status_of(short["child"].as_u64().unwrap()), "Done");
+    assert_eq!(status_of(long["child"].as_u64().unwrap()), "Cancelled");
+    assert!(rows.iter().all(|r| !r.status.is_running()), "{rows:?}");
+    drop(store);
+    // The lease was released: the next server starts at once.
+    let next = Server::try_start_env(&flags(&pg, "30"), &env).expect("the database is free after SIGTERM");
+    assert_eq!(tree_ids(&next).await, [t]);
+}
