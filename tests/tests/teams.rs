@@ -348,3 +348,80 @@ async fn sigterm_lets_runs_finish_then_cancels_the_rest_and_frees_the_database()
     let next = Server::try_start_env(&flags(&pg, "30"), &env).expect("the database is free after SIGTERM");
     assert_eq!(tree_ids(&next).await, [t]);
 }
+
+// ---- the deploy examples ----
+
+/// The YAML documents of `docs/deploy/<file>` as JSON, read by PyYAML (`python3-yaml`).
+fn yaml_documents(file: &str) -> Vec<serde_json::Value> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../docs/deploy")
+        .join(file);
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import json, sys, yaml; print(json.dumps(list(yaml.safe_load_all(open(sys.argv[1])))))",
+        ])
+        .arg(&path)
+        .output()
+        .expect("python3 runs (the YAML check needs python3 with python3-yaml)");
+    assert!(
+        out.status.success(),
+        "{} does not parse as YAML (or python3-yaml is missing): {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn the_deploy_examples_parse_and_hang_together() {
+    let compose = yaml_documents("compose.yaml");
+    assert_eq!(compose.len(), 1);
+    assert!(
+        compose[0]["services"]["simtree"]["healthcheck"]["test"]
+            .to_string()
+            .contains("/ready")
+    );
+
+    let k8s = yaml_documents("kubernetes.yaml");
+    let of = |kind: &str| {
+        k8s.iter()
+            .find(|d| d["kind"] == kind)
+            .unwrap_or_else(|| panic!("no {kind} in kubernetes.yaml"))
+    };
+    let (secret, deployment, service) = (of("Secret"), of("Deployment"), of("Service"));
+    assert_eq!(deployment["spec"]["replicas"], 1, "one server per database");
+    assert_eq!(deployment["spec"]["strategy"]["type"], "Recreate");
+    let pod = &deployment["spec"]["template"];
+    assert_eq!(pod["metadata"]["labels"], deployment["spec"]["selector"]["matchLabels"]);
+    assert_eq!(service["spec"]["selector"], pod["metadata"]["labels"]);
+    let c = &pod["spec"]["containers"][0];
+    assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/ready");
+    assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/health");
+    let port = &c["ports"][0]["name"];
+    assert_eq!(&c["readinessProbe"]["httpGet"]["port"], port);
+    assert_eq!(&service["spec"]["ports"][0]["targetPort"], port);
+    assert!(c["args"].to_string().contains("0.0.0.0:8090") && c["ports"][0]["containerPort"] == 8090);
+    // Every secret the container reads is in the Secret; the database URL comes from it.
+    let env = c["env"].as_array().unwrap();
+    for e in env.iter().filter(|e| !e["valueFrom"].is_null()) {
+        let r = &e["valueFrom"]["secretKeyRef"];
+        assert_eq!(r["name"], secret["metadata"]["name"]);
+        let key = r["key"].as_str().unwrap();
+        assert!(secret["stringData"][key].is_string(), "{key} is not in the Secret");
+    }
+    let named = |n: &str| {
+        env.iter()
+            .find(|e| e["name"] == n)
+            .unwrap_or_else(|| panic!("{n} not set"))
+    };
+    assert!(!named("SIMTREE_DATABASE_URL")["valueFrom"].is_null());
+    assert!(!named("SIMTREE_TOKEN")["valueFrom"].is_null());
+    // The pod may take longer to stop than the server's grace period.
+    let grace: u64 = named("SIMTREE_SHUTDOWN_GRACE_SECS")["value"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(pod["spec"]["terminationGracePeriodSeconds"].as_u64().unwrap() > grace);
+}
