@@ -143,6 +143,12 @@ pub enum Command {
         /// Seconds a WebSocket client may stay silent (pings unanswered) before it is closed.
         #[arg(long, default_value_t = Limits::default().ws_idle.as_secs(), value_parser = clap::value_parser!(u64).range(3..=86_400))]
         ws_idle_secs: u64,
+        /// Seconds the runs in flight may take to finish once the server is asked to stop
+        /// (SIGTERM, Ctrl-C); the rest are then cancelled and stored as cancelled.
+        #[arg(long, env = "SIMTREE_SHUTDOWN_GRACE_SECS",
+              default_value_t = crate::http::DEFAULT_SHUTDOWN_GRACE.as_secs(),
+              value_parser = clap::value_parser!(u64).range(0..=3600))]
+        shutdown_grace_secs: u64,
         #[command(flatten)]
         storage: StorageArgs,
     },
@@ -415,10 +421,12 @@ fn run(cli: Cli) -> Result<(), String> {
             max_connections,
             max_websockets,
             ws_idle_secs,
+            shutdown_grace_secs,
             storage,
         } => {
             let access = access_policy(addr, token, allow_origin)?;
             let backend = backend(llm_config.as_deref())?;
+            let shared_backend = backend.clone();
             let limits = Limits {
                 max_body_bytes,
                 max_turns_per_request: max_turns,
@@ -450,6 +458,7 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             let mut app = AppState::new(wb);
             app.access = std::sync::Arc::new(access);
+            app.shutdown_grace = std::time::Duration::from_secs(shutdown_grace_secs);
             if let Some(dir) = static_dir {
                 app.static_dir = dir;
             }
@@ -464,8 +473,19 @@ fn run(cli: Cli) -> Result<(), String> {
                 .enable_all()
                 .build()
                 .map_err(|e| e.to_string())?;
-            rt.block_on(crate::http::serve(app, addr))
-                .map_err(|e| format!("cannot serve on {addr}: {e}"))
+            rt.block_on(async {
+                let sharing = match &storage.database_url {
+                    Some(url) => share_endpoint_load(&shared_backend, url).await,
+                    None => None,
+                };
+                let served = crate::http::serve(app, addr).await;
+                if let Some((stop, task)) = sharing {
+                    stop.notify_one();
+                    let _ = task.await;
+                }
+                served
+            })
+            .map_err(|e| format!("cannot serve on {addr}: {e}"))
         }
         Command::Run(args) => run_headless(&library, &assets, sandbox, args),
         Command::Sweep {
@@ -844,6 +864,27 @@ fn abm(command: AbmCommand, assets: &std::path::Path, sandbox: crate::abm::Sandb
         AbmCommand::Setup => crate::abm::venv::ensure_venv(&root)
             .map(|p| eprintln!("ABM worker python: {}", p.display()))
             .map_err(|e| e.to_string()),
+    }
+}
+
+/// With PostgreSQL, shares the limits of the backend's LLM endpoints with every other process on
+/// the database (see [`crate::llm::endpoints`]); call it inside the runtime that runs the calls.
+/// Notify the handle to stop (the process then leaves the board). Without real providers, or when
+/// the board cannot be set up (said on stderr), each endpoint's limit is this process's alone.
+pub async fn share_endpoint_load(
+    backend: &Backend,
+    database_url: &str,
+) -> Option<(Arc<tokio::sync::Notify>, tokio::task::JoinHandle<()>)> {
+    let Backend::Provider(providers) = backend else {
+        return None;
+    };
+    let holder = crate::store::lease::Lease::this_process(crate::store::lease::DEFAULT_LEASE).holder;
+    match crate::store::load::PgBoard::connect(database_url, holder).await {
+        Ok(board) => providers.pool.share_load(Arc::new(board)),
+        Err(e) => {
+            eprintln!("simtree: LLM endpoint limits are not shared with other processes: {e}");
+            None
+        }
     }
 }
 

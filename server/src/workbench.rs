@@ -12,6 +12,7 @@
 mod ask;
 mod calls;
 mod datasets;
+pub mod drain;
 mod estimate;
 mod explore;
 pub mod library;

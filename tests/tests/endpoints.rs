@@ -148,3 +148,173 @@ async fn a_busy_server_s_overflow_goes_to_the_least_loaded() {
         "the load was spread: {per:?}"
     );
 }
+
+// ---- limits shared by processes on one PostgreSQL (the load board) ----
+
+/// A fake server that counts the requests it is serving at once: the most ever seen, and which
+/// affinity key (the message text) each request carried.
+#[derive(Clone, Default)]
+struct Counting {
+    now: Arc<std::sync::atomic::AtomicUsize>,
+    most: Arc<std::sync::atomic::AtomicUsize>,
+    keys: Arc<Mutex<Vec<String>>>,
+}
+
+async fn counted(State(c): State<Counting>, Json(body): Json<Value>) -> Json<Value> {
+    use std::sync::atomic::Ordering::SeqCst;
+    let n = c.now.fetch_add(1, SeqCst) + 1;
+    c.most.fetch_max(n, SeqCst);
+    c.keys
+        .lock()
+        .unwrap()
+        .push(body["messages"][0]["content"].as_str().unwrap_or("").to_string());
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    c.now.fetch_sub(1, SeqCst);
+    Json(json!({
+        "id": "cmpl-1", "object": "chat.completion", "model": body["model"],
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11}
+    }))
+}
+
+use simtree::llm::{ChatProvider, ChatRequest, LlmConfig, LlmState, Message, ProviderPool, Role};
+
+/// What one process would build: a pool with one model on `urls`, at most `limit` calls in
+/// flight per server; with `database`, its limits shared through the load board.
+async fn process(
+    urls: &[String],
+    limit: usize,
+    database: Option<&str>,
+    holder: &str,
+) -> (ProviderPool, Arc<dyn ChatProvider>) {
+    let mut config = LlmConfig::for_dialect(simtree::llm::Dialect::OpenAi);
+    config.base_urls = urls.to_vec();
+    config.model = "fake-model".into();
+    config.api_key = simtree::llm::ApiKey::new("sk-test-secret");
+    config.max_concurrency = limit;
+    config.timeout_s = 20.0;
+    let pool = ProviderPool::new();
+    let provider = pool.get(&config).unwrap();
+    if let Some(url) = database {
+        let board = simtree::store::load::PgBoard::connect(url, holder.to_string())
+            .await
+            .unwrap();
+        assert!(pool.share_load(Arc::new(board)).is_some());
+    }
+    (pool, provider)
+}
+
+/// `n` calls at once on `provider`, each with affinity `key(i)`; the message says the key.
+async fn calls(provider: &Arc<dyn ChatProvider>, n: u64, key: impl Fn(u64) -> u64) -> Vec<tokio::task::JoinHandle<()>> {
+    (0..n)
+        .map(|i| {
+            let (p, k) = (provider.clone(), key(i));
+            tokio::spawn(async move {
+                let mut st = LlmState {
+                    affinity: k,
+                    ..LlmState::default()
+                };
+                let req = ChatRequest::new(vec![Message::new(Role::User, format!("key {k}"))]);
+                p.chat(&req, &mut st).await.unwrap();
+            })
+        })
+        .collect()
+}
+
+async fn two_servers() -> (Vec<String>, Vec<Counting>) {
+    let mut urls = Vec::new();
+    let mut fakes = Vec::new();
+    for _ in 0..2 {
+        let c = Counting::default();
+        let app = axum::Router::new()
+            .route("/v1/chat/completions", post(counted))
+            .with_state(c.clone());
+        urls.push(serve_provider(app).await.0);
+        fakes.push(c);
+    }
+    (urls, fakes)
+}
+
+fn most(fakes: &[Counting]) -> Vec<usize> {
+    fakes
+        .iter()
+        .map(|f| f.most.load(std::sync::atomic::Ordering::SeqCst))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn processes_on_one_database_share_each_server_s_limit() {
+    let pg = simtree_e2e::Postgres::start();
+    // Without the board, two processes each fill a server's limit of 3: the test can fail.
+    let (urls, fakes) = two_servers().await;
+    let (_a, pa) = process(&urls, 3, None, "a").await;
+    let (_b, pb) = process(&urls, 3, None, "b").await;
+    let mut all = calls(&pa, 12, |_| 0).await;
+    all.extend(calls(&pb, 12, |_| 0).await);
+    for c in all {
+        c.await.unwrap();
+    }
+    assert!(
+        most(&fakes).iter().any(|&m| m > 3),
+        "alone, each process fills the limit: {:?}",
+        most(&fakes)
+    );
+
+    // With the board: never more than 3 at a server, from both processes together, and both
+    // servers fully used.
+    let (urls, fakes) = two_servers().await;
+    let (a, pa) = process(&urls, 3, Some(&pg.url), "a").await;
+    let (b, pb) = process(&urls, 3, Some(&pg.url), "b").await;
+    for round in 0..3 {
+        let mut all = calls(&pa, 12, |_| 0).await;
+        all.extend(calls(&pb, 12 + round * 4, |_| 0).await);
+        for c in all {
+            c.await.unwrap();
+        }
+        assert!(
+            most(&fakes).iter().all(|&m| m <= 3),
+            "round {round}: {:?}",
+            most(&fakes)
+        );
+    }
+    assert_eq!(most(&fakes), vec![3, 3], "the servers were used up to their limit");
+    // The board's rows: one per process and server, holdings within the limit.
+    let rows = pg.sql("SELECT endpoint, sum(reserved) FROM llm_load GROUP BY endpoint ORDER BY 1");
+    assert_eq!(rows.lines().filter(|l| !l.trim().is_empty()).count(), 2, "{rows}");
+    for line in rows.lines().filter(|l| !l.trim().is_empty()) {
+        let held: u64 = line.rsplit('|').next().unwrap().trim().parse().unwrap();
+        assert!(held <= 3, "{rows}");
+    }
+
+    // Affinity still holds: a key's calls from both processes meet one server while it has room.
+    for f in &fakes {
+        f.keys.lock().unwrap().clear();
+    }
+    for key in 1..=6u64 {
+        for _ in 0..3 {
+            let mut both = calls(&pa, 1, |_| key).await;
+            both.extend(calls(&pb, 1, |_| key).await);
+            for c in both {
+                c.await.unwrap();
+            }
+        }
+    }
+    let mut servers_used = std::collections::BTreeSet::new();
+    for key in 1..=6u64 {
+        let text = format!("key {key}");
+        let at: Vec<usize> = fakes
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.keys.lock().unwrap().contains(&text))
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(at.len(), 1, "{text} went to {at:?}");
+        assert_eq!(
+            fakes[at[0]].keys.lock().unwrap().iter().filter(|k| **k == text).count(),
+            6
+        );
+        servers_used.insert(at[0]);
+    }
+    assert_eq!(servers_used.len(), 2, "the keys are spread over both servers");
+    drop((a, b));
+}

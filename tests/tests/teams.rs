@@ -260,3 +260,168 @@ async fn a_server_that_lost_its_lease_takes_no_more_writes() {
     assert_eq!(node_ids(&second, t).await, [0, n1, n2]);
     assert_eq!(tree_ids(&second).await, [t]);
 }
+
+// ---- graceful shutdown: runs finish within the grace period, the rest are cancelled ----
+
+/// An OpenAI-shaped server answering as the offline mock would, after `delay`.
+async fn slow_provider(delay: Duration) -> String {
+    use axum::Json;
+    use axum::routing::post;
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        post(move |Json(body): Json<serde_json::Value>| async move {
+            tokio::time::sleep(delay).await;
+            Json(json!({
+                "id": "cmpl-1", "object": "chat.completion", "model": body["model"],
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": simtree_e2e::mock_reply(&body)},
+                             "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}
+            }))
+        }),
+    );
+    simtree_e2e::serve_provider(app).await.0
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_lets_runs_finish_then_cancels_the_rest_and_frees_the_database() {
+    let pg = Postgres::start();
+    let llm = slow_provider(Duration::from_millis(150)).await;
+    let env = [
+        ("LLM_DIALECT", "openai"),
+        ("LLM_BASE_URL", llm.as_str()),
+        ("LLM_API_KEY", "sk-test-secret"),
+        ("LLM_MODEL", "fake-model"),
+    ];
+    let mut f = flags(&pg, "30");
+    f.extend(["--shutdown-grace-secs", "3"]);
+    let mut s = Server::start_env(&f, &env);
+    let t = s.create("simple_chat").await;
+    // One run that ends within the grace period, one that cannot (200 turns of slow calls).
+    let short = s.advance_in_background(t, 0, 2);
+    let long = s.advance_in_background(t, 0, 200);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, g) = s.get(&format!("/devui/simtree/{t}/graph")).await;
+        if g["running"].as_array().map_or(0, Vec::len) == 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "both runs should be running: {g}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let asked = Instant::now();
+    signal(&s, libc::SIGTERM);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Stopping: not ready, no new work, reads go on.
+    let (status, body) = s.get("/ready").await;
+    assert_eq!(status, 503, "{body}");
+    assert!(body["detail"].as_str().unwrap().contains("shutting down"), "{body}");
+    let (status, body) = s.post("/devui/simtree", &json!({"scenario": "simple_chat"})).await;
+    assert_eq!(status, 503, "{body}");
+    let (status, _) = s.get(&format!("/devui/simtree/{t}/graph")).await;
+    assert_eq!(status, 200);
+    // The short run finished and was acknowledged; the long one was cancelled at the end of the
+    // grace period and answered as such.
+    let short = short.await.unwrap();
+    let long = long.await.unwrap();
+    assert!(short["child"].is_u64() && short["error"].is_null(), "{short}");
+    assert!(long["child"].is_u64(), "{long}");
+    s.terminate();
+    let took = asked.elapsed();
+    assert!(
+        took >= Duration::from_secs(3) && took < Duration::from_secs(15),
+        "stopped after {took:?}"
+    );
+    // Stored so: nothing left running (it would read back as interrupted).
+    let store = Store::open_postgres_with(&pg.url, None).unwrap();
+    let rows = store.read(move |db| db.nodes(t)).unwrap().rows;
+    let status_of = |id: u64| {
+        rows.iter()
+            .find(|r| r.id == id)
+            .map(|r| format!("{:?}", r.status))
+            .unwrap_or_default()
+    };
+    assert_eq!(status_of(short["child"].as_u64().unwrap()), "Done");
+    assert_eq!(status_of(long["child"].as_u64().unwrap()), "Cancelled");
+    assert!(rows.iter().all(|r| !r.status.is_running()), "{rows:?}");
+    drop(store);
+    // The lease was released: the next server starts at once.
+    let next = Server::try_start_env(&flags(&pg, "30"), &env).expect("the database is free after SIGTERM");
+    assert_eq!(tree_ids(&next).await, [t]);
+}
+
+// ---- the deploy examples ----
+
+/// The YAML documents of `docs/deploy/<file>` as JSON, read by PyYAML (`python3-yaml`).
+fn yaml_documents(file: &str) -> Vec<serde_json::Value> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../docs/deploy")
+        .join(file);
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import json, sys, yaml; print(json.dumps(list(yaml.safe_load_all(open(sys.argv[1])))))",
+        ])
+        .arg(&path)
+        .output()
+        .expect("python3 runs (the YAML check needs python3 with python3-yaml)");
+    assert!(
+        out.status.success(),
+        "{} does not parse as YAML (or python3-yaml is missing): {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn the_deploy_examples_parse_and_hang_together() {
+    let compose = yaml_documents("compose.yaml");
+    assert_eq!(compose.len(), 1);
+    assert!(
+        compose[0]["services"]["simtree"]["healthcheck"]["test"]
+            .to_string()
+            .contains("/ready")
+    );
+
+    let k8s = yaml_documents("kubernetes.yaml");
+    let of = |kind: &str| {
+        k8s.iter()
+            .find(|d| d["kind"] == kind)
+            .unwrap_or_else(|| panic!("no {kind} in kubernetes.yaml"))
+    };
+    let (secret, deployment, service) = (of("Secret"), of("Deployment"), of("Service"));
+    assert_eq!(deployment["spec"]["replicas"], 1, "one server per database");
+    assert_eq!(deployment["spec"]["strategy"]["type"], "Recreate");
+    let pod = &deployment["spec"]["template"];
+    assert_eq!(pod["metadata"]["labels"], deployment["spec"]["selector"]["matchLabels"]);
+    assert_eq!(service["spec"]["selector"], pod["metadata"]["labels"]);
+    let c = &pod["spec"]["containers"][0];
+    assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/ready");
+    assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/health");
+    let port = &c["ports"][0]["name"];
+    assert_eq!(&c["readinessProbe"]["httpGet"]["port"], port);
+    assert_eq!(&service["spec"]["ports"][0]["targetPort"], port);
+    assert!(c["args"].to_string().contains("0.0.0.0:8090") && c["ports"][0]["containerPort"] == 8090);
+    // Every secret the container reads is in the Secret; the database URL comes from it.
+    let env = c["env"].as_array().unwrap();
+    for e in env.iter().filter(|e| !e["valueFrom"].is_null()) {
+        let r = &e["valueFrom"]["secretKeyRef"];
+        assert_eq!(r["name"], secret["metadata"]["name"]);
+        let key = r["key"].as_str().unwrap();
+        assert!(secret["stringData"][key].is_string(), "{key} is not in the Secret");
+    }
+    let named = |n: &str| {
+        env.iter()
+            .find(|e| e["name"] == n)
+            .unwrap_or_else(|| panic!("{n} not set"))
+    };
+    assert!(!named("SIMTREE_DATABASE_URL")["valueFrom"].is_null());
+    assert!(!named("SIMTREE_TOKEN")["valueFrom"].is_null());
+    // The pod may take longer to stop than the server's grace period.
+    let grace: u64 = named("SIMTREE_SHUTDOWN_GRACE_SECS")["value"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(pod["spec"]["terminationGracePeriodSeconds"].as_u64().unwrap() > grace);
+}

@@ -79,6 +79,16 @@ impl From<crate::llm::UnknownOffline> for ApiError {
     }
 }
 
+impl ApiError {
+    /// 503 for `/ready` and for changes while the server stops (see `http::serve`).
+    pub fn shutting_down() -> ApiError {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the server is shutting down: it lets its runs finish and takes no new work; retry on another server",
+        )
+    }
+}
+
 /// `GET /ready` while the store cannot take writes.
 impl From<crate::workbench::NotReady> for ApiError {
     fn from(e: crate::workbench::NotReady) -> Self {

@@ -6,7 +6,8 @@
 //! 2. **Origin** — a request that carries `Origin` (every cross-site fetch, form post and
 //!    WebSocket handshake from a browser does) must come from this server's own origin or one
 //!    listed with `--allow-origin`. Clients that send no `Origin` (curl, Python) pass.
-//! 3. **Token** — with `--token`, every route but `/health` needs it: `Authorization: Bearer T`,
+//! 3. **Token** — with `--token`, every route but `/health` needs it (`/ready` answers without
+//!    it too, but then its 503 does not say why): `Authorization: Bearer T`,
 //!    the `simtree_token` cookie, or `?token=T`. Opening the UI through the printed link
 //!    (`/?token=T`) sets the cookie (HttpOnly, SameSite=Strict) and redirects to the clean URL,
 //!    as Jupyter does, so the UI's own fetches and sockets carry it without knowing it.
@@ -248,6 +249,15 @@ pub async fn guard(State(access): State<Arc<Access>>, req: Request, next: Next) 
                 .body(Body::empty())
                 .unwrap_or_else(|_| StatusCode::SEE_OTHER.into_response())
         }
+        // Readiness probes cannot send the token: they get the answer's status, not its cause.
+        TokenCheck::Missing if req.uri().path() == "/ready" => {
+            let res = next.run(req).await;
+            if res.status().is_success() {
+                res
+            } else {
+                refuse(res.status(), "not ready (send the access token to see why)".into())
+            }
+        }
         TokenCheck::Missing => refuse(
             StatusCode::UNAUTHORIZED,
             "this server needs its access token: open the link it printed at start-up, or send \
@@ -310,5 +320,41 @@ mod tests {
         h.insert(header::AUTHORIZATION, "Bearer wrong".parse().unwrap());
         assert!(matches!(a.token_ok(&h, &"/".parse().unwrap()), TokenCheck::Missing));
         assert_eq!(percent_decode("a%2Bb+c%zz"), "a+b c%zz");
+    }
+
+    #[tokio::test]
+    async fn ready_answers_probes_without_the_token_but_keeps_its_cause() {
+        use tower::Service;
+        let access = Arc::new(Access {
+            token: Some("s3cret-token".into()),
+            ..Access::default()
+        });
+        let mut app = axum::Router::new()
+            .route(
+                "/ready",
+                axum::routing::get(|| async {
+                    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "postgresql: db.internal:5432 refused")
+                }),
+            )
+            .route("/x", axum::routing::get(|| async { "x" }))
+            .layer(axum::middleware::from_fn_with_state(access, guard));
+        let mut get = async |path: &str, bearer: bool| {
+            let mut req = Request::builder().uri(path);
+            if bearer {
+                req = req.header(header::AUTHORIZATION, "Bearer s3cret-token");
+            }
+            let res = app.call(req.body(Body::empty()).unwrap()).await.unwrap();
+            let status = res.status();
+            let body = axum::body::to_bytes(res.into_body(), 1 << 16).await.unwrap();
+            (status, String::from_utf8_lossy(&body).into_owned())
+        };
+        let (status, body) = get("/ready", false).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(body.contains("not ready") && !body.contains("db.internal"), "{body}");
+        let (status, body) = get("/ready", true).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(body.contains("db.internal"), "{body}");
+        assert_eq!(get("/x", false).await.0, StatusCode::UNAUTHORIZED);
+        assert_eq!(get("/x", true).await.0, StatusCode::OK);
     }
 }

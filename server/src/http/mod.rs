@@ -32,7 +32,7 @@ pub mod ws;
 pub use guard::Access;
 
 pub use crate::workbench::Workbench;
-pub use state::{AppState, Backend, Limits, Providers};
+pub use state::{AppState, Backend, DEFAULT_SHUTDOWN_GRACE, Limits, Providers};
 
 /// The web UI's build folder: `$SIMTREE_STATIC`, else the checkout's `frontend/dist` when it
 /// is there, else the UI embedded in the binary.
@@ -153,8 +153,27 @@ pub fn router(app: Arc<AppState>) -> Router {
         router = router.layer(cors);
     }
     router
+        .layer(axum::middleware::from_fn_with_state(app.clone(), refuse_when_stopping))
         .layer(axum::middleware::from_fn_with_state(access, guard::guard))
         .with_state(app)
+}
+
+/// While the server stops, requests that change something (any method but GET, HEAD and
+/// OPTIONS) are refused with 503, so no new run starts; reads and live sockets go on, so
+/// watchers see the running runs end.
+async fn refuse_when_stopping(
+    axum::extract::State(app): axum::extract::State<Arc<AppState>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let reads = matches!(
+        *req.method(),
+        axum::http::Method::GET | axum::http::Method::HEAD | axum::http::Method::OPTIONS
+    );
+    if !reads && app.draining.load(std::sync::atomic::Ordering::Acquire) {
+        return axum::response::IntoResponse::into_response(error::ApiError::shutting_down());
+    }
+    next.run(req).await
 }
 
 /// Binds `addr` and serves until ctrl-c (SIGINT) or SIGTERM. The first line printed is the address to open (with
@@ -175,12 +194,37 @@ pub async fn serve(app: Arc<AppState>, addr: SocketAddr) -> std::io::Result<()> 
         .limits
         .max_connections
         .min(fds.saturating_sub(256).max(64) as usize);
-    listener::serve(listener, router(app), cap, stop_requested()).await
+    let stopping = {
+        let app = app.clone();
+        async move {
+            stop_requested().await;
+            app.draining.store(true, std::sync::atomic::Ordering::Release);
+        }
+    };
+    listener::serve(listener, router(app.clone()), cap, stopping).await?;
+    let grace = app.shutdown_grace;
+    let runs = app.wb.runs_in_flight();
+    if runs > 0 {
+        eprintln!(
+            "simtree: stopping: letting {runs} run(s) finish (up to {} s, --shutdown-grace-secs)",
+            grace.as_secs()
+        );
+    }
+    let drained = app.wb.drain(grace).await;
+    if drained.cancelled > 0 {
+        eprintln!(
+            "simtree: stopping: cancelled {} run(s) still going after the grace period",
+            drained.cancelled
+        );
+    }
+    Ok(())
 }
 
 /// Ctrl-C (SIGINT), or SIGTERM — what `docker stop`, Kubernetes and systemd send. Either way
-/// the server stops listening and the store closes cleanly (with PostgreSQL it releases the
-/// server lease, so a replacement starts at once).
+/// the server stops listening (`/ready` and changes answer 503 on open connections), lets the
+/// runs in flight finish for up to its grace period, cancels the rest (stored as cancelled), and
+/// the store closes cleanly (with PostgreSQL it releases the server lease, so a replacement
+/// starts at once).
 async fn stop_requested() {
     #[cfg(unix)]
     {

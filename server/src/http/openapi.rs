@@ -72,7 +72,7 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
         op(
             "get",
             "/ready",
-            "Readiness: 503 naming the cause while the store cannot take writes",
+            "Readiness: 503 naming the cause while the store cannot take writes or the server is stopping",
             None,
             schema::<OkReply>(g),
             &[503],

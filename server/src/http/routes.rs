@@ -45,8 +45,12 @@ pub async fn health() -> Json<OkReply> {
 }
 
 /// `GET /ready`: 503 naming the cause while the store cannot take writes (a full disk, a lost
-/// database connection); 200 again once it can, without a restart.
+/// database connection, a lost server lease) or once the server is stopping; 200 again once it
+/// can, without a restart.
 pub async fn ready(State(app): St) -> AppResult<Json<OkReply>> {
+    if app.draining.load(std::sync::atomic::Ordering::Acquire) {
+        return Err(super::error::ApiError::shutting_down());
+    }
     app.wb.ready()?;
     Ok(Json(OkReply { ok: true }))
 }

@@ -15,7 +15,16 @@ pub struct AppState {
     pub access: Arc<super::Access>,
     /// One permit per open WebSocket (`Limits::max_websockets`).
     pub ws_slots: Arc<tokio::sync::Semaphore>,
+    /// Set when the server was asked to stop (SIGTERM, Ctrl-C): `/ready` answers 503 and
+    /// requests that change something are refused while the runs in flight finish.
+    pub draining: std::sync::atomic::AtomicBool,
+    /// How long runs in flight may take to finish once the server was asked to stop, before
+    /// they are cancelled (`serve --shutdown-grace-secs`).
+    pub shutdown_grace: std::time::Duration,
 }
+
+/// The default of `serve --shutdown-grace-secs`.
+pub const DEFAULT_SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(20);
 
 impl AppState {
     /// HTTP state around `wb` with the default UI folder and an open loopback policy.
@@ -25,6 +34,8 @@ impl AppState {
             wb: Arc::new(wb),
             static_dir: super::default_static_dir(),
             access: Arc::new(super::Access::default()),
+            draining: Default::default(),
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
         }
     }
 }

@@ -28,6 +28,7 @@ pub mod budget;
 pub mod chat;
 pub mod config;
 pub mod e2e;
+pub mod endpoints;
 pub mod gemini;
 pub mod ledger;
 pub mod mock;

@@ -22,6 +22,7 @@ use serde_json::Value;
 
 use super::chat::{ChatRequest, ChatResponse, JsonSchema, Message, StreamSink};
 use super::config::{ApiKey, ConfigError, Dialect, LlmConfig, OpenAiJsonMode};
+use super::endpoints::{LoadBoard, Sharing, share_load};
 use super::resilience::{Failure, Gate, RetryPolicy, retry_after, with_retries};
 use super::stream::{Scrubber, SseParser};
 use super::wire::Wire;
@@ -646,13 +647,19 @@ fn build_for(config: &LlmConfig, endpoint: Arc<Endpoint>) -> Result<Arc<dyn Chat
     })
 }
 
+/// Whether calls of `dialect` go to a server (and count against its limits).
+fn networked(dialect: Dialect) -> bool {
+    matches!(dialect, Dialect::OpenAi | Dialect::Gemini | Dialect::Anthropic)
+}
+
 /// One model served by several servers. Each call goes to one member: the member a hash of the
 /// simulator's affinity key ([`LlmState::affinity`], set from the node a run starts from) ranks
 /// first, while it has a free slot — so siblings forked from one node, whose prompts are
 /// byte-identical up to where they diverge, meet the server that already holds that prefix in
 /// its cache — else the least loaded (in-flight requests over its limit; ties taken in turn).
-/// Without a key, the least loaded. Limits and load are this process's (each member's
-/// [`Gate`]), not shared with other processes.
+/// Without a key, the least loaded. Load counts the calls in flight at a member from every
+/// process when the pool shares its limits through a load board ([`ProviderPool::share_load`]),
+/// else this process's.
 pub struct EndpointSet {
     label: String,
     members: Vec<(Arc<dyn ChatProvider>, Arc<Gate>)>,
@@ -676,7 +683,7 @@ impl EndpointSet {
     pub fn choose(&self, key: u64) -> usize {
         let load = |i: usize| {
             let g = &self.members[i].1;
-            g.in_flight() as f64 / g.limit() as f64
+            g.in_flight_everywhere() as f64 / g.limit() as f64
         };
         if key != 0 {
             // Rendezvous hashing: every key has its own order of the members, stable when a
@@ -728,6 +735,8 @@ impl ChatProvider for EndpointSet {
 #[derive(Default)]
 pub struct ProviderPool {
     inner: Mutex<PoolInner>,
+    /// Set when the endpoints' limits are shared with other processes ([`Self::share_load`]).
+    sharing: std::sync::OnceLock<Arc<Sharing>>,
 }
 
 #[derive(Default)]
@@ -771,11 +780,37 @@ impl ProviderPool {
         let endpoint = inner
             .endpoints
             .entry(key)
-            .or_insert_with(|| Arc::new(Endpoint::from_config(config)))
+            .or_insert_with(|| {
+                let e = Arc::new(Endpoint::from_config(config));
+                if let Some(s) = self.sharing.get().filter(|_| networked(config.dialect)) {
+                    s.add(config.endpoint(), e.gate.clone());
+                }
+                e
+            })
             .clone();
         let p = build_for(config, endpoint)?;
         inner.providers.push((config.clone(), p.clone()));
         Ok(p)
+    }
+
+    /// Shares every endpoint's limit with the other processes on `board` (see
+    /// [`super::endpoints`]): the endpoints built so far and those built later. Call it once,
+    /// inside the runtime that runs the calls; notify the returned handle to stop sharing (the
+    /// process then leaves the board).
+    pub fn share_load(
+        &self,
+        board: Arc<dyn LoadBoard>,
+    ) -> Option<(Arc<tokio::sync::Notify>, tokio::task::JoinHandle<()>)> {
+        let sharing = Arc::new(Sharing::new(board));
+        self.sharing.set(sharing.clone()).ok()?;
+        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        for ((dialect, url), e) in &inner.endpoints {
+            if networked(*dialect) {
+                sharing.add(url, e.gate.clone());
+            }
+        }
+        drop(inner);
+        Some(share_load(sharing))
     }
 
     /// The gate shared by every provider for this config's endpoint, if one was built.

@@ -5,12 +5,12 @@
 //! (A tree's cap on tokens, calls and money is [`super::budget::TreeBudget`].)
 
 use std::future::Future;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use reqwest::header::HeaderMap;
-use tokio::sync::{Semaphore, SemaphorePermit};
+use tokio::sync::{Notify, Semaphore, SemaphorePermit};
 
 use super::LlmError;
 use super::config::LlmConfig;
@@ -174,11 +174,24 @@ pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
 
 /// A provider's shared limits: at most `max_concurrency` requests in flight and, optionally, at
 /// most `requests_per_second` request starts per second (evenly spaced).
+///
+/// Alone, the gate holds `max_concurrency` permits. Shared with other processes (see
+/// [`super::endpoints`]), it holds only the slots this process was granted on the load board,
+/// resized from the board's refresher: shrunk first (never below what is in flight), grown only
+/// once the grant is stored, so the processes' grants never add up to more than the limit.
 #[derive(Debug)]
 pub struct Gate {
     permits: Semaphore,
     limit: usize,
     rate: Option<RateLimiter>,
+    /// Permits the semaphore holds in all: `limit` alone, the granted slots when shared.
+    capacity: AtomicUsize,
+    /// Callers waiting for a permit.
+    waiting: AtomicUsize,
+    /// Requests in flight at this endpoint in other processes, as the board last said.
+    others: AtomicUsize,
+    /// Set once the gate is shared: a caller that finds no free permit wakes the refresher.
+    kick: std::sync::OnceLock<Arc<Notify>>,
 }
 
 /// Held while a request is on the wire.
@@ -194,6 +207,10 @@ impl Gate {
             permits: Semaphore::new(limit),
             limit,
             rate: requests_per_second.map(RateLimiter::new),
+            capacity: AtomicUsize::new(limit),
+            waiting: AtomicUsize::new(0),
+            others: AtomicUsize::new(0),
+            kick: std::sync::OnceLock::new(),
         }
     }
 
@@ -201,28 +218,97 @@ impl Gate {
         Gate::new(c.max_concurrency, c.requests_per_second)
     }
 
-    /// The concurrency limit.
+    /// The concurrency limit (of the endpoint, across processes when shared).
     pub fn limit(&self) -> usize {
         self.limit
     }
 
-    /// Requests currently holding a permit.
+    /// Requests of this process currently holding a permit.
     pub fn in_flight(&self) -> usize {
-        self.limit - self.permits.available_permits()
+        self.capacity
+            .load(Ordering::Acquire)
+            .saturating_sub(self.permits.available_permits())
+    }
+
+    /// Requests in flight at this endpoint from every process (this one's now, the others' as
+    /// the load board last said; only this process's when not shared).
+    pub fn in_flight_everywhere(&self) -> usize {
+        self.in_flight() + self.others.load(Ordering::Relaxed)
+    }
+
+    /// Callers waiting for a permit.
+    pub fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Relaxed)
+    }
+
+    /// The permits the gate holds in all (see [`Gate`]).
+    pub fn capacity(&self) -> usize {
+        self.capacity.load(Ordering::Acquire)
+    }
+
+    /// Makes the gate a shared one: it keeps only its permits in flight (none are free until the
+    /// board grants some) and wakes `kick` when a caller finds none free. Once only.
+    pub(crate) fn share(&self, kick: Arc<Notify>) {
+        if self.kick.set(kick).is_ok() {
+            self.shrink_to(0);
+        }
+    }
+
+    /// Takes free permits away until the gate holds `target` (or as few as those in flight
+    /// allow); returns what it holds now. Only the refresher resizes a gate.
+    pub(crate) fn shrink_to(&self, target: usize) -> usize {
+        let cap = self.capacity.load(Ordering::Acquire);
+        if target < cap {
+            let gone = self.permits.forget_permits(cap - target);
+            self.capacity.store(cap - gone, Ordering::Release);
+        }
+        self.capacity.load(Ordering::Acquire)
+    }
+
+    /// Adds permits until the gate holds `target`.
+    pub(crate) fn grow_to(&self, target: usize) {
+        let cap = self.capacity.load(Ordering::Acquire);
+        if target > cap {
+            // Capacity first: `in_flight` never counts the new permits as taken.
+            self.capacity.store(target, Ordering::Release);
+            self.permits.add_permits(target - cap);
+        }
+    }
+
+    pub(crate) fn set_others(&self, in_flight: usize) {
+        self.others.store(in_flight, Ordering::Relaxed);
     }
 
     /// Waits for a free slot, then for the next rate slot. Permit first, so that request starts
     /// stay spaced even when many callers were queued on the semaphore.
     pub async fn acquire(&self) -> GatePermit<'_> {
-        let permit = self
-            .permits
-            .acquire()
-            .await
-            .expect("the gate's semaphore is never closed");
+        let permit = match self.permits.try_acquire() {
+            Ok(p) => p,
+            Err(_) => {
+                self.waiting.fetch_add(1, Ordering::Relaxed);
+                let _waiting = Waiting(&self.waiting);
+                if let Some(kick) = self.kick.get() {
+                    kick.notify_one();
+                }
+                self.permits
+                    .acquire()
+                    .await
+                    .expect("the gate's semaphore is never closed")
+            }
+        };
         if let Some(r) = &self.rate {
             r.wait().await;
         }
         GatePermit { _permit: permit }
+    }
+}
+
+/// Counts a caller as waiting until it has its permit or gave up (its future was dropped).
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

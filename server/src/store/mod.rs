@@ -21,6 +21,7 @@
 pub mod check;
 mod journal;
 pub mod lease;
+pub mod load;
 mod packed;
 mod postgres;
 mod source;
@@ -943,6 +944,63 @@ mod tests {
         push_merged(&mut w, Write::DeleteSweep { tree: 1, id: 1 });
         push_merged(&mut w, sweep(1, 1, "d"));
         assert_eq!(bodies(&w), ["1/0:c", "1/1:b", "-1/1", "1/1:d"]);
+    }
+
+    #[test]
+    fn a_queued_node_record_or_touch_is_replaced_by_its_newer_one_but_not_across_a_deletion() {
+        let node = |id: u64, status: NodeStatus| Write::Node {
+            tree: 1,
+            row: NodeRow {
+                id,
+                parent: Some(0),
+                depth: 1,
+                edge_type: EdgeType::Advance,
+                ops: Vec::new(),
+                status,
+                error: None,
+                created: 1,
+                finished: None,
+                turns: 0,
+                records: Vec::new(),
+            },
+        };
+        let touch = |seq: u64| Write::Touch {
+            tree: 1,
+            last_activity: seq,
+            seq,
+            nodes: seq,
+        };
+        let seen = |w: &[Write]| -> Vec<String> {
+            w.iter()
+                .map(|w| match w {
+                    Write::Node { row, .. } => format!("n{}:{:?}", row.id, row.status),
+                    Write::Touch { seq, .. } => format!("t{seq}"),
+                    Write::DeleteNodes { .. } => "del".into(),
+                    _ => "other".into(),
+                })
+                .collect()
+        };
+        let mut w = Vec::new();
+        for x in [
+            node(5, NodeStatus::Running),
+            touch(1),
+            node(6, NodeStatus::Running),
+            node(5, NodeStatus::Done),
+            touch(2),
+        ] {
+            push_merged(&mut w, x);
+        }
+        assert_eq!(seen(&w), ["n5:Done", "t2", "n6:Running"]);
+        push_merged(
+            &mut w,
+            Write::DeleteNodes {
+                tree: 1,
+                nodes: vec![6],
+            },
+        );
+        push_merged(&mut w, node(6, NodeStatus::Done));
+        push_merged(&mut w, touch(3));
+        assert_eq!(seen(&w), ["n5:Done", "t2", "n6:Running", "del", "n6:Done", "t3"]);
     }
 }
 

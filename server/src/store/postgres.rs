@@ -5,15 +5,18 @@
 //! [`Sql::commit`] all at once — BEGIN, every statement, COMMIT — then their answers are read.
 //! One round trip per commit instead of two per statement (the synchronous client prepared
 //! each statement, then ran it): a run's end is about eight statements, and on a network each
-//! round trip costs what the statement does. Reads and the other statements go one at a time,
-//! unprepared (`query_typed`: one round trip each).
+//! round trip costs what the statement does. The write statements are prepared once per
+//! connection (their texts are fixed), so a commit carries only their names and values and the
+//! database neither parses nor plans them again. Reads and the other statements go one at a
+//! time, unprepared (`query_typed`: one round trip each).
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::Poll;
 
 use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::{Client, NoTls, Statement};
 
 use super::sql::{Cell, Fts, P, Sql};
 use super::{StoreError, StoreResult};
@@ -33,6 +36,9 @@ pub struct Postgres {
     in_tx: bool,
     /// The statements of the pipelined write transaction, sent at [`Sql::commit`].
     queued: Vec<(String, Vec<Owned>)>,
+    /// The write statements prepared on this connection, by text and parameter types: a
+    /// commit sends only their names and values (no parsing or planning per statement).
+    prepared: HashMap<(String, Vec<Type>), Statement>,
 }
 
 fn err(e: tokio_postgres::Error) -> StoreError {
@@ -42,6 +48,10 @@ fn err(e: tokio_postgres::Error) -> StoreError {
         None => StoreError(format!("postgresql: {e}")),
     }
 }
+
+/// Most write statements kept prepared (their texts are fixed, so a few dozen are in use; the
+/// bound only guards against texts that would not be).
+const MAX_PREPARED: usize = 256;
 
 const FIRST_BACKOFF: std::time::Duration = std::time::Duration::from_millis(100);
 const MAX_BACKOFF: std::time::Duration = std::time::Duration::from_secs(5);
@@ -73,6 +83,7 @@ impl Postgres {
             last_error: None,
             in_tx: false,
             queued: Vec::new(),
+            prepared: HashMap::new(),
         })
     }
 
@@ -97,6 +108,8 @@ impl Postgres {
             Ok(client) => {
                 tracing::warn!("postgresql: connected again");
                 self.client = client;
+                // Prepared statements belong to the connection.
+                self.prepared.clear();
                 self.backoff = FIRST_BACKOFF;
                 self.last_error = None;
                 Ok(())
@@ -153,13 +166,14 @@ fn typed(owned: &[Owned]) -> Vec<(&(dyn ToSql + Sync), Type)> {
     owned.iter().map(Owned::typed).collect()
 }
 
-type Answer<'a> = Pin<Box<dyn Future<Output = Result<u64, tokio_postgres::Error>> + 'a>>;
+type Pending<'a, T> = Pin<Box<dyn Future<Output = Result<T, tokio_postgres::Error>> + 'a>>;
+type Answer<'a> = Pending<'a, u64>;
 
 /// Sends every request at once and waits for every answer, in order. tokio-postgres sends a
 /// request when its future is first polled, so the first pass polls all of them in order; the
 /// answers come back in that order, so later passes start at the first unanswered one.
-async fn pipelined(mut answers: Vec<Answer<'_>>) -> Vec<Result<u64, tokio_postgres::Error>> {
-    let mut out: Vec<Option<Result<u64, tokio_postgres::Error>>> = answers.iter().map(|_| None).collect();
+async fn pipelined<T>(mut answers: Vec<Pending<'_, T>>) -> Vec<Result<T, tokio_postgres::Error>> {
+    let mut out: Vec<Option<Result<T, tokio_postgres::Error>>> = answers.iter().map(|_| None).collect();
     let mut first = true;
     let mut next = 0;
     std::future::poll_fn(|cx| {
@@ -276,23 +290,7 @@ impl Sql for Postgres {
     }
 
     fn commit(&mut self) -> StoreResult<()> {
-        let queued = std::mem::take(&mut self.queued);
-        self.connected()?;
-        let client = &self.client;
-        let params: Vec<Vec<(&(dyn ToSql + Sync), Type)>> = queued.iter().map(|(_, p)| typed(p)).collect();
-        let mut answers: Vec<Answer<'_>> = Vec::with_capacity(queued.len() + 2);
-        answers.push(Box::pin(client.execute_typed("BEGIN", &[])));
-        for ((sql, _), p) in queued.iter().zip(&params) {
-            answers.push(Box::pin(client.execute_typed(sql, p)));
-        }
-        answers.push(Box::pin(client.execute_typed("COMMIT", &[])));
-        // All of them are answered: after a failed statement the others fail ("current
-        // transaction is aborted") and COMMIT rolls back; the first error is the cause.
-        let results = self.rt.block_on(pipelined(answers));
-        for r in results {
-            r.map_err(err)?;
-        }
-        Ok(())
+        self.commit_prepared()
     }
 
     fn rollback(&mut self) {
@@ -315,5 +313,63 @@ impl Sql for Postgres {
 
     fn fts(&self) -> &'static Fts {
         &FTS
+    }
+}
+
+impl Postgres {
+    /// Sends the queued write transaction as one pipeline — BEGIN, the statements (prepared
+    /// once per connection: the statements not prepared yet are prepared first, together, in
+    /// one round trip), COMMIT — and reads the answers.
+    fn commit_prepared(&mut self) -> StoreResult<()> {
+        let queued = std::mem::take(&mut self.queued);
+        self.connected()?;
+        let (rt, client) = (&self.rt, &self.client);
+        // Statements not prepared on this connection yet: prepared together (one round trip).
+        let mut missing: Vec<(&str, Vec<Type>)> = Vec::new();
+        for (sql, p) in &queued {
+            let types: Vec<Type> = p.iter().map(|o| o.typed().1).collect();
+            let known = self.prepared.contains_key(&(sql.clone(), types.clone()))
+                || missing.iter().any(|(s, t)| s == sql && *t == types);
+            if !known {
+                missing.push((sql, types));
+            }
+        }
+        if !missing.is_empty() {
+            if self.prepared.len() + missing.len() > MAX_PREPARED {
+                self.prepared.clear();
+            }
+            let futures: Vec<Pending<'_, Statement>> = missing
+                .iter()
+                .map(|(sql, types)| Box::pin(client.prepare_typed(sql, types)) as Pending<'_, Statement>)
+                .collect();
+            let prepared = rt.block_on(pipelined(futures));
+            for ((sql, types), stmt) in missing.into_iter().zip(prepared) {
+                self.prepared.insert((sql.to_string(), types), stmt.map_err(err)?);
+            }
+        }
+        let statements: Vec<&Statement> = queued
+            .iter()
+            .map(|(sql, p)| &self.prepared[&(sql.clone(), p.iter().map(|o| o.typed().1).collect::<Vec<_>>())])
+            .collect();
+        let params: Vec<Vec<&(dyn ToSql + Sync)>> = queued
+            .iter()
+            .map(|(_, p)| p.iter().map(|o| o.typed().0).collect())
+            .collect();
+        let mut answers: Vec<Answer<'_>> = Vec::with_capacity(queued.len() + 2);
+        answers.push(Box::pin(client.execute_typed("BEGIN", &[])));
+        for (stmt, p) in statements.into_iter().zip(&params) {
+            answers.push(Box::pin(client.execute(stmt, p)));
+        }
+        answers.push(Box::pin(client.execute_typed("COMMIT", &[])));
+        // All of them are answered: after a failed statement the others fail ("current
+        // transaction is aborted") and COMMIT rolls back; the first error is the cause.
+        let results = rt.block_on(pipelined(answers));
+        let failed = results.into_iter().find_map(Result::err);
+        if let Some(e) = failed {
+            // A statement prepared before a schema change may be what failed: prepare afresh.
+            self.prepared.clear();
+            return Err(err(e));
+        }
+        Ok(())
     }
 }

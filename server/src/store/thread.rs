@@ -324,5 +324,43 @@ pub(super) fn push_merged(writes: &mut Vec<Write>, w: Write) {
             }
         }
     }
+    // A node's record is written when it is attached and again when its run ends, and a tree's
+    // activity is touched by both, usually within one commit: the newer write replaces the
+    // queued one in place (same end state, two statements fewer per run on PostgreSQL). Not
+    // across anything that deletes, imports or rewrites the tree (or, for a node, deletes it).
+    let key = match &w {
+        Write::Node { tree, row } => Some((*tree, Some(row.id))),
+        Write::Touch { tree, .. } => Some((*tree, None)),
+        _ => None,
+    };
+    if let Some((tree, node)) = key
+        && let Some(k) = superseded(writes, tree, node)
+    {
+        writes[k] = w;
+        return;
+    }
     writes.push(w);
+}
+
+/// Where a queued write that `w` replaces is (a [`Write::Node`] of node `node`, or a
+/// [`Write::Touch`] of `tree` when `node` is `None`), if none of the writes after it stands in
+/// the way.
+fn superseded(writes: &[Write], tree: u64, node: Option<u64>) -> Option<usize> {
+    for (k, queued) in writes.iter().enumerate().rev() {
+        match queued {
+            Write::Node { tree: t, row } if *t == tree && node == Some(row.id) => return Some(k),
+            Write::Touch { tree: t, .. } if *t == tree && node.is_none() => return Some(k),
+            Write::Tree(row) if row.id == tree => return None,
+            Write::DeleteTree { tree: t }
+            | Write::DeleteNodes { tree: t, .. }
+            | Write::ImportBegin { tree: t }
+            | Write::ImportEnd { tree: t }
+                if *t == tree =>
+            {
+                return None;
+            }
+            _ => {}
+        }
+    }
+    None
 }
