@@ -54,7 +54,8 @@ fn run(mut cmd: Command) -> Result<(), String> {
 
 /// Installs what the build and the tests need when it is missing: the wasm32 target, Debian's
 /// bubblewrap (the ABM sandbox) and, for the tests, chromium + chromium-driver (the browser
-/// tests) and postgresql (the PostgreSQL store's tests start private instances of it).
+/// tests), postgresql (the PostgreSQL store's tests start private instances of it) and
+/// python3-yaml (the deploy examples' test).
 fn setup(for_tests: bool) -> Result<(), String> {
     let targets = Command::new("rustup").args(["target", "list", "--installed"]).output();
     let has_wasm = targets.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("wasm32-unknown-unknown"));
@@ -80,6 +81,14 @@ fn setup(for_tests: bool) -> Result<(), String> {
             .is_ok_and(|d| d.flatten().any(|v| v.path().join("bin/initdb").exists()));
         if !has_postgres {
             missing.push("postgresql");
+        }
+        // The deploy examples' test reads compose.yaml and kubernetes.yaml with PyYAML.
+        let has_yaml = Command::new("python3")
+            .args(["-c", "import yaml"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !has_yaml {
+            missing.push("python3-yaml");
         }
     }
     if !missing.is_empty() {
