@@ -19,6 +19,7 @@
 //! execution; the history is plain data).
 
 pub mod check;
+pub mod jobs;
 mod journal;
 pub mod lease;
 mod packed;

@@ -317,3 +317,89 @@ impl Sql for Postgres {
         &FTS
     }
 }
+
+/// A connection that only listens (`LISTEN channel`), for the run queue's wake-ups (see
+/// `store/jobs.rs`): notifications arrive as the connection is driven, during [`Self::wait`].
+pub struct Listening {
+    rt: tokio::runtime::Runtime,
+    url: String,
+    channel: &'static str,
+    client: Option<Client>,
+    tx: tokio::sync::mpsc::UnboundedSender<String>,
+    rx: tokio::sync::mpsc::UnboundedReceiver<String>,
+    /// When to try connecting again after the connection was lost.
+    retry_at: std::time::Instant,
+}
+
+impl Listening {
+    pub fn connect(url: &str, channel: &'static str) -> StoreResult<Listening> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| StoreError(format!("postgresql: cannot start its runtime: {e}")))?;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut l = Listening {
+            rt,
+            url: url.to_string(),
+            channel,
+            client: None,
+            tx,
+            rx,
+            retry_at: std::time::Instant::now(),
+        };
+        l.open().map_err(err)?;
+        Ok(l)
+    }
+
+    fn open(&mut self) -> Result<(), tokio_postgres::Error> {
+        let (client, mut connection) = self.rt.block_on(tokio_postgres::connect(&self.url, NoTls))?;
+        let tx = self.tx.clone();
+        self.rt.spawn(async move {
+            while let Some(message) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+                match message {
+                    Ok(tokio_postgres::AsyncMessage::Notification(n)) => {
+                        let _ = tx.send(n.payload().to_string());
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::debug!(error = %e, "postgresql listening connection ended");
+                        break;
+                    }
+                }
+            }
+        });
+        self.rt
+            .block_on(client.batch_execute(&format!("LISTEN {}", self.channel)))?;
+        self.client = Some(client);
+        Ok(())
+    }
+
+    /// Waits up to `timeout` for notifications and returns their payloads (none: the timeout
+    /// passed). A lost connection is opened again (at most once a second); meanwhile this
+    /// just waits, and the caller's polling covers what was missed.
+    pub fn wait(&mut self, timeout: std::time::Duration) -> Vec<String> {
+        if self.client.as_ref().is_none_or(Client::is_closed) {
+            self.client = None;
+            let now = std::time::Instant::now();
+            if now >= self.retry_at {
+                self.retry_at = now + std::time::Duration::from_secs(1);
+                if let Err(e) = self.open() {
+                    tracing::debug!(error = %err(e), "postgresql: cannot listen yet");
+                }
+            }
+            if self.client.is_none() {
+                std::thread::sleep(timeout.min(self.retry_at.saturating_duration_since(now)));
+                return Vec::new();
+            }
+        }
+        let rx = &mut self.rx;
+        let first = self
+            .rt
+            .block_on(async { tokio::time::timeout(timeout, rx.recv()).await });
+        let mut out: Vec<String> = first.ok().flatten().into_iter().collect();
+        while let Ok(more) = self.rx.try_recv() {
+            out.push(more);
+        }
+        out
+    }
+}

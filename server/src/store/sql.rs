@@ -183,6 +183,20 @@ const MIGRATIONS: &[&str] = &[
     // 13 (explore): a tree's own money cap in US dollars (its decimal text; Rust's shortest
     // round-trip form), for trees made with `money_budget`.
     "CREATE TABLE tree_money (tree BIGINT PRIMARY KEY, money TEXT NOT NULL);",
+    // 14 (jobs helper, issue 26 item 3): the run queue of `store/jobs.rs` — one row per node
+    // whose run is a job (queued, claimed, done, failed or dead; attempts; who claimed it and
+    // when it last said it is alive, in the database clock's Unix ms; the error), the LLM calls
+    // each job recorded as they returned (replayed when it is re-claimed), and the processes
+    // taking jobs. Used with PostgreSQL only (SQLite runs everything in its one process).
+    "CREATE TABLE jobs (tree BIGINT NOT NULL, node BIGINT NOT NULL, kind TEXT NOT NULL, payload TEXT NOT NULL,
+        status TEXT NOT NULL, attempts BIGINT NOT NULL, max_attempts BIGINT NOT NULL, claimed_by TEXT,
+        heartbeat_at BIGINT, error TEXT, created BIGINT NOT NULL, updated BIGINT NOT NULL,
+        PRIMARY KEY (tree, node));
+     CREATE INDEX jobs_status ON jobs (status, created);
+     CREATE TABLE job_calls (tree BIGINT NOT NULL, node BIGINT NOT NULL, seq BIGINT NOT NULL, body TEXT NOT NULL,
+        PRIMARY KEY (tree, node, seq));
+     CREATE TABLE workers (holder TEXT PRIMARY KEY, host TEXT NOT NULL, pid BIGINT NOT NULL, role TEXT NOT NULL,
+        heartbeat_at BIGINT NOT NULL);",
 ];
 
 /// The schema version this build writes.
@@ -462,7 +476,7 @@ impl<S: Sql> Db<S> {
         }
     }
 
-    fn write_one(&mut self, w: &Write) -> StoreResult<()> {
+    pub(super) fn write_one(&mut self, w: &Write) -> StoreResult<()> {
         let sql = &mut self.sql;
         match w {
             Write::Tree(t) => {
@@ -806,6 +820,8 @@ fn delete_tree<S: Sql>(sql: &mut S, tree: u64) -> StoreResult<()> {
         "annotations",
         "texts",
         "origins",
+        "jobs",
+        "job_calls",
     ] {
         sql.write(&format!("DELETE FROM {table} WHERE tree = $1"), &[i(tree)])?;
     }
