@@ -14,6 +14,7 @@ mod calls;
 mod datasets;
 mod estimate;
 mod explore;
+pub mod jobs;
 pub mod library;
 mod live_text;
 mod notebook;
@@ -134,6 +135,8 @@ pub struct Workbench {
     pub library: library::Library,
     /// What models cost (the defaults, or `serve --prices`): usage, estimates, money budgets.
     pub prices: Arc<PriceTable>,
+    /// The run queue, once `serve --jobs` enabled it (see `workbench::jobs`).
+    jobs: std::sync::OnceLock<Arc<jobs::Hub>>,
 }
 
 pub struct TreeHandle {
@@ -260,6 +263,7 @@ impl Workbench {
             abm_sandbox: Default::default(),
             datasets: DashMap::new(),
             prices: Arc::new(PriceTable::default()),
+            jobs: std::sync::OnceLock::new(),
         }
     }
 
@@ -624,6 +628,7 @@ impl Workbench {
             turns,
             replay,
             budget: None,
+            seed: None,
         })
     }
 
@@ -656,6 +661,9 @@ impl Workbench {
     /// its simulator and records are stored and `run_finish` is announced. A panic inside a run
     /// fails its node instead of leaving it `running`.
     fn spawn(&self, handle: &Arc<TreeHandle>, p: Pending) -> tokio::task::JoinHandle<RunResult> {
+        if let Some(hub) = self.job_route(handle, &p) {
+            return self.spawn_job(hub, handle, p);
+        }
         let Pending {
             id,
             mut sim,
@@ -663,6 +671,7 @@ impl Workbench {
             turns,
             replay,
             budget,
+            ..
         } = p;
         // A provider that no longer resolves (its settings were checked at start-up) fails the run
         // with the reason, rather than running it on something else.
@@ -908,6 +917,7 @@ impl Workbench {
                     Ok(mut run) => {
                         if seeds {
                             run.sim.replicate(i as u64);
+                            run.seed = Some(i as u64);
                         }
                         pending.push(run);
                     }
@@ -1205,6 +1215,9 @@ struct Pending {
     replay: Option<Vec<LlmRecord>>,
     /// The budget the run charges instead of the tree's (an exploration's, within the tree's).
     budget: Option<Arc<TreeBudget>>,
+    /// The index the simulator was given its seeds by ([`Sim::replicate`]), if any: a job's
+    /// worker does the same to the parent's state.
+    seed: Option<u64>,
 }
 
 /// Polls a future, turning a panic into `Err(())` so that one broken simulator state cannot

@@ -233,3 +233,335 @@ fn a_listener_is_woken_by_a_queued_job_and_by_an_ended_one() {
     }
     assert!(woken.contains(&"queued".to_string()), "{woken:?}");
 }
+
+// ---- runs as jobs: a server with --jobs and `simtree worker` processes ----
+
+/// A fake OpenAI-shaped provider answering as the mock would after `delay`; counts the
+/// requests it got by their message lists.
+#[derive(Clone)]
+struct Provider {
+    seen: Arc<Mutex<Vec<serde_json::Value>>>,
+    delay: Duration,
+    /// Called on each request (the poison test kills workers from here).
+    on_request: Arc<dyn Fn() + Send + Sync>,
+}
+
+async fn completions(
+    axum::extract::State(p): axum::extract::State<Provider>,
+    axum::Json(body): axum::Json<serde_json::Value>,
+) -> axum::Json<serde_json::Value> {
+    p.seen.lock().unwrap().push(body["messages"].clone());
+    (p.on_request)();
+    tokio::time::sleep(p.delay).await;
+    let text = simtree_e2e::mock_reply(&body);
+    axum::Json(serde_json::json!({
+        "id": "cmpl-1", "object": "chat.completion", "model": body["model"],
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}
+    }))
+}
+
+async fn provider(delay: Duration, on_request: Arc<dyn Fn() + Send + Sync>) -> (String, Provider) {
+    let p = Provider {
+        seen: Arc::default(),
+        delay,
+        on_request,
+    };
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", axum::routing::post(completions))
+        .with_state(p.clone());
+    (simtree_e2e::serve_provider(app).await.0, p)
+}
+
+fn llm_env(url: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("LLM_DIALECT", "openai".into()),
+        ("LLM_BASE_URL", url.to_string()),
+        ("LLM_API_KEY", "sk-test-secret".into()),
+        ("LLM_MODEL", "fake-model".into()),
+        ("LLM_MAX_CONCURRENCY", "64".into()),
+        ("LLM_TIMEOUT_S", "10".into()),
+    ]
+}
+
+/// A `simtree worker` process; killed on drop. Counts the jobs it reported done.
+struct Worker {
+    child: std::process::Child,
+    done: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Worker {
+    fn start(pg: &Postgres, env: &[(&'static str, String)], flags: &[&str]) -> Worker {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(simtree_e2e::simtree_bin())
+            .args(["worker", "--database-url", &pg.url])
+            .args(flags)
+            .env("RUST_LOG", "simtree=info")
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn simtree worker");
+        let stderr = child.stderr.take().unwrap();
+        let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = done.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.contains("job done") {
+                    counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+                if line.contains("WARN") || line.contains("ERROR") {
+                    eprintln!("worker: {line}");
+                }
+            }
+        });
+        Worker { child, done }
+    }
+
+    fn done(&self) -> usize {
+        self.done.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// Waits until `n` processes take jobs (the `workers` table).
+fn wait_for_workers(pg: &Postgres, n: usize) {
+    let start = Instant::now();
+    while pg
+        .sql("SELECT COUNT(*) FROM workers")
+        .trim()
+        .parse::<usize>()
+        .unwrap_or(0)
+        < n
+    {
+        assert!(start.elapsed() < Duration::from_secs(20), "the workers did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn jobs_server(pg: &Postgres, env: &[(&'static str, String)], extra: &[&str]) -> simtree_e2e::Server {
+    let mut flags = vec!["--database-url", pg.url.as_str(), "--jobs", "--job-lapse-secs", "2"];
+    flags.extend_from_slice(extra);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    simtree_e2e::Server::start_env(&flags, &env)
+}
+
+async fn fan_out(s: &simtree_e2e::Server, tree: u64, count: u64, turns: u64) -> Vec<u64> {
+    let (status, r) = s
+        .post(
+            &format!("/devui/simtree/{tree}/advance_multi"),
+            &serde_json::json!({"parent": 0, "turns": turns, "count": count}),
+        )
+        .await;
+    assert_eq!(status, 200, "{r}");
+    r["children"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_u64().unwrap())
+        .collect()
+}
+
+async fn statuses(s: &simtree_e2e::Server, tree: u64) -> BTreeMap<u64, String> {
+    let (status, g) = s.get(&format!("/devui/simtree/{tree}/graph")).await;
+    assert_eq!(status, 200, "{g}");
+    g["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            (
+                n["id"].as_u64().unwrap(),
+                n["status"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fan_out_spreads_over_two_workers_and_looks_as_an_in_process_one() {
+    let pg = Postgres::start();
+    let (url, _) = provider(Duration::from_millis(40), Arc::new(|| {})).await;
+    let env = llm_env(&url);
+    let s = jobs_server(&pg, &env, &["--no-worker"]);
+    let workers = [
+        Worker::start(&pg, &env, &["--concurrency", "2"]),
+        Worker::start(&pg, &env, &["--concurrency", "2"]),
+    ];
+    wait_for_workers(&pg, 2);
+    let tree = s.create("simple_chat").await;
+    let mut watcher = s.watch(&format!("/devui/simtree/{tree}/events")).await;
+    let started = Instant::now();
+    let children = fan_out(&s, tree, 16, 2).await;
+    let took = started.elapsed();
+    assert_eq!(children.len(), 16);
+    let statuses = statuses(&s, tree).await;
+    for c in &children {
+        assert_eq!(statuses[c], "done", "child {c}");
+    }
+    let (a, b) = (workers[0].done(), workers[1].done());
+    assert_eq!(a + b, 16, "each child ran once");
+    assert!(a > 0 && b > 0, "the work spread over both workers: {a} and {b}");
+    // The tree's watcher saw every child start, progress and finish, in order per child.
+    let mut seen: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+    let mut finished = 0;
+    while finished < 16 {
+        let m = watcher.next(Duration::from_secs(10)).await.expect("a message");
+        let kind = m["type"].as_str().unwrap().to_string();
+        if let Some(node) = m["data"]["node"].as_u64() {
+            finished += usize::from(kind == "run_finish");
+            seen.entry(node).or_default().push(kind);
+        }
+    }
+    for c in &children {
+        let kinds = &seen[c];
+        assert_eq!(kinds.first().map(String::as_str), Some("attached"), "{c}: {kinds:?}");
+        assert_eq!(kinds[1], "run_start", "{c}: {kinds:?}");
+        assert!(kinds.iter().any(|k| k == "run_progress"), "{c}: {kinds:?}");
+        assert_eq!(kinds.last().map(String::as_str), Some("run_finish"), "{c}: {kinds:?}");
+    }
+    // The same fan-out in one process (no queue) logs the same entries.
+    let env_pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let alone = simtree_e2e::Server::start_env(&[], &env_pairs);
+    let other = alone.create("simple_chat").await;
+    let theirs = fan_out(&alone, other, 16, 2).await;
+    for (mine, theirs) in children.iter().zip(&theirs) {
+        let a = simtree_e2e::own_entries(&s, tree, *mine).await;
+        let b = simtree_e2e::own_entries(&alone, other, *theirs).await;
+        assert!(!a.is_empty());
+        assert_eq!(a, b, "child {mine}: the job's log differs from the in-process run's");
+    }
+    eprintln!("16 children over 2 workers in {took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn killing_a_worker_mid_fan_out_loses_no_child() {
+    let pg = Postgres::start();
+    let (url, _) = provider(Duration::from_millis(150), Arc::new(|| {})).await;
+    let env = llm_env(&url);
+    let s = jobs_server(&pg, &env, &["--no-worker"]);
+    let mut doomed = Worker::start(&pg, &env, &["--concurrency", "4", "--job-lapse-secs", "2"]);
+    let _survivor = Worker::start(&pg, &env, &["--concurrency", "4", "--job-lapse-secs", "2"]);
+    wait_for_workers(&pg, 2);
+    let tree = s.create("simple_chat").await;
+    let started = Instant::now();
+    let fan = {
+        let base = s.base.clone();
+        tokio::spawn(async move {
+            reqwest::Client::new()
+                .post(format!("{base}/devui/simtree/{tree}/advance_multi"))
+                .json(&serde_json::json!({"parent": 0, "turns": 3, "count": 16}))
+                .send()
+                .await
+                .unwrap()
+                .json::<serde_json::Value>()
+                .await
+                .unwrap()
+        })
+    };
+    // Once the doomed worker holds some runs, it dies without a word.
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let held = pg.sql("SELECT COUNT(*) FROM jobs WHERE status = 'claimed'");
+        if held.trim().parse::<u64>().unwrap_or(0) >= 6 || Instant::now() > until {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    doomed.kill9();
+    let reply = tokio::time::timeout(Duration::from_secs(30), fan)
+        .await
+        .expect("every child ended within 30 s")
+        .unwrap();
+    let children: Vec<u64> = reply["children"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{reply}"))
+        .iter()
+        .map(|c| c.as_u64().unwrap())
+        .collect();
+    assert_eq!(children.len(), 16, "{reply}");
+    let statuses = statuses(&s, tree).await;
+    for c in &children {
+        assert_eq!(statuses[c], "done", "child {c}");
+        let entries = simtree_e2e::own_entries(&s, tree, *c).await;
+        let first = simtree_e2e::own_entries(&s, tree, children[0]).await;
+        assert_eq!(
+            entries, first,
+            "child {c}: a re-run child logs as the others (the mock is deterministic)"
+        );
+    }
+    eprintln!("16 children with a worker killed in {:?}", started.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_that_kills_its_worker_every_time_ends_failed_after_its_attempts() {
+    let pg = Postgres::start();
+    // Every request the provider gets kills every worker (as a run that crashes its process).
+    let pids: Arc<Mutex<Vec<u32>>> = Arc::default();
+    let kill = {
+        let pids = pids.clone();
+        Arc::new(move || {
+            for pid in pids.lock().unwrap().iter() {
+                // SAFETY: a signal to a child process of this test.
+                unsafe {
+                    libc::kill(*pid as i32, libc::SIGKILL);
+                }
+            }
+        })
+    };
+    let (url, seen) = provider(Duration::from_millis(10), kill).await;
+    let env = llm_env(&url);
+    let s = jobs_server(&pg, &env, &["--no-worker", "--job-attempts", "2"]);
+    let tree = s.create("simple_chat").await;
+    let run = {
+        let base = s.base.clone();
+        tokio::spawn(async move {
+            reqwest::Client::new()
+                .post(format!("{base}/devui/simtree/{tree}/advance"))
+                .json(&serde_json::json!({"parent": 0, "turns": 1}))
+                .send()
+                .await
+                .unwrap()
+                .json::<serde_json::Value>()
+                .await
+                .unwrap()
+        })
+    };
+    let started = Instant::now();
+    let mut workers = Vec::new();
+    while !run.is_finished() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the poisoned run never ended"
+        );
+        // Keep one worker alive: a new one whenever the last was killed.
+        let alive = workers
+            .last_mut()
+            .is_some_and(|w: &mut Worker| w.child.try_wait().ok().flatten().is_none());
+        if !alive {
+            let w = Worker::start(&pg, &env, &["--concurrency", "1", "--job-lapse-secs", "1"]);
+            pids.lock().unwrap().push(w.child.id());
+            workers.push(w);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let reply = run.await.unwrap();
+    let error = reply["error"].as_str().unwrap_or_else(|| panic!("{reply}"));
+    assert!(error.contains("given up after 2 attempts"), "{error}");
+    let child = reply["child"].as_u64().unwrap();
+    assert_eq!(statuses(&s, tree).await[&child], "failed");
+    assert!(seen.seen.lock().unwrap().len() >= 2, "tried twice");
+    // The node shows the error on reload too (it is stored).
+    let (_, info) = s.get(&format!("/devui/simtree/{tree}/node/{child}/info")).await;
+    assert!(info.to_string().contains("given up after 2 attempts"), "{info}");
+}

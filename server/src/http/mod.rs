@@ -181,7 +181,7 @@ pub async fn serve(app: Arc<AppState>, addr: SocketAddr) -> std::io::Result<()> 
 /// Ctrl-C (SIGINT), or SIGTERM — what `docker stop`, Kubernetes and systemd send. Either way
 /// the server stops listening and the store closes cleanly (with PostgreSQL it releases the
 /// server lease, so a replacement starts at once).
-async fn stop_requested() {
+pub(crate) async fn stop_requested() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};

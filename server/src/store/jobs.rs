@@ -32,6 +32,9 @@ use super::{StoreError, StoreResult, Write};
 
 /// The channel workers and the serving process wake on.
 pub const CHANNEL: &str = "simtree_jobs";
+/// The channel a worker tells the serving process on that a running node's log grew
+/// (`<tree>:<node>`), so that it relays the new entries to the node's watchers.
+pub const LOG_CHANNEL: &str = "simtree_log";
 /// How long a claim lasts without a heartbeat (`--job-lapse-secs`).
 pub const DEFAULT_LAPSE: Duration = Duration::from_secs(10);
 /// How many times a job is tried before it is given up (dead).
@@ -343,6 +346,27 @@ fn rows<S: Sql>(sql: &mut S, filter: &str, params: &[P<'_>]) -> StoreResult<Vec<
         .collect()
 }
 
+/// Stops the job of `node` where it is (queued or claimed: its claimer's result will be refused
+/// and its heartbeat tells it to stop): failed, `cancelled`. False when it had ended already.
+pub fn cancel<S: Sql>(sql: &mut S, tree: u64, node: u64) -> StoreResult<bool> {
+    let now = sql.now_ms_sql();
+    let n = sql.execute(
+        &format!(
+            "UPDATE jobs SET status = 'failed', error = 'cancelled', claimed_by = NULL, updated = {now}
+             WHERE tree = $1 AND node = $2 AND status IN ('queued', 'claimed')"
+        ),
+        &[i(tree), i(node)],
+    )?;
+    Ok(n == 1)
+}
+
+/// Forgets every job (a serving process starting: runs left by the one before are interrupted
+/// nodes now, as without jobs); returns how many there were.
+pub fn clear<S: Sql>(sql: &mut S) -> StoreResult<u64> {
+    sql.execute("DELETE FROM job_calls", &[])?;
+    sql.execute("DELETE FROM jobs", &[])
+}
+
 /// Removes an ended job and its recorded calls (its node shows the outcome now).
 pub fn forget<S: Sql>(sql: &mut S, tree: u64, node: u64) -> StoreResult<()> {
     sql.execute(
@@ -493,6 +517,14 @@ impl Queue {
         row(&mut self.db.sql, tree, node)
     }
 
+    pub fn cancel(&mut self, tree: u64, node: u64) -> StoreResult<bool> {
+        cancel(&mut self.db.sql, tree, node)
+    }
+
+    pub fn clear(&mut self) -> StoreResult<u64> {
+        clear(&mut self.db.sql)
+    }
+
     pub fn forget(&mut self, tree: u64, node: u64) -> StoreResult<()> {
         forget(&mut self.db.sql, tree, node)
     }
@@ -505,6 +537,11 @@ impl Queue {
         recorded_calls(&mut self.db.sql, tree, node)
     }
 
+    /// Leaves the list of processes taking jobs.
+    pub fn unregister(&mut self) -> StoreResult<()> {
+        unregister(&mut self.db.sql, &self.me)
+    }
+
     /// Hands the claims back and leaves the list of processes (a graceful stop).
     pub fn close(mut self) -> StoreResult<u64> {
         let n = self.release()?;
@@ -513,18 +550,19 @@ impl Queue {
     }
 }
 
-/// Wakes a process when jobs are queued or end (`LISTEN simtree_jobs` on a connection of its
-/// own). Only a wake-up: a notification sent while the connection was down is lost, so callers
+/// Wakes a process when jobs are queued or end (`LISTEN simtree_jobs`) and when a running job's
+/// log grew (`simtree_log`), on a connection of its own. Only a wake-up: a notification sent while the connection was down is lost, so callers
 /// also poll ([`Listener::wait`] returns after its timeout either way).
 pub struct Listener(super::postgres::Listening);
 
 impl Listener {
     pub fn connect(url: &str) -> StoreResult<Listener> {
-        super::postgres::Listening::connect(url, CHANNEL).map(Listener)
+        super::postgres::Listening::connect(url, &[CHANNEL, LOG_CHANNEL]).map(Listener)
     }
 
     /// Waits up to `timeout` for notifications; their payloads (`queued`, `ended`,
-    /// `done:<tree>:<node>`), empty when none came (time to poll). Reconnects by itself.
+    /// `done:<tree>:<node>`, and the log channel's `<tree>:<node>` as `log:<tree>:<node>`),
+    /// empty when none came (time to poll). Reconnects by itself.
     pub fn wait(&mut self, timeout: Duration) -> Vec<String> {
         self.0.wait(timeout)
     }

@@ -548,6 +548,8 @@ fn encode(out: &mut Vec<u8>, w: &Write) {
             put_u64(out, *ord);
             put_bytes(out, body.as_bytes());
         }
+        // Jobs are PostgreSQL's (`serve --jobs`), never made on SQLite: nothing to journal.
+        Write::Job { .. } => {}
         Write::Ask { tree, node, seq, body } => {
             out.push(23);
             for v in [*tree, *node, *seq] {

@@ -318,12 +318,12 @@ impl Sql for Postgres {
     }
 }
 
-/// A connection that only listens (`LISTEN channel`), for the run queue's wake-ups (see
+/// A connection that only listens (`LISTEN` on each of its channels), for the run queue's wake-ups (see
 /// `store/jobs.rs`): notifications arrive as the connection is driven, during [`Self::wait`].
 pub struct Listening {
     rt: tokio::runtime::Runtime,
     url: String,
-    channel: &'static str,
+    channels: &'static [&'static str],
     client: Option<Client>,
     tx: tokio::sync::mpsc::UnboundedSender<String>,
     rx: tokio::sync::mpsc::UnboundedReceiver<String>,
@@ -332,7 +332,7 @@ pub struct Listening {
 }
 
 impl Listening {
-    pub fn connect(url: &str, channel: &'static str) -> StoreResult<Listening> {
+    pub fn connect(url: &str, channels: &'static [&'static str]) -> StoreResult<Listening> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -341,7 +341,7 @@ impl Listening {
         let mut l = Listening {
             rt,
             url: url.to_string(),
-            channel,
+            channels,
             client: None,
             tx,
             rx,
@@ -358,7 +358,12 @@ impl Listening {
             while let Some(message) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
                 match message {
                     Ok(tokio_postgres::AsyncMessage::Notification(n)) => {
-                        let _ = tx.send(n.payload().to_string());
+                        // The log channel's payloads are told apart by a prefix.
+                        let payload = match n.channel() {
+                            "simtree_log" => format!("log:{}", n.payload()),
+                            _ => n.payload().to_string(),
+                        };
+                        let _ = tx.send(payload);
                     }
                     Ok(_) => {}
                     Err(e) => {
@@ -368,8 +373,8 @@ impl Listening {
                 }
             }
         });
-        self.rt
-            .block_on(client.batch_execute(&format!("LISTEN {}", self.channel)))?;
+        let listen: String = self.channels.iter().map(|c| format!("LISTEN {c};")).collect();
+        self.rt.block_on(client.batch_execute(&listen))?;
         self.client = Some(client);
         Ok(())
     }

@@ -602,7 +602,17 @@ impl<S: Sql> Db<S> {
                 )?;
             }
             Write::DeleteNodes { tree, nodes } => {
-                for table in ["nodes", "states", "chunks", "logs", "annotations", "texts", "asks"] {
+                for table in [
+                    "nodes",
+                    "states",
+                    "chunks",
+                    "logs",
+                    "annotations",
+                    "texts",
+                    "asks",
+                    "jobs",
+                    "job_calls",
+                ] {
                     let col = if table == "nodes" { "id" } else { "node" };
                     for list in id_lists(nodes) {
                         sql.write(
@@ -725,6 +735,13 @@ impl<S: Sql> Db<S> {
                     &[P::OptText(description.as_deref()), i(*tree)],
                 )?;
             }
+            Write::Job {
+                tree,
+                node,
+                kind,
+                payload,
+                max_attempts,
+            } => super::jobs::enqueue(sql, *tree, *node, kind, payload, *max_attempts)?,
             Write::Text {
                 tree,
                 node,
@@ -1018,6 +1035,12 @@ impl<S: Sql> Database for Db<S> {
 
     fn lease_lost(&self) -> Option<String> {
         self.lease_lost.clone()
+    }
+
+    fn notify(&mut self, channel: &str, payload: &str) -> StoreResult<()> {
+        self.sql
+            .execute("SELECT pg_notify($1, $2)", &[P::Text(channel), P::Text(payload)])
+            .map(drop)
     }
 
     fn release_lease(&mut self) {
