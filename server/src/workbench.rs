@@ -643,6 +643,19 @@ impl Workbench {
         node: NodeId,
         budget: Option<Arc<TreeBudget>>,
     ) -> Result<(RunCtx, Arc<Ledger>), BackendError> {
+        self.client_with(handle, replay, sim, node, budget, Arc::new(Ledger::default()))
+    }
+
+    /// [`Self::client_for`] recording in `ledger`.
+    fn client_with(
+        &self,
+        handle: &TreeHandle,
+        replay: Option<Vec<LlmRecord>>,
+        sim: &Sim,
+        node: NodeId,
+        budget: Option<Arc<TreeBudget>>,
+        ledger: Arc<Ledger>,
+    ) -> Result<(RunCtx, Arc<Ledger>), BackendError> {
         let abm = self.abm_pool.get().and_then(|r| r.as_ref().ok()).cloned();
         let scenario = handle.lock().scenario.clone();
         let req = RunRequest {
@@ -653,7 +666,7 @@ impl Workbench {
             abm,
             watch: Watch::new(Arc::new(live_text::NodeStream::new(node, handle.deltas.clone()))),
         };
-        crate::backend::run_ctx(&self.backend, req)
+        crate::backend::run_ctx_with(&self.backend, req, ledger)
     }
 
     /// Runs a started child in its own task. The server owns the run, not the request: whether

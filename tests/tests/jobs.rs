@@ -565,3 +565,96 @@ async fn a_run_that_kills_its_worker_every_time_ends_failed_after_its_attempts()
     let (_, info) = s.get(&format!("/devui/simtree/{tree}/node/{child}/info")).await;
     assert!(info.to_string().contains("given up after 2 attempts"), "{info}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_re_run_job_replays_what_its_killed_worker_recorded_and_pays_only_the_rest() {
+    let pg = Postgres::start();
+    // The third request the provider gets kills the worker that sent it (before it is answered).
+    const KILL_AT: usize = 3;
+    let pids: Arc<Mutex<Vec<u32>>> = Arc::default();
+    let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let kill = {
+        let (pids, count) = (pids.clone(), count.clone());
+        Arc::new(move || {
+            if count.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 == KILL_AT {
+                for pid in pids.lock().unwrap().iter() {
+                    // SAFETY: a signal to a child process of this test.
+                    unsafe {
+                        libc::kill(*pid as i32, libc::SIGKILL);
+                    }
+                }
+            }
+        })
+    };
+    let (url, seen) = provider(Duration::from_millis(20), kill).await;
+    let env = llm_env(&url);
+    let s = jobs_server(&pg, &env, &["--no-worker"]);
+    let mut first = Worker::start(&pg, &env, &["--concurrency", "1", "--job-lapse-secs", "1"]);
+    pids.lock().unwrap().push(first.child.id());
+    wait_for_workers(&pg, 1);
+    let tree = s.create("simple_chat").await;
+    let run = {
+        let base = s.base.clone();
+        tokio::spawn(async move {
+            reqwest::Client::new()
+                .post(format!("{base}/devui/simtree/{tree}/advance"))
+                .json(&serde_json::json!({"parent": 0, "turns": 3}))
+                .send()
+                .await
+                .unwrap()
+                .json::<serde_json::Value>()
+                .await
+                .unwrap()
+        })
+    };
+    let start = Instant::now();
+    while first.child.try_wait().unwrap().is_none() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the first worker was never killed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _second = Worker::start(&pg, &env, &["--concurrency", "1", "--job-lapse-secs", "1"]);
+    let reply = tokio::time::timeout(Duration::from_secs(30), run)
+        .await
+        .expect("the run ended")
+        .unwrap();
+    assert!(reply["error"].is_null(), "{reply}");
+    let child = reply["child"].as_u64().unwrap();
+    assert_eq!(statuses(&s, tree).await[&child], "done");
+    // The same advance in one process: how many calls it makes, and its log.
+    let (alone_url, alone_seen) = provider(Duration::from_millis(1), Arc::new(|| {})).await;
+    let alone_env = llm_env(&alone_url);
+    let pairs: Vec<(&str, &str)> = alone_env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let alone = simtree_e2e::Server::start_env(&[], &pairs);
+    let other = alone.create("simple_chat").await;
+    let theirs = simtree_e2e::advance(&alone, other, 0, 3).await;
+    let calls = alone_seen.seen.lock().unwrap().len();
+    assert!(
+        calls > KILL_AT,
+        "the run makes more calls than the kill comes after ({calls})"
+    );
+    let paid = seen.seen.lock().unwrap().clone();
+    // The two calls recorded before the kill were replayed; only the one in flight was sent again.
+    assert_eq!(paid.len(), calls + 1, "each recorded call was paid once");
+    assert_eq!(
+        paid[KILL_AT - 1],
+        paid[KILL_AT],
+        "the call in flight at the kill was sent again"
+    );
+    let distinct: BTreeSet<String> = paid.iter().map(|m| m.to_string()).collect();
+    assert_eq!(distinct.len(), calls, "no other request was repeated");
+    assert_eq!(
+        simtree_e2e::own_entries(&s, tree, child).await,
+        simtree_e2e::own_entries(&alone, other, theirs).await,
+        "the resumed run logs as an uninterrupted one"
+    );
+    // Its node's records hold every call, replayed ones included.
+    let (_, calls_view) = s.get(&format!("/devui/simtree/{tree}/node/{child}/calls")).await;
+    assert_eq!(
+        calls_view["calls"].as_array().map_or(0, Vec::len),
+        calls,
+        "{calls_view}"
+    );
+}

@@ -33,6 +33,7 @@ use super::{
     lock,
 };
 use crate::engine::Event;
+use crate::llm::ledger::{Ledger, LlmRecord, RecordSink};
 use crate::store::jobs::{self as queue, Job, JobRow, Listener, Queue, Status};
 use crate::store::lease::Lease;
 use crate::store::{Store, StoreError, Write, encode_state, now_ms};
@@ -459,7 +460,7 @@ impl Workbench {
     ) {
         let (tree, node) = (job.tree, job.node);
         tracing::info!(tree, node, attempt = job.attempts, "job claimed");
-        let end = match self.compute(&job, notifier).await {
+        let end = match self.compute(&job, queue, notifier).await {
             Ok(end) => end,
             // What the run could not even start with (a tree or parent that cannot be read):
             // its node fails with the reason.
@@ -495,6 +496,7 @@ impl Workbench {
     async fn compute(
         self: &Arc<Self>,
         job: &Job,
+        queue: &Arc<Mutex<Queue>>,
         notifier: &mpsc::UnboundedSender<(u64, NodeId)>,
     ) -> Result<End, String> {
         let (tree, id) = (job.tree, job.node);
@@ -521,9 +523,36 @@ impl Workbench {
         if let Some(i) = run.replicate {
             sim.replicate(i);
         }
-        let (ctx, ledger) = match self.client_for(&handle, None, &sim, id, None) {
+        // What an earlier attempt recorded is answered from its recording (not paid again);
+        // each new call is recorded as it returns, before its answer is used.
+        let earlier = on_queue(queue, move |q| q.recorded_calls(tree, id))
+            .await
+            .map_err(|e| e.to_string())?
+            .iter()
+            .filter_map(|body| serde_json::from_str::<LlmRecord>(body).ok())
+            .collect::<Vec<_>>();
+        if !earlier.is_empty() {
+            tracing::info!(
+                tree,
+                node = id,
+                calls = earlier.len(),
+                "replaying the calls an earlier attempt recorded"
+            );
+        }
+        let recorder = queue.clone();
+        let sink: RecordSink = Arc::new(move |record: LlmRecord| {
+            let queue = recorder.clone();
+            Box::pin(async move {
+                let body = serde_json::to_string(&record).unwrap_or_default();
+                if let Err(e) = on_queue(&queue, move |q| q.record_call(tree, id, &body)).await {
+                    tracing::warn!(tree, node = id, error = %e, "a call could not be recorded (a re-run would pay it again)");
+                }
+            })
+        });
+        let ledger = Arc::new(Ledger::resuming(earlier, Some(sink)));
+        let (ctx, ledger) = match self.client_with(&handle, None, &sim, id, None, ledger.clone()) {
             Ok((ctx, ledger)) => (Ok(ctx), ledger),
-            Err(e) => (Err(e.to_string()), Arc::new(crate::llm::ledger::Ledger::default())),
+            Err(e) => (Err(e.to_string()), ledger),
         };
         let marks = sim.memory_marks();
         let mut batch = LogBatch::new(id);
