@@ -18,7 +18,7 @@ use simtree_e2e::Postgres;
 fn queue(pg: &Postgres, name: &str, lapse: Duration) -> Queue {
     let mut me = Lease::this_process(lapse);
     me.holder.push_str(&format!("-{name}"));
-    Queue::connect(&pg.url, me, "worker").expect("connect the queue")
+    Queue::connect(&pg.url, me, Some("worker")).expect("connect the queue")
 }
 
 #[test]
@@ -38,7 +38,7 @@ fn concurrent_claimers_never_take_one_job_twice_and_each_job_finishes_once() {
             std::thread::spawn(move || {
                 let mut me = Lease::this_process(Duration::from_secs(30));
                 me.holder.push_str(&format!("-claimer{k}"));
-                let mut q = Queue::connect(&url, me.clone(), "worker").unwrap();
+                let mut q = Queue::connect(&url, me.clone(), Some("worker")).unwrap();
                 loop {
                     let jobs = q.claim(1 + k % 4).unwrap();
                     if jobs.is_empty() {
@@ -657,4 +657,84 @@ async fn a_re_run_job_replays_what_its_killed_worker_recorded_and_pays_only_the_
         calls,
         "{calls_view}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_with_jobs_runs_them_itself_and_a_cancel_reaches_the_job() {
+    let pg = Postgres::start();
+    let (url, _) = provider(Duration::from_millis(100), Arc::new(|| {})).await;
+    let env = llm_env(&url);
+    // No worker process: the server's own worker takes the runs.
+    let s = jobs_server(&pg, &env, &[]);
+    wait_for_workers(&pg, 1);
+    assert_eq!(pg.sql("SELECT role FROM workers").trim(), "serve");
+    let tree = s.create("simple_chat").await;
+    let child = simtree_e2e::advance(&s, tree, 0, 1).await;
+    assert_eq!(statuses(&s, tree).await[&child], "done");
+    // A long run, cancelled while a worker runs it: the node ends cancelled, the job too.
+    let long = s.advance_in_background(tree, child, 200);
+    let running = s.first_running(tree).await;
+    let start = Instant::now();
+    while pg
+        .sql(&format!("SELECT status FROM jobs WHERE node = {running}"))
+        .trim()
+        != "claimed"
+    {
+        assert!(start.elapsed() < Duration::from_secs(10), "never claimed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (status, body) = s
+        .post(
+            &format!("/devui/simtree/{tree}/node/{running}/cancel"),
+            &serde_json::json!({}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let reply = long.await.unwrap();
+    assert_eq!(reply["error"], "the run was cancelled", "{reply}");
+    assert_eq!(statuses(&s, tree).await[&running], "cancelled");
+    // The cancelled node keeps its parent's state and can be advanced from.
+    let next = simtree_e2e::advance(&s, tree, running, 1).await;
+    assert_eq!(statuses(&s, tree).await[&next], "done");
+    assert_eq!(
+        pg.sql("SELECT COUNT(*) FROM jobs").trim(),
+        "0",
+        "ended jobs are forgotten"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_worker_stopped_with_sigterm_hands_its_run_back_and_another_finishes_it() {
+    let pg = Postgres::start();
+    let (url, _) = provider(Duration::from_millis(150), Arc::new(|| {})).await;
+    let env = llm_env(&url);
+    let s = jobs_server(&pg, &env, &["--no-worker"]);
+    let first = Worker::start(&pg, &env, &["--concurrency", "1", "--job-lapse-secs", "30"]);
+    wait_for_workers(&pg, 1);
+    let tree = s.create("simple_chat").await;
+    let run = s.advance_in_background(tree, 0, 3);
+    let start = Instant::now();
+    while pg.sql("SELECT status FROM jobs").trim() != "claimed" {
+        assert!(start.elapsed() < Duration::from_secs(10), "never claimed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // SAFETY: a signal to a child process of this test.
+    unsafe {
+        libc::kill(first.child.id() as i32, libc::SIGTERM);
+    }
+    let start = Instant::now();
+    while pg.sql("SELECT status || ' ' || attempts FROM jobs").trim() != "queued 0" {
+        assert!(start.elapsed() < Duration::from_secs(10), "not handed back");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(pg.sql("SELECT COUNT(*) FROM workers").trim(), "0", "it left the list");
+    // Handed back at once (its 30 s lapse does not apply): the next worker takes it now.
+    let second = Worker::start(&pg, &env, &["--concurrency", "1"]);
+    let reply = tokio::time::timeout(Duration::from_secs(20), run)
+        .await
+        .expect("finished by the second worker")
+        .unwrap();
+    assert!(reply["error"].is_null(), "{reply}");
+    assert_eq!(second.done(), 1);
+    assert_eq!(first.done(), 0);
 }

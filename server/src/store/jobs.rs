@@ -437,11 +437,14 @@ pub struct Queue {
 }
 
 impl Queue {
-    /// Connects to `url` (bringing the schema up to date) as `me`, listed with `role`.
-    pub fn connect(url: &str, me: Lease, role: &str) -> StoreResult<Queue> {
+    /// Connects to `url` (bringing the schema up to date) as `me`; listed among the processes
+    /// taking jobs with `role` when it takes some (`None`: it only queues and watches them).
+    pub fn connect(url: &str, me: Lease, role: Option<&str>) -> StoreResult<Queue> {
         let mut db = Db::new(super::postgres::Postgres::connect(url)?);
         db.migrate()?;
-        register(&mut db.sql, &me, role)?;
+        if let Some(role) = role {
+            register(&mut db.sql, &me, role)?;
+        }
         Ok(Queue { db, me })
     }
 

@@ -99,7 +99,7 @@ impl Workbench {
         if self.store.is_none() {
             return Err("--jobs needs --database-url (runs are jobs only on PostgreSQL)".into());
         }
-        let mut q = Queue::connect(&config.url, Lease::this_process(config.lapse), "serve")
+        let mut q = Queue::connect(&config.url, Lease::this_process(config.lapse), None)
             .map_err(|e| format!("cannot open the job queue: {e}"))?;
         let left = q.clear().map_err(|e| format!("cannot clear the job queue: {e}"))?;
         if left > 0 {
@@ -344,7 +344,7 @@ impl Workbench {
         let me = Lease::this_process(config.lapse);
         let url = config.url.clone();
         let role = role.to_string();
-        let q = off_runtime(move || Queue::connect(&url, me, &role))
+        let q = off_runtime(move || Queue::connect(&url, me, Some(&role)))
             .await
             .ok_or("the queue's task ended")?
             .map_err(|e| format!("cannot open the job queue: {e}"))?;
@@ -360,6 +360,8 @@ impl Workbench {
         let mut running: HashMap<(u64, NodeId), tokio::task::AbortHandle> = HashMap::new();
         let mut heartbeat = tokio::time::interval((config.lapse / 6).max(Duration::from_millis(200)));
         let notifier = self.log_notifier();
+        // The trees jobs read stay a cache within --cache-mb, as a server's do.
+        let sweeper = tokio::spawn(self.clone().sweep_cache());
         let concurrency = concurrency.max(1);
         tokio::pin!(stop);
         let mut claim_now = true;
@@ -414,6 +416,7 @@ impl Workbench {
                 }
             }
         }
+        sweeper.abort();
         for task in running.values() {
             task.abort();
         }
@@ -662,7 +665,9 @@ async fn take_end(handle: &Arc<TreeHandle>, id: NodeId, row: Option<JobRow>, log
     let (status, error, present) = {
         let mut t = handle.lock();
         match read {
-            Some(Ok((Some(stored), logs))) => {
+            // (A record still `running`: the worker could not even start the run, and wrote
+            // only the job's error.)
+            Some(Ok((Some(stored), logs))) if !stored.status.is_running() => {
                 push_new(&logs, log.len(), log, |_| {});
                 let present = t.finish_stored(&stored);
                 (stored.status, stored.error, present)
@@ -687,6 +692,15 @@ async fn take_end(handle: &Arc<TreeHandle>, id: NodeId, row: Option<JobRow>, log
                 };
                 let present = t.end_without_sim(id, status, error.clone());
                 if present {
+                    // Its state is its parent's, stored as its own (a cancelled node's is read
+                    // back from the store like any other).
+                    let stored = t
+                        .sim(id)
+                        .map_err(WorkbenchError::from)
+                        .and_then(|sim| handle.persist_state(&mut t, id, &sim));
+                    if let Err(e) = stored {
+                        tracing::warn!(tree, node = id, error = %e, "the state of a stopped job's node was not stored");
+                    }
                     handle.persist_row(&t, id);
                 }
                 (status, error, present)
