@@ -18,8 +18,36 @@ use tokio_postgres::{Client, NoTls};
 use super::sql::{Cell, Fts, P, Sql};
 use super::{StoreError, StoreResult};
 
+/// A driver's runtime, shut down in the background when dropped: a connection dropped inside an
+/// async context (a worker's queue as the worker stops) must not block it.
+struct Rt(Option<tokio::runtime::Runtime>);
+
+impl std::ops::Deref for Rt {
+    type Target = tokio::runtime::Runtime;
+
+    fn deref(&self) -> &tokio::runtime::Runtime {
+        self.0.as_ref().expect("taken only when dropped")
+    }
+}
+
+impl Drop for Rt {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+fn runtime() -> StoreResult<Rt> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map(|rt| Rt(Some(rt)))
+        .map_err(|e| StoreError(format!("postgresql: cannot start its runtime: {e}")))
+}
+
 pub struct Postgres {
-    rt: tokio::runtime::Runtime,
+    rt: Rt,
     client: Client,
     url: String,
     /// Reconnection after the connection was lost: when the next attempt may be made, and the
@@ -59,10 +87,7 @@ fn connect(rt: &tokio::runtime::Runtime, url: &str) -> Result<Client, tokio_post
 
 impl Postgres {
     pub fn connect(url: &str) -> StoreResult<Postgres> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| StoreError(format!("postgresql: cannot start its runtime: {e}")))?;
+        let rt = runtime()?;
         let client = connect(&rt, url).map_err(err)?;
         Ok(Postgres {
             rt,
@@ -321,7 +346,7 @@ impl Sql for Postgres {
 /// A connection that only listens (`LISTEN` on each of its channels), for the run queue's wake-ups (see
 /// `store/jobs.rs`): notifications arrive as the connection is driven, during [`Self::wait`].
 pub struct Listening {
-    rt: tokio::runtime::Runtime,
+    rt: Rt,
     url: String,
     channels: &'static [&'static str],
     client: Option<Client>,
@@ -333,10 +358,7 @@ pub struct Listening {
 
 impl Listening {
     pub fn connect(url: &str, channels: &'static [&'static str]) -> StoreResult<Listening> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| StoreError(format!("postgresql: cannot start its runtime: {e}")))?;
+        let rt = runtime()?;
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let mut l = Listening {
             rt,

@@ -70,7 +70,7 @@ pub struct Hub {
 
 /// A run the server waits for: where its end goes, and its log and progress for relaying.
 struct Waiting {
-    done: oneshot::Sender<JobRow>,
+    done: oneshot::Sender<(JobRow, Progress)>,
     handle: Arc<TreeHandle>,
     log: Arc<NodeLog>,
     progress: Progress,
@@ -194,7 +194,7 @@ impl Workbench {
                     }
                 }
             };
-            hub.waiting.remove(&(tree, id));
+            let left = hub.waiting.remove(&(tree, id)).map(|(_, w)| w.progress);
             let result = match ended_as {
                 Err(cause) => {
                     tracing::error!(tree, node = id, error = %cause, "a run's job could not be stored; its node is removed");
@@ -207,8 +207,12 @@ impl Workbench {
                         unstored: Some(cause),
                     }
                 }
-                Ok(row) => {
-                    let result = take_end(&handle, id, row, &log).await;
+                Ok(ended) => {
+                    let (row, progress) = match ended {
+                        Some((row, progress)) => (Some(row), progress),
+                        None => (None, left.unwrap_or_else(|| Progress::new(id, turns))),
+                    };
+                    let result = take_end(&handle, id, row, &log, progress).await;
                     let _ = on_queue(&hub.queue, move |q| q.forget(tree, id)).await;
                     result
                 }
@@ -286,7 +290,7 @@ impl Workbench {
                             let key = (row.tree, row.node);
                             match hub.waiting.remove(&key) {
                                 Some((_, w)) => {
-                                    let _ = w.done.send(row);
+                                    let _ = w.done.send((row, w.progress));
                                 }
                                 // Nobody waits: a job of a node deleted meanwhile.
                                 None => {
@@ -648,7 +652,13 @@ struct End {
 
 /// Takes a job's end into the serving process's tree: the node's stored record (the state stays
 /// in the store until used), or a failure when the job was given up or cancelled.
-async fn take_end(handle: &Arc<TreeHandle>, id: NodeId, row: Option<JobRow>, log: &Arc<NodeLog>) -> RunResult {
+async fn take_end(
+    handle: &Arc<TreeHandle>,
+    id: NodeId,
+    row: Option<JobRow>,
+    log: &Arc<NodeLog>,
+    mut progress: Progress,
+) -> RunResult {
     let tree = handle.id;
     let store = handle.store.clone();
     let read = match (&row, store) {
@@ -668,7 +678,14 @@ async fn take_end(handle: &Arc<TreeHandle>, id: NodeId, row: Option<JobRow>, log
             // (A record still `running`: the worker could not even start the run, and wrote
             // only the job's error.)
             Some(Ok((Some(stored), logs))) if !stored.status.is_running() => {
-                push_new(&logs, log.len(), log, |_| {});
+                // (Entries not relayed yet: a short run may end before its first batch is.)
+                push_new(&logs, log.len(), log, |entry| {
+                    if let Ok(e) = serde_json::from_str::<Event>(entry)
+                        && let Some(msg) = progress.observe(&e)
+                    {
+                        handle.send(msg);
+                    }
+                });
                 let present = t.finish_stored(&stored);
                 (stored.status, stored.error, present)
             }
