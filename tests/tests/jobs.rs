@@ -650,6 +650,12 @@ async fn a_re_run_job_replays_what_its_killed_worker_recorded_and_pays_only_the_
         simtree_e2e::own_entries(&alone, other, theirs).await,
         "the resumed run logs as an uninterrupted one"
     );
+    // Its stored log is the run's, once: the rows the killed attempt left were replaced.
+    let stored = pg.sql(&format!(
+        "SELECT entries FROM logs WHERE tree = {tree} AND node = {child} ORDER BY idx"
+    ));
+    let stored = stored.lines().filter(|l| !l.trim().is_empty()).count();
+    assert_eq!(stored, simtree_e2e::own_entries(&s, tree, child).await.len());
     // Its node's records hold every call, replayed ones included.
     let (_, calls_view) = s.get(&format!("/devui/simtree/{tree}/node/{child}/calls")).await;
     assert_eq!(

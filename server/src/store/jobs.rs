@@ -143,6 +143,16 @@ pub fn enqueue<S: Sql>(
     sql.write(&format!("SELECT pg_notify('{CHANNEL}', 'queued')"), &[])
 }
 
+/// Queues, in the write transaction under way, the deletion of a node's log rows and of the
+/// search text made from them.
+fn clear_log<S: Sql>(sql: &mut S, tree: u64, node: u64) -> StoreResult<()> {
+    sql.write("DELETE FROM logs WHERE tree = $1 AND node = $2", &[i(tree), i(node)])?;
+    sql.write(
+        "DELETE FROM texts WHERE tree = $1 AND node = $2 AND kind = 'event'",
+        &[i(tree), i(node)],
+    )
+}
+
 /// Gives up, with an error saying why, the jobs whose claimer stopped heartbeating after their
 /// last allowed attempt; returns them. Rows another claimer has locked are skipped (it is
 /// burying or claiming them).
@@ -479,8 +489,38 @@ impl Queue {
         error: Option<&str>,
         writes: &[Write],
     ) -> StoreResult<()> {
+        self.end(tree, node, status, error, false, writes)
+    }
+
+    /// [`Self::finish`] for a job run again: the log rows (and their search text) an earlier
+    /// attempt left are deleted first, in the same transaction, and `writes` hold the whole log
+    /// (batches of two attempts need not start at the same entries).
+    pub fn finish_anew(
+        &mut self,
+        tree: u64,
+        node: u64,
+        status: Status,
+        error: Option<&str>,
+        writes: &[Write],
+    ) -> StoreResult<()> {
+        self.end(tree, node, status, error, true, writes)
+    }
+
+    fn end(
+        &mut self,
+        tree: u64,
+        node: u64,
+        status: Status,
+        error: Option<&str>,
+        anew: bool,
+        writes: &[Write],
+    ) -> StoreResult<()> {
         self.db.sql.begin()?;
         let queued = fence_finish(&mut self.db.sql, &self.me, tree, node, status, error)
+            .and_then(|()| match anew {
+                true => clear_log(&mut self.db.sql, tree, node),
+                false => Ok(()),
+            })
             .and_then(|()| writes.iter().try_for_each(|w| self.db.write_one(w)));
         if let Err(e) = queued {
             self.db.sql.rollback();

@@ -475,6 +475,7 @@ impl Workbench {
                 status: NodeStatus::Failed,
                 error: Some(cause),
                 writes: Vec::new(),
+                anew: false,
             },
         };
         // Log rows queued on the store before are committed first: the server reads the whole
@@ -482,14 +483,20 @@ impl Workbench {
         if let Some(store) = &self.store {
             let _ = store.flush_async().await;
         }
-        let End { status, error, writes } = end;
+        let End {
+            status,
+            error,
+            writes,
+            anew,
+        } = end;
         let job_status = if status == NodeStatus::Done {
             Status::Done
         } else {
             Status::Failed
         };
-        let finished = on_queue(queue, move |q| {
-            q.finish(tree, node, job_status, error.as_deref(), &writes)
+        let finished = on_queue(queue, move |q| match anew {
+            true => q.finish_anew(tree, node, job_status, error.as_deref(), &writes),
+            false => q.finish(tree, node, job_status, error.as_deref(), &writes),
         })
         .await;
         match finished {
@@ -563,6 +570,9 @@ impl Workbench {
         };
         let marks = sim.memory_marks();
         let mut batch = LogBatch::new(id);
+        // A job run again stores its whole log at its end (see `Queue::finish_anew`).
+        let anew = job.attempts > 1;
+        let mut all: Vec<String> = Vec::new();
         let mut index = 0usize;
         let outcome = match &ctx {
             Err(e) => Some(Some(e.clone())),
@@ -571,6 +581,9 @@ impl Workbench {
                     emit: |e: Event| {
                         let entry = entry_json(&e, id);
                         batch.push(&handle, index, &entry);
+                        if anew {
+                            all.push(entry);
+                        }
                         index += 1;
                         if batch.is_empty() {
                             let _ = notifier.send((tree, id));
@@ -585,7 +598,11 @@ impl Workbench {
                 }
             }
         };
-        let mut writes: Vec<Write> = batch.take(tree).into_iter().collect();
+        let rest = batch.take(tree);
+        let mut writes: Vec<Write> = match anew {
+            true => Write::whole_log(tree, id, &all).into_iter().collect(),
+            false => rest.into_iter().collect(),
+        };
         let (status, error) = match &outcome {
             Some(None) => (NodeStatus::Done, None),
             Some(Some(e)) => (NodeStatus::Failed, Some(e.clone())),
@@ -621,7 +638,12 @@ impl Workbench {
         row.turns = if outcome.is_some() { sim.turns() } else { row.turns };
         row.records = ledger.take();
         writes.push(Write::Node { tree, row });
-        Ok(End { status, error, writes })
+        Ok(End {
+            status,
+            error,
+            writes,
+            anew,
+        })
     }
 
     /// Tree `tree` as the store has it now, with `parent` finished (a worker's copy of a tree
@@ -648,6 +670,8 @@ struct End {
     status: NodeStatus,
     error: Option<String>,
     writes: Vec<Write>,
+    /// A job run again: the log rows of earlier attempts are replaced (`writes` hold it whole).
+    anew: bool,
 }
 
 /// Takes a job's end into the serving process's tree: the node's stored record (the state stays
