@@ -123,7 +123,16 @@ pub struct RunRequest<'a> {
 
 /// What one run talks to, and the ledger its real calls are recorded in.
 pub fn run_ctx(backend: &Backend, req: RunRequest<'_>) -> Result<(RunCtx, Arc<Ledger>), BackendError> {
-    let ledger = Arc::new(Ledger::default());
+    run_ctx_with(backend, req, Arc::new(Ledger::default()))
+}
+
+/// [`run_ctx`] recording in `ledger` (a job's: it replays what an interrupted attempt recorded,
+/// then goes live, recording each call as it returns; see [`Ledger::resuming`]).
+pub fn run_ctx_with(
+    backend: &Backend,
+    req: RunRequest<'_>,
+    ledger: Arc<Ledger>,
+) -> Result<(RunCtx, Arc<Ledger>), BackendError> {
     let offline = |default: Offline| RunCtx {
         llm: Arc::new(OfflineClient(default)),
         tools: Arc::new(MockToolModel),

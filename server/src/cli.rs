@@ -151,7 +151,63 @@ pub enum Command {
         shutdown_grace_secs: u64,
         #[command(flatten)]
         storage: StorageArgs,
+        #[command(flatten)]
+        jobs: ServeJobs,
     },
+    /// Take runs queued by `serve --jobs` on a PostgreSQL database and run them (no HTTP).
+    /// SIGTERM or ctrl-c hands its unfinished runs back to the queue.
+    Worker {
+        /// The PostgreSQL database the server queues runs in.
+        #[arg(long, env = "SIMTREE_DATABASE_URL", hide_env_values = true)]
+        database_url: String,
+        /// Runs at once (default: the machine's cores).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
+        concurrency: Option<u64>,
+        /// LLM settings file (TOML or JSON) layered over the LLM_* environment variables.
+        #[arg(long)]
+        llm_config: Option<PathBuf>,
+        #[command(flatten)]
+        queue: QueueArgs,
+    },
+}
+
+/// How runs go through the job queue (`serve --jobs`, `worker`).
+#[derive(Debug, clap::Args)]
+pub struct QueueArgs {
+    /// Seconds a claimed run may go without a heartbeat before another process takes it over
+    /// (heartbeats come every sixth of that).
+    #[arg(long, default_value_t = crate::store::jobs::DEFAULT_LAPSE.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub job_lapse_secs: u64,
+    /// Times a run is tried before it is given up and its node fails (a run whose process
+    /// dies every time is not retried forever). The server's value applies to the runs it queues.
+    #[arg(long, default_value_t = crate::store::jobs::DEFAULT_MAX_ATTEMPTS,
+          value_parser = clap::value_parser!(u64).range(1..=100))]
+    pub job_attempts: u64,
+}
+
+impl QueueArgs {
+    fn config(&self, url: &str) -> crate::workbench::jobs::JobsConfig {
+        crate::workbench::jobs::JobsConfig {
+            url: url.to_string(),
+            lapse: std::time::Duration::from_secs(self.job_lapse_secs),
+            max_attempts: self.job_attempts,
+        }
+    }
+}
+
+/// `serve`'s job queue flags.
+#[derive(Debug, clap::Args)]
+pub struct ServeJobs {
+    /// PostgreSQL: send runs through the job queue, where `simtree worker` processes (and this
+    /// server, unless --no-worker) take them. Without it every run stays in this process.
+    #[arg(long, requires = "database_url")]
+    pub jobs: bool,
+    /// With --jobs: run no jobs in this process (only workers do).
+    #[arg(long, requires = "jobs")]
+    pub no_worker: bool,
+    #[command(flatten)]
+    pub queue: QueueArgs,
 }
 
 /// Where `serve` keeps its trees.
@@ -423,6 +479,7 @@ fn run(cli: Cli) -> Result<(), String> {
             ws_idle_secs,
             shutdown_grace_secs,
             storage,
+            jobs,
         } => {
             let access = access_policy(addr, token, allow_origin)?;
             let backend = backend(llm_config.as_deref())?;
@@ -444,7 +501,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 max_websockets,
                 ws_idle: std::time::Duration::from_secs(ws_idle_secs),
             };
-            let mut wb = crate::workbench::Workbench::new(library, backend, limits);
+            let mut wb = crate::workbench::Workbench::new(library.clone(), backend, limits);
             if let Some(path) = prices {
                 wb.prices = std::sync::Arc::new(crate::llm::price::PriceTable::load(&path).map_err(|e| e.to_string())?);
             }
@@ -456,6 +513,25 @@ fn run(cli: Cli) -> Result<(), String> {
             } else {
                 eprintln!("simtree: --ephemeral: trees are kept in memory only");
             }
+            // `--jobs` requires `--database-url`.
+            let queue = match (jobs.jobs, &storage.database_url) {
+                (true, Some(url)) => {
+                    let config = jobs.queue.config(url);
+                    wb.enable_jobs(config.clone())?;
+                    eprintln!("simtree: runs go through the job queue");
+                    Some(config)
+                }
+                _ => None,
+            };
+            // The server's own worker: a workbench of its own that reads trees from the store
+            // as jobs name them, like `simtree worker`.
+            let own_worker = match &queue {
+                Some(config) if !jobs.no_worker => Some((
+                    worker_bench(&library, &assets, sandbox, llm_config.as_deref(), &config.url)?,
+                    config.clone(),
+                )),
+                _ => None,
+            };
             let mut app = AppState::new(wb);
             app.access = std::sync::Arc::new(access);
             app.shutdown_grace = std::time::Duration::from_secs(shutdown_grace_secs);
@@ -478,7 +554,18 @@ fn run(cli: Cli) -> Result<(), String> {
                     Some(url) => share_endpoint_load(&shared_backend, url).await,
                     None => None,
                 };
+                if queue.is_some() {
+                    tokio::spawn(app.wb.clone().dispatch_jobs());
+                }
+                let worker = own_worker.map(|(wb, config)| {
+                    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+                    tokio::spawn(wb.work(config, cores, "serve", crate::http::stop_requested()))
+                });
                 let served = crate::http::serve(app, addr).await;
+                if let Some(w) = worker {
+                    // Its claims are handed back before the process ends.
+                    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), w).await;
+                }
                 if let Some((stop, task)) = sharing {
                     stop.notify_one();
                     let _ = task.await;
@@ -486,6 +573,37 @@ fn run(cli: Cli) -> Result<(), String> {
                 served
             })
             .map_err(|e| format!("cannot serve on {addr}: {e}"))
+        }
+        Command::Worker {
+            database_url,
+            concurrency,
+            llm_config,
+            queue,
+        } => {
+            let wb = worker_bench(&library, &assets, sandbox, llm_config.as_deref(), &database_url)?;
+            let cores = std::thread::available_parallelism().map_or(1, usize::from);
+            let concurrency = concurrency.map_or(cores, |c| c as usize);
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())?;
+            eprintln!("simtree: worker taking runs from the job queue, {concurrency} at a time");
+            rt.block_on(async {
+                let sharing = share_endpoint_load(&wb.backend, &database_url).await;
+                let worked = wb
+                    .work(
+                        queue.config(&database_url),
+                        concurrency,
+                        "worker",
+                        crate::http::stop_requested(),
+                    )
+                    .await;
+                if let Some((stop, task)) = sharing {
+                    stop.notify_one();
+                    let _ = task.await;
+                }
+                worked
+            })
         }
         Command::Run(args) => run_headless(&library, &assets, sandbox, args),
         Command::Sweep {
@@ -886,6 +1004,24 @@ pub async fn share_endpoint_load(
             None
         }
     }
+}
+
+/// The workbench of a process that runs jobs (`worker`, or a server's own worker): the store
+/// opened without the server lease (it writes only its jobs' nodes, fenced by their claims).
+fn worker_bench(
+    library: &ScenarioLibrary,
+    assets: &std::path::Path,
+    sandbox: crate::abm::Sandbox,
+    llm_config: Option<&std::path::Path>,
+    url: &str,
+) -> Result<std::sync::Arc<crate::workbench::Workbench>, String> {
+    let mut wb = crate::workbench::Workbench::new(library.clone(), backend(llm_config)?, Limits::default());
+    wb.abm_sandbox = sandbox;
+    wb.use_assets(assets);
+    let store = crate::store::Store::open_postgres_with(url, None)
+        .map_err(|e| format!("cannot open the PostgreSQL database: {e}"))?;
+    wb.attach_store_for_jobs(store).map_err(|e| e.to_string())?;
+    Ok(std::sync::Arc::new(wb))
 }
 
 /// The LLM backend of `serve` (see [`crate::backend::Backend::from_settings`]).

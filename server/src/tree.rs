@@ -500,9 +500,32 @@ impl SimTree {
         true
     }
 
+    /// Takes the end of a run another process ran (a job: see `workbench/jobs.rs`) from the
+    /// node's stored record; its simulator stays in the store until used. Returns false when
+    /// the node was deleted meanwhile.
+    pub fn finish_stored(&mut self, row: &crate::store::NodeRow) -> bool {
+        let Some(node) = self.nodes.get_mut(&row.id) else {
+            return false;
+        };
+        node.records = row.records.clone();
+        node.log.seal();
+        node.turns = row.turns;
+        node.finished = row.finished.or_else(|| Some(crate::store::now_ms()));
+        node.sim = None;
+        node.status = row.status;
+        node.error = row.error.clone();
+        true
+    }
+
     /// Marks a run that ended without a usable simulator (it panicked) as failed; the node keeps
     /// its parent's state so it stays usable. Returns false when the node was deleted meanwhile.
     pub fn fail_without_sim(&mut self, id: NodeId, error: String) -> bool {
+        self.end_without_sim(id, NodeStatus::Failed, Some(error))
+    }
+
+    /// Ends a run without a simulator of its own as `status` (failed, cancelled): the node keeps
+    /// its parent's state. Returns false when the node was deleted meanwhile.
+    pub fn end_without_sim(&mut self, id: NodeId, status: NodeStatus, error: Option<String>) -> bool {
         let parent_sim = self
             .nodes
             .get(&id)
@@ -514,8 +537,8 @@ impl SimTree {
         node.log.seal();
         node.finished = Some(crate::store::now_ms());
         node.sim = parent_sim;
-        node.status = NodeStatus::Failed;
-        node.error = Some(error);
+        node.status = status;
+        node.error = error;
         true
     }
 

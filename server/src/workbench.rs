@@ -15,6 +15,7 @@ mod datasets;
 pub mod drain;
 mod estimate;
 mod explore;
+pub mod jobs;
 pub mod library;
 mod live_text;
 mod notebook;
@@ -135,6 +136,8 @@ pub struct Workbench {
     pub library: library::Library,
     /// What models cost (the defaults, or `serve --prices`): usage, estimates, money budgets.
     pub prices: Arc<PriceTable>,
+    /// The run queue, once `serve --jobs` enabled it (see `workbench::jobs`).
+    jobs: std::sync::OnceLock<Arc<jobs::Hub>>,
 }
 
 pub struct TreeHandle {
@@ -261,6 +264,7 @@ impl Workbench {
             abm_sandbox: Default::default(),
             datasets: DashMap::new(),
             prices: Arc::new(PriceTable::default()),
+            jobs: std::sync::OnceLock::new(),
         }
     }
 
@@ -625,6 +629,7 @@ impl Workbench {
             turns,
             replay,
             budget: None,
+            seed: None,
         })
     }
 
@@ -639,6 +644,19 @@ impl Workbench {
         node: NodeId,
         budget: Option<Arc<TreeBudget>>,
     ) -> Result<(RunCtx, Arc<Ledger>), BackendError> {
+        self.client_with(handle, replay, sim, node, budget, Arc::new(Ledger::default()))
+    }
+
+    /// [`Self::client_for`] recording in `ledger`.
+    fn client_with(
+        &self,
+        handle: &TreeHandle,
+        replay: Option<Vec<LlmRecord>>,
+        sim: &Sim,
+        node: NodeId,
+        budget: Option<Arc<TreeBudget>>,
+        ledger: Arc<Ledger>,
+    ) -> Result<(RunCtx, Arc<Ledger>), BackendError> {
         let abm = self.abm_pool.get().and_then(|r| r.as_ref().ok()).cloned();
         let scenario = handle.lock().scenario.clone();
         let req = RunRequest {
@@ -649,7 +667,7 @@ impl Workbench {
             abm,
             watch: Watch::new(Arc::new(live_text::NodeStream::new(node, handle.deltas.clone()))),
         };
-        crate::backend::run_ctx(&self.backend, req)
+        crate::backend::run_ctx_with(&self.backend, req, ledger)
     }
 
     /// Runs a started child in its own task. The server owns the run, not the request: whether
@@ -657,6 +675,9 @@ impl Workbench {
     /// its simulator and records are stored and `run_finish` is announced. A panic inside a run
     /// fails its node instead of leaving it `running`.
     fn spawn(&self, handle: &Arc<TreeHandle>, p: Pending) -> tokio::task::JoinHandle<RunResult> {
+        if let Some(hub) = self.job_route(handle, &p) {
+            return self.spawn_job(hub, handle, p);
+        }
         let Pending {
             id,
             mut sim,
@@ -664,6 +685,7 @@ impl Workbench {
             turns,
             replay,
             budget,
+            ..
         } = p;
         // A provider that no longer resolves (its settings were checked at start-up) fails the run
         // with the reason, rather than running it on something else.
@@ -909,6 +931,7 @@ impl Workbench {
                     Ok(mut run) => {
                         if seeds {
                             run.sim.replicate(i as u64);
+                            run.seed = Some(i as u64);
                         }
                         pending.push(run);
                     }
@@ -1206,6 +1229,9 @@ struct Pending {
     replay: Option<Vec<LlmRecord>>,
     /// The budget the run charges instead of the tree's (an exploration's, within the tree's).
     budget: Option<Arc<TreeBudget>>,
+    /// The index the simulator was given its seeds by ([`Sim::replicate`]), if any: a job's
+    /// worker does the same to the parent's state.
+    seed: Option<u64>,
 }
 
 /// Polls a future, turning a panic into `Err(())` so that one broken simulator state cannot

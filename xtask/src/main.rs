@@ -276,7 +276,10 @@ fn bench() -> Result<(), String> {
     run(notebook)?;
     let mut explore = cargo();
     explore.args(["bench", "-p", "simtree-e2e", "--bench", "explore"]);
-    run(explore)
+    run(explore)?;
+    let mut jobs = cargo();
+    jobs.args(["bench", "-p", "simtree-e2e", "--bench", "jobs"]);
+    run(jobs)
 }
 
 /// `tests/upstream-client/run.mjs` with its node modules (`npm ci` when they are missing or older

@@ -225,7 +225,7 @@ pub async fn serve(app: Arc<AppState>, addr: SocketAddr) -> std::io::Result<()> 
 /// runs in flight finish for up to its grace period, cancels the rest (stored as cancelled), and
 /// the store closes cleanly (with PostgreSQL it releases the server lease, so a replacement
 /// starts at once).
-async fn stop_requested() {
+pub(crate) async fn stop_requested() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};

@@ -95,15 +95,59 @@ impl UsageTotals {
     }
 }
 
+/// Where a run's records go as each call returns, before its answer is used (a job's recording
+/// in the store, so that a re-run after a crash does not pay for them again).
+pub type RecordSink = Arc<dyn Fn(LlmRecord) -> BoxFuture<'static, ()> + Send + Sync>;
+
 /// The records of one run, in call order.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Ledger {
     records: Mutex<Vec<LlmRecord>>,
+    /// Calls an earlier attempt of the same run recorded: answered from here first ("replay what
+    /// is recorded, then go live"), by request hash in order; a request not among them is sent.
+    earlier: Mutex<HashMap<String, VecDeque<LlmRecord>>>,
+    sink: Option<RecordSink>,
+}
+
+impl std::fmt::Debug for Ledger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ledger")
+            .field("records", &self.records)
+            .field("sink", &self.sink.is_some())
+            .finish()
+    }
 }
 
 impl Ledger {
+    /// A ledger that answers first from `earlier` (an interrupted attempt's records) and hands
+    /// each new record to `sink` before the call's answer is used.
+    pub fn resuming(earlier: Vec<LlmRecord>, sink: Option<RecordSink>) -> Ledger {
+        let mut by_hash: HashMap<String, VecDeque<LlmRecord>> = HashMap::new();
+        for r in earlier {
+            by_hash.entry(r.hash.clone()).or_default().push_back(r);
+        }
+        Ledger {
+            records: Mutex::default(),
+            earlier: Mutex::new(by_hash),
+            sink,
+        }
+    }
+
     fn push(&self, r: LlmRecord) {
         self.records.lock().unwrap_or_else(|p| p.into_inner()).push(r);
+    }
+
+    /// The earlier attempt's answer to the request `hash`, if it recorded one not yet used
+    /// (then it is this run's record too, as if the call had been made).
+    fn earlier(&self, hash: &str) -> Option<LlmRecord> {
+        let r = self
+            .earlier
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(hash)
+            .and_then(VecDeque::pop_front)?;
+        self.push(r.clone());
+        Some(r)
     }
 
     pub fn take(&self) -> Vec<LlmRecord> {
@@ -123,6 +167,9 @@ pub struct MeteredClient {
 impl LlmClient for MeteredClient {
     fn chat<'a>(&'a self, messages: &'a [Message], state: &'a mut LlmState) -> BoxFuture<'a, Result<String, LlmError>> {
         Box::pin(async move {
+            if let Some(earlier) = self.ledger.earlier(&request_hash(messages)) {
+                return Ok(earlier.response);
+            }
             let request = ChatRequest {
                 watch: self.watch.clone(),
                 ..ChatRequest::new(messages.to_vec())
@@ -159,7 +206,7 @@ pub async fn metered_call(
         b.settle(&model, hold, result.as_ref().ok().map(|r| &r.usage));
     }
     let response = result?.into_result()?;
-    ledger.push(LlmRecord {
+    let recorded = LlmRecord {
         hash: request_hash(&request.messages),
         response: record(&response),
         prompt_tokens: response.usage.prompt_tokens,
@@ -167,7 +214,11 @@ pub async fn metered_call(
         latency_ms: started.elapsed().as_millis() as u64,
         cached_tokens: response.usage.cached_tokens,
         model: Some(model),
-    });
+    };
+    if let Some(sink) = &ledger.sink {
+        sink(recorded.clone()).await;
+    }
+    ledger.push(recorded);
     Ok(response)
 }
 

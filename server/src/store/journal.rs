@@ -524,6 +524,8 @@ fn encode(out: &mut Vec<u8>, w: &Write) {
                 put_u64(out, *n);
             }
         }
+        // Jobs are PostgreSQL's (`serve --jobs`), never made on SQLite: nothing to journal.
+        Write::Job { .. } => {}
         other => unreachable!("{other:?} has its arm in field_writes!"),
     }
 }

@@ -19,6 +19,7 @@
 //! execution; the history is plain data).
 
 pub mod check;
+pub mod jobs;
 mod journal;
 pub mod lease;
 pub mod load;
@@ -312,6 +313,15 @@ pub enum Write {
         ord: u64,
         body: String,
     },
+    /// Queues the run of `node` as a job any process sharing the database can take (see
+    /// [`jobs`]; PostgreSQL with `serve --jobs` only, so never journaled).
+    Job {
+        tree: u64,
+        node: u64,
+        kind: String,
+        payload: String,
+        max_attempts: u64,
+    },
 }
 
 impl Write {
@@ -428,6 +438,15 @@ pub trait Database: Send {
     /// every tree), best first, at most `limit`.
     fn search(&mut self, _phrase: &str, _tree: Option<u64>, _limit: u64) -> StoreResult<Vec<TextMatch>> {
         Ok(Vec::new())
+    }
+    /// Sends `payload` to the processes listening on `channel` (PostgreSQL's NOTIFY, after the
+    /// writes queued before it are committed; nothing elsewhere).
+    fn notify(&mut self, _channel: &str, _payload: &str) -> StoreResult<()> {
+        Ok(())
+    }
+    /// One node's record, if it has one and it is intact.
+    fn node(&mut self, tree: u64, node: u64) -> StoreResult<Option<NodeRow>> {
+        Ok(self.nodes(tree)?.rows.into_iter().find(|r| r.id == node))
     }
     /// The bodies of the texts `ids` (for excerpts), by id.
     fn texts(&mut self, _ids: &[u64]) -> StoreResult<Vec<(u64, String)>> {

@@ -21,8 +21,36 @@ use tokio_postgres::{Client, NoTls, Statement};
 use super::sql::{Cell, Fts, P, Sql};
 use super::{StoreError, StoreResult};
 
+/// A driver's runtime, shut down in the background when dropped: a connection dropped inside an
+/// async context (a worker's queue as the worker stops) must not block it.
+struct Rt(Option<tokio::runtime::Runtime>);
+
+impl std::ops::Deref for Rt {
+    type Target = tokio::runtime::Runtime;
+
+    fn deref(&self) -> &tokio::runtime::Runtime {
+        self.0.as_ref().expect("taken only when dropped")
+    }
+}
+
+impl Drop for Rt {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+fn runtime() -> StoreResult<Rt> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map(|rt| Rt(Some(rt)))
+        .map_err(|e| StoreError(format!("postgresql: cannot start its runtime: {e}")))
+}
+
 pub struct Postgres {
-    rt: tokio::runtime::Runtime,
+    rt: Rt,
     client: Client,
     url: String,
     /// Reconnection after the connection was lost: when the next attempt may be made, and the
@@ -69,10 +97,7 @@ fn connect(rt: &tokio::runtime::Runtime, url: &str) -> Result<Client, tokio_post
 
 impl Postgres {
     pub fn connect(url: &str) -> StoreResult<Postgres> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| StoreError(format!("postgresql: cannot start its runtime: {e}")))?;
+        let rt = runtime()?;
         let client = connect(&rt, url).map_err(err)?;
         Ok(Postgres {
             rt,
@@ -371,5 +396,93 @@ impl Postgres {
             return Err(err(e));
         }
         Ok(())
+    }
+}
+
+/// A connection that only listens (`LISTEN` on each of its channels), for the run queue's wake-ups (see
+/// `store/jobs.rs`): notifications arrive as the connection is driven, during [`Self::wait`].
+pub struct Listening {
+    rt: Rt,
+    url: String,
+    channels: &'static [&'static str],
+    client: Option<Client>,
+    tx: tokio::sync::mpsc::UnboundedSender<String>,
+    rx: tokio::sync::mpsc::UnboundedReceiver<String>,
+    /// When to try connecting again after the connection was lost.
+    retry_at: std::time::Instant,
+}
+
+impl Listening {
+    pub fn connect(url: &str, channels: &'static [&'static str]) -> StoreResult<Listening> {
+        let rt = runtime()?;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut l = Listening {
+            rt,
+            url: url.to_string(),
+            channels,
+            client: None,
+            tx,
+            rx,
+            retry_at: std::time::Instant::now(),
+        };
+        l.open().map_err(err)?;
+        Ok(l)
+    }
+
+    fn open(&mut self) -> Result<(), tokio_postgres::Error> {
+        let (client, mut connection) = self.rt.block_on(tokio_postgres::connect(&self.url, NoTls))?;
+        let tx = self.tx.clone();
+        self.rt.spawn(async move {
+            while let Some(message) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+                match message {
+                    Ok(tokio_postgres::AsyncMessage::Notification(n)) => {
+                        // The log channel's payloads are told apart by a prefix.
+                        let payload = match n.channel() {
+                            "simtree_log" => format!("log:{}", n.payload()),
+                            _ => n.payload().to_string(),
+                        };
+                        let _ = tx.send(payload);
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::debug!(error = %e, "postgresql listening connection ended");
+                        break;
+                    }
+                }
+            }
+        });
+        let listen: String = self.channels.iter().map(|c| format!("LISTEN {c};")).collect();
+        self.rt.block_on(client.batch_execute(&listen))?;
+        self.client = Some(client);
+        Ok(())
+    }
+
+    /// Waits up to `timeout` for notifications and returns their payloads (none: the timeout
+    /// passed). A lost connection is opened again (at most once a second); meanwhile this
+    /// just waits, and the caller's polling covers what was missed.
+    pub fn wait(&mut self, timeout: std::time::Duration) -> Vec<String> {
+        if self.client.as_ref().is_none_or(Client::is_closed) {
+            self.client = None;
+            let now = std::time::Instant::now();
+            if now >= self.retry_at {
+                self.retry_at = now + std::time::Duration::from_secs(1);
+                if let Err(e) = self.open() {
+                    tracing::debug!(error = %err(e), "postgresql: cannot listen yet");
+                }
+            }
+            if self.client.is_none() {
+                std::thread::sleep(timeout.min(self.retry_at.saturating_duration_since(now)));
+                return Vec::new();
+            }
+        }
+        let rx = &mut self.rx;
+        let first = self
+            .rt
+            .block_on(async { tokio::time::timeout(timeout, rx.recv()).await });
+        let mut out: Vec<String> = first.ok().flatten().into_iter().collect();
+        while let Ok(more) = self.rx.try_recv() {
+            out.push(more);
+        }
+        out
     }
 }

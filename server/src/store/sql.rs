@@ -185,6 +185,20 @@ const MIGRATIONS: &[&str] = &[
     // 13 (explore): a tree's own money cap in US dollars (its decimal text; Rust's shortest
     // round-trip form), for trees made with `money_budget`.
     "CREATE TABLE tree_money (tree BIGINT PRIMARY KEY, money TEXT NOT NULL);",
+    // 14 (jobs helper, issue 26 item 3): the run queue of `store/jobs.rs` — one row per node
+    // whose run is a job (queued, claimed, done, failed or dead; attempts; who claimed it and
+    // when it last said it is alive, in the database clock's Unix ms; the error), the LLM calls
+    // each job recorded as they returned (replayed when it is re-claimed), and the processes
+    // taking jobs. Used with PostgreSQL only (SQLite runs everything in its one process).
+    "CREATE TABLE jobs (tree BIGINT NOT NULL, node BIGINT NOT NULL, kind TEXT NOT NULL, payload TEXT NOT NULL,
+        status TEXT NOT NULL, attempts BIGINT NOT NULL, max_attempts BIGINT NOT NULL, claimed_by TEXT,
+        heartbeat_at BIGINT, error TEXT, created BIGINT NOT NULL, updated BIGINT NOT NULL,
+        PRIMARY KEY (tree, node));
+     CREATE INDEX jobs_status ON jobs (status, created);
+     CREATE TABLE job_calls (tree BIGINT NOT NULL, node BIGINT NOT NULL, seq BIGINT NOT NULL, body TEXT NOT NULL,
+        PRIMARY KEY (tree, node, seq));
+     CREATE TABLE workers (holder TEXT PRIMARY KEY, host TEXT NOT NULL, pid BIGINT NOT NULL, role TEXT NOT NULL,
+        heartbeat_at BIGINT NOT NULL);",
 ];
 
 /// The schema version this build writes.
@@ -464,7 +478,7 @@ impl<S: Sql> Db<S> {
         }
     }
 
-    fn write_one(&mut self, w: &Write) -> StoreResult<()> {
+    pub(super) fn write_one(&mut self, w: &Write) -> StoreResult<()> {
         let sql = &mut self.sql;
         match w {
             Write::Tree(t) => {
@@ -590,7 +604,17 @@ impl<S: Sql> Db<S> {
                 )?;
             }
             Write::DeleteNodes { tree, nodes } => {
-                for table in ["nodes", "states", "chunks", "logs", "annotations", "texts", "asks"] {
+                for table in [
+                    "nodes",
+                    "states",
+                    "chunks",
+                    "logs",
+                    "annotations",
+                    "texts",
+                    "asks",
+                    "jobs",
+                    "job_calls",
+                ] {
                     let col = if table == "nodes" { "id" } else { "node" };
                     for list in id_lists(nodes) {
                         sql.write(
@@ -713,6 +737,13 @@ impl<S: Sql> Db<S> {
                     &[P::OptText(description.as_deref()), i(*tree)],
                 )?;
             }
+            Write::Job {
+                tree,
+                node,
+                kind,
+                payload,
+                max_attempts,
+            } => super::jobs::enqueue(sql, *tree, *node, kind, payload, *max_attempts)?,
             Write::Text {
                 tree,
                 node,
@@ -808,6 +839,8 @@ fn delete_tree<S: Sql>(sql: &mut S, tree: u64) -> StoreResult<()> {
         "annotations",
         "texts",
         "origins",
+        "jobs",
+        "job_calls",
     ] {
         sql.write(&format!("DELETE FROM {table} WHERE tree = $1"), &[i(tree)])?;
     }
@@ -1004,6 +1037,12 @@ impl<S: Sql> Database for Db<S> {
 
     fn lease_lost(&self) -> Option<String> {
         self.lease_lost.clone()
+    }
+
+    fn notify(&mut self, channel: &str, payload: &str) -> StoreResult<()> {
+        self.sql
+            .execute("SELECT pg_notify($1, $2)", &[P::Text(channel), P::Text(payload)])
+            .map(drop)
     }
 
     fn release_lease(&mut self) {

@@ -251,9 +251,10 @@ impl Gone {
             | Write::Document { tree, .. }
             | Write::TreeMoney { tree, .. }
             | Write::Origin { tree, .. } => !self.trees.contains(tree),
-            Write::Annotate { tree, node, .. } | Write::Text { tree, node, .. } | Write::Ask { tree, node, .. } => {
-                self.live(*tree, *node)
-            }
+            Write::Annotate { tree, node, .. }
+            | Write::Text { tree, node, .. }
+            | Write::Ask { tree, node, .. }
+            | Write::Job { tree, node, .. } => self.live(*tree, *node),
             Write::Rename { tree, .. }
             | Write::Describe { tree, .. }
             | Write::Touch { tree, .. }

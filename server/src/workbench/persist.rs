@@ -248,6 +248,26 @@ impl LogBatch {
         }
     }
 
+    /// Whether nothing waits in the batch (it was just flushed).
+    pub(super) fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// What is batched, as a write of tree `tree` (for a transaction of the caller's own).
+    pub(super) fn take(&mut self, tree: u64) -> Option<Write> {
+        if self.count == 0 {
+            return None;
+        }
+        self.since = None;
+        Some(Write::Log {
+            tree,
+            node: self.node,
+            index: self.first as u64,
+            count: std::mem::take(&mut self.count),
+            entries: std::mem::take(&mut self.entries),
+        })
+    }
+
     /// Queues what is batched.
     pub(super) fn flush(&mut self, handle: &TreeHandle) {
         if self.count == 0 {

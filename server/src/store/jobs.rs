@@ -1,0 +1,612 @@
+//! The run queue (issue 26, item 3): runs as rows that any process sharing a PostgreSQL
+//! database can take, on the store's own client (tokio-postgres) — no second client or pool.
+//!
+//! A job is the run of one node, so it is keyed by `(tree, node)`. Its life:
+//!
+//! - **queued** — written by [`enqueue`] inside the write transaction that attaches the node
+//!   (nothing runs a node that is not stored), with a `NOTIFY simtree_jobs` delivered at commit.
+//! - **claimed** — [`claim`] takes up to n queued jobs, and claimed ones whose heartbeat lapsed,
+//!   with `SELECT … FOR UPDATE SKIP LOCKED` (concurrent claimers skip each other's rows, so no
+//!   job is taken twice), counting an attempt each time. The claimer renews `heartbeat_at` (the
+//!   database's clock, as the server lease is timed) every sixth of its lapse.
+//! - **done** / **failed** — [`finish`] ends it, fenced by `claimed_by`: a worker that lost its
+//!   claim (it stopped heartbeating and another took it) has its commit refused, together with
+//!   the node's rows it wrote in the same transaction. `failed` is a run that ended in an error
+//!   (its node fails, as in-process); [`retry`] puts a job back for another attempt instead.
+//! - **dead** — a job whose attempts reached `max_attempts` and whose worker stopped again (or
+//!   was retried once more) is given up with an error saying so, never retried forever: a job
+//!   that crashes every worker that takes it ends here.
+//!
+//! The serving process learns of ended jobs from the notification (`done:<tree>:<node>`), or by
+//! polling [`ended`] when it missed one, and [`forget`]s a job once its node shows the outcome.
+//! A worker stopped gracefully hands its claims back ([`release`]: queued, attempts unchanged).
+//!
+//! The SQL is PostgreSQL's (`FOR UPDATE SKIP LOCKED`, `pg_notify`); SQLite has the tables (one
+//! migration list for both) but its single process never uses them.
+
+use std::time::Duration;
+
+use super::lease::Lease;
+use super::sql::{Cell, Db, P, Sql};
+use super::{StoreError, StoreResult, Write};
+
+/// The channel workers and the serving process wake on.
+pub const CHANNEL: &str = "simtree_jobs";
+/// The channel a worker tells the serving process on that a running node's log grew
+/// (`<tree>:<node>`), so that it relays the new entries to the node's watchers.
+pub const LOG_CHANNEL: &str = "simtree_log";
+/// How long a claim lasts without a heartbeat (`--job-lapse-secs`).
+pub const DEFAULT_LAPSE: Duration = Duration::from_secs(10);
+/// How many times a job is tried before it is given up (dead).
+pub const DEFAULT_MAX_ATTEMPTS: u64 = 3;
+
+/// Where a job is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Queued,
+    Claimed,
+    Done,
+    Failed,
+    Dead,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Queued => "queued",
+            Status::Claimed => "claimed",
+            Status::Done => "done",
+            Status::Failed => "failed",
+            Status::Dead => "dead",
+        }
+    }
+
+    fn parse(s: &str) -> StoreResult<Status> {
+        Ok(match s {
+            "queued" => Status::Queued,
+            "claimed" => Status::Claimed,
+            "done" => Status::Done,
+            "failed" => Status::Failed,
+            "dead" => Status::Dead,
+            other => return Err(StoreError(format!("unknown job status {other:?}"))),
+        })
+    }
+}
+
+/// A job as a claimer gets it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Job {
+    pub tree: u64,
+    pub node: u64,
+    /// What to do (`run`), and its parameters (JSON).
+    pub kind: String,
+    pub payload: String,
+    /// Claims so far, this one included.
+    pub attempts: u64,
+    pub max_attempts: u64,
+}
+
+/// A job's row, as [`row`] reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobRow {
+    pub tree: u64,
+    pub node: u64,
+    pub status: Status,
+    pub attempts: u64,
+    pub max_attempts: u64,
+    pub claimed_by: Option<String>,
+    pub error: Option<String>,
+}
+
+fn i(v: u64) -> P<'static> {
+    P::Int(v as i64)
+}
+
+fn int(c: Cell) -> u64 {
+    match c {
+        Cell::Int(v) => v.max(0) as u64,
+        _ => 0,
+    }
+}
+
+fn text(c: Cell) -> Option<String> {
+    match c {
+        Cell::Text(t) => Some(t),
+        _ => None,
+    }
+}
+
+/// Queues the job of `node` in the write transaction under way (see [`Sql::write`]); the
+/// notification is delivered when it commits. A job already queued for the node is left as it is.
+pub fn enqueue<S: Sql>(
+    sql: &mut S,
+    tree: u64,
+    node: u64,
+    kind: &str,
+    payload: &str,
+    max_attempts: u64,
+) -> StoreResult<()> {
+    let now = sql.now_ms_sql();
+    sql.write(
+        &format!(
+            "INSERT INTO jobs (tree, node, kind, payload, status, attempts, max_attempts, created, updated)
+             VALUES ($1, $2, $3, $4, 'queued', 0, $5, {now}, {now}) ON CONFLICT (tree, node) DO NOTHING"
+        ),
+        &[
+            i(tree),
+            i(node),
+            P::Text(kind),
+            P::Text(payload),
+            i(max_attempts.max(1)),
+        ],
+    )?;
+    sql.write(&format!("SELECT pg_notify('{CHANNEL}', 'queued')"), &[])
+}
+
+/// Queues, in the write transaction under way, the deletion of a node's log rows and of the
+/// search text made from them.
+fn clear_log<S: Sql>(sql: &mut S, tree: u64, node: u64) -> StoreResult<()> {
+    sql.write("DELETE FROM logs WHERE tree = $1 AND node = $2", &[i(tree), i(node)])?;
+    sql.write(
+        "DELETE FROM texts WHERE tree = $1 AND node = $2 AND kind = 'event'",
+        &[i(tree), i(node)],
+    )
+}
+
+/// Gives up, with an error saying why, the jobs whose claimer stopped heartbeating after their
+/// last allowed attempt; returns them. Rows another claimer has locked are skipped (it is
+/// burying or claiming them).
+fn bury<S: Sql>(sql: &mut S, lapse: Duration) -> StoreResult<Vec<(u64, u64)>> {
+    let now = sql.now_ms_sql();
+    let rows = sql.query(
+        &format!(
+            "UPDATE jobs SET status = 'dead', claimed_by = NULL, updated = {now},
+                error = 'given up after ' || attempts || ' attempts: the process running it stopped each time (crashed or killed) without finishing it'
+             WHERE (tree, node) IN (
+                SELECT tree, node FROM jobs
+                WHERE status = 'claimed' AND heartbeat_at < {now} - $1 AND attempts >= max_attempts
+                FOR UPDATE SKIP LOCKED)
+             RETURNING tree, node"
+        ),
+        &[P::Int(lapse.as_millis() as i64)],
+    )?;
+    if !rows.is_empty() {
+        sql.execute(&format!("SELECT pg_notify('{CHANNEL}', 'ended')"), &[])?;
+    }
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let mut r = r.into_iter();
+            (int(r.next().unwrap_or(Cell::Null)), int(r.next().unwrap_or(Cell::Null)))
+        })
+        .collect())
+}
+
+/// Claims up to `n` jobs for `me`: queued ones, oldest first, and claimed ones whose claimer's
+/// heartbeat is older than `me.length` (it stopped: crashed, killed, cut off). Each claim counts
+/// an attempt; a lapsed job out of attempts is given up instead (dead).
+pub fn claim<S: Sql>(sql: &mut S, me: &Lease, n: u64) -> StoreResult<Vec<Job>> {
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let lapse = me.length.as_millis() as i64;
+    bury(sql, me.length)?;
+    let now = sql.now_ms_sql();
+    let rows = sql.query(
+        &format!(
+            "UPDATE jobs j SET status = 'claimed', claimed_by = $1, heartbeat_at = {now}, updated = {now},
+                attempts = j.attempts + 1
+             FROM (SELECT tree, node FROM jobs
+                   WHERE status = 'queued' OR (status = 'claimed' AND heartbeat_at < {now} - $2)
+                   ORDER BY created, tree, node LIMIT $3
+                   FOR UPDATE SKIP LOCKED) picked
+             WHERE j.tree = picked.tree AND j.node = picked.node
+             RETURNING j.tree, j.node, j.kind, j.payload, j.attempts, j.max_attempts"
+        ),
+        &[P::Text(&me.holder), P::Int(lapse), i(n)],
+    )?;
+    let mut jobs: Vec<Job> = rows
+        .into_iter()
+        .map(|r| {
+            let mut r = r.into_iter();
+            let mut next = || r.next().unwrap_or(Cell::Null);
+            Job {
+                tree: int(next()),
+                node: int(next()),
+                kind: text(next()).unwrap_or_default(),
+                payload: text(next()).unwrap_or_default(),
+                attempts: int(next()),
+                max_attempts: int(next()),
+            }
+        })
+        .collect();
+    jobs.sort_by_key(|j| (j.tree, j.node));
+    Ok(jobs)
+}
+
+/// Renews `me`'s claims and its `workers` row; returns the jobs it still holds (one taken over
+/// by another claimer after a lapse is not among them: its run should stop).
+pub fn heartbeat<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<Vec<(u64, u64)>> {
+    let now = sql.now_ms_sql();
+    sql.execute(
+        &format!("UPDATE workers SET heartbeat_at = {now} WHERE holder = $1"),
+        &[P::Text(&me.holder)],
+    )?;
+    let rows = sql.query(
+        &format!(
+            "UPDATE jobs SET heartbeat_at = {now} WHERE claimed_by = $1 AND status = 'claimed' RETURNING tree, node"
+        ),
+        &[P::Text(&me.holder)],
+    )?;
+    let mut held: Vec<(u64, u64)> = rows
+        .into_iter()
+        .map(|r| {
+            let mut r = r.into_iter();
+            (int(r.next().unwrap_or(Cell::Null)), int(r.next().unwrap_or(Cell::Null)))
+        })
+        .collect();
+    held.sort_unstable();
+    Ok(held)
+}
+
+/// Queues, in the write transaction under way, the end of `me`'s job of `node` as `status`
+/// (done or failed) with `error`: refused at commit (division by zero) when the job is not
+/// `me`'s claim any more, so that the node's rows written beside it are not committed either.
+pub fn fence_finish<S: Sql>(
+    sql: &mut S,
+    me: &Lease,
+    tree: u64,
+    node: u64,
+    status: Status,
+    error: Option<&str>,
+) -> StoreResult<()> {
+    let now = sql.now_ms_sql();
+    sql.write(
+        &format!(
+            "WITH mine AS (UPDATE jobs SET status = $1, error = $2, claimed_by = NULL, updated = {now}
+                WHERE tree = $3 AND node = $4 AND claimed_by = $5 AND status = 'claimed' RETURNING 1)
+             SELECT 1 / (SELECT COUNT(*)::INT FROM mine)"
+        ),
+        &[
+            P::Text(status.as_str()),
+            P::OptText(error),
+            i(tree),
+            i(node),
+            P::Text(&me.holder),
+        ],
+    )?;
+    sql.write(&format!("SELECT pg_notify('{CHANNEL}', 'done:{tree}:{node}')"), &[])
+}
+
+/// Puts `me`'s job of `node` back for another attempt after a failure that may pass (`error`
+/// says what happened), or gives it up (dead, with `error`) when it has had its attempts.
+/// `None` when the job is not `me`'s any more.
+pub fn retry<S: Sql>(sql: &mut S, me: &Lease, tree: u64, node: u64, error: &str) -> StoreResult<Option<Status>> {
+    let now = sql.now_ms_sql();
+    let rows = sql.query(
+        &format!(
+            "UPDATE jobs SET claimed_by = NULL, updated = {now},
+                status = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'queued' END,
+                error = CASE WHEN attempts >= max_attempts THEN 'given up after ' || attempts || ' attempts: ' || $1 ELSE $1 END
+             WHERE tree = $2 AND node = $3 AND claimed_by = $4 AND status = 'claimed' RETURNING status"
+        ),
+        &[P::Text(error), i(tree), i(node), P::Text(&me.holder)],
+    )?;
+    let status = match rows.into_iter().next().and_then(|r| r.into_iter().next()) {
+        Some(Cell::Text(s)) => Status::parse(&s)?,
+        _ => return Ok(None),
+    };
+    sql.execute(&format!("SELECT pg_notify('{CHANNEL}', 'queued')"), &[])?;
+    Ok(Some(status))
+}
+
+/// Hands every claim of `me` back (a graceful stop): queued again, the attempt not counted.
+/// Returns how many.
+pub fn release<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<u64> {
+    let now = sql.now_ms_sql();
+    let n = sql.execute(
+        &format!(
+            "UPDATE jobs SET status = 'queued', claimed_by = NULL, updated = {now}, attempts = GREATEST(attempts - 1, 0)
+             WHERE claimed_by = $1 AND status = 'claimed'"
+        ),
+        &[P::Text(&me.holder)],
+    )?;
+    if n > 0 {
+        sql.execute(&format!("SELECT pg_notify('{CHANNEL}', 'queued')"), &[])?;
+    }
+    Ok(n)
+}
+
+/// Jobs that ended (done, failed or dead) and are not yet forgotten: what the serving process
+/// has to show on its nodes.
+pub fn ended<S: Sql>(sql: &mut S) -> StoreResult<Vec<JobRow>> {
+    rows(
+        sql,
+        "WHERE status IN ('done', 'failed', 'dead') ORDER BY tree, node",
+        &[],
+    )
+}
+
+/// One job's row.
+pub fn row<S: Sql>(sql: &mut S, tree: u64, node: u64) -> StoreResult<Option<JobRow>> {
+    Ok(rows(sql, "WHERE tree = $1 AND node = $2", &[i(tree), i(node)])?
+        .into_iter()
+        .next())
+}
+
+fn rows<S: Sql>(sql: &mut S, filter: &str, params: &[P<'_>]) -> StoreResult<Vec<JobRow>> {
+    let rows = sql.query(
+        &format!("SELECT tree, node, status, attempts, max_attempts, claimed_by, error FROM jobs {filter}"),
+        params,
+    )?;
+    rows.into_iter()
+        .map(|r| {
+            let mut r = r.into_iter();
+            let mut next = || r.next().unwrap_or(Cell::Null);
+            Ok(JobRow {
+                tree: int(next()),
+                node: int(next()),
+                status: Status::parse(&text(next()).unwrap_or_default())?,
+                attempts: int(next()),
+                max_attempts: int(next()),
+                claimed_by: text(next()),
+                error: text(next()),
+            })
+        })
+        .collect()
+}
+
+/// Stops the job of `node` where it is (queued or claimed: its claimer's result will be refused
+/// and its heartbeat tells it to stop): failed, `cancelled`. False when it had ended already.
+pub fn cancel<S: Sql>(sql: &mut S, tree: u64, node: u64) -> StoreResult<bool> {
+    let now = sql.now_ms_sql();
+    let n = sql.execute(
+        &format!(
+            "UPDATE jobs SET status = 'failed', error = 'cancelled', claimed_by = NULL, updated = {now}
+             WHERE tree = $1 AND node = $2 AND status IN ('queued', 'claimed')"
+        ),
+        &[i(tree), i(node)],
+    )?;
+    Ok(n == 1)
+}
+
+/// Forgets every job (a serving process starting: runs left by the one before are interrupted
+/// nodes now, as without jobs); returns how many there were.
+pub fn clear<S: Sql>(sql: &mut S) -> StoreResult<u64> {
+    sql.execute("DELETE FROM job_calls", &[])?;
+    sql.execute("DELETE FROM jobs", &[])
+}
+
+/// Removes an ended job and its recorded calls (its node shows the outcome now).
+pub fn forget<S: Sql>(sql: &mut S, tree: u64, node: u64) -> StoreResult<()> {
+    sql.execute(
+        "DELETE FROM jobs WHERE tree = $1 AND node = $2 AND status IN ('done', 'failed', 'dead')",
+        &[i(tree), i(node)],
+    )?;
+    sql.execute(
+        "DELETE FROM job_calls WHERE tree = $1 AND node = $2",
+        &[i(tree), i(node)],
+    )
+    .map(drop)
+}
+
+/// Appends an LLM call (its record as JSON) to the recording of `me`'s job of `node`, as it
+/// returns; refused (false) when the job is not `me`'s claim any more.
+pub fn record_call<S: Sql>(sql: &mut S, me: &Lease, tree: u64, node: u64, body: &str) -> StoreResult<bool> {
+    let n = sql.execute(
+        "INSERT INTO job_calls (tree, node, seq, body)
+         SELECT $1, $2, (SELECT COALESCE(MAX(seq) + 1, 0) FROM job_calls WHERE tree = $1 AND node = $2), $3
+         WHERE EXISTS (SELECT 1 FROM jobs WHERE tree = $1 AND node = $2 AND claimed_by = $4 AND status = 'claimed')",
+        &[i(tree), i(node), P::Text(body), P::Text(&me.holder)],
+    )?;
+    Ok(n == 1)
+}
+
+/// The LLM calls the job of `node` recorded so far (JSON records), in order.
+pub fn recorded_calls<S: Sql>(sql: &mut S, tree: u64, node: u64) -> StoreResult<Vec<String>> {
+    let rows = sql.query(
+        "SELECT body FROM job_calls WHERE tree = $1 AND node = $2 ORDER BY seq",
+        &[i(tree), i(node)],
+    )?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|r| r.into_iter().next().and_then(text))
+        .collect())
+}
+
+/// Lists `me` among the processes taking jobs (`role`: `worker` or `serve`).
+pub fn register<S: Sql>(sql: &mut S, me: &Lease, role: &str) -> StoreResult<()> {
+    let now = sql.now_ms_sql();
+    sql.execute(
+        &format!(
+            "INSERT INTO workers (holder, host, pid, role, heartbeat_at) VALUES ($1, $2, $3, $4, {now})
+             ON CONFLICT (holder) DO UPDATE SET heartbeat_at = excluded.heartbeat_at"
+        ),
+        &[
+            P::Text(&me.holder),
+            P::Text(&me.host),
+            P::Int(i64::from(me.pid)),
+            P::Text(role),
+        ],
+    )
+    .map(drop)
+}
+
+/// Removes `me` from the processes taking jobs.
+pub fn unregister<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<()> {
+    sql.execute("DELETE FROM workers WHERE holder = $1", &[P::Text(&me.holder)])
+        .map(drop)
+}
+
+/// A connection of one process to the queue: its own client, its identity (`me`: holder,
+/// host, pid, and the claims' lapse as `length`). Blocking: call it from a thread of its own
+/// (or through [`crate::store::blocking`]), never from inside an async task.
+pub struct Queue {
+    db: Db<super::postgres::Postgres>,
+    pub me: Lease,
+}
+
+impl Queue {
+    /// Connects to `url` (bringing the schema up to date) as `me`; listed among the processes
+    /// taking jobs with `role` when it takes some (`None`: it only queues and watches them).
+    pub fn connect(url: &str, me: Lease, role: Option<&str>) -> StoreResult<Queue> {
+        let mut db = Db::new(super::postgres::Postgres::connect(url)?);
+        db.migrate()?;
+        if let Some(role) = role {
+            register(&mut db.sql, &me, role)?;
+        }
+        Ok(Queue { db, me })
+    }
+
+    /// Queues the job of `node` in a transaction of its own (the serving process queues it in
+    /// the transaction that attaches the node instead).
+    pub fn enqueue(&mut self, tree: u64, node: u64, kind: &str, payload: &str, max_attempts: u64) -> StoreResult<()> {
+        let sql = &mut self.db.sql;
+        sql.begin()?;
+        if let Err(e) = enqueue(sql, tree, node, kind, payload, max_attempts) {
+            sql.rollback();
+            return Err(e);
+        }
+        sql.commit()
+    }
+
+    pub fn claim(&mut self, n: u64) -> StoreResult<Vec<Job>> {
+        claim(&mut self.db.sql, &self.me, n)
+    }
+
+    pub fn heartbeat(&mut self) -> StoreResult<Vec<(u64, u64)>> {
+        heartbeat(&mut self.db.sql, &self.me)
+    }
+
+    /// Ends `me`'s job of `node` as `status` (done or failed) and commits `writes` (the node's
+    /// rows) with it, in one transaction; refused, writing nothing, when the job is not `me`'s
+    /// claim any more.
+    pub fn finish(
+        &mut self,
+        tree: u64,
+        node: u64,
+        status: Status,
+        error: Option<&str>,
+        writes: &[Write],
+    ) -> StoreResult<()> {
+        self.end(tree, node, status, error, false, writes)
+    }
+
+    /// [`Self::finish`] for a job run again: the log rows (and their search text) an earlier
+    /// attempt left are deleted first, in the same transaction, and `writes` hold the whole log
+    /// (batches of two attempts need not start at the same entries).
+    pub fn finish_anew(
+        &mut self,
+        tree: u64,
+        node: u64,
+        status: Status,
+        error: Option<&str>,
+        writes: &[Write],
+    ) -> StoreResult<()> {
+        self.end(tree, node, status, error, true, writes)
+    }
+
+    fn end(
+        &mut self,
+        tree: u64,
+        node: u64,
+        status: Status,
+        error: Option<&str>,
+        anew: bool,
+        writes: &[Write],
+    ) -> StoreResult<()> {
+        self.db.sql.begin()?;
+        let queued = fence_finish(&mut self.db.sql, &self.me, tree, node, status, error)
+            .and_then(|()| match anew {
+                true => clear_log(&mut self.db.sql, tree, node),
+                false => Ok(()),
+            })
+            .and_then(|()| writes.iter().try_for_each(|w| self.db.write_one(w)));
+        if let Err(e) = queued {
+            self.db.sql.rollback();
+            return Err(e);
+        }
+        match self.db.sql.commit() {
+            Ok(()) => Ok(()),
+            Err(e) => Err(match row(&mut self.db.sql, tree, node) {
+                Ok(Some(r)) if r.claimed_by.as_deref() != Some(&self.me.holder) || r.status != Status::Claimed => {
+                    StoreError(format!(
+                        "the job of node {node} of tree {tree} is no longer this process's claim (it is {}{}): its result was not stored",
+                        r.status.as_str(),
+                        r.claimed_by.map(|by| format!(", claimed by {by}")).unwrap_or_default()
+                    ))
+                }
+                Ok(None) => StoreError(format!(
+                    "the job of node {node} of tree {tree} is gone (its tree or node was deleted): its result was not stored"
+                )),
+                _ => e,
+            }),
+        }
+    }
+
+    pub fn retry(&mut self, tree: u64, node: u64, error: &str) -> StoreResult<Option<Status>> {
+        retry(&mut self.db.sql, &self.me, tree, node, error)
+    }
+
+    pub fn release(&mut self) -> StoreResult<u64> {
+        release(&mut self.db.sql, &self.me)
+    }
+
+    pub fn ended(&mut self) -> StoreResult<Vec<JobRow>> {
+        ended(&mut self.db.sql)
+    }
+
+    pub fn row(&mut self, tree: u64, node: u64) -> StoreResult<Option<JobRow>> {
+        row(&mut self.db.sql, tree, node)
+    }
+
+    pub fn cancel(&mut self, tree: u64, node: u64) -> StoreResult<bool> {
+        cancel(&mut self.db.sql, tree, node)
+    }
+
+    pub fn clear(&mut self) -> StoreResult<u64> {
+        clear(&mut self.db.sql)
+    }
+
+    pub fn forget(&mut self, tree: u64, node: u64) -> StoreResult<()> {
+        forget(&mut self.db.sql, tree, node)
+    }
+
+    pub fn record_call(&mut self, tree: u64, node: u64, body: &str) -> StoreResult<bool> {
+        record_call(&mut self.db.sql, &self.me, tree, node, body)
+    }
+
+    pub fn recorded_calls(&mut self, tree: u64, node: u64) -> StoreResult<Vec<String>> {
+        recorded_calls(&mut self.db.sql, tree, node)
+    }
+
+    /// Leaves the list of processes taking jobs.
+    pub fn unregister(&mut self) -> StoreResult<()> {
+        unregister(&mut self.db.sql, &self.me)
+    }
+
+    /// Hands the claims back and leaves the list of processes (a graceful stop).
+    pub fn close(mut self) -> StoreResult<u64> {
+        let n = self.release()?;
+        unregister(&mut self.db.sql, &self.me)?;
+        Ok(n)
+    }
+}
+
+/// Wakes a process when jobs are queued or end (`LISTEN simtree_jobs`) and when a running job's
+/// log grew (`simtree_log`), on a connection of its own. Only a wake-up: a notification sent while the connection was down is lost, so callers
+/// also poll ([`Listener::wait`] returns after its timeout either way).
+pub struct Listener(super::postgres::Listening);
+
+impl Listener {
+    pub fn connect(url: &str) -> StoreResult<Listener> {
+        super::postgres::Listening::connect(url, &[CHANNEL, LOG_CHANNEL]).map(Listener)
+    }
+
+    /// Waits up to `timeout` for notifications; their payloads (`queued`, `ended`,
+    /// `done:<tree>:<node>`, and the log channel's `<tree>:<node>` as `log:<tree>:<node>`),
+    /// empty when none came (time to poll). Reconnects by itself.
+    pub fn wait(&mut self, timeout: Duration) -> Vec<String> {
+        self.0.wait(timeout)
+    }
+}

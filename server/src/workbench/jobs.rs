@@ -1,0 +1,803 @@
+//! Runs as jobs (issue 26, item 3, phase 1): with PostgreSQL and `serve --jobs`, a run is a row
+//! of the queue (`store/jobs.rs`) that any `simtree worker` (or the server's own worker) takes.
+//!
+//! The serving process keeps what it always did: the tree in memory, attaching the running
+//! child and announcing it (`attached`, `run_start`), and its end (`run_finish`). It queues the
+//! job in the write batch that follows the node's record (never before it) and waits:
+//!
+//! - a worker rebuilds the parent's state from the store, runs the turns with its own run
+//!   context, writes the node's log rows as runs do (and `NOTIFY simtree_log <tree>:<node>`),
+//!   and ends the job in one transaction with the node's record, state, remaining log and
+//!   memory text — fenced by its claim, so a worker that lost it stores nothing;
+//! - the server relays log rows it is told of to the node's log (so its watchers see entries
+//!   as from an in-process run, with `run_progress`), and on the job's end (`done:<t>:<n>`, or
+//!   its once-a-second poll) takes the node's stored record into its tree (the state stays in
+//!   the store until used), or fails the node with the job's error when it was given up.
+//!
+//! Runs stay in-process (exactly as without `--jobs`) when they need what this phase does not
+//! share between processes: a budget (the tree's or an exploration's, charged in memory), a
+//! replay of recorded calls, an agent-based model (its Python worker), or no store.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use dashmap::DashMap;
+use serde::{Deserialize, Serialize};
+use simtree_shared::{NodeStatus, SimKind, TreeMsg};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use super::persist::LogBatch;
+use super::{
+    CatchUnwind, LiveState, Pending, Progress, RunControl, RunResult, RunSink, TreeHandle, Workbench, WorkbenchError,
+    lock,
+};
+use crate::engine::Event;
+use crate::llm::ledger::{Ledger, LlmRecord, RecordSink};
+use crate::store::jobs::{self as queue, Job, JobRow, Listener, Queue, Status};
+use crate::store::lease::Lease;
+use crate::store::{Store, StoreError, Write, encode_state, now_ms};
+use crate::tree::{NodeId, NodeLog, entry_json};
+
+/// How the queue is used: the database, how long a claim lasts without a heartbeat, and how
+/// many times a job is tried.
+#[derive(Debug, Clone)]
+pub struct JobsConfig {
+    pub url: String,
+    pub lapse: Duration,
+    pub max_attempts: u64,
+}
+
+/// How often a waiting process looks at the queue when no notification woke it.
+const POLL: Duration = Duration::from_secs(1);
+
+/// A run's job, as its payload says.
+#[derive(Debug, Serialize, Deserialize)]
+struct RunJob {
+    parent: NodeId,
+    turns: u64,
+    /// The index whose seed the child takes in a fan-out with its own seeds ([`crate::sim::Sim::replicate`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    replicate: Option<u64>,
+}
+
+/// The serving process's side: its queue connection and the runs it waits for.
+pub struct Hub {
+    config: JobsConfig,
+    queue: Arc<Mutex<Queue>>,
+    waiting: DashMap<(u64, NodeId), Waiting>,
+}
+
+/// A run the server waits for: where its end goes, and its log and progress for relaying.
+struct Waiting {
+    done: oneshot::Sender<(JobRow, Progress)>,
+    handle: Arc<TreeHandle>,
+    log: Arc<NodeLog>,
+    progress: Progress,
+}
+
+/// Runs `f` on the queue connection off the runtime's threads.
+async fn on_queue<R: Send + 'static>(
+    queue: &Arc<Mutex<Queue>>,
+    f: impl FnOnce(&mut Queue) -> Result<R, StoreError> + Send + 'static,
+) -> Result<R, StoreError> {
+    let queue = queue.clone();
+    tokio::task::spawn_blocking(move || f(&mut lock(&queue)))
+        .await
+        .map_err(|e| StoreError(format!("the queue's task ended: {e}")))?
+}
+
+/// Runs blocking store work off the runtime's threads.
+async fn off_runtime<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> Option<R> {
+    tokio::task::spawn_blocking(f).await.ok()
+}
+
+impl Workbench {
+    /// Sends runs through the queue from now on (`serve --jobs`). Jobs left by an earlier
+    /// server are forgotten: their nodes came back `interrupted`, as without jobs.
+    pub fn enable_jobs(&self, config: JobsConfig) -> Result<(), String> {
+        if self.store.is_none() {
+            return Err("--jobs needs --database-url (runs are jobs only on PostgreSQL)".into());
+        }
+        let mut q = Queue::connect(&config.url, Lease::this_process(config.lapse), None)
+            .map_err(|e| format!("cannot open the job queue: {e}"))?;
+        let left = q.clear().map_err(|e| format!("cannot clear the job queue: {e}"))?;
+        if left > 0 {
+            tracing::warn!(
+                jobs = left,
+                "jobs left by the last server were dropped (their nodes are interrupted)"
+            );
+        }
+        let hub = Hub {
+            config,
+            queue: Arc::new(Mutex::new(q)),
+            waiting: DashMap::new(),
+        };
+        self.jobs
+            .set(Arc::new(hub))
+            .map_err(|_| "jobs are already enabled".to_string())
+    }
+
+    /// The queue, when this run should go through it (see the module's comment).
+    pub(super) fn job_route(&self, handle: &TreeHandle, p: &Pending) -> Option<Arc<Hub>> {
+        let hub = self.jobs.get()?;
+        let in_process =
+            p.replay.is_some() || p.budget.is_some() || handle.budget.is_some() || handle.kind == SimKind::Abm;
+        (!in_process && handle.stored()).then(|| hub.clone())
+    }
+
+    /// [`Workbench::spawn`] through the queue: the same bookkeeping and announcements, the run
+    /// on whichever process claims its job.
+    pub(super) fn spawn_job(
+        &self,
+        hub: Arc<Hub>,
+        handle: &Arc<TreeHandle>,
+        p: Pending,
+    ) -> tokio::task::JoinHandle<RunResult> {
+        let Pending {
+            id, log, turns, seed, ..
+        } = p;
+        let tree = handle.id;
+        let parent = handle.lock().node(id).ok().and_then(|n| n.parent).unwrap_or_default();
+        let payload = serde_json::to_string(&RunJob {
+            parent,
+            turns,
+            replicate: seed,
+        })
+        .unwrap_or_default();
+        let (done_tx, mut done) = oneshot::channel();
+        hub.waiting.insert(
+            (tree, id),
+            Waiting {
+                done: done_tx,
+                handle: handle.clone(),
+                log: log.clone(),
+                progress: Progress::new(id, turns),
+            },
+        );
+        handle.persist(Write::Job {
+            tree,
+            node: id,
+            kind: "run".into(),
+            payload,
+            max_attempts: hub.config.max_attempts,
+        });
+        let (cancel, mut cancelled) = watch::channel(false);
+        let (ended_tx, ended) = watch::channel(false);
+        lock(&handle.runs).insert(
+            id,
+            RunControl {
+                cancel,
+                ended,
+                live: LiveState::default(),
+            },
+        );
+        let handle = handle.clone();
+        tracing::info!(tree, node = id, turns, "run queued as a job");
+        tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            // The job is stored before anyone is told the run started for good.
+            let ended_as = match handle.flush_async().await {
+                Err(e) => Err(e.to_string()),
+                Ok(()) => {
+                    let ended = tokio::select! {
+                        row = &mut done => Some(row.ok()),
+                        _ = cancelled.wait_for(|c| *c) => None,
+                    };
+                    match ended {
+                        Some(row) => Ok(row),
+                        None => match on_queue(&hub.queue, move |q| q.cancel(tree, id)).await {
+                            // It ended meanwhile: its end is on its way.
+                            Ok(false) => Ok(done.await.ok()),
+                            _ => Ok(None),
+                        },
+                    }
+                }
+            };
+            let left = hub.waiting.remove(&(tree, id)).map(|(_, w)| w.progress);
+            let result = match ended_as {
+                Err(cause) => {
+                    tracing::error!(tree, node = id, error = %cause, "a run's job could not be stored; its node is removed");
+                    handle.roll_back(id);
+                    RunResult {
+                        node: id,
+                        status: NodeStatus::Failed,
+                        error: Some(cause.clone()),
+                        deleted: true,
+                        unstored: Some(cause),
+                    }
+                }
+                Ok(ended) => {
+                    let (row, progress) = match ended {
+                        Some((row, progress)) => (Some(row), progress),
+                        None => (None, left.unwrap_or_else(|| Progress::new(id, turns))),
+                    };
+                    let result = take_end(&handle, id, row, &log, progress).await;
+                    let _ = on_queue(&hub.queue, move |q| q.forget(tree, id)).await;
+                    result
+                }
+            };
+            lock(&handle.runs).remove(&id);
+            tracing::info!(
+                tree,
+                node = id,
+                status = ?result.status,
+                error = result.error.as_deref().unwrap_or(""),
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "job ended"
+            );
+            if !result.deleted {
+                handle.send(TreeMsg::RunFinish {
+                    node: id,
+                    status: result.status,
+                    error: result.error.clone(),
+                });
+            }
+            let _ = ended_tx.send(true);
+            result
+        })
+    }
+
+    /// The serving process's loop (`serve --jobs`): wakes on notifications (or once a second),
+    /// relays the log rows workers wrote to the running nodes' logs, and hands each ended job
+    /// to the run waiting for it.
+    pub async fn dispatch_jobs(self: Arc<Self>) {
+        let Some(hub) = self.jobs.get().cloned() else {
+            return;
+        };
+        let (tx, mut rx) = mpsc::unbounded_channel::<Vec<String>>();
+        let url = hub.config.url.clone();
+        std::thread::Builder::new()
+            .name("simtree-jobs-listen".into())
+            .spawn(move || listen(&url, &tx))
+            .ok();
+        let mut tick = tokio::time::interval(POLL);
+        loop {
+            let mut logs = HashSet::new();
+            let mut check_ended = false;
+            tokio::select! {
+                got = rx.recv() => match got {
+                    None => tokio::time::sleep(POLL).await,
+                    Some(payloads) => {
+                        for p in payloads {
+                            if let Some(key) = p.strip_prefix("log:").and_then(pair) {
+                                logs.insert(key);
+                            } else {
+                                check_ended = true;
+                            }
+                        }
+                    }
+                },
+                _ = tick.tick() => check_ended = true,
+            }
+            while let Ok(more) = rx.try_recv() {
+                for p in more {
+                    match p.strip_prefix("log:").and_then(pair) {
+                        Some(key) => {
+                            logs.insert(key);
+                        }
+                        None => check_ended = true,
+                    }
+                }
+            }
+            for (tree, node) in logs {
+                self.relay(&hub, tree, node).await;
+            }
+            if check_ended {
+                match on_queue(&hub.queue, |q| q.ended()).await {
+                    Ok(rows) => {
+                        for row in rows {
+                            let key = (row.tree, row.node);
+                            match hub.waiting.remove(&key) {
+                                Some((_, w)) => {
+                                    let _ = w.done.send((row, w.progress));
+                                }
+                                // Nobody waits: a job of a node deleted meanwhile.
+                                None => {
+                                    let _ = on_queue(&hub.queue, move |q| q.forget(key.0, key.1)).await;
+                                }
+                            }
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "the job queue cannot be read now"),
+                }
+            }
+        }
+    }
+
+    /// Takes the log rows of a running job's node that its log does not have yet.
+    async fn relay(&self, hub: &Hub, tree: u64, node: NodeId) {
+        let Some(store) = self.store.clone() else { return };
+        let Some(have) = hub.waiting.get(&(tree, node)).map(|w| w.log.len()) else {
+            return;
+        };
+        let rows = off_runtime(move || store.read(move |db| db.log(tree, node))).await;
+        let Some(Ok(rows)) = rows else { return };
+        let Some(mut w) = hub.waiting.get_mut(&(tree, node)) else {
+            return;
+        };
+        let w = &mut *w;
+        push_new(&rows, have, &w.log, |entry| {
+            if let Ok(e) = serde_json::from_str::<Event>(entry)
+                && let Some(msg) = w.progress.observe(&e)
+            {
+                w.handle.send(msg);
+            }
+        });
+    }
+
+    /// Makes this workbench one that runs jobs for others (`simtree worker`): it reads trees
+    /// from `store` as they are when a job names them, and writes nothing but its jobs' nodes.
+    pub fn attach_store_for_jobs(&mut self, store: Store) -> Result<(), StoreError> {
+        let store = Arc::new(store);
+        self.library = super::library::Library::open(store.clone(), self.limits.max_body_bytes)?;
+        self.store = Some(store);
+        self.load_datasets()
+    }
+
+    /// Takes jobs and runs them, `concurrency` at a time, until `stop` resolves; then hands its
+    /// claims back (queued again, the attempt not counted). `role` names the process in the
+    /// `workers` table (`worker`, or `serve` for a server's own worker).
+    pub async fn work(
+        self: Arc<Self>,
+        config: JobsConfig,
+        concurrency: usize,
+        role: &str,
+        stop: impl std::future::Future<Output = ()>,
+    ) -> Result<(), String> {
+        let me = Lease::this_process(config.lapse);
+        let url = config.url.clone();
+        let role = role.to_string();
+        let q = off_runtime(move || Queue::connect(&url, me, Some(&role)))
+            .await
+            .ok_or("the queue's task ended")?
+            .map_err(|e| format!("cannot open the job queue: {e}"))?;
+        tracing::info!(holder = %q.me.holder, concurrency, "taking jobs");
+        let queue = Arc::new(Mutex::new(q));
+        let (tx, mut wake) = mpsc::unbounded_channel::<Vec<String>>();
+        let url = config.url.clone();
+        std::thread::Builder::new()
+            .name("simtree-jobs-listen".into())
+            .spawn(move || listen(&url, &tx))
+            .map_err(|e| e.to_string())?;
+        let (ended_tx, mut ended) = mpsc::unbounded_channel::<(u64, NodeId)>();
+        let mut running: HashMap<(u64, NodeId), tokio::task::AbortHandle> = HashMap::new();
+        let mut heartbeat = tokio::time::interval((config.lapse / 6).max(Duration::from_millis(200)));
+        let notifier = self.log_notifier();
+        // The trees jobs read stay a cache within --cache-mb, as a server's do.
+        let sweeper = tokio::spawn(self.clone().sweep_cache());
+        let concurrency = concurrency.max(1);
+        tokio::pin!(stop);
+        let mut claim_now = true;
+        loop {
+            let free = concurrency.saturating_sub(running.len()) as u64;
+            if claim_now && free > 0 {
+                match on_queue(&queue, move |q| q.claim(free)).await {
+                    Ok(jobs) => {
+                        for job in jobs {
+                            let key = (job.tree, job.node);
+                            let this = self.clone();
+                            let (queue, ended_tx, notifier) = (queue.clone(), ended_tx.clone(), notifier.clone());
+                            let task = tokio::spawn(async move {
+                                this.run_job(&queue, job, &notifier).await;
+                                let _ = ended_tx.send(key);
+                            });
+                            running.insert(key, task.abort_handle());
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "cannot claim jobs now"),
+                }
+            }
+            claim_now = false;
+            tokio::select! {
+                _ = &mut stop => break,
+                got = wake.recv() => {
+                    // Claim on a queued job, and after each quiet second (the poll).
+                    claim_now = got.as_ref().is_none_or(|p| p.is_empty() || p.iter().any(|p| !p.starts_with("log:") && !p.starts_with("done:")));
+                    if got.is_none() {
+                        tokio::time::sleep(POLL).await;
+                    }
+                }
+                Some(key) = ended.recv() => {
+                    running.remove(&key);
+                    claim_now = true;
+                }
+                _ = heartbeat.tick() => {
+                    match on_queue(&queue, |q| q.heartbeat()).await {
+                        Ok(held) => {
+                            let held: HashSet<_> = held.into_iter().collect();
+                            running.retain(|key, task| {
+                                let keep = held.contains(key);
+                                if !keep {
+                                    tracing::warn!(tree = key.0, node = key.1, "this worker lost its job (cancelled, or taken over after a lapse); its run stops");
+                                    task.abort();
+                                }
+                                keep
+                            });
+                        }
+                        Err(e) => tracing::warn!(error = %e, "cannot renew the claims now"),
+                    }
+                }
+            }
+        }
+        sweeper.abort();
+        for task in running.values() {
+            task.abort();
+        }
+        let handed = on_queue(&queue, |q| q.release()).await;
+        let _ = on_queue(&queue, |q| q.unregister()).await;
+        match handed {
+            Ok(n) => tracing::info!(jobs = n, "stopped: claims handed back"),
+            Err(e) => tracing::warn!(error = %e, "stopped; the claims lapse by themselves"),
+        }
+        Ok(())
+    }
+
+    /// Where a worker's log batches are announced: `NOTIFY simtree_log` once they are committed
+    /// (the store runs it after the writes queued before it), coalesced per node.
+    fn log_notifier(&self) -> mpsc::UnboundedSender<(u64, NodeId)> {
+        let (tx, mut rx) = mpsc::unbounded_channel::<(u64, NodeId)>();
+        if let Some(store) = self.store.clone() {
+            tokio::spawn(async move {
+                while let Some(first) = rx.recv().await {
+                    let mut keys = HashSet::from([first]);
+                    while let Ok(k) = rx.try_recv() {
+                        keys.insert(k);
+                    }
+                    let store = store.clone();
+                    off_runtime(move || {
+                        for (tree, node) in keys {
+                            let payload = format!("{tree}:{node}");
+                            let _ = store.read(move |db| db.notify(queue::LOG_CHANNEL, &payload));
+                        }
+                    })
+                    .await;
+                }
+            });
+        }
+        tx
+    }
+
+    /// One claimed job, run to its end and stored, fenced by the claim.
+    async fn run_job(
+        self: &Arc<Self>,
+        queue: &Arc<Mutex<Queue>>,
+        job: Job,
+        notifier: &mpsc::UnboundedSender<(u64, NodeId)>,
+    ) {
+        let (tree, node) = (job.tree, job.node);
+        tracing::info!(tree, node, attempt = job.attempts, "job claimed");
+        let end = match self.compute(&job, queue, notifier).await {
+            Ok(end) => end,
+            // What the run could not even start with (a tree or parent that cannot be read):
+            // its node fails with the reason.
+            Err(cause) => End {
+                status: NodeStatus::Failed,
+                error: Some(cause),
+                writes: Vec::new(),
+                anew: false,
+            },
+        };
+        // Log rows queued on the store before are committed first: the server reads the whole
+        // log once it hears the job ended.
+        if let Some(store) = &self.store {
+            let _ = store.flush_async().await;
+        }
+        let End {
+            status,
+            error,
+            writes,
+            anew,
+        } = end;
+        let job_status = if status == NodeStatus::Done {
+            Status::Done
+        } else {
+            Status::Failed
+        };
+        let finished = on_queue(queue, move |q| match anew {
+            true => q.finish_anew(tree, node, job_status, error.as_deref(), &writes),
+            false => q.finish(tree, node, job_status, error.as_deref(), &writes),
+        })
+        .await;
+        match finished {
+            Ok(()) => tracing::info!(tree, node, status = ?status, "job done"),
+            Err(e) => tracing::warn!(tree, node, error = %e, "job result not stored"),
+        }
+    }
+
+    /// The run of a job: the parent's state from the store, the turns, and the writes that
+    /// store the node's end.
+    async fn compute(
+        self: &Arc<Self>,
+        job: &Job,
+        queue: &Arc<Mutex<Queue>>,
+        notifier: &mpsc::UnboundedSender<(u64, NodeId)>,
+    ) -> Result<End, String> {
+        let (tree, id) = (job.tree, job.node);
+        let run: RunJob =
+            serde_json::from_str(&job.payload).map_err(|e| format!("the job's payload is not a run: {e}"))?;
+        let store = self.store.clone().ok_or("no store")?;
+        let this = self.clone();
+        let read = off_runtime(move || {
+            let handle = this.fresh_tree(tree, run.parent)?;
+            let attached = store
+                .read(move |db| db.node(tree, id))
+                .map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
+            Ok::<_, WorkbenchError>((handle, attached))
+        })
+        .await
+        .ok_or("the worker is stopping")?;
+        let (handle, attached) = read.map_err(|e| e.to_string())?;
+        let attached = attached.ok_or_else(|| format!("node {id} of tree {tree} is not stored (deleted?)"))?;
+        let mut sim = {
+            let mut t = handle.lock();
+            t.sim(run.parent).map_err(|e| e.to_string())?.fork()
+        };
+        sim.set_affinity(crate::sim::child_seed(tree, run.parent) | 1);
+        if let Some(i) = run.replicate {
+            sim.replicate(i);
+        }
+        // What an earlier attempt recorded is answered from its recording (not paid again);
+        // each new call is recorded as it returns, before its answer is used.
+        let earlier = on_queue(queue, move |q| q.recorded_calls(tree, id))
+            .await
+            .map_err(|e| e.to_string())?
+            .iter()
+            .filter_map(|body| serde_json::from_str::<LlmRecord>(body).ok())
+            .collect::<Vec<_>>();
+        if !earlier.is_empty() {
+            tracing::info!(
+                tree,
+                node = id,
+                calls = earlier.len(),
+                "replaying the calls an earlier attempt recorded"
+            );
+        }
+        let recorder = queue.clone();
+        let sink: RecordSink = Arc::new(move |record: LlmRecord| {
+            let queue = recorder.clone();
+            Box::pin(async move {
+                let body = serde_json::to_string(&record).unwrap_or_default();
+                if let Err(e) = on_queue(&queue, move |q| q.record_call(tree, id, &body)).await {
+                    tracing::warn!(tree, node = id, error = %e, "a call could not be recorded (a re-run would pay it again)");
+                }
+            })
+        });
+        let ledger = Arc::new(Ledger::resuming(earlier, Some(sink)));
+        let (ctx, ledger) = match self.client_with(&handle, None, &sim, id, None, ledger.clone()) {
+            Ok((ctx, ledger)) => (Ok(ctx), ledger),
+            Err(e) => (Err(e.to_string()), ledger),
+        };
+        let marks = sim.memory_marks();
+        let mut batch = LogBatch::new(id);
+        // A job run again stores its whole log at its end (see `Queue::finish_anew`).
+        let anew = job.attempts > 1;
+        let mut all: Vec<String> = Vec::new();
+        let mut index = 0usize;
+        let outcome = match &ctx {
+            Err(e) => Some(Some(e.clone())),
+            Ok(ctx) => {
+                let mut sink = RunSink {
+                    emit: |e: Event| {
+                        let entry = entry_json(&e, id);
+                        batch.push(&handle, index, &entry);
+                        if anew {
+                            all.push(entry);
+                        }
+                        index += 1;
+                        if batch.is_empty() {
+                            let _ = notifier.send((tree, id));
+                        }
+                    },
+                    live: LiveState::default(),
+                    last: None,
+                };
+                match CatchUnwind(Box::pin(sim.run(run.turns, ctx, &mut sink))).await {
+                    Ok(result) => Some(result.err().map(String::from)),
+                    Err(()) => None,
+                }
+            }
+        };
+        let rest = batch.take(tree);
+        let mut writes: Vec<Write> = match anew {
+            true => Write::whole_log(tree, id, &all).into_iter().collect(),
+            false => rest.into_iter().collect(),
+        };
+        let (status, error) = match &outcome {
+            Some(None) => (NodeStatus::Done, None),
+            Some(Some(e)) => (NodeStatus::Failed, Some(e.clone())),
+            None => (
+                NodeStatus::Failed,
+                Some("the run stopped on an internal error (its state is the parent's)".to_string()),
+            ),
+        };
+        if outcome.is_some() {
+            let (encoded, _) = encode_state(&sim, id, None);
+            let encoded = encoded.map_err(|e| e.to_string())?;
+            writes.push(Write::State {
+                tree,
+                node: id,
+                data: encoded.data,
+                chunks: encoded.chunks,
+            });
+            let memory = sim.memory_since(&marks);
+            if !memory.trim().is_empty() {
+                writes.push(Write::Text {
+                    tree,
+                    node: id,
+                    kind: "memory".into(),
+                    ord: 0,
+                    body: memory,
+                });
+            }
+        }
+        let mut row = attached;
+        row.status = status;
+        row.error = error.clone();
+        row.finished = Some(now_ms());
+        row.turns = if outcome.is_some() { sim.turns() } else { row.turns };
+        row.records = ledger.take();
+        writes.push(Write::Node { tree, row });
+        Ok(End {
+            status,
+            error,
+            writes,
+            anew,
+        })
+    }
+
+    /// Tree `tree` as the store has it now, with `parent` finished (a worker's copy of a tree
+    /// is read again when it lacks the parent or holds it unfinished).
+    fn fresh_tree(&self, tree: u64, parent: NodeId) -> Result<Arc<TreeHandle>, WorkbenchError> {
+        if let Some(h) = self.trees.get(&tree).map(|h| h.clone())
+            && h.lock().node(parent).is_ok_and(|n| !n.status.is_running())
+        {
+            return Ok(h);
+        }
+        let store = self.store.clone().ok_or_else(WorkbenchError::tree_not_found)?;
+        let row = store
+            .read(move |db| Ok(db.trees()?.into_iter().find(|r| r.id == tree)))
+            .map_err(|e| WorkbenchError::unavailable(e.to_string()))?
+            .ok_or_else(WorkbenchError::tree_not_found)?;
+        self.trees.remove(&tree);
+        self.stored.insert(tree, row);
+        self.tree(tree)
+    }
+}
+
+/// A job's run, ended: how, and what stores it.
+struct End {
+    status: NodeStatus,
+    error: Option<String>,
+    writes: Vec<Write>,
+    /// A job run again: the log rows of earlier attempts are replaced (`writes` hold it whole).
+    anew: bool,
+}
+
+/// Takes a job's end into the serving process's tree: the node's stored record (the state stays
+/// in the store until used), or a failure when the job was given up or cancelled.
+async fn take_end(
+    handle: &Arc<TreeHandle>,
+    id: NodeId,
+    row: Option<JobRow>,
+    log: &Arc<NodeLog>,
+    mut progress: Progress,
+) -> RunResult {
+    let tree = handle.id;
+    let store = handle.store.clone();
+    let read = match (&row, store) {
+        (Some(r), Some(store)) if matches!(r.status, Status::Done | Status::Failed) => {
+            off_runtime(move || {
+                let node = store.read(move |db| db.node(tree, id))?;
+                let logs = store.read(move |db| db.log(tree, id))?;
+                Ok::<_, StoreError>((node, logs))
+            })
+            .await
+        }
+        _ => None,
+    };
+    let (status, error, present) = {
+        let mut t = handle.lock();
+        match read {
+            // (A record still `running`: the worker could not even start the run, and wrote
+            // only the job's error.)
+            Some(Ok((Some(stored), logs))) if !stored.status.is_running() => {
+                // (Entries not relayed yet: a short run may end before its first batch is.)
+                push_new(&logs, log.len(), log, |entry| {
+                    if let Ok(e) = serde_json::from_str::<Event>(entry)
+                        && let Some(msg) = progress.observe(&e)
+                    {
+                        handle.send(msg);
+                    }
+                });
+                let present = t.finish_stored(&stored);
+                (stored.status, stored.error, present)
+            }
+            other => {
+                // Given up (dead), cancelled, or its record could not be read: the node fails
+                // (or is cancelled) with its parent's state, as a run that stopped early.
+                let (status, error) = match (&row, other) {
+                    (Some(r), _) if r.error.as_deref() == Some("cancelled") => (NodeStatus::Cancelled, None),
+                    (None, _) => (NodeStatus::Cancelled, None),
+                    (Some(r), Some(Err(e))) => (
+                        NodeStatus::Failed,
+                        Some(format!(
+                            "its job ended ({}) but its node could not be read: {e}",
+                            r.status.as_str()
+                        )),
+                    ),
+                    (Some(r), _) => (
+                        NodeStatus::Failed,
+                        Some(r.error.clone().unwrap_or_else(|| "the job was given up".into())),
+                    ),
+                };
+                let present = t.end_without_sim(id, status, error.clone());
+                if present {
+                    // Its state is its parent's, stored as its own (a cancelled node's is read
+                    // back from the store like any other).
+                    let stored = t
+                        .sim(id)
+                        .map_err(WorkbenchError::from)
+                        .and_then(|sim| handle.persist_state(&mut t, id, &sim));
+                    if let Err(e) = stored {
+                        tracing::warn!(tree, node = id, error = %e, "the state of a stopped job's node was not stored");
+                    }
+                    handle.persist_row(&t, id);
+                }
+                (status, error, present)
+            }
+        }
+    };
+    if present {
+        handle.touch(&handle.lock());
+    }
+    let unstored = match handle.flush_async().await {
+        Err(e) if present => Some(e.to_string()),
+        _ => None,
+    };
+    RunResult {
+        node: id,
+        status,
+        error,
+        deleted: !present,
+        unstored,
+    }
+}
+
+/// Pushes to `log` the entries of `rows` from index `have` on, calling `each` with each.
+fn push_new(rows: &[crate::store::LogRow], have: usize, log: &NodeLog, mut each: impl FnMut(&str)) {
+    for r in rows {
+        let Ok(entries) = r.verified() else { return };
+        for (k, entry) in entries.enumerate() {
+            let at = r.index as usize + k;
+            if at == log.len() && at >= have {
+                log.push(entry);
+                each(entry);
+            }
+        }
+    }
+}
+
+/// `<tree>:<node>`.
+fn pair(s: &str) -> Option<(u64, NodeId)> {
+    let (t, n) = s.split_once(':')?;
+    Some((t.parse().ok()?, n.parse().ok()?))
+}
+
+/// Forwards the queue's notifications to `tx` (an empty list after each quiet second), on a
+/// thread of its own, until `tx`'s receiver is gone.
+fn listen(url: &str, tx: &mpsc::UnboundedSender<Vec<String>>) {
+    let mut listener = loop {
+        match Listener::connect(url) {
+            Ok(l) => break l,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for jobs yet");
+                if tx.send(Vec::new()).is_err() {
+                    return;
+                }
+                std::thread::sleep(POLL);
+            }
+        }
+    };
+    while tx.send(listener.wait(POLL)).is_ok() {}
+}

@@ -1,0 +1,746 @@
+//! The run queue (issue 26, item 3; `store/jobs.rs`) against a private, real PostgreSQL:
+//! concurrent claimers never take one job twice; a claimer that stops heartbeating loses its
+//! job to another, and its late completion is refused with nothing written; a job that keeps
+//! losing its worker ends dead after its attempts; a graceful stop hands claims back without
+//! counting an attempt; a database restart mid-claim leaves the claim with its holder; a
+//! listener is woken by a queued job.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use simtree::store::jobs::{Listener, Queue, Status};
+use simtree::store::lease::Lease;
+use simtree_e2e::Postgres;
+
+/// A queue connection with an identity of its own (`name` makes it unique in this process)
+/// whose claims lapse after `lapse`.
+fn queue(pg: &Postgres, name: &str, lapse: Duration) -> Queue {
+    let mut me = Lease::this_process(lapse);
+    me.holder.push_str(&format!("-{name}"));
+    Queue::connect(&pg.url, me, Some("worker")).expect("connect the queue")
+}
+
+#[test]
+fn concurrent_claimers_never_take_one_job_twice_and_each_job_finishes_once() {
+    let pg = Postgres::start();
+    let mut q = queue(&pg, "producer", Duration::from_secs(30));
+    const JOBS: u64 = 300;
+    for node in 0..JOBS {
+        q.enqueue(1, node, "run", "{}", 3).unwrap();
+    }
+    q.enqueue(1, 0, "run", "{\"again\":true}", 3).unwrap();
+    let taken: Arc<Mutex<BTreeMap<u64, Vec<String>>>> = Arc::default();
+    let claimers: Vec<_> = (0..8)
+        .map(|k| {
+            let url = pg.url.clone();
+            let taken = taken.clone();
+            std::thread::spawn(move || {
+                let mut me = Lease::this_process(Duration::from_secs(30));
+                me.holder.push_str(&format!("-claimer{k}"));
+                let mut q = Queue::connect(&url, me.clone(), Some("worker")).unwrap();
+                loop {
+                    let jobs = q.claim(1 + k % 4).unwrap();
+                    if jobs.is_empty() {
+                        return;
+                    }
+                    for j in jobs {
+                        assert_eq!(j.attempts, 1, "{j:?}");
+                        taken.lock().unwrap().entry(j.node).or_default().push(me.holder.clone());
+                        q.finish(j.tree, j.node, Status::Done, None, &[]).unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    for c in claimers {
+        c.join().unwrap();
+    }
+    let taken = taken.lock().unwrap();
+    assert_eq!(taken.len() as u64, JOBS, "every job was claimed");
+    let twice: Vec<_> = taken.iter().filter(|(_, by)| by.len() != 1).collect();
+    assert!(twice.is_empty(), "claimed more than once: {twice:?}");
+    let claimers: BTreeSet<&String> = taken.values().flatten().collect();
+    assert!(claimers.len() > 1, "the work spread: {claimers:?}");
+    let ended = q.ended().unwrap();
+    assert_eq!(ended.len() as u64, JOBS);
+    assert!(ended.iter().all(|r| r.status == Status::Done && r.attempts == 1));
+    assert!(q.claim(10).unwrap().is_empty());
+}
+
+#[test]
+fn a_claimer_that_stops_heartbeating_loses_its_job_and_cannot_complete_it() {
+    let pg = Postgres::start();
+    let lapse = Duration::from_millis(1500);
+    let mut a = queue(&pg, "a", lapse);
+    let mut b = queue(&pg, "b", lapse);
+    a.enqueue(7, 3, "run", "{}", 3).unwrap();
+    let job = a.claim(5).unwrap();
+    assert_eq!(job.len(), 1);
+    // While a heartbeats, b finds nothing.
+    for _ in 0..3 {
+        std::thread::sleep(lapse / 3);
+        assert_eq!(a.heartbeat().unwrap(), vec![(7, 3)]);
+        assert!(b.claim(5).unwrap().is_empty(), "a claim renewed in time is kept");
+    }
+    // a stops heartbeating: past the lapse b takes the job over (a second attempt).
+    std::thread::sleep(lapse + Duration::from_millis(200));
+    let taken = b.claim(5).unwrap();
+    assert_eq!(taken.len(), 1);
+    assert_eq!((taken[0].node, taken[0].attempts), (3, 2));
+    assert_eq!(a.heartbeat().unwrap(), Vec::<(u64, u64)>::new(), "a no longer holds it");
+    // a's late result is refused, and nothing it wrote beside it is committed.
+    let late = a
+        .finish(
+            7,
+            3,
+            Status::Done,
+            None,
+            &[simtree::store::Write::Dataset {
+                name: "written-by-a-late-claimer".into(),
+                body: "x".into(),
+            }],
+        )
+        .unwrap_err();
+    assert!(late.0.contains("no longer this process's claim"), "{late}");
+    assert!(late.0.contains("claimed by"), "{late}");
+    assert_eq!(
+        pg.sql("SELECT COUNT(*) FROM datasets WHERE name = 'written-by-a-late-claimer'")
+            .trim(),
+        "0"
+    );
+    assert!(a.retry(7, 3, "boom").unwrap().is_none(), "nor can it put it back");
+    b.finish(7, 3, Status::Done, None, &[]).unwrap();
+    let row = b.row(7, 3).unwrap().unwrap();
+    assert_eq!((row.status, row.attempts, row.claimed_by), (Status::Done, 2, None));
+    assert!(b.finish(7, 3, Status::Done, None, &[]).is_err(), "finished once");
+    b.forget(7, 3).unwrap();
+    assert!(b.row(7, 3).unwrap().is_none());
+}
+
+#[test]
+fn a_job_that_keeps_losing_its_worker_is_dead_after_max_attempts_and_retries_stop_too() {
+    let pg = Postgres::start();
+    // (The shortest lapse a claim can have: a second.)
+    let lapse = Duration::from_secs(1);
+    let mut q = queue(&pg, "poison", lapse);
+    q.enqueue(2, 1, "run", "{}", 3).unwrap();
+    for attempt in 1..=3 {
+        let jobs = q.claim(1).unwrap();
+        assert_eq!(jobs.len(), 1, "attempt {attempt}");
+        assert_eq!(jobs[0].attempts, attempt);
+        // The worker "crashes": no heartbeat, no result.
+        std::thread::sleep(lapse + Duration::from_millis(150));
+    }
+    assert!(q.claim(1).unwrap().is_empty(), "never a fourth attempt");
+    let row = q.row(2, 1).unwrap().unwrap();
+    assert_eq!(row.status, Status::Dead);
+    let error = row.error.unwrap();
+    assert!(error.contains("given up after 3 attempts"), "{error}");
+    assert!(
+        q.ended()
+            .unwrap()
+            .iter()
+            .any(|r| r.node == 1 && r.status == Status::Dead)
+    );
+
+    // A job its worker puts back after failures: queued again, then dead at its last attempt.
+    q.enqueue(2, 2, "run", "{}", 2).unwrap();
+    let first = q.claim(1).unwrap();
+    assert_eq!(first[0].node, 2);
+    assert_eq!(q.retry(2, 2, "the provider refused").unwrap(), Some(Status::Queued));
+    assert_eq!(q.claim(1).unwrap()[0].attempts, 2);
+    assert_eq!(q.retry(2, 2, "the provider refused").unwrap(), Some(Status::Dead));
+    let row = q.row(2, 2).unwrap().unwrap();
+    assert_eq!(
+        row.error.as_deref(),
+        Some("given up after 2 attempts: the provider refused")
+    );
+}
+
+#[test]
+fn a_graceful_stop_hands_claims_back_without_counting_the_attempt() {
+    let pg = Postgres::start();
+    let mut a = queue(&pg, "a", Duration::from_secs(30));
+    for node in 0..3 {
+        a.enqueue(4, node, "run", "{}", 3).unwrap();
+    }
+    assert_eq!(a.claim(2).unwrap().len(), 2);
+    assert_eq!(a.close().unwrap(), 2);
+    let mut b = queue(&pg, "b", Duration::from_secs(30));
+    let jobs = b.claim(10).unwrap();
+    assert_eq!(jobs.len(), 3, "handed back at once, not after a lapse");
+    assert!(jobs.iter().all(|j| j.attempts == 1), "{jobs:?}");
+    assert_eq!(pg.sql("SELECT COUNT(*) FROM workers").trim(), "1", "a left the list");
+}
+
+#[test]
+fn a_database_restart_mid_claim_leaves_the_claim_with_its_holder() {
+    let pg = Postgres::start();
+    let lapse = Duration::from_secs(5);
+    let mut a = queue(&pg, "a", lapse);
+    let mut b = queue(&pg, "b", lapse);
+    a.enqueue(9, 0, "run", "{}", 3).unwrap();
+    assert_eq!(a.claim(1).unwrap().len(), 1);
+    pg.restart();
+    // The connection comes back (with backoff): heartbeats resume within the lapse.
+    let start = Instant::now();
+    let held = loop {
+        match a.heartbeat() {
+            Ok(held) => break held,
+            Err(e) => {
+                assert!(start.elapsed() < Duration::from_secs(4), "not reconnected: {e}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    };
+    assert_eq!(held, vec![(9, 0)]);
+    let start = Instant::now();
+    while b.claim(1).is_err() {
+        assert!(start.elapsed() < Duration::from_secs(6), "b never reconnected");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(b.claim(1).unwrap().is_empty(), "the claim stayed with a");
+    a.finish(9, 0, Status::Done, None, &[]).unwrap();
+    assert_eq!(b.row(9, 0).unwrap().unwrap().status, Status::Done);
+}
+
+#[test]
+fn a_listener_is_woken_by_a_queued_job_and_by_an_ended_one() {
+    let pg = Postgres::start();
+    let mut listener = Listener::connect(&pg.url).unwrap();
+    let mut q = queue(&pg, "a", Duration::from_secs(30));
+    assert!(listener.wait(Duration::from_millis(100)).is_empty());
+    q.enqueue(5, 6, "run", "{}", 3).unwrap();
+    let start = Instant::now();
+    assert_eq!(listener.wait(Duration::from_secs(5)), vec!["queued".to_string()]);
+    assert!(start.elapsed() < Duration::from_secs(1));
+    q.claim(1).unwrap();
+    q.finish(5, 6, Status::Failed, Some("the run failed"), &[]).unwrap();
+    assert_eq!(listener.wait(Duration::from_secs(5)), vec!["done:5:6".to_string()]);
+    let row = q.row(5, 6).unwrap().unwrap();
+    assert_eq!(
+        (row.status, row.error.as_deref()),
+        (Status::Failed, Some("the run failed"))
+    );
+    // A restart cuts the listening connection: it comes back by itself.
+    pg.restart();
+    let start = Instant::now();
+    let mut woken = Vec::new();
+    while woken.is_empty() && start.elapsed() < Duration::from_secs(10) {
+        let _ = q.enqueue(5, 7 + start.elapsed().as_millis() as u64, "run", "{}", 3);
+        woken = listener.wait(Duration::from_millis(300));
+    }
+    assert!(woken.contains(&"queued".to_string()), "{woken:?}");
+}
+
+// ---- runs as jobs: a server with --jobs and `simtree worker` processes ----
+
+/// A fake OpenAI-shaped provider answering as the mock would after `delay`; counts the
+/// requests it got by their message lists.
+#[derive(Clone)]
+struct Provider {
+    seen: Arc<Mutex<Vec<serde_json::Value>>>,
+    delay: Duration,
+    /// Called on each request (the poison test kills workers from here).
+    on_request: Arc<dyn Fn() + Send + Sync>,
+}
+
+async fn completions(
+    axum::extract::State(p): axum::extract::State<Provider>,
+    axum::Json(body): axum::Json<serde_json::Value>,
+) -> axum::Json<serde_json::Value> {
+    p.seen.lock().unwrap().push(body["messages"].clone());
+    (p.on_request)();
+    tokio::time::sleep(p.delay).await;
+    let text = simtree_e2e::mock_reply(&body);
+    axum::Json(serde_json::json!({
+        "id": "cmpl-1", "object": "chat.completion", "model": body["model"],
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}
+    }))
+}
+
+async fn provider(delay: Duration, on_request: Arc<dyn Fn() + Send + Sync>) -> (String, Provider) {
+    let p = Provider {
+        seen: Arc::default(),
+        delay,
+        on_request,
+    };
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", axum::routing::post(completions))
+        .with_state(p.clone());
+    (simtree_e2e::serve_provider(app).await.0, p)
+}
+
+fn llm_env(url: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("LLM_DIALECT", "openai".into()),
+        ("LLM_BASE_URL", url.to_string()),
+        ("LLM_API_KEY", "sk-test-secret".into()),
+        ("LLM_MODEL", "fake-model".into()),
+        ("LLM_MAX_CONCURRENCY", "64".into()),
+        ("LLM_TIMEOUT_S", "10".into()),
+    ]
+}
+
+/// A `simtree worker` process; killed on drop. Counts the jobs it reported done.
+struct Worker {
+    child: std::process::Child,
+    done: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Worker {
+    fn start(pg: &Postgres, env: &[(&'static str, String)], flags: &[&str]) -> Worker {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(simtree_e2e::simtree_bin())
+            .args(["worker", "--database-url", &pg.url])
+            .args(flags)
+            .env("RUST_LOG", "simtree=info")
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn simtree worker");
+        let stderr = child.stderr.take().unwrap();
+        let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = done.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.contains("job done") {
+                    counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+                if line.contains("WARN") || line.contains("ERROR") {
+                    eprintln!("worker: {line}");
+                }
+            }
+        });
+        Worker { child, done }
+    }
+
+    fn done(&self) -> usize {
+        self.done.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// Waits until `n` processes take jobs (the `workers` table).
+fn wait_for_workers(pg: &Postgres, n: usize) {
+    let start = Instant::now();
+    while pg
+        .sql("SELECT COUNT(*) FROM workers")
+        .trim()
+        .parse::<usize>()
+        .unwrap_or(0)
+        < n
+    {
+        assert!(start.elapsed() < Duration::from_secs(20), "the workers did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn jobs_server(pg: &Postgres, env: &[(&'static str, String)], extra: &[&str]) -> simtree_e2e::Server {
+    let mut flags = vec!["--database-url", pg.url.as_str(), "--jobs", "--job-lapse-secs", "2"];
+    flags.extend_from_slice(extra);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    simtree_e2e::Server::start_env(&flags, &env)
+}
+
+async fn fan_out(s: &simtree_e2e::Server, tree: u64, count: u64, turns: u64) -> Vec<u64> {
+    let (status, r) = s
+        .post(
+            &format!("/devui/simtree/{tree}/advance_multi"),
+            &serde_json::json!({"parent": 0, "turns": turns, "count": count}),
+        )
+        .await;
+    assert_eq!(status, 200, "{r}");
+    r["children"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_u64().unwrap())
+        .collect()
+}
+
+async fn statuses(s: &simtree_e2e::Server, tree: u64) -> BTreeMap<u64, String> {
+    let (status, g) = s.get(&format!("/devui/simtree/{tree}/graph")).await;
+    assert_eq!(status, 200, "{g}");
+    g["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            (
+                n["id"].as_u64().unwrap(),
+                n["status"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fan_out_spreads_over_two_workers_and_looks_as_an_in_process_one() {
+    let pg = Postgres::start();
+    let (url, _) = provider(Duration::from_millis(40), Arc::new(|| {})).await;
+    let env = llm_env(&url);
+    let s = jobs_server(&pg, &env, &["--no-worker"]);
+    let workers = [
+        Worker::start(&pg, &env, &["--concurrency", "2"]),
+        Worker::start(&pg, &env, &["--concurrency", "2"]),
+    ];
+    wait_for_workers(&pg, 2);
+    let tree = s.create("simple_chat").await;
+    let mut watcher = s.watch(&format!("/devui/simtree/{tree}/events")).await;
+    let started = Instant::now();
+    let children = fan_out(&s, tree, 16, 2).await;
+    let took = started.elapsed();
+    assert_eq!(children.len(), 16);
+    let statuses = statuses(&s, tree).await;
+    for c in &children {
+        assert_eq!(statuses[c], "done", "child {c}");
+    }
+    let (a, b) = (workers[0].done(), workers[1].done());
+    assert_eq!(a + b, 16, "each child ran once");
+    assert!(a > 0 && b > 0, "the work spread over both workers: {a} and {b}");
+    // The tree's watcher saw every child start, progress and finish, in order per child.
+    let mut seen: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+    let mut finished = 0;
+    while finished < 16 {
+        let m = watcher.next(Duration::from_secs(10)).await.expect("a message");
+        let kind = m["type"].as_str().unwrap().to_string();
+        if let Some(node) = m["data"]["node"].as_u64() {
+            finished += usize::from(kind == "run_finish");
+            seen.entry(node).or_default().push(kind);
+        }
+    }
+    for c in &children {
+        let kinds = &seen[c];
+        assert_eq!(kinds.first().map(String::as_str), Some("attached"), "{c}: {kinds:?}");
+        assert_eq!(kinds[1], "run_start", "{c}: {kinds:?}");
+        assert!(kinds.iter().any(|k| k == "run_progress"), "{c}: {kinds:?}");
+        assert_eq!(kinds.last().map(String::as_str), Some("run_finish"), "{c}: {kinds:?}");
+    }
+    // The same fan-out in one process (no queue) logs the same entries.
+    let env_pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let alone = simtree_e2e::Server::start_env(&[], &env_pairs);
+    let other = alone.create("simple_chat").await;
+    let theirs = fan_out(&alone, other, 16, 2).await;
+    for (mine, theirs) in children.iter().zip(&theirs) {
+        let a = simtree_e2e::own_entries(&s, tree, *mine).await;
+        let b = simtree_e2e::own_entries(&alone, other, *theirs).await;
+        assert!(!a.is_empty());
+        assert_eq!(a, b, "child {mine}: the job's log differs from the in-process run's");
+    }
+    eprintln!("16 children over 2 workers in {took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn killing_a_worker_mid_fan_out_loses_no_child() {
+    let pg = Postgres::start();
+    let (url, _) = provider(Duration::from_millis(150), Arc::new(|| {})).await;
+    let env = llm_env(&url);
+    let s = jobs_server(&pg, &env, &["--no-worker"]);
+    let mut doomed = Worker::start(&pg, &env, &["--concurrency", "4", "--job-lapse-secs", "2"]);
+    let _survivor = Worker::start(&pg, &env, &["--concurrency", "4", "--job-lapse-secs", "2"]);
+    wait_for_workers(&pg, 2);
+    let tree = s.create("simple_chat").await;
+    let started = Instant::now();
+    let fan = {
+        let base = s.base.clone();
+        tokio::spawn(async move {
+            reqwest::Client::new()
+                .post(format!("{base}/devui/simtree/{tree}/advance_multi"))
+                .json(&serde_json::json!({"parent": 0, "turns": 3, "count": 16}))
+                .send()
+                .await
+                .unwrap()
+                .json::<serde_json::Value>()
+                .await
+                .unwrap()
+        })
+    };
+    // Once the doomed worker holds some runs, it dies without a word.
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let held = pg.sql("SELECT COUNT(*) FROM jobs WHERE status = 'claimed'");
+        if held.trim().parse::<u64>().unwrap_or(0) >= 6 || Instant::now() > until {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    doomed.kill9();
+    let reply = tokio::time::timeout(Duration::from_secs(30), fan)
+        .await
+        .expect("every child ended within 30 s")
+        .unwrap();
+    let children: Vec<u64> = reply["children"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{reply}"))
+        .iter()
+        .map(|c| c.as_u64().unwrap())
+        .collect();
+    assert_eq!(children.len(), 16, "{reply}");
+    let statuses = statuses(&s, tree).await;
+    for c in &children {
+        assert_eq!(statuses[c], "done", "child {c}");
+        let entries = simtree_e2e::own_entries(&s, tree, *c).await;
+        let first = simtree_e2e::own_entries(&s, tree, children[0]).await;
+        assert_eq!(
+            entries, first,
+            "child {c}: a re-run child logs as the others (the mock is deterministic)"
+        );
+    }
+    eprintln!("16 children with a worker killed in {:?}", started.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_that_kills_its_worker_every_time_ends_failed_after_its_attempts() {
+    let pg = Postgres::start();
+    // Every request the provider gets kills every worker (as a run that crashes its process).
+    let pids: Arc<Mutex<Vec<u32>>> = Arc::default();
+    let kill = {
+        let pids = pids.clone();
+        Arc::new(move || {
+            for pid in pids.lock().unwrap().iter() {
+                // SAFETY: a signal to a child process of this test.
+                unsafe {
+                    libc::kill(*pid as i32, libc::SIGKILL);
+                }
+            }
+        })
+    };
+    let (url, seen) = provider(Duration::from_millis(10), kill).await;
+    let env = llm_env(&url);
+    let s = jobs_server(&pg, &env, &["--no-worker", "--job-attempts", "2"]);
+    let tree = s.create("simple_chat").await;
+    let run = {
+        let base = s.base.clone();
+        tokio::spawn(async move {
+            reqwest::Client::new()
+                .post(format!("{base}/devui/simtree/{tree}/advance"))
+                .json(&serde_json::json!({"parent": 0, "turns": 1}))
+                .send()
+                .await
+                .unwrap()
+                .json::<serde_json::Value>()
+                .await
+                .unwrap()
+        })
+    };
+    let started = Instant::now();
+    let mut workers = Vec::new();
+    while !run.is_finished() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the poisoned run never ended"
+        );
+        // Keep one worker alive: a new one whenever the last was killed.
+        let alive = workers
+            .last_mut()
+            .is_some_and(|w: &mut Worker| w.child.try_wait().ok().flatten().is_none());
+        if !alive {
+            let w = Worker::start(&pg, &env, &["--concurrency", "1", "--job-lapse-secs", "1"]);
+            pids.lock().unwrap().push(w.child.id());
+            workers.push(w);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let reply = run.await.unwrap();
+    let error = reply["error"].as_str().unwrap_or_else(|| panic!("{reply}"));
+    assert!(error.contains("given up after 2 attempts"), "{error}");
+    let child = reply["child"].as_u64().unwrap();
+    assert_eq!(statuses(&s, tree).await[&child], "failed");
+    assert!(seen.seen.lock().unwrap().len() >= 2, "tried twice");
+    // The node shows the error on reload too (it is stored).
+    let (_, info) = s.get(&format!("/devui/simtree/{tree}/node/{child}/info")).await;
+    assert!(info.to_string().contains("given up after 2 attempts"), "{info}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_re_run_job_replays_what_its_killed_worker_recorded_and_pays_only_the_rest() {
+    let pg = Postgres::start();
+    // The third request the provider gets kills the worker that sent it (before it is answered).
+    const KILL_AT: usize = 3;
+    let pids: Arc<Mutex<Vec<u32>>> = Arc::default();
+    let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let kill = {
+        let (pids, count) = (pids.clone(), count.clone());
+        Arc::new(move || {
+            if count.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 == KILL_AT {
+                for pid in pids.lock().unwrap().iter() {
+                    // SAFETY: a signal to a child process of this test.
+                    unsafe {
+                        libc::kill(*pid as i32, libc::SIGKILL);
+                    }
+                }
+            }
+        })
+    };
+    let (url, seen) = provider(Duration::from_millis(20), kill).await;
+    let env = llm_env(&url);
+    let s = jobs_server(&pg, &env, &["--no-worker"]);
+    let mut first = Worker::start(&pg, &env, &["--concurrency", "1", "--job-lapse-secs", "1"]);
+    pids.lock().unwrap().push(first.child.id());
+    wait_for_workers(&pg, 1);
+    let tree = s.create("simple_chat").await;
+    let run = {
+        let base = s.base.clone();
+        tokio::spawn(async move {
+            reqwest::Client::new()
+                .post(format!("{base}/devui/simtree/{tree}/advance"))
+                .json(&serde_json::json!({"parent": 0, "turns": 3}))
+                .send()
+                .await
+                .unwrap()
+                .json::<serde_json::Value>()
+                .await
+                .unwrap()
+        })
+    };
+    let start = Instant::now();
+    while first.child.try_wait().unwrap().is_none() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the first worker was never killed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _second = Worker::start(&pg, &env, &["--concurrency", "1", "--job-lapse-secs", "1"]);
+    let reply = tokio::time::timeout(Duration::from_secs(30), run)
+        .await
+        .expect("the run ended")
+        .unwrap();
+    assert!(reply["error"].is_null(), "{reply}");
+    let child = reply["child"].as_u64().unwrap();
+    assert_eq!(statuses(&s, tree).await[&child], "done");
+    // The same advance in one process: how many calls it makes, and its log.
+    let (alone_url, alone_seen) = provider(Duration::from_millis(1), Arc::new(|| {})).await;
+    let alone_env = llm_env(&alone_url);
+    let pairs: Vec<(&str, &str)> = alone_env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let alone = simtree_e2e::Server::start_env(&[], &pairs);
+    let other = alone.create("simple_chat").await;
+    let theirs = simtree_e2e::advance(&alone, other, 0, 3).await;
+    let calls = alone_seen.seen.lock().unwrap().len();
+    assert!(
+        calls > KILL_AT,
+        "the run makes more calls than the kill comes after ({calls})"
+    );
+    let paid = seen.seen.lock().unwrap().clone();
+    // The two calls recorded before the kill were replayed; only the one in flight was sent again.
+    assert_eq!(paid.len(), calls + 1, "each recorded call was paid once");
+    assert_eq!(
+        paid[KILL_AT - 1],
+        paid[KILL_AT],
+        "the call in flight at the kill was sent again"
+    );
+    let distinct: BTreeSet<String> = paid.iter().map(|m| m.to_string()).collect();
+    assert_eq!(distinct.len(), calls, "no other request was repeated");
+    assert_eq!(
+        simtree_e2e::own_entries(&s, tree, child).await,
+        simtree_e2e::own_entries(&alone, other, theirs).await,
+        "the resumed run logs as an uninterrupted one"
+    );
+    // Its stored log is the run's, once: the rows the killed attempt left were replaced.
+    let stored = pg.sql(&format!(
+        "SELECT entries FROM logs WHERE tree = {tree} AND node = {child} ORDER BY idx"
+    ));
+    let stored = stored.lines().filter(|l| !l.trim().is_empty()).count();
+    assert_eq!(stored, simtree_e2e::own_entries(&s, tree, child).await.len());
+    // Its node's records hold every call, replayed ones included.
+    let (_, calls_view) = s.get(&format!("/devui/simtree/{tree}/node/{child}/calls")).await;
+    assert_eq!(
+        calls_view["calls"].as_array().map_or(0, Vec::len),
+        calls,
+        "{calls_view}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_with_jobs_runs_them_itself_and_a_cancel_reaches_the_job() {
+    let pg = Postgres::start();
+    let (url, _) = provider(Duration::from_millis(100), Arc::new(|| {})).await;
+    let env = llm_env(&url);
+    // No worker process: the server's own worker takes the runs.
+    let s = jobs_server(&pg, &env, &[]);
+    wait_for_workers(&pg, 1);
+    assert_eq!(pg.sql("SELECT role FROM workers").trim(), "serve");
+    let tree = s.create("simple_chat").await;
+    let child = simtree_e2e::advance(&s, tree, 0, 1).await;
+    assert_eq!(statuses(&s, tree).await[&child], "done");
+    // A long run, cancelled while a worker runs it: the node ends cancelled, the job too.
+    let long = s.advance_in_background(tree, child, 200);
+    let running = s.first_running(tree).await;
+    let start = Instant::now();
+    while pg
+        .sql(&format!("SELECT status FROM jobs WHERE node = {running}"))
+        .trim()
+        != "claimed"
+    {
+        assert!(start.elapsed() < Duration::from_secs(10), "never claimed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (status, body) = s
+        .post(
+            &format!("/devui/simtree/{tree}/node/{running}/cancel"),
+            &serde_json::json!({}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let reply = long.await.unwrap();
+    assert_eq!(reply["error"], "the run was cancelled", "{reply}");
+    assert_eq!(statuses(&s, tree).await[&running], "cancelled");
+    // The cancelled node keeps its parent's state and can be advanced from.
+    let next = simtree_e2e::advance(&s, tree, running, 1).await;
+    assert_eq!(statuses(&s, tree).await[&next], "done");
+    assert_eq!(
+        pg.sql("SELECT COUNT(*) FROM jobs").trim(),
+        "0",
+        "ended jobs are forgotten"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_worker_stopped_with_sigterm_hands_its_run_back_and_another_finishes_it() {
+    let pg = Postgres::start();
+    let (url, _) = provider(Duration::from_millis(150), Arc::new(|| {})).await;
+    let env = llm_env(&url);
+    let s = jobs_server(&pg, &env, &["--no-worker"]);
+    let first = Worker::start(&pg, &env, &["--concurrency", "1", "--job-lapse-secs", "30"]);
+    wait_for_workers(&pg, 1);
+    let tree = s.create("simple_chat").await;
+    let run = s.advance_in_background(tree, 0, 3);
+    let start = Instant::now();
+    while pg.sql("SELECT status FROM jobs").trim() != "claimed" {
+        assert!(start.elapsed() < Duration::from_secs(10), "never claimed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // SAFETY: a signal to a child process of this test.
+    unsafe {
+        libc::kill(first.child.id() as i32, libc::SIGTERM);
+    }
+    let start = Instant::now();
+    while pg.sql("SELECT status || ' ' || attempts FROM jobs").trim() != "queued 0" {
+        assert!(start.elapsed() < Duration::from_secs(10), "not handed back");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(pg.sql("SELECT COUNT(*) FROM workers").trim(), "0", "it left the list");
+    // Handed back at once (its 30 s lapse does not apply): the next worker takes it now.
+    let second = Worker::start(&pg, &env, &["--concurrency", "1"]);
+    let reply = tokio::time::timeout(Duration::from_secs(20), run)
+        .await
+        .expect("finished by the second worker")
+        .unwrap();
+    assert!(reply["error"].is_null(), "{reply}");
+    assert_eq!(second.done(), 1);
+    assert_eq!(first.done(), 0);
+}
