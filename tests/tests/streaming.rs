@@ -615,3 +615,48 @@ async fn hostile_streams(dialect: Dialect) {
     // The server is still well.
     assert_eq!(s.get("/api/scenarios").await.0, 200);
 }
+
+/// The offline mock (no keys): while a tree socket watches, each reply reaches it as a few
+/// `delta` pieces before the turn ends; the log is the one an unwatched run writes, byte for
+/// byte, and a replay of either gives it again.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_offline_mock_shows_its_replies_live_and_logs_as_before() {
+    let s = Server::start();
+    let watched = s.create("council").await;
+    let mut w = watch(&s, watched).await;
+    let (_, started) = s
+        .post(
+            &format!("/devui/simtree/{watched}/advance"),
+            &json!({"parent": 0, "turns": 2}),
+        )
+        .await;
+    assert_eq!(started.get("error"), None, "{started}");
+    let node = started["child"].as_u64().unwrap();
+    let deltas = deltas_until_finish(&mut w, node).await;
+    let live = texts(&deltas, node);
+    assert!(live.len() >= 2, "a call per agent and turn: {live:?}");
+    let pieces = deltas.iter().filter(|d| d["call"] == 0).count();
+    assert!(pieces >= 2, "the first reply came in pieces: {deltas:?}");
+    let logs = simtree_e2e::text(&s, &format!("/devui/simtree/{watched}/node/{node}/logs")).await;
+    for text in &live {
+        let escaped = serde_json::to_string(text).unwrap();
+        assert!(
+            logs.contains(&escaped[1..escaped.len() - 1]),
+            "each reply is in the log: {text:?}"
+        );
+    }
+    drop(w);
+
+    // Nobody watching: no pauses, the same log bytes.
+    let quiet = s.create("council").await;
+    let n = advance(&s, quiet, 0, 2).await;
+    let plain = simtree_e2e::text(&s, &format!("/devui/simtree/{quiet}/node/{n}/logs")).await;
+    assert_eq!(unnumbered(&plain), unnumbered(&logs), "the same entries");
+    let (_, a) = s.get(&format!("/devui/simtree/{watched}/node/{node}/state")).await;
+    let (_, b) = s.get(&format!("/devui/simtree/{quiet}/node/{n}/state")).await;
+    assert_eq!(a, b, "the same state");
+    // The mock's counters too: a further turn from each answers the same.
+    let (x, y) = (advance(&s, watched, node, 1).await, advance(&s, quiet, n, 1).await);
+    let further = |t: u64, c: u64| simtree_e2e::own_entries(&s, t, c);
+    assert_eq!(further(watched, x).await, further(quiet, y).await);
+}
