@@ -118,6 +118,35 @@ pub fn NotePanel(tree: Tree) -> impl IntoView {
             }
         });
     });
+    // An edit from any window (this one's own included, which changes nothing): the fields
+    // not being typed in (still holding what was stored) take the new values.
+    Effect::new(move |_| {
+        let Some((n, a)) = tree.noted.get() else { return };
+        let Some((_, shown_node)) = shown.get_untracked() else {
+            return;
+        };
+        if shown_node != n {
+            return;
+        }
+        let was = form.stored.get_untracked();
+        let keep = |s: RwSignal<String>, old: String, new: String| {
+            if s.get_untracked() == old {
+                s.set(new);
+            }
+        };
+        keep(
+            form.title,
+            was.title.clone().unwrap_or_default(),
+            a.title.clone().unwrap_or_default(),
+        );
+        keep(
+            form.note,
+            was.note.clone().unwrap_or_default(),
+            a.note.clone().unwrap_or_default(),
+        );
+        keep(form.tags, tags_text(&was.tags), tags_text(&a.tags));
+        form.stored.set(a);
+    });
     let save = move |field: Field| {
         let Some((t, n)) = shown.get_untracked() else { return };
         let Some(patch) = form.patch(field) else {
