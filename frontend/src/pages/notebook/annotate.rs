@@ -103,7 +103,7 @@ pub fn NotePanel(tree: Tree) -> impl IntoView {
         let (Some(t), Some(n)) = (tree.id.get(), tree.selected.get()) else {
             return;
         };
-        if shown.get_untracked() == Some((t, n)) {
+        if shown.try_get_untracked() == Some(Some((t, n))) {
             return;
         }
         shown.set(None);
@@ -158,7 +158,7 @@ pub fn NotePanel(tree: Tree) -> impl IntoView {
                 Ok(info) => {
                     tree.marks.update(|m| m.set(n, info.annotation.as_ref()));
                     form.set_error(field, None);
-                    if shown.get_untracked() == Some((t, n)) {
+                    if shown.try_get_untracked() == Some(Some((t, n))) {
                         let now = info.annotation.unwrap_or_default();
                         // The server's form of the saved field (trimmed, tags merged); the other
                         // fields keep what is being typed in them.
