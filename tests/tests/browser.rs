@@ -5441,10 +5441,7 @@ async fn the_offline_mock_writes_live_while_a_council_advance_runs() {
         replies.len() >= 3,
         "it grew and moved on to the next replies: {replies:?}"
     );
-    assert_eq!(
-        b.wait_css("#stats").await.text().await.unwrap().contains("Selected: 1"),
-        true
-    );
+    b.wait_text("#stats", "Selected: 1").await;
     assert_eq!(page_errors(&b).await, Vec::<String>::new());
     b.finish("mock_live_reply_after").await;
 }
@@ -5601,4 +5598,63 @@ async fn titles_stars_hits_and_the_tag_filter_are_drawn_on_the_canvas() {
     }
     assert_eq!(page_errors(&b).await, Vec::<String>::new());
     b.finish("canvas_marks").await;
+}
+
+#[tokio::test]
+async fn the_calls_tab_marks_a_call_the_provider_answered_after_http_retries() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    // A provider that answers its first request with a 503, then as the mock would.
+    let failed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(move |axum::Json(body): axum::Json<Value>| {
+            let failed = failed.clone();
+            async move {
+                use axum::response::IntoResponse;
+                if !failed.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                    return (axum::http::StatusCode::SERVICE_UNAVAILABLE, "busy").into_response();
+                }
+                axum::Json(json!({
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": simtree_e2e::mock_reply(&body)}, "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": 70, "completion_tokens": 30, "total_tokens": 100}
+                }))
+                .into_response()
+            }
+        }),
+    );
+    let url = simtree_e2e::serve_provider(app).await.0;
+    let env = [
+        ("LLM_DIALECT", "openai"),
+        ("LLM_BASE_URL", url.as_str()),
+        ("LLM_API_KEY", "sk-browser-retries"),
+        ("LLM_MODEL", "fake-model"),
+        ("LLM_RETRY_BACKOFF_S", "0.01"),
+    ];
+    let Some(b) = Browser::start_env(&[], &env).await else {
+        return;
+    };
+    let s = &b.server;
+    let t = api_tree(s, "simple_chat").await;
+    let a = advance_child(s, t, 0, 1).await;
+    let (_, c) = s.get(&format!("/devui/simtree/{t}/node/{a}/calls")).await;
+    let retries: Vec<u64> = c["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["retries"].as_u64().unwrap())
+        .collect();
+    assert_eq!(retries.first(), Some(&1), "{c}");
+    b.open(&format!("/studio/{t}?node={a}")).await;
+    capture_errors(&b).await;
+    b.wait_text("#stats", &format!("Selected: {a}")).await;
+    b.click("#tab-calls").await;
+    b.wait_count("#calls article.call", retries.len()).await;
+    b.wait_text(
+        "#calls article.call[data-index='0'] .chip.http-retries",
+        "1 HTTP retries",
+    )
+    .await;
+    assert_eq!(b.count("#calls .chip.http-retries").await, 1, "only the retried call");
+    assert_eq!(page_errors(&b).await, Vec::<String>::new());
+    b.finish("calls_http_retries").await;
 }

@@ -612,6 +612,16 @@ async fn hostile_streams(dialect: Dialect) {
     // retry's again as call 1, then the turn's later calls.
     same(&texts, &replies);
     assert_eq!(texts[0], texts[1]);
+    // The calls trace counts the provider's retry: the first call took two attempts.
+    let (_, calls) = s.get(&format!("/devui/simtree/{tree}/node/{node}/calls")).await;
+    let retries: Vec<u64> = calls["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["retries"].as_u64().unwrap())
+        .collect();
+    assert_eq!(retries.first(), Some(&1), "{dialect:?}: {calls}");
+    assert!(retries[1..].iter().all(|r| *r == 0), "{dialect:?}: {retries:?}");
     // The server is still well.
     assert_eq!(s.get("/api/scenarios").await.0, 200);
 }
