@@ -128,10 +128,7 @@ pub fn run_ctx(backend: &Backend, req: RunRequest<'_>) -> Result<(RunCtx, Arc<Le
     let watch = req.watch.clone();
     let offline = |default: Offline| RunCtx {
         // The offline players' replies are shown live too (in pieces) while someone watches.
-        llm: Arc::new(mock::LiveReplies {
-            client: OfflineClient(default),
-            watch: watch.clone(),
-        }),
+        llm: Arc::new(mock::LiveReplies::new(OfflineClient(default), watch.clone())),
         tools: Arc::new(MockToolModel),
         abm: req.abm.clone(),
     };

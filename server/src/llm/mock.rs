@@ -52,14 +52,39 @@ impl ChatProvider for MockClient {
 /// are gathered every 50 ms), short enough that a watched run stays quick.
 pub const LIVE_PIECES: usize = 4;
 pub const LIVE_PAUSE: std::time::Duration = std::time::Duration::from_millis(25);
+/// The most one run waits for its pauses in all: a long watched run is slowed by at most this
+/// much, its later replies shown in pieces without a pause.
+pub const LIVE_PAUSE_BUDGET: std::time::Duration = std::time::Duration::from_millis(1500);
 
 /// An offline player whose replies are also shown live: while someone watches the run (its
 /// [`Watch`] is wanted), each reply goes to the watchers in [`LIVE_PIECES`] pieces before it is
-/// returned. The reply itself, the player's counters and everything stored are those of the
-/// plain player; unwatched runs do not wait at all.
+/// returned, paused while the run's [`LIVE_PAUSE_BUDGET`] lasts. The reply itself, the player's
+/// counters and everything stored are those of the plain player; unwatched runs do not wait.
 pub struct LiveReplies<C> {
-    pub client: C,
-    pub watch: Watch,
+    client: C,
+    watch: Watch,
+    /// What is left of the run's pause budget, in microseconds.
+    budget_us: std::sync::atomic::AtomicU64,
+}
+
+impl<C> LiveReplies<C> {
+    /// `client`'s replies shown to `watch` (one per run: the budget is the run's).
+    pub fn new(client: C, watch: Watch) -> LiveReplies<C> {
+        LiveReplies {
+            client,
+            watch,
+            budget_us: (LIVE_PAUSE_BUDGET.as_micros() as u64).into(),
+        }
+    }
+
+    /// Whether the next reply's pauses fit in what is left of the budget (taken if so).
+    fn spend(&self) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        let cost = (LIVE_PAUSE * (LIVE_PIECES as u32 - 1)).as_micros() as u64;
+        self.budget_us
+            .fetch_update(Relaxed, Relaxed, |left| left.checked_sub(cost))
+            .is_ok()
+    }
 }
 
 impl<C: LlmClient> LlmClient for LiveReplies<C> {
@@ -67,7 +92,7 @@ impl<C: LlmClient> LlmClient for LiveReplies<C> {
         Box::pin(async move {
             let reply = self.client.chat(messages, state).await?;
             if let Some(sink) = self.watch.wanted() {
-                show_in_pieces(sink, &reply).await;
+                show_in_pieces(sink, &reply, self.spend()).await;
             }
             Ok(reply)
         })
@@ -75,9 +100,9 @@ impl<C: LlmClient> LlmClient for LiveReplies<C> {
 }
 
 /// Sends `text` to `sink` as one streamed call of [`LIVE_PIECES`] pieces (cut on characters),
-/// pausing between them when a Tokio timer is at hand.
-pub async fn show_in_pieces(sink: &dyn StreamSink, text: &str) {
-    let timer = tokio::runtime::Handle::try_current().is_ok();
+/// pausing [`LIVE_PAUSE`] between them if `pause` and a Tokio timer is at hand.
+pub async fn show_in_pieces(sink: &dyn StreamSink, text: &str, pause: bool) {
+    let timer = pause && tokio::runtime::Handle::try_current().is_ok();
     sink.start();
     let size = text.len().div_ceil(LIVE_PIECES).max(1);
     let mut from = 0;
@@ -523,10 +548,7 @@ mod tests {
                 watched,
                 ..Kept::default()
             });
-            let live = LiveReplies {
-                client: MockClient,
-                watch: Watch::new(sink.clone()),
-            };
+            let live = LiveReplies::new(MockClient, Watch::new(sink.clone()));
             let mut state = LlmState::default();
             let got = [
                 LlmClient::chat(&live, &messages, &mut state).await.unwrap(),
@@ -548,5 +570,33 @@ mod tests {
                 assert_eq!(pieces.concat(), *reply);
             }
         }
+    }
+
+    #[tokio::test]
+    async fn a_long_watched_run_pauses_for_at_most_its_budget() {
+        let sink = std::sync::Arc::new(Kept {
+            watched: true,
+            ..Kept::default()
+        });
+        let live = LiveReplies::new(MockClient, Watch::new(sink.clone()));
+        let messages = req("You are Ann.", "Hello");
+        let mut state = LlmState::default();
+        let t0 = std::time::Instant::now();
+        let per_call = LIVE_PAUSE * (LIVE_PIECES as u32 - 1);
+        let calls = 2 * (LIVE_PAUSE_BUDGET.as_micros() / per_call.as_micros()) as usize;
+        for _ in 0..calls {
+            LlmClient::chat(&live, &messages, &mut state).await.unwrap();
+        }
+        let took = t0.elapsed();
+        assert!(
+            took >= LIVE_PAUSE_BUDGET - per_call,
+            "paused while the budget lasted: {took:?}"
+        );
+        assert!(
+            took < LIVE_PAUSE_BUDGET + 2 * per_call + std::time::Duration::from_millis(500),
+            "{took:?}"
+        );
+        let starts = sink.got.lock().unwrap().iter().filter(|p| *p == "<start>").count();
+        assert_eq!(starts, calls, "every reply is still shown");
     }
 }
