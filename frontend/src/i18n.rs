@@ -639,6 +639,7 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
         "notebook.asking" => ("Asking…", "提问中…"),
         "notebook.asked" => ("Asked at this node", "在此节点的提问"),
         "notebook.replayed" => ("answered before", "先前已回答"),
+        "notebook.callHttpRetries" => ("{{n}} HTTP retries", "HTTP 重试 {{n}} 次"),
         _ => (key, key),
     };
     match lang {

@@ -162,7 +162,9 @@ impl GraphModel {
             | TreeMsg::SweepProgress { .. }
             | TreeMsg::ExploreProgress { .. }
             | TreeMsg::Resync { .. }
-            | TreeMsg::Delta { .. } => None,
+            | TreeMsg::Delta { .. }
+            | TreeMsg::Marks { .. }
+            | TreeMsg::TreeEdited { .. } => None,
         }
     }
 
@@ -313,7 +315,9 @@ impl Progress {
             | TreeMsg::SweepProgress { .. }
             | TreeMsg::ExploreProgress { .. }
             | TreeMsg::Resync { .. }
-            | TreeMsg::Delta { .. } => false,
+            | TreeMsg::Delta { .. }
+            | TreeMsg::Marks { .. }
+            | TreeMsg::TreeEdited { .. } => false,
         }
     }
 

@@ -7,7 +7,7 @@
 use std::collections::HashSet;
 
 use leptos::prelude::*;
-use simtree_shared::TreeMsg;
+use simtree_shared::{Annotation, TreeMsg};
 use wasm_bindgen::prelude::*;
 
 use crate::api::{self, ApiError, Socket};
@@ -147,6 +147,10 @@ pub struct Tree {
     pub marks: RwSignal<Marks>,
     pub lit: RwSignal<HashSet<u64>>,
     pub tag: RwSignal<Option<String>>,
+    /// The latest annotation the socket brought (`marks`: an edit from any window), for the
+    /// notes panel of that node; the latest description likewise (`tree_edited`).
+    pub noted: RwSignal<Option<(u64, Annotation)>>,
+    pub described: RwSignal<Option<String>>,
     socket: StoredValue<Option<Socket>, LocalStorage>,
     /// Taken when the tree is made: socket callbacks and tasks run outside the component owner.
     ctx: Ctx,
@@ -172,6 +176,8 @@ impl Tree {
             marks: RwSignal::new(Marks::default()),
             lit: RwSignal::new(HashSet::new()),
             tag: RwSignal::new(None),
+            noted: RwSignal::new(None),
+            described: RwSignal::new(None),
             socket: StoredValue::new_local(None),
             ctx: ctx(),
         };
@@ -201,6 +207,8 @@ impl Tree {
     pub fn connect(self, id: u64, start: Option<u64>) {
         self.id.set(Some(id));
         self.shown.set(false);
+        self.noted.set(None);
+        self.described.set(None);
         let ctx = self.ctx;
         leptos::task::spawn_local(async move {
             let g = loop {
@@ -287,6 +295,32 @@ impl Tree {
                 // Likewise only the live text.
                 live(&msg);
                 return;
+            }
+            // Notes written in any window: the marks the graph draws, the panels that show them.
+            match msg {
+                TreeMsg::Marks {
+                    node,
+                    title,
+                    note,
+                    tags,
+                    starred,
+                } => {
+                    let a = Annotation {
+                        title,
+                        note,
+                        tags,
+                        starred,
+                    };
+                    self.marks.update(|m| m.set(node, Some(&a)));
+                    self.noted.set(Some((node, a)));
+                    return;
+                }
+                TreeMsg::TreeEdited { name, description } => {
+                    self.name.set(name);
+                    self.described.set(Some(description.unwrap_or_default()));
+                    return;
+                }
+                _ => {}
             }
             let mut end = None;
             self.graph.update(|g| end = g.apply(&msg));

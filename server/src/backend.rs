@@ -116,8 +116,9 @@ pub struct RunRequest<'a> {
     /// The tree's token budget, charged by real providers.
     pub budget: Option<Arc<TreeBudget>>,
     pub abm: Option<Arc<WorkerPool>>,
-    /// Where replies stream while someone watches the run (real providers that stream; the
-    /// offline players answer at once and replays make no call, so neither streams).
+    /// Where replies stream while someone watches the run (real providers that stream, and the
+    /// offline players, which show each reply in a few pieces; replays make no call and do not
+    /// stream).
     pub watch: Watch,
 }
 
@@ -133,8 +134,10 @@ pub fn run_ctx_with(
     req: RunRequest<'_>,
     ledger: Arc<Ledger>,
 ) -> Result<(RunCtx, Arc<Ledger>), BackendError> {
+    let watch = req.watch.clone();
     let offline = |default: Offline| RunCtx {
-        llm: Arc::new(OfflineClient(default)),
+        // The offline players' replies are shown live too (in pieces) while someone watches.
+        llm: Arc::new(mock::LiveReplies::new(OfflineClient(default), watch.clone())),
         tools: Arc::new(MockToolModel),
         abm: req.abm.clone(),
     };

@@ -31,6 +31,8 @@ pub struct Cli {
     pub command: Command,
 }
 
+// Parsed once per process: the size of the `serve` variant costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a scenario headless and print its event log (the LLM as `serve` configures it).

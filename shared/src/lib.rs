@@ -511,6 +511,27 @@ pub enum TreeMsg {
         at: u64,
         text: String,
     },
+    /// A node's annotation changed (`PATCH …/node/{n}`, from any client): all of it as it now
+    /// is, once stored (`title` and `note` absent, `tags` empty and `starred` false when
+    /// cleared), so every window showing the tree redraws it. An extension.
+    Marks {
+        node: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        title: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+        #[serde(default)]
+        tags: Vec<String>,
+        #[serde(default)]
+        starred: bool,
+    },
+    /// The tree's name or description changed (`PATCH /devui/simtree/{tree}`): both as they
+    /// now are, once stored (`description` absent when cleared). An extension.
+    TreeEdited {
+        name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        description: Option<String>,
+    },
 }
 
 /// `{turns, agents: [...]}` of `GET …/state`.

@@ -193,6 +193,11 @@ pub struct NodeCall {
     pub latency_ms: u64,
     /// `dialect:model` of the provider that answered (`mock`, `scripted` offline); never a key.
     pub provider: String,
+    /// The provider's HTTP retries before it answered (timeouts, dropped or cut streams, 429,
+    /// 5xx), from the recording: 0 offline, for interviews, and in recordings of earlier
+    /// versions. Unlike `attempt`, which counts calls after unparseable replies.
+    #[serde(default)]
+    pub retries: u32,
     /// The call is in the node's recording (a real provider's), so a replay answers it.
     pub recorded: bool,
     /// An interview (`POST …/ask`) rather than a call of the node's run; `index` continues the

@@ -49,6 +49,42 @@ pub fn mock_reply(body: &Value) -> String {
     simtree::llm::mock::reply(&messages, &mut state)
 }
 
+/// An Anthropic Messages or Gemini `generateContent` request body's conversation in the Chat
+/// Completions form (`{"messages": [{role, content}]}`, text only) that [`mock_reply`] reads; an
+/// OpenAI-shaped body is returned as it is. Lets a fake of any dialect answer as the mock would.
+pub fn as_chat_completions(body: &Value) -> Value {
+    use serde_json::json;
+    fn text_of(content: &Value) -> String {
+        match content {
+            Value::String(s) => s.clone(),
+            Value::Array(parts) => parts
+                .iter()
+                .filter_map(|p| p["text"].as_str().or(p["content"].as_str()))
+                .collect::<Vec<_>>()
+                .join(""),
+            _ => String::new(),
+        }
+    }
+    let mut messages = Vec::new();
+    if let Some(items) = body["contents"].as_array() {
+        if let Some(sys) = body.pointer("/systemInstruction/parts") {
+            messages.push(json!({"role": "system", "content": text_of(sys)}));
+        }
+        for m in items {
+            let role = if m["role"] == "model" { "assistant" } else { "user" };
+            messages.push(json!({"role": role, "content": text_of(&m["parts"])}));
+        }
+    } else if let Some(sys) = body.get("system") {
+        messages.push(json!({"role": "system", "content": text_of(sys)}));
+        for m in body["messages"].as_array().into_iter().flatten() {
+            messages.push(json!({"role": m["role"], "content": text_of(&m["content"])}));
+        }
+    } else {
+        return body.clone();
+    }
+    json!({"messages": messages})
+}
+
 /// Path of the `simtree` binary: `$SIMTREE_BIN`, else the workspace's debug build.
 pub fn simtree_bin() -> PathBuf {
     if let Some(p) = std::env::var_os("SIMTREE_BIN") {

@@ -224,8 +224,14 @@ async fn tree_socket_streams_lifecycle_messages_in_order() {
     let (msgs, done) = w.until(T, |m| m["type"] == "run_finish").await;
     assert!(done);
     let kinds: Vec<&str> = msgs.iter().map(|m| m["type"].as_str().unwrap()).collect();
-    // run_progress (an extension) comes between run_start and run_finish, the last one complete.
-    let upstream: Vec<&str> = kinds.iter().copied().filter(|k| *k != "run_progress").collect();
+    // run_progress and delta (extensions: the offline mock shows its replies live to watchers)
+    // come between run_start and run_finish, the last progress complete.
+    let upstream: Vec<&str> = kinds
+        .iter()
+        .copied()
+        .filter(|k| !["run_progress", "delta"].contains(k))
+        .collect();
+    assert!(kinds.contains(&"delta"), "{kinds:?}");
     assert_eq!(upstream, ["attached", "run_start", "run_finish"]);
     let progress: Vec<&Value> = msgs.iter().filter(|m| m["type"] == "run_progress").collect();
     assert_eq!(
@@ -255,7 +261,7 @@ async fn tree_socket_streams_lifecycle_messages_in_order() {
                 assert!(running.remove(&node), "run_finish for a node that was not running");
                 finished += 1;
             }
-            "run_progress" => assert!(running.contains(&node), "progress of a node that is not running"),
+            "run_progress" | "delta" => assert!(running.contains(&node), "progress of a node that is not running"),
             other => panic!("unexpected {other}"),
         }
     }

@@ -5400,3 +5400,261 @@ async fn an_exploration_started_from_the_form_narrows_its_candidates_live_and_op
     b.js("document.querySelector('#explores').scrollIntoView()").await;
     b.finish("explore_race").await;
 }
+
+// ---- notebook: live notes, the offline mock's live text, canvas marks ----
+
+#[tokio::test]
+async fn the_offline_mock_writes_live_while_a_council_advance_runs() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    // No provider, no key: the default mock.
+    let Some(b) = Browser::start(&[]).await else { return };
+    let t = api_tree(&b.server, "council").await;
+    b.open(&format!("/studio/{t}?node=0")).await;
+    capture_errors(&b).await;
+    b.wait_css("g.node[data-id='0']").await;
+    // The run is watched once the page's socket is open (a council's replies take under a
+    // second even shown in pieces, so what the panel showed is recorded as it changes).
+    b.wait_css("#conn.live").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    b.js("window.__live = [];
+          new MutationObserver(() => {
+            const el = document.querySelector('#live-text');
+            if (el) window.__live.push([el.textContent, !!document.querySelector(\"g.node.running[data-id='1']\")]);
+          }).observe(document.body, {childList: true, subtree: true, characterData: true});")
+        .await;
+    fill(&b, "#steps-input", "10", "input").await;
+    b.click("#advance-btn").await;
+    // The new node is selected (the view follows it) and runs, then finishes.
+    b.wait_text("#stats", "Nodes: 2").await;
+    b.wait_text("#stats", "Running: 0").await;
+    b.wait_count("#live-text", 0).await;
+    let seen = b.js("return window.__live").await;
+    let shown: Vec<(String, bool)> = serde_json::from_value(seen).unwrap();
+    assert!(
+        shown
+            .iter()
+            .any(|(text, running)| text.contains("--- Thoughts ---") && *running),
+        "the panel showed a reply while node 1 ran: {shown:?}"
+    );
+    let replies: std::collections::BTreeSet<&str> = shown.iter().map(|(t, _)| t.as_str()).collect();
+    assert!(
+        replies.len() >= 3,
+        "it grew and moved on to the next replies: {replies:?}"
+    );
+    b.wait_text("#stats", "Selected: 1").await;
+    assert_eq!(page_errors(&b).await, Vec::<String>::new());
+    b.finish("mock_live_reply_after").await;
+}
+
+/// The page shows node `a` selected, its notes and the tree's description read.
+async fn notes_ready(b: &Browser, a: u64) {
+    b.wait_text("#stats", &format!("Selected: {a}")).await;
+    b.wait_css("#tree-description:not([disabled])").await;
+}
+
+#[tokio::test]
+async fn notes_written_in_another_window_show_live_without_a_reload() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let s = &b.server;
+    let t = api_tree(s, "simple_chat").await;
+    let a = advance_child(s, t, 0, 1).await;
+    let page = format!("/simtree/{t}?node={a}");
+    b.open(&page).await;
+    capture_errors(&b).await;
+    notes_ready(&b, a).await;
+    let first = b.client.window().await.unwrap();
+    // A second window on the same tree writes the notes and the description.
+    let second = b.client.new_window(false).await.unwrap().handle;
+    b.client.switch_to_window(second).await.unwrap();
+    b.open(&page).await;
+    capture_errors(&b).await;
+    notes_ready(&b, a).await;
+    fill(&b, "#note-title", "Seen from afar", "change").await;
+    fill(&b, "#note-tags", "far, away", "change").await;
+    wait_value_is(&b, "#note-tags", "far, away").await;
+    b.click("#note-star").await;
+    b.wait_css("#note-star.on").await;
+    fill(&b, "#tree-description", "Written in the other window", "input").await;
+    b.click("#tree-description-save").await;
+    b.wait_css("#tree-description-saved").await;
+    let want = json!({"title": "Seen from afar", "tags": ["far", "away"], "starred": true});
+    let deadline = Instant::now() + WAIT;
+    while s.get(&format!("/devui/simtree/{t}/node/{a}/info")).await.1["annotation"] != want {
+        assert!(Instant::now() < deadline, "the second window's notes were not saved");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(page_errors(&b).await, Vec::<String>::new());
+
+    // The first window, never reloaded, shows all of it.
+    b.client.switch_to_window(first).await.unwrap();
+    b.wait_text(&format!("g.node[data-id='{a}'] text.ntitle"), "Seen from afar")
+        .await;
+    b.wait_css(&format!("g.node.starred[data-id='{a}']")).await;
+    b.wait_css("#tag-filter option[value='away']").await;
+    wait_value_is(&b, "#note-title", "Seen from afar").await;
+    wait_value_is(&b, "#note-tags", "far, away").await;
+    b.wait_css("#note-star.on").await;
+    wait_value_is(&b, "#tree-description", "Written in the other window").await;
+    // A field being typed in keeps what is typed; the others follow (here: another client).
+    fill(&b, "#note-title", "still typing", "input").await;
+    let (st, _) = s
+        .patch(
+            &format!("/devui/simtree/{t}/node/{a}"),
+            &json!({"title": "From the API", "note": "A note ☕"}),
+        )
+        .await;
+    assert_eq!(st, 200);
+    wait_value_is(&b, "#note-text", "A note ☕").await;
+    b.wait_text(&format!("g.node[data-id='{a}'] text.ntitle"), "From the API")
+        .await;
+    assert_eq!(value_of(&b, "#note-title").await, "still typing");
+    assert_eq!(page_errors(&b).await, Vec::<String>::new());
+    shot(&b, "notes_from_another_window").await;
+    b.finish("notes_from_another_window_after").await;
+}
+
+/// The canvas's `data-marks` (the titles, stars, hits and dimmed nodes it last drew), once
+/// `ok` holds of it.
+async fn wait_canvas_marks(b: &Browser, ok: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let text = b
+            .js("const c = document.querySelector('canvas.graph-canvas'); return c && c.getAttribute('data-marks');")
+            .await;
+        let marks: Value = text
+            .as_str()
+            .and_then(|t| serde_json::from_str(t).ok())
+            .unwrap_or(Value::Null);
+        if ok(&marks) {
+            return marks;
+        }
+        assert!(Instant::now() < deadline, "the canvas drew {marks}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn titles_stars_hits_and_the_tag_filter_are_drawn_on_the_canvas() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&["--max-children", "200"]).await else {
+        return;
+    };
+    let s = &b.server;
+    // 300 nodes (above the SVG drawing's limit); 149, 150 and 151 are siblings.
+    let t = two_level_tree(s, 300).await;
+    for (n, body) in [
+        (
+            150,
+            json!({"title": "Canvas ☕ title", "starred": true, "tags": ["keep"]}),
+        ),
+        (151, json!({"tags": ["keep"]})),
+    ] {
+        assert_eq!(s.patch(&format!("/devui/simtree/{t}/node/{n}"), &body).await.0, 200);
+    }
+    b.open(&format!("/simtree/{t}")).await;
+    capture_errors(&b).await;
+    b.wait_css("canvas.graph-canvas[data-nodes='300']").await;
+    assert_eq!(b.count("g.node").await, 0, "drawn on the canvas");
+    // 149 centred at a legible zoom, 150 selected (its ring would cover 149's fill).
+    b.set_input("#graph-search", "149\u{E007}").await;
+    b.wait_text("#stats", "Selected: 149").await;
+    key(&b, "ArrowRight").await;
+    b.wait_text("#stats", "Selected: 150").await;
+    let marks = wait_canvas_marks(&b, |m| m["stars"] == json!([150])).await;
+    assert_eq!(marks["titles"], json!([[150, "Canvas ☕ title"]]), "{marks}");
+    assert_eq!((marks["lit"].clone(), marks["dimmed"].clone()), (json!([]), json!(0)));
+    // A search of the notebook lights its hit, ringed on the canvas.
+    type_enter(&b, "#find-input", "Canvas").await;
+    b.wait_text("#find-count", "/1").await;
+    wait_canvas_marks(&b, |m| m["lit"] == json!([150])).await;
+    b.click("#find-clear").await;
+    wait_canvas_marks(&b, |m| m["lit"] == json!([])).await;
+    // Where it was, 150 is still selected and 149 centred.
+    b.wait_text("#stats", "Selected: 150").await;
+    let plain = canvas_pixel(&b).await;
+    // The tag filter dims the nodes without the tag, 149 among them; 150's title stays drawn.
+    b.select("#tag-filter", "keep").await;
+    let marks = wait_canvas_marks(&b, |m| m["dimmed"].as_u64().unwrap_or(0) > 0).await;
+    assert_eq!(marks["titles"], json!([[150, "Canvas ☕ title"]]), "{marks}");
+    let in_view: u64 = b
+        .js("return +document.querySelector('canvas.graph-canvas').getAttribute('data-in-view')")
+        .await
+        .as_u64()
+        .unwrap();
+    assert!(
+        marks["dimmed"].as_u64().unwrap() + 2 >= in_view,
+        "all but the tagged: {marks}, {in_view} in view"
+    );
+    let dimmed = canvas_pixel(&b).await;
+    assert_ne!(plain, dimmed, "149's disc is dimmed");
+    shot(&b, "canvas_tag_filter").await;
+    b.select("#tag-filter", "").await;
+    wait_canvas_marks(&b, |m| m["dimmed"] == json!(0)).await;
+    let deadline = Instant::now() + WAIT;
+    while canvas_pixel(&b).await != plain {
+        assert!(Instant::now() < deadline, "149's disc is drawn as before");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(page_errors(&b).await, Vec::<String>::new());
+    b.finish("canvas_marks").await;
+}
+
+#[tokio::test]
+async fn the_calls_tab_marks_a_call_the_provider_answered_after_http_retries() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    // A provider that answers its first request with a 503, then as the mock would.
+    let failed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(move |axum::Json(body): axum::Json<Value>| {
+            let failed = failed.clone();
+            async move {
+                use axum::response::IntoResponse;
+                if !failed.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                    return (axum::http::StatusCode::SERVICE_UNAVAILABLE, "busy").into_response();
+                }
+                axum::Json(json!({
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": simtree_e2e::mock_reply(&body)}, "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": 70, "completion_tokens": 30, "total_tokens": 100}
+                }))
+                .into_response()
+            }
+        }),
+    );
+    let url = simtree_e2e::serve_provider(app).await.0;
+    let env = [
+        ("LLM_DIALECT", "openai"),
+        ("LLM_BASE_URL", url.as_str()),
+        ("LLM_API_KEY", "sk-browser-retries"),
+        ("LLM_MODEL", "fake-model"),
+        ("LLM_RETRY_BACKOFF_S", "0.01"),
+    ];
+    let Some(b) = Browser::start_env(&[], &env).await else {
+        return;
+    };
+    let s = &b.server;
+    let t = api_tree(s, "simple_chat").await;
+    let a = advance_child(s, t, 0, 1).await;
+    let (_, c) = s.get(&format!("/devui/simtree/{t}/node/{a}/calls")).await;
+    let retries: Vec<u64> = c["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["retries"].as_u64().unwrap())
+        .collect();
+    assert_eq!(retries.first(), Some(&1), "{c}");
+    b.open(&format!("/studio/{t}?node={a}")).await;
+    capture_errors(&b).await;
+    b.wait_text("#stats", &format!("Selected: {a}")).await;
+    b.click("#tab-calls").await;
+    b.wait_count("#calls article.call", retries.len()).await;
+    b.wait_text(
+        "#calls article.call[data-index='0'] .chip.http-retries",
+        "1 HTTP retries",
+    )
+    .await;
+    assert_eq!(b.count("#calls .chip.http-retries").await, 1, "only the retried call");
+    assert_eq!(page_errors(&b).await, Vec::<String>::new());
+    b.finish("calls_http_retries").await;
+}

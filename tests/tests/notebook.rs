@@ -4,6 +4,8 @@
 //! agents' memory carries it after, never an ancestor; hostile queries are 4xx or empty, never a
 //! 500), on SQLite and once on PostgreSQL.
 
+use std::time::Duration;
+
 use serde_json::{Value, json};
 use simtree_e2e::{Postgres, Server, TempDir, advance, ok, post_streamed};
 
@@ -956,4 +958,71 @@ async fn without_a_store_search_reads_the_logs_annotations_and_asks_in_memory() 
     annotate(&s, tree, a, json!({"note": "a lighthouse"})).await;
     assert_eq!(nodes_of(&search(&s, Some(tree), "LIGHTHOUSE", "").await.1), [a]);
     assert_eq!(search(&s, Some(tree), "quok*", "").await.0, 200);
+}
+
+/// Notes written in one window reach every other window on the tree: a stored annotation is
+/// sent to the tree socket's watchers as `marks` (all of it as it now is, cleared fields
+/// absent), a stored name or description as `tree_edited`; a refused edit sends nothing.
+#[tokio::test]
+async fn notes_and_descriptions_reach_the_trees_watchers_once_stored() {
+    let s = Server::start();
+    let tree = s.create("simple_chat").await;
+    let node = advance(&s, tree, 0, 1).await;
+    let mut w = s.watch(&format!("/devui/simtree/{tree}/events")).await;
+    let (_, synced) = w.until(Duration::from_secs(10), |m| m["type"] == "snapshot").await;
+    assert!(synced);
+    let (st, _) = annotate(
+        &s,
+        tree,
+        node,
+        json!({"title": "The turn", "tags": ["b", "a", "b"], "starred": true}),
+    )
+    .await;
+    assert_eq!(st, 200);
+    let (seen, got) = w.until(Duration::from_secs(10), |m| m["type"] == "marks").await;
+    assert!(got, "{seen:?}");
+    assert_eq!(
+        seen.last().unwrap()["data"],
+        json!({"node": node, "title": "The turn", "tags": ["b", "a"], "starred": true})
+    );
+    // A refused edit sends nothing; the next one sends the whole annotation as stored.
+    let (st, _) = annotate(&s, tree, node, json!({"title": "x".repeat(201)})).await;
+    assert_eq!(st, 422);
+    let (st, _) = annotate(&s, tree, node, json!({"note": "Why ☕?\nBecause.", "title": ""})).await;
+    assert_eq!(st, 200);
+    let (seen, got) = w.until(Duration::from_secs(10), |m| m["type"] == "marks").await;
+    assert!(got, "{seen:?}");
+    assert_eq!(seen.iter().filter(|m| m["type"] == "marks").count(), 1, "{seen:?}");
+    assert_eq!(
+        seen.last().unwrap()["data"],
+        json!({"node": node, "note": "Why ☕?\nBecause.", "tags": ["b", "a"], "starred": true})
+    );
+    let (st, _) = s
+        .patch(
+            &format!("/devui/simtree/{tree}"),
+            &json!({"description": "About <b>cafés</b>"}),
+        )
+        .await;
+    assert_eq!(st, 200);
+    let (seen, got) = w.until(Duration::from_secs(10), |m| m["type"] == "tree_edited").await;
+    assert!(got, "{seen:?}");
+    assert_eq!(
+        seen.last().unwrap()["data"],
+        json!({"name": "simple_chat", "description": "About <b>cafés</b>"})
+    );
+    let (st, _) = s
+        .patch(
+            &format!("/devui/simtree/{tree}"),
+            &json!({"name": "Renamed", "description": ""}),
+        )
+        .await;
+    assert_eq!(st, 200);
+    let (seen, got) = w.until(Duration::from_secs(10), |m| m["type"] == "tree_edited").await;
+    assert!(got, "{seen:?}");
+    assert_eq!(seen.last().unwrap()["data"], json!({"name": "Renamed"}));
+    // Annotating a node of another tree is not sent here.
+    let other = s.create("simple_chat").await;
+    assert_eq!(annotate(&s, other, 0, json!({"title": "elsewhere"})).await.0, 200);
+    let (seen, _) = w.until(Duration::from_millis(500), |m| m["type"] == "marks").await;
+    assert!(seen.iter().all(|m| m["type"] != "marks"), "{seen:?}");
 }

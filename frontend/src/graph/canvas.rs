@@ -41,6 +41,7 @@ pub(super) fn CanvasLayer(g: GraphState) -> impl IntoView {
     // (and only then: nothing is repainted while nothing moves).
     let pulse_tick = RwSignal::new(0_u64);
     let in_view = StoredValue::new(None::<usize>);
+    let drawn_marks = StoredValue::new(String::new());
     let paint = move || {
         frame_pending.set_value(false);
         let Some(el) = canvas.get_untracked() else { return };
@@ -61,6 +62,7 @@ pub(super) fn CanvasLayer(g: GraphState) -> impl IntoView {
                     scene.set_value(Some(built));
                     crate::mark("scene");
                 }
+                let tag = tree.tag.get_untracked();
                 let drawn = tree.marks.with_untracked(|marks| {
                     tree.lit.with_untracked(|lit| {
                         let frame = Frame {
@@ -73,6 +75,7 @@ pub(super) fn CanvasLayer(g: GraphState) -> impl IntoView {
                             lang: ctx.lang.get_untracked(),
                             marks,
                             lit,
+                            tag: tag.as_deref(),
                         };
                         palette.with_untracked(|p| {
                             scene.with_value(|s| s.as_ref().map(|s| paint::draw(&c2d, dpr, s, p, l, g, &frame)))
@@ -87,6 +90,12 @@ pub(super) fn CanvasLayer(g: GraphState) -> impl IntoView {
                 if in_view.get_value() != Some(drawn.in_view) {
                     in_view.set_value(Some(drawn.in_view));
                     let _ = el.set_attribute("data-in-view", &drawn.in_view.to_string());
+                }
+                // The notebook's marks it drew, likewise (titles, stars, hits, dimmed nodes).
+                let text = drawn.marks_text();
+                if drawn_marks.with_value(|m| *m != text) {
+                    let _ = el.set_attribute("data-marks", &text);
+                    drawn_marks.set_value(text);
                 }
                 if drawn.pulsing {
                     pulse_tick.update(|t| *t += 1);
@@ -126,6 +135,7 @@ pub(super) fn CanvasLayer(g: GraphState) -> impl IntoView {
         ctx.lang.track();
         tree.marks.track();
         tree.lit.track();
+        tree.tag.track();
         if on_canvas.get() {
             schedule();
         }

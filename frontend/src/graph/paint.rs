@@ -231,15 +231,41 @@ pub struct Frame<'a> {
     /// The notebook's titles and stars, and the nodes a search lit up.
     pub marks: &'a Marks,
     pub lit: &'a HashSet<u64>,
+    /// The tag filter's tag: nodes without it are dimmed, as the SVG drawing dims them.
+    pub tag: Option<&'a str>,
 }
 
+/// How opaque a node the tag filter dims is drawn (the stylesheet's `.node.dim`).
+pub const DIM_OPACITY: f64 = 0.22;
+
 /// What a painted frame showed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Drawn {
     /// Nodes whose centre is in the view.
     pub in_view: usize,
     /// A running node is in the view: it pulses, so the next frame must be painted too.
     pub pulsing: bool,
+    /// The notebook's marks it painted (tests read them: the canvas has no elements): the
+    /// titles drawn as labels, by node; the stars; the search hits ringed; and how many nodes
+    /// the tag filter dimmed.
+    pub titles: Vec<(u64, String)>,
+    pub stars: Vec<u64>,
+    pub lit: Vec<u64>,
+    pub dimmed: usize,
+}
+
+impl Drawn {
+    /// The marks as one short text for a data attribute: `titles` (JSON `[[node, title]…]`),
+    /// `stars`, `lit` (node lists) and `dimmed` (a count), the lists sorted.
+    pub fn marks_text(&self) -> String {
+        let mut titles = self.titles.clone();
+        titles.sort();
+        let mut stars = self.stars.clone();
+        stars.sort_unstable();
+        let mut lit = self.lit.clone();
+        lit.sort_unstable();
+        serde_json::json!({"titles": titles, "stars": stars, "lit": lit, "dimmed": self.dimmed}).to_string()
+    }
 }
 
 /// The pulse of running nodes: their opacity over the page's clock, 1 → 0.55 → 1 every 0.9 s,
@@ -399,6 +425,29 @@ pub fn draw(
     }
     ctx.set_global_alpha(1.0);
 
+    // The tag filter: a veil of the page's surface over every node in view without the tag,
+    // so it shows at the SVG drawing's dimmed opacity.
+    let dim = |id: u64| f.tag.is_some_and(|t| !marks.has_tag(id, t));
+    if f.tag.is_some() {
+        let mut cells = Cells::new(f.width, f.height, r);
+        ctx.begin_path();
+        for id in layout.grid.within(&layout.pos, (x0, y0, x1, y1)) {
+            if !dim(id) {
+                continue;
+            }
+            drawn.dimmed += 1;
+            let (sx, sy) = screen(layout.pos[&id]);
+            if cells.first(sx, sy) {
+                ctx.move_to(sx + r + 1.0, sy);
+                ctx.arc(sx, sy, r + 1.0, 0.0, std::f64::consts::TAU).ok();
+            }
+        }
+        ctx.set_global_alpha(1.0 - DIM_OPACITY);
+        ctx.set_fill_style_str(&p.surface);
+        ctx.fill();
+        ctx.set_global_alpha(1.0);
+    }
+
     let ring = |id: Option<u64>, fill: Option<&str>, colour: &str, width: f64| {
         let Some(&at) = id.and_then(|n| layout.pos.get(&n)) else {
             return;
@@ -422,6 +471,7 @@ pub fn draw(
             .is_some_and(|&(x, y)| x >= x0 && x <= x1 && y >= y0 && y <= y1)
         {
             ring(Some(n), None, STAR, 4.0);
+            drawn.lit.push(n);
         }
     }
     ring(f.compare, None, COMPARE, 3.0);
@@ -462,11 +512,15 @@ pub fn draw(
     let shown = layout.grid.within(&layout.pos, view);
     ctx.set_text_align("center");
     ctx.set_font("11px system-ui, sans-serif");
+    // Labels of nodes the tag filter dims are dimmed with them.
+    let fade = |id: u64| ctx.set_global_alpha(if dim(id) { DIM_OPACITY } else { 1.0 });
     for &id in &shown {
         let (x, y) = screen(layout.pos[&id]);
+        fade(id);
         label(&id.to_string(), x, y, &p.text);
         if marks.starred(id) {
             label("★", x - r - 2.0, y - r + 2.0, STAR);
+            drawn.stars.push(id);
         }
     }
     // A user's title is the node's label as soon as ids are.
@@ -475,9 +529,13 @@ pub fn draw(
     for &id in &shown {
         if let Some(title) = marks.title(id) {
             let (x, y) = screen(layout.pos[&id]);
-            label(&ellipsis(title, 28), x, y + r + 4.0, &p.text);
+            let text = ellipsis(title, 28);
+            fade(id);
+            label(&text, x, y + r + 4.0, &p.text);
+            drawn.titles.push((id, text));
         }
     }
+    ctx.set_global_alpha(1.0);
     if s < 0.9 {
         return drawn;
     }
@@ -488,8 +546,10 @@ pub fn draw(
         }
         let Some(ops) = g.ops.get(&id) else { continue };
         let (x, y) = screen(layout.pos[&id]);
+        fade(id);
         label(&ellipsis(&ops_label(ops, f.lang, g.kind), 22), x, y + r + 4.0, &p.muted);
     }
+    ctx.set_global_alpha(1.0);
     drawn
 }
 
@@ -522,6 +582,22 @@ mod tests {
         assert!((pulse(900.0) - 1.0).abs() < 1e-9);
         assert!((pulse(225.0) - 0.775).abs() < 1e-9);
         assert!((pulse(-450.0) - 0.55).abs() < 1e-9, "any clock value");
+    }
+
+    #[test]
+    fn the_marks_drawn_are_listed_sorted_for_tests() {
+        let drawn = Drawn {
+            titles: vec![(9, "b".into()), (2, "<a> \"x\"".into())],
+            stars: vec![9, 2],
+            lit: vec![5],
+            dimmed: 7,
+            ..Drawn::default()
+        };
+        let read: serde_json::Value = serde_json::from_str(&drawn.marks_text()).unwrap();
+        assert_eq!(
+            read,
+            serde_json::json!({"dimmed": 7, "lit": [5], "stars": [2, 9], "titles": [[2, "<a> \"x\""], [9, "b"]]})
+        );
     }
 
     #[test]

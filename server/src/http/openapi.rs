@@ -139,7 +139,7 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
         op(
             "patch",
             "/devui/simtree/{tree}",
-            "Rename a tree, describe it, or both",
+            "Rename a tree, describe it, or both; the tree socket's watchers get tree_edited {name, description?}",
             Some(schema::<TreeEdit>(g)),
             schema::<TreeInfo>(g),
             &[404, 413, 422, 503],
@@ -316,7 +316,7 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
         op(
             "patch",
             "/devui/simtree/{tree}/node/{node}",
-            "Annotate a node (title, note, tags, star); stored before the reply",
+            "Annotate a node (title, note, tags, star); stored before the reply, then sent to the tree socket's watchers as marks {node, title?, note?, tags, starred}",
             Some(schema::<NodePatch>(g)),
             schema::<NodeInfo>(g),
             &[404, 413, 422, 503],

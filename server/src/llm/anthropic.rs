@@ -206,6 +206,7 @@ impl Wire for AnthropicWire {
             refusal,
             finish_reason: stop_reason,
             cut_at_max_tokens: None, // set by the provider, which knows the limit
+            retries: 0,
         })
     }
 }

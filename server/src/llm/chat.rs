@@ -360,6 +360,14 @@ pub struct ChatResponse {
     /// (`max_tokens`). The text is then cut off, which matters for JSON.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cut_at_max_tokens: Option<u32>,
+    /// Attempts that failed transiently (a timeout, a dropped or cut stream, 429, 5xx) and were
+    /// retried before this reply came: the provider's HTTP retries. 0 offline and in replays.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retries: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 #[cfg(test)]

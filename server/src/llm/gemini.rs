@@ -237,6 +237,7 @@ impl Wire for GeminiWire {
             refusal,
             finish_reason,
             cut_at_max_tokens: None, // set by the provider, which knows the limit
+            retries: 0,
         })
     }
 }

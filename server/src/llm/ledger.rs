@@ -57,9 +57,17 @@ pub struct LlmRecord {
     /// before models were recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The provider's HTTP retries before the reply came (transient failures: timeouts, cut
+    /// streams, 429, 5xx); absent when none, and in records of earlier builds (read as 0).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub retries: u32,
 }
 
 fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+fn is_zero_u32(n: &u32) -> bool {
     *n == 0
 }
 
@@ -214,6 +222,7 @@ pub async fn metered_call(
         latency_ms: started.elapsed().as_millis() as u64,
         cached_tokens: response.usage.cached_tokens,
         model: Some(model),
+        retries: response.retries,
     };
     if let Some(sink) = &ledger.sink {
         sink(recorded.clone()).await;
@@ -373,6 +382,7 @@ mod tests {
             latency_ms: 3,
             cached_tokens: 0,
             model: None,
+            retries: 0,
         };
         let client = ReplayClient::new(&[rec("one"), rec("two")]);
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
@@ -382,5 +392,17 @@ mod tests {
         let err = rt.block_on(client.chat(&m, &mut st)).unwrap_err();
         assert!(err.to_string().contains("strict replay"));
         assert_eq!(UsageTotals::of(&[rec("a"), rec("b")]).completion_tokens, 4);
+    }
+
+    #[test]
+    fn retries_are_recorded_additively_and_old_records_read_as_none() {
+        let old = r#"{"hash":"h","response":"r","prompt_tokens":1,"completion_tokens":2,"latency_ms":3}"#;
+        let r: LlmRecord = serde_json::from_str(old).unwrap();
+        assert_eq!(r.retries, 0);
+        assert_eq!(serde_json::to_string(&r).unwrap(), old, "none: written as before");
+        let retried = LlmRecord { retries: 2, ..r };
+        let text = serde_json::to_string(&retried).unwrap();
+        assert!(text.ends_with(r#","retries":2}"#), "{text}");
+        assert_eq!(serde_json::from_str::<LlmRecord>(&text).unwrap(), retried);
     }
 }

@@ -11,7 +11,7 @@
 //! named one, else the first — with the example of its parameter schema as arguments. Neither
 //! touches the call counters. Usage counts whitespace-separated words, a stand-in for tokens.
 
-use super::chat::{ChatRequest, ChatResponse, Message, Role, ToolCall, ToolChoice, Usage};
+use super::chat::{ChatRequest, ChatResponse, Message, Role, StreamSink, ToolCall, ToolChoice, Usage, Watch};
 use super::config::Dialect;
 use super::provider::ChatProvider;
 use super::{BoxFuture, LlmClient, LlmError, LlmState, schema};
@@ -45,6 +45,79 @@ impl ChatProvider for MockClient {
         let response = respond_to(request, state);
         Box::pin(async move { response })
     }
+}
+
+/// How many pieces an offline reply is shown in while someone watches, and the pause before
+/// each piece after the first: long enough that the watchers get a few `delta` messages (they
+/// are gathered every 50 ms), short enough that a watched run stays quick.
+pub const LIVE_PIECES: usize = 4;
+pub const LIVE_PAUSE: std::time::Duration = std::time::Duration::from_millis(25);
+/// The most one run waits for its pauses in all: a long watched run is slowed by at most this
+/// much, its later replies shown in pieces without a pause.
+pub const LIVE_PAUSE_BUDGET: std::time::Duration = std::time::Duration::from_millis(1500);
+
+/// An offline player whose replies are also shown live: while someone watches the run (its
+/// [`Watch`] is wanted), each reply goes to the watchers in [`LIVE_PIECES`] pieces before it is
+/// returned, paused while the run's [`LIVE_PAUSE_BUDGET`] lasts. The reply itself, the player's
+/// counters and everything stored are those of the plain player; unwatched runs do not wait.
+pub struct LiveReplies<C> {
+    client: C,
+    watch: Watch,
+    /// What is left of the run's pause budget, in microseconds.
+    budget_us: std::sync::atomic::AtomicU64,
+}
+
+impl<C> LiveReplies<C> {
+    /// `client`'s replies shown to `watch` (one per run: the budget is the run's).
+    pub fn new(client: C, watch: Watch) -> LiveReplies<C> {
+        LiveReplies {
+            client,
+            watch,
+            budget_us: (LIVE_PAUSE_BUDGET.as_micros() as u64).into(),
+        }
+    }
+
+    /// Whether the next reply's pauses fit in what is left of the budget (taken if so).
+    fn spend(&self) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        let cost = (LIVE_PAUSE * (LIVE_PIECES as u32 - 1)).as_micros() as u64;
+        self.budget_us
+            .fetch_update(Relaxed, Relaxed, |left| left.checked_sub(cost))
+            .is_ok()
+    }
+}
+
+impl<C: LlmClient> LlmClient for LiveReplies<C> {
+    fn chat<'a>(&'a self, messages: &'a [Message], state: &'a mut LlmState) -> BoxFuture<'a, Result<String, LlmError>> {
+        Box::pin(async move {
+            let reply = self.client.chat(messages, state).await?;
+            if let Some(sink) = self.watch.wanted() {
+                show_in_pieces(sink, &reply, self.spend()).await;
+            }
+            Ok(reply)
+        })
+    }
+}
+
+/// Sends `text` to `sink` as one streamed call of [`LIVE_PIECES`] pieces (cut on characters),
+/// pausing [`LIVE_PAUSE`] between them if `pause` and a Tokio timer is at hand.
+pub async fn show_in_pieces(sink: &dyn StreamSink, text: &str, pause: bool) {
+    let timer = pause && tokio::runtime::Handle::try_current().is_ok();
+    sink.start();
+    let size = text.len().div_ceil(LIVE_PIECES).max(1);
+    let mut from = 0;
+    while from < text.len() {
+        let mut to = (from + size).min(text.len());
+        while !text.is_char_boundary(to) {
+            to += 1;
+        }
+        if from > 0 && timer {
+            tokio::time::sleep(LIVE_PAUSE).await;
+        }
+        sink.text(&text[from..to]);
+        from = to;
+    }
+    sink.end();
 }
 
 fn words(s: &str) -> u64 {
@@ -441,5 +514,89 @@ mod tests {
         assert!(dbl.contains("no_double"));
         let none = reply(&req("You are Bob.\nlandlord", "no status"), &mut st);
         assert!(none.contains("<Action name=\"yield\" />"));
+    }
+
+    /// A sink that keeps what it is sent, watched or not.
+    #[derive(Default)]
+    struct Kept {
+        watched: bool,
+        got: std::sync::Mutex<Vec<String>>,
+    }
+
+    impl StreamSink for Kept {
+        fn wanted(&self) -> bool {
+            self.watched
+        }
+        fn start(&self) {
+            self.got.lock().unwrap().push("<start>".into());
+        }
+        fn text(&self, piece: &str) {
+            self.got.lock().unwrap().push(piece.into());
+        }
+        fn end(&self) {
+            self.got.lock().unwrap().push("<end>".into());
+        }
+    }
+
+    #[tokio::test]
+    async fn watched_replies_are_shown_in_pieces_and_are_the_plain_replies() {
+        let messages = req("You are Émile, a villager.", "Hello ☕ there");
+        let mut plain_state = LlmState::default();
+        let plain = [reply(&messages, &mut plain_state), reply(&messages, &mut plain_state)];
+        for watched in [true, false] {
+            let sink = std::sync::Arc::new(Kept {
+                watched,
+                ..Kept::default()
+            });
+            let live = LiveReplies::new(MockClient, Watch::new(sink.clone()));
+            let mut state = LlmState::default();
+            let got = [
+                LlmClient::chat(&live, &messages, &mut state).await.unwrap(),
+                LlmClient::chat(&live, &messages, &mut state).await.unwrap(),
+            ];
+            assert_eq!(got, plain, "the same replies");
+            assert_eq!(state.mock_counters, plain_state.mock_counters, "the same counters");
+            let seen = sink.got.lock().unwrap().clone();
+            if !watched {
+                assert!(seen.is_empty(), "nothing shown unwatched");
+                continue;
+            }
+            let calls: Vec<&[String]> = seen.split(|p| p == "<start>").skip(1).collect();
+            assert_eq!(calls.len(), 2, "{seen:?}");
+            for (call, reply) in calls.iter().zip(&plain) {
+                assert_eq!(call.last().map(String::as_str), Some("<end>"));
+                let pieces = &call[..call.len() - 1];
+                assert!((2..=LIVE_PIECES).contains(&pieces.len()), "{pieces:?}");
+                assert_eq!(pieces.concat(), *reply);
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_long_watched_run_pauses_for_at_most_its_budget() {
+        let sink = std::sync::Arc::new(Kept {
+            watched: true,
+            ..Kept::default()
+        });
+        let live = LiveReplies::new(MockClient, Watch::new(sink.clone()));
+        let messages = req("You are Ann.", "Hello");
+        let mut state = LlmState::default();
+        let t0 = std::time::Instant::now();
+        let per_call = LIVE_PAUSE * (LIVE_PIECES as u32 - 1);
+        let calls = 2 * (LIVE_PAUSE_BUDGET.as_micros() / per_call.as_micros()) as usize;
+        for _ in 0..calls {
+            LlmClient::chat(&live, &messages, &mut state).await.unwrap();
+        }
+        let took = t0.elapsed();
+        assert!(
+            took >= LIVE_PAUSE_BUDGET - per_call,
+            "paused while the budget lasted: {took:?}"
+        );
+        assert!(
+            took < LIVE_PAUSE_BUDGET + 2 * per_call + std::time::Duration::from_millis(500),
+            "{took:?}"
+        );
+        let starts = sink.got.lock().unwrap().iter().filter(|p| *p == "<start>").count();
+        assert_eq!(starts, calls, "every reply is still shown");
     }
 }

@@ -211,6 +211,7 @@ impl Wire for OpenAiWire {
             refusal,
             finish_reason,
             cut_at_max_tokens: None, // set by the provider, which knows the limit
+            retries: 0,
         })
     }
 }

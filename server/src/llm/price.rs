@@ -206,6 +206,7 @@ mod tests {
             latency_ms: 0,
             cached_tokens: 0,
             model: model.map(str::to_string),
+            retries: 0,
         };
         let priced = [call(Some("openai:gpt-4o-mini")), call(Some("openai:gpt-4o-mini"))];
         let m = t.money_of(&priced).unwrap();

@@ -473,14 +473,26 @@ impl<W: Wire> HttpProvider<W> {
             Some(u) => (u.as_str(), sink),
             None => (url, None),
         };
-        with_retries(
+        let tried = std::sync::atomic::AtomicU32::new(0);
+        let reply = with_retries(
             &self.label(),
             &self.policy,
             self.config.timeout(),
             &self.endpoint.gate,
-            || self.attempt(url, &body, sink),
+            || {
+                tried.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.attempt(url, &body, sink)
+            },
         )
-        .await
+        .await?;
+        // The attempts before the one that answered were retried.
+        Ok(match reply {
+            Reply::Done(mut r) => {
+                r.retries = tried.into_inner().saturating_sub(1);
+                Reply::Done(r)
+            }
+            other => other,
+        })
     }
 }
 

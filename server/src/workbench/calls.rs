@@ -177,6 +177,7 @@ impl Workbench {
                 completion_tokens: a.completion_tokens,
                 latency_ms: a.latency_ms,
                 provider: a.provider,
+                retries: 0,
                 recorded: !a.replayed && a.prompt_tokens + a.completion_tokens > 0,
                 ask: true,
             });
@@ -312,6 +313,7 @@ impl Workbench {
                 prompt_tokens: record.map_or(0, |r| r.prompt_tokens),
                 completion_tokens: record.map_or(0, |r| r.completion_tokens),
                 latency_ms: record.map_or(0, |r| r.latency_ms),
+                retries: record.map_or(0, |r| r.retries),
                 recorded: record.is_some(),
                 ask: false,
             });

@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use simtree_shared::{Annotation, HitKind, NodePatch, SearchHit, SearchReply, TreeEdit, TreeInfo};
+use simtree_shared::{Annotation, HitKind, NodePatch, SearchHit, SearchReply, TreeEdit, TreeInfo, TreeMsg};
 
 use super::{Workbench, WorkbenchError, lock};
 use crate::store::{TextMatch, Write, index_text};
@@ -36,6 +36,16 @@ impl Workbench {
         // Stored, then kept: one the store refuses changes nothing.
         handle.store_first(vec![annotate(tree, node, after.as_ref())])?;
         set_note(&mut t.notes, node, after.clone());
+        // Other windows on the tree redraw the node's marks (sent under the tree's lock, so
+        // two edits reach watchers in the order they were stored).
+        let a = after.clone().unwrap_or_default();
+        handle.send(TreeMsg::Marks {
+            node,
+            title: a.title,
+            note: a.note,
+            tags: a.tags,
+            starred: a.starred,
+        });
         Ok(after)
     }
 
@@ -74,6 +84,11 @@ impl Workbench {
             if let Some(d) = description {
                 meta.description = d;
             }
+            // Other windows show the new name and description (in stored order, as above).
+            handle.send(TreeMsg::TreeEdited {
+                name: meta.name.clone(),
+                description: meta.description.clone(),
+            });
         }
         Ok(handle.info())
     }

@@ -103,7 +103,7 @@ pub fn NotePanel(tree: Tree) -> impl IntoView {
         let (Some(t), Some(n)) = (tree.id.get(), tree.selected.get()) else {
             return;
         };
-        if shown.get_untracked() == Some((t, n)) {
+        if shown.try_get_untracked() == Some(Some((t, n))) {
             return;
         }
         shown.set(None);
@@ -118,6 +118,35 @@ pub fn NotePanel(tree: Tree) -> impl IntoView {
             }
         });
     });
+    // An edit from any window (this one's own included, which changes nothing): the fields
+    // not being typed in (still holding what was stored) take the new values.
+    Effect::new(move |_| {
+        let Some((n, a)) = tree.noted.get() else { return };
+        let Some((_, shown_node)) = shown.get_untracked() else {
+            return;
+        };
+        if shown_node != n {
+            return;
+        }
+        let was = form.stored.get_untracked();
+        let keep = |s: RwSignal<String>, old: String, new: String| {
+            if s.get_untracked() == old {
+                s.set(new);
+            }
+        };
+        keep(
+            form.title,
+            was.title.clone().unwrap_or_default(),
+            a.title.clone().unwrap_or_default(),
+        );
+        keep(
+            form.note,
+            was.note.clone().unwrap_or_default(),
+            a.note.clone().unwrap_or_default(),
+        );
+        keep(form.tags, tags_text(&was.tags), tags_text(&a.tags));
+        form.stored.set(a);
+    });
     let save = move |field: Field| {
         let Some((t, n)) = shown.get_untracked() else { return };
         let Some(patch) = form.patch(field) else {
@@ -129,7 +158,7 @@ pub fn NotePanel(tree: Tree) -> impl IntoView {
                 Ok(info) => {
                     tree.marks.update(|m| m.set(n, info.annotation.as_ref()));
                     form.set_error(field, None);
-                    if shown.get_untracked() == Some((t, n)) {
+                    if shown.try_get_untracked() == Some(Some((t, n))) {
                         let now = info.annotation.unwrap_or_default();
                         // The server's form of the saved field (trimmed, tags merged); the other
                         // fields keep what is being typed in them.

@@ -26,10 +26,11 @@ pub fn AskBox(tree: Signal<Option<u64>>, node: Signal<u64>, agent: Signal<String
         answer.set(None);
         error.set(None);
         leptos::task::spawn_local(async move {
+            // The box may be gone meanwhile (the panel redrawn while a node runs): `try_`.
             if let Ok(asks) = api::asks(t, n).await
-                && (tree.get_untracked(), node.get_untracked()) == (Some(t), n)
+                && (tree.try_get_untracked(), node.try_get_untracked()) == (Some(Some(t)), Some(n))
             {
-                history.set(asks);
+                history.try_set(asks);
             }
         });
     });
@@ -53,16 +54,18 @@ pub fn AskBox(tree: Signal<Option<u64>>, node: Signal<u64>, agent: Signal<String
         leptos::task::spawn_local(async move {
             let reply = api::ask(t, n, &who, &q).await;
             busy.try_set(false);
-            if (tree.get_untracked(), node.get_untracked()) != (Some(t), n) {
+            if (tree.try_get_untracked(), node.try_get_untracked()) != (Some(Some(t)), Some(n)) {
                 return;
             }
             match reply {
                 Ok(a) => {
-                    history.update(|h| h.push(a.clone()));
-                    answer.set(Some(a));
-                    question.set(String::new());
+                    history.try_update(|h| h.push(a.clone()));
+                    answer.try_set(Some(a));
+                    question.try_set(String::new());
                 }
-                Err(e) => error.set(refusal(ctx, e)),
+                Err(e) => {
+                    error.try_set(refusal(ctx, e));
+                }
             }
         });
     };

@@ -158,6 +158,11 @@ fn call_view(c: NodeCall) -> impl IntoView {
         (c.recorded, "notebook.callRecorded"),
     ];
     let attempt = c.attempt;
+    // The provider's HTTP retries (from the recording), apart from the attempts above.
+    let retries = c.retries;
+    let http_retries = (retries > 0).then(|| {
+        view! { <span class="chip http-retries">{move || ctx.tr("notebook.callHttpRetries").replace("{{n}}", &retries.to_string())}</span> }
+    });
     let count = c.messages.len();
     let action = c.action.map(|a| {
         view! {
@@ -187,6 +192,7 @@ fn call_view(c: NodeCall) -> impl IntoView {
                     .filter(|(on, _)| *on)
                     .map(|(_, key)| view! { <span class="chip">{move || ctx.tr(key).replace("{{n}}", &attempt.to_string())}</span> })
                     .collect_view()}
+                {http_retries}
                 <span class="muted figures">{figures}</span>
             </header>
             <details class="prompt">

@@ -29,6 +29,15 @@ pub fn TreeAbout(tree: Tree) -> impl IntoView {
             }
         });
     });
+    // A description saved in any window: shown unless one is being typed here.
+    Effect::new(move |_| {
+        let Some(d) = tree.described.get() else { return };
+        let Some(was) = stored.get_untracked() else { return };
+        if text.get_untracked() == was {
+            text.set(d.clone());
+        }
+        stored.set(Some(d));
+    });
     let save = move || {
         let Some(t) = tree.id.get_untracked() else { return };
         let d = text.get_untracked();
