@@ -14,6 +14,7 @@ mod calls;
 mod datasets;
 mod estimate;
 mod explore;
+mod job;
 pub mod library;
 mod live_text;
 mod notebook;
@@ -1073,8 +1074,8 @@ impl Workbench {
             handle.store_first(vec![crate::store::Write::DeleteNodes { tree, nodes }, touch])?;
             lock(&handle.meta).last_activity = now;
             let removed = t.delete_subtree(node)?;
-            sweep::Sweeps::prune(&handle, &t);
-            explore::Explores::prune(&handle, &t);
+            handle.sweeps.prune(&handle, &t);
+            handle.explores.prune(&handle, &t);
             handle.send(TreeMsg::Deleted { node });
             removed
         };

@@ -19,6 +19,7 @@ pub mod datasets;
 pub mod error;
 pub mod explore;
 pub mod guard;
+pub mod job;
 pub mod listener;
 pub mod notebook;
 pub mod openapi;

@@ -26,7 +26,8 @@ use simtree_shared::{
     IntervalKind, Objective, TreeMsg,
 };
 
-use super::sweep::{Replicate, replicate_of, settled};
+use super::job::{Job, JobData, Jobs, Metrics};
+use super::sweep::{Replicate, replicate_of};
 use super::{TreeHandle, Workbench, WorkbenchError, lock};
 use crate::explore::{ExploreSpec, MAX_CANDIDATES, mean_ci, next_round, rank, survivors};
 use crate::llm::budget::{Limits as BudgetLimits, TreeBudget};
@@ -34,9 +35,8 @@ use crate::store::Write;
 use crate::sweep::{Metric, paired};
 use crate::tree::{NodeId, SimTree, TreeError};
 
-/// A tree's explorations by id (ids count up from 0 and are never reused).
-#[derive(Default)]
-pub(super) struct Explores(Mutex<BTreeMap<u64, Arc<ExploreRecord>>>);
+/// A tree's explorations by id.
+pub(super) type Explores = Jobs<ExploreRecord>;
 
 /// An exploration as it is stored: its candidates, their replicates and results, and where
 /// the schedule stands.
@@ -88,9 +88,9 @@ pub(super) struct ExploreRecord {
 }
 
 impl ExploreRecord {
-    fn new(metric: Metric, data: ExploreData, budget: Option<Arc<TreeBudget>>) -> ExploreRecord {
+    fn new(metrics: Metrics, data: ExploreData, budget: Option<Arc<TreeBudget>>) -> ExploreRecord {
         ExploreRecord {
-            metrics: vec![("objective".to_string(), metric)],
+            metrics,
             data: Mutex::new(data),
             stop: AtomicBool::new(false),
             budget,
@@ -100,26 +100,6 @@ impl ExploreRecord {
 
     fn stopped(&self) -> bool {
         self.stop.load(Ordering::SeqCst)
-    }
-
-    /// Queues the row, unless the exploration was dropped meanwhile (its parent deleted).
-    fn persist(self: &Arc<Self>, handle: &TreeHandle) {
-        let id = lock(&self.data).id;
-        if lock(&handle.explores.0).get(&id).is_some_and(|r| Arc::ptr_eq(r, self)) {
-            self.write_row(handle);
-        }
-    }
-
-    fn write_row(&self, handle: &TreeHandle) {
-        if handle.stored() {
-            let data = lock(&self.data);
-            let body = serde_json::to_string(&*data).unwrap_or_default();
-            handle.persist(Write::Explore {
-                tree: handle.id,
-                id: data.id,
-                body,
-            });
-        }
     }
 
     fn progress(&self, handle: &TreeHandle) {
@@ -239,7 +219,7 @@ impl ExploreData {
 
     /// Checks a row read back against its tree; `None` when its parent is gone. Replicates and
     /// candidates whose node went end as deleted.
-    fn check(&mut self, tree: &SimTree) -> Result<Option<Metric>, String> {
+    fn check_layout(&mut self, tree: &SimTree) -> Result<Option<Metric>, String> {
         let metric = Metric::parse(&self.objective.metric).map_err(|e| e.to_string())?;
         if self.candidates.is_empty() || self.candidates.len() > MAX_CANDIDATES {
             return Err(format!("{} candidates", self.candidates.len()));
@@ -265,89 +245,76 @@ impl ExploreData {
     }
 }
 
+impl JobData for ExploreData {
+    const KIND: &'static str = "exploration";
+
+    fn id(&self) -> u64 {
+        self.id
+    }
+
+    fn parent(&self) -> NodeId {
+        self.parent
+    }
+
+    fn check(&mut self, tree: &SimTree) -> Result<Option<Metrics>, String> {
+        Ok(self.check_layout(tree)?.map(objective))
+    }
+
+    fn replicates(&mut self) -> Vec<(NodeId, &[NodeId], &mut Vec<Replicate>)> {
+        self.candidates
+            .iter_mut()
+            .map(|c| (c.node, c.children.as_slice(), &mut c.results))
+            .collect()
+    }
+
+    fn row(tree: u64, id: u64, body: String) -> Write {
+        Write::Explore { tree, id, body }
+    }
+
+    fn delete_row(tree: u64, id: u64) -> Write {
+        Write::DeleteExplore { tree, id }
+    }
+}
+
+impl Job for ExploreRecord {
+    type Data = ExploreData;
+
+    fn data(&self) -> &Mutex<ExploreData> {
+        &self.data
+    }
+
+    /// Its driver starts no other round.
+    fn dropped(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+/// The objective as the sweep's measuring wants it: one metric.
+fn objective(metric: Metric) -> Metrics {
+    vec![("objective".to_string(), metric)]
+}
+
 impl Explores {
-    fn get(&self, id: u64) -> Option<Arc<ExploreRecord>> {
-        lock(&self.0).get(&id).cloned()
-    }
-
-    fn all(&self) -> Vec<Arc<ExploreRecord>> {
-        lock(&self.0).values().cloned().collect()
-    }
-
     /// Stops every exploration (its tree is being deleted): none starts another round.
     pub(super) fn stop_all(&self) {
         for r in self.all() {
-            r.stop.store(true, Ordering::SeqCst);
+            r.dropped();
         }
     }
+}
 
-    /// After a deletion in the tree (the tree locked by the caller): an exploration whose
-    /// parent went goes too (its row with it, its driver stopped); candidates and replicates
-    /// whose node went end as deleted.
-    pub(super) fn prune(handle: &TreeHandle, tree: &SimTree) {
-        lock(&handle.explores.0).retain(|&id, record| {
-            let changed = {
-                let mut data = lock(&record.data);
-                let before = data.clone();
-                match data.check(tree) {
-                    Ok(Some(_)) => *data != before,
-                    _ => {
-                        record.stop.store(true, Ordering::SeqCst);
-                        if handle.stored() {
-                            handle.persist(Write::DeleteExplore { tree: handle.id, id });
-                        }
-                        return false;
-                    }
-                }
-            };
-            if changed {
-                record.write_row(handle);
-            }
-            true
-        });
-    }
-
-    /// Brings back a tree's stored explorations: each is checked against the tree (one that no
-    /// longer fits is left out with a warning); a replicate still pending is measured if its node
-    /// finished; one that was running reads as interrupted.
-    pub(super) fn restore(handle: &TreeHandle, bodies: Vec<String>) {
-        for body in bodies {
-            let mut data: ExploreData = match serde_json::from_str(&body) {
-                Ok(d) => d,
-                Err(e) => {
-                    tracing::warn!(tree = handle.id, "a stored exploration is unreadable: {e}");
-                    continue;
-                }
-            };
-            let metric = match data.check(&handle.lock()) {
-                Ok(Some(m)) => m,
-                Ok(None) => continue,
-                Err(e) => {
-                    tracing::warn!(tree = handle.id, explore = data.id, "exploration left out: {e}");
-                    continue;
-                }
-            };
-            let metrics = vec![("objective".to_string(), metric.clone())];
-            for c in &mut data.candidates {
-                for (k, &node) in c.children.iter().enumerate() {
-                    if matches!(c.results[k], Replicate::Pending)
-                        && let Some(r) = settled(handle, &metrics, c.node, node)
-                    {
-                        c.results[k] = r;
-                    }
-                }
-            }
-            if data.status == ExploreStatus::Running {
-                data.status = ExploreStatus::Interrupted;
-                data.reason = Some("the server stopped while it ran; what finished before is kept".into());
-            }
-            let record = ExploreRecord::new(metric, data, None);
-            record.finished.send_replace(true);
-            record.write_row(handle);
-            let id = lock(&record.data).id;
-            lock(&handle.explores.0).insert(id, Arc::new(record));
+/// Brings back a tree's stored or imported explorations (see [`Jobs::restore`]); one that was
+/// running reads as interrupted.
+pub(super) fn restore_explores(handle: &TreeHandle, explores: Vec<ExploreData>) {
+    handle.explores.restore(handle, explores, |metrics, mut data| {
+        if data.status == ExploreStatus::Running {
+            data.status = ExploreStatus::Interrupted;
+            data.reason = Some("the server stopped while it ran; what finished before is kept".into());
         }
-    }
+        let record = ExploreRecord::new(metrics, data, None);
+        record.finished.send_replace(true);
+        record
+    });
 }
 
 impl Workbench {
@@ -418,9 +385,7 @@ impl Workbench {
             };
             (!b.is_empty()).then(|| Arc::new(TreeBudget::within(b, self.prices.clone(), handle.budget.clone())))
         };
-        let record = {
-            let mut all = lock(&handle.explores.0);
-            let id = all.last_key_value().map_or(0, |(&id, _)| id + 1);
+        let record = handle.explores.add(|id| {
             let data = ExploreData {
                 id,
                 parent,
@@ -446,11 +411,9 @@ impl Workbench {
                     })
                     .collect(),
             };
-            let record = Arc::new(ExploreRecord::new(metric, data, budget));
-            all.insert(id, record.clone());
-            record
-        };
-        record.persist(&handle);
+            ExploreRecord::new(objective(metric), data, budget)
+        });
+        handle.explores.persist(&record, &handle);
         handle.flush()?;
         let explore = lock(&record.data).id;
         tracing::info!(tree, explore, cap, "exploration started");
@@ -538,7 +501,7 @@ async fn drive(wb: Arc<Workbench>, handle: Arc<TreeHandle>, record: Arc<ExploreR
             Ok(None) => break None,
             Err(why) => break Some(why),
         };
-        record.persist(&handle);
+        handle.explores.persist(&record, &handle);
         if let Err(e) = handle.flush_async().await {
             tracing::error!(tree = handle.id, "an exploration's round could not be stored: {e}");
         }
@@ -558,14 +521,14 @@ async fn drive(wb: Arc<Workbench>, handle: Arc<TreeHandle>, record: Arc<ExploreR
             let Ok((c, k, cell, ran)) = joined else { continue };
             let outcome = replicate_of(&handle, &record.metrics, cell, ran);
             lock(&record.data).candidates[c].results[k] = outcome;
-            record.persist(&handle);
+            handle.explores.persist(&record, &handle);
             record.progress(&handle);
         }
         if record.stopped() {
             break None;
         }
         halve(&record);
-        record.persist(&handle);
+        handle.explores.persist(&record, &handle);
         record.progress(&handle);
         // A refused call means the caps cannot pay for calls like those of this round: another
         // round would only make runs that fail.
@@ -586,7 +549,7 @@ async fn drive(wb: Arc<Workbench>, handle: Arc<TreeHandle>, record: Arc<ExploreR
             d.reason = reason;
         }
     }
-    record.persist(&handle);
+    handle.explores.persist(&record, &handle);
     if let Err(e) = handle.flush_async().await {
         tracing::error!(tree = handle.id, "an exploration's end could not be stored: {e}");
     }
