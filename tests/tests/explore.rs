@@ -2,7 +2,8 @@
 //! searched for the lowest peak by successive halving — found within its budget for three seeds,
 //! every run a node with an `explore` edge, progress on the tree socket; a money budget with a
 //! priced fake provider never exceeded (an exploration's and a tree's own); kill -9 in the middle
-//! (what finished is back, the exploration reads as interrupted); cancel; hostile bodies refused
+//! (what finished is back, the exploration reads as interrupted, and resumes to the end within
+//! its budget); cancel; hostile bodies refused
 //! with a 422 naming the field and nothing made.
 
 use std::sync::Arc;
@@ -315,13 +316,51 @@ async fn an_exploration_killed_midway_is_back_as_interrupted_with_what_finished(
     assert_eq!(g["running"], json!([]));
     let (_, list) = s.get(&format!("/devui/simtree/{t}/explores")).await;
     assert_eq!(list[0]["status"], "interrupted");
-    // It stays so: never running again, and cancelling it is a conflict.
+    // It stays so until resumed: never running again by itself, and cancelling it is a conflict.
     assert_eq!(
         s.post(&format!("/devui/simtree/{t}/explore/{id}/cancel"), &json!({}))
             .await
             .0,
         409
     );
+    // Resumed: the replicates the kill cut short run again (counted once), the round is ranked
+    // and the halving goes on to the end, within the original budget.
+    let resume = format!("/devui/simtree/{t}/explore/{id}/resume");
+    assert_eq!(
+        s.post(&format!("/devui/simtree/{t}/explore/9/resume"), &json!({}))
+            .await
+            .0,
+        404
+    );
+    let (st, resumed) = s.post(&resume, &json!({})).await;
+    assert_eq!(st, 200, "{resumed}");
+    assert_eq!(resumed["status"], "running", "{resumed}");
+    assert_eq!(
+        resumed["runs_used"], after["runs_used"],
+        "re-runs are not counted again: {resumed}"
+    );
+    let (st, twice) = s.post(&resume, &json!({})).await;
+    assert_eq!(st, 409, "a running exploration does not resume: {twice}");
+    let done = ended(&s, t, id).await;
+    assert_eq!(done.status, simtree_shared::ExploreStatus::Done, "{done:?}");
+    // The whole schedule, as if never stopped: 6 × 2, then 3 × 2, then 2 × 4 runs.
+    assert_eq!(done.runs_used, 26, "{done:?}");
+    let listed: usize = done.candidates.iter().map(|c| c.children.len()).sum();
+    assert_eq!(listed as u64, done.runs_used, "every run counted once: {done:?}");
+    for c in &done.candidates {
+        assert_eq!((c.pending, c.failed), (0, 0), "every replicate has its value: {c:?}");
+        assert_eq!(c.n, c.children.len(), "{c:?}");
+    }
+    let best = done.best.expect("a best");
+    assert_eq!(best.point["rate"], json!(0.01), "{best:?}");
+    assert_eq!(best.n, 8);
+    assert_eq!(
+        s.post(&resume, &json!({})).await.0,
+        409,
+        "a finished exploration does not resume"
+    );
+    let (_, g) = s.get(&format!("/devui/simtree/{t}/graph")).await;
+    assert_eq!(g["running"], json!([]));
 }
 
 #[derive(Clone, Default)]

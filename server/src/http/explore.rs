@@ -54,3 +54,12 @@ pub async fn cancel_explore(
 ) -> Result<Json<ExploreTable>, ApiError> {
     Ok(Json(app.wb.cancel_explore(tree, id).await?))
 }
+
+/// Carries an interrupted exploration on and answers its table reading `running` (409 when it
+/// was not interrupted).
+pub async fn resume_explore(
+    State(app): St,
+    ApiPath((tree, id)): ApiPath<(u64, u64)>,
+) -> Result<Json<ExploreTable>, ApiError> {
+    Ok(Json(app.wb.resume_explore(tree, id)?))
+}

@@ -290,6 +290,14 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
             &[404, 409, 422],
         ),
         op(
+            "post",
+            "/devui/simtree/{tree}/explore/{id}/resume",
+            "Carry an interrupted exploration on: its cut-short replicates run again (counted once), then the halving goes on within the original budget",
+            None,
+            schema::<simtree_shared::ExploreTable>(g),
+            &[404, 409, 422],
+        ),
+        op(
             "get",
             "/devui/simtree/{tree}/usage",
             "LLM usage and budget",
@@ -723,7 +731,7 @@ mod tests {
                 .unwrap_or_else(|| panic!("{target}"));
             assert!(schemas.contains_key(name), "{name}");
         }
-        assert_eq!(doc["paths"].as_object().unwrap().len(), 44);
+        assert_eq!(doc["paths"].as_object().unwrap().len(), 45);
     }
 
     /// The other direction: every REST route declared in `http::router` (read from its source,

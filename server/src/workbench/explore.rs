@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use simtree_shared::{
     CandidateRow, EdgeType, ExploreBest, ExploreBudget, ExploreGoal, ExploreStarted, ExploreStatus, ExploreTable,
-    IntervalKind, Objective, TreeMsg,
+    IntervalKind, NodeStatus, Objective, TreeMsg,
 };
 
 use super::job::{Job, JobData, Jobs, Metrics};
@@ -57,6 +57,10 @@ pub struct ExploreData {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     pub round: u32,
+    /// The last round whose candidates were ranked (absent in rows written before resuming
+    /// existed: inferred when one is resumed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ranked: Option<u32>,
     pub runs_used: u64,
     pub candidates: Vec<CandidateData>,
 }
@@ -398,6 +402,7 @@ impl Workbench {
                 status: ExploreStatus::Running,
                 reason: None,
                 round: 0,
+                ranked: Some(0),
                 runs_used: 0,
                 candidates: cells
                     .into_iter()
@@ -417,7 +422,7 @@ impl Workbench {
         handle.flush()?;
         let explore = lock(&record.data).id;
         tracing::info!(tree, explore, cap, "exploration started");
-        tokio::spawn(drive(self.clone(), handle, record));
+        tokio::spawn(drive(self.clone(), handle, record, None));
         Ok(ExploreStarted {
             explore,
             candidates: cell_ids,
@@ -456,6 +461,90 @@ impl Workbench {
         Ok(self.explore_table_of(&handle, &record))
     }
 
+    /// Carries an interrupted exploration on (see docs/explore.md): the replicates of its last
+    /// round that the stop interrupted run again (same seeds, counted once: `runs_used` already
+    /// holds them), that round is ranked, and the halving goes on within the original budget. The
+    /// token and money caps start from what its recorded calls already used. Answers once the
+    /// re-runs are attached and committed (409 when it is not interrupted).
+    pub fn resume_explore(self: &Arc<Self>, tree: u64, id: u64) -> Result<ExploreTable, WorkbenchError> {
+        let handle = self.tree(tree)?;
+        let old = handle
+            .explores
+            .get(id)
+            .ok_or_else(|| WorkbenchError::NotFound(format!("exploration {id} not found in simtree {tree}")))?;
+        let spent = self.explore_table_of(&handle, &old);
+        let (record, rerun) = {
+            let mut t = handle.lock();
+            let mut d = lock(&old.data).clone();
+            // A resume that came first (under this same lock) has replaced the record.
+            let current = handle.explores.get(id).is_some_and(|r| Arc::ptr_eq(&r, &old));
+            if !current || d.status != ExploreStatus::Interrupted {
+                return Err(WorkbenchError::conflict(format!(
+                    "exploration {id} was not interrupted (it is {:?}); only an interrupted one resumes",
+                    d.status
+                )));
+            }
+            let ranked = d.ranked.unwrap_or_else(|| inferred_ranked(&d));
+            // The replicates the stop cut short, in the round not yet ranked.
+            let cut: Vec<(usize, usize)> = if ranked < d.round {
+                d.candidates
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| c.dropped_after.is_none() && t.node(c.node).is_ok())
+                    .flat_map(|(i, c)| {
+                        let t = &t;
+                        c.children.iter().enumerate().filter_map(move |(k, &n)| {
+                            let cut = t.node(n).is_ok_and(|n| n.status == NodeStatus::Interrupted);
+                            cut.then_some((i, k))
+                        })
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            self.check_capacity(&t, cut.len())?;
+            if t.ids_left() < cut.len() as u64 {
+                return Err(TreeError::IdsExhausted.into());
+            }
+            let budget = {
+                let b = BudgetLimits {
+                    tokens: d.budget.tokens,
+                    calls: None,
+                    money: d.budget.money,
+                };
+                (!b.is_empty()).then(|| {
+                    let b = TreeBudget::within(b, self.prices.clone(), handle.budget.clone());
+                    b.already_spent(spent.tokens_used, spent.money_used.unwrap_or(0.0));
+                    Arc::new(b)
+                })
+            };
+            // Capacity and ids were checked, and every candidate is there: no attach can fail.
+            let mut runs = Vec::with_capacity(cut.len());
+            for (i, k) in cut {
+                let cell = d.candidates[i].node;
+                let mut p = Workbench::attach_run(&handle, &mut t, cell, d.turns, None, EdgeType::Explore)?;
+                p.sim.reseed(d.seed.wrapping_add(k as u64));
+                p.budget = budget.clone();
+                d.candidates[i].children[k] = p.id;
+                d.candidates[i].results[k] = Replicate::Pending;
+                runs.push((i, k, cell, p));
+            }
+            d.status = ExploreStatus::Running;
+            d.reason = None;
+            d.ranked = Some(ranked);
+            let unranked = ranked < d.round;
+            let record = Arc::new(ExploreRecord::new(old.metrics.clone(), d, budget));
+            handle.explores.replace(id, record.clone());
+            (record, unranked.then_some(runs))
+        };
+        handle.explores.persist(&record, &handle);
+        handle.flush()?;
+        tracing::info!(tree, explore = id, "exploration resumed");
+        let table = self.explore_table_of(&handle, &record);
+        tokio::spawn(drive(self.clone(), handle, record, rerun));
+        Ok(table)
+    }
+
     pub fn explore_table(&self, tree: u64, id: u64) -> Result<Option<ExploreTable>, WorkbenchError> {
         let handle = self.tree(tree)?;
         Ok(handle.explores.get(id).map(|r| self.explore_table_of(&handle, &r)))
@@ -491,12 +580,22 @@ impl Workbench {
 
 /// Runs the rounds of an exploration until one candidate is left, the budget cannot pay for
 /// another round, or it is stopped; then records how it ended.
-async fn drive(wb: Arc<Workbench>, handle: Arc<TreeHandle>, record: Arc<ExploreRecord>) {
+/// `resumed`: the runs of a round that was attached before the server stopped, to finish (and
+/// rank) before any other round.
+async fn drive(
+    wb: Arc<Workbench>,
+    handle: Arc<TreeHandle>,
+    record: Arc<ExploreRecord>,
+    mut resumed: Option<Vec<RoundRun>>,
+) {
     let reason = loop {
         if record.stopped() {
             break None;
         }
-        let round = match attach_round(&wb, &handle, &record) {
+        let round = match resumed
+            .take()
+            .map_or_else(|| attach_round(&wb, &handle, &record), |r| Ok(Some(r)))
+        {
             Ok(Some(round)) => round,
             Ok(None) => break None,
             Err(why) => break Some(why),
@@ -614,6 +713,19 @@ fn attach_round(wb: &Workbench, handle: &TreeHandle, record: &ExploreRecord) -> 
     Ok(Some(runs))
 }
 
+/// The last round ranked, for a row written before `ranked` was stored: halving drops at least
+/// one candidate of two or more, so a round some candidate was dropped after is ranked (a
+/// candidate dropped because its node was deleted counts too: a round that lost one cannot be
+/// told from a ranked one, and is taken as ranked).
+fn inferred_ranked(d: &ExploreData) -> u32 {
+    let dropped_now = d.candidates.iter().any(|c| c.dropped_after == Some(d.round));
+    if dropped_now || d.round == 0 {
+        d.round
+    } else {
+        d.round - 1
+    }
+}
+
 /// Keeps the better half of the candidates alive (by mean, for the goal); the rest are marked
 /// dropped after this round.
 fn halve(record: &ExploreRecord) {
@@ -628,4 +740,5 @@ fn halve(record: &ExploreRecord) {
     for &i in &order[keep..] {
         d.candidates[i].dropped_after = Some(round);
     }
+    d.ranked = Some(round);
 }

@@ -87,6 +87,11 @@ impl<J: Job> Jobs<J> {
         record
     }
 
+    /// Puts `record` in place of the job `id` (one resumed with a fresh record).
+    pub(super) fn replace(&self, id: u64, record: Arc<J>) {
+        lock(&self.0).insert(id, record);
+    }
+
     pub(super) fn get(&self, id: u64) -> Option<Arc<J>> {
         lock(&self.0).get(&id).cloned()
     }
