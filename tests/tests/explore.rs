@@ -500,3 +500,72 @@ async fn a_tree_money_budget_outlives_a_restart() {
     let usage = s.get(&format!("/devui/simtree/{t}/usage")).await.1;
     assert_eq!(usage["money_budget"]["limit"].as_f64(), Some(0.25), "{usage}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn explorations_travel_with_an_export_and_a_forged_one_is_refused() {
+    let s = Server::start();
+    let t = sir_tree(&s).await;
+    let (st, started) = s
+        .post(&format!("/devui/simtree/{t}/explore"), &peak_search(2, 200))
+        .await;
+    assert_eq!(st, 200, "{started}");
+    let id = started["explore"].as_u64().unwrap();
+    ended(&s, t, id).await;
+    let (_, tables) = s.get(&format!("/devui/simtree/{t}/explores")).await;
+    let (st, export) = s.get(&format!("/devui/simtree/{t}/export")).await;
+    assert_eq!(st, 200, "{export}");
+    assert_eq!(
+        export["explores"].as_array().map(Vec::len),
+        Some(1),
+        "{}",
+        export["explores"]
+    );
+    let (st, back) = s.post("/devui/simtree/import", &export).await;
+    assert_eq!(st, 200, "{back}");
+    let back = back["id"].as_u64().unwrap();
+    assert_eq!(
+        s.get(&format!("/devui/simtree/{back}/explores")).await.1,
+        tables,
+        "the imported tree has the same explorations"
+    );
+    // An export from before explorations travelled (no `explores`) still imports.
+    let mut older = export.clone();
+    older.as_object_mut().unwrap().remove("explores");
+    let (st, reply) = s.post("/devui/simtree/import", &older).await;
+    assert_eq!(st, 200, "{reply}");
+    let older = reply["id"].as_u64().unwrap();
+    assert_eq!(s.get(&format!("/devui/simtree/{older}/explores")).await.1, json!([]));
+
+    // Forged explorations refuse the whole import, and nothing is left behind.
+    let (_, trees) = s.get("/devui/simtree").await;
+    let forge = |path: &str, value: Value| {
+        let mut e = export.clone();
+        *e.pointer_mut(path).unwrap() = value;
+        e
+    };
+    let first_child = export["explores"][0]["candidates"][0]["children"][0].clone();
+    for (bad, why) in [
+        (forge("/explores/0/candidates/0/node", json!(0)), "is not a child"),
+        (forge("/explores/0/candidates/1/node", first_child), "is not a child"),
+        (forge("/explores/0/candidates/0/children", json!([])), "disagree"),
+        (
+            forge("/explores/0/candidates/0/results/0", json!({"done": [1, 2]})),
+            "exactly one value",
+        ),
+        (
+            forge("/explores/0/objective/metric", json!("median:x")),
+            "objective.metric",
+        ),
+        (forge("/explores/0/candidates", json!([])), "candidates"),
+        (forge("/explores/0/runs_used", json!(1_000_000)), "runs_used"),
+        (forge("/explores/0/parent", json!(4242)), "not in the export"),
+        (forge("/explores", json!([{"id": 0}])), "explores[0]"),
+        (forge("/explores", json!({"a": 1})), "explores"),
+    ] {
+        let (st, reply) = s.post("/devui/simtree/import", &bad).await;
+        assert_eq!(st, 422, "{why}: {reply}");
+        let detail = reply["detail"].as_str().unwrap();
+        assert!(detail.contains(why), "{why}: {detail}");
+    }
+    assert_eq!(s.get("/devui/simtree").await.1, trees);
+}

@@ -32,7 +32,7 @@ use super::{TreeHandle, Workbench, WorkbenchError, lock};
 use crate::explore::{ExploreSpec, MAX_CANDIDATES, mean_ci, next_round, rank, survivors};
 use crate::llm::budget::{Limits as BudgetLimits, TreeBudget};
 use crate::store::Write;
-use crate::sweep::{Metric, paired};
+use crate::sweep::{MAX_RUNS, Metric, paired};
 use crate::tree::{NodeId, SimTree, TreeError};
 
 /// A tree's explorations by id.
@@ -221,27 +221,67 @@ impl ExploreData {
         })
     }
 
-    /// Checks a row read back against its tree; `None` when its parent is gone. Replicates and
-    /// candidates whose node went end as deleted.
+    /// Checks a row read back (or imported) against its tree; `None` when its parent is gone.
+    /// Its bounds hold (candidates, runs, one value per result), and every node it names that
+    /// is still there is where the layout says. Replicates and candidates whose node went end
+    /// as deleted.
     fn check_layout(&mut self, tree: &SimTree) -> Result<Option<Metric>, String> {
-        let metric = Metric::parse(&self.objective.metric).map_err(|e| e.to_string())?;
+        let metric = Metric::parse(&self.objective.metric).map_err(|e| format!("objective.metric: {e}"))?;
         if self.candidates.is_empty() || self.candidates.len() > MAX_CANDIDATES {
-            return Err(format!("{} candidates", self.candidates.len()));
+            return Err(format!(
+                "candidates: {} of them; an exploration has 1 to {MAX_CANDIDATES}",
+                self.candidates.len()
+            ));
+        }
+        if self.run_cap > MAX_RUNS || self.runs_used > self.run_cap {
+            return Err(format!(
+                "runs_used: {} of a cap of {} (at most {MAX_RUNS})",
+                self.runs_used, self.run_cap
+            ));
+        }
+        if self.ranked.is_some_and(|r| r > self.round) {
+            return Err("ranked: a round after the current one".into());
         }
         if tree.node(self.parent).is_err() {
             return Ok(None);
         }
-        for c in &mut self.candidates {
+        let parent_of = |n: NodeId| tree.node(n).ok().map(|node| node.parent);
+        for (i, c) in self.candidates.iter_mut().enumerate() {
+            let at = |what: String| format!("candidates[{i}]: {what}");
             if c.children.len() != c.results.len() {
-                return Err("a candidate's replicates and results disagree".into());
+                return Err(at("its replicates and results disagree".into()));
             }
-            let there = tree.node(c.node).is_ok();
+            if c.children.len() as u64 > self.run_cap {
+                return Err(at(format!("more replicates than the cap of {} runs", self.run_cap)));
+            }
+            if c.results
+                .iter()
+                .any(|r| matches!(r, Replicate::Done(v) if v.len() != 1))
+            {
+                return Err(at("a result without exactly one value".into()));
+            }
+            let there = match parent_of(c.node) {
+                None => false,
+                Some(p) if p == Some(self.parent) => true,
+                Some(_) => return Err(at(format!("node {} is not a child of node {}", c.node, self.parent))),
+            };
             if !there && c.dropped_after.is_none() {
                 c.dropped_after = Some(self.round);
             }
-            for (&n, r) in c.children.iter().zip(&mut c.results) {
-                if (!there || tree.node(n).is_err()) && !matches!(r, Replicate::Ended(_)) {
-                    *r = Replicate::Ended("deleted".into());
+            for (k, (&n, r)) in c.children.iter().zip(&mut c.results).enumerate() {
+                match parent_of(n) {
+                    Some(p) if there && p == Some(c.node) => {}
+                    Some(_) => {
+                        return Err(at(format!(
+                            "replicate {k} (node {n}) is not a child of node {}",
+                            c.node
+                        )));
+                    }
+                    None => {
+                        if !matches!(r, Replicate::Ended(_)) {
+                            *r = Replicate::Ended("deleted".into());
+                        }
+                    }
                 }
             }
         }
@@ -548,6 +588,11 @@ impl Workbench {
     pub fn explore_table(&self, tree: u64, id: u64) -> Result<Option<ExploreTable>, WorkbenchError> {
         let handle = self.tree(tree)?;
         Ok(handle.explores.get(id).map(|r| self.explore_table_of(&handle, &r)))
+    }
+
+    /// Every exploration of a tree as stored, for an export.
+    pub fn explore_data(&self, tree: u64) -> Result<Vec<ExploreData>, WorkbenchError> {
+        Ok(self.tree(tree)?.explores.data())
     }
 
     /// Every exploration of a tree, oldest first.

@@ -629,7 +629,10 @@ impl Workbench {
         });
         let mut label = (None, None);
         let tree = result.and_then(|mut importer| {
-            let sweeps = std::mem::take(&mut importer.sweeps);
+            let jobs = (
+                std::mem::take(&mut importer.sweeps),
+                std::mem::take(&mut importer.explores),
+            );
             // A name and description travel with the tree, checked as if typed.
             if let Some(name) = importer.name.take() {
                 label.0 = Some(super::check_name(&name).map_err(|e| TreeError::InvalidOp(format!("name: {e}")))?);
@@ -659,12 +662,16 @@ impl Workbench {
                     )));
                 }
             }
-            Ok((importer.finish(store.as_ref().map(|_| self.source(id)))?, sweeps))
+            Ok((importer.finish(store.as_ref().map(|_| self.source(id)))?, jobs))
         });
         let tree = tree
             .map_err(WorkbenchError::from)
-            .and_then(|(tree, raw)| Ok((imported::<SweepData>("sweeps", raw, &tree)?, tree)));
-        let (sweeps, tree) = match tree {
+            .and_then(|(tree, (sweeps, explores))| {
+                let sweeps = imported::<SweepData>("sweeps", sweeps, &tree)?;
+                let explores = imported::<ExploreData>("explores", explores, &tree)?;
+                Ok(((sweeps, explores), tree))
+            });
+        let ((sweeps, explores), tree) = match tree {
             Ok(t) => t,
             Err(e) => {
                 if let Some(store) = &store {
@@ -695,6 +702,7 @@ impl Workbench {
             BudgetLimits::default(),
         ));
         restore_sweeps(&handle, sweeps);
+        restore_explores(&handle, explores);
         if let Some(store) = &store {
             store.write(Write::Tree(handle.row()));
             {
