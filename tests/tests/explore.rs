@@ -569,3 +569,71 @@ async fn explorations_travel_with_an_export_and_a_forged_one_is_refused() {
     }
     assert_eq!(s.get("/devui/simtree").await.1, trees);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_graph_route_filters_by_edge_type_and_refuses_unknown_ones() {
+    let s = Server::start();
+    let t = sir_tree(&s).await;
+    // An advance from the root, then an exploration from the root.
+    let (st, adv) = s
+        .post(
+            &format!("/devui/simtree/{t}/advance"),
+            &json!({"parent": 0, "turns": 2}),
+        )
+        .await;
+    assert_eq!(st, 200, "{adv}");
+    let mut body = peak_search(1, 200);
+    body["turns"] = json!(3);
+    let (st, started) = s.post(&format!("/devui/simtree/{t}/explore"), &body).await;
+    assert_eq!(st, 200, "{started}");
+    let done = ended(&s, t, started["explore"].as_u64().unwrap()).await;
+    let made: Vec<u64> = done
+        .candidates
+        .iter()
+        .flat_map(|c| std::iter::once(c.node).chain(c.children.iter().copied()))
+        .collect();
+    let ids = |g: &Value| -> Vec<u64> {
+        g["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["id"].as_u64().unwrap())
+            .collect()
+    };
+    let (_, all) = s.get(&format!("/devui/simtree/{t}/graph")).await;
+    assert_eq!(graph_nodes(&all), 2 + made.len(), "{all}");
+    // Without explore edges: the root and the advance only; every edge among them.
+    let (st, plain) = s.get(&format!("/devui/simtree/{t}/graph?edges=advance,branch")).await;
+    assert_eq!(st, 200, "{plain}");
+    assert_eq!(ids(&plain), [0, 1]);
+    assert_eq!(plain["edges"].as_array().unwrap().len(), 1, "{plain}");
+    assert_eq!(plain["edges"][0]["type"], "advance");
+    // Only explore edges: the candidates and their replicates (explore edges too), not the
+    // advance; every edge type named: the whole graph.
+    let (_, cands) = s.get(&format!("/devui/simtree/{t}/graph?edges=explore")).await;
+    let mut want: Vec<u64> = std::iter::once(0)
+        .chain(done.candidates.iter().map(|c| c.node))
+        .collect();
+    want.sort_unstable();
+    assert_eq!(ids(&cands).len(), 1 + made.len(), "{cands}");
+    assert!(want.iter().all(|n| ids(&cands).contains(n)));
+    assert!(!ids(&cands).contains(&1), "the advance is not an explore edge: {cands}");
+    let (_, both) = s
+        .get(&format!("/devui/simtree/{t}/graph?edges=advance,explore,sweep"))
+        .await;
+    assert_eq!(ids(&both), ids(&all));
+    // Bad filters are a 422 naming the field, whatever the bytes.
+    for bad in ["bogus", "advance,", "%01", "advance,%E2%80%AE", &"x".repeat(5000)] {
+        let (st, reply) = s.get(&format!("/devui/simtree/{t}/graph?edges={bad}")).await;
+        assert_eq!(st, 422, "{bad}: {reply}");
+        let detail = reply["detail"].as_str().unwrap();
+        assert!(detail.starts_with("edges:"), "{detail}");
+        assert!(detail.len() < 400, "the reply stays short: {detail}");
+    }
+    assert_eq!(
+        s.get(&format!("/devui/simtree/{t}/graph?edges=advance&edges=sweep"))
+            .await
+            .0,
+        422
+    );
+}

@@ -155,10 +155,10 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
         op(
             "get",
             "/devui/simtree/{tree}/graph",
-            "The graph, with the annotated nodes' marks",
+            "The graph, with the annotated nodes' marks (optionally only some edge types)",
             None,
             schema::<NotedGraph>(g),
-            NOT_FOUND,
+            &[404, 422],
         ),
         Operation {
             method: "get",
@@ -675,6 +675,14 @@ pub fn document() -> Value {
     datasets_paths(&mut g, &error, &mut paths);
     scenarios_paths(&mut g, &error, &mut paths);
     estimate_params(&mut g, &mut paths);
+    if let Some(params) = paths["/devui/simtree/{tree}/graph"]["get"]["parameters"].as_array_mut() {
+        params.push(json!({
+            "name": "edges", "in": "query", "required": false,
+            "description": "comma-separated edge types (advance, agent_ctx, …, sweep, explore) or the group 'branch': \
+                            only the root and the nodes reached through those edges (a node left out takes its subtree)",
+            "schema": {"type": "string"},
+        }));
+    }
     let schemas: Map<String, Value> = g.take_definitions(true).into_iter().collect();
     json!({
         "openapi": "3.0.3",
