@@ -440,6 +440,23 @@ async fn money_budgets_of_an_exploration_and_of_a_tree_are_never_exceeded() {
     );
     let used = table.money_used.expect("priced calls");
     assert!((used - bill).abs() < 1e-9, "{used} vs {bill}");
+    // Wherever tokens are reported, money is too: a replicate's calls each carry their cost,
+    // and they sum to its usage's.
+    let node = table.candidates[0].children[0];
+    let (_, info) = s.get(&format!("/devui/simtree/{t}/node/{node}/info")).await;
+    let (st, calls) = s.get(&format!("/devui/simtree/{t}/node/{node}/calls")).await;
+    assert_eq!(st, 200, "{calls}");
+    let mut sum = 0.0;
+    for c in calls["calls"].as_array().unwrap() {
+        let tokens = c["prompt_tokens"].as_u64().unwrap() + c["completion_tokens"].as_u64().unwrap();
+        if tokens > 0 {
+            sum += c["money"]
+                .as_f64()
+                .unwrap_or_else(|| panic!("a priced call without money: {c}"));
+        }
+    }
+    let info_money = info["usage"]["money"].as_f64().expect("node usage carries money");
+    assert!(sum > 0.0 && (sum - info_money).abs() < 1e-9, "{sum} vs {info}");
     assert!(table.runs_used <= 12);
     assert!(
         table.reason.as_deref().unwrap_or("").contains("budget"),
