@@ -14,7 +14,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::routing::post;
 use serde_json::{Value, json};
-use simtree_e2e::{Server, TempDir, mock_reply, serve_provider};
+use simtree_e2e::{Postgres, Server, TempDir, mock_reply, serve_provider};
 use simtree_shared::ExploreTable;
 
 /// Rates of infection, the lowest far below the rest: a lower rate gives a lower peak.
@@ -653,4 +653,75 @@ async fn the_graph_route_filters_by_edge_type_and_refuses_unknown_ones() {
             .0,
         422
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn on_postgres_an_exploration_survives_a_restart_and_an_interrupted_one_resumes() {
+    let pg = Postgres::start();
+    let flags = ["--database-url", pg.url.as_str(), "--lease-secs", "1"];
+    let mut s = Server::start_with(&flags);
+    let t = sir_tree(&s).await;
+    // A tree with a money budget (the tree_money table).
+    let (st, created) = s
+        .post(
+            "/devui/simtree",
+            &json!({"scenario": "simple_chat", "money_budget": 0.75}),
+        )
+        .await;
+    assert_eq!(st, 200, "{created}");
+    let priced = created["id"].as_u64().unwrap();
+    // One exploration to its end, then a second killed midway.
+    let (st, started) = s
+        .post(&format!("/devui/simtree/{t}/explore"), &peak_search(4, 200))
+        .await;
+    assert_eq!(st, 200, "{started}");
+    let first = started["explore"].as_u64().unwrap();
+    ended(&s, t, first).await;
+    let (_, done) = s.get(&format!("/devui/simtree/{t}/explore/{first}")).await;
+    let mut body = peak_search(5, 200);
+    body["turns"] = json!(150);
+    let (st, started) = s.post(&format!("/devui/simtree/{t}/explore"), &body).await;
+    assert_eq!(st, 200, "{started}");
+    let second = started["explore"].as_u64().unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
+    loop {
+        let (_, table) = s.get(&format!("/devui/simtree/{t}/explore/{second}")).await;
+        assert_eq!(table["status"], "running", "it ended before the kill: {table}");
+        let measured: u64 = table["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["n"].as_u64().unwrap())
+            .sum();
+        if measured >= 2 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no replicate finished: {table}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    s.stop();
+    // The killed server's lease lapses first (one server per database).
+    let s = Server::start_when_free(&flags, Duration::from_secs(15));
+    let (st, again) = s.get(&format!("/devui/simtree/{t}/explore/{first}")).await;
+    assert_eq!(st, 200, "{again}");
+    assert_eq!(again, done, "the finished exploration reads back the same");
+    let usage = s.get(&format!("/devui/simtree/{priced}/usage")).await.1;
+    assert_eq!(usage["money_budget"]["limit"].as_f64(), Some(0.75), "{usage}");
+    let (_, cut) = s.get(&format!("/devui/simtree/{t}/explore/{second}")).await;
+    assert_eq!(cut["status"], "interrupted", "{cut}");
+    let (st, resumed) = s
+        .post(&format!("/devui/simtree/{t}/explore/{second}/resume"), &json!({}))
+        .await;
+    assert_eq!(st, 200, "{resumed}");
+    let finished = ended(&s, t, second).await;
+    assert_eq!(finished.status, simtree_shared::ExploreStatus::Done, "{finished:?}");
+    assert_eq!(finished.runs_used, 26, "{finished:?}");
+    assert!(
+        finished
+            .candidates
+            .iter()
+            .all(|c| c.failed == 0 && c.n == c.children.len())
+    );
+    let (_, list) = s.get(&format!("/devui/simtree/{t}/explores")).await;
+    assert_eq!(list[0], done);
 }
