@@ -9,18 +9,10 @@ use crate::{EdgeType, Graph, GraphEdge};
 /// The groups of edge types a filter may name besides the types themselves.
 pub const EDGE_GROUPS: [&str; 1] = ["branch"];
 
-/// Every edge type a user can name, in the order the UI lists them (the root has none).
-pub const EDGE_TYPES: [EdgeType; 9] = [
-    EdgeType::Advance,
-    EdgeType::AgentCtx,
-    EdgeType::AgentPlan,
-    EdgeType::AgentProps,
-    EdgeType::SceneState,
-    EdgeType::PublicEvent,
-    EdgeType::Multi,
-    EdgeType::Sweep,
-    EdgeType::Explore,
-];
+/// Every edge type a user can name (all but the root's), in the order the UI lists them.
+pub fn edge_types() -> &'static [EdgeType] {
+    &crate::columns::EDGE_TYPES[1..]
+}
 
 impl EdgeType {
     /// The name on the wire (`agent_ctx`, `sweep`…).
@@ -59,16 +51,16 @@ impl EdgeFilter {
         let mut keep = EdgeFilter::default();
         for name in list.split(',').map(str::trim) {
             if name == "branch" {
-                EDGE_TYPES.iter().filter(|t| t.is_branch()).for_each(|&t| keep.add(t));
+                edge_types().iter().filter(|t| t.is_branch()).for_each(|&t| keep.add(t));
                 continue;
             }
-            match EDGE_TYPES.iter().find(|t| t.name() == name) {
+            match edge_types().iter().find(|t| t.name() == name) {
                 Some(&t) => keep.add(t),
                 None => {
                     let shown: String = name.chars().take(40).flat_map(char::escape_default).collect();
                     return Err(format!(
                         "'{shown}' is not an edge type; name some of {}, or the group 'branch'",
-                        EDGE_TYPES.map(EdgeType::name).join(", ")
+                        edge_types().iter().map(|t| t.name()).collect::<Vec<_>>().join(", ")
                     ));
                 }
             }
@@ -78,7 +70,7 @@ impl EdgeFilter {
 
     /// Every edge type but `hidden`.
     pub fn all_but(hidden: &[EdgeType]) -> EdgeFilter {
-        EdgeFilter(EDGE_TYPES.into_iter().filter(|t| !hidden.contains(t)).collect())
+        EdgeFilter(edge_types().iter().copied().filter(|t| !hidden.contains(t)).collect())
     }
 
     pub fn add(&mut self, t: EdgeType) {
