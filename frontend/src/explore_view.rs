@@ -8,56 +8,34 @@
 use leptos::prelude::*;
 use simtree_shared::{ExploreStatus, ExploreTable, TreeMsg};
 
-use crate::api::{self, ApiError};
+use crate::api;
 use crate::estimate::{EstimateLine, debounced_estimate};
 use crate::explore::{ExploreForm, mean_text, merge, point_label, race_order, status_key};
+use crate::job_view::{JobKind, JobList, job_list, send_start, text_input};
 use crate::state::{Tree, ctx};
 
 #[component]
 pub fn ExplorePanel(tree: Tree) -> impl IntoView {
     let ctx = ctx();
-    let tables = RwSignal::new(Vec::<ExploreTable>::new());
-    let chosen = RwSignal::new(None::<u64>);
-    let reload = move |t: u64| {
-        leptos::task::spawn_local(async move {
-            if let Ok(list) = api::explores(t).await {
-                if chosen.get_untracked().is_none() {
-                    chosen.set(list.last().map(|e| e.explore));
-                }
-                tables.set(list);
-            }
-        });
-    };
-    Effect::new(move |_| {
-        if let Some(t) = tree.id.get() {
-            reload(t);
-        }
-    });
-    Effect::new(move |_| {
-        let Some(t) = tree.id.get_untracked() else { return };
-        match tree.last_msg.get() {
-            Some(TreeMsg::ExploreProgress { explore, .. }) => leptos::task::spawn_local(async move {
-                if let Ok(table) = api::explore(t, explore).await {
-                    tables.update(|list| merge(list, table));
-                    if chosen.get_untracked().is_none() {
-                        chosen.set(Some(explore));
-                    }
-                }
-            }),
-            Some(TreeMsg::Snapshot(_)) => reload(t),
-            _ => {}
-        }
-    });
-    let started = Callback::new(move |id: u64| {
-        chosen.set(Some(id));
-        if let Some(t) = tree.id.get_untracked() {
-            reload(t);
-        }
-    });
-    let table = move || {
-        let id = chosen.get()?;
-        tables.with(|list| list.iter().find(|e| e.explore == id).cloned())
-    };
+    let list = job_list(
+        tree,
+        JobKind {
+            all: api::explores,
+            one: api::explore,
+            id_of: |e: &ExploreTable| e.explore,
+            progress: |m| match m {
+                TreeMsg::ExploreProgress { explore, .. } => Some(*explore),
+                _ => None,
+            },
+            merge,
+        },
+    );
+    let JobList {
+        tables,
+        chosen,
+        started,
+    } = list;
+    let table = move || list.table(|e| e.explore);
     view! {
         <section id="explores" class="panel explores">
             <h3>{move || ctx.tr("explore.title")}</h3>
@@ -216,27 +194,14 @@ fn NewExplore(tree: Tree, started: Callback<u64>) -> impl IntoView {
                 return;
             }
         };
-        error.set(None);
-        sending.set(true);
-        leptos::task::spawn_local(async move {
-            match api::start_explore(t, &body).await {
-                Ok(s) => started.run(s.explore),
-                Err(ApiError::Http(_, body)) => error.set(Some(body.detail)),
-                Err(ApiError::Offline) => ctx.went_offline(),
-                Err(e) => error.set(Some(e.to_string())),
-            }
-            sending.set(false);
-        });
+        send_start(
+            async move { api::start_explore(t, &body).await },
+            error,
+            sending,
+            move |s| started.run(s.explore),
+        );
     };
-    let input = move |id: &'static str, key: &'static str, field: fn(&mut ExploreForm) -> &mut String| {
-        view! {
-            <div class="field">
-                <label for=id>{move || ctx.tr(key)}</label>
-                <input id=id prop:value=move || form.with(|f| field(&mut f.clone()).clone())
-                    on:input=move |ev| form.update(|f| *field(f) = event_target_value(&ev)) />
-            </div>
-        }
-    };
+    let input = move |id, key, field| text_input(form, id, key, field);
     view! {
         <details id="explore-new" class="sweep-new">
             <summary>{move || ctx.tr("explore.new")} " " {move || tree.selected.get().map(|n| format!("#{n}"))}</summary>

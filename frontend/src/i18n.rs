@@ -640,6 +640,14 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
         "notebook.asked" => ("Asked at this node", "在此节点的提问"),
         "notebook.replayed" => ("answered before", "先前已回答"),
         "notebook.callHttpRetries" => ("{{n}} HTTP retries", "HTTP 重试 {{n}} 次"),
+        "graph.edgeFilter" => (
+            "Dim what sweeps and explorations made (their edges and subtrees)",
+            "淡化扫描与探索生成的部分（其边及子树）",
+        ),
+        "graph.edgesAll" => ("All edges", "全部边"),
+        "graph.edgesNoJobs" => ("Dim sweeps & explorations", "淡化扫描与探索"),
+        "graph.edgesNoExplore" => ("Dim explorations", "淡化探索"),
+        "graph.edgesNoSweep" => ("Dim sweeps", "淡化扫描"),
         _ => (key, key),
     };
     match lang {
@@ -711,6 +719,7 @@ mod tests {
             include_str!("pages/new/trading.rs"),
             include_str!("pages/new/abm.rs"),
             include_str!("graph/tags.rs"),
+            include_str!("graph/edge_filter.rs"),
             include_str!("pages/notebook/mod.rs"),
             include_str!("pages/notebook/annotate.rs"),
             include_str!("pages/notebook/ask.rs"),

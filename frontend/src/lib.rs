@@ -29,6 +29,7 @@ mod data;
 mod estimate;
 mod explore_view;
 mod graph;
+mod job_view;
 mod pages;
 mod plot;
 mod state;

@@ -646,18 +646,7 @@ pub fn viewer_line(e: &LogEntry) -> Option<EventLine> {
 
 /// The wire name of an edge type (the `data-type` of a drawn edge).
 pub fn edge_name(kind: EdgeType) -> &'static str {
-    match kind {
-        EdgeType::Root => "root",
-        EdgeType::Advance => "advance",
-        EdgeType::AgentCtx => "agent_ctx",
-        EdgeType::AgentPlan => "agent_plan",
-        EdgeType::AgentProps => "agent_props",
-        EdgeType::SceneState => "scene_state",
-        EdgeType::PublicEvent => "public_event",
-        EdgeType::Multi => "multi",
-        EdgeType::Sweep => "sweep",
-        EdgeType::Explore => "explore",
-    }
+    kind.name()
 }
 
 /// Node fill: selected wins, then root, then leaf, else white (spec §4.2).

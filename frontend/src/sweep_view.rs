@@ -10,8 +10,9 @@
 use leptos::prelude::*;
 use simtree_shared::{SweepTable, TreeMsg};
 
-use crate::api::{self, ApiError};
+use crate::api;
 use crate::estimate::{EstimateLine, debounced_estimate};
+use crate::job_view::{JobKind, JobList, job_list, send_start, text_input};
 use crate::plot::SweepChart;
 use crate::state::{Tree, ctx};
 use crate::sweep::{
@@ -21,50 +22,25 @@ use crate::sweep::{
 #[component]
 pub fn SweepPanel(tree: Tree) -> impl IntoView {
     let ctx = ctx();
-    let tables = RwSignal::new(Vec::<SweepTable>::new());
-    let chosen = RwSignal::new(None::<u64>);
-    let reload = move |t: u64| {
-        leptos::task::spawn_local(async move {
-            if let Ok(list) = api::sweeps(t).await {
-                if chosen.get_untracked().is_none() {
-                    chosen.set(list.last().map(|s| s.sweep));
-                }
-                tables.set(list);
-            }
-        });
-    };
-    // The tree's sweeps when it opens, and again after a resync (progress may have been missed).
-    Effect::new(move |_| {
-        if let Some(t) = tree.id.get() {
-            reload(t);
-        }
-    });
-    Effect::new(move |_| {
-        let Some(t) = tree.id.get_untracked() else { return };
-        match tree.last_msg.get() {
-            Some(TreeMsg::SweepProgress { sweep, .. }) => leptos::task::spawn_local(async move {
-                if let Ok(table) = api::sweep(t, sweep).await {
-                    tables.update(|list| merge_table(list, table));
-                    // A sweep started elsewhere (another tab, a script) shows when none is chosen.
-                    if chosen.get_untracked().is_none() {
-                        chosen.set(Some(sweep));
-                    }
-                }
-            }),
-            Some(TreeMsg::Snapshot(_)) => reload(t),
-            _ => {}
-        }
-    });
-    let started = Callback::new(move |id: u64| {
-        chosen.set(Some(id));
-        if let Some(t) = tree.id.get_untracked() {
-            reload(t);
-        }
-    });
-    let table = move || {
-        let id = chosen.get()?;
-        tables.with(|list| list.iter().find(|s| s.sweep == id).cloned())
-    };
+    let list = job_list(
+        tree,
+        JobKind {
+            all: api::sweeps,
+            one: api::sweep,
+            id_of: |s: &SweepTable| s.sweep,
+            progress: |m| match m {
+                TreeMsg::SweepProgress { sweep, .. } => Some(*sweep),
+                _ => None,
+            },
+            merge: merge_table,
+        },
+    );
+    let JobList {
+        tables,
+        chosen,
+        started,
+    } = list;
+    let table = move || list.table(|s| s.sweep);
     view! {
         <section id="sweeps" class="panel sweeps">
             <h3>{move || ctx.tr("sweep.title")}</h3>
@@ -347,28 +323,15 @@ fn NewSweep(tree: Tree, started: Callback<u64>) -> impl IntoView {
                 return;
             }
         };
-        error.set(None);
-        sending.set(true);
-        leptos::task::spawn_local(async move {
-            match api::start_sweep(t, &body).await {
-                Ok(s) => started.run(s.sweep),
-                // The server names the field at fault (`axes[0].values`, `metrics.peak: …`).
-                Err(ApiError::Http(_, body)) => error.set(Some(body.detail)),
-                Err(ApiError::Offline) => ctx.went_offline(),
-                Err(e) => error.set(Some(e.to_string())),
-            }
-            sending.set(false);
-        });
+        // The server names the field at fault (`axes[0].values`, `metrics.peak: …`).
+        send_start(
+            async move { api::start_sweep(t, &body).await },
+            error,
+            sending,
+            move |s| started.run(s.sweep),
+        );
     };
-    let input = move |id: &'static str, key: &'static str, field: fn(&mut SweepForm) -> &mut String| {
-        view! {
-            <div class="field">
-                <label for=id>{move || ctx.tr(key)}</label>
-                <input id=id prop:value=move || form.with(|f| field(&mut f.clone()).clone())
-                    on:input=move |ev| form.update(|f| *field(f) = event_target_value(&ev)) />
-            </div>
-        }
-    };
+    let input = move |id, key, field| text_input(form, id, key, field);
     view! {
         <details id="sweep-new" class="sweep-new">
             <summary>{move || ctx.tr("sweep.new")} " " {move || tree.selected.get().map(|n| format!("#{n}"))}</summary>

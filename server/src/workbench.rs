@@ -15,6 +15,7 @@ mod datasets;
 pub mod drain;
 mod estimate;
 mod explore;
+mod job;
 pub mod jobs;
 pub mod library;
 mod live_text;
@@ -1097,8 +1098,8 @@ impl Workbench {
             handle.store_first(vec![crate::store::Write::DeleteNodes { tree, nodes }, touch])?;
             lock(&handle.meta).last_activity = now;
             let removed = t.delete_subtree(node)?;
-            sweep::Sweeps::prune(&handle, &t);
-            explore::Explores::prune(&handle, &t);
+            handle.sweeps.prune(&handle, &t);
+            handle.explores.prune(&handle, &t);
             handle.send(TreeMsg::Deleted { node });
             removed
         };

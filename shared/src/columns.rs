@@ -67,7 +67,8 @@ const STATUSES: [NodeStatus; 5] = [
     NodeStatus::Interrupted,
 ];
 
-const EDGE_TYPES: [EdgeType; 10] = [
+/// Every edge type, in the order of their bytes (the root's first).
+pub(crate) const EDGE_TYPES: [EdgeType; 10] = [
     EdgeType::Root,
     EdgeType::Advance,
     EdgeType::AgentCtx,

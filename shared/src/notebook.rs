@@ -190,6 +190,10 @@ pub struct NodeCall {
     pub attempt: u32,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// What the call cost in US dollars by the server's price table; absent for a model without
+    /// a price (the offline players, a local model) or a call without tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub money: Option<f64>,
     pub latency_ms: u64,
     /// `dialect:model` of the provider that answered (`mock`, `scripted` offline); never a key.
     pub provider: String,
@@ -239,7 +243,7 @@ pub struct AskRequest {
 }
 
 /// A question asked of an agent at a node, and its answer (`POST …/ask`, `GET …/asks`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Ask {
     /// Its place in the node's ask history, from 0.
@@ -253,6 +257,10 @@ pub struct Ask {
     pub provider: String,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// What the call cost in US dollars by the server's price table (absent: no call, or a
+    /// model without a price).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub money: Option<f64>,
     pub latency_ms: u64,
     /// The hash of the prompt (as replay records key calls): the same interview asked again at
     /// the node is answered from this one, with no model call.

@@ -5657,4 +5657,79 @@ async fn the_calls_tab_marks_a_call_the_provider_answered_after_http_retries() {
     assert_eq!(b.count("#calls .chip.http-retries").await, 1, "only the retried call");
     assert_eq!(page_errors(&b).await, Vec::<String>::new());
     b.finish("calls_http_retries").await;
+
+// ---- graph edge filter ----
+
+#[tokio::test]
+async fn the_edge_filter_dims_what_explorations_made_and_their_subtrees() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let s = &b.server;
+    let t = api_tree(s, "sir_network").await;
+    let a = advance_child(s, t, 0, 2).await;
+    // A small exploration from the root: two candidates, then one more replicate of the best.
+    let body = json!({"parent": 0, "turns": 3, "seed": 1,
+        "objective": {"metric": "max:globalVariable.infectedCount", "goal": "min"},
+        "space": [{"label": "rate", "op": {"op": "abm_set_global", "name": "infectionRate"},
+                   "field": "value", "values": [0.3, 0.01]}],
+        "replicates": 1, "budget": {"runs": 3}});
+    let (st, started) = s.post(&format!("/devui/simtree/{t}/explore"), &body).await;
+    assert_eq!(st, 200, "{started}");
+    let id = started["explore"].as_u64().unwrap();
+    let deadline = Instant::now() + WAIT;
+    let table = loop {
+        let (_, table) = s.get(&format!("/devui/simtree/{t}/explore/{id}")).await;
+        if table["status"] != "running" {
+            break table;
+        }
+        assert!(Instant::now() < deadline, "the exploration did not end: {table}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let made: Vec<u64> = table["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| {
+            std::iter::once(c["node"].as_u64().unwrap())
+                .chain(c["children"].as_array().unwrap().iter().map(|n| n.as_u64().unwrap()))
+        })
+        .collect();
+    b.open(&format!("/simtree/{t}")).await;
+    capture_errors(&b).await;
+    for n in made.iter().chain([&0, &a]) {
+        b.wait_css(&format!("g.node[data-id='{n}']")).await;
+    }
+    assert_eq!(b.count("g.node.dim").await, 0);
+    // Dimming explorations fades their nodes, replicates below candidates included, and their
+    // edges; the root and the advance stay as they were.
+    b.select("#edge-filter", "no-explore").await;
+    b.wait_count("g.node.dim", made.len()).await;
+    for n in &made {
+        b.wait_css(&format!("g.node.dim[data-id='{n}']")).await;
+    }
+    for n in [0, a] {
+        assert_eq!(b.count(&format!("g.node.dim[data-id='{n}']")).await, 0, "node {n}");
+    }
+    assert_eq!(b.count("line.edge.dim").await, made.len());
+    assert_eq!(b.count("line.edge.dim[data-type='advance']").await, 0);
+    // Dimming sweeps only: there are none here.
+    b.select("#edge-filter", "no-sweep").await;
+    b.wait_count("g.node.dim", 0).await;
+    b.select("#edge-filter", "no-jobs").await;
+    b.wait_count("g.node.dim", made.len()).await;
+    b.select("#edge-filter", "all").await;
+    b.wait_count("g.node.dim", 0).await;
+    assert_eq!(b.count("line.edge.dim").await, 0);
+    // The server's filter agrees with what was dimmed.
+    let (_, plain) = s
+        .get(&format!("/devui/simtree/{t}/graph?edges=advance,branch,sweep"))
+        .await;
+    let kept: Vec<u64> = plain["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(kept, [0, a]);
+    assert_eq!(page_errors(&b).await, Vec::<String>::new());
 }

@@ -2,7 +2,8 @@
 //! searched for the lowest peak by successive halving — found within its budget for three seeds,
 //! every run a node with an `explore` edge, progress on the tree socket; a money budget with a
 //! priced fake provider never exceeded (an exploration's and a tree's own); kill -9 in the middle
-//! (what finished is back, the exploration reads as interrupted); cancel; hostile bodies refused
+//! (what finished is back, the exploration reads as interrupted, and resumes to the end within
+//! its budget); cancel; hostile bodies refused
 //! with a 422 naming the field and nothing made.
 
 use std::sync::Arc;
@@ -13,7 +14,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::routing::post;
 use serde_json::{Value, json};
-use simtree_e2e::{Server, TempDir, mock_reply, serve_provider};
+use simtree_e2e::{Postgres, Server, TempDir, mock_reply, serve_provider};
 use simtree_shared::ExploreTable;
 
 /// Rates of infection, the lowest far below the rest: a lower rate gives a lower peak.
@@ -315,13 +316,51 @@ async fn an_exploration_killed_midway_is_back_as_interrupted_with_what_finished(
     assert_eq!(g["running"], json!([]));
     let (_, list) = s.get(&format!("/devui/simtree/{t}/explores")).await;
     assert_eq!(list[0]["status"], "interrupted");
-    // It stays so: never running again, and cancelling it is a conflict.
+    // It stays so until resumed: never running again by itself, and cancelling it is a conflict.
     assert_eq!(
         s.post(&format!("/devui/simtree/{t}/explore/{id}/cancel"), &json!({}))
             .await
             .0,
         409
     );
+    // Resumed: the replicates the kill cut short run again (counted once), the round is ranked
+    // and the halving goes on to the end, within the original budget.
+    let resume = format!("/devui/simtree/{t}/explore/{id}/resume");
+    assert_eq!(
+        s.post(&format!("/devui/simtree/{t}/explore/9/resume"), &json!({}))
+            .await
+            .0,
+        404
+    );
+    let (st, resumed) = s.post(&resume, &json!({})).await;
+    assert_eq!(st, 200, "{resumed}");
+    assert_eq!(resumed["status"], "running", "{resumed}");
+    assert_eq!(
+        resumed["runs_used"], after["runs_used"],
+        "re-runs are not counted again: {resumed}"
+    );
+    let (st, twice) = s.post(&resume, &json!({})).await;
+    assert_eq!(st, 409, "a running exploration does not resume: {twice}");
+    let done = ended(&s, t, id).await;
+    assert_eq!(done.status, simtree_shared::ExploreStatus::Done, "{done:?}");
+    // The whole schedule, as if never stopped: 6 × 2, then 3 × 2, then 2 × 4 runs.
+    assert_eq!(done.runs_used, 26, "{done:?}");
+    let listed: usize = done.candidates.iter().map(|c| c.children.len()).sum();
+    assert_eq!(listed as u64, done.runs_used, "every run counted once: {done:?}");
+    for c in &done.candidates {
+        assert_eq!((c.pending, c.failed), (0, 0), "every replicate has its value: {c:?}");
+        assert_eq!(c.n, c.children.len(), "{c:?}");
+    }
+    let best = done.best.expect("a best");
+    assert_eq!(best.point["rate"], json!(0.01), "{best:?}");
+    assert_eq!(best.n, 8);
+    assert_eq!(
+        s.post(&resume, &json!({})).await.0,
+        409,
+        "a finished exploration does not resume"
+    );
+    let (_, g) = s.get(&format!("/devui/simtree/{t}/graph")).await;
+    assert_eq!(g["running"], json!([]));
 }
 
 #[derive(Clone, Default)]
@@ -401,6 +440,23 @@ async fn money_budgets_of_an_exploration_and_of_a_tree_are_never_exceeded() {
     );
     let used = table.money_used.expect("priced calls");
     assert!((used - bill).abs() < 1e-9, "{used} vs {bill}");
+    // Wherever tokens are reported, money is too: a replicate's calls each carry their cost,
+    // and they sum to its usage's.
+    let node = table.candidates[0].children[0];
+    let (_, info) = s.get(&format!("/devui/simtree/{t}/node/{node}/info")).await;
+    let (st, calls) = s.get(&format!("/devui/simtree/{t}/node/{node}/calls")).await;
+    assert_eq!(st, 200, "{calls}");
+    let mut sum = 0.0;
+    for c in calls["calls"].as_array().unwrap() {
+        let tokens = c["prompt_tokens"].as_u64().unwrap() + c["completion_tokens"].as_u64().unwrap();
+        if tokens > 0 {
+            sum += c["money"]
+                .as_f64()
+                .unwrap_or_else(|| panic!("a priced call without money: {c}"));
+        }
+    }
+    let info_money = info["usage"]["money"].as_f64().expect("node usage carries money");
+    assert!(sum > 0.0 && (sum - info_money).abs() < 1e-9, "{sum} vs {info}");
     assert!(table.runs_used <= 12);
     assert!(
         table.reason.as_deref().unwrap_or("").contains("budget"),
@@ -460,4 +516,212 @@ async fn a_tree_money_budget_outlives_a_restart() {
     let s = Server::start_with(&flags);
     let usage = s.get(&format!("/devui/simtree/{t}/usage")).await.1;
     assert_eq!(usage["money_budget"]["limit"].as_f64(), Some(0.25), "{usage}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn explorations_travel_with_an_export_and_a_forged_one_is_refused() {
+    let s = Server::start();
+    let t = sir_tree(&s).await;
+    let (st, started) = s
+        .post(&format!("/devui/simtree/{t}/explore"), &peak_search(2, 200))
+        .await;
+    assert_eq!(st, 200, "{started}");
+    let id = started["explore"].as_u64().unwrap();
+    ended(&s, t, id).await;
+    let (_, tables) = s.get(&format!("/devui/simtree/{t}/explores")).await;
+    let (st, export) = s.get(&format!("/devui/simtree/{t}/export")).await;
+    assert_eq!(st, 200, "{export}");
+    assert_eq!(
+        export["explores"].as_array().map(Vec::len),
+        Some(1),
+        "{}",
+        export["explores"]
+    );
+    let (st, back) = s.post("/devui/simtree/import", &export).await;
+    assert_eq!(st, 200, "{back}");
+    let back = back["id"].as_u64().unwrap();
+    assert_eq!(
+        s.get(&format!("/devui/simtree/{back}/explores")).await.1,
+        tables,
+        "the imported tree has the same explorations"
+    );
+    // An export from before explorations travelled (no `explores`) still imports.
+    let mut older = export.clone();
+    older.as_object_mut().unwrap().remove("explores");
+    let (st, reply) = s.post("/devui/simtree/import", &older).await;
+    assert_eq!(st, 200, "{reply}");
+    let older = reply["id"].as_u64().unwrap();
+    assert_eq!(s.get(&format!("/devui/simtree/{older}/explores")).await.1, json!([]));
+
+    // Forged explorations refuse the whole import, and nothing is left behind.
+    let (_, trees) = s.get("/devui/simtree").await;
+    let forge = |path: &str, value: Value| {
+        let mut e = export.clone();
+        *e.pointer_mut(path).unwrap() = value;
+        e
+    };
+    let first_child = export["explores"][0]["candidates"][0]["children"][0].clone();
+    for (bad, why) in [
+        (forge("/explores/0/candidates/0/node", json!(0)), "is not a child"),
+        (forge("/explores/0/candidates/1/node", first_child), "is not a child"),
+        (forge("/explores/0/candidates/0/children", json!([])), "disagree"),
+        (
+            forge("/explores/0/candidates/0/results/0", json!({"done": [1, 2]})),
+            "exactly one value",
+        ),
+        (
+            forge("/explores/0/objective/metric", json!("median:x")),
+            "objective.metric",
+        ),
+        (forge("/explores/0/candidates", json!([])), "candidates"),
+        (forge("/explores/0/runs_used", json!(1_000_000)), "runs_used"),
+        (forge("/explores/0/parent", json!(4242)), "not in the export"),
+        (forge("/explores", json!([{"id": 0}])), "explores[0]"),
+        (forge("/explores", json!({"a": 1})), "explores"),
+    ] {
+        let (st, reply) = s.post("/devui/simtree/import", &bad).await;
+        assert_eq!(st, 422, "{why}: {reply}");
+        let detail = reply["detail"].as_str().unwrap();
+        assert!(detail.contains(why), "{why}: {detail}");
+    }
+    assert_eq!(s.get("/devui/simtree").await.1, trees);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_graph_route_filters_by_edge_type_and_refuses_unknown_ones() {
+    let s = Server::start();
+    let t = sir_tree(&s).await;
+    // An advance from the root, then an exploration from the root.
+    let (st, adv) = s
+        .post(
+            &format!("/devui/simtree/{t}/advance"),
+            &json!({"parent": 0, "turns": 2}),
+        )
+        .await;
+    assert_eq!(st, 200, "{adv}");
+    let mut body = peak_search(1, 200);
+    body["turns"] = json!(3);
+    let (st, started) = s.post(&format!("/devui/simtree/{t}/explore"), &body).await;
+    assert_eq!(st, 200, "{started}");
+    let done = ended(&s, t, started["explore"].as_u64().unwrap()).await;
+    let made: Vec<u64> = done
+        .candidates
+        .iter()
+        .flat_map(|c| std::iter::once(c.node).chain(c.children.iter().copied()))
+        .collect();
+    let ids = |g: &Value| -> Vec<u64> {
+        g["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["id"].as_u64().unwrap())
+            .collect()
+    };
+    let (_, all) = s.get(&format!("/devui/simtree/{t}/graph")).await;
+    assert_eq!(graph_nodes(&all), 2 + made.len(), "{all}");
+    // Without explore edges: the root and the advance only; every edge among them.
+    let (st, plain) = s.get(&format!("/devui/simtree/{t}/graph?edges=advance,branch")).await;
+    assert_eq!(st, 200, "{plain}");
+    assert_eq!(ids(&plain), [0, 1]);
+    assert_eq!(plain["edges"].as_array().unwrap().len(), 1, "{plain}");
+    assert_eq!(plain["edges"][0]["type"], "advance");
+    // Only explore edges: the candidates and their replicates (explore edges too), not the
+    // advance; every edge type named: the whole graph.
+    let (_, cands) = s.get(&format!("/devui/simtree/{t}/graph?edges=explore")).await;
+    let mut want: Vec<u64> = std::iter::once(0)
+        .chain(done.candidates.iter().map(|c| c.node))
+        .collect();
+    want.sort_unstable();
+    assert_eq!(ids(&cands).len(), 1 + made.len(), "{cands}");
+    assert!(want.iter().all(|n| ids(&cands).contains(n)));
+    assert!(!ids(&cands).contains(&1), "the advance is not an explore edge: {cands}");
+    let (_, both) = s
+        .get(&format!("/devui/simtree/{t}/graph?edges=advance,explore,sweep"))
+        .await;
+    assert_eq!(ids(&both), ids(&all));
+    // Bad filters are a 422 naming the field, whatever the bytes.
+    for bad in ["bogus", "advance,", "%01", "advance,%E2%80%AE", &"x".repeat(5000)] {
+        let (st, reply) = s.get(&format!("/devui/simtree/{t}/graph?edges={bad}")).await;
+        assert_eq!(st, 422, "{bad}: {reply}");
+        let detail = reply["detail"].as_str().unwrap();
+        assert!(detail.starts_with("edges:"), "{detail}");
+        assert!(detail.len() < 400, "the reply stays short: {detail}");
+    }
+    assert_eq!(
+        s.get(&format!("/devui/simtree/{t}/graph?edges=advance&edges=sweep"))
+            .await
+            .0,
+        422
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn on_postgres_an_exploration_survives_a_restart_and_an_interrupted_one_resumes() {
+    let pg = Postgres::start();
+    let flags = ["--database-url", pg.url.as_str(), "--lease-secs", "1"];
+    let mut s = Server::start_with(&flags);
+    let t = sir_tree(&s).await;
+    // A tree with a money budget (the tree_money table).
+    let (st, created) = s
+        .post(
+            "/devui/simtree",
+            &json!({"scenario": "simple_chat", "money_budget": 0.75}),
+        )
+        .await;
+    assert_eq!(st, 200, "{created}");
+    let priced = created["id"].as_u64().unwrap();
+    // One exploration to its end, then a second killed midway.
+    let (st, started) = s
+        .post(&format!("/devui/simtree/{t}/explore"), &peak_search(4, 200))
+        .await;
+    assert_eq!(st, 200, "{started}");
+    let first = started["explore"].as_u64().unwrap();
+    ended(&s, t, first).await;
+    let (_, done) = s.get(&format!("/devui/simtree/{t}/explore/{first}")).await;
+    let mut body = peak_search(5, 200);
+    body["turns"] = json!(150);
+    let (st, started) = s.post(&format!("/devui/simtree/{t}/explore"), &body).await;
+    assert_eq!(st, 200, "{started}");
+    let second = started["explore"].as_u64().unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
+    loop {
+        let (_, table) = s.get(&format!("/devui/simtree/{t}/explore/{second}")).await;
+        assert_eq!(table["status"], "running", "it ended before the kill: {table}");
+        let measured: u64 = table["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["n"].as_u64().unwrap())
+            .sum();
+        if measured >= 2 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no replicate finished: {table}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    s.stop();
+    // The killed server's lease lapses first (one server per database).
+    let s = Server::start_when_free(&flags, Duration::from_secs(15));
+    let (st, again) = s.get(&format!("/devui/simtree/{t}/explore/{first}")).await;
+    assert_eq!(st, 200, "{again}");
+    assert_eq!(again, done, "the finished exploration reads back the same");
+    let usage = s.get(&format!("/devui/simtree/{priced}/usage")).await.1;
+    assert_eq!(usage["money_budget"]["limit"].as_f64(), Some(0.75), "{usage}");
+    let (_, cut) = s.get(&format!("/devui/simtree/{t}/explore/{second}")).await;
+    assert_eq!(cut["status"], "interrupted", "{cut}");
+    let (st, resumed) = s
+        .post(&format!("/devui/simtree/{t}/explore/{second}/resume"), &json!({}))
+        .await;
+    assert_eq!(st, 200, "{resumed}");
+    let finished = ended(&s, t, second).await;
+    assert_eq!(finished.status, simtree_shared::ExploreStatus::Done, "{finished:?}");
+    assert_eq!(finished.runs_used, 26, "{finished:?}");
+    assert!(
+        finished
+            .candidates
+            .iter()
+            .all(|c| c.failed == 0 && c.n == c.children.len())
+    );
+    let (_, list) = s.get(&format!("/devui/simtree/{t}/explores")).await;
+    assert_eq!(list[0], done);
 }

@@ -21,6 +21,7 @@
 //! graph, and `paint.rs` is the canvas's drawing (pure of signals).
 
 mod canvas;
+mod edge_filter;
 mod footer;
 mod keys;
 mod minimap;

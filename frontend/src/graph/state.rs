@@ -49,6 +49,9 @@ pub(super) struct GraphState {
     last_search: StoredValue<(String, usize)>,
     /// The keyboard map is shown.
     pub help: RwSignal<bool>,
+    /// The edge-type filter, and the nodes it dims.
+    pub edge_view: RwSignal<super::edge_filter::EdgeView>,
+    pub dimmed: Memo<HashSet<u64>>,
 }
 
 impl GraphState {
@@ -121,6 +124,7 @@ impl GraphState {
         // read both a memo and a memo derived from it could miss a change of the first, as Leptos's
         // reactive graph skips re-marking the effect that set off the recomputation.)
         let on_canvas = Memo::new(move |_| layout.with(super::dense));
+        let edge_view = RwSignal::new(super::edge_filter::EdgeView::default());
         let g = GraphState {
             tree,
             ctx: ctx(),
@@ -140,6 +144,8 @@ impl GraphState {
             search_note: RwSignal::new(String::new()),
             last_search: StoredValue::new((String::new(), 0)),
             help: RwSignal::new(false),
+            edge_view,
+            dimmed: super::edge_filter::dimmed(tree, edge_view),
         };
         // Fit once per tree, when its first layout arrives (never per frame), and again when the
         // pane's size changes under a fitted view the user has not moved (the pane settles in the

@@ -27,6 +27,7 @@ pub(super) fn SvgLayer(g: GraphState) -> impl IntoView {
         moved,
         hover,
         on_canvas,
+        dimmed,
         ..
     } = g;
     let parents: Memo<HashSet<u64>> = Memo::new(move |_| tree.graph.with(|g| g.edges.iter().map(|e| e.from).collect()));
@@ -109,6 +110,9 @@ pub(super) fn SvgLayer(g: GraphState) -> impl IntoView {
                     .tag
                     .with(|t| tree.marks.with(|m| lens_classes(m, id, lit, t.as_deref()))),
             );
+            if dimmed.with(|d| d.contains(&id)) && !c.contains(" dim") {
+                c.push_str(" dim");
+            }
             c
         };
         // A user's title names the node: it is the label (the op stays in the tooltip).
@@ -287,6 +291,7 @@ pub(super) fn SvgLayer(g: GraphState) -> impl IntoView {
                             view! {
                                 <line
                                     class="edge"
+                                    class:dim=move || dimmed.with(|d| d.contains(&to))
                                     data-from=from.to_string()
                                     data-to=to.to_string()
                                     data-type=edge_name(kind)

@@ -1,9 +1,11 @@
 //! The graph's toolbar: search by id or op text (Enter jumps to the next match), fold or unfold
-//! the selected subtree, top-down or left-to-right, the tag filter (`tags.rs`), the keyboard
+//! the selected subtree, top-down or left-to-right, the tag filter (`tags.rs`), the edge-type
+//! filter (`edge_filter.rs`), the keyboard
 //! map's help, and the zoom and fit buttons.
 
 use leptos::prelude::*;
 
+use super::edge_filter::EdgeFilterSelect;
 use super::keys::KEYS;
 use super::state::GraphState;
 use super::tags::TagFilter;
@@ -19,6 +21,7 @@ pub(super) fn Toolbar(g: GraphState) -> impl IntoView {
         search_box,
         search_note,
         help,
+        edge_view,
         ..
     } = g;
     // How many levels "collapse to depth" leaves open.
@@ -78,6 +81,7 @@ pub(super) fn Toolbar(g: GraphState) -> impl IntoView {
                         {move || if direction.get() == Direction::Down { "⇄" } else { "⇅" }}
                     </button>
                     <TagFilter tree />
+                    <EdgeFilterSelect view=edge_view />
                     <button id="help-btn" title=move || ctx.tr("keys.help") on:click=move |_| help.update(|h| *h = !*h)>"?"</button>
                 </div>
                 <Show when=move || help.get()>

@@ -1,17 +1,18 @@
 //! The exploration routes: `POST …/explore` checks an exploration, lays its candidates out under
 //! a node and starts its rounds (answering at once); `GET …/explore/{id}` reads its table,
-//! `GET …/explores` every exploration's, `POST …/explore/{id}/cancel` stops one. The work is the
-//! workbench's (`workbench::explore`); this file only speaks JSON.
+//! `GET …/explores` every exploration's, `POST …/explore/{id}/cancel` stops one and
+//! `POST …/explore/{id}/resume` carries an interrupted one on. The work is the workbench's
+//! (`workbench::explore`); this file only speaks JSON.
 
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Query, State};
-use axum::response::{IntoResponse, Response};
+use axum::extract::State;
+use axum::response::Response;
 use serde_json::Value;
 
 use super::error::{ApiError, ApiJson, ApiPath};
-use super::routes::EstimateQuery;
+use super::job::{JobQuery, found, start_or_estimate};
 use super::state::AppState;
 use crate::explore::ExploreSpec;
 use simtree_shared::ExploreTable;
@@ -23,24 +24,23 @@ type St = State<Arc<AppState>>;
 pub async fn start_explore(
     State(app): St,
     ApiPath(tree): ApiPath<u64>,
-    q: Result<Query<EstimateQuery>, axum::extract::rejection::QueryRejection>,
+    q: JobQuery,
     ApiJson(body): ApiJson<Value>,
 ) -> Result<Response, ApiError> {
-    let spec = ExploreSpec::from_value(body).map_err(|e| ApiError::unprocessable(e.to_string()))?;
-    if EstimateQuery::read(q)? {
-        return Ok(Json(app.wb.estimate_explore(tree, &spec)?).into_response());
-    }
-    Ok(Json(app.wb.start_explore(tree, spec)?).into_response())
+    start_or_estimate(
+        body,
+        q,
+        ExploreSpec::from_value,
+        |spec| app.wb.estimate_explore(tree, spec),
+        |spec| app.wb.start_explore(tree, spec),
+    )
 }
 
 pub async fn explore_table(
     State(app): St,
     ApiPath((tree, id)): ApiPath<(u64, u64)>,
 ) -> Result<Json<ExploreTable>, ApiError> {
-    app.wb
-        .explore_table(tree, id)?
-        .map(Json)
-        .ok_or_else(|| ApiError::not_found(format!("exploration {id} not found in simtree {tree}")))
+    found(app.wb.explore_table(tree, id)?, "exploration", id, tree)
 }
 
 pub async fn explore_tables(State(app): St, ApiPath(tree): ApiPath<u64>) -> Result<Json<Vec<ExploreTable>>, ApiError> {
@@ -53,4 +53,13 @@ pub async fn cancel_explore(
     ApiPath((tree, id)): ApiPath<(u64, u64)>,
 ) -> Result<Json<ExploreTable>, ApiError> {
     Ok(Json(app.wb.cancel_explore(tree, id).await?))
+}
+
+/// Carries an interrupted exploration on and answers its table reading `running` (409 when it
+/// was not interrupted).
+pub async fn resume_explore(
+    State(app): St,
+    ApiPath((tree, id)): ApiPath<(u64, u64)>,
+) -> Result<Json<ExploreTable>, ApiError> {
+    Ok(Json(app.wb.resume_explore(tree, id)?))
 }

@@ -19,6 +19,7 @@ pub mod datasets;
 pub mod error;
 pub mod explore;
 pub mod guard;
+pub mod job;
 pub mod listener;
 pub mod notebook;
 pub mod openapi;
@@ -75,6 +76,7 @@ pub fn router(app: Arc<AppState>) -> Router {
         .route("/simtree/{tree}/explores", get(explore::explore_tables))
         .route("/simtree/{tree}/explore/{id}", get(explore::explore_table))
         .route("/simtree/{tree}/explore/{id}/cancel", post(explore::cancel_explore))
+        .route("/simtree/{tree}/explore/{id}/resume", post(explore::resume_explore))
         .route("/simtree/{tree}/node/{node}/info", get(node_info))
         .route("/simtree/{tree}/node/{node}/view", get(node_view))
         .route("/simtree/{tree}/node/{node}/calls", get(notebook::node_calls))

@@ -155,10 +155,10 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
         op(
             "get",
             "/devui/simtree/{tree}/graph",
-            "The graph, with the annotated nodes' marks",
+            "The graph, with the annotated nodes' marks (optionally only some edge types)",
             None,
             schema::<NotedGraph>(g),
-            NOT_FOUND,
+            &[404, 422],
         ),
         Operation {
             method: "get",
@@ -285,6 +285,14 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
             "post",
             "/devui/simtree/{tree}/explore/{id}/cancel",
             "Stop a running exploration (its running replicates are cancelled)",
+            None,
+            schema::<simtree_shared::ExploreTable>(g),
+            &[404, 409, 422],
+        ),
+        op(
+            "post",
+            "/devui/simtree/{tree}/explore/{id}/resume",
+            "Carry an interrupted exploration on: its cut-short replicates run again (counted once), then the halving goes on within the original budget",
             None,
             schema::<simtree_shared::ExploreTable>(g),
             &[404, 409, 422],
@@ -667,6 +675,14 @@ pub fn document() -> Value {
     datasets_paths(&mut g, &error, &mut paths);
     scenarios_paths(&mut g, &error, &mut paths);
     estimate_params(&mut g, &mut paths);
+    if let Some(params) = paths["/devui/simtree/{tree}/graph"]["get"]["parameters"].as_array_mut() {
+        params.push(json!({
+            "name": "edges", "in": "query", "required": false,
+            "description": "comma-separated edge types (advance, agent_ctx, …, sweep, explore) or the group 'branch': \
+                            only the root and the nodes reached through those edges (a node left out takes its subtree)",
+            "schema": {"type": "string"},
+        }));
+    }
     let schemas: Map<String, Value> = g.take_definitions(true).into_iter().collect();
     json!({
         "openapi": "3.0.3",
@@ -723,7 +739,7 @@ mod tests {
                 .unwrap_or_else(|| panic!("{target}"));
             assert!(schemas.contains_key(name), "{name}");
         }
-        assert_eq!(doc["paths"].as_object().unwrap().len(), 44);
+        assert_eq!(doc["paths"].as_object().unwrap().len(), 45);
     }
 
     /// The other direction: every REST route declared in `http::router` (read from its source,

@@ -106,10 +106,34 @@ pub async fn summaries(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult
     Ok(Json(s).into_response())
 }
 
-pub async fn graph(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Response> {
+pub async fn graph(
+    State(app): St,
+    ApiPath(tree): ApiPath<u64>,
+    q: Result<Query<GraphQuery>, axum::extract::rejection::QueryRejection>,
+) -> AppResult<Response> {
+    let Query(q) = q.map_err(|e| ApiError::unprocessable(format!("edges: {}", e.body_text())))?;
+    let keep = q
+        .edges
+        .as_deref()
+        .map(simtree_shared::edges::EdgeFilter::parse)
+        .transpose()
+        .map_err(|e| ApiError::unprocessable(format!("edges: {e}")))?;
     let handle = app.wb.tree(tree)?;
-    let g = handle.lock().noted_graph();
+    let mut g = handle.lock().noted_graph();
+    if let Some(keep) = keep {
+        g.graph = g.graph.filter_edges(|t| keep.keeps(t));
+        let kept: std::collections::BTreeSet<u64> = g.graph.nodes.iter().map(|n| n.id).collect();
+        g.marks.retain(|m| kept.contains(&m.node));
+    }
     Ok(Json(g).into_response())
+}
+
+/// `?edges=advance,branch` on `GET …/graph`: only the nodes reached through those edge types
+/// (see `simtree_shared::edges`).
+#[derive(Debug, Default, Deserialize)]
+pub struct GraphQuery {
+    #[serde(default)]
+    pub edges: Option<String>,
 }
 
 /// `GET …/graph/columns`: the graph in the columnar binary form of `simtree_shared::columns`

@@ -1,17 +1,16 @@
 //! The sweep routes: `POST …/sweep` lays a sweep file's grid out under a node and starts its
 //! replicates (answering at once), `GET …/sweep/{id}` reads its table and `GET …/sweep` every
-//! sweep's. The work is the
-//! workbench's (`workbench::sweep`); this file only speaks JSON.
+//! sweep's. The work is the workbench's (`workbench::sweep`); this file only speaks JSON.
 
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Query, State};
-use axum::response::{IntoResponse, Response};
+use axum::extract::State;
+use axum::response::Response;
 use serde_json::Value;
 
 use super::error::{ApiError, ApiJson, ApiPath};
-use super::routes::EstimateQuery;
+use super::job::{JobQuery, found, start_or_estimate};
 use super::state::AppState;
 use crate::sweep::{SweepPlan, SweepSpec};
 use simtree_shared::SweepTable;
@@ -23,24 +22,23 @@ type St = State<Arc<AppState>>;
 pub async fn start_sweep(
     State(app): St,
     ApiPath(tree): ApiPath<u64>,
-    q: Result<Query<EstimateQuery>, axum::extract::rejection::QueryRejection>,
+    q: JobQuery,
     ApiJson(body): ApiJson<Value>,
 ) -> Result<Response, ApiError> {
-    let spec = SweepSpec::from_value(body).map_err(|e| ApiError::unprocessable(e.to_string()))?;
-    if EstimateQuery::read(q)? {
-        return Ok(Json(app.wb.estimate_sweep(tree, &spec)?).into_response());
-    }
-    Ok(Json(app.wb.start_sweep(tree, spec)?).into_response())
+    start_or_estimate(
+        body,
+        q,
+        SweepSpec::from_value,
+        |spec| app.wb.estimate_sweep(tree, spec),
+        |spec| app.wb.start_sweep(tree, spec),
+    )
 }
 
 pub async fn sweep_table(
     State(app): St,
     ApiPath((tree, id)): ApiPath<(u64, u64)>,
 ) -> Result<Json<SweepTable>, ApiError> {
-    app.wb
-        .sweep_table(tree, id)?
-        .map(Json)
-        .ok_or_else(|| ApiError::not_found(format!("sweep {id} not found in simtree {tree}")))
+    found(app.wb.sweep_table(tree, id)?, "sweep", id, tree)
 }
 
 pub async fn sweep_tables(State(app): St, ApiPath(tree): ApiPath<u64>) -> Result<Json<Vec<SweepTable>>, ApiError> {

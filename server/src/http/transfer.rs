@@ -30,6 +30,7 @@ type St = State<Arc<AppState>>;
 pub async fn export(State(app): St, ApiPath(tree): ApiPath<u64>) -> Result<Response, ApiError> {
     let handle = app.wb.tree(tree)?;
     let sweeps = app.wb.sweep_data(tree)?;
+    let explores = app.wb.explore_data(tree)?;
     let info = handle.info();
     let (ids, header) = {
         let t = handle.lock();
@@ -82,7 +83,11 @@ pub async fn export(State(app): St, ApiPath(tree): ApiPath<u64>) -> Result<Respo
             }
         }
         let mut tail = b"],\"sweeps\":".to_vec();
-        match serde_json::to_writer(&mut tail, &sweeps) {
+        let written = serde_json::to_writer(&mut tail, &sweeps).and_then(|()| {
+            tail.extend_from_slice(b",\"explores\":");
+            serde_json::to_writer(&mut tail, &explores)
+        });
+        match written {
             Ok(()) => tail.push(b'}'),
             Err(e) => {
                 let _ = tx.blocking_send(Err(std::io::Error::other(e.to_string())));

@@ -105,6 +105,13 @@ impl TreeBudget {
         }
     }
 
+    /// Counts what was spent before this budget existed (an exploration resumed after a
+    /// restart): `tokens` and `money` (dollars) as if charged, this budget's only.
+    pub fn already_spent(&self, tokens: u64, money: f64) {
+        self.tokens.fetch_add(tokens, Ordering::Relaxed);
+        self.money.lock().unwrap_or_else(|p| p.into_inner()).spent += money;
+    }
+
     pub fn limits(&self) -> Limits {
         self.limits
     }

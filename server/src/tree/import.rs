@@ -51,8 +51,10 @@ pub struct Importer {
     market: Option<Arc<MarketData>>,
     nodes: BTreeMap<NodeId, Node>,
     count: usize,
-    /// The export's sweeps as it holds them (after `nodes`); the workbench checks them.
+    /// The export's sweeps and explorations as it holds them (after `nodes`; absent in older
+    /// exports); the workbench checks them.
     pub sweeps: Vec<Value>,
+    pub explores: Vec<Value>,
     /// The document the tree was made from, if the export carries one (the workbench checks it).
     pub document: Option<Value>,
     /// The saved scenario's version the document is, if the export says (`scenario` is its id).
@@ -65,7 +67,7 @@ pub struct Importer {
     pub description: Option<String>,
 }
 
-/// Sweeps an export may carry at most.
+/// Sweeps (and explorations) an export may carry at most.
 pub const MAX_EXPORT_SWEEPS: usize = 1000;
 
 impl Importer {
@@ -99,6 +101,7 @@ impl Importer {
             nodes: BTreeMap::new(),
             count: 0,
             sweeps: Vec::new(),
+            explores: Vec::new(),
             document: None,
             scenario_version: None,
             notes: BTreeMap::new(),
@@ -368,7 +371,13 @@ pub fn read_export<R: std::io::Read>(
                         let Some(imp) = &mut importer else {
                             return Err(A::Error::custom("`sweeps` must come after `nodes`"));
                         };
-                        imp.sweeps = map.next_value_seed(Sweeps)?;
+                        imp.sweeps = map.next_value_seed(Jobs("sweeps"))?;
+                    }
+                    "explores" => {
+                        let Some(imp) = &mut importer else {
+                            return Err(A::Error::custom("`explores` must come after `nodes`"));
+                        };
+                        imp.explores = map.next_value_seed(Jobs("explores"))?;
                     }
                     other => {
                         return Err(A::Error::unknown_field(
@@ -384,6 +393,7 @@ pub fn read_export<R: std::io::Read>(
                                 "seq",
                                 "nodes",
                                 "sweeps",
+                                "explores",
                             ],
                         ));
                     }
@@ -422,26 +432,27 @@ pub fn read_export<R: std::io::Read>(
         }
     }
 
-    /// The `sweeps` list, refused past [`MAX_EXPORT_SWEEPS`] entries as it is read.
-    struct Sweeps;
+    /// The `sweeps` or `explores` list (named by the field), refused past [`MAX_EXPORT_SWEEPS`]
+    /// entries as it is read.
+    struct Jobs(&'static str);
 
-    impl<'de> DeserializeSeed<'de> for Sweeps {
+    impl<'de> DeserializeSeed<'de> for Jobs {
         type Value = Vec<Value>;
         fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Vec<Value>, D::Error> {
             d.deserialize_seq(self)
         }
     }
 
-    impl<'de> Visitor<'de> for Sweeps {
+    impl<'de> Visitor<'de> for Jobs {
         type Value = Vec<Value>;
         fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a list of sweeps")
+            write!(f, "a list of {}", self.0)
         }
         fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Value>, A::Error> {
             let mut out = Vec::new();
             while let Some(s) = seq.next_element::<Value>()? {
                 if out.len() == MAX_EXPORT_SWEEPS {
-                    return Err(A::Error::custom(format!("more than {MAX_EXPORT_SWEEPS} sweeps")));
+                    return Err(A::Error::custom(format!("more than {MAX_EXPORT_SWEEPS} {}", self.0)));
                 }
                 out.push(s);
             }

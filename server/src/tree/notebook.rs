@@ -265,6 +265,7 @@ mod tests {
             provider: "mock".into(),
             prompt_tokens: 0,
             completion_tokens: 0,
+            money: None,
             latency_ms: 0,
             request: "h".into(),
             replayed: false,

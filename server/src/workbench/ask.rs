@@ -54,6 +54,7 @@ impl Workbench {
             provider,
             prompt_tokens: 0,
             completion_tokens: 0,
+            money: None,
             latency_ms: 0,
             request: hash.clone(),
             replayed: false,
@@ -96,6 +97,7 @@ impl Workbench {
                 if let Some(r) = &record {
                     (ask.prompt_tokens, ask.completion_tokens, ask.latency_ms) =
                         (r.prompt_tokens, r.completion_tokens, r.latency_ms);
+                    ask.money = self.prices.money_of([r]);
                 }
             }
         }

@@ -23,20 +23,20 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use simtree_shared::{
     CandidateRow, EdgeType, ExploreBest, ExploreBudget, ExploreGoal, ExploreStarted, ExploreStatus, ExploreTable,
-    IntervalKind, Objective, TreeMsg,
+    IntervalKind, NodeStatus, Objective, TreeMsg,
 };
 
-use super::sweep::{Replicate, replicate_of, settled};
+use super::job::{Job, JobData, Jobs, Metrics};
+use super::sweep::{Replicate, replicate_of};
 use super::{TreeHandle, Workbench, WorkbenchError, lock};
 use crate::explore::{ExploreSpec, MAX_CANDIDATES, mean_ci, next_round, rank, survivors};
 use crate::llm::budget::{Limits as BudgetLimits, TreeBudget};
 use crate::store::Write;
-use crate::sweep::{Metric, paired};
+use crate::sweep::{MAX_RUNS, Metric, paired};
 use crate::tree::{NodeId, SimTree, TreeError};
 
-/// A tree's explorations by id (ids count up from 0 and are never reused).
-#[derive(Default)]
-pub(super) struct Explores(Mutex<BTreeMap<u64, Arc<ExploreRecord>>>);
+/// A tree's explorations by id.
+pub(super) type Explores = Jobs<ExploreRecord>;
 
 /// An exploration as it is stored: its candidates, their replicates and results, and where
 /// the schedule stands.
@@ -57,6 +57,10 @@ pub struct ExploreData {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     pub round: u32,
+    /// The last round whose candidates were ranked (absent in rows written before resuming
+    /// existed: inferred when one is resumed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ranked: Option<u32>,
     pub runs_used: u64,
     pub candidates: Vec<CandidateData>,
 }
@@ -88,9 +92,9 @@ pub(super) struct ExploreRecord {
 }
 
 impl ExploreRecord {
-    fn new(metric: Metric, data: ExploreData, budget: Option<Arc<TreeBudget>>) -> ExploreRecord {
+    fn new(metrics: Metrics, data: ExploreData, budget: Option<Arc<TreeBudget>>) -> ExploreRecord {
         ExploreRecord {
-            metrics: vec![("objective".to_string(), metric)],
+            metrics,
             data: Mutex::new(data),
             stop: AtomicBool::new(false),
             budget,
@@ -100,26 +104,6 @@ impl ExploreRecord {
 
     fn stopped(&self) -> bool {
         self.stop.load(Ordering::SeqCst)
-    }
-
-    /// Queues the row, unless the exploration was dropped meanwhile (its parent deleted).
-    fn persist(self: &Arc<Self>, handle: &TreeHandle) {
-        let id = lock(&self.data).id;
-        if lock(&handle.explores.0).get(&id).is_some_and(|r| Arc::ptr_eq(r, self)) {
-            self.write_row(handle);
-        }
-    }
-
-    fn write_row(&self, handle: &TreeHandle) {
-        if handle.stored() {
-            let data = lock(&self.data);
-            let body = serde_json::to_string(&*data).unwrap_or_default();
-            handle.persist(Write::Explore {
-                tree: handle.id,
-                id: data.id,
-                body,
-            });
-        }
     }
 
     fn progress(&self, handle: &TreeHandle) {
@@ -237,43 +221,72 @@ impl ExploreData {
         })
     }
 
-    /// Checks a row read back against its tree; `None` when its parent is gone. Replicates and
-    /// candidates whose node went end as deleted.
-    fn check(&mut self, tree: &SimTree) -> Result<Option<Metric>, RowMismatch> {
-        let metric = Metric::parse(&self.objective.metric)?;
+    /// Checks a row read back (or imported) against its tree; `None` when its parent is gone.
+    /// Its bounds hold (candidates, runs, one value per result), and every node it names that
+    /// is still there is where the layout says. Replicates and candidates whose node went end
+    /// as deleted.
+    fn check_layout(&mut self, tree: &SimTree) -> Result<Option<Metric>, String> {
+        let metric = Metric::parse(&self.objective.metric).map_err(|e| format!("objective.metric: {e}"))?;
         if self.candidates.is_empty() || self.candidates.len() > MAX_CANDIDATES {
-            return Err(RowMismatch::Candidates(self.candidates.len()));
+            return Err(format!(
+                "candidates: {} of them; an exploration has 1 to {MAX_CANDIDATES}",
+                self.candidates.len()
+            ));
+        }
+        if self.run_cap > MAX_RUNS || self.runs_used > self.run_cap {
+            return Err(format!(
+                "runs_used: {} of a cap of {} (at most {MAX_RUNS})",
+                self.runs_used, self.run_cap
+            ));
+        }
+        if self.ranked.is_some_and(|r| r > self.round) {
+            return Err("ranked: a round after the current one".into());
         }
         if tree.node(self.parent).is_err() {
             return Ok(None);
         }
-        for c in &mut self.candidates {
+        let parent_of = |n: NodeId| tree.node(n).ok().map(|node| node.parent);
+        for (i, c) in self.candidates.iter_mut().enumerate() {
+            let at = |what: String| format!("candidates[{i}]: {what}");
             if c.children.len() != c.results.len() {
-                return Err(RowMismatch::Replicates);
+                return Err(at("its replicates and results disagree".into()));
             }
-            let there = tree.node(c.node).is_ok();
+            if c.children.len() as u64 > self.run_cap {
+                return Err(at(format!("more replicates than the cap of {} runs", self.run_cap)));
+            }
+            if c.results
+                .iter()
+                .any(|r| matches!(r, Replicate::Done(v) if v.len() != 1))
+            {
+                return Err(at("a result without exactly one value".into()));
+            }
+            let there = match parent_of(c.node) {
+                None => false,
+                Some(p) if p == Some(self.parent) => true,
+                Some(_) => return Err(at(format!("node {} is not a child of node {}", c.node, self.parent))),
+            };
             if !there && c.dropped_after.is_none() {
                 c.dropped_after = Some(self.round);
             }
-            for (&n, r) in c.children.iter().zip(&mut c.results) {
-                if (!there || tree.node(n).is_err()) && !matches!(r, Replicate::Ended(_)) {
-                    *r = Replicate::Ended("deleted".into());
+            for (k, (&n, r)) in c.children.iter().zip(&mut c.results).enumerate() {
+                match parent_of(n) {
+                    Some(p) if there && p == Some(c.node) => {}
+                    Some(_) => {
+                        return Err(at(format!(
+                            "replicate {k} (node {n}) is not a child of node {}",
+                            c.node
+                        )));
+                    }
+                    None => {
+                        if !matches!(r, Replicate::Ended(_)) {
+                            *r = Replicate::Ended("deleted".into());
+                        }
+                    }
                 }
             }
         }
         Ok(Some(metric))
     }
-}
-
-/// Why a stored exploration's row does not fit its tree (it is left out, with a warning).
-#[derive(Debug, thiserror::Error)]
-enum RowMismatch {
-    #[error(transparent)]
-    Metric(#[from] crate::sweep::SweepError),
-    #[error("{0} candidates")]
-    Candidates(usize),
-    #[error("a candidate's replicates and results disagree")]
-    Replicates,
 }
 
 /// Why an exploration ends instead of starting another round (its `reason`, as stored).
@@ -290,89 +303,76 @@ enum RoundEnd {
     CandidateGone(usize),
 }
 
+impl JobData for ExploreData {
+    const KIND: &'static str = "exploration";
+
+    fn id(&self) -> u64 {
+        self.id
+    }
+
+    fn parent(&self) -> NodeId {
+        self.parent
+    }
+
+    fn check(&mut self, tree: &SimTree) -> Result<Option<Metrics>, String> {
+        Ok(self.check_layout(tree)?.map(objective))
+    }
+
+    fn replicates(&mut self) -> Vec<(NodeId, &[NodeId], &mut Vec<Replicate>)> {
+        self.candidates
+            .iter_mut()
+            .map(|c| (c.node, c.children.as_slice(), &mut c.results))
+            .collect()
+    }
+
+    fn row(tree: u64, id: u64, body: String) -> Write {
+        Write::Explore { tree, id, body }
+    }
+
+    fn delete_row(tree: u64, id: u64) -> Write {
+        Write::DeleteExplore { tree, id }
+    }
+}
+
+impl Job for ExploreRecord {
+    type Data = ExploreData;
+
+    fn data(&self) -> &Mutex<ExploreData> {
+        &self.data
+    }
+
+    /// Its driver starts no other round.
+    fn dropped(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+/// The objective as the sweep's measuring wants it: one metric.
+fn objective(metric: Metric) -> Metrics {
+    vec![("objective".to_string(), metric)]
+}
+
 impl Explores {
-    fn get(&self, id: u64) -> Option<Arc<ExploreRecord>> {
-        lock(&self.0).get(&id).cloned()
-    }
-
-    fn all(&self) -> Vec<Arc<ExploreRecord>> {
-        lock(&self.0).values().cloned().collect()
-    }
-
     /// Stops every exploration (its tree is being deleted): none starts another round.
     pub(super) fn stop_all(&self) {
         for r in self.all() {
-            r.stop.store(true, Ordering::SeqCst);
+            r.dropped();
         }
     }
+}
 
-    /// After a deletion in the tree (the tree locked by the caller): an exploration whose
-    /// parent went goes too (its row with it, its driver stopped); candidates and replicates
-    /// whose node went end as deleted.
-    pub(super) fn prune(handle: &TreeHandle, tree: &SimTree) {
-        lock(&handle.explores.0).retain(|&id, record| {
-            let changed = {
-                let mut data = lock(&record.data);
-                let before = data.clone();
-                match data.check(tree) {
-                    Ok(Some(_)) => *data != before,
-                    _ => {
-                        record.stop.store(true, Ordering::SeqCst);
-                        if handle.stored() {
-                            handle.persist(Write::DeleteExplore { tree: handle.id, id });
-                        }
-                        return false;
-                    }
-                }
-            };
-            if changed {
-                record.write_row(handle);
-            }
-            true
-        });
-    }
-
-    /// Brings back a tree's stored explorations: each is checked against the tree (one that no
-    /// longer fits is left out with a warning); a replicate still pending is measured if its node
-    /// finished; one that was running reads as interrupted.
-    pub(super) fn restore(handle: &TreeHandle, bodies: Vec<String>) {
-        for body in bodies {
-            let mut data: ExploreData = match serde_json::from_str(&body) {
-                Ok(d) => d,
-                Err(e) => {
-                    tracing::warn!(tree = handle.id, "a stored exploration is unreadable: {e}");
-                    continue;
-                }
-            };
-            let metric = match data.check(&handle.lock()) {
-                Ok(Some(m)) => m,
-                Ok(None) => continue,
-                Err(e) => {
-                    tracing::warn!(tree = handle.id, explore = data.id, "exploration left out: {e}");
-                    continue;
-                }
-            };
-            let metrics = vec![("objective".to_string(), metric.clone())];
-            for c in &mut data.candidates {
-                for (k, &node) in c.children.iter().enumerate() {
-                    if matches!(c.results[k], Replicate::Pending)
-                        && let Some(r) = settled(handle, &metrics, c.node, node)
-                    {
-                        c.results[k] = r;
-                    }
-                }
-            }
-            if data.status == ExploreStatus::Running {
-                data.status = ExploreStatus::Interrupted;
-                data.reason = Some("the server stopped while it ran; what finished before is kept".into());
-            }
-            let record = ExploreRecord::new(metric, data, None);
-            record.finished.send_replace(true);
-            record.write_row(handle);
-            let id = lock(&record.data).id;
-            lock(&handle.explores.0).insert(id, Arc::new(record));
+/// Brings back a tree's stored or imported explorations (see [`Jobs::restore`]); one that was
+/// running reads as interrupted.
+pub(super) fn restore_explores(handle: &TreeHandle, explores: Vec<ExploreData>) {
+    handle.explores.restore(handle, explores, |metrics, mut data| {
+        if data.status == ExploreStatus::Running {
+            data.status = ExploreStatus::Interrupted;
+            data.reason = Some("the server stopped while it ran; what finished before is kept".into());
         }
-    }
+        let record = ExploreRecord::new(metrics, data, None);
+        record.finished.send_replace(true);
+        record
+    });
 }
 
 impl Workbench {
@@ -443,9 +443,7 @@ impl Workbench {
             };
             (!b.is_empty()).then(|| Arc::new(TreeBudget::within(b, self.prices.clone(), handle.budget.clone())))
         };
-        let record = {
-            let mut all = lock(&handle.explores.0);
-            let id = all.last_key_value().map_or(0, |(&id, _)| id + 1);
+        let record = handle.explores.add(|id| {
             let data = ExploreData {
                 id,
                 parent,
@@ -458,6 +456,7 @@ impl Workbench {
                 status: ExploreStatus::Running,
                 reason: None,
                 round: 0,
+                ranked: Some(0),
                 runs_used: 0,
                 candidates: cells
                     .into_iter()
@@ -471,15 +470,13 @@ impl Workbench {
                     })
                     .collect(),
             };
-            let record = Arc::new(ExploreRecord::new(metric, data, budget));
-            all.insert(id, record.clone());
-            record
-        };
-        record.persist(&handle);
+            ExploreRecord::new(objective(metric), data, budget)
+        });
+        handle.explores.persist(&record, &handle);
         handle.flush()?;
         let explore = lock(&record.data).id;
         tracing::info!(tree, explore, cap, "exploration started");
-        tokio::spawn(drive(self.clone(), handle, record));
+        tokio::spawn(drive(self.clone(), handle, record, None));
         Ok(ExploreStarted {
             explore,
             candidates: cell_ids,
@@ -518,9 +515,98 @@ impl Workbench {
         Ok(self.explore_table_of(&handle, &record))
     }
 
+    /// Carries an interrupted exploration on (see docs/explore.md): the replicates of its last
+    /// round that the stop interrupted run again (same seeds, counted once: `runs_used` already
+    /// holds them), that round is ranked, and the halving goes on within the original budget. The
+    /// token and money caps start from what its recorded calls already used. Answers once the
+    /// re-runs are attached and committed (409 when it is not interrupted).
+    pub fn resume_explore(self: &Arc<Self>, tree: u64, id: u64) -> Result<ExploreTable, WorkbenchError> {
+        let handle = self.tree(tree)?;
+        let old = handle
+            .explores
+            .get(id)
+            .ok_or_else(|| WorkbenchError::NotFound(format!("exploration {id} not found in simtree {tree}")))?;
+        let spent = self.explore_table_of(&handle, &old);
+        let (record, rerun) = {
+            let mut t = handle.lock();
+            let mut d = lock(&old.data).clone();
+            // A resume that came first (under this same lock) has replaced the record.
+            let current = handle.explores.get(id).is_some_and(|r| Arc::ptr_eq(&r, &old));
+            if !current || d.status != ExploreStatus::Interrupted {
+                return Err(WorkbenchError::conflict(format!(
+                    "exploration {id} was not interrupted (it is {:?}); only an interrupted one resumes",
+                    d.status
+                )));
+            }
+            let ranked = d.ranked.unwrap_or_else(|| inferred_ranked(&d));
+            // The replicates the stop cut short, in the round not yet ranked.
+            let cut: Vec<(usize, usize)> = if ranked < d.round {
+                d.candidates
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| c.dropped_after.is_none() && t.node(c.node).is_ok())
+                    .flat_map(|(i, c)| {
+                        let t = &t;
+                        c.children.iter().enumerate().filter_map(move |(k, &n)| {
+                            let cut = t.node(n).is_ok_and(|n| n.status == NodeStatus::Interrupted);
+                            cut.then_some((i, k))
+                        })
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            self.check_capacity(&t, cut.len())?;
+            if t.ids_left() < cut.len() as u64 {
+                return Err(TreeError::IdsExhausted.into());
+            }
+            let budget = {
+                let b = BudgetLimits {
+                    tokens: d.budget.tokens,
+                    calls: None,
+                    money: d.budget.money,
+                };
+                (!b.is_empty()).then(|| {
+                    let b = TreeBudget::within(b, self.prices.clone(), handle.budget.clone());
+                    b.already_spent(spent.tokens_used, spent.money_used.unwrap_or(0.0));
+                    Arc::new(b)
+                })
+            };
+            // Capacity and ids were checked, and every candidate is there: no attach can fail.
+            let mut runs = Vec::with_capacity(cut.len());
+            for (i, k) in cut {
+                let cell = d.candidates[i].node;
+                let mut p = Workbench::attach_run(&handle, &mut t, cell, d.turns, None, EdgeType::Explore)?;
+                p.sim.reseed(d.seed.wrapping_add(k as u64));
+                p.budget = budget.clone();
+                d.candidates[i].children[k] = p.id;
+                d.candidates[i].results[k] = Replicate::Pending;
+                runs.push((i, k, cell, p));
+            }
+            d.status = ExploreStatus::Running;
+            d.reason = None;
+            d.ranked = Some(ranked);
+            let unranked = ranked < d.round;
+            let record = Arc::new(ExploreRecord::new(old.metrics.clone(), d, budget));
+            handle.explores.replace(id, record.clone());
+            (record, unranked.then_some(runs))
+        };
+        handle.explores.persist(&record, &handle);
+        handle.flush()?;
+        tracing::info!(tree, explore = id, "exploration resumed");
+        let table = self.explore_table_of(&handle, &record);
+        tokio::spawn(drive(self.clone(), handle, record, rerun));
+        Ok(table)
+    }
+
     pub fn explore_table(&self, tree: u64, id: u64) -> Result<Option<ExploreTable>, WorkbenchError> {
         let handle = self.tree(tree)?;
         Ok(handle.explores.get(id).map(|r| self.explore_table_of(&handle, &r)))
+    }
+
+    /// Every exploration of a tree as stored, for an export.
+    pub fn explore_data(&self, tree: u64) -> Result<Vec<ExploreData>, WorkbenchError> {
+        Ok(self.tree(tree)?.explores.data())
     }
 
     /// Every exploration of a tree, oldest first.
@@ -553,17 +639,27 @@ impl Workbench {
 
 /// Runs the rounds of an exploration until one candidate is left, the budget cannot pay for
 /// another round, or it is stopped; then records how it ended.
-async fn drive(wb: Arc<Workbench>, handle: Arc<TreeHandle>, record: Arc<ExploreRecord>) {
+/// `resumed`: the runs of a round that was attached before the server stopped, to finish (and
+/// rank) before any other round.
+async fn drive(
+    wb: Arc<Workbench>,
+    handle: Arc<TreeHandle>,
+    record: Arc<ExploreRecord>,
+    mut resumed: Option<Vec<RoundRun>>,
+) {
     let reason = loop {
         if record.stopped() {
             break None;
         }
-        let round = match attach_round(&wb, &handle, &record) {
+        let round = match resumed
+            .take()
+            .map_or_else(|| attach_round(&wb, &handle, &record), |r| Ok(Some(r)))
+        {
             Ok(Some(round)) => round,
             Ok(None) => break None,
             Err(why) => break Some(why.to_string()),
         };
-        record.persist(&handle);
+        handle.explores.persist(&record, &handle);
         if let Err(e) = handle.flush_async().await {
             tracing::error!(tree = handle.id, "an exploration's round could not be stored: {e}");
         }
@@ -583,14 +679,14 @@ async fn drive(wb: Arc<Workbench>, handle: Arc<TreeHandle>, record: Arc<ExploreR
             let Ok((c, k, cell, ran)) = joined else { continue };
             let outcome = replicate_of(&handle, &record.metrics, cell, ran);
             lock(&record.data).candidates[c].results[k] = outcome;
-            record.persist(&handle);
+            handle.explores.persist(&record, &handle);
             record.progress(&handle);
         }
         if record.stopped() {
             break None;
         }
         halve(&record);
-        record.persist(&handle);
+        handle.explores.persist(&record, &handle);
         record.progress(&handle);
         // A refused call means the caps cannot pay for calls like those of this round: another
         // round would only make runs that fail.
@@ -611,7 +707,7 @@ async fn drive(wb: Arc<Workbench>, handle: Arc<TreeHandle>, record: Arc<ExploreR
             d.reason = reason;
         }
     }
-    record.persist(&handle);
+    handle.explores.persist(&record, &handle);
     if let Err(e) = handle.flush_async().await {
         tracing::error!(tree = handle.id, "an exploration's end could not be stored: {e}");
     }
@@ -687,6 +783,19 @@ fn attach_round(
     Ok(Some(runs))
 }
 
+/// The last round ranked, for a row written before `ranked` was stored: halving drops at least
+/// one candidate of two or more, so a round some candidate was dropped after is ranked (a
+/// candidate dropped because its node was deleted counts too: a round that lost one cannot be
+/// told from a ranked one, and is taken as ranked).
+fn inferred_ranked(d: &ExploreData) -> u32 {
+    let dropped_now = d.candidates.iter().any(|c| c.dropped_after == Some(d.round));
+    if dropped_now || d.round == 0 {
+        d.round
+    } else {
+        d.round - 1
+    }
+}
+
 /// Keeps the better half of the candidates alive (by mean, for the goal); the rest are marked
 /// dropped after this round.
 fn halve(record: &ExploreRecord) {
@@ -701,4 +810,5 @@ fn halve(record: &ExploreRecord) {
     for &i in &order[keep..] {
         d.candidates[i].dropped_after = Some(round);
     }
+    d.ranked = Some(round);
 }

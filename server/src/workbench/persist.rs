@@ -16,7 +16,9 @@ use std::sync::Arc;
 
 use simtree_shared::{SimKind, TreeInfo, TreeRef};
 
-use super::sweep::{SweepData, Sweeps, imported_sweeps};
+use super::explore::{ExploreData, restore_explores};
+use super::job::{imported, parse_rows};
+use super::sweep::{SweepData, restore_sweeps};
 use super::{TreeHandle, Workbench, WorkbenchError, lock};
 use crate::llm::budget::Limits as BudgetLimits;
 use crate::sim::Sim;
@@ -160,7 +162,8 @@ impl TreeHandle {
         let mut t = self.lock();
         if let Ok(removed) = t.delete_subtree(id) {
             self.persist_delete(&t, removed);
-            Sweeps::prune(self, &t);
+            self.sweeps.prune(self, &t);
+            self.explores.prune(self, &t);
             self.send(super::TreeMsg::Deleted { node: id });
         }
     }
@@ -454,24 +457,14 @@ impl Workbench {
                 },
             ),
         );
-        let bodies = store
+        let sweeps = store
             .read(move |db| db.sweeps(id))
             .map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
-        let sweeps = bodies
-            .iter()
-            .filter_map(|b| match serde_json::from_str::<SweepData>(b) {
-                Ok(s) => Some(s),
-                Err(e) => {
-                    tracing::warn!(tree = id, "a stored sweep is unreadable: {e}");
-                    None
-                }
-            })
-            .collect();
-        Sweeps::restore(&handle, sweeps);
+        restore_sweeps(&handle, parse_rows::<SweepData>(id, &sweeps));
         let explores = store
             .read(move |db| db.explores(id))
             .map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
-        super::explore::Explores::restore(&handle, explores);
+        restore_explores(&handle, parse_rows::<ExploreData>(id, &explores));
         self.trees.insert(id, handle.clone());
         self.stored.remove(&id);
         Ok(Some(handle))
@@ -656,7 +649,10 @@ impl Workbench {
         });
         let mut label = (None, None);
         let tree = result.and_then(|mut importer| {
-            let sweeps = std::mem::take(&mut importer.sweeps);
+            let jobs = (
+                std::mem::take(&mut importer.sweeps),
+                std::mem::take(&mut importer.explores),
+            );
             // A name and description travel with the tree, checked as if typed.
             if let Some(name) = importer.name.take() {
                 label.0 = Some(super::check_name(&name).map_err(|e| TreeError::InvalidOp(format!("name: {e}")))?);
@@ -686,12 +682,16 @@ impl Workbench {
                     )));
                 }
             }
-            Ok((importer.finish(store.as_ref().map(|_| self.source(id)))?, sweeps))
+            Ok((importer.finish(store.as_ref().map(|_| self.source(id)))?, jobs))
         });
         let tree = tree
             .map_err(WorkbenchError::from)
-            .and_then(|(tree, raw)| Ok((imported_sweeps(raw, &tree)?, tree)));
-        let (sweeps, tree) = match tree {
+            .and_then(|(tree, (sweeps, explores))| {
+                let sweeps = imported::<SweepData>("sweeps", sweeps, &tree)?;
+                let explores = imported::<ExploreData>("explores", explores, &tree)?;
+                Ok(((sweeps, explores), tree))
+            });
+        let ((sweeps, explores), tree) = match tree {
             Ok(t) => t,
             Err(e) => {
                 if let Some(store) = &store {
@@ -721,7 +721,8 @@ impl Workbench {
             },
             BudgetLimits::default(),
         ));
-        Sweeps::restore(&handle, sweeps);
+        restore_sweeps(&handle, sweeps);
+        restore_explores(&handle, explores);
         if let Some(store) = &store {
             store.write(Write::Tree(handle.row()));
             {

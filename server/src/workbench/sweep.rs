@@ -26,6 +26,7 @@ use simtree_shared::{
     CellRow, EdgeType, Effect, FailedRun, IntervalKind, NodeStatus, SweepStarted, SweepTable, TreeMsg,
 };
 
+use super::job::{Job, JobData, Jobs, Metrics};
 use super::{RunResult, TreeHandle, Workbench, WorkbenchError, lock};
 use crate::store::Write;
 use crate::sweep::{
@@ -34,32 +35,8 @@ use crate::sweep::{
 };
 use crate::tree::{NodeId, SimTree, TreeError};
 
-/// A tree's sweeps by id (ids count up from 0 and are never reused).
-#[derive(Default)]
-pub(super) struct Sweeps(Mutex<std::collections::BTreeMap<u64, Arc<SweepRecord>>>);
-
-impl Sweeps {
-    fn add(&self, make: impl FnOnce(u64) -> SweepRecord) -> Arc<SweepRecord> {
-        let mut all = lock(&self.0);
-        let id = all.last_key_value().map_or(0, |(&id, _)| id + 1);
-        let record = Arc::new(make(id));
-        all.insert(id, record.clone());
-        record
-    }
-
-    fn get(&self, id: u64) -> Option<Arc<SweepRecord>> {
-        lock(&self.0).get(&id).cloned()
-    }
-
-    fn all(&self) -> Vec<Arc<SweepRecord>> {
-        lock(&self.0).values().cloned().collect()
-    }
-
-    /// Every sweep as stored, for an export.
-    pub(super) fn data(&self) -> Vec<SweepData> {
-        self.all().iter().map(|r| lock(&r.data).clone()).collect()
-    }
-}
+/// A tree's sweeps by id.
+pub(super) type Sweeps = Jobs<SweepRecord>;
 
 /// A sweep as it is stored and exported: its layout, metric definitions and, per replicate, what
 /// its run gave.
@@ -136,7 +113,7 @@ impl SweepData {
     /// metrics parse, its grid is within bounds, and every node it names that is still there is
     /// where the layout says. Replicates whose node is gone end as deleted; `None` when the
     /// sweep's parent itself is gone (the sweep went with it).
-    fn check(&mut self, tree: &SimTree) -> Result<Option<Vec<(String, Metric)>>, SweepError> {
+    fn check_layout(&mut self, tree: &SimTree) -> Result<Option<Vec<(String, Metric)>>, SweepError> {
         let metrics = self
             .metrics
             .iter()
@@ -196,89 +173,48 @@ impl SweepData {
     }
 }
 
-/// An export's sweeps, checked against the tree imported with them: any that does not parse or
-/// fit refuses the import (a 422 naming it).
-pub(super) fn imported_sweeps(raw: Vec<Value>, tree: &SimTree) -> Result<Vec<SweepData>, WorkbenchError> {
-    raw.into_iter()
-        .enumerate()
-        .map(|(i, v)| {
-            let bad = |e: String| WorkbenchError::invalid(format!("invalid export: sweeps[{i}]: {e}"));
-            let mut data: SweepData =
-                serde_path_to_error::deserialize(v).map_err(|e| bad(format!("{}: {}", e.path(), e.inner())))?;
-            match data.check(tree).map_err(|e| bad(e.to_string()))? {
-                Some(_) => Ok(data),
-                None => Err(bad(format!("its parent node {} is not in the export", data.parent))),
-            }
-        })
-        .collect()
+impl JobData for SweepData {
+    const KIND: &'static str = "sweep";
+
+    fn id(&self) -> u64 {
+        self.id
+    }
+
+    fn parent(&self) -> NodeId {
+        self.parent
+    }
+
+    fn check(&mut self, tree: &SimTree) -> Result<Option<Metrics>, String> {
+        self.check_layout(tree).map_err(|e| e.to_string())
+    }
+
+    fn replicates(&mut self) -> Vec<(NodeId, &[NodeId], &mut Vec<Replicate>)> {
+        self.cells
+            .iter_mut()
+            .map(|c| (c.node, c.children.as_slice(), &mut c.results))
+            .collect()
+    }
+
+    fn row(tree: u64, id: u64, body: String) -> Write {
+        Write::Sweep { tree, id, body }
+    }
+
+    fn delete_row(tree: u64, id: u64) -> Write {
+        Write::DeleteSweep { tree, id }
+    }
 }
 
-impl Sweeps {
-    /// After a deletion in the tree: a sweep whose parent went goes too (its row with it);
-    /// replicates whose node went end as deleted.
-    pub(super) fn prune(handle: &TreeHandle, tree: &SimTree) {
-        lock(&handle.sweeps.0).retain(|&id, record| {
-            let changed = {
-                let mut data = lock(&record.data);
-                let before = data.clone();
-                match data.check(tree) {
-                    Ok(Some(_)) => *data != before,
-                    _ => {
-                        if handle.stored() {
-                            handle.persist(Write::DeleteSweep { tree: handle.id, id });
-                        }
-                        return false;
-                    }
-                }
-            };
-            if changed {
-                record.write_row(handle);
-            }
-            true
-        });
-    }
+impl Job for SweepRecord {
+    type Data = SweepData;
 
-    /// Brings back a tree's stored or imported sweeps (see the module doc): each is checked
-    /// against the tree; one that no longer fits is left out with a warning, since the tree
-    /// itself is sound. A replicate still pending is measured if its node finished.
-    pub(super) fn restore(handle: &TreeHandle, sweeps: Vec<SweepData>) {
-        for mut data in sweeps {
-            let checked = data.check(&handle.lock());
-            let metrics = match checked {
-                Ok(Some(m)) => m,
-                Ok(None) => continue,
-                Err(e) => {
-                    tracing::warn!(tree = handle.id, sweep = data.id, "sweep left out: {e}");
-                    continue;
-                }
-            };
-            let record = SweepRecord::new(metrics, data);
-            let pending: Vec<(usize, usize, NodeId, NodeId)> = {
-                let d = lock(&record.data);
-                d.cells
-                    .iter()
-                    .enumerate()
-                    .flat_map(|(c, cell)| {
-                        cell.results
-                            .iter()
-                            .zip(&cell.children)
-                            .enumerate()
-                            .filter(|(_, (r, _))| matches!(r, Replicate::Pending))
-                            .map(move |(k, (_, &node))| (c, k, cell.node, node))
-                    })
-                    .collect()
-            };
-            for (c, k, cell, node) in pending {
-                let Some(outcome) = settled(handle, &record.metrics, cell, node) else {
-                    continue;
-                };
-                lock(&record.data).cells[c].results[k] = outcome;
-            }
-            record.write_row(handle);
-            let id = lock(&record.data).id;
-            lock(&handle.sweeps.0).insert(id, Arc::new(record));
-        }
+    fn data(&self) -> &Mutex<SweepData> {
+        &self.data
     }
+}
+
+/// Brings back a tree's stored or imported sweeps (see [`Jobs::restore`]).
+pub(super) fn restore_sweeps(handle: &TreeHandle, sweeps: Vec<SweepData>) {
+    handle.sweeps.restore(handle, sweeps, SweepRecord::new);
 }
 
 impl Workbench {
@@ -372,7 +308,7 @@ impl Workbench {
             )
         });
         let sweep = lock(&record.data).id;
-        record.persist(&handle);
+        handle.sweeps.persist(&record, &handle);
         handle.flush()?;
         tracing::info!(tree, sweep, runs, "sweep started");
         let running: Vec<_> = pending
@@ -461,7 +397,7 @@ async fn collect(
         let cell = lock(&record.data).cells[c].node;
         let outcome = replicate_of(&handle, &record.metrics, cell, ran.ok());
         lock(&record.data).cells[c].results[k] = outcome;
-        record.persist(&handle);
+        handle.sweeps.persist(&record, &handle);
         let (sweep, (done, pending, failed)) = {
             let d = lock(&record.data);
             (d.id, counts(&d))
@@ -476,28 +412,6 @@ async fn collect(
 }
 
 impl SweepRecord {
-    /// Queues the sweep's row for the store, unless the sweep was dropped meanwhile (its parent
-    /// deleted while replicates were still ending).
-    fn persist(self: &Arc<Self>, handle: &TreeHandle) {
-        let id = lock(&self.data).id;
-        if handle.sweeps.get(id).is_some_and(|r| Arc::ptr_eq(&r, self)) {
-            self.write_row(handle);
-        }
-    }
-
-    /// Queues the sweep's row (layout and results) for the store.
-    fn write_row(&self, handle: &TreeHandle) {
-        if handle.stored() {
-            let data = lock(&self.data);
-            let body = serde_json::to_string(&*data).unwrap_or_default();
-            handle.persist(Write::Sweep {
-                tree: handle.id,
-                id: data.id,
-                body,
-            });
-        }
-    }
-
     fn table(&self) -> SweepTable {
         let data = lock(&self.data).clone();
         let (done, pending, failed) = counts(&data);

@@ -1,0 +1,41 @@
+//! What the sweep and exploration routes share: a body checked into a spec (a 422 naming the
+//! field at fault), `?estimate=true` answering the cost without making anything, and a job's
+//! table read by id (a 404 naming the job when the tree has none).
+
+use std::fmt::Display;
+
+use axum::Json;
+use axum::extract::Query;
+use axum::extract::rejection::QueryRejection;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::error::ApiError;
+use super::routes::EstimateQuery;
+use crate::workbench::WorkbenchError;
+
+/// The query of a route that starts a job.
+pub type JobQuery = Result<Query<EstimateQuery>, QueryRejection>;
+
+/// Reads `body` into a spec with `parse`, then answers its estimate or starts it.
+pub fn start_or_estimate<S, E: Serialize, R: Serialize, P: Display>(
+    body: Value,
+    q: JobQuery,
+    parse: impl FnOnce(Value) -> Result<S, P>,
+    estimate: impl FnOnce(&S) -> Result<E, WorkbenchError>,
+    start: impl FnOnce(S) -> Result<R, WorkbenchError>,
+) -> Result<Response, ApiError> {
+    let spec = parse(body).map_err(|e| ApiError::unprocessable(e.to_string()))?;
+    if EstimateQuery::read(q)? {
+        return Ok(Json(estimate(&spec)?).into_response());
+    }
+    Ok(Json(start(spec)?).into_response())
+}
+
+/// A job's table, or a 404 saying which job (`what` with its id) the tree lacks.
+pub fn found<T>(table: Option<T>, what: &str, id: u64, tree: u64) -> Result<Json<T>, ApiError> {
+    table
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found(format!("{what} {id} not found in simtree {tree}")))
+}
