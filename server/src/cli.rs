@@ -519,7 +519,7 @@ fn run(cli: Cli) -> Result<(), String> {
             let queue = match (jobs.jobs, &storage.database_url) {
                 (true, Some(url)) => {
                     let config = jobs.queue.config(url);
-                    wb.enable_jobs(config.clone())?;
+                    wb.enable_jobs(config.clone()).map_err(|e| e.to_string())?;
                     eprintln!("simtree: runs go through the job queue");
                     Some(config)
                 }
@@ -604,7 +604,7 @@ fn run(cli: Cli) -> Result<(), String> {
                     stop.notify_one();
                     let _ = task.await;
                 }
-                worked
+                worked.map_err(|e| e.to_string())
             })
         }
         Command::Run(args) => run_headless(&library, &assets, sandbox, args),

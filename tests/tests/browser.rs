@@ -5657,6 +5657,7 @@ async fn the_calls_tab_marks_a_call_the_provider_answered_after_http_retries() {
     assert_eq!(b.count("#calls .chip.http-retries").await, 1, "only the retried call");
     assert_eq!(page_errors(&b).await, Vec::<String>::new());
     b.finish("calls_http_retries").await;
+}
 
 // ---- graph edge filter ----
 

@@ -53,14 +53,19 @@ pub struct LoadRow {
 pub type Decide<'a> = Box<dyn FnOnce(&[LoadRow]) -> Vec<LoadRow> + Send + 'a>;
 
 /// Where processes publish their load (implemented by the store: PostgreSQL).
+/// Why the shared board could not be read or written (the database's words).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct BoardError(pub String);
+
 pub trait LoadBoard: Send + Sync + 'static {
     /// Under the board's lock: reads the unexpired rows of every other process, hands them to
     /// `decide`, stores what it returns as this process's rows (expiring after [`ROW_TTL`]) and
     /// commits. An error means nothing was stored.
-    fn exchange<'a>(&'a self, decide: Decide<'a>) -> BoxFuture<'a, Result<(), String>>;
+    fn exchange<'a>(&'a self, decide: Decide<'a>) -> BoxFuture<'a, Result<(), BoardError>>;
 
     /// Deletes this process's rows (its slots are free at once).
-    fn leave(&self) -> BoxFuture<'_, Result<(), String>>;
+    fn leave(&self) -> BoxFuture<'_, Result<(), BoardError>>;
 }
 
 /// The gates of one process, shared through a board.
@@ -95,7 +100,7 @@ impl Sharing {
 
     /// One exchange with the board: shrinks what must shrink, publishes, then grows. Returns
     /// whether some caller still waits for a grant.
-    pub async fn refresh(&self) -> Result<bool, String> {
+    pub async fn refresh(&self) -> Result<bool, BoardError> {
         let gates = self.gates();
         let mut grants: Vec<usize> = Vec::new();
         let decide: Decide<'_> = Box::new(|others: &[LoadRow]| {
@@ -230,7 +235,7 @@ mod tests {
     }
 
     impl LoadBoard for Holder {
-        fn exchange<'a>(&'a self, decide: Decide<'a>) -> BoxFuture<'a, Result<(), String>> {
+        fn exchange<'a>(&'a self, decide: Decide<'a>) -> BoxFuture<'a, Result<(), BoardError>> {
             Box::pin(async move {
                 let mut rows = self.board.rows.lock().unwrap();
                 let others: Vec<LoadRow> = rows
@@ -244,7 +249,7 @@ mod tests {
                 Ok(())
             })
         }
-        fn leave(&self) -> BoxFuture<'_, Result<(), String>> {
+        fn leave(&self) -> BoxFuture<'_, Result<(), BoardError>> {
             Box::pin(async move {
                 self.board.rows.lock().unwrap().retain(|(h, _)| *h != self.id);
                 Ok(())

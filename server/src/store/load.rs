@@ -17,7 +17,7 @@ use tokio_postgres::types::Type;
 use tokio_postgres::{Client, NoTls};
 
 use crate::llm::BoxFuture;
-use crate::llm::endpoints::{Decide, LoadBoard, LoadRow, ROW_TTL};
+use crate::llm::endpoints::{BoardError, Decide, LoadBoard, LoadRow, ROW_TTL};
 
 /// The advisory lock every exchange takes (any fixed number; "SIMTLOAD").
 const LOCK: i64 = 0x5349_4d54_4c4f_4144;
@@ -31,14 +31,14 @@ pub struct PgBoard {
     client: tokio::sync::Mutex<Option<Client>>,
 }
 
-fn err(e: tokio_postgres::Error) -> String {
+fn err(e: tokio_postgres::Error) -> BoardError {
     match std::error::Error::source(&e) {
-        Some(cause) => format!("postgresql: {e}: {cause}"),
-        None => format!("postgresql: {e}"),
+        Some(cause) => BoardError(format!("postgresql: {e}: {cause}")),
+        None => BoardError(format!("postgresql: {e}")),
     }
 }
 
-async fn connect(url: &str) -> Result<Client, String> {
+async fn connect(url: &str) -> Result<Client, BoardError> {
     let (client, connection) = tokio_postgres::connect(url, NoTls).await.map_err(err)?;
     tokio::spawn(async move {
         if let Err(e) = connection.await {
@@ -51,7 +51,7 @@ async fn connect(url: &str) -> Result<Client, String> {
 impl PgBoard {
     /// Connects (inside a tokio runtime) and creates the table if needed. `holder` names this
     /// process uniquely (see [`super::lease::Lease::this_process`]).
-    pub async fn connect(url: &str, holder: String) -> Result<PgBoard, String> {
+    pub async fn connect(url: &str, holder: String) -> Result<PgBoard, BoardError> {
         let mut client = connect(url).await?;
         let tx = client.transaction().await.map_err(err)?;
         tx.execute_typed("SELECT pg_advisory_xact_lock($1)", &[(&LOCK, Type::INT8)])
@@ -78,7 +78,7 @@ impl PgBoard {
     }
 
     /// The connection, made again if it was lost.
-    async fn client(&self) -> Result<tokio::sync::MutexGuard<'_, Option<Client>>, String> {
+    async fn client(&self) -> Result<tokio::sync::MutexGuard<'_, Option<Client>>, BoardError> {
         let mut guard = self.client.lock().await;
         if guard.as_ref().is_none_or(Client::is_closed) {
             *guard = None;
@@ -87,9 +87,11 @@ impl PgBoard {
         Ok(guard)
     }
 
-    async fn exchange_now(&self, decide: Decide<'_>) -> Result<(), String> {
+    async fn exchange_now(&self, decide: Decide<'_>) -> Result<(), BoardError> {
         let mut guard = self.client().await?;
-        let client = guard.as_mut().ok_or("postgresql: no connection")?;
+        let client = guard
+            .as_mut()
+            .ok_or_else(|| BoardError("postgresql: no connection".into()))?;
         let tx = client.transaction().await.map_err(err)?;
         tx.execute_typed("SELECT pg_advisory_xact_lock($1)", &[(&LOCK, Type::INT8)])
             .await
@@ -152,7 +154,7 @@ impl PgBoard {
 }
 
 impl LoadBoard for PgBoard {
-    fn exchange<'a>(&'a self, decide: Decide<'a>) -> BoxFuture<'a, Result<(), String>> {
+    fn exchange<'a>(&'a self, decide: Decide<'a>) -> BoxFuture<'a, Result<(), BoardError>> {
         Box::pin(async move {
             let r = self.exchange_now(decide).await;
             if r.is_err() {
@@ -163,10 +165,12 @@ impl LoadBoard for PgBoard {
         })
     }
 
-    fn leave(&self) -> BoxFuture<'_, Result<(), String>> {
+    fn leave(&self) -> BoxFuture<'_, Result<(), BoardError>> {
         Box::pin(async move {
             let guard = self.client().await?;
-            let client = guard.as_ref().ok_or("postgresql: no connection")?;
+            let client = guard
+                .as_ref()
+                .ok_or_else(|| BoardError("postgresql: no connection".into()))?;
             client
                 .execute_typed("DELETE FROM llm_load WHERE holder = $1", &[(&self.holder, Type::TEXT)])
                 .await

@@ -225,45 +225,47 @@ impl ExploreData {
     /// Its bounds hold (candidates, runs, one value per result), and every node it names that
     /// is still there is where the layout says. Replicates and candidates whose node went end
     /// as deleted.
-    fn check_layout(&mut self, tree: &SimTree) -> Result<Option<Metric>, String> {
-        let metric = Metric::parse(&self.objective.metric).map_err(|e| format!("objective.metric: {e}"))?;
+    fn check_layout(&mut self, tree: &SimTree) -> Result<Option<Metric>, RowMismatch> {
+        let metric = Metric::parse(&self.objective.metric).map_err(RowMismatch::Metric)?;
         if self.candidates.is_empty() || self.candidates.len() > MAX_CANDIDATES {
-            return Err(format!(
-                "candidates: {} of them; an exploration has 1 to {MAX_CANDIDATES}",
-                self.candidates.len()
-            ));
+            return Err(RowMismatch::Candidates(self.candidates.len()));
         }
         if self.run_cap > MAX_RUNS || self.runs_used > self.run_cap {
-            return Err(format!(
-                "runs_used: {} of a cap of {} (at most {MAX_RUNS})",
-                self.runs_used, self.run_cap
-            ));
+            return Err(RowMismatch::Runs {
+                used: self.runs_used,
+                cap: self.run_cap,
+            });
         }
         if self.ranked.is_some_and(|r| r > self.round) {
-            return Err("ranked: a round after the current one".into());
+            return Err(RowMismatch::Ranked);
         }
         if tree.node(self.parent).is_err() {
             return Ok(None);
         }
         let parent_of = |n: NodeId| tree.node(n).ok().map(|node| node.parent);
         for (i, c) in self.candidates.iter_mut().enumerate() {
-            let at = |what: String| format!("candidates[{i}]: {what}");
             if c.children.len() != c.results.len() {
-                return Err(at("its replicates and results disagree".into()));
+                return Err(RowMismatch::Replicates(i));
             }
             if c.children.len() as u64 > self.run_cap {
-                return Err(at(format!("more replicates than the cap of {} runs", self.run_cap)));
+                return Err(RowMismatch::TooMany { i, cap: self.run_cap });
             }
             if c.results
                 .iter()
                 .any(|r| matches!(r, Replicate::Done(v) if v.len() != 1))
             {
-                return Err(at("a result without exactly one value".into()));
+                return Err(RowMismatch::Values(i));
             }
             let there = match parent_of(c.node) {
                 None => false,
                 Some(p) if p == Some(self.parent) => true,
-                Some(_) => return Err(at(format!("node {} is not a child of node {}", c.node, self.parent))),
+                Some(_) => {
+                    return Err(RowMismatch::NotAChild {
+                        i,
+                        node: c.node,
+                        parent: self.parent,
+                    });
+                }
             };
             if !there && c.dropped_after.is_none() {
                 c.dropped_after = Some(self.round);
@@ -272,10 +274,12 @@ impl ExploreData {
                 match parent_of(n) {
                     Some(p) if there && p == Some(c.node) => {}
                     Some(_) => {
-                        return Err(at(format!(
-                            "replicate {k} (node {n}) is not a child of node {}",
-                            c.node
-                        )));
+                        return Err(RowMismatch::ReplicateNotAChild {
+                            i,
+                            k,
+                            node: n,
+                            parent: c.node,
+                        });
                     }
                     None => {
                         if !matches!(r, Replicate::Ended(_)) {
@@ -287,6 +291,34 @@ impl ExploreData {
         }
         Ok(Some(metric))
     }
+}
+
+/// Why a stored or imported exploration's row does not fit its tree.
+#[derive(Debug, thiserror::Error)]
+pub enum RowMismatch {
+    #[error("objective.metric: {0}")]
+    Metric(crate::sweep::SweepError),
+    #[error("candidates: {0} of them; an exploration has 1 to {MAX_CANDIDATES}")]
+    Candidates(usize),
+    #[error("runs_used: {used} of a cap of {cap} (at most {MAX_RUNS})")]
+    Runs { used: u64, cap: u64 },
+    #[error("ranked: a round after the current one")]
+    Ranked,
+    #[error("candidates[{0}]: its replicates and results disagree")]
+    Replicates(usize),
+    #[error("candidates[{i}]: more replicates than the cap of {cap} runs")]
+    TooMany { i: usize, cap: u64 },
+    #[error("candidates[{0}]: a result without exactly one value")]
+    Values(usize),
+    #[error("candidates[{i}]: node {node} is not a child of node {parent}")]
+    NotAChild { i: usize, node: NodeId, parent: NodeId },
+    #[error("candidates[{i}]: replicate {k} (node {node}) is not a child of node {parent}")]
+    ReplicateNotAChild {
+        i: usize,
+        k: usize,
+        node: NodeId,
+        parent: NodeId,
+    },
 }
 
 /// Why an exploration ends instead of starting another round (its `reason`, as stored).
@@ -314,7 +346,9 @@ impl JobData for ExploreData {
         self.parent
     }
 
-    fn check(&mut self, tree: &SimTree) -> Result<Option<Metrics>, String> {
+    type Mismatch = RowMismatch;
+
+    fn check(&mut self, tree: &SimTree) -> Result<Option<Metrics>, RowMismatch> {
         Ok(self.check_layout(tree)?.map(objective))
     }
 

@@ -37,7 +37,10 @@ pub(super) trait JobData: Clone + PartialEq + Serialize + DeserializeOwned + Sen
     /// node it names that is still there is where the layout says; replicates (and cells)
     /// whose node is gone are marked so. `Ok(None)` when the job's parent is gone (the job went
     /// with it).
-    fn check(&mut self, tree: &SimTree) -> Result<Option<Metrics>, String>;
+    fn check(&mut self, tree: &SimTree) -> Result<Option<Metrics>, Self::Mismatch>;
+
+    /// Why a row does not fit its tree (shown in the warning or the import's refusal).
+    type Mismatch: std::fmt::Display;
 
     /// Each cell's node, its replicates' nodes and their results.
     fn replicates(&mut self) -> Vec<(NodeId, &[NodeId], &mut Vec<Replicate>)>;
@@ -199,7 +202,7 @@ pub(super) fn imported<D: JobData>(
             let bad = |e: String| super::WorkbenchError::invalid(format!("invalid export: {field}[{i}]: {e}"));
             let mut data: D =
                 serde_path_to_error::deserialize(v).map_err(|e| bad(format!("{}: {}", e.path(), e.inner())))?;
-            match data.check(tree).map_err(bad)? {
+            match data.check(tree).map_err(|e| bad(e.to_string()))? {
                 Some(_) => Ok(data),
                 None => Err(bad(format!("its parent node {} is not in the export", data.parent()))),
             }

@@ -92,16 +92,42 @@ async fn off_runtime<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) 
     tokio::task::spawn_blocking(f).await.ok()
 }
 
+/// Why the queue could not be used, or a job could not be run (its node then fails with it).
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    #[error("--jobs needs --database-url (runs are jobs only on PostgreSQL)")]
+    NoDatabase,
+    #[error("cannot open the job queue: {0}")]
+    Open(String),
+    #[error("cannot clear the job queue: {0}")]
+    Clear(String),
+    /// A lower layer's refusal, passed on in its words.
+    #[error("{0}")]
+    Run(String),
+}
+
+impl From<String> for JobError {
+    fn from(e: String) -> Self {
+        JobError::Run(e)
+    }
+}
+
+impl From<&str> for JobError {
+    fn from(e: &str) -> Self {
+        JobError::Run(e.to_string())
+    }
+}
+
 impl Workbench {
     /// Sends runs through the queue from now on (`serve --jobs`). Jobs left by an earlier
     /// server are forgotten: their nodes came back `interrupted`, as without jobs.
-    pub fn enable_jobs(&self, config: JobsConfig) -> Result<(), String> {
+    pub fn enable_jobs(&self, config: JobsConfig) -> Result<(), JobError> {
         if self.store.is_none() {
-            return Err("--jobs needs --database-url (runs are jobs only on PostgreSQL)".into());
+            return Err(JobError::NoDatabase);
         }
         let mut q = Queue::connect(&config.url, Lease::this_process(config.lapse), None)
-            .map_err(|e| format!("cannot open the job queue: {e}"))?;
-        let left = q.clear().map_err(|e| format!("cannot clear the job queue: {e}"))?;
+            .map_err(|e| JobError::Open(e.to_string()))?;
+        let left = q.clear().map_err(|e| JobError::Clear(e.to_string()))?;
         if left > 0 {
             tracing::warn!(
                 jobs = left,
@@ -115,7 +141,7 @@ impl Workbench {
         };
         self.jobs
             .set(Arc::new(hub))
-            .map_err(|_| "jobs are already enabled".to_string())
+            .map_err(|_| JobError::Run("jobs are already enabled".into()))
     }
 
     /// The queue, when this run should go through it (see the module's comment).
@@ -344,14 +370,14 @@ impl Workbench {
         concurrency: usize,
         role: &str,
         stop: impl std::future::Future<Output = ()>,
-    ) -> Result<(), String> {
+    ) -> Result<(), JobError> {
         let me = Lease::this_process(config.lapse);
         let url = config.url.clone();
         let role = role.to_string();
         let q = off_runtime(move || Queue::connect(&url, me, Some(&role)))
             .await
             .ok_or("the queue's task ended")?
-            .map_err(|e| format!("cannot open the job queue: {e}"))?;
+            .map_err(|e| JobError::Open(e.to_string()))?;
         tracing::info!(holder = %q.me.holder, concurrency, "taking jobs");
         let queue = Arc::new(Mutex::new(q));
         let (tx, mut wake) = mpsc::unbounded_channel::<Vec<String>>();
@@ -473,7 +499,7 @@ impl Workbench {
             // its node fails with the reason.
             Err(cause) => End {
                 status: NodeStatus::Failed,
-                error: Some(cause),
+                error: Some(cause.to_string()),
                 writes: Vec::new(),
                 anew: false,
             },
@@ -512,7 +538,7 @@ impl Workbench {
         job: &Job,
         queue: &Arc<Mutex<Queue>>,
         notifier: &mpsc::UnboundedSender<(u64, NodeId)>,
-    ) -> Result<End, String> {
+    ) -> Result<End, JobError> {
         let (tree, id) = (job.tree, job.node);
         let run: RunJob =
             serde_json::from_str(&job.payload).map_err(|e| format!("the job's payload is not a run: {e}"))?;

@@ -184,8 +184,10 @@ impl JobData for SweepData {
         self.parent
     }
 
-    fn check(&mut self, tree: &SimTree) -> Result<Option<Metrics>, String> {
-        self.check_layout(tree).map_err(|e| e.to_string())
+    type Mismatch = SweepError;
+
+    fn check(&mut self, tree: &SimTree) -> Result<Option<Metrics>, SweepError> {
+        self.check_layout(tree)
     }
 
     fn replicates(&mut self) -> Vec<(NodeId, &[NodeId], &mut Vec<Replicate>)> {
