@@ -357,6 +357,14 @@ pub trait Database: Send {
     fn chunks(&mut self, tree: u64, nodes: &[u64]) -> StoreResult<Vec<(ChunkKey, Vec<u8>)>>;
     /// A node's log rows, in order (each holds one or more entries, one per line).
     fn log(&mut self, tree: u64, node: u64) -> StoreResult<Vec<LogRow>>;
+    /// The log rows that may hold entry `from` or later: the row holding `from` (the last one
+    /// starting at or before it) and every row after it. A relay that already has `from`
+    /// entries reads only what is new, not the whole log again.
+    fn log_from(&mut self, tree: u64, node: u64, from: u64) -> StoreResult<Vec<LogRow>> {
+        let rows = self.log(tree, node)?;
+        let start = rows.iter().rposition(|r| r.index <= from).unwrap_or(0);
+        Ok(rows.into_iter().skip(start).collect())
+    }
     /// A tree's sweeps (JSON bodies), in id order.
     fn sweeps(&mut self, tree: u64) -> StoreResult<Vec<String>>;
     /// A tree's explorations (JSON bodies), in id order.

@@ -849,6 +849,17 @@ fn delete_tree<S: Sql>(sql: &mut S, tree: u64) -> StoreResult<()> {
     Ok(())
 }
 
+/// Log rows read as `idx, entries, crc`.
+fn log_rows(rows: Vec<Vec<Cell>>) -> StoreResult<Vec<LogRow>> {
+    each(rows, |next| {
+        Ok(LogRow {
+            index: next().int()? as u64,
+            entries: next().text()?,
+            crc: next().opt_int()?.map(|c| c as u32),
+        })
+    })
+}
+
 impl<S: Sql> Database for Db<S> {
     fn apply(&mut self, writes: &[Write]) -> StoreResult<()> {
         if let Some(lost) = &self.lease_lost {
@@ -935,13 +946,17 @@ impl<S: Sql> Database for Db<S> {
             "SELECT idx, entries, crc FROM logs WHERE tree = $1 AND node = $2 ORDER BY idx",
             &[i(tree), i(node)],
         )?;
-        each(rows, |next| {
-            Ok(LogRow {
-                index: next().int()? as u64,
-                entries: next().text()?,
-                crc: next().opt_int()?.map(|c| c as u32),
-            })
-        })
+        log_rows(rows)
+    }
+
+    fn log_from(&mut self, tree: u64, node: u64, from: u64) -> StoreResult<Vec<LogRow>> {
+        let rows = self.sql.query(
+            "SELECT idx, entries, crc FROM logs WHERE tree = $1 AND node = $2 AND idx >= \
+             (SELECT COALESCE(MAX(idx), 0) FROM logs WHERE tree = $1 AND node = $2 AND idx <= $3) \
+             ORDER BY idx",
+            &[i(tree), i(node), i(from)],
+        )?;
+        log_rows(rows)
     }
 
     fn sweeps(&mut self, tree: u64) -> StoreResult<Vec<String>> {
@@ -1198,5 +1213,44 @@ impl<S: Sql> Database for Db<S> {
         }
         self.sql.commit()?;
         Ok(running.len() as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::sqlite::Sqlite;
+
+    /// A relay that has some entries reads from the row holding the next one on, not the whole
+    /// log again (both dialects run the same statement; PostgreSQL through tests/tests/jobs.rs).
+    #[test]
+    fn log_from_reads_from_the_row_holding_the_first_missing_entry() {
+        let dir = std::env::temp_dir().join(format!("simtree-log-from-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut db = Db::new(Sqlite::open(&dir.join("simtree.db")).unwrap());
+        db.migrate().unwrap();
+        // Rows of entries 0–2, 3–4 and 5.
+        let row = |index: u64, count: u64| Write::Log {
+            tree: 1,
+            node: 2,
+            index,
+            count,
+            entries: (index..index + count)
+                .map(|k| format!("{{\"e\":{k}}}"))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        };
+        db.apply(&[row(0, 3), row(3, 2), row(5, 1)]).unwrap();
+        let starts = |from: u64, db: &mut Db<Sqlite>| -> Vec<u64> {
+            db.log_from(1, 2, from).unwrap().iter().map(|r| r.index).collect()
+        };
+        assert_eq!(starts(0, &mut db), [0, 3, 5]);
+        assert_eq!(starts(2, &mut db), [0, 3, 5], "entry 2 is in the first row");
+        assert_eq!(starts(4, &mut db), [3, 5]);
+        assert_eq!(starts(5, &mut db), [5]);
+        assert_eq!(starts(9, &mut db), [5], "past the end: the last row, nothing new in it");
+        assert_eq!(db.log(1, 2).unwrap().len(), 3);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

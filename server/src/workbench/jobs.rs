@@ -337,7 +337,8 @@ impl Workbench {
         let Some(have) = hub.waiting.get(&(tree, node)).map(|w| w.log.len()) else {
             return;
         };
-        let rows = off_runtime(move || store.read(move |db| db.log(tree, node))).await;
+        let from = have as u64;
+        let rows = off_runtime(move || store.read(move |db| db.log_from(tree, node, from))).await;
         let Some(Ok(rows)) = rows else { return };
         let Some(mut w) = hub.waiting.get_mut(&(tree, node)) else {
             return;
