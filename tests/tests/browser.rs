@@ -225,12 +225,19 @@ impl Browser {
             .unwrap_or_else(|e| panic!("waiting for {css}: {e}"))
     }
 
+    /// Clicks `css`. An element drawn again between being found and being
+    /// clicked is found afresh, until the usual deadline.
     async fn click(&self, css: &str) {
-        self.wait_css(css)
-            .await
-            .click()
-            .await
-            .unwrap_or_else(|e| panic!("click {css}: {e}"));
+        let deadline = Instant::now() + WAIT;
+        loop {
+            match self.wait_css(css).await.click().await {
+                Ok(_) => return,
+                Err(e) if is_stale(&e) && Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(50)).await
+                }
+                Err(e) => panic!("click {css}: {e}"),
+            }
+        }
     }
 
     async fn count(&self, css: &str) -> usize {
@@ -288,11 +295,16 @@ impl Browser {
     }
 
     async fn select(&self, css: &str, value: &str) {
-        self.wait_css(css)
-            .await
-            .select_by_value(value)
-            .await
-            .unwrap_or_else(|e| panic!("select {value} in {css}: {e}"));
+        let deadline = Instant::now() + WAIT;
+        loop {
+            match self.wait_css(css).await.select_by_value(value).await {
+                Ok(_) => return,
+                Err(e) if is_stale(&e) && Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(50)).await
+                }
+                Err(e) => panic!("select {value} in {css}: {e}"),
+            }
+        }
     }
 
     async fn finish(self, name: &str) {
@@ -625,10 +637,16 @@ async fn the_studio_agent_view_equals_the_servers_state_after_a_run() {
             .collect();
         let deadline = Instant::now() + WAIT;
         loop {
-            let mut shown = Vec::new();
-            for li in b.client.find_all(Locator::Css("#agent-memory li")).await.unwrap() {
-                shown.push(li.prop("textContent").await.unwrap().unwrap_or_default());
-            }
+            // One script reads every line at once: the list may be drawn
+            // again between finding an item and reading it.
+            let shown: Vec<String> = b
+                .js("return [...document.querySelectorAll('#agent-memory li')].map(e => e.textContent);")
+                .await
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect();
             if shown == expected {
                 break;
             }
@@ -1432,6 +1450,16 @@ async fn data_goes_out_as_files_and_an_export_comes_back_in_from_the_tree_browse
     let _ = std::fs::remove_file(&path);
     let _ = std::fs::remove_file(&bad);
     b.finish("data_out_and_in").await;
+}
+
+/// Whether a WebDriver call failed only because the page drew the element
+/// again after it was found.
+fn is_stale(e: &fantoccini::error::CmdError) -> bool {
+    matches!(
+        e,
+        fantoccini::error::CmdError::Standard(w)
+            if w.error == fantoccini::error::ErrorStatus::StaleElementReference
+    )
 }
 
 /// The texts of every element matching `css`.
