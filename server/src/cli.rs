@@ -509,12 +509,10 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             wb.abm_sandbox = sandbox;
             wb.use_assets(&assets);
-            if let Some(store) = storage.open()? {
-                eprintln!("simtree: trees are kept in {}", store.location);
-                wb.attach_store(store).map_err(|e| e.to_string())?;
-            } else {
-                eprintln!("simtree: --ephemeral: trees are kept in memory only");
-            }
+            // The store first (it takes the database's lease), then the queue (it reads the runs
+            // the last server left to jobs, to adopt them), then the trees (the runs not adopted
+            // are marked interrupted).
+            let store = storage.open()?;
             // `--jobs` requires `--database-url`.
             let queue = match (jobs.jobs, &storage.database_url) {
                 (true, Some(url)) => {
@@ -525,6 +523,12 @@ fn run(cli: Cli) -> Result<(), String> {
                 }
                 _ => None,
             };
+            if let Some(store) = store {
+                eprintln!("simtree: trees are kept in {}", store.location);
+                wb.attach_store(store).map_err(|e| e.to_string())?;
+            } else {
+                eprintln!("simtree: --ephemeral: trees are kept in memory only");
+            }
             // The server's own worker: a workbench of its own that reads trees from the store
             // as jobs name them, like `simtree worker`.
             let own_worker = match &queue {

@@ -500,6 +500,19 @@ impl SimTree {
         true
     }
 
+    /// Shows a node that was restored `interrupted` as running again: its run was not lost but
+    /// is still run by another process (a job the server adopted: see `workbench/jobs.rs`).
+    /// Returns whether the node is running now.
+    pub fn resume_running(&mut self, id: NodeId) -> bool {
+        let Some(node) = self.nodes.get_mut(&id) else {
+            return false;
+        };
+        if node.status == NodeStatus::Interrupted {
+            node.status = NodeStatus::Running;
+        }
+        node.status.is_running()
+    }
+
     /// Takes the end of a run another process ran (a job: see `workbench/jobs.rs`) from the
     /// node's stored record; its simulator stays in the store until used. Returns false when
     /// the node was deleted meanwhile.

@@ -370,11 +370,27 @@ pub fn cancel<S: Sql>(sql: &mut S, tree: u64, node: u64) -> StoreResult<bool> {
     Ok(n == 1)
 }
 
-/// Forgets every job (a serving process starting: runs left by the one before are interrupted
-/// nodes now, as without jobs); returns how many there were.
-pub fn clear<S: Sql>(sql: &mut S) -> StoreResult<u64> {
-    sql.execute("DELETE FROM job_calls", &[])?;
-    sql.execute("DELETE FROM jobs", &[])
+/// What a serving process starting on the database takes over from the one before (see
+/// `workbench/jobs.rs`, adoption): the jobs whose node is stored `running`, whatever their status
+/// (a queued or claimed one is still run by workers; one that ended meanwhile is shown on its node
+/// by the new server), as `(tree, node, payload)`. Every other job, and its recorded calls, is
+/// forgotten: its node ended (its end is stored with it) or is gone.
+pub fn adoptable<S: Sql>(sql: &mut S) -> StoreResult<Vec<(u64, u64, String)>> {
+    const NODE_RUNS: &str = "SELECT 1 FROM nodes n WHERE n.tree = j.tree AND n.id = j.node AND n.status = 'running'";
+    sql.execute(
+        &format!("DELETE FROM job_calls j WHERE NOT EXISTS ({NODE_RUNS})"),
+        &[],
+    )?;
+    sql.execute(&format!("DELETE FROM jobs j WHERE NOT EXISTS ({NODE_RUNS})"), &[])?;
+    let rows = sql.query("SELECT tree, node, payload FROM jobs ORDER BY tree, node", &[])?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let mut r = r.into_iter();
+            let mut next = || r.next().unwrap_or(Cell::Null);
+            (int(next()), int(next()), text(next()).unwrap_or_default())
+        })
+        .collect())
 }
 
 /// Removes an ended job and its recorded calls (its node shows the outcome now).
@@ -564,8 +580,8 @@ impl Queue {
         cancel(&mut self.db.sql, tree, node)
     }
 
-    pub fn clear(&mut self) -> StoreResult<u64> {
-        clear(&mut self.db.sql)
+    pub fn adoptable(&mut self) -> StoreResult<Vec<(u64, u64, String)>> {
+        adoptable(&mut self.db.sql)
     }
 
     pub fn forget(&mut self, tree: u64, node: u64) -> StoreResult<()> {

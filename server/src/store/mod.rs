@@ -375,8 +375,10 @@ pub trait Database: Send {
     fn tree_money(&mut self, _tree: u64) -> StoreResult<Option<f64>> {
         Ok(None)
     }
-    /// Marks nodes whose run was in flight when the last server stopped; returns how many.
-    fn interrupt_running(&mut self) -> StoreResult<u64>;
+    /// Marks nodes whose run was in flight when the last server stopped, but those in `keep`
+    /// (`(tree, node)`: runs whose jobs other processes still run, adopted by this server);
+    /// returns how many were marked.
+    fn interrupt_running(&mut self, keep: &[(u64, u64)]) -> StoreResult<u64>;
     /// Checks that the database takes writes again (after a failed commit, with nothing
     /// queued to retry): SQLite writes a scratch file beside the database (a full disk refuses
     /// it) and a row; PostgreSQL answers a query.
@@ -1200,7 +1202,7 @@ mod journal_tests {
         fn sweeps(&mut self, _: u64) -> StoreResult<Vec<String>> {
             Ok(Vec::new())
         }
-        fn interrupt_running(&mut self) -> StoreResult<u64> {
+        fn interrupt_running(&mut self, _: &[(u64, u64)]) -> StoreResult<u64> {
             Ok(0)
         }
         fn next_tree(&mut self) -> StoreResult<u64> {

@@ -1187,14 +1187,15 @@ impl<S: Sql> Database for Db<S> {
         Ok(out)
     }
 
-    fn interrupt_running(&mut self) -> StoreResult<u64> {
+    fn interrupt_running(&mut self, keep: &[(u64, u64)]) -> StoreResult<u64> {
         // The status changes, so does the record's checksum. One that did not match stays as it
         // was (damage is never made to look intact); rows from before checksums keep none.
         let rows = self.sql.query(
             &format!("SELECT {NODE_COLUMNS} FROM nodes WHERE status = 'running'"),
             &[],
         )?;
-        let running = each(rows, StoredNode::read)?;
+        let mut running = each(rows, StoredNode::read)?;
+        running.retain(|(n, _)| !keep.contains(&(n.tree, n.id)));
         if running.is_empty() {
             return Ok(0);
         }

@@ -14,6 +14,12 @@
 //!   its once-a-second poll) takes the node's stored record into its tree (the state stays in
 //!   the store until used), or fails the node with the job's error when it was given up.
 //!
+//! A server starting on a database whose last server died mid-run adopts that server's jobs
+//! ([`Workbench::enable_jobs`], before the store is attached): their nodes stay `running`, and
+//! the dispatcher waits for them as for runs it queued itself; only runs that were not jobs come
+//! back `interrupted`. What lived only in the dead process's memory (the request waiting for a
+//! fan-out's children, a client's toast) is gone; each child still ends on its own.
+//!
 //! Runs stay in-process (exactly as without `--jobs`) when they need what this phase does not
 //! share between processes: a budget (the tree's or an exploration's, charged in memory), a
 //! replay of recorded calls, an agent-based model (its Python worker), or no store.
@@ -66,6 +72,27 @@ pub struct Hub {
     config: JobsConfig,
     queue: Arc<Mutex<Queue>>,
     waiting: DashMap<(u64, NodeId), Waiting>,
+    /// Runs the last server left to jobs, by tree, with their turns: kept running (not
+    /// interrupted) and waited for once the dispatcher starts ([`Workbench::dispatch_jobs`]).
+    adopted: Mutex<HashMap<u64, Vec<(NodeId, u64)>>>,
+}
+
+impl Hub {
+    /// The runs still to adopt, as `(tree, node)`.
+    pub(super) fn adopting(&self) -> Vec<(u64, NodeId)> {
+        lock(&self.adopted)
+            .iter()
+            .flat_map(|(tree, nodes)| nodes.iter().map(|(node, _)| (*tree, *node)))
+            .collect()
+    }
+
+    /// The nodes of `tree` still to adopt (shown running when the tree is loaded).
+    pub(super) fn adopting_in(&self, tree: u64) -> Vec<NodeId> {
+        lock(&self.adopted)
+            .get(&tree)
+            .map(|nodes| nodes.iter().map(|(node, _)| *node).collect())
+            .unwrap_or_default()
+    }
 }
 
 /// A run the server waits for: where its end goes, and its log and progress for relaying.
@@ -95,12 +122,10 @@ async fn off_runtime<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) 
 /// Why the queue could not be used, or a job could not be run (its node then fails with it).
 #[derive(Debug, thiserror::Error)]
 pub enum JobError {
-    #[error("--jobs needs --database-url (runs are jobs only on PostgreSQL)")]
-    NoDatabase,
     #[error("cannot open the job queue: {0}")]
     Open(String),
-    #[error("cannot clear the job queue: {0}")]
-    Clear(String),
+    #[error("cannot read the jobs the last server left: {0}")]
+    Adopt(String),
     /// A lower layer's refusal, passed on in its words.
     #[error("{0}")]
     Run(String),
@@ -119,25 +144,38 @@ impl From<&str> for JobError {
 }
 
 impl Workbench {
-    /// Sends runs through the queue from now on (`serve --jobs`). Jobs left by an earlier
-    /// server are forgotten: their nodes came back `interrupted`, as without jobs.
+    /// Sends runs through the queue from now on (`serve --jobs`), adopting the runs the last
+    /// server left to jobs: those whose node is stored `running` stay running (other processes
+    /// still run them, or re-claim them once their claim lapses) and are waited for as if this
+    /// server had queued them — their logs relayed, their ends taken, a cancel reaching them.
+    /// Every other job left is forgotten (its node ended, or is gone).
+    ///
+    /// Call it before [`Workbench::attach_store`], which marks the other runs in flight
+    /// `interrupted`: called after it, every run was interrupted already and none is adopted.
     pub fn enable_jobs(&self, config: JobsConfig) -> Result<(), JobError> {
-        if self.store.is_none() {
-            return Err(JobError::NoDatabase);
-        }
         let mut q = Queue::connect(&config.url, Lease::this_process(config.lapse), None)
             .map_err(|e| JobError::Open(e.to_string()))?;
-        let left = q.clear().map_err(|e| JobError::Clear(e.to_string()))?;
-        if left > 0 {
-            tracing::warn!(
-                jobs = left,
-                "jobs left by the last server were dropped (their nodes are interrupted)"
+        if self.store.is_some() {
+            tracing::warn!("jobs enabled after the store was attached: no run of the last server is adopted");
+        }
+        let left = q.adoptable().map_err(|e| JobError::Adopt(e.to_string()))?;
+        let mut adopted: HashMap<u64, Vec<(NodeId, u64)>> = HashMap::new();
+        for (tree, node, payload) in &left {
+            let turns = serde_json::from_str::<RunJob>(payload).map_or(0, |r| r.turns);
+            adopted.entry(*tree).or_default().push((*node, turns));
+        }
+        if !left.is_empty() {
+            tracing::info!(
+                runs = left.len(),
+                trees = adopted.len(),
+                "runs the last server queued as jobs are adopted (they stay running)"
             );
         }
         let hub = Hub {
             config,
             queue: Arc::new(Mutex::new(q)),
             waiting: DashMap::new(),
+            adopted: Mutex::new(adopted),
         };
         self.jobs
             .set(Arc::new(hub))
@@ -171,97 +209,66 @@ impl Workbench {
             replicate: seed,
         })
         .unwrap_or_default();
-        let (done_tx, mut done) = oneshot::channel();
-        hub.waiting.insert(
-            (tree, id),
-            Waiting {
-                done: done_tx,
-                handle: handle.clone(),
-                log: log.clone(),
-                progress: Progress::new(id, turns),
-            },
-        );
-        handle.persist(Write::Job {
+        tracing::info!(tree, node = id, turns, "run queued as a job");
+        let job = Write::Job {
             tree,
             node: id,
             kind: "run".into(),
             payload,
             max_attempts: hub.config.max_attempts,
-        });
-        let (cancel, mut cancelled) = watch::channel(false);
-        let (ended_tx, ended) = watch::channel(false);
-        lock(&handle.runs).insert(
-            id,
-            RunControl {
-                cancel,
-                ended,
-                live: LiveState::default(),
-            },
-        );
-        let handle = handle.clone();
-        tracing::info!(tree, node = id, turns, "run queued as a job");
-        tokio::spawn(async move {
-            let started = std::time::Instant::now();
-            // The job is stored before anyone is told the run started for good.
-            let ended_as = match handle.flush_async().await {
-                Err(e) => Err(e.to_string()),
-                Ok(()) => {
-                    let ended = tokio::select! {
-                        row = &mut done => Some(row.ok()),
-                        _ = cancelled.wait_for(|c| *c) => None,
-                    };
-                    match ended {
-                        Some(row) => Ok(row),
-                        None => match on_queue(&hub.queue, move |q| q.cancel(tree, id)).await {
-                            // It ended meanwhile: its end is on its way.
-                            Ok(false) => Ok(done.await.ok()),
-                            _ => Ok(None),
-                        },
+        };
+        wait_for_job(hub, handle, id, log, Progress::new(id, turns), Some(job))
+    }
+
+    /// Takes over the runs the last server left to jobs ([`Self::enable_jobs`]): each tree
+    /// holding one is loaded (its adopted nodes running), and each run is waited for as one
+    /// this server queued, announced to the tree's watchers with `run_start`.
+    async fn adopt(self: &Arc<Self>, hub: &Arc<Hub>) {
+        let trees: Vec<(u64, Vec<(NodeId, u64)>)> =
+            lock(&hub.adopted).iter().map(|(t, n)| (*t, n.clone())).collect();
+        for (tree, nodes) in trees {
+            let this = self.clone();
+            let read = off_runtime(move || {
+                let handle = this.tree(tree)?;
+                let mut found = Vec::new();
+                {
+                    let mut t = handle.lock();
+                    for (node, turns) in nodes {
+                        // (Loaded before enable_jobs' list was read: the node may show interrupted.)
+                        if !t.resume_running(node) {
+                            continue;
+                        }
+                        match t.log(node) {
+                            Ok(log) => found.push((node, turns, log)),
+                            Err(e) => tracing::warn!(tree, node, error = %e, "an adopted run's log cannot be read; it is relayed from its next entries"),
+                        }
                     }
                 }
+                Ok::<_, WorkbenchError>((handle, found))
+            })
+            .await;
+            lock(&hub.adopted).remove(&tree);
+            let (handle, found) = match read {
+                Some(Ok(read)) => read,
+                Some(Err(e)) => {
+                    tracing::warn!(tree, error = %e, "a tree with adopted runs cannot be read; their jobs end unseen");
+                    continue;
+                }
+                None => return,
             };
-            let left = hub.waiting.remove(&(tree, id)).map(|(_, w)| w.progress);
-            let result = match ended_as {
-                Err(cause) => {
-                    tracing::error!(tree, node = id, error = %cause, "a run's job could not be stored; its node is removed");
-                    handle.roll_back(id);
-                    RunResult {
-                        node: id,
-                        status: NodeStatus::Failed,
-                        error: Some(cause.clone()),
-                        deleted: true,
-                        unstored: Some(cause),
+            for (node, turns, log) in found {
+                // The turns its log shows done already count.
+                let mut progress = Progress::new(node, turns);
+                log.for_each(|entry| {
+                    if let Ok(e) = serde_json::from_str::<Event>(entry) {
+                        let _ = progress.observe(&e);
                     }
-                }
-                Ok(ended) => {
-                    let (row, progress) = match ended {
-                        Some((row, progress)) => (Some(row), progress),
-                        None => (None, left.unwrap_or_else(|| Progress::new(id, turns))),
-                    };
-                    let result = take_end(&handle, id, row, &log, progress).await;
-                    let _ = on_queue(&hub.queue, move |q| q.forget(tree, id)).await;
-                    result
-                }
-            };
-            lock(&handle.runs).remove(&id);
-            tracing::info!(
-                tree,
-                node = id,
-                status = ?result.status,
-                error = result.error.as_deref().unwrap_or(""),
-                elapsed_ms = started.elapsed().as_millis() as u64,
-                "job ended"
-            );
-            if !result.deleted {
-                handle.send(TreeMsg::RunFinish {
-                    node: id,
-                    status: result.status,
-                    error: result.error.clone(),
                 });
+                tracing::info!(tree, node, turns, entries = log.len(), "run adopted from the last server");
+                drop(wait_for_job(hub.clone(), &handle, node, log, progress, None));
+                handle.send(TreeMsg::RunStart { node });
             }
-            let _ = ended_tx.send(true);
-            result
-        })
+        }
     }
 
     /// The serving process's loop (`serve --jobs`): wakes on notifications (or once a second),
@@ -271,6 +278,8 @@ impl Workbench {
         let Some(hub) = self.jobs.get().cloned() else {
             return;
         };
+        // Before the first look at ended jobs: an adopted run's end has someone waiting for it.
+        self.adopt(&hub).await;
         let (tx, mut rx) = mpsc::unbounded_channel::<Vec<String>>();
         let url = hub.config.url.clone();
         std::thread::Builder::new()
@@ -690,6 +699,109 @@ impl Workbench {
         self.stored.insert(tree, row);
         self.tree(tree)
     }
+}
+
+/// Waits for the job of running node `id`, as [`Workbench::spawn`] waits for a run in this
+/// process: registered for the dispatcher (its log relayed, its end handed over) and as a run of
+/// the tree (a cancel reaches it), its end taken into the tree and announced (`run_finish`).
+/// `job` queues it (a new run; stored before it is waited for); `None`: it is queued already
+/// (a run adopted from the last server).
+fn wait_for_job(
+    hub: Arc<Hub>,
+    handle: &Arc<TreeHandle>,
+    id: NodeId,
+    log: Arc<NodeLog>,
+    progress: Progress,
+    job: Option<Write>,
+) -> tokio::task::JoinHandle<RunResult> {
+    let tree = handle.id;
+    let turns = progress.total;
+    let (done_tx, mut done) = oneshot::channel();
+    hub.waiting.insert(
+        (tree, id),
+        Waiting {
+            done: done_tx,
+            handle: handle.clone(),
+            log: log.clone(),
+            progress,
+        },
+    );
+    if let Some(job) = job {
+        handle.persist(job);
+    }
+    let (cancel, mut cancelled) = watch::channel(false);
+    let (ended_tx, ended) = watch::channel(false);
+    lock(&handle.runs).insert(
+        id,
+        RunControl {
+            cancel,
+            ended,
+            live: LiveState::default(),
+        },
+    );
+    let handle = handle.clone();
+    tokio::spawn(async move {
+        let started = std::time::Instant::now();
+        // The job is stored before anyone is told the run started for good.
+        let ended_as = match handle.flush_async().await {
+            Err(e) => Err(e.to_string()),
+            Ok(()) => {
+                let ended = tokio::select! {
+                    row = &mut done => Some(row.ok()),
+                    _ = cancelled.wait_for(|c| *c) => None,
+                };
+                match ended {
+                    Some(row) => Ok(row),
+                    None => match on_queue(&hub.queue, move |q| q.cancel(tree, id)).await {
+                        // It ended meanwhile: its end is on its way.
+                        Ok(false) => Ok(done.await.ok()),
+                        _ => Ok(None),
+                    },
+                }
+            }
+        };
+        let left = hub.waiting.remove(&(tree, id)).map(|(_, w)| w.progress);
+        let result = match ended_as {
+            Err(cause) => {
+                tracing::error!(tree, node = id, error = %cause, "a run's job could not be stored; its node is removed");
+                handle.roll_back(id);
+                RunResult {
+                    node: id,
+                    status: NodeStatus::Failed,
+                    error: Some(cause.clone()),
+                    deleted: true,
+                    unstored: Some(cause),
+                }
+            }
+            Ok(ended) => {
+                let (row, progress) = match ended {
+                    Some((row, progress)) => (Some(row), progress),
+                    None => (None, left.unwrap_or_else(|| Progress::new(id, turns))),
+                };
+                let result = take_end(&handle, id, row, &log, progress).await;
+                let _ = on_queue(&hub.queue, move |q| q.forget(tree, id)).await;
+                result
+            }
+        };
+        lock(&handle.runs).remove(&id);
+        tracing::info!(
+            tree,
+            node = id,
+            status = ?result.status,
+            error = result.error.as_deref().unwrap_or(""),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "job ended"
+        );
+        if !result.deleted {
+            handle.send(TreeMsg::RunFinish {
+                node: id,
+                status: result.status,
+                error: result.error.clone(),
+            });
+        }
+        let _ = ended_tx.send(true);
+        result
+    })
 }
 
 /// A job's run, ended: how, and what stores it.

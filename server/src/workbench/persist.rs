@@ -322,8 +322,9 @@ pub struct NotReady(pub String);
 
 impl Workbench {
     /// Makes the workbench durable: trees in `store` are listed (and loaded on first use), runs
-    /// the last server left in flight become `interrupted`, and every change from now on is
-    /// written. Nothing but the tree list is read here.
+    /// the last server left in flight become `interrupted` (but those whose jobs are adopted,
+    /// when jobs were enabled before), and every change from now on is written. Nothing but the
+    /// tree list is read here.
     pub fn attach_store(&mut self, store: Store) -> Result<(), StoreError> {
         let store = Arc::new(store);
         let abandoned = store.read(|db| db.abandoned_imports())?;
@@ -334,7 +335,10 @@ impl Workbench {
                 "an import the last server did not finish was removed (its tree id is not reused)"
             );
         }
-        let interrupted = store.read(|db| db.interrupt_running())?;
+        // Runs whose jobs other processes still run are adopted, not interrupted (jobs enabled
+        // first: see `Workbench::enable_jobs`).
+        let keep = self.jobs.get().map(|hub| hub.adopting()).unwrap_or_default();
+        let interrupted = store.read(move |db| db.interrupt_running(&keep))?;
         let rows = store.read(|db| db.trees())?;
         if interrupted > 0 {
             tracing::warn!(
@@ -424,6 +428,12 @@ impl Workbench {
             .read(move |db| db.annotations(id))
             .map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
         let mut tree = SimTree::restore(row.scenario.clone(), row.seq, rows, source)?;
+        if let Some(hub) = self.jobs.get() {
+            // Runs adopted from the last server are running, not interrupted.
+            for node in hub.adopting_in(id) {
+                tree.resume_running(node);
+            }
+        }
         tree.document = document;
         tree.scenario_version = version;
         tree.set_notes(id, notes);
