@@ -744,3 +744,178 @@ async fn a_worker_stopped_with_sigterm_hands_its_run_back_and_another_finishes_i
     assert_eq!(second.done(), 1);
     assert_eq!(first.done(), 0);
 }
+
+// ---- adoption: a new server takes over the runs a killed one left to jobs ----
+
+/// Starts a server with `flags` and `env` once the database's lease is free (the last server
+/// was killed: its lease lapses by itself), trying again every 100 ms for up to 15 s.
+fn next_server(flags: &[&str], env: &[(&'static str, String)]) -> simtree_e2e::Server {
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let until = Instant::now() + Duration::from_secs(15);
+    loop {
+        match simtree_e2e::Server::try_start_env(flags, &env) {
+            Ok(s) => return s,
+            Err(e) if e.contains("already served") && Instant::now() < until => {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => panic!("the next server did not start: {e}"),
+        }
+    }
+}
+
+/// The number of rows `query` counts.
+fn count(pg: &Postgres, query: &str) -> u64 {
+    pg.sql(query).trim().parse().unwrap_or(0)
+}
+
+/// Reads a tree watcher's opening messages up to its snapshot; returns the snapshot's statuses.
+async fn snapshot(w: &mut simtree_e2e::Watcher) -> BTreeMap<u64, String> {
+    loop {
+        let m = w.next(Duration::from_secs(10)).await.expect("the snapshot");
+        if m["type"] == "snapshot" {
+            return m["data"]["nodes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|n| (n["id"].as_u64().unwrap(), n["status"].as_str().unwrap().to_string()))
+                .collect();
+        }
+    }
+}
+
+/// Reads a tree watcher until every node of `nodes` has a `run_finish`; returns each node's
+/// messages by type, in order.
+async fn until_finished(w: &mut simtree_e2e::Watcher, nodes: &[u64], within: Duration) -> BTreeMap<u64, Vec<String>> {
+    let mut seen: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+    let deadline = Instant::now() + within;
+    let finished = |seen: &BTreeMap<u64, Vec<String>>| {
+        nodes
+            .iter()
+            .all(|n| seen.get(n).is_some_and(|k| k.iter().any(|k| k == "run_finish")))
+    };
+    while !finished(&seen) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let m = w
+            .next(left)
+            .await
+            .unwrap_or_else(|| panic!("not every adopted run finished in {within:?}: {seen:?}"));
+        if let Some(node) = m["data"]["node"].as_u64() {
+            seen.entry(node).or_default().push(m["type"].as_str().unwrap().to_string());
+        }
+    }
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_killed_mid_fan_out_is_followed_by_one_that_adopts_its_jobs_and_pays_no_call_twice() {
+    let pg = Postgres::start();
+    // The workers' provider counts the fan-out's calls; the server's own answers its in-process run.
+    let (url, provided) = provider(Duration::from_millis(250), Arc::new(|| {})).await;
+    let env = llm_env(&url);
+    let (own_url, _) = provider(Duration::from_millis(250), Arc::new(|| {})).await;
+    let own_env = llm_env(&own_url);
+    let flags = [
+        "--database-url",
+        pg.url.as_str(),
+        "--jobs",
+        "--job-lapse-secs",
+        "2",
+        "--no-worker",
+        "--lease-secs",
+        "2",
+    ];
+    let own_pairs: Vec<(&str, &str)> = own_env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut first = simtree_e2e::Server::start_env(&flags, &own_pairs);
+    let worker = Worker::start(&pg, &env, &["--concurrency", "8", "--job-lapse-secs", "2"]);
+    wait_for_workers(&pg, 1);
+    let tree = first.create("simple_chat").await;
+    // A budgeted tree runs in the server's own process (its budget is charged in memory).
+    let (status, budgeted) = first
+        .post(
+            "/devui/simtree",
+            &serde_json::json!({"scenario": "simple_chat", "token_budget": 10_000_000}),
+        )
+        .await;
+    assert_eq!(status, 200, "{budgeted}");
+    let budgeted = budgeted["id"].as_u64().unwrap();
+    let _in_process = first.advance_in_background(budgeted, 0, 40);
+    let _fan = {
+        let base = first.base.clone();
+        tokio::spawn(async move {
+            reqwest::Client::new()
+                .post(format!("{base}/devui/simtree/{tree}/advance_multi"))
+                .json(&serde_json::json!({"parent": 0, "turns": 6, "count": 8}))
+                .send()
+                .await
+        })
+    };
+    // Once the worker runs all eight children and each has made a call, the server dies.
+    let until = Instant::now() + Duration::from_secs(20);
+    while count(&pg, "SELECT COUNT(*) FROM jobs WHERE status = 'claimed'") < 8
+        || count(&pg, "SELECT COUNT(DISTINCT node) FROM job_calls") < 8
+    {
+        assert!(Instant::now() < until, "the children never all ran");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let budgeted_run = first.first_running(budgeted).await;
+    first.stop(); // SIGKILL: no lease released, no job touched
+    let killed = Instant::now();
+    let children: Vec<u64> = pg
+        .sql(&format!("SELECT node FROM jobs WHERE tree = {tree} ORDER BY node"))
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    assert_eq!(children.len(), 8, "{children:?}");
+
+    let second = next_server(&flags, &own_env);
+    eprintln!("the next server started {:?} after the kill", killed.elapsed());
+    let mut watcher = second.watch(&format!("/devui/simtree/{tree}/events")).await;
+    let at_join = snapshot(&mut watcher).await;
+    let running: Vec<u64> = children.iter().copied().filter(|c| at_join[c] == "running").collect();
+    assert!(
+        running.len() >= 6,
+        "the adopted children are running, not interrupted: {at_join:?}"
+    );
+    for c in &children {
+        assert!(
+            matches!(at_join[c].as_str(), "running" | "done"),
+            "child {c}: {at_join:?}"
+        );
+    }
+    let seen = until_finished(&mut watcher, &running, Duration::from_secs(40)).await;
+    assert!(
+        running.iter().any(|c| seen[c].iter().any(|k| k == "run_progress")),
+        "the new server relays the workers' logs: {seen:?}"
+    );
+    let ended = statuses(&second, tree).await;
+    for c in &children {
+        assert_eq!(ended[c], "done", "child {c}");
+    }
+    assert_eq!(worker.done(), 8, "each child ran once, on the worker that had it");
+    // The run of the budgeted tree was the dead server's own: it is interrupted, as before.
+    assert_eq!(statuses(&second, budgeted).await[&budgeted_run], "interrupted");
+    // The ended jobs are forgotten once their nodes show them.
+    let until = Instant::now() + Duration::from_secs(5);
+    while count(&pg, "SELECT COUNT(*) FROM jobs") > 0 {
+        assert!(Instant::now() < until, "ended jobs stay in the queue");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The same fan-out in one process logs the same entries and makes as many calls: none of
+    // the adopted runs' calls was paid twice.
+    let calls = provided.seen.lock().unwrap().len();
+    let (alone_url, alone_seen) = provider(Duration::from_millis(1), Arc::new(|| {})).await;
+    let alone_env = llm_env(&alone_url);
+    let alone_pairs: Vec<(&str, &str)> = alone_env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let alone = simtree_e2e::Server::start_env(&[], &alone_pairs);
+    let other = alone.create("simple_chat").await;
+    let theirs = fan_out(&alone, other, 8, 6).await;
+    for (mine, theirs) in children.iter().zip(&theirs) {
+        let a = simtree_e2e::own_entries(&second, tree, *mine).await;
+        let b = simtree_e2e::own_entries(&alone, other, *theirs).await;
+        assert!(!a.is_empty());
+        assert_eq!(a, b, "child {mine}: the adopted run's log differs from an in-process run's");
+    }
+    let fan_calls = alone_seen.seen.lock().unwrap().len();
+    assert!(fan_calls >= 8 * 6, "{fan_calls} calls");
+    assert_eq!(calls, fan_calls, "the adopted runs paid no call twice");
+}
