@@ -919,3 +919,71 @@ async fn a_server_killed_mid_fan_out_is_followed_by_one_that_adopts_its_jobs_and
     assert!(fan_calls >= 8 * 6, "{fan_calls} calls");
     assert_eq!(calls, fan_calls, "the adopted runs paid no call twice");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_whose_worker_and_server_both_died_is_re_claimed_replayed_and_adopted() {
+    let pg = Postgres::start();
+    let (url, provided) = provider(Duration::from_millis(200), Arc::new(|| {})).await;
+    let env = llm_env(&url);
+    let flags = [
+        "--database-url",
+        pg.url.as_str(),
+        "--jobs",
+        "--no-worker",
+        "--lease-secs",
+        "2",
+    ];
+    let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut first = simtree_e2e::Server::start_env(&flags, &pairs);
+    let mut doomed = Worker::start(&pg, &env, &["--concurrency", "1", "--job-lapse-secs", "2"]);
+    wait_for_workers(&pg, 1);
+    let tree = first.create("simple_chat").await;
+    let _run = first.advance_in_background(tree, 0, 4);
+    // Once the run has recorded a few calls, its worker and the server die together.
+    let until = Instant::now() + Duration::from_secs(20);
+    while count(&pg, "SELECT COUNT(*) FROM job_calls") < 3 {
+        assert!(Instant::now() < until, "the run never got going");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    doomed.kill9();
+    first.stop();
+    let node: u64 = pg
+        .sql(&format!("SELECT node FROM jobs WHERE tree = {tree}"))
+        .trim()
+        .parse()
+        .unwrap();
+    let recorded = count(&pg, "SELECT COUNT(*) FROM job_calls");
+    let sent = provided.seen.lock().unwrap().len();
+    assert!(
+        count(&pg, &format!("SELECT COUNT(*) FROM nodes WHERE tree = {tree} AND id = {node} AND status = 'running'")) == 1,
+        "the node was left running"
+    );
+
+    let second = next_server(&flags, &env);
+    let mut watcher = second.watch(&format!("/devui/simtree/{tree}/events")).await;
+    assert_eq!(snapshot(&mut watcher).await[&node], "running", "adopted, not interrupted");
+    // A new worker re-claims the job once the dead one's claim lapses, and finishes it.
+    let rescuer = Worker::start(&pg, &env, &["--concurrency", "1", "--job-lapse-secs", "2"]);
+    let seen = until_finished(&mut watcher, &[node], Duration::from_secs(40)).await;
+    assert_eq!(seen[&node].last().map(String::as_str), Some("run_finish"), "{seen:?}");
+    assert_eq!(statuses(&second, tree).await[&node], "done");
+    assert_eq!(rescuer.done(), 1);
+    // The log is the run's, once, as an in-process run of it.
+    let (alone_url, alone_seen) = provider(Duration::from_millis(1), Arc::new(|| {})).await;
+    let alone_env = llm_env(&alone_url);
+    let alone_pairs: Vec<(&str, &str)> = alone_env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let alone = simtree_e2e::Server::start_env(&[], &alone_pairs);
+    let other = alone.create("simple_chat").await;
+    let theirs = simtree_e2e::advance(&alone, other, 0, 4).await;
+    assert_eq!(
+        simtree_e2e::own_entries(&second, tree, node).await,
+        simtree_e2e::own_entries(&alone, other, theirs).await
+    );
+    // What was recorded before the kill was replayed: only calls in flight then (at most the
+    // ones sent but not recorded) were paid again.
+    let calls = alone_seen.seen.lock().unwrap().len();
+    let total = provided.seen.lock().unwrap().len();
+    let in_flight = sent - recorded as usize;
+    assert!(recorded >= 3 && calls > recorded as usize, "{recorded} recorded of {calls}");
+    assert_eq!(total, calls + in_flight, "sent {sent}, recorded {recorded}, in all {total}");
+}
