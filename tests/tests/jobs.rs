@@ -787,22 +787,22 @@ async fn snapshot(w: &mut simtree_e2e::Watcher) -> BTreeMap<u64, String> {
 /// messages by type, in order.
 async fn until_finished(w: &mut simtree_e2e::Watcher, nodes: &[u64], within: Duration) -> BTreeMap<u64, Vec<String>> {
     let mut seen: BTreeMap<u64, Vec<String>> = BTreeMap::new();
-    let deadline = Instant::now() + within;
     let finished = |seen: &BTreeMap<u64, Vec<String>>| {
         nodes
             .iter()
             .all(|n| seen.get(n).is_some_and(|k| k.iter().any(|k| k == "run_finish")))
     };
-    while !finished(&seen) {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let m = w
-            .next(left)
-            .await
-            .unwrap_or_else(|| panic!("not every adopted run finished in {within:?}: {seen:?}"));
-        if let Some(node) = m["data"]["node"].as_u64() {
-            seen.entry(node).or_default().push(m["type"].as_str().unwrap().to_string());
+    // (One deadline for all: the server's pings would restart a per-message timeout.)
+    let read = tokio::time::timeout(within, async {
+        while !finished(&seen) {
+            let m = w.next(within).await.expect("the socket stayed open");
+            if let Some(node) = m["data"]["node"].as_u64() {
+                seen.entry(node).or_default().push(m["type"].as_str().unwrap().to_string());
+            }
         }
-    }
+    })
+    .await;
+    assert!(read.is_ok(), "not every adopted run finished in {within:?}: {seen:?}");
     seen
 }
 
