@@ -987,3 +987,72 @@ async fn a_run_whose_worker_and_server_both_died_is_re_claimed_replayed_and_adop
     assert!(recorded >= 3 && calls > recorded as usize, "{recorded} recorded of {calls}");
     assert_eq!(total, calls + in_flight, "sent {sent}, recorded {recorded}, in all {total}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_adopted_run_can_be_cancelled_and_one_whose_job_dies_fails_with_the_reason() {
+    let pg = Postgres::start();
+    let (url, _) = provider(Duration::from_millis(100), Arc::new(|| {})).await;
+    let env = llm_env(&url);
+    let flags = [
+        "--database-url",
+        pg.url.as_str(),
+        "--jobs",
+        "--no-worker",
+        "--job-attempts",
+        "1",
+        "--lease-secs",
+        "2",
+    ];
+    let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut first = simtree_e2e::Server::start_env(&flags, &pairs);
+    let mut doomed = Worker::start(&pg, &env, &["--concurrency", "1", "--job-lapse-secs", "1"]);
+    wait_for_workers(&pg, 1);
+    // One run claimed by the worker (it will die with it, on its only attempt) and one queued
+    // behind it.
+    let (claimed_tree, queued_tree) = (first.create("simple_chat").await, first.create("simple_chat").await);
+    let _a = first.advance_in_background(claimed_tree, 0, 4);
+    let until = Instant::now() + Duration::from_secs(20);
+    while count(&pg, "SELECT COUNT(*) FROM job_calls") < 1 {
+        assert!(Instant::now() < until, "the run never got going");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _b = first.advance_in_background(queued_tree, 0, 200);
+    while count(&pg, "SELECT COUNT(*) FROM jobs WHERE status = 'queued'") < 1 {
+        assert!(Instant::now() < until, "the second run was never queued");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    doomed.kill9();
+    first.stop();
+
+    let second = next_server(&flags, &env);
+    let mut claimed_w = second.watch(&format!("/devui/simtree/{claimed_tree}/events")).await;
+    let mut queued_w = second.watch(&format!("/devui/simtree/{queued_tree}/events")).await;
+    let (claimed, queued) = (snapshot(&mut claimed_w).await, snapshot(&mut queued_w).await);
+    assert_eq!((claimed[&1].as_str(), queued[&1].as_str()), ("running", "running"));
+    // A cancel reaches the adopted queued run: nobody will ever run it.
+    let (status, body) = second
+        .post(
+            &format!("/devui/simtree/{queued_tree}/node/1/cancel"),
+            &serde_json::json!({}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(statuses(&second, queued_tree).await[&1], "cancelled");
+    let (msgs, ok) = queued_w.until(Duration::from_secs(5), |m| m["type"] == "run_finish").await;
+    assert!(ok, "{msgs:?}");
+    // The claimed one lost its worker on its only attempt: the next claimer gives it up, and
+    // the adopted node fails with the reason instead of running forever.
+    let _next = Worker::start(&pg, &env, &["--concurrency", "1", "--job-lapse-secs", "1"]);
+    let (msgs, ok) = claimed_w.until(Duration::from_secs(20), |m| m["type"] == "run_finish").await;
+    assert!(ok, "{msgs:?}");
+    let finish = msgs.last().unwrap();
+    assert_eq!(finish["data"]["status"], "failed", "{finish}");
+    let error = finish["data"]["error"].as_str().unwrap_or_default();
+    assert!(error.contains("given up after 1 attempts"), "{error}");
+    assert_eq!(statuses(&second, claimed_tree).await[&1], "failed");
+    let until = Instant::now() + Duration::from_secs(5);
+    while count(&pg, "SELECT COUNT(*) FROM jobs") > 0 {
+        assert!(Instant::now() < until, "ended jobs stay in the queue");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
