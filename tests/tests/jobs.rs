@@ -797,7 +797,9 @@ async fn until_finished(w: &mut simtree_e2e::Watcher, nodes: &[u64], within: Dur
         while !finished(&seen) {
             let m = w.next(within).await.expect("the socket stayed open");
             if let Some(node) = m["data"]["node"].as_u64() {
-                seen.entry(node).or_default().push(m["type"].as_str().unwrap().to_string());
+                seen.entry(node)
+                    .or_default()
+                    .push(m["type"].as_str().unwrap().to_string());
             }
         }
     })
@@ -913,7 +915,10 @@ async fn a_server_killed_mid_fan_out_is_followed_by_one_that_adopts_its_jobs_and
         let a = simtree_e2e::own_entries(&second, tree, *mine).await;
         let b = simtree_e2e::own_entries(&alone, other, *theirs).await;
         assert!(!a.is_empty());
-        assert_eq!(a, b, "child {mine}: the adopted run's log differs from an in-process run's");
+        assert_eq!(
+            a, b,
+            "child {mine}: the adopted run's log differs from an in-process run's"
+        );
     }
     let fan_calls = alone_seen.seen.lock().unwrap().len();
     assert!(fan_calls >= 8 * 6, "{fan_calls} calls");
@@ -955,13 +960,20 @@ async fn a_run_whose_worker_and_server_both_died_is_re_claimed_replayed_and_adop
     let recorded = count(&pg, "SELECT COUNT(*) FROM job_calls");
     let sent = provided.seen.lock().unwrap().len();
     assert!(
-        count(&pg, &format!("SELECT COUNT(*) FROM nodes WHERE tree = {tree} AND id = {node} AND status = 'running'")) == 1,
+        count(
+            &pg,
+            &format!("SELECT COUNT(*) FROM nodes WHERE tree = {tree} AND id = {node} AND status = 'running'")
+        ) == 1,
         "the node was left running"
     );
 
     let second = next_server(&flags, &env);
     let mut watcher = second.watch(&format!("/devui/simtree/{tree}/events")).await;
-    assert_eq!(snapshot(&mut watcher).await[&node], "running", "adopted, not interrupted");
+    assert_eq!(
+        snapshot(&mut watcher).await[&node],
+        "running",
+        "adopted, not interrupted"
+    );
     // A new worker re-claims the job once the dead one's claim lapses, and finishes it.
     let rescuer = Worker::start(&pg, &env, &["--concurrency", "1", "--job-lapse-secs", "2"]);
     let seen = until_finished(&mut watcher, &[node], Duration::from_secs(40)).await;
@@ -984,8 +996,15 @@ async fn a_run_whose_worker_and_server_both_died_is_re_claimed_replayed_and_adop
     let calls = alone_seen.seen.lock().unwrap().len();
     let total = provided.seen.lock().unwrap().len();
     let in_flight = sent - recorded as usize;
-    assert!(recorded >= 3 && calls > recorded as usize, "{recorded} recorded of {calls}");
-    assert_eq!(total, calls + in_flight, "sent {sent}, recorded {recorded}, in all {total}");
+    assert!(
+        recorded >= 3 && calls > recorded as usize,
+        "{recorded} recorded of {calls}"
+    );
+    assert_eq!(
+        total,
+        calls + in_flight,
+        "sent {sent}, recorded {recorded}, in all {total}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -1038,12 +1057,16 @@ async fn an_adopted_run_can_be_cancelled_and_one_whose_job_dies_fails_with_the_r
         .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(statuses(&second, queued_tree).await[&1], "cancelled");
-    let (msgs, ok) = queued_w.until(Duration::from_secs(5), |m| m["type"] == "run_finish").await;
+    let (msgs, ok) = queued_w
+        .until(Duration::from_secs(5), |m| m["type"] == "run_finish")
+        .await;
     assert!(ok, "{msgs:?}");
     // The claimed one lost its worker on its only attempt: the next claimer gives it up, and
     // the adopted node fails with the reason instead of running forever.
     let _next = Worker::start(&pg, &env, &["--concurrency", "1", "--job-lapse-secs", "1"]);
-    let (msgs, ok) = claimed_w.until(Duration::from_secs(20), |m| m["type"] == "run_finish").await;
+    let (msgs, ok) = claimed_w
+        .until(Duration::from_secs(20), |m| m["type"] == "run_finish")
+        .await;
     assert!(ok, "{msgs:?}");
     let finish = msgs.last().unwrap();
     assert_eq!(finish["data"]["status"], "failed", "{finish}");

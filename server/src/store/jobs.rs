@@ -377,10 +377,7 @@ pub fn cancel<S: Sql>(sql: &mut S, tree: u64, node: u64) -> StoreResult<bool> {
 /// forgotten: its node ended (its end is stored with it) or is gone.
 pub fn adoptable<S: Sql>(sql: &mut S) -> StoreResult<Vec<(u64, u64, String)>> {
     const NODE_RUNS: &str = "SELECT 1 FROM nodes n WHERE n.tree = j.tree AND n.id = j.node AND n.status = 'running'";
-    sql.execute(
-        &format!("DELETE FROM job_calls j WHERE NOT EXISTS ({NODE_RUNS})"),
-        &[],
-    )?;
+    sql.execute(&format!("DELETE FROM job_calls j WHERE NOT EXISTS ({NODE_RUNS})"), &[])?;
     sql.execute(&format!("DELETE FROM jobs j WHERE NOT EXISTS ({NODE_RUNS})"), &[])?;
     let rows = sql.query("SELECT tree, node, payload FROM jobs ORDER BY tree, node", &[])?;
     Ok(rows

@@ -224,8 +224,7 @@ impl Workbench {
     /// holding one is loaded (its adopted nodes running), and each run is waited for as one
     /// this server queued, announced to the tree's watchers with `run_start`.
     async fn adopt(self: &Arc<Self>, hub: &Arc<Hub>) {
-        let trees: Vec<(u64, Vec<(NodeId, u64)>)> =
-            lock(&hub.adopted).iter().map(|(t, n)| (*t, n.clone())).collect();
+        let trees: Vec<(u64, Vec<(NodeId, u64)>)> = lock(&hub.adopted).iter().map(|(t, n)| (*t, n.clone())).collect();
         for (tree, nodes) in trees {
             let this = self.clone();
             let read = off_runtime(move || {
@@ -264,7 +263,13 @@ impl Workbench {
                         let _ = progress.observe(&e);
                     }
                 });
-                tracing::info!(tree, node, turns, entries = log.len(), "run adopted from the last server");
+                tracing::info!(
+                    tree,
+                    node,
+                    turns,
+                    entries = log.len(),
+                    "run adopted from the last server"
+                );
                 drop(wait_for_job(hub.clone(), &handle, node, log, progress, None));
                 handle.send(TreeMsg::RunStart { node });
             }
