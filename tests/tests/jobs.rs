@@ -1079,3 +1079,51 @@ async fn an_adopted_run_can_be_cancelled_and_one_whose_job_dies_fails_with_the_r
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sweep_cut_short_by_a_killed_server_ends_its_replicates_interrupted_not_adopted() {
+    let pg = Postgres::start();
+    let (url, _) = provider(Duration::from_millis(150), Arc::new(|| {})).await;
+    let env = llm_env(&url);
+    let flags = [
+        "--database-url",
+        pg.url.as_str(),
+        "--jobs",
+        "--no-worker",
+        "--lease-secs",
+        "2",
+    ];
+    let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut first = simtree_e2e::Server::start_env(&flags, &pairs);
+    let _worker = Worker::start(&pg, &env, &["--concurrency", "2", "--job-lapse-secs", "2"]);
+    wait_for_workers(&pg, 1);
+    let tree = first.create("simple_chat").await;
+    let (status, body) = first
+        .post(
+            &format!("/devui/simtree/{tree}/sweep"),
+            &serde_json::json!({"parent": 0, "turns": 6, "replicates": 2,
+                "axes": [{"label": "news", "op": {"op": "public_broadcast"}, "field": "text", "values": ["rain"]}],
+                "metrics": {"actions": "count:action_end"}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let sweep = body["sweep"].as_u64().unwrap();
+    let until = Instant::now() + Duration::from_secs(20);
+    while count(&pg, "SELECT COUNT(DISTINCT node) FROM job_calls") < 2 {
+        assert!(Instant::now() < until, "the replicates never ran");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    first.stop();
+    let second = next_server(&flags, &env);
+    // The sweep's table died with the server: its replicates are interrupted (as without
+    // jobs), the sweep is not left waiting for them, and their jobs are gone.
+    let (_, table) = second.get(&format!("/devui/simtree/{tree}/sweep/{sweep}")).await;
+    assert_eq!(table["pending"], 0, "{table}");
+    let interrupted = statuses(&second, tree)
+        .await
+        .values()
+        .filter(|s| *s == "interrupted")
+        .count();
+    assert_eq!(interrupted, 2, "{:?}", statuses(&second, tree).await);
+    assert_eq!(count(&pg, "SELECT COUNT(*) FROM jobs"), 0);
+}

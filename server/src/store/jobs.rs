@@ -374,9 +374,13 @@ pub fn cancel<S: Sql>(sql: &mut S, tree: u64, node: u64) -> StoreResult<bool> {
 /// `workbench/jobs.rs`, adoption): the jobs whose node is stored `running`, whatever their status
 /// (a queued or claimed one is still run by workers; one that ended meanwhile is shown on its node
 /// by the new server), as `(tree, node, payload)`. Every other job, and its recorded calls, is
-/// forgotten: its node ended (its end is stored with it) or is gone.
+/// forgotten: its node ended (its end is stored with it) or is gone — or it is a replicate of a
+/// sweep or an exploration, whose table the dead server kept in memory: its node comes back
+/// `interrupted` as the sweep's or exploration's other cut-short runs do (an exploration resumes
+/// from there), and the result of a worker still running it is refused.
 pub fn adoptable<S: Sql>(sql: &mut S) -> StoreResult<Vec<(u64, u64, String)>> {
-    const NODE_RUNS: &str = "SELECT 1 FROM nodes n WHERE n.tree = j.tree AND n.id = j.node AND n.status = 'running'";
+    const NODE_RUNS: &str = "SELECT 1 FROM nodes n WHERE n.tree = j.tree AND n.id = j.node AND n.status = 'running'
+        AND n.edge_type NOT IN ('sweep', 'explore')";
     sql.execute(&format!("DELETE FROM job_calls j WHERE NOT EXISTS ({NODE_RUNS})"), &[])?;
     sql.execute(&format!("DELETE FROM jobs j WHERE NOT EXISTS ({NODE_RUNS})"), &[])?;
     let rows = sql.query("SELECT tree, node, payload FROM jobs ORDER BY tree, node", &[])?;
