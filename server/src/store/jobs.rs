@@ -577,6 +577,13 @@ impl Queue {
         row(&mut self.db.sql, tree, node)
     }
 
+    /// Whether the job of `node` is still this process's claim.
+    pub fn holds(&mut self, tree: u64, node: u64) -> StoreResult<bool> {
+        Ok(self
+            .row(tree, node)?
+            .is_some_and(|r| r.status == Status::Claimed && r.claimed_by.as_deref() == Some(&self.me.holder)))
+    }
+
     pub fn cancel(&mut self, tree: u64, node: u64) -> StoreResult<bool> {
         cancel(&mut self.db.sql, tree, node)
     }

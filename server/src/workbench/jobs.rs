@@ -535,14 +535,28 @@ impl Workbench {
         } else {
             Status::Failed
         };
-        let finished = on_queue(queue, move |q| match anew {
-            true => q.finish_anew(tree, node, job_status, error.as_deref(), &writes),
-            false => q.finish(tree, node, job_status, error.as_deref(), &writes),
-        })
-        .await;
-        match finished {
-            Ok(()) => tracing::info!(tree, node, status = ?status, "job done"),
-            Err(e) => tracing::warn!(tree, node, error = %e, "job result not stored"),
+        let end = Arc::new((writes, error));
+        loop {
+            let e = end.clone();
+            let finished = on_queue(queue, move |q| match anew {
+                true => q.finish_anew(tree, node, job_status, e.1.as_deref(), &e.0),
+                false => q.finish(tree, node, job_status, e.1.as_deref(), &e.0),
+            })
+            .await;
+            let Err(e) = finished else {
+                tracing::info!(tree, node, status = ?status, "job done");
+                return;
+            };
+            tracing::warn!(tree, node, error = %e, "job result not stored");
+            // A database that is away (restarting, cut off) is waited for while the claim is
+            // still this worker's: its heartbeats keep the claim, so a result given up here
+            // would leave the job claimed by nobody running it. A claim lost or a job gone
+            // refuses for good.
+            tokio::time::sleep(POLL).await;
+            match on_queue(queue, move |q| q.holds(tree, node)).await {
+                Ok(false) => return,
+                Ok(true) | Err(_) => {}
+            }
         }
     }
 
