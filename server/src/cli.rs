@@ -202,11 +202,15 @@ impl QueueArgs {
 #[derive(Debug, clap::Args)]
 pub struct ServeJobs {
     /// PostgreSQL: send runs through the job queue, where `simtree worker` processes (and this
-    /// server, unless --no-worker) take them. Without it every run stays in this process.
-    #[arg(long, requires = "database_url")]
+    /// server, unless --no-worker) take them. The default with --database-url (the flag stays for
+    /// scripts that name it); with SQLite every run stays in this process.
+    #[arg(long, requires = "database_url", conflicts_with = "no_jobs")]
     pub jobs: bool,
-    /// With --jobs: run no jobs in this process (only workers do).
-    #[arg(long, requires = "jobs")]
+    /// PostgreSQL: keep every run in this process, without the job queue (as with SQLite).
+    #[arg(long)]
+    pub no_jobs: bool,
+    /// PostgreSQL: run no jobs in this process (only `simtree worker` processes do).
+    #[arg(long, requires = "database_url", conflicts_with = "no_jobs")]
     pub no_worker: bool,
     #[command(flatten)]
     pub queue: QueueArgs,
@@ -513,8 +517,8 @@ fn run(cli: Cli) -> Result<(), String> {
             // the last server left to jobs, to adopt them), then the trees (the runs not adopted
             // are marked interrupted).
             let store = storage.open()?;
-            // `--jobs` requires `--database-url`.
-            let queue = match (jobs.jobs, &storage.database_url) {
+            // Runs are jobs on PostgreSQL unless `--no-jobs`.
+            let queue = match (!jobs.no_jobs, &storage.database_url) {
                 (true, Some(url)) => {
                     let config = jobs.queue.config(url);
                     wb.enable_jobs(config.clone()).map_err(|e| e.to_string())?;
@@ -563,11 +567,17 @@ fn run(cli: Cli) -> Result<(), String> {
                 if queue.is_some() {
                     tokio::spawn(app.wb.clone().dispatch_jobs());
                 }
+                // The server's own worker goes on through the shutdown's grace period (the runs it
+                // holds may finish then) and stops once the server has.
+                let (stop_worker, worker_stop) = tokio::sync::oneshot::channel::<()>();
                 let worker = own_worker.map(|(wb, config)| {
                     let cores = std::thread::available_parallelism().map_or(1, usize::from);
-                    tokio::spawn(wb.work(config, cores, "serve", crate::http::stop_requested()))
+                    tokio::spawn(wb.work(config, cores, "serve", async move {
+                        let _ = worker_stop.await;
+                    }))
                 });
                 let served = crate::http::serve(app, addr).await;
+                let _ = stop_worker.send(());
                 if let Some(w) = worker {
                     // Its claims are handed back before the process ends.
                     let _ = tokio::time::timeout(std::time::Duration::from_secs(5), w).await;

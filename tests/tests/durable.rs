@@ -255,7 +255,9 @@ async fn postgres_writes_acknowledged_just_before_a_kill_are_back() {
 }
 
 async fn interrupted_run_reruns(backend: Backend) {
-    let mut s = backend.start(&[]);
+    // A run in the server's own process (on PostgreSQL runs are jobs by default, and a killed
+    // server's jobs are adopted by the next: tests/tests/jobs.rs).
+    let mut s = backend.start(&["--no-jobs"]);
     let t = s.create("simple_chat").await;
     let _run = s.advance_in_background(t, 0, 1000);
     let node = s.first_running(t).await;
@@ -271,7 +273,7 @@ async fn interrupted_run_reruns(backend: Backend) {
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     s.stop();
-    let s = backend.start(&[]);
+    let s = backend.start(&["--no-jobs"]);
     let (_, info) = s.get(&format!("/devui/simtree/{t}/node/{node}/info")).await;
     assert_eq!(info["status"], "interrupted", "{info}");
     let (_, g) = s.get(&format!("/devui/simtree/{t}/graph")).await;
