@@ -16,9 +16,9 @@ use std::sync::{Arc, Mutex};
 /// At most this many failed tests get a second run.
 pub const MAX_RETRIED: usize = 3;
 
-/// Runs `cmd` (a `cargo test … --no-fail-fast`), passing its output through, and returns
-/// whether it succeeded together with everything it printed.
-fn run_captured(mut cmd: Command) -> Result<(bool, String), String> {
+/// Runs `cmd` (a `cargo test … --no-fail-fast`), passing its output through with each line
+/// after `prefix`, and returns whether it succeeded together with everything it printed.
+fn run_captured(mut cmd: Command, prefix: &'static str) -> Result<(bool, String), String> {
     eprintln!("xtask: {cmd:?}");
     let mut child = cmd
         .stdout(Stdio::piped())
@@ -31,9 +31,9 @@ fn run_captured(mut cmd: Command) -> Result<(bool, String), String> {
         std::thread::spawn(move || {
             for line in BufReader::new(from).lines().map_while(Result::ok) {
                 if to_err {
-                    let _ = writeln!(std::io::stderr(), "{line}");
+                    let _ = writeln!(std::io::stderr(), "{prefix}{line}");
                 } else {
-                    let _ = writeln!(std::io::stdout(), "{line}");
+                    let _ = writeln!(std::io::stdout(), "{prefix}{line}");
                 }
                 let mut s = seen.lock().unwrap_or_else(|p| p.into_inner());
                 s.push_str(&line);
@@ -99,11 +99,33 @@ fn failed_tests(output: &str) -> Vec<String> {
     names
 }
 
-/// `cargo test --workspace --no-fail-fast` (built by `cargo`), then the second chance.
-pub fn test_workspace(cargo: impl Fn() -> Command) -> Result<(), String> {
+/// Builds every test once, then runs the browser suite (mostly waiting on Chromium; the
+/// longest binary) in a cargo process of its own beside `cargo test --workspace`, whose copy of
+/// it skips; then the second chance. `SIMTREE_SERIAL_TESTS=1` runs everything in one process.
+pub fn test_workspace(cargo: impl Fn() -> Command + Sync) -> Result<(), String> {
+    let serial = std::env::var("SIMTREE_SERIAL_TESTS").is_ok_and(|v| v == "1");
+    let mut build = cargo();
+    build.args(["test", "--workspace", "--no-run"]);
+    let (built, _) = run_captured(build, "")?;
+    if !built {
+        return Err("the tests did not build".into());
+    }
     let mut all = cargo();
     all.args(["test", "--workspace", "--no-fail-fast"]);
-    let (ok, output) = run_captured(all)?;
+    let (ok, output) = if serial {
+        run_captured(all, "")?
+    } else {
+        all.env("SIMTREE_BROWSER_TESTS", "elsewhere");
+        let mut browser = cargo();
+        browser.args(["test", "-p", "simtree-e2e", "--test", "browser", "--no-fail-fast"]);
+        let (a, b) = std::thread::scope(|s| {
+            let browser = s.spawn(move || run_captured(browser, "browser| "));
+            let rest = run_captured(all, "");
+            (rest, browser.join().unwrap_or_else(|_| Err("the browser run panicked".into())))
+        });
+        let ((ok_a, out_a), (ok_b, out_b)) = (a?, b?);
+        (ok_a && ok_b, format!("{out_a}\n{out_b}"))
+    };
     if ok {
         return Ok(());
     }
@@ -133,7 +155,7 @@ pub fn test_workspace(cargo: impl Fn() -> Command) -> Result<(), String> {
             .arg("--")
             .arg("--exact")
             .args(&tests);
-        let (ok, _) = run_captured(again)?;
+        let (ok, _) = run_captured(again, "")?;
         if !ok {
             return Err(format!("{target}: failed again on its second run"));
         }
