@@ -121,7 +121,12 @@ pub fn test_workspace(cargo: impl Fn() -> Command + Sync) -> Result<(), String> 
         let (a, b) = std::thread::scope(|s| {
             let browser = s.spawn(move || run_captured(browser, "browser| "));
             let rest = run_captured(all, "");
-            (rest, browser.join().unwrap_or_else(|_| Err("the browser run panicked".into())))
+            (
+                rest,
+                browser
+                    .join()
+                    .unwrap_or_else(|_| Err("the browser run panicked".into())),
+            )
         });
         let ((ok_a, out_a), (ok_b, out_b)) = (a?, b?);
         (ok_a && ok_b, format!("{out_a}\n{out_b}"))
