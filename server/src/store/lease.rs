@@ -32,6 +32,9 @@ pub struct Lease {
     pub host: String,
     pub pid: u32,
     pub length: Duration,
+    /// The base URL other servers reach this one at (`serve --advertise`), written into the
+    /// lease row when it is taken: followers forward their requests there.
+    pub address: Option<String>,
 }
 
 impl Lease {
@@ -47,6 +50,7 @@ impl Lease {
             host,
             pid,
             length: length.max(Duration::from_secs(1)),
+            address: None,
         }
     }
 
@@ -71,6 +75,9 @@ pub struct Holder {
     pub expires: u64,
     /// The database's clock when the row was read.
     pub now: u64,
+    /// Where the holder serves (`serve --advertise`); `None` from servers before it was
+    /// written, and from stores that lead without serving.
+    pub address: Option<String>,
 }
 
 impl Holder {
@@ -85,9 +92,22 @@ impl Holder {
         )
     }
 
+    /// "host H, pid P, since <UTC> (N s ago), at URL": [`Self::describe`] and the address.
+    pub fn describe_at(&self) -> String {
+        match &self.address {
+            Some(a) => format!("{}, at {a}", self.describe()),
+            None => format!("{}, at no advertised address", self.describe()),
+        }
+    }
+
     /// Milliseconds until the lease lapses unless renewed.
     pub fn left_ms(&self) -> u64 {
         self.expires.saturating_sub(self.now)
+    }
+
+    /// Whether the lease has lapsed (its holder stopped renewing it): anyone may take it.
+    pub fn lapsed(&self) -> bool {
+        self.left_ms() == 0
     }
 }
 
@@ -118,9 +138,10 @@ pub fn take<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<Result<(), Holder>> 
     let now = now(sql);
     let taken = sql.execute(
         &format!(
-            "INSERT INTO lease (name, holder, host, pid, acquired, expires) VALUES ('server', $1, $2, $3, {now}, {now} + $4)
+            "INSERT INTO lease (name, holder, host, pid, acquired, expires, address)
+                VALUES ('server', $1, $2, $3, {now}, {now} + $4, $5)
              ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, host = excluded.host, pid = excluded.pid,
-                acquired = excluded.acquired, expires = excluded.expires
+                acquired = excluded.acquired, expires = excluded.expires, address = excluded.address
              WHERE lease.expires <= excluded.acquired OR lease.holder = excluded.holder"
         ),
         &[
@@ -128,6 +149,7 @@ pub fn take<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<Result<(), Holder>> 
             P::Text(&me.host),
             P::Int(i64::from(me.pid)),
             P::Int(me.length_ms()),
+            address(me),
         ],
     )?;
     if taken == 1 {
@@ -138,7 +160,8 @@ pub fn take<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<Result<(), Holder>> 
         // Released between the two statements: try once more.
         None => Ok(match sql.execute(
             &format!(
-                "INSERT INTO lease (name, holder, host, pid, acquired, expires) VALUES ('server', $1, $2, $3, {now}, {now} + $4)
+                "INSERT INTO lease (name, holder, host, pid, acquired, expires, address)
+                    VALUES ('server', $1, $2, $3, {now}, {now} + $4, $5)
                  ON CONFLICT (name) DO NOTHING"
             ),
             &[
@@ -146,12 +169,17 @@ pub fn take<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<Result<(), Holder>> 
                 P::Text(&me.host),
                 P::Int(i64::from(me.pid)),
                 P::Int(me.length_ms()),
+                address(me),
             ],
         )? {
             1 => Ok(()),
             _ => Err(holder(sql)?.ok_or_else(|| StoreError("the server lease changes hands too fast".into()))?),
         }),
     }
+}
+
+fn address(me: &Lease) -> P<'_> {
+    P::OptText(me.address.as_deref())
 }
 
 /// Extends our lease; false when it is no longer ours (another server took it over after it
@@ -195,7 +223,7 @@ pub fn release<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<()> {
 pub fn holder<S: Sql>(sql: &mut S) -> StoreResult<Option<Holder>> {
     let now = now(sql);
     let rows = sql.query(
-        &format!("SELECT holder, host, pid, acquired, expires, {now} FROM lease WHERE name = 'server'"),
+        &format!("SELECT holder, host, pid, acquired, expires, {now}, address FROM lease WHERE name = 'server'"),
         &[],
     )?;
     let Some(row) = rows.into_iter().next() else {
@@ -218,6 +246,10 @@ pub fn holder<S: Sql>(sql: &mut S) -> StoreResult<Option<Holder>> {
         acquired: int(next()),
         expires: int(next()),
         now: int(next()),
+        address: match next() {
+            Cell::Text(t) => Some(t),
+            _ => None,
+        },
     }))
 }
 
