@@ -1016,7 +1016,10 @@ impl Leader {
 /// The leader's app of `plan`, built as a starting server builds it: the workbench on its store
 /// (with PostgreSQL, taking the lease `me`: while another process holds it, who does), the job
 /// queue, then — in the runtime — the endpoint-load board, the job dispatch and the cache sweep.
-async fn lead(plan: Arc<LeaderPlan>, me: Option<crate::store::lease::Lease>) -> Result<Result<Leader, crate::store::lease::Holder>, String> {
+async fn lead(
+    plan: Arc<LeaderPlan>,
+    me: Option<crate::store::lease::Lease>,
+) -> Result<Result<Leader, crate::store::lease::Holder>, String> {
     let built = {
         let plan = plan.clone();
         tokio::task::spawn_blocking(move || build_leader(&plan, me))
@@ -1044,8 +1047,11 @@ fn build_leader(
     plan: &LeaderPlan,
     me: Option<crate::store::lease::Lease>,
 ) -> Result<Result<AppState, crate::store::lease::Holder>, String> {
-    let mut wb =
-        crate::workbench::Workbench::new(plan.library.clone(), backend(plan.llm_config.as_deref())?, plan.limits.clone());
+    let mut wb = crate::workbench::Workbench::new(
+        plan.library.clone(),
+        backend(plan.llm_config.as_deref())?,
+        plan.limits.clone(),
+    );
     if let Some(path) = &plan.prices {
         wb.prices = Arc::new(crate::llm::price::PriceTable::load(path).map_err(|e| e.to_string())?);
     }
@@ -1085,7 +1091,10 @@ fn advertised(advertise: Option<String>, bound: std::net::SocketAddr) -> Result<
             let url = url.trim_end_matches('/').to_string();
             let parsed = url.parse::<axum::http::Uri>().ok();
             let ok = parsed.as_ref().is_some_and(|u| {
-                u.scheme_str() == Some("http") && u.host().is_some_and(|h| !h.is_empty()) && u.path().trim_matches('/').is_empty() && u.query().is_none()
+                u.scheme_str() == Some("http")
+                    && u.host().is_some_and(|h| !h.is_empty())
+                    && u.path().trim_matches('/').is_empty()
+                    && u.query().is_none()
             });
             if !ok {
                 return Err(format!(
@@ -1112,11 +1121,14 @@ async fn serve_fleet(
     advertise: Option<String>,
     own_worker: Option<(Arc<crate::workbench::Workbench>, crate::workbench::jobs::JobsConfig)>,
 ) -> Result<(), String> {
-    let listener = crate::http::bind(addr).await.map_err(|e| format!("cannot serve on {addr}: {e}"))?;
+    let listener = crate::http::bind(addr)
+        .await
+        .map_err(|e| format!("cannot serve on {addr}: {e}"))?;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
     let me = match &plan.storage.database_url {
         Some(_) => {
-            let mut me = crate::store::lease::Lease::this_process(std::time::Duration::from_secs(plan.storage.lease_secs));
+            let mut me =
+                crate::store::lease::Lease::this_process(std::time::Duration::from_secs(plan.storage.lease_secs));
             me.address = Some(advertised(advertise, bound)?);
             Some(me)
         }
@@ -1126,9 +1138,16 @@ async fn serve_fleet(
     let (door, leader, following) = match lead(plan.clone(), me.clone()).await? {
         Ok(leader) => {
             if let Some(me) = &me {
-                eprintln!("simtree: this server leads the database (others reach it at {})", me.address.as_deref().unwrap_or("?"));
+                eprintln!(
+                    "simtree: this server leads the database (others reach it at {})",
+                    me.address.as_deref().unwrap_or("?")
+                );
             }
-            (Arc::new(crate::http::fleet::Door::leader(leader.app.clone(), &host)), Some(leader), None)
+            (
+                Arc::new(crate::http::fleet::Door::leader(leader.app.clone(), &host)),
+                Some(leader),
+                None,
+            )
         }
         Err(holder) => {
             eprintln!(

@@ -261,7 +261,10 @@ impl Door {
             router = router.layer(cors);
         }
         router
-            .layer(axum::middleware::from_fn_with_state(self.access.clone(), super::guard::guard))
+            .layer(axum::middleware::from_fn_with_state(
+                self.access.clone(),
+                super::guard::guard,
+            ))
             .with_state(self.clone())
     }
 }
@@ -437,7 +440,10 @@ mod tests {
     #[test]
     fn hop_by_hop_headers_are_dropped_and_an_upgrade_keeps_its_own() {
         let mut h = HeaderMap::new();
-        h.insert(header::CONNECTION, HeaderValue::from_static("keep-alive, x-secret, Upgrade"));
+        h.insert(
+            header::CONNECTION,
+            HeaderValue::from_static("keep-alive, x-secret, Upgrade"),
+        );
         h.insert("x-secret", HeaderValue::from_static("1"));
         h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
         h.insert(header::TRANSFER_ENCODING, HeaderValue::from_static("chunked"));

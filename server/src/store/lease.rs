@@ -158,23 +158,25 @@ pub fn take<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<Result<(), Holder>> 
     match holder(sql)? {
         Some(h) => Ok(Err(h)),
         // Released between the two statements: try once more.
-        None => Ok(match sql.execute(
-            &format!(
-                "INSERT INTO lease (name, holder, host, pid, acquired, expires, address)
+        None => Ok(
+            match sql.execute(
+                &format!(
+                    "INSERT INTO lease (name, holder, host, pid, acquired, expires, address)
                     VALUES ('server', $1, $2, $3, {now}, {now} + $4, $5)
                  ON CONFLICT (name) DO NOTHING"
-            ),
-            &[
-                P::Text(&me.holder),
-                P::Text(&me.host),
-                P::Int(i64::from(me.pid)),
-                P::Int(me.length_ms()),
-                address(me),
-            ],
-        )? {
-            1 => Ok(()),
-            _ => Err(holder(sql)?.ok_or_else(|| StoreError("the server lease changes hands too fast".into()))?),
-        }),
+                ),
+                &[
+                    P::Text(&me.holder),
+                    P::Text(&me.host),
+                    P::Int(i64::from(me.pid)),
+                    P::Int(me.length_ms()),
+                    address(me),
+                ],
+            )? {
+                1 => Ok(()),
+                _ => Err(holder(sql)?.ok_or_else(|| StoreError("the server lease changes hands too fast".into()))?),
+            },
+        ),
     }
 }
 
