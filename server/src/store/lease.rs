@@ -328,4 +328,30 @@ mod tests {
         drop((a, b));
         let _ = std::fs::remove_dir_all(&dir);
     }
+
+    /// The holder's advertised address is written with the lease and read back with it; a
+    /// takeover replaces it, and a lease taken without one reads as none.
+    #[test]
+    fn the_lease_row_names_where_its_holder_serves() {
+        let dir = std::env::temp_dir().join(format!("simtree-lease-address-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut db = open(&dir);
+        let mut first = Lease::this_process(Duration::from_secs(1));
+        first.address = Some("http://10.0.0.5:8090".into());
+        assert_eq!(take(&mut db.sql, &first).unwrap(), Ok(()));
+        let h = holder(&mut db.sql).unwrap().unwrap();
+        assert_eq!(h.address.as_deref(), Some("http://10.0.0.5:8090"));
+        assert!(h.describe_at().ends_with(", at http://10.0.0.5:8090"), "{}", h.describe_at());
+        assert!(!h.lapsed());
+        std::thread::sleep(Duration::from_millis(1100));
+        assert!(holder(&mut db.sql).unwrap().unwrap().lapsed());
+        let mut second = Lease::this_process(Duration::from_secs(1));
+        second.holder.push_str("-b");
+        assert_eq!(take(&mut db.sql, &second).unwrap(), Ok(()), "lapsed: taken over");
+        let h = holder(&mut db.sql).unwrap().unwrap();
+        assert_eq!((h.holder.as_str(), h.address), (second.holder.as_str(), None));
+        drop(db);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
