@@ -228,7 +228,11 @@ async fn a_database_restart_leaves_the_lease_with_its_server() {
     advance(&s, t, last).await;
     let second = Server::try_start_env(&f, &[]).expect("a follower");
     assert!(!second.leads(), "the lease is still held");
-    assert!(second.output().contains(&format!("pid {}", s.pid())), "{}", second.output());
+    assert!(
+        second.output().contains(&format!("pid {}", s.pid())),
+        "{}",
+        second.output()
+    );
 }
 
 /// A server frozen (SIGSTOP) past its lease: another server takes the database over. Thawed,
@@ -401,7 +405,10 @@ fn the_deploy_examples_parse_and_hang_together() {
     };
     let (secret, deployment, service) = (of("Secret"), of("Deployment"), of("Service"));
     // One leader and followers: any number of replicas, each advertising its own address.
-    assert!(deployment["spec"]["replicas"].as_u64().unwrap() >= 2, "a leader and a follower");
+    assert!(
+        deployment["spec"]["replicas"].as_u64().unwrap() >= 2,
+        "a leader and a follower"
+    );
     let pod = &deployment["spec"]["template"];
     assert_eq!(pod["metadata"]["labels"], deployment["spec"]["selector"]["matchLabels"]);
     assert_eq!(service["spec"]["selector"], pod["metadata"]["labels"]);

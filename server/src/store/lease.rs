@@ -342,7 +342,11 @@ mod tests {
         assert_eq!(take(&mut db.sql, &first).unwrap(), Ok(()));
         let h = holder(&mut db.sql).unwrap().unwrap();
         assert_eq!(h.address.as_deref(), Some("http://10.0.0.5:8090"));
-        assert!(h.describe_at().ends_with(", at http://10.0.0.5:8090"), "{}", h.describe_at());
+        assert!(
+            h.describe_at().ends_with(", at http://10.0.0.5:8090"),
+            "{}",
+            h.describe_at()
+        );
         assert!(!h.lapsed());
         std::thread::sleep(Duration::from_millis(1100));
         assert!(holder(&mut db.sql).unwrap().unwrap().lapsed());

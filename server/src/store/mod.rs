@@ -629,10 +629,10 @@ impl Store {
                 let opened = postgres::Postgres::connect(&url).and_then(|sql| {
                     let mut db = sql::Db::new(sql);
                     db.migrate()?;
-                    if let Some(me) = lease {
-                        if let Err(other) = db.take_lease(me)? {
-                            return Ok(Err(other));
-                        }
+                    if let Some(me) = lease
+                        && let Err(other) = db.take_lease(me)?
+                    {
+                        return Ok(Err(other));
                     }
                     Ok(Ok(db))
                 });
