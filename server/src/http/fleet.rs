@@ -248,7 +248,11 @@ impl Door {
             .route("/api/{*rest}", forwarded.clone())
             .route("/devui", forwarded.clone())
             .route("/devui/{*rest}", forwarded)
-            .fallback_service(super::ui_service(&self.static_dir))
+            .fallback_service(
+                tower::ServiceBuilder::new()
+                    .layer(tower_http::compression::CompressionLayer::new())
+                    .service(super::ui_service(&self.static_dir)),
+            )
             .layer(
                 tower_http::trace::TraceLayer::new_for_http()
                     .make_span_with(|req: &axum::http::Request<_>| {
@@ -354,7 +358,15 @@ async fn forward(State(door): State<Arc<Door>>, mut req: Request) -> Response {
     }
     let Some(address) = door.address() else {
         door.stale.notify_one();
-        return door.unavailable();
+        if door.answered.load(Ordering::Acquire) || lock(&door.followed).is_none() {
+            return door.unavailable();
+        }
+        return ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the leading server advertises no address (an older simtree, or one that serves no HTTP): \
+             this server cannot forward to it; upgrade it or send requests to it directly",
+        )
+        .into_response();
     };
     let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
     let Ok(uri) = format!("{address}{path}").parse::<Uri>() else {

@@ -149,7 +149,7 @@ pub(crate) fn ui_service(
     dir: &std::path::Path,
 ) -> impl tower::Service<
     axum::extract::Request,
-    Response = impl axum::response::IntoResponse,
+    Response = axum::response::Response,
     Error = std::convert::Infallible,
     Future = impl Send + 'static,
 > + Clone
