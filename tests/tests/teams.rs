@@ -391,10 +391,22 @@ fn yaml_documents(file: &str) -> Vec<serde_json::Value> {
 fn the_deploy_examples_parse_and_hang_together() {
     let compose = yaml_documents("compose.yaml");
     assert_eq!(compose.len(), 1);
-    assert!(
-        compose[0]["services"]["simtree"]["healthcheck"]["test"]
-            .to_string()
-            .contains("/ready")
+    let services = &compose[0]["services"];
+    // Two servers, each advertising its own service name, both checked on /ready; two workers;
+    // one proxy in front of both servers.
+    for name in ["simtree-a", "simtree-b"] {
+        let s = &services[name];
+        assert!(s["healthcheck"]["test"].to_string().contains("/ready"), "{name}");
+        let command = s["command"].to_string();
+        assert!(command.contains(&format!("\"--advertise\",\"http://{name}:8090\"")), "{name}: {command}");
+        assert!(s["environment"]["SIMTREE_DATABASE_URL"].is_string(), "{name}");
+        assert!(services["proxy"]["command"].to_string().contains(&format!("{name}:8090")), "{name}");
+    }
+    assert_eq!(services["worker"]["command"][0], "worker");
+    assert_eq!(services["worker"]["deploy"]["replicas"], 2);
+    assert_eq!(
+        services["worker"]["environment"]["SIMTREE_DATABASE_URL"],
+        services["simtree-a"]["environment"]["SIMTREE_DATABASE_URL"]
     );
 
     let k8s = yaml_documents("kubernetes.yaml");
@@ -421,7 +433,7 @@ fn the_deploy_examples_parse_and_hang_together() {
     assert!(c["args"].to_string().contains("0.0.0.0:8090") && c["ports"][0]["containerPort"] == 8090);
     // Every secret the container reads is in the Secret; the database URL comes from it.
     let env = c["env"].as_array().unwrap();
-    for e in env.iter().filter(|e| !e["valueFrom"].is_null()) {
+    for e in env.iter().filter(|e| !e["valueFrom"]["secretKeyRef"].is_null()) {
         let r = &e["valueFrom"]["secretKeyRef"];
         assert_eq!(r["name"], secret["metadata"]["name"]);
         let key = r["key"].as_str().unwrap();
@@ -434,6 +446,11 @@ fn the_deploy_examples_parse_and_hang_together() {
     };
     assert!(!named("SIMTREE_DATABASE_URL")["valueFrom"].is_null());
     assert!(!named("SIMTREE_TOKEN")["valueFrom"].is_null());
+    // Each replica advertises its own pod's address, on the container's port.
+    assert_eq!(named("POD_IP")["valueFrom"]["fieldRef"]["fieldPath"], "status.podIP");
+    assert_eq!(named("SIMTREE_ADVERTISE")["value"], "http://$(POD_IP):8090");
+    let order = |n: &str| env.iter().position(|e| e["name"] == n).unwrap();
+    assert!(order("POD_IP") < order("SIMTREE_ADVERTISE"), "$(POD_IP) expands only if defined before");
     // The pod may take longer to stop than the server's grace period.
     let grace: u64 = named("SIMTREE_SHUTDOWN_GRACE_SECS")["value"]
         .as_str()
