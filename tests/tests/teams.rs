@@ -398,9 +398,17 @@ fn the_deploy_examples_parse_and_hang_together() {
         let s = &services[name];
         assert!(s["healthcheck"]["test"].to_string().contains("/ready"), "{name}");
         let command = s["command"].to_string();
-        assert!(command.contains(&format!("\"--advertise\",\"http://{name}:8090\"")), "{name}: {command}");
+        assert!(
+            command.contains(&format!("\"--advertise\",\"http://{name}:8090\"")),
+            "{name}: {command}"
+        );
         assert!(s["environment"]["SIMTREE_DATABASE_URL"].is_string(), "{name}");
-        assert!(services["proxy"]["command"].to_string().contains(&format!("{name}:8090")), "{name}");
+        assert!(
+            services["proxy"]["command"]
+                .to_string()
+                .contains(&format!("{name}:8090")),
+            "{name}"
+        );
     }
     assert_eq!(services["worker"]["command"][0], "worker");
     assert_eq!(services["worker"]["deploy"]["replicas"], 2);
@@ -450,7 +458,10 @@ fn the_deploy_examples_parse_and_hang_together() {
     assert_eq!(named("POD_IP")["valueFrom"]["fieldRef"]["fieldPath"], "status.podIP");
     assert_eq!(named("SIMTREE_ADVERTISE")["value"], "http://$(POD_IP):8090");
     let order = |n: &str| env.iter().position(|e| e["name"] == n).unwrap();
-    assert!(order("POD_IP") < order("SIMTREE_ADVERTISE"), "$(POD_IP) expands only if defined before");
+    assert!(
+        order("POD_IP") < order("SIMTREE_ADVERTISE"),
+        "$(POD_IP) expands only if defined before"
+    );
     // The pod may take longer to stop than the server's grace period.
     let grace: u64 = named("SIMTREE_SHUTDOWN_GRACE_SECS")["value"]
         .as_str()

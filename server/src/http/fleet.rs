@@ -317,7 +317,8 @@ fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
-        .filter(|n| *n != header::UPGRADE)
+        // A client cannot have the follower drop what the leader checks.
+        .filter(|n| ![header::UPGRADE, header::HOST, VIA].contains(n))
         .collect();
     for n in named.iter().chain(&HOP_BY_HOP) {
         headers.remove(n);
