@@ -1004,11 +1004,19 @@ struct Leader {
 }
 
 impl Leader {
-    /// Stops what [`lead`] started beside the router (the endpoint-load board).
+    /// Stops what [`lead`] started beside the router (the endpoint-load board), then closes the
+    /// store: its last writes are committed and the lease released before the process ends,
+    /// whatever connections still hold the app.
     async fn stop(self) {
         if let Some((stop, task)) = self.sharing {
             stop.notify_one();
             let _ = task.await;
+        }
+        if let Some(store) = self.app.wb.store.clone() {
+            let closed = tokio::task::spawn_blocking(move || store.close(std::time::Duration::from_secs(30))).await;
+            if !matches!(closed, Ok(true)) {
+                eprintln!("simtree: the store did not close in time; its lease lapses by itself");
+            }
         }
     }
 }
@@ -1176,12 +1184,14 @@ async fn serve_fleet(
             (door, None, Some(task))
         }
     };
-    crate::http::announce(bound, &plan.access);
+    // Signals are caught from before the listening line on (see `http::stop_requested`).
+    let stop = crate::http::stop_requested();
     let worker = own_worker.map(|(wb, config)| {
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
         tokio::spawn(wb.work(config, cores, "serve", crate::http::stop_requested()))
     });
-    let served = crate::http::serve(listener, door).await;
+    crate::http::announce(bound, &plan.access);
+    let served = crate::http::serve(listener, door, stop).await;
     if let Some(w) = worker {
         // Its claims are handed back before the process ends.
         let _ = tokio::time::timeout(std::time::Duration::from_secs(5), w).await;

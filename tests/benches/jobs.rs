@@ -133,8 +133,9 @@ async fn cross_server_delay() {
     let pg = Postgres::start();
     let flags = ["--database-url", pg.url.as_str()];
     let leader = Server::start_with(&flags);
+    leader.wait_leading(Duration::from_secs(5));
     let follower = Server::start_with(&flags);
-    assert!(leader.leads() && !follower.leads());
+    follower.wait_said("this server follows it", Duration::from_secs(5));
     let tree = leader.create("simple_chat").await;
     let path = format!("/devui/simtree/{tree}/events");
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -200,6 +200,24 @@ impl Server {
         self.said.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// Waits up to `within` for the server to print `part` on stderr (its stderr is read on a
+    /// thread of its own, so a line printed before the listening line may come a little later);
+    /// what it printed so far.
+    pub fn wait_said(&self, part: &str, within: Duration) -> String {
+        let until = std::time::Instant::now() + within;
+        loop {
+            let said = self.output();
+            if said.contains(part) {
+                return said;
+            }
+            assert!(
+                std::time::Instant::now() < until,
+                "the server did not say {part:?} within {within:?}:\n{said}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// Whether the server leads its database (it said so on stderr: at start-up, or when it
     /// took over from a leader whose lease lapsed).
     pub fn leads(&self) -> bool {

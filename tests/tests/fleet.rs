@@ -25,6 +25,9 @@ fn flags(pg: &Postgres) -> Vec<&str> {
     ]
 }
 
+/// How long a server's stderr may lag behind its listening line.
+const SAID: Duration = Duration::from_secs(5);
+
 /// A `simtree worker` process; killed on drop.
 struct Worker(std::process::Child);
 
@@ -59,12 +62,12 @@ impl Drop for Worker {
 /// A leader and `followers` followers on `pg`; checks who leads and what the followers said.
 fn fleet(pg: &Postgres, env: &[(&str, &str)], followers: usize) -> Vec<Server> {
     let leader = Server::start_env(&flags(pg), env);
-    assert!(leader.leads(), "{}", leader.output());
+    leader.wait_leading(SAID);
     let mut all = vec![leader];
     for _ in 0..followers {
         let f = Server::start_env(&flags(pg), env);
-        assert!(!f.leads(), "{}", f.output());
-        let said = f.output();
+        let said = f.wait_said("this server follows it", SAID);
+        assert!(!f.leads(), "{said}");
         for part in [
             "already served by another simtree".to_string(),
             format!("pid {}", all[0].pid()),
@@ -252,6 +255,19 @@ async fn three_servers_and_two_workers_on_one_database_serve_as_one() {
             );
         }
     }
+    // A node's log and the tree's export (streamed) read the same through every server.
+    let (t, node) = (trees[0], *runs_of[&trees[0]].first().unwrap());
+    let log_path = format!("/devui/simtree/{t}/sim/{node}/events");
+    let export = simtree_e2e::text(&servers[0], &format!("/devui/simtree/{t}/export")).await;
+    let log = servers[0].get(&log_path).await;
+    assert_eq!(log.0, 200);
+    for s in &servers[1..] {
+        assert_eq!(
+            simtree_e2e::text(s, &format!("/devui/simtree/{t}/export")).await,
+            export
+        );
+        assert_eq!(s.get(&log_path).await, log);
+    }
     // A follower killed (-9): nothing changes for the clients of the others.
     let mut servers = Arc::try_unwrap(servers).ok().expect("the clients are done");
     let mut gone = servers.pop().unwrap();
@@ -423,10 +439,11 @@ async fn an_address_that_leads_back_to_a_follower_is_refused_with_508() {
     let mut f = flags(&pg);
     f.extend(["--advertise", advertise.as_str()]);
     let leader = Server::start_with(&f);
-    assert!(leader.leads(), "{}", leader.output());
+    leader.wait_leading(SAID);
     let mut f = flags(&pg);
     f.extend(["--addr", at.as_str()]);
     let follower = Server::start_with(&f);
+    follower.wait_said("this server follows it", SAID);
     assert!(!follower.leads());
     let started = Instant::now();
     let (status, body) = follower.get("/devui/simtree").await;
@@ -465,4 +482,103 @@ async fn a_follower_refuses_an_unspecified_address_without_advertise() {
     f.extend(["--addr", "0.0.0.0:0", "--token", "fleet-test-token"]);
     let refused = Server::try_start_env(&f, &[]).err().expect("refused");
     assert!(refused.contains("--advertise"), "{refused}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_follower_checks_the_token_and_passes_it_on() {
+    let pg = Postgres::start();
+    let llm = slow_provider(Duration::from_millis(100)).await;
+    let env = [
+        ("LLM_DIALECT", "openai"),
+        ("LLM_BASE_URL", llm.as_str()),
+        ("LLM_API_KEY", "sk-test-secret"),
+        ("LLM_MODEL", "fake-model"),
+    ];
+    let mut f = flags(&pg);
+    f.extend(["--token", "fleet-secret-1"]);
+    let leader = Server::start_env(&f, &env);
+    leader.wait_leading(SAID);
+    let follower = Server::start_env(&f, &env);
+    follower.wait_said("this server follows it", SAID);
+    let bearer = |s: &Server, path: &str| s.http.get(s.url(path)).header("authorization", "Bearer fleet-secret-1");
+    // Without the token: refused by the follower itself; /health needs none.
+    assert_eq!(follower.get("/devui/simtree").await.0, 401);
+    assert_eq!(follower.get("/health").await.0, 200);
+    let r = bearer(&follower, "/devui/simtree").send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let r = follower
+        .http
+        .post(follower.url("/devui/simtree"))
+        .header("authorization", "Bearer fleet-secret-1")
+        .json(&json!({"scenario": "simple_chat"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let t = r.json::<Value>().await.unwrap()["id"].as_u64().unwrap();
+    // The socket with ?token= through the follower.
+    let mut w = follower
+        .watch(&format!("/devui/simtree/{t}/events?token=fleet-secret-1"))
+        .await;
+    let first = w.next(Duration::from_secs(10)).await.expect("a message");
+    assert!(first["type"].is_string(), "{first}");
+    let r = bearer(&leader, &format!("/devui/simtree/{t}")).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let r = bearer(&follower, "/ready").send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    // A running node's socket through the follower streams its entries as they come.
+    let run = {
+        let req = follower.url(&format!("/devui/simtree/{t}/advance"));
+        let http = follower.http.clone();
+        tokio::spawn(async move {
+            http.post(req)
+                .header("authorization", "Bearer fleet-secret-1")
+                .json(&json!({"parent": 0, "turns": 4}))
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        })
+    };
+    let node = loop {
+        let r = bearer(&follower, &format!("/devui/simtree/{t}/graph"))
+            .send()
+            .await
+            .unwrap();
+        let g: Value = r.json().await.unwrap();
+        if let Some(n) = g["running"].as_array().and_then(|r| r.first()).and_then(Value::as_u64) {
+            break n;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    let mut w = follower
+        .watch(&format!("/devui/simtree/{t}/sim/{node}/events?token=fleet-secret-1"))
+        .await;
+    let entry = w
+        .next(Duration::from_secs(10))
+        .await
+        .expect("the node socket streams entries");
+    assert!(entry.is_object(), "{entry}");
+    assert_eq!(run.await.unwrap(), 200);
+}
+
+/// A graceful stop releases the lease every time, even with a client's keep-alive connection
+/// still open (its connection task outlives the server's runtime; the store is closed first),
+/// so a follower takes over at its next look instead of after the lease.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_graceful_stop_with_connections_open_always_releases_the_lease() {
+    let pg = Postgres::start();
+    let f = ["--database-url", pg.url.as_str(), "--lease-secs", "30"];
+    for round in 0..16 {
+        let mut s = Server::start_with(&f);
+        assert_eq!(s.get("/devui/simtree").await.0, 200);
+        if round % 2 == 0 {
+            s.terminate()
+        } else {
+            s.interrupt()
+        }
+        let rows = pg.sql("SELECT holder FROM lease");
+        assert!(rows.trim().is_empty(), "round {round}: the lease was left: {rows}");
+    }
 }

@@ -65,7 +65,7 @@ async fn a_second_server_on_a_served_database_follows_naming_the_first() {
     let first = Server::start_with(&flags(&pg, "30"));
     let t = first.create("simple_chat").await;
     let second = Server::try_start_env(&flags(&pg, "30"), &[]).expect("the second server starts as a follower");
-    let said = second.output();
+    let said = second.wait_said("this server follows it", Duration::from_secs(5));
     for part in [
         "already served by another simtree".to_string(),
         format!("pid {}", first.pid()),
@@ -112,8 +112,11 @@ async fn after_kill_9_the_next_server_starts_once_the_lease_lapses_with_every_ac
     let killed = Instant::now();
     // Started at once, it follows the dead server while the lease holds, then takes over.
     let second = Server::try_start_env(&f, &[]).expect("a follower starts");
-    assert!(second.output().contains("already served"), "{}", second.output());
+    second.wait_said("already served", Duration::from_secs(5));
     let (status, why) = second.get("/devui/simtree").await;
+    assert_eq!(status, 503, "{why}");
+    assert!(why["detail"].as_str().unwrap().contains("is not answering"), "{why}");
+    let (status, why) = second.get("/ready").await;
     assert_eq!(status, 503, "{why}");
     assert!(why["detail"].as_str().unwrap().contains("is not answering"), "{why}");
     second.wait_leading(Duration::from_secs(10));

@@ -206,16 +206,20 @@ pub fn announce(bound: SocketAddr, access: &Access) {
     }
 }
 
-/// Serves `door` on `listener` until ctrl-c (SIGINT) or SIGTERM; a leader then lets its runs
-/// finish (see [`stop_requested`]).
-pub async fn serve(listener: tokio::net::TcpListener, door: Arc<fleet::Door>) -> std::io::Result<()> {
+/// Serves `door` on `listener` until `stop` (a [`stop_requested`] made before the server said
+/// it listens); a leader then lets its runs finish.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    door: Arc<fleet::Door>,
+    stop: impl std::future::Future<Output = ()>,
+) -> std::io::Result<()> {
     let fds = listener::raise_fd_limit();
     // Leave descriptors for the store, the workers and the provider clients.
     let cap = door.max_connections().min(fds.saturating_sub(256).max(64) as usize);
     let stopping = {
         let door = door.clone();
         async move {
-            stop_requested().await;
+            stop.await;
             door.stop();
         }
     };
@@ -244,21 +248,35 @@ pub async fn serve(listener: tokio::net::TcpListener, door: Arc<fleet::Door>) ->
 /// Ctrl-C (SIGINT), or SIGTERM — what `docker stop`, Kubernetes and systemd send. Either way
 /// the server stops listening (`/ready` and changes answer 503 on open connections), lets the
 /// runs in flight finish for up to its grace period, cancels the rest (stored as cancelled), and
-/// the store closes cleanly (with PostgreSQL it releases the server lease, so a replacement
-/// starts at once).
-pub(crate) async fn stop_requested() {
+/// the store closes cleanly (with PostgreSQL it releases the server lease, so a follower or a
+/// replacement takes over at once).
+///
+/// The signals are caught from the call on, not from the first poll: a process that says it
+/// is ready must not die of a signal that comes before its serving loop first looks (the default
+/// action would end it without releasing the lease).
+pub(crate) fn stop_requested() -> impl std::future::Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
+        let caught = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()));
+        async move {
+            match caught {
+                (Ok(mut term), Ok(mut int)) => {
+                    tokio::select! {
+                        _ = int.recv() => {}
+                        _ = term.recv() => {}
+                    }
+                }
+                _ => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
             }
-            return;
         }
     }
-    let _ = tokio::signal::ctrl_c().await;
+    #[cfg(not(unix))]
+    async {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
 
 /// Adds to a web UI page's answer a `Link` header that has the browser fetch, as the answer

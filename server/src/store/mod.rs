@@ -883,6 +883,26 @@ impl Mailbox {
     }
 }
 
+impl Store {
+    /// Closes the store now, as dropping it does — what is queued is committed and, with
+    /// PostgreSQL, the server lease released — and waits up to `within` for its thread to end.
+    /// For a process about to exit while handles to the store may still be alive (connections a
+    /// stopping runtime drops late): without it the process could end before the lease is
+    /// released. False when the thread did not end in time.
+    pub fn close(&self, within: std::time::Duration) -> bool {
+        self.mailbox.lock().closed = true;
+        self.mailbox.ready.notify_one();
+        let until = std::time::Instant::now() + within;
+        while !self.mailbox.lock().ended {
+            if std::time::Instant::now() >= until {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        true
+    }
+}
+
 impl Drop for Store {
     fn drop(&mut self) {
         self.mailbox.lock().closed = true;
