@@ -1251,11 +1251,11 @@ async fn follow(
             }
             _ => match lead(plan.clone(), Some(me.clone())).await {
                 Ok(Ok(leader)) => {
+                    door.lead(leader.app.clone());
                     eprintln!(
                         "simtree: took over the database: this server leads it now (others reach it at {})",
                         me.address.as_deref().unwrap_or("?")
                     );
-                    door.lead(leader.app.clone());
                     return Some(leader);
                 }
                 Ok(Err(h)) => {
