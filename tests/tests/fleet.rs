@@ -582,3 +582,27 @@ async fn a_graceful_stop_with_connections_open_always_releases_the_lease() {
         assert!(rows.trim().is_empty(), "round {round}: the lease was left: {rows}");
     }
 }
+
+/// A leader stopped gracefully releases the lease: a follower takes over at its next look at the
+/// lease row (a sixth of the lease), not once the lease would have lapsed, with every tree.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_leader_stopped_gracefully_is_replaced_at_the_followers_next_look() {
+    let pg = Postgres::start();
+    let f = ["--database-url", pg.url.as_str(), "--lease-secs", "12"];
+    let mut leader = Server::start_with(&f);
+    leader.wait_leading(SAID);
+    let follower = Server::start_with(&f);
+    follower.wait_said("this server follows it", SAID);
+    let t = follower.create("simple_chat").await;
+    let n = simtree_e2e::advance(&follower, t, 0, 1).await;
+    let stopped = Instant::now();
+    leader.terminate();
+    follower.wait_leading(Duration::from_secs(12));
+    let took = stopped.elapsed();
+    eprintln!("the follower led {took:?} after the leader's graceful stop");
+    // A look every 2 s: well before the 12 s lease would have lapsed.
+    assert!(took < Duration::from_millis(4500), "{took:?}");
+    let g = graph(&follower, t).await;
+    assert_eq!(statuses(&g).keys().copied().collect::<Vec<_>>(), [0, n]);
+    assert_eq!(follower.get("/ready").await.0, 200);
+}
