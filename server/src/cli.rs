@@ -1465,3 +1465,36 @@ fn money_arg(text: &str) -> Result<f64, String> {
         _ => Err(format!("{text:?} is not an amount of dollars (a number ≥ 0)")),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::advertised;
+
+    #[test]
+    fn the_advertised_address_is_a_plain_http_base_url_and_never_an_unspecified_one() {
+        let bound: std::net::SocketAddr = "127.0.0.1:8090".parse().unwrap();
+        assert_eq!(advertised(None, bound).unwrap(), "http://127.0.0.1:8090");
+        let v6: std::net::SocketAddr = "[::1]:9000".parse().unwrap();
+        assert_eq!(advertised(None, v6).unwrap(), "http://[::1]:9000");
+        for any in ["0.0.0.0:8090", "[::]:8090"] {
+            let e = advertised(None, any.parse().unwrap()).unwrap_err();
+            assert!(e.contains("--advertise http://") && e.contains(":8090"), "{e}");
+        }
+        let wild: std::net::SocketAddr = "0.0.0.0:8090".parse().unwrap();
+        assert_eq!(
+            advertised(Some("http://10.0.0.5:8090/".into()), wild).unwrap(),
+            "http://10.0.0.5:8090"
+        );
+        for bad in [
+            "https://10.0.0.5:8090",
+            "10.0.0.5:8090",
+            "http://",
+            "http://host/path",
+            "http://host/?q=1",
+            "http://ho st",
+            "",
+        ] {
+            assert!(advertised(Some(bad.into()), wild).is_err(), "{bad:?}");
+        }
+    }
+}
