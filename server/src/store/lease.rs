@@ -1,18 +1,19 @@
-//! The server lease: one server per PostgreSQL database, until runs become jobs any process can
-//! take (issue 26). Two servers on one database would each keep trees in memory and write them
-//! back without seeing the other's writes; ids alone coming from the database (see
-//! [`super::Database::take_tree_id`]) do not make that safe.
+//! The server lease: one writer of trees per PostgreSQL database (issue 26). Two servers each
+//! keeping trees in memory and writing them back would overwrite each other's writes; ids alone
+//! coming from the database (see [`super::Database::take_tree_id`]) do not make that safe. The
+//! holder — the leading server — is the one writer; every other `serve` on the database follows
+//! it (`http/fleet.rs`), forwarding requests to the address the row names.
 //!
 //! The lease is one row (`lease`, name `server`): holder id, host, pid, when it was acquired and
 //! when it expires, in Unix milliseconds of the *database's* clock, so servers on hosts whose
-//! clocks disagree still agree on expiry. A server takes it at start-up (refused, with a message
-//! naming the other process, while another holds an unexpired lease), renews it from the store
-//! thread every sixth of its length, and deletes it when it closes. Every write transaction
-//! renews it first, holding its row lock until the commit: a holder that lost the lease (it could
-//! not renew while the database was away and another server took it over) has its commits
-//! refused, so it can never write beside the new holder. Such a server stops taking writes (503
-//! and `/ready` not ready, naming the new holder) and must be restarted; it never takes the lease
-//! back by itself, since its memory may be stale.
+//! clocks disagree still agree on expiry, and the holder's advertised address. A server takes it
+//! at start-up or, following, once it lapses (while another holds an unexpired lease, [`take`]
+//! answers who does), renews it from the store thread every sixth of its length, and deletes it
+//! when it closes. Every write transaction renews it first, holding its row lock until the
+//! commit: a holder that lost the lease (it could not renew while the database was away and
+//! another server took it over) has its commits refused, so it can never write beside the new
+//! holder. Such a server stops taking writes (503 and `/ready` not ready, naming the new holder)
+//! and must be restarted; it never takes the lease back by itself, since its memory may be stale.
 //!
 //! SQLite does not use it: its data folder is locked by the commit journal (`flock`).
 
@@ -115,14 +116,15 @@ fn seconds(ms: u64) -> String {
     format!("{:.1} s", ms as f64 / 1000.0)
 }
 
-/// The message a second server gets at start-up.
+/// The message of a store that must hold the lease to write (a command run on a database a
+/// server leads) while another process holds it.
 pub fn refusal(other: &Holder) -> StoreError {
     StoreError(format!(
-        "this PostgreSQL database is already served by another simtree ({}). One server per database is \
-         supported for now: a second one would hand out the same ids and overwrite the other's trees. \
-         Stop that server (it releases the database at once), or, if it died, start this one again once its \
-         lease lapses, in {} (leases last --lease-secs, default {} s, and are renewed every sixth of that)",
-        other.describe(),
+        "this PostgreSQL database is already served by another simtree ({}). Only the process holding its \
+         lease writes trees: another writer would overwrite them. Make the change through that server, stop it \
+         (it releases the database at once), or, if it died, try again once its lease lapses, in {} (leases \
+         last --lease-secs, default {} s, and are renewed every sixth of that)",
+        other.describe_at(),
         seconds(other.left_ms()),
         DEFAULT_LEASE.as_secs()
     ))
