@@ -606,3 +606,48 @@ async fn a_leader_stopped_gracefully_is_replaced_at_the_followers_next_look() {
     assert_eq!(statuses(&g).keys().copied().collect::<Vec<_>>(), [0, n]);
     assert_eq!(follower.get("/ready").await.0, 200);
 }
+
+/// A leader frozen (SIGSTOP) mid-request: the follower answers the request it forwarded with 503
+/// within a few probes, not never; then it takes over.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_request_forwarded_to_a_frozen_leader_is_answered_503_not_left_hanging() {
+    let pg = Postgres::start();
+    let llm = slow_provider(Duration::from_millis(100)).await;
+    let env = [
+        ("LLM_DIALECT", "openai"),
+        ("LLM_BASE_URL", llm.as_str()),
+        ("LLM_API_KEY", "sk-test-secret"),
+        ("LLM_MODEL", "fake-model"),
+    ];
+    let f = ["--database-url", pg.url.as_str(), "--lease-secs", "3"];
+    let leader = Server::start_env(&f, &env);
+    leader.wait_leading(SAID);
+    let follower = Server::start_env(&f, &env);
+    follower.wait_said("this server follows it", SAID);
+    let t = follower.create("simple_chat").await;
+    let long = follower.advance_in_background(t, 0, 200);
+    leader.first_running(t).await;
+    // SAFETY: a signal to our own child's pid; no memory is involved.
+    unsafe {
+        libc::kill(leader.pid() as i32, libc::SIGSTOP);
+    }
+    let frozen = Instant::now();
+    let reply = tokio::time::timeout(Duration::from_secs(15), long)
+        .await
+        .expect("the forwarded request was answered")
+        .unwrap();
+    let took = frozen.elapsed();
+    assert!(
+        reply["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("is not answering"),
+        "{reply}"
+    );
+    eprintln!("answered 503 {took:?} after the leader froze");
+    follower.wait_leading(Duration::from_secs(10));
+    assert_eq!(follower.get("/ready").await.0, 200);
+    unsafe {
+        libc::kill(leader.pid() as i32, libc::SIGCONT);
+    }
+}

@@ -9,8 +9,8 @@
 //! work as the leader serves them. A forwarded request carries `x-simtree-via`; a follower
 //! refuses a request that already does (508), so an address that leads back to a follower
 //! cannot loop. While the leader does not answer, forwarded requests get 503 naming it, never a
-//! hang: connecting is bounded, and requests waiting on a leader that stopped answering its
-//! probes are answered 503 at once. When the leader's lease lapses a follower takes the lease
+//! hang: connecting is bounded, and requests waiting on a leader that missed two probes in a
+//! row, or that another server replaced, are answered 503 at once. When the leader's lease lapses a follower takes the lease
 //! and becomes the leader in place ([`Door::lead`]): from then on its own router serves.
 
 use std::path::PathBuf;
@@ -39,6 +39,10 @@ pub const VIA: HeaderName = HeaderName::from_static("x-simtree-via");
 /// How long a follower waits to connect to the leader (and for its `/health` answer).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// Probes in a row a leader may miss before the forwards waiting for it are answered 503: one
+/// slow answer (a busy machine) does not cost the requests in flight their answers.
+pub const GIVE_UP_AFTER: u32 = 2;
+
 /// The leader as the lease row last said, and when it was read.
 struct Followed {
     holder: Holder,
@@ -52,9 +56,12 @@ pub struct Door {
     followed: Mutex<Option<Followed>>,
     /// Whether the leader answered the last probe of its `/health`.
     answered: AtomicBool,
+    /// Probes in a row the leader did not answer.
+    missed: std::sync::atomic::AtomicU32,
     /// Why the database cannot be reached, if it could not be at the last look.
     database: Mutex<Option<String>>,
-    /// Bumped when the leader is found not answering: forwards still waiting give up.
+    /// Bumped when the leader is found gone (another holds the lease, or it missed
+    /// [`GIVE_UP_AFTER`] probes in a row): forwards still waiting for it give up.
     down: tokio::sync::watch::Sender<u64>,
     /// Rung when a forward failed: the lease row is read again at once.
     pub stale: tokio::sync::Notify,
@@ -89,6 +96,7 @@ impl Door {
             leading: OnceLock::new(),
             followed: Mutex::new(None),
             answered: AtomicBool::new(false),
+            missed: std::sync::atomic::AtomicU32::new(0),
             database: Mutex::new(None),
             down: tokio::sync::watch::channel(0).0,
             stale: tokio::sync::Notify::new(),
@@ -123,6 +131,8 @@ impl Door {
             app.draining.store(true, Ordering::Release);
         }
         let _ = self.leading.set((app, router));
+        // Whatever still waits for the old leader will not hear from it.
+        self.down.send_modify(|n| *n += 1);
     }
 
     /// The app, once this process leads.
@@ -136,6 +146,9 @@ impl Door {
         let moved = f.as_ref().is_none_or(|f| f.holder.holder != holder.holder);
         if moved {
             self.answered.store(false, Ordering::Release);
+            self.missed.store(0, Ordering::Release);
+            // The old leader is gone: forwards waiting for it are answered now.
+            self.down.send_modify(|n| *n += 1);
         }
         *f = Some(Followed {
             holder,
@@ -149,7 +162,7 @@ impl Door {
     }
 
     /// Asks the leader's `/health` (within [`CONNECT_TIMEOUT`]); forwards waiting on a leader
-    /// that does not answer are answered 503.
+    /// that missed [`GIVE_UP_AFTER`] probes in a row are answered 503.
     pub async fn probe_leader(&self) -> bool {
         let Some(address) = self.address() else {
             self.answered.store(false, Ordering::Release);
@@ -168,8 +181,12 @@ impl Door {
             Err(_) => false,
         };
         let was = self.answered.swap(answered, Ordering::AcqRel);
-        if !answered {
-            self.down.send_modify(|n| *n += 1);
+        if answered {
+            self.missed.store(0, Ordering::Release);
+        } else {
+            if self.missed.fetch_add(1, Ordering::AcqRel) + 1 >= GIVE_UP_AFTER {
+                self.down.send_modify(|n| *n += 1);
+            }
             if was {
                 tracing::warn!("{}", self.not_answering());
             }
