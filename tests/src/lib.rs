@@ -115,6 +115,8 @@ pub struct Server {
     child: Child,
     pub base: String,
     pub http: reqwest::Client,
+    /// What it printed on stderr so far (its first 64 KiB).
+    said: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
 impl Server {
@@ -143,8 +145,15 @@ impl Server {
         );
         // Memory only unless the test names a store (the tests of durable trees do).
         let stored = flags.iter().any(|f| *f == "--data" || *f == "--database-url");
+        // A test may name the address (a server another one's --advertise points at).
+        let addr: &[&str] = if flags.contains(&"--addr") {
+            &[]
+        } else {
+            &["--addr", "127.0.0.1:0"]
+        };
         let mut child = Command::new(&bin)
-            .args(["serve", "--addr", "127.0.0.1:0"])
+            .arg("serve")
+            .args(addr)
             .args(if stored { &[][..] } else { &["--ephemeral"][..] })
             .args(flags)
             // Quiet logs unless the test run asks for them (RUST_LOG=info shows request lines).
@@ -182,23 +191,60 @@ impl Server {
             child,
             base: format!("http://{addr}"),
             http: reqwest::Client::new(),
+            said,
         })
     }
 
-    /// Starts the server once the database it names is free: a start refused because another
-    /// server holds the database's lease (a server just killed) is tried again every 100 ms,
-    /// for up to `within`.
-    pub fn start_when_free(flags: &[&str], within: Duration) -> Server {
+    /// What the server printed on stderr so far (its first 64 KiB).
+    pub fn output(&self) -> String {
+        self.said.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Waits up to `within` for the server to print `part` on stderr (its stderr is read on a
+    /// thread of its own, so a line printed before the listening line may come a little later);
+    /// what it printed so far.
+    pub fn wait_said(&self, part: &str, within: Duration) -> String {
         let until = std::time::Instant::now() + within;
         loop {
-            match Server::try_start_env(flags, &[]) {
-                Ok(s) => return s,
-                Err(e) if e.contains("already served") && std::time::Instant::now() < until => {
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-                Err(e) => panic!("the server did not start: {e}"),
+            let said = self.output();
+            if said.contains(part) {
+                return said;
             }
+            assert!(
+                std::time::Instant::now() < until,
+                "the server did not say {part:?} within {within:?}:\n{said}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
         }
+    }
+
+    /// Whether the server leads its database (it said so on stderr: at start-up, or when it
+    /// took over from a leader whose lease lapsed).
+    pub fn leads(&self) -> bool {
+        let said = self.output();
+        said.contains("this server leads the database") || said.contains("took over the database")
+    }
+
+    /// Waits up to `within` for the server to lead its database (see [`Self::leads`]).
+    pub fn wait_leading(&self, within: Duration) {
+        let until = std::time::Instant::now() + within;
+        while !self.leads() {
+            assert!(
+                std::time::Instant::now() < until,
+                "the server did not take the database over within {within:?}:\n{}",
+                self.output()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Starts a server on a PostgreSQL database another server led (one just killed, or frozen)
+    /// and waits, up to `within`, until it leads: it follows while that lease holds and takes
+    /// over once it lapses.
+    pub fn start_when_free(flags: &[&str], within: Duration) -> Server {
+        let s = Server::try_start_env(flags, &[]).unwrap_or_else(|e| panic!("the server did not start: {e}"));
+        s.wait_leading(within);
+        s
     }
 
     /// The server's process id (to cap its memory with `prlimit`, or signal it).

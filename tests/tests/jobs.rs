@@ -747,20 +747,15 @@ async fn a_worker_stopped_with_sigterm_hands_its_run_back_and_another_finishes_i
 
 // ---- adoption: a new server takes over the runs a killed one left to jobs ----
 
-/// Starts a server with `flags` and `env` once the database's lease is free (the last server
-/// was killed: its lease lapses by itself), trying again every 100 ms for up to 15 s.
+/// Starts a server with `flags` and `env` on the database a killed server led, and waits until
+/// it leads: it follows while the killed server's lease holds and takes over, in place, once it
+/// lapses (adopting the runs left to jobs then).
 fn next_server(flags: &[&str], env: &[(&'static str, String)]) -> simtree_e2e::Server {
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let until = Instant::now() + Duration::from_secs(15);
-    loop {
-        match simtree_e2e::Server::try_start_env(flags, &env) {
-            Ok(s) => return s,
-            Err(e) if e.contains("already served") && Instant::now() < until => {
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            Err(e) => panic!("the next server did not start: {e}"),
-        }
-    }
+    let s = simtree_e2e::Server::try_start_env(flags, &env)
+        .unwrap_or_else(|e| panic!("the next server did not start: {e}"));
+    s.wait_leading(Duration::from_secs(15));
+    s
 }
 
 /// The number of rows `query` counts.

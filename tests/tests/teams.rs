@@ -1,9 +1,10 @@
-//! One PostgreSQL, one server at a time (issue 26, item 1), against real server binaries and a
-//! private PostgreSQL: a second server is refused with a message naming the first; a killed
-//! server's lease lapses and the next server starts with every acknowledged tree; a graceful
-//! stop frees the database at once; tree ids taken from two processes never collide; a database
-//! restart leaves the lease with its server; a server that lost its lease (frozen past it while
-//! another took over) takes no more writes.
+//! One PostgreSQL, one leading server at a time (issue 26, items 1 and 2), against real server
+//! binaries and a private PostgreSQL: a second server follows the first (saying whom, and
+//! forwarding to it); a killed server's lease lapses and the next server takes over with every
+//! acknowledged tree; a graceful stop frees the database at once; tree ids taken from two
+//! processes never collide; a database restart leaves the lease with its server; a server that
+//! lost its lease (frozen past it while another took over) takes no more writes. Several
+//! servers at once: tests/tests/fleet.rs.
 
 use std::time::{Duration, Instant};
 
@@ -59,31 +60,37 @@ fn signal(s: &Server, sig: i32) {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_second_server_on_a_served_database_is_refused_naming_the_first() {
+async fn a_second_server_on_a_served_database_follows_naming_the_first() {
     let pg = Postgres::start();
     let first = Server::start_with(&flags(&pg, "30"));
     let t = first.create("simple_chat").await;
-    let refused = Server::try_start_env(&flags(&pg, "30"), &[])
-        .err()
-        .expect("the second server must not start");
+    let second = Server::try_start_env(&flags(&pg, "30"), &[]).expect("the second server starts as a follower");
+    let said = second.wait_said("this server follows it", Duration::from_secs(5));
     for part in [
         "already served by another simtree".to_string(),
         format!("pid {}", first.pid()),
         "host ".into(),
         "since ".into(),
+        format!("at {}", first.base),
+        "this server follows it".into(),
         "lease lapses, in ".into(),
-        "exit status: 1".into(),
     ] {
-        assert!(refused.contains(&part), "missing {part:?} in: {refused}");
+        assert!(said.contains(&part), "missing {part:?} in: {said}");
     }
+    assert!(!second.leads(), "{said}");
     // The lease left in about 30 s: the message counts down from the last renewal.
-    let left: f64 = refused
+    let left: f64 = said
         .split("lease lapses, in ")
         .nth(1)
         .and_then(|r| r.split(' ').next())
         .and_then(|n| n.parse().ok())
         .expect("seconds left");
-    assert!((20.0..=30.0).contains(&left), "{left} s left: {refused}");
+    assert!((20.0..=30.0).contains(&left), "{left} s left: {said}");
+    // It serves the first's trees, and what it is given reaches the first.
+    assert_eq!(tree_ids(&second).await, [t]);
+    let n = advance(&second, t, 0).await;
+    assert_eq!(node_ids(&first, t).await, [0, n]);
+    assert_eq!(second.get("/ready").await.0, 200);
     // The first server is untouched.
     assert_eq!(first.get("/ready").await.0, 200);
     advance(&first, t, 0).await;
@@ -103,15 +110,20 @@ async fn after_kill_9_the_next_server_starts_once_the_lease_lapses_with_every_ac
     }
     first.stop(); // SIGKILL: the lease is not released
     let killed = Instant::now();
-    let early = Server::try_start_env(&f, &[])
-        .err()
-        .expect("refused while the lease holds");
-    assert!(early.contains("already served"), "{early}");
-    let second = Server::start_when_free(&f, Duration::from_secs(10));
+    // Started at once, it follows the dead server while the lease holds, then takes over.
+    let second = Server::try_start_env(&f, &[]).expect("a follower starts");
+    second.wait_said("already served", Duration::from_secs(5));
+    let (status, why) = second.get("/devui/simtree").await;
+    assert_eq!(status, 503, "{why}");
+    assert!(why["detail"].as_str().unwrap().contains("is not answering"), "{why}");
+    let (status, why) = second.get("/ready").await;
+    assert_eq!(status, 503, "{why}");
+    assert!(why["detail"].as_str().unwrap().contains("is not answering"), "{why}");
+    second.wait_leading(Duration::from_secs(10));
     let waited = killed.elapsed();
     // A 2 s lease, renewed every 1/3 s: it lapses at most 2 s after the kill.
     assert!(waited <= Duration::from_millis(2_000 + 1_500), "waited {waited:?}");
-    eprintln!("the next server started {waited:?} after the kill");
+    eprintln!("the next server took over {waited:?} after the kill");
     let want: Vec<u64> = acked.iter().map(|(t, _)| *t).collect();
     assert_eq!(tree_ids(&second).await, want);
     for (t, nodes) in &acked {
@@ -169,7 +181,7 @@ fn tree_ids_taken_at_once_by_two_stores_never_collide() {
         taken.iter().all(|ids| ids.windows(2).all(|w| w[0] < w[1])),
         "each store's ids go up"
     );
-    // With its lease, a store refuses to open beside a holder.
+    // With its lease, a store refuses to open beside a holder (`serve` follows instead).
     let holder = Store::open_postgres(&pg.url).expect("the first lease");
     let second = Store::open_postgres(&pg.url).err().expect("refused");
     assert!(second.0.contains("already served"), "{second}");
@@ -217,8 +229,13 @@ async fn a_database_restart_leaves_the_lease_with_its_server() {
     }
     let last = *acked.last().unwrap();
     advance(&s, t, last).await;
-    let refused = Server::try_start_env(&f, &[]).err().expect("the lease is still held");
-    assert!(refused.contains(&format!("pid {}", s.pid())), "{refused}");
+    let second = Server::try_start_env(&f, &[]).expect("a follower");
+    assert!(!second.leads(), "the lease is still held");
+    assert!(
+        second.output().contains(&format!("pid {}", s.pid())),
+        "{}",
+        second.output()
+    );
 }
 
 /// A server frozen (SIGSTOP) past its lease: another server takes the database over. Thawed,
@@ -377,10 +394,30 @@ fn yaml_documents(file: &str) -> Vec<serde_json::Value> {
 fn the_deploy_examples_parse_and_hang_together() {
     let compose = yaml_documents("compose.yaml");
     assert_eq!(compose.len(), 1);
-    assert!(
-        compose[0]["services"]["simtree"]["healthcheck"]["test"]
-            .to_string()
-            .contains("/ready")
+    let services = &compose[0]["services"];
+    // Two servers, each advertising its own service name, both checked on /ready; two workers;
+    // one proxy in front of both servers.
+    for name in ["simtree-a", "simtree-b"] {
+        let s = &services[name];
+        assert!(s["healthcheck"]["test"].to_string().contains("/ready"), "{name}");
+        let command = s["command"].to_string();
+        assert!(
+            command.contains(&format!("\"--advertise\",\"http://{name}:8090\"")),
+            "{name}: {command}"
+        );
+        assert!(s["environment"]["SIMTREE_DATABASE_URL"].is_string(), "{name}");
+        assert!(
+            services["proxy"]["command"]
+                .to_string()
+                .contains(&format!("{name}:8090")),
+            "{name}"
+        );
+    }
+    assert_eq!(services["worker"]["command"][0], "worker");
+    assert_eq!(services["worker"]["deploy"]["replicas"], 2);
+    assert_eq!(
+        services["worker"]["environment"]["SIMTREE_DATABASE_URL"],
+        services["simtree-a"]["environment"]["SIMTREE_DATABASE_URL"]
     );
 
     let k8s = yaml_documents("kubernetes.yaml");
@@ -390,8 +427,11 @@ fn the_deploy_examples_parse_and_hang_together() {
             .unwrap_or_else(|| panic!("no {kind} in kubernetes.yaml"))
     };
     let (secret, deployment, service) = (of("Secret"), of("Deployment"), of("Service"));
-    assert_eq!(deployment["spec"]["replicas"], 1, "one server per database");
-    assert_eq!(deployment["spec"]["strategy"]["type"], "Recreate");
+    // One leader and followers: any number of replicas, each advertising its own address.
+    assert!(
+        deployment["spec"]["replicas"].as_u64().unwrap() >= 2,
+        "a leader and a follower"
+    );
     let pod = &deployment["spec"]["template"];
     assert_eq!(pod["metadata"]["labels"], deployment["spec"]["selector"]["matchLabels"]);
     assert_eq!(service["spec"]["selector"], pod["metadata"]["labels"]);
@@ -404,7 +444,7 @@ fn the_deploy_examples_parse_and_hang_together() {
     assert!(c["args"].to_string().contains("0.0.0.0:8090") && c["ports"][0]["containerPort"] == 8090);
     // Every secret the container reads is in the Secret; the database URL comes from it.
     let env = c["env"].as_array().unwrap();
-    for e in env.iter().filter(|e| !e["valueFrom"].is_null()) {
+    for e in env.iter().filter(|e| !e["valueFrom"]["secretKeyRef"].is_null()) {
         let r = &e["valueFrom"]["secretKeyRef"];
         assert_eq!(r["name"], secret["metadata"]["name"]);
         let key = r["key"].as_str().unwrap();
@@ -417,6 +457,14 @@ fn the_deploy_examples_parse_and_hang_together() {
     };
     assert!(!named("SIMTREE_DATABASE_URL")["valueFrom"].is_null());
     assert!(!named("SIMTREE_TOKEN")["valueFrom"].is_null());
+    // Each replica advertises its own pod's address, on the container's port.
+    assert_eq!(named("POD_IP")["valueFrom"]["fieldRef"]["fieldPath"], "status.podIP");
+    assert_eq!(named("SIMTREE_ADVERTISE")["value"], "http://$(POD_IP):8090");
+    let order = |n: &str| env.iter().position(|e| e["name"] == n).unwrap();
+    assert!(
+        order("POD_IP") < order("SIMTREE_ADVERTISE"),
+        "$(POD_IP) expands only if defined before"
+    );
     // The pod may take longer to stop than the server's grace period.
     let grace: u64 = named("SIMTREE_SHUTDOWN_GRACE_SECS")["value"]
         .as_str()

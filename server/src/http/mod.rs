@@ -18,6 +18,7 @@ use tower_http::set_header::SetResponseHeaderLayer;
 pub mod datasets;
 pub mod error;
 pub mod explore;
+pub mod fleet;
 pub mod guard;
 pub mod job;
 pub mod listener;
@@ -108,28 +109,7 @@ pub fn router(app: Arc<AppState>) -> Router {
         .route("/search", get(notebook::search_all))
         .fallback(error::not_found);
     // Everything else is the web UI; unknown paths get index.html so deep links survive reloads.
-    let dir = app.static_dir.clone();
-    // The UI's file names carry no content hash, so browsers revalidate (Last-Modified) instead
-    // of caching blindly. `cargo xtask dist` writes each file brotli- and gzip-compressed beside
-    // it (`.br`, `.gz`), sent as they are to a browser that accepts them: compressing the 2.4 MB
-    // release wasm per request took 100–350 ms of a first load. Anything else is compressed on
-    // the fly (the layer below).
-    let ui = ServiceBuilder::new()
-        .layer(SetResponseHeaderLayer::if_not_present(
-            header::CACHE_CONTROL,
-            HeaderValue::from_static("no-cache"),
-        ))
-        // Only for our own UI: another client's build (`--static-dir`) has no such files.
-        .layer(axum::middleware::from_fn_with_state(
-            dir.join("simtree_frontend_bg.wasm").exists(),
-            preload_links,
-        ))
-        .service(
-            ServeDir::new(&dir)
-                .precompressed_br()
-                .precompressed_gzip()
-                .fallback(ServeFile::new(dir.join("index.html"))),
-        );
+    let ui = ui_service(&app.static_dir);
     let access = app.access.clone();
     let mut router = Router::new()
         .route("/health", get(health))
@@ -160,6 +140,40 @@ pub fn router(app: Arc<AppState>) -> Router {
         .with_state(app)
 }
 
+/// The web UI's files in `dir`. Its file names carry no content hash, so browsers revalidate
+/// (Last-Modified) instead of caching blindly. `cargo xtask dist` writes each file brotli- and
+/// gzip-compressed beside it (`.br`, `.gz`), sent as they are to a browser that accepts them:
+/// compressing the 2.4 MB release wasm per request took 100–350 ms of a first load. Anything
+/// else is compressed on the fly (the router's layer).
+pub(crate) fn ui_service(
+    dir: &std::path::Path,
+) -> impl tower::Service<
+    axum::extract::Request,
+    Response = axum::response::Response,
+    Error = std::convert::Infallible,
+    Future = impl Send + 'static,
+> + Clone
++ Send
++ Sync
++ 'static {
+    ServiceBuilder::new()
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("no-cache"),
+        ))
+        // Only for our own UI: another client's build (`--static-dir`) has no such files.
+        .layer(axum::middleware::from_fn_with_state(
+            dir.join("simtree_frontend_bg.wasm").exists(),
+            preload_links,
+        ))
+        .service(
+            ServeDir::new(dir)
+                .precompressed_br()
+                .precompressed_gzip()
+                .fallback(ServeFile::new(dir.join("index.html"))),
+        )
+}
+
 /// While the server stops, requests that change something (any method but GET, HEAD and
 /// OPTIONS) are refused with 503, so no new run starts; reads and live sockets go on, so
 /// watchers see the running runs end.
@@ -178,32 +192,41 @@ async fn refuse_when_stopping(
     next.run(req).await
 }
 
-/// Binds `addr` and serves until ctrl-c (SIGINT) or SIGTERM. The first line printed is the address to open (with
-/// the token when there is one; tests read it, so keep its shape).
-pub async fn serve(app: Arc<AppState>, addr: SocketAddr) -> std::io::Result<()> {
-    let fds = listener::raise_fd_limit();
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    let bound = listener.local_addr()?;
-    match &app.access.token {
+/// Binds `addr` for [`serve`].
+pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr).await
+}
+
+/// The first line printed: the address to open (with the token when there is one; tests read
+/// it, so keep its shape).
+pub fn announce(bound: SocketAddr, access: &Access) {
+    match &access.token {
         Some(token) => println!("simtree listening on http://{bound}/?token={token}"),
         None => println!("simtree listening on http://{bound}"),
     }
-    // Live simulators of stored trees are a cache: keep it within --cache-mb.
-    tokio::spawn(app.wb.clone().sweep_cache());
+}
+
+/// Serves `door` on `listener` until `stop` (a [`stop_requested`] made before the server said
+/// it listens); a leader then lets its runs finish.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    door: Arc<fleet::Door>,
+    stop: impl std::future::Future<Output = ()>,
+) -> std::io::Result<()> {
+    let fds = listener::raise_fd_limit();
     // Leave descriptors for the store, the workers and the provider clients.
-    let cap = app
-        .wb
-        .limits
-        .max_connections
-        .min(fds.saturating_sub(256).max(64) as usize);
+    let cap = door.max_connections().min(fds.saturating_sub(256).max(64) as usize);
     let stopping = {
-        let app = app.clone();
+        let door = door.clone();
         async move {
-            stop_requested().await;
-            app.draining.store(true, std::sync::atomic::Ordering::Release);
+            stop.await;
+            door.stop();
         }
     };
-    listener::serve(listener, router(app.clone()), cap, stopping).await?;
+    listener::serve(listener, door.router(), cap, stopping).await?;
+    let Some(app) = door.leading() else {
+        return Ok(());
+    };
     let grace = app.shutdown_grace;
     let runs = app.wb.runs_in_flight();
     if runs > 0 {
@@ -225,21 +248,35 @@ pub async fn serve(app: Arc<AppState>, addr: SocketAddr) -> std::io::Result<()> 
 /// Ctrl-C (SIGINT), or SIGTERM — what `docker stop`, Kubernetes and systemd send. Either way
 /// the server stops listening (`/ready` and changes answer 503 on open connections), lets the
 /// runs in flight finish for up to its grace period, cancels the rest (stored as cancelled), and
-/// the store closes cleanly (with PostgreSQL it releases the server lease, so a replacement
-/// starts at once).
-pub(crate) async fn stop_requested() {
+/// the store closes cleanly (with PostgreSQL it releases the server lease, so a follower or a
+/// replacement takes over at once).
+///
+/// The signals are caught from the call on, not from the first poll: a process that says it
+/// is ready must not die of a signal that comes before its serving loop first looks (the default
+/// action would end it without releasing the lease).
+pub(crate) fn stop_requested() -> impl std::future::Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
+        let caught = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()));
+        async move {
+            match caught {
+                (Ok(mut term), Ok(mut int)) => {
+                    tokio::select! {
+                        _ = int.recv() => {}
+                        _ = term.recv() => {}
+                    }
+                }
+                _ => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
             }
-            return;
         }
     }
-    let _ = tokio::signal::ctrl_c().await;
+    #[cfg(not(unix))]
+    async {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
 
 /// Adds to a web UI page's answer a `Link` header that has the browser fetch, as the answer

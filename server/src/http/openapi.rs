@@ -690,7 +690,10 @@ pub fn document() -> Value {
             "title": "simtree",
             "version": env!("CARGO_PKG_VERSION"),
             "description": "Branching timelines for multi-agent simulations. Errors are {\"detail\"} with a 4xx status; \
-                            with --token every route but /health needs `Authorization: Bearer <token>`.",
+                            with --token every route but /health needs `Authorization: Bearer <token>`. \
+                            On PostgreSQL a following server forwards /api, /devui and /openapi.json to the leading \
+                            one with an `x-simtree-via` header: a follower answers a request that already carries \
+                            it with 508, and any forwarded request with 503 while the leader does not answer.",
         },
         "paths": paths,
         "components": {"schemas": schemas},

@@ -1,18 +1,19 @@
-//! The server lease: one server per PostgreSQL database, until runs become jobs any process can
-//! take (issue 26). Two servers on one database would each keep trees in memory and write them
-//! back without seeing the other's writes; ids alone coming from the database (see
-//! [`super::Database::take_tree_id`]) do not make that safe.
+//! The server lease: one writer of trees per PostgreSQL database (issue 26). Two servers each
+//! keeping trees in memory and writing them back would overwrite each other's writes; ids alone
+//! coming from the database (see [`super::Database::take_tree_id`]) do not make that safe. The
+//! holder — the leading server — is the one writer; every other `serve` on the database follows
+//! it (`http/fleet.rs`), forwarding requests to the address the row names.
 //!
 //! The lease is one row (`lease`, name `server`): holder id, host, pid, when it was acquired and
 //! when it expires, in Unix milliseconds of the *database's* clock, so servers on hosts whose
-//! clocks disagree still agree on expiry. A server takes it at start-up (refused, with a message
-//! naming the other process, while another holds an unexpired lease), renews it from the store
-//! thread every sixth of its length, and deletes it when it closes. Every write transaction
-//! renews it first, holding its row lock until the commit: a holder that lost the lease (it could
-//! not renew while the database was away and another server took it over) has its commits
-//! refused, so it can never write beside the new holder. Such a server stops taking writes (503
-//! and `/ready` not ready, naming the new holder) and must be restarted; it never takes the lease
-//! back by itself, since its memory may be stale.
+//! clocks disagree still agree on expiry, and the holder's advertised address. A server takes it
+//! at start-up or, following, once it lapses (while another holds an unexpired lease, [`take`]
+//! answers who does), renews it from the store thread every sixth of its length, and deletes it
+//! when it closes. Every write transaction renews it first, holding its row lock until the
+//! commit: a holder that lost the lease (it could not renew while the database was away and
+//! another server took it over) has its commits refused, so it can never write beside the new
+//! holder. Such a server stops taking writes (503 and `/ready` not ready, naming the new holder)
+//! and must be restarted; it never takes the lease back by itself, since its memory may be stale.
 //!
 //! SQLite does not use it: its data folder is locked by the commit journal (`flock`).
 
@@ -32,6 +33,9 @@ pub struct Lease {
     pub host: String,
     pub pid: u32,
     pub length: Duration,
+    /// The base URL other servers reach this one at (`serve --advertise`), written into the
+    /// lease row when it is taken: followers forward their requests there.
+    pub address: Option<String>,
 }
 
 impl Lease {
@@ -47,6 +51,7 @@ impl Lease {
             host,
             pid,
             length: length.max(Duration::from_secs(1)),
+            address: None,
         }
     }
 
@@ -71,6 +76,9 @@ pub struct Holder {
     pub expires: u64,
     /// The database's clock when the row was read.
     pub now: u64,
+    /// Where the holder serves (`serve --advertise`); `None` from servers before it was
+    /// written, and from stores that lead without serving.
+    pub address: Option<String>,
 }
 
 impl Holder {
@@ -85,9 +93,22 @@ impl Holder {
         )
     }
 
+    /// "host H, pid P, since <UTC> (N s ago), at URL": [`Self::describe`] and the address.
+    pub fn describe_at(&self) -> String {
+        match &self.address {
+            Some(a) => format!("{}, at {a}", self.describe()),
+            None => format!("{}, at no advertised address", self.describe()),
+        }
+    }
+
     /// Milliseconds until the lease lapses unless renewed.
     pub fn left_ms(&self) -> u64 {
         self.expires.saturating_sub(self.now)
+    }
+
+    /// Whether the lease has lapsed (its holder stopped renewing it): anyone may take it.
+    pub fn lapsed(&self) -> bool {
+        self.left_ms() == 0
     }
 }
 
@@ -95,14 +116,15 @@ fn seconds(ms: u64) -> String {
     format!("{:.1} s", ms as f64 / 1000.0)
 }
 
-/// The message a second server gets at start-up.
+/// The message of a store that must hold the lease to write (a command run on a database a
+/// server leads) while another process holds it.
 pub fn refusal(other: &Holder) -> StoreError {
     StoreError(format!(
-        "this PostgreSQL database is already served by another simtree ({}). One server per database is \
-         supported for now: a second one would hand out the same ids and overwrite the other's trees. \
-         Stop that server (it releases the database at once), or, if it died, start this one again once its \
-         lease lapses, in {} (leases last --lease-secs, default {} s, and are renewed every sixth of that)",
-        other.describe(),
+        "this PostgreSQL database is already served by another simtree ({}). Only the process holding its \
+         lease writes trees: another writer would overwrite them. Make the change through that server, stop it \
+         (it releases the database at once), or, if it died, try again once its lease lapses, in {} (leases \
+         last --lease-secs, default {} s, and are renewed every sixth of that)",
+        other.describe_at(),
         seconds(other.left_ms()),
         DEFAULT_LEASE.as_secs()
     ))
@@ -118,9 +140,10 @@ pub fn take<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<Result<(), Holder>> 
     let now = now(sql);
     let taken = sql.execute(
         &format!(
-            "INSERT INTO lease (name, holder, host, pid, acquired, expires) VALUES ('server', $1, $2, $3, {now}, {now} + $4)
+            "INSERT INTO lease (name, holder, host, pid, acquired, expires, address)
+                VALUES ('server', $1, $2, $3, {now}, {now} + $4, $5)
              ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, host = excluded.host, pid = excluded.pid,
-                acquired = excluded.acquired, expires = excluded.expires
+                acquired = excluded.acquired, expires = excluded.expires, address = excluded.address
              WHERE lease.expires <= excluded.acquired OR lease.holder = excluded.holder"
         ),
         &[
@@ -128,6 +151,7 @@ pub fn take<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<Result<(), Holder>> 
             P::Text(&me.host),
             P::Int(i64::from(me.pid)),
             P::Int(me.length_ms()),
+            address(me),
         ],
     )?;
     if taken == 1 {
@@ -136,22 +160,30 @@ pub fn take<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<Result<(), Holder>> 
     match holder(sql)? {
         Some(h) => Ok(Err(h)),
         // Released between the two statements: try once more.
-        None => Ok(match sql.execute(
-            &format!(
-                "INSERT INTO lease (name, holder, host, pid, acquired, expires) VALUES ('server', $1, $2, $3, {now}, {now} + $4)
+        None => Ok(
+            match sql.execute(
+                &format!(
+                    "INSERT INTO lease (name, holder, host, pid, acquired, expires, address)
+                    VALUES ('server', $1, $2, $3, {now}, {now} + $4, $5)
                  ON CONFLICT (name) DO NOTHING"
-            ),
-            &[
-                P::Text(&me.holder),
-                P::Text(&me.host),
-                P::Int(i64::from(me.pid)),
-                P::Int(me.length_ms()),
-            ],
-        )? {
-            1 => Ok(()),
-            _ => Err(holder(sql)?.ok_or_else(|| StoreError("the server lease changes hands too fast".into()))?),
-        }),
+                ),
+                &[
+                    P::Text(&me.holder),
+                    P::Text(&me.host),
+                    P::Int(i64::from(me.pid)),
+                    P::Int(me.length_ms()),
+                    address(me),
+                ],
+            )? {
+                1 => Ok(()),
+                _ => Err(holder(sql)?.ok_or_else(|| StoreError("the server lease changes hands too fast".into()))?),
+            },
+        ),
     }
+}
+
+fn address(me: &Lease) -> P<'_> {
+    P::OptText(me.address.as_deref())
 }
 
 /// Extends our lease; false when it is no longer ours (another server took it over after it
@@ -195,7 +227,7 @@ pub fn release<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<()> {
 pub fn holder<S: Sql>(sql: &mut S) -> StoreResult<Option<Holder>> {
     let now = now(sql);
     let rows = sql.query(
-        &format!("SELECT holder, host, pid, acquired, expires, {now} FROM lease WHERE name = 'server'"),
+        &format!("SELECT holder, host, pid, acquired, expires, {now}, address FROM lease WHERE name = 'server'"),
         &[],
     )?;
     let Some(row) = rows.into_iter().next() else {
@@ -218,6 +250,10 @@ pub fn holder<S: Sql>(sql: &mut S) -> StoreResult<Option<Holder>> {
         acquired: int(next()),
         expires: int(next()),
         now: int(next()),
+        address: match next() {
+            Cell::Text(t) => Some(t),
+            _ => None,
+        },
     }))
 }
 
@@ -292,6 +328,36 @@ mod tests {
         assert_eq!(holder(&mut a.sql).unwrap(), None);
         assert_eq!(take(&mut a.sql, &first).unwrap(), Ok(()), "released: free at once");
         drop((a, b));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The holder's advertised address is written with the lease and read back with it; a
+    /// takeover replaces it, and a lease taken without one reads as none.
+    #[test]
+    fn the_lease_row_names_where_its_holder_serves() {
+        let dir = std::env::temp_dir().join(format!("simtree-lease-address-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut db = open(&dir);
+        let mut first = Lease::this_process(Duration::from_secs(1));
+        first.address = Some("http://10.0.0.5:8090".into());
+        assert_eq!(take(&mut db.sql, &first).unwrap(), Ok(()));
+        let h = holder(&mut db.sql).unwrap().unwrap();
+        assert_eq!(h.address.as_deref(), Some("http://10.0.0.5:8090"));
+        assert!(
+            h.describe_at().ends_with(", at http://10.0.0.5:8090"),
+            "{}",
+            h.describe_at()
+        );
+        assert!(!h.lapsed());
+        std::thread::sleep(Duration::from_millis(1100));
+        assert!(holder(&mut db.sql).unwrap().unwrap().lapsed());
+        let mut second = Lease::this_process(Duration::from_secs(1));
+        second.holder.push_str("-b");
+        assert_eq!(take(&mut db.sql, &second).unwrap(), Ok(()), "lapsed: taken over");
+        let h = holder(&mut db.sql).unwrap().unwrap();
+        assert_eq!((h.holder.as_str(), h.address), (second.holder.as_str(), None));
+        drop(db);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

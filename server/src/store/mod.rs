@@ -409,6 +409,10 @@ pub trait Database: Send {
     }
     /// Gives the server lease up (the store is closing).
     fn release_lease(&mut self) {}
+    /// Who holds the server lease now, and where it serves (PostgreSQL; see `store/lease.rs`).
+    fn lease_holder(&mut self) -> StoreResult<Option<lease::Holder>> {
+        Ok(None)
+    }
     /// Deletes the rows of imports that never completed (the server stopped mid-import), in
     /// one transaction; returns each such tree with the number of node rows it had.
     fn abandoned_imports(&mut self) -> StoreResult<Vec<(u64, u64)>>;
@@ -608,6 +612,16 @@ impl Store {
     /// Without one, nothing guards the database against a second writer: only for what takes ids
     /// or reads (tests, tools).
     pub fn open_postgres_with(url: &str, lease: Option<std::time::Duration>) -> StoreResult<Store> {
+        match Store::lead_postgres(url, lease.map(lease::Lease::this_process))? {
+            Ok(store) => Ok(store),
+            Err(other) => Err(lease::refusal(&other)),
+        }
+    }
+
+    /// Opens a PostgreSQL database; with `lease`, takes that server lease (renewed from the store
+    /// thread, released on close) — or, while another process holds it, answers who does
+    /// (`serve` then follows that server: `http/fleet.rs`).
+    pub fn lead_postgres(url: &str, lease: Option<lease::Lease>) -> StoreResult<Result<Store, lease::Holder>> {
         let url = url.to_string();
         // The client is created on the store's thread: it must never run inside the server's runtime.
         let (tx, rx) = mpsc::channel();
@@ -617,17 +631,22 @@ impl Store {
                 let opened = postgres::Postgres::connect(&url).and_then(|sql| {
                     let mut db = sql::Db::new(sql);
                     db.migrate()?;
-                    if let Some(length) = lease {
-                        db.take_lease(lease::Lease::this_process(length))?;
+                    if let Some(me) = lease
+                        && let Err(other) = db.take_lease(me)?
+                    {
+                        return Ok(Err(other));
                     }
-                    Ok(db)
+                    Ok(Ok(db))
                 });
                 match opened {
-                    Ok(mut db) => {
+                    Ok(Ok(mut db)) => {
                         let mailbox = Arc::new(Mailbox::default());
-                        let _ = tx.send(Ok(mailbox.clone()));
+                        let _ = tx.send(Ok(Ok(mailbox.clone())));
                         let heartbeat = db.lease.as_ref().map(lease::Lease::heartbeat);
                         run(&mut db, &mailbox, None, heartbeat);
+                    }
+                    Ok(Err(other)) => {
+                        let _ = tx.send(Ok(Err(other)));
                     }
                     Err(e) => {
                         let _ = tx.send(Err(e));
@@ -635,14 +654,20 @@ impl Store {
                 }
             })
             .map_err(|e| StoreError(e.to_string()))?;
-        let mailbox = rx.recv().map_err(|_| StoreError("the store thread ended".into()))??;
-        Ok(Store {
+        let mailbox = match rx.recv().map_err(|_| StoreError("the store thread ended".into()))?? {
+            Ok(mailbox) => mailbox,
+            Err(other) => {
+                let _ = thread.join();
+                return Ok(Err(other));
+            }
+        };
+        Ok(Ok(Store {
             mailbox,
             thread: Some(thread),
             front: None,
             location: "postgresql".into(),
             ids_from_database: true,
-        })
+        }))
     }
 
     fn start<D: Database + 'static>(mut db: Box<D>, location: String, front: Arc<Front>) -> StoreResult<Store> {
@@ -857,6 +882,26 @@ impl Mailbox {
                 None => inbox = self.ready.wait(inbox).unwrap_or_else(|p| p.into_inner()),
             }
         }
+    }
+}
+
+impl Store {
+    /// Closes the store now, as dropping it does — what is queued is committed and, with
+    /// PostgreSQL, the server lease released — and waits up to `within` for its thread to end.
+    /// For a process about to exit while handles to the store may still be alive (connections a
+    /// stopping runtime drops late): without it the process could end before the lease is
+    /// released. False when the thread did not end in time.
+    pub fn close(&self, within: std::time::Duration) -> bool {
+        self.mailbox.lock().closed = true;
+        self.mailbox.ready.notify_one();
+        let until = std::time::Instant::now() + within;
+        while !self.mailbox.lock().ended {
+            if std::time::Instant::now() >= until {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        true
     }
 }
 

@@ -199,6 +199,10 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (tree, node, seq));
      CREATE TABLE workers (holder TEXT PRIMARY KEY, host TEXT NOT NULL, pid BIGINT NOT NULL, role TEXT NOT NULL,
         heartbeat_at BIGINT NOT NULL);",
+    // 15 (issue 26: leader address): the base URL of the server holding the lease
+    // (`serve --advertise`), where the other servers on the database forward their requests
+    // (`http/fleet.rs`). NULL in rows of servers before it, and of stores that serve no HTTP.
+    "ALTER TABLE lease ADD COLUMN address TEXT;",
 ];
 
 /// The schema version this build writes.
@@ -357,14 +361,14 @@ impl<S: Sql> Db<S> {
         }
     }
 
-    /// Takes the server lease `me` (after [`Self::migrate`]); refused, naming the holder, while
-    /// another process holds it.
-    pub fn take_lease(&mut self, me: Lease) -> StoreResult<()> {
+    /// Takes the server lease `me` (after [`Self::migrate`]); while another process holds it,
+    /// answers who does.
+    pub fn take_lease(&mut self, me: Lease) -> StoreResult<Result<(), lease::Holder>> {
         if let Err(other) = lease::take(&mut self.sql, &me)? {
-            return Err(lease::refusal(&other));
+            return Ok(Err(other));
         }
         self.lease = Some(me);
-        Ok(())
+        Ok(Ok(()))
     }
 
     /// A failed commit's error, or — when the lease's fence refused it (another process holds the
@@ -1052,6 +1056,10 @@ impl<S: Sql> Database for Db<S> {
 
     fn lease_lost(&self) -> Option<String> {
         self.lease_lost.clone()
+    }
+
+    fn lease_holder(&mut self) -> StoreResult<Option<lease::Holder>> {
+        lease::holder(&mut self.sql)
     }
 
     fn notify(&mut self, channel: &str, payload: &str) -> StoreResult<()> {
