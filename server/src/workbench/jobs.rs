@@ -553,9 +553,9 @@ impl Workbench {
             // would leave the job claimed by nobody running it. A claim lost or a job gone
             // refuses for good.
             tokio::time::sleep(POLL).await;
-            match on_queue(queue, move |q| q.holds(tree, node)).await {
-                Ok(false) => return,
-                Ok(true) | Err(_) => {}
+            // (A database still away answers neither: try again.)
+            if let Ok(false) = on_queue(queue, move |q| q.holds(tree, node)).await {
+                return;
             }
         }
     }
