@@ -854,7 +854,10 @@ async fn take_end(
         }
         _ => None,
     };
-    let (status, error, present) = {
+    // `durable`: the node's end is in the store already (the worker committed it with the
+    // job's end), so a failed flush below concerns only the tree's touch, which is kept and
+    // retried; otherwise the end is written here and, unstored, is not acknowledged.
+    let (status, error, present, durable) = {
         let mut t = handle.lock();
         match read {
             // (A record still `running`: the worker could not even start the run, and wrote
@@ -869,7 +872,7 @@ async fn take_end(
                     }
                 });
                 let present = t.finish_stored(&stored);
-                (stored.status, stored.error, present)
+                (stored.status, stored.error, present, true)
             }
             other => {
                 // Given up (dead), cancelled, or its record could not be read: the node fails
@@ -902,7 +905,7 @@ async fn take_end(
                     }
                     handle.persist_row(&t, id);
                 }
-                (status, error, present)
+                (status, error, present, false)
             }
         }
     };
@@ -910,8 +913,18 @@ async fn take_end(
         handle.touch(&handle.lock());
     }
     let unstored = match handle.flush_async().await {
-        Err(e) if present => Some(e.to_string()),
+        Err(e) if present && !durable => Some(e.to_string()),
         _ => None,
+    };
+    // What is not stored is not acknowledged: the node leaves the tree, as an in-process run's
+    // does (its rows, if some reached the database, are deleted once it takes writes again).
+    let present = match &unstored {
+        Some(cause) => {
+            tracing::error!(tree, node = id, error = %cause, "a job's end could not be stored; its node is removed");
+            handle.roll_back(id);
+            false
+        }
+        None => present,
     };
     RunResult {
         node: id,
