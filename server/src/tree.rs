@@ -530,6 +530,46 @@ impl SimTree {
         true
     }
 
+    /// Adds a node another process attached and this one ran and stored (a worker's job), with
+    /// its simulator, to this copy of the tree. Nothing changes when the node is here already
+    /// or its parent is not (the copy is then read again when a job needs it). Returns whether
+    /// it was added.
+    pub fn insert_finished(&mut self, row: crate::store::NodeRow, sim: Arc<Sim>) -> bool {
+        let Some(parent) = row.parent else {
+            return false;
+        };
+        if self.nodes.contains_key(&row.id) || !self.nodes.contains_key(&parent) || row.status.is_running() {
+            return false;
+        }
+        let id = row.id;
+        self.nodes.insert(
+            id,
+            Node {
+                id,
+                parent: Some(parent),
+                depth: row.depth,
+                edge_type: row.edge_type,
+                ops: row.ops,
+                children: Vec::new(),
+                sim: Some(sim),
+                turns: row.turns,
+                created: row.created,
+                finished: row.finished,
+                cost: 0,
+                used: 0,
+                log: Arc::new(NodeLog::unloaded()),
+                status: row.status,
+                error: row.error,
+                records: row.records,
+            },
+        );
+        if let Some(p) = self.nodes.get_mut(&parent) {
+            p.children.push(id);
+        }
+        self.next_id = self.next_id.max(id + 1);
+        true
+    }
+
     /// Marks a run that ended without a usable simulator (it panicked) as failed; the node keeps
     /// its parent's state so it stays usable. Returns false when the node was deleted meanwhile.
     pub fn fail_without_sim(&mut self, id: NodeId, error: String) -> bool {

@@ -631,6 +631,7 @@ impl Workbench {
             replay,
             budget: None,
             seed: None,
+            reseed: None,
         })
     }
 
@@ -1233,6 +1234,18 @@ struct Pending {
     /// The index the simulator was given its seeds by ([`Sim::replicate`]), if any: a job's
     /// worker does the same to the parent's state.
     seed: Option<u64>,
+    /// The seed a replicate of a sweep or an exploration was given ([`Pending::reseed`]): a
+    /// job's worker gives it too.
+    reseed: Option<u64>,
+}
+
+impl Pending {
+    /// Gives the run's simulator `seed` (a sweep's or an exploration's replicate), here and on
+    /// whichever worker runs it as a job.
+    fn reseed(&mut self, seed: u64) {
+        self.sim.reseed(seed);
+        self.reseed = Some(seed);
+    }
 }
 
 /// Polls a future, turning a panic into `Err(())` so that one broken simulator state cannot

@@ -1140,3 +1140,65 @@ async fn a_sweep_cut_short_by_a_killed_server_ends_its_replicates_interrupted_no
     assert_eq!(interrupted, 2, "{:?}", statuses(&second, tree).await);
     assert_eq!(count(&pg, "SELECT COUNT(*) FROM jobs"), 0);
 }
+
+/// Polls a sweep's table until no run is pending.
+async fn sweep_finished(s: &simtree_e2e::Server, tree: u64, sweep: u64) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let (st, table) = s.get(&format!("/devui/simtree/{tree}/sweep/{sweep}")).await;
+        assert_eq!(st, 200, "{table}");
+        if table["pending"] == 0 {
+            return table;
+        }
+        assert!(Instant::now() < deadline, "the sweep did not finish: {table}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A sweep's replicates each run with a seed of their own; run as jobs they must get the same
+/// seeds as in one process (they ran with the parent's before, so replicates came out alike).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sweeps_replicates_run_as_jobs_with_their_own_seeds_as_in_one_process() {
+    let pg = Postgres::start();
+    let s = simtree_e2e::Server::start_with(&["--database-url", pg.url.as_str()]);
+    let alone = simtree_e2e::Server::start_with(&[]);
+    let body = serde_json::json!({
+        "scenario": "landlord", "parent": 0, "turns": 40, "replicates": 3, "seed": 5,
+        "axes": [{"label": "stakes", "op": {"op": "scene_state_patch", "updates": {}},
+                  "field": "updates.score_multiplier", "values": [1]}],
+        "metrics": {"plays": "count:action_end"}
+    });
+    let mut replicates = Vec::new();
+    for server in [&s, &alone] {
+        let (st, created) = server
+            .post(
+                "/devui/simtree",
+                &serde_json::json!({"scenario": "landlord", "seed": 5, "llm": "scripted"}),
+            )
+            .await;
+        assert_eq!(st, 200, "{created}");
+        let tree = created["id"].as_u64().unwrap();
+        let (st, started) = server.post(&format!("/devui/simtree/{tree}/sweep"), &body).await;
+        assert_eq!(st, 200, "{started}");
+        let table = sweep_finished(server, tree, started["sweep"].as_u64().unwrap()).await;
+        assert_eq!(table["failed"], 0, "{table}");
+        let children: Vec<u64> = table["cells"][0]["children"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_u64().unwrap())
+            .collect();
+        let mut logs = Vec::new();
+        for c in children {
+            logs.push(simtree_e2e::own_entries(server, tree, c).await);
+        }
+        replicates.push(logs);
+    }
+    let (queued, in_process) = (&replicates[0], &replicates[1]);
+    assert_eq!(queued.len(), 3);
+    assert_ne!(in_process[0], in_process[1], "replicates with their own seeds differ");
+    for (k, (a, b)) in queued.iter().zip(in_process).enumerate() {
+        assert!(!a.is_empty());
+        assert_eq!(a, b, "replicate {k}: run as a job it differs from the in-process run");
+    }
+}

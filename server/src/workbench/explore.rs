@@ -611,7 +611,7 @@ impl Workbench {
             for (i, k) in cut {
                 let cell = d.candidates[i].node;
                 let mut p = Workbench::attach_run(&handle, &mut t, cell, d.turns, None, EdgeType::Explore)?;
-                p.sim.reseed(d.seed.wrapping_add(k as u64));
+                p.reseed(d.seed.wrapping_add(k as u64));
                 p.budget = budget.clone();
                 d.candidates[i].children[k] = p.id;
                 d.candidates[i].results[k] = Replicate::Pending;
@@ -805,7 +805,7 @@ fn attach_round(
                     why,
                 }
             })?;
-            p.sim.reseed(seed.wrapping_add(k));
+            p.reseed(seed.wrapping_add(k));
             p.budget = record.budget.clone();
             d.candidates[c].children.push(p.id);
             d.candidates[c].results.push(Replicate::Pending);

@@ -65,6 +65,10 @@ struct RunJob {
     /// The index whose seed the child takes in a fan-out with its own seeds ([`crate::sim::Sim::replicate`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     replicate: Option<u64>,
+    /// The seed a sweep's or an exploration's replicate runs with ([`crate::sim::Sim::reseed`]),
+    /// applied after `replicate`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    reseed: Option<u64>,
 }
 
 /// The serving process's side: its queue connection and the runs it waits for.
@@ -199,7 +203,12 @@ impl Workbench {
         p: Pending,
     ) -> tokio::task::JoinHandle<RunResult> {
         let Pending {
-            id, log, turns, seed, ..
+            id,
+            log,
+            turns,
+            seed,
+            reseed,
+            ..
         } = p;
         let tree = handle.id;
         let parent = handle.lock().node(id).ok().and_then(|n| n.parent).unwrap_or_default();
@@ -207,6 +216,7 @@ impl Workbench {
             parent,
             turns,
             replicate: seed,
+            reseed,
         })
         .unwrap_or_default();
         tracing::info!(tree, node = id, turns, "run queued as a job");
@@ -517,6 +527,7 @@ impl Workbench {
                 error: Some(cause.to_string()),
                 writes: Vec::new(),
                 anew: false,
+                keep: None,
             },
         };
         // Log rows queued on the store before are committed first: the server reads the whole
@@ -529,6 +540,7 @@ impl Workbench {
             error,
             writes,
             anew,
+            keep,
         } = end;
         let job_status = if status == NodeStatus::Done {
             Status::Done
@@ -545,6 +557,12 @@ impl Workbench {
             .await;
             let Err(e) = finished else {
                 tracing::info!(tree, node, status = ?status, "job done");
+                // Only what is stored enters this worker's copy (a refused end never does).
+                if let Some((row, sim)) = keep
+                    && let Some(h) = self.trees.get(&tree).map(|h| h.clone())
+                {
+                    h.lock().insert_finished(row, sim);
+                }
                 return;
             };
             tracing::warn!(tree, node, error = %e, "job result not stored");
@@ -591,6 +609,9 @@ impl Workbench {
         sim.set_affinity(crate::sim::child_seed(tree, run.parent) | 1);
         if let Some(i) = run.replicate {
             sim.replicate(i);
+        }
+        if let Some(seed) = run.reseed {
+            sim.reseed(seed);
         }
         // What an earlier attempt recorded is answered from its recording (not paid again);
         // each new call is recorded as it returns, before its answer is used.
@@ -692,12 +713,14 @@ impl Workbench {
         row.finished = Some(now_ms());
         row.turns = if outcome.is_some() { sim.turns() } else { row.turns };
         row.records = ledger.take();
+        let keep = (status == NodeStatus::Done && outcome.is_some()).then(|| (row.clone(), Arc::new(sim)));
         writes.push(Write::Node { tree, row });
         Ok(End {
             status,
             error,
             writes,
             anew,
+            keep,
         })
     }
 
@@ -830,6 +853,9 @@ struct End {
     writes: Vec<Write>,
     /// A job run again: the log rows of earlier attempts are replaced (`writes` hold it whole).
     anew: bool,
+    /// The finished node and its simulator, for this worker's copy of the tree once the end is
+    /// stored: the next step of a chain then starts from it instead of reading the tree again.
+    keep: Option<(crate::store::NodeRow, Arc<crate::sim::Sim>)>,
 }
 
 /// Takes a job's end into the serving process's tree: the node's stored record (the state stays

@@ -273,7 +273,7 @@ impl Workbench {
             for &c in &cell_ids {
                 for k in 0..spec.replicates {
                     let mut p = Self::attach_run(&handle, &mut t, c, spec.turns, None, EdgeType::Sweep)?;
-                    p.sim.reseed(spec.seed_of(k));
+                    p.reseed(spec.seed_of(k));
                     pending.push(p);
                 }
             }
