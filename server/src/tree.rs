@@ -477,6 +477,18 @@ impl SimTree {
         Ok((id, sim, log))
     }
 
+    /// [`Self::start_advance`] for a run another process will compute from the stored parent
+    /// (a job): the parent's simulator is not rebuilt here. Refused as `start_advance` is: a
+    /// parent that is missing or still running.
+    pub fn start_queued_advance(&mut self, parent: NodeId, turns: u64) -> Result<(NodeId, Arc<NodeLog>), TreeError> {
+        if self.node(parent)?.status.is_running() {
+            return Err(TreeError::Running(parent));
+        }
+        let id = self.attach(parent, vec![Op::Advance { turns }], None, NodeLog::default())?;
+        let log = self.nodes[&id].log.clone();
+        Ok((id, log))
+    }
+
     /// Stores a finished (or cancelled) run's simulator, status and LLM records. Returns false
     /// when the node was deleted meanwhile (then nothing is stored).
     pub fn finish(

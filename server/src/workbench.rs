@@ -599,7 +599,43 @@ impl Workbench {
     ) -> Result<Pending, WorkbenchError> {
         let mut tree = handle.lock();
         self.check_capacity(&tree, 1)?;
+        // A run the queue takes is computed from the stored parent by a worker: the parent's
+        // state is not rebuilt here (that read grew with the depth of a chain).
+        if self.goes_to_queue(handle, replay.is_some(), false) {
+            let (id, log) = tree.start_queued_advance(parent, turns)?;
+            Self::announce_run(handle, &mut tree, id)?;
+            return Ok(Pending {
+                id,
+                sim: None,
+                log,
+                turns,
+                replay,
+                budget: None,
+                seed: None,
+                reseed: None,
+            });
+        }
         Self::attach_run(handle, &mut tree, parent, turns, replay, EdgeType::Advance)
+    }
+
+    /// The simulator a run of node `id` starts from: its parent's, forked and keyed as
+    /// [`Self::attach_run`] keys it.
+    fn fork_parent(handle: &TreeHandle, id: NodeId) -> Result<Sim, WorkbenchError> {
+        let mut t = handle.lock();
+        let parent = t.node(id)?.parent.ok_or(TreeError::NodeNotFound(id))?;
+        let mut sim = t.sim(parent)?.fork();
+        sim.set_affinity(crate::sim::child_seed(handle.id, parent) | 1);
+        Ok(sim)
+    }
+
+    /// Stores a just-attached run's record and announces it (`attached`, `run_start`).
+    fn announce_run(handle: &TreeHandle, tree: &mut SimTree, id: NodeId) -> Result<(), WorkbenchError> {
+        handle.persist_row(tree, id);
+        handle.touch(tree);
+        let attached = tree.node(id)?.attached();
+        handle.send(TreeMsg::Attached(attached));
+        handle.send(TreeMsg::RunStart { node: id });
+        Ok(())
     }
 
     /// [`Self::start`] under a lock the caller holds and with capacity it has checked (a sweep
@@ -618,14 +654,10 @@ impl Workbench {
         if matches!(edge, EdgeType::Sweep | EdgeType::Explore) {
             tree.mark_edge(id, edge)?;
         }
-        handle.persist_row(tree, id);
-        handle.touch(tree);
-        let attached = tree.node(id)?.attached();
-        handle.send(TreeMsg::Attached(attached));
-        handle.send(TreeMsg::RunStart { node: id });
+        Self::announce_run(handle, tree, id)?;
         Ok(Pending {
             id,
-            sim,
+            sim: Some(sim),
             log,
             turns,
             replay,
@@ -682,13 +714,40 @@ impl Workbench {
         }
         let Pending {
             id,
-            mut sim,
+            sim,
             log,
             turns,
             replay,
             budget,
             ..
         } = p;
+        // (Only a run the queue takes comes without its simulator; should one not go there
+        // after all, it forks the parent now.)
+        let mut sim = match sim.map_or_else(|| Self::fork_parent(handle, id), Ok) {
+            Ok(sim) => sim,
+            Err(e) => {
+                let error = Some(format!("the run could not start: {e}"));
+                let mut t = handle.lock();
+                if t.end_without_sim(id, NodeStatus::Failed, error.clone()) {
+                    handle.persist_row(&t, id);
+                }
+                drop(t);
+                handle.send(TreeMsg::RunFinish {
+                    node: id,
+                    status: NodeStatus::Failed,
+                    error: error.clone(),
+                });
+                return tokio::spawn(async move {
+                    RunResult {
+                        node: id,
+                        status: NodeStatus::Failed,
+                        error,
+                        deleted: false,
+                        unstored: None,
+                    }
+                });
+            }
+        };
         // A provider that no longer resolves (its settings were checked at start-up) fails the run
         // with the reason, rather than running it on something else.
         let (ctx, ledger) = match self.client_for(handle, replay, &sim, id, budget) {
@@ -932,7 +991,9 @@ impl Workbench {
                 match Self::attach_run(handle, &mut tree, p, turns, None, EdgeType::Advance) {
                     Ok(mut run) => {
                         if seeds {
-                            run.sim.replicate(i as u64);
+                            if let Some(sim) = &mut run.sim {
+                                sim.replicate(i as u64);
+                            }
                             run.seed = Some(i as u64);
                         }
                         pending.push(run);
@@ -1225,7 +1286,9 @@ enum Outcome {
 
 struct Pending {
     id: NodeId,
-    sim: Sim,
+    /// The run's simulator (the parent's, forked); `None` for a run queued as a job, whose
+    /// worker forks the stored parent (see [`Workbench::start`]).
+    sim: Option<Sim>,
     log: Arc<NodeLog>,
     turns: u64,
     replay: Option<Vec<LlmRecord>>,
@@ -1243,7 +1306,9 @@ impl Pending {
     /// Gives the run's simulator `seed` (a sweep's or an exploration's replicate), here and on
     /// whichever worker runs it as a job.
     fn reseed(&mut self, seed: u64) {
-        self.sim.reseed(seed);
+        if let Some(sim) = &mut self.sim {
+            sim.reseed(seed);
+        }
         self.reseed = Some(seed);
     }
 }

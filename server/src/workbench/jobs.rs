@@ -189,9 +189,16 @@ impl Workbench {
     /// The queue, when this run should go through it (see the module's comment).
     pub(super) fn job_route(&self, handle: &TreeHandle, p: &Pending) -> Option<Arc<Hub>> {
         let hub = self.jobs.get()?;
-        let in_process =
-            p.replay.is_some() || p.budget.is_some() || handle.budget.is_some() || handle.kind == SimKind::Abm;
-        (!in_process && handle.stored()).then(|| hub.clone())
+        self.goes_to_queue(handle, p.replay.is_some(), p.budget.is_some())
+            .then(|| hub.clone())
+    }
+
+    /// Whether a run of `handle`'s tree goes through the queue: jobs are on, the tree is
+    /// stored, and the run needs nothing only this process has (a replay's recording, a budget
+    /// charged in memory, an agent-based model's Python worker).
+    pub(super) fn goes_to_queue(&self, handle: &TreeHandle, replay: bool, budget: bool) -> bool {
+        let in_process = replay || budget || handle.budget.is_some() || handle.kind == SimKind::Abm;
+        self.jobs.get().is_some() && !in_process && handle.stored()
     }
 
     /// [`Workbench::spawn`] through the queue: the same bookkeeping and announcements, the run
