@@ -1261,7 +1261,14 @@ async fn follow(
                 door.follow(h);
                 door.probe_leader().await;
             }
-            _ => match lead(plan.clone(), Some(me.clone())).await {
+            _ => match {
+                door.taking_over(true);
+                let led = lead(plan.clone(), Some(me.clone())).await;
+                if !matches!(led, Ok(Ok(_))) {
+                    door.taking_over(false);
+                }
+                led
+            } {
                 Ok(Ok(leader)) => {
                     door.lead(leader.app.clone());
                     eprintln!(

@@ -69,6 +69,9 @@ pub struct Door {
     via: HeaderValue,
     /// Set when the server was asked to stop.
     draining: AtomicBool,
+    /// Set while this process takes the lease and builds its leader ([`Door::taking_over`]):
+    /// the lease row already names it, so other followers forward here before it serves.
+    taking_over: AtomicBool,
     access: Arc<super::Access>,
     static_dir: PathBuf,
     /// One permit per forwarded WebSocket (`--max-websockets`).
@@ -103,6 +106,7 @@ impl Door {
             client: Client::builder(TokioExecutor::new()).build(connector),
             via,
             draining: AtomicBool::new(false),
+            taking_over: AtomicBool::new(false),
             access,
             static_dir,
             ws_slots: Arc::new(tokio::sync::Semaphore::new(max_websockets.max(1))),
@@ -133,6 +137,13 @@ impl Door {
         let _ = self.leading.set((app, router));
         // Whatever still waits for the old leader will not hear from it.
         self.down.send_modify(|n| *n += 1);
+    }
+
+    /// Marks the time between taking the lease and leading (`true`), or its end without
+    /// leading (`false`). Requests another follower forwarded here meanwhile get 503 (retry in
+    /// a moment), not the 508 of a forwarding loop.
+    pub fn taking_over(&self, now: bool) {
+        self.taking_over.store(now, Ordering::Release);
     }
 
     /// The app, once this process leads.
@@ -356,6 +367,16 @@ fn wants_websocket(headers: &HeaderMap) -> bool {
 
 /// Forwards a request to the leader and its answer back (see the module docs).
 async fn forward(State(door): State<Arc<Door>>, mut req: Request) -> Response {
+    if req.headers().contains_key(VIA) && door.taking_over.load(Ordering::Acquire) {
+        let mut res = ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "this server is taking over from the leading server: it leads the database in a moment; retry".to_string(),
+        )
+        .into_response();
+        res.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return res;
+    }
     if req.headers().contains_key(VIA) {
         let from = req
             .headers()

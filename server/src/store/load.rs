@@ -45,6 +45,11 @@ async fn connect(url: &str) -> Result<Client, BoardError> {
             tracing::debug!(error = %e, "load board: postgresql connection ended");
         }
     });
+    // (A frozen process mid-exchange would hold the board's advisory lock for good.)
+    client
+        .batch_execute(super::postgres::IDLE_IN_TRANSACTION)
+        .await
+        .map_err(err)?;
     Ok(client)
 }
 

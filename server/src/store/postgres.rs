@@ -92,8 +92,15 @@ fn connect(rt: &tokio::runtime::Runtime, url: &str) -> Result<Client, tokio_post
             tracing::debug!(error = %e, "postgresql connection ended");
         }
     });
+    rt.block_on(client.batch_execute(IDLE_IN_TRANSACTION))?;
     Ok(client)
 }
+
+/// Every connection's transactions are ended by PostgreSQL once idle that long. Ours are sent
+/// whole and never wait on the client, so only a process that froze (SIGSTOP, a stalled VM)
+/// mid-transaction is cut off — and with it the row and advisory locks it held, which would
+/// otherwise stop every other process (a follower taking over) until its connection died.
+pub const IDLE_IN_TRANSACTION: &str = "SET idle_in_transaction_session_timeout = '5s'";
 
 impl Postgres {
     pub fn connect(url: &str) -> StoreResult<Postgres> {
