@@ -1261,14 +1261,7 @@ async fn follow(
                 door.follow(h);
                 door.probe_leader().await;
             }
-            _ => match {
-                door.taking_over(true);
-                let led = lead(plan.clone(), Some(me.clone())).await;
-                if !matches!(led, Ok(Ok(_))) {
-                    door.taking_over(false);
-                }
-                led
-            } {
+            _ => match take_over(&plan, &door, &me).await {
                 Ok(Ok(leader)) => {
                     door.lead(leader.app.clone());
                     eprintln!(
@@ -1288,6 +1281,21 @@ async fn follow(
             },
         }
     }
+}
+
+/// [`lead`] from a follower: while it takes the lease and builds the leader, requests other
+/// followers forward here are told to retry (see `Door::taking_over`).
+async fn take_over(
+    plan: &Arc<LeaderPlan>,
+    door: &crate::http::fleet::Door,
+    me: &crate::store::lease::Lease,
+) -> Result<Result<Leader, crate::store::lease::Holder>, String> {
+    door.taking_over(true);
+    let led = lead(plan.clone(), Some(me.clone())).await;
+    if !matches!(led, Ok(Ok(_))) {
+        door.taking_over(false);
+    }
+    led
 }
 
 /// The workbench of a process that runs jobs (`worker`, or a server's own worker): the store
