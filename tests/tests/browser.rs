@@ -266,6 +266,16 @@ impl Browser {
         }
     }
 
+    /// Polls until `css` exists and is not disabled.
+    async fn wait_enabled(&self, css: &str) {
+        let deadline = Instant::now() + WAIT;
+        let probe = format!("const e = document.querySelector(\"{css}\"); return !!e && !e.disabled;");
+        while self.js(&probe).await != json!(true) {
+            assert!(Instant::now() < deadline, "{css} stayed disabled");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Polls until the text of `css` contains `needle`.
     async fn wait_text(&self, css: &str, needle: &str) -> String {
         let deadline = Instant::now() + WAIT;
@@ -520,6 +530,10 @@ async fn branching_with_each_op_kind_adds_an_edge_of_its_colour() {
             "scene_state_patch" => b.set_input("#op-json", r#"{"time": 1200}"#).await,
             _ => b.set_input("#op-text", "Storm warning").await,
         }
+        // The button is disabled while the last branch is in flight: its edge can be drawn
+        // (from the tree socket) before its reply frees the form, and a click on a disabled
+        // button does nothing.
+        b.wait_enabled("#branch-btn").await;
         b.click("#branch-btn").await;
         let child = i + 1;
         let line = b.wait_css(&format!("line.edge[data-to='{child}']")).await;
