@@ -169,6 +169,15 @@ impl Sim {
     }
 
     /// A copy for a new child node (social: `turns` reset as upstream's clone does).
+    /// The simulator a child of node `parent` of tree `tree` runs: this one forked, its calls
+    /// keyed to the parent (children of one node share its prompts up to where they diverge,
+    /// so a model spread over several servers sends them to one: see [`Self::set_affinity`]).
+    pub fn fork_child(&self, tree: u64, parent: u64) -> Sim {
+        let mut sim = self.fork();
+        sim.set_affinity(child_seed(tree, parent) | 1);
+        sim
+    }
+
     pub fn fork(&self) -> Sim {
         match self {
             Sim::Social(s) => Sim::Social(s.fork()),

@@ -472,15 +472,15 @@ impl SimTree {
     /// simulator to run and the log to run it into. The caller runs it and calls [`Self::finish`].
     pub fn start_advance(&mut self, parent: NodeId, turns: u64) -> Result<(NodeId, Sim, Arc<NodeLog>), TreeError> {
         let sim = self.sim(parent)?.fork();
-        let id = self.attach(parent, vec![Op::Advance { turns }], None, NodeLog::default())?;
-        let log = self.nodes[&id].log.clone();
+        let (id, log) = self.attach_advance(parent, turns)?;
         Ok((id, sim, log))
     }
 
-    /// [`Self::start_advance`] for a run another process will compute from the stored parent
-    /// (a job): the parent's simulator is not rebuilt here. Refused as `start_advance` is: a
-    /// parent that is missing or still running.
-    pub fn start_queued_advance(&mut self, parent: NodeId, turns: u64) -> Result<(NodeId, Arc<NodeLog>), TreeError> {
+    /// The running child of [`Self::start_advance`] without its simulator: for a caller that
+    /// forks the parent itself, or a run another process computes from the stored parent (a
+    /// job; the parent's state is not rebuilt here). Refused as `start_advance` is: a parent
+    /// that is missing or still running.
+    pub fn attach_advance(&mut self, parent: NodeId, turns: u64) -> Result<(NodeId, Arc<NodeLog>), TreeError> {
         if self.node(parent)?.status.is_running() {
             return Err(TreeError::Running(parent));
         }

@@ -602,18 +602,9 @@ impl Workbench {
         // A run the queue takes is computed from the stored parent by a worker: the parent's
         // state is not rebuilt here (that read grew with the depth of a chain).
         if self.goes_to_queue(handle, replay.is_some(), false) {
-            let (id, log) = tree.start_queued_advance(parent, turns)?;
+            let (id, log) = tree.attach_advance(parent, turns)?;
             Self::announce_run(handle, &mut tree, id)?;
-            return Ok(Pending {
-                id,
-                sim: None,
-                log,
-                turns,
-                replay,
-                budget: None,
-                seed: None,
-                reseed: None,
-            });
+            return Ok(Pending::new(id, None, log, turns, replay));
         }
         Self::attach_run(handle, &mut tree, parent, turns, replay, EdgeType::Advance)
     }
@@ -623,9 +614,7 @@ impl Workbench {
     fn fork_parent(handle: &TreeHandle, id: NodeId) -> Result<Sim, WorkbenchError> {
         let mut t = handle.lock();
         let parent = t.node(id)?.parent.ok_or(TreeError::NodeNotFound(id))?;
-        let mut sim = t.sim(parent)?.fork();
-        sim.set_affinity(crate::sim::child_seed(handle.id, parent) | 1);
-        Ok(sim)
+        Ok(t.sim(parent)?.fork_child(handle.id, parent))
     }
 
     /// Stores a just-attached run's record and announces it (`attached`, `run_start`).
@@ -648,23 +637,13 @@ impl Workbench {
         replay: Option<Vec<LlmRecord>>,
         edge: EdgeType,
     ) -> Result<Pending, WorkbenchError> {
-        let (id, mut sim, log) = tree.start_advance(parent, turns)?;
-        // Children of one node share its prompts up to where they diverge: one key per node.
-        sim.set_affinity(crate::sim::child_seed(handle.id, parent) | 1);
+        let sim = tree.sim(parent)?.fork_child(handle.id, parent);
+        let (id, log) = tree.attach_advance(parent, turns)?;
         if matches!(edge, EdgeType::Sweep | EdgeType::Explore) {
             tree.mark_edge(id, edge)?;
         }
         Self::announce_run(handle, tree, id)?;
-        Ok(Pending {
-            id,
-            sim: Some(sim),
-            log,
-            turns,
-            replay,
-            budget: None,
-            seed: None,
-            reseed: None,
-        })
+        Ok(Pending::new(id, Some(sim), log, turns, replay))
     }
 
     /// What one run talks to, and the ledger its real calls are recorded in (see
@@ -1303,6 +1282,20 @@ struct Pending {
 }
 
 impl Pending {
+    /// A run of `turns` turns of node `id`, with no seeds or budget of its own yet.
+    fn new(id: NodeId, sim: Option<Sim>, log: Arc<NodeLog>, turns: u64, replay: Option<Vec<LlmRecord>>) -> Self {
+        Pending {
+            id,
+            sim,
+            log,
+            turns,
+            replay,
+            budget: None,
+            seed: None,
+            reseed: None,
+        }
+    }
+
     /// Gives the run's simulator `seed` (a sweep's or an exploration's replicate), here and on
     /// whichever worker runs it as a job.
     fn reseed(&mut self, seed: u64) {

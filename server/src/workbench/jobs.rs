@@ -611,9 +611,10 @@ impl Workbench {
         let attached = attached.ok_or_else(|| format!("node {id} of tree {tree} is not stored (deleted?)"))?;
         let mut sim = {
             let mut t = handle.lock();
-            t.sim(run.parent).map_err(|e| e.to_string())?.fork()
+            t.sim(run.parent)
+                .map_err(|e| e.to_string())?
+                .fork_child(tree, run.parent)
         };
-        sim.set_affinity(crate::sim::child_seed(tree, run.parent) | 1);
         if let Some(i) = run.replicate {
             sim.replicate(i);
         }
