@@ -681,6 +681,132 @@ async fn on_a_full_disk_nothing_unstored_is_acknowledged_and_the_store_recovers(
     drop(s);
 }
 
+/// Issue #42, item 1: a restart after a crash, on a nearly full disk, used to set aside the
+/// journal holding acknowledged nodes (its groups did not apply: "database or disk is full"),
+/// then serve without them with `/ready` 200; `data check` and `data repair` saw nothing after.
+/// Now start-up stops, naming the full disk and keeping the journal in place, and the next start
+/// once space is back has every acknowledged node.
+///
+/// The state "acknowledged from the journal, not yet in the database" is made exactly: the
+/// database of a graceful stop is put back under a journal that holds 20 more acknowledged
+/// groups (what a server leaves when its commits stall and it is killed).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restart_on_a_nearly_full_disk_keeps_the_acknowledged_journal() {
+    let Some(disk) = TinyDisk::mount("restart-full", "64m") else {
+        return;
+    };
+    let data = disk.0.join("d");
+    let flags = ["--data", data.to_str().unwrap()];
+    let mut s = Server::start_with(&flags);
+    let t = s.create("simple_chat").await;
+    s.interrupt();
+    // The database as a graceful stop leaves it.
+    let snapshot = TempDir::new("restart-full-db");
+    std::fs::create_dir_all(&snapshot.0).unwrap();
+    let database_files = |dir: &std::path::Path| -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("simtree.db"))
+            .collect()
+    };
+    for f in database_files(&data) {
+        std::fs::copy(&f, snapshot.0.join(f.file_name().unwrap())).unwrap();
+    }
+    let mut s = Server::start_with(&flags);
+    let mut parent = 0;
+    let mut acknowledged = vec![0];
+    for i in 0..20 {
+        parent = if i % 2 == 0 {
+            advance(&s, t, parent, 1).await
+        } else {
+            let body = json!({"parent": parent, "ops": [{"op": "public_broadcast", "text": "x".repeat(20_000)}]});
+            ok(&s, &format!("/devui/simtree/{t}/branch"), body).await["child"]
+                .as_u64()
+                .unwrap()
+        };
+        acknowledged.push(parent);
+    }
+    let before = everything(&s).await;
+    s.stop();
+    for f in database_files(&data) {
+        std::fs::remove_file(f).unwrap();
+    }
+    for f in database_files(&snapshot.0) {
+        std::fs::copy(&f, data.join(f.file_name().unwrap())).unwrap();
+    }
+    let journal = data.join("simtree.journal");
+    let journal_bytes = std::fs::read(&journal).unwrap();
+    assert!(journal_bytes.len() > 400_000, "the 20 groups are in the journal");
+    // About 60 KB left: the groups do not fit.
+    disk.fill();
+    let filler = std::fs::OpenOptions::new()
+        .write(true)
+        .open(disk.0.join("filler"))
+        .unwrap();
+    let len = filler.metadata().unwrap().len();
+    filler.set_len(len.saturating_sub(60 << 10)).unwrap();
+    drop(filler);
+    let refused = Server::try_start_env(&flags, &[])
+        .err()
+        .expect("start-up stops on a full disk");
+    assert!(
+        refused.contains("cannot be applied") && refused.contains("keeps the journal in place"),
+        "{refused}"
+    );
+    assert!(
+        refused.contains("full") || refused.contains("No space"),
+        "the cause is named: {refused}"
+    );
+    assert_eq!(
+        std::fs::read(&journal).unwrap(),
+        journal_bytes,
+        "the journal is kept as it was"
+    );
+    let aside = std::fs::read_dir(&data)
+        .unwrap()
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().starts_with("simtree.journal."));
+    assert!(!aside, "nothing is set aside");
+    // Space back: every acknowledged node, as it was.
+    disk.free();
+    let s = Server::start_with(&flags);
+    let mut ids = node_ids(&s, t).await;
+    ids.sort_unstable();
+    acknowledged.sort_unstable();
+    assert_eq!(ids, acknowledged);
+    assert_eq!(everything(&s).await, before);
+    assert_eq!(s.get("/ready").await.0, 200);
+}
+
+/// Issue #42, item 1, on PostgreSQL: a start-up that cannot reach the database stops with the
+/// cause named (it never serves what it could not read), and the next start, with the database
+/// back, has every acknowledged node.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_start_with_postgresql_unreachable_stops_and_the_next_has_everything() {
+    let backend = postgres();
+    let mut s = backend.start(&["--no-jobs"]);
+    let t = s.create("simple_chat").await;
+    let mut acknowledged = vec![0];
+    for _ in 0..5 {
+        acknowledged.push(advance(&s, t, *acknowledged.last().unwrap(), 1).await);
+    }
+    let before = everything(&s).await;
+    s.stop();
+    let pg = backend._pg.as_ref().unwrap();
+    pg.stop();
+    let flags: Vec<&str> = backend.flags.iter().map(String::as_str).collect();
+    let refused = Server::try_start_env(&flags, &[]).err().expect("start-up stops");
+    assert!(refused.contains("cannot open the PostgreSQL database"), "{refused}");
+    pg.start_again();
+    let s = backend.start(&[]);
+    let mut ids = node_ids(&s, t).await;
+    ids.sort_unstable();
+    assert_eq!(ids, acknowledged);
+    assert_eq!(everything(&s).await, before);
+}
+
 /// What a client sees of a tree's editable parts: its list entry (name, description, node
 /// count), its node ids and its nodes' annotations.
 async fn editable_view(s: &Server, tree: u64) -> (Option<Value>, Vec<u64>, Vec<Value>) {

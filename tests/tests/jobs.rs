@@ -102,8 +102,8 @@ fn a_claimer_that_stops_heartbeating_loses_its_job_and_cannot_complete_it() {
             }],
         )
         .unwrap_err();
-    assert!(late.0.contains("no longer this process's claim"), "{late}");
-    assert!(late.0.contains("claimed by"), "{late}");
+    assert!(late.message().contains("no longer this process's claim"), "{late}");
+    assert!(late.message().contains("claimed by"), "{late}");
     assert_eq!(
         pg.sql("SELECT COUNT(*) FROM datasets WHERE name = 'written-by-a-late-claimer'")
             .trim(),

@@ -184,7 +184,7 @@ fn tree_ids_taken_at_once_by_two_stores_never_collide() {
     // With its lease, a store refuses to open beside a holder (`serve` follows instead).
     let holder = Store::open_postgres(&pg.url).expect("the first lease");
     let second = Store::open_postgres(&pg.url).err().expect("refused");
-    assert!(second.0.contains("already served"), "{second}");
+    assert!(second.message().contains("already served"), "{second}");
     drop(holder);
     drop(stores);
     // A server on the database goes on after the taken ids.

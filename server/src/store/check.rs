@@ -16,7 +16,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::journal::Journal;
+use super::journal::{Aside, AsideFile, Journal};
 use super::postgres::Postgres;
 use super::sql::{Cell, Db, Sql};
 use super::sqlite::Sqlite;
@@ -38,7 +38,7 @@ pub enum CheckError {
     #[error("{} is not a simtree data folder (no simtree.db)", .0.display())]
     NotADataFolder(PathBuf),
     /// The store could not be opened or read; its message as the store wrote it.
-    #[error("{}", .0.0)]
+    #[error("{}", .0.message())]
     Store(#[from] StoreError),
 }
 
@@ -61,6 +61,19 @@ pub fn check(dir: &Path) -> Result<Report, CheckError> {
     let (_journal, pending, damage) = Journal::open_damaged(&dir.join("simtree.journal"), applied)?;
     report.pending = pending.len();
     report.problems.extend(damage);
+    for file in AsideFile::list(dir)? {
+        let lacking = match file.why {
+            Aside::Reapplied => 0,
+            _ => file.groups(applied)?.len(),
+        };
+        if lacking > 0 {
+            report.problems.push(format!(
+                "{} was set aside holding {lacking} acknowledged group(s) the database does not have; \
+                 `simtree data repair` applies them",
+                file.path.display()
+            ));
+        }
+    }
     match db.sql.query("PRAGMA integrity_check", &[]) {
         Ok(rows) => {
             for r in rows {
@@ -136,7 +149,7 @@ fn rows<S: Sql>(db: &mut Db<S>, report: &mut Report) -> Result<(), CheckError> {
                     if let Err(e) = unpack(&data).and_then(|json| {
                         serde_json::from_slice::<serde::de::IgnoredAny>(&json)
                             .map(drop)
-                            .map_err(|e| StoreError(format!("not JSON: {e}")))
+                            .map_err(|e| StoreError::Corrupt(format!("not JSON: {e}")))
                     }) {
                         problem(id, format!("state: {e}"));
                     }
@@ -177,24 +190,103 @@ fn rows<S: Sql>(db: &mut Db<S>, report: &mut Report) -> Result<(), CheckError> {
     Ok(())
 }
 
-/// Applies the journal's intact groups and sets a damaged journal aside. Returns what it did.
+/// Applies the journal's intact groups and sets a damaged journal, or one with a group the
+/// database refuses, aside; then applies what journals set aside earlier hold that the
+/// database lacks, where that is safe. Returns what it did, a line per journal.
 pub fn repair(dir: &Path) -> Result<String, CheckError> {
     let mut db = open(dir)?;
     let applied = db.journal_applied()?;
     let path = dir.join("simtree.journal");
     let (mut journal, pending, damage) = Journal::open_damaged(&path, applied)?;
     let groups = pending.len();
-    let kept = match damage {
-        // The damaged file is kept aside, the intact groups go into the database.
-        Some(d) => Some((d, journal.set_aside()?)),
-        None => None,
+    let mut done = Vec::new();
+    let applied = match super::apply_groups(&mut db, pending, applied) {
+        Ok(now) => {
+            match damage {
+                // The damaged file is kept aside, the intact groups are in the database.
+                Some(damage) => done.push(format!(
+                    "{damage}; applied the {groups} intact group(s) before it; the journal was set aside as {}",
+                    journal.set_aside(Aside::Failed)?.display()
+                )),
+                None => {
+                    journal.clear()?;
+                    done.push(format!(
+                        "the journal is intact; applied the {groups} group(s) it still held"
+                    ));
+                }
+            }
+            now
+        }
+        // Not now: nothing is set aside; run it again once the fault has passed.
+        Err(u) if u.error.is_transient() => return Err(u.at_start_up(&path, groups).into()),
+        Err(u) => {
+            done.push(format!(
+                "the database refuses group {} of the journal: {}; applied the {} group(s) before it; \
+                 the journal was set aside as {} (its groups are acknowledged writes the database does not have)",
+                u.seq,
+                u.error.message(),
+                u.seq - applied - 1,
+                journal.set_aside(Aside::Refused)?.display()
+            ));
+            u.applied
+        }
     };
-    super::apply_groups(&mut db, journal, pending, applied)?;
-    Ok(match kept {
-        Some((damage, aside)) => format!(
-            "{damage}; applied the {groups} intact group(s) before it; the journal was set aside as {}",
-            aside.display()
-        ),
-        None => format!("the journal is intact; applied the {groups} group(s) it still held"),
-    })
+    drop(journal);
+    done.extend(reapply_set_aside(&mut db, dir, applied)?);
+    Ok(done.join("\n"))
+}
+
+/// Applies the groups that journals set aside earlier hold beyond `applied`: acknowledged
+/// writes a start-up before issue #42's fix set aside on a transient fault, or ones the
+/// database refused then. Refused when the database took writes after the file was set aside
+/// (a server served without them, and may have given their ids to other nodes): then a person
+/// decides, and the file is left as it is.
+fn reapply_set_aside<S: Sql>(db: &mut Db<S>, dir: &Path, mut applied: u64) -> Result<Vec<String>, CheckError> {
+    let mut done = Vec::new();
+    for file in AsideFile::list(dir)? {
+        if file.why == Aside::Reapplied {
+            continue;
+        }
+        let pending = file.groups(applied)?;
+        if pending.is_empty() {
+            continue;
+        }
+        let groups = pending.len();
+        let shown = file.path.display();
+        if let Some(t) = db.trees()?.into_iter().find(|t| t.last_activity > file.at_ms) {
+            done.push(format!(
+                "{shown} holds {groups} acknowledged group(s) the database does not have, but the database took \
+                 writes after it was set aside (tree {} changed at {} ms, the file at {} ms): applying them now could \
+                 overwrite those; the file is left as it is",
+                t.id, t.last_activity, file.at_ms
+            ));
+            continue;
+        }
+        let before = applied;
+        match super::apply_groups(db, pending, applied) {
+            Ok(now) => {
+                applied = now;
+                done.push(format!(
+                    "applied the {groups} group(s) {shown} held that the database did not have; the file is kept as {}",
+                    file.rename(Aside::Reapplied)?.display()
+                ));
+            }
+            Err(u) if u.error.is_transient() => return Err(u.at_start_up(&file.path, groups).into()),
+            Err(u) => {
+                applied = u.applied;
+                let kept = match file.why {
+                    Aside::Failed => file.rename(Aside::Refused)?,
+                    _ => file.path.clone(),
+                };
+                done.push(format!(
+                    "{shown}: the database refuses group {}: {}; applied the {} group(s) before it; the file is kept as {}",
+                    u.seq,
+                    u.error.message(),
+                    u.seq - before - 1,
+                    kept.display()
+                ));
+            }
+        }
+    }
+    Ok(done)
 }

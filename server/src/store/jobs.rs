@@ -68,7 +68,7 @@ impl Status {
             "done" => Status::Done,
             "failed" => Status::Failed,
             "dead" => Status::Dead,
-            other => return Err(StoreError(format!("unknown job status {other:?}"))),
+            other => return Err(StoreError::Corrupt(format!("unknown job status {other:?}"))),
         })
     }
 }
@@ -547,13 +547,13 @@ impl Queue {
             Ok(()) => Ok(()),
             Err(e) => Err(match row(&mut self.db.sql, tree, node) {
                 Ok(Some(r)) if r.claimed_by.as_deref() != Some(&self.me.holder) || r.status != Status::Claimed => {
-                    StoreError(format!(
+                    StoreError::LeaseLost(format!(
                         "the job of node {node} of tree {tree} is no longer this process's claim (it is {}{}): its result was not stored",
                         r.status.as_str(),
                         r.claimed_by.map(|by| format!(", claimed by {by}")).unwrap_or_default()
                     ))
                 }
-                Ok(None) => StoreError(format!(
+                Ok(None) => StoreError::Db(format!(
                     "the job of node {node} of tree {tree} is gone (its tree or node was deleted): its result was not stored"
                 )),
                 _ => e,

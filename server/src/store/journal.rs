@@ -64,7 +64,7 @@ pub struct Journal {
 }
 
 fn io(what: &str, path: &Path, e: std::io::Error) -> StoreError {
-    StoreError(format!("journal {}: {what}: {e}", path.display()))
+    StoreError::from_io(format!("journal {}: {what}: {e}", path.display()), &e)
 }
 
 /// Takes the journal for this process: two servers on one data folder would write over each
@@ -77,7 +77,7 @@ fn lock(file: &File, path: &Path) -> StoreResult<()> {
     let e = std::io::Error::last_os_error();
     if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
         let folder = path.parent().unwrap_or(path).display();
-        return Err(StoreError(format!(
+        return Err(StoreError::InUse(format!(
             "the data folder {folder} is in use by another simtree server; stop it, or give this one another --data folder"
         )));
     }
@@ -94,7 +94,7 @@ impl Journal {
         let (journal, pending, damage) = Self::open_damaged(path, applied)?;
         match damage {
             None => Ok((journal, pending)),
-            Some(d) => Err(StoreError(format!(
+            Some(d) => Err(StoreError::Corrupt(format!(
                 "{d}; start-up stops so that nothing acknowledged is dropped: run `simtree data check --data {folder}` \
                  to see what is affected, then `simtree data repair --data {folder}` to keep the intact groups and set the journal aside",
                 folder = path.parent().unwrap_or(path).display()
@@ -208,9 +208,12 @@ impl Journal {
         self.file.set_len(0).map_err(|e| io("truncate", &self.path, e))
     }
 
-    /// Moves the file aside (a group in it could not be applied) and starts an empty one.
-    pub fn set_aside(&mut self) -> StoreResult<PathBuf> {
-        let aside = self.path.with_extension(format!("journal.failed-{}", super::now_ms()));
+    /// Moves the file aside (damaged: [`Aside::Failed`]; a group the database refuses:
+    /// [`Aside::Refused`]) and starts an empty one.
+    pub fn set_aside(&mut self, why: Aside) -> StoreResult<PathBuf> {
+        let aside = self
+            .path
+            .with_extension(format!("journal.{}-{}", why.word(), super::now_ms()));
         std::fs::rename(&self.path, &aside).map_err(|e| io("rename", &self.path, e))?;
         self.file = std::fs::OpenOptions::new()
             .read(true)
@@ -222,6 +225,80 @@ impl Journal {
         lock(&self.file, &self.path)?;
         self.offset = 0;
         Ok(aside)
+    }
+}
+
+/// Why a journal file was set aside, and the word its name carries (`simtree.journal.{word}-{ms}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Aside {
+    /// A damaged record (`data repair` applied the groups before it), or, before the fix of
+    /// issue #42, any group that did not apply at start-up, a transient fault's included.
+    Failed,
+    /// The database refused a group (`data repair` applied the groups before it).
+    Refused,
+    /// Its groups were applied again by `data repair`; kept for inspection.
+    Reapplied,
+}
+
+impl Aside {
+    fn word(self) -> &'static str {
+        match self {
+            Aside::Failed => "failed",
+            Aside::Refused => "refused",
+            Aside::Reapplied => "reapplied",
+        }
+    }
+}
+
+/// A journal file set aside in a data folder: its path, why, and when (Unix ms, from its name).
+#[derive(Debug, Clone)]
+pub struct AsideFile {
+    pub path: PathBuf,
+    pub why: Aside,
+    pub at_ms: u64,
+}
+
+impl AsideFile {
+    /// The set-aside journals of the data folder `dir`, oldest first.
+    pub fn list(dir: &Path) -> StoreResult<Vec<AsideFile>> {
+        let entries = match std::fs::read_dir(dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io("list", dir, e)),
+        };
+        let mut files: Vec<AsideFile> = entries
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                let rest = name.strip_prefix("simtree.journal.")?;
+                let (word, ms) = rest.rsplit_once('-')?;
+                let why = [Aside::Failed, Aside::Refused, Aside::Reapplied]
+                    .into_iter()
+                    .find(|a| a.word() == word)?;
+                Some(AsideFile {
+                    path: e.path(),
+                    why,
+                    at_ms: ms.parse().ok()?,
+                })
+            })
+            .collect();
+        files.sort_by_key(|f| f.at_ms);
+        Ok(files)
+    }
+
+    /// The intact groups of the file after group `applied` (read only; the file is not locked).
+    pub fn groups(&self, applied: u64) -> StoreResult<Vec<Group>> {
+        let bytes = std::fs::read(&self.path).map_err(|e| io("read", &self.path, e))?;
+        Ok(scan(&bytes, applied).0)
+    }
+
+    /// Renames the file to say why it is kept now.
+    pub fn rename(&self, why: Aside) -> StoreResult<PathBuf> {
+        let to = self
+            .path
+            .with_file_name(format!("simtree.journal.{}-{}", why.word(), super::now_ms()));
+        std::fs::rename(&self.path, &to).map_err(|e| io("rename", &self.path, e))?;
+        Ok(to)
     }
 }
 
@@ -536,7 +613,7 @@ struct Reader<'a> {
 }
 
 fn damaged(what: &str) -> StoreError {
-    StoreError(format!("journal record: {what}"))
+    StoreError::Corrupt(format!("journal record: {what}"))
 }
 
 impl<'a> Reader<'a> {
@@ -922,9 +999,10 @@ mod tests {
         std::fs::write(&path, &bad).unwrap();
         let e = Journal::open(&path, 0).err().expect("refused");
         assert!(
-            e.0.contains(&format!("the record at byte {} is damaged, and group 3", record))
-                && e.0.contains("simtree data check")
-                && e.0.contains("simtree data repair"),
+            e.message()
+                .contains(&format!("the record at byte {} is damaged, and group 3", record))
+                && e.message().contains("simtree data check")
+                && e.message().contains("simtree data repair"),
             "{e}"
         );
         let (_, pending, damage) = Journal::open_damaged(&path, 0).unwrap();
@@ -938,10 +1016,10 @@ mod tests {
         std::fs::write(&path, &bad).unwrap();
         let e = Journal::open(&path, 0).err().expect("refused");
         assert!(
-            e.0.contains(&format!(
+            e.message().contains(&format!(
                 "the record at byte {} (group 4, the last) fails its checksum",
                 3 * record
-            )) && e.0.contains("simtree data repair"),
+            )) && e.message().contains("simtree data repair"),
             "{e}"
         );
         assert_eq!(Journal::open_damaged(&path, 0).unwrap().1.len(), 3);
@@ -986,7 +1064,7 @@ mod tests {
         let path = temp("lock");
         let (first, _) = Journal::open(&path, 0).unwrap();
         let e = Journal::open(&path, 0).err().expect("refused");
-        assert!(e.0.contains("in use by another simtree server"), "{e}");
+        assert!(e.message().contains("in use by another simtree server"), "{e}");
         drop(first);
         Journal::open(&path, 0).unwrap();
         let _ = std::fs::remove_dir_all(path.parent().unwrap());

@@ -119,7 +119,7 @@ fn seconds(ms: u64) -> String {
 /// The message of a store that must hold the lease to write (a command run on a database a
 /// server leads) while another process holds it.
 pub fn refusal(other: &Holder) -> StoreError {
-    StoreError(format!(
+    StoreError::LeaseLost(format!(
         "this PostgreSQL database is already served by another simtree ({}). Only the process holding its \
          lease writes trees: another writer would overwrite them. Make the change through that server, stop it \
          (it releases the database at once), or, if it died, try again once its lease lapses, in {} (leases \
@@ -176,7 +176,7 @@ pub fn take<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<Result<(), Holder>> 
                 ],
             )? {
                 1 => Ok(()),
-                _ => Err(holder(sql)?.ok_or_else(|| StoreError("the server lease changes hands too fast".into()))?),
+                _ => Err(holder(sql)?.ok_or_else(|| StoreError::Io("the server lease changes hands too fast".into()))?),
             },
         ),
     }
@@ -311,7 +311,7 @@ mod tests {
         let refused = take(&mut b.sql, &second).unwrap().unwrap_err();
         assert_eq!(refused.holder, first.holder);
         assert!(refused.left_ms() > 0 && refused.left_ms() <= 1000, "{refused:?}");
-        let message = refusal(&refused).0;
+        let message = refusal(&refused).message().to_string();
         assert!(message.contains(&format!("pid {}", first.pid)), "{message}");
         assert!(renew(&mut a.sql, &first).unwrap());
         assert!(!renew(&mut b.sql, &second).unwrap(), "not the holder");

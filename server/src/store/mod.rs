@@ -47,9 +47,81 @@ pub use sql::index_text;
 use thread::{Committer, push_merged};
 use thread::{Gone, run};
 
+/// Why the store could not do something, by cause. The text of every kind reads "store: …";
+/// callers decide by the kind ([`StoreError::is_transient`]), never by the text.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("store: {0}")]
-pub struct StoreError(pub String);
+pub enum StoreError {
+    /// The disk or the database has no room left. Not now: it passes once space is back.
+    #[error("store: {0}")]
+    Full(String),
+    /// An I/O fault, a lost or refused connection, a lock held elsewhere, memory short. Not now.
+    #[error("store: {0}")]
+    Io(String),
+    /// The database refused what it was asked (a constraint, a type, a statement it does not
+    /// know, a schema newer than this simtree): asking again gives the same answer.
+    #[error("store: {0}")]
+    Db(String),
+    /// Stored bytes that do not read back: a checksum, a record, a column, a packed block.
+    #[error("store: {0}")]
+    Corrupt(String),
+    /// Another process holds the server lease of the database: this one may not write.
+    #[error("store: {0}")]
+    LeaseLost(String),
+    /// Another process uses the data folder.
+    #[error("store: {0}")]
+    InUse(String),
+    /// The store's thread has ended (the store is closing or closed).
+    #[error("store: the store thread ended")]
+    Closed,
+}
+
+impl StoreError {
+    /// Whether asking again later may succeed (a full disk, an I/O or connection fault, a
+    /// closing store), as against a refusal or damage that asking again only repeats.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, StoreError::Full(_) | StoreError::Io(_) | StoreError::Closed)
+    }
+
+    /// The message without the "store: " prefix.
+    pub fn message(&self) -> &str {
+        match self {
+            StoreError::Full(m)
+            | StoreError::Io(m)
+            | StoreError::Db(m)
+            | StoreError::Corrupt(m)
+            | StoreError::LeaseLost(m)
+            | StoreError::InUse(m) => m,
+            StoreError::Closed => "the store thread ended",
+        }
+    }
+
+    /// The same kind of error, its message put in context (`what` and then the message).
+    pub fn context(self, what: impl std::fmt::Display) -> StoreError {
+        let m = format!("{what}: {}", self.message());
+        match self {
+            StoreError::Full(_) => StoreError::Full(m),
+            StoreError::Io(_) | StoreError::Closed => StoreError::Io(m),
+            StoreError::Db(_) => StoreError::Db(m),
+            StoreError::Corrupt(_) => StoreError::Corrupt(m),
+            StoreError::LeaseLost(_) => StoreError::LeaseLost(m),
+            StoreError::InUse(_) => StoreError::InUse(m),
+        }
+    }
+
+    /// An I/O error by its cause: no space (or quota) is [`StoreError::Full`], the rest
+    /// [`StoreError::Io`].
+    pub fn from_io(message: String, e: &std::io::Error) -> StoreError {
+        if matches!(
+            e.kind(),
+            std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+        ) || matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
+        {
+            StoreError::Full(message)
+        } else {
+            StoreError::Io(message)
+        }
+    }
+}
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
@@ -396,7 +468,7 @@ pub trait Database: Send {
     /// sharing the database never get the same one (PostgreSQL; a SQLite folder has one
     /// process, which counts in memory from [`Self::next_tree`]).
     fn take_tree_id(&mut self) -> StoreResult<u64> {
-        Err(StoreError("this store does not hand out tree ids".into()))
+        Err(StoreError::Db("this store does not hand out tree ids".into()))
     }
     /// Renews the server lease, if this store holds one (see `store/lease.rs`); finding it lost
     /// is not an error here but [`Self::lease_lost`] from then on.
@@ -588,12 +660,12 @@ impl Store {
     /// Opens (creating if needed) `dir/simtree.db`.
     pub fn open_sqlite(dir: &Path) -> StoreResult<Store> {
         std::fs::create_dir_all(dir)
-            .map_err(|e| StoreError(format!("cannot create the data folder {}: {e}", dir.display())))?;
+            .map_err(|e| StoreError::from_io(format!("cannot create the data folder {}: {e}", dir.display()), &e))?;
         let file = dir.join("simtree.db");
         refuse_emptied(dir, &file)?;
         let mut db = sql::Db::new(sqlite::Sqlite::open(&file)?);
         db.migrate()?;
-        let (journal, applied) = replay(&mut db, &dir.join("simtree.journal"))?;
+        let (journal, applied) = replay(&mut db, dir)?;
         let front = Arc::new(Front {
             journal: Mutex::new(journal),
             applied: AtomicU64::new(applied),
@@ -653,8 +725,8 @@ impl Store {
                     }
                 }
             })
-            .map_err(|e| StoreError(e.to_string()))?;
-        let mailbox = match rx.recv().map_err(|_| StoreError("the store thread ended".into()))?? {
+            .map_err(|e| StoreError::Io(format!("cannot start the store's thread: {e}")))?;
+        let mailbox = match rx.recv().map_err(|_| StoreError::Closed)?? {
             Ok(mailbox) => mailbox,
             Err(other) => {
                 let _ = thread.join();
@@ -677,7 +749,7 @@ impl Store {
         let thread = std::thread::Builder::new()
             .name("simtree-store".into())
             .spawn(move || run(&mut *db, &theirs, Some(theirs_front), None))
-            .map_err(|e| StoreError(e.to_string()))?;
+            .map_err(|e| StoreError::Io(format!("cannot start the store's thread: {e}")))?;
         Ok(Store {
             mailbox,
             thread: Some(thread),
@@ -717,7 +789,7 @@ impl Store {
         self.send(Msg::Flush(Box::new(move |r| {
             let _ = tx.send(r);
         })))?;
-        blocking(|| rx.recv().map_err(|_| StoreError("the store thread ended".into()))?)
+        blocking(|| rx.recv().map_err(|_| StoreError::Closed)?)
     }
 
     /// Commits `writes` at once, in one transaction with every write queued before them, and
@@ -735,7 +807,7 @@ impl Store {
             Some(front) => front.attempt(&self.mailbox, writes, ack)?,
             None => self.send(Msg::Attempt(writes, ack))?,
         }
-        blocking(|| rx.recv().map_err(|_| StoreError("the store thread ended".into()))?)
+        blocking(|| rx.recv().map_err(|_| StoreError::Closed)?)
     }
 
     /// [`Self::flush`] without blocking a runtime thread.
@@ -747,7 +819,7 @@ impl Store {
         self.send(Msg::Flush(Box::new(move |r| {
             let _ = tx.send(r);
         })))?;
-        rx.await.map_err(|_| StoreError("the store thread ended".into()))?
+        rx.await.map_err(|_| StoreError::Closed)?
     }
 
     /// Why the store cannot take writes now (its last commit failed: a full disk, a lost
@@ -783,7 +855,7 @@ impl Store {
         self.send(Msg::Read(Box::new(move |db| {
             let _ = tx.send(f(db));
         })))?;
-        blocking(|| rx.recv().map_err(|_| StoreError("the store thread ended".into()))?)
+        blocking(|| rx.recv().map_err(|_| StoreError::Closed)?)
     }
 }
 
@@ -792,7 +864,7 @@ impl Store {
 fn refuse_emptied(dir: &Path, file: &Path) -> StoreResult<()> {
     let empty = std::fs::metadata(file).is_ok_and(|m| m.len() == 0);
     if empty && dir.join("simtree.journal").exists() {
-        return Err(StoreError(format!(
+        return Err(StoreError::Corrupt(format!(
             "the database {} is empty (0 bytes) but this data folder was in use: it was damaged or truncated. \
              Restore it from a backup, or run `simtree data check --data {}`; remove the folder's files to start an empty store",
             file.display(),
@@ -845,7 +917,7 @@ impl Mailbox {
         let wake = {
             let mut inbox = self.lock();
             if inbox.ended {
-                return Err(StoreError("the store thread ended".into()));
+                return Err(StoreError::Closed);
             }
             let wake = !(inbox.lingering && matches!(msg, Msg::Write(_) | Msg::Mark(_)));
             inbox.msgs.push(msg);
@@ -940,34 +1012,18 @@ impl Drop for Ended<'_> {
 /// Applies the groups a journal holds beyond the last one the database recorded (the server
 /// stopped between acknowledging them and writing them), then empties it. Returns the journal
 /// and the last group the database has.
-fn replay<S: sql::Sql>(db: &mut sql::Db<S>, path: &Path) -> StoreResult<(Journal, u64)> {
+///
+/// A group that does not apply stops start-up with the journal left in place, whatever the
+/// cause: nothing acknowledged is ever served around. A fault that passes (a full disk, I/O, a
+/// lock) needs only a restart once it has passed; a group the database refuses needs
+/// `simtree data repair` (issue #42: a full disk at start-up used to set the journal aside and
+/// serve without the acknowledged nodes it held).
+fn replay<S: sql::Sql>(db: &mut sql::Db<S>, dir: &Path) -> StoreResult<(Journal, u64)> {
     let applied = db.journal_applied()?;
-    let (journal, pending) = Journal::open(path, applied)?;
-    apply_groups(db, journal, pending, applied)
-}
-
-/// Applies journaled groups (in order) and empties the journal; a group the database refuses
-/// sets the journal aside.
-fn apply_groups<S: sql::Sql>(
-    db: &mut sql::Db<S>,
-    mut journal: Journal,
-    pending: Vec<journal::Group>,
-    mut applied: u64,
-) -> StoreResult<(Journal, u64)> {
+    let path = dir.join("simtree.journal");
+    let (mut journal, pending) = Journal::open(&path, applied)?;
     let groups = pending.len();
-    // Writes queued after their node or tree was deleted are dropped, as the store thread drops
-    // them (a run stopped by a deletion may queue a few log entries after it).
-    let mut gone = Gone::default();
-    for (seq, writes) in pending {
-        let mut writes: Vec<Write> = writes.into_iter().filter(|w| gone.admit(w)).collect();
-        writes.push(Write::Applied { seq });
-        if let Err(e) = db.apply(&writes) {
-            let aside = journal.set_aside()?;
-            tracing::error!(seq, error = %e, kept = %aside.display(), "journal: a group could not be applied; the journal was set aside");
-            return Ok((journal, applied));
-        }
-        applied = seq;
-    }
+    let applied = apply_groups(db, pending, applied).map_err(|r| r.at_start_up(&path, groups))?;
     if groups > 0 {
         tracing::warn!(
             groups,
@@ -975,7 +1031,76 @@ fn apply_groups<S: sql::Sql>(
         );
     }
     journal.clear()?;
+    for file in journal::AsideFile::list(dir)? {
+        if file.why == journal::Aside::Reapplied {
+            continue;
+        }
+        let lacking = file.groups(applied)?.len();
+        if lacking > 0 {
+            tracing::error!(
+                kept = %file.path.display(),
+                groups = lacking,
+                "journal: a journal set aside holds acknowledged groups the database does not have; \
+                 run `simtree data check` and `simtree data repair` with this data folder (with the server stopped)"
+            );
+        }
+    }
     Ok((journal, applied))
+}
+
+/// A journaled group the database did not take: its number, the last group before it that
+/// it has, and why.
+struct Unapplied {
+    seq: u64,
+    applied: u64,
+    error: StoreError,
+}
+
+impl Unapplied {
+    /// The error that stops start-up, of the same kind as the cause.
+    fn at_start_up(self, path: &Path, groups: usize) -> StoreError {
+        let folder = path.parent().unwrap_or(path).display();
+        let what = format!(
+            "journal {}: group {} (of {groups} the last server acknowledged but had not yet written) cannot be applied",
+            path.display(),
+            self.seq
+        );
+        let hint = if self.error.is_transient() {
+            "; start-up stops and keeps the journal in place, so nothing acknowledged is dropped: \
+             free space on the data folder's disk (or clear the fault) and start again"
+                .to_string()
+        } else {
+            format!(
+                "; start-up stops so that nothing acknowledged is dropped: run `simtree data check --data {folder}` \
+                 to see it, then `simtree data repair --data {folder}`, which applies the groups before it and \
+                 sets the journal aside"
+            )
+        };
+        let error = self.error.context(what);
+        let message = format!("{}{hint}", error.message());
+        match error {
+            StoreError::Full(_) => StoreError::Full(message),
+            StoreError::Io(_) | StoreError::Closed => StoreError::Io(message),
+            _ => StoreError::Db(message),
+        }
+    }
+}
+
+/// Applies journaled groups in order, each in its own transaction that also records its
+/// number; returns the last group applied, or the first that did not apply.
+fn apply_groups(db: &mut dyn Database, pending: Vec<journal::Group>, mut applied: u64) -> Result<u64, Unapplied> {
+    // Writes queued after their node or tree was deleted are dropped, as the store thread drops
+    // them (a run stopped by a deletion may queue a few log entries after it).
+    let mut gone = Gone::default();
+    for (seq, writes) in pending {
+        let mut writes: Vec<Write> = writes.into_iter().filter(|w| gone.admit(w)).collect();
+        writes.push(Write::Applied { seq });
+        if let Err(error) = db.apply(&writes) {
+            return Err(Unapplied { seq, applied, error });
+        }
+        applied = seq;
+    }
+    Ok(applied)
 }
 
 /// Unix milliseconds now.
@@ -1146,6 +1271,101 @@ mod journal_tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// Issue #42, item 1, in the store: a group that cannot be applied now (a full disk) stops
+    /// start-up as a transient fault that says the journal is kept; one the database refuses
+    /// stops it too, pointing at `data repair`. Neither sets anything aside.
+    #[test]
+    fn a_group_that_does_not_apply_stops_start_up_by_its_cause() {
+        let groups = || {
+            vec![
+                (5, vec![Write::Tree(tree_row(1, "a"))]),
+                (6, vec![Write::Tree(tree_row(2, "b"))]),
+            ]
+        };
+        let path = Path::new("/data/simtree.journal");
+        let mut full = Flaky {
+            fail: true,
+            ..Flaky::default()
+        };
+        let u = apply_groups(&mut full, groups(), 4).expect_err("not applied");
+        assert_eq!((u.seq, u.applied), (5, 4));
+        let e = u.at_start_up(path, 2);
+        assert!(matches!(e, StoreError::Full(_)) && e.is_transient(), "{e:?}");
+        assert!(
+            e.message().contains("group 5 (of 2 the last server acknowledged")
+                && e.message().contains("keeps the journal in place")
+                && e.message().contains("disk full"),
+            "{e}"
+        );
+        let mut refusing = Flaky {
+            refuse: true,
+            ..Flaky::default()
+        };
+        let e = apply_groups(&mut refusing, groups(), 4)
+            .err()
+            .unwrap()
+            .at_start_up(path, 2);
+        assert!(!e.is_transient(), "{e:?}");
+        assert!(e.message().contains("simtree data repair --data /data"), "{e}");
+        let mut fine = Flaky::default();
+        assert_eq!(apply_groups(&mut fine, groups(), 4).ok(), Some(6));
+    }
+
+    /// What a server before issue #42's fix left behind: a start-up that could not apply the
+    /// journal (a full disk) renamed it `simtree.journal.failed-…` and served without its groups.
+    /// Start-up now names it, `data check` lists it and `data repair` applies it; once the
+    /// database took writes after the file was set aside, repair leaves it to a person.
+    #[test]
+    fn repair_applies_what_an_earlier_start_up_set_aside() {
+        for written_after in [false, true] {
+            let (dir, path, applied) = one_flushed_tree(&format!("aside-{written_after}"));
+            let (mut j, _) = Journal::open(&path, applied).unwrap();
+            j.append(&[Write::Rename {
+                tree: 1,
+                name: "renamed".into(),
+            }])
+            .unwrap()
+            .unwrap();
+            j.append(&[Write::Tree(tree_row(2, "second"))]).unwrap().unwrap();
+            drop(j);
+            let aside = dir.join(format!("simtree.journal.failed-{}", now_ms() - 10));
+            std::fs::rename(&path, &aside).unwrap();
+            let store = Store::open_sqlite(&dir).unwrap();
+            assert_eq!(names(&store), ["first"], "the old way: served without the groups");
+            if written_after {
+                let mut later = tree_row(3, "later");
+                later.last_activity = now_ms();
+                store.write(Write::Tree(later));
+                store.flush().unwrap();
+            }
+            drop(store);
+            let report = check::check(&dir).unwrap();
+            assert!(
+                report
+                    .problems
+                    .iter()
+                    .any(|p| p.contains("acknowledged group(s) the database does not have")),
+                "{report:?}"
+            );
+            let done = check::repair(&dir).unwrap();
+            let store = Store::open_sqlite(&dir).unwrap();
+            if written_after {
+                assert!(done.contains("took writes after it was set aside"), "{done}");
+                assert_eq!(names(&store), ["first", "later"]);
+                assert!(aside.exists(), "left for a person");
+            } else {
+                assert!(done.contains("applied the 2 group(s)"), "{done}");
+                assert_eq!(names(&store), ["renamed", "second"]);
+                assert!(!aside.exists());
+            }
+            drop(store);
+            if !written_after {
+                assert!(check::check(&dir).unwrap().problems.is_empty());
+            }
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+
     #[test]
     fn a_damaged_journal_stops_start_up_and_repair_applies_the_groups_before_the_damage() {
         let (dir, path, applied) = one_flushed_tree("damage");
@@ -1160,7 +1380,10 @@ mod journal_tests {
         bytes[record + 30] ^= 0x40;
         std::fs::write(&path, &bytes).unwrap();
         let e = Store::open_sqlite(&dir).err().expect("start-up stops");
-        assert!(e.0.contains("is damaged") && e.0.contains("simtree data repair"), "{e}");
+        assert!(
+            e.message().contains("is damaged") && e.message().contains("simtree data repair"),
+            "{e}"
+        );
         let report = check::check(&dir).unwrap();
         assert_eq!(report.pending, 1, "{report:?}");
         assert!(report.problems.iter().any(|p| p.contains("is damaged")), "{report:?}");
@@ -1218,13 +1441,18 @@ mod journal_tests {
     #[derive(Default)]
     struct Flaky {
         fail: bool,
+        /// Refuses every apply as a database that will never take it.
+        refuse: bool,
         applied: Vec<String>,
     }
 
     impl Database for Flaky {
         fn apply(&mut self, writes: &[Write]) -> StoreResult<()> {
             if self.fail {
-                return Err(StoreError("disk full".into()));
+                return Err(StoreError::Full("disk full".into()));
+            }
+            if self.refuse {
+                return Err(StoreError::Db("constraint".into()));
             }
             self.applied.extend(writes.iter().map(|w| format!("{w:?}")));
             Ok(())

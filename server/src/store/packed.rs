@@ -40,16 +40,19 @@ pub(super) fn unpack(bytes: &[u8]) -> StoreResult<Vec<u8>> {
             (le([s0, s1, s2, s3]), Some(le([c0, c1, c2, c3])), block)
         }
         [LZ4_MARK, s0, s1, s2, s3, ref block @ ..] => (le([s0, s1, s2, s3]), None, block),
-        [LZ4_MARK | LZ4_CRC_MARK, ..] => return Err(StoreError("corrupt packed data: no size".into())),
+        [LZ4_MARK | LZ4_CRC_MARK, ..] => return Err(StoreError::Corrupt("corrupt packed data: no size".into())),
         _ => return inflate(bytes),
     };
     let size = size as usize;
     if size > MAX_UNPACKED {
-        return Err(StoreError(format!("corrupt packed data: it claims {size} bytes")));
+        return Err(StoreError::Corrupt(format!(
+            "corrupt packed data: it claims {size} bytes"
+        )));
     }
-    let out = lz4_flex::block::decompress(block, size).map_err(|e| StoreError(format!("corrupt packed data: {e}")))?;
+    let out = lz4_flex::block::decompress(block, size)
+        .map_err(|e| StoreError::Corrupt(format!("corrupt packed data: {e}")))?;
     match crc {
-        Some(crc) if crc32fast::hash(&out) != crc => Err(StoreError("the data fails its checksum".into())),
+        Some(crc) if crc32fast::hash(&out) != crc => Err(StoreError::Corrupt("the data fails its checksum".into())),
         _ => Ok(out),
     }
 }
@@ -69,13 +72,15 @@ fn inflate(bytes: &[u8]) -> StoreResult<Vec<u8>> {
             let (read, written) = (d.total_in(), d.total_out());
             let status = d
                 .decompress_vec(&bytes[read as usize..], &mut out, flate2::FlushDecompress::None)
-                .map_err(|e| StoreError(format!("corrupt compressed data: {e}")))?;
+                .map_err(|e| StoreError::Corrupt(format!("corrupt compressed data: {e}")))?;
             if status == flate2::Status::StreamEnd {
                 return Ok(out);
             }
             if out.len() < out.capacity() && (d.total_in(), d.total_out()) == (read, written) {
                 // Room to write and nothing consumed: the stream ends before its last block.
-                return Err(StoreError("corrupt compressed data: the stream is cut short".into()));
+                return Err(StoreError::Corrupt(
+                    "corrupt compressed data: the stream is cut short".into(),
+                ));
             }
             if out.len() == out.capacity() {
                 out.reserve(out.capacity());

@@ -46,7 +46,7 @@ fn runtime() -> StoreResult<Rt> {
         .enable_all()
         .build()
         .map(|rt| Rt(Some(rt)))
-        .map_err(|e| StoreError(format!("postgresql: cannot start its runtime: {e}")))
+        .map_err(|e| StoreError::Io(format!("postgresql: cannot start its runtime: {e}")))
 }
 
 pub struct Postgres {
@@ -69,11 +69,29 @@ pub struct Postgres {
     prepared: HashMap<(String, Vec<Type>), Statement>,
 }
 
+/// PostgreSQL's error by its cause: the SQLSTATE class when the server answered, else (a lost
+/// or refused connection, a closed client) an I/O fault.
 fn err(e: tokio_postgres::Error) -> StoreError {
     // "db error" alone says nothing: the server's message is the source.
-    match std::error::Error::source(&e) {
-        Some(cause) => StoreError(format!("postgresql: {e}: {cause}")),
-        None => StoreError(format!("postgresql: {e}")),
+    let message = match std::error::Error::source(&e) {
+        Some(cause) => format!("postgresql: {e}: {cause}"),
+        None => format!("postgresql: {e}"),
+    };
+    let Some(state) = e.code() else {
+        return StoreError::Io(message);
+    };
+    match state.code() {
+        // disk_full
+        "53100" => StoreError::Full(message),
+        // data_corrupted, index_corrupted
+        "XX001" | "XX002" => StoreError::Corrupt(message),
+        // Connection exceptions, insufficient resources, operator intervention (shutdown,
+        // cannot connect now), system errors (I/O), transaction rollbacks (serialization,
+        // deadlock), lock not available.
+        c if ["08", "53", "57", "58", "40"].iter().any(|class| c.starts_with(class)) || c == "55P03" => {
+            StoreError::Io(message)
+        }
+        _ => StoreError::Db(message),
     }
 }
 
@@ -127,14 +145,14 @@ impl Postgres {
             return Ok(());
         }
         if self.in_tx {
-            return Err(StoreError(
+            return Err(StoreError::Io(
                 "postgresql: the connection was lost in a transaction".into(),
             ));
         }
         let now = std::time::Instant::now();
         if now < self.retry_at {
             let why = self.last_error.as_deref().unwrap_or("the connection was lost");
-            return Err(StoreError(format!("postgresql: disconnected, reconnecting: {why}")));
+            return Err(StoreError::Io(format!("postgresql: disconnected, reconnecting: {why}")));
         }
         match connect(&self.rt, &self.url) {
             Ok(client) => {
@@ -149,10 +167,10 @@ impl Postgres {
             Err(e) => {
                 self.retry_at = now + self.backoff;
                 self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
-                let e = err(e).0;
+                let e = err(e).message().to_string();
                 let message = format!("postgresql: disconnected, reconnecting: {e}");
                 self.last_error = Some(e);
-                Err(StoreError(message))
+                Err(StoreError::Io(message))
             }
         }
     }
@@ -295,7 +313,7 @@ impl Sql for Postgres {
             // Never on a new connection: a COMMIT there would succeed and commit nothing.
             if self.client.is_closed() {
                 return match sql {
-                    "COMMIT" => Err(StoreError(
+                    "COMMIT" => Err(StoreError::Io(
                         "postgresql: the connection was lost in a transaction".into(),
                     )),
                     _ => Ok(()),

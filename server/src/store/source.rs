@@ -23,7 +23,7 @@ pub struct EncodedState {
 pub fn encode_state(sim: &Sim, node: u64, dedupe: Option<Dedupe>) -> (StoreResult<EncodedState>, Option<Dedupe>) {
     let (json, chunks, dedupe) = write_chunks(node, dedupe, || serde_json::to_vec(sim));
     let encoded = json
-        .map_err(|e| StoreError(format!("node {node}: state: {e}")))
+        .map_err(|e| StoreError::Corrupt(format!("node {node}: state: {e}")))
         .map(|json| EncodedState {
             data: pack(&json),
             raw_len: json.len() + chunks.iter().map(|c| c.data.len()).sum::<usize>(),

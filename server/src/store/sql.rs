@@ -35,7 +35,7 @@ impl Cell {
     fn int(&self) -> StoreResult<i64> {
         match self {
             Cell::Int(i) => Ok(*i),
-            other => Err(StoreError(format!("expected an integer, found {other:?}"))),
+            other => Err(StoreError::Corrupt(format!("expected an integer, found {other:?}"))),
         }
     }
 
@@ -49,7 +49,7 @@ impl Cell {
     fn text(self) -> StoreResult<String> {
         match self {
             Cell::Text(t) => Ok(t),
-            other => Err(StoreError(format!("expected text, found {other:?}"))),
+            other => Err(StoreError::Corrupt(format!("expected text, found {other:?}"))),
         }
     }
 
@@ -63,7 +63,7 @@ impl Cell {
     fn blob(self) -> StoreResult<Vec<u8>> {
         match self {
             Cell::Blob(b) => Ok(b),
-            other => Err(StoreError(format!("expected bytes, found {other:?}"))),
+            other => Err(StoreError::Corrupt(format!("expected bytes, found {other:?}"))),
         }
     }
 }
@@ -297,9 +297,10 @@ impl StoredNode {
             id: self.id,
             parent: self.parent,
             depth: u32::try_from(self.depth).map_err(|e| parse("depth", e.to_string()))?,
-            edge_type: parse_enum::<EdgeType>(&self.edge_type).map_err(|e| parse("edge type", e.0))?,
+            edge_type: parse_enum::<EdgeType>(&self.edge_type)
+                .map_err(|e| parse("edge type", e.message().to_string()))?,
             ops: exact(serde_json::from_str::<Vec<Op>>(&self.ops).map_err(|e| parse("ops", e.to_string()))?),
-            status: parse_enum::<NodeStatus>(&self.status).map_err(|e| parse("status", e.0))?,
+            status: parse_enum::<NodeStatus>(&self.status).map_err(|e| parse("status", e.message().to_string()))?,
             error: self.error,
             created: self.created,
             finished: self.finished,
@@ -349,7 +350,7 @@ fn exact<T>(mut v: Vec<T>) -> Vec<T> {
 }
 
 fn parse_enum<T: serde::de::DeserializeOwned>(s: &str) -> StoreResult<T> {
-    serde_json::from_value(serde_json::Value::String(s.into())).map_err(|e| StoreError(format!("'{s}': {e}")))
+    serde_json::from_value(serde_json::Value::String(s.into())).map_err(|e| StoreError::Corrupt(format!("'{s}': {e}")))
 }
 
 impl<S: Sql> Db<S> {
@@ -380,7 +381,7 @@ impl<S: Sql> Db<S> {
         match lease::holder(&mut self.sql) {
             Ok(h) if h.as_ref().is_none_or(|h| h.holder != me.holder) => {
                 self.lose();
-                StoreError(self.lease_lost.clone().unwrap_or_default())
+                StoreError::LeaseLost(self.lease_lost.clone().unwrap_or_default())
             }
             _ => e,
         }
@@ -408,7 +409,7 @@ impl<S: Sql> Db<S> {
             }
         };
         if current > SCHEMA_VERSION {
-            return Err(StoreError(format!(
+            return Err(StoreError::Db(format!(
                 "the database has schema version {current}; this simtree understands up to {SCHEMA_VERSION} (upgrade simtree)"
             )));
         }
@@ -428,7 +429,7 @@ impl<S: Sql> Db<S> {
                 Ok(()) => self.sql.batch("COMMIT")?,
                 Err(e) => {
                     let _ = self.sql.batch("ROLLBACK");
-                    return Err(StoreError(format!("migration {}: {e}", n + 1)));
+                    return Err(e.context(format_args!("migration {}", n + 1)));
                 }
             }
         }
@@ -460,7 +461,7 @@ impl<S: Sql> Db<S> {
                 let text = index_text(next().text()?.split('\n'));
                 if let Err(e) = put_text(&mut self.sql, tree, node, "event", idx, &text) {
                     let _ = self.sql.batch("ROLLBACK");
-                    return Err(StoreError(format!("indexing the stored logs for search: {e}")));
+                    return Err(e.context("indexing the stored logs for search"));
                 }
             }
             self.sql.batch("COMMIT")?;
@@ -478,7 +479,7 @@ impl<S: Sql> Db<S> {
         let rows = self.sql.query("SELECT applied FROM journal", &[])?;
         match rows.first().and_then(|r| r.first()) {
             Some(c) => Ok(c.int()? as u64),
-            None => Err(StoreError("the journal table is empty".into())),
+            None => Err(StoreError::Corrupt("the journal table is empty".into())),
         }
     }
 
@@ -723,7 +724,7 @@ impl<S: Sql> Db<S> {
                     &key,
                 )?;
                 let a: simtree_shared::Annotation = match body {
-                    Some(b) => serde_json::from_str(b).map_err(|e| StoreError(format!("annotation: {e}")))?,
+                    Some(b) => serde_json::from_str(b).map_err(|e| StoreError::Corrupt(format!("annotation: {e}")))?,
                     None => Default::default(),
                 };
                 let tags = a.tags.join(" ");
@@ -761,7 +762,8 @@ impl<S: Sql> Db<S> {
                      ON CONFLICT (tree, node, seq) DO UPDATE SET body = excluded.body",
                     &[i(*tree), i(*node), i(*seq), P::Text(body)],
                 )?;
-                let a: simtree_shared::Ask = serde_json::from_str(body).map_err(|e| StoreError(format!("ask: {e}")))?;
+                let a: simtree_shared::Ask =
+                    serde_json::from_str(body).map_err(|e| StoreError::Corrupt(format!("ask: {e}")))?;
                 put_text(sql, *tree, *node, "ask", *seq, &format!("{}\n{}", a.question, a.answer))?;
             }
         }
@@ -867,7 +869,7 @@ fn log_rows(rows: Vec<Vec<Cell>>) -> StoreResult<Vec<LogRow>> {
 impl<S: Sql> Database for Db<S> {
     fn apply(&mut self, writes: &[Write]) -> StoreResult<()> {
         if let Some(lost) = &self.lease_lost {
-            return Err(StoreError(lost.clone()));
+            return Err(StoreError::LeaseLost(lost.clone()));
         }
         self.sql.begin()?;
         let queued = match &self.lease {
@@ -994,7 +996,7 @@ impl<S: Sql> Database for Db<S> {
                     .filter(|m| m.is_finite() && *m > 0.0)
                     .map(Some)
                     .ok_or_else(|| {
-                        StoreError(format!(
+                        StoreError::Corrupt(format!(
                             "tree {tree}: its money budget {text:?} is not a number of dollars"
                         ))
                     })
@@ -1039,7 +1041,7 @@ impl<S: Sql> Database for Db<S> {
         )?;
         match rows.first().and_then(|r| r.first()) {
             Some(c) => Ok(c.int()? as u64),
-            None => Err(StoreError("the tree id counter is missing".into())),
+            None => Err(StoreError::Corrupt("the tree id counter is missing".into())),
         }
     }
 

@@ -42,8 +42,25 @@ const INLINE_CHECKPOINT_PAGES: u32 = 4_096;
 /// How often the background checkpointer copies committed pages from the WAL into the database.
 const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
 
+/// SQLite's error by its cause (its primary result code).
 fn err(e: rusqlite::Error) -> StoreError {
-    StoreError(format!("sqlite: {e}"))
+    use rusqlite::ErrorCode as C;
+    let message = format!("sqlite: {e}");
+    match e.sqlite_error_code() {
+        Some(C::DiskFull) => StoreError::Full(message),
+        Some(
+            C::SystemIoFailure
+            | C::DatabaseBusy
+            | C::DatabaseLocked
+            | C::OutOfMemory
+            | C::CannotOpen
+            | C::FileLockingProtocolFailed
+            | C::OperationInterrupted
+            | C::ReadOnly,
+        ) => StoreError::Io(message),
+        Some(C::DatabaseCorrupt | C::NotADatabase) => StoreError::Corrupt(message),
+        _ => StoreError::Db(message),
+    }
 }
 
 impl Sqlite {
@@ -172,10 +189,10 @@ impl Sql for Sqlite {
         });
         let _ = std::fs::remove_file(&self.probe);
         written.map_err(|e| {
-            StoreError(format!(
-                "cannot write in the data folder ({}): {e}",
-                self.probe.display()
-            ))
+            StoreError::from_io(
+                format!("cannot write in the data folder ({}): {e}", self.probe.display()),
+                &e,
+            )
         })
     }
 }

@@ -89,10 +89,10 @@ impl Committer {
                 }
             }
             Err(e) => {
-                if self.fault.as_ref() != Some(&e.0) {
+                if self.fault.as_deref() != Some(e.message()) {
                     tracing::error!(error = %e, writes = all.len(), "store commit failed");
                 }
-                self.fault = Some(e.0.clone());
+                self.fault = Some(e.message().to_string());
                 all.truncate(kept);
                 // Every write is kept, in order, and retried (each is idempotent): the journaled
                 // ones were acknowledged, and the others belong to runs still in flight, whose

@@ -115,7 +115,7 @@ async fn on_queue<R: Send + 'static>(
     let queue = queue.clone();
     tokio::task::spawn_blocking(move || f(&mut lock(&queue)))
         .await
-        .map_err(|e| StoreError(format!("the queue's task ended: {e}")))?
+        .map_err(|e| StoreError::Io(format!("the queue's task ended: {e}")))?
 }
 
 /// Runs blocking store work off the runtime's threads.
