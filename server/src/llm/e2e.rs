@@ -1,5 +1,5 @@
 //! An end-to-end smoke check against a real OpenAI-compatible server — in practice SmolLM2-135M
-//! behind llama-cpp-python's server (commands in PROVIDERS.md). It checks the protocol's shape,
+//! behind llama-cpp-python's server (commands in docs/providers.md). It checks the protocol's shape,
 //! never the content: a small model's answers are fluent nonsense.
 //!
 //! Used by the real-model tests in `tests/tests/real_llm.rs`, which `cargo xtask test` runs.

@@ -4,7 +4,7 @@
 //! Behind it: the richer [`ChatProvider`] (tools, structured output, usage) with the `openai`,
 //! `gemini`, `anthropic` and `mock` dialects, their configuration ([`config`]), the resilience
 //! layer shared by the HTTP dialects ([`resilience`]) and [`structured`], the one JSON-output API
-//! for trading and ABM code. PROVIDERS.md in this folder says why it is built this way.
+//! for trading and ABM code. docs/providers.md says why it is built this way.
 //!
 //! Everything here speaks one vocabulary, [`chat`]: messages, roles, tool specs, tool calls and
 //! tool results, used as they are by the engine, trading, ABM generation, the ledger and every
