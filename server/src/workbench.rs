@@ -1012,15 +1012,18 @@ impl Workbench {
     pub fn identical_runs(&self, tree: u64, nodes: &[NodeId]) -> Result<bool, WorkbenchError> {
         let handle = self.tree(tree)?;
         let mut t = handle.lock();
-        let mut first: Option<Vec<String>> = None;
+        let mut first: Option<Vec<Event>> = None;
         for &n in nodes {
-            let suffix = format!(",\"node\":{n}}}");
-            let own: Vec<String> = t
+            // Each entry read back as its event (kind and data): the node it names aside.
+            let Ok(own) = t
                 .log(n)?
                 .entries()
-                .into_iter()
-                .map(|e| e.strip_suffix(&suffix).map(str::to_string).unwrap_or(e))
-                .collect();
+                .iter()
+                .map(|e| serde_json::from_str::<Event>(e))
+                .collect::<Result<Vec<Event>, _>>()
+            else {
+                return Ok(false);
+            };
             match &first {
                 None => first = Some(own),
                 Some(f) if *f != own => return Ok(false),

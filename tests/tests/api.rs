@@ -175,7 +175,14 @@ async fn errors_are_json_details_with_fitting_statuses() {
     assert_eq!(s.post(&p("/branch"), &bad_state).await.0, 422);
     let bad_plan =
         json!({"parent": 0, "ops": [{"op": "agent_plan_replace", "name": "Bob", "plan_state": {"goals": 3}}]});
-    assert_eq!(s.post(&p("/branch"), &bad_plan).await.0, 422);
+    let (st, body) = s.post(&p("/branch"), &bad_plan).await;
+    assert_eq!(st, 422);
+    assert!(detail(&body).starts_with("ops[0]: plan_state: "), "{body}");
+    // An op's own payload naming an unknown variant is not an unknown op.
+    let bad_kind = json!({"parent": 0, "ops": [{"op": "agent_swap", "agent": {"kind": "oracle"}}]});
+    let (st, body) = s.post(&p("/branch"), &bad_kind).await;
+    assert_eq!(st, 422);
+    assert!(!detail(&body).contains("Unknown op"), "{body}");
     let (st, body) = s.post(&p("/advance"), &json!({"parent": "zero"})).await;
     assert_eq!(st, 422, "{body}");
     assert_eq!(s.post("/devui/simtree", &json!({"scenario": "chess"})).await.0, 422);

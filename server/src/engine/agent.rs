@@ -157,7 +157,10 @@ impl Agent {
         let mut attempt = 0;
         let (output, actions, plan) = loop {
             attempt += 1;
-            let output = llm.chat(&ctx, llm_state).await?;
+            llm_state.speaker = Some(self.name.clone());
+            let output = llm.chat(&ctx, llm_state).await;
+            llm_state.speaker = None;
+            let output = output?;
             match Self::parse_response(&output, self.emotion_enabled) {
                 Ok((actions, plan, emotion)) => {
                     if let Some(emotion) = emotion {

@@ -450,13 +450,11 @@ impl Simulator {
             llm_reply: None,
         };
         if let Some(request) = self.scene.rules().llm_request(&ctx, &self.world) {
-            let reply = llm
-                .chat(&request, &mut self.world.llm)
-                .await
-                .map_err(|source| RunError {
-                    agent: self.world.agents[idx].name.clone(),
-                    source,
-                })?;
+            let agent = self.world.agents[idx].name.clone();
+            self.world.llm.speaker = Some(agent.clone());
+            let reply = llm.chat(&request, &mut self.world.llm).await;
+            self.world.llm.speaker = None;
+            let reply = reply.map_err(|source| RunError { agent, source })?;
             ctx.llm_reply = Some(reply);
         }
         Ok(self.scene.rules_mut().handle(&ctx, &mut self.world))

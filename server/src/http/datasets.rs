@@ -9,7 +9,7 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use simtree_shared::{DatasetInfo, OkReply};
 
-use super::error::{ApiError, ApiPath};
+use super::error::{ApiError, ApiPath, blocking};
 use super::state::AppState;
 
 type St = State<Arc<AppState>>;
@@ -27,9 +27,7 @@ pub async fn upload(
     let text = std::str::from_utf8(&body)
         .map_err(|e| ApiError::unprocessable(format!("the dataset is not UTF-8 text: {e}")))?
         .to_string();
-    let info = tokio::task::spawn_blocking(move || app.wb.import_dataset(&name, &text))
-        .await
-        .map_err(|e| ApiError::unprocessable(format!("the dataset could not be read: {e}")))??;
+    let info = blocking("reading the dataset", move || app.wb.import_dataset(&name, &text)).await?;
     Ok((StatusCode::CREATED, Json(info)))
 }
 
@@ -46,8 +44,6 @@ pub async fn delete(State(app): St, ApiPath(name): ApiPath<String>) -> Result<Js
             format!("no dataset called '{name}'"),
         ));
     }
-    tokio::task::spawn_blocking(move || app.wb.delete_dataset(&name))
-        .await
-        .map_err(|e| ApiError::unprocessable(e.to_string()))??;
+    blocking("deleting the dataset", move || app.wb.delete_dataset(&name)).await?;
     Ok(Json(OkReply { ok: true }))
 }

@@ -72,6 +72,30 @@ impl From<WorkbenchError> for ApiError {
     }
 }
 
+/// Runs `f` on tokio's blocking pool (work that takes milliseconds or waits on the store) and
+/// turns its error into the answer. A task that crashed answers 500, its cause logged: a bug,
+/// never the request's fault; one cancelled because the runtime is stopping answers 503.
+pub async fn blocking<T, E>(
+    what: &'static str,
+    f: impl FnOnce() -> Result<T, E> + Send + 'static,
+) -> Result<T, ApiError>
+where
+    T: Send + 'static,
+    E: Into<ApiError> + Send + 'static,
+{
+    match tokio::task::spawn_blocking(f).await {
+        Ok(result) => result.map_err(Into::into),
+        Err(e) if e.is_cancelled() => Err(ApiError::shutting_down()),
+        Err(e) => {
+            tracing::error!(error = %e, what, "a blocking task crashed");
+            Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("{what} failed inside the server (a bug; the server's log has the cause)"),
+            ))
+        }
+    }
+}
+
 /// A tree's `llm` that is no offline player.
 impl From<crate::llm::UnknownOffline> for ApiError {
     fn from(e: crate::llm::UnknownOffline) -> Self {
@@ -155,4 +179,29 @@ where
 /// Unknown routes answer like upstream's framework: 404 `{"detail": "Not Found"}`.
 pub async fn not_found() -> ApiError {
     ApiError::not_found("Not Found")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_blocking_task_answers_its_value_its_error_or_500_when_it_crashes() {
+        assert_eq!(blocking("adding", || Ok::<_, ApiError>(2 + 2)).await.unwrap(), 4);
+        let refused = blocking("asking", || Err::<(), _>(WorkbenchError::conflict("busy")))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            (refused.status, refused.detail.as_str()),
+            (StatusCode::CONFLICT, "busy")
+        );
+        let crashed = blocking("crashing", || -> Result<(), ApiError> { panic!("a bug") })
+            .await
+            .unwrap_err();
+        assert_eq!(crashed.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(
+            crashed.detail.starts_with("crashing failed inside the server"),
+            "{crashed:?}"
+        );
+    }
 }

@@ -10,7 +10,7 @@ use axum::extract::{Query, State};
 use serde::Deserialize;
 use simtree_shared::{Ask, AskRequest, NodeCalls, NodeInfo, NodePatch, SearchReply};
 
-use super::error::{ApiError, ApiJson, ApiPath};
+use super::error::{ApiError, ApiJson, ApiPath, blocking};
 use super::routes::node_info;
 use super::state::AppState;
 use crate::tree::NodeId;
@@ -24,9 +24,7 @@ pub async fn annotate_node(
     ApiJson(patch): ApiJson<NodePatch>,
 ) -> Result<Json<NodeInfo>, ApiError> {
     let wb = app.wb.clone();
-    tokio::task::spawn_blocking(move || wb.annotate(tree, node, &patch))
-        .await
-        .map_err(|e| ApiError::unprocessable(format!("the annotation could not be stored: {e}")))??;
+    blocking("storing the annotation", move || wb.annotate(tree, node, &patch)).await?;
     node_info(State(app), ApiPath((tree, node))).await
 }
 
@@ -54,9 +52,10 @@ pub async fn search_tree(
 ) -> Result<Json<SearchReply>, ApiError> {
     let p = params(q)?;
     let wb = app.wb.clone();
-    let reply = tokio::task::spawn_blocking(move || wb.search(Some(tree), p.q.as_deref(), p.offset, p.limit))
-        .await
-        .map_err(|e| ApiError::unprocessable(format!("the search failed: {e}")))??;
+    let reply = blocking("the search", move || {
+        wb.search(Some(tree), p.q.as_deref(), p.offset, p.limit)
+    })
+    .await?;
     Ok(Json(reply))
 }
 
@@ -67,9 +66,7 @@ pub async fn search_all(
 ) -> Result<Json<SearchReply>, ApiError> {
     let p = params(q)?;
     let wb = app.wb.clone();
-    let reply = tokio::task::spawn_blocking(move || wb.search(None, p.q.as_deref(), p.offset, p.limit))
-        .await
-        .map_err(|e| ApiError::unprocessable(format!("the search failed: {e}")))??;
+    let reply = blocking("the search", move || wb.search(None, p.q.as_deref(), p.offset, p.limit)).await?;
     Ok(Json(reply))
 }
 

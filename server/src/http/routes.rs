@@ -16,7 +16,7 @@ use simtree_shared::{
     TreeInfo, TreeRef, Usage, UsageReply,
 };
 
-use super::error::{ApiError, ApiJson, ApiPath};
+use super::error::{ApiError, ApiJson, ApiPath, blocking};
 use super::state::{AppState, Backend, RunResult};
 use crate::abm::generate::{GenerateOptions, GenerateRequest, MockAbmLlm, ProviderStructured, generate};
 use crate::abm::model::AbmDocument;
@@ -72,12 +72,11 @@ pub async fn create_tree(State(app): St, ApiJson(body): ApiJson<CreateRequest>) 
     };
     // Checking a document builds its simulator once (a large model takes milliseconds): off the
     // async workers.
-    let tree = tokio::task::spawn_blocking(move || {
+    let tree = blocking("building the scenario", move || {
         app.wb
             .create_tree_from(&scenario, body.name.as_deref(), body.seed, budget, offline)
     })
-    .await
-    .map_err(|e| ApiError::unprocessable(format!("the scenario could not be built: {e}")))??;
+    .await?;
     Ok(Json(tree))
 }
 
@@ -307,21 +306,22 @@ pub async fn branch(
     Ok(Json(ChildReply { child }))
 }
 
-/// Parses ops one by one so the error names the op (`ops[1]: Unknown op: fly`).
+/// Parses ops one by one so the error names the op (`ops[1]: Unknown op: fly`) and, inside a
+/// known op, the field at fault (`ops[0].agent: …`).
 fn parse_ops(raw: Vec<Value>) -> AppResult<Vec<Op>> {
     raw.into_iter()
         .enumerate()
         .map(|(i, v)| {
-            let name = v.get("op").and_then(Value::as_str).unwrap_or("").to_string();
-            serde_json::from_value::<Op>(v).map_err(|e| {
-                // An unknown variant inside a known op's payload (an agent kind) is not an
-                // unknown op.
-                let msg = e.to_string();
-                if msg.contains("unknown variant") && !Op::NAMES.contains(&name.as_str()) {
-                    ApiError::unprocessable(format!("ops[{i}]: Unknown op: {name}"))
-                } else {
-                    ApiError::unprocessable(format!("ops[{i}]: {msg}"))
-                }
+            let name = v.get("op").and_then(Value::as_str).unwrap_or("");
+            if !Op::NAMES.contains(&name) {
+                return Err(ApiError::unprocessable(format!("ops[{i}]: Unknown op: {name}")));
+            }
+            serde_path_to_error::deserialize::<_, Op>(&v).map_err(|e| {
+                let at = match e.path().to_string() {
+                    p if p == "." => String::new(),
+                    p => format!(".{p}"),
+                };
+                ApiError::unprocessable(format!("ops[{i}]{at}: {}", e.inner()))
             })
         })
         .collect()

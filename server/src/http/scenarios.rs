@@ -9,7 +9,7 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use simtree_shared::{NewScenario, SavedRef, ScenarioDocument, ScenarioSummary, ScenarioUpdate};
 
-use super::error::{ApiError, ApiJson, ApiPath};
+use super::error::{ApiError, ApiJson, ApiPath, blocking};
 use super::state::AppState;
 
 type St = State<Arc<AppState>>;
@@ -35,9 +35,7 @@ pub async fn get(
     q: Result<Query<VersionQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<ScenarioDocument>, ApiError> {
     let Query(q) = q.map_err(|e| ApiError::unprocessable(e.body_text()))?;
-    let doc = tokio::task::spawn_blocking(move || app.wb.scenario_document(&id, q.version))
-        .await
-        .map_err(|e| ApiError::unprocessable(e.to_string()))??;
+    let doc = blocking("reading the scenario", move || app.wb.scenario_document(&id, q.version)).await?;
     Ok(Json(doc))
 }
 
@@ -47,9 +45,10 @@ pub async fn save(
     State(app): St,
     ApiJson(body): ApiJson<NewScenario>,
 ) -> Result<(StatusCode, Json<SavedRef>), ApiError> {
-    let saved = tokio::task::spawn_blocking(move || app.wb.save_scenario(&body.name, &body.document))
-        .await
-        .map_err(|e| ApiError::unprocessable(format!("the scenario could not be checked: {e}")))??;
+    let saved = blocking("checking the scenario", move || {
+        app.wb.save_scenario(&body.name, &body.document)
+    })
+    .await?;
     Ok((StatusCode::CREATED, Json(saved)))
 }
 
@@ -59,16 +58,15 @@ pub async fn put(
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<ScenarioUpdate>,
 ) -> Result<Json<SavedRef>, ApiError> {
-    let saved = tokio::task::spawn_blocking(move || app.wb.update_scenario(&id, &body.document))
-        .await
-        .map_err(|e| ApiError::unprocessable(format!("the scenario could not be checked: {e}")))??;
+    let saved = blocking("checking the scenario", move || {
+        app.wb.update_scenario(&id, &body.document)
+    })
+    .await?;
     Ok(Json(saved))
 }
 
 /// `DELETE /api/scenarios/{id}` → 204: every version; trees made from it keep their copy.
 pub async fn delete(State(app): St, ApiPath(id): ApiPath<String>) -> Result<StatusCode, ApiError> {
-    tokio::task::spawn_blocking(move || app.wb.delete_scenario(&id))
-        .await
-        .map_err(|e| ApiError::unprocessable(e.to_string()))??;
+    blocking("deleting the scenario", move || app.wb.delete_scenario(&id)).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -19,7 +19,7 @@ use futures_util::StreamExt;
 use simtree_shared::TreeRef;
 use tokio::sync::mpsc;
 
-use super::error::{ApiError, ApiPath};
+use super::error::{ApiError, ApiPath, blocking};
 use super::state::AppState;
 use crate::tree::{EXPORT_FORMAT, TreeError};
 
@@ -154,14 +154,13 @@ pub async fn import(State(app): St, body: Body) -> Result<Json<TreeRef>, ApiErro
         }
     });
     let wb = app.wb.clone();
-    let result = tokio::task::spawn_blocking(move || {
-        wb.import_stream(BodyReader {
+    let result = blocking("the import", move || {
+        Ok::<_, ApiError>(wb.import_stream(BodyReader {
             rx,
             current: Bytes::new(),
-        })
+        }))
     })
-    .await
-    .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
+    .await?;
     pump.abort();
     if too_large.load(Ordering::SeqCst) {
         return Err(ApiError::new(

@@ -80,6 +80,10 @@ pub struct LlmState {
     /// Not stored (each run sets it); 0 means no preference.
     #[serde(skip)]
     pub affinity: u64,
+    /// The agent whose turn makes the call in flight (set around each call by the engine, so
+    /// that a call is told apart by a value, never by reading its prompt; `None` at rest).
+    #[serde(skip)]
+    pub speaker: Option<String>,
 }
 
 /// The offline policy a simulator runs with when its tree asked for one at creation.

@@ -98,6 +98,16 @@ pub struct JobRow {
     pub error: Option<String>,
 }
 
+/// A cancelled job's row: `failed` with the error [`CANCELLED`] (as [`cancel`] writes it).
+const CANCELLED: &str = "cancelled";
+
+impl JobRow {
+    /// Whether the job was cancelled ([`cancel`]) rather than failed by its run.
+    pub fn cancelled(&self) -> bool {
+        self.status == Status::Failed && self.error.as_deref() == Some(CANCELLED)
+    }
+}
+
 fn i(v: u64) -> P<'static> {
     P::Int(v as i64)
 }
@@ -362,10 +372,10 @@ pub fn cancel<S: Sql>(sql: &mut S, tree: u64, node: u64) -> StoreResult<bool> {
     let now = sql.now_ms_sql();
     let n = sql.execute(
         &format!(
-            "UPDATE jobs SET status = 'failed', error = 'cancelled', claimed_by = NULL, updated = {now}
+            "UPDATE jobs SET status = 'failed', error = $3, claimed_by = NULL, updated = {now}
              WHERE tree = $1 AND node = $2 AND status IN ('queued', 'claimed')"
         ),
-        &[i(tree), i(node)],
+        &[i(tree), i(node), P::Text(CANCELLED)],
     )?;
     Ok(n == 1)
 }

@@ -14,7 +14,7 @@ use super::{Workbench, WorkbenchError};
 use crate::backend::RunRequest;
 use crate::engine::Event;
 use crate::engine::parse;
-use crate::llm::chat::{ChatRequest, Message, Role};
+use crate::llm::chat::{ChatRequest, Message};
 use crate::llm::ledger::{LlmRecord, request_hash};
 use crate::llm::{BoxFuture, LlmClient, LlmError, LlmState};
 use crate::sim::{RunCtx, Sim};
@@ -42,11 +42,11 @@ struct Capture {
 }
 
 impl Capture {
-    fn push(&mut self, messages: &[Message], reply: String) {
+    fn push(&mut self, messages: &[Message], agent: Option<String>, reply: String) {
         let whole = self.window.contains(&self.calls.len());
         self.calls.push(Seen {
             hash: request_hash(messages),
-            agent: agent_of(messages),
+            agent,
             reply,
             messages: whole.then(|| messages.to_vec()),
         });
@@ -65,7 +65,7 @@ impl LlmClient for Tap {
     fn chat<'a>(&'a self, messages: &'a [Message], state: &'a mut LlmState) -> BoxFuture<'a, Result<String, LlmError>> {
         Box::pin(async move {
             let reply = self.inner.chat(messages, state).await?;
-            lock(&self.seen).push(messages, reply.clone());
+            lock(&self.seen).push(messages, state.speaker.clone(), reply.clone());
             Ok(reply)
         })
     }
@@ -85,7 +85,7 @@ impl ToolModel for ToolTap {
             for c in &reply.tool_calls {
                 text.push_str(&format!("\n[called {} with {}]", c.name, c.arguments));
             }
-            lock(&self.seen).push(&request.messages, text);
+            lock(&self.seen).push(&request.messages, None, text);
             Ok(reply)
         })
     }
@@ -102,13 +102,6 @@ fn call_message(m: &Message) -> CallMessage {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// The agent a prompt is for: the `You are {name}.` line its system prompt opens with.
-pub(super) fn agent_of(messages: &[Message]) -> Option<String> {
-    let system = messages.iter().find(|m| m.role == Role::System)?;
-    let line = system.content.trim_start_matches('\n').lines().next()?;
-    Some(line.strip_prefix("You are ")?.strip_suffix('.')?.to_string())
 }
 
 /// The action the engine reads from a social agent's reply, or why it reads none.

@@ -127,24 +127,28 @@ async fn off_runtime<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) 
 #[derive(Debug, thiserror::Error)]
 pub enum JobError {
     #[error("cannot open the job queue: {0}")]
-    Open(String),
+    Open(StoreError),
     #[error("cannot read the jobs the last server left: {0}")]
-    Adopt(String),
-    /// A lower layer's refusal, passed on in its words.
-    #[error("{0}")]
-    Run(String),
-}
-
-impl From<String> for JobError {
-    fn from(e: String) -> Self {
-        JobError::Run(e)
-    }
-}
-
-impl From<&str> for JobError {
-    fn from(e: &str) -> Self {
-        JobError::Run(e.to_string())
-    }
+    Adopt(StoreError),
+    #[error("jobs are already enabled")]
+    AlreadyEnabled,
+    /// The worker's runtime is ending: the job is left for another.
+    #[error("the worker is stopping")]
+    Stopping,
+    #[error("cannot start the job queue's listener: {0}")]
+    Listener(std::io::Error),
+    #[error("the job's payload is not a run: {0}")]
+    Payload(serde_json::Error),
+    #[error("this server keeps no store")]
+    NoStore,
+    #[error("node {node} of tree {tree} is not stored (deleted?)")]
+    NotStored { tree: u64, node: NodeId },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Tree(#[from] crate::tree::TreeError),
+    #[error(transparent)]
+    Workbench(#[from] WorkbenchError),
 }
 
 impl Workbench {
@@ -157,12 +161,11 @@ impl Workbench {
     /// Call it before [`Workbench::attach_store`], which marks the other runs in flight
     /// `interrupted`: called after it, every run was interrupted already and none is adopted.
     pub fn enable_jobs(&self, config: JobsConfig) -> Result<(), JobError> {
-        let mut q = Queue::connect(&config.url, Lease::this_process(config.lapse), None)
-            .map_err(|e| JobError::Open(e.to_string()))?;
+        let mut q = Queue::connect(&config.url, Lease::this_process(config.lapse), None).map_err(JobError::Open)?;
         if self.store.is_some() {
             tracing::warn!("jobs enabled after the store was attached: no run of the last server is adopted");
         }
-        let left = q.adoptable().map_err(|e| JobError::Adopt(e.to_string()))?;
+        let left = q.adoptable().map_err(JobError::Adopt)?;
         let mut adopted: HashMap<u64, Vec<(NodeId, u64)>> = HashMap::new();
         for (tree, node, payload) in &left {
             let turns = serde_json::from_str::<RunJob>(payload).map_or(0, |r| r.turns);
@@ -181,9 +184,7 @@ impl Workbench {
             waiting: DashMap::new(),
             adopted: Mutex::new(adopted),
         };
-        self.jobs
-            .set(Arc::new(hub))
-            .map_err(|_| JobError::Run("jobs are already enabled".into()))
+        self.jobs.set(Arc::new(hub)).map_err(|_| JobError::AlreadyEnabled)
     }
 
     /// The queue, when this run should go through it (see the module's comment).
@@ -408,8 +409,8 @@ impl Workbench {
         let role = role.to_string();
         let q = off_runtime(move || Queue::connect(&url, me, Some(&role)))
             .await
-            .ok_or("the queue's task ended")?
-            .map_err(|e| JobError::Open(e.to_string()))?;
+            .ok_or(JobError::Stopping)?
+            .map_err(JobError::Open)?;
         tracing::info!(holder = %q.me.holder, concurrency, "taking jobs");
         let queue = Arc::new(Mutex::new(q));
         let (tx, mut wake) = mpsc::unbounded_channel::<Vec<String>>();
@@ -417,7 +418,7 @@ impl Workbench {
         std::thread::Builder::new()
             .name("simtree-jobs-listen".into())
             .spawn(move || listen(&url, &tx))
-            .map_err(|e| e.to_string())?;
+            .map_err(JobError::Listener)?;
         let (ended_tx, mut ended) = mpsc::unbounded_channel::<(u64, NodeId)>();
         let mut running: HashMap<(u64, NodeId), tokio::task::AbortHandle> = HashMap::new();
         let mut heartbeat = tokio::time::interval((config.lapse / 6).max(Duration::from_millis(200)));
@@ -594,9 +595,8 @@ impl Workbench {
         notifier: &mpsc::UnboundedSender<(u64, NodeId)>,
     ) -> Result<End, JobError> {
         let (tree, id) = (job.tree, job.node);
-        let run: RunJob =
-            serde_json::from_str(&job.payload).map_err(|e| format!("the job's payload is not a run: {e}"))?;
-        let store = self.store.clone().ok_or("no store")?;
+        let run: RunJob = serde_json::from_str(&job.payload).map_err(JobError::Payload)?;
+        let store = self.store.clone().ok_or(JobError::NoStore)?;
         let this = self.clone();
         let read = off_runtime(move || {
             let handle = this.fresh_tree(tree, run.parent)?;
@@ -606,14 +606,12 @@ impl Workbench {
             Ok::<_, WorkbenchError>((handle, attached))
         })
         .await
-        .ok_or("the worker is stopping")?;
-        let (handle, attached) = read.map_err(|e| e.to_string())?;
-        let attached = attached.ok_or_else(|| format!("node {id} of tree {tree} is not stored (deleted?)"))?;
+        .ok_or(JobError::Stopping)?;
+        let (handle, attached) = read?;
+        let attached = attached.ok_or(JobError::NotStored { tree, node: id })?;
         let mut sim = {
             let mut t = handle.lock();
-            t.sim(run.parent)
-                .map_err(|e| e.to_string())?
-                .fork_child(tree, run.parent)
+            t.sim(run.parent)?.fork_child(tree, run.parent)
         };
         if let Some(i) = run.replicate {
             sim.replicate(i);
@@ -624,8 +622,7 @@ impl Workbench {
         // What an earlier attempt recorded is answered from its recording (not paid again);
         // each new call is recorded as it returns, before its answer is used.
         let earlier = on_queue(queue, move |q| q.recorded_calls(tree, id))
-            .await
-            .map_err(|e| e.to_string())?
+            .await?
             .iter()
             .filter_map(|body| serde_json::from_str::<LlmRecord>(body).ok())
             .collect::<Vec<_>>();
@@ -697,7 +694,7 @@ impl Workbench {
         };
         if outcome.is_some() {
             let (encoded, _) = encode_state(&sim, id, None);
-            let encoded = encoded.map_err(|e| e.to_string())?;
+            let encoded = encoded?;
             writes.push(Write::State {
                 tree,
                 node: id,
@@ -912,7 +909,7 @@ async fn take_end(
                 // Given up (dead), cancelled, or its record could not be read: the node fails
                 // (or is cancelled) with its parent's state, as a run that stopped early.
                 let (status, error) = match (&row, other) {
-                    (Some(r), _) if r.error.as_deref() == Some("cancelled") => (NodeStatus::Cancelled, None),
+                    (Some(r), _) if r.cancelled() => (NodeStatus::Cancelled, None),
                     (None, _) => (NodeStatus::Cancelled, None),
                     (Some(r), Some(Err(e))) => (
                         NodeStatus::Failed,
