@@ -16,7 +16,8 @@ use crate::abm::worker::WorkerPool;
 use crate::engine::scripted;
 use crate::llm::budget::TreeBudget;
 use crate::llm::chat::{ChatRequest, ChatResponse, Message, Usage, Watch};
-use crate::llm::ledger::{Ledger, LlmRecord, MeteredClient, ReplayClient, RoutingClient};
+use crate::llm::ledger::{Ledger, MeteredClient, ReplayClient, RoutingClient};
+use crate::llm::record::LlmRecord;
 use crate::llm::{
     BoxFuture, ChatProvider, ConfigError, Dialect, LlmClient, LlmConfig, LlmError, LlmSettings, LlmState, Offline,
     ProviderPool, mock,

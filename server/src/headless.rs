@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::engine::event::{Event, EventSink};
 use crate::engine::memory::Message;
-use crate::llm::ledger::{Ledger, LlmRecord};
+use crate::llm::ledger::Ledger;
+use crate::llm::record::LlmRecord;
 use crate::llm::{BoxFuture, LlmClient, LlmError, LlmState};
 use crate::sim::{RunCtx, Sim};
 use crate::tree::{NodeId, NodeStatus, SimTree, TreeError, TreeExport, entry_json};

@@ -31,7 +31,8 @@ use simtree_shared::{
 };
 
 use crate::engine::event::Event;
-use crate::llm::ledger::{LlmRecord, UsageTotals};
+use crate::llm::ledger::UsageTotals;
+use crate::llm::record::LlmRecord;
 use crate::sim::Sim;
 
 pub type NodeId = u64;

@@ -40,14 +40,23 @@ impl EdgeType {
     }
 }
 
+/// A name in an edge filter that is no edge type nor group (cut to 40 characters, control
+/// characters escaped).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("'{shown}' is not an edge type; name some of {known}, or the group 'branch'")]
+pub struct UnknownEdgeType {
+    shown: String,
+    known: String,
+}
+
 /// The edge types a filter keeps.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EdgeFilter(Vec<EdgeType>);
 
 impl EdgeFilter {
     /// Reads a comma-separated list of edge types and groups (`advance,branch`), or says which
-    /// name is not one (cut to 40 characters, control characters escaped).
-    pub fn parse(list: &str) -> Result<EdgeFilter, String> {
+    /// name is not one.
+    pub fn parse(list: &str) -> Result<EdgeFilter, UnknownEdgeType> {
         let mut keep = EdgeFilter::default();
         for name in list.split(',').map(str::trim) {
             if name == "branch" {
@@ -57,11 +66,10 @@ impl EdgeFilter {
             match edge_types().iter().find(|t| t.name() == name) {
                 Some(&t) => keep.add(t),
                 None => {
-                    let shown: String = name.chars().take(40).flat_map(char::escape_default).collect();
-                    return Err(format!(
-                        "'{shown}' is not an edge type; name some of {}, or the group 'branch'",
-                        edge_types().iter().map(|t| t.name()).collect::<Vec<_>>().join(", ")
-                    ));
+                    return Err(UnknownEdgeType {
+                        shown: name.chars().take(40).flat_map(char::escape_default).collect(),
+                        known: edge_types().iter().map(|t| t.name()).collect::<Vec<_>>().join(", "),
+                    });
                 }
             }
         }
@@ -158,9 +166,14 @@ mod tests {
         assert_eq!(ids, [0, 1, 4]);
         assert_eq!(f.edges.len(), 2);
         assert_eq!(f.frontier, [1, 4]);
-        assert!(EdgeFilter::parse("advance,bogus").unwrap_err().contains("'bogus'"));
+        assert!(
+            EdgeFilter::parse("advance,bogus")
+                .unwrap_err()
+                .to_string()
+                .contains("'bogus'")
+        );
         assert!(EdgeFilter::parse("").is_err());
-        assert!(EdgeFilter::parse("\u{1}").unwrap_err().contains("\\u{1}"));
+        assert!(EdgeFilter::parse("\u{1}").unwrap_err().to_string().contains("\\u{1}"));
         let no_jobs = EdgeFilter::all_but(&[EdgeType::Sweep, EdgeType::Explore]);
         let f = g.filter_edges(|t| no_jobs.keeps(t));
         assert_eq!(f.nodes.iter().map(|n| n.id).collect::<Vec<_>>(), [0, 1, 4]);

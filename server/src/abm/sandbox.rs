@@ -34,7 +34,6 @@ use std::sync::mpsc;
 use std::sync::{Mutex, OnceLock};
 
 use super::AbmError;
-use super::worker::WorkerConfig;
 
 /// Where model code runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -79,22 +78,27 @@ fn allowed_env() -> [(&'static str, &'static str); 5] {
     ]
 }
 
-/// The command that starts the worker for `config`, with `args` after the script.
-pub(crate) fn worker_command(config: &WorkerConfig, args: &[String]) -> Result<Command, AbmError> {
-    match config.sandbox {
+/// The command that starts the worker (`python` running `script`, in `sandbox`), with `args`
+/// after the script.
+pub(crate) fn worker_command(
+    python: &Path,
+    script: &Path,
+    sandbox: Sandbox,
+    args: &[String],
+) -> Result<Command, AbmError> {
+    match sandbox {
         Sandbox::Unsafe => {
-            let mut cmd = Command::new(&config.python);
-            cmd.arg("-u").arg(&config.script).args(args);
+            let mut cmd = Command::new(python);
+            cmd.arg("-u").arg(script).args(args);
             cmd.env_clear().envs(allowed_env());
             Ok(cmd)
         }
         Sandbox::Bwrap => {
-            let dir = config.script.parent().unwrap_or(Path::new("."));
-            let name = config
-                .script
+            let dir = script.parent().unwrap_or(Path::new("."));
+            let name = script
                 .file_name()
-                .ok_or_else(|| AbmError::Spawn(format!("{} is not a file name", config.script.display())))?;
-            let python = sandboxed_python(&config.python)?;
+                .ok_or_else(|| AbmError::Spawn(format!("{} is not a file name", script.display())))?;
+            let python = sandboxed_python(python)?;
             let mut cmd = bwrap_command(Path::new(BWRAP), &python)?;
             cmd.arg("--ro-bind").arg(absolute(dir)?).arg(WORKER_DIR);
             cmd.arg(&python)
@@ -191,10 +195,10 @@ fn absolute(p: &Path) -> Result<PathBuf, AbmError> {
 
 /// Checks once, at pool start, that the sandbox can be built on this machine: runs the
 /// interpreter inside it. Nothing to check for [`Sandbox::Unsafe`].
-pub fn probe(config: &WorkerConfig) -> Result<(), AbmError> {
-    match config.sandbox {
+pub fn probe(python: &Path, sandbox: Sandbox) -> Result<(), AbmError> {
+    match sandbox {
         Sandbox::Unsafe => Ok(()),
-        Sandbox::Bwrap => probe_with(Path::new(BWRAP), &config.python),
+        Sandbox::Bwrap => probe_with(Path::new(BWRAP), python),
     }
 }
 

@@ -463,7 +463,7 @@ impl Proc {
             "--cpu-seconds".to_string(),
             limits.cpu_seconds_per_call.to_string(),
         ];
-        let mut cmd = sandbox::worker_command(config, &args)?;
+        let mut cmd = sandbox::worker_command(&config.python, &config.script, config.sandbox, &args)?;
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
         let program = cmd.get_program().to_string_lossy().into_owned();
         let tasks = sandbox::cap_tasks(&mut cmd);
@@ -592,7 +592,7 @@ impl AbmWorker {
     /// Checks that the sandbox can be built here, starts a worker and checks that it answers
     /// (Mesa imported).
     pub fn spawn(config: WorkerConfig) -> Result<Self, AbmError> {
-        sandbox::probe(&config)?;
+        sandbox::probe(&config.python, config.sandbox)?;
         let mut w = AbmWorker {
             config,
             proc: None,

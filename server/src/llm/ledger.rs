@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use super::budget::TreeBudget;
 use super::chat::{ChatRequest, ChatResponse, Message, Role, Watch};
 use super::provider::ChatProvider;
+use super::record::LlmRecord;
 use super::{BoxFuture, LlmClient, LlmError, LlmState};
 
 /// A stable hash of a request's messages (FNV-1a 64 over the role and content of each message's
@@ -40,35 +41,6 @@ pub fn request_hash(messages: &[Message]) -> String {
         eat(&[0xff]);
     }
     format!("{h:016x}")
-}
-
-/// One recorded call.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LlmRecord {
-    pub hash: String,
-    pub response: String,
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
-    pub latency_ms: u64,
-    /// Prompt tokens the provider served from its cache (absent in records of earlier builds).
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub cached_tokens: u64,
-    /// The model that answered (`dialect:model`), which prices the call; absent in records made
-    /// before models were recorded.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
-    /// The provider's HTTP retries before the reply came (transient failures: timeouts, cut
-    /// streams, 429, 5xx); absent when none, and in records of earlier builds (read as 0).
-    #[serde(default, skip_serializing_if = "is_zero_u32")]
-    pub retries: u32,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
-
-fn is_zero_u32(n: &u32) -> bool {
-    *n == 0
 }
 
 /// Sums of calls, tokens and latency (per node, per tree).

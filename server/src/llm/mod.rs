@@ -35,6 +35,7 @@ pub mod mock;
 pub mod openai;
 pub mod price;
 pub mod provider;
+pub mod record;
 pub mod resilience;
 pub mod schema;
 pub mod stream;

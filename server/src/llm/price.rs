@@ -14,7 +14,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::chat::Usage;
-use super::ledger::LlmRecord;
+use super::record::LlmRecord;
 
 /// Dollars per million tokens, each way.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]

@@ -36,7 +36,7 @@ use std::sync::{Arc, mpsc};
 use simtree_shared::{EdgeType, NodeStatus, Op, SimKind};
 
 use crate::chunks::ChunkKey;
-use crate::llm::ledger::LlmRecord;
+use crate::llm::record::LlmRecord;
 use journal::Journal;
 
 use packed::unpack;

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
-use super::agents::AgentSpec;
+use simtree_shared::trading::AgentSpec;
 pub use simtree_shared::trading::{CaseDataItem, CaseDataKind, ExecutedTrade, PortfolioSnapshot, Side};
 
 // ---------------------------------------------------------------------------------------------

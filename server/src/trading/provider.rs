@@ -12,7 +12,8 @@ use std::sync::Arc;
 use super::agents::{ModelReply, ToolModel};
 use crate::llm::budget::TreeBudget;
 use crate::llm::chat::{ChatRequest, ChatResponse, ToolCall, Watch};
-use crate::llm::ledger::{Ledger, LlmRecord, ReplayClient, metered_call};
+use crate::llm::ledger::{Ledger, ReplayClient, metered_call};
+use crate::llm::record::LlmRecord;
 use crate::llm::{BoxFuture, ChatProvider, LlmClient, LlmError, LlmState};
 
 /// The trading agent's tool-calling model on a real provider, metered and recorded.

@@ -6,7 +6,7 @@ use serde_json::Value;
 use simtree_shared::{Annotation, Ask, EdgeType, Op};
 
 use super::*;
-use crate::llm::ledger::LlmRecord;
+use crate::llm::record::LlmRecord;
 use crate::sim::Sim;
 
 impl SimTree {

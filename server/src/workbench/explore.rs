@@ -27,7 +27,7 @@ use simtree_shared::{
 };
 
 use super::job::{Job, JobData, Jobs, Metrics};
-use super::sweep::{Replicate, replicate_of};
+use super::job::{Replicate, replicate_of};
 use super::{TreeHandle, Workbench, WorkbenchError, lock};
 use crate::explore::{ExploreSpec, MAX_CANDIDATES, mean_ci, next_round, rank, survivors};
 use crate::llm::budget::{Limits as BudgetLimits, TreeBudget};

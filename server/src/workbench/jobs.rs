@@ -39,7 +39,8 @@ use super::{
     lock,
 };
 use crate::engine::Event;
-use crate::llm::ledger::{Ledger, LlmRecord, RecordSink};
+use crate::llm::ledger::{Ledger, RecordSink};
+use crate::llm::record::LlmRecord;
 use crate::store::jobs::{self as queue, Job, JobRow, Listener, Queue, Status};
 use crate::store::lease::Lease;
 use crate::store::{Store, StoreError, Write, encode_state, now_ms};

@@ -22,16 +22,13 @@ use std::sync::{Arc, Mutex};
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use simtree_shared::{
-    CellRow, EdgeType, Effect, FailedRun, IntervalKind, NodeStatus, SweepStarted, SweepTable, TreeMsg,
-};
+use simtree_shared::{CellRow, EdgeType, Effect, FailedRun, IntervalKind, SweepStarted, SweepTable, TreeMsg};
 
-use super::job::{Job, JobData, Jobs, Metrics};
+use super::job::{Job, JobData, Jobs, Metrics, Replicate, replicate_of};
 use super::{RunResult, TreeHandle, Workbench, WorkbenchError, lock};
 use crate::store::Write;
 use crate::sweep::{
-    MAX_RUNS, Metric, Outcome, SweepError, SweepPlan, SweepSpec, bootstrap_seed, effects, events_from_entries,
-    summarise_runs,
+    MAX_RUNS, Metric, Outcome, SweepError, SweepPlan, SweepSpec, bootstrap_seed, effects, summarise_runs,
 };
 use crate::tree::{NodeId, SimTree, TreeError};
 
@@ -72,16 +69,6 @@ pub struct CellData {
     /// Replicate `k` is `children[k]`; its result is `results[k]`.
     pub children: Vec<NodeId>,
     pub results: Vec<Replicate>,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Replicate {
-    Pending,
-    /// The metrics' values, in the sweep's order.
-    Done(Vec<Value>),
-    /// Failed, cancelled or deleted: no values, since a partial run would bias its cell.
-    Ended(String),
 }
 
 /// A sweep in memory: its data and its metrics, parsed.
@@ -499,55 +486,6 @@ impl SweepRecord {
         *lock(&self.effects) = Some((at, all.clone()));
         all
     }
-}
-
-/// The metrics of a finished replicate: the events of its cell's ops and of its run, and the
-/// state it ended in (the parent's history is not part of the cell's outcome).
-pub(super) fn measure(handle: &TreeHandle, metrics: &[(String, Metric)], cell: NodeId, node: NodeId) -> Replicate {
-    let taken = {
-        let mut t = handle.lock();
-        (|| Ok::<_, TreeError>((t.log(cell)?, t.log(node)?, t.sim(node)?)))()
-    };
-    let Ok((cell_log, run_log, sim)) = taken else {
-        return Replicate::Ended("deleted before it was measured".into());
-    };
-    let entries: Vec<String> = cell_log.entries().into_iter().chain(run_log.entries()).collect();
-    let events = events_from_entries(entries.iter().map(String::as_str));
-    Replicate::Done(metrics.iter().map(|(_, m)| m.of(&events, &sim)).collect())
-}
-
-/// What a replicate's run gave when it ended (`None`: its task ended without a result, the
-/// runtime shutting down): its metrics when it is done, else why it has none.
-pub(super) fn replicate_of(
-    handle: &TreeHandle,
-    metrics: &[(String, Metric)],
-    cell: NodeId,
-    ran: Option<RunResult>,
-) -> Replicate {
-    match ran {
-        None => Replicate::Ended("the server is shutting down".into()),
-        Some(r) if r.deleted => Replicate::Ended("deleted while running".into()),
-        Some(r) if r.status == NodeStatus::Done => measure(handle, metrics, cell, r.node),
-        Some(r) if r.status == NodeStatus::Cancelled => Replicate::Ended("cancelled".into()),
-        Some(r) => Replicate::Ended(r.error.unwrap_or_else(|| "failed".into())),
-    }
-}
-
-/// A replicate pending in a stored row, once its tree is read back: measured if its node
-/// finished, ended with its node's status otherwise; `None` while it still runs.
-pub(super) fn settled(
-    handle: &TreeHandle,
-    metrics: &[(String, Metric)],
-    cell: NodeId,
-    node: NodeId,
-) -> Option<Replicate> {
-    let status = handle.lock().node(node).map(|n| (n.status, n.error.clone()));
-    Some(match status {
-        Ok((NodeStatus::Done, _)) => measure(handle, metrics, cell, node),
-        Ok((NodeStatus::Running, _)) => return None,
-        Ok((status, error)) => Replicate::Ended(error.unwrap_or_else(|| format!("{status:?}").to_lowercase())),
-        Err(_) => Replicate::Ended("deleted".into()),
-    })
 }
 
 /// Where each replicate of a cell stands, for pairing.
