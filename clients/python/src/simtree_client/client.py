@@ -430,13 +430,18 @@ class Tree(_Handle):
         params = {"q": text, "offset": offset, "limit": limit}
         return self._call(Call("GET", f"{self._path}/search", params=params, model=m.SearchReply))
 
+    def _job_body(self, spec: Any, parent: int | None) -> dict:
+        """A sweep's or exploration's body: ``parent`` given wins, then the spec's, then the root."""
+        body = _spec(spec)
+        if parent is not None:
+            body["parent"] = parent
+        body.setdefault("parent", self.root_id)
+        return body
+
     def sweep(self, spec: Any, parent: int | None = None) -> Sweep:
         """Starts a sweep (a sweep file, docs/sweeps.md) branching from ``parent`` (default: the
         spec's ``parent``, else the root); its handle at once, while the runs go on."""
-        body = _spec(spec)
-        body.setdefault("parent", self.root_id if parent is None else parent)
-        if parent is not None:
-            body["parent"] = parent
+        body = self._job_body(spec, parent)
         return self._call(
             Call("POST", f"{self._path}/sweep", json=body, model=m.SweepStarted),
             lambda r: Sweep(self, r.sweep),
@@ -450,10 +455,7 @@ class Tree(_Handle):
 
     def explore(self, spec: Any, parent: int | None = None) -> Exploration:
         """Starts an exploration (docs/explore.md); its handle at once."""
-        body = _spec(spec)
-        body.setdefault("parent", self.root_id if parent is None else parent)
-        if parent is not None:
-            body["parent"] = parent
+        body = self._job_body(spec, parent)
         return self._call(
             Call("POST", f"{self._path}/explore", json=body, model=m.ExploreStarted),
             lambda r: Exploration(self, r.explore),
