@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
+from html import escape
 from pathlib import Path
 from typing import Any
 
-from . import frames
+from . import display, frames
 from . import models as m
 from ._transport import (
     AsyncTransport,
@@ -55,6 +56,18 @@ class _Handle:
     def _run(self, program: Program[Any]) -> Any:
         return self._t.run(program)
 
+    def _html(self, draw: Any, tree: int, node: int | None = None) -> str:
+        """Jupyter's view of a handle: ``draw`` of what the server says, read with a blocking
+        call (a notebook shows a value synchronously, so an ``AsyncClient`` handle shows its
+        link only). A server that cannot be read shows the link and why."""
+        link = f'<a href="{display.page_link(self._t.base, tree, node)}" target="_blank">{self!r}</a>'
+        if not isinstance(self._t, SyncTransport):
+            return link
+        try:
+            return self._run(draw)
+        except Exception as e:  # noqa: BLE001 - shown, not raised, in a notebook's output
+            return f"{link} <i>({escape(str(e))})</i>"
+
     def _call(self, call: Call, then: Any = None) -> Any:
         return self._t.run(one(call, then))
 
@@ -79,6 +92,13 @@ class Node(_Handle):
     @property
     def _path(self) -> str:
         return f"{self.tree._path}/node/{self.id}"
+
+    def _repr_html_(self) -> str:
+        def draw() -> Program[str]:
+            graph = yield Call("GET", f"{self.tree._path}/graph")
+            return display.node_html(self.tree.id, self.id, graph, self._t.base)
+
+        return self._html(draw(), self.tree.id, self.id)
 
     def info(self) -> m.NodeInfo:
         """Status, failure reason, usage, seed and annotation."""
@@ -386,6 +406,14 @@ class Tree(_Handle):
     @property
     def _path(self) -> str:
         return f"/devui/simtree/{self.id}"
+
+    def _repr_html_(self) -> str:
+        def draw() -> Program[str]:
+            info = yield Call("GET", self._path)
+            graph = yield Call("GET", f"{self._path}/graph")
+            return display.tree_html(info, graph, self._t.base)
+
+        return self._html(draw(), self.id)
 
     @property
     def root(self) -> Node:
