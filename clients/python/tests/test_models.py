@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import difflib
 import json
-import subprocess
-import sys
+import os
+import warnings
 from pathlib import Path
 
 from simtree_client import Client
@@ -20,13 +20,18 @@ def generate(document: dict, folder: Path) -> str:
     source = folder / "openapi.json"  # the name the generated header records
     source.write_text(json.dumps(document, indent=2, ensure_ascii=False))
     out = folder / "models.py"
-    subprocess.run(
-        [sys.executable, "-m", "datamodel_code_generator", "--input", str(source), "--output", str(out)],
-        cwd=PACKAGE,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
+    # In this process (the generator's import is most of its time), in the package's folder so
+    # that it reads the settings of its pyproject.toml.
+    from datamodel_code_generator.__main__ import Exit, main
+
+    here = os.getcwd()
+    os.chdir(PACKAGE)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert main(["--input", str(source), "--output", str(out)]) == Exit.OK
+    finally:
+        os.chdir(here)
     return out.read_text()
 
 

@@ -10,6 +10,7 @@ docs/http-api.md; answers are the pydantic models generated from the server's Op
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterable, Sequence
 from html import escape
@@ -385,6 +386,10 @@ class Exploration(_Job):
         """Carries an interrupted exploration on within its original budget."""
         return self._call(Call("POST", f"{self.tree._path}/explore/{self.id}/resume", model=m.ExploreTable))
 
+    def candidates_frame(self):
+        """The candidates, one row each, with their means, intervals and fate in the halving."""
+        return self._call(self._table_call(model=None), frames.candidates_frame)
+
 
 class Tree(_Handle):
     """Tree ``id`` on the server."""
@@ -675,15 +680,19 @@ class _Client(_Handle):
         return self._call(Call("GET", "/api/search", params=params, model=m.SearchReply))
 
 
-class Client(_Client):
-    """A blocking client. ``url`` is the server's address; the link ``simtree serve`` prints
-    (with ``?token=…``) works as it is, else ``token`` or ``$SIMTREE_TOKEN`` is sent as
-    ``Authorization: Bearer``. ``timeout`` bounds each request (runs answer when they end)."""
+def default_url() -> str:
+    """``$SIMTREE_URL``, else ``simtree serve``'s default address."""
+    return os.environ.get("SIMTREE_URL") or "http://127.0.0.1:8090"
 
-    def __init__(
-        self, url: str = "http://127.0.0.1:8090", token: str | None = None, timeout: float | None = 600.0
-    ) -> None:
-        super().__init__(SyncTransport(url, token, timeout))
+
+class Client(_Client):
+    """A blocking client. ``url`` is the server's address (default :func:`default_url`); the link
+    ``simtree serve`` prints (with ``?token=…``) works as it is, else ``token`` or
+    ``$SIMTREE_TOKEN`` is sent as ``Authorization: Bearer``. ``timeout`` bounds each request
+    (runs answer when they end)."""
+
+    def __init__(self, url: str | None = None, token: str | None = None, timeout: float | None = 600.0) -> None:
+        super().__init__(SyncTransport(url or default_url(), token, timeout))
 
     def close(self) -> None:
         self._t.close()
@@ -698,10 +707,8 @@ class Client(_Client):
 class AsyncClient(_Client):
     """The same API for asyncio: every method returns an awaitable."""
 
-    def __init__(
-        self, url: str = "http://127.0.0.1:8090", token: str | None = None, timeout: float | None = 600.0
-    ) -> None:
-        super().__init__(AsyncTransport(url, token, timeout))
+    def __init__(self, url: str | None = None, token: str | None = None, timeout: float | None = 600.0) -> None:
+        super().__init__(AsyncTransport(url or default_url(), token, timeout))
 
     async def aclose(self) -> None:
         await self._t.close()

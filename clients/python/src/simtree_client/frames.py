@@ -217,7 +217,11 @@ def _param_names(cells: Sequence[dict]) -> list[str]:
 
 def _param_column(name: str) -> str:
     """An axis label as a column: itself, unless it is one of the fixed columns."""
-    fixed = set(RUN_COLUMNS) | set(EFFECT_FIGURES) | {"metric", "baseline"}
+    fixed = (
+        set(RUN_COLUMNS)
+        | set(EFFECT_FIGURES)
+        | {"metric", "baseline", "candidate", "n", "mean", "alive", "dropped_after", "best"}
+    )
     return f"param:{name}" if name in fixed else name
 
 
@@ -335,6 +339,55 @@ def effects_frame(table: dict) -> pd.DataFrame:
         frame[col] = pd.array(frame[col].tolist(), dtype="Int64")
     frame["metric"] = frame["metric"].astype("string")
     frame["reason"] = frame["reason"].astype("string")
+    return frame
+
+
+def candidates_frame(table: dict) -> pd.DataFrame:
+    """An exploration's candidates (``GET …/explore/{id}``), one row each in the space's order:
+    ``candidate``, one column per axis, ``n`` (replicates with a value), ``mean`` and its 95%
+    interval ``ci_lo``/``ci_hi``, ``alive`` (still in the race), ``dropped_after`` (the round it
+    was dropped after), ``best`` and ``node``."""
+    rows = table.get("candidates", [])
+    params = []
+    for c in rows:
+        for k in c.get("point", {}):
+            if k not in params:
+                params.append(k)
+    best = (table.get("best") or {}).get("node")
+    records = []
+    for i, c in enumerate(rows):
+        ci = c.get("ci95") or [None, None]
+        records.append(
+            [
+                i,
+                *[c.get("point", {}).get(p) for p in params],
+                c.get("n"),
+                c.get("mean"),
+                ci[0],
+                ci[1],
+                c.get("alive"),
+                c.get("dropped_after"),
+                c.get("node") == best,
+                c.get("node"),
+            ]
+        )
+    columns = [
+        "candidate",
+        *map(_param_column, params),
+        "n",
+        "mean",
+        "ci_lo",
+        "ci_hi",
+        "alive",
+        "dropped_after",
+        "best",
+        "node",
+    ]
+    frame = pd.DataFrame.from_records(records, columns=columns)
+    for col in ("mean", "ci_lo", "ci_hi"):
+        frame[col] = pd.array(frame[col].tolist(), dtype="Float64")
+    for col in ("candidate", "n", "dropped_after", "node"):
+        frame[col] = pd.array(frame[col].tolist(), dtype="Int64")
     return frame
 
 
