@@ -258,6 +258,10 @@ def test_explorations_run_within_their_budget(client: Client):
     assert table.runs_used <= 5
     assert table.best is not None
     assert [e.id for e in tree.explorations()] == [exploration.id]
+    candidates = exploration.candidates_frame()
+    assert candidates["lookback"].tolist() == [3, 10, 20]
+    assert candidates["best"].sum() == 1
+    assert candidates.loc[candidates.best, "node"].item() == table.best.node
     with pytest.raises(Conflict):
         exploration.cancel()
     with pytest.raises(Conflict):
