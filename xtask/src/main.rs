@@ -6,14 +6,16 @@
 //!   each file also brotli- and gzip-compressed beside itself;
 //! * `test` — everything CI checks: formatting, clippy, the web UI build, the whole workspace's
 //!   tests (unit, golden, black-box against the real binary, headless Chromium), then the
-//!   schemathesis contract run against `/openapi.json` (`contract`), then the real-model tests
-//!   (`llm-e2e`);
+//!   schemathesis contract run against `/openapi.json` (`contract`) beside the Python client's
+//!   pytest suite (`pyclient`), then the real-model tests (`llm-e2e`);
 //! * `bench` — the engine and tree benchmarks (release build), printing their figures;
 //! * `ui-bench` — the web UI in headless Chromium (release wasm): first render, cold and warm,
 //!   and frame times of 250- to 20,000-node trees, the sizes sent (see `ui_bench.rs`);
 //! * `llm-e2e` — the real-model step of `test` alone: SmolLM2-135M (from PyPI) behind
 //!   llama-cpp-python's OpenAI-compatible server, built once per machine into `~/.cache/simtree`
 //!   (see `real_llm.rs`; `SIMTREE_SKIP_REAL_LLM=1` skips it);
+//! * `pyclient` — the Python client's tests alone (`clients/python`, pytest against
+//!   `target/debug/simtree`; see `pyclient.rs`);
 //! * `upstream-client [flags…]` — upstream SocialSim4's own React client, built from its mirror,
 //!   driven in headless Chromium against the server (`tests/upstream-client/run.mjs`). Opt-in, not
 //!   part of `test`: it needs Node ≥ 20.19 and the npm registry.
@@ -23,6 +25,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
+mod pyclient;
 mod pyenv;
 mod real_llm;
 mod retry;
@@ -228,8 +231,18 @@ fn test() -> Result<(), String> {
         c.env("E2E", "1");
         c
     })?;
-    // The OpenAPI contract against the real binary.
-    schemathesis::test()?;
+    // The OpenAPI contract against the real binary, and beside it the Python client's tests: each
+    // starts servers of its own and mostly waits on them.
+    let (contract, client) = std::thread::scope(|s| {
+        let client = s.spawn(pyclient::test);
+        let contract = schemathesis::test();
+        let client = client
+            .join()
+            .unwrap_or_else(|_| Err("the Python client's tests panicked".into()));
+        (contract, client)
+    });
+    contract?;
+    client?;
     // Last and alone: llama.cpp needs both cores.
     real_llm::test()
 }
@@ -318,11 +331,12 @@ fn main() -> ExitCode {
         Some("bench") => bench(),
         Some("llm-e2e") => real_llm::test(),
         Some("contract") => schemathesis::test(),
+        Some("pyclient") => pyclient::test(),
         Some("ui-bench") => ui_bench::bench(),
         Some("upstream-client") => upstream_client(&args[1..]),
         Some("dist") => setup(false).and_then(|()| dist(args.iter().any(|a| a == "--release"))),
         _ => Err(
-            "usage: cargo xtask <run [serve flags…] | dist [--release] | test | bench | ui-bench | llm-e2e | contract | upstream-client>"
+            "usage: cargo xtask <run [serve flags…] | dist [--release] | test | bench | ui-bench | llm-e2e | contract | pyclient | upstream-client>"
                 .into(),
         ),
     };
