@@ -22,7 +22,12 @@ use simtree_e2e::{Server, ok, text};
 use simtree_shared::Op;
 
 /// Every release whose stored data must keep opening, oldest first.
-const RELEASES: &[&str] = &["release-2026-11-24", "release-2026-11-26", "release-2026-11-26b"];
+const RELEASES: &[&str] = &[
+    "release-2026-11-24",
+    "release-2026-11-26",
+    "release-2026-11-26b",
+    "release-2026-11-29",
+];
 
 fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../server/tests/fixtures")

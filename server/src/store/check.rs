@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 use super::journal::{Aside, AsideFile, Journal};
 use super::postgres::Postgres;
+use super::source::state_json;
 use super::sql::{Cell, Db, Sql};
 use super::sqlite::Sqlite;
 use super::{Database, StoreError, refuse_emptied, unpack};
@@ -146,8 +147,9 @@ fn rows<S: Sql>(db: &mut Db<S>, report: &mut Report) -> Result<(), CheckError> {
         for (id, status) in statuses {
             match db.state(t.id, id) {
                 Ok(Some(data)) => {
-                    if let Err(e) = unpack(&data).and_then(|json| {
-                        serde_json::from_slice::<serde::de::IgnoredAny>(&json)
+                    if let Err(e) = unpack(&data).and_then(|bytes| {
+                        let (_, json) = state_json(&bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                        serde_json::from_slice::<serde::de::IgnoredAny>(json)
                             .map(drop)
                             .map_err(|e| StoreError::Corrupt(format!("not JSON: {e}")))
                     }) {

@@ -20,12 +20,41 @@ pub struct EncodedState {
     pub raw_len: usize,
 }
 
+/// The first byte of a state row's unpacked bytes that name their format: this tag, then the
+/// format's number (one byte), then the state. Rows written before states had a number start
+/// with the state's JSON itself (`{`), which no tag is: they are format 1.
+const STATE_TAG: u8 = 0x01;
+
+/// The format of the state JSON written now (the serde shape of [`Sim`], its chunk references
+/// included). A change to that shape that older rows cannot be read in takes the next number,
+/// and the reader keeps reading every earlier one.
+pub const STATE_FORMAT: u8 = 1;
+
+/// Why a state row's bytes are no state this simtree reads.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StateFormatError {
+    #[error("its state is in format {0}, newer than this simtree reads (up to {STATE_FORMAT}): upgrade simtree")]
+    Newer(u8),
+    #[error("its state has no format number after its tag")]
+    Cut,
+}
+
+/// The state JSON of a row's unpacked bytes, with the format it is in.
+pub fn state_json(bytes: &[u8]) -> Result<(u8, &[u8]), StateFormatError> {
+    match bytes {
+        [STATE_TAG, format, json @ ..] if (1..=STATE_FORMAT).contains(format) => Ok((*format, json)),
+        [STATE_TAG, format, ..] => Err(StateFormatError::Newer(*format)),
+        [STATE_TAG] => Err(StateFormatError::Cut),
+        json => Ok((1, json)),
+    }
+}
+
 pub fn encode_state(sim: &Sim, node: u64, dedupe: Option<Dedupe>) -> (StoreResult<EncodedState>, Option<Dedupe>) {
     let (json, chunks, dedupe) = write_chunks(node, dedupe, || serde_json::to_vec(sim));
     let encoded = json
         .map_err(|e| StoreError::Corrupt(format!("node {node}: state: {e}")))
         .map(|json| EncodedState {
-            data: pack(&json),
+            data: pack(&[&[STATE_TAG, STATE_FORMAT][..], &json].concat()),
             raw_len: json.len() + chunks.iter().map(|c| c.data.len()).sum::<usize>(),
             chunks: chunks
                 .into_iter()
@@ -90,9 +119,10 @@ impl TreeSource {
         let Some(data) = self.store.read(move |db| db.state(tree, node))? else {
             return Ok(None);
         };
-        let json = unpack(&data).map_err(|e| self.damaged(node, "state", e))?;
+        let bytes = unpack(&data).map_err(|e| self.damaged(node, "state", e))?;
+        let (_, json) = state_json(&bytes).map_err(|e| self.damaged(node, "state", e))?;
         let parse =
-            |raw: HashMap<ChunkKey, Arc<[u8]>>| read_chunks(raw, &self.cache, || serde_json::from_slice::<Sim>(&json));
+            |raw: HashMap<ChunkKey, Arc<[u8]>>| read_chunks(raw, &self.cache, || serde_json::from_slice::<Sim>(json));
         let mut cost = json.len();
         let sim = match parse(HashMap::new()) {
             Some(sim) => sim,
@@ -135,5 +165,23 @@ impl TreeSource {
             "tree {}, node {node}: its {what} in {} is damaged ({e}); run `simtree data check`",
             self.tree, self.store.location
         ))
+    }
+}
+
+#[cfg(test)]
+mod format_tests {
+    use super::*;
+
+    #[test]
+    fn a_state_row_names_its_format_and_rows_without_one_are_format_1() {
+        assert_eq!(
+            state_json(b"{\"a\":1}"),
+            Ok((1, &b"{\"a\":1}"[..])),
+            "written before formats had numbers"
+        );
+        assert_eq!(state_json(b"\x01\x01{}"), Ok((1, &b"{}"[..])));
+        assert_eq!(state_json(b"\x01\x09{}"), Err(StateFormatError::Newer(9)));
+        assert_eq!(state_json(b"\x01"), Err(StateFormatError::Cut));
+        assert!(StateFormatError::Newer(9).to_string().contains("upgrade simtree"));
     }
 }
