@@ -765,7 +765,19 @@ async fn the_compare_view_shows_the_first_divergence() {
         .text()
         .await
         .unwrap();
-    assert!(right.starts_with('['), "an event on the right too: {right}");
+    // The branch's "what if" sits on a row of its own (issue 38: it pushed the other side's
+    // events one row off); the events after it are side by side.
+    assert_eq!(right, "", "the what-if alone");
+    let next = b
+        .js(
+            "const r = document.querySelector('#compare-rows .crow.diverge + .crow');\
+             return [r.querySelector('.left').textContent, r.querySelector('.right').textContent];",
+        )
+        .await;
+    assert!(
+        next[0].as_str().is_some_and(|l| l.starts_with('[')) && next[1].as_str().is_some_and(|r| r.starts_with('[')),
+        "an event on each side next: {next}"
+    );
     assert_eq!(b.count("#compare-rows .crow.diverge").await, 1);
     // Bookkeeping entries are hidden until asked for, then marked as such.
     assert_eq!(b.count("#compare-rows .crow.internal").await, 0);

@@ -950,3 +950,73 @@ fn points(d: &ExploreData, which: &[usize]) -> String {
         .collect::<Vec<_>>()
         .join("; ")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn candidate(results: Vec<Replicate>) -> CandidateData {
+        CandidateData {
+            point: IndexMap::from([("rate".to_string(), Value::from(results.len()))]),
+            node: 1,
+            children: (0..results.len() as u64).collect(),
+            results,
+            dropped_after: None,
+        }
+    }
+
+    fn record(candidates: Vec<CandidateData>) -> ExploreRecord {
+        let data = ExploreData {
+            id: 0,
+            parent: 0,
+            turns: 1,
+            seed: 0,
+            objective: Objective {
+                metric: "count:action_end".into(),
+                goal: ExploreGoal::Min,
+            },
+            replicates: 2,
+            budget: ExploreBudget::default(),
+            run_cap: 100,
+            status: ExploreStatus::Running,
+            reason: None,
+            round: 1,
+            ranked: Some(0),
+            runs_used: 6,
+            candidates,
+        };
+        ExploreRecord::new(objective(Metric::parse("count:action_end").unwrap()), data, None)
+    }
+
+    /// Issue 38: a round whose calls were all refused left candidates without a measurement,
+    /// and halving dropped one of them as if it had ranked last.
+    #[test]
+    fn a_candidate_without_a_measurement_is_never_ranked() {
+        let done = |x: f64| Replicate::Done(vec![Value::from(x)]);
+        let refused = || Replicate::Ended("failed".into());
+        let r = record(vec![
+            candidate(vec![done(3.0), done(4.0)]),
+            candidate(vec![refused(), refused()]),
+            candidate(vec![done(1.0), refused()]),
+        ]);
+        assert_eq!(halve(&r), vec![1], "the unmeasured candidate is named");
+        let d = lock(&r.data);
+        assert!(
+            d.candidates.iter().all(|c| c.dropped_after.is_none()),
+            "nothing dropped"
+        );
+        assert_eq!(d.ranked, Some(0), "the round is not ranked");
+        assert_eq!(points(&d, &[1]), "1 (rate=2)");
+        drop(d);
+        // Every candidate measured: the better half stays, ranked by mean.
+        let r = record(vec![
+            candidate(vec![done(3.0), done(4.0)]),
+            candidate(vec![done(9.0), refused()]),
+            candidate(vec![done(1.0), refused()]),
+        ]);
+        assert_eq!(halve(&r), Vec::<usize>::new());
+        let d = lock(&r.data);
+        let dropped: Vec<Option<u32>> = d.candidates.iter().map(|c| c.dropped_after).collect();
+        assert_eq!(dropped, [None, Some(1), None]);
+    }
+}
