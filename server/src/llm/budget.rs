@@ -56,13 +56,24 @@ pub struct TreeBudget {
     refused: AtomicU64,
     /// A probe's record of its first call: the most it could cost, or why it has no bound.
     /// `None` for a budget that admits calls.
-    probe: Option<Mutex<Option<Result<f64, String>>>>,
+    probe: Option<Mutex<Option<Result<f64, Unbounded>>>>,
 }
 
 #[derive(Debug, Default)]
 struct Money {
     spent: f64,
     reserved: f64,
+}
+
+/// Why a call's cost has no bound, so a money cap cannot admit it (the model is named).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum Unbounded {
+    #[error(
+        "money budget: {0} has no price, so its calls cannot be kept within the budget; add it to the price table (--prices)"
+    )]
+    NoPrice(String),
+    #[error("money budget: {0} does not say its max_tokens, so a call's cost has no bound")]
+    NoMaxTokens(String),
 }
 
 /// What a started call holds until it is settled.
@@ -121,7 +132,7 @@ impl TreeBudget {
 
     /// What a probe's first call would have held (dollars), or why its cost has no bound;
     /// `None` when no call was asked for.
-    pub fn probed(&self) -> Option<Result<f64, String>> {
+    pub fn probed(&self) -> Option<Result<f64, Unbounded>> {
         self.probe.as_ref()?.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
@@ -206,7 +217,7 @@ impl TreeBudget {
             None => 0.0,
             Some(_) => match self.worst_case(model, request, max_tokens) {
                 Ok(w) => w,
-                Err(why) => return refuse(why),
+                Err(why) => return refuse(why.to_string()),
             },
         };
         if let Some(limit) = self.limits.calls {
@@ -254,17 +265,12 @@ impl TreeBudget {
 
     /// The most a call of `model` with `request` may cost (what a money cap holds for it), or why
     /// it has no bound.
-    fn worst_case(&self, model: &str, request: &ChatRequest, max_tokens: Option<u32>) -> Result<f64, String> {
+    fn worst_case(&self, model: &str, request: &ChatRequest, max_tokens: Option<u32>) -> Result<f64, Unbounded> {
         let Some(price) = self.prices.price(model) else {
-            return Err(format!(
-                "money budget: {model} has no price, so its calls cannot be kept within the budget; \
-                 add it to the price table (--prices)"
-            ));
+            return Err(Unbounded::NoPrice(model.to_string()));
         };
         let Some(completion) = request.max_tokens.or(max_tokens) else {
-            return Err(format!(
-                "money budget: {model} does not say its max_tokens, so a call's cost has no bound"
-            ));
+            return Err(Unbounded::NoMaxTokens(model.to_string()));
         };
         Ok(price.cost(prompt_bound(request), u64::from(completion)))
     }
@@ -419,7 +425,7 @@ mod tests {
         assert!((held - want).abs() < 1e-12, "the first call's: {held}, not {want}");
         let q = TreeBudget::probe(prices());
         let _ = q.reserve("openai:unknown", &r, Some(100));
-        assert!(q.probed().unwrap().unwrap_err().contains("no price"));
+        assert_eq!(q.probed(), Some(Err(Unbounded::NoPrice("openai:unknown".into()))));
         // What is left under a budget and the one it is within: the smaller.
         let tree = Arc::new(TreeBudget::new(
             Limits {
