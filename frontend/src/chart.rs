@@ -6,6 +6,7 @@
 //! point, a step) so that a compared node's series lines up with the selected one's, and the
 //! y axis spans all series, widened to whole ticks.
 
+use serde_json::Value;
 use simtree_shared::LogEntry;
 use simtree_shared::abm::{AbmOutline, AbmStep};
 
@@ -303,16 +304,55 @@ pub fn abm_steps_of(entries: &[LogEntry]) -> impl DoubleEndedIterator<Item = Abm
 }
 
 /// The numeric tracked variables of an agent-based model over its steps, from `abm_step`
-/// entries (`{step, values}`), in first-seen order; non-numeric values (lists, maps) are skipped.
+/// entries (`{step, values}`), in first-seen order, as the chart draws them: model-level numbers
+/// as they are and, for a variable tracked per agent (a list of numbers, ordered by agent id),
+/// its sum over the agents (`wealth (sum)`) and, when there are at most
+/// [`CHART_AGENTS`] agents, each agent's line (`wealth[1]`, the first agent by id). Other
+/// values (lists of text, maps) are skipped.
 pub fn abm_series(entries: &[LogEntry]) -> Vec<Tracked> {
+    abm_columns(entries, CHART_AGENTS)
+}
+
+/// Agents up to which the chart draws a line per agent; above, only their sum.
+pub const CHART_AGENTS: usize = 8;
+
+/// [`abm_series`] with every agent's own series whatever their number: the Series CSV's columns.
+pub fn abm_table(entries: &[LogEntry]) -> Vec<Tracked> {
+    abm_columns(entries, usize::MAX)
+}
+
+/// The suffix of the series summing a per-agent variable over its agents.
+pub const SUM_SUFFIX: &str = " (sum)";
+
+/// The numbers one tracked value gives, by series name: a number as itself; a list of numbers
+/// (a per-agent variable) as its sum and, up to `per_agent` agents, each agent's value.
+fn numbers_of(name: &str, value: &Value, per_agent: usize) -> Vec<(String, f64)> {
+    if let Some(x) = value.as_f64() {
+        return vec![(name.to_string(), x)];
+    }
+    let Some(list) = value.as_array() else {
+        return Vec::new();
+    };
+    let Some(xs) = list.iter().map(Value::as_f64).collect::<Option<Vec<f64>>>() else {
+        return Vec::new();
+    };
+    let mut out = vec![(format!("{name}{SUM_SUFFIX}"), xs.iter().sum())];
+    if xs.len() <= per_agent {
+        out.extend(xs.iter().enumerate().map(|(i, x)| (format!("{name}[{}]", i + 1), *x)));
+    }
+    out
+}
+
+fn abm_columns(entries: &[LogEntry], per_agent: usize) -> Vec<Tracked> {
     let mut out: Vec<Tracked> = Vec::new();
     for (i, step) in abm_steps_of(entries).enumerate() {
-        for (name, v) in step.values {
-            let Some(x) = v.as_f64() else { continue };
-            match out.iter_mut().find(|(n, _)| *n == name) {
-                Some((_, xs)) => xs.push(x),
-                // A variable first reported at a later step has no value at the earlier ones.
-                None => out.push((name, [vec![f64::NAN; i], vec![x]].concat())),
+        for (name, v) in &step.values {
+            for (name, x) in numbers_of(name, v, per_agent) {
+                match out.iter_mut().find(|(n, _)| *n == name) {
+                    Some((_, xs)) => xs.push(x),
+                    // A variable first reported at a later step has no value at the earlier ones.
+                    None => out.push((name, [vec![f64::NAN; i], vec![x]].concat())),
+                }
             }
         }
         // The k-th value of every series is the k-th step's: a step without a number for a
@@ -327,6 +367,51 @@ pub fn abm_series(entries: &[LogEntry]) -> Vec<Tracked> {
 /// The step number of each `abm_step` entry (the x of [`abm_series`]' points).
 pub fn abm_steps(entries: &[LogEntry]) -> Vec<String> {
     abm_steps_of(entries).map(|s| s.step.to_string()).collect()
+}
+
+/// The variables tracked per agent at a node's last step, as the details' table shows them:
+/// the variables' names, and per agent (the k-th by id, from 1) its value of each as text.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AgentTable {
+    pub names: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+    /// The sum over the agents of each variable that is all numbers (else `None`).
+    pub sums: Vec<Option<f64>>,
+    pub step: u64,
+}
+
+/// The [`AgentTable`] of a log's last `abm_step`; `None` when nothing is tracked per agent.
+pub fn agent_table(entries: &[LogEntry]) -> Option<AgentTable> {
+    let last = abm_steps_of(entries).next_back()?;
+    let lists: Vec<(&String, &Vec<Value>)> = last
+        .values
+        .iter()
+        .filter_map(|(k, v)| Some((k, v.as_array()?)))
+        .collect();
+    if lists.is_empty() {
+        return None;
+    }
+    let agents = lists.iter().map(|(_, l)| l.len()).max().unwrap_or(0);
+    let text = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    Some(AgentTable {
+        names: lists.iter().map(|(k, _)| (*k).clone()).collect(),
+        rows: (0..agents)
+            .map(|i| {
+                lists
+                    .iter()
+                    .map(|(_, l)| l.get(i).map(text).unwrap_or_default())
+                    .collect()
+            })
+            .collect(),
+        sums: lists
+            .iter()
+            .map(|(_, l)| l.iter().map(Value::as_f64).sum::<Option<f64>>())
+            .collect(),
+        step: last.step,
+    })
 }
 
 /// A short label for a sourceName (`globalVariable.infectedCount` → `infectedCount`).
@@ -432,6 +517,42 @@ mod tests {
         let st = abm_structure(&serde_json::from_value(model).unwrap());
         assert_eq!((st.topology.as_str(), st.globals), ("grid", vec!["rate".to_string()]));
         assert_eq!(st.agents, vec![("Tree".to_string(), vec!["status".to_string()])]);
+    }
+
+    /// Issue 38: a variable tracked per agent (a list of numbers at each step) was dropped from
+    /// the chart, so "total wealth stays 200" could not be checked on screen.
+    #[test]
+    fn a_variable_tracked_per_agent_is_summed_and_drawn_per_agent_when_few() {
+        let step = |n: u64, wealth: serde_json::Value| LogEntry {
+            kind: "abm_step".into(),
+            data: json!({"step": n, "values": {"agent.T.agentAttribute.wealth": wealth, "agent.T.agentAttribute.mood": ["a", "b"]}}),
+            node: 1,
+        };
+        let log = [step(0, json!([100, 100])), step(1, json!([150.5, 49.5]))];
+        let text = |s: Vec<Tracked>| s.into_iter().map(|(n, xs)| format!("{n}={xs:?}")).collect::<Vec<_>>();
+        assert_eq!(
+            text(abm_series(&log)),
+            [
+                "agent.T.agentAttribute.wealth (sum)=[200.0, 200.0]",
+                "agent.T.agentAttribute.wealth[1]=[100.0, 150.5]",
+                "agent.T.agentAttribute.wealth[2]=[100.0, 49.5]"
+            ]
+        );
+        assert_eq!(short_name("agent.T.agentAttribute.wealth (sum)"), "wealth (sum)");
+        // Many agents: the chart draws their sum only; the CSV's table keeps every agent.
+        let many = [step(0, json!(vec![2; 9]))];
+        assert_eq!(text(abm_series(&many)), ["agent.T.agentAttribute.wealth (sum)=[18.0]"]);
+        assert_eq!(abm_table(&many).len(), 1 + 9);
+        // The details' table: the last step, agent by agent, with each numeric variable's sum.
+        let table = agent_table(&log).unwrap();
+        assert_eq!(table.step, 1);
+        assert_eq!(
+            table.names,
+            ["agent.T.agentAttribute.wealth", "agent.T.agentAttribute.mood"]
+        );
+        assert_eq!(table.rows, [["150.5", "a"], ["49.5", "b"]]);
+        assert_eq!(table.sums, [Some(200.0), None]);
+        assert_eq!(agent_table(&log[..0]), None);
     }
 
     #[test]

@@ -1,11 +1,53 @@
 //! Comparing two nodes like a diff: their lowest common ancestor and, side by side from it, the
 //! events each produced, the k-th event of one side beside the k-th of the other, with the first
-//! pair that differs marked. Bookkeeping entries (context deltas, process starts and ends, action
+//! pair that differs marked. Events that belong to a point of the run are paired by that point,
+//! not by their place: a trading decision with the decision of the same decision point, a model
+//! step with the same step; a "what if" entry (a branch's ops) only with another one. So a
+//! branch's "what if" sits on a row of its own and does not push its decisions one row off. Bookkeeping entries (context deltas, process starts and ends, action
 //! starts: whatever the event list does not show) sit on rows of their own, which the panel hides
 //! unless asked, and never make a divergence. Works on full node logs (root-path
 //! concatenations), so it needs no extra server route.
 
-use simtree_shared::LogEntry;
+use simtree_shared::abm::AbmStep;
+use simtree_shared::trading::{DecisionBrief, DecisionEvent};
+use simtree_shared::{EventType, LogEntry};
+
+/// What an event is paired by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Key {
+    /// Its place among the events (chat, scene events).
+    Place,
+    /// A point of the run: (0, decision point) or (1, model step).
+    Point(u8, u64),
+    /// A branch's "what if" entry.
+    WhatIf,
+}
+
+fn key_of(e: &LogEntry) -> Key {
+    match e.event_type() {
+        Some(EventType::DecisionPoint) => e
+            .payload_of::<DecisionEvent<DecisionBrief>>()
+            .and_then(|d| d.log.decision_point_idx)
+            .map_or(Key::Place, |i| Key::Point(0, i)),
+        Some(EventType::AbmStep) => e.payload_of::<AbmStep>().map_or(Key::Place, |s| Key::Point(1, s.step)),
+        Some(EventType::Counterfactual) => Key::WhatIf,
+        _ => Key::Place,
+    }
+}
+
+/// Which of two next events goes on the next row: both, or only the left or the right one.
+fn pairing(left: Key, right: Key) -> (bool, bool) {
+    match (left, right) {
+        (Key::Place, Key::Place) | (Key::WhatIf, Key::WhatIf) => (true, true),
+        (Key::Point(a, x), Key::Point(b, y)) if a == b => (x <= y, y <= x),
+        // A "what if" first, then an unkeyed event, before a point.
+        (Key::WhatIf, _) => (true, false),
+        (_, Key::WhatIf) => (false, true),
+        (Key::Place, _) => (true, false),
+        (_, Key::Place) => (false, true),
+        (Key::Point(a, _), Key::Point(b, _)) => (a < b, b < a),
+    }
+}
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Comparison {
@@ -88,9 +130,14 @@ pub fn compare(
             });
             j += 1;
         }
-        let (l, r) = ((i < left.len()).then_some(i), (j < right.len()).then_some(j));
+        let (mut l, mut r) = ((i < left.len()).then_some(i), (j < right.len()).then_some(j));
         if l.is_none() && r.is_none() {
             break;
+        }
+        if let (Some(a), Some(b)) = (l, r) {
+            let (take_l, take_r) = pairing(key_of(&left[a]), key_of(&right[b]));
+            l = l.filter(|_| take_l);
+            r = r.filter(|_| take_r);
         }
         let differs = match (l, r) {
             (Some(a), Some(b)) => !same(&left[a], &right[b]),
@@ -190,6 +237,75 @@ mod tests {
         let c = compare(&[0, 1], &a, &[0, 2], &d, events);
         assert_eq!(c.first_divergence, Some(0));
         assert!(c.rows.iter().find(|r| r.diverge).is_some_and(|r| r.event == Some(0)));
+    }
+
+    fn decision(node: u64, idx: u64, text: &str) -> LogEntry {
+        LogEntry {
+            kind: "decision_point".into(),
+            data: json!({"log": {"case_id": format!("ep:{idx}"), "decision_point_idx": idx,
+                                 "agent_output": {"text": text}, "execution_result": {"message": "ok"}},
+                         "portfolio": {"cash": 1.0, "positions": {}}, "value": 1.0, "done": false}),
+            node,
+        }
+    }
+
+    fn what_if(node: u64) -> LogEntry {
+        LogEntry {
+            kind: "counterfactual".into(),
+            data: json!({"ops": [{"op": "portfolio_patch", "cash": 5.0}]}),
+            node,
+        }
+    }
+
+    /// Issue 38: after a counterfactual, decision N was paired with decision N − 1 of the other
+    /// side (the "what if" entry took the first row).
+    #[test]
+    fn decisions_pair_by_decision_point_and_a_what_if_sits_alone() {
+        let root = vec![decision(1, 0, "buy")];
+        let mut a = root.clone();
+        a.extend([decision(2, 1, "hold"), decision(2, 2, "hold")]);
+        let mut b = root.clone();
+        b.extend([what_if(3), decision(3, 1, "sell"), decision(3, 2, "hold")]);
+        let c = compare(&[0, 1, 2], &a, &[0, 1, 3], &b, events);
+        let pairs: Vec<(Option<usize>, Option<usize>, bool)> =
+            c.rows.iter().map(|r| (r.left, r.right, r.diverge)).collect();
+        assert_eq!(
+            pairs,
+            [
+                (None, Some(0), true),
+                (Some(0), Some(1), false),
+                (Some(1), Some(2), false)
+            ],
+            "the what-if alone, then decision 1 beside decision 1, 2 beside 2"
+        );
+        // A side that starts later (its parent ran more decisions) lines up by point too.
+        let late = vec![decision(4, 2, "hold")];
+        let c = compare(&[0, 2], &a[1..], &[0, 4], &late, events);
+        let pairs: Vec<(Option<usize>, Option<usize>)> = c.rows.iter().map(|r| (r.left, r.right)).collect();
+        assert_eq!(pairs, [(Some(0), None), (Some(1), Some(0))]);
+        // Model steps pair by step number.
+        let step = |node: u64, n: u64, x: u64| LogEntry {
+            kind: "abm_step".into(),
+            data: json!({"step": n, "values": {"x": x}}),
+            node,
+        };
+        let c = compare(
+            &[0, 1],
+            &[step(1, 3, 1), step(1, 4, 1)],
+            &[0, 2],
+            &[what_if(2), step(2, 3, 1), step(2, 4, 2)],
+            events,
+        );
+        let rows: Vec<(Option<usize>, Option<usize>, bool)> =
+            c.rows.iter().map(|r| (r.left, r.right, r.diverge)).collect();
+        assert_eq!(
+            rows,
+            [
+                (None, Some(0), true),
+                (Some(0), Some(1), false),
+                (Some(1), Some(2), false)
+            ]
+        );
     }
 
     #[test]

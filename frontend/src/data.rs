@@ -8,8 +8,7 @@ use leptos::prelude::*;
 use simtree_shared::NodeView;
 
 use crate::api::{self, ApiError};
-use crate::chart::abm_series;
-use crate::export::{byte_size, equity_csv, file_name, logs_jsonl, series_csv, svg_document};
+use crate::export::{abm_series_csv, byte_size, equity_csv, file_name, logs_jsonl, svg_document};
 use crate::route::Route;
 use crate::state::{Tree, ctx};
 
@@ -18,7 +17,7 @@ use crate::state::{Tree, ctx};
 async fn series_of(tree: u64, node: u64, view: &NodeView) -> Result<Option<String>, ApiError> {
     Ok(match view {
         NodeView::Trading(t) => Some(equity_csv(&t.equity_curve, &t.buy_and_hold_curve)),
-        NodeView::Abm(_) => Some(series_csv(&abm_series(&api::node_logs(tree, node).await?))),
+        NodeView::Abm(_) => Some(abm_series_csv(&api::node_logs(tree, node).await?)),
         NodeView::Social(_) => None,
     })
 }

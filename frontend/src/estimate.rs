@@ -59,7 +59,8 @@ pub fn estimate_text(e: &Estimate, template: &str, money_word: &str) -> String {
     text
 }
 
-/// The line under a form: the estimate, its basis on hover.
+/// The line under a form: the estimate, its basis on hover, and under it the server's warning
+/// when it has one (a money budget that cannot pay for the run it is about to start).
 #[component]
 pub fn EstimateLine(id: &'static str, estimate: RwSignal<Option<Estimate>>) -> impl IntoView {
     let ctx = ctx();
@@ -70,7 +71,14 @@ pub fn EstimateLine(id: &'static str, estimate: RwSignal<Option<Estimate>>) -> i
                 ctx.tr("estimate.label"),
                 estimate_text(&e, ctx.tr("estimate.text"), ctx.tr("estimate.money"))
             );
-            view! { <p id=id class="estimate muted" title=e.basis.clone()>{text}</p> }
+            let warning = e
+                .warning
+                .clone()
+                .map(|w| view! { <p id=format!("{id}-warning") class="reason">{w}</p> });
+            view! {
+                <p id=id class="estimate muted" title=e.basis.clone()>{text}</p>
+                {warning}
+            }
         })
     }
 }

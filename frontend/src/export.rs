@@ -6,6 +6,8 @@
 use simtree_shared::LogEntry;
 use simtree_shared::trading::EquityPoint;
 
+use crate::chart::{abm_steps, abm_table};
+
 /// One JSON object per line, as `simtree run --out` writes logs.
 pub fn logs_jsonl(entries: &[LogEntry]) -> String {
     entries
@@ -38,17 +40,18 @@ pub fn equity_csv(strategy: &[EquityPoint], buy_and_hold: &[EquityPoint]) -> Str
     out
 }
 
-/// `step,<var>,…` from tracked variables (one column per variable, steps from 1).
-pub fn series_csv(series: &[(String, Vec<f64>)]) -> String {
+/// `step,<var>,…` from tracked variables (one column per variable), one row per `steps[i]`, the
+/// model's own step number of the series' `i`-th values (step 0 is the state before the first
+/// step).
+pub fn series_csv(steps: &[String], series: &[(String, Vec<f64>)]) -> String {
     let mut out = String::from("step");
     for (name, _) in series {
         out.push(',');
         out.push_str(&cell(name));
     }
     out.push('\n');
-    let rows = series.iter().map(|(_, xs)| xs.len()).max().unwrap_or(0);
-    for i in 0..rows {
-        out.push_str(&(i + 1).to_string());
+    for (i, step) in steps.iter().enumerate() {
+        out.push_str(&cell(step));
         for (_, xs) in series {
             out.push(',');
             // A step without a value (NaN in the series) is an empty cell.
@@ -59,6 +62,13 @@ pub fn series_csv(series: &[(String, Vec<f64>)]) -> String {
         out.push('\n');
     }
     out
+}
+
+/// An agent-based node's Series CSV from its log: a row per `abm_step` entry under the model's
+/// step number, a column per tracked number, and for a variable tracked per agent its sum and
+/// each agent's value ([`abm_table`]).
+pub fn abm_series_csv(entries: &[LogEntry]) -> String {
+    series_csv(&abm_steps(entries), &abm_table(entries))
 }
 
 /// An inline `<svg>` element's markup as a file a viewer opens: with the SVG namespace and an
@@ -184,10 +194,34 @@ mod tests {
 
     #[test]
     fn the_series_csv_has_a_column_per_variable_and_quotes_odd_names() {
+        let steps = ["0".to_string(), "1".to_string()];
         let s = vec![("infected".to_string(), vec![1.0, 2.0]), ("a,b".to_string(), vec![3.0])];
-        assert_eq!(series_csv(&s), "step,infected,\"a,b\"\n1,1,3\n2,2,\n");
+        assert_eq!(series_csv(&steps, &s), "step,infected,\"a,b\"\n0,1,3\n1,2,\n");
         let gap = vec![("x".to_string(), vec![f64::NAN, 2.0])];
-        assert_eq!(series_csv(&gap), "step,x\n1,\n2,2\n");
+        assert_eq!(series_csv(&steps, &gap), "step,x\n0,\n1,2\n");
+    }
+
+    /// Issue 38: an ABM node's rows were numbered 1…11 for the model's steps 0…10, and a variable
+    /// tracked per agent (each trader's wealth) had no column at all.
+    #[test]
+    fn an_abm_series_csv_has_the_models_step_numbers_and_each_agents_values() {
+        let step = |n: u64, wealth: serde_json::Value| LogEntry {
+            kind: "abm_step".into(),
+            data: json!({"step": n, "values": {"globalVariable.gini": 0.5, "agent.T.agentAttribute.wealth": wealth}}),
+            node: 1,
+        };
+        let mut log: Vec<LogEntry> = (0..=10).map(|n| step(n, json!([1, 1, 1]))).collect();
+        log[10] = step(10, json!([0, 1, 2]));
+        let csv = abm_series_csv(&log);
+        let rows: Vec<&str> = csv.lines().collect();
+        assert_eq!(
+            rows[0],
+            "step,globalVariable.gini,agent.T.agentAttribute.wealth (sum),agent.T.agentAttribute.wealth[1],\
+             agent.T.agentAttribute.wealth[2],agent.T.agentAttribute.wealth[3]"
+        );
+        assert_eq!(rows.len(), 12, "a header and steps 0 to 10: {csv}");
+        assert_eq!(rows[1], "0,0.5,3,1,1,1");
+        assert_eq!(rows[11], "10,0.5,3,0,1,2");
     }
 
     #[test]

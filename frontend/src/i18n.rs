@@ -252,6 +252,9 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
         "abm.topology" => ("topology", "拓扑"),
         "abm.globals" => ("globals", "全局变量"),
         "abm.agent" => ("agent", "智能体"),
+        "abm.agents" => ("agents", "个智能体"),
+        "abm.perAgent" => ("Tracked per agent", "按智能体跟踪的变量"),
+        "abm.sum" => ("sum", "合计"),
         "progress.turn" => ("turn", "回合"),
         "live.title" => ("Writing now", "正在生成"),
         "live.hint" => (
@@ -474,6 +477,10 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
         "new.jsonNotObject" => (
             "A scenario is a JSON object ({…}).",
             "场景必须是一个 JSON 对象（{…}）。",
+        ),
+        "new.jsonBlocks" => (
+            "The JSON above does not parse: fix it to create or save. (The form still shows the last document that parsed.)",
+            "上面的 JSON 无法解析：修正后才能创建或保存。（表单仍显示上一次可解析的文档。）",
         ),
         "new.showInJson" => ("show in JSON", "在 JSON 中显示"),
         "new.createTitle" => ("Make a tree", "创建模拟树"),

@@ -15,6 +15,7 @@ mod datasets;
 pub mod drain;
 mod estimate;
 mod explore;
+mod first_call;
 mod job;
 pub mod jobs;
 pub mod library;

@@ -693,6 +693,11 @@ pub struct Estimate {
     pub money: Option<f64>,
     /// Runs and turns counted, and how calls and tokens per call were estimated.
     pub basis: String,
+    /// What the person about to start the run should know first: its money budget cannot pay
+    /// for one call of each candidate (the start would be refused), or it is below the estimate
+    /// (the run stops when the money is spent). Absent when there is nothing to say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
 }
 
 /// The kind of simulation a scenario makes.

@@ -324,6 +324,10 @@ impl<Log: Serialize> crate::EventPayload for DecisionEvent<Log> {
 pub struct DecisionBrief {
     #[serde(default)]
     pub case_id: String,
+    /// The decision point's number in the episode (the same number on every branch), by which
+    /// two runs' decisions are paired.
+    #[serde(default)]
+    pub decision_point_idx: Option<u64>,
     #[serde(default)]
     pub agent_output: AgentOutputBrief,
     #[serde(default)]

@@ -765,7 +765,19 @@ async fn the_compare_view_shows_the_first_divergence() {
         .text()
         .await
         .unwrap();
-    assert!(right.starts_with('['), "an event on the right too: {right}");
+    // The branch's "what if" sits on a row of its own (issue 38: it pushed the other side's
+    // events one row off); the events after it are side by side.
+    assert_eq!(right, "", "the what-if alone");
+    let next = b
+        .js(
+            "const r = document.querySelector('#compare-rows .crow.diverge + .crow');\
+             return [r.querySelector('.left').textContent, r.querySelector('.right').textContent];",
+        )
+        .await;
+    assert!(
+        next[0].as_str().is_some_and(|l| l.starts_with('[')) && next[1].as_str().is_some_and(|r| r.starts_with('[')),
+        "an event on each side next: {next}"
+    );
     assert_eq!(b.count("#compare-rows .crow.diverge").await, 1);
     // Bookkeeping entries are hidden until asked for, then marked as such.
     assert_eq!(b.count("#compare-rows .crow.internal").await, 0);
@@ -4724,14 +4736,16 @@ async fn last_tracked(s: &Server, t: u64, n: u64, name: &str) -> Option<Value> {
         .cloned()
 }
 
-/// What the inspector and the ABM view say of node `n`: its step and seed, and the chart's
-/// last point read out on hover (the step and each tracked value of the node's last step).
+/// What the inspector and the ABM view say of node `n`: its step and seed (the node's own, from
+/// its info: a fan-out child's replaced the model's), and the chart's last point read out on
+/// hover (the step and each tracked value of the node's last step).
 async fn abm_node_agrees(b: &Browser, t: u64, n: u64) {
     let s = &b.server;
     let v = view_of(s, t, n).await;
     shows(b, "#node-figure", &format!("step {}", v["steps"])).await;
-    b.wait_text("#abm-view > p", &format!("step {} · seed {}", v["steps"], v["seed"]))
-        .await;
+    let seed = api_get(s, &format!("/devui/simtree/{t}/node/{n}/info")).await["seed"].clone();
+    assert!(seed.is_u64(), "an ABM node's info has its seed");
+    shows(b, "#abm-view > p", &format!("step {} · seed {seed}", v["steps"])).await;
     let logs = api_get(s, &format!("/devui/simtree/{t}/node/{n}/logs")).await;
     let Some(last) = logs.as_array().unwrap().iter().rev().find(|e| e["type"] == "abm_step") else {
         return;
@@ -5787,4 +5801,145 @@ async fn the_edge_filter_dims_what_explorations_made_and_their_subtrees() {
         .collect();
     assert_eq!(kept, [0, a]);
     assert_eq!(page_errors(&b).await, Vec::<String>::new());
+}
+
+// ---- Issue 38: every number, seed and step on screen is the node's truth ----
+
+/// Issue 38: with a JSON syntax error in the New page's editor, Create and Save stayed enabled
+/// and the tree was made from the last document that parsed, with no warning.
+#[tokio::test]
+async fn the_new_page_makes_and_saves_nothing_while_its_json_does_not_parse() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    capture_errors(&b).await;
+    b.open("/new/social").await;
+    b.wait_css("#social-form").await;
+    b.set_input("#new-title", "First title").await;
+    b.set_input("#save-name", "stale_check").await;
+    let disabled = |css: &str| format!("return document.querySelector('{css}').disabled;");
+    assert_eq!(b.js(&disabled("#create-tree")).await, json!(false));
+    // The title changed in the JSON, then a stray comma: the JSON no longer parses.
+    let good = value_of(&b, "#doc-json").await.replace("First title", "Second title");
+    fill(&b, "#doc-json", &format!("{good},"), "input").await;
+    b.wait_css("#json-error").await;
+    b.wait_text("#create-blocked", "does not parse").await;
+    assert_eq!(b.js(&disabled("#create-tree")).await, json!(true), "Create waits");
+    assert_eq!(b.js(&disabled("#save-library")).await, json!(true), "Save waits");
+    // Even a click that reaches the buttons makes and saves nothing.
+    b.js("document.querySelector('#create-tree').click(); document.querySelector('#save-library').click();")
+        .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(api_get(&b.server, "/devui/simtree").await, json!([]), "no tree");
+    let (status, _) = b.server.get("/api/scenarios/stale_check").await;
+    assert_eq!(status, 404, "nothing saved");
+    shot(&b, "new_json_blocks").await;
+    // Once it parses, Create makes the tree of the document as it is now.
+    fill(&b, "#doc-json", &good, "input").await;
+    b.wait_count("#json-error", 0).await;
+    b.wait_count("#create-blocked", 0).await;
+    b.wait_enabled("#create-tree").await;
+    b.click("#create-tree").await;
+    let (_, info) = created_tree(&b).await;
+    assert_eq!(info["document"]["title"], "Second title");
+    assert_eq!(page_errors(&b).await, Vec::<String>::new());
+    b.finish("new_json_blocks").await;
+}
+
+/// The shipped wealth-exchange model (200 traders with 1 unit each; money is only moved) with
+/// each trader's wealth tracked per agent.
+fn wealth_per_agent() -> Value {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../assets/abm/wealth_exchange.json");
+    let mut model: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let tracked = model["dataAnalytics"]["trackedVariables"].as_array_mut().unwrap();
+    let wealth = tracked
+        .iter_mut()
+        .find(|v| v["sourceName"] == "agent.Trader.agentAttribute.wealth")
+        .unwrap();
+    wealth["collectionLevel"] = json!("agent");
+    model
+}
+
+/// Issue 38: an ABM node's Series CSV numbered its rows 1…11 for the model's steps 0…10; a
+/// variable tracked per agent was missing from the chart, the CSV and the details; a fan-out
+/// child's details said "seed 0" whatever seed it ran with.
+#[tokio::test]
+async fn an_abm_nodes_series_csv_per_agent_values_and_seed_are_the_apis() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let s = &b.server;
+    let created = api_post(s, "/devui/simtree", json!({"scenario": wealth_per_agent(), "seed": 5})).await;
+    let t = created["id"].as_u64().unwrap_or_else(|| panic!("{created}"));
+    api_post(
+        s,
+        &format!("/devui/simtree/{t}/advance_multi"),
+        json!({"parent": 0, "turns": 10, "count": 2}),
+    )
+    .await;
+    let kids = finished_children(s, t, 0, 2).await;
+    let n = kids[1];
+    b.open(&format!("/simtree/{t}?node={n}")).await;
+    // The seed is the node's own.
+    let info = api_get(s, &format!("/devui/simtree/{t}/node/{n}/info")).await;
+    let view = view_of(s, t, n).await;
+    assert_ne!(
+        info["seed"], view["seed"],
+        "the child ran with a seed of its own: {info}"
+    );
+    shows(
+        &b,
+        "#abm-view > p",
+        &format!("step {} · seed {}", view["steps"], info["seed"]),
+    )
+    .await;
+    // The Series CSV: one row per `abm_step`, under its step, with each trader's wealth.
+    let logs = api_get(s, &format!("/devui/simtree/{t}/node/{n}/logs")).await;
+    let steps: Vec<&Value> = logs
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "abm_step")
+        .collect();
+    assert_eq!(steps.len(), 11, "steps 0 to 10");
+    capture_downloads(&b).await;
+    b.click("#download-series").await;
+    let csv = downloaded(&b, &format!("simtree-tree{t}-node{n}-series.csv")).await;
+    let mut rows = csv.lines();
+    let head: Vec<&str> = rows.next().unwrap().split(',').collect();
+    let wealth = "agent.Trader.agentAttribute.wealth";
+    assert_eq!(
+        head.len(),
+        1 + 1 + 1 + 200,
+        "step, gini, the sum and 200 traders: {head:?}"
+    );
+    for (row, step) in rows.zip(&steps) {
+        let cells: Vec<&str> = row.split(',').collect();
+        assert_eq!(cells[0], step["data"]["step"].to_string(), "{row}");
+        let values = &step["data"]["values"];
+        let per_agent = values[wealth].as_array().unwrap();
+        let sum: f64 = per_agent.iter().map(|x| x.as_f64().unwrap()).sum();
+        assert_eq!(sum, 200.0, "money is only moved");
+        for (name, cell) in head.iter().zip(&cells).skip(1) {
+            let want = match name.strip_prefix(wealth) {
+                None => values[*name].as_f64().unwrap(),
+                Some(" (sum)") => sum,
+                Some(k) => {
+                    let k: usize = k.trim_matches(['[', ']']).parse().unwrap();
+                    per_agent[k - 1].as_f64().unwrap()
+                }
+            };
+            same_number(cell, want, &format!("{name} at step {}", cells[0]));
+        }
+    }
+    // The chart draws the total; the details list every trader at the last step, and the sum.
+    let readout = last_readout(&b, "abm-chart").await;
+    assert!(readout.contains(&format!("wealth (sum) (#{n}) 200")), "{readout}");
+    let last = steps.last().unwrap()["data"]["values"][wealth].clone();
+    b.wait_text("#abm-agents summary", "200 agents) · wealth sum 200").await;
+    let shown = b
+        .js("return [...document.querySelectorAll('#abm-agents tr')].slice(1).map(r => r.cells[1].textContent);")
+        .await;
+    let mut want: Vec<String> = last.as_array().unwrap().iter().map(|x| x.to_string()).collect();
+    want.push("200".into());
+    assert_eq!(shown, json!(want), "each trader's wealth, then the sum");
+    b.finish("abm_csv_agents_seed").await;
 }

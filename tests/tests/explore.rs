@@ -497,6 +497,116 @@ async fn money_budgets_of_an_exploration_and_of_a_tree_are_never_exceeded() {
     assert!((money - spent_here).abs() < 1e-9, "{usage}");
 }
 
+/// A server on a fake provider priced $30 / $60 per million prompt / completion tokens, with
+/// `max_tokens` 64.
+async fn priced_server(fake: &Fake) -> (Server, tokio::task::JoinHandle<()>) {
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", post(completions))
+        .with_state(fake.clone());
+    let (url, provider) = serve_provider(app).await;
+    let prices = std::env::temp_dir().join(format!("simtree-explore-prices-{}.json", std::process::id()));
+    std::fs::write(&prices, r#"{"fake-model": {"prompt": 30, "completion": 60}}"#).unwrap();
+    let s = Server::start_env(
+        &["--prices", prices.to_str().unwrap()],
+        &[
+            ("LLM_DIALECT", "openai"),
+            ("LLM_BASE_URL", &url),
+            ("LLM_API_KEY", "sk-test-secret"),
+            ("LLM_MODEL", "fake-model"),
+            ("LLM_MAX_TOKENS", "64"),
+            ("LLM_RETRY_BACKOFF_S", "0.01"),
+            ("LLM_TIMEOUT_S", "5"),
+        ],
+    );
+    (s, provider)
+}
+
+/// Issue 38: with a $0.02 budget every call of an exploration was refused (one call's worst-case
+/// hold, $0.0203, was above it); it ended "budget is spent" with $0 spent, having dropped a
+/// candidate it never measured, and its estimate said nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_money_budget_that_cannot_pay_one_call_per_candidate_is_refused_and_the_estimate_says_so() {
+    let fake = Fake::default();
+    let (s, _provider) = priced_server(&fake).await;
+    let t = s.create("simple_chat").await;
+    let body = |money: f64| {
+        json!({"parent": 0, "turns": 2, "seed": 3,
+            "objective": {"metric": "count:action_end", "goal": "max"},
+            "space": [{"label": "news", "op": {"op": "public_broadcast"}, "field": "text",
+                       "values": ["rain", "sun", "snow"]}],
+            "replicates": 2, "budget": {"money": money, "runs": 12}})
+    };
+    let url = format!("/devui/simtree/{t}/explore");
+    // What each candidate's first call holds: a chat prompt of a few kB at $30 a million bytes,
+    // and 64 completion tokens at $60 a million: about $0.11, so $0.20 pays one, not three.
+    let (st, e) = s.post(&format!("{url}?estimate=true"), &body(0.2)).await;
+    assert_eq!(st, 200, "{e}");
+    let warning = e["warning"].as_str().unwrap_or_else(|| panic!("no warning: {e}"));
+    assert!(
+        warning.starts_with("a start would be refused: budget.money ($0.2000) cannot pay for one provider call of each of the 3 candidates"),
+        "{warning}"
+    );
+    let (st, refused) = s.post(&url, &body(0.2)).await;
+    assert_eq!(st, 422, "{refused}");
+    let detail = refused["detail"].as_str().unwrap();
+    assert!(detail.starts_with("budget.money ($0.2000) cannot pay"), "{detail}");
+    let need: f64 = detail
+        .rsplit_once("give at least $")
+        .and_then(|(_, x)| x.parse().ok())
+        .unwrap_or_else(|| panic!("{detail}"));
+    assert!(need > 0.2 && need < 3.0 * 0.2, "{detail}");
+    assert_eq!(
+        fake.calls.load(Ordering::SeqCst),
+        0,
+        "working it out called no provider"
+    );
+    let (_, g) = s.get(&format!("/devui/simtree/{t}/graph")).await;
+    assert_eq!(g["nodes"].as_array().map(Vec::len), Some(1), "nothing made: {g}");
+    let (_, list) = s.get(&format!("/devui/simtree/{t}/explores")).await;
+    assert_eq!(list, json!([]));
+    // With a recorded run the estimate has a money figure: a budget below it is said to end
+    // the exploration early.
+    let (st, run) = s
+        .post(
+            &format!("/devui/simtree/{t}/advance"),
+            &json!({"parent": 0, "turns": 1}),
+        )
+        .await;
+    assert_eq!(st, 200, "{run}");
+    let enough = need + 0.001;
+    let (st, e) = s.post(&format!("{url}?estimate=true"), &body(enough)).await;
+    assert_eq!(st, 200, "{e}");
+    let m = e["money"].as_f64().unwrap_or_else(|| panic!("priced history: {e}"));
+    assert!(m > enough, "{e}");
+    let w = e["warning"].as_str().unwrap_or_else(|| panic!("{e}"));
+    assert!(
+        w.starts_with("budget.money ($") && w.contains("is below this estimate"),
+        "{w}"
+    );
+    // Enough for one call of each: it starts. Its replicates need more calls than the money
+    // pays for, so they fail: no candidate is measured, none is ranked or dropped, no best.
+    let (st, started) = s.post(&url, &body(enough)).await;
+    assert_eq!(st, 200, "{started}");
+    let table = ended(&s, t, started["explore"].as_u64().unwrap()).await;
+    let reason = table.reason.clone().unwrap_or_default();
+    assert!(reason.contains("refused by its token or money budget"), "{reason}");
+    if table.candidates.iter().any(|c| c.n == 0) {
+        assert!(
+            reason.starts_with("round 1 left candidates without a measurement: ") && reason.ends_with("unranked"),
+            "{reason}"
+        );
+    }
+    for c in &table.candidates {
+        assert!(
+            c.n > 0 || c.dropped_after.is_none(),
+            "a candidate dropped unmeasured: {table:?}"
+        );
+    }
+    if table.candidates.iter().all(|c| c.n == 0) {
+        assert_eq!(table.best, None, "{table:?}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_tree_money_budget_outlives_a_restart() {
     let dir = std::env::temp_dir().join(format!("simtree-explore-money-{}", std::process::id()));

@@ -1,11 +1,12 @@
-//! An agent-based model node's details: its structure and tracked variables over the steps.
+//! An agent-based model node's details: its step and seed, its structure, its tracked variables
+//! over the steps, and the variables tracked per agent at its last step, agent by agent.
 
 use leptos::prelude::*;
 use simtree_shared::abm::AbmView;
 
 use super::overlay::{OverlayChoice, OverlayOptions, mean_lines, overlays, pooled_and_apart, series_lines};
 use crate::api::{self};
-use crate::chart::{AbmStructure, Tracked, abm_series, abm_steps, abm_structure};
+use crate::chart::{AbmStructure, AgentTable, Tracked, abm_series, abm_steps, abm_structure, agent_table, short_name};
 use crate::plot::LineChart;
 use crate::state::{Tree, ctx};
 
@@ -22,13 +23,23 @@ pub(super) fn AbmDetails(tree: Tree, view: AbmView, choice: OverlayChoice) -> im
     } = abm_structure(&view.outline());
     // (node, its series, its step numbers) of the selected node; the overlaid nodes' series.
     let own = RwSignal::new((0, Vec::<Tracked>::new(), Vec::<String>::new()));
+    let per_agent = RwSignal::new(None::<AgentTable>);
+    // The node's own seed, from its info: the view's is the seed the model was built with, which
+    // a fan-out's or a sweep's replicates each replaced with their own.
+    let seed = RwSignal::new(None::<u64>);
     Effect::new(move |_| {
         let (Some(t), Some(n)) = (tree.id.get(), tree.selected.get()) else {
             return;
         };
         leptos::task::spawn_local(async move {
             if let Ok(l) = api::node_logs(t, n).await {
-                own.set((n, abm_series(&l), abm_steps(&l)));
+                own.try_set((n, abm_series(&l), abm_steps(&l)));
+                per_agent.try_set(agent_table(&l));
+            }
+            if let Ok(i) = api::node_info(t, n).await
+                && tree.selected.get_untracked() == Some(n)
+            {
+                seed.try_set(i.seed);
             }
         });
     });
@@ -39,11 +50,12 @@ pub(super) fn AbmDetails(tree: Tree, view: AbmView, choice: OverlayChoice) -> im
     let terminated = view.terminated.as_ref().map(|t| t.reason.clone());
     let status = move || {
         format!(
-            "{} {} · {} {}{}",
+            "{} {}{}{}",
             ctx.tr("inspector.step"),
             view.steps,
-            ctx.tr("abm.seed"),
-            view.seed,
+            seed.get()
+                .map(|s| format!(" · {} {s}", ctx.tr("abm.seed")))
+                .unwrap_or_default(),
             terminated
                 .as_ref()
                 .map(|r| format!(" · {} ({r})", ctx.tr("abm.terminated")))
@@ -76,6 +88,52 @@ pub(super) fn AbmDetails(tree: Tree, view: AbmView, choice: OverlayChoice) -> im
                 })
             }}
             <OverlayOptions choice />
+            {move || per_agent.get().map(agents_view)}
         </div>
+    }
+}
+
+/// The variables tracked per agent at the node's last step: one row per agent (the k-th by id),
+/// with each variable's sum over the agents in the summary and the last row.
+fn agents_view(table: AgentTable) -> impl IntoView {
+    let ctx = ctx();
+    let sums: Vec<String> = table
+        .sums
+        .iter()
+        .map(|s| s.map(crate::chart::value_label).unwrap_or_default())
+        .collect();
+    let summary = table
+        .names
+        .iter()
+        .zip(&sums)
+        .filter(|(_, s)| !s.is_empty())
+        .map(|(n, s)| format!("{} {} {s}", short_name(n), ctx.tr("abm.sum")))
+        .collect::<Vec<_>>()
+        .join(" · ");
+    let head = format!(
+        "{} ({} {}, {} {})",
+        ctx.tr("abm.perAgent"),
+        ctx.tr("inspector.step"),
+        table.step,
+        table.rows.len(),
+        ctx.tr("abm.agents")
+    );
+    view! {
+        <details id="abm-agents" class="agents-table">
+            <summary>{head}{(!summary.is_empty()).then(|| format!(" · {summary}"))}</summary>
+            <table class="metrics">
+                <tr>
+                    <th>{ctx.tr("abm.agent")}</th>
+                    {table.names.iter().map(|n| view! { <th title=n.clone()>{short_name(n).to_string()}</th> }).collect_view()}
+                </tr>
+                {table.rows.into_iter().enumerate().map(|(i, row)| view! {
+                    <tr><td>{(i + 1).to_string()}</td>{row.into_iter().map(|v| view! { <td>{v}</td> }).collect_view()}</tr>
+                }).collect_view()}
+                <tr class="sum">
+                    <td>{ctx.tr("abm.sum")}</td>
+                    {sums.into_iter().map(|s| view! { <td>{s}</td> }).collect_view()}
+                </tr>
+            </table>
+        </details>
     }
 }

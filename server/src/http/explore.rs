@@ -8,11 +8,11 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
 use super::error::{ApiError, ApiJson, ApiPath};
-use super::job::{JobQuery, found, start_or_estimate};
+use super::job::{JobQuery, found, read_job};
 use super::state::AppState;
 use crate::explore::ExploreSpec;
 use simtree_shared::ExploreTable;
@@ -21,19 +21,19 @@ type St = State<Arc<AppState>>;
 
 /// A field at fault is named in the 422. With `?estimate=true` the reply is what the
 /// exploration may cost at most (all the runs its budget or schedule allows), and nothing is made.
+/// Both work out what each candidate's first provider call would hold under a money cap, which
+/// runs each candidate privately up to that call.
 pub async fn start_explore(
     State(app): St,
     ApiPath(tree): ApiPath<u64>,
     q: JobQuery,
     ApiJson(body): ApiJson<Value>,
 ) -> Result<Response, ApiError> {
-    start_or_estimate(
-        body,
-        q,
-        ExploreSpec::from_value,
-        |spec| app.wb.estimate_explore(tree, spec),
-        |spec| app.wb.start_explore(tree, spec),
-    )
+    let (spec, estimate) = read_job(body, q, ExploreSpec::from_value)?;
+    if estimate {
+        return Ok(Json(app.wb.estimate_explore(tree, &spec).await?).into_response());
+    }
+    Ok(Json(app.wb.start_explore(tree, spec).await?).into_response())
 }
 
 pub async fn explore_table(

@@ -26,11 +26,22 @@ pub fn start_or_estimate<S, E: Serialize, R: Serialize, P: Display>(
     estimate: impl FnOnce(&S) -> Result<E, WorkbenchError>,
     start: impl FnOnce(S) -> Result<R, WorkbenchError>,
 ) -> Result<Response, ApiError> {
-    let spec = parse(body).map_err(|e| ApiError::unprocessable(e.to_string()))?;
-    if EstimateQuery::read(q)? {
+    let (spec, estimate_only) = read_job(body, q, parse)?;
+    if estimate_only {
         return Ok(Json(estimate(&spec)?).into_response());
     }
     Ok(Json(start(spec)?).into_response())
+}
+
+/// Reads `body` into a spec with `parse` (a 422 naming the field at fault) and whether only its
+/// estimate is asked for (`?estimate=true`).
+pub fn read_job<S, P: Display>(
+    body: Value,
+    q: JobQuery,
+    parse: impl FnOnce(Value) -> Result<S, P>,
+) -> Result<(S, bool), ApiError> {
+    let spec = parse(body).map_err(|e| ApiError::unprocessable(e.to_string()))?;
+    Ok((spec, EstimateQuery::read(q)?))
 }
 
 /// A job's table, or a 404 saying which job (`what` with its id) the tree lacks.

@@ -15,6 +15,10 @@
 //!
 //! A budget may sit **within** another ([`TreeBudget::within`]): an exploration's budget within
 //! its tree's. A call is admitted only when both admit it, and is charged to both.
+//!
+//! A **probe** ([`TreeBudget::probe`]) admits no call: it keeps what the first call it was asked
+//! for would have held under a money cap (or why that call could not be bounded), so a run can be
+//! started only to learn what its first call would hold, and makes no call.
 
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -50,12 +54,26 @@ pub struct TreeBudget {
     outer: Option<Arc<TreeBudget>>,
     /// Calls refused so far (by this budget or its outer one).
     refused: AtomicU64,
+    /// A probe's record of its first call: the most it could cost, or why it has no bound.
+    /// `None` for a budget that admits calls.
+    probe: Option<Mutex<Option<Result<f64, Unbounded>>>>,
 }
 
 #[derive(Debug, Default)]
 struct Money {
     spent: f64,
     reserved: f64,
+}
+
+/// Why a call's cost has no bound, so a money cap cannot admit it (the model is named).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum Unbounded {
+    #[error(
+        "money budget: {0} has no price, so its calls cannot be kept within the budget; add it to the price table (--prices)"
+    )]
+    NoPrice(String),
+    #[error("money budget: {0} does not say its max_tokens, so a call's cost has no bound")]
+    NoMaxTokens(String),
 }
 
 /// What a started call holds until it is settled.
@@ -93,6 +111,42 @@ impl TreeBudget {
             money: Mutex::new(Money::default()),
             outer: None,
             refused: AtomicU64::new(0),
+            probe: None,
+        }
+    }
+
+    /// A budget that admits no call and keeps what its first call would have held under a money
+    /// cap ([`TreeBudget::probed`]).
+    pub fn probe(prices: Arc<PriceTable>) -> TreeBudget {
+        TreeBudget {
+            probe: Some(Mutex::new(None)),
+            ..TreeBudget::new(
+                Limits {
+                    money: Some(0.0),
+                    ..Limits::default()
+                },
+                prices,
+            )
+        }
+    }
+
+    /// What a probe's first call would have held (dollars), or why its cost has no bound;
+    /// `None` when no call was asked for.
+    pub fn probed(&self) -> Option<Result<f64, Unbounded>> {
+        self.probe.as_ref()?.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Dollars a call may still hold here and in every budget this one is within: the smallest
+    /// of their money caps less what is spent and held; `None` when none has a money cap.
+    pub fn money_left(&self) -> Option<f64> {
+        let own = self.limits.money.map(|limit| {
+            let m = self.money.lock().unwrap_or_else(|p| p.into_inner());
+            (limit - m.spent - m.reserved).max(0.0)
+        });
+        let outer = self.outer.as_ref().and_then(|o| o.money_left());
+        match (own, outer) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 
@@ -146,6 +200,11 @@ impl TreeBudget {
 
     fn admit(&self, model: &str, request: &ChatRequest, max_tokens: Option<u32>) -> Result<Hold, LlmError> {
         let refuse = |why: String| Err(LlmError::Request(why));
+        if let Some(seen) = &self.probe {
+            let worst = self.worst_case(model, request, max_tokens);
+            seen.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(worst);
+            return refuse("a probe makes no call".into());
+        }
         if let Some(limit) = self.limits.tokens {
             let spent = self.spent();
             if spent >= limit {
@@ -156,20 +215,10 @@ impl TreeBudget {
         }
         let worst = match self.limits.money {
             None => 0.0,
-            Some(_) => {
-                let Some(price) = self.prices.price(model) else {
-                    return refuse(format!(
-                        "money budget: {model} has no price, so its calls cannot be kept within the budget; \
-                         add it to the price table (--prices)"
-                    ));
-                };
-                let Some(completion) = request.max_tokens.or(max_tokens) else {
-                    return refuse(format!(
-                        "money budget: {model} does not say its max_tokens, so a call's cost has no bound"
-                    ));
-                };
-                price.cost(prompt_bound(request), u64::from(completion))
-            }
+            Some(_) => match self.worst_case(model, request, max_tokens) {
+                Ok(w) => w,
+                Err(why) => return refuse(why.to_string()),
+            },
         };
         if let Some(limit) = self.limits.calls {
             let taken = self
@@ -212,6 +261,18 @@ impl TreeBudget {
             },
         };
         Ok(Hold { money: worst, outer })
+    }
+
+    /// The most a call of `model` with `request` may cost (what a money cap holds for it), or why
+    /// it has no bound.
+    fn worst_case(&self, model: &str, request: &ChatRequest, max_tokens: Option<u32>) -> Result<f64, Unbounded> {
+        let Some(price) = self.prices.price(model) else {
+            return Err(Unbounded::NoPrice(model.to_string()));
+        };
+        let Some(completion) = request.max_tokens.or(max_tokens) else {
+            return Err(Unbounded::NoMaxTokens(model.to_string()));
+        };
+        Ok(price.cost(prompt_bound(request), u64::from(completion)))
     }
 
     /// Ends a call admitted by [`TreeBudget::reserve`]: its tokens and cost are charged (nothing
@@ -347,6 +408,41 @@ mod tests {
         assert_eq!((part.calls(), part.refusals(), tree.refusals()), (3, 1, 1));
         assert!((part.money_spent() - 0.33).abs() < 1e-12);
         assert_eq!(part.money.lock().unwrap().reserved, 0.0);
+    }
+
+    #[test]
+    fn a_probe_makes_no_call_and_keeps_what_its_first_would_hold() {
+        let p = TreeBudget::probe(prices());
+        assert_eq!(p.probed(), None);
+        let r = request(10);
+        assert!(
+            p.reserve("fake:priced", &r, Some(100)).is_err(),
+            "a probe admits nothing"
+        );
+        assert!(p.reserve("fake:priced", &request(500), Some(100)).is_err());
+        let held = p.probed().unwrap().unwrap();
+        let want = prompt_bound(&r) as f64 * 0.001 + 100.0 * 0.002;
+        assert!((held - want).abs() < 1e-12, "the first call's: {held}, not {want}");
+        let q = TreeBudget::probe(prices());
+        let _ = q.reserve("openai:unknown", &r, Some(100));
+        assert_eq!(q.probed(), Some(Err(Unbounded::NoPrice("openai:unknown".into()))));
+        // What is left under a budget and the one it is within: the smaller.
+        let tree = Arc::new(TreeBudget::new(
+            Limits {
+                money: Some(0.5),
+                ..Limits::default()
+            },
+            prices(),
+        ));
+        let part = TreeBudget::within(Limits::default(), prices(), Some(tree.clone()));
+        assert_eq!(part.money_left(), Some(0.5));
+        let h = tree.reserve("fake:priced", &r, Some(100)).unwrap();
+        assert!(
+            (part.money_left().unwrap() - (0.5 - want)).abs() < 1e-12,
+            "less what is held"
+        );
+        tree.settle("fake:priced", h, None);
+        assert_eq!(TreeBudget::new(Limits::default(), prices()).money_left(), None);
     }
 
     #[test]

@@ -95,6 +95,7 @@ impl Workbench {
                 completion_tokens: 0,
                 money: None,
                 basis: format!("{head}; answered by {who}: no provider calls, no cost"),
+                warning: None,
             });
         }
         let model = match &self.backend {
@@ -158,6 +159,7 @@ impl Workbench {
             completion_tokens: completion,
             money,
             basis: format!("{head}; calls: {calls_basis}; tokens: {tokens_basis}; money: {money_basis}"),
+            warning: None,
         })
     }
 }

@@ -434,8 +434,13 @@ impl Workbench {
     }
 
     /// What `spec` may cost at most (`?estimate=true`): its cap of runs of `turns` from
-    /// `parent`. Nothing is made.
-    pub fn estimate_explore(&self, tree: u64, spec: &ExploreSpec) -> Result<simtree_shared::Estimate, WorkbenchError> {
+    /// `parent`, with a warning when its money cannot pay for one call of each candidate (a
+    /// start would be refused) or is below the estimate. Nothing is made.
+    pub async fn estimate_explore(
+        &self,
+        tree: u64,
+        spec: &ExploreSpec,
+    ) -> Result<simtree_shared::Estimate, WorkbenchError> {
         let (cells, _, cap) = self.check_explore(tree, spec)?;
         let mut e = self.estimate(
             tree,
@@ -445,12 +450,79 @@ impl Workbench {
             &format!("exploration of {} candidates", cells.len()),
         )?;
         e.basis = format!("the worst case: all {cap} runs it may start. {}", e.basis);
+        e.warning = match self.explore_money_shortfall(tree, spec).await? {
+            Some(why) => Some(format!("a start would be refused: {why}")),
+            None => match (self.explore_money(tree, spec)?, e.money) {
+                (Some((left, whose)), Some(m)) if m > left => Some(format!(
+                    "{whose} (${left:.4}) is below this estimate (${m:.4}): the exploration ends when its money \
+                     is spent, before its schedule does"
+                )),
+                _ => None,
+            },
+        };
         Ok(e)
     }
 
+    /// The money an exploration may spend and whose it is: its own `budget.money`, or what the
+    /// tree's money budget has left when that is less; `None` when neither caps money.
+    fn explore_money(&self, tree: u64, spec: &ExploreSpec) -> Result<Option<(f64, &'static str)>, WorkbenchError> {
+        let left = self.tree(tree)?.budget.as_ref().and_then(|b| b.money_left());
+        Ok(match (spec.budget.money, left) {
+            (Some(own), Some(tree)) if tree < own => Some((tree, "what the tree's money budget has left")),
+            (Some(own), _) => Some((own, "budget.money")),
+            (None, Some(tree)) => Some((tree, "what the tree's money budget has left")),
+            (None, None) => None,
+        })
+    }
+
+    /// Why the money `spec` may spend cannot pay for one provider call of each candidate — the
+    /// first call of its first replicate, at what a money cap holds before the call runs — or
+    /// cannot bound those calls at all; `None` when it can (or nothing caps money). Such an
+    /// exploration would have every call refused and measure nothing.
+    async fn explore_money_shortfall(&self, tree: u64, spec: &ExploreSpec) -> Result<Option<String>, WorkbenchError> {
+        let Some((left, whose)) = self.explore_money(tree, spec)? else {
+            return Ok(None);
+        };
+        let (cells, _, _) = self.check_explore(tree, spec)?;
+        let branches: Vec<Vec<simtree_shared::Op>> = cells.into_iter().map(|c| c.ops).collect();
+        let holds = self
+            .first_call_holds(tree, spec.parent, &branches, spec.seed_of(0))
+            .await?;
+        if let Some((i, why)) = holds
+            .iter()
+            .enumerate()
+            .find_map(|(i, h)| Some((i, h.as_ref()?.as_ref().err()?)))
+        {
+            return Ok(Some(format!(
+                "budget.money: the first call of candidate {i} cannot be kept within a money budget ({why})"
+            )));
+        }
+        let priced: Vec<f64> = holds.into_iter().flatten().flatten().collect();
+        let need: f64 = priced.iter().sum();
+        if priced.is_empty() || need <= left {
+            return Ok(None);
+        }
+        let most = priced.iter().copied().fold(0.0, f64::max);
+        Ok(Some(format!(
+            "{whose} (${left:.4}) cannot pay for one provider call of each of the {n} candidates: \
+             before a call runs, the most it may cost is held (its prompt at one token per byte, its \
+             completion at max_tokens), up to ${most:.4} for one call here and ${need:.4} for the first \
+             call of every candidate; give at least ${need:.4}",
+            n = priced.len()
+        )))
+    }
+
     /// Attaches the candidates under `parent`, commits them and starts the rounds; answers
-    /// before any run ends.
-    pub fn start_explore(self: &Arc<Self>, tree: u64, spec: ExploreSpec) -> Result<ExploreStarted, WorkbenchError> {
+    /// before any run ends. Refused when its money cannot pay for one call of each candidate.
+    pub async fn start_explore(
+        self: &Arc<Self>,
+        tree: u64,
+        spec: ExploreSpec,
+    ) -> Result<ExploreStarted, WorkbenchError> {
+        self.check_explore(tree, &spec)?;
+        if let Some(why) = self.explore_money_shortfall(tree, &spec).await? {
+            return Err(WorkbenchError::invalid(why));
+        }
         let (cells, metric, cap) = self.check_explore(tree, &spec)?;
         let handle = self.tree(tree)?;
         let parent = spec.parent;
@@ -719,16 +791,29 @@ async fn drive(
         if record.stopped() {
             break None;
         }
-        halve(&record);
+        let unmeasured = halve(&record);
         handle.explores.persist(&record, &handle);
         record.progress(&handle);
         // A refused call means the caps cannot pay for calls like those of this round: another
         // round would only make runs that fail.
         let refused = record.budget.as_ref().map_or(0, |b| b.refusals());
-        if refused > 0 {
+        let refusals = format!("{refused} provider calls were refused by its token or money budget");
+        if !unmeasured.is_empty() {
+            let d = lock(&record.data);
             break Some(format!(
-                "the token or money budget is spent: {refused} provider calls were refused"
+                "round {} left candidates without a measurement: {}; {}. A candidate with no measurement \
+                 is not ranked, so the race ends here, unranked",
+                d.round,
+                points(&d, &unmeasured),
+                if refused > 0 {
+                    refusals
+                } else {
+                    "their runs failed".to_string()
+                }
             ));
+        }
+        if refused > 0 {
+            break Some(format!("{refusals}: another round would only make runs that fail"));
         }
     };
     {
@@ -831,13 +916,19 @@ fn inferred_ranked(d: &ExploreData) -> u32 {
 }
 
 /// Keeps the better half of the candidates alive (by mean, for the goal); the rest are marked
-/// dropped after this round.
-fn halve(record: &ExploreRecord) {
+/// dropped after this round. A candidate without a measurement is never ranked: when one is
+/// alive, nothing is dropped and it is returned (with the others like it) for the exploration to
+/// end on.
+fn halve(record: &ExploreRecord) -> Vec<usize> {
     let mut d = lock(&record.data);
     let alive: Vec<(usize, Option<f64>)> = (0..d.candidates.len())
         .filter(|&i| d.candidates[i].dropped_after.is_none())
         .map(|i| (i, mean_of(&d.candidates[i])))
         .collect();
+    let unmeasured: Vec<usize> = alive.iter().filter(|(_, m)| m.is_none()).map(|(i, _)| *i).collect();
+    if !unmeasured.is_empty() {
+        return unmeasured;
+    }
     let keep = survivors(alive.len());
     let order = rank(&alive, d.objective.goal);
     let round = d.round;
@@ -845,4 +936,87 @@ fn halve(record: &ExploreRecord) {
         d.candidates[i].dropped_after = Some(round);
     }
     d.ranked = Some(round);
+    Vec::new()
+}
+
+/// Candidates by their point (`rate=0.3, news="rain"`), for a reason.
+fn points(d: &ExploreData, which: &[usize]) -> String {
+    which
+        .iter()
+        .map(|&i| {
+            let point: Vec<String> = d.candidates[i].point.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            format!("{i} ({})", point.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn candidate(results: Vec<Replicate>) -> CandidateData {
+        CandidateData {
+            point: IndexMap::from([("rate".to_string(), Value::from(results.len()))]),
+            node: 1,
+            children: (0..results.len() as u64).collect(),
+            results,
+            dropped_after: None,
+        }
+    }
+
+    fn record(candidates: Vec<CandidateData>) -> ExploreRecord {
+        let data = ExploreData {
+            id: 0,
+            parent: 0,
+            turns: 1,
+            seed: 0,
+            objective: Objective {
+                metric: "count:action_end".into(),
+                goal: ExploreGoal::Min,
+            },
+            replicates: 2,
+            budget: ExploreBudget::default(),
+            run_cap: 100,
+            status: ExploreStatus::Running,
+            reason: None,
+            round: 1,
+            ranked: Some(0),
+            runs_used: 6,
+            candidates,
+        };
+        ExploreRecord::new(objective(Metric::parse("count:action_end").unwrap()), data, None)
+    }
+
+    /// Issue 38: a round whose calls were all refused left candidates without a measurement,
+    /// and halving dropped one of them as if it had ranked last.
+    #[test]
+    fn a_candidate_without_a_measurement_is_never_ranked() {
+        let done = |x: f64| Replicate::Done(vec![Value::from(x)]);
+        let refused = || Replicate::Ended("failed".into());
+        let r = record(vec![
+            candidate(vec![done(3.0), done(4.0)]),
+            candidate(vec![refused(), refused()]),
+            candidate(vec![done(1.0), refused()]),
+        ]);
+        assert_eq!(halve(&r), vec![1], "the unmeasured candidate is named");
+        let d = lock(&r.data);
+        assert!(
+            d.candidates.iter().all(|c| c.dropped_after.is_none()),
+            "nothing dropped"
+        );
+        assert_eq!(d.ranked, Some(0), "the round is not ranked");
+        assert_eq!(points(&d, &[1]), "1 (rate=2)");
+        drop(d);
+        // Every candidate measured: the better half stays, ranked by mean.
+        let r = record(vec![
+            candidate(vec![done(3.0), done(4.0)]),
+            candidate(vec![done(9.0), refused()]),
+            candidate(vec![done(1.0), refused()]),
+        ]);
+        assert_eq!(halve(&r), Vec::<usize>::new());
+        let d = lock(&r.data);
+        let dropped: Vec<Option<u32>> = d.candidates.iter().map(|c| c.dropped_after).collect();
+        assert_eq!(dropped, [None, Some(1), None]);
+    }
 }

@@ -11,6 +11,10 @@
 //! Errors are shown where they happen: a refusal of "create" or "save" under its button (with a
 //! link to the JSON line its path names), a CSV's under the upload, the generator's under its
 //! button. Nothing here raises a toast except an unreachable server (the shell's banner).
+//!
+//! While the JSON view holds text that is not a document, the document is the last one that
+//! was; making a tree of it or saving it would not be what the user sees, so Create and Save are
+//! disabled until the JSON parses again (and say why).
 
 mod abm;
 mod social;
@@ -359,7 +363,12 @@ fn Actions(doc: Doc, save_name: RwSignal<String>, on_saved: Callback<()>) -> imp
     let seed = RwSignal::new(String::new());
     let creating = RwSignal::new(false);
     let create_error = RwSignal::new(None::<String>);
+    // What the JSON view holds is not the document: nothing is made or saved from a stale one.
+    let blocked = move || doc.text_error.with(Option::is_some);
     let create = move |_| {
+        if blocked() {
+            return;
+        }
         let body = CreateRequest {
             scenario: ScenarioSource::Document(doc.value.get_untracked()),
             name: Some(tree_name.get_untracked().trim().to_string()).filter(|n| !n.is_empty()),
@@ -396,6 +405,9 @@ fn Actions(doc: Doc, save_name: RwSignal<String>, on_saved: Callback<()>) -> imp
     let taken = RwSignal::new(false);
     let saving = RwSignal::new(false);
     let save = move |new_version: bool| {
+        if blocked() {
+            return;
+        }
         let name = save_name.get_untracked().trim().to_string();
         let document = doc.value.get_untracked();
         saving.set(true);
@@ -445,20 +457,21 @@ fn Actions(doc: Doc, save_name: RwSignal<String>, on_saved: Callback<()>) -> imp
                     on:input=move |ev| seed.set(event_target_value(&ev)) />
             </div>
             <div class="row">
-                <button id="create-tree" class="primary" disabled=move || creating.get() on:click=create>
+                <button id="create-tree" class="primary" disabled=move || creating.get() || blocked() on:click=create>
                     {move || ctx.tr("new.createTree")}
                 </button>
                 <Show when=move || creating.get()>
                     <span id="create-progress" class="muted">{move || ctx.tr("new.creating")}</span>
                 </Show>
             </div>
+            {move || blocked().then(|| view! { <p id="create-blocked" class="reason">{move || ctx.tr("new.jsonBlocks")}</p> })}
             {move || create_error.get().map(|e| refusal_view(doc, "create-error", e))}
             <h3>{move || ctx.tr("new.library")}</h3>
             <div class="row">
                 <label for="save-name">{move || ctx.tr("new.saveName")}</label>
                 <input id="save-name" maxlength="64" placeholder="my_scenario" prop:value=move || save_name.get()
                     on:input=move |ev| save_name.set(event_target_value(&ev)) />
-                <button id="save-library" disabled=move || saving.get() || save_name.get().trim().is_empty() on:click=move |_| save(false)>
+                <button id="save-library" disabled=move || saving.get() || blocked() || save_name.get().trim().is_empty() on:click=move |_| save(false)>
                     {move || ctx.tr("new.save")}
                 </button>
             </div>
@@ -466,7 +479,7 @@ fn Actions(doc: Doc, save_name: RwSignal<String>, on_saved: Callback<()>) -> imp
             {move || saved.get().map(|s| view! { <p id="save-done" class="ok">{s}</p> })}
             {move || save_error.get().map(|e| refusal_view(doc, "save-error", e))}
             <Show when=move || taken.get()>
-                <button id="save-version" on:click=move |_| save(true)>{move || ctx.tr("new.saveVersion")}</button>
+                <button id="save-version" disabled=blocked on:click=move |_| save(true)>{move || ctx.tr("new.saveVersion")}</button>
             </Show>
         </section>
     }
