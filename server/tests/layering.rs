@@ -594,7 +594,9 @@ fn tarjan_finds_circles_and_only_circles() {
 
 /// The files where an error may be a `String`: the CLI edge, where it becomes the line printed
 /// before exit status 1 (ARCHITECTURE.md, Errors).
-const STRING_ERRORS_ALLOWED: &[&str] = &["cli.rs", "main.rs", "trading/cli.rs"];
+/// (A folder ends with `/`.) `cli/serve.rs`, the fleet's lifecycle, is still here: it is to
+/// move out with an error of its own (issue #37, item 3).
+const STRING_ERRORS_ALLOWED: &[&str] = &["cli/", "main.rs", "trading/cli.rs"];
 
 /// Every `Result<…, String>` in `text` (test modules included), as `line: the type`: generics
 /// are matched bracket by bracket (`Result<Vec<Option<u8>>, String>` and a `->` inside them
@@ -681,7 +683,10 @@ fn no_string_errors_below_the_cli() {
         rust_files(&src, &mut files);
         for file in files {
             let rel = file.strip_prefix(&src).unwrap().to_string_lossy().replace('\\', "/");
-            if crate_name == "server" && STRING_ERRORS_ALLOWED.contains(&rel.as_str()) {
+            let allowed = STRING_ERRORS_ALLOWED
+                .iter()
+                .any(|a| rel == *a || (a.ends_with('/') && rel.starts_with(a)));
+            if crate_name == "server" && allowed {
                 continue;
             }
             let text = std::fs::read_to_string(&file).unwrap();
