@@ -27,6 +27,14 @@ fn main() {
     if dist.join("index.html").is_file() {
         copy_dir(&dist, &out).expect("copy frontend/dist");
     }
-    println!("cargo:rerun-if-changed=../frontend/dist");
+    // Cargo compares the newest mtime under the folder with the script's last run, so a
+    // `cargo xtask dist` that rewrites nothing (it writes only files whose bytes change) costs no
+    // rebuild. A path that does not exist would make cargo rerun the script, and rebuild this
+    // crate, on every build: without the UI's build, watch the folder that will hold it.
+    if dist.is_dir() {
+        println!("cargo:rerun-if-changed=../frontend/dist");
+    } else {
+        println!("cargo:rerun-if-changed=../frontend");
+    }
     println!("cargo:rerun-if-changed=../assets");
 }

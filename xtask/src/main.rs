@@ -3,7 +3,8 @@
 //! * `run [serve flags…]` — build the web UI and the server, serve on 127.0.0.1:8090 (mock LLM, no
 //!   keys);
 //! * `dist [--release]` — build the web UI into `frontend/dist` (wasm-bindgen as a library),
-//!   each file also brotli- and gzip-compressed beside itself;
+//!   each file also brotli- and gzip-compressed beside itself; only files whose bytes change are
+//!   written, and nothing is redone when its inputs have not changed (see `dist.rs`);
 //! * `test` — everything CI checks: formatting, clippy, the web UI build, the whole workspace's
 //!   tests (unit, golden, black-box against the real binary, headless Chromium), then the
 //!   schemathesis contract run against `/openapi.json` (`contract`) beside the Python client's
@@ -25,6 +26,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
+mod dist;
 mod pyclient;
 mod pyenv;
 mod real_llm;
@@ -125,87 +127,6 @@ fn is_root() -> bool {
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
-/// Builds the web UI: the frontend crate for wasm32, then wasm-bindgen (as a library) into
-/// `frontend/dist` with index.html and the stylesheet, and the wasm, its JS and the stylesheet
-/// compressed beside themselves for the server to send as they are.
-fn dist(release: bool) -> Result<(), String> {
-    let started = std::time::Instant::now();
-    let root = root();
-    let profile = if release { "wasm-release" } else { "dev" };
-    let mut build = cargo();
-    build.args([
-        "build",
-        "-p",
-        "simtree-frontend",
-        "--lib",
-        "--target",
-        "wasm32-unknown-unknown",
-        "--profile",
-        profile,
-    ]);
-    run(build)?;
-    let dir = if release { "wasm-release" } else { "debug" };
-    let wasm = target_dir()
-        .join("wasm32-unknown-unknown")
-        .join(dir)
-        .join("simtree_frontend.wasm");
-    let out = root.join("frontend/dist");
-    let _ = std::fs::remove_dir_all(&out);
-    std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
-    wasm_bindgen_cli_support::Bindgen::new()
-        .input_path(&wasm)
-        .web(true)
-        .map_err(|e| e.to_string())?
-        .typescript(false)
-        // The library defaults to omitting the default module path; without it init() cannot
-        // find the .wasm file.
-        .omit_default_module_path(false)
-        .debug(!release)
-        // Function names are half the release wasm and only help a debugger or a profile
-        // (SIMTREE_WASM_NAMES=1 keeps them).
-        .remove_name_section(release && std::env::var_os("SIMTREE_WASM_NAMES").is_none())
-        .generate(&out)
-        .map_err(|e| format!("wasm-bindgen: {e}"))?;
-    for file in ["index.html", "style.css"] {
-        std::fs::copy(root.join("frontend").join(file), out.join(file)).map_err(|e| format!("copy {file}: {e}"))?;
-    }
-    for file in ["simtree_frontend_bg.wasm", "simtree_frontend.js", "style.css"] {
-        precompress(&out.join(file), release)?;
-    }
-    eprintln!(
-        "xtask: web UI built in {:.1?} into {}",
-        started.elapsed(),
-        out.display()
-    );
-    Ok(())
-}
-
-/// Writes `path.br` and `path.gz` beside `path`, which the server sends as they are to browsers
-/// that accept them (no compression per request). A release build gets the strongest settings
-/// (a few seconds for the wasm); a debug build, whose wasm is 8 MB, fast ones.
-fn precompress(path: &Path, release: bool) -> Result<(), String> {
-    use std::io::Write;
-    let named = |ext: &str| {
-        let mut name = path.as_os_str().to_owned();
-        name.push(ext);
-        PathBuf::from(name)
-    };
-    let fail = |e: std::io::Error| format!("compressing {}: {e}", path.display());
-    let data = std::fs::read(path).map_err(fail)?;
-    let params = brotli::enc::BrotliEncoderParams {
-        quality: if release { 11 } else { 5 },
-        lgwin: 24,
-        ..Default::default()
-    };
-    let mut br = Vec::new();
-    brotli::BrotliCompress(&mut data.as_slice(), &mut br, &params).map_err(fail)?;
-    std::fs::write(named(".br"), br).map_err(fail)?;
-    let level = flate2::Compression::new(if release { 9 } else { 6 });
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), level);
-    gz.write_all(&data).map_err(fail)?;
-    std::fs::write(named(".gz"), gz.finish().map_err(fail)?).map_err(fail)
-}
-
 fn test() -> Result<(), String> {
     setup(true)?;
     let mut fmt = cargo();
@@ -214,7 +135,7 @@ fn test() -> Result<(), String> {
     let mut clippy = cargo();
     clippy.args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]);
     run(clippy)?;
-    dist(false)?;
+    dist::build(false)?;
     // The black-box tests start the real binary.
     let mut build = cargo();
     build.args(["build", "-p", "simtree-server", "--bin", "simtree"]);
@@ -249,7 +170,7 @@ fn test() -> Result<(), String> {
 
 fn serve(args: &[String]) -> Result<(), String> {
     setup(false)?;
-    dist(true)?;
+    dist::build(true)?;
     let mut build = cargo();
     build.args(["build", "--release", "-p", "simtree-server", "--bin", "simtree"]);
     run(build)?;
@@ -334,7 +255,7 @@ fn main() -> ExitCode {
         Some("pyclient") => pyclient::test(),
         Some("ui-bench") => ui_bench::bench(),
         Some("upstream-client") => upstream_client(&args[1..]),
-        Some("dist") => setup(false).and_then(|()| dist(args.iter().any(|a| a == "--release"))),
+        Some("dist") => setup(false).and_then(|()| dist::build(args.iter().any(|a| a == "--release"))),
         _ => Err(
             "usage: cargo xtask <run [serve flags…] | dist [--release] | test | bench | ui-bench | llm-e2e | contract | pyclient | upstream-client>"
                 .into(),

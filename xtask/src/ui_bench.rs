@@ -21,7 +21,7 @@ use crate::{cargo, dist, root, run, setup};
 
 pub fn bench() -> Result<(), String> {
     setup(true)?;
-    dist(true)?;
+    dist::build(true)?;
     let mut server = cargo();
     // The server `cargo xtask run` starts: a release build (a debug one spends most of a big
     // tree's first render building the graph's JSON).
