@@ -3479,8 +3479,13 @@ async fn the_new_page_offers_the_scene_types_actions_and_shows_its_prose_for_edi
         Some("(member) cast your vote, optionally with a short comment")
     );
     b.set_input("#scene-prose-rules", "Jurors weigh the evidence.").await;
+    // The default is there to edit, too.
+    b.click("#scene-prose-description-default").await;
+    wait_value(&b, "#scene-prose-description", "legislative council").await;
+    shot(&b, "new_social_prose").await;
     let doc = json_view(&b).await;
-    assert_eq!(doc["scene"]["prose"], json!({"rules": "Jurors weigh the evidence."}));
+    assert_eq!(doc["scene"]["prose"]["rules"], "Jurors weigh the evidence.");
+    assert_eq!(doc["scene"]["prose"]["description"], placeholder);
     assert_eq!(
         doc["agents"][0]["action_space"],
         json!(["send_message", "yield", "vote"])

@@ -145,6 +145,17 @@ async fn a_documents_prose_is_in_every_prompt_and_travels_with_its_tree() {
         plain_export["nodes"][0]["sim"].get("prose").is_none(),
         "no prose, no field"
     );
+    let mut bad = export.clone();
+    bad["nodes"][0]["sim"]["prose"]["actions"] = json!({"night_kill": {"description": "x"}});
+    let (st, r) = s.post("/devui/simtree/import", &bad).await;
+    assert_eq!(st, 422, "{r}");
+    assert!(
+        r["detail"]
+            .as_str()
+            .unwrap()
+            .contains("prose.actions.night_kill: night_kill is not an action of the council scene"),
+        "{r}"
+    );
     let imported = ok(&s, "/devui/simtree/import", export).await["id"].as_u64().unwrap();
     let again = advance(&s, imported, node, 1).await;
     for p in system_prompts(&s, imported, again).await {

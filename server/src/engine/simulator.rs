@@ -8,6 +8,7 @@
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+use simtree_shared::scene::ProseError;
 use simtree_shared::{
     ActionEnd, ActionStart, AgentErrorEvent, AgentProcessEnd, AgentProcessStart, AgentState, MemoryLine, NodeState,
     SceneProse, StepActions,
@@ -74,6 +75,9 @@ pub struct RunError {
 pub enum LimitError {
     #[error("max_steps_per_turn must be between 1 and {MAX_STEPS_PER_TURN}, got {0}")]
     StepsPerTurn(u32),
+    /// The scene's prose names an action its scene does not have, or is too long.
+    #[error(transparent)]
+    Prose(#[from] ProseError),
 }
 
 /// Why a simulation could not be built from its agents, scene and ordering.
@@ -316,6 +320,9 @@ impl Simulator {
     pub fn check_limits(&self) -> Result<(), LimitError> {
         if !(1..=MAX_STEPS_PER_TURN).contains(&self.max_steps_per_turn) {
             return Err(LimitError::StepsPerTurn(self.max_steps_per_turn));
+        }
+        if let Some(prose) = &self.prose {
+            prose.check(self.scene.kind())?;
         }
         Ok(())
     }

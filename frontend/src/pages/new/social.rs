@@ -164,9 +164,23 @@ fn prose_field(
         let scene = doc.text("/scene/type");
         types.with(|t| t.iter().find(|t| t.kind.name() == scene).map(|t| default(t).clone()))
     };
+    let copy_to = ptr.clone();
+    let copy = move |_| {
+        if let Some(text) = placeholder().filter(|t| !t.is_empty()) {
+            doc.edit(|d| set_at(d, &copy_to, Some(text.into())));
+        }
+    };
+    let own = shown.clone();
     view! {
         <div class="field">
-            <label for=id.clone()>{move || ctx.tr(label)}</label>
+            <div class="row">
+                <label for=id.clone()>{move || ctx.tr(label)}</label>
+                <span class="spacer"></span>
+                <button class="ghost" id=format!("{id}-default") on:click=copy
+                    disabled=move || !doc.text(&own).is_empty() || placeholder().is_none_or(|t| t.is_empty())>
+                    {move || ctx.tr("new.proseCopy")}
+                </button>
+            </div>
             <textarea id=id rows="4" class=move || doc.field_class(&marked) placeholder=placeholder
                 prop:value=move || doc.text(&shown)
                 on:input=move |ev| { let v = event_target_value(&ev); doc.edit(|d| set_at(d, &ptr, text_value(&v))) }></textarea>

@@ -227,6 +227,17 @@ impl Scene {
         })
     }
 
+    /// The scene's type as documents name it.
+    pub fn kind(&self) -> SceneKind {
+        match self {
+            Scene::SimpleChat(_) => SceneKind::SimpleChat,
+            Scene::Council(_) => SceneKind::Council,
+            Scene::Werewolf(_) => SceneKind::Werewolf,
+            Scene::Landlord(_) => SceneKind::Landlord,
+            Scene::Village(_) => SceneKind::Village,
+        }
+    }
+
     /// Upstream's scene type string (`simple_chat_scene`, …).
     pub fn type_name(&self) -> &'static str {
         match self {
