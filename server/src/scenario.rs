@@ -135,7 +135,7 @@ impl Scenario {
         if scenario.agents.is_empty() {
             return Err(invalid("agents: a scenario needs at least one agent".into()));
         }
-        scenario.check_catalogue().map_err(invalid)?;
+        scenario.check_catalogue(file)?;
         if !(1..=MAX_STEPS_PER_TURN).contains(&scenario.max_steps_per_turn) {
             return Err(invalid(format!(
                 "max_steps_per_turn: must be between 1 and {MAX_STEPS_PER_TURN}, got {}",
@@ -151,17 +151,21 @@ impl Scenario {
     }
 
     /// Every agent's actions are its scene type's, and the scene's prose names only those.
-    fn check_catalogue(&self) -> Result<(), String> {
+    fn check_catalogue(&self, file: &str) -> Result<(), ScenarioError> {
         let scene = self.scene.kind;
+        let invalid = |message: String| ScenarioError::Invalid {
+            file: file.to_string(),
+            message,
+        };
         for (i, agent) in self.agents.iter().enumerate() {
             if let Some((j, a)) = agent.action_space.iter().enumerate().find(|(_, a)| !scene.offers(**a)) {
-                return Err(format!(
+                return Err(invalid(format!(
                     "agents[{i}].action_space[{j}]: {a} is not an action of the {scene} scene (its actions: {})",
                     simtree_shared::scene::list(scene)
-                ));
+                )));
             }
         }
-        self.scene.prose.check(scene).map_err(|e| format!("scene.{e}"))
+        self.scene.prose.check(scene).map_err(|e| invalid(format!("scene.{e}")))
     }
 
     pub fn load_file(path: &Path) -> Result<Scenario, ScenarioError> {
