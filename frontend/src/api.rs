@@ -17,7 +17,7 @@ use simtree_shared::{
     AdvanceRequest, Ask, AskRequest, BranchRequest, ChildReply, ChildrenReply, CreateRequest, DatasetInfo, ErrorBody,
     Estimate, FrontierRequest, Graph, LogEntry, MultiRequest, NewScenario, NodeCalls, NodeInfo, NodePatch, NodeState,
     NodeView, NotedSummary, OkReply, Op, RunReply, SavedRef, ScenarioDocument, ScenarioSummary, ScenarioUpdate,
-    SearchReply, SweepStarted, SweepTable, TreeEdit, TreeInfo, TreeMsg, TreePatch, TreeRef, UsageReply,
+    SceneTypeInfo, SearchReply, SweepStarted, SweepTable, TreeEdit, TreeInfo, TreeMsg, TreePatch, TreeRef, UsageReply,
 };
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
@@ -223,6 +223,11 @@ pub async fn health() -> Result<OkReply> {
 /// `GET /api/scenarios`.
 pub async fn scenarios() -> Result<Vec<ScenarioSummary>> {
     get("/api/scenarios").await
+}
+
+/// `GET /api/scene-types`: each scene type's actions and default prose.
+pub async fn scene_types() -> Result<Vec<SceneTypeInfo>> {
+    get("/api/scene-types").await
 }
 
 /// `GET /api/scenarios/{id}` (the scenario library): a shipped or saved scenario with its

@@ -11,10 +11,12 @@
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use simtree_shared::SimKind;
+use simtree_shared::{ActionKind, SceneKind, SimKind};
 
-/// The scene types of a social scenario (`scene.type`).
-pub const SCENE_TYPES: [&str; 5] = ["simple_chat", "council", "werewolf", "landlord", "village"];
+/// The scene types a new social scenario is offered (`scene.type`), as the server reads them.
+pub fn scene_types() -> impl Iterator<Item = &'static str> {
+    SceneKind::OFFERED.into_iter().map(SceneKind::name)
+}
 
 /// The orderings (`ordering.kind`): who acts next.
 pub const ORDERINGS: [&str; 6] = [
@@ -26,38 +28,15 @@ pub const ORDERINGS: [&str; 6] = [
     "llm_moderated",
 ];
 
-/// Every action an agent's `action_space` may name, as the server's registry spells them.
-pub const ACTIONS: [&str; 29] = [
-    "speak",
-    "send_message",
-    "talk_to",
-    "yield",
-    "move_to_location",
-    "look_around",
-    "gather_resource",
-    "rest",
-    "start_voting",
-    "finish_meeting",
-    "request_brief",
-    "voting_status",
-    "vote",
-    "web_search",
-    "view_page",
-    "schedule_order",
-    "vote_lynch",
-    "night_kill",
-    "inspect",
-    "witch_save",
-    "witch_poison",
-    "open_voting",
-    "close_voting",
-    "call_landlord",
-    "rob_landlord",
-    "pass",
-    "play_cards",
-    "double",
-    "no_double",
-];
+/// The actions an agent of scene type `scene` may hold (the server refuses any other), in the
+/// server's order: the common ones, then the type's own. Every action for a type the server
+/// does not know (its refusal then names `scene.type`).
+pub fn actions_of(scene: &str) -> Vec<&'static str> {
+    match SceneKind::from_name(scene) {
+        Some(k) => k.catalogue().map(ActionKind::name).collect(),
+        None => ActionKind::ALL.iter().map(|a| a.name()).collect(),
+    }
+}
 
 /// A new social scenario: a two-agent chat, ready to create as it is.
 pub fn social_template() -> Value {
@@ -357,12 +336,27 @@ pub fn set_ordering(doc: &mut Value, kind: &str) {
 }
 
 /// Switches the scene type; its `config` belongs to the old type, so it goes.
+/// Switches the scene type: its settings go, and so does every action (in an agent's action
+/// space or in the scene's prose) the new type does not offer.
 pub fn set_scene_type(doc: &mut Value, kind: &str) {
     if text_at(doc, "/scene/type") == kind {
         return;
     }
     set_at(doc, "/scene/type", Some(Value::String(kind.into())));
     set_at(doc, "/scene/config", None);
+    let offered = actions_of(kind);
+    let keep = |v: &Value| v.as_str().is_some_and(|a| offered.contains(&a));
+    for i in 0..agent_count(doc) {
+        if let Some(a) = doc
+            .pointer_mut(&format!("/agents/{i}/action_space"))
+            .and_then(Value::as_array_mut)
+        {
+            a.retain(keep);
+        }
+    }
+    if let Some(p) = doc.pointer_mut("/scene/prose/actions").and_then(Value::as_object_mut) {
+        p.retain(|name, _| offered.contains(&name.as_str()));
+    }
 }
 
 // ---- Trading ----
@@ -660,6 +654,32 @@ mod tests {
         assert_eq!(roles, json!({"Ann": "werewolf", "Bob": "seer"}));
         set_at(&mut d, "/scene/config/role_map", Some(roles));
         assert_eq!(roles_of(&d), "Ann: werewolf\nBob: seer");
+    }
+
+    #[test]
+    fn the_picker_offers_the_scene_types_catalogue_and_a_switch_drops_the_rest() {
+        assert_eq!(
+            scene_types().collect::<Vec<_>>(),
+            ["simple_chat", "council", "werewolf", "landlord", "village"]
+        );
+        let chat = actions_of("simple_chat");
+        assert!(chat.contains(&"send_message") && !chat.contains(&"vote") && !chat.contains(&"night_kill"));
+        let council = actions_of("council");
+        assert_eq!(council.len(), chat.len() + 5);
+        assert!(council.contains(&"vote") && !council.contains(&"play_cards"));
+        assert_eq!(actions_of("no such type").len(), 29);
+
+        let mut d = social_template();
+        set_scene_type(&mut d, "council");
+        toggle_action(&mut d, 0, "vote");
+        set_at(
+            &mut d,
+            "/scene/prose",
+            Some(json!({"rules": "r", "actions": {"vote": {}, "yield": {}}})),
+        );
+        set_scene_type(&mut d, "werewolf");
+        assert_eq!(d["agents"][0]["action_space"], json!(["send_message", "yield"]));
+        assert_eq!(d["scene"]["prose"], json!({"rules": "r", "actions": {"yield": {}}}));
     }
 
     #[test]

@@ -518,6 +518,18 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
             "The village map (size, places, resources) is edited in the JSON view: scene.config.map.",
             "村庄地图（尺寸、地点、资源）请在 JSON 视图中编辑：scene.config.map。",
         ),
+        "new.prose" => (
+            "Scene prose (what every prompt says of the scene)",
+            "场景文本（每个提示词中关于场景的内容）",
+        ),
+        "new.proseHint" => (
+            "Left empty, a part keeps the scene type's own text, shown greyed. An action's line in the prompts is its chip's tooltip; change it in the JSON view: scene.prose.actions.",
+            "留空的部分沿用该场景类型自带的文本（灰色显示）。动作在提示词中的说明见其标签的提示；可在 JSON 视图中修改：scene.prose.actions。",
+        ),
+        "new.proseCopy" => ("Start from the default", "以默认文本为起点"),
+        "new.proseDescription" => ("Description", "场景描述"),
+        "new.proseRules" => ("Rules", "规则"),
+        "new.proseExamples" => ("Examples", "示例"),
         "new.agents" => ("Agents", "智能体"),
         "new.agentName" => ("Name", "名字"),
         "new.profile" => ("Profile", "人物设定"),

@@ -4,7 +4,8 @@
 //!
 //! ```json
 //! { "title": "…", "description": "…",
-//!   "scene": {"type": "council", "name": "council", "initial_event": "…", "config": {}},
+//!   "scene": {"type": "council", "name": "council", "initial_event": "…", "config": {},
+//!             "prose": {"description": "…", "rules": "…", "actions": {"vote": {"description": "…"}}}},
 //!   "agents": [{"name": "Host", "style": "…", "user_profile": "…", "action_space": ["vote"]}],
 //!   "ordering": {"kind": "sequential"}, "max_steps_per_turn": 5, "default_turns": 120,
 //!   "seed": 0, "broadcasts": ["Participants: …"] }
@@ -15,6 +16,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use simtree_shared::SceneProse;
 
 use crate::engine::action::ActionKind;
 use crate::engine::agent::{Agent, MAX_REPEAT};
@@ -44,6 +46,9 @@ pub struct SceneSpec {
     pub initial_event: String,
     #[serde(default)]
     pub config: Value,
+    /// The document's own prose for the scene, part by part in place of the type's defaults.
+    #[serde(default, skip_serializing_if = "SceneProse::is_empty")]
+    pub prose: SceneProse,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -130,6 +135,7 @@ impl Scenario {
         if scenario.agents.is_empty() {
             return Err(invalid("agents: a scenario needs at least one agent".into()));
         }
+        scenario.check_catalogue(file)?;
         if !(1..=MAX_STEPS_PER_TURN).contains(&scenario.max_steps_per_turn) {
             return Err(invalid(format!(
                 "max_steps_per_turn: must be between 1 and {MAX_STEPS_PER_TURN}, got {}",
@@ -142,6 +148,24 @@ impl Scenario {
             other => other,
         })?;
         Ok(scenario)
+    }
+
+    /// Every agent's actions are its scene type's, and the scene's prose names only those.
+    fn check_catalogue(&self, file: &str) -> Result<(), ScenarioError> {
+        let scene = self.scene.kind;
+        let invalid = |message: String| ScenarioError::Invalid {
+            file: file.to_string(),
+            message,
+        };
+        for (i, agent) in self.agents.iter().enumerate() {
+            if let Some((j, a)) = agent.action_space.iter().enumerate().find(|(_, a)| !scene.offers(**a)) {
+                return Err(invalid(format!(
+                    "agents[{i}].action_space[{j}]: {a} is not an action of the {scene} scene (its actions: {})",
+                    simtree_shared::scene::list(scene)
+                )));
+            }
+        }
+        self.scene.prose.check(scene).map_err(|e| invalid(format!("scene.{e}")))
     }
 
     pub fn load_file(path: &Path) -> Result<Scenario, ScenarioError> {
@@ -170,6 +194,7 @@ impl Scenario {
             max_steps_per_turn: self.max_steps_per_turn,
             emotion_enabled: self.emotion_enabled,
             seed: seed.unwrap_or(self.seed),
+            prose: (!s.prose.is_empty()).then(|| Arc::new(s.prose.clone())),
         };
         let mut sim =
             Simulator::build(agents, scene, self.ordering.clone(), opts).map_err(|e| invalid(e.to_string()))?;
@@ -471,4 +496,113 @@ fn abm_initial_agents(model: &crate::abm::model::AbmModel) -> u64 {
         .flatten()
         .filter_map(|t| count(&t.initial_count.to_json()))
         .fold(0u64, u64::saturating_add)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::llm::chat::Message;
+    use crate::llm::{BoxFuture, LlmClient, LlmError, LlmState, MockClient};
+
+    fn council_doc() -> Value {
+        let path = crate::embedded::assets_dir().unwrap().join("scenarios/council.json");
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    fn refusal(doc: &Value) -> String {
+        UserScenario::from_document("doc", doc).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn an_agent_holds_only_its_scene_types_actions() {
+        let mut doc = council_doc();
+        doc["agents"][1]["action_space"] = json!(["vote", "send_message", "night_kill", "play_cards"]);
+        assert_eq!(
+            refusal(&doc),
+            "scenario: agents[1].action_space[2]: night_kill is not an action of the council scene (its actions: \
+             speak, send_message, talk_to, yield, web_search, view_page, schedule_order, start_voting, \
+             finish_meeting, request_brief, voting_status, vote)"
+        );
+        doc["agents"][1]["action_space"] = json!(["vote"]);
+        doc["scene"]["prose"] = json!({"actions": {"inspect": {"description": "look"}}});
+        assert!(
+            refusal(&doc)
+                .starts_with("scenario: scene.prose.actions.inspect: inspect is not an action of the council scene"),
+            "{}",
+            refusal(&doc)
+        );
+        doc["scene"]["prose"] = json!({"actions": {"vote": {"description": "two\nlines"}}});
+        assert!(refusal(&doc).contains("scene.prose.actions.vote.description: must be one line"));
+        doc["scene"]["prose"] = json!({"scenery": "x"});
+        assert!(refusal(&doc).starts_with("scenario: scene.prose.scenery: unknown field `scenery`"));
+    }
+
+    /// Passes every call to the mock and keeps each system prompt it was sent.
+    #[derive(Default)]
+    struct Prompts(Mutex<Vec<String>>);
+
+    impl LlmClient for Prompts {
+        fn chat<'a>(
+            &'a self,
+            messages: &'a [Message],
+            state: &'a mut LlmState,
+        ) -> BoxFuture<'a, Result<String, LlmError>> {
+            self.0.lock().unwrap().push(messages[0].content.to_string());
+            MockClient.chat(messages, state)
+        }
+    }
+
+    fn first_prompt(doc: &Value) -> String {
+        let UserScenario::Social(s) = UserScenario::from_document("doc", doc).unwrap() else {
+            unreachable!()
+        };
+        let mut sim = s.build(None).unwrap();
+        let prompts = Prompts::default();
+        let (report, _) = sim.run_blocking(1, &prompts);
+        report.unwrap();
+        let first = prompts.0.lock().unwrap()[0].clone();
+        let asked = sim.fork().interview("Host", "q").unwrap();
+        assert!(asked[0].content.contains(&first[first.find("\n\nLanguage").unwrap()..]));
+        first
+    }
+
+    #[test]
+    fn a_documents_prose_replaces_the_scene_types_in_every_prompt() {
+        let mut doc = council_doc();
+        let default = first_prompt(&doc);
+        assert!(default.contains("chamber of a legislative council") && default.contains("follow the Host"));
+        assert!(default.contains("- start_voting: (Host) open a voting round on a titled question\n"));
+
+        doc["agents"][0]["user_profile"] = json!("The foreperson of the jury.");
+        doc["scene"]["prose"] = json!({
+            "description": "A jury room: twelve jurors deliberate on the case they heard.",
+            "rules": "- Weigh the evidence; the foreperson calls the vote.",
+            "actions": {"start_voting": {"description": "(foreperson) call for a verdict", "usage": "- To call for a verdict:\n<Action name=\"start_voting\"><title>verdict</title></Action>"}}
+        });
+        let own = first_prompt(&doc);
+        assert!(!own.contains("legislative") && !own.contains("Host chairs") && !own.contains("follow the Host"));
+        assert!(
+            !own.contains("Chat guidelines"),
+            "the rules replace the chat room's too"
+        );
+        assert!(own.contains("\n\nA jury room: twelve jurors deliberate on the case they heard.\n\n- Weigh the evidence; the foreperson calls the vote.\n\nAction Space:"));
+        assert!(own.contains("- start_voting: (foreperson) call for a verdict\n"));
+        assert!(own.contains("Usage:\n- To call for a verdict:\n<Action name=\"start_voting\"><title>verdict</title></Action>\n- To close"));
+        // What the document left alone keeps the default.
+        assert!(own.contains("- finish_meeting: (Host) close the council session; this ends the scene\n"));
+    }
+
+    #[test]
+    fn shipped_scenarios_keep_to_their_catalogues() {
+        let lib = ScenarioLibrary::load_dir(&crate::embedded::assets_dir().unwrap().join("scenarios")).unwrap();
+        assert_eq!(lib.scenarios.len(), 6);
+        for s in &lib.scenarios {
+            assert!(s.scene.prose.is_empty(), "{}", s.id);
+            assert!(s.build(None).unwrap().prose.is_none(), "{}", s.id);
+        }
+    }
 }

@@ -15,6 +15,7 @@ mod event;
 mod explore;
 mod library;
 mod notebook;
+pub mod scene;
 mod social;
 pub mod sweep;
 pub mod time;
@@ -28,6 +29,7 @@ pub use explore::{
 };
 pub use library::{NewScenario, SavedRef, ScenarioDocument, ScenarioOrigin, ScenarioUpdate};
 pub use notebook::*;
+pub use scene::{ActionInfo, ActionKind, ActionProse, SceneKind, SceneProse, SceneTypeInfo};
 pub use social::*;
 pub use sweep::{
     CellResult, CellRow, Effect, FailedRun, IntervalKind, MetricSummary, SweepStarted, SweepTable, table_csv,

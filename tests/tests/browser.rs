@@ -3451,6 +3451,74 @@ async fn marked_line(b: &Browser) -> (u64, String) {
 }
 
 #[tokio::test]
+async fn the_new_page_offers_the_scene_types_actions_and_shows_its_prose_for_editing() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    capture_errors(&b).await;
+    b.open("/new/social").await;
+    b.wait_css("#agent-0-action-send_message").await;
+    // A chat room offers the common actions only; a council adds its own, no werewolf's.
+    assert_eq!(b.count("#agent-0-action-vote").await, 0);
+    b.select("#scene-type", "council").await;
+    b.click("#agent-0-action-vote").await;
+    assert_eq!(b.count("#agent-0-action-night_kill").await, 0);
+    assert_eq!(b.count("#agent-0-action-play_cards").await, 0);
+    // The prose the scene type puts in every prompt is shown until the author writes their own.
+    b.click("#scene-prose summary").await;
+    let deadline = Instant::now() + WAIT;
+    let placeholder = loop {
+        let p = b
+            .wait_css("#scene-prose-description")
+            .await
+            .attr("placeholder")
+            .await
+            .unwrap();
+        match p {
+            Some(p) if !p.is_empty() => break p,
+            _ if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(50)).await,
+            _ => panic!("the default description never showed"),
+        }
+    };
+    assert!(placeholder.contains("legislative council"), "{placeholder}");
+    let title = b
+        .wait_css("label.action-chip:has(#agent-0-action-vote)")
+        .await
+        .attr("title")
+        .await
+        .unwrap();
+    assert_eq!(
+        title.as_deref(),
+        Some("(member) cast your vote, optionally with a short comment")
+    );
+    b.set_input("#scene-prose-rules", "Jurors weigh the evidence.").await;
+    // The default is there to edit, too.
+    b.click("#scene-prose-description-default").await;
+    wait_value(&b, "#scene-prose-description", "legislative council").await;
+    shot(&b, "new_social_prose").await;
+    let doc = json_view(&b).await;
+    assert_eq!(doc["scene"]["prose"]["rules"], "Jurors weigh the evidence.");
+    assert_eq!(doc["scene"]["prose"]["description"], placeholder);
+    assert_eq!(
+        doc["agents"][0]["action_space"],
+        json!(["send_message", "yield", "vote"])
+    );
+    // Another type drops the actions it does not offer.
+    b.select("#scene-type", "werewolf").await;
+    assert_eq!(
+        json_view(&b).await["agents"][0]["action_space"],
+        json!(["send_message", "yield"])
+    );
+    b.select("#scene-type", "council").await;
+    b.click("#create-tree").await;
+    let (_, info) = created_tree(&b).await;
+    assert_eq!(
+        info["document"]["scene"]["prose"]["rules"],
+        "Jurors weigh the evidence."
+    );
+    assert_eq!(page_errors(&b).await, Vec::<String>::new());
+}
+
+#[tokio::test]
 async fn the_new_page_makes_a_social_tree_from_its_form_and_json_view_with_a_refusal_shown_in_place() {
     let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };

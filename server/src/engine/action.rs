@@ -1,87 +1,27 @@
-//! Actions: the registry of every action an agent can take, their prompt text, and the handlers of
-//! the scene-independent ones (speak, send_message, yield, talk_to, web_search, view_page,
-//! schedule_order).
+//! Actions: what a handled action reports, and the prompt text and handlers of the actions every
+//! scene shares (speak, send_message, yield, talk_to, web_search, view_page, schedule_order).
 //!
-//! Scene-specific actions (council voting, werewolf night actions, landlord bidding and play,
-//! village movement) keep their prompt text and handlers in their scene's file; this module only
-//! names them so an agent's action space can be a list of [`ActionKind`]s. It never names a
-//! scene: the scenes hand their prompt text to the catalogue in `scenes/mod.rs`, and the shared
-//! handlers reach the scene they run in through [`SharedActionScene`].
+//! The registry of names, [`ActionKind`], and which actions each scene type offers are in
+//! `simtree_shared::scene`, where the web UI reads them too. Scene-specific actions (council
+//! voting, werewolf night actions, landlord bidding and play, village movement) keep their prompt
+//! text and handlers in their scene's file. This module never names a scene: the scenes hand their
+//! prompt text to the catalogue in `scenes/mod.rs`, and the shared handlers reach the scene they
+//! run in through [`SharedActionScene`].
 
-use serde::{Deserialize, Serialize};
-pub use simtree_shared::ActionResult;
+pub use simtree_shared::{ActionKind, ActionResult};
 
 use super::event::SceneEvent;
 use super::parse::ActionCall;
 use super::world::World;
 
-/// Prompt text of one action: the catalogue line and the usage block of the system prompt (the
-/// name is the [`ActionKind`]'s).
+/// Default prompt text of one action: the catalogue line and the usage block of the system prompt
+/// (the name is the [`ActionKind`]'s; a document's `scene.prose` may replace either).
 #[derive(Debug)]
 pub struct ActionSpec {
     /// One line for the "Available Actions" catalogue.
     pub desc: &'static str,
     /// Usage text with an XML example; concatenated under "Usage:".
     pub instruction: &'static str,
-}
-
-macro_rules! action_kinds {
-    ($($variant:ident => $name:literal),* $(,)?) => {
-        /// Every action the engine knows, by upstream's registry names. Its prompt text
-        /// ([`ActionKind::spec`]) is the catalogue the scenes assemble (`scenes/mod.rs`): the
-        /// shared actions' text is here ([`SHARED_ACTIONS`]), each scene's in its own file.
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-        #[serde(rename_all = "snake_case")]
-        pub enum ActionKind { $($variant),* }
-
-        impl ActionKind {
-            pub const ALL: &'static [ActionKind] = &[$(ActionKind::$variant),*];
-
-            /// The registry name (`move_to_location`), as prompts, responses and scenarios spell it.
-            pub fn name(self) -> &'static str {
-                match self { $(ActionKind::$variant => $name),* }
-            }
-        }
-    };
-}
-
-action_kinds! {
-    Speak => "speak",
-    SendMessage => "send_message",
-    TalkTo => "talk_to",
-    Yield => "yield",
-    MoveToLocation => "move_to_location",
-    LookAround => "look_around",
-    GatherResource => "gather_resource",
-    Rest => "rest",
-    StartVoting => "start_voting",
-    FinishMeeting => "finish_meeting",
-    RequestBrief => "request_brief",
-    VotingStatus => "voting_status",
-    Vote => "vote",
-    WebSearch => "web_search",
-    ViewPage => "view_page",
-    ScheduleOrder => "schedule_order",
-    VoteLynch => "vote_lynch",
-    NightKill => "night_kill",
-    Inspect => "inspect",
-    WitchSave => "witch_save",
-    WitchPoison => "witch_poison",
-    OpenVoting => "open_voting",
-    CloseVoting => "close_voting",
-    CallLandlord => "call_landlord",
-    RobLandlord => "rob_landlord",
-    Pass => "pass",
-    PlayCards => "play_cards",
-    Double => "double",
-    NoDouble => "no_double",
-}
-
-impl ActionKind {
-    /// Looks an action up by its registry name.
-    pub fn from_name(name: &str) -> Option<ActionKind> {
-        ActionKind::ALL.iter().copied().find(|k| k.name() == name)
-    }
 }
 
 /// What a handled action reports: upstream's `(success, result, summary, meta, pass_control)`
@@ -378,17 +318,6 @@ pub const SCHEDULE_ORDER: ActionSpec = ActionSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn registry_names_are_unique_and_round_trip() {
-        assert_eq!(ActionKind::ALL.len(), 29);
-        for &k in ActionKind::ALL {
-            assert_eq!(ActionKind::from_name(k.name()), Some(k));
-            let json = serde_json::to_string(&k).unwrap();
-            assert_eq!(json, format!("\"{}\"", k.name()));
-        }
-        assert_eq!(ActionKind::from_name("fly"), None);
-    }
 
     #[test]
     fn generic_prompt_text_avoids_the_mock_trigger_words() {

@@ -6,15 +6,57 @@
 //! mock uses to pick a scene (`vote`, `voting`, `werewolf`, `landlord`, …) — those come only from
 //! scene text and action descriptions.
 
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use simtree_shared::SceneProse;
+
+use super::action::ActionKind;
 use super::agent::Agent;
 use super::plan;
+use super::scenes::action_spec;
 
-/// The scene-provided parts of the prompt.
+/// The scene-provided parts of the prompt: the scene's own text, then (from
+/// [`SceneText::with_prose`]) a document's prose in its place where the document gives some.
 #[derive(Clone, Debug, Default)]
 pub struct SceneText {
     pub description: String,
     pub guidelines: String,
     pub examples: String,
+    /// The document's prose, for its actions' lines and usage (the rest is already in place).
+    pub prose: Option<Arc<SceneProse>>,
+}
+
+impl SceneText {
+    /// The scene's text with each part `prose` gives in place of the scene's own.
+    pub fn with_prose(mut self, prose: Option<&Arc<SceneProse>>) -> SceneText {
+        if let Some(p) = prose {
+            let own = |part: &Option<String>, default: &mut String| {
+                if let Some(text) = part {
+                    default.clone_from(text);
+                }
+            };
+            own(&p.description, &mut self.description);
+            own(&p.rules, &mut self.guidelines);
+            own(&p.examples, &mut self.examples);
+            self.prose = Some(Arc::clone(p));
+        }
+        self
+    }
+
+    /// An action's line in the action list and its usage text: the document's where it gives
+    /// them, else the catalogue's. A document's usage always ends its line.
+    fn action(&self, kind: ActionKind) -> (&str, Cow<'_, str>) {
+        let spec = action_spec(kind);
+        let own = self.prose.as_deref().and_then(|p| p.action(kind));
+        let desc = own.and_then(|o| o.description.as_deref()).unwrap_or(spec.desc);
+        let usage = match own.and_then(|o| o.usage.as_deref()) {
+            Some(u) if u.ends_with('\n') => Cow::Borrowed(u),
+            Some(u) => Cow::Owned(format!("{u}\n")),
+            None => Cow::Borrowed(spec.instruction),
+        };
+        (desc, usage)
+    }
 }
 
 const PLAN_INIT_HINT: &str = "You have no goals or milestones yet. In this response, add a Plan Update that sets up numbered Goals and Milestones for yourself.";
@@ -96,10 +138,10 @@ pub fn system_prompt(agent: &Agent, scene: &SceneText) -> String {
     let mut catalogue = String::new();
     let mut usage = String::new();
     for kind in &agent.action_space {
-        let spec = kind.spec();
-        catalogue.push_str(format!("- {}: {}", kind.name(), spec.desc).trim_end());
+        let (desc, instruction) = scene.action(*kind);
+        catalogue.push_str(format!("- {}: {desc}", kind.name()).trim_end());
         catalogue.push('\n');
-        usage.push_str(spec.instruction);
+        usage.push_str(&instruction);
     }
     let examples = if scene.examples.is_empty() {
         String::new()

@@ -5,10 +5,13 @@
 //! scene. Events reach the caller's sink in upstream's order (spec §7.2). A simulator is plain data:
 //! `clone()` is cheap (persistent memories, small scene states) and independent of history length.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
+use simtree_shared::scene::ProseError;
 use simtree_shared::{
     ActionEnd, ActionStart, AgentErrorEvent, AgentProcessEnd, AgentProcessStart, AgentState, MemoryLine, NodeState,
-    StepActions,
+    SceneProse, StepActions,
 };
 
 use super::action::{ActionCtx, ActionKind, Handled, Outcome};
@@ -16,6 +19,7 @@ use super::agent::{Agent, AgentError, Decision};
 use super::event::{Event, EventPayload, EventSink, SceneEvent};
 use super::ordering::{MODERATOR_INSTRUCTION, Ordering, Pick};
 use super::parse::ActionCall;
+use super::prompt::SceneText;
 use super::scenes::{Scene, SceneError};
 use super::world::World;
 use crate::llm::chat::{Message, Role};
@@ -40,6 +44,10 @@ pub struct Simulator {
     /// Every turn ever run on this timeline, skipped ones included.
     #[serde(default)]
     pub total_turns: u64,
+    /// The scenario document's own prose for its scene, in place of the scene's defaults in
+    /// every prompt (absent, and not written, when the document gives none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prose: Option<Arc<SceneProse>>,
 }
 
 /// How a run ended.
@@ -67,6 +75,9 @@ pub struct RunError {
 pub enum LimitError {
     #[error("max_steps_per_turn must be between 1 and {MAX_STEPS_PER_TURN}, got {0}")]
     StepsPerTurn(u32),
+    /// The scene's prose names an action its scene does not have, or is too long.
+    #[error(transparent)]
+    Prose(#[from] ProseError),
 }
 
 /// Why a simulation could not be built from its agents, scene and ordering.
@@ -89,6 +100,8 @@ pub struct SimOptions {
     pub max_steps_per_turn: u32,
     pub emotion_enabled: bool,
     pub seed: u64,
+    /// The document's prose for its scene (see [`Simulator::prose`]).
+    pub prose: Option<Arc<SceneProse>>,
 }
 
 impl Default for SimOptions {
@@ -97,6 +110,7 @@ impl Default for SimOptions {
             max_steps_per_turn: DEFAULT_MAX_STEPS,
             emotion_enabled: false,
             seed: 0,
+            prose: None,
         }
     }
 }
@@ -145,6 +159,7 @@ impl Simulator {
             emotion_enabled: opts.emotion_enabled,
             turns: 0,
             total_turns: 0,
+            prose: opts.prose,
         };
         let initial = SceneEvent::public(sim.scene.rules().initial_event().to_string());
         sim.broadcast(&initial);
@@ -306,6 +321,9 @@ impl Simulator {
         if !(1..=MAX_STEPS_PER_TURN).contains(&self.max_steps_per_turn) {
             return Err(LimitError::StepsPerTurn(self.max_steps_per_turn));
         }
+        if let Some(prose) = &self.prose {
+            prose.check(self.scene.kind())?;
+        }
         Ok(())
     }
 
@@ -399,12 +417,17 @@ impl Simulator {
         });
     }
 
+    /// The scene's part of every system prompt: its own text with the document's prose in place.
+    pub fn prompt_text(&self) -> SceneText {
+        self.scene.rules().text().with_prose(self.prose.as_ref())
+    }
+
     /// The prompt an interview of agent `name` sends: exactly the context its next decision
     /// would see (its system prompt and memory), then `question` as a user turn (merged into a
     /// last user entry, as memory merges). `None` for an unknown agent. Nothing changes.
     pub fn interview(&self, name: &str, question: &str) -> Option<Vec<Message>> {
         let agent = self.world.agents.iter().find(|a| a.name == name)?;
-        let text = self.scene.rules().text();
+        let text = self.prompt_text();
         let mut ctx = Vec::with_capacity(agent.short_memory.len() + 2);
         ctx.push(Message::new(Role::System, super::prompt::system_prompt(agent, &text)));
         ctx.extend(agent.short_memory.iter().cloned());
@@ -422,7 +445,7 @@ impl Simulator {
 
     /// One `process` call of agent `idx`.
     async fn decide(&mut self, idx: usize, llm: &dyn LlmClient, initiative: bool) -> Result<Decision, AgentError> {
-        let text = self.scene.rules().text();
+        let text = self.prompt_text();
         let World {
             agents,
             llm: state,

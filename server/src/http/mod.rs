@@ -101,6 +101,7 @@ pub fn router(app: Arc<AppState>) -> Router {
             "/scenarios/{id}",
             get(scenarios::get).put(scenarios::put).delete(scenarios::delete),
         )
+        .route("/scene-types", get(scenarios::scene_types))
         .route("/abm/generate", post(abm_generate))
         .route("/abm/schema", get(abm_schema))
         .route("/abm/validate", post(abm_validate))

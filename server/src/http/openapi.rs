@@ -23,8 +23,8 @@ use simtree_shared::{
     BranchRequest, Broadcast, ChildReply, ChildrenReply, Counterfactual, CreateRequest, CtxDelta, DatasetInfo,
     EmotionUpdate, ErrorBody, EventPayload, FrontierRequest, LandlordDeal, LcaReply, MultiRequest, NewScenario,
     NodeCalls, NodeInfo, NodePatch, NodeState, NodeView, NotedGraph, NotedSummary, OkReply, PlanUpdate, ReplayRequest,
-    RunReply, SavedRef, ScenarioDocument, ScenarioSummary, ScenarioUpdate, SearchReply, TreeEdit, TreeInfo, TreeRef,
-    UsageReply,
+    RunReply, SavedRef, ScenarioDocument, ScenarioSummary, ScenarioUpdate, SceneTypeInfo, SearchReply, TreeEdit,
+    TreeInfo, TreeRef, UsageReply,
 };
 
 /// One documented operation.
@@ -396,6 +396,14 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
         op("get", "/openapi.json", "This document", None, any_object(), &[]),
         op(
             "get",
+            "/api/scene-types",
+            "Each scene type of a social scenario: the actions its agents may hold and its default prose",
+            None,
+            schema::<Vec<SceneTypeInfo>>(g),
+            &[],
+        ),
+        op(
+            "get",
             ABM_SCHEMA,
             "The LLM response schema of an abm-quant model in one provider's wrapping",
             None,
@@ -742,7 +750,7 @@ mod tests {
                 .unwrap_or_else(|| panic!("{target}"));
             assert!(schemas.contains_key(name), "{name}");
         }
-        assert_eq!(doc["paths"].as_object().unwrap().len(), 45);
+        assert_eq!(doc["paths"].as_object().unwrap().len(), 46);
     }
 
     /// The other direction: every REST route declared in `http::router` (read from its source,

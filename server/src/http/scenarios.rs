@@ -7,7 +7,7 @@ use axum::Json;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
-use simtree_shared::{NewScenario, SavedRef, ScenarioDocument, ScenarioSummary, ScenarioUpdate};
+use simtree_shared::{NewScenario, SavedRef, ScenarioDocument, ScenarioSummary, ScenarioUpdate, SceneTypeInfo};
 
 use super::error::{ApiError, ApiJson, ApiPath, blocking};
 use super::state::AppState;
@@ -18,6 +18,12 @@ type St = State<Arc<AppState>>;
 /// their latest `version`).
 pub async fn list(State(app): St) -> Json<Vec<ScenarioSummary>> {
     Json(app.wb.scenario_list())
+}
+
+/// `GET /api/scene-types`: each scene type a social document may name, the actions its agents
+/// may hold and its default prose (what `scene.prose` replaces).
+pub async fn scene_types() -> Json<Vec<SceneTypeInfo>> {
+    Json(crate::engine::scenes::scene_types())
 }
 
 /// The query of `GET /api/scenarios/{id}`.

@@ -1,21 +1,39 @@
 //! The social scenario's form: title, the scene (type, name, opening event, the type's own
-//! settings), the agents (name, profile, style, action space), who acts next, the initial
-//! public events and the turn limits.
+//! settings, its prose), the agents (name, profile, style, action space), who acts next, the
+//! initial public events and the turn limits.
+//!
+//! The scene type decides which actions an agent may pick (`draft::actions_of`, the server's own
+//! list) and what prose its prompts carry: the prose fields show the type's default text (from
+//! `GET /api/scene-types`) until the author writes their own.
 
 use leptos::prelude::*;
 
 use super::{Doc, number_field, text_field};
+use simtree_shared::SceneTypeInfo;
+
 use crate::draft::{
-    ACTIONS, ORDERINGS, SCENE_TYPES, add_agent, agent_count, agent_names, has_action, lines_of, lines_value, names_of,
-    names_value, roles_of, roles_value, set_at, set_ordering, set_scene_type, toggle_action,
+    ORDERINGS, actions_of, add_agent, agent_count, agent_names, has_action, lines_of, lines_value, names_of,
+    names_value, roles_of, roles_value, scene_types, set_at, set_ordering, set_scene_type, text_value, toggle_action,
 };
 use crate::state::ctx;
+
+/// The scene types as the server describes them (empty until they arrive).
+type Types = RwSignal<Vec<SceneTypeInfo>>;
 
 #[component]
 pub(super) fn SocialForm(doc: Doc) -> impl IntoView {
     let ctx = ctx();
     let scene = move || doc.text("/scene/type");
     let ordering = move || doc.text("/ordering/kind");
+    let types: Types = RwSignal::new(Vec::new());
+    leptos::task::spawn_local(async move {
+        match crate::api::scene_types().await {
+            Ok(t) => {
+                types.try_set(t);
+            }
+            Err(e) => ctx.error(e),
+        }
+    });
     view! {
         <section id="social-form" class="panel new-form">
             <h3>{move || ctx.tr("new.scenario")}</h3>
@@ -25,14 +43,21 @@ pub(super) fn SocialForm(doc: Doc) -> impl IntoView {
             <div class="row">
                 <label for="scene-type">{move || ctx.tr("new.sceneType")}</label>
                 <select id="scene-type" on:change=move |ev| { let v = event_target_value(&ev); doc.edit(|d| set_scene_type(d, &v)) }>
-                    {SCENE_TYPES.map(|t| view! { <option value=t selected=move || scene() == t>{t}</option> }).collect_view()}
+                    {scene_types().map(|t| view! { <option value=t selected=move || scene() == t>{t}</option> }).collect_view()}
                 </select>
             </div>
             {text_field(doc, "scene-name".into(), "new.sceneName", "/scene/name".into(), false)}
             {text_field(doc, "initial-event".into(), "new.initialEvent", "/scene/initial_event".into(), true)}
             {move || scene_config(doc, &scene())}
+            <details id="scene-prose">
+                <summary>{move || ctx.tr("new.prose")}</summary>
+                <p class="hint muted">{move || ctx.tr("new.proseHint")}</p>
+                {prose_field(doc, types, "description", "new.proseDescription", |t| &t.description)}
+                {prose_field(doc, types, "rules", "new.proseRules", |t| &t.rules)}
+                {prose_field(doc, types, "examples", "new.proseExamples", |t| &t.examples)}
+            </details>
             <h3>{move || ctx.tr("new.agents")}</h3>
-            <For each=move || 0..doc.value.with(agent_count) key=|i| *i children=move |i| agent_card(doc, i) />
+            <For each=move || 0..doc.value.with(agent_count) key=|i| *i children=move |i| agent_card(doc, i, types) />
             <button id="add-agent" on:click=move |_| doc.edit(add_agent)>{move || ctx.tr("new.addAgent")}</button>
             <h3>{move || ctx.tr("new.ordering")}</h3>
             <div class="row">
@@ -121,23 +146,83 @@ fn scene_config(doc: Doc, scene: &str) -> AnyView {
     }
 }
 
-/// One agent: name, profile, style, its actions, and a button to remove it.
-fn agent_card(doc: Doc, i: usize) -> impl IntoView {
+/// One part of the scene's prose (`scene.prose.{part}`): the document's own text, or, while it
+/// has none, the scene type's default shown as the placeholder. Emptied, the default is back.
+fn prose_field(
+    doc: Doc,
+    types: Types,
+    part: &'static str,
+    label: &'static str,
+    default: fn(&SceneTypeInfo) -> &String,
+) -> impl IntoView {
+    let ctx = ctx();
+    let ptr = format!("/scene/prose/{part}");
+    let shown = ptr.clone();
+    let marked = ptr.clone();
+    let id = format!("scene-prose-{part}");
+    let placeholder = move || {
+        let scene = doc.text("/scene/type");
+        types.with(|t| t.iter().find(|t| t.kind.name() == scene).map(|t| default(t).clone()))
+    };
+    let copy_to = ptr.clone();
+    let copy = move |_| {
+        if let Some(text) = placeholder().filter(|t| !t.is_empty()) {
+            doc.edit(|d| set_at(d, &copy_to, Some(text.into())));
+        }
+    };
+    let own = shown.clone();
+    view! {
+        <div class="field">
+            <div class="row">
+                <label for=id.clone()>{move || ctx.tr(label)}</label>
+                <span class="spacer"></span>
+                <button class="ghost" id=format!("{id}-default") on:click=copy
+                    disabled=move || !doc.text(&own).is_empty() || placeholder().is_none_or(|t| t.is_empty())>
+                    {move || ctx.tr("new.proseCopy")}
+                </button>
+            </div>
+            <textarea id=id rows="4" class=move || doc.field_class(&marked) placeholder=placeholder
+                prop:value=move || doc.text(&shown)
+                on:input=move |ev| { let v = event_target_value(&ev); doc.edit(|d| set_at(d, &ptr, text_value(&v))) }></textarea>
+        </div>
+    }
+}
+
+/// The line an action has in the prompts of this document: its own prose, else the type's.
+fn action_line(doc: Doc, types: Types, action: &str) -> String {
+    let own = doc.text(&format!("/scene/prose/actions/{action}/description"));
+    if !own.is_empty() {
+        return own;
+    }
+    let scene = doc.text("/scene/type");
+    types.with(|t| {
+        t.iter()
+            .find(|t| t.kind.name() == scene)
+            .and_then(|t| t.actions.iter().find(|a| a.name.name() == action))
+            .map(|a| a.description.clone())
+            .unwrap_or_default()
+    })
+}
+
+/// One agent: name, profile, style, its actions (the scene type's), and a button to remove it.
+fn agent_card(doc: Doc, i: usize, types: Types) -> impl IntoView {
     let ctx = ctx();
     let at = move |field: &str| format!("/agents/{i}/{field}");
-    let actions = ACTIONS
-        .iter()
-        .map(|&a| {
-            view! {
-                <label class="action-chip">
-                    <input type="checkbox" id=format!("agent-{i}-action-{a}")
-                        prop:checked=move || doc.value.with(|d| has_action(d, i, a))
-                        on:change=move |_| doc.edit(|d| toggle_action(d, i, a)) />
-                    {a}
-                </label>
-            }
-        })
-        .collect_view();
+    let actions = move || {
+        actions_of(&doc.text("/scene/type"))
+            .into_iter()
+            .map(|a| {
+                view! {
+                    <label class="action-chip" title=move || action_line(doc, types, a)>
+                        <input type="checkbox" id=format!("agent-{i}-action-{a}")
+                            prop:checked=move || doc.value.with(|d| has_action(d, i, a))
+                            on:change=move |_| doc.edit(|d| toggle_action(d, i, a)) />
+                        {a}
+                    </label>
+                }
+            })
+            .collect_view()
+    };
     view! {
         <div class="agent-card" data-index=i.to_string()>
             <div class="row">

@@ -335,6 +335,7 @@ impl SceneRules for Council {
             description: format!("{}\n{COUNCIL_DESCRIPTION}", simple_chat::DESCRIPTION),
             guidelines: format!("{}\n{COUNCIL_GUIDELINES}", simple_chat::GUIDELINES),
             examples: String::new(),
+            prose: None,
         }
     }
     fn scene_actions(&self, _agent: &Agent) -> Vec<ActionKind> {
@@ -908,7 +909,12 @@ mod tests {
             assert!(!desc.contains(word), "{word}");
         }
         for kind in [ActionKind::FinishMeeting, ActionKind::RequestBrief] {
-            let text = format!("{} {}", kind.spec().desc, kind.spec().instruction).to_lowercase();
+            let text = format!(
+                "{} {}",
+                crate::engine::scenes::action_spec(kind).desc,
+                crate::engine::scenes::action_spec(kind).instruction
+            )
+            .to_lowercase();
             assert!(!text.contains("vote") && !text.contains("voting"), "{}", kind.name());
         }
         assert_eq!(

@@ -20,6 +20,9 @@ use super::event::SceneEvent;
 use super::memory::Message;
 use super::prompt::SceneText;
 use super::world::World;
+pub use simtree_shared::SceneKind;
+use simtree_shared::scene::COMMON_ACTIONS;
+use simtree_shared::{ActionInfo, SceneTypeInfo};
 
 pub mod council;
 pub mod landlord;
@@ -142,29 +145,42 @@ const CATALOGUE: [&[(ActionKind, &ActionSpec)]; 5] = [
     werewolf::ACTIONS,
 ];
 
-impl ActionKind {
-    /// The action's prompt text, from the catalogue of the shared and the scenes' actions.
-    pub fn spec(self) -> &'static ActionSpec {
-        CATALOGUE
-            .iter()
-            .flat_map(|list| list.iter())
-            .find(|(kind, _)| *kind == self)
-            .map(|(_, spec)| *spec)
-            .expect("every action kind is in the catalogue (checked by a test)")
-    }
+/// An action's default prompt text, from the catalogue of the shared and the scenes' actions.
+pub fn action_spec(kind: ActionKind) -> &'static ActionSpec {
+    CATALOGUE
+        .iter()
+        .flat_map(|list| list.iter())
+        .find(|(k, _)| *k == kind)
+        .map(|(_, spec)| *spec)
+        .expect("every action kind is in the catalogue (checked by a test)")
 }
 
-/// Short scene names used in scenario files.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SceneKind {
-    SimpleChat,
-    /// Upstream's alias of simple_chat (a guided emotional dialogue); builds a simple_chat scene.
-    EmotionalConflict,
-    Council,
-    Werewolf,
-    Landlord,
-    Village,
+/// What `GET /api/scene-types` shows of each scene type a document is offered: its actions and
+/// its default prose, as a scene of the type with its default `config` has them.
+pub fn scene_types() -> Vec<SceneTypeInfo> {
+    SceneKind::OFFERED
+        .into_iter()
+        .map(|kind| {
+            let text = Scene::build(kind, String::new(), String::new(), Value::Null)
+                .map(|s| s.rules().text())
+                .expect("every scene type builds with its default config (checked by a test)");
+            SceneTypeInfo {
+                kind,
+                actions: kind
+                    .catalogue()
+                    .map(|a| ActionInfo {
+                        name: a,
+                        common: COMMON_ACTIONS.contains(&a),
+                        description: action_spec(a).desc.to_string(),
+                        usage: action_spec(a).instruction.to_string(),
+                    })
+                    .collect(),
+                description: text.description,
+                rules: text.guidelines,
+                examples: text.examples,
+            }
+        })
+        .collect()
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -209,6 +225,17 @@ impl Scene {
             }
             SceneKind::Village => Scene::Village(village::Village::new(name, initial_event, parse_config(config)?)),
         })
+    }
+
+    /// The scene's type as documents name it.
+    pub fn kind(&self) -> SceneKind {
+        match self {
+            Scene::SimpleChat(_) => SceneKind::SimpleChat,
+            Scene::Council(_) => SceneKind::Council,
+            Scene::Werewolf(_) => SceneKind::Werewolf,
+            Scene::Landlord(_) => SceneKind::Landlord,
+            Scene::Village(_) => SceneKind::Village,
+        }
     }
 
     /// Upstream's scene type string (`simple_chat_scene`, …).
@@ -305,7 +332,31 @@ mod tests {
         assert_eq!(listed.len(), ActionKind::ALL.len());
         for kind in ActionKind::ALL {
             assert_eq!(listed.iter().filter(|k| *k == kind).count(), 1, "{}", kind.name());
-            assert!(!kind.spec().instruction.is_empty());
+            assert!(!action_spec(*kind).instruction.is_empty());
+        }
+    }
+
+    /// The prompt text each scene file lists is for exactly the actions the shared catalogue
+    /// gives its type, and the actions a scene adds to every agent are in that catalogue.
+    #[test]
+    fn each_scene_lists_the_prompt_text_of_its_catalogue() {
+        let kinds = |list: &[(ActionKind, &ActionSpec)]| list.iter().map(|(k, _)| *k).collect::<Vec<_>>();
+        assert_eq!(kinds(SHARED_ACTIONS), COMMON_ACTIONS);
+        for (scene, list) in [
+            (SceneKind::Council, council::ACTIONS),
+            (SceneKind::Landlord, landlord::ACTIONS),
+            (SceneKind::Village, village::ACTIONS),
+            (SceneKind::Werewolf, werewolf::ACTIONS),
+        ] {
+            assert_eq!(kinds(list), scene.own_actions(), "{scene}");
+        }
+        let agent = Agent::new("A", vec![]);
+        for info in scene_types() {
+            let scene = Scene::build(info.kind, String::new(), String::new(), Value::Null).unwrap();
+            for a in scene.rules().scene_actions(&agent) {
+                assert!(info.kind.offers(a), "{} adds {a}", info.kind);
+            }
+            assert!(!info.description.is_empty() && !info.rules.is_empty(), "{}", info.kind);
         }
     }
 }

@@ -569,6 +569,7 @@ impl SceneRules for Werewolf {
             description: DESCRIPTION.into(),
             guidelines: GUIDELINES.into(),
             examples: String::new(),
+            prose: None,
         }
     }
     fn scene_actions(&self, _agent: &Agent) -> Vec<ActionKind> {
@@ -1896,12 +1897,17 @@ mod tests {
             ActionKind::OpenVoting,
             ActionKind::CloseVoting,
         ] {
-            let desc = kind.spec().desc;
+            let desc = crate::engine::scenes::action_spec(kind).desc;
             assert!(desc.contains("vote") || desc.contains("voting"), "{}", kind.name());
         }
         assert!(INSPECT.desc.contains("werewolf"));
         for kind in [ActionKind::WitchSave, ActionKind::WitchPoison] {
-            let text = format!("{} {}", kind.spec().desc, kind.spec().instruction).to_lowercase();
+            let text = format!(
+                "{} {}",
+                crate::engine::scenes::action_spec(kind).desc,
+                crate::engine::scenes::action_spec(kind).instruction
+            )
+            .to_lowercase();
             assert!(!text.contains("vote") && !text.contains("werewolf"), "{}", kind.name());
         }
     }

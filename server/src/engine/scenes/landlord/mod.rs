@@ -563,6 +563,7 @@ impl SceneRules for Landlord {
             description: description.into(),
             guidelines: format!("{RULES_BIDDING}{combos}{RULES_FORMAT}"),
             examples: String::new(),
+            prose: None,
         }
     }
     fn scene_actions(&self, _agent: &Agent) -> Vec<ActionKind> {
