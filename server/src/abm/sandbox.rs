@@ -34,6 +34,7 @@ use std::sync::mpsc;
 use std::sync::{Mutex, OnceLock};
 
 use super::AbmError;
+use super::seccomp::Filters;
 
 /// Where model code runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -99,13 +100,14 @@ pub(crate) fn worker_command(
                 .file_name()
                 .ok_or_else(|| AbmError::Spawn(format!("{} is not a file name", script.display())))?;
             let python = sandboxed_python(python)?;
-            let mut cmd = bwrap_command(Path::new(BWRAP), &python)?;
-            cmd.arg("--ro-bind").arg(absolute(dir)?).arg(WORKER_DIR);
+            let mut cmd = bwrap_command(Path::new(BWRAP), &python, Some(&absolute(dir)?))?;
+            let no_exec = pass_fd(&mut cmd, &Filters::compile()?.no_exec)?;
             cmd.arg(&python)
                 .arg("-u")
                 .arg(Path::new(WORKER_DIR).join(name))
                 .args(args)
-                .args(["--reap-strays", "--scratch", "/tmp"]);
+                .args(["--reap-strays", "--scratch", "/tmp", "--exec-filter-fd"])
+                .arg(no_exec.to_string());
             Ok(cmd)
         }
     }
@@ -132,8 +134,9 @@ fn sandboxed_python(python: &Path) -> Result<PathBuf, AbmError> {
 }
 
 /// `bwrap` with every option of the sandbox, ready for the program to run inside (which must be
-/// `python`, as given by [`sandboxed_python`], or live in a folder bound here).
-fn bwrap_command(bwrap: &Path, python: &Path) -> Result<Command, AbmError> {
+/// `python`, as given by [`sandboxed_python`], or live in a folder bound here: `worker_dir`
+/// appears read-only at [`WORKER_DIR`]).
+fn bwrap_command(bwrap: &Path, python: &Path, worker_dir: Option<&Path>) -> Result<Command, AbmError> {
     let mut cmd = Command::new(bwrap);
     // The sandbox's PID 1 is a copy of bwrap: give it nothing worth reading in /proc/1/environ.
     cmd.env_clear().envs(allowed_env());
@@ -174,7 +177,18 @@ fn bwrap_command(bwrap: &Path, python: &Path) -> Result<Command, AbmError> {
         }
         cmd.arg("--ro-bind").arg(&b).arg(&b);
     }
+    if let Some(dir) = worker_dir {
+        cmd.arg("--ro-bind").arg(dir).arg(WORKER_DIR);
+    }
     cmd.args(["--dev", "/dev", "--proc", "/proc"]);
+    // Last of the mounts: the root (a tmpfs of bwrap's, unbounded) and /dev (/dev/shm with it)
+    // become read-only, so the sized /tmp is the only place model code can write.
+    cmd.args(["--remount-ro", "/", "--remount-ro", "/dev"]);
+    let filters = Filters::compile()?;
+    for program in [&filters.sandbox, &filters.clone3] {
+        let fd = pass_fd(&mut cmd, program)?;
+        cmd.arg("--add-seccomp-fd").arg(fd.to_string());
+    }
     cmd.args([
         "--unshare-all",
         "--die-with-parent",
@@ -187,6 +201,32 @@ fn bwrap_command(bwrap: &Path, python: &Path) -> Result<Command, AbmError> {
         cmd.args(["--setenv", k, v]);
     }
     Ok(cmd)
+}
+
+/// Makes `bytes` readable, to their end, from a file descriptor that the process `cmd` starts
+/// inherits (a pipe; every other descriptor of this process is close-on-exec); returns its number.
+/// The descriptor lives as long as `cmd`.
+fn pass_fd(cmd: &mut Command, bytes: &[u8]) -> Result<i32, AbmError> {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let failed = |e: io::Error| AbmError::Spawn(format!("cannot pass the seccomp filter: {e}"));
+    let (reader, mut writer) = io::pipe().map_err(failed)?;
+    // A filter is a few hundred bytes, far below a pipe's buffer: this write does not block.
+    writer.write_all(bytes).map_err(failed)?;
+    drop(writer);
+    let fd = reader.as_raw_fd();
+    // SAFETY: the closure runs in the child between fork and exec and only calls fcntl, which is
+    // async-signal-safe, on a descriptor the closure keeps open (it owns `reader`).
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::fcntl(reader.as_raw_fd(), libc::F_SETFD, 0) < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    Ok(fd)
 }
 
 fn absolute(p: &Path) -> Result<PathBuf, AbmError> {
@@ -204,7 +244,7 @@ pub fn probe(python: &Path, sandbox: Sandbox) -> Result<(), AbmError> {
 
 fn probe_with(bwrap: &Path, python: &Path) -> Result<(), AbmError> {
     let python = sandboxed_python(python)?;
-    let mut cmd = bwrap_command(bwrap, &python)?;
+    let mut cmd = bwrap_command(bwrap, &python, None)?;
     cmd.arg(&python).args(["-c", ""]);
     cmd.stdin(Stdio::null());
     let cause = match cmd.output() {
@@ -358,7 +398,7 @@ mod tests {
 
     #[test]
     fn the_sandbox_command_clears_the_environment_of_bwrap_itself() {
-        let cmd = bwrap_command(Path::new(BWRAP), Path::new("/usr/bin/env")).unwrap();
+        let cmd = bwrap_command(Path::new(BWRAP), Path::new("/usr/bin/env"), None).unwrap();
         let envs: Vec<_> = cmd.get_envs().collect();
         // env_clear plus exactly the allowlist: nothing of this process's environment is passed.
         assert_eq!(envs.len(), allowed_env().len(), "{envs:?}");
