@@ -315,6 +315,10 @@ fn assert_big_writes_contained(report: &str) {
             .unwrap_or(u64::MAX);
         assert!(mib <= 64, "{p}: {mib} MiB written: {report}");
     }
+}
+
+/// Checks that [`BIG_WRITES`]'s files did not outlive the call that wrote them.
+fn assert_nothing_left(report: &str) {
     let left = report.split("left: ").nth(1).and_then(|l| l.lines().next());
     assert_eq!(left, Some("."), "files outlived their call: {report}");
 }
@@ -326,11 +330,65 @@ async fn the_sandbox_root_dev_shm_and_root_take_no_big_writes() {
     let (st, first) = advance(&s, t, 0, 1).await;
     assert_eq!((st, first.get("error")), (200, None), "{first}");
     let (_, second) = advance(&s, t, first["child"].as_u64().unwrap(), 1).await;
-    assert_big_writes_contained(second["error"].as_str().unwrap_or_default());
+    let report = second["error"].as_str().unwrap_or_default();
+    assert_big_writes_contained(report);
+    assert_nothing_left(report);
     assert_eq!(s.get("/health").await.0, 200);
     let sir = s.create("sir_network").await;
     let (st, ok) = advance(&s, sir, 0, 2).await;
     assert_eq!((st, ok.get("error")), (200, None), "{ok}");
+}
+
+/// `simtree abm run` on the fixture model with `code`, for `steps` steps, as a normal user:
+/// `nobody` when the test runs as root, this user otherwise. Returns what it printed on stderr,
+/// or None, with the reason printed, where `nobody` cannot run the ABM venv's interpreter (a venv
+/// under root's private home).
+fn abm_run_as_normal_user(code: &str, steps: u32) -> Option<String> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let as_nobody = |program: &std::path::Path| {
+        let mut cmd = std::process::Command::new("setpriv");
+        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(program);
+        cmd
+    };
+    let mut cmd = if unsafe { libc::geteuid() } == 0 {
+        let python = root.join(".venv-abm/bin/python");
+        // The command line checks the venv's interpreter with stat(2), so the probe does too.
+        let probe = as_nobody(std::path::Path::new("/usr/bin/test"))
+            .arg("-f")
+            .arg(&python)
+            .output();
+        if !probe.as_ref().is_ok_and(|o| o.status.success()) {
+            eprintln!("skipped: user nobody cannot run {} here ({probe:?})", python.display());
+            return None;
+        }
+        as_nobody(&simtree_e2e::simtree_bin())
+    } else {
+        std::process::Command::new(simtree_e2e::simtree_bin())
+    };
+    let file = std::env::temp_dir().join(format!("simtree-walls-{}-{steps}.json", std::process::id()));
+    std::fs::write(&file, model_with(code).to_string()).unwrap();
+    let out = cmd
+        .args(["abm", "run"])
+        .arg(&file)
+        .args(["--steps", &steps.to_string(), "--json"])
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&file);
+    Some(String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn the_walls_hold_for_a_normal_user() {
+    let marker = format!("{}.{}", std::process::id(), 8383);
+    let Some(report) = abm_run_as_normal_user(&PAST_THE_HOOK.replace("MARKER", &marker), 1) else {
+        return;
+    };
+    assert_past_the_hook_refused(&report);
+    assert_eq!(host_processes(&marker), "", "a process was started");
+    // One call here (the command line runs both steps at once): the writes are refused.
+    let report = abm_run_as_normal_user(BIG_WRITES, 2).unwrap_or_default();
+    assert_big_writes_contained(&report);
 }
 
 #[tokio::test]
