@@ -48,9 +48,11 @@ kill(-1) would reach every process of the user. `--scratch DIR` empties DIR (the
 
 Model code may not start processes or call C functions: an audit hook (installed once the
 imports are done, for the worker's whole life) refuses fork, exec, spawn, system, subprocess,
-ctypes' foreign calls and the gc module's object walks that could dig the originals back up.
-This is the first wall; the server's per-worker pids cgroup, where the machine has one, is the
-second.
+ctypes' foreign calls and the gc module's object walks that could dig the originals back up,
+with a clear message. The walls are in the kernel: the sandbox's seccomp filters (see
+server/src/abm/seccomp.rs) refuse new processes, ptrace and non-Unix sockets from the start, and
+`--exec-filter-fd FD` makes the worker install one more that refuses execve, before its first
+request. The server's per-worker pids cgroup, where the machine has one, is a last cap.
 """
 
 import os

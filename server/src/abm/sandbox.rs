@@ -13,6 +13,15 @@
 //!   so a full one fails the model's write, not the host's disk), emptied after every call
 //!   (`--scratch`: a model's state is what its snapshot holds, never files); nothing else of the
 //!   host's file system (no checkout, home, data folders, `/etc`);
+//! * a read-only root and `/dev` (`--remount-ro`, after the last mount): bwrap's root and `/dev`
+//!   are tmpfs without a size, so they take no writes at all, `/root` and `/dev/shm` included
+//!   (`EROFS`), and the sized `/tmp` is the only writable place;
+//! * seccomp filters ([`super::seccomp`]): the kernel refuses new processes (`fork`, `vfork`,
+//!   `clone` without `CLONE_THREAD`; threads still work), `execve`/`execveat`, `ptrace`, sockets
+//!   other than `AF_UNIX`, SysV shared memory and memfds, with `EPERM`, whatever Python does.
+//!   bwrap installs all but the exec ban just before it execs the interpreter (that exec has to
+//!   pass); the worker installs the exec ban itself from `--exec-filter-fd` before its first
+//!   request, and exits if it cannot;
 //! * its own PID namespace, with all capabilities dropped: when the sandbox's PID 1 dies the
 //!   kernel kills every process in it, and the worker (PID 2) kills every other process in it
 //!   after each call (`--reap-strays`), so detached grandchildren do not outlive their call;
@@ -20,8 +29,9 @@
 //! * at most [`MAX_TASKS`] processes and threads where the kernel's `pids` cgroup controller
 //!   (v1) is writable by the server (root on most machines, where `RLIMIT_NPROC` does not
 //!   apply): every worker gets a cgroup of its own, entered before `bwrap` runs. Inside the
-//!   worker, model code cannot start processes at all (an audit hook refuses fork, exec, spawn,
-//!   `subprocess` and foreign calls through `ctypes`), so the cap is the second wall.
+//!   worker, an audit hook refuses fork, exec, spawn, `subprocess` and foreign calls through
+//!   `ctypes` with a clear message; the seccomp filters hold where the hook is bypassed, and the
+//!   cap is a third wall where it exists.
 //!
 //! `--die-with-parent` is tied to the *thread* that spawned `bwrap` (Linux's parent-death signal
 //! follows the parent thread), so every worker is spawned from one long-lived thread of this
@@ -411,5 +421,19 @@ mod tests {
         for flag in ["--unshare-all", "--die-with-parent", "--new-session", "--clearenv"] {
             assert!(args.iter().any(|a| a == flag), "{flag} in {args:?}");
         }
+        // The root and /dev are made read-only after every mount (a later mount point could
+        // not be made), and both seccomp programs are passed.
+        let pos = |flag: &str, value: &str| args.windows(2).position(|w| w[0] == flag && w[1] == value);
+        let last_mount = args
+            .iter()
+            .rposition(|a| ["--ro-bind", "--symlink", "--dev", "--proc", "--tmpfs"].contains(&a.as_str()))
+            .unwrap();
+        for dir in ["/", "/dev"] {
+            assert!(
+                pos("--remount-ro", dir).is_some_and(|p| p > last_mount),
+                "{dir} in {args:?}"
+            );
+        }
+        assert_eq!(args.iter().filter(|a| *a == "--add-seccomp-fd").count(), 2, "{args:?}");
     }
 }
