@@ -1490,6 +1490,11 @@ def main():
     args = parser.parse_args()
     if args.exec_filter_fd is not None:
         install_exec_filter(args.exec_filter_fd)
+    if args.reap_strays:
+        # Descriptors the server inherited from its own parent without close-on-exec pass through
+        # bwrap; in the sandbox they could reach host files or sockets. The worker needs only
+        # stdin, stdout and stderr.
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
     if args.scratch and not args.reap_strays:
         # Only the sandbox's own /tmp is emptied; a host folder never is.
         sys.exit("abm_worker: --scratch needs --reap-strays (a sandbox of its own)")

@@ -392,6 +392,29 @@ fn the_walls_hold_for_a_normal_user() {
 }
 
 #[tokio::test]
+async fn descriptors_the_server_inherited_do_not_reach_model_code() {
+    // A host file open without close-on-exec in the server's parent (this test), so the server
+    // and bwrap inherit it.
+    let path = std::env::temp_dir().join(format!("simtree-inherited-{}", std::process::id()));
+    let file = std::fs::File::create(&path).unwrap();
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+    // SAFETY: fcntl on a descriptor this test owns; no memory is involved.
+    assert_eq!(unsafe { libc::fcntl(fd, libc::F_SETFD, 0) }, 0);
+    let s = server(30, &[]);
+    let code = format!(
+        "def act(self):\n    import os\n    try:\n        os.write({fd}, b'escaped')\n        seen = 'wrote'\n    except OSError as e:\n        seen = 'errno ' + str(e.errno)\n    raise RuntimeError('fd {fd}: ' + seen)"
+    );
+    let t = import_model(&s, model_with(&code)).await;
+    let (st, r) = advance(&s, t, 0, 1).await;
+    drop(file);
+    let written = std::fs::read(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(st, 200, "{r}");
+    assert!(written.is_empty(), "model code wrote to the host's file: {r}");
+    assert!(r["error"].as_str().unwrap_or_default().contains("errno 9"), "{r}");
+}
+
+#[tokio::test]
 async fn the_sandbox_tmp_is_bounded_and_emptied_after_each_call() {
     let s = server(60, &[]);
     // Step 1 fills /tmp (64 MiB) and leaves a file; step 2 (another call) looks for it.

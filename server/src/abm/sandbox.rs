@@ -22,6 +22,8 @@
 //!   bwrap installs all but the exec ban just before it execs the interpreter (that exec has to
 //!   pass); the worker installs the exec ban itself from `--exec-filter-fd` before its first
 //!   request, and exits if it cannot;
+//! * no inherited descriptors: bwrap passes on whatever the server inherited without
+//!   close-on-exec, so the worker closes all but stdin, stdout and stderr before its first request;
 //! * its own PID namespace, with all capabilities dropped: when the sandbox's PID 1 dies the
 //!   kernel kills every process in it, and the worker (PID 2) kills every other process in it
 //!   after each call (`--reap-strays`), so detached grandchildren do not outlive their call;
