@@ -48,9 +48,11 @@ kill(-1) would reach every process of the user. `--scratch DIR` empties DIR (the
 
 Model code may not start processes or call C functions: an audit hook (installed once the
 imports are done, for the worker's whole life) refuses fork, exec, spawn, system, subprocess,
-ctypes' foreign calls and the gc module's object walks that could dig the originals back up.
-This is the first wall; the server's per-worker pids cgroup, where the machine has one, is the
-second.
+ctypes' foreign calls and the gc module's object walks that could dig the originals back up,
+with a clear message. The walls are in the kernel: the sandbox's seccomp filters (see
+server/src/abm/seccomp.rs) refuse new processes, ptrace and non-Unix sockets from the start, and
+`--exec-filter-fd FD` makes the worker install one more that refuses execve, before its first
+request. The server's per-worker pids cgroup, where the machine has one, is a last cap.
 """
 
 import os
@@ -1417,6 +1419,36 @@ def forbid_processes():
     sys.addaudithook(_audit)
 
 
+def install_exec_filter(fd):
+    """Reads the seccomp program the server passed on `fd` (classic BPF, refusing execve and
+    execveat; see server/src/abm/seccomp.rs) and installs it for the whole process, for ever.
+    Runs before the first request and while the worker has one thread (a filter installed with
+    prctl binds the calling thread and the threads it starts later), and exits if it cannot."""
+    import ctypes
+
+    chunks = []
+    while True:
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(fd)
+    program = b"".join(chunks)
+    threads = len(os.listdir("/proc/self/task"))
+    if not program or len(program) % 8 or threads != 1:
+        sys.exit(f"abm_worker: cannot install the exec filter ({len(program)} bytes, {threads} threads)")
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    buf = ctypes.create_string_buffer(program, len(program))
+    prog = SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    libc = ctypes.CDLL(None, use_errno=True)
+    pr_set_seccomp, seccomp_mode_filter = 22, 2
+    if libc.prctl(pr_set_seccomp, seccomp_mode_filter, ctypes.byref(prog), 0, 0) != 0:
+        sys.exit(f"abm_worker: cannot install the exec filter: {os.strerror(ctypes.get_errno())}")
+
+
 def clear_scratch(path, keep):
     """Removes everything in `path` but the entries named in `keep` (what was there when the
     worker started: the folders bubblewrap made for binds under /tmp, such as a checkout's venv),
@@ -1452,7 +1484,17 @@ def main():
         "--reap-strays", action="store_true", help="kill other processes of the PID namespace after each call"
     )
     parser.add_argument("--scratch", help="a private folder to empty after each call (the sandbox's /tmp)")
+    parser.add_argument(
+        "--exec-filter-fd", type=int, help="a descriptor holding a seccomp program to install at once (no exec)"
+    )
     args = parser.parse_args()
+    if args.exec_filter_fd is not None:
+        install_exec_filter(args.exec_filter_fd)
+    if args.reap_strays:
+        # Descriptors the server inherited from its own parent without close-on-exec pass through
+        # bwrap; in the sandbox they could reach host files or sockets. The worker needs only
+        # stdin, stdout and stderr.
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
     if args.scratch and not args.reap_strays:
         # Only the sandbox's own /tmp is emptied; a host folder never is.
         sys.exit("abm_worker: --scratch needs --reap-strays (a sandbox of its own)")

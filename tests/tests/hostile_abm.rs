@@ -122,7 +122,8 @@ async fn model_code_cannot_read_secrets_write_outside_or_connect_out() {
     assert!(everything.contains("PATH=/usr/bin:/bin"), "{everything}");
     assert!(!everything.contains(SECRET), "the key leaked: {everything}");
     assert!(!everything.contains("LLM_API_KEY"), "{everything}");
-    assert!(everything.contains("ConnectionRefusedError"), "{everything}");
+    // The sandbox's seccomp filter refuses an internet socket before any connection is tried.
+    assert!(everything.contains("PermissionError(1"), "{everything}");
     assert!(listener.accept().is_err(), "a connection reached the host's listener");
     assert!(!in_tmp.exists(), "{} was written", in_tmp.display());
     assert!(!in_checkout.exists(), "{} was written", in_checkout.display());
@@ -191,6 +192,226 @@ async fn model_code_cannot_start_processes() {
             "no capped cgroup holds a worker: {capped:?}"
         );
     }
+}
+
+/// Model code that first disarms the worker's audit hook (emptying the set of events it refuses,
+/// which code that finds the worker's module can do), then tries every way to start or trace a
+/// process, exec, open an internet socket or hide memory. Each try is reported as
+/// `NAME refused` (PermissionError), `NAME ran`, or `NAME failed ERROR`; threads and Unix
+/// sockets must still work. The report is raised as the model's error.
+const PAST_THE_HOOK: &str = r#"def act(self):
+    import os, sys, socket, subprocess, threading, ctypes
+    sys.modules['__main__'].FORBIDDEN_EVENTS = frozenset()
+    libc = ctypes.CDLL(None, use_errno=True)
+    def checked(r, name):
+        if r == -1:
+            e = ctypes.get_errno()
+            raise OSError(e, os.strerror(e))
+        if r == 0 and name == 'fork':
+            os._exit(0)
+    def reimported():
+        del sys.modules['_posixsubprocess']
+        import _posixsubprocess
+        subprocess._fork_exec = _posixsubprocess.fork_exec
+        subprocess.Popen(['/usr/bin/sleep', 'MARKER'])
+    def thread():
+        t = threading.Thread(target=lambda: None)
+        t.start()
+        t.join()
+    tries = [
+        ('os.fork', lambda: os.fork() == 0 and os._exit(0)),
+        ('reimported fork_exec', reimported),
+        ('libc fork', lambda: checked(libc.fork(), 'fork')),
+        ('posix_spawn', lambda: os.posix_spawn('/usr/bin/sleep', ['sleep', 'MARKER'], {})),
+        ('execv', lambda: os.execv('/usr/bin/sleep', ['sleep', 'MARKER'])),
+        ('ptrace', lambda: checked(libc.ptrace(16, 1, 0, 0), 'ptrace')),
+        ('inet socket', lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM)),
+        ('inet6 socket', lambda: socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)),
+        ('memfd', lambda: os.memfd_create('hidden')),
+        ('thread', thread),
+        ('unix socketpair', lambda: socket.socketpair(socket.AF_UNIX)),
+    ]
+    seen = []
+    for name, f in tries:
+        try:
+            f()
+            seen.append(name + ' ran')
+        except PermissionError:
+            seen.append(name + ' refused')
+        except Exception as e:
+            seen.append(name + ' failed ' + repr(e))
+    raise RuntimeError('; '.join(seen) + '.')"#;
+
+/// Checks the report of [`PAST_THE_HOOK`] (given as the error text).
+fn assert_past_the_hook_refused(report: &str) {
+    for refused in [
+        "os.fork",
+        "reimported fork_exec",
+        "libc fork",
+        "posix_spawn",
+        "execv",
+        "ptrace",
+        "inet socket",
+        "inet6 socket",
+        "memfd",
+    ] {
+        assert!(report.contains(&format!("{refused} refused")), "{refused}: {report}");
+    }
+    for works in ["thread", "unix socketpair"] {
+        assert!(report.contains(&format!("{works} ran")), "{works}: {report}");
+    }
+}
+
+#[tokio::test]
+async fn the_kernel_refuses_processes_exec_and_sockets_even_past_the_audit_hook() {
+    let s = server(30, &[]);
+    let marker = format!("{}.{}", std::process::id(), 8282);
+    let t = import_model(&s, model_with(&PAST_THE_HOOK.replace("MARKER", &marker))).await;
+    let (st, r) = advance(&s, t, 0, 1).await;
+    assert_eq!(st, 200, "{r}");
+    assert_past_the_hook_refused(r["error"].as_str().unwrap_or_default());
+    assert_eq!(host_processes(&marker), "", "a process was started");
+    // The server keeps serving, and a healthy model runs.
+    assert_eq!(s.get("/health").await.0, 200);
+    let sir = s.create("sir_network").await;
+    let (st, ok) = advance(&s, sir, 0, 3).await;
+    assert_eq!((st, ok.get("error")), (200, None), "{ok}");
+}
+
+/// Model code that writes 300 MiB to `/`, `/dev/shm` and `/root` in its first call, and in its
+/// second call (tick 4) raises what it managed and which files are still there.
+const BIG_WRITES: &str = r#"def act(self):
+    import os
+    paths = ('/fill', '/dev/shm/fill', '/root/fill')
+    globalVariable.ticks += 1
+    if globalVariable.ticks == 1:
+        seen = []
+        for p in paths:
+            n = 0
+            try:
+                os.makedirs(os.path.dirname(p), exist_ok=True)
+                with open(p, 'wb') as f:
+                    for _ in range(300):
+                        f.write(b'x' * (1 << 20))
+                        n += 1
+                seen.append(p + ' took 300 MiB')
+            except OSError as e:
+                seen.append(p + ' errno ' + str(e.errno) + ' after ' + str(n) + ' MiB')
+        globalVariable.seen = '; '.join(seen)
+    if globalVariable.ticks == 4:
+        left = [p for p in paths if os.path.exists(p)]
+        raise RuntimeError(globalVariable.seen + '. left: ' + ','.join(left) + '.')"#;
+
+/// Checks the report of [`BIG_WRITES`]: at most 64 MiB went anywhere, and nothing was left for
+/// the next call.
+fn assert_big_writes_contained(report: &str) {
+    for p in ["/fill", "/dev/shm/fill", "/root/fill"] {
+        let mib: u64 = report
+            .split(&format!("{p} errno "))
+            .nth(1)
+            .and_then(|r| r.split(" after ").nth(1))
+            .and_then(|r| r.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(u64::MAX);
+        assert!(mib <= 64, "{p}: {mib} MiB written: {report}");
+    }
+}
+
+/// Checks that [`BIG_WRITES`]'s files did not outlive the call that wrote them.
+fn assert_nothing_left(report: &str) {
+    let left = report.split("left: ").nth(1).and_then(|l| l.lines().next());
+    assert_eq!(left, Some("."), "files outlived their call: {report}");
+}
+
+#[tokio::test]
+async fn the_sandbox_root_dev_shm_and_root_take_no_big_writes() {
+    let s = server(60, &[]);
+    let t = import_model(&s, model_with(BIG_WRITES)).await;
+    let (st, first) = advance(&s, t, 0, 1).await;
+    assert_eq!((st, first.get("error")), (200, None), "{first}");
+    let (_, second) = advance(&s, t, first["child"].as_u64().unwrap(), 1).await;
+    let report = second["error"].as_str().unwrap_or_default();
+    assert_big_writes_contained(report);
+    assert_nothing_left(report);
+    assert_eq!(s.get("/health").await.0, 200);
+    let sir = s.create("sir_network").await;
+    let (st, ok) = advance(&s, sir, 0, 2).await;
+    assert_eq!((st, ok.get("error")), (200, None), "{ok}");
+}
+
+/// `simtree abm run` on the fixture model with `code`, for `steps` steps, as a normal user:
+/// `nobody` when the test runs as root, this user otherwise. Returns what it printed on stderr,
+/// or None, with the reason printed, where `nobody` cannot run the ABM venv's interpreter (a venv
+/// under root's private home).
+fn abm_run_as_normal_user(code: &str, steps: u32) -> Option<String> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let as_nobody = |program: &std::path::Path| {
+        let mut cmd = std::process::Command::new("setpriv");
+        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(program);
+        cmd
+    };
+    let mut cmd = if unsafe { libc::geteuid() } == 0 {
+        let python = root.join(".venv-abm/bin/python");
+        // The command line checks the venv's interpreter with stat(2), so the probe does too.
+        let probe = as_nobody(std::path::Path::new("/usr/bin/test"))
+            .arg("-f")
+            .arg(&python)
+            .output();
+        if !probe.as_ref().is_ok_and(|o| o.status.success()) {
+            eprintln!("skipped: user nobody cannot run {} here ({probe:?})", python.display());
+            return None;
+        }
+        as_nobody(&simtree_e2e::simtree_bin())
+    } else {
+        std::process::Command::new(simtree_e2e::simtree_bin())
+    };
+    let file = std::env::temp_dir().join(format!("simtree-walls-{}-{steps}.json", std::process::id()));
+    std::fs::write(&file, model_with(code).to_string()).unwrap();
+    let out = cmd
+        .args(["abm", "run"])
+        .arg(&file)
+        .args(["--steps", &steps.to_string(), "--json"])
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&file);
+    Some(String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn the_walls_hold_for_a_normal_user() {
+    let marker = format!("{}.{}", std::process::id(), 8383);
+    let Some(report) = abm_run_as_normal_user(&PAST_THE_HOOK.replace("MARKER", &marker), 1) else {
+        return;
+    };
+    assert_past_the_hook_refused(&report);
+    assert_eq!(host_processes(&marker), "", "a process was started");
+    // One call here (the command line runs both steps at once): the writes are refused.
+    let report = abm_run_as_normal_user(BIG_WRITES, 2).unwrap_or_default();
+    assert_big_writes_contained(&report);
+}
+
+#[tokio::test]
+async fn descriptors_the_server_inherited_do_not_reach_model_code() {
+    // A host file open without close-on-exec in the server's parent (this test), so the server
+    // and bwrap inherit it.
+    let path = std::env::temp_dir().join(format!("simtree-inherited-{}", std::process::id()));
+    let file = std::fs::File::create(&path).unwrap();
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+    // SAFETY: fcntl on a descriptor this test owns; no memory is involved.
+    assert_eq!(unsafe { libc::fcntl(fd, libc::F_SETFD, 0) }, 0);
+    let s = server(30, &[]);
+    let code = format!(
+        "def act(self):\n    import os\n    try:\n        os.write({fd}, b'escaped')\n        seen = 'wrote'\n    except OSError as e:\n        seen = 'errno ' + str(e.errno)\n    raise RuntimeError('fd {fd}: ' + seen)"
+    );
+    let t = import_model(&s, model_with(&code)).await;
+    let (st, r) = advance(&s, t, 0, 1).await;
+    drop(file);
+    let written = std::fs::read(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(st, 200, "{r}");
+    assert!(written.is_empty(), "model code wrote to the host's file: {r}");
+    assert!(r["error"].as_str().unwrap_or_default().contains("errno 9"), "{r}");
 }
 
 #[tokio::test]

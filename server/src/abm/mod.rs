@@ -23,6 +23,7 @@ pub mod generate;
 pub mod model;
 pub mod sandbox;
 pub mod schema;
+mod seccomp;
 pub mod validate;
 pub mod venv;
 pub mod worker;

@@ -13,6 +13,17 @@
 //!   so a full one fails the model's write, not the host's disk), emptied after every call
 //!   (`--scratch`: a model's state is what its snapshot holds, never files); nothing else of the
 //!   host's file system (no checkout, home, data folders, `/etc`);
+//! * a read-only root and `/dev` (`--remount-ro`, after the last mount): bwrap's root and `/dev`
+//!   are tmpfs without a size, so they take no writes at all, `/root` and `/dev/shm` included
+//!   (`EROFS`), and the sized `/tmp` is the only writable place;
+//! * seccomp filters ([`super::seccomp`]): the kernel refuses new processes (`fork`, `vfork`,
+//!   `clone` without `CLONE_THREAD`; threads still work), `execve`/`execveat`, `ptrace`, sockets
+//!   other than `AF_UNIX`, SysV shared memory and memfds, with `EPERM`, whatever Python does.
+//!   bwrap installs all but the exec ban just before it execs the interpreter (that exec has to
+//!   pass); the worker installs the exec ban itself from `--exec-filter-fd` before its first
+//!   request, and exits if it cannot;
+//! * no inherited descriptors: bwrap passes on whatever the server inherited without
+//!   close-on-exec, so the worker closes all but stdin, stdout and stderr before its first request;
 //! * its own PID namespace, with all capabilities dropped: when the sandbox's PID 1 dies the
 //!   kernel kills every process in it, and the worker (PID 2) kills every other process in it
 //!   after each call (`--reap-strays`), so detached grandchildren do not outlive their call;
@@ -20,8 +31,9 @@
 //! * at most [`MAX_TASKS`] processes and threads where the kernel's `pids` cgroup controller
 //!   (v1) is writable by the server (root on most machines, where `RLIMIT_NPROC` does not
 //!   apply): every worker gets a cgroup of its own, entered before `bwrap` runs. Inside the
-//!   worker, model code cannot start processes at all (an audit hook refuses fork, exec, spawn,
-//!   `subprocess` and foreign calls through `ctypes`), so the cap is the second wall.
+//!   worker, an audit hook refuses fork, exec, spawn, `subprocess` and foreign calls through
+//!   `ctypes` with a clear message; the seccomp filters hold where the hook is bypassed, and the
+//!   cap is a third wall where it exists.
 //!
 //! `--die-with-parent` is tied to the *thread* that spawned `bwrap` (Linux's parent-death signal
 //! follows the parent thread), so every worker is spawned from one long-lived thread of this
@@ -34,6 +46,7 @@ use std::sync::mpsc;
 use std::sync::{Mutex, OnceLock};
 
 use super::AbmError;
+use super::seccomp::Filters;
 
 /// Where model code runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -99,13 +112,14 @@ pub(crate) fn worker_command(
                 .file_name()
                 .ok_or_else(|| AbmError::Spawn(format!("{} is not a file name", script.display())))?;
             let python = sandboxed_python(python)?;
-            let mut cmd = bwrap_command(Path::new(BWRAP), &python)?;
-            cmd.arg("--ro-bind").arg(absolute(dir)?).arg(WORKER_DIR);
+            let mut cmd = bwrap_command(Path::new(BWRAP), &python, Some(&absolute(dir)?))?;
+            let no_exec = pass_fd(&mut cmd, &Filters::compile()?.no_exec)?;
             cmd.arg(&python)
                 .arg("-u")
                 .arg(Path::new(WORKER_DIR).join(name))
                 .args(args)
-                .args(["--reap-strays", "--scratch", "/tmp"]);
+                .args(["--reap-strays", "--scratch", "/tmp", "--exec-filter-fd"])
+                .arg(no_exec.to_string());
             Ok(cmd)
         }
     }
@@ -132,8 +146,9 @@ fn sandboxed_python(python: &Path) -> Result<PathBuf, AbmError> {
 }
 
 /// `bwrap` with every option of the sandbox, ready for the program to run inside (which must be
-/// `python`, as given by [`sandboxed_python`], or live in a folder bound here).
-fn bwrap_command(bwrap: &Path, python: &Path) -> Result<Command, AbmError> {
+/// `python`, as given by [`sandboxed_python`], or live in a folder bound here: `worker_dir`
+/// appears read-only at [`WORKER_DIR`]).
+fn bwrap_command(bwrap: &Path, python: &Path, worker_dir: Option<&Path>) -> Result<Command, AbmError> {
     let mut cmd = Command::new(bwrap);
     // The sandbox's PID 1 is a copy of bwrap: give it nothing worth reading in /proc/1/environ.
     cmd.env_clear().envs(allowed_env());
@@ -174,7 +189,18 @@ fn bwrap_command(bwrap: &Path, python: &Path) -> Result<Command, AbmError> {
         }
         cmd.arg("--ro-bind").arg(&b).arg(&b);
     }
+    if let Some(dir) = worker_dir {
+        cmd.arg("--ro-bind").arg(dir).arg(WORKER_DIR);
+    }
     cmd.args(["--dev", "/dev", "--proc", "/proc"]);
+    // Last of the mounts: the root (a tmpfs of bwrap's, unbounded) and /dev (/dev/shm with it)
+    // become read-only, so the sized /tmp is the only place model code can write.
+    cmd.args(["--remount-ro", "/", "--remount-ro", "/dev"]);
+    let filters = Filters::compile()?;
+    for program in [&filters.sandbox, &filters.clone3] {
+        let fd = pass_fd(&mut cmd, program)?;
+        cmd.arg("--add-seccomp-fd").arg(fd.to_string());
+    }
     cmd.args([
         "--unshare-all",
         "--die-with-parent",
@@ -187,6 +213,32 @@ fn bwrap_command(bwrap: &Path, python: &Path) -> Result<Command, AbmError> {
         cmd.args(["--setenv", k, v]);
     }
     Ok(cmd)
+}
+
+/// Makes `bytes` readable, to their end, from a file descriptor that the process `cmd` starts
+/// inherits (a pipe; every other descriptor of this process is close-on-exec); returns its number.
+/// The descriptor lives as long as `cmd`.
+fn pass_fd(cmd: &mut Command, bytes: &[u8]) -> Result<i32, AbmError> {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let failed = |e: io::Error| AbmError::Spawn(format!("cannot pass the seccomp filter: {e}"));
+    let (reader, mut writer) = io::pipe().map_err(failed)?;
+    // A filter is a few hundred bytes, far below a pipe's buffer: this write does not block.
+    writer.write_all(bytes).map_err(failed)?;
+    drop(writer);
+    let fd = reader.as_raw_fd();
+    // SAFETY: the closure runs in the child between fork and exec and only calls fcntl, which is
+    // async-signal-safe, on a descriptor the closure keeps open (it owns `reader`).
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::fcntl(reader.as_raw_fd(), libc::F_SETFD, 0) < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    Ok(fd)
 }
 
 fn absolute(p: &Path) -> Result<PathBuf, AbmError> {
@@ -204,7 +256,7 @@ pub fn probe(python: &Path, sandbox: Sandbox) -> Result<(), AbmError> {
 
 fn probe_with(bwrap: &Path, python: &Path) -> Result<(), AbmError> {
     let python = sandboxed_python(python)?;
-    let mut cmd = bwrap_command(bwrap, &python)?;
+    let mut cmd = bwrap_command(bwrap, &python, None)?;
     cmd.arg(&python).args(["-c", ""]);
     cmd.stdin(Stdio::null());
     let cause = match cmd.output() {
@@ -358,7 +410,7 @@ mod tests {
 
     #[test]
     fn the_sandbox_command_clears_the_environment_of_bwrap_itself() {
-        let cmd = bwrap_command(Path::new(BWRAP), Path::new("/usr/bin/env")).unwrap();
+        let cmd = bwrap_command(Path::new(BWRAP), Path::new("/usr/bin/env"), None).unwrap();
         let envs: Vec<_> = cmd.get_envs().collect();
         // env_clear plus exactly the allowlist: nothing of this process's environment is passed.
         assert_eq!(envs.len(), allowed_env().len(), "{envs:?}");
@@ -371,5 +423,19 @@ mod tests {
         for flag in ["--unshare-all", "--die-with-parent", "--new-session", "--clearenv"] {
             assert!(args.iter().any(|a| a == flag), "{flag} in {args:?}");
         }
+        // The root and /dev are made read-only after every mount (a later mount point could
+        // not be made), and both seccomp programs are passed.
+        let pos = |flag: &str, value: &str| args.windows(2).position(|w| w[0] == flag && w[1] == value);
+        let last_mount = args
+            .iter()
+            .rposition(|a| ["--ro-bind", "--symlink", "--dev", "--proc", "--tmpfs"].contains(&a.as_str()))
+            .unwrap();
+        for dir in ["/", "/dev"] {
+            assert!(
+                pos("--remount-ro", dir).is_some_and(|p| p > last_mount),
+                "{dir} in {args:?}"
+            );
+        }
+        assert_eq!(args.iter().filter(|a| *a == "--add-seccomp-fd").count(), 2, "{args:?}");
     }
 }
