@@ -774,10 +774,12 @@ const KNOWN_FILE_CIRCLES: &[(&[&str], &str)] = &[
             "crate::engine::agent",
             "crate::engine::ordering",
             "crate::engine::prompt",
+            "crate::engine::scenes",
             "crate::engine::world",
         ],
-        "the world owns its agents and an agent's turn reads the world (actions, prompts, ordering): \
-         cutting it means a narrow view of the world for agents",
+        "the world owns its agents and an agent's turn reads the world (actions, prompts, ordering), \
+         and a prompt reads its actions' text from the scenes' catalogue: cutting it means a narrow \
+         view of the world for agents and the action text beside `ActionKind`",
     ),
     (
         &[
