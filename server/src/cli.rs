@@ -137,7 +137,9 @@ pub enum Command {
         /// (0: no budget).
         #[arg(long, default_value_t = Limits::default().max_memory_bytes >> 20)]
         max_memory_mb: u64,
-        /// Connections held at once; beyond it the oldest silent one is closed.
+        /// Connections held at once; to make room, the oldest silent one is closed, then a slow
+        /// body of the address with the most; one remote address holds at most a quarter, and
+        /// /health and /ready are answered beyond it.
         #[arg(long, default_value_t = Limits::default().max_connections)]
         max_connections: usize,
         /// WebSockets open at once; an upgrade beyond it gets 503.

@@ -767,3 +767,91 @@ async fn a_node_socket_closed_for_silence_says_where_to_resume() {
         other => panic!("?from=-1: {:?}", other.map(|(_, r)| r.status())),
     }
 }
+
+/// Issue 42, item 6: fair slots. One client holds more than every connection slot with request
+/// bodies it sends a byte at a time, and reopens each one as soon as the server cuts it; `/health`
+/// and `/ready` still answer 200 every time, and an ordinary request still gets through. All of
+/// it comes from 127.0.0.1, where every connection counts as a client of its own (see
+/// `http/listener.rs`): the probes are not counted against the flood's address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_slow_bodies_never_shuts_out_health() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const SLOTS: usize = 32;
+    let s = Server::start_with(&["--max-connections", &SLOTS.to_string()]);
+    let addr = s.base.trim_start_matches("http://").to_string();
+    let stop = Arc::new(AtomicBool::new(false));
+    let head = "POST /devui/simtree HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n";
+    let flood: Vec<_> = (0..SLOTS * 3 / 2)
+        .map(|_| {
+            let (addr, stop) = (addr.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut reply = [0u8; 1024];
+                while !stop.load(Ordering::Relaxed) {
+                    let Ok(mut c) = tokio::net::TcpStream::connect(&addr).await else {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    };
+                    let mut open = c.write_all(head.as_bytes()).await.is_ok();
+                    while open && !stop.load(Ordering::Relaxed) {
+                        tokio::select! {
+                            // Cut (408) or closed: reopen.
+                            _ = c.read(&mut reply) => open = false,
+                            () = tokio::time::sleep(Duration::from_millis(500)) => {
+                                open = c.write_all(b" ").await.is_ok();
+                            }
+                        }
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // A new connection for every probe (no pooled connection from before the flood).
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(3))
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    let mut failed = Vec::new();
+    let started = Instant::now();
+    let mut probes = 0;
+    // Longer than it takes the server to cut a slow body (so the flood reopens meanwhile).
+    while started.elapsed() < Duration::from_secs(14) {
+        for path in ["/health", "/ready"] {
+            probes += 1;
+            match client.get(s.url(path)).send().await {
+                Ok(r) if r.status() == 200 => {}
+                other => failed.push(format!(
+                    "{path} at {:?}: {:?}",
+                    started.elapsed(),
+                    other.map(|r| r.status())
+                )),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let created = client
+        .post(s.url("/devui/simtree"))
+        .timeout(Duration::from_secs(10))
+        .json(&json!({"scenario": "simple_chat"}))
+        .send()
+        .await
+        .map(|r| r.status());
+    stop.store(true, Ordering::Relaxed);
+    for f in flood {
+        f.abort();
+    }
+    assert!(
+        failed.is_empty(),
+        "{} of {probes} probes failed: {failed:#?}",
+        failed.len()
+    );
+    assert_eq!(
+        created.ok(),
+        Some(reqwest::StatusCode::OK),
+        "an ordinary request during the flood"
+    );
+}
