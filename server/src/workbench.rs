@@ -23,6 +23,7 @@ mod live_text;
 mod notebook;
 mod persist;
 mod sweep;
+mod trees;
 
 pub use datasets::{SHIPPED_DATASET, dataset_of};
 pub use persist::{MAX_NAME_CHARS, Meta, NotReady};
@@ -110,10 +111,8 @@ impl Default for Limits {
 }
 
 pub struct Workbench {
-    /// Trees in memory.
-    pub trees: DashMap<u64, Arc<TreeHandle>>,
-    /// Trees in the store and not (or no longer) in memory: loaded on first use.
-    stored: DashMap<u64, crate::store::TreeRow>,
+    /// Every tree, open or stored (see `workbench::trees`).
+    trees: trees::Trees,
     loading: Mutex<()>,
     /// What rebuilds brought into memory since the cache was last trimmed.
     pressure: Arc<crate::store::Pressure>,
@@ -250,8 +249,7 @@ impl Workbench {
     pub fn new(scenarios: ScenarioLibrary, backend: Backend, limits: Limits) -> Self {
         Workbench {
             library: library::Library::in_memory(limits.max_body_bytes),
-            trees: DashMap::new(),
-            stored: DashMap::new(),
+            trees: Default::default(),
             loading: Mutex::new(()),
             pressure: Arc::new(crate::store::Pressure::new(limits.cache_bytes)),
             store: None,
@@ -308,10 +306,11 @@ impl Workbench {
     /// A tree by id; a stored tree not in memory is loaded (its structure; states and logs stay
     /// in the store until used).
     pub fn tree(&self, id: u64) -> Result<Arc<TreeHandle>, WorkbenchError> {
-        if let Some(t) = self.trees.get(&id) {
-            return Ok(t.clone());
+        match self.trees.get(id) {
+            Some(trees::Found::Open(t)) => Ok(t),
+            Some(trees::Found::Stored(_)) => self.load(id)?.ok_or_else(WorkbenchError::tree_not_found),
+            None => Err(WorkbenchError::tree_not_found()),
         }
-        self.load(id)?.ok_or_else(WorkbenchError::tree_not_found)
     }
 
     /// A tree's handle; `own` holds the tree's own token and money caps (`token_budget`,
@@ -387,7 +386,7 @@ impl Workbench {
         };
         let handle = Arc::new(self.handle(id, tree, kind, meta, budget));
         self.persist_tree(&handle)?;
-        self.trees.insert(id, handle);
+        self.trees.insert_open(handle);
         Ok(TreeRef { id, root: 0 })
     }
 
@@ -1157,7 +1156,7 @@ impl Workbench {
     /// [`Self::delete`]: a refused deletion leaves the tree as it was.
     pub fn delete_tree(&self, tree: u64) -> Result<(), WorkbenchError> {
         if let Some(store) = &self.store {
-            if !self.stored.contains_key(&tree) && !self.trees.contains_key(&tree) {
+            if !self.trees.contains(tree) {
                 return Err(WorkbenchError::tree_not_found());
             }
             store
@@ -1165,15 +1164,17 @@ impl Workbench {
                 .map_err(|e| {
                     WorkbenchError::unavailable(format!("the deletion could not be stored, so nothing changed: {e}"))
                 })?;
-            self.stored.remove(&tree);
         }
-        if let Some((_, handle)) = self.trees.remove(&tree) {
-            // Explorations first, so that none starts a round in the deleted tree.
-            handle.explores.stop_all();
-            let running: Vec<NodeId> = lock(&handle.runs).keys().copied().collect();
-            handle.cancel(running);
-        } else if self.store.is_none() {
-            return Err(WorkbenchError::tree_not_found());
+        match self.trees.remove(tree) {
+            Some(trees::Found::Open(handle)) => {
+                // Explorations first, so that none starts a round in the deleted tree.
+                handle.explores.stop_all();
+                let running: Vec<NodeId> = lock(&handle.runs).keys().copied().collect();
+                handle.cancel(running);
+            }
+            Some(trees::Found::Stored(_)) => {}
+            None if self.store.is_none() => return Err(WorkbenchError::tree_not_found()),
+            None => {}
         }
         Ok(())
     }

@@ -216,3 +216,63 @@ async fn over_its_budget_the_cache_closes_idle_trees_and_they_come_back_intact()
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 42, item 3: a tree moved between open and stored by the cache is found by every
+/// lookup and listed exactly once, whatever the moment. Readers hammer the tree while the cache
+/// closes it (its budget is one byte) as soon as nobody holds it; before the tree set was one
+/// structure, a lookup in the instant between "no longer open" and "stored again" answered 404.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tree_the_cache_closes_and_reopens_is_never_missing() {
+    let dir = temp("race");
+    let limits = Limits {
+        cache_bytes: 1,
+        ..Limits::default()
+    };
+    let wb = workbench_with(&dir, limits);
+    let tree = wb
+        .create_tree("simple_chat", Some(3), Default::default(), None)
+        .unwrap()
+        .id;
+    wb.advance_multi(tree, 0, 1, 64, false).await.unwrap();
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let (stop, closed) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
+    let closer = {
+        let (wb, stop, closed) = (wb.clone(), stop.clone(), closed.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                if wb.trim_cache() > 0 {
+                    closed.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        })
+    };
+    const CLOSES: u64 = 300;
+    let started = std::time::Instant::now();
+    let (mut lookups, mut missing, mut listed_wrong) = (0usize, 0usize, 0usize);
+    while closed.load(Ordering::Relaxed) < CLOSES && started.elapsed().as_secs() < 60 {
+        lookups += 1;
+        if let Err(e) = wb.tree(tree) {
+            missing += 1;
+            if missing <= 3 {
+                eprintln!("lookup {lookups}: {e}");
+            }
+        }
+        if lookups % 16 == 0 && wb.list().iter().filter(|t| t.id == tree).count() != 1 {
+            listed_wrong += 1;
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    closer.join().unwrap();
+    let closed = closed.load(Ordering::Relaxed);
+    eprintln!(
+        "{lookups} lookups and {} lists while the cache closed the tree {closed} times",
+        lookups / 16
+    );
+    assert!(closed >= CLOSES, "the cache closed the tree only {closed} times");
+    assert_eq!(
+        (missing, listed_wrong),
+        (0, 0),
+        "failed lookups of an existing tree, and lists without it exactly once, in {lookups} lookups and {closed} closes"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -637,3 +637,221 @@ async fn websockets_have_a_cap_and_silent_clients_are_closed() {
     c.send(Message::Text("ready".into())).await.unwrap();
     assert!(c.next().await.unwrap().is_ok());
 }
+
+type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// A node socket from entry `from` on, past its `ready`.
+async fn node_socket(s: &Server, tree: u64, node: u64, from: usize) -> Socket {
+    let path = format!("/devui/simtree/{tree}/sim/{node}/events?from={from}");
+    let (mut ws, _) = tokio_tungstenite::connect_async(s.ws_url(&path)).await.unwrap();
+    ws.send(Message::Text("ready".into())).await.unwrap();
+    ws
+}
+
+/// An entry a node socket sent, without its node tag (as `own_entries` gives them).
+fn entry(text: &str) -> Value {
+    let mut e: Value = serde_json::from_str(text).unwrap();
+    e.as_object_mut().unwrap().remove("node");
+    e
+}
+
+/// Issue 42, item 5: a node socket lives while its reader lives. This reader takes the entries
+/// of a long run at a steady 150 KB/s, slower than the run writes them, so what the server sends
+/// waits on it for far longer than `--ws-idle-secs`; it reads all the while, so it gets every
+/// entry of the run and its socket is not closed. (The issue's figure: 45,003 entries with
+/// `--ws-idle-secs 20`; here 300 turns, about 13,500 entries or 2.4 MB, with 3 s.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_reader_of_a_long_run_gets_every_entry() {
+    use futures_util::StreamExt;
+    const TURNS: u64 = 300;
+    const BYTES_PER_SEC: f64 = 150_000.0;
+    let s = Server::start_with(&["--ws-idle-secs", "3"]);
+    let tree = s.create("simple_chat").await;
+    let run = s.advance_in_background(tree, 0, TURNS);
+    let node = s.first_running(tree).await;
+    // From entry 0: the entries the run wrote before the socket opened come first.
+    let mut ws = node_socket(&s, tree, node, 0).await;
+    let started = Instant::now();
+    let (mut got, mut bytes, mut expected) = (Vec::new(), 0usize, None);
+    let ended = loop {
+        if expected.is_none() && run.is_finished() {
+            expected = Some(simtree_e2e::own_entries(&s, tree, node).await);
+        }
+        if expected.as_ref().is_some_and(|own: &Vec<Value>| got.len() >= own.len()) {
+            break None;
+        }
+        match tokio::time::timeout(Duration::from_secs(20), ws.next()).await {
+            Ok(Some(Ok(Message::Text(t)))) => {
+                bytes += t.len();
+                got.push(entry(&t));
+                let due = Duration::from_secs_f64(bytes as f64 / BYTES_PER_SEC);
+                if let Some(ahead) = due.checked_sub(started.elapsed()) {
+                    tokio::time::sleep(ahead).await;
+                }
+            }
+            Ok(Some(Ok(Message::Close(frame)))) => break Some(format!("closed by the server: {frame:?}")),
+            Ok(Some(Ok(_))) => {}
+            Ok(Some(Err(e))) => break Some(format!("the connection failed: {e}")),
+            Ok(None) => break Some("the socket ended".into()),
+            Err(_) => break Some("no entry for 20 s".into()),
+        }
+    };
+    let took = started.elapsed();
+    assert_eq!(ended, None, "after {} entries ({bytes} bytes) in {took:?}", got.len());
+    let own = expected.unwrap();
+    assert!(got.len() > 10_000, "a long run: {} entries", got.len());
+    assert!(took > Duration::from_secs(6), "the reader was slow: {took:?}");
+    assert!(
+        got == own,
+        "the socket's {} entries are the node's {}, in order",
+        got.len(),
+        own.len()
+    );
+}
+
+/// Issue 42, item 5: a reader that stops reading is closed (1001) after `--ws-idle-secs`, told
+/// the index of the next entry; a socket opened with `?from=` that index carries on, and the
+/// two together hold every entry of the run once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_socket_closed_for_silence_says_where_to_resume() {
+    use futures_util::StreamExt;
+    let s = Server::start_with(&["--ws-idle-secs", "3"]);
+    let tree = s.create("simple_chat").await;
+    let run = s.advance_in_background(tree, 0, 100);
+    let node = s.first_running(tree).await;
+    let mut ws = node_socket(&s, tree, node, 0).await;
+    // Silent: reads nothing (so answers no ping) for longer than the idle window.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let mut got = Vec::new();
+    let reason = loop {
+        match tokio::time::timeout(Duration::from_secs(10), ws.next()).await {
+            Ok(Some(Ok(Message::Text(t)))) => got.push(entry(&t)),
+            Ok(Some(Ok(Message::Close(Some(frame))))) => {
+                assert_eq!(u16::from(frame.code), 1001, "{frame:?}");
+                break frame.reason.to_string();
+            }
+            Ok(Some(Ok(_))) => {}
+            other => panic!("after {} entries, no close frame but {other:?}", got.len()),
+        }
+    };
+    let from: usize = reason
+        .rsplit("?from=")
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no index to resume from in {reason:?}"));
+    assert_eq!(
+        from,
+        got.len(),
+        "the index is that of the first entry not received ({reason})"
+    );
+    run.await.unwrap();
+    let own = simtree_e2e::own_entries(&s, tree, node).await;
+    assert!(own.len() > from, "the run went on after the close");
+    let mut ws = node_socket(&s, tree, node, from).await;
+    while got.len() < own.len() {
+        match tokio::time::timeout(Duration::from_secs(10), ws.next()).await {
+            Ok(Some(Ok(Message::Text(t)))) => got.push(entry(&t)),
+            Ok(Some(Ok(_))) => {}
+            other => panic!("resumed at {from}, after {} entries: {other:?}", got.len()),
+        }
+    }
+    assert!(
+        got == own,
+        "the two sockets' entries are the node's {}, in order",
+        own.len()
+    );
+    // A bad index is refused before the upgrade.
+    let bad = format!("/devui/simtree/{tree}/sim/{node}/events?from=-1");
+    match tokio_tungstenite::connect_async(s.ws_url(&bad)).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => assert_eq!(resp.status(), 422),
+        other => panic!("?from=-1: {:?}", other.map(|(_, r)| r.status())),
+    }
+}
+
+/// Issue 42, item 6: fair slots. One client holds more than every connection slot with request
+/// bodies it sends a byte at a time, and reopens each one as soon as the server cuts it; `/health`
+/// and `/ready` still answer 200 every time, and an ordinary request still gets through. All of
+/// it comes from 127.0.0.1, where every connection counts as a client of its own (see
+/// `http/listener.rs`): the probes are not counted against the flood's address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_slow_bodies_never_shuts_out_health() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const SLOTS: usize = 32;
+    let s = Server::start_with(&["--max-connections", &SLOTS.to_string()]);
+    let addr = s.base.trim_start_matches("http://").to_string();
+    let stop = Arc::new(AtomicBool::new(false));
+    let head = "POST /devui/simtree HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n";
+    let flood: Vec<_> = (0..SLOTS * 3 / 2)
+        .map(|_| {
+            let (addr, stop) = (addr.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut reply = [0u8; 1024];
+                while !stop.load(Ordering::Relaxed) {
+                    let Ok(mut c) = tokio::net::TcpStream::connect(&addr).await else {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    };
+                    let mut open = c.write_all(head.as_bytes()).await.is_ok();
+                    while open && !stop.load(Ordering::Relaxed) {
+                        tokio::select! {
+                            // Cut (408) or closed: reopen.
+                            _ = c.read(&mut reply) => open = false,
+                            () = tokio::time::sleep(Duration::from_millis(500)) => {
+                                open = c.write_all(b" ").await.is_ok();
+                            }
+                        }
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // A new connection for every probe (no pooled connection from before the flood).
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(3))
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    let mut failed = Vec::new();
+    let started = Instant::now();
+    let mut probes = 0;
+    // Longer than it takes the server to cut a slow body (so the flood reopens meanwhile).
+    while started.elapsed() < Duration::from_secs(14) {
+        for path in ["/health", "/ready"] {
+            probes += 1;
+            match client.get(s.url(path)).send().await {
+                Ok(r) if r.status() == 200 => {}
+                other => failed.push(format!(
+                    "{path} at {:?}: {:?}",
+                    started.elapsed(),
+                    other.map(|r| r.status())
+                )),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let created = client
+        .post(s.url("/devui/simtree"))
+        .timeout(Duration::from_secs(10))
+        .json(&json!({"scenario": "simple_chat"}))
+        .send()
+        .await
+        .map(|r| r.status());
+    stop.store(true, Ordering::Relaxed);
+    for f in flood {
+        f.abort();
+    }
+    assert!(
+        failed.is_empty(),
+        "{} of {probes} probes failed: {failed:#?}",
+        failed.len()
+    );
+    assert_eq!(
+        created.ok(),
+        Some(reqwest::StatusCode::OK),
+        "an ordinary request during the flood"
+    );
+}

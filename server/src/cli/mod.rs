@@ -110,7 +110,8 @@ pub enum Command {
         /// Most trees the server holds at once.
         #[arg(long, default_value_t = Limits::default().max_trees)]
         max_trees: usize,
-        /// Messages a WebSocket watcher may fall behind before it gets a resync.
+        /// Messages a tree socket's watcher may fall behind before it gets a resync (a node socket
+        /// never resyncs: it reads what its watcher missed from the node's log).
         #[arg(long, default_value_t = Limits::default().ws_queue)]
         ws_queue: usize,
         /// The web UI's build folder (default: $SIMTREE_STATIC or the checkout's frontend/dist).
@@ -148,13 +149,16 @@ pub enum Command {
         /// (0: no budget).
         #[arg(long, default_value_t = Limits::default().max_memory_bytes >> 20)]
         max_memory_mb: u64,
-        /// Connections held at once; beyond it the oldest silent one is closed.
+        /// Connections held at once; to make room, the oldest silent one is closed, then a slow
+        /// body of the address with the most; one remote address holds at most a quarter, and
+        /// /health and /ready are answered beyond it.
         #[arg(long, default_value_t = Limits::default().max_connections)]
         max_connections: usize,
         /// WebSockets open at once; an upgrade beyond it gets 503.
         #[arg(long, default_value_t = Limits::default().max_websockets)]
         max_websockets: usize,
-        /// Seconds a WebSocket client may stay silent (pings unanswered) before it is closed.
+        /// Seconds a WebSocket client may send nothing, pongs included, before it is closed (1001,
+        /// saying where to resume); a client that reads is never closed for it.
         #[arg(long, default_value_t = Limits::default().ws_idle.as_secs(), value_parser = clap::value_parser!(u64).range(3..=86_400))]
         ws_idle_secs: u64,
         /// Seconds the runs in flight may take to finish once the server is asked to stop

@@ -17,14 +17,14 @@ pub struct Drained {
 impl Workbench {
     /// The runs in flight over every tree in memory.
     pub fn runs_in_flight(&self) -> usize {
-        self.trees.iter().map(|t| lock(&t.runs).len()).sum()
+        self.trees.open_handles().iter().map(|t| lock(&t.runs).len()).sum()
     }
 
     /// Cancels every run in flight and waits until each has ended (its node stored as
     /// cancelled); returns how many were.
     pub async fn cancel_all_runs(&self) -> usize {
         let mut ended = Vec::new();
-        for t in self.trees.iter() {
+        for t in self.trees.open_handles() {
             let nodes: Vec<NodeId> = lock(&t.runs).keys().copied().collect();
             ended.extend(t.cancel(nodes));
         }

@@ -568,7 +568,7 @@ impl Workbench {
                 tracing::info!(tree, node, status = ?status, "job done");
                 // Only what is stored enters this worker's copy (a refused end never does).
                 if let Some((row, sim)) = keep
-                    && let Some(h) = self.trees.get(&tree).map(|h| h.clone())
+                    && let Some(h) = self.trees.open(tree)
                 {
                     h.lock().insert_finished(row, sim);
                 }
@@ -733,7 +733,7 @@ impl Workbench {
     /// Tree `tree` as the store has it now, with `parent` finished (a worker's copy of a tree
     /// is read again when it lacks the parent or holds it unfinished).
     fn fresh_tree(&self, tree: u64, parent: NodeId) -> Result<Arc<TreeHandle>, WorkbenchError> {
-        if let Some(h) = self.trees.get(&tree).map(|h| h.clone())
+        if let Some(h) = self.trees.open(tree)
             && h.lock().node(parent).is_ok_and(|n| !n.status.is_running())
         {
             return Ok(h);
@@ -743,8 +743,8 @@ impl Workbench {
             .read(move |db| Ok(db.trees()?.into_iter().find(|r| r.id == tree)))
             .map_err(|e| WorkbenchError::unavailable(e.to_string()))?
             .ok_or_else(WorkbenchError::tree_not_found)?;
-        self.trees.remove(&tree);
-        self.stored.insert(tree, row);
+        // Replaced in one step: a request in between finds the old copy or the stored row.
+        self.trees.insert_stored(row);
         self.tree(tree)
     }
 }

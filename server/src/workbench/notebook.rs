@@ -275,7 +275,7 @@ impl Workbench {
         let needle = q.to_lowercase();
         let ids = match tree {
             Some(t) => vec![t],
-            None => self.trees.iter().map(|t| *t.key()).collect(),
+            None => self.trees.ids(),
         };
         let (mut found, mut bodies) = (Vec::new(), Vec::new());
         for t in ids {

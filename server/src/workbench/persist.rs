@@ -19,6 +19,7 @@ use simtree_shared::{SimKind, TreeInfo, TreeRef};
 use super::explore::{ExploreData, restore_explores};
 use super::job::{imported, parse_rows};
 use super::sweep::{SweepData, restore_sweeps};
+use super::trees::Found;
 use super::{TreeHandle, Workbench, WorkbenchError, lock};
 use crate::llm::budget::Limits as BudgetLimits;
 use crate::sim::Sim;
@@ -194,7 +195,7 @@ impl TreeHandle {
         }
     }
 
-    fn row(&self) -> TreeRow {
+    pub(super) fn row(&self) -> TreeRow {
         let info = self.info();
         TreeRow {
             id: self.id,
@@ -298,22 +299,6 @@ fn release_freed_memory() {
     }
 }
 
-fn info_of(row: &TreeRow) -> TreeInfo {
-    TreeInfo {
-        id: row.id,
-        root: 0,
-        name: row.name.clone(),
-        scenario: row.scenario.clone(),
-        kind: row.kind,
-        created: row.created,
-        nodes: row.nodes,
-        last_activity: row.last_activity,
-        document: None,
-        scenario_version: None,
-        description: row.description.clone(),
-    }
-}
-
 /// Why the store cannot take writes now ([`Workbench::ready`]): its commits fail, or a lost
 /// database does not answer; the cause as the store gave it.
 #[derive(Debug, thiserror::Error)]
@@ -352,7 +337,7 @@ impl Workbench {
         let next = rows.iter().map(|r| r.id + 1).max().unwrap_or(0).max(next);
         self.next_tree.store(next, std::sync::atomic::Ordering::SeqCst);
         for r in rows {
-            self.stored.insert(r.id, r);
+            self.trees.insert_stored(r);
         }
         self.library = super::library::Library::open(store.clone(), self.limits.max_body_bytes)?;
         self.store = Some(store);
@@ -399,11 +384,12 @@ impl Workbench {
     /// A stored tree's structure, read on first use.
     pub(super) fn load(&self, id: u64) -> Result<Option<Arc<TreeHandle>>, WorkbenchError> {
         let _one_at_a_time = lock(&self.loading);
-        if let Some(t) = self.trees.get(&id) {
-            return Ok(Some(t.clone()));
-        }
-        let (Some(store), Some(row)) = (&self.store, self.stored.get(&id).map(|r| r.clone())) else {
+        let (Some(store), Some(found)) = (&self.store, self.trees.get(id)) else {
             return Ok(None);
+        };
+        let row = match found {
+            Found::Open(t) => return Ok(Some(t)),
+            Found::Stored(row) => row,
         };
         let rows = store
             .read(move |db| db.nodes(id))
@@ -475,9 +461,7 @@ impl Workbench {
             .read(move |db| db.explores(id))
             .map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
         restore_explores(&handle, parse_rows::<ExploreData>(id, &explores));
-        self.trees.insert(id, handle.clone());
-        self.stored.remove(&id);
-        Ok(Some(handle))
+        Ok(self.trees.opened(handle))
     }
 
     fn source(&self, tree: u64) -> TreeSource {
@@ -509,10 +493,7 @@ impl Workbench {
 
     /// Every tree, loaded or not, by id.
     pub fn list(&self) -> Vec<TreeInfo> {
-        let mut out: Vec<TreeInfo> = self.trees.iter().map(|t| t.info()).collect();
-        out.extend(self.stored.iter().map(|r| info_of(&r)));
-        out.sort_by_key(|t| t.id);
-        out
+        self.trees.infos()
     }
 
     /// `GET /devui/simtree/{tree}`: the tree's list entry and the document it was made from.
@@ -761,12 +742,12 @@ impl Workbench {
                 return Err(WorkbenchError::unavailable(e.to_string()));
             }
         }
-        self.trees.insert(id, handle);
+        self.trees.insert_open(handle);
         Ok(TreeRef { id, root: 0 })
     }
 
     pub(super) fn tree_count(&self) -> usize {
-        self.trees.len() + self.stored.len()
+        self.trees.len()
     }
 
     /// What the cache holds now by its own accounting: the loaded trees' structures and the
@@ -780,14 +761,14 @@ impl Workbench {
     fn cache_entries(&self) -> (Vec<(u64, u64, NodeId, usize)>, usize) {
         let mut entries = Vec::new();
         let mut total = 0usize;
-        for t in self.trees.iter() {
+        for t in self.trees.open_handles() {
             let Ok(tree) = t.tree.try_lock() else {
                 continue;
             };
             total += tree.structure_cost();
             for (id, cost, used) in tree.cached() {
                 total += cost;
-                entries.push((used, *t.key(), id, cost));
+                entries.push((used, t.id, id, cost));
             }
         }
         (entries, total)
@@ -818,7 +799,7 @@ impl Workbench {
             if total.saturating_sub(freed) <= target {
                 break;
             }
-            if let Some(t) = self.trees.get(&tree).map(|t| t.clone())
+            if let Some(t) = self.trees.open(tree)
                 && let Ok(mut locked) = t.tree.try_lock()
                 && locked.evict(node) > 0
             {
@@ -827,7 +808,7 @@ impl Workbench {
             }
         }
         for tree in touched {
-            if let Some(t) = self.trees.get(&tree).map(|t| t.clone())
+            if let Some(t) = self.trees.open(tree)
                 && let Ok(locked) = t.tree.try_lock()
             {
                 locked.prune_chunks();
@@ -846,9 +827,10 @@ impl Workbench {
     fn close_idle_trees(&self, mut need: usize) -> usize {
         let mut idle: Vec<(u64, u64)> = self
             .trees
+            .open_handles()
             .iter()
-            .filter(|t| Arc::strong_count(t.value()) == 1 && lock(&t.runs).is_empty())
-            .map(|t| (lock(&t.meta).last_activity, *t.key()))
+            .filter(|t| lock(&t.runs).is_empty())
+            .map(|t| (lock(&t.meta).last_activity, t.id))
             .collect();
         idle.sort_unstable();
         let mut freed = 0;
@@ -856,15 +838,12 @@ impl Workbench {
             if need == 0 {
                 break;
             }
-            let removed = self
-                .trees
-                .remove_if(&id, |_, t| Arc::strong_count(t) == 1 && lock(&t.runs).is_empty());
-            if let Some((_, handle)) = removed {
+            // Closed in one step: a request for the tree finds it open or stored, never missing.
+            if let Some(handle) = self.trees.close_if(id, |t| lock(&t.runs).is_empty()) {
                 let cost = {
                     let t = handle.lock();
                     t.structure_cost() + t.cached().iter().map(|c| c.1).sum::<usize>()
                 };
-                self.stored.insert(id, handle.row());
                 freed += cost;
                 need = need.saturating_sub(cost);
             }
