@@ -1275,6 +1275,12 @@ class Estimate(BaseModel):
             description='Runs and turns counted, and how calls and tokens per call were estimated.'
         ),
     ]
+    warning: Annotated[
+        str | None,
+        Field(
+            description='What the person about to start the run should know first: its money budget cannot pay\nfor one call of each candidate (the start would be refused), or it is below the estimate\n(the run stops when the money is spent). Absent when there is nothing to say.'
+        ),
+    ] = None
 
 
 class Generated(BaseModel):
@@ -1764,6 +1770,21 @@ class SearchHit(BaseModel):
     ] = None
 
 
+class ActionInfo(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    name: Annotated[
+        Literal['speak', 'send_message', 'talk_to', 'yield', 'move_to_location', 'look_around', 'gather_resource', 'rest', 'start_voting', 'finish_meeting', 'request_brief', 'voting_status', 'vote', 'web_search', 'view_page', 'schedule_order', 'vote_lynch', 'night_kill', 'inspect', 'witch_save', 'witch_poison', 'open_voting', 'close_voting', 'call_landlord', 'rob_landlord', 'pass', 'play_cards', 'double', 'no_double'],
+        Field(
+            description="Every action the engine knows, by upstream's registry names. Which of them a scene\naccepts is its [`SceneKind::catalogue`]."
+        ),
+    ]
+    common: Annotated[bool, Field(description='Offered by every scene type.')]
+    description: str
+    usage: str
+
+
 class AgentState(BaseModel):
     model_config = ConfigDict(
         populate_by_name=True,
@@ -2078,6 +2099,30 @@ class SearchReply(BaseModel):
         int | None,
         Field(description='The `offset` of the next page, when there is one.', ge=0),
     ] = None
+
+
+class SceneTypeInfo(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    type: Annotated[
+        Literal['simple_chat', 'council', 'werewolf', 'landlord', 'village'] | Literal['emotional_conflict'],
+        Field(description="A social scenario's scene type (`scene.type`)."),
+    ]
+    actions: Annotated[
+        list[ActionInfo],
+        Field(
+            description='Every action an agent of this type may hold, the common ones first, with default prose.'
+        ),
+    ]
+    description: Annotated[
+        str,
+        Field(
+            description="The type's default description, rules and examples (for its default `config`: a village's\ndescription names its map size, a landlord's rules its number of decks)."
+        ),
+    ]
+    rules: str
+    examples: str
 
 
 class NodeState(BaseModel):
