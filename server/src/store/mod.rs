@@ -1244,13 +1244,10 @@ mod journal_tests {
         (dir, path, applied)
     }
 
-    #[test]
-    fn a_group_acknowledged_but_not_yet_in_the_database_is_applied_at_the_next_start() {
-        // What a server killed between answering a flush and writing the group leaves behind:
-        // the group in the journal, the database one group behind.
-        let (dir, path, applied) = one_flushed_tree("replay");
-        assert!(applied >= 1, "the flush went through the journal");
-        let (mut j, pending) = Journal::open(&path, applied).unwrap();
+    /// Two acknowledged groups the database does not have yet (what a server killed between
+    /// answering and writing leaves): tree 1 renamed "renamed", a tree 2 "second".
+    fn append_two_groups(path: &Path, applied: u64) {
+        let (mut j, pending) = Journal::open(path, applied).unwrap();
         assert!(pending.is_empty(), "a closed store leaves nothing to replay");
         j.append(&[Write::Rename {
             tree: 1,
@@ -1259,7 +1256,15 @@ mod journal_tests {
         .unwrap()
         .unwrap();
         j.append(&[Write::Tree(tree_row(2, "second"))]).unwrap().unwrap();
-        drop(j);
+    }
+
+    #[test]
+    fn a_group_acknowledged_but_not_yet_in_the_database_is_applied_at_the_next_start() {
+        // What a server killed between answering a flush and writing the group leaves behind:
+        // the group in the journal, the database one group behind.
+        let (dir, path, applied) = one_flushed_tree("replay");
+        assert!(applied >= 1, "the flush went through the journal");
+        append_two_groups(&path, applied);
         let store = Store::open_sqlite(&dir).unwrap();
         assert_eq!(names(&store), ["renamed", "second"]);
         drop(store);
@@ -1319,15 +1324,7 @@ mod journal_tests {
     fn repair_applies_what_an_earlier_start_up_set_aside() {
         for written_after in [false, true] {
             let (dir, path, applied) = one_flushed_tree(&format!("aside-{written_after}"));
-            let (mut j, _) = Journal::open(&path, applied).unwrap();
-            j.append(&[Write::Rename {
-                tree: 1,
-                name: "renamed".into(),
-            }])
-            .unwrap()
-            .unwrap();
-            j.append(&[Write::Tree(tree_row(2, "second"))]).unwrap().unwrap();
-            drop(j);
+            append_two_groups(&path, applied);
             let aside = dir.join(format!("simtree.journal.failed-{}", now_ms() - 10));
             std::fs::rename(&path, &aside).unwrap();
             let store = Store::open_sqlite(&dir).unwrap();
