@@ -248,6 +248,13 @@ impl Server {
     }
 
     /// The server's process id (to cap its memory with `prlimit`, or signal it).
+    /// The server's peak resident memory so far (VmHWM), in MiB.
+    pub fn peak_rss_mib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() / 1024
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }

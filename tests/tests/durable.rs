@@ -374,6 +374,62 @@ async fn postgres_a_30_mb_export_imports_back_identically() {
     large_round_trip(postgres()).await;
 }
 
+/// The first object under `v` (depth first) that has the field `key`.
+fn object_with<'v>(v: &'v mut Value, key: &str) -> Option<&'v mut Value> {
+    if v.get(key).is_some() {
+        return Some(v);
+    }
+    match v {
+        Value::Object(m) => m.values_mut().find_map(|c| object_with(c, key)),
+        Value::Array(a) => a.iter_mut().find_map(|c| object_with(c, key)),
+        _ => None,
+    }
+}
+
+/// Two imports that decoding would amplify (issue 42, item 2): a node state holding a list of
+/// 8 M small numbers (16 MB of text, ~400 MB as values) and a node of twelve 8 MiB log entries
+/// (96 MB). Under `--max-memory-mb 512` a node may cost 64 MiB decoded: both are refused with
+/// 413 naming that bound, memory barely moves, nothing is listed, and the store takes the
+/// next write.
+#[tokio::test(flavor = "multi_thread")]
+async fn imports_that_would_amplify_in_memory_are_refused_and_the_store_stays_writable() {
+    let b = sqlite("amplify");
+    let s = b.start(&["--max-memory-mb", "512"]);
+    let t = s.create("simple_chat").await;
+    let child = advance(&s, t, 0, 1).await;
+    let export: Value = serde_json::from_str(&text(&s, &format!("/devui/simtree/{t}/export")).await).unwrap();
+    let mut state_list = export.clone();
+    object_with(&mut state_list["nodes"][1]["sim"], "properties").expect("an agent")["properties"]["big"] =
+        Value::from(vec![0u8; 8_000_000]);
+    let mut long_log = export.clone();
+    let entry = json!({"type": "system_broadcast", "text": "x".repeat((8 << 20) - 64)});
+    long_log["nodes"][1]["logs"] = Value::from(vec![entry; 12]);
+    for (shape, export) in [("a state list", state_list), ("8 MiB log entries", long_log)] {
+        let peak = s.peak_rss_mib();
+        let r = s
+            .http
+            .post(s.url("/devui/simtree/import"))
+            .header("content-type", "application/json")
+            .body(serde_json::to_vec(&export).unwrap())
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        let body = r.text().await.unwrap();
+        assert_eq!(status, 413, "{shape}: {body}");
+        assert!(
+            body.contains("nodes[1]: ") && body.contains("one node would take more than 64 MiB of memory once decoded"),
+            "{shape}: {body}"
+        );
+        let grew = s.peak_rss_mib().saturating_sub(peak);
+        assert!(grew < 200, "{shape}: the server's peak memory grew by {grew} MiB");
+        let listed = s.get("/devui/simtree").await.1.as_array().unwrap().len();
+        assert_eq!(listed, 1, "{shape}: nothing is listed");
+        // The store is not wedged: the next write is acknowledged.
+        advance(&s, t, child, 1).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_refused_import_leaves_nothing_and_renames_are_checked() {
     let b = sqlite("refused");

@@ -454,25 +454,18 @@ async fn the_sandbox_tmp_is_bounded_and_emptied_after_each_call() {
     );
 }
 
-/// The server's peak resident memory so far, in MiB.
-fn peak_rss_mib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() / 1024
-}
-
 #[tokio::test]
 async fn an_output_flood_without_newlines_is_kept_by_bytes() {
     let s = server(120, &[]);
     let sir = s.create("sir_network").await;
     assert_eq!(advance(&s, sir, 0, 1).await.0, 200);
-    let before = peak_rss_mib(s.pid());
+    let before = s.peak_rss_mib();
     // 3 agents × 100 MiB on stderr, not one newline.
     let code = "def act(self):\n    import sys\n    for _ in range(100):\n        sys.stderr.write('y' * (1 << 20))\n    sys.stderr.flush()\n    globalVariable.ticks += 1";
     let t = import_model(&s, model_with(code)).await;
     let (st, r) = advance(&s, t, 0, 1).await;
     assert_eq!((st, r.get("error")), (200, None), "{r}");
-    let grew = peak_rss_mib(s.pid()).saturating_sub(before);
+    let grew = s.peak_rss_mib().saturating_sub(before);
     assert!(
         grew < 64,
         "the server's peak memory grew by {grew} MiB for 300 MiB of output"

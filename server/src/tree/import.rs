@@ -1,7 +1,9 @@
 //! A tree read back from an export: [`Importer`] checks and rebuilds it node by node,
 //! [`read_export`] streams an export's JSON through it, [`SimTree::import`] takes one in memory.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -292,6 +294,8 @@ pub fn read_export<R: std::io::Read>(
         market: Option<Arc<MarketData>>,
         on_node: F,
         failure: Option<TreeError>,
+        /// What the part being read will cost decoded (see [`Metered`]); zeroed after each node.
+        part: Rc<Cell<u64>>,
     }
     struct Top<'s, 'a, F>(&'s mut State<'a, F>);
     struct Nodes<'s, 'a, F>(&'s mut State<'a, F>, &'s mut Importer);
@@ -427,6 +431,7 @@ pub fn read_export<R: std::io::Read>(
                     self.0.failure = Some(e);
                     return Err(A::Error::custom("refused"));
                 }
+                self.0.part.set(0);
                 i += 1;
             }
         }
@@ -460,13 +465,22 @@ pub fn read_export<R: std::io::Read>(
         }
     }
 
+    let part = Rc::new(Cell::new(0));
+    let metered = Metered {
+        inner: reader,
+        part: part.clone(),
+        limit: limits.max_part_bytes(),
+        in_string: false,
+        escaped: false,
+    };
     let mut state = State {
         limits,
         market,
         on_node,
         failure: None,
+        part,
     };
-    let mut de = serde_json::Deserializer::from_reader(std::io::BufReader::with_capacity(1 << 16, reader));
+    let mut de = serde_json::Deserializer::from_reader(std::io::BufReader::with_capacity(1 << 16, metered));
     let (parsed, too_large) = log_entries::with_budget(limits.max_memory, || {
         (&mut de)
             .deserialize_map(Top(&mut state))
@@ -481,6 +495,59 @@ pub fn read_export<R: std::io::Read>(
     }
 }
 
+/// What one decoded value may cost at most, beyond its text: `serde_json` gives every value at
+/// least a 32-byte slot, and maps and growing lists add to it.
+const VALUE_COST: u64 = 48;
+
+/// An export's bytes on their way to the parser, with what they will cost once decoded counted
+/// per part (the fields before the first node, then each node in turn). Decoding amplifies: a
+/// node state holding a 200 MB list of small numbers takes ~3 GB as values. A part's cost is
+/// bounded from above by its bytes plus [`VALUE_COST`] for each value it can hold (one per
+/// `,` `:` `[` `{` outside strings); once it passes the limit the read fails, before the parser
+/// has built more than the limit's worth.
+struct Metered<R> {
+    inner: R,
+    part: Rc<Cell<u64>>,
+    limit: u64,
+    in_string: bool,
+    escaped: bool,
+}
+
+impl<R: std::io::Read> std::io::Read for Metered<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let mut cost = n as u64;
+        for &b in &buf[..n] {
+            if self.in_string {
+                if self.escaped {
+                    self.escaped = false;
+                } else if b == b'\\' {
+                    self.escaped = true;
+                } else if b == b'"' {
+                    self.in_string = false;
+                }
+            } else {
+                match b {
+                    b'"' => self.in_string = true,
+                    b',' | b':' | b'[' | b'{' => cost += VALUE_COST,
+                    _ => {}
+                }
+            }
+        }
+        let part = self.part.get().saturating_add(cost);
+        self.part.set(part);
+        if part > self.limit {
+            log_entries::mark_too_large();
+            return Err(std::io::Error::other(format!(
+                "one node would take more than {} MiB of memory once decoded (an eighth of \
+                 --max-memory-mb, or 512 MiB without a budget)",
+                self.limit >> 20
+            )));
+        }
+        Ok(n)
+    }
+}
+
 /// What an imported tree may claim: the importing server's own limits.
 #[derive(Clone, Copy, Debug)]
 pub struct ImportLimits {
@@ -489,6 +556,17 @@ pub struct ImportLimits {
     /// The server's memory budget in bytes (`--max-memory-mb`; 0: none), consulted while a
     /// node's log is read.
     pub max_memory: u64,
+}
+
+impl ImportLimits {
+    /// What one node (or the fields before the first) may cost decoded: an eighth of the
+    /// memory budget, at least 16 MiB; 512 MiB without a budget.
+    pub fn max_part_bytes(&self) -> u64 {
+        match self.max_memory {
+            0 => 512 << 20,
+            budget => (budget / 8).max(16 << 20),
+        }
+    }
 }
 
 impl Default for ImportLimits {

@@ -45,8 +45,13 @@ pub fn with_budget<R>(budget: u64, f: impl FnOnce() -> R) -> (R, bool) {
 }
 
 fn too_large<E: serde::de::Error>(msg: String) -> E {
-    OVER.with(|o| o.set(true));
+    mark_too_large();
     E::custom(msg)
+}
+
+/// Records that the running import stopped on a size cap or the budget (it answers 413).
+pub fn mark_too_large() {
+    OVER.with(|o| o.set(true));
 }
 
 /// A node's own log entries, each one compact JSON object.

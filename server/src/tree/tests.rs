@@ -172,3 +172,45 @@ fn an_import_beyond_the_engine_limits_names_the_node_and_the_field() {
         "nodes[1] (node 1): max_steps_per_turn must be between 1 and 100, got 0"
     );
 }
+
+#[test]
+fn a_node_that_would_decode_past_its_share_of_memory_is_refused_before_it_is_built() {
+    let mut t = tree();
+    advance(&mut t, 0, 1);
+    let mut export = serde_json::to_value(t.export().unwrap()).unwrap();
+    // A million small numbers: 2 MB of text, ~50 MB as values.
+    let props = find_object_with(&mut export["nodes"][1]["sim"], "properties").expect("an agent");
+    props["properties"]["big"] = serde_json::Value::from(vec![0u8; 1_000_000]);
+    let text = serde_json::to_vec(&export).unwrap();
+    let limits = ImportLimits {
+        max_memory: 64 << 20,
+        ..ImportLimits::default()
+    };
+    assert_eq!(limits.max_part_bytes(), 16 << 20);
+    let Err(e) = read_export(&text[..], &limits, None, |imp, n| imp.add(n).map(drop)) else {
+        panic!("a node of ~50 MB decoded was imported under a 16 MiB share")
+    };
+    assert!(matches!(e, TreeError::TooLarge(_)), "{e:?}");
+    assert!(
+        e.to_string().contains("nodes[1]: one node would take more than 16 MiB"),
+        "{e}"
+    );
+    // The same export fits a larger budget.
+    let roomy = ImportLimits {
+        max_memory: 1 << 30,
+        ..ImportLimits::default()
+    };
+    read_export(&text[..], &roomy, None, |imp, n| imp.add(n).map(drop)).expect("fits");
+}
+
+/// The first object under `v` (depth first) that has the field `key`.
+fn find_object_with<'v>(v: &'v mut serde_json::Value, key: &str) -> Option<&'v mut serde_json::Value> {
+    if v.get(key).is_some() {
+        return Some(v);
+    }
+    match v {
+        serde_json::Value::Object(m) => m.values_mut().find_map(|c| find_object_with(c, key)),
+        serde_json::Value::Array(a) => a.iter_mut().find_map(|c| find_object_with(c, key)),
+        _ => None,
+    }
+}
