@@ -493,6 +493,60 @@ async fn an_uploaded_dataset_trades_buy_and_hold_to_the_arithmetic_and_refusals_
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Issue 42, item 8: uploads are capped in number and counted in the memory budget before they
+/// are parsed (a 1 M-row upload over the budget is refused at once and runs go on), and with a
+/// store a dataset is read back when an episode needs it.
+#[tokio::test]
+async fn datasets_are_capped_counted_in_the_memory_budget_and_read_back_when_used() {
+    let dir = std::env::temp_dir().join(format!("simtree-own-worlds-budget-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let flags = [
+        "--data",
+        dir.to_str().unwrap(),
+        "--max-body-bytes",
+        "100000000",
+        "--max-memory-mb",
+        "150",
+    ];
+    let s = Server::start_with(&flags);
+    // ~96 MB once parsed: past the budget with the server's own memory.
+    let started = std::time::Instant::now();
+    let (st, r) = upload(&s, "huge", two_ticker_csv(500_000)).await;
+    assert_eq!(st, 409, "{r}");
+    let d = r["detail"].as_str().unwrap();
+    assert!(d.contains("memory budget") && d.contains("--max-memory-mb 150"), "{d}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "refused before parsing"
+    );
+    assert_eq!(s.get("/api/datasets").await.1.as_array().unwrap().len(), 1);
+    // Runs go on.
+    let shipped = s.create("buy_and_hold").await;
+    advance(&s, shipped, 1).await;
+    for k in 0..64 {
+        let (st, r) = upload(&s, &format!("d{k}"), two_ticker_csv(3)).await;
+        assert_eq!(st, 201, "{k}: {r}");
+    }
+    let (st, r) = upload(&s, "one_more", two_ticker_csv(3)).await;
+    assert_eq!(st, 409, "{r}");
+    assert!(r["detail"].as_str().unwrap().contains("at most 64 datasets"), "{r}");
+    drop(s);
+
+    // After a restart the datasets are listed without being held, and read back when a tree
+    // trades on one.
+    let s = Server::start_with(&flags);
+    assert_eq!(s.get("/api/datasets").await.1.as_array().unwrap().len(), 65);
+    let doc = json!({"title": "Mine", "default_turns": 2, "episode": {
+        "episode_id": "mine", "agent_id": "buy_and_hold", "tickers": ["AAA", "BBB"], "initial_cash": 10000.0,
+        "dataset": "d7", "agent": {"kind": "buy_and_hold"}}});
+    let t = create(&s, json!({"scenario": doc})).await;
+    let n = advance(&s, t, 2).await;
+    let view = s.get(&format!("/devui/simtree/{t}/node/{n}/view")).await.1;
+    assert!(view.to_string().contains("AAA"), "{view}");
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 fn all_numbers(v: &Value) -> Vec<f64> {
     match v {
         Value::Number(n) => n.as_f64().into_iter().collect(),

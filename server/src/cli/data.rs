@@ -104,8 +104,8 @@ pub(super) fn data_import(name: String, file: PathBuf, storage: StorageArgs) -> 
     let store = storage
         .open()?
         .ok_or("--ephemeral keeps nothing: name a data folder or database")?;
-    let existing = store.read(|db| db.datasets()).map_err(|e| e.to_string())?;
-    if existing.iter().any(|(n, _)| *n == name) {
+    let existing = store.read(|db| db.dataset_names()).map_err(|e| e.to_string())?;
+    if existing.contains(&name) {
         return Err(format!(
             "a dataset called '{name}' exists; delete it first or choose another name"
         ));

@@ -218,8 +218,9 @@ pub(super) fn uploaded_market(a: &RunArgs, name: &str) -> Result<Arc<MarketData>
         lease_secs: crate::store::lease::DEFAULT_LEASE.as_secs(),
     };
     let store = storage.open()?.ok_or("no store to read the dataset from")?;
-    let rows = store.read(|db| db.datasets()).map_err(|e| e.to_string())?;
-    let (_, text) = rows.into_iter().find(|(n, _)| n == name).ok_or_else(|| {
+    let owned = name.to_string();
+    let text = store.read(move |db| db.dataset(&owned)).map_err(|e| e.to_string())?;
+    let text = text.ok_or_else(|| {
         format!(
             "scenario: episode.dataset: no dataset called '{name}' in {} (see simtree data import)",
             store.location

@@ -492,9 +492,13 @@ pub trait Database: Send {
     fn document(&mut self, _tree: u64) -> StoreResult<Option<String>> {
         Ok(None)
     }
-    /// Every uploaded market dataset: its name and CSV text, by name.
-    fn datasets(&mut self) -> StoreResult<Vec<(String, String)>> {
+    /// The names of the uploaded market datasets, in order.
+    fn dataset_names(&mut self) -> StoreResult<Vec<String>> {
         Ok(Vec::new())
+    }
+    /// One uploaded dataset's CSV text.
+    fn dataset(&mut self, _name: &str) -> StoreResult<Option<String>> {
+        Ok(None)
     }
     /// Every version of every saved scenario, by id and version.
     fn scenarios(&mut self) -> StoreResult<Vec<ScenarioRow>> {

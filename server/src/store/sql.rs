@@ -1111,9 +1111,19 @@ impl<S: Sql> Database for Db<S> {
             .transpose()
     }
 
-    fn datasets(&mut self) -> StoreResult<Vec<(String, String)>> {
-        let rows = self.sql.query("SELECT name, body FROM datasets ORDER BY name", &[])?;
-        each(rows, |next| Ok((next().text()?, next().text()?)))
+    fn dataset_names(&mut self) -> StoreResult<Vec<String>> {
+        let rows = self.sql.query("SELECT name FROM datasets ORDER BY name", &[])?;
+        each(rows, |next| next().text())
+    }
+
+    fn dataset(&mut self, name: &str) -> StoreResult<Option<String>> {
+        let rows = self
+            .sql
+            .query("SELECT body FROM datasets WHERE name = $1", &[P::Text(name)])?;
+        rows.into_iter()
+            .next()
+            .map(|r| r.into_iter().next().unwrap_or(Cell::Null).text())
+            .transpose()
     }
 
     fn scenarios(&mut self) -> StoreResult<Vec<ScenarioRow>> {

@@ -344,11 +344,26 @@ pub fn check_date(s: &str) -> Result<(), DateError> {
 /// lines. Market data has no multi-line values: a quoted field that runs past its line's end is
 /// an unterminated quote, refused at the line it opened on.
 pub(crate) fn csv_records(file: &str, text: &str) -> Result<Vec<(usize, Vec<String>)>, TradingError> {
+    let mut out = Vec::new();
+    each_csv_record(file, text, |line, record| {
+        out.push((line, record.iter().map(str::to_string).collect()));
+        Ok::<_, TradingError>(())
+    })?;
+    Ok(out)
+}
+
+/// Hands each non-blank record of `text` with its line number to `f`, one at a time (an
+/// upload of a million rows never exists as a million lists of strings); stops at the first
+/// error, the reader's or `f`'s.
+pub(crate) fn each_csv_record<E: From<TradingError>>(
+    file: &str,
+    text: &str,
+    mut f: impl FnMut(usize, &csv::StringRecord) -> Result<(), E>,
+) -> Result<(), E> {
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(false)
         .flexible(true)
         .from_reader(text.as_bytes());
-    let mut out = Vec::new();
     let mut record = csv::StringRecord::new();
     loop {
         let read = reader.read_record(&mut record).map_err(|e| TradingError::Data {
@@ -368,11 +383,12 @@ pub(crate) fn csv_records(file: &str, text: &str) -> Result<Vec<(usize, Vec<Stri
                 file: file.into(),
                 line,
                 message: "unterminated quoted field (a quote opened on this line runs past its end)".into(),
-            });
+            }
+            .into());
         }
-        out.push((line, record.iter().map(str::to_string).collect()));
+        f(line, &record)?;
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Why a bar cannot follow a ticker's earlier ones: its date repeats or precedes the last one.

@@ -4,7 +4,7 @@
 //! of the file: "line 8: high 41.2 below low 41.5".
 //!
 //! The text is read with the `csv` crate (quoting, `""` escapes, CRLF), as the shipped file is
-//! ([`super::data::csv_records`]); the date order of a ticker's rows is checked by the same
+//! ([`super::data::each_csv_record`]); the date order of a ticker's rows is checked by the same
 //! function too ([`super::data::push_in_date_order`]).
 //!
 //! The checks, beyond the shipped file's: size limits (bytes, rows, fields per line), ticker names
@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use super::data::{DateError, DateOrderError, MarketData, check_date, csv_records, push_in_date_order};
+use super::data::{DateError, DateOrderError, MarketData, check_date, each_csv_record, push_in_date_order};
 use super::models::PricePoint;
 
 /// Largest dataset, in bytes of CSV.
@@ -106,6 +106,16 @@ pub enum DatasetError {
     Market(super::TradingError),
 }
 
+impl From<super::TradingError> for DatasetError {
+    /// The CSV reader's complaints name their line; anything else is the market's.
+    fn from(e: super::TradingError) -> Self {
+        match e {
+            super::TradingError::Data { line, message, .. } => DatasetError::Csv { line, message },
+            other => DatasetError::Market(other),
+        }
+    }
+}
+
 /// What is wrong with one row of a dataset.
 #[derive(Debug, thiserror::Error)]
 pub enum RowError {
@@ -150,6 +160,12 @@ pub struct Dataset {
     pub last: String,
 }
 
+/// What a dataset's text will take in memory once parsed, from above: its lines at 96 bytes
+/// each (a bar is a date string and five numbers, ~70 bytes with its allocation).
+pub fn parsed_size_estimate(text: &str) -> u64 {
+    (text.bytes().filter(|&b| b == b'\n').count() as u64 + 1) * 96
+}
+
 /// Parses and checks an uploaded CSV. Every error starts with `line N:`.
 pub fn parse_dataset(text: &str) -> Result<Dataset, DatasetError> {
     if text.len() > MAX_DATASET_BYTES {
@@ -170,24 +186,23 @@ pub fn parse_dataset(text: &str) -> Result<Dataset, DatasetError> {
         };
         return Err(DatasetError::Row { line, problem });
     }
-    let records = csv_records("dataset", text).map_err(|e| match e {
-        super::TradingError::Data { line, message, .. } => DatasetError::Csv { line, message },
-        other => DatasetError::Market(other),
-    })?;
-    let Some((_, header)) = records.first() else {
-        return Err(DatasetError::Empty);
-    };
-    let width = header.len();
-    let got: Vec<&str> = header.iter().map(|s| s.trim()).collect();
-    if got != HEADER[..width] {
-        return Err(DatasetError::Header(got.join(",")));
-    }
-    if records.len() - 1 > MAX_DATASET_ROWS {
-        return Err(DatasetError::TooManyRows(records.len() - 1));
-    }
+    let mut header: Option<Vec<String>> = None;
+    let mut rows = 0usize;
     let mut bars: BTreeMap<String, Vec<PricePoint>> = BTreeMap::new();
-    for (line, fields) in &records[1..] {
-        let line = *line;
+    each_csv_record("dataset", text, |line, fields| {
+        let Some(header) = &header else {
+            let got: Vec<String> = fields.iter().map(|s| s.trim().to_string()).collect();
+            if got.len() > HEADER.len() || got.iter().zip(HEADER).any(|(g, h)| g != h) {
+                return Err(DatasetError::Header(got.join(",")));
+            }
+            header = Some(got);
+            return Ok(());
+        };
+        let width = header.len();
+        rows += 1;
+        if rows > MAX_DATASET_ROWS {
+            return Err(DatasetError::TooManyRows(rows));
+        }
         let err = |problem: RowError| DatasetError::Row { line, problem };
         if fields.len() != width {
             let found = fields.len();
@@ -253,10 +268,11 @@ pub fn parse_dataset(text: &str) -> Result<Dataset, DatasetError> {
             close,
             volume: volume as u64,
         };
-        push_in_date_order(bars.entry(ticker.to_owned()).or_default(), ticker, bar)
-            .map_err(|e| err(RowError::Order(e)))?;
+        push_in_date_order(bars.entry(ticker.to_owned()).or_default(), ticker, bar).map_err(|e| err(RowError::Order(e)))
+    })?;
+    if header.is_none() {
+        return Err(DatasetError::Empty);
     }
-    let rows = records.len() - 1;
     if rows == 0 {
         return Err(DatasetError::NoRows);
     }

@@ -2,8 +2,13 @@
 //! [`crate::trading::dataset::parse_dataset`], kept in the store (in memory with `--ephemeral`)
 //! as their CSV text, named by trading scenarios as `episode.dataset`. The shipped data is listed
 //! as read-only under [`SHIPPED_DATASET`]; a dataset a tree trades on cannot be deleted.
+//!
+//! With a store, a dataset is parsed only while something trades on it: start-up keeps its
+//! description, the first episode that names it reads it back, and it leaves memory with the
+//! last one. Parsing one counts against the memory budget (`--max-memory-mb`): an upload or a
+//! load that would pass it is refused (409). At most [`MAX_DATASETS`] are kept.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 use serde_json::Value;
 use simtree_shared::{DatasetInfo, SimKind};
@@ -11,15 +16,21 @@ use simtree_shared::{DatasetInfo, SimKind};
 use super::{Workbench, WorkbenchError};
 use crate::store::{StoreError, Write};
 use crate::trading::data::MarketData;
-use crate::trading::dataset::{check_dataset_name, parse_dataset};
+use crate::trading::dataset::{check_dataset_name, parse_dataset, parsed_size_estimate};
 
 /// The name the shipped market data is listed under.
 pub const SHIPPED_DATASET: &str = "shipped";
 
-/// An uploaded dataset in memory.
+/// Uploaded datasets a server keeps at most.
+pub const MAX_DATASETS: usize = 64;
+
+/// An uploaded dataset: its description, and its data while it is in use.
 pub struct UserDataset {
     pub info: DatasetInfo,
-    pub market: Arc<MarketData>,
+    /// The parsed data while an episode holds it (read back from the store when it is gone).
+    market: Mutex<Weak<MarketData>>,
+    /// Without a store the data has nowhere to be read back from: it stays.
+    kept: Option<Arc<MarketData>>,
 }
 
 /// The dataset a scenario document trades on (`episode.dataset`), if it names one.
@@ -47,8 +58,15 @@ impl Workbench {
                 "a dataset called '{name}' exists; delete it first or choose another name"
             )));
         }
+        if self.datasets.len() >= MAX_DATASETS {
+            return Err(WorkbenchError::conflict(format!(
+                "the server keeps at most {MAX_DATASETS} datasets; delete one first"
+            )));
+        }
+        self.within_memory_budget(name, parsed_size_estimate(text))?;
         let d = parse_dataset(text)?;
         let info = info_of(name, &d.market, d.rows, d.first, d.last, false);
+        let market = Arc::new(d.market);
         if let Some(store) = &self.store {
             store.write(Write::Dataset {
                 name: name.to_string(),
@@ -56,14 +74,32 @@ impl Workbench {
             });
             store.flush().map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
         }
+        let kept = self.store.is_none().then(|| market.clone());
         self.datasets.insert(
             name.to_string(),
             Arc::new(UserDataset {
                 info: info.clone(),
-                market: Arc::new(d.market),
+                market: Mutex::new(Arc::downgrade(&market)),
+                kept,
             }),
         );
         Ok(info)
+    }
+
+    /// `Err` (409) when parsing a dataset of `size` bytes (estimated) would take the server's
+    /// resident memory past its budget; checked before it is parsed.
+    fn within_memory_budget(&self, name: &str, size: u64) -> Result<(), WorkbenchError> {
+        let budget = self.memory.budget();
+        match crate::memory::resident_bytes() {
+            Some(resident) if budget > 0 && resident + size > budget => Err(WorkbenchError::conflict(format!(
+                "dataset '{name}': parsing it (~{} MiB) would take the server past its memory budget \
+                 ({} MiB in use, --max-memory-mb {})",
+                size >> 20,
+                resident >> 20,
+                budget >> 20
+            ))),
+            _ => Ok(()),
+        }
     }
 
     /// `GET /api/datasets`: the shipped data first, then the uploads by name.
@@ -132,19 +168,50 @@ impl Workbench {
     pub fn market_for(&self, dataset: Option<&str>) -> Result<Option<Arc<MarketData>>, WorkbenchError> {
         match dataset {
             None | Some(SHIPPED_DATASET) => Ok(self.market.clone()),
-            Some(name) => self.datasets.get(name).map(|d| Some(d.market.clone())).ok_or_else(|| {
-                WorkbenchError::invalid(format!(
-                    "scenario: episode.dataset: no dataset called '{name}' (see GET /api/datasets)"
-                ))
-            }),
+            Some(name) => {
+                let d = self.datasets.get(name).map(|d| d.clone()).ok_or_else(|| {
+                    WorkbenchError::invalid(format!(
+                        "scenario: episode.dataset: no dataset called '{name}' (see GET /api/datasets)"
+                    ))
+                })?;
+                if let Some(m) = &d.kept {
+                    return Ok(Some(m.clone()));
+                }
+                // One load at a time per dataset: two episodes starting together share it.
+                let mut held = d.market.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(m) = held.upgrade() {
+                    return Ok(Some(m));
+                }
+                let market = Arc::new(self.read_dataset(name)?);
+                *held = Arc::downgrade(&market);
+                Ok(Some(market))
+            }
         }
     }
 
-    /// Reads the stored datasets back (start-up). A row that no longer passes is skipped, loudly.
+    /// A stored dataset parsed again, within the memory budget.
+    fn read_dataset(&self, name: &str) -> Result<MarketData, WorkbenchError> {
+        let gone = || WorkbenchError::unavailable(format!("dataset '{name}' is no longer in the store"));
+        let store = self.store.as_ref().ok_or_else(gone)?;
+        let owned = name.to_string();
+        let text = store
+            .read(move |db| db.dataset(&owned))
+            .map_err(|e| WorkbenchError::unavailable(e.to_string()))?
+            .ok_or_else(gone)?;
+        self.within_memory_budget(name, parsed_size_estimate(&text))?;
+        let d = parse_dataset(&text).map_err(|e| WorkbenchError::unavailable(format!("dataset '{name}': {e}")))?;
+        Ok(d.market)
+    }
+
+    /// Lists the stored datasets (start-up): each is parsed once for its description, then
+    /// leaves memory until an episode needs it. A row that no longer passes is skipped, loudly.
     pub(super) fn load_datasets(&self) -> Result<(), StoreError> {
         let Some(store) = &self.store else { return Ok(()) };
-        let rows = store.read(|db| db.datasets())?;
-        for (name, text) in rows {
+        for name in store.read(|db| db.dataset_names())? {
+            let owned = name.clone();
+            let Some(text) = store.read(move |db| db.dataset(&owned))? else {
+                continue;
+            };
             match parse_dataset(&text) {
                 Ok(d) => {
                     let info = info_of(&name, &d.market, d.rows, d.first, d.last, false);
@@ -152,7 +219,8 @@ impl Workbench {
                         name,
                         Arc::new(UserDataset {
                             info,
-                            market: Arc::new(d.market),
+                            market: Mutex::new(Weak::new()),
+                            kept: None,
                         }),
                     );
                 }
