@@ -16,7 +16,7 @@ mod log;
 mod log_entries;
 pub mod notebook;
 pub use error::TreeError;
-pub use export::{EXPORT_FORMAT, NodeExport, TreeExport};
+pub use export::{EXPORT_FAILED, EXPORT_FORMAT, NodeExport, TreeExport};
 pub use import::{ImportLimits, Importer, MAX_EXPORT_SWEEPS, read_export};
 pub use log::{NodeLog, entry_json};
 pub use log_entries::LogEntries;

@@ -1205,9 +1205,36 @@ async fn damaged_rows_are_named_and_an_emptied_database_is_refused() {
         .send()
         .await
         .unwrap();
-    if let Ok(body) = r.bytes().await {
-        assert!(serde_json::from_slice::<Value>(&body).is_err(), "a whole export");
+    let mut cut = Vec::new();
+    let mut r = r;
+    while let Ok(Some(chunk)) = r.chunk().await {
+        cut.extend_from_slice(&chunk);
     }
+    assert!(serde_json::from_slice::<Value>(&cut).is_err(), "a whole export");
+    let text = String::from_utf8_lossy(&cut);
+    assert!(
+        text.contains("\u{1}simtree export failed: ") && text.contains(&format!("node {branch}")),
+        "the export ends saying why: {}",
+        &text[text.len().saturating_sub(300)..]
+    );
+    // An import of what was written names the cause and keeps nothing.
+    let trees = s.get("/devui/simtree").await.1.as_array().unwrap().len();
+    let r = s
+        .http
+        .post(s.url("/devui/simtree/import"))
+        .header("content-type", "application/json")
+        .body(cut)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 422);
+    let detail = r.json::<Value>().await.unwrap()["detail"].as_str().unwrap().to_string();
+    assert!(
+        detail.contains("the export is incomplete: the server that wrote it could not finish it")
+            && detail.contains("damaged"),
+        "{detail}"
+    );
+    assert_eq!(s.get("/devui/simtree").await.1.as_array().unwrap().len(), trees);
     s.interrupt();
     let (healthy, report) = run_simtree(&["data", "check", "--data", data], 30);
     assert!(!healthy, "{report}");

@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 
 use super::error::{ApiError, ApiPath, blocking};
 use super::state::AppState;
-use crate::tree::{EXPORT_FORMAT, TreeError};
+use crate::tree::{EXPORT_FAILED, EXPORT_FORMAT, TreeError};
 
 type St = State<Arc<AppState>>;
 
@@ -67,16 +67,12 @@ pub async fn export(State(app): St, ApiPath(tree): ApiPath<u64>) -> Result<Respo
             let node = match node {
                 Ok(n) => n,
                 Err(TreeError::NodeNotFound(_)) => continue,
-                Err(e) => {
-                    let _ = tx.blocking_send(Err(std::io::Error::other(e.to_string())));
-                    return;
-                }
+                Err(e) => return fail(&tx, e.to_string()),
             };
             let mut chunk = if first { Vec::new() } else { vec![b','] };
             first = false;
             if let Err(e) = serde_json::to_writer(&mut chunk, &node) {
-                let _ = tx.blocking_send(Err(std::io::Error::other(e.to_string())));
-                return;
+                return fail(&tx, format!("node {id}: {e}"));
             }
             if tx.blocking_send(Ok(Bytes::from(chunk))).is_err() {
                 return; // the client hung up
@@ -89,10 +85,7 @@ pub async fn export(State(app): St, ApiPath(tree): ApiPath<u64>) -> Result<Respo
         });
         match written {
             Ok(()) => tail.push(b'}'),
-            Err(e) => {
-                let _ = tx.blocking_send(Err(std::io::Error::other(e.to_string())));
-                return;
-            }
+            Err(e) => return fail(&tx, e.to_string()),
         }
         let _ = tx.blocking_send(Ok(Bytes::from(tail)));
     });
@@ -100,6 +93,15 @@ pub async fn export(State(app): St, ApiPath(tree): ApiPath<u64>) -> Result<Respo
     let stream =
         futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) }).fuse();
     Ok(([(header::CONTENT_TYPE, "application/json")], Body::from_stream(stream)).into_response())
+}
+
+/// Ends an export that cannot be finished: the body gets [`EXPORT_FAILED`] and the reason (no
+/// JSON can hold that byte, and an import names it), then the stream fails, so an HTTP client
+/// sees the transfer break too.
+fn fail(tx: &mpsc::Sender<Result<Bytes, std::io::Error>>, reason: String) {
+    let line = format!("{EXPORT_FAILED}{}\n", reason.replace('\n', " "));
+    let _ = tx.blocking_send(Ok(Bytes::from(line)));
+    let _ = tx.blocking_send(Err(std::io::Error::other(reason)));
 }
 
 /// A blocking reader over the request body's chunks.

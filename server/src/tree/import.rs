@@ -528,6 +528,7 @@ impl<R: std::io::Read> std::io::Read for Metered<R> {
                 }
             } else {
                 match b {
+                    0x01 => return Err(cut_short(&buf[..n])),
                     b'"' => self.in_string = true,
                     b',' | b':' | b'[' | b'{' => cost += VALUE_COST,
                     _ => {}
@@ -546,6 +547,24 @@ impl<R: std::io::Read> std::io::Read for Metered<R> {
         }
         Ok(n)
     }
+}
+
+/// The error for an export that its server could not finish (see [`EXPORT_FAILED`]), with the
+/// reason it wrote when this read holds it.
+fn cut_short(read: &[u8]) -> std::io::Error {
+    let text = String::from_utf8_lossy(read);
+    let reason = text.split_once(EXPORT_FAILED).map(|(_, r)| {
+        r.lines()
+            .next()
+            .unwrap_or_default()
+            .chars()
+            .take(300)
+            .collect::<String>()
+    });
+    std::io::Error::other(match reason {
+        Some(r) => format!("the export is incomplete: the server that wrote it could not finish it ({r})"),
+        None => "the export is incomplete: the server that wrote it could not finish it".to_string(),
+    })
 }
 
 /// What an imported tree may claim: the importing server's own limits.
