@@ -247,7 +247,6 @@ impl Server {
         s
     }
 
-    /// The server's process id (to cap its memory with `prlimit`, or signal it).
     /// The server's peak resident memory so far (VmHWM), in MiB.
     pub fn peak_rss_mib(&self) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
@@ -255,8 +254,23 @@ impl Server {
         line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() / 1024
     }
 
+    /// The server's process id (to cap its memory with `prlimit`, or signal it).
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Waits up to `within` for the server to exit by itself; its exit status, if it did.
+    pub fn wait_exit(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let until = std::time::Instant::now() + within;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            if std::time::Instant::now() >= until {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Stops the server as Ctrl-C does (it closes its store cleanly) and waits for it.

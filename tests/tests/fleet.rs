@@ -647,7 +647,90 @@ async fn a_request_forwarded_to_a_frozen_leader_is_answered_503_not_left_hanging
     eprintln!("answered 503 {took:?} after the leader froze");
     follower.wait_leading(Duration::from_secs(10));
     assert_eq!(follower.get("/ready").await.0, 200);
+    let (_, trees) = follower.get("/devui/simtree").await;
     unsafe {
         libc::kill(leader.pid() as i32, libc::SIGCONT);
     }
+    // Continued, the deposed leader serves nothing it holds (it may be stale) and stops.
+    let (status, body) = leader.get("/devui/simtree").await;
+    assert_eq!(status, 503, "a deposed leader served {body}");
+    let mut leader = leader;
+    let exit = leader
+        .wait_exit(Duration::from_secs(10))
+        .expect("the deposed leader stops");
+    assert!(!exit.success(), "{exit}");
+    assert!(leader.output().contains("this server stops"), "{}", leader.output());
+    assert_eq!(follower.get("/devui/simtree").await.1, trees);
+}
+
+/// A server killed with -9 and started again on its own address does not wait out its own old
+/// lease (before: 508 to every API request for the whole lease, blaming --advertise).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_restarted_on_its_own_address_recognises_its_old_lease() {
+    let pg = Postgres::start();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let at = format!("127.0.0.1:{port}");
+    let f = [
+        "--database-url",
+        pg.url.as_str(),
+        "--lease-secs",
+        "30",
+        "--addr",
+        at.as_str(),
+    ];
+    let mut first = Server::start_with(&f);
+    first.wait_leading(SAID);
+    let t = first.create("simple_chat").await;
+    first.stop();
+    let started = Instant::now();
+    let again = Server::start_with(&f);
+    again.wait_leading(SAID);
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    let (status, body) = again.get(&format!("/devui/simtree/{t}/graph")).await;
+    assert_eq!(status, 200, "{body}");
+}
+
+/// A follower names the real cause when a forward fails: a client whose body stalls gets 408
+/// saying so (before: 503 "the leading server … is not answering", with the leader fine).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stalled_upload_through_a_follower_is_named_as_such() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let pg = Postgres::start();
+    let f = ["--database-url", pg.url.as_str(), "--lease-secs", "30"];
+    let leader = Server::start_with(&f);
+    leader.wait_leading(SAID);
+    let follower = Server::start_with(&f);
+    follower.wait_said("this server follows it", SAID);
+    let addr = follower.base.trim_start_matches("http://").to_string();
+    let mut tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let head = format!(
+        "POST /devui/simtree/import HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{{\"format\":"
+    );
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(40), async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match tcp.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    answer.extend_from_slice(&buf[..n]);
+                    if answer.windows(4).any(|w| w == b"\r\n\r\n") && answer.ends_with(b"}") {
+                        break;
+                    }
+                }
+            }
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "answered within 40 s");
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("body stopped arriving"), "{text}");
+    assert!(!text.contains("not answering"), "{text}");
+    // The leader was fine all along.
+    assert_eq!(follower.get("/devui/simtree").await.0, 200);
 }

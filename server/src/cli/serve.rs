@@ -229,8 +229,22 @@ pub(super) async fn serve_fleet(
             (door, None, Some(task))
         }
     };
-    // Signals are caught from before the listening line on (see `http::stop_requested`).
-    let stop = crate::http::stop_requested();
+    // Signals are caught from before the listening line on (see `http::stop_requested`). A
+    // leader whose lease another server took stops too: it never serves what it holds again.
+    let deposed = Arc::new(std::sync::OnceLock::<String>::new());
+    let stop = {
+        let (door, deposed) = (door.clone(), deposed.clone());
+        let signal = crate::http::stop_requested();
+        async move {
+            tokio::select! {
+                () = signal => {}
+                lost = lease_lost(&door) => {
+                    eprintln!("simtree: {lost}; this server stops (start it again to follow the new leader)");
+                    let _ = deposed.set(lost);
+                }
+            }
+        }
+    };
     // The own worker goes on through the shutdown's grace period (the runs it holds may finish
     // then) and stops once the server has.
     let (stop_worker, worker_stop) = tokio::sync::oneshot::channel::<()>();
@@ -258,7 +272,22 @@ pub(super) async fn serve_fleet(
     if let Some(leader) = leader {
         leader.stop().await;
     }
-    served.map_err(|e| format!("cannot serve on {addr}: {e}"))
+    served.map_err(|e| format!("cannot serve on {addr}: {e}"))?;
+    match deposed.get() {
+        Some(lost) => Err(format!("stopped: {lost}")),
+        None => Ok(()),
+    }
+}
+
+/// Resolves once this server leads and its store has lost the lease to another process.
+async fn lease_lost(door: &crate::http::fleet::Door) -> String {
+    let mut look = tokio::time::interval(std::time::Duration::from_millis(200));
+    loop {
+        look.tick().await;
+        if let Some(lost) = door.leading().and_then(|app| app.wb.store.as_ref()?.lease_lost()) {
+            return lost;
+        }
+    }
 }
 
 /// A follower's heartbeat: every beat of the lease it reads the lease row (where the leader is

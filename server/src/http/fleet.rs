@@ -242,6 +242,31 @@ impl Door {
         }
     }
 
+    /// The answer to a forward that failed, by its cause: the client's body stopped (408 — the
+    /// leader is fine), the leader could not be reached (503 naming it), or it dropped the
+    /// connection before answering (502).
+    fn failed_forward(&self, e: &hyper_util::client::legacy::Error) -> Response {
+        tracing::debug!(error = %e, "forwarding to the leading server failed");
+        let hyper_error = std::error::Error::source(e).and_then(|s| s.downcast_ref::<hyper::Error>());
+        let chain = error_chain(e);
+        if hyper_error.is_some_and(hyper::Error::is_user) {
+            return ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                format!("the request's body stopped arriving before it was passed on to the leading server ({chain})"),
+            )
+            .into_response();
+        }
+        self.stale.notify_one();
+        if e.is_connect() {
+            return self.unavailable();
+        }
+        ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            format!("the leading server closed the connection before it answered ({chain})"),
+        )
+        .into_response()
+    }
+
     fn unavailable(&self) -> Response {
         ApiError::new(StatusCode::SERVICE_UNAVAILABLE, self.not_answering()).into_response()
     }
@@ -255,7 +280,17 @@ impl Door {
             let follower = follower.clone();
             async move {
                 let mut router = match door.leading.get() {
-                    Some((_, router)) => router.clone(),
+                    Some((app, router)) => {
+                        // A leader that may have been replaced answers nothing but `/health`:
+                        // what it holds in memory may be stale (see `Store::lease_doubt`).
+                        let doubt = app.wb.store.as_ref().and_then(|s| s.lease_doubt());
+                        if let Some(why) = doubt
+                            && req.uri().path() != "/health"
+                        {
+                            return ApiError::new(StatusCode::SERVICE_UNAVAILABLE, why).into_response();
+                        }
+                        router.clone()
+                    }
                     None => follower,
                 };
                 match tower::Service::call(&mut router, req).await {
@@ -299,6 +334,18 @@ impl Door {
             ))
             .with_state(self.clone())
     }
+}
+
+/// An error and its causes, "a: b: c".
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        out.push_str(": ");
+        out.push_str(&c.to_string());
+        cause = c.source();
+    }
+    out
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -446,11 +493,7 @@ async fn forward(State(door): State<Arc<Door>>, mut req: Request) -> Response {
     };
     let mut res = match sent {
         Ok(res) => res,
-        Err(e) => {
-            tracing::debug!(error = %e, "forwarding to the leading server failed");
-            door.stale.notify_one();
-            return door.unavailable();
-        }
+        Err(e) => return door.failed_forward(&e),
     };
     if let (Some(client_side), StatusCode::SWITCHING_PROTOCOLS) = (client_side, res.status()) {
         let leader_side = hyper::upgrade::on(&mut res);

@@ -102,6 +102,18 @@ impl Holder {
     }
 
     /// Milliseconds until the lease lapses unless renewed.
+    /// Whether this holder is an earlier server at `me`'s own address on `me`'s host whose
+    /// process is gone (killed, crashed): `me` bound that address, so it cannot be serving
+    /// there, and its lease need not be waited out.
+    pub fn is_gone_predecessor_of(&self, me: &Lease) -> bool {
+        self.holder != me.holder
+            && self.host == me.host
+            && self.address.is_some()
+            && self.address == me.address
+            // The same pid is this process itself now (a container's pid 1 restarted).
+            && (self.pid == u64::from(me.pid) || !std::path::Path::new(&format!("/proc/{}", self.pid)).exists())
+    }
+
     pub fn left_ms(&self) -> u64 {
         self.expires.saturating_sub(self.now)
     }
@@ -158,6 +170,32 @@ pub fn take<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<Result<(), Holder>> 
         return Ok(Ok(()));
     }
     match holder(sql)? {
+        Some(h) if h.is_gone_predecessor_of(me) => {
+            // Only if the row still names it: two starting servers cannot both take it.
+            let stolen = sql.execute(
+                &format!(
+                    "UPDATE lease SET holder = $1, host = $2, pid = $3, acquired = {now}, expires = {now} + $4,
+                        address = $5 WHERE name = 'server' AND holder = $6"
+                ),
+                &[
+                    P::Text(&me.holder),
+                    P::Text(&me.host),
+                    P::Int(i64::from(me.pid)),
+                    P::Int(me.length_ms()),
+                    address(me),
+                    P::Text(&h.holder),
+                ],
+            )?;
+            if stolen == 1 {
+                tracing::warn!(
+                    "the server that held this database's lease at this address ({}) is gone: this server takes \
+                     the lease over without waiting for it to lapse",
+                    h.describe()
+                );
+                return Ok(Ok(()));
+            }
+            Ok(Err(holder(sql)?.unwrap_or(h)))
+        }
         Some(h) => Ok(Err(h)),
         // Released between the two statements: try once more.
         None => Ok(

@@ -718,8 +718,8 @@ impl Store {
                     Ok(Ok(mut db)) => {
                         let mailbox = Arc::new(Mailbox::default());
                         let _ = tx.send(Ok(Ok(mailbox.clone())));
-                        let heartbeat = db.lease.as_ref().map(lease::Lease::heartbeat);
-                        run(&mut db, &mailbox, None, heartbeat);
+                        let lease = db.lease.as_ref().map(|l| l.length);
+                        run(&mut db, &mailbox, None, lease);
                     }
                     Ok(Err(other)) => {
                         let _ = tx.send(Ok(Err(other)));
@@ -831,13 +831,37 @@ impl Store {
     /// once the cause is gone.
     /// A lost server lease is reported here too, for good.
     pub fn fault(&self) -> Option<String> {
-        let lost = self
-            .mailbox
+        self.lease_lost()
+            .or_else(|| self.mailbox.fault.lock().unwrap_or_else(|p| p.into_inner()).clone())
+    }
+
+    /// Why a leading server must not answer now, or `None`: its lease is lost, or was last
+    /// renewed longer ago than it lasts — the process was frozen (SIGSTOP, a paused VM) and
+    /// continued, so another server may lead already — until a renewal succeeds again.
+    pub fn lease_doubt(&self) -> Option<String> {
+        if let Some(lost) = self.lease_lost() {
+            return Some(lost);
+        }
+        let renewed = *self.mailbox.renewed.lock().unwrap_or_else(|p| p.into_inner());
+        let (at, length) = renewed?;
+        let age = at.elapsed();
+        (age > length).then(|| {
+            format!(
+                "this server last renewed its lease on the database {} s ago, longer than a lease lasts ({} s): \
+                 another server may lead it now",
+                age.as_secs(),
+                length.as_secs()
+            )
+        })
+    }
+
+    /// Why writes are refused for good: the server lease was lost to another process.
+    pub fn lease_lost(&self) -> Option<String> {
+        self.mailbox
             .lease_lost
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        lost.or_else(|| self.mailbox.fault.lock().unwrap_or_else(|p| p.into_inner()).clone())
+            .clone()
     }
 
     /// A new tree id, or `None` when the caller counts them itself (a SQLite folder, whose one
@@ -899,6 +923,8 @@ struct Mailbox {
     fault: Mutex<Option<String>>,
     /// Why writes are refused for good: the server lease was lost.
     lease_lost: Mutex<Option<String>>,
+    /// When the server lease was last renewed, and how long it lasts (with a lease).
+    renewed: Mutex<Option<(std::time::Instant, std::time::Duration)>>,
 }
 
 #[derive(Default)]

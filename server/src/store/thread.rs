@@ -121,14 +121,22 @@ impl Committer {
 }
 
 /// The store thread: commits queued writes in batches, answers reads and flushes in order.
-/// With `heartbeat`, the server lease is renewed that often (see `store/lease.rs`) and released
-/// when the store closes.
+/// With a server lease of length `lease`, it is renewed every sixth of that (see
+/// `store/lease.rs`), each renewal noted in the mailbox, and released when the store closes.
 pub(super) fn run(
     db: &mut dyn Database,
     mailbox: &Mailbox,
     front: Option<Arc<Front>>,
-    heartbeat: Option<std::time::Duration>,
+    lease: Option<std::time::Duration>,
 ) {
+    let heartbeat = lease.map(|length| length / 6);
+    let renewed = |at: std::time::Instant| {
+        if let Some(length) = lease {
+            *mailbox.renewed.lock().unwrap_or_else(|p| p.into_inner()) = Some((at, length));
+        }
+    };
+    // Taken just now, as the store opened.
+    renewed(std::time::Instant::now());
     let _ended = Ended(mailbox);
     // What was deleted: a run stopped by a deletion may still queue a few log entries after it,
     // and they must not leave rows behind (ids are never reused, so this is exact).
@@ -153,8 +161,11 @@ pub(super) fn run(
             && std::time::Instant::now() >= at
         {
             // A database that is away fails this too; it is reported by commits and `/ready`.
-            if let Err(e) = db.heartbeat() {
-                tracing::debug!(error = %e, "the server lease could not be renewed now");
+            let began = std::time::Instant::now();
+            match db.heartbeat() {
+                Ok(()) if db.lease_lost().is_none() => renewed(began),
+                Ok(()) => {}
+                Err(e) => tracing::debug!(error = %e, "the server lease could not be renewed now"),
             }
             beat = Some(std::time::Instant::now() + every);
         }
