@@ -672,14 +672,21 @@ impl Workbench {
         ledger: Arc<Ledger>,
     ) -> Result<(RunCtx, Arc<Ledger>), BackendError> {
         let abm = self.abm_pool.get().and_then(|r| r.as_ref().ok()).cloned();
-        let scenario = handle.lock().scenario.clone();
+        let (scenario, log) = {
+            let mut t = handle.lock();
+            (t.scenario.clone(), t.log(node).ok())
+        };
+        let mut stream = live_text::NodeStream::new(node, handle.deltas.clone());
+        if let Some(log) = log {
+            stream = stream.paced_by(log);
+        }
         let req = RunRequest {
             scenario: &scenario,
             sim,
             replay,
             budget: budget.or_else(|| handle.budget.clone()),
             abm,
-            watch: Watch::new(Arc::new(live_text::NodeStream::new(node, handle.deltas.clone()))),
+            watch: Watch::new(Arc::new(stream)),
         };
         crate::backend::run_ctx_with(&self.backend, req, ledger)
     }

@@ -243,8 +243,8 @@ impl Door {
     }
 
     /// The answer to a forward that failed, by its cause: the client's body stopped (408 — the
-    /// leader is fine), the leader could not be reached (503 naming it), or it dropped the
-    /// connection before answering (502).
+    /// leader is fine), or the leader could not be reached or dropped the connection before it
+    /// answered (503 naming it, and which).
     fn failed_forward(&self, e: &hyper_util::client::legacy::Error) -> Response {
         tracing::debug!(error = %e, "forwarding to the leading server failed");
         let hyper_error = std::error::Error::source(e).and_then(|s| s.downcast_ref::<hyper::Error>());
@@ -260,9 +260,13 @@ impl Door {
         if e.is_connect() {
             return self.unavailable();
         }
+        // It went away mid-request (killed, crashed): as unavailable as one never reached.
         ApiError::new(
-            StatusCode::BAD_GATEWAY,
-            format!("the leading server closed the connection before it answered ({chain})"),
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "{} (it closed the connection before it answered: {chain})",
+                self.not_answering()
+            ),
         )
         .into_response()
     }

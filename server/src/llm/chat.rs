@@ -233,6 +233,11 @@ impl JsonSchema {
 pub trait StreamSink: Send + Sync {
     /// Whether anyone watches now: a call streams only then.
     fn wanted(&self) -> bool;
+    /// Whether a person has this very run open (not only its tree): an offline reply is paced
+    /// for them only, so a watched fan-out is not slowed child by child.
+    fn paced(&self) -> bool {
+        self.wanted()
+    }
     /// An attempt of a call starts streaming: text sent before (a failed attempt's) is void.
     fn start(&self);
     /// More of the reply's text.

@@ -58,7 +58,8 @@ pub const LIVE_PAUSE_BUDGET: std::time::Duration = std::time::Duration::from_mil
 
 /// An offline player whose replies are also shown live: while someone watches the run (its
 /// [`Watch`] is wanted), each reply goes to the watchers in [`LIVE_PIECES`] pieces before it is
-/// returned, paused while the run's [`LIVE_PAUSE_BUDGET`] lasts. The reply itself, the player's
+/// returned, paused — only while a person has this run's node open ([`StreamSink::paced`]) —
+/// while the run's [`LIVE_PAUSE_BUDGET`] lasts. The reply itself, the player's
 /// counters and everything stored are those of the plain player; unwatched runs do not wait.
 pub struct LiveReplies<C> {
     client: C,
@@ -92,7 +93,7 @@ impl<C: LlmClient> LlmClient for LiveReplies<C> {
         Box::pin(async move {
             let reply = self.client.chat(messages, state).await?;
             if let Some(sink) = self.watch.wanted() {
-                show_in_pieces(sink, &reply, self.spend()).await;
+                show_in_pieces(sink, &reply, sink.paced() && self.spend()).await;
             }
             Ok(reply)
         })

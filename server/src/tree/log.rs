@@ -150,6 +150,11 @@ impl NodeLog {
     /// of them. The channel (created with the first watcher's `capacity`) only wakes the watcher:
     /// it reads what it has not sent yet from the log itself ([`Self::entries_from`]), so one
     /// that falls more than `capacity` entries behind loses none of them.
+    /// Whether a socket watches this node now.
+    pub fn watched(&self) -> bool {
+        self.lock().live.as_ref().is_some_and(|tx| tx.receiver_count() > 0)
+    }
+
     pub fn watch(&self, capacity: usize) -> (broadcast::Receiver<Arc<str>>, usize) {
         let mut inner = self.lock();
         let next = inner.ends.len();

@@ -30,6 +30,8 @@ pub const DELTA_QUEUE: usize = 256;
 pub struct NodeStream {
     node: NodeId,
     tx: broadcast::Sender<TreeMsg>,
+    /// The node's own log: someone has the node open while its socket is subscribed.
+    log: Option<std::sync::Arc<crate::tree::NodeLog>>,
     pending: Mutex<Pending>,
 }
 
@@ -49,6 +51,7 @@ impl NodeStream {
         NodeStream {
             node,
             tx,
+            log: None,
             pending: Mutex::new(Pending {
                 call: 0,
                 started: false,
@@ -57,6 +60,12 @@ impl NodeStream {
                 sent: Instant::now(),
             }),
         }
+    }
+
+    /// Pacing follows whether `log` (the node's own) is watched.
+    pub fn paced_by(mut self, log: std::sync::Arc<crate::tree::NodeLog>) -> NodeStream {
+        self.log = Some(log);
+        self
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
@@ -83,6 +92,10 @@ impl NodeStream {
 impl StreamSink for NodeStream {
     fn wanted(&self) -> bool {
         self.tx.receiver_count() > 0
+    }
+
+    fn paced(&self) -> bool {
+        self.log.as_ref().is_some_and(|l| l.watched())
     }
 
     fn start(&self) {
@@ -152,5 +165,19 @@ mod tests {
         assert_eq!(got[0].2.len(), MAX_LIVE_BYTES, "cut at the cap, on a character");
         drop(rx);
         assert!(!s.wanted(), "nobody watches");
+    }
+
+    #[test]
+    fn replies_are_paced_only_while_the_node_itself_is_open() {
+        let (tx, _tree_watcher) = broadcast::channel(DELTA_QUEUE);
+        let log = std::sync::Arc::new(crate::tree::NodeLog::default());
+        let s = NodeStream::new(3, tx).paced_by(log.clone());
+        assert!(s.wanted() && !s.paced(), "the tree is watched, the node is not open");
+        let (opened, _) = log.watch(8);
+        assert!(s.paced(), "a person has the node open");
+        drop(opened);
+        assert!(!s.paced());
+        let (tx, _w) = broadcast::channel(DELTA_QUEUE);
+        assert!(!NodeStream::new(4, tx).paced(), "no log: never paced");
     }
 }
