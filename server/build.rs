@@ -1,8 +1,36 @@
 //! Copies the web UI's build (`frontend/dist`, made by `cargo xtask dist`) into `OUT_DIR` so the
 //! binary can embed it (`embedded.rs`) whether or not it has been built: without it the binary
 //! embeds an empty UI and serves the API only. Assets are embedded straight from `assets/`.
+//! Also sets `SIMTREE_COMMIT`, the checkout's commit (`unknown` outside a git checkout), for
+//! provenance.
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// `git rev-parse ARGS` in the crate's folder, trimmed; `None` without git or a checkout.
+fn git(args: &[&str]) -> Option<String> {
+    let out = Command::new("git").arg("rev-parse").args(args).output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+/// Sets `SIMTREE_COMMIT` and reruns when the checkout moves to another commit.
+fn commit() {
+    let commit = git(&["--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into());
+    println!("cargo:rustc-env=SIMTREE_COMMIT={commit}");
+    for path in ["HEAD", "packed-refs"] {
+        if let Some(p) = git(&["--git-path", path]) {
+            println!("cargo:rerun-if-changed={p}");
+        }
+    }
+    if let Some(branch) = git(&["--symbolic-full-name", "HEAD"])
+        && let Some(p) = git(&["--git-path", &branch])
+    {
+        println!("cargo:rerun-if-changed={p}");
+    }
+}
 
 fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(to)?;
@@ -37,4 +65,5 @@ fn main() {
         println!("cargo:rerun-if-changed=../frontend");
     }
     println!("cargo:rerun-if-changed=../assets");
+    commit();
 }

@@ -22,6 +22,7 @@ pub mod library;
 mod live_text;
 mod notebook;
 mod persist;
+pub mod provenance;
 mod sweep;
 mod trees;
 

@@ -340,6 +340,43 @@ pub struct TreeInfo {
     /// What the tree is about (`PATCH /devui/simtree/{tree} {"description"}`), when written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// Where the tree's numbers come from (only in `GET /devui/simtree/{tree}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<Provenance>,
+}
+
+/// Where a tree's (or a node's) numbers come from, stated once for the tree page's header, node
+/// info, exports and clients: the scenario and its version with a hash of its document, the
+/// dataset and its hash, the seed, the player, the price table and the simtree that served it.
+/// Hashes are SHA-256 of the compact JSON (keys sorted) or of the dataset's CSV text, in hex.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Provenance {
+    /// The scenario's id (a shipped one, a saved one, or the tree's own document's).
+    pub scenario: String,
+    /// The saved scenario's version the tree was made from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<u64>,
+    /// SHA-256 of the scenario document the tree was made from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub document_sha256: Option<String>,
+    /// The market dataset a trading tree trades on (`shipped` for the shipped data).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset: Option<String>,
+    /// SHA-256 of an uploaded dataset's CSV text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset_sha256: Option<String>,
+    /// The seed the node's (for a tree, the root's) random streams were set from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// What answers the agents: `mock`, `scripted`, or `dialect:model`.
+    pub player: String,
+    /// SHA-256 of the price table money is counted with.
+    pub prices_sha256: String,
+    /// The simtree that served this: its version and commit.
+    pub simtree: String,
+    /// All of the above on one line, to paste into notes.
+    pub line: String,
 }
 
 /// One entry of `GET /api/datasets`: a market dataset trading scenarios can name as
@@ -356,6 +393,9 @@ pub struct DatasetInfo {
     pub rows: u64,
     /// The shipped data: listed, not deletable.
     pub read_only: bool,
+    /// SHA-256 of the uploaded CSV text (absent for the shipped data).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
 }
 
 /// The body of `PATCH /devui/simtree/{tree}`.
@@ -650,6 +690,9 @@ pub struct NodeInfo {
     /// What a user wrote on the node (`PATCH …/node/{n}`), when anything.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub annotation: Option<Annotation>,
+    /// Where the node's numbers come from (its own seed and player).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<Provenance>,
 }
 
 /// A tree's token budget: what it may spend and what it has.

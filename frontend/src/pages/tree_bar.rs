@@ -1,7 +1,9 @@
-//! The bar above the graph: the open tree, its scenario, LLM usage, the connection.
+//! The bar above the graph: the open tree, its scenario, LLM usage, the connection; under it the
+//! tree's provenance line (the server's, as `GET /devui/simtree/{tree}` states it).
 
 use leptos::prelude::*;
 
+use crate::api;
 use crate::graph::UsageLine;
 use crate::state::{Conn, Tree, ctx};
 
@@ -30,6 +32,34 @@ pub(super) fn TreeBar(tree: Tree) -> impl IntoView {
             <span class="spacer"></span>
             <UsageLine tree />
             <span id="conn" class=move || format!("conn {}", conn().0)>{move || conn().1}</span>
+            <ProvenanceLine tree />
         </div>
+    }
+}
+
+/// The open tree's provenance on one line (scenario@version and document hash, dataset, player,
+/// seed, prices, simtree), selected whole on a click so it can be copied into notes.
+#[component]
+fn ProvenanceLine(tree: Tree) -> impl IntoView {
+    let line = RwSignal::new(None::<String>);
+    Effect::new(move |_| {
+        let Some(t) = tree.id.get() else {
+            line.set(None);
+            return;
+        };
+        leptos::task::spawn_local(async move {
+            if let Ok(info) = api::tree_info(t).await
+                && tree.id.get_untracked() == Some(t)
+            {
+                line.set(info.provenance.map(|p| p.line));
+            }
+        });
+    });
+    view! {
+        <Show when=move || line.get().is_some()>
+            <code id="provenance" class="provenance" title="provenance: select to copy">
+                {move || line.get().unwrap_or_default()}
+            </code>
+        </Show>
     }
 }

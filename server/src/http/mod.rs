@@ -228,7 +228,13 @@ pub async fn serve(
     let Some(app) = door.leading() else {
         return Ok(());
     };
-    let grace = app.shutdown_grace;
+    // A server whose lease another took can store nothing its runs do: they end now.
+    let deposed = app.wb.store.as_ref().and_then(|s| s.lease_lost()).is_some();
+    let grace = if deposed {
+        std::time::Duration::ZERO
+    } else {
+        app.shutdown_grace
+    };
     let runs = app.wb.runs_in_flight();
     if runs > 0 {
         eprintln!(

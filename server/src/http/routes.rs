@@ -246,19 +246,27 @@ pub async fn replay(
 /// Extension: a node's status, failure reason and LLM usage.
 pub async fn node_info(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Json<NodeInfo>> {
     let handle = app.wb.tree(tree)?;
-    let mut t = handle.lock();
-    t.node(node)?;
-    let seed = t.sim(node).ok().and_then(|s| s.seed());
-    let n = t.node(node)?;
-    Ok(Json(NodeInfo {
-        id: n.id,
-        status: n.status,
-        error: n.error.clone(),
-        usage: usage_of(UsageTotals::of(&n.records), app.wb.prices.money_of(&n.records)),
-        recorded_calls: n.records.len() as u64,
-        seed,
-        annotation: t.notes.get(&node).cloned(),
-    }))
+    let mut info = {
+        let mut t = handle.lock();
+        t.node(node)?;
+        let seed = t.sim(node).ok().and_then(|s| s.seed());
+        let n = t.node(node)?;
+        NodeInfo {
+            id: n.id,
+            status: n.status,
+            error: n.error.clone(),
+            usage: usage_of(UsageTotals::of(&n.records), app.wb.prices.money_of(&n.records)),
+            recorded_calls: n.records.len() as u64,
+            seed,
+            annotation: t.notes.get(&node).cloned(),
+            provenance: None,
+        }
+    };
+    // A running node's simulator is its parent's until it ends: no provenance while it runs.
+    if info.status != simtree_shared::NodeStatus::Running {
+        info.provenance = Some(app.wb.provenance(tree, node)?);
+    }
+    Ok(Json(info))
 }
 
 /// Extension: LLM usage summed over the tree, and its budget.

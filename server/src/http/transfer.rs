@@ -32,6 +32,7 @@ pub async fn export(State(app): St, ApiPath(tree): ApiPath<u64>) -> Result<Respo
     let sweeps = app.wb.sweep_data(tree)?;
     let explores = app.wb.explore_data(tree)?;
     let info = handle.info();
+    let provenance = app.wb.provenance(tree, 0)?;
     let (ids, header) = {
         let t = handle.lock();
         t.check_exportable()?;
@@ -51,6 +52,8 @@ pub async fn export(State(app): St, ApiPath(tree): ApiPath<u64>) -> Result<Respo
         if let Some(version) = t.scenario_version {
             header["scenario_version"] = version.into();
         }
+        // Where it came from, as the exporting server saw it (an import does not trust it).
+        header["provenance"] = serde_json::to_value(&provenance).unwrap_or_default();
         (t.ids(), header)
     };
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(8);

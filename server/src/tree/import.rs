@@ -329,6 +329,10 @@ pub fn read_export<R: std::io::Read>(
                         }
                     }
                     "scenario" => scenario = Some(map.next_value::<String>()?),
+                    // The exporting server's statement of origin: informative, not imported.
+                    "provenance" => {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                    }
                     "name" | "description" => {
                         let v = map.next_value::<String>()?;
                         let slot = match (&mut importer, key.as_str()) {
@@ -393,6 +397,7 @@ pub fn read_export<R: std::io::Read>(
                                 "description",
                                 "document",
                                 "scenario_version",
+                                "provenance",
                                 "root",
                                 "seq",
                                 "nodes",

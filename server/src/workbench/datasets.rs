@@ -38,14 +38,22 @@ pub fn dataset_of(document: &Value) -> Option<&str> {
     document["episode"]["dataset"].as_str()
 }
 
-fn info_of(name: &str, market: &MarketData, rows: usize, first: String, last: String, read_only: bool) -> DatasetInfo {
+fn info_of(
+    name: &str,
+    market: &MarketData,
+    rows: usize,
+    first: String,
+    last: String,
+    text: Option<&str>,
+) -> DatasetInfo {
     DatasetInfo {
         name: name.to_string(),
         tickers: market.tickers().into_iter().map(str::to_string).collect(),
         first,
         last,
         rows: rows as u64,
-        read_only,
+        read_only: text.is_none(),
+        sha256: text.map(|t| super::provenance::sha256_hex(t.as_bytes())),
     }
 }
 
@@ -65,7 +73,7 @@ impl Workbench {
         }
         self.within_memory_budget(name, parsed_size_estimate(text))?;
         let d = parse_dataset(text)?;
-        let info = info_of(name, &d.market, d.rows, d.first, d.last, false);
+        let info = info_of(name, &d.market, d.rows, d.first, d.last, Some(text));
         let market = Arc::new(d.market);
         if let Some(store) = &self.store {
             store.write(Write::Dataset {
@@ -115,12 +123,17 @@ impl Workbench {
                 rows,
                 first.unwrap_or_default(),
                 last.unwrap_or_default(),
-                true,
+                None,
             )
         });
         let mut mine: Vec<DatasetInfo> = self.datasets.iter().map(|d| d.info.clone()).collect();
         mine.sort_by(|a, b| a.name.cmp(&b.name));
         shipped.into_iter().chain(mine).collect()
+    }
+
+    /// SHA-256 of an uploaded dataset's CSV text (none for the shipped data).
+    pub(super) fn dataset_sha256(&self, name: &str) -> Option<String> {
+        self.datasets.get(name).and_then(|d| d.info.sha256.clone())
     }
 
     /// Whether a dataset of that name exists (the shipped one included).
@@ -214,7 +227,7 @@ impl Workbench {
             };
             match parse_dataset(&text) {
                 Ok(d) => {
-                    let info = info_of(&name, &d.market, d.rows, d.first, d.last, false);
+                    let info = info_of(&name, &d.market, d.rows, d.first, d.last, Some(&text));
                     self.datasets.insert(
                         name,
                         Arc::new(UserDataset {

@@ -192,6 +192,7 @@ impl TreeHandle {
             document: None,
             scenario_version: None,
             description: meta.description,
+            provenance: None,
         }
     }
 
@@ -500,9 +501,12 @@ impl Workbench {
     pub fn tree_info(&self, tree: u64) -> Result<TreeInfo, WorkbenchError> {
         let handle = self.tree(tree)?;
         let mut info = handle.info();
-        let t = handle.lock();
-        info.document = t.document.as_deref().cloned();
-        info.scenario_version = t.scenario_version;
+        {
+            let t = handle.lock();
+            info.document = t.document.as_deref().cloned();
+            info.scenario_version = t.scenario_version;
+        }
+        info.provenance = Some(self.provenance(tree, 0)?);
         Ok(info)
     }
 

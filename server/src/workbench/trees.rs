@@ -150,5 +150,6 @@ pub(super) fn info_of(row: &TreeRow) -> TreeInfo {
         document: None,
         scenario_version: None,
         description: row.description.clone(),
+        provenance: None,
     }
 }

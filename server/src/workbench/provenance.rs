@@ -1,0 +1,115 @@
+//! Where a tree's numbers come from ([`Provenance`]): one source for the tree page's header line,
+//! node info, exports and the clients, so no two of them can disagree.
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use simtree_shared::Provenance;
+
+use super::{Workbench, WorkbenchError, dataset_of};
+use crate::sim::ScenarioEntry;
+use crate::tree::NodeId;
+
+/// The simtree that serves: its version and the commit it was built from.
+pub fn simtree_build() -> String {
+    format!("{} ({})", env!("CARGO_PKG_VERSION"), env!("SIMTREE_COMMIT"))
+}
+
+/// SHA-256 of `bytes`, in hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// SHA-256 of a JSON value's compact text (its object keys are sorted: `serde_json`'s maps are).
+fn sha256_json(v: &Value) -> String {
+    sha256_hex(v.to_string().as_bytes())
+}
+
+/// The first 12 hex digits, as the one line shows a hash.
+fn short(hash: &str) -> &str {
+    &hash[..hash.len().min(12)]
+}
+
+impl Workbench {
+    /// The provenance of `tree`, seen from `node` (its seed and player; the root's for the tree).
+    pub fn provenance(&self, tree: u64, node: NodeId) -> Result<Provenance, WorkbenchError> {
+        let handle = self.tree(tree)?;
+        let (scenario, version, document, sim) = {
+            let mut t = handle.lock();
+            let sim = t.sim(node)?;
+            (t.scenario.clone(), t.scenario_version, t.document.clone(), sim)
+        };
+        // The document the tree was made from: its own, the saved version's, or the shipped one.
+        let document_sha256 = match (&document, version) {
+            (Some(doc), _) => Some(sha256_json(doc)),
+            (None, Some(v)) => self
+                .library
+                .get(&scenario, Some(v))
+                .ok()
+                .flatten()
+                .map(|d| sha256_json(&d.document)),
+            (None, None) => ScenarioEntry::find(&self.scenarios, &scenario)
+                .ok()
+                .map(|e| sha256_json(&super::library::shipped_document(e).document)),
+        };
+        let dataset = match (&*sim, document.as_deref().and_then(dataset_of)) {
+            (_, Some(name)) => Some(name.to_string()),
+            (crate::sim::Sim::Trading(_), None) => Some(super::SHIPPED_DATASET.to_string()),
+            _ => None,
+        };
+        let dataset_sha256 = dataset.as_deref().and_then(|d| self.dataset_sha256(d));
+        let seed = sim.seed();
+        let player = self.backend.label(&scenario, &sim, None);
+        let prices_sha256 = sha256_hex(format!("{:?}", self.prices).as_bytes());
+        let simtree = simtree_build();
+        let mut line = match version {
+            Some(v) => format!("{scenario}@{v}"),
+            None => scenario.clone(),
+        };
+        if let Some(h) = &document_sha256 {
+            line.push_str(&format!(" sha256:{}", short(h)));
+        }
+        if let Some(d) = &dataset {
+            line.push_str(&format!(" · dataset {d}"));
+            if let Some(h) = &dataset_sha256 {
+                line.push_str(&format!(" sha256:{}", short(h)));
+            }
+        }
+        line.push_str(&format!(" · {player}"));
+        if let Some(s) = seed {
+            line.push_str(&format!(" · seed {s}"));
+        }
+        line.push_str(&format!(
+            " · prices sha256:{} · simtree {simtree}",
+            short(&prices_sha256)
+        ));
+        Ok(Provenance {
+            scenario,
+            version,
+            document_sha256,
+            dataset,
+            dataset_sha256,
+            seed,
+            player,
+            prices_sha256,
+            simtree,
+            line,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hashes_are_sha256_in_hex_and_json_is_hashed_with_sorted_keys() {
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        let a: Value = serde_json::from_str(r#"{"b": 1, "a": [2, 3]}"#).unwrap();
+        let b: Value = serde_json::from_str(r#"{"a":[2,3],"b":1}"#).unwrap();
+        assert_eq!(sha256_json(&a), sha256_json(&b));
+        assert!(simtree_build().starts_with(env!("CARGO_PKG_VERSION")));
+    }
+}
