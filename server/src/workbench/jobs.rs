@@ -421,7 +421,7 @@ impl Workbench {
             .spawn(move || listen(&url, &tx))
             .map_err(JobError::Listener)?;
         let (ended_tx, mut ended) = mpsc::unbounded_channel::<(u64, NodeId)>();
-        let mut running: HashMap<(u64, NodeId), tokio::task::AbortHandle> = HashMap::new();
+        let mut running: HashMap<(u64, NodeId), Claimed> = HashMap::new();
         let mut heartbeat = tokio::time::interval((config.lapse / 6).max(Duration::from_millis(200)));
         let notifier = self.log_notifier();
         // The trees jobs read stay a cache within --cache-mb, as a server's do.
@@ -436,13 +436,31 @@ impl Workbench {
                     Ok(jobs) => {
                         for job in jobs {
                             let key = (job.tree, job.node);
+                            if running.contains_key(&key) {
+                                // Its own claim, taken again after its heartbeat came late (a
+                                // busy machine): the run under way goes on, and its claim is
+                                // still this worker's.
+                                tracing::info!(
+                                    tree = key.0,
+                                    node = key.1,
+                                    "a job this worker runs was claimed again after a late heartbeat; its run goes on"
+                                );
+                                continue;
+                            }
                             let this = self.clone();
                             let (queue, ended_tx, notifier) = (queue.clone(), ended_tx.clone(), notifier.clone());
+                            let (lost_tx, lost) = watch::channel(false);
                             let task = tokio::spawn(async move {
-                                this.run_job(&queue, job, &notifier).await;
+                                this.run_job(&queue, job, &notifier, lost).await;
                                 let _ = ended_tx.send(key);
                             });
-                            running.insert(key, task.abort_handle());
+                            running.insert(
+                                key,
+                                Claimed {
+                                    abort: task.abort_handle(),
+                                    lost: lost_tx,
+                                },
+                            );
                         }
                     }
                     Err(e) => tracing::warn!(error = %e, "cannot claim jobs now"),
@@ -466,14 +484,14 @@ impl Workbench {
                     match on_queue(&queue, |q| q.heartbeat()).await {
                         Ok(held) => {
                             let held: HashSet<_> = held.into_iter().collect();
-                            running.retain(|key, task| {
-                                let keep = held.contains(key);
-                                if !keep {
-                                    tracing::warn!(tree = key.0, node = key.1, "this worker lost its job (cancelled, or taken over after a lapse); its run stops");
-                                    task.abort();
+                            // Each run decides for itself (see `run_job`): one whose end is being
+                            // committed is not held any more once that commit is through, and is
+                            // not to be stopped.
+                            for (key, claimed) in &running {
+                                if !held.contains(key) {
+                                    claimed.lost.send_replace(true);
                                 }
-                                keep
-                            });
+                            }
                         }
                         Err(e) => tracing::warn!(error = %e, "cannot renew the claims now"),
                     }
@@ -481,8 +499,8 @@ impl Workbench {
             }
         }
         sweeper.abort();
-        for task in running.values() {
-            task.abort();
+        for claimed in running.values() {
+            claimed.abort.abort();
         }
         let handed = on_queue(&queue, |q| q.release()).await;
         let _ = on_queue(&queue, |q| q.unregister()).await;
@@ -518,16 +536,33 @@ impl Workbench {
         tx
     }
 
-    /// One claimed job, run to its end and stored, fenced by the claim.
+    /// One claimed job, run to its end and stored, fenced by the claim. `lost` turns true when
+    /// a heartbeat found the claim gone (cancelled, or taken over after a lapse): the run stops
+    /// then if it is still computing. Once it is storing its end, the fence decides instead —
+    /// a heartbeat that runs just after that end's commit also finds the claim gone (the job is
+    /// done), and stopping the task there lost its "job done" and its copy of the node.
     async fn run_job(
         self: &Arc<Self>,
         queue: &Arc<Mutex<Queue>>,
         job: Job,
         notifier: &mpsc::UnboundedSender<(u64, NodeId)>,
+        mut lost: watch::Receiver<bool>,
     ) {
         let (tree, node) = (job.tree, job.node);
         tracing::info!(tree, node, attempt = job.attempts, "job claimed");
-        let end = match self.compute(&job, queue, notifier).await {
+        let computed = tokio::select! {
+            end = self.compute(&job, queue, notifier) => Some(end),
+            Ok(_) = lost.wait_for(|l| *l) => None,
+        };
+        let Some(computed) = computed else {
+            tracing::warn!(
+                tree,
+                node,
+                "this worker lost its job (cancelled, or taken over after a lapse); its run stops"
+            );
+            return;
+        };
+        let end = match computed {
             Ok(end) => end,
             // What the run could not even start with (a tree or parent that cannot be read):
             // its node fails with the reason.
@@ -796,7 +831,8 @@ fn wait_for_job(
             Ok(()) => {
                 let ended = tokio::select! {
                     row = &mut done => Some(row.ok()),
-                    _ = cancelled.wait_for(|c| *c) => None,
+                    // (A sender gone is no cancel: only a sent `true` is.)
+                    Ok(_) = cancelled.wait_for(|c| *c) => None,
                 };
                 match ended {
                     Some(row) => Ok(row),
@@ -850,6 +886,13 @@ fn wait_for_job(
         let _ = ended_tx.send(true);
         result
     })
+}
+
+/// A job a worker runs: how to stop its task (the worker stops), and how to tell it that its
+/// claim was lost.
+struct Claimed {
+    abort: tokio::task::AbortHandle,
+    lost: watch::Sender<bool>,
 }
 
 /// A job's run, ended: how, and what stores it.
