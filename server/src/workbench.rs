@@ -23,6 +23,8 @@ mod live_text;
 mod notebook;
 mod persist;
 pub mod provenance;
+mod run;
+use run::Pending;
 mod sweep;
 mod trees;
 
@@ -53,7 +55,7 @@ use crate::llm::record::LlmRecord;
 use crate::scenario::{ScenarioLibrary, UserScenario};
 use crate::sim::{RunCtx, ScenarioEntry, Sim};
 use crate::trading::data::MarketData;
-use crate::tree::{NodeId, NodeLog, SimTree, TreeError, entry_json};
+use crate::tree::{NodeId, NodeLog, SimTree, TreeError};
 
 /// Configurable limits; defaults are documented in the README.
 #[derive(Clone, Debug)]
@@ -141,6 +143,9 @@ pub struct Workbench {
     pub prices: Arc<PriceTable>,
     /// The run queue, once `serve --jobs` enabled it (see `workbench::jobs`).
     jobs: std::sync::OnceLock<Arc<jobs::Hub>>,
+    /// A `simtree worker`'s copy of the trees: it runs jobs and writes nothing but their nodes
+    /// (never a tree's sweeps or explorations, which the leader owns).
+    runs_jobs_only: bool,
 }
 
 pub struct TreeHandle {
@@ -267,6 +272,7 @@ impl Workbench {
             datasets: DashMap::new(),
             prices: Arc::new(PriceTable::default()),
             jobs: std::sync::OnceLock::new(),
+            runs_jobs_only: false,
         }
     }
 
@@ -601,22 +607,7 @@ impl Workbench {
     ) -> Result<Pending, WorkbenchError> {
         let mut tree = handle.lock();
         self.check_capacity(&tree, 1)?;
-        // A run the queue takes is computed from the stored parent by a worker: the parent's
-        // state is not rebuilt here (that read grew with the depth of a chain).
-        if self.goes_to_queue(handle, replay.is_some(), false) {
-            let (id, log) = tree.attach_advance(parent, turns)?;
-            Self::announce_run(handle, &mut tree, id)?;
-            return Ok(Pending::new(id, None, log, turns, replay));
-        }
         Self::attach_run(handle, &mut tree, parent, turns, replay, EdgeType::Advance)
-    }
-
-    /// The simulator a run of node `id` starts from: its parent's, forked and keyed as
-    /// [`Self::attach_run`] keys it.
-    fn fork_parent(handle: &TreeHandle, id: NodeId) -> Result<Sim, WorkbenchError> {
-        let mut t = handle.lock();
-        let parent = t.node(id)?.parent.ok_or(TreeError::NodeNotFound(id))?;
-        Ok(t.sim(parent)?.fork_child(handle.id, parent))
     }
 
     /// Stores a just-attached run's record and announces it (`attached`, `run_start`).
@@ -630,7 +621,10 @@ impl Workbench {
     }
 
     /// [`Self::start`] under a lock the caller holds and with capacity it has checked (a sweep
-    /// attaches all its runs under one lock); `edge` is `advance`, or `sweep` for a replicate.
+    /// attaches all its runs under one lock); `edge` is `advance`, or `sweep` or `explore` for
+    /// a replicate. The parent's state is not read here: the run reads it when it starts, in
+    /// this process or on the worker that takes its job (that read grew with the depth of a
+    /// chain when it was made here for every run).
     fn attach_run(
         handle: &TreeHandle,
         tree: &mut SimTree,
@@ -639,13 +633,12 @@ impl Workbench {
         replay: Option<Vec<LlmRecord>>,
         edge: EdgeType,
     ) -> Result<Pending, WorkbenchError> {
-        let sim = tree.sim(parent)?.fork_child(handle.id, parent);
         let (id, log) = tree.attach_advance(parent, turns)?;
         if matches!(edge, EdgeType::Sweep | EdgeType::Explore) {
             tree.mark_edge(id, edge)?;
         }
         Self::announce_run(handle, tree, id)?;
-        Ok(Pending::new(id, Some(sim), log, turns, replay))
+        Ok(Pending::new(id, parent, log, turns, replay))
     }
 
     /// What one run talks to, and the ledger its real calls are recorded in (see
@@ -692,198 +685,18 @@ impl Workbench {
         crate::backend::run_ctx_with(&self.backend, req, ledger)
     }
 
-    /// Runs a started child in its own task. The server owns the run, not the request: whether
-    /// or not anyone awaits the returned handle, the run ends as `done`, `failed` or `cancelled`,
-    /// its simulator and records are stored and `run_finish` is announced. A panic inside a run
-    /// fails its node instead of leaving it `running`.
+    /// Runs an attached child. The server owns the run, not the request: whether or not anyone
+    /// awaits the returned handle, the run ends as `done`, `failed` or `cancelled`, its end is
+    /// stored and `run_finish` is announced (`run::conclude`). The one place that decides whether
+    /// a run goes through the queue (see `workbench::jobs`) or runs in this process.
     fn spawn(&self, handle: &Arc<TreeHandle>, p: Pending) -> tokio::task::JoinHandle<RunResult> {
-        if let Some(hub) = self.job_route(handle, &p) {
-            return self.spawn_job(hub, handle, p);
+        let running = handle.register_run(p.id);
+        match self.jobs.get() {
+            Some(hub) if self.goes_to_queue(handle, p.replay.is_some(), p.budget.is_some()) => {
+                jobs::spawn_job(hub.clone(), handle, p, running)
+            }
+            _ => self.spawn_here(handle, p, running),
         }
-        let Pending {
-            id,
-            sim,
-            log,
-            turns,
-            replay,
-            budget,
-            ..
-        } = p;
-        // (Only a run the queue takes comes without its simulator; should one not go there
-        // after all, it forks the parent now.)
-        let mut sim = match sim.map_or_else(|| Self::fork_parent(handle, id), Ok) {
-            Ok(sim) => sim,
-            Err(e) => {
-                let error = Some(format!("the run could not start: {e}"));
-                let mut t = handle.lock();
-                if t.end_without_sim(id, NodeStatus::Failed, error.clone()) {
-                    handle.persist_row(&t, id);
-                }
-                drop(t);
-                handle.send(TreeMsg::RunFinish {
-                    node: id,
-                    status: NodeStatus::Failed,
-                    error: error.clone(),
-                });
-                return tokio::spawn(async move {
-                    RunResult {
-                        node: id,
-                        status: NodeStatus::Failed,
-                        error,
-                        deleted: false,
-                        unstored: None,
-                    }
-                });
-            }
-        };
-        // A provider that no longer resolves (its settings were checked at start-up) fails the run
-        // with the reason, rather than running it on something else.
-        let (ctx, ledger) = match self.client_for(handle, replay, &sim, id, budget) {
-            Ok((ctx, ledger)) => (Ok(ctx), ledger),
-            Err(e) => (Err(e.to_string()), Arc::new(Ledger::default())),
-        };
-        let (cancel, mut cancelled) = watch::channel(false);
-        let (ended_tx, ended) = watch::channel(false);
-        let live = LiveState::default();
-        lock(&handle.runs).insert(
-            id,
-            RunControl {
-                cancel,
-                ended,
-                live: live.clone(),
-            },
-        );
-        let mut memory = self.memory.subscribe();
-        let budget = self.memory.budget();
-        let handle = handle.clone();
-        // Where the agents' memories end before the run: what it adds is indexed for search.
-        let marks = if handle.stored() {
-            sim.memory_marks()
-        } else {
-            Vec::new()
-        };
-        tracing::info!(tree = handle.id, node = id, turns, "run started");
-        let started = std::time::Instant::now();
-        tokio::spawn(async move {
-            let mut batch = persist::LogBatch::new(id);
-            let outcome = match &ctx {
-                Err(e) => Outcome::Ran(Some(e.clone())),
-                Ok(ctx) => {
-                    let mut progress = Progress::new(id, turns);
-                    let mut sink = RunSink {
-                        emit: |e: Event| {
-                            if let Some(msg) = progress.observe(&e) {
-                                handle.send(msg);
-                            }
-                            let entry = entry_json(&e, id);
-                            let index = log.push(&entry);
-                            if handle.stored() {
-                                batch.push(&handle, index, &entry);
-                            }
-                        },
-                        live,
-                        last: None,
-                    };
-                    let run = CatchUnwind(Box::pin(sim.run(turns, ctx, &mut sink)));
-                    tokio::select! {
-                        r = run => match r {
-                            Ok(result) => Outcome::Ran(result.err().map(String::from)),
-                            Err(()) => Outcome::Panicked,
-                        },
-                        _ = cancelled.wait_for(|c| *c) => Outcome::Cancelled,
-                        _ = memory.wait_for(|over| *over) => Outcome::OverBudget,
-                    }
-                }
-            };
-            let records = ledger.take();
-            let panicked = matches!(outcome, Outcome::Panicked);
-            let (status, error) = match outcome {
-                Outcome::Ran(None) => (NodeStatus::Done, None),
-                Outcome::Ran(Some(e)) => (NodeStatus::Failed, Some(e)),
-                Outcome::Cancelled => (NodeStatus::Cancelled, None),
-                Outcome::OverBudget => (
-                    NodeStatus::Failed,
-                    Some(crate::memory::over_budget_message(
-                        crate::memory::resident_bytes().unwrap_or(0),
-                        budget,
-                    )),
-                ),
-                Outcome::Panicked => (
-                    NodeStatus::Failed,
-                    Some("the run stopped on an internal error (its state is the parent's)".into()),
-                ),
-            };
-            let (present, mut unstored) = {
-                let mut t = handle.lock();
-                batch.flush(&handle);
-                let mut unstored = None;
-                let present = if panicked {
-                    t.fail_without_sim(id, error.clone().unwrap_or_default())
-                } else {
-                    let memory = if handle.stored() {
-                        sim.memory_since(&marks)
-                    } else {
-                        String::new()
-                    };
-                    let present = t.finish(id, sim, status, error.clone(), records);
-                    if present && handle.stored() {
-                        let stored = t
-                            .sim(id)
-                            .map_err(WorkbenchError::from)
-                            .and_then(|sim| handle.persist_state(&mut t, id, &sim));
-                        unstored = stored.err().map(|e| e.to_string());
-                        handle.persist_memory(id, memory);
-                    }
-                    present
-                };
-                if present {
-                    handle.persist_row(&t, id);
-                    handle.touch(&t);
-                }
-                (present, unstored)
-            };
-            // The final state is committed (or journaled) before anyone hears the run ended.
-            if present
-                && unstored.is_none()
-                && let Err(e) = handle.flush_async().await
-            {
-                unstored = Some(e.to_string());
-            }
-            // What is not stored is not acknowledged: the node leaves the tree (its rows, if
-            // some reached the database, are deleted once it takes writes again).
-            let present = match &unstored {
-                Some(cause) if present => {
-                    tracing::error!(tree = handle.id, node = id, error = %cause, "a run's end could not be stored; its node is removed");
-                    handle.roll_back(id);
-                    false
-                }
-                _ => present,
-            };
-            lock(&handle.runs).remove(&id);
-            tracing::info!(
-                tree = handle.id,
-                node = id,
-                status = ?status,
-                error = error.as_deref().unwrap_or(""),
-                elapsed_ms = started.elapsed().as_millis() as u64,
-                "run ended"
-            );
-            if present {
-                handle.send(TreeMsg::RunFinish {
-                    node: id,
-                    status,
-                    error: error.clone(),
-                });
-            }
-            let _ = ended_tx.send(true);
-            RunResult {
-                node: id,
-                status,
-                error,
-                deleted: !present,
-                unstored,
-            }
-        })
     }
 
     /// Waits for a run's result. The run goes on (and is recorded) if this wait is dropped.
@@ -979,10 +792,7 @@ impl Workbench {
                 match Self::attach_run(handle, &mut tree, p, turns, None, EdgeType::Advance) {
                     Ok(mut run) => {
                         if seeds {
-                            if let Some(sim) = &mut run.sim {
-                                sim.replicate(i as u64);
-                            }
-                            run.seed = Some(i as u64);
+                            run.spec.replicate = Some(i as u64);
                         }
                         pending.push(run);
                     }
@@ -1267,57 +1077,6 @@ pub struct RunResult {
     deleted: bool,
     /// Its end could not be stored (the cause): the node was removed, nothing acknowledged.
     unstored: Option<String>,
-}
-
-/// How a run's task ended.
-enum Outcome {
-    Ran(Option<String>),
-    Cancelled,
-    OverBudget,
-    Panicked,
-}
-
-struct Pending {
-    id: NodeId,
-    /// The run's simulator (the parent's, forked); `None` for a run queued as a job, whose
-    /// worker forks the stored parent (see [`Workbench::start`]).
-    sim: Option<Sim>,
-    log: Arc<NodeLog>,
-    turns: u64,
-    replay: Option<Vec<LlmRecord>>,
-    /// The budget the run charges instead of the tree's (an exploration's, within the tree's).
-    budget: Option<Arc<TreeBudget>>,
-    /// The index the simulator was given its seeds by ([`Sim::replicate`]), if any: a job's
-    /// worker does the same to the parent's state.
-    seed: Option<u64>,
-    /// The seed a replicate of a sweep or an exploration was given ([`Pending::reseed`]): a
-    /// job's worker gives it too.
-    reseed: Option<u64>,
-}
-
-impl Pending {
-    /// A run of `turns` turns of node `id`, with no seeds or budget of its own yet.
-    fn new(id: NodeId, sim: Option<Sim>, log: Arc<NodeLog>, turns: u64, replay: Option<Vec<LlmRecord>>) -> Self {
-        Pending {
-            id,
-            sim,
-            log,
-            turns,
-            replay,
-            budget: None,
-            seed: None,
-            reseed: None,
-        }
-    }
-
-    /// Gives the run's simulator `seed` (a sweep's or an exploration's replicate), here and on
-    /// whichever worker runs it as a job.
-    fn reseed(&mut self, seed: u64) {
-        if let Some(sim) = &mut self.sim {
-            sim.reseed(seed);
-        }
-        self.reseed = Some(seed);
-    }
 }
 
 /// Polls a future, turning a panic into `Err(())` so that one broken simulator state cannot

@@ -385,12 +385,13 @@ pub fn cancel<S: Sql>(sql: &mut S, tree: u64, node: u64) -> StoreResult<bool> {
 /// (a queued or claimed one is still run by workers; one that ended meanwhile is shown on its node
 /// by the new server), as `(tree, node, payload)`. Every other job, and its recorded calls, is
 /// forgotten: its node ended (its end is stored with it) or is gone — or it is a replicate of a
-/// sweep or an exploration, whose table the dead server kept in memory: its node comes back
-/// `interrupted` as the sweep's or exploration's other cut-short runs do (an exploration resumes
-/// from there), and the result of a worker still running it is refused.
+/// sweep, whose collector lived in the dead server's memory: its node comes back `interrupted`
+/// as the sweep's other cut-short runs do, and the result of a worker still running it is
+/// refused. An exploration's replicates are adopted: the next server carries the exploration on
+/// and waits for them (`workbench/explore.rs`, `continue_explores`).
 pub fn adoptable<S: Sql>(sql: &mut S) -> StoreResult<Vec<(u64, u64, String)>> {
     const NODE_RUNS: &str = "SELECT 1 FROM nodes n WHERE n.tree = j.tree AND n.id = j.node AND n.status = 'running'
-        AND n.edge_type NOT IN ('sweep', 'explore')";
+        AND n.edge_type <> 'sweep'";
     sql.execute(&format!("DELETE FROM job_calls j WHERE NOT EXISTS ({NODE_RUNS})"), &[])?;
     sql.execute(&format!("DELETE FROM jobs j WHERE NOT EXISTS ({NODE_RUNS})"), &[])?;
     let rows = sql.query("SELECT tree, node, payload FROM jobs ORDER BY tree, node", &[])?;

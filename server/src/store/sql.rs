@@ -983,6 +983,22 @@ impl<S: Sql> Database for Db<S> {
             .collect()
     }
 
+    fn trees_exploring(&mut self) -> StoreResult<Vec<u64>> {
+        // (The body is serde_json's compact text of `ExploreData`: its status is written
+        // `"status":"running"` while it runs.)
+        let rows = self.sql.query(
+            "SELECT DISTINCT tree FROM explores WHERE body LIKE '%\"status\":\"running\"%' ORDER BY tree",
+            &[],
+        )?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|r| match r.into_iter().next() {
+                Some(Cell::Int(t)) => Some(t.max(0) as u64),
+                _ => None,
+            })
+            .collect())
+    }
+
     fn tree_money(&mut self, tree: u64) -> StoreResult<Option<f64>> {
         let rows = self
             .sql

@@ -12,7 +12,10 @@
 //! goes out on the tree socket.
 //!
 //! A row read back after a restart is `interrupted` if it was running: what finished is kept
-//! (replicates whose node finished are measured then) and nothing resumes by itself.
+//! (replicates whose node finished are measured then) and nothing resumes by itself — except on
+//! a database a team shares (runs as jobs): there the next leader carries it on by itself
+//! ([`Workbench::continue_explores`]), waiting for the replicates whose jobs it adopted and
+//! running again, within the reservation already counted, those that were cut short.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,7 +30,7 @@ use simtree_shared::{
 };
 
 use super::job::{Job, JobData, Jobs, Metrics};
-use super::job::{Replicate, replicate_of};
+use super::job::{Replicate, replicate_of, settled};
 use super::{TreeHandle, Workbench, WorkbenchError, lock};
 use crate::explore::{ExploreSpec, MAX_CANDIDATES, mean_ci, next_round, rank, survivors};
 use crate::llm::budget::{Limits as BudgetLimits, TreeBudget};
@@ -89,6 +92,9 @@ pub(super) struct ExploreRecord {
     budget: Option<Arc<TreeBudget>>,
     /// Turns true when its driver has stopped.
     finished: tokio::sync::watch::Sender<bool>,
+    /// Read back `running` on a database that other processes share: the server that drove it
+    /// died, and this one carries it on ([`Workbench::continue_explores`]).
+    orphan: AtomicBool,
 }
 
 impl ExploreRecord {
@@ -99,6 +105,7 @@ impl ExploreRecord {
             stop: AtomicBool::new(false),
             budget,
             finished: tokio::sync::watch::channel(false).0,
+            orphan: AtomicBool::new(false),
         }
     }
 
@@ -396,15 +403,21 @@ impl Explores {
 }
 
 /// Brings back a tree's stored or imported explorations (see [`Jobs::restore`]); one that was
-/// running reads as interrupted.
-pub(super) fn restore_explores(handle: &TreeHandle, explores: Vec<ExploreData>) {
+/// running reads as interrupted, unless `continues` (a stored tree on a database shared by a
+/// team, whose server died): then it stays running and waits for
+/// [`Workbench::continue_explores`] to carry it on.
+pub(super) fn restore_explores(handle: &TreeHandle, explores: Vec<ExploreData>, continues: bool) {
     handle.explores.restore(handle, explores, |metrics, mut data| {
-        if data.status == ExploreStatus::Running {
+        let orphan = data.status == ExploreStatus::Running && continues;
+        if data.status == ExploreStatus::Running && !continues {
             data.status = ExploreStatus::Interrupted;
             data.reason = Some("the server stopped while it ran; what finished before is kept".into());
         }
         let record = ExploreRecord::new(metrics, data, None);
-        record.finished.send_replace(true);
+        record.orphan.store(orphan, Ordering::SeqCst);
+        if !orphan {
+            record.finished.send_replace(true);
+        }
         record
     });
 }
@@ -632,21 +645,74 @@ impl Workbench {
             .explores
             .get(id)
             .ok_or_else(|| WorkbenchError::NotFound(format!("exploration {id} not found in simtree {tree}")))?;
-        let spent = self.explore_table_of(&handle, &old);
+        let record = self.carry_on(&handle, &old, ExploreStatus::Interrupted)?;
+        tracing::info!(tree, explore = id, "exploration resumed");
+        Ok(self.explore_table_of(&handle, &record))
+    }
+
+    /// Carries on, without anyone asking, the explorations of `handle`'s tree whose server died
+    /// while they ran (read back `running`, see [`restore_explores`]): as a resume does, and
+    /// waiting for the replicates whose jobs this server adopted (still running on workers)
+    /// instead of running them again.
+    pub(super) fn continue_explores(self: &Arc<Self>, handle: &Arc<TreeHandle>) {
+        for record in handle.explores.all() {
+            if !record.orphan.swap(false, Ordering::SeqCst) {
+                continue;
+            }
+            let id = lock(&record.data).id;
+            match self.carry_on(handle, &record, ExploreStatus::Running) {
+                Ok(_) => tracing::info!(
+                    tree = handle.id,
+                    explore = id,
+                    "exploration carried on from the last server"
+                ),
+                Err(e) => {
+                    tracing::warn!(tree = handle.id, explore = id, error = %e, "an exploration the last server ran cannot be carried on; it reads as interrupted");
+                    let mut d = lock(&record.data);
+                    d.status = ExploreStatus::Interrupted;
+                    d.reason = Some(format!(
+                        "the server stopped while it ran, and the next could not carry it on: {e}"
+                    ));
+                    drop(d);
+                    record.write_row(handle);
+                    record.finished.send_replace(true);
+                }
+            }
+        }
+    }
+
+    /// Starts a new driver for exploration `old`, which must be `expected` (interrupted for a
+    /// resume, running for one whose server died): the replicates of its last round that were
+    /// cut short (interrupted) run again (same seeds, counted once: `runs_used` already holds
+    /// them), those still running are waited for, that round is ranked, and the halving goes on
+    /// within the original budget. The token and money caps start from what its recorded calls
+    /// already used. Returns once the re-runs are attached and committed.
+    fn carry_on(
+        self: &Arc<Self>,
+        handle: &Arc<TreeHandle>,
+        old: &Arc<ExploreRecord>,
+        expected: ExploreStatus,
+    ) -> Result<Arc<ExploreRecord>, WorkbenchError> {
+        let spent = self.explore_table_of(handle, old);
         let (record, rerun) = {
             let mut t = handle.lock();
             let mut d = lock(&old.data).clone();
+            let id = d.id;
             // A resume that came first (under this same lock) has replaced the record.
-            let current = handle.explores.get(id).is_some_and(|r| Arc::ptr_eq(&r, &old));
-            if !current || d.status != ExploreStatus::Interrupted {
+            let current = handle.explores.get(id).is_some_and(|r| Arc::ptr_eq(&r, old));
+            if !current || d.status != expected {
                 return Err(WorkbenchError::conflict(format!(
                     "exploration {id} was not interrupted (it is {:?}); only an interrupted one resumes",
                     d.status
                 )));
             }
             let ranked = d.ranked.unwrap_or_else(|| inferred_ranked(&d));
-            // The replicates the stop cut short, in the round not yet ranked.
-            let cut: Vec<(usize, usize)> = if ranked < d.round {
+            // The replicates of the round not yet ranked that the stop cut short, and those
+            // still running (adopted jobs).
+            let of_round = |status: NodeStatus| -> Vec<(usize, usize)> {
+                if ranked >= d.round {
+                    return Vec::new();
+                }
                 d.candidates
                     .iter()
                     .enumerate()
@@ -654,14 +720,14 @@ impl Workbench {
                     .flat_map(|(i, c)| {
                         let t = &t;
                         c.children.iter().enumerate().filter_map(move |(k, &n)| {
-                            let cut = t.node(n).is_ok_and(|n| n.status == NodeStatus::Interrupted);
-                            cut.then_some((i, k))
+                            let hit = t.node(n).is_ok_and(|n| n.status == status);
+                            hit.then_some((i, k))
                         })
                     })
                     .collect()
-            } else {
-                Vec::new()
             };
+            let cut = of_round(NodeStatus::Interrupted);
+            let running = of_round(NodeStatus::Running);
             self.check_capacity(&t, cut.len())?;
             if t.ids_left() < cut.len() as u64 {
                 return Err(TreeError::IdsExhausted.into());
@@ -679,15 +745,20 @@ impl Workbench {
                 })
             };
             // Capacity and ids were checked, and every candidate is there: no attach can fail.
-            let mut runs = Vec::with_capacity(cut.len());
+            let mut runs = Vec::with_capacity(cut.len() + running.len());
             for (i, k) in cut {
                 let cell = d.candidates[i].node;
-                let mut p = Workbench::attach_run(&handle, &mut t, cell, d.turns, None, EdgeType::Explore)?;
+                let mut p = Workbench::attach_run(handle, &mut t, cell, d.turns, None, EdgeType::Explore)?;
                 p.reseed(d.seed.wrapping_add(k as u64));
                 p.budget = budget.clone();
                 d.candidates[i].children[k] = p.id;
                 d.candidates[i].results[k] = Replicate::Pending;
-                runs.push((i, k, cell, p));
+                runs.push((i, k, d.candidates[i].node, Step::Run(p)));
+            }
+            for (i, k) in running {
+                let node = d.candidates[i].children[k];
+                d.candidates[i].results[k] = Replicate::Pending;
+                runs.push((i, k, d.candidates[i].node, Step::Await(node)));
             }
             d.status = ExploreStatus::Running;
             d.reason = None;
@@ -697,12 +768,10 @@ impl Workbench {
             handle.explores.replace(id, record.clone());
             (record, unranked.then_some(runs))
         };
-        handle.explores.persist(&record, &handle);
+        handle.explores.persist(&record, handle);
         handle.flush()?;
-        tracing::info!(tree, explore = id, "exploration resumed");
-        let table = self.explore_table_of(&handle, &record);
-        tokio::spawn(drive(self.clone(), handle, record, rerun));
-        Ok(table)
+        tokio::spawn(drive(self.clone(), handle.clone(), record.clone(), rerun));
+        Ok(record)
     }
 
     pub fn explore_table(&self, tree: u64, id: u64) -> Result<Option<ExploreTable>, WorkbenchError> {
@@ -772,10 +841,24 @@ async fn drive(
         record.progress(&handle);
         let mut set = tokio::task::JoinSet::new();
         let mut nodes = Vec::with_capacity(round.len());
-        for (c, k, cell, p) in round {
-            nodes.push(p.id);
-            let run = wb.spawn(&handle, p);
-            set.spawn(async move { (c, k, cell, run.await.ok()) });
+        for (c, k, cell, step) in round {
+            match step {
+                Step::Run(p) => {
+                    nodes.push(p.id);
+                    let run = wb.spawn(&handle, p);
+                    set.spawn(async move { (c, k, cell, Ok(run.await.ok())) });
+                }
+                Step::Await(node) => {
+                    nodes.push(node);
+                    let ended = lock(&handle.runs).get(&node).map(|r| r.ended.clone());
+                    set.spawn(async move {
+                        if let Some(mut ended) = ended {
+                            let _ = ended.wait_for(|e| *e).await;
+                        }
+                        (c, k, cell, Err(node))
+                    });
+                }
+            }
         }
         // A cancel that came while the round was being started reaches its runs here.
         if record.stopped() {
@@ -783,7 +866,12 @@ async fn drive(
         }
         while let Some(joined) = set.join_next().await {
             let Ok((c, k, cell, ran)) = joined else { continue };
-            let outcome = replicate_of(&handle, &record.metrics, cell, ran);
+            let outcome = match ran {
+                Ok(ran) => replicate_of(&handle, &record.metrics, cell, ran),
+                // A run adopted from the last server: its end is in the tree now.
+                Err(node) => settled(&handle, &record.metrics, cell, node)
+                    .unwrap_or_else(|| Replicate::Ended("its run was lost".into())),
+            };
             lock(&record.data).candidates[c].results[k] = outcome;
             handle.explores.persist(&record, &handle);
             record.progress(&handle);
@@ -836,8 +924,15 @@ async fn drive(
 }
 
 /// One run of a round: the candidate's index, the replicate's index, the candidate's node and
-/// the attached run.
-type RoundRun = (usize, usize, NodeId, super::Pending);
+/// the run.
+type RoundRun = (usize, usize, NodeId, Step);
+
+/// A replicate's run in a round: attached here and to be started, or already running (a job
+/// this server adopted from the last one) and waited for.
+enum Step {
+    Run(super::Pending),
+    Await(NodeId),
+}
 
 /// Attaches the next round's runs (reserving them: `runs_used` counts them before any starts);
 /// `Ok(None)` when stopped, `Err` with the reason the exploration ends.
@@ -894,7 +989,7 @@ fn attach_round(
             p.budget = record.budget.clone();
             d.candidates[c].children.push(p.id);
             d.candidates[c].results.push(Replicate::Pending);
-            runs.push((c, k as usize, cell, p));
+            runs.push((c, k as usize, cell, Step::Run(p)));
         }
     }
     d.runs_used += n as u64;

@@ -29,21 +29,18 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dashmap::DashMap;
-use serde::{Deserialize, Serialize};
 use simtree_shared::{NodeStatus, SimKind, TreeMsg};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::persist::LogBatch;
-use super::{
-    CatchUnwind, LiveState, Pending, Progress, RunControl, RunResult, RunSink, TreeHandle, Workbench, WorkbenchError,
-    lock,
-};
+use super::run::{Ended, Outcome, Pending, RunSpec, Running, conclude, end_writes, execute};
+use super::{LiveState, Progress, RunResult, TreeHandle, Workbench, WorkbenchError, lock};
 use crate::engine::Event;
 use crate::llm::ledger::{Ledger, RecordSink};
 use crate::llm::record::LlmRecord;
 use crate::store::jobs::{self as queue, Job, JobRow, Listener, Queue, Status};
 use crate::store::lease::Lease;
-use crate::store::{Store, StoreError, Write, encode_state, now_ms};
+use crate::store::{Store, StoreError, Write, now_ms};
 use crate::tree::{NodeId, NodeLog, entry_json};
 
 /// How the queue is used: the database, how long a claim lasts without a heartbeat, and how
@@ -57,20 +54,6 @@ pub struct JobsConfig {
 
 /// How often a waiting process looks at the queue when no notification woke it.
 const POLL: Duration = Duration::from_secs(1);
-
-/// A run's job, as its payload says.
-#[derive(Debug, Serialize, Deserialize)]
-struct RunJob {
-    parent: NodeId,
-    turns: u64,
-    /// The index whose seed the child takes in a fan-out with its own seeds ([`crate::sim::Sim::replicate`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    replicate: Option<u64>,
-    /// The seed a sweep's or an exploration's replicate runs with ([`crate::sim::Sim::reseed`]),
-    /// applied after `replicate`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    reseed: Option<u64>,
-}
 
 /// The serving process's side: its queue connection and the runs it waits for.
 pub struct Hub {
@@ -169,7 +152,7 @@ impl Workbench {
         let left = q.adoptable().map_err(JobError::Adopt)?;
         let mut adopted: HashMap<u64, Vec<(NodeId, u64)>> = HashMap::new();
         for (tree, node, payload) in &left {
-            let turns = serde_json::from_str::<RunJob>(payload).map_or(0, |r| r.turns);
+            let turns = serde_json::from_str::<RunSpec>(payload).map_or(0, |r| r.turns);
             adopted.entry(*tree).or_default().push((*node, turns));
         }
         if !left.is_empty() {
@@ -188,55 +171,13 @@ impl Workbench {
         self.jobs.set(Arc::new(hub)).map_err(|_| JobError::AlreadyEnabled)
     }
 
-    /// The queue, when this run should go through it (see the module's comment).
-    pub(super) fn job_route(&self, handle: &TreeHandle, p: &Pending) -> Option<Arc<Hub>> {
-        let hub = self.jobs.get()?;
-        self.goes_to_queue(handle, p.replay.is_some(), p.budget.is_some())
-            .then(|| hub.clone())
-    }
-
     /// Whether a run of `handle`'s tree goes through the queue: jobs are on, the tree is
     /// stored, and the run needs nothing only this process has (a replay's recording, a budget
-    /// charged in memory, an agent-based model's Python worker).
+    /// charged in memory, an agent-based model's Python worker). Asked by
+    /// [`Workbench::spawn`] alone.
     pub(super) fn goes_to_queue(&self, handle: &TreeHandle, replay: bool, budget: bool) -> bool {
         let in_process = replay || budget || handle.budget.is_some() || handle.kind == SimKind::Abm;
         self.jobs.get().is_some() && !in_process && handle.stored()
-    }
-
-    /// [`Workbench::spawn`] through the queue: the same bookkeeping and announcements, the run
-    /// on whichever process claims its job.
-    pub(super) fn spawn_job(
-        &self,
-        hub: Arc<Hub>,
-        handle: &Arc<TreeHandle>,
-        p: Pending,
-    ) -> tokio::task::JoinHandle<RunResult> {
-        let Pending {
-            id,
-            log,
-            turns,
-            seed,
-            reseed,
-            ..
-        } = p;
-        let tree = handle.id;
-        let parent = handle.lock().node(id).ok().and_then(|n| n.parent).unwrap_or_default();
-        let payload = serde_json::to_string(&RunJob {
-            parent,
-            turns,
-            replicate: seed,
-            reseed,
-        })
-        .unwrap_or_default();
-        tracing::info!(tree, node = id, turns, "run queued as a job");
-        let job = Write::Job {
-            tree,
-            node: id,
-            kind: "run".into(),
-            payload,
-            max_attempts: hub.config.max_attempts,
-        };
-        wait_for_job(hub, handle, id, log, Progress::new(id, turns), Some(job))
     }
 
     /// Takes over the runs the last server left to jobs ([`Self::enable_jobs`]): each tree
@@ -289,8 +230,40 @@ impl Workbench {
                     entries = log.len(),
                     "run adopted from the last server"
                 );
-                drop(wait_for_job(hub.clone(), &handle, node, log, progress, None));
+                drop(wait_for_job(
+                    hub.clone(),
+                    &handle,
+                    node,
+                    log,
+                    progress,
+                    None,
+                    handle.register_run(node),
+                ));
                 handle.send(TreeMsg::RunStart { node });
+            }
+        }
+    }
+
+    /// Carries on every exploration the last server left running (see
+    /// [`Workbench::continue_explores`]): its tree is loaded and a driver started for it.
+    async fn continue_exploring(self: &Arc<Self>) {
+        let Some(store) = self.store.clone() else { return };
+        let trees = match off_runtime(move || store.read(|db| db.trees_exploring())).await {
+            Some(Ok(trees)) => trees,
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, "the explorations the last server ran cannot be listed; they are not carried on");
+                return;
+            }
+            None => return,
+        };
+        for tree in trees {
+            let this = self.clone();
+            match off_runtime(move || this.tree(tree).map(|handle| this.continue_explores(&handle))).await {
+                Some(Ok(())) => {}
+                Some(Err(e)) => {
+                    tracing::warn!(tree, error = %e, "a tree with a running exploration cannot be read; it is not carried on")
+                }
+                None => return,
             }
         }
     }
@@ -304,6 +277,8 @@ impl Workbench {
         };
         // Before the first look at ended jobs: an adopted run's end has someone waiting for it.
         self.adopt(&hub).await;
+        // Then the explorations the last server drove wait for their adopted replicates.
+        self.continue_exploring().await;
         let (tx, mut rx) = mpsc::unbounded_channel::<Vec<String>>();
         let url = hub.config.url.clone();
         std::thread::Builder::new()
@@ -392,6 +367,7 @@ impl Workbench {
         let store = Arc::new(store);
         self.library = super::library::Library::open(store.clone(), self.limits.max_body_bytes)?;
         self.store = Some(store);
+        self.runs_jobs_only = true;
         self.load_datasets()
     }
 
@@ -421,7 +397,7 @@ impl Workbench {
             .spawn(move || listen(&url, &tx))
             .map_err(JobError::Listener)?;
         let (ended_tx, mut ended) = mpsc::unbounded_channel::<(u64, NodeId)>();
-        let mut running: HashMap<(u64, NodeId), tokio::task::AbortHandle> = HashMap::new();
+        let mut running: HashMap<(u64, NodeId), Claimed> = HashMap::new();
         let mut heartbeat = tokio::time::interval((config.lapse / 6).max(Duration::from_millis(200)));
         let notifier = self.log_notifier();
         // The trees jobs read stay a cache within --cache-mb, as a server's do.
@@ -436,13 +412,31 @@ impl Workbench {
                     Ok(jobs) => {
                         for job in jobs {
                             let key = (job.tree, job.node);
+                            if running.contains_key(&key) {
+                                // Its own claim, taken again after its heartbeat came late (a
+                                // busy machine): the run under way goes on, and its claim is
+                                // still this worker's.
+                                tracing::info!(
+                                    tree = key.0,
+                                    node = key.1,
+                                    "a job this worker runs was claimed again after a late heartbeat; its run goes on"
+                                );
+                                continue;
+                            }
                             let this = self.clone();
                             let (queue, ended_tx, notifier) = (queue.clone(), ended_tx.clone(), notifier.clone());
+                            let (lost_tx, lost) = watch::channel(false);
                             let task = tokio::spawn(async move {
-                                this.run_job(&queue, job, &notifier).await;
+                                this.run_job(&queue, job, &notifier, lost).await;
                                 let _ = ended_tx.send(key);
                             });
-                            running.insert(key, task.abort_handle());
+                            running.insert(
+                                key,
+                                Claimed {
+                                    abort: task.abort_handle(),
+                                    lost: lost_tx,
+                                },
+                            );
                         }
                     }
                     Err(e) => tracing::warn!(error = %e, "cannot claim jobs now"),
@@ -466,14 +460,14 @@ impl Workbench {
                     match on_queue(&queue, |q| q.heartbeat()).await {
                         Ok(held) => {
                             let held: HashSet<_> = held.into_iter().collect();
-                            running.retain(|key, task| {
-                                let keep = held.contains(key);
-                                if !keep {
-                                    tracing::warn!(tree = key.0, node = key.1, "this worker lost its job (cancelled, or taken over after a lapse); its run stops");
-                                    task.abort();
+                            // Each run decides for itself (see `run_job`): one whose end is being
+                            // committed is not held any more once that commit is through, and is
+                            // not to be stopped.
+                            for (key, claimed) in &running {
+                                if !held.contains(key) {
+                                    claimed.lost.send_replace(true);
                                 }
-                                keep
-                            });
+                            }
                         }
                         Err(e) => tracing::warn!(error = %e, "cannot renew the claims now"),
                     }
@@ -481,8 +475,8 @@ impl Workbench {
             }
         }
         sweeper.abort();
-        for task in running.values() {
-            task.abort();
+        for claimed in running.values() {
+            claimed.abort.abort();
         }
         let handed = on_queue(&queue, |q| q.release()).await;
         let _ = on_queue(&queue, |q| q.unregister()).await;
@@ -518,16 +512,33 @@ impl Workbench {
         tx
     }
 
-    /// One claimed job, run to its end and stored, fenced by the claim.
+    /// One claimed job, run to its end and stored, fenced by the claim. `lost` turns true when
+    /// a heartbeat found the claim gone (cancelled, or taken over after a lapse): the run stops
+    /// then if it is still computing. Once it is storing its end, the fence decides instead —
+    /// a heartbeat that runs just after that end's commit also finds the claim gone (the job is
+    /// done), and stopping the task there lost its "job done" and its copy of the node.
     async fn run_job(
         self: &Arc<Self>,
         queue: &Arc<Mutex<Queue>>,
         job: Job,
         notifier: &mpsc::UnboundedSender<(u64, NodeId)>,
+        mut lost: watch::Receiver<bool>,
     ) {
         let (tree, node) = (job.tree, job.node);
         tracing::info!(tree, node, attempt = job.attempts, "job claimed");
-        let end = match self.compute(&job, queue, notifier).await {
+        let computed = tokio::select! {
+            end = self.compute(&job, queue, notifier) => Some(end),
+            Ok(_) = lost.wait_for(|l| *l) => None,
+        };
+        let Some(computed) = computed else {
+            tracing::warn!(
+                tree,
+                node,
+                "this worker lost its job (cancelled, or taken over after a lapse); its run stops"
+            );
+            return;
+        };
+        let end = match computed {
             Ok(end) => end,
             // What the run could not even start with (a tree or parent that cannot be read):
             // its node fails with the reason.
@@ -596,7 +607,7 @@ impl Workbench {
         notifier: &mpsc::UnboundedSender<(u64, NodeId)>,
     ) -> Result<End, JobError> {
         let (tree, id) = (job.tree, job.node);
-        let run: RunJob = serde_json::from_str(&job.payload).map_err(JobError::Payload)?;
+        let run: RunSpec = serde_json::from_str(&job.payload).map_err(JobError::Payload)?;
         let store = self.store.clone().ok_or(JobError::NoStore)?;
         let this = self.clone();
         let read = off_runtime(move || {
@@ -611,15 +622,9 @@ impl Workbench {
         let (handle, attached) = read?;
         let attached = attached.ok_or(JobError::NotStored { tree, node: id })?;
         let mut sim = {
-            let mut t = handle.lock();
-            t.sim(run.parent)?.fork_child(tree, run.parent)
+            let parent = handle.lock().sim(run.parent)?;
+            run.start_sim(tree, &parent)
         };
-        if let Some(i) = run.replicate {
-            sim.replicate(i);
-        }
-        if let Some(seed) = run.reseed {
-            sim.reseed(seed);
-        }
         // What an earlier attempt recorded is answered from its recording (not paid again);
         // each new call is recorded as it returns, before its answer is used.
         let earlier = on_queue(queue, move |q| q.recorded_calls(tree, id))
@@ -648,7 +653,7 @@ impl Workbench {
         let ledger = Arc::new(Ledger::resuming(earlier, Some(sink)));
         let (ctx, ledger) = match self.client_with(&handle, None, &sim, id, None, ledger.clone()) {
             Ok((ctx, ledger)) => (Ok(ctx), ledger),
-            Err(e) => (Err(e.to_string()), ledger),
+            Err(e) => (Err(e), ledger),
         };
         let marks = sim.memory_marks();
         let mut batch = LogBatch::new(id);
@@ -656,70 +661,40 @@ impl Workbench {
         let anew = job.attempts > 1;
         let mut all: Vec<String> = Vec::new();
         let mut index = 0usize;
-        let outcome = match &ctx {
-            Err(e) => Some(Some(e.clone())),
-            Ok(ctx) => {
-                let mut sink = RunSink {
-                    emit: |e: Event| {
-                        let entry = entry_json(&e, id);
-                        batch.push(&handle, index, &entry);
-                        if anew {
-                            all.push(entry);
-                        }
-                        index += 1;
-                        if batch.is_empty() {
-                            let _ = notifier.send((tree, id));
-                        }
-                    },
-                    live: LiveState::default(),
-                    last: None,
-                };
-                match CatchUnwind(Box::pin(sim.run(run.turns, ctx, &mut sink))).await {
-                    Ok(result) => Some(result.err().map(String::from)),
-                    Err(()) => None,
+        let mut sink = super::run::sink(
+            |e: Event| {
+                let entry = entry_json(&e, id);
+                batch.push(&handle, index, &entry);
+                if anew {
+                    all.push(entry);
                 }
-            }
-        };
+                index += 1;
+                if batch.is_empty() {
+                    let _ = notifier.send((tree, id));
+                }
+            },
+            LiveState::default(),
+        );
+        // (A lost claim stops the run from `run_job`.)
+        let outcome = execute(&mut sim, run.turns, &ctx, &mut sink, std::future::pending()).await;
+        drop(sink);
         let rest = batch.take(tree);
         let mut writes: Vec<Write> = match anew {
             true => Write::whole_log(tree, id, &all).into_iter().collect(),
             false => rest.into_iter().collect(),
         };
-        let (status, error) = match &outcome {
-            Some(None) => (NodeStatus::Done, None),
-            Some(Some(e)) => (NodeStatus::Failed, Some(e.clone())),
-            None => (
-                NodeStatus::Failed,
-                Some("the run stopped on an internal error (its state is the parent's)".to_string()),
-            ),
-        };
-        if outcome.is_some() {
-            let (encoded, _) = encode_state(&sim, id, None);
-            let encoded = encoded?;
-            writes.push(Write::State {
-                tree,
-                node: id,
-                data: encoded.data,
-                chunks: encoded.chunks,
-            });
-            let memory = sim.memory_since(&marks);
-            if !memory.trim().is_empty() {
-                writes.push(Write::Text {
-                    tree,
-                    node: id,
-                    kind: "memory".into(),
-                    ord: 0,
-                    body: memory,
-                });
-            }
+        let (status, error) = outcome.status();
+        let ran = !matches!(outcome, Outcome::Panicked);
+        if ran {
+            writes.extend(end_writes(tree, id, &sim, &marks)?.0);
         }
         let mut row = attached;
         row.status = status;
         row.error = error.clone();
         row.finished = Some(now_ms());
-        row.turns = if outcome.is_some() { sim.turns() } else { row.turns };
+        row.turns = if ran { sim.turns() } else { row.turns };
         row.records = ledger.take();
-        let keep = (status == NodeStatus::Done && outcome.is_some()).then(|| (row.clone(), Arc::new(sim)));
+        let keep = (status == NodeStatus::Done && ran).then(|| (row.clone(), Arc::new(sim)));
         writes.push(Write::Node { tree, row });
         Ok(End {
             status,
@@ -749,6 +724,27 @@ impl Workbench {
     }
 }
 
+/// A run through the queue ([`Workbench::spawn`]): the run is its job, queued in the write batch
+/// after its node's record, and run by whichever process claims it.
+pub(super) fn spawn_job(
+    hub: Arc<Hub>,
+    handle: &Arc<TreeHandle>,
+    p: Pending,
+    running: Running,
+) -> tokio::task::JoinHandle<RunResult> {
+    let Pending { id, log, spec, .. } = p;
+    let payload = serde_json::to_string(&spec).unwrap_or_default();
+    tracing::info!(tree = handle.id, node = id, turns = spec.turns, "run queued as a job");
+    let job = Write::Job {
+        tree: handle.id,
+        node: id,
+        kind: "run".into(),
+        payload,
+        max_attempts: hub.config.max_attempts,
+    };
+    wait_for_job(hub, handle, id, log, Progress::new(id, spec.turns), Some(job), running)
+}
+
 /// Waits for the job of running node `id`, as [`Workbench::spawn`] waits for a run in this
 /// process: registered for the dispatcher (its log relayed, its end handed over) and as a run of
 /// the tree (a cancel reaches it), its end taken into the tree and announced (`run_finish`).
@@ -761,6 +757,7 @@ fn wait_for_job(
     log: Arc<NodeLog>,
     progress: Progress,
     job: Option<Write>,
+    running: Running,
 ) -> tokio::task::JoinHandle<RunResult> {
     let tree = handle.id;
     let turns = progress.total;
@@ -777,26 +774,18 @@ fn wait_for_job(
     if let Some(job) = job {
         handle.persist(job);
     }
-    let (cancel, mut cancelled) = watch::channel(false);
-    let (ended_tx, ended) = watch::channel(false);
-    lock(&handle.runs).insert(
-        id,
-        RunControl {
-            cancel,
-            ended,
-            live: LiveState::default(),
-        },
-    );
     let handle = handle.clone();
     tokio::spawn(async move {
         let started = std::time::Instant::now();
+        let mut cancelled = running.cancelled.clone();
         // The job is stored before anyone is told the run started for good.
         let ended_as = match handle.flush_async().await {
             Err(e) => Err(e.to_string()),
             Ok(()) => {
                 let ended = tokio::select! {
                     row = &mut done => Some(row.ok()),
-                    _ = cancelled.wait_for(|c| *c) => None,
+                    // (A sender gone is no cancel: only a sent `true` is.)
+                    Ok(_) = cancelled.wait_for(|c| *c) => None,
                 };
                 match ended {
                     Some(row) => Ok(row),
@@ -809,47 +798,37 @@ fn wait_for_job(
             }
         };
         let left = hub.waiting.remove(&(tree, id)).map(|(_, w)| w.progress);
-        let result = match ended_as {
-            Err(cause) => {
-                tracing::error!(tree, node = id, error = %cause, "a run's job could not be stored; its node is removed");
-                handle.roll_back(id);
-                RunResult {
-                    node: id,
-                    status: NodeStatus::Failed,
-                    error: Some(cause.clone()),
-                    deleted: true,
-                    unstored: Some(cause),
-                }
-            }
+        let queued = ended_as.is_ok();
+        let ended = match ended_as {
+            // Not even its job could be stored: the node is not acknowledged.
+            Err(cause) => Ended {
+                status: NodeStatus::Failed,
+                error: Some(cause.clone()),
+                present: true,
+                unstored: Some(cause),
+                durable: false,
+            },
             Ok(ended) => {
                 let (row, progress) = match ended {
                     Some((row, progress)) => (Some(row), progress),
                     None => (None, left.unwrap_or_else(|| Progress::new(id, turns))),
                 };
-                let result = take_end(&handle, id, row, &log, progress).await;
-                let _ = on_queue(&hub.queue, move |q| q.forget(tree, id)).await;
-                result
+                take_end(&handle, id, row, &log, progress).await
             }
         };
-        lock(&handle.runs).remove(&id);
-        tracing::info!(
-            tree,
-            node = id,
-            status = ?result.status,
-            error = result.error.as_deref().unwrap_or(""),
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "job ended"
-        );
-        if !result.deleted {
-            handle.send(TreeMsg::RunFinish {
-                node: id,
-                status: result.status,
-                error: result.error.clone(),
-            });
+        let result = conclude(&handle, id, ended, running, started).await;
+        if queued {
+            let _ = on_queue(&hub.queue, move |q| q.forget(tree, id)).await;
         }
-        let _ = ended_tx.send(true);
         result
     })
+}
+
+/// A job a worker runs: how to stop its task (the worker stops), and how to tell it that its
+/// claim was lost.
+struct Claimed {
+    abort: tokio::task::AbortHandle,
+    lost: watch::Sender<bool>,
 }
 
 /// A job's run, ended: how, and what stores it.
@@ -865,14 +844,15 @@ struct End {
 }
 
 /// Takes a job's end into the serving process's tree: the node's stored record (the state stays
-/// in the store until used), or a failure when the job was given up or cancelled.
+/// in the store until used), or a failure when the job was given up or cancelled. [`conclude`]
+/// stores and announces it.
 async fn take_end(
     handle: &Arc<TreeHandle>,
     id: NodeId,
     row: Option<JobRow>,
     log: &Arc<NodeLog>,
     mut progress: Progress,
-) -> RunResult {
+) -> Ended {
     let tree = handle.id;
     let store = handle.store.clone();
     let read = match (&row, store) {
@@ -944,26 +924,12 @@ async fn take_end(
     if present {
         handle.touch(&handle.lock());
     }
-    let unstored = match handle.flush_async().await {
-        Err(e) if present && !durable => Some(e.to_string()),
-        _ => None,
-    };
-    // What is not stored is not acknowledged: the node leaves the tree, as an in-process run's
-    // does (its rows, if some reached the database, are deleted once it takes writes again).
-    let present = match &unstored {
-        Some(cause) => {
-            tracing::error!(tree, node = id, error = %cause, "a job's end could not be stored; its node is removed");
-            handle.roll_back(id);
-            false
-        }
-        None => present,
-    };
-    RunResult {
-        node: id,
+    Ended {
         status,
         error,
-        deleted: !present,
-        unstored,
+        present,
+        unstored: None,
+        durable,
     }
 }
 

@@ -454,6 +454,11 @@ impl Workbench {
                 },
             ),
         );
+        if self.runs_jobs_only {
+            // A worker reads a tree to run its jobs: the sweeps and explorations are the
+            // leader's (restoring them rewrote their rows, a running exploration as interrupted).
+            return Ok(self.trees.opened(handle));
+        }
         let sweeps = store
             .read(move |db| db.sweeps(id))
             .map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
@@ -461,7 +466,12 @@ impl Workbench {
         let explores = store
             .read(move |db| db.explores(id))
             .map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
-        restore_explores(&handle, parse_rows::<ExploreData>(id, &explores));
+        // On a database a team shares, an exploration whose server died is carried on.
+        restore_explores(
+            &handle,
+            parse_rows::<ExploreData>(id, &explores),
+            self.jobs.get().is_some(),
+        );
         Ok(self.trees.opened(handle))
     }
 
@@ -717,7 +727,7 @@ impl Workbench {
             BudgetLimits::default(),
         ));
         restore_sweeps(&handle, sweeps);
-        restore_explores(&handle, explores);
+        restore_explores(&handle, explores, false);
         if let Some(store) = &store {
             store.write(Write::Tree(handle.row()));
             {
