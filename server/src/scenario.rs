@@ -188,8 +188,8 @@ impl Scenario {
         };
         let agents = self.agents.iter().map(AgentSpec::to_agent).collect();
         let s = &self.scene;
-        let scene = Scene::build(s.kind, s.name.clone(), s.initial_event.clone(), s.config.clone())
-            .map_err(|e| match e {
+        let scene =
+            Scene::build(s.kind, s.name.clone(), s.initial_event.clone(), s.config.clone()).map_err(|e| match e {
                 // A custom scene's document names the path inside it.
                 SceneError::Custom(c) => invalid(format!("scene.config.{c}")),
                 SceneError::Config { path: Some(p), message } if s.kind == SceneKind::Custom => {
@@ -616,7 +616,7 @@ mod tests {
     #[test]
     fn shipped_scenarios_keep_to_their_catalogues() {
         let lib = ScenarioLibrary::load_dir(&crate::embedded::assets_dir().unwrap().join("scenarios")).unwrap();
-        assert_eq!(lib.scenarios.len(), 6);
+        assert_eq!(lib.scenarios.len(), 10);
         for s in &lib.scenarios {
             assert!(s.scene.prose.is_empty(), "{}", s.id);
             assert!(s.build(None).unwrap().prose.is_none(), "{}", s.id);

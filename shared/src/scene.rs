@@ -318,7 +318,10 @@ mod tests {
 
     #[test]
     fn scene_names_round_trip() {
-        for k in [SceneKind::EmotionalConflict, SceneKind::Custom].into_iter().chain(SceneKind::OFFERED) {
+        for k in [SceneKind::EmotionalConflict, SceneKind::Custom]
+            .into_iter()
+            .chain(SceneKind::OFFERED)
+        {
             assert_eq!(SceneKind::from_name(k.name()), Some(k));
             assert_eq!(serde_json::to_string(&k).unwrap(), format!("\"{k}\""));
         }

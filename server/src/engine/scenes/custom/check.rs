@@ -11,7 +11,7 @@ use simtree_shared::custom::{
 };
 use simtree_shared::scene::MAX_PROSE_CHARS;
 
-use super::expr::{MAX_LIST_LEN, MAX_STRING_CHARS, Programs};
+use super::expr::{MAX_LIST_LEN, MAX_STRING_CHARS, PARSE_STACK, Programs};
 
 /// The most roles, variables, actions, phases, tallies, outcomes, endings or metrics.
 pub const MAX_ITEMS: usize = 100;
@@ -23,6 +23,12 @@ pub const MAX_NAME_CHARS: usize = 40;
 pub const MAX_ROUNDS: u32 = 1000;
 /// The most characters a `string` parameter may allow.
 pub const MAX_PARAM_CHARS: u32 = 4000;
+
+/// Why an action, an effect or a branch op was refused: the message the actor (or the op's
+/// sender) reads.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Refused(pub String);
 
 /// A refused document: where (a JSON path inside the scene's `config`) and why.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -44,14 +50,25 @@ pub fn check_role(doc: &CustomScene, path: &str, role: &str) -> Result<(), Custo
     known(path, "role", role, doc.roles.iter().map(|r| r.name.clone()))
 }
 
-/// Checks `doc` and compiles its expressions.
+/// Checks `doc` and compiles its expressions, on a thread of its own with the parser's stack
+/// ([`PARSE_STACK`]).
 pub fn check(doc: &CustomScene) -> Result<Programs, CustomError> {
-    let mut c = Checker {
-        doc,
-        programs: Programs::default(),
-    };
-    c.all()?;
-    Ok(c.programs)
+    std::thread::scope(|s| {
+        let checking = std::thread::Builder::new()
+            .name("custom-scene-check".into())
+            .stack_size(PARSE_STACK)
+            .spawn_scoped(s, || {
+                let mut c = Checker {
+                    doc,
+                    programs: Programs::default(),
+                };
+                c.all().map(|()| c.programs)
+            });
+        match checking {
+            Ok(handle) => handle.join().unwrap_or_else(|_| err("", "the document's check failed")),
+            Err(e) => err("", format!("no thread to check the document on: {e}")),
+        }
+    })
 }
 
 struct Checker<'a> {
@@ -85,7 +102,8 @@ fn name(path: &str, n: &str) -> Result<(), CustomError> {
     let ok = !n.is_empty()
         && n.chars().count() <= MAX_NAME_CHARS
         && n.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
-        && n.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        && n.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
     if !ok {
         return err(
             path,
@@ -119,15 +137,18 @@ fn unique<'n>(path: &str, field: &str, names: impl Iterator<Item = &'n str>) -> 
 fn known(path: &str, what: &str, name: &str, names: impl Iterator<Item = String>) -> Result<(), CustomError> {
     let names: Vec<String> = names.collect();
     if !names.iter().any(|n| n == name) {
-        return err(path, format!("no {what} is named '{name}' (the {what}s: {})", names.join(", ")));
+        return err(
+            path,
+            format!("no {what} is named '{name}' (the {what}s: {})", names.join(", ")),
+        );
     }
     Ok(())
 }
 
 /// A value of `ty` with `value`'s content, as it is kept: an int as an integer, a number as a
 /// float; lists of scalars and strings within their bounds.
-pub fn coerce(ty: VarType, value: &Value) -> Result<Value, String> {
-    let want = || format!("{} is not a value of type {}", short(value), ty.name());
+pub fn coerce(ty: VarType, value: &Value) -> Result<Value, Refused> {
+    let want = || Refused(format!("{} is not a value of type {}", short(value), ty.name()));
     match (ty, value) {
         (VarType::Int, Value::Number(n)) => match (n.as_i64(), n.as_f64()) {
             (Some(i), _) => Ok(Value::from(i)),
@@ -142,22 +163,34 @@ pub fn coerce(ty: VarType, value: &Value) -> Result<Value, String> {
         (VarType::String, Value::String(s)) => {
             let chars = s.chars().count();
             if chars > MAX_STRING_CHARS {
-                return Err(format!("{chars} characters; a string value may have at most {MAX_STRING_CHARS}"));
+                return Err(Refused(format!(
+                    "{chars} characters; a string value may have at most {MAX_STRING_CHARS}"
+                )));
             }
             Ok(value.clone())
         }
         (VarType::Bool, Value::Bool(_)) => Ok(value.clone()),
         (VarType::List, Value::Array(items)) => {
             if items.len() > MAX_LIST_LEN {
-                return Err(format!("{} items; a list may have at most {MAX_LIST_LEN}", items.len()));
+                return Err(Refused(format!(
+                    "{} items; a list may have at most {MAX_LIST_LEN}",
+                    items.len()
+                )));
             }
             for item in items {
                 match item {
                     Value::String(s) if s.chars().count() > MAX_STRING_CHARS => {
-                        return Err(format!("a list item has more than {MAX_STRING_CHARS} characters"));
+                        return Err(Refused(format!(
+                            "a list item has more than {MAX_STRING_CHARS} characters"
+                        )));
                     }
                     Value::String(_) | Value::Number(_) | Value::Bool(_) => {}
-                    other => return Err(format!("{} is not a number, string or boolean list item", short(other))),
+                    other => {
+                        return Err(Refused(format!(
+                            "{} is not a number, string or boolean list item",
+                            short(other)
+                        )));
+                    }
                 }
             }
             Ok(value.clone())
@@ -215,7 +248,10 @@ impl Checker<'_> {
             ("metrics", d.metrics.len(), "metrics"),
         ] {
             if len > MAX_ITEMS {
-                return err(path, format!("{len} {what}; a custom scene may have at most {MAX_ITEMS}"));
+                return err(
+                    path,
+                    format!("{len} {what}; a custom scene may have at most {MAX_ITEMS}"),
+                );
             }
         }
         for (path, empty) in [
@@ -234,7 +270,7 @@ impl Checker<'_> {
         }
         unique("variables", "name", d.variables.iter().map(|v| v.name.as_str()))?;
         for (i, v) in d.variables.iter().enumerate() {
-            coerce(v.ty, &v.initial).or_else(|m| err(format!("variables[{i}].initial"), m))?;
+            coerce(v.ty, &v.initial).or_else(|m| err(format!("variables[{i}].initial"), m.0))?;
         }
         unique("actions", "name", d.actions.iter().map(|a| a.name.as_str()))?;
         if let Some(i) = d.actions.iter().position(|a| a.name == "yield") {
@@ -282,11 +318,19 @@ impl Checker<'_> {
         count(&format!("{path}.require"), &a.require, MAX_PER_ITEM, "requirements")?;
         count(&format!("{path}.roles"), &a.roles, MAX_ITEMS, "roles")?;
         count(&format!("{path}.phases"), &a.phases, MAX_ITEMS, "phases")?;
-        unique(&format!("{path}.params"), "name", a.params.iter().map(|p| p.name.as_str()))?;
+        unique(
+            &format!("{path}.params"),
+            "name",
+            a.params.iter().map(|p| p.name.as_str()),
+        )?;
         for (j, p) in a.params.iter().enumerate() {
             let at = format!("{path}.params[{j}]");
             text(&format!("{at}.description"), &p.description)?;
-            let (values, range, length) = (p.values.is_some(), p.min.is_some() || p.max.is_some(), p.max_length.is_some());
+            let (values, range, length) = (
+                p.values.is_some(),
+                p.min.is_some() || p.max.is_some(),
+                p.max_length.is_some(),
+            );
             match p.ty {
                 ParamType::Enum => {
                     let vs = p.values.as_deref().unwrap_or_default();
@@ -300,7 +344,7 @@ impl Checker<'_> {
                     let (Some(min), Some(max)) = (p.min, p.max) else {
                         return err(at, "an int or number parameter has `min` and `max`");
                     };
-                    if values || length || !(min <= max) || !min.is_finite() || !max.is_finite() {
+                    if values || length || min > max || !min.is_finite() || !max.is_finite() {
                         return err(at, "`min` must be at most `max`, and nothing but the range is given");
                     }
                 }
@@ -367,12 +411,18 @@ impl Checker<'_> {
                 Effect::Set(a) | Effect::Add(a) => {
                     let op = if matches!(e, Effect::Set(_)) { "set" } else { "add" };
                     let v = self.var(&format!("{at}.{op}.var"), &a.var)?;
-                    if op == "add" && v.ty == VarType::String || op == "add" && v.ty == VarType::Bool {
-                        return err(format!("{at}.add.var"), format!("'{}' is a {}: only numbers and lists add", v.name, v.ty.name()));
+                    if op == "add" && matches!(v.ty, VarType::String | VarType::Bool) {
+                        return err(
+                            format!("{at}.add.var"),
+                            format!("'{}' is a {}: only numbers and lists add", v.name, v.ty.name()),
+                        );
                     }
                     match (&a.agent, v.per_agent) {
                         (Some(_), false) => {
-                            return err(format!("{at}.{op}.agent"), format!("'{}' is shared, not per agent", v.name));
+                            return err(
+                                format!("{at}.{op}.agent"),
+                                format!("'{}' is shared, not per agent", v.name),
+                            );
                         }
                         (None, true) if who == Who::Phase => {
                             return err(
@@ -390,7 +440,10 @@ impl Checker<'_> {
                 Effect::Transfer(t) => {
                     let v = self.var(&format!("{at}.transfer.var"), &t.var)?;
                     if !v.per_agent || !matches!(v.ty, VarType::Int | VarType::Number) {
-                        return err(format!("{at}.transfer.var"), format!("'{}' is not a per-agent number", v.name));
+                        return err(
+                            format!("{at}.transfer.var"),
+                            format!("'{}' is not a per-agent number", v.name),
+                        );
                     }
                     match &t.from {
                         Some(from) => self.expr(&format!("{at}.transfer.from"), from)?,
@@ -406,11 +459,21 @@ impl Checker<'_> {
                     if who == Who::Phase {
                         return err(format!("{at}.vote"), "a phase has no voter");
                     }
-                    known(&format!("{at}.vote.tally"), "tally", &v.tally, self.doc.tallies.iter().map(|t| t.name.clone()))?;
+                    known(
+                        &format!("{at}.vote.tally"),
+                        "tally",
+                        &v.tally,
+                        self.doc.tallies.iter().map(|t| t.name.clone()),
+                    )?;
                     self.expr(&format!("{at}.vote.choice"), &v.choice)?;
                 }
                 Effect::ClearVotes(t) => {
-                    known(&format!("{at}.clear_votes"), "tally", t, self.doc.tallies.iter().map(|t| t.name.clone()))?;
+                    known(
+                        &format!("{at}.clear_votes"),
+                        "tally",
+                        t,
+                        self.doc.tallies.iter().map(|t| t.name.clone()),
+                    )?;
                 }
                 Effect::Eliminate(x) => self.expr(&format!("{at}.eliminate"), x)?,
                 Effect::Mute(x) => self.expr(&format!("{at}.mute"), x)?,
@@ -445,7 +508,10 @@ impl Checker<'_> {
             _ => {}
         }
         if !(1..=MAX_ROUNDS).contains(&p.max_rounds) {
-            return err(format!("{path}.max_rounds"), format!("{}; from 1 to {MAX_ROUNDS}", p.max_rounds));
+            return err(
+                format!("{path}.max_rounds"),
+                format!("{}; from 1 to {MAX_ROUNDS}", p.max_rounds),
+            );
         }
         self.effects(&format!("{path}.on_enter"), &p.on_enter, Who::Phase)?;
         self.effects(&format!("{path}.on_exit"), &p.on_exit, Who::Phase)?;

@@ -14,6 +14,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
 
+use cel::common::ast::{EntryExpr, Expr, IdedEntryExpr, IdedExpr};
 use cel::extractors::Arguments;
 use cel::objects::{Key, Map};
 use cel::{Context, Env, ExecutionError, Program};
@@ -21,8 +22,16 @@ use serde_json::Value;
 
 /// The most characters of one expression.
 pub const MAX_EXPR_CHARS: usize = 500;
-/// The deepest nesting of one expression: brackets, `?:` conditionals and prefix operators.
-pub const MAX_EXPR_DEPTH: usize = 24;
+/// The deepest nesting of one expression's text: brackets, `?:` conditionals and prefix
+/// operators (counted before parsing).
+pub const MAX_EXPR_DEPTH: usize = 16;
+/// The deepest nesting of a parsed expression (`1 + 1 + 1` is three deep). Evaluation recurses
+/// once per level; 20 levels run within 1 MiB of stack in a debug build.
+pub const MAX_TREE_DEPTH: usize = 20;
+/// The stack of the thread a document's expressions are parsed on: the parser takes far more
+/// stack per level than evaluation (about 150 KiB in a debug build), more than a runtime
+/// worker thread has.
+pub const PARSE_STACK: usize = 64 << 20;
 /// The most list macros (`all`, `exists`, `exists_one`, `map`, `filter`) in one expression.
 pub const MAX_MACROS: usize = 2;
 /// The most items of a list value (a variable, or what an expression computes to store).
@@ -47,6 +56,8 @@ pub enum ExprError {
     TooDeep(usize),
     #[error("{0} list macros (all, exists, exists_one, map, filter); at most {MAX_MACROS}")]
     TooManyMacros(usize),
+    #[error("nested {0} deep once parsed; at most {MAX_TREE_DEPTH} (split long chains of operators)")]
+    TreeTooDeep(usize),
     #[error("does not parse: {0}")]
     Parse(String),
     #[error("uses '{0}', which is not a name of the state (names: {names})", names = NAMES.join(", "))]
@@ -54,7 +65,11 @@ pub enum ExprError {
     #[error("'{text}' failed: {message}")]
     Eval { text: String, message: String },
     #[error("'{text}' gives {got}, expected {want}")]
-    Type { text: String, got: String, want: &'static str },
+    Type {
+        text: String,
+        got: String,
+        want: &'static str,
+    },
 }
 
 static ENV: LazyLock<Arc<Env>> = LazyLock::new(|| Arc::new(Env::stdlib()));
@@ -101,7 +116,65 @@ fn depth(text: &str) -> usize {
     max + conditionals + max_prefix
 }
 
-/// Checks `text` against the bounds, then parses it and checks the names it uses.
+/// How deep a parsed expression nests.
+fn tree_depth(e: &IdedExpr) -> usize {
+    let deepest = |es: &mut dyn Iterator<Item = &IdedExpr>| es.map(tree_depth).max().unwrap_or(0);
+    1 + match &e.expr {
+        Expr::Call(c) => deepest(&mut c.target.iter().map(|t| &**t).chain(c.args.iter())),
+        Expr::Comprehension(c) => {
+            deepest(&mut [&c.iter_range, &c.accu_init, &c.loop_cond, &c.loop_step, &c.result].into_iter())
+        }
+        Expr::List(l) => deepest(&mut l.elements.iter()),
+        Expr::Map(m) => deepest(&mut m.entries.iter().flat_map(entry)),
+        Expr::Struct(s) => deepest(&mut s.entries.iter().flat_map(entry)),
+        Expr::Select(s) => tree_depth(&s.operand),
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => 0,
+    }
+}
+
+/// The first name `e` uses that is neither one of [`NAMES`] nor bound by an enclosing macro
+/// (`a` in `agents.map(a, a.name)`).
+fn free_name(e: &IdedExpr, bound: &mut Vec<String>) -> Option<String> {
+    let first = |es: &mut dyn Iterator<Item = &IdedExpr>, bound: &mut Vec<String>| {
+        for e in es {
+            if let Some(n) = free_name(e, bound) {
+                return Some(n);
+            }
+        }
+        None
+    };
+    match &e.expr {
+        Expr::Ident(name) => (!NAMES.contains(&name.as_str()) && !bound.contains(name)).then(|| name.clone()),
+        Expr::Call(c) => first(&mut c.target.iter().map(|t| &**t).chain(c.args.iter()), bound),
+        Expr::Comprehension(c) => {
+            if let Some(n) = first(&mut [&c.iter_range, &c.accu_init].into_iter(), bound) {
+                return Some(n);
+            }
+            let before = bound.len();
+            bound.push(c.iter_var.clone());
+            bound.extend(c.iter_var2.clone());
+            bound.push(c.accu_var.clone());
+            let found = first(&mut [&c.loop_cond, &c.loop_step, &c.result].into_iter(), bound);
+            bound.truncate(before);
+            found
+        }
+        Expr::List(l) => first(&mut l.elements.iter(), bound),
+        Expr::Map(m) => first(&mut m.entries.iter().flat_map(entry), bound),
+        Expr::Struct(s) => first(&mut s.entries.iter().flat_map(entry), bound),
+        Expr::Select(s) => free_name(&s.operand, bound),
+        Expr::Literal(_) | Expr::Unspecified => None,
+    }
+}
+
+fn entry(e: &IdedEntryExpr) -> Vec<&IdedExpr> {
+    match &e.expr {
+        EntryExpr::MapEntry(m) => vec![&m.key, &m.value],
+        EntryExpr::StructField(f) => vec![&f.value],
+    }
+}
+
+/// Checks `text` against the bounds, then parses it and checks its depth and the names it
+/// uses. Call it on a thread with [`PARSE_STACK`].
 pub fn compile(text: &str) -> Result<Program, ExprError> {
     let chars = text.chars().count();
     if chars > MAX_EXPR_CHARS {
@@ -115,14 +188,16 @@ pub fn compile(text: &str) -> Result<Program, ExprError> {
     if macros > MAX_MACROS {
         return Err(ExprError::TooManyMacros(macros));
     }
-    let program = ENV.compile(text).map_err(|e| ExprError::Parse(one_line(&e.to_string())))?;
-    if let Some(unknown) = program
-        .references()
-        .variables()
-        .into_iter()
-        .find(|v| !NAMES.contains(v))
-    {
-        return Err(ExprError::UnknownName(unknown.to_string()));
+    let program = ENV
+        .compile(text)
+        .map_err(|e| ExprError::Parse(one_line(&e.to_string())))?;
+    let d = tree_depth(program.expression());
+    if d > MAX_TREE_DEPTH {
+        return Err(ExprError::TreeTooDeep(d));
+    }
+    let mut bound = Vec::new();
+    if let Some(unknown) = free_name(program.expression(), &mut bound) {
+        return Err(ExprError::UnknownName(unknown));
     }
     Ok(program)
 }
@@ -185,7 +260,7 @@ impl<'a> Scope<'a> {
             .get(text)
             .ok_or_else(|| eval_err("not compiled with the document".into()))?;
         let value = program.execute(&self.ctx).map_err(|e| eval_err(e.to_string()))?;
-        from_cel(&value).map_err(eval_err)
+        from_cel(&value).map_err(|e| eval_err(e.0))
     }
 
     pub fn bool(&self, text: &str) -> Result<bool, ExprError> {
@@ -270,8 +345,13 @@ pub fn to_cel(v: &Value) -> cel::Value {
     }
 }
 
-/// A CEL value as JSON; what has no JSON form (bytes, functions, non-finite numbers) is an error.
-pub fn from_cel(v: &cel::Value) -> Result<Value, String> {
+/// A CEL value with no JSON form (bytes, a function, a number that is not finite).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct NoJson(String);
+
+/// A CEL value as JSON; what has no JSON form is an error.
+pub fn from_cel(v: &cel::Value) -> Result<Value, NoJson> {
     Ok(match v {
         cel::Value::Null => Value::Null,
         cel::Value::Bool(b) => Value::Bool(*b),
@@ -279,7 +359,7 @@ pub fn from_cel(v: &cel::Value) -> Result<Value, String> {
         cel::Value::UInt(u) => Value::from(*u),
         cel::Value::Float(f) => serde_json::Number::from_f64(*f)
             .map(Value::Number)
-            .ok_or_else(|| format!("the number {f} has no value"))?,
+            .ok_or_else(|| NoJson(format!("the number {f} has no value")))?,
         cel::Value::String(s) => Value::String(s.to_string()),
         cel::Value::List(items) => Value::Array(items.iter().map(from_cel).collect::<Result<_, _>>()?),
         cel::Value::Map(m) => {
@@ -298,7 +378,7 @@ pub fn from_cel(v: &cel::Value) -> Result<Value, String> {
             entries.sort_by(|a, b| a.0.cmp(&b.0));
             Value::Object(entries.into_iter().collect())
         }
-        other => return Err(format!("a {:?} has no JSON form", other.type_of())),
+        other => return Err(NoJson(format!("a {:?} has no JSON form", other.type_of()))),
     })
 }
 
@@ -307,9 +387,29 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// Compiles on a thread with the parser's stack, as documents are.
+    fn programs(texts: &[String]) -> Result<Programs, ExprError> {
+        let texts = texts.to_vec();
+        std::thread::Builder::new()
+            .stack_size(PARSE_STACK)
+            .spawn(move || {
+                let mut p = Programs::default();
+                for t in &texts {
+                    p.add(t)?;
+                }
+                Ok(p)
+            })
+            .unwrap()
+            .join()
+            .unwrap()
+    }
+
+    fn compile(text: &str) -> Result<(), ExprError> {
+        programs(&[text.to_string()]).map(|_| ())
+    }
+
     fn eval(text: &str, bindings: Vec<(&'static str, Value)>) -> Result<Value, ExprError> {
-        let mut p = Programs::default();
-        p.add(text)?;
+        let p = programs(&[text.to_string()])?;
         Scope::new(&p, bindings).eval(text)
     }
 
@@ -318,11 +418,23 @@ mod tests {
         let vars = json!({"pot": 12, "rate": 1.5, "names": ["a", "b"]});
         assert_eq!(eval("vars.pot * 2 + 1", vec![("vars", vars.clone())]), Ok(json!(25)));
         assert_eq!(eval("vars.rate * 2.0", vec![("vars", vars.clone())]), Ok(json!(3.0)));
-        assert_eq!(eval("size(vars.names) == 2 && 'a' in vars.names", vec![("vars", vars.clone())]), Ok(json!(true)));
+        assert_eq!(
+            eval(
+                "size(vars.names) == 2 && 'a' in vars.names",
+                vec![("vars", vars.clone())]
+            ),
+            Ok(json!(true))
+        );
         assert_eq!(eval("sum([1, 2, 3])", vec![]), Ok(json!(6)));
         assert_eq!(eval("sum([1, 2.5])", vec![]), Ok(json!(3.5)));
         assert_eq!(
-            eval("agents.filter(a, a.role == 'juror').map(a, a.name)", vec![("agents", json!([{"name": "A", "role": "juror"}, {"name": "B", "role": "judge"}]))]),
+            eval(
+                "agents.filter(a, a.role == 'juror').map(a, a.name)",
+                vec![(
+                    "agents",
+                    json!([{"name": "A", "role": "juror"}, {"name": "B", "role": "judge"}])
+                )]
+            ),
             Ok(json!(["A"]))
         );
     }
@@ -333,41 +445,52 @@ mod tests {
         let deep = format!("{}1{}", "(".repeat(40), ")".repeat(40));
         assert_eq!(compile(&deep).unwrap_err(), ExprError::TooDeep(40));
         assert_eq!(compile(&"!".repeat(30)).unwrap_err(), ExprError::TooDeep(30));
-        assert!(matches!(compile(&"true ? 1 : ".repeat(30)), Err(ExprError::TooLong(_) | ExprError::TooDeep(_))));
+        assert!(matches!(
+            compile(&"true ? 1 : ".repeat(30)),
+            Err(ExprError::TooLong(_) | ExprError::TooDeep(_))
+        ));
         let looping = "agents.map(a, agents.map(b, agents.map(c, 1)))";
         assert_eq!(compile(looping).unwrap_err(), ExprError::TooManyMacros(3));
         assert!(matches!(compile("vars.x +"), Err(ExprError::Parse(_))));
-        assert_eq!(compile("secret.key == 1").unwrap_err(), ExprError::UnknownName("secret".into()));
+        assert_eq!(
+            compile("secret.key == 1").unwrap_err(),
+            ExprError::UnknownName("secret".into())
+        );
         // A string literal's brackets are not nesting.
         assert!(compile(&format!("'{}' == phase", "(".repeat(100))).is_ok());
     }
 
-    /// The longest and deepest texts the bounds let through parse and run on a thread with a
-    /// small stack (the runtime's worker threads have 2 MiB).
+    /// The longest and deepest texts the bounds let through parse (on the parser's thread) and
+    /// evaluate on a thread with 1 MiB of stack (the runtime's worker threads have 2 MiB).
     #[test]
-    fn the_worst_text_allowed_parses_on_a_small_stack() {
+    fn the_worst_text_allowed_runs_on_a_small_stack() {
         let worst = [
             format!("{}1{}", "(".repeat(MAX_EXPR_DEPTH), ")".repeat(MAX_EXPR_DEPTH)),
             format!("{}1{}", "[".repeat(MAX_EXPR_DEPTH), "]".repeat(MAX_EXPR_DEPTH)),
             "1 + ".repeat(MAX_EXPR_CHARS / 4 - 1) + "1",
+            "1 + ".repeat(MAX_TREE_DEPTH - 1) + "1",
             "vars".to_string() + &".a".repeat((MAX_EXPR_CHARS - 4) / 2),
+            "vars".to_string() + &".a".repeat(MAX_TREE_DEPTH - 1),
             "true && ".repeat(MAX_EXPR_CHARS / 8 - 1) + "true",
             format!("{}true", "!".repeat(MAX_EXPR_DEPTH)),
+            "true ? 1 : ".repeat(MAX_EXPR_DEPTH) + "1",
         ];
-        std::thread::Builder::new()
-            .stack_size(2 << 20)
-            .spawn(move || {
-                for text in &worst {
-                    let program = compile(text);
-                    if let Ok(_p) = program {
-                        let mut ps = Programs::default();
-                        ps.add(text).unwrap();
-                        let _ = Scope::new(&ps, vec![("vars", json!({}))]).eval(text);
-                    }
-                }
-            })
-            .unwrap()
-            .join()
-            .unwrap();
+        let mut allowed = 0;
+        for text in worst {
+            let Ok(p) = programs(std::slice::from_ref(&text)) else {
+                continue;
+            };
+            allowed += 1;
+            std::thread::Builder::new()
+                .stack_size(1 << 20)
+                .spawn(move || {
+                    let _ = Scope::new(&p, vec![("vars", json!({}))]).eval(&text);
+                })
+                .unwrap()
+                .join()
+                .unwrap();
+        }
+        assert!(allowed >= 4, "{allowed}");
+        assert_eq!(compile(&("1 + ".repeat(30) + "1")), Err(ExprError::TreeTooDeep(31)));
     }
 }

@@ -25,6 +25,7 @@ use simtree_shared::custom::{
     Visibility,
 };
 
+pub use self::check::Refused;
 use self::check::{CustomError, coerce};
 use self::expr::{Programs, Scope};
 use super::{SceneError, SceneRules};
@@ -37,7 +38,8 @@ use crate::engine::world::World;
 
 /// The sentence every custom scene's description ends with; the scripted player knows a custom
 /// scene by it.
-pub const MARKER: &str = "Only the actions listed under Available Actions are possible now, each with exactly the fields its usage shows.";
+pub const MARKER: &str =
+    "Only the actions listed under Available Actions are possible now, each with exactly the fields its usage shows.";
 
 /// One agent as the scene sees it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -79,7 +81,8 @@ pub struct CustomState {
 pub struct Custom {
     pub name: String,
     pub initial_event: String,
-    pub state: CustomState,
+    /// Boxed: the scene enum stays as small as the shipped scenes'.
+    pub state: Box<CustomState>,
     pub config: Arc<CustomScene>,
     #[serde(skip)]
     programs: Arc<Programs>,
@@ -106,7 +109,7 @@ impl TryFrom<Stored> for Custom {
         Ok(Custom {
             name: s.name,
             initial_event: s.initial_event,
-            state: s.state,
+            state: Box::new(s.state),
             config: Arc::new(s.config),
             programs: Arc::new(programs),
             moved: false,
@@ -128,7 +131,7 @@ enum Line {
 }
 
 /// A failed action or effect: the message the actor reads.
-type Fail = String;
+type Fail = Refused;
 
 impl Custom {
     /// Reads and checks a document (`scene.config`); errors name the path inside it.
@@ -145,7 +148,7 @@ impl Custom {
         Ok(Custom {
             name,
             initial_event,
-            state: CustomState {
+            state: Box::new(CustomState {
                 time: 1080,
                 phase: String::new(),
                 round: 1,
@@ -157,7 +160,7 @@ impl Custom {
                 agents: IndexMap::new(),
                 votes,
                 outcome: None,
-            },
+            }),
             config: Arc::new(doc),
             programs: Arc::new(programs),
             moved: false,
@@ -180,18 +183,18 @@ impl Custom {
     }
 
     /// The `scene_var_set` op: a variable set to a value of its type (`agent` for a per-agent one).
-    pub fn set_var(&mut self, name: &str, value: &Value, agent: Option<&str>) -> Result<(), String> {
+    pub fn set_var(&mut self, name: &str, value: &Value, agent: Option<&str>) -> Result<(), Refused> {
         let def = self.doc().variables.iter().find(|v| v.name == name).ok_or_else(|| {
             let names: Vec<&str> = self.doc().variables.iter().map(|v| v.name.as_str()).collect();
-            format!("unknown variable '{name}' (variables: {})", names.join(", "))
+            Refused(format!("unknown variable '{name}' (variables: {})", names.join(", ")))
         })?;
-        let value = coerce(def.ty, value).map_err(|m| format!("value: {m}"))?;
+        let value = coerce(def.ty, value).map_err(|m| Refused(format!("value: {m}")))?;
         match (def.per_agent, agent) {
             (false, None) => {
                 self.state.vars.insert(name.to_string(), value);
             }
-            (false, Some(_)) => return Err(format!("'{name}' is shared: leave `agent` out")),
-            (true, None) => return Err(format!("'{name}' is per agent: say whose with `agent`")),
+            (false, Some(_)) => return Err(Refused(format!("'{name}' is shared: leave `agent` out"))),
+            (true, None) => return Err(Refused(format!("'{name}' is per agent: say whose with `agent`"))),
             (true, Some(a)) => {
                 let m = self.member_mut(a)?;
                 m.vars.insert(name.to_string(), value);
@@ -201,21 +204,21 @@ impl Custom {
     }
 
     /// The `agent_role_set` op: an agent takes another role of the document.
-    pub fn set_role(&mut self, agent: &str, role: &str) -> Result<(), String> {
+    pub fn set_role(&mut self, agent: &str, role: &str) -> Result<(), Refused> {
         if !self.doc().roles.iter().any(|r| r.name == role) {
             let names: Vec<&str> = self.doc().roles.iter().map(|r| r.name.as_str()).collect();
-            return Err(format!("unknown role '{role}' (roles: {})", names.join(", ")));
+            return Err(Refused(format!("unknown role '{role}' (roles: {})", names.join(", "))));
         }
         self.member_mut(agent)?.role = role.to_string();
         Ok(())
     }
 
-    fn member_mut(&mut self, agent: &str) -> Result<&mut Member, String> {
+    fn member_mut(&mut self, agent: &str) -> Result<&mut Member, Refused> {
         let names = self.state.agents.keys().cloned().collect::<Vec<_>>().join(", ");
         self.state
             .agents
             .get_mut(agent)
-            .ok_or_else(|| format!("unknown agent '{agent}' (agents: {names})"))
+            .ok_or_else(|| Refused(format!("unknown agent '{agent}' (agents: {names})")))
     }
 
     // ---- the view expressions see ----
@@ -287,18 +290,16 @@ impl Custom {
     fn scope(&self, state: &CustomState, actor: Option<&str>) -> Scope<'_> {
         let me = actor
             .and_then(|a| state.agents.get(a).map(|m| Self::member_view(state, a, m)))
-            .unwrap_or_else(|| json!({"name": "", "role": "", "alive": false, "muted": false, "acted": false, "vars": {}}));
+            .unwrap_or_else(
+                || json!({"name": "", "role": "", "alive": false, "muted": false, "acted": false, "vars": {}}),
+            );
         let agents: Vec<Value> = state
             .agents
             .iter()
             .map(|(n, m)| Self::member_view(state, n, m))
             .collect();
-        let by_name: serde_json::Map<String, Value> = state
-            .agents
-            .keys()
-            .cloned()
-            .zip(agents.iter().cloned())
-            .collect();
+        let by_name: serde_json::Map<String, Value> =
+            state.agents.keys().cloned().zip(agents.iter().cloned()).collect();
         Scope::new(
             &self.programs,
             vec![
@@ -332,7 +333,11 @@ impl Custom {
 
     fn legal_actions(&self, agent: &str) -> Vec<&ActionDef> {
         let scope = self.scope(&self.state, Some(agent));
-        self.doc().actions.iter().filter(|a| self.legal(&scope, agent, a)).collect()
+        self.doc()
+            .actions
+            .iter()
+            .filter(|a| self.legal(&scope, agent, a))
+            .collect()
     }
 
     /// The usage block of an action: how to write it and what each field takes.
@@ -372,19 +377,34 @@ impl Custom {
     fn params(&self, a: &ActionDef, call: &ActionCall) -> Result<Value, Fail> {
         if let Some(extra) = call.fields.keys().find(|k| !a.params.iter().any(|p| &p.name == *k)) {
             let fields: Vec<&str> = a.params.iter().map(|p| p.name.as_str()).collect();
-            return Err(if fields.is_empty() {
+            return Err(Refused(if fields.is_empty() {
                 format!("{} takes no fields, but <{extra}> was given.", a.name)
             } else {
-                format!("<{extra}> is not a field of {} (its fields: {}).", a.name, fields.join(", "))
-            });
+                format!(
+                    "<{extra}> is not a field of {} (its fields: {}).",
+                    a.name,
+                    fields.join(", ")
+                )
+            }));
         }
         let mut out = serde_json::Map::new();
         for p in &a.params {
-            let raw = call
-                .fields
-                .get(&p.name)
-                .ok_or_else(|| format!("{} needs the field <{}>: {}.", a.name, p.name, self.param_spec(p)))?;
-            let bad = || format!("<{}> must be {}; got '{}'.", p.name, self.param_spec(p), raw.chars().take(80).collect::<String>());
+            let raw = call.fields.get(&p.name).ok_or_else(|| {
+                Refused(format!(
+                    "{} needs the field <{}>: {}.",
+                    a.name,
+                    p.name,
+                    self.param_spec(p)
+                ))
+            })?;
+            let bad = || {
+                Refused(format!(
+                    "<{}> must be {}; got '{}'.",
+                    p.name,
+                    self.param_spec(p),
+                    raw.chars().take(80).collect::<String>()
+                ))
+            };
             let (min, max) = (p.min.unwrap_or(0.0), p.max.unwrap_or(0.0));
             let value = match p.ty {
                 ParamType::Enum => match p.values.as_deref().unwrap_or_default().iter().find(|v| *v == raw) {
@@ -420,7 +440,10 @@ impl Custom {
         let name = world.agents[actor].name.clone();
         let fail = |world: &mut World, msg: String| {
             world.feedback(actor, &msg);
-            Ok(Outcome::fail(ActionResult::error(msg), format!("{name} failed to {}", a.name)))
+            Ok(Outcome::fail(
+                ActionResult::error(msg),
+                format!("{name} failed to {}", a.name),
+            ))
         };
         let mut scope = self.scope(&self.state, Some(&name));
         if !self.legal(&scope, &name, a) {
@@ -428,7 +451,7 @@ impl Custom {
         }
         let params = match self.params(a, call) {
             Ok(p) => p,
-            Err(msg) => return fail(world, msg),
+            Err(msg) => return fail(world, msg.0),
         };
         scope.bind("params", &params);
         for r in &a.require {
@@ -442,7 +465,7 @@ impl Custom {
         let mut lines = Vec::new();
         let flow = match self.apply(&scope, &mut next, Some(&name), &a.effects, &mut lines) {
             Ok(flow) => flow,
-            Err(msg) => return fail(world, msg),
+            Err(msg) => return fail(world, msg.0),
         };
         drop(scope);
         self.state = next;
@@ -488,12 +511,7 @@ impl Custom {
                 .map(|m| m.role.as_str())
                 .unwrap_or("")
         };
-        let moderator = |i: usize| {
-            self.doc()
-                .roles
-                .iter()
-                .any(|r| r.moderator && r.name == role(i))
-        };
+        let moderator = |i: usize| self.doc().roles.iter().any(|r| r.moderator && r.name == role(i));
         (0..world.agents.len())
             .filter(|&i| i != actor)
             .filter(|&i| match &a.visibility {
@@ -515,12 +533,12 @@ impl Custom {
         lines: &mut Vec<Line>,
     ) -> Result<Option<Flow>, Fail> {
         let mut flow = None;
-        let err = |e: expr::ExprError| e.to_string();
+        let err = |e: expr::ExprError| Refused(e.to_string());
         for effect in effects {
             match effect {
                 Effect::Say(text) => {
                     if actor.and_then(|a| state.agents.get(a)).is_some_and(|m| m.muted) {
-                        return Err("You are muted and cannot speak.".into());
+                        return Err(Refused("You are muted and cannot speak.".into()));
                     }
                     lines.push(Line::Say(scope.string(text).map_err(err)?));
                 }
@@ -535,8 +553,12 @@ impl Custom {
                         .expect("checked with the document");
                     let value = scope.eval(&asg.value).map_err(err)?;
                     let change = |old: Option<&Value>| -> Result<Value, Fail> {
-                        let new = if add { added(def.ty, old, &value)? } else { value.clone() };
-                        coerce(def.ty, &new).map_err(|m| format!("{}: {m}", asg.var))
+                        let new = if add {
+                            added(def.ty, old, &value)?
+                        } else {
+                            value.clone()
+                        };
+                        coerce(def.ty, &new).map_err(|m| Refused(format!("{}: {m}", asg.var)))
                     };
                     if def.per_agent {
                         for who in targets(scope, asg.agent.as_deref(), actor)? {
@@ -558,7 +580,9 @@ impl Custom {
                         .expect("checked with the document");
                     let amount = scope.eval(&t.amount).map_err(err)?;
                     let n = amount.as_f64().filter(|n| *n >= 0.0).ok_or_else(|| {
-                        format!("a transfer's amount must be a number of at least 0, not {amount}")
+                        Refused(format!(
+                            "a transfer's amount must be a number of at least 0, not {amount}"
+                        ))
                     })?;
                     let from = one_target(scope, t.from.as_deref(), actor)?;
                     let to = one_target(scope, Some(&t.to), actor)?;
@@ -566,20 +590,26 @@ impl Custom {
                     let giver = member(state, &from)?;
                     let has = giver.vars.get(&t.var).and_then(Value::as_f64).unwrap_or(0.0);
                     if has < n {
-                        return Err(format!("{from} has only {has} {}, not {n}.", t.var));
+                        return Err(Refused(format!("{from} has only {has} {}, not {n}.", t.var)));
                     }
                     let less = added(def.ty, giver.vars.get(&t.var), &negate(&amount))?;
-                    giver.vars.insert(t.var.clone(), coerce(def.ty, &less).map_err(|m| format!("{}: {m}", t.var))?);
+                    giver.vars.insert(
+                        t.var.clone(),
+                        coerce(def.ty, &less).map_err(|m| Refused(format!("{}: {m}", t.var)))?,
+                    );
                     let taker = member(state, &to)?;
                     let more = added(def.ty, taker.vars.get(&t.var), &amount)?;
-                    taker.vars.insert(t.var.clone(), coerce(def.ty, &more).map_err(|m| format!("{}: {m}", t.var))?);
+                    taker.vars.insert(
+                        t.var.clone(),
+                        coerce(def.ty, &more).map_err(|m| Refused(format!("{}: {m}", t.var)))?,
+                    );
                 }
                 Effect::Vote(v) => {
                     let choice = scope.eval(&v.choice).map_err(err)?;
                     if !matches!(choice, Value::String(_) | Value::Number(_) | Value::Bool(_)) {
-                        return Err(format!("a vote is a string, number or boolean, not {choice}"));
+                        return Err(Refused(format!("a vote is a string, number or boolean, not {choice}")));
                     }
-                    let voter = actor.ok_or("a vote needs a voter")?;
+                    let voter = actor.ok_or_else(|| Refused("a vote needs a voter".into()))?;
                     state
                         .votes
                         .entry(v.tally.clone())
@@ -630,7 +660,10 @@ impl Custom {
                 flow
             }
             Err(msg) => {
-                let text = format!("phase {}: an effect failed and nothing changed: {msg}", self.state.phase);
+                let text = format!(
+                    "phase {}: an effect failed and nothing changed: {msg}",
+                    self.state.phase
+                );
                 world.broadcast(&SceneEvent::public_with("Error", text), time, None);
                 None
             }
@@ -810,7 +843,10 @@ impl Custom {
         let Some(m) = self.state.agents.get(agent) else {
             return String::new();
         };
-        let mut s = format!("phase {}, pass {}; your role: {}", self.state.phase, self.state.round, m.role);
+        let mut s = format!(
+            "phase {}, pass {}; your role: {}",
+            self.state.phase, self.state.round, m.role
+        );
         if !m.alive {
             s.push_str("; you are out of the game");
         } else if m.muted {
@@ -864,31 +900,38 @@ fn member<'s>(state: &'s mut CustomState, who: &str) -> Result<&'s mut Member, F
     state
         .agents
         .get_mut(who)
-        .ok_or_else(|| format!("there is no agent named '{who}'"))
+        .ok_or_else(|| Refused(format!("there is no agent named '{who}'")))
 }
 
 /// The agents an effect names: a string or a list of strings (the actor when none is given).
 fn targets(scope: &Scope, text: Option<&str>, actor: Option<&str>) -> Result<Vec<String>, Fail> {
     let Some(text) = text else {
-        return actor.map(|a| vec![a.to_string()]).ok_or_else(|| "no agent is named".into());
+        return actor
+            .map(|a| vec![a.to_string()])
+            .ok_or_else(|| Refused("no agent is named".into()));
     };
-    match scope.eval(text).map_err(|e| e.to_string())? {
+    match scope.eval(text).map_err(|e| Refused(e.to_string()))? {
         Value::String(s) => Ok(vec![s]),
         Value::Array(items) => items
             .into_iter()
             .map(|v| match v {
                 Value::String(s) => Ok(s),
-                other => Err(format!("'{text}' gives {other}, not an agent's name")),
+                other => Err(Refused(format!("'{text}' gives {other}, not an agent's name"))),
             })
             .collect(),
-        other => Err(format!("'{text}' gives {other}, not an agent's name or a list of names")),
+        other => Err(Refused(format!(
+            "'{text}' gives {other}, not an agent's name or a list of names"
+        ))),
     }
 }
 
 fn one_target(scope: &Scope, text: Option<&str>, actor: Option<&str>) -> Result<String, Fail> {
     match targets(scope, text, actor)?.as_slice() {
         [one] => Ok(one.clone()),
-        many => Err(format!("a transfer names one agent on each side, not {}", many.len())),
+        many => Err(Refused(format!(
+            "a transfer names one agent on each side, not {}",
+            many.len()
+        ))),
     }
 }
 
@@ -908,11 +951,12 @@ fn added(ty: VarType, old: Option<&Value>, value: &Value) -> Result<Value, Fail>
             let (a, b) = (old.as_i64().unwrap_or(0), value.as_i64());
             b.and_then(|b| a.checked_add(b))
                 .map(Value::from)
-                .ok_or_else(|| format!("cannot add {value} to the whole number {a}"))
+                .ok_or_else(|| Refused(format!("cannot add {value} to the whole number {a}")))
         }
         VarType::Number => {
             let (a, b) = (old.as_f64().unwrap_or(0.0), value.as_f64());
-            b.map(|b| json!(a + b)).ok_or_else(|| format!("cannot add {value} to the number {a}"))
+            b.map(|b| json!(a + b))
+                .ok_or_else(|| Refused(format!("cannot add {value} to the number {a}")))
         }
         VarType::List => {
             let mut items = old.as_array().cloned().unwrap_or_default();
@@ -922,7 +966,7 @@ fn added(ty: VarType, old: Option<&Value>, value: &Value) -> Result<Value, Fail>
             }
             Ok(Value::Array(items))
         }
-        VarType::String | VarType::Bool => Err(format!("a {} does not add", ty.name())),
+        VarType::String | VarType::Bool => Err(Refused(format!("a {} does not add", ty.name()))),
     }
 }
 
