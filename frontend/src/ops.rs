@@ -118,6 +118,11 @@ pub fn op_label(op: &Op, lang: Lang, kind: Kind) -> String {
             let who = agent_id.map_or_else(|| agent_type.clone(), |id| format!("{agent_type} #{id}"));
             format!("{who}.{name} → {}", literal(value))
         }
+        Op::SceneVarSet { name, value, agent } => match agent {
+            Some(a) => format!("{a}.{name} → {}", literal(value)),
+            None => format!("{name} → {}", literal(value)),
+        },
+        Op::AgentRoleSet { name, role } => format!("{name}: role → {role}"),
     }
 }
 
@@ -180,7 +185,8 @@ pub fn op_style(op: &Op) -> EdgeStyle {
         Op::AgentCtxAppend { .. } => AGENT_CTX,
         Op::AgentPlanReplace { .. } => AGENT_PLAN,
         Op::AgentPropsPatch { .. } => AGENT_PROPS,
-        Op::SceneStatePatch { .. } => SCENE_STATE,
+        Op::SceneStatePatch { .. } | Op::SceneVarSet { .. } => SCENE_STATE,
+        Op::AgentRoleSet { .. } => AGENT_PROPS,
         Op::PublicBroadcast { .. } => PUBLIC_EVENT,
         Op::PortfolioPatch { .. } => PORTFOLIO,
         Op::CaseDataInject { .. } => NEWS,

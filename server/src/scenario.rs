@@ -22,7 +22,7 @@ use crate::engine::action::ActionKind;
 use crate::engine::agent::{Agent, MAX_REPEAT};
 use crate::engine::event::SceneEvent;
 use crate::engine::ordering::Ordering;
-use crate::engine::scenes::{Scene, SceneKind};
+use crate::engine::scenes::{Scene, SceneError, SceneKind};
 use crate::engine::simulator::{DEFAULT_MAX_STEPS, MAX_STEPS_PER_TURN, SimOptions, Simulator};
 
 /// A scenario that failed to load or build.
@@ -188,16 +188,33 @@ impl Scenario {
         };
         let agents = self.agents.iter().map(AgentSpec::to_agent).collect();
         let s = &self.scene;
-        let scene = Scene::build(s.kind, s.name.clone(), s.initial_event.clone(), s.config.clone())
-            .map_err(|e| invalid(format!("scene.config: {e}")))?;
+        let scene =
+            Scene::build(s.kind, s.name.clone(), s.initial_event.clone(), s.config.clone()).map_err(|e| match e {
+                // A custom scene's document names the path inside it.
+                SceneError::Custom(c) => invalid(format!("scene.config.{c}")),
+                SceneError::Config { path: Some(p), message } if s.kind == SceneKind::Custom => {
+                    invalid(format!("scene.config.{}: {message}", p.trim_start_matches('.')))
+                }
+                e => invalid(format!("scene.config: {e}")),
+            })?;
+        let ordering = match (s.kind, &self.ordering) {
+            (SceneKind::Custom, Ordering::Sequential { names, idx: 0 }) if names.is_empty() => Ordering::Controlled,
+            (SceneKind::Custom, Ordering::Controlled) => Ordering::Controlled,
+            (SceneKind::Custom, other) => {
+                return Err(invalid(format!(
+                    "ordering: a custom scene's phases say who acts; leave `ordering` out (got {})",
+                    other.name()
+                )));
+            }
+            (_, other) => other.clone(),
+        };
         let opts = SimOptions {
             max_steps_per_turn: self.max_steps_per_turn,
             emotion_enabled: self.emotion_enabled,
             seed: seed.unwrap_or(self.seed),
             prose: (!s.prose.is_empty()).then(|| Arc::new(s.prose.clone())),
         };
-        let mut sim =
-            Simulator::build(agents, scene, self.ordering.clone(), opts).map_err(|e| invalid(e.to_string()))?;
+        let mut sim = Simulator::build(agents, scene, ordering, opts).map_err(|e| invalid(e.to_string()))?;
         for text in &self.broadcasts {
             sim.broadcast(&SceneEvent::public(text.clone()));
         }
@@ -599,7 +616,7 @@ mod tests {
     #[test]
     fn shipped_scenarios_keep_to_their_catalogues() {
         let lib = ScenarioLibrary::load_dir(&crate::embedded::assets_dir().unwrap().join("scenarios")).unwrap();
-        assert_eq!(lib.scenarios.len(), 6);
+        assert_eq!(lib.scenarios.len(), 10);
         for s in &lib.scenarios {
             assert!(s.scene.prose.is_empty(), "{}", s.id);
             assert!(s.build(None).unwrap().prose.is_none(), "{}", s.id);

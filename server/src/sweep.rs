@@ -209,6 +209,8 @@ pub enum Metric {
     Count(String),
     /// Social: a value of the final scene state by dotted path (`winner`, `past_votes.-1.yes`).
     State(String),
+    /// A custom scene: one of its document's metrics, evaluated on the final state.
+    Scene(String),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -244,8 +246,9 @@ impl Metric {
             "metric" => Ok(Metric::Episode(arg)),
             "count" => Ok(Metric::Count(arg)),
             "state" => Ok(Metric::State(arg)),
+            "scene" => Ok(Metric::Scene(arg)),
             other => Err(SweepError::Spec(format!(
-                "{spec:?}: unknown kind {other:?} (max, min, last, mean, metric, count, state)"
+                "{spec:?}: unknown kind {other:?} (max, min, last, mean, metric, count, state, scene)"
             ))),
         }
     }
@@ -284,6 +287,13 @@ impl Metric {
             Metric::Count(kind) => json!(events.iter().filter(|e| e.kind.as_str() == kind).count()),
             Metric::State(path) => match sim {
                 Sim::Social(s) => get_path(&s.scene.state_json(), path).cloned().unwrap_or(Value::Null),
+                _ => Value::Null,
+            },
+            Metric::Scene(name) => match sim {
+                Sim::Social(s) => match &s.scene {
+                    crate::engine::scenes::Scene::Custom(c) => c.metric(name).unwrap_or(Value::Null),
+                    _ => Value::Null,
+                },
                 _ => Value::Null,
             },
         }

@@ -1,5 +1,6 @@
 //! Golden logs: with the mock LLM, `simple_chat` and `council` run for 10 turns must reproduce the
-//! committed event logs (type, order, text) exactly. The committed files were produced by this
+//! committed event logs (type, order, text) exactly; so must the custom ultimatum game played to its
+//! end by the scripted player (a custom scene's prompts, parameters, effects and outcome). The committed files were produced by this
 //! engine and cross-checked event by event against a run of upstream SocialSim4 (commit 77540b6)
 //! with its mock dialect; see README "Parity with upstream" for the listed differences.
 //!
@@ -9,24 +10,43 @@ use std::path::PathBuf;
 
 use simtree::embedded::assets_dir;
 use simtree::engine::Event;
-use simtree::llm::MockClient;
+use simtree::llm::chat::Message;
+use simtree::llm::{BoxFuture, LlmClient, LlmError, LlmState, MockClient};
 use simtree::scenario::Scenario;
 
+/// The scripted player as a client.
+struct Scripted;
+
+impl LlmClient for Scripted {
+    fn chat<'a>(&'a self, messages: &'a [Message], state: &'a mut LlmState) -> BoxFuture<'a, Result<String, LlmError>> {
+        let reply = simtree::engine::scripted::reply(messages, state);
+        Box::pin(async move { Ok(reply) })
+    }
+}
+
 fn log_of(scenario: &str, turns: u64, seed: Option<u64>) -> Vec<String> {
+    log_with(scenario, turns, seed, &MockClient)
+}
+
+fn log_with(scenario: &str, turns: u64, seed: Option<u64>, llm: &dyn LlmClient) -> Vec<String> {
     let path = assets_dir().expect("assets").join(format!("scenarios/{scenario}.json"));
     let scenario = Scenario::load_file(&path).unwrap_or_else(|e| panic!("{e}"));
     let mut sim = scenario.build(seed).unwrap_or_else(|e| panic!("{e}"));
     let mut events: Vec<Event> = Vec::new();
     sim.flush_pending(&mut events);
-    let (report, more) = sim.run_blocking(turns, &MockClient);
+    let (report, more) = sim.run_blocking(turns, llm);
     report.unwrap_or_else(|e| panic!("{e}"));
     events.extend(more);
     events.iter().map(|e| serde_json::to_string(e).unwrap()).collect()
 }
 
 fn check_golden(scenario: &str) {
-    let file = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/golden/{scenario}_10turns.jsonl"));
-    let actual = log_of(scenario, 10, None);
+    check_golden_with(scenario, &MockClient, "10turns");
+}
+
+fn check_golden_with(scenario: &str, llm: &dyn LlmClient, suffix: &str) {
+    let file = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/golden/{scenario}_{suffix}.jsonl"));
+    let actual = log_with(scenario, 10, None, llm);
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         std::fs::write(&file, actual.join("\n") + "\n").unwrap();
         return;
@@ -52,6 +72,14 @@ fn simple_chat_matches_the_golden_log() {
 #[test]
 fn council_matches_the_golden_log() {
     check_golden("council");
+}
+
+#[test]
+fn the_custom_ultimatum_game_matches_the_golden_log() {
+    check_golden_with("custom_ultimatum", &Scripted, "scripted");
+    // The log holds a whole game: an offer, an answer and the outcome.
+    let log = log_with("custom_ultimatum", 10, None, &Scripted).join("\n");
+    assert!(log.contains("Outcome: the scene ends: "), "{log}");
 }
 
 #[test]

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 pub mod abm;
 pub mod columns;
+pub mod custom;
 pub mod edges;
 mod event;
 mod explore;
@@ -99,6 +100,16 @@ pub enum Op {
     SceneStatePatch { updates: serde_json::Map<String, Value> },
     /// Broadcast a public event to every agent.
     PublicBroadcast { text: String },
+    /// A custom scene: set a variable to a value of its type (`agent` names whose, for a
+    /// per-agent variable).
+    SceneVarSet {
+        name: String,
+        value: Value,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent: Option<String>,
+    },
+    /// A custom scene: an agent takes another of the document's roles.
+    AgentRoleSet { name: String, role: String },
     /// Trading: set cash and/or share counts (0 removes a position).
     PortfolioPatch {
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -134,7 +145,7 @@ fn plan_state<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Verbatim<PlanSta
 
 impl Op {
     /// The wire names of the ops (the `op` tag), in the enum's order.
-    pub const NAMES: [&'static str; 13] = [
+    pub const NAMES: [&'static str; 15] = [
         "advance",
         "agent_ctx_append",
         "agent_plan_replace",
@@ -148,6 +159,8 @@ impl Op {
         "abm_set_global",
         "abm_set_environment",
         "abm_set_agent",
+        "scene_var_set",
+        "agent_role_set",
     ];
 
     /// The op's wire name (its `op` tag).
@@ -166,6 +179,8 @@ impl Op {
             Op::AbmSetGlobal { .. } => 10,
             Op::AbmSetEnvironment { .. } => 11,
             Op::AbmSetAgent { .. } => 12,
+            Op::SceneVarSet { .. } => 13,
+            Op::AgentRoleSet { .. } => 14,
         };
         Op::NAMES[i]
     }
@@ -177,7 +192,8 @@ impl Op {
             Op::AgentCtxAppend { .. } => EdgeType::AgentCtx,
             Op::AgentPlanReplace { .. } => EdgeType::AgentPlan,
             Op::AgentPropsPatch { .. } => EdgeType::AgentProps,
-            Op::SceneStatePatch { .. } => EdgeType::SceneState,
+            Op::SceneStatePatch { .. } | Op::SceneVarSet { .. } => EdgeType::SceneState,
+            Op::AgentRoleSet { .. } => EdgeType::AgentProps,
             Op::PublicBroadcast { .. } | Op::CaseDataInject { .. } => EdgeType::PublicEvent,
             Op::PortfolioPatch { .. } | Op::AbmSetGlobal { .. } | Op::AbmSetEnvironment { .. } => EdgeType::SceneState,
             Op::AgentSwap { .. } | Op::AbmSetAgent { .. } => EdgeType::AgentProps,
@@ -814,6 +830,9 @@ mod op_tests {
         r#"{"op":"abm_set_global","name":"infectionRate","value":0.3}"#,
         r#"{"op":"abm_set_environment","name":"season","value":"winter"}"#,
         r#"{"op":"abm_set_agent","agent_type":"person","name":"infected","value":true,"agent_id":7}"#,
+        r#"{"op":"scene_var_set","name":"pot","value":12}"#,
+        r#"{"op":"scene_var_set","name":"coins","value":3,"agent":"Ana"}"#,
+        r#"{"op":"agent_role_set","name":"Ben","role":"foreperson"}"#,
     ];
 
     #[test]

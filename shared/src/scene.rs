@@ -98,6 +98,9 @@ pub enum SceneKind {
     Werewolf,
     Landlord,
     Village,
+    /// A scene the document defines: its roles, actions, phases and outcomes are the `config`
+    /// ([`crate::custom::CustomScene`]).
+    Custom,
 }
 
 impl SceneKind {
@@ -119,11 +122,12 @@ impl SceneKind {
             SceneKind::Werewolf => "werewolf",
             SceneKind::Landlord => "landlord",
             SceneKind::Village => "village",
+            SceneKind::Custom => "custom",
         }
     }
 
     pub fn from_name(name: &str) -> Option<SceneKind> {
-        [SceneKind::EmotionalConflict]
+        [SceneKind::EmotionalConflict, SceneKind::Custom]
             .into_iter()
             .chain(SceneKind::OFFERED)
             .find(|k| k.name() == name)
@@ -133,7 +137,7 @@ impl SceneKind {
     pub fn own_actions(self) -> &'static [ActionKind] {
         use ActionKind::*;
         match self {
-            SceneKind::SimpleChat | SceneKind::EmotionalConflict => &[],
+            SceneKind::SimpleChat | SceneKind::EmotionalConflict | SceneKind::Custom => &[],
             SceneKind::Council => &[StartVoting, FinishMeeting, RequestBrief, VotingStatus, Vote],
             SceneKind::Werewolf => &[
                 VoteLynch,
@@ -150,8 +154,13 @@ impl SceneKind {
     }
 
     /// Every action an agent of this scene type may hold: the common ones, then the scene's own.
+    /// A custom scene's actions are its document's; of the registry it offers only `yield`.
     pub fn catalogue(self) -> impl Iterator<Item = ActionKind> {
-        COMMON_ACTIONS.iter().chain(self.own_actions()).copied()
+        let common: &[ActionKind] = match self {
+            SceneKind::Custom => &[ActionKind::Yield],
+            _ => COMMON_ACTIONS,
+        };
+        common.iter().chain(self.own_actions()).copied()
     }
 
     pub fn offers(self, action: ActionKind) -> bool {
@@ -309,7 +318,10 @@ mod tests {
 
     #[test]
     fn scene_names_round_trip() {
-        for k in [SceneKind::EmotionalConflict].into_iter().chain(SceneKind::OFFERED) {
+        for k in [SceneKind::EmotionalConflict, SceneKind::Custom]
+            .into_iter()
+            .chain(SceneKind::OFFERED)
+        {
             assert_eq!(SceneKind::from_name(k.name()), Some(k));
             assert_eq!(serde_json::to_string(&k).unwrap(), format!("\"{k}\""));
         }

@@ -25,6 +25,19 @@ pub struct SceneText {
     pub examples: String,
     /// The document's prose, for its actions' lines and usage (the rest is already in place).
     pub prose: Option<Arc<SceneProse>>,
+    /// Actions the scene defines itself (a custom scene's, those legal for the agent now),
+    /// listed before the agent's own.
+    pub own_actions: Vec<OwnAction>,
+}
+
+/// An action a scene defines itself, as the prompt lists it.
+#[derive(Clone, Debug, Default)]
+pub struct OwnAction {
+    pub name: String,
+    /// Its line in the action list.
+    pub description: String,
+    /// Its usage block, ending with a newline.
+    pub usage: String,
 }
 
 impl SceneText {
@@ -137,6 +150,11 @@ pub fn system_prompt(agent: &Agent, scene: &SceneText) -> String {
     }
     let mut catalogue = String::new();
     let mut usage = String::new();
+    for own in &scene.own_actions {
+        catalogue.push_str(format!("- {}: {}", own.name, own.description).trim_end());
+        catalogue.push('\n');
+        usage.push_str(&own.usage);
+    }
     for kind in &agent.action_space {
         let (desc, instruction) = scene.action(*kind);
         catalogue.push_str(format!("- {}: {desc}", kind.name()).trim_end());

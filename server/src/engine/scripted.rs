@@ -36,7 +36,9 @@ pub fn reply(messages: &[Message], state: &mut LlmState) -> String {
     let me = mock::extract_name(system);
     let t = Transcript::new(messages, &me, state.seed, catalogue, system);
     let has = |a: &str| t.can(a);
-    let (thought, call) = if has("open_voting") || has("vote_lynch") || has("night_kill") {
+    let (thought, call) = if system.contains(crate::engine::scenes::custom::MARKER) {
+        custom(&t, system)
+    } else if has("open_voting") || has("vote_lynch") || has("night_kill") {
         werewolf(&t)
     } else if has("call_landlord") || has("play_cards") {
         landlord(&t)
@@ -742,6 +744,71 @@ fn chat(t: &Transcript) -> (&'static str, ActionCall) {
     }
     let line = LINES[t.pick("line", LINES.len())];
     ("Say one thing this turn.", t.say(line.to_string()))
+}
+
+// ---------------------------------------------------------------------------------------------
+// custom scenes
+
+/// A scene the document defines: one of the actions its prompt lists as legal now (never
+/// `yield` while there is another), each field drawn from what its usage line allows.
+fn custom(t: &Transcript, system: &str) -> (&'static str, ActionCall) {
+    let choices: Vec<&String> = t.catalogue.iter().filter(|a| *a != "yield").collect();
+    if choices.is_empty() {
+        return ("Nothing to do in this phase.", yield_());
+    }
+    let name = choices[t.pick("custom-action", choices.len())];
+    let mut call = ActionCall::new(name.as_str());
+    for (field, spec) in custom_fields(system, name) {
+        let salt = format!("custom-{name}-{field}");
+        let value = if let Some(list) = spec.strip_prefix("one of ") {
+            let items: Vec<&str> = list.split(" | ").collect();
+            items[t.pick(&salt, items.len())].to_string()
+        } else if let Some(list) = spec.strip_prefix("the name of one of ") {
+            let items: Vec<&str> = list.split(" | ").filter(|n| *n != t.me).collect();
+            let items = if items.is_empty() { vec![t.me.as_str()] } else { items };
+            items[t.pick(&salt, items.len())].to_string()
+        } else if let Some(range) = spec.strip_prefix("a whole number from ") {
+            let (lo, hi) = range_of(range);
+            let (lo, hi) = (lo as i64, hi as i64);
+            let span = (hi - lo).max(0) as usize + 1;
+            (lo + t.pick(&salt, span) as i64).to_string()
+        } else if let Some(range) = spec.strip_prefix("a number from ") {
+            let (lo, hi) = range_of(range);
+            format!("{:.2}", lo + t.chance(&salt) * (hi - lo))
+        } else if let Some(n) = spec.strip_prefix("text of at most ") {
+            let max: usize = n.split(' ').next().and_then(|n| n.parse().ok()).unwrap_or(0);
+            LINES[t.pick(&salt, LINES.len())].chars().take(max).collect()
+        } else {
+            String::new()
+        };
+        call = call.with(&field, value);
+    }
+    ("Take one of the moves the rules allow now.", call)
+}
+
+/// The fields of action `name` as its usage block lists them: `(field, what it takes)`.
+fn custom_fields(system: &str, name: &str) -> Vec<(String, String)> {
+    let head = format!("- To {name}:\n");
+    let Some(start) = system.find(&head) else {
+        return Vec::new();
+    };
+    system[start + head.len()..]
+        .lines()
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| {
+            let rest = l.strip_prefix("  <")?;
+            let (field, spec) = rest.split_once(">: ")?;
+            Some((field.to_string(), spec.to_string()))
+        })
+        .collect()
+}
+
+/// `"A to B"` as two numbers.
+fn range_of(text: &str) -> (f64, f64) {
+    let mut parts = text.split(" to ").map(|p| p.trim().parse::<f64>().unwrap_or(0.0));
+    let lo = parts.next().unwrap_or(0.0);
+    (lo, parts.next().unwrap_or(lo))
 }
 
 // ---------------------------------------------------------------------------------------------

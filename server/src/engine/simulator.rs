@@ -417,17 +417,22 @@ impl Simulator {
         });
     }
 
-    /// The scene's part of every system prompt: its own text with the document's prose in place.
-    pub fn prompt_text(&self) -> SceneText {
-        self.scene.rules().text().with_prose(self.prose.as_ref())
+    /// The scene's part of agent `idx`'s system prompt: its own text with the document's prose
+    /// in place.
+    pub fn prompt_text(&self, idx: usize) -> SceneText {
+        self.scene
+            .rules()
+            .text_for(&self.world.agents[idx])
+            .with_prose(self.prose.as_ref())
     }
 
     /// The prompt an interview of agent `name` sends: exactly the context its next decision
     /// would see (its system prompt and memory), then `question` as a user turn (merged into a
     /// last user entry, as memory merges). `None` for an unknown agent. Nothing changes.
     pub fn interview(&self, name: &str, question: &str) -> Option<Vec<Message>> {
-        let agent = self.world.agents.iter().find(|a| a.name == name)?;
-        let text = self.prompt_text();
+        let idx = self.world.agent_index(name)?;
+        let agent = &self.world.agents[idx];
+        let text = self.prompt_text(idx);
         let mut ctx = Vec::with_capacity(agent.short_memory.len() + 2);
         ctx.push(Message::new(Role::System, super::prompt::system_prompt(agent, &text)));
         ctx.extend(agent.short_memory.iter().cloned());
@@ -445,7 +450,7 @@ impl Simulator {
 
     /// One `process` call of agent `idx`.
     async fn decide(&mut self, idx: usize, llm: &dyn LlmClient, initiative: bool) -> Result<Decision, AgentError> {
-        let text = self.prompt_text();
+        let text = self.prompt_text(idx);
         let World {
             agents,
             llm: state,
@@ -458,6 +463,9 @@ impl Simulator {
     /// Runs one action through the agent's action space and the scene. The outer error is an LLM
     /// failure (ends the run); the inner one an action that could not execute (step consumed).
     async fn act(&mut self, idx: usize, call: &ActionCall, llm: &dyn LlmClient) -> Result<Handled, RunError> {
+        if let Some(handled) = self.scene.rules_mut().handle_own(idx, call, &mut self.world) {
+            return Ok(handled);
+        }
         let Some(kind) = self.world.agents[idx]
             .action_space
             .iter()

@@ -9,6 +9,8 @@ use crate::engine::Simulator;
 use crate::engine::event::{Event, EventSink, SceneEvent};
 use crate::engine::memory::Role;
 use crate::engine::plan::PlanState;
+use crate::engine::scenes::Scene;
+use crate::engine::scenes::custom::Custom;
 use crate::llm::LlmClient;
 use crate::llm::chat::ChatRequest;
 
@@ -69,6 +71,19 @@ pub(super) fn apply_op(sim: &mut Simulator, op: &Op) -> Result<Vec<Event>, SimEr
             .patch_state(updates)
             .map_err(|e| SimError::BadOp(e.to_string()))?,
         Op::PublicBroadcast { text } => sim.broadcast(&SceneEvent::public(text.clone())),
+        Op::SceneVarSet { name, value, agent } => custom(sim, op)?
+            .set_var(name, value, agent.as_deref())
+            .map_err(|e| SimError::BadOp(e.0))?,
+        Op::AgentRoleSet { name, role } => {
+            let i = agent_index(sim, name)?;
+            custom(sim, op)?
+                .set_role(name, role)
+                .map_err(|e| SimError::BadOp(e.0))?;
+            // The agent's properties say its role too, as in the document it came from.
+            sim.world.agents[i]
+                .properties
+                .insert("role".into(), serde_json::Value::String(role.clone()));
+        }
         Op::Advance { .. } => {
             return Err(SimError::BadOp(
                 "Unknown op: advance (use the advance routes to run turns)".into(),
@@ -80,6 +95,18 @@ pub(super) fn apply_op(sim: &mut Simulator, op: &Op) -> Result<Vec<Event>, SimEr
     sim.world.flush_pending();
     events.extend(sim.world.take_out());
     Ok(events)
+}
+
+/// The custom scene an op of custom scenes applies to.
+fn custom<'s>(sim: &'s mut Simulator, op: &Op) -> Result<&'s mut Custom, SimError> {
+    match &mut sim.scene {
+        Scene::Custom(c) => Ok(c),
+        other => Err(SimError::BadOp(format!(
+            "{} applies to custom scenes only, and this is a {} scene",
+            op.name(),
+            other.kind()
+        ))),
+    }
 }
 
 /// Where each agent's memory ends: its entry count and the length of its last entry (an

@@ -335,7 +335,7 @@ impl SceneRules for Council {
             description: format!("{}\n{COUNCIL_DESCRIPTION}", simple_chat::DESCRIPTION),
             guidelines: format!("{}\n{COUNCIL_GUIDELINES}", simple_chat::GUIDELINES),
             examples: String::new(),
-            prose: None,
+            ..SceneText::default()
         }
     }
     fn scene_actions(&self, _agent: &Agent) -> Vec<ActionKind> {

@@ -18,6 +18,7 @@ use super::action::{ActionCtx, ActionKind, ActionSpec, Handled, SHARED_ACTIONS, 
 use super::agent::Agent;
 use super::event::SceneEvent;
 use super::memory::Message;
+use super::parse::ActionCall;
 use super::prompt::SceneText;
 use super::world::World;
 pub use simtree_shared::SceneKind;
@@ -25,6 +26,7 @@ use simtree_shared::scene::COMMON_ACTIONS;
 use simtree_shared::{ActionInfo, SceneTypeInfo};
 
 pub mod council;
+pub mod custom;
 pub mod landlord;
 pub mod simple_chat;
 pub mod village;
@@ -61,6 +63,9 @@ pub enum SceneError {
     /// A state patch whose result is not a valid state (serde's message, naming the field).
     #[error("invalid scene state: {0}")]
     InvalidState(String),
+    /// A custom scene's document or agents, refused at a path inside the document.
+    #[error(transparent)]
+    Custom(#[from] custom::check::CustomError),
     /// The scene could not be written as JSON to patch it, or has no `state` (neither happens
     /// with the built-in scenes).
     #[error("{0}")]
@@ -78,6 +83,11 @@ pub trait SceneRules {
     fn initial_event(&self) -> &str;
     /// Scenario description, behaviour guidelines and examples for the system prompt.
     fn text(&self) -> SceneText;
+    /// The text of `agent`'s prompt: the scene's, unless what it shows depends on the agent
+    /// (a custom scene's role instructions and the actions legal for it now).
+    fn text_for(&self, _agent: &Agent) -> SceneText {
+        self.text()
+    }
     /// Actions the scene adds to every agent's action space (after the agent's own).
     fn scene_actions(&self, agent: &Agent) -> Vec<ActionKind>;
     fn initialize_agent(&mut self, _agent: &mut Agent) {}
@@ -106,6 +116,11 @@ pub trait SceneRules {
     /// Executes one action of the acting agent's action space.
     fn handle(&mut self, ctx: &ActionCtx, world: &mut World) -> Handled {
         handle_common(self, ctx, world)
+    }
+    /// Executes an action the scene defines itself (a custom scene's), by name; `None` for any
+    /// other name, which the registry's actions then handle.
+    fn handle_own(&mut self, _actor: usize, _call: &ActionCall, _world: &mut World) -> Option<Handled> {
+        None
     }
     /// An LLM request the simulator should make before `handle` (its answer arrives as
     /// `ctx.llm_reply`). Only council's `request_brief` needs one.
@@ -196,6 +211,8 @@ pub enum Scene {
     Landlord(landlord::Landlord),
     #[serde(rename = "village_scene")]
     Village(village::Village),
+    #[serde(rename = "custom_scene")]
+    Custom(custom::Custom),
 }
 
 macro_rules! each_scene {
@@ -206,6 +223,7 @@ macro_rules! each_scene {
             Scene::Werewolf($s) => $body,
             Scene::Landlord($s) => $body,
             Scene::Village($s) => $body,
+            Scene::Custom($s) => $body,
         }
     };
 }
@@ -224,6 +242,7 @@ impl Scene {
                 Scene::Landlord(landlord::Landlord::new(name, initial_event, parse_config(config)?)?)
             }
             SceneKind::Village => Scene::Village(village::Village::new(name, initial_event, parse_config(config)?)),
+            SceneKind::Custom => Scene::Custom(custom::Custom::new(name, initial_event, config)?),
         })
     }
 
@@ -235,6 +254,7 @@ impl Scene {
             Scene::Werewolf(_) => SceneKind::Werewolf,
             Scene::Landlord(_) => SceneKind::Landlord,
             Scene::Village(_) => SceneKind::Village,
+            Scene::Custom(_) => SceneKind::Custom,
         }
     }
 
@@ -246,6 +266,7 @@ impl Scene {
             Scene::Werewolf(_) => "werewolf_scene",
             Scene::Landlord(_) => "landlord_scene",
             Scene::Village(_) => "village_scene",
+            Scene::Custom(_) => "custom_scene",
         }
     }
 

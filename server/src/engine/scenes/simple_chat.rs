@@ -69,7 +69,7 @@ impl SceneRules for SimpleChat {
             description: DESCRIPTION.into(),
             guidelines: GUIDELINES.into(),
             examples: String::new(),
-            prose: None,
+            ..SceneText::default()
         }
     }
     fn scene_actions(&self, _agent: &Agent) -> Vec<ActionKind> {

@@ -794,7 +794,7 @@ impl SceneRules for Village {
             description,
             guidelines: GUIDELINES.into(),
             examples: EXAMPLES.into(),
-            prose: None,
+            ..SceneText::default()
         }
     }
     fn scene_actions(&self, _agent: &Agent) -> Vec<ActionKind> {

@@ -569,7 +569,7 @@ impl SceneRules for Werewolf {
             description: DESCRIPTION.into(),
             guidelines: GUIDELINES.into(),
             examples: String::new(),
-            prose: None,
+            ..SceneText::default()
         }
     }
     fn scene_actions(&self, _agent: &Agent) -> Vec<ActionKind> {

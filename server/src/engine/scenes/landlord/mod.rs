@@ -563,7 +563,7 @@ impl SceneRules for Landlord {
             description: description.into(),
             guidelines: format!("{RULES_BIDDING}{combos}{RULES_FORMAT}"),
             examples: String::new(),
-            prose: None,
+            ..SceneText::default()
         }
     }
     fn scene_actions(&self, _agent: &Agent) -> Vec<ActionKind> {
