@@ -248,6 +248,62 @@ mod tests {
     }
 
     #[test]
+    fn cached_and_cache_written_tokens_have_prices_of_their_own() {
+        let t = PriceTable::with_file(r#"{"m": {"prompt": 10, "completion": 20, "cached": 1, "cache_write": 12.5}}"#)
+            .unwrap();
+        let p = t.price("openai:m").unwrap();
+        let usage = Usage {
+            prompt_tokens: 1_000_000,
+            completion_tokens: 100_000,
+            cached_tokens: 600_000,
+            cache_write_tokens: 300_000,
+        };
+        // 100k plain at $10, 600k cached at $1, 300k written at $12.50, 100k out at $20.
+        assert!((p.cost_of(&usage) - (1.0 + 0.6 + 3.75 + 2.0)).abs() < 1e-12);
+        assert!(
+            (p.cost(1_000_000, 100_000) - 12.0).abs() < 1e-12,
+            "cost ignores the cache"
+        );
+        assert!(
+            (p.worst(1_000_000, 100_000) - 14.5).abs() < 1e-12,
+            "at the dearer cache write"
+        );
+        // Without those prices every prompt token is a prompt token; counts past the prompt's are
+        // clamped (a server that reports more cached tokens than prompt tokens).
+        let plain = PriceTable::with_file(r#"{"m": {"prompt": 10, "completion": 20}}"#).unwrap();
+        let p = plain.price("m").unwrap();
+        assert!((p.cost_of(&usage) - p.cost(1_000_000, 100_000)).abs() < 1e-12);
+        let odd = Usage {
+            cached_tokens: 5_000_000,
+            ..usage
+        };
+        assert!((t.price("m").unwrap().cost_of(&odd) - (1.0 + 2.0)).abs() < 1e-12);
+        let e = PriceTable::with_file(r#"{"m": {"prompt": 1, "completion": 1, "cached": -1}}"#).unwrap_err();
+        assert!(e.to_string().contains("m.cached"), "{e}");
+    }
+
+    #[test]
+    fn a_coalesced_call_costs_nothing_and_saves_its_price() {
+        let t = PriceTable::default();
+        let call = LlmRecord {
+            prompt_tokens: 2_000,
+            completion_tokens: 1_000,
+            model: Some("openai:gpt-4o-mini".into()),
+            ..LlmRecord::default()
+        };
+        let shared = LlmRecord {
+            coalesced: true,
+            ..call.clone()
+        };
+        let one = t.money_of([&call]).unwrap();
+        let tally = t.tally([&call, &shared]).unwrap();
+        assert!(
+            (tally.money - one).abs() < 1e-15 && (tally.saved - one).abs() < 1e-15,
+            "{tally:?}"
+        );
+    }
+
+    #[test]
     fn a_hostile_price_file_is_refused_with_the_entry_at_fault() {
         for (text, names) in [
             (r#"{"m": {"prompt": -1, "completion": 0}}"#, "m.prompt"),
