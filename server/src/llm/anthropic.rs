@@ -414,6 +414,52 @@ impl StreamReader for AnthropicStream {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::llm::chat::{CacheHints, ToolSpec};
+
+    /// Without a system prompt the first breakpoint goes on the last tool; a prefix ending in a
+    /// tool result or an assistant's calls is marked on that message's last block.
+    #[test]
+    fn breakpoints_follow_tools_tool_results_and_calls() {
+        let call = ToolCall {
+            id: Some("c1".into()),
+            name: "vote".into(),
+            arguments: json!({}),
+        };
+        let mut request = ChatRequest::new(vec![
+            Message::new(Role::User, "Decide."),
+            Message::assistant_calls("", vec![call.clone()]),
+            Message::tool_result(&call, "done"),
+            Message::new(Role::User, "Again."),
+        ]);
+        request.tools = vec![ToolSpec {
+            name: "vote".into(),
+            description: "Vote.".into(),
+            parameters: json!({"type": "object"}),
+        }];
+        request.cache = CacheHints {
+            key: None,
+            prefixes: vec![2, 3, 4],
+        };
+        let config = LlmConfig::for_dialect(Dialect::Anthropic);
+        assert_eq!(
+            breakpoints(&config, &request),
+            vec![0, 2, 3],
+            "not past the prompt's end"
+        );
+        let body = AnthropicWire.body(&config, &request);
+        let ephemeral = json!({"type": "ephemeral"});
+        assert_eq!(body["tools"][0]["cache_control"], ephemeral);
+        assert_eq!(body["messages"][1]["content"][0]["cache_control"], ephemeral, "{body}");
+        assert_eq!(body["messages"][2]["content"][0]["cache_control"], ephemeral, "{body}");
+        assert_eq!(body["messages"][3]["content"], json!("Again."));
+        assert!(body.get("system").is_none());
+        let off = LlmConfig {
+            prompt_cache: false,
+            ..config
+        };
+        assert!(!AnthropicWire.body(&off, &request).to_string().contains("cache_control"));
+        assert_eq!(AnthropicWire.cache(&off, &request).how, CacheHow::None);
+    }
 
     #[test]
     fn a_stream_reads_as_the_same_response_as_the_plain_message() {
