@@ -1,4 +1,5 @@
-//! Prompts laid out for providers' prompt caches, for every shipped scene: an agent's prompt on
+//! Prompts laid out for providers' prompt caches, for every shipped scene (and each as a custom
+//! scene, a user's document with prose of its own): an agent's prompt on
 //! one turn starts with its prompt on the turn before up to that prompt's last message (which
 //! memory may still extend), and the first prompts of two children forked from one node are
 //! byte-identical up to the fork. A provider then serves all but the new part from its cache,
@@ -15,9 +16,10 @@ use std::sync::Mutex;
 use simtree::backend::OfflineClient;
 use simtree::embedded::assets_dir;
 use simtree::engine::memory::Message;
+use simtree::engine::simulator::Simulator;
 use simtree::llm::cache;
 use simtree::llm::{BoxFuture, LlmClient, LlmError, LlmState, Offline};
-use simtree::scenario::ScenarioLibrary;
+use simtree::scenario::{ScenarioLibrary, UserScenario};
 use simtree::sim::Sim;
 
 /// One call as the engine made it: the agent whose turn it was, its prompt, the prefixes
@@ -125,22 +127,47 @@ fn check_turns(scene: &str, calls: &[Call], from: usize) -> usize {
     pairs
 }
 
+/// Each shipped scenario as a user's document with prose of its own (`scene.prose`): a scene
+/// whose words are the user's.
+fn custom(name: &str) -> Simulator {
+    let path = assets_dir().unwrap().join(format!("scenarios/{name}.json"));
+    let mut doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    doc["scene"]["prose"] = serde_json::json!({
+        "description": "A hall of our own, where everyone is heard.",
+        "rules": "Speak briefly. Listen to the others."
+    });
+    match UserScenario::from_document(&format!("own-{name}"), &doc).unwrap() {
+        UserScenario::Social(s) => s.build(Some(3)).unwrap(),
+        _ => unreachable!("{name} is a social scenario"),
+    }
+}
+
 #[test]
 fn every_turn_of_an_agent_extends_its_previous_prompt() {
     let (library, names) = scenes();
     for player in [Offline::Mock, Offline::Scripted] {
         for name in &names {
-            let mut sim = library.get(name).unwrap().build(Some(3)).unwrap();
-            let client = Capture::new(player, false);
-            let (report, _) = sim.run_blocking(30, &client);
-            report.unwrap_or_else(|e| panic!("{name}: {e}"));
-            let calls = client.take();
-            let pairs = check_turns(name, &calls, 0);
-            assert!(
-                pairs > 0,
-                "{name} ({player:?}): no agent spoke twice in {} calls",
-                calls.len()
-            );
+            for (what, mut sim) in [
+                ("shipped", library.get(name).unwrap().build(Some(3)).unwrap()),
+                ("custom", custom(name)),
+            ] {
+                let client = Capture::new(player, false);
+                let (report, _) = sim.run_blocking(30, &client);
+                report.unwrap_or_else(|e| panic!("{name} ({what}): {e}"));
+                let calls = client.take();
+                if what == "custom" {
+                    assert!(
+                        calls[0].1[0].content.contains("A hall of our own"),
+                        "{name}: the document's prose"
+                    );
+                }
+                let pairs = check_turns(name, &calls, 0);
+                assert!(
+                    pairs > 0,
+                    "{name} ({what}, {player:?}): no agent spoke twice in {} calls",
+                    calls.len()
+                );
+            }
         }
     }
 }
