@@ -1,8 +1,7 @@
 //! Prompts laid out for providers' prompt caches, for every shipped scene (and each as a custom
-//! scene, a user's document with prose of its own): an agent's prompt on
-//! one turn starts with its prompt on the turn before up to that prompt's last message (which
-//! memory may still extend), and the first prompts of two children forked from one node are
-//! byte-identical up to the fork. A provider then serves all but the new part from its cache,
+//! scene, a user's document with prose of its own): an agent's prompt on one turn starts with its
+//! prompt on the turn before up to that prompt's last message (which memory may still extend),
+//! and the first prompts of two children forked from one node are byte-identical up to the fork. A provider then serves all but the new part from its cache,
 //! and `llm::cache` finds those prefixes (checked here too: every later prompt of an agent gets
 //! the breakpoint its previous prompt fixed).
 //!
