@@ -607,6 +607,20 @@ async fn a_same_seed_fan_out_makes_one_upstream_call_per_step() {
             assert_eq!(upstream, 4 * steps, "coalescing off: {usage}");
             assert!(usage.get("coalesced_calls").is_none(), "{usage}");
         }
+        // The children of an ordinary fan-out have seeds of their own: their calls are never
+        // shared, even when their prompts are equal, so their samples stay independent.
+        let before = fake.calls.load(Ordering::SeqCst);
+        let (st, other) = s
+            .post(&p("/advance_multi"), &json!({"parent": 0, "turns": 2, "count": 3}))
+            .await;
+        assert_eq!(st, 200, "{other}");
+        let mut made = 0;
+        for c in other["children"].as_array().unwrap() {
+            let info = s.get(&p(&format!("/node/{c}/info"))).await.1;
+            assert_eq!(info["usage"].get("coalesced_calls"), None, "{info}");
+            made += info["recorded_calls"].as_u64().unwrap();
+        }
+        assert_eq!(fake.calls.load(Ordering::SeqCst) - before, made);
         // Every child's recording replays alone, the provider stopped.
         provider.abort();
         let _ = provider.await;
