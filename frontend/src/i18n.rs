@@ -354,6 +354,8 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
         "usage.calls" => ("calls", "次调用"),
         "usage.tokens" => ("tokens", "令牌"),
         "usage.budget" => ("budget", "预算"),
+        "usage.saved" => ("saved by caching", "缓存节省"),
+        "usage.cacheable" => ("of input cacheable", "输入可缓存"),
         "explore.title" => ("Explorations", "探索"),
         "explore.none" => (
             "No explorations yet: start one from the selected node below.",

@@ -66,6 +66,22 @@ fn keys(map: &serde_json::Map<String, Value>) -> String {
     ellipsis(&parts.join(", "), 60)
 }
 
+/// The money part of a usage line: what the calls cost, what prompt caches and coalesced calls
+/// saved, and the share of input a prompt cache could serve (each only when known).
+pub fn money_text(u: &simtree_shared::Usage, saved: &str, cacheable: &str) -> String {
+    let mut s = String::new();
+    if let Some(m) = u.money {
+        s.push_str(&format!(" · ${m:.4}"));
+    }
+    if let Some(v) = u.saved {
+        s.push_str(&format!(" ({saved} ${v:.4})"));
+    }
+    if let Some(c) = u.cacheable_share {
+        s.push_str(&format!(" · {:.0}% {cacheable}", c * 100.0));
+    }
+    s
+}
+
 /// One op in a few words.
 pub fn op_label(op: &Op, lang: Lang, kind: Kind) -> String {
     let w = |key| t(lang, key);
@@ -335,6 +351,19 @@ pub fn needs_confirm(op: &Op) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_money_part_shows_cost_savings_and_the_cacheable_share_when_known() {
+        let mut u = simtree_shared::Usage::default();
+        assert_eq!(super::money_text(&u, "saved", "cacheable"), "");
+        u.money = Some(0.012_34);
+        u.saved = Some(0.5);
+        u.cacheable_share = Some(0.876);
+        assert_eq!(
+            super::money_text(&u, "saved", "cacheable"),
+            " · $0.0123 (saved $0.5000) · 88% cacheable"
+        );
+    }
+
     use super::*;
     use serde_json::json;
 

@@ -16,6 +16,7 @@ use crate::abm::worker::WorkerPool;
 use crate::engine::scripted;
 use crate::llm::budget::TreeBudget;
 use crate::llm::chat::{ChatRequest, ChatResponse, Message, Usage, Watch};
+use crate::llm::coalesce::Coalescer;
 use crate::llm::ledger::{Ledger, MeteredClient, ReplayClient, RoutingClient};
 use crate::llm::record::LlmRecord;
 use crate::llm::{
@@ -205,6 +206,7 @@ impl ChatProvider for OfflineClient {
                     prompt_tokens: request.messages.iter().map(|m| words(&m.content)).sum(),
                     completion_tokens: words(&text),
                     cached_tokens: 0,
+                    cache_write_tokens: 0,
                 },
                 text,
                 finish_reason: Some("stop".into()),
@@ -226,6 +228,8 @@ pub struct Providers {
     /// The one scripted player every `scripted` setting resolves to (so agents that share it
     /// are not routed apart).
     scripted: Arc<dyn ChatProvider>,
+    /// Where identical calls of runs in flight at once meet (`llm::coalesce`).
+    coalescer: Arc<Coalescer>,
 }
 
 impl Providers {
@@ -236,6 +240,7 @@ impl Providers {
             settings,
             pool: ProviderPool::new(),
             scripted: Arc::new(OfflineClient(Offline::Scripted)),
+            coalescer: Arc::default(),
         };
         p.resolve(None, None)?;
         for (scenario, sec) in &p.settings.scenarios {
@@ -259,12 +264,17 @@ impl Providers {
         watch: Watch,
     ) -> Result<RunCtx, BackendError> {
         let default = self.resolve(Some(scenario), None)?;
+        let coalesce = self
+            .config(Some(scenario), None)?
+            .coalesce
+            .then(|| self.coalescer.clone());
         let metered = |provider: Arc<dyn ChatProvider>| -> Arc<dyn LlmClient> {
             Arc::new(MeteredClient {
                 provider,
                 ledger: ledger.clone(),
                 budget: budget.clone(),
                 watch: watch.clone(),
+                coalesce: coalesce.clone(),
             })
         };
         let agents = match sim {
@@ -298,12 +308,17 @@ impl Providers {
     /// The provider for a scenario and agent (either optional). The scripted player is served
     /// here, not by the pool: it is the engine's.
     pub fn resolve(&self, scenario: Option<&str>, agent: Option<&str>) -> Result<Arc<dyn ChatProvider>, BackendError> {
-        let env = |name: &str| std::env::var(name).ok();
-        let config = self.settings.resolve(&self.base, scenario, agent, &env)?;
+        let config = self.config(scenario, agent)?;
         if config.dialect == Dialect::Scripted {
             config.validate()?;
             return Ok(self.scripted.clone());
         }
         Ok(self.pool.get(&config)?)
+    }
+
+    /// The settings for a scenario and agent (either optional).
+    fn config(&self, scenario: Option<&str>, agent: Option<&str>) -> Result<LlmConfig, BackendError> {
+        let env = |name: &str| std::env::var(name).ok();
+        Ok(self.settings.resolve(&self.base, scenario, agent, &env)?)
     }
 }

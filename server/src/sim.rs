@@ -222,7 +222,7 @@ impl Sim {
     /// `llm::provider::EndpointSet`). Social scenes only: trading calls carry no simulator state.
     pub fn set_affinity(&mut self, key: u64) {
         if let Sim::Social(s) = self {
-            s.world.llm.affinity = key;
+            s.world.llm.start_run(key);
         }
     }
 

@@ -21,8 +21,13 @@ use serde_json::{Value, json};
 use simtree::embedded::assets_dir;
 use simtree::engine::memory::{Message, Role};
 use simtree::engine::simulator::event_json;
+use simtree::llm::cache;
+use simtree::llm::chat::CacheHow;
 use simtree::llm::config::OpenAiJsonMode;
+use simtree::llm::ledger::{Ledger, MeteredClient};
+use simtree::llm::price::PriceTable;
 use simtree::llm::provider::structured_response;
+use simtree::llm::record::LlmRecord;
 use simtree::llm::{
     ChatProvider, ChatRequest, Dialect, JsonSchema, LlmClient, LlmConfig, LlmError, LlmState, ProviderClient,
     ProviderPool, ToolChoice, ToolSpec, build_provider, structured,
@@ -412,7 +417,7 @@ async fn anthropic_forces_a_tool_for_structured_output() {
         json!({
             "model": "anthropic-test",
             "max_tokens": 1024,
-            "system": "You are Ann.",
+            "system": [{"type": "text", "text": "You are Ann.", "cache_control": {"type": "ephemeral"}}],
             "messages": [
                 {"role": "user", "content": "Hello."},
                 {"role": "assistant", "content": "Hi."},
@@ -519,6 +524,226 @@ async fn gemini_and_anthropic_get_earlier_tool_calls_and_results_as_native_tool_
             {"role": "user", "content": "Decision point 1."}
         ])
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Prompt caches: each dialect's cache fields, what each call records of them, and what cached
+// tokens cost.
+
+/// A run's metered client on `provider`, recording in `ledger` (no budget, no coalescing).
+fn metered(provider: Arc<dyn ChatProvider>, ledger: &Arc<Ledger>) -> MeteredClient {
+    MeteredClient {
+        provider,
+        ledger: ledger.clone(),
+        budget: None,
+        watch: Default::default(),
+        coalesce: None,
+    }
+}
+
+/// Ann's prompts: her last turn in a parent node's run, then her first two turns in a child's
+/// run (each extends the one before it).
+fn ann_prompts() -> [Vec<Message>; 3] {
+    let mut m = vec![Message::new(Role::System, "You are Ann. ".repeat(20))];
+    let mut prompts = Vec::new();
+    for turn in 0..3 {
+        if turn > 0 {
+            m.push(Message::new(Role::Assistant, format!("I act, turn {turn}.")));
+        }
+        m.push(Message::new(Role::User, format!("News {turn}.")));
+        m.push(Message::new(Role::Assistant, format!("Noted {turn}.")));
+        m.push(Message::new(Role::User, format!("Your move {turn}?")));
+        prompts.push(m.clone());
+    }
+    prompts.try_into().unwrap()
+}
+
+/// Runs Ann's three prompts through `provider` as a parent's run (affinity 7), then a child's
+/// (affinity 42, started from the parent's state); returns the records.
+async fn ann_calls(provider: Arc<dyn ChatProvider>) -> Vec<LlmRecord> {
+    let ledger = Arc::new(Ledger::default());
+    let client = metered(provider, &ledger);
+    let mut state = LlmState {
+        speaker: Some("Ann".into()),
+        ..LlmState::default()
+    };
+    let [parent, one, two] = ann_prompts();
+    state.start_run(7);
+    client.chat(&parent, &mut state).await.unwrap();
+    let mut child = state.clone();
+    child.start_run(42);
+    client.chat(&one, &mut child).await.unwrap();
+    client.chat(&two, &mut child).await.unwrap();
+    ledger.take()
+}
+
+fn how(r: &LlmRecord) -> CacheHow {
+    r.cache.as_ref().map_or(CacheHow::None, |c| c.how)
+}
+
+#[tokio::test]
+async fn openai_sends_a_prompt_cache_key_per_node_and_agent_and_prices_cached_tokens() {
+    let mut answer = openai_text("ok");
+    answer["usage"] = json!({"prompt_tokens": 1000, "completion_tokens": 10, "total_tokens": 1010,
+                             "prompt_tokens_details": {"cached_tokens": 800}});
+    let server = script(vec![ok(answer)]).await;
+    let mut c = config(Dialect::OpenAi, &server, "/v1");
+    c.model = "gpt-4o-mini".into();
+    let records = ann_calls(build_provider(&c).unwrap()).await;
+    let keys: Vec<Value> = server
+        .seen()
+        .iter()
+        .map(|s| s.body["prompt_cache_key"].clone())
+        .collect();
+    let (parent, child) = (cache::key(7, Some("Ann")), cache::key(42, Some("Ann")));
+    assert_eq!(keys, vec![json!(parent), json!(child), json!(child)]);
+    assert_ne!(parent, child, "each node its own key");
+    assert!(!child.contains("Ann"), "no name in clear: {child}");
+    let recorded: Vec<Option<String>> = records.iter().map(|r| r.cache.as_ref().unwrap().key.clone()).collect();
+    assert_eq!(
+        recorded,
+        vec![Some(parent.clone()), Some(child.clone()), Some(child.clone())]
+    );
+    for r in &records {
+        assert_eq!(how(r), CacheHow::PromptCacheKey);
+        assert_eq!((r.prompt_tokens, r.cached_tokens), (1000, 800));
+    }
+    assert_eq!(records[0].repeated_tokens, 0, "nothing was sent before");
+    assert!(
+        records[1].repeated_tokens > 500 && records[2].repeated_tokens > records[1].repeated_tokens / 2,
+        "{records:?}"
+    );
+    // $0.15 per million prompt tokens, $0.075 cached, $0.60 completion.
+    let t = PriceTable::default().tally(&records).unwrap();
+    let paid = (200.0 * 0.15 + 800.0 * 0.075 + 10.0 * 0.60) / 1e6;
+    assert!((t.money - 3.0 * paid).abs() < 1e-15, "{t:?}");
+    assert!((t.saved - 3.0 * 800.0 * (0.15 - 0.075) / 1e6).abs() < 1e-15, "{t:?}");
+
+    // Switched off, no key is sent and the call says the server caches by itself.
+    c.prompt_cache = false;
+    let before = server.seen().len();
+    let off = ann_calls(build_provider(&c).unwrap()).await;
+    assert!(
+        server.seen()[before..]
+            .iter()
+            .all(|s| s.body.get("prompt_cache_key").is_none())
+    );
+    assert!(
+        off.iter()
+            .all(|r| how(r) == CacheHow::Implicit && r.cache.as_ref().unwrap().key.is_none())
+    );
+}
+
+#[tokio::test]
+async fn a_server_that_refuses_the_cache_key_is_asked_again_without_it_and_never_sent_it_again() {
+    let server = serve(Answer::Compute(Box::new(|body| {
+        if body.get("prompt_cache_key").is_some() {
+            status(
+                400,
+                r#"{"error": {"message": "Unrecognized request argument supplied: prompt_cache_key"}}"#,
+            )
+        } else {
+            ok(openai_text("fine"))
+        }
+    })))
+    .await;
+    let records = ann_calls(build_provider(&config(Dialect::OpenAi, &server, "/v1")).unwrap()).await;
+    let sent: Vec<bool> = server
+        .seen()
+        .iter()
+        .map(|s| s.body.get("prompt_cache_key").is_some())
+        .collect();
+    assert_eq!(sent, vec![true, false, false, false], "refused once, then left out");
+    assert!(records.iter().all(|r| how(r) == CacheHow::Implicit), "{records:?}");
+}
+
+#[tokio::test]
+async fn anthropic_places_breakpoints_after_the_system_prompt_the_fork_and_the_last_turn() {
+    let server = script(vec![ok(json!({
+        "type": "message", "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
+        "usage": {"input_tokens": 100, "cache_creation_input_tokens": 300,
+                  "cache_read_input_tokens": 600, "output_tokens": 10}
+    }))])
+    .await;
+    let mut c = config(Dialect::Anthropic, &server, "/v1");
+    c.model = "claude-3-5-haiku-latest".into();
+    let records = ann_calls(build_provider(&c).unwrap()).await;
+    let points: Vec<Vec<u32>> = records
+        .iter()
+        .map(|r| r.cache.as_ref().unwrap().breakpoints.clone())
+        .collect();
+    // The parent's prompt fixed its first 3 messages, the child's first turn its first 7.
+    assert_eq!(points, vec![vec![1], vec![1, 3], vec![1, 3, 7]]);
+    assert!(records.iter().all(|r| how(r) == CacheHow::CacheControl));
+    let seen = server.seen();
+    let cached = |body: &Value| -> Vec<String> {
+        body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| {
+                m["content"]
+                    .as_array()
+                    .is_some_and(|b| b.last().unwrap().get("cache_control").is_some())
+            })
+            .map(|m| m["content"][0]["text"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let last = &seen[2].body;
+    assert_eq!(last["system"][0]["cache_control"], json!({"type": "ephemeral"}));
+    assert_eq!(cached(last), vec!["Noted 0.", "Noted 1."], "{last}");
+    assert_eq!(
+        last["messages"][0],
+        json!({"role": "user", "content": "News 0."}),
+        "others keep the short form"
+    );
+    assert!(cached(&seen[0].body).is_empty());
+    // Reads and writes are counted apart and priced apart: $0.80 per million prompt tokens,
+    // $0.08 read from the cache, $1.00 written to it, $4.00 completion.
+    let r = &records[2];
+    assert_eq!(
+        (r.prompt_tokens, r.cached_tokens, r.cache_write_tokens),
+        (1000, 600, 300)
+    );
+    let t = PriceTable::default().tally(&records).unwrap();
+    let paid = (100.0 * 0.80 + 600.0 * 0.08 + 300.0 * 1.00 + 10.0 * 4.00) / 1e6;
+    assert!((t.money - 3.0 * paid).abs() < 1e-15, "{t:?}");
+    assert!((t.saved - 3.0 * ((1000.0 * 0.80 + 10.0 * 4.00) / 1e6 - paid)).abs() < 1e-15);
+
+    // Switched off, nothing is marked: Anthropic caches nothing.
+    c.prompt_cache = false;
+    let before = server.seen().len();
+    let off = ann_calls(build_provider(&c).unwrap()).await;
+    assert!(off.iter().all(|r| how(r) == CacheHow::None));
+    assert!(
+        server.seen()[before..]
+            .iter()
+            .all(|s| s.body["system"].is_string() && cached(&s.body).is_empty())
+    );
+}
+
+#[tokio::test]
+async fn gemini_reports_its_implicit_cache_hits_and_they_are_priced_as_cached() {
+    let server = script(vec![ok(json!({
+        "candidates": [{"content": {"role": "model", "parts": [{"text": "ok"}]}, "finishReason": "STOP"}],
+        "usageMetadata": {"promptTokenCount": 1000, "candidatesTokenCount": 10, "cachedContentTokenCount": 700}
+    }))])
+    .await;
+    let mut c = config(Dialect::Gemini, &server, "/v1beta");
+    c.model = "gemini-2.0-flash".into();
+    let records = ann_calls(build_provider(&c).unwrap()).await;
+    assert!(
+        records
+            .iter()
+            .all(|r| how(r) == CacheHow::Implicit && r.cached_tokens == 700)
+    );
+    assert!(
+        server.seen().iter().all(|s| s.body.get("cachedContent").is_none()),
+        "no explicit cache"
+    );
+    let t = PriceTable::default().tally(&records).unwrap();
+    let paid = (300.0 * 0.10 + 700.0 * 0.025 + 10.0 * 0.40) / 1e6;
+    assert!((t.money - 3.0 * paid).abs() < 1e-15, "{t:?}");
 }
 
 // ---------------------------------------------------------------------------------------------

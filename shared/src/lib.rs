@@ -686,8 +686,32 @@ pub struct Usage {
     pub cached_tokens: u64,
     /// What the calls cost in US dollars by the server's price table; absent when there are no
     /// calls or any was made on a model without a price (the offline players, a local model).
+    /// Cached prompt tokens are priced at the model's cached price, tokens written to a cache at
+    /// its cache-write price, and coalesced calls cost nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub money: Option<f64>,
+    /// Of the prompt tokens, those providers said they wrote to their prompt cache.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
+    /// What prompt caching and coalesced calls saved in US dollars: the calls at the full prompt
+    /// price, less `money` (negative when cache writes cost more than cache reads saved).
+    /// Absent when `money` is, or when nothing was saved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saved: Option<f64>,
+    /// Calls answered by an identical call of another run in flight at the same time (counted
+    /// in `calls`, paid once).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub coalesced_calls: u64,
+    /// The share of prompt tokens that repeat a prefix an earlier call of the same agent sent
+    /// (its prompt at the fork or on its last turn), from 0 to 1: what a provider's prompt
+    /// cache could serve. Estimated from the prefixes' share of the prompts' bytes; absent when
+    /// no call repeated one (and for calls recorded before it was measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cacheable_share: Option<f64>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// `GET …/node/{n}/info`: a node's status, failure reason and LLM usage.

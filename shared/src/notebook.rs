@@ -208,6 +208,37 @@ pub struct NodeCall {
     /// run's numbering.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub ask: bool,
+    /// Of the prompt tokens, those the provider served from its cache (from the recording).
+    #[serde(default, skip_serializing_if = "crate::is_zero")]
+    pub cached_tokens: u64,
+    /// Of the prompt tokens, those the provider wrote to its cache (from the recording).
+    #[serde(default, skip_serializing_if = "crate::is_zero")]
+    pub cache_write_tokens: u64,
+    /// What the call asked of the provider's prompt cache (from the recording; absent offline
+    /// and in recordings of earlier versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CallCache>,
+    /// The call was answered by an identical call another run had in flight at the same time:
+    /// this run made none and paid nothing for it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub coalesced: bool,
+}
+
+/// What a model call asked of its provider's prompt cache.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct CallCache {
+    /// `prompt_cache_key` (OpenAI's key was sent), `cache_control` (Anthropic's breakpoints were
+    /// placed), `implicit` (nothing to send: the provider caches prefixes by itself, as Gemini
+    /// and OpenAI-compatible servers do) or `none` (nothing asked, nothing cached).
+    pub how: String,
+    /// The `prompt_cache_key` sent: one per tree, node the run started from, and agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Where the `cache_control` breakpoints were put, as prefix lengths in prompt messages
+    /// (1: after the system prompt and tools; 0: after the tools).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub breakpoints: Vec<u32>,
 }
 
 /// `GET …/node/{n}/calls`.

@@ -4292,7 +4292,8 @@ async fn select_and_check(b: &Browser, t: u64, n: u64) {
         u["prompt_tokens"].as_u64().unwrap() + u["completion_tokens"].as_u64().unwrap(),
     );
     if calls > 0 {
-        shows(b, "#node-usage", &format!("{calls} calls · {tokens} tokens")).await;
+        let want = format!("{calls} calls · {tokens} tokens{}", money_part(u));
+        shows(b, "#node-usage", &want).await;
     } else {
         b.wait_count("#node-usage", 0).await;
     }
@@ -4300,11 +4301,30 @@ async fn select_and_check(b: &Browser, t: u64, n: u64) {
     let u = &usage["usage"];
     if u["calls"].as_u64() > Some(0) {
         let want = format!(
-            "LLM: {} calls · {} + {} tokens · {} ms",
-            u["calls"], u["prompt_tokens"], u["completion_tokens"], u["latency_ms"]
+            "LLM: {} calls · {} + {} tokens · {} ms{}",
+            u["calls"],
+            u["prompt_tokens"],
+            u["completion_tokens"],
+            u["latency_ms"],
+            money_part(u)
         );
         shows(b, "#usage", &want).await;
     }
+}
+
+/// What a usage line adds for money, savings and the cacheable share, as the API gives them.
+fn money_part(u: &Value) -> String {
+    let mut s = String::new();
+    if let Some(m) = u["money"].as_f64() {
+        s.push_str(&format!(" · ${m:.4}"));
+    }
+    if let Some(v) = u["saved"].as_f64() {
+        s.push_str(&format!(" (saved by caching ${v:.4})"));
+    }
+    if let Some(c) = u["cacheable_share"].as_f64() {
+        s.push_str(&format!(" · {:.0}% of input cacheable", c * 100.0));
+    }
+    s
 }
 
 /// The parallel-run form's cost line against `?estimate=true` of the same request.

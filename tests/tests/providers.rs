@@ -17,6 +17,8 @@ use simtree_e2e::{Server, mock_reply, serve_provider};
 struct Fake {
     calls: Arc<AtomicU64>,
     fail: bool,
+    /// How long each answer takes.
+    delay: std::time::Duration,
     /// Every request body, in arrival order.
     bodies: Arc<std::sync::Mutex<Vec<Value>>>,
 }
@@ -26,6 +28,7 @@ struct Fake {
 async fn completions(State(f): State<Fake>, Json(body): Json<Value>) -> (StatusCode, Json<Value>) {
     f.calls.fetch_add(1, Ordering::SeqCst);
     f.bodies.lock().unwrap().push(body.clone());
+    tokio::time::sleep(f.delay).await;
     if f.fail {
         return (
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -70,9 +73,15 @@ fn fake_prompt_tokens(body: &Value) -> usize {
 }
 
 async fn fake_provider(fail: bool) -> (String, Fake, tokio::task::JoinHandle<()>) {
+    slow_provider(fail, std::time::Duration::ZERO).await
+}
+
+/// [`fake_provider`] taking `delay` over each answer.
+async fn slow_provider(fail: bool, delay: std::time::Duration) -> (String, Fake, tokio::task::JoinHandle<()>) {
     let fake = Fake {
         calls: Arc::default(),
         fail,
+        delay,
         bodies: Arc::default(),
     };
     let app = axum::Router::new()
@@ -537,4 +546,102 @@ async fn estimates_cost_nothing_and_a_money_budget_is_never_exceeded() {
     let bill = billed(&fake, 30.0, 60.0);
     assert!(bill <= limit, "the provider billed ${bill} of a ${limit} budget");
     let _ = std::fs::remove_file(prices);
+}
+
+/// A `same_seed` fan-out of 4 on a provider that takes 300 ms per answer: every step's four
+/// identical calls are in flight at once, so the provider is asked once per step; each child
+/// records the answer (the copies marked coalesced, paid once) and replays alone. With
+/// `LLM_COALESCE=false` the provider is asked four times per step.
+#[tokio::test]
+async fn a_same_seed_fan_out_makes_one_upstream_call_per_step() {
+    for coalesce in [true, false] {
+        let (url, fake, provider) = slow_provider(false, std::time::Duration::from_millis(300)).await;
+        let s = Server::start_env(
+            &[],
+            &[
+                ("LLM_DIALECT", "openai"),
+                ("LLM_BASE_URL", &url),
+                ("LLM_MODEL", "gpt-4o-mini"),
+                ("LLM_TIMEOUT_S", "10"),
+                ("LLM_COALESCE", if coalesce { "true" } else { "false" }),
+            ],
+        );
+        let t = s.create("simple_chat").await;
+        let p = |rest: &str| format!("/devui/simtree/{t}{rest}");
+        let (st, multi) = s
+            .post(
+                &p("/advance_multi"),
+                &json!({"parent": 0, "turns": 3, "count": 4, "same_seed": true}),
+            )
+            .await;
+        assert_eq!(st, 200, "{multi}");
+        let children: Vec<u64> = multi["children"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_u64().unwrap())
+            .collect();
+        let mut per_child = Vec::new();
+        for &c in &children {
+            let info = s.get(&p(&format!("/node/{c}/info"))).await.1;
+            assert_eq!(info["status"], "done", "{info}");
+            per_child.push(info["recorded_calls"].as_u64().unwrap());
+        }
+        let steps = per_child[0];
+        assert!(steps >= 3, "{per_child:?}");
+        assert!(per_child.iter().all(|n| *n == steps), "{per_child:?}");
+        let upstream = fake.calls.load(Ordering::SeqCst);
+        let usage = s.get(&p("/usage")).await.1["usage"].clone();
+        if coalesce {
+            assert_eq!(upstream, steps, "one upstream call per step: {usage}");
+            assert_eq!(usage["coalesced_calls"], 3 * steps, "{usage}");
+            // Paid once: the tree's money is one child's calls at full price, the rest saved.
+            let one = s.get(&p(&format!("/node/{}/info", children[0]))).await.1["usage"].clone();
+            let full = one["money"].as_f64().unwrap() + one["saved"].as_f64().unwrap_or(0.0);
+            let (money, saved) = (usage["money"].as_f64().unwrap(), usage["saved"].as_f64().unwrap());
+            assert!(
+                (money - full).abs() < 1e-12 && (saved - 3.0 * full).abs() < 1e-12,
+                "{usage} {one}"
+            );
+        } else {
+            assert_eq!(upstream, 4 * steps, "coalescing off: {usage}");
+            assert!(usage.get("coalesced_calls").is_none(), "{usage}");
+        }
+        // The children of an ordinary fan-out have seeds of their own: their calls are never
+        // shared, even when their prompts are equal, so their samples stay independent.
+        let before = fake.calls.load(Ordering::SeqCst);
+        let (st, other) = s
+            .post(&p("/advance_multi"), &json!({"parent": 0, "turns": 2, "count": 3}))
+            .await;
+        assert_eq!(st, 200, "{other}");
+        let mut made = 0;
+        for c in other["children"].as_array().unwrap() {
+            let info = s.get(&p(&format!("/node/{c}/info"))).await.1;
+            assert_eq!(info["usage"].get("coalesced_calls"), None, "{info}");
+            made += info["recorded_calls"].as_u64().unwrap();
+        }
+        assert_eq!(fake.calls.load(Ordering::SeqCst) - before, made);
+        // Every child's recording replays alone, the provider stopped.
+        provider.abort();
+        let _ = provider.await;
+        let original = own(&s.get(&p(&format!("/node/{}/logs", children[3]))).await.1, children[3]);
+        let (st, rep) = s.post(&p("/replay"), &json!({"node": children[3]})).await;
+        assert_eq!(st, 200, "{rep}");
+        let copy = rep["child"].as_u64().unwrap();
+        let replayed = own(&s.get(&p(&format!("/node/{copy}/logs"))).await.1, copy);
+        assert_eq!(original, replayed);
+        // The calls trace shows which calls were answered by another child's, and the key sent.
+        let mut coalesced = 0;
+        for &c in &children {
+            let calls = s.get(&p(&format!("/node/{c}/calls"))).await.1;
+            let calls = calls["calls"].as_array().unwrap().clone();
+            assert_eq!(calls.len() as u64, steps);
+            coalesced += calls.iter().filter(|c| c["coalesced"] == true).count() as u64;
+            assert!(
+                calls.iter().all(|c| c["cache"]["how"] == "prompt_cache_key"),
+                "{calls:?}"
+            );
+        }
+        assert_eq!(coalesced, if coalesce { 3 * steps } else { 0 });
+    }
 }

@@ -91,10 +91,11 @@ pub(super) fn Inspector(tree: Tree, node_view: RwSignal<Option<KindView>>) -> im
             let u = &i.as_ref()?.usage;
             let calls = Some(u.calls).filter(|c| *c > 0)?;
             Some(format!(
-                "{calls} {} · {} {}",
+                "{calls} {} · {} {}{}",
                 ctx.tr("usage.calls"),
                 u.prompt_tokens + u.completion_tokens,
-                ctx.tr("usage.tokens")
+                ctx.tr("usage.tokens"),
+                crate::ops::money_text(u, ctx.tr("usage.saved"), ctx.tr("usage.cacheable"))
             ))
         })
     };

@@ -23,19 +23,25 @@ use crate::abm::model::AbmDocument;
 use crate::abm::schema::{Provider, wrapped};
 use crate::abm::validate::validate_document;
 use crate::llm::ledger::UsageTotals;
+use crate::llm::price::Tally;
 use crate::tree::NodeId;
 use axum::extract::Query;
 
 type AppResult<T> = Result<T, ApiError>;
 
-fn usage_of(t: UsageTotals, money: Option<f64>) -> Usage {
+fn usage_of(t: UsageTotals, tally: Option<Tally>) -> Usage {
     Usage {
         calls: t.calls,
         prompt_tokens: t.prompt_tokens,
         completion_tokens: t.completion_tokens,
         latency_ms: t.latency_ms,
         cached_tokens: t.cached_tokens,
-        money,
+        money: tally.map(|m| m.money),
+        cache_write_tokens: t.cache_write_tokens,
+        saved: tally.map(|m| m.saved).filter(|s| *s != 0.0),
+        coalesced_calls: t.coalesced,
+        cacheable_share: (t.repeated_tokens > 0 && t.prompt_tokens > 0)
+            .then(|| t.repeated_tokens as f64 / t.prompt_tokens as f64),
     }
 }
 type St = State<Arc<AppState>>;
@@ -255,7 +261,7 @@ pub async fn node_info(State(app): St, ApiPath((tree, node)): ApiPath<(u64, Node
             id: n.id,
             status: n.status,
             error: n.error.clone(),
-            usage: usage_of(UsageTotals::of(&n.records), app.wb.prices.money_of(&n.records)),
+            usage: usage_of(UsageTotals::of(&n.records), app.wb.prices.tally(&n.records)),
             recorded_calls: n.records.len() as u64,
             seed,
             annotation: t.notes.get(&node).cloned(),
@@ -274,7 +280,7 @@ pub async fn usage(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Jso
     let handle = app.wb.tree(tree)?;
     let (total, money) = {
         let t = handle.lock();
-        (t.usage(), app.wb.prices.money_of(t.records()))
+        (t.usage(), app.wb.prices.tally(t.records()))
     };
     let b = handle.budget.as_deref();
     let limits = b.map(|b| b.limits()).unwrap_or_default();

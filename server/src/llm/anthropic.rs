@@ -10,8 +10,15 @@
 //! answer by "calling" it, and its `input` is the structured value. Headers: `x-api-key` and
 //! `anthropic-version` (configurable, default `2023-06-01`).
 //!
+//! Prompt cache: Anthropic caches nothing unasked. With the prompt cache on (the default), up to
+//! four `cache_control` breakpoints are placed ([`breakpoints`]): after the tools and system
+//! prompt (the system prompt then takes the block form), and after each prefix the request's
+//! hints say an earlier call sent (the agent's prompt at the fork and on its last turn), on the
+//! last block of that prefix's last message.
+//!
 //! Response: text blocks joined, `tool_use` blocks as tool calls, `usage` (cache reads and
-//! writes count as prompt tokens), `stop_reason: refusal` as a refusal.
+//! writes count as prompt tokens, and are kept apart too, as they are priced apart),
+//! `stop_reason: refusal` as a refusal.
 //!
 //! Streaming: `stream: true`; the events (`message_start` with the input usage,
 //! `content_block_start`/`_delta` with text and tool input JSON in pieces, `message_delta` with the
@@ -21,7 +28,7 @@
 use serde_json::{Map, Value, json};
 
 use super::LlmError;
-use super::chat::{ChatRequest, ChatResponse, Message, Role, ToolCall, ToolChoice, Usage};
+use super::chat::{CacheHow, CacheUse, ChatRequest, ChatResponse, Message, Role, ToolCall, ToolChoice, Usage};
 use super::config::{Dialect, LlmConfig};
 use super::wire::{StreamError, StreamReader, Wire, event_json};
 
@@ -29,16 +36,60 @@ use super::wire::{StreamError, StreamReader, Wire, event_json};
 #[derive(Clone, Copy, Debug, Default)]
 pub struct AnthropicWire;
 
+/// The breakpoint Anthropic caches a prefix up to.
+fn ephemeral() -> Value {
+    json!({"type": "ephemeral"})
+}
+
+/// The most `cache_control` breakpoints one request may carry.
+const MAX_BREAKPOINTS: usize = 4;
+
+/// Where `request` gets `cache_control` breakpoints, as prefix lengths in messages: after the
+/// system prompt (which Anthropic caches with the tools before it), or after the tools when there
+/// is no system prompt; then after each prefix an earlier call sent (the request's hints: the
+/// prompt at the fork, the prompt of the last turn). None when the prompt cache is off.
+pub fn breakpoints(config: &LlmConfig, request: &ChatRequest) -> Vec<u32> {
+    if !config.prompt_cache {
+        return Vec::new();
+    }
+    let ms = &request.messages;
+    let system = ms.iter().take_while(|m| m.role == Role::System).count();
+    let mut out = Vec::new();
+    if system > 0 && ms[..system].iter().any(|m| !m.content.is_empty()) {
+        out.push(system as u32);
+    } else if !request.tools.is_empty() || request.response_schema.is_some() {
+        out.push(0);
+    }
+    for &p in &request.cache.prefixes {
+        // A breakpoint goes on the prefix's last message, which must be a non-empty one of the
+        // conversation (empty text blocks are refused).
+        if p <= system || p >= ms.len() {
+            continue;
+        }
+        let last = &ms[p - 1];
+        if !last.content.is_empty() || !last.tool_calls().is_empty() || last.role == Role::Tool {
+            out.push(p as u32);
+        }
+    }
+    out.truncate(MAX_BREAKPOINTS);
+    out
+}
+
 /// The conversation as `messages` (system messages go to `system`). Plain text keeps the short
-/// string form of `content`; tool calls and results need the block form.
-fn messages(messages: &[Message]) -> Vec<Value> {
+/// string form of `content`; tool calls and results need the block form, and so does a message
+/// that ends a cached prefix (its index is in `marks`: its last block carries `cache_control`).
+fn messages(messages: &[Message], marks: &[usize]) -> Vec<Value> {
     let mut out: Vec<Value> = Vec::new();
-    for m in messages {
+    for (i, m) in messages.iter().enumerate() {
+        let marked = marks.contains(&i);
         match m.role {
             Role::System => {}
             Role::Tool => {
-                let block = json!({"type": "tool_result",
+                let mut block = json!({"type": "tool_result",
                     "tool_use_id": m.tool_call_id().unwrap_or_default(), "content": m.content.as_ref()});
+                if marked {
+                    block["cache_control"] = ephemeral();
+                }
                 // Every result of one turn's calls goes back in the one user message after it.
                 let last = out
                     .last_mut()
@@ -58,8 +109,13 @@ fn messages(messages: &[Message]) -> Vec<Value> {
                     let id = c.id.clone().unwrap_or_else(|| format!("call_{n}"));
                     blocks.push(json!({"type": "tool_use", "id": id, "name": c.name, "input": c.arguments_object()}));
                 }
+                if let (true, Some(last)) = (marked, blocks.last_mut()) {
+                    last["cache_control"] = ephemeral();
+                }
                 out.push(json!({"role": "assistant", "content": blocks}));
             }
+            role if marked => out.push(json!({"role": role.as_str(), "content": [
+                {"type": "text", "text": m.content.as_ref(), "cache_control": ephemeral()}]})),
             role => out.push(json!({"role": role.as_str(), "content": m.content.as_ref()})),
         }
     }
@@ -86,7 +142,10 @@ impl Wire for AnthropicWire {
     }
 
     fn body(&self, config: &LlmConfig, request: &ChatRequest) -> Value {
-        let messages = messages(&request.messages);
+        let points = breakpoints(config, request);
+        // A prefix of n messages ends with message n - 1; 0 (after the tools) marks the last tool.
+        let marks: Vec<usize> = points.iter().filter(|&&p| p > 0).map(|&p| p as usize - 1).collect();
+        let messages = messages(&request.messages, &marks);
         let mut b = Map::new();
         b.insert("model".into(), json!(config.model));
         b.insert(
@@ -94,7 +153,14 @@ impl Wire for AnthropicWire {
             json!(request.max_tokens.unwrap_or(config.max_tokens)),
         );
         if let Some(sys) = request.system_text() {
-            b.insert("system".into(), json!(sys));
+            // Cached, the system prompt takes the block form that carries the breakpoint.
+            let cached = marks.iter().any(|&i| request.messages[i].role == Role::System);
+            let system = if cached {
+                json!([{"type": "text", "text": sys, "cache_control": ephemeral()}])
+            } else {
+                json!(sys)
+            };
+            b.insert("system".into(), system);
         }
         b.insert("messages".into(), Value::Array(messages));
         b.insert(
@@ -126,6 +192,11 @@ impl Wire for AnthropicWire {
                 ToolChoice::Tool(name) => json!({"type": "tool", "name": name}),
             })
         };
+        if points.first() == Some(&0)
+            && let Some(last) = tools.last_mut()
+        {
+            last["cache_control"] = ephemeral();
+        }
         if !tools.is_empty() {
             b.insert("tools".into(), Value::Array(tools));
         }
@@ -133,6 +204,19 @@ impl Wire for AnthropicWire {
             b.insert("tool_choice".into(), c);
         }
         Value::Object(b)
+    }
+
+    fn cache(&self, config: &LlmConfig, request: &ChatRequest) -> CacheUse {
+        let breakpoints = breakpoints(config, request);
+        CacheUse {
+            how: if breakpoints.is_empty() {
+                CacheHow::None
+            } else {
+                CacheHow::CacheControl
+            },
+            key: None,
+            breakpoints,
+        }
     }
 
     fn stream(&self, config: &LlmConfig, request: &ChatRequest, body: &mut Value) -> Option<String> {
@@ -163,6 +247,7 @@ impl Wire for AnthropicWire {
                 + count("cache_read_input_tokens"),
             completion_tokens: count("output_tokens"),
             cached_tokens: count("cache_read_input_tokens"),
+            cache_write_tokens: count("cache_creation_input_tokens"),
         };
         let stop_reason = body.get("stop_reason").and_then(Value::as_str).map(str::to_string);
         let refusal =
@@ -207,6 +292,7 @@ impl Wire for AnthropicWire {
             finish_reason: stop_reason,
             cut_at_max_tokens: None, // set by the provider, which knows the limit
             retries: 0,
+            cache: None, // set by the provider, which knows what it sent
         })
     }
 }
@@ -328,6 +414,52 @@ impl StreamReader for AnthropicStream {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::llm::chat::{CacheHints, ToolSpec};
+
+    /// Without a system prompt the first breakpoint goes on the last tool; a prefix ending in a
+    /// tool result or an assistant's calls is marked on that message's last block.
+    #[test]
+    fn breakpoints_follow_tools_tool_results_and_calls() {
+        let call = ToolCall {
+            id: Some("c1".into()),
+            name: "vote".into(),
+            arguments: json!({}),
+        };
+        let mut request = ChatRequest::new(vec![
+            Message::new(Role::User, "Decide."),
+            Message::assistant_calls("", vec![call.clone()]),
+            Message::tool_result(&call, "done"),
+            Message::new(Role::User, "Again."),
+        ]);
+        request.tools = vec![ToolSpec {
+            name: "vote".into(),
+            description: "Vote.".into(),
+            parameters: json!({"type": "object"}),
+        }];
+        request.cache = CacheHints {
+            key: None,
+            prefixes: vec![2, 3, 4],
+        };
+        let config = LlmConfig::for_dialect(Dialect::Anthropic);
+        assert_eq!(
+            breakpoints(&config, &request),
+            vec![0, 2, 3],
+            "not past the prompt's end"
+        );
+        let body = AnthropicWire.body(&config, &request);
+        let ephemeral = json!({"type": "ephemeral"});
+        assert_eq!(body["tools"][0]["cache_control"], ephemeral);
+        assert_eq!(body["messages"][1]["content"][0]["cache_control"], ephemeral, "{body}");
+        assert_eq!(body["messages"][2]["content"][0]["cache_control"], ephemeral, "{body}");
+        assert_eq!(body["messages"][3]["content"], json!("Again."));
+        assert!(body.get("system").is_none());
+        let off = LlmConfig {
+            prompt_cache: false,
+            ..config
+        };
+        assert!(!AnthropicWire.body(&off, &request).to_string().contains("cache_control"));
+        assert_eq!(AnthropicWire.cache(&off, &request).how, CacheHow::None);
+    }
 
     #[test]
     fn a_stream_reads_as_the_same_response_as_the_plain_message() {

@@ -272,7 +272,7 @@ impl TreeBudget {
         let Some(completion) = request.max_tokens.or(max_tokens) else {
             return Err(Unbounded::NoMaxTokens(model.to_string()));
         };
-        Ok(price.cost(prompt_bound(request), u64::from(completion)))
+        Ok(price.worst(prompt_bound(request), u64::from(completion)))
     }
 
     /// Ends a call admitted by [`TreeBudget::reserve`]: its tokens and cost are charged (nothing
@@ -323,6 +323,7 @@ mod tests {
                 prompt_tokens: 70,
                 completion_tokens: 40,
                 cached_tokens: 0,
+                cache_write_tokens: 0,
             }),
         );
         assert_eq!(b.spent(), 110);
@@ -353,6 +354,7 @@ mod tests {
             prompt_tokens: 10,
             completion_tokens: 50,
             cached_tokens: 0,
+            cache_write_tokens: 0,
         };
         for h in holds {
             b.settle("fake:priced", h, Some(&used));
@@ -396,6 +398,7 @@ mod tests {
             prompt_tokens: 10,
             completion_tokens: 50,
             cached_tokens: 0,
+            cache_write_tokens: 0,
         };
         for _ in 0..3 {
             let h = part.reserve("fake:priced", &r, Some(100)).unwrap();

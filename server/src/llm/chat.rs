@@ -297,6 +297,68 @@ pub struct ChatRequest {
     /// Where the reply's text goes while it streams (`llm::stream`); not part of the request.
     #[serde(skip)]
     pub watch: Watch,
+    /// What the provider's prompt cache may be told (`llm::cache`); not part of the request
+    /// either: the same conversation asks the same whatever its hints.
+    #[serde(skip)]
+    pub cache: CacheHints,
+}
+
+/// Where a request's prompt repeats what earlier calls sent, and the key its calls share: set
+/// by the per-run client from the simulator's state (`llm::cache::hints`), read by the
+/// dialects to ask their provider's prompt cache for it (OpenAI `prompt_cache_key`, Anthropic
+/// `cache_control` breakpoints).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CacheHints {
+    /// One key per (tree, node the run started from, agent): the children of one node and the
+    /// turns of one agent share it.
+    pub key: Option<String>,
+    /// Lengths, in messages from the start (system included), of prefixes of this prompt that
+    /// an earlier call of the same agent sent byte for byte: its prompt at the fork and its
+    /// prompt on its last turn. Ascending, each shorter than the prompt.
+    pub prefixes: Vec<usize>,
+}
+
+/// How a call asked the provider's prompt cache for help, recorded with the call.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheHow {
+    /// Nothing was asked, and the provider caches nothing unasked (Anthropic with the prompt
+    /// cache switched off).
+    #[default]
+    None,
+    /// Nothing to send: the provider caches prefixes by itself (Gemini's implicit caching, an
+    /// OpenAI-compatible server without `prompt_cache_key`, llama.cpp's slots).
+    Implicit,
+    /// OpenAI's `prompt_cache_key` was sent.
+    PromptCacheKey,
+    /// Anthropic's `cache_control` breakpoints were placed.
+    CacheControl,
+}
+
+impl CacheHow {
+    /// The name as it is written in records and on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheHow::None => "none",
+            CacheHow::Implicit => "implicit",
+            CacheHow::PromptCacheKey => "prompt_cache_key",
+            CacheHow::CacheControl => "cache_control",
+        }
+    }
+}
+
+/// What one call asked of the provider's prompt cache.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheUse {
+    pub how: CacheHow,
+    /// The `prompt_cache_key` sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Where `cache_control` breakpoints were put, as prefix lengths in messages from the start
+    /// (1: after the system prompt, which follows the tools; 0: after the tools when there is
+    /// no system prompt).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub breakpoints: Vec<u32>,
 }
 
 impl ChatRequest {
@@ -328,6 +390,10 @@ pub struct Usage {
     /// Of the prompt tokens, those the server read from its prompt cache (when it says).
     #[serde(default)]
     pub cached_tokens: u64,
+    /// Of the prompt tokens, those the server wrote to its prompt cache, which some providers
+    /// bill above the prompt price (Anthropic's `cache_creation_input_tokens`).
+    #[serde(default)]
+    pub cache_write_tokens: u64,
 }
 
 impl Usage {
@@ -341,6 +407,7 @@ impl std::ops::AddAssign for Usage {
         self.prompt_tokens += o.prompt_tokens;
         self.completion_tokens += o.completion_tokens;
         self.cached_tokens += o.cached_tokens;
+        self.cache_write_tokens += o.cache_write_tokens;
     }
 }
 
@@ -369,6 +436,10 @@ pub struct ChatResponse {
     /// retried before this reply came: the provider's HTTP retries. 0 offline and in replays.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub retries: u32,
+    /// What the call asked of the provider's prompt cache (set by the HTTP provider; `None`
+    /// offline).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CacheUse>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -397,6 +468,18 @@ mod tests {
             serde_json::from_value(json!({"role": "tool", "content": "ok", "tool_call_id": "c1"})).unwrap();
         assert_eq!(back, Message::tool_result(&call, "ok"));
         assert_eq!((back.tool_call_id(), back.tool_calls().len()), (Some("c1"), 0));
+    }
+
+    #[test]
+    fn cache_use_names_are_those_serde_writes() {
+        for how in [
+            CacheHow::None,
+            CacheHow::Implicit,
+            CacheHow::PromptCacheKey,
+            CacheHow::CacheControl,
+        ] {
+            assert_eq!(serde_json::to_value(how).unwrap(), json!(how.as_str()));
+        }
     }
 
     #[test]

@@ -253,6 +253,13 @@ pub struct LlmConfig {
     /// Stream replies while someone watches the run (`LLM_STREAM`, default on; see
     /// `llm::stream`). Off, every call is a plain request.
     pub stream: bool,
+    /// Ask the provider's prompt cache for help (`LLM_PROMPT_CACHE`, default on; see
+    /// `llm::cache`): `prompt_cache_key` on the openai dialect, `cache_control` breakpoints on
+    /// anthropic. Off for a server that refuses fields it does not know.
+    pub prompt_cache: bool,
+    /// Send identical calls that runs of one fan-out have in flight at once to the provider
+    /// once (`LLM_COALESCE`, default on; see `llm::coalesce`).
+    pub coalesce: bool,
 }
 
 impl Default for LlmConfig {
@@ -286,6 +293,8 @@ impl LlmConfig {
             openai_json_mode: OpenAiJsonMode::JsonSchema,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             stream: true,
+            prompt_cache: true,
+            coalesce: true,
         }
     }
 
@@ -325,7 +334,7 @@ impl LlmConfig {
     /// `LLM_FREQUENCY_PENALTY`, `LLM_PRESENCE_PENALTY`, `LLM_MAX_TOKENS`, `LLM_TIMEOUT_S`,
     /// `LLM_MAX_RETRIES`, `LLM_RETRY_BACKOFF_S`, `LLM_MAX_BACKOFF_S`, `LLM_MAX_CONCURRENCY`,
     /// `LLM_REQUESTS_PER_S`, `LLM_ANTHROPIC_VERSION`, `LLM_OPENAI_JSON_MODE`,
-    /// `LLM_MAX_RESPONSE_BYTES`, `LLM_PREFIX_AFFINITY`, `LLM_STREAM`.
+    /// `LLM_MAX_RESPONSE_BYTES`, `LLM_PREFIX_AFFINITY`, `LLM_STREAM`, `LLM_PROMPT_CACHE`, `LLM_COALESCE`.
     ///
     /// As upstream, an empty or zero numeric setting keeps the default; an unparsable one is an
     /// error naming the variable.
@@ -347,6 +356,8 @@ impl LlmConfig {
             }),
             prefix_affinity: env_bool(&get, "LLM_PREFIX_AFFINITY")?,
             stream: env_bool(&get, "LLM_STREAM")?,
+            prompt_cache: env_bool(&get, "LLM_PROMPT_CACHE")?,
+            coalesce: env_bool(&get, "LLM_COALESCE")?,
             api_key: get("LLM_API_KEY").and_then(ApiKey::new),
             temperature: env_num(&get, "LLM_TEMPERATURE")?,
             top_p: env_num(&get, "LLM_TOP_P")?,
@@ -443,7 +454,9 @@ impl LlmConfig {
             openai_json_mode,
             max_response_bytes,
             prefix_affinity,
-            stream
+            stream,
+            prompt_cache,
+            coalesce
         );
         if let Some(u) = &o.base_url {
             self.base_url = Some(u.clone());
@@ -585,6 +598,10 @@ pub struct LlmOverride {
     pub max_response_bytes: Option<u64>,
     /// Stream replies while someone watches (see [`LlmConfig::stream`]).
     pub stream: Option<bool>,
+    /// Ask the provider's prompt cache for help (see [`LlmConfig::prompt_cache`]).
+    pub prompt_cache: Option<bool>,
+    /// Coalesce identical calls in flight at once (see [`LlmConfig::coalesce`]).
+    pub coalesce: Option<bool>,
 }
 
 /// One scenario's section of the config file: its own override plus per-agent ones.

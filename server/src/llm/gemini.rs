@@ -183,7 +183,9 @@ impl Wire for GeminiWire {
             prompt_tokens: count("promptTokenCount"),
             // Thinking models bill their thoughts as output.
             completion_tokens: count("candidatesTokenCount") + count("thoughtsTokenCount"),
+            // Implicit caching: Gemini serves repeated prefixes by itself and says how many.
             cached_tokens: count("cachedContentTokenCount"),
+            cache_write_tokens: 0,
         };
         let Some(cand) = body.get("candidates").and_then(Value::as_array).and_then(|c| c.first()) else {
             if let Some(reason) = body.pointer("/promptFeedback/blockReason").and_then(Value::as_str) {
@@ -238,6 +240,7 @@ impl Wire for GeminiWire {
             finish_reason,
             cut_at_max_tokens: None, // set by the provider, which knows the limit
             retries: 0,
+            cache: None, // set by the provider, which knows what it sent
         })
     }
 }

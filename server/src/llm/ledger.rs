@@ -18,7 +18,10 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::budget::TreeBudget;
+use super::cache;
 use super::chat::{ChatRequest, ChatResponse, Message, Role, Watch};
+use super::coalesce::{CallKey, Coalescer, Turn};
+use super::config::Dialect;
 use super::provider::ChatProvider;
 use super::record::LlmRecord;
 use super::{BoxFuture, LlmClient, LlmError, LlmState};
@@ -52,16 +55,31 @@ pub struct UsageTotals {
     pub latency_ms: u64,
     #[serde(default)]
     pub cached_tokens: u64,
+    #[serde(default)]
+    pub cache_write_tokens: u64,
+    /// Prompt tokens that repeat a prefix an earlier call sent (estimated, see
+    /// [`LlmRecord::repeated_tokens`]).
+    #[serde(default)]
+    pub repeated_tokens: u64,
+    /// Calls answered by an identical call in flight for another run (see `llm::coalesce`);
+    /// counted in `calls` too, but not paid.
+    #[serde(default)]
+    pub coalesced: u64,
 }
 
 impl UsageTotals {
     pub fn of(records: &[LlmRecord]) -> UsageTotals {
         records.iter().fold(UsageTotals::default(), |mut t, r| {
-            t.calls += 1;
-            t.prompt_tokens += r.prompt_tokens;
-            t.completion_tokens += r.completion_tokens;
-            t.latency_ms += r.latency_ms;
-            t.cached_tokens += r.cached_tokens;
+            t.add(&UsageTotals {
+                calls: 1,
+                prompt_tokens: r.prompt_tokens,
+                completion_tokens: r.completion_tokens,
+                latency_ms: r.latency_ms,
+                cached_tokens: r.cached_tokens,
+                cache_write_tokens: r.cache_write_tokens,
+                repeated_tokens: r.repeated_tokens,
+                coalesced: u64::from(r.coalesced),
+            });
             t
         })
     }
@@ -72,6 +90,9 @@ impl UsageTotals {
         self.completion_tokens += other.completion_tokens;
         self.latency_ms += other.latency_ms;
         self.cached_tokens += other.cached_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
+        self.repeated_tokens += other.repeated_tokens;
+        self.coalesced += other.coalesced;
     }
 }
 
@@ -142,25 +163,83 @@ pub struct MeteredClient {
     pub budget: Option<Arc<TreeBudget>>,
     /// Where replies stream while someone watches the run.
     pub watch: Watch,
+    /// Where identical calls of runs from one node meet (`None`: coalescing is off).
+    pub coalesce: Option<Arc<Coalescer>>,
 }
 
 impl LlmClient for MeteredClient {
     fn chat<'a>(&'a self, messages: &'a [Message], state: &'a mut LlmState) -> BoxFuture<'a, Result<String, LlmError>> {
         Box::pin(async move {
-            if let Some(earlier) = self.ledger.earlier(&request_hash(messages)) {
+            let hash = request_hash(messages);
+            if let Some(earlier) = self.ledger.earlier(&hash) {
                 return Ok(earlier.response);
             }
             let request = ChatRequest {
                 watch: self.watch.clone(),
+                cache: cache::plan(messages, state),
                 ..ChatRequest::new(messages.to_vec())
             };
-            let budget = self.budget.as_deref();
-            let response = metered_call(&*self.provider, &self.ledger, budget, &request, state, |r| {
-                r.text.clone()
-            })
-            .await?;
-            Ok(response.text)
+            // Only calls that reach a server are shared: an offline provider keeps per-run
+            // state (the mock's counters) that a shared answer would skip.
+            let networked = matches!(
+                self.provider.dialect(),
+                Dialect::OpenAi | Dialect::Gemini | Dialect::Anthropic
+            );
+            let coalescer = self.coalesce.as_ref().filter(|_| networked && state.affinity != 0);
+            let Some(coalescer) = coalescer else {
+                let (text, record) = self.call(&request, state).await?;
+                self.ledger.keep(record).await;
+                return Ok(text);
+            };
+            let key = CallKey {
+                provider: self.provider.label(),
+                affinity: state.affinity,
+                seed: state.seed,
+                hash,
+            };
+            loop {
+                match coalescer.join(key.clone()) {
+                    Turn::Lead(leader) => {
+                        let answer = self.call(&request, state).await;
+                        leader.finish(&answer);
+                        let (text, record) = answer?;
+                        self.ledger.keep(record).await;
+                        return Ok(text);
+                    }
+                    Turn::Wait(rx) => {
+                        // The leader was cancelled: ask again (and perhaps lead).
+                        let Ok(answer) = rx.await else { continue };
+                        let (text, record) = answer?;
+                        self.ledger
+                            .keep(LlmRecord {
+                                coalesced: true,
+                                ..record
+                            })
+                            .await;
+                        return Ok(text);
+                    }
+                }
+            }
         })
+    }
+}
+
+impl MeteredClient {
+    /// One metered call: the reply's text and its record, not yet kept.
+    async fn call(&self, request: &ChatRequest, state: &mut LlmState) -> Result<(String, LlmRecord), LlmError> {
+        let budget = self.budget.as_deref();
+        let (response, record) = metered_record(&*self.provider, budget, request, state, |r| r.text.clone()).await?;
+        Ok((response.text, record))
+    }
+}
+
+impl Ledger {
+    /// Hands `record` to the sink (before its answer is used), then keeps it.
+    async fn keep(&self, record: LlmRecord) {
+        if let Some(sink) = &self.sink {
+            sink(record.clone()).await;
+        }
+        self.push(record);
     }
 }
 
@@ -175,6 +254,19 @@ pub async fn metered_call(
     state: &mut LlmState,
     record: impl FnOnce(&ChatResponse) -> String,
 ) -> Result<ChatResponse, LlmError> {
+    let (response, recorded) = metered_record(provider, budget, request, state, record).await?;
+    ledger.keep(recorded).await;
+    Ok(response)
+}
+
+/// [`metered_call`] without keeping the record: the response and what would be recorded.
+async fn metered_record(
+    provider: &dyn ChatProvider,
+    budget: Option<&TreeBudget>,
+    request: &ChatRequest,
+    state: &mut LlmState,
+    record: impl FnOnce(&ChatResponse) -> String,
+) -> Result<(ChatResponse, LlmRecord), LlmError> {
     let model = provider.label();
     let hold = match budget {
         Some(b) => Some(b.reserve(&model, request, provider.max_tokens())?),
@@ -186,21 +278,23 @@ pub async fn metered_call(
         b.settle(&model, hold, result.as_ref().ok().map(|r| &r.usage));
     }
     let response = result?.into_result()?;
+    let usage = response.usage;
+    let repeated = cache::repeated_share(&request.messages, &request.cache);
     let recorded = LlmRecord {
         hash: request_hash(&request.messages),
         response: record(&response),
-        prompt_tokens: response.usage.prompt_tokens,
-        completion_tokens: response.usage.completion_tokens,
+        prompt_tokens: usage.prompt_tokens,
+        completion_tokens: usage.completion_tokens,
         latency_ms: started.elapsed().as_millis() as u64,
-        cached_tokens: response.usage.cached_tokens,
+        cached_tokens: usage.cached_tokens,
         model: Some(model),
         retries: response.retries,
+        cache_write_tokens: usage.cache_write_tokens,
+        cache: response.cache.clone(),
+        repeated_tokens: (usage.prompt_tokens as f64 * repeated).round() as u64,
+        coalesced: false,
     };
-    if let Some(sink) = &ledger.sink {
-        sink(recorded.clone()).await;
-    }
-    ledger.push(recorded);
-    Ok(response)
+    Ok((response, recorded))
 }
 
 /// Answers from recorded calls only (strict): the same request gets the same answers in the
@@ -352,9 +446,8 @@ mod tests {
             prompt_tokens: 1,
             completion_tokens: 2,
             latency_ms: 3,
-            cached_tokens: 0,
             model: None,
-            retries: 0,
+            ..LlmRecord::default()
         };
         let client = ReplayClient::new(&[rec("one"), rec("two")]);
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();

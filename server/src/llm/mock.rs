@@ -159,6 +159,7 @@ pub fn respond_to(request: &ChatRequest, state: &mut LlmState) -> Result<ChatRes
         prompt_tokens,
         completion_tokens: completion,
         cached_tokens: 0,
+        cache_write_tokens: 0,
     };
     out.finish_reason = Some("stop".into());
     Ok(out)

@@ -25,7 +25,9 @@ use serde::{Deserialize, Serialize};
 
 pub mod anthropic;
 pub mod budget;
+pub mod cache;
 pub mod chat;
+pub mod coalesce;
 pub mod config;
 pub mod e2e;
 pub mod endpoints;
@@ -85,6 +87,23 @@ pub struct LlmState {
     /// that a call is told apart by a value, never by reading its prompt; `None` at rest).
     #[serde(skip)]
     pub speaker: Option<String>,
+    /// Per agent, the prefixes of its prompts that earlier calls sent (its prompt at the fork
+    /// and on its last turn), which later prompts may repeat and a provider may serve from its
+    /// cache (`llm::cache`). Not stored: a simulator read back from the store starts without
+    /// them, and its first calls place no breakpoints beyond the system prompt.
+    #[serde(skip)]
+    pub prefixes: BTreeMap<String, cache::Sent>,
+}
+
+impl LlmState {
+    /// Starts a run keyed to `affinity` (a hash of the node it starts from, see
+    /// [`LlmState::affinity`]): what each agent sent last becomes its prompt at the fork.
+    pub fn start_run(&mut self, affinity: u64) {
+        self.affinity = affinity;
+        for sent in self.prefixes.values_mut() {
+            sent.fork = sent.last;
+        }
+    }
 }
 
 /// The offline policy a simulator runs with when its tree asked for one at creation.

@@ -18,7 +18,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::chat::{ChatRequest, ChatResponse, Message, ToolCall, ToolChoice, Usage};
+use super::chat::{CacheHow, CacheUse, ChatRequest, ChatResponse, Message, ToolCall, ToolChoice, Usage};
 use super::config::{Dialect, LlmConfig, OpenAiJsonMode};
 use super::wire::{StreamError, StreamReader, Wire, event_json};
 use super::{LlmError, schema};
@@ -59,6 +59,12 @@ fn message(m: &Message) -> Value {
         out.insert("tool_call_id".into(), json!(id));
     }
     Value::Object(out)
+}
+
+/// The `prompt_cache_key` sent with `request`: its hints' key, unless the prompt cache is
+/// switched off (a server that refuses fields it does not know).
+fn cache_key<'a>(config: &LlmConfig, request: &'a ChatRequest) -> Option<&'a str> {
+    request.cache.key.as_deref().filter(|_| config.prompt_cache)
 }
 
 impl Wire for OpenAiWire {
@@ -116,6 +122,9 @@ impl Wire for OpenAiWire {
             };
             b.insert("tool_choice".into(), choice);
         }
+        if let Some(key) = cache_key(config, request) {
+            b.insert("prompt_cache_key".into(), json!(key));
+        }
         if let Some(s) = &request.response_schema {
             let format = match config.openai_json_mode {
                 OpenAiJsonMode::JsonSchema => {
@@ -135,6 +144,20 @@ impl Wire for OpenAiWire {
             b.insert("response_format".into(), format);
         }
         Value::Object(b)
+    }
+
+    fn cache(&self, config: &LlmConfig, request: &ChatRequest) -> CacheUse {
+        match cache_key(config, request) {
+            Some(key) => CacheUse {
+                how: CacheHow::PromptCacheKey,
+                key: Some(key.to_string()),
+                ..CacheUse::default()
+            },
+            None => CacheUse {
+                how: CacheHow::Implicit,
+                ..CacheUse::default()
+            },
+        }
     }
 
     fn stream(&self, config: &LlmConfig, request: &ChatRequest, body: &mut Value) -> Option<String> {
@@ -206,12 +229,14 @@ impl Wire for OpenAiWire {
                 cached_tokens: count("prompt_tokens_details/cached_tokens")
                     .or_else(|| body.pointer("/timings/cache_n").and_then(Value::as_u64))
                     .unwrap_or(0),
+                cache_write_tokens: 0,
             },
             latency_ms: 0,
             refusal,
             finish_reason,
             cut_at_max_tokens: None, // set by the provider, which knows the limit
             retries: 0,
+            cache: None, // set by the provider, which knows what it sent
         })
     }
 }

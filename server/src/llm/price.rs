@@ -1,6 +1,12 @@
 //! What model calls cost: a price table (US dollars per million prompt and completion tokens, per
 //! model) that turns recorded tokens into money for usage, estimates and money budgets.
 //!
+//! Prompt tokens a provider served from its cache cost less (the `cached` price), and tokens it
+//! wrote to its cache may cost more (the `cache_write` price: Anthropic's 1.25 times the prompt
+//! price); either defaults to the prompt price. A call answered by another run's identical call
+//! (coalesced) costs nothing. What caching and coalescing saved is the difference from every
+//! prompt token at the prompt price ([`PriceTable::tally`]).
+//!
 //! The table starts from a small default of well-known hosted models' list prices and takes a
 //! file (`--prices FILE`, or `SIMTREE_PRICES`) whose entries add to or replace the defaults. A
 //! model is looked up by its `dialect:model` label first, then by the model's name alone. The
@@ -16,19 +22,56 @@ use serde::{Deserialize, Serialize};
 use super::chat::Usage;
 use super::record::LlmRecord;
 
-/// Dollars per million tokens, each way.
+/// Dollars per million tokens, each way, and for prompt tokens read from or written to the
+/// provider's cache.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Price {
     pub prompt: f64,
     pub completion: f64,
+    /// Per million prompt tokens served from the provider's cache; the prompt price when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached: Option<f64>,
+    /// Per million prompt tokens written to the provider's cache; the prompt price when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write: Option<f64>,
 }
 
 impl Price {
-    /// What `prompt` and `completion` tokens cost at this price.
+    /// What `prompt` and `completion` tokens cost at this price, every prompt token at the
+    /// prompt price (as if nothing were cached).
     pub fn cost(&self, prompt: u64, completion: u64) -> f64 {
         (prompt as f64 * self.prompt + completion as f64 * self.completion) / 1e6
     }
+
+    /// What `usage` cost: cached prompt tokens at the cached price, those written to the cache at
+    /// the cache-write price, the rest at the prompt price.
+    pub fn cost_of(&self, usage: &Usage) -> f64 {
+        let cached = usage.cached_tokens.min(usage.prompt_tokens);
+        let written = usage.cache_write_tokens.min(usage.prompt_tokens - cached);
+        let plain = usage.prompt_tokens - cached - written;
+        (plain as f64 * self.prompt
+            + cached as f64 * self.cached.unwrap_or(self.prompt)
+            + written as f64 * self.cache_write.unwrap_or(self.prompt)
+            + usage.completion_tokens as f64 * self.completion)
+            / 1e6
+    }
+
+    /// The most `prompt` and `completion` tokens can cost, whatever the cache does (every prompt
+    /// token at the higher of the prompt and cache-write prices): what a money cap holds.
+    pub fn worst(&self, prompt: u64, completion: u64) -> f64 {
+        let per_prompt = self.prompt.max(self.cache_write.unwrap_or(self.prompt));
+        (prompt as f64 * per_prompt + completion as f64 * self.completion) / 1e6
+    }
+}
+
+/// Money of recorded calls: what they cost, and what caching and coalescing saved.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Tally {
+    pub money: f64,
+    /// Every prompt token at the prompt price, less what the calls cost (negative when cache
+    /// writes cost more than cache reads saved).
+    pub saved: f64,
 }
 
 /// Why a price file was refused; the message names the file's entry at fault.
@@ -49,19 +92,21 @@ const MAX_NAME: usize = 200;
 /// The highest price per million tokens accepted (a typo of a few zeros is refused, not billed).
 const MAX_PRICE: f64 = 10_000.0;
 
-/// List prices of well-known hosted models (USD per million tokens, prompt and completion) at
-/// the time of writing. Providers change them: a price file overrides any of them.
-const DEFAULTS: &[(&str, f64, f64)] = &[
-    ("gpt-4o", 2.50, 10.00),
-    ("gpt-4o-mini", 0.15, 0.60),
-    ("gpt-4.1", 2.00, 8.00),
-    ("gpt-4.1-mini", 0.40, 1.60),
-    ("gpt-4.1-nano", 0.10, 0.40),
-    ("claude-3-5-haiku-latest", 0.80, 4.00),
-    ("claude-3-5-sonnet-latest", 3.00, 15.00),
-    ("claude-sonnet-4-0", 3.00, 15.00),
-    ("gemini-1.5-flash", 0.075, 0.30),
-    ("gemini-2.0-flash", 0.10, 0.40),
+/// List prices of well-known hosted models (USD per million tokens: prompt, completion, cached
+/// prompt, cache write) at the time of writing. OpenAI and Gemini charge nothing extra to write
+/// their caches; Anthropic charges 1.25 times the prompt price. Providers change them: a price
+/// file overrides any of them.
+const DEFAULTS: &[(&str, f64, f64, f64, Option<f64>)] = &[
+    ("gpt-4o", 2.50, 10.00, 1.25, None),
+    ("gpt-4o-mini", 0.15, 0.60, 0.075, None),
+    ("gpt-4.1", 2.00, 8.00, 0.50, None),
+    ("gpt-4.1-mini", 0.40, 1.60, 0.10, None),
+    ("gpt-4.1-nano", 0.10, 0.40, 0.025, None),
+    ("claude-3-5-haiku-latest", 0.80, 4.00, 0.08, Some(1.00)),
+    ("claude-3-5-sonnet-latest", 3.00, 15.00, 0.30, Some(3.75)),
+    ("claude-sonnet-4-0", 3.00, 15.00, 0.30, Some(3.75)),
+    ("gemini-1.5-flash", 0.075, 0.30, 0.01875, None),
+    ("gemini-2.0-flash", 0.10, 0.40, 0.025, None),
 ];
 
 impl Default for PriceTable {
@@ -69,7 +114,15 @@ impl Default for PriceTable {
         PriceTable {
             models: DEFAULTS
                 .iter()
-                .map(|&(m, prompt, completion)| (m.to_string(), Price { prompt, completion }))
+                .map(|&(m, prompt, completion, cached, cache_write)| {
+                    let price = Price {
+                        prompt,
+                        completion,
+                        cached: Some(cached),
+                        cache_write,
+                    };
+                    (m.to_string(), price)
+                })
                 .collect(),
         }
     }
@@ -77,7 +130,8 @@ impl Default for PriceTable {
 
 impl PriceTable {
     /// The defaults with a price file's entries added or replaced: a JSON object of model →
-    /// `{"prompt": dollars per 1M tokens, "completion": …}`.
+    /// `{"prompt": dollars per 1M tokens, "completion": …}`, optionally with `"cached"` and
+    /// `"cache_write"` (each the prompt price when absent).
     pub fn with_file(text: &str) -> Result<PriceTable, PriceError> {
         let de = &mut serde_json::Deserializer::from_str(text);
         let entries: BTreeMap<String, Price> =
@@ -92,7 +146,12 @@ impl PriceTable {
                     "{model:?}: a model name has 1 to {MAX_NAME} characters"
                 )));
             }
-            for (what, v) in [("prompt", price.prompt), ("completion", price.completion)] {
+            let optional = [("cached", price.cached), ("cache_write", price.cache_write)];
+            let given = optional.iter().filter_map(|&(what, v)| Some((what, v?)));
+            for (what, v) in [("prompt", price.prompt), ("completion", price.completion)]
+                .into_iter()
+                .chain(given)
+            {
                 if !(v.is_finite() && (0.0..=MAX_PRICE).contains(&v)) {
                     return Err(PriceError(format!(
                         "{model}.{what}: {v} is not a price from 0 to {MAX_PRICE} dollars per million tokens"
@@ -125,23 +184,32 @@ impl PriceTable {
         self.models.get(label).or_else(|| self.models.get(model)).copied()
     }
 
-    /// What `usage` cost on `label`'s model; `None` when it has no price.
+    /// What `usage` cost on `label`'s model, cached tokens at their price; `None` when it has no
+    /// price.
     pub fn cost(&self, label: &str, usage: &Usage) -> Option<f64> {
-        self.price(label)
-            .map(|p| p.cost(usage.prompt_tokens, usage.completion_tokens))
+        self.price(label).map(|p| p.cost_of(usage))
     }
 
     /// What recorded calls cost: `None` when there are none or any lacks a price (a call
     /// recorded before models were, or on an unpriced model), so a sum is never a partial one.
     pub fn money_of<'a>(&self, records: impl IntoIterator<Item = &'a LlmRecord>) -> Option<f64> {
-        let mut total = 0.0;
+        self.tally(records).map(|t| t.money)
+    }
+
+    /// What recorded calls cost and what caching and coalescing saved, on the terms of
+    /// [`PriceTable::money_of`]. A coalesced call costs nothing and saves its full price.
+    pub fn tally<'a>(&self, records: impl IntoIterator<Item = &'a LlmRecord>) -> Option<Tally> {
+        let mut t = Tally::default();
         let mut any = false;
         for r in records {
             let price = self.price(r.model.as_deref()?)?;
-            total += price.cost(r.prompt_tokens, r.completion_tokens);
+            let full = price.cost(r.prompt_tokens, r.completion_tokens);
+            let paid = if r.coalesced { 0.0 } else { price.cost_of(&r.usage()) };
+            t.money += paid;
+            t.saved += full - paid;
             any = true;
         }
-        any.then_some(total)
+        any.then_some(t)
     }
 }
 
@@ -174,8 +242,65 @@ mod tests {
             prompt_tokens: 1_000_000,
             completion_tokens: 500_000,
             cached_tokens: 0,
+            cache_write_tokens: 0,
         };
         assert_eq!(t.cost("openai:gpt-4o-mini", &usage), Some(2.0));
+    }
+
+    #[test]
+    fn cached_and_cache_written_tokens_have_prices_of_their_own() {
+        let t = PriceTable::with_file(r#"{"m": {"prompt": 10, "completion": 20, "cached": 1, "cache_write": 12.5}}"#)
+            .unwrap();
+        let p = t.price("openai:m").unwrap();
+        let usage = Usage {
+            prompt_tokens: 1_000_000,
+            completion_tokens: 100_000,
+            cached_tokens: 600_000,
+            cache_write_tokens: 300_000,
+        };
+        // 100k plain at $10, 600k cached at $1, 300k written at $12.50, 100k out at $20.
+        assert!((p.cost_of(&usage) - (1.0 + 0.6 + 3.75 + 2.0)).abs() < 1e-12);
+        assert!(
+            (p.cost(1_000_000, 100_000) - 12.0).abs() < 1e-12,
+            "cost ignores the cache"
+        );
+        assert!(
+            (p.worst(1_000_000, 100_000) - 14.5).abs() < 1e-12,
+            "at the dearer cache write"
+        );
+        // Without those prices every prompt token is a prompt token; counts past the prompt's are
+        // clamped (a server that reports more cached tokens than prompt tokens).
+        let plain = PriceTable::with_file(r#"{"m": {"prompt": 10, "completion": 20}}"#).unwrap();
+        let p = plain.price("m").unwrap();
+        assert!((p.cost_of(&usage) - p.cost(1_000_000, 100_000)).abs() < 1e-12);
+        let odd = Usage {
+            cached_tokens: 5_000_000,
+            ..usage
+        };
+        assert!((t.price("m").unwrap().cost_of(&odd) - (1.0 + 2.0)).abs() < 1e-12);
+        let e = PriceTable::with_file(r#"{"m": {"prompt": 1, "completion": 1, "cached": -1}}"#).unwrap_err();
+        assert!(e.to_string().contains("m.cached"), "{e}");
+    }
+
+    #[test]
+    fn a_coalesced_call_costs_nothing_and_saves_its_price() {
+        let t = PriceTable::default();
+        let call = LlmRecord {
+            prompt_tokens: 2_000,
+            completion_tokens: 1_000,
+            model: Some("openai:gpt-4o-mini".into()),
+            ..LlmRecord::default()
+        };
+        let shared = LlmRecord {
+            coalesced: true,
+            ..call.clone()
+        };
+        let one = t.money_of([&call]).unwrap();
+        let tally = t.tally([&call, &shared]).unwrap();
+        assert!(
+            (tally.money - one).abs() < 1e-15 && (tally.saved - one).abs() < 1e-15,
+            "{tally:?}"
+        );
     }
 
     #[test]
@@ -199,14 +324,10 @@ mod tests {
     fn recorded_calls_are_summed_only_when_every_one_has_a_price() {
         let t = PriceTable::default();
         let call = |model: Option<&str>| LlmRecord {
-            hash: String::new(),
-            response: String::new(),
             prompt_tokens: 2_000,
             completion_tokens: 1_000,
-            latency_ms: 0,
-            cached_tokens: 0,
             model: model.map(str::to_string),
-            retries: 0,
+            ..LlmRecord::default()
         };
         let priced = [call(Some("openai:gpt-4o-mini")), call(Some("openai:gpt-4o-mini"))];
         let m = t.money_of(&priced).unwrap();

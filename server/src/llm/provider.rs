@@ -204,6 +204,9 @@ pub struct Endpoint {
     /// Set when a streamed reply of this server came without token counts: its calls are not
     /// streamed again, so that usage, budgets and recordings keep their counts.
     streams_without_usage: std::sync::atomic::AtomicBool,
+    /// Set when this server refused `prompt_cache_key` (a field it does not know): it is not
+    /// sent to it again.
+    refuses_cache_key: std::sync::atomic::AtomicBool,
 }
 
 impl Endpoint {
@@ -212,6 +215,7 @@ impl Endpoint {
             gate: Arc::new(Gate::from_config(config)),
             json_mode: Mutex::new(None),
             streams_without_usage: Default::default(),
+            refuses_cache_key: Default::default(),
         }
     }
 
@@ -244,6 +248,9 @@ enum Reply {
     /// The server refused the request's `response_format` (a 400, 422 or 500 whose body names
     /// it): the other form may work. Carries the server's reason.
     FormatRefused(String),
+    /// The server refused `prompt_cache_key` (a 400 or 422 whose body names it): the request
+    /// works without it. Carries the server's reason.
+    CacheKeyRefused(String),
 }
 
 impl<W: Wire> HttpProvider<W> {
@@ -425,7 +432,15 @@ impl<W: Wire> HttpProvider<W> {
             let reason = self.scrub(format!("HTTP {status}{}", error_detail(&bytes)));
             // llama-cpp-python answers an unknown response_format with a 500 validation error,
             // others with 400 or 422: not worth retrying as is, but the other form may work.
-            let names_format = String::from_utf8_lossy(&bytes).contains("response_format");
+            let text = String::from_utf8_lossy(&bytes);
+            // A server that refuses fields it does not know names the cache key.
+            if body.get("prompt_cache_key").is_some()
+                && text.contains("prompt_cache_key")
+                && matches!(status.as_u16(), 400 | 422)
+            {
+                return Ok(Reply::CacheKeyRefused(reason));
+            }
+            let names_format = text.contains("response_format");
             if body.get("response_format").is_some() && names_format && matches!(status.as_u16(), 400 | 422 | 500) {
                 return Ok(Reply::FormatRefused(reason));
             }
@@ -453,14 +468,48 @@ impl<W: Wire> HttpProvider<W> {
     /// modes), retrying transient failures.
     /// Streamed when the request's watch is wanted, `stream` is on, the dialect streams and
     /// the server has not been seen to stream without token counts.
+    /// A server that refuses `prompt_cache_key` is sent the request again without it, and never
+    /// the key again.
     async fn send(&self, url: &str, request: &ChatRequest, mode: OpenAiJsonMode) -> Result<Reply, LlmError> {
-        let mut body = if mode == self.config.openai_json_mode {
-            self.wire.body(&self.config, request)
-        } else {
-            let mut c = self.config.clone();
-            c.openai_json_mode = mode;
-            self.wire.body(&c, request)
-        };
+        loop {
+            let refuses_key = self
+                .endpoint
+                .refuses_cache_key
+                .load(std::sync::atomic::Ordering::Relaxed);
+            let adjusted;
+            let config = if mode == self.config.openai_json_mode && !refuses_key {
+                &self.config
+            } else {
+                let mut c = self.config.clone();
+                c.openai_json_mode = mode;
+                c.prompt_cache &= !refuses_key;
+                adjusted = c;
+                &adjusted
+            };
+            match self.send_as(url, request, config).await? {
+                Reply::CacheKeyRefused(reason) if !refuses_key => {
+                    tracing::warn!(
+                        provider = %self.label(),
+                        %reason,
+                        "the server refuses prompt_cache_key; it is no longer sent to this server"
+                    );
+                    self.endpoint
+                        .refuses_cache_key
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+                Reply::CacheKeyRefused(reason) => return Err(LlmError::Request(reason)),
+                Reply::Done(mut r) => {
+                    r.cache = Some(self.wire.cache(config, request));
+                    return Ok(Reply::Done(r));
+                }
+                other => return Ok(other),
+            }
+        }
+    }
+
+    /// [`Self::send`] with `config` as it stands.
+    async fn send_as(&self, url: &str, request: &ChatRequest, config: &LlmConfig) -> Result<Reply, LlmError> {
+        let mut body = self.wire.body(config, request);
         let sink = request.watch.wanted().filter(|_| {
             self.config.stream
                 && !self
@@ -556,7 +605,7 @@ impl<W: Wire> HttpProvider<W> {
                         self.endpoint.learn_json_mode(other);
                         r
                     }
-                    Reply::FormatRefused(again) => {
+                    Reply::FormatRefused(again) | Reply::CacheKeyRefused(again) => {
                         return Err(LlmError::Request(format!(
                             "{label}: the server refuses both forms of structured output \
                              (response_format {}: {reason}; {}: {again})",
@@ -566,7 +615,9 @@ impl<W: Wire> HttpProvider<W> {
                     }
                 }
             }
-            Reply::FormatRefused(reason) => return Err(LlmError::Request(format!("{label}: {reason}"))),
+            Reply::FormatRefused(reason) | Reply::CacheKeyRefused(reason) => {
+                return Err(LlmError::Request(format!("{label}: {reason}")));
+            }
         };
         response.latency_ms = start.elapsed().as_millis() as u64;
         if matches!(
@@ -934,6 +985,7 @@ mod tests {
                 prompt_tokens: 3,
                 completion_tokens: 1,
                 cached_tokens: 0,
+                cache_write_tokens: 0,
             },
             ..ChatResponse::default()
         })))
@@ -957,6 +1009,7 @@ mod tests {
                     prompt_tokens: 3,
                     completion_tokens: 1,
                     cached_tokens: 0,
+                    cache_write_tokens: 0,
                 }
             )]
         );

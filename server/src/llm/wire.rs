@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use super::LlmError;
-use super::chat::{ChatRequest, ChatResponse};
+use super::chat::{CacheHow, CacheUse, ChatRequest, ChatResponse};
 use super::config::{Dialect, LlmConfig};
 
 /// How one HTTP dialect shapes requests and reads responses. Pure: no I/O.
@@ -19,6 +19,15 @@ pub trait Wire: Send + Sync + 'static {
     fn body(&self, config: &LlmConfig, request: &ChatRequest) -> Value;
     /// Reads a 2xx JSON body. `latency_ms` is filled in by the caller.
     fn parse(&self, body: &Value) -> Result<ChatResponse, LlmError>;
+
+    /// What [`Wire::body`] asks of the provider's prompt cache for this request (recorded with
+    /// the call). By default nothing: the provider caches by itself.
+    fn cache(&self, _config: &LlmConfig, _request: &ChatRequest) -> CacheUse {
+        CacheUse {
+            how: CacheHow::Implicit,
+            ..CacheUse::default()
+        }
+    }
 
     /// Streaming: turns `body` (from [`Wire::body`]) into the request for an event stream and
     /// returns the URL to send it to; `None` when the dialect does not stream.

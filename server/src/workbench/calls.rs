@@ -8,13 +8,13 @@
 
 use std::sync::{Arc, Mutex};
 
-use simtree_shared::{CallMessage, NodeCall, NodeCalls, NodeStatus, Op};
+use simtree_shared::{CallCache, CallMessage, NodeCall, NodeCalls, NodeStatus, Op};
 
 use super::{Workbench, WorkbenchError};
 use crate::backend::RunRequest;
 use crate::engine::Event;
 use crate::engine::parse;
-use crate::llm::chat::{ChatRequest, Message};
+use crate::llm::chat::{CacheUse, ChatRequest, Message};
 use crate::llm::ledger::request_hash;
 use crate::llm::record::LlmRecord;
 use crate::llm::{BoxFuture, LlmClient, LlmError, LlmState};
@@ -101,6 +101,15 @@ fn call_message(m: &Message) -> CallMessage {
     }
 }
 
+/// What a recorded call asked of its provider's prompt cache, as the wire shows it.
+fn call_cache(c: &CacheUse) -> CallCache {
+    CallCache {
+        how: c.how.as_str().to_string(),
+        key: c.key.clone(),
+        breakpoints: c.breakpoints.clone(),
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -175,6 +184,10 @@ impl Workbench {
                 retries: 0,
                 recorded: !a.replayed && a.prompt_tokens + a.completion_tokens > 0,
                 ask: true,
+                cached_tokens: 0,
+                cache_write_tokens: 0,
+                cache: None,
+                coalesced: false,
             });
         }
         Ok(out)
@@ -312,6 +325,10 @@ impl Workbench {
                 retries: record.map_or(0, |r| r.retries),
                 recorded: record.is_some(),
                 ask: false,
+                cached_tokens: record.map_or(0, |r| r.cached_tokens),
+                cache_write_tokens: record.map_or(0, |r| r.cache_write_tokens),
+                cache: record.and_then(|r| r.cache.as_ref()).map(call_cache),
+                coalesced: record.is_some_and(|r| r.coalesced),
             });
         }
         out

@@ -13,6 +13,7 @@ use simtree_shared::{Estimate, NodeStatus, SimKind};
 
 use super::{Workbench, WorkbenchError};
 use crate::backend::Backend;
+use crate::llm::chat::Usage;
 use crate::sim::{ABM_CALLS, CallShape, Sim};
 use crate::tree::{NodeId, SimTree};
 
@@ -22,6 +23,9 @@ struct History {
     calls: u64,
     prompt: u64,
     completion: u64,
+    /// Of the prompt tokens, those served from and written to providers' caches.
+    cached: u64,
+    cache_write: u64,
 }
 
 impl History {
@@ -31,6 +35,8 @@ impl History {
             calls: 0,
             prompt: 0,
             completion: 0,
+            cached: 0,
+            cache_write: 0,
         };
         for n in t
             .nodes()
@@ -41,6 +47,8 @@ impl History {
                 h.calls += 1;
                 h.prompt += r.prompt_tokens;
                 h.completion += r.completion_tokens;
+                h.cached += r.cached_tokens;
+                h.cache_write += r.cache_write_tokens;
             }
         }
         h
@@ -142,13 +150,36 @@ impl Workbench {
             )
         };
         let price = model.as_deref().and_then(|m| self.prices.price(m));
+        // The recorded calls' shares of cached and cache-written prompt tokens hold for the
+        // calls to come, each priced as the table says.
+        let share = |n: u64| match history.prompt {
+            0 => 0,
+            all => (prompt as f64 * n as f64 / all as f64).round() as u64,
+        };
+        let usage = Usage {
+            prompt_tokens: prompt,
+            completion_tokens: completion,
+            cached_tokens: share(history.cached),
+            cache_write_tokens: share(history.cache_write),
+        };
         let money = price
-            .map(|p| p.cost(prompt, completion))
+            .map(|p| p.cost_of(&usage))
             .filter(|_| history.calls > 0 || calls == 0);
         let money_basis = match (&model, price) {
             (Some(m), Some(p)) => format!(
-                "{m} at ${} / ${} per million prompt / completion tokens",
-                p.prompt, p.completion
+                "{m} at ${} / ${} per million prompt / completion tokens{}",
+                p.prompt,
+                p.completion,
+                match usage.cached_tokens + usage.cache_write_tokens {
+                    0 => String::new(),
+                    _ => format!(
+                        ", {} prompt tokens read from cache at ${} and {} written at ${}, as in the recorded calls",
+                        usage.cached_tokens,
+                        p.cached.unwrap_or(p.prompt),
+                        usage.cache_write_tokens,
+                        p.cache_write.unwrap_or(p.prompt)
+                    ),
+                }
             ),
             (Some(m), None) => format!("{m} has no price: money unknown"),
             (None, _) => "no provider: money unknown".into(),

@@ -571,7 +571,33 @@ class Usage(BaseModel):
     money: Annotated[
         float | None,
         Field(
-            description="What the calls cost in US dollars by the server's price table; absent when there are no\ncalls or any was made on a model without a price (the offline players, a local model)."
+            description="What the calls cost in US dollars by the server's price table; absent when there are no\ncalls or any was made on a model without a price (the offline players, a local model).\nCached prompt tokens are priced at the model's cached price, tokens written to a cache at\nits cache-write price, and coalesced calls cost nothing."
+        ),
+    ] = None
+    cache_write_tokens: Annotated[
+        int | None,
+        Field(
+            description='Of the prompt tokens, those providers said they wrote to their prompt cache.',
+            ge=0,
+        ),
+    ] = None
+    saved: Annotated[
+        float | None,
+        Field(
+            description='What prompt caching and coalesced calls saved in US dollars: the calls at the full prompt\nprice, less `money` (negative when cache writes cost more than cache reads saved).\nAbsent when `money` is, or when nothing was saved.'
+        ),
+    ] = None
+    coalesced_calls: Annotated[
+        int | None,
+        Field(
+            description='Calls answered by an identical call of another run in flight at the same time (counted\nin `calls`, paid once).',
+            ge=0,
+        ),
+    ] = None
+    cacheable_share: Annotated[
+        float | None,
+        Field(
+            description="The share of prompt tokens that repeat a prefix an earlier call of the same agent sent\n(its prompt at the fork or on its last turn), from 0 to 1: what a provider's prompt\ncache could serve. Estimated from the prefixes' share of the prompts' bytes; absent when\nno call repeated one (and for calls recorded before it was measured)."
         ),
     ] = None
 
@@ -770,6 +796,34 @@ class ActionCall(BaseModel):
         '__pydantic_extra__': Dict[str, str],
     }
     action: str
+
+
+class Breakpoint(RootModel[int]):
+    root: Annotated[int, Field(ge=0)]
+
+
+class CallCache(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    how: Annotated[
+        str,
+        Field(
+            description="`prompt_cache_key` (OpenAI's key was sent), `cache_control` (Anthropic's breakpoints were\nplaced), `implicit` (nothing to send: the provider caches prefixes by itself, as Gemini\nand OpenAI-compatible servers do) or `none` (nothing asked, nothing cached)."
+        ),
+    ]
+    key: Annotated[
+        str | None,
+        Field(
+            description='The `prompt_cache_key` sent: one per tree, node the run started from, and agent.'
+        ),
+    ] = None
+    breakpoints: Annotated[
+        list[Breakpoint] | None,
+        Field(
+            description='Where the `cache_control` breakpoints were put, as prefix lengths in prompt messages\n(1: after the system prompt and tools; 0: after the tools).'
+        ),
+    ] = None
 
 
 class AskRequest(BaseModel):
@@ -1732,6 +1786,32 @@ class NodeCall(BaseModel):
         bool | None,
         Field(
             description="An interview (`POST …/ask`) rather than a call of the node's run; `index` continues the\nrun's numbering."
+        ),
+    ] = None
+    cached_tokens: Annotated[
+        int | None,
+        Field(
+            description='Of the prompt tokens, those the provider served from its cache (from the recording).',
+            ge=0,
+        ),
+    ] = None
+    cache_write_tokens: Annotated[
+        int | None,
+        Field(
+            description='Of the prompt tokens, those the provider wrote to its cache (from the recording).',
+            ge=0,
+        ),
+    ] = None
+    cache: Annotated[
+        CallCache | None,
+        Field(
+            description="What the call asked of the provider's prompt cache (from the recording; absent offline\nand in recordings of earlier versions)."
+        ),
+    ] = None
+    coalesced: Annotated[
+        bool | None,
+        Field(
+            description='The call was answered by an identical call another run had in flight at the same time:\nthis run made none and paid nothing for it.'
         ),
     ] = None
 
