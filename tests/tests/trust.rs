@@ -273,3 +273,79 @@ async fn upstream_aliases_give_an_empty_value_for_a_node_the_tree_lacks() {
     assert_eq!(st, 404);
     assert_eq!(body["detail"], "simtree not found");
 }
+
+/// Issue 38 item 3 / issue 41 item 4: one provenance, stated alike by tree info, node info and
+/// the export: the scenario and its version with the document's hash, the dataset and its hash,
+/// the seed, the player, the price table and the simtree that served it, and one line of all.
+#[tokio::test]
+async fn provenance_is_one_statement_in_tree_info_node_info_and_exports() {
+    use simtree::workbench::provenance::sha256_hex;
+    let s = Server::start();
+    let csv = "date,ticker,open,high,low,close,volume\n2020-01-01,AAA,10,10,10,10,100\n\
+               2020-01-02,AAA,11,11,11,11,100\n2020-01-03,AAA,12,12,12,12,100\n";
+    let r = s
+        .http
+        .post(s.url("/api/datasets?name=prices"))
+        .header("content-type", "text/csv")
+        .body(csv)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    let info: Value = r.json().await.unwrap();
+    assert_eq!(info["sha256"], sha256_hex(csv.as_bytes()));
+    let doc = json!({"title": "Hold", "default_turns": 2, "episode": {
+        "episode_id": "hold", "agent_id": "buy_and_hold", "tickers": ["AAA"], "initial_cash": 1000.0,
+        "dataset": "prices", "agent": {"kind": "buy_and_hold"}}});
+    let (st, saved) = s
+        .post("/api/scenarios", &json!({"name": "hold", "document": doc}))
+        .await;
+    assert_eq!(st, 201, "{saved}");
+    let (st, made) = s.post("/devui/simtree", &json!({"scenario": "hold@1"})).await;
+    assert_eq!(st, 200, "{made}");
+    let t = made["id"].as_u64().unwrap();
+    let (_, tree) = s.get(&format!("/devui/simtree/{t}")).await;
+    let p = &tree["provenance"];
+    assert_eq!(p["scenario"], "hold", "{tree}");
+    assert_eq!(p["version"], 1);
+    assert_eq!(p["dataset"], "prices");
+    assert_eq!(p["dataset_sha256"], info["sha256"]);
+    assert_eq!(p["player"], "mock");
+    let (_, library) = s.get("/api/scenarios/hold?version=1").await;
+    assert_eq!(
+        p["document_sha256"],
+        sha256_hex(library["document"].to_string().as_bytes()),
+        "{library}"
+    );
+    let line = p["line"].as_str().unwrap();
+    let doc_hash = p["document_sha256"].as_str().unwrap();
+    for part in [
+        "hold@1".to_string(),
+        format!("sha256:{}", &doc_hash[..12]),
+        "dataset prices".into(),
+        " · mock".into(),
+        format!("simtree {}", p["simtree"].as_str().unwrap()),
+    ] {
+        assert!(line.contains(&part), "{part:?} in {line:?}");
+    }
+    // A social tree: the root's seed in the tree's statement, each node's own in its info.
+    let c = s.create("council").await;
+    let child = simtree_e2e::advance(&s, c, 0, 1).await;
+    let (_, tree) = s.get(&format!("/devui/simtree/{c}")).await;
+    let (_, root) = s.get(&format!("/devui/simtree/{c}/node/0/info")).await;
+    let (_, node) = s.get(&format!("/devui/simtree/{c}/node/{child}/info")).await;
+    assert_eq!(tree["provenance"]["seed"], root["seed"]);
+    assert_eq!(node["provenance"]["seed"], node["seed"]);
+    assert!(
+        tree["provenance"]["line"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("seed {}", root["seed"]))
+    );
+    // The export states it too, and an import takes the export (the statement is not trusted).
+    let export: Value =
+        serde_json::from_str(&simtree_e2e::text(&s, &format!("/devui/simtree/{c}/export")).await).unwrap();
+    assert_eq!(export["provenance"], tree["provenance"]);
+    let (st, back) = s.post("/devui/simtree/import", &export).await;
+    assert_eq!(st, 200, "{back}");
+}

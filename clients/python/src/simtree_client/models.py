@@ -64,6 +64,57 @@ class TreeRef(BaseModel):
     root: Annotated[int, Field(ge=0)]
 
 
+class Provenance(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    scenario: Annotated[
+        str,
+        Field(
+            description="The scenario's id (a shipped one, a saved one, or the tree's own document's)."
+        ),
+    ]
+    version: Annotated[
+        int | None,
+        Field(description="The saved scenario's version the tree was made from.", ge=0),
+    ] = None
+    document_sha256: Annotated[
+        str | None,
+        Field(description='SHA-256 of the scenario document the tree was made from.'),
+    ] = None
+    dataset: Annotated[
+        str | None,
+        Field(
+            description='The market dataset a trading tree trades on (`shipped` for the shipped data).'
+        ),
+    ] = None
+    dataset_sha256: Annotated[
+        str | None, Field(description="SHA-256 of an uploaded dataset's CSV text.")
+    ] = None
+    seed: Annotated[
+        int | None,
+        Field(
+            description="The seed the node's (for a tree, the root's) random streams were set from.",
+            ge=0,
+        ),
+    ] = None
+    player: Annotated[
+        str,
+        Field(
+            description='What answers the agents: `mock`, `scripted`, or `dialect:model`.'
+        ),
+    ]
+    prices_sha256: Annotated[
+        str, Field(description='SHA-256 of the price table money is counted with.')
+    ]
+    simtree: Annotated[
+        str, Field(description='The simtree that served this: its version and commit.')
+    ]
+    line: Annotated[
+        str, Field(description='All of the above on one line, to paste into notes.')
+    ]
+
+
 class TreeEdit(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
@@ -124,6 +175,27 @@ class OpPublicBroadcast(BaseModel):
     )
     op: Literal['public_broadcast']
     text: str
+
+
+class OpSceneVarSet(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+        populate_by_name=True,
+    )
+    op: Literal['scene_var_set']
+    name: str
+    value: Any
+    agent: str | None = None
+
+
+class OpAgentRoleSet(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+        populate_by_name=True,
+    )
+    op: Literal['agent_role_set']
+    name: str
+    role: str
 
 
 class OpPortfolioPatch(BaseModel):
@@ -643,6 +715,12 @@ class NodeInfo(BaseModel):
         Annotation | None,
         Field(
             description='What a user wrote on the node (`PATCH …/node/{n}`), when anything.'
+        ),
+    ] = None
+    provenance: Annotated[
+        Provenance | None,
+        Field(
+            description="Where the node's numbers come from (its own seed and player)."
         ),
     ] = None
 
@@ -1232,6 +1310,12 @@ class DatasetInfo(BaseModel):
     read_only: Annotated[
         bool, Field(description='The shipped data: listed, not deletable.')
     ]
+    sha256: Annotated[
+        str | None,
+        Field(
+            description='SHA-256 of the uploaded CSV text (absent for the shipped data).'
+        ),
+    ] = None
 
 
 class NewScenario(BaseModel):
@@ -1448,6 +1532,12 @@ class TreeInfo(BaseModel):
         str | None,
         Field(
             description='What the tree is about (`PATCH /devui/simtree/{tree} {"description"}`), when written.'
+        ),
+    ] = None
+    provenance: Annotated[
+        Provenance | None,
+        Field(
+            description="Where the tree's numbers come from (only in `GET /devui/simtree/{tree}`)."
         ),
     ] = None
 
@@ -2047,7 +2137,7 @@ class BranchRequest(BaseModel):
         populate_by_name=True,
     )
     parent: Annotated[int, Field(ge=0)]
-    ops: list[OpAdvance | OpAgentCtxAppend | OpAgentPlanReplace | OpAgentPropsPatch | OpSceneStatePatch | OpPublicBroadcast | OpPortfolioPatch | OpCaseDataInject | OpAgentSwap | OpAgentPromptReplace | OpAbmSetGlobal | OpAbmSetEnvironment | OpAbmSetAgent]
+    ops: list[OpAdvance | OpAgentCtxAppend | OpAgentPlanReplace | OpAgentPropsPatch | OpSceneStatePatch | OpPublicBroadcast | OpSceneVarSet | OpAgentRoleSet | OpPortfolioPatch | OpCaseDataInject | OpAgentSwap | OpAgentPromptReplace | OpAbmSetGlobal | OpAbmSetEnvironment | OpAbmSetAgent]
 
 
 class SweepTable(BaseModel):
@@ -2186,7 +2276,7 @@ class SceneTypeInfo(BaseModel):
         populate_by_name=True,
     )
     type: Annotated[
-        Literal['simple_chat', 'council', 'werewolf', 'landlord', 'village'] | Literal['emotional_conflict'],
+        Literal['simple_chat', 'council', 'werewolf', 'landlord', 'village'] | Literal['emotional_conflict'] | Literal['custom'],
         Field(description="A social scenario's scene type (`scene.type`)."),
     ]
     actions: Annotated[
@@ -2244,7 +2334,7 @@ class Counterfactual(BaseModel):
     model_config = ConfigDict(
         populate_by_name=True,
     )
-    ops: list[OpAdvance | OpAgentCtxAppend | OpAgentPlanReplace | OpAgentPropsPatch | OpSceneStatePatch | OpPublicBroadcast | OpPortfolioPatch | OpCaseDataInject | OpAgentSwap | OpAgentPromptReplace | OpAbmSetGlobal | OpAbmSetEnvironment | OpAbmSetAgent]
+    ops: list[OpAdvance | OpAgentCtxAppend | OpAgentPlanReplace | OpAgentPropsPatch | OpSceneStatePatch | OpPublicBroadcast | OpSceneVarSet | OpAgentRoleSet | OpPortfolioPatch | OpCaseDataInject | OpAgentSwap | OpAgentPromptReplace | OpAbmSetGlobal | OpAbmSetEnvironment | OpAbmSetAgent]
 
 
 class SummaryEdge(BaseModel):
@@ -2258,7 +2348,7 @@ class SummaryEdge(BaseModel):
             description="How a child node was made from its parent (the edge's colour in the UI)."
         ),
     ]
-    ops: list[OpAdvance | OpAgentCtxAppend | OpAgentPlanReplace | OpAgentPropsPatch | OpSceneStatePatch | OpPublicBroadcast | OpPortfolioPatch | OpCaseDataInject | OpAgentSwap | OpAgentPromptReplace | OpAbmSetGlobal | OpAbmSetEnvironment | OpAbmSetAgent]
+    ops: list[OpAdvance | OpAgentCtxAppend | OpAgentPlanReplace | OpAgentPropsPatch | OpSceneStatePatch | OpPublicBroadcast | OpSceneVarSet | OpAgentRoleSet | OpPortfolioPatch | OpCaseDataInject | OpAgentSwap | OpAgentPromptReplace | OpAbmSetGlobal | OpAbmSetEnvironment | OpAbmSetAgent]
 
 
 class NotedSummary(BaseModel):
