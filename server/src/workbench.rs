@@ -29,6 +29,7 @@ mod sweep;
 mod trees;
 
 pub use datasets::{SHIPPED_DATASET, dataset_of};
+pub use live_text::DELTA_QUEUE;
 pub use persist::{MAX_NAME_CHARS, Meta, NotReady};
 pub use sweep::SweepData;
 

@@ -161,6 +161,11 @@ fn every_turn_of_an_agent_extends_its_previous_prompt() {
                     );
                 }
                 let pairs = check_turns(name, &calls, 0);
+                // A game over before anyone spoke twice (the ultimatum: one offer, one answer)
+                // has nothing to compare.
+                if pairs == 0 && sim.is_complete() {
+                    continue;
+                }
                 assert!(
                     pairs > 0,
                     "{name} ({what}, {player:?}): no agent spoke twice in {} calls",
@@ -179,6 +184,9 @@ fn siblings_first_prompts_are_identical_up_to_the_fork() {
         let client = Capture::new(Offline::Scripted, false);
         parent.run_blocking(12, &client).0.unwrap();
         let before = client.take();
+        if parent.is_complete() {
+            continue; // nothing runs after the fork (the ultimatum ends in two calls)
+        }
         let last: BTreeMap<&str, &Call> = by_agent(&before)
             .into_iter()
             .map(|(a, cs)| (a, *cs.last().unwrap()))

@@ -411,8 +411,12 @@ async fn to_chinese(b: &Browser) {
 
 /// Fails on any of `words` in the text of `css`.
 async fn assert_no_english(b: &Browser, css: &str, words: &[&str]) {
+    // The provenance line is data to paste into notes (hashes, labels), not interface text.
     let text = b
-        .js(&format!("return document.querySelector(\"{css}\").innerText"))
+        .js(&format!(
+            "const p = document.querySelector('#provenance'); \
+             return document.querySelector(\"{css}\").innerText.replace(p ? p.innerText : '', '')"
+        ))
         .await
         .to_string();
     for english in words {

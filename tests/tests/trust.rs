@@ -279,7 +279,7 @@ async fn upstream_aliases_give_an_empty_value_for_a_node_the_tree_lacks() {
 /// the seed, the player, the price table and the simtree that served it, and one line of all.
 #[tokio::test]
 async fn provenance_is_one_statement_in_tree_info_node_info_and_exports() {
-    use simtree::workbench::provenance::sha256_hex;
+    use simtree::workbench::provenance::{sha256_hex, sha256_json};
     let s = Server::start();
     let csv = "date,ticker,open,high,low,close,volume\n2020-01-01,AAA,10,10,10,10,100\n\
                2020-01-02,AAA,11,11,11,11,100\n2020-01-03,AAA,12,12,12,12,100\n";
@@ -312,11 +312,7 @@ async fn provenance_is_one_statement_in_tree_info_node_info_and_exports() {
     assert_eq!(p["dataset_sha256"], info["sha256"]);
     assert_eq!(p["player"], "mock");
     let (_, library) = s.get("/api/scenarios/hold?version=1").await;
-    assert_eq!(
-        p["document_sha256"],
-        sha256_hex(library["document"].to_string().as_bytes()),
-        "{library}"
-    );
+    assert_eq!(p["document_sha256"], sha256_json(&library["document"]), "{library}");
     let line = p["line"].as_str().unwrap();
     let doc_hash = p["document_sha256"].as_str().unwrap();
     for part in [

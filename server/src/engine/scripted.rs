@@ -749,10 +749,24 @@ fn chat(t: &Transcript) -> (&'static str, ActionCall) {
 // ---------------------------------------------------------------------------------------------
 // custom scenes
 
-/// A scene the document defines: one of the actions its prompt lists as legal now (never
-/// `yield` while there is another), each field drawn from what its usage line allows.
+/// A scene the document defines: one of the actions its latest status line says are open now
+/// (never `yield` while there is another), each field drawn from what its usage line allows.
 fn custom(t: &Transcript, system: &str) -> (&'static str, ActionCall) {
-    let choices: Vec<&String> = t.catalogue.iter().filter(|a| *a != "yield").collect();
+    use crate::engine::scenes::custom::{IN_THE_GAME, OPEN_NOW};
+    let listed = |label: &str| -> Option<Vec<String>> {
+        let line = t.heard().rev().map(|(_, l)| l).find(|l| l.contains(OPEN_NOW))?;
+        let rest = &line[line.find(label)? + label.len()..];
+        let rest = rest.split(';').next().unwrap_or_default().trim();
+        Some(
+            rest.split(" | ")
+                .filter(|n| !n.is_empty())
+                .map(str::to_string)
+                .collect(),
+        )
+    };
+    let open = listed(OPEN_NOW).unwrap_or_else(|| t.catalogue.clone());
+    let in_game = listed(IN_THE_GAME);
+    let choices: Vec<&String> = open.iter().filter(|a| *a != "yield").collect();
     if choices.is_empty() {
         return ("Nothing to do in this phase.", yield_());
     }
@@ -764,7 +778,10 @@ fn custom(t: &Transcript, system: &str) -> (&'static str, ActionCall) {
             let items: Vec<&str> = list.split(" | ").collect();
             items[t.pick(&salt, items.len())].to_string()
         } else if let Some(list) = spec.strip_prefix("the name of one of ") {
-            let items: Vec<&str> = list.split(" | ").filter(|n| *n != t.me).collect();
+            let items: Vec<&str> = list
+                .split(" | ")
+                .filter(|n| *n != t.me && in_game.as_ref().is_none_or(|g| g.iter().any(|a| a == n)))
+                .collect();
             let items = if items.is_empty() { vec![t.me.as_str()] } else { items };
             items[t.pick(&salt, items.len())].to_string()
         } else if let Some(range) = spec.strip_prefix("a whole number from ") {

@@ -98,13 +98,13 @@ pub async fn export(State(app): St, ApiPath(tree): ApiPath<u64>) -> Result<Respo
     Ok(([(header::CONTENT_TYPE, "application/json")], Body::from_stream(stream)).into_response())
 }
 
-/// Ends an export that cannot be finished: the body gets [`EXPORT_FAILED`] and the reason (no
-/// JSON can hold that byte, and an import names it), then the stream fails, so an HTTP client
-/// sees the transfer break too.
+/// Ends an export that cannot be finished: the body ends with [`EXPORT_FAILED`] and the reason
+/// (no JSON can hold that byte, and an import names it). The stream then ends without an error:
+/// breaking the connection instead could reset it and lose that last line on its way.
 fn fail(tx: &mpsc::Sender<Result<Bytes, std::io::Error>>, reason: String) {
+    tracing::error!("an export could not be finished: {reason}");
     let line = format!("{EXPORT_FAILED}{}\n", reason.replace('\n', " "));
     let _ = tx.blocking_send(Ok(Bytes::from(line)));
-    let _ = tx.blocking_send(Err(std::io::Error::other(reason)));
 }
 
 /// A blocking reader over the request body's chunks.

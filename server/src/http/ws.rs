@@ -13,6 +13,7 @@
 //! while a send waits, and no more than [`WINDOW`] is sent past the last ping answered) and closes
 //! a silent one saying how to resume.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade, close_code};
@@ -326,6 +327,11 @@ async fn tree_messages(
     if let Some(root) = root {
         conn.send_json(&root).await?;
     }
+    // The runs this watcher saw start. Live text comes on a channel of its own, so a run's first
+    // pieces can overtake its `run_start`: they wait here for it (a watcher never reads text
+    // of a run it was not told of), bounded as the channel is.
+    let mut started: HashSet<u64> = graph.running.iter().copied().collect();
+    let mut held: Vec<TreeMsg> = Vec::new();
     conn.send_json(&TreeMsg::Snapshot(graph)).await?;
     loop {
         let next = conn
@@ -339,11 +345,39 @@ async fn tree_messages(
             })
             .await?;
         match next {
-            (_, Ok(m)) => conn.send_json(&m).await?,
+            (true, Ok(m)) => match &m {
+                TreeMsg::Delta { node, .. } if !started.contains(node) => {
+                    if held.len() < crate::workbench::DELTA_QUEUE {
+                        held.push(m);
+                    }
+                }
+                _ => conn.send_json(&m).await?,
+            },
+            (false, Ok(m)) => {
+                conn.send_json(&m).await?;
+                match m {
+                    TreeMsg::RunStart { node } => {
+                        started.insert(node);
+                        let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut held)
+                            .into_iter()
+                            .partition(|d| matches!(d, TreeMsg::Delta { node: n, .. } if *n == node));
+                        held = later;
+                        for d in now {
+                            conn.send_json(&d).await?;
+                        }
+                    }
+                    TreeMsg::RunFinish { node, .. } | TreeMsg::Deleted { node } => {
+                        started.remove(&node);
+                        held.retain(|d| !matches!(d, TreeMsg::Delta { node: n, .. } if *n == node));
+                    }
+                    _ => {}
+                }
+            }
             // Pieces a slow watcher missed are gone: the gap shows in `at`; the log has it all.
             (true, Err(RecvError::Lagged(_))) => {}
             (false, Err(RecvError::Lagged(missed))) => {
                 let graph = handle.lock().graph();
+                started = graph.running.iter().copied().collect();
                 conn.send_json(&TreeMsg::Resync { missed }).await?;
                 conn.send_json(&TreeMsg::Snapshot(graph)).await?;
             }

@@ -19,9 +19,21 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// SHA-256 of a JSON value's compact text (its object keys are sorted: `serde_json`'s maps are).
-fn sha256_json(v: &Value) -> String {
-    sha256_hex(v.to_string().as_bytes())
+/// SHA-256 of a JSON value's canonical text: compact, object keys sorted at every level (this
+/// build's maps keep insertion order, so two equal documents could otherwise hash apart).
+pub fn sha256_json(v: &Value) -> String {
+    fn sorted(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => {
+                let mut keys: Vec<&String> = m.keys().collect();
+                keys.sort();
+                Value::Object(keys.into_iter().map(|k| (k.clone(), sorted(&m[k]))).collect())
+            }
+            Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
+            other => other.clone(),
+        }
+    }
+    sha256_hex(sorted(v).to_string().as_bytes())
 }
 
 /// The first 12 hex digits, as the one line shows a hash.

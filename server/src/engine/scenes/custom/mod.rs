@@ -38,8 +38,13 @@ use crate::engine::world::World;
 
 /// The sentence every custom scene's description ends with; the scripted player knows a custom
 /// scene by it.
-pub const MARKER: &str =
-    "Only the actions listed under Available Actions are possible now, each with exactly the fields its usage shows.";
+pub const MARKER: &str = "Of the actions listed under Available Actions, the latest status line says which are open \
+     now; each takes exactly the fields its usage shows.";
+
+/// Where a status line lists the moves open to its agent now (last in the line), and the agents
+/// still in the game once someone is out (up to the next `;`).
+pub const OPEN_NOW: &str = "moves open now: ";
+pub const IN_THE_GAME: &str = "in the game: ";
 
 /// One agent as the scene sees it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -331,6 +336,19 @@ impl Custom {
             && a.when.as_deref().is_none_or(|w| scope.bool(w).unwrap_or(false))
     }
 
+    /// The actions `agent`'s role may ever take (the prompt's stable catalogue; which of them
+    /// are open now is said in each turn's status line, so the prompt's start never changes).
+    fn role_actions(&self, agent: &str) -> Vec<&ActionDef> {
+        let Some(m) = self.state.agents.get(agent) else {
+            return Vec::new();
+        };
+        self.doc()
+            .actions
+            .iter()
+            .filter(|a| a.roles.is_empty() || a.roles.contains(&m.role))
+            .collect()
+    }
+
     fn legal_actions(&self, agent: &str) -> Vec<&ActionDef> {
         let scope = self.scope(&self.state, Some(agent));
         self.doc()
@@ -360,13 +378,14 @@ impl Custom {
             ParamType::Int => format!("a whole number from {} to {}", min.ceil(), max.floor()),
             ParamType::Number => format!("a number from {min} to {max}"),
             ParamType::String => format!("text of at most {} characters", p.max_length.unwrap_or(0)),
+            // Every agent, out of the game or not: the prompt's start stays the same; who is
+            // still in is said in the status line.
             ParamType::Agent => format!(
                 "the name of one of {}",
                 self.state
                     .agents
-                    .iter()
-                    .filter(|(_, m)| m.alive)
-                    .map(|(n, _)| n.as_str())
+                    .keys()
+                    .map(String::as_str)
                     .collect::<Vec<_>>()
                     .join(" | ")
             ),
@@ -870,6 +889,25 @@ impl Custom {
         if !shared.is_empty() {
             s.push_str(&format!("; shared: {}", shared.join(", ")));
         }
+        if let Some(p) = self.phase_def().filter(|p| !p.description.is_empty()) {
+            s.push_str(&format!("; {}", p.description.replace('\n', " ")));
+        }
+        if self.state.agents.values().any(|m| !m.alive) {
+            let alive: Vec<&str> = self
+                .state
+                .agents
+                .iter()
+                .filter(|(_, m)| m.alive)
+                .map(|(n, _)| n.as_str())
+                .collect();
+            s.push_str(&format!("; {IN_THE_GAME}{}", alive.join(" | ")));
+        }
+        if m.alive && self.state.outcome.is_none() {
+            // `yield` (the engine's) is always open.
+            let mut open: Vec<&str> = self.legal_actions(agent).iter().map(|a| a.name.as_str()).collect();
+            open.push("yield");
+            s.push_str(&format!("; {OPEN_NOW}{}", open.join(" | ")));
+        }
         s
     }
 }
@@ -999,20 +1037,13 @@ impl SceneRules for Custom {
             own.push('\n');
             own.push_str(&r.instructions);
         }
-        if let Some(p) = self.phase_def() {
-            own.push_str(&format!("\n\nThe current phase: {}.", p.name));
-            if !p.description.is_empty() {
-                own.push(' ');
-                own.push_str(&p.description);
-            }
-        }
         text.guidelines = if text.guidelines.is_empty() {
             own
         } else {
             format!("{}\n\n{own}", text.guidelines)
         };
         text.own_actions = self
-            .legal_actions(&agent.name)
+            .role_actions(&agent.name)
             .into_iter()
             .map(|a| OwnAction {
                 name: a.name.clone(),

@@ -137,10 +137,23 @@ fn prompts_show_the_setting_the_roles_instructions_and_only_the_legal_actions() 
     assert!(
         pat.contains("<Action name=\"offer\"><amount>…</amount></Action>\n  <amount>: a whole number from 0 to 100\n")
     );
+    // The catalogue is the role's, whatever the phase (so a prompt's start never changes);
+    // each turn's status line says which moves are open now.
     let robin = prompt(&sim, "Robin");
     assert!(
-        !robin.contains("- offer:") && !robin.contains("- accept:"),
-        "nothing is legal for Robin yet"
+        robin.contains("- accept:") && !robin.contains("- offer:"),
+        "the responder's own"
+    );
+    let c = custom(&sim);
+    assert!(
+        c.status("Pat").ends_with("moves open now: offer | yield"),
+        "{}",
+        c.status("Pat")
+    );
+    assert!(
+        c.status("Robin").ends_with("moves open now: yield"),
+        "{}",
+        c.status("Robin")
     );
 }
 
@@ -244,6 +257,7 @@ fn a_private_action_reaches_only_the_actor_and_the_moderators() {
             e.kind.as_str() == "agent_ctx_delta"
                 && e.data["role"] == "user"
                 && e.data["content"].as_str().unwrap_or("").contains("cast_vote")
+                && !e.data["content"].as_str().unwrap_or("").contains(super::OPEN_NOW)
         })
         .map(|e| e.data["agent"].as_str().unwrap())
         .collect();
