@@ -22,12 +22,14 @@ mod data;
 mod run;
 mod scenarios;
 mod serve;
+mod table;
 
 use abm::*;
 use data::*;
 use run::*;
 use scenarios::*;
 use serve::*;
+use table::*;
 
 #[derive(Debug, Parser)]
 #[command(name = "simtree", version, about = "Branching timelines for multi-agent simulations")]
@@ -88,6 +90,9 @@ pub enum Command {
         #[command(subcommand)]
         command: DataCommand,
     },
+    /// Write a long-format table of a running server's sweep (one row per run, step and
+    /// variable) or of a tree's log (one row per entry), as CSV or NDJSON.
+    Table(TableArgs),
     /// Trading episodes on real market data.
     Trade {
         #[command(subcommand)]
@@ -338,9 +343,12 @@ fn run(cli: Cli) -> Result<(), String> {
     if let Command::Data { command } = cli.command {
         return data(command);
     }
+    if let Command::Table(args) = cli.command {
+        return table(args);
+    }
     let library = ScenarioLibrary::load_assets(&assets).map_err(|e| e.to_string())?;
     match cli.command {
-        Command::Trade { .. } | Command::Abm { .. } | Command::Data { .. } => Ok(()),
+        Command::Trade { .. } | Command::Abm { .. } | Command::Data { .. } | Command::Table(_) => Ok(()),
         Command::Scenarios { command: Some(command) } => scenarios(command, library, &assets),
         Command::Scenarios { command: None } => {
             for e in ScenarioEntry::all(&library) {

@@ -28,6 +28,7 @@ pub mod routes;
 pub mod scenarios;
 pub mod state;
 pub mod sweep;
+pub mod table;
 pub mod transfer;
 pub mod ws;
 
@@ -73,6 +74,7 @@ pub fn router(app: Arc<AppState>) -> Router {
             post(sweep::start_sweep).get(sweep::sweep_tables),
         )
         .route("/simtree/{tree}/sweep/{id}", get(sweep::sweep_table))
+        .route("/simtree/{tree}/sweep/{id}/table", get(table::sweep_table))
         .route("/simtree/{tree}/explore", post(explore::start_explore))
         .route("/simtree/{tree}/explores", get(explore::explore_tables))
         .route("/simtree/{tree}/explore/{id}", get(explore::explore_table))
@@ -80,6 +82,7 @@ pub fn router(app: Arc<AppState>) -> Router {
         .route("/simtree/{tree}/explore/{id}/resume", post(explore::resume_explore))
         .route("/simtree/{tree}/node/{node}/info", get(node_info))
         .route("/simtree/{tree}/node/{node}/view", get(node_view))
+        .route("/simtree/{tree}/node/{node}/table", get(table::log_table))
         .route("/simtree/{tree}/node/{node}/calls", get(notebook::node_calls))
         .route("/simtree/{tree}/node/{node}/ask", post(notebook::ask))
         .route("/simtree/{tree}/node/{node}/asks", get(notebook::asks))

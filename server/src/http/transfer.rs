@@ -92,10 +92,15 @@ pub async fn export(State(app): St, ApiPath(tree): ApiPath<u64>) -> Result<Respo
         }
         let _ = tx.blocking_send(Ok(Bytes::from(tail)));
     });
+    Ok(([(header::CONTENT_TYPE, "application/json")], channel_body(rx)).into_response())
+}
+
+/// A response body of the chunks a blocking task sends on `rx`, ending when it drops its end.
+pub(super) fn channel_body(rx: mpsc::Receiver<Result<Bytes, std::io::Error>>) -> Body {
     // Fused: the compression layer may poll once more after the end.
     let stream =
         futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) }).fuse();
-    Ok(([(header::CONTENT_TYPE, "application/json")], Body::from_stream(stream)).into_response())
+    Body::from_stream(stream)
 }
 
 /// Ends an export that cannot be finished: the body gets [`EXPORT_FAILED`] and the reason (no
