@@ -21,10 +21,10 @@ use simtree_shared::trading::DecisionEvent;
 use simtree_shared::{
     ActionEnd, ActionStart, AdvanceRequest, AgentErrorEvent, AgentProcessEnd, AgentProcessStart, Ask, AskRequest,
     BranchRequest, Broadcast, ChildReply, ChildrenReply, Counterfactual, CreateRequest, CtxDelta, DatasetInfo,
-    EmotionUpdate, ErrorBody, EventPayload, FrontierRequest, LandlordDeal, LcaReply, MultiRequest, NewScenario,
-    NodeCalls, NodeInfo, NodePatch, NodeState, NodeView, NotedGraph, NotedSummary, OkReply, PlanUpdate, ReplayRequest,
-    RunReply, SavedRef, ScenarioDocument, ScenarioSummary, ScenarioUpdate, SceneTypeInfo, SearchReply, TreeEdit,
-    TreeInfo, TreeRef, UsageReply,
+    EmotionUpdate, ErrorBody, EventPayload, FrontierRequest, ImportReply, LandlordDeal, LcaReply, MultiRequest,
+    NewScenario, NodeCalls, NodeInfo, NodePatch, NodeState, NodeView, NotedGraph, NotedSummary, OkReply, PlanUpdate,
+    ReplayRequest, RunReply, SavedRef, ScenarioDocument, ScenarioSummary, ScenarioUpdate, SceneTypeInfo, SearchReply,
+    TreeEdit, TreeInfo, TreeRef, UsageReply,
 };
 
 /// One documented operation.
@@ -115,9 +115,10 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
         op(
             "post",
             "/devui/simtree/import",
-            "Import an export as a new tree (streamed; limit --max-import-bytes)",
+            "Import an export as a new tree (streamed; limit --max-import-bytes); the reply compares the \
+             provenance the export states with this server's",
             Some(any_object()),
-            schema::<TreeRef>(g),
+            schema::<ImportReply>(g),
             &[409, 413, 422, 503],
         ),
         op(

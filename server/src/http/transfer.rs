@@ -16,7 +16,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
-use simtree_shared::TreeRef;
+use simtree_shared::ImportReply;
 use tokio::sync::mpsc;
 
 use super::error::{ApiError, ApiPath, blocking};
@@ -136,7 +136,9 @@ impl Read for BodyReader {
 
 /// `POST /devui/simtree/import`: a new tree from an export of any size up to
 /// `--max-import-bytes`; 413 beyond it, 422 when the export is refused (nothing is kept).
-pub async fn import(State(app): St, body: Body) -> Result<Json<TreeRef>, ApiError> {
+/// The reply also compares the provenance the export states with what this server states for the
+/// new tree (the statement is never used to build it).
+pub async fn import(State(app): St, body: Body) -> Result<Json<ImportReply>, ApiError> {
     let limit = app.wb.limits.max_import_bytes;
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(16);
     let too_large = Arc::new(AtomicBool::new(false));
@@ -178,5 +180,11 @@ pub async fn import(State(app): St, body: Body) -> Result<Json<TreeRef>, ApiErro
             format!("the import is larger than {limit} bytes (see --max-import-bytes)"),
         ));
     }
-    Ok(Json(result?))
+    let (tree, statement) = result?;
+    let provenance = app.wb.provenance_check(tree.id, statement.as_ref())?;
+    Ok(Json(ImportReply {
+        id: tree.id,
+        root: tree.root,
+        provenance,
+    }))
 }
