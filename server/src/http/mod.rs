@@ -113,7 +113,7 @@ pub fn router(app: Arc<AppState>) -> Router {
         .route("/search", get(notebook::search_all))
         .fallback(error::not_found);
     // Everything else is the web UI; unknown paths get index.html so deep links survive reloads.
-    let ui = ui_service(&app.static_dir);
+    let ui = ui_service(&app.static_dir, &app.access);
     let access = app.access.clone();
     let mut router = Router::new()
         .route("/health", get(health))
@@ -148,9 +148,11 @@ pub fn router(app: Arc<AppState>) -> Router {
 /// (Last-Modified) instead of caching blindly. `cargo xtask dist` writes each file brotli- and
 /// gzip-compressed beside it (`.br`, `.gz`), sent as they are to a browser that accepts them:
 /// compressing the 2.4 MB release wasm per request took 100–350 ms of a first load. Anything
-/// else is compressed on the fly (the router's layer).
+/// else is compressed on the fly (the router's layer). Every answer carries `access`'s framing
+/// policy ([`Access::frame_headers`]).
 pub(crate) fn ui_service(
     dir: &std::path::Path,
+    access: &Access,
 ) -> impl tower::Service<
     axum::extract::Request,
     Response = axum::response::Response,
@@ -160,10 +162,20 @@ pub(crate) fn ui_service(
 + Send
 + Sync
 + 'static {
+    let frame_headers = access.frame_headers();
     ServiceBuilder::new()
         .layer(SetResponseHeaderLayer::if_not_present(
             header::CACHE_CONTROL,
             HeaderValue::from_static("no-cache"),
+        ))
+        .layer(axum::middleware::map_response(
+            move |mut res: axum::response::Response| {
+                let headers = frame_headers.clone();
+                async move {
+                    res.headers_mut().extend(headers);
+                    res
+                }
+            },
         ))
         // Only for our own UI: another client's build (`--static-dir`) has no such files.
         .layer(axum::middleware::from_fn_with_state(

@@ -60,6 +60,9 @@ class Call:
     #: An NDJSON page of a long-format table: the answer is ``(rows, next_offset)``, the rows as
     #: dicts and the offset of the next page (``X-Next-Offset``), ``None`` after the last.
     ndjson: bool = False
+    #: The answer's headers only (a dict with lowercase names), whatever its status but 401 and
+    #: 403 (a page the server does not have still states its framing policy).
+    headers: bool = False
 
 
 @dataclass
@@ -147,6 +150,8 @@ class _Transport:
         return args
 
     def _read(self, call: Call, status: int, body: bytes, headers: Any = None) -> Any:
+        if call.headers and status not in (401, 403):
+            return {k.lower(): v for k, v in (headers or {}).items()}
         if status >= 400:
             raise error_for(status, body, call.method, call.path)
         if call.raw:

@@ -111,6 +111,10 @@ class Node(_Handle):
 
         return self._html(draw(), self.tree.id, self.id)
 
+    def show(self, height: int = 600) -> display.LivePage:
+        """The live page with this node selected, in an iframe (see ``Tree.show``)."""
+        return self.tree.show(node=self.id, height=height)
+
     def info(self) -> m.NodeInfo:
         """Status, failure reason, usage, seed and annotation."""
         return self._call(Call("GET", f"{self._path}/info", model=m.NodeInfo))
@@ -438,6 +442,19 @@ class Tree(_Handle):
     @property
     def root(self) -> Node:
         return Node(self, self.root_id)
+
+    def show(self, node: int | None = None, height: int = 600) -> display.LivePage:
+        """The live page (``/simtree/{tree}?node=N``) in an iframe, shown by Jupyter. The server
+        refuses to be framed unless started with ``--allow-framing ORIGIN``, the origin the
+        notebook is served from (e.g. ``http://localhost:8888``); the page then says so, with the
+        link to open instead. The frame carries no token (see docs/python.md)."""
+        src = display.page_link(self._t.base, self.id, node)
+        path = f"/simtree/{self.id}"
+        params = None if node is None else {"node": node}
+        return self._call(
+            Call("GET", path, params=params, headers=True),
+            lambda h: display.LivePage(src, display.framing_origins(h), height),
+        )
 
     def node(self, id: int) -> Node:
         """A handle on node ``id`` (not checked: a call on a missing node raises ``NotFound``)."""
