@@ -19,9 +19,8 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// SHA-256 of a JSON value's compact text with every object's keys sorted, so that the same
-/// document hashes the same whatever order its keys came in (the workspace's `serde_json` keeps
-/// the order they came in).
+/// SHA-256 of a JSON value's canonical text: compact, object keys sorted at every level (this
+/// build's maps keep insertion order, so two equal documents could otherwise hash apart).
 pub fn sha256_json(v: &Value) -> String {
     fn sorted(v: &Value) -> Value {
         match v {
