@@ -26,6 +26,7 @@ pub mod provenance;
 mod run;
 use run::Pending;
 mod sweep;
+pub mod table;
 mod trees;
 
 pub use datasets::{SHIPPED_DATASET, dataset_of};

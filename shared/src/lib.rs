@@ -218,6 +218,45 @@ pub struct TreeRef {
     pub root: u64,
 }
 
+/// The reply to `POST /devui/simtree/import`: the new tree, and how the provenance its export
+/// stated compares with what this server states for it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ImportReply {
+    pub id: u64,
+    pub root: u64,
+    pub provenance: ProvenanceCheck,
+}
+
+/// An export's statement of provenance beside this server's for the tree it became. The
+/// statement is only compared: nothing of the tree is built from it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ProvenanceCheck {
+    /// True when the export stated a provenance and every field but `line` is the same here.
+    pub same: bool,
+    /// What this server states for the imported tree.
+    pub here: Provenance,
+    /// What the export stated, when it stated a readable one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub export: Option<Provenance>,
+    /// Each field whose value differs (`null` where one side has none), in the statement's order.
+    pub differences: Vec<ProvenanceDifference>,
+    /// Why there is nothing to compare: the export states no provenance (it was written before
+    /// exports carried one) or not a readable one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// One field of a [`ProvenanceCheck`] that differs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ProvenanceDifference {
+    pub field: String,
+    pub export: Value,
+    pub here: Value,
+}
+
 // ---- Request bodies ----
 
 fn one() -> u64 {

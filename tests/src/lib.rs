@@ -448,6 +448,23 @@ pub async fn text(s: &Server, path: &str) -> String {
     r.text().await.expect("body")
 }
 
+/// Polls sweep `sweep` of `tree` until no run is pending (at most 300 s); its table.
+pub async fn finished_sweep(s: &Server, tree: u64, sweep: u64) -> Value {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
+    loop {
+        let (st, table) = s.get(&format!("/devui/simtree/{tree}/sweep/{sweep}")).await;
+        assert_eq!(st, 200, "{table}");
+        if table["pending"] == 0 {
+            return table;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the sweep did not finish: {table}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// `POST …/advance` (must answer 200); the child's id.
 pub async fn advance(s: &Server, tree: u64, parent: u64, turns: u64) -> u64 {
     ok(

@@ -6,25 +6,8 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use simtree_e2e::Server;
+use simtree_e2e::{Server, finished_sweep as finished};
 use simtree_shared::SweepTable;
-
-/// Polls the sweep's table until no run is pending.
-async fn finished(s: &Server, tree: u64, sweep: u64) -> Value {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
-    loop {
-        let (st, table) = s.get(&format!("/devui/simtree/{tree}/sweep/{sweep}")).await;
-        assert_eq!(st, 200, "{table}");
-        if table["pending"] == 0 {
-            return table;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the sweep did not finish: {table}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 fn mean(cell: &Value, metric: &str) -> f64 {
     cell["metrics"][metric]["mean"]

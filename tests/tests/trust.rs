@@ -345,3 +345,87 @@ async fn provenance_is_one_statement_in_tree_info_node_info_and_exports() {
     let (st, back) = s.post("/devui/simtree/import", &export).await;
     assert_eq!(st, 200, "{back}");
 }
+
+/// Replaying from an export on another server: the import compares the provenance the export
+/// states with what the importing server states for the new tree, field by field, and builds
+/// nothing from the statement.
+#[tokio::test]
+async fn an_import_says_which_provenance_fields_differ_and_trusts_none() {
+    let s = Server::start();
+    let c = ok(&s, "/devui/simtree", json!({"scenario": "council", "seed": 3})).await["id"]
+        .as_u64()
+        .unwrap();
+    simtree_e2e::advance(&s, c, 0, 1).await;
+    let export: Value =
+        serde_json::from_str(&simtree_e2e::text(&s, &format!("/devui/simtree/{c}/export")).await).unwrap();
+    // The same server: everything agrees.
+    let back = ok(&s, "/devui/simtree/import", export.clone()).await;
+    let check = &back["provenance"];
+    assert_eq!(
+        (&check["same"], &check["differences"]),
+        (&json!(true), &json!([])),
+        "{back}"
+    );
+    assert_eq!(check["export"], export["provenance"]);
+
+    // Another server, whose price table differs: that one field is named, with both values.
+    let dir = simtree_e2e::TempDir::new("replay-prices");
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let prices = dir.0.join("prices.json");
+    std::fs::write(&prices, r#"{"some-model": {"prompt": 1.0, "completion": 2.0}}"#).unwrap();
+    let other = Server::start_with(&["--prices", prices.to_str().unwrap()]);
+    let back = ok(&other, "/devui/simtree/import", export.clone()).await;
+    let check = &back["provenance"];
+    let fields: Vec<&str> = check["differences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        (fields, &check["same"]),
+        (vec!["prices_sha256"], &json!(false)),
+        "{back}"
+    );
+    assert_eq!(check["differences"][0]["export"], export["provenance"]["prices_sha256"]);
+    assert_eq!(check["differences"][0]["here"], check["here"]["prices_sha256"]);
+
+    // A forged statement is reported, not believed: the tree states its own seed and document.
+    let mut forged = export.clone();
+    forged["provenance"]["seed"] = json!(999);
+    forged["provenance"]["document_sha256"] = json!("0".repeat(64));
+    let back = ok(&s, "/devui/simtree/import", forged).await;
+    let fields: Vec<&str> = back["provenance"]["differences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(fields, ["document_sha256", "seed"], "{back}");
+    let (_, tree) = s.get(&format!("/devui/simtree/{}", back["id"])).await;
+    assert_eq!(tree["provenance"]["seed"], export["provenance"]["seed"]);
+    assert_eq!(
+        tree["provenance"]["document_sha256"],
+        export["provenance"]["document_sha256"]
+    );
+
+    // An export that states none (written before exports did), or an unreadable one.
+    let mut old = export.clone();
+    old.as_object_mut().unwrap().shift_remove("provenance");
+    let back = ok(&s, "/devui/simtree/import", old).await;
+    assert_eq!(back["provenance"]["same"], false);
+    assert!(
+        back["provenance"]["note"]
+            .as_str()
+            .unwrap()
+            .contains("states no provenance"),
+        "{back}"
+    );
+    let mut odd = export;
+    odd["provenance"] = json!("made by hand");
+    let back = ok(&s, "/devui/simtree/import", odd).await;
+    assert!(
+        back["provenance"]["note"].as_str().unwrap().contains("not readable"),
+        "{back}"
+    );
+}

@@ -29,6 +29,8 @@ def test_the_async_client_makes_and_reads_trees(server: Server):
             assert frame["seed"].notna().all()
             events = await node.events_frame()
             assert len(events) == len(await node.logs())
+            provenance = await tree.provenance
+            assert provenance.scenario == "council" and provenance.seed == (await tree.root.info()).seed
             assert tree in await c.trees()
             with pytest.raises(NotFound):
                 await tree.node(99).info()

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 from pathlib import Path
 
+import httpx
 import pandas as pd
 import pytest
 
@@ -197,6 +199,14 @@ def test_sweeps_run_wait_and_give_their_runs_and_effects(client: Client, tmp_pat
     got = sweep.results_frame()
     assert list(got.columns) == list(expected.columns)
     pd.testing.assert_frame_equal(got.astype(float), expected.astype(float))
+    # The frame is the server's long-format table: equal to its CSV, row for row.
+    served = httpx.get(f"{client.url}/devui/simtree/{tree.id}/sweep/{sweep.id}/table")
+    assert served.headers["content-type"].startswith("text/csv")
+    csv_runs = pd.read_csv(io.StringIO(served.text))
+    assert list(csv_runs.columns) == list(runs.columns)
+    assert runs["variable"].tolist() == csv_runs["variable"].tolist()
+    numbers = [c for c in runs.columns if c != "variable"]
+    pd.testing.assert_frame_equal(runs[numbers].astype(float), csv_runs[numbers].astype(float))
     effects = sweep.effects_frame()
     assert effects["cell"].tolist() == [1, 1, 1, 2, 2, 2]
     assert effects["metric"].tolist() == ["final", "trades", "points"] * 2

@@ -64,3 +64,35 @@ def test_an_async_handle_shows_its_link(server: Server):
 def test_a_missing_tree_shows_why(client: Client):
     html = client.tree(123456)._repr_html_()
     assert "Tree(id=123456)" in html and "simtree not found" in html
+
+
+def test_show_embeds_the_live_page_only_where_the_server_allows_framing(client: Client):
+    tree = client.create(scenario="simple_chat", seed=2)
+    # The default: the UI refuses every frame, and the page says which flag allows one.
+    page = tree.show()
+    assert page.allowed == [] and page.src == f"{client.url}/simtree/{tree.id}"
+    html = page._repr_html_()
+    assert "<iframe" not in html and "--allow-framing" in html
+    framed = Server("--allow-framing", "http://localhost:8888", "--allow-framing", "https://hub.example/")
+    try:
+        with Client(framed.url) as c:
+            other = c.create(scenario="simple_chat", seed=2)
+            page = other.root.show(height=400)
+            assert page.allowed == ["http://localhost:8888", "https://hub.example"]
+            assert page.src == f"{framed.url}/simtree/{other.id}?node=0"
+            html = page._repr_html_()
+            assert f'<iframe src="{page.src}"' in html and 'height="400"' in html
+            assert "http://localhost:8888" in html
+    finally:
+        framed.stop()
+
+
+def test_the_ui_sends_its_framing_policy_on_every_page(server: Server):
+    import httpx
+
+    for path in ("/", "/simtree/0?node=1", "/studio/0"):
+        r = httpx.get(server.url + path)
+        assert r.headers["content-security-policy"] == "frame-ancestors 'none'", path
+        assert r.headers["x-frame-options"] == "DENY", path
+    assert display.framing_origins({"x-frame-options": "DENY"}) == []
+    assert display.framing_origins({}) is None

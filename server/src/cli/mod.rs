@@ -22,12 +22,14 @@ mod data;
 mod run;
 mod scenarios;
 mod serve;
+mod table;
 
 use abm::*;
 use data::*;
 use run::*;
 use scenarios::*;
 use serve::*;
+use table::*;
 
 #[derive(Debug, Parser)]
 #[command(name = "simtree", version, about = "Branching timelines for multi-agent simulations")]
@@ -88,6 +90,9 @@ pub enum Command {
         #[command(subcommand)]
         command: DataCommand,
     },
+    /// Write a long-format table of a running server's sweep (one row per run, step and
+    /// variable) or of a tree's log (one row per entry), as CSV or NDJSON.
+    Table(TableArgs),
     /// Trading episodes on real market data.
     Trade {
         #[command(subcommand)]
@@ -142,6 +147,10 @@ pub enum Command {
         /// e.g. a dev server of another client. Repeatable. The server's own origin always is.
         #[arg(long = "allow-origin", value_name = "URL")]
         allow_origin: Vec<String>,
+        /// An origin (scheme://host[:port]) whose pages may show the web UI in a frame, e.g. a
+        /// Jupyter server for `tree.show()`. Repeatable. By default no page may (clickjacking).
+        #[arg(long = "allow-framing", value_name = "URL")]
+        allow_framing: Vec<String>,
         /// Most nodes one tree may hold.
         #[arg(long, default_value_t = Limits::default().max_nodes_per_tree)]
         max_nodes_per_tree: usize,
@@ -338,9 +347,12 @@ fn run(cli: Cli) -> Result<(), String> {
     if let Command::Data { command } = cli.command {
         return data(command);
     }
+    if let Command::Table(args) = cli.command {
+        return table(args);
+    }
     let library = ScenarioLibrary::load_assets(&assets).map_err(|e| e.to_string())?;
     match cli.command {
-        Command::Trade { .. } | Command::Abm { .. } | Command::Data { .. } => Ok(()),
+        Command::Trade { .. } | Command::Abm { .. } | Command::Data { .. } | Command::Table(_) => Ok(()),
         Command::Scenarios { command: Some(command) } => scenarios(command, library, &assets),
         Command::Scenarios { command: None } => {
             for e in ScenarioEntry::all(&library) {
@@ -369,6 +381,7 @@ fn run(cli: Cli) -> Result<(), String> {
             prices,
             token,
             allow_origin,
+            allow_framing,
             max_nodes_per_tree,
             max_memory_mb,
             max_connections,
@@ -379,7 +392,7 @@ fn run(cli: Cli) -> Result<(), String> {
             storage,
             jobs,
         } => {
-            let access = access_policy(addr, token, allow_origin)?;
+            let access = access_policy(addr, token, allow_origin, allow_framing)?;
             // Checked now: a bad LLM setting stops the start, not a later takeover.
             backend(llm_config.as_deref())?;
             let limits = Limits {
@@ -556,6 +569,7 @@ fn access_policy(
     addr: std::net::SocketAddr,
     token: Option<String>,
     allow_origin: Vec<String>,
+    allow_framing: Vec<String>,
 ) -> Result<crate::http::Access, String> {
     let token = token.filter(|t| !t.is_empty());
     if !addr.ip().is_loopback() && token.is_none() {
@@ -570,24 +584,33 @@ fn access_policy(
     {
         return Err("--token must be at least 8 printable characters without ';' or '&'".into());
     }
-    let mut origins = Vec::new();
-    for o in allow_origin {
-        let o = o.trim_end_matches('/').to_string();
-        let valid = (o.starts_with("http://") || o.starts_with("https://"))
-            && !o.split("://").nth(1).unwrap_or("").is_empty()
-            && !o.split("://").nth(1).unwrap_or("").contains('/');
-        if !valid {
-            return Err(format!(
-                "--allow-origin {o}: expected scheme://host[:port], e.g. http://localhost:5173"
-            ));
-        }
-        origins.push(o);
-    }
     Ok(crate::http::Access {
         token,
-        allowed_origins: origins,
+        allowed_origins: origins("--allow-origin", allow_origin, "http://localhost:5173")?,
         loopback_host_only: addr.ip().is_loopback(),
+        framing_origins: origins("--allow-framing", allow_framing, "http://localhost:8888")?,
     })
+}
+
+/// The origins given with `flag`, each `scheme://host[:port]` (a trailing `/` dropped); a
+/// refusal shows `example`. Nothing else may reach a header: no path, space or quote.
+fn origins(flag: &str, given: Vec<String>, example: &str) -> Result<Vec<String>, String> {
+    given
+        .into_iter()
+        .map(|o| {
+            let o = o.trim_end_matches('/').to_string();
+            let rest = o
+                .strip_prefix("http://")
+                .or_else(|| o.strip_prefix("https://"))
+                .unwrap_or("");
+            let valid = !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_graphic() && !b"/'\";,".contains(&b));
+            if valid {
+                Ok(o)
+            } else {
+                Err(format!("{flag} {o}: expected scheme://host[:port], e.g. {example}"))
+            }
+        })
+        .collect()
 }
 
 /// `--money-budget`: a finite, non-negative number of dollars.

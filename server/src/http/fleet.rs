@@ -318,7 +318,7 @@ impl Door {
             .fallback_service(
                 tower::ServiceBuilder::new()
                     .layer(tower_http::compression::CompressionLayer::new())
-                    .service(super::ui_service(&self.static_dir)),
+                    .service(super::ui_service(&self.static_dir, &self.access)),
             )
             .layer(
                 tower_http::trace::TraceLayer::new_for_http()

@@ -35,9 +35,31 @@ pub struct Access {
     pub allowed_origins: Vec<String>,
     /// Require a loopback `Host` (set when the server is bound to a loopback address).
     pub loopback_host_only: bool,
+    /// Origins (`scheme://host[:port]`) whose pages may show the web UI in a frame
+    /// (`--allow-framing`); by default none may.
+    pub framing_origins: Vec<String>,
 }
 
 impl Access {
+    /// The headers every web UI answer carries against clickjacking: `Content-Security-Policy:
+    /// frame-ancestors 'none'` and `X-Frame-Options: DENY` by default; with `--allow-framing`,
+    /// `frame-ancestors` lists those origins and `X-Frame-Options` (which cannot name several
+    /// origins) is left out, since browsers that know the policy obey it instead.
+    pub fn frame_headers(&self) -> Vec<(header::HeaderName, HeaderValue)> {
+        let ancestors = if self.framing_origins.is_empty() {
+            "'none'".to_string()
+        } else {
+            self.framing_origins.join(" ")
+        };
+        let csp = HeaderValue::from_str(&format!("frame-ancestors {ancestors}"))
+            .unwrap_or(HeaderValue::from_static("frame-ancestors 'none'"));
+        let mut headers = vec![(header::CONTENT_SECURITY_POLICY, csp)];
+        if self.framing_origins.is_empty() {
+            headers.push((header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY")));
+        }
+        headers
+    }
+
     /// A CORS layer answering preflights of the listed origins only; `None` when none is listed
     /// (then no cross-origin response ever carries `Access-Control-Allow-Origin`).
     pub fn cors(&self) -> Option<CorsLayer> {
@@ -302,6 +324,35 @@ mod tests {
         assert!(!a.origin_allowed("http://evil.example", Some("127.0.0.1:8090")));
         assert!(!a.origin_allowed("null", Some("127.0.0.1:8090")));
         assert!(!a.origin_allowed("http://127.0.0.1:8091", Some("127.0.0.1:8090")));
+    }
+
+    #[test]
+    fn the_ui_refuses_frames_unless_origins_are_named() {
+        let text = |a: &Access| -> Vec<(String, String)> {
+            a.frame_headers()
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_str().unwrap().to_string()))
+                .collect()
+        };
+        let pair = |k: &str, v: &str| (k.to_string(), v.to_string());
+        assert_eq!(
+            text(&Access::default()),
+            [
+                pair("content-security-policy", "frame-ancestors 'none'"),
+                pair("x-frame-options", "DENY")
+            ]
+        );
+        let a = Access {
+            framing_origins: vec!["http://localhost:8888".into(), "https://hub.example".into()],
+            ..Access::default()
+        };
+        assert_eq!(
+            text(&a),
+            [pair(
+                "content-security-policy",
+                "frame-ancestors http://localhost:8888 https://hub.example"
+            )]
+        );
     }
 
     #[test]

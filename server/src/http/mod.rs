@@ -28,6 +28,7 @@ pub mod routes;
 pub mod scenarios;
 pub mod state;
 pub mod sweep;
+pub mod table;
 pub mod transfer;
 pub mod ws;
 
@@ -73,6 +74,7 @@ pub fn router(app: Arc<AppState>) -> Router {
             post(sweep::start_sweep).get(sweep::sweep_tables),
         )
         .route("/simtree/{tree}/sweep/{id}", get(sweep::sweep_table))
+        .route("/simtree/{tree}/sweep/{id}/table", get(table::sweep_table))
         .route("/simtree/{tree}/explore", post(explore::start_explore))
         .route("/simtree/{tree}/explores", get(explore::explore_tables))
         .route("/simtree/{tree}/explore/{id}", get(explore::explore_table))
@@ -80,6 +82,7 @@ pub fn router(app: Arc<AppState>) -> Router {
         .route("/simtree/{tree}/explore/{id}/resume", post(explore::resume_explore))
         .route("/simtree/{tree}/node/{node}/info", get(node_info))
         .route("/simtree/{tree}/node/{node}/view", get(node_view))
+        .route("/simtree/{tree}/node/{node}/table", get(table::log_table))
         .route("/simtree/{tree}/node/{node}/calls", get(notebook::node_calls))
         .route("/simtree/{tree}/node/{node}/ask", post(notebook::ask))
         .route("/simtree/{tree}/node/{node}/asks", get(notebook::asks))
@@ -110,7 +113,7 @@ pub fn router(app: Arc<AppState>) -> Router {
         .route("/search", get(notebook::search_all))
         .fallback(error::not_found);
     // Everything else is the web UI; unknown paths get index.html so deep links survive reloads.
-    let ui = ui_service(&app.static_dir);
+    let ui = ui_service(&app.static_dir, &app.access);
     let access = app.access.clone();
     let mut router = Router::new()
         .route("/health", get(health))
@@ -145,9 +148,11 @@ pub fn router(app: Arc<AppState>) -> Router {
 /// (Last-Modified) instead of caching blindly. `cargo xtask dist` writes each file brotli- and
 /// gzip-compressed beside it (`.br`, `.gz`), sent as they are to a browser that accepts them:
 /// compressing the 2.4 MB release wasm per request took 100–350 ms of a first load. Anything
-/// else is compressed on the fly (the router's layer).
+/// else is compressed on the fly (the router's layer). Every answer carries `access`'s framing
+/// policy ([`Access::frame_headers`]).
 pub(crate) fn ui_service(
     dir: &std::path::Path,
+    access: &Access,
 ) -> impl tower::Service<
     axum::extract::Request,
     Response = axum::response::Response,
@@ -157,10 +162,20 @@ pub(crate) fn ui_service(
 + Send
 + Sync
 + 'static {
+    let frame_headers = access.frame_headers();
     ServiceBuilder::new()
         .layer(SetResponseHeaderLayer::if_not_present(
             header::CACHE_CONTROL,
             HeaderValue::from_static("no-cache"),
+        ))
+        .layer(axum::middleware::map_response(
+            move |mut res: axum::response::Response| {
+                let headers = frame_headers.clone();
+                async move {
+                    res.headers_mut().extend(headers);
+                    res
+                }
+            },
         ))
         // Only for our own UI: another client's build (`--static-dir`) has no such files.
         .layer(axum::middleware::from_fn_with_state(

@@ -21,10 +21,10 @@ use simtree_shared::trading::DecisionEvent;
 use simtree_shared::{
     ActionEnd, ActionStart, AdvanceRequest, AgentErrorEvent, AgentProcessEnd, AgentProcessStart, Ask, AskRequest,
     BranchRequest, Broadcast, ChildReply, ChildrenReply, Counterfactual, CreateRequest, CtxDelta, DatasetInfo,
-    EmotionUpdate, ErrorBody, EventPayload, FrontierRequest, LandlordDeal, LcaReply, MultiRequest, NewScenario,
-    NodeCalls, NodeInfo, NodePatch, NodeState, NodeView, NotedGraph, NotedSummary, OkReply, PlanUpdate, ReplayRequest,
-    RunReply, SavedRef, ScenarioDocument, ScenarioSummary, ScenarioUpdate, SceneTypeInfo, SearchReply, TreeEdit,
-    TreeInfo, TreeRef, UsageReply,
+    EmotionUpdate, ErrorBody, EventPayload, FrontierRequest, ImportReply, LandlordDeal, LcaReply, MultiRequest,
+    NewScenario, NodeCalls, NodeInfo, NodePatch, NodeState, NodeView, NotedGraph, NotedSummary, OkReply, PlanUpdate,
+    ReplayRequest, RunReply, SavedRef, ScenarioDocument, ScenarioSummary, ScenarioUpdate, SceneTypeInfo, SearchReply,
+    TreeEdit, TreeInfo, TreeRef, UsageReply,
 };
 
 /// One documented operation.
@@ -115,9 +115,10 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
         op(
             "post",
             "/devui/simtree/import",
-            "Import an export as a new tree (streamed; limit --max-import-bytes)",
+            "Import an export as a new tree (streamed; limit --max-import-bytes); the reply compares the \
+             provenance the export states with this server's",
             Some(any_object()),
-            schema::<TreeRef>(g),
+            schema::<ImportReply>(g),
             &[409, 413, 422, 503],
         ),
         op(
@@ -606,6 +607,84 @@ fn scenarios_paths(g: &mut SchemaGenerator, error: &Value, paths: &mut Map<Strin
     );
 }
 
+/// The long-format tables (`http::table`): CSV or NDJSON by `format`, paged by `offset` and
+/// `limit`, with the row count and the next page's offset in headers.
+fn table_paths(error: &Value, paths: &mut Map<String, Value>) {
+    let err = |codes: &[u16]| error_responses(error, codes);
+    let query = |name: &str, schema: Value, description: &str| json!({"name": name, "in": "query", "required": false, "description": description, "schema": schema});
+    let common = || {
+        vec![
+            query(
+                "format",
+                json!({"type": "string", "enum": ["csv", "ndjson"]}),
+                "csv (default): a header line, then a line per row; ndjson: a JSON object per row",
+            ),
+            query(
+                "offset",
+                json!({"type": "integer", "format": "int64", "minimum": 0}),
+                "rows to skip",
+            ),
+            query(
+                "limit",
+                json!({"type": "integer", "format": "int64", "minimum": 1,
+                                  "maximum": crate::workbench::table::MAX_TABLE_ROWS}),
+                "rows in the page (default and most: the maximum)",
+            ),
+        ]
+    };
+    let ok = |text: &str| {
+        let mut r = err(&[404, 422]);
+        let body = json!({"type": "string"});
+        r.insert(
+            "200".into(),
+            json!({
+                "description": text,
+                "headers": {
+                    "X-Total-Count": {"description": "rows in the whole table", "schema": {"type": "integer"}},
+                    "X-Next-Offset": {"description": "where the next page starts (only when one follows)",
+                                      "schema": {"type": "integer"}},
+                },
+                "content": {"text/csv": {"schema": body}, "application/x-ndjson": {"schema": body}},
+            }),
+        );
+        Value::Object(r)
+    };
+    let path = "/devui/simtree/{tree}/sweep/{id}/table";
+    let mut params = path_params(path);
+    params.extend(common());
+    params.push(query(
+        "series",
+        json!({"type": "boolean"}),
+        "true (default): each run's own steps follow its metric rows",
+    ));
+    paths.insert(
+        path.into(),
+        json!({"get": {
+            "summary": "A sweep's runs in long format, one row per run, step and variable (BehaviorSpace style)",
+            "operationId": "get__devui_simtree__tree__sweep__id__table",
+            "parameters": params,
+            "responses": ok("columns run, cell, one per axis, replicate, seed, node, step, variable, value"),
+        }}),
+    );
+    let path = "/devui/simtree/{tree}/node/{node}/table";
+    let mut params = path_params(path);
+    params.extend(common());
+    params.push(query(
+        "scope",
+        json!({"type": "string", "enum": ["subtree", "path"]}),
+        "subtree (default): every entry on a root path through the node, once; path: its root path",
+    ));
+    paths.insert(
+        path.into(),
+        json!({"get": {
+            "summary": "The log around a node in long format, one row per entry",
+            "operationId": "get__devui_simtree__tree__node__node__table",
+            "parameters": params,
+            "responses": ok("columns node, seq, step, time, agent, kind, text, data"),
+        }}),
+    );
+}
+
 /// The run routes that answer `?estimate=true` with an `Estimate` instead of running.
 const ESTIMATED: [&str; 4] = [
     "/devui/simtree/{tree}/advance",
@@ -682,6 +761,7 @@ pub fn document() -> Value {
         ]);
     datasets_paths(&mut g, &error, &mut paths);
     scenarios_paths(&mut g, &error, &mut paths);
+    table_paths(&error, &mut paths);
     estimate_params(&mut g, &mut paths);
     if let Some(params) = paths["/devui/simtree/{tree}/graph"]["get"]["parameters"].as_array_mut() {
         params.push(json!({
@@ -750,7 +830,7 @@ mod tests {
                 .unwrap_or_else(|| panic!("{target}"));
             assert!(schemas.contains_key(name), "{name}");
         }
-        assert_eq!(doc["paths"].as_object().unwrap().len(), 46);
+        assert_eq!(doc["paths"].as_object().unwrap().len(), 48);
     }
 
     /// The other direction: every REST route declared in `http::router` (read from its source,

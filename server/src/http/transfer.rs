@@ -16,7 +16,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
-use simtree_shared::TreeRef;
+use simtree_shared::ImportReply;
 use tokio::sync::mpsc;
 
 use super::error::{ApiError, ApiPath, blocking};
@@ -92,10 +92,15 @@ pub async fn export(State(app): St, ApiPath(tree): ApiPath<u64>) -> Result<Respo
         }
         let _ = tx.blocking_send(Ok(Bytes::from(tail)));
     });
+    Ok(([(header::CONTENT_TYPE, "application/json")], channel_body(rx)).into_response())
+}
+
+/// A response body of the chunks a blocking task sends on `rx`, ending when it drops its end.
+pub(super) fn channel_body(rx: mpsc::Receiver<Result<Bytes, std::io::Error>>) -> Body {
     // Fused: the compression layer may poll once more after the end.
     let stream =
         futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) }).fuse();
-    Ok(([(header::CONTENT_TYPE, "application/json")], Body::from_stream(stream)).into_response())
+    Body::from_stream(stream)
 }
 
 /// Ends an export that cannot be finished: the body ends with [`EXPORT_FAILED`] and the reason
@@ -131,7 +136,9 @@ impl Read for BodyReader {
 
 /// `POST /devui/simtree/import`: a new tree from an export of any size up to
 /// `--max-import-bytes`; 413 beyond it, 422 when the export is refused (nothing is kept).
-pub async fn import(State(app): St, body: Body) -> Result<Json<TreeRef>, ApiError> {
+/// The reply also compares the provenance the export states with what this server states for the
+/// new tree (the statement is never used to build it).
+pub async fn import(State(app): St, body: Body) -> Result<Json<ImportReply>, ApiError> {
     let limit = app.wb.limits.max_import_bytes;
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(16);
     let too_large = Arc::new(AtomicBool::new(false));
@@ -173,5 +180,11 @@ pub async fn import(State(app): St, body: Body) -> Result<Json<TreeRef>, ApiErro
             format!("the import is larger than {limit} bytes (see --max-import-bytes)"),
         ));
     }
-    Ok(Json(result?))
+    let (tree, statement) = result?;
+    let provenance = app.wb.provenance_check(tree.id, statement.as_ref())?;
+    Ok(Json(ImportReply {
+        id: tree.id,
+        root: tree.root,
+        provenance,
+    }))
 }

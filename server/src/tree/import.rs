@@ -67,6 +67,9 @@ pub struct Importer {
     /// The export's tree name and description (unchecked: the workbench checks them).
     pub name: Option<String>,
     pub description: Option<String>,
+    /// The export's statement of provenance as it was written: never trusted or stored, only
+    /// compared with what the importing server states (`Workbench::provenance_check`).
+    pub statement: Option<Value>,
 }
 
 /// Sweeps (and explorations) an export may carry at most.
@@ -110,6 +113,7 @@ impl Importer {
             asks: BTreeMap::new(),
             name: None,
             description: None,
+            statement: None,
         })
     }
 
@@ -310,6 +314,7 @@ pub fn read_export<R: std::io::Read>(
             let mut importer: Option<Importer> = None;
             let mut document: Option<Value> = None;
             let mut version: Option<u64> = None;
+            let mut statement: Option<Value> = None;
             let (mut name, mut description) = (None, None);
             while let Some(key) = map.next_key::<String>()? {
                 match key.as_str() {
@@ -329,9 +334,14 @@ pub fn read_export<R: std::io::Read>(
                         }
                     }
                     "scenario" => scenario = Some(map.next_value::<String>()?),
-                    // The exporting server's statement of origin: informative, not imported.
+                    // The exporting server's statement of origin: kept aside to be compared,
+                    // never used to build the tree.
                     "provenance" => {
-                        map.next_value::<serde::de::IgnoredAny>()?;
+                        let v = map.next_value::<Value>()?;
+                        match &mut importer {
+                            Some(imp) => imp.statement = Some(v),
+                            None => statement = Some(v),
+                        }
                     }
                     "name" | "description" => {
                         let v = map.next_value::<String>()?;
@@ -370,6 +380,7 @@ pub fn read_export<R: std::io::Read>(
                             };
                         imp.document = document.take();
                         imp.scenario_version = version.take();
+                        imp.statement = statement.take();
                         imp.name = name.take();
                         imp.description = description.take();
                         map.next_value_seed(Nodes(self.0, &mut imp))?;

@@ -14,6 +14,7 @@
 
 use std::sync::Arc;
 
+use serde_json::Value;
 use simtree_shared::{SimKind, TreeInfo, TreeRef};
 
 use super::explore::{ExploreData, restore_explores};
@@ -557,8 +558,9 @@ impl Workbench {
     /// Imports an export read node by node from `reader` (a spooled request body or a file):
     /// each node is checked, then (with a store) written and released from memory, so an import
     /// of any size needs memory for one node at a time. Nothing is listed unless all of it
-    /// passes; a refused import leaves no rows.
-    pub fn import_stream(&self, reader: impl std::io::Read) -> Result<TreeRef, WorkbenchError> {
+    /// passes; a refused import leaves no rows. Also returns the export's statement of
+    /// provenance as written, unread (see [`Workbench::provenance_check`]).
+    pub fn import_stream(&self, reader: impl std::io::Read) -> Result<(TreeRef, Option<Value>), WorkbenchError> {
         self.writable()?;
         if self.tree_count() >= self.limits.max_trees {
             return Err(WorkbenchError::conflict(format!(
@@ -653,7 +655,9 @@ impl Workbench {
             Ok(())
         });
         let mut label = (None, None);
+        let mut statement = None;
         let tree = result.and_then(|mut importer| {
+            statement = importer.statement.take();
             let jobs = (
                 std::mem::take(&mut importer.sweeps),
                 std::mem::take(&mut importer.explores),
@@ -757,7 +761,7 @@ impl Workbench {
             }
         }
         self.trees.insert_open(handle);
-        Ok(TreeRef { id, root: 0 })
+        Ok((TreeRef { id, root: 0 }, statement))
     }
 
     pub(super) fn tree_count(&self) -> usize {

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use simtree_shared::Provenance;
+use simtree_shared::{Provenance, ProvenanceCheck, ProvenanceDifference};
 
 use super::{Workbench, WorkbenchError, dataset_of};
 use crate::sim::ScenarioEntry;
@@ -109,6 +109,54 @@ impl Workbench {
     }
 }
 
+/// How an export's `statement` of provenance compares with `here`, this server's for the tree
+/// the export became: field by field, `line` left out (it only restates the others).
+pub fn compare(statement: Option<&Value>, here: Provenance) -> ProvenanceCheck {
+    let export = statement.map(|v| serde_json::from_value::<Provenance>(v.clone()));
+    let (export, note) = match export {
+        None => (
+            None,
+            Some("the export states no provenance (it was written before exports did)".to_string()),
+        ),
+        Some(Err(e)) => (None, Some(format!("the export's provenance is not readable: {e}"))),
+        Some(Ok(p)) => (Some(p), None),
+    };
+    let mut differences = Vec::new();
+    if let Some(export) = &export {
+        let fields = |p: &Provenance| match serde_json::to_value(p) {
+            Ok(Value::Object(m)) => m,
+            _ => serde_json::Map::new(),
+        };
+        let (theirs, ours) = (fields(export), fields(&here));
+        let mut names: Vec<&String> = theirs.keys().collect();
+        names.extend(ours.keys().filter(|k| !theirs.contains_key(*k)));
+        for name in names.into_iter().filter(|n| *n != "line") {
+            let (a, b) = (theirs.get(name), ours.get(name));
+            if a != b {
+                differences.push(ProvenanceDifference {
+                    field: name.clone(),
+                    export: a.cloned().unwrap_or(Value::Null),
+                    here: b.cloned().unwrap_or(Value::Null),
+                });
+            }
+        }
+    }
+    ProvenanceCheck {
+        same: export.is_some() && differences.is_empty(),
+        here,
+        export,
+        differences,
+        note,
+    }
+}
+
+impl Workbench {
+    /// `statement` (an export's, as written) beside what this server states for `tree`.
+    pub fn provenance_check(&self, tree: u64, statement: Option<&Value>) -> Result<ProvenanceCheck, WorkbenchError> {
+        Ok(compare(statement, self.provenance(tree, 0)?))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,5 +171,59 @@ mod tests {
         let b: Value = serde_json::from_str(r#"{"a":[2,3],"b":1}"#).unwrap();
         assert_eq!(sha256_json(&a), sha256_json(&b));
         assert!(simtree_build().starts_with(env!("CARGO_PKG_VERSION")));
+    }
+
+    fn stated(seed: u64, player: &str, dataset_sha256: Option<&str>) -> Provenance {
+        Provenance {
+            scenario: "mine".into(),
+            version: Some(2),
+            document_sha256: Some("d0c".into()),
+            dataset: Some("prices".into()),
+            dataset_sha256: dataset_sha256.map(String::from),
+            seed: Some(seed),
+            player: player.into(),
+            prices_sha256: "9f1".into(),
+            simtree: "0.1.0 (abc)".into(),
+            line: format!("a line of seed {seed}"),
+        }
+    }
+
+    #[test]
+    fn a_comparison_names_each_field_that_differs_and_ignores_the_line() {
+        let here = stated(1, "mock", None);
+        let same = compare(
+            Some(&serde_json::to_value(stated(1, "mock", None)).unwrap()),
+            here.clone(),
+        );
+        assert!(same.same && same.differences.is_empty() && same.note.is_none());
+
+        let theirs = serde_json::to_value(stated(7, "openai:gpt-4o", Some("a1b"))).unwrap();
+        let check = compare(Some(&theirs), here.clone());
+        let got: Vec<(String, Value, Value)> = check
+            .differences
+            .into_iter()
+            .map(|d| (d.field, d.export, d.here))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("dataset_sha256".into(), Value::from("a1b"), Value::Null),
+                ("seed".into(), Value::from(7), Value::from(1)),
+                ("player".into(), Value::from("openai:gpt-4o"), Value::from("mock")),
+            ]
+        );
+        assert!(!check.same);
+
+        let none = compare(None, here.clone());
+        assert!(!none.same && none.export.is_none());
+        assert!(none.note.unwrap().contains("states no provenance"));
+        let forged = compare(Some(&serde_json::json!({"seed": "many"})), here);
+        assert!(
+            !forged.same
+                && forged
+                    .note
+                    .unwrap()
+                    .starts_with("the export's provenance is not readable")
+        );
     }
 }

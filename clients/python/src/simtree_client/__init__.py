@@ -10,7 +10,7 @@ See docs/python.md in the simtree repository.
 """
 
 from . import frames, models
-from .client import AsyncClient, Client, Datasets, Exploration, Library, Node, Sweep, Tree
+from .client import AsyncClient, Client, Datasets, Exploration, Library, Node, ReplayCheck, Sweep, Tree
 from .errors import (
     Conflict,
     Forbidden,
@@ -35,6 +35,7 @@ __all__ = [
     "Node",
     "NotFound",
     "PayloadTooLarge",
+    "ReplayCheck",
     "SimtreeError",
     "Sweep",
     "Tree",

@@ -57,6 +57,12 @@ class Call:
     save_to: Path | None = None
     #: An answer with no body (204).
     empty: bool = False
+    #: An NDJSON page of a long-format table: the answer is ``(rows, next_offset)``, the rows as
+    #: dicts and the offset of the next page (``X-Next-Offset``), ``None`` after the last.
+    ndjson: bool = False
+    #: The answer's headers only (a dict with lowercase names), whatever its status but 401 and
+    #: 403 (a page the server does not have still states its framing policy).
+    headers: bool = False
 
 
 @dataclass
@@ -143,11 +149,18 @@ class _Transport:
             args["content"] = call.content
         return args
 
-    def _read(self, call: Call, status: int, body: bytes) -> Any:
+    def _read(self, call: Call, status: int, body: bytes, headers: Any = None) -> Any:
+        if call.headers and status not in (401, 403):
+            return {k.lower(): v for k, v in (headers or {}).items()}
         if status >= 400:
             raise error_for(status, body, call.method, call.path)
         if call.raw:
             return body
+        if call.ndjson:
+            following = (headers or {}).get("x-next-offset")
+            return [json.loads(line) for line in body.splitlines() if line], (
+                int(following) if following is not None else None
+            )
         if call.empty or not body:
             return None
         data = json.loads(body)
@@ -226,7 +239,7 @@ class SyncTransport(_Transport):
                         size += len(chunk)
                 return size
         r = self.http.request(call.method, call.path, **args)
-        return self._read(call, r.status_code, r.content)
+        return self._read(call, r.status_code, r.content, r.headers)
 
     def _watch(self, step: Watch, sockets: contextlib.ExitStack) -> Any:
         try:
@@ -332,7 +345,7 @@ class AsyncTransport(_Transport):
                         size += len(chunk)
                 return size
         r = await self.http.request(call.method, call.path, **args)
-        return self._read(call, r.status_code, r.content)
+        return self._read(call, r.status_code, r.content, r.headers)
 
     async def _watch(self, step: Watch, sockets: contextlib.AsyncExitStack) -> Any:
         try:

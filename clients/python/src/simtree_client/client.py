@@ -51,6 +51,16 @@ def _spec(spec: Any) -> dict:
     return spec.model_dump(mode="json", exclude_none=True) if hasattr(spec, "model_dump") else dict(spec)
 
 
+def _table(path: str, **params: Any) -> Program[list[dict]]:
+    """Every row of a long-format table route (``…/table``), read as NDJSON a page at a time."""
+    rows: list[dict] = []
+    offset: int | None = 0
+    while offset is not None:
+        page, offset = yield Call("GET", path, params={**params, "format": "ndjson", "offset": offset}, ndjson=True)
+        rows.extend(page)
+    return rows
+
+
 class _Handle:
     _t: Any
 
@@ -100,6 +110,10 @@ class Node(_Handle):
             return display.node_html(self.tree.id, self.id, graph, self._t.base)
 
         return self._html(draw(), self.tree.id, self.id)
+
+    def show(self, height: int = 600) -> display.LivePage:
+        """The live page with this node selected, in an iframe (see ``Tree.show``)."""
+        return self.tree.show(node=self.id, height=height)
 
     def info(self) -> m.NodeInfo:
         """Status, failure reason, usage, seed and annotation."""
@@ -213,13 +227,19 @@ class Node(_Handle):
         """Deletes the node and its subtree (cancelling their runs)."""
         return self._call(Call("DELETE", self._path), lambda _: None)
 
+    @property
+    def provenance(self) -> m.Provenance | None:
+        """Where the node's numbers come from (its own seed and player); ``None`` while it runs."""
+        return self._call(Call("GET", f"{self._path}/info", model=m.NodeInfo), lambda i: i.provenance)
+
     def events_frame(self):
-        """The path's log in long format (see ``frames.event_rows``)."""
-        root = self.tree.root_id
-        return self._call(
-            Call("GET", f"{self._path}/logs"),
-            lambda log: frames.events_frame(frames.event_rows(log, root)),
-        )
+        """The path's log in long format, one row per entry (``frames.events_frame``), from the
+        server's log table."""
+        return self._run(self._events())
+
+    def _events(self) -> Program[Any]:
+        rows = yield from _table(f"{self._path}/table", scope="path")
+        return frames.events_frame(rows)
 
     def abm_frame(self):
         """An agent-based model's tracked variables per step along the path."""
@@ -339,22 +359,21 @@ class Sweep(_Job):
         yield Batch(calls, tolerate=(Conflict,))
 
     def runs_frame(self, series: bool = True):
-        """One row per (run, step, variable), BehaviorSpace style (see ``frames.runs_frame``);
-        ``series=False`` keeps only the metric rows (no log is read)."""
+        """One row per (run, step, variable), BehaviorSpace style (see ``frames.runs_frame``):
+        the server's runs table (``GET …/sweep/{id}/table``); ``series=False`` keeps only the
+        metric rows."""
         return self._run(self._runs(series))
 
     def _runs(self, series: bool) -> Program[Any]:
-        table = yield self._table_call(model=None)
-        logs = None
-        if series:
-            nodes = [n for c in table["cells"] for n in c["children"]]
-            got = yield Batch([Call("GET", f"{self.tree._path}/node/{n}/logs") for n in nodes])
-            logs = dict(zip(nodes, got, strict=True))
-        return frames.runs_frame(table, logs)
+        rows = yield from _table(f"{self.tree._path}/sweep/{self.id}/table", series=str(series).lower())
+        return frames.runs_frame(rows)
 
     def results_frame(self):
         """One row per run with a column per metric: the layout of ``simtree sweep --csv``."""
-        return self._call(self._table_call(model=None), lambda t: frames.results_frame(frames.runs_frame(t)))
+        return self._run(self._results())
+
+    def _results(self) -> Program[Any]:
+        return frames.results_frame((yield from self._runs(False)))
 
     def effects_frame(self):
         """The paired effects against the baseline cell, one row per (cell, metric)."""
@@ -423,6 +442,19 @@ class Tree(_Handle):
     @property
     def root(self) -> Node:
         return Node(self, self.root_id)
+
+    def show(self, node: int | None = None, height: int = 600) -> display.LivePage:
+        """The live page (``/simtree/{tree}?node=N``) in an iframe, shown by Jupyter. The server
+        refuses to be framed unless started with ``--allow-framing ORIGIN``, the origin the
+        notebook is served from (e.g. ``http://localhost:8888``); the page then says so, with the
+        link to open instead. The frame carries no token (see docs/python.md)."""
+        src = display.page_link(self._t.base, self.id, node)
+        path = f"/simtree/{self.id}"
+        params = None if node is None else {"node": node}
+        return self._call(
+            Call("GET", path, params=params, headers=True),
+            lambda h: display.LivePage(src, display.framing_origins(h), height),
+        )
 
     def node(self, id: int) -> Node:
         """A handle on node ``id`` (not checked: a call on a missing node raises ``NotFound``)."""
@@ -521,30 +553,28 @@ class Tree(_Handle):
         return frames.nodes_frame(summaries, graph, infos)
 
     def events_frame(self, nodes: Sequence[int | Node] | None = None):
-        """The log in long format. With ``nodes``, each one's path, one after the other, with a
-        first column ``path`` naming the node read; without, every entry of the tree once (each
-        leaf's path read, the entries of nodes already seen left out)."""
+        """The log in long format, from the server's log table. With ``nodes``, each one's path,
+        one after the other, with a first column ``path`` naming the node read; without, every
+        entry of the tree once, in node order."""
         return self._run(self._events(nodes))
 
     def _events(self, nodes: Sequence[int | Node] | None) -> Program[Any]:
-        if nodes is not None:
-            ids = [n.id if isinstance(n, Node) else int(n) for n in nodes]
-            logs = yield Batch([Call("GET", f"{self._path}/node/{n}/logs") for n in ids])
-            rows, path = [], []
-            for n, log in zip(ids, logs, strict=True):
-                r = frames.event_rows(log, self.root_id)
-                rows.extend(r)
-                path.extend([n] * len(r))
-            return frames.events_frame(rows, path)
-        summaries = yield Call("GET", f"{self._path}/summaries")
-        leaves = [s["id"] for s in summaries if not s.get("edges")]
-        logs = yield Batch([Call("GET", f"{self._path}/node/{n}/logs") for n in leaves])
-        rows, seen = [], set()
-        for log in logs:
-            rows.extend(frames.event_rows(log, self.root_id, skip=seen))
-            seen.update(e.get("node", self.root_id) for e in log)
-        rows.sort(key=lambda r: (r[0], r[1]))
-        return frames.events_frame(rows)
+        if nodes is None:
+            rows = yield from _table(f"{self._path}/node/{self.root_id}/table", scope="subtree")
+            return frames.events_frame(rows)
+        rows, path = [], []
+        for n in [n.id if isinstance(n, Node) else int(n) for n in nodes]:
+            got = yield from _table(f"{self._path}/node/{n}/table", scope="path")
+            rows.extend(got)
+            path.extend([n] * len(got))
+        return frames.events_frame(rows, path)
+
+    @property
+    def provenance(self) -> m.Provenance:
+        """Where the tree's numbers come from: the scenario and version with its document's
+        SHA-256, the dataset and its SHA-256, the root's seed, the player, the price table's
+        SHA-256 and simtree's version; ``.line`` says it all on one line, to paste into notes."""
+        return self._call(Call("GET", self._path, model=m.TreeInfo), lambda i: i.provenance)
 
 
 class Library(_Handle):
@@ -669,15 +699,52 @@ class _Client(_Handle):
 
     def import_(self, path: str | Path) -> Tree:
         """Imports an export file (streamed) as a new tree."""
-        return self._call(
-            Call("POST", "/devui/simtree/import", upload=Path(path), content_type="application/json", model=m.TreeRef),
-            lambda r: Tree(self._t, r.id, r.root),
+        return self._call(self._import_call(path), lambda r: Tree(self._t, r.id, r.root))
+
+    def replay_check(self, path: str | Path) -> ReplayCheck:
+        """Imports an export file as a new tree to replay on, and says how the provenance the
+        export states compares with what this server states for that tree: which hashes, seeds,
+        player or versions differ. The server builds nothing from the export's statement."""
+        return self._call(self._import_call(path), lambda r: ReplayCheck(Tree(self._t, r.id, r.root), r.provenance))
+
+    @staticmethod
+    def _import_call(path: str | Path) -> Call:
+        return Call(
+            "POST", "/devui/simtree/import", upload=Path(path), content_type="application/json", model=m.ImportReply
         )
 
     def search(self, text: str, offset: int | None = None, limit: int | None = None) -> m.SearchReply:
         """Searches every tree (each hit names its ``tree``)."""
         params = {"q": text, "offset": offset, "limit": limit}
         return self._call(Call("GET", "/api/search", params=params, model=m.SearchReply))
+
+
+class ReplayCheck:
+    """An imported export's provenance beside this server's (``client.replay_check``): ``tree``
+    is the imported tree, ``same`` says nothing differs, ``differences`` names each field with
+    both values, ``here`` and ``export`` are the two statements, ``note`` says why there was
+    nothing to compare (an export written before exports stated provenance)."""
+
+    def __init__(self, tree: Tree, check: m.ProvenanceCheck) -> None:
+        self.tree = tree
+        self.check = check
+        self.same = check.same
+        self.differences = check.differences
+        self.here = check.here
+        self.export = check.export
+        self.note = check.note
+
+    def __repr__(self) -> str:
+        return f"ReplayCheck(tree={self.tree.id}, same={self.same}, differences={len(self.differences)})"
+
+    def __str__(self) -> str:
+        if self.note:
+            return f"tree {self.tree.id}: {self.note}"
+        if self.same:
+            return f"tree {self.tree.id}: the same provenance as the export states"
+        lines = [f"tree {self.tree.id}: differs from what the export states in"]
+        lines += [f"  {d.field}: export {d.export!r}, here {d.here!r}" for d in self.differences]
+        return "\n".join(lines)
 
 
 def default_url() -> str:

@@ -148,3 +148,50 @@ def node_html(tree: int, node: int, graph: dict, base: str) -> str:
         f'<a href="{escape(page_link(base, tree, node))}" target="_blank">open in simtree</a></div>'
         + tree_svg(path_graph(graph, node), base, tree, highlight={node})
     )
+
+
+def framing_origins(headers: dict[str, str]) -> list[str] | None:
+    """The origins a page's ``Content-Security-Policy`` lets frame it (``frame-ancestors``):
+    ``[]`` when none may (``'none'``, or ``X-Frame-Options: DENY`` alone), ``None`` when the
+    answer states no framing policy."""
+    for directive in headers.get("content-security-policy", "").split(";"):
+        words = directive.split()
+        if words and words[0].lower() == "frame-ancestors":
+            return [w for w in words[1:] if w != "'none'"]
+    if headers.get("x-frame-options", "").upper() in ("DENY", "SAMEORIGIN"):
+        return []
+    return None
+
+
+class LivePage:
+    """The live page of a tree (``tree.show()``): in a notebook, an iframe of it when the server
+    lets other pages frame it, else what to start the server with.
+
+    ``src`` is the page, ``allowed`` the origins the server lets frame it (``[]``: none, its
+    default; ``None``: it stated no policy)."""
+
+    def __init__(self, src: str, allowed: list[str] | None, height: int = 600) -> None:
+        self.src = src
+        self.allowed = allowed
+        self.height = height
+
+    def __repr__(self) -> str:
+        return f"LivePage({self.src!r}, allowed={self.allowed!r})"
+
+    def _repr_html_(self) -> str:
+        link = f'<a href="{escape(self.src)}" target="_blank">{escape(self.src)}</a>'
+        flag = "<code>simtree serve --allow-framing http://localhost:8888</code>"
+        if self.allowed == []:
+            return (
+                "<p>simtree does not let other pages show it in a frame (its default, against "
+                f"clickjacking). Start it with {flag}, naming the origin this notebook is served "
+                f"from (repeatable), or open {link}.</p>"
+            )
+        who = ", ".join(escape(o) for o in self.allowed or []) or "any page (no policy stated)"
+        return (
+            f'<iframe src="{escape(self.src)}" width="100%" height="{int(self.height)}" '
+            'style="border: 1px solid #ddd"></iframe>'
+            f"<p><small>simtree lets these pages frame it: {who}. A blank frame means this notebook's "
+            f"origin is not one of them: add it with <code>--allow-framing</code>. Open {link} "
+            "to use it in a tab.</small></p>"
+        )

@@ -7,9 +7,7 @@ is plotted against its step or date (ABM variables, equity curves).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 import pandas as pd
 
@@ -130,71 +128,16 @@ def nodes_frame(
     return frame
 
 
-def _text_of(kind: str, data: dict) -> str | None:
-    """The human-readable part of a log entry, by its type (docs/http-api.md, the log)."""
-    if kind == "system_broadcast":
-        return data.get("text")
-    if kind == "agent_ctx_delta":
-        return data.get("content")
-    if kind == "action_end":
-        return data.get("summary")
-    if kind in ("action_start",):
-        action = data.get("action") or {}
-        return action.get("message") or json.dumps(action, ensure_ascii=False)
-    if kind == "agent_process_end":
-        return json.dumps(data.get("actions"), ensure_ascii=False)
-    if kind == "plan_update":
-        return json.dumps(data.get("plan"), ensure_ascii=False)
-    if kind == "emotion_update":
-        return data.get("emotion")
-    if kind == "agent_error":
-        return data.get("error")
-    if kind == "decision_point":
-        result = (data.get("log") or {}).get("execution_result") or {}
-        return result.get("message")
-    if kind == "abm_step":
-        return json.dumps(data.get("values"), ensure_ascii=False)
-    if kind == "counterfactual":
-        return json.dumps(data.get("ops"), ensure_ascii=False)
-    return None
+def events_frame(rows: Sequence[dict], path: Sequence[int] | None = None) -> pd.DataFrame:
+    """Long format: one row per log entry, columns :data:`EVENT_COLUMNS`, from the server's log
+    table (``GET …/node/{n}/table``, NDJSON rows; docs/http-api.md, "Long-format tables"), and
+    first ``path``, the node whose path the row was read from, when given (one value per row).
 
-
-def event_rows(entries: Iterable[dict], root: int = 0, skip: set[int] | None = None) -> list[tuple]:
-    """The rows of :func:`events_frame` for one path's log (``GET …/logs``), in order.
-
-    ``seq`` is the entry's position along the root path (the same in every path through its
-    node). ``step`` is the simulation step the entry belongs to: the turn for social scenes (a
-    turn starts with an agent's ``agent_process_start`` of step 1), the decision point (from 1)
-    for trading, the model's step for agent-based models; entries carry the last one forward.
-    ``time`` is the scene clock (``data.time``, social scenes), carried forward likewise.
-    Entries of the nodes in ``skip`` are left out."""
-    rows = []
-    step: int | None = None
-    clock: Any = None
-    for seq, e in enumerate(entries):
-        kind = e.get("type", "")
-        data = e.get("data") if isinstance(e.get("data"), dict) else {}
-        node = e.get("node", root)
-        if kind == "agent_process_start" and data.get("step") == 1:
-            step = (step or 0) + 1
-        elif kind == "decision_point":
-            idx = (data.get("log") or {}).get("decision_point_idx")
-            step = idx + 1 if isinstance(idx, int) else (step or 0) + 1
-        elif kind == "abm_step" and isinstance(data.get("step"), int):
-            step = data["step"]
-        if isinstance(data.get("time"), (int, float)):
-            clock = data["time"]
-        if skip and node in skip:
-            continue
-        agent = data.get("agent") or data.get("sender")
-        rows.append((node, seq, step, clock, agent, kind, _text_of(kind, data), data))
-    return rows
-
-
-def events_frame(rows: Sequence[tuple], path: Sequence[int] | None = None) -> pd.DataFrame:
-    """Long format: one row per log entry, columns :data:`EVENT_COLUMNS` (and first ``path``,
-    the node whose path the row was read from, when given: one value per row)."""
-    frame = pd.DataFrame.from_records(list(rows), columns=EVENT_COLUMNS)
+    ``seq`` is the entry's position along its root path; ``step`` the simulation step it belongs
+    to (the turn, the decision point from 1, the model's step) and ``time`` the scene clock, both
+    carried forward; ``agent`` the entry's agent or sender; ``text`` its readable part; ``data``
+    its payload."""
+    frame = pd.DataFrame.from_records([[r.get(c) for c in EVENT_COLUMNS] for r in rows], columns=EVENT_COLUMNS)
     for col in ("node", "seq", "step"):
         frame[col] = pd.array(frame[col].tolist(), dtype="Int64")
     frame["time"] = pd.array(frame["time"].tolist(), dtype="Int64")
@@ -225,58 +168,18 @@ def _param_column(name: str) -> str:
     return f"param:{name}" if name in fixed else name
 
 
-def series_of(entries: Iterable[dict], node: int) -> list[tuple[int, str, Any]]:
-    """``(step, variable, value)`` of one run's own entries (those of ``node``): an ABM model's
-    tracked variables at each ``abm_step`` (``step`` is the model's step; a run from the root
-    also reports step 0, the initial state), a trading episode's ``value`` and ``cash`` at each
-    decision point (``step`` from 1). Per-agent arrays are left out."""
-    out: list[tuple[int, str, Any]] = []
-    for e in entries:
-        if e.get("node") != node:
-            continue
-        data = e.get("data") or {}
-        if e.get("type") == "abm_step":
-            for name, value in (data.get("values") or {}).items():
-                # Per-agent arrays stay in the log (node.abm_frame() has them).
-                if not isinstance(value, (list, dict)):
-                    out.append((data.get("step"), name, value))
-        elif e.get("type") == "decision_point":
-            step = ((data.get("log") or {}).get("decision_point_idx") or 0) + 1
-            out.append((step, "value", data.get("value")))
-            out.append((step, "cash", (data.get("portfolio") or {}).get("cash")))
-    return out
-
-
-def runs_frame(table: dict, logs: dict[int, list[dict]] | None = None) -> pd.DataFrame:
-    """BehaviorSpace style: one row per (run, step, variable) of a sweep (``GET …/sweep/{id}``).
+def runs_frame(rows: Sequence[dict], columns: Sequence[str] | None = None) -> pd.DataFrame:
+    """BehaviorSpace style: one row per (run, step, variable) of a sweep, from the server's runs
+    table (``GET …/sweep/{id}/table``, NDJSON rows; docs/http-api.md, "Long-format tables").
 
     Each run is one replicate of one cell: ``run`` numbers them (cells in the grid's order,
     replicates within), ``cell`` is the cell's index, then one column per axis with the cell's
     value, ``replicate``, its ``seed`` and its ``node``. The sweep's metrics come as rows whose
     ``step`` is empty (each reduces the whole run; ``value`` is empty while the run is pending or
-    when it failed). With ``logs`` (each replicate's log by node), each run's series follows,
-    one row per step and variable (see :func:`series_of`)."""
-    cells = table.get("cells", [])
-    params = _param_names(cells)
-    seeds = table.get("seeds", [])
-    metric_names = list(table.get("metrics") or {})
-    records = []
-    run = 0
-    for i, c in enumerate(cells):
-        values = [c.get("cell", {}).get(p) for p in params]
-        metrics = c.get("metrics", {})
-        names = metric_names or list(metrics)
-        for k, node in enumerate(c.get("children", [])):
-            head = [run, i, *values, k, seeds[k] if k < len(seeds) else None, node]
-            for name in names:
-                vals = (metrics.get(name) or {}).get("values", [])
-                records.append([*head, None, name, vals[k] if k < len(vals) else None])
-            if logs is not None:
-                for step, name, value in series_of(logs.get(node, []), node):
-                    records.append([*head, step, name, value])
-            run += 1
-    columns = ["run", "cell", *map(_param_column, params), "replicate", "seed", "node", "step", "variable", "value"]
-    frame = pd.DataFrame.from_records(records, columns=columns)
+    when it failed); each run's own steps follow, one row per step and variable. ``columns``
+    names the columns when there are no rows."""
+    columns = list(rows[0]) if rows else list(columns or RUN_COLUMNS)
+    frame = pd.DataFrame.from_records([[r.get(c) for c in columns] for r in rows], columns=columns)
     for col in ("run", "cell", "replicate", "node", "step"):
         frame[col] = pd.array(frame[col].tolist(), dtype="Int64")
     frame["seed"] = pd.array(frame["seed"].tolist(), dtype="UInt64")

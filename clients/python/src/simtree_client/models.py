@@ -115,6 +115,15 @@ class Provenance(BaseModel):
     ]
 
 
+class ProvenanceDifference(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    field: str
+    export: Any
+    here: Any
+
+
 class TreeEdit(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
@@ -1542,6 +1551,37 @@ class TreeInfo(BaseModel):
     ] = None
 
 
+class ProvenanceCheck(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    same: Annotated[
+        bool,
+        Field(
+            description='True when the export stated a provenance and every field but `line` is the same here.'
+        ),
+    ]
+    here: Annotated[
+        Provenance, Field(description='What this server states for the imported tree.')
+    ]
+    export: Annotated[
+        Provenance | None,
+        Field(description='What the export stated, when it stated a readable one.'),
+    ] = None
+    differences: Annotated[
+        list[ProvenanceDifference],
+        Field(
+            description="Each field whose value differs (`null` where one side has none), in the statement's order."
+        ),
+    ]
+    note: Annotated[
+        str | None,
+        Field(
+            description='Why there is nothing to compare: the export states no provenance (it was written before\nexports carried one) or not a readable one.'
+        ),
+    ] = None
+
+
 class OpAgentSwap(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
@@ -2098,6 +2138,15 @@ class Validation(BaseModel):
     )
     ok: bool
     issues: list[Issue]
+
+
+class ImportReply(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    id: Annotated[int, Field(ge=0)]
+    root: Annotated[int, Field(ge=0)]
+    provenance: ProvenanceCheck
 
 
 class OpAgentPlanReplace(BaseModel):
