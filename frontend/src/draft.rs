@@ -660,7 +660,7 @@ mod tests {
     fn the_picker_offers_the_scene_types_catalogue_and_a_switch_drops_the_rest() {
         assert_eq!(
             scene_types().collect::<Vec<_>>(),
-            ["simple_chat", "council", "werewolf", "landlord", "village"]
+            ["simple_chat", "council", "werewolf", "landlord", "village", "custom"]
         );
         let chat = actions_of("simple_chat");
         assert!(chat.contains(&"send_message") && !chat.contains(&"vote") && !chat.contains(&"night_kill"));

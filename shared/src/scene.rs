@@ -105,13 +105,38 @@ pub enum SceneKind {
 
 impl SceneKind {
     /// The types a new document is offered (the alias `emotional_conflict` is read, not offered).
-    pub const OFFERED: [SceneKind; 5] = [
+    pub const OFFERED: [SceneKind; 6] = [
         SceneKind::SimpleChat,
         SceneKind::Council,
         SceneKind::Werewolf,
         SceneKind::Landlord,
         SceneKind::Village,
+        SceneKind::Custom,
     ];
+
+    /// What a scene of this type is, in one paragraph, for someone choosing a type.
+    pub fn summary(self) -> &'static str {
+        match self {
+            SceneKind::SimpleChat | SceneKind::EmotionalConflict => {
+                "A free conversation: agents send messages to everyone or to one another until the turns run out."
+            }
+            SceneKind::Council => {
+                "A legislative council: representatives debate a draft while the agent named Host chairs, opens voting rounds and closes the session."
+            }
+            SceneKind::Werewolf => {
+                "The werewolf party game: night kills, a seer and a witch, day discussion and lynch votes, run by moderators, until one side wins."
+            }
+            SceneKind::Landlord => {
+                "Dou dizhu for exactly four players: bidding for the landlord, doubling, then playing card combinations until a hand is empty."
+            }
+            SceneKind::Village => {
+                "A tile map with named places: agents move, look around, gather resources, rest and talk to those within range."
+            }
+            SceneKind::Custom => {
+                "A scene the document defines in `config`: its setting, roles, variables, actions with parameters and effects, phases, tallies and outcomes (see docs/scenarios.md, \"A custom scene\")."
+            }
+        }
+    }
 
     /// The name a document spells (`simple_chat`).
     pub fn name(self) -> &'static str {
@@ -270,10 +295,13 @@ impl SceneProse {
 pub struct SceneTypeInfo {
     #[serde(rename = "type")]
     pub kind: SceneKind,
+    /// What a scene of this type is ([`SceneKind::summary`]).
+    pub summary: String,
     /// Every action an agent of this type may hold, the common ones first, with default prose.
     pub actions: Vec<ActionInfo>,
     /// The type's default description, rules and examples (for its default `config`: a village's
-    /// description names its map size, a landlord's rules its number of decks).
+    /// description names its map size, a landlord's rules its number of decks). A custom scene
+    /// has none: its `config.setting` and `config.rules` are its description and rules.
     pub description: String,
     pub rules: String,
     pub examples: String,

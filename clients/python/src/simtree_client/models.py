@@ -2279,6 +2279,9 @@ class SceneTypeInfo(BaseModel):
         Literal['simple_chat', 'council', 'werewolf', 'landlord', 'village'] | Literal['emotional_conflict'] | Literal['custom'],
         Field(description="A social scenario's scene type (`scene.type`)."),
     ]
+    summary: Annotated[
+        str, Field(description='What a scene of this type is ([`SceneKind::summary`]).')
+    ]
     actions: Annotated[
         list[ActionInfo],
         Field(
@@ -2288,7 +2291,7 @@ class SceneTypeInfo(BaseModel):
     description: Annotated[
         str,
         Field(
-            description="The type's default description, rules and examples (for its default `config`: a village's\ndescription names its map size, a landlord's rules its number of decks)."
+            description="The type's default description, rules and examples (for its default `config`: a village's\ndescription names its map size, a landlord's rules its number of decks). A custom scene\nhas none: its `config.setting` and `config.rules` are its description and rules."
         ),
     ]
     rules: str
