@@ -75,8 +75,8 @@ fn http_error(status: u16, text: String) -> ApiError {
         // A proxy in front of a stopped server answers 502/503/504 with a page of its own; the
         // server's own 503 ("ABM worker unavailable: …") says why in JSON, which is shown.
         (502..=504, None) => ApiError::Offline,
-        (404, body) => ApiError::NotFound(body.unwrap_or(ErrorBody { detail: text })),
-        (status, body) => ApiError::Http(status, body.unwrap_or(ErrorBody { detail: text })),
+        (404, body) => ApiError::NotFound(body.unwrap_or(ErrorBody { detail: text, path: None })),
+        (status, body) => ApiError::Http(status, body.unwrap_or(ErrorBody { detail: text, path: None })),
     }
 }
 

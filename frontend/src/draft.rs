@@ -411,27 +411,7 @@ pub fn refusal_line(detail: &str) -> Option<usize> {
     digits.parse().ok().filter(|_| rest[digits.len()..].starts_with(':'))
 }
 
-/// The JSON path a document's refusal names: `scenario: agents[0].action_space[1]: unknown …`
-/// gives `agents[0].action_space[1]`, a validator's `error[code] model.x.y: …` gives `model.x.y`.
-pub fn refusal_path(detail: &str) -> Option<String> {
-    let mut rest = detail.strip_prefix("scenario: ").unwrap_or(detail);
-    // A trading episode's own checks name paths inside `episode`.
-    let within = if let Some(r) = rest.strip_prefix("episode config: ") {
-        rest = r;
-        "episode."
-    } else {
-        ""
-    };
-    if rest.starts_with("error[") || rest.starts_with("warning[") {
-        rest = rest.split_once("] ")?.1;
-    }
-    let (path, _) = rest.split_once(": ")?;
-    let is_path = !path.is_empty()
-        && path
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '[' | ']'));
-    is_path.then(|| format!("{within}{path}"))
-}
+pub use simtree_shared::refusal_path;
 
 /// A JSON path (`agents[2].name`) as a JSON pointer (`/agents/2/name`), to find the form field
 /// that shows that place.

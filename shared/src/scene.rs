@@ -307,6 +307,35 @@ pub struct SceneTypeInfo {
     pub examples: String,
 }
 
+/// What a social tree's scene tells its agents (`GET /devui/simtree/{tree}`'s `scene`): the
+/// prose every prompt carries — the document's where it gives some, else the type's — and, for
+/// a custom scene, its roles (with their private instructions), phases and outcomes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct SceneAbout {
+    #[serde(rename = "type")]
+    pub kind: SceneKind,
+    pub description: String,
+    pub rules: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub examples: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roles: Vec<crate::custom::RoleDef>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub phases: Vec<PhaseAbout>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outcomes: Vec<String>,
+}
+
+/// A custom scene's phase as the tree page lists it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct PhaseAbout {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+}
+
 /// One action of a scene type's catalogue.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
