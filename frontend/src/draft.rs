@@ -279,8 +279,18 @@ pub fn add_agent(doc: &mut Value) {
     if !doc.pointer("/agents").is_some_and(Value::is_array) {
         set_at(doc, "/agents", Some(json!([])));
     }
+    let mut agent = agent_template(&name);
+    // An agent of a custom scene holds a role of the scene and, of the registry, only `yield`.
+    if text_at(doc, "/scene/type") == SceneKind::Custom.name() {
+        agent["action_space"] = json!(["yield"]);
+        let role = crate::scene_form::role_names(doc)
+            .into_iter()
+            .next()
+            .unwrap_or_default();
+        agent["properties"] = json!({ "role": role });
+    }
     if let Some(a) = doc.pointer_mut("/agents").and_then(Value::as_array_mut) {
-        a.push(agent_template(&name));
+        a.push(agent);
     }
 }
 
@@ -335,9 +345,9 @@ pub fn set_ordering(doc: &mut Value, kind: &str) {
     set_at(doc, "/ordering", Some(Value::Object(o)));
 }
 
-/// Switches the scene type; its `config` belongs to the old type, so it goes.
 /// Switches the scene type: its settings go, and so does every action (in an agent's action
-/// space or in the scene's prose) the new type does not offer.
+/// space or in the scene's prose) the new type does not offer. A custom scene starts from
+/// [`crate::scene_form::template`], each agent in its first role.
 pub fn set_scene_type(doc: &mut Value, kind: &str) {
     if text_at(doc, "/scene/type") == kind {
         return;
@@ -356,6 +366,9 @@ pub fn set_scene_type(doc: &mut Value, kind: &str) {
     }
     if let Some(p) = doc.pointer_mut("/scene/prose/actions").and_then(Value::as_object_mut) {
         p.retain(|name, _| offered.contains(&name.as_str()));
+    }
+    if kind == SceneKind::Custom.name() {
+        crate::scene_form::make_custom(doc);
     }
 }
 
