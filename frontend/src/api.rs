@@ -14,10 +14,11 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use simtree_shared::{
-    AdvanceRequest, Ask, AskRequest, BranchRequest, ChildReply, ChildrenReply, CreateRequest, DatasetInfo, ErrorBody,
-    Estimate, FrontierRequest, Graph, LogEntry, MultiRequest, NewScenario, NodeCalls, NodeInfo, NodePatch, NodeState,
-    NodeView, NotedSummary, OkReply, Op, RunReply, SavedRef, ScenarioDocument, ScenarioSummary, ScenarioUpdate,
-    SceneTypeInfo, SearchReply, SweepStarted, SweepTable, TreeEdit, TreeInfo, TreeMsg, TreePatch, TreeRef, UsageReply,
+    AdvanceRequest, Ask, AskRequest, BranchRequest, ChildReply, ChildrenReply, CreateRequest, DatasetInfo,
+    DocumentRequest, ErrorBody, Estimate, FrontierRequest, Graph, LogEntry, MultiRequest, NewScenario, NodeCalls,
+    NodeInfo, NodePatch, NodeState, NodeView, NotedSummary, OkReply, Op, RolePrompt, RunReply, SavedRef,
+    ScenarioChecked, ScenarioDocument, ScenarioSummary, ScenarioUpdate, SceneTypeInfo, SearchReply, SweepStarted,
+    SweepTable, TreeEdit, TreeInfo, TreeMsg, TreePatch, TreeRef, UsageReply,
 };
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
@@ -75,8 +76,17 @@ fn http_error(status: u16, text: String) -> ApiError {
         // A proxy in front of a stopped server answers 502/503/504 with a page of its own; the
         // server's own 503 ("ABM worker unavailable: …") says why in JSON, which is shown.
         (502..=504, None) => ApiError::Offline,
-        (404, body) => ApiError::NotFound(body.unwrap_or(ErrorBody { detail: text })),
-        (status, body) => ApiError::Http(status, body.unwrap_or(ErrorBody { detail: text })),
+        (404, body) => ApiError::NotFound(body.unwrap_or(ErrorBody {
+            detail: text,
+            path: None,
+        })),
+        (status, body) => ApiError::Http(
+            status,
+            body.unwrap_or(ErrorBody {
+                detail: text,
+                path: None,
+            }),
+        ),
     }
 }
 
@@ -240,6 +250,19 @@ pub async fn library_scenario(id: &str) -> Result<ScenarioDocument> {
         _ => format!("/api/scenarios/{}", path_segment(id)),
     };
     get(&path).await
+}
+
+/// `POST /api/documents/check`: whether a tree could be made of `document` as it is (a 422
+/// names the JSON path at fault). Nothing is made.
+pub async fn check_document(document: Value) -> Result<ScenarioChecked> {
+    let body = DocumentRequest { document };
+    post("/api/documents/check", &body).await
+}
+
+/// `POST /api/documents/preview`: the first prompt of each role of a social document.
+pub async fn preview_document(document: Value) -> Result<Vec<RolePrompt>> {
+    let body = DocumentRequest { document };
+    post("/api/documents/preview", &body).await
 }
 
 /// `POST /api/scenarios`: saves a document to the library under a new name (409: the name is

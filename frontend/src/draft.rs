@@ -279,8 +279,18 @@ pub fn add_agent(doc: &mut Value) {
     if !doc.pointer("/agents").is_some_and(Value::is_array) {
         set_at(doc, "/agents", Some(json!([])));
     }
+    let mut agent = agent_template(&name);
+    // An agent of a custom scene holds a role of the scene and, of the registry, only `yield`.
+    if text_at(doc, "/scene/type") == SceneKind::Custom.name() {
+        agent["action_space"] = json!(["yield"]);
+        let role = crate::scene_form::role_names(doc)
+            .into_iter()
+            .next()
+            .unwrap_or_default();
+        agent["properties"] = json!({ "role": role });
+    }
     if let Some(a) = doc.pointer_mut("/agents").and_then(Value::as_array_mut) {
-        a.push(agent_template(&name));
+        a.push(agent);
     }
 }
 
@@ -335,9 +345,9 @@ pub fn set_ordering(doc: &mut Value, kind: &str) {
     set_at(doc, "/ordering", Some(Value::Object(o)));
 }
 
-/// Switches the scene type; its `config` belongs to the old type, so it goes.
 /// Switches the scene type: its settings go, and so does every action (in an agent's action
-/// space or in the scene's prose) the new type does not offer.
+/// space or in the scene's prose) the new type does not offer. A custom scene starts from
+/// [`crate::scene_form::template`], each agent in its first role.
 pub fn set_scene_type(doc: &mut Value, kind: &str) {
     if text_at(doc, "/scene/type") == kind {
         return;
@@ -356,6 +366,9 @@ pub fn set_scene_type(doc: &mut Value, kind: &str) {
     }
     if let Some(p) = doc.pointer_mut("/scene/prose/actions").and_then(Value::as_object_mut) {
         p.retain(|name, _| offered.contains(&name.as_str()));
+    }
+    if kind == SceneKind::Custom.name() {
+        crate::scene_form::make_custom(doc);
     }
 }
 
@@ -411,27 +424,7 @@ pub fn refusal_line(detail: &str) -> Option<usize> {
     digits.parse().ok().filter(|_| rest[digits.len()..].starts_with(':'))
 }
 
-/// The JSON path a document's refusal names: `scenario: agents[0].action_space[1]: unknown …`
-/// gives `agents[0].action_space[1]`, a validator's `error[code] model.x.y: …` gives `model.x.y`.
-pub fn refusal_path(detail: &str) -> Option<String> {
-    let mut rest = detail.strip_prefix("scenario: ").unwrap_or(detail);
-    // A trading episode's own checks name paths inside `episode`.
-    let within = if let Some(r) = rest.strip_prefix("episode config: ") {
-        rest = r;
-        "episode."
-    } else {
-        ""
-    };
-    if rest.starts_with("error[") || rest.starts_with("warning[") {
-        rest = rest.split_once("] ")?.1;
-    }
-    let (path, _) = rest.split_once(": ")?;
-    let is_path = !path.is_empty()
-        && path
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '[' | ']'));
-    is_path.then(|| format!("{within}{path}"))
-}
+pub use simtree_shared::refusal_path;
 
 /// A JSON path (`agents[2].name`) as a JSON pointer (`/agents/2/name`), to find the form field
 /// that shows that place.
@@ -660,7 +653,7 @@ mod tests {
     fn the_picker_offers_the_scene_types_catalogue_and_a_switch_drops_the_rest() {
         assert_eq!(
             scene_types().collect::<Vec<_>>(),
-            ["simple_chat", "council", "werewolf", "landlord", "village"]
+            ["simple_chat", "council", "werewolf", "landlord", "village", "custom"]
         );
         let chat = actions_of("simple_chat");
         assert!(chat.contains(&"send_message") && !chat.contains(&"vote") && !chat.contains(&"night_kill"));

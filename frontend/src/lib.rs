@@ -19,6 +19,7 @@ pub mod model;
 pub mod notebook;
 pub mod ops;
 pub mod route;
+pub mod scene_form;
 pub mod sweep;
 pub mod when;
 

@@ -11,6 +11,7 @@
 
 mod ask;
 mod calls;
+mod check;
 mod datasets;
 pub mod drain;
 mod estimate;

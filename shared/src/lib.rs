@@ -28,9 +28,12 @@ pub use event::*;
 pub use explore::{
     CandidateRow, ExploreBest, ExploreBudget, ExploreGoal, ExploreStarted, ExploreStatus, ExploreTable, Objective,
 };
-pub use library::{NewScenario, SavedRef, ScenarioDocument, ScenarioOrigin, ScenarioUpdate};
+pub use library::{
+    DocumentRequest, NewScenario, RolePrompt, SavedRef, ScenarioChecked, ScenarioDocument, ScenarioOrigin,
+    ScenarioUpdate, refusal_path,
+};
 pub use notebook::*;
-pub use scene::{ActionInfo, ActionKind, ActionProse, SceneKind, SceneProse, SceneTypeInfo};
+pub use scene::{ActionInfo, ActionKind, ActionProse, PhaseAbout, SceneAbout, SceneKind, SceneProse, SceneTypeInfo};
 pub use social::*;
 pub use sweep::{
     CellResult, CellRow, Effect, FailedRun, IntervalKind, MetricSummary, SweepStarted, SweepTable, table_csv,
@@ -398,6 +401,9 @@ pub struct TreeInfo {
     /// Where the tree's numbers come from (only in `GET /devui/simtree/{tree}`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provenance: Option<Provenance>,
+    /// A social tree's scene as its root's prompts show it (only in `GET /devui/simtree/{tree}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scene: Option<SceneAbout>,
 }
 
 /// Where a tree's (or a node's) numbers come from, stated once for the tree page's header, node
@@ -709,6 +715,9 @@ pub struct LcaReply {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ErrorBody {
     pub detail: String,
+    /// The JSON path inside the document that `detail` names (`POST /api/documents/check` and `/preview` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
 }
 
 /// LLM usage of a node or a tree.

@@ -71,3 +71,62 @@ pub struct ScenarioDocument {
     /// The document, as `POST /devui/simtree {"scenario": …}` takes it.
     pub document: Value,
 }
+
+/// `POST /api/documents/check` and `POST /api/documents/preview`: a document as the New page
+/// holds it (any kind `POST /devui/simtree` takes inline). Nothing is made or kept.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct DocumentRequest {
+    pub document: Value,
+}
+
+/// `POST /api/documents/check` → 200: the document would make a tree. A refusal is a 422 whose
+/// `detail` is the one creating the tree would give and whose `path` is the JSON path it names.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ScenarioChecked {
+    pub kind: SimKind,
+    /// The document's title (empty when it has none).
+    pub title: String,
+}
+
+/// `POST /api/documents/preview` → one entry per role (per agent where agents have no role):
+/// the prompt the first agent of that role sends on its first turn, before anyone has acted.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct RolePrompt {
+    /// The role (`properties.role`), when the agent has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// The agent whose prompt this is.
+    pub agent: String,
+    /// The other agents of the role, whose prompts differ only where their own name, profile and
+    /// style appear.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also: Vec<String>,
+    /// The system prompt, then what the agent has heard (as the model receives them).
+    pub messages: Vec<crate::CallMessage>,
+}
+
+/// The JSON path (inside the document) a document's refusal names: `scenario: agents[0].action_space[1]: unknown …`
+/// gives `agents[0].action_space[1]`, a validator's `error[code] model.x.y: …` gives `model.x.y`.
+pub fn refusal_path(detail: &str) -> Option<String> {
+    let mut rest = detail.strip_prefix("scenario: ").unwrap_or(detail);
+    // A trading episode's own checks name paths inside `episode`.
+    let within = if let Some(r) = rest.strip_prefix("episode config: ") {
+        rest = r;
+        "episode."
+    } else {
+        ""
+    };
+    if rest.starts_with("error[") || rest.starts_with("warning[") {
+        rest = rest.split_once("] ")?.1;
+    }
+    let (path, _) = rest.split_once(": ")?;
+    let is_path = !path.is_empty()
+        && path
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '[' | ']'));
+    is_path.then(|| format!("{within}{path}"))
+}

@@ -105,13 +105,38 @@ pub enum SceneKind {
 
 impl SceneKind {
     /// The types a new document is offered (the alias `emotional_conflict` is read, not offered).
-    pub const OFFERED: [SceneKind; 5] = [
+    pub const OFFERED: [SceneKind; 6] = [
         SceneKind::SimpleChat,
         SceneKind::Council,
         SceneKind::Werewolf,
         SceneKind::Landlord,
         SceneKind::Village,
+        SceneKind::Custom,
     ];
+
+    /// What a scene of this type is, in one paragraph, for someone choosing a type.
+    pub fn summary(self) -> &'static str {
+        match self {
+            SceneKind::SimpleChat | SceneKind::EmotionalConflict => {
+                "A free conversation: agents send messages to everyone or to one another until the turns run out."
+            }
+            SceneKind::Council => {
+                "A legislative council: representatives debate a draft while the agent named Host chairs, opens voting rounds and closes the session."
+            }
+            SceneKind::Werewolf => {
+                "The werewolf party game: night kills, a seer and a witch, day discussion and lynch votes, run by moderators, until one side wins."
+            }
+            SceneKind::Landlord => {
+                "Dou dizhu for exactly four players: bidding for the landlord, doubling, then playing card combinations until a hand is empty."
+            }
+            SceneKind::Village => {
+                "A tile map with named places: agents move, look around, gather resources, rest and talk to those within range."
+            }
+            SceneKind::Custom => {
+                "A scene the document defines in `config`: its setting, roles, variables, actions with parameters and effects, phases, tallies and outcomes (see docs/scenarios.md, \"A custom scene\")."
+            }
+        }
+    }
 
     /// The name a document spells (`simple_chat`).
     pub fn name(self) -> &'static str {
@@ -270,13 +295,45 @@ impl SceneProse {
 pub struct SceneTypeInfo {
     #[serde(rename = "type")]
     pub kind: SceneKind,
+    /// What a scene of this type is ([`SceneKind::summary`]).
+    pub summary: String,
     /// Every action an agent of this type may hold, the common ones first, with default prose.
     pub actions: Vec<ActionInfo>,
     /// The type's default description, rules and examples (for its default `config`: a village's
-    /// description names its map size, a landlord's rules its number of decks).
+    /// description names its map size, a landlord's rules its number of decks). A custom scene
+    /// has none: its `config.setting` and `config.rules` are its description and rules.
     pub description: String,
     pub rules: String,
     pub examples: String,
+}
+
+/// What a social tree's scene tells its agents (`GET /devui/simtree/{tree}`'s `scene`): the
+/// prose every prompt carries — the document's where it gives some, else the type's — and, for
+/// a custom scene, its roles (with their private instructions), phases and outcomes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct SceneAbout {
+    #[serde(rename = "type")]
+    pub kind: SceneKind,
+    pub description: String,
+    pub rules: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub examples: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roles: Vec<crate::custom::RoleDef>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub phases: Vec<PhaseAbout>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outcomes: Vec<String>,
+}
+
+/// A custom scene's phase as the tree page lists it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct PhaseAbout {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
 }
 
 /// One action of a scene type's catalogue.

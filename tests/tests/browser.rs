@@ -6035,3 +6035,194 @@ async fn an_abm_nodes_series_csv_per_agent_values_and_seed_are_the_apis() {
     assert_eq!(shown, json!(want), "each trader's wealth, then the sum");
     b.finish("abm_csv_agents_seed").await;
 }
+
+/// Issue 39 item 6: a user writes a small jury in the New page's custom-scene form — roles,
+/// a tally, an action with an enum parameter and a vote effect, a phase whose transitions name
+/// the outcomes — with the server checking each edit at its JSON path, reads each role's first
+/// prompt, creates the tree with the scripted player and runs it offline to a named outcome.
+/// The tree page then shows the scene's setting, roles, phases and outcomes.
+#[tokio::test]
+async fn a_jury_written_in_the_custom_form_previews_its_prompts_and_runs_to_an_outcome() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    capture_errors(&b).await;
+    b.open("/new/social").await;
+    b.wait_css("#scene-type option[value='custom']").await;
+    b.select("#scene-type", "custom").await;
+    b.wait_css("#custom-form").await;
+    b.wait_text("#scene-summary", "roles").await;
+    b.set_input("#new-title", "Small jury").await;
+    fill(&b, "#cfg-setting", "A jury room: two jurors decide a verdict.", "input").await;
+    // Renaming the role leaves the agents in a role that no longer exists: the server says where.
+    b.set_input("#cfg-roles-0-name", "juror").await;
+    b.wait_text("#check-error", "agents[0].properties.role").await;
+    for i in 0..2 {
+        b.select(&format!("#agent-{i}-role"), "juror").await;
+    }
+    fill(&b, "#cfg-roles-0-instructions", "Weigh the evidence and vote.", "input").await;
+    b.wait_css("#check-ok").await;
+    // A tally, an action with an enum parameter whose effect is a vote, three outcomes.
+    b.click("#cfg-tallies-add").await;
+    b.set_input("#cfg-tallies-0-name", "verdict").await;
+    b.select("#cfg-tallies-0-kind", "unanimity").await;
+    b.click("#cfg-actions-add").await;
+    b.set_input("#cfg-actions-1-name", "cast_vote").await;
+    b.set_input("#cfg-actions-1-description", "cast your vote on the verdict")
+        .await;
+    b.click("#cfg-actions-1-params-add").await;
+    b.set_input("#cfg-actions-1-params-0-name", "verdict").await;
+    b.select("#cfg-actions-1-params-0-type", "enum").await;
+    fill(&b, "#cfg-actions-1-params-0-values", "guilty, not_guilty", "change").await;
+    b.click("#cfg-actions-1-effects-add").await;
+    b.select("#cfg-actions-1-effects-0-kind", "vote").await;
+    b.set_input("#cfg-actions-1-effects-0-vote-tally", "verdict").await;
+    b.set_input("#cfg-actions-1-effects-0-vote-choice", "params.verdict")
+        .await;
+    fill(&b, "#cfg-outcomes", "guilty, not_guilty, hung", "change").await;
+    // The phase ends in one of them: the first transition whose condition holds.
+    let decided = |v: &str| format!("tallies.verdict.decided && tallies.verdict.winner == '{v}'");
+    fill(&b, "#cfg-phases-0-next-0-when", &decided("guilty"), "input").await;
+    b.set_input("#cfg-phases-0-next-0-end", "guilty").await;
+    b.click("#cfg-phases-0-next-add").await;
+    fill(&b, "#cfg-phases-0-next-1-when", &decided("not_guilty"), "input").await;
+    b.set_input("#cfg-phases-0-next-1-end", "not_guilty").await;
+    // A transition without a condition is not yet last: refused at its path.
+    b.wait_text("#check-error", "scene.config.phases[0].next").await;
+    b.click("#cfg-phases-0-next-add").await;
+    b.set_input("#cfg-phases-0-next-2-end", "hung").await;
+    b.wait_css("#check-ok").await;
+    let doc = json_view(&b).await;
+    let config = &doc["scene"]["config"];
+    assert_eq!(config["roles"][0]["name"], "juror");
+    assert_eq!(
+        config["actions"][1]["params"][0],
+        json!({"name": "verdict", "type": "enum", "values": ["guilty", "not_guilty"]})
+    );
+    assert_eq!(
+        config["actions"][1]["effects"][0],
+        json!({"vote": {"tally": "verdict", "choice": "params.verdict"}})
+    );
+    assert_eq!(config["tallies"][0], json!({"name": "verdict", "kind": "unanimity"}));
+    assert_eq!(config["outcomes"], json!(["guilty", "not_guilty", "hung"]));
+    // Each role's first prompt, built by the server from the document as it is now.
+    b.click("#preview-prompts").await;
+    b.wait_css("details.role-prompt[data-role='juror']").await;
+    let prompt: String = b
+        .js("return document.querySelector(\"details.role-prompt[data-role='juror']\").textContent;")
+        .await
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(prompt.contains("A jury room: two jurors decide a verdict."), "{prompt}");
+    assert!(
+        prompt.contains("Your role: juror.\nWeigh the evidence and vote."),
+        "{prompt}"
+    );
+    assert!(prompt.contains("- speak: say something to everyone"), "{prompt}");
+    assert!(prompt.contains("(+ Bob)"), "both agents are jurors: {prompt}");
+    let api_preview = api_post(&b.server, "/api/documents/preview", json!({"document": doc})).await;
+    assert!(
+        prompt.contains(api_preview[0]["messages"][0]["content"].as_str().unwrap()),
+        "the page shows the server's prompt"
+    );
+    shot(&b, "custom_jury_form").await;
+    // A JSON syntax error disables Create (and the check waits for a document).
+    let good = value_of(&b, "#doc-json").await;
+    fill(&b, "#doc-json", &format!("{good},"), "input").await;
+    b.wait_css("#create-blocked").await;
+    assert_eq!(
+        b.js("return document.querySelector('#create-tree').disabled;").await,
+        json!(true)
+    );
+    b.wait_count("#check-ok", 0).await;
+    fill(&b, "#doc-json", &good, "input").await;
+    b.wait_enabled("#create-tree").await;
+    b.select("#new-llm", "scripted").await;
+    b.click("#create-tree").await;
+    let (tree, info) = created_tree(&b).await;
+    assert_eq!(info["document"]["scene"]["config"], doc["scene"]["config"]);
+    assert!(
+        info["provenance"]["line"].as_str().unwrap().contains("scripted"),
+        "{info}"
+    );
+    // Offline, to an outcome.
+    b.set_input("#steps-input", "40").await;
+    b.click("#advance-btn").await;
+    b.wait_css("g.node[data-id='1']").await;
+    let deadline = Instant::now() + WAIT;
+    let outcome = loop {
+        let (_, view) = b.server.get(&format!("/devui/simtree/{tree}/node/1/view")).await;
+        if let Some(o) = view["state"]["outcome"].as_str() {
+            break o.to_string();
+        }
+        assert!(Instant::now() < deadline, "no outcome: {view}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(
+        ["guilty", "not_guilty", "hung"].contains(&outcome.as_str()),
+        "{outcome}"
+    );
+    // The tree page shows the scene as its prompts do.
+    b.click("#scene-about summary").await;
+    b.wait_text("#scene-description", "A jury room").await;
+    b.wait_text("#scene-roles", "Weigh the evidence and vote.").await;
+    b.wait_text("#scene-phases", "discussion").await;
+    b.wait_text("#scene-outcomes", "guilty, not_guilty, hung").await;
+    assert_eq!(page_errors(&b).await, Vec::<String>::new());
+    b.finish("custom_jury_form").await;
+}
+
+/// Issue 38: the New page's version picker starts from an earlier version of a saved scenario;
+/// a tree made from it unedited records `name@1`, which its header's provenance line shows, with
+/// the player and the money budget chosen on the page.
+#[tokio::test]
+async fn the_version_picker_makes_a_tree_of_name_at_1_and_its_header_says_so() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    capture_errors(&b).await;
+    let (_, shipped) = b.server.get("/api/scenarios/simple_chat").await;
+    let mut doc = shipped["document"].clone();
+    doc["title"] = json!("Chat, first version");
+    let (st, r) = b
+        .server
+        .post("/api/scenarios", &json!({"name": "mine", "document": doc}))
+        .await;
+    assert_eq!(st, 201, "{r}");
+    doc["title"] = json!("Chat, second version");
+    let r = b
+        .server
+        .http
+        .put(b.server.url("/api/scenarios/mine"))
+        .json(&json!({"document": doc}))
+        .send()
+        .await
+        .expect("PUT");
+    assert_eq!(r.status(), 200);
+    b.open("/new?from=mine").await;
+    wait_value(&b, "#new-title", "second version").await;
+    b.wait_css("#start-version option[value='1']").await;
+    b.select("#start-version", "1").await;
+    wait_value(&b, "#new-title", "first version").await;
+    b.wait_text("#create-source", "mine@1").await;
+    b.select("#new-llm", "scripted").await;
+    b.set_input("#new-money", "0.5").await;
+    b.click("#create-tree").await;
+    let (tree, info) = created_tree(&b).await;
+    assert_eq!(info["scenario"], "mine");
+    assert_eq!(info["scenario_version"], 1);
+    let line = info["provenance"]["line"].as_str().unwrap().to_string();
+    assert!(line.starts_with("mine@1 ") && line.contains("scripted"), "{line}");
+    b.wait_text("#provenance", "mine@1").await;
+    let (_, usage) = b.server.get(&format!("/devui/simtree/{tree}/usage")).await;
+    assert_eq!(usage["money_budget"]["limit"], 0.5, "{usage}");
+    // An edited document is the user's own copy: it records no library version.
+    b.open("/new?from=mine@1").await;
+    wait_value(&b, "#new-title", "first version").await;
+    b.set_input("#new-title", "My own chat").await;
+    b.wait_text("#create-source", "as it is now").await;
+    b.click("#create-tree").await;
+    let (_, info) = created_tree(&b).await;
+    assert!(info.get("scenario_version").is_none(), "{info}");
+    assert_eq!(page_errors(&b).await, Vec::<String>::new());
+    b.finish("version_picker").await;
+}

@@ -165,3 +165,95 @@ async fn a_broken_document_is_refused_at_its_path_and_nothing_is_stored() {
     // The server is still up and the document itself is fine.
     ok(&s, "/devui/simtree", json!({"scenario": doc, "llm": "scripted"})).await;
 }
+
+/// `POST /api/documents/check` answers what creating a tree would, at the refusal's JSON path;
+/// `POST /api/documents/preview` gives each role the prompt its first call then sends, to the
+/// byte; the tree's info shows the scene's prose, roles, phases and outcomes. Nothing is made.
+#[tokio::test]
+async fn a_document_is_checked_and_its_prompts_previewed_without_a_tree() {
+    let s = Server::start();
+    let (st, shipped) = s.get("/api/scenarios/custom_ultimatum").await;
+    assert_eq!(st, 200, "{shipped}");
+    let doc = shipped["document"].clone();
+    let trees = s.get("/devui/simtree").await.1;
+
+    let checked = ok(&s, "/api/documents/check", json!({"document": doc})).await;
+    assert_eq!(checked, json!({"kind": "social", "title": "Ultimatum game"}));
+    let mut bad = doc.clone();
+    bad["agents"][1]["properties"]["role"] = json!("judge");
+    let (st, r) = s.post("/api/documents/check", &json!({"document": bad})).await;
+    assert_eq!(st, 422, "{r}");
+    assert_eq!(r["path"], "agents[1].properties.role", "{r}");
+    let (st, created) = s.post("/devui/simtree", &json!({"scenario": bad})).await;
+    assert_eq!(
+        (st, &created["detail"]),
+        (422, &r["detail"]),
+        "check and create say the same"
+    );
+    let mut bad = doc.clone();
+    bad["scene"]["config"]["actions"][0]["effects"][0] = json!({"set": {"var": "nope", "value": "1"}});
+    let (st, r) = s.post("/api/documents/check", &json!({"document": bad})).await;
+    assert_eq!(st, 422, "{r}");
+    assert_eq!(r["path"], "scene.config.actions[0].effects[0].set.var", "{r}");
+
+    let preview = ok(&s, "/api/documents/preview", json!({"document": doc})).await;
+    let roles: Vec<&str> = preview
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["proposer", "responder"]);
+    let system = |i: usize| preview[i]["messages"][0]["content"].as_str().unwrap().to_string();
+    assert!(
+        system(0).contains("Your role: proposer.\nMake one offer"),
+        "{}",
+        system(0)
+    );
+    assert!(system(0).contains("- offer: offer the responder part"), "{}", system(0));
+    assert!(!system(0).contains("Accept the offer or reject it"), "{}", system(0));
+    assert!(
+        system(1).contains("Your role: responder.\nAccept the offer"),
+        "{}",
+        system(1)
+    );
+    assert_eq!(s.get("/devui/simtree").await.1, trees, "no tree was made");
+    let (st, r) = s
+        .post("/api/documents/preview", &json!({"document": {"episode": {}}}))
+        .await;
+    assert_eq!(st, 422, "{r}");
+
+    // The proposer acts first: its first call is the preview, message for message.
+    let tree = ok(&s, "/devui/simtree", json!({"scenario": doc})).await["id"]
+        .as_u64()
+        .unwrap();
+    let node = advance(&s, tree, 0, 1).await;
+    let (st, calls) = s.get(&format!("/devui/simtree/{tree}/node/{node}/calls")).await;
+    assert_eq!(st, 200, "{calls}");
+    assert_eq!(calls["calls"][0]["agent"], "Pat");
+    assert_eq!(calls["calls"][0]["messages"], preview[0]["messages"]);
+
+    let (_, info) = s.get(&format!("/devui/simtree/{tree}")).await;
+    let scene = &info["scene"];
+    assert_eq!(scene["type"], "custom");
+    assert!(
+        scene["description"]
+            .as_str()
+            .unwrap()
+            .starts_with("Two strangers split 100 coins")
+    );
+    assert_eq!(scene["roles"][1]["name"], "responder");
+    assert_eq!(scene["phases"][0]["name"], "proposal");
+    assert_eq!(scene["outcomes"], json!(["accepted", "rejected", "no_deal"]));
+    // A shipped type's tree shows its default prose.
+    let council = s.create("council").await;
+    let (_, info) = s.get(&format!("/devui/simtree/{council}")).await;
+    assert!(
+        info["scene"]["rules"]
+            .as_str()
+            .unwrap()
+            .contains("Do not vote before the Host"),
+        "{info}"
+    );
+    assert!(info["scene"].get("roles").is_none());
+}

@@ -174,7 +174,16 @@ async fn scene_types_show_each_catalogue_and_its_default_prose() {
         .iter()
         .map(|t| t["type"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["simple_chat", "council", "werewolf", "landlord", "village"]);
+    assert_eq!(
+        names,
+        ["simple_chat", "council", "werewolf", "landlord", "village", "custom"]
+    );
+    // A custom scene is offered with what it is; its actions and prose are its document's.
+    let custom = &types[5];
+    assert!(custom["summary"].as_str().unwrap().contains("roles"), "{custom}");
+    assert_eq!(custom["actions"].as_array().unwrap().len(), 1, "only yield: {custom}");
+    assert_eq!(custom["description"], "");
+    assert!(types[1]["summary"].as_str().unwrap().contains("Host"));
     let council = &types[1];
     let actions: Vec<&str> = council["actions"]
         .as_array()

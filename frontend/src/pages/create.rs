@@ -13,6 +13,29 @@ use crate::state::{Tree, ctx};
 pub(super) const MOCK: &str = "mock";
 pub(super) const SERVER_LLM: &str = "server";
 
+/// The player picker of a social tree (the mock, the scripted player, or the server's own LLM
+/// settings), bound to `llm`; what it holds becomes [`create_llm`]'s answer.
+pub(super) fn player_field(id: &'static str, note: &'static str, llm: RwSignal<String>) -> impl IntoView {
+    let ctx = ctx();
+    view! {
+        <div class="field">
+            <label for=id>{move || ctx.tr("create.llm")}</label>
+            <select id=id on:change=move |ev| llm.set(event_target_value(&ev)) prop:value=move || llm.get()>
+                <option value=MOCK selected=move || llm.get() == MOCK>{move || ctx.tr("create.llmMock")}</option>
+                <option value="scripted" selected=move || llm.get() == "scripted">{move || ctx.tr("create.llmScripted")}</option>
+                <option value=SERVER_LLM selected=move || llm.get() == SERVER_LLM>{move || ctx.tr("create.llmServer")}</option>
+            </select>
+            <p id=note class="hint muted">{move || ctx.tr("create.llmNote")}</p>
+        </div>
+    }
+}
+
+/// A create request's `llm` for the picker's choice: an offline player by name, or none (the
+/// server's own settings).
+pub(super) fn create_llm(choice: String) -> Option<String> {
+    Some(choice).filter(|l| l != SERVER_LLM)
+}
+
 /// Scenario picker, seed, token budget, the LLM player (social scenes), and Create / Refresh.
 #[component]
 pub(super) fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) -> impl IntoView {
@@ -50,7 +73,7 @@ pub(super) fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) ->
             seed: seed.get().trim().parse::<u64>().ok(),
             token_budget: budget.get().trim().parse::<u64>().ok(),
             money_budget: None,
-            llm: Some(llm.get()).filter(|l| social() && l != SERVER_LLM),
+            llm: create_llm(llm.get()).filter(|_| social()),
         };
         if creating.get_untracked() {
             return;
@@ -106,17 +129,7 @@ pub(super) fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) ->
                 <label>{move || ctx.tr("create.budget")}</label>
                 <input id="budget-input" type="number" min="1" placeholder="∞" prop:value=move || budget.get() on:input=move |ev| budget.set(event_target_value(&ev)) />
             </div>
-            <Show when=social>
-                <div class="field">
-                    <label for="llm-select">{move || ctx.tr("create.llm")}</label>
-                    <select id="llm-select" on:change=move |ev| llm.set(event_target_value(&ev)) prop:value=move || llm.get()>
-                        <option value=MOCK>{move || ctx.tr("create.llmMock")}</option>
-                        <option value="scripted">{move || ctx.tr("create.llmScripted")}</option>
-                        <option value=SERVER_LLM>{move || ctx.tr("create.llmServer")}</option>
-                    </select>
-                    <p id="llm-note" class="hint muted">{move || ctx.tr("create.llmNote")}</p>
-                </div>
-            </Show>
+            <Show when=social>{player_field("llm-select", "llm-note", llm)}</Show>
             <div class="row">
                 <button id="create-btn" class="primary" disabled=move || creating.get() on:click=create>{move || ctx.tr("common.create")}</button>
                 <button id="refresh-btn" disabled=move || tree.is_none() on:click=move |_| if let Some(t) = tree { t.refresh() }>

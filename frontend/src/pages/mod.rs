@@ -17,6 +17,7 @@ mod new;
 mod notebook;
 mod ops_panel;
 mod overlay;
+mod scene_about;
 mod simtree;
 mod studio;
 mod trading_details;

@@ -3,6 +3,8 @@
 
 use leptos::prelude::*;
 
+use simtree_shared::TreeInfo;
+
 use crate::api;
 use crate::graph::UsageLine;
 use crate::state::{Conn, Tree, ctx};
@@ -37,24 +39,33 @@ pub(super) fn TreeBar(tree: Tree) -> impl IntoView {
     }
 }
 
+/// The open tree's `GET /devui/simtree/{tree}` (its provenance and scene), read again whenever
+/// another tree opens.
+pub(super) fn tree_info_signal(tree: Tree) -> RwSignal<Option<TreeInfo>> {
+    let info = RwSignal::new(None::<TreeInfo>);
+    Effect::new(move |_| {
+        let Some(t) = tree.id.get() else {
+            info.set(None);
+            return;
+        };
+        leptos::task::spawn_local(async move {
+            if let Ok(got) = api::tree_info(t).await
+                && tree.id.get_untracked() == Some(t)
+            {
+                info.try_set(Some(got));
+            }
+        });
+    });
+    info
+}
+
 /// The open tree's provenance on one line (scenario@version and document hash, dataset, player,
 /// seed, prices, simtree), selected whole on a click so it can be copied into notes.
 #[component]
 fn ProvenanceLine(tree: Tree) -> impl IntoView {
-    let line = RwSignal::new(None::<String>);
-    Effect::new(move |_| {
-        let Some(t) = tree.id.get() else {
-            line.set(None);
-            return;
-        };
-        leptos::task::spawn_local(async move {
-            if let Ok(info) = api::tree_info(t).await
-                && tree.id.get_untracked() == Some(t)
-            {
-                line.set(info.provenance.map(|p| p.line));
-            }
-        });
-    });
+    let info = tree_info_signal(tree);
+    let line =
+        Memo::new(move |_| info.with(|i| i.as_ref().and_then(|i| i.provenance.as_ref()).map(|p| p.line.clone())));
     view! {
         <Show when=move || line.get().is_some()>
             <code id="provenance" class="provenance" title="provenance: select to copy">

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use simtree_shared::scene::ProseError;
 use simtree_shared::{
     ActionEnd, ActionStart, AgentErrorEvent, AgentProcessEnd, AgentProcessStart, AgentState, MemoryLine, NodeState,
-    SceneProse, StepActions,
+    PhaseAbout, SceneAbout, SceneProse, StepActions,
 };
 
 use super::action::{ActionCtx, ActionKind, Handled, Outcome};
@@ -426,16 +426,22 @@ impl Simulator {
             .with_prose(self.prose.as_ref())
     }
 
-    /// The prompt an interview of agent `name` sends: exactly the context its next decision
-    /// would see (its system prompt and memory), then `question` as a user turn (merged into a
-    /// last user entry, as memory merges). `None` for an unknown agent. Nothing changes.
-    pub fn interview(&self, name: &str, question: &str) -> Option<Vec<Message>> {
-        let idx = self.world.agent_index(name)?;
+    /// Agent `idx`'s system prompt and memory, as its next decision sends them.
+    fn context(&self, idx: usize) -> Vec<Message> {
         let agent = &self.world.agents[idx];
         let text = self.prompt_text(idx);
         let mut ctx = Vec::with_capacity(agent.short_memory.len() + 2);
         ctx.push(Message::new(Role::System, super::prompt::system_prompt(agent, &text)));
         ctx.extend(agent.short_memory.iter().cloned());
+        ctx
+    }
+
+    /// The prompt an interview of agent `name` sends: exactly the context its next decision
+    /// would see (its system prompt and memory), then `question` as a user turn (merged into a
+    /// last user entry, as memory merges). `None` for an unknown agent. Nothing changes.
+    pub fn interview(&self, name: &str, question: &str) -> Option<Vec<Message>> {
+        let idx = self.world.agent_index(name)?;
+        let mut ctx = self.context(idx);
         let turn = format!(
             "[Interview] {question}\nAnswer the interviewer in your own words. This is a question, not a turn: take no action."
         );
@@ -446,6 +452,49 @@ impl Simulator {
             _ => ctx.push(Message::new(Role::User, turn)),
         }
         Some(ctx)
+    }
+
+    /// The prompt agent `idx` would send if its turn came now: the scene's status line given
+    /// and deferred events delivered first, as [`Simulator::run`] does before a turn. On a
+    /// fresh simulator that is its first prompt, before anyone has acted. Nothing changes.
+    pub fn opening_prompt(&self, idx: usize) -> Vec<Message> {
+        let mut sim = self.clone();
+        let status = sim.scene.rules().status_prompt(&sim.world.agents[idx]);
+        if !status.is_empty() {
+            let line = SceneEvent::Status { data: status }.line(Some(sim.scene.rules().time()));
+            sim.world.feedback(idx, &line);
+        }
+        sim.world.flush_pending();
+        sim.context(idx)
+    }
+
+    /// What the scene tells its agents: its prose as the prompts carry it (the document's in
+    /// place of the type's), and a custom scene's roles, phases and outcomes.
+    pub fn scene_about(&self) -> SceneAbout {
+        let text = self.scene.rules().text().with_prose(self.prose.as_ref());
+        let mut about = SceneAbout {
+            kind: self.scene.kind(),
+            description: text.description,
+            rules: text.guidelines,
+            examples: text.examples,
+            roles: Vec::new(),
+            phases: Vec::new(),
+            outcomes: Vec::new(),
+        };
+        if let Scene::Custom(c) = &self.scene {
+            about.roles.clone_from(&c.config.roles);
+            about.phases = c
+                .config
+                .phases
+                .iter()
+                .map(|p| PhaseAbout {
+                    name: p.name.clone(),
+                    description: p.description.clone(),
+                })
+                .collect();
+            about.outcomes.clone_from(&c.config.outcomes);
+        }
+        about
     }
 
     /// One `process` call of agent `idx`.

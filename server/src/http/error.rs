@@ -17,6 +17,8 @@ use crate::workbench::WorkbenchError;
 pub struct ApiError {
     pub status: StatusCode,
     pub detail: String,
+    /// The JSON path inside a document that `detail` names, where the route states it.
+    pub path: Option<String>,
 }
 
 impl ApiError {
@@ -24,6 +26,7 @@ impl ApiError {
         ApiError {
             status,
             detail: detail.into(),
+            path: None,
         }
     }
     pub fn not_found(detail: impl Into<String>) -> Self {
@@ -122,7 +125,14 @@ impl From<crate::workbench::NotReady> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(ErrorBody { detail: self.detail })).into_response()
+        (
+            self.status,
+            Json(ErrorBody {
+                detail: self.detail,
+                path: self.path,
+            }),
+        )
+            .into_response()
     }
 }
 

@@ -424,7 +424,10 @@ fn full() -> axum::response::Response {
     let detail = "the server holds as many connections as it may (--max-connections); retry shortly";
     (
         StatusCode::SERVICE_UNAVAILABLE,
-        axum::Json(simtree_shared::ErrorBody { detail: detail.into() }),
+        axum::Json(simtree_shared::ErrorBody {
+            detail: detail.into(),
+            path: None,
+        }),
     )
         .into_response()
 }

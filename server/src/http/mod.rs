@@ -105,6 +105,9 @@ pub fn router(app: Arc<AppState>) -> Router {
             get(scenarios::get).put(scenarios::put).delete(scenarios::delete),
         )
         .route("/scene-types", get(scenarios::scene_types))
+        // Not under /scenarios/: a saved scenario may be called `check` or `preview`.
+        .route("/documents/check", post(scenarios::check))
+        .route("/documents/preview", post(scenarios::preview))
         .route("/abm/generate", post(abm_generate))
         .route("/abm/schema", get(abm_schema))
         .route("/abm/validate", post(abm_validate))

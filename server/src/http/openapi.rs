@@ -21,10 +21,10 @@ use simtree_shared::trading::DecisionEvent;
 use simtree_shared::{
     ActionEnd, ActionStart, AdvanceRequest, AgentErrorEvent, AgentProcessEnd, AgentProcessStart, Ask, AskRequest,
     BranchRequest, Broadcast, ChildReply, ChildrenReply, Counterfactual, CreateRequest, CtxDelta, DatasetInfo,
-    EmotionUpdate, ErrorBody, EventPayload, FrontierRequest, ImportReply, LandlordDeal, LcaReply, MultiRequest,
-    NewScenario, NodeCalls, NodeInfo, NodePatch, NodeState, NodeView, NotedGraph, NotedSummary, OkReply, PlanUpdate,
-    ReplayRequest, RunReply, SavedRef, ScenarioDocument, ScenarioSummary, ScenarioUpdate, SceneTypeInfo, SearchReply,
-    TreeEdit, TreeInfo, TreeRef, UsageReply,
+    DocumentRequest, EmotionUpdate, ErrorBody, EventPayload, FrontierRequest, ImportReply, LandlordDeal, LcaReply,
+    MultiRequest, NewScenario, NodeCalls, NodeInfo, NodePatch, NodeState, NodeView, NotedGraph, NotedSummary, OkReply,
+    PlanUpdate, ReplayRequest, RolePrompt, RunReply, SavedRef, ScenarioChecked, ScenarioDocument, ScenarioSummary,
+    ScenarioUpdate, SceneTypeInfo, SearchReply, TreeEdit, TreeInfo, TreeRef, UsageReply,
 };
 
 /// One documented operation.
@@ -395,6 +395,22 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
             NOT_FOUND,
         ),
         op("get", "/openapi.json", "This document", None, any_object(), &[]),
+        op(
+            "post",
+            "/api/documents/check",
+            "Check a scenario document as creating a tree of it would (nothing is made); a refusal is a 422 with the JSON path it names",
+            Some(schema::<DocumentRequest>(g)),
+            schema::<ScenarioChecked>(g),
+            &[413, 422],
+        ),
+        op(
+            "post",
+            "/api/documents/preview",
+            "The first prompt each role of a social document would send (nothing is made, no model is called)",
+            Some(schema::<DocumentRequest>(g)),
+            schema::<Vec<RolePrompt>>(g),
+            &[413, 422],
+        ),
         op(
             "get",
             "/api/scene-types",

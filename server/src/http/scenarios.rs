@@ -7,7 +7,11 @@ use axum::Json;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
-use simtree_shared::{NewScenario, SavedRef, ScenarioDocument, ScenarioSummary, ScenarioUpdate, SceneTypeInfo};
+use simtree_shared::refusal_path;
+use simtree_shared::{
+    DocumentRequest, NewScenario, RolePrompt, SavedRef, ScenarioChecked, ScenarioDocument, ScenarioSummary,
+    ScenarioUpdate, SceneTypeInfo,
+};
 
 use super::error::{ApiError, ApiJson, ApiPath, blocking};
 use super::state::AppState;
@@ -75,4 +79,33 @@ pub async fn put(
 pub async fn delete(State(app): St, ApiPath(id): ApiPath<String>) -> Result<StatusCode, ApiError> {
     blocking("deleting the scenario", move || app.wb.delete_scenario(&id)).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// A refused document's error with the JSON path its detail names.
+fn at_path(e: crate::workbench::WorkbenchError) -> ApiError {
+    let mut e = ApiError::from(e);
+    e.path = refusal_path(&e.detail);
+    e
+}
+
+/// `POST /api/documents/check {document}`: 200 when a tree could be made of the document as it
+/// is; else the 422 creating one would answer, with `path`. Nothing is made or kept.
+pub async fn check(State(app): St, ApiJson(body): ApiJson<DocumentRequest>) -> Result<Json<ScenarioChecked>, ApiError> {
+    let checked = blocking("checking the scenario", move || {
+        app.wb.check_document(&body.document).map_err(at_path)
+    })
+    .await?;
+    Ok(Json(checked))
+}
+
+/// `POST /api/documents/preview {document}`: each role's first prompt (a social document).
+pub async fn preview(
+    State(app): St,
+    ApiJson(body): ApiJson<DocumentRequest>,
+) -> Result<Json<Vec<RolePrompt>>, ApiError> {
+    let prompts = blocking("building the scenario", move || {
+        app.wb.preview_document(&body.document).map_err(at_path)
+    })
+    .await?;
+    Ok(Json(prompts))
 }

@@ -93,7 +93,7 @@ impl ToolModel for ToolTap {
 }
 
 /// A prompt message in its dialect-neutral text form (what the replay hash covers).
-fn call_message(m: &Message) -> CallMessage {
+pub(super) fn call_message(m: &Message) -> CallMessage {
     let (role, content) = m.flat();
     CallMessage {
         role: role.as_str().to_string(),

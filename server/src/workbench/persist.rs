@@ -194,6 +194,7 @@ impl TreeHandle {
             scenario_version: None,
             description: meta.description,
             provenance: None,
+            scene: None,
         }
     }
 
@@ -513,9 +514,12 @@ impl Workbench {
         let handle = self.tree(tree)?;
         let mut info = handle.info();
         {
-            let t = handle.lock();
+            let mut t = handle.lock();
             info.document = t.document.as_deref().cloned();
             info.scenario_version = t.scenario_version;
+            if let crate::sim::Sim::Social(s) = &*t.sim(0)? {
+                info.scene = Some(s.scene_about());
+            }
         }
         info.provenance = Some(self.provenance(tree, 0)?);
         Ok(info)

@@ -151,5 +151,6 @@ pub(super) fn info_of(row: &TreeRow) -> TreeInfo {
         scenario_version: None,
         description: row.description.clone(),
         provenance: None,
+        scene: None,
     }
 }

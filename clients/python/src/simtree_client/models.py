@@ -14,6 +14,12 @@ class ErrorBody(BaseModel):
         populate_by_name=True,
     )
     detail: str
+    path: Annotated[
+        str | None,
+        Field(
+            description='The JSON path inside the document that `detail` names (`POST /api/documents/check` and `/preview` only).'
+        ),
+    ] = None
 
 
 class OkReply(BaseModel):
@@ -113,6 +119,32 @@ class Provenance(BaseModel):
     line: Annotated[
         str, Field(description='All of the above on one line, to paste into notes.')
     ]
+
+
+class RoleDef(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+        populate_by_name=True,
+    )
+    name: str
+    instructions: Annotated[
+        str | None,
+        Field(description='Private instructions: only agents of this role read them.'),
+    ] = None
+    moderator: Annotated[
+        bool | None,
+        Field(
+            description='A moderator sees every action whose visibility is `moderator`.'
+        ),
+    ] = None
+
+
+class PhaseAbout(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    name: str
+    description: str | None = None
 
 
 class ProvenanceDifference(BaseModel):
@@ -965,6 +997,50 @@ class Ask(BaseModel):
     ] = None
 
 
+class DocumentRequest(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+        populate_by_name=True,
+    )
+    document: Any
+
+
+class ScenarioChecked(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    kind: Annotated[
+        Literal['social', 'trading', 'abm'],
+        Field(description='The kind of simulation a scenario makes.'),
+    ]
+    title: Annotated[
+        str, Field(description="The document's title (empty when it has none).")
+    ]
+
+
+class RolePrompt(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    role: Annotated[
+        str | None,
+        Field(description='The role (`properties.role`), when the agent has one.'),
+    ] = None
+    agent: Annotated[str, Field(description='The agent whose prompt this is.')]
+    also: Annotated[
+        list[str] | None,
+        Field(
+            description='The other agents of the role, whose prompts differ only where their own name, profile and\nstyle appear.'
+        ),
+    ] = None
+    messages: Annotated[
+        list[CallMessage],
+        Field(
+            description='The system prompt, then what the agent has heard (as the model receives them).'
+        ),
+    ]
+
+
 class MemoryLine(BaseModel):
     model_config = ConfigDict(
         populate_by_name=True,
@@ -1499,56 +1575,20 @@ class CreateRequest(BaseModel):
     ] = None
 
 
-class TreeInfo(BaseModel):
+class SceneAbout(BaseModel):
     model_config = ConfigDict(
         populate_by_name=True,
     )
-    id: Annotated[int, Field(ge=0)]
-    root: Annotated[int, Field(ge=0)]
-    name: Annotated[
-        str,
-        Field(
-            description="Editable with `PATCH /devui/simtree/{tree}`; defaults to the scenario's id."
-        ),
+    type: Annotated[
+        Literal['simple_chat', 'council', 'werewolf', 'landlord', 'village'] | Literal['emotional_conflict'] | Literal['custom'],
+        Field(description="A social scenario's scene type (`scene.type`)."),
     ]
-    scenario: str
-    kind: Annotated[
-        Literal['social', 'trading', 'abm'],
-        Field(description='The kind of simulation a scenario makes.'),
-    ]
-    created: Annotated[int, Field(ge=0)]
-    nodes: Annotated[
-        int, Field(description='Nodes in the tree, the root included.', ge=0)
-    ]
-    last_activity: Annotated[
-        int,
-        Field(description='When a node was last attached, finished or deleted.', ge=0),
-    ]
-    document: Annotated[
-        Any | None,
-        Field(
-            description='The document the tree was made from, when it was not a library scenario (only in\n`GET /devui/simtree/{tree}`; the list leaves it out).'
-        ),
-    ] = None
-    scenario_version: Annotated[
-        int | None,
-        Field(
-            description='The version of the saved scenario (`scenario` is its id) the tree was made from, when it\nwas made from the library (only in `GET /devui/simtree/{tree}`, like `document`).',
-            ge=0,
-        ),
-    ] = None
-    description: Annotated[
-        str | None,
-        Field(
-            description='What the tree is about (`PATCH /devui/simtree/{tree} {"description"}`), when written.'
-        ),
-    ] = None
-    provenance: Annotated[
-        Provenance | None,
-        Field(
-            description="Where the tree's numbers come from (only in `GET /devui/simtree/{tree}`)."
-        ),
-    ] = None
+    description: str
+    rules: str
+    examples: str | None = None
+    roles: list[RoleDef] | None = None
+    phases: list[PhaseAbout] | None = None
+    outcomes: list[str] | None = None
 
 
 class ProvenanceCheck(BaseModel):
@@ -2140,6 +2180,64 @@ class Validation(BaseModel):
     issues: list[Issue]
 
 
+class TreeInfo(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    id: Annotated[int, Field(ge=0)]
+    root: Annotated[int, Field(ge=0)]
+    name: Annotated[
+        str,
+        Field(
+            description="Editable with `PATCH /devui/simtree/{tree}`; defaults to the scenario's id."
+        ),
+    ]
+    scenario: str
+    kind: Annotated[
+        Literal['social', 'trading', 'abm'],
+        Field(description='The kind of simulation a scenario makes.'),
+    ]
+    created: Annotated[int, Field(ge=0)]
+    nodes: Annotated[
+        int, Field(description='Nodes in the tree, the root included.', ge=0)
+    ]
+    last_activity: Annotated[
+        int,
+        Field(description='When a node was last attached, finished or deleted.', ge=0),
+    ]
+    document: Annotated[
+        Any | None,
+        Field(
+            description='The document the tree was made from, when it was not a library scenario (only in\n`GET /devui/simtree/{tree}`; the list leaves it out).'
+        ),
+    ] = None
+    scenario_version: Annotated[
+        int | None,
+        Field(
+            description='The version of the saved scenario (`scenario` is its id) the tree was made from, when it\nwas made from the library (only in `GET /devui/simtree/{tree}`, like `document`).',
+            ge=0,
+        ),
+    ] = None
+    description: Annotated[
+        str | None,
+        Field(
+            description='What the tree is about (`PATCH /devui/simtree/{tree} {"description"}`), when written.'
+        ),
+    ] = None
+    provenance: Annotated[
+        Provenance | None,
+        Field(
+            description="Where the tree's numbers come from (only in `GET /devui/simtree/{tree}`)."
+        ),
+    ] = None
+    scene: Annotated[
+        SceneAbout | None,
+        Field(
+            description="A social tree's scene as its root's prompts show it (only in `GET /devui/simtree/{tree}`)."
+        ),
+    ] = None
+
+
 class ImportReply(BaseModel):
     model_config = ConfigDict(
         populate_by_name=True,
@@ -2328,6 +2426,9 @@ class SceneTypeInfo(BaseModel):
         Literal['simple_chat', 'council', 'werewolf', 'landlord', 'village'] | Literal['emotional_conflict'] | Literal['custom'],
         Field(description="A social scenario's scene type (`scene.type`)."),
     ]
+    summary: Annotated[
+        str, Field(description='What a scene of this type is ([`SceneKind::summary`]).')
+    ]
     actions: Annotated[
         list[ActionInfo],
         Field(
@@ -2337,7 +2438,7 @@ class SceneTypeInfo(BaseModel):
     description: Annotated[
         str,
         Field(
-            description="The type's default description, rules and examples (for its default `config`: a village's\ndescription names its map size, a landlord's rules its number of decks)."
+            description="The type's default description, rules and examples (for its default `config`: a village's\ndescription names its map size, a landlord's rules its number of decks). A custom scene\nhas none: its `config.setting` and `config.rules` are its description and rules."
         ),
     ]
     rules: str

@@ -17,13 +17,14 @@
 //! disabled until the JSON parses again (and say why).
 
 mod abm;
+mod custom;
 mod social;
 mod trading;
 
 use leptos::html;
 use leptos::prelude::*;
 use serde_json::Value;
-use simtree_shared::{CreateRequest, ScenarioOrigin, ScenarioSource, ScenarioSummary, SimKind};
+use simtree_shared::{CreateRequest, RolePrompt, ScenarioOrigin, ScenarioSource, ScenarioSummary, SimKind};
 use wasm_bindgen::JsCast;
 
 use crate::api::{self, ApiError};
@@ -212,12 +213,27 @@ pub fn NewPage() -> impl IntoView {
     // The library name the page saves under; a scenario started from fills it in.
     let save_name = RwSignal::new(String::new());
     let from_error = RwSignal::new(None::<String>);
+    // The library scenario (and version) the editor was started from, with every version kept.
+    let origin = RwSignal::new(None::<Origin>);
     let start_from = move |id: String| {
         from_error.set(None);
         leptos::task::spawn_local(async move {
             match api::library_scenario(&id).await {
                 Ok(s) => {
                     let k = kind_of(&s.document).unwrap_or(s.kind);
+                    origin.set(Some(Origin {
+                        reference: match s.origin {
+                            ScenarioOrigin::Saved => format!("{}@{}", s.id, s.version),
+                            ScenarioOrigin::Shipped => s.id.clone(),
+                        },
+                        id: s.id.clone(),
+                        version: s.version,
+                        versions: match s.origin {
+                            ScenarioOrigin::Saved => s.versions.clone(),
+                            ScenarioOrigin::Shipped => Vec::new(),
+                        },
+                        document: s.document.clone(),
+                    }));
                     doc_of(k).replace(s.document);
                     // A saved scenario is saved again as its next version; a shipped one, never.
                     save_name.set(match s.origin {
@@ -259,7 +275,10 @@ pub fn NewPage() -> impl IntoView {
                     <div class="new-col">{form}</div>
                     <div class="new-col">
                         <JsonPane doc />
-                        <Actions doc save_name on_saved=reload />
+                        <Actions doc save_name origin on_saved=reload />
+                        <Show when=move || k == SimKind::Social>
+                            <PromptPreview doc />
+                        </Show>
                     </div>
                 </div>
             }
@@ -310,11 +329,42 @@ pub fn NewPage() -> impl IntoView {
                 <button id="start-from-btn" disabled=move || picked.get().is_empty() on:click=move |_| start_from(picked.get_untracked())>
                     {move || ctx.tr("new.copy")}
                 </button>
+                // A saved scenario's versions: the one shown, and any other to start from.
+                <Show when=move || origin.with(|o| o.as_ref().is_some_and(|o| !o.versions.is_empty()))>
+                    <label for="start-version">{move || ctx.tr("new.version")}</label>
+                    <select id="start-version" on:change=move |ev| {
+                        let v = event_target_value(&ev);
+                        if let Some(id) = origin.with_untracked(|o| o.as_ref().map(|o| o.id.clone())) {
+                            start_from(format!("{id}@{v}"));
+                        }
+                    }>
+                        {move || origin.with(|o| {
+                            let Some(o) = o else { return Vec::new() };
+                            o.versions
+                                .iter()
+                                .map(|v| view! { <option value=v.to_string() selected=*v == o.version>{format!("v{v}")}</option> })
+                                .collect::<Vec<_>>()
+                        })}
+                    </select>
+                </Show>
             </nav>
             {move || from_error.get().map(|e| view! { <p id="start-from-error" class="error">{e}</p> })}
             {form}
         </div>
     }
+}
+
+/// The library scenario the editor was started from: made into a tree by name (`id@version`)
+/// while the document is still exactly its, so the tree records where it came from.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Origin {
+    /// What `POST /devui/simtree` names it by: `id@version` (saved) or `id` (shipped).
+    reference: String,
+    id: String,
+    version: u64,
+    /// Every version kept of a saved scenario (none for a shipped one).
+    versions: Vec<u64>,
+    document: Value,
 }
 
 /// `/new` without a kind: what each kind is, to pick one.
@@ -357,25 +407,50 @@ fn refusal_view(doc: Doc, id: &'static str, detail: String) -> impl IntoView {
 
 /// Create tree and save to library, for every kind.
 #[component]
-fn Actions(doc: Doc, save_name: RwSignal<String>, on_saved: Callback<()>) -> impl IntoView {
+fn Actions(
+    doc: Doc,
+    save_name: RwSignal<String>,
+    origin: RwSignal<Option<Origin>>,
+    on_saved: Callback<()>,
+) -> impl IntoView {
     let ctx = ctx();
     let tree_name = RwSignal::new(String::new());
     let seed = RwSignal::new(String::new());
+    let llm = RwSignal::new(super::create::MOCK.to_string());
+    let money = RwSignal::new(String::new());
     let creating = RwSignal::new(false);
     let create_error = RwSignal::new(None::<String>);
     // What the JSON view holds is not the document: nothing is made or saved from a stale one.
     let blocked = move || doc.text_error.with(Option::is_some);
+    // The library scenario the tree is made from: the one started from, while unedited.
+    let from_library = move || {
+        origin.with(|o| {
+            o.as_ref()
+                .filter(|o| doc.value.with(|d| *d == o.document))
+                .map(|o| o.reference.clone())
+        })
+    };
+    let social = move || doc.value.with(|d| kind_of(d) == Some(SimKind::Social));
+    let money_error = move || {
+        let m = money.get();
+        let m = m.trim();
+        (!m.is_empty() && m.parse::<f64>().ok().is_none_or(|v| !v.is_finite() || v < 0.0))
+            .then(|| ctx.tr("new.moneyInvalid"))
+    };
     let create = move |_| {
-        if blocked() {
+        if blocked() || money_error().is_some() {
             return;
         }
         let body = CreateRequest {
-            scenario: ScenarioSource::Document(doc.value.get_untracked()),
+            scenario: match from_library() {
+                Some(reference) => ScenarioSource::Name(reference),
+                None => ScenarioSource::Document(doc.value.get_untracked()),
+            },
             name: Some(tree_name.get_untracked().trim().to_string()).filter(|n| !n.is_empty()),
             seed: seed.get_untracked().trim().parse().ok(),
             token_budget: None,
-            money_budget: None,
-            llm: None,
+            money_budget: money.get_untracked().trim().parse().ok(),
+            llm: super::create::create_llm(llm.get_untracked()).filter(|_| social()),
         };
         creating.set(true);
         create_error.set(None);
@@ -456,8 +531,22 @@ fn Actions(doc: Doc, save_name: RwSignal<String>, on_saved: Callback<()>) -> imp
                 <input id="new-seed" type="number" min="0" placeholder="0" prop:value=move || seed.get()
                     on:input=move |ev| seed.set(event_target_value(&ev)) />
             </div>
+            <Show when=social>{super::create::player_field("new-llm", "new-llm-note", llm)}</Show>
             <div class="row">
-                <button id="create-tree" class="primary" disabled=move || creating.get() || blocked() on:click=create>
+                <label for="new-money">{move || ctx.tr("new.money")}</label>
+                <input id="new-money" inputmode="decimal" placeholder="∞" prop:value=move || money.get()
+                    on:input=move |ev| money.set(event_target_value(&ev)) />
+            </div>
+            {move || money_error().map(|e| view! { <p id="money-error" class="error">{e}</p> })}
+            <p id="create-source" class="hint muted">
+                {move || match from_library() {
+                    Some(r) => ctx.tr("new.fromLibrary").replace("{{ref}}", &r),
+                    None => ctx.tr("new.fromDocument").to_string(),
+                }}
+            </p>
+            <CheckLine doc />
+            <div class="row">
+                <button id="create-tree" class="primary" disabled=move || creating.get() || blocked() || money_error().is_some() on:click=create>
                     {move || ctx.tr("new.createTree")}
                 </button>
                 <Show when=move || creating.get()>
@@ -480,6 +569,135 @@ fn Actions(doc: Doc, save_name: RwSignal<String>, on_saved: Callback<()>) -> imp
             {move || save_error.get().map(|e| refusal_view(doc, "save-error", e))}
             <Show when=move || taken.get()>
                 <button id="save-version" disabled=blocked on:click=move |_| save(true)>{move || ctx.tr("new.saveVersion")}</button>
+            </Show>
+        </section>
+    }
+}
+
+/// The document checked by the server as it is edited (`POST /api/documents/check`, a moment
+/// after the last edit): a tree could be made of it, or the refusal at its JSON path, marked on
+/// the form field that shows that place.
+#[component]
+fn CheckLine(doc: Doc) -> impl IntoView {
+    let ctx = ctx();
+    let verdict = RwSignal::new(None::<Result<(), String>>);
+    ask_after_edits(
+        doc,
+        || true,
+        api::check_document,
+        move |answer| match answer {
+            Ok(_) => {
+                doc.refused.try_set(None);
+                verdict.try_set(Some(Ok(())));
+            }
+            Err(ApiError::Http(_, body) | ApiError::NotFound(body)) => {
+                let path = body.path.clone().or_else(|| refusal_path(&body.detail));
+                doc.refused.try_set(path.map(|p| draft::path_pointer(&p)));
+                verdict.try_set(Some(Err(body.detail)));
+            }
+            Err(ApiError::Offline) => ctx.went_offline(),
+            Err(e) => {
+                verdict.try_set(Some(Err(e.to_string())));
+            }
+        },
+    );
+    view! {
+        {move || match (doc.text_error.get(), verdict.get()) {
+            (Some(_), _) | (None, None) => ().into_any(),
+            (None, Some(Ok(()))) => view! { <p id="check-ok" class="ok">{move || ctx.tr("new.checkOk")}</p> }.into_any(),
+            (None, Some(Err(e))) => refusal_view(doc, "check-error", e).into_any(),
+        }}
+    }
+}
+
+/// How long after the last edit the document is checked, in milliseconds.
+const CHECK_AFTER_MS: i32 = 400;
+
+/// Asks the server about the document (`ask`) a moment after each edit while `on` holds and the
+/// JSON view parses, and hands `answer` only a reply about the document still shown.
+fn ask_after_edits<T, Fut>(
+    doc: Doc,
+    on: impl Fn() -> bool + 'static,
+    ask: fn(Value) -> Fut,
+    answer: impl Fn(Result<T, ApiError>) + Copy + 'static,
+) where
+    T: 'static,
+    Fut: std::future::Future<Output = Result<T, ApiError>> + 'static,
+{
+    let edits = StoredValue::new(0u64);
+    Effect::new(move |_| {
+        let document = doc.value.get();
+        if !on() || doc.text_error.with_untracked(Option::is_some) {
+            return;
+        }
+        edits.update_value(|n| *n += 1);
+        let mine = edits.get_value();
+        leptos::task::spawn_local(async move {
+            api::sleep(CHECK_AFTER_MS).await;
+            if edits.try_get_value() != Some(mine) {
+                return;
+            }
+            let reply = ask(document.clone()).await;
+            if edits.try_get_value() != Some(mine) || doc.value.try_with_untracked(|d| *d != document) != Some(false) {
+                return;
+            }
+            answer(reply);
+        });
+    });
+}
+
+/// What each role of a social document reads on its first turn (`POST /api/documents/preview`),
+/// fetched on request and again after each edit while shown.
+#[component]
+fn PromptPreview(doc: Doc) -> impl IntoView {
+    let ctx = ctx();
+    let shown = RwSignal::new(false);
+    let prompts = RwSignal::new(Vec::<RolePrompt>::new());
+    let error = RwSignal::new(None::<String>);
+    ask_after_edits(
+        doc,
+        move || shown.get(),
+        api::preview_document,
+        move |answer| match answer {
+            Ok(p) => {
+                prompts.try_set(p);
+                error.try_set(None);
+            }
+            Err(ApiError::Offline) => ctx.went_offline(),
+            Err(ApiError::Http(_, body) | ApiError::NotFound(body)) => {
+                error.try_set(Some(body.detail));
+            }
+            Err(e) => {
+                error.try_set(Some(e.to_string()));
+            }
+        },
+    );
+    view! {
+        <section id="prompt-preview" class="panel">
+            <h3>{move || ctx.tr("new.preview")}</h3>
+            <Show when=move || !shown.get()>
+                <button id="preview-prompts" on:click=move |_| shown.set(true)>{move || ctx.tr("new.previewShow")}</button>
+            </Show>
+            <Show when=move || shown.get()>
+                <p class="hint muted">{move || ctx.tr("new.previewHint")}</p>
+                {move || error.get().map(|e| view! { <p id="preview-error" class="reason">{e}</p> })}
+                {move || prompts.get().into_iter().map(|p: RolePrompt| {
+                        let who = match (&p.role, p.also.is_empty()) {
+                            (Some(r), true) => format!("{r}: {}", p.agent),
+                            (Some(r), false) => format!("{r}: {} (+ {})", p.agent, p.also.join(", ")),
+                            (None, _) => p.agent.clone(),
+                        };
+                        let role = p.role.clone().unwrap_or_else(|| p.agent.clone());
+                        view! {
+                            <details class="role-prompt" data-role=role>
+                                <summary>{who}</summary>
+                                {p.messages
+                                    .into_iter()
+                                    .map(|m| view! { <div class="prompt-message"><strong>{m.role}</strong><pre>{m.content}</pre></div> })
+                                    .collect_view()}
+                            </details>
+                        }
+                    }).collect_view()}
             </Show>
         </section>
     }

@@ -23,7 +23,9 @@ type Types = RwSignal<Vec<SceneTypeInfo>>;
 #[component]
 pub(super) fn SocialForm(doc: Doc) -> impl IntoView {
     let ctx = ctx();
-    let scene = move || doc.text("/scene/type");
+    // A memo: the type's own form is drawn again only when the type changes, not on every edit
+    // (which would take the focus from the field being typed in).
+    let scene = Memo::new(move |_| doc.text("/scene/type"));
     let ordering = move || doc.text("/ordering/kind");
     let types: Types = RwSignal::new(Vec::new());
     leptos::task::spawn_local(async move {
@@ -43,13 +45,18 @@ pub(super) fn SocialForm(doc: Doc) -> impl IntoView {
             <div class="row">
                 <label for="scene-type">{move || ctx.tr("new.sceneType")}</label>
                 <select id="scene-type" on:change=move |ev| { let v = event_target_value(&ev); doc.edit(|d| set_scene_type(d, &v)) }>
-                    {scene_types().map(|t| view! { <option value=t selected=move || scene() == t>{t}</option> }).collect_view()}
+                    {scene_types().map(|t| view! { <option value=t selected=move || scene.get() == t>{t}</option> }).collect_view()}
                 </select>
             </div>
             {text_field(doc, "scene-name".into(), "new.sceneName", "/scene/name".into(), false)}
             {text_field(doc, "initial-event".into(), "new.initialEvent", "/scene/initial_event".into(), true)}
-            {move || scene_config(doc, &scene())}
-            <details id="scene-prose">
+            <p id="scene-summary" class="hint muted">{move || {
+                let s = scene.get();
+                types.with(|t| t.iter().find(|t| t.kind.name() == s).map(|t| t.summary.clone()))
+            }}</p>
+            {move || scene_config(doc, &scene.get())}
+            // A custom scene's prose is its own setting and rules (in its form above).
+            <details id="scene-prose" class:hidden=move || scene.get() == "custom">
                 <summary>{move || ctx.tr("new.prose")}</summary>
                 <p class="hint muted">{move || ctx.tr("new.proseHint")}</p>
                 {prose_field(doc, types, "description", "new.proseDescription", |t| &t.description)}
@@ -142,7 +149,35 @@ fn scene_config(doc: Doc, scene: &str) -> AnyView {
             <p class="hint muted">{move || ctx.tr("new.villageHint")}</p>
         }
         .into_any(),
+        "custom" => view! { <super::custom::CustomForm doc /> }.into_any(),
         _ => ().into_any(),
+    }
+}
+
+/// A custom scene agent's role (`properties.role`), one of the scene's roles.
+fn role_field(doc: Doc, i: usize) -> impl IntoView {
+    let ctx = ctx();
+    let ptr = format!("/agents/{i}/properties/role");
+    let shown = ptr.clone();
+    let marked = ptr.clone();
+    view! {
+        <div class="row">
+            <label for=format!("agent-{i}-role")>{move || ctx.tr("new.agentRole")}</label>
+            <select id=format!("agent-{i}-role") class=move || doc.field_class(&marked)
+                on:change=move |ev| { let v = event_target_value(&ev); doc.edit(|d| set_at(d, &ptr, Some(v.into()))) }>
+                {move || {
+                    let chosen = doc.text(&shown);
+                    let mut roles = doc.value.with(crate::scene_form::role_names);
+                    if !chosen.is_empty() && !roles.contains(&chosen) {
+                        roles.push(chosen.clone());
+                    }
+                    roles
+                        .into_iter()
+                        .map(|r| view! { <option value=r.clone() selected=chosen == r>{r.clone()}</option> })
+                        .collect_view()
+                }}
+            </select>
+        </div>
     }
 }
 
@@ -234,6 +269,7 @@ fn agent_card(doc: Doc, i: usize, types: Types) -> impl IntoView {
             {text_field(doc, format!("agent-{i}-name"), "new.agentName", at("name"), false)}
             {text_field(doc, format!("agent-{i}-profile"), "new.profile", at("user_profile"), true)}
             {text_field(doc, format!("agent-{i}-style"), "new.style", at("style"), false)}
+            <Show when=move || doc.text("/scene/type") == "custom">{role_field(doc, i)}</Show>
             <div class="field">
                 <label>{move || ctx.tr("new.actions")}</label>
                 <div class=move || format!("actions-grid {}", doc.field_class(&at("action_space")))>{actions}</div>

@@ -171,16 +171,21 @@ pub fn action_spec(kind: ActionKind) -> &'static ActionSpec {
 }
 
 /// What `GET /api/scene-types` shows of each scene type a document is offered: its actions and
-/// its default prose, as a scene of the type with its default `config` has them.
+/// its default prose, as a scene of the type with its default `config` has them (a custom scene
+/// has no default `config`, so no default prose: its document writes all of it).
 pub fn scene_types() -> Vec<SceneTypeInfo> {
     SceneKind::OFFERED
         .into_iter()
         .map(|kind| {
-            let text = Scene::build(kind, String::new(), String::new(), Value::Null)
-                .map(|s| s.rules().text())
-                .expect("every scene type builds with its default config (checked by a test)");
+            let text = match kind {
+                SceneKind::Custom => SceneText::default(),
+                _ => Scene::build(kind, String::new(), String::new(), Value::Null)
+                    .map(|s| s.rules().text())
+                    .expect("every shipped scene type builds with its default config (checked by a test)"),
+            };
             SceneTypeInfo {
                 kind,
+                summary: kind.summary().to_string(),
                 actions: kind
                     .catalogue()
                     .map(|a| ActionInfo {
@@ -373,6 +378,16 @@ mod tests {
         }
         let agent = Agent::new("A", vec![]);
         for info in scene_types() {
+            assert!(!info.summary.is_empty(), "{}", info.kind);
+            if info.kind == SceneKind::Custom {
+                let names: Vec<_> = info.actions.iter().map(|a| a.name).collect();
+                assert_eq!(
+                    names,
+                    [ActionKind::Yield],
+                    "a custom scene's actions are its document's"
+                );
+                continue;
+            }
             let scene = Scene::build(info.kind, String::new(), String::new(), Value::Null).unwrap();
             for a in scene.rules().scene_actions(&agent) {
                 assert!(info.kind.offers(a), "{} adds {a}", info.kind);

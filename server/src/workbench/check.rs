@@ -1,0 +1,67 @@
+//! A document looked at without making a tree: checked exactly as creating a tree of it would
+//! check it (`POST /api/documents/check`), and, for a social document, the prompt each of its
+//! roles would send first (`POST /api/documents/preview`). Nothing is stored and no model is
+//! called, so the New page can ask on every edit.
+
+use serde_json::Value;
+use simtree_shared::{RolePrompt, ScenarioChecked};
+
+use super::calls::call_message;
+use super::{DOCUMENT_ID, Workbench, WorkbenchError, dataset_of};
+use crate::scenario::UserScenario;
+use crate::sim::{ScenarioEntry, Sim};
+
+impl Workbench {
+    /// `POST /api/documents/check`: the refusal creating a tree of `doc` would give, or what it
+    /// would make. An agent-based model is checked by its validator only (building it needs the
+    /// Python worker).
+    pub fn check_document(&self, doc: &Value) -> Result<ScenarioChecked, WorkbenchError> {
+        let user = read(doc)?;
+        if !matches!(user, UserScenario::Abm(_)) {
+            self.instantiate(&user, doc)?;
+        }
+        Ok(ScenarioChecked {
+            kind: ScenarioEntry::from(&user).kind(),
+            title: user.title().to_string(),
+        })
+    }
+
+    /// `POST /api/documents/preview`: for each role (each agent without one), the first prompt
+    /// the first agent of that role sends, from the simulator a tree of `doc` would start with.
+    pub fn preview_document(&self, doc: &Value) -> Result<Vec<RolePrompt>, WorkbenchError> {
+        let user = read(doc)?;
+        let Sim::Social(sim) = self.instantiate(&user, doc)? else {
+            return Err(WorkbenchError::invalid(
+                "only a social scenario's agents have prompts to preview (this document is another kind)",
+            ));
+        };
+        let mut prompts: Vec<RolePrompt> = Vec::new();
+        for (idx, agent) in sim.world.agents.iter().enumerate() {
+            let role = agent.role().map(str::to_string);
+            if let Some(same) = prompts.iter_mut().find(|p| role.is_some() && p.role == role) {
+                same.also.push(agent.name.clone());
+                continue;
+            }
+            prompts.push(RolePrompt {
+                role,
+                agent: agent.name.clone(),
+                also: Vec::new(),
+                messages: sim.opening_prompt(idx).iter().map(call_message).collect(),
+            });
+        }
+        Ok(prompts)
+    }
+
+    /// The simulator a tree of `doc` would start from (seed as the document says).
+    fn instantiate(&self, user: &UserScenario, doc: &Value) -> Result<Sim, WorkbenchError> {
+        let market = self.market_for(dataset_of(doc))?;
+        ScenarioEntry::from(user)
+            .instantiate(None, market.as_ref())
+            .map_err(|e| WorkbenchError::invalid(e.to_string()))
+    }
+}
+
+/// `doc` read and checked as an inline document of `POST /devui/simtree`.
+fn read(doc: &Value) -> Result<UserScenario, WorkbenchError> {
+    UserScenario::from_document(DOCUMENT_ID, doc).map_err(|e| WorkbenchError::invalid(e.to_string()))
+}
