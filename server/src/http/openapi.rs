@@ -846,7 +846,7 @@ mod tests {
                 .unwrap_or_else(|| panic!("{target}"));
             assert!(schemas.contains_key(name), "{name}");
         }
-        assert_eq!(doc["paths"].as_object().unwrap().len(), 48);
+        assert_eq!(doc["paths"].as_object().unwrap().len(), 50);
     }
 
     /// The other direction: every REST route declared in `http::router` (read from its source,
