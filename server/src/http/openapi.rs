@@ -775,6 +775,17 @@ pub fn document() -> Value {
             json!({"name": "limit", "in": "query", "required": false,
                    "schema": {"type": "integer", "format": "int64", "minimum": 1, "maximum": 200}}),
         ]);
+    // Upstream's paths answer a node the tree lacks with an empty value of the 200's shape.
+    for path in [
+        "/devui/simtree/{tree}/sim/{node}/state",
+        "/devui/simtree/{tree}/sim/{node}/events",
+    ] {
+        let op = &mut paths[path]["get"]["responses"];
+        let ok = op["200"]["content"]["application/json"]["schema"].clone();
+        op["404"] = json!({"description": "A node the tree lacks: an empty value (the reason in x-simtree-error), \
+                                           or an error body when the tree itself is missing",
+                           "content": {"application/json": {"schema": {"anyOf": [ok, error.clone()]}}}});
+    }
     datasets_paths(&mut g, &error, &mut paths);
     scenarios_paths(&mut g, &error, &mut paths);
     table_paths(&error, &mut paths);

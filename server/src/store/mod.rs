@@ -724,6 +724,12 @@ impl Store {
                         let mailbox = Arc::new(Mailbox::default());
                         let _ = tx.send(Ok(Ok(mailbox.clone())));
                         let lease = db.lease.as_ref().map(|l| l.length);
+                        if let Some(length) = lease {
+                            let m = Arc::downgrade(&mailbox);
+                            let _ = std::thread::Builder::new()
+                                .name("simtree-tick".into())
+                                .spawn(move || tick(m, length));
+                        }
                         run(&mut db, &mailbox, None, lease);
                     }
                     Ok(Err(other)) => {
@@ -847,14 +853,15 @@ impl Store {
         if let Some(lost) = self.lease_lost() {
             return Some(lost);
         }
-        let renewed = *self.mailbox.renewed.lock().unwrap_or_else(|p| p.into_inner());
-        let (at, length) = renewed?;
-        let age = at.elapsed();
-        (age > length).then(|| {
+        let (_, length) = (*self.mailbox.renewed.lock().unwrap_or_else(|p| p.into_inner()))?;
+        // Frozen now (the ticker has not run since), or seen frozen since the last renewal.
+        let tick = *self.mailbox.tick.lock().unwrap_or_else(|p| p.into_inner());
+        let now = tick.is_some_and(|t| t.elapsed() > frozen_after(length));
+        let seen = self.mailbox.frozen.lock().unwrap_or_else(|p| p.into_inner()).is_some();
+        (now || seen).then(|| {
             format!(
-                "this server last renewed its lease on the database {} s ago, longer than a lease lasts ({} s): \
-                 another server may lead it now",
-                age.as_secs(),
+                "this server was paused longer than its lease on the database lasts ({} s): another server may \
+                 lead it now; it answers again once it has renewed its lease",
                 length.as_secs()
             )
         })
@@ -930,6 +937,35 @@ struct Mailbox {
     lease_lost: Mutex<Option<String>>,
     /// When the server lease was last renewed, and how long it lasts (with a lease).
     renewed: Mutex<Option<(std::time::Instant, std::time::Duration)>>,
+    /// With a lease: the last tick of the thread that notes the process runs, and when a gap
+    /// longer than [`frozen_after`] between two ticks was seen (cleared by a later renewal).
+    tick: Mutex<Option<std::time::Instant>>,
+    frozen: Mutex<Option<std::time::Instant>>,
+}
+
+/// A pause of the whole process longer than this (or than the lease) may have cost it the lease.
+fn frozen_after(length: std::time::Duration) -> std::time::Duration {
+    length.max(std::time::Duration::from_secs(3))
+}
+
+/// Notes every 100 ms that the process runs (see `Mailbox::tick`), until the store ends. A
+/// frozen process (SIGSTOP, a paused VM) leaves a gap; a busy store thread does not.
+fn tick(mailbox: std::sync::Weak<Mailbox>, length: std::time::Duration) {
+    loop {
+        let Some(m) = mailbox.upgrade() else { return };
+        if m.lock().ended {
+            return;
+        }
+        let now = std::time::Instant::now();
+        let mut last = m.tick.lock().unwrap_or_else(|p| p.into_inner());
+        if last.is_some_and(|l| now - l > frozen_after(length)) {
+            *m.frozen.lock().unwrap_or_else(|p| p.into_inner()) = Some(now);
+        }
+        *last = Some(now);
+        drop(last);
+        drop(m);
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 }
 
 #[derive(Default)]

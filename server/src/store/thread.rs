@@ -133,6 +133,11 @@ pub(super) fn run(
     let renewed = |at: std::time::Instant| {
         if let Some(length) = lease {
             *mailbox.renewed.lock().unwrap_or_else(|p| p.into_inner()) = Some((at, length));
+            // A pause seen before this renewal began is over: the lease is still ours.
+            let mut frozen = mailbox.frozen.lock().unwrap_or_else(|p| p.into_inner());
+            if frozen.is_some_and(|f| f <= at) {
+                *frozen = None;
+            }
         }
     };
     // Taken just now, as the store opened.
