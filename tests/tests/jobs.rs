@@ -795,6 +795,15 @@ fn next_server(flags: &[&str], env: &[(&'static str, String)]) -> simtree_e2e::S
     s
 }
 
+/// Waits up to `within` for the queue to forget every job (their nodes show the outcome).
+async fn queue_empties(pg: &Postgres, within: Duration) {
+    let until = Instant::now() + within;
+    while count(pg, "SELECT COUNT(*) FROM jobs") > 0 {
+        assert!(Instant::now() < until, "ended jobs stay in the queue");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// The number of rows `query` counts.
 fn count(pg: &Postgres, query: &str) -> u64 {
     pg.sql(query).trim().parse().unwrap_or(0)
@@ -941,11 +950,7 @@ async fn a_server_killed_mid_fan_out_is_followed_by_one_that_adopts_its_jobs_and
     // The run of the budgeted tree was the dead server's own: it is interrupted, as before.
     assert_eq!(statuses(&second, budgeted).await[&budgeted_run], "interrupted");
     // The ended jobs are forgotten once their nodes show them.
-    let until = Instant::now() + Duration::from_secs(5);
-    while count(&pg, "SELECT COUNT(*) FROM jobs") > 0 {
-        assert!(Instant::now() < until, "ended jobs stay in the queue");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    queue_empties(&pg, Duration::from_secs(5)).await;
     // The same fan-out in one process logs the same entries and makes as many calls: none of
     // the adopted runs' calls was paid twice.
     let calls = provided.seen.lock().unwrap().len();
@@ -1110,22 +1115,21 @@ async fn an_adopted_run_can_be_cancelled_and_one_whose_job_dies_fails_with_the_r
     let error = finish["data"]["error"].as_str().unwrap_or_default();
     assert!(error.contains("given up after 1 attempts"), "{error}");
     assert_eq!(statuses(&second, claimed_tree).await[&1], "failed");
-    let until = Instant::now() + Duration::from_secs(5);
-    while count(&pg, "SELECT COUNT(*) FROM jobs") > 0 {
-        assert!(Instant::now() < until, "ended jobs stay in the queue");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    queue_empties(&pg, Duration::from_secs(5)).await;
 }
 
+/// Issue 40, item 3: a sweep whose leader is killed -9 while its replicates run as jobs on a
+/// worker goes on by itself under the next server: it adopts their jobs and waits for them
+/// (none interrupted, none run again), and the table ends with every replicate measured once.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_sweep_cut_short_by_a_killed_server_ends_its_replicates_interrupted_not_adopted() {
+async fn a_sweep_whose_leader_is_killed_is_finished_by_the_next_server_adopting_its_replicates() {
     let pg = Postgres::start();
     let (url, _) = provider(Duration::from_millis(150), Arc::new(|| {})).await;
     let env = llm_env(&url);
     let flags = queueing(&pg);
     let pairs = env_pairs(&env);
     let mut first = simtree_e2e::Server::start_env(&flags, &pairs);
-    let _worker = Worker::start(&pg, &env, &["--concurrency", "2", "--job-lapse-secs", "2"]);
+    let worker = Worker::start(&pg, &env, &["--concurrency", "2", "--job-lapse-secs", "2"]);
     wait_for_workers(&pg, 1);
     let tree = first.create("simple_chat").await;
     let (status, body) = first
@@ -1145,22 +1149,127 @@ async fn a_sweep_cut_short_by_a_killed_server_ends_its_replicates_interrupted_no
     }
     first.stop();
     let second = next_server(&flags, &env);
-    // The sweep's table died with the server: its replicates are interrupted (as without
-    // jobs), the sweep is not left waiting for them, and their jobs are gone.
-    let (_, table) = second.get(&format!("/devui/simtree/{tree}/sweep/{sweep}")).await;
-    assert_eq!(table["pending"], 0, "{table}");
-    let interrupted = statuses(&second, tree)
-        .await
-        .values()
-        .filter(|s| *s == "interrupted")
-        .count();
-    assert_eq!(interrupted, 2, "{:?}", statuses(&second, tree).await);
-    assert_eq!(count(&pg, "SELECT COUNT(*) FROM jobs"), 0);
+    let table = sweep_finished(&second, tree, sweep).await;
+    assert_eq!(
+        (table["done"].as_u64(), table["failed"].as_u64()),
+        (Some(2), Some(0)),
+        "{table}"
+    );
+    let ended = statuses(&second, tree).await;
+    assert!(
+        ended.values().all(|s| s == "done"),
+        "every node is done (none interrupted and run again): {ended:?}"
+    );
+    assert_eq!(ended.len(), 1 + 1 + 2, "root, cell, two replicates: {ended:?}");
+    assert_eq!(worker.done_at_least(2), 2, "each replicate ran once");
+    queue_empties(&pg, Duration::from_secs(10)).await;
+}
+
+/// Issue 40, item 3: a sweep of the SIR epidemic (3 infection rates × 4 replicates) whose
+/// leader is killed -9 mid-sweep is finished by the follower without a person: each replicate
+/// is measured exactly once (those the dead leader cut short ran again with their seeds), and
+/// the table equals that of the same sweep run in one process.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_abm_sweep_whose_leader_is_killed_mid_sweep_is_finished_by_the_follower_as_one_process_would() {
+    let pg = Postgres::start();
+    let flags = [
+        "--database-url",
+        pg.url.as_str(),
+        "--jobs",
+        "--lease-secs",
+        "2",
+        "--job-lapse-secs",
+        "2",
+    ];
+    let mut leader = simtree_e2e::Server::start_with(&flags);
+    let follower = simtree_e2e::Server::start_with(&flags);
+    let alone = simtree_e2e::Server::start_with(&[]);
+    let spec = serde_json::json!({
+        "parent": 0, "turns": 300, "replicates": 4, "seed": 11,
+        "axes": [{"label": "rate", "op": {"op": "abm_set_global", "name": "infectionRate"},
+                  "field": "value", "values": [0.02, 0.1, 0.3]}],
+        "metrics": {"peak": "max:globalVariable.infectedCount", "infected": "last:globalVariable.infectedCount"}
+    });
+    let mut started = Vec::new();
+    for s in [&leader, &alone] {
+        let (st, created) = s
+            .post(
+                "/devui/simtree",
+                &serde_json::json!({"scenario": "sir_network", "seed": 7}),
+            )
+            .await;
+        assert_eq!(st, 200, "{created}");
+        let tree = created["id"].as_u64().unwrap();
+        let (st, body) = s.post(&format!("/devui/simtree/{tree}/sweep"), &spec).await;
+        assert_eq!(st, 200, "{body}");
+        started.push((tree, body["sweep"].as_u64().unwrap()));
+    }
+    let (tree, sweep) = started[0];
+    let path = format!("/devui/simtree/{tree}/sweep/{sweep}");
+    // Killed once some replicates are measured and most are not.
+    let until = Instant::now() + Duration::from_secs(120);
+    loop {
+        let (_, table) = leader.get(&path).await;
+        if table["done"].as_u64() >= Some(1) {
+            assert!(table["pending"].as_u64() >= Some(4), "killed too late: {table}");
+            break;
+        }
+        assert!(Instant::now() < until, "the sweep did not start: {table}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    leader.stop(); // SIGKILL
+    follower.wait_leading(Duration::from_secs(15));
+    let table = sweep_finished(&follower, tree, sweep).await;
+    let reference = sweep_finished(&alone, started[1].0, started[1].1).await;
+    assert_eq!(
+        (
+            table["total"].as_u64(),
+            table["done"].as_u64(),
+            table["failed"].as_u64()
+        ),
+        (Some(12), Some(12), Some(0)),
+        "every replicate measured: {table}"
+    );
+    let children: Vec<u64> = table["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["children"].as_array().unwrap().iter().map(|n| n.as_u64().unwrap()))
+        .collect();
+    let distinct: std::collections::BTreeSet<u64> = children.iter().copied().collect();
+    assert_eq!(
+        (children.len(), distinct.len()),
+        (12, 12),
+        "a replicate listed twice: {table}"
+    );
+    let ended = statuses(&follower, tree).await;
+    for c in &children {
+        assert_eq!(ended[c], "done", "replicate {c}: {ended:?}");
+    }
+    let cut = ended.values().filter(|s| *s == "interrupted").count();
+    assert!(cut >= 1, "the kill cut some replicates short: {ended:?}");
+    assert_eq!(
+        ended.len(),
+        1 + 3 + 12 + cut,
+        "one run again per cut replicate: {ended:?}"
+    );
+    // Same seeds, same numbers: each cell's metrics and effects as in one process.
+    for (i, (a, b)) in table["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(reference["cells"].as_array().unwrap())
+        .enumerate()
+    {
+        assert_eq!(a["cell"], b["cell"]);
+        assert_eq!(a["metrics"], b["metrics"], "cell {i}'s metrics differ from one process");
+        assert_eq!(a["effects"], b["effects"], "cell {i}'s effects differ from one process");
+    }
 }
 
 /// Polls a sweep's table until no run is pending.
 async fn sweep_finished(s: &simtree_e2e::Server, tree: u64, sweep: u64) -> serde_json::Value {
-    let deadline = Instant::now() + Duration::from_secs(120);
+    let deadline = Instant::now() + Duration::from_secs(240);
     loop {
         let (st, table) = s.get(&format!("/devui/simtree/{tree}/sweep/{sweep}")).await;
         assert_eq!(st, 200, "{table}");

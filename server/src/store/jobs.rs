@@ -384,14 +384,12 @@ pub fn cancel<S: Sql>(sql: &mut S, tree: u64, node: u64) -> StoreResult<bool> {
 /// `workbench/jobs.rs`, adoption): the jobs whose node is stored `running`, whatever their status
 /// (a queued or claimed one is still run by workers; one that ended meanwhile is shown on its node
 /// by the new server), as `(tree, node, payload)`. Every other job, and its recorded calls, is
-/// forgotten: its node ended (its end is stored with it) or is gone — or it is a replicate of a
-/// sweep, whose collector lived in the dead server's memory: its node comes back `interrupted`
-/// as the sweep's other cut-short runs do, and the result of a worker still running it is
-/// refused. An exploration's replicates are adopted: the next server carries the exploration on
-/// and waits for them (`workbench/explore.rs`, `continue_explores`).
+/// forgotten: its node ended (its end is stored with it) or is gone. Sweeps' and explorations'
+/// replicates are adopted like any run: the next server carries the sweep or exploration on and
+/// waits for them (`workbench/sweep.rs`, `continue_sweeps`; `workbench/explore.rs`,
+/// `continue_explores`).
 pub fn adoptable<S: Sql>(sql: &mut S) -> StoreResult<Vec<(u64, u64, String)>> {
-    const NODE_RUNS: &str = "SELECT 1 FROM nodes n WHERE n.tree = j.tree AND n.id = j.node AND n.status = 'running'
-        AND n.edge_type <> 'sweep'";
+    const NODE_RUNS: &str = "SELECT 1 FROM nodes n WHERE n.tree = j.tree AND n.id = j.node AND n.status = 'running'";
     sql.execute(&format!("DELETE FROM job_calls j WHERE NOT EXISTS ({NODE_RUNS})"), &[])?;
     sql.execute(&format!("DELETE FROM jobs j WHERE NOT EXISTS ({NODE_RUNS})"), &[])?;
     let rows = sql.query("SELECT tree, node, payload FROM jobs ORDER BY tree, node", &[])?;

@@ -983,11 +983,13 @@ impl<S: Sql> Database for Db<S> {
             .collect()
     }
 
-    fn trees_exploring(&mut self) -> StoreResult<Vec<u64>> {
-        // (The body is serde_json's compact text of `ExploreData`: its status is written
-        // `"status":"running"` while it runs.)
+    fn trees_with_jobs_left(&mut self) -> StoreResult<Vec<u64>> {
+        // (The bodies are serde_json's compact text of `ExploreData` and `SweepData`: an
+        // exploration's status is written `"status":"running"` while it runs, a replicate still
+        // to measure `"pending"`. A cell label that reads "pending" only costs a look.)
         let rows = self.sql.query(
-            "SELECT DISTINCT tree FROM explores WHERE body LIKE '%\"status\":\"running\"%' ORDER BY tree",
+            "SELECT tree FROM explores WHERE body LIKE '%\"status\":\"running\"%'
+             UNION SELECT tree FROM sweeps WHERE body LIKE '%\"pending\"%' ORDER BY tree",
             &[],
         )?;
         Ok(rows

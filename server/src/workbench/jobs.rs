@@ -244,24 +244,31 @@ impl Workbench {
         }
     }
 
-    /// Carries on every exploration the last server left running (see
-    /// [`Workbench::continue_explores`]): its tree is loaded and a driver started for it.
-    async fn continue_exploring(self: &Arc<Self>) {
+    /// Carries on every sweep and exploration the last server left running (see
+    /// [`Workbench::continue_sweeps`], [`Workbench::continue_explores`]): its tree is loaded
+    /// and each is carried on.
+    async fn carry_on_jobs(self: &Arc<Self>) {
         let Some(store) = self.store.clone() else { return };
-        let trees = match off_runtime(move || store.read(|db| db.trees_exploring())).await {
+        let trees = match off_runtime(move || store.read(|db| db.trees_with_jobs_left())).await {
             Some(Ok(trees)) => trees,
             Some(Err(e)) => {
-                tracing::warn!(error = %e, "the explorations the last server ran cannot be listed; they are not carried on");
+                tracing::warn!(error = %e, "the sweeps and explorations the last server ran cannot be listed; they are not carried on");
                 return;
             }
             None => return,
         };
         for tree in trees {
             let this = self.clone();
-            match off_runtime(move || this.tree(tree).map(|handle| this.continue_explores(&handle))).await {
+            let carried = off_runtime(move || {
+                this.tree(tree).map(|handle| {
+                    this.continue_sweeps(&handle);
+                    this.continue_explores(&handle);
+                })
+            });
+            match carried.await {
                 Some(Ok(())) => {}
                 Some(Err(e)) => {
-                    tracing::warn!(tree, error = %e, "a tree with a running exploration cannot be read; it is not carried on")
+                    tracing::warn!(tree, error = %e, "a tree with a running sweep or exploration cannot be read; it is not carried on")
                 }
                 None => return,
             }
@@ -277,8 +284,9 @@ impl Workbench {
         };
         // Before the first look at ended jobs: an adopted run's end has someone waiting for it.
         self.adopt(&hub).await;
-        // Then the explorations the last server drove wait for their adopted replicates.
-        self.continue_exploring().await;
+        // Then the sweeps and explorations the last server drove wait for their adopted
+        // replicates and run again those cut short.
+        self.carry_on_jobs().await;
         let (tx, mut rx) = mpsc::unbounded_channel::<Vec<String>>();
         let url = hub.config.url.clone();
         std::thread::Builder::new()
