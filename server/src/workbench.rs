@@ -129,6 +129,9 @@ pub struct Workbench {
     pub market: Option<Arc<MarketData>>,
     /// The Python/Mesa workers, started with the first agent-based tree.
     abm_pool: std::sync::OnceLock<Result<Arc<WorkerPool>, Arc<AbmStartError>>>,
+    /// How many Python/Mesa workers the pool starts with (a process taking jobs: its
+    /// `--abm-workers`).
+    abm_pool_size: std::sync::atomic::AtomicUsize,
     /// The checkout (for the worker script and its venv).
     pub root: std::path::PathBuf,
     /// True while the server's resident memory is above its budget.
@@ -264,6 +267,7 @@ impl Workbench {
             backend,
             market: MarketData::load_default().ok().map(Arc::new),
             abm_pool: std::sync::OnceLock::new(),
+            abm_pool_size: std::sync::atomic::AtomicUsize::new(2),
             // `use_assets` sets the folder the front end chose; this is the default's.
             root: crate::embedded::assets_dir().map_or_else(|_| ".".into(), |d| d.join("..")),
             memory: crate::memory::Watch::new(limits.max_memory_bytes),
@@ -302,7 +306,8 @@ impl Workbench {
             .get_or_init(|| {
                 crate::abm::venv::ensure_venv(&self.root).map_err(|e| Arc::new(AbmStartError::Venv(e)))?;
                 let config = WorkerConfig::for_root(&self.root).with_sandbox(self.abm_sandbox);
-                WorkerPool::spawn(&config, 2)
+                let size = self.abm_pool_size.load(std::sync::atomic::Ordering::SeqCst);
+                WorkerPool::spawn(&config, size)
                     .map(Arc::new)
                     .map_err(|e| Arc::new(AbmStartError::Spawn(e)))
             })

@@ -307,6 +307,8 @@ struct Worker {
     child: std::process::Child,
     done: Arc<std::sync::atomic::AtomicUsize>,
     lost: Arc<std::sync::atomic::AtomicUsize>,
+    /// Jobs it claimed that another process had claimed before (a second attempt or later).
+    reclaimed: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Worker {
@@ -324,9 +326,13 @@ impl Worker {
         let stderr = child.stderr.take().unwrap();
         let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let lost = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let (counted, lost_counted) = (done.clone(), lost.clone());
+        let reclaimed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (counted, lost_counted, reclaimed_counted) = (done.clone(), lost.clone(), reclaimed.clone());
         std::thread::spawn(move || {
             for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.contains("job claimed") && !line.contains("attempt=1") {
+                    reclaimed_counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
                 if line.contains("job done") {
                     counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 }
@@ -338,7 +344,12 @@ impl Worker {
                 }
             }
         });
-        Worker { child, done, lost }
+        Worker {
+            child,
+            done,
+            lost,
+            reclaimed,
+        }
     }
 
     fn done(&self) -> usize {
@@ -1167,12 +1178,43 @@ async fn a_sweep_whose_leader_is_killed_is_finished_by_the_next_server_adopting_
 
 /// Issue 40, item 3: a sweep of the SIR epidemic (3 infection rates × 4 replicates) whose
 /// leader is killed -9 mid-sweep is finished by the follower without a person: each replicate
-/// is measured exactly once (those the dead leader cut short ran again with their seeds), and
-/// the table equals that of the same sweep run in one process.
+/// is measured exactly once, and the table equals that of the same sweep run in one process.
+/// Here no process offers ABM slots (`--abm-workers 0`), so the models ran in the leader's
+/// process: those the kill cut short run again under the follower with their seeds.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_abm_sweep_whose_leader_is_killed_mid_sweep_is_finished_by_the_follower_as_one_process_would() {
+    abm_sweep_under_a_killed_leader(&["--abm-workers", "0"], true).await;
+}
+
+/// The same with the models as jobs on the servers' own workers: the leader's dies with it, its
+/// runs are adopted by the follower and re-claimed by the follower's worker (none interrupted).
+#[tokio::test(flavor = "multi_thread")]
+async fn an_abm_sweep_on_workers_whose_leader_is_killed_is_finished_by_the_follower_as_one_process_would() {
+    abm_sweep_under_a_killed_leader(&[], false).await;
+}
+
+/// A tree of the SIR epidemic with seed `seed` on `s`, and sweep `spec` started from its root:
+/// `(tree, sweep)`.
+async fn sir_sweep(s: &simtree_e2e::Server, seed: u64, spec: &serde_json::Value) -> (u64, u64) {
+    let (st, created) = s
+        .post(
+            "/devui/simtree",
+            &serde_json::json!({"scenario": "sir_network", "seed": seed}),
+        )
+        .await;
+    assert_eq!(st, 200, "{created}");
+    let tree = created["id"].as_u64().unwrap();
+    let (st, body) = s.post(&format!("/devui/simtree/{tree}/sweep"), spec).await;
+    assert_eq!(st, 200, "{body}");
+    (tree, body["sweep"].as_u64().unwrap())
+}
+
+/// Runs the sweep above on a leader and a follower started with `extra` flags, kills the
+/// leader after the first replicate, and checks the follower's table; `cut`: the kill leaves
+/// interrupted replicates (run again) rather than adopted ones.
+async fn abm_sweep_under_a_killed_leader(extra: &[&str], cut: bool) {
     let pg = Postgres::start();
-    let flags = [
+    let mut flags = vec![
         "--database-url",
         pg.url.as_str(),
         "--jobs",
@@ -1181,6 +1223,7 @@ async fn an_abm_sweep_whose_leader_is_killed_mid_sweep_is_finished_by_the_follow
         "--job-lapse-secs",
         "2",
     ];
+    flags.extend_from_slice(extra);
     let mut leader = simtree_e2e::Server::start_with(&flags);
     let follower = simtree_e2e::Server::start_with(&flags);
     let alone = simtree_e2e::Server::start_with(&[]);
@@ -1190,20 +1233,7 @@ async fn an_abm_sweep_whose_leader_is_killed_mid_sweep_is_finished_by_the_follow
                   "field": "value", "values": [0.02, 0.1, 0.3]}],
         "metrics": {"peak": "max:globalVariable.infectedCount", "infected": "last:globalVariable.infectedCount"}
     });
-    let mut started = Vec::new();
-    for s in [&leader, &alone] {
-        let (st, created) = s
-            .post(
-                "/devui/simtree",
-                &serde_json::json!({"scenario": "sir_network", "seed": 7}),
-            )
-            .await;
-        assert_eq!(st, 200, "{created}");
-        let tree = created["id"].as_u64().unwrap();
-        let (st, body) = s.post(&format!("/devui/simtree/{tree}/sweep"), &spec).await;
-        assert_eq!(st, 200, "{body}");
-        started.push((tree, body["sweep"].as_u64().unwrap()));
-    }
+    let started = [sir_sweep(&leader, 7, &spec).await, sir_sweep(&alone, 7, &spec).await];
     let (tree, sweep) = started[0];
     let path = format!("/devui/simtree/{tree}/sweep/{sweep}");
     // Killed once some replicates are measured and most are not.
@@ -1246,11 +1276,11 @@ async fn an_abm_sweep_whose_leader_is_killed_mid_sweep_is_finished_by_the_follow
     for c in &children {
         assert_eq!(ended[c], "done", "replicate {c}: {ended:?}");
     }
-    let cut = ended.values().filter(|s| *s == "interrupted").count();
-    assert!(cut >= 1, "the kill cut some replicates short: {ended:?}");
+    let interrupted = ended.values().filter(|s| *s == "interrupted").count();
+    assert_eq!(interrupted >= 1, cut, "replicates cut short: {ended:?}");
     assert_eq!(
         ended.len(),
-        1 + 3 + 12 + cut,
+        1 + 3 + 12 + interrupted,
         "one run again per cut replicate: {ended:?}"
     );
     // Same seeds, same numbers: each cell's metrics and effects as in one process.
@@ -1405,4 +1435,85 @@ async fn an_exploration_whose_leader_is_killed_mid_round_finishes_under_the_foll
     );
     assert_eq!(worker.done_at_least(children.len()), children.len());
     assert_eq!(worker.lost.load(std::sync::atomic::Ordering::SeqCst), 0);
+}
+
+/// Issue 40, item 2: runs of agent-based models are jobs. With two `simtree worker` processes
+/// offering ABM slots, none runs on the leader (which has a worker of its own: it leaves them to
+/// the workers), and a worker killed -9 in the middle of one loses nothing: its run is
+/// re-claimed by the other, rebuilt from the stored model, seed and history, and the sweep's
+/// table equals that of the same sweep run in one process.
+#[tokio::test(flavor = "multi_thread")]
+async fn abm_runs_go_to_the_workers_and_a_killed_workers_run_is_re_claimed_with_the_same_result() {
+    let pg = Postgres::start();
+    let flags = ["--database-url", pg.url.as_str(), "--jobs", "--job-lapse-secs", "2"];
+    // What runs in the leader's process, and what its own worker claims, is logged.
+    let leader = simtree_e2e::Server::start_env(
+        &flags,
+        &[(
+            "RUST_LOG",
+            "warn,simtree::workbench::run=info,simtree::workbench::jobs=info",
+        )],
+    );
+    let mut a = Worker::start(&pg, &[], &["--abm-workers", "2", "--job-lapse-secs", "2"]);
+    let b = Worker::start(&pg, &[], &["--abm-workers", "2", "--job-lapse-secs", "2"]);
+    wait_for_workers(&pg, 3);
+    let until = Instant::now() + Duration::from_secs(20);
+    while count(&pg, "SELECT COUNT(*) FROM workers WHERE role = 'worker' AND abm = 2") < 2 {
+        assert!(Instant::now() < until, "the workers offer no ABM slots");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // (The leader reads the slots on offer once a second.)
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let alone = simtree_e2e::Server::start_with(&[]);
+    let spec = serde_json::json!({
+        "parent": 0, "turns": 300, "replicates": 3, "seed": 4,
+        "axes": [{"label": "rate", "op": {"op": "abm_set_global", "name": "infectionRate"},
+                  "field": "value", "values": [0.05, 0.25]}],
+        "metrics": {"peak": "max:globalVariable.infectedCount"}
+    });
+    let started = [sir_sweep(&leader, 9, &spec).await, sir_sweep(&alone, 9, &spec).await];
+    // Worker a is killed while it runs a model.
+    let a_claims = format!(
+        "SELECT COUNT(*) FROM jobs WHERE kind = 'abm' AND status = 'claimed' AND claimed_by LIKE '%/{}/%'",
+        a.child.id()
+    );
+    let until = Instant::now() + Duration::from_secs(60);
+    while count(&pg, &a_claims) == 0 {
+        assert!(Instant::now() < until, "worker a took no ABM run");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    a.kill9();
+    let table = sweep_finished(&leader, started[0].0, started[0].1).await;
+    let reference = sweep_finished(&alone, started[1].0, started[1].1).await;
+    assert_eq!(
+        (table["done"].as_u64(), table["failed"].as_u64()),
+        (Some(6), Some(0)),
+        "{table}"
+    );
+    let ended = statuses(&leader, started[0].0).await;
+    assert!(ended.values().all(|s| s == "done"), "nothing lost: {ended:?}");
+    assert_eq!(ended.len(), 1 + 2 + 6, "no run was made twice: {ended:?}");
+    for (i, (x, y)) in table["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(reference["cells"].as_array().unwrap())
+        .enumerate()
+    {
+        assert_eq!(x["metrics"], y["metrics"], "cell {i} differs from one process");
+    }
+    // Per process: the leader ran none (neither in its process nor on its own worker); worker
+    // b re-claimed what a was running.
+    let said = leader.output();
+    assert!(!said.contains("run started"), "a run in the leader's process:\n{said}");
+    assert!(
+        !said.contains("job claimed"),
+        "the leader's own worker took a run:\n{said}"
+    );
+    assert!(said.contains("run queued as a job"), "{said}");
+    assert!(
+        b.reclaimed.load(std::sync::atomic::Ordering::SeqCst) >= 1,
+        "b took a's run over"
+    );
+    assert!(b.done_at_least(1) >= 1);
 }

@@ -17,6 +17,10 @@
 //!   was retried once more) is given up with an error saying so, never retried forever: a job
 //!   that crashes every worker that takes it ends here.
 //!
+//! A job's `kind` is `run`, or [`ABM`] for a run of an agent-based model: a claimer takes each
+//! kind into slots of its own ([`Slots`]; ABM slots are its Mesa pool's workers, offered in its
+//! `workers` row).
+//!
 //! The serving process learns of ended jobs from the notification (`done:<tree>:<node>`), or by
 //! polling [`ended`] when it missed one, and [`forget`]s a job once its node shows the outcome.
 //! A worker stopped gracefully hands its claims back ([`release`]: queued, attempts unchanged).
@@ -192,28 +196,57 @@ fn bury<S: Sql>(sql: &mut S, lapse: Duration) -> StoreResult<Vec<(u64, u64)>> {
         .collect())
 }
 
-/// Claims up to `n` jobs for `me`: queued ones, oldest first, and claimed ones whose claimer's
-/// heartbeat is older than `me.length` (it stopped: crashed, killed, cut off). Each claim counts
-/// an attempt; a lapsed job out of attempts is given up instead (dead).
-pub fn claim<S: Sql>(sql: &mut S, me: &Lease, n: u64) -> StoreResult<Vec<Job>> {
-    if n == 0 {
+/// The kind of the jobs that run an agent-based model: only processes with a Mesa pool take
+/// them, as many at once as their pool has workers ([`Slots::abm`]). Every other job is `run`.
+pub const ABM: &str = "abm";
+
+/// How many lapses a process's last heartbeat may be old and the process still counts as one
+/// that takes jobs (a busy machine delays heartbeats; a dead process drops out after this).
+const ALIVE: i64 = 3;
+
+/// How many jobs a claimer takes at most: runs of any kind but agent-based models, and runs of
+/// agent-based models ([`ABM`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Slots {
+    pub runs: u64,
+    pub abm: u64,
+    /// Its ABM slots are used only while no `worker` process offering some is alive (a
+    /// server's own worker: agent-based models go to the workers when there are any).
+    pub abm_second: bool,
+}
+
+/// Claims up to `slots` jobs for `me`: queued ones, oldest first, and claimed ones whose
+/// claimer's heartbeat is older than `me.length` (it stopped: crashed, killed, cut off). Each
+/// claim counts an attempt; a lapsed job out of attempts is given up instead (dead).
+pub fn claim<S: Sql>(sql: &mut S, me: &Lease, slots: Slots) -> StoreResult<Vec<Job>> {
+    if slots.runs == 0 && slots.abm == 0 {
         return Ok(Vec::new());
     }
     let lapse = me.length.as_millis() as i64;
     bury(sql, me.length)?;
     let now = sql.now_ms_sql();
+    let takeable = format!("(status = 'queued' OR (status = 'claimed' AND heartbeat_at < {now} - $2))");
     let rows = sql.query(
         &format!(
-            "UPDATE jobs j SET status = 'claimed', claimed_by = $1, heartbeat_at = {now}, updated = {now},
+            "WITH runs AS (SELECT tree, node FROM jobs WHERE kind <> '{ABM}' AND {takeable}
+                   ORDER BY created, tree, node LIMIT $3 FOR UPDATE SKIP LOCKED),
+                  abm AS (SELECT tree, node FROM jobs WHERE kind = '{ABM}' AND {takeable}
+                   AND NOT ($5 = 1 AND EXISTS (SELECT 1 FROM workers w
+                       WHERE w.role = 'worker' AND w.abm > 0 AND w.heartbeat_at >= {now} - {ALIVE} * $2))
+                   ORDER BY created, tree, node LIMIT $4 FOR UPDATE SKIP LOCKED)
+             UPDATE jobs j SET status = 'claimed', claimed_by = $1, heartbeat_at = {now}, updated = {now},
                 attempts = j.attempts + 1
-             FROM (SELECT tree, node FROM jobs
-                   WHERE status = 'queued' OR (status = 'claimed' AND heartbeat_at < {now} - $2)
-                   ORDER BY created, tree, node LIMIT $3
-                   FOR UPDATE SKIP LOCKED) picked
+             FROM (SELECT tree, node FROM runs UNION ALL SELECT tree, node FROM abm) picked
              WHERE j.tree = picked.tree AND j.node = picked.node
              RETURNING j.tree, j.node, j.kind, j.payload, j.attempts, j.max_attempts"
         ),
-        &[P::Text(&me.holder), P::Int(lapse), i(n)],
+        &[
+            P::Text(&me.holder),
+            P::Int(lapse),
+            i(slots.runs),
+            i(slots.abm),
+            P::Int(i64::from(slots.abm_second)),
+        ],
     )?;
     let mut jobs: Vec<Job> = rows
         .into_iter()
@@ -458,6 +491,31 @@ pub fn register<S: Sql>(sql: &mut S, me: &Lease, role: &str) -> StoreResult<()> 
     .map(drop)
 }
 
+/// Says how many agent-based-model runs `me` takes at once (its row in `workers`).
+pub fn offer_abm<S: Sql>(sql: &mut S, me: &Lease, abm: u64) -> StoreResult<()> {
+    sql.execute(
+        "UPDATE workers SET abm = $2 WHERE holder = $1",
+        &[P::Text(&me.holder), i(abm)],
+    )
+    .map(drop)
+}
+
+/// How many agent-based-model runs the processes taking jobs run at once, together (those
+/// whose heartbeat is younger than a few `lapse`s): none means an ABM job would wait for
+/// nobody.
+pub fn abm_takers<S: Sql>(sql: &mut S, lapse: Duration) -> StoreResult<u64> {
+    let now = sql.now_ms_sql();
+    let rows = sql.query(
+        &format!("SELECT COALESCE(SUM(abm), 0)::BIGINT FROM workers WHERE heartbeat_at >= {now} - {ALIVE} * $1"),
+        &[P::Int(lapse.as_millis() as i64)],
+    )?;
+    Ok(rows
+        .into_iter()
+        .next()
+        .and_then(|r| r.into_iter().next())
+        .map_or(0, int))
+}
+
 /// Removes `me` from the processes taking jobs.
 pub fn unregister<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<()> {
     sql.execute("DELETE FROM workers WHERE holder = $1", &[P::Text(&me.holder)])
@@ -496,8 +554,25 @@ impl Queue {
         sql.commit()
     }
 
+    /// Claims up to `n` jobs that are not agent-based models (see [`Self::claim_slots`]).
     pub fn claim(&mut self, n: u64) -> StoreResult<Vec<Job>> {
-        claim(&mut self.db.sql, &self.me, n)
+        self.claim_slots(Slots {
+            runs: n,
+            ..Slots::default()
+        })
+    }
+
+    pub fn claim_slots(&mut self, slots: Slots) -> StoreResult<Vec<Job>> {
+        claim(&mut self.db.sql, &self.me, slots)
+    }
+
+    pub fn offer_abm(&mut self, abm: u64) -> StoreResult<()> {
+        offer_abm(&mut self.db.sql, &self.me, abm)
+    }
+
+    /// See [`abm_takers`] (with this process's lapse).
+    pub fn abm_takers(&mut self) -> StoreResult<u64> {
+        abm_takers(&mut self.db.sql, self.me.length)
     }
 
     pub fn heartbeat(&mut self) -> StoreResult<Vec<(u64, u64)>> {

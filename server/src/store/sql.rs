@@ -203,6 +203,9 @@ const MIGRATIONS: &[&str] = &[
     // (`serve --advertise`), where the other servers on the database forward their requests
     // (`http/fleet.rs`). NULL in rows of servers before it, and of stores that serve no HTTP.
     "ALTER TABLE lease ADD COLUMN address TEXT;",
+    // 16 (issue 40, item 2): how many agent-based-model runs each process taking jobs runs at
+    // once (`--abm-workers`: its Mesa pool; 0 in rows of processes before it, which take none).
+    "ALTER TABLE workers ADD COLUMN abm BIGINT NOT NULL DEFAULT 0;",
 ];
 
 /// The schema version this build writes.
