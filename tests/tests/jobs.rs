@@ -1517,3 +1517,59 @@ async fn abm_runs_go_to_the_workers_and_a_killed_workers_run_is_re_claimed_with_
     );
     assert!(b.done_at_least(1) >= 1);
 }
+
+/// Issue 40, item 5: a leader stopped with SIGTERM while 20 runs wait in the queue (a worker
+/// takes two at a time) hands them over instead of cancelling them after its grace period:
+/// their nodes stay running, the follower takes the released lease at once, adopts them, and
+/// every one finishes, each run once.
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_with_a_queue_of_twenty_runs_hands_them_all_to_the_follower() {
+    let pg = Postgres::start();
+    let (url, _) = provider(Duration::from_millis(100), Arc::new(|| {})).await;
+    let env = llm_env(&url);
+    let mut flags = queueing(&pg).to_vec();
+    flags.extend(["--shutdown-grace-secs", "1"]);
+    let pairs = env_pairs(&env);
+    let mut leader = simtree_e2e::Server::start_env(&flags, &pairs);
+    leader.wait_leading(Duration::from_secs(10));
+    let follower = simtree_e2e::Server::start_env(&flags, &pairs);
+    let worker = Worker::start(&pg, &env, &["--concurrency", "2", "--job-lapse-secs", "2"]);
+    wait_for_workers(&pg, 1);
+    let tree = leader.create("simple_chat").await;
+    // The fan-out's request dies with the leader; its children do not.
+    let request = {
+        let url = leader.url(&format!("/devui/simtree/{tree}/advance_multi"));
+        tokio::spawn(async move {
+            reqwest::Client::new()
+                .post(url)
+                .json(&serde_json::json!({"parent": 0, "turns": 3, "count": 20}))
+                .send()
+                .await
+        })
+    };
+    let until = Instant::now() + Duration::from_secs(20);
+    while worker.done() < 1 {
+        assert!(Instant::now() < until, "no run ended");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let queued = count(&pg, "SELECT COUNT(*) FROM jobs WHERE status = 'queued'");
+    assert!(queued >= 10, "a queue when the stop comes: {queued}");
+    leader.terminate();
+    drop(request);
+    follower.wait_leading(Duration::from_secs(10));
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let ended = loop {
+        let ended = statuses(&follower, tree).await;
+        if ended.len() == 21 && ended.values().all(|s| s != "running") {
+            break ended;
+        }
+        assert!(Instant::now() < deadline, "the runs did not finish: {ended:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        ended.values().all(|s| s == "done"),
+        "every run finished, none cancelled or interrupted: {ended:?}"
+    );
+    assert_eq!(worker.done_at_least(20), 20, "each run ran once");
+    queue_empties(&pg, Duration::from_secs(10)).await;
+}

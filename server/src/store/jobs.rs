@@ -123,6 +123,14 @@ fn int(c: Cell) -> u64 {
     }
 }
 
+/// The first cell of the first row of a query's rows, as a count (0 when there is none).
+fn first_int(rows: Vec<Vec<Cell>>) -> u64 {
+    rows.into_iter()
+        .next()
+        .and_then(|r| r.into_iter().next())
+        .map_or(0, int)
+}
+
 fn text(c: Cell) -> Option<String> {
     match c {
         Cell::Text(t) => Some(t),
@@ -509,11 +517,23 @@ pub fn abm_takers<S: Sql>(sql: &mut S, lapse: Duration) -> StoreResult<u64> {
         &format!("SELECT COALESCE(SUM(abm), 0)::BIGINT FROM workers WHERE heartbeat_at >= {now} - {ALIVE} * $1"),
         &[P::Int(lapse.as_millis() as i64)],
     )?;
-    Ok(rows
-        .into_iter()
-        .next()
-        .and_then(|r| r.into_iter().next())
-        .map_or(0, int))
+    Ok(first_int(rows))
+}
+
+/// How many processes other than `me`'s (another host or pid) take jobs and are alive.
+pub fn others_taking_jobs<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<u64> {
+    let now = sql.now_ms_sql();
+    let rows = sql.query(
+        &format!(
+            "SELECT COUNT(*) FROM workers WHERE heartbeat_at >= {now} - {ALIVE} * $1 AND NOT (host = $2 AND pid = $3)"
+        ),
+        &[
+            P::Int(me.length.as_millis() as i64),
+            P::Text(&me.host),
+            P::Int(i64::from(me.pid)),
+        ],
+    )?;
+    Ok(first_int(rows))
 }
 
 /// Removes `me` from the processes taking jobs.
@@ -573,6 +593,10 @@ impl Queue {
     /// See [`abm_takers`] (with this process's lapse).
     pub fn abm_takers(&mut self) -> StoreResult<u64> {
         abm_takers(&mut self.db.sql, self.me.length)
+    }
+
+    pub fn others_taking_jobs(&mut self) -> StoreResult<u64> {
+        others_taking_jobs(&mut self.db.sql, &self.me)
     }
 
     pub fn heartbeat(&mut self) -> StoreResult<Vec<(u64, u64)>> {

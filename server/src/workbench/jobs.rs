@@ -87,6 +87,20 @@ impl Hub {
             .collect()
     }
 
+    /// The runs this server waits for as jobs, as `(tree, node)`.
+    pub(super) fn job_runs(&self) -> HashSet<(u64, NodeId)> {
+        self.waiting.iter().map(|w| *w.key()).collect()
+    }
+
+    /// Whether another process on the database would take over the queued runs: one that
+    /// takes jobs (a worker, another server's own worker), alive. Unknown (the database away)
+    /// counts as none.
+    pub(super) async fn others_take_jobs(&self) -> bool {
+        on_queue(&self.queue, |q| q.others_taking_jobs())
+            .await
+            .is_ok_and(|n| n > 0)
+    }
+
     /// The nodes of `tree` still to adopt (shown running when the tree is loaded).
     pub(super) fn adopting_in(&self, tree: u64) -> Vec<NodeId> {
         lock(&self.adopted)
