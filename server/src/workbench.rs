@@ -697,7 +697,7 @@ impl Workbench {
     fn spawn(&self, handle: &Arc<TreeHandle>, p: Pending) -> tokio::task::JoinHandle<RunResult> {
         let running = handle.register_run(p.id);
         match self.jobs.get() {
-            Some(hub) if self.goes_to_queue(handle, p.replay.is_some(), p.budget.is_some()) => {
+            Some(hub) if self.goes_to_queue(handle, p.budget.is_some()) => {
                 jobs::spawn_job(hub.clone(), handle, p, running)
             }
             _ => self.spawn_here(handle, p, running),

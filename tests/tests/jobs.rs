@@ -1573,3 +1573,40 @@ async fn sigterm_with_a_queue_of_twenty_runs_hands_them_all_to_the_follower() {
     assert_eq!(worker.done_at_least(20), 20, "each run ran once");
     queue_empties(&pg, Duration::from_secs(10)).await;
 }
+
+/// Issue 40, item 4 (replays): a replay is a job like any run — taken by a worker, not run in
+/// the server — and it answers every call from the records it carries: the provider hears
+/// nothing, and the replayed node's log is the original's.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replay_is_a_job_that_makes_no_provider_call() {
+    let pg = Postgres::start();
+    let (url, provider) = provider(Duration::from_millis(10), Arc::new(|| {})).await;
+    let env = llm_env(&url);
+    let s = jobs_server(&pg, &env, &["--no-worker"]);
+    let worker = Worker::start(&pg, &env, &["--concurrency", "2", "--job-lapse-secs", "2"]);
+    wait_for_workers(&pg, 1);
+    let tree = s.create("simple_chat").await;
+    let original = simtree_e2e::advance(&s, tree, 0, 2).await;
+    let calls = provider.seen.lock().unwrap().len();
+    assert!(calls > 0, "the original run called the provider");
+    assert_eq!(worker.done_at_least(1), 1);
+    let (status, replayed) = s
+        .post(
+            &format!("/devui/simtree/{tree}/replay"),
+            &serde_json::json!({"node": original}),
+        )
+        .await;
+    assert_eq!(status, 200, "{replayed}");
+    assert_eq!(
+        provider.seen.lock().unwrap().len(),
+        calls,
+        "the replay made a provider call"
+    );
+    assert_eq!(worker.done_at_least(2), 2, "the replay ran on the worker");
+    let copy = replayed["child"].as_u64().unwrap();
+    assert_eq!(
+        simtree_e2e::own_entries(&s, tree, copy).await,
+        simtree_e2e::own_entries(&s, tree, original).await,
+        "the replay's log is the original's"
+    );
+}

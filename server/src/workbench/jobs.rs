@@ -28,9 +28,12 @@
 //! parent's own run reached: Mesa's generators are seeded, so the replay is deterministic. While
 //! no process on the database offers ABM slots, ABM runs stay in the serving process.
 //!
+//! A replay is a job like any run: the recorded calls it answers from travel in its payload
+//! ([`RunSpec::replay`]), so it makes no provider call wherever it runs.
+//!
 //! Runs stay in-process (exactly as without `--jobs`) when they need what this phase does not
-//! share between processes: a budget (the tree's or an exploration's, charged in memory), a
-//! replay of recorded calls, or no store.
+//! share between processes: a budget (the tree's or an exploration's, charged in memory), or no
+//! store.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -201,12 +204,13 @@ impl Workbench {
     }
 
     /// Whether a run of `handle`'s tree goes through the queue: jobs are on, the tree is
-    /// stored, and the run needs nothing only this process has (a replay's recording, a budget
-    /// charged in memory) — an agent-based model's only while some process on the database
-    /// offers ABM slots. Asked by [`Workbench::spawn`] alone.
-    pub(super) fn goes_to_queue(&self, handle: &TreeHandle, replay: bool, budget: bool) -> bool {
+    /// stored, and the run needs nothing only this process has (a budget charged in memory) —
+    /// an agent-based model's only while some process on the database offers ABM slots. A
+    /// replay is a job: its recorded calls travel in its payload. Asked by
+    /// [`Workbench::spawn`] alone.
+    pub(super) fn goes_to_queue(&self, handle: &TreeHandle, budget: bool) -> bool {
         let Some(hub) = self.jobs.get() else { return false };
-        let in_process = replay || budget || handle.budget.is_some();
+        let in_process = budget || handle.budget.is_some();
         let abm_stays = handle.kind == SimKind::Abm && hub.abm_takers.load(std::sync::atomic::Ordering::SeqCst) == 0;
         !in_process && !abm_stays && handle.stored()
     }
@@ -717,7 +721,8 @@ impl Workbench {
             })
         });
         let ledger = Arc::new(Ledger::resuming(earlier, Some(sink)));
-        let (ctx, ledger) = match self.client_with(&handle, None, &sim, id, None, ledger.clone()) {
+        // A replay answers from the records its payload carries, never from a provider.
+        let (ctx, ledger) = match self.client_with(&handle, run.replay.clone(), &sim, id, None, ledger.clone()) {
             Ok((ctx, ledger)) => (Ok(ctx), ledger),
             Err(e) => (Err(e), ledger),
         };
