@@ -768,9 +768,7 @@ async fn the_graph_route_filters_by_edge_type_and_refuses_unknown_ones() {
 #[tokio::test(flavor = "multi_thread")]
 async fn on_postgres_an_exploration_survives_a_restart_and_an_interrupted_one_resumes() {
     let pg = Postgres::start();
-    // Without jobs: with them, the next server carries the exploration on by itself (tested in
-    // jobs.rs), and this test is of the one that waits for a Resume.
-    let flags = ["--database-url", pg.url.as_str(), "--lease-secs", "1", "--no-jobs"];
+    let flags = ["--database-url", pg.url.as_str(), "--lease-secs", "1"];
     let mut s = Server::start_with(&flags);
     let t = sir_tree(&s).await;
     // A tree with a money budget (the tree_money table).
