@@ -132,6 +132,9 @@ pub struct Workbench {
     pub market: Option<Arc<MarketData>>,
     /// The Python/Mesa workers, started with the first agent-based tree.
     abm_pool: std::sync::OnceLock<Result<Arc<WorkerPool>, Arc<AbmStartError>>>,
+    /// How many Python/Mesa workers the pool starts with (a process taking jobs: its
+    /// `--abm-workers`).
+    abm_pool_size: std::sync::atomic::AtomicUsize,
     /// The checkout (for the worker script and its venv).
     pub root: std::path::PathBuf,
     /// True while the server's resident memory is above its budget.
@@ -267,6 +270,7 @@ impl Workbench {
             backend,
             market: MarketData::load_default().ok().map(Arc::new),
             abm_pool: std::sync::OnceLock::new(),
+            abm_pool_size: std::sync::atomic::AtomicUsize::new(2),
             // `use_assets` sets the folder the front end chose; this is the default's.
             root: crate::embedded::assets_dir().map_or_else(|_| ".".into(), |d| d.join("..")),
             memory: crate::memory::Watch::new(limits.max_memory_bytes),
@@ -305,7 +309,8 @@ impl Workbench {
             .get_or_init(|| {
                 crate::abm::venv::ensure_venv(&self.root).map_err(|e| Arc::new(AbmStartError::Venv(e)))?;
                 let config = WorkerConfig::for_root(&self.root).with_sandbox(self.abm_sandbox);
-                WorkerPool::spawn(&config, 2)
+                let size = self.abm_pool_size.load(std::sync::atomic::Ordering::SeqCst);
+                WorkerPool::spawn(&config, size)
                     .map(Arc::new)
                     .map_err(|e| Arc::new(AbmStartError::Spawn(e)))
             })
@@ -695,7 +700,7 @@ impl Workbench {
     fn spawn(&self, handle: &Arc<TreeHandle>, p: Pending) -> tokio::task::JoinHandle<RunResult> {
         let running = handle.register_run(p.id);
         match self.jobs.get() {
-            Some(hub) if self.goes_to_queue(handle, p.replay.is_some(), p.budget.is_some()) => {
+            Some(hub) if self.goes_to_queue(handle, p.budget.is_some()) => {
                 jobs::spawn_job(hub.clone(), handle, p, running)
             }
             _ => self.spawn_here(handle, p, running),

@@ -307,6 +307,8 @@ struct Worker {
     child: std::process::Child,
     done: Arc<std::sync::atomic::AtomicUsize>,
     lost: Arc<std::sync::atomic::AtomicUsize>,
+    /// Jobs it claimed that another process had claimed before (a second attempt or later).
+    reclaimed: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Worker {
@@ -324,9 +326,13 @@ impl Worker {
         let stderr = child.stderr.take().unwrap();
         let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let lost = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let (counted, lost_counted) = (done.clone(), lost.clone());
+        let reclaimed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (counted, lost_counted, reclaimed_counted) = (done.clone(), lost.clone(), reclaimed.clone());
         std::thread::spawn(move || {
             for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.contains("job claimed") && !line.contains("attempt=1") {
+                    reclaimed_counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
                 if line.contains("job done") {
                     counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 }
@@ -338,7 +344,12 @@ impl Worker {
                 }
             }
         });
-        Worker { child, done, lost }
+        Worker {
+            child,
+            done,
+            lost,
+            reclaimed,
+        }
     }
 
     fn done(&self) -> usize {
@@ -795,6 +806,15 @@ fn next_server(flags: &[&str], env: &[(&'static str, String)]) -> simtree_e2e::S
     s
 }
 
+/// Waits up to `within` for the queue to forget every job (their nodes show the outcome).
+async fn queue_empties(pg: &Postgres, within: Duration) {
+    let until = Instant::now() + within;
+    while count(pg, "SELECT COUNT(*) FROM jobs") > 0 {
+        assert!(Instant::now() < until, "ended jobs stay in the queue");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// The number of rows `query` counts.
 fn count(pg: &Postgres, query: &str) -> u64 {
     pg.sql(query).trim().parse().unwrap_or(0)
@@ -941,11 +961,7 @@ async fn a_server_killed_mid_fan_out_is_followed_by_one_that_adopts_its_jobs_and
     // The run of the budgeted tree was the dead server's own: it is interrupted, as before.
     assert_eq!(statuses(&second, budgeted).await[&budgeted_run], "interrupted");
     // The ended jobs are forgotten once their nodes show them.
-    let until = Instant::now() + Duration::from_secs(5);
-    while count(&pg, "SELECT COUNT(*) FROM jobs") > 0 {
-        assert!(Instant::now() < until, "ended jobs stay in the queue");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    queue_empties(&pg, Duration::from_secs(5)).await;
     // The same fan-out in one process logs the same entries and makes as many calls: none of
     // the adopted runs' calls was paid twice.
     let calls = provided.seen.lock().unwrap().len();
@@ -1110,22 +1126,21 @@ async fn an_adopted_run_can_be_cancelled_and_one_whose_job_dies_fails_with_the_r
     let error = finish["data"]["error"].as_str().unwrap_or_default();
     assert!(error.contains("given up after 1 attempts"), "{error}");
     assert_eq!(statuses(&second, claimed_tree).await[&1], "failed");
-    let until = Instant::now() + Duration::from_secs(5);
-    while count(&pg, "SELECT COUNT(*) FROM jobs") > 0 {
-        assert!(Instant::now() < until, "ended jobs stay in the queue");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    queue_empties(&pg, Duration::from_secs(5)).await;
 }
 
+/// Issue 40, item 3: a sweep whose leader is killed -9 while its replicates run as jobs on a
+/// worker goes on by itself under the next server: it adopts their jobs and waits for them
+/// (none interrupted, none run again), and the table ends with every replicate measured once.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_sweep_cut_short_by_a_killed_server_ends_its_replicates_interrupted_not_adopted() {
+async fn a_sweep_whose_leader_is_killed_is_finished_by_the_next_server_adopting_its_replicates() {
     let pg = Postgres::start();
     let (url, _) = provider(Duration::from_millis(150), Arc::new(|| {})).await;
     let env = llm_env(&url);
     let flags = queueing(&pg);
     let pairs = env_pairs(&env);
     let mut first = simtree_e2e::Server::start_env(&flags, &pairs);
-    let _worker = Worker::start(&pg, &env, &["--concurrency", "2", "--job-lapse-secs", "2"]);
+    let worker = Worker::start(&pg, &env, &["--concurrency", "2", "--job-lapse-secs", "2"]);
     wait_for_workers(&pg, 1);
     let tree = first.create("simple_chat").await;
     let (status, body) = first
@@ -1145,22 +1160,146 @@ async fn a_sweep_cut_short_by_a_killed_server_ends_its_replicates_interrupted_no
     }
     first.stop();
     let second = next_server(&flags, &env);
-    // The sweep's table died with the server: its replicates are interrupted (as without
-    // jobs), the sweep is not left waiting for them, and their jobs are gone.
-    let (_, table) = second.get(&format!("/devui/simtree/{tree}/sweep/{sweep}")).await;
-    assert_eq!(table["pending"], 0, "{table}");
-    let interrupted = statuses(&second, tree)
-        .await
-        .values()
-        .filter(|s| *s == "interrupted")
-        .count();
-    assert_eq!(interrupted, 2, "{:?}", statuses(&second, tree).await);
-    assert_eq!(count(&pg, "SELECT COUNT(*) FROM jobs"), 0);
+    let table = sweep_finished(&second, tree, sweep).await;
+    assert_eq!(
+        (table["done"].as_u64(), table["failed"].as_u64()),
+        (Some(2), Some(0)),
+        "{table}"
+    );
+    let ended = statuses(&second, tree).await;
+    assert!(
+        ended.values().all(|s| s == "done"),
+        "every node is done (none interrupted and run again): {ended:?}"
+    );
+    assert_eq!(ended.len(), 1 + 1 + 2, "root, cell, two replicates: {ended:?}");
+    assert_eq!(worker.done_at_least(2), 2, "each replicate ran once");
+    queue_empties(&pg, Duration::from_secs(10)).await;
+}
+
+/// Issue 40, item 3: a sweep of the SIR epidemic (3 infection rates × 4 replicates) whose
+/// leader is killed -9 mid-sweep is finished by the follower without a person: each replicate
+/// is measured exactly once, and the table equals that of the same sweep run in one process.
+/// Here no process offers ABM slots (`--abm-workers 0`), so the models ran in the leader's
+/// process: those the kill cut short run again under the follower with their seeds.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_abm_sweep_whose_leader_is_killed_mid_sweep_is_finished_by_the_follower_as_one_process_would() {
+    abm_sweep_under_a_killed_leader(&["--abm-workers", "0"], true).await;
+}
+
+/// The same with the models as jobs on the servers' own workers: the leader's dies with it, its
+/// runs are adopted by the follower and re-claimed by the follower's worker (none interrupted).
+#[tokio::test(flavor = "multi_thread")]
+async fn an_abm_sweep_on_workers_whose_leader_is_killed_is_finished_by_the_follower_as_one_process_would() {
+    abm_sweep_under_a_killed_leader(&[], false).await;
+}
+
+/// A tree of the SIR epidemic with seed `seed` on `s`, and sweep `spec` started from its root:
+/// `(tree, sweep)`.
+async fn sir_sweep(s: &simtree_e2e::Server, seed: u64, spec: &serde_json::Value) -> (u64, u64) {
+    let (st, created) = s
+        .post(
+            "/devui/simtree",
+            &serde_json::json!({"scenario": "sir_network", "seed": seed}),
+        )
+        .await;
+    assert_eq!(st, 200, "{created}");
+    let tree = created["id"].as_u64().unwrap();
+    let (st, body) = s.post(&format!("/devui/simtree/{tree}/sweep"), spec).await;
+    assert_eq!(st, 200, "{body}");
+    (tree, body["sweep"].as_u64().unwrap())
+}
+
+/// Runs the sweep above on a leader and a follower started with `extra` flags, kills the
+/// leader after the first replicate, and checks the follower's table; `cut`: the kill leaves
+/// interrupted replicates (run again) rather than adopted ones.
+async fn abm_sweep_under_a_killed_leader(extra: &[&str], cut: bool) {
+    let pg = Postgres::start();
+    let mut flags = vec![
+        "--database-url",
+        pg.url.as_str(),
+        "--jobs",
+        "--lease-secs",
+        "2",
+        "--job-lapse-secs",
+        "2",
+    ];
+    flags.extend_from_slice(extra);
+    let mut leader = simtree_e2e::Server::start_with(&flags);
+    let follower = simtree_e2e::Server::start_with(&flags);
+    let alone = simtree_e2e::Server::start_with(&[]);
+    let spec = serde_json::json!({
+        "parent": 0, "turns": 300, "replicates": 4, "seed": 11,
+        "axes": [{"label": "rate", "op": {"op": "abm_set_global", "name": "infectionRate"},
+                  "field": "value", "values": [0.02, 0.1, 0.3]}],
+        "metrics": {"peak": "max:globalVariable.infectedCount", "infected": "last:globalVariable.infectedCount"}
+    });
+    let started = [sir_sweep(&leader, 7, &spec).await, sir_sweep(&alone, 7, &spec).await];
+    let (tree, sweep) = started[0];
+    let path = format!("/devui/simtree/{tree}/sweep/{sweep}");
+    // Killed once some replicates are measured and most are not.
+    let until = Instant::now() + Duration::from_secs(120);
+    loop {
+        let (_, table) = leader.get(&path).await;
+        if table["done"].as_u64() >= Some(1) {
+            assert!(table["pending"].as_u64() >= Some(4), "killed too late: {table}");
+            break;
+        }
+        assert!(Instant::now() < until, "the sweep did not start: {table}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    leader.stop(); // SIGKILL
+    follower.wait_leading(Duration::from_secs(15));
+    let table = sweep_finished(&follower, tree, sweep).await;
+    let reference = sweep_finished(&alone, started[1].0, started[1].1).await;
+    assert_eq!(
+        (
+            table["total"].as_u64(),
+            table["done"].as_u64(),
+            table["failed"].as_u64()
+        ),
+        (Some(12), Some(12), Some(0)),
+        "every replicate measured: {table}"
+    );
+    let children: Vec<u64> = table["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["children"].as_array().unwrap().iter().map(|n| n.as_u64().unwrap()))
+        .collect();
+    let distinct: std::collections::BTreeSet<u64> = children.iter().copied().collect();
+    assert_eq!(
+        (children.len(), distinct.len()),
+        (12, 12),
+        "a replicate listed twice: {table}"
+    );
+    let ended = statuses(&follower, tree).await;
+    for c in &children {
+        assert_eq!(ended[c], "done", "replicate {c}: {ended:?}");
+    }
+    let interrupted = ended.values().filter(|s| *s == "interrupted").count();
+    assert_eq!(interrupted >= 1, cut, "replicates cut short: {ended:?}");
+    assert_eq!(
+        ended.len(),
+        1 + 3 + 12 + interrupted,
+        "one run again per cut replicate: {ended:?}"
+    );
+    // Same seeds, same numbers: each cell's metrics and effects as in one process.
+    for (i, (a, b)) in table["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(reference["cells"].as_array().unwrap())
+        .enumerate()
+    {
+        assert_eq!(a["cell"], b["cell"]);
+        assert_eq!(a["metrics"], b["metrics"], "cell {i}'s metrics differ from one process");
+        assert_eq!(a["effects"], b["effects"], "cell {i}'s effects differ from one process");
+    }
 }
 
 /// Polls a sweep's table until no run is pending.
 async fn sweep_finished(s: &simtree_e2e::Server, tree: u64, sweep: u64) -> serde_json::Value {
-    let deadline = Instant::now() + Duration::from_secs(120);
+    let deadline = Instant::now() + Duration::from_secs(240);
     loop {
         let (st, table) = s.get(&format!("/devui/simtree/{tree}/sweep/{sweep}")).await;
         assert_eq!(st, 200, "{table}");
@@ -1296,4 +1435,178 @@ async fn an_exploration_whose_leader_is_killed_mid_round_finishes_under_the_foll
     );
     assert_eq!(worker.done_at_least(children.len()), children.len());
     assert_eq!(worker.lost.load(std::sync::atomic::Ordering::SeqCst), 0);
+}
+
+/// Issue 40, item 2: runs of agent-based models are jobs. With two `simtree worker` processes
+/// offering ABM slots, none runs on the leader (which has a worker of its own: it leaves them to
+/// the workers), and a worker killed -9 in the middle of one loses nothing: its run is
+/// re-claimed by the other, rebuilt from the stored model, seed and history, and the sweep's
+/// table equals that of the same sweep run in one process.
+#[tokio::test(flavor = "multi_thread")]
+async fn abm_runs_go_to_the_workers_and_a_killed_workers_run_is_re_claimed_with_the_same_result() {
+    let pg = Postgres::start();
+    let flags = ["--database-url", pg.url.as_str(), "--jobs", "--job-lapse-secs", "2"];
+    // What runs in the leader's process, and what its own worker claims, is logged.
+    let leader = simtree_e2e::Server::start_env(
+        &flags,
+        &[(
+            "RUST_LOG",
+            "warn,simtree::workbench::run=info,simtree::workbench::jobs=info",
+        )],
+    );
+    let mut a = Worker::start(&pg, &[], &["--abm-workers", "2", "--job-lapse-secs", "2"]);
+    let b = Worker::start(&pg, &[], &["--abm-workers", "2", "--job-lapse-secs", "2"]);
+    wait_for_workers(&pg, 3);
+    let until = Instant::now() + Duration::from_secs(20);
+    while count(&pg, "SELECT COUNT(*) FROM workers WHERE role = 'worker' AND abm = 2") < 2 {
+        assert!(Instant::now() < until, "the workers offer no ABM slots");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // (The leader reads the slots on offer once a second.)
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let alone = simtree_e2e::Server::start_with(&[]);
+    let spec = serde_json::json!({
+        "parent": 0, "turns": 300, "replicates": 3, "seed": 4,
+        "axes": [{"label": "rate", "op": {"op": "abm_set_global", "name": "infectionRate"},
+                  "field": "value", "values": [0.05, 0.25]}],
+        "metrics": {"peak": "max:globalVariable.infectedCount"}
+    });
+    let started = [sir_sweep(&leader, 9, &spec).await, sir_sweep(&alone, 9, &spec).await];
+    // Worker a is killed while it runs a model.
+    let a_claims = format!(
+        "SELECT COUNT(*) FROM jobs WHERE kind = 'abm' AND status = 'claimed' AND claimed_by LIKE '%/{}/%'",
+        a.child.id()
+    );
+    let until = Instant::now() + Duration::from_secs(60);
+    while count(&pg, &a_claims) == 0 {
+        assert!(Instant::now() < until, "worker a took no ABM run");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    a.kill9();
+    let table = sweep_finished(&leader, started[0].0, started[0].1).await;
+    let reference = sweep_finished(&alone, started[1].0, started[1].1).await;
+    assert_eq!(
+        (table["done"].as_u64(), table["failed"].as_u64()),
+        (Some(6), Some(0)),
+        "{table}"
+    );
+    let ended = statuses(&leader, started[0].0).await;
+    assert!(ended.values().all(|s| s == "done"), "nothing lost: {ended:?}");
+    assert_eq!(ended.len(), 1 + 2 + 6, "no run was made twice: {ended:?}");
+    for (i, (x, y)) in table["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(reference["cells"].as_array().unwrap())
+        .enumerate()
+    {
+        assert_eq!(x["metrics"], y["metrics"], "cell {i} differs from one process");
+    }
+    // Per process: the leader ran none (neither in its process nor on its own worker); worker
+    // b re-claimed what a was running.
+    let said = leader.output();
+    assert!(!said.contains("run started"), "a run in the leader's process:\n{said}");
+    assert!(
+        !said.contains("job claimed"),
+        "the leader's own worker took a run:\n{said}"
+    );
+    assert!(said.contains("run queued as a job"), "{said}");
+    assert!(
+        b.reclaimed.load(std::sync::atomic::Ordering::SeqCst) >= 1,
+        "b took a's run over"
+    );
+    assert!(b.done_at_least(1) >= 1);
+}
+
+/// Issue 40, item 5: a leader stopped with SIGTERM while 20 runs wait in the queue (a worker
+/// takes two at a time) hands them over instead of cancelling them after its grace period:
+/// their nodes stay running, the follower takes the released lease at once, adopts them, and
+/// every one finishes, each run once.
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_with_a_queue_of_twenty_runs_hands_them_all_to_the_follower() {
+    let pg = Postgres::start();
+    let (url, _) = provider(Duration::from_millis(100), Arc::new(|| {})).await;
+    let env = llm_env(&url);
+    let mut flags = queueing(&pg).to_vec();
+    flags.extend(["--shutdown-grace-secs", "1"]);
+    let pairs = env_pairs(&env);
+    let mut leader = simtree_e2e::Server::start_env(&flags, &pairs);
+    leader.wait_leading(Duration::from_secs(10));
+    let follower = simtree_e2e::Server::start_env(&flags, &pairs);
+    let worker = Worker::start(&pg, &env, &["--concurrency", "2", "--job-lapse-secs", "2"]);
+    wait_for_workers(&pg, 1);
+    let tree = leader.create("simple_chat").await;
+    // The fan-out's request dies with the leader; its children do not.
+    let request = {
+        let url = leader.url(&format!("/devui/simtree/{tree}/advance_multi"));
+        tokio::spawn(async move {
+            reqwest::Client::new()
+                .post(url)
+                .json(&serde_json::json!({"parent": 0, "turns": 3, "count": 20}))
+                .send()
+                .await
+        })
+    };
+    let until = Instant::now() + Duration::from_secs(20);
+    while worker.done() < 1 {
+        assert!(Instant::now() < until, "no run ended");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let queued = count(&pg, "SELECT COUNT(*) FROM jobs WHERE status = 'queued'");
+    assert!(queued >= 10, "a queue when the stop comes: {queued}");
+    leader.terminate();
+    drop(request);
+    follower.wait_leading(Duration::from_secs(10));
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let ended = loop {
+        let ended = statuses(&follower, tree).await;
+        if ended.len() == 21 && ended.values().all(|s| s != "running") {
+            break ended;
+        }
+        assert!(Instant::now() < deadline, "the runs did not finish: {ended:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        ended.values().all(|s| s == "done"),
+        "every run finished, none cancelled or interrupted: {ended:?}"
+    );
+    assert_eq!(worker.done_at_least(20), 20, "each run ran once");
+    queue_empties(&pg, Duration::from_secs(10)).await;
+}
+
+/// Issue 40, item 4 (replays): a replay is a job like any run — taken by a worker, not run in
+/// the server — and it answers every call from the records it carries: the provider hears
+/// nothing, and the replayed node's log is the original's.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replay_is_a_job_that_makes_no_provider_call() {
+    let pg = Postgres::start();
+    let (url, provider) = provider(Duration::from_millis(10), Arc::new(|| {})).await;
+    let env = llm_env(&url);
+    let s = jobs_server(&pg, &env, &["--no-worker"]);
+    let worker = Worker::start(&pg, &env, &["--concurrency", "2", "--job-lapse-secs", "2"]);
+    wait_for_workers(&pg, 1);
+    let tree = s.create("simple_chat").await;
+    let original = simtree_e2e::advance(&s, tree, 0, 2).await;
+    let calls = provider.seen.lock().unwrap().len();
+    assert!(calls > 0, "the original run called the provider");
+    assert_eq!(worker.done_at_least(1), 1);
+    let (status, replayed) = s
+        .post(
+            &format!("/devui/simtree/{tree}/replay"),
+            &serde_json::json!({"node": original}),
+        )
+        .await;
+    assert_eq!(status, 200, "{replayed}");
+    assert_eq!(
+        provider.seen.lock().unwrap().len(),
+        calls,
+        "the replay made a provider call"
+    );
+    assert_eq!(worker.done_at_least(2), 2, "the replay ran on the worker");
+    let copy = replayed["child"].as_u64().unwrap();
+    assert_eq!(
+        simtree_e2e::own_entries(&s, tree, copy).await,
+        simtree_e2e::own_entries(&s, tree, original).await,
+        "the replay's log is the original's"
+    );
 }

@@ -216,6 +216,11 @@ pub struct QueueArgs {
     #[arg(long, default_value_t = crate::store::jobs::DEFAULT_MAX_ATTEMPTS,
           value_parser = clap::value_parser!(u64).range(1..=100))]
     pub job_attempts: u64,
+    /// Agent-based-model runs this process takes from the queue at once: the Python/Mesa
+    /// workers of its pool (default: the machine's cores; 0: it takes none). A server's own
+    /// worker takes them only while no `simtree worker` offers any.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=256))]
+    pub abm_workers: Option<u64>,
 }
 
 impl QueueArgs {
@@ -224,6 +229,10 @@ impl QueueArgs {
             url: url.to_string(),
             lapse: std::time::Duration::from_secs(self.job_lapse_secs),
             max_attempts: self.job_attempts,
+            abm_workers: self.abm_workers.map_or_else(
+                || std::thread::available_parallelism().map_or(1, usize::from),
+                |n| n as usize,
+            ),
         }
     }
 }

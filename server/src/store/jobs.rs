@@ -17,6 +17,10 @@
 //!   was retried once more) is given up with an error saying so, never retried forever: a job
 //!   that crashes every worker that takes it ends here.
 //!
+//! A job's `kind` is `run`, or [`ABM`] for a run of an agent-based model: a claimer takes each
+//! kind into slots of its own ([`Slots`]; ABM slots are its Mesa pool's workers, offered in its
+//! `workers` row).
+//!
 //! The serving process learns of ended jobs from the notification (`done:<tree>:<node>`), or by
 //! polling [`ended`] when it missed one, and [`forget`]s a job once its node shows the outcome.
 //! A worker stopped gracefully hands its claims back ([`release`]: queued, attempts unchanged).
@@ -119,6 +123,14 @@ fn int(c: Cell) -> u64 {
     }
 }
 
+/// The first cell of the first row of a query's rows, as a count (0 when there is none).
+fn first_int(rows: Vec<Vec<Cell>>) -> u64 {
+    rows.into_iter()
+        .next()
+        .and_then(|r| r.into_iter().next())
+        .map_or(0, int)
+}
+
 fn text(c: Cell) -> Option<String> {
     match c {
         Cell::Text(t) => Some(t),
@@ -192,28 +204,57 @@ fn bury<S: Sql>(sql: &mut S, lapse: Duration) -> StoreResult<Vec<(u64, u64)>> {
         .collect())
 }
 
-/// Claims up to `n` jobs for `me`: queued ones, oldest first, and claimed ones whose claimer's
-/// heartbeat is older than `me.length` (it stopped: crashed, killed, cut off). Each claim counts
-/// an attempt; a lapsed job out of attempts is given up instead (dead).
-pub fn claim<S: Sql>(sql: &mut S, me: &Lease, n: u64) -> StoreResult<Vec<Job>> {
-    if n == 0 {
+/// The kind of the jobs that run an agent-based model: only processes with a Mesa pool take
+/// them, as many at once as their pool has workers ([`Slots::abm`]). Every other job is `run`.
+pub const ABM: &str = "abm";
+
+/// How many lapses a process's last heartbeat may be old and the process still counts as one
+/// that takes jobs (a busy machine delays heartbeats; a dead process drops out after this).
+const ALIVE: i64 = 3;
+
+/// How many jobs a claimer takes at most: runs of any kind but agent-based models, and runs of
+/// agent-based models ([`ABM`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Slots {
+    pub runs: u64,
+    pub abm: u64,
+    /// Its ABM slots are used only while no `worker` process offering some is alive (a
+    /// server's own worker: agent-based models go to the workers when there are any).
+    pub abm_second: bool,
+}
+
+/// Claims up to `slots` jobs for `me`: queued ones, oldest first, and claimed ones whose
+/// claimer's heartbeat is older than `me.length` (it stopped: crashed, killed, cut off). Each
+/// claim counts an attempt; a lapsed job out of attempts is given up instead (dead).
+pub fn claim<S: Sql>(sql: &mut S, me: &Lease, slots: Slots) -> StoreResult<Vec<Job>> {
+    if slots.runs == 0 && slots.abm == 0 {
         return Ok(Vec::new());
     }
     let lapse = me.length.as_millis() as i64;
     bury(sql, me.length)?;
     let now = sql.now_ms_sql();
+    let takeable = format!("(status = 'queued' OR (status = 'claimed' AND heartbeat_at < {now} - $2))");
     let rows = sql.query(
         &format!(
-            "UPDATE jobs j SET status = 'claimed', claimed_by = $1, heartbeat_at = {now}, updated = {now},
+            "WITH runs AS (SELECT tree, node FROM jobs WHERE kind <> '{ABM}' AND {takeable}
+                   ORDER BY created, tree, node LIMIT $3 FOR UPDATE SKIP LOCKED),
+                  abm AS (SELECT tree, node FROM jobs WHERE kind = '{ABM}' AND {takeable}
+                   AND NOT ($5 = 1 AND EXISTS (SELECT 1 FROM workers w
+                       WHERE w.role = 'worker' AND w.abm > 0 AND w.heartbeat_at >= {now} - {ALIVE} * $2))
+                   ORDER BY created, tree, node LIMIT $4 FOR UPDATE SKIP LOCKED)
+             UPDATE jobs j SET status = 'claimed', claimed_by = $1, heartbeat_at = {now}, updated = {now},
                 attempts = j.attempts + 1
-             FROM (SELECT tree, node FROM jobs
-                   WHERE status = 'queued' OR (status = 'claimed' AND heartbeat_at < {now} - $2)
-                   ORDER BY created, tree, node LIMIT $3
-                   FOR UPDATE SKIP LOCKED) picked
+             FROM (SELECT tree, node FROM runs UNION ALL SELECT tree, node FROM abm) picked
              WHERE j.tree = picked.tree AND j.node = picked.node
              RETURNING j.tree, j.node, j.kind, j.payload, j.attempts, j.max_attempts"
         ),
-        &[P::Text(&me.holder), P::Int(lapse), i(n)],
+        &[
+            P::Text(&me.holder),
+            P::Int(lapse),
+            i(slots.runs),
+            i(slots.abm),
+            P::Int(i64::from(slots.abm_second)),
+        ],
     )?;
     let mut jobs: Vec<Job> = rows
         .into_iter()
@@ -384,14 +425,12 @@ pub fn cancel<S: Sql>(sql: &mut S, tree: u64, node: u64) -> StoreResult<bool> {
 /// `workbench/jobs.rs`, adoption): the jobs whose node is stored `running`, whatever their status
 /// (a queued or claimed one is still run by workers; one that ended meanwhile is shown on its node
 /// by the new server), as `(tree, node, payload)`. Every other job, and its recorded calls, is
-/// forgotten: its node ended (its end is stored with it) or is gone — or it is a replicate of a
-/// sweep, whose collector lived in the dead server's memory: its node comes back `interrupted`
-/// as the sweep's other cut-short runs do, and the result of a worker still running it is
-/// refused. An exploration's replicates are adopted: the next server carries the exploration on
-/// and waits for them (`workbench/explore.rs`, `continue_explores`).
+/// forgotten: its node ended (its end is stored with it) or is gone. Sweeps' and explorations'
+/// replicates are adopted like any run: the next server carries the sweep or exploration on and
+/// waits for them (`workbench/sweep.rs`, `continue_sweeps`; `workbench/explore.rs`,
+/// `continue_explores`).
 pub fn adoptable<S: Sql>(sql: &mut S) -> StoreResult<Vec<(u64, u64, String)>> {
-    const NODE_RUNS: &str = "SELECT 1 FROM nodes n WHERE n.tree = j.tree AND n.id = j.node AND n.status = 'running'
-        AND n.edge_type <> 'sweep'";
+    const NODE_RUNS: &str = "SELECT 1 FROM nodes n WHERE n.tree = j.tree AND n.id = j.node AND n.status = 'running'";
     sql.execute(&format!("DELETE FROM job_calls j WHERE NOT EXISTS ({NODE_RUNS})"), &[])?;
     sql.execute(&format!("DELETE FROM jobs j WHERE NOT EXISTS ({NODE_RUNS})"), &[])?;
     let rows = sql.query("SELECT tree, node, payload FROM jobs ORDER BY tree, node", &[])?;
@@ -460,6 +499,43 @@ pub fn register<S: Sql>(sql: &mut S, me: &Lease, role: &str) -> StoreResult<()> 
     .map(drop)
 }
 
+/// Says how many agent-based-model runs `me` takes at once (its row in `workers`).
+pub fn offer_abm<S: Sql>(sql: &mut S, me: &Lease, abm: u64) -> StoreResult<()> {
+    sql.execute(
+        "UPDATE workers SET abm = $2 WHERE holder = $1",
+        &[P::Text(&me.holder), i(abm)],
+    )
+    .map(drop)
+}
+
+/// How many agent-based-model runs the processes taking jobs run at once, together (those
+/// whose heartbeat is younger than a few `lapse`s): none means an ABM job would wait for
+/// nobody.
+pub fn abm_takers<S: Sql>(sql: &mut S, lapse: Duration) -> StoreResult<u64> {
+    let now = sql.now_ms_sql();
+    let rows = sql.query(
+        &format!("SELECT COALESCE(SUM(abm), 0)::BIGINT FROM workers WHERE heartbeat_at >= {now} - {ALIVE} * $1"),
+        &[P::Int(lapse.as_millis() as i64)],
+    )?;
+    Ok(first_int(rows))
+}
+
+/// How many processes other than `me`'s (another host or pid) take jobs and are alive.
+pub fn others_taking_jobs<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<u64> {
+    let now = sql.now_ms_sql();
+    let rows = sql.query(
+        &format!(
+            "SELECT COUNT(*) FROM workers WHERE heartbeat_at >= {now} - {ALIVE} * $1 AND NOT (host = $2 AND pid = $3)"
+        ),
+        &[
+            P::Int(me.length.as_millis() as i64),
+            P::Text(&me.host),
+            P::Int(i64::from(me.pid)),
+        ],
+    )?;
+    Ok(first_int(rows))
+}
+
 /// Removes `me` from the processes taking jobs.
 pub fn unregister<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<()> {
     sql.execute("DELETE FROM workers WHERE holder = $1", &[P::Text(&me.holder)])
@@ -498,8 +574,29 @@ impl Queue {
         sql.commit()
     }
 
+    /// Claims up to `n` jobs that are not agent-based models (see [`Self::claim_slots`]).
     pub fn claim(&mut self, n: u64) -> StoreResult<Vec<Job>> {
-        claim(&mut self.db.sql, &self.me, n)
+        self.claim_slots(Slots {
+            runs: n,
+            ..Slots::default()
+        })
+    }
+
+    pub fn claim_slots(&mut self, slots: Slots) -> StoreResult<Vec<Job>> {
+        claim(&mut self.db.sql, &self.me, slots)
+    }
+
+    pub fn offer_abm(&mut self, abm: u64) -> StoreResult<()> {
+        offer_abm(&mut self.db.sql, &self.me, abm)
+    }
+
+    /// See [`abm_takers`] (with this process's lapse).
+    pub fn abm_takers(&mut self) -> StoreResult<u64> {
+        abm_takers(&mut self.db.sql, self.me.length)
+    }
+
+    pub fn others_taking_jobs(&mut self) -> StoreResult<u64> {
+        others_taking_jobs(&mut self.db.sql, &self.me)
     }
 
     pub fn heartbeat(&mut self) -> StoreResult<Vec<(u64, u64)>> {

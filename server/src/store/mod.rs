@@ -443,9 +443,9 @@ pub trait Database: Send {
     fn explores(&mut self, _tree: u64) -> StoreResult<Vec<String>> {
         Ok(Vec::new())
     }
-    /// The trees with an exploration stored as running (its server stopped or died while it
-    /// ran), in id order.
-    fn trees_exploring(&mut self) -> StoreResult<Vec<u64>> {
+    /// The trees with an exploration stored as running or a sweep with a replicate stored as
+    /// pending (their server stopped or died while they ran), in id order.
+    fn trees_with_jobs_left(&mut self) -> StoreResult<Vec<u64>> {
         Ok(Vec::new())
     }
     /// A tree's own money cap, if it was made with one.

@@ -203,6 +203,9 @@ const MIGRATIONS: &[&str] = &[
     // (`serve --advertise`), where the other servers on the database forward their requests
     // (`http/fleet.rs`). NULL in rows of servers before it, and of stores that serve no HTTP.
     "ALTER TABLE lease ADD COLUMN address TEXT;",
+    // 16 (issue 40, item 2): how many agent-based-model runs each process taking jobs runs at
+    // once (`--abm-workers`: its Mesa pool; 0 in rows of processes before it, which take none).
+    "ALTER TABLE workers ADD COLUMN abm BIGINT NOT NULL DEFAULT 0;",
 ];
 
 /// The schema version this build writes.
@@ -983,11 +986,13 @@ impl<S: Sql> Database for Db<S> {
             .collect()
     }
 
-    fn trees_exploring(&mut self) -> StoreResult<Vec<u64>> {
-        // (The body is serde_json's compact text of `ExploreData`: its status is written
-        // `"status":"running"` while it runs.)
+    fn trees_with_jobs_left(&mut self) -> StoreResult<Vec<u64>> {
+        // (The bodies are serde_json's compact text of `ExploreData` and `SweepData`: an
+        // exploration's status is written `"status":"running"` while it runs, a replicate still
+        // to measure `"pending"`. A cell label that reads "pending" only costs a look.)
         let rows = self.sql.query(
-            "SELECT DISTINCT tree FROM explores WHERE body LIKE '%\"status\":\"running\"%' ORDER BY tree",
+            "SELECT tree FROM explores WHERE body LIKE '%\"status\":\"running\"%'
+             UNION SELECT tree FROM sweeps WHERE body LIKE '%\"pending\"%' ORDER BY tree",
             &[],
         )?;
         Ok(rows

@@ -29,8 +29,7 @@ use simtree_shared::{
     IntervalKind, NodeStatus, Objective, TreeMsg,
 };
 
-use super::job::{Job, JobData, Jobs, Metrics};
-use super::job::{Replicate, replicate_of, settled};
+use super::job::{Job, JobData, Jobs, Metrics, Replicate, Step, outcome};
 use super::{TreeHandle, Workbench, WorkbenchError, lock};
 use crate::explore::{ExploreSpec, MAX_CANDIDATES, mean_ci, next_round, rank, survivors};
 use crate::llm::budget::{Limits as BudgetLimits, TreeBudget};
@@ -407,7 +406,7 @@ impl Explores {
 /// team, whose server died): then it stays running and waits for
 /// [`Workbench::continue_explores`] to carry it on.
 pub(super) fn restore_explores(handle: &TreeHandle, explores: Vec<ExploreData>, continues: bool) {
-    handle.explores.restore(handle, explores, |metrics, mut data| {
+    handle.explores.restore(handle, explores, false, |metrics, mut data| {
         let orphan = data.status == ExploreStatus::Running && continues;
         if data.status == ExploreStatus::Running && !continues {
             data.status = ExploreStatus::Interrupted;
@@ -842,23 +841,9 @@ async fn drive(
         let mut set = tokio::task::JoinSet::new();
         let mut nodes = Vec::with_capacity(round.len());
         for (c, k, cell, step) in round {
-            match step {
-                Step::Run(p) => {
-                    nodes.push(p.id);
-                    let run = wb.spawn(&handle, p);
-                    set.spawn(async move { (c, k, cell, Ok(run.await.ok())) });
-                }
-                Step::Await(node) => {
-                    nodes.push(node);
-                    let ended = lock(&handle.runs).get(&node).map(|r| r.ended.clone());
-                    set.spawn(async move {
-                        if let Some(mut ended) = ended {
-                            let _ = ended.wait_for(|e| *e).await;
-                        }
-                        (c, k, cell, Err(node))
-                    });
-                }
-            }
+            let (node, ran) = wb.start_step(&handle, step);
+            nodes.push(node);
+            set.spawn(async move { (c, k, cell, ran.await) });
         }
         // A cancel that came while the round was being started reaches its runs here.
         if record.stopped() {
@@ -866,13 +851,7 @@ async fn drive(
         }
         while let Some(joined) = set.join_next().await {
             let Ok((c, k, cell, ran)) = joined else { continue };
-            let outcome = match ran {
-                Ok(ran) => replicate_of(&handle, &record.metrics, cell, ran),
-                // A run adopted from the last server: its end is in the tree now.
-                Err(node) => settled(&handle, &record.metrics, cell, node)
-                    .unwrap_or_else(|| Replicate::Ended("its run was lost".into())),
-            };
-            lock(&record.data).candidates[c].results[k] = outcome;
+            lock(&record.data).candidates[c].results[k] = outcome(&handle, &record.metrics, cell, ran);
             handle.explores.persist(&record, &handle);
             record.progress(&handle);
         }
@@ -926,13 +905,6 @@ async fn drive(
 /// One run of a round: the candidate's index, the replicate's index, the candidate's node and
 /// the run.
 type RoundRun = (usize, usize, NodeId, Step);
-
-/// A replicate's run in a round: attached here and to be started, or already running (a job
-/// this server adopted from the last one) and waited for.
-enum Step {
-    Run(super::Pending),
-    Await(NodeId),
-}
 
 /// Attaches the next round's runs (reserving them: `runs_used` counts them before any starts);
 /// `Ok(None)` when stopped, `Err` with the reason the exploration ends.

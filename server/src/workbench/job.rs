@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use simtree_shared::NodeStatus;
 
-use super::{RunResult, TreeHandle, lock};
+use super::{Pending, RunResult, TreeHandle, Workbench, lock};
 use crate::store::Write;
 use crate::sweep::{Metric, events_from_entries};
 use crate::tree::{NodeId, SimTree, TreeError};
@@ -146,9 +146,16 @@ impl<J: Job> Jobs<J> {
 
     /// Brings back a tree's stored or imported jobs: each is checked against the tree (one that
     /// no longer fits is left out with a warning, since the tree itself is sound); a replicate
-    /// still pending is measured if its node finished, or ends with its node's status; `make`
-    /// builds the record, and its row is rewritten.
-    pub(super) fn restore(&self, handle: &TreeHandle, jobs: Vec<J::Data>, make: impl Fn(Metrics, J::Data) -> J) {
+    /// still pending is measured if its node finished, or ends with its node's status — but a
+    /// node `interrupted` stays pending when `cut_stay_pending` (its job is carried on and runs
+    /// it again); `make` builds the record, and its row is rewritten.
+    pub(super) fn restore(
+        &self,
+        handle: &TreeHandle,
+        jobs: Vec<J::Data>,
+        cut_stay_pending: bool,
+        make: impl Fn(Metrics, J::Data) -> J,
+    ) {
         for mut data in jobs {
             let checked = data.check(&handle.lock());
             let metrics = match checked {
@@ -161,7 +168,13 @@ impl<J: Job> Jobs<J> {
             };
             for (cell, children, results) in data.replicates() {
                 for (k, &node) in children.iter().enumerate() {
+                    let cut = cut_stay_pending
+                        && handle
+                            .lock()
+                            .node(node)
+                            .is_ok_and(|n| n.status == NodeStatus::Interrupted);
                     if matches!(results[k], Replicate::Pending)
+                        && !cut
                         && let Some(r) = settled(handle, &metrics, cell, node)
                     {
                         results[k] = r;
@@ -269,4 +282,55 @@ pub(super) fn settled(
         Ok((status, error)) => Replicate::Ended(error.unwrap_or_else(|| format!("{status:?}").to_lowercase())),
         Err(_) => Replicate::Ended("deleted".into()),
     })
+}
+
+/// A replicate's run as a job laid out in a tree starts it: attached here and to be started, or
+/// already running (a job this server adopted from the last one) and waited for.
+pub(super) enum Step {
+    Run(Pending),
+    Await(NodeId),
+}
+
+/// How a replicate's run ended, as [`Workbench::start_step`] learns it.
+pub(super) enum Ran {
+    /// A run this server started (`None`: its task ended without a result).
+    Here(Option<RunResult>),
+    /// A run adopted from the last server: its end is in the tree now.
+    Adopted(NodeId),
+}
+
+impl Workbench {
+    /// Starts `step` (its run, or the wait for an adopted run's end); gives the replicate's
+    /// node and a future of how its run ended.
+    pub(super) fn start_step(
+        &self,
+        handle: &Arc<TreeHandle>,
+        step: Step,
+    ) -> (NodeId, impl std::future::Future<Output = Ran> + Send + 'static) {
+        let (node, run, ended) = match step {
+            Step::Run(p) => (p.id, Some(self.spawn(handle, p)), None),
+            Step::Await(node) => (node, None, lock(&handle.runs).get(&node).map(|r| r.ended.clone())),
+        };
+        let ran = async move {
+            match (run, ended) {
+                (Some(run), _) => Ran::Here(run.await.ok()),
+                (None, Some(mut ended)) => {
+                    let _ = ended.wait_for(|e| *e).await;
+                    Ran::Adopted(node)
+                }
+                (None, None) => Ran::Adopted(node),
+            }
+        };
+        (node, ran)
+    }
+}
+
+/// What a replicate of `cell` gave, however its run ended (see [`replicate_of`], [`settled`]).
+pub(super) fn outcome(handle: &TreeHandle, metrics: &[(String, Metric)], cell: NodeId, ran: Ran) -> Replicate {
+    match ran {
+        Ran::Here(ran) => replicate_of(handle, metrics, cell, ran),
+        Ran::Adopted(node) => {
+            settled(handle, metrics, cell, node).unwrap_or_else(|| Replicate::Ended("its run was lost".into()))
+        }
+    }
 }

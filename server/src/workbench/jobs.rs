@@ -20,9 +20,20 @@
 //! back `interrupted`. What lived only in the dead process's memory (the request waiting for a
 //! fan-out's children, a client's toast) is gone; each child still ends on its own.
 //!
+//! Runs of agent-based models are jobs of their own kind ([`queue::ABM`]): a process takes them
+//! only into its own Mesa pool (`--abm-workers` of them at once, advertised in `workers`), and a
+//! server's own worker takes them only while no `simtree worker` offers any. A worker rebuilds
+//! the parent's model in its pool from the stored specification, seed and history of advances
+//! (snapshots, pickles, never leave the process that made them), which gives the state the
+//! parent's own run reached: Mesa's generators are seeded, so the replay is deterministic. While
+//! no process on the database offers ABM slots, ABM runs stay in the serving process.
+//!
+//! A replay is a job like any run: the recorded calls it answers from travel in its payload
+//! ([`RunSpec::replay`]), so it makes no provider call wherever it runs.
+//!
 //! Runs stay in-process (exactly as without `--jobs`) when they need what this phase does not
-//! share between processes: a budget (the tree's or an exploration's, charged in memory), a
-//! replay of recorded calls, an agent-based model (its Python worker), or no store.
+//! share between processes: a budget (the tree's or an exploration's, charged in memory), or no
+//! store.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -43,13 +54,15 @@ use crate::store::lease::Lease;
 use crate::store::{Store, StoreError, Write, now_ms};
 use crate::tree::{NodeId, NodeLog, entry_json};
 
-/// How the queue is used: the database, how long a claim lasts without a heartbeat, and how
-/// many times a job is tried.
+/// How the queue is used: the database, how long a claim lasts without a heartbeat, how many
+/// times a job is tried, and how many agent-based-model runs this process takes at once (its
+/// Mesa pool's workers; 0: none).
 #[derive(Debug, Clone)]
 pub struct JobsConfig {
     pub url: String,
     pub lapse: Duration,
     pub max_attempts: u64,
+    pub abm_workers: usize,
 }
 
 /// How often a waiting process looks at the queue when no notification woke it.
@@ -63,6 +76,9 @@ pub struct Hub {
     /// Runs the last server left to jobs, by tree, with their turns: kept running (not
     /// interrupted) and waited for once the dispatcher starts ([`Workbench::dispatch_jobs`]).
     adopted: Mutex<HashMap<u64, Vec<(NodeId, u64)>>>,
+    /// The agent-based-model runs the processes on the database take at once, together (read
+    /// once a second): while none, ABM runs stay in this process.
+    abm_takers: std::sync::atomic::AtomicU64,
 }
 
 impl Hub {
@@ -72,6 +88,20 @@ impl Hub {
             .iter()
             .flat_map(|(tree, nodes)| nodes.iter().map(|(node, _)| (*tree, *node)))
             .collect()
+    }
+
+    /// The runs this server waits for as jobs, as `(tree, node)`.
+    pub(super) fn job_runs(&self) -> HashSet<(u64, NodeId)> {
+        self.waiting.iter().map(|w| *w.key()).collect()
+    }
+
+    /// Whether another process on the database would take over the queued runs: one that
+    /// takes jobs (a worker, another server's own worker), alive. Unknown (the database away)
+    /// counts as none.
+    pub(super) async fn others_take_jobs(&self) -> bool {
+        on_queue(&self.queue, |q| q.others_taking_jobs())
+            .await
+            .is_ok_and(|n| n > 0)
     }
 
     /// The nodes of `tree` still to adopt (shown running when the tree is loaded).
@@ -150,6 +180,7 @@ impl Workbench {
             tracing::warn!("jobs enabled after the store was attached: no run of the last server is adopted");
         }
         let left = q.adoptable().map_err(JobError::Adopt)?;
+        let abm_takers = q.abm_takers().unwrap_or(0);
         let mut adopted: HashMap<u64, Vec<(NodeId, u64)>> = HashMap::new();
         for (tree, node, payload) in &left {
             let turns = serde_json::from_str::<RunSpec>(payload).map_or(0, |r| r.turns);
@@ -167,17 +198,21 @@ impl Workbench {
             queue: Arc::new(Mutex::new(q)),
             waiting: DashMap::new(),
             adopted: Mutex::new(adopted),
+            abm_takers: abm_takers.into(),
         };
         self.jobs.set(Arc::new(hub)).map_err(|_| JobError::AlreadyEnabled)
     }
 
     /// Whether a run of `handle`'s tree goes through the queue: jobs are on, the tree is
-    /// stored, and the run needs nothing only this process has (a replay's recording, a budget
-    /// charged in memory, an agent-based model's Python worker). Asked by
+    /// stored, and the run needs nothing only this process has (a budget charged in memory) —
+    /// an agent-based model's only while some process on the database offers ABM slots. A
+    /// replay is a job: its recorded calls travel in its payload. Asked by
     /// [`Workbench::spawn`] alone.
-    pub(super) fn goes_to_queue(&self, handle: &TreeHandle, replay: bool, budget: bool) -> bool {
-        let in_process = replay || budget || handle.budget.is_some() || handle.kind == SimKind::Abm;
-        self.jobs.get().is_some() && !in_process && handle.stored()
+    pub(super) fn goes_to_queue(&self, handle: &TreeHandle, budget: bool) -> bool {
+        let Some(hub) = self.jobs.get() else { return false };
+        let in_process = budget || handle.budget.is_some();
+        let abm_stays = handle.kind == SimKind::Abm && hub.abm_takers.load(std::sync::atomic::Ordering::SeqCst) == 0;
+        !in_process && !abm_stays && handle.stored()
     }
 
     /// Takes over the runs the last server left to jobs ([`Self::enable_jobs`]): each tree
@@ -244,24 +279,31 @@ impl Workbench {
         }
     }
 
-    /// Carries on every exploration the last server left running (see
-    /// [`Workbench::continue_explores`]): its tree is loaded and a driver started for it.
-    async fn continue_exploring(self: &Arc<Self>) {
+    /// Carries on every sweep and exploration the last server left running (see
+    /// [`Workbench::continue_sweeps`], [`Workbench::continue_explores`]): its tree is loaded
+    /// and each is carried on.
+    async fn carry_on_jobs(self: &Arc<Self>) {
         let Some(store) = self.store.clone() else { return };
-        let trees = match off_runtime(move || store.read(|db| db.trees_exploring())).await {
+        let trees = match off_runtime(move || store.read(|db| db.trees_with_jobs_left())).await {
             Some(Ok(trees)) => trees,
             Some(Err(e)) => {
-                tracing::warn!(error = %e, "the explorations the last server ran cannot be listed; they are not carried on");
+                tracing::warn!(error = %e, "the sweeps and explorations the last server ran cannot be listed; they are not carried on");
                 return;
             }
             None => return,
         };
         for tree in trees {
             let this = self.clone();
-            match off_runtime(move || this.tree(tree).map(|handle| this.continue_explores(&handle))).await {
+            let carried = off_runtime(move || {
+                this.tree(tree).map(|handle| {
+                    this.continue_sweeps(&handle);
+                    this.continue_explores(&handle);
+                })
+            });
+            match carried.await {
                 Some(Ok(())) => {}
                 Some(Err(e)) => {
-                    tracing::warn!(tree, error = %e, "a tree with a running exploration cannot be read; it is not carried on")
+                    tracing::warn!(tree, error = %e, "a tree with a running sweep or exploration cannot be read; it is not carried on")
                 }
                 None => return,
             }
@@ -277,8 +319,9 @@ impl Workbench {
         };
         // Before the first look at ended jobs: an adopted run's end has someone waiting for it.
         self.adopt(&hub).await;
-        // Then the explorations the last server drove wait for their adopted replicates.
-        self.continue_exploring().await;
+        // Then the sweeps and explorations the last server drove wait for their adopted
+        // replicates and run again those cut short.
+        self.carry_on_jobs().await;
         let (tx, mut rx) = mpsc::unbounded_channel::<Vec<String>>();
         let url = hub.config.url.clone();
         std::thread::Builder::new()
@@ -318,6 +361,9 @@ impl Workbench {
                 self.relay(&hub, tree, node).await;
             }
             if check_ended {
+                if let Ok(n) = on_queue(&hub.queue, |q| q.abm_takers()).await {
+                    hub.abm_takers.store(n, std::sync::atomic::Ordering::SeqCst);
+                }
                 match on_queue(&hub.queue, |q| q.ended()).await {
                     Ok(rows) => {
                         for row in rows {
@@ -381,14 +427,31 @@ impl Workbench {
         role: &str,
         stop: impl std::future::Future<Output = ()>,
     ) -> Result<(), JobError> {
+        // A process without Python offers no ABM slots (a run it took would only fail).
+        let abm = match config.abm_workers {
+            0 => 0,
+            _ if !crate::abm::venv::python_available() => {
+                tracing::warn!("no python3 here: this process takes no agent-based-model runs");
+                0
+            }
+            n => n,
+        };
+        self.abm_pool_size
+            .store(abm.max(1), std::sync::atomic::Ordering::SeqCst);
         let me = Lease::this_process(config.lapse);
         let url = config.url.clone();
         let role = role.to_string();
-        let q = off_runtime(move || Queue::connect(&url, me, Some(&role)))
-            .await
-            .ok_or(JobError::Stopping)?
-            .map_err(JobError::Open)?;
-        tracing::info!(holder = %q.me.holder, concurrency, "taking jobs");
+        // (A server's own worker leaves agent-based models to the workers when there are any.)
+        let abm_second = role != "worker";
+        let q = off_runtime(move || {
+            let mut q = Queue::connect(&url, me, Some(&role))?;
+            q.offer_abm(abm as u64)?;
+            Ok(q)
+        })
+        .await
+        .ok_or(JobError::Stopping)?
+        .map_err(JobError::Open)?;
+        tracing::info!(holder = %q.me.holder, concurrency, abm, "taking jobs");
         let queue = Arc::new(Mutex::new(q));
         let (tx, mut wake) = mpsc::unbounded_channel::<Vec<String>>();
         let url = config.url.clone();
@@ -406,9 +469,14 @@ impl Workbench {
         tokio::pin!(stop);
         let mut claim_now = true;
         loop {
-            let free = concurrency.saturating_sub(running.len()) as u64;
-            if claim_now && free > 0 {
-                match on_queue(&queue, move |q| q.claim(free)).await {
+            let running_abm = running.values().filter(|c| c.abm).count();
+            let slots = queue::Slots {
+                runs: concurrency.saturating_sub(running.len() - running_abm) as u64,
+                abm: abm.saturating_sub(running_abm) as u64,
+                abm_second,
+            };
+            if claim_now && (slots.runs > 0 || slots.abm > 0) {
+                match on_queue(&queue, move |q| q.claim_slots(slots)).await {
                     Ok(jobs) => {
                         for job in jobs {
                             let key = (job.tree, job.node);
@@ -423,6 +491,7 @@ impl Workbench {
                                 );
                                 continue;
                             }
+                            let abm = job.kind == queue::ABM;
                             let this = self.clone();
                             let (queue, ended_tx, notifier) = (queue.clone(), ended_tx.clone(), notifier.clone());
                             let (lost_tx, lost) = watch::channel(false);
@@ -435,6 +504,7 @@ impl Workbench {
                                 Claimed {
                                     abort: task.abort_handle(),
                                     lost: lost_tx,
+                                    abm,
                                 },
                             );
                         }
@@ -651,7 +721,8 @@ impl Workbench {
             })
         });
         let ledger = Arc::new(Ledger::resuming(earlier, Some(sink)));
-        let (ctx, ledger) = match self.client_with(&handle, None, &sim, id, None, ledger.clone()) {
+        // A replay answers from the records its payload carries, never from a provider.
+        let (ctx, ledger) = match self.client_with(&handle, run.replay.clone(), &sim, id, None, ledger.clone()) {
             Ok((ctx, ledger)) => (Ok(ctx), ledger),
             Err(e) => (Err(e), ledger),
         };
@@ -735,10 +806,14 @@ pub(super) fn spawn_job(
     let Pending { id, log, spec, .. } = p;
     let payload = serde_json::to_string(&spec).unwrap_or_default();
     tracing::info!(tree = handle.id, node = id, turns = spec.turns, "run queued as a job");
+    let kind = match handle.kind {
+        SimKind::Abm => queue::ABM,
+        _ => "run",
+    };
     let job = Write::Job {
         tree: handle.id,
         node: id,
-        kind: "run".into(),
+        kind: kind.into(),
         payload,
         max_attempts: hub.config.max_attempts,
     };
@@ -829,6 +904,8 @@ fn wait_for_job(
 struct Claimed {
     abort: tokio::task::AbortHandle,
     lost: watch::Sender<bool>,
+    /// It runs an agent-based model (it holds one of the ABM slots, not a run slot).
+    abm: bool,
 }
 
 /// A job's run, ended: how, and what stores it.

@@ -464,11 +464,11 @@ impl Workbench {
         let sweeps = store
             .read(move |db| db.sweeps(id))
             .map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
-        restore_sweeps(&handle, parse_rows::<SweepData>(id, &sweeps));
+        // On a database a team shares, a sweep whose server died is carried on.
+        restore_sweeps(&handle, parse_rows::<SweepData>(id, &sweeps), self.jobs.get().is_some());
         let explores = store
             .read(move |db| db.explores(id))
             .map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
-        // On a database a team shares, an exploration whose server died is carried on.
         restore_explores(
             &handle,
             parse_rows::<ExploreData>(id, &explores),
@@ -734,7 +734,7 @@ impl Workbench {
             },
             BudgetLimits::default(),
         ));
-        restore_sweeps(&handle, sweeps);
+        restore_sweeps(&handle, sweeps, false);
         restore_explores(&handle, explores, false);
         if let Some(store) = &store {
             store.write(Write::Tree(handle.row()));

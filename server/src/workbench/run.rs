@@ -29,9 +29,9 @@ use crate::sim::{RunCtx, Sim};
 use crate::store::{StoreResult, Write, encode_state};
 use crate::tree::{NodeId, NodeLog, entry_json};
 
-/// What a run is: the node it starts from, its turns and its seeds. It is also a run's job
-/// payload (the field names are those jobs were queued with before, so a queue left by an
-/// earlier version is read as it was).
+/// What a run is: the node it starts from, its turns, its seeds, and the recorded calls a replay
+/// answers from. It is also a run's job payload (the field names are those jobs were queued with
+/// before, so a queue left by an earlier version is read as it was).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(super) struct RunSpec {
     pub parent: NodeId,
@@ -43,6 +43,10 @@ pub(super) struct RunSpec {
     /// after `replicate`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reseed: Option<u64>,
+    /// The recorded calls a replay answers from, strictly: it makes no provider call wherever
+    /// it runs (`None`: calls go to the backend, recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<Vec<LlmRecord>>,
 }
 
 impl RunSpec {
@@ -65,8 +69,6 @@ pub(super) struct Pending {
     pub id: NodeId,
     pub log: Arc<NodeLog>,
     pub spec: RunSpec,
-    /// The recorded calls a replay answers from (`None`: calls go to the backend, recorded).
-    pub replay: Option<Vec<LlmRecord>>,
     /// The budget the run charges instead of the tree's (an exploration's, within the tree's).
     pub budget: Option<Arc<TreeBudget>>,
 }
@@ -89,8 +91,8 @@ impl Pending {
                 turns,
                 replicate: None,
                 reseed: None,
+                replay,
             },
-            replay,
             budget: None,
         }
     }
@@ -298,10 +300,10 @@ impl Workbench {
         let Pending {
             id,
             log,
-            spec,
-            replay,
+            mut spec,
             budget,
         } = p;
+        let replay = spec.replay.take();
         let started = std::time::Instant::now();
         let handle = handle.clone();
         let start = {

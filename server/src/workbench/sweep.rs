@@ -15,8 +15,13 @@
 //! table computes them from the results on every read (so sweeps stored before effects existed
 //! get them too), and keeps the last ones until a result changes. A tree read back from the store (or imported) gets its
 //! sweeps back; a replicate that was still pending is measured then if its node finished, and
-//! otherwise ends with the node's status as its reason.
+//! otherwise ends with the node's status as its reason — except on a database a team shares
+//! (runs as jobs), where the next leader carries a sweep whose server died on by itself
+//! ([`Workbench::continue_sweeps`]): it waits for the replicates whose jobs it adopted and runs
+//! again, with their seeds, those that were cut short (interrupted), each in its own slot, so
+//! no replicate is counted twice.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use indexmap::IndexMap;
@@ -24,8 +29,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use simtree_shared::{CellRow, EdgeType, Effect, FailedRun, IntervalKind, SweepStarted, SweepTable, TreeMsg};
 
-use super::job::{Job, JobData, Jobs, Metrics, Replicate, replicate_of};
-use super::{RunResult, TreeHandle, Workbench, WorkbenchError, lock};
+use super::job::{Job, JobData, Jobs, Metrics, Ran, Replicate, Step, outcome};
+use super::{TreeHandle, Workbench, WorkbenchError, lock};
 use crate::store::Write;
 use crate::sweep::{
     MAX_RUNS, Metric, Outcome, SweepError, SweepPlan, SweepSpec, bootstrap_seed, effects, summarise_runs,
@@ -80,6 +85,9 @@ pub(super) struct SweepRecord {
     /// measured to ended, and each move raises `measured + 2 × ended`, so equal counts mean
     /// equal results.
     effects: Mutex<Option<((usize, usize), CellEffects)>>,
+    /// Read back with replicates pending on a database that other processes share: the server
+    /// that collected them died, and this one carries the sweep on ([`Workbench::continue_sweeps`]).
+    orphan: AtomicBool,
 }
 
 /// Per cell, each metric's effect against the baseline (empty for the baseline).
@@ -91,6 +99,7 @@ impl SweepRecord {
             metrics,
             data: Mutex::new(data),
             effects: Mutex::new(None),
+            orphan: AtomicBool::new(false),
         }
     }
 }
@@ -201,9 +210,17 @@ impl Job for SweepRecord {
     }
 }
 
-/// Brings back a tree's stored or imported sweeps (see [`Jobs::restore`]).
-pub(super) fn restore_sweeps(handle: &TreeHandle, sweeps: Vec<SweepData>) {
-    handle.sweeps.restore(handle, sweeps, SweepRecord::new);
+/// Brings back a tree's stored or imported sweeps (see [`Jobs::restore`]). When `continues` (a
+/// stored tree on a database a team shares, whose server died), a replicate whose run was cut
+/// short stays pending, and a sweep with replicates pending waits for
+/// [`Workbench::continue_sweeps`] to carry it on.
+pub(super) fn restore_sweeps(handle: &TreeHandle, sweeps: Vec<SweepData>, continues: bool) {
+    handle.sweeps.restore(handle, sweeps, continues, |metrics, data| {
+        let pending = counts(&data).1 > 0;
+        let record = SweepRecord::new(metrics, data);
+        record.orphan.store(continues && pending, Ordering::SeqCst);
+        record
+    });
 }
 
 impl Workbench {
@@ -300,12 +317,12 @@ impl Workbench {
         handle.sweeps.persist(&record, &handle);
         handle.flush()?;
         tracing::info!(tree, sweep, runs, "sweep started");
-        let running: Vec<_> = pending
+        let steps = pending
             .into_iter()
             .enumerate()
-            .map(|(i, p)| (i / per_cell, i % per_cell, self.spawn(&handle, p)))
+            .map(|(i, p)| (i / per_cell, i % per_cell, Step::Run(p)))
             .collect();
-        tokio::spawn(collect(handle, record, running));
+        self.collect(handle, record, steps);
         Ok(SweepStarted {
             sweep,
             cells: cell_ids,
@@ -370,34 +387,143 @@ impl Workbench {
     }
 }
 
-/// Waits for every replicate (in whatever order they end), stores its metrics and announces the
-/// sweep's progress.
-async fn collect(
-    handle: Arc<TreeHandle>,
-    record: Arc<SweepRecord>,
-    running: Vec<(usize, usize, tokio::task::JoinHandle<RunResult>)>,
-) {
-    let mut set = tokio::task::JoinSet::new();
-    for (c, k, run) in running {
-        set.spawn(async move { (c, k, run.await) });
-    }
-    while let Some(joined) = set.join_next().await {
-        let Ok((c, k, ran)) = joined else { continue };
-        let cell = lock(&record.data).cells[c].node;
-        let outcome = replicate_of(&handle, &record.metrics, cell, ran.ok());
-        lock(&record.data).cells[c].results[k] = outcome;
-        handle.sweeps.persist(&record, &handle);
-        let (sweep, (done, pending, failed)) = {
-            let d = lock(&record.data);
-            (d.id, counts(&d))
-        };
-        handle.send(TreeMsg::SweepProgress {
-            sweep,
-            done: done as u64,
-            failed: failed as u64,
-            total: (done + pending + failed) as u64,
+impl Workbench {
+    /// Starts every step (a replicate's run, or the wait for one adopted), then, as each ends
+    /// (in whatever order), stores its metrics and announces the sweep's progress.
+    fn collect(&self, handle: Arc<TreeHandle>, record: Arc<SweepRecord>, steps: Vec<(usize, usize, Step)>) {
+        let mut set = tokio::task::JoinSet::new();
+        for (c, k, step) in steps {
+            let (_, ran) = self.start_step(&handle, step);
+            set.spawn(async move { (c, k, ran.await) });
+        }
+        tokio::spawn(async move {
+            while let Some(joined) = set.join_next().await {
+                let Ok((c, k, ran)) = joined else { continue };
+                record_result(&handle, &record, c, k, ran);
+            }
         });
     }
+
+    /// Carries on, without anyone asking, the sweeps of `handle`'s tree whose server died while
+    /// their replicates ran (read back with replicates pending, see [`restore_sweeps`]): the
+    /// replicates whose jobs this server adopted (still running on workers) are waited for, and
+    /// those cut short (interrupted: they ran in the dead process, or their job was gone) run
+    /// again as new children of their cell with their replicate's seed, taking its slot. Each
+    /// slot holds one result, so nothing is counted twice.
+    pub(super) fn continue_sweeps(&self, handle: &Arc<TreeHandle>) {
+        for record in handle.sweeps.all() {
+            if !record.orphan.swap(false, Ordering::SeqCst) {
+                continue;
+            }
+            let id = lock(&record.data).id;
+            match self.carry_sweep_on(handle, &record) {
+                Ok((rerun, awaited)) => {
+                    tracing::info!(
+                        tree = handle.id,
+                        sweep = id,
+                        rerun,
+                        awaited,
+                        "sweep carried on from the last server"
+                    )
+                }
+                Err(e) => {
+                    tracing::warn!(tree = handle.id, sweep = id, error = %e, "a sweep the last server ran cannot be carried on; its cut-short replicates end");
+                    {
+                        let t = handle.lock();
+                        let mut d = lock(&record.data);
+                        let why = format!("interrupted, and the next server could not run it again: {e}");
+                        for (c, k) in pending_slots(&d) {
+                            if t.node(d.cells[c].children[k]).is_ok_and(|n| !n.status.is_running()) {
+                                d.cells[c].results[k] = Replicate::Ended(why.clone());
+                            }
+                        }
+                    }
+                    handle.sweeps.persist(&record, handle);
+                }
+            }
+        }
+    }
+
+    /// [`Self::continue_sweeps`] for one sweep: attaches the re-runs (all or none), stores the
+    /// row naming them, then starts them and waits for the adopted runs. Gives how many runs
+    /// again and how many are waited for.
+    fn carry_sweep_on(
+        &self,
+        handle: &Arc<TreeHandle>,
+        record: &Arc<SweepRecord>,
+    ) -> Result<(usize, usize), WorkbenchError> {
+        let steps = {
+            let mut t = handle.lock();
+            let mut d = lock(&record.data);
+            let slots = pending_slots(&d);
+            let cut: Vec<(usize, usize)> = slots
+                .iter()
+                .copied()
+                .filter(|&(c, k)| t.node(d.cells[c].children[k]).is_ok_and(|n| !n.status.is_running()))
+                .collect();
+            self.check_capacity(&t, cut.len())?;
+            if t.ids_left() < cut.len() as u64 {
+                return Err(TreeError::IdsExhausted.into());
+            }
+            if let Some(&(c, _)) = cut.iter().find(|&&(c, _)| t.node(d.cells[c].node).is_err()) {
+                return Err(WorkbenchError::conflict(format!("cell {c}'s node is gone")));
+            }
+            // Capacity and ids were checked, and every cell is there: no attach can fail.
+            let mut steps = Vec::with_capacity(slots.len());
+            for (c, k) in slots {
+                let node = d.cells[c].children[k];
+                if !cut.contains(&(c, k)) {
+                    steps.push((c, k, Step::Await(node)));
+                    continue;
+                }
+                let cell = d.cells[c].node;
+                let mut p = Workbench::attach_run(handle, &mut t, cell, d.turns, None, EdgeType::Sweep)?;
+                p.reseed(d.seeds[k]);
+                d.cells[c].children[k] = p.id;
+                steps.push((c, k, Step::Run(p)));
+            }
+            steps
+        };
+        handle.sweeps.persist(record, handle);
+        handle.flush()?;
+        let rerun = steps.iter().filter(|(_, _, s)| matches!(s, Step::Run(_))).count();
+        let awaited = steps.len() - rerun;
+        self.collect(handle.clone(), record.clone(), steps);
+        Ok((rerun, awaited))
+    }
+}
+
+/// The (cell, replicate) slots still pending.
+fn pending_slots(d: &SweepData) -> Vec<(usize, usize)> {
+    d.cells
+        .iter()
+        .enumerate()
+        .flat_map(|(c, cell)| {
+            cell.results
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| matches!(r, Replicate::Pending))
+                .map(move |(k, _)| (c, k))
+        })
+        .collect()
+}
+
+/// Stores what replicate `k` of cell `c` gave and announces the sweep's progress.
+fn record_result(handle: &TreeHandle, record: &Arc<SweepRecord>, c: usize, k: usize, ran: Ran) {
+    let cell = lock(&record.data).cells[c].node;
+    let result = outcome(handle, &record.metrics, cell, ran);
+    lock(&record.data).cells[c].results[k] = result;
+    handle.sweeps.persist(record, handle);
+    let (sweep, (done, pending, failed)) = {
+        let d = lock(&record.data);
+        (d.id, counts(&d))
+    };
+    handle.send(TreeMsg::SweepProgress {
+        sweep,
+        done: done as u64,
+        failed: failed as u64,
+        total: (done + pending + failed) as u64,
+    });
 }
 
 impl SweepRecord {
