@@ -746,7 +746,7 @@ impl Workbench {
         parent: Option<NodeId>,
     ) -> Result<RunResult, WorkbenchError> {
         let handle = self.tree(tree)?;
-        let (parent, turns, records) = {
+        let (parent, turns, records, seed) = {
             let mut t = handle.lock();
             let n = t.node(node)?;
             let [Op::Advance { turns }] = n.ops.as_slice() else {
@@ -760,11 +760,22 @@ impl Workbench {
             let (turns, records) = (*turns, n.records.clone());
             // A run without recorded calls on the mock, or on an offline player (`scripted`) on
             // any backend, is re-run as it is: it made no provider calls to begin with.
-            let replay = self.backend.replay_of(&*t.sim(parent)?, records);
-            (parent, turns, replay)
+            let from = t.sim(parent)?;
+            let replay = self.backend.replay_of(&from, records);
+            // The node's own seed when it ran with one its parent does not hold (a fan-out child,
+            // a sweep's or an exploration's replicate): a re-run draws the same random streams.
+            let seed = t
+                .sim(node)
+                .ok()
+                .and_then(|s| s.seed())
+                .filter(|&s| Some(s) != from.seed());
+            (parent, turns, replay, seed)
         };
         self.check_turns(turns)?;
-        let pending = self.start(&handle, parent, turns, records)?;
+        let mut pending = self.start(&handle, parent, turns, records)?;
+        if let Some(seed) = seed {
+            pending.reseed(seed);
+        }
         let result = Self::wait(self.spawn(&handle, pending)).await?;
         match &result.error {
             Some(e) if result.status == NodeStatus::Failed => Err(WorkbenchError::conflict(format!(

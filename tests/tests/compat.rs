@@ -12,7 +12,8 @@
 //! Fixtures from 2026-11-26 on also hold `extra` in `expected.json`: routes of what later builds
 //! store (the scenario library, datasets, a tree's description and version, asks, search),
 //! path by path, checked the same way; from 2026-11-26b on they include a tree's money budget and
-//! the explorations of a tree (one finished, one interrupted by a SIGKILL while it ran).
+//! the explorations of a tree (one finished, one interrupted by a SIGKILL while it ran); from
+//! 2026-11-29b on (schema 16) a scene the user wrote (`custom_ultimatum`) forked by its own op.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -27,6 +28,7 @@ const RELEASES: &[&str] = &[
     "release-2026-11-26",
     "release-2026-11-26b",
     "release-2026-11-29",
+    "release-2026-11-29b",
 ];
 
 fn fixtures() -> PathBuf {
@@ -340,7 +342,7 @@ async fn populate(s: &Server, all_scenes: bool, small_abm: bool) -> u64 {
     let scenes: &[&str] = if all_scenes {
         &["council", "werewolf", "landlord", "village", "simple_chat_zh"]
     } else {
-        &["village"]
+        &["village", "custom_ultimatum"]
     };
     for &scene in scenes {
         let id = s.create(scene).await;
@@ -359,6 +361,12 @@ async fn populate(s: &Server, all_scenes: bool, small_abm: bool) -> u64 {
         if scene == "village" {
             let patch = json!({"parent": 0, "ops": [{"op": "scene_state_patch", "updates": {"time": 1200}}]});
             child(s, &format!("/devui/simtree/{id}/branch"), patch).await;
+        }
+        // A scene the user wrote (from 2026-11-29b on), forked with its own op.
+        if scene == "custom_ultimatum" {
+            let set =
+                json!({"parent": 0, "ops": [{"op": "scene_var_set", "name": "payoff", "agent": "Pat", "value": 7}]});
+            child(s, &format!("/devui/simtree/{id}/branch"), set).await;
         }
     }
 

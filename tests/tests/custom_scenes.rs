@@ -1,10 +1,12 @@
 //! Custom scenes through the real server: each shipped custom game is created, advanced to its
 //! end with the offline scripted player and reaches one of its named outcomes; a branch op of
 //! custom scenes and a scene metric in a sweep work; a broken document is a 422 at its path and
-//! stores nothing.
+//! stores nothing; a custom tree fans out, sweeps, explores, replays and exports as any other.
+
+use std::time::Duration;
 
 use serde_json::{Value, json};
-use simtree_e2e::{Server, advance, ok};
+use simtree_e2e::{Server, advance, ok, text};
 
 async fn scene_state(s: &Server, tree: u64, node: u64) -> Value {
     let (st, view) = s.get(&format!("/devui/simtree/{tree}/node/{node}/view")).await;
@@ -256,4 +258,145 @@ async fn a_document_is_checked_and_its_prompts_previewed_without_a_tree() {
         "{info}"
     );
     assert!(info["scene"].get("roles").is_none());
+}
+
+/// A public-goods tree played by the scripted player (seed 5).
+async fn public_goods(s: &Server) -> u64 {
+    ok(
+        s,
+        "/devui/simtree",
+        json!({"scenario": "custom_public_goods", "seed": 5, "llm": "scripted"}),
+    )
+    .await["id"]
+        .as_u64()
+        .unwrap()
+}
+
+/// A custom scene is first-class in the tree (issue #39, item 4): it fans out, sweeps and
+/// explores on its own metrics with paired seeds, replays with zero calls, and its export
+/// imports into a tree that reads back the same.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_custom_scene_fans_out_sweeps_explores_replays_and_travels() {
+    let s = Server::start();
+    let t = public_goods(&s).await;
+    let p = |path: &str| format!("/devui/simtree/{t}/{path}");
+
+    // Fan-out: three children of the root, each with its own seed, each a whole game.
+    let fan = ok(&s, &p("advance_multi"), json!({"parent": 0, "turns": 400, "count": 3})).await;
+    let kids: Vec<u64> = fan["children"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{fan}"))
+        .iter()
+        .map(|c| c.as_u64().unwrap())
+        .collect();
+    assert_eq!(kids.len(), 3, "{fan}");
+    for &k in &kids {
+        assert_eq!(scene_state(&s, t, k).await["outcome"], "finished");
+    }
+
+    // Replay: the same log, and no call (the scripted player is a recorded player too).
+    let replayed = ok(&s, &p("replay"), json!({"node": kids[0]})).await["child"]
+        .as_u64()
+        .unwrap();
+    let (first, again) = (
+        simtree_e2e::own_entries(&s, t, kids[0]).await,
+        simtree_e2e::own_entries(&s, t, replayed).await,
+    );
+    let differs = first.iter().zip(&again).position(|(a, b)| a != b);
+    assert!(
+        differs.is_none() && first.len() == again.len(),
+        "the replay differs at {differs:?} ({} vs {} entries): {:?} vs {:?}",
+        first.len(),
+        again.len(),
+        differs.map(|i| &first[i]),
+        differs.map(|i| &again[i])
+    );
+    let (_, info) = s.get(&p(&format!("node/{replayed}/info"))).await;
+    assert_eq!(info["usage"]["calls"].as_u64().unwrap_or(0), 0, "{info}");
+
+    // Sweep: the multiplier over seeds 1–3; the same sweep again reads the same table (each
+    // replicate plays its seed), and tripling the pot pays more than keeping it in every replicate.
+    let sweep = json!({
+        "parent": 0, "turns": 400, "replicates": 3, "seed": 1,
+        "axes": [{"label": "multiplier", "op": {"op": "scene_var_set", "name": "multiplier"},
+                  "field": "value", "values": [1, 3]}],
+        "metrics": {"total": "scene:total_contribution", "coins": "scene:mean_coins"}
+    });
+    let mut tables = Vec::new();
+    for _ in 0..2 {
+        let started = ok(&s, &p("sweep"), sweep.clone()).await;
+        tables.push(simtree_e2e::finished_sweep(&s, t, started["sweep"].as_u64().unwrap()).await);
+    }
+    let table = &tables[0];
+    assert_eq!(
+        (table["done"].as_u64(), table["failed"].as_u64()),
+        (Some(6), Some(0)),
+        "{table}"
+    );
+    let values = |table: &Value, cell: usize, m: &str| -> Vec<f64> {
+        table["cells"][cell]["metrics"][m]["values"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{table}"))
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect()
+    };
+    for (cell, m) in [(0, "total"), (1, "total"), (0, "coins"), (1, "coins")] {
+        assert_eq!(values(table, cell, m), values(&tables[1], cell, m), "{cell} {m}");
+    }
+    assert!(values(table, 0, "total").iter().sum::<f64>() > 0.0, "{table}");
+    let (low, high) = (values(table, 0, "coins"), values(table, 1, "coins"));
+    assert!(
+        low.iter().zip(&high).all(|(l, h)| h > l),
+        "x3 pays more than x1: {table}"
+    );
+
+    // Explore: the multiplier that maximises what players end with.
+    let explore = json!({
+        "parent": 0, "turns": 400, "seed": 2, "replicates": 2, "budget": {"runs": 6},
+        "objective": {"metric": "scene:mean_coins", "goal": "max"},
+        "space": [{"label": "multiplier", "op": {"op": "scene_var_set", "name": "multiplier"},
+                   "field": "value", "values": [1, 2, 3]}]
+    });
+    let id = ok(&s, &p("explore"), explore).await["explore"].as_u64().unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
+    let table = loop {
+        let (_, table) = s.get(&p(&format!("explore/{id}"))).await;
+        if table["status"] != "running" {
+            break table;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{table}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(table["status"], "done", "{table}");
+    assert_eq!(table["best"]["point"]["multiplier"], 3, "{table}");
+
+    // Export and import: the imported tree reads back every node's log and scene state.
+    let export = text(&s, &p("export")).await;
+    let r = s
+        .http
+        .post(s.url("/devui/simtree/import"))
+        .header("content-type", "application/json")
+        .body(export)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let back = r.json::<Value>().await.unwrap()["id"].as_u64().unwrap();
+    for &k in &kids {
+        assert_eq!(
+            simtree_e2e::own_entries(&s, t, k).await,
+            simtree_e2e::own_entries(&s, back, k).await
+        );
+        assert_eq!(scene_state(&s, t, k).await, scene_state(&s, back, k).await);
+    }
+    // The imported tree plays on.
+    let more = ok(
+        &s,
+        &format!("/devui/simtree/{back}/branch"),
+        json!({"parent": kids[1], "ops": [
+        {"op": "scene_var_set", "name": "multiplier", "value": 3}]}),
+    )
+    .await;
+    assert!(more["child"].as_u64().or(more["id"].as_u64()).is_some(), "{more}");
 }
