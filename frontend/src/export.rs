@@ -17,13 +17,9 @@ pub fn logs_jsonl(entries: &[LogEntry]) -> String {
         .collect()
 }
 
-/// A CSV cell: quoted when it holds a comma, quote or line break.
-fn cell(text: &str) -> String {
-    if text.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", text.replace('"', "\"\""))
-    } else {
-        text.to_string()
-    }
+/// A CSV text cell ([`simtree_shared::csv::text`]).
+fn cell(text: &str) -> std::borrow::Cow<'_, str> {
+    simtree_shared::csv::text(text)
 }
 
 /// `date,strategy,buy_and_hold` from a trading view's two curves (joined by date).

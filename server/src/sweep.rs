@@ -656,22 +656,12 @@ pub fn csv(spec: &SweepSpec, results: &[CellResult]) -> String {
     let Some(first) = results.first() else {
         return String::new();
     };
-    let quote = |s: String| {
-        if s.contains([',', '"', '\n']) {
-            format!("\"{}\"", s.replace('"', "\"\""))
-        } else {
-            s
-        }
-    };
-    let plain = |v: &Value| match v {
-        Value::String(s) => s.clone(),
-        Value::Null => String::new(),
-        v => v.to_string(),
-    };
+    use simtree_shared::csv;
+    let plain = |v: &Value| csv::value(v).into_owned();
     let mut header: Vec<String> = first.cell.keys().cloned().collect();
     header.extend(["replicate".to_string(), "seed".to_string()]);
     header.extend(first.metrics.keys().cloned());
-    let mut out = header.into_iter().map(quote).collect::<Vec<_>>().join(",") + "\n";
+    let mut out = header.iter().map(|h| csv::text(h)).collect::<Vec<_>>().join(",") + "\n";
     for r in results {
         for k in 0..spec.replicates as usize {
             let seed = spec.seed_of(k as u64);
@@ -682,7 +672,7 @@ pub fn csv(spec: &SweepSpec, results: &[CellResult]) -> String {
                     .values()
                     .map(|s| s.values.get(k).map(plain).unwrap_or_default()),
             );
-            out.push_str(&(row.into_iter().map(quote).collect::<Vec<_>>().join(",") + "\n"));
+            out.push_str(&(row.join(",") + "\n"));
         }
     }
     out

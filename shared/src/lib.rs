@@ -10,6 +10,7 @@ use serde_json::Value;
 
 pub mod abm;
 pub mod columns;
+pub mod csv;
 pub mod custom;
 pub mod edges;
 mod event;

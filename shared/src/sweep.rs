@@ -231,13 +231,7 @@ pub fn table_csv<'a>(
     >,
 ) -> String {
     let rows: Vec<_> = rows.into_iter().collect();
-    let quote = |s: String| {
-        if s.contains([',', '"', '\n', '\r']) {
-            format!("\"{}\"", s.replace('"', "\"\""))
-        } else {
-            s
-        }
-    };
+    let quote = |s: String| crate::csv::text(&s).into_owned();
     let number = |x: Option<f64>| x.map(|x| x.to_string()).unwrap_or_default();
     let axes: Vec<String> = rows.first().map(|r| r.0.keys().cloned().collect()).unwrap_or_default();
     const FIGURES: [&str; 9] = [
@@ -251,10 +245,10 @@ pub fn table_csv<'a>(
     for (cell, summaries, effects) in rows {
         let mut row: Vec<String> = axes
             .iter()
-            .map(|a| match cell.get(a) {
-                Some(Value::String(s)) => s.clone(),
-                Some(Value::Null) | None => String::new(),
-                Some(v) => v.to_string(),
+            .map(|a| {
+                cell.get(a)
+                    .map(|v| crate::csv::value(v).into_owned())
+                    .unwrap_or_default()
             })
             .collect();
         for m in metrics {
@@ -274,7 +268,7 @@ pub fn table_csv<'a>(
                 None => row.extend(std::iter::repeat_n(String::new(), 6)),
             }
         }
-        out.push_str(&(row.into_iter().map(quote).collect::<Vec<_>>().join(",") + "\n"));
+        out.push_str(&(row.join(",") + "\n"));
     }
     out
 }

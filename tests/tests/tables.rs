@@ -250,3 +250,31 @@ async fn a_log_table_holds_every_entry_once_and_a_path_its_full_log() {
     let (st, _) = s.get(&format!("/devui/simtree/{t}/node/99/table")).await;
     assert_eq!(st, 404);
 }
+
+/// Agent text is model output: a cell that a spreadsheet would run as a formula (here the
+/// mock's replies, which start with `---`) is written inert in CSV (a leading `'`), while NDJSON
+/// carries the text exactly.
+#[tokio::test]
+async fn model_text_that_reads_as_a_formula_is_inert_in_csv_and_exact_in_ndjson() {
+    let s = Server::start();
+    let t = s.create("simple_chat").await;
+    let n = advance(&s, t, 0, 1).await;
+    let (st, _, _, csv) = page(&s, &format!("/devui/simtree/{t}/node/{n}/table")).await;
+    assert_eq!(st, 200);
+    assert!(csv.contains(",agent_ctx_delta,\"'--- Thoughts ---\n"), "{csv}");
+    assert!(!csv.contains(",agent_ctx_delta,\"--- Thoughts"), "{csv}");
+    let (_, _, _, nd) = page(&s, &format!("/devui/simtree/{t}/node/{n}/table?format=ndjson")).await;
+    let replies = nd
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["data"]["role"] == "assistant")
+        .count();
+    assert!(replies > 0, "{nd}");
+    assert!(
+        nd.lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|r| r["data"]["role"] == "assistant")
+            .all(|r| r["text"].as_str().unwrap().starts_with("--- Thoughts ---")),
+        "{nd}"
+    );
+}

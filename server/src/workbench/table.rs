@@ -556,18 +556,7 @@ fn write_csv_line(cells: &[Value], out: &mut Vec<u8>) {
         if i > 0 {
             out.push(b',');
         }
-        let text = match cell {
-            Value::Null => String::new(),
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        };
-        if text.contains([',', '"', '\n', '\r']) {
-            out.push(b'"');
-            out.extend_from_slice(text.replace('"', "\"\"").as_bytes());
-            out.push(b'"');
-        } else {
-            out.extend_from_slice(text.as_bytes());
-        }
+        out.extend_from_slice(simtree_shared::csv::value(cell).as_bytes());
     }
     out.push(b'\n');
 }
