@@ -74,6 +74,21 @@ impl Ctx {
     }
 
     /// Raises the banner and polls `/health` until the server answers again.
+    /// What to show under a field for a failed request: the server's own words for a refusal
+    /// (or the browser's), nothing for an unreachable server (the shell's banner says so, and
+    /// this starts it).
+    pub fn refusal(&self, e: crate::api::ApiError) -> Option<String> {
+        use crate::api::ApiError;
+        match e {
+            ApiError::Offline => {
+                self.went_offline();
+                None
+            }
+            ApiError::Http(_, body) | ApiError::NotFound(body) => Some(body.detail),
+            ApiError::Client(text) => Some(text),
+        }
+    }
+
     pub fn went_offline(&self) {
         if self.offline.get_untracked() {
             return;

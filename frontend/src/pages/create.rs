@@ -3,7 +3,7 @@
 use leptos::prelude::*;
 use simtree_shared::{CreateRequest, ScenarioSummary, SimKind};
 
-use crate::api::{self, ApiError};
+use crate::api;
 use crate::route::Route;
 use crate::state::{Tree, ctx};
 
@@ -99,12 +99,10 @@ pub(super) fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) ->
                         Route::SimTree(Some(r.id))
                     });
                 }
-                Err(ApiError::Offline) => ctx.went_offline(),
-                Err(ApiError::Http(_, body) | ApiError::NotFound(body)) => {
-                    error.try_set(Some(body.detail));
-                }
                 Err(e) => {
-                    error.try_set(Some(e.to_string()));
+                    if let Some(m) = ctx.refusal(e) {
+                        error.try_set(Some(m));
+                    }
                 }
             }
         });

@@ -53,12 +53,10 @@ pub(super) fn AbmForm(doc: Doc) -> impl IntoView {
                 Ok(Err(message)) => {
                     gen_error.try_set(Some(message));
                 }
-                Err(ApiError::Offline) => ctx.went_offline(),
-                Err(ApiError::Http(_, body) | ApiError::NotFound(body)) => {
-                    gen_error.try_set(Some(body.detail));
-                }
                 Err(e) => {
-                    gen_error.try_set(Some(e.to_string()));
+                    if let Some(m) = ctx.refusal(e) {
+                        gen_error.try_set(Some(m));
+                    }
                 }
             }
         });

@@ -505,16 +505,11 @@ fn Actions(
                     saved.try_set(Some(text));
                     on_saved.run(());
                 }
-                Err(ApiError::Offline) => ctx.went_offline(),
-                Err(ApiError::Http(409, body)) if !new_version => {
-                    taken.try_set(true);
-                    save_error.try_set(Some(body.detail));
-                }
-                Err(ApiError::Http(_, body) | ApiError::NotFound(body)) => {
-                    save_error.try_set(Some(body.detail));
-                }
                 Err(e) => {
-                    save_error.try_set(Some(e.to_string()));
+                    taken.try_set(matches!(e, ApiError::Http(409, _)) && !new_version);
+                    if let Some(m) = ctx.refusal(e) {
+                        save_error.try_set(Some(m));
+                    }
                 }
             }
         });
@@ -663,12 +658,10 @@ fn PromptPreview(doc: Doc) -> impl IntoView {
                 prompts.try_set(p);
                 error.try_set(None);
             }
-            Err(ApiError::Offline) => ctx.went_offline(),
-            Err(ApiError::Http(_, body) | ApiError::NotFound(body)) => {
-                error.try_set(Some(body.detail));
-            }
             Err(e) => {
-                error.try_set(Some(e.to_string()));
+                if let Some(m) = ctx.refusal(e) {
+                    error.try_set(Some(m));
+                }
             }
         },
     );

@@ -8,7 +8,6 @@
 use leptos::prelude::*;
 use simtree_shared::{Annotation, NodePatch};
 
-use super::refusal;
 use crate::api;
 use crate::notebook::{parse_tags, tags_text};
 use crate::state::{Tree, ctx};
@@ -171,7 +170,7 @@ pub fn NotePanel(tree: Tree) -> impl IntoView {
                         form.stored.set(now);
                     }
                 }
-                Err(e) => form.set_error(field, refusal(ctx, e)),
+                Err(e) => form.set_error(field, ctx.refusal(e)),
             }
         });
     };

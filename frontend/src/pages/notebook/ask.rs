@@ -7,7 +7,6 @@
 use leptos::prelude::*;
 use simtree_shared::Ask;
 
-use super::refusal;
 use crate::api;
 use crate::state::ctx;
 
@@ -64,7 +63,7 @@ pub fn AskBox(tree: Signal<Option<u64>>, node: Signal<u64>, agent: Signal<String
                     question.try_set(String::new());
                 }
                 Err(e) => {
-                    error.try_set(refusal(ctx, e));
+                    error.try_set(ctx.refusal(e));
                 }
             }
         });

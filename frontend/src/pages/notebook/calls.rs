@@ -7,7 +7,6 @@
 use leptos::prelude::*;
 use simtree_shared::{NodeCall, NodeCalls, NodeStatus};
 
-use super::refusal;
 use crate::api::{self, ApiError};
 use crate::state::{Tree, ctx};
 
@@ -84,7 +83,7 @@ fn CallsView(tree: Tree) -> impl IntoView {
             let now = match api::node_calls(t, n, from).await {
                 Ok(c) => Some(Shown::Calls(c)),
                 Err(ApiError::Http(409, _)) => Some(Shown::Running),
-                Err(e) => refusal(ctx, e).map(Shown::Failed),
+                Err(e) => ctx.refusal(e).map(Shown::Failed),
             };
             if let Some(now) = now
                 && key.get_untracked().is_some_and(|k| (k.0, k.1) == (t, n))

@@ -4,7 +4,6 @@
 
 use leptos::prelude::*;
 
-use super::refusal;
 use crate::api;
 use crate::state::{Tree, ctx};
 
@@ -50,7 +49,7 @@ pub fn TreeAbout(tree: Tree) -> impl IntoView {
                     error.set(None);
                     saved.set(true);
                 }
-                Err(e) => error.set(refusal(ctx, e)),
+                Err(e) => error.set(ctx.refusal(e)),
             }
         });
     };

@@ -7,7 +7,7 @@
 use leptos::prelude::*;
 use simtree_shared::SearchHit;
 
-use super::{PAGE, kind_key, refusal, search_box, snippet_view};
+use super::{PAGE, kind_key, search_box, snippet_view};
 use crate::api;
 use crate::notebook::{hit_nodes, step};
 use crate::state::{Tree, ctx};
@@ -85,7 +85,7 @@ pub fn FindBar(tree: Tree) -> impl IntoView {
                 Err(e) => {
                     found.set(None);
                     tree.lit.set(Default::default());
-                    error.set(refusal(ctx, e));
+                    error.set(ctx.refusal(e));
                 }
             }
         });

@@ -5,7 +5,7 @@ use leptos::prelude::*;
 use simtree_shared::SearchHit;
 use wasm_bindgen::JsValue;
 
-use super::{PAGE, kind_key, refusal, search_box, snippet_view};
+use super::{PAGE, kind_key, search_box, snippet_view};
 use crate::api;
 use crate::route::Route;
 use crate::state::{Ctx, ctx};
@@ -44,7 +44,7 @@ pub fn GlobalSearch() -> impl IntoView {
                 }
                 Err(e) => {
                     found.set(None);
-                    error.set(refusal(ctx, e));
+                    error.set(ctx.refusal(e));
                 }
             }
         });

@@ -26,26 +26,11 @@ pub use global::GlobalSearch;
 use leptos::prelude::*;
 use simtree_shared::HitKind;
 
-use crate::api::ApiError;
 use crate::notebook::snippet_pieces;
-use crate::state::Ctx;
 
 /// Hits asked for per page: the most the server gives, so a search lights up as many nodes as
 /// it can at once.
 const PAGE: u64 = 200;
-
-/// What to show under a field for a failed request: the server's own words for a refusal (or
-/// the browser's), nothing for an unreachable server (the shell's banner says so).
-fn refusal(ctx: Ctx, e: ApiError) -> Option<String> {
-    match e {
-        ApiError::Offline => {
-            ctx.went_offline();
-            None
-        }
-        ApiError::Http(_, body) | ApiError::NotFound(body) => Some(body.detail),
-        ApiError::Client(text) => Some(text),
-    }
-}
 
 /// The i18n key of where a hit's text is.
 fn kind_key(kind: HitKind) -> &'static str {
