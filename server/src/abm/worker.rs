@@ -847,7 +847,10 @@ impl AbmWorker {
         args.insert("seed".into(), call.seed.into());
         args.insert("cpu_seconds".into(), HOOK_CPU_SECONDS.into());
         let timeout = self.config.limits.call_timeout.min(HOOK_CALL_TIMEOUT);
-        let mut out = self.request_within("hook", args, None, timeout)?;
+        let mut out = self.request_within("hook", args, None, timeout).map_err(|e| match e {
+            AbmError::CpuLimit(_) => AbmError::CpuLimit(HOOK_CPU_SECONDS),
+            other => other,
+        })?;
         Ok(out.remove("effects").unwrap_or(Value::Null))
     }
 
