@@ -83,6 +83,25 @@ async fn the_phase_end_hook_decides_the_outcome_and_forks_and_replays_are_exact(
         })
         .count();
     assert_eq!(state["vars"]["moves"], json!(chips), "on_action ran once per action");
+    // The mock takes no custom action; the scripted player does, and on_action counts each.
+    let scripted = ok(
+        &s,
+        "/devui/simtree",
+        json!({"scenario": doc(), "seed": 7, "llm": "scripted"}),
+    )
+    .await["id"]
+        .as_u64()
+        .unwrap();
+    let played = advance(&s, scripted, 0, 10).await;
+    let played_log = own_entries(&s, scripted, played).await;
+    let chips = played_log
+        .iter()
+        .filter(|e| {
+            e["type"] == "action_end" && e["data"]["success"] == true && e["data"]["action"]["action"] == "chip_in"
+        })
+        .count();
+    assert!(chips > 0, "{played_log:?}");
+    assert_eq!(scene_state(&s, scripted, played).await["vars"]["moves"], json!(chips));
 
     // The same advance again, and a replay of the node: the same log, and no model call.
     let again = advance(&s, tree, 0, 10).await;

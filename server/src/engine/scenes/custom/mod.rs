@@ -465,7 +465,7 @@ impl Custom {
         let mut lines = Vec::new();
         match self.apply_hook(hook, &answer, &mut next, None, None, &mut lines) {
             Ok(flow) => {
-                self.state = Box::new(next);
+                *self.state = next;
                 self.announce(lines, world);
                 flow
             }

@@ -551,8 +551,11 @@ mod hooks {
     use crate::engine::hooks::{Hook, HookCall, HookCallFailed, HookError, HookRunner, Hooks};
     use crate::engine::simulator::RunError;
 
-    /// Answers each hook with what `answer` gives it.
-    struct Fake(fn(&HookCall<'_>) -> Value);
+    /// How a fake hook answers a call.
+    type Answer = fn(&HookCall<'_>) -> Value;
+
+    /// Answers each hook with what its function gives.
+    struct Fake(Answer);
 
     impl HookRunner for Fake {
         fn call(&self, call: &HookCall<'_>) -> Result<Value, HookCallFailed> {
@@ -565,7 +568,7 @@ mod hooks {
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
     }
 
-    fn hooked(answer: fn(&HookCall<'_>) -> Value) -> crate::engine::Simulator {
+    fn hooked(answer: Answer) -> crate::engine::Simulator {
         let mut sim = build(&doc(), 5).unwrap();
         sim.world.hooks = Hooks::new(Arc::new(Fake(answer)));
         sim
@@ -635,7 +638,7 @@ mod hooks {
 
     #[test]
     fn a_bad_effect_names_the_hook_and_its_index_and_undoes_the_turn() {
-        let cases: [(fn(&HookCall<'_>) -> Value, &str); 5] = [
+        let cases: [(Answer, &str); 5] = [
             (
                 |c| match c.hook {
                     Hook::OnPhaseEnd => json!([{"set": {"var": "draw", "value": "1"}}, {"explode": "now"}]),
