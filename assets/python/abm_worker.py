@@ -19,6 +19,10 @@ Requests (every one carries an "id" echoed in the answer):
   {"op": "collect", "handle": H}                        -> {"values": tracked variables now}
   {"op": "drop", "handle": H}
   {"op": "bench", "kind": "python_loop" | "bare_mesa_sir", ...}   reference timings
+  {"op": "hook", "source": PY, "hook": NAME, "state": {...}, "arg": ..., "seed": S, "cpu_seconds": N}
+        -> {"effects": what the custom scene's hook NAME returned (JSON), or null}
+  {"op": "hook_check", "source": PY}
+        -> {"defines": [top-level function names]} or {"syntax": {"line", "message"}}
 Answers: {"id", "ok": true, ...} or {"id", "ok": false, "error": {"kind", "message",
 "traceback"?}} with kind one of bad_request, unknown_model, poisoned, model_error, spec_error,
 cpu_limit, memory_limit, internal.
@@ -1231,6 +1235,10 @@ class Worker:
         if op == "drop":
             self.drop(req.get("handle"))
             return {}
+        if op == "hook":
+            return {"effects": run_hook(req)}
+        if op == "hook_check":
+            return check_hook_source(req["source"])
         if op == "bench":
             kind = req.get("kind")
             if kind == "python_loop":
@@ -1247,6 +1255,61 @@ class Worker:
                 }
             raise ValueError(f"unknown bench kind {kind!r}")
         raise ValueError(f"unknown op {op!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Custom scenes' rule hooks
+# ---------------------------------------------------------------------------------------------
+
+HOOK_FILE = "<hooks.py>"
+HOOK_ARGS = {"on_action": 3, "on_phase_end": 3, "outcome": 2}
+_hook_code = {}
+
+
+def _compiled_hooks(source):
+    """The hook source compiled (kept for the next calls: a scene calls the same source again)."""
+    code = _hook_code.get(source)
+    if code is None:
+        if len(_hook_code) >= 16:
+            _hook_code.clear()
+        linecache.cache[HOOK_FILE] = (len(source), None, source.splitlines(True), HOOK_FILE)
+        code = compile(source, HOOK_FILE, "exec")
+        _hook_code[source] = code
+    return code
+
+
+def run_hook(req):
+    """Runs one hook in a fresh namespace with `random.Random(seed)` as its rng, so that what it
+    returns depends on its arguments only; the answer is checked to be JSON."""
+    name = req["hook"]
+    if name not in HOOK_ARGS:
+        raise ValueError(f"unknown hook {name!r}")
+    linecache.cache[HOOK_FILE] = (len(req["source"]), None, req["source"].splitlines(True), HOOK_FILE)
+    ns = {"__builtins__": dict(vars(builtins)), "__name__": "simtree_hooks"}
+    exec(_compiled_hooks(req["source"]), ns)
+    fn = ns.get(name)
+    if not isinstance(fn, types.FunctionType):
+        return None
+    rng = _random_module.Random(int(req["seed"]))
+    args = (req["state"], req.get("arg"), rng) if HOOK_ARGS[name] == 3 else (req["state"], rng)
+    out = fn(*args)
+    try:
+        return json.loads(json.dumps(out, allow_nan=False))
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{name} returned something that is not JSON: {e}") from None
+
+
+def check_hook_source(source):
+    """Parses the hook source (never runs it): its syntax error, or the top-level functions."""
+    import ast
+
+    try:
+        tree = ast.parse(source, HOOK_FILE)
+    except SyntaxError as e:
+        return {"syntax": {"line": e.lineno or 0, "message": e.msg}}
+    except (ValueError, RecursionError, MemoryError) as e:
+        return {"syntax": {"line": 0, "message": f"{type(e).__name__}: {e}"}}
+    return {"defines": [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]}
 
 
 class poison_on_failure:
@@ -1296,15 +1359,18 @@ class CpuBudget:
 
 def answer(worker, req):
     rid = req.get("id")
+    seconds = worker.cpu_seconds
+    if req.get("op") == "hook" and isinstance(req.get("cpu_seconds"), int) and req["cpu_seconds"] > 0:
+        seconds = min(seconds, req["cpu_seconds"]) if seconds else req["cpu_seconds"]
     try:
-        with CpuBudget(worker.cpu_seconds):
+        with CpuBudget(seconds):
             out = worker.handle(req)
         out["id"] = rid
         out["ok"] = True
         return out
     except CpuLimitExceeded:
         worker_discard(worker, req)
-        return fail(rid, "cpu_limit", f"the call used more than {worker.cpu_seconds} s of CPU time")
+        return fail(rid, "cpu_limit", f"the call used more than {seconds} s of CPU time")
     except MemoryError:
         worker_discard(worker, req)
         return fail(rid, "memory_limit", "the call ran out of memory (worker memory limit)")
@@ -1319,7 +1385,7 @@ def answer(worker, req):
         return fail(rid, "bad_request", str(e))
     except Exception as e:  # model code can raise anything
         tb = model_traceback(e)
-        if tb is None and req.get("op") not in ("load", "step"):
+        if tb is None and req.get("op") not in ("load", "step", "hook"):
             # Not from model code: a malformed request (missing field, bad base64, ...).
             return fail(rid, "bad_request", f"{type(e).__name__}: {e}")
         worker_discard(worker, req)

@@ -9,6 +9,7 @@
 
 mod abm;
 mod entry;
+pub mod hooks;
 mod social;
 mod trading;
 
@@ -277,9 +278,20 @@ impl Sim {
     /// into `sink`.
     pub async fn run(&mut self, turns: u64, ctx: &RunCtx, sink: &mut (dyn EventSink + Send)) -> Result<(), SimError> {
         match self {
-            Sim::Social(s) => social::run(s, turns, &*ctx.llm, sink).await,
+            Sim::Social(s) => {
+                hooks::give(s, ctx.abm.as_ref());
+                social::run(s, turns, &*ctx.llm, sink).await
+            }
             Sim::Trading(t) => trading::run(t, turns, &*ctx.tools, sink).await,
             Sim::Abm(a) => a.run(turns, ctx.abm.clone(), sink).await,
+        }
+    }
+
+    /// The Python hook source of a custom scene's document (run only on the ABM workers).
+    pub fn hook_source(&self) -> Option<&str> {
+        match self {
+            Sim::Social(s) => hooks::source(s),
+            Sim::Trading(_) | Sim::Abm(_) => None,
         }
     }
 

@@ -496,6 +496,7 @@ impl Workbench {
         let mut sim = entry
             .instantiate(seed, market.as_ref())
             .map_err(|e| WorkbenchError::invalid(e.to_string()))?;
+        self.check_hooks(&sim)?;
         if let Sim::Social(s) = &mut sim {
             s.world.llm.offline = offline;
         }
@@ -673,7 +674,11 @@ impl Workbench {
         budget: Option<Arc<TreeBudget>>,
         ledger: Arc<Ledger>,
     ) -> Result<(RunCtx, Arc<Ledger>), BackendError> {
-        let abm = self.abm_pool.get().and_then(|r| r.as_ref().ok()).cloned();
+        let abm = match sim.hook_source() {
+            // A tree of hooks read back from the store or an import starts the workers here.
+            Some(_) => self.abm_pool().ok(),
+            None => self.abm_pool.get().and_then(|r| r.as_ref().ok()).cloned(),
+        };
         let (scenario, log) = {
             let mut t = handle.lock();
             (t.scenario.clone(), t.log(node).ok())

@@ -40,7 +40,24 @@ pub struct CustomScene {
     /// Named values of the state, for sweeps and explorations (`scene:NAME`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub metrics: Vec<MetricDef>,
+    /// Rules written in Python where the declarations end (docs/scenarios.md, "Hooks"). They
+    /// run only in the sandboxed Python worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hooks: Option<Hooks>,
 }
+
+/// A custom scene's Python hooks: one source text defining any of `on_action(state, action,
+/// rng)`, `on_phase_end(state, phase, rng)` and `outcome(state, rng)`. Each returns a list of
+/// effects of the same closed set as [`Effect`], written the same way.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Hooks {
+    pub source: String,
+}
+
+/// The names a hook source may define.
+pub const HOOK_NAMES: [&str; 3] = ["on_action", "on_phase_end", "outcome"];
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

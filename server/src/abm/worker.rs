@@ -401,6 +401,35 @@ pub struct Advanced {
     pub before: IndexMap<String, Value>,
 }
 
+/// The wall-clock bound of one hook call (a hook runs inside a turn, which a client waits
+/// for); the worker running a hook past it is killed and replaced.
+pub const HOOK_CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The CPU seconds one hook call may use.
+pub const HOOK_CPU_SECONDS: u64 = 2;
+
+/// One call of a custom scene's rule hook.
+#[derive(Clone, Debug)]
+pub struct HookRequest<'a> {
+    pub source: &'a str,
+    /// `on_action`, `on_phase_end` or `outcome`.
+    pub hook: &'a str,
+    pub state: &'a Value,
+    pub arg: Option<&'a Value>,
+    pub seed: u64,
+}
+
+/// A hook source as the worker's parser reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HookSource {
+    /// The names of its top-level functions.
+    Defines(Vec<String>),
+    Syntax {
+        line: u64,
+        message: String,
+    },
+}
+
 /// Version information of a running worker.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 pub struct WorkerInfo {
@@ -806,6 +835,41 @@ impl AbmWorker {
         field(&out, "values")
     }
 
+    /// Runs one rule hook of a custom scene (`call.hook` of `call.source`) within the hooks'
+    /// bounds ([`HOOK_CPU_SECONDS`], [`HOOK_CALL_TIMEOUT`] or the per-call budget if smaller):
+    /// what it returned, as JSON (`null` for `None` or a hook the source does not define).
+    pub fn hook(&mut self, call: &HookRequest<'_>) -> Result<Value, AbmError> {
+        let mut args = Map::new();
+        args.insert("source".into(), call.source.into());
+        args.insert("hook".into(), call.hook.into());
+        args.insert("state".into(), call.state.clone());
+        args.insert("arg".into(), call.arg.cloned().unwrap_or(Value::Null));
+        args.insert("seed".into(), call.seed.into());
+        args.insert("cpu_seconds".into(), HOOK_CPU_SECONDS.into());
+        let timeout = self.config.limits.call_timeout.min(HOOK_CALL_TIMEOUT);
+        let mut out = self.request_within("hook", args, None, timeout).map_err(|e| match e {
+            AbmError::CpuLimit(_) => AbmError::CpuLimit(HOOK_CPU_SECONDS),
+            other => other,
+        })?;
+        Ok(out.remove("effects").unwrap_or(Value::Null))
+    }
+
+    /// Parses a hook source in the worker (it is never run): its top-level functions, or its
+    /// syntax error.
+    pub fn hook_check(&mut self, source: &str) -> Result<HookSource, AbmError> {
+        let mut args = Map::new();
+        args.insert("source".into(), source.into());
+        let timeout = self.config.limits.call_timeout.min(HOOK_CALL_TIMEOUT);
+        let out = self.request_within("hook_check", args, None, timeout)?;
+        if let Some(syntax) = out.get("syntax") {
+            return Ok(HookSource::Syntax {
+                line: syntax.get("line").and_then(Value::as_u64).unwrap_or(0),
+                message: syntax.get("message").and_then(Value::as_str).unwrap_or("").to_string(),
+            });
+        }
+        Ok(HookSource::Defines(field(&out, "defines")?))
+    }
+
     /// Reference timing: a pure-Python loop of `rounds` passes over `objects` objects (ms).
     pub fn bench_python_loop(&mut self, objects: u64, rounds: u64) -> Result<f64, AbmError> {
         let mut args = Map::new();
@@ -914,12 +978,24 @@ impl AbmWorker {
         result
     }
 
-    /// Sends one request and waits for its answer, handling death and timeouts.
+    /// Sends one request and waits for its answer within the per-call budget.
     fn request(
+        &mut self,
+        op: &str,
+        args: Map<String, Value>,
+        about: Option<ModelId>,
+    ) -> Result<Map<String, Value>, AbmError> {
+        let timeout = self.config.limits.call_timeout;
+        self.request_within(op, args, about, timeout)
+    }
+
+    /// Sends one request and waits for its answer, handling death and timeouts.
+    fn request_within(
         &mut self,
         op: &str,
         mut args: Map<String, Value>,
         about: Option<ModelId>,
+        timeout: Duration,
     ) -> Result<Map<String, Value>, AbmError> {
         if self.cancel.as_ref().is_some_and(CancelToken::is_cancelled) {
             return Err(AbmError::Cancelled);
@@ -934,7 +1010,6 @@ impl AbmWorker {
         args.insert("op".into(), op.into());
         let mut line = Value::Object(args).to_string();
         line.push('\n');
-        let timeout = self.config.limits.call_timeout;
         let proc = self.proc.as_mut().expect("spawned above");
         if let Err(e) = proc.stdin.write_all(line.as_bytes()).and_then(|_| proc.stdin.flush()) {
             let how = self.lose_process();

@@ -10,6 +10,7 @@
 pub mod action;
 pub mod agent;
 pub mod event;
+pub mod hooks;
 pub mod memory;
 pub mod ordering;
 pub mod parse;

@@ -17,6 +17,7 @@ use simtree_shared::{
 use super::action::{ActionCtx, ActionKind, Handled, Outcome};
 use super::agent::{Agent, AgentError, Decision};
 use super::event::{Event, EventPayload, EventSink, SceneEvent};
+use super::hooks::HookError;
 use super::ordering::{MODERATOR_INSTRUCTION, Ordering, Pick};
 use super::parse::ActionCall;
 use super::prompt::SceneText;
@@ -61,13 +62,20 @@ pub struct RunReport {
     pub stuck: bool,
 }
 
-/// A run that could not continue: the LLM backend failed after its retries.
+/// A run that could not continue.
 #[derive(Debug, thiserror::Error)]
-#[error("{agent}: {source}")]
-pub struct RunError {
-    pub agent: String,
-    #[source]
-    pub source: LlmError,
+pub enum RunError {
+    /// The LLM backend failed after its retries.
+    #[error("{agent}: {source}")]
+    Llm {
+        agent: String,
+        #[source]
+        source: LlmError,
+    },
+    /// A custom scene's Python hook failed or answered what is not an effect; the turn it ran
+    /// in was undone.
+    #[error(transparent)]
+    Hook(#[from] HookError),
 }
 
 /// A simulator from outside (an import) beyond what the engine runs.
@@ -259,25 +267,28 @@ impl Simulator {
                 continue;
             };
             misses = 0;
-            let status = self.scene.rules().status_prompt(&self.world.agents[idx]);
-            if !status.is_empty() {
-                let line = SceneEvent::Status { data: status }.line(Some(self.scene.rules().time()));
-                self.world.feedback(idx, &line);
+            // A scene with hooks runs each turn as a whole or not at all: its events are held
+            // back, and a hook's failure puts the simulator back as the turn found it.
+            let before = self.has_hooks().then(|| self.clone());
+            let mut held: Vec<Event> = Vec::new();
+            let turn_sink: &mut (dyn EventSink + Send) = if before.is_some() { &mut held } else { &mut *sink };
+            let skipped = self.turn(idx, &name, llm, turn_sink).await;
+            if let Some(failure) = self.world.hook_failure.take()
+                && let Some(before) = before
+            {
+                *self = before;
+                return Err(RunError::Hook(failure));
             }
-            if self.scene.rules().should_skip_turn(&self.world.agents[idx]) {
-                self.end_turn(idx, &name);
-                report.turns += 1;
-                self.total_turns += 1;
-                self.drain(sink);
-                continue;
+            for event in held {
+                sink.emit(event);
             }
-            self.world.flush_pending();
-            self.take_turn(idx, llm, sink).await?;
-            self.end_turn(idx, &name);
+            let skipped = skipped?;
             report.turns += 1;
             self.total_turns += 1;
+            if skipped {
+                continue;
+            }
             self.turns = report.turns;
-            self.drain(sink);
             if sink.wants_state() {
                 sink.state(self.node_state());
             }
@@ -327,6 +338,39 @@ impl Simulator {
         Ok(())
     }
 
+    /// Whether the scene calls Python hooks (its turns are then run whole or undone).
+    fn has_hooks(&self) -> bool {
+        matches!(&self.scene, Scene::Custom(c) if c.has_hooks())
+    }
+
+    /// One turn of agent `idx`: its status line, then its steps unless the scene skips it
+    /// (`Ok(true)`). Events go to `sink`; a hook's failure stops the turn where it happened.
+    async fn turn(
+        &mut self,
+        idx: usize,
+        name: &str,
+        llm: &dyn LlmClient,
+        sink: &mut (dyn EventSink + Send),
+    ) -> Result<bool, RunError> {
+        let status = self.scene.rules().status_prompt(&self.world.agents[idx]);
+        if !status.is_empty() {
+            let line = SceneEvent::Status { data: status }.line(Some(self.scene.rules().time()));
+            self.world.feedback(idx, &line);
+        }
+        let skipped = self.scene.rules().should_skip_turn(&self.world.agents[idx]);
+        if !skipped {
+            self.world.flush_pending();
+            let taken = self.take_turn(idx, llm, sink).await;
+            if self.world.hook_failure.is_some() {
+                return Ok(false);
+            }
+            taken?;
+        }
+        self.end_turn(idx, name);
+        self.drain(sink);
+        Ok(skipped)
+    }
+
     fn end_turn(&mut self, idx: usize, name: &str) {
         self.scene.rules_mut().post_turn(idx, &mut self.world);
         self.world.flush_pending();
@@ -363,7 +407,7 @@ impl Simulator {
                 }
                 Err(AgentError::Llm(source)) => {
                     self.agent_error(&agent_name, step, &source.to_string());
-                    return Err(RunError {
+                    return Err(RunError::Llm {
                         agent: agent_name,
                         source,
                     });
@@ -383,7 +427,11 @@ impl Simulator {
                     agent: agent_name.clone(),
                     action: call.clone(),
                 });
-                match self.act(idx, call, llm).await? {
+                let handled = self.act(idx, call, llm).await?;
+                if self.world.hook_failure.is_some() {
+                    return Ok(());
+                }
+                match handled {
                     Ok(outcome) => {
                         let pass_control = outcome.pass_control;
                         self.emit(&action_end(&agent_name, call, outcome));
@@ -534,7 +582,7 @@ impl Simulator {
             self.world.llm.speaker = Some(agent.clone());
             let reply = llm.chat(&request, &mut self.world.llm).await;
             self.world.llm.speaker = None;
-            let reply = reply.map_err(|source| RunError { agent, source })?;
+            let reply = reply.map_err(|source| RunError::Llm { agent, source })?;
             ctx.llm_reply = Some(reply);
         }
         Ok(self.scene.rules_mut().handle(&ctx, &mut self.world))
@@ -580,7 +628,7 @@ impl Simulator {
             Ok(Decision::Acted(actions)) => actions,
             Ok(Decision::Idle) => Vec::new(),
             Err(AgentError::Llm(source)) => {
-                return Err(RunError {
+                return Err(RunError::Llm {
                     agent: moderator,
                     source,
                 });

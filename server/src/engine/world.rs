@@ -12,6 +12,7 @@ use simtree_shared::Broadcast;
 
 use super::agent::Agent;
 use super::event::{Event, EventPayload, SceneEvent};
+use super::hooks::{HookError, Hooks};
 use super::ordering::Ordering;
 use super::rng::Rng;
 use crate::llm::LlmState;
@@ -28,6 +29,13 @@ pub struct World {
     /// Events emitted immediately but not yet handed to a sink. Always empty between runs.
     #[serde(skip)]
     pub(crate) out: Vec<Event>,
+    /// What runs a custom scene's Python hooks during this run (given by the run's caller).
+    #[serde(skip)]
+    pub hooks: Hooks,
+    /// The first hook failure of the turn running now; the simulator undoes the turn and ends
+    /// the run with it.
+    #[serde(skip)]
+    pub(crate) hook_failure: Option<HookError>,
 }
 
 impl World {
@@ -42,6 +50,8 @@ impl World {
                 ..LlmState::default()
             },
             out: Vec::new(),
+            hooks: Hooks::default(),
+            hook_failure: None,
         }
     }
 

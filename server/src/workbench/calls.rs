@@ -239,12 +239,14 @@ impl Workbench {
             _ => turns,
         };
         let replay = self.backend.replay_of(&sim, records.clone());
+        // A custom scene's hooks run again as they ran (they call no model).
+        let abm = sim.hook_source().and_then(|_| self.abm_pool().ok());
         let req = RunRequest {
             scenario: &scenario,
             sim: &sim,
             replay,
             budget: None,
-            abm: None,
+            abm: abm.clone(),
             watch: Default::default(),
         };
         let (ctx, _) =
@@ -262,7 +264,7 @@ impl Workbench {
                 inner: ctx.tools,
                 seen: seen.clone(),
             }),
-            abm: None,
+            abm,
         };
         let mut sink = |_: Event| {};
         // A run that failed fails again at the same call: the calls before it are what it sent.

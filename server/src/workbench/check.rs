@@ -9,6 +9,7 @@ use simtree_shared::{RolePrompt, ScenarioChecked};
 use super::calls::call_message;
 use super::{DOCUMENT_ID, Workbench, WorkbenchError, dataset_of};
 use crate::scenario::UserScenario;
+use crate::sim::hooks::{self, HookSourceError};
 use crate::sim::{ScenarioEntry, Sim};
 
 impl Workbench {
@@ -18,7 +19,8 @@ impl Workbench {
     pub fn check_document(&self, doc: &Value) -> Result<ScenarioChecked, WorkbenchError> {
         let user = read(doc)?;
         if !matches!(user, UserScenario::Abm(_)) {
-            self.instantiate(&user, doc)?;
+            let sim = self.instantiate(&user, doc)?;
+            self.check_hooks(&sim)?;
         }
         Ok(ScenarioChecked {
             kind: ScenarioEntry::from(&user).kind(),
@@ -50,6 +52,20 @@ impl Workbench {
             });
         }
         Ok(prompts)
+    }
+
+    /// A custom scene's Python hooks parsed (never run) in the sandboxed worker, which starts now
+    /// if need be: a document with hooks is refused where they could not run, or where they
+    /// are not Python defining a hook (422 at `scene.config.hooks.source`).
+    pub(super) fn check_hooks(&self, sim: &Sim) -> Result<(), WorkbenchError> {
+        let Some(source) = sim.hook_source() else {
+            return Ok(());
+        };
+        let pool = self.abm_pool()?;
+        hooks::check_source(&pool, source).map_err(|e| match e {
+            HookSourceError::Refused(c) => WorkbenchError::invalid(format!("scenario: scene.config.{c}")),
+            HookSourceError::Worker(e) => WorkbenchError::unavailable(e.to_string()),
+        })
     }
 
     /// The simulator a tree of `doc` would start from (seed as the document says).

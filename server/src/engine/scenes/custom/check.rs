@@ -7,11 +7,13 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 use simtree_shared::custom::{
-    ActionDef, Actors, CustomScene, Effect, ParamType, PhaseDef, PhaseEnd, VarDef, VarType, Visibility,
+    ActionDef, Actors, CustomScene, Effect, HOOK_NAMES, Hooks, ParamType, PhaseDef, PhaseEnd, VarDef, VarType,
+    Visibility,
 };
 use simtree_shared::scene::MAX_PROSE_CHARS;
 
 use super::expr::{MAX_LIST_LEN, MAX_STRING_CHARS, PARSE_STACK, Programs};
+use crate::engine::hooks::{Hook, MAX_HOOK_SOURCE_CHARS, defines};
 
 /// The most roles, variables, actions, phases, tallies, outcomes, endings or metrics.
 pub const MAX_ITEMS: usize = 100;
@@ -53,20 +55,46 @@ pub fn check_role(doc: &CustomScene, path: &str, role: &str) -> Result<(), Custo
 /// Checks `doc` and compiles its expressions, on a thread of its own with the parser's stack
 /// ([`PARSE_STACK`]).
 pub fn check(doc: &CustomScene) -> Result<Programs, CustomError> {
+    on_parse_stack(|| {
+        let mut c = Checker {
+            doc,
+            programs: Programs::default(),
+        };
+        c.all().map(|()| c.programs)
+    })?
+}
+
+/// The effects a hook returned, checked as a document's are (an actor's when `actor`, else a
+/// phase's) and their expressions compiled, on a thread with the parser's stack. The error
+/// names the effect's index and its field (`2`, `set.var: no variable is named 'x'…`).
+pub fn hook_effects(doc: &CustomScene, effects: &[Effect], actor: bool) -> Result<Programs, (usize, CustomError)> {
+    let who = if actor { Who::Actor } else { Who::Phase };
+    on_parse_stack(|| {
+        let mut c = Checker {
+            doc,
+            programs: Programs::default(),
+        };
+        for (k, e) in effects.iter().enumerate() {
+            c.effect("", e, who).map_err(|mut e| {
+                e.path = e.path.trim_start_matches('.').to_string();
+                (k, e)
+            })?;
+        }
+        Ok(c.programs)
+    })
+    .unwrap_or_else(|e| Err((0, e)))
+}
+
+/// Runs `f` on a thread of its own with the parser's stack ([`PARSE_STACK`]).
+fn on_parse_stack<R: Send>(f: impl FnOnce() -> R + Send) -> Result<R, CustomError> {
     std::thread::scope(|s| {
-        let checking = std::thread::Builder::new()
+        let running = std::thread::Builder::new()
             .name("custom-scene-check".into())
             .stack_size(PARSE_STACK)
-            .spawn_scoped(s, || {
-                let mut c = Checker {
-                    doc,
-                    programs: Programs::default(),
-                };
-                c.all().map(|()| c.programs)
-            });
-        match checking {
-            Ok(handle) => handle.join().unwrap_or_else(|_| err("", "the document's check failed")),
-            Err(e) => err("", format!("no thread to check the document on: {e}")),
+            .spawn_scoped(s, f);
+        match running {
+            Ok(handle) => handle.join().or_else(|_| err("", "the check failed")),
+            Err(e) => err("", format!("no thread to check on: {e}")),
         }
     })
 }
@@ -199,7 +227,7 @@ pub fn coerce(ty: VarType, value: &Value) -> Result<Value, Refused> {
     }
 }
 
-fn short(v: &Value) -> String {
+pub(super) fn short(v: &Value) -> String {
     let s = v.to_string();
     if s.chars().count() > 60 {
         format!("{}...", s.chars().take(57).collect::<String>())
@@ -303,6 +331,9 @@ impl Checker<'_> {
             self.expr(&format!("metrics[{i}].value"), &m.value)?;
             text(&format!("metrics[{i}].description"), &m.description)?;
         }
+        if let Some(h) = &d.hooks {
+            self.hooks(h)?;
+        }
         self.graph()
     }
 
@@ -399,7 +430,13 @@ impl Checker<'_> {
     fn effects(&mut self, path: &str, effects: &[Effect], who: Who) -> Result<(), CustomError> {
         count(path, effects, MAX_PER_ITEM, "effects")?;
         for (k, e) in effects.iter().enumerate() {
-            let at = format!("{path}[{k}]");
+            self.effect(&format!("{path}[{k}]"), e, who)?;
+        }
+        Ok(())
+    }
+
+    fn effect(&mut self, at: &str, e: &Effect, who: Who) -> Result<(), CustomError> {
+        {
             match e {
                 Effect::Say(t) => {
                     if who == Who::Phase {
@@ -481,6 +518,26 @@ impl Checker<'_> {
                 Effect::Goto(p) => self.phase(&format!("{at}.goto"), p)?,
                 Effect::End(o) => self.outcome(&format!("{at}.end"), o)?,
             }
+        }
+        Ok(())
+    }
+
+    fn hooks(&self, hooks: &Hooks) -> Result<(), CustomError> {
+        let chars = hooks.source.chars().count();
+        if chars > MAX_HOOK_SOURCE_CHARS {
+            return err(
+                "hooks.source",
+                format!("{chars} characters; hook source may have at most {MAX_HOOK_SOURCE_CHARS}"),
+            );
+        }
+        if !Hook::ALL.into_iter().any(|h| defines(&hooks.source, h)) {
+            return err(
+                "hooks.source",
+                format!(
+                    "defines none of the hooks {} (each is a top-level `def`)",
+                    HOOK_NAMES.join(", ")
+                ),
+            );
         }
         Ok(())
     }

@@ -32,6 +32,7 @@ use super::{SceneError, SceneRules};
 use crate::engine::action::{ActionKind, Handled, Outcome};
 use crate::engine::agent::Agent;
 use crate::engine::event::SceneEvent;
+use crate::engine::hooks::{self, Hook, HookCall, HookError, MAX_HOOK_EFFECTS};
 use crate::engine::parse::ActionCall;
 use crate::engine::prompt::{OwnAction, SceneText};
 use crate::engine::world::World;
@@ -293,6 +294,11 @@ impl Custom {
 
     /// A scope over `state` for `actor` (`None`: a phase's effects, endings, metrics).
     fn scope(&self, state: &CustomState, actor: Option<&str>) -> Scope<'_> {
+        Scope::new(&self.programs, self.bindings(state, actor))
+    }
+
+    /// The names expressions see, over `state` for `actor`.
+    fn bindings(&self, state: &CustomState, actor: Option<&str>) -> Vec<(&'static str, Value)> {
         let me = actor
             .and_then(|a| state.agents.get(a).map(|m| Self::member_view(state, a, m)))
             .unwrap_or_else(
@@ -305,20 +311,177 @@ impl Custom {
             .collect();
         let by_name: serde_json::Map<String, Value> =
             state.agents.keys().cloned().zip(agents.iter().cloned()).collect();
-        Scope::new(
-            &self.programs,
-            vec![
-                ("vars", json!(state.vars)),
-                ("me", me),
-                ("agents", Value::Array(agents)),
-                ("agent", Value::Object(by_name)),
-                ("phase", json!(state.phase)),
-                ("round", json!(state.round)),
-                ("turn", json!(state.turn)),
-                ("tallies", self.tally_view(state)),
-                ("params", json!({})),
-            ],
-        )
+        vec![
+            ("vars", json!(state.vars)),
+            ("me", me),
+            ("agents", Value::Array(agents)),
+            ("agent", Value::Object(by_name)),
+            ("phase", json!(state.phase)),
+            ("round", json!(state.round)),
+            ("turn", json!(state.turn)),
+            ("tallies", self.tally_view(state)),
+            ("params", json!({})),
+        ]
+    }
+
+    // ---- hooks ----
+
+    /// Whether the document carries Python hooks.
+    pub fn has_hooks(&self) -> bool {
+        self.config.hooks.is_some()
+    }
+
+    /// The state as a hook reads it: the names expressions see but `me` and `params`, and the
+    /// outcome.
+    fn hook_view(&self, state: &CustomState) -> Value {
+        let mut view: serde_json::Map<String, Value> = self
+            .bindings(state, None)
+            .into_iter()
+            .filter(|(name, _)| !matches!(*name, "me" | "params"))
+            .map(|(name, value)| (name.to_string(), value))
+            .collect();
+        view.insert("outcome".into(), json!(state.outcome));
+        Value::Object(view)
+    }
+
+    /// Calls `hook` on `state` if the document defines it and no hook of this turn failed yet:
+    /// its effects, checked and compiled. A failure is kept in `world.hook_failure`.
+    fn call_hook(
+        &self,
+        hook: Hook,
+        state: &CustomState,
+        arg: Option<Value>,
+        world: &mut World,
+    ) -> Option<(Vec<Effect>, Programs)> {
+        let source = &self.config.hooks.as_ref()?.source;
+        if world.hook_failure.is_some() || !hooks::defines(source, hook) {
+            return None;
+        }
+        let answer = self.hook_answer(hook, source, state, arg, world);
+        answer.map_err(|e| world.hook_failure = Some(e)).ok()
+    }
+
+    fn hook_answer(
+        &self,
+        hook: Hook,
+        source: &str,
+        state: &CustomState,
+        arg: Option<Value>,
+        world: &mut World,
+    ) -> Result<(Vec<Effect>, Programs), HookError> {
+        let name = hook.name();
+        let seed = world.rng.next_u64();
+        let runner = world.hooks.runner().ok_or(HookError::NoRunner { hook: name })?;
+        let call = HookCall {
+            source,
+            hook,
+            state: self.hook_view(state),
+            arg,
+            seed,
+        };
+        let answer = runner.call(&call).map_err(|e| HookError::Call {
+            hook: name,
+            message: e.0,
+        })?;
+        let items = match answer {
+            Value::Null => Vec::new(),
+            Value::Array(items) => items,
+            other => {
+                return Err(HookError::NotAList {
+                    hook: name,
+                    got: check::short(&other),
+                });
+            }
+        };
+        if items.len() > MAX_HOOK_EFFECTS {
+            return Err(HookError::TooMany {
+                hook: name,
+                count: items.len(),
+            });
+        }
+        let bad = |index: usize, message: String| HookError::Effect {
+            hook: name,
+            index,
+            message,
+        };
+        let effects = items
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| serde_json::from_value::<Effect>(v).map_err(|e| bad(i, e.to_string())))
+            .collect::<Result<Vec<_>, _>>()?;
+        if hook == Hook::Outcome
+            && let Some(i) = effects.iter().position(|e| matches!(e, Effect::Goto(_)))
+        {
+            return Err(bad(
+                i,
+                "goto: the scene is ending; an outcome hook may end it otherwise, not go on".into(),
+            ));
+        }
+        let programs = check::hook_effects(self.doc(), &effects, hook == Hook::OnAction)
+            .map_err(|(i, e)| bad(i, e.to_string()))?;
+        Ok((effects, programs))
+    }
+
+    /// Applies a hook's effects to `state` one by one, every expression seeing the state the
+    /// hook was given (and `params`, the action's); the first refused one fails the hook.
+    fn apply_hook(
+        &self,
+        hook: Hook,
+        (effects, programs): &(Vec<Effect>, Programs),
+        state: &mut CustomState,
+        actor: Option<&str>,
+        params: Option<&Value>,
+        lines: &mut Vec<Line>,
+    ) -> Result<Option<Flow>, HookError> {
+        let mut scope = Scope::new(programs, self.bindings(state, actor));
+        if let Some(p) = params {
+            scope.bind("params", p);
+        }
+        let mut flow = None;
+        for (index, e) in effects.iter().enumerate() {
+            let f = self
+                .apply(&scope, state, actor, std::slice::from_ref(e), lines)
+                .map_err(|r| HookError::Effect {
+                    hook: hook.name(),
+                    index,
+                    message: r.0,
+                })?;
+            flow = flow.or(f);
+        }
+        Ok(flow)
+    }
+
+    /// A hook without an actor (`on_phase_end`, `outcome`) run on the scene's state: its effects
+    /// kept and its reveals announced, or nothing changed and the failure kept.
+    fn run_state_hook(
+        &mut self,
+        hook: Hook,
+        state: CustomState,
+        arg: Option<Value>,
+        world: &mut World,
+    ) -> Option<Flow> {
+        let answer = self.call_hook(hook, &state, arg, world)?;
+        let mut next = state;
+        let mut lines = Vec::new();
+        match self.apply_hook(hook, &answer, &mut next, None, None, &mut lines) {
+            Ok(flow) => {
+                *self.state = next;
+                self.announce(lines, world);
+                flow
+            }
+            Err(e) => {
+                world.hook_failure.get_or_insert(e);
+                None
+            }
+        }
+    }
+
+    /// Says a phase's or a hook's lines to everyone.
+    fn announce(&self, lines: Vec<Line>, world: &mut World) {
+        let time = Some(self.state.time);
+        for Line::Reveal(text) | Line::Say(text) in lines {
+            world.broadcast(&SceneEvent::public_with("Reveal", text), time, None);
+        }
     }
 
     // ---- actions ----
@@ -487,6 +650,27 @@ impl Custom {
             Err(msg) => return fail(world, msg.0),
         };
         drop(scope);
+        let action = json!({"actor": name, "name": a.name, "params": params});
+        let flow = match self.call_hook(Hook::OnAction, &next, Some(action), world) {
+            Some(answer) => {
+                match self.apply_hook(
+                    Hook::OnAction,
+                    &answer,
+                    &mut next,
+                    Some(&name),
+                    Some(&params),
+                    &mut lines,
+                ) {
+                    Ok(f) => flow.or(f),
+                    Err(e) => {
+                        world.hook_failure.get_or_insert(e);
+                        return fail(world, format!("the hook of {} failed", a.name));
+                    }
+                }
+            }
+            None if world.hook_failure.is_some() => return fail(world, format!("the hook of {} failed", a.name)),
+            None => flow,
+        };
         self.state = next;
         if !self.state.acted.contains(&name) {
             self.state.acted.push(name.clone());
@@ -673,9 +857,7 @@ impl Custom {
         match result {
             Ok(flow) => {
                 self.state = next;
-                for Line::Reveal(text) | Line::Say(text) in lines {
-                    world.broadcast(&SceneEvent::public_with("Reveal", text), time, None);
-                }
+                self.announce(lines, world);
                 flow
             }
             Err(msg) => {
@@ -775,7 +957,10 @@ impl Custom {
 
     /// The phase is over: its exit effects, then the first transition that holds.
     fn leave(&mut self, def: &PhaseDef, world: &mut World) -> Flow {
-        if let Some(flow) = self.run_phase_effects(&def.on_exit, world) {
+        let exit = self.run_phase_effects(&def.on_exit, world);
+        let state = (*self.state).clone();
+        let hooked = self.run_state_hook(Hook::OnPhaseEnd, state, Some(json!(def.name)), world);
+        if let Some(flow) = exit.or(hooked) {
             return flow;
         }
         let scope = self.scope(&self.state, None);
@@ -815,6 +1000,12 @@ impl Custom {
     }
 
     fn finish(&mut self, outcome: String, world: &mut World) {
+        let mut state = (*self.state).clone();
+        state.outcome = Some(outcome.clone());
+        let outcome = match self.run_state_hook(Hook::Outcome, state, None, world) {
+            Some(Flow::End(other)) => other,
+            _ => outcome,
+        };
         world.broadcast(
             &SceneEvent::public_with("Outcome", format!("the scene ends: {outcome}")),
             Some(self.state.time),
@@ -1095,6 +1286,14 @@ impl SceneRules for Custom {
         let first = doc.phases[0].name.clone();
         self.follow(Some(Flow::Goto(first)), world);
         self.moved = false;
+        if let Some(e) = world.hook_failure.take() {
+            return Err(SceneError::Custom(CustomError {
+                path: "hooks.source".into(),
+                message: format!(
+                    "the scene would run a hook while it is built (its first phase ends before anyone acts): {e}"
+                ),
+            }));
+        }
         Ok(())
     }
     fn should_skip_turn(&self, agent: &Agent) -> bool {

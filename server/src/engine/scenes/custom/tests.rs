@@ -539,3 +539,173 @@ fn runaway_values_are_stopped_by_their_bounds() {
     assert_eq!(custom(&sim).state.vars["n"].as_array().unwrap().len(), 128);
     assert_eq!(refused[0], "n: 256 items; a list may have at most 200");
 }
+
+// ---- Python hooks, through a runner that answers as a hook would ----
+
+mod hooks {
+    use std::sync::Arc;
+
+    use serde_json::{Value, json};
+
+    use super::{Scripted, build, custom};
+    use crate::engine::hooks::{Hook, HookCall, HookCallFailed, HookError, HookRunner, Hooks};
+    use crate::engine::simulator::RunError;
+
+    /// How a fake hook answers a call.
+    type Answer = fn(&HookCall<'_>) -> Value;
+
+    /// Answers each hook with what its function gives.
+    struct Fake(Answer);
+
+    impl HookRunner for Fake {
+        fn call(&self, call: &HookCall<'_>) -> Result<Value, HookCallFailed> {
+            Ok((self.0)(call))
+        }
+    }
+
+    fn doc() -> Value {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/custom/hooked_draw.json");
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    fn hooked(answer: Answer) -> crate::engine::Simulator {
+        let mut sim = build(&doc(), 5).unwrap();
+        sim.world.hooks = Hooks::new(Arc::new(Fake(answer)));
+        sim
+    }
+
+    #[test]
+    fn hook_effects_change_the_state_and_decide_the_outcome() {
+        let mut sim = hooked(|c| match c.hook {
+            Hook::OnAction => {
+                assert_eq!(c.arg.as_ref().unwrap()["name"], "chip_in");
+                json!([{"add": {"var": "moves", "value": "1"}}])
+            }
+            Hook::OnPhaseEnd => {
+                assert_eq!(c.arg, Some(json!("betting")));
+                json!([{"set": {"var": "draw", "value": "vars.pot + 1"}}, {"reveal": "'drawn'"}])
+            }
+            Hook::Outcome => {
+                assert_eq!(c.state["outcome"], "house_wins");
+                json!([{"end": "players_win"}])
+            }
+        });
+        let (report, events) = sim.run_blocking(20, &Scripted);
+        assert!(report.unwrap().complete);
+        let state = &custom(&sim).state;
+        let chips = events
+            .iter()
+            .filter(|e| {
+                e.kind.as_str() == "action_end" && e.data["action"]["action"] == "chip_in" && e.data["success"] == true
+            })
+            .count();
+        assert!(
+            chips > 0,
+            "{:?}",
+            events
+                .iter()
+                .filter(|e| e.kind.as_str() == "action_end")
+                .map(|e| e.data.to_string())
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(state.vars["moves"], json!(chips), "on_action ran once per action");
+        assert_eq!(state.vars["draw"], json!(state.vars["pot"].as_i64().unwrap() + 1));
+        assert_eq!(
+            state.outcome.as_deref(),
+            Some("players_win"),
+            "the outcome hook replaced house_wins"
+        );
+        assert!(events.iter().any(|e| e.data.to_string().contains("drawn")));
+    }
+
+    /// Runs one turn at a time until a run fails; the simulator is then as the failed turn
+    /// found it.
+    fn fails_cleanly(mut sim: crate::engine::Simulator) -> String {
+        for _ in 0..20 {
+            let before = serde_json::to_string(&sim).unwrap();
+            let (report, _) = sim.run_blocking(1, &Scripted);
+            match report {
+                Ok(_) => continue,
+                Err(e @ RunError::Hook(_)) => {
+                    assert_eq!(serde_json::to_string(&sim).unwrap(), before, "the turn was undone");
+                    return e.to_string();
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        panic!("no hook failed");
+    }
+
+    #[test]
+    fn a_bad_effect_names_the_hook_and_its_index_and_undoes_the_turn() {
+        let cases: [(Answer, &str); 5] = [
+            (
+                |c| match c.hook {
+                    Hook::OnPhaseEnd => json!([{"set": {"var": "draw", "value": "1"}}, {"explode": "now"}]),
+                    _ => Value::Null,
+                },
+                "hook on_phase_end, effect [1]: unknown variant `explode`",
+            ),
+            (
+                |c| match c.hook {
+                    Hook::OnAction => json!([{"set": {"var": "nope", "value": "1"}}]),
+                    _ => Value::Null,
+                },
+                "hook on_action, effect [0]: set.var: no variable is named 'nope'",
+            ),
+            (
+                |c| match c.hook {
+                    Hook::OnAction => json!({"set": "draw"}),
+                    _ => Value::Null,
+                },
+                "hook on_action returned {\"set\":\"draw\"}; a hook returns a list of effects",
+            ),
+            (
+                |c| match c.hook {
+                    Hook::OnPhaseEnd => json!([{"set": {"var": "draw", "value": "'many'"}}]),
+                    _ => Value::Null,
+                },
+                "hook on_phase_end, effect [0]: draw: \"many\" is not a value of type int",
+            ),
+            (
+                |c| match c.hook {
+                    Hook::Outcome => json!([{"goto": "betting"}]),
+                    _ => Value::Null,
+                },
+                "hook outcome, effect [0]: goto: the scene is ending",
+            ),
+        ];
+        for (answer, want) in cases {
+            let error = fails_cleanly(hooked(answer));
+            assert!(error.contains(want), "want {want}\n got {error}");
+        }
+    }
+
+    #[test]
+    fn without_a_runner_a_hooked_scene_stops_with_a_clear_error() {
+        let sim = build(&doc(), 5).unwrap();
+        let error = fails_cleanly(sim);
+        assert!(
+            matches!(error.as_str(), e if e.starts_with("hook on_action: this scene has Python hooks")),
+            "{error}"
+        );
+        let _ = HookError::NoRunner { hook: "on_action" };
+    }
+
+    #[test]
+    fn a_hook_source_is_bounded_and_must_define_a_hook() {
+        let mut d = doc();
+        d["scene"]["config"]["hooks"]["source"] = json!("def helper(x):\n    return x\n");
+        assert!(super::refusal(&d).contains("scene.config.hooks.source: defines none of the hooks"));
+        d["scene"]["config"]["hooks"]["source"] = json!(format!(
+            "def outcome(state, rng):\n    return []\n#{}",
+            "x".repeat(30_000)
+        ));
+        assert!(
+            super::refusal(&d)
+                .contains("scene.config.hooks.source: 30040 characters; hook source may have at most 20000"),
+            "{}",
+            super::refusal(&d)
+        );
+    }
+}
