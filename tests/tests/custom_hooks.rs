@@ -233,9 +233,10 @@ async fn hostile_hooks_are_stopped_by_a_named_bound_and_the_server_keeps_serving
             "may not start processes",
         ),
         (
-            // The checkout is not in the sandbox at all; the system folders are read-only.
+            // The checkout is not in the sandbox, or (where the worker's venv lives in it) only
+            // read-only; either way the write is refused (and the file checked absent below).
             hook(&format!("    open('{}', 'w').write('escaped')", outside.display())),
-            "raised FileNotFoundError",
+            "raised ",
         ),
         (
             hook("    open('/usr/simtree-hostile-hook', 'w').write('escaped')"),
