@@ -10,60 +10,16 @@
 //! the LLM gets one chance (by default) to repair them, with the findings quoted back.
 //! [`MockAbmLlm`] answers offline with one of the shipped example models.
 
-use std::sync::Arc;
-
-use serde::Serialize;
 use serde_json::Value;
 
 use super::model::{AbmResponse, LlmAbmResponse, SupportingInfo};
 use super::schema::{SCHEMA_NAME, response_schema};
 use super::validate::validate;
-use crate::llm::chat::{ChatRequest, JsonSchema, Message, Role};
-use crate::llm::{BoxFuture, ChatProvider, LlmError, LlmState, structured};
+use crate::llm::ask::{AskError, until_valid};
+use crate::llm::chat::{Message, Role};
+use crate::llm::{BoxFuture, LlmError};
 
-/// What the structured-output call receives.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct StructuredRequest {
-    pub messages: Vec<Message>,
-    /// The response schema in sd-ai's converted form; wrap it per provider with
-    /// [`super::schema::wrapped`] / [`super::schema::provider_schema`].
-    pub schema: Value,
-    /// The schema's name (OpenAI's `json_schema.name`).
-    pub schema_name: &'static str,
-}
-
-/// A structured-output LLM call: messages + schema in, the parsed JSON object out.
-pub trait StructuredLlm: Send + Sync {
-    fn complete<'a>(&'a self, request: &'a StructuredRequest) -> BoxFuture<'a, Result<Value, LlmError>>;
-}
-
-/// Any synchronous closure is a [`StructuredLlm`] (tests, adapters that block).
-impl<F> StructuredLlm for F
-where
-    F: Fn(&StructuredRequest) -> Result<Value, LlmError> + Send + Sync,
-{
-    fn complete<'a>(&'a self, request: &'a StructuredRequest) -> BoxFuture<'a, Result<Value, LlmError>> {
-        let out = self(request);
-        Box::pin(async move { out })
-    }
-}
-
-/// The structured-output call on a real provider: OpenAI json_schema strict, Gemini
-/// responseSchema, Anthropic a forced tool, the mock an example of the schema.
-pub struct ProviderStructured {
-    pub provider: Arc<dyn ChatProvider>,
-}
-
-impl StructuredLlm for ProviderStructured {
-    fn complete<'a>(&'a self, req: &'a StructuredRequest) -> BoxFuture<'a, Result<Value, LlmError>> {
-        Box::pin(async move {
-            let schema = JsonSchema::new(req.schema_name, req.schema.clone());
-            let request = ChatRequest::new(req.messages.clone());
-            structured(&*self.provider, request, schema, &mut LlmState::default()).await
-        })
-    }
-}
-
+pub use crate::llm::ask::{ProviderStructured, StructuredLlm, StructuredRequest};
 pub use simtree_shared::abm::GenerateRequest;
 
 /// Prompts and the repair budget; the defaults are this module's prompts and one repair.
@@ -176,33 +132,15 @@ async fn generate_model(
     if request.prompt.trim().is_empty() {
         return Err(GenerateError::EmptyPrompt);
     }
-    let mut req = StructuredRequest {
+    let req = StructuredRequest {
         messages: messages(options, &request.prompt, request.last_model.as_ref()),
         schema: response_schema(),
         schema_name: SCHEMA_NAME,
     };
-    let mut attempt = 0;
-    loop {
-        let answer = llm.complete(&req).await.map_err(GenerateError::Llm)?;
-        let problems = match check_answer(&answer) {
-            Ok(r) => return Ok(r),
-            Err(problems) => problems,
-        };
-        if attempt >= options.max_repairs {
-            return Err(GenerateError::Invalid(problems));
-        }
-        attempt += 1;
-        req.messages.push(Message::new(
-            Role::Assistant,
-            serde_json::to_string_pretty(&answer).unwrap_or_default(),
-        ));
-        req.messages.push(Message::new(
-            Role::User,
-            format!(
-                "That model cannot be used as it is. Fix these problems and answer with the whole corrected model:\n{}",
-                problems.join("\n")
-            ),
-        ));
+    match until_valid(llm, req, options.max_repairs, "model", check_answer).await {
+        Ok(passed) => Ok(passed.value),
+        Err(AskError::Llm(e)) => Err(GenerateError::Llm(e)),
+        Err(AskError::Invalid(problems)) => Err(GenerateError::Invalid(problems)),
     }
 }
 
@@ -263,13 +201,7 @@ impl MockAbmLlm {
 
 impl StructuredLlm for MockAbmLlm {
     fn complete<'a>(&'a self, request: &'a StructuredRequest) -> BoxFuture<'a, Result<Value, LlmError>> {
-        let prompt = request
-            .messages
-            .iter()
-            .rev()
-            .find(|m| m.role == Role::User)
-            .map(|m| m.content.to_string())
-            .unwrap_or_default();
+        let prompt = request.last_user_text();
         Box::pin(async move { Ok(MockAbmLlm::answer(&prompt)) })
     }
 }

@@ -24,6 +24,7 @@ use std::pin::Pin;
 use serde::{Deserialize, Serialize};
 
 pub mod anthropic;
+pub mod ask;
 pub mod budget;
 pub mod cache;
 pub mod chat;
