@@ -7,7 +7,7 @@ use serde_json::Value;
 use simtree_shared::{RolePrompt, ScenarioChecked};
 
 use super::calls::call_message;
-use super::{DOCUMENT_ID, Workbench, WorkbenchError, dataset_of};
+use super::{DOCUMENT_ID, RequestError, Workbench, WorkbenchError, dataset_of};
 use crate::scenario::UserScenario;
 use crate::sim::{ScenarioEntry, Sim};
 
@@ -31,9 +31,7 @@ impl Workbench {
     pub fn preview_document(&self, doc: &Value) -> Result<Vec<RolePrompt>, WorkbenchError> {
         let user = read(doc)?;
         let Sim::Social(sim) = self.instantiate(&user, doc)? else {
-            return Err(WorkbenchError::invalid(
-                "only a social scenario's agents have prompts to preview (this document is another kind)",
-            ));
+            return Err(RequestError::NoPrompts.into());
         };
         let mut prompts: Vec<RolePrompt> = Vec::new();
         for (idx, agent) in sim.world.agents.iter().enumerate() {
@@ -57,11 +55,11 @@ impl Workbench {
         let market = self.market_for(dataset_of(doc))?;
         ScenarioEntry::from(user)
             .instantiate(None, market.as_ref())
-            .map_err(|e| WorkbenchError::invalid(e.to_string()))
+            .map_err(WorkbenchError::from)
     }
 }
 
 /// `doc` read and checked as an inline document of `POST /devui/simtree`.
 fn read(doc: &Value) -> Result<UserScenario, WorkbenchError> {
-    UserScenario::from_document(DOCUMENT_ID, doc).map_err(|e| WorkbenchError::invalid(e.to_string()))
+    Ok(UserScenario::from_document(DOCUMENT_ID, doc)?)
 }
