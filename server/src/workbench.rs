@@ -14,6 +14,7 @@ mod calls;
 mod check;
 mod datasets;
 pub mod drain;
+mod error;
 mod estimate;
 mod explore;
 mod first_call;
@@ -31,6 +32,9 @@ pub mod table;
 mod trees;
 
 pub use datasets::{SHIPPED_DATASET, dataset_of};
+pub use error::{
+    AbmStartError, ExportProblem, Full, Missing, MoneyShortfall, RequestError, RequestLimit, WorkbenchError,
+};
 pub use live_text::DELTA_QUEUE;
 pub use persist::{MAX_NAME_CHARS, Meta, NotReady};
 pub use sweep::SweepData;
@@ -183,15 +187,10 @@ pub const DOCUMENT_ID: &str = "document";
 pub fn check_name(name: &str) -> Result<String, WorkbenchError> {
     let name = name.trim();
     if name.is_empty() || name.chars().count() > MAX_NAME_CHARS {
-        return Err(WorkbenchError::invalid(format!(
-            "name must be 1 to {MAX_NAME_CHARS} characters, not only spaces"
-        )));
+        return Err(RequestError::NameLength { max: MAX_NAME_CHARS }.into());
     }
     if let Some(c) = name.chars().find(|c| c.is_control()) {
-        return Err(WorkbenchError::invalid(format!(
-            "name must not contain control characters (found U+{:04X})",
-            c as u32
-        )));
+        return Err(RequestError::NameControl(c).into());
     }
     Ok(name.to_string())
 }
@@ -297,9 +296,7 @@ impl Workbench {
     /// without holding a runtime thread (`block_in_place`).
     pub fn abm_pool(&self) -> Result<Arc<WorkerPool>, WorkbenchError> {
         if let Some(ready) = self.abm_pool.get() {
-            return ready
-                .clone()
-                .map_err(|e| WorkbenchError::unavailable(format!("ABM worker unavailable: {e}")));
+            return ready.clone().map_err(WorkbenchError::AbmUnavailable);
         }
         crate::store::blocking(|| self.start_abm_pool())
     }
@@ -315,7 +312,7 @@ impl Workbench {
                     .map_err(|e| Arc::new(AbmStartError::Spawn(e)))
             })
             .clone()
-            .map_err(|e| WorkbenchError::unavailable(format!("ABM worker unavailable: {e}")))
+            .map_err(WorkbenchError::AbmUnavailable)
     }
 
     /// A tree by id; a stored tree not in memory is loaded (its structure; states and logs stay
@@ -323,8 +320,8 @@ impl Workbench {
     pub fn tree(&self, id: u64) -> Result<Arc<TreeHandle>, WorkbenchError> {
         match self.trees.get(id) {
             Some(trees::Found::Open(t)) => Ok(t),
-            Some(trees::Found::Stored(_)) => self.load(id)?.ok_or_else(WorkbenchError::tree_not_found),
-            None => Err(WorkbenchError::tree_not_found()),
+            Some(trees::Found::Stored(_)) => self.load(id)?.ok_or(WorkbenchError::TreeNotFound),
+            None => Err(WorkbenchError::TreeNotFound),
         }
     }
 
@@ -378,15 +375,10 @@ impl Workbench {
         if let Some(m) = budget.money
             && !(m.is_finite() && m > 0.0)
         {
-            return Err(WorkbenchError::invalid(
-                "money_budget: must be a number of dollars above 0",
-            ));
+            return Err(RequestError::MoneyBudget.into());
         }
         if self.tree_count() >= self.limits.max_trees {
-            return Err(WorkbenchError::conflict(format!(
-                "the server holds its maximum of {} trees; delete one first",
-                self.limits.max_trees
-            )));
+            return Err(Full::Trees(self.limits.max_trees).into());
         }
         self.writable()?;
         let id = self.new_tree_id()?;
@@ -412,8 +404,7 @@ impl Workbench {
         budget: BudgetLimits,
         offline: Option<Offline>,
     ) -> Result<TreeRef, WorkbenchError> {
-        let entry =
-            ScenarioEntry::find(&self.scenarios, scenario).map_err(|e| WorkbenchError::invalid(e.to_string()))?;
+        let entry = ScenarioEntry::find(&self.scenarios, scenario)?;
         self.create_from_entry(entry, scenario, None, None, None, seed, budget, offline)
     }
 
@@ -436,19 +427,25 @@ impl Workbench {
                         // Not shipped: a saved scenario (`id` or `id@version`)?
                         let (id, version) = library::parse_ref(scenario)?;
                         if !self.library.contains(id) {
-                            return Err(WorkbenchError::invalid(format!("{e}; no saved scenario either")));
+                            return Err(WorkbenchError::UnknownScenario(e));
                         }
                         let saved = self
                             .library
                             .get(id, version)
-                            .map_err(|e| WorkbenchError::invalid(e.to_string()))?
-                            .ok_or_else(|| WorkbenchError::invalid(format!("no saved scenario called '{id}'")))?;
+                            .map_err(|e| WorkbenchError::NamedInBody(Box::new(e)))?
+                            .ok_or_else(|| {
+                                WorkbenchError::NamedInBody(Box::new(Missing::SavedScenario(id.to_string()).into()))
+                            })?;
                         let origin = SavedRef {
                             id: id.to_string(),
                             version: saved.version,
                         };
-                        let user = UserScenario::from_document(id, &saved.document)
-                            .map_err(|e| WorkbenchError::invalid(format!("saved scenario {origin}: {e}")))?;
+                        let user = UserScenario::from_document(id, &saved.document).map_err(|source| {
+                            WorkbenchError::SavedScenarioInvalid {
+                                origin: origin.clone(),
+                                source,
+                            }
+                        })?;
                         let doc = Arc::new(saved.document);
                         return self.create_from_entry(
                             (&user).into(),
@@ -465,8 +462,7 @@ impl Workbench {
                 self.create_from_entry(entry, scenario, name, None, None, seed, budget, offline)
             }
             ScenarioSource::Document(doc) => {
-                let user = UserScenario::from_document(DOCUMENT_ID, doc)
-                    .map_err(|e| WorkbenchError::invalid(e.to_string()))?;
+                let user = UserScenario::from_document(DOCUMENT_ID, doc)?;
                 let label = match user.title().trim() {
                     "" => DOCUMENT_ID.to_string(),
                     t => t.chars().filter(|c| !c.is_control()).take(MAX_NAME_CHARS).collect(),
@@ -493,9 +489,7 @@ impl Workbench {
             self.abm_pool()?;
         }
         let market = self.market_for(document.as_deref().and_then(dataset_of))?;
-        let mut sim = entry
-            .instantiate(seed, market.as_ref())
-            .map_err(|e| WorkbenchError::invalid(e.to_string()))?;
+        let mut sim = entry.instantiate(seed, market.as_ref())?;
         self.check_hooks(&sim)?;
         if let Sim::Social(s) = &mut sim {
             s.world.llm.offline = offline;
@@ -519,25 +513,23 @@ impl Workbench {
         let (id, at) = library::parse_ref(id)?;
         let version = match (at, version) {
             (Some(a), Some(b)) if a != b => {
-                return Err(WorkbenchError::invalid(format!(
-                    "two versions asked for: @{a} and version={b}"
-                )));
+                return Err(RequestError::TwoVersions(a, b).into());
             }
             (a, b) => a.or(b),
         };
         if let Ok(entry) = ScenarioEntry::find(&self.scenarios, id) {
             if let Some(v) = version.filter(|v| *v != 1) {
-                return Err(WorkbenchError::NotFound(format!(
-                    "'{id}' is a shipped scenario: it has only version 1, not {v}"
-                )));
+                return Err(Missing::ShippedVersion {
+                    id: id.to_string(),
+                    version: v,
+                }
+                .into());
             }
             return Ok(library::shipped_document(entry));
         }
-        self.library.get(id, version)?.ok_or_else(|| {
-            WorkbenchError::NotFound(format!(
-                "no scenario called '{id}', shipped or saved (see GET /api/scenarios)"
-            ))
-        })
+        self.library
+            .get(id, version)?
+            .ok_or_else(|| Missing::Scenario(id.to_string()).into())
     }
 
     /// What saving a document checks beyond its own validator: a trading episode is built on
@@ -547,7 +539,7 @@ impl Workbench {
             let market = self.market_for(t.episode.dataset.as_deref())?;
             ScenarioEntry::from(user)
                 .instantiate(None, market.as_ref())
-                .map_err(|e| WorkbenchError::invalid(format!("scenario: {e}")))?;
+                .map_err(WorkbenchError::DoesNotBuild)?;
         }
         Ok(())
     }
@@ -575,9 +567,7 @@ impl Workbench {
     fn check_turns(&self, turns: u64) -> Result<(), WorkbenchError> {
         let max = self.limits.max_turns_per_request;
         if turns > max {
-            return Err(WorkbenchError::invalid(format!(
-                "turns must be at most {max} per request"
-            )));
+            return Err(RequestLimit::Turns { max }.into());
         }
         Ok(())
     }
@@ -585,7 +575,7 @@ impl Workbench {
     fn check_count(&self, count: u64) -> Result<(), WorkbenchError> {
         let max = self.limits.max_children_per_request;
         if count > max {
-            return Err(WorkbenchError::invalid(format!("at most {max} children per request")));
+            return Err(RequestLimit::Children { max }.into());
         }
         Ok(())
     }
@@ -594,13 +584,9 @@ impl Workbench {
     fn check_capacity(&self, tree: &SimTree, adding: usize) -> Result<(), WorkbenchError> {
         let max = self.limits.max_nodes_per_tree;
         if tree.len().saturating_add(adding) > max {
-            return Err(WorkbenchError::conflict(format!(
-                "the tree would exceed its maximum of {max} nodes (see --max-nodes-per-tree); delete a subtree first"
-            )));
+            return Err(Full::Nodes(max).into());
         }
-        self.memory
-            .check()
-            .map_err(|e| WorkbenchError::conflict(e.to_string()))?;
+        self.memory.check().map_err(Full::from)?;
         // What cannot be stored now is refused up front (the store recovers by itself).
         self.writable()
     }
@@ -714,20 +700,16 @@ impl Workbench {
 
     /// Waits for a run's result. The run goes on (and is recorded) if this wait is dropped.
     async fn wait(run: tokio::task::JoinHandle<RunResult>) -> Result<RunResult, WorkbenchError> {
-        let result = run
-            .await
-            .map_err(|_| WorkbenchError::unavailable("the server is shutting down"))?;
+        let result = run.await.map_err(|_| WorkbenchError::ShuttingDown)?;
         if let Some(cause) = &result.unstored {
-            return Err(WorkbenchError::unavailable(format!(
-                "node {} could not be stored, so it was removed: {cause}",
-                result.node
-            )));
+            return Err(WorkbenchError::Removed {
+                what: "node",
+                node: result.node,
+                cause: cause.clone(),
+            });
         }
         if result.deleted {
-            return Err(WorkbenchError::conflict(format!(
-                "node {} was deleted while running",
-                result.node
-            )));
+            return Err(WorkbenchError::DeletedWhileRunning(result.node));
         }
         Ok(result)
     }
@@ -755,13 +737,9 @@ impl Workbench {
             let mut t = handle.lock();
             let n = t.node(node)?;
             let [Op::Advance { turns }] = n.ops.as_slice() else {
-                return Err(WorkbenchError::invalid(format!(
-                    "node {node} was not made by an advance; only advances can be replayed"
-                )));
+                return Err(RequestError::NotAnAdvance(node).into());
             };
-            let parent = parent
-                .or(n.parent)
-                .ok_or_else(|| WorkbenchError::invalid("the root cannot be replayed"))?;
+            let parent = parent.or(n.parent).ok_or(RequestError::ReplayRoot)?;
             let (turns, records) = (*turns, n.records.clone());
             // A run without recorded calls on the mock, or on an offline player (`scripted`) on
             // any backend, is re-run as it is: it made no provider calls to begin with.
@@ -783,10 +761,11 @@ impl Workbench {
         }
         let result = Self::wait(self.spawn(&handle, pending)).await?;
         match &result.error {
-            Some(e) if result.status == NodeStatus::Failed => Err(WorkbenchError::conflict(format!(
-                "replay of node {node} failed in new node {}: {e}",
-                result.node
-            ))),
+            Some(e) if result.status == NodeStatus::Failed => Err(WorkbenchError::ReplayFailed {
+                node,
+                new: result.node,
+                error: e.clone(),
+            }),
             _ => Ok(result),
         }
     }
@@ -931,9 +910,7 @@ impl Workbench {
             }
             Ok(done)
         });
-        chain
-            .await
-            .map_err(|_| WorkbenchError::unavailable("the server is shutting down"))?
+        chain.await.map_err(|_| WorkbenchError::ShuttingDown)?
     }
 
     pub fn branch(&self, tree: u64, parent: NodeId, ops: Vec<Op>) -> Result<NodeId, WorkbenchError> {
@@ -948,9 +925,11 @@ impl Workbench {
         // Acknowledged only once stored; otherwise the branch leaves the tree again.
         if let Err(e) = stored.and_then(|()| handle.flush()) {
             handle.roll_back(id);
-            return Err(WorkbenchError::unavailable(format!(
-                "branch {id} could not be stored, so it was removed: {e}"
-            )));
+            return Err(WorkbenchError::Removed {
+                what: "branch",
+                node: id,
+                cause: e.to_string(),
+            });
         }
         Ok(id)
     }
@@ -961,7 +940,7 @@ impl Workbench {
     pub async fn cancel(&self, tree: u64, node: NodeId) -> Result<(), WorkbenchError> {
         let handle = self.tree(tree)?;
         if !handle.lock().node(node)?.status.is_running() {
-            return Err(WorkbenchError::conflict(format!("node {node} is not running")));
+            return Err(WorkbenchError::NodeNotRunning(node));
         }
         for mut ended in handle.cancel([node]) {
             let _ = ended.wait_for(|e| *e).await;
@@ -999,12 +978,13 @@ impl Workbench {
     pub fn delete_tree(&self, tree: u64) -> Result<(), WorkbenchError> {
         if let Some(store) = &self.store {
             if !self.trees.contains(tree) {
-                return Err(WorkbenchError::tree_not_found());
+                return Err(WorkbenchError::TreeNotFound);
             }
             store
                 .commit_or_nothing(vec![crate::store::Write::DeleteTree { tree }])
-                .map_err(|e| {
-                    WorkbenchError::unavailable(format!("the deletion could not be stored, so nothing changed: {e}"))
+                .map_err(|source| WorkbenchError::NotStored {
+                    what: "deletion",
+                    source,
                 })?;
         }
         match self.trees.remove(tree) {
@@ -1015,7 +995,7 @@ impl Workbench {
                 handle.cancel(running);
             }
             Some(trees::Found::Stored(_)) => {}
-            None if self.store.is_none() => return Err(WorkbenchError::tree_not_found()),
+            None if self.store.is_none() => return Err(WorkbenchError::TreeNotFound),
             None => {}
         }
         Ok(())
@@ -1117,60 +1097,5 @@ impl<F: std::future::Future> std::future::Future for CatchUnwind<F> {
             Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
             Err(_) => std::task::Poll::Ready(Err(())),
         }
-    }
-}
-
-/// Why a workbench operation was refused. The HTTP layer maps each to a status.
-#[derive(Debug, thiserror::Error)]
-pub enum WorkbenchError {
-    #[error("simtree not found")]
-    TreeNotFound,
-    /// A node-level refusal (not found, running, the root, an invalid op).
-    #[error(transparent)]
-    Tree(#[from] TreeError),
-    /// The request itself is wrong (a bad scenario, too many turns, an invalid import).
-    #[error("{0}")]
-    Invalid(String),
-    /// A note, tag, description or question that does not pass its checks.
-    #[error(transparent)]
-    Note(#[from] crate::tree::notebook::NoteError),
-    /// An uploaded dataset (or its name) that does not pass its checks.
-    #[error(transparent)]
-    Dataset(#[from] crate::trading::dataset::DatasetError),
-    /// The request conflicts with the state of things (a limit reached, a node not running).
-    #[error("{0}")]
-    Conflict(String),
-    /// Something the operation needs is not available (the ABM worker, a shutting-down runtime).
-    #[error("{0}")]
-    Unavailable(String),
-    /// What the request names does not exist (a saved scenario, a version of it).
-    #[error("{0}")]
-    NotFound(String),
-    /// The request is larger than its limit (a document to save).
-    #[error("{0}")]
-    TooLarge(String),
-}
-
-/// Why the ABM worker pool did not start (kept: a later request gets the same answer).
-#[derive(Debug, thiserror::Error)]
-pub enum AbmStartError {
-    #[error(transparent)]
-    Venv(crate::abm::venv::VenvError),
-    #[error(transparent)]
-    Spawn(crate::abm::AbmError),
-}
-
-impl WorkbenchError {
-    pub fn tree_not_found() -> Self {
-        WorkbenchError::TreeNotFound
-    }
-    pub fn invalid(m: impl Into<String>) -> Self {
-        WorkbenchError::Invalid(m.into())
-    }
-    pub fn conflict(m: impl Into<String>) -> Self {
-        WorkbenchError::Conflict(m.into())
-    }
-    pub fn unavailable(m: impl Into<String>) -> Self {
-        WorkbenchError::Unavailable(m.into())
     }
 }

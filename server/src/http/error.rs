@@ -58,18 +58,60 @@ impl From<TreeError> for ApiError {
     }
 }
 
+/// The status of each cause: 404 for what the request names and is not there, 422 for what
+/// its values get wrong, 409 for what the state of things forbids, 503 for what the operation
+/// needs and does not have now (a retry may succeed), 413 for a document over its limit.
 impl From<WorkbenchError> for ApiError {
     fn from(e: WorkbenchError) -> Self {
+        use WorkbenchError as E;
         let status = match &e {
-            WorkbenchError::TreeNotFound => StatusCode::NOT_FOUND,
-            WorkbenchError::Tree(t) => return ApiError::from(t.clone()),
-            WorkbenchError::Invalid(_) | WorkbenchError::Note(_) | WorkbenchError::Dataset(_) => {
-                StatusCode::UNPROCESSABLE_ENTITY
-            }
-            WorkbenchError::Conflict(_) => StatusCode::CONFLICT,
-            WorkbenchError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-            WorkbenchError::NotFound(_) => StatusCode::NOT_FOUND,
-            WorkbenchError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            E::Tree(t) => return ApiError::from(t.clone()),
+            E::TreeNotFound | E::ExplorationNotFound { .. } | E::Missing(_) => StatusCode::NOT_FOUND,
+            E::Request(_)
+            | E::OverLimit(_)
+            | E::Note(_)
+            | E::Dataset(_)
+            | E::Sweep(_)
+            | E::Explore(_)
+            | E::ExploreMoney(_)
+            | E::Scenario(_)
+            | E::ScenarioName(_)
+            | E::Sim(_)
+            | E::DoesNotBuild(_)
+            | E::UnknownScenario(_)
+            | E::SavedScenarioInvalid { .. }
+            | E::NamedInBody(_)
+            | E::Interview { .. }
+            | E::BadExport { .. }
+            | E::HookRefused(_)
+            | E::GeneratedInvalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            E::DocumentTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            E::Full(_)
+            | E::DatasetExists(_)
+            | E::SavedScenarioExists(_)
+            | E::ShippedDataset
+            | E::ShippedScenario(_)
+            | E::DatasetInUse { .. }
+            | E::NodeNotRunning(_)
+            | E::DeletedWhileRunning(_)
+            | E::ReplayFailed { .. }
+            | E::CellGone(_)
+            | E::ExplorationNotRunning { .. }
+            | E::ExplorationNotInterrupted { .. } => StatusCode::CONFLICT,
+            E::Store(_)
+            | E::NotStored { .. }
+            | E::Removed { .. }
+            | E::NoTreeId(_)
+            | E::NotWritable(_)
+            | E::DatasetGone(_)
+            | E::StoredDatasetUnreadable { .. }
+            | E::SavedScenarioUnreadable { .. }
+            | E::AbmUnavailable(_)
+            | E::Backend(_)
+            | E::InterviewUnanswered(_)
+            | E::HooksUnchecked(_)
+            | E::GenerateFailed(_)
+            | E::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
         };
         ApiError::new(status, e.to_string())
     }
@@ -198,12 +240,12 @@ mod tests {
     #[tokio::test]
     async fn a_blocking_task_answers_its_value_its_error_or_500_when_it_crashes() {
         assert_eq!(blocking("adding", || Ok::<_, ApiError>(2 + 2)).await.unwrap(), 4);
-        let refused = blocking("asking", || Err::<(), _>(WorkbenchError::conflict("busy")))
+        let refused = blocking("asking", || Err::<(), _>(WorkbenchError::NodeNotRunning(3)))
             .await
             .unwrap_err();
         assert_eq!(
             (refused.status, refused.detail.as_str()),
-            (StatusCode::CONFLICT, "busy")
+            (StatusCode::CONFLICT, "node 3 is not running")
         );
         let crashed = blocking("crashing", || -> Result<(), ApiError> { panic!("a bug") })
             .await

@@ -19,8 +19,9 @@ use std::path::{Path, PathBuf};
 use super::journal::{Aside, AsideFile, Journal};
 use super::postgres::Postgres;
 use super::source::state_json;
-use super::sql::{Cell, Db, Sql};
+use super::sql::Db;
 use super::sqlite::Sqlite;
+use super::vocab::{Cell, Sql};
 use super::{Database, StoreError, refuse_emptied, unpack};
 
 /// What `check` found: one line per problem, and what it looked at.

@@ -31,11 +31,10 @@
 use std::time::Duration;
 
 use super::lease::Lease;
-use super::sql::{Cell, Db, P, Sql};
+use super::sql::{CHANNEL, Db, enqueue};
+use super::vocab::{Cell, P, Sql, i};
 use super::{StoreError, StoreResult, Write};
 
-/// The channel workers and the serving process wake on.
-pub const CHANNEL: &str = "simtree_jobs";
 /// The channel a worker tells the serving process on that a running node's log grew
 /// (`<tree>:<node>`), so that it relays the new entries to the node's watchers.
 pub const LOG_CHANNEL: &str = "simtree_log";
@@ -112,10 +111,6 @@ impl JobRow {
     }
 }
 
-fn i(v: u64) -> P<'static> {
-    P::Int(v as i64)
-}
-
 fn int(c: Cell) -> u64 {
     match c {
         Cell::Int(v) => v.max(0) as u64,
@@ -136,33 +131,6 @@ fn text(c: Cell) -> Option<String> {
         Cell::Text(t) => Some(t),
         _ => None,
     }
-}
-
-/// Queues the job of `node` in the write transaction under way (see [`Sql::write`]); the
-/// notification is delivered when it commits. A job already queued for the node is left as it is.
-pub fn enqueue<S: Sql>(
-    sql: &mut S,
-    tree: u64,
-    node: u64,
-    kind: &str,
-    payload: &str,
-    max_attempts: u64,
-) -> StoreResult<()> {
-    let now = sql.now_ms_sql();
-    sql.write(
-        &format!(
-            "INSERT INTO jobs (tree, node, kind, payload, status, attempts, max_attempts, created, updated)
-             VALUES ($1, $2, $3, $4, 'queued', 0, $5, {now}, {now}) ON CONFLICT (tree, node) DO NOTHING"
-        ),
-        &[
-            i(tree),
-            i(node),
-            P::Text(kind),
-            P::Text(payload),
-            i(max_attempts.max(1)),
-        ],
-    )?;
-    sql.write(&format!("SELECT pg_notify('{CHANNEL}', 'queued')"), &[])
 }
 
 /// Queues, in the write transaction under way, the deletion of a node's log rows and of the

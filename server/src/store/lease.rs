@@ -19,7 +19,7 @@
 
 use std::time::Duration;
 
-use super::sql::{Cell, P, Sql};
+use super::vocab::{Cell, P, Sql};
 use super::{StoreError, StoreResult};
 
 /// The default length of a lease (`--lease-secs`).

@@ -29,6 +29,7 @@ mod source;
 mod sql;
 mod sqlite;
 mod thread;
+mod vocab;
 
 use std::path::Path;
 use std::sync::{Arc, mpsc};
@@ -1089,7 +1090,7 @@ impl Drop for Ended<'_> {
 /// lock) needs only a restart once it has passed; a group the database refuses needs
 /// `simtree data repair` (issue #42: a full disk at start-up used to set the journal aside and
 /// serve without the acknowledged nodes it held).
-fn replay<S: sql::Sql>(db: &mut sql::Db<S>, dir: &Path) -> StoreResult<(Journal, u64)> {
+fn replay<S: vocab::Sql>(db: &mut sql::Db<S>, dir: &Path) -> StoreResult<(Journal, u64)> {
     let applied = db.journal_applied()?;
     let path = dir.join("simtree.journal");
     let (mut journal, pending) = Journal::open(&path, applied)?;

@@ -18,7 +18,7 @@ use std::task::Poll;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, NoTls, Statement};
 
-use super::sql::{Cell, Fts, P, Sql};
+use super::vocab::{Cell, Fts, P, Sql};
 use super::{StoreError, StoreResult};
 
 /// A driver's runtime, shut down in the background when dropped: a connection dropped inside an

@@ -5,7 +5,7 @@ use std::path::Path;
 use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, params_from_iter};
 
-use super::sql::{Cell, Fts, P, Sql};
+use super::vocab::{Cell, Fts, P, Sql};
 use super::{StoreError, StoreResult};
 
 pub struct Sqlite {

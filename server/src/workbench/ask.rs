@@ -10,9 +10,8 @@
 
 use simtree_shared::{Ask, AskRequest, MAX_ASKS_PER_NODE};
 
-use super::{Workbench, WorkbenchError};
+use super::{Full, Workbench, WorkbenchError};
 use crate::backend::RunRequest;
-use crate::llm::LlmError;
 use crate::llm::chat::Message;
 use crate::llm::ledger::request_hash;
 use crate::sim::{Sim, SimError};
@@ -32,15 +31,17 @@ impl Workbench {
             }
             let earlier = t.asks.get(&node).cloned().unwrap_or_default();
             if earlier.len() >= MAX_ASKS_PER_NODE {
-                return Err(WorkbenchError::conflict(format!(
-                    "node {node} holds its maximum of {MAX_ASKS_PER_NODE} asks"
-                )));
+                return Err(Full::Asks {
+                    node,
+                    max: MAX_ASKS_PER_NODE,
+                }
+                .into());
             }
             (t.sim(node)?, t.scenario.clone(), earlier)
         };
         let request = sim.interview(&req.agent, &question).map_err(|e| match e {
-            SimError::Interview(why) => WorkbenchError::invalid(format!("node {node}: {why}")),
-            other => WorkbenchError::invalid(other.to_string()),
+            source @ SimError::Interview(_) => WorkbenchError::Interview { node, source },
+            other => other.into(),
         })?;
         self.writable()?;
         let hash = request_hash(&request.messages);
@@ -74,10 +75,8 @@ impl Workbench {
                     abm: None,
                     watch: Default::default(),
                 };
-                let (ctx, ledger) = crate::backend::run_ctx(&self.backend, req)
-                    .map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
-                let failed =
-                    |e: LlmError| WorkbenchError::unavailable(format!("the interview could not be answered: {e}"));
+                let (ctx, ledger) = crate::backend::run_ctx(&self.backend, req)?;
+                let failed = WorkbenchError::InterviewUnanswered;
                 ask.answer = match &*sim {
                     // A copy of the node's LLM state: the timeline's counters do not move.
                     Sim::Social(s) => ctx

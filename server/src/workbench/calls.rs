@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use simtree_shared::{CallCache, CallMessage, NodeCall, NodeCalls, NodeStatus, Op};
 
-use super::{Workbench, WorkbenchError};
+use super::{RequestError, Workbench, WorkbenchError};
 use crate::backend::RunRequest;
 use crate::engine::Event;
 use crate::engine::parse;
@@ -140,9 +140,11 @@ impl Workbench {
     ) -> Result<NodeCalls, WorkbenchError> {
         let limit = limit.unwrap_or(DEFAULT_CALLS_PAGE);
         if !(1..=MAX_CALLS_PAGE).contains(&limit) {
-            return Err(WorkbenchError::Invalid(format!(
-                "limit: {limit} is not from 1 to {MAX_CALLS_PAGE}"
-            )));
+            return Err(RequestError::PageLimit {
+                limit,
+                max: MAX_CALLS_PAGE,
+            }
+            .into());
         }
         let offset = usize::try_from(offset.unwrap_or(0)).unwrap_or(usize::MAX);
         let window = offset..offset.saturating_add(limit as usize);
@@ -249,8 +251,7 @@ impl Workbench {
             abm: abm.clone(),
             watch: Default::default(),
         };
-        let (ctx, _) =
-            crate::backend::run_ctx(&self.backend, req).map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
+        let (ctx, _) = crate::backend::run_ctx(&self.backend, req)?;
         let seen: Captured = Arc::new(Mutex::new(Capture {
             window,
             calls: Vec::new(),

@@ -7,7 +7,7 @@ use serde_json::Value;
 use simtree_shared::{RolePrompt, ScenarioChecked};
 
 use super::calls::call_message;
-use super::{DOCUMENT_ID, Workbench, WorkbenchError, dataset_of};
+use super::{DOCUMENT_ID, RequestError, Workbench, WorkbenchError, dataset_of};
 use crate::scenario::UserScenario;
 use crate::sim::hooks::{self, HookSourceError};
 use crate::sim::{ScenarioEntry, Sim};
@@ -33,9 +33,7 @@ impl Workbench {
     pub fn preview_document(&self, doc: &Value) -> Result<Vec<RolePrompt>, WorkbenchError> {
         let user = read(doc)?;
         let Sim::Social(sim) = self.instantiate(&user, doc)? else {
-            return Err(WorkbenchError::invalid(
-                "only a social scenario's agents have prompts to preview (this document is another kind)",
-            ));
+            return Err(RequestError::NoPrompts.into());
         };
         let mut prompts: Vec<RolePrompt> = Vec::new();
         for (idx, agent) in sim.world.agents.iter().enumerate() {
@@ -63,8 +61,8 @@ impl Workbench {
         };
         let pool = self.abm_pool()?;
         hooks::check_source(&pool, source).map_err(|e| match e {
-            HookSourceError::Refused(c) => WorkbenchError::invalid(format!("scenario: scene.config.{c}")),
-            HookSourceError::Worker(e) => WorkbenchError::unavailable(e.to_string()),
+            HookSourceError::Refused(c) => WorkbenchError::HookRefused(c),
+            HookSourceError::Worker(e) => WorkbenchError::HooksUnchecked(e),
         })
     }
 
@@ -73,11 +71,11 @@ impl Workbench {
         let market = self.market_for(dataset_of(doc))?;
         ScenarioEntry::from(user)
             .instantiate(None, market.as_ref())
-            .map_err(|e| WorkbenchError::invalid(e.to_string()))
+            .map_err(WorkbenchError::from)
     }
 }
 
 /// `doc` read and checked as an inline document of `POST /devui/simtree`.
 fn read(doc: &Value) -> Result<UserScenario, WorkbenchError> {
-    UserScenario::from_document(DOCUMENT_ID, doc).map_err(|e| WorkbenchError::invalid(e.to_string()))
+    Ok(UserScenario::from_document(DOCUMENT_ID, doc)?)
 }

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, Weak};
 use serde_json::Value;
 use simtree_shared::{DatasetInfo, SimKind};
 
-use super::{Workbench, WorkbenchError};
+use super::{Full, RequestError, Workbench, WorkbenchError};
 use crate::store::{StoreError, Write};
 use crate::trading::data::MarketData;
 use crate::trading::dataset::{check_dataset_name, parse_dataset, parsed_size_estimate};
@@ -62,14 +62,10 @@ impl Workbench {
     pub fn import_dataset(&self, name: &str, text: &str) -> Result<DatasetInfo, WorkbenchError> {
         check_dataset_name(name)?;
         if name == SHIPPED_DATASET || self.datasets.contains_key(name) {
-            return Err(WorkbenchError::conflict(format!(
-                "a dataset called '{name}' exists; delete it first or choose another name"
-            )));
+            return Err(WorkbenchError::DatasetExists(name.to_string()));
         }
         if self.datasets.len() >= MAX_DATASETS {
-            return Err(WorkbenchError::conflict(format!(
-                "the server keeps at most {MAX_DATASETS} datasets; delete one first"
-            )));
+            return Err(Full::Datasets(MAX_DATASETS).into());
         }
         self.within_memory_budget(name, parsed_size_estimate(text))?;
         let d = parse_dataset(text)?;
@@ -80,7 +76,7 @@ impl Workbench {
                 name: name.to_string(),
                 body: text.to_string(),
             });
-            store.flush().map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
+            store.flush()?;
         }
         let kept = self.store.is_none().then(|| market.clone());
         self.datasets.insert(
@@ -99,13 +95,13 @@ impl Workbench {
     fn within_memory_budget(&self, name: &str, size: u64) -> Result<(), WorkbenchError> {
         let budget = self.memory.budget();
         match crate::memory::resident_bytes() {
-            Some(resident) if budget > 0 && resident + size > budget => Err(WorkbenchError::conflict(format!(
-                "dataset '{name}': parsing it (~{} MiB) would take the server past its memory budget \
-                 ({} MiB in use, --max-memory-mb {})",
-                size >> 20,
-                resident >> 20,
-                budget >> 20
-            ))),
+            Some(resident) if budget > 0 && resident + size > budget => Err(Full::DatasetMemory {
+                name: name.to_string(),
+                size_mib: size >> 20,
+                in_use_mib: resident >> 20,
+                budget_mib: budget >> 20,
+            }
+            .into()),
             _ => Ok(()),
         }
     }
@@ -144,16 +140,17 @@ impl Workbench {
     /// `DELETE /api/datasets/{name}`: refused for the shipped data and while a tree trades on it.
     pub fn delete_dataset(&self, name: &str) -> Result<(), WorkbenchError> {
         if name == SHIPPED_DATASET {
-            return Err(WorkbenchError::conflict("the shipped dataset is read-only"));
+            return Err(WorkbenchError::ShippedDataset);
         }
         if let Some(tree) = self.tree_using(name)? {
-            return Err(WorkbenchError::conflict(format!(
-                "tree {tree} trades on dataset '{name}'; delete the tree first"
-            )));
+            return Err(WorkbenchError::DatasetInUse {
+                name: name.to_string(),
+                tree,
+            });
         }
         if let Some(store) = &self.store {
             store.write(Write::DeleteDataset { name: name.to_string() });
-            store.flush().map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
+            store.flush()?;
         }
         self.datasets.remove(name);
         Ok(())
@@ -182,11 +179,11 @@ impl Workbench {
         match dataset {
             None | Some(SHIPPED_DATASET) => Ok(self.market.clone()),
             Some(name) => {
-                let d = self.datasets.get(name).map(|d| d.clone()).ok_or_else(|| {
-                    WorkbenchError::invalid(format!(
-                        "scenario: episode.dataset: no dataset called '{name}' (see GET /api/datasets)"
-                    ))
-                })?;
+                let d = self
+                    .datasets
+                    .get(name)
+                    .map(|d| d.clone())
+                    .ok_or_else(|| RequestError::UnknownDataset(name.to_string()))?;
                 if let Some(m) = &d.kept {
                     return Ok(Some(m.clone()));
                 }
@@ -204,15 +201,15 @@ impl Workbench {
 
     /// A stored dataset parsed again, within the memory budget.
     fn read_dataset(&self, name: &str) -> Result<MarketData, WorkbenchError> {
-        let gone = || WorkbenchError::unavailable(format!("dataset '{name}' is no longer in the store"));
+        let gone = || WorkbenchError::DatasetGone(name.to_string());
         let store = self.store.as_ref().ok_or_else(gone)?;
         let owned = name.to_string();
-        let text = store
-            .read(move |db| db.dataset(&owned))
-            .map_err(|e| WorkbenchError::unavailable(e.to_string()))?
-            .ok_or_else(gone)?;
+        let text = store.read(move |db| db.dataset(&owned))?.ok_or_else(gone)?;
         self.within_memory_budget(name, parsed_size_estimate(&text))?;
-        let d = parse_dataset(&text).map_err(|e| WorkbenchError::unavailable(format!("dataset '{name}': {e}")))?;
+        let d = parse_dataset(&text).map_err(|source| WorkbenchError::StoredDatasetUnreadable {
+            name: name.to_string(),
+            source,
+        })?;
         Ok(d.market)
     }
 

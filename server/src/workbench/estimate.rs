@@ -11,7 +11,7 @@
 
 use simtree_shared::{Estimate, NodeStatus, SimKind};
 
-use super::{Workbench, WorkbenchError};
+use super::{RequestLimit, Workbench, WorkbenchError};
 use crate::backend::Backend;
 use crate::llm::chat::Usage;
 use crate::sim::{ABM_CALLS, CallShape, Sim};
@@ -70,9 +70,12 @@ impl Workbench {
         self.check_turns(turns)?;
         let max = self.limits.max_children_per_request;
         if runs > max {
-            return Err(WorkbenchError::invalid(format!(
-                "{what}: {runs} runs; a request may start at most {max} (see --max-children)"
-            )));
+            return Err(RequestLimit::Runs {
+                what: what.to_string(),
+                runs,
+                max,
+            }
+            .into());
         }
         let handle = self.tree(tree)?;
         let (shape, offline, history, scenario) = {

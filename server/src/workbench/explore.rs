@@ -30,7 +30,7 @@ use simtree_shared::{
 };
 
 use super::job::{Job, JobData, Jobs, Metrics, Replicate, Step, outcome};
-use super::{TreeHandle, Workbench, WorkbenchError, lock};
+use super::{MoneyShortfall, RequestLimit, TreeHandle, Workbench, WorkbenchError, lock};
 use crate::explore::{ExploreSpec, MAX_CANDIDATES, mean_ci, next_round, rank, survivors};
 use crate::llm::budget::{Limits as BudgetLimits, TreeBudget};
 use crate::store::Write;
@@ -429,18 +429,16 @@ impl Workbench {
         tree: u64,
         spec: &ExploreSpec,
     ) -> Result<(Vec<crate::sweep::Cell>, Metric, u64), WorkbenchError> {
-        let (cells, metric) = spec.check().map_err(|e| WorkbenchError::invalid(e.to_string()))?;
-        self.check_turns(spec.turns)
-            .map_err(|e| WorkbenchError::invalid(format!("turns: {e}")))?;
+        let (cells, metric) = spec.check()?;
+        self.check_turns(spec.turns).map_err(|_| RequestLimit::ExploreTurns {
+            max: self.limits.max_turns_per_request,
+        })?;
         let handle = self.tree(tree)?;
         handle.lock().node(spec.parent)?;
         let cap = spec.run_cap(cells.len());
         let max = self.limits.max_children_per_request;
         if cap > max {
-            return Err(WorkbenchError::invalid(format!(
-                "budget.runs: the exploration may start {cap} runs; a request may start at most {max} \
-                 (see --max-children): give a smaller budget.runs"
-            )));
+            return Err(RequestLimit::ExploreRuns { cap, max }.into());
         }
         Ok((cells, metric, cap))
     }
@@ -491,7 +489,11 @@ impl Workbench {
     /// first call of its first replicate, at what a money cap holds before the call runs — or
     /// cannot bound those calls at all; `None` when it can (or nothing caps money). Such an
     /// exploration would have every call refused and measure nothing.
-    async fn explore_money_shortfall(&self, tree: u64, spec: &ExploreSpec) -> Result<Option<String>, WorkbenchError> {
+    async fn explore_money_shortfall(
+        &self,
+        tree: u64,
+        spec: &ExploreSpec,
+    ) -> Result<Option<MoneyShortfall>, WorkbenchError> {
         let Some((left, whose)) = self.explore_money(tree, spec)? else {
             return Ok(None);
         };
@@ -505,9 +507,10 @@ impl Workbench {
             .enumerate()
             .find_map(|(i, h)| Some((i, h.as_ref()?.as_ref().err()?)))
         {
-            return Ok(Some(format!(
-                "budget.money: the first call of candidate {i} cannot be kept within a money budget ({why})"
-            )));
+            return Ok(Some(MoneyShortfall::Unbounded {
+                candidate: i,
+                why: why.clone(),
+            }));
         }
         let priced: Vec<f64> = holds.into_iter().flatten().flatten().collect();
         let need: f64 = priced.iter().sum();
@@ -515,13 +518,13 @@ impl Workbench {
             return Ok(None);
         }
         let most = priced.iter().copied().fold(0.0, f64::max);
-        Ok(Some(format!(
-            "{whose} (${left:.4}) cannot pay for one provider call of each of the {n} candidates: \
-             before a call runs, the most it may cost is held (its prompt at one token per byte, its \
-             completion at max_tokens), up to ${most:.4} for one call here and ${need:.4} for the first \
-             call of every candidate; give at least ${need:.4}",
-            n = priced.len()
-        )))
+        Ok(Some(MoneyShortfall::TooLittle {
+            whose,
+            left,
+            n: priced.len(),
+            most,
+            need,
+        }))
     }
 
     /// Attaches the candidates under `parent`, commits them and starts the rounds; answers
@@ -533,7 +536,7 @@ impl Workbench {
     ) -> Result<ExploreStarted, WorkbenchError> {
         self.check_explore(tree, &spec)?;
         if let Some(why) = self.explore_money_shortfall(tree, &spec).await? {
-            return Err(WorkbenchError::invalid(why));
+            return Err(why.into());
         }
         let (cells, metric, cap) = self.check_explore(tree, &spec)?;
         let handle = self.tree(tree)?;
@@ -608,14 +611,11 @@ impl Workbench {
         let record = handle
             .explores
             .get(id)
-            .ok_or_else(|| WorkbenchError::NotFound(format!("exploration {id} not found in simtree {tree}")))?;
+            .ok_or(WorkbenchError::ExplorationNotFound { tree, id })?;
         let pending: Vec<NodeId> = {
             let d = lock(&record.data);
             if d.status != ExploreStatus::Running {
-                return Err(WorkbenchError::conflict(format!(
-                    "exploration {id} is not running (it is {:?})",
-                    d.status
-                )));
+                return Err(WorkbenchError::ExplorationNotRunning { id, status: d.status });
             }
             record.stop.store(true, Ordering::SeqCst);
             d.candidates
@@ -643,7 +643,7 @@ impl Workbench {
         let old = handle
             .explores
             .get(id)
-            .ok_or_else(|| WorkbenchError::NotFound(format!("exploration {id} not found in simtree {tree}")))?;
+            .ok_or(WorkbenchError::ExplorationNotFound { tree, id })?;
         let record = self.carry_on(&handle, &old, ExploreStatus::Interrupted)?;
         tracing::info!(tree, explore = id, "exploration resumed");
         Ok(self.explore_table_of(&handle, &record))
@@ -700,10 +700,7 @@ impl Workbench {
             // A resume that came first (under this same lock) has replaced the record.
             let current = handle.explores.get(id).is_some_and(|r| Arc::ptr_eq(&r, old));
             if !current || d.status != expected {
-                return Err(WorkbenchError::conflict(format!(
-                    "exploration {id} was not interrupted (it is {:?}); only an interrupted one resumes",
-                    d.status
-                )));
+                return Err(WorkbenchError::ExplorationNotInterrupted { id, status: d.status });
             }
             let ranked = d.ranked.unwrap_or_else(|| inferred_ranked(&d));
             // The replicates of the round not yet ranked that the stop cut short, and those

@@ -45,7 +45,7 @@ impl Workbench {
         for ops in branches {
             let mut sim = start.fork();
             for op in ops {
-                sim.apply_op(op).map_err(|e| WorkbenchError::invalid(e.to_string()))?;
+                sim.apply_op(op)?;
             }
             sim.reseed(seed);
             let probe = Arc::new(TreeBudget::probe(self.prices.clone()));
@@ -57,8 +57,7 @@ impl Workbench {
                 abm: None,
                 watch: Default::default(),
             };
-            let (ctx, _) =
-                crate::backend::run_ctx(&self.backend, req).map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
+            let (ctx, _) = crate::backend::run_ctx(&self.backend, req)?;
             let mut sink = |_: Event| {};
             // The probe refuses the first call, which ends the run there (or, where a refused call
             // is only logged, after one turn of refused calls).

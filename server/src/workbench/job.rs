@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use simtree_shared::NodeStatus;
 
-use super::{Pending, RunResult, TreeHandle, Workbench, lock};
+use super::{ExportProblem, Pending, RunResult, TreeHandle, Workbench, lock};
 use crate::store::Write;
 use crate::sweep::{Metric, events_from_entries};
 use crate::tree::{NodeId, SimTree, TreeError};
@@ -41,7 +41,7 @@ pub(super) trait JobData: Clone + PartialEq + Serialize + DeserializeOwned + Sen
     fn check(&mut self, tree: &SimTree) -> Result<Option<Metrics>, Self::Mismatch>;
 
     /// Why a row does not fit its tree (shown in the warning or the import's refusal).
-    type Mismatch: std::fmt::Display;
+    type Mismatch: std::error::Error + Send + Sync + 'static;
 
     /// Each cell's node, its replicates' nodes and their results.
     fn replicates(&mut self) -> Vec<(NodeId, &[NodeId], &mut Vec<Replicate>)>;
@@ -213,12 +213,18 @@ pub(super) fn imported<D: JobData>(
     raw.into_iter()
         .enumerate()
         .map(|(i, v)| {
-            let bad = |e: String| super::WorkbenchError::invalid(format!("invalid export: {field}[{i}]: {e}"));
-            let mut data: D =
-                serde_path_to_error::deserialize(v).map_err(|e| bad(format!("{}: {}", e.path(), e.inner())))?;
-            match data.check(tree).map_err(|e| bad(e.to_string()))? {
+            let bad = |problem| super::WorkbenchError::BadExport {
+                field: field.to_string(),
+                index: i,
+                problem,
+            };
+            let mut data: D = serde_path_to_error::deserialize(v).map_err(|e| bad(ExportProblem::Decode(e)))?;
+            match data
+                .check(tree)
+                .map_err(|e| bad(ExportProblem::Mismatch(Box::new(e))))?
+            {
                 Some(_) => Ok(data),
-                None => Err(bad(format!("its parent node {} is not in the export", data.parent()))),
+                None => Err(bad(ExportProblem::NoParent(data.parent()))),
             }
         })
         .collect()

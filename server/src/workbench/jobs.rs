@@ -682,9 +682,7 @@ impl Workbench {
         let this = self.clone();
         let read = off_runtime(move || {
             let handle = this.fresh_tree(tree, run.parent)?;
-            let attached = store
-                .read(move |db| db.node(tree, id))
-                .map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
+            let attached = store.read(move |db| db.node(tree, id))?;
             Ok::<_, WorkbenchError>((handle, attached))
         })
         .await
@@ -784,11 +782,10 @@ impl Workbench {
         {
             return Ok(h);
         }
-        let store = self.store.clone().ok_or_else(WorkbenchError::tree_not_found)?;
+        let store = self.store.clone().ok_or(WorkbenchError::TreeNotFound)?;
         let row = store
-            .read(move |db| Ok(db.trees()?.into_iter().find(|r| r.id == tree)))
-            .map_err(|e| WorkbenchError::unavailable(e.to_string()))?
-            .ok_or_else(WorkbenchError::tree_not_found)?;
+            .read(move |db| Ok(db.trees()?.into_iter().find(|r| r.id == tree)))?
+            .ok_or(WorkbenchError::TreeNotFound)?;
         // Replaced in one step: a request in between finds the old copy or the stored row.
         self.trees.insert_stored(row);
         self.tree(tree)

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use simtree_shared::{SavedRef, ScenarioDocument, ScenarioOrigin, ScenarioSummary, SimKind};
 
-use super::WorkbenchError;
+use super::{Full, Missing, RequestError, WorkbenchError};
 use crate::scenario::{ScenarioLibrary, UserScenario};
 use crate::sim::{ABM_DEFAULT_STEPS, ScenarioEntry};
 use crate::store::{Store, StoreError, Write, now_ms};
@@ -78,9 +78,7 @@ pub fn parse_ref(text: &str) -> Result<(&str, Option<u64>), WorkbenchError> {
         None => Ok((text, None)),
         Some((id, v)) => match v.parse::<u64>() {
             Ok(n) if n >= 1 && !v.starts_with('+') => Ok((id, Some(n))),
-            _ => Err(WorkbenchError::invalid(format!(
-                "scenario '{text}': a version after '@' is a whole number from 1"
-            ))),
+            _ => Err(RequestError::VersionSyntax(text.to_string()).into()),
         },
     }
 }
@@ -229,22 +227,19 @@ impl Library {
     pub fn check_document(&self, doc: &Value, check: Check<'_>) -> Result<UserScenario, WorkbenchError> {
         let size = doc.to_string().len();
         if size > self.max_bytes {
-            return Err(WorkbenchError::TooLarge(format!(
-                "the document is {size} bytes of JSON; a scenario may have at most {} (the limit of an inline document)",
-                self.max_bytes
-            )));
+            return Err(WorkbenchError::DocumentTooLarge {
+                size,
+                max: self.max_bytes,
+            });
         }
-        let user =
-            UserScenario::from_document(super::DOCUMENT_ID, doc).map_err(|e| WorkbenchError::invalid(e.to_string()))?;
+        let user = UserScenario::from_document(super::DOCUMENT_ID, doc)?;
         check(&user)?;
         Ok(user)
     }
 
     fn shipped_conflict(shipped: &ScenarioLibrary, id: &str) -> Result<(), WorkbenchError> {
         if ScenarioEntry::find(shipped, id).is_ok() {
-            return Err(WorkbenchError::conflict(format!(
-                "'{id}' is a shipped scenario: shipped scenarios are read-only (save a copy under another name)"
-            )));
+            return Err(WorkbenchError::ShippedScenario(id.to_string()));
         }
         Ok(())
     }
@@ -258,7 +253,7 @@ impl Library {
                 saved,
                 body: body.to_string(),
             });
-            store.flush().map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
+            store.flush()?;
         }
         Ok(())
     }
@@ -272,20 +267,16 @@ impl Library {
         doc: &Value,
         check: Check<'_>,
     ) -> Result<SavedRef, WorkbenchError> {
-        check_scenario_name(name).map_err(|e| WorkbenchError::invalid(e.to_string()))?;
+        check_scenario_name(name)?;
         Self::shipped_conflict(shipped, name)?;
         self.check_document(doc, check)?;
         // One save at a time: two saves of one name must not both pass the check below.
         let mut entries = lock(&self.entries);
         if entries.contains_key(name) {
-            return Err(WorkbenchError::conflict(format!(
-                "a saved scenario called '{name}' exists; PUT /api/scenarios/{name} adds a version"
-            )));
+            return Err(WorkbenchError::SavedScenarioExists(name.to_string()));
         }
         if entries.len() >= MAX_SAVED_SCENARIOS {
-            return Err(WorkbenchError::conflict(format!(
-                "the library holds its maximum of {MAX_SAVED_SCENARIOS} saved scenarios; delete one first"
-            )));
+            return Err(Full::SavedScenarios(MAX_SAVED_SCENARIOS).into());
         }
         let version = lock(&self.counters).get(name).copied().unwrap_or(0) + 1;
         let saved = now_ms();
@@ -324,9 +315,11 @@ impl Library {
         let mut entries = lock(&self.entries);
         let entry = entries.get_mut(id).ok_or_else(|| Self::not_found(id))?;
         if entry.versions.len() >= MAX_VERSIONS {
-            return Err(WorkbenchError::conflict(format!(
-                "'{id}' has its maximum of {MAX_VERSIONS} versions; save the document under another name"
-            )));
+            return Err(Full::Versions {
+                id: id.to_string(),
+                max: MAX_VERSIONS,
+            }
+            .into());
         }
         let last = entry.versions.last().map_or(0, |v| v.version);
         let version = lock(&self.counters).get(id).copied().unwrap_or(0).max(last) + 1;
@@ -354,14 +347,14 @@ impl Library {
         }
         if let Some(store) = &self.store {
             store.write(Write::DeleteScenario { id: id.to_string() });
-            store.flush().map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
+            store.flush()?;
         }
         entries.remove(id);
         Ok(())
     }
 
     fn not_found(id: &str) -> WorkbenchError {
-        WorkbenchError::NotFound(format!("no saved scenario called '{id}' (see GET /api/scenarios)"))
+        Missing::SavedScenario(id.to_string()).into()
     }
 
     /// A saved scenario's document: version `version`, or the latest. `None` when `id` is not
@@ -377,12 +370,12 @@ impl Library {
                 Some(n) => entry.versions.iter().find(|v| v.version == n),
             };
             let Some(chosen) = chosen else {
-                let kept: Vec<String> = entry.versions.iter().map(|v| v.version.to_string()).collect();
-                return Err(WorkbenchError::NotFound(format!(
-                    "'{id}' has no version {} (versions kept: {})",
-                    version.unwrap_or(0),
-                    kept.join(", ")
-                )));
+                return Err(Missing::Version {
+                    id: id.to_string(),
+                    version: version.unwrap_or(0),
+                    kept: entry.versions.iter().map(|v| v.version).collect(),
+                }
+                .into());
             };
             let versions = entry.versions.iter().map(|v| v.version).collect::<Vec<_>>();
             (chosen.version, chosen.body.clone(), versions)
@@ -392,14 +385,17 @@ impl Library {
             (None, Some(store)) => {
                 let key = id.to_string();
                 store
-                    .read(move |db| db.scenario_body(&key, chosen))
-                    .map_err(|e| WorkbenchError::unavailable(e.to_string()))?
+                    .read(move |db| db.scenario_body(&key, chosen))?
                     .ok_or_else(|| Self::not_found(id))?
             }
             (None, None) => return Err(Self::not_found(id)),
         };
-        let document: Value = serde_json::from_str(&body)
-            .map_err(|e| WorkbenchError::unavailable(format!("saved scenario {id}@{chosen} is unreadable: {e}")))?;
+        let document: Value =
+            serde_json::from_str(&body).map_err(|source| WorkbenchError::SavedScenarioUnreadable {
+                id: id.to_string(),
+                version: chosen,
+                source,
+            })?;
         let summary = summary_of(id, chosen, &document);
         Ok(Some(ScenarioDocument {
             id: id.to_string(),
@@ -506,7 +502,7 @@ mod tests {
         let big = Library::in_memory(10);
         assert!(matches!(
             big.save(&shipped, "d", &chat, ok),
-            Err(WorkbenchError::TooLarge(_))
+            Err(WorkbenchError::DocumentTooLarge { .. })
         ));
     }
 }

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use simtree_shared::{Annotation, HitKind, NodePatch, SearchHit, SearchReply, TreeEdit, TreeInfo, TreeMsg};
 
-use super::{Workbench, WorkbenchError, lock};
+use super::{RequestError, Workbench, WorkbenchError, lock};
 use crate::store::{TextMatch, Write, index_text};
 use crate::tree::{NodeId, notebook};
 
@@ -52,9 +52,7 @@ impl Workbench {
     /// `PATCH /devui/simtree/{tree}`: a new name, description, or both, stored before the reply.
     pub fn edit_tree(&self, tree: u64, edit: &TreeEdit) -> Result<TreeInfo, WorkbenchError> {
         if edit.name.is_none() && edit.description.is_none() {
-            return Err(WorkbenchError::invalid(
-                "nothing to change: give a name, a description or both",
-            ));
+            return Err(RequestError::NothingToChange.into());
         }
         let name = edit.name.as_deref().map(super::check_name).transpose()?;
         let description = edit.description.as_deref().map(notebook::description).transpose()?;
@@ -107,9 +105,11 @@ impl Workbench {
             None => DEFAULT_LIMIT,
             Some(l @ 1..=MAX_LIMIT) => l,
             Some(l) => {
-                return Err(WorkbenchError::invalid(format!(
-                    "limit must be 1 to {MAX_LIMIT}, not {l}"
-                )));
+                return Err(RequestError::SearchLimit {
+                    limit: l,
+                    max: MAX_LIMIT,
+                }
+                .into());
             }
         };
         let offset = offset.unwrap_or(0);
@@ -128,9 +128,7 @@ impl Workbench {
         let (matches, mut bodies) = match &self.store {
             Some(store) => {
                 let phrase = q.clone();
-                let found = store
-                    .read(move |db| db.search(&phrase, tree, MAX_MATCHES))
-                    .map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
+                let found = store.read(move |db| db.search(&phrase, tree, MAX_MATCHES))?;
                 (found, None)
             }
             None => {
@@ -153,11 +151,7 @@ impl Workbench {
                 .filter_map(|i| Some((*i, all.get(*i as usize)?.clone())))
                 .collect(),
             None => match &self.store {
-                Some(store) => store
-                    .read(move |db| db.texts(&ids))
-                    .map_err(|e| WorkbenchError::unavailable(e.to_string()))?
-                    .into_iter()
-                    .collect(),
+                Some(store) => store.read(move |db| db.texts(&ids))?.into_iter().collect(),
                 None => HashMap::new(),
             },
         };
@@ -355,19 +349,18 @@ fn hit_kind(kind: &str) -> Option<HitKind> {
 fn check_query(q: Option<&str>) -> Result<String, WorkbenchError> {
     let q = q.unwrap_or("").trim();
     if q.is_empty() {
-        return Err(WorkbenchError::invalid("q: give the words to search for"));
+        return Err(RequestError::EmptyQuery.into());
     }
     let chars = q.chars().count();
     if chars > MAX_QUERY_CHARS {
-        return Err(WorkbenchError::invalid(format!(
-            "q must be at most {MAX_QUERY_CHARS} characters, not {chars}"
-        )));
+        return Err(RequestError::QueryLength {
+            chars,
+            max: MAX_QUERY_CHARS,
+        }
+        .into());
     }
     if let Some(c) = q.chars().find(|c| c.is_control()) {
-        return Err(WorkbenchError::invalid(format!(
-            "q must not contain control characters (found U+{:04X})",
-            c as u32
-        )));
+        return Err(RequestError::QueryControl(c).into());
     }
     Ok(q.to_string())
 }

@@ -21,7 +21,7 @@ use super::explore::{ExploreData, restore_explores};
 use super::job::{imported, parse_rows};
 use super::sweep::{SweepData, restore_sweeps};
 use super::trees::Found;
-use super::{TreeHandle, Workbench, WorkbenchError, lock};
+use super::{Full, TreeHandle, Workbench, WorkbenchError, lock};
 use crate::llm::budget::Limits as BudgetLimits;
 use crate::sim::Sim;
 use crate::store::{Store, StoreError, TreeRow, TreeSource, Write, encode_state, now_ms};
@@ -50,7 +50,7 @@ impl TreeHandle {
     /// Waits until everything written for this tree so far is committed.
     pub(super) fn flush(&self) -> Result<(), WorkbenchError> {
         match &self.store {
-            Some(s) => s.flush().map_err(|e| WorkbenchError::unavailable(e.to_string())),
+            Some(s) => s.flush().map_err(WorkbenchError::from),
             None => Ok(()),
         }
     }
@@ -60,19 +60,16 @@ impl TreeHandle {
     /// dropped, not retried later) and answers 503 with the cause.
     pub(super) fn store_first(&self, writes: Vec<Write>) -> Result<(), WorkbenchError> {
         match &self.store {
-            Some(s) => s.commit_or_nothing(writes).map_err(|e| {
-                WorkbenchError::unavailable(format!("the change could not be stored, so nothing changed: {e}"))
-            }),
+            Some(s) => s
+                .commit_or_nothing(writes)
+                .map_err(|source| WorkbenchError::NotStored { what: "change", source }),
             None => Ok(()),
         }
     }
 
     pub(super) async fn flush_async(&self) -> Result<(), WorkbenchError> {
         match &self.store {
-            Some(s) => s
-                .flush_async()
-                .await
-                .map_err(|e| WorkbenchError::unavailable(e.to_string())),
+            Some(s) => s.flush_async().await.map_err(WorkbenchError::from),
             None => Ok(()),
         }
     }
@@ -147,7 +144,7 @@ impl TreeHandle {
     /// Writes a node's state (its chunks first written here are keyed by the node).
     pub(super) fn persist_state(&self, tree: &mut SimTree, id: NodeId, sim: &Sim) -> Result<(), WorkbenchError> {
         let (encoded, _) = encode_state(sim, id, None);
-        let encoded = encoded.map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
+        let encoded = encoded?;
         tree.set_cost(id, encoded.raw_len);
         self.persist(Write::State {
             tree: self.id,
@@ -365,9 +362,7 @@ impl Workbench {
     /// (memory only, or a SQLite folder, which one process holds).
     pub(super) fn new_tree_id(&self) -> Result<u64, WorkbenchError> {
         if let Some(store) = &self.store
-            && let Some(id) = store
-                .take_tree_id()
-                .map_err(|e| WorkbenchError::unavailable(format!("no tree id could be taken from the store: {e}")))?
+            && let Some(id) = store.take_tree_id().map_err(WorkbenchError::NoTreeId)?
         {
             return Ok(id);
         }
@@ -377,9 +372,7 @@ impl Workbench {
     /// Refuses new work (503) while the store's commits fail.
     pub(super) fn writable(&self) -> Result<(), WorkbenchError> {
         match self.store.as_ref().and_then(|s| s.fault()) {
-            Some(cause) => Err(WorkbenchError::unavailable(format!(
-                "the store cannot take writes now, so nothing new is started: {cause}"
-            ))),
+            Some(cause) => Err(WorkbenchError::NotWritable(cause)),
             None => Ok(()),
         }
     }
@@ -395,27 +388,19 @@ impl Workbench {
             Found::Stored(row) => row,
         };
         let rows = store
-            .read(move |db| db.nodes(id))
-            .map_err(|e| WorkbenchError::unavailable(e.to_string()))?
+            .read(move |db| db.nodes(id))?
             .intact(id, &store.location)
             .map_err(TreeError::from)?;
-        let document = store
-            .read(move |db| db.document(id))
-            .map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
+        let document = store.read(move |db| db.document(id))?;
         let document: Option<Arc<serde_json::Value>> =
             document.and_then(|b| serde_json::from_str(&b).ok()).map(Arc::new);
-        let version = store
-            .read(move |db| db.origin(id))
-            .map_err(|e| WorkbenchError::unavailable(e.to_string()))?
-            .map(|(_, version)| version);
+        let version = store.read(move |db| db.origin(id))?.map(|(_, version)| version);
         let mut source = self.source(id);
         if let Some(name) = document.as_deref().and_then(super::dataset_of) {
             // A tree on an uploaded dataset trades on it again (a dataset in use is not deleted).
             source.market = self.market_for(Some(name))?;
         }
-        let notes = store
-            .read(move |db| db.annotations(id))
-            .map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
+        let notes = store.read(move |db| db.annotations(id))?;
         let mut tree = SimTree::restore(row.scenario.clone(), row.seq, rows, source)?;
         if let Some(hub) = self.jobs.get() {
             // Runs adopted from the last server are running, not interrupted.
@@ -426,9 +411,7 @@ impl Workbench {
         tree.document = document;
         tree.scenario_version = version;
         tree.set_notes(id, notes);
-        let asks = store
-            .read(move |db| db.asks(id))
-            .map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
+        let asks = store.read(move |db| db.asks(id))?;
         tree.set_asks(id, asks);
         if row.kind == SimKind::Abm {
             // A restored model runs on the worker like a created one: start it now, not mid-run
@@ -436,39 +419,31 @@ impl Workbench {
             let _ = self.abm_pool();
         }
         self.pressure.add(tree.structure_cost());
-        let handle = Arc::new(
-            self.handle(
-                id,
-                tree,
-                row.kind,
-                Meta {
-                    name: row.name.clone(),
-                    description: row.description.clone(),
-                    created: row.created,
-                    last_activity: row.last_activity,
-                },
-                BudgetLimits {
-                    tokens: row.budget,
-                    calls: None,
-                    money: store
-                        .read(move |db| db.tree_money(id))
-                        .map_err(|e| WorkbenchError::unavailable(e.to_string()))?,
-                },
-            ),
-        );
+        let handle = Arc::new(self.handle(
+            id,
+            tree,
+            row.kind,
+            Meta {
+                name: row.name.clone(),
+                description: row.description.clone(),
+                created: row.created,
+                last_activity: row.last_activity,
+            },
+            BudgetLimits {
+                tokens: row.budget,
+                calls: None,
+                money: store.read(move |db| db.tree_money(id))?,
+            },
+        ));
         if self.runs_jobs_only {
             // A worker reads a tree to run its jobs: the sweeps and explorations are the
             // leader's (restoring them rewrote their rows, a running exploration as interrupted).
             return Ok(self.trees.opened(handle));
         }
-        let sweeps = store
-            .read(move |db| db.sweeps(id))
-            .map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
+        let sweeps = store.read(move |db| db.sweeps(id))?;
         // On a database a team shares, a sweep whose server died is carried on.
         restore_sweeps(&handle, parse_rows::<SweepData>(id, &sweeps), self.jobs.get().is_some());
-        let explores = store
-            .read(move |db| db.explores(id))
-            .map_err(|e| WorkbenchError::unavailable(e.to_string()))?;
+        let explores = store.read(move |db| db.explores(id))?;
         restore_explores(
             &handle,
             parse_rows::<ExploreData>(id, &explores),
@@ -567,10 +542,7 @@ impl Workbench {
     pub fn import_stream(&self, reader: impl std::io::Read) -> Result<(TreeRef, Option<Value>), WorkbenchError> {
         self.writable()?;
         if self.tree_count() >= self.limits.max_trees {
-            return Err(WorkbenchError::conflict(format!(
-                "the server holds its maximum of {} trees; delete one first",
-                self.limits.max_trees
-            )));
+            return Err(Full::Trees(self.limits.max_trees).into());
         }
         let id = self.new_tree_id()?;
         let limits = ImportLimits {
@@ -761,7 +733,7 @@ impl Workbench {
             if let Err(e) = store.flush() {
                 // Not acknowledged: its rows go (the marker makes sure of it at the next start).
                 store.write(Write::DeleteTree { tree: id });
-                return Err(WorkbenchError::unavailable(e.to_string()));
+                return Err(e.into());
             }
         }
         self.trees.insert_open(handle);

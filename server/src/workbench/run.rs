@@ -16,10 +16,7 @@ use serde::{Deserialize, Serialize};
 use simtree_shared::{NodeStatus, TreeMsg};
 use tokio::sync::watch;
 
-use super::{
-    CatchUnwind, LiveState, Progress, RunControl, RunResult, RunSink, TreeHandle, Workbench, WorkbenchError, lock,
-    persist,
-};
+use super::{CatchUnwind, LiveState, Progress, RunControl, RunResult, RunSink, TreeHandle, Workbench, lock, persist};
 use crate::backend::BackendError;
 use crate::engine::Event;
 use crate::llm::budget::TreeBudget;
@@ -397,9 +394,7 @@ impl Workbench {
                             t.set_cost(id, cost);
                             writes.into_iter().for_each(|w| handle.persist(w));
                         }
-                        Some(Err(e)) if present => {
-                            unstored = Some(WorkbenchError::unavailable(e.to_string()).to_string())
-                        }
+                        Some(Err(e)) if present => unstored = Some(e.to_string()),
                         _ => {}
                     }
                     present

@@ -30,7 +30,7 @@ use serde_json::Value;
 use simtree_shared::{CellRow, EdgeType, Effect, FailedRun, IntervalKind, SweepStarted, SweepTable, TreeMsg};
 
 use super::job::{Job, JobData, Jobs, Metrics, Ran, Replicate, Step, outcome};
-use super::{TreeHandle, Workbench, WorkbenchError, lock};
+use super::{RequestError, RequestLimit, TreeHandle, Workbench, WorkbenchError, lock};
 use crate::store::Write;
 use crate::sweep::{
     MAX_RUNS, Metric, Outcome, SweepError, SweepPlan, SweepSpec, bootstrap_seed, effects, summarise_runs,
@@ -228,38 +228,34 @@ impl Workbench {
     /// attached and committed, not when they end.
     pub fn start_sweep(self: &Arc<Self>, tree: u64, spec: SweepSpec) -> Result<SweepStarted, WorkbenchError> {
         let handle = self.tree(tree)?;
-        let parent = spec
-            .parent
-            .ok_or_else(|| WorkbenchError::invalid("parent: name the node the sweep's cells branch from"))?;
+        let parent = spec.parent.ok_or(RequestError::NoParent)?;
         if spec.prefix != 0 {
-            return Err(WorkbenchError::invalid(
-                "prefix: a sweep in a tree starts at `parent`; advance the tree to the branch point first",
-            ));
+            return Err(RequestError::SweepPrefix.into());
         }
-        let cells = spec.cells().map_err(|e| WorkbenchError::invalid(e.to_string()))?;
-        let metrics = spec.metric_list().map_err(|e| WorkbenchError::invalid(e.to_string()))?;
-        let baseline = spec
-            .baseline_index(&cells)
-            .map_err(|e| WorkbenchError::invalid(e.to_string()))?;
+        let cells = spec.cells()?;
+        let metrics = spec.metric_list()?;
+        let baseline = spec.baseline_index(&cells)?;
         self.check_turns(spec.turns)?;
         // `cells()` bounds the product, so it cannot overflow.
         let runs = cells.len() * spec.replicates as usize;
         let max = self.limits.max_children_per_request;
         if runs as u64 > max {
-            return Err(WorkbenchError::invalid(format!(
-                "replicates: {} cells × {} replicates make {runs} runs; a request may start at most {max} \
-                 (see --max-children)",
-                cells.len(),
-                spec.replicates
-            )));
+            return Err(RequestLimit::SweepRuns {
+                cells: cells.len(),
+                replicates: spec.replicates,
+                runs,
+                max,
+            }
+            .into());
         }
         let (cell_ids, pending) = {
             let mut t = handle.lock();
             if !spec.scenario.is_empty() && spec.scenario != t.scenario {
-                return Err(WorkbenchError::invalid(format!(
-                    "scenario: this tree runs '{}', not '{}'",
-                    t.scenario, spec.scenario
-                )));
+                return Err(RequestError::OtherScenario {
+                    runs: t.scenario.clone(),
+                    asked: spec.scenario.clone(),
+                }
+                .into());
             }
             let nodes = cells.len() + runs;
             self.check_capacity(&t, nodes)?;
@@ -334,12 +330,9 @@ impl Workbench {
     /// What `spec` would cost (`?estimate=true`): its cells × replicates runs of `turns` from
     /// `parent`, checked as a start would check them; nothing is made.
     pub fn estimate_sweep(&self, tree: u64, spec: &SweepSpec) -> Result<simtree_shared::Estimate, WorkbenchError> {
-        let parent = spec
-            .parent
-            .ok_or_else(|| WorkbenchError::invalid("parent: name the node the sweep's cells branch from"))?;
-        let cells = spec.cells().map_err(|e| WorkbenchError::invalid(e.to_string()))?;
-        spec.baseline_index(&cells)
-            .map_err(|e| WorkbenchError::invalid(e.to_string()))?;
+        let parent = spec.parent.ok_or(RequestError::NoParent)?;
+        let cells = spec.cells()?;
+        spec.baseline_index(&cells)?;
         let runs = cells.len() as u64 * spec.replicates;
         self.estimate(
             tree,
@@ -466,7 +459,7 @@ impl Workbench {
                 return Err(TreeError::IdsExhausted.into());
             }
             if let Some(&(c, _)) = cut.iter().find(|&&(c, _)| t.node(d.cells[c].node).is_err()) {
-                return Err(WorkbenchError::conflict(format!("cell {c}'s node is gone")));
+                return Err(WorkbenchError::CellGone(c));
             }
             // Capacity and ids were checked, and every cell is there: no attach can fail.
             let mut steps = Vec::with_capacity(slots.len());

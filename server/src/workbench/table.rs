@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::{TreeHandle, Workbench, WorkbenchError};
+use super::{RequestError, TreeHandle, Workbench, WorkbenchError};
 use crate::tree::NodeId;
 
 /// Rows a page holds when `limit` is not given, and at most.
@@ -66,9 +66,11 @@ impl Page {
     pub fn new(offset: Option<u64>, limit: Option<u64>) -> Result<Page, WorkbenchError> {
         let limit = limit.unwrap_or(MAX_TABLE_ROWS);
         if !(1..=MAX_TABLE_ROWS).contains(&limit) {
-            return Err(WorkbenchError::invalid(format!(
-                "limit: {limit} is not from 1 to {MAX_TABLE_ROWS}"
-            )));
+            return Err(RequestError::PageLimit {
+                limit,
+                max: MAX_TABLE_ROWS,
+            }
+            .into());
         }
         Ok(Page {
             offset: offset.unwrap_or(0),
@@ -101,7 +103,7 @@ impl Scope {
 }
 
 /// The option of parameter `name` called `given` (none: the first), or a refusal naming them.
-fn one_of<T: Copy>(name: &str, given: Option<&str>, options: &[(&str, T)]) -> Result<T, WorkbenchError> {
+fn one_of<T: Copy>(name: &str, given: Option<&str>, options: &[(&'static str, T)]) -> Result<T, WorkbenchError> {
     let Some(given) = given else {
         return Ok(options[0].1);
     };
@@ -110,8 +112,12 @@ fn one_of<T: Copy>(name: &str, given: Option<&str>, options: &[(&str, T)]) -> Re
         .find(|(n, _)| *n == given)
         .map(|(_, v)| *v)
         .ok_or_else(|| {
-            let names: Vec<&str> = options.iter().map(|(n, _)| *n).collect();
-            WorkbenchError::invalid(format!("{name}: {given:?} is not {}", names.join(" or ")))
+            RequestError::NotOneOf {
+                name: name.to_string(),
+                given: given.to_string(),
+                options: options.iter().map(|(n, _)| *n).collect(),
+            }
+            .into()
         })
 }
 
