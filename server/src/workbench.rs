@@ -18,6 +18,7 @@ mod error;
 mod estimate;
 mod explore;
 mod first_call;
+mod generate;
 mod job;
 pub mod jobs;
 pub mod library;

@@ -30,8 +30,8 @@ pub use explore::{
     CandidateRow, ExploreBest, ExploreBudget, ExploreGoal, ExploreStarted, ExploreStatus, ExploreTable, Objective,
 };
 pub use library::{
-    DocumentRequest, NewScenario, RolePrompt, SavedRef, ScenarioChecked, ScenarioDocument, ScenarioOrigin,
-    ScenarioUpdate, refusal_path,
+    DocumentRequest, GenerateDocumentRequest, GeneratedDocument, NewScenario, RolePrompt, SavedRef, ScenarioChecked,
+    ScenarioDocument, ScenarioOrigin, ScenarioUpdate, refusal_path,
 };
 pub use notebook::*;
 pub use scene::{ActionInfo, ActionKind, ActionProse, PhaseAbout, SceneAbout, SceneKind, SceneProse, SceneTypeInfo};

@@ -81,6 +81,31 @@ pub struct DocumentRequest {
     pub document: Value,
 }
 
+/// `POST /api/documents/generate`: a custom scene document written from a description in words
+/// ("Describe in words"), or — with `last_document` — the document as it stands changed as the
+/// description asks. Nothing is made or kept.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct GenerateDocumentRequest {
+    pub prompt: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_document: Option<Value>,
+}
+
+/// `POST /api/documents/generate` → 200: a document that passes `POST /api/documents/check`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct GeneratedDocument {
+    pub document: Value,
+    /// What was written and why, in the model's words (or the offline mock's).
+    pub explanation: String,
+    /// How many times the model's answer was sent back with its problems before it passed.
+    pub repairs: u32,
+    /// Who wrote it: `mock` offline, else the provider's `dialect:model`.
+    pub writer: String,
+}
+
 /// `POST /api/documents/check` → 200: the document would make a tree. A refusal is a 422 whose
 /// `detail` is the one creating the tree would give and whose `path` is the JSON path it names.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -108,6 +108,7 @@ pub fn router(app: Arc<AppState>) -> Router {
         // Not under /scenarios/: a saved scenario may be called `check` or `preview`.
         .route("/documents/check", post(scenarios::check))
         .route("/documents/preview", post(scenarios::preview))
+        .route("/documents/generate", post(scenarios::generate))
         .route("/abm/generate", post(abm_generate))
         .route("/abm/schema", get(abm_schema))
         .route("/abm/validate", post(abm_validate))

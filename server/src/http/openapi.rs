@@ -21,10 +21,11 @@ use simtree_shared::trading::DecisionEvent;
 use simtree_shared::{
     ActionEnd, ActionStart, AdvanceRequest, AgentErrorEvent, AgentProcessEnd, AgentProcessStart, Ask, AskRequest,
     BranchRequest, Broadcast, ChildReply, ChildrenReply, Counterfactual, CreateRequest, CtxDelta, DatasetInfo,
-    DocumentRequest, EmotionUpdate, ErrorBody, EventPayload, FrontierRequest, ImportReply, LandlordDeal, LcaReply,
-    MultiRequest, NewScenario, NodeCalls, NodeInfo, NodePatch, NodeState, NodeView, NotedGraph, NotedSummary, OkReply,
-    PlanUpdate, ReplayRequest, RolePrompt, RunReply, SavedRef, ScenarioChecked, ScenarioDocument, ScenarioSummary,
-    ScenarioUpdate, SceneTypeInfo, SearchReply, TreeEdit, TreeInfo, TreeRef, UsageReply,
+    DocumentRequest, EmotionUpdate, ErrorBody, EventPayload, FrontierRequest, GenerateDocumentRequest,
+    GeneratedDocument, ImportReply, LandlordDeal, LcaReply, MultiRequest, NewScenario, NodeCalls, NodeInfo, NodePatch,
+    NodeState, NodeView, NotedGraph, NotedSummary, OkReply, PlanUpdate, ReplayRequest, RolePrompt, RunReply, SavedRef,
+    ScenarioChecked, ScenarioDocument, ScenarioSummary, ScenarioUpdate, SceneTypeInfo, SearchReply, TreeEdit, TreeInfo,
+    TreeRef, UsageReply,
 };
 
 /// One documented operation.
@@ -410,6 +411,14 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Operation> {
             Some(schema::<DocumentRequest>(g)),
             schema::<Vec<RolePrompt>>(g),
             &[413, 422],
+        ),
+        op(
+            "post",
+            "/api/documents/generate",
+            "Describe in words: a custom scene document written by the server's model (the offline mock without one) that passes the document check; 422 lists what still failed it, 503 when the model could not be asked",
+            Some(schema::<GenerateDocumentRequest>(g)),
+            schema::<GeneratedDocument>(g),
+            &[413, 422, 503],
         ),
         op(
             "get",
@@ -857,7 +866,7 @@ mod tests {
                 .unwrap_or_else(|| panic!("{target}"));
             assert!(schemas.contains_key(name), "{name}");
         }
-        assert_eq!(doc["paths"].as_object().unwrap().len(), 50);
+        assert_eq!(doc["paths"].as_object().unwrap().len(), 51);
     }
 
     /// The other direction: every REST route declared in `http::router` (read from its source,

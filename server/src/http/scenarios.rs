@@ -9,8 +9,8 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use simtree_shared::refusal_path;
 use simtree_shared::{
-    DocumentRequest, NewScenario, RolePrompt, SavedRef, ScenarioChecked, ScenarioDocument, ScenarioSummary,
-    ScenarioUpdate, SceneTypeInfo,
+    DocumentRequest, GenerateDocumentRequest, GeneratedDocument, NewScenario, RolePrompt, SavedRef, ScenarioChecked,
+    ScenarioDocument, ScenarioSummary, ScenarioUpdate, SceneTypeInfo,
 };
 
 use super::error::{ApiError, ApiJson, ApiPath, blocking};
@@ -96,6 +96,17 @@ pub async fn check(State(app): St, ApiJson(body): ApiJson<DocumentRequest>) -> R
     })
     .await?;
     Ok(Json(checked))
+}
+
+/// `POST /api/documents/generate {prompt, last_document?}`: "Describe in words" — a custom scene
+/// document written by the server's model (the offline mock without one) that passes the
+/// document check. 422 for an empty or overlong prompt, or when the model's last answer still
+/// had problems (each listed); 503 when the model could not be asked. Nothing is made or kept.
+pub async fn generate(
+    State(app): St,
+    ApiJson(body): ApiJson<GenerateDocumentRequest>,
+) -> Result<Json<GeneratedDocument>, ApiError> {
+    Ok(Json(app.wb.generate_document(body).await?))
 }
 
 /// `POST /api/documents/preview {document}`: each role's first prompt (a social document).
