@@ -103,3 +103,21 @@ fn same_scenario_and_seed_give_byte_identical_logs() {
         assert_eq!(a, b, "{id}: two runs with seed 7 differ");
     }
 }
+
+/// `custom_simple_chat` and `custom_council` are simple_chat and council written as custom scenes
+/// (docs/scenarios.md, "The shipped scenes as documents"). Under the mock, with the same seed and
+/// the same number of turns, each logs exactly what its Rust scene logs: every event, byte for
+/// byte. (What differs off the mock's path is listed in docs/scenarios.md.)
+#[test]
+fn the_custom_twins_log_what_the_rust_scenes_log() {
+    for (rust, custom) in [("simple_chat", "custom_simple_chat"), ("council", "custom_council")] {
+        for seed in [None, Some(7)] {
+            let want = log_of(rust, 40, seed);
+            let got = log_of(custom, 40, seed);
+            for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+                assert_eq!(w, g, "{custom} (seed {seed:?}): event #{i} differs from {rust}'s");
+            }
+            assert_eq!(want.len(), got.len(), "{custom} (seed {seed:?}): number of events");
+        }
+    }
+}

@@ -44,6 +44,28 @@ pub struct CustomScene {
     /// run only in the sandboxed Python worker.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hooks: Option<Hooks>,
+    /// Whether each turn starts with a status line to the actor (its phase, role, variables and
+    /// the moves open now). `false` leaves the actor's memory to what happens in the scene, as
+    /// the shipped scenes do; the prompt then says nothing of status lines.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub status_lines: bool,
+    /// How a `say` effect reads.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub speech: Speech,
+}
+
+/// How a `say` effect reads to its audience and in the log.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum Speech {
+    /// Spoken aloud: `Ann: text`; the action's result is `{}` and its summary names the action
+    /// and its fields.
+    #[default]
+    Speak,
+    /// A chat message, as the shipped scenes' `send_message`: `[Message] Ann: text`; the
+    /// action's result is `{"message": text}` and its summary `Ann: text` (its first `say`).
+    Message,
 }
 
 /// A custom scene's Python hooks: one source text defining any of `on_action(state, action,
@@ -74,6 +96,18 @@ pub struct RoleDef {
 
 fn is_false(b: &bool) -> bool {
     !*b
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_default<T: Default + PartialEq>(t: &T) -> bool {
+    *t == T::default()
 }
 
 /// A variable's type; its values are checked against it whenever they change.
@@ -145,6 +179,12 @@ pub struct ActionDef {
     #[serde(default)]
     pub visibility: Visibility,
     pub effects: Vec<Effect>,
+    /// Whether a success ends the actor's turn. `false`: the actor may act again in the same
+    /// turn (up to the scenario's `max_steps_per_turn`) until it yields or an action ends the
+    /// turn, as the shipped scenes' `send_message`. An action that moves the phase or ends the
+    /// scene always ends the turn.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub ends_turn: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -295,6 +335,9 @@ pub struct PhaseDef {
     /// A `goto` or an `end` among them decides where the scene goes instead of `next`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub on_exit: Vec<Effect>,
+    /// Whether entering the phase is announced to everyone (`Phase: name: description`).
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub announce: bool,
     /// Where the scene goes when the phase ends: the first transition whose condition holds.
     /// The last must have no condition.
     pub next: Vec<Transition>,

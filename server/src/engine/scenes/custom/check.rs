@@ -424,6 +424,19 @@ impl Checker<'_> {
             }
             Visibility::Public | Visibility::Moderator => {}
         }
+        if !a.ends_turn
+            && let Some(k) = a
+                .effects
+                .iter()
+                .position(|e| matches!(e, Effect::Goto(_) | Effect::End(_)))
+        {
+            return err(
+                format!("{path}.ends_turn"),
+                format!(
+                    "false, but effects[{k}] moves the phase or ends the scene, which always ends the turn: leave ends_turn out"
+                ),
+            );
+        }
         self.effects(&format!("{path}.effects"), &a.effects, Who::Actor)
     }
 

@@ -6,7 +6,8 @@
 //! every variable, every agent's role, standing and variables, the votes, the outcome), so a
 //! custom scene forks, branches, replays and exports as the shipped scenes do. Who acts is the
 //! phase's (the scenario's ordering is `controlled`): each pass gives every actor of the phase one
-//! turn; a turn ends with one successful action (or `yield`). An action is legal when its
+//! turn; a turn ends with one successful action (or `yield`), unless the action says the turn
+//! goes on (`ends_turn: false`, then the scenario's `max_steps_per_turn` bounds it). An action is legal when its
 //! roles, phases and `when` allow it; its parameters are read strictly (every field, no other,
 //! each of its type and range); every expression of an action sees the state as it was before
 //! the action; its effects apply together or, if one fails, not at all.
@@ -21,8 +22,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use simtree_shared::ActionResult;
 use simtree_shared::custom::{
-    ActionDef, Actors, CustomScene, Effect, ParamDef, ParamType, PhaseDef, PhaseEnd, TallyKind, TurnOrder, VarType,
-    Visibility,
+    ActionDef, Actors, CustomScene, Effect, ParamDef, ParamType, PhaseDef, PhaseEnd, Speech, TallyKind, TurnOrder,
+    VarType, Visibility,
 };
 
 pub use self::check::Refused;
@@ -41,6 +42,15 @@ use crate::engine::world::World;
 /// scene by it.
 pub const MARKER: &str = "Of the actions listed under Available Actions, the latest status line says which are open \
      now; each takes exactly the fields its usage shows.";
+
+/// The sentence in its place when the document turns status lines off (`status_lines: false`).
+pub const MARKER_QUIET: &str = "Each action listed under Available Actions takes exactly the fields its usage shows; \
+     one that is not open now is refused with the reason.";
+
+/// Whether a system prompt is a custom scene's (it carries one of the two closing sentences).
+pub fn marks(system: &str) -> bool {
+    system.contains(MARKER) || system.contains(MARKER_QUIET)
+}
 
 /// Where a status line lists the moves open to its agent now (last in the line), and the agents
 /// still in the game once someone is out (up to the next `;`).
@@ -677,16 +687,26 @@ impl Custom {
         }
         let audience = self.audience(actor, a, &params, world);
         let time = Some(self.state.time);
-        let shown = summary(&name, a, &params);
+        let mut shown = summary(&name, a, &params);
+        let mut result = ActionResult::Done {};
         let mut said = false;
         for line in lines {
             match line {
-                Line::Say(text) => {
-                    said = true;
-                    let event = SceneEvent::Speak {
-                        sender: name.clone(),
-                        message: text,
+                Line::Say(message) => {
+                    let sender = name.clone();
+                    let event = match self.doc().speech {
+                        Speech::Speak => SceneEvent::Speak { sender, message },
+                        Speech::Message => {
+                            if !said {
+                                shown = format!("{name}: {message}");
+                                result = ActionResult::Message {
+                                    message: message.clone(),
+                                };
+                            }
+                            SceneEvent::Message { sender, message }
+                        }
                     };
+                    said = true;
                     world.feedback(actor, &event.line(time));
                     world.broadcast(&event, time, Some(&audience));
                 }
@@ -698,11 +718,14 @@ impl Custom {
             to.push(actor);
             world.broadcast(&SceneEvent::public_with("Action", shown.clone()), time, Some(&to));
         }
+        // A move to another phase or an end closes the turn whatever the action says.
+        let ends_turn = a.ends_turn || flow.is_some();
         self.follow(flow, world);
         if self.state.outcome.is_none() {
             self.check_endings(world);
         }
-        Ok(Outcome::ok(ActionResult::Done {}, shown, true))
+        let ends_turn = ends_turn || self.state.outcome.is_some();
+        Ok(Outcome::ok(result, shown, ends_turn))
     }
 
     /// The agents besides the actor who see an action.
@@ -908,7 +931,9 @@ impl Custom {
         } else {
             format!("{}: {}", def.name, def.description)
         };
-        world.broadcast(&SceneEvent::public_with("Phase", text), Some(self.state.time), None);
+        if def.announce {
+            world.broadcast(&SceneEvent::public_with("Phase", text), Some(self.state.time), None);
+        }
         if let Some(flow) = self.run_phase_effects(&def.on_enter, world) {
             return Some(flow);
         }
@@ -1212,7 +1237,11 @@ impl SceneRules for Custom {
     fn text(&self) -> SceneText {
         let doc = self.doc();
         SceneText {
-            description: format!("{}\n\n{MARKER}", doc.setting.trim_end()),
+            description: format!(
+                "{}\n\n{}",
+                doc.setting.trim_end(),
+                if doc.status_lines { MARKER } else { MARKER_QUIET }
+            ),
             guidelines: doc.rules.clone(),
             ..SceneText::default()
         }
@@ -1303,6 +1332,9 @@ impl SceneRules for Custom {
         self.state.outcome.is_some()
     }
     fn status_prompt(&self, agent: &Agent) -> String {
+        if !self.doc().status_lines {
+            return String::new();
+        }
         self.status(&agent.name)
     }
     fn controlled_next(&self, _world: &World) -> Option<String> {
