@@ -49,28 +49,27 @@ pub struct CustomScene {
     /// the shipped scenes do; the prompt then says nothing of status lines.
     #[serde(default = "yes", skip_serializing_if = "is_true")]
     pub status_lines: bool,
-    /// How a `say` effect reads.
+    /// How the scene's own lines read.
     #[serde(default, skip_serializing_if = "is_default")]
-    pub speech: Speech,
+    pub style: Style,
 }
 
-/// How a `say` effect reads to its audience and in the log.
+/// How a custom scene's own lines read to its agents and in the log.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
-pub enum Speech {
-    /// Spoken aloud: `Ann: text`; the action's result is `{}` and its summary names the action
-    /// and its fields.
+pub enum Style {
+    /// `say` is spoken (`Ann: text`), `reveal` reads `Reveal: text`, an action that says
+    /// nothing is shown to its audience as `Action: Ann: offer (amount: 40)`, and the end is
+    /// announced (`Outcome: the scene ends: accepted`).
     #[default]
-    Speak,
-    /// A chat message, as the shipped scenes' `send_message`: `[Message] Ann: text`; the
-    /// action's result is `{"message": text}` and its summary `Ann: text` (its first `say`).
-    Message,
+    Custom,
+    /// As the shipped chat scenes: `say` is a chat message (`[Message] Ann: text`, the action's
+    /// result `{"message": text}` and its summary `Ann: text`), `reveal` reads
+    /// `Public Event: text`, and the scene adds no line of its own about actions or the end.
+    Chat,
 }
 
-/// A custom scene's Python hooks: one source text defining any of `on_action(state, action,
-/// rng)`, `on_phase_end(state, phase, rng)` and `outcome(state, rng)`. Each returns a list of
-/// effects of the same closed set as [`Effect`], written the same way.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
@@ -185,6 +184,10 @@ pub struct ActionDef {
     /// scene always ends the turn.
     #[serde(default = "yes", skip_serializing_if = "is_true")]
     pub ends_turn: bool,
+    /// The action's one-line summary in the log (and in its `Action:` line): a string
+    /// expression that sees `params` (default `Ann: offer (amount: 40)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -257,6 +260,8 @@ pub enum Visibility {
 pub enum Effect {
     /// The actor says the text (a string expression) to the action's audience.
     Say(String),
+    /// The actor alone reads the text (a string expression): a private answer to its action.
+    Tell(String),
     /// Sets a variable to a value.
     Set(Assign),
     /// Adds a number to a numeric variable (or an item to a list).
@@ -369,6 +374,10 @@ pub enum TurnOrder {
     Sequential,
     /// Shuffled at the start of every pass with the simulation's seeded generator.
     Random,
+    /// The agents' order, but the phase's first pass starts after the agent whose turn entered
+    /// the phase: turns go on round the table across phase changes, as the shipped scenes'
+    /// `sequential` ordering does.
+    Continue,
 }
 
 /// How a phase ends.
@@ -382,6 +391,9 @@ pub enum PhaseEnd {
     AllActed,
     /// When the condition holds (checked after every turn).
     When(String),
+    /// As soon as the condition holds: checked after every action too, so the phase ends
+    /// within the action that made it true (its exit lines follow the action's own).
+    AsSoonAs(String),
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
