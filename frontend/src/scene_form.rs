@@ -28,6 +28,7 @@ pub enum Inner {
 /// The kinds of an effect, with what each holds.
 pub const EFFECTS: &[(&str, Inner)] = &[
     ("say", Inner::Text),
+    ("tell", Inner::Text),
     ("set", Inner::Fields(&["var", "value", "agent"])),
     ("add", Inner::Fields(&["var", "value", "agent"])),
     ("transfer", Inner::Fields(&["var", "to", "amount", "from"])),
@@ -49,6 +50,7 @@ pub const ENDS: &[(&str, Inner)] = &[
     ("rounds", Inner::Number),
     ("all_acted", Inner::Unit),
     ("when", Inner::Text),
+    ("as_soon_as", Inner::Text),
 ];
 
 /// Who sees an action.
@@ -62,7 +64,7 @@ pub const VISIBILITY: &[(&str, Inner)] = &[
 pub const VAR_TYPES: [&str; 5] = ["int", "number", "string", "bool", "list"];
 pub const PARAM_TYPES: [&str; 5] = ["enum", "int", "number", "string", "agent"];
 pub const TALLY_KINDS: [&str; 4] = ["majority", "unanimity", "plurality", "sum"];
-pub const ORDERS: [&str; 2] = ["sequential", "random"];
+pub const ORDERS: [&str; 3] = ["sequential", "random", "continue"];
 
 /// How many of a fields-holding kind's fields are required (the first ones; the rest are
 /// optional and left out while empty).

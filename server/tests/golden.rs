@@ -103,3 +103,118 @@ fn same_scenario_and_seed_give_byte_identical_logs() {
         assert_eq!(a, b, "{id}: two runs with seed 7 differ");
     }
 }
+
+/// `custom_simple_chat` and `custom_council` are simple_chat and council written as custom scenes
+/// (docs/scenarios.md, "The shipped scenes as documents"). Under the mock, with the same seed and
+/// the same number of turns, each logs exactly what its Rust scene logs: every event, byte for
+/// byte.
+#[test]
+fn the_custom_twins_log_what_the_rust_scenes_log_under_the_mock() {
+    for (rust, custom) in [("simple_chat", "custom_simple_chat"), ("council", "custom_council")] {
+        for seed in [None, Some(7)] {
+            let want = log_of(rust, 40, seed);
+            let got = log_of(custom, 40, seed);
+            assert_same(&format!("{custom} (seed {seed:?})"), want, got, &[]);
+        }
+    }
+}
+
+/// What still differs between a Rust scene's log and its custom twin's, each with why: a
+/// normalisation applied to both logs' events (it says whether it changed the event). The
+/// comparisons below use every one they are given and find nothing else.
+type Difference = (&'static str, fn(&mut serde_json::Value) -> bool);
+
+/// A custom action records `{}` as its result (`{"message"}` for one that says something in the
+/// `chat` style); the Rust council records typed results (`{"title"}` for `start_voting`,
+/// `{"vote", "comment"}` for `vote`), a closed set of shapes a document cannot extend.
+const RESULTS: Difference = ("the results of start_voting and vote", |e| {
+    let action = e["data"]["action"]["action"].as_str().unwrap_or("");
+    if e["type"] != "action_end" || !matches!(action, "start_voting" | "vote") {
+        return false;
+    }
+    e["data"]["result"] = serde_json::Value::Null;
+    true
+});
+
+/// Compares two logs event by event after `differences`, each of which must be needed.
+fn assert_same(what: &str, want: Vec<String>, got: Vec<String>, differences: &[Difference]) {
+    let mut used = vec![false; differences.len()];
+    let mut normal = |log: Vec<String>| -> Vec<String> {
+        log.iter()
+            .map(|line| {
+                let mut e: serde_json::Value = serde_json::from_str(line).unwrap();
+                for (k, (_, normalise)) in differences.iter().enumerate() {
+                    used[k] |= normalise(&mut e);
+                }
+                if differences.is_empty() {
+                    line.clone()
+                } else {
+                    e.to_string()
+                }
+            })
+            .collect()
+    };
+    let (want, got) = (normal(want), normal(got));
+    for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+        assert_eq!(w, g, "{what}: event #{i} differs from the Rust scene's");
+    }
+    assert_eq!(want.len(), got.len(), "{what}: number of events");
+    for ((why, _), used) in differences.iter().zip(used) {
+        assert!(used, "{what}: the listed difference '{why}' no longer occurs");
+    }
+}
+
+/// A council sitting off the mock's path: the Host opens a vote on "Pilot" at once, every member
+/// votes at its next turn (one with a comment, one abstaining), and the Host closes the session
+/// once the vote has concluded; anyone else, or at any other time, yields.
+struct Sitting;
+
+impl LlmClient for Sitting {
+    fn chat<'a>(&'a self, messages: &'a [Message], _: &'a mut LlmState) -> BoxFuture<'a, Result<String, LlmError>> {
+        let system = messages.first().map(|m| m.content.to_string()).unwrap_or_default();
+        let name = system
+            .lines()
+            .find_map(|l| l.strip_prefix("You are "))
+            .and_then(|l| l.strip_suffix('.'))
+            .unwrap_or("")
+            .to_string();
+        let heard = |text: &str| messages.iter().skip(1).any(|m| m.content.contains(text));
+        let action = if name == "Host" {
+            if heard("has concluded") {
+                "<Action name=\"finish_meeting\" />".to_string()
+            } else if !heard("initiated the voting round") {
+                "<Action name=\"start_voting\"><title>Pilot</title></Action>".to_string()
+            } else {
+                "<Action name=\"yield\" />".to_string()
+            }
+        } else if heard("initiated the voting round") && !heard(&format!("{name}: I vote")) {
+            let (vote, comment) = match name.as_str() {
+                "Rep. Zhang Rui" => ("no", "Too costly for shops."),
+                "Rep. Wang Mei" => ("abstain", ""),
+                _ => ("yes", ""),
+            };
+            format!("<Action name=\"vote\"><vote>{vote}</vote><comment>{comment}</comment></Action>")
+        } else {
+            "<Action name=\"yield\" />".to_string()
+        };
+        let reply = format!("--- Thoughts ---\nx\n\n--- Plan ---\n1. y\n\n--- Action ---\n{action}\n");
+        Box::pin(async move { Ok(reply) })
+    }
+}
+
+/// Off the mock's path too, a whole sitting (a vote opened, cast, concluded and the session
+/// closed) logs the same in the custom council as in the Rust one, but for [`RESULTS`].
+#[test]
+fn a_sitting_of_the_custom_council_logs_what_the_rust_council_logs() {
+    let want = log_with("council", 30, None, &Sitting);
+    let got = log_with("custom_council", 30, None, &Sitting);
+    let log = got.join("\n");
+    for line in [
+        "[Message] Rep. Zhang Rui: I vote no on 'Pilot'. Comment: Too costly for shops.",
+        "Public Event: Voting on 'Pilot' has concluded. It passed with 3 yes, 1 no, and 1 abstain.",
+        "Public Event: The council session is adjourned.",
+    ] {
+        assert!(log.contains(line), "{line}");
+    }
+    assert_same("custom_council's sitting", want, got, &[RESULTS]);
+}

@@ -44,11 +44,32 @@ pub struct CustomScene {
     /// run only in the sandboxed Python worker.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hooks: Option<Hooks>,
+    /// Whether each turn starts with a status line to the actor (its phase, role, variables and
+    /// the moves open now). `false` leaves the actor's memory to what happens in the scene, as
+    /// the shipped scenes do; the prompt then says nothing of status lines.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub status_lines: bool,
+    /// How the scene's own lines read.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub style: Style,
 }
 
-/// A custom scene's Python hooks: one source text defining any of `on_action(state, action,
-/// rng)`, `on_phase_end(state, phase, rng)` and `outcome(state, rng)`. Each returns a list of
-/// effects of the same closed set as [`Effect`], written the same way.
+/// How a custom scene's own lines read to its agents and in the log.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum Style {
+    /// `say` is spoken (`Ann: text`), `reveal` reads `Reveal: text`, an action that says
+    /// nothing is shown to its audience as `Action: Ann: offer (amount: 40)`, and the end is
+    /// announced (`Outcome: the scene ends: accepted`).
+    #[default]
+    Custom,
+    /// As the shipped chat scenes: `say` is a chat message (`[Message] Ann: text`, the action's
+    /// result `{"message": text}` and its summary `Ann: text`), `reveal` reads
+    /// `Public Event: text`, and the scene adds no line of its own about actions or the end.
+    Chat,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
@@ -74,6 +95,18 @@ pub struct RoleDef {
 
 fn is_false(b: &bool) -> bool {
     !*b
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_default<T: Default + PartialEq>(t: &T) -> bool {
+    *t == T::default()
 }
 
 /// A variable's type; its values are checked against it whenever they change.
@@ -145,6 +178,16 @@ pub struct ActionDef {
     #[serde(default)]
     pub visibility: Visibility,
     pub effects: Vec<Effect>,
+    /// Whether a success ends the actor's turn. `false`: the actor may act again in the same
+    /// turn (up to the scenario's `max_steps_per_turn`) until it yields or an action ends the
+    /// turn, as the shipped scenes' `send_message`. An action that moves the phase or ends the
+    /// scene always ends the turn.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub ends_turn: bool,
+    /// The action's one-line summary in the log (and in its `Action:` line): a string
+    /// expression that sees `params` (default `Ann: offer (amount: 40)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -217,6 +260,8 @@ pub enum Visibility {
 pub enum Effect {
     /// The actor says the text (a string expression) to the action's audience.
     Say(String),
+    /// The actor alone reads the text (a string expression): a private answer to its action.
+    Tell(String),
     /// Sets a variable to a value.
     Set(Assign),
     /// Adds a number to a numeric variable (or an item to a list).
@@ -295,6 +340,9 @@ pub struct PhaseDef {
     /// A `goto` or an `end` among them decides where the scene goes instead of `next`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub on_exit: Vec<Effect>,
+    /// Whether entering the phase is announced to everyone (`Phase: name: description`).
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub announce: bool,
     /// Where the scene goes when the phase ends: the first transition whose condition holds.
     /// The last must have no condition.
     pub next: Vec<Transition>,
@@ -326,6 +374,10 @@ pub enum TurnOrder {
     Sequential,
     /// Shuffled at the start of every pass with the simulation's seeded generator.
     Random,
+    /// The agents' order, but the phase's first pass starts after the agent whose turn entered
+    /// the phase: turns go on round the table across phase changes, as the shipped scenes'
+    /// `sequential` ordering does.
+    Continue,
 }
 
 /// How a phase ends.
@@ -339,6 +391,9 @@ pub enum PhaseEnd {
     AllActed,
     /// When the condition holds (checked after every turn).
     When(String),
+    /// As soon as the condition holds: checked after every action too, so the phase ends
+    /// within the action that made it true (its exit lines follow the action's own).
+    AsSoonAs(String),
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -36,7 +36,7 @@ pub fn reply(messages: &[Message], state: &mut LlmState) -> String {
     let me = mock::extract_name(system);
     let t = Transcript::new(messages, &me, state.seed, catalogue, system);
     let has = |a: &str| t.can(a);
-    let (thought, call) = if system.contains(crate::engine::scenes::custom::MARKER) {
+    let (thought, call) = if crate::engine::scenes::custom::marks(system) {
         custom(&t, system)
     } else if has("open_voting") || has("vote_lynch") || has("night_kill") {
         werewolf(&t)

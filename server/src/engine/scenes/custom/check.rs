@@ -404,6 +404,9 @@ impl Checker<'_> {
         if let Some(w) = &a.when {
             self.expr(&format!("{path}.when"), w)?;
         }
+        if let Some(x) = &a.summary {
+            self.expr(&format!("{path}.summary"), x)?;
+        }
         for (j, r) in a.require.iter().enumerate() {
             self.expr(&format!("{path}.require[{j}].check"), &r.check)?;
             text(&format!("{path}.require[{j}].message"), &r.message)?;
@@ -424,6 +427,19 @@ impl Checker<'_> {
             }
             Visibility::Public | Visibility::Moderator => {}
         }
+        if !a.ends_turn
+            && let Some(k) = a
+                .effects
+                .iter()
+                .position(|e| matches!(e, Effect::Goto(_) | Effect::End(_)))
+        {
+            return err(
+                format!("{path}.ends_turn"),
+                format!(
+                    "false, but effects[{k}] moves the phase or ends the scene, which always ends the turn: leave ends_turn out"
+                ),
+            );
+        }
         self.effects(&format!("{path}.effects"), &a.effects, Who::Actor)
     }
 
@@ -443,6 +459,12 @@ impl Checker<'_> {
                         return err(format!("{at}.say"), "a phase has no speaker: use reveal");
                     }
                     self.expr(&format!("{at}.say"), t)?;
+                }
+                Effect::Tell(t) => {
+                    if who == Who::Phase {
+                        return err(format!("{at}.tell"), "a phase has no actor to tell: use reveal");
+                    }
+                    self.expr(&format!("{at}.tell"), t)?;
                 }
                 Effect::Reveal(t) => self.expr(&format!("{at}.reveal"), t)?,
                 Effect::Set(a) | Effect::Add(a) => {
@@ -562,6 +584,7 @@ impl Checker<'_> {
                 return err(format!("{path}.ends.rounds"), format!("{n}; from 1 to {MAX_ROUNDS}"));
             }
             PhaseEnd::When(x) => self.expr(&format!("{path}.ends.when"), x)?,
+            PhaseEnd::AsSoonAs(x) => self.expr(&format!("{path}.ends.as_soon_as"), x)?,
             _ => {}
         }
         if !(1..=MAX_ROUNDS).contains(&p.max_rounds) {

@@ -6,7 +6,8 @@
 //! every variable, every agent's role, standing and variables, the votes, the outcome), so a
 //! custom scene forks, branches, replays and exports as the shipped scenes do. Who acts is the
 //! phase's (the scenario's ordering is `controlled`): each pass gives every actor of the phase one
-//! turn; a turn ends with one successful action (or `yield`). An action is legal when its
+//! turn; a turn ends with one successful action (or `yield`), unless the action says the turn
+//! goes on (`ends_turn: false`, then the scenario's `max_steps_per_turn` bounds it). An action is legal when its
 //! roles, phases and `when` allow it; its parameters are read strictly (every field, no other,
 //! each of its type and range); every expression of an action sees the state as it was before
 //! the action; its effects apply together or, if one fails, not at all.
@@ -21,8 +22,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use simtree_shared::ActionResult;
 use simtree_shared::custom::{
-    ActionDef, Actors, CustomScene, Effect, ParamDef, ParamType, PhaseDef, PhaseEnd, TallyKind, TurnOrder, VarType,
-    Visibility,
+    ActionDef, Actors, CustomScene, Effect, ParamDef, ParamType, PhaseDef, PhaseEnd, Style, TallyKind, TurnOrder,
+    VarType, Visibility,
 };
 
 pub use self::check::Refused;
@@ -41,6 +42,15 @@ use crate::engine::world::World;
 /// scene by it.
 pub const MARKER: &str = "Of the actions listed under Available Actions, the latest status line says which are open \
      now; each takes exactly the fields its usage shows.";
+
+/// The sentence in its place when the document turns status lines off (`status_lines: false`).
+pub const MARKER_QUIET: &str = "Each action listed under Available Actions takes exactly the fields its usage shows; \
+     one that is not open now is refused with the reason.";
+
+/// Whether a system prompt is a custom scene's (it carries one of the two closing sentences).
+pub fn marks(system: &str) -> bool {
+    system.contains(MARKER) || system.contains(MARKER_QUIET)
+}
 
 /// Where a status line lists the moves open to its agent now (last in the line), and the agents
 /// still in the game once someone is out (up to the next `;`).
@@ -95,6 +105,9 @@ pub struct Custom {
     /// The phase changed during the turn running now (its pass starts afresh).
     #[serde(skip)]
     moved: bool,
+    /// Whose turn is running now (for a `continue` phase entered during it).
+    #[serde(skip)]
+    turn_of: Option<String>,
 }
 
 /// A custom scene as it is stored: read back through the same checks as a new document.
@@ -119,6 +132,7 @@ impl TryFrom<Stored> for Custom {
             config: Arc::new(s.config),
             programs: Arc::new(programs),
             moved: false,
+            turn_of: None,
         })
     }
 }
@@ -134,6 +148,8 @@ enum Flow {
 enum Line {
     Say(String),
     Reveal(String),
+    /// For the actor alone.
+    Tell(String),
 }
 
 /// A failed action or effect: the message the actor reads.
@@ -170,6 +186,7 @@ impl Custom {
             config: Arc::new(doc),
             programs: Arc::new(programs),
             moved: false,
+            turn_of: None,
         })
     }
 
@@ -479,8 +496,16 @@ impl Custom {
     /// Says a phase's or a hook's lines to everyone.
     fn announce(&self, lines: Vec<Line>, world: &mut World) {
         let time = Some(self.state.time);
-        for Line::Reveal(text) | Line::Say(text) in lines {
-            world.broadcast(&SceneEvent::public_with("Reveal", text), time, None);
+        for Line::Reveal(text) | Line::Say(text) | Line::Tell(text) in lines {
+            world.broadcast(&self.revealed(text), time, None);
+        }
+    }
+
+    /// A `reveal` as everyone reads it.
+    fn revealed(&self, text: String) -> SceneEvent {
+        match self.doc().style {
+            Style::Custom => SceneEvent::public_with("Reveal", text),
+            Style::Chat => SceneEvent::public(text),
         }
     }
 
@@ -620,6 +645,7 @@ impl Custom {
     /// Runs one of the document's actions for agent `actor`.
     fn act(&mut self, actor: usize, a: &ActionDef, call: &ActionCall, world: &mut World) -> Handled {
         let name = world.agents[actor].name.clone();
+        self.turn_of = Some(name.clone());
         let fail = |world: &mut World, msg: String| {
             world.feedback(actor, &msg);
             Ok(Outcome::fail(
@@ -649,6 +675,13 @@ impl Custom {
             Ok(flow) => flow,
             Err(msg) => return fail(world, msg.0),
         };
+        let shown = match &a.summary {
+            Some(x) => match scope.string(x) {
+                Ok(text) => text,
+                Err(e) => return fail(world, e.to_string()),
+            },
+            None => summary(&name, a, &params),
+        };
         drop(scope);
         let action = json!({"actor": name, "name": a.name, "params": params});
         let flow = match self.call_hook(Hook::OnAction, &next, Some(action), world) {
@@ -677,32 +710,64 @@ impl Custom {
         }
         let audience = self.audience(actor, a, &params, world);
         let time = Some(self.state.time);
-        let shown = summary(&name, a, &params);
+        let mut shown = shown;
+        let mut result = ActionResult::Done {};
         let mut said = false;
         for line in lines {
             match line {
-                Line::Say(text) => {
-                    said = true;
-                    let event = SceneEvent::Speak {
-                        sender: name.clone(),
-                        message: text,
+                Line::Say(message) => {
+                    let sender = name.clone();
+                    let event = match self.doc().style {
+                        Style::Custom => SceneEvent::Speak { sender, message },
+                        Style::Chat => {
+                            if !said && a.summary.is_none() {
+                                shown = format!("{name}: {message}");
+                            }
+                            if !said {
+                                result = ActionResult::Message {
+                                    message: message.clone(),
+                                };
+                            }
+                            SceneEvent::Message { sender, message }
+                        }
                     };
+                    said = true;
                     world.feedback(actor, &event.line(time));
                     world.broadcast(&event, time, Some(&audience));
                 }
-                Line::Reveal(text) => world.broadcast(&SceneEvent::public_with("Reveal", text), time, None),
+                Line::Reveal(text) => world.broadcast(&self.revealed(text), time, None),
+                Line::Tell(text) => world.feedback(actor, &text),
             }
         }
-        if !said {
+        if !said && self.doc().style == Style::Custom {
             let mut to = audience.clone();
             to.push(actor);
             world.broadcast(&SceneEvent::public_with("Action", shown.clone()), time, Some(&to));
         }
+        // A move to another phase or an end closes the turn whatever the action says.
+        let mut ends_turn = a.ends_turn || flow.is_some();
         self.follow(flow, world);
-        if self.state.outcome.is_none() {
-            self.check_endings(world);
+        if self.state.outcome.is_none() && !self.check_endings(world) {
+            ends_turn |= self.end_phase_if_due(world);
         }
-        Ok(Outcome::ok(ActionResult::Done {}, shown, true))
+        let ends_turn = ends_turn || self.state.outcome.is_some();
+        Ok(Outcome::ok(result, shown, ends_turn))
+    }
+
+    /// Ends the phase now if it ends `as_soon_as` its condition holds and it does.
+    fn end_phase_if_due(&mut self, world: &mut World) -> bool {
+        let Some(def) = self.phase_def().cloned() else {
+            return false;
+        };
+        let PhaseEnd::AsSoonAs(x) = &def.ends else {
+            return false;
+        };
+        if !self.scope(&self.state, None).bool(x).unwrap_or(false) {
+            return false;
+        }
+        let flow = self.leave(&def, world);
+        self.follow(Some(flow), world);
+        true
     }
 
     /// The agents besides the actor who see an action.
@@ -745,6 +810,7 @@ impl Custom {
                     }
                     lines.push(Line::Say(scope.string(text).map_err(err)?));
                 }
+                Effect::Tell(text) => lines.push(Line::Tell(scope.string(text).map_err(err)?)),
                 Effect::Reveal(text) => lines.push(Line::Reveal(scope.string(text).map_err(err)?)),
                 Effect::Set(asg) | Effect::Add(asg) => {
                     let add = matches!(effect, Effect::Add(_));
@@ -908,7 +974,9 @@ impl Custom {
         } else {
             format!("{}: {}", def.name, def.description)
         };
-        world.broadcast(&SceneEvent::public_with("Phase", text), Some(self.state.time), None);
+        if def.announce {
+            world.broadcast(&SceneEvent::public_with("Phase", text), Some(self.state.time), None);
+        }
         if let Some(flow) = self.run_phase_effects(&def.on_enter, world) {
             return Some(flow);
         }
@@ -916,6 +984,13 @@ impl Custom {
             return None;
         }
         self.start_pass(&def, world);
+        if def.order == TurnOrder::Continue
+            && let Some(last) = self.turn_of.as_deref().and_then(|n| world.agent_index(n))
+        {
+            let place = |n: &String| world.agent_index(n).unwrap_or(usize::MAX);
+            let first = self.state.queue.iter().position(|n| place(n) > last).unwrap_or(0);
+            self.state.queue.rotate_left(first);
+        }
         if self.state.queue.is_empty() {
             return Some(self.leave(&def, world));
         }
@@ -1006,11 +1081,13 @@ impl Custom {
             Some(Flow::End(other)) => other,
             _ => outcome,
         };
-        world.broadcast(
-            &SceneEvent::public_with("Outcome", format!("the scene ends: {outcome}")),
-            Some(self.state.time),
-            None,
-        );
+        if self.doc().style == Style::Custom {
+            world.broadcast(
+                &SceneEvent::public_with("Outcome", format!("the scene ends: {outcome}")),
+                Some(self.state.time),
+                None,
+            );
+        }
         self.state.outcome = Some(outcome);
         self.state.queue.clear();
         self.state.next = 0;
@@ -1029,7 +1106,7 @@ impl Custom {
         }
         let mut over = match &def.ends {
             PhaseEnd::AllActed => self.state.queue.iter().all(|n| self.state.acted.contains(n)),
-            PhaseEnd::When(x) => self.scope(&self.state, None).bool(x).unwrap_or(false),
+            PhaseEnd::When(x) | PhaseEnd::AsSoonAs(x) => self.scope(&self.state, None).bool(x).unwrap_or(false),
             PhaseEnd::Rounds(_) => false,
         };
         if !over && self.state.next >= self.state.queue.len() {
@@ -1212,7 +1289,11 @@ impl SceneRules for Custom {
     fn text(&self) -> SceneText {
         let doc = self.doc();
         SceneText {
-            description: format!("{}\n\n{MARKER}", doc.setting.trim_end()),
+            description: format!(
+                "{}\n\n{}",
+                doc.setting.trim_end(),
+                if doc.status_lines { MARKER } else { MARKER_QUIET }
+            ),
             guidelines: doc.rules.clone(),
             ..SceneText::default()
         }
@@ -1303,6 +1384,9 @@ impl SceneRules for Custom {
         self.state.outcome.is_some()
     }
     fn status_prompt(&self, agent: &Agent) -> String {
+        if !self.doc().status_lines {
+            return String::new();
+        }
         self.status(&agent.name)
     }
     fn controlled_next(&self, _world: &World) -> Option<String> {
@@ -1316,7 +1400,8 @@ impl SceneRules for Custom {
         let a = doc.actions.iter().find(|a| a.name == call.name)?;
         Some(self.act(actor, a, call, world))
     }
-    fn post_turn(&mut self, _actor: usize, world: &mut World) {
+    fn post_turn(&mut self, actor: usize, world: &mut World) {
+        self.turn_of = Some(world.agents[actor].name.clone());
         self.set_time(self.time().saturating_add(self.minutes_per_turn()));
         self.after_turn(world);
     }

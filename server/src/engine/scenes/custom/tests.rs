@@ -477,6 +477,45 @@ fn hostile_documents_are_refused_at_their_paths() {
             with(&["actions", "0", "visibility"], json!({"private_to": "nobody"})),
             "scene.config.actions[0].visibility.private_to: 'nobody' is not an agent parameter of bump",
         ),
+        (
+            with(
+                &["actions"],
+                json!([{"name": "stop", "description": "x", "effects": [{"end": "done"}], "ends_turn": false}]),
+            ),
+            "scene.config.actions[0].ends_turn: false, but effects[0] moves the phase or ends the scene",
+        ),
+        (
+            with(&["actions", "0", "ends_turn"], json!("no")),
+            "scene.config.actions[0].ends_turn: invalid type: string \"no\", expected a boolean",
+        ),
+        (
+            with(&["actions", "0", "summary"], json!("me.nam +")),
+            "scene.config.actions[0].summary: ",
+        ),
+        (
+            with(&["phases", "0", "on_exit"], json!([{"tell": "'x'"}])),
+            "scene.config.phases[0].on_exit[0].tell: a phase has no actor to tell: use reveal",
+        ),
+        (
+            with(&["phases", "0", "ends"], json!({"as_soon_as": "nobody > 1"})),
+            "scene.config.phases[0].ends.as_soon_as: ",
+        ),
+        (
+            with(&["phases", "0", "announce"], json!(0)),
+            "scene.config.phases[0].announce: invalid type: integer `0`, expected a boolean",
+        ),
+        (
+            with(&["phases", "0", "order"], json!("onward")),
+            "scene.config.phases[0].order: unknown variant `onward`",
+        ),
+        (
+            with(&["style"], json!("shipped")),
+            "scene.config.style: unknown variant `shipped`",
+        ),
+        (
+            with(&["status_lines"], json!("off")),
+            "scene.config.status_lines: invalid type: string \"off\", expected a boolean",
+        ),
     ];
     for (doc, want) in cases {
         let got = refusal(&doc);
@@ -708,4 +747,67 @@ mod hooks {
             super::refusal(&d)
         );
     }
+}
+
+/// The options that make a document read as a shipped scene: no status line or phase
+/// announcement, a `chat` style message that lets the turn go on, a private `tell`, a
+/// `summary`, a phase that ends `as_soon_as` an action makes it true, and a `continue` order.
+#[test]
+fn the_shipped_scene_options_change_what_is_said_and_when_a_turn_ends() {
+    let mut doc = minimal();
+    let config = &mut doc["scene"]["config"];
+    config["status_lines"] = json!(false);
+    config["style"] = json!("chat");
+    config["actions"] = json!([
+        {"name": "post", "description": "post", "params": [{"name": "text", "type": "string", "max_length": 50}],
+         "effects": [{"say": "params.text"}, {"add": {"var": "n", "value": "1"}}], "ends_turn": false},
+        {"name": "peek", "description": "peek", "summary": "me.name + ' peeked'", "effects": [{"tell": "'n is ' + string(vars.n)"}]}
+    ]);
+    config["phases"] = json!([
+        {"name": "main", "announce": false, "ends": {"as_soon_as": "vars.n >= 2"}, "max_rounds": 10,
+         "on_exit": [{"reveal": "'Two posts.'"}], "next": [{"goto": "after"}]},
+        {"name": "after", "announce": false, "order": "continue", "ends": {"rounds": 1}, "next": [{"end": "done"}]}
+    ]);
+    let mut sim = build(&doc, 0).unwrap();
+    assert!(sim.world.pending.iter().all(|e| !e.data.to_string().contains("Phase")));
+    let events = act(&mut sim, "A", "<Action name=\"post\"><text>hi</text></Action>");
+    let end = events.iter().find(|e| e.kind.as_str() == "action_end").unwrap();
+    assert_eq!(end.data["result"], json!({"message": "hi"}));
+    assert_eq!(end.data["summary"], "A: hi");
+    assert_eq!(end.data["pass_control"], false, "the turn goes on");
+    let lines = said(&events);
+    assert!(lines.contains(&"[18:00] [Message] A: hi".to_string()), "{lines:?}");
+    assert!(
+        lines.iter().all(|l| !l.contains("Action:") && !l.contains("Status:")),
+        "{lines:?}"
+    );
+    let events = act(&mut sim, "B", "<Action name=\"peek\" />");
+    let end = events.iter().find(|e| e.kind.as_str() == "action_end").unwrap();
+    assert_eq!(end.data["summary"], "B peeked");
+    assert_eq!(end.data["result"], json!({}));
+    assert_eq!(said(&events), ["n is 1"], "told to B alone, without a time");
+    // The second post ends the phase within the action: the reveal follows the message, and
+    // the next phase's pass starts after A.
+    let events = act(&mut sim, "A", "<Action name=\"post\"><text>again</text></Action>");
+    let end = events.iter().find(|e| e.kind.as_str() == "action_end").unwrap();
+    assert_eq!(end.data["pass_control"], true, "a phase change ends the turn");
+    let lines = said(&events);
+    let post = lines.iter().position(|l| l.ends_with("[Message] A: again")).unwrap();
+    let reveal = lines
+        .iter()
+        .position(|l| l.ends_with("Public Event: Two posts."))
+        .unwrap();
+    assert!(post < reveal, "{lines:?}");
+    let c = custom(&sim);
+    assert_eq!(c.state.phase, "after");
+    assert_eq!(c.state.queue, ["B", "A"]);
+}
+
+/// What the agents read in `events`: every line given to any of them.
+fn said(events: &[crate::engine::Event]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e.kind.as_str() == "agent_ctx_delta" && e.data["role"] == "user")
+        .map(|e| e.data["content"].as_str().unwrap_or("").to_string())
+        .collect()
 }
