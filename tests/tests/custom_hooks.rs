@@ -217,8 +217,9 @@ async fn hostile_hooks_are_stopped_by_a_named_bound_and_the_server_keeps_serving
     let hook = |body: &str| format!("def on_phase_end(state, phase, rng):\n{body}\n    return []\n");
     let cases = [
         (
+            // Under load the wall-time bound (5 s) can come before 2 s of CPU time.
             hook("    while True:\n        pass"),
-            "stopped at its CPU-time bound (2 s per call)",
+            "stopped at its CPU-time bound (2 s per call) | stopped at its wall-time bound",
         ),
         (hook("    x = bytearray(1 << 40)"), "stopped at its memory bound"),
         (
@@ -251,7 +252,7 @@ async fn hostile_hooks_are_stopped_by_a_named_bound_and_the_server_keeps_serving
         let started = Instant::now();
         let (error, tree, node) = hostile_run(&s, &source).await;
         assert!(
-            error.starts_with("hook on_phase_end failed: ") && error.contains(want),
+            error.starts_with("hook on_phase_end failed: ") && want.split(" | ").any(|w| error.contains(w)),
             "want {want}\n got {error}"
         );
         assert!(
