@@ -15,10 +15,10 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use simtree_shared::{
     AdvanceRequest, Ask, AskRequest, BranchRequest, ChildReply, ChildrenReply, CreateRequest, DatasetInfo,
-    DocumentRequest, ErrorBody, Estimate, FrontierRequest, Graph, LogEntry, MultiRequest, NewScenario, NodeCalls,
-    NodeInfo, NodePatch, NodeState, NodeView, NotedSummary, OkReply, Op, RolePrompt, RunReply, SavedRef,
-    ScenarioChecked, ScenarioDocument, ScenarioSummary, ScenarioUpdate, SceneTypeInfo, SearchReply, SweepStarted,
-    SweepTable, TreeEdit, TreeInfo, TreeMsg, TreePatch, TreeRef, UsageReply,
+    DocumentRequest, ErrorBody, Estimate, FrontierRequest, GenerateDocumentRequest, GeneratedDocument, Graph, LogEntry,
+    MultiRequest, NewScenario, NodeCalls, NodeInfo, NodePatch, NodeState, NodeView, NotedSummary, OkReply, Op,
+    RolePrompt, RunReply, SavedRef, ScenarioChecked, ScenarioDocument, ScenarioSummary, ScenarioUpdate, SceneTypeInfo,
+    SearchReply, SweepStarted, SweepTable, TreeEdit, TreeInfo, TreeMsg, TreePatch, TreeRef, UsageReply,
 };
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
@@ -57,7 +57,7 @@ impl From<ApiError> for String {
     }
 }
 
-type Result<T> = std::result::Result<T, ApiError>;
+pub type Result<T> = std::result::Result<T, ApiError>;
 
 /// A JS exception's message only (its `Debug` form is a wasm stack trace nobody should read).
 fn js_err(e: JsValue) -> ApiError {
@@ -263,6 +263,16 @@ pub async fn check_document(document: Value) -> Result<ScenarioChecked> {
 pub async fn preview_document(document: Value) -> Result<Vec<RolePrompt>> {
     let body = DocumentRequest { document };
     post("/api/documents/preview", &body).await
+}
+
+/// `POST /api/documents/generate`: a custom scene document written from `prompt` (built on
+/// `last` when refining), checked as creating a tree would; a refusal is an `Http` error.
+pub async fn generate_document(prompt: String, last: Option<Value>) -> Result<GeneratedDocument> {
+    let body = GenerateDocumentRequest {
+        prompt,
+        last_document: last,
+    };
+    post("/api/documents/generate", &body).await
 }
 
 /// `POST /api/scenarios`: saves a document to the library under a new name (409: the name is

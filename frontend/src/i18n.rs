@@ -614,6 +614,11 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
             "e.g. an SIR epidemic on a contact network, where infected people recover after some days",
             "例如：接触网络上的 SIR 传染病模型，感染者若干天后康复",
         ),
+        "new.describeScene" => ("Describe in words", "用文字描述"),
+        "new.describeSceneHint" => (
+            "e.g. twelve jurors deliberate a theft case with a foreperson and vote until they agree, or the jury is hung",
+            "例如：十二名陪审员在一名首席陪审员主持下审议一起盗窃案，投票直到意见一致，否则陪审团僵持",
+        ),
         "new.generate" => ("Generate", "生成"),
         "new.refine" => ("Refine", "改进"),
         "new.refineHint" => (

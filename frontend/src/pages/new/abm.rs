@@ -8,6 +8,7 @@ use leptos::prelude::*;
 use serde_json::Value;
 
 use super::Doc;
+use super::describe::{Describe, Written};
 use crate::api::{self, ApiError};
 use crate::draft::{Validation, line_of_path, pretty};
 use crate::state::ctx;
@@ -26,41 +27,8 @@ enum Check {
 #[component]
 pub(super) fn AbmForm(doc: Doc) -> impl IntoView {
     let ctx = ctx();
-    let prompt = RwSignal::new(String::new());
-    let generating = RwSignal::new(false);
-    let elapsed = RwSignal::new(0u32);
-    let gen_error = RwSignal::new(None::<String>);
     let check = RwSignal::new(None::<Check>);
     let empty = move || doc.value.with(|d| d.as_object().is_none_or(|o| o.is_empty()));
-    let generate = move |refine: bool| {
-        let text = prompt.get_untracked();
-        let last = refine.then(|| doc.value.with_untracked(|d| d.get("model").unwrap_or(d).clone()));
-        generating.set(true);
-        elapsed.set(0);
-        gen_error.set(None);
-        // The seconds so far, while the request is out.
-        leptos::task::spawn_local(async move {
-            while generating.try_get_untracked() == Some(true) {
-                api::sleep(1000).await;
-                elapsed.try_update(|s| *s += 1);
-            }
-        });
-        leptos::task::spawn_local(async move {
-            let r = api::abm_generate(&text, last.as_ref()).await;
-            generating.try_set(false);
-            match r {
-                Ok(Ok(envelope)) => doc.replace(envelope),
-                Ok(Err(message)) => {
-                    gen_error.try_set(Some(message));
-                }
-                Err(e) => {
-                    if let Some(m) = ctx.refusal(e) {
-                        gen_error.try_set(Some(m));
-                    }
-                }
-            }
-        });
-    };
     // The validator runs on the document a short while after it last changed.
     let round = StoredValue::new(0u64);
     Effect::new(move |_| {
@@ -137,22 +105,7 @@ pub(super) fn AbmForm(doc: Doc) -> impl IntoView {
     };
     view! {
         <section id="abm-form" class="panel new-form">
-            <h3>{move || ctx.tr("new.describe")}</h3>
-            <textarea id="abm-prompt" placeholder=move || ctx.tr("new.describeHint") prop:value=move || prompt.get()
-                on:input=move |ev| prompt.set(event_target_value(&ev))></textarea>
-            <div class="row">
-                <button id="abm-generate" class="primary" disabled=move || generating.get() || prompt.get().trim().is_empty()
-                    on:click=move |_| generate(false)>{move || ctx.tr("new.generate")}</button>
-                <button id="abm-refine" disabled=move || generating.get() || empty() || prompt.get().trim().is_empty()
-                    title=move || ctx.tr("new.refineHint")
-                    on:click=move |_| generate(true)>{move || ctx.tr("new.refine")}</button>
-                <Show when=move || generating.get()>
-                    <span id="abm-progress" class="muted">
-                        {move || ctx.tr("new.generating").replace("{{s}}", &elapsed.get().to_string())}
-                    </span>
-                </Show>
-            </div>
-            {move || gen_error.get().map(|e| view! { <p id="abm-gen-error" class="reason">{e}</p> })}
+            <Describe doc prefix="abm" title="new.describe" hint="new.describeHint" base=model_of write=write_model />
             {info}
             <h3>{move || ctx.tr("new.validator")}</h3>
             <Show when=move || !empty() fallback=move || view! { <p class="hint muted">{move || ctx.tr("new.abmEmpty")}</p> }>
@@ -160,4 +113,21 @@ pub(super) fn AbmForm(doc: Doc) -> impl IntoView {
             </Show>
         </section>
     }
+}
+
+/// What a refinement builds on: the model (inside its envelope, if it has one).
+fn model_of(d: &Value) -> Value {
+    d.get("model").unwrap_or(d).clone()
+}
+
+/// `/api/abm/generate`: the envelope as the document (its explanation is shown from it).
+fn write_model(
+    prompt: String,
+    last: Option<Value>,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = api::Result<Written>>>> {
+    Box::pin(async move {
+        Ok(api::abm_generate(&prompt, last.as_ref())
+            .await?
+            .map(|envelope| (envelope, String::new())))
+    })
 }

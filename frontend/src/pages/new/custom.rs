@@ -10,6 +10,8 @@ use leptos::prelude::*;
 use serde_json::Value;
 
 use super::Doc;
+use super::describe::{Describe, Written};
+use crate::api;
 use crate::draft::{self, names_of, names_value, set_at, text_value};
 use crate::scene_form::{
     ACTORS, EFFECTS, ENDS, Inner, ORDERS, PARAM_TYPES, TALLY_KINDS, VAR_TYPES, VISIBILITY, field_id, json_or_text,
@@ -25,6 +27,7 @@ pub(super) fn CustomForm(doc: Doc) -> impl IntoView {
     let at = |rest: &str| format!("{CONFIG}/{rest}");
     view! {
         <div id="custom-form" class="custom-form">
+            <Describe doc prefix="custom" title="new.describeScene" hint="new.describeSceneHint" base=Value::clone write=write_scene />
             <p class="hint muted">{move || ctx.tr("new.customHint")}</p>
             {text(doc, at("setting"), true)}
             {text(doc, at("rules"), true)}
@@ -315,4 +318,15 @@ fn one_of(doc: Doc, ptr: String, table: &'static [(&'static str, Inner)]) -> Any
         </div>
     }
     .into_any()
+}
+
+/// `/api/documents/generate`: the whole document, built on as it stands when refining.
+fn write_scene(
+    prompt: String,
+    last: Option<Value>,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = api::Result<Written>>>> {
+    Box::pin(async move {
+        let written = api::generate_document(prompt, last).await?;
+        Ok(Ok((written.document, written.explanation)))
+    })
 }

@@ -18,6 +18,7 @@
 
 mod abm;
 mod custom;
+mod describe;
 mod social;
 mod trading;
 
