@@ -1,4 +1,8 @@
-//! The `simtree` command line: `run` a scenario and print its event log, `scenarios` to list them.
+//! The `simtree` command line, and only that: each subcommand's flags (a file each: `run`, `data`,
+//! `abm`, `scenarios`, `table`; `serve` and `worker` here), parsed into what the module doing the
+//! work takes — [`crate::fleet`] for a server's and a worker's life on their database,
+//! [`crate::headless`] for a run, [`crate::sweep`] for a sweep — and its result printed. Errors
+//! are the line printed before exit status 1, hence `String`.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -9,26 +13,23 @@ use serde_json::Value;
 use crate::engine::event::{Event, EventType};
 use std::sync::Arc;
 
-use crate::abm::worker::{WorkerConfig, WorkerPool};
-use crate::http::{AppState, Backend, Limits};
+use crate::fleet::{LeaderPlan, StoreSite};
+use crate::http::{Backend, Limits};
 use crate::llm::Dialect;
 use crate::scenario::ScenarioLibrary;
 use crate::sim::{RunCtx, ScenarioEntry, Sim};
 use crate::trading::data::MarketData;
-use simtree_shared::SimKind;
 
 mod abm;
 mod data;
 mod run;
 mod scenarios;
-mod serve;
 mod table;
 
 use abm::*;
 use data::*;
 use run::*;
 use scenarios::*;
-use serve::*;
 use table::*;
 
 #[derive(Debug, Parser)]
@@ -284,24 +285,26 @@ pub struct StorageArgs {
 }
 
 impl StorageArgs {
-    /// Opens the store these flags name (`None` for `--ephemeral`).
-    pub fn open(&self) -> Result<Option<crate::store::Store>, String> {
+    /// Where these flags keep the trees (the default data folder when none is named).
+    pub fn site(&self) -> Result<StoreSite, String> {
         if self.ephemeral {
-            return Ok(None);
+            return Ok(StoreSite::Memory);
         }
         if let Some(url) = &self.database_url {
-            let lease = std::time::Duration::from_secs(self.lease_secs);
-            return crate::store::Store::open_postgres_with(url, Some(lease))
-                .map(Some)
-                .map_err(|e| format!("cannot open the PostgreSQL database: {e}"));
+            return Ok(StoreSite::Postgres {
+                url: url.clone(),
+                lease: std::time::Duration::from_secs(self.lease_secs),
+            });
         }
-        let dir = match &self.data {
+        Ok(StoreSite::Folder(match &self.data {
             Some(d) => d.clone(),
             None => default_data_dir()?,
-        };
-        crate::store::Store::open_sqlite(&dir)
-            .map(Some)
-            .map_err(|e| format!("cannot open the data folder {}: {e}", dir.display()))
+        }))
+    }
+
+    /// Opens the store these flags name (`None` for `--ephemeral`).
+    pub fn open(&self) -> Result<Option<crate::store::Store>, String> {
+        self.site()?.open().map_err(|e| e.to_string())
     }
 }
 
@@ -403,7 +406,7 @@ fn run(cli: Cli) -> Result<(), String> {
         } => {
             let access = access_policy(addr, token, allow_origin, allow_framing)?;
             // Checked now: a bad LLM setting stops the start, not a later takeover.
-            backend(llm_config.as_deref())?;
+            crate::fleet::backend(llm_config.as_deref()).map_err(|e| e.to_string())?;
             let limits = Limits {
                 max_body_bytes,
                 max_turns_per_request: max_turns,
@@ -430,7 +433,8 @@ fn run(cli: Cli) -> Result<(), String> {
             // as jobs name them, like `simtree worker` — on a leader and a follower alike.
             let own_worker = match &queue {
                 Some(config) if !jobs.no_worker => Some((
-                    worker_bench(&library, &assets, sandbox, llm_config.as_deref(), &config.url)?,
+                    crate::fleet::worker_bench(&library, &assets, sandbox, llm_config.as_deref(), &config.url)
+                        .map_err(|e| e.to_string())?,
                     config.clone(),
                 )),
                 _ => None,
@@ -449,7 +453,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 llm_config,
                 prices,
                 limits,
-                storage,
+                storage: storage.site()?,
                 queue,
                 static_dir,
                 access: Arc::new(access),
@@ -459,7 +463,8 @@ fn run(cli: Cli) -> Result<(), String> {
                 .enable_all()
                 .build()
                 .map_err(|e| e.to_string())?;
-            rt.block_on(serve_fleet(plan, addr, advertise, own_worker))
+            rt.block_on(crate::fleet::serve(plan, addr, advertise, own_worker))
+                .map_err(|e| e.to_string())
         }
         Command::Worker {
             database_url,
@@ -467,7 +472,8 @@ fn run(cli: Cli) -> Result<(), String> {
             llm_config,
             queue,
         } => {
-            let wb = worker_bench(&library, &assets, sandbox, llm_config.as_deref(), &database_url)?;
+            let wb = crate::fleet::worker_bench(&library, &assets, sandbox, llm_config.as_deref(), &database_url)
+                .map_err(|e| e.to_string())?;
             let cores = std::thread::available_parallelism().map_or(1, usize::from);
             let concurrency = concurrency.map_or(cores, |c| c as usize);
             let rt = tokio::runtime::Builder::new_multi_thread()
@@ -475,22 +481,8 @@ fn run(cli: Cli) -> Result<(), String> {
                 .build()
                 .map_err(|e| e.to_string())?;
             eprintln!("simtree: worker taking runs from the job queue, {concurrency} at a time");
-            rt.block_on(async {
-                let sharing = share_endpoint_load(&wb.backend, &database_url).await;
-                let worked = wb
-                    .work(
-                        queue.config(&database_url),
-                        concurrency,
-                        "worker",
-                        crate::http::stop_requested(),
-                    )
-                    .await;
-                if let Some((stop, task)) = sharing {
-                    stop.notify_one();
-                    let _ = task.await;
-                }
-                worked.map_err(|e| e.to_string())
-            })
+            rt.block_on(crate::fleet::run_worker(wb, queue.config(&database_url), concurrency))
+                .map_err(|e| e.to_string())
         }
         Command::Run(args) => run_headless(&library, &assets, sandbox, args),
         Command::Sweep {
@@ -627,38 +619,5 @@ fn money_arg(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
         _ => Err(format!("{text:?} is not an amount of dollars (a number ≥ 0)")),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::advertised;
-
-    #[test]
-    fn the_advertised_address_is_a_plain_http_base_url_and_never_an_unspecified_one() {
-        let bound: std::net::SocketAddr = "127.0.0.1:8090".parse().unwrap();
-        assert_eq!(advertised(None, bound).unwrap(), "http://127.0.0.1:8090");
-        let v6: std::net::SocketAddr = "[::1]:9000".parse().unwrap();
-        assert_eq!(advertised(None, v6).unwrap(), "http://[::1]:9000");
-        for any in ["0.0.0.0:8090", "[::]:8090"] {
-            let e = advertised(None, any.parse().unwrap()).unwrap_err();
-            assert!(e.contains("--advertise http://") && e.contains(":8090"), "{e}");
-        }
-        let wild: std::net::SocketAddr = "0.0.0.0:8090".parse().unwrap();
-        assert_eq!(
-            advertised(Some("http://10.0.0.5:8090/".into()), wild).unwrap(),
-            "http://10.0.0.5:8090"
-        );
-        for bad in [
-            "https://10.0.0.5:8090",
-            "10.0.0.5:8090",
-            "http://",
-            "http://host/path",
-            "http://host/?q=1",
-            "http://ho st",
-            "",
-        ] {
-            assert!(advertised(Some(bad.into()), wild).is_err(), "{bad:?}");
-        }
     }
 }
