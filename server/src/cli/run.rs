@@ -134,10 +134,7 @@ pub(super) fn run_headless(
         }
         print(&e);
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
+    let rt = runtime()?;
     let mut finished = rt
         .block_on(crate::headless::advance(tree, turns, &ctx, &ledger, &mut sink))
         .map_err(|e| e.to_string())?;
