@@ -16,19 +16,29 @@ fn git(args: &[&str]) -> Option<String> {
         .filter(|s| !s.is_empty())
 }
 
-/// Sets `SIMTREE_COMMIT` and reruns when the checkout moves to another commit.
+/// Sets `SIMTREE_COMMIT` and reruns when the checkout moves to another commit: a change of HEAD
+/// (another branch), of the branch's ref (a commit) or of `packed-refs`.
+///
+/// Only paths that exist are watched: cargo reruns a build script on every build while a watched
+/// path is missing, which rebuilds this crate each time (a repository without `packed-refs`). A
+/// branch whose ref is only packed has no file of its own yet: its folder is watched instead,
+/// which sees the file appear with the branch's next commit.
 fn commit() {
     let commit = git(&["--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into());
     println!("cargo:rustc-env=SIMTREE_COMMIT={commit}");
-    for path in ["HEAD", "packed-refs"] {
-        if let Some(p) = git(&["--git-path", path]) {
-            println!("cargo:rerun-if-changed={p}");
-        }
-    }
+    let path = |name: &str| git(&["--git-path", name]).map(PathBuf::from);
+    let mut watched: Vec<PathBuf> = ["HEAD", "packed-refs"].into_iter().filter_map(path).collect();
     if let Some(branch) = git(&["--symbolic-full-name", "HEAD"])
-        && let Some(p) = git(&["--git-path", &branch])
+        && let Some(p) = path(&branch)
     {
-        println!("cargo:rerun-if-changed={p}");
+        watched.push(if p.exists() {
+            p
+        } else {
+            p.parent().map(Path::to_path_buf).unwrap_or(p)
+        });
+    }
+    for p in watched.iter().filter(|p| p.exists()) {
+        println!("cargo:rerun-if-changed={}", p.display());
     }
 }
 

@@ -1,17 +1,21 @@
-//! Runs without a server: one advance of a fresh tree, whose export `POST /devui/simtree/import`
-//! accepts, and a client that counts calls for a progress display. Used by `simtree run`; the
-//! backend and a run's clients come from [`crate::backend`], as for the server.
+//! Runs without a server: a scenario's fresh simulator ([`fresh_sim`]), one advance of a fresh
+//! tree, whose export `POST /devui/simtree/import` accepts, and a client that counts calls for a
+//! progress display. Used by `simtree run`; the backend and a run's clients come from
+//! [`crate::backend`], as for the server.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::abm::worker::{WorkerConfig, WorkerPool};
 use crate::engine::event::{Event, EventSink};
 use crate::engine::memory::Message;
 use crate::llm::ledger::Ledger;
 use crate::llm::record::LlmRecord;
 use crate::llm::{BoxFuture, LlmClient, LlmError, LlmState};
-use crate::sim::{RunCtx, Sim};
+use crate::sim::{RunCtx, ScenarioEntry, Sim, SimError};
+use crate::trading::data::MarketData;
 use crate::tree::{NodeId, NodeStatus, SimTree, TreeError, TreeExport, entry_json};
+use simtree_shared::SimKind;
 
 /// Counts the calls going through a client and the words going in and out (a stand-in for
 /// tokens that needs no provider's usage report), for a progress display.
@@ -42,6 +46,49 @@ impl LlmClient for Counted {
             out
         })
     }
+}
+
+/// Why a headless run's simulator could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error(transparent)]
+    Sim(#[from] SimError),
+    /// The shipped market data of a trading episode could not be read.
+    #[error(transparent)]
+    Market(#[from] crate::trading::TradingError),
+    /// The Python environment of an agent-based model's worker could not be made.
+    #[error(transparent)]
+    Venv(#[from] crate::abm::venv::VenvError),
+    /// An agent-based model's worker did not start.
+    #[error(transparent)]
+    Worker(#[from] crate::abm::AbmError),
+}
+
+/// A fresh simulator of `entry` (a library scenario or a user's document), its default turn
+/// count, and for an agent-based model a worker of its own (`assets/..` holds the worker's
+/// venv). A trading episode runs on `market` when given, else on the shipped data.
+pub fn fresh_sim(
+    entry: ScenarioEntry<'_>,
+    seed: Option<u64>,
+    assets: &std::path::Path,
+    sandbox: crate::abm::Sandbox,
+    market: Option<Arc<MarketData>>,
+) -> Result<(Sim, u64, Option<Arc<WorkerPool>>), SetupError> {
+    let market = match (entry.kind(), market) {
+        (SimKind::Trading, Some(m)) => Some(m),
+        (SimKind::Trading, None) => Some(Arc::new(MarketData::load_default()?)),
+        _ => None,
+    };
+    let pool = match entry.kind() {
+        SimKind::Abm => {
+            let root = assets.join("..");
+            crate::abm::venv::ensure_venv(&root)?;
+            let config = WorkerConfig::for_root(&root).with_sandbox(sandbox);
+            Some(Arc::new(WorkerPool::spawn(&config, 1)?))
+        }
+        _ => None,
+    };
+    Ok((entry.instantiate(seed, market.as_ref())?, entry.default_turns(), pool))
 }
 
 /// One finished headless run: the tree (root plus the run's node) and what the run recorded.

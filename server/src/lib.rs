@@ -11,6 +11,7 @@
 //! * [`sweep`] — parameter sweeps over paired seeds;
 //! * [`explore`] — budgeted searches of an intervention space (successive halving);
 //! * [`workbench`] — the application service: trees, runs, clients, limits;
+//! * [`fleet`] — a server's life on its database: lead, follow, take over; the job workers;
 //! * [`cli`] — the `simtree` command line.
 
 pub mod abm;
@@ -20,6 +21,7 @@ pub mod cli;
 pub mod embedded;
 pub mod engine;
 pub mod explore;
+pub mod fleet;
 pub mod headless;
 pub mod http;
 pub mod llm;

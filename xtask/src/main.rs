@@ -168,16 +168,26 @@ fn test() -> Result<(), String> {
     real_llm::test()
 }
 
+/// `cargo xtask run`: the release web UI and server, built when something changed, then served.
+/// Prints how long it took to get to serving: with nothing changed since the last run, the web
+/// UI's check and cargo's are all that runs (seconds; see `dist.rs` and `server/build.rs`).
 fn serve(args: &[String]) -> Result<(), String> {
+    let started = std::time::Instant::now();
     setup(false)?;
     dist::build(true)?;
+    let ui = started.elapsed();
     let mut build = cargo();
     build.args(["build", "--release", "-p", "simtree-server", "--bin", "simtree"]);
     run(build)?;
+    let server = started.elapsed() - ui;
     let bin = target_dir().join("release/simtree");
     let mut setup_abm = Command::new(&bin);
     setup_abm.args(["abm", "setup"]).current_dir(root());
     run(setup_abm)?;
+    eprintln!(
+        "xtask: ready to serve in {:.1?} (web UI {ui:.1?}, server build {server:.1?})",
+        started.elapsed()
+    );
     let mut cmd = Command::new(&bin);
     cmd.current_dir(root()).arg("serve");
     if !args.iter().any(|a| a == "--addr") {

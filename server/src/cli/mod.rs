@@ -1,4 +1,8 @@
-//! The `simtree` command line: `run` a scenario and print its event log, `scenarios` to list them.
+//! The `simtree` command line, and only that: each subcommand's flags (a file each: `run`,
+//! `sweep`, `serve`, `worker`, `scenarios`, `abm`, `data`, `table`), parsed into what the module
+//! doing the work takes — [`crate::fleet`] for a server's and a worker's life on their database,
+//! [`crate::headless`] for a run, [`crate::sweep`] for a sweep — and its result printed. Errors
+//! are the line printed before exit status 1, hence `String`.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -9,27 +13,30 @@ use serde_json::Value;
 use crate::engine::event::{Event, EventType};
 use std::sync::Arc;
 
-use crate::abm::worker::{WorkerConfig, WorkerPool};
-use crate::http::{AppState, Backend, Limits};
+use crate::fleet::{LeaderPlan, StoreSite};
+use crate::http::{Backend, Limits};
 use crate::llm::Dialect;
 use crate::scenario::ScenarioLibrary;
 use crate::sim::{RunCtx, ScenarioEntry, Sim};
 use crate::trading::data::MarketData;
-use simtree_shared::SimKind;
 
 mod abm;
 mod data;
 mod run;
 mod scenarios;
 mod serve;
+mod sweep;
 mod table;
+mod worker;
 
 use abm::*;
 use data::*;
 use run::*;
 use scenarios::*;
 use serve::*;
+use sweep::*;
 use table::*;
+use worker::*;
 
 #[derive(Debug, Parser)]
 #[command(name = "simtree", version, about = "Branching timelines for multi-agent simulations")]
@@ -53,25 +60,7 @@ pub enum Command {
     Run(RunArgs),
     /// Run a sweep file: every cell of its grid × replicates (paired seeds), in parallel; print
     /// mean, sd and n of each metric per cell.
-    Sweep {
-        /// The sweep file (JSON: scenario, turns, replicates, seed, axes, metrics, prefix).
-        file: PathBuf,
-        /// One JSON line per cell instead of a table.
-        #[arg(long)]
-        json: bool,
-        /// Also write one CSV row per run to this file.
-        #[arg(long)]
-        csv: Option<PathBuf>,
-        /// Runs at once (default: the machine's cores).
-        #[arg(long)]
-        parallel: Option<usize>,
-        /// The LLM dialect, overriding LLM_DIALECT (social and trading scenarios).
-        #[arg(long)]
-        llm: Option<Dialect>,
-        /// LLM settings file (TOML or JSON) layered over the LLM_* environment variables.
-        #[arg(long)]
-        llm_config: Option<PathBuf>,
-    },
+    Sweep(SweepArgs),
     /// List the shipped scenarios (no subcommand), or list, save and remove the scenarios saved
     /// in a data folder's library (what `/api/scenarios` serves; not while a server uses the
     /// same data folder).
@@ -99,160 +88,10 @@ pub enum Command {
         command: TradeCommand,
     },
     /// Serve the HTTP/WebSocket API (DevUI-compatible) with the offline mock LLM.
-    Serve {
-        /// Address to listen on (port 0 picks a free port; the bound address is printed).
-        #[arg(long, default_value = "127.0.0.1:8090")]
-        addr: std::net::SocketAddr,
-        /// Largest accepted request body in bytes.
-        #[arg(long, default_value_t = Limits::default().max_body_bytes)]
-        max_body_bytes: usize,
-        /// Most turns one request may run.
-        #[arg(long, default_value_t = Limits::default().max_turns_per_request)]
-        max_turns: u64,
-        /// Most children one fan-out request may create.
-        #[arg(long, default_value_t = Limits::default().max_children_per_request)]
-        max_children: u64,
-        /// Most trees the server holds at once.
-        #[arg(long, default_value_t = Limits::default().max_trees)]
-        max_trees: usize,
-        /// Messages a tree socket's watcher may fall behind before it gets a resync (a node socket
-        /// never resyncs: it reads what its watcher missed from the node's log).
-        #[arg(long, default_value_t = Limits::default().ws_queue)]
-        ws_queue: usize,
-        /// The web UI's build folder (default: $SIMTREE_STATIC or the checkout's frontend/dist).
-        #[arg(long)]
-        static_dir: Option<PathBuf>,
-        /// LLM settings file (TOML or JSON) layered over the LLM_* environment variables.
-        #[arg(long)]
-        llm_config: Option<PathBuf>,
-        /// Default token budget of every new tree (real providers only; default unlimited).
-        #[arg(long)]
-        token_budget: Option<u64>,
-        /// Provider calls every tree may make (real providers only; default unlimited).
-        #[arg(long)]
-        call_budget: Option<u64>,
-        /// US dollars every tree may spend on priced models, never exceeded (default unlimited;
-        /// see docs/providers.md).
-        #[arg(long, value_parser = money_arg)]
-        money_budget: Option<f64>,
-        /// A price table (JSON: model → {prompt, completion} dollars per million tokens) added
-        /// to the defaults for well-known models.
-        #[arg(long, env = "SIMTREE_PRICES")]
-        prices: Option<PathBuf>,
-        /// Access token every route but /health requires (Bearer header, cookie or ?token=).
-        /// Required when binding a non-loopback address.
-        #[arg(long, env = "SIMTREE_TOKEN", hide_env_values = true)]
-        token: Option<String>,
-        /// Another origin (scheme://host[:port]) allowed to call the API and open its sockets,
-        /// e.g. a dev server of another client. Repeatable. The server's own origin always is.
-        #[arg(long = "allow-origin", value_name = "URL")]
-        allow_origin: Vec<String>,
-        /// An origin (scheme://host[:port]) whose pages may show the web UI in a frame, e.g. a
-        /// Jupyter server for `tree.show()`. Repeatable. By default no page may (clickjacking).
-        #[arg(long = "allow-framing", value_name = "URL")]
-        allow_framing: Vec<String>,
-        /// Most nodes one tree may hold.
-        #[arg(long, default_value_t = Limits::default().max_nodes_per_tree)]
-        max_nodes_per_tree: usize,
-        /// Resident memory (MiB) above which new runs are refused and running ones stopped
-        /// (0: no budget).
-        #[arg(long, default_value_t = Limits::default().max_memory_bytes >> 20)]
-        max_memory_mb: u64,
-        /// Connections held at once; to make room, the oldest silent one is closed, then a slow
-        /// body of the address with the most; one remote address holds at most a quarter, and
-        /// /health and /ready are answered beyond it.
-        #[arg(long, default_value_t = Limits::default().max_connections)]
-        max_connections: usize,
-        /// WebSockets open at once; an upgrade beyond it gets 503.
-        #[arg(long, default_value_t = Limits::default().max_websockets)]
-        max_websockets: usize,
-        /// Seconds a WebSocket client may send nothing, pongs included, before it is closed (1001,
-        /// saying where to resume); a client that reads is never closed for it.
-        #[arg(long, default_value_t = Limits::default().ws_idle.as_secs(), value_parser = clap::value_parser!(u64).range(3..=86_400))]
-        ws_idle_secs: u64,
-        /// Seconds the runs in flight may take to finish once the server is asked to stop
-        /// (SIGTERM, Ctrl-C); the rest are then cancelled and stored as cancelled.
-        #[arg(long, env = "SIMTREE_SHUTDOWN_GRACE_SECS",
-              default_value_t = crate::http::DEFAULT_SHUTDOWN_GRACE.as_secs(),
-              value_parser = clap::value_parser!(u64).range(0..=3600))]
-        shutdown_grace_secs: u64,
-        /// PostgreSQL: the base URL the other servers on the database reach this one at when it
-        /// leads (e.g. http://10.0.0.5:8090); default http://<the bound address>. Required when
-        /// binding an unspecified address (0.0.0.0, ::).
-        #[arg(long, env = "SIMTREE_ADVERTISE", value_name = "URL")]
-        advertise: Option<String>,
-        #[command(flatten)]
-        storage: StorageArgs,
-        #[command(flatten)]
-        jobs: ServeJobs,
-    },
+    Serve(ServeArgs),
     /// Take runs queued by `serve --jobs` on a PostgreSQL database and run them (no HTTP).
     /// SIGTERM or ctrl-c hands its unfinished runs back to the queue.
-    Worker {
-        /// The PostgreSQL database the server queues runs in.
-        #[arg(long, env = "SIMTREE_DATABASE_URL", hide_env_values = true)]
-        database_url: String,
-        /// Runs at once (default: the machine's cores).
-        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
-        concurrency: Option<u64>,
-        /// LLM settings file (TOML or JSON) layered over the LLM_* environment variables.
-        #[arg(long)]
-        llm_config: Option<PathBuf>,
-        #[command(flatten)]
-        queue: QueueArgs,
-    },
-}
-
-/// How runs go through the job queue (`serve --jobs`, `worker`).
-#[derive(Debug, clap::Args)]
-pub struct QueueArgs {
-    /// Seconds a claimed run may go without a heartbeat before another process takes it over
-    /// (heartbeats come every sixth of that).
-    #[arg(long, default_value_t = crate::store::jobs::DEFAULT_LAPSE.as_secs(),
-          value_parser = clap::value_parser!(u64).range(1..=3600))]
-    pub job_lapse_secs: u64,
-    /// Times a run is tried before it is given up and its node fails (a run whose process
-    /// dies every time is not retried forever). The server's value applies to the runs it queues.
-    #[arg(long, default_value_t = crate::store::jobs::DEFAULT_MAX_ATTEMPTS,
-          value_parser = clap::value_parser!(u64).range(1..=100))]
-    pub job_attempts: u64,
-    /// Agent-based-model runs this process takes from the queue at once: the Python/Mesa
-    /// workers of its pool (default: the machine's cores; 0: it takes none). A server's own
-    /// worker takes them only while no `simtree worker` offers any.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=256))]
-    pub abm_workers: Option<u64>,
-}
-
-impl QueueArgs {
-    fn config(&self, url: &str) -> crate::workbench::jobs::JobsConfig {
-        crate::workbench::jobs::JobsConfig {
-            url: url.to_string(),
-            lapse: std::time::Duration::from_secs(self.job_lapse_secs),
-            max_attempts: self.job_attempts,
-            abm_workers: self.abm_workers.map_or_else(
-                || std::thread::available_parallelism().map_or(1, usize::from),
-                |n| n as usize,
-            ),
-        }
-    }
-}
-
-/// `serve`'s job queue flags.
-#[derive(Debug, clap::Args)]
-pub struct ServeJobs {
-    /// PostgreSQL: send runs through the job queue, where `simtree worker` processes (and this
-    /// server, unless --no-worker) take them. The default with --database-url (the flag stays for
-    /// scripts that name it); with SQLite every run stays in this process.
-    #[arg(long, requires = "database_url", conflicts_with = "no_jobs")]
-    pub jobs: bool,
-    /// PostgreSQL: keep every run in this process, without the job queue (as with SQLite).
-    #[arg(long)]
-    pub no_jobs: bool,
-    /// PostgreSQL: run no jobs in this process (only `simtree worker` processes do).
-    #[arg(long, requires = "database_url", conflicts_with = "no_jobs")]
-    pub no_worker: bool,
-    #[command(flatten)]
-    pub queue: QueueArgs,
+    Worker(WorkerArgs),
 }
 
 /// Where `serve` keeps its trees.
@@ -284,24 +123,26 @@ pub struct StorageArgs {
 }
 
 impl StorageArgs {
-    /// Opens the store these flags name (`None` for `--ephemeral`).
-    pub fn open(&self) -> Result<Option<crate::store::Store>, String> {
+    /// Where these flags keep the trees (the default data folder when none is named).
+    pub fn site(&self) -> Result<StoreSite, String> {
         if self.ephemeral {
-            return Ok(None);
+            return Ok(StoreSite::Memory);
         }
         if let Some(url) = &self.database_url {
-            let lease = std::time::Duration::from_secs(self.lease_secs);
-            return crate::store::Store::open_postgres_with(url, Some(lease))
-                .map(Some)
-                .map_err(|e| format!("cannot open the PostgreSQL database: {e}"));
+            return Ok(StoreSite::Postgres {
+                url: url.clone(),
+                lease: std::time::Duration::from_secs(self.lease_secs),
+            });
         }
-        let dir = match &self.data {
+        Ok(StoreSite::Folder(match &self.data {
             Some(d) => d.clone(),
             None => default_data_dir()?,
-        };
-        crate::store::Store::open_sqlite(&dir)
-            .map(Some)
-            .map_err(|e| format!("cannot open the data folder {}: {e}", dir.display()))
+        }))
+    }
+
+    /// Opens the store these flags name (`None` for `--ephemeral`).
+    pub fn open(&self) -> Result<Option<crate::store::Store>, String> {
+        self.site()?.open().map_err(|e| e.to_string())
     }
 }
 
@@ -375,184 +216,10 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             Ok(())
         }
-        Command::Serve {
-            addr,
-            max_body_bytes,
-            max_turns,
-            max_children,
-            max_trees,
-            ws_queue,
-            static_dir,
-            llm_config,
-            token_budget,
-            call_budget,
-            money_budget,
-            prices,
-            token,
-            allow_origin,
-            allow_framing,
-            max_nodes_per_tree,
-            max_memory_mb,
-            max_connections,
-            max_websockets,
-            ws_idle_secs,
-            shutdown_grace_secs,
-            advertise,
-            storage,
-            jobs,
-        } => {
-            let access = access_policy(addr, token, allow_origin, allow_framing)?;
-            // Checked now: a bad LLM setting stops the start, not a later takeover.
-            backend(llm_config.as_deref())?;
-            let limits = Limits {
-                max_body_bytes,
-                max_turns_per_request: max_turns,
-                max_children_per_request: max_children,
-                max_trees,
-                ws_queue,
-                token_budget,
-                call_budget,
-                money_budget,
-                max_nodes_per_tree,
-                max_memory_bytes: max_memory_mb << 20,
-                max_connections,
-                cache_bytes: storage.cache_mb << 20,
-                max_import_bytes: storage.max_import_bytes,
-                max_websockets,
-                ws_idle: std::time::Duration::from_secs(ws_idle_secs),
-            };
-            // Runs are jobs on PostgreSQL unless `--no-jobs`.
-            let queue = match (!jobs.no_jobs, &storage.database_url) {
-                (true, Some(url)) => Some(jobs.queue.config(url)),
-                _ => None,
-            };
-            // The server's own worker: a workbench of its own that reads trees from the store
-            // as jobs name them, like `simtree worker` — on a leader and a follower alike.
-            let own_worker = match &queue {
-                Some(config) if !jobs.no_worker => Some((
-                    worker_bench(&library, &assets, sandbox, llm_config.as_deref(), &config.url)?,
-                    config.clone(),
-                )),
-                _ => None,
-            };
-            let static_dir = static_dir.unwrap_or_else(crate::http::default_static_dir);
-            if !static_dir.join("index.html").exists() {
-                eprintln!(
-                    "simtree: no web UI in {} (build it with `cargo xtask dist`); serving the API only",
-                    static_dir.display()
-                );
-            }
-            let plan = Arc::new(LeaderPlan {
-                library,
-                assets,
-                sandbox,
-                llm_config,
-                prices,
-                limits,
-                storage,
-                queue,
-                static_dir,
-                access: Arc::new(access),
-                shutdown_grace: std::time::Duration::from_secs(shutdown_grace_secs),
-            });
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| e.to_string())?;
-            rt.block_on(serve_fleet(plan, addr, advertise, own_worker))
-        }
-        Command::Worker {
-            database_url,
-            concurrency,
-            llm_config,
-            queue,
-        } => {
-            let wb = worker_bench(&library, &assets, sandbox, llm_config.as_deref(), &database_url)?;
-            let cores = std::thread::available_parallelism().map_or(1, usize::from);
-            let concurrency = concurrency.map_or(cores, |c| c as usize);
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| e.to_string())?;
-            eprintln!("simtree: worker taking runs from the job queue, {concurrency} at a time");
-            rt.block_on(async {
-                let sharing = share_endpoint_load(&wb.backend, &database_url).await;
-                let worked = wb
-                    .work(
-                        queue.config(&database_url),
-                        concurrency,
-                        "worker",
-                        crate::http::stop_requested(),
-                    )
-                    .await;
-                if let Some((stop, task)) = sharing {
-                    stop.notify_one();
-                    let _ = task.await;
-                }
-                worked.map_err(|e| e.to_string())
-            })
-        }
+        Command::Serve(args) => serve(args, library, assets, sandbox),
+        Command::Worker(args) => worker(args, &library, &assets, sandbox),
         Command::Run(args) => run_headless(&library, &assets, sandbox, args),
-        Command::Sweep {
-            file,
-            json,
-            csv,
-            parallel,
-            llm,
-            llm_config,
-        } => {
-            let text = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
-            let spec = <crate::sweep::SweepSpec as crate::sweep::SweepPlan>::parse(&text)
-                .map_err(|e| format!("{}: {e}", file.display()))?;
-            let backend =
-                crate::backend::Backend::from_settings(llm_config.as_deref(), llm).map_err(|e| e.to_string())?;
-            let cores = std::thread::available_parallelism().map_or(1, usize::from);
-            let env = crate::sweep::Env {
-                library: &library,
-                backend: &backend,
-                root: assets.join(".."),
-                parallel: parallel.unwrap_or(cores),
-                sandbox,
-            };
-            let bar = {
-                use std::io::IsTerminal;
-                std::io::stderr().is_terminal().then(indicatif::ProgressBar::no_length)
-            };
-            let progress = |done: u64, total: u64| {
-                if let Some(b) = &bar {
-                    b.set_length(total);
-                    b.set_position(done);
-                }
-            };
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| e.to_string())?;
-            let results = rt
-                .block_on(crate::sweep::run(&spec, &env, &progress))
-                .map_err(|e| e.to_string())?;
-            if let Some(b) = bar {
-                b.finish_and_clear();
-            }
-            if let Some(path) = csv {
-                std::fs::write(&path, crate::sweep::csv(&spec, &results))
-                    .map_err(|e| format!("{}: {e}", path.display()))?;
-            }
-            let mut out = std::io::stdout().lock();
-            let text = if json {
-                results
-                    .iter()
-                    .map(|r| serde_json::to_string(r).unwrap_or_default() + "\n")
-                    .collect()
-            } else {
-                crate::sweep::table(&results)
-            };
-            // A reader that went away (`| head`) is not an error.
-            match out.write_all(text.as_bytes()) {
-                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.to_string()),
-                _ => Ok(()),
-            }
-        }
+        Command::Sweep(args) => sweep(args, &library, &assets, sandbox),
     }
 }
 
@@ -572,93 +239,10 @@ fn workbench_on(
     Ok(wb)
 }
 
-/// The access policy of `serve`: a non-loopback address needs a token (anyone on the network
-/// could otherwise drive the server); origins must be `scheme://host[:port]`.
-fn access_policy(
-    addr: std::net::SocketAddr,
-    token: Option<String>,
-    allow_origin: Vec<String>,
-    allow_framing: Vec<String>,
-) -> Result<crate::http::Access, String> {
-    let token = token.filter(|t| !t.is_empty());
-    if !addr.ip().is_loopback() && token.is_none() {
-        return Err(format!(
-            "refusing to serve on {addr} without a token: anyone who can reach that address could \
-             run simulations and import trees. Pass --token <secret> (or set SIMTREE_TOKEN), or bind \
-             a loopback address such as 127.0.0.1"
-        ));
-    }
-    if let Some(t) = &token
-        && (t.len() < 8 || t.chars().any(|c| !c.is_ascii_graphic() || c == ';' || c == '&'))
-    {
-        return Err("--token must be at least 8 printable characters without ';' or '&'".into());
-    }
-    Ok(crate::http::Access {
-        token,
-        allowed_origins: origins("--allow-origin", allow_origin, "http://localhost:5173")?,
-        loopback_host_only: addr.ip().is_loopback(),
-        framing_origins: origins("--allow-framing", allow_framing, "http://localhost:8888")?,
-    })
-}
-
-/// The origins given with `flag`, each `scheme://host[:port]` (a trailing `/` dropped); a
-/// refusal shows `example`. Nothing else may reach a header: no path, space or quote.
-fn origins(flag: &str, given: Vec<String>, example: &str) -> Result<Vec<String>, String> {
-    given
-        .into_iter()
-        .map(|o| {
-            let o = o.trim_end_matches('/').to_string();
-            let rest = o
-                .strip_prefix("http://")
-                .or_else(|| o.strip_prefix("https://"))
-                .unwrap_or("");
-            let valid = !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_graphic() && !b"/'\";,".contains(&b));
-            if valid {
-                Ok(o)
-            } else {
-                Err(format!("{flag} {o}: expected scheme://host[:port], e.g. {example}"))
-            }
-        })
-        .collect()
-}
-
-/// `--money-budget`: a finite, non-negative number of dollars.
-fn money_arg(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
-        _ => Err(format!("{text:?} is not an amount of dollars (a number ≥ 0)")),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::advertised;
-
-    #[test]
-    fn the_advertised_address_is_a_plain_http_base_url_and_never_an_unspecified_one() {
-        let bound: std::net::SocketAddr = "127.0.0.1:8090".parse().unwrap();
-        assert_eq!(advertised(None, bound).unwrap(), "http://127.0.0.1:8090");
-        let v6: std::net::SocketAddr = "[::1]:9000".parse().unwrap();
-        assert_eq!(advertised(None, v6).unwrap(), "http://[::1]:9000");
-        for any in ["0.0.0.0:8090", "[::]:8090"] {
-            let e = advertised(None, any.parse().unwrap()).unwrap_err();
-            assert!(e.contains("--advertise http://") && e.contains(":8090"), "{e}");
-        }
-        let wild: std::net::SocketAddr = "0.0.0.0:8090".parse().unwrap();
-        assert_eq!(
-            advertised(Some("http://10.0.0.5:8090/".into()), wild).unwrap(),
-            "http://10.0.0.5:8090"
-        );
-        for bad in [
-            "https://10.0.0.5:8090",
-            "10.0.0.5:8090",
-            "http://",
-            "http://host/path",
-            "http://host/?q=1",
-            "http://ho st",
-            "",
-        ] {
-            assert!(advertised(Some(bad.into()), wild).is_err(), "{bad:?}");
-        }
-    }
+/// The multi-thread runtime a command runs its async work on.
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())
 }

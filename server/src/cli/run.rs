@@ -1,5 +1,5 @@
-//! `simtree run`: a scenario run headless, its events printed one line each, and the
-//! simulator builders it shares with `serve`.
+//! `simtree run`: a scenario run headless ([`crate::headless`] builds and runs it), its events
+//! printed one line each, and the run written to a folder.
 
 use super::*;
 
@@ -68,10 +68,13 @@ pub(super) fn run_headless(
                 }
                 _ => None,
             };
-            build_sim_of((&user).into(), a.seed, assets, sandbox, market)
+            crate::headless::fresh_sim((&user).into(), a.seed, assets, sandbox, market)
                 .map_err(|e| format!("{}: {e}", file.display()))?
         }
-        _ => build_sim(library, &scenario, a.seed, assets, sandbox)?,
+        _ => {
+            let entry = ScenarioEntry::find(library, &scenario)?;
+            crate::headless::fresh_sim(entry, a.seed, assets, sandbox, None).map_err(|e| e.to_string())?
+        }
     };
     let turns = a.turns.unwrap_or(default_turns);
     let req = crate::backend::RunRequest {
@@ -131,10 +134,7 @@ pub(super) fn run_headless(
         }
         print(&e);
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
+    let rt = runtime()?;
     let mut finished = rt
         .block_on(crate::headless::advance(tree, turns, &ctx, &ledger, &mut sink))
         .map_err(|e| e.to_string())?;
@@ -194,18 +194,6 @@ pub(super) fn s<'a>(v: &'a Value, k: &str) -> &'a str {
     v.get(k).and_then(Value::as_str).unwrap_or("")
 }
 
-/// A fresh simulation of any kind from the library, its default turn count, and (for
-/// agent-based models) a worker pool.
-pub(super) fn build_sim(
-    library: &ScenarioLibrary,
-    id: &str,
-    seed: Option<u64>,
-    assets: &std::path::Path,
-    sandbox: crate::abm::Sandbox,
-) -> Result<(Sim, u64, Option<Arc<WorkerPool>>), String> {
-    build_sim_of(ScenarioEntry::find(library, id)?, seed, assets, sandbox, None)
-}
-
 /// The uploaded dataset `name` of the data folder (or database) `simtree run` names, checked as
 /// the server checks it when it loads it.
 pub(super) fn uploaded_market(a: &RunArgs, name: &str) -> Result<Arc<MarketData>, String> {
@@ -251,32 +239,6 @@ pub(super) fn read_scenario_file(path: &std::path::Path) -> Result<(String, Valu
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "document".into());
     Ok((id, doc))
-}
-
-/// [`build_sim`] for an entry in hand (a library scenario or a user's document); a trading
-/// episode runs on `market` when given, else on the shipped data.
-pub(super) fn build_sim_of(
-    entry: ScenarioEntry<'_>,
-    seed: Option<u64>,
-    assets: &std::path::Path,
-    sandbox: crate::abm::Sandbox,
-    market: Option<Arc<MarketData>>,
-) -> Result<(Sim, u64, Option<Arc<WorkerPool>>), String> {
-    let market = match (entry.kind(), market) {
-        (SimKind::Trading, Some(m)) => Some(m),
-        (SimKind::Trading, None) => Some(Arc::new(MarketData::load_default().map_err(|e| e.to_string())?)),
-        _ => None,
-    };
-    let pool = match entry.kind() {
-        SimKind::Abm => {
-            let root = assets.join("..");
-            crate::abm::venv::ensure_venv(&root).map_err(|e| e.to_string())?;
-            let config = WorkerConfig::for_root(&root).with_sandbox(sandbox);
-            Some(Arc::new(WorkerPool::spawn(&config, 1).map_err(|e| e.to_string())?))
-        }
-        _ => None,
-    };
-    Ok((entry.instantiate(seed, market.as_ref())?, entry.default_turns(), pool))
 }
 
 /// One readable line per event.
