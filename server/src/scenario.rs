@@ -616,7 +616,7 @@ mod tests {
     #[test]
     fn shipped_scenarios_keep_to_their_catalogues() {
         let lib = ScenarioLibrary::load_dir(&crate::embedded::assets_dir().unwrap().join("scenarios")).unwrap();
-        assert_eq!(lib.scenarios.len(), 10);
+        assert_eq!(lib.scenarios.len(), 12);
         for s in &lib.scenarios {
             assert!(s.scene.prose.is_empty(), "{}", s.id);
             assert!(s.build(None).unwrap().prose.is_none(), "{}", s.id);

@@ -80,14 +80,15 @@ fn schema() -> Value {
 
 /// The document inside an answer: its `document_json` parsed (an answer that is the document
 /// itself is taken too).
-fn document_of(answer: &Value) -> Result<Value, String> {
+fn document_of(answer: &Value) -> Result<Value, Vec<String>> {
+    let problem = |p: String| vec![p];
     match answer.get("document_json") {
         Some(Value::String(text)) => {
-            serde_json::from_str(text).map_err(|e| format!("document_json: not a JSON document: {e}"))
+            serde_json::from_str(text).map_err(|e| problem(format!("document_json: not a JSON document: {e}")))
         }
-        Some(_) => Err("document_json: must be the document as JSON text".into()),
+        Some(_) => Err(problem("document_json: must be the document as JSON text".into())),
         None if answer.get("scene").is_some() => Ok(answer.clone()),
-        None => Err("document_json: missing".into()),
+        None => Err(problem("document_json: missing".into())),
     }
 }
 
@@ -199,7 +200,7 @@ impl Workbench {
         let wb = self.clone();
         let check = move |answer: &Value| -> Result<(Value, String), Vec<String>> {
             let explanation = answer["explanation"].as_str().unwrap_or_default().to_string();
-            let answer = &document_of(answer).map_err(|e| vec![e])?;
+            let answer = &document_of(answer)?;
             if answer.pointer("/scene/config/hooks").is_some() {
                 return Err(vec![
                     "scene.config.hooks: leave hooks out; the user writes them after reading the document".into(),
