@@ -1041,6 +1041,41 @@ class RolePrompt(BaseModel):
     ]
 
 
+class GenerateDocumentRequest(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+        populate_by_name=True,
+    )
+    prompt: str
+    last_document: Any | None = None
+
+
+class GeneratedDocument(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    document: Any
+    explanation: Annotated[
+        str,
+        Field(
+            description="What was written and why, in the model's words (or the offline mock's)."
+        ),
+    ]
+    repairs: Annotated[
+        int,
+        Field(
+            description="How many times the model's answer was sent back with its problems before it passed.",
+            ge=0,
+        ),
+    ]
+    writer: Annotated[
+        str,
+        Field(
+            description="Who wrote it: `mock` offline, else the provider's `dialect:model`."
+        ),
+    ]
+
+
 class MemoryLine(BaseModel):
     model_config = ConfigDict(
         populate_by_name=True,
