@@ -2,6 +2,8 @@
 //! loopback port, talk to it over HTTP (reqwest) and WebSockets (tokio-tungstenite), and stand in
 //! for a real model provider (an OpenAI-shaped server on loopback).
 
+pub mod browser;
+
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -481,6 +483,13 @@ pub async fn advance(s: &Server, tree: u64, parent: u64, turns: u64) -> u64 {
 pub async fn ok(s: &Server, path: &str, body: Value) -> Value {
     let (status, reply) = s.post(path, &body).await;
     assert_eq!(status, 200, "{path} {body}: {reply}");
+    reply
+}
+
+/// `GET path`; the answer must be 200, its JSON is returned.
+pub async fn get_ok(s: &Server, path: &str) -> Value {
+    let (status, reply) = s.get(path).await;
+    assert_eq!(status, 200, "{path}: {reply}");
     reply
 }
 
