@@ -343,6 +343,15 @@ impl Server {
         body["id"].as_u64().expect("tree id")
     }
 
+    /// `POST …/advance` of `turns` turns from `parent`: the status and the reply.
+    pub async fn post_advance(&self, tree: u64, parent: u64, turns: u64) -> (u16, Value) {
+        self.post(
+            &format!("/devui/simtree/{tree}/advance"),
+            &serde_json::json!({"parent": parent, "turns": turns}),
+        )
+        .await
+    }
+
     /// Starts an advance on its own task (its reply is the task's output), so the test can act
     /// while it runs.
     pub fn advance_in_background(&self, tree: u64, parent: u64, turns: u64) -> tokio::task::JoinHandle<Value> {

@@ -80,17 +80,9 @@ async fn create_a_tree_then_advance_shows_the_new_node_and_edge() {
 #[tokio::test]
 async fn a_running_node_pulses_until_its_run_finishes() {
     let Some(b) = Browser::start(&[]).await else { return };
-    let t = b.server.create("simple_chat").await;
-    b.open_tree(t).await;
+    let t = b.new_tree("simple_chat").await;
     let server = &b.server;
-    let slow = async {
-        server
-            .post(
-                &format!("/devui/simtree/{t}/advance"),
-                &json!({"parent": 0, "turns": 1000}),
-            )
-            .await
-    };
+    let slow = async { server.post_advance(t, 0, 1000).await };
     let watch = async {
         b.wait_css("g.node.running[data-id='1']").await;
         b.wait_text("#stats", "Running: 1").await;
@@ -110,8 +102,7 @@ async fn a_running_node_pulses_until_its_run_finishes() {
 #[tokio::test]
 async fn parallel_run_of_four_adds_four_children() {
     let Some(b) = Browser::start(&[]).await else { return };
-    let t = b.server.create("simple_chat").await;
-    b.open_tree(t).await;
+    b.new_tree("simple_chat").await;
     b.set_input("#parallel-input", "4").await;
     // What the fan-out would cost shows before it runs (an offline tree: no calls).
     b.wait_text("#fanout-estimate", "0 calls").await;
@@ -127,8 +118,7 @@ async fn parallel_run_of_four_adds_four_children() {
 #[tokio::test]
 async fn branching_with_each_op_kind_adds_an_edge_of_its_colour() {
     let Some(b) = Browser::start(&[]).await else { return };
-    let t = b.server.create("simple_chat").await;
-    b.open_tree(t).await;
+    let t = b.new_tree("simple_chat").await;
     let cases = [
         ("public_broadcast", "public_event", "#1e4976"),
         ("agent_ctx_append", "agent_ctx", "#1b5e20"),
@@ -173,8 +163,7 @@ async fn branching_with_each_op_kind_adds_an_edge_of_its_colour() {
 async fn delete_removes_the_subtree_and_is_disabled_on_the_root() {
     let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
-    let t = s.create("simple_chat").await;
-    advance(s, t, 0, 1).await;
+    let t = tree_with_run(s, "simple_chat", 1).await;
     advance(s, t, 1, 1).await;
     advance(s, t, 0, 1).await;
     b.open(&format!("/simtree/{t}")).await;
@@ -202,8 +191,7 @@ async fn delete_removes_the_subtree_and_is_disabled_on_the_root() {
 async fn a_deep_link_opens_that_nodes_events() {
     let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
-    let t = s.create("simple_chat").await;
-    advance(s, t, 0, 2).await;
+    let t = tree_with_run(s, "simple_chat", 2).await;
     b.open(&format!("/sim/{t}?node=1")).await;
     b.wait_text("#viewer-title", &format!("{t} · node 1")).await;
     let text = b.wait_text("#viewer-events", "[5] Hello from Alice.").await;
@@ -217,8 +205,7 @@ async fn a_deep_link_opens_that_nodes_events() {
 async fn the_studio_agent_view_equals_the_servers_state_after_a_run() {
     let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
-    let t = s.create("simple_chat").await;
-    advance(s, t, 0, 1).await;
+    let t = tree_with_run(s, "simple_chat", 1).await;
     b.open(&format!("/studio/{t}")).await;
     b.wait_css("g.node[data-id='1']").await;
     b.select_node(1).await;
@@ -332,19 +319,9 @@ async fn the_compare_view_shows_the_first_divergence() {
     );
     // Read like a diff: the first events since the ancestor side by side, the divergence the
     // first event that differs (bookkeeping entries never are one).
-    let left = b
-        .wait_css("#compare-rows .crow.diverge .left")
-        .await
-        .text()
-        .await
-        .unwrap();
+    let left = b.text("#compare-rows .crow.diverge .left").await;
     assert!(left.contains("A storm is coming"), "{left}");
-    let right = b
-        .wait_css("#compare-rows .crow.diverge .right")
-        .await
-        .text()
-        .await
-        .unwrap();
+    let right = b.text("#compare-rows .crow.diverge .right").await;
     // The branch's "what if" sits on a row of its own (issue 38: it pushed the other side's
     // events one row off); the events after it are side by side.
     assert_eq!(right, "", "the what-if alone");
@@ -466,8 +443,7 @@ async fn benchmark_time_to_first_render_of_a_5000_node_tree() {
 #[tokio::test]
 async fn the_custom_op_editor_takes_a_trading_op_and_the_node_says_what_made_it() {
     let Some(b) = Browser::start(&[]).await else { return };
-    let t = b.server.create("llm_trader").await;
-    b.open_tree(t).await;
+    b.new_tree("llm_trader").await;
     b.choose_op("custom").await;
     b.set_input("#op-json", r#"{"op": "portfolio_patch", "cash": 500000}"#)
         .await;
@@ -495,8 +471,7 @@ async fn the_custom_op_editor_takes_a_trading_op_and_the_node_says_what_made_it(
 async fn the_viewer_shows_trading_decisions_and_abm_steps() {
     let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
-    let t = s.create("llm_trader").await;
-    advance(s, t, 0, 5).await;
+    let t = tree_with_run(s, "llm_trader", 5).await;
     b.open(&format!("/sim/{t}?node=1")).await;
     b.wait_text("#viewer-events", "[Decision]").await;
     // The trader's memory reads as words (the reply's text and its decision, the tool's
@@ -613,13 +588,12 @@ async fn a_failed_run_is_an_error_toast_and_a_red_node_with_its_reason() {
     let Some(b) = Browser::start_env(&[], UNREACHABLE_PROVIDER).await else {
         return;
     };
-    let t = b.server.create("simple_chat").await;
-    b.open_tree(t).await;
+    b.new_tree("simple_chat").await;
     b.click("#advance-btn").await;
     b.wait_css("g.node.failed[data-id='1']").await;
     b.wait_text(".toast.error", "Node 1 failed").await;
     b.wait_text("#node-status", "failed").await;
-    let reason = b.wait_css("#node-reason").await.text().await.unwrap();
+    let reason = b.text("#node-reason").await;
     assert!(!reason.trim().is_empty());
     b.finish("failed_run").await;
 }
@@ -627,8 +601,7 @@ async fn a_failed_run_is_an_error_toast_and_a_red_node_with_its_reason() {
 #[tokio::test]
 async fn advance_cannot_fire_twice_and_the_view_follows_the_new_child() {
     let Some(b) = Browser::start(&[]).await else { return };
-    let t = b.server.create("simple_chat").await;
-    b.open_tree(t).await;
+    b.new_tree("simple_chat").await;
     b.set_input("#steps-input", "30").await;
     b.js("const a = document.querySelector('#advance-btn'); a.click(); a.click();")
         .await;
@@ -672,8 +645,7 @@ async fn an_unknown_tree_is_not_found_and_a_stopped_server_shows_a_banner() {
 async fn an_empty_plan_asks_first_and_compare_names_its_columns_and_clears() {
     let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
-    let t = s.create("simple_chat").await;
-    advance(s, t, 0, 1).await;
+    let t = tree_with_run(s, "simple_chat", 1).await;
     b.open(&format!("/simtree/{t}")).await;
     b.wait_count("g.node", 2).await;
     b.choose_op("agent_plan_replace").await;
@@ -735,8 +707,7 @@ async fn a_finished_episode_says_so_instead_of_advancing_and_the_title_names_the
 async fn stick_to_bottom_holds_on_first_load_and_chinese_has_no_english_leftovers() {
     let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
-    let t = s.create("simple_chat").await;
-    advance(s, t, 0, 20).await;
+    let t = tree_with_run(s, "simple_chat", 20).await;
     b.open(&format!("/studio/{t}")).await;
     b.wait_css("g.node[data-id='1']").await;
     b.select_node(1).await;
@@ -794,8 +765,7 @@ async fn the_kind_editors_build_trading_abm_and_scene_ops_from_forms() {
     let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
     // Trading: cash and a position, then a dated news item, from forms.
-    let t = s.create("llm_trader").await;
-    b.open_tree(t).await;
+    let t = b.new_tree("llm_trader").await;
     b.choose_op("portfolio_patch").await;
     // Untouched, the form says why Apply waits as a hint, not as an error…
     b.wait_text("#op-error.hint", "nothing to change").await;
@@ -810,13 +780,7 @@ async fn the_kind_editors_build_trading_abm_and_scene_ops_from_forms() {
     let view = s.get(&format!("/devui/simtree/{t}/node/1/view")).await.1;
     assert_eq!(view["portfolio"]["positions"]["AAPL"], 10);
     b.choose_op("case_data_inject").await;
-    let date = b
-        .wait_css("#op-date")
-        .await
-        .prop("value")
-        .await
-        .unwrap()
-        .unwrap_or_default();
+    let date = b.value_of("#op-date").await;
     assert_eq!(date, "2012-06-01", "the date starts at the node's next decision");
     b.set_input("#op-content", "Apple recalls phones").await;
     b.apply_op().await;
@@ -864,13 +828,7 @@ async fn the_kind_editors_build_trading_abm_and_scene_ops_from_forms() {
     b.open_tree(c).await;
     b.choose_op("scene_state_patch").await;
     b.wait_css("#op-field option[value='time']").await;
-    let typed = b
-        .wait_css("#op-value")
-        .await
-        .prop("value")
-        .await
-        .unwrap()
-        .unwrap_or_default();
+    let typed = b.value_of("#op-value").await;
     assert_eq!(typed, "1080", "the current value is the start");
     b.set_input("#op-value", "1200").await;
     b.apply_op().await;
@@ -882,8 +840,7 @@ async fn the_kind_editors_build_trading_abm_and_scene_ops_from_forms() {
 async fn data_goes_out_as_files_and_an_export_comes_back_in_from_the_tree_browser() {
     let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
-    let t = s.create("llm_trader").await;
-    advance(s, t, 0, 3).await;
+    let t = tree_with_run(s, "llm_trader", 3).await;
     b.open(&format!("/simtree/{t}")).await;
     b.wait_count("g.node", 2).await;
     b.select_node(1).await;
@@ -1083,24 +1040,13 @@ async fn the_abm_agent_id_is_picked_from_the_nodes_agents_or_typed() {
         1 + 1000,
         "\"all\" and every agent"
     );
-    let seventh = b
-        .wait_css("#op-agent-pick option[value='7']")
-        .await
-        .text()
-        .await
-        .unwrap();
+    let seventh = b.text("#op-agent-pick option[value='7']").await;
     assert!(
         ["S", "I", "R"].iter().any(|v| seventh.ends_with(v)),
         "the agent's status: {seventh}"
     );
     b.select("#op-agent-pick", "7").await;
-    let typed = b
-        .wait_css("#op-agent-id")
-        .await
-        .prop("value")
-        .await
-        .unwrap()
-        .unwrap_or_default();
+    let typed = b.value_of("#op-agent-id").await;
     assert_eq!(typed, "7", "the pick fills the id");
     b.set_input("#op-value", "R").await;
     b.apply_op().await;
@@ -1118,8 +1064,7 @@ async fn the_abm_agent_id_is_picked_from_the_nodes_agents_or_typed() {
 #[tokio::test]
 async fn a_running_node_shows_its_turns_done_in_the_graph_and_the_inspector() {
     let Some(b) = Browser::start(&[]).await else { return };
-    let t = b.server.create("simple_chat").await;
-    b.open_tree(t).await;
+    let t = b.new_tree("simple_chat").await;
     let run = b.server.advance_in_background(t, 0, 1000);
     b.wait_css("g.node.running[data-id='1']").await;
     b.select_node(1).await;
@@ -1859,8 +1804,7 @@ async fn a_compared_trading_node_overlays_its_equity_apart_from_any_band() {
 #[tokio::test]
 async fn the_sweep_form_has_a_json_mode_that_starts_from_the_forms_file() {
     let Some(b) = Browser::start(&[]).await else { return };
-    let t = b.server.create("simple_chat").await;
-    b.open_tree(t).await;
+    b.new_tree("simple_chat").await;
     b.click("#sweep-new summary").await;
     b.wait_value("#sweep-op", "public_broadcast").await;
     b.set_input("#sweep-replicates", "1").await;
@@ -1988,14 +1932,7 @@ async fn a_running_node_pulses_on_the_canvas_which_rests_when_nothing_runs() {
     b.open(&format!("/simtree/{t}")).await;
     b.wait_css("canvas.graph-canvas[data-nodes='600']").await;
     let server = &b.server;
-    let run = async {
-        server
-            .post(
-                &format!("/devui/simtree/{t}/advance"),
-                &json!({"parent": 599, "turns": 5000}),
-            )
-            .await
-    };
+    let run = async { server.post_advance(t, 599, 5000).await };
     let watch = async {
         b.wait_text("#stats", "Running: 1").await;
         // The running node (600) centred, then its parent selected: 600 stays at the centre,
@@ -2189,8 +2126,7 @@ async fn a_collapsed_subtree_shows_its_hidden_count_and_the_layout_turns_left_to
 #[tokio::test]
 async fn the_keyboard_walks_advances_branches_deletes_with_confirmation_and_shows_its_help() {
     let Some(b) = Browser::start(&[]).await else { return };
-    let t = b.server.create("simple_chat").await;
-    b.open_tree(t).await;
+    b.new_tree("simple_chat").await;
     b.select_node(0).await;
     // a: advance the selected node (the new child gets selected when its run ends).
     b.key("a").await;
@@ -2548,8 +2484,7 @@ async fn a_failed_run_can_be_run_again_from_its_parent() {
     let Some(b) = Browser::start_env(&[], UNREACHABLE_PROVIDER).await else {
         return;
     };
-    let t = b.server.create("simple_chat").await;
-    b.open_tree(t).await;
+    b.new_tree("simple_chat").await;
     b.set_input("#steps-input", "2").await;
     b.click("#advance-btn").await;
     b.wait_css("g.node.failed[data-id='1']").await;
@@ -2568,17 +2503,9 @@ async fn a_failed_run_can_be_run_again_from_its_parent() {
 #[tokio::test]
 async fn a_running_node_is_not_read_until_its_run_finishes() {
     let Some(b) = Browser::start(&[]).await else { return };
-    let t = b.server.create("simple_chat").await;
-    b.open_tree(t).await;
+    let t = b.new_tree("simple_chat").await;
     let server = &b.server;
-    let slow = async {
-        server
-            .post(
-                &format!("/devui/simtree/{t}/advance"),
-                &json!({"parent": 0, "turns": 1000}),
-            )
-            .await
-    };
+    let slow = async { server.post_advance(t, 0, 1000).await };
     let watch = async {
         b.wait_css("g.node.running[data-id='1']").await;
         b.select_node(1).await;
@@ -2997,8 +2924,7 @@ async fn stop_all_cancels_every_running_child_of_a_fan_out() {
         return;
     };
     let s = &b.server;
-    let t = s.create("simple_chat").await;
-    b.open_tree(t).await;
+    let t = b.new_tree("simple_chat").await;
     // A parallel run of three long runs, from the form.
     b.set_input("#steps-input", "500000").await;
     b.set_input("#parallel-input", "3").await;
@@ -3714,13 +3640,7 @@ async fn slow_provider(delay_ms: u64) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_calls_tab_shows_each_prompt_reply_and_action_and_says_when_the_node_runs() {
     let url = slow_provider(400).await;
-    let env = [
-        ("LLM_DIALECT", "openai"),
-        ("LLM_BASE_URL", url.as_str()),
-        ("LLM_API_KEY", "sk-browser-secret"),
-        ("LLM_MODEL", "fake-model"),
-    ];
-    let Some(b) = Browser::start_env(&[], &env).await else {
+    let Some(b) = Browser::on_provider(url.as_str(), "sk-browser-secret", &[]).await else {
         return;
     };
     let s = &b.server;
@@ -3927,13 +3847,7 @@ async fn slow_streaming_provider() -> String {
 #[tokio::test]
 async fn the_live_reply_grows_in_studio_and_the_node_view_before_the_node_finishes() {
     let url = slow_streaming_provider().await;
-    let env = [
-        ("LLM_DIALECT", "openai"),
-        ("LLM_BASE_URL", url.as_str()),
-        ("LLM_API_KEY", "sk-browser-streaming"),
-        ("LLM_MODEL", "fake-model"),
-    ];
-    let Some(b) = Browser::start_env(&[], &env).await else {
+    let Some(b) = Browser::on_provider(url.as_str(), "sk-browser-streaming", &[]).await else {
         return;
     };
     b.capture_errors().await;
@@ -3943,14 +3857,7 @@ async fn the_live_reply_grows_in_studio_and_the_node_view_before_the_node_finish
         b.open(&format!("/{page}/{t}")).await;
         b.wait_css("g.node[data-id='0']").await;
         let server = &b.server;
-        let run = async {
-            server
-                .post(
-                    &format!("/devui/simtree/{t}/advance"),
-                    &json!({"parent": 0, "turns": 1}),
-                )
-                .await
-        };
+        let run = async { server.post_advance(t, 0, 1).await };
         let watch = async {
             b.click(&format!("g.node.running[data-id='{node}']")).await;
             let first = b.wait_text("#live-text", "Thoughts").await;
@@ -3990,8 +3897,7 @@ async fn the_live_reply_grows_in_studio_and_the_node_view_before_the_node_finish
 #[tokio::test]
 async fn an_exploration_started_from_the_form_narrows_its_candidates_live_and_opens_the_best_branch() {
     let Some(b) = Browser::start(&[]).await else { return };
-    let t = b.server.create("sir_network").await;
-    b.open_tree(t).await;
+    let t = b.new_tree("sir_network").await;
     b.select_node(0).await;
     b.wait_text("#explore-list", "No explorations yet").await;
     b.click("#explore-new summary").await;
@@ -4236,14 +4142,8 @@ async fn the_calls_tab_marks_a_call_the_provider_answered_after_http_retries() {
         }),
     );
     let url = simtree_e2e::serve_provider(app).await.0;
-    let env = [
-        ("LLM_DIALECT", "openai"),
-        ("LLM_BASE_URL", url.as_str()),
-        ("LLM_API_KEY", "sk-browser-retries"),
-        ("LLM_MODEL", "fake-model"),
-        ("LLM_RETRY_BACKOFF_S", "0.01"),
-    ];
-    let Some(b) = Browser::start_env(&[], &env).await else {
+    let Some(b) = Browser::on_provider(url.as_str(), "sk-browser-retries", &[("LLM_RETRY_BACKOFF_S", "0.01")]).await
+    else {
         return;
     };
     let s = &b.server;

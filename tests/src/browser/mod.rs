@@ -98,6 +98,19 @@ impl Browser {
         })
     }
 
+    /// On a server whose model is the OpenAI-shaped provider at `url` (model `fake-model`), with
+    /// the API key `key` and the settings `more`.
+    pub async fn on_provider(url: &str, key: &str, more: &[(&str, &str)]) -> Option<Browser> {
+        let mut env = vec![
+            ("LLM_DIALECT", "openai"),
+            ("LLM_BASE_URL", url),
+            ("LLM_API_KEY", key),
+            ("LLM_MODEL", "fake-model"),
+        ];
+        env.extend_from_slice(more);
+        Browser::start_env(&[], &env).await
+    }
+
     /// Sends a Chrome DevTools Protocol command to the page (see [`driver::cdp`]); returns its
     /// result.
     pub async fn cdp(&self, cmd: &str, params: Value) -> Value {

@@ -103,6 +103,12 @@ impl Browser {
         Some(el.text().await.unwrap_or_default())
     }
 
+    /// The text of `css`, once it is there.
+    pub async fn text(&self, css: &str) -> String {
+        let el = self.wait_css(css).await;
+        el.text().await.unwrap_or_else(|e| panic!("the text of {css}: {e}"))
+    }
+
     /// Polls until the text of `css` contains `needle`; returns the text.
     pub async fn wait_text(&self, css: &str, needle: &str) -> String {
         eventually(async || {

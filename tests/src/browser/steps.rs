@@ -14,6 +14,13 @@ impl Browser {
         self.wait_css("g.node[data-id='0']").await;
     }
 
+    /// Makes a tree of `scenario` through the API and opens its page; the tree's id.
+    pub async fn new_tree(&self, scenario: &str) -> u64 {
+        let t = self.server.create(scenario).await;
+        self.open_tree(t).await;
+        t
+    }
+
     /// Selects node `n` with a click on it in the graph.
     pub async fn select_node(&self, n: u64) {
         self.click(&format!("g.node[data-id='{n}']")).await;

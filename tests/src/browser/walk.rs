@@ -480,12 +480,5 @@ pub async fn fake_provider() -> String {
 /// A browser on a server whose model is [`fake_provider`].
 pub async fn on_fake_provider() -> Option<Browser> {
     let url = fake_provider().await;
-    let env = [
-        ("LLM_DIALECT", "openai"),
-        ("LLM_BASE_URL", url.as_str()),
-        ("LLM_API_KEY", "walk-key"),
-        ("LLM_MODEL", "fake-model"),
-        ("LLM_MAX_RETRIES", "0"),
-    ];
-    Browser::start_env(&[], &env).await
+    Browser::on_provider(&url, "walk-key", &[("LLM_MAX_RETRIES", "0")]).await
 }
