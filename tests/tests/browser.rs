@@ -166,8 +166,7 @@ async fn delete_removes_the_subtree_and_is_disabled_on_the_root() {
     let t = tree_with_run(s, "simple_chat", 1).await;
     advance(s, t, 1, 1).await;
     advance(s, t, 0, 1).await;
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_count("g.node", 4).await;
+    b.open_tree_of(t, 4).await;
     let delete = b.wait_css("#delete-btn").await;
     assert!(
         delete.attr("disabled").await.unwrap().is_some(),
@@ -209,8 +208,7 @@ async fn the_studio_agent_view_equals_the_servers_state_after_a_run() {
     b.open(&format!("/studio/{t}")).await;
     b.wait_css("g.node[data-id='1']").await;
     b.select_node(1).await;
-    b.set_input("#steps-input", "3").await;
-    b.click("#advance-btn").await;
+    b.advance_by(3).await;
     b.wait_selected(2).await;
     b.wait_text("#events", "[1] Hello from Bob.").await;
     // The run may still be going (a watched mock run streams its replies): compare with the
@@ -307,11 +305,9 @@ async fn the_compare_view_shows_the_first_divergence() {
     .await; // 2
     ok(s, &p("/advance"), json!({"parent": 2, "turns": 1})).await; // 3
     ok(s, &p("/advance"), json!({"parent": 1, "turns": 1})).await; // 4
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_count("g.node", 5).await;
+    b.open_tree_of(t, 5).await;
     b.select_node(3).await;
-    b.set_input("#compare-input", "4").await;
-    b.click("#compare-btn").await;
+    b.compare_with(4).await;
     let summary = b.wait_text("#compare-summary", "Common ancestor: 1").await;
     assert!(
         summary.contains("3 ↔ 4") && summary.contains("First divergence: event 1"),
@@ -357,15 +353,13 @@ async fn a_trading_node_shows_its_equity_curve_trades_and_compared_metrics() {
     ok(s, &p("/branch"), json!({"parent": 1, "ops": [news]})).await; // 2
     ok(s, &p("/advance"), json!({"parent": 2, "turns": 10})).await; // 3
     ok(s, &p("/advance"), json!({"parent": 1, "turns": 10})).await; // 4
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_count("g.node", 5).await;
+    b.open_tree_of(t, 5).await;
     b.select_node(3).await;
     let line = b.wait_css("#equity-chart polyline.equity").await;
     let points = line.attr("points").await.unwrap().unwrap_or_default();
     assert_eq!(points.split(' ').count(), 30, "one point per decision point: {points}");
     b.wait_text("#trades", "AAPL").await;
-    b.set_input("#compare-input", "4").await;
-    b.click("#compare-btn").await;
+    b.compare_with(4).await;
     // One table: each figure of both nodes, named by their ids, and the difference.
     let head = b.wait_text("#compare-metrics table.metrics tr", "#3").await;
     assert!(head.contains("#4") && head.contains('Δ'), "{head}");
@@ -389,15 +383,13 @@ async fn an_abm_node_plots_its_tracked_variables_overlaid_with_a_compared_node()
     ok(s, &p("/branch"), json!({"parent": 1, "ops": [op]})).await; // 2
     ok(s, &p("/advance"), json!({"parent": 2, "turns": 10})).await; // 3
     ok(s, &p("/advance"), json!({"parent": 1, "turns": 10})).await; // 4
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_count("g.node", 5).await;
+    b.open_tree_of(t, 5).await;
     let edge = b.wait_css("line.edge[data-to='2']").await;
     assert_eq!(edge.attr("data-type").await.unwrap().as_deref(), Some("scene_state"));
     b.select_node(3).await;
     b.wait_text("#abm-view", "topology: network").await;
     b.wait_count("#abm-chart polyline.series", 3).await;
-    b.set_input("#compare-input", "4").await;
-    b.click("#compare-btn").await;
+    b.compare_with(4).await;
     b.wait_count("#abm-chart polyline.series", 6).await;
     assert_eq!(
         b.count("#abm-chart polyline.series[stroke-dasharray='5 3']").await,
@@ -567,8 +559,7 @@ async fn a_fitted_tree_stays_below_the_graph_toolbar_in_the_narrow_studio_pane()
 async fn running_thirteen_leaves_makes_one_toast_in_the_status_bar() {
     let Some(b) = Browser::start(&[]).await else { return };
     let t = wide_tree(&b.server, 13).await;
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_count("g.node", 14).await;
+    b.open_tree_of(t, 14).await;
     b.click("#run-leaves-btn").await;
     b.wait_count("g.node", 27).await;
     b.wait_text(".toasts", "13 runs finished").await;
@@ -646,8 +637,7 @@ async fn an_empty_plan_asks_first_and_compare_names_its_columns_and_clears() {
     let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
     let t = tree_with_run(s, "simple_chat", 1).await;
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_count("g.node", 2).await;
+    b.open_tree_of(t, 2).await;
     b.choose_op("agent_plan_replace").await;
     b.wait_css("#op-agent option[value='Alice']").await;
     b.set_input("#op-json", "{}").await;
@@ -658,8 +648,7 @@ async fn an_empty_plan_asks_first_and_compare_names_its_columns_and_clears() {
     b.click("#confirm-op-yes").await;
     b.wait_count("g.node", 3).await;
     b.select_node(1).await;
-    b.set_input("#compare-input", "2").await;
-    b.click("#compare-btn").await;
+    b.compare_with(2).await;
     b.wait_text("#compare-left-title", "Node #1").await;
     b.wait_text("#compare-right-title", "Node #2").await;
     b.select_node(0).await;
@@ -679,8 +668,7 @@ async fn a_finished_episode_says_so_instead_of_advancing_and_the_title_names_the
     .await;
     let t = made["id"].as_u64().unwrap();
     advance(s, t, 0, 1000).await;
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_count("g.node", 2).await;
+    b.open_tree_of(t, 2).await;
     b.select_node(1).await;
     b.wait_text("#finished-note", "finished").await;
     let disabled = b.wait_css("#advance-btn").await.attr("disabled").await.unwrap();
@@ -797,8 +785,7 @@ async fn the_kind_editors_build_trading_abm_and_scene_ops_from_forms() {
         .await;
     let a = created["id"].as_u64().unwrap();
     advance(s, a, 0, 3).await;
-    b.open(&format!("/simtree/{a}")).await;
-    b.wait_count("g.node", 2).await;
+    b.open_tree_of(a, 2).await;
     b.select_node(1).await;
     b.wait_css("#op-kind option[value='abm_set_global']").await;
     b.wait_css("#op-field option[value='infectionRate']").await;
@@ -841,8 +828,7 @@ async fn data_goes_out_as_files_and_an_export_comes_back_in_from_the_tree_browse
     let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
     let t = tree_with_run(s, "llm_trader", 3).await;
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_count("g.node", 2).await;
+    b.open_tree_of(t, 2).await;
     b.select_node(1).await;
     b.wait_css("#equity-chart polyline.equity").await;
     b.capture_downloads().await;
@@ -950,8 +936,7 @@ async fn charts_have_axes_legends_naming_their_nodes_and_a_hover_readout() {
     let p = |rest: &str| format!("/devui/simtree/{a}{rest}");
     ok(s, &p("/advance"), json!({"parent": 0, "turns": 8})).await; // 1
     ok(s, &p("/advance"), json!({"parent": 1, "turns": 4})).await; // 2
-    b.open(&format!("/simtree/{a}")).await;
-    b.wait_count("g.node", 3).await;
+    b.open_tree_of(a, 3).await;
     // The root has no steps: the chart's place says so rather than staying blank.
     b.wait_text("#abm-view p.chart-empty", "Nothing to chart yet").await;
     b.select_node(2).await;
@@ -962,8 +947,7 @@ async fn charts_have_axes_legends_naming_their_nodes_and_a_hover_readout() {
         steps.len() >= 2 && steps.iter().all(|s| s.parse::<u64>().is_ok()),
         "step ticks: {steps:?}"
     );
-    b.set_input("#compare-input", "1").await;
-    b.click("#compare-btn").await;
+    b.compare_with(1).await;
     b.wait_text("#abm-view .chart-legend", "(#1)").await;
     // For the screenshot: the chart in view with its read-out.
     b.js(
@@ -1762,8 +1746,7 @@ async fn a_compared_trading_node_overlays_its_equity_apart_from_any_band() {
     b.open(&format!("/simtree/{t}")).await;
     b.select_node(short).await;
     b.wait_css("#equity-chart polyline.equity").await;
-    b.set_input("#compare-input", &long.to_string()).await;
-    b.click("#compare-btn").await;
+    b.compare_with(long).await;
     let other = b
         .wait_css("#equity-chart polyline.series[stroke-dasharray='5 3']")
         .await;
@@ -2077,8 +2060,7 @@ async fn a_collapsed_subtree_shows_its_hidden_count_and_the_layout_turns_left_to
     let multi = format!("/devui/simtree/{t}/advance_multi");
     ok(s, &multi, json!({"parent": 0, "turns": 0, "count": 2})).await;
     ok(s, &multi, json!({"parent": 1, "turns": 0, "count": 3})).await;
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_count("g.node", 6).await;
+    b.open_tree_of(t, 6).await;
     b.select_node(1).await;
     b.key("c").await;
     b.wait_count("g.node", 3).await;
@@ -2115,8 +2097,7 @@ async fn a_collapsed_subtree_shows_its_hidden_count_and_the_layout_turns_left_to
     };
     left_to_right.await;
     // Remembered: a reload keeps the direction.
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_count("g.node", 6).await;
+    b.open_tree_of(t, 6).await;
     b.wait_css("#direction-btn[data-direction='right']").await;
     let (root, one) = (at(0).await, at(1).await);
     assert!(root.0 < one.0, "still left to right after a reload");
@@ -2195,8 +2176,7 @@ async fn a_sweeps_replicates_are_drawn_as_one_fan_per_cell_in_the_sweep_colour()
     });
     let (st, started) = s.post(&format!("/devui/simtree/{t}/sweep"), &sweep).await;
     assert_eq!(st, 200, "{started}");
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_count("g.node", 9).await;
+    b.open_tree_of(t, 9).await;
     b.wait_count("line.edge[data-op='sweep']", 8).await;
     b.wait_count("rect.fan", 2).await;
     b.wait_css(".legend-item[data-op='sweep']").await;
@@ -2247,8 +2227,7 @@ async fn typing_cash_on_a_non_root_node_keeps_the_app_alive_and_the_portfolio_fo
         .iter()
         .find_map(|(k, n)| Some((k.clone(), n.as_u64().filter(|n| *n > 0)?)))
         .expect("the trader holds shares after 20 decisions");
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_count("g.node", 2).await;
+    b.open_tree_of(t, 2).await;
     b.choose_op("portfolio_patch").await;
     b.wait_css("#op-cash").await;
     b.capture_errors().await;
@@ -2309,8 +2288,7 @@ async fn the_abm_global_form_shows_the_value_a_branch_set_and_can_set_it_back() 
     )
     .await; // 1
     advance(s, t, 1, 2).await; // 2
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_count("g.node", 3).await;
+    b.open_tree_of(t, 3).await;
     b.select_node(2).await;
     b.choose_op("abm_set_global").await;
     b.wait_css("#op-field option[value='infectionRate']").await;
@@ -2342,8 +2320,7 @@ async fn the_plan_editor_starts_from_the_agents_plan_shows_its_shape_and_takes_g
     let state = s.get(&format!("/devui/simtree/{t}/node/1/state")).await.1;
     let agent = &state["agents"][0];
     let name = agent["name"].as_str().unwrap().to_string();
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_count("g.node", 2).await;
+    b.open_tree_of(t, 2).await;
     b.select_node(1).await;
     b.wait_text("#node-made", "+4").await;
     b.choose_op("agent_plan_replace").await;
@@ -2485,8 +2462,7 @@ async fn a_failed_run_can_be_run_again_from_its_parent() {
         return;
     };
     b.new_tree("simple_chat").await;
-    b.set_input("#steps-input", "2").await;
-    b.click("#advance-btn").await;
+    b.advance_by(2).await;
     b.wait_css("g.node.failed[data-id='1']").await;
     assert_eq!(b.count("#retry-btn").await, 1, "a failed node offers a retry");
     b.click("#retry-btn").await;
@@ -3163,8 +3139,7 @@ async fn a_new_user_walks_a_social_tree_and_every_number_on_screen_is_the_apis()
     b.select_and_check(t, 0).await;
     b.shows_json("#scene-state", &view_of(s, t, 0).await["state"]).await;
     // Advance two turns: the view follows the new node.
-    b.set_input("#steps-input", "2").await;
-    b.click("#advance-btn").await;
+    b.advance_by(2).await;
     let a = finished_children(s, t, 0, 1).await[0];
     b.select_and_check(t, a).await;
     b.shows_json("#scene-state", &view_of(s, t, a).await["state"]).await;
@@ -3238,8 +3213,7 @@ async fn a_new_user_walks_a_trading_tree_and_every_number_on_screen_is_the_apis(
     let t = b.create_from_home("llm_trader", None).await;
     b.select_and_check(t, 0).await;
     b.trading_node_agrees(t, 0).await;
-    b.set_input("#steps-input", "3").await;
-    b.click("#advance-btn").await;
+    b.advance_by(3).await;
     let a = finished_children(s, t, 0, 1).await[0];
     b.select_and_check(t, a).await;
     b.trading_node_agrees(t, a).await;
@@ -3349,8 +3323,7 @@ async fn a_new_user_walks_an_abm_tree_and_every_number_on_screen_is_the_apis() {
     let rate = globals.iter().find(|g| g["name"] == "infectionRate").unwrap();
     b.select("#op-field", "infectionRate").await;
     b.now_is(&format!("{} (initial)", rate["initialValue"])).await;
-    b.set_input("#steps-input", "4").await;
-    b.click("#advance-btn").await;
+    b.advance_by(4).await;
     let a = finished_children(s, t, 0, 1).await[0];
     b.select_and_check(t, a).await;
     b.abm_node_agrees(t, a).await;
@@ -4496,8 +4469,7 @@ async fn a_jury_written_in_the_custom_form_previews_its_prompts_and_runs_to_an_o
         "{info}"
     );
     // Offline, to an outcome.
-    b.set_input("#steps-input", "40").await;
-    b.click("#advance-btn").await;
+    b.advance_by(40).await;
     b.wait_css("g.node[data-id='1']").await;
     let outcome = eventually(async || {
         let (_, view) = b.server.get(&format!("/devui/simtree/{tree}/node/1/view")).await;

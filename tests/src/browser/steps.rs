@@ -14,6 +14,24 @@ impl Browser {
         self.wait_css("g.node[data-id='0']").await;
     }
 
+    /// Opens tree `t`'s page and waits until `nodes` nodes are drawn.
+    pub async fn open_tree_of(&self, t: u64, nodes: usize) {
+        self.open(&format!("/simtree/{t}")).await;
+        self.wait_count("g.node", nodes).await;
+    }
+
+    /// Advances the selected node by `turns` with the form (the steps field, then Advance).
+    pub async fn advance_by(&self, turns: u64) {
+        self.set_input("#steps-input", &turns.to_string()).await;
+        self.click("#advance-btn").await;
+    }
+
+    /// Compares the selected node with node `n` (the compare field, then Compare).
+    pub async fn compare_with(&self, n: u64) {
+        self.set_input("#compare-input", &n.to_string()).await;
+        self.click("#compare-btn").await;
+    }
+
     /// Makes a tree of `scenario` through the API and opens its page; the tree's id.
     pub async fn new_tree(&self, scenario: &str) -> u64 {
         let t = self.server.create(scenario).await;
@@ -67,9 +85,8 @@ impl Browser {
     /// [`tree_with_run`], open with the run's node selected.
     pub async fn open_run(&self, scenario: &str, turns: u64) -> u64 {
         let t = tree_with_run(&self.server, scenario, turns).await;
-        self.open(&format!("/simtree/{t}")).await;
-        self.wait_count("g.node", 2).await;
-        self.click("g.node[data-id='1']").await;
+        self.open_tree_of(t, 2).await;
+        self.select_node(1).await;
         t
     }
 

@@ -198,8 +198,7 @@ impl Browser {
     /// the first divergence it names is the row marked.
     pub async fn compare_agrees(&self, t: u64, x: u64, y: u64) {
         self.select_and_check(t, x).await;
-        self.set_input("#compare-input", &y.to_string()).await;
-        self.click("#compare-btn").await;
+        self.compare_with(y).await;
         let lca = get_ok(&self.server, &format!("/devui/simtree/{t}/lca/{x}/{y}")).await["lca"].clone();
         let summary = self
             .wait_text("#compare-summary", &format!("{x} ↔ {y} · Common ancestor: {lca} · "))
