@@ -474,17 +474,7 @@ mod tests {
     /// `who` tries `call`, which the council refuses with `summary`, telling `who` alone `why`
     /// (the result's error too), changing nothing ([`check_refusal`]).
     fn refused(c: &mut Council, w: &mut World, who: &str, call: ActionCall, summary: &str, why: &str) {
-        check_refusal(
-            c,
-            w,
-            who,
-            &call,
-            Refused {
-                error: why,
-                summary,
-                told: why,
-            },
-        );
+        check_refusal(c, w, who, &call, Refused::error(why, summary, why));
     }
 
     /// Each row `(who, ballot, why)`: `who` votes `ballot` (none: no `vote` field), which the

@@ -335,12 +335,24 @@ pub(crate) fn act_as<S: SceneRules + ?Sized>(
 /// Tests: what a scene must answer to an action it refuses (see [`check_refusal`]).
 #[cfg(test)]
 pub(crate) struct Refused<'a> {
-    /// The error code of the action's result.
-    pub error: &'a str,
+    /// The action's result as it is logged: `{"error": code, …}`.
+    pub result: Value,
     /// The outcome's summary.
     pub summary: &'a str,
     /// The one line the actor alone is told.
     pub told: &'a str,
+}
+
+#[cfg(test)]
+impl<'a> Refused<'a> {
+    /// The usual refusal, whose result is its error code alone.
+    pub fn error(error: &str, summary: &'a str, told: &'a str) -> Refused<'a> {
+        Refused {
+            result: serde_json::json!({ "error": error }),
+            summary,
+            told,
+        }
+    }
 }
 
 /// Tests: `actor` tries `call` and `scene` refuses it as `expected` says: a failed outcome with
@@ -354,16 +366,20 @@ pub(crate) fn check_refusal<S: SceneRules + Serialize + ?Sized>(
     call: &crate::engine::parse::ActionCall,
     expected: Refused,
 ) {
-    use super::action::{ActionResult, Outcome};
     use super::event::EventType;
     let row = format!("{actor} {call:?}");
     world.take_out();
     let before = (serde_json::to_value(&*scene).unwrap(), world.pending.len());
     let outcome = act_as(scene, world, actor, call).unwrap_or_else(|e| panic!("{row}: {e}"));
     assert_eq!(
-        outcome,
-        Outcome::fail(ActionResult::error(expected.error), expected.summary),
-        "{row}"
+        (
+            outcome.success,
+            outcome.pass_control,
+            outcome.summary.as_deref(),
+            outcome.result_json()
+        ),
+        (false, false, Some(expected.summary), expected.result),
+        "{row}: (success, pass_control, summary, result)"
     );
     let told: Vec<(String, String)> = world
         .take_out()
@@ -393,17 +409,7 @@ pub(crate) fn check_refusals<S: SceneRules + Serialize + ?Sized>(
     for &(actor, action, error, told) in rows {
         let summary = format!("{actor} {action} failed");
         let call = crate::engine::parse::ActionCall::new(action);
-        check_refusal(
-            scene,
-            world,
-            actor,
-            &call,
-            Refused {
-                error,
-                summary: &summary,
-                told,
-            },
-        );
+        check_refusal(scene, world, actor, &call, Refused::error(error, &summary, told));
     }
 }
 

@@ -889,16 +889,7 @@ mod tests {
     /// `who` alone `told`.
     fn refused(sim: &mut Simulator, who: &str, call: ActionCall, error: &str, told: &str) {
         let summary = format!("{who} {} failed", call.name);
-        refused_as(
-            sim,
-            who,
-            call,
-            Refused {
-                error,
-                summary: &summary,
-                told,
-            },
-        );
+        refused_as(sim, who, call, Refused::error(error, &summary, told));
     }
 
     /// [`check_refusals`]: each row `(who, action, error, told)` is refused.
@@ -1356,11 +1347,11 @@ mod tests {
             &mut sim,
             "Pia",
             target("vote_lynch", "Elena"),
-            Refused {
-                error: "wrong_phase",
-                summary: "Pia failed to vote: {'action': 'vote_lynch', 'target': 'Elena'}",
-                told: "You can only vote during the voting phase.",
-            },
+            Refused::error(
+                "wrong_phase",
+                "Pia failed to vote: {'action': 'vote_lynch', 'target': 'Elena'}",
+                "You can only vote during the voting phase.",
+            ),
         );
 
         st(&mut sim).lynch_votes.insert("Pia".into(), "Elena".into());
@@ -1417,11 +1408,11 @@ mod tests {
             &mut sim,
             "Taro",
             ActionCall::new("vote_lynch"),
-            Refused {
-                error: "invalid_target",
-                summary: "Taro failed to vote: {'action': 'vote_lynch'}",
-                told: "Provide a living 'target' to vote.",
-            },
+            Refused::error(
+                "invalid_target",
+                "Taro failed to vote: {'action': 'vote_lynch'}",
+                "Provide a living 'target' to vote.",
+            ),
         );
         assert_eq!(
             act(&mut sim, "Taro", target("vote_lynch", "Pia")).result_json()["error"],

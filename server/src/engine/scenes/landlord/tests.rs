@@ -68,17 +68,7 @@ fn bob_cannot_play(l: &mut Landlord, w: &mut World, remaining: &str, rows: &[(&s
     for &(cards, error, told, tried) in rows {
         let summary = format!("Bob tried: {tried} -> {error} | remaining: {remaining}");
         let call = ActionCall::new("play_cards").with("cards", cards);
-        check_refusal(
-            l,
-            w,
-            "Bob",
-            &call,
-            Refused {
-                error,
-                summary: &summary,
-                told,
-            },
-        );
+        check_refusal(l, w, "Bob", &call, Refused::error(error, &summary, told));
     }
 }
 
