@@ -2,6 +2,8 @@
 //! loopback port, talk to it over HTTP (reqwest) and WebSockets (tokio-tungstenite), and stand in
 //! for a real model provider (an OpenAI-shaped server on loopback).
 
+pub mod browser;
+
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -341,6 +343,15 @@ impl Server {
         body["id"].as_u64().expect("tree id")
     }
 
+    /// `POST …/advance` of `turns` turns from `parent`: the status and the reply.
+    pub async fn post_advance(&self, tree: u64, parent: u64, turns: u64) -> (u16, Value) {
+        self.post(
+            &format!("/devui/simtree/{tree}/advance"),
+            &serde_json::json!({"parent": parent, "turns": turns}),
+        )
+        .await
+    }
+
     /// Starts an advance on its own task (its reply is the task's output), so the test can act
     /// while it runs.
     pub fn advance_in_background(&self, tree: u64, parent: u64, turns: u64) -> tokio::task::JoinHandle<Value> {
@@ -481,6 +492,13 @@ pub async fn advance(s: &Server, tree: u64, parent: u64, turns: u64) -> u64 {
 pub async fn ok(s: &Server, path: &str, body: Value) -> Value {
     let (status, reply) = s.post(path, &body).await;
     assert_eq!(status, 200, "{path} {body}: {reply}");
+    reply
+}
+
+/// `GET path`; the answer must be 200, its JSON is returned.
+pub async fn get_ok(s: &Server, path: &str) -> Value {
+    let (status, reply) = s.get(path).await;
+    assert_eq!(status, 200, "{path}: {reply}");
     reply
 }
 

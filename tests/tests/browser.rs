@@ -1,355 +1,30 @@
 //! Browser tests: the real server (with the built web UI) and a real headless Chromium driven over
-//! WebDriver (Debian's chromium + chromium-driver, fantoccini). Each test saves a screenshot to
+//! WebDriver. Each test reads as the steps a user takes; the harness and the page-level steps are
+//! `simtree_e2e::browser` (tests/src/browser/). Each test saves a screenshot to
 //! `target/e2e-screenshots/<test>.png`.
 //!
 //! They need `frontend/dist` (built by `cargo xtask dist`) and `/usr/bin/chromedriver`; without
 //! them they skip with a note, unless `E2E=1` (set by `cargo xtask test`), where they fail.
 
-use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use fantoccini::{Client, ClientBuilder, Locator};
-use hyper_util::client::legacy::connect::HttpConnector;
+use fantoccini::{Client, Locator};
 use serde_json::{Value, json};
-use simtree_e2e::Server;
+use simtree_e2e::browser::driver::{cdp, chromium_session, close_session, running, screenshots};
+use simtree_e2e::browser::trees::{
+    broadcast_child, children_of, finished_children, last_tracked, run_sweep, tree_with_run, view_of, wide_tree,
+};
+use simtree_e2e::browser::walk::{money, on_fake_provider, same_number};
+use simtree_e2e::browser::{Browser, UNREACHABLE_PROVIDER, WAIT, eventually};
+use simtree_e2e::{Server, advance, get_ok, ok};
 
-/// Browser tests run one at a time: each starts a Chromium, and the machine has two cores.
-static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-const WAIT: Duration = Duration::from_secs(30);
-
-/// A chromedriver and everything it started: dropped — at a test's end or while a failed test
-/// unwinds — it kills the driver, every Chromium process under it and their process group, and
-/// removes the browsers' profiles. (Killing the driver alone left its Chromium running.)
-struct Driver {
-    child: Child,
-    port: u16,
-}
-
-impl Driver {
-    /// Starts `path` on `port` in a process group of its own (the browsers it starts join it).
-    fn spawn(path: &str, port: u16) -> Driver {
-        use std::os::unix::process::CommandExt;
-        let child = Command::new(path)
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .expect("spawn chromedriver");
-        Driver { child, port }
-    }
-
-    /// The ids of the driver's processes: itself, its children, theirs…
-    fn processes(&self) -> Vec<i32> {
-        let parents: Vec<(i32, i32)> = std::fs::read_dir("/proc")
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter_map(|e| {
-                let pid: i32 = e.file_name().to_str()?.parse().ok()?;
-                let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
-                // "pid (name) state ppid …": the name may hold spaces and parentheses.
-                let ppid = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
-                Some((pid, ppid))
-            })
-            .collect();
-        let mut tree = vec![self.child.id() as i32];
-        let mut i = 0;
-        while i < tree.len() {
-            let parent = tree[i];
-            tree.extend(parents.iter().filter(|p| p.1 == parent).map(|p| p.0));
-            i += 1;
-        }
-        tree
-    }
-}
-
-impl Drop for Driver {
-    fn drop(&mut self) {
-        let tree = self.processes();
-        // SAFETY: kill(2) only sends signals: to the driver's process group (its id), then to
-        // each process found under it (a browser that left the group).
-        unsafe {
-            libc::kill(-(self.child.id() as i32), libc::SIGKILL);
-            for pid in &tree {
-                libc::kill(*pid, libc::SIGKILL);
-            }
-        }
-        let _ = self.child.wait();
-        let prefix = format!("simtree-chrome-{}-{}-", std::process::id(), self.port);
-        for entry in std::fs::read_dir(std::env::temp_dir()).into_iter().flatten().flatten() {
-            if entry.file_name().to_string_lossy().starts_with(&prefix) {
-                let _ = std::fs::remove_dir_all(entry.path());
-            }
-        }
-    }
-}
-
-/// The built UI: `$SIMTREE_DIST` (e.g. an older build, to see a test fail before a fix), else
-/// `frontend/dist`.
-fn dist() -> PathBuf {
-    std::env::var_os("SIMTREE_DIST")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../frontend/dist"))
-}
-
-fn screenshots() -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/e2e-screenshots");
-    let _ = std::fs::create_dir_all(&dir);
-    dir
-}
-
-/// A server, a chromedriver and a browser session.
-struct Browser {
-    server: Server,
-    client: Client,
-    driver: Driver,
-    /// The chromedriver's port (more sessions, Chrome DevTools commands).
-    port: u16,
-    profile: PathBuf,
-}
-
-/// A new Chromium under the chromedriver on `port`, with a fresh profile (empty caches): a
-/// WebDriver session and the profile folder to remove when it ends.
-async fn chromium_session(port: u16) -> (Client, PathBuf) {
-    static SESSIONS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = SESSIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let profile = std::env::temp_dir().join(format!("simtree-chrome-{}-{port}-{n}", std::process::id()));
-    let mut caps = serde_json::Map::new();
-    caps.insert(
-        "goog:chromeOptions".into(),
-        json!({
-            "binary": std::env::var("CHROME").unwrap_or_else(|_| "/usr/bin/chromium".into()),
-            "args": ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
-                     "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                     "--no-first-run", "--window-size=1400,900", format!("--user-data-dir={}", profile.display())]
-        }),
-    );
-    let started = Instant::now();
-    let client = loop {
-        match ClientBuilder::new(HttpConnector::new())
-            .capabilities(caps.clone())
-            .connect(&format!("http://127.0.0.1:{port}"))
-            .await
-        {
-            Ok(c) => break c,
-            Err(_) if started.elapsed() < Duration::from_secs(20) => {
-                tokio::time::sleep(Duration::from_millis(200)).await
-            }
-            Err(e) => panic!("webdriver session: {e}"),
-        }
-    };
-    (client, profile)
-}
-
-/// Sends a Chrome DevTools Protocol command to the page of `client`, a session of the
-/// chromedriver on `port` (its `goog/cdp/execute`), e.g. `Emulation.setEmulatedMedia`; returns
-/// the command's result.
-async fn cdp(client: &Client, port: u16, cmd: &str, params: Value) -> Result<Value, String> {
-    let session = client.session_id().await.ok().flatten().ok_or("no WebDriver session")?;
-    let url = format!("http://127.0.0.1:{port}/session/{session}/goog/cdp/execute");
-    let reply = reqwest::Client::new()
-        .post(url)
-        .json(&json!({"cmd": cmd, "params": params}))
-        .send()
-        .await
-        .map_err(|e| format!("{cmd}: {e}"))?;
-    let status = reply.status();
-    let body: Value = reply.json().await.unwrap_or(Value::Null);
-    if !status.is_success() {
-        return Err(format!("{cmd}: {status} {body}"));
-    }
-    Ok(body["value"].clone())
-}
-
-/// Ends a session and removes its profile.
-async fn close_session(client: Client, profile: &std::path::Path) {
-    let _ = client.close().await;
-    let _ = std::fs::remove_dir_all(profile);
-}
-
-impl Browser {
-    /// `None` (skip) when the UI or the driver is missing and E2E is not required.
-    async fn start(flags: &[&str]) -> Option<Browser> {
-        Browser::start_env(flags, &[]).await
-    }
-
-    /// With environment variables for the server (e.g. an LLM provider that fails).
-    async fn start_env(flags: &[&str], env: &[(&str, &str)]) -> Option<Browser> {
-        // `cargo xtask test` runs this file in a process of its own, beside the other suites.
-        if std::env::var("SIMTREE_BROWSER_TESTS").is_ok_and(|v| v == "elsewhere") {
-            eprintln!("SKIP: the browser tests run in their own cargo process (cargo xtask test)");
-            return None;
-        }
-        let required = std::env::var("E2E").is_ok_and(|v| v == "1");
-        let driver = std::env::var("CHROMEDRIVER").unwrap_or_else(|_| "/usr/bin/chromedriver".into());
-        if !dist().join("simtree_frontend_bg.wasm").exists() || !std::path::Path::new(&driver).exists() {
-            assert!(
-                !required,
-                "E2E=1 but frontend/dist or {driver} is missing (run cargo xtask test)"
-            );
-            eprintln!("SKIP: frontend/dist or {driver} missing");
-            return None;
-        }
-        let dir = dist();
-        let mut all = vec!["--static-dir", dir.to_str()?];
-        all.extend_from_slice(flags);
-        let server = Server::start_env(&all, env);
-        let port = TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
-        let driver = Driver::spawn(&driver, port);
-        let (client, profile) = chromium_session(port).await;
-        Some(Browser {
-            server,
-            client,
-            driver,
-            port,
-            profile,
-        })
-    }
-
-    /// Sends a Chrome DevTools Protocol command to the page (see [`cdp`]); returns its result.
-    async fn cdp(&self, cmd: &str, params: Value) -> Value {
-        cdp(&self.client, self.port, cmd, params)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    async fn open(&self, path: &str) {
-        self.client.goto(&self.server.url(path)).await.expect("goto");
-    }
-
-    async fn wait_css(&self, css: &str) -> fantoccini::elements::Element {
-        self.client
-            .wait()
-            .at_most(WAIT)
-            .for_element(Locator::Css(css))
-            .await
-            .unwrap_or_else(|e| panic!("waiting for {css}: {e}"))
-    }
-
-    /// Clicks `css`. An element drawn again between being found and being
-    /// clicked is found afresh, until the usual deadline.
-    async fn click(&self, css: &str) {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            match self.wait_css(css).await.click().await {
-                Ok(_) => return,
-                Err(e) if is_stale(&e) && Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(50)).await
-                }
-                Err(e) => panic!("click {css}: {e}"),
-            }
-        }
-    }
-
-    async fn count(&self, css: &str) -> usize {
-        self.client
-            .find_all(Locator::Css(css))
-            .await
-            .map(|v| v.len())
-            .unwrap_or(0)
-    }
-
-    /// Polls until `css` matches exactly `n` elements.
-    async fn wait_count(&self, css: &str, n: usize) {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let c = self.count(css).await;
-            if c == n {
-                return;
-            }
-            assert!(Instant::now() < deadline, "{css}: {c} elements, expected {n}");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    /// Polls until `css` exists and is not disabled.
-    async fn wait_enabled(&self, css: &str) {
-        let deadline = Instant::now() + WAIT;
-        let probe = format!("const e = document.querySelector(\"{css}\"); return !!e && !e.disabled;");
-        while self.js(&probe).await != json!(true) {
-            assert!(Instant::now() < deadline, "{css} stayed disabled");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    /// Polls until the text of `css` contains `needle`.
-    async fn wait_text(&self, css: &str, needle: &str) -> String {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let text = match self.client.find(Locator::Css(css)).await {
-                Ok(el) => el.text().await.unwrap_or_default(),
-                Err(_) => String::new(),
-            };
-            if text.contains(needle) {
-                return text;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{css} never contained {needle:?}; last text: {text:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    /// Runs a script in the page and returns its value.
-    async fn js(&self, script: &str) -> Value {
-        self.client
-            .execute(script, vec![])
-            .await
-            .unwrap_or_else(|e| panic!("{script}: {e}"))
-    }
-
-    async fn set_input(&self, css: &str, value: &str) {
-        let el = self.wait_css(css).await;
-        el.clear().await.expect("clear");
-        el.send_keys(value).await.expect("type");
-    }
-
-    async fn select(&self, css: &str, value: &str) {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            match self.wait_css(css).await.select_by_value(value).await {
-                Ok(_) => return,
-                Err(e) if is_stale(&e) && Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(50)).await
-                }
-                Err(e) => panic!("select {value} in {css}: {e}"),
-            }
-        }
-    }
-
-    async fn finish(self, name: &str) {
-        if let Ok(png) = self.client.screenshot().await {
-            let _ = std::fs::write(screenshots().join(format!("{name}.png")), png);
-        }
-        close_session(self.client, &self.profile).await;
-        drop(self.driver);
-    }
-}
-
-/// Whether process `pid` still runs (a zombie waiting for its parent to read its status no
-/// longer does).
-fn running(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| Some(s.rsplit_once(')')?.1.split_whitespace().next()? != "Z"))
-        .unwrap_or(false)
-}
-
-/// A test that fails with its browser open leaves neither the driver nor any Chromium process.
 #[tokio::test]
 async fn a_failing_test_leaves_no_browser_running() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let record = seen.clone();
     let failed = tokio::spawn(async move {
-        let Some(b) = Browser::start(&[]).await else {
-            return;
-        };
+        let Some(b) = Browser::start(&[]).await else { return };
         b.open("/").await;
         b.wait_css("#tree-browser").await;
         *record.lock().unwrap() = b.driver.processes();
@@ -380,56 +55,9 @@ async fn a_failing_test_leaves_no_browser_running() {
     }
 }
 
-async fn api_tree(s: &Server, scenario: &str) -> u64 {
-    s.create(scenario).await
-}
-
-async fn api_post(s: &Server, path: &str, body: Value) -> Value {
-    let (status, v) = s.post(path, &body).await;
-    assert_eq!(status, 200, "{path}: {v}");
-    v
-}
-
-/// A new tree of `scenario` whose root has one child, `turns` on.
-async fn advanced_tree(s: &Server, scenario: &str, turns: u64) -> u64 {
-    let t = api_tree(s, scenario).await;
-    api_post(
-        s,
-        &format!("/devui/simtree/{t}/advance"),
-        json!({"parent": 0, "turns": turns}),
-    )
-    .await;
-    t
-}
-
-/// Switches the page to Chinese with the language menu.
-async fn to_chinese(b: &Browser) {
-    b.click("#lang-button").await;
-    b.click("#lang-zh").await;
-    b.wait_text("#nav-home", "首页").await;
-}
-
-/// Fails on any of `words` in the text of `css`.
-async fn assert_no_english(b: &Browser, css: &str, words: &[&str]) {
-    // The provenance line is data to paste into notes (hashes, labels), not interface text.
-    let text = b
-        .js(&format!(
-            "const p = document.querySelector('#provenance'); \
-             return document.querySelector(\"{css}\").innerText.replace(p ? p.innerText : '', '')"
-        ))
-        .await
-        .to_string();
-    for english in words {
-        assert!(!text.contains(english), "untranslated {english:?} in: {text}");
-    }
-}
-
 #[tokio::test]
 async fn create_a_tree_then_advance_shows_the_new_node_and_edge() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    let Some(b) = Browser::start(&[]).await else {
-        return;
-    };
+    let Some(b) = Browser::start(&[]).await else { return };
     b.open("/simtree").await;
     b.wait_css("#scenario-select option[value='council']").await;
     b.select("#scenario-select", "council").await;
@@ -451,22 +79,10 @@ async fn create_a_tree_then_advance_shows_the_new_node_and_edge() {
 
 #[tokio::test]
 async fn a_running_node_pulses_until_its_run_finishes() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    let Some(b) = Browser::start(&[]).await else {
-        return;
-    };
-    let t = api_tree(&b.server, "simple_chat").await;
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_css("g.node[data-id='0']").await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let t = b.new_tree("simple_chat").await;
     let server = &b.server;
-    let slow = async {
-        server
-            .post(
-                &format!("/devui/simtree/{t}/advance"),
-                &json!({"parent": 0, "turns": 1000}),
-            )
-            .await
-    };
+    let slow = async { server.post_advance(t, 0, 1000).await };
     let watch = async {
         b.wait_css("g.node.running[data-id='1']").await;
         b.wait_text("#stats", "Running: 1").await;
@@ -485,13 +101,8 @@ async fn a_running_node_pulses_until_its_run_finishes() {
 
 #[tokio::test]
 async fn parallel_run_of_four_adds_four_children() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    let Some(b) = Browser::start(&[]).await else {
-        return;
-    };
-    let t = api_tree(&b.server, "simple_chat").await;
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_css("g.node[data-id='0']").await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    b.new_tree("simple_chat").await;
     b.set_input("#parallel-input", "4").await;
     // What the fan-out would cost shows before it runs (an offline tree: no calls).
     b.wait_text("#fanout-estimate", "0 calls").await;
@@ -506,13 +117,8 @@ async fn parallel_run_of_four_adds_four_children() {
 
 #[tokio::test]
 async fn branching_with_each_op_kind_adds_an_edge_of_its_colour() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    let Some(b) = Browser::start(&[]).await else {
-        return;
-    };
-    let t = api_tree(&b.server, "simple_chat").await;
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_css("g.node[data-id='0']").await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    let t = b.new_tree("simple_chat").await;
     let cases = [
         ("public_broadcast", "public_event", "#1e4976"),
         ("agent_ctx_append", "agent_ctx", "#1b5e20"),
@@ -521,8 +127,8 @@ async fn branching_with_each_op_kind_adds_an_edge_of_its_colour() {
         ("scene_state_patch", "scene_state", "#6d4c41"),
     ];
     for (i, (kind, edge, colour)) in cases.iter().enumerate() {
-        b.click("g.node[data-id='0']").await;
-        b.select("#op-kind", kind).await;
+        b.select_node(0).await;
+        b.choose_op(kind).await;
         match *kind {
             "agent_ctx_append" => {
                 b.wait_css("#op-agent option[value='Alice']").await;
@@ -538,7 +144,7 @@ async fn branching_with_each_op_kind_adds_an_edge_of_its_colour() {
         // (from the tree socket) before its reply frees the form, and a click on a disabled
         // button does nothing.
         b.wait_enabled("#branch-btn").await;
-        b.click("#branch-btn").await;
+        b.apply_op().await;
         let child = i + 1;
         let line = b.wait_css(&format!("line.edge[data-to='{child}']")).await;
         assert_eq!(line.attr("data-type").await.unwrap().as_deref(), Some(*edge));
@@ -555,39 +161,19 @@ async fn branching_with_each_op_kind_adds_an_edge_of_its_colour() {
 
 #[tokio::test]
 async fn delete_removes_the_subtree_and_is_disabled_on_the_root() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    let Some(b) = Browser::start(&[]).await else {
-        return;
-    };
+    let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
-    let t = api_tree(s, "simple_chat").await;
-    api_post(
-        s,
-        &format!("/devui/simtree/{t}/advance"),
-        json!({"parent": 0, "turns": 1}),
-    )
-    .await;
-    api_post(
-        s,
-        &format!("/devui/simtree/{t}/advance"),
-        json!({"parent": 1, "turns": 1}),
-    )
-    .await;
-    api_post(
-        s,
-        &format!("/devui/simtree/{t}/advance"),
-        json!({"parent": 0, "turns": 1}),
-    )
-    .await;
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_count("g.node", 4).await;
+    let t = tree_with_run(s, "simple_chat", 1).await;
+    advance(s, t, 1, 1).await;
+    advance(s, t, 0, 1).await;
+    b.open_tree_of(t, 4).await;
     let delete = b.wait_css("#delete-btn").await;
     assert!(
         delete.attr("disabled").await.unwrap().is_some(),
         "root selected: delete disabled"
     );
-    b.click("g.node[data-id='1']").await;
-    b.wait_text("#stats", "Selected: 1").await;
+    b.select_node(1).await;
+    b.wait_selected(1).await;
     b.click("#delete-btn").await;
     // Nothing happens before the confirmation, which names what goes.
     b.wait_text("#confirm-delete", "Delete node 1 and its subtree (2 nodes)?")
@@ -602,18 +188,9 @@ async fn delete_removes_the_subtree_and_is_disabled_on_the_root() {
 
 #[tokio::test]
 async fn a_deep_link_opens_that_nodes_events() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    let Some(b) = Browser::start(&[]).await else {
-        return;
-    };
+    let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
-    let t = api_tree(s, "simple_chat").await;
-    api_post(
-        s,
-        &format!("/devui/simtree/{t}/advance"),
-        json!({"parent": 0, "turns": 2}),
-    )
-    .await;
+    let t = tree_with_run(s, "simple_chat", 2).await;
     b.open(&format!("/sim/{t}?node=1")).await;
     b.wait_text("#viewer-title", &format!("{t} · node 1")).await;
     let text = b.wait_text("#viewer-events", "[5] Hello from Alice.").await;
@@ -625,32 +202,24 @@ async fn a_deep_link_opens_that_nodes_events() {
 
 #[tokio::test]
 async fn the_studio_agent_view_equals_the_servers_state_after_a_run() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    let Some(b) = Browser::start(&[]).await else {
-        return;
-    };
+    let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
-    let t = api_tree(s, "simple_chat").await;
-    api_post(
-        s,
-        &format!("/devui/simtree/{t}/advance"),
-        json!({"parent": 0, "turns": 1}),
-    )
-    .await;
+    let t = tree_with_run(s, "simple_chat", 1).await;
     b.open(&format!("/studio/{t}")).await;
     b.wait_css("g.node[data-id='1']").await;
-    b.click("g.node[data-id='1']").await;
-    b.set_input("#steps-input", "3").await;
-    b.click("#advance-btn").await;
-    b.wait_text("#stats", "Selected: 2").await;
+    b.select_node(1).await;
+    b.advance_by(3).await;
+    b.wait_selected(2).await;
     b.wait_text("#events", "[1] Hello from Bob.").await;
     // The run may still be going (a watched mock run streams its replies): compare with the
     // state it ends with, not one read midway.
-    let deadline = Instant::now() + WAIT;
-    while s.get(&format!("/devui/simtree/{t}/node/2/info")).await.1["status"] == "running" {
-        assert!(Instant::now() < deadline, "node 2 never finished");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        async || match s.get(&format!("/devui/simtree/{t}/node/2/info")).await.1["status"] == "running" {
+            true => Err("node 2 never finished".to_string()),
+            false => Ok(()),
+        },
+    )
+    .await;
     let state = s.get(&format!("/devui/simtree/{t}/node/2/state")).await.1;
     for agent in ["Host", "Alice", "Bob"] {
         b.select("#agent-select", agent).await;
@@ -665,8 +234,7 @@ async fn the_studio_agent_view_equals_the_servers_state_after_a_run() {
             .iter()
             .map(|m| format!("[{}] {}", m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
             .collect();
-        let deadline = Instant::now() + WAIT;
-        loop {
+        eventually(async || {
             // One script reads every line at once: the list may be drawn
             // again between finding an item and reading it.
             let shown: Vec<String> = b
@@ -677,18 +245,17 @@ async fn the_studio_agent_view_equals_the_servers_state_after_a_run() {
                 .flatten()
                 .filter_map(|s| s.as_str().map(str::to_string))
                 .collect();
-            if shown == expected {
-                break;
+            match shown == expected {
+                true => Ok(()),
+                false => Err(format!(
+                    "{agent}: the view {shown:?} differs from the state {expected:?}"
+                )),
             }
-            assert!(
-                Instant::now() < deadline,
-                "{agent}: the view {shown:?} differs from the state {expected:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        })
+        .await;
     }
     // The chosen agent's properties at a node, as key/value lines.
-    let branched = api_post(
+    let branched = ok(
         s,
         &format!("/devui/simtree/{t}/branch"),
         json!({"parent": 2, "ops": [{"op": "agent_props_patch", "name": "Alice", "updates": {"mood": "curious"}}]}),
@@ -696,7 +263,7 @@ async fn the_studio_agent_view_equals_the_servers_state_after_a_run() {
     .await;
     let child = branched["child"].as_u64().unwrap();
     b.open(&format!("/studio/{t}?node={child}")).await;
-    b.wait_text("#stats", &format!("Selected: {child}")).await;
+    b.wait_selected(child).await;
     b.select("#agent-select", "Alice").await;
     b.wait_text("#agent-props", "mood: curious").await;
     b.finish("studio_agents").await;
@@ -704,10 +271,7 @@ async fn the_studio_agent_view_equals_the_servers_state_after_a_run() {
 
 #[tokio::test]
 async fn switching_to_chinese_changes_the_labels() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    let Some(b) = Browser::start(&[]).await else {
-        return;
-    };
+    let Some(b) = Browser::start(&[]).await else { return };
     b.open("/").await;
     b.wait_text("#nav-home", "Home").await;
     b.click("#lang-button").await;
@@ -728,27 +292,22 @@ async fn switching_to_chinese_changes_the_labels() {
 
 #[tokio::test]
 async fn the_compare_view_shows_the_first_divergence() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    let Some(b) = Browser::start(&[]).await else {
-        return;
-    };
+    let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
-    let t = api_tree(s, "simple_chat").await;
+    let t = s.create("simple_chat").await;
     let p = |rest: &str| format!("/devui/simtree/{t}{rest}");
-    api_post(s, &p("/advance"), json!({"parent": 0, "turns": 1})).await; // 1
-    api_post(
+    ok(s, &p("/advance"), json!({"parent": 0, "turns": 1})).await; // 1
+    ok(
         s,
         &p("/branch"),
         json!({"parent": 1, "ops": [{"op": "public_broadcast", "text": "A storm is coming"}]}),
     )
     .await; // 2
-    api_post(s, &p("/advance"), json!({"parent": 2, "turns": 1})).await; // 3
-    api_post(s, &p("/advance"), json!({"parent": 1, "turns": 1})).await; // 4
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_count("g.node", 5).await;
-    b.click("g.node[data-id='3']").await;
-    b.set_input("#compare-input", "4").await;
-    b.click("#compare-btn").await;
+    ok(s, &p("/advance"), json!({"parent": 2, "turns": 1})).await; // 3
+    ok(s, &p("/advance"), json!({"parent": 1, "turns": 1})).await; // 4
+    b.open_tree_of(t, 5).await;
+    b.select_node(3).await;
+    b.compare_with(4).await;
     let summary = b.wait_text("#compare-summary", "Common ancestor: 1").await;
     assert!(
         summary.contains("3 ↔ 4") && summary.contains("First divergence: event 1"),
@@ -756,19 +315,9 @@ async fn the_compare_view_shows_the_first_divergence() {
     );
     // Read like a diff: the first events since the ancestor side by side, the divergence the
     // first event that differs (bookkeeping entries never are one).
-    let left = b
-        .wait_css("#compare-rows .crow.diverge .left")
-        .await
-        .text()
-        .await
-        .unwrap();
+    let left = b.text("#compare-rows .crow.diverge .left").await;
     assert!(left.contains("A storm is coming"), "{left}");
-    let right = b
-        .wait_css("#compare-rows .crow.diverge .right")
-        .await
-        .text()
-        .await
-        .unwrap();
+    let right = b.text("#compare-rows .crow.diverge .right").await;
     // The branch's "what if" sits on a row of its own (issue 38: it pushed the other side's
     // events one row off); the events after it are side by side.
     assert_eq!(right, "", "the what-if alone");
@@ -795,25 +344,22 @@ async fn the_compare_view_shows_the_first_divergence() {
 
 #[tokio::test]
 async fn a_trading_node_shows_its_equity_curve_trades_and_compared_metrics() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
-    let t = api_tree(s, "llm_trader").await;
+    let t = s.create("llm_trader").await;
     let p = |rest: &str| format!("/devui/simtree/{t}{rest}");
-    api_post(s, &p("/advance"), json!({"parent": 0, "turns": 20})).await; // 1
+    ok(s, &p("/advance"), json!({"parent": 0, "turns": 20})).await; // 1
     let news = json!({"op": "case_data_inject", "item": {"kind": "news", "content": "Apple announces a surprise product recall."}});
-    api_post(s, &p("/branch"), json!({"parent": 1, "ops": [news]})).await; // 2
-    api_post(s, &p("/advance"), json!({"parent": 2, "turns": 10})).await; // 3
-    api_post(s, &p("/advance"), json!({"parent": 1, "turns": 10})).await; // 4
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_count("g.node", 5).await;
-    b.click("g.node[data-id='3']").await;
+    ok(s, &p("/branch"), json!({"parent": 1, "ops": [news]})).await; // 2
+    ok(s, &p("/advance"), json!({"parent": 2, "turns": 10})).await; // 3
+    ok(s, &p("/advance"), json!({"parent": 1, "turns": 10})).await; // 4
+    b.open_tree_of(t, 5).await;
+    b.select_node(3).await;
     let line = b.wait_css("#equity-chart polyline.equity").await;
     let points = line.attr("points").await.unwrap().unwrap_or_default();
     assert_eq!(points.split(' ').count(), 30, "one point per decision point: {points}");
     b.wait_text("#trades", "AAPL").await;
-    b.set_input("#compare-input", "4").await;
-    b.click("#compare-btn").await;
+    b.compare_with(4).await;
     // One table: each figure of both nodes, named by their ids, and the difference.
     let head = b.wait_text("#compare-metrics table.metrics tr", "#3").await;
     assert!(head.contains("#4") && head.contains('Δ'), "{head}");
@@ -825,7 +371,6 @@ async fn a_trading_node_shows_its_equity_curve_trades_and_compared_metrics() {
 
 #[tokio::test]
 async fn an_abm_node_plots_its_tracked_variables_overlaid_with_a_compared_node() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
     let (_, created) = s
@@ -833,20 +378,18 @@ async fn an_abm_node_plots_its_tracked_variables_overlaid_with_a_compared_node()
         .await;
     let t = created["id"].as_u64().unwrap();
     let p = |rest: &str| format!("/devui/simtree/{t}{rest}");
-    api_post(s, &p("/advance"), json!({"parent": 0, "turns": 20})).await; // 1
+    ok(s, &p("/advance"), json!({"parent": 0, "turns": 20})).await; // 1
     let op = json!({"op": "abm_set_global", "name": "infectionRate", "value": 0.3});
-    api_post(s, &p("/branch"), json!({"parent": 1, "ops": [op]})).await; // 2
-    api_post(s, &p("/advance"), json!({"parent": 2, "turns": 10})).await; // 3
-    api_post(s, &p("/advance"), json!({"parent": 1, "turns": 10})).await; // 4
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_count("g.node", 5).await;
+    ok(s, &p("/branch"), json!({"parent": 1, "ops": [op]})).await; // 2
+    ok(s, &p("/advance"), json!({"parent": 2, "turns": 10})).await; // 3
+    ok(s, &p("/advance"), json!({"parent": 1, "turns": 10})).await; // 4
+    b.open_tree_of(t, 5).await;
     let edge = b.wait_css("line.edge[data-to='2']").await;
     assert_eq!(edge.attr("data-type").await.unwrap().as_deref(), Some("scene_state"));
-    b.click("g.node[data-id='3']").await;
+    b.select_node(3).await;
     b.wait_text("#abm-view", "topology: network").await;
     b.wait_count("#abm-chart polyline.series", 3).await;
-    b.set_input("#compare-input", "4").await;
-    b.click("#compare-btn").await;
+    b.compare_with(4).await;
     b.wait_count("#abm-chart polyline.series", 6).await;
     assert_eq!(
         b.count("#abm-chart polyline.series[stroke-dasharray='5 3']").await,
@@ -858,7 +401,6 @@ async fn an_abm_node_plots_its_tracked_variables_overlaid_with_a_compared_node()
 
 #[tokio::test]
 async fn benchmark_time_to_first_render_of_a_5000_node_tree() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&["--max-children", "5000"]).await else {
         return;
     };
@@ -890,45 +432,14 @@ async fn benchmark_time_to_first_render_of_a_5000_node_tree() {
 
 // ---- Issue 12: one test per defect of the explorer (each failed on the UI before its fix). ----
 
-/// Builds a tree whose root has `n` children (0-turn advances), for wide-tree tests.
-async fn wide_tree(s: &Server, n: u64) -> u64 {
-    let t = api_tree(s, "simple_chat").await;
-    let mut made = 0;
-    while made < n {
-        let count = (n - made).min(256);
-        api_post(
-            s,
-            &format!("/devui/simtree/{t}/advance_multi"),
-            json!({"parent": 0, "turns": 0, "count": count}),
-        )
-        .await;
-        made += count;
-    }
-    t
-}
-
-/// The screen rectangle of the first element matching `css`: [left, top, right, bottom].
-async fn rect(b: &Browser, css: &str) -> [f64; 4] {
-    let v = b
-        .js(&format!(
-            "const r = document.querySelector(\"{css}\").getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom];"
-        ))
-        .await;
-    let n = |i: usize| v[i].as_f64().unwrap_or(f64::NAN);
-    [n(0), n(1), n(2), n(3)]
-}
-
 #[tokio::test]
 async fn the_custom_op_editor_takes_a_trading_op_and_the_node_says_what_made_it() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
-    let t = api_tree(&b.server, "llm_trader").await;
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_css("g.node[data-id='0']").await;
-    b.select("#op-kind", "custom").await;
+    b.new_tree("llm_trader").await;
+    b.choose_op("custom").await;
     b.set_input("#op-json", r#"{"op": "portfolio_patch", "cash": 500000}"#)
         .await;
-    b.click("#branch-btn").await;
+    b.apply_op().await;
     let edge = b.wait_css("line.edge[data-to='1']").await;
     assert_eq!(edge.attr("data-op").await.unwrap().as_deref(), Some("portfolio"));
     assert_eq!(
@@ -950,16 +461,9 @@ async fn the_custom_op_editor_takes_a_trading_op_and_the_node_says_what_made_it(
 
 #[tokio::test]
 async fn the_viewer_shows_trading_decisions_and_abm_steps() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
-    let t = api_tree(s, "llm_trader").await;
-    api_post(
-        s,
-        &format!("/devui/simtree/{t}/advance"),
-        json!({"parent": 0, "turns": 5}),
-    )
-    .await;
+    let t = tree_with_run(s, "llm_trader", 5).await;
     b.open(&format!("/sim/{t}?node=1")).await;
     b.wait_text("#viewer-events", "[Decision]").await;
     // The trader's memory reads as words (the reply's text and its decision, the tool's
@@ -975,12 +479,7 @@ async fn the_viewer_shows_trading_decisions_and_abm_steps() {
     assert!(raw.as_str().unwrap_or_default().contains("\"tool_calls\""), "{raw}");
     let (_, created) = s.post("/devui/simtree", &json!({"scenario": "sir_network"})).await;
     let a = created["id"].as_u64().unwrap();
-    api_post(
-        s,
-        &format!("/devui/simtree/{a}/advance"),
-        json!({"parent": 0, "turns": 3}),
-    )
-    .await;
+    advance(s, a, 0, 3).await;
     b.open(&format!("/sim/{a}?node=1")).await;
     b.wait_text("#viewer-events", "[Step 3]").await;
     // A model's node has no LLM agents: the panel says so instead of an empty picker.
@@ -991,7 +490,6 @@ async fn the_viewer_shows_trading_decisions_and_abm_steps() {
 
 #[tokio::test]
 async fn fit_shows_every_node_of_a_wide_tree_clear_of_the_minimap_and_zoom_keeps_the_cursor_point() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&["--max-children", "2000"]).await else {
         return;
     };
@@ -1001,8 +499,8 @@ async fn fit_shows_every_node_of_a_wide_tree_clear_of_the_minimap_and_zoom_keeps
     b.open(&format!("/simtree/{t}")).await;
     b.wait_text("#stats", "Nodes: 241").await;
     b.wait_count("g.node", 241).await;
-    let svg = rect(&b, "svg#graph").await;
-    let mini = rect(&b, "svg.minimap").await;
+    let svg = b.rect("svg#graph").await;
+    let mini = b.rect("svg.minimap").await;
     let outside = b
         .js(&format!(
             "let bad = 0; for (const g of document.querySelectorAll('g.node')) {{
@@ -1016,7 +514,7 @@ async fn fit_shows_every_node_of_a_wide_tree_clear_of_the_minimap_and_zoom_keeps
     // Zoom with the wheel over node 120: it stays under the cursor.
     // (Whole pixels: a WheelEvent's clientX is an integer, and a sub-pixel offset grows with
     // every step.)
-    let before = rect(&b, "g.node[data-id='120'] circle").await;
+    let before = b.rect("g.node[data-id='120'] circle").await;
     let (cx, cy) = (
         ((before[0] + before[2]) / 2.0).round(),
         ((before[1] + before[3]) / 2.0).round(),
@@ -1028,7 +526,7 @@ async fn fit_shows_every_node_of_a_wide_tree_clear_of_the_minimap_and_zoom_keeps
         .await;
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let after = rect(&b, "g.node[data-id='120'] circle").await;
+    let after = b.rect("g.node[data-id='120'] circle").await;
     let (ax, ay) = ((after[0] + after[2]) / 2.0, (after[1] + after[3]) / 2.0);
     assert!(
         (ax - cx).abs() < 3.0 && (ay - cy).abs() < 3.0,
@@ -1039,19 +537,16 @@ async fn fit_shows_every_node_of_a_wide_tree_clear_of_the_minimap_and_zoom_keeps
 
 #[tokio::test]
 async fn a_fitted_tree_stays_below_the_graph_toolbar_in_the_narrow_studio_pane() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    let Some(b) = Browser::start(&[]).await else {
-        return;
-    };
+    let Some(b) = Browser::start(&[]).await else { return };
     // A root and four children, in Studio's narrow graph pane: the fit centres the root at the
     // top, where it was drawn under the search box before the fit kept the toolbar's band free.
     let t = wide_tree(&b.server, 4).await;
     b.open(&format!("/studio/{t}")).await;
     b.wait_count("g.node", 5).await;
     b.wait_css(".graph-tools #graph-search").await;
-    let tools = rect(&b, ".graph-tools").await;
-    let root = rect(&b, "g.node[data-id='0'] circle").await;
-    let pane = rect(&b, "svg#graph").await;
+    let tools = b.rect(".graph-tools").await;
+    let root = b.rect("g.node[data-id='0'] circle").await;
+    let pane = b.rect("svg#graph").await;
     assert!(
         root[1] >= tools[3],
         "the root {root:?} reaches into the toolbar {tools:?}"
@@ -1062,18 +557,16 @@ async fn a_fitted_tree_stays_below_the_graph_toolbar_in_the_narrow_studio_pane()
 
 #[tokio::test]
 async fn running_thirteen_leaves_makes_one_toast_in_the_status_bar() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
     let t = wide_tree(&b.server, 13).await;
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_count("g.node", 14).await;
+    b.open_tree_of(t, 14).await;
     b.click("#run-leaves-btn").await;
     b.wait_count("g.node", 27).await;
     b.wait_text(".toasts", "13 runs finished").await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(b.count(".toast").await, 1, "one toast per batch");
-    let toast = rect(&b, ".toast").await;
-    let side = rect(&b, ".side").await;
+    let toast = b.rect(".toast").await;
+    let side = b.rect(".side").await;
     assert!(
         toast[1] >= side[3] - 1.0,
         "the toast sits below the panels, not over them"
@@ -1083,44 +576,32 @@ async fn running_thirteen_leaves_makes_one_toast_in_the_status_bar() {
 
 #[tokio::test]
 async fn a_failed_run_is_an_error_toast_and_a_red_node_with_its_reason() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    let env = [
-        ("LLM_DIALECT", "openai"),
-        ("LLM_BASE_URL", "http://127.0.0.1:9/v1"),
-        ("LLM_API_KEY", "test-key"),
-        ("LLM_MAX_RETRIES", "0"),
-    ];
-    let Some(b) = Browser::start_env(&[], &env).await else {
+    let Some(b) = Browser::start_env(&[], UNREACHABLE_PROVIDER).await else {
         return;
     };
-    let t = api_tree(&b.server, "simple_chat").await;
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_css("g.node[data-id='0']").await;
+    b.new_tree("simple_chat").await;
     b.click("#advance-btn").await;
     b.wait_css("g.node.failed[data-id='1']").await;
     b.wait_text(".toast.error", "Node 1 failed").await;
     b.wait_text("#node-status", "failed").await;
-    let reason = b.wait_css("#node-reason").await.text().await.unwrap();
+    let reason = b.text("#node-reason").await;
     assert!(!reason.trim().is_empty());
     b.finish("failed_run").await;
 }
 
 #[tokio::test]
 async fn advance_cannot_fire_twice_and_the_view_follows_the_new_child() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
-    let t = api_tree(&b.server, "simple_chat").await;
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_css("g.node[data-id='0']").await;
+    b.new_tree("simple_chat").await;
     b.set_input("#steps-input", "30").await;
     b.js("const a = document.querySelector('#advance-btn'); a.click(); a.click();")
         .await;
-    b.wait_text("#stats", "Selected: 1").await;
+    b.wait_selected(1).await;
     b.wait_count("g.node.running", 0).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(b.count("g.node").await, 2, "a double click made one run");
-    let svg = rect(&b, "svg#graph").await;
-    let n = rect(&b, "g.node[data-id='1']").await;
+    let svg = b.rect("svg#graph").await;
+    let n = b.rect("g.node[data-id='1']").await;
     assert!(
         n[0] >= svg[0] && n[2] <= svg[2] && n[1] >= svg[1] && n[3] <= svg[3],
         "the new child is in view"
@@ -1130,7 +611,6 @@ async fn advance_cannot_fire_twice_and_the_view_follows_the_new_child() {
 
 #[tokio::test]
 async fn an_unknown_tree_is_not_found_and_a_stopped_server_shows_a_banner() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(mut b) = Browser::start(&[]).await else { return };
     b.open("/simtree/999").await;
     b.wait_css("#not-found").await;
@@ -1139,7 +619,7 @@ async fn an_unknown_tree_is_not_found_and_a_stopped_server_shows_a_banner() {
         .js("return performance.getEntriesByType('resource').filter(e => e.name.includes('/graph')).length")
         .await;
     assert_eq!(polls, json!(1), "no polling of a tree that does not exist");
-    let t = api_tree(&b.server, "simple_chat").await;
+    let t = b.server.create("simple_chat").await;
     b.open(&format!("/simtree/{t}")).await;
     b.wait_text("#conn", "live").await;
     b.server.stop();
@@ -1154,58 +634,42 @@ async fn an_unknown_tree_is_not_found_and_a_stopped_server_shows_a_banner() {
 
 #[tokio::test]
 async fn an_empty_plan_asks_first_and_compare_names_its_columns_and_clears() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
-    let t = api_tree(s, "simple_chat").await;
-    api_post(
-        s,
-        &format!("/devui/simtree/{t}/advance"),
-        json!({"parent": 0, "turns": 1}),
-    )
-    .await;
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_count("g.node", 2).await;
-    b.select("#op-kind", "agent_plan_replace").await;
+    let t = tree_with_run(s, "simple_chat", 1).await;
+    b.open_tree_of(t, 2).await;
+    b.choose_op("agent_plan_replace").await;
     b.wait_css("#op-agent option[value='Alice']").await;
     b.set_input("#op-json", "{}").await;
-    b.click("#branch-btn").await;
+    b.apply_op().await;
     b.wait_text("#confirm-op", "empty").await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(b.count("g.node").await, 2, "nothing made before the confirmation");
     b.click("#confirm-op-yes").await;
     b.wait_count("g.node", 3).await;
-    b.click("g.node[data-id='1']").await;
-    b.set_input("#compare-input", "2").await;
-    b.click("#compare-btn").await;
+    b.select_node(1).await;
+    b.compare_with(2).await;
     b.wait_text("#compare-left-title", "Node #1").await;
     b.wait_text("#compare-right-title", "Node #2").await;
-    b.click("g.node[data-id='0']").await;
+    b.select_node(0).await;
     b.wait_count("#compare-view", 0).await;
     b.finish("confirm_compare").await;
 }
 
 #[tokio::test]
 async fn a_finished_episode_says_so_instead_of_advancing_and_the_title_names_the_tree() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
-    let made = api_post(
+    let made = ok(
         s,
         "/devui/simtree",
         json!({"scenario": "buy_and_hold", "name": "bh-run"}),
     )
     .await;
     let t = made["id"].as_u64().unwrap();
-    api_post(
-        s,
-        &format!("/devui/simtree/{t}/advance"),
-        json!({"parent": 0, "turns": 1000}),
-    )
-    .await;
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_count("g.node", 2).await;
-    b.click("g.node[data-id='1']").await;
+    advance(s, t, 0, 1000).await;
+    b.open_tree_of(t, 2).await;
+    b.select_node(1).await;
     b.wait_text("#finished-note", "finished").await;
     let disabled = b.wait_css("#advance-btn").await.attr("disabled").await.unwrap();
     assert!(disabled.is_some(), "advance is disabled on a finished episode");
@@ -1229,47 +693,35 @@ async fn a_finished_episode_says_so_instead_of_advancing_and_the_title_names_the
 
 #[tokio::test]
 async fn stick_to_bottom_holds_on_first_load_and_chinese_has_no_english_leftovers() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
-    let t = api_tree(s, "simple_chat").await;
-    api_post(
-        s,
-        &format!("/devui/simtree/{t}/advance"),
-        json!({"parent": 0, "turns": 20}),
-    )
-    .await;
+    let t = tree_with_run(s, "simple_chat", 20).await;
     b.open(&format!("/studio/{t}")).await;
     b.wait_css("g.node[data-id='1']").await;
-    b.click("g.node[data-id='1']").await;
+    b.select_node(1).await;
     b.wait_text("#events", "Hello").await;
     tokio::time::sleep(Duration::from_millis(800)).await;
     let gap = b
         .js("const e = document.querySelector('#events'); return e.scrollHeight - e.scrollTop - e.clientHeight;")
         .await;
     assert!(gap.as_f64().unwrap_or(99.0) < 4.0, "events not at the bottom: {gap}");
-    to_chinese(&b).await;
-    assert_no_english(
-        &b,
-        "main",
-        &["Advance", "Ops", "Node details", "Stop", "Cancel", "Seed"],
-    )
-    .await;
+    b.to_chinese().await;
+    b.assert_no_english("main", &["Advance", "Ops", "Node details", "Stop", "Cancel", "Seed"])
+        .await;
     b.finish("stick_and_zh").await;
 }
 
 #[tokio::test]
 async fn trading_and_abm_details_are_chinese_in_chinese() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
-    let t = advanced_tree(&b.server, "llm_trader", 3).await;
-    let a = advanced_tree(&b.server, "sir_network", 3).await;
+    let t = tree_with_run(&b.server, "llm_trader", 3).await;
+    let a = tree_with_run(&b.server, "sir_network", 3).await;
     b.open(&format!("/simtree/{t}")).await;
     b.wait_css("g.node[data-id='1']").await;
-    b.click("g.node[data-id='1']").await;
+    b.select_node(1).await;
     b.wait_css("#equity-chart polyline.equity").await;
     b.wait_text("#trades", "AAPL").await;
-    to_chinese(&b).await;
+    b.to_chinese().await;
     b.wait_text("#trading-view", "决策点").await;
     b.wait_text("#node-status", "完成").await;
     // What made a node, under it and in the inspector.
@@ -1285,27 +737,24 @@ async fn trading_and_abm_details_are_chinese_in_chinese() {
         "price",
         "done",
     ];
-    assert_no_english(&b, "main", &words).await;
+    b.assert_no_english("main", &words).await;
     // The language is kept: the model's page opens in Chinese.
     b.open(&format!("/simtree/{a}")).await;
     b.wait_css("g.node[data-id='1']").await;
-    b.click("g.node[data-id='1']").await;
+    b.select_node(1).await;
     b.wait_text("#abm-view", "拓扑").await;
-    assert_no_english(&b, "#abm-view", &["topology", "globals", "seed", "step"]).await;
+    b.assert_no_english("#abm-view", &["topology", "globals", "seed", "step"])
+        .await;
     b.finish("trading_abm_zh").await;
 }
 
 #[tokio::test]
 async fn the_kind_editors_build_trading_abm_and_scene_ops_from_forms() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
     // Trading: cash and a position, then a dated news item, from forms.
-    let t = api_tree(s, "llm_trader").await;
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_css("g.node[data-id='0']").await;
-    b.wait_css("#op-kind option[value='portfolio_patch']").await;
-    b.select("#op-kind", "portfolio_patch").await;
+    let t = b.new_tree("llm_trader").await;
+    b.choose_op("portfolio_patch").await;
     // Untouched, the form says why Apply waits as a hint, not as an error…
     b.wait_text("#op-error.hint", "nothing to change").await;
     assert_eq!(b.count("#op-error.error").await, 0);
@@ -1314,42 +763,30 @@ async fn the_kind_editors_build_trading_abm_and_scene_ops_from_forms() {
     // …and what the user typed wrong is an error.
     b.wait_text("#op-error.error", "AAPL").await;
     b.set_input("#op-shares-AAPL", "10").await;
-    b.click("#branch-btn").await;
+    b.apply_op().await;
     b.wait_text("#node-made", "cash → 250,000").await;
     let view = s.get(&format!("/devui/simtree/{t}/node/1/view")).await.1;
     assert_eq!(view["portfolio"]["positions"]["AAPL"], 10);
-    b.select("#op-kind", "case_data_inject").await;
-    let date = b
-        .wait_css("#op-date")
-        .await
-        .prop("value")
-        .await
-        .unwrap()
-        .unwrap_or_default();
+    b.choose_op("case_data_inject").await;
+    let date = b.value_of("#op-date").await;
     assert_eq!(date, "2012-06-01", "the date starts at the node's next decision");
     b.set_input("#op-content", "Apple recalls phones").await;
-    b.click("#branch-btn").await;
+    b.apply_op().await;
     b.wait_text("#node-made", "news: '2012-06-01 Apple recalls phones'")
         .await;
-    b.select("#op-kind", "agent_swap").await;
+    b.choose_op("agent_swap").await;
     b.select("#op-agent-kind", "mean_reversion").await;
     b.set_input("#op-band", "1.5").await;
-    b.click("#branch-btn").await;
+    b.apply_op().await;
     b.wait_text("#node-made", "agent → mean_reversion").await;
     // ABM: the global's declared type and current value, then an agent attribute.
     let (_, created) = s
         .post("/devui/simtree", &json!({"scenario": "sir_network", "seed": 3}))
         .await;
     let a = created["id"].as_u64().unwrap();
-    api_post(
-        s,
-        &format!("/devui/simtree/{a}/advance"),
-        json!({"parent": 0, "turns": 3}),
-    )
-    .await;
-    b.open(&format!("/simtree/{a}")).await;
-    b.wait_count("g.node", 2).await;
-    b.click("g.node[data-id='1']").await;
+    advance(s, a, 0, 3).await;
+    b.open_tree_of(a, 2).await;
+    b.select_node(1).await;
     b.wait_css("#op-kind option[value='abm_set_global']").await;
     b.wait_css("#op-field option[value='infectionRate']").await;
     b.select("#op-field", "infectedCount").await;
@@ -1364,91 +801,51 @@ async fn the_kind_editors_build_trading_abm_and_scene_ops_from_forms() {
     b.set_input("#op-value", "high").await;
     b.wait_text("#op-error", "expected a number").await;
     b.set_input("#op-value", "0.6").await;
-    b.click("#branch-btn").await;
+    b.apply_op().await;
     b.wait_text("#node-made", "infectionRate → 0.6").await;
-    b.select("#op-kind", "abm_set_agent").await;
+    b.choose_op("abm_set_agent").await;
     b.wait_css("#op-agent-type option[value='Person']").await;
     b.wait_text("#op-field-now", "S×").await;
     b.set_input("#op-value", "R").await;
     b.set_input("#op-agent-id", "7").await;
-    b.click("#branch-btn").await;
+    b.apply_op().await;
     b.wait_text("#node-made", "Person #7.status → 'R'").await;
     // Social: a scene-state key with its type, pre-filled.
-    let c = api_tree(s, "simple_chat").await;
-    b.open(&format!("/simtree/{c}")).await;
-    b.wait_css("g.node[data-id='0']").await;
-    b.select("#op-kind", "scene_state_patch").await;
+    let c = s.create("simple_chat").await;
+    b.open_tree(c).await;
+    b.choose_op("scene_state_patch").await;
     b.wait_css("#op-field option[value='time']").await;
-    let typed = b
-        .wait_css("#op-value")
-        .await
-        .prop("value")
-        .await
-        .unwrap()
-        .unwrap_or_default();
+    let typed = b.value_of("#op-value").await;
     assert_eq!(typed, "1080", "the current value is the start");
     b.set_input("#op-value", "1200").await;
-    b.click("#branch-btn").await;
+    b.apply_op().await;
     b.wait_text("#node-made", "scene: time → 1200").await;
     b.finish("kind_editors").await;
 }
 
-/// Makes the page's downloads land in `window.__downloads` (name → text) instead of on disk.
-async fn capture_downloads(b: &Browser) {
-    b.js(r#"window.__downloads = {};
-        HTMLAnchorElement.prototype.click = function () {
-            const name = this.download;
-            fetch(this.href).then(r => r.text()).then(t => { window.__downloads[name] = t; });
-        };"#)
-        .await;
-}
-
-async fn downloaded(b: &Browser, name: &str) -> String {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Some(t) = b
-            .js(&format!("return window.__downloads['{name}'] || null"))
-            .await
-            .as_str()
-        {
-            return t.to_string();
-        }
-        assert!(Instant::now() < deadline, "{name} was never downloaded");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 #[tokio::test]
 async fn data_goes_out_as_files_and_an_export_comes_back_in_from_the_tree_browser() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
-    let t = api_tree(s, "llm_trader").await;
-    api_post(
-        s,
-        &format!("/devui/simtree/{t}/advance"),
-        json!({"parent": 0, "turns": 3}),
-    )
-    .await;
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_count("g.node", 2).await;
-    b.click("g.node[data-id='1']").await;
+    let t = tree_with_run(s, "llm_trader", 3).await;
+    b.open_tree_of(t, 2).await;
+    b.select_node(1).await;
     b.wait_css("#equity-chart polyline.equity").await;
-    capture_downloads(&b).await;
+    b.capture_downloads().await;
     b.click("#download-log").await;
-    let log = downloaded(&b, &format!("simtree-tree{t}-node1-log.jsonl")).await;
+    let log = b.downloaded(&format!("simtree-tree{t}-node1-log.jsonl")).await;
     assert!(log.lines().count() >= 3, "{log}");
     for line in log.lines() {
         serde_json::from_str::<Value>(line).expect("each line is JSON");
     }
     b.click("#download-series").await;
-    let csv = downloaded(&b, &format!("simtree-tree{t}-node1-series.csv")).await;
+    let csv = b.downloaded(&format!("simtree-tree{t}-node1-series.csv")).await;
     assert!(csv.starts_with("date,strategy,buy_and_hold\n2012-06-01,"), "{csv}");
     b.click("#download-chart").await;
-    let svg = downloaded(&b, &format!("simtree-tree{t}-node1-chart.svg")).await;
+    let svg = b.downloaded(&format!("simtree-tree{t}-node1-chart.svg")).await;
     assert!(svg.contains("xmlns=\"http://www.w3.org/2000/svg\"") && svg.contains("polyline"));
     b.click("#download-tree").await;
-    let export = downloaded(&b, &format!("simtree-tree{t}-export.json")).await;
+    let export = b.downloaded(&format!("simtree-tree{t}-export.json")).await;
     let path = std::env::temp_dir().join(format!("simtree-export-{}-{t}.json", std::process::id()));
     std::fs::write(&path, &export).unwrap();
     let bad = path.with_extension("bad.json");
@@ -1494,60 +891,14 @@ async fn data_goes_out_as_files_and_an_export_comes_back_in_from_the_tree_browse
     b.finish("data_out_and_in").await;
 }
 
-/// Whether a WebDriver call failed only because the page drew the element
-/// again after it was found.
-fn is_stale(e: &fantoccini::error::CmdError) -> bool {
-    matches!(
-        e,
-        fantoccini::error::CmdError::Standard(w)
-            if w.error == fantoccini::error::ErrorStatus::StaleElementReference
-    )
-}
-
-/// The texts of every element matching `css`.
-async fn texts(b: &Browser, css: &str) -> Vec<String> {
-    let v = b
-        .js(&format!(
-            "return [...document.querySelectorAll(\"{css}\")].map(e => e.textContent.trim());"
-        ))
-        .await;
-    v.as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|s| s.as_str().map(str::to_string))
-        .collect()
-}
-
-/// A tree of `scenario` with one run of `turns` turns from the root (node 1); returns its id.
-async fn tree_with_run(s: &Server, scenario: &str, turns: u64) -> u64 {
-    let t = api_tree(s, scenario).await;
-    api_post(
-        s,
-        &format!("/devui/simtree/{t}/advance"),
-        json!({"parent": 0, "turns": turns}),
-    )
-    .await;
-    t
-}
-
-/// [`tree_with_run`], open with the run's node selected.
-async fn open_run(b: &Browser, scenario: &str, turns: u64) -> u64 {
-    let t = tree_with_run(&b.server, scenario, turns).await;
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_count("g.node", 2).await;
-    b.click("g.node[data-id='1']").await;
-    t
-}
-
 #[tokio::test]
 async fn charts_have_axes_legends_naming_their_nodes_and_a_hover_readout() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
-    open_run(&b, "llm_trader", 20).await;
+    b.open_run("llm_trader", 20).await;
     b.wait_css("#equity-chart polyline.equity").await;
     // The value axis: several ticks, numbers with grouped thousands; the time axis: dates.
-    let y = texts(&b, "#equity-chart .y-tick").await;
+    let y = b.texts("#equity-chart .y-tick").await;
     assert!(y.len() >= 3, "value ticks: {y:?}");
     assert!(
         y.iter().all(|l| l.replace(',', "").parse::<f64>().is_ok()),
@@ -1557,7 +908,7 @@ async fn charts_have_axes_legends_naming_their_nodes_and_a_hover_readout() {
         y.iter().any(|l| l.contains(',')),
         "an equity in the millions is grouped: {y:?}"
     );
-    let x = texts(&b, "#equity-chart .x-tick").await;
+    let x = b.texts("#equity-chart .x-tick").await;
     assert!(
         x.len() >= 2 && x.iter().all(|d| d.len() == 10 && d.starts_with("20")),
         "date ticks: {x:?}"
@@ -1583,22 +934,20 @@ async fn charts_have_axes_legends_naming_their_nodes_and_a_hover_readout() {
         .await;
     let a = created["id"].as_u64().unwrap();
     let p = |rest: &str| format!("/devui/simtree/{a}{rest}");
-    api_post(s, &p("/advance"), json!({"parent": 0, "turns": 8})).await; // 1
-    api_post(s, &p("/advance"), json!({"parent": 1, "turns": 4})).await; // 2
-    b.open(&format!("/simtree/{a}")).await;
-    b.wait_count("g.node", 3).await;
+    ok(s, &p("/advance"), json!({"parent": 0, "turns": 8})).await; // 1
+    ok(s, &p("/advance"), json!({"parent": 1, "turns": 4})).await; // 2
+    b.open_tree_of(a, 3).await;
     // The root has no steps: the chart's place says so rather than staying blank.
     b.wait_text("#abm-view p.chart-empty", "Nothing to chart yet").await;
-    b.click("g.node[data-id='2']").await;
+    b.select_node(2).await;
     b.wait_css("#abm-chart polyline.series").await;
     b.wait_text("#abm-view .chart-legend", "(#2)").await;
-    let steps = texts(&b, "#abm-chart .x-tick").await;
+    let steps = b.texts("#abm-chart .x-tick").await;
     assert!(
         steps.len() >= 2 && steps.iter().all(|s| s.parse::<u64>().is_ok()),
         "step ticks: {steps:?}"
     );
-    b.set_input("#compare-input", "1").await;
-    b.click("#compare-btn").await;
+    b.compare_with(1).await;
     b.wait_text("#abm-view .chart-legend", "(#1)").await;
     // For the screenshot: the chart in view with its read-out.
     b.js(
@@ -1614,11 +963,10 @@ async fn charts_have_axes_legends_naming_their_nodes_and_a_hover_readout() {
 
 #[tokio::test]
 async fn the_tree_browser_shows_each_trees_metadata_and_renames_in_place() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
     let t = tree_with_run(s, "llm_trader", 2).await;
-    let a = api_tree(s, "sir_network").await;
+    let a = s.create("sir_network").await;
     let (_, list) = s.get("/devui/simtree").await;
     let info = |id: u64| list.as_array().unwrap().iter().find(|i| i["id"] == id).unwrap().clone();
     b.open("/").await;
@@ -1663,11 +1011,9 @@ async fn the_tree_browser_shows_each_trees_metadata_and_renames_in_place() {
 
 #[tokio::test]
 async fn the_abm_agent_id_is_picked_from_the_nodes_agents_or_typed() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
-    let a = open_run(&b, "sir_network", 3).await;
-    b.wait_css("#op-kind option[value='abm_set_agent']").await;
-    b.select("#op-kind", "abm_set_agent").await;
+    let a = b.open_run("sir_network", 3).await;
+    b.choose_op("abm_set_agent").await;
     b.wait_css("#op-agent-type option[value='Person']").await;
     // One choice per agent the node has (the model's 1,000 people), with its current value.
     b.wait_css("#op-agent-pick option[value='7']").await;
@@ -1678,48 +1024,34 @@ async fn the_abm_agent_id_is_picked_from_the_nodes_agents_or_typed() {
         1 + 1000,
         "\"all\" and every agent"
     );
-    let seventh = b
-        .wait_css("#op-agent-pick option[value='7']")
-        .await
-        .text()
-        .await
-        .unwrap();
+    let seventh = b.text("#op-agent-pick option[value='7']").await;
     assert!(
         ["S", "I", "R"].iter().any(|v| seventh.ends_with(v)),
         "the agent's status: {seventh}"
     );
     b.select("#op-agent-pick", "7").await;
-    let typed = b
-        .wait_css("#op-agent-id")
-        .await
-        .prop("value")
-        .await
-        .unwrap()
-        .unwrap_or_default();
+    let typed = b.value_of("#op-agent-id").await;
     assert_eq!(typed, "7", "the pick fills the id");
     b.set_input("#op-value", "R").await;
-    b.click("#branch-btn").await;
+    b.apply_op().await;
     b.wait_text("#node-made", "Person #7.status → 'R'").await;
     // Free entry still works (and the picker follows it).
-    b.click("g.node[data-id='1']").await;
-    b.select("#op-kind", "abm_set_agent").await;
+    b.select_node(1).await;
+    b.choose_op("abm_set_agent").await;
     b.set_input("#op-agent-id", "12").await;
     b.set_input("#op-value", "I").await;
-    b.click("#branch-btn").await;
+    b.apply_op().await;
     b.wait_text("#node-made", "Person #12.status → 'I'").await;
     b.finish("abm_agent_picker").await;
 }
 
 #[tokio::test]
 async fn a_running_node_shows_its_turns_done_in_the_graph_and_the_inspector() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
-    let t = api_tree(&b.server, "simple_chat").await;
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_css("g.node[data-id='0']").await;
+    let t = b.new_tree("simple_chat").await;
     let run = b.server.advance_in_background(t, 0, 1000);
     b.wait_css("g.node.running[data-id='1']").await;
-    b.click("g.node[data-id='1']").await;
+    b.select_node(1).await;
     let text = b.wait_text("#node-progress", "/1000").await;
     assert!(text.starts_with("turn "), "the inspector says how far: {text}");
     b.wait_text("g.progress[data-id='1']", "/1000").await;
@@ -1742,10 +1074,10 @@ async fn a_running_node_shows_its_turns_done_in_the_graph_and_the_inspector() {
 /// Builds a two-level tree of `n` nodes (root, ~√n children, ~√n under each) with 0-turn
 /// parallel advances; returns its id.
 async fn two_level_tree(s: &Server, n: u64) -> u64 {
-    let t = api_tree(s, "simple_chat").await;
+    let t = s.create("simple_chat").await;
     let p = |rest: &str| format!("/devui/simtree/{t}{rest}");
     let width = (n as f64).sqrt().ceil() as u64;
-    let first = api_post(
+    let first = ok(
         s,
         &p("/advance_multi"),
         json!({"parent": 0, "turns": 0, "count": width}),
@@ -1757,7 +1089,7 @@ async fn two_level_tree(s: &Server, n: u64) -> u64 {
         if count == 0 {
             break;
         }
-        api_post(
+        ok(
             s,
             &p("/advance_multi"),
             json!({"parent": parent, "turns": 0, "count": count}),
@@ -2029,7 +1361,6 @@ const SETTLE: Duration = Duration::from_secs(2);
 #[tokio::test]
 #[ignore = "a benchmark: cargo xtask ui-bench runs it"]
 async fn ui_bench() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&["--max-children", "200"]).await else {
         return;
     };
@@ -2108,32 +1439,8 @@ async fn ui_bench() {
 
 // ---- Sweeps, overlays, trade markers and the create form (charts). ----
 
-/// Polls until the `value` property of `css` contains `needle`.
-async fn wait_value(b: &Browser, css: &str, needle: &str) -> String {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let value = b
-            .wait_css(css)
-            .await
-            .prop("value")
-            .await
-            .ok()
-            .flatten()
-            .unwrap_or_default();
-        if value.contains(needle) {
-            return value;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{css} never held {needle:?}; last: {value:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 #[tokio::test]
 async fn a_sweep_started_from_the_form_fills_its_table_and_charts_live() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
     let (st, created) = b
         .server
@@ -2141,13 +1448,12 @@ async fn a_sweep_started_from_the_form_fills_its_table_and_charts_live() {
         .await;
     assert_eq!(st, 200, "{created}");
     let t = created["id"].as_u64().unwrap();
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_css("g.node[data-id='0']").await;
+    b.open_tree(t).await;
     b.wait_text("#sweep-list", "No sweeps yet").await;
     b.click("#sweep-new summary").await;
     // An ABM tree's form holds the SIR example: infection rate 0.01 vs 0.3.
-    wait_value(&b, "#sweep-op", "abm_set_global").await;
-    wait_value(&b, "#sweep-values", "0.01, 0.3").await;
+    b.wait_value("#sweep-op", "abm_set_global").await;
+    b.wait_value("#sweep-values", "0.01, 0.3").await;
     b.set_input("#sweep-turns", "12").await;
     b.set_input("#sweep-replicates", "2").await;
 
@@ -2228,37 +1534,21 @@ async fn a_sweep_started_from_the_form_fills_its_table_and_charts_live() {
     b.finish("sweep_table_and_chart").await;
 }
 
-/// Runs a sweep through the API and waits for its table to have no run pending.
-async fn finished_sweep(s: &Server, tree: u64, body: Value) -> Value {
-    let started = api_post(s, &format!("/devui/simtree/{tree}/sweep"), body).await;
-    let id = started["sweep"].as_u64().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let (_, table) = s.get(&format!("/devui/simtree/{tree}/sweep/{id}")).await;
-        if table["pending"] == 0 {
-            return table;
-        }
-        assert!(Instant::now() < deadline, "the sweep did not finish: {table}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 #[tokio::test]
 async fn replicates_overlay_as_dashed_lines_or_as_a_mean_with_a_band() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
-    let t = api_tree(&b.server, "sir_network").await;
+    let t = b.server.create("sir_network").await;
     let body = json!({
         "parent": 0, "turns": 15, "replicates": 3, "seed": 1,
         "axes": [{"label": "rate", "op": {"op": "abm_set_global", "name": "infectionRate"},
                   "field": "value", "values": [0.3]}],
         "metrics": {"peak": "max:globalVariable.infectedCount"}
     });
-    let table = finished_sweep(&b.server, t, body).await;
+    let table = run_sweep(&b.server, t, body).await;
     assert_eq!(table["failed"], 0, "{table}");
     let first = table["cells"][0]["children"][0].as_u64().unwrap();
     b.open(&format!("/simtree/{t}")).await;
-    b.click(&format!("g.node[data-id='{first}']")).await;
+    b.select_node(first).await;
     b.wait_count("#abm-chart polyline.series", 3).await;
     // Its siblings, the cell's two other replicates, dashed in the same colours.
     b.click("#overlay-siblings").await;
@@ -2298,9 +1588,8 @@ async fn replicates_overlay_as_dashed_lines_or_as_a_mean_with_a_band() {
 
 #[tokio::test]
 async fn an_equity_chart_marks_buys_and_sells_with_their_details() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
-    let t = open_run(&b, "llm_trader", 20).await;
+    let t = b.open_run("llm_trader", 20).await;
     b.wait_css("#equity-chart polyline.equity").await;
     let (_, view) = b.server.get(&format!("/devui/simtree/{t}/node/1/view")).await;
     let trades = view["trades"].as_array().cloned().unwrap_or_default();
@@ -2374,7 +1663,6 @@ async fn an_equity_chart_marks_buys_and_sells_with_their_details() {
 
 #[tokio::test]
 async fn the_create_form_picks_the_llm_player_of_a_social_tree() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
     b.open("/simtree").await;
     b.wait_css("#scenario-select option[value='werewolf']").await;
@@ -2382,11 +1670,7 @@ async fn the_create_form_picks_the_llm_player_of_a_social_tree() {
     b.select("#scenario-select", "llm_trader").await;
     b.wait_count("#llm-select", 0).await;
     b.select("#scenario-select", "werewolf").await;
-    assert_eq!(
-        wait_value(&b, "#llm-select", "mock").await,
-        "mock",
-        "mock is the default"
-    );
+    assert_eq!(b.wait_value("#llm-select", "mock").await, "mock", "mock is the default");
     b.wait_text("#llm-note", "does not report which provider").await;
     b.select("#llm-select", "scripted").await;
     b.set_input("#seed-input", "2").await;
@@ -2395,13 +1679,7 @@ async fn the_create_form_picks_the_llm_player_of_a_social_tree() {
     let url = b.client.current_url().await.unwrap();
     let t: u64 = url.path().rsplit('/').next().unwrap().parse().unwrap();
     // The scripted player plays werewolf to its end; the mock never gets past the first day.
-    let adv = api_post(
-        &b.server,
-        &format!("/devui/simtree/{t}/advance"),
-        json!({"parent": 0, "turns": 400}),
-    )
-    .await;
-    let child = adv["child"].as_u64().unwrap();
+    let child = advance(&b.server, t, 0, 400).await;
     let (_, state) = b.server.get(&format!("/devui/simtree/{t}/node/{child}/state")).await;
     assert!(
         state.to_string().contains("Game over:"),
@@ -2414,9 +1692,8 @@ async fn the_create_form_picks_the_llm_player_of_a_social_tree() {
 
 #[tokio::test]
 async fn the_side_panels_style_through_the_stylesheet_in_both_themes() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
-    open_run(&b, "llm_trader", 20).await;
+    b.open_run("llm_trader", 20).await;
     b.wait_css("#equity-chart path.trade.buy").await;
     // No inline style in the side pane's panels, charts' own SVG aside (a downloaded chart keeps
     // its look by carrying it).
@@ -2454,24 +1731,22 @@ async fn the_side_panels_style_through_the_stylesheet_in_both_themes() {
 
 #[tokio::test]
 async fn a_compared_trading_node_overlays_its_equity_apart_from_any_band() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
-    let t = api_tree(&b.server, "momentum_tech").await;
+    let t = b.server.create("momentum_tech").await;
     let body = json!({
         "parent": 0, "turns": 15, "replicates": 1,
         "axes": [{"label": "lookback", "op": {"op": "agent_swap", "agent": {"kind": "momentum"}},
                   "field": "agent.lookback", "values": [3, 10]}],
         "metrics": {"value": "metric:final_value"}
     });
-    let table = finished_sweep(&b.server, t, body).await;
+    let table = run_sweep(&b.server, t, body).await;
     assert_eq!(table["failed"], 0, "{table}");
     let run = |cell: usize| table["cells"][cell]["children"][0].as_u64().unwrap();
     let (short, long) = (run(0), run(1));
     b.open(&format!("/simtree/{t}")).await;
-    b.click(&format!("g.node[data-id='{short}']")).await;
+    b.select_node(short).await;
     b.wait_css("#equity-chart polyline.equity").await;
-    b.set_input("#compare-input", &long.to_string()).await;
-    b.click("#compare-btn").await;
+    b.compare_with(long).await;
     let other = b
         .wait_css("#equity-chart polyline.series[stroke-dasharray='5 3']")
         .await;
@@ -2489,12 +1764,7 @@ async fn a_compared_trading_node_overlays_its_equity_apart_from_any_band() {
     let legend = b.wait_text("#trading-view .chart-legend", &format!("(#{long})")).await;
     assert!(!legend.contains("n=2"), "the target is not pooled: {legend}");
     // The choice holds while the view is re-read (a finished run elsewhere re-reads it).
-    api_post(
-        &b.server,
-        &format!("/devui/simtree/{t}/advance"),
-        json!({"parent": 0, "turns": 1}),
-    )
-    .await;
+    advance(&b.server, t, 0, 1).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let checked = b.wait_css("#overlay-band").await.prop("checked").await.unwrap();
     assert_eq!(checked.as_deref(), Some("true"));
@@ -2516,17 +1786,14 @@ async fn a_compared_trading_node_overlays_its_equity_apart_from_any_band() {
 
 #[tokio::test]
 async fn the_sweep_form_has_a_json_mode_that_starts_from_the_forms_file() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
-    let t = api_tree(&b.server, "simple_chat").await;
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_css("g.node[data-id='0']").await;
+    b.new_tree("simple_chat").await;
     b.click("#sweep-new summary").await;
-    wait_value(&b, "#sweep-op", "public_broadcast").await;
+    b.wait_value("#sweep-op", "public_broadcast").await;
     b.set_input("#sweep-replicates", "1").await;
     b.click("#sweep-json-mode").await;
     // The expert mode starts from what the form says.
-    let file = wait_value(&b, "#sweep-json", "public_broadcast").await;
+    let file = b.wait_value("#sweep-json", "public_broadcast").await;
     let file: Value = serde_json::from_str(&file).unwrap();
     assert_eq!(file["replicates"], 1);
     assert_eq!(file["axes"][0]["values"], json!(["rain", "sun"]));
@@ -2557,22 +1824,8 @@ async fn the_sweep_form_has_a_json_mode_that_starts_from_the_forms_file() {
 
 // ---- Issue 12, big trees: the canvas, search, collapse, left-to-right, the keyboard map. ----
 
-/// Presses `key` as the page sees it (a keydown that bubbles up to the window's listener).
-async fn key(b: &Browser, key: &str) {
-    b.js(&format!(
-        "document.body.dispatchEvent(new KeyboardEvent('keydown', {{key: '{key}', bubbles: true, cancelable: true}}));"
-    ))
-    .await;
-}
-
-/// Sends a mouse event of `kind` to the graph's centre (where a search puts its match).
-async fn mouse_at_graph_centre(b: &Browser, kind: &str) {
-    mouse_at_graph_centre_plus(b, kind, 0.0).await;
-}
-
 #[tokio::test]
 async fn a_big_tree_is_painted_on_a_canvas_where_search_jumps_and_clicks_and_hovers_hit_nodes() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&["--max-children", "200"]).await else {
         return;
     };
@@ -2587,7 +1840,7 @@ async fn a_big_tree_is_painted_on_a_canvas_where_search_jumps_and_clicks_and_hov
 
     // Search by id: Enter selects the node and centres it at a legible zoom.
     b.set_input("#graph-search", "1500\u{E007}").await;
-    b.wait_text("#stats", "Selected: 1500").await;
+    b.wait_selected(1500).await;
     b.wait_text("#search-note", "1/").await;
     // The canvas shows it there: the selected disc is painted at the centre.
     let alpha = b
@@ -2596,56 +1849,21 @@ async fn a_big_tree_is_painted_on_a_canvas_where_search_jumps_and_clicks_and_hov
         .await;
     assert!(alpha.as_u64().unwrap_or(0) > 0, "nothing painted under the found node");
     // Hover: the tooltip names the node under the cursor (hit-tested against the layout).
-    mouse_at_graph_centre(&b, "mousemove").await;
+    b.mouse_at_graph_centre("mousemove").await;
     b.wait_text(".graph-tip", "#1500").await;
     // Arrows move the selection; a click on the centre selects the node drawn there again.
-    key(&b, "ArrowRight").await;
-    b.wait_text("#stats", "Selected: 1501").await;
-    mouse_at_graph_centre(&b, "click").await;
-    b.wait_text("#stats", "Selected: 1500").await;
+    b.key("ArrowRight").await;
+    b.wait_selected(1501).await;
+    b.mouse_at_graph_centre("click").await;
+    b.wait_selected(1500).await;
     // Search by op text finds nothing in a tree of plain advances; the note says so.
     b.set_input("#graph-search", "no such text\u{E007}").await;
     b.wait_text("#search-note", "no match").await;
     b.finish("big_tree_canvas_search").await;
 }
 
-/// Sends a mouse event of `kind` to the graph at `dx` pixels right of its centre.
-async fn mouse_at_graph_centre_plus(b: &Browser, kind: &str, dx: f64) {
-    b.js(&format!(
-        "const svg = document.querySelector('svg#graph'); const r = svg.getBoundingClientRect();
-         svg.dispatchEvent(new MouseEvent('{kind}', {{clientX: Math.round(r.left + r.width / 2 + {dx}), clientY: Math.round(r.top + r.height / 2), bubbles: true}}));"
-    ))
-    .await;
-}
-
-/// The canvas pixel (RGBA) 10 pixels below the graph's centre: inside the disc of a node
-/// centred there at zoom 1, clear of its id label and of the edge from its parent.
-async fn canvas_pixel(b: &Browser) -> Vec<u64> {
-    let v = b
-        .js("const c = document.querySelector('canvas.graph-canvas');
-             const d = c.getContext('2d').getImageData(Math.floor(c.width / 2), Math.floor(c.height / 2 + 10), 1, 1).data;
-             return [d[0], d[1], d[2], d[3]];")
-        .await;
-    v.as_array().into_iter().flatten().filter_map(Value::as_u64).collect()
-}
-
-/// How many pixels of the graph's canvas are (nearly) opaque black.
-async fn black_pixels(b: &Browser) -> u64 {
-    b.js("const c = document.querySelector('canvas.graph-canvas');
-          const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-          let n = 0;
-          for (let i = 0; i < d.length; i += 4) {
-            if (d[i + 3] >= 128 && Math.max(d[i], d[i + 1], d[i + 2]) < 24) n++;
-          }
-          return n;")
-        .await
-        .as_u64()
-        .unwrap_or(0)
-}
-
 #[tokio::test]
 async fn a_wide_tree_on_the_canvas_fits_clear_of_the_minimap_and_zoom_keeps_the_cursor_point() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&["--max-children", "2000"]).await else {
         return;
     };
@@ -2671,8 +1889,8 @@ async fn a_wide_tree_on_the_canvas_fits_clear_of_the_minimap_and_zoom_keeps_the_
     // Zoom with the wheel over node 801, one column right of the centred node 800: it stays
     // under the cursor (a zoom about the centre would move it away).
     b.set_input("#graph-search", "800\u{E007}").await;
-    b.wait_text("#stats", "Selected: 800").await;
-    mouse_at_graph_centre_plus(&b, "mousemove", 58.0).await;
+    b.wait_selected(800).await;
+    b.mouse_at_graph_centre_plus("mousemove", 58.0).await;
     b.wait_text(".graph-tip", "#801").await;
     for _ in 0..2 {
         b.js("const svg = document.querySelector('svg#graph'); const r = svg.getBoundingClientRect();
@@ -2681,16 +1899,15 @@ async fn a_wide_tree_on_the_canvas_fits_clear_of_the_minimap_and_zoom_keeps_the_
     }
     b.wait_css("canvas.graph-canvas[data-in-view]:not([data-in-view='1621'])")
         .await;
-    mouse_at_graph_centre_plus(&b, "mouseleave", 58.0).await;
+    b.mouse_at_graph_centre_plus("mouseleave", 58.0).await;
     b.wait_count(".graph-tip", 0).await;
-    mouse_at_graph_centre_plus(&b, "mousemove", 58.0).await;
+    b.mouse_at_graph_centre_plus("mousemove", 58.0).await;
     b.wait_text(".graph-tip", "#801").await;
     b.finish("wide_tree_canvas_fit").await;
 }
 
 #[tokio::test]
 async fn a_running_node_pulses_on_the_canvas_which_rests_when_nothing_runs() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&["--max-children", "200", "--max-turns", "5000"]).await else {
         return;
     };
@@ -2698,22 +1915,15 @@ async fn a_running_node_pulses_on_the_canvas_which_rests_when_nothing_runs() {
     b.open(&format!("/simtree/{t}")).await;
     b.wait_css("canvas.graph-canvas[data-nodes='600']").await;
     let server = &b.server;
-    let run = async {
-        server
-            .post(
-                &format!("/devui/simtree/{t}/advance"),
-                &json!({"parent": 599, "turns": 5000}),
-            )
-            .await
-    };
+    let run = async { server.post_advance(t, 599, 5000).await };
     let watch = async {
         b.wait_text("#stats", "Running: 1").await;
         // The running node (600) centred, then its parent selected: 600 stays at the centre,
         // drawn as itself (not under the selection ring).
         b.set_input("#graph-search", "600\u{E007}").await;
-        b.wait_text("#stats", "Selected: 600").await;
-        key(&b, "ArrowUp").await;
-        b.wait_text("#stats", "Selected: 599").await;
+        b.wait_selected(600).await;
+        b.key("ArrowUp").await;
+        b.wait_selected(599).await;
         // Its opacity over 2.7 s, three pulses (inside its disc, below its id label).
         let alphas = b
             .client
@@ -2772,7 +1982,6 @@ async fn a_running_node_pulses_on_the_canvas_which_rests_when_nothing_runs() {
 
 #[tokio::test]
 async fn the_canvas_follows_the_system_theme_when_it_changes() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(owned) = Browser::start(&["--max-children", "2000"]).await else {
         return;
     };
@@ -2780,7 +1989,7 @@ async fn the_canvas_follows_the_system_theme_when_it_changes() {
     // 300 children of the root with one child each: inner nodes (drawn in the theme's node fill)
     // side by side, 601 nodes on the canvas.
     let t = wide_tree(&b.server, 300).await;
-    api_post(
+    ok(
         &b.server,
         &format!("/devui/simtree/{t}/advance_frontier"),
         json!({"turns": 0}),
@@ -2790,9 +1999,9 @@ async fn the_canvas_follows_the_system_theme_when_it_changes() {
     b.wait_css("canvas.graph-canvas[data-nodes='601']").await;
     // Node 10 centred, its neighbour selected (the selection ring would cover 10's fill).
     b.set_input("#graph-search", "10\u{E007}").await;
-    b.wait_text("#stats", "Selected: 10").await;
-    key(b, "ArrowRight").await;
-    b.wait_text("#stats", "Selected: 11").await;
+    b.wait_selected(10).await;
+    b.key("ArrowRight").await;
+    b.wait_selected(11).await;
     let fill = |scheme: &'static str| async move {
         b.cdp(
             "Emulation.setEmulatedMedia",
@@ -2815,7 +2024,7 @@ async fn the_canvas_follows_the_system_theme_when_it_changes() {
             .collect();
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
-            let got = canvas_pixel(b).await;
+            let got = b.canvas_pixel().await;
             if got == want {
                 return got;
             }
@@ -2829,32 +2038,31 @@ async fn the_canvas_follows_the_system_theme_when_it_changes() {
     assert_eq!(fill("light").await, [255, 255, 255, 255]);
     // The 300 advance edges: upstream's black on the light theme, and nothing black on the dark
     // one, where they would vanish into the background.
-    assert!(black_pixels(b).await > 100, "the light theme's advance edges are black");
+    assert!(
+        b.black_pixels().await > 100,
+        "the light theme's advance edges are black"
+    );
     let dark = fill("dark").await;
     assert_eq!(dark, [42, 48, 60, 255], "the dark theme's #2a303c");
     if let Ok(png) = b.client.screenshot().await {
         let _ = std::fs::write(screenshots().join("canvas_system_dark.png"), png);
     }
-    assert_eq!(black_pixels(b).await, 0, "black edges on the dark theme");
+    assert_eq!(b.black_pixels().await, 0, "black edges on the dark theme");
     assert_eq!(fill("light").await, [255, 255, 255, 255]);
     owned.finish("canvas_system_theme").await;
 }
 
 #[tokio::test]
 async fn a_collapsed_subtree_shows_its_hidden_count_and_the_layout_turns_left_to_right() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    let Some(b) = Browser::start(&[]).await else {
-        return;
-    };
+    let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
-    let t = api_tree(s, "simple_chat").await;
+    let t = s.create("simple_chat").await;
     let multi = format!("/devui/simtree/{t}/advance_multi");
-    api_post(s, &multi, json!({"parent": 0, "turns": 0, "count": 2})).await;
-    api_post(s, &multi, json!({"parent": 1, "turns": 0, "count": 3})).await;
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_count("g.node", 6).await;
-    b.click("g.node[data-id='1']").await;
-    key(&b, "c").await;
+    ok(s, &multi, json!({"parent": 0, "turns": 0, "count": 2})).await;
+    ok(s, &multi, json!({"parent": 1, "turns": 0, "count": 3})).await;
+    b.open_tree_of(t, 6).await;
+    b.select_node(1).await;
+    b.key("c").await;
     b.wait_count("g.node", 3).await;
     b.wait_text("g.node.collapsed[data-id='1'] text.badge", "+3").await;
     assert_eq!(
@@ -2865,16 +2073,16 @@ async fn a_collapsed_subtree_shows_its_hidden_count_and_the_layout_turns_left_to
     b.click("#collapse-btn").await;
     b.wait_count("g.node", 6).await;
     // Finding a hidden node unfolds what hides it.
-    key(&b, "c").await;
+    b.key("c").await;
     b.wait_count("g.node", 3).await;
     b.set_input("#graph-search", "#4\u{E007}").await;
     b.wait_count("g.node", 6).await;
-    b.wait_text("#stats", "Selected: 4").await;
+    b.wait_selected(4).await;
 
     let centre = |r: [f64; 4]| ((r[0] + r[2]) / 2.0, (r[1] + r[3]) / 2.0);
     let at = |id: u64| {
         let b = &b;
-        async move { centre(rect(b, &format!("g.node[data-id='{id}'] circle")).await) }
+        async move { centre(b.rect(&format!("g.node[data-id='{id}'] circle")).await) }
     };
     let (root, one, four) = (at(0).await, at(1).await, at(4).await);
     assert!(root.1 < one.1 && one.1 < four.1, "top-down: depth goes down");
@@ -2889,8 +2097,7 @@ async fn a_collapsed_subtree_shows_its_hidden_count_and_the_layout_turns_left_to
     };
     left_to_right.await;
     // Remembered: a reload keeps the direction.
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_count("g.node", 6).await;
+    b.open_tree_of(t, 6).await;
     b.wait_css("#direction-btn[data-direction='right']").await;
     let (root, one) = (at(0).await, at(1).await);
     assert!(root.0 < one.0, "still left to right after a reload");
@@ -2899,30 +2106,25 @@ async fn a_collapsed_subtree_shows_its_hidden_count_and_the_layout_turns_left_to
 
 #[tokio::test]
 async fn the_keyboard_walks_advances_branches_deletes_with_confirmation_and_shows_its_help() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    let Some(b) = Browser::start(&[]).await else {
-        return;
-    };
-    let t = api_tree(&b.server, "simple_chat").await;
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_css("g.node[data-id='0']").await;
-    b.click("g.node[data-id='0']").await;
+    let Some(b) = Browser::start(&[]).await else { return };
+    b.new_tree("simple_chat").await;
+    b.select_node(0).await;
     // a: advance the selected node (the new child gets selected when its run ends).
-    key(&b, "a").await;
+    b.key("a").await;
     b.wait_count("g.node", 2).await;
     b.wait_count("g.node.running", 0).await;
-    b.click("g.node[data-id='1']").await;
-    key(&b, "ArrowUp").await;
-    b.wait_text("#stats", "Selected: 0").await;
-    key(&b, "ArrowDown").await;
-    b.wait_text("#stats", "Selected: 1").await;
+    b.select_node(1).await;
+    b.key("ArrowUp").await;
+    b.wait_selected(0).await;
+    b.key("ArrowDown").await;
+    b.wait_selected(1).await;
     // Delete asks first; cancelling keeps the node.
-    key(&b, "Delete").await;
+    b.key("Delete").await;
     b.wait_css("#confirm-delete").await;
     b.click("#confirm-delete-no").await;
     assert_eq!(b.count("g.node").await, 2);
     // b: the branch editor's first field takes the focus.
-    key(&b, "b").await;
+    b.key("b").await;
     let focused = b
         .js("return document.activeElement && document.activeElement.id;")
         .await;
@@ -2930,39 +2132,36 @@ async fn the_keyboard_walks_advances_branches_deletes_with_confirmation_and_show
     b.js("document.activeElement.blur();").await;
     // f: fit after zooming in restores the fitted view.
     let transform = "return document.querySelector('g.viewport').getAttribute('transform');";
-    key(&b, "f").await;
+    b.key("f").await;
     let fitted = b.js(transform).await;
     b.click("#zoom-in").await;
     b.click("#zoom-in").await;
     assert_ne!(b.js(transform).await, fitted);
-    key(&b, "f").await;
+    b.key("f").await;
     assert_eq!(b.js(transform).await, fitted, "f fits again");
     // /: the search box takes the focus.
-    key(&b, "/").await;
+    b.key("/").await;
     let focused = b
         .js("return document.activeElement && document.activeElement.id;")
         .await;
     assert_eq!(focused, json!("graph-search"));
     b.js("document.activeElement.blur();").await;
     // ?: the help lists every key; Escape closes it.
-    key(&b, "?").await;
+    b.key("?").await;
     let help = b.wait_text("#graph-help", "Delete").await;
     for needle in ["f", "a", "b", "c", "?", "fit the whole tree", "asks first"] {
         assert!(help.contains(needle), "help lacks {needle:?}: {help}");
     }
-    key(&b, "Escape").await;
+    b.key("Escape").await;
     b.wait_count("#graph-help", 0).await;
-    key(&b, "?").await;
+    b.key("?").await;
     b.wait_css("#graph-help").await;
     b.finish("keyboard_help").await;
 }
 
 #[tokio::test]
 async fn a_sweeps_replicates_are_drawn_as_one_fan_per_cell_in_the_sweep_colour() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    let Some(b) = Browser::start(&[]).await else {
-        return;
-    };
+    let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
     let (st, created) = s
         .post("/devui/simtree", &json!({"scenario": "sir_network", "seed": 7}))
@@ -2977,8 +2176,7 @@ async fn a_sweeps_replicates_are_drawn_as_one_fan_per_cell_in_the_sweep_colour()
     });
     let (st, started) = s.post(&format!("/devui/simtree/{t}/sweep"), &sweep).await;
     assert_eq!(st, 200, "{started}");
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_count("g.node", 9).await;
+    b.open_tree_of(t, 9).await;
     b.wait_count("line.edge[data-op='sweep']", 8).await;
     b.wait_count("rect.fan", 2).await;
     b.wait_css(".legend-item[data-op='sweep']").await;
@@ -2989,12 +2187,12 @@ async fn a_sweeps_replicates_are_drawn_as_one_fan_per_cell_in_the_sweep_colour()
     let ids = |v: &Value| -> Vec<u64> { v.as_array().unwrap().iter().filter_map(Value::as_u64).collect() };
     let cells = ids(&started["cells"]);
     for (i, cell) in cells.iter().enumerate() {
-        let fan = rect(&b, &format!("rect.fan[data-cell='{cell}']")).await;
+        let fan = b.rect(&format!("rect.fan[data-cell='{cell}']")).await;
         let reps = ids(&started["children"][i]);
         assert_eq!(reps.len(), 3);
         let mut lefts = Vec::new();
         for r in reps {
-            let n = rect(&b, &format!("g.node[data-id='{r}'] circle")).await;
+            let n = b.rect(&format!("g.node[data-id='{r}'] circle")).await;
             assert!(
                 n[0] >= fan[0] && n[2] <= fan[2] && n[1] >= fan[1] && n[3] <= fan[3],
                 "replicate {r} {n:?} outside its cell's fan {fan:?}"
@@ -3003,7 +2201,7 @@ async fn a_sweeps_replicates_are_drawn_as_one_fan_per_cell_in_the_sweep_colour()
         }
         lefts.sort_by(f64::total_cmp);
         let (node_w, gap) = {
-            let n = rect(&b, &format!("g.node[data-id='{cell}'] circle")).await;
+            let n = b.rect(&format!("g.node[data-id='{cell}'] circle")).await;
             (n[2] - n[0], lefts[1] - lefts[0])
         };
         assert!(
@@ -3017,36 +2215,11 @@ async fn a_sweeps_replicates_are_drawn_as_one_fan_per_cell_in_the_sweep_colour()
 // ---- Issue 30: the typed branch forms show the selected node's state (each test failed on the
 // UI before its fix). ----
 
-/// Records the page's console errors and uncaught errors (a wasm panic logs one of each) in
-/// `window.__errors`.
-async fn capture_errors(b: &Browser) {
-    b.js("window.__errors = []; const log = console.error.bind(console); \
-          console.error = (...a) => { window.__errors.push(a.map(String).join(' ')); log(...a); }; \
-          window.addEventListener('error', e => window.__errors.push(String(e.message)));")
-        .await;
-}
-
-/// The errors [`capture_errors`] recorded.
-async fn page_errors(b: &Browser) -> Vec<String> {
-    let v = b.js("return window.__errors || [];").await;
-    v.as_array()
-        .into_iter()
-        .flatten()
-        .map(|e| e.as_str().unwrap_or_default().to_string())
-        .collect()
-}
-
-/// The value of a form field.
-async fn value_of(b: &Browser, css: &str) -> String {
-    b.wait_css(css).await.prop("value").await.unwrap().unwrap_or_default()
-}
-
 #[tokio::test]
 async fn typing_cash_on_a_non_root_node_keeps_the_app_alive_and_the_portfolio_form_shows_its_holdings() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
-    let t = advanced_tree(s, "llm_trader", 20).await;
+    let t = tree_with_run(s, "llm_trader", 20).await;
     let view = s.get(&format!("/devui/simtree/{t}/node/1/view")).await.1;
     let (ticker, held) = view["portfolio"]["positions"]
         .as_object()
@@ -3054,20 +2227,18 @@ async fn typing_cash_on_a_non_root_node_keeps_the_app_alive_and_the_portfolio_fo
         .iter()
         .find_map(|(k, n)| Some((k.clone(), n.as_u64().filter(|n| *n > 0)?)))
         .expect("the trader holds shares after 20 decisions");
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_count("g.node", 2).await;
-    b.wait_css("#op-kind option[value='portfolio_patch']").await;
-    b.select("#op-kind", "portfolio_patch").await;
+    b.open_tree_of(t, 2).await;
+    b.choose_op("portfolio_patch").await;
     b.wait_css("#op-cash").await;
-    capture_errors(&b).await;
+    b.capture_errors().await;
     // The form was made for the root; now the child is selected and cash typed there (this
     // panicked: "already disposed", then `unreachable`, and the page stopped answering).
-    b.click("g.node[data-id='1']").await;
+    b.select_node(1).await;
     b.wait_text("#node-made", "+20").await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     b.set_input("#op-cash", "1000").await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let errors = page_errors(&b).await;
+    let errors = b.page_errors().await;
     assert!(errors.is_empty(), "the page failed: {errors:?}");
     assert_eq!(b.count("#op-error").await, 0, "cash typed: the op is ready");
     // Every "now" is the selected node's.
@@ -3087,7 +2258,7 @@ async fn typing_cash_on_a_non_root_node_keeps_the_app_alive_and_the_portfolio_fo
     );
     // Selling all of a holding is a change.
     b.set_input(&format!("#op-shares-{ticker}"), "0").await;
-    b.click("#branch-btn").await;
+    b.apply_op().await;
     b.wait_count("g.node", 3).await;
     let after = s.get(&format!("/devui/simtree/{t}/node/2/view")).await.1;
     assert_eq!(after["portfolio"]["cash"], json!(1000.0));
@@ -3096,14 +2267,13 @@ async fn typing_cash_on_a_non_root_node_keeps_the_app_alive_and_the_portfolio_fo
         "{ticker} sold: {}",
         after["portfolio"]
     );
-    let errors = page_errors(&b).await;
+    let errors = b.page_errors().await;
     assert!(errors.is_empty(), "the page failed: {errors:?}");
     b.finish("portfolio_form_of_the_selected_node").await;
 }
 
 #[tokio::test]
 async fn the_abm_global_form_shows_the_value_a_branch_set_and_can_set_it_back() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
     let (_, created) = s
@@ -3111,23 +2281,16 @@ async fn the_abm_global_form_shows_the_value_a_branch_set_and_can_set_it_back() 
         .await;
     let t = created["id"].as_u64().unwrap();
     let set = json!({"op": "abm_set_global", "name": "infectionRate", "value": 0.6});
-    api_post(
+    ok(
         s,
         &format!("/devui/simtree/{t}/branch"),
         json!({"parent": 0, "ops": [set]}),
     )
     .await; // 1
-    api_post(
-        s,
-        &format!("/devui/simtree/{t}/advance"),
-        json!({"parent": 1, "turns": 2}),
-    )
-    .await; // 2
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_count("g.node", 3).await;
-    b.click("g.node[data-id='2']").await;
-    b.wait_css("#op-kind option[value='abm_set_global']").await;
-    b.select("#op-kind", "abm_set_global").await;
+    advance(s, t, 1, 2).await; // 2
+    b.open_tree_of(t, 3).await;
+    b.select_node(2).await;
+    b.choose_op("abm_set_global").await;
     b.wait_css("#op-field option[value='infectionRate']").await;
     b.select("#op-field", "infectionRate").await;
     let now = b.wait_text("#op-field-now", "now").await;
@@ -3135,14 +2298,14 @@ async fn the_abm_global_form_shows_the_value_a_branch_set_and_can_set_it_back() 
         now.contains("0.6") && !now.contains("initial"),
         "node 2 runs at the rate its branch set: {now}"
     );
-    assert_eq!(value_of(&b, "#op-value").await, "0.6");
+    assert_eq!(b.value_of("#op-value").await, "0.6");
     // Back to the model's value.
     b.set_input("#op-value", "0.05").await;
-    b.click("#branch-btn").await;
+    b.apply_op().await;
     b.wait_text("#node-made", "infectionRate → 0.05").await;
     // The root still has the model's value.
-    b.click("g.node[data-id='0']").await;
-    b.wait_text("#stats", "Selected: 0").await;
+    b.select_node(0).await;
+    b.wait_selected(0).await;
     b.wait_css("#op-field option[value='infectionRate']").await;
     b.select("#op-field", "infectionRate").await;
     b.wait_text("#op-field-now", "0.05 (initial)").await;
@@ -3151,39 +2314,35 @@ async fn the_abm_global_form_shows_the_value_a_branch_set_and_can_set_it_back() 
 
 #[tokio::test]
 async fn the_plan_editor_starts_from_the_agents_plan_shows_its_shape_and_takes_goals_as_text() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
-    let t = advanced_tree(s, "simple_chat", 4).await;
+    let t = tree_with_run(s, "simple_chat", 4).await;
     let state = s.get(&format!("/devui/simtree/{t}/node/1/state")).await.1;
     let agent = &state["agents"][0];
     let name = agent["name"].as_str().unwrap().to_string();
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_count("g.node", 2).await;
-    b.click("g.node[data-id='1']").await;
+    b.open_tree_of(t, 2).await;
+    b.select_node(1).await;
     b.wait_text("#node-made", "+4").await;
-    b.select("#op-kind", "agent_plan_replace").await;
+    b.choose_op("agent_plan_replace").await;
     b.wait_css(&format!("#op-agent option[value='{name}']")).await;
     b.wait_text("#op-plan-schema", "\"goals\"").await;
     // The editor holds the agent's plan at this node (it started at `{}`).
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let typed: Value = serde_json::from_str(&value_of(&b, "#op-json").await).unwrap_or(Value::Null);
-        if typed == agent["plan_state"] {
-            break;
+    eventually(async || {
+        let typed: Value = serde_json::from_str(&b.value_of("#op-json").await).unwrap_or(Value::Null);
+        match typed == agent["plan_state"] {
+            true => Ok(()),
+            false => Err(format!(
+                "the editor shows {typed}, the node's plan is {}",
+                agent["plan_state"]
+            )),
         }
-        assert!(
-            Instant::now() < deadline,
-            "the editor shows {typed}, the node's plan is {}",
-            agent["plan_state"]
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await;
     // A goal written as text is taken (it failed with "expected struct Goal").
     b.set_input("#op-json", r#"{"goals": ["win the vote"], "strategy": "listen first"}"#)
         .await;
     assert_eq!(b.count("#op-error").await, 0);
-    b.click("#branch-btn").await;
+    b.apply_op().await;
     b.wait_count("g.node", 3).await;
     let after = s.get(&format!("/devui/simtree/{t}/node/2/state")).await.1;
     let plan = &after["agents"][0]["plan_state"];
@@ -3194,72 +2353,47 @@ async fn the_plan_editor_starts_from_the_agents_plan_shows_its_shape_and_takes_g
     // The studio's agent panel shows the agent's role and plan.
     b.open(&format!("/studio/{t}")).await;
     b.wait_css("g.node[data-id='2']").await;
-    b.click("g.node[data-id='2']").await;
+    b.select_node(2).await;
     b.wait_css(&format!("#agent-select option[value='{name}']")).await;
     b.select("#agent-select", &name).await;
     b.wait_text("#agent-plan", "win the vote").await;
     b.finish("plan_editor").await;
 }
 
-/// The page's address: path and query.
-async fn address(b: &Browser) -> String {
-    let url = b.client.current_url().await.unwrap();
-    format!("{}?{}", url.path(), url.query().unwrap_or_default())
-}
-
-/// Polls until the page's address is `want`.
-async fn wait_address(b: &Browser, want: &str) {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let now = address(b).await;
-        if now == want {
-            return;
-        }
-        assert!(Instant::now() < deadline, "the address is {now}, expected {want}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 #[tokio::test]
 async fn a_node_in_the_address_opens_selected_and_the_address_follows_the_selection_back_and_forth() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
-    let t = advanced_tree(s, "simple_chat", 1).await; // 0 → 1
-    api_post(
-        s,
-        &format!("/devui/simtree/{t}/advance"),
-        json!({"parent": 1, "turns": 1}),
-    )
-    .await; // 1 → 2
+    let t = tree_with_run(s, "simple_chat", 1).await; // 0 → 1
+    advance(s, t, 1, 1).await; // 1 → 2
     b.open(&format!("/simtree/{t}?node=2")).await;
     b.wait_count("g.node", 3).await;
-    b.wait_text("#stats", "Selected: 2").await;
+    b.wait_selected(2).await;
     b.wait_text("#inspector h3", "#2").await;
-    wait_address(&b, &format!("/simtree/{t}?node=2")).await;
-    b.click("g.node[data-id='1']").await;
-    wait_address(&b, &format!("/simtree/{t}?node=1")).await;
-    b.click("g.node[data-id='0']").await;
-    wait_address(&b, &format!("/simtree/{t}?node=0")).await;
+    b.wait_address(&format!("/simtree/{t}?node=2")).await;
+    b.select_node(1).await;
+    b.wait_address(&format!("/simtree/{t}?node=1")).await;
+    b.select_node(0).await;
+    b.wait_address(&format!("/simtree/{t}?node=0")).await;
     b.client.back().await.unwrap();
-    b.wait_text("#stats", "Selected: 1").await;
-    wait_address(&b, &format!("/simtree/{t}?node=1")).await;
+    b.wait_selected(1).await;
+    b.wait_address(&format!("/simtree/{t}?node=1")).await;
     b.client.back().await.unwrap();
-    b.wait_text("#stats", "Selected: 2").await;
+    b.wait_selected(2).await;
     b.client.forward().await.unwrap();
-    b.wait_text("#stats", "Selected: 1").await;
-    wait_address(&b, &format!("/simtree/{t}?node=1")).await;
+    b.wait_selected(1).await;
+    b.wait_address(&format!("/simtree/{t}?node=1")).await;
     // The page stayed (no new connection): the graph is still there, nothing reloaded.
     assert_eq!(b.count("g.node").await, 3);
     // A tree's page without a node names the one it selects; the studio takes one too.
     b.open(&format!("/simtree/{t}")).await;
-    b.wait_text("#stats", "Selected: 0").await;
-    wait_address(&b, &format!("/simtree/{t}?node=0")).await;
+    b.wait_selected(0).await;
+    b.wait_address(&format!("/simtree/{t}?node=0")).await;
     b.open(&format!("/studio/{t}?node=1")).await;
-    b.wait_text("#stats", "Selected: 1").await;
+    b.wait_selected(1).await;
     b.wait_text("#events", "Hello").await;
-    b.click("g.node[data-id='2']").await;
-    wait_address(&b, &format!("/studio/{t}?node=2")).await;
+    b.select_node(2).await;
+    b.wait_address(&format!("/studio/{t}?node=2")).await;
     b.finish("node_in_the_address").await;
 }
 
@@ -3267,7 +2401,6 @@ async fn a_node_in_the_address_opens_selected_and_the_address_follows_the_select
 
 #[tokio::test]
 async fn home_says_what_a_tree_is_an_empty_tree_page_starts_with_create_and_trees_go_by_name() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
     b.open("/").await;
@@ -3304,7 +2437,7 @@ async fn home_says_what_a_tree_is_an_empty_tree_page_starts_with_create_and_tree
     assert!(label.as_str().unwrap_or_default().contains("(turns)"), "{label}");
     // Collapse to a depth, then expand all.
     let t: u64 = id.parse().unwrap();
-    api_post(
+    ok(
         s,
         &format!("/devui/simtree/{t}/advance_chain"),
         json!({"parent": 0, "turns": 3}),
@@ -3325,54 +2458,34 @@ async fn home_says_what_a_tree_is_an_empty_tree_page_starts_with_create_and_tree
 
 #[tokio::test]
 async fn a_failed_run_can_be_run_again_from_its_parent() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    let env = [
-        ("LLM_DIALECT", "openai"),
-        ("LLM_BASE_URL", "http://127.0.0.1:9/v1"),
-        ("LLM_API_KEY", "test-key"),
-        ("LLM_MAX_RETRIES", "0"),
-    ];
-    let Some(b) = Browser::start_env(&[], &env).await else {
+    let Some(b) = Browser::start_env(&[], UNREACHABLE_PROVIDER).await else {
         return;
     };
-    let t = api_tree(&b.server, "simple_chat").await;
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_css("g.node[data-id='0']").await;
-    b.set_input("#steps-input", "2").await;
-    b.click("#advance-btn").await;
+    b.new_tree("simple_chat").await;
+    b.advance_by(2).await;
     b.wait_css("g.node.failed[data-id='1']").await;
     assert_eq!(b.count("#retry-btn").await, 1, "a failed node offers a retry");
     b.click("#retry-btn").await;
     // The same run again from the parent: a sibling, selected (it fails again: no provider).
     b.wait_css("line.edge[data-from='0'][data-to='2']").await;
-    b.wait_text("#stats", "Selected: 2").await;
+    b.wait_selected(2).await;
     b.wait_text("#node-made", "+2").await;
-    b.click("g.node[data-id='0']").await;
-    b.wait_text("#stats", "Selected: 0").await;
+    b.select_node(0).await;
+    b.wait_selected(0).await;
     assert_eq!(b.count("#retry-btn").await, 0, "nothing to retry on a finished node");
     b.finish("retry_failed").await;
 }
 
 #[tokio::test]
 async fn a_running_node_is_not_read_until_its_run_finishes() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
-    let t = api_tree(&b.server, "simple_chat").await;
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_css("g.node[data-id='0']").await;
+    let t = b.new_tree("simple_chat").await;
     let server = &b.server;
-    let slow = async {
-        server
-            .post(
-                &format!("/devui/simtree/{t}/advance"),
-                &json!({"parent": 0, "turns": 1000}),
-            )
-            .await
-    };
+    let slow = async { server.post_advance(t, 0, 1000).await };
     let watch = async {
         b.wait_css("g.node.running[data-id='1']").await;
-        b.click("g.node[data-id='1']").await;
-        b.wait_text("#stats", "Selected: 1").await;
+        b.select_node(1).await;
+        b.wait_selected(1).await;
         tokio::time::sleep(Duration::from_millis(700)).await;
         let still = b.count("g.node.running[data-id='1']").await;
         // Chromium records each response's status on its resource timing entry.
@@ -3393,72 +2506,10 @@ async fn a_running_node_is_not_read_until_its_run_finishes() {
 
 // ---- Issue 25 item 4: the New page. ----
 
-/// Sets the value of the field `css` as typing would end, and fires `event` (`input` or
-/// `change`) on it: for long texts (a JSON document) and fields that listen to `change`.
-async fn fill(b: &Browser, css: &str, value: &str, event: &str) {
-    b.wait_css(css).await;
-    b.client
-        .execute(
-            "const el = document.querySelector(arguments[0]); el.value = arguments[1];\
-             el.dispatchEvent(new Event(arguments[2], {bubbles: true}));",
-            vec![json!(css), json!(value), json!(event)],
-        )
-        .await
-        .unwrap_or_else(|e| panic!("fill {css}: {e}"));
-}
-
-/// Saves a screenshot of the page as it is now, mid-test, as `<name>.png`.
-async fn shot(b: &Browser, name: &str) {
-    if let Ok(png) = b.client.screenshot().await {
-        let _ = std::fs::write(screenshots().join(format!("{name}.png")), png);
-    }
-}
-
-/// The document in the New page's JSON view.
-async fn json_view(b: &Browser) -> Value {
-    let text = value_of(b, "#doc-json").await;
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("the JSON view does not parse: {e}\n{text}"))
-}
-
-/// Edits the New page's document in its JSON view, as pasting would.
-async fn edit_json(b: &Browser, edit: impl FnOnce(&mut Value)) {
-    let mut doc = json_view(b).await;
-    edit(&mut doc);
-    fill(b, "#doc-json", &serde_json::to_string_pretty(&doc).unwrap(), "input").await;
-}
-
-/// The tree the page went to after "create tree" (`/simtree/N`), and its stored metadata with
-/// the document it was made from.
-async fn created_tree(b: &Browser) -> (u64, Value) {
-    b.wait_css("g.node[data-id='0']").await;
-    let url = b.client.current_url().await.unwrap();
-    let id: u64 = url
-        .path()
-        .strip_prefix("/simtree/")
-        .and_then(|t| t.parse().ok())
-        .unwrap_or_else(|| panic!("not a tree's page: {url}"));
-    let (status, info) = b.server.get(&format!("/devui/simtree/{id}")).await;
-    assert_eq!(status, 200, "{info}");
-    (id, info)
-}
-
-/// The line of the JSON view the page marked, and the text selected there.
-async fn marked_line(b: &Browser) -> (u64, String) {
-    let v = b
-        .js("const a = document.querySelector('#doc-json');\
-             return [Number(a.getAttribute('data-marked-line')), a.value.substring(a.selectionStart, a.selectionEnd)];")
-        .await;
-    (
-        v[0].as_u64().unwrap_or(0),
-        v[1].as_str().unwrap_or_default().to_string(),
-    )
-}
-
 #[tokio::test]
 async fn the_new_page_offers_the_scene_types_actions_and_shows_its_prose_for_editing() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
-    capture_errors(&b).await;
+    b.capture_errors().await;
     b.open("/new/social").await;
     b.wait_css("#agent-0-action-send_message").await;
     // A chat room offers the common actions only; a council adds its own, no werewolf's.
@@ -3469,20 +2520,17 @@ async fn the_new_page_offers_the_scene_types_actions_and_shows_its_prose_for_edi
     assert_eq!(b.count("#agent-0-action-play_cards").await, 0);
     // The prose the scene type puts in every prompt is shown until the author writes their own.
     b.click("#scene-prose summary").await;
-    let deadline = Instant::now() + WAIT;
-    let placeholder = loop {
+    let placeholder = eventually(async || {
         let p = b
             .wait_css("#scene-prose-description")
             .await
             .attr("placeholder")
             .await
             .unwrap();
-        match p {
-            Some(p) if !p.is_empty() => break p,
-            _ if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(50)).await,
-            _ => panic!("the default description never showed"),
-        }
-    };
+        p.filter(|p| !p.is_empty())
+            .ok_or_else(|| "the default description never showed".to_string())
+    })
+    .await;
     assert!(placeholder.contains("legislative council"), "{placeholder}");
     let title = b
         .wait_css("label.action-chip:has(#agent-0-action-vote)")
@@ -3497,9 +2545,9 @@ async fn the_new_page_offers_the_scene_types_actions_and_shows_its_prose_for_edi
     b.set_input("#scene-prose-rules", "Jurors weigh the evidence.").await;
     // The default is there to edit, too.
     b.click("#scene-prose-description-default").await;
-    wait_value(&b, "#scene-prose-description", "legislative council").await;
-    shot(&b, "new_social_prose").await;
-    let doc = json_view(&b).await;
+    b.wait_value("#scene-prose-description", "legislative council").await;
+    b.shot("new_social_prose").await;
+    let doc = b.json_view().await;
     assert_eq!(doc["scene"]["prose"]["rules"], "Jurors weigh the evidence.");
     assert_eq!(doc["scene"]["prose"]["description"], placeholder);
     assert_eq!(
@@ -3509,31 +2557,30 @@ async fn the_new_page_offers_the_scene_types_actions_and_shows_its_prose_for_edi
     // Another type drops the actions it does not offer.
     b.select("#scene-type", "werewolf").await;
     assert_eq!(
-        json_view(&b).await["agents"][0]["action_space"],
+        b.json_view().await["agents"][0]["action_space"],
         json!(["send_message", "yield"])
     );
     b.select("#scene-type", "council").await;
     b.click("#create-tree").await;
-    let (_, info) = created_tree(&b).await;
+    let (_, info) = b.created_tree().await;
     assert_eq!(
         info["document"]["scene"]["prose"]["rules"],
         "Jurors weigh the evidence."
     );
-    assert_eq!(page_errors(&b).await, Vec::<String>::new());
+    assert_eq!(b.page_errors().await, Vec::<String>::new());
 }
 
 #[tokio::test]
 async fn the_new_page_makes_a_social_tree_from_its_form_and_json_view_with_a_refusal_shown_in_place() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
-    capture_errors(&b).await;
+    b.capture_errors().await;
     // From the tree list to the New page, then to the social kind (deep-linkable).
     b.open("/").await;
     b.click("#new-tree-link").await;
     b.wait_css("#kind-picker").await;
     b.click("#new-kind-social").await;
     b.wait_css("#social-form").await;
-    wait_address(&b, "/new/social?").await;
+    b.wait_address("/new/social?").await;
     // A form edit shows in the JSON view.
     b.set_input("#new-title", "Harbour council").await;
     b.click("#add-agent").await;
@@ -3544,14 +2591,13 @@ async fn the_new_page_makes_a_social_tree_from_its_form_and_json_view_with_a_ref
     b.select("#scene-type", "council").await;
     b.select("#ordering-kind", "llm_moderated").await;
     b.select("#ordering-moderator", "Carol").await;
-    fill(
-        &b,
+    b.fill(
         "#broadcasts",
         "Participants: Alice, Bob, Carol\nThe budget is tight.",
         "change",
     )
     .await;
-    let doc = json_view(&b).await;
+    let doc = b.json_view().await;
     assert_eq!(doc["title"], "Harbour council");
     assert_eq!(doc["scene"]["type"], "council");
     assert_eq!(doc["agents"][2]["name"], "Carol");
@@ -3562,20 +2608,20 @@ async fn the_new_page_makes_a_social_tree_from_its_form_and_json_view_with_a_ref
     assert_eq!(doc["ordering"], json!({"kind": "llm_moderated", "moderator": "Carol"}));
     assert_eq!(doc["broadcasts"].as_array().map(Vec::len), Some(2));
     // JSON that does not parse is shown as such and leaves the form alone.
-    let good = value_of(&b, "#doc-json").await;
-    fill(&b, "#doc-json", &format!("{good},"), "input").await;
+    let good = b.value_of("#doc-json").await;
+    b.fill("#doc-json", &format!("{good},"), "input").await;
     b.wait_css("#json-error").await;
-    assert_eq!(value_of(&b, "#new-title").await, "Harbour council");
+    assert_eq!(b.value_of("#new-title").await, "Harbour council");
     // JSON that parses is the document: the form follows it.
-    fill(&b, "#doc-json", &good, "input").await;
+    b.fill("#doc-json", &good, "input").await;
     b.wait_count("#json-error", 0).await;
-    edit_json(&b, |d| {
+    b.edit_json(|d| {
         d["title"] = json!("Harbour council, edited as JSON");
         d["agents"][0]["style"] = json!("blunt");
     })
     .await;
-    wait_value(&b, "#new-title", "edited as JSON").await;
-    wait_value(&b, "#agent-0-style", "blunt").await;
+    b.wait_value("#new-title", "edited as JSON").await;
+    b.wait_value("#agent-0-style", "blunt").await;
     assert_eq!(b.count("#json-error").await, 0);
     // The server's refusal is shown under the button, and its path is marked in the JSON view.
     b.set_input("#max-steps", "0").await;
@@ -3583,18 +2629,18 @@ async fn the_new_page_makes_a_social_tree_from_its_form_and_json_view_with_a_ref
     b.wait_text("#create-error", "max_steps_per_turn").await;
     b.wait_css("#max-steps.invalid").await;
     b.click("#create-error .show-path").await;
-    let (line, selected) = marked_line(&b).await;
+    let (line, selected) = b.marked_line().await;
     assert!(
         selected.contains("\"max_steps_per_turn\": 0"),
         "line {line}: {selected:?}"
     );
-    shot(&b, "new_social_refused").await;
-    assert_eq!(page_errors(&b).await, Vec::<String>::new());
+    b.shot("new_social_refused").await;
+    assert_eq!(b.page_errors().await, Vec::<String>::new());
     b.set_input("#max-steps", "2").await;
     b.wait_count("#max-steps.invalid", 0).await;
     b.set_input("#tree-name-input", "my harbour").await;
     b.click("#create-tree").await;
-    let (_, info) = created_tree(&b).await;
+    let (_, info) = b.created_tree().await;
     assert_eq!(info["name"], "my harbour");
     assert_eq!(info["kind"], "social");
     let stored = &info["document"];
@@ -3607,25 +2653,21 @@ async fn the_new_page_makes_a_social_tree_from_its_form_and_json_view_with_a_ref
     // In Chinese, the New page speaks Chinese.
     b.open("/new/social").await;
     b.wait_css("#social-form").await;
-    to_chinese(&b).await;
+    b.to_chinese().await;
     b.wait_text("#create-tree", "创建树").await;
-    assert_no_english(
-        &b,
+    b.assert_no_english(
         "#new-page",
         &["Title", "Agents", "Create tree", "Scenario library", "Start from"],
     )
     .await;
     b.click("#new-kind-trading").await;
     b.wait_text("#dataset-select", "行").await;
-    assert_no_english(
-        &b,
-        "#trading-form",
-        &["Market data", "Tickers", "Dates", "Cash", "rows"],
-    )
-    .await;
+    b.assert_no_english("#trading-form", &["Market data", "Tickers", "Dates", "Cash", "rows"])
+        .await;
     b.click("#new-kind-abm").await;
     b.wait_css("#abm-form").await;
-    assert_no_english(&b, "#abm-form", &["Describe", "Generate", "Refine", "Validator"]).await;
+    b.assert_no_english("#abm-form", &["Describe", "Generate", "Refine", "Validator"])
+        .await;
     b.finish("new_social").await;
 }
 
@@ -3657,9 +2699,8 @@ fn prices_csv(days: usize) -> String {
 
 #[tokio::test]
 async fn the_new_page_previews_a_csv_shows_its_refusal_at_the_line_then_trades_on_the_good_upload() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
-    capture_errors(&b).await;
+    b.capture_errors().await;
     let dir = std::env::temp_dir().join(format!("simtree-new-csv-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let good = prices_csv(30);
@@ -3678,11 +2719,11 @@ async fn the_new_page_previews_a_csv_shows_its_refusal_at_the_line_then_trades_o
     // The preview: the first rows with their line numbers and a chart of each ticker's closes.
     b.wait_css("#csv-preview tr[data-line='2']").await;
     b.wait_count("#csv-chart polyline.series", 2).await;
-    assert_eq!(value_of(&b, "#csv-name").await, "bad_prices");
+    assert_eq!(b.value_of("#csv-name").await, "bad_prices");
     b.click("#csv-upload-btn").await;
     b.wait_text("#csv-error", "line 14:").await;
     b.wait_text("#csv-error-line", "14: 2021-01-10,ABC,43.0,42.0").await;
-    shot(&b, "new_trading_refused").await;
+    b.shot("new_trading_refused").await;
     let (status, list) = b.server.get("/api/datasets").await;
     assert_eq!(
         (status, list.as_array().map(Vec::len)),
@@ -3696,7 +2737,7 @@ async fn the_new_page_previews_a_csv_shows_its_refusal_at_the_line_then_trades_o
     std::fs::write(&bad_file, lines.join("\n") + "\n").unwrap();
     let input = b.wait_css("#csv-file").await;
     input.send_keys(bad_file.to_str().unwrap()).await.unwrap();
-    wait_value(&b, "#csv-name", "bad_again").await;
+    b.wait_value("#csv-name", "bad_again").await;
     b.wait_css("#csv-preview tr[data-line='4']").await;
     b.click("#csv-upload-btn").await;
     b.wait_text("#csv-error", "line 4:").await;
@@ -3704,35 +2745,34 @@ async fn the_new_page_previews_a_csv_shows_its_refusal_at_the_line_then_trades_o
     // The good file: uploaded, chosen, its tickers offered.
     let input = b.wait_css("#csv-file").await;
     input.send_keys(good_file.to_str().unwrap()).await.unwrap();
-    wait_value(&b, "#csv-name", "good_prices").await;
+    b.wait_value("#csv-name", "good_prices").await;
     b.click("#csv-upload-btn").await;
     b.wait_text("#csv-done", "good_prices").await;
     b.wait_css("#ticker-ABC").await;
-    let doc = json_view(&b).await;
+    let doc = b.json_view().await;
     assert_eq!(doc["episode"]["dataset"], "good_prices");
     assert_eq!(doc["episode"]["tickers"], json!(["ABC", "XYZ"]));
     assert_eq!(doc["episode"]["start_date"], "2021-01-04");
     b.click("#ticker-XYZ").await;
     b.select("#agent-kind", "momentum").await;
     b.set_input("#initial-cash", "5000").await;
-    let doc = json_view(&b).await;
+    let doc = b.json_view().await;
     assert_eq!(doc["episode"]["tickers"], json!(["ABC"]));
     assert_eq!(doc["episode"]["agent"], json!({"kind": "momentum"}));
     assert_eq!(doc["episode"]["initial_cash"], 5000);
     b.click("#create-tree").await;
-    let (_, info) = created_tree(&b).await;
+    let (_, info) = b.created_tree().await;
     assert_eq!(info["kind"], "trading");
     assert_eq!(info["document"]["episode"]["dataset"], "good_prices");
-    assert_eq!(page_errors(&b).await, Vec::<String>::new());
+    assert_eq!(b.page_errors().await, Vec::<String>::new());
     let _ = std::fs::remove_dir_all(&dir);
     b.finish("new_trading_csv").await;
 }
 
 #[tokio::test]
 async fn the_new_page_generates_a_model_marks_a_validator_finding_refines_it_and_creates_the_tree() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
-    capture_errors(&b).await;
+    b.capture_errors().await;
     b.open("/new/abm").await;
     b.wait_css("#abm-form").await;
     b.set_input("#abm-prompt", "A forest fire spreading across a grid of trees")
@@ -3741,7 +2781,7 @@ async fn the_new_page_generates_a_model_marks_a_validator_finding_refines_it_and
     b.wait_text("#abm-info", "Forest Fire").await;
     b.wait_css("#abm-valid").await;
     // A change that breaks the model: the validator marks the finding at its JSON path.
-    edit_json(&b, |d| {
+    b.edit_json(|d| {
         d["model"]["dataAnalytics"]["trackedVariables"][0]["sourceName"] = json!("globalVariable.nope");
     })
     .await;
@@ -3749,9 +2789,9 @@ async fn the_new_page_generates_a_model_marks_a_validator_finding_refines_it_and
     let issue = format!("#abm-issues li.issue.error[data-path='{path}']");
     b.wait_text(&issue, "is not declared").await;
     b.click(&format!("{issue} .show-path")).await;
-    let (line, selected) = marked_line(&b).await;
+    let (line, selected) = b.marked_line().await;
     assert!(selected.contains("globalVariable.nope"), "line {line}: {selected:?}");
-    shot(&b, "new_abm_finding").await;
+    b.shot("new_abm_finding").await;
     // Creating it is refused in place, naming the same path.
     b.click("#create-tree").await;
     b.wait_text("#create-error", path).await;
@@ -3761,19 +2801,18 @@ async fn the_new_page_generates_a_model_marks_a_validator_finding_refines_it_and
     b.wait_css("#abm-valid").await;
     assert_eq!(b.count("#abm-issues").await, 0);
     b.click("#create-tree").await;
-    let (_, info) = created_tree(&b).await;
+    let (_, info) = b.created_tree().await;
     assert_eq!(info["kind"], "abm");
     assert_eq!(info["name"], "Forest Fire on a Grid");
-    assert_eq!(page_errors(&b).await, Vec::<String>::new());
+    assert_eq!(b.page_errors().await, Vec::<String>::new());
     b.finish("new_abm_loop").await;
 }
 
 #[tokio::test]
 async fn the_new_page_saves_to_the_library_as_versions_and_starts_from_shipped_and_saved_scenarios() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
-    capture_errors(&b).await;
+    b.capture_errors().await;
     b.open("/new/social").await;
     b.wait_css("#social-form").await;
     b.set_input("#new-title", "Pier talks").await;
@@ -3804,66 +2843,31 @@ async fn the_new_page_saves_to_the_library_as_versions_and_starts_from_shipped_a
     b.wait_css("#start-from option[value='pier_talks']").await;
     b.select("#start-from", "council").await;
     b.click("#start-from-btn").await;
-    wait_address(&b, "/new/social?").await;
-    wait_value(&b, "#new-title", "Council").await;
-    assert_eq!(value_of(&b, "#save-name").await, "council_copy");
+    b.wait_address("/new/social?").await;
+    b.wait_value("#new-title", "Council").await;
+    assert_eq!(b.value_of("#save-name").await, "council_copy");
     // The saved one by its address, then its first version.
     b.open("/new?from=pier_talks").await;
-    wait_value(&b, "#new-title", "second draft").await;
-    assert_eq!(value_of(&b, "#save-name").await, "pier_talks");
+    b.wait_value("#new-title", "second draft").await;
+    assert_eq!(b.value_of("#save-name").await, "pier_talks");
     b.open("/new?from=pier_talks%401").await;
-    wait_address(&b, "/new/social?").await;
-    wait_value(&b, "#new-title", "Pier talks").await;
-    assert_eq!(value_of(&b, "#new-title").await, "Pier talks");
+    b.wait_address("/new/social?").await;
+    b.wait_value("#new-title", "Pier talks").await;
+    assert_eq!(b.value_of("#new-title").await, "Pier talks");
     // A shipped model opens the ABM form, checked; the copy makes a tree.
     b.open("/new?from=sir_network").await;
-    wait_address(&b, "/new/abm?").await;
+    b.wait_address("/new/abm?").await;
     b.wait_css("#abm-valid").await;
     b.click("#create-tree").await;
-    let (_, info) = created_tree(&b).await;
+    let (_, info) = b.created_tree().await;
     assert_eq!(info["kind"], "abm");
-    assert_eq!(page_errors(&b).await, Vec::<String>::new());
+    assert_eq!(b.page_errors().await, Vec::<String>::new());
     b.finish("new_library").await;
 }
 
 // ---- explorer truth ----
 // Issue 30's last items: Stop all for a fan-out, a busy create, export progress, and one
 // new-user walk-through per kind that checks every number on screen against the API.
-
-/// `GET path`, which must answer 200.
-async fn api_get(s: &Server, path: &str) -> Value {
-    let (status, v) = s.get(path).await;
-    assert_eq!(status, 200, "{path}: {v}");
-    v
-}
-
-/// Waits until the text of `css` is `want` (what the API says the page should show); fails
-/// naming both.
-async fn shows(b: &Browser, css: &str, want: &str) {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let text = match b.client.find(Locator::Css(css)).await {
-            Ok(el) => el.text().await.unwrap_or_default(),
-            Err(_) => "(absent)".to_string(),
-        };
-        if text.trim() == want {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{css} shows {text:?}; the API says {want:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// The children of `parent` in a `…/graph` reply.
-fn children_of(g: &Value, parent: u64) -> Vec<u64> {
-    g["edges"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["from"] == parent)
-        .map(|e| e["to"].as_u64().unwrap())
-        .collect()
-}
 
 /// Every one of `nodes` ended cancelled (as `…/info` says), nothing of the tree runs, and a
 /// second later none of them has gone on (their turns are what they were).
@@ -3876,15 +2880,15 @@ async fn stopped_for_good(s: &Server, t: u64, nodes: &[u64]) {
             .find(|x| x["id"] == n)
             .map(|x| x["turns"].clone())
     };
-    let before = api_get(s, &format!("/devui/simtree/{t}/summaries")).await;
+    let before = get_ok(s, &format!("/devui/simtree/{t}/summaries")).await;
     for &n in nodes {
-        let info = api_get(s, &format!("/devui/simtree/{t}/node/{n}/info")).await;
+        let info = get_ok(s, &format!("/devui/simtree/{t}/node/{n}/info")).await;
         assert_eq!(info["status"], "cancelled", "node {n}: {info}");
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let g = api_get(s, &format!("/devui/simtree/{t}/graph")).await;
+    let g = get_ok(s, &format!("/devui/simtree/{t}/graph")).await;
     assert_eq!(g["running"], json!([]), "nothing runs: {g}");
-    let after = api_get(s, &format!("/devui/simtree/{t}/summaries")).await;
+    let after = get_ok(s, &format!("/devui/simtree/{t}/summaries")).await;
     for &n in nodes {
         assert_eq!(turns(&before, n), turns(&after, n), "node {n} went on after its stop");
     }
@@ -3892,14 +2896,11 @@ async fn stopped_for_good(s: &Server, t: u64, nodes: &[u64]) {
 
 #[tokio::test]
 async fn stop_all_cancels_every_running_child_of_a_fan_out() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&["--max-turns", "1000000"]).await else {
         return;
     };
     let s = &b.server;
-    let t = api_tree(s, "simple_chat").await;
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_css("g.node[data-id='0']").await;
+    let t = b.new_tree("simple_chat").await;
     // A parallel run of three long runs, from the form.
     b.set_input("#steps-input", "500000").await;
     b.set_input("#parallel-input", "3").await;
@@ -3910,7 +2911,7 @@ async fn stop_all_cancels_every_running_child_of_a_fan_out() {
     b.wait_text("#node-progress", "/500000").await;
     b.click("#stop-all-btn").await;
     b.wait_count("g.node.running", 0).await;
-    let g = api_get(s, &format!("/devui/simtree/{t}/graph")).await;
+    let g = get_ok(s, &format!("/devui/simtree/{t}/graph")).await;
     let fan = children_of(&g, 0);
     assert_eq!(fan.len(), 3, "{g}");
     stopped_for_good(s, t, &fan).await;
@@ -3922,7 +2923,7 @@ async fn stop_all_cancels_every_running_child_of_a_fan_out() {
     b.wait_text("#stop-all-btn", "(3)").await;
     b.click("#stop-all-btn").await;
     b.wait_count("g.node.running", 0).await;
-    let g = api_get(s, &format!("/devui/simtree/{t}/graph")).await;
+    let g = get_ok(s, &format!("/devui/simtree/{t}/graph")).await;
     let leaves: Vec<u64> = fan.iter().flat_map(|&n| children_of(&g, n)).collect();
     assert_eq!(leaves.len(), 3, "{g}");
     stopped_for_good(s, t, &leaves).await;
@@ -3946,11 +2947,11 @@ async fn stop_all_cancels_every_running_child_of_a_fan_out() {
     b.wait_text("#stop-all-btn", "(2)").await;
     b.click("#stop-all-btn").await;
     b.wait_count("g.node.running", 1).await;
-    let g = api_get(s, &format!("/devui/simtree/{t}/graph")).await;
+    let g = get_ok(s, &format!("/devui/simtree/{t}/graph")).await;
     let two = children_of(&g, leaves[1]);
     assert_eq!(two.len(), 2, "{g}");
     for n in &two {
-        let info = api_get(s, &format!("/devui/simtree/{t}/node/{n}/info")).await;
+        let info = get_ok(s, &format!("/devui/simtree/{t}/node/{n}/info")).await;
         assert_eq!(info["status"], "cancelled", "node {n}: {info}");
     }
     let other = children_of(&g, leaves[0]);
@@ -3981,7 +2982,6 @@ async fn watch_create_button(b: &Browser) {
 
 #[tokio::test]
 async fn creating_the_first_abm_tree_shows_it_is_working_and_is_sent_once() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
     b.open("/simtree").await;
@@ -4002,14 +3002,13 @@ async fn creating_the_first_abm_tree_shows_it_is_working_and_is_sent_once() {
         seen["busy"].as_str().is_some_and(|t| t.starts_with("Creating…")),
         "it said it was working: {seen}"
     );
-    let trees = api_get(s, "/devui/simtree").await;
+    let trees = get_ok(s, "/devui/simtree").await;
     assert_eq!(trees.as_array().map(Vec::len), Some(1), "one tree: {trees}");
     b.finish("create_abm_busy").await;
 }
 
 #[tokio::test]
 async fn a_create_the_server_refuses_is_shown_under_the_button() {
-    let _one = ONE_AT_A_TIME.lock().await;
     // No Python where the worker is looked for: the first agent-based tree cannot be made.
     let env = [("SIMTREE_PYTHON", "/nonexistent/python3")];
     let Some(b) = Browser::start_env(&[], &env).await else {
@@ -4029,35 +3028,30 @@ async fn a_create_the_server_refuses_is_shown_under_the_button() {
     let enabled = b.js("return !document.querySelector('#create-btn').disabled;").await;
     assert_eq!(enabled, json!(true), "the button works again after the reply");
     assert_eq!(b.count("#create-busy").await, 0);
-    assert_eq!(
-        api_get(&b.server, "/devui/simtree").await,
-        json!([]),
-        "no tree was made"
-    );
+    assert_eq!(get_ok(&b.server, "/devui/simtree").await, json!([]), "no tree was made");
     b.finish("create_refused").await;
 }
 
 #[tokio::test]
 async fn an_export_shows_its_progress_downloads_once_and_says_when_it_fails() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&["--max-turns", "1000000"]).await else {
         return;
     };
     let s = &b.server;
-    let t = advanced_tree(s, "council", 3).await;
-    api_post(
+    let t = tree_with_run(s, "council", 3).await;
+    ok(
         s,
         &format!("/devui/simtree/{t}/advance_multi"),
         json!({"parent": 1, "turns": 2, "count": 40}),
     )
     .await;
-    let nodes = api_get(s, &format!("/devui/simtree/{t}/graph")).await["nodes"]
+    let nodes = get_ok(s, &format!("/devui/simtree/{t}/graph")).await["nodes"]
         .as_array()
         .unwrap()
         .len();
     b.open(&format!("/simtree/{t}")).await;
     b.wait_count("g.node", nodes).await;
-    capture_downloads(&b).await;
+    b.capture_downloads().await;
     // A slow line, so that the download takes seconds; what the progress line says is recorded.
     b.cdp("Network.enable", json!({})).await;
     b.cdp(
@@ -4076,7 +3070,7 @@ async fn an_export_shows_its_progress_downloads_once_and_says_when_it_fails() {
         // A third click while it downloads (the slow line makes that seconds).
         setTimeout(() => { window.__third = d.disabled; d.click(); }, 300);"#)
         .await;
-    let export = downloaded(&b, &format!("simtree-tree{t}-export.json")).await;
+    let export = b.downloaded(&format!("simtree-tree{t}-export.json")).await;
     b.cdp(
         "Network.emulateNetworkConditions",
         json!({"offline": false, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1}),
@@ -4137,400 +3131,59 @@ async fn an_export_shows_its_progress_downloads_once_and_says_when_it_fails() {
 // an op, fanned out and compared, and every number the page shows on the way is read from the
 // API too and must be the same (docs/testing.md lists them).
 
-/// An OpenAI-shaped provider on loopback answering as the offline mock would, with token counts
-/// that differ from call to call (a quarter of the prompt's bytes in, 40 out); a trading agent
-/// (offered tools) buys three AAPL shares at every decision point.
-async fn fake_provider() -> String {
-    let app = axum::Router::new().route(
-        "/v1/chat/completions",
-        axum::routing::post(|axum::Json(body): axum::Json<Value>| async move {
-            let prompt: usize = body["messages"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|m| m["content"].as_str().map_or(0, str::len) / 4)
-                .sum();
-            let message = if body["tools"].is_array() {
-                let args = json!({"orders": [{"ticker": "AAPL", "side": "buy", "quantity": 3}]}).to_string();
-                json!({"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
-                    "function": {"name": "submit_decision", "arguments": args}}]})
-            } else {
-                json!({"role": "assistant", "content": simtree_e2e::mock_reply(&body)})
-            };
-            axum::Json(json!({
-                "id": "c", "object": "chat.completion", "model": body["model"],
-                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": prompt, "completion_tokens": 40, "total_tokens": prompt + 40}
-            }))
-        }),
-    );
-    simtree_e2e::serve_provider(app).await.0
-}
-
-/// A browser on a server whose model is [`fake_provider`].
-async fn on_fake_provider() -> Option<Browser> {
-    let url = fake_provider().await;
-    let env = [
-        ("LLM_DIALECT", "openai"),
-        ("LLM_BASE_URL", url.as_str()),
-        ("LLM_API_KEY", "walk-key"),
-        ("LLM_MODEL", "fake-model"),
-        ("LLM_MAX_RETRIES", "0"),
-    ];
-    Browser::start_env(&[], &env).await
-}
-
-/// From Home, as a new user goes: the tree page's card, the scenario, Create. The new tree's id,
-/// once its root is drawn and its name (the API's) is in the header.
-async fn create_from_home(b: &Browser, scenario: &str, llm: Option<&str>) -> u64 {
-    b.open("/").await;
-    b.wait_css("#home-intro").await;
-    b.click(".home .card a[href='/simtree']").await;
-    b.wait_css(&format!("#scenario-select option[value='{scenario}']"))
-        .await;
-    b.select("#scenario-select", scenario).await;
-    if let Some(llm) = llm {
-        b.select("#llm-select", llm).await;
-    }
-    b.click("#create-btn").await;
-    b.wait_css("g.node[data-id='0']").await;
-    let url = b.client.current_url().await.unwrap();
-    let t: u64 = url.path().rsplit('/').next().unwrap().parse().unwrap();
-    let trees = api_get(&b.server, "/devui/simtree").await;
-    let tree = trees.as_array().unwrap().iter().find(|x| x["id"] == t).expect("listed");
-    // (The scenario's chip follows the name.)
-    let want = format!("{} (#{t})", tree["name"].as_str().unwrap());
-    let header = b.wait_text("#tree-name", &want).await;
-    assert!(header.starts_with(&want), "{header:?}; the API says {want:?}");
-    t
-}
-
-/// Waits until the API has `count` finished children under `parent` (nothing of the tree
-/// running); returns them in id order.
-async fn finished_children(s: &Server, t: u64, parent: u64, count: usize) -> Vec<u64> {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let g = api_get(s, &format!("/devui/simtree/{t}/graph")).await;
-        let mut kids = children_of(&g, parent);
-        if kids.len() == count && g["running"] == json!([]) {
-            kids.sort_unstable();
-            return kids;
-        }
-        assert!(Instant::now() < deadline, "{count} children of {parent}: {g}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// `#stats` says what `…/graph` holds, with `selected` selected.
-async fn stats_agree(b: &Browser, t: u64, selected: u64) {
-    let g = api_get(&b.server, &format!("/devui/simtree/{t}/graph")).await;
-    let len = |k: &str| g[k].as_array().map_or(0, Vec::len);
-    let want = format!(
-        "Selected: {selected} · Nodes: {} · Edges: {} · Running: {}",
-        len("nodes"),
-        len("edges"),
-        len("running")
-    );
-    shows(b, "#stats", &want).await;
-    // Each id drawn (nodes out of view are not drawn) is a node of the API's, once.
-    let ids: Vec<String> = g["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| n["id"].to_string())
-        .collect();
-    let drawn = texts(b, "g.node text.nid").await;
-    let unique: std::collections::BTreeSet<&String> = drawn.iter().collect();
-    assert_eq!(unique.len(), drawn.len(), "an id drawn twice: {drawn:?}");
-    assert!(
-        drawn.iter().all(|d| ids.contains(d)),
-        "{drawn:?} drawn; the API has {ids:?}"
-    );
-}
-
-/// Selects node `n` (a click on the graph) unless it is selected, then checks what the page
-/// says of it against the API: the stats line, what made it (the turns of an advance), its
-/// model calls and tokens, the tree's usage line.
-async fn select_and_check(b: &Browser, t: u64, n: u64) {
-    let s = &b.server;
-    let selected = b.js("return document.querySelector('#stats span').textContent;").await;
-    if selected.as_str() != Some(&format!("Selected: {n}")) {
-        b.click(&format!("g.node[data-id='{n}']")).await;
-    }
-    stats_agree(b, t, n).await;
-    let summaries = api_get(s, &format!("/devui/simtree/{t}/summaries")).await;
-    let ops = summaries
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|x| x["edges"].as_array().unwrap().iter())
-        .find(|e| e["to"] == n)
-        .map(|e| e["ops"].clone());
-    match ops.as_ref().map(|o| (o[0]["op"].as_str(), o[0]["turns"].as_u64())) {
-        None => shows(b, "#node-made", &format!("#{n} · root")).await,
-        Some((Some("advance"), Some(turns))) => {
-            // In the unit of the tree's kind: turns, decisions, steps.
-            let kind = api_get(s, &format!("/devui/simtree/{t}")).await["kind"].clone();
-            let (one, many) = match kind.as_str() {
-                Some("trading") => ("decision", "decisions"),
-                Some("abm") => ("step", "steps"),
-                _ => ("turn", "turns"),
-            };
-            let unit = if turns == 1 { one } else { many };
-            shows(b, "#node-made", &format!("#{n} · +{turns} {unit}")).await;
-            // The graph's label under the node, when it is drawn, says the same.
-            let label = texts(b, &format!("g.node[data-id='{n}'] text.nop")).await;
-            assert!(
-                label.iter().all(|l| *l == format!("+{turns} {unit}")),
-                "node {n} is labelled {label:?}; the API says +{turns}"
-            );
-        }
-        Some(_) => {
-            b.wait_text("#node-made", &format!("#{n} · ")).await;
-        }
-    }
-    let info = api_get(s, &format!("/devui/simtree/{t}/node/{n}/info")).await;
-    let u = &info["usage"];
-    let (calls, tokens) = (
-        u["calls"].as_u64().unwrap(),
-        u["prompt_tokens"].as_u64().unwrap() + u["completion_tokens"].as_u64().unwrap(),
-    );
-    if calls > 0 {
-        let want = format!("{calls} calls · {tokens} tokens{}", money_part(u));
-        shows(b, "#node-usage", &want).await;
-    } else {
-        b.wait_count("#node-usage", 0).await;
-    }
-    let usage = api_get(s, &format!("/devui/simtree/{t}/usage")).await;
-    let u = &usage["usage"];
-    if u["calls"].as_u64() > Some(0) {
-        let want = format!(
-            "LLM: {} calls · {} + {} tokens · {} ms{}",
-            u["calls"],
-            u["prompt_tokens"],
-            u["completion_tokens"],
-            u["latency_ms"],
-            money_part(u)
-        );
-        shows(b, "#usage", &want).await;
-    }
-}
-
-/// What a usage line adds for money, savings and the cacheable share, as the API gives them.
-fn money_part(u: &Value) -> String {
-    let mut s = String::new();
-    if let Some(m) = u["money"].as_f64() {
-        s.push_str(&format!(" · ${m:.4}"));
-    }
-    if let Some(v) = u["saved"].as_f64() {
-        s.push_str(&format!(" (saved by caching ${v:.4})"));
-    }
-    if let Some(c) = u["cacheable_share"].as_f64() {
-        s.push_str(&format!(" · {:.0}% of input cacheable", c * 100.0));
-    }
-    s
-}
-
-/// The parallel-run form's cost line against `?estimate=true` of the same request.
-async fn estimate_agrees(b: &Browser, t: u64, parent: u64, turns: u64, count: u64) {
-    let (status, e) = b
-        .server
-        .post(
-            &format!("/devui/simtree/{t}/advance_multi?estimate=true"),
-            &json!({"parent": parent, "turns": turns, "count": count}),
-        )
-        .await;
-    assert_eq!(status, 200, "{e}");
-    let (p, c) = (
-        e["prompt_tokens"].as_u64().unwrap(),
-        e["completion_tokens"].as_u64().unwrap(),
-    );
-    let mut want = format!(
-        "Estimated cost: {} calls · {} tokens ({p} in, {c} out)",
-        e["calls"],
-        p + c
-    );
-    if let Some(m) = e["money"].as_f64() {
-        want.push_str(&format!(" · about ${m:.2}"));
-    }
-    shows(b, "#fanout-estimate", &want).await;
-}
-
-/// Fans out `count` runs of `turns` from the selected node `parent` with the form, its estimate
-/// checked first; the children once they finished.
-async fn fan_out(b: &Browser, t: u64, parent: u64, turns: u64, count: u64) -> Vec<u64> {
-    b.set_input("#steps-input", &turns.to_string()).await;
-    b.set_input("#parallel-input", &count.to_string()).await;
-    estimate_agrees(b, t, parent, turns, count).await;
-    b.click("#parallel-btn").await;
-    let kids = finished_children(&b.server, t, parent, count as usize).await;
-    finish_toast_agrees(b, t, &kids).await;
-    kids
-}
-
-/// The toast announcing finished runs says "N runs finished (ids)": N is the number of ids it
-/// lists, the fan-out's children are among them and the API has each one done.
-async fn finish_toast_agrees(b: &Browser, t: u64, kids: &[u64]) {
-    let deadline = Instant::now() + WAIT;
-    let line = loop {
-        let all = texts(b, ".toast-text").await;
-        if let Some(l) = all
-            .into_iter()
-            .find(|l| kids.iter().all(|k| l.contains(&k.to_string())) && l.contains("runs finished"))
-        {
-            break l;
-        }
-        assert!(Instant::now() < deadline, "no toast names the runs {kids:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    let (n, rest) = line
-        .split_once(" runs finished (")
-        .unwrap_or_else(|| panic!("{line:?}"));
-    let listed = rest
-        .strip_suffix(')')
-        .unwrap_or_else(|| panic!("the toast says more than its runs: {line:?}"));
-    let ids: Vec<u64> = listed.split(", ").map(|i| i.parse().unwrap()).collect();
-    assert_eq!(n.parse::<usize>().unwrap(), ids.len(), "{line:?}");
-    for k in kids {
-        assert!(ids.contains(k), "{line:?} lacks {k}");
-    }
-    for id in ids {
-        let info = api_get(&b.server, &format!("/devui/simtree/{t}/node/{id}/info")).await;
-        assert_eq!(info["status"], "done", "{line:?}: node {id}");
-    }
-}
-
-/// Compares `x` (selected) with `y`: the summary's ids and common ancestor are the API's, and
-/// the first divergence it names is the row marked.
-async fn compare_agrees(b: &Browser, t: u64, x: u64, y: u64) {
-    select_and_check(b, t, x).await;
-    b.set_input("#compare-input", &y.to_string()).await;
-    b.click("#compare-btn").await;
-    let lca = api_get(&b.server, &format!("/devui/simtree/{t}/lca/{x}/{y}")).await["lca"].clone();
-    let summary = b
-        .wait_text("#compare-summary", &format!("{x} ↔ {y} · Common ancestor: {lca} · "))
-        .await;
-    shows(b, "#compare-left-title", &format!("Node #{x}")).await;
-    shows(b, "#compare-right-title", &format!("Node #{y}")).await;
-    let marked = b
-        .js("return [...document.querySelectorAll('#compare-rows .crow.diverge')].map(r => r.dataset.event);")
-        .await;
-    match summary.split("First divergence: event ").nth(1) {
-        Some(k) => assert_eq!(marked, json!([k.trim()]), "{summary}"),
-        None => assert_eq!(marked, json!([]), "{summary}"),
-    }
-}
-
-/// The JSON shown in `css` once it equals `want`.
-async fn shows_json(b: &Browser, css: &str, want: &Value) {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let text = match b.client.find(Locator::Css(css)).await {
-            Ok(el) => el.text().await.unwrap_or_default(),
-            Err(_) => String::new(),
-        };
-        if serde_json::from_str::<Value>(&text).ok().as_ref() == Some(want) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{css} shows {text}; the API says {want}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// The branch form's "now" line says `now: {value}` (its field's description may follow a dash).
-async fn now_is(b: &Browser, value: &str) {
-    let want = format!("now: {value}");
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let text = match b.client.find(Locator::Css("#op-field-now")).await {
-            Ok(el) => el.text().await.unwrap_or_default(),
-            Err(_) => "(absent)".to_string(),
-        };
-        if text.split(" — ").next().map(str::trim) == Some(want.as_str()) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the form says {text:?}; the API says {want:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// `…/node/{n}/view` of tree `t`.
-async fn view_of(s: &Server, t: u64, n: u64) -> Value {
-    api_get(s, &format!("/devui/simtree/{t}/node/{n}/view")).await
-}
-
-/// The tree's row on Home shows as many nodes as the API lists.
-async fn home_row_agrees(b: &Browser, t: u64) {
-    b.open("/").await;
-    let trees = api_get(&b.server, "/devui/simtree").await;
-    let tree = trees.as_array().unwrap().iter().find(|x| x["id"] == t).unwrap();
-    shows(
-        b,
-        &format!("#tree-browser tr.tree-row[data-id='{t}'] .nodes"),
-        &tree["nodes"].to_string(),
-    )
-    .await;
-}
-
 #[tokio::test]
 async fn a_new_user_walks_a_social_tree_and_every_number_on_screen_is_the_apis() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = on_fake_provider().await else { return };
     let s = &b.server;
-    let t = create_from_home(&b, "council", Some("server")).await;
-    select_and_check(&b, t, 0).await;
-    shows_json(&b, "#scene-state", &view_of(s, t, 0).await["state"]).await;
+    let t = b.create_from_home("council", Some("server")).await;
+    b.select_and_check(t, 0).await;
+    b.shows_json("#scene-state", &view_of(s, t, 0).await["state"]).await;
     // Advance two turns: the view follows the new node.
-    b.set_input("#steps-input", "2").await;
-    b.click("#advance-btn").await;
+    b.advance_by(2).await;
     let a = finished_children(s, t, 0, 1).await[0];
-    select_and_check(&b, t, a).await;
-    shows_json(&b, "#scene-state", &view_of(s, t, a).await["state"]).await;
-    let calls = api_get(s, &format!("/devui/simtree/{t}/usage")).await["usage"]["calls"].clone();
+    b.select_and_check(t, a).await;
+    b.shows_json("#scene-state", &view_of(s, t, a).await["state"]).await;
+    let calls = get_ok(s, &format!("/devui/simtree/{t}/usage")).await["usage"]["calls"].clone();
     assert!(
         calls.as_u64() > Some(0),
         "the run called the provider, so tokens are on screen"
     );
     // Branch: the scene's clock, whose "now" is the node's.
-    b.select("#op-kind", "scene_state_patch").await;
+    b.choose_op("scene_state_patch").await;
     b.select("#op-field", "time").await;
     let time = view_of(s, t, a).await["state"]["time"].clone();
-    now_is(&b, &format!("{time}")).await;
+    b.now_is(&format!("{time}")).await;
     b.set_input("#op-value", "1200").await;
-    b.click("#branch-btn").await;
+    b.apply_op().await;
     let c = finished_children(s, t, a, 1).await[0];
-    select_and_check(&b, t, c).await;
+    b.select_and_check(t, c).await;
     let state = view_of(s, t, c).await["state"].clone();
     assert_eq!(state["time"], json!(1200));
-    shows_json(&b, "#scene-state", &state).await;
-    now_is(&b, "1200").await;
+    b.shows_json("#scene-state", &state).await;
+    b.now_is("1200").await;
     // Fan out three one-turn runs from the branch, and compare two of them.
-    let kids = fan_out(&b, t, c, 1, 3).await;
+    let kids = b.fan_out(t, c, 1, 3).await;
     for &k in &kids {
-        select_and_check(&b, t, k).await;
-        shows_json(&b, "#scene-state", &view_of(s, t, k).await["state"]).await;
+        b.select_and_check(t, k).await;
+        b.shows_json("#scene-state", &view_of(s, t, k).await["state"]).await;
     }
-    compare_agrees(&b, t, kids[2], kids[0]).await;
+    b.compare_agrees(t, kids[2], kids[0]).await;
     // Branch again: properties of the first agent. The viewer's agent panel then shows each
     // agent's properties as `…/state` has them.
-    b.select("#op-kind", "agent_props_patch").await;
+    b.choose_op("agent_props_patch").await;
     b.wait_css("#op-agent option").await;
-    fill(
-        &b,
+    b.fill(
         "#op-json",
         r#"{"mood": "tense", "budget": 1200.5, "seats": 3}"#,
         "input",
     )
     .await;
-    b.click("#branch-btn").await;
+    b.apply_op().await;
     let d = finished_children(s, t, kids[2], 1).await[0];
-    select_and_check(&b, t, d).await;
+    b.select_and_check(t, d).await;
     b.click("#details-btn").await;
     b.wait_css("#agent-select option").await;
-    let state = api_get(s, &format!("/devui/simtree/{t}/node/{d}/state")).await;
+    let state = get_ok(s, &format!("/devui/simtree/{t}/node/{d}/state")).await;
     assert!(
         state.to_string().contains("\"properties\""),
         "agents with properties: {state}"
@@ -4543,188 +3196,27 @@ async fn a_new_user_walks_a_social_tree_and_every_number_on_screen_is_the_apis()
             .iter()
             .map(|(k, v)| format!("{k}: {}", v.as_str().map_or_else(|| v.to_string(), str::to_string)))
             .collect();
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let shown = texts(&b, "#agent-props li").await;
-            if shown == want {
-                break;
-            }
-            assert!(Instant::now() < deadline, "{name}: {shown:?}; the API says {want:?}");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-    home_row_agrees(&b, t).await;
-    b.finish("walk_social").await;
-}
-
-/// A sum of money as the page writes it: thousands separated, cents unless whole.
-fn money(x: f64) -> String {
-    let text = format!("{:.2}", x.abs());
-    let (whole, cents) = text.split_once('.').unwrap();
-    let digits: Vec<char> = whole.chars().collect();
-    let groups: Vec<String> = digits.rchunks(3).rev().map(|c| c.iter().collect()).collect();
-    let mut s = groups.join(",");
-    if cents != "00" {
-        s = format!("{s}.{cents}");
-    }
-    if x < 0.0 && s.chars().any(|c| c != '0' && c != ',' && c != '.') {
-        s.insert(0, '-');
-    }
-    s
-}
-
-/// A fraction as a percentage with one decimal (`–` when absent).
-fn percent(v: &Value) -> String {
-    v.as_f64().map_or_else(|| "–".into(), |x| format!("{:.1}%", x * 100.0))
-}
-
-/// Hovers the right end of chart `id` (its last point) and returns the read-out.
-async fn last_readout(b: &Browser, id: &str) -> String {
-    b.wait_css(&format!("#{id} polyline")).await;
-    b.js(&format!(
-        "const c = document.querySelector('#{id}'); c.scrollIntoView({{block: 'center'}});
-         const r = c.getBoundingClientRect();
-         c.dispatchEvent(new MouseEvent('mousemove', {{clientX: r.right - 2, clientY: r.top + r.height / 2, bubbles: true}}));"
-    ))
-    .await;
-    b.wait_text(&format!("#{id}-readout"), ":").await
-}
-
-/// A number the page shows is `want`: exactly when whole, else to the places it shows.
-fn same_number(shown: &str, want: f64, what: &str) {
-    let x: f64 = shown
-        .trim()
-        .replace(',', "")
-        .parse()
-        .unwrap_or_else(|_| panic!("{what}: {shown:?} is not a number"));
-    let ok = if want.fract() == 0.0 {
-        x == want
-    } else {
-        (x - want).abs() <= want.abs() * 0.005 + 0.005
-    };
-    assert!(ok, "{what}: the page shows {shown}, the API says {want}");
-}
-
-/// What the inspector, the trading view, its metrics and its trades show of node `n`.
-async fn trading_node_agrees(b: &Browser, t: u64, n: u64) {
-    let v = view_of(&b.server, t, n).await;
-    let date = match (v["current_date"].as_str(), v["next_date"].as_str()) {
-        (Some(d), _) => format!("{d} · "),
-        (None, Some(d)) => format!("first decision {d} · "),
-        (None, None) => String::new(),
-    };
-    let figures = format!(
-        "decision points {}/{} · equity {}",
-        v["next_decision_point"],
-        v["decision_points"],
-        money(v["portfolio_value"].as_f64().unwrap())
-    );
-    shows(b, "#node-figure", &format!("{date}{figures}")).await;
-    b.wait_text("#trading-view > p", &format!(" · {figures}")).await;
-    let m = &v["metrics"];
-    let two = |x: &Value| x.as_f64().map_or_else(|| "–".into(), |x| format!("{x:.2}"));
-    let (st, bh) = (&m["strategy"], &m["buy_and_hold"]);
-    let want = json!([
-        ["", "strategy", "buy & hold"],
-        [
-            "total return",
-            percent(&st["total_return"]),
-            percent(&bh["total_return"])
-        ],
-        [
-            "annualised",
-            percent(&st["annualised_return"]),
-            percent(&bh["annualised_return"])
-        ],
-        ["volatility", percent(&st["volatility"]), percent(&bh["volatility"])],
-        ["Sharpe", two(&st["sharpe"]), two(&bh["sharpe"])],
-        [
-            "max drawdown",
-            percent(&st["max_drawdown"]),
-            percent(&bh["max_drawdown"])
-        ],
-        [
-            "trades / rejected",
-            format!("{} / {}", m["num_trades"], m["rejected_decisions"])
-        ],
-    ]);
-    let shown = b
-        .js("return [...document.querySelectorAll('#trading-view table.metrics tr')].map(r => [...r.cells].map(c => c.textContent.trim()));")
-        .await;
-    assert_eq!(shown, want, "the metrics of node {n}");
-    let trades: Vec<Value> = v["trades"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .take(30)
-        .map(|x| {
-            json!([
-                x["timestamp"],
-                x["side"],
-                x["ticker"],
-                x["quantity"].to_string(),
-                format!("{:.2}", x["price"].as_f64().unwrap())
-            ])
+        eventually(async || match b.texts("#agent-props li").await {
+            shown if shown == want => Ok(()),
+            shown => Err(format!("{name}: {shown:?}; the API says {want:?}")),
         })
-        .collect();
-    let shown = b
-        .js("return [...document.querySelectorAll('#trades tr')].slice(1).map(r => [...r.cells].map(c => c.textContent.trim()));")
         .await;
-    assert_eq!(shown, json!(trades), "the trades of node {n}");
-    // The equity chart's last point, read out on hover: its date and both curves' values.
-    let (curve, hold) = (
-        v["equity_curve"].as_array().unwrap(),
-        v["buy_and_hold_curve"].as_array().unwrap(),
-    );
-    if let (Some(last), Some(held)) = (curve.last(), hold.last()) {
-        let readout = last_readout(b, "equity-chart").await;
-        let (date, values) = readout.split_once(": ").unwrap();
-        assert_eq!(date, last["date"].as_str().unwrap(), "{readout}");
-        let mut parts = values.split(" · ");
-        let strategy = parts.next().unwrap().strip_prefix("strategy ").unwrap();
-        same_number(strategy, last["value"].as_f64().unwrap(), &readout);
-        let bh = parts.next().unwrap().strip_prefix("buy & hold ").unwrap();
-        same_number(bh, held["value"].as_f64().unwrap(), &readout);
-        for t in v["trades"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|t| t["timestamp"] == last["date"])
-        {
-            let said = format!(
-                "{} {} {} {} @ ",
-                t["timestamp"].as_str().unwrap(),
-                t["side"].as_str().unwrap(),
-                t["quantity"],
-                t["ticker"].as_str().unwrap()
-            );
-            let mark = parts
-                .clone()
-                .find(|p| p.starts_with(&said))
-                .unwrap_or_else(|| panic!("{readout} lacks {said}"));
-            same_number(
-                mark.strip_prefix(&said).unwrap(),
-                t["price"].as_f64().unwrap(),
-                &readout,
-            );
-        }
     }
+    b.home_row_agrees(t).await;
+    b.finish("walk_social").await;
 }
 
 #[tokio::test]
 async fn a_new_user_walks_a_trading_tree_and_every_number_on_screen_is_the_apis() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = on_fake_provider().await else { return };
     let s = &b.server;
-    let t = create_from_home(&b, "llm_trader", None).await;
-    select_and_check(&b, t, 0).await;
-    trading_node_agrees(&b, t, 0).await;
-    b.set_input("#steps-input", "3").await;
-    b.click("#advance-btn").await;
+    let t = b.create_from_home("llm_trader", None).await;
+    b.select_and_check(t, 0).await;
+    b.trading_node_agrees(t, 0).await;
+    b.advance_by(3).await;
     let a = finished_children(s, t, 0, 1).await[0];
-    select_and_check(&b, t, a).await;
-    trading_node_agrees(&b, t, a).await;
+    b.select_and_check(t, a).await;
+    b.trading_node_agrees(t, a).await;
     let (before, after) = (view_of(s, t, 0).await, view_of(s, t, a).await);
     assert_eq!(
         after["next_decision_point"].as_u64().unwrap() - before["next_decision_point"].as_u64().unwrap(),
@@ -4736,10 +3228,9 @@ async fn a_new_user_walks_a_trading_tree_and_every_number_on_screen_is_the_apis(
         "the agent traded, so the trades table has rows: {after}"
     );
     // Branch: the portfolio form's "now" figures are the node's.
-    b.select("#op-kind", "portfolio_patch").await;
+    b.choose_op("portfolio_patch").await;
     let p = &after["portfolio"];
-    shows(
-        &b,
+    b.shows(
         "label[for='op-cash']",
         &format!("Cash (now: {})", money(p["cash"].as_f64().unwrap())),
     )
@@ -4747,28 +3238,27 @@ async fn a_new_user_walks_a_trading_tree_and_every_number_on_screen_is_the_apis(
     for ticker in after["tickers"].as_array().unwrap() {
         let ticker = ticker.as_str().unwrap();
         let held = p["positions"][ticker].as_i64().unwrap_or(0);
-        shows(
-            &b,
+        b.shows(
             &format!("label[for='op-shares-{ticker}']"),
             &format!("{ticker} (now: {})", money(held as f64)),
         )
         .await;
     }
     b.set_input("#op-cash", "250000").await;
-    b.click("#branch-btn").await;
+    b.apply_op().await;
     let c = finished_children(s, t, a, 1).await[0];
-    select_and_check(&b, t, c).await;
+    b.select_and_check(t, c).await;
     assert_eq!(view_of(s, t, c).await["portfolio"]["cash"], json!(250000.0));
-    trading_node_agrees(&b, t, c).await;
-    shows(&b, "label[for='op-cash']", "Cash (now: 250,000)").await;
+    b.trading_node_agrees(t, c).await;
+    b.shows("label[for='op-cash']", "Cash (now: 250,000)").await;
     // Fan out, then compare two runs: their figures side by side with the difference.
-    let kids = fan_out(&b, t, c, 2, 2).await;
+    let kids = b.fan_out(t, c, 2, 2).await;
     for &k in &kids {
-        select_and_check(&b, t, k).await;
-        trading_node_agrees(&b, t, k).await;
+        b.select_and_check(t, k).await;
+        b.trading_node_agrees(t, k).await;
     }
     let (x, y) = (kids[0], kids[1]);
-    compare_agrees(&b, t, x, y).await;
+    b.compare_agrees(t, x, y).await;
     let (mx, my) = (
         view_of(s, t, x).await["metrics"].clone(),
         view_of(s, t, y).await["metrics"].clone(),
@@ -4801,90 +3291,29 @@ async fn a_new_user_walks_a_trading_tree_and_every_number_on_screen_is_the_apis(
         count("trades", "num_trades"),
         count("rejected decisions", "rejected_decisions"),
     ]);
-    let deadline = Instant::now() + WAIT;
-    loop {
+    eventually(async || {
         let shown = b
             .js("return [...document.querySelectorAll('#compare-metrics tr')].map(r => [...r.cells].map(c => c.textContent.trim()));")
             .await;
-        if shown == want {
-            break;
+        match shown == want {
+            true => Ok(()),
+            false => Err(format!("compare shows {shown}; the API says {want}")),
         }
-        assert!(Instant::now() < deadline, "compare shows {shown}; the API says {want}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    home_row_agrees(&b, t).await;
+    })
+    .await;
+    b.home_row_agrees(t).await;
     b.finish("walk_trading").await;
-}
-
-/// The last step's value of the tracked variable `name` on node `n`'s path (its log's last
-/// `abm_step`), if it is tracked.
-async fn last_tracked(s: &Server, t: u64, n: u64, name: &str) -> Option<Value> {
-    let logs = api_get(s, &format!("/devui/simtree/{t}/node/{n}/logs")).await;
-    let last = logs.as_array()?.iter().rev().find(|e| e["type"] == "abm_step")?;
-    let values = last["data"]["values"].as_object()?;
-    values
-        .get(name)
-        .or_else(|| values.get(&format!("globalVariable.{name}")))
-        .cloned()
-}
-
-/// What the inspector and the ABM view say of node `n`: its step and seed (the node's own, from
-/// its info: a fan-out child's replaced the model's), and the chart's last point read out on
-/// hover (the step and each tracked value of the node's last step).
-async fn abm_node_agrees(b: &Browser, t: u64, n: u64) {
-    let s = &b.server;
-    let v = view_of(s, t, n).await;
-    shows(b, "#node-figure", &format!("step {}", v["steps"])).await;
-    let seed = api_get(s, &format!("/devui/simtree/{t}/node/{n}/info")).await["seed"].clone();
-    assert!(seed.is_u64(), "an ABM node's info has its seed");
-    shows(b, "#abm-view > p", &format!("step {} · seed {seed}", v["steps"])).await;
-    let logs = api_get(s, &format!("/devui/simtree/{t}/node/{n}/logs")).await;
-    let Some(last) = logs.as_array().unwrap().iter().rev().find(|e| e["type"] == "abm_step") else {
-        return;
-    };
-    let readout = last_readout(b, "abm-chart").await;
-    let prefix = format!("step {}: ", last["data"]["step"]);
-    let values = readout
-        .strip_prefix(&prefix)
-        .unwrap_or_else(|| panic!("{readout:?}: not {prefix:?}"));
-    let mut checked = 0;
-    for part in values.split(" · ") {
-        let (label, shown) = part.rsplit_once(' ').unwrap();
-        let Some(name) = label.strip_suffix(&format!(" (#{n})")) else {
-            continue; // an overlaid node's line
-        };
-        let want = last["data"]["values"]
-            .as_object()
-            .unwrap()
-            .iter()
-            .find(|(k, _)| k.rsplit('.').next() == Some(name))
-            .and_then(|(_, x)| x.as_f64())
-            .unwrap_or_else(|| panic!("{readout}: {name} is not tracked"));
-        same_number(shown, want, &readout);
-        checked += 1;
-    }
-    let numeric = last["data"]["values"]
-        .as_object()
-        .unwrap()
-        .values()
-        .filter(|x| x.is_number())
-        .count();
-    assert_eq!(
-        checked, numeric,
-        "every tracked number of the last step is read out: {readout}"
-    );
 }
 
 #[tokio::test]
 async fn a_new_user_walks_an_abm_tree_and_every_number_on_screen_is_the_apis() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
-    let t = create_from_home(&b, "sir_network", None).await;
-    select_and_check(&b, t, 0).await;
-    abm_node_agrees(&b, t, 0).await;
+    let t = b.create_from_home("sir_network", None).await;
+    b.select_and_check(t, 0).await;
+    b.abm_node_agrees(t, 0).await;
     // The set-global form: before any step, each global's "now" is its declared initial value.
-    b.select("#op-kind", "abm_set_global").await;
+    b.choose_op("abm_set_global").await;
     let model = view_of(s, t, 0).await["model"].clone();
     let globals = model["model"]["globalVariables"]
         .as_array()
@@ -4893,109 +3322,60 @@ async fn a_new_user_walks_an_abm_tree_and_every_number_on_screen_is_the_apis() {
         .unwrap();
     let rate = globals.iter().find(|g| g["name"] == "infectionRate").unwrap();
     b.select("#op-field", "infectionRate").await;
-    now_is(&b, &format!("{} (initial)", rate["initialValue"])).await;
-    b.set_input("#steps-input", "4").await;
-    b.click("#advance-btn").await;
+    b.now_is(&format!("{} (initial)", rate["initialValue"])).await;
+    b.advance_by(4).await;
     let a = finished_children(s, t, 0, 1).await[0];
-    select_and_check(&b, t, a).await;
-    abm_node_agrees(&b, t, a).await;
+    b.select_and_check(t, a).await;
+    b.abm_node_agrees(t, a).await;
     // A tracked global's "now" is its value at the node's last step.
     let count = last_tracked(s, t, a, "susceptibleCount").await.expect("tracked");
     b.select("#op-field", "susceptibleCount").await;
-    now_is(&b, &format!("{count}")).await;
+    b.now_is(&format!("{count}")).await;
     // Branch: a higher infection rate; on the new node the form shows it as "now".
     b.select("#op-field", "infectionRate").await;
     b.set_input("#op-value", "0.4").await;
-    b.click("#branch-btn").await;
+    b.apply_op().await;
     let c = finished_children(s, t, a, 1).await[0];
-    select_and_check(&b, t, c).await;
-    abm_node_agrees(&b, t, c).await;
-    let own = api_get(s, &format!("/devui/simtree/{t}/node/{c}/logs")).await;
+    b.select_and_check(t, c).await;
+    b.abm_node_agrees(t, c).await;
+    let own = get_ok(s, &format!("/devui/simtree/{t}/node/{c}/logs")).await;
     assert!(
         own.to_string().contains("\"value\":0.4"),
         "the op is on the path: {own}"
     );
     // (A new node's form is made anew: the field is picked again.)
     b.select("#op-field", "infectionRate").await;
-    now_is(&b, "0.4").await;
+    b.now_is("0.4").await;
     // Fan out three two-step runs (each with its own seed), compare two.
-    let kids = fan_out(&b, t, c, 2, 3).await;
+    let kids = b.fan_out(t, c, 2, 3).await;
     for &k in &kids {
-        select_and_check(&b, t, k).await;
-        abm_node_agrees(&b, t, k).await;
+        b.select_and_check(t, k).await;
+        b.abm_node_agrees(t, k).await;
         let count = last_tracked(s, t, k, "susceptibleCount").await.expect("tracked");
         b.select("#op-field", "susceptibleCount").await;
-        now_is(&b, &format!("{count}")).await;
+        b.now_is(&format!("{count}")).await;
     }
-    compare_agrees(&b, t, kids[0], kids[1]).await;
-    home_row_agrees(&b, t).await;
+    b.compare_agrees(t, kids[0], kids[1]).await;
+    b.home_row_agrees(t).await;
     b.finish("walk_abm").await;
 }
 
 // ---- notebook ----
 
-/// A child of `parent` made by a public broadcast of `text`.
-async fn broadcast_child(s: &Server, tree: u64, parent: u64, text: &str) -> u64 {
-    api_post(
-        s,
-        &format!("/devui/simtree/{tree}/branch"),
-        json!({"parent": parent, "ops": [{"op": "public_broadcast", "text": text}]}),
-    )
-    .await["child"]
-        .as_u64()
-        .unwrap()
-}
-
-/// The child `advance` made under `parent`.
-async fn advance_child(s: &Server, tree: u64, parent: u64, turns: u64) -> u64 {
-    api_post(
-        s,
-        &format!("/devui/simtree/{tree}/advance"),
-        json!({"parent": parent, "turns": turns}),
-    )
-    .await["child"]
-        .as_u64()
-        .unwrap()
-}
-
-/// Types `text` into the field `css` (an `input` event) and presses Enter in it.
-async fn type_enter(b: &Browser, css: &str, text: &str) {
-    fill(b, css, text, "input").await;
-    b.js(&format!(
-        "document.querySelector(\"{css}\").dispatchEvent(new KeyboardEvent('keydown', {{key: 'Enter', bubbles: true, cancelable: true}}));"
-    ))
-    .await;
-}
-
-/// Polls until the value of the field `css` is `want`.
-async fn wait_value_is(b: &Browser, css: &str, want: &str) {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let now = value_of(b, css).await;
-        if now == want {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{css} holds {now:?}, expected {want:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 #[tokio::test]
 async fn notes_title_star_and_tag_nodes_in_the_graph_refuse_what_is_too_long_and_survive_a_reload() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
-    let t = api_tree(s, "simple_chat").await;
-    let a = advance_child(s, t, 0, 2).await;
-    let c = advance_child(s, t, a, 1).await;
+    let t = s.create("simple_chat").await;
+    let a = advance(s, t, 0, 2).await;
+    let c = advance(s, t, a, 1).await;
     let info = |n: u64| async move { s.get(&format!("/devui/simtree/{t}/node/{n}/info")).await.1 };
     b.open(&format!("/simtree/{t}?node={a}")).await;
-    capture_errors(&b).await;
-    b.wait_text("#stats", &format!("Selected: {a}")).await;
+    b.capture_errors().await;
+    b.wait_selected(a).await;
     b.wait_css("#note-title:not([disabled])").await;
     // The title becomes the node's label in the graph (a hostile one stays text).
-    fill(
-        &b,
+    b.fill(
         "#note-title",
         "  The turn <img src=x onerror=\"window.__pwned=1\">",
         "change",
@@ -5007,19 +3387,20 @@ async fn notes_title_star_and_tag_nodes_in_the_graph_refuse_what_is_too_long_and
         info(a).await["annotation"]["title"],
         "The turn <img src=x onerror=\"window.__pwned=1\">"
     );
-    wait_value_is(&b, "#note-title", "The turn <img src=x onerror=\"window.__pwned=1\">").await;
+    b.wait_value_is("#note-title", "The turn <img src=x onerror=\"window.__pwned=1\">")
+        .await;
     assert_eq!(b.count("#graph img").await, 0);
-    fill(&b, "#note-title", "The turn", "change").await;
+    b.fill("#note-title", "The turn", "change").await;
     b.wait_text(&label, "The turn").await;
-    let deadline = Instant::now() + WAIT;
-    while info(a).await["annotation"]["title"] != "The turn" {
-        assert!(Instant::now() < deadline, "the title was not saved");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    fill(&b, "#note-text", "why:\n\tAnn spoke first", "change").await;
-    fill(&b, "#note-tags", "key, ann, key", "change").await;
+    eventually(async || match info(a).await["annotation"]["title"] == "The turn" {
+        true => Ok(()),
+        false => Err("the title was not saved".to_string()),
+    })
+    .await;
+    b.fill("#note-text", "why:\n\tAnn spoke first", "change").await;
+    b.fill("#note-tags", "key, ann, key", "change").await;
     b.wait_css("#tag-filter option[value='ann']").await;
-    wait_value_is(&b, "#note-tags", "key, ann").await;
+    b.wait_value_is("#note-tags", "key, ann").await;
     b.click("#note-star").await;
     b.wait_css(&format!("g.node.starred[data-id='{a}'] text.star")).await;
     let want = json!({"title": "The turn", "note": "why:\n\tAnn spoke first", "tags": ["key", "ann"], "starred": true});
@@ -5034,22 +3415,24 @@ async fn notes_title_star_and_tag_nodes_in_the_graph_refuse_what_is_too_long_and
     b.select("#tag-filter", "").await;
     b.wait_count("g.node.dim", 0).await;
     // Beyond the limits: the server's refusal next to the field, nothing changed.
-    fill(&b, "#note-title", &"x".repeat(201), "change").await;
+    b.fill("#note-title", &"x".repeat(201), "change").await;
     b.wait_text("#note-title-error", "at most 200 characters").await;
-    fill(&b, "#note-tags", &format!("key, {}", "y".repeat(65)), "change").await;
+    b.fill("#note-tags", &format!("key, {}", "y".repeat(65)), "change")
+        .await;
     b.wait_text("#note-tags-error", "1 to 64 characters").await;
-    fill(&b, "#note-text", &"n".repeat(10 * 1024 + 1), "change").await;
+    b.fill("#note-text", &"n".repeat(10 * 1024 + 1), "change").await;
     b.wait_text("#note-text-error", "at most 10240 bytes").await;
     assert_eq!(info(a).await["annotation"], want, "refusals change nothing");
     b.wait_text(&label, "The turn").await;
     // A field put back clears its error.
-    fill(&b, "#note-title", "The turn", "change").await;
+    b.fill("#note-title", "The turn", "change").await;
     b.wait_count("#note-title-error", 0).await;
     // The tree's description.
-    fill(&b, "#tree-description", &"d".repeat(10 * 1024 + 1), "input").await;
+    b.fill("#tree-description", &"d".repeat(10 * 1024 + 1), "input").await;
     b.click("#tree-description-save").await;
     b.wait_text("#tree-description-error", "10240").await;
-    fill(&b, "#tree-description", "What happens when\nAnn speaks first", "input").await;
+    b.fill("#tree-description", "What happens when\nAnn speaks first", "input")
+        .await;
     b.click("#tree-description-save").await;
     b.wait_css("#tree-description-saved").await;
     b.wait_count("#tree-description-error", 0).await;
@@ -5057,33 +3440,33 @@ async fn notes_title_star_and_tag_nodes_in_the_graph_refuse_what_is_too_long_and
         s.get(&format!("/devui/simtree/{t}")).await.1["description"],
         "What happens when\nAnn speaks first"
     );
-    shot(&b, "notebook_notes").await;
+    b.shot("notebook_notes").await;
     // Everything is read back from the server after a reload.
     b.client.refresh().await.unwrap();
-    capture_errors(&b).await;
+    b.capture_errors().await;
     b.wait_text(&label, "The turn").await;
     b.wait_css(&format!("g.node.starred[data-id='{a}']")).await;
-    wait_value_is(&b, "#note-title", "The turn").await;
-    wait_value_is(&b, "#note-text", "why:\n\tAnn spoke first").await;
-    wait_value_is(&b, "#note-tags", "key, ann").await;
-    wait_value_is(&b, "#tree-description", "What happens when\nAnn speaks first").await;
+    b.wait_value_is("#note-title", "The turn").await;
+    b.wait_value_is("#note-text", "why:\n\tAnn spoke first").await;
+    b.wait_value_is("#note-tags", "key, ann").await;
+    b.wait_value_is("#tree-description", "What happens when\nAnn speaks first")
+        .await;
     b.wait_css("#tag-filter option[value='key']").await;
     // Another node's form is its own.
-    b.click(&format!("g.node[data-id='{c}']")).await;
-    wait_value_is(&b, "#note-title", "").await;
+    b.select_node(c).await;
+    b.wait_value_is("#note-title", "").await;
     // In Chinese, the notes speak Chinese.
-    to_chinese(&b).await;
+    b.to_chinese().await;
     b.wait_text("#notes h3", "笔记").await;
-    assert_no_english(&b, "#notes", &["Notes", "Title", "Note", "Tags"]).await;
-    assert_no_english(&b, "#tree-about", &["About", "Save"]).await;
+    b.assert_no_english("#notes", &["Notes", "Title", "Note", "Tags"]).await;
+    b.assert_no_english("#tree-about", &["About", "Save"]).await;
     assert_eq!(b.js("return window.__pwned === undefined").await, json!(true));
-    assert_eq!(page_errors(&b).await, Vec::<String>::new());
+    assert_eq!(b.page_errors().await, Vec::<String>::new());
     b.finish("notebook_notes_reloaded").await;
 }
 
 #[tokio::test]
 async fn find_lights_the_hits_walks_them_through_the_address_and_refuses_hostile_words_in_place() {
-    let _one = ONE_AT_A_TIME.lock().await;
     // With a store, so the descendants whose agents remember the text are hits too.
     let dir = simtree_e2e::TempDir::new("browser-find");
     let data = dir.0.to_string_lossy().to_string();
@@ -5091,11 +3474,11 @@ async fn find_lights_the_hits_walks_them_through_the_address_and_refuses_hostile
         return;
     };
     let s = &b.server;
-    let t = api_tree(s, "simple_chat").await;
-    let a = advance_child(s, t, 0, 1).await;
+    let t = s.create("simple_chat").await;
+    let a = advance(s, t, 0, 1).await;
     let entry = broadcast_child(s, t, a, "News: a zanzibar quokka was seen").await;
-    let after = advance_child(s, t, entry, 1).await;
-    let other = advance_child(s, t, a, 1).await;
+    let after = advance(s, t, entry, 1).await;
+    let other = advance(s, t, a, 1).await;
     // A snippet that is markup: shown as text.
     let hostile = broadcast_child(
         s,
@@ -5119,9 +3502,9 @@ async fn find_lights_the_hits_walks_them_through_the_address_and_refuses_hostile
         "{api}"
     );
     b.open(&format!("/simtree/{t}")).await;
-    capture_errors(&b).await;
+    b.capture_errors().await;
     b.wait_css(&format!("g.node[data-id='{hostile}']")).await;
-    type_enter(&b, "#find-input", "zanzibar quokka").await;
+    b.type_enter("#find-input", "zanzibar quokka").await;
     // The hit nodes light up, the best is selected (and in the address).
     b.wait_count("g.node.lit", nodes.len()).await;
     for n in [0, a, other] {
@@ -5130,9 +3513,9 @@ async fn find_lights_the_hits_walks_them_through_the_address_and_refuses_hostile
     b.wait_count("#find-hits li.hit", api["hits"].as_array().unwrap().len())
         .await;
     let first = nodes[0];
-    b.wait_text("#stats", &format!("Selected: {first}")).await;
-    wait_address(&b, &format!("/simtree/{t}?node={first}")).await;
-    let marks = texts(&b, "#find-hits mark").await;
+    b.wait_selected(first).await;
+    b.wait_address(&format!("/simtree/{t}?node={first}")).await;
+    let marks = b.texts("#find-hits mark").await;
     assert!(
         !marks.is_empty() && marks.iter().all(|m| m.eq_ignore_ascii_case("zanzibar quokka")),
         "{marks:?}"
@@ -5148,22 +3531,22 @@ async fn find_lights_the_hits_walks_them_through_the_address_and_refuses_hostile
     // Next and previous walk the hit nodes in order, through the address.
     b.click("#find-next").await;
     b.wait_text("#stats", &format!("Selected: {}", nodes[1])).await;
-    wait_address(&b, &format!("/simtree/{t}?node={}", nodes[1])).await;
+    b.wait_address(&format!("/simtree/{t}?node={}", nodes[1])).await;
     b.wait_css(&format!("#find-hits li.hit.current[data-node='{}']", nodes[1]))
         .await;
     b.click("#find-prev").await;
-    b.wait_text("#stats", &format!("Selected: {first}")).await;
+    b.wait_selected(first).await;
     b.click("#find-prev").await;
     let last = nodes[nodes.len() - 1];
-    b.wait_text("#stats", &format!("Selected: {last}")).await;
+    b.wait_selected(last).await;
     // Enter on the same words goes on to the next hit; a hit in the list selects its node.
-    type_enter(&b, "#find-input", "zanzibar quokka").await;
-    b.wait_text("#stats", &format!("Selected: {first}")).await;
+    b.type_enter("#find-input", "zanzibar quokka").await;
+    b.wait_selected(first).await;
     b.click(&format!("#find-hits li.hit[data-node='{}']", nodes[1])).await;
     b.wait_text("#stats", &format!("Selected: {}", nodes[1])).await;
-    shot(&b, "notebook_find").await;
+    b.shot("notebook_find").await;
     // Hostile words: the server's refusal in place, nothing lit; FTS syntax finds nothing.
-    type_enter(&b, "#find-input", &"q".repeat(300)).await;
+    b.type_enter("#find-input", &"q".repeat(300)).await;
     b.wait_text("#find-error", "at most 256 characters").await;
     b.wait_count("g.node.lit", 0).await;
     for q in [
@@ -5177,7 +3560,7 @@ async fn find_lights_the_hits_walks_them_through_the_address_and_refuses_hostile
         url.query_pairs_mut().append_pair("q", q);
         let said: Value = s.http.get(url).send().await.unwrap().json().await.unwrap();
         let total = said["total"].as_u64().unwrap_or_else(|| panic!("{q}: {said}"));
-        type_enter(&b, "#find-input", q).await;
+        b.type_enter("#find-input", q).await;
         let want = if total == 0 {
             "No match".to_string()
         } else {
@@ -5186,26 +3569,26 @@ async fn find_lights_the_hits_walks_them_through_the_address_and_refuses_hostile
         b.wait_text("#find-count", &want).await;
         assert_eq!(b.count("#find-error").await, 0, "{q}");
     }
-    type_enter(&b, "#find-input", "zanzibar quokka").await;
+    b.type_enter("#find-input", "zanzibar quokka").await;
     b.wait_count("g.node.lit", nodes.len()).await;
     // Across trees, from Home: a hit opens its tree with its node selected.
-    let t2 = api_tree(s, "simple_chat").await;
+    let t2 = s.create("simple_chat").await;
     let elsewhere = broadcast_child(s, t2, 0, "the zanzibar quokka again").await;
     b.open("/").await;
-    capture_errors(&b).await;
-    type_enter(&b, "#global-search", &"q".repeat(300)).await;
+    b.capture_errors().await;
+    b.type_enter("#global-search", &"q".repeat(300)).await;
     b.wait_text("#global-search-error", "at most 256 characters").await;
-    type_enter(&b, "#global-search", "zanzibar quokka").await;
+    b.type_enter("#global-search", "zanzibar quokka").await;
     let link = format!("#global-hits li.hit[data-tree='{t2}'][data-node='{elsewhere}'] a.hit-link");
     b.wait_css(&link).await;
     b.wait_css(&format!("#global-hits li.hit[data-tree='{t}'][data-node='{entry}']"))
         .await;
     assert_eq!(b.count("#global-hits img, #global-hits b").await, 0);
     b.click(&link).await;
-    wait_address(&b, &format!("/simtree/{t2}?node={elsewhere}")).await;
-    b.wait_text("#stats", &format!("Selected: {elsewhere}")).await;
+    b.wait_address(&format!("/simtree/{t2}?node={elsewhere}")).await;
+    b.wait_selected(elsewhere).await;
     assert_eq!(b.js("return window.__pwned === undefined").await, json!(true));
-    assert_eq!(page_errors(&b).await, Vec::<String>::new());
+    assert_eq!(b.page_errors().await, Vec::<String>::new());
     b.finish("notebook_find_across").await;
 }
 
@@ -5229,29 +3612,22 @@ async fn slow_provider(delay_ms: u64) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_calls_tab_shows_each_prompt_reply_and_action_and_says_when_the_node_runs() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let url = slow_provider(400).await;
-    let env = [
-        ("LLM_DIALECT", "openai"),
-        ("LLM_BASE_URL", url.as_str()),
-        ("LLM_API_KEY", "sk-browser-secret"),
-        ("LLM_MODEL", "fake-model"),
-    ];
-    let Some(b) = Browser::start_env(&[], &env).await else {
+    let Some(b) = Browser::on_provider(url.as_str(), "sk-browser-secret", &[]).await else {
         return;
     };
     let s = &b.server;
     // The offline mock's calls first.
-    let t = api_post(s, "/devui/simtree", json!({"scenario": "simple_chat", "llm": "mock"})).await["id"]
+    let t = ok(s, "/devui/simtree", json!({"scenario": "simple_chat", "llm": "mock"})).await["id"]
         .as_u64()
         .unwrap();
-    let a = advance_child(s, t, 0, 2).await;
+    let a = advance(s, t, 0, 2).await;
     let (_, c) = s.get(&format!("/devui/simtree/{t}/node/{a}/calls")).await;
     let calls = c["calls"].as_array().unwrap().clone();
     assert!(!calls.is_empty(), "{c}");
     b.open(&format!("/studio/{t}?node={a}")).await;
-    capture_errors(&b).await;
-    b.wait_text("#stats", &format!("Selected: {a}")).await;
+    b.capture_errors().await;
+    b.wait_selected(a).await;
     b.click("#tab-calls").await;
     b.wait_count("#calls article.call", calls.len()).await;
     assert!(
@@ -5268,13 +3644,13 @@ async fn the_calls_tab_shows_each_prompt_reply_and_action_and_says_when_the_node
     b.click("#calls article.call[data-index='0'] details.prompt summary")
         .await;
     b.wait_text(system, &format!("You are {agent}.")).await;
-    let reply = texts(&b, "#calls article.call .reply").await;
+    let reply = b.texts("#calls article.call .reply").await;
     let want: Vec<String> = calls
         .iter()
         .map(|c| c["reply"].as_str().unwrap().trim().to_string())
         .collect();
     assert_eq!(reply, want);
-    let actions = texts(&b, "#calls article.call .action code").await;
+    let actions = b.texts("#calls article.call .action code").await;
     let want: Vec<String> = calls
         .iter()
         .filter_map(|c| c["action"]["action"].as_str().map(str::to_string))
@@ -5285,20 +3661,20 @@ async fn the_calls_tab_shows_each_prompt_reply_and_action_and_says_when_the_node
     b.wait_text("#events", "Hello").await;
     b.click("#tab-calls").await;
     // A node no advance made says why it has none.
-    b.click("g.node[data-id='0']").await;
+    b.select_node(0).await;
     b.wait_text("#calls-none", "not made by an advance").await;
     // On the (slow) provider: a running node says it runs, and shows its calls once it ends.
-    let slow = api_tree(s, "simple_chat").await;
+    let slow = s.create("simple_chat").await;
     b.open(&format!("/studio/{slow}")).await;
-    capture_errors(&b).await;
+    b.capture_errors().await;
     b.wait_css("g.node[data-id='0']").await;
     b.click("#tab-calls").await;
     let run = s.advance_in_background(slow, 0, 6);
     let running = s.first_running(slow).await;
-    b.click(&format!("g.node[data-id='{running}']")).await;
-    b.wait_text("#stats", &format!("Selected: {running}")).await;
+    b.select_node(running).await;
+    b.wait_selected(running).await;
     b.wait_css("#calls-running").await;
-    shot(&b, "notebook_calls_running").await;
+    b.shot("notebook_calls_running").await;
     let reply = run.await.unwrap();
     assert_eq!(reply["child"], running, "{reply}");
     let (_, c) = s.get(&format!("/devui/simtree/{slow}/node/{running}/calls")).await;
@@ -5316,22 +3692,21 @@ async fn the_calls_tab_shows_each_prompt_reply_and_action_and_says_when_the_node
             .to_string()
             .contains("sk-browser-secret")
     );
-    assert_eq!(page_errors(&b).await, Vec::<String>::new());
+    assert_eq!(b.page_errors().await, Vec::<String>::new());
     b.finish("notebook_calls").await;
 }
 
 #[tokio::test]
 async fn an_agent_is_asked_at_a_node_its_asks_are_kept_and_refusals_are_shown_as_the_server_says() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
-    let t = api_tree(s, "simple_chat").await;
-    let a = advance_child(s, t, 0, 2).await;
+    let t = s.create("simple_chat").await;
+    let a = advance(s, t, 0, 2).await;
     let graph_before = s.get(&format!("/devui/simtree/{t}/graph")).await.1;
     let logs_before = s.get(&format!("/devui/simtree/{t}/node/{a}/logs")).await.1;
     b.open(&format!("/studio/{t}?node={a}")).await;
-    capture_errors(&b).await;
-    b.wait_text("#stats", &format!("Selected: {a}")).await;
+    b.capture_errors().await;
+    b.wait_selected(a).await;
     b.wait_css("#agent-select option[value='Alice']").await;
     b.select("#agent-select", "Alice").await;
     b.wait_text("#ask h4", "Alice").await;
@@ -5355,7 +3730,7 @@ async fn an_agent_is_asked_at_a_node_its_asks_are_kept_and_refusals_are_shown_as
     b.wait_count("#ask-history li.asked", 2).await;
     b.wait_text("#ask-answer", "answered before").await;
     // Too long a question: the server's refusal as it says it.
-    fill(&b, "#ask-question", &"q".repeat(4001), "input").await;
+    b.fill("#ask-question", &"q".repeat(4001), "input").await;
     b.click("#ask-btn").await;
     let (status, refused) = s
         .post(
@@ -5365,19 +3740,19 @@ async fn an_agent_is_asked_at_a_node_its_asks_are_kept_and_refusals_are_shown_as
         .await;
     assert_eq!(status, 422);
     b.wait_text("#ask-error", refused["detail"].as_str().unwrap()).await;
-    shot(&b, "notebook_ask").await;
+    b.shot("notebook_ask").await;
     // The history is the node's: after a reload it is read back.
     b.client.refresh().await.unwrap();
     b.wait_count("#ask-history li.asked", 2).await;
     // An agent-based model's node has no agents to ask.
     let (_, abm) = s.post("/devui/simtree", &json!({"scenario": "sir_network"})).await;
     let abm = abm["id"].as_u64().unwrap();
-    let step = advance_child(s, abm, 0, 1).await;
+    let step = advance(s, abm, 0, 1).await;
     b.open(&format!("/studio/{abm}?node={step}")).await;
     b.wait_css("#no-agents").await;
     assert_eq!(b.count("#ask").await, 0);
     // A trading agent: the server's answer, shown as it is.
-    let tr = api_tree(s, "llm_trader").await;
+    let tr = s.create("llm_trader").await;
     let (_, state) = s.get(&format!("/devui/simtree/{tr}/node/0/state")).await;
     let trader = state["agents"][0]["name"].as_str().unwrap().to_string();
     let (status, said) = s
@@ -5387,7 +3762,7 @@ async fn an_agent_is_asked_at_a_node_its_asks_are_kept_and_refusals_are_shown_as
         )
         .await;
     b.open(&format!("/studio/{tr}?node=0")).await;
-    capture_errors(&b).await;
+    b.capture_errors().await;
     b.wait_css(&format!("#agent-select option[value='{trader}']")).await;
     b.set_input("#ask-question", "Why?").await;
     b.click("#ask-btn").await;
@@ -5396,7 +3771,7 @@ async fn an_agent_is_asked_at_a_node_its_asks_are_kept_and_refusals_are_shown_as
     } else {
         b.wait_text("#ask-error", said["detail"].as_str().unwrap()).await;
     }
-    assert_eq!(page_errors(&b).await, Vec::<String>::new());
+    assert_eq!(b.page_errors().await, Vec::<String>::new());
     b.finish("notebook_ask_refusals").await;
 }
 
@@ -5444,45 +3819,30 @@ async fn slow_streaming_provider() -> String {
 
 #[tokio::test]
 async fn the_live_reply_grows_in_studio_and_the_node_view_before_the_node_finishes() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let url = slow_streaming_provider().await;
-    let env = [
-        ("LLM_DIALECT", "openai"),
-        ("LLM_BASE_URL", url.as_str()),
-        ("LLM_API_KEY", "sk-browser-streaming"),
-        ("LLM_MODEL", "fake-model"),
-    ];
-    let Some(b) = Browser::start_env(&[], &env).await else {
+    let Some(b) = Browser::on_provider(url.as_str(), "sk-browser-streaming", &[]).await else {
         return;
     };
-    capture_errors(&b).await;
-    let t = api_tree(&b.server, "simple_chat").await;
+    b.capture_errors().await;
+    let t = b.server.create("simple_chat").await;
     for (k, page) in ["studio", "simtree"].into_iter().enumerate() {
         let node = k as u64 + 1;
         b.open(&format!("/{page}/{t}")).await;
         b.wait_css("g.node[data-id='0']").await;
         let server = &b.server;
-        let run = async {
-            server
-                .post(
-                    &format!("/devui/simtree/{t}/advance"),
-                    &json!({"parent": 0, "turns": 1}),
-                )
-                .await
-        };
+        let run = async { server.post_advance(t, 0, 1).await };
         let watch = async {
             b.click(&format!("g.node.running[data-id='{node}']")).await;
             let first = b.wait_text("#live-text", "Thoughts").await;
             // More of the same reply arrives while the node still runs.
-            let deadline = Instant::now() + WAIT;
-            let later = loop {
+            let later = eventually(async || {
                 let text = b.wait_text("#live-text", "").await;
-                if text.len() > first.len() && text.starts_with(&first) {
-                    break text;
+                match text.len() > first.len() && text.starts_with(&first) {
+                    true => Ok(text),
+                    false => Err(format!("the live text never grew past {first:?}")),
                 }
-                assert!(Instant::now() < deadline, "the live text never grew past {first:?}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            };
+            })
+            .await;
             let running = b.count(&format!("g.node.running[data-id='{node}']")).await;
             if k == 0
                 && let Ok(png) = b.client.screenshot().await
@@ -5501,7 +3861,7 @@ async fn the_live_reply_grows_in_studio_and_the_node_view_before_the_node_finish
         let logs = simtree_e2e::text(&b.server, &format!("/devui/simtree/{t}/node/{node}/logs")).await;
         assert!(logs.contains("Hello from"), "{logs}");
     }
-    assert_eq!(page_errors(&b).await, Vec::<String>::new());
+    assert_eq!(b.page_errors().await, Vec::<String>::new());
     b.finish("live_reply_after").await;
 }
 
@@ -5509,18 +3869,16 @@ async fn the_live_reply_grows_in_studio_and_the_node_view_before_the_node_finish
 
 #[tokio::test]
 async fn an_exploration_started_from_the_form_narrows_its_candidates_live_and_opens_the_best_branch() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
-    let t = api_tree(&b.server, "sir_network").await;
-    b.open(&format!("/simtree/{t}")).await;
-    b.wait_css("g.node[data-id='0']").await;
-    b.click("g.node[data-id='0']").await;
+    let t = b.new_tree("sir_network").await;
+    b.select_node(0).await;
     b.wait_text("#explore-list", "No explorations yet").await;
     b.click("#explore-new summary").await;
     // An ABM tree's form holds the SIR example: the lowest peak over four infection rates.
-    wait_value(&b, "#explore-op", "abm_set_global").await;
-    wait_value(&b, "#explore-values", "0.01, 0.05, 0.1, 0.3").await;
-    wait_value(&b, "#explore-metric", "max:globalVariable.infectedCount").await;
+    b.wait_value("#explore-op", "abm_set_global").await;
+    b.wait_value("#explore-values", "0.01, 0.05, 0.1, 0.3").await;
+    b.wait_value("#explore-metric", "max:globalVariable.infectedCount")
+        .await;
     b.set_input("#explore-turns", "30").await;
 
     // A metric the server does not know: its 422 shows in place and nothing is made.
@@ -5556,7 +3914,7 @@ async fn an_exploration_started_from_the_form_narrows_its_candidates_live_and_op
     b.click("#explore-open-best").await;
     b.wait_text("#inspector h3", &format!("#{node}")).await;
     b.wait_css(&format!("g.node.selected[data-id='{node}']")).await;
-    assert_eq!(page_errors(&b).await, Vec::<String>::new());
+    assert_eq!(b.page_errors().await, Vec::<String>::new());
     b.js("document.querySelector('#explores').scrollIntoView()").await;
     b.finish("explore_race").await;
 }
@@ -5565,12 +3923,11 @@ async fn an_exploration_started_from_the_form_narrows_its_candidates_live_and_op
 
 #[tokio::test]
 async fn the_offline_mock_writes_live_while_a_council_advance_runs() {
-    let _one = ONE_AT_A_TIME.lock().await;
     // No provider, no key: the default mock.
     let Some(b) = Browser::start(&[]).await else { return };
-    let t = api_tree(&b.server, "council").await;
+    let t = b.server.create("council").await;
     b.open(&format!("/studio/{t}?node=0")).await;
-    capture_errors(&b).await;
+    b.capture_errors().await;
     b.wait_css("g.node[data-id='0']").await;
     // The run is watched once the page's socket is open (a council's replies take under a
     // second even shown in pieces, so what the panel showed is recorded as it changes).
@@ -5582,7 +3939,7 @@ async fn the_offline_mock_writes_live_while_a_council_advance_runs() {
             if (el) window.__live.push([el.textContent, !!document.querySelector(\"g.node.running[data-id='1']\")]);
           }).observe(document.body, {childList: true, subtree: true, characterData: true});")
         .await;
-    fill(&b, "#steps-input", "10", "input").await;
+    b.fill("#steps-input", "10", "input").await;
     b.click("#advance-btn").await;
     // The new node is selected (the view follows it) and runs, then finishes.
     b.wait_text("#stats", "Nodes: 2").await;
@@ -5601,50 +3958,46 @@ async fn the_offline_mock_writes_live_while_a_council_advance_runs() {
         replies.len() >= 3,
         "it grew and moved on to the next replies: {replies:?}"
     );
-    b.wait_text("#stats", "Selected: 1").await;
-    assert_eq!(page_errors(&b).await, Vec::<String>::new());
+    b.wait_selected(1).await;
+    assert_eq!(b.page_errors().await, Vec::<String>::new());
     b.finish("mock_live_reply_after").await;
-}
-
-/// The page shows node `a` selected, its notes and the tree's description read.
-async fn notes_ready(b: &Browser, a: u64) {
-    b.wait_text("#stats", &format!("Selected: {a}")).await;
-    b.wait_css("#tree-description:not([disabled])").await;
 }
 
 #[tokio::test]
 async fn notes_written_in_another_window_show_live_without_a_reload() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
-    let t = api_tree(s, "simple_chat").await;
-    let a = advance_child(s, t, 0, 1).await;
+    let t = s.create("simple_chat").await;
+    let a = advance(s, t, 0, 1).await;
     let page = format!("/simtree/{t}?node={a}");
     b.open(&page).await;
-    capture_errors(&b).await;
-    notes_ready(&b, a).await;
+    b.capture_errors().await;
+    b.notes_ready(a).await;
     let first = b.client.window().await.unwrap();
     // A second window on the same tree writes the notes and the description.
     let second = b.client.new_window(false).await.unwrap().handle;
     b.client.switch_to_window(second).await.unwrap();
     b.open(&page).await;
-    capture_errors(&b).await;
-    notes_ready(&b, a).await;
-    fill(&b, "#note-title", "Seen from afar", "change").await;
-    fill(&b, "#note-tags", "far, away", "change").await;
-    wait_value_is(&b, "#note-tags", "far, away").await;
+    b.capture_errors().await;
+    b.notes_ready(a).await;
+    b.fill("#note-title", "Seen from afar", "change").await;
+    b.fill("#note-tags", "far, away", "change").await;
+    b.wait_value_is("#note-tags", "far, away").await;
     b.click("#note-star").await;
     b.wait_css("#note-star.on").await;
-    fill(&b, "#tree-description", "Written in the other window", "input").await;
+    b.fill("#tree-description", "Written in the other window", "input")
+        .await;
     b.click("#tree-description-save").await;
     b.wait_css("#tree-description-saved").await;
     let want = json!({"title": "Seen from afar", "tags": ["far", "away"], "starred": true});
-    let deadline = Instant::now() + WAIT;
-    while s.get(&format!("/devui/simtree/{t}/node/{a}/info")).await.1["annotation"] != want {
-        assert!(Instant::now() < deadline, "the second window's notes were not saved");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(page_errors(&b).await, Vec::<String>::new());
+    eventually(
+        async || match s.get(&format!("/devui/simtree/{t}/node/{a}/info")).await.1["annotation"] == want {
+            true => Ok(()),
+            false => Err("the second window's notes were not saved".to_string()),
+        },
+    )
+    .await;
+    assert_eq!(b.page_errors().await, Vec::<String>::new());
 
     // The first window, never reloaded, shows all of it.
     b.client.switch_to_window(first).await.unwrap();
@@ -5652,12 +4005,13 @@ async fn notes_written_in_another_window_show_live_without_a_reload() {
         .await;
     b.wait_css(&format!("g.node.starred[data-id='{a}']")).await;
     b.wait_css("#tag-filter option[value='away']").await;
-    wait_value_is(&b, "#note-title", "Seen from afar").await;
-    wait_value_is(&b, "#note-tags", "far, away").await;
+    b.wait_value_is("#note-title", "Seen from afar").await;
+    b.wait_value_is("#note-tags", "far, away").await;
     b.wait_css("#note-star.on").await;
-    wait_value_is(&b, "#tree-description", "Written in the other window").await;
+    b.wait_value_is("#tree-description", "Written in the other window")
+        .await;
     // A field being typed in keeps what is typed; the others follow (here: another client).
-    fill(&b, "#note-title", "still typing", "input").await;
+    b.fill("#note-title", "still typing", "input").await;
     let (st, _) = s
         .patch(
             &format!("/devui/simtree/{t}/node/{a}"),
@@ -5665,38 +4019,17 @@ async fn notes_written_in_another_window_show_live_without_a_reload() {
         )
         .await;
     assert_eq!(st, 200);
-    wait_value_is(&b, "#note-text", "A note ☕").await;
+    b.wait_value_is("#note-text", "A note ☕").await;
     b.wait_text(&format!("g.node[data-id='{a}'] text.ntitle"), "From the API")
         .await;
-    assert_eq!(value_of(&b, "#note-title").await, "still typing");
-    assert_eq!(page_errors(&b).await, Vec::<String>::new());
-    shot(&b, "notes_from_another_window").await;
+    assert_eq!(b.value_of("#note-title").await, "still typing");
+    assert_eq!(b.page_errors().await, Vec::<String>::new());
+    b.shot("notes_from_another_window").await;
     b.finish("notes_from_another_window_after").await;
-}
-
-/// The canvas's `data-marks` (the titles, stars, hits and dimmed nodes it last drew), once
-/// `ok` holds of it.
-async fn wait_canvas_marks(b: &Browser, ok: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let text = b
-            .js("const c = document.querySelector('canvas.graph-canvas'); return c && c.getAttribute('data-marks');")
-            .await;
-        let marks: Value = text
-            .as_str()
-            .and_then(|t| serde_json::from_str(t).ok())
-            .unwrap_or(Value::Null);
-        if ok(&marks) {
-            return marks;
-        }
-        assert!(Instant::now() < deadline, "the canvas drew {marks}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 #[tokio::test]
 async fn titles_stars_hits_and_the_tag_filter_are_drawn_on_the_canvas() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&["--max-children", "200"]).await else {
         return;
     };
@@ -5713,29 +4046,29 @@ async fn titles_stars_hits_and_the_tag_filter_are_drawn_on_the_canvas() {
         assert_eq!(s.patch(&format!("/devui/simtree/{t}/node/{n}"), &body).await.0, 200);
     }
     b.open(&format!("/simtree/{t}")).await;
-    capture_errors(&b).await;
+    b.capture_errors().await;
     b.wait_css("canvas.graph-canvas[data-nodes='300']").await;
     assert_eq!(b.count("g.node").await, 0, "drawn on the canvas");
     // 149 centred at a legible zoom, 150 selected (its ring would cover 149's fill).
     b.set_input("#graph-search", "149\u{E007}").await;
-    b.wait_text("#stats", "Selected: 149").await;
-    key(&b, "ArrowRight").await;
-    b.wait_text("#stats", "Selected: 150").await;
-    let marks = wait_canvas_marks(&b, |m| m["stars"] == json!([150])).await;
+    b.wait_selected(149).await;
+    b.key("ArrowRight").await;
+    b.wait_selected(150).await;
+    let marks = b.wait_canvas_marks(|m| m["stars"] == json!([150])).await;
     assert_eq!(marks["titles"], json!([[150, "Canvas ☕ title"]]), "{marks}");
     assert_eq!((marks["lit"].clone(), marks["dimmed"].clone()), (json!([]), json!(0)));
     // A search of the notebook lights its hit, ringed on the canvas.
-    type_enter(&b, "#find-input", "Canvas").await;
+    b.type_enter("#find-input", "Canvas").await;
     b.wait_text("#find-count", "/1").await;
-    wait_canvas_marks(&b, |m| m["lit"] == json!([150])).await;
+    b.wait_canvas_marks(|m| m["lit"] == json!([150])).await;
     b.click("#find-clear").await;
-    wait_canvas_marks(&b, |m| m["lit"] == json!([])).await;
+    b.wait_canvas_marks(|m| m["lit"] == json!([])).await;
     // Where it was, 150 is still selected and 149 centred.
-    b.wait_text("#stats", "Selected: 150").await;
-    let plain = canvas_pixel(&b).await;
+    b.wait_selected(150).await;
+    let plain = b.canvas_pixel().await;
     // The tag filter dims the nodes without the tag, 149 among them; 150's title stays drawn.
     b.select("#tag-filter", "keep").await;
-    let marks = wait_canvas_marks(&b, |m| m["dimmed"].as_u64().unwrap_or(0) > 0).await;
+    let marks = b.wait_canvas_marks(|m| m["dimmed"].as_u64().unwrap_or(0) > 0).await;
     assert_eq!(marks["titles"], json!([[150, "Canvas ☕ title"]]), "{marks}");
     let in_view: u64 = b
         .js("return +document.querySelector('canvas.graph-canvas').getAttribute('data-in-view')")
@@ -5746,23 +4079,22 @@ async fn titles_stars_hits_and_the_tag_filter_are_drawn_on_the_canvas() {
         marks["dimmed"].as_u64().unwrap() + 2 >= in_view,
         "all but the tagged: {marks}, {in_view} in view"
     );
-    let dimmed = canvas_pixel(&b).await;
+    let dimmed = b.canvas_pixel().await;
     assert_ne!(plain, dimmed, "149's disc is dimmed");
-    shot(&b, "canvas_tag_filter").await;
+    b.shot("canvas_tag_filter").await;
     b.select("#tag-filter", "").await;
-    wait_canvas_marks(&b, |m| m["dimmed"] == json!(0)).await;
-    let deadline = Instant::now() + WAIT;
-    while canvas_pixel(&b).await != plain {
-        assert!(Instant::now() < deadline, "149's disc is drawn as before");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(page_errors(&b).await, Vec::<String>::new());
+    b.wait_canvas_marks(|m| m["dimmed"] == json!(0)).await;
+    eventually(async || match b.canvas_pixel().await == plain {
+        true => Ok(()),
+        false => Err("149's disc is drawn as before".to_string()),
+    })
+    .await;
+    assert_eq!(b.page_errors().await, Vec::<String>::new());
     b.finish("canvas_marks").await;
 }
 
 #[tokio::test]
 async fn the_calls_tab_marks_a_call_the_provider_answered_after_http_retries() {
-    let _one = ONE_AT_A_TIME.lock().await;
     // A provider that answers its first request with a 503, then as the mock would.
     let failed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let app = axum::Router::new().route(
@@ -5783,19 +4115,13 @@ async fn the_calls_tab_marks_a_call_the_provider_answered_after_http_retries() {
         }),
     );
     let url = simtree_e2e::serve_provider(app).await.0;
-    let env = [
-        ("LLM_DIALECT", "openai"),
-        ("LLM_BASE_URL", url.as_str()),
-        ("LLM_API_KEY", "sk-browser-retries"),
-        ("LLM_MODEL", "fake-model"),
-        ("LLM_RETRY_BACKOFF_S", "0.01"),
-    ];
-    let Some(b) = Browser::start_env(&[], &env).await else {
+    let Some(b) = Browser::on_provider(url.as_str(), "sk-browser-retries", &[("LLM_RETRY_BACKOFF_S", "0.01")]).await
+    else {
         return;
     };
     let s = &b.server;
-    let t = api_tree(s, "simple_chat").await;
-    let a = advance_child(s, t, 0, 1).await;
+    let t = s.create("simple_chat").await;
+    let a = advance(s, t, 0, 1).await;
     let (_, c) = s.get(&format!("/devui/simtree/{t}/node/{a}/calls")).await;
     let retries: Vec<u64> = c["calls"]
         .as_array()
@@ -5805,8 +4131,8 @@ async fn the_calls_tab_marks_a_call_the_provider_answered_after_http_retries() {
         .collect();
     assert_eq!(retries.first(), Some(&1), "{c}");
     b.open(&format!("/studio/{t}?node={a}")).await;
-    capture_errors(&b).await;
-    b.wait_text("#stats", &format!("Selected: {a}")).await;
+    b.capture_errors().await;
+    b.wait_selected(a).await;
     b.click("#tab-calls").await;
     b.wait_count("#calls article.call", retries.len()).await;
     b.wait_text(
@@ -5815,7 +4141,7 @@ async fn the_calls_tab_marks_a_call_the_provider_answered_after_http_retries() {
     )
     .await;
     assert_eq!(b.count("#calls .chip.http-retries").await, 1, "only the retried call");
-    assert_eq!(page_errors(&b).await, Vec::<String>::new());
+    assert_eq!(b.page_errors().await, Vec::<String>::new());
     b.finish("calls_http_retries").await;
 }
 
@@ -5823,11 +4149,10 @@ async fn the_calls_tab_marks_a_call_the_provider_answered_after_http_retries() {
 
 #[tokio::test]
 async fn the_edge_filter_dims_what_explorations_made_and_their_subtrees() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
-    let t = api_tree(s, "sir_network").await;
-    let a = advance_child(s, t, 0, 2).await;
+    let t = s.create("sir_network").await;
+    let a = advance(s, t, 0, 2).await;
     // A small exploration from the root: two candidates, then one more replicate of the best.
     let body = json!({"parent": 0, "turns": 3, "seed": 1,
         "objective": {"metric": "max:globalVariable.infectedCount", "goal": "min"},
@@ -5837,15 +4162,13 @@ async fn the_edge_filter_dims_what_explorations_made_and_their_subtrees() {
     let (st, started) = s.post(&format!("/devui/simtree/{t}/explore"), &body).await;
     assert_eq!(st, 200, "{started}");
     let id = started["explore"].as_u64().unwrap();
-    let deadline = Instant::now() + WAIT;
-    let table = loop {
-        let (_, table) = s.get(&format!("/devui/simtree/{t}/explore/{id}")).await;
-        if table["status"] != "running" {
-            break table;
-        }
-        assert!(Instant::now() < deadline, "the exploration did not end: {table}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let table = eventually(
+        async || match s.get(&format!("/devui/simtree/{t}/explore/{id}")).await.1 {
+            table if table["status"] == "running" => Err(format!("the exploration did not end: {table}")),
+            table => Ok(table),
+        },
+    )
+    .await;
     let made: Vec<u64> = table["candidates"]
         .as_array()
         .unwrap()
@@ -5856,7 +4179,7 @@ async fn the_edge_filter_dims_what_explorations_made_and_their_subtrees() {
         })
         .collect();
     b.open(&format!("/simtree/{t}")).await;
-    capture_errors(&b).await;
+    b.capture_errors().await;
     for n in made.iter().chain([&0, &a]) {
         b.wait_css(&format!("g.node[data-id='{n}']")).await;
     }
@@ -5892,7 +4215,7 @@ async fn the_edge_filter_dims_what_explorations_made_and_their_subtrees() {
         .map(|n| n["id"].as_u64().unwrap())
         .collect();
     assert_eq!(kept, [0, a]);
-    assert_eq!(page_errors(&b).await, Vec::<String>::new());
+    assert_eq!(b.page_errors().await, Vec::<String>::new());
 }
 
 // ---- Issue 38: every number, seed and step on screen is the node's truth ----
@@ -5901,9 +4224,8 @@ async fn the_edge_filter_dims_what_explorations_made_and_their_subtrees() {
 /// and the tree was made from the last document that parsed, with no warning.
 #[tokio::test]
 async fn the_new_page_makes_and_saves_nothing_while_its_json_does_not_parse() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
-    capture_errors(&b).await;
+    b.capture_errors().await;
     b.open("/new/social").await;
     b.wait_css("#social-form").await;
     b.set_input("#new-title", "First title").await;
@@ -5911,8 +4233,8 @@ async fn the_new_page_makes_and_saves_nothing_while_its_json_does_not_parse() {
     let disabled = |css: &str| format!("return document.querySelector('{css}').disabled;");
     assert_eq!(b.js(&disabled("#create-tree")).await, json!(false));
     // The title changed in the JSON, then a stray comma: the JSON no longer parses.
-    let good = value_of(&b, "#doc-json").await.replace("First title", "Second title");
-    fill(&b, "#doc-json", &format!("{good},"), "input").await;
+    let good = b.value_of("#doc-json").await.replace("First title", "Second title");
+    b.fill("#doc-json", &format!("{good},"), "input").await;
     b.wait_css("#json-error").await;
     b.wait_text("#create-blocked", "does not parse").await;
     assert_eq!(b.js(&disabled("#create-tree")).await, json!(true), "Create waits");
@@ -5921,19 +4243,19 @@ async fn the_new_page_makes_and_saves_nothing_while_its_json_does_not_parse() {
     b.js("document.querySelector('#create-tree').click(); document.querySelector('#save-library').click();")
         .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(api_get(&b.server, "/devui/simtree").await, json!([]), "no tree");
+    assert_eq!(get_ok(&b.server, "/devui/simtree").await, json!([]), "no tree");
     let (status, _) = b.server.get("/api/scenarios/stale_check").await;
     assert_eq!(status, 404, "nothing saved");
-    shot(&b, "new_json_blocks").await;
+    b.shot("new_json_blocks").await;
     // Once it parses, Create makes the tree of the document as it is now.
-    fill(&b, "#doc-json", &good, "input").await;
+    b.fill("#doc-json", &good, "input").await;
     b.wait_count("#json-error", 0).await;
     b.wait_count("#create-blocked", 0).await;
     b.wait_enabled("#create-tree").await;
     b.click("#create-tree").await;
-    let (_, info) = created_tree(&b).await;
+    let (_, info) = b.created_tree().await;
     assert_eq!(info["document"]["title"], "Second title");
-    assert_eq!(page_errors(&b).await, Vec::<String>::new());
+    assert_eq!(b.page_errors().await, Vec::<String>::new());
     b.finish("new_json_blocks").await;
 }
 
@@ -5956,12 +4278,11 @@ fn wealth_per_agent() -> Value {
 /// child's details said "seed 0" whatever seed it ran with.
 #[tokio::test]
 async fn an_abm_nodes_series_csv_per_agent_values_and_seed_are_the_apis() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
-    let created = api_post(s, "/devui/simtree", json!({"scenario": wealth_per_agent(), "seed": 5})).await;
+    let created = ok(s, "/devui/simtree", json!({"scenario": wealth_per_agent(), "seed": 5})).await;
     let t = created["id"].as_u64().unwrap_or_else(|| panic!("{created}"));
-    api_post(
+    ok(
         s,
         &format!("/devui/simtree/{t}/advance_multi"),
         json!({"parent": 0, "turns": 10, "count": 2}),
@@ -5971,20 +4292,19 @@ async fn an_abm_nodes_series_csv_per_agent_values_and_seed_are_the_apis() {
     let n = kids[1];
     b.open(&format!("/simtree/{t}?node={n}")).await;
     // The seed is the node's own.
-    let info = api_get(s, &format!("/devui/simtree/{t}/node/{n}/info")).await;
+    let info = get_ok(s, &format!("/devui/simtree/{t}/node/{n}/info")).await;
     let view = view_of(s, t, n).await;
     assert_ne!(
         info["seed"], view["seed"],
         "the child ran with a seed of its own: {info}"
     );
-    shows(
-        &b,
+    b.shows(
         "#abm-view > p",
         &format!("step {} · seed {}", view["steps"], info["seed"]),
     )
     .await;
     // The Series CSV: one row per `abm_step`, under its step, with each trader's wealth.
-    let logs = api_get(s, &format!("/devui/simtree/{t}/node/{n}/logs")).await;
+    let logs = get_ok(s, &format!("/devui/simtree/{t}/node/{n}/logs")).await;
     let steps: Vec<&Value> = logs
         .as_array()
         .unwrap()
@@ -5992,9 +4312,9 @@ async fn an_abm_nodes_series_csv_per_agent_values_and_seed_are_the_apis() {
         .filter(|e| e["type"] == "abm_step")
         .collect();
     assert_eq!(steps.len(), 11, "steps 0 to 10");
-    capture_downloads(&b).await;
+    b.capture_downloads().await;
     b.click("#download-series").await;
-    let csv = downloaded(&b, &format!("simtree-tree{t}-node{n}-series.csv")).await;
+    let csv = b.downloaded(&format!("simtree-tree{t}-node{n}-series.csv")).await;
     let mut rows = csv.lines();
     let head: Vec<&str> = rows.next().unwrap().split(',').collect();
     let wealth = "agent.Trader.agentAttribute.wealth";
@@ -6023,7 +4343,7 @@ async fn an_abm_nodes_series_csv_per_agent_values_and_seed_are_the_apis() {
         }
     }
     // The chart draws the total; the details list every trader at the last step, and the sum.
-    let readout = last_readout(&b, "abm-chart").await;
+    let readout = b.last_readout("abm-chart").await;
     assert!(readout.contains(&format!("wealth (sum) (#{n}) 200")), "{readout}");
     let last = steps.last().unwrap()["data"]["values"][wealth].clone();
     b.wait_text("#abm-agents summary", "200 agents) · wealth sum 200").await;
@@ -6043,23 +4363,24 @@ async fn an_abm_nodes_series_csv_per_agent_values_and_seed_are_the_apis() {
 /// The tree page then shows the scene's setting, roles, phases and outcomes.
 #[tokio::test]
 async fn a_jury_written_in_the_custom_form_previews_its_prompts_and_runs_to_an_outcome() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
-    capture_errors(&b).await;
+    b.capture_errors().await;
     b.open("/new/social").await;
     b.wait_css("#scene-type option[value='custom']").await;
     b.select("#scene-type", "custom").await;
     b.wait_css("#custom-form").await;
     b.wait_text("#scene-summary", "roles").await;
     b.set_input("#new-title", "Small jury").await;
-    fill(&b, "#cfg-setting", "A jury room: two jurors decide a verdict.", "input").await;
+    b.fill("#cfg-setting", "A jury room: two jurors decide a verdict.", "input")
+        .await;
     // Renaming the role leaves the agents in a role that no longer exists: the server says where.
     b.set_input("#cfg-roles-0-name", "juror").await;
     b.wait_text("#check-error", "agents[0].properties.role").await;
     for i in 0..2 {
         b.select(&format!("#agent-{i}-role"), "juror").await;
     }
-    fill(&b, "#cfg-roles-0-instructions", "Weigh the evidence and vote.", "input").await;
+    b.fill("#cfg-roles-0-instructions", "Weigh the evidence and vote.", "input")
+        .await;
     b.wait_css("#check-ok").await;
     // A tally, an action with an enum parameter whose effect is a vote, three outcomes.
     b.click("#cfg-tallies-add").await;
@@ -6072,26 +4393,28 @@ async fn a_jury_written_in_the_custom_form_previews_its_prompts_and_runs_to_an_o
     b.click("#cfg-actions-1-params-add").await;
     b.set_input("#cfg-actions-1-params-0-name", "verdict").await;
     b.select("#cfg-actions-1-params-0-type", "enum").await;
-    fill(&b, "#cfg-actions-1-params-0-values", "guilty, not_guilty", "change").await;
+    b.fill("#cfg-actions-1-params-0-values", "guilty, not_guilty", "change")
+        .await;
     b.click("#cfg-actions-1-effects-add").await;
     b.select("#cfg-actions-1-effects-0-kind", "vote").await;
     b.set_input("#cfg-actions-1-effects-0-vote-tally", "verdict").await;
     b.set_input("#cfg-actions-1-effects-0-vote-choice", "params.verdict")
         .await;
-    fill(&b, "#cfg-outcomes", "guilty, not_guilty, hung", "change").await;
+    b.fill("#cfg-outcomes", "guilty, not_guilty, hung", "change").await;
     // The phase ends in one of them: the first transition whose condition holds.
     let decided = |v: &str| format!("tallies.verdict.decided && tallies.verdict.winner == '{v}'");
-    fill(&b, "#cfg-phases-0-next-0-when", &decided("guilty"), "input").await;
+    b.fill("#cfg-phases-0-next-0-when", &decided("guilty"), "input").await;
     b.set_input("#cfg-phases-0-next-0-end", "guilty").await;
     b.click("#cfg-phases-0-next-add").await;
-    fill(&b, "#cfg-phases-0-next-1-when", &decided("not_guilty"), "input").await;
+    b.fill("#cfg-phases-0-next-1-when", &decided("not_guilty"), "input")
+        .await;
     b.set_input("#cfg-phases-0-next-1-end", "not_guilty").await;
     // A transition without a condition is not yet last: refused at its path.
     b.wait_text("#check-error", "scene.config.phases[0].next").await;
     b.click("#cfg-phases-0-next-add").await;
     b.set_input("#cfg-phases-0-next-2-end", "hung").await;
     b.wait_css("#check-ok").await;
-    let doc = json_view(&b).await;
+    let doc = b.json_view().await;
     let config = &doc["scene"]["config"];
     assert_eq!(config["roles"][0]["name"], "juror");
     assert_eq!(
@@ -6120,44 +4443,42 @@ async fn a_jury_written_in_the_custom_form_previews_its_prompts_and_runs_to_an_o
     );
     assert!(prompt.contains("- speak: say something to everyone"), "{prompt}");
     assert!(prompt.contains("(+ Bob)"), "both agents are jurors: {prompt}");
-    let api_preview = api_post(&b.server, "/api/documents/preview", json!({"document": doc})).await;
+    let api_preview = ok(&b.server, "/api/documents/preview", json!({"document": doc})).await;
     assert!(
         prompt.contains(api_preview[0]["messages"][0]["content"].as_str().unwrap()),
         "the page shows the server's prompt"
     );
-    shot(&b, "custom_jury_form").await;
+    b.shot("custom_jury_form").await;
     // A JSON syntax error disables Create (and the check waits for a document).
-    let good = value_of(&b, "#doc-json").await;
-    fill(&b, "#doc-json", &format!("{good},"), "input").await;
+    let good = b.value_of("#doc-json").await;
+    b.fill("#doc-json", &format!("{good},"), "input").await;
     b.wait_css("#create-blocked").await;
     assert_eq!(
         b.js("return document.querySelector('#create-tree').disabled;").await,
         json!(true)
     );
     b.wait_count("#check-ok", 0).await;
-    fill(&b, "#doc-json", &good, "input").await;
+    b.fill("#doc-json", &good, "input").await;
     b.wait_enabled("#create-tree").await;
     b.select("#new-llm", "scripted").await;
     b.click("#create-tree").await;
-    let (tree, info) = created_tree(&b).await;
+    let (tree, info) = b.created_tree().await;
     assert_eq!(info["document"]["scene"]["config"], doc["scene"]["config"]);
     assert!(
         info["provenance"]["line"].as_str().unwrap().contains("scripted"),
         "{info}"
     );
     // Offline, to an outcome.
-    b.set_input("#steps-input", "40").await;
-    b.click("#advance-btn").await;
+    b.advance_by(40).await;
     b.wait_css("g.node[data-id='1']").await;
-    let deadline = Instant::now() + WAIT;
-    let outcome = loop {
+    let outcome = eventually(async || {
         let (_, view) = b.server.get(&format!("/devui/simtree/{tree}/node/1/view")).await;
-        if let Some(o) = view["state"]["outcome"].as_str() {
-            break o.to_string();
-        }
-        assert!(Instant::now() < deadline, "no outcome: {view}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+        view["state"]["outcome"]
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| format!("no outcome: {view}"))
+    })
+    .await;
     assert!(
         ["guilty", "not_guilty", "hung"].contains(&outcome.as_str()),
         "{outcome}"
@@ -6168,7 +4489,7 @@ async fn a_jury_written_in_the_custom_form_previews_its_prompts_and_runs_to_an_o
     b.wait_text("#scene-roles", "Weigh the evidence and vote.").await;
     b.wait_text("#scene-phases", "discussion").await;
     b.wait_text("#scene-outcomes", "guilty, not_guilty, hung").await;
-    assert_eq!(page_errors(&b).await, Vec::<String>::new());
+    assert_eq!(b.page_errors().await, Vec::<String>::new());
     b.finish("custom_jury_form").await;
 }
 
@@ -6177,9 +4498,8 @@ async fn a_jury_written_in_the_custom_form_previews_its_prompts_and_runs_to_an_o
 /// the player and the money budget chosen on the page.
 #[tokio::test]
 async fn the_version_picker_makes_a_tree_of_name_at_1_and_its_header_says_so() {
-    let _one = ONE_AT_A_TIME.lock().await;
     let Some(b) = Browser::start(&[]).await else { return };
-    capture_errors(&b).await;
+    b.capture_errors().await;
     let (_, shipped) = b.server.get("/api/scenarios/simple_chat").await;
     let mut doc = shipped["document"].clone();
     doc["title"] = json!("Chat, first version");
@@ -6199,15 +4519,15 @@ async fn the_version_picker_makes_a_tree_of_name_at_1_and_its_header_says_so() {
         .expect("PUT");
     assert_eq!(r.status(), 200);
     b.open("/new?from=mine").await;
-    wait_value(&b, "#new-title", "second version").await;
+    b.wait_value("#new-title", "second version").await;
     b.wait_css("#start-version option[value='1']").await;
     b.select("#start-version", "1").await;
-    wait_value(&b, "#new-title", "first version").await;
+    b.wait_value("#new-title", "first version").await;
     b.wait_text("#create-source", "mine@1").await;
     b.select("#new-llm", "scripted").await;
     b.set_input("#new-money", "0.5").await;
     b.click("#create-tree").await;
-    let (tree, info) = created_tree(&b).await;
+    let (tree, info) = b.created_tree().await;
     assert_eq!(info["scenario"], "mine");
     assert_eq!(info["scenario_version"], 1);
     let line = info["provenance"]["line"].as_str().unwrap().to_string();
@@ -6217,12 +4537,12 @@ async fn the_version_picker_makes_a_tree_of_name_at_1_and_its_header_says_so() {
     assert_eq!(usage["money_budget"]["limit"], 0.5, "{usage}");
     // An edited document is the user's own copy: it records no library version.
     b.open("/new?from=mine@1").await;
-    wait_value(&b, "#new-title", "first version").await;
+    b.wait_value("#new-title", "first version").await;
     b.set_input("#new-title", "My own chat").await;
     b.wait_text("#create-source", "as it is now").await;
     b.click("#create-tree").await;
-    let (_, info) = created_tree(&b).await;
+    let (_, info) = b.created_tree().await;
     assert!(info.get("scenario_version").is_none(), "{info}");
-    assert_eq!(page_errors(&b).await, Vec::<String>::new());
+    assert_eq!(b.page_errors().await, Vec::<String>::new());
     b.finish("version_picker").await;
 }

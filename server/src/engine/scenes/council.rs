@@ -411,7 +411,7 @@ mod tests {
     use crate::engine::event::{Event, EventType};
     use crate::engine::ordering::Ordering;
     use crate::engine::parse::ActionCall;
-    use crate::engine::scenes::Scene;
+    use crate::engine::scenes::{Refused, Scene, check_refusal};
     use crate::engine::simulator::{SimOptions, Simulator};
     use crate::llm::MockClient;
     use crate::scenario::Scenario;
@@ -471,6 +471,21 @@ mod tests {
         act(c, w, HOST, ActionCall::new("start_voting").with("title", title)).unwrap()
     }
 
+    /// `who` tries `call`, which the council refuses with `summary`, telling `who` alone `why`
+    /// (the result's error too), changing nothing ([`check_refusal`]).
+    fn refused(c: &mut Council, w: &mut World, who: &str, call: ActionCall, summary: &str, why: &str) {
+        check_refusal(c, w, who, &call, Refused::error(why, summary, why));
+    }
+
+    /// Each row `(who, ballot, why)`: `who` votes `ballot` (none: no `vote` field), which the
+    /// council refuses as [`refused`] says, with the summary "{who} vote failed".
+    fn bad_votes(c: &mut Council, w: &mut World, rows: &[(&str, Option<&str>, &str)]) {
+        for &(who, ballot, why) in rows {
+            let call = ballot.map_or(ActionCall::new("vote"), |b| ActionCall::new("vote").with("vote", b));
+            refused(c, w, who, call, &format!("{who} vote failed"), why);
+        }
+    }
+
     fn vote(c: &mut Council, w: &mut World, who: &str, v: &str) -> Outcome {
         act(c, w, who, ActionCall::new("vote").with("vote", v)).unwrap()
     }
@@ -504,13 +519,15 @@ mod tests {
         assert!(c.state.voting_started);
         assert_eq!(c.state.vote_title.as_deref(), Some("Congestion pilot"));
 
-        let again = start(&mut c, &mut w, "Other");
-        assert!(!again.success && !again.pass_control);
-        assert_eq!(again.result_json(), json!({"error": "Voting already started."}));
-        assert_eq!(again.summary.as_deref(), Some("Host failed to start voting"));
-        let (d, b) = drain(&mut w);
-        assert!(b.is_empty());
-        assert_eq!(said_to(&d, HOST), ["Voting already started."]);
+        let again = ActionCall::new("start_voting").with("title", "Other");
+        refused(
+            &mut c,
+            &mut w,
+            HOST,
+            again,
+            "Host failed to start voting",
+            "Voting already started.",
+        );
         assert_eq!(c.state.vote_title.as_deref(), Some("Congestion pilot"));
     }
 
@@ -562,24 +579,23 @@ mod tests {
     #[test]
     fn vote_validation() {
         let (mut c, mut w) = setup();
-        let o = vote(&mut c, &mut w, "Rep. A", "yes");
-        assert!(!o.success && !o.pass_control);
-        assert_eq!(o.result_json(), json!({"error": "Voting has not started yet."}));
-        assert_eq!(o.summary.as_deref(), Some("Rep. A vote failed"));
-        assert_eq!(said_to(&drain(&mut w).0, "Rep. A"), ["Voting has not started yet."]);
+        bad_votes(
+            &mut c,
+            &mut w,
+            &[("Rep. A", Some("yes"), "Voting has not started yet.")],
+        );
 
         start(&mut c, &mut w, "Pilot");
         drain(&mut w);
-        for bad in ["maybe", "Yes", ""] {
-            let o = vote(&mut c, &mut w, "Rep. A", bad);
-            assert_eq!(o.result_json(), json!({"error": "Invalid vote or role."}), "{bad}");
-        }
-        let o = act(&mut c, &mut w, "Rep. A", ActionCall::new("vote")).unwrap();
-        assert_eq!(o.result_json(), json!({"error": "Invalid vote or role."}));
-        let o = vote(&mut c, &mut w, HOST, "yes");
-        assert!(!o.success);
-        assert_eq!(o.summary.as_deref(), Some("Host vote failed"));
-        assert_eq!(said_to(&drain(&mut w).0, HOST), ["Invalid vote or role."]);
+        #[rustfmt::skip]
+        let rows = [
+            ("Rep. A", Some("maybe"), "Invalid vote or role."),
+            ("Rep. A", Some("Yes"), "Invalid vote or role."),
+            ("Rep. A", Some(""), "Invalid vote or role."),
+            ("Rep. A", None, "Invalid vote or role."),
+            (HOST, Some("yes"), "Invalid vote or role."),
+        ];
+        bad_votes(&mut c, &mut w, &rows);
         assert!(c.state.votes.is_empty());
 
         let o = act(
@@ -603,9 +619,7 @@ mod tests {
         );
         assert_eq!(b, ["[Message] Rep. A: I vote yes on 'Pilot'. Comment: Good plan"]);
 
-        let o = vote(&mut c, &mut w, "Rep. A", "no");
-        assert_eq!(o.result_json(), json!({"error": "You have already voted."}));
-        assert_eq!(said_to(&drain(&mut w).0, "Rep. A"), ["You have already voted."]);
+        bad_votes(&mut c, &mut w, &[("Rep. A", Some("no"), "You have already voted.")]);
         assert_eq!(c.state.votes.get("Rep. A").map(String::as_str), Some("yes"));
     }
 
@@ -695,17 +709,8 @@ mod tests {
             llm_reply: None,
         };
         assert!(c.llm_request(&ctx, &w).is_none(), "no LLM call for members");
-        let o = c.handle(&ctx, &mut w).unwrap();
-        assert!(!o.success);
-        assert_eq!(
-            o.result_json(),
-            json!({"error": "Only the Host can use request_brief."})
-        );
-        assert_eq!(o.summary.as_deref(), Some("Rep. A request_brief failed"));
-        assert_eq!(
-            said_to(&drain(&mut w).0, "Rep. A"),
-            ["Only the Host can use request_brief."]
-        );
+        let (summary, told) = ("Rep. A request_brief failed", "Only the Host can use request_brief.");
+        refused(&mut c, &mut w, "Rep. A", call.clone(), summary, told);
 
         let host = w.agent_index(HOST).unwrap();
         let mut ctx = ActionCtx {

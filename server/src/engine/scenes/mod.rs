@@ -332,6 +332,87 @@ pub(crate) fn act_as<S: SceneRules + ?Sized>(
     )
 }
 
+/// Tests: what a scene must answer to an action it refuses (see [`check_refusal`]).
+#[cfg(test)]
+pub(crate) struct Refused<'a> {
+    /// The action's result as it is logged: `{"error": code, …}`.
+    pub result: Value,
+    /// The outcome's summary.
+    pub summary: &'a str,
+    /// The one line the actor alone is told.
+    pub told: &'a str,
+}
+
+#[cfg(test)]
+impl<'a> Refused<'a> {
+    /// The usual refusal, whose result is its error code alone.
+    pub fn error(error: &str, summary: &'a str, told: &'a str) -> Refused<'a> {
+        Refused {
+            result: serde_json::json!({ "error": error }),
+            summary,
+            told,
+        }
+    }
+}
+
+/// Tests: `actor` tries `call` and `scene` refuses it as `expected` says: a failed outcome with
+/// that error and summary, that one line told to the actor and to no one else, nothing queued
+/// for a broadcast, and the scene (its state) as it was. `row` names the case in a failure.
+#[cfg(test)]
+pub(crate) fn check_refusal<S: SceneRules + Serialize + ?Sized>(
+    scene: &mut S,
+    world: &mut World,
+    actor: &str,
+    call: &crate::engine::parse::ActionCall,
+    expected: Refused,
+) {
+    use super::event::EventType;
+    let row = format!("{actor} {call:?}");
+    world.take_out();
+    let before = (serde_json::to_value(&*scene).unwrap(), world.pending.len());
+    let outcome = act_as(scene, world, actor, call).unwrap_or_else(|e| panic!("{row}: {e}"));
+    assert_eq!(
+        (
+            outcome.success,
+            outcome.pass_control,
+            outcome.summary.as_deref(),
+            outcome.result_json()
+        ),
+        (false, false, Some(expected.summary), expected.result),
+        "{row}: (success, pass_control, summary, result)"
+    );
+    let told: Vec<(String, String)> = world
+        .take_out()
+        .into_iter()
+        .filter(|e| e.kind == EventType::AgentCtxDelta)
+        .map(|e| {
+            (
+                e.data["agent"].to_string(),
+                e.data["content"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    let want = (Value::from(actor).to_string(), expected.told.to_string());
+    assert_eq!(told, [want], "{row}: who was told what");
+    let after = (serde_json::to_value(&*scene).unwrap(), world.pending.len());
+    assert_eq!(before, after, "{row}: a refusal changes nothing");
+}
+
+/// Tests: [`check_refusal`] for each row `(actor, action, error, told)` of a table: an action
+/// without parameters, refused with the usual summary `"{actor} {action} failed"`.
+#[cfg(test)]
+pub(crate) fn check_refusals<S: SceneRules + Serialize + ?Sized>(
+    scene: &mut S,
+    world: &mut World,
+    rows: &[(&str, &str, &str, &str)],
+) {
+    for &(actor, action, error, told) in rows {
+        let summary = format!("{actor} {action} failed");
+        let call = crate::engine::parse::ActionCall::new(action);
+        check_refusal(scene, world, actor, &call, Refused::error(error, &summary, told));
+    }
+}
+
 /// Deserialises a scene config, naming the offending field on error.
 pub fn parse_config<T: DeserializeOwned>(config: Value) -> Result<T, SceneError> {
     let config = if config.is_null() {

@@ -945,7 +945,7 @@ mod tests {
     use crate::engine::event::{Event, EventType};
     use crate::engine::ordering::Ordering;
     use crate::engine::parse::ActionCall;
-    use crate::engine::scenes::Scene;
+    use crate::engine::scenes::{Refused, Scene, check_refusal};
     use crate::engine::simulator::{SimOptions, Simulator};
     use crate::llm::MockClient;
     use crate::scenario::Scenario;
@@ -1200,24 +1200,16 @@ mod tests {
     #[test]
     fn move_failures() {
         let (mut v, mut w) = setup();
-        let (o, fb) = run(&mut v, &mut w, "Ann", goto("castle"));
-        assert_eq!(fb, ["Location 'castle' does not exist."]);
-        assert_eq!(
-            o.result_json(),
-            json!({"error": "unknown_location", "location": "castle"})
-        );
-        assert_eq!(o.summary.as_deref(), Some("Ann move failed"));
-        assert!(!o.success && !o.pass_control);
-
-        let (o, fb) = run(&mut v, &mut w, "Ann", goto("well"));
-        assert_eq!(fb, ["You are already at the target."]);
-        assert_eq!(o.result_json(), json!({"error": "already_there", "to": [1, 1]}));
-        assert_eq!(o.summary.as_deref(), Some("Ann move skipped"));
-
-        for (x, y) in [(3, 0), (99, 0)] {
-            let (o, fb) = run(&mut v, &mut w, "Ann", xy(x, y));
-            assert_eq!(fb, ["No reachable path; possibly blocked by obstacles."]);
-            assert_eq!(o.result_json(), json!({"error": "no_path", "to": [x, y]}));
+        let no_path = "No reachable path; possibly blocked by obstacles.";
+        #[rustfmt::skip]
+        let rows = [
+            (goto("castle"), json!({"error": "unknown_location", "location": "castle"}), "Ann move failed", "Location 'castle' does not exist."),
+            (goto("well"), json!({"error": "already_there", "to": [1, 1]}), "Ann move skipped", "You are already at the target."),
+            (xy(3, 0), json!({"error": "no_path", "to": [3, 0]}), "Ann move failed", no_path),
+            (xy(99, 0), json!({"error": "no_path", "to": [99, 0]}), "Ann move failed", no_path),
+        ];
+        for (call, result, summary, told) in rows {
+            check_refusal(&mut v, &mut w, "Ann", &call, Refused { result, summary, told });
         }
 
         assert!(
@@ -1240,12 +1232,14 @@ mod tests {
 
         v.config.movement_cost = Number::from_f64(1.5).unwrap();
         w.agents[3].properties.insert("energy".into(), json!(3));
-        let (o, fb) = run(&mut v, &mut w, "Dee", goto("well"));
-        assert_eq!(fb, ["Not enough energy. Moving to (1, 1) costs 10, you have 3."]);
-        assert_eq!(
-            o.result_json(),
-            json!({"error": "low_energy", "required": 10, "have": 3})
-        );
+        let told = "Not enough energy. Moving to (1, 1) costs 10, you have 3.";
+        let result = json!({"error": "low_energy", "required": 10, "have": 3});
+        let expected = Refused {
+            result,
+            summary: "Dee move failed",
+            told,
+        };
+        check_refusal(&mut v, &mut w, "Dee", &goto("well"), expected);
         assert_eq!(prop(&w, "Dee", "map_xy"), &json!([4, 3]), "nothing moved");
         assert_eq!(prop(&w, "Dee", "energy"), &json!(3));
     }
@@ -1431,12 +1425,23 @@ mod tests {
         );
         assert_eq!(o.summary.as_deref(), Some("Cy gathered 3 berry"));
         // An emptied tile stock does not fall back to the place's.
-        let (o, fb) = run(&mut v, &mut w, "Cy", gather("berry"));
-        assert_eq!(fb, ["No berry to gather here."]);
-        assert_eq!(o.result_json(), json!({"error": "not_available", "resource": "berry"}));
-        assert_eq!(o.summary.as_deref(), Some("Cy gather failed"));
-        let (_, fb) = run(&mut v, &mut w, "Cy", gather("wood"));
-        assert_eq!(fb, ["No wood to gather here."]);
+        let cannot = |v: &mut Village, w: &mut World, call: ActionCall, result: Value, told: &str| {
+            check_refusal(
+                v,
+                w,
+                "Cy",
+                &call,
+                Refused {
+                    result,
+                    summary: "Cy gather failed",
+                    told,
+                },
+            );
+        };
+        let result = json!({"error": "not_available", "resource": "berry"});
+        cannot(&mut v, &mut w, gather("berry"), result, "No berry to gather here.");
+        let result = json!({"error": "not_available", "resource": "wood"});
+        cannot(&mut v, &mut w, gather("wood"), result, "No wood to gather here.");
 
         run(&mut v, &mut w, "Cy", goto("grove"));
         let (o, fb) = run(&mut v, &mut w, "Cy", gather("wood"));
@@ -1445,9 +1450,14 @@ mod tests {
             o.result_json(),
             json!({"resource": "wood", "amount": 1, "source": "location", "position": [1, 4]})
         );
-        let (o, fb) = run(&mut v, &mut w, "Cy", gather("wood").with("amount", "-1"));
-        assert_eq!(fb, ["wood is depleted."]);
-        assert_eq!(o.result_json(), json!({"error": "depleted", "resource": "wood"}));
+        let result = json!({"error": "depleted", "resource": "wood"});
+        cannot(
+            &mut v,
+            &mut w,
+            gather("wood").with("amount", "-1"),
+            result,
+            "wood is depleted.",
+        );
         let (_, fb) = run(&mut v, &mut w, "Cy", gather("berry").with("amount", "2"));
         assert_eq!(fb, ["You gathered 2 berry. Inventory: {'berry': 5, 'wood': 1}"]);
         let (o, fb) = run(&mut v, &mut w, "Cy", gather("wood").with("amount", "4"));
@@ -1462,15 +1472,25 @@ mod tests {
         assert_eq!(map["locations"][2]["resources"], json!({"wood": 0, "berry": 3}));
         assert_eq!(map["locations"][3]["resources"], json!({"berry": 9}));
 
-        let (o, fb) = run(&mut v, &mut w, "Cy", ActionCall::new("gather_resource"));
-        assert_eq!(fb, ["No None to gather here."]);
-        assert_eq!(o.result_json(), json!({"error": "not_available", "resource": null}));
+        let result = json!({"error": "not_available", "resource": null});
+        cannot(
+            &mut v,
+            &mut w,
+            ActionCall::new("gather_resource"),
+            result,
+            "No None to gather here.",
+        );
         assert!(act(&mut v, &mut w, "Cy", gather("wood").with("amount", "lots")).is_err());
         w.agents[2].properties.remove("map_xy");
         w.agents[2].properties.insert("map_position".into(), json!("nowhere"));
-        let (o, fb) = run(&mut v, &mut w, "Cy", gather("wood"));
-        assert_eq!(fb, ["Current position unknown; cannot gather."]);
-        assert_eq!(o.result_json(), json!({"error": "unknown_position"}));
+        let told = "Current position unknown; cannot gather.";
+        cannot(
+            &mut v,
+            &mut w,
+            gather("wood"),
+            json!({"error": "unknown_position"}),
+            told,
+        );
     }
 
     #[test]

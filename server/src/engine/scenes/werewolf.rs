@@ -757,7 +757,7 @@ mod tests {
     use super::*;
     use crate::engine::event::{Event, EventType};
     use crate::engine::ordering::Ordering;
-    use crate::engine::scenes::Scene;
+    use crate::engine::scenes::{Refused, Scene, check_refusal, check_refusals};
     use crate::engine::simulator::{SimOptions, Simulator};
     use crate::llm::MockClient;
     use crate::scenario::Scenario;
@@ -875,6 +875,29 @@ mod tests {
         for _ in 0..n {
             sim.scene.rules_mut().post_turn(m, &mut sim.world);
         }
+    }
+
+    /// `who` tries `call`, which the game refuses as `expected` says ([`check_refusal`]).
+    fn refused_as(sim: &mut Simulator, who: &str, call: ActionCall, expected: Refused) {
+        let Scene::Werewolf(w) = &mut sim.scene else {
+            unreachable!()
+        };
+        check_refusal(w, &mut sim.world, who, &call, expected);
+    }
+
+    /// `who` tries `call`, which the game refuses with `error` and the usual summary, telling
+    /// `who` alone `told`.
+    fn refused(sim: &mut Simulator, who: &str, call: ActionCall, error: &str, told: &str) {
+        let summary = format!("{who} {} failed", call.name);
+        refused_as(sim, who, call, Refused::error(error, &summary, told));
+    }
+
+    /// [`check_refusals`]: each row `(who, action, error, told)` is refused.
+    fn refusals(sim: &mut Simulator, rows: &[(&str, &str, &str, &str)]) {
+        let Scene::Werewolf(w) = &mut sim.scene else {
+            unreachable!()
+        };
+        check_refusals(w, &mut sim.world, rows);
     }
 
     fn names(v: &[&str]) -> Vec<String> {
@@ -1000,73 +1023,20 @@ mod tests {
     fn night_kill_checks_in_order() {
         let mut sim = game();
         lines(&mut sim);
+        #[rustfmt::skip]
         let cases: [(&str, ActionCall, Phase, i64, &str, &str); 7] = [
-            (
-                "Elena",
-                target("night_kill", "Pia"),
-                Phase::DayDiscussion,
-                1,
-                "Night kill can only be cast at night.",
-                "wrong_phase",
-            ),
-            (
-                "Pia",
-                target("night_kill", "Taro"),
-                Phase::Night,
-                1,
-                "Only living werewolves can vote a night kill.",
-                "not_werewolf_or_dead",
-            ),
-            (
-                "Elena",
-                target("night_kill", "Pia"),
-                Phase::Night,
-                0,
-                "First night has no kills; discuss with fellow wolves.",
-                "first_night",
-            ),
-            (
-                "Elena",
-                target("night_kill", "Mira"),
-                Phase::Night,
-                1,
-                "Provide a living non-werewolf 'target'.",
-                "invalid_target",
-            ),
-            (
-                "Elena",
-                target("night_kill", "Nobody"),
-                Phase::Night,
-                1,
-                "Provide a living non-werewolf 'target'.",
-                "invalid_target",
-            ),
-            (
-                "Elena",
-                ActionCall::new("night_kill"),
-                Phase::Night,
-                1,
-                "Provide a living non-werewolf 'target'.",
-                "invalid_target",
-            ),
-            (
-                "Elena",
-                target("night_kill", ""),
-                Phase::Night,
-                1,
-                "Provide a living non-werewolf 'target'.",
-                "invalid_target",
-            ),
+            ("Elena", target("night_kill", "Pia"), Phase::DayDiscussion, 1, "Night kill can only be cast at night.", "wrong_phase"),
+            ("Pia", target("night_kill", "Taro"), Phase::Night, 1, "Only living werewolves can vote a night kill.", "not_werewolf_or_dead"),
+            ("Elena", target("night_kill", "Pia"), Phase::Night, 0, "First night has no kills; discuss with fellow wolves.", "first_night"),
+            ("Elena", target("night_kill", "Mira"), Phase::Night, 1, "Provide a living non-werewolf 'target'.", "invalid_target"),
+            ("Elena", target("night_kill", "Nobody"), Phase::Night, 1, "Provide a living non-werewolf 'target'.", "invalid_target"),
+            ("Elena", ActionCall::new("night_kill"), Phase::Night, 1, "Provide a living non-werewolf 'target'.", "invalid_target"),
+            ("Elena", target("night_kill", ""), Phase::Night, 1, "Provide a living non-werewolf 'target'.", "invalid_target"),
         ];
         for (who, call, phase, day, feedback, error) in cases {
             st(&mut sim).phase = phase;
             st(&mut sim).day_count = day;
-            let o = act(&mut sim, who, call);
-            assert_eq!(
-                o,
-                Outcome::fail(ActionResult::error(error), format!("{who} night_kill failed"))
-            );
-            assert_eq!(lines(&mut sim), vec![(who.to_string(), feedback.to_string())]);
+            refused(&mut sim, who, call, error, feedback);
         }
         st(&mut sim).kill("Elena");
         assert_eq!(
@@ -1113,37 +1083,15 @@ mod tests {
         assert_eq!(o.summary.as_deref(), Some("Ronan inspected Bram (not)"));
         assert_eq!(lines(&mut sim)[0].1, "Inspection result: Bram is not a werewolf.");
 
+        #[rustfmt::skip]
         let fails = [
-            (
-                "Ronan",
-                "Elena",
-                Some(Phase::DayDiscussion),
-                "You can only inspect at night.",
-                "wrong_phase",
-            ),
-            (
-                "Pia",
-                "Elena",
-                None,
-                "Only a living Seer can inspect.",
-                "not_seer_or_dead",
-            ),
-            (
-                "Ronan",
-                "Ghost",
-                None,
-                "Provide a living 'target' to inspect.",
-                "invalid_target",
-            ),
+            ("Ronan", "Elena", Some(Phase::DayDiscussion), "You can only inspect at night.", "wrong_phase"),
+            ("Pia", "Elena", None, "Only a living Seer can inspect.", "not_seer_or_dead"),
+            ("Ronan", "Ghost", None, "Provide a living 'target' to inspect.", "invalid_target"),
         ];
         for (who, t, phase, feedback, error) in fails {
             st(&mut sim).phase = phase.unwrap_or(Phase::Night);
-            let o = act(&mut sim, who, target("inspect", t));
-            assert_eq!(
-                o,
-                Outcome::fail(ActionResult::error(error), format!("{who} inspect failed"))
-            );
-            assert_eq!(lines(&mut sim), vec![(who.to_string(), feedback.to_string())]);
+            refused(&mut sim, who, target("inspect", t), error, feedback);
         }
     }
 
@@ -1152,14 +1100,12 @@ mod tests {
         let mut sim = game();
         lines(&mut sim);
         st(&mut sim).phase = Phase::DayVoting;
-        let o = act(&mut sim, "Bram", ActionCall::new("witch_save"));
-        assert_eq!(
-            o,
-            Outcome::fail(ActionResult::error("wrong_phase"), "Bram witch_save failed")
-        );
-        assert_eq!(
-            lines(&mut sim),
-            vec![("Bram".into(), "You can only use save at night.".into())]
+        refused(
+            &mut sim,
+            "Bram",
+            ActionCall::new("witch_save"),
+            "wrong_phase",
+            "You can only use save at night.",
         );
         st(&mut sim).phase = Phase::Night;
         let o = act(&mut sim, "Ronan", ActionCall::new("witch_save"));
@@ -1195,14 +1141,12 @@ mod tests {
             }
         );
 
-        let o = act(&mut sim, "Bram", ActionCall::new("witch_save"));
-        assert_eq!(
-            o,
-            Outcome::fail(ActionResult::error("no_heal_left"), "Bram witch_save failed")
-        );
-        assert_eq!(
-            lines(&mut sim),
-            vec![("Bram".into(), "You have already used your save potion.".into())]
+        refused(
+            &mut sim,
+            "Bram",
+            ActionCall::new("witch_save"),
+            "no_heal_left",
+            "You have already used your save potion.",
         );
     }
 
@@ -1210,52 +1154,18 @@ mod tests {
     fn witch_poison_marks_a_target_once() {
         let mut sim = game();
         lines(&mut sim);
+        #[rustfmt::skip]
         let fails = [
-            (
-                Phase::DayDiscussion,
-                "Bram",
-                Some("Elena"),
-                "You can only poison at night.",
-                "wrong_phase",
-            ),
-            (
-                Phase::Night,
-                "Elena",
-                Some("Pia"),
-                "Only a living Witch can poison.",
-                "not_witch_or_dead",
-            ),
-            (
-                Phase::Night,
-                "Bram",
-                Some("Bram"),
-                "Provide a living 'target' other than yourself.",
-                "invalid_target",
-            ),
-            (
-                Phase::Night,
-                "Bram",
-                Some("Ghost"),
-                "Provide a living 'target' other than yourself.",
-                "invalid_target",
-            ),
-            (
-                Phase::Night,
-                "Bram",
-                None,
-                "Provide a living 'target' other than yourself.",
-                "invalid_target",
-            ),
+            (Phase::DayDiscussion, "Bram", Some("Elena"), "You can only poison at night.", "wrong_phase"),
+            (Phase::Night, "Elena", Some("Pia"), "Only a living Witch can poison.", "not_witch_or_dead"),
+            (Phase::Night, "Bram", Some("Bram"), "Provide a living 'target' other than yourself.", "invalid_target"),
+            (Phase::Night, "Bram", Some("Ghost"), "Provide a living 'target' other than yourself.", "invalid_target"),
+            (Phase::Night, "Bram", None, "Provide a living 'target' other than yourself.", "invalid_target"),
         ];
         for (phase, who, t, feedback, error) in fails {
             st(&mut sim).phase = phase;
             let call = t.map_or(ActionCall::new("witch_poison"), |t| target("witch_poison", t));
-            let o = act(&mut sim, who, call);
-            assert_eq!(
-                o,
-                Outcome::fail(ActionResult::error(error), format!("{who} witch_poison failed"))
-            );
-            assert_eq!(lines(&mut sim), vec![(who.to_string(), feedback.to_string())]);
+            refused(&mut sim, who, call, error, feedback);
         }
         let o = act(&mut sim, "Bram", target("witch_poison", "Elena"));
         assert_eq!(
@@ -1285,14 +1195,12 @@ mod tests {
             }
         );
         assert_eq!(s.witch_actions["Bram"].poison_target.as_deref(), Some("Elena"));
-        let o = act(&mut sim, "Bram", target("witch_poison", "Mira"));
-        assert_eq!(
-            o,
-            Outcome::fail(ActionResult::error("no_poison_left"), "Bram witch_poison failed")
-        );
-        assert_eq!(
-            lines(&mut sim),
-            vec![("Bram".into(), "You have already used your poison potion.".into())]
+        refused(
+            &mut sim,
+            "Bram",
+            target("witch_poison", "Mira"),
+            "no_poison_left",
+            "You have already used your poison potion.",
         );
         // The save potion is still there after the poison.
         assert!(act(&mut sim, "Bram", ActionCall::new("witch_save")).success);
@@ -1424,56 +1332,26 @@ mod tests {
     fn moderator_opens_and_closes_the_vote() {
         let mut sim = game();
         lines(&mut sim);
-        let o = act(&mut sim, "Elena", ActionCall::new("open_voting"));
-        assert_eq!(
-            o,
-            Outcome::fail(ActionResult::error("not_moderator"), "Elena open_voting failed")
-        );
-        assert_eq!(
-            lines(&mut sim),
-            vec![("Elena".into(), "Only the moderator can open voting.".into())]
-        );
-        let o = act(&mut sim, "Moderator", ActionCall::new("open_voting"));
-        assert_eq!(
-            o,
-            Outcome::fail(ActionResult::error("wrong_phase"), "Moderator open_voting failed")
-        );
-        assert_eq!(
-            lines(&mut sim),
-            vec![("Moderator".into(), "Open voting only during discussion phase.".into())]
-        );
-        let o = act(&mut sim, "Moderator", ActionCall::new("close_voting"));
-        assert_eq!(
-            o,
-            Outcome::fail(ActionResult::error("wrong_phase"), "Moderator close_voting failed")
-        );
-        assert_eq!(
-            lines(&mut sim),
-            vec![("Moderator".into(), "Close voting only during voting phase.".into())]
-        );
-        let o = act(&mut sim, "Pia", ActionCall::new("close_voting"));
-        assert_eq!(
-            o,
-            Outcome::fail(ActionResult::error("not_moderator"), "Pia close_voting failed")
-        );
-        assert_eq!(
-            lines(&mut sim),
-            vec![("Pia".into(), "Only the moderator can close voting.".into())]
-        );
+        #[rustfmt::skip]
+        let rows = [
+            ("Elena", "open_voting", "not_moderator", "Only the moderator can open voting."),
+            ("Moderator", "open_voting", "wrong_phase", "Open voting only during discussion phase."),
+            ("Moderator", "close_voting", "wrong_phase", "Close voting only during voting phase."),
+            ("Pia", "close_voting", "not_moderator", "Only the moderator can close voting."),
+        ];
+        refusals(&mut sim, &rows);
 
         // A vote before voting opens is refused, with the action map in Python's notation.
         st(&mut sim).phase = Phase::DayDiscussion;
-        let o = act(&mut sim, "Pia", target("vote_lynch", "Elena"));
-        assert_eq!(
-            o,
-            Outcome::fail(
-                ActionResult::error("wrong_phase"),
-                "Pia failed to vote: {'action': 'vote_lynch', 'target': 'Elena'}"
-            )
-        );
-        assert_eq!(
-            lines(&mut sim),
-            vec![("Pia".into(), "You can only vote during the voting phase.".into())]
+        refused_as(
+            &mut sim,
+            "Pia",
+            target("vote_lynch", "Elena"),
+            Refused::error(
+                "wrong_phase",
+                "Pia failed to vote: {'action': 'vote_lynch', 'target': 'Elena'}",
+                "You can only vote during the voting phase.",
+            ),
         );
 
         st(&mut sim).lynch_votes.insert("Pia".into(), "Elena".into());
@@ -1526,17 +1404,15 @@ mod tests {
             lines(&mut sim),
             vec![("Pia".into(), "You are dead and cannot act.".into())]
         );
-        let o = act(&mut sim, "Taro", ActionCall::new("vote_lynch"));
-        assert_eq!(
-            o,
-            Outcome::fail(
-                ActionResult::error("invalid_target"),
-                "Taro failed to vote: {'action': 'vote_lynch'}"
-            )
-        );
-        assert_eq!(
-            lines(&mut sim),
-            vec![("Taro".into(), "Provide a living 'target' to vote.".into())]
+        refused_as(
+            &mut sim,
+            "Taro",
+            ActionCall::new("vote_lynch"),
+            Refused::error(
+                "invalid_target",
+                "Taro failed to vote: {'action': 'vote_lynch'}",
+                "Provide a living 'target' to vote.",
+            ),
         );
         assert_eq!(
             act(&mut sim, "Taro", target("vote_lynch", "Pia")).result_json()["error"],

@@ -4,7 +4,7 @@ use super::*;
 use crate::engine::event::{Event, EventType};
 use crate::engine::ordering::Ordering;
 use crate::engine::parse::ActionCall;
-use crate::engine::scenes::{Scene, SceneKind};
+use crate::engine::scenes::{Refused, Scene, SceneKind, check_refusal, check_refusals};
 use crate::engine::simulator::{BuildError, SimOptions, Simulator};
 use crate::llm::MockClient;
 use crate::scenario::Scenario;
@@ -59,6 +59,17 @@ fn heard(events: &[Event], who: &str) -> Vec<String> {
         .filter(|e| e.kind == EventType::AgentCtxDelta && e.data["agent"] == who)
         .map(|e| e.data["content"].as_str().unwrap_or_default().to_string())
         .collect()
+}
+
+/// Each row `(cards, error, told, tried)`: Bob plays `cards`, which the table refuses with
+/// `error`, telling him `told`; the summary names the cards as `tried` and Bob's hand as
+/// `remaining` ([`check_refusal`]).
+fn bob_cannot_play(l: &mut Landlord, w: &mut World, remaining: &str, rows: &[(&str, &str, &str, &str)]) {
+    for &(cards, error, told, tried) in rows {
+        let summary = format!("Bob tried: {tried} -> {error} | remaining: {remaining}");
+        let call = ActionCall::new("play_cards").with("cards", cards);
+        check_refusal(l, w, "Bob", &call, Refused::error(error, &summary, told));
+    }
 }
 
 fn cards(spec: &str) -> Vec<Rank> {
@@ -254,21 +265,12 @@ fn call_opens_the_rob_stage_and_robs_double_until_the_landlord_is_seated() {
     assert_eq!(l.controlled_next(&w).as_deref(), Some("Bob"));
 
     // Calling is over; the caller has no rob chance.
-    let out = act(&mut l, &mut w, "Bob", "call_landlord");
-    assert_eq!(
-        out,
-        Outcome::fail(ActionResult::error("wrong_stage"), "Bob call_landlord failed")
-    );
-    assert_eq!(
-        heard(&drain(&mut w), "Bob"),
-        ["You can only call during the call stage."]
-    );
-    let out = act(&mut l, &mut w, "Alice", "rob_landlord");
-    assert_eq!(
-        out,
-        Outcome::fail(ActionResult::error("not_eligible"), "Alice rob_landlord failed")
-    );
-    assert_eq!(heard(&drain(&mut w), "Alice"), ["You are not eligible to rob."]);
+    #[rustfmt::skip]
+    let rows = [
+        ("Bob", "call_landlord", "wrong_stage", "You can only call during the call stage."),
+        ("Alice", "rob_landlord", "not_eligible", "You are not eligible to rob."),
+    ];
+    check_refusals(&mut l, &mut w, &rows);
     let out = act(&mut l, &mut w, "Alice", "pass");
     assert_eq!(
         out,
@@ -291,14 +293,12 @@ fn call_opens_the_rob_stage_and_robs_double_until_the_landlord_is_seated() {
         ["[18:00] Public Event: Bob robbed the landlord. Multiplier x2."]
     );
     assert_eq!(l.controlled_next(&w).as_deref(), Some("Carol"));
-    for action in ["rob_landlord", "pass"] {
-        let out = act(&mut l, &mut w, "Bob", action);
-        assert_eq!(
-            out,
-            Outcome::fail(ActionResult::error("already_acted"), format!("Bob {action} failed"))
-        );
-        assert_eq!(heard(&drain(&mut w), "Bob"), ["You already acted in rob stage."]);
-    }
+    #[rustfmt::skip]
+    let rows = [
+        ("Bob", "rob_landlord", "already_acted", "You already acted in rob stage."),
+        ("Bob", "pass", "already_acted", "You already acted in rob stage."),
+    ];
+    check_refusals(&mut l, &mut w, &rows);
 
     let out = act(&mut l, &mut w, "Carol", "pass");
     assert_eq!(
@@ -335,12 +335,11 @@ fn call_opens_the_rob_stage_and_robs_double_until_the_landlord_is_seated() {
             ),
         ]
     );
-    let out = act(&mut l, &mut w, "Bob", "rob_landlord");
-    assert_eq!(
-        out,
-        Outcome::fail(ActionResult::error("wrong_stage"), "Bob rob_landlord failed")
-    );
-    assert_eq!(heard(&drain(&mut w), "Bob"), ["You can only rob during the rob stage."]);
+    #[rustfmt::skip]
+    let rows = [
+        ("Bob", "rob_landlord", "wrong_stage", "You can only rob during the rob stage."),
+    ];
+    check_refusals(&mut l, &mut w, &rows);
 }
 
 #[test]
@@ -362,24 +361,12 @@ fn the_rob_stage_skips_whoever_already_acted() {
 #[test]
 fn doubling_runs_farmers_first_then_starts_play_with_the_landlord() {
     let (mut l, mut w) = table(1, 4);
-    let out = act(&mut l, &mut w, "Alice", "double");
-    assert_eq!(
-        out,
-        Outcome::fail(ActionResult::error("wrong_phase"), "Alice double failed")
-    );
-    assert_eq!(
-        heard(&drain(&mut w), "Alice"),
-        ["You can only double during the doubling stage."]
-    );
-    let out = act(&mut l, &mut w, "Alice", "no_double");
-    assert_eq!(
-        out,
-        Outcome::fail(ActionResult::error("wrong_phase"), "Alice no_double failed")
-    );
-    assert_eq!(
-        heard(&drain(&mut w), "Alice"),
-        ["You can only act during the doubling stage."]
-    );
+    #[rustfmt::skip]
+    let rows = [
+        ("Alice", "double", "wrong_phase", "You can only double during the doubling stage."),
+        ("Alice", "no_double", "wrong_phase", "You can only act during the doubling stage."),
+    ];
+    check_refusals(&mut l, &mut w, &rows);
 
     act(&mut l, &mut w, "Bob", "call_landlord");
     for who in ["Carol", "Dave", "Alice"] {
@@ -399,14 +386,12 @@ fn doubling_runs_farmers_first_then_starts_play_with_the_landlord() {
         heard(&drain(&mut w), "Bob"),
         ["[18:00] Public Event: Carol doubled. Multiplier x2."]
     );
-    for action in ["double", "no_double"] {
-        let out = act(&mut l, &mut w, "Carol", action);
-        assert_eq!(
-            out,
-            Outcome::fail(ActionResult::error("already_acted"), format!("Carol {action} failed"))
-        );
-        assert_eq!(heard(&drain(&mut w), "Carol"), ["You already acted in doubling stage."]);
-    }
+    #[rustfmt::skip]
+    let rows = [
+        ("Carol", "double", "already_acted", "You already acted in doubling stage."),
+        ("Carol", "no_double", "already_acted", "You already acted in doubling stage."),
+    ];
+    check_refusals(&mut l, &mut w, &rows);
     assert_eq!(l.controlled_next(&w).as_deref(), Some("Dave"));
     let out = act(&mut l, &mut w, "Dave", "no_double");
     assert_eq!(
@@ -541,12 +526,11 @@ fn beating_rules() {
 fn a_trick_ends_when_everyone_else_passes() {
     let (mut l, mut w) = table(1, 2);
     playing(&mut l, "Alice", ["3 3 9 K", "4 8", "5 10", "6 8"]);
-    let out = act(&mut l, &mut w, "Alice", "pass");
-    assert_eq!(
-        out,
-        Outcome::fail(ActionResult::error("cannot_pass_lead"), "Alice pass failed")
-    );
-    assert_eq!(heard(&drain(&mut w), "Alice"), ["You must lead; cannot pass."]);
+    #[rustfmt::skip]
+    let rows = [
+        ("Alice", "pass", "cannot_pass_lead", "You must lead; cannot pass."),
+    ];
+    check_refusals(&mut l, &mut w, &rows);
 
     play(&mut l, &mut w, "Alice", "3 3");
     assert_eq!(l.controlled_next(&w).as_deref(), Some("Bob"));
@@ -664,63 +648,28 @@ fn play_cards_failures_report_code_and_remaining_hand_in_rank_order() {
     let (mut l, mut w) = table(1, 2);
     l.state.hands.insert("Bob".into(), hand("2 3 K 3 BJ 10"));
     let remaining = "3 3 10 K 2 BJ";
+    #[rustfmt::skip]
     let cases = [
-        (
-            "3 3",
-            "wrong_phase",
-            "You can only play during the playing phase.",
-            "3 3",
-        ),
-        (
-            "",
-            "wrong_phase",
-            "You can only play during the playing phase.",
-            "(none)",
-        ),
+        ("3 3", "wrong_phase", "You can only play during the playing phase.", "3 3"),
+        ("", "wrong_phase", "You can only play during the playing phase.", "(none)"),
     ];
-    for (given, code, feedback, tried) in cases {
-        let out = play(&mut l, &mut w, "Bob", given);
-        assert_eq!(
-            out,
-            Outcome::fail(
-                ActionResult::error(code),
-                format!("Bob tried: {tried} -> {code} | remaining: {remaining}")
-            )
-        );
-        assert_eq!(heard(&drain(&mut w), "Bob"), [feedback]);
-    }
+    bob_cannot_play(&mut l, &mut w, remaining, &cases);
 
     let bob = "2 3 K 3 BJ 10";
     playing(&mut l, "Alice", ["9 9 J", bob, "5", "6"]);
     play(&mut l, &mut w, "Alice", "9 9");
     drain(&mut w);
+    #[rustfmt::skip]
     let cases = [
         ("  ", "missing_cards", "Provide cards to play.", "(none)"),
         ("3 X3", "unknown_token", "Unknown card token: X3", "3 X3"),
         ("K K", "not_in_hand", "You don't have those cards.", "K K"),
         ("4", "not_in_hand", "You don't have those cards.", "4"),
         ("3 10", "invalid_combo", "Invalid combination.", "3 10"),
-        (
-            "3\t3",
-            "not_beating",
-            "Your play does not beat the current lead.",
-            "3 3",
-        ),
+        ("3\t3", "not_beating", "Your play does not beat the current lead.", "3 3"),
         ("BJ", "not_beating", "Your play does not beat the current lead.", "BJ"),
     ];
-    for (given, code, feedback, tried) in cases {
-        let out = play(&mut l, &mut w, "Bob", given);
-        assert_eq!(
-            out,
-            Outcome::fail(
-                ActionResult::error(code),
-                format!("Bob tried: {tried} -> {code} | remaining: {remaining}")
-            ),
-            "{given:?}"
-        );
-        assert!(!out.pass_control);
-        assert_eq!(heard(&drain(&mut w), "Bob"), [feedback]);
-    }
+    bob_cannot_play(&mut l, &mut w, remaining, &cases);
     // A missing <cards> field is the same as an empty one.
     let out = act(&mut l, &mut w, "Bob", "play_cards");
     assert_eq!(out.result_json(), json!({"error": "missing_cards"}));
