@@ -4546,3 +4546,48 @@ async fn the_version_picker_makes_a_tree_of_name_at_1_and_its_header_says_so() {
     assert_eq!(b.page_errors().await, Vec::<String>::new());
     b.finish("version_picker").await;
 }
+
+/// "Describe in words" in the custom form: Generate writes a whole document from the words (the
+/// offline mock: the closest shipped game under the user's title), the form and the JSON view
+/// show it and the server's check passes; Refine keeps an edit made meanwhile.
+#[tokio::test]
+async fn describe_in_words_writes_a_custom_scene_and_refine_keeps_the_edits() {
+    let Some(b) = Browser::start(&[]).await else { return };
+    b.capture_errors().await;
+    b.open("/new/social").await;
+    b.wait_css("#scene-type option[value='custom']").await;
+    b.select("#scene-type", "custom").await;
+    b.wait_css("#custom-prompt").await;
+    b.fill(
+        "#custom-prompt",
+        "Twelve jurors weigh a theft case. They vote until they agree or the jury is hung.",
+        "input",
+    )
+    .await;
+    b.click("#custom-generate").await;
+    b.wait_css("#custom-explanation").await;
+    b.wait_css("#check-ok").await;
+    let doc = b.json_view().await;
+    assert_eq!(doc["title"], "Twelve jurors weigh a theft case");
+    assert_eq!(doc["scene"]["name"], "jury");
+    assert_eq!(
+        b.value_of("#cfg-setting").await,
+        doc["scene"]["config"]["setting"].as_str().unwrap()
+    );
+    // An edit, then Refine: the edit stays and the words are the new description.
+    b.fill("#cfg-setting", "A jury room in a small town.", "input").await;
+    b.fill("#custom-prompt", "Make it a civil case.", "input").await;
+    b.click("#custom-refine").await;
+    let doc = eventually(async || {
+        let doc = b.json_view().await;
+        match doc["description"] == "Make it a civil case." {
+            true => Ok(doc),
+            false => Err(format!("the refined document never came: {}", doc["description"])),
+        }
+    })
+    .await;
+    assert_eq!(doc["scene"]["config"]["setting"], "A jury room in a small town.");
+    assert_eq!(doc["description"], "Make it a civil case.");
+    b.wait_css("#check-ok").await;
+    b.finish("describe_custom_scene").await;
+}
