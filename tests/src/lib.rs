@@ -321,6 +321,20 @@ impl Server {
         (status, r.json().await.unwrap_or(Value::Null))
     }
 
+    /// POST a body of any type (an export, a CSV) → (status, JSON body).
+    pub async fn post_raw(&self, path: &str, content_type: &str, body: impl Into<reqwest::Body>) -> (u16, Value) {
+        let r = self
+            .http
+            .post(self.url(path))
+            .header("content-type", content_type)
+            .body(body)
+            .send()
+            .await
+            .expect("POST");
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
     /// POST JSON → (status, JSON body).
     pub async fn post(&self, path: &str, body: &Value) -> (u16, Value) {
         let r = self.http.post(self.url(path)).json(body).send().await.expect("POST");
@@ -766,4 +780,16 @@ impl Drop for Postgres {
             .output();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// A child of `parent` made by a public broadcast of `text`.
+pub async fn broadcast_child(s: &Server, tree: u64, parent: u64, text: &str) -> u64 {
+    ok(
+        s,
+        &format!("/devui/simtree/{tree}/branch"),
+        serde_json::json!({"parent": parent, "ops": [{"op": "public_broadcast", "text": text}]}),
+    )
+    .await["child"]
+        .as_u64()
+        .unwrap()
 }

@@ -13,11 +13,11 @@ use fantoccini::{Client, Locator};
 use serde_json::{Value, json};
 use simtree_e2e::browser::driver::{cdp, chromium_session, close_session, running, screenshots};
 use simtree_e2e::browser::trees::{
-    broadcast_child, children_of, finished_children, last_tracked, run_sweep, tree_with_run, view_of, wide_tree,
+    children_of, finished_children, last_tracked, run_sweep, tree_with_run, view_of, wide_tree,
 };
 use simtree_e2e::browser::walk::{money, on_fake_provider, same_number};
 use simtree_e2e::browser::{Browser, UNREACHABLE_PROVIDER, WAIT, eventually};
-use simtree_e2e::{Server, advance, get_ok, ok};
+use simtree_e2e::{Server, advance, broadcast_child, get_ok, ok};
 
 #[tokio::test]
 async fn a_failing_test_leaves_no_browser_running() {

@@ -262,15 +262,8 @@ async fn upload_fixture_prices(s: &Server) {
         let p = 10 + d % 7;
         csv.push_str(&format!("2020-01-{:02},AAA,{p},{p},{p},{p},100\n", d + 1));
     }
-    let r = s
-        .http
-        .post(s.url("/api/datasets?name=fixture-prices"))
-        .header("content-type", "text/csv")
-        .body(csv)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 201);
+    let (st, r) = s.post_raw("/api/datasets?name=fixture-prices", "text/csv", csv).await;
+    assert_eq!(st, 201, "{r}");
 }
 
 /// What `paths` answer, path by path. Lists of saved things keep only the fixture's own entries

@@ -373,16 +373,9 @@ async fn a_custom_scene_fans_out_sweeps_explores_replays_and_travels() {
 
     // Export and import: the imported tree reads back every node's log and scene state.
     let export = text(&s, &p("export")).await;
-    let r = s
-        .http
-        .post(s.url("/devui/simtree/import"))
-        .header("content-type", "application/json")
-        .body(export)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 200);
-    let back = r.json::<Value>().await.unwrap()["id"].as_u64().unwrap();
+    let (st, imported) = s.post_raw("/devui/simtree/import", "application/json", export).await;
+    assert_eq!(st, 200, "{imported}");
+    let back = imported["id"].as_u64().unwrap();
     for &k in &kids {
         assert_eq!(
             simtree_e2e::own_entries(&s, t, k).await,

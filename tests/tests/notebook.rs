@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use simtree_e2e::{Postgres, Server, TempDir, advance, ok, post_streamed};
+use simtree_e2e::{Postgres, Server, TempDir, advance, broadcast_child, ok, post_streamed};
 
 fn data_dir(name: &str) -> TempDir {
     TempDir::new(&format!("notebook-{name}"))
@@ -15,17 +15,6 @@ fn data_dir(name: &str) -> TempDir {
 
 fn sqlite(dir: &TempDir) -> Server {
     Server::start_with(&["--data", &dir.0.to_string_lossy()])
-}
-
-async fn broadcast(s: &Server, tree: u64, parent: u64, text: &str) -> u64 {
-    ok(
-        s,
-        &format!("/devui/simtree/{tree}/branch"),
-        json!({"parent": parent, "ops": [{"op": "public_broadcast", "text": text}]}),
-    )
-    .await["child"]
-        .as_u64()
-        .unwrap()
 }
 
 async fn annotate(s: &Server, tree: u64, node: u64, body: Value) -> (u16, Value) {
@@ -199,7 +188,7 @@ async fn annotations_are_checked_shown_everywhere_and_survive_kill_9() {
 async fn quokka_tree(s: &Server) -> (u64, u64, u64, u64, u64) {
     let tree = s.create("simple_chat").await;
     let a = advance(s, tree, 0, 1).await;
-    let entry = broadcast(s, tree, a, "News: a zanzibar quokka was seen").await;
+    let entry = broadcast_child(s, tree, a, "News: a zanzibar quokka was seen").await;
     let after = advance(s, tree, entry, 1).await;
     let other = advance(s, tree, a, 1).await;
     (tree, a, entry, after, other)
@@ -465,7 +454,7 @@ async fn a_nodes_calls_show_each_prompt_reply_and_action_offline() {
     let (_, g) = s.get(&format!("/devui/simtree/{tree}/graph")).await;
     assert_eq!(g["nodes"].as_array().unwrap().len(), 2, "no node was made");
     // A branch and the root called no model; unknown nodes are 404.
-    let b = broadcast(&s, tree, a, "hello").await;
+    let b = broadcast_child(&s, tree, a, "hello").await;
     for n in [0, b] {
         let (status, c) = s.get(&format!("/devui/simtree/{tree}/node/{n}/calls")).await;
         assert_eq!(status, 200);

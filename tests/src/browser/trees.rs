@@ -72,18 +72,6 @@ pub async fn last_tracked(s: &Server, t: u64, n: u64, name: &str) -> Option<Valu
         .cloned()
 }
 
-/// A child of `parent` made by a public broadcast of `text`.
-pub async fn broadcast_child(s: &Server, tree: u64, parent: u64, text: &str) -> u64 {
-    ok(
-        s,
-        &format!("/devui/simtree/{tree}/branch"),
-        json!({"parent": parent, "ops": [{"op": "public_broadcast", "text": text}]}),
-    )
-    .await["child"]
-        .as_u64()
-        .unwrap()
-}
-
 /// Runs a sweep of `body` on `tree` through the API; its table once no run is pending.
 pub async fn run_sweep(s: &Server, tree: u64, body: Value) -> Value {
     let started = ok(s, &format!("/devui/simtree/{tree}/sweep"), body).await;
