@@ -348,6 +348,20 @@ impl Server {
         (status, r.json().await.unwrap_or(Value::Null))
     }
 
+    /// One HTTP/1.1 connection, opened now and held: its requests go one after another on it.
+    /// For what a server promises the connections it already has (a stopping server answers
+    /// them, though it no longer listens): a client's pool may race a new connection against
+    /// the return of its idle one, and a new one is refused then.
+    pub async fn connection(&self) -> Connection {
+        let host = self.base.trim_start_matches("http://").to_string();
+        let tcp = TcpStream::connect(&host).await.expect("connect");
+        let (send, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+            .await
+            .expect("HTTP/1.1 handshake");
+        tokio::spawn(conn);
+        Connection { send, host }
+    }
+
     /// Creates a tree of `scenario`; returns its id.
     pub async fn create(&self, scenario: &str) -> u64 {
         let (status, body) = self
@@ -426,6 +440,51 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A connection held open (see [`Server::connection`]).
+pub struct Connection {
+    send: hyper::client::conn::http1::SendRequest<String>,
+    host: String,
+}
+
+impl Connection {
+    /// GET → (status, JSON body).
+    pub async fn get(&mut self, path: &str) -> (u16, Value) {
+        self.request("GET", path, None).await
+    }
+
+    /// POST JSON → (status, JSON body).
+    pub async fn post(&mut self, path: &str, body: &Value) -> (u16, Value) {
+        self.request("POST", path, Some(body)).await
+    }
+
+    async fn request(&mut self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+        self.send
+            .ready()
+            .await
+            .unwrap_or_else(|e| panic!("the held connection is open for {method} {path}: {e}"));
+        let mut req = hyper::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", &self.host);
+        if body.is_some() {
+            req = req.header("content-type", "application/json");
+        }
+        let req = req
+            .body(body.map(Value::to_string).unwrap_or_default())
+            .expect("request");
+        let res = self
+            .send
+            .send_request(req)
+            .await
+            .expect("an answer on the held connection");
+        let status = res.status().as_u16();
+        let bytes = axum::body::to_bytes(axum::body::Body::new(res.into_body()), usize::MAX)
+            .await
+            .expect("the answer's body");
+        (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
     }
 }
 

@@ -314,9 +314,12 @@ async fn sigterm_lets_runs_finish_then_cancels_the_rest_and_frees_the_database()
     // One run that ends within the grace period, one that cannot (200 turns of slow calls).
     let short = s.advance_in_background(t, 0, 2);
     let long = s.advance_in_background(t, 0, 200);
+    // The server stops listening at SIGTERM: what it promises is for connections it has
+    // accepted (one that has been answered, so it is not still waiting in the listen queue).
+    let mut open = s.connection().await;
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let (_, g) = s.get(&format!("/devui/simtree/{t}/graph")).await;
+        let (_, g) = open.get(&format!("/devui/simtree/{t}/graph")).await;
         if g["running"].as_array().map_or(0, Vec::len) == 2 {
             break;
         }
@@ -327,12 +330,12 @@ async fn sigterm_lets_runs_finish_then_cancels_the_rest_and_frees_the_database()
     signal(&s, libc::SIGTERM);
     tokio::time::sleep(Duration::from_millis(300)).await;
     // Stopping: not ready, no new work, reads go on.
-    let (status, body) = s.get("/ready").await;
+    let (status, body) = open.get("/ready").await;
     assert_eq!(status, 503, "{body}");
     assert!(body["detail"].as_str().unwrap().contains("shutting down"), "{body}");
-    let (status, body) = s.post("/devui/simtree", &json!({"scenario": "simple_chat"})).await;
+    let (status, body) = open.post("/devui/simtree", &json!({"scenario": "simple_chat"})).await;
     assert_eq!(status, 503, "{body}");
-    let (status, _) = s.get(&format!("/devui/simtree/{t}/graph")).await;
+    let (status, _) = open.get(&format!("/devui/simtree/{t}/graph")).await;
     assert_eq!(status, 200);
     // The short run finished and was acknowledged; the long one was cancelled at the end of the
     // grace period and answered as such.
