@@ -98,6 +98,10 @@ pub fn BranchEditor(tree: Tree, node_view: RwSignal<Option<NodeView>>) -> impl I
                 Some(v) => view! { <ScenePatchForm state=v.state.clone() draft /> }.into_any(),
                 None => loading(),
             },
+            "scene_prose_set" => match view.as_ref().and_then(NodeView::social).and_then(|v| v.about.clone()) {
+                Some(about) => view! { <ProseForm about draft /> }.into_any(),
+                None => loading(),
+            },
             "abm_set_global" | "abm_set_environment" | "abm_set_agent" => match view.as_ref().and_then(NodeView::abm) {
                 Some(v) => view! { <AbmForm tree node view=v.clone() kind=k draft /> }.into_any(),
                 None => loading(),
@@ -316,6 +320,36 @@ fn ScenePatchForm(state: Value, draft: Draft) -> impl IntoView {
             <label for="op-json">{move || ctx.tr("branch.moreJson")}</label>
             <textarea id="op-json" class="json" prop:value=move || json_text.get() on:input=move |ev| json_text.set(event_target_value(&ev))></textarea>
         </div>
+    }
+}
+
+/// The prose the selected node's prompts carry, each part in its own box to edit; Apply sends
+/// the parts typed differently (`scene_prose_set`), and the child's prompts carry them.
+#[component]
+fn ProseForm(about: simtree_shared::SceneAbout, draft: Draft) -> impl IntoView {
+    let ctx = ctx();
+    let now = StoredValue::new([about.description, about.rules, about.examples]);
+    let typed = now.with_value(|n| n.clone().map(RwSignal::new));
+    Effect::new(move |_| {
+        let texts = typed.map(|t| t.get());
+        draft.set(
+            now.with_value(|n| crate::editors::prose_set([&n[0], &n[1], &n[2]], [&texts[0], &texts[1], &texts[2]])),
+        );
+    });
+    let part = move |i: usize, id: &'static str, label: &'static str| {
+        let sig = typed[i];
+        view! {
+            <div class="field">
+                <label for=id>{move || ctx.tr(label)}</label>
+                <textarea id=id class="prose" prop:value=move || sig.get() on:input=move |ev| sig.set(event_target_value(&ev))></textarea>
+            </div>
+        }
+    };
+    view! {
+        <p class="hint muted">{move || ctx.tr("branch.proseHint")}</p>
+        {part(0, "op-prose-description", "new.proseDescription")}
+        {part(1, "op-prose-rules", "new.proseRules")}
+        {part(2, "op-prose-examples", "new.proseExamples")}
     }
 }
 

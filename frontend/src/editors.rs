@@ -32,6 +32,7 @@ pub fn op_kinds(kind: Kind) -> &'static [&'static str] {
             "agent_plan_replace",
             "agent_props_patch",
             "scene_state_patch",
+            "scene_prose_set",
             "custom",
         ],
         Kind::Trading => &[
@@ -348,6 +349,24 @@ pub fn scene_patch(json_text: &str, picked: Option<(&Field, &str)>) -> Result<Op
         return Err(format!("{NOTHING_YET}: pick a key and type a new value"));
     }
     Ok(Op::SceneStatePatch { updates })
+}
+
+/// The `scene_prose_set` the prose form sends: each part typed differently from what the node's
+/// prompts carry now (`now`: description, rules, examples), the rest left as it is.
+pub fn prose_set(now: [&str; 3], typed: [&str; 3]) -> Result<Op, String> {
+    let changed = |i: usize| (typed[i] != now[i]).then(|| typed[i].to_string());
+    let prose = simtree_shared::SceneProse {
+        description: changed(0),
+        rules: changed(1),
+        examples: changed(2),
+        actions: IndexMap::new(),
+    };
+    if prose.is_empty() {
+        return Err(format!(
+            "{NOTHING_YET}: edit the description, the rules or the examples"
+        ));
+    }
+    Ok(Op::SceneProseSet { prose })
 }
 
 /// The shape an agent's plan has, as the plan editor shows it.
@@ -703,6 +722,21 @@ mod tests {
         assert!(wrong.contains("expected {\"goals\""), "{wrong}");
         assert!(plan_from_text(r#"{"goal": []}"#).unwrap_err().contains("goal"));
         assert!(plan_from_text("{").unwrap_err().starts_with("invalid JSON"));
+    }
+
+    #[test]
+    fn a_prose_set_sends_only_the_parts_typed_differently() {
+        let now = ["the chamber", "follow the Host", ""];
+        assert!(prose_set(now, now).unwrap_err().starts_with(NOTHING_YET));
+        assert_eq!(
+            wire(prose_set(now, ["a jury room", "follow the Host", ""])),
+            json!({"op": "scene_prose_set", "prose": {"description": "a jury room"}})
+        );
+        // Emptying a part is a change too: the prompts then carry no such text.
+        assert_eq!(
+            wire(prose_set(now, ["the chamber", "", "an example"])),
+            json!({"op": "scene_prose_set", "prose": {"rules": "", "examples": "an example"}})
+        );
     }
 
     #[test]

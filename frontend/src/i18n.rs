@@ -228,6 +228,7 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
         "op.cash" => ("cash", "现金"),
         "op.agent" => ("agent", "智能体"),
         "op.prompt" => ("prompt", "提示词"),
+        "op.prose" => ("prose", "场景文本"),
         "op.copy" => ("copy", "副本"),
         "status.done" => ("done", "完成"),
         "status.running" => ("running", "运行中"),
@@ -320,6 +321,10 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
         "branch.now" => ("now", "当前"),
         "branch.newValue" => ("New value", "新值"),
         "branch.moreJson" => ("More keys (JSON object)", "更多键（JSON 对象）"),
+        "branch.proseHint" => (
+            "What this node's prompts say about the scene. Edit any part: the child's prompts carry your text from its next turn on.",
+            "此节点提示词中的场景文本。可编辑任一部分：子节点从下一轮起使用你的文本。",
+        ),
         "branch.noFields" => (
             "This model declares nothing to set here.",
             "该模型在此没有可设置的声明。",

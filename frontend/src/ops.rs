@@ -139,7 +139,24 @@ pub fn op_label(op: &Op, lang: Lang, kind: Kind) -> String {
             None => format!("{name} → {}", literal(value)),
         },
         Op::AgentRoleSet { name, role } => format!("{name}: role → {role}"),
+        Op::SceneProseSet { prose } => format!("{}: {}", w("op.prose"), prose_parts(prose)),
     }
+}
+
+/// The parts of the prose a `scene_prose_set` gives: `description, rules, vote`.
+fn prose_parts(prose: &simtree_shared::SceneProse) -> String {
+    let parts = [
+        ("description", &prose.description),
+        ("rules", &prose.rules),
+        ("examples", &prose.examples),
+    ];
+    parts
+        .into_iter()
+        .filter(|(_, text)| text.is_some())
+        .map(|(name, _)| name.to_string())
+        .chain(prose.actions.keys().cloned())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// All ops of an edge in a few words; an empty list is a plain copy.
@@ -201,7 +218,7 @@ pub fn op_style(op: &Op) -> EdgeStyle {
         Op::AgentCtxAppend { .. } => AGENT_CTX,
         Op::AgentPlanReplace { .. } => AGENT_PLAN,
         Op::AgentPropsPatch { .. } => AGENT_PROPS,
-        Op::SceneStatePatch { .. } | Op::SceneVarSet { .. } => SCENE_STATE,
+        Op::SceneStatePatch { .. } | Op::SceneVarSet { .. } | Op::SceneProseSet { .. } => SCENE_STATE,
         Op::AgentRoleSet { .. } => AGENT_PROPS,
         Op::PublicBroadcast { .. } => PUBLIC_EVENT,
         Op::PortfolioPatch { .. } => PORTFOLIO,

@@ -114,6 +114,10 @@ pub enum Op {
     },
     /// A custom scene: an agent takes another of the document's roles.
     AgentRoleSet { name: String, role: String },
+    /// A social scene: each part of the prose given replaces that part of what the node's
+    /// prompts carry (the document's prose or the scene type's default); the parts left out
+    /// stay as they are.
+    SceneProseSet { prose: scene::SceneProse },
     /// Trading: set cash and/or share counts (0 removes a position).
     PortfolioPatch {
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -149,7 +153,7 @@ fn plan_state<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Verbatim<PlanSta
 
 impl Op {
     /// The wire names of the ops (the `op` tag), in the enum's order.
-    pub const NAMES: [&'static str; 15] = [
+    pub const NAMES: [&'static str; 16] = [
         "advance",
         "agent_ctx_append",
         "agent_plan_replace",
@@ -165,6 +169,7 @@ impl Op {
         "abm_set_agent",
         "scene_var_set",
         "agent_role_set",
+        "scene_prose_set",
     ];
 
     /// The op's wire name (its `op` tag).
@@ -185,6 +190,7 @@ impl Op {
             Op::AbmSetAgent { .. } => 12,
             Op::SceneVarSet { .. } => 13,
             Op::AgentRoleSet { .. } => 14,
+            Op::SceneProseSet { .. } => 15,
         };
         Op::NAMES[i]
     }
@@ -196,7 +202,7 @@ impl Op {
             Op::AgentCtxAppend { .. } => EdgeType::AgentCtx,
             Op::AgentPlanReplace { .. } => EdgeType::AgentPlan,
             Op::AgentPropsPatch { .. } => EdgeType::AgentProps,
-            Op::SceneStatePatch { .. } | Op::SceneVarSet { .. } => EdgeType::SceneState,
+            Op::SceneStatePatch { .. } | Op::SceneVarSet { .. } | Op::SceneProseSet { .. } => EdgeType::SceneState,
             Op::AgentRoleSet { .. } => EdgeType::AgentProps,
             Op::PublicBroadcast { .. } | Op::CaseDataInject { .. } => EdgeType::PublicEvent,
             Op::PortfolioPatch { .. } | Op::AbmSetGlobal { .. } | Op::AbmSetEnvironment { .. } => EdgeType::SceneState,
@@ -906,6 +912,7 @@ mod op_tests {
         r#"{"op":"scene_var_set","name":"pot","value":12}"#,
         r#"{"op":"scene_var_set","name":"coins","value":3,"agent":"Ana"}"#,
         r#"{"op":"agent_role_set","name":"Ben","role":"foreperson"}"#,
+        r#"{"op":"scene_prose_set","prose":{"description":"A jury room.","actions":{"vote":{"usage":"<Action name=\"vote\"/>"}}}}"#,
     ];
 
     #[test]

@@ -257,6 +257,24 @@ impl SceneProse {
         *self == SceneProse::default()
     }
 
+    /// This prose with each part `given` gives in its place (per action, per field).
+    pub fn merged(mut self, given: &SceneProse) -> SceneProse {
+        let take = |own: &mut Option<String>, new: &Option<String>| {
+            if new.is_some() {
+                own.clone_from(new);
+            }
+        };
+        take(&mut self.description, &given.description);
+        take(&mut self.rules, &given.rules);
+        take(&mut self.examples, &given.examples);
+        for (name, prose) in &given.actions {
+            let own = self.actions.entry(name.clone()).or_default();
+            take(&mut own.description, &prose.description);
+            take(&mut own.usage, &prose.usage);
+        }
+        self
+    }
+
     /// The document's prose for `action`, if it gives any.
     pub fn action(&self, action: ActionKind) -> Option<&ActionProse> {
         self.actions.get(action.name())
@@ -382,6 +400,28 @@ mod tests {
             assert_eq!(SceneKind::from_name(k.name()), Some(k));
             assert_eq!(serde_json::to_string(&k).unwrap(), format!("\"{k}\""));
         }
+    }
+
+    #[test]
+    fn merged_prose_takes_each_given_part_and_keeps_the_rest() {
+        let own: SceneProse = serde_json::from_str(
+            r#"{"rules":"old rules","actions":{"vote":{"description":"old line","usage":"old usage"}}}"#,
+        )
+        .unwrap();
+        let given: SceneProse =
+            serde_json::from_str(r#"{"description":"a jury room","actions":{"vote":{"description":"new line"}}}"#)
+                .unwrap();
+        let m = own.merged(&given);
+        assert_eq!(m.description.as_deref(), Some("a jury room"));
+        assert_eq!(m.rules.as_deref(), Some("old rules"));
+        assert_eq!(m.examples, None);
+        let vote = m.action(ActionKind::Vote).unwrap();
+        assert_eq!(vote.description.as_deref(), Some("new line"));
+        assert_eq!(vote.usage.as_deref(), Some("old usage"));
+        assert_eq!(
+            SceneProse::default().merged(&SceneProse::default()),
+            SceneProse::default()
+        );
     }
 
     #[test]

@@ -60,6 +60,10 @@ impl NodeView {
 pub struct SocialView {
     pub scene: String,
     pub state: Value,
+    /// The prose this node's prompts carry (a `scene_prose_set` may have changed it from the
+    /// tree's), and a custom scene's roles, phases and outcomes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub about: Option<crate::SceneAbout>,
 }
 
 impl LogEntry {

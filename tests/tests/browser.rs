@@ -4493,6 +4493,59 @@ async fn a_jury_written_in_the_custom_form_previews_its_prompts_and_runs_to_an_o
     b.finish("custom_jury_form").await;
 }
 
+/// Issue 39, item 1: the tree page shows the selected node's prose and lets a branch rewrite it
+/// (`scene_prose_set`); the child's Scene panel and its prompts carry the new text, the parent's
+/// keep the old.
+#[tokio::test]
+async fn a_branch_rewrites_the_scene_prose_from_the_tree_page() {
+    let Some(b) = Browser::start(&[]).await else { return };
+    b.capture_errors().await;
+    let t = b.new_tree("council").await;
+    b.select_node(0).await;
+    b.click("#scene-about summary").await;
+    b.wait_text("#scene-description", "legislative council").await;
+    b.choose_op("scene_prose_set").await;
+    b.wait_css("#op-prose-description").await;
+    let before = b.value_of("#op-prose-description").await;
+    assert!(
+        before.contains("legislative council"),
+        "the form starts from the node's prose: {before}"
+    );
+    // Untouched, it has nothing to apply.
+    assert_eq!(
+        b.js("return document.querySelector('#branch-btn').disabled;").await,
+        json!(true)
+    );
+    b.fill(
+        "#op-prose-description",
+        "A jury room: twelve jurors weigh the case.",
+        "input",
+    )
+    .await;
+    b.wait_enabled("#branch-btn").await;
+    b.apply_op().await;
+    b.wait_css("g.node[data-id='1']").await;
+    b.wait_selected(1).await;
+    b.wait_text("#scene-description", "A jury room: twelve jurors weigh the case.")
+        .await;
+    let (_, graph) = b.server.get(&format!("/devui/simtree/{t}/graph")).await;
+    assert_eq!(graph["edges"][0]["type"], "scene_state", "{graph}");
+    let (_, view) = b.server.get(&format!("/devui/simtree/{t}/node/1/view")).await;
+    assert_eq!(
+        view["about"]["description"],
+        "A jury room: twelve jurors weigh the case."
+    );
+    assert_eq!(
+        b.text_of("#scene-rules").await.unwrap_or_default().trim(),
+        view["about"]["rules"].as_str().unwrap().trim(),
+        "the rules are the node's, unchanged"
+    );
+    b.select_node(0).await;
+    b.wait_text("#scene-description", "legislative council").await;
+    assert_eq!(b.page_errors().await, Vec::<String>::new());
+    b.finish("branch_scene_prose").await;
+}
+
 /// Issue 38: the New page's version picker starts from an earlier version of a saved scenario;
 /// a tree made from it unedited records `name@1`, which its header's provenance line shows, with
 /// the player and the money budget chosen on the page.

@@ -1,8 +1,8 @@
 //! A scene's rules are the document's own (issue #39, item 1), through the real server: an agent
 //! holds only its scene type's actions (a foreign one is refused at its path and nothing is
 //! stored), a document's prose replaces the type's in every prompt the calls trace shows and
-//! travels with its tree's export, and `GET /api/scene-types` shows each type's catalogue and
-//! default prose.
+//! travels with its tree's export, a branch (`scene_prose_set`) changes it for its subtree only,
+//! and `GET /api/scene-types` shows each type's catalogue and default prose.
 
 use serde_json::{Value, json};
 use simtree_e2e::{Server, advance, ok};
@@ -160,6 +160,95 @@ async fn a_documents_prose_is_in_every_prompt_and_travels_with_its_tree() {
     let again = advance(&s, imported, node, 1).await;
     for p in system_prompts(&s, imported, again).await {
         assert!(p.contains("A jury room") && !p.contains("legislative"), "{p}");
+    }
+}
+
+#[tokio::test]
+async fn a_branch_rewrites_the_prose_of_its_subtree_only_and_bad_prose_makes_nothing() {
+    let s = Server::start();
+    let t = ok(&s, "/devui/simtree", json!({"scenario": council(), "llm": "mock"})).await["id"]
+        .as_u64()
+        .unwrap();
+    let base = advance(&s, t, 0, 2).await;
+    let view = s.get(&format!("/devui/simtree/{t}/node/{base}/view")).await.1;
+    let rules = view["about"]["rules"].as_str().unwrap().to_string();
+    assert!(
+        view["about"]["description"]
+            .as_str()
+            .unwrap()
+            .contains("legislative council"),
+        "{view}"
+    );
+
+    let branch = |ops: Value| {
+        let s = &s;
+        async move {
+            s.post(
+                &format!("/devui/simtree/{t}/branch"),
+                &json!({"parent": base, "ops": ops}),
+            )
+            .await
+        }
+    };
+    let graph = s.get(&format!("/devui/simtree/{t}/graph")).await.1;
+    for (ops, says) in [
+        (
+            json!([{"op": "scene_prose_set", "prose": {}}]),
+            "give at least one part",
+        ),
+        (
+            json!([{"op": "scene_prose_set", "prose": {"actions": {"night_kill": {"description": "x"}}}}]),
+            "night_kill is not an action of the council scene",
+        ),
+        (
+            json!([{"op": "scene_prose_set", "prose": {"description": "x".repeat(20_001)}}]),
+            "prose.description: 20001 characters",
+        ),
+        (json!([{"op": "scene_prose_set", "prose": {"setting": "x"}}]), "setting"),
+    ] {
+        let (st, r) = branch(ops).await;
+        assert_eq!(st, 422, "{r}");
+        assert!(r["detail"].as_str().unwrap().contains(says), "{says}: {r}");
+    }
+    assert_eq!(
+        s.get(&format!("/devui/simtree/{t}/graph")).await.1,
+        graph,
+        "nothing made"
+    );
+
+    let (st, r) = branch(json!([{"op": "scene_prose_set", "prose": {
+        "description": "A jury room: twelve jurors weigh the case they heard.",
+        "actions": {"vote": {"description": "give your verdict"}}
+    }}]))
+    .await;
+    assert_eq!(st, 200, "{r}");
+    let child = r["child"].as_u64().unwrap();
+    let about = s.get(&format!("/devui/simtree/{t}/node/{child}/view")).await.1["about"].clone();
+    assert_eq!(
+        about["description"],
+        "A jury room: twelve jurors weigh the case they heard."
+    );
+    assert_eq!(about["rules"], rules.as_str(), "the part left out stays");
+    let edges = s.get(&format!("/devui/simtree/{t}/graph")).await.1["edges"].clone();
+    assert_eq!(edges[1], json!({"from": base, "to": child, "type": "scene_state"}));
+
+    // The child's prompts carry the new text; its sibling (and the parent) keep the old.
+    let after = advance(&s, t, child, 3).await;
+    let prompts = system_prompts(&s, t, after).await;
+    for p in &prompts {
+        assert!(
+            p.contains("\n\nA jury room: twelve jurors weigh the case they heard.\n\n"),
+            "{p}"
+        );
+        assert!(!p.contains("legislative council") && p.contains(&rules), "{p}");
+    }
+    assert!(
+        prompts.iter().any(|p| p.contains("- vote: give your verdict\n")),
+        "{prompts:?}"
+    );
+    let sibling = advance(&s, t, base, 3).await;
+    for p in system_prompts(&s, t, sibling).await {
+        assert!(p.contains("legislative council"), "{p}");
     }
 }
 

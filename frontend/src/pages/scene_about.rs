@@ -1,20 +1,24 @@
 //! The tree page's "Scene" panel: what the open social tree's scene tells its agents — the prose
 //! every prompt carries (the document's own where it gives some, else the scene type's) and, for
 //! a custom scene, its roles with their private instructions, its phases and outcomes — as
-//! `GET /devui/simtree/{tree}` states it. Read-only: the prose is the tree's, fixed at its
-//! creation; a new document (the New page) is where it is written.
+//! the selected node's view states it (the tree's, from `GET /devui/simtree/{tree}`, until a
+//! node's view has come). The branch editor's `scene_prose_set` form is where a branch changes
+//! it; a new document (the New page) is where a tree's is written.
 
 use leptos::prelude::*;
-use simtree_shared::SceneAbout;
+use simtree_shared::{NodeView, SceneAbout};
 
 use super::tree_bar::tree_info_signal;
 use crate::state::{Tree, ctx};
 
 #[component]
-pub(super) fn ScenePanel(tree: Tree) -> impl IntoView {
+pub(super) fn ScenePanel(tree: Tree, node_view: RwSignal<Option<NodeView>>) -> impl IntoView {
     let ctx = ctx();
     let info = tree_info_signal(tree);
-    let scene = Memo::new(move |_| info.with(|i| i.as_ref().and_then(|i| i.scene.clone())));
+    let scene = Memo::new(move |_| {
+        let node = node_view.with(|v| v.as_ref().and_then(NodeView::social).and_then(|s| s.about.clone()));
+        node.or_else(|| info.with(|i| i.as_ref().and_then(|i| i.scene.clone())))
+    });
     let part = move |id: &'static str, label: &'static str, text: String| {
         (!text.is_empty()).then(|| {
             view! {

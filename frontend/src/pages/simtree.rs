@@ -47,7 +47,7 @@ pub fn SimTreePage(tree_id: Option<u64>) -> impl IntoView {
                         </Show>
                         <Inspector tree node_view />
                         <NotePanel tree />
-                        <super::scene_about::ScenePanel tree />
+                        <super::scene_about::ScenePanel tree node_view />
                         <LiveReply tree />
                         <OpsPanel tree node_view details=true />
                         <BranchEditor tree node_view />

@@ -516,6 +516,16 @@ impl Simulator {
         sim.context(idx)
     }
 
+    /// The `scene_prose_set` op: each part of `given` replaces that part of the prose the
+    /// prompts carry from now on; the rest stays. Refused (nothing changed) when `given` names an
+    /// action the scene does not have, or a part is too long.
+    pub fn set_prose(&mut self, given: &SceneProse) -> Result<(), ProseError> {
+        given.check(self.scene.kind())?;
+        let prose = self.prose.as_deref().cloned().unwrap_or_default().merged(given);
+        self.prose = (!prose.is_empty()).then(|| Arc::new(prose));
+        Ok(())
+    }
+
     /// What the scene tells its agents: its prose as the prompts carry it (the document's in
     /// place of the type's), and a custom scene's roles, phases and outcomes.
     pub fn scene_about(&self) -> SceneAbout {

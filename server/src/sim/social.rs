@@ -84,6 +84,16 @@ pub(super) fn apply_op(sim: &mut Simulator, op: &Op) -> Result<Vec<Event>, SimEr
                 .properties
                 .insert("role".into(), serde_json::Value::String(role.clone()));
         }
+        Op::SceneProseSet { prose } => {
+            if prose.is_empty() {
+                return Err(SimError::BadOp(
+                    "scene_prose_set: give at least one part of the prose (description, rules, examples or actions)"
+                        .into(),
+                ));
+            }
+            sim.set_prose(prose)
+                .map_err(|e| SimError::BadOp(format!("scene_prose_set: {e}")))?;
+        }
         Op::Advance { .. } => {
             return Err(SimError::BadOp(
                 "Unknown op: advance (use the advance routes to run turns)".into(),
@@ -151,6 +161,7 @@ pub(super) fn view(s: &Simulator) -> SocialView {
     SocialView {
         scene: s.scene.type_name().to_string(),
         state: s.scene.state_json(),
+        about: Some(s.scene_about()),
     }
 }
 

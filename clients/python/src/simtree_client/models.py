@@ -309,6 +309,15 @@ class Milestone(BaseModel):
     status: str | None = None
 
 
+class ActionProse(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+        populate_by_name=True,
+    )
+    description: str | None = None
+    usage: str | None = None
+
+
 class AgentSpecBuyAndHold(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
@@ -764,14 +773,6 @@ class NodeInfo(BaseModel):
             description="Where the node's numbers come from (its own seed and player)."
         ),
     ] = None
-
-
-class SocialView(BaseModel):
-    model_config = ConfigDict(
-        populate_by_name=True,
-    )
-    scene: str
-    state: Any
 
 
 class PortfolioSnapshot(BaseModel):
@@ -1682,6 +1683,37 @@ class PlanState(BaseModel):
     notes: str = ''
 
 
+class SceneProse(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+        populate_by_name=True,
+    )
+    description: Annotated[
+        str | None,
+        Field(
+            description="What the place is and who is in it (the prompt's scene description)."
+        ),
+    ] = None
+    rules: Annotated[
+        str | None,
+        Field(
+            description='How to behave there (the rules the prompt states after the description).'
+        ),
+    ] = None
+    examples: Annotated[
+        str | None,
+        Field(
+            description='Worked examples shown after the action list (only the village has default ones).'
+        ),
+    ] = None
+    actions: Annotated[
+        dict[str, ActionProse] | None,
+        Field(
+            description='Per action (by registry name): its line in the action list and its usage text.'
+        ),
+    ] = None
+
+
 class CaseDataItem(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
@@ -1833,18 +1865,25 @@ class UsageReply(BaseModel):
     ] = None
 
 
-class NodeViewSocial(SocialView):
-    model_config = ConfigDict(
-        populate_by_name=True,
-    )
-    kind: Literal['social']
-
-
 class NodeViewAbm(AbmView):
     model_config = ConfigDict(
         populate_by_name=True,
     )
     kind: Literal['abm']
+
+
+class SocialView(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    scene: str
+    state: Any
+    about: Annotated[
+        SceneAbout | None,
+        Field(
+            description="The prose this node's prompts carry (a `scene_prose_set` may have changed it from the\ntree's), and a custom scene's roles, phases and outcomes."
+        ),
+    ] = None
 
 
 class ExecutedTrade(BaseModel):
@@ -2292,6 +2331,15 @@ class OpAgentPlanReplace(BaseModel):
     plan_state: PlanState
 
 
+class OpSceneProseSet(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+        populate_by_name=True,
+    )
+    op: Literal['scene_prose_set']
+    prose: SceneProse
+
+
 class OpCaseDataInject(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
@@ -2319,7 +2367,7 @@ class BranchRequest(BaseModel):
         populate_by_name=True,
     )
     parent: Annotated[int, Field(ge=0)]
-    ops: list[OpAdvance | OpAgentCtxAppend | OpAgentPlanReplace | OpAgentPropsPatch | OpSceneStatePatch | OpPublicBroadcast | OpSceneVarSet | OpAgentRoleSet | OpPortfolioPatch | OpCaseDataInject | OpAgentSwap | OpAgentPromptReplace | OpAbmSetGlobal | OpAbmSetEnvironment | OpAbmSetAgent]
+    ops: list[OpAdvance | OpAgentCtxAppend | OpAgentPlanReplace | OpAgentPropsPatch | OpSceneStatePatch | OpPublicBroadcast | OpSceneVarSet | OpAgentRoleSet | OpSceneProseSet | OpPortfolioPatch | OpCaseDataInject | OpAgentSwap | OpAgentPromptReplace | OpAbmSetGlobal | OpAbmSetEnvironment | OpAbmSetAgent]
 
 
 class SweepTable(BaseModel):
@@ -2399,6 +2447,13 @@ class ExploreTable(BaseModel):
     budget: ExploreBudget
     candidates: list[CandidateRow]
     best: ExploreBest | None = None
+
+
+class NodeViewSocial(SocialView):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    kind: Literal['social']
 
 
 class NodeViewTrading(TradingView):
@@ -2519,7 +2574,7 @@ class Counterfactual(BaseModel):
     model_config = ConfigDict(
         populate_by_name=True,
     )
-    ops: list[OpAdvance | OpAgentCtxAppend | OpAgentPlanReplace | OpAgentPropsPatch | OpSceneStatePatch | OpPublicBroadcast | OpSceneVarSet | OpAgentRoleSet | OpPortfolioPatch | OpCaseDataInject | OpAgentSwap | OpAgentPromptReplace | OpAbmSetGlobal | OpAbmSetEnvironment | OpAbmSetAgent]
+    ops: list[OpAdvance | OpAgentCtxAppend | OpAgentPlanReplace | OpAgentPropsPatch | OpSceneStatePatch | OpPublicBroadcast | OpSceneVarSet | OpAgentRoleSet | OpSceneProseSet | OpPortfolioPatch | OpCaseDataInject | OpAgentSwap | OpAgentPromptReplace | OpAbmSetGlobal | OpAbmSetEnvironment | OpAbmSetAgent]
 
 
 class SummaryEdge(BaseModel):
@@ -2533,7 +2588,7 @@ class SummaryEdge(BaseModel):
             description="How a child node was made from its parent (the edge's colour in the UI)."
         ),
     ]
-    ops: list[OpAdvance | OpAgentCtxAppend | OpAgentPlanReplace | OpAgentPropsPatch | OpSceneStatePatch | OpPublicBroadcast | OpSceneVarSet | OpAgentRoleSet | OpPortfolioPatch | OpCaseDataInject | OpAgentSwap | OpAgentPromptReplace | OpAbmSetGlobal | OpAbmSetEnvironment | OpAbmSetAgent]
+    ops: list[OpAdvance | OpAgentCtxAppend | OpAgentPlanReplace | OpAgentPropsPatch | OpSceneStatePatch | OpPublicBroadcast | OpSceneVarSet | OpAgentRoleSet | OpSceneProseSet | OpPortfolioPatch | OpCaseDataInject | OpAgentSwap | OpAgentPromptReplace | OpAbmSetGlobal | OpAbmSetEnvironment | OpAbmSetAgent]
 
 
 class NotedSummary(BaseModel):
