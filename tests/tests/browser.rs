@@ -4546,6 +4546,110 @@ async fn a_branch_rewrites_the_scene_prose_from_the_tree_page() {
     b.finish("branch_scene_prose").await;
 }
 
+/// Issue 39, "done when", after the jury is written (`a_jury_written_in_the_custom_form…`): the
+/// shipped custom jury is forked from the tree page with "a juror hears new evidence", and swept
+/// from the sweep form over 20 runs in paired seeds (two cells × 10 replicates). Every number of
+/// the sweep table is the API's, each replicate's seed pairs with its twin's, and the progress
+/// and the replicate counts agree.
+#[tokio::test]
+async fn the_jury_is_forked_with_new_evidence_and_swept_over_paired_seeds_with_the_apis_numbers() {
+    let Some(b) = Browser::start(&[]).await else { return };
+    b.capture_errors().await;
+    let created = ok(
+        &b.server,
+        "/devui/simtree",
+        json!({"scenario": "custom_jury", "llm": "scripted", "seed": 1}),
+    )
+    .await;
+    let t = created["id"].as_u64().unwrap();
+    b.open_tree(t).await;
+    b.select_node(0).await;
+    b.choose_op("agent_ctx_append").await;
+    b.wait_css("#op-agent option[value='Ada']").await;
+    b.select("#op-agent", "Ada").await;
+    b.set_input("#op-content", "New evidence: the witness has recanted.")
+        .await;
+    b.wait_enabled("#branch-btn").await;
+    b.apply_op().await;
+    b.wait_css("g.node[data-id='1']").await;
+    b.wait_selected(1).await;
+    let (_, state) = b.server.get(&format!("/devui/simtree/{t}/node/1/state")).await;
+    assert!(state.to_string().contains("the witness has recanted"), "{state}");
+
+    // From the fork: does a second juror's doubt change the verdict? 10 paired seeds per cell.
+    b.click("#sweep-new summary").await;
+    b.set_input("#sweep-label", "doubt").await;
+    b.set_input(
+        "#sweep-op",
+        r#"{"op": "agent_ctx_append", "name": "Ben", "role": "user"}"#,
+    )
+    .await;
+    b.set_input("#sweep-field", "content").await;
+    b.set_input("#sweep-values", "nothing new, the alibi holds").await;
+    b.set_input("#sweep-replicates", "10").await;
+    b.set_input("#sweep-turns", "60").await;
+    b.set_input("#sweep-seed", "1").await;
+    b.set_input("#sweep-metrics", "guilty = scene:guilty_votes\nballots = scene:ballots")
+        .await;
+    b.wait_text("#sweep-estimate", "0 calls").await;
+    b.click("#sweep-start").await;
+    b.wait_text("#sweep-progress", "20/20 runs done").await;
+    let (_, tables) = b.server.get(&format!("/devui/simtree/{t}/sweep")).await;
+    let table = &tables[0];
+    assert_eq!(
+        (table["done"].as_u64(), table["failed"].as_u64()),
+        (Some(20), Some(0)),
+        "{table}"
+    );
+    assert_eq!(table["parent"], 1, "swept from the fork: {table}");
+    // The table's numbers, as the page shows them.
+    for (i, cell) in table["cells"].as_array().unwrap().iter().enumerate() {
+        let row = b
+            .wait_text(&format!("#sweep-table tr[data-cell='{i}']"), "(n=10)")
+            .await;
+        for m in ["guilty", "ballots"] {
+            let summary = &cell["metrics"][m];
+            let (mean, sd) = (summary["mean"].as_f64().unwrap(), summary["sd"].as_f64().unwrap());
+            let shown = format!("{} ± {} (n=10)", label(mean), label(sd));
+            assert!(row.contains(&shown), "cell {i} {m}: {shown} not in {row:?} ({summary})");
+        }
+        assert!(row.contains("10/10"), "{row}");
+    }
+    // Paired: the k-th replicate of each cell plays the same seed.
+    let seeds = |cell: usize| {
+        let b = &b;
+        let kids: Vec<u64> = table["cells"][cell]["children"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_u64().unwrap())
+            .collect();
+        async move {
+            let mut seeds = Vec::new();
+            for k in kids {
+                let (_, info) = b.server.get(&format!("/devui/simtree/{t}/node/{k}/info")).await;
+                seeds.push(info["seed"].as_u64().unwrap());
+            }
+            seeds
+        }
+    };
+    let (a, z) = (seeds(0).await, seeds(1).await);
+    assert_eq!(a, z, "paired seeds");
+    assert_eq!(a.iter().collect::<std::collections::BTreeSet<_>>().len(), 10, "{a:?}");
+    assert_eq!(b.page_errors().await, Vec::<String>::new());
+    b.finish("jury_fork_and_sweep").await;
+}
+
+/// How the sweep table writes a number: integers whole, others to three significant digits.
+fn label(v: f64) -> String {
+    if v.fract() == 0.0 {
+        return format!("{v:.0}");
+    }
+    let decimals = (2.0 - v.abs().log10().floor()).clamp(0.0, 8.0) as usize;
+    let s = format!("{v:.decimals$}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
 /// Issue 38: the New page's version picker starts from an earlier version of a saved scenario;
 /// a tree made from it unedited records `name@1`, which its header's provenance line shows, with
 /// the player and the money budget chosen on the page.
