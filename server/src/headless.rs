@@ -59,14 +59,27 @@ pub enum SetupError {
     /// The Python environment of an agent-based model's worker could not be made.
     #[error(transparent)]
     Venv(#[from] crate::abm::venv::VenvError),
-    /// An agent-based model's worker did not start.
+    /// An agent-based model's (or a custom scene's hooks') worker did not start.
     #[error(transparent)]
     Worker(#[from] crate::abm::AbmError),
+    /// A custom scene's hook source is not Python defining a hook (its path inside
+    /// `scene.config` first).
+    #[error("scene.config.{0}")]
+    HookRefused(crate::engine::scenes::custom::check::CustomError),
+}
+
+impl From<crate::sim::hooks::HookSourceError> for SetupError {
+    fn from(e: crate::sim::hooks::HookSourceError) -> Self {
+        match e {
+            crate::sim::hooks::HookSourceError::Refused(c) => SetupError::HookRefused(c),
+            crate::sim::hooks::HookSourceError::Worker(w) => SetupError::Worker(w),
+        }
+    }
 }
 
 /// A fresh simulator of `entry` (a library scenario or a user's document), its default turn
-/// count, and for an agent-based model a worker of its own (`assets/..` holds the worker's
-/// venv). A trading episode runs on `market` when given, else on the shipped data.
+/// count, and for an agent-based model or a custom scene with hooks a worker of its own
+/// (`assets/..` holds the worker's venv; the hook source is checked on it). A trading episode runs on `market` when given, else on the shipped data.
 pub fn fresh_sim(
     entry: ScenarioEntry<'_>,
     seed: Option<u64>,
@@ -79,16 +92,20 @@ pub fn fresh_sim(
         (SimKind::Trading, None) => Some(Arc::new(MarketData::load_default()?)),
         _ => None,
     };
-    let pool = match entry.kind() {
-        SimKind::Abm => {
-            let root = assets.join("..");
-            crate::abm::venv::ensure_venv(&root)?;
-            let config = WorkerConfig::for_root(&root).with_sandbox(sandbox);
-            Some(Arc::new(WorkerPool::spawn(&config, 1)?))
-        }
-        _ => None,
+    let sim = entry.instantiate(seed, market.as_ref())?;
+    // An agent-based model runs on its worker; a custom scene's hooks run on one too.
+    let pool = if entry.kind() == SimKind::Abm || sim.hook_source().is_some() {
+        let root = assets.join("..");
+        crate::abm::venv::ensure_venv(&root)?;
+        let config = WorkerConfig::for_root(&root).with_sandbox(sandbox);
+        Some(Arc::new(WorkerPool::spawn(&config, 1)?))
+    } else {
+        None
     };
-    Ok((entry.instantiate(seed, market.as_ref())?, entry.default_turns(), pool))
+    if let (Some(source), Some(pool)) = (sim.hook_source(), &pool) {
+        crate::sim::hooks::check_source(pool, source)?;
+    }
+    Ok((sim, entry.default_turns(), pool))
 }
 
 /// One finished headless run: the tree (root plus the run's node) and what the run recorded.

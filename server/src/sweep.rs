@@ -530,7 +530,13 @@ pub async fn run(
     let metrics = spec.metric_list()?;
     let baseline = spec.baseline_index(&cells)?;
     let abm = env.library.abm(&spec.scenario).is_some();
-    let pool = if abm {
+    // A custom scene's Python hooks run on the same sandboxed workers as a model's code.
+    let hooks = !abm
+        && env.library.trading(&spec.scenario).is_none()
+        && fresh(env.library, &spec.scenario, spec.seed_of(0), None)?
+            .hook_source()
+            .is_some();
+    let pool = if abm || hooks {
         crate::abm::venv::ensure_venv(&env.root).map_err(|e| SweepError::Abm(e.to_string()))?;
         let config = WorkerConfig::for_root(&env.root).with_sandbox(env.sandbox);
         Some(Arc::new(

@@ -286,3 +286,39 @@ async fn a_hook_answering_no_effect_fails_the_turn_naming_the_hook_and_the_index
     );
     no_half_turn(&s, tree, node).await;
 }
+
+/// `simtree run` of a hooked document starts a sandboxed worker for its hooks (as the server
+/// does) and plays to the hook's outcome; a document whose hook source is not Python is refused
+/// before anything runs, naming `scene.config.hooks.source`.
+#[test]
+fn simtree_run_plays_a_hooked_document_on_its_own_worker_and_refuses_a_bad_source() {
+    let dir = simtree_e2e::TempDir::new("hooked-run");
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let run = |doc: &Value| {
+        let file = dir.0.join("doc.json");
+        std::fs::write(&file, serde_json::to_vec(doc).unwrap()).unwrap();
+        let out = std::process::Command::new(simtree_e2e::simtree_bin())
+            .args(["run", "--llm", "scripted", "--seed", "7", "--json", "--scenario-file"])
+            .arg(&file)
+            .env("SIMTREE_ABM_CALL_TIMEOUT", "8")
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, stdout, stderr) = run(&doc());
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("The house draws "), "on_phase_end ran: {stdout}");
+    assert!(stdout.contains("It ends: "), "outcome ran: {stdout}");
+
+    let (ok, stdout, stderr) = run(&with_hooks("def on_action(state, action, rng)\n    return []\n"));
+    assert!(!ok, "{stdout}");
+    assert!(
+        stderr.contains("scene.config.hooks.source: not valid Python: line 1"),
+        "{stderr}"
+    );
+    assert!(stdout.is_empty(), "nothing ran: {stdout}");
+}
