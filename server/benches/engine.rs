@@ -40,7 +40,7 @@ fn main() {
         let (report, _events) = sim.run_blocking(target - done, &MockClient);
         report.expect("run");
         done = target;
-        let memory: usize = sim.world.agents.iter().map(|a| a.short_memory.len()).sum();
+        let memory: usize = sim.world().agents.iter().map(|a| a.short_memory.len()).sum();
         rows.push((target, clone_time(&sim), memory));
     }
     let elapsed = started.elapsed();

@@ -103,7 +103,7 @@ impl Backend {
 /// The offline player a social simulator's tree chose at creation, if any.
 fn offline_policy(sim: &Sim) -> Option<Offline> {
     match sim {
-        Sim::Social(s) => s.world.llm.offline,
+        Sim::Social(s) => s.world().llm.offline,
         _ => None,
     }
 }
@@ -278,7 +278,7 @@ impl Providers {
             })
         };
         let agents = match sim {
-            Sim::Social(s) => s.world.names(),
+            Sim::Social(s) => s.world().names(),
             _ => Vec::new(),
         };
         let mut by_agent = Vec::new();

@@ -218,7 +218,7 @@ impl Scenario {
         for text in &self.broadcasts {
             sim.broadcast(&SceneEvent::public(text.clone()));
         }
-        sim.world.take_out();
+        sim.discard_output();
         Ok(sim)
     }
 }
@@ -619,7 +619,7 @@ mod tests {
         assert_eq!(lib.scenarios.len(), 12);
         for s in &lib.scenarios {
             assert!(s.scene.prose.is_empty(), "{}", s.id);
-            assert!(s.build(None).unwrap().prose.is_none(), "{}", s.id);
+            assert!(s.build(None).unwrap().prose().is_none(), "{}", s.id);
         }
     }
 }

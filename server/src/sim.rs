@@ -190,7 +190,7 @@ impl Sim {
     /// Upstream's per-node `turns` (social), decision points done (trading), steps (ABM).
     pub fn turns(&self) -> u64 {
         match self {
-            Sim::Social(s) => s.turns,
+            Sim::Social(s) => s.turns(),
             Sim::Trading(t) => t.decision_points_done() as u64,
             Sim::Abm(a) => a.steps,
         }
@@ -200,7 +200,7 @@ impl Sim {
     /// which holds no random state). Shown in a node's info, so a fan-out child's is on record.
     pub fn seed(&self) -> Option<u64> {
         match self {
-            Sim::Social(s) => Some(s.world.llm.seed),
+            Sim::Social(s) => Some(s.world().llm.seed),
             Sim::Abm(a) => Some(a.current_seed()),
             Sim::Trading(_) => None,
         }
@@ -223,7 +223,7 @@ impl Sim {
     /// `llm::provider::EndpointSet`). Social scenes only: trading calls carry no simulator state.
     pub fn set_affinity(&mut self, key: u64) {
         if let Sim::Social(s) = self {
-            s.world.llm.start_run(key);
+            s.start_run(key);
         }
     }
 

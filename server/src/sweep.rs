@@ -286,11 +286,11 @@ impl Metric {
             },
             Metric::Count(kind) => json!(events.iter().filter(|e| e.kind.as_str() == kind).count()),
             Metric::State(path) => match sim {
-                Sim::Social(s) => get_path(&s.scene.state_json(), path).cloned().unwrap_or(Value::Null),
+                Sim::Social(s) => get_path(&s.scene().state_json(), path).cloned().unwrap_or(Value::Null),
                 _ => Value::Null,
             },
             Metric::Scene(name) => match sim {
-                Sim::Social(s) => match &s.scene {
+                Sim::Social(s) => match s.scene() {
                     crate::engine::scenes::Scene::Custom(c) => c.metric(name).unwrap_or(Value::Null),
                     _ => Value::Null,
                 },

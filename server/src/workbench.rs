@@ -493,7 +493,7 @@ impl Workbench {
         let mut sim = entry.instantiate(seed, market.as_ref())?;
         self.check_hooks(&sim)?;
         if let Sim::Social(s) = &mut sim {
-            s.world.llm.offline = offline;
+            s.set_offline(offline);
         }
         let mut tree = SimTree::new(scenario, sim);
         tree.document = document;

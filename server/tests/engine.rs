@@ -34,8 +34,13 @@ fn mutating_a_clone_leaves_the_original_untouched() {
     let before = state(&original);
     let mut copy = original.fork();
     run(&mut copy, 4);
-    copy.scene.patch_state(json!({"time": 5}).as_object().unwrap()).unwrap();
-    copy.world.agents[0].properties.insert("mood".into(), json!("tired"));
+    let name = copy.world().agents[0].name.clone();
+    for op in [
+        json!({"op": "scene_state_patch", "updates": {"time": 5}}),
+        json!({"op": "agent_props_patch", "name": name, "updates": {"mood": "tired"}}),
+    ] {
+        copy.apply_op(&serde_json::from_value(op).unwrap()).unwrap();
+    }
     assert_ne!(state(&copy), before);
     assert_eq!(state(&original), before);
 }
@@ -58,14 +63,15 @@ fn scene_state_patches_are_validated_and_atomic() {
     let mut sim = scenario("simple_chat").build(None).unwrap();
     let before = state(&sim);
     let err = sim
-        .scene
-        .patch_state(json!({"time": 10, "weather": "rain"}).as_object().unwrap())
+        .apply_op(
+            &serde_json::from_value(json!({"op": "scene_state_patch", "updates": {"time": 10, "weather": "rain"}}))
+                .unwrap(),
+        )
         .unwrap_err()
         .to_string();
     assert!(err.contains("unknown scene state key 'weather'"), "{err}");
     let err = sim
-        .scene
-        .patch_state(json!({"time": "noon"}).as_object().unwrap())
+        .apply_op(&serde_json::from_value(json!({"op": "scene_state_patch", "updates": {"time": "noon"}})).unwrap())
         .unwrap_err()
         .to_string();
     assert!(err.contains("invalid scene state"), "{err}");
@@ -165,12 +171,12 @@ fn edge_values(v: &Value) -> Vec<Value> {
 fn no_accepted_scene_state_patch_makes_a_run_panic() {
     for id in ["simple_chat", "council", "werewolf", "landlord", "village"] {
         let base = scenario(id).build(Some(1)).unwrap();
-        let state = base.scene.state_json();
+        let state = base.scene().state_json();
         for (key, value) in state.as_object().unwrap() {
             for edge in edge_values(value) {
                 let mut sim = base.clone();
-                let patch = json!({ key.clone(): edge.clone() });
-                if sim.scene.patch_state(patch.as_object().unwrap()).is_err() {
+                let patch = json!({"op": "scene_state_patch", "updates": { key.clone(): edge.clone() }});
+                if sim.apply_op(&serde_json::from_value(patch).unwrap()).is_err() {
                     continue; // rejected cleanly: nothing to run
                 }
                 let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -198,11 +204,11 @@ fn odd_agent_properties_never_make_a_run_panic() {
     for id in ["simple_chat", "council", "werewolf", "landlord", "village"] {
         let base = scenario(id).build(Some(1)).unwrap();
         for (key, value) in &odd {
-            for agent in 0..base.world.agents.len() {
+            for agent in 0..base.world().agents.len() {
                 let mut sim = base.clone();
-                sim.world.agents[agent]
-                    .properties
-                    .insert(key.to_string(), value.clone());
+                let name = sim.world().agents[agent].name.clone();
+                let patch = json!({"op": "agent_props_patch", "name": name, "updates": {*key: value}});
+                sim.apply_op(&serde_json::from_value(patch).unwrap()).unwrap();
                 let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     let _ = sim.run_blocking(6, &MockClient);
                 }));

@@ -1103,7 +1103,7 @@ async fn werewolf_through_the_openai_dialect_matches_the_mock() {
     assert!(direct_events.len() > 20);
     assert_eq!(
         server.seen().len() as u64,
-        direct.world.llm.mock_counters.values().sum::<u64>()
+        direct.world().llm.mock_counters.values().sum::<u64>()
     );
     assert_eq!(log(&remote_events), log(&direct_events));
 }

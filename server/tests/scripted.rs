@@ -24,11 +24,11 @@ fn play(scenario: &str, seed: u64) -> (Value, u64, Vec<String>) {
         report.complete,
         "{scenario} seed {seed}: not finished after {} turns; state {}",
         report.turns,
-        sim.scene.state_json()
+        sim.scene().state_json()
     );
     check_legal(scenario, seed, &events);
     let log = events.iter().map(|e| serde_json::to_string(e).unwrap()).collect();
-    (sim.scene.state_json(), report.turns, log)
+    (sim.scene().state_json(), report.turns, log)
 }
 
 /// No action was refused and every response parsed.

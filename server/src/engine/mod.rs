@@ -9,6 +9,7 @@
 
 pub mod action;
 pub mod agent;
+pub mod branch;
 pub mod event;
 pub mod hooks;
 pub mod memory;

@@ -33,22 +33,26 @@ pub const DEFAULT_MAX_STEPS: u32 = 5;
 /// a turn is the unit a client waits for, and a turn of a billion steps never ends.
 pub const MAX_STEPS_PER_TURN: u32 = 100;
 
+///
+/// Its parts are written only inside the engine: from outside, a branch op is
+/// [`Simulator::apply_op`], a reseed [`Simulator::reseed`], and the rest is read through
+/// [`Simulator::world`] and [`Simulator::scene`].
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Simulator {
-    pub scene: Scene,
-    pub world: World,
-    pub max_steps_per_turn: u32,
-    pub emotion_enabled: bool,
+    pub(in crate::engine) scene: Scene,
+    pub(in crate::engine) world: World,
+    pub(in crate::engine) max_steps_per_turn: u32,
+    pub(in crate::engine) emotion_enabled: bool,
     /// Upstream's `turns`: non-skipped turns executed by the most recent `run` call (not
     /// cumulative; a fork starts at 0). Kept for the DevUI's summaries.
-    pub turns: u64,
+    pub(in crate::engine) turns: u64,
     /// Every turn ever run on this timeline, skipped ones included.
     #[serde(default)]
-    pub total_turns: u64,
+    pub(in crate::engine) total_turns: u64,
     /// The scenario document's own prose for its scene, in place of the scene's defaults in
     /// every prompt (absent, and not written, when the document gives none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prose: Option<Arc<SceneProse>>,
+    pub(in crate::engine) prose: Option<Arc<SceneProse>>,
 }
 
 /// How a run ended.
@@ -514,6 +518,59 @@ impl Simulator {
         }
         sim.world.flush_pending();
         sim.context(idx)
+    }
+
+    /// The agents, who acts next, the random stream and the LLM state (read only).
+    pub fn world(&self) -> &World {
+        &self.world
+    }
+
+    /// The scene and its state (read only).
+    pub fn scene(&self) -> &Scene {
+        &self.scene
+    }
+
+    /// The document's own prose for the scene, if it (or a `scene_prose_set`) gave any.
+    pub fn prose(&self) -> Option<&SceneProse> {
+        self.prose.as_deref()
+    }
+
+    /// Turns counted by the most recent run (upstream's `turns`).
+    pub fn turns(&self) -> u64 {
+        self.turns
+    }
+
+    /// The most steps one agent's turn may take.
+    pub fn max_steps_per_turn(&self) -> u32 {
+        self.max_steps_per_turn
+    }
+
+    /// Puts the world's random stream (turn order, scene rules) and the seed the `scripted`
+    /// player draws from at `seed`.
+    pub fn reseed(&mut self, seed: u64) {
+        self.world.rng = super::rng::Rng::seeded(seed);
+        self.world.llm.seed = seed;
+    }
+
+    /// Drops the events not yet handed to a sink (a builder's announcements: they wait in the
+    /// pending queue as the root's log).
+    pub fn discard_output(&mut self) {
+        self.world.take_out();
+    }
+
+    /// What runs the custom scene's Python hooks during the next runs.
+    pub fn set_hooks(&mut self, hooks: super::hooks::Hooks) {
+        self.world.hooks = hooks;
+    }
+
+    /// The offline player the agents' calls go to (`None`: the run's LLM client).
+    pub fn set_offline(&mut self, offline: Option<crate::llm::Offline>) {
+        self.world.llm.offline = offline;
+    }
+
+    /// Keys the calls of the run about to start to `affinity` (see `LlmState::start_run`).
+    pub fn start_run(&mut self, affinity: u64) {
+        self.world.llm.start_run(affinity);
     }
 
     /// The `scene_prose_set` op: each part of `given` replaces that part of the prose the

@@ -61,12 +61,12 @@ fn stopped(e: AbmError) -> String {
 /// Gives a social simulator the pool's workers as its hook runner (a scene without hooks never
 /// calls it).
 pub fn give(sim: &mut Simulator, pool: Option<&Arc<WorkerPool>>) {
-    sim.world.hooks = pool.map_or_else(Hooks::default, |p| Hooks::new(Arc::new(PoolHooks(p.clone()))));
+    sim.set_hooks(pool.map_or_else(Hooks::default, |p| Hooks::new(Arc::new(PoolHooks(p.clone())))));
 }
 
 /// The hook source of a simulator's custom scene, if it has one.
 pub fn source(sim: &Simulator) -> Option<&str> {
-    match &sim.scene {
+    match sim.scene() {
         Scene::Custom(c) => c.config.hooks.as_ref().map(|h| h.source.as_str()),
         _ => None,
     }

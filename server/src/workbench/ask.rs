@@ -81,7 +81,7 @@ impl Workbench {
                     // A copy of the node's LLM state: the timeline's counters do not move.
                     Sim::Social(s) => ctx
                         .llm
-                        .chat(&request.messages, &mut s.world.llm.clone())
+                        .chat(&request.messages, &mut s.world().llm.clone())
                         .await
                         .map_err(failed)?,
                     // The trader's model answers in text; a call it made anyway is shown as

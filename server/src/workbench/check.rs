@@ -36,7 +36,7 @@ impl Workbench {
             return Err(RequestError::NoPrompts.into());
         };
         let mut prompts: Vec<RolePrompt> = Vec::new();
-        for (idx, agent) in sim.world.agents.iter().enumerate() {
+        for (idx, agent) in sim.world().agents.iter().enumerate() {
             let role = agent.role().map(str::to_string);
             if let Some(same) = prompts.iter_mut().find(|p| role.is_some() && p.role == role) {
                 same.also.push(agent.name.clone());

@@ -89,7 +89,7 @@ impl Workbench {
             };
             let offline = match (&self.backend, sim.as_deref()) {
                 (Backend::Mock, _) => Some("the mock"),
-                (Backend::Provider(_), Some(Sim::Social(s))) if s.world.llm.offline.is_some() => {
+                (Backend::Provider(_), Some(Sim::Social(s))) if s.world().llm.offline.is_some() => {
                     Some("the tree's offline player")
                 }
                 _ => None,
