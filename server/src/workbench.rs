@@ -121,7 +121,38 @@ impl Default for Limits {
     }
 }
 
+/// The application service below every front end (HTTP, CLI, benchmarks): the composition of
+/// the services, each a view of one shared [`Core`].
 pub struct Workbench {
+    core: Arc<Core>,
+}
+
+impl Workbench {
+    pub fn new(scenarios: ScenarioLibrary, backend: Backend, limits: Limits) -> Self {
+        Workbench {
+            core: Arc::new(Core::new(scenarios, backend, limits)),
+        }
+    }
+
+    /// The core to set up (assets, store, job queue, prices, sandbox) before the workbench is
+    /// shared: a front end builds it, then hands it out.
+    pub fn setup(&mut self) -> &mut Core {
+        Arc::get_mut(&mut self.core).expect("a workbench is set up before it is shared")
+    }
+}
+
+impl std::ops::Deref for Workbench {
+    type Target = Arc<Core>;
+
+    fn deref(&self) -> &Arc<Core> {
+        &self.core
+    }
+}
+
+/// What every service of the workbench shares: the tree set, the store, the limits, the clients
+/// runs talk to, the libraries and the run machinery (start, spawn, wait). The services are views
+/// of it ([`Workbench::runs`], …); it is set up before it is shared ([`Workbench::setup`]).
+pub struct Core {
     /// Every tree, open or stored (see `workbench::trees`).
     trees: trees::Trees,
     loading: Mutex<()>,
@@ -257,9 +288,9 @@ impl<F: FnMut(Event)> crate::engine::event::EventSink for RunSink<F> {
     }
 }
 
-impl Workbench {
-    pub fn new(scenarios: ScenarioLibrary, backend: Backend, limits: Limits) -> Self {
-        Workbench {
+impl Core {
+    fn new(scenarios: ScenarioLibrary, backend: Backend, limits: Limits) -> Self {
+        Core {
             library: library::Library::in_memory(limits.max_body_bytes),
             trees: Default::default(),
             loading: Mutex::new(()),

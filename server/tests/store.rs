@@ -25,7 +25,7 @@ fn workbench(dir: &std::path::Path) -> Arc<Workbench> {
 fn workbench_with(dir: &std::path::Path, limits: Limits) -> Arc<Workbench> {
     let lib = ScenarioLibrary::load_assets(&assets_dir().expect("assets")).unwrap();
     let mut wb = Workbench::new(lib, Backend::Mock, limits);
-    wb.attach_store(Store::open_sqlite(dir).unwrap()).unwrap();
+    wb.setup().attach_store(Store::open_sqlite(dir).unwrap()).unwrap();
     Arc::new(wb)
 }
 

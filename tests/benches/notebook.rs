@@ -24,7 +24,7 @@ use simtree_shared::{NodePatch, Op};
 fn workbench(store: Store) -> Arc<Workbench> {
     let lib = ScenarioLibrary::load_assets(&assets_dir().expect("assets")).expect("assets");
     let mut wb = Workbench::new(lib, Backend::Mock, Limits::default());
-    wb.attach_store(store).expect("store");
+    wb.setup().attach_store(store).expect("store");
     Arc::new(wb)
 }
 

@@ -83,7 +83,8 @@ fn main() {
         ..Limits::default()
     };
     let mut wb = Workbench::new(lib, Backend::Mock, limits);
-    wb.attach_store(Store::open_sqlite(&dir).expect("store"))
+    wb.setup()
+        .attach_store(Store::open_sqlite(&dir).expect("store"))
         .expect("store");
     let wb = Arc::new(wb);
 

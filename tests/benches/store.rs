@@ -32,7 +32,7 @@ fn workbench(store: Option<Store>, cache_mb: usize) -> Arc<Workbench> {
     };
     let mut wb = Workbench::new(lib, Backend::Mock, limits);
     if let Some(s) = store {
-        wb.attach_store(s).expect("store");
+        wb.setup().attach_store(s).expect("store");
     }
     Arc::new(wb)
 }

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use simtree_shared::{CallCache, CallMessage, NodeCall, NodeCalls, NodeStatus, Op};
 
-use super::{RequestError, Workbench, WorkbenchError};
+use super::{Core, RequestError, WorkbenchError};
 use crate::backend::RunRequest;
 use crate::engine::Event;
 use crate::engine::parse;
@@ -128,7 +128,7 @@ fn action_of(reply: &str) -> (Option<simtree_shared::ActionCall>, Option<String>
     }
 }
 
-impl Workbench {
+impl Core {
     /// `GET …/node/{n}/calls`: every model call of the node's run, in order, then the
     /// interviews asked at it (their prompts built again from the node's state).
     pub async fn calls(

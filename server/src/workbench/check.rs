@@ -7,12 +7,12 @@ use serde_json::Value;
 use simtree_shared::{RolePrompt, ScenarioChecked};
 
 use super::calls::call_message;
-use super::{DOCUMENT_ID, RequestError, Workbench, WorkbenchError, dataset_of};
+use super::{Core, DOCUMENT_ID, RequestError, WorkbenchError, dataset_of};
 use crate::scenario::UserScenario;
 use crate::sim::hooks::{self, HookSourceError};
 use crate::sim::{ScenarioEntry, Sim};
 
-impl Workbench {
+impl Core {
     /// `POST /api/documents/check`: the refusal creating a tree of `doc` would give, or what it
     /// would make. An agent-based model is checked by its validator only (building it needs the
     /// Python worker).

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, Weak};
 use serde_json::Value;
 use simtree_shared::{DatasetInfo, SimKind};
 
-use super::{Full, RequestError, Workbench, WorkbenchError};
+use super::{Core, Full, RequestError, WorkbenchError};
 use crate::store::{StoreError, Write};
 use crate::trading::data::MarketData;
 use crate::trading::dataset::{check_dataset_name, parse_dataset, parsed_size_estimate};
@@ -57,7 +57,7 @@ fn info_of(
     }
 }
 
-impl Workbench {
+impl Core {
     /// `POST /api/datasets?name=N`: checks and keeps a CSV; nothing is kept on a refusal.
     pub fn import_dataset(&self, name: &str, text: &str) -> Result<DatasetInfo, WorkbenchError> {
         check_dataset_name(name)?;

@@ -7,7 +7,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use super::{NodeId, Workbench, lock};
+use super::{Core, NodeId, lock};
 
 /// How a drain ended.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -20,7 +20,7 @@ pub struct Drained {
     pub handed_over: usize,
 }
 
-impl Workbench {
+impl Core {
     /// The runs in flight over every tree in memory.
     pub fn runs_in_flight(&self) -> usize {
         self.trees.open_handles().iter().map(|t| lock(&t.runs).len()).sum()

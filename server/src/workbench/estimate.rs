@@ -11,7 +11,7 @@
 
 use simtree_shared::{Estimate, NodeStatus, SimKind};
 
-use super::{RequestLimit, Workbench, WorkbenchError};
+use super::{Core, RequestLimit, WorkbenchError};
 use crate::backend::Backend;
 use crate::llm::chat::Usage;
 use crate::sim::{ABM_CALLS, CallShape, Sim};
@@ -55,7 +55,7 @@ impl History {
     }
 }
 
-impl Workbench {
+impl Core {
     /// The cost of `runs` runs of `turns` turns each from `parent` (an advance: 1 run; a fan-out:
     /// its count; a sweep: cells × replicates), without running them. `what` names the request
     /// in the basis.

@@ -14,7 +14,7 @@
 //! A row read back after a restart is `interrupted` if it was running: what finished is kept
 //! (replicates whose node finished are measured then) and nothing resumes by itself — except on
 //! a database a team shares (runs as jobs): there the next leader carries it on by itself
-//! ([`Workbench::continue_explores`]), waiting for the replicates whose jobs it adopted and
+//! ([`Core::continue_explores`]), waiting for the replicates whose jobs it adopted and
 //! running again, within the reservation already counted, those that were cut short.
 
 use std::collections::BTreeMap;
@@ -30,7 +30,7 @@ use simtree_shared::{
 };
 
 use super::job::{Job, JobData, Jobs, Metrics, Replicate, Step, outcome};
-use super::{MoneyShortfall, RequestLimit, TreeHandle, Workbench, WorkbenchError, lock};
+use super::{Core, MoneyShortfall, RequestLimit, TreeHandle, WorkbenchError, lock};
 use crate::explore::{ExploreSpec, MAX_CANDIDATES, mean_ci, next_round, rank, survivors};
 use crate::llm::budget::{Limits as BudgetLimits, TreeBudget};
 use crate::store::Write;
@@ -92,7 +92,7 @@ pub(super) struct ExploreRecord {
     /// Turns true when its driver has stopped.
     finished: tokio::sync::watch::Sender<bool>,
     /// Read back `running` on a database that other processes share: the server that drove it
-    /// died, and this one carries it on ([`Workbench::continue_explores`]).
+    /// died, and this one carries it on ([`Core::continue_explores`]).
     orphan: AtomicBool,
 }
 
@@ -404,7 +404,7 @@ impl Explores {
 /// Brings back a tree's stored or imported explorations (see [`Jobs::restore`]); one that was
 /// running reads as interrupted, unless `continues` (a stored tree on a database shared by a
 /// team, whose server died): then it stays running and waits for
-/// [`Workbench::continue_explores`] to carry it on.
+/// [`Core::continue_explores`] to carry it on.
 pub(super) fn restore_explores(handle: &TreeHandle, explores: Vec<ExploreData>, continues: bool) {
     handle.explores.restore(handle, explores, false, |metrics, mut data| {
         let orphan = data.status == ExploreStatus::Running && continues;
@@ -421,7 +421,7 @@ pub(super) fn restore_explores(handle: &TreeHandle, explores: Vec<ExploreData>, 
     });
 }
 
-impl Workbench {
+impl Core {
     /// Checks an exploration as a start would: its body, its tree, its parent and the limits;
     /// gives its candidates (cells) and its metric, and the most runs it may start.
     fn check_explore(
@@ -744,7 +744,7 @@ impl Workbench {
             let mut runs = Vec::with_capacity(cut.len() + running.len());
             for (i, k) in cut {
                 let cell = d.candidates[i].node;
-                let mut p = Workbench::attach_run(handle, &mut t, cell, d.turns, None, EdgeType::Explore)?;
+                let mut p = Core::attach_run(handle, &mut t, cell, d.turns, None, EdgeType::Explore)?;
                 p.reseed(d.seed.wrapping_add(k as u64));
                 p.budget = budget.clone();
                 d.candidates[i].children[k] = p.id;
@@ -812,12 +812,7 @@ impl Workbench {
 /// another round, or it is stopped; then records how it ended.
 /// `resumed`: the runs of a round that was attached before the server stopped, to finish (and
 /// rank) before any other round.
-async fn drive(
-    wb: Arc<Workbench>,
-    handle: Arc<TreeHandle>,
-    record: Arc<ExploreRecord>,
-    mut resumed: Option<Vec<RoundRun>>,
-) {
+async fn drive(wb: Arc<Core>, handle: Arc<TreeHandle>, record: Arc<ExploreRecord>, mut resumed: Option<Vec<RoundRun>>) {
     let reason = loop {
         if record.stopped() {
             break None;
@@ -905,11 +900,7 @@ type RoundRun = (usize, usize, NodeId, Step);
 
 /// Attaches the next round's runs (reserving them: `runs_used` counts them before any starts);
 /// `Ok(None)` when stopped, `Err` with the reason the exploration ends.
-fn attach_round(
-    wb: &Workbench,
-    handle: &TreeHandle,
-    record: &ExploreRecord,
-) -> Result<Option<Vec<RoundRun>>, RoundEnd> {
+fn attach_round(wb: &Core, handle: &TreeHandle, record: &ExploreRecord) -> Result<Option<Vec<RoundRun>>, RoundEnd> {
     let mut t = handle.lock();
     let mut d = lock(&record.data);
     if record.stopped() {
@@ -948,7 +939,7 @@ fn attach_round(
     for &c in &alive {
         let cell = d.candidates[c].node;
         for k in have..have + add {
-            let mut p = Workbench::attach_run(handle, &mut t, cell, turns, None, EdgeType::Explore).map_err(|why| {
+            let mut p = Core::attach_run(handle, &mut t, cell, turns, None, EdgeType::Explore).map_err(|why| {
                 RoundEnd::CannotStart {
                     round: d.round + 1,
                     why,

@@ -12,7 +12,7 @@
 use serde_json::{Value, json};
 use simtree_shared::{GenerateDocumentRequest, GeneratedDocument};
 
-use super::{Workbench, WorkbenchError, error::RequestError};
+use super::{Core, WorkbenchError, error::RequestError};
 use crate::backend::Backend;
 use crate::llm::ask::{AskError, ProviderStructured, StructuredLlm, StructuredRequest, until_valid};
 use crate::llm::chat::{Message, Role};
@@ -172,7 +172,7 @@ impl StructuredLlm for MockSceneWriter {
     }
 }
 
-impl Workbench {
+impl Core {
     /// `POST /api/documents/generate`: a custom scene document that passes the document check.
     pub async fn generate_document(
         self: &std::sync::Arc<Self>,

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use simtree_shared::{Annotation, HitKind, NodePatch, SearchHit, SearchReply, TreeEdit, TreeInfo, TreeMsg};
 
-use super::{RequestError, Workbench, WorkbenchError, lock};
+use super::{Core, RequestError, WorkbenchError, lock};
 use crate::store::{TextMatch, Write, index_text};
 use crate::tree::{NodeId, notebook};
 
@@ -24,7 +24,7 @@ pub const MAX_LIMIT: u64 = 200;
 /// Texts read from the index per search at most (best first); hits beyond are not ranked.
 const MAX_MATCHES: u64 = 5000;
 
-impl Workbench {
+impl Core {
     /// `PATCH …/node/{n}`: applies `patch` to the node's annotation and stores it (a row for
     /// this node only) before answering; the annotation as it now is.
     pub fn annotate(&self, tree: u64, node: NodeId, patch: &NodePatch) -> Result<Option<Annotation>, WorkbenchError> {

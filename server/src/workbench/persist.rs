@@ -21,7 +21,7 @@ use super::explore::{ExploreData, restore_explores};
 use super::job::{imported, parse_rows};
 use super::sweep::{SweepData, restore_sweeps};
 use super::trees::Found;
-use super::{Full, TreeHandle, Workbench, WorkbenchError, lock};
+use super::{Core, Full, TreeHandle, WorkbenchError, lock};
 use crate::llm::budget::Limits as BudgetLimits;
 use crate::sim::Sim;
 use crate::store::{Store, StoreError, TreeRow, TreeSource, Write, encode_state, now_ms};
@@ -299,13 +299,13 @@ fn release_freed_memory() {
     }
 }
 
-/// Why the store cannot take writes now ([`Workbench::ready`]): its commits fail, or a lost
+/// Why the store cannot take writes now ([`Core::ready`]): its commits fail, or a lost
 /// database does not answer; the cause as the store gave it.
 #[derive(Debug, thiserror::Error)]
 #[error("the store cannot take writes: {0}")]
 pub struct NotReady(pub String);
 
-impl Workbench {
+impl Core {
     /// Makes the workbench durable: trees in `store` are listed (and loaded on first use), runs
     /// the last server left in flight become `interrupted` (but those whose jobs are adopted,
     /// when jobs were enabled before), and every change from now on is written. Nothing but the
@@ -321,7 +321,7 @@ impl Workbench {
             );
         }
         // Runs whose jobs other processes still run are adopted, not interrupted (jobs enabled
-        // first: see `Workbench::enable_jobs`).
+        // first: see `Core::enable_jobs`).
         let keep = self.jobs.get().map(|hub| hub.adopting()).unwrap_or_default();
         let interrupted = store.read(move |db| db.interrupt_running(&keep))?;
         let rows = store.read(|db| db.trees())?;
@@ -538,7 +538,7 @@ impl Workbench {
     /// each node is checked, then (with a store) written and released from memory, so an import
     /// of any size needs memory for one node at a time. Nothing is listed unless all of it
     /// passes; a refused import leaves no rows. Also returns the export's statement of
-    /// provenance as written, unread (see [`Workbench::provenance_check`]).
+    /// provenance as written, unread (see [`Core::provenance_check`]).
     pub fn import_stream(&self, reader: impl std::io::Read) -> Result<(TreeRef, Option<Value>), WorkbenchError> {
         self.writable()?;
         if self.tree_count() >= self.limits.max_trees {

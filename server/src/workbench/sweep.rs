@@ -17,7 +17,7 @@
 //! sweeps back; a replicate that was still pending is measured then if its node finished, and
 //! otherwise ends with the node's status as its reason — except on a database a team shares
 //! (runs as jobs), where the next leader carries a sweep whose server died on by itself
-//! ([`Workbench::continue_sweeps`]): it waits for the replicates whose jobs it adopted and runs
+//! ([`Core::continue_sweeps`]): it waits for the replicates whose jobs it adopted and runs
 //! again, with their seeds, those that were cut short (interrupted), each in its own slot, so
 //! no replicate is counted twice.
 
@@ -30,7 +30,7 @@ use serde_json::Value;
 use simtree_shared::{CellRow, EdgeType, Effect, FailedRun, IntervalKind, SweepStarted, SweepTable, TreeMsg};
 
 use super::job::{Job, JobData, Jobs, Metrics, Ran, Replicate, Step, outcome};
-use super::{RequestError, RequestLimit, TreeHandle, Workbench, WorkbenchError, lock};
+use super::{Core, RequestError, RequestLimit, TreeHandle, WorkbenchError, lock};
 use crate::store::Write;
 use crate::sweep::{
     MAX_RUNS, Metric, Outcome, SweepError, SweepPlan, SweepSpec, bootstrap_seed, effects, summarise_runs,
@@ -86,7 +86,7 @@ pub(super) struct SweepRecord {
     /// equal results.
     effects: Mutex<Option<((usize, usize), CellEffects)>>,
     /// Read back with replicates pending on a database that other processes share: the server
-    /// that collected them died, and this one carries the sweep on ([`Workbench::continue_sweeps`]).
+    /// that collected them died, and this one carries the sweep on ([`Core::continue_sweeps`]).
     orphan: AtomicBool,
 }
 
@@ -213,7 +213,7 @@ impl Job for SweepRecord {
 /// Brings back a tree's stored or imported sweeps (see [`Jobs::restore`]). When `continues` (a
 /// stored tree on a database a team shares, whose server died), a replicate whose run was cut
 /// short stays pending, and a sweep with replicates pending waits for
-/// [`Workbench::continue_sweeps`] to carry it on.
+/// [`Core::continue_sweeps`] to carry it on.
 pub(super) fn restore_sweeps(handle: &TreeHandle, sweeps: Vec<SweepData>, continues: bool) {
     handle.sweeps.restore(handle, sweeps, continues, |metrics, data| {
         let pending = counts(&data).1 > 0;
@@ -223,7 +223,7 @@ pub(super) fn restore_sweeps(handle: &TreeHandle, sweeps: Vec<SweepData>, contin
     });
 }
 
-impl Workbench {
+impl Core {
     /// Lays out `spec` under its `parent` and starts every replicate; answers once they are
     /// attached and committed, not when they end.
     pub fn start_sweep(self: &Arc<Self>, tree: u64, spec: SweepSpec) -> Result<SweepStarted, WorkbenchError> {
@@ -380,7 +380,7 @@ impl Workbench {
     }
 }
 
-impl Workbench {
+impl Core {
     /// Starts every step (a replicate's run, or the wait for one adopted), then, as each ends
     /// (in whatever order), stores its metrics and announces the sweep's progress.
     fn collect(&self, handle: Arc<TreeHandle>, record: Arc<SweepRecord>, steps: Vec<(usize, usize, Step)>) {
@@ -470,7 +470,7 @@ impl Workbench {
                     continue;
                 }
                 let cell = d.cells[c].node;
-                let mut p = Workbench::attach_run(handle, &mut t, cell, d.turns, None, EdgeType::Sweep)?;
+                let mut p = Core::attach_run(handle, &mut t, cell, d.turns, None, EdgeType::Sweep)?;
                 p.reseed(d.seeds[k]);
                 d.cells[c].children[k] = p.id;
                 steps.push((c, k, Step::Run(p)));

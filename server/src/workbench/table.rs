@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::{RequestError, TreeHandle, Workbench, WorkbenchError};
+use super::{Core, RequestError, TreeHandle, WorkbenchError};
 use crate::tree::NodeId;
 
 /// Rows a page holds when `limit` is not given, and at most.
@@ -420,7 +420,7 @@ fn param_column(name: &str) -> String {
     }
 }
 
-impl Workbench {
+impl Core {
     /// The runs of sweep `id` of `tree` in long format: per run (cells in the grid's order,
     /// replicates within) its metric rows (`step` empty), then with `series` its own steps'
     /// variables. `None` when the tree has no such sweep.
