@@ -9,6 +9,24 @@
 //! go to the tree's broadcast channel in causal order per node; log entries go to each node's
 //! own log and its live channel.
 
+/// Declares a service of the workbench: a view of the shared [`Core`] with a public surface of
+/// its own. Its methods read the core's state and run machinery through `Deref`.
+macro_rules! service {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy)]
+        pub struct $name<'a>(pub(super) &'a std::sync::Arc<$crate::workbench::Core>);
+
+        impl std::ops::Deref for $name<'_> {
+            type Target = std::sync::Arc<$crate::workbench::Core>;
+
+            fn deref(&self) -> &Self::Target {
+                self.0
+            }
+        }
+    };
+}
+
 mod ask;
 mod calls;
 mod check;
@@ -32,13 +50,21 @@ mod sweep;
 pub mod table;
 mod trees;
 
+pub use check::Scenarios;
+pub use datasets::Datasets;
 pub use datasets::{SHIPPED_DATASET, dataset_of};
 pub use error::{
     AbmStartError, ExportProblem, Full, Missing, MoneyShortfall, RequestError, RequestLimit, WorkbenchError,
 };
+pub use estimate::Usage;
+pub use jobs::Jobs;
 pub use live_text::DELTA_QUEUE;
+pub use notebook::Notebook;
+pub use persist::Upkeep;
 pub use persist::{MAX_NAME_CHARS, Meta, NotReady};
+pub use sweep::Studies;
 pub use sweep::SweepData;
+pub use table::Transfer;
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
@@ -138,6 +164,46 @@ impl Workbench {
     /// shared: a front end builds it, then hands it out.
     pub fn setup(&mut self) -> &mut Core {
         Arc::get_mut(&mut self.core).expect("a workbench is set up before it is shared")
+    }
+
+    /// The scenario library: shipped and saved documents, checks, previews and generation.
+    pub fn scenarios(&self) -> Scenarios<'_> {
+        Scenarios(&self.core)
+    }
+
+    /// Uploaded market datasets.
+    pub fn datasets(&self) -> Datasets<'_> {
+        Datasets(&self.core)
+    }
+
+    /// Sweeps and explorations.
+    pub fn studies(&self) -> Studies<'_> {
+        Studies(&self.core)
+    }
+
+    /// Annotations, descriptions, search, a node's calls and interviews.
+    pub fn notebook(&self) -> Notebook<'_> {
+        Notebook(&self.core)
+    }
+
+    /// Estimates, usage and provenance.
+    pub fn usage(&self) -> Usage<'_> {
+        Usage(&self.core)
+    }
+
+    /// Exports, imports and long-format tables.
+    pub fn transfer(&self) -> Transfer<'_> {
+        Transfer(&self.core)
+    }
+
+    /// Readiness, the cache of live simulators, the runs in flight at shutdown.
+    pub fn upkeep(&self) -> Upkeep<'_> {
+        Upkeep(&self.core)
+    }
+
+    /// The run queue's loops.
+    pub fn jobs(&self) -> Jobs<'_> {
+        Jobs(&self.core)
     }
 }
 
@@ -531,7 +597,9 @@ impl Core {
         tree.scenario_version = origin.map(|o| o.version);
         self.register(tree, name, budget)
     }
+}
 
+impl Scenarios<'_> {
     /// `GET /api/scenarios`: the shipped scenarios, then the saved ones by id.
     pub fn scenario_list(&self) -> Vec<ScenarioSummary> {
         ScenarioEntry::all(&self.scenarios)
@@ -563,7 +631,9 @@ impl Core {
             .get(id, version)?
             .ok_or_else(|| Missing::Scenario(id.to_string()).into())
     }
+}
 
+impl Core {
     /// What saving a document checks beyond its own validator: a trading episode is built on
     /// its market (its dataset, tickers and dates), as creating a tree from it would.
     fn check_saved(&self, user: &UserScenario) -> Result<(), WorkbenchError> {
@@ -575,7 +645,9 @@ impl Core {
         }
         Ok(())
     }
+}
 
+impl Scenarios<'_> {
     /// `POST /api/scenarios`.
     pub fn save_scenario(&self, name: &str, document: &serde_json::Value) -> Result<SavedRef, WorkbenchError> {
         self.writable()?;
@@ -595,7 +667,9 @@ impl Core {
         self.writable()?;
         self.library.delete(&self.scenarios, id)
     }
+}
 
+impl Core {
     fn check_turns(&self, turns: u64) -> Result<(), WorkbenchError> {
         let max = self.limits.max_turns_per_request;
         if turns > max {

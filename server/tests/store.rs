@@ -201,15 +201,15 @@ async fn over_its_budget_the_cache_closes_idle_trees_and_they_come_back_intact()
         trees.push((t, dump(&wb, t)));
     }
     assert!(
-        wb.cache_bytes() > 64 << 10,
+        wb.upkeep().cache_bytes() > 64 << 10,
         "the trees exceed the budget: {}",
-        wb.cache_bytes()
+        wb.upkeep().cache_bytes()
     );
-    assert!(wb.trim_cache() > 0);
+    assert!(wb.upkeep().trim_cache() > 0);
     assert!(
-        wb.cache_bytes() <= 64 << 10,
+        wb.upkeep().cache_bytes() <= 64 << 10,
         "within the budget after a trim: {} bytes",
-        wb.cache_bytes()
+        wb.upkeep().cache_bytes()
     );
     for (t, before) in trees {
         assert_eq!(dump(&wb, t), before, "tree {t} comes back from the store as it was");
@@ -240,7 +240,7 @@ async fn a_tree_the_cache_closes_and_reopens_is_never_missing() {
         let (wb, stop, closed) = (wb.clone(), stop.clone(), closed.clone());
         std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
-                if wb.trim_cache() > 0 {
+                if wb.upkeep().trim_cache() > 0 {
                     closed.fetch_add(1, Ordering::Relaxed);
                 }
             }

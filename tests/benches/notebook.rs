@@ -71,7 +71,7 @@ fn time_search(wb: &Arc<Workbench>, tree: Option<u64>, q: &str, repeat: usize) -
     let mut total = 0;
     for _ in 0..repeat {
         let t = Instant::now();
-        let r = wb.search(tree, Some(q), None, Some(20)).unwrap();
+        let r = wb.notebook().search(tree, Some(q), None, Some(20)).unwrap();
         times.push(t.elapsed());
         total = r.total;
     }
@@ -88,7 +88,7 @@ fn time_annotations(wb: &Arc<Workbench>, tree: u64, nodes: &[u64], count: usize)
             starred: Some(k % 2 == 0),
         };
         let t = Instant::now();
-        wb.annotate(tree, node, &patch).unwrap();
+        wb.notebook().annotate(tree, node, &patch).unwrap();
         times.push(t.elapsed());
     }
     spread(times)
@@ -104,7 +104,7 @@ async fn run(label: &str, store: Store, n: usize) {
         started.elapsed().as_secs_f64()
     );
     // The first read waits for the build's queued writes to be committed: not a search's cost.
-    wb.search(Some(tree), Some("warm"), None, None).unwrap();
+    wb.notebook().search(Some(tree), Some("warm"), None, None).unwrap();
     for (what, q) in [
         ("a word of many nodes", "lighthouse"),
         ("a rare phrase", "signal number 42"),

@@ -124,7 +124,7 @@ fn main() {
             runs.push(
                 tokio::task::spawn_blocking(move || {
                     let t = Instant::now();
-                    wb.import_dataset(&format!("bench{i}"), &csv).expect("import");
+                    wb.datasets().import_dataset(&format!("bench{i}"), &csv).expect("import");
                     t.elapsed()
                 })
                 .await

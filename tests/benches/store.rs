@@ -176,7 +176,7 @@ async fn million_child(dir: &Path) {
     // `SIMTREE_BENCH_INLINE_TRIM=1` trims after each tree on this thread instead.
     let inline = std::env::var_os("SIMTREE_BENCH_INLINE_TRIM").is_some();
     if !inline {
-        tokio::spawn(wb.clone().sweep_cache());
+        tokio::spawn(wb.upkeep().sweep_cache());
     }
     // `SIMTREE_BENCH_TREES=n` opens only the first n trees (to profile a shorter run).
     let trees = std::env::var("SIMTREE_BENCH_TREES")
@@ -196,7 +196,7 @@ async fn million_child(dir: &Path) {
         }
         drop(handle);
         if inline {
-            wb.trim_cache();
+            wb.upkeep().trim_cache();
         }
     }
     println!(
@@ -207,7 +207,7 @@ async fn million_child(dir: &Path) {
         rss_mb("VmRSS:"),
         rss_mb("VmHWM:"),
         heap_mb(),
-        wb.cache_bytes() as f64 / (1 << 20) as f64
+        wb.upkeep().cache_bytes() as f64 / (1 << 20) as f64
     );
     // `SIMTREE_BENCH_EXIT=1`: exit without freeing, so a heap profiler lists what was in use.
     if std::env::var_os("SIMTREE_BENCH_EXIT").is_some() {
@@ -224,11 +224,11 @@ async fn probe(dir: &Path) {
     println!(
         "tree structure: heap +{:.1} MB, counted {:.1} MB",
         heap_mb() - h0,
-        wb.cache_bytes() as f64 / 1048576.0
+        wb.upkeep().cache_bytes() as f64 / 1048576.0
     );
     for node in [5000u64, 5001, 9000, 2000] {
         let h = heap_mb();
-        let c = wb.cache_bytes();
+        let c = wb.upkeep().cache_bytes();
         let sim = handle.lock().sim(node).unwrap();
         let after_sim = heap_mb();
         let _ = handle.lock().log(node).unwrap();
@@ -236,7 +236,7 @@ async fn probe(dir: &Path) {
             "node {node}: sim heap +{:.2} MB, with log +{:.2} MB; counted +{:.2} MB",
             after_sim - h,
             heap_mb() - h,
-            (wb.cache_bytes() - c) as f64 / 1048576.0
+            (wb.upkeep().cache_bytes() - c) as f64 / 1048576.0
         );
         drop(sim);
     }
@@ -247,7 +247,7 @@ async fn probe(dir: &Path) {
     println!(
         "evicted: heap {:.2} MB; counted {:.2} MB",
         heap_mb() - h,
-        wb.cache_bytes() as f64 / 1048576.0
+        wb.upkeep().cache_bytes() as f64 / 1048576.0
     );
 }
 

@@ -73,10 +73,10 @@ pub async fn lead(plan: Arc<LeaderPlan>, me: Option<Lease>) -> Result<Result<Lea
         None => None,
     };
     if plan.queue.is_some() {
-        tokio::spawn(Arc::clone(&**app.wb).dispatch_jobs());
+        tokio::spawn(app.wb.jobs().dispatch());
     }
     // Live simulators of stored trees are a cache: keep it within --cache-mb.
-    tokio::spawn(Arc::clone(&**app.wb).sweep_cache());
+    tokio::spawn(app.wb.upkeep().sweep_cache());
     Ok(Ok(Leader { app, sharing }))
 }
 

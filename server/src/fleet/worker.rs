@@ -60,7 +60,8 @@ pub fn worker_bench(
 /// unfinished runs then go back to the queue).
 pub async fn run_worker(wb: Arc<Workbench>, config: JobsConfig, concurrency: usize) -> Result<(), FleetError> {
     let sharing = share_endpoint_load(&wb.backend, &config.url).await;
-    let worked = Arc::clone(&*wb)
+    let worked = wb
+        .jobs()
         .work(config, concurrency, "worker", crate::http::stop_requested())
         .await;
     if let Some((stop, task)) = sharing {

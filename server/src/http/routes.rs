@@ -57,7 +57,7 @@ pub async fn ready(State(app): St) -> AppResult<Json<OkReply>> {
     if app.draining.load(std::sync::atomic::Ordering::Acquire) {
         return Err(super::error::ApiError::shutting_down());
     }
-    app.wb.ready()?;
+    app.wb.upkeep().ready()?;
     Ok(Json(OkReply { ok: true }))
 }
 
@@ -102,7 +102,7 @@ pub async fn patch_tree(
     ApiPath(tree): ApiPath<u64>,
     ApiJson(body): ApiJson<TreeEdit>,
 ) -> AppResult<Json<TreeInfo>> {
-    Ok(Json(app.wb.edit_tree(tree, &body)?))
+    Ok(Json(app.wb.notebook().edit_tree(tree, &body)?))
 }
 
 pub async fn summaries(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Response> {
@@ -176,7 +176,7 @@ pub async fn advance(
     ApiJson(b): ApiJson<AdvanceRequest>,
 ) -> AppResult<Response> {
     if EstimateQuery::read(q)? {
-        return Ok(Json(app.wb.estimate(tree, b.parent, b.turns, 1, "advance")?).into_response());
+        return Ok(Json(app.wb.usage().estimate(tree, b.parent, b.turns, 1, "advance")?).into_response());
     }
     let done = app.wb.advance(tree, b.parent, b.turns).await?;
     Ok(Json(run_json(done)).into_response())
@@ -199,7 +199,12 @@ pub async fn advance_multi(
 ) -> AppResult<Response> {
     if EstimateQuery::read(q)? {
         let runs = b.count.max(0) as u64;
-        return Ok(Json(app.wb.estimate(tree, b.parent, b.turns, runs, "advance_multi")?).into_response());
+        return Ok(Json(
+            app.wb
+                .usage()
+                .estimate(tree, b.parent, b.turns, runs, "advance_multi")?,
+        )
+        .into_response());
     }
     let children = app
         .wb

@@ -30,6 +30,7 @@ use simtree_shared::{
 };
 
 use super::job::{Job, JobData, Jobs, Metrics, Replicate, Step, outcome};
+use super::sweep::Studies;
 use super::{Core, MoneyShortfall, RequestLimit, TreeHandle, WorkbenchError, lock};
 use crate::explore::{ExploreSpec, MAX_CANDIDATES, mean_ci, next_round, rank, survivors};
 use crate::llm::budget::{Limits as BudgetLimits, TreeBudget};
@@ -442,7 +443,9 @@ impl Core {
         }
         Ok((cells, metric, cap))
     }
+}
 
+impl Studies<'_> {
     /// What `spec` may cost at most (`?estimate=true`): its cap of runs of `turns` from
     /// `parent`, with a warning when its money cannot pay for one call of each candidate (a
     /// start would be refused) or is below the estimate. Nothing is made.
@@ -452,7 +455,7 @@ impl Core {
         spec: &ExploreSpec,
     ) -> Result<simtree_shared::Estimate, WorkbenchError> {
         let (cells, _, cap) = self.check_explore(tree, spec)?;
-        let mut e = self.estimate(
+        let mut e = super::Usage(self.0).estimate(
             tree,
             spec.parent,
             spec.turns,
@@ -472,7 +475,9 @@ impl Core {
         };
         Ok(e)
     }
+}
 
+impl Core {
     /// The money an exploration may spend and whose it is: its own `budget.money`, or what the
     /// tree's money budget has left when that is less; `None` when neither caps money.
     fn explore_money(&self, tree: u64, spec: &ExploreSpec) -> Result<Option<(f64, &'static str)>, WorkbenchError> {
@@ -526,14 +531,12 @@ impl Core {
             need,
         }))
     }
+}
 
+impl Studies<'_> {
     /// Attaches the candidates under `parent`, commits them and starts the rounds; answers
     /// before any run ends. Refused when its money cannot pay for one call of each candidate.
-    pub async fn start_explore(
-        self: &Arc<Self>,
-        tree: u64,
-        spec: ExploreSpec,
-    ) -> Result<ExploreStarted, WorkbenchError> {
+    pub async fn start_explore(&self, tree: u64, spec: ExploreSpec) -> Result<ExploreStarted, WorkbenchError> {
         self.check_explore(tree, &spec)?;
         if let Some(why) = self.explore_money_shortfall(tree, &spec).await? {
             return Err(why.into());
@@ -597,7 +600,7 @@ impl Core {
         handle.flush()?;
         let explore = lock(&record.data).id;
         tracing::info!(tree, explore, cap, "exploration started");
-        tokio::spawn(drive(self.clone(), handle, record, None));
+        tokio::spawn(drive(Arc::clone(self.0), handle, record, None));
         Ok(ExploreStarted {
             explore,
             candidates: cell_ids,
@@ -638,7 +641,7 @@ impl Core {
     /// holds them), that round is ranked, and the halving goes on within the original budget. The
     /// token and money caps start from what its recorded calls already used. Answers once the
     /// re-runs are attached and committed (409 when it is not interrupted).
-    pub fn resume_explore(self: &Arc<Self>, tree: u64, id: u64) -> Result<ExploreTable, WorkbenchError> {
+    pub fn resume_explore(&self, tree: u64, id: u64) -> Result<ExploreTable, WorkbenchError> {
         let handle = self.tree(tree)?;
         let old = handle
             .explores
@@ -648,7 +651,9 @@ impl Core {
         tracing::info!(tree, explore = id, "exploration resumed");
         Ok(self.explore_table_of(&handle, &record))
     }
+}
 
+impl Core {
     /// Carries on, without anyone asking, the explorations of `handle`'s tree whose server died
     /// while they ran (read back `running`, see [`restore_explores`]): as a resume does, and
     /// waiting for the replicates whose jobs this server adopted (still running on workers)
@@ -769,17 +774,23 @@ impl Core {
         tokio::spawn(drive(self.clone(), handle.clone(), record.clone(), rerun));
         Ok(record)
     }
+}
 
+impl Studies<'_> {
     pub fn explore_table(&self, tree: u64, id: u64) -> Result<Option<ExploreTable>, WorkbenchError> {
         let handle = self.tree(tree)?;
         Ok(handle.explores.get(id).map(|r| self.explore_table_of(&handle, &r)))
     }
+}
 
+impl Core {
     /// Every exploration of a tree as stored, for an export.
     pub fn explore_data(&self, tree: u64) -> Result<Vec<ExploreData>, WorkbenchError> {
         Ok(self.tree(tree)?.explores.data())
     }
+}
 
+impl Studies<'_> {
     /// Every exploration of a tree, oldest first.
     pub fn explore_tables(&self, tree: u64) -> Result<Vec<ExploreTable>, WorkbenchError> {
         let handle = self.tree(tree)?;
@@ -790,7 +801,9 @@ impl Core {
             .map(|r| self.explore_table_of(&handle, r))
             .collect())
     }
+}
 
+impl Core {
     /// The table with what the exploration's runs' recorded provider calls used and cost.
     fn explore_table_of(&self, handle: &TreeHandle, record: &ExploreRecord) -> ExploreTable {
         let mut table = lock(&record.data).table();

@@ -54,6 +54,29 @@ use crate::store::lease::Lease;
 use crate::store::{Store, StoreError, Write, now_ms};
 use crate::tree::{NodeId, NodeLog, entry_json};
 
+service!(
+    /// Runs as queue jobs: the serving process's dispatch loop and a worker's loop.
+    Jobs
+);
+
+impl Jobs<'_> {
+    /// The serving process's dispatch loop ([`Core::dispatch_jobs`]), a task of its own.
+    pub fn dispatch(&self) -> impl std::future::Future<Output = ()> + Send + 'static + use<> {
+        Arc::clone(self.0).dispatch_jobs()
+    }
+
+    /// Takes jobs and runs them until `stop` resolves ([`Core::work`]).
+    pub fn work<S: std::future::Future<Output = ()> + Send + 'static>(
+        &self,
+        config: JobsConfig,
+        concurrency: usize,
+        role: &'static str,
+        stop: S,
+    ) -> impl std::future::Future<Output = Result<(), JobError>> + Send + 'static + use<S> {
+        Arc::clone(self.0).work(config, concurrency, role, stop)
+    }
+}
+
 /// How the queue is used: the database, how long a claim lasts without a heartbeat, how many
 /// times a job is tried, and how many agent-based-model runs this process takes at once (its
 /// Mesa pool's workers; 0: none).
@@ -313,7 +336,7 @@ impl Core {
     /// The serving process's loop (`serve --jobs`): wakes on notifications (or once a second),
     /// relays the log rows workers wrote to the running nodes' logs, and hands each ended job
     /// to the run waiting for it.
-    pub async fn dispatch_jobs(self: Arc<Self>) {
+    pub(crate) async fn dispatch_jobs(self: Arc<Self>) {
         let Some(hub) = self.jobs.get().cloned() else {
             return;
         };
@@ -420,11 +443,11 @@ impl Core {
     /// Takes jobs and runs them, `concurrency` at a time, until `stop` resolves; then hands its
     /// claims back (queued again, the attempt not counted). `role` names the process in the
     /// `workers` table (`worker`, or `serve` for a server's own worker).
-    pub async fn work(
+    pub(crate) async fn work(
         self: Arc<Self>,
         config: JobsConfig,
         concurrency: usize,
-        role: &str,
+        role: &'static str,
         stop: impl std::future::Future<Output = ()>,
     ) -> Result<(), JobError> {
         // A process without Python offers no ABM slots (a run it took would only fail).

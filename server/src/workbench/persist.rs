@@ -20,12 +20,19 @@ use simtree_shared::{SimKind, TreeInfo, TreeRef};
 use super::explore::{ExploreData, restore_explores};
 use super::job::{imported, parse_rows};
 use super::sweep::{SweepData, restore_sweeps};
+use super::table::Transfer;
 use super::trees::Found;
 use super::{Core, Full, TreeHandle, WorkbenchError, lock};
 use crate::llm::budget::Limits as BudgetLimits;
 use crate::sim::Sim;
 use crate::store::{Store, StoreError, TreeRow, TreeSource, Write, encode_state, now_ms};
 use crate::tree::{ImportLimits, NodeId, SimTree, TreeError};
+
+service!(
+    /// The server's housekeeping: whether the store takes writes, the cache of live simulators, and
+    /// the runs in flight at shutdown.
+    Upkeep
+);
 
 /// A tree's editable and descriptive metadata.
 #[derive(Clone, Debug)]
@@ -343,6 +350,13 @@ impl Core {
         self.store = Some(store);
         self.load_datasets()
     }
+}
+
+impl Upkeep<'_> {
+    /// The cache's sweep ([`Core::sweep_cache`]), a task of its own for as long as the server runs.
+    pub fn sweep_cache(&self) -> impl std::future::Future<Output = ()> + Send + 'static + use<> {
+        Arc::clone(self.0).sweep_cache()
+    }
 
     /// Whether acknowledged writes can be stored now: `Err` with the cause while the store's
     /// commits fail (a full disk, a lost database). Memory-only workbenches are always ready.
@@ -356,7 +370,9 @@ impl Core {
         // PostgreSQL: a lost connection shows only when used.
         store.read(|db| db.ping()).map_err(|e| NotReady(e.to_string()))
     }
+}
 
+impl Core {
     /// A tree id no other tree had or will have: from the database when it may be shared
     /// (PostgreSQL: taken atomically, so two processes never get the same), else counted here
     /// (memory only, or a SQLite folder, which one process holds).
@@ -468,14 +484,14 @@ impl Core {
 
     /// Keeps the cache within `--cache-mb` for as long as the server runs: a trim every half
     /// second, and at once when rebuilds have brought in an eighth of the budget since the last.
-    pub async fn sweep_cache(self: Arc<Self>) {
+    pub(crate) async fn sweep_cache(self: Arc<Self>) {
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(std::time::Duration::from_millis(500)) => {}
                 _ = self.pressure.wake.notified() => {}
             }
             let wb = self.clone();
-            let _ = tokio::task::spawn_blocking(move || wb.trim_cache()).await;
+            let _ = tokio::task::spawn_blocking(move || Upkeep(&wb).trim_cache()).await;
         }
     }
 
@@ -533,7 +549,9 @@ impl Core {
         }
         stored
     }
+}
 
+impl Transfer<'_> {
     /// Imports an export read node by node from `reader` (a spooled request body or a file):
     /// each node is checked, then (with a store) written and released from memory, so an import
     /// of any size needs memory for one node at a time. Nothing is listed unless all of it
@@ -739,17 +757,23 @@ impl Core {
         self.trees.insert_open(handle);
         Ok((TreeRef { id, root: 0 }, statement))
     }
+}
 
+impl Core {
     pub(super) fn tree_count(&self) -> usize {
         self.trees.len()
     }
+}
 
+impl Upkeep<'_> {
     /// What the cache holds now by its own accounting: the loaded trees' structures and the
     /// simulators and logs in memory (trees being worked on are skipped).
     pub fn cache_bytes(&self) -> usize {
         self.cache_entries().1
     }
+}
 
+impl Core {
     /// Every cached simulator or log as (last use, tree, node, cost), and the total with the
     /// structures of loaded trees.
     fn cache_entries(&self) -> (Vec<(u64, u64, NodeId, usize)>, usize) {
@@ -767,7 +791,9 @@ impl Core {
         }
         (entries, total)
     }
+}
 
+impl Upkeep<'_> {
     /// Keeps the live simulators and logs under the cache budget (see the module doc); returns
     /// the bytes freed.
     pub fn trim_cache(&self) -> usize {
@@ -816,7 +842,9 @@ impl Core {
         }
         freed
     }
+}
 
+impl Core {
     /// Closes the least recently active trees that nobody holds and that have no run in flight.
     fn close_idle_trees(&self, mut need: usize) -> usize {
         let mut idle: Vec<(u64, u64)> = self

@@ -5,6 +5,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use simtree_shared::{Provenance, ProvenanceCheck, ProvenanceDifference};
 
+use super::table::Transfer;
 use super::{Core, WorkbenchError, dataset_of};
 use crate::sim::ScenarioEntry;
 use crate::tree::NodeId;
@@ -150,7 +151,7 @@ pub fn compare(statement: Option<&Value>, here: Provenance) -> ProvenanceCheck {
     }
 }
 
-impl Core {
+impl Transfer<'_> {
     /// `statement` (an export's, as written) beside what this server states for `tree`.
     pub fn provenance_check(&self, tree: u64, statement: Option<&Value>) -> Result<ProvenanceCheck, WorkbenchError> {
         Ok(compare(statement, self.provenance(tree, 0)?))

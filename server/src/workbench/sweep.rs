@@ -37,6 +37,11 @@ use crate::sweep::{
 };
 use crate::tree::{NodeId, SimTree, TreeError};
 
+service!(
+    /// Sweeps and explorations laid out in trees: estimated, started, cancelled, resumed, read as tables.
+    Studies
+);
+
 /// A tree's sweeps by id.
 pub(super) type Sweeps = Jobs<SweepRecord>;
 
@@ -223,10 +228,10 @@ pub(super) fn restore_sweeps(handle: &TreeHandle, sweeps: Vec<SweepData>, contin
     });
 }
 
-impl Core {
+impl Studies<'_> {
     /// Lays out `spec` under its `parent` and starts every replicate; answers once they are
     /// attached and committed, not when they end.
-    pub fn start_sweep(self: &Arc<Self>, tree: u64, spec: SweepSpec) -> Result<SweepStarted, WorkbenchError> {
+    pub fn start_sweep(&self, tree: u64, spec: SweepSpec) -> Result<SweepStarted, WorkbenchError> {
         let handle = self.tree(tree)?;
         let parent = spec.parent.ok_or(RequestError::NoParent)?;
         if spec.prefix != 0 {
@@ -272,7 +277,7 @@ impl Core {
             let mut pending = Vec::with_capacity(runs);
             for &c in &cell_ids {
                 for k in 0..spec.replicates {
-                    let mut p = Self::attach_run(&handle, &mut t, c, spec.turns, None, EdgeType::Sweep)?;
+                    let mut p = Core::attach_run(&handle, &mut t, c, spec.turns, None, EdgeType::Sweep)?;
                     p.reseed(spec.seed_of(k));
                     pending.push(p);
                 }
@@ -334,7 +339,7 @@ impl Core {
         let cells = spec.cells()?;
         spec.baseline_index(&cells)?;
         let runs = cells.len() as u64 * spec.replicates;
-        self.estimate(
+        super::Usage(self.0).estimate(
             tree,
             parent,
             spec.turns,
@@ -362,12 +367,16 @@ impl Core {
         }
         table
     }
+}
 
+impl Core {
     /// Every sweep of a tree as stored, for an export.
     pub fn sweep_data(&self, tree: u64) -> Result<Vec<SweepData>, WorkbenchError> {
         Ok(self.tree(tree)?.sweeps.data())
     }
+}
 
+impl Studies<'_> {
     /// Every sweep of a tree, oldest first.
     pub fn sweep_tables(&self, tree: u64) -> Result<Vec<SweepTable>, WorkbenchError> {
         let handle = self.tree(tree)?;
