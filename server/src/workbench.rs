@@ -166,6 +166,16 @@ impl Workbench {
         Arc::get_mut(&mut self.core).expect("a workbench is set up before it is shared")
     }
 
+    /// The tree set.
+    pub fn trees(&self) -> Trees<'_> {
+        Trees(&self.core)
+    }
+
+    /// Runs, branches, cancels and deletions in a tree.
+    pub fn runs(&self) -> Runs<'_> {
+        Runs(&self.core)
+    }
+
     /// The scenario library: shipped and saved documents, checks, previews and generation.
     pub fn scenarios(&self) -> Scenarios<'_> {
         Scenarios(&self.core)
@@ -214,6 +224,17 @@ impl std::ops::Deref for Workbench {
         &self.core
     }
 }
+
+service!(
+    /// The tree set: trees made, listed, read (graph, summaries, logs, states, views) and deleted.
+    Trees
+);
+
+service!(
+    /// Runs in a tree: advances (one, a fan-out, the frontier, a chain), replays, branches,
+    /// cancels and deletions of subtrees.
+    Runs
+);
 
 /// What every service of the workbench shares: the tree set, the store, the limits, the clients
 /// runs talk to, the libraries and the run machinery (start, spawn, wait). The services are views
@@ -494,7 +515,9 @@ impl Core {
         self.trees.insert_open(handle);
         Ok(TreeRef { id, root: 0 })
     }
+}
 
+impl Trees<'_> {
     pub fn create_tree(
         &self,
         scenario: &str,
@@ -570,7 +593,9 @@ impl Core {
             }
         }
     }
+}
 
+impl Core {
     #[allow(clippy::too_many_arguments)]
     fn create_from_entry(
         &self,
@@ -819,12 +844,14 @@ impl Core {
         }
         Ok(result)
     }
+}
 
-    pub async fn advance(self: &Arc<Self>, tree: u64, parent: NodeId, turns: u64) -> Result<RunResult, WorkbenchError> {
+impl Runs<'_> {
+    pub async fn advance(&self, tree: u64, parent: NodeId, turns: u64) -> Result<RunResult, WorkbenchError> {
         self.check_turns(turns)?;
         let handle = self.tree(tree)?;
         let pending = self.start(&handle, parent, turns, None)?;
-        Self::wait(self.spawn(&handle, pending)).await
+        Core::wait(self.spawn(&handle, pending)).await
     }
 
     /// Re-runs the advance that made `node` as a new sibling (or as a child of `parent`), answering
@@ -832,12 +859,7 @@ impl Core {
     /// changed. A mock run is simply re-run (the mock is deterministic). A request the recording
     /// does not hold fails the run (strict replay) and the reply is a 409 naming it. The recorded
     /// turn count obeys the same limit as an advance (an imported tree may claim anything).
-    pub async fn replay(
-        self: &Arc<Self>,
-        tree: u64,
-        node: NodeId,
-        parent: Option<NodeId>,
-    ) -> Result<RunResult, WorkbenchError> {
+    pub async fn replay(&self, tree: u64, node: NodeId, parent: Option<NodeId>) -> Result<RunResult, WorkbenchError> {
         let handle = self.tree(tree)?;
         let (parent, turns, records, seed) = {
             let mut t = handle.lock();
@@ -865,7 +887,7 @@ impl Core {
         if let Some(seed) = seed {
             pending.reseed(seed);
         }
-        let result = Self::wait(self.spawn(&handle, pending)).await?;
+        let result = Core::wait(self.spawn(&handle, pending)).await?;
         match &result.error {
             Some(e) if result.status == NodeStatus::Failed => Err(WorkbenchError::ReplayFailed {
                 node,
@@ -884,7 +906,7 @@ impl Core {
     /// so a refused request makes no child. With `seeds`, the `i`-th child's random streams are
     /// set from a seed derived from its parent's and `i` (see [`Sim::replicate`]).
     async fn fan_out(
-        self: &Arc<Self>,
+        &self,
         handle: &Arc<TreeHandle>,
         parents: &[NodeId],
         turns: u64,
@@ -898,7 +920,7 @@ impl Core {
             }
             let mut pending = Vec::with_capacity(parents.len());
             for (i, &p) in parents.iter().enumerate() {
-                match Self::attach_run(handle, &mut tree, p, turns, None, EdgeType::Advance) {
+                match Core::attach_run(handle, &mut tree, p, turns, None, EdgeType::Advance) {
                     Ok(mut run) => {
                         if seeds {
                             run.spec.replicate = Some(i as u64);
@@ -922,7 +944,7 @@ impl Core {
         let mut ids = Vec::with_capacity(running.len());
         let mut first_error = None;
         for r in running {
-            match Self::wait(r).await {
+            match Core::wait(r).await {
                 Ok(done) => ids.push(done.node),
                 Err(e) => {
                     first_error.get_or_insert(e);
@@ -962,7 +984,7 @@ impl Core {
     }
 
     pub async fn advance_multi(
-        self: &Arc<Self>,
+        &self,
         tree: u64,
         parent: NodeId,
         turns: u64,
@@ -979,7 +1001,7 @@ impl Core {
     }
 
     pub async fn advance_frontier(
-        self: &Arc<Self>,
+        &self,
         tree: u64,
         turns: u64,
         only_max_depth: bool,
@@ -993,26 +1015,21 @@ impl Core {
 
     /// `turns` one-turn steps, each from the last. The whole chain runs in a task of its own,
     /// so a client that hangs up does not leave it half-way.
-    pub async fn advance_chain(
-        self: &Arc<Self>,
-        tree: u64,
-        parent: NodeId,
-        turns: u64,
-    ) -> Result<RunResult, WorkbenchError> {
+    pub async fn advance_chain(&self, tree: u64, parent: NodeId, turns: u64) -> Result<RunResult, WorkbenchError> {
         let steps = turns.max(1);
         self.check_turns(steps)?;
         let handle = self.tree(tree)?;
         let first = self.start(&handle, parent, 1, None)?;
-        let app = self.clone();
+        let app = Arc::clone(self.0);
         let chain = tokio::spawn(async move {
-            let mut done = Self::wait(app.spawn(&handle, first)).await?;
+            let mut done = Core::wait(app.spawn(&handle, first)).await?;
             for _ in 1..steps {
                 if done.status != NodeStatus::Done {
                     // A failed or cancelled step ends the chain: its successors would fail too.
                     break;
                 }
                 let pending = app.start(&handle, done.node, 1, None)?;
-                done = Self::wait(app.spawn(&handle, pending)).await?;
+                done = Core::wait(app.spawn(&handle, pending)).await?;
             }
             Ok(done)
         });
@@ -1078,7 +1095,9 @@ impl Core {
         handle.cancel(removed);
         Ok(())
     }
+}
 
+impl Trees<'_> {
     /// Removes a whole tree; its running simulations are cancelled. Stored first, like
     /// [`Self::delete`]: a refused deletion leaves the tree as it was.
     pub fn delete_tree(&self, tree: u64) -> Result<(), WorkbenchError> {
@@ -1124,6 +1143,56 @@ impl Core {
             Some(parent) => Ok(t.state(parent)?),
             None => Err(TreeError::Running(node).into()),
         }
+    }
+
+    /// `GET …/summaries`: every node's summary with its annotation.
+    pub fn summaries(&self, tree: u64) -> Result<Vec<simtree_shared::NotedSummary>, WorkbenchError> {
+        Ok(self.tree(tree)?.lock().noted_summaries())
+    }
+
+    /// `GET …/graph`: the graph with its marks; with `keep`, only the nodes reached through the
+    /// edge types it keeps (and their marks).
+    pub fn noted_graph(
+        &self,
+        tree: u64,
+        keep: Option<simtree_shared::edges::EdgeFilter>,
+    ) -> Result<simtree_shared::NotedGraph, WorkbenchError> {
+        let mut g = self.tree(tree)?.lock().noted_graph();
+        if let Some(keep) = keep {
+            g.graph = g.graph.filter_edges(|t| keep.keeps(t));
+            let kept: std::collections::BTreeSet<u64> = g.graph.nodes.iter().map(|n| n.id).collect();
+            g.marks.retain(|m| kept.contains(&m.node));
+        }
+        Ok(g)
+    }
+
+    /// The bare graph (`GET …/graph/columns` writes it as columns).
+    pub fn graph(&self, tree: u64) -> Result<simtree_shared::Graph, WorkbenchError> {
+        Ok(self.tree(tree)?.lock().graph())
+    }
+
+    /// A node's full log as one JSON array, assembled from the stored entries as they are.
+    pub fn log_json(&self, tree: u64, node: NodeId) -> Result<String, WorkbenchError> {
+        let handle = self.tree(tree)?;
+        let mut body = String::from("[");
+        handle.lock().for_each_log_entry(node, |e| {
+            if body.len() > 1 {
+                body.push(',');
+            }
+            body.push_str(e);
+        })?;
+        body.push(']');
+        Ok(body)
+    }
+
+    /// The lowest common ancestor of `a` and `b`.
+    pub fn lca(&self, tree: u64, a: NodeId, b: NodeId) -> Result<NodeId, WorkbenchError> {
+        Ok(self.tree(tree)?.lock().lca(a, b)?)
+    }
+
+    /// A node's kind-specific view.
+    pub fn view(&self, tree: u64, node: NodeId) -> Result<simtree_shared::NodeView, WorkbenchError> {
+        Ok(self.tree(tree)?.lock().sim(node)?.view())
     }
 
     /// Subscribes to a node's live entries.

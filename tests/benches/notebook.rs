@@ -43,6 +43,7 @@ fn spread(mut times: Vec<Duration>) -> String {
 /// builds the same tree); returns its id and node ids.
 async fn grow(wb: &Arc<Workbench>, n: usize) -> (u64, Vec<u64>) {
     let tree = wb
+        .trees()
         .create_tree("simple_chat", None, Default::default(), None)
         .unwrap()
         .id;
@@ -57,9 +58,11 @@ async fn grow(wb: &Arc<Workbench>, n: usize) -> (u64, Vec<u64>) {
         let parent = nodes[nodes.len() - 1 - back];
         let child = if i % 200 == 0 {
             let text = format!("Bulletin {i}: the amber lighthouse signal number {}", i / 200);
-            wb.branch(tree, parent, vec![Op::PublicBroadcast { text }]).unwrap()
+            wb.runs()
+                .branch(tree, parent, vec![Op::PublicBroadcast { text }])
+                .unwrap()
         } else {
-            wb.advance(tree, parent, 1).await.unwrap().node
+            wb.runs().advance(tree, parent, 1).await.unwrap().node
         };
         nodes.push(child);
     }

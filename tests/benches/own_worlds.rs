@@ -98,7 +98,8 @@ fn main() {
             let t = Instant::now();
             let req: simtree_shared::CreateRequest = serde_json::from_str(&body).unwrap();
             let src: ScenarioSource = req.scenario;
-            wb.create_tree_from(&src, None, Some(1), Default::default(), None)
+            wb.trees()
+                .create_tree_from(&src, None, Some(1), Default::default(), None)
                 .expect("create");
             t.elapsed()
         }

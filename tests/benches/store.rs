@@ -62,6 +62,7 @@ fn heap_mb() -> f64 {
 /// Builds a chain of `n` single-turn advances; returns the total time and the node ids.
 async fn chain(wb: &Arc<Workbench>, n: usize) -> (Duration, u64, Vec<u64>) {
     let tree = wb
+        .trees()
         .create_tree("simple_chat", None, Default::default(), None)
         .unwrap()
         .id;
@@ -71,7 +72,7 @@ async fn chain(wb: &Arc<Workbench>, n: usize) -> (Duration, u64, Vec<u64>) {
     let mut steps = Vec::with_capacity(n);
     for _ in 0..n {
         let t = Instant::now();
-        node = wb.advance(tree, node, 1).await.unwrap().node;
+        node = wb.runs().advance(tree, node, 1).await.unwrap().node;
         steps.push(t.elapsed());
         ids.push(node);
     }
@@ -164,7 +165,7 @@ const READS_PER_TREE: usize = 20;
 async fn million_child(dir: &Path) {
     let started = Instant::now();
     let wb = workbench(Some(Store::open_sqlite(dir).unwrap()), 512);
-    let listed = wb.list();
+    let listed = wb.trees().list();
     let start = started.elapsed();
     let nodes: u64 = listed.iter().map(|t| t.nodes).sum();
     println!(
@@ -218,7 +219,7 @@ async fn million_child(dir: &Path) {
 /// Where memory goes: heap before and after rebuilding single nodes, against the cache's count.
 async fn probe(dir: &Path) {
     let wb = workbench(Some(Store::open_sqlite(dir).unwrap()), 512);
-    let listed = wb.list();
+    let listed = wb.trees().list();
     let h0 = heap_mb();
     let handle = wb.tree(listed[0].id).unwrap();
     println!(

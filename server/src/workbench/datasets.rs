@@ -171,7 +171,7 @@ impl Datasets<'_> {
 
     /// A trading tree made from a document that names `dataset` (stored trees are loaded).
     fn tree_using(&self, dataset: &str) -> Result<Option<u64>, WorkbenchError> {
-        let ids: Vec<u64> = self
+        let ids: Vec<u64> = super::Trees(self.0)
             .list()
             .into_iter()
             .filter(|t| t.kind == SimKind::Trading)

@@ -22,7 +22,7 @@ use super::job::{imported, parse_rows};
 use super::sweep::{SweepData, restore_sweeps};
 use super::table::Transfer;
 use super::trees::Found;
-use super::{Core, Full, TreeHandle, WorkbenchError, lock};
+use super::{Core, Full, TreeHandle, Trees, WorkbenchError, lock};
 use crate::llm::budget::Limits as BudgetLimits;
 use crate::sim::Sim;
 use crate::store::{Store, StoreError, TreeRow, TreeSource, Write, encode_state, now_ms};
@@ -494,7 +494,9 @@ impl Core {
             let _ = tokio::task::spawn_blocking(move || Upkeep(&wb).trim_cache()).await;
         }
     }
+}
 
+impl Trees<'_> {
     /// Every tree, loaded or not, by id.
     pub fn list(&self) -> Vec<TreeInfo> {
         self.trees.infos()
@@ -515,7 +517,9 @@ impl Core {
         info.provenance = Some(self.provenance(tree, 0)?);
         Ok(info)
     }
+}
 
+impl Core {
     /// Writes a new tree whole (its row and every node) and waits for the commit.
     pub(super) fn persist_tree(&self, handle: &TreeHandle) -> Result<(), WorkbenchError> {
         if !handle.stored() {
