@@ -3,6 +3,11 @@
 //! talks to and the server-wide limits, and speaks in its own error type — the HTTP layer maps
 //! [`WorkbenchError`] to statuses, nothing here knows about HTTP.
 //!
+//! [`Workbench`] is the composition of services ([`Trees`], [`Runs`], [`Studies`], [`Notebook`],
+//! …): each is a view of one shared [`Core`] with a small public surface, so a front end calls
+//! one service method per request and never locks a tree itself. The core holds the state and
+//! the run machinery (start, spawn, wait) that every service shares.
+//!
 //! A tree lives behind a mutex that is only held for structural changes (attach, finish, delete,
 //! reads); simulations run outside it as tokio tasks, so many clients can work on one tree and a
 //! fan-out uses every core. Lifecycle messages (`attached`, `run_start`, `run_finish`, `deleted`)
