@@ -50,12 +50,13 @@ async fn memory_child(n: u64) {
     let app = app();
     let before = rss_kb();
     let tree = app
+        .trees()
         .create_tree("simple_chat", None, Default::default(), None)
         .unwrap()
         .id;
     let mut node = 0;
     for _ in 1..n {
-        node = app.advance(tree, node, 1).await.unwrap().node;
+        node = app.runs().advance(tree, node, 1).await.unwrap().node;
     }
     let after = rss_kb();
     println!("{:.1}", (after.saturating_sub(before)) as f64 / 1024.0);
@@ -75,6 +76,7 @@ async fn main_bench() {
 
     // (a) chain of 200 single-turn advances.
     let tree = app
+        .trees()
         .create_tree("simple_chat", None, Default::default(), None)
         .unwrap()
         .id;
@@ -83,7 +85,7 @@ async fn main_bench() {
     let started = Instant::now();
     for _ in 0..200 {
         let t = Instant::now();
-        node = app.advance(tree, node, 1).await.unwrap().node;
+        node = app.runs().advance(tree, node, 1).await.unwrap().node;
         steps.push(t.elapsed());
     }
     let chain_total = started.elapsed();
@@ -99,14 +101,15 @@ async fn main_bench() {
 
     // (b) 64-child advance_multi from a depth-1 node.
     let tree = app
+        .trees()
         .create_tree("simple_chat", None, Default::default(), None)
         .unwrap()
         .id;
-    let parent = app.advance(tree, 0, 1).await.unwrap().node;
+    let parent = app.runs().advance(tree, 0, 1).await.unwrap().node;
     let mut runs = Vec::new();
     for _ in 0..5 {
         let t = Instant::now();
-        let kids = app.advance_multi(tree, parent, 1, 64, false).await.unwrap();
+        let kids = app.runs().advance_multi(tree, parent, 1, 64, false).await.unwrap();
         runs.push(t.elapsed());
         assert_eq!(kids.len(), 64);
     }
@@ -117,14 +120,16 @@ async fn main_bench() {
 
     // (c) branch at depth 50.
     let tree = app
+        .trees()
         .create_tree("simple_chat", None, Default::default(), None)
         .unwrap()
         .id;
-    let deep = app.advance_chain(tree, 0, 50).await.unwrap().node;
+    let deep = app.runs().advance_chain(tree, 0, 50).await.unwrap().node;
     let samples: Vec<Duration> = (0..50)
         .map(|_| {
             let t = Instant::now();
-            app.branch(tree, deep, vec![Op::PublicBroadcast { text: "news".into() }])
+            app.runs()
+                .branch(tree, deep, vec![Op::PublicBroadcast { text: "news".into() }])
                 .unwrap();
             t.elapsed()
         })

@@ -3,11 +3,34 @@
 //! talks to and the server-wide limits, and speaks in its own error type — the HTTP layer maps
 //! [`WorkbenchError`] to statuses, nothing here knows about HTTP.
 //!
+//! [`Workbench`] is the composition of services ([`Trees`], [`Runs`], [`Studies`], [`Notebook`],
+//! …): each is a view of one shared [`Core`] with a small public surface, so a front end calls
+//! one service method per request and never locks a tree itself. The core holds the state and
+//! the run machinery (start, spawn, wait) that every service shares.
+//!
 //! A tree lives behind a mutex that is only held for structural changes (attach, finish, delete,
 //! reads); simulations run outside it as tokio tasks, so many clients can work on one tree and a
 //! fan-out uses every core. Lifecycle messages (`attached`, `run_start`, `run_finish`, `deleted`)
 //! go to the tree's broadcast channel in causal order per node; log entries go to each node's
 //! own log and its live channel.
+
+/// Declares a service of the workbench: a view of the shared [`Core`] with a public surface of
+/// its own. Its methods read the core's state and run machinery through `Deref`.
+macro_rules! service {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy)]
+        pub struct $name<'a>(pub(super) &'a std::sync::Arc<$crate::workbench::Core>);
+
+        impl std::ops::Deref for $name<'_> {
+            type Target = std::sync::Arc<$crate::workbench::Core>;
+
+            fn deref(&self) -> &Self::Target {
+                self.0
+            }
+        }
+    };
+}
 
 mod ask;
 mod calls;
@@ -32,13 +55,21 @@ mod sweep;
 pub mod table;
 mod trees;
 
+pub use check::Scenarios;
+pub use datasets::Datasets;
 pub use datasets::{SHIPPED_DATASET, dataset_of};
 pub use error::{
     AbmStartError, ExportProblem, Full, Missing, MoneyShortfall, RequestError, RequestLimit, WorkbenchError,
 };
+pub use estimate::Usage;
+pub use jobs::Jobs;
 pub use live_text::DELTA_QUEUE;
+pub use notebook::Notebook;
+pub use persist::Upkeep;
 pub use persist::{MAX_NAME_CHARS, Meta, NotReady};
+pub use sweep::Studies;
 pub use sweep::SweepData;
+pub use table::Transfer;
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
@@ -121,7 +152,99 @@ impl Default for Limits {
     }
 }
 
+/// The application service below every front end (HTTP, CLI, benchmarks): the composition of
+/// the services, each a view of one shared [`Core`].
 pub struct Workbench {
+    core: Arc<Core>,
+}
+
+impl Workbench {
+    pub fn new(scenarios: ScenarioLibrary, backend: Backend, limits: Limits) -> Self {
+        Workbench {
+            core: Arc::new(Core::new(scenarios, backend, limits)),
+        }
+    }
+
+    /// The core to set up (assets, store, job queue, prices, sandbox) before the workbench is
+    /// shared: a front end builds it, then hands it out.
+    pub fn setup(&mut self) -> &mut Core {
+        Arc::get_mut(&mut self.core).expect("a workbench is set up before it is shared")
+    }
+
+    /// The tree set.
+    pub fn trees(&self) -> Trees<'_> {
+        Trees(&self.core)
+    }
+
+    /// Runs, branches, cancels and deletions in a tree.
+    pub fn runs(&self) -> Runs<'_> {
+        Runs(&self.core)
+    }
+
+    /// The scenario library: shipped and saved documents, checks, previews and generation.
+    pub fn scenarios(&self) -> Scenarios<'_> {
+        Scenarios(&self.core)
+    }
+
+    /// Uploaded market datasets.
+    pub fn datasets(&self) -> Datasets<'_> {
+        Datasets(&self.core)
+    }
+
+    /// Sweeps and explorations.
+    pub fn studies(&self) -> Studies<'_> {
+        Studies(&self.core)
+    }
+
+    /// Annotations, descriptions, search, a node's calls and interviews.
+    pub fn notebook(&self) -> Notebook<'_> {
+        Notebook(&self.core)
+    }
+
+    /// Estimates, usage and provenance.
+    pub fn usage(&self) -> Usage<'_> {
+        Usage(&self.core)
+    }
+
+    /// Exports, imports and long-format tables.
+    pub fn transfer(&self) -> Transfer<'_> {
+        Transfer(&self.core)
+    }
+
+    /// Readiness, the cache of live simulators, the runs in flight at shutdown.
+    pub fn upkeep(&self) -> Upkeep<'_> {
+        Upkeep(&self.core)
+    }
+
+    /// The run queue's loops.
+    pub fn jobs(&self) -> Jobs<'_> {
+        Jobs(&self.core)
+    }
+}
+
+impl std::ops::Deref for Workbench {
+    type Target = Arc<Core>;
+
+    fn deref(&self) -> &Arc<Core> {
+        &self.core
+    }
+}
+
+service!(
+    /// The tree set: trees made, listed, read (graph, summaries, logs, states, views) and deleted.
+    Trees
+);
+
+service!(
+    /// Runs in a tree: advances (one, a fan-out, the frontier, a chain), replays, branches,
+    /// cancels and deletions of subtrees.
+    Runs
+);
+
+/// What every service of the workbench shares: the tree set, the store, the limits, the clients
+/// runs talk to, the libraries and the run machinery (start, spawn, wait). The services are views
+/// of it ([`Workbench::runs`], …); it is set up before it is shared ([`Workbench::setup`]).
+pub struct Core {
     /// Every tree, open or stored (see `workbench::trees`).
     trees: trees::Trees,
     loading: Mutex<()>,
@@ -257,9 +380,9 @@ impl<F: FnMut(Event)> crate::engine::event::EventSink for RunSink<F> {
     }
 }
 
-impl Workbench {
-    pub fn new(scenarios: ScenarioLibrary, backend: Backend, limits: Limits) -> Self {
-        Workbench {
+impl Core {
+    fn new(scenarios: ScenarioLibrary, backend: Backend, limits: Limits) -> Self {
+        Core {
             library: library::Library::in_memory(limits.max_body_bytes),
             trees: Default::default(),
             loading: Mutex::new(()),
@@ -397,7 +520,9 @@ impl Workbench {
         self.trees.insert_open(handle);
         Ok(TreeRef { id, root: 0 })
     }
+}
 
+impl Trees<'_> {
     pub fn create_tree(
         &self,
         scenario: &str,
@@ -473,7 +598,9 @@ impl Workbench {
             }
         }
     }
+}
 
+impl Core {
     #[allow(clippy::too_many_arguments)]
     fn create_from_entry(
         &self,
@@ -500,7 +627,9 @@ impl Workbench {
         tree.scenario_version = origin.map(|o| o.version);
         self.register(tree, name, budget)
     }
+}
 
+impl Scenarios<'_> {
     /// `GET /api/scenarios`: the shipped scenarios, then the saved ones by id.
     pub fn scenario_list(&self) -> Vec<ScenarioSummary> {
         ScenarioEntry::all(&self.scenarios)
@@ -532,7 +661,9 @@ impl Workbench {
             .get(id, version)?
             .ok_or_else(|| Missing::Scenario(id.to_string()).into())
     }
+}
 
+impl Core {
     /// What saving a document checks beyond its own validator: a trading episode is built on
     /// its market (its dataset, tickers and dates), as creating a tree from it would.
     fn check_saved(&self, user: &UserScenario) -> Result<(), WorkbenchError> {
@@ -544,7 +675,9 @@ impl Workbench {
         }
         Ok(())
     }
+}
 
+impl Scenarios<'_> {
     /// `POST /api/scenarios`.
     pub fn save_scenario(&self, name: &str, document: &serde_json::Value) -> Result<SavedRef, WorkbenchError> {
         self.writable()?;
@@ -564,7 +697,9 @@ impl Workbench {
         self.writable()?;
         self.library.delete(&self.scenarios, id)
     }
+}
 
+impl Core {
     fn check_turns(&self, turns: u64) -> Result<(), WorkbenchError> {
         let max = self.limits.max_turns_per_request;
         if turns > max {
@@ -714,12 +849,14 @@ impl Workbench {
         }
         Ok(result)
     }
+}
 
-    pub async fn advance(self: &Arc<Self>, tree: u64, parent: NodeId, turns: u64) -> Result<RunResult, WorkbenchError> {
+impl Runs<'_> {
+    pub async fn advance(&self, tree: u64, parent: NodeId, turns: u64) -> Result<RunResult, WorkbenchError> {
         self.check_turns(turns)?;
         let handle = self.tree(tree)?;
         let pending = self.start(&handle, parent, turns, None)?;
-        Self::wait(self.spawn(&handle, pending)).await
+        Core::wait(self.spawn(&handle, pending)).await
     }
 
     /// Re-runs the advance that made `node` as a new sibling (or as a child of `parent`), answering
@@ -727,12 +864,7 @@ impl Workbench {
     /// changed. A mock run is simply re-run (the mock is deterministic). A request the recording
     /// does not hold fails the run (strict replay) and the reply is a 409 naming it. The recorded
     /// turn count obeys the same limit as an advance (an imported tree may claim anything).
-    pub async fn replay(
-        self: &Arc<Self>,
-        tree: u64,
-        node: NodeId,
-        parent: Option<NodeId>,
-    ) -> Result<RunResult, WorkbenchError> {
+    pub async fn replay(&self, tree: u64, node: NodeId, parent: Option<NodeId>) -> Result<RunResult, WorkbenchError> {
         let handle = self.tree(tree)?;
         let (parent, turns, records, seed) = {
             let mut t = handle.lock();
@@ -760,7 +892,7 @@ impl Workbench {
         if let Some(seed) = seed {
             pending.reseed(seed);
         }
-        let result = Self::wait(self.spawn(&handle, pending)).await?;
+        let result = Core::wait(self.spawn(&handle, pending)).await?;
         match &result.error {
             Some(e) if result.status == NodeStatus::Failed => Err(WorkbenchError::ReplayFailed {
                 node,
@@ -779,7 +911,7 @@ impl Workbench {
     /// so a refused request makes no child. With `seeds`, the `i`-th child's random streams are
     /// set from a seed derived from its parent's and `i` (see [`Sim::replicate`]).
     async fn fan_out(
-        self: &Arc<Self>,
+        &self,
         handle: &Arc<TreeHandle>,
         parents: &[NodeId],
         turns: u64,
@@ -793,7 +925,7 @@ impl Workbench {
             }
             let mut pending = Vec::with_capacity(parents.len());
             for (i, &p) in parents.iter().enumerate() {
-                match Self::attach_run(handle, &mut tree, p, turns, None, EdgeType::Advance) {
+                match Core::attach_run(handle, &mut tree, p, turns, None, EdgeType::Advance) {
                     Ok(mut run) => {
                         if seeds {
                             run.spec.replicate = Some(i as u64);
@@ -817,7 +949,7 @@ impl Workbench {
         let mut ids = Vec::with_capacity(running.len());
         let mut first_error = None;
         for r in running {
-            match Self::wait(r).await {
+            match Core::wait(r).await {
                 Ok(done) => ids.push(done.node),
                 Err(e) => {
                     first_error.get_or_insert(e);
@@ -857,7 +989,7 @@ impl Workbench {
     }
 
     pub async fn advance_multi(
-        self: &Arc<Self>,
+        &self,
         tree: u64,
         parent: NodeId,
         turns: u64,
@@ -874,7 +1006,7 @@ impl Workbench {
     }
 
     pub async fn advance_frontier(
-        self: &Arc<Self>,
+        &self,
         tree: u64,
         turns: u64,
         only_max_depth: bool,
@@ -888,26 +1020,21 @@ impl Workbench {
 
     /// `turns` one-turn steps, each from the last. The whole chain runs in a task of its own,
     /// so a client that hangs up does not leave it half-way.
-    pub async fn advance_chain(
-        self: &Arc<Self>,
-        tree: u64,
-        parent: NodeId,
-        turns: u64,
-    ) -> Result<RunResult, WorkbenchError> {
+    pub async fn advance_chain(&self, tree: u64, parent: NodeId, turns: u64) -> Result<RunResult, WorkbenchError> {
         let steps = turns.max(1);
         self.check_turns(steps)?;
         let handle = self.tree(tree)?;
         let first = self.start(&handle, parent, 1, None)?;
-        let app = self.clone();
+        let app = Arc::clone(self.0);
         let chain = tokio::spawn(async move {
-            let mut done = Self::wait(app.spawn(&handle, first)).await?;
+            let mut done = Core::wait(app.spawn(&handle, first)).await?;
             for _ in 1..steps {
                 if done.status != NodeStatus::Done {
                     // A failed or cancelled step ends the chain: its successors would fail too.
                     break;
                 }
                 let pending = app.start(&handle, done.node, 1, None)?;
-                done = Self::wait(app.spawn(&handle, pending)).await?;
+                done = Core::wait(app.spawn(&handle, pending)).await?;
             }
             Ok(done)
         });
@@ -973,7 +1100,9 @@ impl Workbench {
         handle.cancel(removed);
         Ok(())
     }
+}
 
+impl Trees<'_> {
     /// Removes a whole tree; its running simulations are cancelled. Stored first, like
     /// [`Self::delete`]: a refused deletion leaves the tree as it was.
     pub fn delete_tree(&self, tree: u64) -> Result<(), WorkbenchError> {
@@ -1019,6 +1148,56 @@ impl Workbench {
             Some(parent) => Ok(t.state(parent)?),
             None => Err(TreeError::Running(node).into()),
         }
+    }
+
+    /// `GET …/summaries`: every node's summary with its annotation.
+    pub fn summaries(&self, tree: u64) -> Result<Vec<simtree_shared::NotedSummary>, WorkbenchError> {
+        Ok(self.tree(tree)?.lock().noted_summaries())
+    }
+
+    /// `GET …/graph`: the graph with its marks; with `keep`, only the nodes reached through the
+    /// edge types it keeps (and their marks).
+    pub fn noted_graph(
+        &self,
+        tree: u64,
+        keep: Option<simtree_shared::edges::EdgeFilter>,
+    ) -> Result<simtree_shared::NotedGraph, WorkbenchError> {
+        let mut g = self.tree(tree)?.lock().noted_graph();
+        if let Some(keep) = keep {
+            g.graph = g.graph.filter_edges(|t| keep.keeps(t));
+            let kept: std::collections::BTreeSet<u64> = g.graph.nodes.iter().map(|n| n.id).collect();
+            g.marks.retain(|m| kept.contains(&m.node));
+        }
+        Ok(g)
+    }
+
+    /// The bare graph (`GET …/graph/columns` writes it as columns).
+    pub fn graph(&self, tree: u64) -> Result<simtree_shared::Graph, WorkbenchError> {
+        Ok(self.tree(tree)?.lock().graph())
+    }
+
+    /// A node's full log as one JSON array, assembled from the stored entries as they are.
+    pub fn log_json(&self, tree: u64, node: NodeId) -> Result<String, WorkbenchError> {
+        let handle = self.tree(tree)?;
+        let mut body = String::from("[");
+        handle.lock().for_each_log_entry(node, |e| {
+            if body.len() > 1 {
+                body.push(',');
+            }
+            body.push_str(e);
+        })?;
+        body.push(']');
+        Ok(body)
+    }
+
+    /// The lowest common ancestor of `a` and `b`.
+    pub fn lca(&self, tree: u64, a: NodeId, b: NodeId) -> Result<NodeId, WorkbenchError> {
+        Ok(self.tree(tree)?.lock().lca(a, b)?)
+    }
+
+    /// A node's kind-specific view.
+    pub fn view(&self, tree: u64, node: NodeId) -> Result<simtree_shared::NodeView, WorkbenchError> {
+        Ok(self.tree(tree)?.lock().sim(node)?.view())
     }
 
     /// Subscribes to a node's live entries.

@@ -25,7 +25,7 @@ fn workbench(dir: &std::path::Path) -> Arc<Workbench> {
 fn workbench_with(dir: &std::path::Path, limits: Limits) -> Arc<Workbench> {
     let lib = ScenarioLibrary::load_assets(&assets_dir().expect("assets")).unwrap();
     let mut wb = Workbench::new(lib, Backend::Mock, limits);
-    wb.attach_store(Store::open_sqlite(dir).unwrap()).unwrap();
+    wb.setup().attach_store(Store::open_sqlite(dir).unwrap()).unwrap();
     Arc::new(wb)
 }
 
@@ -57,10 +57,12 @@ async fn every_node_of_a_random_2000_node_tree_rebuilds_from_the_store_alone() {
     let dir = temp("random");
     let wb = workbench(&dir);
     let chat = wb
+        .trees()
         .create_tree("simple_chat", Some(7), Default::default(), None)
         .unwrap()
         .id;
     let trading = wb
+        .trees()
         .create_tree("momentum_tech", None, Default::default(), None)
         .unwrap()
         .id;
@@ -83,16 +85,16 @@ async fn every_node_of_a_random_2000_node_tree_rebuilds_from_the_store_alone() {
                     ))
                     .unwrap(),
                 };
-                nodes.push(wb.branch(chat, parent, vec![op]).unwrap());
+                nodes.push(wb.runs().branch(chat, parent, vec![op]).unwrap());
             }
-            1 => nodes.extend(wb.advance_multi(chat, parent, 1, 3, false).await.unwrap()),
-            _ => nodes.push(wb.advance(chat, parent, 1).await.unwrap().node),
+            1 => nodes.extend(wb.runs().advance_multi(chat, parent, 1, 3, false).await.unwrap()),
+            _ => nodes.push(wb.runs().advance(chat, parent, 1).await.unwrap().node),
         }
     }
     let mut tnodes = vec![0u64];
     while tnodes.len() < 200 {
         let parent = tnodes[rng.below(tnodes.len() as u64) as usize];
-        tnodes.push(wb.advance(trading, parent, 1).await.unwrap().node);
+        tnodes.push(wb.runs().advance(trading, parent, 1).await.unwrap().node);
     }
     let originals = [(chat, dump(&wb, chat)), (trading, dump(&wb, trading))];
     assert_eq!(originals[0].1.len() + originals[1].1.len(), 2_000);
@@ -114,12 +116,13 @@ async fn deleting_a_subtree_or_a_tree_removes_its_rows() {
     let dir = temp("delete");
     let wb = workbench(&dir);
     let t = wb
+        .trees()
         .create_tree("simple_chat", None, Default::default(), None)
         .unwrap()
         .id;
-    let a = wb.advance(t, 0, 2).await.unwrap().node;
-    let b = wb.advance(t, a, 1).await.unwrap().node;
-    let keep = wb.advance(t, 0, 1).await.unwrap().node;
+    let a = wb.runs().advance(t, 0, 2).await.unwrap().node;
+    let b = wb.runs().advance(t, a, 1).await.unwrap().node;
+    let keep = wb.runs().advance(t, 0, 1).await.unwrap().node;
     let store = wb.store.clone().unwrap();
     let rows = |ids: Vec<u64>| {
         let store = store.clone();
@@ -139,10 +142,10 @@ async fn deleting_a_subtree_or_a_tree_removes_its_rows() {
     };
     let (n, s, l, c) = rows(vec![a, b]);
     assert!(n == 2 && s == 2 && l > 0 && c > 0, "{n} {s} {l} {c}");
-    wb.delete(t, a).unwrap();
+    wb.runs().delete(t, a).unwrap();
     assert_eq!(rows(vec![a, b]), (0, 0, 0, 0));
     assert!(rows(vec![keep]).0 == 1);
-    wb.delete_tree(t).unwrap();
+    wb.trees().delete_tree(t).unwrap();
     assert_eq!(rows(vec![0, keep]), (0, 0, 0, 0));
     assert!(store.read(|db| db.trees()).unwrap().is_empty());
     let _ = std::fs::remove_dir_all(&dir);
@@ -153,13 +156,14 @@ async fn a_chain_stores_each_nodes_own_delta() {
     let dir = temp("linear");
     let wb = workbench(&dir);
     let t = wb
+        .trees()
         .create_tree("simple_chat", None, Default::default(), None)
         .unwrap()
         .id;
     let mut node = 0;
     let mut sizes = Vec::new();
     for _ in 0..120 {
-        node = wb.advance(t, node, 1).await.unwrap().node;
+        node = wb.runs().advance(t, node, 1).await.unwrap().node;
         let store = wb.store.clone().unwrap();
         let bytes = store
             .read(move |db| {
@@ -191,25 +195,26 @@ async fn over_its_budget_the_cache_closes_idle_trees_and_they_come_back_intact()
     let mut trees = Vec::new();
     for _ in 0..4 {
         let t = wb
+            .trees()
             .create_tree("simple_chat", None, Default::default(), None)
             .unwrap()
             .id;
         let mut node = 0;
         for _ in 0..30 {
-            node = wb.advance(t, node, 1).await.unwrap().node;
+            node = wb.runs().advance(t, node, 1).await.unwrap().node;
         }
         trees.push((t, dump(&wb, t)));
     }
     assert!(
-        wb.cache_bytes() > 64 << 10,
+        wb.upkeep().cache_bytes() > 64 << 10,
         "the trees exceed the budget: {}",
-        wb.cache_bytes()
+        wb.upkeep().cache_bytes()
     );
-    assert!(wb.trim_cache() > 0);
+    assert!(wb.upkeep().trim_cache() > 0);
     assert!(
-        wb.cache_bytes() <= 64 << 10,
+        wb.upkeep().cache_bytes() <= 64 << 10,
         "within the budget after a trim: {} bytes",
-        wb.cache_bytes()
+        wb.upkeep().cache_bytes()
     );
     for (t, before) in trees {
         assert_eq!(dump(&wb, t), before, "tree {t} comes back from the store as it was");
@@ -230,17 +235,18 @@ async fn a_tree_the_cache_closes_and_reopens_is_never_missing() {
     };
     let wb = workbench_with(&dir, limits);
     let tree = wb
+        .trees()
         .create_tree("simple_chat", Some(3), Default::default(), None)
         .unwrap()
         .id;
-    wb.advance_multi(tree, 0, 1, 64, false).await.unwrap();
+    wb.runs().advance_multi(tree, 0, 1, 64, false).await.unwrap();
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     let (stop, closed) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
     let closer = {
         let (wb, stop, closed) = (wb.clone(), stop.clone(), closed.clone());
         std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
-                if wb.trim_cache() > 0 {
+                if wb.upkeep().trim_cache() > 0 {
                     closed.fetch_add(1, Ordering::Relaxed);
                 }
             }
@@ -257,7 +263,7 @@ async fn a_tree_the_cache_closes_and_reopens_is_never_missing() {
                 eprintln!("lookup {lookups}: {e}");
             }
         }
-        if lookups % 16 == 0 && wb.list().iter().filter(|t| t.id == tree).count() != 1 {
+        if lookups % 16 == 0 && wb.trees().list().iter().filter(|t| t.id == tree).count() != 1 {
             listed_wrong += 1;
         }
     }

@@ -24,7 +24,7 @@ use simtree_shared::{NodePatch, Op};
 fn workbench(store: Store) -> Arc<Workbench> {
     let lib = ScenarioLibrary::load_assets(&assets_dir().expect("assets")).expect("assets");
     let mut wb = Workbench::new(lib, Backend::Mock, Limits::default());
-    wb.attach_store(store).expect("store");
+    wb.setup().attach_store(store).expect("store");
     Arc::new(wb)
 }
 
@@ -43,6 +43,7 @@ fn spread(mut times: Vec<Duration>) -> String {
 /// builds the same tree); returns its id and node ids.
 async fn grow(wb: &Arc<Workbench>, n: usize) -> (u64, Vec<u64>) {
     let tree = wb
+        .trees()
         .create_tree("simple_chat", None, Default::default(), None)
         .unwrap()
         .id;
@@ -57,9 +58,11 @@ async fn grow(wb: &Arc<Workbench>, n: usize) -> (u64, Vec<u64>) {
         let parent = nodes[nodes.len() - 1 - back];
         let child = if i % 200 == 0 {
             let text = format!("Bulletin {i}: the amber lighthouse signal number {}", i / 200);
-            wb.branch(tree, parent, vec![Op::PublicBroadcast { text }]).unwrap()
+            wb.runs()
+                .branch(tree, parent, vec![Op::PublicBroadcast { text }])
+                .unwrap()
         } else {
-            wb.advance(tree, parent, 1).await.unwrap().node
+            wb.runs().advance(tree, parent, 1).await.unwrap().node
         };
         nodes.push(child);
     }
@@ -71,7 +74,7 @@ fn time_search(wb: &Arc<Workbench>, tree: Option<u64>, q: &str, repeat: usize) -
     let mut total = 0;
     for _ in 0..repeat {
         let t = Instant::now();
-        let r = wb.search(tree, Some(q), None, Some(20)).unwrap();
+        let r = wb.notebook().search(tree, Some(q), None, Some(20)).unwrap();
         times.push(t.elapsed());
         total = r.total;
     }
@@ -88,7 +91,7 @@ fn time_annotations(wb: &Arc<Workbench>, tree: u64, nodes: &[u64], count: usize)
             starred: Some(k % 2 == 0),
         };
         let t = Instant::now();
-        wb.annotate(tree, node, &patch).unwrap();
+        wb.notebook().annotate(tree, node, &patch).unwrap();
         times.push(t.elapsed());
     }
     spread(times)
@@ -104,7 +107,7 @@ async fn run(label: &str, store: Store, n: usize) {
         started.elapsed().as_secs_f64()
     );
     // The first read waits for the build's queued writes to be committed: not a search's cost.
-    wb.search(Some(tree), Some("warm"), None, None).unwrap();
+    wb.notebook().search(Some(tree), Some("warm"), None, None).unwrap();
     for (what, q) in [
         ("a word of many nodes", "lighthouse"),
         ("a rare phrase", "signal number 42"),

@@ -83,7 +83,8 @@ fn main() {
         ..Limits::default()
     };
     let mut wb = Workbench::new(lib, Backend::Mock, limits);
-    wb.attach_store(Store::open_sqlite(&dir).expect("store"))
+    wb.setup()
+        .attach_store(Store::open_sqlite(&dir).expect("store"))
         .expect("store");
     let wb = Arc::new(wb);
 
@@ -97,7 +98,8 @@ fn main() {
             let t = Instant::now();
             let req: simtree_shared::CreateRequest = serde_json::from_str(&body).unwrap();
             let src: ScenarioSource = req.scenario;
-            wb.create_tree_from(&src, None, Some(1), Default::default(), None)
+            wb.trees()
+                .create_tree_from(&src, None, Some(1), Default::default(), None)
                 .expect("create");
             t.elapsed()
         }
@@ -123,7 +125,7 @@ fn main() {
             runs.push(
                 tokio::task::spawn_blocking(move || {
                     let t = Instant::now();
-                    wb.import_dataset(&format!("bench{i}"), &csv).expect("import");
+                    wb.datasets().import_dataset(&format!("bench{i}"), &csv).expect("import");
                     t.elapsed()
                 })
                 .await

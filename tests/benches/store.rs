@@ -32,7 +32,7 @@ fn workbench(store: Option<Store>, cache_mb: usize) -> Arc<Workbench> {
     };
     let mut wb = Workbench::new(lib, Backend::Mock, limits);
     if let Some(s) = store {
-        wb.attach_store(s).expect("store");
+        wb.setup().attach_store(s).expect("store");
     }
     Arc::new(wb)
 }
@@ -62,6 +62,7 @@ fn heap_mb() -> f64 {
 /// Builds a chain of `n` single-turn advances; returns the total time and the node ids.
 async fn chain(wb: &Arc<Workbench>, n: usize) -> (Duration, u64, Vec<u64>) {
     let tree = wb
+        .trees()
         .create_tree("simple_chat", None, Default::default(), None)
         .unwrap()
         .id;
@@ -71,7 +72,7 @@ async fn chain(wb: &Arc<Workbench>, n: usize) -> (Duration, u64, Vec<u64>) {
     let mut steps = Vec::with_capacity(n);
     for _ in 0..n {
         let t = Instant::now();
-        node = wb.advance(tree, node, 1).await.unwrap().node;
+        node = wb.runs().advance(tree, node, 1).await.unwrap().node;
         steps.push(t.elapsed());
         ids.push(node);
     }
@@ -164,7 +165,7 @@ const READS_PER_TREE: usize = 20;
 async fn million_child(dir: &Path) {
     let started = Instant::now();
     let wb = workbench(Some(Store::open_sqlite(dir).unwrap()), 512);
-    let listed = wb.list();
+    let listed = wb.trees().list();
     let start = started.elapsed();
     let nodes: u64 = listed.iter().map(|t| t.nodes).sum();
     println!(
@@ -176,7 +177,7 @@ async fn million_child(dir: &Path) {
     // `SIMTREE_BENCH_INLINE_TRIM=1` trims after each tree on this thread instead.
     let inline = std::env::var_os("SIMTREE_BENCH_INLINE_TRIM").is_some();
     if !inline {
-        tokio::spawn(wb.clone().sweep_cache());
+        tokio::spawn(wb.upkeep().sweep_cache());
     }
     // `SIMTREE_BENCH_TREES=n` opens only the first n trees (to profile a shorter run).
     let trees = std::env::var("SIMTREE_BENCH_TREES")
@@ -196,7 +197,7 @@ async fn million_child(dir: &Path) {
         }
         drop(handle);
         if inline {
-            wb.trim_cache();
+            wb.upkeep().trim_cache();
         }
     }
     println!(
@@ -207,7 +208,7 @@ async fn million_child(dir: &Path) {
         rss_mb("VmRSS:"),
         rss_mb("VmHWM:"),
         heap_mb(),
-        wb.cache_bytes() as f64 / (1 << 20) as f64
+        wb.upkeep().cache_bytes() as f64 / (1 << 20) as f64
     );
     // `SIMTREE_BENCH_EXIT=1`: exit without freeing, so a heap profiler lists what was in use.
     if std::env::var_os("SIMTREE_BENCH_EXIT").is_some() {
@@ -218,17 +219,17 @@ async fn million_child(dir: &Path) {
 /// Where memory goes: heap before and after rebuilding single nodes, against the cache's count.
 async fn probe(dir: &Path) {
     let wb = workbench(Some(Store::open_sqlite(dir).unwrap()), 512);
-    let listed = wb.list();
+    let listed = wb.trees().list();
     let h0 = heap_mb();
     let handle = wb.tree(listed[0].id).unwrap();
     println!(
         "tree structure: heap +{:.1} MB, counted {:.1} MB",
         heap_mb() - h0,
-        wb.cache_bytes() as f64 / 1048576.0
+        wb.upkeep().cache_bytes() as f64 / 1048576.0
     );
     for node in [5000u64, 5001, 9000, 2000] {
         let h = heap_mb();
-        let c = wb.cache_bytes();
+        let c = wb.upkeep().cache_bytes();
         let sim = handle.lock().sim(node).unwrap();
         let after_sim = heap_mb();
         let _ = handle.lock().log(node).unwrap();
@@ -236,7 +237,7 @@ async fn probe(dir: &Path) {
             "node {node}: sim heap +{:.2} MB, with log +{:.2} MB; counted +{:.2} MB",
             after_sim - h,
             heap_mb() - h,
-            (wb.cache_bytes() - c) as f64 / 1048576.0
+            (wb.upkeep().cache_bytes() - c) as f64 / 1048576.0
         );
         drop(sim);
     }
@@ -247,7 +248,7 @@ async fn probe(dir: &Path) {
     println!(
         "evicted: heap {:.2} MB; counted {:.2} MB",
         heap_mb() - h,
-        wb.cache_bytes() as f64 / 1048576.0
+        wb.upkeep().cache_bytes() as f64 / 1048576.0
     );
 }
 

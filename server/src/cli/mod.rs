@@ -234,8 +234,8 @@ fn workbench_on(
         .open()?
         .ok_or("--ephemeral keeps nothing: name a data folder or database")?;
     let mut wb = crate::workbench::Workbench::new(library, Backend::Mock, Limits::default());
-    wb.use_assets(assets);
-    wb.attach_store(store).map_err(|e| e.to_string())?;
+    wb.setup().use_assets(assets);
+    wb.setup().attach_store(store).map_err(|e| e.to_string())?;
     Ok(wb)
 }
 

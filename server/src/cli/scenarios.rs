@@ -37,7 +37,7 @@ pub(super) fn scenarios(
         ScenariosCommand::List { storage } => {
             let wb = workbench_on(&storage, library, assets)?;
             let mut out = std::io::stdout().lock();
-            for s in wb.scenario_list() {
+            for s in wb.scenarios().scenario_list() {
                 let origin = match s.version {
                     Some(v) => format!("saved v{v}"),
                     None => "shipped".to_string(),
@@ -53,9 +53,9 @@ pub(super) fn scenarios(
             let (_, doc) = read_scenario_file(&file)?;
             let wb = workbench_on(&storage, library, assets)?;
             let saved = if wb.library.contains(&name) {
-                wb.update_scenario(&name, &doc)
+                wb.scenarios().update_scenario(&name, &doc)
             } else {
-                wb.save_scenario(&name, &doc)
+                wb.scenarios().save_scenario(&name, &doc)
             }
             .map_err(|e| format!("{}: {e}", file.display()))?;
             println!("saved {} version {}", saved.id, saved.version);
@@ -63,7 +63,7 @@ pub(super) fn scenarios(
         }
         ScenariosCommand::Rm { name, storage } => {
             let wb = workbench_on(&storage, library, assets)?;
-            wb.delete_scenario(&name).map_err(|e| e.to_string())?;
+            wb.scenarios().delete_scenario(&name).map_err(|e| e.to_string())?;
             println!("removed {name}");
             Ok(())
         }

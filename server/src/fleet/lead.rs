@@ -73,10 +73,10 @@ pub async fn lead(plan: Arc<LeaderPlan>, me: Option<Lease>) -> Result<Result<Lea
         None => None,
     };
     if plan.queue.is_some() {
-        tokio::spawn(app.wb.clone().dispatch_jobs());
+        tokio::spawn(app.wb.jobs().dispatch());
     }
     // Live simulators of stored trees are a cache: keep it within --cache-mb.
-    tokio::spawn(app.wb.clone().sweep_cache());
+    tokio::spawn(app.wb.upkeep().sweep_cache());
     Ok(Ok(Leader { app, sharing }))
 }
 
@@ -88,10 +88,10 @@ pub fn build_leader(plan: &LeaderPlan, me: Option<Lease>) -> Result<Result<AppSt
         plan.limits.clone(),
     );
     if let Some(path) = &plan.prices {
-        wb.prices = Arc::new(crate::llm::price::PriceTable::load(path)?);
+        wb.setup().prices = Arc::new(crate::llm::price::PriceTable::load(path)?);
     }
-    wb.abm_sandbox = plan.sandbox;
-    wb.use_assets(&plan.assets);
+    wb.setup().abm_sandbox = plan.sandbox;
+    wb.setup().use_assets(&plan.assets);
     let store = match (plan.storage.database_url(), me) {
         (Some(url), Some(me)) => {
             match crate::store::Store::lead_postgres(url, Some(me)).map_err(FleetError::Postgres)? {
@@ -104,12 +104,12 @@ pub fn build_leader(plan: &LeaderPlan, me: Option<Lease>) -> Result<Result<AppSt
     // The queue before the trees: it reads the runs the last leader left to jobs, which are
     // adopted; `attach_store` then marks only the other runs in flight interrupted.
     if let Some(config) = &plan.queue {
-        wb.enable_jobs(config.clone())?;
+        wb.setup().enable_jobs(config.clone())?;
         eprintln!("simtree: runs go through the job queue");
     }
     if let Some(store) = store {
         eprintln!("simtree: trees are kept in {}", store.location);
-        wb.attach_store(store)?;
+        wb.setup().attach_store(store)?;
     } else {
         eprintln!("simtree: --ephemeral: trees are kept in memory only");
     }

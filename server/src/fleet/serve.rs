@@ -116,7 +116,7 @@ pub async fn serve(
     let (stop_worker, worker_stop) = tokio::sync::oneshot::channel::<()>();
     let worker = own_worker.map(|(wb, config)| {
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
-        tokio::spawn(wb.work(config, cores, "serve", async move {
+        tokio::spawn(wb.jobs().work(config, cores, "serve", async move {
             let _ = worker_stop.await;
         }))
     });

@@ -48,10 +48,10 @@ pub fn worker_bench(
     url: &str,
 ) -> Result<Arc<Workbench>, FleetError> {
     let mut wb = Workbench::new(library.clone(), backend(llm_config)?, Limits::default());
-    wb.abm_sandbox = sandbox;
-    wb.use_assets(assets);
+    wb.setup().abm_sandbox = sandbox;
+    wb.setup().use_assets(assets);
     let store = crate::store::Store::open_postgres_with(url, None).map_err(FleetError::Postgres)?;
-    wb.attach_store_for_jobs(store)?;
+    wb.setup().attach_store_for_jobs(store)?;
     Ok(Arc::new(wb))
 }
 
@@ -61,6 +61,7 @@ pub fn worker_bench(
 pub async fn run_worker(wb: Arc<Workbench>, config: JobsConfig, concurrency: usize) -> Result<(), FleetError> {
     let sharing = share_endpoint_load(&wb.backend, &config.url).await;
     let worked = wb
+        .jobs()
         .work(config, concurrency, "worker", crate::http::stop_requested())
         .await;
     if let Some((stop, task)) = sharing {

@@ -27,23 +27,26 @@ pub async fn upload(
     let text = std::str::from_utf8(&body)
         .map_err(|e| ApiError::unprocessable(format!("the dataset is not UTF-8 text: {e}")))?
         .to_string();
-    let info = blocking("reading the dataset", move || app.wb.import_dataset(&name, &text)).await?;
+    let info = blocking("reading the dataset", move || {
+        app.wb.datasets().import_dataset(&name, &text)
+    })
+    .await?;
     Ok((StatusCode::CREATED, Json(info)))
 }
 
 /// `GET /api/datasets`.
 pub async fn list(State(app): St) -> Json<Vec<DatasetInfo>> {
-    Json(app.wb.dataset_list())
+    Json(app.wb.datasets().dataset_list())
 }
 
 /// `DELETE /api/datasets/{name}`.
 pub async fn delete(State(app): St, ApiPath(name): ApiPath<String>) -> Result<Json<OkReply>, ApiError> {
-    if !app.wb.has_dataset(&name) {
+    if !app.wb.datasets().has_dataset(&name) {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
             format!("no dataset called '{name}'"),
         ));
     }
-    blocking("deleting the dataset", move || app.wb.delete_dataset(&name)).await?;
+    blocking("deleting the dataset", move || app.wb.datasets().delete_dataset(&name)).await?;
     Ok(Json(OkReply { ok: true }))
 }

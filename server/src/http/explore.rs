@@ -31,20 +31,20 @@ pub async fn start_explore(
 ) -> Result<Response, ApiError> {
     let (spec, estimate) = read_job(body, q, ExploreSpec::from_value)?;
     if estimate {
-        return Ok(Json(app.wb.estimate_explore(tree, &spec).await?).into_response());
+        return Ok(Json(app.wb.studies().estimate_explore(tree, &spec).await?).into_response());
     }
-    Ok(Json(app.wb.start_explore(tree, spec).await?).into_response())
+    Ok(Json(app.wb.studies().start_explore(tree, spec).await?).into_response())
 }
 
 pub async fn explore_table(
     State(app): St,
     ApiPath((tree, id)): ApiPath<(u64, u64)>,
 ) -> Result<Json<ExploreTable>, ApiError> {
-    found(app.wb.explore_table(tree, id)?, "exploration", id, tree)
+    found(app.wb.studies().explore_table(tree, id)?, "exploration", id, tree)
 }
 
 pub async fn explore_tables(State(app): St, ApiPath(tree): ApiPath<u64>) -> Result<Json<Vec<ExploreTable>>, ApiError> {
-    Ok(Json(app.wb.explore_tables(tree)?))
+    Ok(Json(app.wb.studies().explore_tables(tree)?))
 }
 
 /// Stops a running exploration and answers its table (409 when it is not running).
@@ -52,7 +52,7 @@ pub async fn cancel_explore(
     State(app): St,
     ApiPath((tree, id)): ApiPath<(u64, u64)>,
 ) -> Result<Json<ExploreTable>, ApiError> {
-    Ok(Json(app.wb.cancel_explore(tree, id).await?))
+    Ok(Json(app.wb.studies().cancel_explore(tree, id).await?))
 }
 
 /// Carries an interrupted exploration on and answers its table reading `running` (409 when it
@@ -61,5 +61,5 @@ pub async fn resume_explore(
     State(app): St,
     ApiPath((tree, id)): ApiPath<(u64, u64)>,
 ) -> Result<Json<ExploreTable>, ApiError> {
-    Ok(Json(app.wb.resume_explore(tree, id)?))
+    Ok(Json(app.wb.studies().resume_explore(tree, id)?))
 }

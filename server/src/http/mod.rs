@@ -254,14 +254,14 @@ pub async fn serve(
     } else {
         app.shutdown_grace
     };
-    let runs = app.wb.runs_in_flight();
+    let runs = app.wb.upkeep().runs_in_flight();
     if runs > 0 {
         eprintln!(
             "simtree: stopping: letting {runs} run(s) finish (up to {} s, --shutdown-grace-secs)",
             grace.as_secs()
         );
     }
-    let drained = app.wb.drain(grace).await;
+    let drained = app.wb.upkeep().drain(grace).await;
     if drained.cancelled > 0 {
         eprintln!(
             "simtree: stopping: cancelled {} run(s) still going after the grace period",

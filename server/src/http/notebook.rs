@@ -24,7 +24,10 @@ pub async fn annotate_node(
     ApiJson(patch): ApiJson<NodePatch>,
 ) -> Result<Json<NodeInfo>, ApiError> {
     let wb = app.wb.clone();
-    blocking("storing the annotation", move || wb.annotate(tree, node, &patch)).await?;
+    blocking("storing the annotation", move || {
+        wb.notebook().annotate(tree, node, &patch)
+    })
+    .await?;
     node_info(State(app), ApiPath((tree, node))).await
 }
 
@@ -53,7 +56,7 @@ pub async fn search_tree(
     let p = params(q)?;
     let wb = app.wb.clone();
     let reply = blocking("the search", move || {
-        wb.search(Some(tree), p.q.as_deref(), p.offset, p.limit)
+        wb.notebook().search(Some(tree), p.q.as_deref(), p.offset, p.limit)
     })
     .await?;
     Ok(Json(reply))
@@ -66,7 +69,10 @@ pub async fn search_all(
 ) -> Result<Json<SearchReply>, ApiError> {
     let p = params(q)?;
     let wb = app.wb.clone();
-    let reply = blocking("the search", move || wb.search(None, p.q.as_deref(), p.offset, p.limit)).await?;
+    let reply = blocking("the search", move || {
+        wb.notebook().search(None, p.q.as_deref(), p.offset, p.limit)
+    })
+    .await?;
     Ok(Json(reply))
 }
 
@@ -80,7 +86,7 @@ pub async fn node_calls(
     let p = q
         .map(|Query(q)| q)
         .map_err(|e| ApiError::unprocessable(e.body_text()))?;
-    Ok(Json(app.wb.calls(tree, node, p.offset, p.limit).await?))
+    Ok(Json(app.wb.notebook().calls(tree, node, p.offset, p.limit).await?))
 }
 
 /// `?offset=&limit=` of a paged list.
@@ -97,10 +103,10 @@ pub async fn ask(
     ApiPath((tree, node)): ApiPath<(u64, NodeId)>,
     ApiJson(req): ApiJson<AskRequest>,
 ) -> Result<Json<Ask>, ApiError> {
-    Ok(Json(app.wb.ask(tree, node, &req).await?))
+    Ok(Json(app.wb.notebook().ask(tree, node, &req).await?))
 }
 
 /// `GET …/node/{n}/asks`: the questions asked at the node, oldest first.
 pub async fn asks(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> Result<Json<Vec<Ask>>, ApiError> {
-    Ok(Json(app.wb.asks(tree, node)?))
+    Ok(Json(app.wb.notebook().asks(tree, node)?))
 }

@@ -57,7 +57,7 @@ pub async fn ready(State(app): St) -> AppResult<Json<OkReply>> {
     if app.draining.load(std::sync::atomic::Ordering::Acquire) {
         return Err(super::error::ApiError::shutting_down());
     }
-    app.wb.ready()?;
+    app.wb.upkeep().ready()?;
     Ok(Json(OkReply { ok: true }))
 }
 
@@ -80,6 +80,7 @@ pub async fn create_tree(State(app): St, ApiJson(body): ApiJson<CreateRequest>) 
     // async workers.
     let tree = blocking("building the scenario", move || {
         app.wb
+            .trees()
             .create_tree_from(&scenario, body.name.as_deref(), body.seed, budget, offline)
     })
     .await?;
@@ -88,12 +89,12 @@ pub async fn create_tree(State(app): St, ApiJson(body): ApiJson<CreateRequest>) 
 
 /// `GET /devui/simtree/{tree}`: the tree's list entry plus the document it was made from.
 pub async fn get_tree(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Json<TreeInfo>> {
-    Ok(Json(app.wb.tree_info(tree)?))
+    Ok(Json(app.wb.trees().tree_info(tree)?))
 }
 
 /// Every tree with its metadata (upstream's `{id, root}` fields first).
 pub async fn list_trees(State(app): St) -> Json<Vec<TreeInfo>> {
-    Json(app.wb.list())
+    Json(app.wb.trees().list())
 }
 
 /// `PATCH /devui/simtree/{tree}`: renames a tree, describes it, or both.
@@ -102,13 +103,11 @@ pub async fn patch_tree(
     ApiPath(tree): ApiPath<u64>,
     ApiJson(body): ApiJson<TreeEdit>,
 ) -> AppResult<Json<TreeInfo>> {
-    Ok(Json(app.wb.edit_tree(tree, &body)?))
+    Ok(Json(app.wb.notebook().edit_tree(tree, &body)?))
 }
 
 pub async fn summaries(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Response> {
-    let handle = app.wb.tree(tree)?;
-    let s = handle.lock().noted_summaries();
-    Ok(Json(s).into_response())
+    Ok(Json(app.wb.trees().summaries(tree)?).into_response())
 }
 
 pub async fn graph(
@@ -123,14 +122,7 @@ pub async fn graph(
         .map(simtree_shared::edges::EdgeFilter::parse)
         .transpose()
         .map_err(|e| ApiError::unprocessable(format!("edges: {e}")))?;
-    let handle = app.wb.tree(tree)?;
-    let mut g = handle.lock().noted_graph();
-    if let Some(keep) = keep {
-        g.graph = g.graph.filter_edges(|t| keep.keeps(t));
-        let kept: std::collections::BTreeSet<u64> = g.graph.nodes.iter().map(|n| n.id).collect();
-        g.marks.retain(|m| kept.contains(&m.node));
-    }
-    Ok(Json(g).into_response())
+    Ok(Json(app.wb.trees().noted_graph(tree, keep)?).into_response())
 }
 
 /// `?edges=advance,branch` on `GET …/graph`: only the nodes reached through those edge types
@@ -145,8 +137,7 @@ pub struct GraphQuery {
 /// (what the web UI reads for a first render: no JSON to parse). Bounded like the JSON graph: by
 /// the tree's size.
 pub async fn graph_columns(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Response> {
-    let handle = app.wb.tree(tree)?;
-    let g = handle.lock().graph();
+    let g = app.wb.trees().graph(tree)?;
     Ok((
         [(header::CONTENT_TYPE, simtree_shared::columns::MEDIA_TYPE)],
         g.to_columns(),
@@ -176,9 +167,9 @@ pub async fn advance(
     ApiJson(b): ApiJson<AdvanceRequest>,
 ) -> AppResult<Response> {
     if EstimateQuery::read(q)? {
-        return Ok(Json(app.wb.estimate(tree, b.parent, b.turns, 1, "advance")?).into_response());
+        return Ok(Json(app.wb.usage().estimate(tree, b.parent, b.turns, 1, "advance")?).into_response());
     }
-    let done = app.wb.advance(tree, b.parent, b.turns).await?;
+    let done = app.wb.runs().advance(tree, b.parent, b.turns).await?;
     Ok(Json(run_json(done)).into_response())
 }
 
@@ -187,7 +178,7 @@ pub async fn advance_frontier(
     ApiPath(tree): ApiPath<u64>,
     ApiJson(b): ApiJson<FrontierRequest>,
 ) -> AppResult<Json<ChildrenReply>> {
-    let children = app.wb.advance_frontier(tree, b.turns, b.only_max_depth).await?;
+    let children = app.wb.runs().advance_frontier(tree, b.turns, b.only_max_depth).await?;
     Ok(Json(ChildrenReply { children, note: None }))
 }
 
@@ -199,13 +190,19 @@ pub async fn advance_multi(
 ) -> AppResult<Response> {
     if EstimateQuery::read(q)? {
         let runs = b.count.max(0) as u64;
-        return Ok(Json(app.wb.estimate(tree, b.parent, b.turns, runs, "advance_multi")?).into_response());
+        return Ok(Json(
+            app.wb
+                .usage()
+                .estimate(tree, b.parent, b.turns, runs, "advance_multi")?,
+        )
+        .into_response());
     }
     let children = app
         .wb
+        .runs()
         .advance_multi(tree, b.parent, b.turns, b.count, b.same_seed)
         .await?;
-    let note = app.wb.identical_runs(tree, &children)?.then(|| {
+    let note = app.wb.runs().identical_runs(tree, &children)?.then(|| {
         let why = if b.same_seed {
             "same_seed was asked for"
         } else {
@@ -221,7 +218,7 @@ pub async fn advance_chain(
     ApiPath(tree): ApiPath<u64>,
     ApiJson(b): ApiJson<AdvanceRequest>,
 ) -> AppResult<Json<RunReply>> {
-    let done = app.wb.advance_chain(tree, b.parent, b.turns).await?;
+    let done = app.wb.runs().advance_chain(tree, b.parent, b.turns).await?;
     Ok(Json(run_json(done)))
 }
 
@@ -245,7 +242,7 @@ pub async fn replay(
     ApiPath(tree): ApiPath<u64>,
     ApiJson(b): ApiJson<ReplayRequest>,
 ) -> AppResult<Json<RunReply>> {
-    let done = app.wb.replay(tree, b.node, b.parent).await?;
+    let done = app.wb.runs().replay(tree, b.node, b.parent).await?;
     Ok(Json(run_json(done)))
 }
 
@@ -316,7 +313,7 @@ pub async fn branch(
     ApiJson(b): ApiJson<BranchBody>,
 ) -> AppResult<Json<ChildReply>> {
     let ops = parse_ops(b.ops)?;
-    let child = app.wb.branch(tree, b.parent, ops)?;
+    let child = app.wb.runs().branch(tree, b.parent, ops)?;
     Ok(Json(ChildReply { child }))
 }
 
@@ -344,31 +341,23 @@ fn parse_ops(raw: Vec<Value>) -> AppResult<Vec<Op>> {
 /// Extension: stops a running node (the UI's Stop). Its partial log and state are kept and its
 /// status becomes `cancelled`; 409 when it is not running.
 pub async fn cancel_node(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Json<OkReply>> {
-    app.wb.cancel(tree, node).await?;
+    app.wb.runs().cancel(tree, node).await?;
     Ok(Json(OkReply { ok: true }))
 }
 
 pub async fn delete_node(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Json<OkReply>> {
-    app.wb.delete(tree, node)?;
+    app.wb.runs().delete(tree, node)?;
     Ok(Json(OkReply { ok: true }))
 }
 
 /// The node's full log, assembled from pre-serialised entries without re-encoding them.
 pub async fn logs(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Response> {
-    let handle = app.wb.tree(tree)?;
-    let mut body = String::from("[");
-    handle.lock().for_each_log_entry(node, |e| {
-        if body.len() > 1 {
-            body.push(',');
-        }
-        body.push_str(e);
-    })?;
-    body.push(']');
+    let body = app.wb.trees().log_json(tree, node)?;
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
 pub async fn state(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Response> {
-    let s = app.wb.state_so_far(tree, node)?;
+    let s = app.wb.trees().state_so_far(tree, node)?;
     Ok(Json(s).into_response())
 }
 
@@ -411,22 +400,20 @@ pub async fn sim_state(State(app): St, ApiPath((tree, node)): ApiPath<(u64, Node
 }
 
 pub async fn lca(State(app): St, ApiPath((tree, a, b)): ApiPath<(u64, NodeId, NodeId)>) -> AppResult<Json<LcaReply>> {
-    let handle = app.wb.tree(tree)?;
-    let l = handle.lock().lca(a, b)?;
-    Ok(Json(LcaReply { lca: l }))
+    Ok(Json(LcaReply {
+        lca: app.wb.trees().lca(tree, a, b)?,
+    }))
 }
 
 pub async fn delete_tree(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Json<OkReply>> {
-    app.wb.delete_tree(tree)?;
+    app.wb.trees().delete_tree(tree)?;
     Ok(Json(OkReply { ok: true }))
 }
 
 /// Extension: the kind-specific view of a node — scene state (social), portfolio, equity
 /// curve, trades and metrics (trading), or the model and its progress (agent-based).
 pub async fn node_view(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Json<NodeView>> {
-    let handle = app.wb.tree(tree)?;
-    let v = handle.lock().sim(node)?.view();
-    Ok(Json(v))
+    Ok(Json(app.wb.trees().view(tree, node)?))
 }
 
 /// sd-ai's contract: `POST /api/abm/generate {prompt, lastModel?}` → `{success, model,

@@ -21,7 +21,7 @@ type St = State<Arc<AppState>>;
 /// `GET /api/scenarios`: the shipped scenarios, then the saved ones (`origin: "saved"`, with
 /// their latest `version`).
 pub async fn list(State(app): St) -> Json<Vec<ScenarioSummary>> {
-    Json(app.wb.scenario_list())
+    Json(app.wb.scenarios().scenario_list())
 }
 
 /// `GET /api/scene-types`: each scene type a social document may name, the actions its agents
@@ -45,7 +45,10 @@ pub async fn get(
     q: Result<Query<VersionQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<ScenarioDocument>, ApiError> {
     let Query(q) = q.map_err(|e| ApiError::unprocessable(e.body_text()))?;
-    let doc = blocking("reading the scenario", move || app.wb.scenario_document(&id, q.version)).await?;
+    let doc = blocking("reading the scenario", move || {
+        app.wb.scenarios().scenario_document(&id, q.version)
+    })
+    .await?;
     Ok(Json(doc))
 }
 
@@ -56,7 +59,7 @@ pub async fn save(
     ApiJson(body): ApiJson<NewScenario>,
 ) -> Result<(StatusCode, Json<SavedRef>), ApiError> {
     let saved = blocking("checking the scenario", move || {
-        app.wb.save_scenario(&body.name, &body.document)
+        app.wb.scenarios().save_scenario(&body.name, &body.document)
     })
     .await?;
     Ok((StatusCode::CREATED, Json(saved)))
@@ -69,7 +72,7 @@ pub async fn put(
     ApiJson(body): ApiJson<ScenarioUpdate>,
 ) -> Result<Json<SavedRef>, ApiError> {
     let saved = blocking("checking the scenario", move || {
-        app.wb.update_scenario(&id, &body.document)
+        app.wb.scenarios().update_scenario(&id, &body.document)
     })
     .await?;
     Ok(Json(saved))
@@ -77,7 +80,7 @@ pub async fn put(
 
 /// `DELETE /api/scenarios/{id}` → 204: every version; trees made from it keep their copy.
 pub async fn delete(State(app): St, ApiPath(id): ApiPath<String>) -> Result<StatusCode, ApiError> {
-    blocking("deleting the scenario", move || app.wb.delete_scenario(&id)).await?;
+    blocking("deleting the scenario", move || app.wb.scenarios().delete_scenario(&id)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -92,7 +95,7 @@ fn at_path(e: crate::workbench::WorkbenchError) -> ApiError {
 /// is; else the 422 creating one would answer, with `path`. Nothing is made or kept.
 pub async fn check(State(app): St, ApiJson(body): ApiJson<DocumentRequest>) -> Result<Json<ScenarioChecked>, ApiError> {
     let checked = blocking("checking the scenario", move || {
-        app.wb.check_document(&body.document).map_err(at_path)
+        app.wb.scenarios().check_document(&body.document).map_err(at_path)
     })
     .await?;
     Ok(Json(checked))
@@ -106,7 +109,7 @@ pub async fn generate(
     State(app): St,
     ApiJson(body): ApiJson<GenerateDocumentRequest>,
 ) -> Result<Json<GeneratedDocument>, ApiError> {
-    Ok(Json(app.wb.generate_document(body).await?))
+    Ok(Json(app.wb.scenarios().generate_document(body).await?))
 }
 
 /// `POST /api/documents/preview {document}`: each role's first prompt (a social document).
@@ -115,7 +118,7 @@ pub async fn preview(
     ApiJson(body): ApiJson<DocumentRequest>,
 ) -> Result<Json<Vec<RolePrompt>>, ApiError> {
     let prompts = blocking("building the scenario", move || {
-        app.wb.preview_document(&body.document).map_err(at_path)
+        app.wb.scenarios().preview_document(&body.document).map_err(at_path)
     })
     .await?;
     Ok(Json(prompts))

@@ -29,8 +29,8 @@ pub async fn start_sweep(
         body,
         q,
         SweepSpec::from_value,
-        |spec| app.wb.estimate_sweep(tree, spec),
-        |spec| app.wb.start_sweep(tree, spec),
+        |spec| app.wb.studies().estimate_sweep(tree, spec),
+        |spec| app.wb.studies().start_sweep(tree, spec),
     )
 }
 
@@ -38,9 +38,9 @@ pub async fn sweep_table(
     State(app): St,
     ApiPath((tree, id)): ApiPath<(u64, u64)>,
 ) -> Result<Json<SweepTable>, ApiError> {
-    found(app.wb.sweep_table(tree, id)?, "sweep", id, tree)
+    found(app.wb.studies().sweep_table(tree, id)?, "sweep", id, tree)
 }
 
 pub async fn sweep_tables(State(app): St, ApiPath(tree): ApiPath<u64>) -> Result<Json<Vec<SweepTable>>, ApiError> {
-    Ok(Json(app.wb.sweep_tables(tree)?))
+    Ok(Json(app.wb.studies().sweep_tables(tree)?))
 }

@@ -63,7 +63,10 @@ pub async fn sweep_table(
     let page = Page::new(p.offset, p.limit)?;
     let series = p.series.unwrap_or(true);
     let wb = app.wb.clone();
-    let table = blocking("the sweep's table", move || wb.sweep_runs_table(tree, id, series)).await?;
+    let table = blocking("the sweep's table", move || {
+        wb.transfer().sweep_runs_table(tree, id, series)
+    })
+    .await?;
     let table = table.ok_or_else(|| ApiError::not_found(format!("sweep {id} not found in simtree {tree}")))?;
     Ok(stream(table, format, page))
 }
@@ -79,7 +82,7 @@ pub async fn log_table(
     let page = Page::new(p.offset, p.limit)?;
     let scope = Scope::parse(p.scope.as_deref())?;
     let wb = app.wb.clone();
-    let table = blocking("the log table", move || wb.log_table(tree, node, scope)).await?;
+    let table = blocking("the log table", move || wb.transfer().log_table(tree, node, scope)).await?;
     Ok(stream(table, format, page))
 }
 

@@ -167,7 +167,7 @@ pub async fn import(State(app): St, body: Body) -> Result<Json<ImportReply>, Api
     });
     let wb = app.wb.clone();
     let result = blocking("the import", move || {
-        Ok::<_, ApiError>(wb.import_stream(BodyReader {
+        Ok::<_, ApiError>(wb.transfer().import_stream(BodyReader {
             rx,
             current: Bytes::new(),
         }))
@@ -181,7 +181,7 @@ pub async fn import(State(app): St, body: Body) -> Result<Json<ImportReply>, Api
         ));
     }
     let (tree, statement) = result?;
-    let provenance = app.wb.provenance_check(tree.id, statement.as_ref())?;
+    let provenance = app.wb.transfer().provenance_check(tree.id, statement.as_ref())?;
     Ok(Json(ImportReply {
         id: tree.id,
         root: tree.root,

@@ -423,7 +423,7 @@ struct NodeSocketQuery {
 }
 
 async fn node_socket(mut socket: WebSocket, app: Arc<AppState>, tree: u64, node: NodeId, from: Option<usize>) {
-    let log = match app.wb.node_log(tree, node) {
+    let log = match app.wb.trees().node_log(tree, node) {
         Ok(log) => log,
         Err(e) => return close_policy(socket, &e.to_string()).await,
     };

@@ -68,7 +68,7 @@ pub struct Importer {
     pub name: Option<String>,
     pub description: Option<String>,
     /// The export's statement of provenance as it was written: never trusted or stored, only
-    /// compared with what the importing server states (`Workbench::provenance_check`).
+    /// compared with what the importing server states (`Core::provenance_check`).
     pub statement: Option<Value>,
 }
 

@@ -10,7 +10,8 @@
 
 use simtree_shared::{Ask, AskRequest, MAX_ASKS_PER_NODE};
 
-use super::{Full, Workbench, WorkbenchError};
+use super::notebook::Notebook;
+use super::{Full, WorkbenchError};
 use crate::backend::RunRequest;
 use crate::llm::chat::Message;
 use crate::llm::ledger::request_hash;
@@ -18,7 +19,7 @@ use crate::sim::{Sim, SimError};
 use crate::store::{Write, now_ms};
 use crate::tree::{NodeId, TreeError, notebook};
 
-impl Workbench {
+impl Notebook<'_> {
     /// Asks `req.agent` at `node` `req.question`; the answer, stored with the node.
     pub async fn ask(&self, tree: u64, node: NodeId, req: &AskRequest) -> Result<Ask, WorkbenchError> {
         let question = notebook::question(&req.question)?;

@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use simtree_shared::{CallCache, CallMessage, NodeCall, NodeCalls, NodeStatus, Op};
 
-use super::{RequestError, Workbench, WorkbenchError};
+use super::notebook::Notebook;
+use super::{RequestError, WorkbenchError};
 use crate::backend::RunRequest;
 use crate::engine::Event;
 use crate::engine::parse;
@@ -128,7 +129,7 @@ fn action_of(reply: &str) -> (Option<simtree_shared::ActionCall>, Option<String>
     }
 }
 
-impl Workbench {
+impl Notebook<'_> {
     /// `GET …/node/{n}/calls`: every model call of the node's run, in order, then the
     /// interviews asked at it (their prompts built again from the node's state).
     pub async fn calls(

@@ -7,12 +7,18 @@ use serde_json::Value;
 use simtree_shared::{RolePrompt, ScenarioChecked};
 
 use super::calls::call_message;
-use super::{DOCUMENT_ID, RequestError, Workbench, WorkbenchError, dataset_of};
+use super::{Core, DOCUMENT_ID, RequestError, WorkbenchError, dataset_of};
 use crate::scenario::UserScenario;
 use crate::sim::hooks::{self, HookSourceError};
 use crate::sim::{ScenarioEntry, Sim};
 
-impl Workbench {
+service!(
+    /// The scenario library: shipped and saved documents, saving, checking and previewing a
+    /// document, and writing one from a description.
+    Scenarios
+);
+
+impl Scenarios<'_> {
     /// `POST /api/documents/check`: the refusal creating a tree of `doc` would give, or what it
     /// would make. An agent-based model is checked by its validator only (building it needs the
     /// Python worker).
@@ -51,7 +57,9 @@ impl Workbench {
         }
         Ok(prompts)
     }
+}
 
+impl Core {
     /// A custom scene's Python hooks parsed (never run) in the sandboxed worker, which starts now
     /// if need be: a document with hooks is refused where they could not run, or where they
     /// are not Python defining a hook (422 at `scene.config.hooks.source`).

@@ -13,10 +13,15 @@ use std::sync::{Arc, Mutex, Weak};
 use serde_json::Value;
 use simtree_shared::{DatasetInfo, SimKind};
 
-use super::{Full, RequestError, Workbench, WorkbenchError};
+use super::{Core, Full, RequestError, WorkbenchError};
 use crate::store::{StoreError, Write};
 use crate::trading::data::MarketData;
 use crate::trading::dataset::{check_dataset_name, parse_dataset, parsed_size_estimate};
+
+service!(
+    /// Uploaded market datasets: imported, listed, deleted while no tree trades on them.
+    Datasets
+);
 
 /// The name the shipped market data is listed under.
 pub const SHIPPED_DATASET: &str = "shipped";
@@ -57,7 +62,7 @@ fn info_of(
     }
 }
 
-impl Workbench {
+impl Datasets<'_> {
     /// `POST /api/datasets?name=N`: checks and keeps a CSV; nothing is kept on a refusal.
     pub fn import_dataset(&self, name: &str, text: &str) -> Result<DatasetInfo, WorkbenchError> {
         check_dataset_name(name)?;
@@ -89,7 +94,9 @@ impl Workbench {
         );
         Ok(info)
     }
+}
 
+impl Core {
     /// `Err` (409) when parsing a dataset of `size` bytes (estimated) would take the server's
     /// resident memory past its budget; checked before it is parsed.
     fn within_memory_budget(&self, name: &str, size: u64) -> Result<(), WorkbenchError> {
@@ -105,7 +112,9 @@ impl Workbench {
             _ => Ok(()),
         }
     }
+}
 
+impl Datasets<'_> {
     /// `GET /api/datasets`: the shipped data first, then the uploads by name.
     pub fn dataset_list(&self) -> Vec<DatasetInfo> {
         let shipped = self.market.as_ref().map(|m| {
@@ -126,12 +135,16 @@ impl Workbench {
         mine.sort_by(|a, b| a.name.cmp(&b.name));
         shipped.into_iter().chain(mine).collect()
     }
+}
 
+impl Core {
     /// SHA-256 of an uploaded dataset's CSV text (none for the shipped data).
     pub(super) fn dataset_sha256(&self, name: &str) -> Option<String> {
         self.datasets.get(name).and_then(|d| d.info.sha256.clone())
     }
+}
 
+impl Datasets<'_> {
     /// Whether a dataset of that name exists (the shipped one included).
     pub fn has_dataset(&self, name: &str) -> bool {
         name == SHIPPED_DATASET || self.datasets.contains_key(name)
@@ -158,7 +171,7 @@ impl Workbench {
 
     /// A trading tree made from a document that names `dataset` (stored trees are loaded).
     fn tree_using(&self, dataset: &str) -> Result<Option<u64>, WorkbenchError> {
-        let ids: Vec<u64> = self
+        let ids: Vec<u64> = super::Trees(self.0)
             .list()
             .into_iter()
             .filter(|t| t.kind == SimKind::Trading)
@@ -173,7 +186,9 @@ impl Workbench {
         }
         Ok(None)
     }
+}
 
+impl Core {
     /// The market a trading episode runs on: the shipped data, or the named upload.
     pub fn market_for(&self, dataset: Option<&str>) -> Result<Option<Arc<MarketData>>, WorkbenchError> {
         match dataset {

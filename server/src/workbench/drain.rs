@@ -7,7 +7,8 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use super::{NodeId, Workbench, lock};
+use super::persist::Upkeep;
+use super::{Core, NodeId, lock};
 
 /// How a drain ended.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -20,12 +21,14 @@ pub struct Drained {
     pub handed_over: usize,
 }
 
-impl Workbench {
+impl Upkeep<'_> {
     /// The runs in flight over every tree in memory.
     pub fn runs_in_flight(&self) -> usize {
         self.trees.open_handles().iter().map(|t| lock(&t.runs).len()).sum()
     }
+}
 
+impl Core {
     /// Cancels every run in flight but those in `keep` (`(tree, node)`) and waits until each
     /// has ended (its node stored as cancelled); returns how many were.
     async fn cancel_runs_but(&self, keep: &HashSet<(u64, NodeId)>) -> usize {
@@ -59,7 +62,9 @@ impl Workbench {
             HashSet::new()
         }
     }
+}
 
+impl Upkeep<'_> {
     /// Lets the runs in flight finish for up to `grace`, then cancels the rest (and any run
     /// started meanwhile, e.g. by a sweep, until none is left or a few more seconds passed) —
     /// but the jobs another process will take over ([`Self::to_hand_over`]), which are left as

@@ -11,11 +11,15 @@
 
 use simtree_shared::{Estimate, NodeStatus, SimKind};
 
-use super::{RequestLimit, Workbench, WorkbenchError};
+use super::{RequestLimit, WorkbenchError};
 use crate::backend::Backend;
-use crate::llm::chat::Usage;
 use crate::sim::{ABM_CALLS, CallShape, Sim};
 use crate::tree::{NodeId, SimTree};
+
+service!(
+    /// What runs cost: estimates before a run, usage and provenance after.
+    Usage
+);
 
 /// The tree's recorded history: turns run by nodes that called a provider, and their calls.
 struct History {
@@ -55,7 +59,7 @@ impl History {
     }
 }
 
-impl Workbench {
+impl Usage<'_> {
     /// The cost of `runs` runs of `turns` turns each from `parent` (an advance: 1 run; a fan-out:
     /// its count; a sweep: cells × replicates), without running them. `what` names the request
     /// in the basis.
@@ -159,7 +163,7 @@ impl Workbench {
             0 => 0,
             all => (prompt as f64 * n as f64 / all as f64).round() as u64,
         };
-        let usage = Usage {
+        let usage = crate::llm::chat::Usage {
             prompt_tokens: prompt,
             completion_tokens: completion,
             cached_tokens: share(history.cached),

@@ -14,7 +14,7 @@
 //! A row read back after a restart is `interrupted` if it was running: what finished is kept
 //! (replicates whose node finished are measured then) and nothing resumes by itself — except on
 //! a database a team shares (runs as jobs): there the next leader carries it on by itself
-//! ([`Workbench::continue_explores`]), waiting for the replicates whose jobs it adopted and
+//! ([`Core::continue_explores`]), waiting for the replicates whose jobs it adopted and
 //! running again, within the reservation already counted, those that were cut short.
 
 use std::collections::BTreeMap;
@@ -30,7 +30,8 @@ use simtree_shared::{
 };
 
 use super::job::{Job, JobData, Jobs, Metrics, Replicate, Step, outcome};
-use super::{MoneyShortfall, RequestLimit, TreeHandle, Workbench, WorkbenchError, lock};
+use super::sweep::Studies;
+use super::{Core, MoneyShortfall, RequestLimit, TreeHandle, WorkbenchError, lock};
 use crate::explore::{ExploreSpec, MAX_CANDIDATES, mean_ci, next_round, rank, survivors};
 use crate::llm::budget::{Limits as BudgetLimits, TreeBudget};
 use crate::store::Write;
@@ -92,7 +93,7 @@ pub(super) struct ExploreRecord {
     /// Turns true when its driver has stopped.
     finished: tokio::sync::watch::Sender<bool>,
     /// Read back `running` on a database that other processes share: the server that drove it
-    /// died, and this one carries it on ([`Workbench::continue_explores`]).
+    /// died, and this one carries it on ([`Core::continue_explores`]).
     orphan: AtomicBool,
 }
 
@@ -404,7 +405,7 @@ impl Explores {
 /// Brings back a tree's stored or imported explorations (see [`Jobs::restore`]); one that was
 /// running reads as interrupted, unless `continues` (a stored tree on a database shared by a
 /// team, whose server died): then it stays running and waits for
-/// [`Workbench::continue_explores`] to carry it on.
+/// [`Core::continue_explores`] to carry it on.
 pub(super) fn restore_explores(handle: &TreeHandle, explores: Vec<ExploreData>, continues: bool) {
     handle.explores.restore(handle, explores, false, |metrics, mut data| {
         let orphan = data.status == ExploreStatus::Running && continues;
@@ -421,7 +422,7 @@ pub(super) fn restore_explores(handle: &TreeHandle, explores: Vec<ExploreData>, 
     });
 }
 
-impl Workbench {
+impl Core {
     /// Checks an exploration as a start would: its body, its tree, its parent and the limits;
     /// gives its candidates (cells) and its metric, and the most runs it may start.
     fn check_explore(
@@ -442,7 +443,9 @@ impl Workbench {
         }
         Ok((cells, metric, cap))
     }
+}
 
+impl Studies<'_> {
     /// What `spec` may cost at most (`?estimate=true`): its cap of runs of `turns` from
     /// `parent`, with a warning when its money cannot pay for one call of each candidate (a
     /// start would be refused) or is below the estimate. Nothing is made.
@@ -452,7 +455,7 @@ impl Workbench {
         spec: &ExploreSpec,
     ) -> Result<simtree_shared::Estimate, WorkbenchError> {
         let (cells, _, cap) = self.check_explore(tree, spec)?;
-        let mut e = self.estimate(
+        let mut e = super::Usage(self.0).estimate(
             tree,
             spec.parent,
             spec.turns,
@@ -472,7 +475,9 @@ impl Workbench {
         };
         Ok(e)
     }
+}
 
+impl Core {
     /// The money an exploration may spend and whose it is: its own `budget.money`, or what the
     /// tree's money budget has left when that is less; `None` when neither caps money.
     fn explore_money(&self, tree: u64, spec: &ExploreSpec) -> Result<Option<(f64, &'static str)>, WorkbenchError> {
@@ -526,14 +531,12 @@ impl Workbench {
             need,
         }))
     }
+}
 
+impl Studies<'_> {
     /// Attaches the candidates under `parent`, commits them and starts the rounds; answers
     /// before any run ends. Refused when its money cannot pay for one call of each candidate.
-    pub async fn start_explore(
-        self: &Arc<Self>,
-        tree: u64,
-        spec: ExploreSpec,
-    ) -> Result<ExploreStarted, WorkbenchError> {
+    pub async fn start_explore(&self, tree: u64, spec: ExploreSpec) -> Result<ExploreStarted, WorkbenchError> {
         self.check_explore(tree, &spec)?;
         if let Some(why) = self.explore_money_shortfall(tree, &spec).await? {
             return Err(why.into());
@@ -597,7 +600,7 @@ impl Workbench {
         handle.flush()?;
         let explore = lock(&record.data).id;
         tracing::info!(tree, explore, cap, "exploration started");
-        tokio::spawn(drive(self.clone(), handle, record, None));
+        tokio::spawn(drive(Arc::clone(self.0), handle, record, None));
         Ok(ExploreStarted {
             explore,
             candidates: cell_ids,
@@ -638,7 +641,7 @@ impl Workbench {
     /// holds them), that round is ranked, and the halving goes on within the original budget. The
     /// token and money caps start from what its recorded calls already used. Answers once the
     /// re-runs are attached and committed (409 when it is not interrupted).
-    pub fn resume_explore(self: &Arc<Self>, tree: u64, id: u64) -> Result<ExploreTable, WorkbenchError> {
+    pub fn resume_explore(&self, tree: u64, id: u64) -> Result<ExploreTable, WorkbenchError> {
         let handle = self.tree(tree)?;
         let old = handle
             .explores
@@ -648,7 +651,9 @@ impl Workbench {
         tracing::info!(tree, explore = id, "exploration resumed");
         Ok(self.explore_table_of(&handle, &record))
     }
+}
 
+impl Core {
     /// Carries on, without anyone asking, the explorations of `handle`'s tree whose server died
     /// while they ran (read back `running`, see [`restore_explores`]): as a resume does, and
     /// waiting for the replicates whose jobs this server adopted (still running on workers)
@@ -744,7 +749,7 @@ impl Workbench {
             let mut runs = Vec::with_capacity(cut.len() + running.len());
             for (i, k) in cut {
                 let cell = d.candidates[i].node;
-                let mut p = Workbench::attach_run(handle, &mut t, cell, d.turns, None, EdgeType::Explore)?;
+                let mut p = Core::attach_run(handle, &mut t, cell, d.turns, None, EdgeType::Explore)?;
                 p.reseed(d.seed.wrapping_add(k as u64));
                 p.budget = budget.clone();
                 d.candidates[i].children[k] = p.id;
@@ -769,17 +774,23 @@ impl Workbench {
         tokio::spawn(drive(self.clone(), handle.clone(), record.clone(), rerun));
         Ok(record)
     }
+}
 
+impl Studies<'_> {
     pub fn explore_table(&self, tree: u64, id: u64) -> Result<Option<ExploreTable>, WorkbenchError> {
         let handle = self.tree(tree)?;
         Ok(handle.explores.get(id).map(|r| self.explore_table_of(&handle, &r)))
     }
+}
 
+impl Core {
     /// Every exploration of a tree as stored, for an export.
     pub fn explore_data(&self, tree: u64) -> Result<Vec<ExploreData>, WorkbenchError> {
         Ok(self.tree(tree)?.explores.data())
     }
+}
 
+impl Studies<'_> {
     /// Every exploration of a tree, oldest first.
     pub fn explore_tables(&self, tree: u64) -> Result<Vec<ExploreTable>, WorkbenchError> {
         let handle = self.tree(tree)?;
@@ -790,7 +801,9 @@ impl Workbench {
             .map(|r| self.explore_table_of(&handle, r))
             .collect())
     }
+}
 
+impl Core {
     /// The table with what the exploration's runs' recorded provider calls used and cost.
     fn explore_table_of(&self, handle: &TreeHandle, record: &ExploreRecord) -> ExploreTable {
         let mut table = lock(&record.data).table();
@@ -812,12 +825,7 @@ impl Workbench {
 /// another round, or it is stopped; then records how it ended.
 /// `resumed`: the runs of a round that was attached before the server stopped, to finish (and
 /// rank) before any other round.
-async fn drive(
-    wb: Arc<Workbench>,
-    handle: Arc<TreeHandle>,
-    record: Arc<ExploreRecord>,
-    mut resumed: Option<Vec<RoundRun>>,
-) {
+async fn drive(wb: Arc<Core>, handle: Arc<TreeHandle>, record: Arc<ExploreRecord>, mut resumed: Option<Vec<RoundRun>>) {
     let reason = loop {
         if record.stopped() {
             break None;
@@ -905,11 +913,7 @@ type RoundRun = (usize, usize, NodeId, Step);
 
 /// Attaches the next round's runs (reserving them: `runs_used` counts them before any starts);
 /// `Ok(None)` when stopped, `Err` with the reason the exploration ends.
-fn attach_round(
-    wb: &Workbench,
-    handle: &TreeHandle,
-    record: &ExploreRecord,
-) -> Result<Option<Vec<RoundRun>>, RoundEnd> {
+fn attach_round(wb: &Core, handle: &TreeHandle, record: &ExploreRecord) -> Result<Option<Vec<RoundRun>>, RoundEnd> {
     let mut t = handle.lock();
     let mut d = lock(&record.data);
     if record.stopped() {
@@ -948,7 +952,7 @@ fn attach_round(
     for &c in &alive {
         let cell = d.candidates[c].node;
         for k in have..have + add {
-            let mut p = Workbench::attach_run(handle, &mut t, cell, turns, None, EdgeType::Explore).map_err(|why| {
+            let mut p = Core::attach_run(handle, &mut t, cell, turns, None, EdgeType::Explore).map_err(|why| {
                 RoundEnd::CannotStart {
                     round: d.round + 1,
                     why,

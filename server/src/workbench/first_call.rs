@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use simtree_shared::{Op, SimKind};
 
-use super::{Workbench, WorkbenchError};
+use super::{Core, WorkbenchError};
 use crate::backend::{Backend, RunRequest};
 use crate::engine::Event;
 use crate::llm::budget::{TreeBudget, Unbounded};
@@ -23,7 +23,7 @@ use crate::tree::NodeId;
 /// its first turn (an offline player, a baseline trading agent, a model step).
 pub type FirstHold = Option<Result<f64, Unbounded>>;
 
-impl Workbench {
+impl Core {
     /// The hold of the first call of a run from `parent` with each of `branches`' ops applied
     /// and reseeded to `seed` (as a replicate would be), in order.
     pub(super) async fn first_call_holds(

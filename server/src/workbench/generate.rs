@@ -12,7 +12,8 @@
 use serde_json::{Value, json};
 use simtree_shared::{GenerateDocumentRequest, GeneratedDocument};
 
-use super::{Workbench, WorkbenchError, error::RequestError};
+use super::check::Scenarios;
+use super::{WorkbenchError, error::RequestError};
 use crate::backend::Backend;
 use crate::llm::ask::{AskError, ProviderStructured, StructuredLlm, StructuredRequest, until_valid};
 use crate::llm::chat::{Message, Role};
@@ -172,12 +173,9 @@ impl StructuredLlm for MockSceneWriter {
     }
 }
 
-impl Workbench {
+impl Scenarios<'_> {
     /// `POST /api/documents/generate`: a custom scene document that passes the document check.
-    pub async fn generate_document(
-        self: &std::sync::Arc<Self>,
-        req: GenerateDocumentRequest,
-    ) -> Result<GeneratedDocument, WorkbenchError> {
+    pub async fn generate_document(&self, req: GenerateDocumentRequest) -> Result<GeneratedDocument, WorkbenchError> {
         let chars = req.prompt.trim().chars().count();
         if chars == 0 {
             return Err(RequestError::EmptyPrompt.into());
@@ -197,7 +195,7 @@ impl Workbench {
             schema: schema(),
             schema_name: "scenario_document",
         };
-        let wb = self.clone();
+        let wb = std::sync::Arc::clone(self.0);
         let check = move |answer: &Value| -> Result<(Value, String), Vec<String>> {
             let explanation = answer["explanation"].as_str().unwrap_or_default().to_string();
             let answer = &document_of(answer)?;
@@ -209,7 +207,8 @@ impl Workbench {
             if answer.pointer("/scene/type").and_then(Value::as_str) != Some("custom") {
                 return Err(vec!["scene.type: must be \"custom\"".into()]);
             }
-            wb.check_document(answer)
+            Scenarios(&wb)
+                .check_document(answer)
                 .map(|_| (answer.clone(), explanation))
                 .map_err(|e| vec![e.to_string()])
         };

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use simtree_shared::NodeStatus;
 
-use super::{ExportProblem, Pending, RunResult, TreeHandle, Workbench, lock};
+use super::{Core, ExportProblem, Pending, RunResult, TreeHandle, lock};
 use crate::store::Write;
 use crate::sweep::{Metric, events_from_entries};
 use crate::tree::{NodeId, SimTree, TreeError};
@@ -297,7 +297,7 @@ pub(super) enum Step {
     Await(NodeId),
 }
 
-/// How a replicate's run ended, as [`Workbench::start_step`] learns it.
+/// How a replicate's run ended, as [`Core::start_step`] learns it.
 pub(super) enum Ran {
     /// A run this server started (`None`: its task ended without a result).
     Here(Option<RunResult>),
@@ -305,7 +305,7 @@ pub(super) enum Ran {
     Adopted(NodeId),
 }
 
-impl Workbench {
+impl Core {
     /// Starts `step` (its run, or the wait for an adopted run's end); gives the replicate's
     /// node and a future of how its run ended.
     pub(super) fn start_step(

@@ -15,7 +15,7 @@
 //!   the store until used), or fails the node with the job's error when it was given up.
 //!
 //! A server starting on a database whose last server died mid-run adopts that server's jobs
-//! ([`Workbench::enable_jobs`], before the store is attached): their nodes stay `running`, and
+//! ([`Core::enable_jobs`], before the store is attached): their nodes stay `running`, and
 //! the dispatcher waits for them as for runs it queued itself; only runs that were not jobs come
 //! back `interrupted`. What lived only in the dead process's memory (the request waiting for a
 //! fan-out's children, a client's toast) is gone; each child still ends on its own.
@@ -45,7 +45,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::persist::LogBatch;
 use super::run::{Ended, Outcome, Pending, RunSpec, Running, conclude, end_writes, execute};
-use super::{LiveState, Progress, RunResult, TreeHandle, Workbench, WorkbenchError, lock};
+use super::{Core, LiveState, Progress, RunResult, TreeHandle, WorkbenchError, lock};
 use crate::engine::Event;
 use crate::llm::ledger::{Ledger, RecordSink};
 use crate::llm::record::LlmRecord;
@@ -53,6 +53,29 @@ use crate::store::jobs::{self as queue, Job, JobRow, Listener, Queue, Status};
 use crate::store::lease::Lease;
 use crate::store::{Store, StoreError, Write, now_ms};
 use crate::tree::{NodeId, NodeLog, entry_json};
+
+service!(
+    /// Runs as queue jobs: the serving process's dispatch loop and a worker's loop.
+    Jobs
+);
+
+impl Jobs<'_> {
+    /// The serving process's dispatch loop ([`Core::dispatch_jobs`]), a task of its own.
+    pub fn dispatch(&self) -> impl std::future::Future<Output = ()> + Send + 'static + use<> {
+        Arc::clone(self.0).dispatch_jobs()
+    }
+
+    /// Takes jobs and runs them until `stop` resolves ([`Core::work`]).
+    pub fn work<S: std::future::Future<Output = ()> + Send + 'static>(
+        &self,
+        config: JobsConfig,
+        concurrency: usize,
+        role: &'static str,
+        stop: S,
+    ) -> impl std::future::Future<Output = Result<(), JobError>> + Send + 'static + use<S> {
+        Arc::clone(self.0).work(config, concurrency, role, stop)
+    }
+}
 
 /// How the queue is used: the database, how long a claim lasts without a heartbeat, how many
 /// times a job is tried, and how many agent-based-model runs this process takes at once (its
@@ -74,7 +97,7 @@ pub struct Hub {
     queue: Arc<Mutex<Queue>>,
     waiting: DashMap<(u64, NodeId), Waiting>,
     /// Runs the last server left to jobs, by tree, with their turns: kept running (not
-    /// interrupted) and waited for once the dispatcher starts ([`Workbench::dispatch_jobs`]).
+    /// interrupted) and waited for once the dispatcher starts ([`Core::dispatch_jobs`]).
     adopted: Mutex<HashMap<u64, Vec<(NodeId, u64)>>>,
     /// The agent-based-model runs the processes on the database take at once, together (read
     /// once a second): while none, ABM runs stay in this process.
@@ -165,14 +188,14 @@ pub enum JobError {
     Workbench(#[from] WorkbenchError),
 }
 
-impl Workbench {
+impl Core {
     /// Sends runs through the queue from now on (`serve --jobs`), adopting the runs the last
     /// server left to jobs: those whose node is stored `running` stay running (other processes
     /// still run them, or re-claim them once their claim lapses) and are waited for as if this
     /// server had queued them — their logs relayed, their ends taken, a cancel reaching them.
     /// Every other job left is forgotten (its node ended, or is gone).
     ///
-    /// Call it before [`Workbench::attach_store`], which marks the other runs in flight
+    /// Call it before [`Core::attach_store`], which marks the other runs in flight
     /// `interrupted`: called after it, every run was interrupted already and none is adopted.
     pub fn enable_jobs(&self, config: JobsConfig) -> Result<(), JobError> {
         let mut q = Queue::connect(&config.url, Lease::this_process(config.lapse), None).map_err(JobError::Open)?;
@@ -207,7 +230,7 @@ impl Workbench {
     /// stored, and the run needs nothing only this process has (a budget charged in memory) —
     /// an agent-based model's only while some process on the database offers ABM slots. A
     /// replay is a job: its recorded calls travel in its payload. Asked by
-    /// [`Workbench::spawn`] alone.
+    /// [`Core::spawn`] alone.
     pub(super) fn goes_to_queue(&self, handle: &TreeHandle, budget: bool) -> bool {
         let Some(hub) = self.jobs.get() else { return false };
         let in_process = budget || handle.budget.is_some();
@@ -280,7 +303,7 @@ impl Workbench {
     }
 
     /// Carries on every sweep and exploration the last server left running (see
-    /// [`Workbench::continue_sweeps`], [`Workbench::continue_explores`]): its tree is loaded
+    /// [`Core::continue_sweeps`], [`Core::continue_explores`]): its tree is loaded
     /// and each is carried on.
     async fn carry_on_jobs(self: &Arc<Self>) {
         let Some(store) = self.store.clone() else { return };
@@ -313,7 +336,7 @@ impl Workbench {
     /// The serving process's loop (`serve --jobs`): wakes on notifications (or once a second),
     /// relays the log rows workers wrote to the running nodes' logs, and hands each ended job
     /// to the run waiting for it.
-    pub async fn dispatch_jobs(self: Arc<Self>) {
+    pub(crate) async fn dispatch_jobs(self: Arc<Self>) {
         let Some(hub) = self.jobs.get().cloned() else {
             return;
         };
@@ -420,11 +443,11 @@ impl Workbench {
     /// Takes jobs and runs them, `concurrency` at a time, until `stop` resolves; then hands its
     /// claims back (queued again, the attempt not counted). `role` names the process in the
     /// `workers` table (`worker`, or `serve` for a server's own worker).
-    pub async fn work(
+    pub(crate) async fn work(
         self: Arc<Self>,
         config: JobsConfig,
         concurrency: usize,
-        role: &str,
+        role: &'static str,
         stop: impl std::future::Future<Output = ()>,
     ) -> Result<(), JobError> {
         // A process without Python offers no ABM slots (a run it took would only fail).
@@ -792,7 +815,7 @@ impl Workbench {
     }
 }
 
-/// A run through the queue ([`Workbench::spawn`]): the run is its job, queued in the write batch
+/// A run through the queue ([`Core::spawn`]): the run is its job, queued in the write batch
 /// after its node's record, and run by whichever process claims it.
 pub(super) fn spawn_job(
     hub: Arc<Hub>,
@@ -817,7 +840,7 @@ pub(super) fn spawn_job(
     wait_for_job(hub, handle, id, log, Progress::new(id, spec.turns), Some(job), running)
 }
 
-/// Waits for the job of running node `id`, as [`Workbench::spawn`] waits for a run in this
+/// Waits for the job of running node `id`, as [`Core::spawn`] waits for a run in this
 /// process: registered for the dispatcher (its log relayed, its end handed over) and as a run of
 /// the tree (a cancel reaches it), its end taken into the tree and announced (`run_finish`).
 /// `job` queues it (a new run; stored before it is waited for); `None`: it is queued already

@@ -12,9 +12,15 @@ use std::collections::HashMap;
 
 use simtree_shared::{Annotation, HitKind, NodePatch, SearchHit, SearchReply, TreeEdit, TreeInfo, TreeMsg};
 
-use super::{RequestError, Workbench, WorkbenchError, lock};
+use super::{RequestError, WorkbenchError, lock};
 use crate::store::{TextMatch, Write, index_text};
 use crate::tree::{NodeId, notebook};
+
+service!(
+    /// The lab notebook: annotations, a tree's name and description, search, a node's model calls
+    /// and interviews of its agents.
+    Notebook
+);
 
 /// Longest search query, in characters.
 pub const MAX_QUERY_CHARS: usize = 256;
@@ -24,7 +30,7 @@ pub const MAX_LIMIT: u64 = 200;
 /// Texts read from the index per search at most (best first); hits beyond are not ranked.
 const MAX_MATCHES: u64 = 5000;
 
-impl Workbench {
+impl Notebook<'_> {
     /// `PATCH …/node/{n}`: applies `patch` to the node's annotation and stores it (a row for
     /// this node only) before answering; the annotation as it now is.
     pub fn annotate(&self, tree: u64, node: NodeId, patch: &NodePatch) -> Result<Option<Annotation>, WorkbenchError> {

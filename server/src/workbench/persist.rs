@@ -20,12 +20,19 @@ use simtree_shared::{SimKind, TreeInfo, TreeRef};
 use super::explore::{ExploreData, restore_explores};
 use super::job::{imported, parse_rows};
 use super::sweep::{SweepData, restore_sweeps};
+use super::table::Transfer;
 use super::trees::Found;
-use super::{Full, TreeHandle, Workbench, WorkbenchError, lock};
+use super::{Core, Full, TreeHandle, Trees, WorkbenchError, lock};
 use crate::llm::budget::Limits as BudgetLimits;
 use crate::sim::Sim;
 use crate::store::{Store, StoreError, TreeRow, TreeSource, Write, encode_state, now_ms};
 use crate::tree::{ImportLimits, NodeId, SimTree, TreeError};
+
+service!(
+    /// The server's housekeeping: whether the store takes writes, the cache of live simulators, and
+    /// the runs in flight at shutdown.
+    Upkeep
+);
 
 /// A tree's editable and descriptive metadata.
 #[derive(Clone, Debug)]
@@ -299,13 +306,13 @@ fn release_freed_memory() {
     }
 }
 
-/// Why the store cannot take writes now ([`Workbench::ready`]): its commits fail, or a lost
+/// Why the store cannot take writes now ([`Core::ready`]): its commits fail, or a lost
 /// database does not answer; the cause as the store gave it.
 #[derive(Debug, thiserror::Error)]
 #[error("the store cannot take writes: {0}")]
 pub struct NotReady(pub String);
 
-impl Workbench {
+impl Core {
     /// Makes the workbench durable: trees in `store` are listed (and loaded on first use), runs
     /// the last server left in flight become `interrupted` (but those whose jobs are adopted,
     /// when jobs were enabled before), and every change from now on is written. Nothing but the
@@ -321,7 +328,7 @@ impl Workbench {
             );
         }
         // Runs whose jobs other processes still run are adopted, not interrupted (jobs enabled
-        // first: see `Workbench::enable_jobs`).
+        // first: see `Core::enable_jobs`).
         let keep = self.jobs.get().map(|hub| hub.adopting()).unwrap_or_default();
         let interrupted = store.read(move |db| db.interrupt_running(&keep))?;
         let rows = store.read(|db| db.trees())?;
@@ -343,6 +350,13 @@ impl Workbench {
         self.store = Some(store);
         self.load_datasets()
     }
+}
+
+impl Upkeep<'_> {
+    /// The cache's sweep ([`Core::sweep_cache`]), a task of its own for as long as the server runs.
+    pub fn sweep_cache(&self) -> impl std::future::Future<Output = ()> + Send + 'static + use<> {
+        Arc::clone(self.0).sweep_cache()
+    }
 
     /// Whether acknowledged writes can be stored now: `Err` with the cause while the store's
     /// commits fail (a full disk, a lost database). Memory-only workbenches are always ready.
@@ -356,7 +370,9 @@ impl Workbench {
         // PostgreSQL: a lost connection shows only when used.
         store.read(|db| db.ping()).map_err(|e| NotReady(e.to_string()))
     }
+}
 
+impl Core {
     /// A tree id no other tree had or will have: from the database when it may be shared
     /// (PostgreSQL: taken atomically, so two processes never get the same), else counted here
     /// (memory only, or a SQLite folder, which one process holds).
@@ -468,17 +484,19 @@ impl Workbench {
 
     /// Keeps the cache within `--cache-mb` for as long as the server runs: a trim every half
     /// second, and at once when rebuilds have brought in an eighth of the budget since the last.
-    pub async fn sweep_cache(self: Arc<Self>) {
+    pub(crate) async fn sweep_cache(self: Arc<Self>) {
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(std::time::Duration::from_millis(500)) => {}
                 _ = self.pressure.wake.notified() => {}
             }
             let wb = self.clone();
-            let _ = tokio::task::spawn_blocking(move || wb.trim_cache()).await;
+            let _ = tokio::task::spawn_blocking(move || Upkeep(&wb).trim_cache()).await;
         }
     }
+}
 
+impl Trees<'_> {
     /// Every tree, loaded or not, by id.
     pub fn list(&self) -> Vec<TreeInfo> {
         self.trees.infos()
@@ -499,7 +517,9 @@ impl Workbench {
         info.provenance = Some(self.provenance(tree, 0)?);
         Ok(info)
     }
+}
 
+impl Core {
     /// Writes a new tree whole (its row and every node) and waits for the commit.
     pub(super) fn persist_tree(&self, handle: &TreeHandle) -> Result<(), WorkbenchError> {
         if !handle.stored() {
@@ -533,12 +553,14 @@ impl Workbench {
         }
         stored
     }
+}
 
+impl Transfer<'_> {
     /// Imports an export read node by node from `reader` (a spooled request body or a file):
     /// each node is checked, then (with a store) written and released from memory, so an import
     /// of any size needs memory for one node at a time. Nothing is listed unless all of it
     /// passes; a refused import leaves no rows. Also returns the export's statement of
-    /// provenance as written, unread (see [`Workbench::provenance_check`]).
+    /// provenance as written, unread (see [`Core::provenance_check`]).
     pub fn import_stream(&self, reader: impl std::io::Read) -> Result<(TreeRef, Option<Value>), WorkbenchError> {
         self.writable()?;
         if self.tree_count() >= self.limits.max_trees {
@@ -739,17 +761,23 @@ impl Workbench {
         self.trees.insert_open(handle);
         Ok((TreeRef { id, root: 0 }, statement))
     }
+}
 
+impl Core {
     pub(super) fn tree_count(&self) -> usize {
         self.trees.len()
     }
+}
 
+impl Upkeep<'_> {
     /// What the cache holds now by its own accounting: the loaded trees' structures and the
     /// simulators and logs in memory (trees being worked on are skipped).
     pub fn cache_bytes(&self) -> usize {
         self.cache_entries().1
     }
+}
 
+impl Core {
     /// Every cached simulator or log as (last use, tree, node, cost), and the total with the
     /// structures of loaded trees.
     fn cache_entries(&self) -> (Vec<(u64, u64, NodeId, usize)>, usize) {
@@ -767,7 +795,9 @@ impl Workbench {
         }
         (entries, total)
     }
+}
 
+impl Upkeep<'_> {
     /// Keeps the live simulators and logs under the cache budget (see the module doc); returns
     /// the bytes freed.
     pub fn trim_cache(&self) -> usize {
@@ -816,7 +846,9 @@ impl Workbench {
         }
         freed
     }
+}
 
+impl Core {
     /// Closes the least recently active trees that nobody holds and that have no run in flight.
     fn close_idle_trees(&self, mut need: usize) -> usize {
         let mut idle: Vec<(u64, u64)> = self

@@ -5,7 +5,8 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use simtree_shared::{Provenance, ProvenanceCheck, ProvenanceDifference};
 
-use super::{Workbench, WorkbenchError, dataset_of};
+use super::table::Transfer;
+use super::{Core, WorkbenchError, dataset_of};
 use crate::sim::ScenarioEntry;
 use crate::tree::NodeId;
 
@@ -41,7 +42,7 @@ fn short(hash: &str) -> &str {
     &hash[..hash.len().min(12)]
 }
 
-impl Workbench {
+impl Core {
     /// The provenance of `tree`, seen from `node` (its seed and player; the root's for the tree).
     pub fn provenance(&self, tree: u64, node: NodeId) -> Result<Provenance, WorkbenchError> {
         let handle = self.tree(tree)?;
@@ -150,7 +151,7 @@ pub fn compare(statement: Option<&Value>, here: Provenance) -> ProvenanceCheck {
     }
 }
 
-impl Workbench {
+impl Transfer<'_> {
     /// `statement` (an export's, as written) beside what this server states for `tree`.
     pub fn provenance_check(&self, tree: u64, statement: Option<&Value>) -> Result<ProvenanceCheck, WorkbenchError> {
         Ok(compare(statement, self.provenance(tree, 0)?))

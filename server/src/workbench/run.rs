@@ -4,7 +4,7 @@
 //! on whichever process claims its job, what stores its end is made by one function
 //! ([`end_writes`]), and its end is taken into the tree, announced and waited for by one
 //! function ([`conclude`]). Which runs go through the queue is decided once, in
-//! `Workbench::spawn`.
+//! `Core::spawn`.
 //!
 //! The sweep's and the exploration's bookkeeping of a replicate (`job::replicate_of`) reads the
 //! [`RunResult`] every run ends with, wherever it ran.
@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use simtree_shared::{NodeStatus, TreeMsg};
 use tokio::sync::watch;
 
-use super::{CatchUnwind, LiveState, Progress, RunControl, RunResult, RunSink, TreeHandle, Workbench, lock, persist};
+use super::{CatchUnwind, Core, LiveState, Progress, RunControl, RunResult, RunSink, TreeHandle, lock, persist};
 use crate::backend::BackendError;
 use crate::engine::Event;
 use crate::llm::budget::TreeBudget;
@@ -284,7 +284,7 @@ pub(super) async fn conclude(
     }
 }
 
-impl Workbench {
+impl Core {
     /// A run in this process, as a task of its own. A panic inside a run fails its node
     /// instead of leaving it `running`; a cancel or the memory budget stops it where it is,
     /// keeping the state reached and the partial log.

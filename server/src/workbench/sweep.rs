@@ -17,7 +17,7 @@
 //! sweeps back; a replicate that was still pending is measured then if its node finished, and
 //! otherwise ends with the node's status as its reason — except on a database a team shares
 //! (runs as jobs), where the next leader carries a sweep whose server died on by itself
-//! ([`Workbench::continue_sweeps`]): it waits for the replicates whose jobs it adopted and runs
+//! ([`Core::continue_sweeps`]): it waits for the replicates whose jobs it adopted and runs
 //! again, with their seeds, those that were cut short (interrupted), each in its own slot, so
 //! no replicate is counted twice.
 
@@ -30,12 +30,17 @@ use serde_json::Value;
 use simtree_shared::{CellRow, EdgeType, Effect, FailedRun, IntervalKind, SweepStarted, SweepTable, TreeMsg};
 
 use super::job::{Job, JobData, Jobs, Metrics, Ran, Replicate, Step, outcome};
-use super::{RequestError, RequestLimit, TreeHandle, Workbench, WorkbenchError, lock};
+use super::{Core, RequestError, RequestLimit, TreeHandle, WorkbenchError, lock};
 use crate::store::Write;
 use crate::sweep::{
     MAX_RUNS, Metric, Outcome, SweepError, SweepPlan, SweepSpec, bootstrap_seed, effects, summarise_runs,
 };
 use crate::tree::{NodeId, SimTree, TreeError};
+
+service!(
+    /// Sweeps and explorations laid out in trees: estimated, started, cancelled, resumed, read as tables.
+    Studies
+);
 
 /// A tree's sweeps by id.
 pub(super) type Sweeps = Jobs<SweepRecord>;
@@ -86,7 +91,7 @@ pub(super) struct SweepRecord {
     /// equal results.
     effects: Mutex<Option<((usize, usize), CellEffects)>>,
     /// Read back with replicates pending on a database that other processes share: the server
-    /// that collected them died, and this one carries the sweep on ([`Workbench::continue_sweeps`]).
+    /// that collected them died, and this one carries the sweep on ([`Core::continue_sweeps`]).
     orphan: AtomicBool,
 }
 
@@ -213,7 +218,7 @@ impl Job for SweepRecord {
 /// Brings back a tree's stored or imported sweeps (see [`Jobs::restore`]). When `continues` (a
 /// stored tree on a database a team shares, whose server died), a replicate whose run was cut
 /// short stays pending, and a sweep with replicates pending waits for
-/// [`Workbench::continue_sweeps`] to carry it on.
+/// [`Core::continue_sweeps`] to carry it on.
 pub(super) fn restore_sweeps(handle: &TreeHandle, sweeps: Vec<SweepData>, continues: bool) {
     handle.sweeps.restore(handle, sweeps, continues, |metrics, data| {
         let pending = counts(&data).1 > 0;
@@ -223,10 +228,10 @@ pub(super) fn restore_sweeps(handle: &TreeHandle, sweeps: Vec<SweepData>, contin
     });
 }
 
-impl Workbench {
+impl Studies<'_> {
     /// Lays out `spec` under its `parent` and starts every replicate; answers once they are
     /// attached and committed, not when they end.
-    pub fn start_sweep(self: &Arc<Self>, tree: u64, spec: SweepSpec) -> Result<SweepStarted, WorkbenchError> {
+    pub fn start_sweep(&self, tree: u64, spec: SweepSpec) -> Result<SweepStarted, WorkbenchError> {
         let handle = self.tree(tree)?;
         let parent = spec.parent.ok_or(RequestError::NoParent)?;
         if spec.prefix != 0 {
@@ -272,7 +277,7 @@ impl Workbench {
             let mut pending = Vec::with_capacity(runs);
             for &c in &cell_ids {
                 for k in 0..spec.replicates {
-                    let mut p = Self::attach_run(&handle, &mut t, c, spec.turns, None, EdgeType::Sweep)?;
+                    let mut p = Core::attach_run(&handle, &mut t, c, spec.turns, None, EdgeType::Sweep)?;
                     p.reseed(spec.seed_of(k));
                     pending.push(p);
                 }
@@ -334,7 +339,7 @@ impl Workbench {
         let cells = spec.cells()?;
         spec.baseline_index(&cells)?;
         let runs = cells.len() as u64 * spec.replicates;
-        self.estimate(
+        super::Usage(self.0).estimate(
             tree,
             parent,
             spec.turns,
@@ -362,12 +367,16 @@ impl Workbench {
         }
         table
     }
+}
 
+impl Core {
     /// Every sweep of a tree as stored, for an export.
     pub fn sweep_data(&self, tree: u64) -> Result<Vec<SweepData>, WorkbenchError> {
         Ok(self.tree(tree)?.sweeps.data())
     }
+}
 
+impl Studies<'_> {
     /// Every sweep of a tree, oldest first.
     pub fn sweep_tables(&self, tree: u64) -> Result<Vec<SweepTable>, WorkbenchError> {
         let handle = self.tree(tree)?;
@@ -380,7 +389,7 @@ impl Workbench {
     }
 }
 
-impl Workbench {
+impl Core {
     /// Starts every step (a replicate's run, or the wait for one adopted), then, as each ends
     /// (in whatever order), stores its metrics and announces the sweep's progress.
     fn collect(&self, handle: Arc<TreeHandle>, record: Arc<SweepRecord>, steps: Vec<(usize, usize, Step)>) {
@@ -470,7 +479,7 @@ impl Workbench {
                     continue;
                 }
                 let cell = d.cells[c].node;
-                let mut p = Workbench::attach_run(handle, &mut t, cell, d.turns, None, EdgeType::Sweep)?;
+                let mut p = Core::attach_run(handle, &mut t, cell, d.turns, None, EdgeType::Sweep)?;
                 p.reseed(d.seeds[k]);
                 d.cells[c].children[k] = p.id;
                 steps.push((c, k, Step::Run(p)));

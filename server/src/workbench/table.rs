@@ -13,8 +13,13 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::{RequestError, TreeHandle, Workbench, WorkbenchError};
+use super::{RequestError, TreeHandle, WorkbenchError};
 use crate::tree::NodeId;
+
+service!(
+    /// Trees and their data in and out: exports, imports and long-format tables.
+    Transfer
+);
 
 /// Rows a page holds when `limit` is not given, and at most.
 pub const MAX_TABLE_ROWS: u64 = 100_000;
@@ -420,12 +425,12 @@ fn param_column(name: &str) -> String {
     }
 }
 
-impl Workbench {
+impl Transfer<'_> {
     /// The runs of sweep `id` of `tree` in long format: per run (cells in the grid's order,
     /// replicates within) its metric rows (`step` empty), then with `series` its own steps'
     /// variables. `None` when the tree has no such sweep.
     pub fn sweep_runs_table(&self, tree: u64, id: u64, series: bool) -> Result<Option<Table>, WorkbenchError> {
-        let Some(table) = self.sweep_table(tree, id)? else {
+        let Some(table) = super::Studies(self.0).sweep_table(tree, id)? else {
             return Ok(None);
         };
         let handle = self.tree(tree)?;

@@ -25,7 +25,7 @@ enum Slot {
 /// What a lookup found.
 pub(super) enum Found {
     Open(Arc<TreeHandle>),
-    /// Stored: the caller loads it (see `Workbench::load`).
+    /// Stored: the caller loads it (see `Core::load`).
     Stored(TreeRow),
 }
 
