@@ -3283,7 +3283,7 @@ async fn a_new_user_walks_a_trading_tree_and_every_number_on_screen_is_the_apis(
     };
     let want = json!([
         ["strategy", format!("#{x}"), format!("#{y}"), "Δ"],
-        row("total return", "total_return", true),
+        row("total return (time-weighted)", "total_return", true),
         row("annualised", "annualised_return", true),
         row("volatility", "volatility", true),
         row("Sharpe", "sharpe", false),
@@ -4590,4 +4590,124 @@ async fn describe_in_words_writes_a_custom_scene_and_refine_keeps_the_edits() {
     assert_eq!(doc["description"], "Make it a civil case.");
     b.wait_css("#check-ok").await;
     b.finish("describe_custom_scene").await;
+}
+
+// ---- trust, round 2 (issue 38): the minor list ----
+
+#[tokio::test]
+async fn a_deep_link_to_a_missing_node_says_so_and_the_viewer_without_a_tree_offers_the_trees() {
+    let Some(b) = Browser::start(&[]).await else { return };
+    let s = &b.server;
+    // No tree yet: the viewer says what it is for and where trees are made.
+    b.open("/sim").await;
+    b.capture_errors().await;
+    b.wait_text("#viewer-pick", "shows one node of a tree").await;
+    b.wait_css("#viewer-no-trees a[href='/simtree']").await;
+    let t = s.create("simple_chat").await;
+    let a = advance(s, t, 0, 1).await;
+    // A node the tree does not hold: the root is shown, and the page says why.
+    b.open(&format!("/simtree/{t}?node=99")).await;
+    b.wait_selected(0).await;
+    b.wait_text(".toast.error", "Node 99 does not exist in this tree").await;
+    // A node it holds opens without a word.
+    b.open(&format!("/simtree/{t}?node={a}")).await;
+    b.wait_selected(a).await;
+    assert_eq!(b.count(".toast.error").await, 0);
+    // With a tree, the viewer lists it, and its link opens the tree's root.
+    b.open("/sim").await;
+    b.click(&format!("#viewer-trees li[data-tree='{t}'] a")).await;
+    b.wait_address(&format!("/sim/{t}?node=0")).await;
+    b.wait_text("#viewer-title", &format!("{t} · node 0")).await;
+    assert_eq!(b.page_errors().await, Vec::<String>::new());
+    b.finish("trust_deep_links").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_ask_moves_the_usage_line_at_once_and_no_estimate_counts_it_as_a_turn() {
+    let Some(b) = on_fake_provider().await else { return };
+    let s = &b.server;
+    let t = s.create("simple_chat").await;
+    b.open(&format!("/simtree/{t}")).await;
+    b.capture_errors().await;
+    b.wait_css("g.node[data-id='0']").await;
+    // No call recorded yet: the tokens are unknown, not "0 tokens".
+    b.set_input("#steps-input", "1").await;
+    b.set_input("#parallel-input", "2").await;
+    let line = b.wait_text("#fanout-estimate", "tokens unknown").await;
+    assert!(!line.contains("0 tokens"), "{line}");
+    let a = advance(s, t, 0, 2).await;
+    let estimate = async || {
+        let url = format!("/devui/simtree/{t}/advance_multi?estimate=true");
+        let (status, e) = s.post(&url, &json!({"parent": a, "turns": 1, "count": 2})).await;
+        assert_eq!(status, 200, "{e}");
+        json!([e["calls"], e["prompt_tokens"], e["completion_tokens"]])
+    };
+    let before = estimate().await;
+    b.open(&format!("/studio/{t}?node={a}")).await;
+    b.wait_selected(a).await;
+    let usage = get_ok(s, &format!("/devui/simtree/{t}/usage")).await["usage"].clone();
+    b.wait_text("#usage", &format!("LLM: {} calls", usage["calls"])).await;
+    b.wait_css("#agent-select option[value='Alice']").await;
+    b.select("#agent-select", "Alice").await;
+    b.set_input("#ask-question", "Why did you say that?").await;
+    b.click("#ask-btn").await;
+    b.wait_css("#ask-answer").await;
+    // The ask's call is counted in the usage line and the node's, without a reload.
+    let usage = get_ok(s, &format!("/devui/simtree/{t}/usage")).await["usage"].clone();
+    b.wait_text(
+        "#usage",
+        &format!(
+            "LLM: {} calls · {} + {} tokens",
+            usage["calls"], usage["prompt_tokens"], usage["completion_tokens"]
+        ),
+    )
+    .await;
+    let node = get_ok(s, &format!("/devui/simtree/{t}/node/{a}/info")).await["usage"].clone();
+    b.wait_text("#node-usage", &format!("{} calls", node["calls"])).await;
+    // An interview is no turn: what a turn costs is what it cost before it.
+    assert_eq!(estimate().await, before, "an ask changed the estimate of a run");
+    assert_eq!(b.page_errors().await, Vec::<String>::new());
+    b.finish("trust_ask_usage").await;
+}
+
+#[tokio::test]
+async fn a_running_node_of_each_kind_is_not_read_on_either_page() {
+    let Some(b) = Browser::start(&["--max-turns", "1000000"]).await else {
+        return;
+    };
+    let s = &b.server;
+    for (scenario, page, turns) in [
+        ("simple_chat", "studio", 100_000),
+        ("sir_network", "simtree", 100_000),
+        ("sir_network", "studio", 100_000),
+        ("llm_trader", "studio", 100_000),
+    ] {
+        let t = s.create(scenario).await;
+        b.open(&format!("/{page}/{t}")).await;
+        b.capture_errors().await;
+        b.wait_css("g.node[data-id='0']").await;
+        b.js("performance.clearResourceTimings()").await;
+        let run = s.advance_in_background(t, 0, turns);
+        let running = s.first_running(t).await;
+        b.select_node(running).await;
+        b.wait_selected(running).await;
+        // Every tab and panel a person might open on it.
+        if b.count("#tab-calls").await > 0 {
+            b.click("#tab-calls").await;
+        }
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let conflicts = b
+            .js("return performance.getEntriesByType('resource').filter(e => e.responseStatus >= 400).map(e => e.name + ' ' + e.responseStatus);")
+            .await;
+        let still = b.count(&format!("g.node.running[data-id='{running}']")).await;
+        let (status, _) = s
+            .post(&format!("/devui/simtree/{t}/node/{running}/cancel"), &json!({}))
+            .await;
+        assert_eq!(status, 200);
+        run.await.unwrap();
+        assert_eq!(still, 1, "{scenario}: the run was still going");
+        assert_eq!(conflicts, json!([]), "{scenario} on {page}: reads of the running node");
+        assert_eq!(b.page_errors().await, Vec::<String>::new(), "{scenario} on {page}");
+    }
+    b.finish("running_not_read_anywhere").await;
 }

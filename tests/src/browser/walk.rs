@@ -144,11 +144,19 @@ impl Browser {
             e["prompt_tokens"].as_u64().unwrap(),
             e["completion_tokens"].as_u64().unwrap(),
         );
-        let mut want = format!(
-            "Estimated cost: {} calls · {} tokens ({p} in, {c} out)",
-            e["calls"],
-            p + c
-        );
+        let mut want = if p + c == 0 && e["calls"].as_u64() > Some(0) {
+            // No recorded call to take tokens from: unknown, not zero.
+            format!(
+                "Estimated cost: {} calls · tokens unknown until the tree has a recorded call",
+                e["calls"]
+            )
+        } else {
+            format!(
+                "Estimated cost: {} calls · {} tokens ({p} in, {c} out)",
+                e["calls"],
+                p + c
+            )
+        };
         if let Some(m) = e["money"].as_f64() {
             want.push_str(&format!(" · about ${m:.2}"));
         }
@@ -261,7 +269,7 @@ impl Browser {
         let want = json!([
             ["", "strategy", "buy & hold"],
             [
-                "total return",
+                "total return (time-weighted)",
                 percent(&st["total_return"]),
                 percent(&bh["total_return"])
             ],
