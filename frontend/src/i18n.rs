@@ -147,6 +147,7 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
             "{{calls}} 次调用 · {{tokens}} 个令牌（输入 {{in}}，输出 {{out}}）",
         ),
         "estimate.money" => ("about", "约"),
+        "notebook.callFailed" => ("No reply: the run failed on this call", "无回复：运行在此调用处失败"),
         "estimate.tokensUnknown" => (
             "{{calls}} calls · tokens unknown until the tree has a recorded call",
             "{{calls}} 次调用 · 令牌数未知（树中尚无已记录的调用）",
@@ -208,6 +209,7 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
         ),
         "notFound.node" => ("Node {{id}} does not exist in this tree.", "此树中不存在节点 {{id}}。"),
         "notFound.showingRoot" => ("Showing its root instead.", "改为显示其根节点。"),
+        "tree.dataset" => ("data", "数据"),
         "conn.live" => ("live", "已连接"),
         "conn.connecting" => ("connecting…", "连接中…"),
         "conn.lost" => ("reconnecting…", "重新连接中…"),

@@ -33,6 +33,34 @@ impl Browser {
         t
     }
 
+    /// The scene-state table says what the node's view holds, key by key: a value as text, a list
+    /// or a map as its compact JSON.
+    pub async fn scene_state_agrees(&self, state: &Value) {
+        let want: Vec<Value> = state
+            .as_object()
+            .expect("a scene state is a map")
+            .iter()
+            .map(|(k, v)| {
+                let text = match v {
+                    Value::String(s) => s.clone(),
+                    Value::Null => String::new(),
+                    other => other.to_string(),
+                };
+                json!([k, text])
+            })
+            .collect();
+        eventually(async || {
+            let shown = self
+                .js("return [...document.querySelectorAll('#scene-state tr')].map(r => [r.cells[0].textContent, r.cells[1].textContent]);")
+                .await;
+            match shown == Value::Array(want.clone()) {
+                true => Ok(()),
+                false => Err(format!("the scene state shows {shown}; the API says {want:?}")),
+            }
+        })
+        .await;
+    }
+
     /// `#stats` says what `…/graph` holds, with `selected` selected.
     pub async fn stats_agree(&self, t: u64, selected: u64) {
         let g = get_ok(&self.server, &format!("/devui/simtree/{t}/graph")).await;

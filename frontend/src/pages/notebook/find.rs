@@ -117,7 +117,9 @@ pub fn FindBar(tree: Tree) -> impl IntoView {
         }
         latest.update_value(|n| *n += 1);
         let mine = latest.get_value();
+        let typed = q.clone();
         leptos::task::spawn_local(async move {
+            let q = typed;
             api::sleep(TYPING_MS).await;
             if latest.try_get_value() != Some(mine) {
                 return;
