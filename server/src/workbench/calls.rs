@@ -70,7 +70,7 @@ impl LlmClient for Tap {
         Box::pin(async move {
             // A call that fails is kept too: it is the request a failed run could not get past.
             let reply = self.inner.chat(messages, state).await;
-            let kept = reply.as_ref().map(String::clone).map_err(|_| ());
+            let kept = reply.as_ref().map_err(|_| ()).cloned();
             lock(&self.seen).push(messages, state.speaker.clone(), kept);
             reply
         })
