@@ -4850,3 +4850,45 @@ async fn a_sweep_an_exploration_the_legend_and_the_op_kinds_are_chinese_after_sw
     assert!(!kinds.to_string().contains("abm_set"), "{kinds}");
     b.finish("trust_zh_jobs").await;
 }
+
+#[tokio::test]
+async fn a_cancelled_node_is_drawn_and_named_cancelled_not_done_live_and_after_a_reload() {
+    let Some(b) = Browser::start(&["--max-turns", "1000000"]).await else {
+        return;
+    };
+    let s = &b.server;
+    let t = s.create("simple_chat").await;
+    b.open(&format!("/simtree/{t}")).await;
+    b.capture_errors().await;
+    b.wait_css("g.node[data-id='0']").await;
+    let run = s.advance_in_background(t, 0, 500_000);
+    let n = s.first_running(t).await;
+    b.wait_css(&format!("g.node.running[data-id='{n}']")).await;
+    let (status, _) = s.post(&format!("/devui/simtree/{t}/node/{n}/cancel"), &json!({})).await;
+    assert_eq!(status, 200);
+    run.await.unwrap();
+    let g = get_ok(s, &format!("/devui/simtree/{t}/graph")).await;
+    let api = g["nodes"].as_array().unwrap().iter().find(|x| x["id"] == n).unwrap()["status"].clone();
+    assert_eq!(api, json!("cancelled"), "{g}");
+    for reload in [false, true] {
+        if reload {
+            b.client.refresh().await.unwrap();
+        }
+        b.wait_css(&format!("g.node.cancelled[data-id='{n}']")).await;
+        b.select_node(n).await;
+        b.wait_text("#node-status", "cancelled").await;
+        b.wait_text("#node-made", "cancelled").await;
+        // Its ring is the warning colour, not a finished node's.
+        let ring = b
+            .js(&format!(
+                "const c = document.querySelector(\"g.node[data-id='{n}'] circle\"); \
+                 const d = document.querySelector(\"g.node[data-id='0'] circle\"); \
+                 return [getComputedStyle(c).stroke, getComputedStyle(d).stroke, getComputedStyle(c).strokeDasharray];"
+            ))
+            .await;
+        assert_ne!(ring[0], ring[1], "reload {reload}: {ring}");
+        assert_ne!(ring[2], json!("none"), "reload {reload}: dashed: {ring}");
+    }
+    assert_eq!(b.page_errors().await, Vec::<String>::new());
+    b.finish("trust_cancelled").await;
+}
