@@ -41,15 +41,15 @@ pub(super) fn AbmDetails(tree: Tree, view: AbmView, choice: OverlayChoice) -> im
             if let Ok(l) = api::node_logs(t, n).await {
                 own.try_set((n, abm_series(&l), abm_steps(&l)));
                 per_agent.try_set(agent_table(&l));
-                let sets = tree.graph.with_untracked(|g| abm_sets(&g.path_to(n), &g.ops, &l));
-                let fields = outline.with_value(|o| abm_fields(o, &last_abm_values(&l), &sets));
-                values.try_set(Some(
-                    fields
-                        .globals
-                        .iter()
-                        .map(|f| format!("{} = {}", f.name, f.now))
-                        .collect(),
-                ));
+                // (The panel may be drawn anew meanwhile, for another node: `try_`.)
+                let sets = tree.graph.try_with_untracked(|g| abm_sets(&g.path_to(n), &g.ops, &l));
+                let fields =
+                    sets.and_then(|sets| outline.try_with_value(|o| abm_fields(o, &last_abm_values(&l), &sets)));
+                if let Some(f) = fields {
+                    values.try_set(Some(
+                        f.globals.iter().map(|f| format!("{} = {}", f.name, f.now)).collect(),
+                    ));
+                }
             }
             if let Ok(i) = api::node_info(t, n).await
                 && tree.selected.get_untracked() == Some(n)
