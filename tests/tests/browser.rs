@@ -2469,7 +2469,8 @@ async fn a_failed_run_can_be_run_again_from_its_parent() {
     // The same run again from the parent: a sibling, selected (it fails again: no provider).
     b.wait_css("line.edge[data-from='0'][data-to='2']").await;
     b.wait_selected(2).await;
-    b.wait_text("#node-made", "+2").await;
+    // The same two turns asked; a failed run keeps its parent's state, so it ran none of them.
+    b.wait_text("#node-made", "+0 of 2 turns").await;
     b.select_node(0).await;
     b.wait_selected(0).await;
     assert_eq!(b.count("#retry-btn").await, 0, "nothing to retry on a finished node");
