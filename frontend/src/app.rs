@@ -167,6 +167,7 @@ pub fn App() -> impl IntoView {
         offline: RwSignal::new(false),
         theme: RwSignal::new(theme),
         system_dark: RwSignal::new(false),
+        spent: RwSignal::new(0),
     };
     follow_system_theme(ctx.system_dark);
     provide_context(ctx);

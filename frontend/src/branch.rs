@@ -119,7 +119,7 @@ pub fn BranchEditor(tree: Tree, node_view: RwSignal<Option<NodeView>>) -> impl I
                 <label for="op-kind">{move || ctx.tr("simtree.opKind")}</label>
                 <select id="op-kind" on:change=move |ev| kind.set(event_target_value(&ev)) prop:value=move || kind.get()>
                     {move || op_kinds(tree.kind.get()).iter().map(|k| {
-                        let label = if *k == "custom" { ctx.tr("branch.custom").to_string() } else { k.to_string() };
+                        let label = if *k == "custom" { ctx.tr("branch.custom") } else { crate::i18n::wire_term(ctx.lang.get(), k) };
                         view! { <option value=*k selected=move || kind.get() == *k>{label}</option> }
                     }).collect_view()}
                 </select>

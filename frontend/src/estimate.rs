@@ -41,8 +41,15 @@ pub fn debounced_estimate(
     estimate
 }
 
-/// The estimate's words: calls, tokens and (when the model has a price) money.
-pub fn estimate_text(e: &Estimate, template: &str, money_word: &str) -> String {
+/// The estimate's words: calls, tokens and (when the model has a price) money. Calls without
+/// tokens mean the server had no recorded call to take tokens from (`unknown` says so; no call
+/// has no prompt), not calls that cost nothing.
+pub fn estimate_text(e: &Estimate, template: &str, unknown: &str, money_word: &str) -> String {
+    let template = if e.calls > 0 && e.prompt_tokens + e.completion_tokens == 0 {
+        unknown
+    } else {
+        template
+    };
     let mut text = template
         .replace("{{calls}}", &e.calls.to_string())
         .replace("{{tokens}}", &(e.prompt_tokens + e.completion_tokens).to_string())
@@ -69,7 +76,12 @@ pub fn EstimateLine(id: &'static str, estimate: RwSignal<Option<Estimate>>) -> i
             let text = format!(
                 "{}: {}",
                 ctx.tr("estimate.label"),
-                estimate_text(&e, ctx.tr("estimate.text"), ctx.tr("estimate.money"))
+                estimate_text(
+                    &e,
+                    ctx.tr("estimate.text"),
+                    ctx.tr("estimate.tokensUnknown"),
+                    ctx.tr("estimate.money")
+                )
             );
             let warning = e
                 .warning
@@ -80,5 +92,36 @@ pub fn EstimateLine(id: &'static str, estimate: RwSignal<Option<Estimate>>) -> i
                 {warning}
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn estimate(calls: u64, prompt: u64, completion: u64) -> Estimate {
+        Estimate {
+            calls,
+            prompt_tokens: prompt,
+            completion_tokens: completion,
+            money: None,
+            basis: String::new(),
+            warning: None,
+        }
+    }
+
+    #[test]
+    fn tokens_no_recorded_call_can_tell_are_unknown_not_zero() {
+        let words = |e: &Estimate| {
+            estimate_text(
+                e,
+                "{{calls}} calls · {{tokens}} tokens",
+                "{{calls}} calls · tokens unknown",
+                "about",
+            )
+        };
+        assert_eq!(words(&estimate(12, 0, 0)), "12 calls · tokens unknown");
+        assert_eq!(words(&estimate(12, 900, 300)), "12 calls · 1200 tokens");
+        assert_eq!(words(&estimate(0, 0, 0)), "0 calls · 0 tokens", "no calls: truly none");
     }
 }

@@ -58,7 +58,11 @@ pub fn ExplorePanel(tree: Tree) -> impl IntoView {
                         .into_any()
                 }}
             </div>
-            {move || table().map(|t| view! { <ExploreRace tree table=t /> })}
+            {move || {
+                // Its words are fixed when drawn: another language draws it again.
+                ctx.lang.track();
+                table().map(|t| view! { <ExploreRace tree table=t /> })
+            }}
             <NewExplore tree started />
         </section>
     }

@@ -118,6 +118,11 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
         "common.viewDetails" => ("View details", "查看详情"),
         "sim.title" => ("Simulation", "模拟"),
         "sim.events" => ("Events", "事件"),
+        "sim.pick" => (
+            "This page shows one node of a tree, read only. Pick a tree to see its root, or open a node from a tree's page.",
+            "此页只读地显示树中的一个节点。选择一棵树查看其根节点，或从树的页面打开某个节点。",
+        ),
+        "sim.noTrees" => ("There are no trees yet. Make one on the", "还没有任何树。请在此创建："),
         "sim.agent" => ("Agent", "智能体"),
         "simtree.title" => ("SimTree", "模拟树"),
         "simtree.graph" => ("Graph", "图"),
@@ -142,6 +147,11 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
             "{{calls}} 次调用 · {{tokens}} 个令牌（输入 {{in}}，输出 {{out}}）",
         ),
         "estimate.money" => ("about", "约"),
+        "notebook.callFailed" => ("No reply: the run failed on this call", "无回复：运行在此调用处失败"),
+        "estimate.tokensUnknown" => (
+            "{{calls}} calls · tokens unknown until the tree has a recorded call",
+            "{{calls}} 次调用 · 令牌数未知（树中尚无已记录的调用）",
+        ),
         "simtree.chainRun" => ("Chain Run", "链式运行"),
         "simtree.branch" => ("Branch", "分支"),
         "simtree.opKind" => ("Operation", "操作"),
@@ -198,6 +208,8 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
             "它可能已被删除，或服务器已重启。请新建一棵树或打开另一棵。",
         ),
         "notFound.node" => ("Node {{id}} does not exist in this tree.", "此树中不存在节点 {{id}}。"),
+        "notFound.showingRoot" => ("Showing its root instead.", "改为显示其根节点。"),
+        "tree.dataset" => ("data", "数据"),
         "conn.live" => ("live", "已连接"),
         "conn.connecting" => ("connecting…", "连接中…"),
         "conn.lost" => ("reconnecting…", "重新连接中…"),
@@ -219,6 +231,7 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
         "op.turns" => ("turns", "回合"),
         "op.decision" => ("decision", "决策"),
         "op.decisions" => ("decisions", "决策"),
+        "op.ranOf" => ("+{{ran}} of {{asked}} {{unit}}", "+{{ran}}/{{asked}} {{unit}}"),
         "op.step" => ("step", "步"),
         "op.steps" => ("steps", "步"),
         "op.plan" => ("plan", "计划"),
@@ -237,7 +250,7 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
         "status.interrupted" => ("interrupted", "已中断"),
         "trading.strategy" => ("strategy", "策略"),
         "trading.buyHold" => ("buy & hold", "买入持有"),
-        "trading.totalReturn" => ("total return", "总收益"),
+        "trading.totalReturn" => ("total return (time-weighted)", "总收益（时间加权）"),
         "trading.annualised" => ("annualised", "年化收益"),
         "trading.volatility" => ("volatility", "波动率"),
         "trading.sharpe" => ("Sharpe", "夏普比率"),
@@ -724,11 +737,55 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
         "graph.edgesNoJobs" => ("Dim sweeps & explorations", "淡化扫描与探索"),
         "graph.edgesNoExplore" => ("Dim explorations", "淡化探索"),
         "graph.edgesNoSweep" => ("Dim sweeps", "淡化扫描"),
+        "sweep.bootstrap" => ("bootstrap", "自助法"),
+        "sweep.effectTitle" => (
+            "{{name}} − {{name}} at {{baseline}} ({{method}}, 95%)",
+            "{{name}} − 基线 {{baseline}} 处的 {{name}}（{{method}}，95%）",
+        ),
         _ => (key, key),
     };
     match lang {
         Lang::En => en,
         Lang::Zh => zh,
+    }
+}
+
+/// A wire name shown to people — an edge type in the legend, an op kind in the branch editor:
+/// itself in English (the name the API and the docs use), its translation in Chinese. Unknown
+/// names come back as themselves.
+pub fn wire_term(lang: Lang, name: &'static str) -> &'static str {
+    if lang == Lang::En {
+        return name;
+    }
+    match name {
+        "advance" => "推进",
+        "agent_ctx" => "智能体上下文",
+        "agent_plan" => "智能体计划",
+        "agent_props" => "智能体属性",
+        "scene_state" => "场景状态",
+        "public_event" => "公共事件",
+        "multi" => "多项操作",
+        "portfolio" => "持仓",
+        "news" => "新闻",
+        "agent_swap" => "更换智能体",
+        "prompt" => "提示词",
+        "global" => "全局变量",
+        "environment" => "环境",
+        "agents" => "智能体",
+        "sweep" => "扫描",
+        "explore" => "探索",
+        "public_broadcast" => "公共广播",
+        "agent_ctx_append" => "追加智能体上下文",
+        "agent_plan_replace" => "替换智能体计划",
+        "agent_props_patch" => "修改智能体属性",
+        "scene_state_patch" => "修改场景状态",
+        "portfolio_patch" => "修改持仓",
+        "case_data_inject" => "注入资料",
+        "agent_prompt_replace" => "替换提示词",
+        "abm_set_global" => "设置全局变量",
+        "abm_set_environment" => "设置环境变量",
+        "abm_set_agent" => "设置智能体变量",
+        other => other,
     }
 }
 
@@ -750,6 +807,27 @@ mod tests {
         assert_eq!(t(Lang::En, "nope"), "nope");
         assert_eq!(toast(Lang::En, "toasts.nodeFinished", 7), "Node 7 finished");
         assert_eq!(Lang::Zh.html_lang(), "zh-CN");
+    }
+
+    #[test]
+    fn every_edge_type_and_op_kind_has_a_chinese_name() {
+        use crate::ops::Kind;
+        for kind in [Kind::Social, Kind::Trading, Kind::Abm] {
+            let legend = kind.legend().iter().map(|s| s.name);
+            let ops = crate::editors::op_kinds(kind)
+                .iter()
+                .copied()
+                .filter(|k| *k != "custom");
+            for name in legend.chain(ops) {
+                assert_eq!(wire_term(Lang::En, name), name);
+                assert!(
+                    wire_term(Lang::Zh, name)
+                        .chars()
+                        .any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c)),
+                    "{name} has no Chinese name"
+                );
+            }
+        }
     }
 
     #[test]

@@ -20,6 +20,8 @@ const MAX_BYTES: usize = 64 * 1024;
 pub struct Reply {
     pub call: u64,
     pub text: String,
+    /// Whose turn the call is, when the server says.
+    pub agent: Option<String>,
     /// Bytes of the reply the text's end stands for (the text may have skipped some).
     end: u64,
 }
@@ -33,7 +35,13 @@ impl LiveText {
     /// changed.
     pub fn apply(&mut self, msg: &TreeMsg, graph: &GraphModel) -> bool {
         match msg {
-            TreeMsg::Delta { node, call, at, text } => {
+            TreeMsg::Delta {
+                node,
+                call,
+                at,
+                text,
+                agent,
+            } => {
                 let r = self.0.entry(*node).or_default();
                 if *call != r.call || r.text.is_empty() {
                     *r = Reply {
@@ -50,6 +58,9 @@ impl LiveText {
                     r.text.push_str(text);
                 }
                 r.end = at + text.len() as u64;
+                if agent.is_some() {
+                    r.agent.clone_from(agent);
+                }
                 true
             }
             TreeMsg::RunFinish { .. } | TreeMsg::Deleted { .. } | TreeMsg::Snapshot(_) => {
@@ -65,6 +76,11 @@ impl LiveText {
     pub fn of(&self, node: u64) -> Option<&str> {
         self.0.get(&node).map(|r| r.text.as_str())
     }
+
+    /// The agent whose reply `node`'s model is writing now, when known.
+    pub fn agent_of(&self, node: u64) -> Option<&str> {
+        self.0.get(&node)?.agent.as_deref()
+    }
 }
 
 #[cfg(test)]
@@ -77,6 +93,7 @@ mod tests {
             call,
             at,
             text: text.into(),
+            agent: Some(format!("agent of call {call}")),
         }
     }
 
@@ -89,6 +106,7 @@ mod tests {
         assert_eq!(live.of(2), Some("Hello é"));
         live.apply(&delta(2, 1, 0, "Next"), &g);
         assert_eq!(live.of(2), Some("Next"), "a later call starts over");
+        assert_eq!(live.agent_of(2), Some("agent of call 1"), "and names its own agent");
         live.apply(&delta(2, 1, 10, "gap"), &g);
         assert_eq!(live.of(2), Some("Next…gap"), "missed pieces show as …");
         live.apply(&delta(3, 4, 7, "joined late"), &g);
@@ -98,7 +116,8 @@ mod tests {
             &TreeMsg::RunFinish {
                 node: 2,
                 status: Default::default(),
-                error: None
+                error: None,
+                turns: None
             },
             &g
         ));

@@ -36,6 +36,11 @@ pub struct GraphModel {
     pub errors: HashMap<u64, String>,
     /// The tree's kind: the unit its advances are labelled in (turns, decisions, steps).
     pub kind: crate::ops::Kind,
+    /// Turns (decisions, steps) each node has run counted from the root, from the summaries and
+    /// `run_finish`; and the advances that ran fewer than they asked for (an episode or a game
+    /// that ended, a run stopped), with what they ran — their labels say it.
+    pub turns: HashMap<u64, u64>,
+    pub ran: HashMap<u64, u64>,
 }
 
 /// A run that ended, for the notifications.
@@ -66,16 +71,53 @@ impl GraphModel {
             ops: HashMap::new(),
             errors: HashMap::new(),
             kind: Default::default(),
+            turns: HashMap::new(),
+            ran: HashMap::new(),
         }
     }
 
-    /// Takes the ops of every edge from `GET …/summaries` (the graph route has none).
+    /// Takes the ops of every edge and each node's turns from `GET …/summaries` (the graph route
+    /// has neither).
     pub fn set_ops(&mut self, summaries: &[Summary]) {
         for s in summaries {
+            self.turns.insert(s.id, s.turns);
             for e in &s.edges {
                 self.ops.insert(e.to, e.ops.clone());
             }
         }
+        for s in summaries {
+            for e in &s.edges {
+                self.measure_run(e.to, s.id);
+            }
+        }
+    }
+
+    /// Notes whether `node`'s advance ran fewer turns than it asked for (known once it and its
+    /// parent have their turns, and it no longer runs).
+    fn measure_run(&mut self, node: u64, parent: u64) {
+        let asked = match self.ops.get(&node).map(Vec::as_slice) {
+            Some([Op::Advance { turns }]) => *turns,
+            _ => return,
+        };
+        let (Some(&before), Some(&now)) = (self.turns.get(&parent), self.turns.get(&node)) else {
+            return;
+        };
+        let ran = now.saturating_sub(before);
+        if ran < asked && !self.running.contains(&node) {
+            self.ran.insert(node, ran);
+        } else {
+            self.ran.remove(&node);
+        }
+    }
+
+    /// What made `node`, in a few words: its ops, and for an advance that ran fewer turns than
+    /// it asked for, both numbers ("+120 of 200 decisions").
+    pub fn made_label(&self, node: u64, lang: crate::i18n::Lang) -> Option<String> {
+        let ops = self.ops.get(&node)?;
+        Some(match (ops.as_slice(), self.ran.get(&node)) {
+            ([Op::Advance { turns }], Some(&ran)) => crate::ops::short_advance_label(ran, *turns, lang, self.kind),
+            _ => crate::ops::ops_label(ops, lang, self.kind),
+        })
     }
 
     /// A fingerprint of the tree's shape — its root, nodes with their depths, and typed edges —
@@ -119,8 +161,19 @@ impl GraphModel {
                 self.status.insert(*node, NodeStatus::Running);
                 None
             }
-            TreeMsg::RunFinish { node, status, error } => {
+            TreeMsg::RunFinish {
+                node,
+                status,
+                error,
+                turns,
+            } => {
                 self.running.remove(node);
+                if let Some(t) = turns {
+                    self.turns.insert(*node, *t);
+                    if let Some(parent) = self.parent_of(*node) {
+                        self.measure_run(*node, parent);
+                    }
+                }
                 // A run that ends is never `running`; an old server sends no status (= done).
                 let status = if status.is_running() { NodeStatus::Done } else { *status };
                 if status == NodeStatus::Done {
@@ -149,12 +202,15 @@ impl GraphModel {
                 // The snapshot has no ops or reasons: keep what we know of the nodes it still has.
                 let ops = std::mem::take(&mut self.ops);
                 let errors = std::mem::take(&mut self.errors);
+                let (turns, ran) = (std::mem::take(&mut self.turns), std::mem::take(&mut self.ran));
                 // Nor the tree's kind (the unit of its advances' labels).
                 let kind = self.kind;
                 *self = GraphModel::from_graph(g);
                 self.kind = kind;
                 self.ops = ops.into_iter().filter(|(n, _)| self.nodes.contains_key(n)).collect();
                 self.errors = errors.into_iter().filter(|(n, _)| self.nodes.contains_key(n)).collect();
+                self.turns = turns.into_iter().filter(|(n, _)| self.nodes.contains_key(n)).collect();
+                self.ran = ran.into_iter().filter(|(n, _)| self.nodes.contains_key(n)).collect();
                 None
             }
             // Progress lives in [`Progress`] (sweeps in their table); a resync is followed by a snapshot.
@@ -738,6 +794,65 @@ mod tests {
     }
 
     #[test]
+    fn an_advance_that_ran_fewer_turns_than_asked_says_both() {
+        use crate::i18n::Lang;
+        let mut g = GraphModel {
+            kind: crate::ops::Kind::Trading,
+            ..GraphModel::default()
+        };
+        g.apply(&attached(0, None, 0, EdgeType::Root));
+        let advance = |node, turns| {
+            TreeMsg::Attached(Attached {
+                node,
+                parent: Some(0),
+                depth: 1,
+                edge_type: EdgeType::Advance,
+                ops: vec![Op::Advance { turns }],
+            })
+        };
+        // From the summaries: node 1 asked 200 and the episode ended after 120; node 2 ran all.
+        g.apply(&advance(1, 200));
+        g.apply(&advance(2, 5));
+        let summary = |id, turns, edges: Vec<u64>| Summary {
+            id,
+            turns,
+            parent: None,
+            edges: edges
+                .into_iter()
+                .map(|to| simtree_shared::SummaryEdge {
+                    to,
+                    kind: EdgeType::Advance,
+                    ops: g.ops[&to].clone(),
+                })
+                .collect(),
+        };
+        let summaries = [
+            summary(0, 10, vec![1, 2]),
+            summary(1, 130, vec![]),
+            summary(2, 15, vec![]),
+        ];
+        g.set_ops(&summaries);
+        assert_eq!(g.made_label(1, Lang::En).unwrap(), "+120 of 200 decisions");
+        assert_eq!(g.made_label(1, Lang::Zh).unwrap(), "+120/200 决策");
+        assert_eq!(g.made_label(2, Lang::En).unwrap(), "+5 decisions");
+        // From the socket: a run that ends short, and one that runs its whole advance.
+        g.apply(&advance(3, 50));
+        g.apply(&TreeMsg::RunStart { node: 3 });
+        assert_eq!(g.made_label(3, Lang::En).unwrap(), "+50 decisions", "still running");
+        let finish = |node, turns| TreeMsg::RunFinish {
+            node,
+            status: NodeStatus::Cancelled,
+            error: None,
+            turns: Some(turns),
+        };
+        g.apply(&finish(3, 17));
+        assert_eq!(g.made_label(3, Lang::En).unwrap(), "+7 of 50 decisions");
+        g.apply(&advance(4, 1));
+        g.apply(&finish(4, 11));
+        assert_eq!(g.made_label(4, Lang::En).unwrap(), "+1 decision");
+    }
+
+    #[test]
     fn a_fan_out_stops_only_its_own_running_children() {
         let mut g = GraphModel::default();
         g.apply(&attached(0, None, 0, EdgeType::Root));
@@ -758,6 +873,7 @@ mod tests {
             node: 3,
             status: NodeStatus::Done,
             error: None,
+            turns: None,
         });
         assert_eq!(fan.running(&g), vec![2, 4], "a finished child is left alone");
         assert_eq!(g.running_children(0), vec![1, 2, 4]);
@@ -785,6 +901,7 @@ mod tests {
             node: 1,
             status: NodeStatus::Failed,
             error: Some("boom".into()),
+            turns: None,
         });
         assert_eq!(g.shape_key(), shape);
         // A snapshot of the same tree keeps it too; a new node does not.
@@ -833,7 +950,8 @@ mod tests {
             g.apply(&TreeMsg::RunFinish {
                 node: 3,
                 status: Default::default(),
-                error: None
+                error: None,
+                turns: None
             }),
             Some(RunEnd {
                 node: 3,
@@ -985,6 +1103,7 @@ mod tests {
                 node: 1,
                 status: NodeStatus::Failed,
                 error: Some("provider down".into()),
+                turns: None,
             })
             .unwrap();
         assert_eq!(g.status_of(1), NodeStatus::Failed);
@@ -1050,6 +1169,7 @@ mod tests {
             node: 1,
             status: NodeStatus::Done,
             error: None,
+            turns: None,
         };
         assert!(feed(finish, &mut g, &mut p));
         assert_eq!(p.of(1), None, "a finished run shows no progress");

@@ -128,6 +128,37 @@ pub fn snippet_pieces(snippet: &str, query: &str) -> Vec<(String, bool)> {
     vec![(snippet.to_string(), false)]
 }
 
+/// A snippet without the tags of the model's reply format (`<Action>`, `</message>`, `<Goals>`:
+/// a name alone between `<` and `>`), each replaced by a space, so a hit in a reply reads as
+/// its words. Anything else in angle brackets (with attributes, spaces, other characters) stays
+/// as written; the snippet is shown as text either way.
+pub fn without_tags(snippet: &str) -> String {
+    let mut out = String::with_capacity(snippet.len());
+    let mut rest = snippet;
+    while let Some(open) = rest.find('<') {
+        let after = &rest[open + 1..];
+        let name = after.strip_prefix('/').unwrap_or(after);
+        let len = name
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(name.len());
+        let is_tag =
+            len > 0 && name[..len].starts_with(|c: char| c.is_ascii_alphabetic()) && name[len..].starts_with('>');
+        if is_tag {
+            out.push_str(&rest[..open]);
+            if !out.ends_with(' ') && !out.is_empty() {
+                out.push(' ');
+            }
+            rest = &name[len + 1..];
+            rest = rest.trim_start();
+        } else {
+            out.push_str(&rest[..=open]);
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out.trim_end().to_string()
+}
+
 /// The nodes of a list of hits, each once, in the hits' order (best first).
 pub fn hit_nodes(hits: &[SearchHit]) -> Vec<u64> {
     let mut seen = BTreeSet::new();
@@ -168,6 +199,20 @@ pub fn tags_text(tags: &[String]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn reply_tags_leave_snippets_and_other_brackets_stay() {
+        assert_eq!(
+            without_tags("…<Action><speak><message>the [zanzibar quokka] again</message></speak></Action>"),
+            "… the [zanzibar quokka] again"
+        );
+        assert_eq!(without_tags("a < b and c > d"), "a < b and c > d");
+        assert_eq!(
+            without_tags("<img src=x onerror=\"p()\"> [zanzibar quokka] </mark><b>bold</b>"),
+            "<img src=x onerror=\"p()\"> [zanzibar quokka] bold"
+        );
+        assert_eq!(without_tags("plain"), "plain");
+    }
+
     use super::*;
     use simtree_shared::{HitKind, Summary};
 

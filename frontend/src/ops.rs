@@ -170,6 +170,14 @@ pub fn ops_label(ops: &[Op], lang: Lang, kind: Kind) -> String {
         .join("; ")
 }
 
+/// An advance that ran fewer turns than it asked for: "+120 of 200 decisions".
+pub fn short_advance_label(ran: u64, asked: u64, lang: Lang, kind: Kind) -> String {
+    t(lang, "op.ranOf")
+        .replace("{{ran}}", &ran.to_string())
+        .replace("{{asked}}", &asked.to_string())
+        .replace("{{unit}}", t(lang, kind.advance_units().1))
+}
+
 /// What an edge is drawn as: a colour and a name for the legend.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EdgeStyle {

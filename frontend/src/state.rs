@@ -35,6 +35,9 @@ pub struct Ctx {
     /// The stylesheet follows it by itself; what reads the theme's colours (the graph's canvas)
     /// reads them again when it changes.
     pub system_dark: RwSignal<bool>,
+    /// Counts model calls made outside runs (an agent asked at a node): no tree message says
+    /// so, and the usage figures read again when it moves.
+    pub spent: RwSignal<u64>,
 }
 
 pub fn ctx() -> Ctx {
@@ -260,8 +263,18 @@ impl Tree {
                 return;
             }
             self.shown.set(true);
-            let start = start.filter(|n| self.graph.with_untracked(|m| m.nodes.contains_key(n)));
-            self.selected.set(Some(start.unwrap_or(g.root)));
+            let known = start.filter(|n| self.graph.with_untracked(|m| m.nodes.contains_key(n)));
+            if let Some(n) = start.filter(|_| known.is_none()) {
+                // A deep link to a node the tree does not hold: said, not silently replaced.
+                let lang = ctx.lang.get_untracked();
+                let text = format!(
+                    "{} {}",
+                    t(lang, "notFound.node").replace("{{id}}", &n.to_string()),
+                    t(lang, "notFound.showingRoot")
+                );
+                ctx.notify(Level::Error, Note::Text(text));
+            }
+            self.selected.set(Some(known.unwrap_or(g.root)));
             self.load_ops();
             if let Ok(v) = api::node_view(id, g.root).await {
                 self.kind.try_set(Kind::of_view(&v));

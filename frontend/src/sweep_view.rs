@@ -63,7 +63,11 @@ pub fn SweepPanel(tree: Tree) -> impl IntoView {
                         .into_any()
                 }}
             </div>
-            {move || table().map(|t| view! { <SweepResult tree table=t /> })}
+            {move || {
+                // Its words are fixed when drawn: another language draws it again.
+                ctx.lang.track();
+                table().map(|t| view! { <SweepResult tree table=t /> })
+            }}
             <NewSweep tree started />
         </section>
     }
@@ -100,8 +104,16 @@ fn SweepResult(tree: Tree, table: SweepTable) -> impl IntoView {
     let head = metrics
         .iter()
         .map(|(name, def)| {
-            let method = if table.interval.is_t() { "t" } else { "bootstrap" };
-            let title = format!("{name} − {name} at {baseline_label} ({method}, 95%)");
+            let method = if table.interval.is_t() {
+                "t"
+            } else {
+                ctx.tr("sweep.bootstrap")
+            };
+            let title = ctx
+                .tr("sweep.effectTitle")
+                .replace("{{name}}", name)
+                .replace("{{baseline}}", &baseline_label)
+                .replace("{{method}}", method);
             view! { <th title=def.clone()>{name.clone()}</th><th class="effect" title=title>{format!("Δ {name}")}</th> }
         })
         .collect_view();

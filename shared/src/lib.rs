@@ -575,6 +575,10 @@ pub enum TreeMsg {
         status: NodeStatus,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+        /// The turns (decisions, steps) the node has run, counted from the root as in
+        /// `…/summaries`: with its parent's, what the run did of what it asked. An extension.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        turns: Option<u64>,
     },
     Deleted {
         node: u64,
@@ -621,6 +625,10 @@ pub enum TreeMsg {
         call: u64,
         at: u64,
         text: String,
+        /// The agent whose turn makes the call, when the run says (an extension of the
+        /// extension: older servers leave it out).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent: Option<String>,
     },
     /// A node's annotation changed (`PATCH …/node/{n}`, from any client): all of it as it now
     /// is, once stored (`title` and `note` absent, `tags` empty and `starred` false when

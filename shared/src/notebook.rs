@@ -218,6 +218,10 @@ pub struct NodeCall {
     /// and in recordings of earlier versions).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<CallCache>,
+    /// The call got no reply: the run failed on it, for this reason (the node's failure). Its
+    /// prompt is the request that failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
     /// The call was answered by an identical call another run had in flight at the same time:
     /// this run made none and paid nothing for it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

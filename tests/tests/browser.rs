@@ -2469,7 +2469,8 @@ async fn a_failed_run_can_be_run_again_from_its_parent() {
     // The same run again from the parent: a sibling, selected (it fails again: no provider).
     b.wait_css("line.edge[data-from='0'][data-to='2']").await;
     b.wait_selected(2).await;
-    b.wait_text("#node-made", "+2").await;
+    // The same two turns asked; a failed run keeps its parent's state, so it ran none of them.
+    b.wait_text("#node-made", "+0 of 2 turns").await;
     b.select_node(0).await;
     b.wait_selected(0).await;
     assert_eq!(b.count("#retry-btn").await, 0, "nothing to retry on a finished node");
@@ -3137,12 +3138,12 @@ async fn a_new_user_walks_a_social_tree_and_every_number_on_screen_is_the_apis()
     let s = &b.server;
     let t = b.create_from_home("council", Some("server")).await;
     b.select_and_check(t, 0).await;
-    b.shows_json("#scene-state", &view_of(s, t, 0).await["state"]).await;
+    b.scene_state_agrees(&view_of(s, t, 0).await["state"]).await;
     // Advance two turns: the view follows the new node.
     b.advance_by(2).await;
     let a = finished_children(s, t, 0, 1).await[0];
     b.select_and_check(t, a).await;
-    b.shows_json("#scene-state", &view_of(s, t, a).await["state"]).await;
+    b.scene_state_agrees(&view_of(s, t, a).await["state"]).await;
     let calls = get_ok(s, &format!("/devui/simtree/{t}/usage")).await["usage"]["calls"].clone();
     assert!(
         calls.as_u64() > Some(0),
@@ -3159,13 +3160,13 @@ async fn a_new_user_walks_a_social_tree_and_every_number_on_screen_is_the_apis()
     b.select_and_check(t, c).await;
     let state = view_of(s, t, c).await["state"].clone();
     assert_eq!(state["time"], json!(1200));
-    b.shows_json("#scene-state", &state).await;
+    b.scene_state_agrees(&state).await;
     b.now_is("1200").await;
     // Fan out three one-turn runs from the branch, and compare two of them.
     let kids = b.fan_out(t, c, 1, 3).await;
     for &k in &kids {
         b.select_and_check(t, k).await;
-        b.shows_json("#scene-state", &view_of(s, t, k).await["state"]).await;
+        b.scene_state_agrees(&view_of(s, t, k).await["state"]).await;
     }
     b.compare_agrees(t, kids[2], kids[0]).await;
     // Branch again: properties of the first agent. The viewer's agent panel then shows each
@@ -3283,7 +3284,7 @@ async fn a_new_user_walks_a_trading_tree_and_every_number_on_screen_is_the_apis(
     };
     let want = json!([
         ["strategy", format!("#{x}"), format!("#{y}"), "Δ"],
-        row("total return", "total_return", true),
+        row("total return (time-weighted)", "total_return", true),
         row("annualised", "annualised_return", true),
         row("volatility", "volatility", true),
         row("Sharpe", "sharpe", false),
@@ -3346,6 +3347,8 @@ async fn a_new_user_walks_an_abm_tree_and_every_number_on_screen_is_the_apis() {
     // (A new node's form is made anew: the field is picked again.)
     b.select("#op-field", "infectionRate").await;
     b.now_is("0.4").await;
+    // The node's details list each global with its value there, as the form does.
+    b.wait_text("#abm-globals", "infectionRate = 0.4").await;
     // Fan out three two-step runs (each with its own seed), compare two.
     let kids = b.fan_out(t, c, 2, 3).await;
     for &k in &kids {
@@ -3354,6 +3357,8 @@ async fn a_new_user_walks_an_abm_tree_and_every_number_on_screen_is_the_apis() {
         let count = last_tracked(s, t, k, "susceptibleCount").await.expect("tracked");
         b.select("#op-field", "susceptibleCount").await;
         b.now_is(&format!("{count}")).await;
+        b.wait_text("#abm-globals", &format!("susceptibleCount = {count}"))
+            .await;
     }
     b.compare_agrees(t, kids[0], kids[1]).await;
     b.home_row_agrees(t).await;
@@ -3936,7 +3941,8 @@ async fn the_offline_mock_writes_live_while_a_council_advance_runs() {
     b.js("window.__live = [];
           new MutationObserver(() => {
             const el = document.querySelector('#live-text');
-            if (el) window.__live.push([el.textContent, !!document.querySelector(\"g.node.running[data-id='1']\")]);
+            const who = document.querySelector('#live-agent');
+            if (el) window.__live.push([el.textContent, !!document.querySelector(\"g.node.running[data-id='1']\"), who ? who.textContent : '']);
           }).observe(document.body, {childList: true, subtree: true, characterData: true});")
         .await;
     b.fill("#steps-input", "10", "input").await;
@@ -3946,14 +3952,31 @@ async fn the_offline_mock_writes_live_while_a_council_advance_runs() {
     b.wait_text("#stats", "Running: 0").await;
     b.wait_count("#live-text", 0).await;
     let seen = b.js("return window.__live").await;
-    let shown: Vec<(String, bool)> = serde_json::from_value(seen).unwrap();
+    let shown: Vec<(String, bool, String)> = serde_json::from_value(seen).unwrap();
     assert!(
         shown
             .iter()
-            .any(|(text, running)| text.contains("--- Thoughts ---") && *running),
+            .any(|(text, running, _)| text.contains("--- Thoughts ---") && *running),
         "the panel showed a reply while node 1 ran: {shown:?}"
     );
-    let replies: std::collections::BTreeSet<&str> = shown.iter().map(|(t, _)| t.as_str()).collect();
+    // Each reply is named by the agent whose turn it is: the council's members, in turn.
+    let (_, state) = b.server.get(&format!("/devui/simtree/{t}/node/1/state")).await;
+    let members: Vec<&str> = state["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap())
+        .collect();
+    let writers: std::collections::BTreeSet<&str> = shown
+        .iter()
+        .map(|(_, _, who)| who.as_str())
+        .filter(|w| !w.is_empty())
+        .collect();
+    assert!(
+        writers.len() >= 2 && writers.iter().all(|w| members.contains(w)),
+        "the writers {writers:?} are the council's {members:?}"
+    );
+    let replies: std::collections::BTreeSet<&str> = shown.iter().map(|(t, _, _)| t.as_str()).collect();
     assert!(
         replies.len() >= 3,
         "it grew and moved on to the next replies: {replies:?}"
@@ -4747,4 +4770,283 @@ async fn describe_in_words_writes_a_custom_scene_and_refine_keeps_the_edits() {
     assert_eq!(doc["description"], "Make it a civil case.");
     b.wait_css("#check-ok").await;
     b.finish("describe_custom_scene").await;
+}
+
+// ---- trust, round 2 (issue 38): the minor list ----
+
+#[tokio::test]
+async fn a_deep_link_to_a_missing_node_says_so_and_the_viewer_without_a_tree_offers_the_trees() {
+    let Some(b) = Browser::start(&[]).await else { return };
+    let s = &b.server;
+    // No tree yet: the viewer says what it is for and where trees are made.
+    b.open("/sim").await;
+    b.capture_errors().await;
+    b.wait_text("#viewer-pick", "shows one node of a tree").await;
+    b.wait_css("#viewer-no-trees a[href='/simtree']").await;
+    let t = s.create("simple_chat").await;
+    let a = advance(s, t, 0, 1).await;
+    // A node the tree does not hold: the root is shown, and the page says why.
+    b.open(&format!("/simtree/{t}?node=99")).await;
+    b.wait_selected(0).await;
+    b.wait_text(".toast.error", "Node 99 does not exist in this tree").await;
+    // A node it holds opens without a word.
+    b.open(&format!("/simtree/{t}?node={a}")).await;
+    b.wait_selected(a).await;
+    assert_eq!(b.count(".toast.error").await, 0);
+    // With a tree, the viewer lists it, and its link opens the tree's root.
+    b.open("/sim").await;
+    b.click(&format!("#viewer-trees li[data-tree='{t}'] a")).await;
+    b.wait_address(&format!("/sim/{t}?node=0")).await;
+    b.wait_text("#viewer-title", &format!("{t} · node 0")).await;
+    assert_eq!(b.page_errors().await, Vec::<String>::new());
+    b.finish("trust_deep_links").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_ask_moves_the_usage_line_at_once_and_no_estimate_counts_it_as_a_turn() {
+    let Some(b) = on_fake_provider().await else { return };
+    let s = &b.server;
+    let t = s.create("simple_chat").await;
+    b.open(&format!("/simtree/{t}")).await;
+    b.capture_errors().await;
+    b.wait_css("g.node[data-id='0']").await;
+    // No call recorded yet: the tokens are unknown, not "0 tokens".
+    b.set_input("#steps-input", "1").await;
+    b.set_input("#parallel-input", "2").await;
+    let line = b.wait_text("#fanout-estimate", "tokens unknown").await;
+    assert!(!line.contains("0 tokens"), "{line}");
+    let a = advance(s, t, 0, 2).await;
+    let estimate = async || {
+        let url = format!("/devui/simtree/{t}/advance_multi?estimate=true");
+        let (status, e) = s.post(&url, &json!({"parent": a, "turns": 1, "count": 2})).await;
+        assert_eq!(status, 200, "{e}");
+        json!([e["calls"], e["prompt_tokens"], e["completion_tokens"]])
+    };
+    let before = estimate().await;
+    b.open(&format!("/studio/{t}?node={a}")).await;
+    b.wait_selected(a).await;
+    let usage = get_ok(s, &format!("/devui/simtree/{t}/usage")).await["usage"].clone();
+    b.wait_text("#usage", &format!("LLM: {} calls", usage["calls"])).await;
+    b.wait_css("#agent-select option[value='Alice']").await;
+    b.select("#agent-select", "Alice").await;
+    b.set_input("#ask-question", "Why did you say that?").await;
+    b.click("#ask-btn").await;
+    b.wait_css("#ask-answer").await;
+    // The ask's call is counted in the usage line and the node's, without a reload.
+    let usage = get_ok(s, &format!("/devui/simtree/{t}/usage")).await["usage"].clone();
+    b.wait_text(
+        "#usage",
+        &format!(
+            "LLM: {} calls · {} + {} tokens",
+            usage["calls"], usage["prompt_tokens"], usage["completion_tokens"]
+        ),
+    )
+    .await;
+    let node = get_ok(s, &format!("/devui/simtree/{t}/node/{a}/info")).await["usage"].clone();
+    b.wait_text("#node-usage", &format!("{} calls", node["calls"])).await;
+    // An interview is no turn: what a turn costs is what it cost before it.
+    assert_eq!(estimate().await, before, "an ask changed the estimate of a run");
+    assert_eq!(b.page_errors().await, Vec::<String>::new());
+    b.finish("trust_ask_usage").await;
+}
+
+#[tokio::test]
+async fn a_failed_nodes_calls_tab_shows_the_request_it_failed_on_and_why() {
+    let Some(b) = Browser::start_env(&[], UNREACHABLE_PROVIDER).await else {
+        return;
+    };
+    let s = &b.server;
+    let t = b.new_tree("simple_chat").await;
+    b.click("#advance-btn").await;
+    b.wait_css("g.node.failed[data-id='1']").await;
+    let info = get_ok(s, &format!("/devui/simtree/{t}/node/1/info")).await;
+    let reason = info["error"].as_str().unwrap().to_string();
+    let (_, c) = s.get(&format!("/devui/simtree/{t}/node/1/calls")).await;
+    let calls = c["calls"].as_array().unwrap().clone();
+    assert_eq!(calls.len(), 1, "the request it failed on: {c}");
+    assert_eq!(calls[0]["failed"], json!(reason), "{c}");
+    let agent = calls[0]["agent"].as_str().unwrap().to_string();
+    b.open(&format!("/studio/{t}?node=1")).await;
+    b.capture_errors().await;
+    b.wait_selected(1).await;
+    b.click("#tab-calls").await;
+    b.wait_count("#calls article.call", 1).await;
+    b.wait_text("#calls article.call[data-index='0'] header", &agent).await;
+    b.wait_text("#calls article.call .call-failed", &reason).await;
+    assert_eq!(b.count("#calls article.call .reply").await, 0, "no reply came");
+    b.click("#calls article.call[data-index='0'] details.prompt summary")
+        .await;
+    b.wait_text(
+        "#calls article.call[data-index='0'] .message[data-role='system'] pre",
+        &format!("You are {agent}."),
+    )
+    .await;
+    assert_eq!(b.page_errors().await, Vec::<String>::new());
+    b.finish("trust_failed_calls").await;
+}
+
+#[tokio::test]
+async fn an_advance_past_the_episodes_end_is_labelled_with_what_it_ran_and_the_header_names_the_data() {
+    let Some(b) = Browser::start(&["--max-turns", "100000"]).await else {
+        return;
+    };
+    let s = &b.server;
+    let t = s.create("llm_trader").await;
+    let points = view_of(s, t, 0).await["decision_points"].as_u64().unwrap();
+    let asked = points + 50;
+    // Run before the page opens (the summaries say it) ...
+    let a = advance(s, t, 0, asked).await;
+    b.open(&format!("/simtree/{t}")).await;
+    b.capture_errors().await;
+    let want = format!("+{points} of {asked} decisions");
+    b.wait_text(&format!("g.node[data-id='{a}'] text.nop"), &want).await;
+    b.select_node(a).await;
+    b.wait_text("#node-made", &want).await;
+    // ... and while it is open (its run_finish says it); a whole advance keeps its label.
+    let c = advance(s, t, 0, asked).await;
+    b.wait_text(&format!("g.node[data-id='{c}'] text.nop"), &want).await;
+    let d = advance(s, t, 0, 3).await;
+    b.wait_css(&format!("g.node[data-id='{d}']")).await;
+    b.shows(&format!("g.node[data-id='{d}'] text.nop"), "+3 decisions")
+        .await;
+    // The header names the scenario and its data, as the provenance does, not an episode id.
+    let info = get_ok(s, &format!("/devui/simtree/{t}")).await;
+    let p = &info["provenance"];
+    let chip = format!(
+        "{} · data {}",
+        p["scenario"].as_str().unwrap(),
+        p["dataset"].as_str().unwrap()
+    );
+    b.shows("#tree-chip", &chip).await;
+    let episode = view_of(s, t, 0).await["episode_id"].as_str().unwrap().to_string();
+    assert!(
+        !b.text("#tree-name").await.contains(&episode),
+        "no episode id in the header"
+    );
+    assert_eq!(b.page_errors().await, Vec::<String>::new());
+    b.finish("trust_ran_short").await;
+}
+
+#[tokio::test]
+async fn typing_in_the_find_bar_searches_and_every_hit_past_the_first_page_is_lit_and_walked() {
+    let Some(b) = Browser::start(&[]).await else { return };
+    let s = &b.server;
+    let t = s.create("simple_chat").await;
+    // 202 nodes that say the words: more than one page of hits.
+    let mut made = Vec::new();
+    for i in 0..202 {
+        made.push(broadcast_child(s, t, 0, &format!("a zanzibar quokka, sighting {i}")).await);
+    }
+    let (_, api) = s
+        .get(&format!("/devui/simtree/{t}/search?q=zanzibar%20quokka&limit=1"))
+        .await;
+    let total = api["total"].as_u64().unwrap();
+    assert!(total >= 202, "{api}");
+    b.open(&format!("/simtree/{t}")).await;
+    b.capture_errors().await;
+    b.wait_css(&format!("g.node[data-id='{}']", made[201])).await;
+    // Typed, not entered: the search runs once the words rest.
+    b.fill("#find-input", "zanzibar quokka", "input").await;
+    b.wait_text("#find-count", &format!("· {total} hits")).await;
+    b.wait_text("#find-count", "/202").await;
+    b.wait_count("g.node.lit", 202).await;
+    // Back from the first hit wraps to the last, which lay past the first page.
+    let first = b.text("#stats").await;
+    b.click("#find-prev").await;
+    b.wait_text("#find-count", "202/202").await;
+    assert_ne!(b.text("#stats").await, first);
+    assert_eq!(b.page_errors().await, Vec::<String>::new());
+    b.finish("trust_find_pages").await;
+}
+
+#[tokio::test]
+async fn a_sweep_an_exploration_the_legend_and_the_op_kinds_are_chinese_after_switching() {
+    let Some(b) = Browser::start(&[]).await else { return };
+    let s = &b.server;
+    let t = s.create("sir_network").await;
+    let axis = json!([{"label": "rate", "op": {"op": "abm_set_global", "name": "infectionRate"},
+                       "field": "value", "values": [0.05, 0.3]}]);
+    run_sweep(
+        s,
+        t,
+        json!({"parent": 0, "turns": 4, "replicates": 1, "seed": 1, "axes": axis,
+                           "metrics": {"peak": "max:globalVariable.infectedCount"}}),
+    )
+    .await;
+    let started = ok(
+        s,
+        &format!("/devui/simtree/{t}/explore"),
+        json!({"parent": 0, "turns": 4, "seed": 2, "replicates": 1, "space": axis,
+               "objective": {"metric": "max:globalVariable.infectedCount", "goal": "min"},
+               "budget": {"runs": 2}}),
+    )
+    .await;
+    let e = started["explore"].as_u64().unwrap();
+    eventually(async || {
+        let (_, x) = s.get(&format!("/devui/simtree/{t}/explore/{e}")).await;
+        match x["status"].as_str() {
+            Some("running") => Err(format!("{x}")),
+            _ => Ok(()),
+        }
+    })
+    .await;
+    // Drawn in English first, as a person who switches finds them.
+    b.open(&format!("/simtree/{t}")).await;
+    b.wait_css("#sweep-table").await;
+    b.wait_css("#explore-race").await;
+    b.wait_css(".legend-item[data-op='sweep']").await;
+    b.to_chinese().await;
+    b.wait_text("#sweep-table", "单元").await;
+    b.assert_no_english("#sweeps", &["Cell", "Runs", "bootstrap"]).await;
+    b.assert_no_english("#explores", &["round", "runs", "Best", "out after", "done"])
+        .await;
+    b.assert_no_english(".legend", &["advance", "global", "sweep", "explore"])
+        .await;
+    let kinds = b
+        .js("return [...document.querySelectorAll('#op-kind option')].map(o => o.textContent).join(' ');")
+        .await;
+    assert!(!kinds.to_string().contains("abm_set"), "{kinds}");
+    b.finish("trust_zh_jobs").await;
+}
+
+#[tokio::test]
+async fn a_cancelled_node_is_drawn_and_named_cancelled_not_done_live_and_after_a_reload() {
+    let Some(b) = Browser::start(&["--max-turns", "1000000"]).await else {
+        return;
+    };
+    let s = &b.server;
+    let t = s.create("simple_chat").await;
+    b.open(&format!("/simtree/{t}")).await;
+    b.capture_errors().await;
+    b.wait_css("g.node[data-id='0']").await;
+    let run = s.advance_in_background(t, 0, 500_000);
+    let n = s.first_running(t).await;
+    b.wait_css(&format!("g.node.running[data-id='{n}']")).await;
+    let (status, _) = s.post(&format!("/devui/simtree/{t}/node/{n}/cancel"), &json!({})).await;
+    assert_eq!(status, 200);
+    run.await.unwrap();
+    let g = get_ok(s, &format!("/devui/simtree/{t}/graph")).await;
+    let api = g["nodes"].as_array().unwrap().iter().find(|x| x["id"] == n).unwrap()["status"].clone();
+    assert_eq!(api, json!("cancelled"), "{g}");
+    for reload in [false, true] {
+        if reload {
+            b.client.refresh().await.unwrap();
+        }
+        b.wait_css(&format!("g.node.cancelled[data-id='{n}']")).await;
+        b.select_node(n).await;
+        b.wait_text("#node-status", "cancelled").await;
+        b.wait_text("#node-made", "cancelled").await;
+        // Its ring is the warning colour, not a finished node's.
+        let ring = b
+            .js(&format!(
+                "const c = document.querySelector(\"g.node[data-id='{n}'] circle\"); \
+                 const d = document.querySelector(\"g.node[data-id='0'] circle\"); \
+                 return [getComputedStyle(c).stroke, getComputedStyle(d).stroke, getComputedStyle(c).strokeDasharray];"
+            ))
+            .await;
+        assert_ne!(ring[0], ring[1], "reload {reload}: {ring}");
+        assert_ne!(ring[2], json!("none"), "reload {reload}: dashed: {ring}");
+    }
+    assert_eq!(b.page_errors().await, Vec::<String>::new());
+    b.finish("trust_cancelled").await;
 }

@@ -22,14 +22,16 @@ pub fn Stats(tree: Tree) -> impl IntoView {
     }
 }
 
-/// LLM usage of the tree (calls, tokens) and its budget, refreshed after every run; hidden while
-/// nothing was called and no budget is set (mock runs make no calls).
+/// LLM usage of the tree (calls, tokens, money) and its budget, refreshed after every run and
+/// every answered ask; hidden while nothing was called and no budget is set (mock runs make no
+/// calls).
 #[component]
 pub fn UsageLine(tree: Tree) -> impl IntoView {
     let ctx = ctx();
     let usage = RwSignal::new(None::<simtree_shared::UsageReply>);
     Effect::new(move |_| {
         tree.last_msg.track();
+        ctx.spent.track();
         // Not before the tree is drawn: its first drawing does not wait for this reply.
         if !tree.shown.get() {
             return;
@@ -71,9 +73,10 @@ pub fn UsageLine(tree: Tree) -> impl IntoView {
     view! { <Show when=move || text().is_some()><div id="usage" class="stats">{text}</div></Show> }
 }
 
-/// The edge colours of the open tree's kind.
+/// The edge colours of the open tree's kind, named in the page's language.
 #[component]
 pub fn Legend(tree: Tree) -> impl IntoView {
+    let ctx = ctx();
     view! {
         <div class="legend">
             {move || tree
@@ -84,7 +87,7 @@ pub fn Legend(tree: Tree) -> impl IntoView {
                 .map(|s| view! {
                     <span class="legend-item" data-op=s.name>
                         <span class="swatch" style=format!("background:{}", crate::ops::theme_colour(s))></span>
-                        {s.name}
+                        {move || crate::i18n::wire_term(ctx.lang.get(), s.name)}
                     </span>
                 })
                 .collect_view()}

@@ -37,7 +37,6 @@ use simtree_shared::NodeStatus;
 use crate::i18n::{Lang, t};
 use crate::layout::Layout;
 use crate::model::GraphModel;
-use crate::ops::ops_label;
 use crate::state::Tree;
 
 pub use footer::{Legend, Stats, UsageLine};
@@ -71,7 +70,7 @@ pub fn find_nodes(g: &GraphModel, query: &str, lang: Lang) -> Vec<u64> {
         hits.push(id);
     }
     for &id in g.nodes.keys() {
-        let text = g.ops.get(&id).map(|ops| ops_label(ops, lang, g.kind).to_lowercase());
+        let text = g.made_label(id, lang).map(|l| l.to_lowercase());
         if !hits.contains(&id) && text.is_some_and(|t| t.contains(&q)) {
             hits.push(id);
         }
@@ -130,9 +129,7 @@ pub fn node_summary(g: &GraphModel, id: u64, lang: Lang) -> String {
     let made = if g.root == id {
         t(lang, "node.root").to_string()
     } else {
-        g.ops
-            .get(&id)
-            .map_or_else(|| "…".into(), |ops| ops_label(ops, lang, g.kind))
+        g.made_label(id, lang).unwrap_or_else(|| "…".into())
     };
     let status = g.status_of(id);
     let mut s = format!("#{id} · {made}");

@@ -26,7 +26,7 @@ use crate::i18n::Lang;
 use crate::layout::{COL, Layout, NODE, ViewTransform};
 use crate::model::GraphModel;
 use crate::notebook::Marks;
-use crate::ops::{ADVANCE, EdgeStyle, SWEEP, edge_style, ellipsis, ops_label};
+use crate::ops::{ADVANCE, EdgeStyle, SWEEP, edge_style, ellipsis};
 
 /// What a node looks like on the canvas: its status first, its role in the tree second (the
 /// SVG drawing's classes say the same through the stylesheet).
@@ -544,10 +544,10 @@ pub fn draw(
         if id == g.root || marks.title(id).is_some() {
             continue;
         }
-        let Some(ops) = g.ops.get(&id) else { continue };
+        let Some(made) = g.made_label(id, f.lang) else { continue };
         let (x, y) = screen(layout.pos[&id]);
         fade(id);
-        label(&ellipsis(&ops_label(ops, f.lang, g.kind), 22), x, y + r + 4.0, &p.muted);
+        label(&ellipsis(&made, 22), x, y + r + 4.0, &p.muted);
     }
     ctx.set_global_alpha(1.0);
     drawn

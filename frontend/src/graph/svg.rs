@@ -13,7 +13,7 @@ use super::{dense, node_class, node_summary};
 use crate::layout::{COL, NODE};
 use crate::model::edge_name;
 use crate::notebook::lens_classes;
-use crate::ops::{edge_style, ops_label};
+use crate::ops::edge_style;
 
 #[component]
 pub(super) fn SvgLayer(g: GraphState) -> impl IntoView {
@@ -125,11 +125,7 @@ pub(super) fn SvgLayer(g: GraphState) -> impl IntoView {
             tree.graph
                 .with(|g| {
                     (g.root != id)
-                        .then(|| {
-                            g.ops
-                                .get(&id)
-                                .map(|ops| crate::ops::ellipsis(&ops_label(ops, ctx.lang.get(), g.kind), 22))
-                        })
+                        .then(|| g.made_label(id, ctx.lang.get()).map(|l| crate::ops::ellipsis(&l, 22)))
                         .flatten()
                 })
                 .unwrap_or_default()

@@ -1,4 +1,5 @@
-//! An agent-based model node's details: its step and seed, its structure, its tracked variables
+//! An agent-based model node's details: its step and seed, its structure with each global's value
+//! at the node, its tracked variables
 //! over the steps, and the variables tracked per agent at its last step, agent by agent.
 
 use leptos::prelude::*;
@@ -7,6 +8,7 @@ use simtree_shared::abm::AbmView;
 use super::overlay::{OverlayChoice, OverlayOptions, mean_lines, overlays, pooled_and_apart, series_lines};
 use crate::api::{self};
 use crate::chart::{AbmStructure, AgentTable, Tracked, abm_series, abm_steps, abm_structure, agent_table, short_name};
+use crate::editors::{abm_fields, abm_sets, last_abm_values};
 use crate::plot::LineChart;
 use crate::state::{Tree, ctx};
 
@@ -24,6 +26,10 @@ pub(super) fn AbmDetails(tree: Tree, view: AbmView, choice: OverlayChoice) -> im
     // (node, its series, its step numbers) of the selected node; the overlaid nodes' series.
     let own = RwSignal::new((0, Vec::<Tracked>::new(), Vec::<String>::new()));
     let per_agent = RwSignal::new(None::<AgentTable>);
+    // Each global's value at the node ("infectionRate = 0.3"), as the branch editor reads it:
+    // set by a branch op since the last step, else tracked, else its initial value.
+    let outline = StoredValue::new(view.outline());
+    let values = RwSignal::new(None::<Vec<String>>);
     // The node's own seed, from its info: the view's is the seed the model was built with, which
     // a fan-out's or a sweep's replicates each replaced with their own.
     let seed = RwSignal::new(None::<u64>);
@@ -35,6 +41,15 @@ pub(super) fn AbmDetails(tree: Tree, view: AbmView, choice: OverlayChoice) -> im
             if let Ok(l) = api::node_logs(t, n).await {
                 own.try_set((n, abm_series(&l), abm_steps(&l)));
                 per_agent.try_set(agent_table(&l));
+                // (The panel may be drawn anew meanwhile, for another node: `try_`.)
+                let sets = tree.graph.try_with_untracked(|g| abm_sets(&g.path_to(n), &g.ops, &l));
+                let fields =
+                    sets.and_then(|sets| outline.try_with_value(|o| abm_fields(o, &last_abm_values(&l), &sets)));
+                if let Some(f) = fields {
+                    values.try_set(Some(
+                        f.globals.iter().map(|f| format!("{} = {}", f.name, f.now)).collect(),
+                    ));
+                }
             }
             if let Ok(i) = api::node_info(t, n).await
                 && tree.selected.get_untracked() == Some(n)
@@ -66,7 +81,8 @@ pub(super) fn AbmDetails(tree: Tree, view: AbmView, choice: OverlayChoice) -> im
         <div id="abm-view">
             <p>{status}</p>
             <p class="structure">
-                {move || format!("{}: {topology} · {}: {}", ctx.tr("abm.topology"), ctx.tr("abm.globals"), globals.join(", "))}
+                {move || format!("{}: {topology} · {}: ", ctx.tr("abm.topology"), ctx.tr("abm.globals"))}
+                <span id="abm-globals">{move || values.get().unwrap_or_else(|| globals.clone()).join(", ")}</span>
                 {agents.into_iter().map(|(k, attrs)| {
                     let attrs = attrs.join(", ");
                     view! { <span class="agent-type">{move || format!(" · {} {k}: {attrs}", ctx.tr("abm.agent"))}</span> }

@@ -1,5 +1,5 @@
 //! The node details panel: a trading node's equity and metrics, an ABM node's chart, a social
-//! node's scene state.
+//! node's scene state as a table.
 
 use leptos::prelude::*;
 use simtree_shared::NodeView as KindView;
@@ -23,13 +23,31 @@ pub(super) fn NodeDetails(tree: Tree, view_state: RwSignal<Option<KindView>>) ->
     };
     let body = move || match view_state.get()? {
         KindView::Abm(v) => Some(view! { <AbmDetails tree view=v choice /> }.into_any()),
-        KindView::Social(v) => {
-            let state = serde_json::to_string_pretty(&v.state).unwrap_or_default();
-            Some(view! { <pre id="scene-state" class="json">{state}</pre> }.into_any())
-        }
+        KindView::Social(v) => Some(scene_state(&v.state).into_any()),
         KindView::Trading(v) => Some(view! { <TradingDetails tree view=*v choice /> }.into_any()),
     };
     view! { <section class="panel details"><h3>{move || ctx.tr("details.title")}</h3>{body}</section> }
+}
+
+/// A social scene's state as a table, a key a row (its value as text; a list or a map as its
+/// compact JSON); a state that is not a map, as its JSON.
+fn scene_state(state: &serde_json::Value) -> impl IntoView + use<> {
+    let Some(map) = state.as_object() else {
+        let text = serde_json::to_string_pretty(state).unwrap_or_default();
+        return view! { <pre id="scene-state" class="json">{text}</pre> }.into_any();
+    };
+    let rows = map
+        .iter()
+        .map(|(k, v)| {
+            view! {
+                <tr data-key=k.clone()>
+                    <th>{k.clone()}</th>
+                    <td>{crate::editors::value_text(v)}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! { <table id="scene-state" class="metrics scene-state">{rows}</table> }.into_any()
 }
 
 /// The metrics table of a trading view (strategy against buy-and-hold).

@@ -14,6 +14,7 @@ pub(super) fn Inspector(tree: Tree, node_view: RwSignal<Option<KindView>>) -> im
     let info = RwSignal::new(None::<NodeInfo>);
     Effect::new(move |_| {
         tree.last_msg.track();
+        ctx.spent.track();
         let (Some(t), Some(n)) = (tree.id.get(), tree.selected.get()) else {
             return;
         };

@@ -1,5 +1,6 @@
-//! The live reply of the selected node: while it runs, the text its model is writing now, as
-//! the tree socket's `delta` messages bring it (see `crate::live`). Hidden when the node is not
+//! The live reply of the selected node: while it runs, the text its model is writing now and
+//! whose turn it is, as the tree socket's `delta` messages bring it (see `crate::live`). Hidden
+//! when the node is not
 //! running or nothing streams (providers that do not stream, `LLM_STREAM=false`, replays); the
 //! reply reaches the events as always when the turn ends.
 
@@ -17,7 +18,15 @@ pub(super) fn LiveReply(tree: Tree) -> impl IntoView {
     view! {
         <Show when=move || text().is_some()>
             <section class="panel live-reply">
-                <h3>{move || ctx.tr("live.title")}<span class="live-dot" title=move || ctx.tr("live.hint") /></h3>
+                <h3>
+                    {move || ctx.tr("live.title")}
+                    {move || {
+                        let node = tree.selected.get()?;
+                        let who = tree.live.with(|l| l.agent_of(node).map(str::to_string))?;
+                        Some(view! { " · " <span id="live-agent">{who}</span> })
+                    }}
+                    <span class="live-dot" title=move || ctx.tr("live.hint") />
+                </h3>
                 <pre id="live-text" class="live-text">{move || text().unwrap_or_default()}</pre>
             </section>
         </Show>

@@ -19,6 +19,22 @@ pub(super) fn TreeBar(tree: Tree) -> impl IntoView {
         Conn::Lost => ("lost", ctx.tr("conn.lost")),
         Conn::NotFound => ("lost", ctx.tr("notFound.title")),
     };
+    // What the tree was made from, as its provenance names it: the scenario (at its library
+    // version) and the dataset it trades on — not an episode's or a model's internal id.
+    let info = tree_info_signal(tree);
+    let chip = move || {
+        info.with(|i| {
+            let p = i.as_ref()?.provenance.as_ref()?;
+            let mut c = p.scenario.clone();
+            if let Some(v) = p.version {
+                c.push_str(&format!("@{v}"));
+            }
+            if let Some(d) = &p.dataset {
+                c.push_str(&format!(" · {} {d}", ctx.tr("tree.dataset")));
+            }
+            Some(c)
+        })
+    };
     view! {
         <div class="tree-bar">
             <span id="tree-name" class="tree-name">
@@ -27,14 +43,12 @@ pub(super) fn TreeBar(tree: Tree) -> impl IntoView {
                     (Some(i), name) if name.is_empty() => format!("{} {i}", ctx.tr("tree.label")),
                     (Some(i), name) => format!("{name} (#{i})"),
                 }}
-                <Show when=move || !tree.scenario.get().is_empty()>
-                    <span class="chip">{move || tree.scenario.get()}</span>
-                </Show>
+                {move || chip().map(|c| view! { <span id="tree-chip" class="chip">{c}</span> })}
             </span>
             <span class="spacer"></span>
             <UsageLine tree />
             <span id="conn" class=move || format!("conn {}", conn().0)>{move || conn().1}</span>
-            <ProvenanceLine tree />
+            <ProvenanceLine info />
         </div>
     }
 }
@@ -62,8 +76,7 @@ pub(super) fn tree_info_signal(tree: Tree) -> RwSignal<Option<TreeInfo>> {
 /// The open tree's provenance on one line (scenario@version and document hash, dataset, player,
 /// seed, prices, simtree), selected whole on a click so it can be copied into notes.
 #[component]
-fn ProvenanceLine(tree: Tree) -> impl IntoView {
-    let info = tree_info_signal(tree);
+fn ProvenanceLine(info: RwSignal<Option<TreeInfo>>) -> impl IntoView {
     let line =
         Memo::new(move |_| info.with(|i| i.as_ref().and_then(|i| i.provenance.as_ref()).map(|p| p.line.clone())));
     view! {

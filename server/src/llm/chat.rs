@@ -238,6 +238,9 @@ pub trait StreamSink: Send + Sync {
     fn paced(&self) -> bool {
         self.wanted()
     }
+    /// The agent whose turn makes the calls that follow (`None`: no agent's), for those who
+    /// watch to see who is writing.
+    fn speaker(&self, _agent: Option<&str>) {}
     /// An attempt of a call starts streaming: text sent before (a failed attempt's) is void.
     fn start(&self);
     /// More of the reply's text.

@@ -174,6 +174,9 @@ impl LlmClient for MeteredClient {
             if let Some(earlier) = self.ledger.earlier(&hash) {
                 return Ok(earlier.response);
             }
+            if let Some(sink) = self.watch.wanted() {
+                sink.speaker(state.speaker.as_deref());
+            }
             let request = ChatRequest {
                 watch: self.watch.clone(),
                 cache: cache::plan(messages, state),

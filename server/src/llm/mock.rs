@@ -93,6 +93,7 @@ impl<C: LlmClient> LlmClient for LiveReplies<C> {
         Box::pin(async move {
             let reply = self.client.chat(messages, state).await?;
             if let Some(sink) = self.watch.wanted() {
+                sink.speaker(state.speaker.as_deref());
                 show_in_pieces(sink, &reply, sink.paced() && self.spend()).await;
             }
             Ok(reply)

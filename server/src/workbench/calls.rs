@@ -35,6 +35,8 @@ struct Seen {
     agent: Option<String>,
     reply: String,
     messages: Option<Vec<Message>>,
+    /// No reply came: the run (run again) failed on this call.
+    failed: bool,
 }
 
 /// The calls seen so far, and which of them are kept whole.
@@ -44,12 +46,13 @@ struct Capture {
 }
 
 impl Capture {
-    fn push(&mut self, messages: &[Message], agent: Option<String>, reply: String) {
+    fn push(&mut self, messages: &[Message], agent: Option<String>, reply: Result<String, ()>) {
         let whole = self.window.contains(&self.calls.len());
         self.calls.push(Seen {
             hash: request_hash(messages),
             agent,
-            reply,
+            failed: reply.is_err(),
+            reply: reply.unwrap_or_default(),
             messages: whole.then(|| messages.to_vec()),
         });
     }
@@ -66,9 +69,11 @@ struct Tap {
 impl LlmClient for Tap {
     fn chat<'a>(&'a self, messages: &'a [Message], state: &'a mut LlmState) -> BoxFuture<'a, Result<String, LlmError>> {
         Box::pin(async move {
-            let reply = self.inner.chat(messages, state).await?;
-            lock(&self.seen).push(messages, state.speaker.clone(), reply.clone());
-            Ok(reply)
+            // A call that fails is kept too: it is the request a failed run could not get past.
+            let reply = self.inner.chat(messages, state).await;
+            let kept = reply.as_ref().map_err(|_| ()).cloned();
+            lock(&self.seen).push(messages, state.speaker.clone(), kept);
+            reply
         })
     }
 }
@@ -82,13 +87,16 @@ struct ToolTap {
 impl ToolModel for ToolTap {
     fn complete<'a>(&'a self, request: &'a ChatRequest) -> BoxFuture<'a, Result<ModelReply, LlmError>> {
         Box::pin(async move {
-            let reply = self.inner.complete(request).await?;
-            let mut text = reply.text.clone();
-            for c in &reply.tool_calls {
-                text.push_str(&format!("\n[called {} with {}]", c.name, c.arguments));
-            }
-            lock(&self.seen).push(&request.messages, None, text);
-            Ok(reply)
+            let reply = self.inner.complete(request).await;
+            let kept = reply.as_ref().map_err(|_| ()).map(|reply| {
+                let mut text = reply.text.clone();
+                for c in &reply.tool_calls {
+                    text.push_str(&format!("\n[called {} with {}]", c.name, c.arguments));
+                }
+                text
+            });
+            lock(&self.seen).push(&request.messages, None, kept);
+            reply
         })
     }
 }
@@ -191,6 +199,7 @@ impl Notebook<'_> {
                 cache_write_tokens: 0,
                 cache: None,
                 coalesced: false,
+                failed: None,
             });
         }
         Ok(out)
@@ -210,7 +219,7 @@ impl Notebook<'_> {
             note: Some(note),
             total: 0,
         };
-        let (parent, seed, turns, records, scenario, status, done) = {
+        let (parent, seed, turns, records, scenario, status, done, error) = {
             let mut t = handle.lock();
             let n = t.node(node)?;
             if n.status.is_running() {
@@ -222,8 +231,18 @@ impl Notebook<'_> {
                 )));
             };
             let (turns, records, status, done) = (*turns, n.records.clone(), n.status, n.turns);
+            let error = n.error.clone();
             let seed = t.sim(node).ok().and_then(|s| s.seed());
-            (t.sim(parent)?, seed, turns, records, t.scenario.clone(), status, done)
+            (
+                t.sim(parent)?,
+                seed,
+                turns,
+                records,
+                t.scenario.clone(),
+                status,
+                done,
+                error,
+            )
         };
         if matches!(*parent, Sim::Abm(_)) {
             return Ok(none("an agent-based model's steps call no language model".into()));
@@ -276,7 +295,7 @@ impl Notebook<'_> {
         Ok(NodeCalls {
             node,
             total: seen.len() as u64,
-            calls: self.described(&scenario, &sim, seen, &records, social),
+            calls: self.described(&scenario, &sim, seen, &records, social, error.as_deref()),
             note: None,
         })
     }
@@ -290,6 +309,7 @@ impl Notebook<'_> {
         seen: Vec<Seen>,
         records: &[LlmRecord],
         social: bool,
+        error: Option<&str>,
     ) -> Vec<NodeCall> {
         let mut used = vec![false; records.len()];
         let mut out: Vec<NodeCall> = Vec::new();
@@ -304,7 +324,14 @@ impl Notebook<'_> {
                     used[k] = true;
                     r
                 });
-            let (action, parse_error) = if social { action_of(&call.reply) } else { (None, None) };
+            let (action, parse_error) = if social && !call.failed {
+                action_of(&call.reply)
+            } else {
+                (None, None)
+            };
+            // Why a failed call failed is the node's own reason (the run again fails on its
+            // missing record, which says less).
+            let failed = call.failed.then(|| error.unwrap_or("no reply").to_string());
             let attempt = match &prev {
                 Some((agent, true, n)) if *agent == call.agent => n + 1,
                 _ => 1,
@@ -333,6 +360,7 @@ impl Notebook<'_> {
                 cache_write_tokens: record.map_or(0, |r| r.cache_write_tokens),
                 cache: record.and_then(|r| r.cache.as_ref()).map(call_cache),
                 coalesced: record.is_some_and(|r| r.coalesced),
+                failed,
             });
         }
         out

@@ -46,8 +46,18 @@ impl History {
             .nodes()
             .filter(|n| n.status == NodeStatus::Done && !n.records.is_empty())
         {
-            h.turns += n.turns;
-            for r in &n.records {
+            // `turns` counts from the root: the node's own run is what it added to its parent's.
+            let before = n.parent.and_then(|p| t.node(p).ok()).map_or(0, |p| p.turns);
+            h.turns += n.turns.saturating_sub(before);
+            // An interview's call joins the node's records (usage counts it) but is no turn's.
+            let asked: Vec<&str> = t
+                .asks
+                .get(&n.id)
+                .into_iter()
+                .flatten()
+                .map(|a| a.request.as_str())
+                .collect();
+            for r in n.records.iter().filter(|r| !asked.contains(&r.hash.as_str())) {
                 h.calls += 1;
                 h.prompt += r.prompt_tokens;
                 h.completion += r.completion_tokens;

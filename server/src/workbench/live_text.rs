@@ -44,6 +44,8 @@ struct Pending {
     at: usize,
     text: String,
     sent: Instant,
+    /// Whose turn the call is.
+    agent: Option<String>,
 }
 
 impl NodeStream {
@@ -58,6 +60,7 @@ impl NodeStream {
                 at: 0,
                 text: String::new(),
                 sent: Instant::now(),
+                agent: None,
             }),
         }
     }
@@ -85,6 +88,7 @@ impl NodeStream {
             call: p.call,
             at: at as u64,
             text,
+            agent: p.agent.clone(),
         });
     }
 }
@@ -96,6 +100,13 @@ impl StreamSink for NodeStream {
 
     fn paced(&self) -> bool {
         self.log.as_ref().is_some_and(|l| l.watched())
+    }
+
+    fn speaker(&self, agent: Option<&str>) {
+        let mut p = self.lock();
+        // What was gathered is the last call's, and goes out under its name.
+        self.flush(&mut p);
+        p.agent = agent.map(str::to_string);
     }
 
     fn start(&self) {
@@ -165,6 +176,27 @@ mod tests {
         assert_eq!(got[0].2.len(), MAX_LIVE_BYTES, "cut at the cap, on a character");
         drop(rx);
         assert!(!s.wanted(), "nobody watches");
+    }
+
+    #[test]
+    fn each_piece_names_the_agent_whose_turn_it_is() {
+        let (tx, mut rx) = broadcast::channel(DELTA_QUEUE);
+        let s = NodeStream::new(3, tx);
+        s.speaker(Some("Alice"));
+        s.start();
+        s.text("Hi");
+        s.speaker(Some("Bob"));
+        s.start();
+        s.text("Yo");
+        s.end();
+        let mut said = Vec::new();
+        while let Ok(TreeMsg::Delta { text, agent, .. }) = rx.try_recv() {
+            said.push((text, agent));
+        }
+        assert_eq!(
+            said,
+            vec![("Hi".into(), Some("Alice".into())), ("Yo".into(), Some("Bob".into()))]
+        );
     }
 
     #[test]

@@ -268,10 +268,12 @@ pub(super) async fn conclude(
         "run ended"
     );
     if present {
+        let turns = handle.lock().node(id).ok().map(|n| n.turns);
         handle.send(TreeMsg::RunFinish {
             node: id,
             status,
             error: error.clone(),
+            turns,
         });
     }
     let _ = running.ended.send(true);

@@ -33,6 +33,34 @@ impl Browser {
         t
     }
 
+    /// The scene-state table says what the node's view holds, key by key: a value as text, a list
+    /// or a map as its compact JSON.
+    pub async fn scene_state_agrees(&self, state: &Value) {
+        let want: Vec<Value> = state
+            .as_object()
+            .expect("a scene state is a map")
+            .iter()
+            .map(|(k, v)| {
+                let text = match v {
+                    Value::String(s) => s.clone(),
+                    Value::Null => String::new(),
+                    other => other.to_string(),
+                };
+                json!([k, text])
+            })
+            .collect();
+        eventually(async || {
+            let shown = self
+                .js("return [...document.querySelectorAll('#scene-state tr')].map(r => [r.cells[0].textContent, r.cells[1].textContent]);")
+                .await;
+            match shown == Value::Array(want.clone()) {
+                true => Ok(()),
+                false => Err(format!("the scene state shows {shown}; the API says {want:?}")),
+            }
+        })
+        .await;
+    }
+
     /// `#stats` says what `…/graph` holds, with `selected` selected.
     pub async fn stats_agree(&self, t: u64, selected: u64) {
         let g = get_ok(&self.server, &format!("/devui/simtree/{t}/graph")).await;
@@ -144,11 +172,19 @@ impl Browser {
             e["prompt_tokens"].as_u64().unwrap(),
             e["completion_tokens"].as_u64().unwrap(),
         );
-        let mut want = format!(
-            "Estimated cost: {} calls · {} tokens ({p} in, {c} out)",
-            e["calls"],
-            p + c
-        );
+        let mut want = if p + c == 0 && e["calls"].as_u64() > Some(0) {
+            // No recorded call to take tokens from: unknown, not zero.
+            format!(
+                "Estimated cost: {} calls · tokens unknown until the tree has a recorded call",
+                e["calls"]
+            )
+        } else {
+            format!(
+                "Estimated cost: {} calls · {} tokens ({p} in, {c} out)",
+                e["calls"],
+                p + c
+            )
+        };
         if let Some(m) = e["money"].as_f64() {
             want.push_str(&format!(" · about ${m:.2}"));
         }
@@ -261,7 +297,7 @@ impl Browser {
         let want = json!([
             ["", "strategy", "buy & hold"],
             [
-                "total return",
+                "total return (time-weighted)",
                 percent(&st["total_return"]),
                 percent(&bh["total_return"])
             ],

@@ -2052,6 +2052,12 @@ class NodeCall(BaseModel):
             description="What the call asked of the provider's prompt cache (from the recording; absent offline\nand in recordings of earlier versions)."
         ),
     ] = None
+    failed: Annotated[
+        str | None,
+        Field(
+            description="The call got no reply: the run failed on it, for this reason (the node's failure). Its\nprompt is the request that failed."
+        ),
+    ] = None
     coalesced: Annotated[
         bool | None,
         Field(

@@ -58,6 +58,9 @@ pub fn AskBox(tree: Signal<Option<u64>>, node: Signal<u64>, agent: Signal<String
             }
             match reply {
                 Ok(a) => {
+                    if !a.replayed {
+                        ctx.spent.try_update(|n| *n += 1);
+                    }
                     history.try_update(|h| h.push(a.clone()));
                     answer.try_set(Some(a));
                     question.try_set(String::new());

@@ -1,7 +1,8 @@
 //! The node's feed in two tabs: its events, and its model calls (`GET …/node/{n}/calls`, the
 //! "why did it say that" view). Each call shows the agent, the provider and model, tokens and
 //! latency, the prompt's messages (folded: they are long), the reply as it came and the action
-//! the engine read from it or why it could not. A node that runs has no calls to show yet (the
+//! the engine read from it or why it could not; a failed run's last call is the request it
+//! failed on, with the reason in place of a reply. A node that runs has no calls to show yet (the
 //! server answers 409): the tab says it runs, and reads them when its run ends.
 
 use leptos::prelude::*;
@@ -206,8 +207,18 @@ fn call_view(c: NodeCall) -> impl IntoView {
                     })
                     .collect_view()}
             </details>
-            <h4>{move || ctx.tr("notebook.reply")}</h4>
-            <pre class="reply">{c.reply}</pre>
+            {match c.failed {
+                // No reply came: the run failed on this request, and says why.
+                Some(why) => view! {
+                    <p class="call-failed error"><b>{move || ctx.tr("notebook.callFailed")}</b> ": " {why}</p>
+                }
+                .into_any(),
+                None => view! {
+                    <h4>{move || ctx.tr("notebook.reply")}</h4>
+                    <pre class="reply">{c.reply}</pre>
+                }
+                .into_any(),
+            }}
             {action}
             {parse_error}
         </article>

@@ -2,12 +2,19 @@
 //! phrase and refuses what it cannot take with a 4xx, shown under the box). The nodes hit light up
 //! in the graph ([`Tree::lit`]), the hits are listed best first with their snippets, and Enter,
 //! ▶ and ◀ walk from one hit node to the next, selecting it — which moves the address's
-//! `?node=` and brings the node into view.
+//! `?node=` and brings the node into view. Typing searches when the words rest (Enter need not
+//! be pressed), and a search reads every page of its hits up to a bound, so none is left unlit.
 
 use leptos::prelude::*;
 use simtree_shared::SearchHit;
 
 use super::{PAGE, kind_key, search_box, snippet_view};
+
+/// Pages of hits read one after another by a search (PAGE each); More reads on beyond them.
+const AUTO_PAGES: u32 = 10;
+
+/// How long typed words rest before they are searched (ms).
+const TYPING_MS: i32 = 400;
 use crate::api;
 use crate::notebook::{hit_nodes, step};
 use crate::state::{Tree, ctx};
@@ -49,48 +56,83 @@ pub fn FindBar(tree: Tree) -> impl IntoView {
             tree.selected.set(Some(n));
         }
     };
-    // A page of hits from `offset` (0: a new search, which selects its best hit).
+    // Each search (and each keystroke) takes a number: a search goes on only while its number
+    // is the latest, so words typed since stop an older one.
+    let latest = StoredValue::new(0u64);
+    // Hits from `offset` (0: a new search, which selects its best hit), page after page up to
+    // AUTO_PAGES, so that every hit lights up and is walked; More reads on beyond that.
     let search = move |offset: u64| {
         let Some(t) = tree.id.get_untracked() else { return };
         let q = query.get_untracked();
+        latest.update_value(|n| *n += 1);
+        let mine = latest.get_value();
         busy.set(true);
         leptos::task::spawn_local(async move {
-            let reply = api::search_tree(t, &q, offset, PAGE).await;
-            busy.try_set(false);
-            if tree.id.try_get_untracked() != Some(Some(t)) {
-                return;
-            }
-            match reply {
-                Ok(r) => {
-                    error.set(None);
-                    found.update(|f| {
-                        let mut hits = if offset == 0 {
-                            Vec::new()
-                        } else {
-                            f.take().map(|f| f.hits).unwrap_or_default()
-                        };
-                        hits.extend(r.hits);
-                        *f = Some(Found {
-                            query: q,
-                            hits,
-                            total: r.total,
-                            next: r.next,
-                        });
-                    });
-                    tree.lit.set(nodes.get_untracked().into_iter().collect());
-                    if offset == 0 {
-                        jump(true);
-                    }
+            let mut offset = offset;
+            for page in 0..AUTO_PAGES {
+                let reply = api::search_tree(t, &q, offset, PAGE).await;
+                if tree.id.try_get_untracked() != Some(Some(t)) || latest.try_get_value() != Some(mine) {
+                    break;
                 }
-                Err(e) => {
+                let Ok(r) = reply.map_err(|e| {
                     found.set(None);
                     tree.lit.set(Default::default());
                     error.set(ctx.refusal(e));
+                }) else {
+                    break;
+                };
+                error.set(None);
+                let next = r.next;
+                found.update(|f| {
+                    let mut hits = if offset == 0 {
+                        Vec::new()
+                    } else {
+                        f.take().map(|f| f.hits).unwrap_or_default()
+                    };
+                    hits.extend(r.hits);
+                    *f = Some(Found {
+                        query: q.clone(),
+                        hits,
+                        total: r.total,
+                        next,
+                    });
+                });
+                tree.lit.set(nodes.get_untracked().into_iter().collect());
+                if offset == 0 && page == 0 {
+                    jump(true);
+                }
+                match next {
+                    Some(n) => offset = n,
+                    None => break,
                 }
             }
+            busy.try_set(false);
         });
     };
-    // Enter searches; Enter again on the same words goes to the next hit.
+    // Typing searches once the words rest for TYPING_MS; emptied, the box clears the search.
+    Effect::new(move |before: Option<String>| {
+        let q = query.get();
+        if before.is_none() {
+            return q;
+        }
+        latest.update_value(|n| *n += 1);
+        let mine = latest.get_value();
+        let typed = q.clone();
+        leptos::task::spawn_local(async move {
+            let q = typed;
+            api::sleep(TYPING_MS).await;
+            if latest.try_get_value() != Some(mine) {
+                return;
+            }
+            if q.trim().is_empty() {
+                clear();
+            } else if found.with_untracked(|f| f.as_ref().is_none_or(|f| f.query != q)) {
+                search(0);
+            }
+        });
+        q
+    });
+    // Enter searches at once; Enter again on the same words goes to the next hit.
     let submit = move || {
         let same = found.with_untracked(|f| f.as_ref().is_some_and(|f| f.query == query.get_untracked()));
         if same {

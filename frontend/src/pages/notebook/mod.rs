@@ -26,7 +26,7 @@ pub use global::GlobalSearch;
 use leptos::prelude::*;
 use simtree_shared::HitKind;
 
-use crate::notebook::snippet_pieces;
+use crate::notebook::{snippet_pieces, without_tags};
 
 /// Hits asked for per page: the most the server gives, so a search lights up as many nodes as
 /// it can at once.
@@ -72,7 +72,7 @@ fn search_box(
 
 /// A snippet as text, its match (only the query's own words) in a `<mark>`.
 fn snippet_view(snippet: &str, query: &str) -> impl IntoView + use<> {
-    let pieces = snippet_pieces(snippet, query);
+    let pieces = snippet_pieces(&without_tags(snippet), query);
     view! {
         <span class="snippet">
             {pieces
