@@ -83,6 +83,13 @@ impl StoreError {
         matches!(self, StoreError::Full(_) | StoreError::Io(_) | StoreError::Closed)
     }
 
+    /// Whether the fault may pass by itself within seconds: a lost connection or an I/O error
+    /// (a database restarting), which a run's store work waits out. A full disk waits for
+    /// someone to free space, and a closed store does not come back: neither is waited for.
+    pub fn may_pass_soon(&self) -> bool {
+        matches!(self, StoreError::Io(_))
+    }
+
     /// The message without the "store: " prefix.
     pub fn message(&self) -> &str {
         match self {
