@@ -957,6 +957,14 @@ impl Runs<'_> {
             }
         }
         match first_error {
+            Some(e @ WorkbenchError::Removed { .. }) => {
+                // All or nothing here too: a child that could not be stored refuses the request,
+                // so its siblings stored already leave the tree (and the store) with it.
+                for id in ids {
+                    handle.roll_back(id);
+                }
+                Err(e)
+            }
             Some(e) => Err(e),
             None => Ok(ids),
         }

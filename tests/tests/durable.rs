@@ -663,14 +663,11 @@ impl Drop for TinyDisk {
 /// while the disk is full and recovers by itself once space is back.
 #[tokio::test(flavor = "multi_thread")]
 async fn on_a_full_disk_nothing_unstored_is_acknowledged_and_the_store_recovers() {
-    let Some(disk) = TinyDisk::mount("full", "8m") else {
+    let Some((disk, data, mut s, t, first)) = one_tree_on_a_tiny_disk("full").await else {
         return;
     };
-    let data = disk.0.join("d");
     let flags = ["--data", data.to_str().unwrap()];
-    let mut s = Server::start_with(&flags);
-    let t = s.create("simple_chat").await;
-    let mut acknowledged = vec![0, advance(&s, t, 0, 1).await];
+    let mut acknowledged = vec![0, first];
     disk.fill();
     let mut refused = Vec::new();
     let mut parent = acknowledged[1];
@@ -735,6 +732,63 @@ async fn on_a_full_disk_nothing_unstored_is_acknowledged_and_the_store_recovers(
     );
     assert_eq!(everything(&s).await, before);
     drop(s);
+}
+
+/// An 8 MB disk (`None` where mounting is refused) and a server on it with one tree, advanced
+/// once: the disk, the data folder, the server, the tree and the root's child.
+async fn one_tree_on_a_tiny_disk(name: &str) -> Option<(TinyDisk, std::path::PathBuf, Server, u64, u64)> {
+    let disk = TinyDisk::mount(name, "8m")?;
+    let data = disk.0.join("d");
+    let s = Server::start_with(&["--data", data.to_str().unwrap()]);
+    let t = s.create("simple_chat").await;
+    let first = advance(&s, t, 0, 1).await;
+    Some((disk, data, s, t, first))
+}
+
+/// Issue #42, item 7: a fan-out refused with 503 on a full disk leaves no children, neither in
+/// memory nor after a kill -9 and a restart with space back (before: a child stored through the
+/// journal stayed in the tree; and the children's `running` records had reached the database
+/// before the disk filled, their removal had not, so 32 `interrupted` children came back).
+#[tokio::test(flavor = "multi_thread")]
+async fn on_a_full_disk_a_refused_fan_out_leaves_no_children_after_a_restart() {
+    let Some((disk, data, mut s, t, first)) = one_tree_on_a_tiny_disk("fan-out").await else {
+        return;
+    };
+    let flags = ["--data", data.to_str().unwrap()];
+    let mut acknowledged = vec![0, first];
+    // Everything committed first: the fan-out's own writes meet the full disk.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    disk.fill();
+    let mut refused = 0;
+    for _ in 0..10 {
+        let body = json!({"parent": acknowledged[1], "turns": 2, "count": 32});
+        let (status, reply) = s.post(&format!("/devui/simtree/{t}/advance_multi"), &body).await;
+        match status {
+            200 => acknowledged.extend(
+                reply["children"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|c| c.as_u64().unwrap()),
+            ),
+            503 => refused += 1,
+            other => panic!("{other}: {reply}"),
+        }
+        let mut ids = node_ids(&s, t).await;
+        ids.sort_unstable();
+        acknowledged.sort_unstable();
+        assert_eq!(ids, acknowledged, "a refused fan-out leaves no child in the tree");
+    }
+    assert!(refused > 0, "fan-outs are refused on a full disk");
+    s.stop();
+    disk.free();
+    let s = Server::start_with(&flags);
+    let mut ids = node_ids(&s, t).await;
+    ids.sort_unstable();
+    assert_eq!(
+        ids, acknowledged,
+        "no child of a refused fan-out comes back after a restart"
+    );
 }
 
 /// Issue #42, item 1: a restart after a crash, on a nearly full disk, used to set aside the

@@ -339,30 +339,58 @@ async fn the_sandbox_root_dev_shm_and_root_take_no_big_writes() {
     assert_eq!((st, ok.get("error")), (200, None), "{ok}");
 }
 
+/// Where a root test run keeps the ABM venv that user `nobody` runs models with: world-readable,
+/// made from Debian's `/usr/bin/python3` (the checkout's `.venv-abm` may link to an interpreter
+/// under root's private home, such as pyenv's, which `nobody` cannot read).
+const SYSTEM_VENV_ROOT: &str = "/var/cache/simtree/abm-system-python";
+
+/// The interpreter of the venv under [`SYSTEM_VENV_ROOT`], made (or brought up to the checkout's
+/// requirements) by `simtree abm setup` with Debian's Python, idempotently and one test process
+/// at a time; or why it cannot be had here.
+fn system_python_venv(checkout: &std::path::Path) -> Result<std::path::PathBuf, String> {
+    use std::os::fd::AsRawFd;
+    let root = std::path::Path::new(SYSTEM_VENV_ROOT);
+    let requirements = std::fs::read(checkout.join("assets/python/requirements.txt")).map_err(|e| e.to_string())?;
+    let copy = root.join("assets/python/requirements.txt");
+    std::fs::create_dir_all(copy.parent().unwrap()).map_err(|e| format!("{}: {e}", root.display()))?;
+    let lock = std::fs::File::create(root.join(".lock")).map_err(|e| e.to_string())?;
+    // SAFETY: flock on a descriptor this function owns; released when `lock` is dropped.
+    unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) };
+    if std::fs::read(&copy).ok().as_deref() != Some(&requirements[..]) {
+        std::fs::write(&copy, &requirements).map_err(|e| e.to_string())?;
+    }
+    let out = std::process::Command::new(simtree_e2e::simtree_bin())
+        .arg("--assets")
+        .arg(root.join("assets"))
+        .args(["abm", "setup"])
+        .env("SIMTREE_BOOTSTRAP_PYTHON", "/usr/bin/python3")
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!("simtree abm setup: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    Ok(root.join(".venv-abm/bin/python"))
+}
+
 /// `simtree abm run` on the fixture model with `code`, for `steps` steps, as a normal user:
-/// `nobody` when the test runs as root, this user otherwise. Returns what it printed on stderr,
-/// or None, with the reason printed, where `nobody` cannot run the ABM venv's interpreter (a venv
-/// under root's private home).
+/// `nobody` when the test runs as root (with the interpreter of [`system_python_venv`]), this
+/// user otherwise. Returns what it printed on stderr, or None, with the reason printed, where
+/// that venv cannot be made (Debian's python3-venv missing, no way to the package index).
 fn abm_run_as_normal_user(code: &str, steps: u32) -> Option<String> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let as_nobody = |program: &std::path::Path| {
+    let checkout = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut cmd = if unsafe { libc::geteuid() } == 0 {
+        let python = match system_python_venv(&checkout) {
+            Ok(python) => python,
+            Err(why) => {
+                eprintln!("skipped: no venv of Debian's python3 for user nobody: {why}");
+                return None;
+            }
+        };
         let mut cmd = std::process::Command::new("setpriv");
         cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .arg(program);
+            .arg(simtree_e2e::simtree_bin())
+            .env("SIMTREE_PYTHON", python);
         cmd
-    };
-    let mut cmd = if unsafe { libc::geteuid() } == 0 {
-        let python = root.join(".venv-abm/bin/python");
-        // The command line checks the venv's interpreter with stat(2), so the probe does too.
-        let probe = as_nobody(std::path::Path::new("/usr/bin/test"))
-            .arg("-f")
-            .arg(&python)
-            .output();
-        if !probe.as_ref().is_ok_and(|o| o.status.success()) {
-            eprintln!("skipped: user nobody cannot run {} here ({probe:?})", python.display());
-            return None;
-        }
-        as_nobody(&simtree_e2e::simtree_bin())
     } else {
         std::process::Command::new(simtree_e2e::simtree_bin())
     };

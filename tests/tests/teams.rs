@@ -297,16 +297,21 @@ async fn slow_provider(delay: Duration) -> String {
     simtree_e2e::serve_provider(app).await.0
 }
 
+/// The environment that points a server at the provider at `llm` ([`slow_provider`]).
+fn provider_env(llm: &str) -> [(&str, &str); 4] {
+    [
+        ("LLM_DIALECT", "openai"),
+        ("LLM_BASE_URL", llm),
+        ("LLM_API_KEY", "sk-test-secret"),
+        ("LLM_MODEL", "fake-model"),
+    ]
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn sigterm_lets_runs_finish_then_cancels_the_rest_and_frees_the_database() {
     let pg = Postgres::start();
     let llm = slow_provider(Duration::from_millis(150)).await;
-    let env = [
-        ("LLM_DIALECT", "openai"),
-        ("LLM_BASE_URL", llm.as_str()),
-        ("LLM_API_KEY", "sk-test-secret"),
-        ("LLM_MODEL", "fake-model"),
-    ];
+    let env = provider_env(&llm);
     let mut f = flags(&pg, "30");
     f.extend(["--shutdown-grace-secs", "3"]);
     let mut s = Server::start_env(&f, &env);
@@ -365,6 +370,78 @@ async fn sigterm_lets_runs_finish_then_cancels_the_rest_and_frees_the_database()
     // The lease was released: the next server starts at once.
     let next = Server::try_start_env(&flags(&pg, "30"), &env).expect("the database is free after SIGTERM");
     assert_eq!(tree_ids(&next).await, [t]);
+}
+
+/// Issue #42, item 7: runs in flight when PostgreSQL restarts are carried through it, in both
+/// ways runs go: as jobs (the default) and in this process (`--no-jobs`). Eight clients advance
+/// one turn at a time across a restart: a run may be refused before it starts (503, the store
+/// cannot take writes), but every run that started ends `done`, answered 200 without an error
+/// (before: runs failed with the lost connection as their error, or answered 503 "could not
+/// be stored, so it was removed").
+#[tokio::test(flavor = "multi_thread")]
+async fn runs_in_flight_across_a_postgresql_restart_end_done() {
+    let llm = slow_provider(Duration::from_millis(20)).await;
+    let env = provider_env(&llm);
+    for how in [None, Some("--no-jobs")] {
+        let pg = Postgres::start();
+        let mut f = flags(&pg, "30");
+        f.extend(how);
+        let s = Server::start_env(&f, &env);
+        let t = s.create("simple_chat").await;
+        let until = Instant::now() + Duration::from_secs(4);
+        let clients: Vec<_> = (0..8)
+            .map(|_| {
+                let (url, http) = (s.url(&format!("/devui/simtree/{t}/advance")), s.http.clone());
+                tokio::spawn(async move {
+                    let mut replies = Vec::new();
+                    while Instant::now() < until {
+                        let r = http
+                            .post(&url)
+                            .json(&json!({"parent": 0, "turns": 1}))
+                            .send()
+                            .await
+                            .unwrap();
+                        let status = r.status().as_u16();
+                        replies.push((status, r.json::<serde_json::Value>().await.unwrap()));
+                        if status == 503 {
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                    }
+                    replies
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        tokio::task::block_in_place(|| pg.restart());
+        let mut done = 0;
+        for client in clients {
+            for (status, reply) in client.await.unwrap() {
+                match status {
+                    200 => {
+                        assert!(reply["error"].is_null(), "{how:?}: a run failed: {reply}");
+                        done += 1;
+                    }
+                    503 => {
+                        let why = reply["detail"].as_str().unwrap_or_default();
+                        assert!(
+                            why.contains("cannot take writes"),
+                            "{how:?}: a started run was refused: {reply}"
+                        );
+                    }
+                    other => panic!("{how:?}: {other} {reply}"),
+                }
+            }
+        }
+        assert!(done > 8, "{how:?}: runs went on across the restart ({done})");
+        let (_, g) = s.get(&format!("/devui/simtree/{t}/graph")).await;
+        let failed: Vec<_> = g["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| n["status"] != "done")
+            .collect();
+        assert!(failed.is_empty(), "{how:?}: {failed:?}");
+    }
 }
 
 // ---- the deploy examples ----

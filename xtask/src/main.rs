@@ -60,8 +60,9 @@ fn run(mut cmd: Command) -> Result<(), String> {
 
 /// Installs what the build and the tests need when it is missing: the wasm32 target, Debian's
 /// bubblewrap (the ABM sandbox) and, for the tests, chromium + chromium-driver (the browser
-/// tests), postgresql (the PostgreSQL store's tests start private instances of it) and
-/// python3-yaml (the deploy examples' test).
+/// tests), postgresql (the PostgreSQL store's tests start private instances of it),
+/// python3-yaml (the deploy examples' test) and, as root, python3-venv (the sandbox's
+/// normal-user test).
 fn setup(for_tests: bool) -> Result<(), String> {
     let targets = Command::new("rustup").args(["target", "list", "--installed"]).output();
     let has_wasm = targets.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("wasm32-unknown-unknown"));
@@ -95,6 +96,15 @@ fn setup(for_tests: bool) -> Result<(), String> {
             .is_ok_and(|o| o.status.success());
         if !has_yaml {
             missing.push("python3-yaml");
+        }
+        // As root, the sandbox's normal-user test (tests/tests/hostile_abm.rs) runs models as
+        // `nobody` in a venv it makes from Debian's python3, which needs Debian's venv module.
+        let has_system_venv = Command::new("/usr/bin/python3")
+            .args(["-c", "import ensurepip, venv"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if is_root() && !has_system_venv {
+            missing.push("python3-venv");
         }
     }
     if !missing.is_empty() {

@@ -101,12 +101,14 @@ pub fn run_file(
     if !super::venv::python_available() {
         return Err(AbmError::Spawn("python3 is not installed".into()));
     }
-    let venv_python = super::venv::ensure_venv(&options.root).map_err(|e| AbmError::Spawn(e.to_string()))?;
     let mut config = WorkerConfig::for_root(&options.root)
         .with_limits(options.limits.clone())
         .with_sandbox(options.sandbox);
+    // `$SIMTREE_PYTHON` names the interpreter: the checkout's venv is then neither used nor
+    // made (a user who cannot write the checkout, or read its venv's interpreter, runs models
+    // with an interpreter of their own).
     if std::env::var_os("SIMTREE_PYTHON").is_none() {
-        config.python = venv_python;
+        config.python = super::venv::ensure_venv(&options.root).map_err(|e| AbmError::Spawn(e.to_string()))?;
     }
     let mut worker = AbmWorker::spawn(config)?;
     let loaded = worker.load(&model, options.seed)?;

@@ -17,6 +17,14 @@
 //! it was); a group that cannot be applied leaves the journal aside, renamed, with an error in
 //! the log.
 //!
+//! The journal keeps room allocated past its end ([`RESERVE`], preallocated without changing
+//! the file's length): an ordinary group is appended only when that room stays, so that on a
+//! full disk a roll-back's deletion still goes in ([`Journal::seal_alone`]). Rows of a node whose
+//! end could not be stored may have reached the database or an earlier group before the disk
+//! filled; without its deletion in the journal, a crash before the store recovers would bring
+//! them back at the next start (issue #42: a refused fan-out came back as 32 `interrupted`
+//! children).
+//!
 //! Record: magic (4 bytes), payload length (u32), group number (u64), CRC-32 of the number and
 //! payload (u32), payload: the writes in the little binary form below. Integers are
 //! little-endian. Once every group in it is in the database and it is past [`WRAP_BYTES`], the
@@ -49,6 +57,10 @@ const MAX_WRITE_BYTES: usize = 16 << 20;
 /// Gathered writes past this size are appended as a group without waiting for a flush.
 pub const SEAL_BYTES: usize = 1 << 20;
 
+/// Room kept allocated past the journal's end for roll-backs' deletions (a deletion of one
+/// node is a 45-byte group; a subtree's takes 8 bytes more per node).
+const RESERVE: u64 = 64 << 10;
+
 /// A journaled group: its number and its writes.
 pub type Group = (u64, Vec<Write>);
 
@@ -61,6 +73,9 @@ pub struct Journal {
     /// The group being gathered: its header's room, then its writes.
     buf: Vec<u8>,
     unjournaled: bool,
+    /// The file's blocks are allocated up to here (past its length: the reserve); `None` on a
+    /// filesystem that cannot preallocate, where no room is kept.
+    allocated: Option<u64>,
 }
 
 fn io(what: &str, path: &Path, e: std::io::Error) -> StoreError {
@@ -122,6 +137,7 @@ impl Journal {
             next_seq: last.max(applied) + 1,
             buf: Vec::new(),
             unjournaled: false,
+            allocated: Some(0),
         };
         let damage = damage.map(|d| format!("journal {}: {d}", path.display()));
         Ok((journal, pending, damage))
@@ -161,12 +177,35 @@ impl Journal {
     /// Appends the gathered writes as one group and returns its number (`None`: nothing was
     /// gathered). `applied` is the last group the database has: when that is every group and the
     /// file is past [`WRAP_BYTES`], the journal starts over at its beginning.
+    /// The group is not appended (an error, as for a failed write) when it would leave less
+    /// than [`RESERVE`] allocated past it and the disk has no room for more.
     pub fn seal(&mut self, applied: u64) -> StoreResult<Option<u64>> {
+        self.seal_with(applied, true)
+    }
+
+    /// Appends `w` as a group of its own, into the reserve if the disk has no other room: a
+    /// roll-back's deletion, durable whenever the rows it deletes may be. The writes gathered
+    /// before it are left out of the journal (they are in the queue, and unacknowledged), so the
+    /// next flush waits for a database commit ([`Self::unjournaled`]).
+    pub fn seal_alone(&mut self, w: &Write, applied: u64) -> StoreResult<Option<u64>> {
+        self.buf.clear();
+        self.stage(w);
+        let sealed = self.seal_with(applied, false);
+        self.unjournaled = true;
+        sealed
+    }
+
+    fn seal_with(&mut self, applied: u64, keep_reserve: bool) -> StoreResult<Option<u64>> {
         if self.buf.is_empty() {
             return Ok(None);
         }
         if self.offset >= WRAP_BYTES && applied + 1 >= self.next_seq {
             self.offset = 0;
+        }
+        if keep_reserve && let Err(e) = self.reserve(self.offset + self.buf.len() as u64) {
+            self.buf.clear();
+            self.unjournaled = true;
+            return Err(io("keep room for deletions", &self.path, e));
         }
         let seq = self.next_seq;
         let len = (self.buf.len() - HEADER) as u32;
@@ -192,6 +231,38 @@ impl Journal {
         Ok(Some(seq))
     }
 
+    /// Allocates the file's blocks up to `end` and [`RESERVE`] bytes past it, without changing
+    /// its length. A filesystem that cannot preallocate keeps no reserve (and says so once).
+    fn reserve(&mut self, end: u64) -> std::io::Result<()> {
+        let Some(allocated) = self.allocated else {
+            return Ok(());
+        };
+        let want = end + RESERVE;
+        if want <= allocated {
+            return Ok(());
+        }
+        // SAFETY: fallocate on a descriptor this journal owns; no memory is involved.
+        let r = unsafe {
+            libc::fallocate(
+                self.file.as_raw_fd(),
+                libc::FALLOC_FL_KEEP_SIZE,
+                allocated as libc::off_t,
+                (want - allocated) as libc::off_t,
+            )
+        };
+        if r == 0 {
+            self.allocated = Some(want);
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EOPNOTSUPP) {
+            tracing::warn!(journal = %self.path.display(), "this filesystem cannot preallocate: the journal keeps no room for deletions on a full disk");
+            self.allocated = None;
+            return Ok(());
+        }
+        Err(e)
+    }
+
     /// Stages and seals `writes` as one group.
     #[cfg(test)]
     pub fn append(&mut self, writes: &[Write]) -> StoreResult<Option<u64>> {
@@ -205,7 +276,10 @@ impl Journal {
     /// applied), so that nothing older than the next record is left in it.
     pub fn clear(&mut self) -> StoreResult<()> {
         self.offset = 0;
-        self.file.set_len(0).map_err(|e| io("truncate", &self.path, e))
+        self.file.set_len(0).map_err(|e| io("truncate", &self.path, e))?;
+        // (Truncating freed the reserve too; a filesystem that cannot preallocate stays so.)
+        self.allocated = self.allocated.map(|_| 0);
+        Ok(())
     }
 
     /// Moves the file aside (damaged: [`Aside::Failed`]; a group the database refuses:
@@ -224,6 +298,7 @@ impl Journal {
             .map_err(|e| io("open", &self.path, e))?;
         lock(&self.file, &self.path)?;
         self.offset = 0;
+        self.allocated = self.allocated.map(|_| 0);
         Ok(aside)
     }
 }

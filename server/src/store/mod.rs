@@ -83,6 +83,13 @@ impl StoreError {
         matches!(self, StoreError::Full(_) | StoreError::Io(_) | StoreError::Closed)
     }
 
+    /// Whether the fault may pass by itself within seconds: a lost connection or an I/O error
+    /// (a database restarting), which a run's store work waits out. A full disk waits for
+    /// someone to free space, and a closed store does not come back: neither is waited for.
+    pub fn may_pass_soon(&self) -> bool {
+        matches!(self, StoreError::Io(_))
+    }
+
     /// The message without the "store: " prefix.
     pub fn message(&self) -> &str {
         match self {
@@ -633,6 +640,20 @@ impl Front {
         Ok(())
     }
 
+    /// Queues a roll-back's deletion and appends it to the journal at once, alone, into the room
+    /// the journal keeps if need be (see [`Journal::seal_alone`]).
+    fn write_removal(&self, mailbox: &Mailbox, w: Write) -> StoreResult<()> {
+        let mut j = self.journal();
+        let sealed = j.seal_alone(&w, self.applied.load(Ordering::Acquire));
+        mailbox.post(Msg::Write(w))?;
+        match sealed {
+            Ok(Some(seq)) => mailbox.post(Msg::Mark(seq))?,
+            Ok(None) => {}
+            Err(e) => tracing::error!(error = %e, "a deletion could not be journaled: it is durable once committed"),
+        }
+        Ok(())
+    }
+
     /// Queues an attempt (see [`Store::commit_or_nothing`]) after sealing what was gathered, so
     /// that the journal's groups and the attempt keep the queue's order: every group sealed
     /// before it is marked before it, and everything gathered after it is replayed after it.
@@ -783,6 +804,20 @@ impl Store {
     pub fn write(&self, w: Write) {
         let posted = match &self.front {
             Some(front) => front.write(&self.mailbox, w),
+            None => self.send(Msg::Write(w)),
+        };
+        if posted.is_err() {
+            tracing::error!("store thread gone: a write was lost");
+        }
+    }
+
+    /// Queues the deletion of `nodes` of `tree`, taken back out of the tree because their writes
+    /// failed (a run's end, a branch). With SQLite it is journaled at once, even while commits
+    /// fail, so that no restart brings back rows of them that reached the database before.
+    pub fn write_removal(&self, tree: u64, nodes: Vec<u64>) {
+        let w = Write::DeleteNodes { tree, nodes };
+        let posted = match &self.front {
+            Some(front) => front.write_removal(&self.mailbox, w),
             None => self.send(Msg::Write(w)),
         };
         if posted.is_err() {

@@ -44,7 +44,7 @@ use simtree_shared::{NodeStatus, SimKind, TreeMsg};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::persist::LogBatch;
-use super::run::{Ended, Outcome, Pending, RunSpec, Running, conclude, end_writes, execute};
+use super::run::{Ended, Outcome, Pending, RunSpec, Running, StoreFault, conclude, end_writes, execute, patiently};
 use super::{Core, LiveState, Progress, RunResult, TreeHandle, WorkbenchError, lock};
 use crate::engine::Event;
 use crate::llm::ledger::{Ledger, RecordSink};
@@ -186,6 +186,16 @@ pub enum JobError {
     Tree(#[from] crate::tree::TreeError),
     #[error(transparent)]
     Workbench(#[from] WorkbenchError),
+}
+
+impl StoreFault for JobError {
+    fn store_fault(&self) -> Option<&StoreError> {
+        match self {
+            JobError::Store(e) => Some(e),
+            JobError::Workbench(e) => e.store_fault(),
+            _ => None,
+        }
+    }
 }
 
 impl Core {
@@ -702,15 +712,21 @@ impl Core {
         let (tree, id) = (job.tree, job.node);
         let run: RunSpec = serde_json::from_str(&job.payload).map_err(JobError::Payload)?;
         let store = self.store.clone().ok_or(JobError::NoStore)?;
-        let this = self.clone();
-        let read = off_runtime(move || {
-            let handle = this.fresh_tree(tree, run.parent)?;
-            let attached = store.read(move |db| db.node(tree, id))?;
-            Ok::<_, WorkbenchError>((handle, attached))
-        })
-        .await
-        .ok_or(JobError::Stopping)?;
-        let (handle, attached) = read?;
+        // (Reads before the run starts wait out a database restarting, as its end's write does.)
+        let read = patiently("a job's tree", || {
+            let (this, store) = (self.clone(), store.clone());
+            async move {
+                off_runtime(move || {
+                    let handle = this.fresh_tree(tree, run.parent)?;
+                    let attached = store.read(move |db| db.node(tree, id))?;
+                    Ok::<_, WorkbenchError>((handle, attached))
+                })
+                .await
+                .ok_or(JobError::Stopping)?
+                .map_err(JobError::from)
+            }
+        });
+        let (handle, attached) = read.await?;
         let attached = attached.ok_or(JobError::NotStored { tree, node: id })?;
         let mut sim = {
             let parent = handle.lock().sim(run.parent)?;
@@ -718,11 +734,13 @@ impl Core {
         };
         // What an earlier attempt recorded is answered from its recording (not paid again);
         // each new call is recorded as it returns, before its answer is used.
-        let earlier = on_queue(queue, move |q| q.recorded_calls(tree, id))
-            .await?
-            .iter()
-            .filter_map(|body| serde_json::from_str::<LlmRecord>(body).ok())
-            .collect::<Vec<_>>();
+        let earlier = patiently("a job's recorded calls", || {
+            on_queue(queue, move |q| q.recorded_calls(tree, id))
+        })
+        .await?
+        .iter()
+        .filter_map(|body| serde_json::from_str::<LlmRecord>(body).ok())
+        .collect::<Vec<_>>();
         if !earlier.is_empty() {
             tracing::info!(
                 tree,
@@ -874,7 +892,8 @@ fn wait_for_job(
         let started = std::time::Instant::now();
         let mut cancelled = running.cancelled.clone();
         // The job is stored before anyone is told the run started for good.
-        let ended_as = match handle.flush_async().await {
+        let queued = patiently("a job's queueing", || handle.flush_async());
+        let ended_as = match queued.await {
             Err(e) => Err(e.to_string()),
             Ok(()) => {
                 let ended = tokio::select! {
@@ -954,12 +973,20 @@ async fn take_end(
     let store = handle.store.clone();
     let read = match (&row, store) {
         (Some(r), Some(store)) if matches!(r.status, Status::Done | Status::Failed) => {
-            off_runtime(move || {
-                let node = store.read(move |db| db.node(tree, id))?;
-                let logs = store.read(move |db| db.log(tree, id))?;
-                Ok::<_, StoreError>((node, logs))
-            })
-            .await
+            // (A database restarting is waited out: the worker stored the end already.)
+            let read = || {
+                let store = store.clone();
+                async move {
+                    off_runtime(move || {
+                        let node = store.read(move |db| db.node(tree, id))?;
+                        let logs = store.read(move |db| db.log(tree, id))?;
+                        Ok::<_, StoreError>((node, logs))
+                    })
+                    .await
+                    .transpose()
+                }
+            };
+            patiently("a job's end", read).await.transpose()
         }
         _ => None,
     };

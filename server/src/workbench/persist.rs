@@ -175,7 +175,9 @@ impl TreeHandle {
     }
 
     pub(super) fn persist_delete(&self, tree: &SimTree, nodes: Vec<NodeId>) {
-        self.persist(Write::DeleteNodes { tree: self.id, nodes });
+        if let Some(store) = &self.store {
+            store.write_removal(self.id, nodes);
+        }
         self.touch(tree);
     }
 

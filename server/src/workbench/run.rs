@@ -11,19 +11,22 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use simtree_shared::{NodeStatus, TreeMsg};
 use tokio::sync::watch;
 
-use super::{CatchUnwind, Core, LiveState, Progress, RunControl, RunResult, RunSink, TreeHandle, lock, persist};
+use super::{
+    CatchUnwind, Core, LiveState, Progress, RunControl, RunResult, RunSink, TreeHandle, WorkbenchError, lock, persist,
+};
 use crate::backend::BackendError;
 use crate::engine::Event;
 use crate::llm::budget::TreeBudget;
 use crate::llm::ledger::Ledger;
 use crate::llm::record::LlmRecord;
 use crate::sim::{RunCtx, Sim};
-use crate::store::{StoreResult, Write, encode_state};
+use crate::store::{StoreError, StoreResult, Write, encode_state};
 use crate::tree::{NodeId, NodeLog, entry_json};
 
 /// What a run is: the node it starts from, its turns, its seeds, and the recorded calls a replay
@@ -212,6 +215,56 @@ impl TreeHandle {
     }
 }
 
+/// How long a run's store work waits out a fault that may pass by itself (a database restarting:
+/// [`StoreError::may_pass_soon`]) before the fault is taken as its outcome.
+const STORE_PATIENCE: Duration = Duration::from_secs(10);
+
+/// An error that may be the store's fault.
+pub(super) trait StoreFault: std::fmt::Display {
+    fn store_fault(&self) -> Option<&StoreError>;
+}
+
+impl StoreFault for StoreError {
+    fn store_fault(&self) -> Option<&StoreError> {
+        Some(self)
+    }
+}
+
+impl StoreFault for WorkbenchError {
+    fn store_fault(&self) -> Option<&StoreError> {
+        match self {
+            WorkbenchError::Store(e) | WorkbenchError::NotStored { source: e, .. } | WorkbenchError::NoTreeId(e) => {
+                Some(e)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// `attempt`, again every quarter second while it fails with a store fault that may pass by
+/// itself, for [`STORE_PATIENCE`] at most; its last outcome. Only for work that is safe to
+/// repeat (a flush, a read before a run starts): no turn is run twice (issue #42: a PostgreSQL
+/// restart failed runs in flight instead).
+pub(super) async fn patiently<T, E: StoreFault, F: Future<Output = Result<T, E>>>(
+    what: &str,
+    mut attempt: impl FnMut() -> F,
+) -> Result<T, E> {
+    let until = Instant::now() + STORE_PATIENCE;
+    let mut told = false;
+    loop {
+        match attempt().await {
+            Err(e) if e.store_fault().is_some_and(StoreError::may_pass_soon) && Instant::now() < until => {
+                if !told {
+                    tracing::warn!(error = %e, "{what}: waiting for the store to come back");
+                    told = true;
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            outcome => return outcome,
+        }
+    }
+}
+
 /// How a run ended, as [`conclude`] takes it into the tree.
 pub(super) struct Ended {
     pub status: NodeStatus,
@@ -245,7 +298,7 @@ pub(super) async fn conclude(
     } = ended;
     if present
         && unstored.is_none()
-        && let Err(e) = handle.flush_async().await
+        && let Err(e) = patiently("a run's end", || handle.flush_async()).await
         && !durable
     {
         unstored = Some(e.to_string());
