@@ -948,22 +948,25 @@ impl Runs<'_> {
         let running: Vec<_> = pending.into_iter().map(|run| self.spawn(handle, run)).collect();
         let mut ids = Vec::with_capacity(running.len());
         let mut first_error = None;
+        let mut failed = 0;
         for r in running {
             match Core::wait(r).await {
                 Ok(done) => ids.push(done.node),
                 Err(e) => {
+                    failed += 1;
                     first_error.get_or_insert(e);
                 }
             }
         }
         match first_error {
-            Some(e @ WorkbenchError::Removed { .. }) => {
+            Some(WorkbenchError::Removed { node, cause, .. }) => {
                 // All or nothing here too: a child that could not be stored refuses the request,
                 // so its siblings stored already leave the tree (and the store) with it.
+                let children = ids.len() + failed;
                 for id in ids {
                     handle.roll_back(id);
                 }
-                Err(e)
+                Err(WorkbenchError::FanOutRemoved { node, children, cause })
             }
             Some(e) => Err(e),
             None => Ok(ids),

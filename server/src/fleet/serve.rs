@@ -113,16 +113,31 @@ pub async fn serve(
     };
     // The own worker goes on through the shutdown's grace period (the runs it holds may finish
     // then) and stops once the server has.
-    let (stop_worker, worker_stop) = tokio::sync::oneshot::channel::<()>();
+    let (stop_worker, worker_stop) = tokio::sync::watch::channel(false);
     let worker = own_worker.map(|(wb, config)| {
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
-        tokio::spawn(wb.jobs().work(config, cores, "serve", async move {
-            let _ = worker_stop.await;
-        }))
+        tokio::spawn(async move {
+            // A worker that could not start (the database away for a moment) starts again: a
+            // server whose own worker is gone would queue runs that nobody takes.
+            loop {
+                let mut stop = worker_stop.clone();
+                let stopped = async move {
+                    let _ = stop.wait_for(|s| *s).await;
+                };
+                match wb.jobs().work(config.clone(), cores, "serve", stopped).await {
+                    Ok(()) => break,
+                    Err(_) if *worker_stop.borrow() => break,
+                    Err(e) => {
+                        eprintln!("simtree: this server's own worker could not take jobs ({e}); it tries again in 1 s");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                }
+            }
+        })
     });
     crate::http::announce(bound, &plan.access);
     let served = crate::http::serve(listener, door, stop).await;
-    let _ = stop_worker.send(());
+    let _ = stop_worker.send(true);
     if let Some(w) = worker {
         // Its claims are handed back before the process ends.
         let _ = tokio::time::timeout(Duration::from_secs(5), w).await;

@@ -101,6 +101,7 @@ impl From<WorkbenchError> for ApiError {
             E::Store(_)
             | E::NotStored { .. }
             | E::Removed { .. }
+            | E::FanOutRemoved { .. }
             | E::NoTreeId(_)
             | E::NotWritable(_)
             | E::DatasetGone(_)

@@ -136,6 +136,16 @@ pub enum WorkbenchError {
         node: NodeId,
         cause: String,
     },
+    /// A fan-out refused because one child could not be stored: every child it made was taken
+    /// back out with it.
+    #[error(
+        "child {node} of the fan-out could not be stored, so the fan-out's {children} children were removed: {cause}"
+    )]
+    FanOutRemoved {
+        node: NodeId,
+        children: usize,
+        cause: String,
+    },
     #[error("no tree id could be taken from the store: {0}")]
     NoTreeId(StoreError),
     /// The store's last commit failed; `0` is its fault as the store reports it.
