@@ -779,6 +779,7 @@ pub fn wire_term(lang: Lang, name: &'static str) -> &'static str {
         "agent_plan_replace" => "替换智能体计划",
         "agent_props_patch" => "修改智能体属性",
         "scene_state_patch" => "修改场景状态",
+        "scene_prose_set" => "改写场景文本",
         "portfolio_patch" => "修改持仓",
         "case_data_inject" => "注入资料",
         "agent_prompt_replace" => "替换提示词",

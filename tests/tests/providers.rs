@@ -548,6 +548,81 @@ async fn estimates_cost_nothing_and_a_money_budget_is_never_exceeded() {
     let _ = std::fs::remove_file(prices);
 }
 
+/// Issue 42, item 7: a provider that ignores `max_tokens` (it bills 1,000,000 completion tokens
+/// for a 64-token cap) overruns a $5 money budget on that one call — a call starts only while
+/// the most it can cost by what it asks for fits — and every later call of the tree is refused
+/// before it is sent: the README's promise, exactly.
+#[tokio::test]
+async fn a_provider_ignoring_max_tokens_overruns_the_money_budget_once_and_no_call_follows() {
+    async fn greedy(State(calls): State<Arc<AtomicU64>>, Json(body): Json<Value>) -> Json<Value> {
+        calls.fetch_add(1, Ordering::SeqCst);
+        Json(json!({
+            "id": "c", "object": "chat.completion", "model": body["model"],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": mock_reply(&body)}, "finish_reason": "length"}],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 1_000_000, "total_tokens": 1_000_100}
+        }))
+    }
+    let calls = Arc::new(AtomicU64::new(0));
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", post(greedy))
+        .with_state(calls.clone());
+    let (url, _task) = serve_provider(app).await;
+    let prices = std::env::temp_dir().join(format!("simtree-greedy-prices-{}.json", std::process::id()));
+    std::fs::write(&prices, r#"{"fake-model": {"prompt": 30, "completion": 60}}"#).unwrap();
+    let s = Server::start_env(
+        &["--prices", prices.to_str().unwrap(), "--money-budget", "5"],
+        &[
+            ("LLM_DIALECT", "openai"),
+            ("LLM_BASE_URL", &url),
+            ("LLM_API_KEY", "sk-test-secret"),
+            ("LLM_MODEL", "fake-model"),
+            ("LLM_MAX_TOKENS", "64"),
+            ("LLM_RETRY_BACKOFF_S", "0.01"),
+            ("LLM_TIMEOUT_S", "5"),
+        ],
+    );
+    let t = s.create("simple_chat").await;
+    let advance = |parent: u64| {
+        let s = &s;
+        async move {
+            let (st, reply) = s
+                .post(
+                    &format!("/devui/simtree/{t}/advance"),
+                    &json!({"parent": parent, "turns": 3}),
+                )
+                .await;
+            assert_eq!(st, 200, "{reply}");
+            reply
+        }
+    };
+    let first = advance(0).await;
+    assert!(
+        first["error"].as_str().unwrap_or("").contains("money budget"),
+        "{first}"
+    );
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "the call that overran was the last one sent"
+    );
+    let usage = s.get(&format!("/devui/simtree/{t}/usage")).await.1;
+    let spent = usage["money_budget"]["spent"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{usage}"));
+    let billed = (100.0 * 30.0 + 1_000_000.0 * 60.0) / 1e6;
+    assert!(
+        (spent - billed).abs() < 1e-9,
+        "the overrun is booked as billed: {usage}"
+    );
+    // Every later call is refused before it is sent, from any node.
+    for parent in [0, first["child"].as_u64().unwrap()] {
+        let more = advance(parent).await;
+        assert!(more["error"].as_str().unwrap_or("").contains("money budget"), "{more}");
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "no call after the overrun");
+    let _ = std::fs::remove_file(prices);
+}
+
 /// A `same_seed` fan-out of 4 on a provider that takes 300 ms per answer: every step's four
 /// identical calls are in flight at once, so the provider is asked once per step; each child
 /// records the answer (the copies marked coalesced, paid once) and replays alone. With
