@@ -40,6 +40,7 @@ pub mod drain;
 mod error;
 mod estimate;
 mod explore;
+mod export;
 mod first_call;
 mod generate;
 mod job;
@@ -54,6 +55,7 @@ use run::Pending;
 mod sweep;
 pub mod table;
 mod trees;
+mod usage;
 
 pub use check::Scenarios;
 pub use datasets::Datasets;
@@ -61,7 +63,7 @@ pub use datasets::{SHIPPED_DATASET, dataset_of};
 pub use error::{
     AbmStartError, ExportProblem, Full, Missing, MoneyShortfall, RequestError, RequestLimit, WorkbenchError,
 };
-pub use estimate::Usage;
+pub use export::Export;
 pub use jobs::Jobs;
 pub use live_text::DELTA_QUEUE;
 pub use notebook::Notebook;
@@ -70,6 +72,7 @@ pub use persist::{MAX_NAME_CHARS, Meta, NotReady};
 pub use sweep::Studies;
 pub use sweep::SweepData;
 pub use table::Transfer;
+pub use usage::Usage;
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
@@ -171,6 +174,21 @@ impl Workbench {
         Arc::get_mut(&mut self.core).expect("a workbench is set up before it is shared")
     }
 
+    /// The server-wide limits.
+    pub fn limits(&self) -> &Limits {
+        &self.core.limits
+    }
+
+    /// Where trees are kept (`None`: `--ephemeral`, memory only).
+    pub fn store(&self) -> Option<&Arc<crate::store::Store>> {
+        self.core.store.as_ref()
+    }
+
+    /// What runs talk to: the mock or the configured providers.
+    pub fn backend(&self) -> &Backend {
+        &self.core.backend
+    }
+
     /// The tree set.
     pub fn trees(&self) -> Trees<'_> {
         Trees(&self.core)
@@ -222,14 +240,6 @@ impl Workbench {
     }
 }
 
-impl std::ops::Deref for Workbench {
-    type Target = Arc<Core>;
-
-    fn deref(&self) -> &Arc<Core> {
-        &self.core
-    }
-}
-
 service!(
     /// The tree set: trees made, listed, read (graph, summaries, logs, states, views) and deleted.
     Trees
@@ -251,30 +261,30 @@ pub struct Core {
     /// What rebuilds brought into memory since the cache was last trimmed.
     pressure: Arc<crate::store::Pressure>,
     /// Where trees are kept (`None`: `--ephemeral`, memory only).
-    pub store: Option<Arc<crate::store::Store>>,
+    pub(crate) store: Option<Arc<crate::store::Store>>,
     next_tree: AtomicU64,
-    pub scenarios: ScenarioLibrary,
-    pub backend: Backend,
-    pub limits: Limits,
+    pub(crate) scenarios: ScenarioLibrary,
+    pub(crate) backend: Backend,
+    pub(crate) limits: Limits,
     /// Daily market data for trading episodes (loaded once; `None` when the data is missing).
-    pub market: Option<Arc<MarketData>>,
+    pub(crate) market: Option<Arc<MarketData>>,
     /// The Python/Mesa workers, started with the first agent-based tree.
     abm_pool: std::sync::OnceLock<Result<Arc<WorkerPool>, Arc<AbmStartError>>>,
     /// How many Python/Mesa workers the pool starts with (a process taking jobs: its
     /// `--abm-workers`).
     abm_pool_size: std::sync::atomic::AtomicUsize,
     /// The checkout (for the worker script and its venv).
-    pub root: std::path::PathBuf,
+    pub(crate) root: std::path::PathBuf,
     /// True while the server's resident memory is above its budget.
     memory: crate::memory::Watch,
     /// Where ABM model code runs: bubblewrap (default) or unsandboxed (`serve --unsafe-abm`).
-    pub abm_sandbox: crate::abm::Sandbox,
+    pub(crate) abm_sandbox: crate::abm::Sandbox,
     /// Market datasets users uploaded, by name (see `workbench::datasets`).
     datasets: DashMap<String, Arc<datasets::UserDataset>>,
     /// Scenarios users saved (see `workbench::library`).
-    pub library: library::Library,
+    pub(crate) library: library::Library,
     /// What models cost (the defaults, or `serve --prices`): usage, estimates, money budgets.
-    pub prices: Arc<PriceTable>,
+    pub(crate) prices: Arc<PriceTable>,
     /// The run queue, once `serve --jobs` enabled it (see `workbench::jobs`).
     jobs: std::sync::OnceLock<Arc<jobs::Hub>>,
     /// A `simtree worker`'s copy of the trees: it runs jobs and writes nothing but their nodes
@@ -418,7 +428,7 @@ impl Core {
     /// The ABM worker pool, started (venv created if needed: `cargo xtask run` and `simtree abm
     /// setup` do it ahead) with the first agent-based tree. The request that starts it waits
     /// without holding a runtime thread (`block_in_place`).
-    pub fn abm_pool(&self) -> Result<Arc<WorkerPool>, WorkbenchError> {
+    pub(crate) fn abm_pool(&self) -> Result<Arc<WorkerPool>, WorkbenchError> {
         if let Some(ready) = self.abm_pool.get() {
             return ready.clone().map_err(WorkbenchError::AbmUnavailable);
         }
@@ -441,7 +451,7 @@ impl Core {
 
     /// A tree by id; a stored tree not in memory is loaded (its structure; states and logs stay
     /// in the store until used).
-    pub fn tree(&self, id: u64) -> Result<Arc<TreeHandle>, WorkbenchError> {
+    pub(crate) fn tree(&self, id: u64) -> Result<Arc<TreeHandle>, WorkbenchError> {
         match self.trees.get(id) {
             Some(trees::Found::Open(t)) => Ok(t),
             Some(trees::Found::Stored(_)) => self.load(id)?.ok_or(WorkbenchError::TreeNotFound),
@@ -678,6 +688,11 @@ impl Core {
 }
 
 impl Scenarios<'_> {
+    /// Whether a scenario is saved under `id`.
+    pub fn is_saved(&self, id: &str) -> bool {
+        self.library.contains(id)
+    }
+
     /// `POST /api/scenarios`.
     pub fn save_scenario(&self, name: &str, document: &serde_json::Value) -> Result<SavedRef, WorkbenchError> {
         self.writable()?;
@@ -1200,11 +1215,51 @@ impl Trees<'_> {
         Ok(self.tree(tree)?.lock().sim(node)?.view())
     }
 
+    /// Fails as a lookup of the tree would (it is loaded if stored): for routes that answer
+    /// about a tree's nodes without reading them here.
+    pub fn check_exists(&self, tree: u64) -> Result<(), WorkbenchError> {
+        self.tree(tree).map(drop)
+    }
+
+    /// Subscribes to a tree's messages and live text; the snapshot to start from is taken after
+    /// (see [`TreeWatch::snapshot`]), so nothing between the two is missed.
+    pub fn watch(&self, tree: u64) -> Result<TreeWatch, WorkbenchError> {
+        let handle = self.tree(tree)?;
+        Ok(TreeWatch {
+            events: handle.events.subscribe(),
+            // Live text comes from now on (no earlier pieces); subscribing is what makes runs stream.
+            deltas: handle.deltas.subscribe(),
+            handle,
+        })
+    }
+
     /// Subscribes to a node's live entries.
     pub fn node_log(&self, tree: u64, node: NodeId) -> Result<Arc<NodeLog>, WorkbenchError> {
         let handle = self.tree(tree)?;
         let mut t = handle.lock();
         Ok(t.log(node)?)
+    }
+}
+
+/// A watcher's subscription to one tree ([`Trees::watch`]).
+pub struct TreeWatch {
+    /// Lifecycle messages, in causal order per node.
+    pub events: broadcast::Receiver<TreeMsg>,
+    /// Live text of running nodes.
+    pub deltas: broadcast::Receiver<TreeMsg>,
+    handle: Arc<TreeHandle>,
+}
+
+impl TreeWatch {
+    /// The root as an `attached` message (none if it cannot be read) and the graph now.
+    pub fn snapshot(&self) -> (Option<TreeMsg>, simtree_shared::Graph) {
+        let t = self.handle.lock();
+        (t.node(0).ok().map(|n| TreeMsg::Attached(n.attached())), t.graph())
+    }
+
+    /// The graph now (after a watcher fell behind).
+    pub fn graph(&self) -> simtree_shared::Graph {
+        self.handle.lock().graph()
     }
 }
 

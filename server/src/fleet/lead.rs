@@ -47,7 +47,7 @@ impl Leader {
             stop.notify_one();
             let _ = task.await;
         }
-        if let Some(store) = self.app.wb.store.clone() {
+        if let Some(store) = self.app.wb.store().cloned() {
             let closed = tokio::task::spawn_blocking(move || store.close(Duration::from_secs(30))).await;
             if !matches!(closed, Ok(true)) {
                 eprintln!("simtree: the store did not close in time; its lease lapses by itself");
@@ -69,7 +69,7 @@ pub async fn lead(plan: Arc<LeaderPlan>, me: Option<Lease>) -> Result<Result<Lea
         Err(holder) => return Ok(Err(holder)),
     };
     let sharing = match plan.storage.database_url() {
-        Some(url) => share_endpoint_load(&app.wb.backend, url).await,
+        Some(url) => share_endpoint_load(app.wb.backend(), url).await,
         None => None,
     };
     if plan.queue.is_some() {

@@ -59,7 +59,7 @@ pub fn worker_bench(
 /// endpoint limits with the other processes on the database, until SIGTERM or ctrl-c (its
 /// unfinished runs then go back to the queue).
 pub async fn run_worker(wb: Arc<Workbench>, config: JobsConfig, concurrency: usize) -> Result<(), FleetError> {
-    let sharing = share_endpoint_load(&wb.backend, &config.url).await;
+    let sharing = share_endpoint_load(wb.backend(), &config.url).await;
     let worked = wb
         .jobs()
         .work(config, concurrency, "worker", crate::http::stop_requested())

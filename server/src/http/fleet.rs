@@ -120,8 +120,8 @@ impl Door {
         let door = Door::new(
             app.access.clone(),
             app.static_dir.clone(),
-            app.wb.limits.max_websockets,
-            app.wb.limits.max_connections,
+            app.wb.limits().max_websockets,
+            app.wb.limits().max_connections,
             host,
         );
         door.lead(app);
@@ -287,7 +287,7 @@ impl Door {
                     Some((app, router)) => {
                         // A leader that may have been replaced answers nothing but `/health`:
                         // what it holds in memory may be stale (see `Store::lease_doubt`).
-                        let doubt = app.wb.store.as_ref().and_then(|s| s.lease_doubt());
+                        let doubt = app.wb.store().and_then(|s| s.lease_doubt());
                         if let Some(why) = doubt
                             && req.uri().path() != "/health"
                         {

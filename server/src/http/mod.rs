@@ -52,7 +52,7 @@ pub fn default_static_dir() -> PathBuf {
 
 pub fn router(app: Arc<AppState>) -> Router {
     use routes::*;
-    let limit = app.wb.limits.max_body_bytes;
+    let limit = app.wb.limits().max_body_bytes;
     let devui = Router::new()
         .route("/simtree", post(create_tree).get(list_trees))
         .route("/simtree/import", post(transfer::import))
@@ -248,7 +248,7 @@ pub async fn serve(
         return Ok(());
     };
     // A server whose lease another took can store nothing its runs do: they end now.
-    let deposed = app.wb.store.as_ref().and_then(|s| s.lease_lost()).is_some();
+    let deposed = app.wb.store().and_then(|s| s.lease_lost()).is_some();
     let grace = if deposed {
         std::time::Duration::ZERO
     } else {

@@ -30,7 +30,7 @@ impl AppState {
     /// HTTP state around `wb` with the default UI folder and an open loopback policy.
     pub fn new(wb: Workbench) -> AppState {
         AppState {
-            ws_slots: Arc::new(tokio::sync::Semaphore::new(wb.limits.max_websockets.max(1))),
+            ws_slots: Arc::new(tokio::sync::Semaphore::new(wb.limits().max_websockets.max(1))),
             wb: Arc::new(wb),
             static_dir: super::default_static_dir(),
             access: Arc::new(super::Access::default()),

@@ -190,7 +190,7 @@ impl Datasets<'_> {
 
 impl Core {
     /// The market a trading episode runs on: the shipped data, or the named upload.
-    pub fn market_for(&self, dataset: Option<&str>) -> Result<Option<Arc<MarketData>>, WorkbenchError> {
+    pub(crate) fn market_for(&self, dataset: Option<&str>) -> Result<Option<Arc<MarketData>>, WorkbenchError> {
         match dataset {
             None | Some(SHIPPED_DATASET) => Ok(self.market.clone()),
             Some(name) => {

@@ -785,7 +785,7 @@ impl Studies<'_> {
 
 impl Core {
     /// Every exploration of a tree as stored, for an export.
-    pub fn explore_data(&self, tree: u64) -> Result<Vec<ExploreData>, WorkbenchError> {
+    pub(crate) fn explore_data(&self, tree: u64) -> Result<Vec<ExploreData>, WorkbenchError> {
         Ok(self.tree(tree)?.explores.data())
     }
 }

@@ -44,7 +44,7 @@ fn short(hash: &str) -> &str {
 
 impl Core {
     /// The provenance of `tree`, seen from `node` (its seed and player; the root's for the tree).
-    pub fn provenance(&self, tree: u64, node: NodeId) -> Result<Provenance, WorkbenchError> {
+    pub(crate) fn provenance(&self, tree: u64, node: NodeId) -> Result<Provenance, WorkbenchError> {
         let handle = self.tree(tree)?;
         let (scenario, version, document, sim) = {
             let mut t = handle.lock();

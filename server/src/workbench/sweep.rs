@@ -371,7 +371,7 @@ impl Studies<'_> {
 
 impl Core {
     /// Every sweep of a tree as stored, for an export.
-    pub fn sweep_data(&self, tree: u64) -> Result<Vec<SweepData>, WorkbenchError> {
+    pub(crate) fn sweep_data(&self, tree: u64) -> Result<Vec<SweepData>, WorkbenchError> {
         Ok(self.tree(tree)?.sweeps.data())
     }
 }
