@@ -322,7 +322,7 @@ impl AbmScenario {
 /// A text field (`title`, `explanation`) of an agent-based model document in any of its three
 /// shapes: the API envelope (under `supportingInfo`), an LLM answer (`{model, explanation,
 /// title}`) or a bare model (none: empty).
-pub fn abm_text(doc: &Value, key: &str) -> String {
+pub(crate) fn abm_text(doc: &Value, key: &str) -> String {
     doc["supportingInfo"][key]
         .as_str()
         .or(doc[key].as_str())

@@ -59,7 +59,8 @@ mod usage;
 
 pub use check::Scenarios;
 pub use datasets::Datasets;
-pub use datasets::{SHIPPED_DATASET, dataset_of};
+pub use datasets::SHIPPED_DATASET;
+pub(crate) use datasets::dataset_of;
 pub use error::{
     AbmStartError, ExportProblem, Full, Missing, MoneyShortfall, RequestError, RequestLimit, WorkbenchError,
 };
@@ -210,7 +211,7 @@ impl Workbench {
     }
 
     /// Sweeps and explorations.
-    pub fn studies(&self) -> Studies<'_> {
+    pub(crate) fn studies(&self) -> Studies<'_> {
         Studies(&self.core)
     }
 
@@ -318,7 +319,7 @@ pub struct TreeHandle {
 pub const DOCUMENT_ID: &str = "document";
 
 /// A tree's name as given: trimmed, 1 to [`MAX_NAME_CHARS`] characters, no control characters.
-pub fn check_name(name: &str) -> Result<String, WorkbenchError> {
+pub(crate) fn check_name(name: &str) -> Result<String, WorkbenchError> {
     let name = name.trim();
     if name.is_empty() || name.chars().count() > MAX_NAME_CHARS {
         return Err(RequestError::NameLength { max: MAX_NAME_CHARS }.into());
@@ -418,7 +419,7 @@ impl Core {
 
     /// Takes market data and the ABM worker's root (its venv and script) from `assets` (`serve
     /// --assets`), instead of the default assets folder.
-    pub fn use_assets(&mut self, assets: &std::path::Path) {
+    pub(crate) fn use_assets(&mut self, assets: &std::path::Path) {
         self.market = MarketData::load_dir(&assets.join("data").join("market"))
             .ok()
             .map(Arc::new);
@@ -641,7 +642,7 @@ impl Core {
 
 impl Scenarios<'_> {
     /// `GET /api/scenarios`: the shipped scenarios, then the saved ones by id.
-    pub fn scenario_list(&self) -> Vec<ScenarioSummary> {
+    pub(crate) fn scenario_list(&self) -> Vec<ScenarioSummary> {
         ScenarioEntry::all(&self.scenarios)
             .map(|e| e.summary())
             .chain(self.library.list())
@@ -649,7 +650,7 @@ impl Scenarios<'_> {
     }
 
     /// `GET /api/scenarios/{id}` (`id@version`, or `version`): a shipped or saved document.
-    pub fn scenario_document(&self, id: &str, version: Option<u64>) -> Result<ScenarioDocument, WorkbenchError> {
+    pub(crate) fn scenario_document(&self, id: &str, version: Option<u64>) -> Result<ScenarioDocument, WorkbenchError> {
         let (id, at) = library::parse_ref(id)?;
         let version = match (at, version) {
             (Some(a), Some(b)) if a != b => {
@@ -689,26 +690,26 @@ impl Core {
 
 impl Scenarios<'_> {
     /// Whether a scenario is saved under `id`.
-    pub fn is_saved(&self, id: &str) -> bool {
+    pub(crate) fn is_saved(&self, id: &str) -> bool {
         self.library.contains(id)
     }
 
     /// `POST /api/scenarios`.
-    pub fn save_scenario(&self, name: &str, document: &serde_json::Value) -> Result<SavedRef, WorkbenchError> {
+    pub(crate) fn save_scenario(&self, name: &str, document: &serde_json::Value) -> Result<SavedRef, WorkbenchError> {
         self.writable()?;
         self.library
             .save(&self.scenarios, name, document, &|u| self.check_saved(u))
     }
 
     /// `PUT /api/scenarios/{id}`.
-    pub fn update_scenario(&self, id: &str, document: &serde_json::Value) -> Result<SavedRef, WorkbenchError> {
+    pub(crate) fn update_scenario(&self, id: &str, document: &serde_json::Value) -> Result<SavedRef, WorkbenchError> {
         self.writable()?;
         self.library
             .update(&self.scenarios, id, document, &|u| self.check_saved(u))
     }
 
     /// `DELETE /api/scenarios/{id}`.
-    pub fn delete_scenario(&self, id: &str) -> Result<(), WorkbenchError> {
+    pub(crate) fn delete_scenario(&self, id: &str) -> Result<(), WorkbenchError> {
         self.writable()?;
         self.library.delete(&self.scenarios, id)
     }
@@ -979,7 +980,7 @@ impl Runs<'_> {
 
     /// Whether the runs of `nodes` produced the same log (each node's own entries, its id aside):
     /// a fan-out whose children are copies, which its reply says.
-    pub fn identical_runs(&self, tree: u64, nodes: &[NodeId]) -> Result<bool, WorkbenchError> {
+    pub(crate) fn identical_runs(&self, tree: u64, nodes: &[NodeId]) -> Result<bool, WorkbenchError> {
         let handle = self.tree(tree)?;
         let mut t = handle.lock();
         let mut first: Option<Vec<Event>> = None;
@@ -1148,7 +1149,7 @@ impl Trees<'_> {
 
     /// `GET …/state`: a finished node's state, or a running node's state so far — after its
     /// last turn, or its parent's (where it started) before its first.
-    pub fn state_so_far(&self, tree: u64, node: NodeId) -> Result<simtree_shared::NodeState, WorkbenchError> {
+    pub(crate) fn state_so_far(&self, tree: u64, node: NodeId) -> Result<simtree_shared::NodeState, WorkbenchError> {
         let handle = self.tree(tree)?;
         let mut t = handle.lock();
         match t.state(node) {
@@ -1172,7 +1173,7 @@ impl Trees<'_> {
 
     /// `GET …/graph`: the graph with its marks; with `keep`, only the nodes reached through the
     /// edge types it keeps (and their marks).
-    pub fn noted_graph(
+    pub(crate) fn noted_graph(
         &self,
         tree: u64,
         keep: Option<simtree_shared::edges::EdgeFilter>,
@@ -1192,7 +1193,7 @@ impl Trees<'_> {
     }
 
     /// A node's full log as one JSON array, assembled from the stored entries as they are.
-    pub fn log_json(&self, tree: u64, node: NodeId) -> Result<String, WorkbenchError> {
+    pub(crate) fn log_json(&self, tree: u64, node: NodeId) -> Result<String, WorkbenchError> {
         let handle = self.tree(tree)?;
         let mut body = String::from("[");
         handle.lock().for_each_log_entry(node, |e| {
@@ -1234,7 +1235,7 @@ impl Trees<'_> {
     }
 
     /// Subscribes to a node's live entries.
-    pub fn node_log(&self, tree: u64, node: NodeId) -> Result<Arc<NodeLog>, WorkbenchError> {
+    pub(crate) fn node_log(&self, tree: u64, node: NodeId) -> Result<Arc<NodeLog>, WorkbenchError> {
         let handle = self.tree(tree)?;
         let mut t = handle.lock();
         Ok(t.log(node)?)

@@ -146,7 +146,7 @@ async fn generate_model(
 
 /// Parses an LLM answer strictly and validates its model: the response, or the problems (one
 /// line each, with JSON paths).
-pub fn check_answer(answer: &Value) -> Result<LlmAbmResponse, Vec<String>> {
+pub(crate) fn check_answer(answer: &Value) -> Result<LlmAbmResponse, Vec<String>> {
     let parsed: LlmAbmResponse = serde_path_to_error::deserialize(answer.clone()).map_err(|e| {
         let path = e.path().to_string();
         vec![format!("{path}: {}", e.into_inner())]

@@ -49,7 +49,7 @@ pub enum Maybe<T> {
 
 impl<T> Maybe<T> {
     /// True when the field was left out (used to skip it on output).
-    pub fn is_absent(&self) -> bool {
+    pub(crate) fn is_absent(&self) -> bool {
         matches!(self, Maybe::Absent)
     }
 
@@ -129,7 +129,7 @@ pub enum Scalar {
 
 impl Scalar {
     /// The literal as a JSON value.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         match self {
             Scalar::String(s) => Value::String(s.clone()),
             Scalar::Number(n) => Value::Number(n.clone()),
@@ -277,7 +277,7 @@ pub enum ValueOrCall {
 
 impl ValueOrCall {
     /// The value as JSON (what the worker receives).
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         serde_json::to_value(self).unwrap_or(Value::Null)
     }
 }
@@ -866,7 +866,7 @@ impl AbmDocument {
     }
 
     /// The JSON path prefix of the model inside the document (`"model."` or `""`).
-    pub fn model_path_prefix(&self) -> &'static str {
+    pub(crate) fn model_path_prefix(&self) -> &'static str {
         match self {
             AbmDocument::Bare(_) => "",
             _ => "model.",
@@ -941,7 +941,7 @@ impl SourceRef {
     }
 
     /// True if the text starts like a sourceName (used to tell references from plain strings).
-    pub fn looks_like(s: &str) -> bool {
+    pub(crate) fn looks_like(s: &str) -> bool {
         ["globalVariable.", "globalFunction.", "environment.", "agent."]
             .iter()
             .any(|p| s.starts_with(p))
@@ -963,7 +963,7 @@ impl SourceRef {
 }
 
 /// A Python-style identifier (ASCII letters, digits, underscore; not starting with a digit).
-pub fn is_identifier(s: &str) -> bool {
+pub(crate) fn is_identifier(s: &str) -> bool {
     let mut chars = s.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
@@ -984,7 +984,7 @@ impl AgentType {
 
 impl AbmModel {
     /// Every agent type with its position in the nested `agents` array.
-    pub fn agent_types(&self) -> impl Iterator<Item = ((usize, usize), &AgentType)> {
+    pub(crate) fn agent_types(&self) -> impl Iterator<Item = ((usize, usize), &AgentType)> {
         self.agents
             .iter()
             .enumerate()
@@ -999,12 +999,12 @@ impl AbmModel {
     }
 
     /// The declared global variable of that name.
-    pub fn global_variable(&self, name: &str) -> Option<&Variable> {
+    pub(crate) fn global_variable(&self, name: &str) -> Option<&Variable> {
         self.global_variables.items().iter().find(|v| v.name == name)
     }
 
     /// The declared environment attribute of that name.
-    pub fn environment_attribute(&self, name: &str) -> Option<&Variable> {
+    pub(crate) fn environment_attribute(&self, name: &str) -> Option<&Variable> {
         self.environment
             .environment_attributes
             .items()

@@ -62,7 +62,7 @@ pub enum Sandbox {
 
 impl Sandbox {
     /// The mode a `--unsafe-abm` flag asks for.
-    pub fn from_unsafe_flag(unsafe_abm: bool) -> Sandbox {
+    pub(crate) fn from_unsafe_flag(unsafe_abm: bool) -> Sandbox {
         if unsafe_abm { Sandbox::Unsafe } else { Sandbox::Bwrap }
     }
 }

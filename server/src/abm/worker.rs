@@ -38,7 +38,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use super::AbmError;
-use super::model::{AbmModel, SourceRef, VarType};
+use super::model::{AbmModel, VarType};
 use super::sandbox::{self, Sandbox};
 
 /// How many lines of the worker's stderr are kept for error messages.
@@ -150,7 +150,7 @@ impl WorkerConfig {
     }
 
     /// Same, with other limits.
-    pub fn with_limits(mut self, limits: WorkerLimits) -> Self {
+    pub(crate) fn with_limits(mut self, limits: WorkerLimits) -> Self {
         self.limits = limits;
         self
     }
@@ -176,7 +176,7 @@ impl CancelToken {
         self.0.store(true, Ordering::SeqCst);
     }
 
-    pub fn is_cancelled(&self) -> bool {
+    pub(crate) fn is_cancelled(&self) -> bool {
         self.0.load(Ordering::SeqCst)
     }
 
@@ -193,7 +193,7 @@ pub struct CancelOnDrop(Option<CancelToken>);
 
 impl CancelOnDrop {
     /// The call finished: dropping the guard no longer cancels.
-    pub fn disarm(mut self) {
+    pub(crate) fn disarm(mut self) {
         self.0 = None;
     }
 }
@@ -212,7 +212,7 @@ pub struct Snapshot(Arc<Vec<u8>>);
 
 impl Snapshot {
     /// Wraps bytes previously obtained from [`Snapshot::as_bytes`].
-    pub fn from_bytes(bytes: Vec<u8>) -> Self {
+    pub(crate) fn from_bytes(bytes: Vec<u8>) -> Self {
         Snapshot(Arc::new(bytes))
     }
 
@@ -650,11 +650,6 @@ impl AbmWorker {
         self.proc.as_ref().map(|p| p.child.id())
     }
 
-    /// The last lines the worker wrote to stderr (model prints, Python warnings).
-    pub fn stderr_tail(&self) -> String {
-        self.proc.as_ref().map(Proc::tail).unwrap_or_default()
-    }
-
     /// Round trip with versions.
     pub fn ping(&mut self) -> Result<WorkerInfo, AbmError> {
         let out = self.request("ping", Map::new(), None)?;
@@ -769,7 +764,7 @@ impl AbmWorker {
     }
 
     /// Stops calls of this worker when `token` is cancelled (until set to `None`).
-    pub fn set_cancel(&mut self, token: Option<CancelToken>) {
+    pub(crate) fn set_cancel(&mut self, token: Option<CancelToken>) {
         self.cancel = token;
     }
 
@@ -856,7 +851,7 @@ impl AbmWorker {
 
     /// Parses a hook source in the worker (it is never run): its top-level functions, or its
     /// syntax error.
-    pub fn hook_check(&mut self, source: &str) -> Result<HookSource, AbmError> {
+    pub(crate) fn hook_check(&mut self, source: &str) -> Result<HookSource, AbmError> {
         let mut args = Map::new();
         args.insert("source".into(), source.into());
         let timeout = self.config.limits.call_timeout.min(HOOK_CALL_TIMEOUT);
@@ -1290,7 +1285,9 @@ fn clip(text: &str) -> String {
 }
 
 /// Names a sourceName would resolve to in a patch (used by callers that accept sourceNames).
-pub fn patch_for(source_name: &str, value: Value, agent_id: Option<u64>) -> Result<Patch, AbmError> {
+#[cfg(test)]
+pub(crate) fn patch_for(source_name: &str, value: Value, agent_id: Option<u64>) -> Result<Patch, AbmError> {
+    use super::model::SourceRef;
     match SourceRef::parse(source_name) {
         Some(SourceRef::GlobalVariable(name)) => Ok(Patch::GlobalVariable { name, value }),
         Some(SourceRef::EnvironmentAttribute(name)) => Ok(Patch::EnvironmentAttribute { name, value }),

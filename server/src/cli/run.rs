@@ -242,7 +242,7 @@ pub(super) fn read_scenario_file(path: &std::path::Path) -> Result<(String, Valu
 }
 
 /// One readable line per event.
-pub fn human_line(e: &Event) -> String {
+pub(crate) fn human_line(e: &Event) -> String {
     let d = &e.data;
     match e.kind {
         EventType::SystemBroadcast => format!("[broadcast] {}", s(d, "text")),

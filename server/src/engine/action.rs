@@ -66,7 +66,7 @@ impl Outcome {
 
     /// The result as it is logged, for tests that compare it with the JSON upstream writes.
     #[cfg(test)]
-    pub fn result_json(&self) -> serde_json::Value {
+    pub(crate) fn result_json(&self) -> serde_json::Value {
         serde_json::to_value(&self.result).expect("a result serialises")
     }
 }
@@ -96,7 +96,7 @@ pub struct ActionCtx<'a> {
 }
 
 impl ActionCtx<'_> {
-    pub fn actor_name<'w>(&self, world: &'w World) -> &'w str {
+    pub(crate) fn actor_name<'w>(&self, world: &'w World) -> &'w str {
         &world.agents[self.actor].name
     }
 }
@@ -114,7 +114,11 @@ pub trait SharedActionScene {
 
 /// Handles the actions every scene shares. Scenes call this for any kind they do not handle
 /// themselves; an action the scene cannot run gets a clear failure instead of upstream's crash.
-pub fn handle_common<S: SharedActionScene + ?Sized>(scene: &mut S, ctx: &ActionCtx, world: &mut World) -> Handled {
+pub(crate) fn handle_common<S: SharedActionScene + ?Sized>(
+    scene: &mut S,
+    ctx: &ActionCtx,
+    world: &mut World,
+) -> Handled {
     let name = world.agents[ctx.actor].name.clone();
     let time = Some(scene.time());
     match ctx.kind {

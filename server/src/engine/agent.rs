@@ -103,7 +103,7 @@ impl Agent {
 
     /// Appends environment feedback to memory and returns its `agent_ctx_delta` event, which
     /// carries the unmerged line even when memory merged it into the previous entry.
-    pub fn add_env_feedback(&mut self, text: &str) -> Event {
+    pub(crate) fn add_env_feedback(&mut self, text: &str) -> Event {
         self.short_memory.append(Role::User, text);
         self.ctx_delta(Role::User, text)
     }
@@ -125,10 +125,6 @@ impl Agent {
     /// `properties.role` when it is a string.
     pub fn role(&self) -> Option<&str> {
         self.properties.get("role").and_then(Value::as_str)
-    }
-
-    pub fn has_action(&self, kind: ActionKind) -> bool {
-        self.action_space.contains(&kind)
     }
 
     /// Makes one decision (spec §1.3.2). Events (`emotion_update`, `plan_update`, the assistant

@@ -81,7 +81,7 @@ pub async fn lead(plan: Arc<LeaderPlan>, me: Option<Lease>) -> Result<Result<Lea
 }
 
 /// The blocking part of [`lead`]: the workbench, its store and its job queue.
-pub fn build_leader(plan: &LeaderPlan, me: Option<Lease>) -> Result<Result<AppState, Holder>, FleetError> {
+pub(crate) fn build_leader(plan: &LeaderPlan, me: Option<Lease>) -> Result<Result<AppState, Holder>, FleetError> {
     let mut wb = Workbench::new(
         plan.library.clone(),
         backend(plan.llm_config.as_deref())?,

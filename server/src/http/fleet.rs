@@ -142,7 +142,7 @@ impl Door {
     /// Marks the time between taking the lease and leading (`true`), or its end without
     /// leading (`false`). Requests another follower forwarded here meanwhile get 503 (retry in
     /// a moment), not the 508 of a forwarding loop.
-    pub fn taking_over(&self, now: bool) {
+    pub(crate) fn taking_over(&self, now: bool) {
         self.taking_over.store(now, Ordering::Release);
     }
 
@@ -174,7 +174,7 @@ impl Door {
 
     /// Asks the leader's `/health` (within [`CONNECT_TIMEOUT`]); forwards waiting on a leader
     /// that missed [`GIVE_UP_AFTER`] probes in a row are answered 503.
-    pub async fn probe_leader(&self) -> bool {
+    pub(crate) async fn probe_leader(&self) -> bool {
         let Some(address) = self.address() else {
             self.answered.store(false, Ordering::Release);
             return false;
@@ -214,7 +214,7 @@ impl Door {
     }
 
     /// Connections held at once (`--max-connections`).
-    pub fn max_connections(&self) -> usize {
+    pub(crate) fn max_connections(&self) -> usize {
         self.max_connections
     }
 
@@ -276,7 +276,7 @@ impl Door {
     }
 
     /// Every request of the server: the leader's router once it leads, else the door's own.
-    pub fn router(self: &Arc<Self>) -> Router {
+    pub(crate) fn router(self: &Arc<Self>) -> Router {
         let door = self.clone();
         let follower = self.follower_router();
         Router::new().fallback(move |req: Request| {

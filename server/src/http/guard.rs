@@ -45,7 +45,7 @@ impl Access {
     /// frame-ancestors 'none'` and `X-Frame-Options: DENY` by default; with `--allow-framing`,
     /// `frame-ancestors` lists those origins and `X-Frame-Options` (which cannot name several
     /// origins) is left out, since browsers that know the policy obey it instead.
-    pub fn frame_headers(&self) -> Vec<(header::HeaderName, HeaderValue)> {
+    pub(crate) fn frame_headers(&self) -> Vec<(header::HeaderName, HeaderValue)> {
         let ancestors = if self.framing_origins.is_empty() {
             "'none'".to_string()
         } else {
@@ -62,7 +62,7 @@ impl Access {
 
     /// A CORS layer answering preflights of the listed origins only; `None` when none is listed
     /// (then no cross-origin response ever carries `Access-Control-Allow-Origin`).
-    pub fn cors(&self) -> Option<CorsLayer> {
+    pub(crate) fn cors(&self) -> Option<CorsLayer> {
         let origins: Vec<HeaderValue> = self
             .allowed_origins
             .iter()

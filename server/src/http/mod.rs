@@ -39,7 +39,7 @@ pub use state::{AppState, Backend, DEFAULT_SHUTDOWN_GRACE, Limits, Providers};
 
 /// The web UI's build folder: `$SIMTREE_STATIC`, else the checkout's `frontend/dist` when it
 /// is there, else the UI embedded in the binary.
-pub fn default_static_dir() -> PathBuf {
+pub(crate) fn default_static_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("SIMTREE_STATIC") {
         return dir.into();
     }
@@ -50,7 +50,7 @@ pub fn default_static_dir() -> PathBuf {
     crate::embedded::ui().unwrap_or(checkout)
 }
 
-pub fn router(app: Arc<AppState>) -> Router {
+pub(crate) fn router(app: Arc<AppState>) -> Router {
     use routes::*;
     let limit = app.wb.limits().max_body_bytes;
     let devui = Router::new()

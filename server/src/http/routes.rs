@@ -71,17 +71,17 @@ pub async fn create_tree(State(app): St, ApiJson(body): ApiJson<CreateRequest>) 
 }
 
 /// `GET /devui/simtree/{tree}`: the tree's list entry plus the document it was made from.
-pub async fn get_tree(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Json<TreeInfo>> {
+pub(crate) async fn get_tree(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Json<TreeInfo>> {
     Ok(Json(app.wb.trees().tree_info(tree)?))
 }
 
 /// Every tree with its metadata (upstream's `{id, root}` fields first).
-pub async fn list_trees(State(app): St) -> Json<Vec<TreeInfo>> {
+pub(crate) async fn list_trees(State(app): St) -> Json<Vec<TreeInfo>> {
     Json(app.wb.trees().list())
 }
 
 /// `PATCH /devui/simtree/{tree}`: renames a tree, describes it, or both.
-pub async fn patch_tree(
+pub(crate) async fn patch_tree(
     State(app): St,
     ApiPath(tree): ApiPath<u64>,
     ApiJson(body): ApiJson<TreeEdit>,
@@ -119,7 +119,7 @@ pub struct GraphQuery {
 /// `GET …/graph/columns`: the graph in the columnar binary form of `simtree_shared::columns`
 /// (what the web UI reads for a first render: no JSON to parse). Bounded like the JSON graph: by
 /// the tree's size.
-pub async fn graph_columns(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Response> {
+pub(crate) async fn graph_columns(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Response> {
     let g = app.wb.trees().graph(tree)?;
     Ok((
         [(header::CONTENT_TYPE, simtree_shared::columns::MEDIA_TYPE)],
@@ -281,12 +281,18 @@ fn parse_ops(raw: Vec<Value>) -> AppResult<Vec<Op>> {
 
 /// Extension: stops a running node (the UI's Stop). Its partial log and state are kept and its
 /// status becomes `cancelled`; 409 when it is not running.
-pub async fn cancel_node(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Json<OkReply>> {
+pub(crate) async fn cancel_node(
+    State(app): St,
+    ApiPath((tree, node)): ApiPath<(u64, NodeId)>,
+) -> AppResult<Json<OkReply>> {
     app.wb.runs().cancel(tree, node).await?;
     Ok(Json(OkReply { ok: true }))
 }
 
-pub async fn delete_node(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Json<OkReply>> {
+pub(crate) async fn delete_node(
+    State(app): St,
+    ApiPath((tree, node)): ApiPath<(u64, NodeId)>,
+) -> AppResult<Json<OkReply>> {
     app.wb.runs().delete(tree, node)?;
     Ok(Json(OkReply { ok: true }))
 }
@@ -322,7 +328,7 @@ fn empty_if_no_node(r: AppResult<Response>, empty: &'static str) -> Response {
 }
 
 /// `GET …/sim/{node}/events` (the log; see [`empty_if_no_node`]).
-pub async fn sim_events(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> Response {
+pub(crate) async fn sim_events(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> Response {
     if let Err(e) = app.wb.trees().check_exists(tree) {
         return ApiError::from(e).into_response();
     }
@@ -330,7 +336,7 @@ pub async fn sim_events(State(app): St, ApiPath((tree, node)): ApiPath<(u64, Nod
 }
 
 /// `GET …/sim/{node}/state` (see [`empty_if_no_node`]).
-pub async fn sim_state(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> Response {
+pub(crate) async fn sim_state(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> Response {
     if let Err(e) = app.wb.trees().check_exists(tree) {
         return ApiError::from(e).into_response();
     }
@@ -353,14 +359,17 @@ pub async fn delete_tree(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResu
 
 /// Extension: the kind-specific view of a node — scene state (social), portfolio, equity
 /// curve, trades and metrics (trading), or the model and its progress (agent-based).
-pub async fn node_view(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Json<NodeView>> {
+pub(crate) async fn node_view(
+    State(app): St,
+    ApiPath((tree, node)): ApiPath<(u64, NodeId)>,
+) -> AppResult<Json<NodeView>> {
     Ok(Json(app.wb.trees().view(tree, node)?))
 }
 
 /// sd-ai's contract: `POST /api/abm/generate {prompt, lastModel?}` → `{success, model,
 /// supportingInfo}` or `{success: false, message}`. The model is validated before it is
 /// returned. Offline (mock dialect) a valid model comes back.
-pub async fn abm_generate(State(app): St, ApiJson(req): ApiJson<GenerateRequest>) -> Json<Value> {
+pub(crate) async fn abm_generate(State(app): St, ApiJson(req): ApiJson<GenerateRequest>) -> Json<Value> {
     let options = GenerateOptions::default();
     let response = match app.wb.backend() {
         Backend::Mock => generate(&MockAbmLlm, &req, &options).await,
@@ -378,7 +387,7 @@ pub struct SchemaQuery {
 }
 
 /// The LLM response schema of seed 001 in one provider's wrapping (`openai`, `gemini`, `claude`).
-pub async fn abm_schema(
+pub(crate) async fn abm_schema(
     q: Result<Query<SchemaQuery>, axum::extract::rejection::QueryRejection>,
 ) -> AppResult<Json<Value>> {
     // A missing or malformed query is a JSON 422 like every other bad input, not axum's 400 text.
@@ -388,7 +397,7 @@ pub async fn abm_schema(
 }
 
 /// Validates an abm-quant document (envelope or bare model): errors and warnings with JSON paths.
-pub async fn abm_validate(body: axum::body::Bytes) -> AppResult<Json<Validation>> {
+pub(crate) async fn abm_validate(body: axum::body::Bytes) -> AppResult<Json<Validation>> {
     let body = std::str::from_utf8(&body)
         .map_err(|e| ApiError::unprocessable(format!("the document is not UTF-8 text: {e}")))?;
     let doc = AbmDocument::parse(body).map_err(|e| ApiError::unprocessable(e.to_string()))?;

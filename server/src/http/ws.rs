@@ -287,7 +287,7 @@ async fn handshake(socket: &mut WebSocket) -> bool {
     tokio::time::timeout(READY_DEADLINE, ready).await.unwrap_or(false)
 }
 
-pub async fn tree_events(
+pub(crate) async fn tree_events(
     ws: WebSocketUpgrade,
     State(app): State<Arc<AppState>>,
     ApiPath(tree): ApiPath<u64>,
@@ -380,7 +380,7 @@ async fn tree_messages(
 
 /// `…/sim/{node}/events` is both upstream's REST log route and the node WebSocket: a WebSocket
 /// upgrade request gets the socket, a plain GET the log.
-pub async fn node_events_or_logs(
+pub(crate) async fn node_events_or_logs(
     State(app): State<Arc<AppState>>,
     ApiPath((tree, node)): ApiPath<(u64, NodeId)>,
     req: Request,

@@ -26,7 +26,7 @@ pub struct StructuredRequest {
 
 impl StructuredRequest {
     /// The last user message: what an offline mock answers to.
-    pub fn last_user_text(&self) -> String {
+    pub(crate) fn last_user_text(&self) -> String {
         self.messages
             .iter()
             .rev()
@@ -89,7 +89,7 @@ pub struct Passed<T> {
 /// Asks `llm` with `req`, checks each answer with `check` (the value, or its problems one line
 /// each), and sends the problems back while `max_repairs` allows, asking for the whole corrected
 /// `what` ("model", "scenario document").
-pub async fn until_valid<T>(
+pub(crate) async fn until_valid<T>(
     llm: &dyn StructuredLlm,
     mut req: StructuredRequest,
     max_repairs: u32,

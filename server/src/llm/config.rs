@@ -69,7 +69,7 @@ impl Dialect {
     }
 
     /// The model used when none is configured (upstream's defaults for openai and gemini).
-    pub fn default_model(self) -> &'static str {
+    pub(crate) fn default_model(self) -> &'static str {
         match self {
             Dialect::OpenAi => "gpt-4o-mini",
             Dialect::Gemini => "gemini-2.0-flash-exp",
@@ -80,7 +80,7 @@ impl Dialect {
     }
 
     /// The public endpoint used when no base URL is configured.
-    pub fn default_base_url(self) -> &'static str {
+    pub(crate) fn default_base_url(self) -> &'static str {
         match self {
             Dialect::OpenAi => "https://api.openai.com/v1",
             Dialect::Gemini => "https://generativelanguage.googleapis.com/v1beta",
@@ -90,7 +90,7 @@ impl Dialect {
     }
 
     /// The provider-specific environment variable holding this dialect's key.
-    pub fn key_env(self) -> Option<&'static str> {
+    pub(crate) fn key_env(self) -> Option<&'static str> {
         match self {
             Dialect::OpenAi => Some("OPENAI_API_KEY"),
             Dialect::Gemini => Some("GEMINI_API_KEY"),
@@ -131,14 +131,14 @@ impl ApiKey {
     }
 
     /// The secret itself, for building an auth header. Nothing else should call this.
-    pub fn expose(&self) -> &str {
+    pub(crate) fn expose(&self) -> &str {
         &self.0
     }
 
     /// `text` with every occurrence of this key replaced by `***`. Keys shorter than
     /// [`MIN_SECRET_LEN`] are left alone: masking every `x` of an error message because a local
     /// server was given the placeholder key `x` would destroy the text and protect nothing.
-    pub fn redact(&self, text: &str) -> String {
+    pub(crate) fn redact(&self, text: &str) -> String {
         if self.0.chars().count() >= MIN_SECRET_LEN && text.contains(&self.0) {
             text.replace(&self.0, "***")
         } else {
@@ -310,11 +310,11 @@ impl LlmConfig {
         Duration::from_secs_f64(self.timeout_s)
     }
 
-    pub fn retry_backoff(&self) -> Duration {
+    pub(crate) fn retry_backoff(&self) -> Duration {
         Duration::from_secs_f64(self.retry_backoff_s)
     }
 
-    pub fn max_backoff(&self) -> Duration {
+    pub(crate) fn max_backoff(&self) -> Duration {
         Duration::from_secs_f64(self.max_backoff_s)
     }
 
@@ -324,7 +324,7 @@ impl LlmConfig {
     }
 
     /// Reads the process environment (see [`LlmConfig::from_lookup`]).
-    pub fn from_env() -> Result<LlmConfig, ConfigError> {
+    pub(crate) fn from_env() -> Result<LlmConfig, ConfigError> {
         LlmConfig::from_lookup(&|name| std::env::var(name).ok())
     }
 
@@ -338,7 +338,7 @@ impl LlmConfig {
     ///
     /// As upstream, an empty or zero numeric setting keeps the default; an unparsable one is an
     /// error naming the variable.
-    pub fn from_lookup(env: &dyn Fn(&str) -> Option<String>) -> Result<LlmConfig, ConfigError> {
+    pub(crate) fn from_lookup(env: &dyn Fn(&str) -> Option<String>) -> Result<LlmConfig, ConfigError> {
         let get = |name: &str| env(name).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
         let dialect = match get("LLM_DIALECT") {
             Some(d) => d.parse().map_err(|m| ConfigError::new("LLM_DIALECT", m))?,
@@ -406,7 +406,11 @@ impl LlmConfig {
 
     /// This config with `o` applied on top, validated. `env` resolves `api_key_env` and, when the
     /// override switches dialect without giving a key, the new dialect's provider key.
-    pub fn merged(&self, o: &LlmOverride, env: &dyn Fn(&str) -> Option<String>) -> Result<LlmConfig, ConfigError> {
+    pub(crate) fn merged(
+        &self,
+        o: &LlmOverride,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<LlmConfig, ConfigError> {
         let mut c = self.clone();
         c.apply(o, "override", env)?;
         Ok(c)
@@ -644,7 +648,7 @@ pub struct LlmSettings {
 
 impl LlmSettings {
     /// Reads a `.toml` or `.json` file; errors name the path and, for JSON, the field.
-    pub fn from_path(path: &Path) -> Result<LlmSettings, ConfigError> {
+    pub(crate) fn from_path(path: &Path) -> Result<LlmSettings, ConfigError> {
         let shown = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError::new(&shown, format!("cannot read: {e}")))?;
         let parsed = match path.extension().and_then(|e| e.to_str()) {
@@ -660,7 +664,7 @@ impl LlmSettings {
         parsed.map_err(|e| ConfigError::new(format!("{shown}: {}", e.field), e.message))
     }
 
-    pub fn parse_toml(text: &str) -> Result<LlmSettings, ConfigError> {
+    pub(crate) fn parse_toml(text: &str) -> Result<LlmSettings, ConfigError> {
         toml::from_str(text).map_err(|e| {
             let msg = e.message().to_string();
             let at = e
@@ -674,7 +678,7 @@ impl LlmSettings {
         })
     }
 
-    pub fn parse_json(text: &str) -> Result<LlmSettings, ConfigError> {
+    pub(crate) fn parse_json(text: &str) -> Result<LlmSettings, ConfigError> {
         let de = &mut serde_json::Deserializer::from_str(text);
         serde_path_to_error::deserialize(de).map_err(|e| {
             let path = e.path().to_string();

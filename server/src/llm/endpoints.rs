@@ -210,7 +210,7 @@ fn decide_one(url: &str, gate: &Gate, others: &[&LoadRow]) -> (usize, LoadRow) {
 /// `others_want` in all: its want plus an even part of what is left when all wants fit, else
 /// its proportional part, rounded up (so no slot is left unused by rounding: the grant is also
 /// bounded by what the others leave free).
-pub fn fair_share(limit: usize, wanted: usize, others_want: usize, others: usize) -> usize {
+pub(crate) fn fair_share(limit: usize, wanted: usize, others_want: usize, others: usize) -> usize {
     let total = wanted + others_want;
     if total <= limit {
         wanted + (limit - total) / (others + 1)

@@ -103,7 +103,7 @@ impl<C: LlmClient> LlmClient for LiveReplies<C> {
 
 /// Sends `text` to `sink` as one streamed call of [`LIVE_PIECES`] pieces (cut on characters),
 /// pausing [`LIVE_PAUSE`] between them if `pause` and a Tokio timer is at hand.
-pub async fn show_in_pieces(sink: &dyn StreamSink, text: &str, pause: bool) {
+pub(crate) async fn show_in_pieces(sink: &dyn StreamSink, text: &str, pause: bool) {
     let timer = pause && tokio::runtime::Handle::try_current().is_ok();
     sink.start();
     let size = text.len().div_ceil(LIVE_PIECES).max(1);
@@ -127,7 +127,7 @@ fn words(s: &str) -> u64 {
 }
 
 /// The mock's answer to a rich request (see the module docs).
-pub fn respond_to(request: &ChatRequest, state: &mut LlmState) -> Result<ChatResponse, LlmError> {
+pub(crate) fn respond_to(request: &ChatRequest, state: &mut LlmState) -> Result<ChatResponse, LlmError> {
     // Tool calls and results count as the text they flatten to, whatever the dialect.
     let prompt_tokens = request.messages.iter().map(|m| words(&m.flat().1)).sum();
     let mut out = ChatResponse::default();
@@ -179,7 +179,8 @@ pub const TRIGGER_WORDS: [&str; 7] = [
 ];
 
 /// The trigger phrases that occur in `text`, case-insensitively.
-pub fn trigger_words_in(text: &str) -> Vec<&'static str> {
+#[cfg(test)]
+pub(crate) fn trigger_words_in(text: &str) -> Vec<&'static str> {
     let low = text.to_lowercase();
     TRIGGER_WORDS.into_iter().filter(|w| low.contains(w)).collect()
 }

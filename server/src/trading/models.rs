@@ -115,7 +115,7 @@ pub struct AgentCase<'a> {
 
 impl Case {
     /// What the agent is shown (the seed's `case.for_agent()`): no decision index, no cutoff.
-    pub fn for_agent(&self) -> AgentCase<'_> {
+    pub(crate) fn for_agent(&self) -> AgentCase<'_> {
         AgentCase {
             case_id: &self.case_id,
             tickers: &self.tickers,

@@ -37,7 +37,7 @@ impl SimTree {
     }
 
     /// A tree is exported whole: not while a run is in flight.
-    pub fn check_exportable(&self) -> Result<(), TreeError> {
+    pub(crate) fn check_exportable(&self) -> Result<(), TreeError> {
         match self.running().first() {
             Some(&id) => Err(TreeError::Running(id)),
             None => Ok(()),
@@ -45,7 +45,7 @@ impl SimTree {
     }
 
     /// One node of an export (streamed node by node by the HTTP layer).
-    pub fn export_node(&mut self, id: NodeId) -> Result<NodeExport, TreeError> {
+    pub(crate) fn export_node(&mut self, id: NodeId) -> Result<NodeExport, TreeError> {
         let sim = self.sim(id)?;
         // Stored rows are verified as they are read; an entry that still is not JSON fails the
         // export as it is written, never exported as a silent `null`.

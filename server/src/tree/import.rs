@@ -285,7 +285,7 @@ impl Importer {
 /// it with [`Importer::add`]): memory holds one node's JSON at a time, whatever the export's
 /// size. The header fields (`format`, `scenario`, `root`) must come before `nodes`, as exports
 /// write them; `seq` may come before or after.
-pub fn read_export<R: std::io::Read>(
+pub(crate) fn read_export<R: std::io::Read>(
     reader: R,
     limits: &ImportLimits,
     market: Option<Arc<MarketData>>,
@@ -596,7 +596,7 @@ pub struct ImportLimits {
 impl ImportLimits {
     /// What one node (or the fields before the first) may cost decoded: an eighth of the
     /// memory budget, at least 16 MiB; 512 MiB without a budget.
-    pub fn max_part_bytes(&self) -> u64 {
+    pub(crate) fn max_part_bytes(&self) -> u64 {
         match self.max_memory {
             0 => 512 << 20,
             budget => (budget / 8).max(16 << 20),

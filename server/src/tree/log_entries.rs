@@ -36,7 +36,7 @@ thread_local! {
 
 /// Runs `f` (an import's parse) with `budget` as the memory budget; also says whether it
 /// stopped on the budget or a size cap.
-pub fn with_budget<R>(budget: u64, f: impl FnOnce() -> R) -> (R, bool) {
+pub(crate) fn with_budget<R>(budget: u64, f: impl FnOnce() -> R) -> (R, bool) {
     BUDGET.with(|b| b.set(budget));
     OVER.with(|o| o.set(false));
     let r = f();
@@ -50,7 +50,7 @@ fn too_large<E: serde::de::Error>(msg: String) -> E {
 }
 
 /// Records that the running import stopped on a size cap or the budget (it answers 413).
-pub fn mark_too_large() {
+pub(crate) fn mark_too_large() {
     OVER.with(|o| o.set(true));
 }
 

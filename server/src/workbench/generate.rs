@@ -175,7 +175,10 @@ impl StructuredLlm for MockSceneWriter {
 
 impl Scenarios<'_> {
     /// `POST /api/documents/generate`: a custom scene document that passes the document check.
-    pub async fn generate_document(&self, req: GenerateDocumentRequest) -> Result<GeneratedDocument, WorkbenchError> {
+    pub(crate) async fn generate_document(
+        &self,
+        req: GenerateDocumentRequest,
+    ) -> Result<GeneratedDocument, WorkbenchError> {
         let chars = req.prompt.trim().chars().count();
         if chars == 0 {
             return Err(RequestError::EmptyPrompt.into());

@@ -66,7 +66,7 @@ impl NodeStream {
     }
 
     /// Pacing follows whether `log` (the node's own) is watched.
-    pub fn paced_by(mut self, log: std::sync::Arc<crate::tree::NodeLog>) -> NodeStream {
+    pub(crate) fn paced_by(mut self, log: std::sync::Arc<crate::tree::NodeLog>) -> NodeStream {
         self.log = Some(log);
         self
     }

@@ -56,7 +56,7 @@ impl Notebook<'_> {
     }
 
     /// `PATCH /devui/simtree/{tree}`: a new name, description, or both, stored before the reply.
-    pub fn edit_tree(&self, tree: u64, edit: &TreeEdit) -> Result<TreeInfo, WorkbenchError> {
+    pub(crate) fn edit_tree(&self, tree: u64, edit: &TreeEdit) -> Result<TreeInfo, WorkbenchError> {
         if edit.name.is_none() && edit.description.is_none() {
             return Err(RequestError::NothingToChange.into());
         }

@@ -42,7 +42,7 @@ impl Usage<'_> {
     }
 
     /// The usage summed over a tree, and its budget (tokens, calls, money) with what is spent.
-    pub fn tree_usage(&self, tree: u64) -> Result<UsageReply, WorkbenchError> {
+    pub(crate) fn tree_usage(&self, tree: u64) -> Result<UsageReply, WorkbenchError> {
         let handle = self.tree(tree)?;
         let (total, money) = {
             let t = handle.lock();

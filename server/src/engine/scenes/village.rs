@@ -249,7 +249,8 @@ impl GameMap {
         Ok(map)
     }
 
-    pub fn locations(&self) -> &[Location] {
+    #[cfg(test)]
+    pub(crate) fn locations(&self) -> &[Location] {
         &self.locations
     }
 
@@ -258,7 +259,7 @@ impl GameMap {
     }
 
     /// The place at a cell; when two share a cell the later one wins (upstream's grid index).
-    pub fn location_at(&self, xy: Xy) -> Option<&Location> {
+    pub(crate) fn location_at(&self, xy: Xy) -> Option<&Location> {
         self.locations.iter().rev().find(|l| l.xy() == xy)
     }
 
@@ -266,7 +267,7 @@ impl GameMap {
         self.locations.iter_mut().rev().find(|l| l.xy() == xy)
     }
 
-    pub fn tile(&self, xy: Xy) -> Option<&Tile> {
+    pub(crate) fn tile(&self, xy: Xy) -> Option<&Tile> {
         self.tiles.get(&xy)
     }
 
@@ -289,7 +290,7 @@ impl GameMap {
     /// A* over the 4-neighbour grid, exactly as upstream: step cost = the entered tile's
     /// `movement_cost`, Manhattan heuristic, open set popped in `(f, (x, y))` order with stale
     /// entries left in place, neighbours tried as +x, -x, +y, -y. The path includes both ends.
-    pub fn find_path(&self, start: Xy, goal: Xy) -> Option<Vec<Xy>> {
+    pub(crate) fn find_path(&self, start: Xy, goal: Xy) -> Option<Vec<Xy>> {
         use std::cmp::Reverse;
         use std::collections::{BinaryHeap, HashMap};
         if start == goal {
@@ -332,14 +333,14 @@ impl GameMap {
 
     /// Energy units of a path before the scene's multiplier: every entered tile costs its
     /// `movement_cost`, at least 1 (the start tile is free).
-    pub fn path_cost(&self, path: &[Xy]) -> i64 {
+    pub(crate) fn path_cost(&self, path: &[Xy]) -> i64 {
         path.iter()
             .skip(1)
             .fold(0i64, |sum, &xy| sum.saturating_add(self.step_cost(xy).max(1)))
     }
 
     /// Places within `radius` (Manhattan) of a cell, nearest first; ties in (y, x, name) order.
-    pub fn nearby_locations(&self, xy: Xy, radius: i64) -> Vec<&Location> {
+    pub(crate) fn nearby_locations(&self, xy: Xy, radius: i64) -> Vec<&Location> {
         let mut near: Vec<&Location> = self
             .locations
             .iter()

@@ -176,7 +176,7 @@ impl Werewolf {
     }
 
     /// Listed as a moderator, or simply called "moderator" (any case), as upstream.
-    pub fn is_moderator(&self, name: &str) -> bool {
+    pub(crate) fn is_moderator(&self, name: &str) -> bool {
         self.config.moderators.iter().any(|m| m == name) || name.to_lowercase() == "moderator"
     }
 
@@ -461,7 +461,7 @@ impl Werewolf {
 }
 
 impl State {
-    pub fn is_alive(&self, name: &str) -> bool {
+    pub(crate) fn is_alive(&self, name: &str) -> bool {
         self.alive.iter().any(|n| n == name)
     }
 
@@ -481,7 +481,7 @@ impl State {
 
     /// The wolves' choice tonight: the target most voted by living wolves (the first one voted for
     /// on a tie), unless it is the first night or the target is dead or a wolf.
-    pub fn night_victim(&self) -> Option<String> {
+    pub(crate) fn night_victim(&self) -> Option<String> {
         let votes = tally(
             self.night_kill_votes
                 .iter()
@@ -496,7 +496,7 @@ impl State {
 
     /// Upstream's win check: only roles exactly `werewolf` and exactly `villager` count. Records
     /// the winner and completes the game when a side has won.
-    pub fn check_win(&mut self) -> Option<String> {
+    pub(crate) fn check_win(&mut self) -> Option<String> {
         let count = |role: &str| self.alive.iter().filter(|n| self.role(n) == Some(role)).count();
         let winner = match (count("werewolf"), count("villager")) {
             (0, 0) => "no one",

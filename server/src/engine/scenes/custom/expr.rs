@@ -175,7 +175,7 @@ fn entry(e: &IdedEntryExpr) -> Vec<&IdedExpr> {
 
 /// Checks `text` against the bounds, then parses it and checks its depth and the names it
 /// uses. Call it on a thread with [`PARSE_STACK`].
-pub fn compile(text: &str) -> Result<Program, ExprError> {
+pub(crate) fn compile(text: &str) -> Result<Program, ExprError> {
     let chars = text.chars().count();
     if chars > MAX_EXPR_CHARS {
         return Err(ExprError::TooLong(chars));
@@ -249,7 +249,7 @@ impl<'a> Scope<'a> {
     }
 
     /// Evaluates `text` (compiled when the document was read) to JSON.
-    pub fn eval(&self, text: &str) -> Result<Value, ExprError> {
+    pub(crate) fn eval(&self, text: &str) -> Result<Value, ExprError> {
         let eval_err = |message: String| ExprError::Eval {
             text: text.to_string(),
             message,
@@ -278,7 +278,7 @@ impl<'a> Scope<'a> {
     }
 }
 
-pub fn type_error(text: &str, got: &Value, want: &'static str) -> ExprError {
+pub(crate) fn type_error(text: &str, got: &Value, want: &'static str) -> ExprError {
     let mut got = got.to_string();
     if got.len() > 80 {
         got.truncate(got.floor_char_boundary(77));
@@ -325,7 +325,7 @@ fn sum(Arguments(args): Arguments) -> Result<cel::Value, ExecutionError> {
 }
 
 /// JSON as CEL: integers as `int`, other numbers as `double`, objects as maps.
-pub fn to_cel(v: &Value) -> cel::Value {
+pub(crate) fn to_cel(v: &Value) -> cel::Value {
     match v {
         Value::Null => cel::Value::Null,
         Value::Bool(b) => cel::Value::Bool(*b),
@@ -351,7 +351,7 @@ pub fn to_cel(v: &Value) -> cel::Value {
 pub struct NoJson(String);
 
 /// A CEL value as JSON; what has no JSON form is an error.
-pub fn from_cel(v: &cel::Value) -> Result<Value, NoJson> {
+pub(crate) fn from_cel(v: &cel::Value) -> Result<Value, NoJson> {
     Ok(match v {
         cel::Value::Null => Value::Null,
         cel::Value::Bool(b) => Value::Bool(*b),

@@ -206,7 +206,7 @@ impl Custom {
     }
 
     /// The `scene_var_set` op: a variable set to a value of its type (`agent` for a per-agent one).
-    pub fn set_var(&mut self, name: &str, value: &Value, agent: Option<&str>) -> Result<(), Refused> {
+    pub(crate) fn set_var(&mut self, name: &str, value: &Value, agent: Option<&str>) -> Result<(), Refused> {
         let def = self.doc().variables.iter().find(|v| v.name == name).ok_or_else(|| {
             let names: Vec<&str> = self.doc().variables.iter().map(|v| v.name.as_str()).collect();
             Refused(format!("unknown variable '{name}' (variables: {})", names.join(", ")))
@@ -227,7 +227,7 @@ impl Custom {
     }
 
     /// The `agent_role_set` op: an agent takes another role of the document.
-    pub fn set_role(&mut self, agent: &str, role: &str) -> Result<(), Refused> {
+    pub(crate) fn set_role(&mut self, agent: &str, role: &str) -> Result<(), Refused> {
         if !self.doc().roles.iter().any(|r| r.name == role) {
             let names: Vec<&str> = self.doc().roles.iter().map(|r| r.name.as_str()).collect();
             return Err(Refused(format!("unknown role '{role}' (roles: {})", names.join(", "))));
@@ -344,7 +344,7 @@ impl Custom {
     // ---- hooks ----
 
     /// Whether the document carries Python hooks.
-    pub fn has_hooks(&self) -> bool {
+    pub(crate) fn has_hooks(&self) -> bool {
         self.config.hooks.is_some()
     }
 

@@ -33,7 +33,8 @@ use simtree_shared::LandlordDeal;
 mod cards;
 mod state;
 
-pub use cards::{Combo, ComboType, Hand, Rank, can_beat, evaluate};
+pub use cards::{Combo, ComboType, Hand, Rank};
+pub(crate) use cards::{can_beat, evaluate};
 use cards::{count_ranks, hand_tokens};
 use state::check_decks;
 pub use state::{Config, Lead, Phase, Stage, State, Team};
@@ -106,7 +107,7 @@ impl Landlord {
     }
 
     /// A player's cards as tokens in rank order, space separated ("" when empty).
-    pub fn hand_text(&self, name: &str) -> String {
+    pub(crate) fn hand_text(&self, name: &str) -> String {
         self.hand(name).map(hand_tokens).unwrap_or_default().join(" ")
     }
 
