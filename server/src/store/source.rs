@@ -49,7 +49,11 @@ pub fn state_json(bytes: &[u8]) -> Result<(u8, &[u8]), StateFormatError> {
     }
 }
 
-pub fn encode_state(sim: &Sim, node: u64, dedupe: Option<Dedupe>) -> (StoreResult<EncodedState>, Option<Dedupe>) {
+pub(crate) fn encode_state(
+    sim: &Sim,
+    node: u64,
+    dedupe: Option<Dedupe>,
+) -> (StoreResult<EncodedState>, Option<Dedupe>) {
     let (json, chunks, dedupe) = write_chunks(node, dedupe, || serde_json::to_vec(sim));
     let encoded = json
         .map_err(|e| StoreError::Corrupt(format!("node {node}: state: {e}")))
