@@ -60,9 +60,9 @@ pub struct AgentSpec {
     #[serde(default)]
     pub style: String,
     #[serde(default)]
-    pub initial_instruction: String,
+    pub(crate) initial_instruction: String,
     #[serde(default)]
-    pub role_prompt: String,
+    pub(crate) role_prompt: String,
     #[serde(default)]
     pub language: Option<String>,
     #[serde(default)]
@@ -72,7 +72,7 @@ pub struct AgentSpec {
     #[serde(default)]
     pub emotion_enabled: Option<bool>,
     #[serde(default)]
-    pub max_repeat: Option<u32>,
+    pub(crate) max_repeat: Option<u32>,
 }
 
 fn default_ordering() -> Ordering {

@@ -26,9 +26,9 @@ pub use simtree_shared::abm::GenerateRequest;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GenerateOptions {
     pub system_prompt: String,
-    pub assistant_prompt: String,
+    pub(crate) assistant_prompt: String,
     /// How many times an answer with validation errors is sent back to be fixed.
-    pub max_repairs: u32,
+    pub(crate) max_repairs: u32,
 }
 
 impl Default for GenerateOptions {

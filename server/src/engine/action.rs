@@ -21,7 +21,7 @@ pub struct ActionSpec {
     /// One line for the "Available Actions" catalogue.
     pub desc: &'static str,
     /// Usage text with an XML example; concatenated under "Usage:".
-    pub instruction: &'static str,
+    pub(crate) instruction: &'static str,
 }
 
 /// What a handled action reports: upstream's `(success, result, summary, meta, pass_control)`
@@ -31,7 +31,7 @@ pub struct Outcome {
     pub success: bool,
     pub result: ActionResult,
     pub summary: Option<String>,
-    pub pass_control: bool,
+    pub(crate) pass_control: bool,
 }
 
 impl Outcome {
@@ -90,9 +90,9 @@ pub struct ActionCtx<'a> {
     pub call: &'a ActionCall,
     pub kind: ActionKind,
     /// Index of the acting agent in `world.agents`.
-    pub actor: usize,
+    pub(crate) actor: usize,
     /// The answer of an LLM call the simulator made on the action's behalf (`request_brief`).
-    pub llm_reply: Option<String>,
+    pub(crate) llm_reply: Option<String>,
 }
 
 impl ActionCtx<'_> {

@@ -40,18 +40,18 @@ pub struct Agent {
     #[serde(default)]
     pub style: Arc<str>,
     #[serde(default)]
-    pub initial_instruction: Arc<str>,
+    pub(crate) initial_instruction: Arc<str>,
     #[serde(default)]
-    pub role_prompt: Arc<str>,
+    pub(crate) role_prompt: Arc<str>,
     #[serde(default = "default_language")]
     pub language: Arc<str>,
     pub action_space: Vec<ActionKind>,
     #[serde(default)]
     pub short_memory: ShortTermMemory,
     #[serde(default)]
-    pub last_history_length: usize,
+    pub(crate) last_history_length: usize,
     #[serde(default = "default_max_repeat")]
-    pub max_repeat: u32,
+    pub(crate) max_repeat: u32,
     #[serde(default)]
     pub properties: Map<String, Value>,
     #[serde(default)]

@@ -21,13 +21,13 @@ use super::scenes::action_spec;
 #[derive(Clone, Debug, Default)]
 pub struct SceneText {
     pub description: String,
-    pub guidelines: String,
+    pub(crate) guidelines: String,
     pub examples: String,
     /// The document's prose, for its actions' lines and usage (the rest is already in place).
     pub prose: Option<Arc<SceneProse>>,
     /// Actions the scene defines itself (a custom scene's, those legal for the agent now),
     /// listed before the agent's own.
-    pub own_actions: Vec<OwnAction>,
+    pub(crate) own_actions: Vec<OwnAction>,
 }
 
 /// An action a scene defines itself, as the prompt lists it.

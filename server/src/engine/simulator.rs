@@ -63,7 +63,7 @@ pub struct RunReport {
     /// The scene reported completion.
     pub complete: bool,
     /// The ordering could not pick anyone (the run stopped early instead of spinning).
-    pub stuck: bool,
+    pub(crate) stuck: bool,
 }
 
 /// A run that could not continue.

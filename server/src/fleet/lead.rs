@@ -21,15 +21,15 @@ pub struct LeaderPlan {
     pub library: ScenarioLibrary,
     pub assets: PathBuf,
     pub sandbox: crate::abm::Sandbox,
-    pub llm_config: Option<PathBuf>,
+    pub(crate) llm_config: Option<PathBuf>,
     pub prices: Option<PathBuf>,
     pub limits: Limits,
     pub storage: StoreSite,
     /// The job queue runs go through (PostgreSQL only), if they do.
     pub queue: Option<JobsConfig>,
-    pub static_dir: PathBuf,
+    pub(crate) static_dir: PathBuf,
     pub access: Arc<Access>,
-    pub shutdown_grace: Duration,
+    pub(crate) shutdown_grace: Duration,
 }
 
 /// A leading server's app and the tasks it started beside its router.

@@ -32,12 +32,12 @@ pub struct Access {
     /// Required on every route but `/health` when set.
     pub token: Option<String>,
     /// Extra origins (`scheme://host[:port]`) allowed besides the server's own.
-    pub allowed_origins: Vec<String>,
+    pub(crate) allowed_origins: Vec<String>,
     /// Require a loopback `Host` (set when the server is bound to a loopback address).
-    pub loopback_host_only: bool,
+    pub(crate) loopback_host_only: bool,
     /// Origins (`scheme://host[:port]`) whose pages may show the web UI in a frame
     /// (`--allow-framing`); by default none may.
-    pub framing_origins: Vec<String>,
+    pub(crate) framing_origins: Vec<String>,
 }
 
 impl Access {

@@ -21,7 +21,7 @@ pub struct StructuredRequest {
     /// The response schema (wrapped per provider by [`super::structured`]).
     pub schema: Value,
     /// The schema's name (OpenAI's `json_schema.name`).
-    pub schema_name: &'static str,
+    pub(crate) schema_name: &'static str,
 }
 
 impl StructuredRequest {

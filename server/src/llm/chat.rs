@@ -434,7 +434,7 @@ pub struct ChatResponse {
     /// Set when the reply stopped because it reached the completion limit: that limit
     /// (`max_tokens`). The text is then cut off, which matters for JSON.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cut_at_max_tokens: Option<u32>,
+    pub(crate) cut_at_max_tokens: Option<u32>,
     /// Attempts that failed transiently (a timeout, a dropped or cut stream, 429, 5xx) and were
     /// retried before this reply came: the provider's HTTP retries. 0 offline and in replays.
     #[serde(default, skip_serializing_if = "is_zero")]

@@ -222,13 +222,13 @@ pub struct LlmConfig {
     /// With several `base_urls`: keep children of one node on one server (default). Off, every
     /// call goes to the least loaded (`LLM_PREFIX_AFFINITY=false`; for comparison, or behind a
     /// gateway that routes by prefix itself).
-    pub prefix_affinity: bool,
+    pub(crate) prefix_affinity: bool,
     #[serde(skip_serializing)]
     pub api_key: Option<ApiKey>,
     pub temperature: f64,
     pub top_p: f64,
     pub frequency_penalty: f64,
-    pub presence_penalty: f64,
+    pub(crate) presence_penalty: f64,
     pub max_tokens: u32,
     /// Deadline of one HTTP attempt, seconds.
     pub timeout_s: f64,
@@ -237,13 +237,13 @@ pub struct LlmConfig {
     /// First backoff, seconds; doubles per retry (with jitter), capped by `max_backoff_s`.
     pub retry_backoff_s: f64,
     /// Longest single wait, seconds, whether from backoff or a server's Retry-After.
-    pub max_backoff_s: f64,
+    pub(crate) max_backoff_s: f64,
     /// Requests in flight at once against this provider, across every tree.
     pub max_concurrency: usize,
     /// Requests started per second against this provider; `None` for no rate limit.
     pub requests_per_second: Option<f64>,
     /// Sent as the `anthropic-version` header.
-    pub anthropic_version: String,
+    pub(crate) anthropic_version: String,
     /// The form of structured output asked for first. When the server refuses it, the other form
     /// is tried once and remembered for the endpoint (see [`super::provider::Endpoint`]).
     pub openai_json_mode: OpenAiJsonMode,
@@ -581,23 +581,23 @@ pub struct LlmOverride {
     pub base_url: Option<String>,
     /// Several servers of one model (see [`LlmConfig::base_urls`]).
     pub base_urls: Option<Vec<String>>,
-    pub prefix_affinity: Option<bool>,
+    pub(crate) prefix_affinity: Option<bool>,
     /// A literal key (discouraged in files that are shared; prefer `api_key_env`).
     pub api_key: Option<ApiKey>,
     /// The name of an environment variable holding the key.
-    pub api_key_env: Option<String>,
+    pub(crate) api_key_env: Option<String>,
     pub temperature: Option<f64>,
     pub top_p: Option<f64>,
     pub frequency_penalty: Option<f64>,
-    pub presence_penalty: Option<f64>,
+    pub(crate) presence_penalty: Option<f64>,
     pub max_tokens: Option<u32>,
     pub timeout_s: Option<f64>,
     pub max_retries: Option<u32>,
     pub retry_backoff_s: Option<f64>,
-    pub max_backoff_s: Option<f64>,
+    pub(crate) max_backoff_s: Option<f64>,
     pub max_concurrency: Option<usize>,
     pub requests_per_second: Option<f64>,
-    pub anthropic_version: Option<String>,
+    pub(crate) anthropic_version: Option<String>,
     pub openai_json_mode: Option<OpenAiJsonMode>,
     pub max_response_bytes: Option<u64>,
     /// Stream replies while someone watches (see [`LlmConfig::stream`]).

@@ -34,7 +34,7 @@ pub struct Price {
     pub cached: Option<f64>,
     /// Per million prompt tokens written to the provider's cache; the prompt price when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache_write: Option<f64>,
+    pub(crate) cache_write: Option<f64>,
 }
 
 impl Price {

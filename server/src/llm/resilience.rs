@@ -37,7 +37,7 @@ pub struct RetryPolicy {
     pub backoff: Duration,
     /// Cap on one wait. A `Retry-After` longer than this ends the call instead of blocking a
     /// run for minutes.
-    pub max_backoff: Duration,
+    pub(crate) max_backoff: Duration,
 }
 
 impl RetryPolicy {

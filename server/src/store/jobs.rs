@@ -86,7 +86,7 @@ pub struct Job {
     pub payload: String,
     /// Claims so far, this one included.
     pub attempts: u64,
-    pub max_attempts: u64,
+    pub(crate) max_attempts: u64,
 }
 
 /// A job's row, as [`row`] reads it.
@@ -96,7 +96,7 @@ pub struct JobRow {
     pub node: u64,
     pub status: Status,
     pub attempts: u64,
-    pub max_attempts: u64,
+    pub(crate) max_attempts: u64,
     pub claimed_by: Option<String>,
     pub error: Option<String>,
 }
@@ -188,7 +188,7 @@ pub struct Slots {
     pub abm: u64,
     /// Its ABM slots are used only while no `worker` process offering some is alive (a
     /// server's own worker: agent-based models go to the workers when there are any).
-    pub abm_second: bool,
+    pub(crate) abm_second: bool,
 }
 
 /// Claims up to `slots` jobs for `me`: queued ones, oldest first, and claimed ones whose

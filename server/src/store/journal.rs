@@ -255,7 +255,7 @@ impl Aside {
 pub struct AsideFile {
     pub path: PathBuf,
     pub why: Aside,
-    pub at_ms: u64,
+    pub(crate) at_ms: u64,
 }
 
 impl AsideFile {

@@ -72,8 +72,8 @@ pub struct Holder {
     pub holder: String,
     pub host: String,
     pub pid: u64,
-    pub acquired: u64,
-    pub expires: u64,
+    pub(crate) acquired: u64,
+    pub(crate) expires: u64,
     /// The database's clock when the row was read.
     pub now: u64,
     /// Where the holder serves (`serve --advertise`); `None` from servers before it was

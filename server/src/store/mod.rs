@@ -210,7 +210,7 @@ impl NodeRows {
 pub struct LogRow {
     pub index: u64,
     pub entries: String,
-    pub crc: Option<u32>,
+    pub(crate) crc: Option<u32>,
 }
 
 impl LogRow {

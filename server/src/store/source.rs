@@ -17,7 +17,7 @@ use crate::trading::data::MarketData;
 pub struct EncodedState {
     pub data: Vec<u8>,
     pub chunks: Vec<(ChunkKey, Vec<u8>)>,
-    pub raw_len: usize,
+    pub(crate) raw_len: usize,
 }
 
 /// The first byte of a state row's unpacked bytes that name their format: this tag, then the
@@ -76,7 +76,7 @@ pub struct TreeSource {
     pub cache: Arc<ChunkCache>,
     pub market: Option<Arc<MarketData>>,
     /// Told what each rebuild brings into memory, so the cache is trimmed before it overshoots.
-    pub pressure: Arc<Pressure>,
+    pub(crate) pressure: Arc<Pressure>,
 }
 
 /// What rebuilds (states, logs, tree structures) have brought into memory since the cache was
@@ -87,7 +87,7 @@ pub struct TreeSource {
 pub struct Pressure {
     loaded: std::sync::atomic::AtomicUsize,
     threshold: usize,
-    pub wake: tokio::sync::Notify,
+    pub(crate) wake: tokio::sync::Notify,
 }
 
 impl Pressure {

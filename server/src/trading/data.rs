@@ -46,7 +46,7 @@ pub struct MarketEvent {
     pub ticker: String,
     pub kind: CaseDataKind,
     pub session: Session,
-    pub headline: String,
+    pub(crate) headline: String,
 }
 
 impl MarketEvent {
@@ -84,7 +84,7 @@ pub struct MarketData {
 #[derive(Clone, Copy, Debug)]
 pub struct CaseWindow<'a> {
     pub cutoff: &'a str,
-    pub previous_cutoff: Option<&'a str>,
+    pub(crate) previous_cutoff: Option<&'a str>,
     pub lookback: usize,
 }
 

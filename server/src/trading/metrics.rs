@@ -246,8 +246,8 @@ pub fn evaluate_log(log: &EpisodeLog, market: &MarketData) -> Result<EpisodeMetr
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunMetrics {
     pub episodes: usize,
-    pub mean_strategy: Performance,
-    pub mean_buy_and_hold: Performance,
+    pub(crate) mean_strategy: Performance,
+    pub(crate) mean_buy_and_hold: Performance,
     pub num_trades: usize,
     pub rejected_decisions: usize,
 }

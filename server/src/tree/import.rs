@@ -586,11 +586,11 @@ fn cut_short(read: &[u8]) -> std::io::Error {
 /// What an imported tree may claim: the importing server's own limits.
 #[derive(Clone, Copy, Debug)]
 pub struct ImportLimits {
-    pub max_nodes: usize,
-    pub max_turns: u64,
+    pub(crate) max_nodes: usize,
+    pub(crate) max_turns: u64,
     /// The server's memory budget in bytes (`--max-memory-mb`; 0: none), consulted while a
     /// node's log is read.
-    pub max_memory: u64,
+    pub(crate) max_memory: u64,
 }
 
 impl ImportLimits {

@@ -18,7 +18,7 @@ pub struct Drained {
     /// Runs cancelled when the grace period was over.
     pub cancelled: usize,
     /// Runs left to the next leader (jobs still queued or claimed when the grace period was over).
-    pub handed_over: usize,
+    pub(crate) handed_over: usize,
 }
 
 impl Upkeep<'_> {

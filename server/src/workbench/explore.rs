@@ -55,7 +55,7 @@ pub struct ExploreData {
     pub replicates: u64,
     pub budget: ExploreBudget,
     /// The most runs it may start (its runs budget or its whole schedule).
-    pub run_cap: u64,
+    pub(crate) run_cap: u64,
     pub status: ExploreStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,

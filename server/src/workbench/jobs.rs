@@ -84,8 +84,8 @@ impl Jobs<'_> {
 pub struct JobsConfig {
     pub url: String,
     pub lapse: Duration,
-    pub max_attempts: u64,
-    pub abm_workers: usize,
+    pub(crate) max_attempts: u64,
+    pub(crate) abm_workers: usize,
 }
 
 /// How often a waiting process looks at the queue when no notification woke it.

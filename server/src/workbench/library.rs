@@ -106,7 +106,7 @@ pub struct Library {
     /// The highest version each id was given, deleted ones included.
     counters: Mutex<HashMap<String, u64>>,
     /// Largest document, in bytes of JSON: the limit inline documents have (the request body).
-    pub max_bytes: usize,
+    pub(crate) max_bytes: usize,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

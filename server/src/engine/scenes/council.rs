@@ -53,12 +53,12 @@ pub struct State {
     #[serde(default)]
     pub votes: IndexMap<String, String>,
     #[serde(default)]
-    pub voting_started: bool,
+    pub(crate) voting_started: bool,
     #[serde(default)]
-    pub voting_completed_announced: bool,
+    pub(crate) voting_completed_announced: bool,
     /// `None` until the first round starts (upstream: key absent); `""` after a round concludes.
     #[serde(default)]
-    pub vote_title: Option<String>,
+    pub(crate) vote_title: Option<String>,
     #[serde(default)]
     pub past_votes: Vec<PastVote>,
     /// Set by `finish_meeting`; ends the simulation.

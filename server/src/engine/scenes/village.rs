@@ -58,10 +58,10 @@ fn manhattan(a: Xy, b: Xy) -> i64 {
 /// One explicitly stored grid cell. Cells not stored are passable plain ground of cost 1.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Tile {
-    pub passable: bool,
-    pub movement_cost: i64,
-    pub terrain: String,
-    pub resources: IndexMap<String, i64>,
+    pub(crate) passable: bool,
+    pub(crate) movement_cost: i64,
+    pub(crate) terrain: String,
+    pub(crate) resources: IndexMap<String, i64>,
 }
 
 /// A named place on the map (upstream `MapLocation`).
@@ -77,13 +77,13 @@ pub struct Location {
     #[serde(default)]
     pub description: String,
     #[serde(default)]
-    pub resources: IndexMap<String, i64>,
+    pub(crate) resources: IndexMap<String, i64>,
     /// Most agents that can be "in" the place at once; -1 = unlimited.
     #[serde(default = "unlimited")]
-    pub capacity: i64,
+    pub(crate) capacity: i64,
     /// Who is here (upstream `agents_here`); not serialised, as upstream.
     #[serde(skip)]
-    pub occupants: BTreeSet<String>,
+    pub(crate) occupants: BTreeSet<String>,
 }
 
 fn generic() -> String {
@@ -394,15 +394,15 @@ fn default_chat_range() -> i64 {
 pub struct Config {
     /// Multiplies a path's energy cost (may be fractional).
     #[serde(default = "default_movement_cost")]
-    pub movement_cost: Number,
+    pub(crate) movement_cost: Number,
     /// Manhattan distance within which agents hear each other.
     #[serde(default = "default_chat_range")]
-    pub chat_range: i64,
+    pub(crate) chat_range: i64,
     #[serde(default)]
     pub map: Arc<GameMap>,
     /// Accepted for compatibility and ignored (upstream crashes when it is true).
     #[serde(default)]
-    pub print_map_each_turn: bool,
+    pub(crate) print_map_each_turn: bool,
 }
 
 impl Default for Config {

@@ -45,12 +45,12 @@ pub struct Config {
     /// Player name → role (`werewolf`, `seer`, `witch`, `villager`, …). Moved into `state.roles`
     /// by [`Werewolf::new`]; agents missing here get their `properties.role`.
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
-    pub role_map: IndexMap<String, String>,
+    pub(crate) role_map: IndexMap<String, String>,
     /// Players who run the game: they never skip a turn, hear the wolves and the witch at night and
     /// are told every secret night action. Anyone named "moderator" (any case) also counts as one,
     /// except for those notices, which go to this list only (as upstream).
     #[serde(default)]
-    pub moderators: Vec<String>,
+    pub(crate) moderators: Vec<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,8 +75,8 @@ impl Phase {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Potions {
-    pub heals_left: i64,
-    pub poisons_left: i64,
+    pub(crate) heals_left: i64,
+    pub(crate) poisons_left: i64,
 }
 
 impl Default for Potions {
@@ -93,7 +93,7 @@ impl Default for Potions {
 #[serde(deny_unknown_fields)]
 pub struct WitchAction {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub poison_target: Option<String>,
+    pub(crate) poison_target: Option<String>,
 }
 
 /// Upstream's state dict, key for key and in the same order.
@@ -103,25 +103,25 @@ pub struct State {
     pub time: i64,
     pub phase: Phase,
     /// Dawns so far; 0 during the first night.
-    pub day_count: i64,
+    pub(crate) day_count: i64,
     pub roles: IndexMap<String, String>,
     pub alive: Vec<String>,
     /// Voter → target, in the order voters first voted (ties go to the target voted first).
-    pub night_kill_votes: IndexMap<String, String>,
-    pub lynch_votes: IndexMap<String, String>,
+    pub(crate) night_kill_votes: IndexMap<String, String>,
+    pub(crate) lynch_votes: IndexMap<String, String>,
     /// Created on a witch's first potion; absent means "both potions left" to the actions but
     /// shows as `0/0` in the status line, as upstream.
-    pub witch_uses: IndexMap<String, Potions>,
-    pub witch_saved: bool,
-    pub witch_actions: IndexMap<String, WitchAction>,
+    pub(crate) witch_uses: IndexMap<String, Potions>,
+    pub(crate) witch_saved: bool,
+    pub(crate) witch_actions: IndexMap<String, WitchAction>,
     /// Turns taken (or skipped) this night, one entry per turn.
-    pub night_spoken: Vec<String>,
+    pub(crate) night_spoken: Vec<String>,
     pub complete: bool,
     pub winner: Option<String>,
     /// Upstream adds this key (always empty) at the first dawn that does not end the game; nothing
     /// reads it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub day_spoken: Option<Vec<String>>,
+    pub(crate) day_spoken: Option<Vec<String>>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

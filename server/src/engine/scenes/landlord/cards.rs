@@ -148,7 +148,7 @@ pub struct Combo {
     pub m: Option<u32>,
     /// Highest attached pair of an airplane with pairs (informational only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pair_top: Option<Rank>,
+    pub(crate) pair_top: Option<Rank>,
 }
 
 pub(super) fn hand_tokens(hand: &Hand) -> Vec<&'static str> {
