@@ -24,9 +24,9 @@ use simtree_shared::{Effect, ExploreBudget, ExploreGoal, IntervalKind, Objective
 use crate::sweep::{Axis, Cell, Metric, SweepPlan, SweepSpec, paired};
 
 /// Most candidates a space may hold.
-pub const MAX_CANDIDATES: usize = 64;
+pub(crate) const MAX_CANDIDATES: usize = 64;
 /// Most replicates of the first round.
-pub const MAX_FIRST_REPLICATES: u64 = 100;
+pub(crate) const MAX_FIRST_REPLICATES: u64 = 100;
 
 /// The body of `POST …/explore`.
 #[derive(Clone, Debug, Deserialize, Serialize)]

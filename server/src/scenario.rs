@@ -412,10 +412,10 @@ fn json_files(dir: &Path) -> Result<Vec<PathBuf>, ScenarioError> {
 }
 
 /// Agents a social scenario brought by a user may have (every agent is an LLM call per step).
-pub const MAX_DOCUMENT_AGENTS: usize = 500;
+pub(crate) const MAX_DOCUMENT_AGENTS: usize = 500;
 /// Agents an agent-based model brought by a user may start with, where its counts are literals
 /// or global variables (counts computed by code are bounded by the worker's memory limit).
-pub const MAX_DOCUMENT_ABM_AGENTS: u64 = 5000;
+pub(crate) const MAX_DOCUMENT_ABM_AGENTS: u64 = 5000;
 
 /// A scenario a user brought as a document (`POST /devui/simtree` with `{"scenario": {…}}`,
 /// `simtree run --scenario-file`), checked by the same code as the shipped files. Which kind it

@@ -19,7 +19,8 @@ use serde::{Deserialize, Serialize};
 use simtree_shared::{NodeState, NodeView, Op, SimKind};
 
 pub use abm::{AbmImportError, AbmSim, MAX_REBUILD_STEPS};
-pub use entry::{ABM_DEFAULT_STEPS, ScenarioEntry};
+pub(crate) use entry::ABM_DEFAULT_STEPS;
+pub use entry::ScenarioEntry;
 
 use crate::abm::AbmError;
 use crate::abm::worker::WorkerPool;
@@ -51,7 +52,7 @@ pub struct CallShape {
 }
 
 /// Why a model step is estimated at no call.
-pub const ABM_CALLS: &str = "a model step makes no LLM call";
+pub(crate) const ABM_CALLS: &str = "a model step makes no LLM call";
 
 impl CallShape {
     pub fn none(why: &str) -> CallShape {

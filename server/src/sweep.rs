@@ -59,7 +59,7 @@ pub enum SweepError {
 }
 
 /// Largest grid a sweep may ask for (cells × replicates).
-pub const MAX_RUNS: u64 = 10_000;
+pub(crate) const MAX_RUNS: u64 = 10_000;
 
 /// What the server does with a [`SweepSpec`] (a wire type of `simtree_shared`): read it with
 /// errors that name the field, and plan its grid.

@@ -16,9 +16,10 @@ mod log;
 mod log_entries;
 pub mod notebook;
 pub use error::TreeError;
-pub use export::{EXPORT_FAILED, EXPORT_FORMAT, NodeExport, TreeExport};
+pub(crate) use export::{EXPORT_FAILED, EXPORT_FORMAT};
+pub use export::{NodeExport, TreeExport};
 pub(crate) use import::read_export;
-pub use import::{ImportLimits, Importer, MAX_EXPORT_SWEEPS};
+pub use import::{ImportLimits, Importer};
 pub use log::{NodeLog, entry_json};
 pub use log_entries::LogEntries;
 use std::collections::BTreeMap;
@@ -56,7 +57,7 @@ fn tick() -> u64 {
 }
 
 /// The largest node id: ids stay exact in JavaScript numbers (the web UI reads them as such).
-pub const MAX_NODE_ID: NodeId = (1 << 53) - 1;
+pub(crate) const MAX_NODE_ID: NodeId = (1 << 53) - 1;
 
 #[derive(Debug)]
 pub struct Node {

@@ -59,17 +59,17 @@ mod usage;
 
 pub use check::Scenarios;
 pub use datasets::Datasets;
-pub use datasets::SHIPPED_DATASET;
-pub(crate) use datasets::dataset_of;
+pub(crate) use datasets::{SHIPPED_DATASET, dataset_of};
 pub use error::{
     AbmStartError, ExportProblem, Full, Missing, MoneyShortfall, RequestError, RequestLimit, WorkbenchError,
 };
 pub use export::Export;
 pub use jobs::Jobs;
-pub use live_text::DELTA_QUEUE;
+pub(crate) use live_text::DELTA_QUEUE;
 pub use notebook::Notebook;
+pub(crate) use persist::MAX_NAME_CHARS;
 pub use persist::Upkeep;
-pub use persist::{MAX_NAME_CHARS, Meta, NotReady};
+pub use persist::{Meta, NotReady};
 pub use sweep::Studies;
 pub use sweep::SweepData;
 pub use table::Transfer;
@@ -316,7 +316,7 @@ pub struct TreeHandle {
 }
 
 /// The id a scenario brought as a document gets (it has no file to be named after).
-pub const DOCUMENT_ID: &str = "document";
+pub(crate) const DOCUMENT_ID: &str = "document";
 
 /// A tree's name as given: trimmed, 1 to [`MAX_NAME_CHARS`] characters, no control characters.
 pub(crate) fn check_name(name: &str) -> Result<String, WorkbenchError> {

@@ -42,7 +42,7 @@ impl Default for GenerateOptions {
 }
 
 /// How the model is to be written; aimed at the mistakes the validator finds most.
-pub const SYSTEM_PROMPT: &str = "\
+pub(crate) const SYSTEM_PROMPT: &str = "\
 You build agent-based simulation models. The user describes a system; you answer with one \
 complete model in the required JSON structure, plus a short explanation and a title.
 
@@ -77,7 +77,7 @@ Behaviors take the agent (or the environment) as self; global functions used as 
 the model as their first parameter.";
 
 /// Sent after the previous model when iterating.
-pub const ASSISTANT_PROMPT: &str = "\
+pub(crate) const ASSISTANT_PROMPT: &str = "\
 The model above is the one you gave before. Build on it: change what the request below asks for, \
 keep everything else as it is, and explain what you changed.";
 

@@ -11,9 +11,9 @@ use std::process::Command;
 use std::sync::Mutex;
 
 /// The venv's folder name, under the project root (gitignored).
-pub const VENV_DIR: &str = ".venv-abm";
+pub(crate) const VENV_DIR: &str = ".venv-abm";
 /// The requirements file, relative to the project root.
-pub const REQUIREMENTS: &str = "assets/python/requirements.txt";
+pub(crate) const REQUIREMENTS: &str = "assets/python/requirements.txt";
 /// The marker inside the venv: the requirements it was installed from.
 const MARKER: &str = "simtree-requirements.txt";
 

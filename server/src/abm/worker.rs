@@ -81,7 +81,7 @@ fn bounded_line(r: &mut impl BufRead, max: usize) -> std::io::Result<Option<(Vec
 
 /// How often a waiting call looks at its [`CancelToken`]: the bound on how long a cancelled call
 /// keeps its worker.
-pub const CANCEL_POLL: Duration = Duration::from_millis(50);
+pub(crate) const CANCEL_POLL: Duration = Duration::from_millis(50);
 
 /// How long a new worker may take to start (Python, numpy, Mesa imports: seconds on a loaded
 /// machine) before its first call's own budget starts.
@@ -89,7 +89,7 @@ const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Environment variable overriding the wall-clock budget per call, in seconds (tests use a small
 /// one; see the README).
-pub const CALL_TIMEOUT_ENV: &str = "SIMTREE_ABM_CALL_TIMEOUT";
+pub(crate) const CALL_TIMEOUT_ENV: &str = "SIMTREE_ABM_CALL_TIMEOUT";
 
 /// Limits applied to every worker process and call.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -403,10 +403,10 @@ pub struct Advanced {
 
 /// The wall-clock bound of one hook call (a hook runs inside a turn, which a client waits
 /// for); the worker running a hook past it is killed and replaced.
-pub const HOOK_CALL_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const HOOK_CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The CPU seconds one hook call may use.
-pub const HOOK_CPU_SECONDS: u64 = 2;
+pub(crate) const HOOK_CPU_SECONDS: u64 = 2;
 
 /// One call of a custom scene's rule hook.
 #[derive(Clone, Debug)]

@@ -19,7 +19,7 @@ use super::prompt::{self, SceneText};
 use crate::llm::{LlmClient, LlmError, LlmState};
 
 /// Upstream's `MAX_REPEAT`: parse retries, so a decision makes at most `max_repeat + 1` calls.
-pub const MAX_REPEAT: u32 = 3;
+pub(crate) const MAX_REPEAT: u32 = 3;
 
 fn default_language() -> Arc<str> {
     "en".into()

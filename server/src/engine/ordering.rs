@@ -13,7 +13,7 @@ use super::agent::Agent;
 use super::rng::Rng;
 
 /// Instruction the moderator receives (after `[System] `) when the schedule runs empty.
-pub const MODERATOR_INSTRUCTION: &str = "The schedule is empty. Decide who should act next: respond with exactly one schedule_order action whose <order> lists the next speakers, separated by commas, e.g. <Action name=\"schedule_order\"><order>Alice, Bob</order></Action>";
+pub(crate) const MODERATOR_INSTRUCTION: &str = "The schedule is empty. Decide who should act next: respond with exactly one schedule_order action whose <order> lists the next speakers, separated by commas, e.g. <Action name=\"schedule_order\"><order>Alice, Bob</order></Action>";
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]

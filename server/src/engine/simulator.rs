@@ -27,11 +27,11 @@ use crate::llm::chat::{Message, Role};
 use crate::llm::{LlmClient, LlmError};
 
 /// Upstream's default `max_steps_per_turn`.
-pub const DEFAULT_MAX_STEPS: u32 = 5;
+pub(crate) const DEFAULT_MAX_STEPS: u32 = 5;
 
 /// The most steps one turn may take. Scenario files and imported states beyond it are refused:
 /// a turn is the unit a client waits for, and a turn of a billion steps never ends.
-pub const MAX_STEPS_PER_TURN: u32 = 100;
+pub(crate) const MAX_STEPS_PER_TURN: u32 = 100;
 
 ///
 /// Its parts are written only inside the engine: from outside, a branch op is

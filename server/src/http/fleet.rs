@@ -34,14 +34,14 @@ use super::state::AppState;
 use crate::store::lease::Holder;
 
 /// The header a follower adds to what it forwards (`host/pid` of the follower).
-pub const VIA: HeaderName = HeaderName::from_static("x-simtree-via");
+pub(crate) const VIA: HeaderName = HeaderName::from_static("x-simtree-via");
 
 /// How long a follower waits to connect to the leader (and for its `/health` answer).
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Probes in a row a leader may miss before the forwards waiting for it are answered 503: one
 /// slow answer (a busy machine) does not cost the requests in flight their answers.
-pub const GIVE_UP_AFTER: u32 = 2;
+pub(crate) const GIVE_UP_AFTER: u32 = 2;
 
 /// The leader as the lease row last said, and when it was read.
 struct Followed {

@@ -24,7 +24,7 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 use super::error::ApiError;
 
 /// The cookie the UI link sets.
-pub const TOKEN_COOKIE: &str = "simtree_token";
+pub(crate) const TOKEN_COOKIE: &str = "simtree_token";
 
 /// The access policy of one server.
 #[derive(Clone, Debug, Default)]

@@ -35,7 +35,8 @@ pub mod ws;
 pub use guard::Access;
 
 pub use crate::workbench::Workbench;
-pub use state::{AppState, Backend, DEFAULT_SHUTDOWN_GRACE, Limits, Providers};
+pub(crate) use state::DEFAULT_SHUTDOWN_GRACE;
+pub use state::{AppState, Backend, Limits, Providers};
 
 /// The web UI's build folder: `$SIMTREE_STATIC`, else the checkout's `frontend/dist` when it
 /// is there, else the UI embedded in the binary.

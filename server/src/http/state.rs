@@ -24,7 +24,7 @@ pub struct AppState {
 }
 
 /// The default of `serve --shutdown-grace-secs`.
-pub const DEFAULT_SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(20);
+pub(crate) const DEFAULT_SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(20);
 
 impl AppState {
     /// HTTP state around `wb` with the default UI folder and an open loopback policy.

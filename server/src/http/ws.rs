@@ -64,7 +64,7 @@ where
 /// Bytes the server sends ahead of what its client has shown it read (by answering a ping sent
 /// after them). A ping never waits behind more than this, so a reader's answer is late only when
 /// the reader is: one that reads at least this much per `--ws-idle-secs` is never taken for silent.
-pub const WINDOW: u64 = 256 << 10;
+pub(crate) const WINDOW: u64 = 256 << 10;
 
 /// How long closing a socket waits for its close frame to go out and for the client's answer.
 const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -260,10 +260,10 @@ impl Conn {
 }
 
 /// The largest frame or message a client may send (clients only ever send `ready`).
-pub const MAX_CLIENT_MESSAGE: usize = 64 * 1024;
+pub(crate) const MAX_CLIENT_MESSAGE: usize = 64 * 1024;
 
 /// How long a client has to send `ready` before the socket is closed.
-pub const READY_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
+pub(crate) const READY_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Applies the client-frame bounds to an upgrade.
 fn bounded(ws: WebSocketUpgrade) -> WebSocketUpgrade {

@@ -149,7 +149,7 @@ impl ApiKey {
 
 /// The shortest key [`ApiKey::redact`] masks. Real provider keys are far longer; a shorter one is
 /// a placeholder for a local server that checks nothing.
-pub const MIN_SECRET_LEN: usize = 8;
+pub(crate) const MIN_SECRET_LEN: usize = 8;
 
 impl fmt::Debug for ApiKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -200,11 +200,11 @@ impl OpenAiJsonMode {
 }
 
 /// The most servers one model may be spread over.
-pub const MAX_BASE_URLS: usize = 64;
+pub(crate) const MAX_BASE_URLS: usize = 64;
 
 /// The default cap on one provider response body: far above any chat completion, far below what
 /// would hurt the server to buffer.
-pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 8 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_RESPONSE_BYTES: u64 = 8 * 1024 * 1024;
 
 /// Everything needed to build one provider client. Serialises without the key.
 #[derive(Clone, Debug, PartialEq, Serialize)]

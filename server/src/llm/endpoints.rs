@@ -29,12 +29,12 @@ use super::BoxFuture;
 use super::resilience::Gate;
 
 /// How often a process refreshes its rows and reads the others'.
-pub const REFRESH: Duration = Duration::from_millis(100);
+pub(crate) const REFRESH: Duration = Duration::from_millis(100);
 /// The shortest time between two refreshes while callers wait for a grant.
-pub const HURRY: Duration = Duration::from_millis(20);
+pub(crate) const HURRY: Duration = Duration::from_millis(20);
 /// How long a row counts after it was written: a process that stops refreshing (it died, or lost
 /// the database) has its slots given to others after this.
-pub const ROW_TTL: Duration = Duration::from_secs(5);
+pub(crate) const ROW_TTL: Duration = Duration::from_secs(5);
 
 /// One process's row for one endpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]

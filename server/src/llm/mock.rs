@@ -50,11 +50,11 @@ impl ChatProvider for MockClient {
 /// How many pieces an offline reply is shown in while someone watches, and the pause before
 /// each piece after the first: long enough that the watchers get a few `delta` messages (they
 /// are gathered every 50 ms), short enough that a watched run stays quick.
-pub const LIVE_PIECES: usize = 4;
-pub const LIVE_PAUSE: std::time::Duration = std::time::Duration::from_millis(25);
+pub(crate) const LIVE_PIECES: usize = 4;
+pub(crate) const LIVE_PAUSE: std::time::Duration = std::time::Duration::from_millis(25);
 /// The most one run waits for its pauses in all: a long watched run is slowed by at most this
 /// much, its later replies shown in pieces without a pause.
-pub const LIVE_PAUSE_BUDGET: std::time::Duration = std::time::Duration::from_millis(1500);
+pub(crate) const LIVE_PAUSE_BUDGET: std::time::Duration = std::time::Duration::from_millis(1500);
 
 /// An offline player whose replies are also shown live: while someone watches the run (its
 /// [`Watch`] is wanted), each reply goes to the watchers in [`LIVE_PIECES`] pieces before it is
@@ -168,7 +168,8 @@ pub(crate) fn respond_to(request: &ChatRequest, state: &mut LlmState) -> Result<
 
 /// The phrases the mock picks its branch by (spec §1.14.2). Prompt prose must carry them only
 /// where upstream does; tests use [`trigger_words_in`] to keep other text clear of them.
-pub const TRIGGER_WORDS: [&str; 7] = [
+#[cfg(test)]
+pub(crate) const TRIGGER_WORDS: [&str; 7] = [
     "grid-based virtual village",
     "vote",
     "voting",

@@ -13,7 +13,7 @@ use crate::trading::data::MarketData;
 use crate::trading::episode::TradingEpisode;
 
 /// Steps an agent-based model runs by default (its file has no setting for it).
-pub const ABM_DEFAULT_STEPS: u64 = 10;
+pub(crate) const ABM_DEFAULT_STEPS: u64 = 10;
 
 /// One scenario of the library, borrowed from it.
 #[derive(Clone, Copy, Debug)]

@@ -37,11 +37,11 @@ use super::{StoreError, StoreResult, Write};
 
 /// The channel a worker tells the serving process on that a running node's log grew
 /// (`<tree>:<node>`), so that it relays the new entries to the node's watchers.
-pub const LOG_CHANNEL: &str = "simtree_log";
+pub(crate) const LOG_CHANNEL: &str = "simtree_log";
 /// How long a claim lasts without a heartbeat (`--job-lapse-secs`).
-pub const DEFAULT_LAPSE: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_LAPSE: Duration = Duration::from_secs(10);
 /// How many times a job is tried before it is given up (dead).
-pub const DEFAULT_MAX_ATTEMPTS: u64 = 3;
+pub(crate) const DEFAULT_MAX_ATTEMPTS: u64 = 3;
 
 /// Where a job is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

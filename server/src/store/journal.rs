@@ -47,7 +47,7 @@ const WRAP_BYTES: u64 = 4 << 20;
 const MAX_WRITE_BYTES: usize = 16 << 20;
 
 /// Gathered writes past this size are appended as a group without waiting for a flush.
-pub const SEAL_BYTES: usize = 1 << 20;
+pub(crate) const SEAL_BYTES: usize = 1 << 20;
 
 /// A journaled group: its number and its writes.
 pub type Group = (u64, Vec<Write>);

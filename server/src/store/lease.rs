@@ -23,7 +23,7 @@ use super::vocab::{Cell, P, Sql};
 use super::{StoreError, StoreResult};
 
 /// The default length of a lease (`--lease-secs`).
-pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
 /// Who this process is, and how long its lease lasts.
 #[derive(Debug, Clone)]

@@ -43,7 +43,6 @@ use journal::Journal;
 use packed::unpack;
 pub(crate) use source::encode_state;
 pub use source::{EncodedState, Pressure, TreeSource};
-pub use sql::SCHEMA_VERSION;
 pub(crate) use sql::index_text;
 #[cfg(test)]
 use thread::{Committer, push_merged};

@@ -28,7 +28,7 @@ const STATE_TAG: u8 = 0x01;
 /// The format of the state JSON written now (the serde shape of [`Sim`], its chunk references
 /// included). A change to that shape that older rows cannot be read in takes the next number,
 /// and the reader keeps reading every earlier one.
-pub const STATE_FORMAT: u8 = 1;
+pub(crate) const STATE_FORMAT: u8 = 1;
 
 /// Why a state row's bytes are no state this simtree reads.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -15,7 +15,7 @@ use super::{
 use crate::chunks::ChunkKey;
 
 /// The channel workers and the serving process wake on.
-pub const CHANNEL: &str = "simtree_jobs";
+pub(crate) const CHANNEL: &str = "simtree_jobs";
 
 /// Queues the job of `node` in the write transaction under way (see [`Sql::write`]); the
 /// notification is delivered when it commits. A job already queued for the node is left as it is.
@@ -131,7 +131,7 @@ const MIGRATIONS: &[&str] = &[
 ];
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 pub struct Db<S: Sql> {
     pub sql: S,

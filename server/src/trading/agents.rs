@@ -26,7 +26,7 @@ use crate::llm::chat::{ChatRequest, Message, Role, ToolCall, ToolChoice, ToolSpe
 use crate::llm::{BoxFuture, LlmError};
 
 /// The name of the agent's only tool.
-pub const SUBMIT_DECISION: &str = "submit_decision";
+pub(crate) const SUBMIT_DECISION: &str = "submit_decision";
 
 // ---------------------------------------------------------------------------------------------
 // The tool-calling seam
@@ -204,7 +204,7 @@ pub(crate) fn rule_decision(spec: &AgentSpec, case: &Case) -> Option<Decision> {
     })
 }
 /// The default system prompt of the LLM agent.
-pub const DEFAULT_SYSTEM_PROMPT: &str = "\
+pub(crate) const DEFAULT_SYSTEM_PROMPT: &str = "\
 You manage a stock portfolio in a day-by-day trading simulation. At each decision point you \
 receive a case: the tradable tickers, recent daily price bars with a summary of the period since \
 your last decision, any dated information items, and your current cash and share positions.
@@ -295,7 +295,7 @@ pub(crate) fn interview_request(spec: &AgentSpec, history: &[Arc<Exchange>], que
 }
 
 /// How an interview turn starts (the mock recognises it by this).
-pub const INTERVIEW_MARK: &str = "[Interview]";
+pub(crate) const INTERVIEW_MARK: &str = "[Interview]";
 
 /// Invokes the agent `spec` at one decision point. Rule-based agents answer at once with one
 /// `submit_decision` call; the LLM agent asks `model` with `history` as its memory.

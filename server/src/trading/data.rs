@@ -19,8 +19,8 @@ use super::models::{
     Case, CaseData, CaseDataItem, CaseDataKind, IntervalPriceSummary, PortfolioSnapshot, PricePoint, StockData,
 };
 
-pub const OHLCV_FILE: &str = "daily_ohlcv.csv";
-pub const EVENTS_FILE: &str = "events.csv";
+pub(crate) const OHLCV_FILE: &str = "daily_ohlcv.csv";
+pub(crate) const EVENTS_FILE: &str = "events.csv";
 const OHLCV_HEADER: [&str; 8] = ["date", "ticker", "open", "high", "low", "close", "volume", "adj_close"];
 const EVENTS_HEADER: [&str; 5] = ["date", "ticker", "kind", "session", "headline"];
 

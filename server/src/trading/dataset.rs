@@ -18,11 +18,11 @@ use super::data::{DateError, DateOrderError, MarketData, check_date, each_csv_re
 use super::models::PricePoint;
 
 /// Largest dataset, in bytes of CSV.
-pub const MAX_DATASET_BYTES: usize = 64 << 20;
+pub(crate) const MAX_DATASET_BYTES: usize = 64 << 20;
 /// Most data rows a dataset may have.
-pub const MAX_DATASET_ROWS: usize = 1_000_000;
+pub(crate) const MAX_DATASET_ROWS: usize = 1_000_000;
 /// Most tickers a dataset may have.
-pub const MAX_DATASET_TICKERS: usize = 1000;
+pub(crate) const MAX_DATASET_TICKERS: usize = 1000;
 /// Commas a line may hold before it is refused unread (a row has 6 or 7; quoted text in a cell
 /// may add a few).
 const MAX_LINE_COMMAS: usize = 64;

@@ -30,7 +30,7 @@ use simtree_shared::trading::AgentSpecError;
 pub use simtree_shared::trading::TradingView;
 
 /// Daily bars per ticker in a Case unless the config says otherwise.
-pub const DEFAULT_LOOKBACK: u32 = 20;
+pub(crate) const DEFAULT_LOOKBACK: u32 = 20;
 
 /// A branch op on a trading episode (applied between decision points): the trading ops of
 /// `simtree_shared::Op`, read and checked by their types there.

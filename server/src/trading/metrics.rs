@@ -24,7 +24,7 @@ use super::agents::equal_split;
 use super::data::{MarketData, Schedule};
 use super::models::{DecisionStatus, EpisodeConfig, EpisodeLog, ExecutedTrade, PortfolioSnapshot, Side};
 
-pub const TRADING_DAYS_PER_YEAR: f64 = 252.0;
+pub(crate) const TRADING_DAYS_PER_YEAR: f64 = 252.0;
 
 /// The figures of a series of daily returns.
 pub fn performance(returns: &[f64]) -> Performance {

@@ -15,9 +15,9 @@ use std::path::{Path, PathBuf};
 use super::TradingError;
 use super::models::{EpisodeConfig, EpisodeLog, TradeHistory};
 
-pub const CONFIG_FILE: &str = "config.json";
-pub const EPISODE_LOG_FILE: &str = "episode_log.jsonl";
-pub const TRADE_HISTORY_FILE: &str = "trade_history.json";
+pub(crate) const CONFIG_FILE: &str = "config.json";
+pub(crate) const EPISODE_LOG_FILE: &str = "episode_log.jsonl";
+pub(crate) const TRADE_HISTORY_FILE: &str = "trade_history.json";
 
 /// A run as stored on disk.
 #[derive(Clone, Debug, PartialEq)]

@@ -68,12 +68,12 @@ impl SimTree {
     }
 }
 
-pub const EXPORT_FORMAT: &str = "simtree-export/2";
+pub(crate) const EXPORT_FORMAT: &str = "simtree-export/2";
 
 /// What an export that the server could not finish ends with, before its reason: a control
 /// byte no JSON document holds outside a string, so the file can never pass for a whole export,
 /// and an import recognises it.
-pub const EXPORT_FAILED: &str = "\u{1}simtree export failed: ";
+pub(crate) const EXPORT_FAILED: &str = "\u{1}simtree export failed: ";
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

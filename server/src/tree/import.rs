@@ -73,7 +73,7 @@ pub struct Importer {
 }
 
 /// Sweeps (and explorations) an export may carry at most.
-pub const MAX_EXPORT_SWEEPS: usize = 1000;
+pub(crate) const MAX_EXPORT_SWEEPS: usize = 1000;
 
 impl Importer {
     pub fn new(

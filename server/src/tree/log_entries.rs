@@ -18,11 +18,11 @@ use serde::ser::{Error as _, SerializeSeq};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Entries one node's log may hold (a 1,000-turn run of a large scene writes tens of thousands).
-pub const MAX_ENTRIES: usize = 2_000_000;
+pub(crate) const MAX_ENTRIES: usize = 2_000_000;
 /// The longest entry, as compact JSON text.
-pub const MAX_ENTRY_BYTES: usize = 8 << 20;
+pub(crate) const MAX_ENTRY_BYTES: usize = 8 << 20;
 /// The deepest nesting inside an entry (the engine writes five or six levels).
-pub const MAX_DEPTH: usize = 64;
+pub(crate) const MAX_DEPTH: usize = 64;
 /// Entries between two looks at resident memory.
 const CHECK_EVERY: usize = 1 << 14;
 

@@ -24,10 +24,10 @@ service!(
 );
 
 /// The name the shipped market data is listed under.
-pub const SHIPPED_DATASET: &str = "shipped";
+pub(crate) const SHIPPED_DATASET: &str = "shipped";
 
 /// Uploaded datasets a server keeps at most.
-pub const MAX_DATASETS: usize = 64;
+pub(crate) const MAX_DATASETS: usize = 64;
 
 /// An uploaded dataset: its description, and its data while it is in use.
 pub struct UserDataset {

@@ -20,7 +20,7 @@ use crate::llm::chat::{Message, Role};
 use crate::llm::{BoxFuture, LlmError};
 
 /// The longest description taken.
-pub const MAX_PROMPT_CHARS: usize = 20_000;
+pub(crate) const MAX_PROMPT_CHARS: usize = 20_000;
 /// How many times a document with problems is sent back.
 const MAX_REPAIRS: u32 = 2;
 

@@ -25,9 +25,9 @@ use crate::sim::{ABM_DEFAULT_STEPS, ScenarioEntry};
 use crate::store::{Store, StoreError, Write, now_ms};
 
 /// Saved scenarios a library holds at most.
-pub const MAX_SAVED_SCENARIOS: usize = 1000;
+pub(crate) const MAX_SAVED_SCENARIOS: usize = 1000;
 /// Versions one saved scenario keeps at most (delete it, or save under another name).
-pub const MAX_VERSIONS: usize = 1000;
+pub(crate) const MAX_VERSIONS: usize = 1000;
 
 /// A saved scenario's name (its id): 1 to 64 of `A-Z a-z 0-9 _ . -`, not starting with `.` or
 /// `-` — so no control characters, no path (`/`, a leading `..`), no `@` (which separates a

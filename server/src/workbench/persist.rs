@@ -45,7 +45,7 @@ pub struct Meta {
 }
 
 /// The longest tree name.
-pub const MAX_NAME_CHARS: usize = 200;
+pub(crate) const MAX_NAME_CHARS: usize = 200;
 
 impl TreeHandle {
     pub(super) fn persist(&self, w: Write) {

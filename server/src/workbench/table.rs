@@ -22,14 +22,14 @@ service!(
 );
 
 /// Rows a page holds when `limit` is not given, and at most.
-pub const MAX_TABLE_ROWS: u64 = 100_000;
+pub(crate) const MAX_TABLE_ROWS: u64 = 100_000;
 
 /// The fixed columns of a sweep's runs table; the cell's axis values come between `cell` and
 /// `replicate` (an axis named like one of these is written `param:<name>`).
-pub const RUN_COLUMNS: [&str; 8] = ["run", "cell", "replicate", "seed", "node", "step", "variable", "value"];
+pub(crate) const RUN_COLUMNS: [&str; 8] = ["run", "cell", "replicate", "seed", "node", "step", "variable", "value"];
 
 /// The columns of a log table.
-pub const EVENT_COLUMNS: [&str; 8] = ["node", "seq", "step", "time", "agent", "kind", "text", "data"];
+pub(crate) const EVENT_COLUMNS: [&str; 8] = ["node", "seq", "step", "time", "agent", "kind", "text", "data"];
 
 /// How a table is written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

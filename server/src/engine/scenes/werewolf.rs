@@ -133,11 +133,11 @@ pub struct Werewolf {
     pub config: Config,
 }
 
-pub const DESCRIPTION: &str = "This is a game of Werewolf, a hidden-role deduction game that alternates between night and day. \
+pub(crate) const DESCRIPTION: &str = "This is a game of Werewolf, a hidden-role deduction game that alternates between night and day. \
 Each day has two parts: open discussion first, then voting, which the Moderator opens and closes. \
 At night the werewolves agree on one player to eliminate, the Seer may learn one player's true side, and the Witch may rescue the victim or poison someone, with one potion of each kind for the whole game.";
 
-pub const GUIDELINES: &str = "- Werewolf players: work together quietly, keep your identity hidden, and cast your kill vote at night; you get a single chance to talk and vote each night.\n\
+pub(crate) const GUIDELINES: &str = "- Werewolf players: work together quietly, keep your identity hidden, and cast your kill vote at night; you get a single chance to talk and vote each night.\n\
 - The Seer: choose each night's inspection carefully and steer the day's talk without exposing your role.\n\
 - The Witch: weigh rescuing the victim against poisoning a suspect; each potion can be used only once.\n\
 - Villagers: draw conclusions from what people say and how they vote; do not add confusion.\n\
@@ -705,7 +705,7 @@ impl SceneRules for Werewolf {
 }
 
 /// The prompt text of the actions this scene adds, for the catalogue in `scenes/mod.rs`.
-pub const ACTIONS: &[(ActionKind, &ActionSpec)] = &[
+pub(crate) const ACTIONS: &[(ActionKind, &ActionSpec)] = &[
     (ActionKind::VoteLynch, &VOTE_LYNCH),
     (ActionKind::NightKill, &NIGHT_KILL),
     (ActionKind::Inspect, &INSPECT),
@@ -715,37 +715,37 @@ pub const ACTIONS: &[(ActionKind, &ActionSpec)] = &[
     (ActionKind::CloseVoting, &CLOSE_VOTING),
 ];
 
-pub const VOTE_LYNCH: ActionSpec = ActionSpec {
+pub(crate) const VOTE_LYNCH: ActionSpec = ActionSpec {
     desc: "once voting is open in the day, vote for the player you want lynched; one vote per day",
     instruction: "- To vote for a lynch during the day:\n<Action name=\"vote_lynch\"><target>player name</target></Action>\n",
 };
 
-pub const NIGHT_KILL: ActionSpec = ActionSpec {
+pub(crate) const NIGHT_KILL: ActionSpec = ActionSpec {
     desc: "at night, the werewolves vote for the player they will kill",
     instruction: "- Werewolves only, at night: vote for tonight's kill:\n<Action name=\"night_kill\"><target>player name</target></Action>\n",
 };
 
-pub const INSPECT: ActionSpec = ActionSpec {
+pub(crate) const INSPECT: ActionSpec = ActionSpec {
     desc: "at night, the Seer checks one player and learns whether they are a werewolf",
     instruction: "- Seer only, at night: check a player:\n<Action name=\"inspect\"><target>player name</target></Action>\n",
 };
 
-pub const WITCH_SAVE: ActionSpec = ActionSpec {
+pub(crate) const WITCH_SAVE: ActionSpec = ActionSpec {
     desc: "at night, the Witch rescues tonight's victim; usable once per game",
     instruction: "- Witch only, at night: rescue tonight's victim (one use per game):\n<Action name=\"witch_save\" />\n",
 };
 
-pub const WITCH_POISON: ActionSpec = ActionSpec {
+pub(crate) const WITCH_POISON: ActionSpec = ActionSpec {
     desc: "at night, the Witch poisons one player; usable once per game",
     instruction: "- Witch only, at night: poison a player (one use per game):\n<Action name=\"witch_poison\"><target>player name</target></Action>\n",
 };
 
-pub const OPEN_VOTING: ActionSpec = ActionSpec {
+pub(crate) const OPEN_VOTING: ActionSpec = ActionSpec {
     desc: "the Moderator ends the day discussion and opens voting",
     instruction: "- Moderator only: open voting once the discussion is over:\n<Action name=\"open_voting\" />\n",
 };
 
-pub const CLOSE_VOTING: ActionSpec = ActionSpec {
+pub(crate) const CLOSE_VOTING: ActionSpec = ActionSpec {
     desc: "the Moderator closes voting, settles the lynch and ends the day",
     instruction: "- Moderator only: close voting and end the day:\n<Action name=\"close_voting\" />\n",
 };

@@ -16,15 +16,15 @@ use super::expr::{MAX_LIST_LEN, MAX_STRING_CHARS, PARSE_STACK, Programs};
 use crate::engine::hooks::{Hook, MAX_HOOK_SOURCE_CHARS, defines};
 
 /// The most roles, variables, actions, phases, tallies, outcomes, endings or metrics.
-pub const MAX_ITEMS: usize = 100;
+pub(crate) const MAX_ITEMS: usize = 100;
 /// The most parameters, effects, requirements, transitions or enum values of one item.
-pub const MAX_PER_ITEM: usize = 20;
+pub(crate) const MAX_PER_ITEM: usize = 20;
 /// The most characters of a name.
-pub const MAX_NAME_CHARS: usize = 40;
+pub(crate) const MAX_NAME_CHARS: usize = 40;
 /// The most passes a phase may last (`rounds`, `max_rounds`).
-pub const MAX_ROUNDS: u32 = 1000;
+pub(crate) const MAX_ROUNDS: u32 = 1000;
 /// The most characters a `string` parameter may allow.
-pub const MAX_PARAM_CHARS: u32 = 4000;
+pub(crate) const MAX_PARAM_CHARS: u32 = 4000;
 
 /// Why an action, an effect or a branch op was refused: the message the actor (or the op's
 /// sender) reads.

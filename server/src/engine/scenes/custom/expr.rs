@@ -21,27 +21,27 @@ use cel::{Context, Env, ExecutionError, Program};
 use serde_json::Value;
 
 /// The most characters of one expression.
-pub const MAX_EXPR_CHARS: usize = 500;
+pub(crate) const MAX_EXPR_CHARS: usize = 500;
 /// The deepest nesting of one expression's text: brackets, `?:` conditionals and prefix
 /// operators (counted before parsing).
-pub const MAX_EXPR_DEPTH: usize = 16;
+pub(crate) const MAX_EXPR_DEPTH: usize = 16;
 /// The deepest nesting of a parsed expression (`1 + 1 + 1` is three deep). Evaluation recurses
 /// once per level; 20 levels run within 1 MiB of stack in a debug build.
-pub const MAX_TREE_DEPTH: usize = 20;
+pub(crate) const MAX_TREE_DEPTH: usize = 20;
 /// The stack of the thread a document's expressions are parsed on: the parser takes far more
 /// stack per level than evaluation (about 150 KiB in a debug build), more than a runtime
 /// worker thread has.
-pub const PARSE_STACK: usize = 64 << 20;
+pub(crate) const PARSE_STACK: usize = 64 << 20;
 /// The most list macros (`all`, `exists`, `exists_one`, `map`, `filter`) in one expression.
-pub const MAX_MACROS: usize = 2;
+pub(crate) const MAX_MACROS: usize = 2;
 /// The most items of a list value (a variable, or what an expression computes to store).
-pub const MAX_LIST_LEN: usize = 200;
+pub(crate) const MAX_LIST_LEN: usize = 200;
 /// The most characters of a string value.
-pub const MAX_STRING_CHARS: usize = 10_000;
+pub(crate) const MAX_STRING_CHARS: usize = 10_000;
 
 /// The names an expression may use: the state's parts, and `params` in an action's
 /// `require`, effects and `say` texts.
-pub const NAMES: [&str; 9] = [
+pub(crate) const NAMES: [&str; 9] = [
     "vars", "me", "agents", "agent", "phase", "round", "turn", "tallies", "params",
 ];
 

@@ -44,7 +44,7 @@ pub const MARKER: &str = "Of the actions listed under Available Actions, the lat
      now; each takes exactly the fields its usage shows.";
 
 /// The sentence in its place when the document turns status lines off (`status_lines: false`).
-pub const MARKER_QUIET: &str = "Each action listed under Available Actions takes exactly the fields its usage shows; \
+pub(crate) const MARKER_QUIET: &str = "Each action listed under Available Actions takes exactly the fields its usage shows; \
      one that is not open now is refused with the reason.";
 
 /// Whether a system prompt is a custom scene's (it carries one of the two closing sentences).
@@ -54,8 +54,8 @@ pub fn marks(system: &str) -> bool {
 
 /// Where a status line lists the moves open to its agent now (last in the line), and the agents
 /// still in the game once someone is out (up to the next `;`).
-pub const OPEN_NOW: &str = "moves open now: ";
-pub const IN_THE_GAME: &str = "in the game: ";
+pub(crate) const OPEN_NOW: &str = "moves open now: ";
+pub(crate) const IN_THE_GAME: &str = "in the game: ";
 
 /// One agent as the scene sees it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
