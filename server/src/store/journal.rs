@@ -47,7 +47,7 @@ const WRAP_BYTES: u64 = 4 << 20;
 const MAX_WRITE_BYTES: usize = 16 << 20;
 
 /// Gathered writes past this size are appended as a group without waiting for a flush.
-pub(crate) const SEAL_BYTES: usize = 1 << 20;
+pub const SEAL_BYTES: usize = 1 << 20;
 
 /// A journaled group: its number and its writes.
 pub type Group = (u64, Vec<Write>);
@@ -103,7 +103,7 @@ impl Journal {
     }
 
     /// [`Self::open`], with the groups before any damage and what the damage is.
-    pub(crate) fn open_damaged(path: &Path, applied: u64) -> StoreResult<(Journal, Vec<Group>, Option<String>)> {
+    pub fn open_damaged(path: &Path, applied: u64) -> StoreResult<(Journal, Vec<Group>, Option<String>)> {
         let mut file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -129,7 +129,7 @@ impl Journal {
 
     /// Adds a write to the group being gathered. A write too large to journal is left out, and
     /// [`Self::unjournaled`] says so until [`Self::discard`].
-    pub(crate) fn stage(&mut self, w: &Write) {
+    pub fn stage(&mut self, w: &Write) {
         if self.buf.is_empty() {
             self.buf.extend_from_slice(&[0; HEADER]);
         }
@@ -142,18 +142,18 @@ impl Journal {
     }
 
     /// Bytes gathered for the next group.
-    pub(crate) fn staged_bytes(&self) -> usize {
+    pub fn staged_bytes(&self) -> usize {
         self.buf.len().saturating_sub(HEADER)
     }
 
     /// True when a write queued since the last [`Self::discard`] is not in the journal (too
     /// large, or its group failed to be written): only a database commit makes it durable.
-    pub(crate) fn unjournaled(&self) -> bool {
+    pub fn unjournaled(&self) -> bool {
         self.unjournaled
     }
 
     /// Drops the gathered writes (a database commit is making them durable instead).
-    pub(crate) fn discard(&mut self) {
+    pub fn discard(&mut self) {
         self.buf.clear();
         self.unjournaled = false;
     }
@@ -161,7 +161,7 @@ impl Journal {
     /// Appends the gathered writes as one group and returns its number (`None`: nothing was
     /// gathered). `applied` is the last group the database has: when that is every group and the
     /// file is past [`WRAP_BYTES`], the journal starts over at its beginning.
-    pub(crate) fn seal(&mut self, applied: u64) -> StoreResult<Option<u64>> {
+    pub fn seal(&mut self, applied: u64) -> StoreResult<Option<u64>> {
         if self.buf.is_empty() {
             return Ok(None);
         }
@@ -210,7 +210,7 @@ impl Journal {
 
     /// Moves the file aside (damaged: [`Aside::Failed`]; a group the database refuses:
     /// [`Aside::Refused`]) and starts an empty one.
-    pub(crate) fn set_aside(&mut self, why: Aside) -> StoreResult<PathBuf> {
+    pub fn set_aside(&mut self, why: Aside) -> StoreResult<PathBuf> {
         let aside = self
             .path
             .with_extension(format!("journal.{}-{}", why.word(), super::now_ms()));
@@ -255,7 +255,7 @@ impl Aside {
 pub struct AsideFile {
     pub path: PathBuf,
     pub why: Aside,
-    pub(crate) at_ms: u64,
+    pub at_ms: u64,
 }
 
 impl AsideFile {
