@@ -49,7 +49,7 @@ impl Backend {
     /// The backend from the `LLM_*` environment (default: the offline mock) and an optional
     /// settings file with per-scenario and per-agent overrides; `dialect` replaces the
     /// environment's.
-    pub fn from_settings(file: Option<&Path>, dialect: Option<Dialect>) -> Result<Backend, BackendError> {
+    pub(crate) fn from_settings(file: Option<&Path>, dialect: Option<Dialect>) -> Result<Backend, BackendError> {
         let mut base = LlmConfig::from_env()?;
         if let Some(d) = dialect.filter(|d| *d != base.dialect) {
             // The other dialect's default model means nothing to this one.
@@ -74,7 +74,7 @@ impl Backend {
     /// The recorded calls a re-run of an advance must replay, or `None` when it can run as it is:
     /// a run without recorded calls on the mock, or on an offline player on any backend, made no
     /// provider calls to begin with.
-    pub fn replay_of(&self, sim: &Sim, records: Vec<LlmRecord>) -> Option<Vec<LlmRecord>> {
+    pub(crate) fn replay_of(&self, sim: &Sim, records: Vec<LlmRecord>) -> Option<Vec<LlmRecord>> {
         match self {
             _ if records.is_empty() && offline_policy(sim).is_some() => None,
             Backend::Mock if records.is_empty() => None,
@@ -125,13 +125,13 @@ pub struct RunRequest<'a> {
 }
 
 /// What one run talks to, and the ledger its real calls are recorded in.
-pub fn run_ctx(backend: &Backend, req: RunRequest<'_>) -> Result<(RunCtx, Arc<Ledger>), BackendError> {
+pub(crate) fn run_ctx(backend: &Backend, req: RunRequest<'_>) -> Result<(RunCtx, Arc<Ledger>), BackendError> {
     run_ctx_with(backend, req, Arc::new(Ledger::default()))
 }
 
 /// [`run_ctx`] recording in `ledger` (a job's: it replays what an interrupted attempt recorded,
 /// then goes live, recording each call as it returns; see [`Ledger::resuming`]).
-pub fn run_ctx_with(
+pub(crate) fn run_ctx_with(
     backend: &Backend,
     req: RunRequest<'_>,
     ledger: Arc<Ledger>,

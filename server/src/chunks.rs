@@ -125,7 +125,7 @@ impl<T> AppendList<T> {
 
     /// The entries from index `from` on, walking back only through the chunks that hold them
     /// (what a node added costs what it added, not the whole history).
-    pub fn iter_from(&self, from: usize) -> impl Iterator<Item = &T> {
+    pub(crate) fn iter_from(&self, from: usize) -> impl Iterator<Item = &T> {
         let mut chunks = Vec::new();
         let mut start = self.frozen_len;
         let mut cur = self.frozen.as_deref();
@@ -204,7 +204,7 @@ impl ChunkCache {
     /// Forgets the chunks no simulator holds any more. A dead entry is not free: its weak
     /// reference keeps the chunk's allocation (header and links) until it is dropped here, so
     /// the cache calls this after evicting simulators.
-    pub fn prune(&self) {
+    pub(crate) fn prune(&self) {
         let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
         live.retain(|_, w| w.strong_count() > 0);
         live.shrink_to_fit();
@@ -316,7 +316,11 @@ fn with_ctx<R>(ctx: Ctx, f: impl FnOnce() -> R) -> (R, Ctx) {
 /// Runs `f` (which serializes a node's state) in the store's form: lists become chunk keys and
 /// tails; returns what `f` returned and the chunks written for the first time, keyed by `node`.
 /// With `dedupe`, chunks equal to an ancestor's are referenced instead (imports).
-pub fn write_chunks<R>(node: u64, dedupe: Option<Dedupe>, f: impl FnOnce() -> R) -> (R, Vec<NewChunk>, Option<Dedupe>) {
+pub(crate) fn write_chunks<R>(
+    node: u64,
+    dedupe: Option<Dedupe>,
+    f: impl FnOnce() -> R,
+) -> (R, Vec<NewChunk>, Option<Dedupe>) {
     let writer = Writer {
         node,
         next: 0,
@@ -332,7 +336,11 @@ pub fn write_chunks<R>(node: u64, dedupe: Option<Dedupe>, f: impl FnOnce() -> R)
 /// Runs `f` (which deserializes a node's state in the store's form) with `raw` chunk bodies at
 /// hand and `cache` for chunks already in memory. Returns `None` when a chunk was neither: the
 /// caller fetches more rows and tries again.
-pub fn read_chunks<R>(raw: HashMap<ChunkKey, Arc<[u8]>>, cache: &Arc<ChunkCache>, f: impl FnOnce() -> R) -> Option<R> {
+pub(crate) fn read_chunks<R>(
+    raw: HashMap<ChunkKey, Arc<[u8]>>,
+    cache: &Arc<ChunkCache>,
+    f: impl FnOnce() -> R,
+) -> Option<R> {
     let reader = Reader {
         raw,
         cache: cache.clone(),

@@ -24,9 +24,9 @@ use simtree_shared::{Effect, ExploreBudget, ExploreGoal, IntervalKind, Objective
 use crate::sweep::{Axis, Cell, Metric, SweepPlan, SweepSpec, paired};
 
 /// Most candidates a space may hold.
-pub const MAX_CANDIDATES: usize = 64;
+pub(crate) const MAX_CANDIDATES: usize = 64;
 /// Most replicates of the first round.
-pub const MAX_FIRST_REPLICATES: u64 = 100;
+pub(crate) const MAX_FIRST_REPLICATES: u64 = 100;
 
 /// The body of `POST …/explore`.
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -148,7 +148,7 @@ impl ExploreSpec {
 
     /// The most runs this exploration may start: its runs budget, or without one the whole
     /// schedule down to one candidate.
-    pub fn run_cap(&self, candidates: usize) -> u64 {
+    pub(crate) fn run_cap(&self, candidates: usize) -> u64 {
         let schedule = worst_case_runs(candidates, self.replicates, u64::MAX);
         self.budget.runs.map_or(schedule, |r| r.min(schedule))
     }
@@ -167,7 +167,7 @@ pub fn survivors(alive: usize) -> usize {
 /// New replicates for each of `alive` candidates in the next round, which have `have`
 /// replicates each (0 before the first round), with `runs_left` runs of the budget left; 0
 /// means stop (one candidate is left after a round, or the budget cannot give each one more).
-pub fn next_round(alive: usize, have: u64, first: u64, runs_left: u64) -> u64 {
+pub(crate) fn next_round(alive: usize, have: u64, first: u64, runs_left: u64) -> u64 {
     if alive == 0 || (have > 0 && alive <= 1) {
         return 0;
     }
@@ -177,7 +177,7 @@ pub fn next_round(alive: usize, have: u64, first: u64, runs_left: u64) -> u64 {
 
 /// Runs the whole schedule starts for `candidates` with `first` replicates in round 1 and at
 /// most `cap` runs.
-pub fn worst_case_runs(candidates: usize, first: u64, cap: u64) -> u64 {
+pub(crate) fn worst_case_runs(candidates: usize, first: u64, cap: u64) -> u64 {
     let (mut alive, mut have, mut used) = (candidates, 0u64, 0u64);
     loop {
         let add = next_round(alive, have, first, cap - used);
@@ -191,13 +191,13 @@ pub fn worst_case_runs(candidates: usize, first: u64, cap: u64) -> u64 {
 }
 
 /// Mean and 95% interval (Student's t) of a candidate's values.
-pub fn mean_ci(values: &[f64]) -> Effect {
+pub(crate) fn mean_ci(values: &[f64]) -> Effect {
     paired(values, IntervalKind::T, 0)
 }
 
 /// Orders candidates best first by their mean for `goal`; those without a mean come last; ties
 /// keep the grid's order.
-pub fn rank(means: &[(usize, Option<f64>)], goal: ExploreGoal) -> Vec<usize> {
+pub(crate) fn rank(means: &[(usize, Option<f64>)], goal: ExploreGoal) -> Vec<usize> {
     let mut order: Vec<(usize, Option<f64>)> = means.to_vec();
     order.sort_by(|a, b| match (a.1, b.1) {
         (Some(x), Some(y)) => {

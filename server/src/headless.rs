@@ -80,7 +80,7 @@ impl From<crate::sim::hooks::HookSourceError> for SetupError {
 /// A fresh simulator of `entry` (a library scenario or a user's document), its default turn
 /// count, and for an agent-based model or a custom scene with hooks a worker of its own
 /// (`assets/..` holds the worker's venv; the hook source is checked on it). A trading episode runs on `market` when given, else on the shipped data.
-pub fn fresh_sim(
+pub(crate) fn fresh_sim(
     entry: ScenarioEntry<'_>,
     seed: Option<u64>,
     assets: &std::path::Path,

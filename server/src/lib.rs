@@ -12,7 +12,8 @@
 //! * [`explore`] — budgeted searches of an intervention space (successive halving);
 //! * [`workbench`] — the application service: trees, runs, clients, limits;
 //! * [`fleet`] — a server's life on its database: lead, follow, take over; the job workers;
-//! * [`cli`] — the `simtree` command line.
+//! * [`cli`] — the `simtree` command line;
+//! * [`testing`] — internals for integration tests and benchmarks only.
 
 pub mod abm;
 pub mod backend;
@@ -30,6 +31,7 @@ pub mod scenario;
 pub mod sim;
 pub mod store;
 pub mod sweep;
+pub mod testing;
 pub mod trading;
 pub mod tree;
 pub mod workbench;

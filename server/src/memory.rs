@@ -40,7 +40,7 @@ impl Watch {
     }
 
     /// A receiver of the verdict; starts the poller on first use (must run inside the runtime).
-    pub fn subscribe(&self) -> watch::Receiver<bool> {
+    pub(crate) fn subscribe(&self) -> watch::Receiver<bool> {
         self.verdict
             .get_or_init(|| {
                 let (tx, rx) = watch::channel(false);
@@ -97,7 +97,7 @@ pub struct OverBudget {
     pub budget: u64,
 }
 
-pub fn over_budget_message(resident: u64, budget: u64) -> String {
+pub(crate) fn over_budget_message(resident: u64, budget: u64) -> String {
     format!(
         "the server is at its memory budget ({} MiB resident, budget {} MiB; see --max-memory-mb): \
          delete trees or subtrees, or restart with a larger budget",
@@ -107,7 +107,7 @@ pub fn over_budget_message(resident: u64, budget: u64) -> String {
 }
 
 /// This process's resident set size, from `/proc/self/statm`.
-pub fn resident_bytes() -> Option<u64> {
+pub(crate) fn resident_bytes() -> Option<u64> {
     let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
     let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
     Some(pages * page_size())

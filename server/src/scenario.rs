@@ -60,9 +60,9 @@ pub struct AgentSpec {
     #[serde(default)]
     pub style: String,
     #[serde(default)]
-    pub initial_instruction: String,
+    pub(crate) initial_instruction: String,
     #[serde(default)]
-    pub role_prompt: String,
+    pub(crate) role_prompt: String,
     #[serde(default)]
     pub language: Option<String>,
     #[serde(default)]
@@ -72,7 +72,7 @@ pub struct AgentSpec {
     #[serde(default)]
     pub emotion_enabled: Option<bool>,
     #[serde(default)]
-    pub max_repeat: Option<u32>,
+    pub(crate) max_repeat: Option<u32>,
 }
 
 fn default_ordering() -> Ordering {
@@ -322,7 +322,7 @@ impl AbmScenario {
 /// A text field (`title`, `explanation`) of an agent-based model document in any of its three
 /// shapes: the API envelope (under `supportingInfo`), an LLM answer (`{model, explanation,
 /// title}`) or a bare model (none: empty).
-pub fn abm_text(doc: &Value, key: &str) -> String {
+pub(crate) fn abm_text(doc: &Value, key: &str) -> String {
     doc["supportingInfo"][key]
         .as_str()
         .or(doc[key].as_str())
@@ -412,10 +412,10 @@ fn json_files(dir: &Path) -> Result<Vec<PathBuf>, ScenarioError> {
 }
 
 /// Agents a social scenario brought by a user may have (every agent is an LLM call per step).
-pub const MAX_DOCUMENT_AGENTS: usize = 500;
+pub(crate) const MAX_DOCUMENT_AGENTS: usize = 500;
 /// Agents an agent-based model brought by a user may start with, where its counts are literals
 /// or global variables (counts computed by code are bounded by the worker's memory limit).
-pub const MAX_DOCUMENT_ABM_AGENTS: u64 = 5000;
+pub(crate) const MAX_DOCUMENT_ABM_AGENTS: u64 = 5000;
 
 /// A scenario a user brought as a document (`POST /devui/simtree` with `{"scenario": {…}}`,
 /// `simtree run --scenario-file`), checked by the same code as the shipped files. Which kind it

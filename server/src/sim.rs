@@ -19,7 +19,8 @@ use serde::{Deserialize, Serialize};
 use simtree_shared::{NodeState, NodeView, Op, SimKind};
 
 pub use abm::{AbmImportError, AbmSim, MAX_REBUILD_STEPS};
-pub use entry::{ABM_DEFAULT_STEPS, ScenarioEntry};
+pub(crate) use entry::ABM_DEFAULT_STEPS;
+pub use entry::ScenarioEntry;
 
 use crate::abm::AbmError;
 use crate::abm::worker::WorkerPool;
@@ -51,7 +52,7 @@ pub struct CallShape {
 }
 
 /// Why a model step is estimated at no call.
-pub const ABM_CALLS: &str = "a model step makes no LLM call";
+pub(crate) const ABM_CALLS: &str = "a model step makes no LLM call";
 
 impl CallShape {
     pub fn none(why: &str) -> CallShape {
@@ -66,7 +67,7 @@ impl CallShape {
 /// The seed of the `index`-th child of a fan-out from a state seeded with `parent`: a
 /// SplitMix64 step over both, so siblings get unrelated streams and the same fan-out gives the
 /// same seeds again. Kept below 2^53, so a browser reads it exactly.
-pub fn child_seed(parent: u64, index: u64) -> u64 {
+pub(crate) fn child_seed(parent: u64, index: u64) -> u64 {
     let mut z = parent ^ index.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
@@ -146,7 +147,7 @@ fn op_name(op: &Op) -> String {
 
 /// Events that mark one turn of progress: a social turn's first step, a trading decision point,
 /// an agent-based model's step. (Skipped social turns leave no event, so a count may stop short.)
-pub fn counts_as_turn(e: &Event) -> bool {
+pub(crate) fn counts_as_turn(e: &Event) -> bool {
     match e.kind {
         EventType::AgentProcessStart => e.data["step"] == 1,
         EventType::DecisionPoint | EventType::AbmStep => true,
@@ -161,7 +162,7 @@ impl Sim {
     }
 
     /// The kind as the wire names it.
-    pub fn sim_kind(&self) -> SimKind {
+    pub(crate) fn sim_kind(&self) -> SimKind {
         match self {
             Sim::Social(_) => SimKind::Social,
             Sim::Trading(_) => SimKind::Trading,
@@ -173,7 +174,7 @@ impl Sim {
     /// The simulator a child of node `parent` of tree `tree` runs: this one forked, its calls
     /// keyed to the parent (children of one node share its prompts up to where they diverge,
     /// so a model spread over several servers sends them to one: see [`Self::set_affinity`]).
-    pub fn fork_child(&self, tree: u64, parent: u64) -> Sim {
+    pub(crate) fn fork_child(&self, tree: u64, parent: u64) -> Sim {
         let mut sim = self.fork();
         sim.set_affinity(child_seed(tree, parent) | 1);
         sim
@@ -242,7 +243,7 @@ impl Sim {
     }
 
     /// Events waiting from construction (a scenario's initial broadcasts): the root's log.
-    pub fn initial_events(&mut self) -> Vec<Event> {
+    pub(crate) fn initial_events(&mut self) -> Vec<Event> {
         match self {
             Sim::Social(s) => social::initial_events(s),
             Sim::Trading(_) | Sim::Abm(_) => Vec::new(),
@@ -268,7 +269,7 @@ impl Sim {
     }
 
     /// Re-attaches shared data that is not serialised (the market of a trading episode).
-    pub fn attach(&mut self, market: Option<&Arc<MarketData>>) {
+    pub(crate) fn attach(&mut self, market: Option<&Arc<MarketData>>) {
         if let (Sim::Trading(t), Some(m)) = (self, market) {
             t.attach_market(m.clone());
         }
@@ -288,7 +289,7 @@ impl Sim {
     }
 
     /// The Python hook source of a custom scene's document (run only on the ABM workers).
-    pub fn hook_source(&self) -> Option<&str> {
+    pub(crate) fn hook_source(&self) -> Option<&str> {
         match self {
             Sim::Social(s) => hooks::source(s),
             Sim::Trading(_) | Sim::Abm(_) => None,
@@ -306,7 +307,7 @@ impl Sim {
 
     /// Where the agents' memories end now, for [`Sim::memory_since`] (social scenes; the other
     /// kinds keep no agent memory the search reads).
-    pub fn memory_marks(&self) -> Vec<(usize, usize)> {
+    pub(crate) fn memory_marks(&self) -> Vec<(usize, usize)> {
         match self {
             Sim::Social(s) => social::memory_marks(s),
             Sim::Trading(_) | Sim::Abm(_) => Vec::new(),
@@ -315,7 +316,7 @@ impl Sim {
 
     /// What the agents' memories took in since `marks` were taken of this state or an
     /// ancestor's (memories only grow), as text to search.
-    pub fn memory_since(&self, marks: &[(usize, usize)]) -> String {
+    pub(crate) fn memory_since(&self, marks: &[(usize, usize)]) -> String {
         match self {
             Sim::Social(s) => social::memory_since(s, marks),
             Sim::Trading(_) | Sim::Abm(_) => String::new(),
@@ -344,7 +345,7 @@ impl Sim {
     }
 
     /// How many LLM calls a turn of this simulation makes, by its structure (for estimates).
-    pub fn call_shape(&self) -> CallShape {
+    pub(crate) fn call_shape(&self) -> CallShape {
         match self {
             Sim::Social(s) => social::call_shape(s),
             Sim::Trading(t) => trading::call_shape(t),

@@ -59,7 +59,7 @@ pub enum SweepError {
 }
 
 /// Largest grid a sweep may ask for (cells × replicates).
-pub const MAX_RUNS: u64 = 10_000;
+pub(crate) const MAX_RUNS: u64 = 10_000;
 
 /// What the server does with a [`SweepSpec`] (a wire type of `simtree_shared`): read it with
 /// errors that name the field, and plan its grid.
@@ -301,7 +301,7 @@ impl Metric {
 }
 
 /// The summary of one metric's values over a cell's replicates.
-pub fn summarise(values: Vec<Value>) -> MetricSummary {
+pub(crate) fn summarise(values: Vec<Value>) -> MetricSummary {
     let nums: Vec<f64> = values
         .iter()
         .filter_map(|v| v.as_f64().or_else(|| v.as_bool().map(|b| f64::from(u8::from(b)))))
@@ -328,7 +328,10 @@ pub fn summarise(values: Vec<Value>) -> MetricSummary {
 /// A summary per metric over a cell's runs; `runs[k]` holds replicate `k`'s values in the
 /// metrics' order, or `None` while it has none (still running, failed) — then its value is
 /// `null` and it does not count in `n`, so `values` stays aligned with the replicates.
-pub fn summarise_runs(metrics: &[(String, Metric)], runs: &[Option<&Vec<Value>>]) -> IndexMap<String, MetricSummary> {
+pub(crate) fn summarise_runs(
+    metrics: &[(String, Metric)],
+    runs: &[Option<&Vec<Value>>],
+) -> IndexMap<String, MetricSummary> {
     metrics
         .iter()
         .enumerate()
@@ -365,7 +368,7 @@ const BOOTSTRAP_RESAMPLES: usize = 2000;
 /// replicate `k` of `base` (the same seed). A pair with a side still running is left for later;
 /// one with a side that ended without a number is dropped and counted. `seed` drives the
 /// bootstrap's resampling (the same seed, the same interval).
-pub fn effect_of(base: &[Outcome], cell: &[Outcome], i: usize, interval: IntervalKind, seed: u64) -> Effect {
+pub(crate) fn effect_of(base: &[Outcome], cell: &[Outcome], i: usize, interval: IntervalKind, seed: u64) -> Effect {
     let mut diffs = Vec::with_capacity(cell.len());
     let (mut dropped, mut text) = (0, false);
     for (b, c) in base.iter().zip(cell) {
@@ -469,7 +472,7 @@ fn bootstrap(diffs: &[f64], seed: u64) -> (f64, f64) {
 
 /// The seed of the bootstrap of one cell and metric: the sweep's first seed mixed with both
 /// indices, so every interval has a stream of its own and a re-read gives the same interval.
-pub fn bootstrap_seed(sweep_seed: u64, cell: usize, metric: usize) -> u64 {
+pub(crate) fn bootstrap_seed(sweep_seed: u64, cell: usize, metric: usize) -> u64 {
     sweep_seed ^ (((cell as u64) << 32) | metric as u64)
 }
 
@@ -490,7 +493,7 @@ pub fn effects(
 
 /// Events back from stored log entries (`{type, data, node}`), for reducing a tree node's run;
 /// entries of a type this build does not know are skipped (no metric can name them).
-pub fn events_from_entries<'a>(entries: impl IntoIterator<Item = &'a str>) -> Vec<Event> {
+pub(crate) fn events_from_entries<'a>(entries: impl IntoIterator<Item = &'a str>) -> Vec<Event> {
     entries
         .into_iter()
         .filter_map(|e| serde_json::from_str::<Event>(e).ok())

@@ -16,8 +16,10 @@ mod log;
 mod log_entries;
 pub mod notebook;
 pub use error::TreeError;
-pub use export::{EXPORT_FAILED, EXPORT_FORMAT, NodeExport, TreeExport};
-pub use import::{ImportLimits, Importer, MAX_EXPORT_SWEEPS, read_export};
+pub(crate) use export::{EXPORT_FAILED, EXPORT_FORMAT};
+pub use export::{NodeExport, TreeExport};
+pub(crate) use import::read_export;
+pub use import::{ImportLimits, Importer};
 pub use log::{NodeLog, entry_json};
 pub use log_entries::LogEntries;
 use std::collections::BTreeMap;
@@ -55,7 +57,7 @@ fn tick() -> u64 {
 }
 
 /// The largest node id: ids stay exact in JavaScript numbers (the web UI reads them as such).
-pub const MAX_NODE_ID: NodeId = (1 << 53) - 1;
+pub(crate) const MAX_NODE_ID: NodeId = (1 << 53) - 1;
 
 #[derive(Debug)]
 pub struct Node {
@@ -180,11 +182,6 @@ impl SimTree {
         0
     }
 
-    /// True when the tree holds agent-based models (they need the Python worker).
-    pub fn has_abm(&mut self) -> bool {
-        self.sim(0).is_ok_and(|s| matches!(*s, Sim::Abm(_)))
-    }
-
     pub fn len(&self) -> usize {
         self.nodes.len()
     }
@@ -267,14 +264,14 @@ impl SimTree {
     }
 
     /// Drops what the tree's chunk cache still remembers of evicted simulators.
-    pub fn prune_chunks(&self) {
+    pub(crate) fn prune_chunks(&self) {
         if let Some(source) = &self.source {
             source.cache.prune();
         }
     }
 
     /// Records what a node's simulator costs in memory (its stored form's size).
-    pub fn set_cost(&mut self, id: NodeId, cost: usize) {
+    pub(crate) fn set_cost(&mut self, id: NodeId, cost: usize) {
         if let Some(n) = self.nodes.get_mut(&id) {
             n.cost = cost;
             n.used = tick();
@@ -299,17 +296,17 @@ impl SimTree {
     }
 
     /// Memory the tree's structure takes (node records), roughly.
-    pub fn structure_cost(&self) -> usize {
+    pub(crate) fn structure_cost(&self) -> usize {
         self.nodes.len() * NODE_RECORD_BYTES
     }
 
     /// True when nodes come back from a store.
-    pub fn is_stored(&self) -> bool {
+    pub(crate) fn is_stored(&self) -> bool {
         self.source.is_some()
     }
 
     /// Marks the tree as stored: nodes not in memory come back from `source`.
-    pub fn set_source(&mut self, source: crate::store::TreeSource) {
+    pub(crate) fn set_source(&mut self, source: crate::store::TreeSource) {
         self.source = Some(source);
     }
 
@@ -458,13 +455,13 @@ impl SimTree {
     }
 
     /// Marks a node as made by a sweep (edge type `sweep`): a cell or a replicate.
-    pub fn mark_sweep(&mut self, id: NodeId) -> Result<(), TreeError> {
+    pub(crate) fn mark_sweep(&mut self, id: NodeId) -> Result<(), TreeError> {
         self.mark_edge(id, EdgeType::Sweep)
     }
 
     /// Marks a node as made by a sweep or an exploration (`sweep`, `explore`): the edge keeps
     /// its ops but says who made it.
-    pub fn mark_edge(&mut self, id: NodeId, kind: EdgeType) -> Result<(), TreeError> {
+    pub(crate) fn mark_edge(&mut self, id: NodeId, kind: EdgeType) -> Result<(), TreeError> {
         self.nodes.get_mut(&id).ok_or(TreeError::NodeNotFound(id))?.edge_type = kind;
         Ok(())
     }
@@ -481,7 +478,7 @@ impl SimTree {
     /// forks the parent itself, or a run another process computes from the stored parent (a
     /// job; the parent's state is not rebuilt here). Refused as `start_advance` is: a parent
     /// that is missing or still running.
-    pub fn attach_advance(&mut self, parent: NodeId, turns: u64) -> Result<(NodeId, Arc<NodeLog>), TreeError> {
+    pub(crate) fn attach_advance(&mut self, parent: NodeId, turns: u64) -> Result<(NodeId, Arc<NodeLog>), TreeError> {
         if self.node(parent)?.status.is_running() {
             return Err(TreeError::Running(parent));
         }
@@ -516,7 +513,7 @@ impl SimTree {
     /// Shows a node that was restored `interrupted` as running again: its run was not lost but
     /// is still run by another process (a job the server adopted: see `workbench/jobs.rs`).
     /// Returns whether the node is running now.
-    pub fn resume_running(&mut self, id: NodeId) -> bool {
+    pub(crate) fn resume_running(&mut self, id: NodeId) -> bool {
         let Some(node) = self.nodes.get_mut(&id) else {
             return false;
         };
@@ -529,7 +526,7 @@ impl SimTree {
     /// Takes the end of a run another process ran (a job: see `workbench/jobs.rs`) from the
     /// node's stored record; its simulator stays in the store until used. Returns false when
     /// the node was deleted meanwhile.
-    pub fn finish_stored(&mut self, row: &crate::store::NodeRow) -> bool {
+    pub(crate) fn finish_stored(&mut self, row: &crate::store::NodeRow) -> bool {
         let Some(node) = self.nodes.get_mut(&row.id) else {
             return false;
         };
@@ -547,7 +544,7 @@ impl SimTree {
     /// its simulator, to this copy of the tree. Nothing changes when the node is here already
     /// or its parent is not (the copy is then read again when a job needs it). Returns whether
     /// it was added.
-    pub fn insert_finished(&mut self, row: crate::store::NodeRow, sim: Arc<Sim>) -> bool {
+    pub(crate) fn insert_finished(&mut self, row: crate::store::NodeRow, sim: Arc<Sim>) -> bool {
         let Some(parent) = row.parent else {
             return false;
         };
@@ -585,13 +582,13 @@ impl SimTree {
 
     /// Marks a run that ended without a usable simulator (it panicked) as failed; the node keeps
     /// its parent's state so it stays usable. Returns false when the node was deleted meanwhile.
-    pub fn fail_without_sim(&mut self, id: NodeId, error: String) -> bool {
+    pub(crate) fn fail_without_sim(&mut self, id: NodeId, error: String) -> bool {
         self.end_without_sim(id, NodeStatus::Failed, Some(error))
     }
 
     /// Ends a run without a simulator of its own as `status` (failed, cancelled): the node keeps
     /// its parent's state. Returns false when the node was deleted meanwhile.
-    pub fn end_without_sim(&mut self, id: NodeId, status: NodeStatus, error: Option<String>) -> bool {
+    pub(crate) fn end_without_sim(&mut self, id: NodeId, status: NodeStatus, error: Option<String>) -> bool {
         let parent_sim = self
             .nodes
             .get(&id)
@@ -618,7 +615,7 @@ impl SimTree {
     /// Several branches of one parent, all or none: every list of ops is applied to its own
     /// clone and the ids are checked before the first is attached. An error names the list
     /// (`cells[1].ops[0]: …`).
-    pub fn branch_all(&mut self, parent: NodeId, lists: Vec<Vec<Op>>) -> Result<Vec<NodeId>, TreeError> {
+    pub(crate) fn branch_all(&mut self, parent: NodeId, lists: Vec<Vec<Op>>) -> Result<Vec<NodeId>, TreeError> {
         let mut prepared = Vec::with_capacity(lists.len());
         for (i, ops) in lists.iter().enumerate() {
             prepared.push(self.prepare_branch(parent, ops, &format!("cells[{i}]."))?);
@@ -635,7 +632,7 @@ impl SimTree {
     }
 
     /// How many more nodes this tree can ever attach (ids are never reused).
-    pub fn ids_left(&self) -> u64 {
+    pub(crate) fn ids_left(&self) -> u64 {
         (MAX_NODE_ID + 1).saturating_sub(self.next_id)
     }
 
@@ -708,7 +705,7 @@ impl SimTree {
     }
 
     /// Visits the full log of a node without copying it.
-    pub fn for_each_log_entry(&mut self, id: NodeId, mut f: impl FnMut(&str)) -> Result<(), TreeError> {
+    pub(crate) fn for_each_log_entry(&mut self, id: NodeId, mut f: impl FnMut(&str)) -> Result<(), TreeError> {
         for n in self.path(id)? {
             self.log(n)?.for_each(&mut f);
         }
@@ -737,7 +734,7 @@ impl SimTree {
             .collect()
     }
 
-    pub fn max_depth(&self) -> u32 {
+    pub(crate) fn max_depth(&self) -> u32 {
         self.nodes.values().map(|n| n.depth).max().unwrap_or(0)
     }
 
@@ -834,7 +831,7 @@ impl SimTree {
 
     /// Takes the stored annotations of tree `tree` (JSON by node); one that is unreadable, or
     /// of a node the tree does not hold, is left out with a warning.
-    pub fn set_notes(&mut self, tree: u64, rows: Vec<(NodeId, String)>) {
+    pub(crate) fn set_notes(&mut self, tree: u64, rows: Vec<(NodeId, String)>) {
         for (node, body) in rows {
             match serde_json::from_str::<Annotation>(&body) {
                 Ok(a) if self.nodes.contains_key(&node) => {
@@ -849,7 +846,7 @@ impl SimTree {
     /// Adds a model call made at a finished node outside its run (an interview) to the node's
     /// records, so that its usage counts with the node's (the replay of the node's own advance
     /// keys calls by their prompt, so it is unaffected).
-    pub fn record_call(&mut self, id: NodeId, record: LlmRecord) -> Result<(), TreeError> {
+    pub(crate) fn record_call(&mut self, id: NodeId, record: LlmRecord) -> Result<(), TreeError> {
         self.nodes
             .get_mut(&id)
             .ok_or(TreeError::NodeNotFound(id))?
@@ -859,14 +856,14 @@ impl SimTree {
     }
 
     /// Takes back the last record [`Self::record_call`] added (its ask was not stored).
-    pub fn unrecord_call(&mut self, id: NodeId) {
+    pub(crate) fn unrecord_call(&mut self, id: NodeId) {
         if let Some(n) = self.nodes.get_mut(&id) {
             n.records.pop();
         }
     }
 
     /// Takes the stored asks of tree `tree` (JSON by node, in order), as [`Self::set_notes`].
-    pub fn set_asks(&mut self, tree: u64, rows: Vec<(NodeId, String)>) {
+    pub(crate) fn set_asks(&mut self, tree: u64, rows: Vec<(NodeId, String)>) {
         for (node, body) in rows {
             match serde_json::from_str::<Ask>(&body) {
                 Ok(a) if self.nodes.contains_key(&node) => self.asks.entry(node).or_default().push(a),
@@ -877,7 +874,7 @@ impl SimTree {
     }
 
     /// `GET …/graph`: the graph and its annotated nodes' marks.
-    pub fn noted_graph(&self) -> NotedGraph {
+    pub(crate) fn noted_graph(&self) -> NotedGraph {
         let marks = self
             .notes
             .iter()
@@ -896,7 +893,7 @@ impl SimTree {
     }
 
     /// `GET …/summaries`: each node's summary with its annotation.
-    pub fn noted_summaries(&self) -> Vec<NotedSummary> {
+    pub(crate) fn noted_summaries(&self) -> Vec<NotedSummary> {
         self.summaries()
             .into_iter()
             .map(|summary| NotedSummary {

@@ -40,6 +40,7 @@ pub mod drain;
 mod error;
 mod estimate;
 mod explore;
+mod export;
 mod first_call;
 mod generate;
 mod job;
@@ -54,22 +55,25 @@ use run::Pending;
 mod sweep;
 pub mod table;
 mod trees;
+mod usage;
 
 pub use check::Scenarios;
 pub use datasets::Datasets;
-pub use datasets::{SHIPPED_DATASET, dataset_of};
+pub(crate) use datasets::{SHIPPED_DATASET, dataset_of};
 pub use error::{
     AbmStartError, ExportProblem, Full, Missing, MoneyShortfall, RequestError, RequestLimit, WorkbenchError,
 };
-pub use estimate::Usage;
+pub use export::Export;
 pub use jobs::Jobs;
-pub use live_text::DELTA_QUEUE;
+pub(crate) use live_text::DELTA_QUEUE;
 pub use notebook::Notebook;
+pub(crate) use persist::MAX_NAME_CHARS;
 pub use persist::Upkeep;
-pub use persist::{MAX_NAME_CHARS, Meta, NotReady};
+pub use persist::{Meta, NotReady};
 pub use sweep::Studies;
 pub use sweep::SweepData;
 pub use table::Transfer;
+pub use usage::Usage;
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
@@ -171,6 +175,21 @@ impl Workbench {
         Arc::get_mut(&mut self.core).expect("a workbench is set up before it is shared")
     }
 
+    /// The server-wide limits.
+    pub fn limits(&self) -> &Limits {
+        &self.core.limits
+    }
+
+    /// Where trees are kept (`None`: `--ephemeral`, memory only).
+    pub fn store(&self) -> Option<&Arc<crate::store::Store>> {
+        self.core.store.as_ref()
+    }
+
+    /// What runs talk to: the mock or the configured providers.
+    pub fn backend(&self) -> &Backend {
+        &self.core.backend
+    }
+
     /// The tree set.
     pub fn trees(&self) -> Trees<'_> {
         Trees(&self.core)
@@ -192,7 +211,7 @@ impl Workbench {
     }
 
     /// Sweeps and explorations.
-    pub fn studies(&self) -> Studies<'_> {
+    pub(crate) fn studies(&self) -> Studies<'_> {
         Studies(&self.core)
     }
 
@@ -222,14 +241,6 @@ impl Workbench {
     }
 }
 
-impl std::ops::Deref for Workbench {
-    type Target = Arc<Core>;
-
-    fn deref(&self) -> &Arc<Core> {
-        &self.core
-    }
-}
-
 service!(
     /// The tree set: trees made, listed, read (graph, summaries, logs, states, views) and deleted.
     Trees
@@ -251,30 +262,30 @@ pub struct Core {
     /// What rebuilds brought into memory since the cache was last trimmed.
     pressure: Arc<crate::store::Pressure>,
     /// Where trees are kept (`None`: `--ephemeral`, memory only).
-    pub store: Option<Arc<crate::store::Store>>,
+    pub(crate) store: Option<Arc<crate::store::Store>>,
     next_tree: AtomicU64,
-    pub scenarios: ScenarioLibrary,
-    pub backend: Backend,
-    pub limits: Limits,
+    pub(crate) scenarios: ScenarioLibrary,
+    pub(crate) backend: Backend,
+    pub(crate) limits: Limits,
     /// Daily market data for trading episodes (loaded once; `None` when the data is missing).
-    pub market: Option<Arc<MarketData>>,
+    pub(crate) market: Option<Arc<MarketData>>,
     /// The Python/Mesa workers, started with the first agent-based tree.
     abm_pool: std::sync::OnceLock<Result<Arc<WorkerPool>, Arc<AbmStartError>>>,
     /// How many Python/Mesa workers the pool starts with (a process taking jobs: its
     /// `--abm-workers`).
     abm_pool_size: std::sync::atomic::AtomicUsize,
     /// The checkout (for the worker script and its venv).
-    pub root: std::path::PathBuf,
+    pub(crate) root: std::path::PathBuf,
     /// True while the server's resident memory is above its budget.
     memory: crate::memory::Watch,
     /// Where ABM model code runs: bubblewrap (default) or unsandboxed (`serve --unsafe-abm`).
-    pub abm_sandbox: crate::abm::Sandbox,
+    pub(crate) abm_sandbox: crate::abm::Sandbox,
     /// Market datasets users uploaded, by name (see `workbench::datasets`).
     datasets: DashMap<String, Arc<datasets::UserDataset>>,
     /// Scenarios users saved (see `workbench::library`).
-    pub library: library::Library,
+    pub(crate) library: library::Library,
     /// What models cost (the defaults, or `serve --prices`): usage, estimates, money budgets.
-    pub prices: Arc<PriceTable>,
+    pub(crate) prices: Arc<PriceTable>,
     /// The run queue, once `serve --jobs` enabled it (see `workbench::jobs`).
     jobs: std::sync::OnceLock<Arc<jobs::Hub>>,
     /// A `simtree worker`'s copy of the trees: it runs jobs and writes nothing but their nodes
@@ -305,10 +316,10 @@ pub struct TreeHandle {
 }
 
 /// The id a scenario brought as a document gets (it has no file to be named after).
-pub const DOCUMENT_ID: &str = "document";
+pub(crate) const DOCUMENT_ID: &str = "document";
 
 /// A tree's name as given: trimmed, 1 to [`MAX_NAME_CHARS`] characters, no control characters.
-pub fn check_name(name: &str) -> Result<String, WorkbenchError> {
+pub(crate) fn check_name(name: &str) -> Result<String, WorkbenchError> {
     let name = name.trim();
     if name.is_empty() || name.chars().count() > MAX_NAME_CHARS {
         return Err(RequestError::NameLength { max: MAX_NAME_CHARS }.into());
@@ -408,7 +419,7 @@ impl Core {
 
     /// Takes market data and the ABM worker's root (its venv and script) from `assets` (`serve
     /// --assets`), instead of the default assets folder.
-    pub fn use_assets(&mut self, assets: &std::path::Path) {
+    pub(crate) fn use_assets(&mut self, assets: &std::path::Path) {
         self.market = MarketData::load_dir(&assets.join("data").join("market"))
             .ok()
             .map(Arc::new);
@@ -418,7 +429,7 @@ impl Core {
     /// The ABM worker pool, started (venv created if needed: `cargo xtask run` and `simtree abm
     /// setup` do it ahead) with the first agent-based tree. The request that starts it waits
     /// without holding a runtime thread (`block_in_place`).
-    pub fn abm_pool(&self) -> Result<Arc<WorkerPool>, WorkbenchError> {
+    pub(crate) fn abm_pool(&self) -> Result<Arc<WorkerPool>, WorkbenchError> {
         if let Some(ready) = self.abm_pool.get() {
             return ready.clone().map_err(WorkbenchError::AbmUnavailable);
         }
@@ -441,7 +452,7 @@ impl Core {
 
     /// A tree by id; a stored tree not in memory is loaded (its structure; states and logs stay
     /// in the store until used).
-    pub fn tree(&self, id: u64) -> Result<Arc<TreeHandle>, WorkbenchError> {
+    pub(crate) fn tree(&self, id: u64) -> Result<Arc<TreeHandle>, WorkbenchError> {
         match self.trees.get(id) {
             Some(trees::Found::Open(t)) => Ok(t),
             Some(trees::Found::Stored(_)) => self.load(id)?.ok_or(WorkbenchError::TreeNotFound),
@@ -631,7 +642,7 @@ impl Core {
 
 impl Scenarios<'_> {
     /// `GET /api/scenarios`: the shipped scenarios, then the saved ones by id.
-    pub fn scenario_list(&self) -> Vec<ScenarioSummary> {
+    pub(crate) fn scenario_list(&self) -> Vec<ScenarioSummary> {
         ScenarioEntry::all(&self.scenarios)
             .map(|e| e.summary())
             .chain(self.library.list())
@@ -639,7 +650,7 @@ impl Scenarios<'_> {
     }
 
     /// `GET /api/scenarios/{id}` (`id@version`, or `version`): a shipped or saved document.
-    pub fn scenario_document(&self, id: &str, version: Option<u64>) -> Result<ScenarioDocument, WorkbenchError> {
+    pub(crate) fn scenario_document(&self, id: &str, version: Option<u64>) -> Result<ScenarioDocument, WorkbenchError> {
         let (id, at) = library::parse_ref(id)?;
         let version = match (at, version) {
             (Some(a), Some(b)) if a != b => {
@@ -678,22 +689,27 @@ impl Core {
 }
 
 impl Scenarios<'_> {
+    /// Whether a scenario is saved under `id`.
+    pub(crate) fn is_saved(&self, id: &str) -> bool {
+        self.library.contains(id)
+    }
+
     /// `POST /api/scenarios`.
-    pub fn save_scenario(&self, name: &str, document: &serde_json::Value) -> Result<SavedRef, WorkbenchError> {
+    pub(crate) fn save_scenario(&self, name: &str, document: &serde_json::Value) -> Result<SavedRef, WorkbenchError> {
         self.writable()?;
         self.library
             .save(&self.scenarios, name, document, &|u| self.check_saved(u))
     }
 
     /// `PUT /api/scenarios/{id}`.
-    pub fn update_scenario(&self, id: &str, document: &serde_json::Value) -> Result<SavedRef, WorkbenchError> {
+    pub(crate) fn update_scenario(&self, id: &str, document: &serde_json::Value) -> Result<SavedRef, WorkbenchError> {
         self.writable()?;
         self.library
             .update(&self.scenarios, id, document, &|u| self.check_saved(u))
     }
 
     /// `DELETE /api/scenarios/{id}`.
-    pub fn delete_scenario(&self, id: &str) -> Result<(), WorkbenchError> {
+    pub(crate) fn delete_scenario(&self, id: &str) -> Result<(), WorkbenchError> {
         self.writable()?;
         self.library.delete(&self.scenarios, id)
     }
@@ -975,7 +991,7 @@ impl Runs<'_> {
 
     /// Whether the runs of `nodes` produced the same log (each node's own entries, its id aside):
     /// a fan-out whose children are copies, which its reply says.
-    pub fn identical_runs(&self, tree: u64, nodes: &[NodeId]) -> Result<bool, WorkbenchError> {
+    pub(crate) fn identical_runs(&self, tree: u64, nodes: &[NodeId]) -> Result<bool, WorkbenchError> {
         let handle = self.tree(tree)?;
         let mut t = handle.lock();
         let mut first: Option<Vec<Event>> = None;
@@ -1144,7 +1160,7 @@ impl Trees<'_> {
 
     /// `GET …/state`: a finished node's state, or a running node's state so far — after its
     /// last turn, or its parent's (where it started) before its first.
-    pub fn state_so_far(&self, tree: u64, node: NodeId) -> Result<simtree_shared::NodeState, WorkbenchError> {
+    pub(crate) fn state_so_far(&self, tree: u64, node: NodeId) -> Result<simtree_shared::NodeState, WorkbenchError> {
         let handle = self.tree(tree)?;
         let mut t = handle.lock();
         match t.state(node) {
@@ -1168,7 +1184,7 @@ impl Trees<'_> {
 
     /// `GET …/graph`: the graph with its marks; with `keep`, only the nodes reached through the
     /// edge types it keeps (and their marks).
-    pub fn noted_graph(
+    pub(crate) fn noted_graph(
         &self,
         tree: u64,
         keep: Option<simtree_shared::edges::EdgeFilter>,
@@ -1188,7 +1204,7 @@ impl Trees<'_> {
     }
 
     /// A node's full log as one JSON array, assembled from the stored entries as they are.
-    pub fn log_json(&self, tree: u64, node: NodeId) -> Result<String, WorkbenchError> {
+    pub(crate) fn log_json(&self, tree: u64, node: NodeId) -> Result<String, WorkbenchError> {
         let handle = self.tree(tree)?;
         let mut body = String::from("[");
         handle.lock().for_each_log_entry(node, |e| {
@@ -1211,11 +1227,51 @@ impl Trees<'_> {
         Ok(self.tree(tree)?.lock().sim(node)?.view())
     }
 
+    /// Fails as a lookup of the tree would (it is loaded if stored): for routes that answer
+    /// about a tree's nodes without reading them here.
+    pub fn check_exists(&self, tree: u64) -> Result<(), WorkbenchError> {
+        self.tree(tree).map(drop)
+    }
+
+    /// Subscribes to a tree's messages and live text; the snapshot to start from is taken after
+    /// (see [`TreeWatch::snapshot`]), so nothing between the two is missed.
+    pub fn watch(&self, tree: u64) -> Result<TreeWatch, WorkbenchError> {
+        let handle = self.tree(tree)?;
+        Ok(TreeWatch {
+            events: handle.events.subscribe(),
+            // Live text comes from now on (no earlier pieces); subscribing is what makes runs stream.
+            deltas: handle.deltas.subscribe(),
+            handle,
+        })
+    }
+
     /// Subscribes to a node's live entries.
-    pub fn node_log(&self, tree: u64, node: NodeId) -> Result<Arc<NodeLog>, WorkbenchError> {
+    pub(crate) fn node_log(&self, tree: u64, node: NodeId) -> Result<Arc<NodeLog>, WorkbenchError> {
         let handle = self.tree(tree)?;
         let mut t = handle.lock();
         Ok(t.log(node)?)
+    }
+}
+
+/// A watcher's subscription to one tree ([`Trees::watch`]).
+pub struct TreeWatch {
+    /// Lifecycle messages, in causal order per node.
+    pub events: broadcast::Receiver<TreeMsg>,
+    /// Live text of running nodes.
+    pub deltas: broadcast::Receiver<TreeMsg>,
+    handle: Arc<TreeHandle>,
+}
+
+impl TreeWatch {
+    /// The root as an `attached` message (none if it cannot be read) and the graph now.
+    pub fn snapshot(&self) -> (Option<TreeMsg>, simtree_shared::Graph) {
+        let t = self.handle.lock();
+        (t.node(0).ok().map(|n| TreeMsg::Attached(n.attached())), t.graph())
+    }
+
+    /// The graph now (after a watcher fell behind).
+    pub fn graph(&self) -> simtree_shared::Graph {
+        self.handle.lock().graph()
     }
 }
 

@@ -193,6 +193,8 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("http", &["http"]),
     ("lifecycle", &["fleet"]),
     ("command line", &["cli"]),
+    // Above every module that serves: none of them may reach internals through it.
+    ("tests' facade", &["testing"]),
     ("binary", &["lib", "main"]),
 ];
 

@@ -44,11 +44,11 @@ impl Lcg {
 
 /// Every node of `tree` as its export (state, log, ops, status), serialized.
 fn dump(wb: &Workbench, tree: u64) -> Vec<String> {
-    let handle = wb.tree(tree).unwrap();
-    let mut t = handle.lock();
-    t.ids()
-        .into_iter()
-        .map(|id| serde_json::to_string(&t.export_node(id).unwrap()).unwrap())
+    let export = wb.transfer().export(tree).unwrap();
+    export
+        .ids
+        .iter()
+        .map(|&id| serde_json::to_string(&export.node(id).unwrap()).unwrap())
         .collect()
 }
 
@@ -123,7 +123,7 @@ async fn deleting_a_subtree_or_a_tree_removes_its_rows() {
     let a = wb.runs().advance(t, 0, 2).await.unwrap().node;
     let b = wb.runs().advance(t, a, 1).await.unwrap().node;
     let keep = wb.runs().advance(t, 0, 1).await.unwrap().node;
-    let store = wb.store.clone().unwrap();
+    let store = wb.store().cloned().unwrap();
     let rows = |ids: Vec<u64>| {
         let store = store.clone();
         store
@@ -164,7 +164,7 @@ async fn a_chain_stores_each_nodes_own_delta() {
     let mut sizes = Vec::new();
     for _ in 0..120 {
         node = wb.runs().advance(t, node, 1).await.unwrap().node;
-        let store = wb.store.clone().unwrap();
+        let store = wb.store().cloned().unwrap();
         let bytes = store
             .read(move |db| {
                 let state = db.state(t, node)?.map_or(0, |s| s.len());
@@ -257,7 +257,7 @@ async fn a_tree_the_cache_closes_and_reopens_is_never_missing() {
     let (mut lookups, mut missing, mut listed_wrong) = (0usize, 0usize, 0usize);
     while closed.load(Ordering::Relaxed) < CLOSES && started.elapsed().as_secs() < 60 {
         lookups += 1;
-        if let Err(e) = wb.tree(tree) {
+        if let Err(e) = wb.trees().check_exists(tree) {
             missing += 1;
             if missing <= 3 {
                 eprintln!("lookup {lookups}: {e}");

@@ -187,7 +187,7 @@ async fn million_child(dir: &Path) {
     let mut seed = 7u64;
     let t = Instant::now();
     for info in listed.iter().take(trees) {
-        let handle = wb.tree(info.id).unwrap();
+        let handle = simtree::testing::tree(&wb, info.id).unwrap();
         for _ in 0..READS_PER_TREE {
             seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
             let node = (seed >> 33) % info.nodes;
@@ -221,7 +221,7 @@ async fn probe(dir: &Path) {
     let wb = workbench(Some(Store::open_sqlite(dir).unwrap()), 512);
     let listed = wb.trees().list();
     let h0 = heap_mb();
-    let handle = wb.tree(listed[0].id).unwrap();
+    let handle = simtree::testing::tree(&wb, listed[0].id).unwrap();
     println!(
         "tree structure: heap +{:.1} MB, counted {:.1} MB",
         heap_mb() - h0,
@@ -355,7 +355,7 @@ async fn main_bench() {
     );
     let wb = workbench(Some(Store::open_sqlite(&dir).unwrap()), 512);
     let t = Instant::now();
-    let handle = wb.tree(tree).unwrap();
+    let handle = simtree::testing::tree(&wb, tree).unwrap();
     let load = t.elapsed();
     let mut samples = Vec::new();
     for d in [1_000usize, 998, 996, 994, 992] {

@@ -28,14 +28,14 @@ fn io(e: std::io::Error) -> AbmError {
 }
 
 /// Reads and parses a model file (envelope, LLM answer or bare model).
-pub fn read_document(path: &Path) -> Result<AbmDocument, AbmError> {
+pub(crate) fn read_document(path: &Path) -> Result<AbmDocument, AbmError> {
     let text =
         std::fs::read_to_string(path).map_err(|e| AbmError::Io(format!("cannot read {}: {e}", path.display())))?;
     AbmDocument::parse(&text).map_err(|e| AbmError::Parse(format!("{}: {e}", path.display())))
 }
 
 /// `simtree abm validate FILE`: prints the findings; `Ok(true)` when there are no errors.
-pub fn validate_file(path: &Path, out: &mut dyn Write) -> Result<bool, AbmError> {
+pub(crate) fn validate_file(path: &Path, out: &mut dyn Write) -> Result<bool, AbmError> {
     let doc = read_document(path)?;
     let report = validate_document(&doc);
     for issue in &report.issues {
@@ -48,7 +48,7 @@ pub fn validate_file(path: &Path, out: &mut dyn Write) -> Result<bool, AbmError>
 }
 
 /// `simtree abm schema --provider openai|gemini|claude`: prints the provider's request fragment.
-pub fn print_schema(provider: &str, out: &mut dyn Write) -> Result<(), AbmError> {
+pub(crate) fn print_schema(provider: &str, out: &mut dyn Write) -> Result<(), AbmError> {
     let provider: Provider = provider.parse().map_err(AbmError::BadRequest)?;
     let text = serde_json::to_string_pretty(&wrapped(provider)).map_err(|e| AbmError::Protocol(e.to_string()))?;
     writeln!(out, "{text}").map_err(io)
@@ -180,7 +180,7 @@ pub fn run_file(
 
 /// One text line per step: `step 12  infectedCount=80  status={I: 80, S: 920}`. Agent-level
 /// arrays are summarised (counts of strings, mean of numbers); `--json` has them whole.
-pub fn format_record(r: &StepRecord) -> String {
+pub(crate) fn format_record(r: &StepRecord) -> String {
     let mut line = format!("step {:>4}", r.step);
     for (name, value) in &r.values {
         let short = name.rsplit('.').next().unwrap_or(name);

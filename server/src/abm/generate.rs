@@ -26,9 +26,9 @@ pub use simtree_shared::abm::GenerateRequest;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GenerateOptions {
     pub system_prompt: String,
-    pub assistant_prompt: String,
+    pub(crate) assistant_prompt: String,
     /// How many times an answer with validation errors is sent back to be fixed.
-    pub max_repairs: u32,
+    pub(crate) max_repairs: u32,
 }
 
 impl Default for GenerateOptions {
@@ -42,7 +42,7 @@ impl Default for GenerateOptions {
 }
 
 /// How the model is to be written; aimed at the mistakes the validator finds most.
-pub const SYSTEM_PROMPT: &str = "\
+pub(crate) const SYSTEM_PROMPT: &str = "\
 You build agent-based simulation models. The user describes a system; you answer with one \
 complete model in the required JSON structure, plus a short explanation and a title.
 
@@ -77,7 +77,7 @@ Behaviors take the agent (or the environment) as self; global functions used as 
 the model as their first parameter.";
 
 /// Sent after the previous model when iterating.
-pub const ASSISTANT_PROMPT: &str = "\
+pub(crate) const ASSISTANT_PROMPT: &str = "\
 The model above is the one you gave before. Build on it: change what the request below asks for, \
 keep everything else as it is, and explain what you changed.";
 
@@ -146,7 +146,7 @@ async fn generate_model(
 
 /// Parses an LLM answer strictly and validates its model: the response, or the problems (one
 /// line each, with JSON paths).
-pub fn check_answer(answer: &Value) -> Result<LlmAbmResponse, Vec<String>> {
+pub(crate) fn check_answer(answer: &Value) -> Result<LlmAbmResponse, Vec<String>> {
     let parsed: LlmAbmResponse = serde_path_to_error::deserialize(answer.clone()).map_err(|e| {
         let path = e.path().to_string();
         vec![format!("{path}: {}", e.into_inner())]

@@ -30,7 +30,7 @@ pub mod worker;
 
 pub use model::{AbmDocument, AbmModel, AbmResponse, LlmAbmResponse, SupportingInfo};
 pub use sandbox::Sandbox;
-pub use validate::{Issue, Report, Severity, validate, validate_document};
+pub use validate::{Issue, Report, Severity, validate};
 pub use worker::{
     AbmWorker, Advance, Advanced, CheckPatch, ModelId, ModelInfo, Patch, Snapshot, Start, StepRecord, StepReport,
     WorkerConfig, WorkerLimits, WorkerPool,

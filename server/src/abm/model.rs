@@ -49,7 +49,7 @@ pub enum Maybe<T> {
 
 impl<T> Maybe<T> {
     /// True when the field was left out (used to skip it on output).
-    pub fn is_absent(&self) -> bool {
+    pub(crate) fn is_absent(&self) -> bool {
         matches!(self, Maybe::Absent)
     }
 
@@ -129,7 +129,7 @@ pub enum Scalar {
 
 impl Scalar {
     /// The literal as a JSON value.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         match self {
             Scalar::String(s) => Value::String(s.clone()),
             Scalar::Number(n) => Value::Number(n.clone()),
@@ -277,7 +277,7 @@ pub enum ValueOrCall {
 
 impl ValueOrCall {
     /// The value as JSON (what the worker receives).
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         serde_json::to_value(self).unwrap_or(Value::Null)
     }
 }
@@ -446,14 +446,14 @@ pub enum CheckTime {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AbmModel {
     /// Programming language of every code field in the model, e.g. 'python'.
-    pub coding_language: String,
+    pub(crate) coding_language: String,
     /// The agent-based modelling library the code is written for (e.g. mesa for python).
     #[serde(default, skip_serializing_if = "Maybe::is_absent")]
-    pub abm_library: Maybe<AbmLibrary>,
+    pub(crate) abm_library: Maybe<AbmLibrary>,
     /// Helper functions shared by the whole model (not owned by an agent type or the
     /// environment), e.g. to compute initial values or run model-wide updates each step.
     #[serde(default, skip_serializing_if = "Maybe::is_absent")]
-    pub global_functions: Maybe<Vec<GlobalFunction>>,
+    pub(crate) global_functions: Maybe<Vec<GlobalFunction>>,
     /// Model-wide variables, readable and writable from any code as `globalVariable.<name>`.
     #[serde(default, skip_serializing_if = "Maybe::is_absent")]
     pub global_variables: Maybe<Vec<Variable>>,
@@ -462,7 +462,7 @@ pub struct AbmModel {
     /// The agent types, as groups of types (an array of arrays).
     pub agents: Vec<Vec<AgentType>>,
     /// When the simulation stops.
-    pub termination_criteria: TerminationCriteria,
+    pub(crate) termination_criteria: TerminationCriteria,
     /// What is set up before the first step, and what runs in each step, in order.
     pub scheduler: Scheduler,
     /// The variables recorded while the model runs.
@@ -492,14 +492,14 @@ pub struct GlobalFunction {
     /// 'globalFunction.' followed by the name.
     pub source_name: String,
     /// What the function does, in plain words (no code).
-    pub function_description: String,
+    pub(crate) function_description: String,
     /// Parameters of the function, in order.
     #[serde(default, skip_serializing_if = "Maybe::is_absent")]
-    pub function_inputs: Maybe<Vec<FunctionInput>>,
+    pub(crate) function_inputs: Maybe<Vec<FunctionInput>>,
     /// Values the function returns.
     #[serde(default, skip_serializing_if = "Maybe::is_absent")]
-    pub function_outputs: Maybe<Vec<FunctionOutput>>,
-    pub execution_mode: ExecutionMode,
+    pub(crate) function_outputs: Maybe<Vec<FunctionOutput>>,
+    pub(crate) execution_mode: ExecutionMode,
     /// The full function definition (signature, docstring, body) in codingLanguage. It may use
     /// globalVariable.<name> and globalFunction.<name> and nothing undeclared.
     pub code: String,
@@ -514,12 +514,12 @@ pub struct FunctionInput {
     /// What the parameter is for.
     pub description: String,
     #[serde(rename = "type")]
-    pub var_type: VarType,
+    pub(crate) var_type: VarType,
     /// Whether callers may leave the parameter out.
     pub optional: bool,
     /// Value used when an optional parameter is left out.
     #[serde(default, skip_serializing_if = "Maybe::is_absent")]
-    pub default_value: Maybe<Scalar>,
+    pub(crate) default_value: Maybe<Scalar>,
 }
 
 /// A value returned by a function or behavior.
@@ -531,7 +531,7 @@ pub struct FunctionOutput {
     /// What the value means.
     pub description: String,
     #[serde(rename = "type")]
-    pub var_type: VarType,
+    pub(crate) var_type: VarType,
 }
 
 /// A variable: a global variable, an environment attribute or an agent attribute (the three
@@ -544,7 +544,7 @@ pub struct Variable {
     /// What the variable represents and why the model needs it.
     pub description: String,
     #[serde(rename = "type")]
-    pub var_type: VarType,
+    pub(crate) var_type: VarType,
     /// Starting value: a literal, the sourceName of another variable, a framework reference
     /// such as 'self.unique_id', or a function call evaluated at initialization.
     pub initial_value: ValueOrCall,
@@ -567,7 +567,7 @@ pub struct Environment {
     pub environment_attributes: Maybe<Vec<Variable>>,
     /// Functions that update the world; called with the environment as `self`.
     #[serde(default, skip_serializing_if = "Maybe::is_absent")]
-    pub environment_behaviors: Maybe<Vec<EnvironmentBehavior>>,
+    pub(crate) environment_behaviors: Maybe<Vec<EnvironmentBehavior>>,
 }
 
 /// The spatial structure of the environment.
@@ -578,10 +578,10 @@ pub struct Topology {
     pub description: String,
     /// none (agents have no location), grid or network.
     #[serde(rename = "type")]
-    pub topology_type: TopologyType,
+    pub(crate) topology_type: TopologyType,
     /// For grids only: fixed edges or wrap-around (torus).
     #[serde(default, skip_serializing_if = "Maybe::is_absent")]
-    pub boundary_conditions: Maybe<BoundaryConditions>,
+    pub(crate) boundary_conditions: Maybe<BoundaryConditions>,
 }
 
 /// A behavior of the environment.
@@ -594,11 +594,11 @@ pub struct EnvironmentBehavior {
     pub description: String,
     /// Parameters after `self`.
     #[serde(default, skip_serializing_if = "Maybe::is_absent")]
-    pub inputs: Maybe<Vec<FunctionInput>>,
+    pub(crate) inputs: Maybe<Vec<FunctionInput>>,
     /// Values the behavior returns.
     #[serde(default, skip_serializing_if = "Maybe::is_absent")]
-    pub outputs: Maybe<Vec<FunctionOutput>>,
-    pub execution_mode: ExecutionMode,
+    pub(crate) outputs: Maybe<Vec<FunctionOutput>>,
+    pub(crate) execution_mode: ExecutionMode,
     /// The full function definition, taking the environment as `self` (self.model is the
     /// model).
     pub code: String,
@@ -612,13 +612,13 @@ pub struct EnvironmentBehavior {
 pub struct AgentType {
     /// Properties every agent of this type carries. Their sourceNames name the type:
     /// 'agent.<AgentType>.agentAttribute.<name>'.
-    pub agent_attributes: Vec<Variable>,
+    pub(crate) agent_attributes: Vec<Variable>,
     /// How many agents of this type exist at the start: an integer, a reference to a global
     /// variable, or a function call.
-    pub initial_count: ValueOrCall,
+    pub(crate) initial_count: ValueOrCall,
     /// What agents of this type do; each is called with the agent as `self`.
     #[serde(default, skip_serializing_if = "Maybe::is_absent")]
-    pub agent_behaviors: Maybe<Vec<AgentBehavior>>,
+    pub(crate) agent_behaviors: Maybe<Vec<AgentBehavior>>,
 }
 
 /// A behavior of an agent type.
@@ -631,11 +631,11 @@ pub struct AgentBehavior {
     pub description: String,
     /// Parameters after `self`.
     #[serde(default, skip_serializing_if = "Maybe::is_absent")]
-    pub inputs: Maybe<Vec<FunctionInput>>,
+    pub(crate) inputs: Maybe<Vec<FunctionInput>>,
     /// Values the behavior returns.
     #[serde(default, skip_serializing_if = "Maybe::is_absent")]
-    pub outputs: Maybe<Vec<FunctionOutput>>,
-    pub execution_mode: ExecutionMode,
+    pub(crate) outputs: Maybe<Vec<FunctionOutput>>,
+    pub(crate) execution_mode: ExecutionMode,
     /// 'agent.<AgentType>.agentBehavior.' followed by the name.
     pub source_name: String,
     /// The full function definition, taking the agent as `self` (self.model is the model,
@@ -652,7 +652,7 @@ pub struct TerminationCriteria {
     pub max_steps: Number,
     /// Rules that end the run early when a watched variable reaches a value.
     #[serde(default, skip_serializing_if = "Maybe::is_absent")]
-    pub termination_rules: Maybe<Vec<TerminationRule>>,
+    pub(crate) termination_rules: Maybe<Vec<TerminationRule>>,
 }
 
 /// Stop when the variable named by sourceName equals value.
@@ -666,7 +666,7 @@ pub struct TerminationRule {
     pub description: String,
     /// Data type of the value.
     #[serde(rename = "type")]
-    pub value_type: String,
+    pub(crate) value_type: String,
     pub value: ValueOrCall,
 }
 
@@ -686,7 +686,7 @@ pub struct Initialization {
     pub description: String,
     /// Set-up steps; include a global function that seeds the starting conditions (for example
     /// the first infected agents) when every agent would otherwise start alike.
-    pub initialization_order: Vec<InitializationItem>,
+    pub(crate) initialization_order: Vec<InitializationItem>,
 }
 
 /// One set-up step.
@@ -697,10 +697,10 @@ pub struct InitializationItem {
     /// agents, or a global function's sourceName to run it.
     pub source_name: String,
     #[serde(rename = "type")]
-    pub item_type: InitializationType,
+    pub(crate) item_type: InitializationType,
     /// Position in the sequence, from 1.
     #[schemars(with = "f64")]
-    pub order_in_initialization: Number,
+    pub(crate) order_in_initialization: Number,
 }
 
 /// What runs in each step.
@@ -720,10 +720,10 @@ pub struct ScheduleItem {
     /// sourceName of the behavior or global function to run.
     pub source_name: String,
     #[serde(rename = "type")]
-    pub item_type: ScheduleType,
+    pub(crate) item_type: ScheduleType,
     /// Position in the step, from 1.
     #[schemars(with = "f64")]
-    pub order_in_schedule: Number,
+    pub(crate) order_in_schedule: Number,
 }
 
 /// The variables recorded while the model runs.
@@ -742,8 +742,8 @@ pub struct TrackedVariable {
     pub description: String,
     /// sourceName of a global variable, environment attribute or agent attribute.
     pub source_name: String,
-    pub collection_level: CollectionLevel,
-    pub check_time: CheckTime,
+    pub(crate) collection_level: CollectionLevel,
+    pub(crate) check_time: CheckTime,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -866,7 +866,7 @@ impl AbmDocument {
     }
 
     /// The JSON path prefix of the model inside the document (`"model."` or `""`).
-    pub fn model_path_prefix(&self) -> &'static str {
+    pub(crate) fn model_path_prefix(&self) -> &'static str {
         match self {
             AbmDocument::Bare(_) => "",
             _ => "model.",
@@ -941,7 +941,7 @@ impl SourceRef {
     }
 
     /// True if the text starts like a sourceName (used to tell references from plain strings).
-    pub fn looks_like(s: &str) -> bool {
+    pub(crate) fn looks_like(s: &str) -> bool {
         ["globalVariable.", "globalFunction.", "environment.", "agent."]
             .iter()
             .any(|p| s.starts_with(p))
@@ -963,7 +963,7 @@ impl SourceRef {
 }
 
 /// A Python-style identifier (ASCII letters, digits, underscore; not starting with a digit).
-pub fn is_identifier(s: &str) -> bool {
+pub(crate) fn is_identifier(s: &str) -> bool {
     let mut chars = s.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
@@ -984,7 +984,7 @@ impl AgentType {
 
 impl AbmModel {
     /// Every agent type with its position in the nested `agents` array.
-    pub fn agent_types(&self) -> impl Iterator<Item = ((usize, usize), &AgentType)> {
+    pub(crate) fn agent_types(&self) -> impl Iterator<Item = ((usize, usize), &AgentType)> {
         self.agents
             .iter()
             .enumerate()
@@ -999,12 +999,12 @@ impl AbmModel {
     }
 
     /// The declared global variable of that name.
-    pub fn global_variable(&self, name: &str) -> Option<&Variable> {
+    pub(crate) fn global_variable(&self, name: &str) -> Option<&Variable> {
         self.global_variables.items().iter().find(|v| v.name == name)
     }
 
     /// The declared environment attribute of that name.
-    pub fn environment_attribute(&self, name: &str) -> Option<&Variable> {
+    pub(crate) fn environment_attribute(&self, name: &str) -> Option<&Variable> {
         self.environment
             .environment_attributes
             .items()

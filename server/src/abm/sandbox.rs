@@ -62,7 +62,7 @@ pub enum Sandbox {
 
 impl Sandbox {
     /// The mode a `--unsafe-abm` flag asks for.
-    pub fn from_unsafe_flag(unsafe_abm: bool) -> Sandbox {
+    pub(crate) fn from_unsafe_flag(unsafe_abm: bool) -> Sandbox {
         if unsafe_abm { Sandbox::Unsafe } else { Sandbox::Bwrap }
     }
 }
@@ -70,9 +70,9 @@ impl Sandbox {
 /// The program that builds the sandbox.
 const BWRAP: &str = "bwrap";
 /// Size of the sandbox's `/tmp`.
-pub const TMP_BYTES: u64 = 64 << 20;
+pub(crate) const TMP_BYTES: u64 = 64 << 20;
 /// Processes and threads one worker may have (Python, numpy's and Mesa's threads included).
-pub const MAX_TASKS: u32 = 256;
+pub(crate) const MAX_TASKS: u32 = 256;
 /// Where the worker script's folder appears inside the sandbox.
 const WORKER_DIR: &str = "/worker";
 /// `PATH` inside the worker (both modes).

@@ -26,9 +26,9 @@ use crate::llm::Dialect;
 use crate::llm::schema as llm_schema;
 
 /// The schema name OpenAI's `json_schema` response format carries.
-pub const SCHEMA_NAME: &str = "sdai_schema";
+pub(crate) const SCHEMA_NAME: &str = "sdai_schema";
 /// The tool Claude is forced to call.
-pub const TOOL_NAME: &str = "structured_output";
+pub(crate) const TOOL_NAME: &str = "structured_output";
 
 /// An LLM provider with its own way of asking for structured output.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

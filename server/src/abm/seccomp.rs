@@ -35,9 +35,9 @@ pub(crate) struct Filters {
     /// Installed by `bwrap`: processes, tracing, sockets and hidden memory refused with `EPERM`.
     pub sandbox: Vec<u8>,
     /// Installed by `bwrap`: `clone3` answered with `ENOSYS`.
-    pub clone3: Vec<u8>,
+    pub(crate) clone3: Vec<u8>,
     /// Installed by the worker once started: `execve` and `execveat` refused with `EPERM`.
-    pub no_exec: Vec<u8>,
+    pub(crate) no_exec: Vec<u8>,
 }
 
 /// `clone`'s flag for a thread of the caller's process (`CLONE_THREAD`).

@@ -11,9 +11,9 @@ use std::process::Command;
 use std::sync::Mutex;
 
 /// The venv's folder name, under the project root (gitignored).
-pub const VENV_DIR: &str = ".venv-abm";
+pub(crate) const VENV_DIR: &str = ".venv-abm";
 /// The requirements file, relative to the project root.
-pub const REQUIREMENTS: &str = "assets/python/requirements.txt";
+pub(crate) const REQUIREMENTS: &str = "assets/python/requirements.txt";
 /// The marker inside the venv: the requirements it was installed from.
 const MARKER: &str = "simtree-requirements.txt";
 
@@ -21,7 +21,7 @@ const MARKER: &str = "simtree-requirements.txt";
 static INSTALL: Mutex<()> = Mutex::new(());
 
 /// The interpreter inside a venv folder.
-pub fn venv_python(venv: &Path) -> PathBuf {
+pub(crate) fn venv_python(venv: &Path) -> PathBuf {
     if cfg!(windows) {
         venv.join("Scripts").join("python.exe")
     } else {
@@ -30,7 +30,7 @@ pub fn venv_python(venv: &Path) -> PathBuf {
 }
 
 /// The system Python used to create the venv: `$SIMTREE_BOOTSTRAP_PYTHON`, else `python3`.
-pub fn bootstrap_python() -> PathBuf {
+pub(crate) fn bootstrap_python() -> PathBuf {
     std::env::var_os("SIMTREE_BOOTSTRAP_PYTHON")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("python3"))

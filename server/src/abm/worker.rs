@@ -38,7 +38,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use super::AbmError;
-use super::model::{AbmModel, SourceRef, VarType};
+use super::model::{AbmModel, VarType};
 use super::sandbox::{self, Sandbox};
 
 /// How many lines of the worker's stderr are kept for error messages.
@@ -81,7 +81,7 @@ fn bounded_line(r: &mut impl BufRead, max: usize) -> std::io::Result<Option<(Vec
 
 /// How often a waiting call looks at its [`CancelToken`]: the bound on how long a cancelled call
 /// keeps its worker.
-pub const CANCEL_POLL: Duration = Duration::from_millis(50);
+pub(crate) const CANCEL_POLL: Duration = Duration::from_millis(50);
 
 /// How long a new worker may take to start (Python, numpy, Mesa imports: seconds on a loaded
 /// machine) before its first call's own budget starts.
@@ -89,7 +89,7 @@ const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Environment variable overriding the wall-clock budget per call, in seconds (tests use a small
 /// one; see the README).
-pub const CALL_TIMEOUT_ENV: &str = "SIMTREE_ABM_CALL_TIMEOUT";
+pub(crate) const CALL_TIMEOUT_ENV: &str = "SIMTREE_ABM_CALL_TIMEOUT";
 
 /// Limits applied to every worker process and call.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -150,7 +150,7 @@ impl WorkerConfig {
     }
 
     /// Same, with other limits.
-    pub fn with_limits(mut self, limits: WorkerLimits) -> Self {
+    pub(crate) fn with_limits(mut self, limits: WorkerLimits) -> Self {
         self.limits = limits;
         self
     }
@@ -176,7 +176,7 @@ impl CancelToken {
         self.0.store(true, Ordering::SeqCst);
     }
 
-    pub fn is_cancelled(&self) -> bool {
+    pub(crate) fn is_cancelled(&self) -> bool {
         self.0.load(Ordering::SeqCst)
     }
 
@@ -193,7 +193,7 @@ pub struct CancelOnDrop(Option<CancelToken>);
 
 impl CancelOnDrop {
     /// The call finished: dropping the guard no longer cancels.
-    pub fn disarm(mut self) {
+    pub(crate) fn disarm(mut self) {
         self.0 = None;
     }
 }
@@ -212,7 +212,7 @@ pub struct Snapshot(Arc<Vec<u8>>);
 
 impl Snapshot {
     /// Wraps bytes previously obtained from [`Snapshot::as_bytes`].
-    pub fn from_bytes(bytes: Vec<u8>) -> Self {
+    pub(crate) fn from_bytes(bytes: Vec<u8>) -> Self {
         Snapshot(Arc::new(bytes))
     }
 
@@ -403,10 +403,10 @@ pub struct Advanced {
 
 /// The wall-clock bound of one hook call (a hook runs inside a turn, which a client waits
 /// for); the worker running a hook past it is killed and replaced.
-pub const HOOK_CALL_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const HOOK_CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The CPU seconds one hook call may use.
-pub const HOOK_CPU_SECONDS: u64 = 2;
+pub(crate) const HOOK_CPU_SECONDS: u64 = 2;
 
 /// One call of a custom scene's rule hook.
 #[derive(Clone, Debug)]
@@ -650,11 +650,6 @@ impl AbmWorker {
         self.proc.as_ref().map(|p| p.child.id())
     }
 
-    /// The last lines the worker wrote to stderr (model prints, Python warnings).
-    pub fn stderr_tail(&self) -> String {
-        self.proc.as_ref().map(Proc::tail).unwrap_or_default()
-    }
-
     /// Round trip with versions.
     pub fn ping(&mut self) -> Result<WorkerInfo, AbmError> {
         let out = self.request("ping", Map::new(), None)?;
@@ -769,7 +764,7 @@ impl AbmWorker {
     }
 
     /// Stops calls of this worker when `token` is cancelled (until set to `None`).
-    pub fn set_cancel(&mut self, token: Option<CancelToken>) {
+    pub(crate) fn set_cancel(&mut self, token: Option<CancelToken>) {
         self.cancel = token;
     }
 
@@ -856,7 +851,7 @@ impl AbmWorker {
 
     /// Parses a hook source in the worker (it is never run): its top-level functions, or its
     /// syntax error.
-    pub fn hook_check(&mut self, source: &str) -> Result<HookSource, AbmError> {
+    pub(crate) fn hook_check(&mut self, source: &str) -> Result<HookSource, AbmError> {
         let mut args = Map::new();
         args.insert("source".into(), source.into());
         let timeout = self.config.limits.call_timeout.min(HOOK_CALL_TIMEOUT);
@@ -1290,7 +1285,9 @@ fn clip(text: &str) -> String {
 }
 
 /// Names a sourceName would resolve to in a patch (used by callers that accept sourceNames).
-pub fn patch_for(source_name: &str, value: Value, agent_id: Option<u64>) -> Result<Patch, AbmError> {
+#[cfg(test)]
+pub(crate) fn patch_for(source_name: &str, value: Value, agent_id: Option<u64>) -> Result<Patch, AbmError> {
+    use super::model::SourceRef;
     match SourceRef::parse(source_name) {
         Some(SourceRef::GlobalVariable(name)) => Ok(Patch::GlobalVariable { name, value }),
         Some(SourceRef::EnvironmentAttribute(name)) => Ok(Patch::EnvironmentAttribute { name, value }),

@@ -47,7 +47,7 @@ pub struct Cli {
     /// Run agent-based model code without the bubblewrap sandbox, with your user's access to
     /// files, network and environment (for machines where bwrap cannot start).
     #[arg(long, global = true)]
-    pub unsafe_abm: bool,
+    pub(crate) unsafe_abm: bool,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -106,14 +106,14 @@ pub struct StorageArgs {
     pub ephemeral: bool,
     /// A PostgreSQL database instead of the embedded one (postgres://user@host:port/db).
     #[arg(long, env = "SIMTREE_DATABASE_URL", hide_env_values = true, conflicts_with = "data")]
-    pub database_url: Option<String>,
+    pub(crate) database_url: Option<String>,
     /// Memory (MiB) for the live simulators and logs of stored trees; others are read back from
     /// the store when used (0: no limit).
     #[arg(long, default_value_t = Limits::default().cache_bytes >> 20)]
     pub cache_mb: usize,
     /// Largest import in bytes (imports stream into the store; `--max-body-bytes` does not apply).
     #[arg(long, default_value_t = Limits::default().max_import_bytes)]
-    pub max_import_bytes: u64,
+    pub(crate) max_import_bytes: u64,
     /// PostgreSQL: length of the server lease in seconds (one server per database). It is
     /// renewed every sixth of that; a server that died without releasing it holds the database
     /// until it lapses.

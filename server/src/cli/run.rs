@@ -12,7 +12,7 @@ pub struct RunArgs {
     /// A scenario document of your own instead: a social scenario, a trading scenario or an
     /// agent-based model (checked as `POST /devui/simtree` checks it).
     #[arg(long)]
-    pub scenario_file: Option<PathBuf>,
+    pub(crate) scenario_file: Option<PathBuf>,
     /// Turns to run (default: the scenario's default_turns).
     #[arg(long)]
     pub turns: Option<u64>,
@@ -27,7 +27,7 @@ pub struct RunArgs {
     pub llm: Option<Dialect>,
     /// LLM settings file (TOML or JSON) layered over the LLM_* environment variables.
     #[arg(long)]
-    pub llm_config: Option<PathBuf>,
+    pub(crate) llm_config: Option<PathBuf>,
     /// Folder to write the run to: tree.json (importable with POST /devui/simtree/import),
     /// log.jsonl, usage.json and records.json.
     #[arg(long)]
@@ -38,7 +38,7 @@ pub struct RunArgs {
     pub data: Option<PathBuf>,
     /// A PostgreSQL database to read `episode.dataset` from instead of a data folder.
     #[arg(long, env = "SIMTREE_DATABASE_URL", hide_env_values = true, conflicts_with = "data")]
-    pub database_url: Option<String>,
+    pub(crate) database_url: Option<String>,
 }
 
 /// `simtree run`: one advance of a fresh tree, printed as it happens. Output stops quietly when
@@ -242,7 +242,7 @@ pub(super) fn read_scenario_file(path: &std::path::Path) -> Result<(String, Valu
 }
 
 /// One readable line per event.
-pub fn human_line(e: &Event) -> String {
+pub(crate) fn human_line(e: &Event) -> String {
     let d = &e.data;
     match e.kind {
         EventType::SystemBroadcast => format!("[broadcast] {}", s(d, "text")),

@@ -52,7 +52,7 @@ pub(super) fn scenarios(
         ScenariosCommand::Save { name, file, storage } => {
             let (_, doc) = read_scenario_file(&file)?;
             let wb = workbench_on(&storage, library, assets)?;
-            let saved = if wb.library.contains(&name) {
+            let saved = if wb.scenarios().is_saved(&name) {
                 wb.scenarios().update_scenario(&name, &doc)
             } else {
                 wb.scenarios().save_scenario(&name, &doc)

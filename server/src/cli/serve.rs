@@ -11,32 +11,32 @@ pub struct ServeArgs {
     pub addr: std::net::SocketAddr,
     /// Largest accepted request body in bytes.
     #[arg(long, default_value_t = Limits::default().max_body_bytes)]
-    pub max_body_bytes: usize,
+    pub(crate) max_body_bytes: usize,
     /// Most turns one request may run.
     #[arg(long, default_value_t = Limits::default().max_turns_per_request)]
-    pub max_turns: u64,
+    pub(crate) max_turns: u64,
     /// Most children one fan-out request may create.
     #[arg(long, default_value_t = Limits::default().max_children_per_request)]
-    pub max_children: u64,
+    pub(crate) max_children: u64,
     /// Most trees the server holds at once.
     #[arg(long, default_value_t = Limits::default().max_trees)]
     pub max_trees: usize,
     /// Messages a tree socket's watcher may fall behind before it gets a resync (a node socket
     /// never resyncs: it reads what its watcher missed from the node's log).
     #[arg(long, default_value_t = Limits::default().ws_queue)]
-    pub ws_queue: usize,
+    pub(crate) ws_queue: usize,
     /// The web UI's build folder (default: $SIMTREE_STATIC or the checkout's frontend/dist).
     #[arg(long)]
-    pub static_dir: Option<PathBuf>,
+    pub(crate) static_dir: Option<PathBuf>,
     /// LLM settings file (TOML or JSON) layered over the LLM_* environment variables.
     #[arg(long)]
-    pub llm_config: Option<PathBuf>,
+    pub(crate) llm_config: Option<PathBuf>,
     /// Default token budget of every new tree (real providers only; default unlimited).
     #[arg(long)]
     pub token_budget: Option<u64>,
     /// Provider calls every tree may make (real providers only; default unlimited).
     #[arg(long)]
-    pub call_budget: Option<u64>,
+    pub(crate) call_budget: Option<u64>,
     /// US dollars every tree may spend on priced models, never exceeded (default unlimited;
     /// see docs/providers.md).
     #[arg(long, value_parser = money_arg)]
@@ -52,36 +52,36 @@ pub struct ServeArgs {
     /// Another origin (scheme://host[:port]) allowed to call the API and open its sockets,
     /// e.g. a dev server of another client. Repeatable. The server's own origin always is.
     #[arg(long = "allow-origin", value_name = "URL")]
-    pub allow_origin: Vec<String>,
+    pub(crate) allow_origin: Vec<String>,
     /// An origin (scheme://host[:port]) whose pages may show the web UI in a frame, e.g. a
     /// Jupyter server for `tree.show()`. Repeatable. By default no page may (clickjacking).
     #[arg(long = "allow-framing", value_name = "URL")]
-    pub allow_framing: Vec<String>,
+    pub(crate) allow_framing: Vec<String>,
     /// Most nodes one tree may hold.
     #[arg(long, default_value_t = Limits::default().max_nodes_per_tree)]
-    pub max_nodes_per_tree: usize,
+    pub(crate) max_nodes_per_tree: usize,
     /// Resident memory (MiB) above which new runs are refused and running ones stopped
     /// (0: no budget).
     #[arg(long, default_value_t = Limits::default().max_memory_bytes >> 20)]
-    pub max_memory_mb: u64,
+    pub(crate) max_memory_mb: u64,
     /// Connections held at once; to make room, the oldest silent one is closed, then a slow
     /// body of the address with the most; one remote address holds at most a quarter, and
     /// /health and /ready are answered beyond it.
     #[arg(long, default_value_t = Limits::default().max_connections)]
-    pub max_connections: usize,
+    pub(crate) max_connections: usize,
     /// WebSockets open at once; an upgrade beyond it gets 503.
     #[arg(long, default_value_t = Limits::default().max_websockets)]
-    pub max_websockets: usize,
+    pub(crate) max_websockets: usize,
     /// Seconds a WebSocket client may send nothing, pongs included, before it is closed (1001,
     /// saying where to resume); a client that reads is never closed for it.
     #[arg(long, default_value_t = Limits::default().ws_idle.as_secs(), value_parser = clap::value_parser!(u64).range(3..=86_400))]
-    pub ws_idle_secs: u64,
+    pub(crate) ws_idle_secs: u64,
     /// Seconds the runs in flight may take to finish once the server is asked to stop
     /// (SIGTERM, Ctrl-C); the rest are then cancelled and stored as cancelled.
     #[arg(long, env = "SIMTREE_SHUTDOWN_GRACE_SECS",
           default_value_t = crate::http::DEFAULT_SHUTDOWN_GRACE.as_secs(),
           value_parser = clap::value_parser!(u64).range(0..=3600))]
-    pub shutdown_grace_secs: u64,
+    pub(crate) shutdown_grace_secs: u64,
     /// PostgreSQL: the base URL the other servers on the database reach this one at when it
     /// leads (e.g. http://10.0.0.5:8090); default http://<the bound address>. Required when
     /// binding an unspecified address (0.0.0.0, ::).
@@ -103,10 +103,10 @@ pub struct ServeJobs {
     pub jobs: bool,
     /// PostgreSQL: keep every run in this process, without the job queue (as with SQLite).
     #[arg(long)]
-    pub no_jobs: bool,
+    pub(crate) no_jobs: bool,
     /// PostgreSQL: run no jobs in this process (only `simtree worker` processes do).
     #[arg(long, requires = "database_url", conflicts_with = "no_jobs")]
-    pub no_worker: bool,
+    pub(crate) no_worker: bool,
     #[command(flatten)]
     pub queue: QueueArgs,
 }

@@ -22,7 +22,7 @@ pub struct SweepArgs {
     pub llm: Option<Dialect>,
     /// LLM settings file (TOML or JSON) layered over the LLM_* environment variables.
     #[arg(long)]
-    pub llm_config: Option<PathBuf>,
+    pub(crate) llm_config: Option<PathBuf>,
 }
 
 /// `simtree sweep`: every cell × replicate in parallel, with a progress bar on a terminal.

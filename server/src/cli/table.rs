@@ -25,7 +25,7 @@ pub struct TableArgs {
     pub path: bool,
     /// A sweep's metric rows only, without each run's steps.
     #[arg(long)]
-    pub no_series: bool,
+    pub(crate) no_series: bool,
     /// csv (a header line, then a line per row) or ndjson (a JSON object per line).
     #[arg(long, default_value = "csv", value_parser = ["csv", "ndjson"])]
     pub format: String,

@@ -21,7 +21,7 @@ pub struct ActionSpec {
     /// One line for the "Available Actions" catalogue.
     pub desc: &'static str,
     /// Usage text with an XML example; concatenated under "Usage:".
-    pub instruction: &'static str,
+    pub(crate) instruction: &'static str,
 }
 
 /// What a handled action reports: upstream's `(success, result, summary, meta, pass_control)`
@@ -31,7 +31,7 @@ pub struct Outcome {
     pub success: bool,
     pub result: ActionResult,
     pub summary: Option<String>,
-    pub pass_control: bool,
+    pub(crate) pass_control: bool,
 }
 
 impl Outcome {
@@ -66,7 +66,7 @@ impl Outcome {
 
     /// The result as it is logged, for tests that compare it with the JSON upstream writes.
     #[cfg(test)]
-    pub fn result_json(&self) -> serde_json::Value {
+    pub(crate) fn result_json(&self) -> serde_json::Value {
         serde_json::to_value(&self.result).expect("a result serialises")
     }
 }
@@ -90,13 +90,13 @@ pub struct ActionCtx<'a> {
     pub call: &'a ActionCall,
     pub kind: ActionKind,
     /// Index of the acting agent in `world.agents`.
-    pub actor: usize,
+    pub(crate) actor: usize,
     /// The answer of an LLM call the simulator made on the action's behalf (`request_brief`).
-    pub llm_reply: Option<String>,
+    pub(crate) llm_reply: Option<String>,
 }
 
 impl ActionCtx<'_> {
-    pub fn actor_name<'w>(&self, world: &'w World) -> &'w str {
+    pub(crate) fn actor_name<'w>(&self, world: &'w World) -> &'w str {
         &world.agents[self.actor].name
     }
 }
@@ -114,7 +114,11 @@ pub trait SharedActionScene {
 
 /// Handles the actions every scene shares. Scenes call this for any kind they do not handle
 /// themselves; an action the scene cannot run gets a clear failure instead of upstream's crash.
-pub fn handle_common<S: SharedActionScene + ?Sized>(scene: &mut S, ctx: &ActionCtx, world: &mut World) -> Handled {
+pub(crate) fn handle_common<S: SharedActionScene + ?Sized>(
+    scene: &mut S,
+    ctx: &ActionCtx,
+    world: &mut World,
+) -> Handled {
     let name = world.agents[ctx.actor].name.clone();
     let time = Some(scene.time());
     match ctx.kind {
@@ -270,7 +274,7 @@ fn schedule_order(ctx: &ActionCtx, world: &mut World) -> Handled {
 }
 
 /// The prompt text of the actions every scene shares.
-pub const SHARED_ACTIONS: &[(ActionKind, &ActionSpec)] = &[
+pub(crate) const SHARED_ACTIONS: &[(ActionKind, &ActionSpec)] = &[
     (ActionKind::Speak, &SPEAK),
     (ActionKind::SendMessage, &SEND_MESSAGE),
     (ActionKind::TalkTo, &TALK_TO),
@@ -280,37 +284,37 @@ pub const SHARED_ACTIONS: &[(ActionKind, &ActionSpec)] = &[
     (ActionKind::ScheduleOrder, &SCHEDULE_ORDER),
 ];
 
-pub const SPEAK: ActionSpec = ActionSpec {
+pub(crate) const SPEAK: ActionSpec = ActionSpec {
     desc: "say something out loud to everyone who can hear you right now",
     instruction: "- To say something aloud:\n<Action name=\"speak\"><message>your words</message></Action>\n",
 };
 
-pub const SEND_MESSAGE: ActionSpec = ActionSpec {
+pub(crate) const SEND_MESSAGE: ActionSpec = ActionSpec {
     desc: "post a message that everyone in the room can read",
     instruction: "- To post a message to everyone:\n<Action name=\"send_message\"><message>your message</message></Action>\n",
 };
 
-pub const TALK_TO: ActionSpec = ActionSpec {
+pub(crate) const TALK_TO: ActionSpec = ActionSpec {
     desc: "speak privately to one person who is close enough to hear you",
     instruction: "- To talk to someone nearby:\n<Action name=\"talk_to\"><to>their name</to><message>your words</message></Action>\n",
 };
 
-pub const YIELD: ActionSpec = ActionSpec {
+pub(crate) const YIELD: ActionSpec = ActionSpec {
     desc: "end your turn and let others act",
     instruction: "- To end your turn:\n<Action name=\"yield\"></Action>\n",
 };
 
-pub const WEB_SEARCH: ActionSpec = ActionSpec {
+pub(crate) const WEB_SEARCH: ActionSpec = ActionSpec {
     desc: "look something up on the web and read a list of results",
     instruction: "- To search the web:\n<Action name=\"web_search\"><query>search terms</query><max_results>5</max_results></Action>\n",
 };
 
-pub const VIEW_PAGE: ActionSpec = ActionSpec {
+pub(crate) const VIEW_PAGE: ActionSpec = ActionSpec {
     desc: "open a web page and read its main text",
     instruction: "- To read a web page:\n<Action name=\"view_page\"><url>https://example.com</url></Action>\n",
 };
 
-pub const SCHEDULE_ORDER: ActionSpec = ActionSpec {
+pub(crate) const SCHEDULE_ORDER: ActionSpec = ActionSpec {
     desc: "decide who acts next, as a comma-separated list of names",
     instruction: "- To set who acts next:\n<Action name=\"schedule_order\"><order>Alice, Bob</order></Action>\n",
 };

@@ -19,7 +19,7 @@ use super::prompt::{self, SceneText};
 use crate::llm::{LlmClient, LlmError, LlmState};
 
 /// Upstream's `MAX_REPEAT`: parse retries, so a decision makes at most `max_repeat + 1` calls.
-pub const MAX_REPEAT: u32 = 3;
+pub(crate) const MAX_REPEAT: u32 = 3;
 
 fn default_language() -> Arc<str> {
     "en".into()
@@ -40,18 +40,18 @@ pub struct Agent {
     #[serde(default)]
     pub style: Arc<str>,
     #[serde(default)]
-    pub initial_instruction: Arc<str>,
+    pub(crate) initial_instruction: Arc<str>,
     #[serde(default)]
-    pub role_prompt: Arc<str>,
+    pub(crate) role_prompt: Arc<str>,
     #[serde(default = "default_language")]
     pub language: Arc<str>,
     pub action_space: Vec<ActionKind>,
     #[serde(default)]
     pub short_memory: ShortTermMemory,
     #[serde(default)]
-    pub last_history_length: usize,
+    pub(crate) last_history_length: usize,
     #[serde(default = "default_max_repeat")]
-    pub max_repeat: u32,
+    pub(crate) max_repeat: u32,
     #[serde(default)]
     pub properties: Map<String, Value>,
     #[serde(default)]
@@ -103,7 +103,7 @@ impl Agent {
 
     /// Appends environment feedback to memory and returns its `agent_ctx_delta` event, which
     /// carries the unmerged line even when memory merged it into the previous entry.
-    pub fn add_env_feedback(&mut self, text: &str) -> Event {
+    pub(crate) fn add_env_feedback(&mut self, text: &str) -> Event {
         self.short_memory.append(Role::User, text);
         self.ctx_delta(Role::User, text)
     }
@@ -125,10 +125,6 @@ impl Agent {
     /// `properties.role` when it is a string.
     pub fn role(&self) -> Option<&str> {
         self.properties.get("role").and_then(Value::as_str)
-    }
-
-    pub fn has_action(&self, kind: ActionKind) -> bool {
-        self.action_space.contains(&kind)
     }
 
     /// Makes one decision (spec §1.3.2). Events (`emotion_update`, `plan_update`, the assistant

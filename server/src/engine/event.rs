@@ -65,7 +65,7 @@ impl<F: FnMut(Event)> EventSink for F {
 
 /// Renders the time prefix for a minute count: `[H:MM] `. Hours are not wrapped at 24, as
 /// upstream (1500 minutes → `[25:00] `).
-pub fn time_prefix(time: Option<i64>) -> String {
+pub(crate) fn time_prefix(time: Option<i64>) -> String {
     match time {
         Some(m) => format!("[{}:{:02}] ", m.div_euclid(60), m.rem_euclid(60)),
         None => String::new(),
@@ -111,7 +111,7 @@ impl SceneEvent {
     }
 
     /// A public announcement with a custom prefix (`System`, `Event`, …).
-    pub fn public_with(prefix: &str, content: impl Into<String>) -> Self {
+    pub(crate) fn public_with(prefix: &str, content: impl Into<String>) -> Self {
         SceneEvent::Public {
             content: content.into(),
             prefix: prefix.into(),
@@ -138,7 +138,7 @@ impl SceneEvent {
     }
 
     /// The agent who caused the event; it never receives its own broadcast.
-    pub fn sender(&self) -> Option<&str> {
+    pub(crate) fn sender(&self) -> Option<&str> {
         match self {
             SceneEvent::Message { sender, .. }
             | SceneEvent::Speak { sender, .. }

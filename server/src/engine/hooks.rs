@@ -15,10 +15,10 @@ use std::sync::Arc;
 use serde_json::Value;
 
 /// The most characters of a document's hook source.
-pub const MAX_HOOK_SOURCE_CHARS: usize = 20_000;
+pub(crate) const MAX_HOOK_SOURCE_CHARS: usize = 20_000;
 
 /// The most effects one hook call may return.
-pub const MAX_HOOK_EFFECTS: usize = 50;
+pub(crate) const MAX_HOOK_EFFECTS: usize = 50;
 
 /// Which hook is called.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -58,7 +58,7 @@ impl ShortTermMemory {
     }
 
     /// Entries from index `from` on (see [`AppendList::iter_from`]).
-    pub fn iter_from(&self, from: usize) -> impl Iterator<Item = &Message> {
+    pub(crate) fn iter_from(&self, from: usize) -> impl Iterator<Item = &Message> {
         self.list.iter_from(from)
     }
 

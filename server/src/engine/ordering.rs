@@ -13,7 +13,7 @@ use super::agent::Agent;
 use super::rng::Rng;
 
 /// Instruction the moderator receives (after `[System] `) when the schedule runs empty.
-pub const MODERATOR_INSTRUCTION: &str = "The schedule is empty. Decide who should act next: respond with exactly one schedule_order action whose <order> lists the next speakers, separated by commas, e.g. <Action name=\"schedule_order\"><order>Alice, Bob</order></Action>";
+pub(crate) const MODERATOR_INSTRUCTION: &str = "The schedule is empty. Decide who should act next: respond with exactly one schedule_order action whose <order> lists the next speakers, separated by commas, e.g. <Action name=\"schedule_order\"><order>Alice, Bob</order></Action>";
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
@@ -65,7 +65,7 @@ pub enum Pick {
 
 impl Ordering {
     /// Freezes the name lists that default to "all agents" (upstream's `set_simulation`).
-    pub fn attach(&mut self, agents: &[Agent]) {
+    pub(crate) fn attach(&mut self, agents: &[Agent]) {
         let all = || agents.iter().map(|a| a.name.clone()).collect::<Vec<_>>();
         if let Ordering::Sequential { names, .. }
         | Ordering::Asynchronous { names, .. }
@@ -128,7 +128,7 @@ impl Ordering {
     }
 
     /// After the moderator was asked: an empty queue falls back to all names once.
-    pub fn fill_if_empty(&mut self) {
+    pub(crate) fn fill_if_empty(&mut self) {
         if let Ordering::LlmModerated { names, queue, .. } = self
             && queue.is_empty()
         {
@@ -137,13 +137,13 @@ impl Ordering {
     }
 
     /// Hook after each turn (no built-in policy needs it; kept for upstream's interface).
-    pub fn post_turn(&mut self, _name: &str) {}
+    pub(crate) fn post_turn(&mut self, _name: &str) {}
 
-    pub fn can_schedule(&self) -> bool {
+    pub(crate) fn can_schedule(&self) -> bool {
         matches!(self, Ordering::LlmModerated { .. })
     }
 
-    pub fn queue_is_empty(&self) -> bool {
+    pub(crate) fn queue_is_empty(&self) -> bool {
         match self {
             Ordering::LlmModerated { queue, .. } => queue.is_empty(),
             _ => true,
@@ -151,7 +151,7 @@ impl Ordering {
     }
 
     /// Appends names to the moderated queue (callers pass only agent names).
-    pub fn add_to_queue(&mut self, more: &[String]) {
+    pub(crate) fn add_to_queue(&mut self, more: &[String]) {
         if let Ordering::LlmModerated { queue, .. } = self {
             queue.extend(more.iter().cloned());
         }

@@ -63,7 +63,7 @@ fn after<'a>(text: &'a str, start: &str, end: Option<&str>) -> &'a str {
 }
 
 /// Splits a response into its sections (first match of each marker).
-pub fn split_sections(text: &str) -> Sections<'_> {
+pub(crate) fn split_sections(text: &str) -> Sections<'_> {
     Sections {
         thoughts: between(text, THOUGHTS, PLAN),
         plan: between(text, PLAN, ACTION),
@@ -75,7 +75,7 @@ pub fn split_sections(text: &str) -> Sections<'_> {
 
 /// Replaces every `&` that does not start a character or entity reference with `&amp;`, so raw
 /// ampersands in LLM prose ("R&D") do not break the XML parse.
-pub fn normalize_ampersands(text: &str) -> String {
+pub(crate) fn normalize_ampersands(text: &str) -> String {
     let bytes = text.as_bytes();
     let mut out = String::with_capacity(text.len() + 8);
     let mut last = 0;
@@ -121,7 +121,7 @@ fn locate_action(block: &str) -> Option<&str> {
 
 /// Parses the Action block. `Ok(None)` means "no action here" (empty block, no element, wrong root,
 /// no name); an element that is present but malformed is an error.
-pub fn parse_action(block: &str) -> Result<Option<ActionCall>, ParseError> {
+pub(crate) fn parse_action(block: &str) -> Result<Option<ActionCall>, ParseError> {
     if block.trim().is_empty() {
         return Ok(None);
     }
@@ -192,7 +192,7 @@ fn take_marker(item: &str, marker: &str) -> (String, bool) {
 
 /// Parses a Plan Update block. `Ok(None)` = no update (empty or `no change`); otherwise the new
 /// plan, which replaces the old one wholesale (absent tags give empty values).
-pub fn parse_plan_update(block: &str) -> Result<Option<PlanState>, ParseError> {
+pub(crate) fn parse_plan_update(block: &str) -> Result<Option<PlanState>, ParseError> {
     if block.trim().is_empty() || starts_with_no_change(block) {
         return Ok(None);
     }
@@ -236,7 +236,7 @@ pub fn parse_plan_update(block: &str) -> Result<Option<PlanState>, ParseError> {
 }
 
 /// Parses an Emotion Update block: `None` when empty or `no change`, else the trimmed text.
-pub fn parse_emotion(block: &str) -> Option<String> {
+pub(crate) fn parse_emotion(block: &str) -> Option<String> {
     let block = block.trim();
     (!block.is_empty() && !starts_with_no_change(block)).then(|| block.to_string())
 }

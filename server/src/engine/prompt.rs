@@ -21,13 +21,13 @@ use super::scenes::action_spec;
 #[derive(Clone, Debug, Default)]
 pub struct SceneText {
     pub description: String,
-    pub guidelines: String,
+    pub(crate) guidelines: String,
     pub examples: String,
     /// The document's prose, for its actions' lines and usage (the rest is already in place).
     pub prose: Option<Arc<SceneProse>>,
     /// Actions the scene defines itself (a custom scene's, those legal for the agent now),
     /// listed before the agent's own.
-    pub own_actions: Vec<OwnAction>,
+    pub(crate) own_actions: Vec<OwnAction>,
 }
 
 /// An action a scene defines itself, as the prompt lists it.
@@ -42,7 +42,7 @@ pub struct OwnAction {
 
 impl SceneText {
     /// The scene's text with each part `prose` gives in place of the scene's own.
-    pub fn with_prose(mut self, prose: Option<&Arc<SceneProse>>) -> SceneText {
+    pub(crate) fn with_prose(mut self, prose: Option<&Arc<SceneProse>>) -> SceneText {
         if let Some(p) = prose {
             let own = |part: &Option<String>, default: &mut String| {
                 if let Some(text) = part {
@@ -128,7 +128,7 @@ const EMOTION_SECTION: &str = "\n\
 Mandatory. Name your current emotion: one of Plutchik's eight primary emotions (Joy, Trust, Fear, Surprise, Sadness, Disgust, Anger, Anticipation) or a dyad of two of them. Base it on how your goals are progressing, on what is new or surprising, on conflict and on what you expect next. Prefer continuity with your previous emotion.";
 
 /// The output-format block, with the emotion section when emotions are enabled.
-pub fn output_format(emotion_enabled: bool) -> String {
+pub(crate) fn output_format(emotion_enabled: bool) -> String {
     let mut s = format!("{PLANNING_GUIDE}\n\n{SKELETON}");
     if emotion_enabled {
         s.push_str(EMOTION_SECTION);

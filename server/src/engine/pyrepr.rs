@@ -5,7 +5,7 @@
 use serde_json::{Number, Value};
 
 /// Python's `repr` of a JSON value: `{'wood': 2}`, `['a', 1]`, `None`, `True`, `2.0`.
-pub fn py_repr(v: &Value) -> String {
+pub(crate) fn py_repr(v: &Value) -> String {
     match v {
         Value::Null => "None".into(),
         Value::Bool(b) => if *b { "True" } else { "False" }.into(),
@@ -23,7 +23,7 @@ pub fn py_repr(v: &Value) -> String {
 }
 
 /// Python's `str`: a string as itself, anything else as its repr.
-pub fn py_str(v: &Value) -> String {
+pub(crate) fn py_str(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         other => py_repr(other),
@@ -53,7 +53,7 @@ fn py_number(n: &Number) -> String {
 }
 
 /// Python's string repr: single quotes unless the text has a single quote and no double one.
-pub fn py_str_repr(s: &str) -> String {
+pub(crate) fn py_str_repr(s: &str) -> String {
     let quote = if s.contains('\'') && !s.contains('"') {
         '"'
     } else {

@@ -27,11 +27,11 @@ use crate::llm::chat::{Message, Role};
 use crate::llm::{LlmClient, LlmError};
 
 /// Upstream's default `max_steps_per_turn`.
-pub const DEFAULT_MAX_STEPS: u32 = 5;
+pub(crate) const DEFAULT_MAX_STEPS: u32 = 5;
 
 /// The most steps one turn may take. Scenario files and imported states beyond it are refused:
 /// a turn is the unit a client waits for, and a turn of a billion steps never ends.
-pub const MAX_STEPS_PER_TURN: u32 = 100;
+pub(crate) const MAX_STEPS_PER_TURN: u32 = 100;
 
 ///
 /// Its parts are written only inside the engine: from outside, a branch op is
@@ -63,7 +63,7 @@ pub struct RunReport {
     /// The scene reported completion.
     pub complete: bool,
     /// The ordering could not pick anyone (the run stopped early instead of spinning).
-    pub stuck: bool,
+    pub(crate) stuck: bool,
 }
 
 /// A run that could not continue.
@@ -200,7 +200,7 @@ impl Simulator {
     }
 
     /// Sends buffered events to `sink`, in order.
-    pub fn drain(&mut self, sink: &mut (dyn EventSink + Send)) {
+    pub(crate) fn drain(&mut self, sink: &mut (dyn EventSink + Send)) {
         for e in self.world.take_out() {
             sink.emit(e);
         }
@@ -305,7 +305,7 @@ impl Simulator {
     }
 
     /// `GET …/state`: the turns run and each agent's role, plan, memory and emotion.
-    pub fn node_state(&self) -> NodeState {
+    pub(crate) fn node_state(&self) -> NodeState {
         NodeState {
             turns: self.turns,
             agents: self
@@ -332,7 +332,7 @@ impl Simulator {
     }
 
     /// Checks a simulator read from an untrusted export against the engine's limits.
-    pub fn check_limits(&self) -> Result<(), LimitError> {
+    pub(crate) fn check_limits(&self) -> Result<(), LimitError> {
         if !(1..=MAX_STEPS_PER_TURN).contains(&self.max_steps_per_turn) {
             return Err(LimitError::StepsPerTurn(self.max_steps_per_turn));
         }
@@ -509,7 +509,7 @@ impl Simulator {
     /// The prompt agent `idx` would send if its turn came now: the scene's status line given
     /// and deferred events delivered first, as [`Simulator::run`] does before a turn. On a
     /// fresh simulator that is its first prompt, before anyone has acted. Nothing changes.
-    pub fn opening_prompt(&self, idx: usize) -> Vec<Message> {
+    pub(crate) fn opening_prompt(&self, idx: usize) -> Vec<Message> {
         let mut sim = self.clone();
         let status = sim.scene.rules().status_prompt(&sim.world.agents[idx]);
         if !status.is_empty() {
@@ -554,17 +554,17 @@ impl Simulator {
 
     /// Drops the events not yet handed to a sink (a builder's announcements: they wait in the
     /// pending queue as the root's log).
-    pub fn discard_output(&mut self) {
+    pub(crate) fn discard_output(&mut self) {
         self.world.take_out();
     }
 
     /// What runs the custom scene's Python hooks during the next runs.
-    pub fn set_hooks(&mut self, hooks: super::hooks::Hooks) {
+    pub(crate) fn set_hooks(&mut self, hooks: super::hooks::Hooks) {
         self.world.hooks = hooks;
     }
 
     /// The offline player the agents' calls go to (`None`: the run's LLM client).
-    pub fn set_offline(&mut self, offline: Option<crate::llm::Offline>) {
+    pub(crate) fn set_offline(&mut self, offline: Option<crate::llm::Offline>) {
         self.world.llm.offline = offline;
     }
 
@@ -576,7 +576,7 @@ impl Simulator {
     /// The `scene_prose_set` op: each part of `given` replaces that part of the prose the
     /// prompts carry from now on; the rest stays. Refused (nothing changed) when `given` names an
     /// action the scene does not have, or a part is too long.
-    pub fn set_prose(&mut self, given: &SceneProse) -> Result<(), ProseError> {
+    pub(crate) fn set_prose(&mut self, given: &SceneProse) -> Result<(), ProseError> {
         given.check(self.scene.kind())?;
         let prose = self.prose.as_deref().cloned().unwrap_or_default().merged(given);
         self.prose = (!prose.is_empty()).then(|| Arc::new(prose));
@@ -585,7 +585,7 @@ impl Simulator {
 
     /// What the scene tells its agents: its prose as the prompts carry it (the document's in
     /// place of the type's), and a custom scene's roles, phases and outcomes.
-    pub fn scene_about(&self) -> SceneAbout {
+    pub(crate) fn scene_about(&self) -> SceneAbout {
         let text = self.scene.rules().text().with_prose(self.prose.as_ref());
         let mut about = SceneAbout {
             kind: self.scene.kind(),

@@ -55,7 +55,7 @@ impl World {
         }
     }
 
-    pub fn agent_index(&self, name: &str) -> Option<usize> {
+    pub(crate) fn agent_index(&self, name: &str) -> Option<usize> {
         self.agents.iter().position(|a| a.name == name)
     }
 
@@ -68,12 +68,12 @@ impl World {
     }
 
     /// Emits an event now (it reaches the sink at the next step boundary, in order).
-    pub fn emit<P: EventPayload>(&mut self, payload: &P) {
+    pub(crate) fn emit<P: EventPayload>(&mut self, payload: &P) {
         self.out.push(Event::of(payload));
     }
 
     /// Queues an event until the next flush (upstream's `emit_event_later`).
-    pub fn emit_later<P: EventPayload>(&mut self, payload: &P) {
+    pub(crate) fn emit_later<P: EventPayload>(&mut self, payload: &P) {
         self.pending.push_back(Event::of(payload));
     }
 
@@ -83,7 +83,7 @@ impl World {
     }
 
     /// Takes the buffered output events.
-    pub fn take_out(&mut self) -> Vec<Event> {
+    pub(crate) fn take_out(&mut self) -> Vec<Event> {
         std::mem::take(&mut self.out)
     }
 
@@ -118,7 +118,7 @@ impl World {
     }
 
     /// Manhattan distance between two agents' `properties.map_xy`, when both have one.
-    pub fn distance(&self, a: usize, b: usize) -> Option<i64> {
+    pub(crate) fn distance(&self, a: usize, b: usize) -> Option<i64> {
         let (ax, ay) = self.agents[a].map_xy()?;
         let (bx, by) = self.agents[b].map_xy()?;
         Some((ax - bx).abs() + (ay - by).abs())

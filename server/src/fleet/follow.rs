@@ -16,7 +16,7 @@ pub(super) async fn lease_lost(door: &Door) -> String {
     let mut look = tokio::time::interval(std::time::Duration::from_millis(200));
     loop {
         look.tick().await;
-        if let Some(lost) = door.leading().and_then(|app| app.wb.store.as_ref()?.lease_lost()) {
+        if let Some(lost) = door.leading().and_then(|app| app.wb.store()?.lease_lost()) {
             return lost;
         }
     }

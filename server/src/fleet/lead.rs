@@ -21,15 +21,15 @@ pub struct LeaderPlan {
     pub library: ScenarioLibrary,
     pub assets: PathBuf,
     pub sandbox: crate::abm::Sandbox,
-    pub llm_config: Option<PathBuf>,
+    pub(crate) llm_config: Option<PathBuf>,
     pub prices: Option<PathBuf>,
     pub limits: Limits,
     pub storage: StoreSite,
     /// The job queue runs go through (PostgreSQL only), if they do.
     pub queue: Option<JobsConfig>,
-    pub static_dir: PathBuf,
+    pub(crate) static_dir: PathBuf,
     pub access: Arc<Access>,
-    pub shutdown_grace: Duration,
+    pub(crate) shutdown_grace: Duration,
 }
 
 /// A leading server's app and the tasks it started beside its router.
@@ -47,7 +47,7 @@ impl Leader {
             stop.notify_one();
             let _ = task.await;
         }
-        if let Some(store) = self.app.wb.store.clone() {
+        if let Some(store) = self.app.wb.store().cloned() {
             let closed = tokio::task::spawn_blocking(move || store.close(Duration::from_secs(30))).await;
             if !matches!(closed, Ok(true)) {
                 eprintln!("simtree: the store did not close in time; its lease lapses by itself");
@@ -69,7 +69,7 @@ pub async fn lead(plan: Arc<LeaderPlan>, me: Option<Lease>) -> Result<Result<Lea
         Err(holder) => return Ok(Err(holder)),
     };
     let sharing = match plan.storage.database_url() {
-        Some(url) => share_endpoint_load(&app.wb.backend, url).await,
+        Some(url) => share_endpoint_load(app.wb.backend(), url).await,
         None => None,
     };
     if plan.queue.is_some() {
@@ -81,7 +81,7 @@ pub async fn lead(plan: Arc<LeaderPlan>, me: Option<Lease>) -> Result<Result<Lea
 }
 
 /// The blocking part of [`lead`]: the workbench, its store and its job queue.
-pub fn build_leader(plan: &LeaderPlan, me: Option<Lease>) -> Result<Result<AppState, Holder>, FleetError> {
+pub(crate) fn build_leader(plan: &LeaderPlan, me: Option<Lease>) -> Result<Result<AppState, Holder>, FleetError> {
     let mut wb = Workbench::new(
         plan.library.clone(),
         backend(plan.llm_config.as_deref())?,

@@ -17,7 +17,8 @@ mod site;
 mod worker;
 
 pub use error::FleetError;
-pub use lead::{Leader, LeaderPlan, build_leader, lead};
-pub use serve::{advertised, serve};
+pub use lead::{Leader, LeaderPlan, lead};
+pub use serve::serve;
 pub use site::StoreSite;
-pub use worker::{backend, run_worker, share_endpoint_load, worker_bench};
+pub use worker::backend;
+pub(crate) use worker::{run_worker, worker_bench};

@@ -16,7 +16,7 @@ use crate::workbench::jobs::JobsConfig;
 
 /// The base URL other servers reach this one at: `advertise` (`--advertise`), else the bound
 /// address (not when that is unspecified: 0.0.0.0 names no machine to another one).
-pub fn advertised(advertise: Option<String>, bound: SocketAddr) -> Result<String, FleetError> {
+pub(crate) fn advertised(advertise: Option<String>, bound: SocketAddr) -> Result<String, FleetError> {
     match advertise {
         Some(url) => {
             let url = url.trim_end_matches('/').to_string();

@@ -34,7 +34,7 @@ impl StoreSite {
     }
 
     /// The PostgreSQL database, if the trees are kept in one.
-    pub fn database_url(&self) -> Option<&str> {
+    pub(crate) fn database_url(&self) -> Option<&str> {
         match self {
             StoreSite::Postgres { url, .. } => Some(url),
             _ => None,

@@ -24,7 +24,7 @@ type Sharing = (Arc<tokio::sync::Notify>, tokio::task::JoinHandle<()>);
 /// the database (see [`crate::llm::endpoints`]); call it inside the runtime that runs the calls.
 /// Without real providers, or when the board cannot be set up (said on stderr), each endpoint's
 /// limit is this process's alone.
-pub async fn share_endpoint_load(backend: &Backend, database_url: &str) -> Option<Sharing> {
+pub(crate) async fn share_endpoint_load(backend: &Backend, database_url: &str) -> Option<Sharing> {
     let Backend::Provider(providers) = backend else {
         return None;
     };
@@ -40,7 +40,7 @@ pub async fn share_endpoint_load(backend: &Backend, database_url: &str) -> Optio
 
 /// The workbench of a process that runs jobs: the store opened without the server lease (it
 /// writes only its jobs' nodes, fenced by their claims).
-pub fn worker_bench(
+pub(crate) fn worker_bench(
     library: &ScenarioLibrary,
     assets: &Path,
     sandbox: crate::abm::Sandbox,
@@ -58,8 +58,8 @@ pub fn worker_bench(
 /// `simtree worker`: takes runs from the queue of `config`, `concurrency` at a time, sharing the
 /// endpoint limits with the other processes on the database, until SIGTERM or ctrl-c (its
 /// unfinished runs then go back to the queue).
-pub async fn run_worker(wb: Arc<Workbench>, config: JobsConfig, concurrency: usize) -> Result<(), FleetError> {
-    let sharing = share_endpoint_load(&wb.backend, &config.url).await;
+pub(crate) async fn run_worker(wb: Arc<Workbench>, config: JobsConfig, concurrency: usize) -> Result<(), FleetError> {
+    let sharing = share_endpoint_load(wb.backend(), &config.url).await;
     let worked = wb
         .jobs()
         .work(config, concurrency, "worker", crate::http::stop_requested())

@@ -29,17 +29,14 @@ impl ApiError {
             path: None,
         }
     }
-    pub fn not_found(detail: impl Into<String>) -> Self {
+    pub(crate) fn not_found(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, detail)
     }
-    pub fn unprocessable(detail: impl Into<String>) -> Self {
+    pub(crate) fn unprocessable(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::UNPROCESSABLE_ENTITY, detail)
     }
     pub fn conflict(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::CONFLICT, detail)
-    }
-    pub fn tree_not_found() -> Self {
-        Self::not_found("simtree not found")
     }
 }
 
@@ -121,7 +118,7 @@ impl From<WorkbenchError> for ApiError {
 /// Runs `f` on tokio's blocking pool (work that takes milliseconds or waits on the store) and
 /// turns its error into the answer. A task that crashed answers 500, its cause logged: a bug,
 /// never the request's fault; one cancelled because the runtime is stopping answers 503.
-pub async fn blocking<T, E>(
+pub(crate) async fn blocking<T, E>(
     what: &'static str,
     f: impl FnOnce() -> Result<T, E> + Send + 'static,
 ) -> Result<T, ApiError>
@@ -151,7 +148,7 @@ impl From<crate::llm::UnknownOffline> for ApiError {
 
 impl ApiError {
     /// 503 for `/ready` and for changes while the server stops (see `http::serve`).
-    pub fn shutting_down() -> ApiError {
+    pub(crate) fn shutting_down() -> ApiError {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "the server is shutting down: it lets its runs finish and takes no new work; retry on another server",
@@ -230,7 +227,7 @@ where
 }
 
 /// Unknown routes answer like upstream's framework: 404 `{"detail": "Not Found"}`.
-pub async fn not_found() -> ApiError {
+pub(crate) async fn not_found() -> ApiError {
     ApiError::not_found("Not Found")
 }
 

@@ -23,7 +23,7 @@ type St = State<Arc<AppState>>;
 /// exploration may cost at most (all the runs its budget or schedule allows), and nothing is made.
 /// Both work out what each candidate's first provider call would hold under a money cap, which
 /// runs each candidate privately up to that call.
-pub async fn start_explore(
+pub(crate) async fn start_explore(
     State(app): St,
     ApiPath(tree): ApiPath<u64>,
     q: JobQuery,
@@ -36,19 +36,22 @@ pub async fn start_explore(
     Ok(Json(app.wb.studies().start_explore(tree, spec).await?).into_response())
 }
 
-pub async fn explore_table(
+pub(crate) async fn explore_table(
     State(app): St,
     ApiPath((tree, id)): ApiPath<(u64, u64)>,
 ) -> Result<Json<ExploreTable>, ApiError> {
     found(app.wb.studies().explore_table(tree, id)?, "exploration", id, tree)
 }
 
-pub async fn explore_tables(State(app): St, ApiPath(tree): ApiPath<u64>) -> Result<Json<Vec<ExploreTable>>, ApiError> {
+pub(crate) async fn explore_tables(
+    State(app): St,
+    ApiPath(tree): ApiPath<u64>,
+) -> Result<Json<Vec<ExploreTable>>, ApiError> {
     Ok(Json(app.wb.studies().explore_tables(tree)?))
 }
 
 /// Stops a running exploration and answers its table (409 when it is not running).
-pub async fn cancel_explore(
+pub(crate) async fn cancel_explore(
     State(app): St,
     ApiPath((tree, id)): ApiPath<(u64, u64)>,
 ) -> Result<Json<ExploreTable>, ApiError> {
@@ -57,7 +60,7 @@ pub async fn cancel_explore(
 
 /// Carries an interrupted exploration on and answers its table reading `running` (409 when it
 /// was not interrupted).
-pub async fn resume_explore(
+pub(crate) async fn resume_explore(
     State(app): St,
     ApiPath((tree, id)): ApiPath<(u64, u64)>,
 ) -> Result<Json<ExploreTable>, ApiError> {

@@ -34,14 +34,14 @@ use super::state::AppState;
 use crate::store::lease::Holder;
 
 /// The header a follower adds to what it forwards (`host/pid` of the follower).
-pub const VIA: HeaderName = HeaderName::from_static("x-simtree-via");
+pub(crate) const VIA: HeaderName = HeaderName::from_static("x-simtree-via");
 
 /// How long a follower waits to connect to the leader (and for its `/health` answer).
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Probes in a row a leader may miss before the forwards waiting for it are answered 503: one
 /// slow answer (a busy machine) does not cost the requests in flight their answers.
-pub const GIVE_UP_AFTER: u32 = 2;
+pub(crate) const GIVE_UP_AFTER: u32 = 2;
 
 /// The leader as the lease row last said, and when it was read.
 struct Followed {
@@ -120,8 +120,8 @@ impl Door {
         let door = Door::new(
             app.access.clone(),
             app.static_dir.clone(),
-            app.wb.limits.max_websockets,
-            app.wb.limits.max_connections,
+            app.wb.limits().max_websockets,
+            app.wb.limits().max_connections,
             host,
         );
         door.lead(app);
@@ -142,7 +142,7 @@ impl Door {
     /// Marks the time between taking the lease and leading (`true`), or its end without
     /// leading (`false`). Requests another follower forwarded here meanwhile get 503 (retry in
     /// a moment), not the 508 of a forwarding loop.
-    pub fn taking_over(&self, now: bool) {
+    pub(crate) fn taking_over(&self, now: bool) {
         self.taking_over.store(now, Ordering::Release);
     }
 
@@ -174,7 +174,7 @@ impl Door {
 
     /// Asks the leader's `/health` (within [`CONNECT_TIMEOUT`]); forwards waiting on a leader
     /// that missed [`GIVE_UP_AFTER`] probes in a row are answered 503.
-    pub async fn probe_leader(&self) -> bool {
+    pub(crate) async fn probe_leader(&self) -> bool {
         let Some(address) = self.address() else {
             self.answered.store(false, Ordering::Release);
             return false;
@@ -214,7 +214,7 @@ impl Door {
     }
 
     /// Connections held at once (`--max-connections`).
-    pub fn max_connections(&self) -> usize {
+    pub(crate) fn max_connections(&self) -> usize {
         self.max_connections
     }
 
@@ -276,7 +276,7 @@ impl Door {
     }
 
     /// Every request of the server: the leader's router once it leads, else the door's own.
-    pub fn router(self: &Arc<Self>) -> Router {
+    pub(crate) fn router(self: &Arc<Self>) -> Router {
         let door = self.clone();
         let follower = self.follower_router();
         Router::new().fallback(move |req: Request| {
@@ -287,7 +287,7 @@ impl Door {
                     Some((app, router)) => {
                         // A leader that may have been replaced answers nothing but `/health`:
                         // what it holds in memory may be stale (see `Store::lease_doubt`).
-                        let doubt = app.wb.store.as_ref().and_then(|s| s.lease_doubt());
+                        let doubt = app.wb.store().and_then(|s| s.lease_doubt());
                         if let Some(why) = doubt
                             && req.uri().path() != "/health"
                         {

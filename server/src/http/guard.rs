@@ -24,7 +24,7 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 use super::error::ApiError;
 
 /// The cookie the UI link sets.
-pub const TOKEN_COOKIE: &str = "simtree_token";
+pub(crate) const TOKEN_COOKIE: &str = "simtree_token";
 
 /// The access policy of one server.
 #[derive(Clone, Debug, Default)]
@@ -32,12 +32,12 @@ pub struct Access {
     /// Required on every route but `/health` when set.
     pub token: Option<String>,
     /// Extra origins (`scheme://host[:port]`) allowed besides the server's own.
-    pub allowed_origins: Vec<String>,
+    pub(crate) allowed_origins: Vec<String>,
     /// Require a loopback `Host` (set when the server is bound to a loopback address).
-    pub loopback_host_only: bool,
+    pub(crate) loopback_host_only: bool,
     /// Origins (`scheme://host[:port]`) whose pages may show the web UI in a frame
     /// (`--allow-framing`); by default none may.
-    pub framing_origins: Vec<String>,
+    pub(crate) framing_origins: Vec<String>,
 }
 
 impl Access {
@@ -45,7 +45,7 @@ impl Access {
     /// frame-ancestors 'none'` and `X-Frame-Options: DENY` by default; with `--allow-framing`,
     /// `frame-ancestors` lists those origins and `X-Frame-Options` (which cannot name several
     /// origins) is left out, since browsers that know the policy obey it instead.
-    pub fn frame_headers(&self) -> Vec<(header::HeaderName, HeaderValue)> {
+    pub(crate) fn frame_headers(&self) -> Vec<(header::HeaderName, HeaderValue)> {
         let ancestors = if self.framing_origins.is_empty() {
             "'none'".to_string()
         } else {
@@ -62,7 +62,7 @@ impl Access {
 
     /// A CORS layer answering preflights of the listed origins only; `None` when none is listed
     /// (then no cross-origin response ever carries `Access-Control-Allow-Origin`).
-    pub fn cors(&self) -> Option<CorsLayer> {
+    pub(crate) fn cors(&self) -> Option<CorsLayer> {
         let origins: Vec<HeaderValue> = self
             .allowed_origins
             .iter()

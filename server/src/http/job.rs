@@ -19,7 +19,7 @@ use crate::workbench::WorkbenchError;
 pub type JobQuery = Result<Query<EstimateQuery>, QueryRejection>;
 
 /// Reads `body` into a spec with `parse`, then answers its estimate or starts it.
-pub fn start_or_estimate<S, E: Serialize, R: Serialize, P: Display>(
+pub(crate) fn start_or_estimate<S, E: Serialize, R: Serialize, P: Display>(
     body: Value,
     q: JobQuery,
     parse: impl FnOnce(Value) -> Result<S, P>,
@@ -35,7 +35,7 @@ pub fn start_or_estimate<S, E: Serialize, R: Serialize, P: Display>(
 
 /// Reads `body` into a spec with `parse` (a 422 naming the field at fault) and whether only its
 /// estimate is asked for (`?estimate=true`).
-pub fn read_job<S, P: Display>(
+pub(crate) fn read_job<S, P: Display>(
     body: Value,
     q: JobQuery,
     parse: impl FnOnce(Value) -> Result<S, P>,

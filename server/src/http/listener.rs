@@ -48,24 +48,24 @@ use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
 /// How long a client may take to send a request head.
-pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Longest wait for the next piece of a request body.
-pub const BODY_IDLE: Duration = Duration::from_secs(10);
+pub(crate) const BODY_IDLE: Duration = Duration::from_secs(10);
 
 /// Waiting for a body this long is free; beyond it the client must keep [`MIN_BODY_RATE`].
-pub const BODY_GRACE: Duration = Duration::from_secs(10);
+pub(crate) const BODY_GRACE: Duration = Duration::from_secs(10);
 
 /// Bytes a second a request body must average (over the wait beyond [`BODY_GRACE`]).
-pub const MIN_BODY_RATE: f64 = 1024.0;
+pub(crate) const MIN_BODY_RATE: f64 = 1024.0;
 
 /// A new connection has this long to send its first request before it may be closed to make
 /// room (so that connections opened in a flood do not close a real client's before its request
 /// is read).
-pub const FIRST_REQUEST_GRACE: Duration = Duration::from_secs(1);
+pub(crate) const FIRST_REQUEST_GRACE: Duration = Duration::from_secs(1);
 
 /// Connections beyond the cap that may still ask `/health` and `/ready`.
-pub const RESERVE: usize = 64;
+pub(crate) const RESERVE: usize = 64;
 
 /// A request body that stalled or came too slowly (see the module docs).
 #[derive(Debug)]

@@ -35,11 +35,12 @@ pub mod ws;
 pub use guard::Access;
 
 pub use crate::workbench::Workbench;
-pub use state::{AppState, Backend, DEFAULT_SHUTDOWN_GRACE, Limits, Providers};
+pub(crate) use state::DEFAULT_SHUTDOWN_GRACE;
+pub use state::{AppState, Backend, Limits, Providers};
 
 /// The web UI's build folder: `$SIMTREE_STATIC`, else the checkout's `frontend/dist` when it
 /// is there, else the UI embedded in the binary.
-pub fn default_static_dir() -> PathBuf {
+pub(crate) fn default_static_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("SIMTREE_STATIC") {
         return dir.into();
     }
@@ -50,9 +51,9 @@ pub fn default_static_dir() -> PathBuf {
     crate::embedded::ui().unwrap_or(checkout)
 }
 
-pub fn router(app: Arc<AppState>) -> Router {
+pub(crate) fn router(app: Arc<AppState>) -> Router {
     use routes::*;
-    let limit = app.wb.limits.max_body_bytes;
+    let limit = app.wb.limits().max_body_bytes;
     let devui = Router::new()
         .route("/simtree", post(create_tree).get(list_trees))
         .route("/simtree/import", post(transfer::import))
@@ -248,7 +249,7 @@ pub async fn serve(
         return Ok(());
     };
     // A server whose lease another took can store nothing its runs do: they end now.
-    let deposed = app.wb.store.as_ref().and_then(|s| s.lease_lost()).is_some();
+    let deposed = app.wb.store().and_then(|s| s.lease_lost()).is_some();
     let grace = if deposed {
         std::time::Duration::ZERO
     } else {

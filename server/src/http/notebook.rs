@@ -18,7 +18,7 @@ use crate::tree::NodeId;
 type St = State<Arc<AppState>>;
 
 /// `PATCH …/node/{n}`: the node's info with its annotation as stored.
-pub async fn annotate_node(
+pub(crate) async fn annotate_node(
     State(app): St,
     ApiPath((tree, node)): ApiPath<(u64, NodeId)>,
     ApiJson(patch): ApiJson<NodePatch>,
@@ -48,7 +48,7 @@ fn params(q: Result<Query<SearchParams>, QueryRejection>) -> Result<SearchParams
 }
 
 /// `GET …/{tree}/search?q=&offset=&limit=`.
-pub async fn search_tree(
+pub(crate) async fn search_tree(
     State(app): St,
     ApiPath(tree): ApiPath<u64>,
     q: Result<Query<SearchParams>, QueryRejection>,
@@ -63,7 +63,7 @@ pub async fn search_tree(
 }
 
 /// `GET /api/search?q=&offset=&limit=`: every tree's hits (each names its tree).
-pub async fn search_all(
+pub(crate) async fn search_all(
     State(app): St,
     q: Result<Query<SearchParams>, QueryRejection>,
 ) -> Result<Json<SearchReply>, ApiError> {
@@ -78,7 +78,7 @@ pub async fn search_all(
 
 /// `GET …/node/{n}/calls`: each model call of the node's run (its advance run again from the
 /// node's recording, privately; nothing is stored or paid).
-pub async fn node_calls(
+pub(crate) async fn node_calls(
     State(app): St,
     ApiPath((tree, node)): ApiPath<(u64, NodeId)>,
     q: Result<Query<PageParams>, QueryRejection>,

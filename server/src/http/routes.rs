@@ -11,9 +11,9 @@ use serde::Deserialize;
 use serde_json::Value;
 use simtree_shared::abm::Validation;
 use simtree_shared::{
-    AdvanceRequest, Budget, ChildReply, ChildrenReply, CreateRequest, FrontierRequest, LcaReply, MoneyBudget,
-    MultiRequest, NodeInfo, NodeStatus, NodeView, OkReply, Op, ReplayRequest, RunReply, ScenarioSource, TreeEdit,
-    TreeInfo, TreeRef, Usage, UsageReply,
+    AdvanceRequest, ChildReply, ChildrenReply, CreateRequest, FrontierRequest, LcaReply, MultiRequest, NodeInfo,
+    NodeStatus, NodeView, OkReply, Op, ReplayRequest, RunReply, ScenarioSource, TreeEdit, TreeInfo, TreeRef,
+    UsageReply,
 };
 
 use super::error::{ApiError, ApiJson, ApiPath, blocking};
@@ -22,28 +22,11 @@ use crate::abm::generate::{GenerateOptions, GenerateRequest, MockAbmLlm, Provide
 use crate::abm::model::AbmDocument;
 use crate::abm::schema::{Provider, wrapped};
 use crate::abm::validate::validate_document;
-use crate::llm::ledger::UsageTotals;
-use crate::llm::price::Tally;
 use crate::tree::NodeId;
 use axum::extract::Query;
 
 type AppResult<T> = Result<T, ApiError>;
 
-fn usage_of(t: UsageTotals, tally: Option<Tally>) -> Usage {
-    Usage {
-        calls: t.calls,
-        prompt_tokens: t.prompt_tokens,
-        completion_tokens: t.completion_tokens,
-        latency_ms: t.latency_ms,
-        cached_tokens: t.cached_tokens,
-        money: tally.map(|m| m.money),
-        cache_write_tokens: t.cache_write_tokens,
-        saved: tally.map(|m| m.saved).filter(|s| *s != 0.0),
-        coalesced_calls: t.coalesced,
-        cacheable_share: (t.repeated_tokens > 0 && t.prompt_tokens > 0)
-            .then(|| t.repeated_tokens as f64 / t.prompt_tokens as f64),
-    }
-}
 type St = State<Arc<AppState>>;
 
 pub async fn health() -> Json<OkReply> {
@@ -88,17 +71,17 @@ pub async fn create_tree(State(app): St, ApiJson(body): ApiJson<CreateRequest>) 
 }
 
 /// `GET /devui/simtree/{tree}`: the tree's list entry plus the document it was made from.
-pub async fn get_tree(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Json<TreeInfo>> {
+pub(crate) async fn get_tree(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Json<TreeInfo>> {
     Ok(Json(app.wb.trees().tree_info(tree)?))
 }
 
 /// Every tree with its metadata (upstream's `{id, root}` fields first).
-pub async fn list_trees(State(app): St) -> Json<Vec<TreeInfo>> {
+pub(crate) async fn list_trees(State(app): St) -> Json<Vec<TreeInfo>> {
     Json(app.wb.trees().list())
 }
 
 /// `PATCH /devui/simtree/{tree}`: renames a tree, describes it, or both.
-pub async fn patch_tree(
+pub(crate) async fn patch_tree(
     State(app): St,
     ApiPath(tree): ApiPath<u64>,
     ApiJson(body): ApiJson<TreeEdit>,
@@ -136,7 +119,7 @@ pub struct GraphQuery {
 /// `GET …/graph/columns`: the graph in the columnar binary form of `simtree_shared::columns`
 /// (what the web UI reads for a first render: no JSON to parse). Bounded like the JSON graph: by
 /// the tree's size.
-pub async fn graph_columns(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Response> {
+pub(crate) async fn graph_columns(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Response> {
     let g = app.wb.trees().graph(tree)?;
     Ok((
         [(header::CONTENT_TYPE, simtree_shared::columns::MEDIA_TYPE)],
@@ -248,54 +231,12 @@ pub async fn replay(
 
 /// Extension: a node's status, failure reason and LLM usage.
 pub async fn node_info(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Json<NodeInfo>> {
-    let handle = app.wb.tree(tree)?;
-    let mut info = {
-        let mut t = handle.lock();
-        t.node(node)?;
-        let seed = t.sim(node).ok().and_then(|s| s.seed());
-        let n = t.node(node)?;
-        NodeInfo {
-            id: n.id,
-            status: n.status,
-            error: n.error.clone(),
-            usage: usage_of(UsageTotals::of(&n.records), app.wb.prices.tally(&n.records)),
-            recorded_calls: n.records.len() as u64,
-            seed,
-            annotation: t.notes.get(&node).cloned(),
-            provenance: None,
-        }
-    };
-    // A running node's simulator is its parent's until it ends: no provenance while it runs.
-    if info.status != simtree_shared::NodeStatus::Running {
-        info.provenance = Some(app.wb.provenance(tree, node)?);
-    }
-    Ok(Json(info))
+    Ok(Json(app.wb.usage().node_info(tree, node)?))
 }
 
 /// Extension: LLM usage summed over the tree, and its budget.
 pub async fn usage(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Json<UsageReply>> {
-    let handle = app.wb.tree(tree)?;
-    let (total, money) = {
-        let t = handle.lock();
-        (t.usage(), app.wb.prices.tally(t.records()))
-    };
-    let b = handle.budget.as_deref();
-    let limits = b.map(|b| b.limits()).unwrap_or_default();
-    Ok(Json(UsageReply {
-        usage: usage_of(total, money),
-        budget: b.zip(limits.tokens).map(|(b, limit)| Budget {
-            limit,
-            spent: b.spent(),
-        }),
-        call_budget: b.zip(limits.calls).map(|(b, limit)| Budget {
-            limit,
-            spent: b.calls(),
-        }),
-        money_budget: b.zip(limits.money).map(|(b, limit)| MoneyBudget {
-            limit,
-            spent: b.money_spent(),
-        }),
-    }))
+    Ok(Json(app.wb.usage().tree_usage(tree)?))
 }
 
 /// `shared::BranchRequest` as the server reads it: the ops one by one, so that an error names the
@@ -340,12 +281,18 @@ fn parse_ops(raw: Vec<Value>) -> AppResult<Vec<Op>> {
 
 /// Extension: stops a running node (the UI's Stop). Its partial log and state are kept and its
 /// status becomes `cancelled`; 409 when it is not running.
-pub async fn cancel_node(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Json<OkReply>> {
+pub(crate) async fn cancel_node(
+    State(app): St,
+    ApiPath((tree, node)): ApiPath<(u64, NodeId)>,
+) -> AppResult<Json<OkReply>> {
     app.wb.runs().cancel(tree, node).await?;
     Ok(Json(OkReply { ok: true }))
 }
 
-pub async fn delete_node(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Json<OkReply>> {
+pub(crate) async fn delete_node(
+    State(app): St,
+    ApiPath((tree, node)): ApiPath<(u64, NodeId)>,
+) -> AppResult<Json<OkReply>> {
     app.wb.runs().delete(tree, node)?;
     Ok(Json(OkReply { ok: true }))
 }
@@ -381,16 +328,16 @@ fn empty_if_no_node(r: AppResult<Response>, empty: &'static str) -> Response {
 }
 
 /// `GET …/sim/{node}/events` (the log; see [`empty_if_no_node`]).
-pub async fn sim_events(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> Response {
-    if let Err(e) = app.wb.tree(tree) {
+pub(crate) async fn sim_events(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> Response {
+    if let Err(e) = app.wb.trees().check_exists(tree) {
         return ApiError::from(e).into_response();
     }
     empty_if_no_node(logs(State(app), ApiPath((tree, node))).await, "[]")
 }
 
 /// `GET …/sim/{node}/state` (see [`empty_if_no_node`]).
-pub async fn sim_state(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> Response {
-    if let Err(e) = app.wb.tree(tree) {
+pub(crate) async fn sim_state(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> Response {
+    if let Err(e) = app.wb.trees().check_exists(tree) {
         return ApiError::from(e).into_response();
     }
     empty_if_no_node(
@@ -412,16 +359,19 @@ pub async fn delete_tree(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResu
 
 /// Extension: the kind-specific view of a node — scene state (social), portfolio, equity
 /// curve, trades and metrics (trading), or the model and its progress (agent-based).
-pub async fn node_view(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Json<NodeView>> {
+pub(crate) async fn node_view(
+    State(app): St,
+    ApiPath((tree, node)): ApiPath<(u64, NodeId)>,
+) -> AppResult<Json<NodeView>> {
     Ok(Json(app.wb.trees().view(tree, node)?))
 }
 
 /// sd-ai's contract: `POST /api/abm/generate {prompt, lastModel?}` → `{success, model,
 /// supportingInfo}` or `{success: false, message}`. The model is validated before it is
 /// returned. Offline (mock dialect) a valid model comes back.
-pub async fn abm_generate(State(app): St, ApiJson(req): ApiJson<GenerateRequest>) -> Json<Value> {
+pub(crate) async fn abm_generate(State(app): St, ApiJson(req): ApiJson<GenerateRequest>) -> Json<Value> {
     let options = GenerateOptions::default();
-    let response = match &app.wb.backend {
+    let response = match app.wb.backend() {
         Backend::Mock => generate(&MockAbmLlm, &req, &options).await,
         Backend::Provider(ps) => match ps.resolve(None, None) {
             Ok(provider) => generate(&ProviderStructured { provider }, &req, &options).await,
@@ -437,7 +387,7 @@ pub struct SchemaQuery {
 }
 
 /// The LLM response schema of seed 001 in one provider's wrapping (`openai`, `gemini`, `claude`).
-pub async fn abm_schema(
+pub(crate) async fn abm_schema(
     q: Result<Query<SchemaQuery>, axum::extract::rejection::QueryRejection>,
 ) -> AppResult<Json<Value>> {
     // A missing or malformed query is a JSON 422 like every other bad input, not axum's 400 text.
@@ -447,7 +397,7 @@ pub async fn abm_schema(
 }
 
 /// Validates an abm-quant document (envelope or bare model): errors and warnings with JSON paths.
-pub async fn abm_validate(body: axum::body::Bytes) -> AppResult<Json<Validation>> {
+pub(crate) async fn abm_validate(body: axum::body::Bytes) -> AppResult<Json<Validation>> {
     let body = std::str::from_utf8(&body)
         .map_err(|e| ApiError::unprocessable(format!("the document is not UTF-8 text: {e}")))?;
     let doc = AbmDocument::parse(body).map_err(|e| ApiError::unprocessable(e.to_string()))?;

@@ -26,7 +26,7 @@ pub async fn list(State(app): St) -> Json<Vec<ScenarioSummary>> {
 
 /// `GET /api/scene-types`: each scene type a social document may name, the actions its agents
 /// may hold and its default prose (what `scene.prose` replaces).
-pub async fn scene_types() -> Json<Vec<SceneTypeInfo>> {
+pub(crate) async fn scene_types() -> Json<Vec<SceneTypeInfo>> {
     Json(crate::engine::scenes::scene_types())
 }
 

@@ -10,27 +10,27 @@ pub use crate::workbench::{Limits, RunResult, TreeHandle, Workbench};
 pub struct AppState {
     pub wb: Arc<Workbench>,
     /// The web UI's files (`frontend/dist`, or the copy embedded in the binary).
-    pub static_dir: PathBuf,
+    pub(crate) static_dir: PathBuf,
     /// Origins, hosts and the token (see `http::guard`).
     pub access: Arc<super::Access>,
     /// One permit per open WebSocket (`Limits::max_websockets`).
-    pub ws_slots: Arc<tokio::sync::Semaphore>,
+    pub(crate) ws_slots: Arc<tokio::sync::Semaphore>,
     /// Set when the server was asked to stop (SIGTERM, Ctrl-C): `/ready` answers 503 and
     /// requests that change something are refused while the runs in flight finish.
-    pub draining: std::sync::atomic::AtomicBool,
+    pub(crate) draining: std::sync::atomic::AtomicBool,
     /// How long runs in flight may take to finish once the server was asked to stop, before
     /// they are cancelled (`serve --shutdown-grace-secs`).
-    pub shutdown_grace: std::time::Duration,
+    pub(crate) shutdown_grace: std::time::Duration,
 }
 
 /// The default of `serve --shutdown-grace-secs`.
-pub const DEFAULT_SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(20);
+pub(crate) const DEFAULT_SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(20);
 
 impl AppState {
     /// HTTP state around `wb` with the default UI folder and an open loopback policy.
     pub fn new(wb: Workbench) -> AppState {
         AppState {
-            ws_slots: Arc::new(tokio::sync::Semaphore::new(wb.limits.max_websockets.max(1))),
+            ws_slots: Arc::new(tokio::sync::Semaphore::new(wb.limits().max_websockets.max(1))),
             wb: Arc::new(wb),
             static_dir: super::default_static_dir(),
             access: Arc::new(super::Access::default()),

@@ -19,7 +19,7 @@ type St = State<Arc<AppState>>;
 
 /// The body is a sweep file plus `parent`; a field at fault is named in the 422. With
 /// `?estimate=true` the reply is what the sweep would cost, and nothing is made.
-pub async fn start_sweep(
+pub(crate) async fn start_sweep(
     State(app): St,
     ApiPath(tree): ApiPath<u64>,
     q: JobQuery,
@@ -34,13 +34,16 @@ pub async fn start_sweep(
     )
 }
 
-pub async fn sweep_table(
+pub(crate) async fn sweep_table(
     State(app): St,
     ApiPath((tree, id)): ApiPath<(u64, u64)>,
 ) -> Result<Json<SweepTable>, ApiError> {
     found(app.wb.studies().sweep_table(tree, id)?, "sweep", id, tree)
 }
 
-pub async fn sweep_tables(State(app): St, ApiPath(tree): ApiPath<u64>) -> Result<Json<Vec<SweepTable>>, ApiError> {
+pub(crate) async fn sweep_tables(
+    State(app): St,
+    ApiPath(tree): ApiPath<u64>,
+) -> Result<Json<Vec<SweepTable>>, ApiError> {
     Ok(Json(app.wb.studies().sweep_tables(tree)?))
 }

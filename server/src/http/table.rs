@@ -53,7 +53,7 @@ fn read<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
 }
 
 /// `GET …/sweep/{id}/table?format=csv|ndjson&series=true&offset=&limit=`.
-pub async fn sweep_table(
+pub(crate) async fn sweep_table(
     State(app): St,
     ApiPath((tree, id)): ApiPath<(u64, u64)>,
     q: Result<Query<SweepTableParams>, QueryRejection>,
@@ -72,7 +72,7 @@ pub async fn sweep_table(
 }
 
 /// `GET …/node/{n}/table?format=csv|ndjson&scope=subtree|path&offset=&limit=`.
-pub async fn log_table(
+pub(crate) async fn log_table(
     State(app): St,
     ApiPath((tree, node)): ApiPath<(u64, NodeId)>,
     q: Result<Query<LogTableParams>, QueryRejection>,

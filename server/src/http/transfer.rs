@@ -21,53 +21,25 @@ use tokio::sync::mpsc;
 
 use super::error::{ApiError, ApiPath, blocking};
 use super::state::AppState;
-use crate::tree::{EXPORT_FAILED, EXPORT_FORMAT, TreeError};
+use crate::tree::{EXPORT_FAILED, TreeError};
 
 type St = State<Arc<AppState>>;
 
 /// `GET …/{tree}/export`: the tree as one JSON document, streamed node by node. Refused (409)
 /// while a run is in flight; nodes deleted during the export are left out with their subtrees.
 pub async fn export(State(app): St, ApiPath(tree): ApiPath<u64>) -> Result<Response, ApiError> {
-    let handle = app.wb.tree(tree)?;
-    let sweeps = app.wb.sweep_data(tree)?;
-    let explores = app.wb.explore_data(tree)?;
-    let info = handle.info();
-    let provenance = app.wb.provenance(tree, 0)?;
-    let (ids, header) = {
-        let t = handle.lock();
-        t.check_exportable()?;
-        let mut header = serde_json::json!({
-            "format": EXPORT_FORMAT,
-            "scenario": t.scenario,
-            "name": info.name,
-            "root": 0,
-            "seq": t.seq(),
-        });
-        if let Some(d) = &info.description {
-            header["description"] = d.clone().into();
-        }
-        if let Some(doc) = &t.document {
-            header["document"] = (**doc).clone();
-        }
-        if let Some(version) = t.scenario_version {
-            header["scenario_version"] = version.into();
-        }
-        // Where it came from, as the exporting server saw it (an import does not trust it).
-        header["provenance"] = serde_json::to_value(&provenance).unwrap_or_default();
-        (t.ids(), header)
-    };
+    let export = app.wb.transfer().export(tree)?;
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(8);
     tokio::task::spawn_blocking(move || {
-        let mut head = header.to_string();
+        let mut head = export.header.to_string();
         head.pop(); // the closing brace: the nodes follow
         head.push_str(",\"nodes\":[");
         if tx.blocking_send(Ok(Bytes::from(head))).is_err() {
             return;
         }
         let mut first = true;
-        for id in ids {
-            let node = handle.lock().export_node(id);
-            let node = match node {
+        for &id in &export.ids {
+            let node = match export.node(id) {
                 Ok(n) => n,
                 Err(TreeError::NodeNotFound(_)) => continue,
                 Err(e) => return fail(&tx, e.to_string()),
@@ -82,9 +54,9 @@ pub async fn export(State(app): St, ApiPath(tree): ApiPath<u64>) -> Result<Respo
             }
         }
         let mut tail = b"],\"sweeps\":".to_vec();
-        let written = serde_json::to_writer(&mut tail, &sweeps).and_then(|()| {
+        let written = serde_json::to_writer(&mut tail, &export.sweeps).and_then(|()| {
             tail.extend_from_slice(b",\"explores\":");
-            serde_json::to_writer(&mut tail, &explores)
+            serde_json::to_writer(&mut tail, &export.explores)
         });
         match written {
             Ok(()) => tail.push(b'}'),
@@ -139,7 +111,7 @@ impl Read for BodyReader {
 /// The reply also compares the provenance the export states with what this server states for the
 /// new tree (the statement is never used to build it).
 pub async fn import(State(app): St, body: Body) -> Result<Json<ImportReply>, ApiError> {
-    let limit = app.wb.limits.max_import_bytes;
+    let limit = app.wb.limits().max_import_bytes;
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(16);
     let too_large = Arc::new(AtomicBool::new(false));
     let flag = too_large.clone();

@@ -50,7 +50,7 @@ where
             StatusCode::SERVICE_UNAVAILABLE,
             format!(
                 "too many WebSockets open (at most {}; see --max-websockets)",
-                app.wb.limits.max_websockets
+                app.wb.limits().max_websockets
             ),
         )
         .into_response();
@@ -64,7 +64,7 @@ where
 /// Bytes the server sends ahead of what its client has shown it read (by answering a ping sent
 /// after them). A ping never waits behind more than this, so a reader's answer is late only when
 /// the reader is: one that reads at least this much per `--ws-idle-secs` is never taken for silent.
-pub const WINDOW: u64 = 256 << 10;
+pub(crate) const WINDOW: u64 = 256 << 10;
 
 /// How long closing a socket waits for its close frame to go out and for the client's answer.
 const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -260,10 +260,10 @@ impl Conn {
 }
 
 /// The largest frame or message a client may send (clients only ever send `ready`).
-pub const MAX_CLIENT_MESSAGE: usize = 64 * 1024;
+pub(crate) const MAX_CLIENT_MESSAGE: usize = 64 * 1024;
 
 /// How long a client has to send `ready` before the socket is closed.
-pub const READY_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
+pub(crate) const READY_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Applies the client-frame bounds to an upgrade.
 fn bounded(ws: WebSocketUpgrade) -> WebSocketUpgrade {
@@ -287,7 +287,7 @@ async fn handshake(socket: &mut WebSocket) -> bool {
     tokio::time::timeout(READY_DEADLINE, ready).await.unwrap_or(false)
 }
 
-pub async fn tree_events(
+pub(crate) async fn tree_events(
     ws: WebSocketUpgrade,
     State(app): State<Arc<AppState>>,
     ApiPath(tree): ApiPath<u64>,
@@ -297,32 +297,24 @@ pub async fn tree_events(
 }
 
 async fn tree_socket(mut socket: WebSocket, app: Arc<AppState>, tree: u64) {
-    let Ok(handle) = app.wb.tree(tree) else {
+    let Ok(mut watch) = app.wb.trees().watch(tree) else {
         return close_policy(socket, "simtree not found").await;
     };
-    let mut rx = handle.events.subscribe();
-    // Live text comes from now on (no earlier pieces); subscribing is what makes runs stream.
-    let mut deltas = handle.deltas.subscribe();
     if !handshake(&mut socket).await {
         return close_policy(socket, "no ready message").await;
     }
-    let (root, graph) = {
-        let t = handle.lock();
-        (t.node(0).map(|n| TreeMsg::Attached(n.attached())), t.graph())
-    };
-    let mut conn = Conn::new(socket, app.wb.limits.ws_idle);
-    let Err(end) = tree_messages(&mut conn, &handle, root.ok(), graph, &mut rx, &mut deltas).await;
+    let (root, graph) = watch.snapshot();
+    let mut conn = Conn::new(socket, app.wb.limits().ws_idle);
+    let Err(end) = tree_messages(&mut conn, &mut watch, root, graph).await;
     conn.end(end, "reconnect for a new snapshot").await;
 }
 
 /// What a tree watcher gets, until its socket ends.
 async fn tree_messages(
     conn: &mut Conn,
-    handle: &crate::workbench::TreeHandle,
+    watch: &mut crate::workbench::TreeWatch,
     root: Option<TreeMsg>,
     graph: simtree_shared::Graph,
-    rx: &mut tokio::sync::broadcast::Receiver<TreeMsg>,
-    deltas: &mut tokio::sync::broadcast::Receiver<TreeMsg>,
 ) -> Result<std::convert::Infallible, End> {
     if let Some(root) = root {
         conn.send_json(&root).await?;
@@ -339,8 +331,8 @@ async fn tree_messages(
                 tokio::select! {
                     // Live text first: a reply's last pieces were sent before its run's `run_finish`.
                     biased;
-                    delta = deltas.recv() => (true, delta),
-                    msg = rx.recv() => (false, msg),
+                    delta = watch.deltas.recv() => (true, delta),
+                    msg = watch.events.recv() => (false, msg),
                 }
             })
             .await?;
@@ -376,7 +368,7 @@ async fn tree_messages(
             // Pieces a slow watcher missed are gone: the gap shows in `at`; the log has it all.
             (true, Err(RecvError::Lagged(_))) => {}
             (false, Err(RecvError::Lagged(missed))) => {
-                let graph = handle.lock().graph();
+                let graph = watch.graph();
                 started = graph.running.iter().copied().collect();
                 conn.send_json(&TreeMsg::Resync { missed }).await?;
                 conn.send_json(&TreeMsg::Snapshot(graph)).await?;
@@ -388,7 +380,7 @@ async fn tree_messages(
 
 /// `…/sim/{node}/events` is both upstream's REST log route and the node WebSocket: a WebSocket
 /// upgrade request gets the socket, a plain GET the log.
-pub async fn node_events_or_logs(
+pub(crate) async fn node_events_or_logs(
     State(app): State<Arc<AppState>>,
     ApiPath((tree, node)): ApiPath<(u64, NodeId)>,
     req: Request,
@@ -429,12 +421,12 @@ async fn node_socket(mut socket: WebSocket, app: Arc<AppState>, tree: u64, node:
     };
     // The channel only wakes this socket; entries are read from the node's log by index, so a
     // watcher that falls behind `--ws-queue` entries still gets every one of them, in order.
-    let (mut rx, now) = log.watch(app.wb.limits.ws_queue);
+    let (mut rx, now) = log.watch(app.wb.limits().ws_queue);
     let mut next = from.unwrap_or(now);
     if !handshake(&mut socket).await {
         return close_policy(socket, "no ready message").await;
     }
-    let mut conn = Conn::new(socket, app.wb.limits.ws_idle);
+    let mut conn = Conn::new(socket, app.wb.limits().ws_idle);
     let Err(end) = node_entries(&mut conn, &log, &mut next, &mut rx).await;
     conn.end(end, &format!("resume with ?from={next}")).await;
 }

@@ -21,12 +21,12 @@ pub struct StructuredRequest {
     /// The response schema (wrapped per provider by [`super::structured`]).
     pub schema: Value,
     /// The schema's name (OpenAI's `json_schema.name`).
-    pub schema_name: &'static str,
+    pub(crate) schema_name: &'static str,
 }
 
 impl StructuredRequest {
     /// The last user message: what an offline mock answers to.
-    pub fn last_user_text(&self) -> String {
+    pub(crate) fn last_user_text(&self) -> String {
         self.messages
             .iter()
             .rev()
@@ -89,7 +89,7 @@ pub struct Passed<T> {
 /// Asks `llm` with `req`, checks each answer with `check` (the value, or its problems one line
 /// each), and sends the problems back while `max_repairs` allows, asking for the whole corrected
 /// `what` ("model", "scenario document").
-pub async fn until_valid<T>(
+pub(crate) async fn until_valid<T>(
     llm: &dyn StructuredLlm,
     mut req: StructuredRequest,
     max_repairs: u32,

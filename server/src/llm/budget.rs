@@ -91,7 +91,7 @@ const TOKENS_PER_REQUEST: u64 = 64;
 
 /// The most prompt tokens `request` can count as: one per byte of its text (a token is at least
 /// one byte in every byte-level tokenizer), plus framing.
-pub fn prompt_bound(request: &ChatRequest) -> u64 {
+pub(crate) fn prompt_bound(request: &ChatRequest) -> u64 {
     let text: usize = request.messages.iter().map(|m| m.flat().1.len()).sum::<usize>()
         + serde_json::to_string(&request.tools).map_or(0, |t| t.len())
         + request
@@ -132,13 +132,13 @@ impl TreeBudget {
 
     /// What a probe's first call would have held (dollars), or why its cost has no bound;
     /// `None` when no call was asked for.
-    pub fn probed(&self) -> Option<Result<f64, Unbounded>> {
+    pub(crate) fn probed(&self) -> Option<Result<f64, Unbounded>> {
         self.probe.as_ref()?.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Dollars a call may still hold here and in every budget this one is within: the smallest
     /// of their money caps less what is spent and held; `None` when none has a money cap.
-    pub fn money_left(&self) -> Option<f64> {
+    pub(crate) fn money_left(&self) -> Option<f64> {
         let own = self.limits.money.map(|limit| {
             let m = self.money.lock().unwrap_or_else(|p| p.into_inner());
             (limit - m.spent - m.reserved).max(0.0)
@@ -161,7 +161,7 @@ impl TreeBudget {
 
     /// Counts what was spent before this budget existed (an exploration resumed after a
     /// restart): `tokens` and `money` (dollars) as if charged, this budget's only.
-    pub fn already_spent(&self, tokens: u64, money: f64) {
+    pub(crate) fn already_spent(&self, tokens: u64, money: f64) {
         self.tokens.fetch_add(tokens, Ordering::Relaxed);
         self.money.lock().unwrap_or_else(|p| p.into_inner()).spent += money;
     }
@@ -181,7 +181,7 @@ impl TreeBudget {
     }
 
     /// Dollars charged so far (reservations of calls still running not included).
-    pub fn money_spent(&self) -> f64 {
+    pub(crate) fn money_spent(&self) -> f64 {
         self.money.lock().unwrap_or_else(|p| p.into_inner()).spent
     }
 
@@ -192,7 +192,12 @@ impl TreeBudget {
 
     /// Admits a call of `model` (`dialect:model`) with `request`, or says which cap stops it.
     /// `max_tokens` is the provider's completion limit when the request sets none.
-    pub fn reserve(&self, model: &str, request: &ChatRequest, max_tokens: Option<u32>) -> Result<Hold, LlmError> {
+    pub(crate) fn reserve(
+        &self,
+        model: &str,
+        request: &ChatRequest,
+        max_tokens: Option<u32>,
+    ) -> Result<Hold, LlmError> {
         self.admit(model, request, max_tokens).inspect_err(|_| {
             self.refused.fetch_add(1, Ordering::Relaxed);
         })

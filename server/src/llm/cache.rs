@@ -108,7 +108,7 @@ pub fn plan(messages: &[Message], state: &mut LlmState) -> CacheHints {
 }
 
 /// The share of `messages`' bytes that repeat the longest prefix in `hints` (0 without one).
-pub fn repeated_share(messages: &[Message], hints: &CacheHints) -> f64 {
+pub(crate) fn repeated_share(messages: &[Message], hints: &CacheHints) -> f64 {
     let Some(&len) = hints.prefixes.last() else {
         return 0.0;
     };

@@ -43,7 +43,7 @@ impl Role {
     }
 
     /// Parses a role name; only `user` and `assistant` may be stored in an agent's memory.
-    pub fn parse_memory_role(s: &str) -> Option<Role> {
+    pub(crate) fn parse_memory_role(s: &str) -> Option<Role> {
         match s {
             "user" => Some(Role::User),
             "assistant" => Some(Role::Assistant),
@@ -141,7 +141,7 @@ impl Message {
     /// The message as plain text, the same under every dialect: a tool result becomes the user
     /// line `Tool result: …`, and each call of an assistant message is appended to its text as
     /// `[called NAME with ARGS]`. Plain messages come back unchanged.
-    pub fn flat(&self) -> (Role, Cow<'_, str>) {
+    pub(crate) fn flat(&self) -> (Role, Cow<'_, str>) {
         match self.role {
             Role::Tool => (Role::User, Cow::Owned(format!("Tool result: {}", self.content))),
             Role::Assistant if !self.tool_calls().is_empty() => {
@@ -181,7 +181,7 @@ impl ToolCall {
     /// The arguments as the JSON object Gemini's `args` and Anthropic's `input` must be: as they
     /// are when they are one, else parsed from the model's raw string, else wrapped as
     /// `{"arguments": …}` so nothing the model wrote is lost.
-    pub fn arguments_object(&self) -> Value {
+    pub(crate) fn arguments_object(&self) -> Value {
         match &self.arguments {
             Value::Object(_) => self.arguments.clone(),
             Value::String(s) => match serde_json::from_str::<Value>(s) {
@@ -374,7 +374,7 @@ impl ChatRequest {
     }
 
     /// The system text (all system messages joined by a blank line), if any.
-    pub fn system_text(&self) -> Option<String> {
+    pub(crate) fn system_text(&self) -> Option<String> {
         let parts: Vec<&str> = self
             .messages
             .iter()
@@ -434,7 +434,7 @@ pub struct ChatResponse {
     /// Set when the reply stopped because it reached the completion limit: that limit
     /// (`max_tokens`). The text is then cut off, which matters for JSON.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cut_at_max_tokens: Option<u32>,
+    pub(crate) cut_at_max_tokens: Option<u32>,
     /// Attempts that failed transiently (a timeout, a dropped or cut stream, 429, 5xx) and were
     /// retried before this reply came: the provider's HTTP retries. 0 offline and in replays.
     #[serde(default, skip_serializing_if = "is_zero")]

@@ -69,7 +69,7 @@ impl Dialect {
     }
 
     /// The model used when none is configured (upstream's defaults for openai and gemini).
-    pub fn default_model(self) -> &'static str {
+    pub(crate) fn default_model(self) -> &'static str {
         match self {
             Dialect::OpenAi => "gpt-4o-mini",
             Dialect::Gemini => "gemini-2.0-flash-exp",
@@ -80,7 +80,7 @@ impl Dialect {
     }
 
     /// The public endpoint used when no base URL is configured.
-    pub fn default_base_url(self) -> &'static str {
+    pub(crate) fn default_base_url(self) -> &'static str {
         match self {
             Dialect::OpenAi => "https://api.openai.com/v1",
             Dialect::Gemini => "https://generativelanguage.googleapis.com/v1beta",
@@ -90,7 +90,7 @@ impl Dialect {
     }
 
     /// The provider-specific environment variable holding this dialect's key.
-    pub fn key_env(self) -> Option<&'static str> {
+    pub(crate) fn key_env(self) -> Option<&'static str> {
         match self {
             Dialect::OpenAi => Some("OPENAI_API_KEY"),
             Dialect::Gemini => Some("GEMINI_API_KEY"),
@@ -131,14 +131,14 @@ impl ApiKey {
     }
 
     /// The secret itself, for building an auth header. Nothing else should call this.
-    pub fn expose(&self) -> &str {
+    pub(crate) fn expose(&self) -> &str {
         &self.0
     }
 
     /// `text` with every occurrence of this key replaced by `***`. Keys shorter than
     /// [`MIN_SECRET_LEN`] are left alone: masking every `x` of an error message because a local
     /// server was given the placeholder key `x` would destroy the text and protect nothing.
-    pub fn redact(&self, text: &str) -> String {
+    pub(crate) fn redact(&self, text: &str) -> String {
         if self.0.chars().count() >= MIN_SECRET_LEN && text.contains(&self.0) {
             text.replace(&self.0, "***")
         } else {
@@ -149,7 +149,7 @@ impl ApiKey {
 
 /// The shortest key [`ApiKey::redact`] masks. Real provider keys are far longer; a shorter one is
 /// a placeholder for a local server that checks nothing.
-pub const MIN_SECRET_LEN: usize = 8;
+pub(crate) const MIN_SECRET_LEN: usize = 8;
 
 impl fmt::Debug for ApiKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -200,11 +200,11 @@ impl OpenAiJsonMode {
 }
 
 /// The most servers one model may be spread over.
-pub const MAX_BASE_URLS: usize = 64;
+pub(crate) const MAX_BASE_URLS: usize = 64;
 
 /// The default cap on one provider response body: far above any chat completion, far below what
 /// would hurt the server to buffer.
-pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 8 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_RESPONSE_BYTES: u64 = 8 * 1024 * 1024;
 
 /// Everything needed to build one provider client. Serialises without the key.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -222,13 +222,13 @@ pub struct LlmConfig {
     /// With several `base_urls`: keep children of one node on one server (default). Off, every
     /// call goes to the least loaded (`LLM_PREFIX_AFFINITY=false`; for comparison, or behind a
     /// gateway that routes by prefix itself).
-    pub prefix_affinity: bool,
+    pub(crate) prefix_affinity: bool,
     #[serde(skip_serializing)]
     pub api_key: Option<ApiKey>,
     pub temperature: f64,
     pub top_p: f64,
     pub frequency_penalty: f64,
-    pub presence_penalty: f64,
+    pub(crate) presence_penalty: f64,
     pub max_tokens: u32,
     /// Deadline of one HTTP attempt, seconds.
     pub timeout_s: f64,
@@ -237,13 +237,13 @@ pub struct LlmConfig {
     /// First backoff, seconds; doubles per retry (with jitter), capped by `max_backoff_s`.
     pub retry_backoff_s: f64,
     /// Longest single wait, seconds, whether from backoff or a server's Retry-After.
-    pub max_backoff_s: f64,
+    pub(crate) max_backoff_s: f64,
     /// Requests in flight at once against this provider, across every tree.
     pub max_concurrency: usize,
     /// Requests started per second against this provider; `None` for no rate limit.
     pub requests_per_second: Option<f64>,
     /// Sent as the `anthropic-version` header.
-    pub anthropic_version: String,
+    pub(crate) anthropic_version: String,
     /// The form of structured output asked for first. When the server refuses it, the other form
     /// is tried once and remembered for the endpoint (see [`super::provider::Endpoint`]).
     pub openai_json_mode: OpenAiJsonMode,
@@ -310,11 +310,11 @@ impl LlmConfig {
         Duration::from_secs_f64(self.timeout_s)
     }
 
-    pub fn retry_backoff(&self) -> Duration {
+    pub(crate) fn retry_backoff(&self) -> Duration {
         Duration::from_secs_f64(self.retry_backoff_s)
     }
 
-    pub fn max_backoff(&self) -> Duration {
+    pub(crate) fn max_backoff(&self) -> Duration {
         Duration::from_secs_f64(self.max_backoff_s)
     }
 
@@ -324,7 +324,7 @@ impl LlmConfig {
     }
 
     /// Reads the process environment (see [`LlmConfig::from_lookup`]).
-    pub fn from_env() -> Result<LlmConfig, ConfigError> {
+    pub(crate) fn from_env() -> Result<LlmConfig, ConfigError> {
         LlmConfig::from_lookup(&|name| std::env::var(name).ok())
     }
 
@@ -338,7 +338,7 @@ impl LlmConfig {
     ///
     /// As upstream, an empty or zero numeric setting keeps the default; an unparsable one is an
     /// error naming the variable.
-    pub fn from_lookup(env: &dyn Fn(&str) -> Option<String>) -> Result<LlmConfig, ConfigError> {
+    pub(crate) fn from_lookup(env: &dyn Fn(&str) -> Option<String>) -> Result<LlmConfig, ConfigError> {
         let get = |name: &str| env(name).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
         let dialect = match get("LLM_DIALECT") {
             Some(d) => d.parse().map_err(|m| ConfigError::new("LLM_DIALECT", m))?,
@@ -406,7 +406,11 @@ impl LlmConfig {
 
     /// This config with `o` applied on top, validated. `env` resolves `api_key_env` and, when the
     /// override switches dialect without giving a key, the new dialect's provider key.
-    pub fn merged(&self, o: &LlmOverride, env: &dyn Fn(&str) -> Option<String>) -> Result<LlmConfig, ConfigError> {
+    pub(crate) fn merged(
+        &self,
+        o: &LlmOverride,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<LlmConfig, ConfigError> {
         let mut c = self.clone();
         c.apply(o, "override", env)?;
         Ok(c)
@@ -577,23 +581,23 @@ pub struct LlmOverride {
     pub base_url: Option<String>,
     /// Several servers of one model (see [`LlmConfig::base_urls`]).
     pub base_urls: Option<Vec<String>>,
-    pub prefix_affinity: Option<bool>,
+    pub(crate) prefix_affinity: Option<bool>,
     /// A literal key (discouraged in files that are shared; prefer `api_key_env`).
     pub api_key: Option<ApiKey>,
     /// The name of an environment variable holding the key.
-    pub api_key_env: Option<String>,
+    pub(crate) api_key_env: Option<String>,
     pub temperature: Option<f64>,
     pub top_p: Option<f64>,
     pub frequency_penalty: Option<f64>,
-    pub presence_penalty: Option<f64>,
+    pub(crate) presence_penalty: Option<f64>,
     pub max_tokens: Option<u32>,
     pub timeout_s: Option<f64>,
     pub max_retries: Option<u32>,
     pub retry_backoff_s: Option<f64>,
-    pub max_backoff_s: Option<f64>,
+    pub(crate) max_backoff_s: Option<f64>,
     pub max_concurrency: Option<usize>,
     pub requests_per_second: Option<f64>,
-    pub anthropic_version: Option<String>,
+    pub(crate) anthropic_version: Option<String>,
     pub openai_json_mode: Option<OpenAiJsonMode>,
     pub max_response_bytes: Option<u64>,
     /// Stream replies while someone watches (see [`LlmConfig::stream`]).
@@ -644,7 +648,7 @@ pub struct LlmSettings {
 
 impl LlmSettings {
     /// Reads a `.toml` or `.json` file; errors name the path and, for JSON, the field.
-    pub fn from_path(path: &Path) -> Result<LlmSettings, ConfigError> {
+    pub(crate) fn from_path(path: &Path) -> Result<LlmSettings, ConfigError> {
         let shown = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError::new(&shown, format!("cannot read: {e}")))?;
         let parsed = match path.extension().and_then(|e| e.to_str()) {
@@ -660,7 +664,7 @@ impl LlmSettings {
         parsed.map_err(|e| ConfigError::new(format!("{shown}: {}", e.field), e.message))
     }
 
-    pub fn parse_toml(text: &str) -> Result<LlmSettings, ConfigError> {
+    pub(crate) fn parse_toml(text: &str) -> Result<LlmSettings, ConfigError> {
         toml::from_str(text).map_err(|e| {
             let msg = e.message().to_string();
             let at = e
@@ -674,7 +678,7 @@ impl LlmSettings {
         })
     }
 
-    pub fn parse_json(text: &str) -> Result<LlmSettings, ConfigError> {
+    pub(crate) fn parse_json(text: &str) -> Result<LlmSettings, ConfigError> {
         let de = &mut serde_json::Deserializer::from_str(text);
         serde_path_to_error::deserialize(de).map_err(|e| {
             let path = e.path().to_string();

@@ -29,12 +29,12 @@ use super::BoxFuture;
 use super::resilience::Gate;
 
 /// How often a process refreshes its rows and reads the others'.
-pub const REFRESH: Duration = Duration::from_millis(100);
+pub(crate) const REFRESH: Duration = Duration::from_millis(100);
 /// The shortest time between two refreshes while callers wait for a grant.
-pub const HURRY: Duration = Duration::from_millis(20);
+pub(crate) const HURRY: Duration = Duration::from_millis(20);
 /// How long a row counts after it was written: a process that stops refreshing (it died, or lost
 /// the database) has its slots given to others after this.
-pub const ROW_TTL: Duration = Duration::from_secs(5);
+pub(crate) const ROW_TTL: Duration = Duration::from_secs(5);
 
 /// One process's row for one endpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -210,7 +210,7 @@ fn decide_one(url: &str, gate: &Gate, others: &[&LoadRow]) -> (usize, LoadRow) {
 /// `others_want` in all: its want plus an even part of what is left when all wants fit, else
 /// its proportional part, rounded up (so no slot is left unused by rounding: the grant is also
 /// bounded by what the others leave free).
-pub fn fair_share(limit: usize, wanted: usize, others_want: usize, others: usize) -> usize {
+pub(crate) fn fair_share(limit: usize, wanted: usize, others_want: usize, others: usize) -> usize {
     let total = wanted + others_want;
     if total <= limit {
         wanted + (limit - total) / (others + 1)

@@ -28,7 +28,7 @@ use super::{BoxFuture, LlmClient, LlmError, LlmState};
 
 /// A stable hash of a request's messages (FNV-1a 64 over the role and content of each message's
 /// flat text form), as hex.
-pub fn request_hash(messages: &[Message]) -> String {
+pub(crate) fn request_hash(messages: &[Message]) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let mut eat = |bytes: &[u8]| {
         for &b in bytes {
@@ -122,7 +122,7 @@ impl std::fmt::Debug for Ledger {
 impl Ledger {
     /// A ledger that answers first from `earlier` (an interrupted attempt's records) and hands
     /// each new record to `sink` before the call's answer is used.
-    pub fn resuming(earlier: Vec<LlmRecord>, sink: Option<RecordSink>) -> Ledger {
+    pub(crate) fn resuming(earlier: Vec<LlmRecord>, sink: Option<RecordSink>) -> Ledger {
         let mut by_hash: HashMap<String, VecDeque<LlmRecord>> = HashMap::new();
         for r in earlier {
             by_hash.entry(r.hash.clone()).or_default().push_back(r);
@@ -249,7 +249,7 @@ impl Ledger {
 /// One call of `provider` within the tree's `budget` (checked before, charged after), recorded
 /// in `ledger` under the hash of the request's messages as `record(response)` — the form a replay
 /// gives back. A refusal is an error and is not recorded.
-pub async fn metered_call(
+pub(crate) async fn metered_call(
     provider: &dyn ChatProvider,
     ledger: &Ledger,
     budget: Option<&TreeBudget>,

@@ -50,11 +50,11 @@ impl ChatProvider for MockClient {
 /// How many pieces an offline reply is shown in while someone watches, and the pause before
 /// each piece after the first: long enough that the watchers get a few `delta` messages (they
 /// are gathered every 50 ms), short enough that a watched run stays quick.
-pub const LIVE_PIECES: usize = 4;
-pub const LIVE_PAUSE: std::time::Duration = std::time::Duration::from_millis(25);
+pub(crate) const LIVE_PIECES: usize = 4;
+pub(crate) const LIVE_PAUSE: std::time::Duration = std::time::Duration::from_millis(25);
 /// The most one run waits for its pauses in all: a long watched run is slowed by at most this
 /// much, its later replies shown in pieces without a pause.
-pub const LIVE_PAUSE_BUDGET: std::time::Duration = std::time::Duration::from_millis(1500);
+pub(crate) const LIVE_PAUSE_BUDGET: std::time::Duration = std::time::Duration::from_millis(1500);
 
 /// An offline player whose replies are also shown live: while someone watches the run (its
 /// [`Watch`] is wanted), each reply goes to the watchers in [`LIVE_PIECES`] pieces before it is
@@ -103,7 +103,7 @@ impl<C: LlmClient> LlmClient for LiveReplies<C> {
 
 /// Sends `text` to `sink` as one streamed call of [`LIVE_PIECES`] pieces (cut on characters),
 /// pausing [`LIVE_PAUSE`] between them if `pause` and a Tokio timer is at hand.
-pub async fn show_in_pieces(sink: &dyn StreamSink, text: &str, pause: bool) {
+pub(crate) async fn show_in_pieces(sink: &dyn StreamSink, text: &str, pause: bool) {
     let timer = pause && tokio::runtime::Handle::try_current().is_ok();
     sink.start();
     let size = text.len().div_ceil(LIVE_PIECES).max(1);
@@ -127,7 +127,7 @@ fn words(s: &str) -> u64 {
 }
 
 /// The mock's answer to a rich request (see the module docs).
-pub fn respond_to(request: &ChatRequest, state: &mut LlmState) -> Result<ChatResponse, LlmError> {
+pub(crate) fn respond_to(request: &ChatRequest, state: &mut LlmState) -> Result<ChatResponse, LlmError> {
     // Tool calls and results count as the text they flatten to, whatever the dialect.
     let prompt_tokens = request.messages.iter().map(|m| words(&m.flat().1)).sum();
     let mut out = ChatResponse::default();
@@ -168,7 +168,8 @@ pub fn respond_to(request: &ChatRequest, state: &mut LlmState) -> Result<ChatRes
 
 /// The phrases the mock picks its branch by (spec §1.14.2). Prompt prose must carry them only
 /// where upstream does; tests use [`trigger_words_in`] to keep other text clear of them.
-pub const TRIGGER_WORDS: [&str; 7] = [
+#[cfg(test)]
+pub(crate) const TRIGGER_WORDS: [&str; 7] = [
     "grid-based virtual village",
     "vote",
     "voting",
@@ -179,7 +180,8 @@ pub const TRIGGER_WORDS: [&str; 7] = [
 ];
 
 /// The trigger phrases that occur in `text`, case-insensitively.
-pub fn trigger_words_in(text: &str) -> Vec<&'static str> {
+#[cfg(test)]
+pub(crate) fn trigger_words_in(text: &str) -> Vec<&'static str> {
     let low = text.to_lowercase();
     TRIGGER_WORDS.into_iter().filter(|w| low.contains(w)).collect()
 }

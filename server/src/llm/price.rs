@@ -34,7 +34,7 @@ pub struct Price {
     pub cached: Option<f64>,
     /// Per million prompt tokens written to the provider's cache; the prompt price when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache_write: Option<f64>,
+    pub(crate) cache_write: Option<f64>,
 }
 
 impl Price {
@@ -46,7 +46,7 @@ impl Price {
 
     /// What `usage` cost: cached prompt tokens at the cached price, those written to the cache at
     /// the cache-write price, the rest at the prompt price.
-    pub fn cost_of(&self, usage: &Usage) -> f64 {
+    pub(crate) fn cost_of(&self, usage: &Usage) -> f64 {
         let cached = usage.cached_tokens.min(usage.prompt_tokens);
         let written = usage.cache_write_tokens.min(usage.prompt_tokens - cached);
         let plain = usage.prompt_tokens - cached - written;
@@ -132,7 +132,7 @@ impl PriceTable {
     /// The defaults with a price file's entries added or replaced: a JSON object of model →
     /// `{"prompt": dollars per 1M tokens, "completion": …}`, optionally with `"cached"` and
     /// `"cache_write"` (each the prompt price when absent).
-    pub fn with_file(text: &str) -> Result<PriceTable, PriceError> {
+    pub(crate) fn with_file(text: &str) -> Result<PriceTable, PriceError> {
         let de = &mut serde_json::Deserializer::from_str(text);
         let entries: BTreeMap<String, Price> =
             serde_path_to_error::deserialize(de).map_err(|e| PriceError(format!("{}: {}", e.path(), e.inner())))?;
@@ -192,7 +192,7 @@ impl PriceTable {
 
     /// What recorded calls cost: `None` when there are none or any lacks a price (a call
     /// recorded before models were, or on an unpriced model), so a sum is never a partial one.
-    pub fn money_of<'a>(&self, records: impl IntoIterator<Item = &'a LlmRecord>) -> Option<f64> {
+    pub(crate) fn money_of<'a>(&self, records: impl IntoIterator<Item = &'a LlmRecord>) -> Option<f64> {
         self.tally(records).map(|t| t.money)
     }
 

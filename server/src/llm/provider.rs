@@ -30,7 +30,7 @@ use super::{BoxFuture, LlmClient, LlmError, LlmState, MockClient, anthropic, gem
 
 impl ChatResponse {
     /// `Err(LlmError::Refused)` for a refusal, else the response.
-    pub fn into_result(self) -> Result<ChatResponse, LlmError> {
+    pub(crate) fn into_result(self) -> Result<ChatResponse, LlmError> {
         match &self.refusal {
             Some(r) => Err(LlmError::Refused(r.clone())),
             None => Ok(self),
@@ -210,7 +210,7 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    pub fn from_config(config: &LlmConfig) -> Endpoint {
+    pub(crate) fn from_config(config: &LlmConfig) -> Endpoint {
         Endpoint {
             gate: Arc::new(Gate::from_config(config)),
             json_mode: Mutex::new(None),
@@ -224,7 +224,7 @@ impl Endpoint {
     }
 
     /// The structured-output form this server accepted after refusing the configured one.
-    pub fn learned_json_mode(&self) -> Option<OpenAiJsonMode> {
+    pub(crate) fn learned_json_mode(&self) -> Option<OpenAiJsonMode> {
         *self.json_mode.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -261,7 +261,11 @@ impl<W: Wire> HttpProvider<W> {
     }
 
     /// A provider sharing `endpoint` with others (the same server under different settings).
-    pub fn with_endpoint(config: LlmConfig, wire: W, endpoint: Arc<Endpoint>) -> Result<HttpProvider<W>, ConfigError> {
+    pub(crate) fn with_endpoint(
+        config: LlmConfig,
+        wire: W,
+        endpoint: Arc<Endpoint>,
+    ) -> Result<HttpProvider<W>, ConfigError> {
         config.validate()?;
         let http = reqwest::Client::builder()
             .build()
@@ -877,7 +881,7 @@ impl ProviderPool {
     }
 
     /// The gate shared by every provider for this config's endpoint, if one was built.
-    pub fn gate_for(&self, config: &LlmConfig) -> Option<Arc<Gate>> {
+    pub(crate) fn gate_for(&self, config: &LlmConfig) -> Option<Arc<Gate>> {
         let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         inner
             .endpoints

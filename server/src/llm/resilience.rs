@@ -37,11 +37,11 @@ pub struct RetryPolicy {
     pub backoff: Duration,
     /// Cap on one wait. A `Retry-After` longer than this ends the call instead of blocking a
     /// run for minutes.
-    pub max_backoff: Duration,
+    pub(crate) max_backoff: Duration,
 }
 
 impl RetryPolicy {
-    pub fn from_config(c: &LlmConfig) -> RetryPolicy {
+    pub(crate) fn from_config(c: &LlmConfig) -> RetryPolicy {
         RetryPolicy {
             max_retries: c.max_retries,
             backoff: c.retry_backoff(),
@@ -52,7 +52,7 @@ impl RetryPolicy {
     /// The wait before retry number `retry` (0-based) without a `Retry-After`: `backoff · 2^retry`
     /// capped at `max_backoff`, scaled by `jitter` ∈ [0.5, 1] so that callers that failed together
     /// do not come back together.
-    pub fn backoff_for(&self, retry: u32, jitter: f64) -> Duration {
+    pub(crate) fn backoff_for(&self, retry: u32, jitter: f64) -> Duration {
         let base = self
             .backoff
             .saturating_mul(1u32.checked_shl(retry.min(30)).unwrap_or(u32::MAX))
@@ -66,7 +66,7 @@ impl RetryPolicy {
 /// Each attempt holds a concurrency permit and a rate slot only while it is on the wire; waits
 /// between attempts hold neither, so a backing-off call does not block others. `label` (e.g.
 /// `openai:gpt-4o-mini`) prefixes every error.
-pub async fn with_retries<T, F, Fut>(
+pub(crate) async fn with_retries<T, F, Fut>(
     label: &str,
     policy: &RetryPolicy,
     timeout: Duration,
@@ -156,7 +156,7 @@ fn jitter() -> f64 {
 
 /// The wait a 429/503 response asks for: `retry-after-ms` (OpenAI's), else `Retry-After` as
 /// seconds or an HTTP date (relative to `now`). Unparsable values are ignored.
-pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
     if let Some(ms) = text("retry-after-ms").and_then(|v| v.parse::<f64>().ok())
         && ms.is_finite()
@@ -214,7 +214,7 @@ impl Gate {
         }
     }
 
-    pub fn from_config(c: &LlmConfig) -> Gate {
+    pub(crate) fn from_config(c: &LlmConfig) -> Gate {
         Gate::new(c.max_concurrency, c.requests_per_second)
     }
 
@@ -232,7 +232,7 @@ impl Gate {
 
     /// Requests in flight at this endpoint from every process (this one's now, the others' as
     /// the load board last said; only this process's when not shared).
-    pub fn in_flight_everywhere(&self) -> usize {
+    pub(crate) fn in_flight_everywhere(&self) -> usize {
         self.in_flight() + self.others.load(Ordering::Relaxed)
     }
 
@@ -242,7 +242,7 @@ impl Gate {
     }
 
     /// The permits the gate holds in all (see [`Gate`]).
-    pub fn capacity(&self) -> usize {
+    pub(crate) fn capacity(&self) -> usize {
         self.capacity.load(Ordering::Acquire)
     }
 
@@ -281,7 +281,7 @@ impl Gate {
 
     /// Waits for a free slot, then for the next rate slot. Permit first, so that request starts
     /// stay spaced even when many callers were queued on the semaphore.
-    pub async fn acquire(&self) -> GatePermit<'_> {
+    pub(crate) async fn acquire(&self) -> GatePermit<'_> {
         let permit = match self.permits.try_acquire() {
             Ok(p) => p,
             Err(_) => {

@@ -32,7 +32,7 @@ pub fn for_dialect(dialect: Dialect, schema: &Value) -> Value {
 /// (`nullable: true`, the OpenAPI spelling) becomes `anyOf: [<schema>, {"type": "null"}]`;
 /// `nullable` and `propertyOrdering` are dropped. A schema already in the portable subset comes
 /// back unchanged in meaning.
-pub fn to_openai_strict(schema: &Value) -> Value {
+pub(crate) fn to_openai_strict(schema: &Value) -> Value {
     let mut v = schema.clone();
     strict_node(&mut v);
     v
@@ -377,7 +377,7 @@ fn gen_example(root: &Value, node: &Value, depth: usize) -> Value {
 /// `["t", "null"]` turned into `type: t, nullable: true`, keywords it rejects dropped
 /// (`additionalProperties`, `$defs`, `$schema`, `const` → one-value `enum`), and
 /// `propertyOrdering` set to the properties' declared order so the JSON comes back in that order.
-pub fn to_gemini(schema: &Value) -> Value {
+pub(crate) fn to_gemini(schema: &Value) -> Value {
     gemini_node(schema, schema, 0)
 }
 

@@ -41,7 +41,7 @@ pub struct SseParser {
 impl SseParser {
     /// Feeds one chunk; the events it completed, in order. Lines end with LF or CRLF; a line
     /// that is not UTF-8 is an error.
-    pub fn feed(&mut self, chunk: &[u8]) -> Result<Vec<SseEvent>, NotUtf8> {
+    pub(crate) fn feed(&mut self, chunk: &[u8]) -> Result<Vec<SseEvent>, NotUtf8> {
         let mut out = Vec::new();
         let mut rest = chunk;
         while let Some(i) = rest.iter().position(|&b| b == b'\n') {

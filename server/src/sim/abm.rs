@@ -190,7 +190,7 @@ impl AbmSim {
 
     /// The seed the model's generators were last set from: a pending reseed, else the last
     /// advance's, else the model's own.
-    pub fn current_seed(&self) -> u64 {
+    pub(crate) fn current_seed(&self) -> u64 {
         self.reseed
             .or_else(|| self.history.iter().filter_map(|a| a.reseed).last())
             .unwrap_or(self.seed)

@@ -13,7 +13,7 @@ use crate::trading::data::MarketData;
 use crate::trading::episode::TradingEpisode;
 
 /// Steps an agent-based model runs by default (its file has no setting for it).
-pub const ABM_DEFAULT_STEPS: u64 = 10;
+pub(crate) const ABM_DEFAULT_STEPS: u64 = 10;
 
 /// One scenario of the library, borrowed from it.
 #[derive(Clone, Copy, Debug)]
@@ -104,7 +104,7 @@ impl<'a> ScenarioEntry<'a> {
 
     /// A fresh simulation of the scenario. `seed` replaces a social scenario's own seed and
     /// seeds a model (0 when `None`); a trading episode needs the market data.
-    pub fn instantiate(&self, seed: Option<u64>, market: Option<&Arc<MarketData>>) -> Result<Sim, SimError> {
+    pub(crate) fn instantiate(&self, seed: Option<u64>, market: Option<&Arc<MarketData>>) -> Result<Sim, SimError> {
         Ok(match self {
             ScenarioEntry::Social(s) => Sim::Social(s.build(seed).map_err(|e| SimError::Scenario(e.to_string()))?),
             ScenarioEntry::Trading(t) => {

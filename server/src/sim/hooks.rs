@@ -85,7 +85,7 @@ pub enum HookSourceError {
 
 /// Parses `source` in a worker of `pool` (never runs it): valid Python defining at least one
 /// hook as a top-level function.
-pub fn check_source(pool: &WorkerPool, source: &str) -> Result<(), HookSourceError> {
+pub(crate) fn check_source(pool: &WorkerPool, source: &str) -> Result<(), HookSourceError> {
     let refused = |message: String| {
         HookSourceError::Refused(CustomError {
             path: "hooks.source".into(),

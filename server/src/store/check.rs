@@ -93,7 +93,7 @@ pub fn check(dir: &Path) -> Result<Report, CheckError> {
 }
 
 /// Verifies every row of a PostgreSQL database (a server may be running on it: this only reads).
-pub fn check_postgres(url: &str) -> Result<Report, CheckError> {
+pub(crate) fn check_postgres(url: &str) -> Result<Report, CheckError> {
     let mut db = Db::new(Postgres::connect(url)?);
     db.migrate()?;
     let mut report = Report::default();
@@ -102,7 +102,7 @@ pub fn check_postgres(url: &str) -> Result<Report, CheckError> {
 }
 
 /// `repair` for PostgreSQL: nothing to apply (no journal), said so.
-pub fn repair_postgres(url: &str) -> Result<String, CheckError> {
+pub(crate) fn repair_postgres(url: &str) -> Result<String, CheckError> {
     let mut db = Db::new(Postgres::connect(url)?);
     db.migrate()?;
     Ok(

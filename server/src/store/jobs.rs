@@ -37,11 +37,11 @@ use super::{StoreError, StoreResult, Write};
 
 /// The channel a worker tells the serving process on that a running node's log grew
 /// (`<tree>:<node>`), so that it relays the new entries to the node's watchers.
-pub const LOG_CHANNEL: &str = "simtree_log";
+pub(crate) const LOG_CHANNEL: &str = "simtree_log";
 /// How long a claim lasts without a heartbeat (`--job-lapse-secs`).
-pub const DEFAULT_LAPSE: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_LAPSE: Duration = Duration::from_secs(10);
 /// How many times a job is tried before it is given up (dead).
-pub const DEFAULT_MAX_ATTEMPTS: u64 = 3;
+pub(crate) const DEFAULT_MAX_ATTEMPTS: u64 = 3;
 
 /// Where a job is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,7 +86,7 @@ pub struct Job {
     pub payload: String,
     /// Claims so far, this one included.
     pub attempts: u64,
-    pub max_attempts: u64,
+    pub(crate) max_attempts: u64,
 }
 
 /// A job's row, as [`row`] reads it.
@@ -96,7 +96,7 @@ pub struct JobRow {
     pub node: u64,
     pub status: Status,
     pub attempts: u64,
-    pub max_attempts: u64,
+    pub(crate) max_attempts: u64,
     pub claimed_by: Option<String>,
     pub error: Option<String>,
 }
@@ -188,7 +188,7 @@ pub struct Slots {
     pub abm: u64,
     /// Its ABM slots are used only while no `worker` process offering some is alive (a
     /// server's own worker: agent-based models go to the workers when there are any).
-    pub abm_second: bool,
+    pub(crate) abm_second: bool,
 }
 
 /// Claims up to `slots` jobs for `me`: queued ones, oldest first, and claimed ones whose
@@ -271,7 +271,7 @@ pub fn heartbeat<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<Vec<(u64, u64)>
 /// Queues, in the write transaction under way, the end of `me`'s job of `node` as `status`
 /// (done or failed) with `error`: refused at commit (division by zero) when the job is not
 /// `me`'s claim any more, so that the node's rows written beside it are not committed either.
-pub fn fence_finish<S: Sql>(
+pub(crate) fn fence_finish<S: Sql>(
     sql: &mut S,
     me: &Lease,
     tree: u64,
@@ -397,7 +397,7 @@ pub fn cancel<S: Sql>(sql: &mut S, tree: u64, node: u64) -> StoreResult<bool> {
 /// replicates are adopted like any run: the next server carries the sweep or exploration on and
 /// waits for them (`workbench/sweep.rs`, `continue_sweeps`; `workbench/explore.rs`,
 /// `continue_explores`).
-pub fn adoptable<S: Sql>(sql: &mut S) -> StoreResult<Vec<(u64, u64, String)>> {
+pub(crate) fn adoptable<S: Sql>(sql: &mut S) -> StoreResult<Vec<(u64, u64, String)>> {
     const NODE_RUNS: &str = "SELECT 1 FROM nodes n WHERE n.tree = j.tree AND n.id = j.node AND n.status = 'running'";
     sql.execute(&format!("DELETE FROM job_calls j WHERE NOT EXISTS ({NODE_RUNS})"), &[])?;
     sql.execute(&format!("DELETE FROM jobs j WHERE NOT EXISTS ({NODE_RUNS})"), &[])?;
@@ -427,7 +427,7 @@ pub fn forget<S: Sql>(sql: &mut S, tree: u64, node: u64) -> StoreResult<()> {
 
 /// Appends an LLM call (its record as JSON) to the recording of `me`'s job of `node`, as it
 /// returns; refused (false) when the job is not `me`'s claim any more.
-pub fn record_call<S: Sql>(sql: &mut S, me: &Lease, tree: u64, node: u64, body: &str) -> StoreResult<bool> {
+pub(crate) fn record_call<S: Sql>(sql: &mut S, me: &Lease, tree: u64, node: u64, body: &str) -> StoreResult<bool> {
     let n = sql.execute(
         "INSERT INTO job_calls (tree, node, seq, body)
          SELECT $1, $2, (SELECT COALESCE(MAX(seq) + 1, 0) FROM job_calls WHERE tree = $1 AND node = $2), $3
@@ -450,7 +450,7 @@ pub fn recorded_calls<S: Sql>(sql: &mut S, tree: u64, node: u64) -> StoreResult<
 }
 
 /// Lists `me` among the processes taking jobs (`role`: `worker` or `serve`).
-pub fn register<S: Sql>(sql: &mut S, me: &Lease, role: &str) -> StoreResult<()> {
+pub(crate) fn register<S: Sql>(sql: &mut S, me: &Lease, role: &str) -> StoreResult<()> {
     let now = sql.now_ms_sql();
     sql.execute(
         &format!(
@@ -468,7 +468,7 @@ pub fn register<S: Sql>(sql: &mut S, me: &Lease, role: &str) -> StoreResult<()> 
 }
 
 /// Says how many agent-based-model runs `me` takes at once (its row in `workers`).
-pub fn offer_abm<S: Sql>(sql: &mut S, me: &Lease, abm: u64) -> StoreResult<()> {
+pub(crate) fn offer_abm<S: Sql>(sql: &mut S, me: &Lease, abm: u64) -> StoreResult<()> {
     sql.execute(
         "UPDATE workers SET abm = $2 WHERE holder = $1",
         &[P::Text(&me.holder), i(abm)],
@@ -479,7 +479,7 @@ pub fn offer_abm<S: Sql>(sql: &mut S, me: &Lease, abm: u64) -> StoreResult<()> {
 /// How many agent-based-model runs the processes taking jobs run at once, together (those
 /// whose heartbeat is younger than a few `lapse`s): none means an ABM job would wait for
 /// nobody.
-pub fn abm_takers<S: Sql>(sql: &mut S, lapse: Duration) -> StoreResult<u64> {
+pub(crate) fn abm_takers<S: Sql>(sql: &mut S, lapse: Duration) -> StoreResult<u64> {
     let now = sql.now_ms_sql();
     let rows = sql.query(
         &format!("SELECT COALESCE(SUM(abm), 0)::BIGINT FROM workers WHERE heartbeat_at >= {now} - {ALIVE} * $1"),
@@ -489,7 +489,7 @@ pub fn abm_takers<S: Sql>(sql: &mut S, lapse: Duration) -> StoreResult<u64> {
 }
 
 /// How many processes other than `me`'s (another host or pid) take jobs and are alive.
-pub fn others_taking_jobs<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<u64> {
+pub(crate) fn others_taking_jobs<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<u64> {
     let now = sql.now_ms_sql();
     let rows = sql.query(
         &format!(
@@ -505,7 +505,7 @@ pub fn others_taking_jobs<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<u64> {
 }
 
 /// Removes `me` from the processes taking jobs.
-pub fn unregister<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<()> {
+pub(crate) fn unregister<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<()> {
     sql.execute("DELETE FROM workers WHERE holder = $1", &[P::Text(&me.holder)])
         .map(drop)
 }
@@ -550,20 +550,20 @@ impl Queue {
         })
     }
 
-    pub fn claim_slots(&mut self, slots: Slots) -> StoreResult<Vec<Job>> {
+    pub(crate) fn claim_slots(&mut self, slots: Slots) -> StoreResult<Vec<Job>> {
         claim(&mut self.db.sql, &self.me, slots)
     }
 
-    pub fn offer_abm(&mut self, abm: u64) -> StoreResult<()> {
+    pub(crate) fn offer_abm(&mut self, abm: u64) -> StoreResult<()> {
         offer_abm(&mut self.db.sql, &self.me, abm)
     }
 
     /// See [`abm_takers`] (with this process's lapse).
-    pub fn abm_takers(&mut self) -> StoreResult<u64> {
+    pub(crate) fn abm_takers(&mut self) -> StoreResult<u64> {
         abm_takers(&mut self.db.sql, self.me.length)
     }
 
-    pub fn others_taking_jobs(&mut self) -> StoreResult<u64> {
+    pub(crate) fn others_taking_jobs(&mut self) -> StoreResult<u64> {
         others_taking_jobs(&mut self.db.sql, &self.me)
     }
 
@@ -588,7 +588,7 @@ impl Queue {
     /// [`Self::finish`] for a job run again: the log rows (and their search text) an earlier
     /// attempt left are deleted first, in the same transaction, and `writes` hold the whole log
     /// (batches of two attempts need not start at the same entries).
-    pub fn finish_anew(
+    pub(crate) fn finish_anew(
         &mut self,
         tree: u64,
         node: u64,
@@ -664,7 +664,7 @@ impl Queue {
         cancel(&mut self.db.sql, tree, node)
     }
 
-    pub fn adoptable(&mut self) -> StoreResult<Vec<(u64, u64, String)>> {
+    pub(crate) fn adoptable(&mut self) -> StoreResult<Vec<(u64, u64, String)>> {
         adoptable(&mut self.db.sql)
     }
 
@@ -672,7 +672,7 @@ impl Queue {
         forget(&mut self.db.sql, tree, node)
     }
 
-    pub fn record_call(&mut self, tree: u64, node: u64, body: &str) -> StoreResult<bool> {
+    pub(crate) fn record_call(&mut self, tree: u64, node: u64, body: &str) -> StoreResult<bool> {
         record_call(&mut self.db.sql, &self.me, tree, node, body)
     }
 
@@ -681,7 +681,7 @@ impl Queue {
     }
 
     /// Leaves the list of processes taking jobs.
-    pub fn unregister(&mut self) -> StoreResult<()> {
+    pub(crate) fn unregister(&mut self) -> StoreResult<()> {
         unregister(&mut self.db.sql, &self.me)
     }
 

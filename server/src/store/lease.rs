@@ -23,7 +23,7 @@ use super::vocab::{Cell, P, Sql};
 use super::{StoreError, StoreResult};
 
 /// The default length of a lease (`--lease-secs`).
-pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
 /// Who this process is, and how long its lease lasts.
 #[derive(Debug, Clone)]
@@ -72,8 +72,8 @@ pub struct Holder {
     pub holder: String,
     pub host: String,
     pub pid: u64,
-    pub acquired: u64,
-    pub expires: u64,
+    pub(crate) acquired: u64,
+    pub(crate) expires: u64,
     /// The database's clock when the row was read.
     pub now: u64,
     /// Where the holder serves (`serve --advertise`); `None` from servers before it was
@@ -94,7 +94,7 @@ impl Holder {
     }
 
     /// "host H, pid P, since <UTC> (N s ago), at URL": [`Self::describe`] and the address.
-    pub fn describe_at(&self) -> String {
+    pub(crate) fn describe_at(&self) -> String {
         match &self.address {
             Some(a) => format!("{}, at {a}", self.describe()),
             None => format!("{}, at no advertised address", self.describe()),
@@ -105,7 +105,7 @@ impl Holder {
     /// Whether this holder is an earlier server at `me`'s own address on `me`'s host whose
     /// process is gone (killed, crashed): `me` bound that address, so it cannot be serving
     /// there, and its lease need not be waited out.
-    pub fn is_gone_predecessor_of(&self, me: &Lease) -> bool {
+    pub(crate) fn is_gone_predecessor_of(&self, me: &Lease) -> bool {
         self.holder != me.holder
             && self.host == me.host
             && self.address.is_some()
@@ -114,7 +114,7 @@ impl Holder {
             && (self.pid == u64::from(me.pid) || !std::path::Path::new(&format!("/proc/{}", self.pid)).exists())
     }
 
-    pub fn left_ms(&self) -> u64 {
+    pub(crate) fn left_ms(&self) -> u64 {
         self.expires.saturating_sub(self.now)
     }
 
@@ -226,7 +226,7 @@ fn address(me: &Lease) -> P<'_> {
 
 /// Extends our lease; false when it is no longer ours (another server took it over after it
 /// lapsed). Inside a write transaction this also locks the row until the commit.
-pub fn renew<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<bool> {
+pub(crate) fn renew<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<bool> {
     let now = now(sql);
     let n = sql.execute(
         // (Parameters numbered in the order they appear: SQLite numbers `$n` by appearance.)
@@ -239,7 +239,7 @@ pub fn renew<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<bool> {
 /// Queues, first in a write transaction, a statement that renews our lease and fails the
 /// transaction when it is not ours any more; the lease's row stays locked until the commit, so
 /// no other process can take it over in between (PostgreSQL: a writable CTE).
-pub fn fence<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<()> {
+pub(crate) fn fence<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<()> {
     let now = now(sql);
     // Dividing by the number of rows renewed: an error (division by zero) when none was, found
     // as such by the caller after the commit fails.

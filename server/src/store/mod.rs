@@ -41,9 +41,9 @@ use crate::llm::record::LlmRecord;
 use journal::Journal;
 
 use packed::unpack;
-pub use source::{EncodedState, Pressure, TreeSource, encode_state};
-pub use sql::SCHEMA_VERSION;
-pub use sql::index_text;
+pub(crate) use source::encode_state;
+pub use source::{EncodedState, Pressure, TreeSource};
+pub(crate) use sql::index_text;
 #[cfg(test)]
 use thread::{Committer, push_merged};
 use thread::{Gone, run};
@@ -79,7 +79,7 @@ pub enum StoreError {
 impl StoreError {
     /// Whether asking again later may succeed (a full disk, an I/O or connection fault, a
     /// closing store), as against a refusal or damage that asking again only repeats.
-    pub fn is_transient(&self) -> bool {
+    pub(crate) fn is_transient(&self) -> bool {
         matches!(self, StoreError::Full(_) | StoreError::Io(_) | StoreError::Closed)
     }
 
@@ -118,7 +118,7 @@ impl StoreError {
 
     /// An I/O error by its cause: no space (or quota) is [`StoreError::Full`], the rest
     /// [`StoreError::Io`].
-    pub fn from_io(message: String, e: &std::io::Error) -> StoreError {
+    pub(crate) fn from_io(message: String, e: &std::io::Error) -> StoreError {
         if matches!(
             e.kind(),
             std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
@@ -216,13 +216,13 @@ impl NodeRows {
 pub struct LogRow {
     pub index: u64,
     pub entries: String,
-    pub crc: Option<u32>,
+    pub(crate) crc: Option<u32>,
 }
 
 impl LogRow {
     /// The row's entries, or what is wrong with it: a checksum that does not match, or (rows
     /// without one) an entry that is not JSON.
-    pub fn verified(&self) -> Result<impl Iterator<Item = &str>, RowError> {
+    pub(crate) fn verified(&self) -> Result<impl Iterator<Item = &str>, RowError> {
         match self.crc {
             Some(crc) if crc32fast::hash(self.entries.as_bytes()) != crc => {
                 return Err(RowError::LogChecksum { entry: self.index });
@@ -406,7 +406,7 @@ pub enum Write {
 
 impl Write {
     /// A node's whole own log as one row (`None` when it has no entries).
-    pub fn whole_log(tree: u64, node: u64, entries: &[String]) -> Option<Write> {
+    pub(crate) fn whole_log(tree: u64, node: u64, entries: &[String]) -> Option<Write> {
         (!entries.is_empty()).then(|| Write::Log {
             tree,
             node,
@@ -724,7 +724,7 @@ impl Store {
     /// Opens a PostgreSQL database; with `lease`, takes that server lease (renewed from the store
     /// thread, released on close) — or, while another process holds it, answers who does
     /// (`serve` then follows that server: `http/fleet.rs`).
-    pub fn lead_postgres(url: &str, lease: Option<lease::Lease>) -> StoreResult<Result<Store, lease::Holder>> {
+    pub(crate) fn lead_postgres(url: &str, lease: Option<lease::Lease>) -> StoreResult<Result<Store, lease::Holder>> {
         let url = url.to_string();
         // The client is created on the store's thread: it must never run inside the server's runtime.
         let (tx, rx) = mpsc::channel();
@@ -849,7 +849,7 @@ impl Store {
     /// only once they are stored (a deletion, a rename, an annotation), so that a refusal leaves
     /// nothing changed, neither in memory nor, later, in the store. Not journaled: durable once
     /// committed.
-    pub fn commit_or_nothing(&self, writes: Vec<Write>) -> StoreResult<()> {
+    pub(crate) fn commit_or_nothing(&self, writes: Vec<Write>) -> StoreResult<()> {
         let (tx, rx) = mpsc::channel();
         let ack: Ack = Box::new(move |r| {
             let _ = tx.send(r);
@@ -862,7 +862,7 @@ impl Store {
     }
 
     /// [`Self::flush`] without blocking a runtime thread.
-    pub async fn flush_async(&self) -> StoreResult<()> {
+    pub(crate) async fn flush_async(&self) -> StoreResult<()> {
         if self.journaled() {
             return Ok(());
         }
@@ -877,7 +877,7 @@ impl Store {
     /// database), or `None`. The store thread retries every second, so this clears by itself
     /// once the cause is gone.
     /// A lost server lease is reported here too, for good.
-    pub fn fault(&self) -> Option<String> {
+    pub(crate) fn fault(&self) -> Option<String> {
         self.lease_lost()
             .or_else(|| self.mailbox.fault.lock().unwrap_or_else(|p| p.into_inner()).clone())
     }
@@ -885,7 +885,7 @@ impl Store {
     /// Why a leading server must not answer now, or `None`: its lease is lost, or was last
     /// renewed longer ago than it lasts — the process was frozen (SIGSTOP, a paused VM) and
     /// continued, so another server may lead already — until a renewal succeeds again.
-    pub fn lease_doubt(&self) -> Option<String> {
+    pub(crate) fn lease_doubt(&self) -> Option<String> {
         if let Some(lost) = self.lease_lost() {
             return Some(lost);
         }
@@ -904,7 +904,7 @@ impl Store {
     }
 
     /// Why writes are refused for good: the server lease was lost to another process.
-    pub fn lease_lost(&self) -> Option<String> {
+    pub(crate) fn lease_lost(&self) -> Option<String> {
         self.mailbox
             .lease_lost
             .lock()
@@ -952,7 +952,7 @@ fn refuse_emptied(dir: &Path, file: &Path) -> StoreResult<()> {
 
 /// Runs blocking work (a wait on the store, a first start of the ABM worker) from any thread:
 /// inside the multi-thread runtime the worker hands its other tasks over first.
-pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
+pub(crate) fn blocking<R>(f: impl FnOnce() -> R) -> R {
     match tokio::runtime::Handle::try_current() {
         Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
         _ => f(),
@@ -1211,7 +1211,7 @@ fn apply_groups(db: &mut dyn Database, pending: Vec<journal::Group>, mut applied
 }
 
 /// Unix milliseconds now.
-pub fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)

@@ -118,7 +118,7 @@ fn connect(rt: &tokio::runtime::Runtime, url: &str) -> Result<Client, tokio_post
 /// whole and never wait on the client, so only a process that froze (SIGSTOP, a stalled VM)
 /// mid-transaction is cut off — and with it the row and advisory locks it held, which would
 /// otherwise stop every other process (a follower taking over) until its connection died.
-pub const IDLE_IN_TRANSACTION: &str = "SET idle_in_transaction_session_timeout = '5s'";
+pub(crate) const IDLE_IN_TRANSACTION: &str = "SET idle_in_transaction_session_timeout = '5s'";
 
 impl Postgres {
     pub fn connect(url: &str) -> StoreResult<Postgres> {

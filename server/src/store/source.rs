@@ -17,7 +17,7 @@ use crate::trading::data::MarketData;
 pub struct EncodedState {
     pub data: Vec<u8>,
     pub chunks: Vec<(ChunkKey, Vec<u8>)>,
-    pub raw_len: usize,
+    pub(crate) raw_len: usize,
 }
 
 /// The first byte of a state row's unpacked bytes that name their format: this tag, then the
@@ -28,7 +28,7 @@ const STATE_TAG: u8 = 0x01;
 /// The format of the state JSON written now (the serde shape of [`Sim`], its chunk references
 /// included). A change to that shape that older rows cannot be read in takes the next number,
 /// and the reader keeps reading every earlier one.
-pub const STATE_FORMAT: u8 = 1;
+pub(crate) const STATE_FORMAT: u8 = 1;
 
 /// Why a state row's bytes are no state this simtree reads.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -49,7 +49,11 @@ pub fn state_json(bytes: &[u8]) -> Result<(u8, &[u8]), StateFormatError> {
     }
 }
 
-pub fn encode_state(sim: &Sim, node: u64, dedupe: Option<Dedupe>) -> (StoreResult<EncodedState>, Option<Dedupe>) {
+pub(crate) fn encode_state(
+    sim: &Sim,
+    node: u64,
+    dedupe: Option<Dedupe>,
+) -> (StoreResult<EncodedState>, Option<Dedupe>) {
     let (json, chunks, dedupe) = write_chunks(node, dedupe, || serde_json::to_vec(sim));
     let encoded = json
         .map_err(|e| StoreError::Corrupt(format!("node {node}: state: {e}")))
@@ -72,7 +76,7 @@ pub struct TreeSource {
     pub cache: Arc<ChunkCache>,
     pub market: Option<Arc<MarketData>>,
     /// Told what each rebuild brings into memory, so the cache is trimmed before it overshoots.
-    pub pressure: Arc<Pressure>,
+    pub(crate) pressure: Arc<Pressure>,
 }
 
 /// What rebuilds (states, logs, tree structures) have brought into memory since the cache was
@@ -83,7 +87,7 @@ pub struct TreeSource {
 pub struct Pressure {
     loaded: std::sync::atomic::AtomicUsize,
     threshold: usize,
-    pub wake: tokio::sync::Notify,
+    pub(crate) wake: tokio::sync::Notify,
 }
 
 impl Pressure {

@@ -15,7 +15,7 @@ use super::{
 use crate::chunks::ChunkKey;
 
 /// The channel workers and the serving process wake on.
-pub const CHANNEL: &str = "simtree_jobs";
+pub(crate) const CHANNEL: &str = "simtree_jobs";
 
 /// Queues the job of `node` in the write transaction under way (see [`Sql::write`]); the
 /// notification is delivered when it commits. A job already queued for the node is left as it is.
@@ -131,7 +131,7 @@ const MIGRATIONS: &[&str] = &[
 ];
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 pub struct Db<S: Sql> {
     pub sql: S,
@@ -285,7 +285,7 @@ impl<S: Sql> Db<S> {
 
     /// Takes the server lease `me` (after [`Self::migrate`]); while another process holds it,
     /// answers who does.
-    pub fn take_lease(&mut self, me: Lease) -> StoreResult<Result<(), lease::Holder>> {
+    pub(crate) fn take_lease(&mut self, me: Lease) -> StoreResult<Result<(), lease::Holder>> {
         if let Err(other) = lease::take(&mut self.sql, &me)? {
             return Ok(Err(other));
         }
@@ -317,7 +317,7 @@ impl<S: Sql> Db<S> {
     }
 
     /// Creates the schema or brings it up to date. A database written by a newer build is refused.
-    pub fn migrate(&mut self) -> StoreResult<()> {
+    pub(crate) fn migrate(&mut self) -> StoreResult<()> {
         self.sql
             .batch("CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)")?;
         let rows = self.sql.query("SELECT version FROM schema_version", &[])?;
@@ -396,7 +396,7 @@ impl<S: Sql> Db<S> {
     }
 
     /// The last journal group written to the database.
-    pub fn journal_applied(&mut self) -> StoreResult<u64> {
+    pub(crate) fn journal_applied(&mut self) -> StoreResult<u64> {
         let rows = self.sql.query("SELECT applied FROM journal", &[])?;
         match rows.first().and_then(|r| r.first()) {
             Some(c) => Ok(c.int()? as u64),
@@ -715,7 +715,7 @@ fn put_text<S: Sql>(sql: &mut S, tree: u64, node: u64, kind: &str, ord: u64, tex
 /// The searchable text of log entries (`{type, data, node}` JSON, one per item): every string
 /// in each entry's `data`, one per line (keys, numbers and the entry's type are not text a
 /// user wrote or read).
-pub fn index_text<'a>(entries: impl Iterator<Item = &'a str>) -> String {
+pub(crate) fn index_text<'a>(entries: impl Iterator<Item = &'a str>) -> String {
     fn strings(v: &serde_json::Value, out: &mut String) {
         match v {
             serde_json::Value::String(s) if !s.trim().is_empty() => {

@@ -106,7 +106,7 @@ pub trait Sql: Send {
 /// user's words become a query that matches them as a phrase (never as the index's syntax).
 pub struct Fts {
     /// Replaces `{search}` in the notebook migration.
-    pub ddl: &'static str,
+    pub(crate) ddl: &'static str,
     /// `$1` the query, `$2` a tree (or -1 for every tree), `$3` at most this many rows; gives
     /// `id, tree, node, kind, score` (a score in millionths, higher better), best first.
     pub query: &'static str,

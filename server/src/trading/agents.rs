@@ -26,7 +26,7 @@ use crate::llm::chat::{ChatRequest, Message, Role, ToolCall, ToolChoice, ToolSpe
 use crate::llm::{BoxFuture, LlmError};
 
 /// The name of the agent's only tool.
-pub const SUBMIT_DECISION: &str = "submit_decision";
+pub(crate) const SUBMIT_DECISION: &str = "submit_decision";
 
 // ---------------------------------------------------------------------------------------------
 // The tool-calling seam
@@ -88,7 +88,7 @@ pub fn decision_schema() -> Value {
 }
 
 /// The `submit_decision` tool offered to the LLM agent.
-pub fn submit_decision_tool() -> ToolSpec {
+pub(crate) fn submit_decision_tool() -> ToolSpec {
     ToolSpec {
         name: SUBMIT_DECISION.into(),
         description: "Submit your orders for this decision point. All orders execute together \
@@ -129,7 +129,7 @@ pub enum DecisionError {
 /// The seed's extraction rules: no `submit_decision` call → hold; several → the last one; a last
 /// call whose arguments are not a valid Decision → an error (the step is rejected). Calls to other
 /// tool names are ignored.
-pub fn extract_decision(calls: &[ToolCall]) -> Extracted {
+pub(crate) fn extract_decision(calls: &[ToolCall]) -> Extracted {
     let Some(idx) = calls.iter().rposition(|c| c.name == SUBMIT_DECISION) else {
         return Extracted {
             call: None,
@@ -143,7 +143,7 @@ pub fn extract_decision(calls: &[ToolCall]) -> Extracted {
 }
 
 /// Parses tool-call arguments into a Decision; the error names the JSON path at fault.
-pub fn parse_decision(arguments: &Value) -> Result<Decision, DecisionError> {
+pub(crate) fn parse_decision(arguments: &Value) -> Result<Decision, DecisionError> {
     let parsed;
     let value = match arguments {
         Value::String(s) => {
@@ -164,7 +164,7 @@ pub fn parse_decision(arguments: &Value) -> Result<Decision, DecisionError> {
 /// The messages that answer each of `reply`'s tool calls once the decision has been handled: the
 /// used `submit_decision` call gets `result`, earlier ones are marked superseded, other tools
 /// unknown. A reply without a `submit_decision` call gets a user note that it counted as a hold.
-pub fn tool_results(reply: &ModelReply, used: Option<usize>, result: &DecisionResult) -> Vec<Message> {
+pub(crate) fn tool_results(reply: &ModelReply, used: Option<usize>, result: &DecisionResult) -> Vec<Message> {
     let mut out = Vec::new();
     for (i, call) in reply.tool_calls.iter().enumerate() {
         let content = if Some(i) == used {
@@ -195,7 +195,7 @@ pub fn tool_results(reply: &ModelReply, used: Option<usize>, result: &DecisionRe
 pub use simtree_shared::trading::{AgentSpec, MAX_LOOKBACK};
 
 /// The Decision of a rule-based agent for `case`; `None` for the LLM agent.
-pub fn rule_decision(spec: &AgentSpec, case: &Case) -> Option<Decision> {
+pub(crate) fn rule_decision(spec: &AgentSpec, case: &Case) -> Option<Decision> {
     Some(match *spec {
         AgentSpec::BuyAndHold => buy_and_hold(case),
         AgentSpec::Momentum { lookback } => momentum(case, lookback),
@@ -204,7 +204,7 @@ pub fn rule_decision(spec: &AgentSpec, case: &Case) -> Option<Decision> {
     })
 }
 /// The default system prompt of the LLM agent.
-pub const DEFAULT_SYSTEM_PROMPT: &str = "\
+pub(crate) const DEFAULT_SYSTEM_PROMPT: &str = "\
 You manage a stock portfolio in a day-by-day trading simulation. At each decision point you \
 receive a case: the tradable tickers, recent daily price bars with a summary of the period since \
 your last decision, any dated information items, and your current cash and share positions.
@@ -220,7 +220,7 @@ tool's result tells you which happened and why.
 Think briefly about trend, risk and the information items, then submit.";
 
 /// The prompt text that carries the Case (the mock dialect reads the JSON back from it).
-pub fn case_message(invocation: &AgentInvocation) -> String {
+pub(crate) fn case_message(invocation: &AgentInvocation) -> String {
     let case = serde_json::to_string(&invocation.case.for_agent()).unwrap_or_default();
     let remaining = match invocation.steps_remaining {
         Some(0) => "This is the last decision point.".to_owned(),
@@ -244,7 +244,7 @@ pub struct Exchange {
 
 /// The request the LLM agent sends: system prompt, the remembered exchanges (their cases are not
 /// repeated), then the current case.
-pub fn llm_request(system_prompt: &str, history: &[Arc<Exchange>], invocation: &AgentInvocation) -> ChatRequest {
+pub(crate) fn llm_request(system_prompt: &str, history: &[Arc<Exchange>], invocation: &AgentInvocation) -> ChatRequest {
     request_ending(system_prompt, history, case_message(invocation))
 }
 
@@ -275,7 +275,7 @@ fn request_ending(system_prompt: &str, history: &[Arc<Exchange>], last: String) 
 /// in place of a case. The tool stays offered, as in every request the agent has seen, but no
 /// call is allowed: an interview decides nothing. `None` for a rule-based agent, which has no
 /// model to ask.
-pub fn interview_request(spec: &AgentSpec, history: &[Arc<Exchange>], question: &str) -> Option<ChatRequest> {
+pub(crate) fn interview_request(spec: &AgentSpec, history: &[Arc<Exchange>], question: &str) -> Option<ChatRequest> {
     let AgentSpec::Llm {
         system_prompt,
         history: keep,
@@ -295,11 +295,11 @@ pub fn interview_request(spec: &AgentSpec, history: &[Arc<Exchange>], question: 
 }
 
 /// How an interview turn starts (the mock recognises it by this).
-pub const INTERVIEW_MARK: &str = "[Interview]";
+pub(crate) const INTERVIEW_MARK: &str = "[Interview]";
 
 /// Invokes the agent `spec` at one decision point. Rule-based agents answer at once with one
 /// `submit_decision` call; the LLM agent asks `model` with `history` as its memory.
-pub async fn invoke(
+pub(crate) async fn invoke(
     spec: &AgentSpec,
     history: &[Arc<Exchange>],
     invocation: &AgentInvocation,
@@ -329,7 +329,7 @@ pub async fn invoke(
 }
 
 /// Whole shares of each ticker bought by splitting `cash` equally among `prices`.
-pub fn equal_split(cash: f64, prices: &[(&str, f64)]) -> Vec<(String, i64)> {
+pub(crate) fn equal_split(cash: f64, prices: &[(&str, f64)]) -> Vec<(String, i64)> {
     if prices.is_empty() || cash <= 0.0 {
         return Vec::new();
     }

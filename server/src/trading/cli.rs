@@ -42,7 +42,7 @@ pub struct TradeRunArgs {
     pub out: PathBuf,
     /// Run id (default: agent-tickers-from-to, with -2, -3… if taken).
     #[arg(long)]
-    pub run_id: Option<String>,
+    pub(crate) run_id: Option<String>,
     /// Trading days between decision points.
     #[arg(long, default_value_t = 1)]
     pub every: u32,

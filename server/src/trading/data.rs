@@ -19,14 +19,14 @@ use super::models::{
     Case, CaseData, CaseDataItem, CaseDataKind, IntervalPriceSummary, PortfolioSnapshot, PricePoint, StockData,
 };
 
-pub const OHLCV_FILE: &str = "daily_ohlcv.csv";
-pub const EVENTS_FILE: &str = "events.csv";
+pub(crate) const OHLCV_FILE: &str = "daily_ohlcv.csv";
+pub(crate) const EVENTS_FILE: &str = "events.csv";
 const OHLCV_HEADER: [&str; 8] = ["date", "ticker", "open", "high", "low", "close", "volume", "adj_close"];
 const EVENTS_HEADER: [&str; 5] = ["date", "ticker", "kind", "session", "headline"];
 
 /// `assets/data/market` under the assets folder (`$SIMTREE_ASSETS`, `./assets`, the checkout's or
 /// the embedded copy).
-pub fn default_market_dir() -> Result<PathBuf, crate::embedded::EmbedError> {
+pub(crate) fn default_market_dir() -> Result<PathBuf, crate::embedded::EmbedError> {
     Ok(crate::embedded::assets_dir()?.join("data").join("market"))
 }
 
@@ -46,12 +46,12 @@ pub struct MarketEvent {
     pub ticker: String,
     pub kind: CaseDataKind,
     pub session: Session,
-    pub headline: String,
+    pub(crate) headline: String,
 }
 
 impl MarketEvent {
     /// Whether the fact was public at the close of trading day `day`.
-    pub fn public_at_close_of(&self, day: &str) -> bool {
+    pub(crate) fn public_at_close_of(&self, day: &str) -> bool {
         match self.session {
             Session::AfterClose => self.date.as_str() < day,
             Session::PreMarket | Session::Intraday => self.date.as_str() <= day,
@@ -59,7 +59,7 @@ impl MarketEvent {
     }
 
     /// The item a Case shows for this event (the date and ticker lead the content).
-    pub fn to_item(&self) -> CaseDataItem {
+    pub(crate) fn to_item(&self) -> CaseDataItem {
         let when = match self.session {
             Session::PreMarket => "before the open",
             Session::Intraday => "during trading",
@@ -84,7 +84,7 @@ pub struct MarketData {
 #[derive(Clone, Copy, Debug)]
 pub struct CaseWindow<'a> {
     pub cutoff: &'a str,
-    pub previous_cutoff: Option<&'a str>,
+    pub(crate) previous_cutoff: Option<&'a str>,
     pub lookback: usize,
 }
 
@@ -128,7 +128,10 @@ impl MarketData {
 
     /// Builds market data from bars directly (tests, synthetic series). Bars are sorted by day;
     /// duplicates are an error.
-    pub fn from_bars(bars: BTreeMap<String, Vec<PricePoint>>, events: Vec<MarketEvent>) -> Result<Self, TradingError> {
+    pub(crate) fn from_bars(
+        bars: BTreeMap<String, Vec<PricePoint>>,
+        events: Vec<MarketEvent>,
+    ) -> Result<Self, TradingError> {
         let mut market = MarketData {
             bars: BTreeMap::new(),
             events,
@@ -150,7 +153,7 @@ impl MarketData {
         self.bars.keys().map(String::as_str).collect()
     }
 
-    pub fn bars(&self, ticker: &str) -> Option<&[PricePoint]> {
+    pub(crate) fn bars(&self, ticker: &str) -> Option<&[PricePoint]> {
         self.bars.get(ticker).map(Vec::as_slice)
     }
 
@@ -172,7 +175,7 @@ impl MarketData {
 
     /// Days on which every ticker of `tickers` has a bar, within `[from, to]` (inclusive; `None`
     /// leaves that side open), in order.
-    pub fn trading_days(&self, tickers: &[String], from: Option<&str>, to: Option<&str>) -> Vec<String> {
+    pub(crate) fn trading_days(&self, tickers: &[String], from: Option<&str>, to: Option<&str>) -> Vec<String> {
         let mut common: Option<BTreeSet<&str>> = None;
         for t in tickers {
             let days: BTreeSet<&str> = self
@@ -200,7 +203,7 @@ impl MarketData {
     /// cutoff day as `current_price`, and a summary of the bars since the previous cutoff (the
     /// whole lookback window at the first decision point). Events for those tickers appear once:
     /// in the first Case at whose cutoff they are public.
-    pub fn case_template(&self, tickers: &[String], window: CaseWindow<'_>) -> Result<Case, TradingError> {
+    pub(crate) fn case_template(&self, tickers: &[String], window: CaseWindow<'_>) -> Result<Case, TradingError> {
         let mut stock_data = BTreeMap::new();
         let mut window_start = window.cutoff;
         for t in tickers {
@@ -290,7 +293,7 @@ impl Schedule {
 
 /// Completes a case template with the current portfolio, the id and the decision index (the
 /// seed's `build_case`).
-pub fn build_case(mut template: Case, portfolio: &PortfolioSnapshot, case_id: String, idx: u32) -> Case {
+pub(crate) fn build_case(mut template: Case, portfolio: &PortfolioSnapshot, case_id: String, idx: u32) -> Case {
     template.portfolio = portfolio.clone();
     template.case_id = case_id;
     template.decision_point_idx = Some(idx);
@@ -309,7 +312,7 @@ pub enum DateError {
 }
 
 /// Checks `YYYY-MM-DD` with a real month and day (leap years included).
-pub fn check_date(s: &str) -> Result<(), DateError> {
+pub(crate) fn check_date(s: &str) -> Result<(), DateError> {
     let b = s.as_bytes();
     let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
     if b.len() != 10 || b[4] != b'-' || b[7] != b'-' || !digits(0..4) || !digits(5..7) || !digits(8..10) {

@@ -18,18 +18,18 @@ use super::data::{DateError, DateOrderError, MarketData, check_date, each_csv_re
 use super::models::PricePoint;
 
 /// Largest dataset, in bytes of CSV.
-pub const MAX_DATASET_BYTES: usize = 64 << 20;
+pub(crate) const MAX_DATASET_BYTES: usize = 64 << 20;
 /// Most data rows a dataset may have.
-pub const MAX_DATASET_ROWS: usize = 1_000_000;
+pub(crate) const MAX_DATASET_ROWS: usize = 1_000_000;
 /// Most tickers a dataset may have.
-pub const MAX_DATASET_TICKERS: usize = 1000;
+pub(crate) const MAX_DATASET_TICKERS: usize = 1000;
 /// Commas a line may hold before it is refused unread (a row has 6 or 7; quoted text in a cell
 /// may add a few).
 const MAX_LINE_COMMAS: usize = 64;
 const HEADER: [&str; 8] = ["date", "ticker", "open", "high", "low", "close", "volume", "adj_close"];
 
 /// A dataset's name: 1 to 64 of `A-Z a-z 0-9 _ -`, starting with a letter or digit.
-pub fn check_dataset_name(name: &str) -> Result<(), DatasetError> {
+pub(crate) fn check_dataset_name(name: &str) -> Result<(), DatasetError> {
     let ok = (1..=64).contains(&name.len())
         && name.starts_with(|c: char| c.is_ascii_alphanumeric())
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
@@ -162,12 +162,12 @@ pub struct Dataset {
 
 /// What a dataset's text will take in memory once parsed, from above: its lines at 96 bytes
 /// each (a bar is a date string and five numbers, ~70 bytes with its allocation).
-pub fn parsed_size_estimate(text: &str) -> u64 {
+pub(crate) fn parsed_size_estimate(text: &str) -> u64 {
     (text.bytes().filter(|&b| b == b'\n').count() as u64 + 1) * 96
 }
 
 /// Parses and checks an uploaded CSV. Every error starts with `line N:`.
-pub fn parse_dataset(text: &str) -> Result<Dataset, DatasetError> {
+pub(crate) fn parse_dataset(text: &str) -> Result<Dataset, DatasetError> {
     if text.len() > MAX_DATASET_BYTES {
         return Err(DatasetError::TooBig(text.len()));
     }

@@ -30,7 +30,7 @@ use simtree_shared::trading::AgentSpecError;
 pub use simtree_shared::trading::TradingView;
 
 /// Daily bars per ticker in a Case unless the config says otherwise.
-pub const DEFAULT_LOOKBACK: u32 = 20;
+pub(crate) const DEFAULT_LOOKBACK: u32 = 20;
 
 /// A branch op on a trading episode (applied between decision points): the trading ops of
 /// `simtree_shared::Op`, read and checked by their types there.
@@ -162,7 +162,7 @@ impl PartialEq for TradingEpisode {
 }
 
 /// Fills in and checks a config's settings against `market`; errors name the field.
-pub fn resolve_config(market: &MarketData, config: &EpisodeConfig) -> Result<EpisodeConfig, TradingError> {
+pub(crate) fn resolve_config(market: &MarketData, config: &EpisodeConfig) -> Result<EpisodeConfig, TradingError> {
     let bad = |m: String| TradingError::Config(m);
     let mut c = config.clone();
     if c.episode_id.trim().is_empty() {
@@ -254,7 +254,7 @@ impl TradingEpisode {
     /// Checks an episode read from an untrusted export against the market it will run on: every
     /// index in range, the schedule increasing, the agent and the portfolio valid. An episode
     /// built by [`TradingEpisode::new`] always passes.
-    pub fn check_consistent(&self) -> Result<(), ConsistencyError> {
+    pub(crate) fn check_consistent(&self) -> Result<(), ConsistencyError> {
         if self.days.is_empty() {
             return Err(ConsistencyError::NoDays);
         }
@@ -288,7 +288,7 @@ impl TradingEpisode {
     }
 
     /// Re-attaches the market data after deserialisation (it is shared, not serialised).
-    pub fn attach_market(&mut self, market: Arc<MarketData>) {
+    pub(crate) fn attach_market(&mut self, market: Arc<MarketData>) {
         self.market = market;
     }
 
@@ -314,7 +314,7 @@ impl TradingEpisode {
     }
 
     /// Decision points done so far (the index of the next one).
-    pub fn decision_points_done(&self) -> usize {
+    pub(crate) fn decision_points_done(&self) -> usize {
         self.next
     }
 
@@ -606,7 +606,7 @@ fn agent_output(reply: &ModelReply) -> serde_json::Value {
 }
 
 /// Runs a whole episode and returns it (the CLI's and the tests' one-liner).
-pub fn run_episode(
+pub(crate) fn run_episode(
     market: Arc<MarketData>,
     config: EpisodeConfig,
     model: &dyn ToolModel,

@@ -19,7 +19,7 @@ const CASH_EPSILON: f64 = 1e-6;
 ///
 /// Returns the result to hand back to the agent and the portfolio after execution (unchanged when
 /// the decision is rejected). An empty decision is an accepted hold.
-pub fn execute_decision(
+pub(crate) fn execute_decision(
     decision: &Decision,
     case: &Case,
     portfolio: &PortfolioSnapshot,

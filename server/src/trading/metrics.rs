@@ -24,7 +24,7 @@ use super::agents::equal_split;
 use super::data::{MarketData, Schedule};
 use super::models::{DecisionStatus, EpisodeConfig, EpisodeLog, ExecutedTrade, PortfolioSnapshot, Side};
 
-pub const TRADING_DAYS_PER_YEAR: f64 = 252.0;
+pub(crate) const TRADING_DAYS_PER_YEAR: f64 = 252.0;
 
 /// The figures of a series of daily returns.
 pub fn performance(returns: &[f64]) -> Performance {
@@ -65,7 +65,8 @@ pub fn performance(returns: &[f64]) -> Performance {
 }
 
 /// Day-over-day simple returns of a value series.
-pub fn simple_returns(values: &[f64]) -> Vec<f64> {
+#[cfg(test)]
+pub(crate) fn simple_returns(values: &[f64]) -> Vec<f64> {
     values
         .windows(2)
         .map(|w| if w[0] > 0.0 { w[1] / w[0] - 1.0 } else { 0.0 })
@@ -117,7 +118,7 @@ pub fn equity(market: &MarketData, days: &[String], holdings: &[Holding]) -> Equ
 }
 
 /// The buy-and-hold benchmark's holdings: `cash` split equally over `tickers` at `day`'s close.
-pub fn buy_and_hold_holdings(market: &MarketData, tickers: &[String], day: &str, cash: f64) -> Vec<Holding> {
+pub(crate) fn buy_and_hold_holdings(market: &MarketData, tickers: &[String], day: &str, cash: f64) -> Vec<Holding> {
     let prices: Vec<(&str, f64)> = tickers
         .iter()
         .filter_map(|t| market.close(t, day).map(|p| (t.as_str(), p)))
@@ -136,7 +137,7 @@ pub fn buy_and_hold_holdings(market: &MarketData, tickers: &[String], day: &str,
 
 /// The evaluation of a strategy curve against buy-and-hold on the same days.
 #[allow(clippy::too_many_arguments)]
-pub fn episode_metrics(
+pub(crate) fn episode_metrics(
     market: &MarketData,
     config: &EpisodeConfig,
     days: &[String],
@@ -245,13 +246,14 @@ pub fn evaluate_log(log: &EpisodeLog, market: &MarketData) -> Result<EpisodeMetr
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunMetrics {
     pub episodes: usize,
-    pub mean_strategy: Performance,
-    pub mean_buy_and_hold: Performance,
+    pub(crate) mean_strategy: Performance,
+    pub(crate) mean_buy_and_hold: Performance,
     pub num_trades: usize,
     pub rejected_decisions: usize,
 }
 
-pub fn run_metrics(episodes: &[EpisodeMetrics]) -> RunMetrics {
+#[cfg(test)]
+pub(crate) fn run_metrics(episodes: &[EpisodeMetrics]) -> RunMetrics {
     let mean = |pick: fn(&EpisodeMetrics) -> &Performance| {
         let n = episodes.len().max(1) as f64;
         let avg = |f: fn(&Performance) -> f64| episodes.iter().map(|e| f(pick(e))).sum::<f64>() / n;
@@ -274,7 +276,7 @@ pub fn run_metrics(episodes: &[EpisodeMetrics]) -> RunMetrics {
 }
 
 /// A plain-text table of episode metrics (the CLI's output).
-pub fn format_metrics(m: &EpisodeMetrics) -> String {
+pub(crate) fn format_metrics(m: &EpisodeMetrics) -> String {
     let pct = |x: f64| format!("{:+.2}%", x * 100.0);
     let sharpe = |s: Option<f64>| s.map_or("n/a".to_owned(), |v| format!("{v:.2}"));
     let row = |name: &str, a: String, b: String| format!("  {name:<20} {a:>14} {b:>14}\n");

@@ -70,7 +70,7 @@ pub struct StockData {
     /// The most recent bars up to and including the cutoff day, oldest first.
     pub daily_bars: Vec<PricePoint>,
     #[serde(default)]
-    pub interval_summary: Option<IntervalPriceSummary>,
+    pub(crate) interval_summary: Option<IntervalPriceSummary>,
 }
 
 /// The information items of a Case (any number, possibly none).
@@ -97,7 +97,7 @@ pub struct Case {
     pub stock_data: BTreeMap<String, StockData>,
     pub portfolio: PortfolioSnapshot,
     #[serde(default)]
-    pub decision_point_idx: Option<u32>,
+    pub(crate) decision_point_idx: Option<u32>,
     /// The last trading day whose data the case may hold (`YYYY-MM-DD`).
     #[serde(default)]
     pub information_cutoff_timestamp: Option<String>,
@@ -115,7 +115,7 @@ pub struct AgentCase<'a> {
 
 impl Case {
     /// What the agent is shown (the seed's `case.for_agent()`): no decision index, no cutoff.
-    pub fn for_agent(&self) -> AgentCase<'_> {
+    pub(crate) fn for_agent(&self) -> AgentCase<'_> {
         AgentCase {
             case_id: &self.case_id,
             tickers: &self.tickers,
@@ -190,7 +190,7 @@ pub struct DecisionResult {
     #[serde(default)]
     pub message: String,
     #[serde(default)]
-    pub executed_trades: Vec<ExecutedTrade>,
+    pub(crate) executed_trades: Vec<ExecutedTrade>,
 }
 
 impl DecisionResult {
@@ -232,7 +232,7 @@ pub struct EpisodeConfig {
     pub decision_interval: Option<u32>,
     /// Daily bars per ticker in each Case (default 20).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lookback_days: Option<u32>,
+    pub(crate) lookback_days: Option<u32>,
     /// The agent and its parameters (default: the kind named by `agent_id`, default parameters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<AgentSpec>,
@@ -277,7 +277,7 @@ pub struct TradeHistory {
 #[serde(deny_unknown_fields)]
 pub struct EpisodeResult {
     pub trade_history: TradeHistory,
-    pub final_portfolio: PortfolioSnapshot,
+    pub(crate) final_portfolio: PortfolioSnapshot,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -293,7 +293,7 @@ pub struct AgentInvocation {
     pub agent_id: String,
     /// Decision points left after this one.
     #[serde(default)]
-    pub steps_remaining: Option<u32>,
+    pub(crate) steps_remaining: Option<u32>,
 }
 
 /// The decision parsed from an agent's output.
@@ -312,7 +312,7 @@ pub struct AgentInvocationResult {
 #[serde(deny_unknown_fields)]
 pub struct DecisionPointLog {
     pub case_id: String,
-    pub decision_point_idx: u32,
+    pub(crate) decision_point_idx: u32,
     /// The agent's raw output (its text and tool calls), for debugging.
     #[serde(default)]
     pub agent_output: Value,
@@ -339,17 +339,17 @@ pub struct EpisodeLog {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SimulationLog {
-    pub run_id: String,
+    pub(crate) run_id: String,
     #[serde(default)]
     pub episode_logs: Vec<EpisodeLog>,
     #[serde(default)]
     pub errors: Vec<String>,
     #[serde(default)]
-    pub simulation_version: Option<String>,
+    pub(crate) simulation_version: Option<String>,
     #[serde(default)]
-    pub agent_version: Option<String>,
+    pub(crate) agent_version: Option<String>,
     #[serde(default)]
-    pub evaluation_version: Option<String>,
+    pub(crate) evaluation_version: Option<String>,
 }
 
 /// Reads a whole number that may come as `10` or `10.0` (models often write the latter, and

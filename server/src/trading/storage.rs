@@ -13,16 +13,16 @@
 use std::path::{Path, PathBuf};
 
 use super::TradingError;
-use super::models::{EpisodeConfig, EpisodeLog, SimulationLog, TradeHistory};
+use super::models::{EpisodeConfig, EpisodeLog, TradeHistory};
 
-pub const CONFIG_FILE: &str = "config.json";
-pub const EPISODE_LOG_FILE: &str = "episode_log.jsonl";
-pub const TRADE_HISTORY_FILE: &str = "trade_history.json";
+pub(crate) const CONFIG_FILE: &str = "config.json";
+pub(crate) const EPISODE_LOG_FILE: &str = "episode_log.jsonl";
+pub(crate) const TRADE_HISTORY_FILE: &str = "trade_history.json";
 
 /// A run as stored on disk.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StoredRun {
-    pub run_id: String,
+    pub(crate) run_id: String,
     pub configs: Vec<EpisodeConfig>,
     pub episode_logs: Vec<EpisodeLog>,
     pub trade_history: TradeHistory,
@@ -30,8 +30,9 @@ pub struct StoredRun {
 
 impl StoredRun {
     /// The run as the seed's SimulationLog (versions: this crate's for the simulation).
-    pub fn to_simulation_log(&self) -> SimulationLog {
-        SimulationLog {
+    #[cfg(test)]
+    pub(crate) fn to_simulation_log(&self) -> super::models::SimulationLog {
+        super::models::SimulationLog {
             run_id: self.run_id.clone(),
             episode_logs: self.episode_logs.clone(),
             errors: Vec::new(),
@@ -43,7 +44,7 @@ impl StoredRun {
 }
 
 /// A run id usable as one folder name: letters, digits, `-`, `_`, `.`; not `.` or `..`.
-pub fn check_run_id(run_id: &str) -> Result<(), TradingError> {
+pub(crate) fn check_run_id(run_id: &str) -> Result<(), TradingError> {
     let ok = !run_id.is_empty()
         && run_id != "."
         && run_id != ".."
@@ -60,7 +61,7 @@ pub fn check_run_id(run_id: &str) -> Result<(), TradingError> {
 }
 
 /// `{root}/{run_id}`.
-pub fn run_dir(root: &Path, run_id: &str) -> Result<PathBuf, TradingError> {
+pub(crate) fn run_dir(root: &Path, run_id: &str) -> Result<PathBuf, TradingError> {
     check_run_id(run_id)?;
     Ok(root.join(run_id))
 }

@@ -37,7 +37,7 @@ impl SimTree {
     }
 
     /// A tree is exported whole: not while a run is in flight.
-    pub fn check_exportable(&self) -> Result<(), TreeError> {
+    pub(crate) fn check_exportable(&self) -> Result<(), TreeError> {
         match self.running().first() {
             Some(&id) => Err(TreeError::Running(id)),
             None => Ok(()),
@@ -45,7 +45,7 @@ impl SimTree {
     }
 
     /// One node of an export (streamed node by node by the HTTP layer).
-    pub fn export_node(&mut self, id: NodeId) -> Result<NodeExport, TreeError> {
+    pub(crate) fn export_node(&mut self, id: NodeId) -> Result<NodeExport, TreeError> {
         let sim = self.sim(id)?;
         // Stored rows are verified as they are read; an entry that still is not JSON fails the
         // export as it is written, never exported as a silent `null`.
@@ -68,12 +68,12 @@ impl SimTree {
     }
 }
 
-pub const EXPORT_FORMAT: &str = "simtree-export/2";
+pub(crate) const EXPORT_FORMAT: &str = "simtree-export/2";
 
 /// What an export that the server could not finish ends with, before its reason: a control
 /// byte no JSON document holds outside a string, so the file can never pass for a whole export,
 /// and an import recognises it.
-pub const EXPORT_FAILED: &str = "\u{1}simtree export failed: ";
+pub(crate) const EXPORT_FAILED: &str = "\u{1}simtree export failed: ";
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

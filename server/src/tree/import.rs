@@ -73,7 +73,7 @@ pub struct Importer {
 }
 
 /// Sweeps (and explorations) an export may carry at most.
-pub const MAX_EXPORT_SWEEPS: usize = 1000;
+pub(crate) const MAX_EXPORT_SWEEPS: usize = 1000;
 
 impl Importer {
     pub fn new(
@@ -285,7 +285,7 @@ impl Importer {
 /// it with [`Importer::add`]): memory holds one node's JSON at a time, whatever the export's
 /// size. The header fields (`format`, `scenario`, `root`) must come before `nodes`, as exports
 /// write them; `seq` may come before or after.
-pub fn read_export<R: std::io::Read>(
+pub(crate) fn read_export<R: std::io::Read>(
     reader: R,
     limits: &ImportLimits,
     market: Option<Arc<MarketData>>,
@@ -586,17 +586,17 @@ fn cut_short(read: &[u8]) -> std::io::Error {
 /// What an imported tree may claim: the importing server's own limits.
 #[derive(Clone, Copy, Debug)]
 pub struct ImportLimits {
-    pub max_nodes: usize,
-    pub max_turns: u64,
+    pub(crate) max_nodes: usize,
+    pub(crate) max_turns: u64,
     /// The server's memory budget in bytes (`--max-memory-mb`; 0: none), consulted while a
     /// node's log is read.
-    pub max_memory: u64,
+    pub(crate) max_memory: u64,
 }
 
 impl ImportLimits {
     /// What one node (or the fields before the first) may cost decoded: an eighth of the
     /// memory budget, at least 16 MiB; 512 MiB without a budget.
-    pub fn max_part_bytes(&self) -> u64 {
+    pub(crate) fn max_part_bytes(&self) -> u64 {
         match self.max_memory {
             0 => 512 << 20,
             budget => (budget / 8).max(16 << 20),

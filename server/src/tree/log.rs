@@ -123,7 +123,7 @@ impl NodeLog {
     }
 
     /// Releases spare capacity once the node's run is over.
-    pub fn seal(&self) {
+    pub(crate) fn seal(&self) {
         let mut inner = self.lock();
         inner.text.shrink_to_fit();
         inner.ends.shrink_to_fit();
@@ -167,7 +167,7 @@ impl NodeLog {
 
     /// The entries from index `from` on (nothing while the entries are in the store only).
     /// Reads by offset, so a watcher's wake-up costs what it reads, not the log's length.
-    pub fn entries_from(&self, from: usize) -> Vec<String> {
+    pub(crate) fn entries_from(&self, from: usize) -> Vec<String> {
         let inner = self.lock();
         let Some(rest) = inner.ends.get(from..) else {
             return Vec::new();

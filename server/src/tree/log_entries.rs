@@ -18,11 +18,11 @@ use serde::ser::{Error as _, SerializeSeq};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Entries one node's log may hold (a 1,000-turn run of a large scene writes tens of thousands).
-pub const MAX_ENTRIES: usize = 2_000_000;
+pub(crate) const MAX_ENTRIES: usize = 2_000_000;
 /// The longest entry, as compact JSON text.
-pub const MAX_ENTRY_BYTES: usize = 8 << 20;
+pub(crate) const MAX_ENTRY_BYTES: usize = 8 << 20;
 /// The deepest nesting inside an entry (the engine writes five or six levels).
-pub const MAX_DEPTH: usize = 64;
+pub(crate) const MAX_DEPTH: usize = 64;
 /// Entries between two looks at resident memory.
 const CHECK_EVERY: usize = 1 << 14;
 
@@ -36,7 +36,7 @@ thread_local! {
 
 /// Runs `f` (an import's parse) with `budget` as the memory budget; also says whether it
 /// stopped on the budget or a size cap.
-pub fn with_budget<R>(budget: u64, f: impl FnOnce() -> R) -> (R, bool) {
+pub(crate) fn with_budget<R>(budget: u64, f: impl FnOnce() -> R) -> (R, bool) {
     BUDGET.with(|b| b.set(budget));
     OVER.with(|o| o.set(false));
     let r = f();
@@ -50,7 +50,7 @@ fn too_large<E: serde::de::Error>(msg: String) -> E {
 }
 
 /// Records that the running import stopped on a size cap or the budget (it answers 413).
-pub fn mark_too_large() {
+pub(crate) fn mark_too_large() {
     OVER.with(|o| o.set(true));
 }
 

@@ -152,7 +152,7 @@ pub fn question(q: &str) -> Result<String, NoteError> {
 
 /// A node's asks from outside (an import): numbered in order, within the limits, each
 /// question as one typed, and an answer of at most 1 MiB.
-pub fn check_asks(asks: &[Ask]) -> Result<(), NoteError> {
+pub(crate) fn check_asks(asks: &[Ask]) -> Result<(), NoteError> {
     if asks.len() > MAX_ASKS_PER_NODE {
         return Err(NoteError::TooManyAsks(asks.len()));
     }

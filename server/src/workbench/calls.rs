@@ -24,8 +24,8 @@ use crate::trading::agents::{ModelReply, ToolModel};
 use crate::tree::{NodeId, TreeError};
 
 /// Calls a page shows by default, and at most.
-pub const DEFAULT_CALLS_PAGE: u64 = 50;
-pub const MAX_CALLS_PAGE: u64 = 200;
+pub(crate) const DEFAULT_CALLS_PAGE: u64 = 50;
+pub(crate) const MAX_CALLS_PAGE: u64 = 200;
 
 /// One call of the run again: what every call keeps (its request hash, agent and reply, to
 /// match records and count attempts), and its prompt only when it is on the page asked for

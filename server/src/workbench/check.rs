@@ -22,7 +22,7 @@ impl Scenarios<'_> {
     /// `POST /api/documents/check`: the refusal creating a tree of `doc` would give, or what it
     /// would make. An agent-based model is checked by its validator only (building it needs the
     /// Python worker).
-    pub fn check_document(&self, doc: &Value) -> Result<ScenarioChecked, WorkbenchError> {
+    pub(crate) fn check_document(&self, doc: &Value) -> Result<ScenarioChecked, WorkbenchError> {
         let user = read(doc)?;
         if !matches!(user, UserScenario::Abm(_)) {
             let sim = self.instantiate(&user, doc)?;
@@ -36,7 +36,7 @@ impl Scenarios<'_> {
 
     /// `POST /api/documents/preview`: for each role (each agent without one), the first prompt
     /// the first agent of that role sends, from the simulator a tree of `doc` would start with.
-    pub fn preview_document(&self, doc: &Value) -> Result<Vec<RolePrompt>, WorkbenchError> {
+    pub(crate) fn preview_document(&self, doc: &Value) -> Result<Vec<RolePrompt>, WorkbenchError> {
         let user = read(doc)?;
         let Sim::Social(sim) = self.instantiate(&user, doc)? else {
             return Err(RequestError::NoPrompts.into());

@@ -24,10 +24,10 @@ service!(
 );
 
 /// The name the shipped market data is listed under.
-pub const SHIPPED_DATASET: &str = "shipped";
+pub(crate) const SHIPPED_DATASET: &str = "shipped";
 
 /// Uploaded datasets a server keeps at most.
-pub const MAX_DATASETS: usize = 64;
+pub(crate) const MAX_DATASETS: usize = 64;
 
 /// An uploaded dataset: its description, and its data while it is in use.
 pub struct UserDataset {
@@ -39,7 +39,7 @@ pub struct UserDataset {
 }
 
 /// The dataset a scenario document trades on (`episode.dataset`), if it names one.
-pub fn dataset_of(document: &Value) -> Option<&str> {
+pub(crate) fn dataset_of(document: &Value) -> Option<&str> {
     document["episode"]["dataset"].as_str()
 }
 
@@ -116,7 +116,7 @@ impl Core {
 
 impl Datasets<'_> {
     /// `GET /api/datasets`: the shipped data first, then the uploads by name.
-    pub fn dataset_list(&self) -> Vec<DatasetInfo> {
+    pub(crate) fn dataset_list(&self) -> Vec<DatasetInfo> {
         let shipped = self.market.as_ref().map(|m| {
             let rows = m.tickers().iter().filter_map(|t| m.bars(t)).map(<[_]>::len).sum();
             let all: Vec<String> = m.tickers().iter().map(|t| t.to_string()).collect();
@@ -146,12 +146,12 @@ impl Core {
 
 impl Datasets<'_> {
     /// Whether a dataset of that name exists (the shipped one included).
-    pub fn has_dataset(&self, name: &str) -> bool {
+    pub(crate) fn has_dataset(&self, name: &str) -> bool {
         name == SHIPPED_DATASET || self.datasets.contains_key(name)
     }
 
     /// `DELETE /api/datasets/{name}`: refused for the shipped data and while a tree trades on it.
-    pub fn delete_dataset(&self, name: &str) -> Result<(), WorkbenchError> {
+    pub(crate) fn delete_dataset(&self, name: &str) -> Result<(), WorkbenchError> {
         if name == SHIPPED_DATASET {
             return Err(WorkbenchError::ShippedDataset);
         }
@@ -190,7 +190,7 @@ impl Datasets<'_> {
 
 impl Core {
     /// The market a trading episode runs on: the shipped data, or the named upload.
-    pub fn market_for(&self, dataset: Option<&str>) -> Result<Option<Arc<MarketData>>, WorkbenchError> {
+    pub(crate) fn market_for(&self, dataset: Option<&str>) -> Result<Option<Arc<MarketData>>, WorkbenchError> {
         match dataset {
             None | Some(SHIPPED_DATASET) => Ok(self.market.clone()),
             Some(name) => {

@@ -18,12 +18,12 @@ pub struct Drained {
     /// Runs cancelled when the grace period was over.
     pub cancelled: usize,
     /// Runs left to the next leader (jobs still queued or claimed when the grace period was over).
-    pub handed_over: usize,
+    pub(crate) handed_over: usize,
 }
 
 impl Upkeep<'_> {
     /// The runs in flight over every tree in memory.
-    pub fn runs_in_flight(&self) -> usize {
+    pub(crate) fn runs_in_flight(&self) -> usize {
         self.trees.open_handles().iter().map(|t| lock(&t.runs).len()).sum()
     }
 }
@@ -69,7 +69,7 @@ impl Upkeep<'_> {
     /// started meanwhile, e.g. by a sweep, until none is left or a few more seconds passed) —
     /// but the jobs another process will take over ([`Self::to_hand_over`]), which are left as
     /// they are.
-    pub async fn drain(&self, grace: Duration) -> Drained {
+    pub(crate) async fn drain(&self, grace: Duration) -> Drained {
         let mut out = Drained {
             in_flight: self.runs_in_flight(),
             ..Drained::default()

@@ -11,15 +11,10 @@
 
 use simtree_shared::{Estimate, NodeStatus, SimKind};
 
-use super::{RequestLimit, WorkbenchError};
+use super::{RequestLimit, Usage, WorkbenchError};
 use crate::backend::Backend;
 use crate::sim::{ABM_CALLS, CallShape, Sim};
 use crate::tree::{NodeId, SimTree};
-
-service!(
-    /// What runs cost: estimates before a run, usage and provenance after.
-    Usage
-);
 
 /// The tree's recorded history: turns run by nodes that called a provider, and their calls.
 struct History {

@@ -55,7 +55,7 @@ pub struct ExploreData {
     pub replicates: u64,
     pub budget: ExploreBudget,
     /// The most runs it may start (its runs budget or its whole schedule).
-    pub run_cap: u64,
+    pub(crate) run_cap: u64,
     pub status: ExploreStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -449,7 +449,7 @@ impl Studies<'_> {
     /// What `spec` may cost at most (`?estimate=true`): its cap of runs of `turns` from
     /// `parent`, with a warning when its money cannot pay for one call of each candidate (a
     /// start would be refused) or is below the estimate. Nothing is made.
-    pub async fn estimate_explore(
+    pub(crate) async fn estimate_explore(
         &self,
         tree: u64,
         spec: &ExploreSpec,
@@ -536,7 +536,7 @@ impl Core {
 impl Studies<'_> {
     /// Attaches the candidates under `parent`, commits them and starts the rounds; answers
     /// before any run ends. Refused when its money cannot pay for one call of each candidate.
-    pub async fn start_explore(&self, tree: u64, spec: ExploreSpec) -> Result<ExploreStarted, WorkbenchError> {
+    pub(crate) async fn start_explore(&self, tree: u64, spec: ExploreSpec) -> Result<ExploreStarted, WorkbenchError> {
         self.check_explore(tree, &spec)?;
         if let Some(why) = self.explore_money_shortfall(tree, &spec).await? {
             return Err(why.into());
@@ -609,7 +609,7 @@ impl Studies<'_> {
 
     /// Stops a running exploration: no new round starts and its running replicates are
     /// cancelled. Answers once it reads as cancelled.
-    pub async fn cancel_explore(&self, tree: u64, id: u64) -> Result<ExploreTable, WorkbenchError> {
+    pub(crate) async fn cancel_explore(&self, tree: u64, id: u64) -> Result<ExploreTable, WorkbenchError> {
         let handle = self.tree(tree)?;
         let record = handle
             .explores
@@ -641,7 +641,7 @@ impl Studies<'_> {
     /// holds them), that round is ranked, and the halving goes on within the original budget. The
     /// token and money caps start from what its recorded calls already used. Answers once the
     /// re-runs are attached and committed (409 when it is not interrupted).
-    pub fn resume_explore(&self, tree: u64, id: u64) -> Result<ExploreTable, WorkbenchError> {
+    pub(crate) fn resume_explore(&self, tree: u64, id: u64) -> Result<ExploreTable, WorkbenchError> {
         let handle = self.tree(tree)?;
         let old = handle
             .explores
@@ -777,7 +777,7 @@ impl Core {
 }
 
 impl Studies<'_> {
-    pub fn explore_table(&self, tree: u64, id: u64) -> Result<Option<ExploreTable>, WorkbenchError> {
+    pub(crate) fn explore_table(&self, tree: u64, id: u64) -> Result<Option<ExploreTable>, WorkbenchError> {
         let handle = self.tree(tree)?;
         Ok(handle.explores.get(id).map(|r| self.explore_table_of(&handle, &r)))
     }
@@ -785,14 +785,14 @@ impl Studies<'_> {
 
 impl Core {
     /// Every exploration of a tree as stored, for an export.
-    pub fn explore_data(&self, tree: u64) -> Result<Vec<ExploreData>, WorkbenchError> {
+    pub(crate) fn explore_data(&self, tree: u64) -> Result<Vec<ExploreData>, WorkbenchError> {
         Ok(self.tree(tree)?.explores.data())
     }
 }
 
 impl Studies<'_> {
     /// Every exploration of a tree, oldest first.
-    pub fn explore_tables(&self, tree: u64) -> Result<Vec<ExploreTable>, WorkbenchError> {
+    pub(crate) fn explore_tables(&self, tree: u64) -> Result<Vec<ExploreTable>, WorkbenchError> {
         let handle = self.tree(tree)?;
         Ok(handle
             .explores

@@ -20,7 +20,7 @@ use crate::llm::chat::{Message, Role};
 use crate::llm::{BoxFuture, LlmError};
 
 /// The longest description taken.
-pub const MAX_PROMPT_CHARS: usize = 20_000;
+pub(crate) const MAX_PROMPT_CHARS: usize = 20_000;
 /// How many times a document with problems is sent back.
 const MAX_REPAIRS: u32 = 2;
 
@@ -175,7 +175,10 @@ impl StructuredLlm for MockSceneWriter {
 
 impl Scenarios<'_> {
     /// `POST /api/documents/generate`: a custom scene document that passes the document check.
-    pub async fn generate_document(&self, req: GenerateDocumentRequest) -> Result<GeneratedDocument, WorkbenchError> {
+    pub(crate) async fn generate_document(
+        &self,
+        req: GenerateDocumentRequest,
+    ) -> Result<GeneratedDocument, WorkbenchError> {
         let chars = req.prompt.trim().chars().count();
         if chars == 0 {
             return Err(RequestError::EmptyPrompt.into());

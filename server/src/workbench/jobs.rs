@@ -84,8 +84,8 @@ impl Jobs<'_> {
 pub struct JobsConfig {
     pub url: String,
     pub lapse: Duration,
-    pub max_attempts: u64,
-    pub abm_workers: usize,
+    pub(crate) max_attempts: u64,
+    pub(crate) abm_workers: usize,
 }
 
 /// How often a waiting process looks at the queue when no notification woke it.
@@ -207,7 +207,7 @@ impl Core {
     ///
     /// Call it before [`Core::attach_store`], which marks the other runs in flight
     /// `interrupted`: called after it, every run was interrupted already and none is adopted.
-    pub fn enable_jobs(&self, config: JobsConfig) -> Result<(), JobError> {
+    pub(crate) fn enable_jobs(&self, config: JobsConfig) -> Result<(), JobError> {
         let mut q = Queue::connect(&config.url, Lease::this_process(config.lapse), None).map_err(JobError::Open)?;
         if self.store.is_some() {
             tracing::warn!("jobs enabled after the store was attached: no run of the last server is adopted");
@@ -442,7 +442,7 @@ impl Core {
 
     /// Makes this workbench one that runs jobs for others (`simtree worker`): it reads trees
     /// from `store` as they are when a job names them, and writes nothing but its jobs' nodes.
-    pub fn attach_store_for_jobs(&mut self, store: Store) -> Result<(), StoreError> {
+    pub(crate) fn attach_store_for_jobs(&mut self, store: Store) -> Result<(), StoreError> {
         let store = Arc::new(store);
         self.library = super::library::Library::open(store.clone(), self.limits.max_body_bytes)?;
         self.store = Some(store);

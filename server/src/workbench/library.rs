@@ -25,14 +25,14 @@ use crate::sim::{ABM_DEFAULT_STEPS, ScenarioEntry};
 use crate::store::{Store, StoreError, Write, now_ms};
 
 /// Saved scenarios a library holds at most.
-pub const MAX_SAVED_SCENARIOS: usize = 1000;
+pub(crate) const MAX_SAVED_SCENARIOS: usize = 1000;
 /// Versions one saved scenario keeps at most (delete it, or save under another name).
-pub const MAX_VERSIONS: usize = 1000;
+pub(crate) const MAX_VERSIONS: usize = 1000;
 
 /// A saved scenario's name (its id): 1 to 64 of `A-Z a-z 0-9 _ . -`, not starting with `.` or
 /// `-` — so no control characters, no path (`/`, a leading `..`), no `@` (which separates a
 /// version).
-pub fn check_scenario_name(name: &str) -> Result<(), ScenarioNameError> {
+pub(crate) fn check_scenario_name(name: &str) -> Result<(), ScenarioNameError> {
     let bad = |why| {
         Err(ScenarioNameError {
             name: name.to_string(),
@@ -73,7 +73,7 @@ pub enum NameFault {
 }
 
 /// `id` or `id@version` → the id and the version asked for, if any.
-pub fn parse_ref(text: &str) -> Result<(&str, Option<u64>), WorkbenchError> {
+pub(crate) fn parse_ref(text: &str) -> Result<(&str, Option<u64>), WorkbenchError> {
     match text.rsplit_once('@') {
         None => Ok((text, None)),
         Some((id, v)) => match v.parse::<u64>() {
@@ -106,7 +106,7 @@ pub struct Library {
     /// The highest version each id was given, deleted ones included.
     counters: Mutex<HashMap<String, u64>>,
     /// Largest document, in bytes of JSON: the limit inline documents have (the request body).
-    pub max_bytes: usize,
+    pub(crate) max_bytes: usize,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -156,7 +156,7 @@ fn summary_of(id: &str, version: u64, doc: &Value) -> ScenarioSummary {
 
 impl Library {
     /// An empty library kept in memory.
-    pub fn in_memory(max_bytes: usize) -> Library {
+    pub(crate) fn in_memory(max_bytes: usize) -> Library {
         Library {
             store: None,
             entries: Mutex::new(BTreeMap::new()),
@@ -224,7 +224,7 @@ impl Library {
 
     /// Checks a document as an inline one is checked: size, then the kind's validator, then
     /// `check`. Returns the parsed scenario.
-    pub fn check_document(&self, doc: &Value, check: Check<'_>) -> Result<UserScenario, WorkbenchError> {
+    pub(crate) fn check_document(&self, doc: &Value, check: Check<'_>) -> Result<UserScenario, WorkbenchError> {
         let size = doc.to_string().len();
         if size > self.max_bytes {
             return Err(WorkbenchError::DocumentTooLarge {
@@ -411,7 +411,7 @@ impl Library {
 
 /// A shipped scenario's document, in the form `POST /devui/simtree` takes inline (so it can be
 /// saved as a copy and edited).
-pub fn shipped_document(entry: ScenarioEntry<'_>) -> ScenarioDocument {
+pub(crate) fn shipped_document(entry: ScenarioEntry<'_>) -> ScenarioDocument {
     let document = match entry {
         ScenarioEntry::Social(s) => serde_json::to_value(s).unwrap_or(Value::Null),
         ScenarioEntry::Trading(t) => serde_json::to_value(t).unwrap_or(Value::Null),

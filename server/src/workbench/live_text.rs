@@ -18,13 +18,13 @@ use crate::llm::chat::StreamSink;
 use crate::tree::NodeId;
 
 /// The shortest time between two `delta` messages of one node.
-pub const EVERY: Duration = Duration::from_millis(50);
+pub(crate) const EVERY: Duration = Duration::from_millis(50);
 
 /// The most live text of one call sent to watchers.
-pub const MAX_LIVE_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_LIVE_BYTES: usize = 64 * 1024;
 
 /// Messages a tree's delta channel holds for a slow watcher before it misses some.
-pub const DELTA_QUEUE: usize = 256;
+pub(crate) const DELTA_QUEUE: usize = 256;
 
 /// The live text of one running node.
 pub struct NodeStream {
@@ -66,7 +66,7 @@ impl NodeStream {
     }
 
     /// Pacing follows whether `log` (the node's own) is watched.
-    pub fn paced_by(mut self, log: std::sync::Arc<crate::tree::NodeLog>) -> NodeStream {
+    pub(crate) fn paced_by(mut self, log: std::sync::Arc<crate::tree::NodeLog>) -> NodeStream {
         self.log = Some(log);
         self
     }

@@ -23,10 +23,10 @@ service!(
 );
 
 /// Longest search query, in characters.
-pub const MAX_QUERY_CHARS: usize = 256;
+pub(crate) const MAX_QUERY_CHARS: usize = 256;
 /// Hits a page holds by default and at most.
-pub const DEFAULT_LIMIT: u64 = 20;
-pub const MAX_LIMIT: u64 = 200;
+pub(crate) const DEFAULT_LIMIT: u64 = 20;
+pub(crate) const MAX_LIMIT: u64 = 200;
 /// Texts read from the index per search at most (best first); hits beyond are not ranked.
 const MAX_MATCHES: u64 = 5000;
 
@@ -56,7 +56,7 @@ impl Notebook<'_> {
     }
 
     /// `PATCH /devui/simtree/{tree}`: a new name, description, or both, stored before the reply.
-    pub fn edit_tree(&self, tree: u64, edit: &TreeEdit) -> Result<TreeInfo, WorkbenchError> {
+    pub(crate) fn edit_tree(&self, tree: u64, edit: &TreeEdit) -> Result<TreeInfo, WorkbenchError> {
         if edit.name.is_none() && edit.description.is_none() {
             return Err(RequestError::NothingToChange.into());
         }

@@ -45,7 +45,7 @@ pub struct Meta {
 }
 
 /// The longest tree name.
-pub const MAX_NAME_CHARS: usize = 200;
+pub(crate) const MAX_NAME_CHARS: usize = 200;
 
 impl TreeHandle {
     pub(super) fn persist(&self, w: Write) {
@@ -505,7 +505,7 @@ impl Trees<'_> {
     }
 
     /// `GET /devui/simtree/{tree}`: the tree's list entry and the document it was made from.
-    pub fn tree_info(&self, tree: u64) -> Result<TreeInfo, WorkbenchError> {
+    pub(crate) fn tree_info(&self, tree: u64) -> Result<TreeInfo, WorkbenchError> {
         let handle = self.tree(tree)?;
         let mut info = handle.info();
         {
@@ -563,7 +563,7 @@ impl Transfer<'_> {
     /// of any size needs memory for one node at a time. Nothing is listed unless all of it
     /// passes; a refused import leaves no rows. Also returns the export's statement of
     /// provenance as written, unread (see [`Core::provenance_check`]).
-    pub fn import_stream(&self, reader: impl std::io::Read) -> Result<(TreeRef, Option<Value>), WorkbenchError> {
+    pub(crate) fn import_stream(&self, reader: impl std::io::Read) -> Result<(TreeRef, Option<Value>), WorkbenchError> {
         self.writable()?;
         if self.tree_count() >= self.limits.max_trees {
             return Err(Full::Trees(self.limits.max_trees).into());

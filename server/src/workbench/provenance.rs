@@ -11,7 +11,7 @@ use crate::sim::ScenarioEntry;
 use crate::tree::NodeId;
 
 /// The simtree that serves: its version and the commit it was built from.
-pub fn simtree_build() -> String {
+pub(crate) fn simtree_build() -> String {
     format!("{} ({})", env!("CARGO_PKG_VERSION"), env!("SIMTREE_COMMIT"))
 }
 
@@ -44,7 +44,7 @@ fn short(hash: &str) -> &str {
 
 impl Core {
     /// The provenance of `tree`, seen from `node` (its seed and player; the root's for the tree).
-    pub fn provenance(&self, tree: u64, node: NodeId) -> Result<Provenance, WorkbenchError> {
+    pub(crate) fn provenance(&self, tree: u64, node: NodeId) -> Result<Provenance, WorkbenchError> {
         let handle = self.tree(tree)?;
         let (scenario, version, document, sim) = {
             let mut t = handle.lock();
@@ -153,7 +153,11 @@ pub fn compare(statement: Option<&Value>, here: Provenance) -> ProvenanceCheck {
 
 impl Transfer<'_> {
     /// `statement` (an export's, as written) beside what this server states for `tree`.
-    pub fn provenance_check(&self, tree: u64, statement: Option<&Value>) -> Result<ProvenanceCheck, WorkbenchError> {
+    pub(crate) fn provenance_check(
+        &self,
+        tree: u64,
+        statement: Option<&Value>,
+    ) -> Result<ProvenanceCheck, WorkbenchError> {
         Ok(compare(statement, self.provenance(tree, 0)?))
     }
 }

@@ -270,9 +270,9 @@ pub(super) struct Ended {
     pub status: NodeStatus,
     pub error: Option<String>,
     /// The node is still in the tree, its end taken into it (false: deleted while it ran).
-    pub present: bool,
+    pub(crate) present: bool,
     /// Its end could not be stored (the cause): it is not acknowledged.
-    pub unstored: Option<String>,
+    pub(crate) unstored: Option<String>,
     /// Its end is committed already (a worker committed it with its job's end): a flush that
     /// fails concerns only what the serving process wrote beside it, which is kept and retried.
     pub durable: bool,

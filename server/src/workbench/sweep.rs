@@ -231,7 +231,7 @@ pub(super) fn restore_sweeps(handle: &TreeHandle, sweeps: Vec<SweepData>, contin
 impl Studies<'_> {
     /// Lays out `spec` under its `parent` and starts every replicate; answers once they are
     /// attached and committed, not when they end.
-    pub fn start_sweep(&self, tree: u64, spec: SweepSpec) -> Result<SweepStarted, WorkbenchError> {
+    pub(crate) fn start_sweep(&self, tree: u64, spec: SweepSpec) -> Result<SweepStarted, WorkbenchError> {
         let handle = self.tree(tree)?;
         let parent = spec.parent.ok_or(RequestError::NoParent)?;
         if spec.prefix != 0 {
@@ -334,7 +334,11 @@ impl Studies<'_> {
 
     /// What `spec` would cost (`?estimate=true`): its cells × replicates runs of `turns` from
     /// `parent`, checked as a start would check them; nothing is made.
-    pub fn estimate_sweep(&self, tree: u64, spec: &SweepSpec) -> Result<simtree_shared::Estimate, WorkbenchError> {
+    pub(crate) fn estimate_sweep(
+        &self,
+        tree: u64,
+        spec: &SweepSpec,
+    ) -> Result<simtree_shared::Estimate, WorkbenchError> {
         let parent = spec.parent.ok_or(RequestError::NoParent)?;
         let cells = spec.cells()?;
         spec.baseline_index(&cells)?;
@@ -349,7 +353,7 @@ impl Studies<'_> {
     }
 
     /// The table of sweep `id` as it stands; `None` when the tree has no such sweep.
-    pub fn sweep_table(&self, tree: u64, id: u64) -> Result<Option<SweepTable>, WorkbenchError> {
+    pub(crate) fn sweep_table(&self, tree: u64, id: u64) -> Result<Option<SweepTable>, WorkbenchError> {
         let handle = self.tree(tree)?;
         Ok(handle.sweeps.get(id).map(|r| self.priced(&handle, r.table())))
     }
@@ -371,14 +375,14 @@ impl Studies<'_> {
 
 impl Core {
     /// Every sweep of a tree as stored, for an export.
-    pub fn sweep_data(&self, tree: u64) -> Result<Vec<SweepData>, WorkbenchError> {
+    pub(crate) fn sweep_data(&self, tree: u64) -> Result<Vec<SweepData>, WorkbenchError> {
         Ok(self.tree(tree)?.sweeps.data())
     }
 }
 
 impl Studies<'_> {
     /// Every sweep of a tree, oldest first.
-    pub fn sweep_tables(&self, tree: u64) -> Result<Vec<SweepTable>, WorkbenchError> {
+    pub(crate) fn sweep_tables(&self, tree: u64) -> Result<Vec<SweepTable>, WorkbenchError> {
         let handle = self.tree(tree)?;
         Ok(handle
             .sweeps

@@ -22,14 +22,14 @@ service!(
 );
 
 /// Rows a page holds when `limit` is not given, and at most.
-pub const MAX_TABLE_ROWS: u64 = 100_000;
+pub(crate) const MAX_TABLE_ROWS: u64 = 100_000;
 
 /// The fixed columns of a sweep's runs table; the cell's axis values come between `cell` and
 /// `replicate` (an axis named like one of these is written `param:<name>`).
-pub const RUN_COLUMNS: [&str; 8] = ["run", "cell", "replicate", "seed", "node", "step", "variable", "value"];
+pub(crate) const RUN_COLUMNS: [&str; 8] = ["run", "cell", "replicate", "seed", "node", "step", "variable", "value"];
 
 /// The columns of a log table.
-pub const EVENT_COLUMNS: [&str; 8] = ["node", "seq", "step", "time", "agent", "kind", "text", "data"];
+pub(crate) const EVENT_COLUMNS: [&str; 8] = ["node", "seq", "step", "time", "agent", "kind", "text", "data"];
 
 /// How a table is written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,7 +51,7 @@ impl TableFormat {
         )
     }
 
-    pub fn media_type(self) -> &'static str {
+    pub(crate) fn media_type(self) -> &'static str {
         match self {
             TableFormat::Csv => "text/csv; charset=utf-8",
             TableFormat::Ndjson => "application/x-ndjson",
@@ -429,7 +429,7 @@ impl Transfer<'_> {
     /// The runs of sweep `id` of `tree` in long format: per run (cells in the grid's order,
     /// replicates within) its metric rows (`step` empty), then with `series` its own steps'
     /// variables. `None` when the tree has no such sweep.
-    pub fn sweep_runs_table(&self, tree: u64, id: u64, series: bool) -> Result<Option<Table>, WorkbenchError> {
+    pub(crate) fn sweep_runs_table(&self, tree: u64, id: u64, series: bool) -> Result<Option<Table>, WorkbenchError> {
         let Some(table) = super::Studies(self.0).sweep_table(tree, id)? else {
             return Ok(None);
         };
@@ -494,7 +494,7 @@ impl Transfer<'_> {
 
     /// The log of `tree` around `node` in long format, one row per entry (see [`Scope`]), in
     /// node order and, within a node, in the log's order.
-    pub fn log_table(&self, tree: u64, node: NodeId, scope: Scope) -> Result<Table, WorkbenchError> {
+    pub(crate) fn log_table(&self, tree: u64, node: NodeId, scope: Scope) -> Result<Table, WorkbenchError> {
         let handle = self.tree(tree)?;
         let (path, below): (Vec<NodeId>, BTreeSet<NodeId>) = {
             let t = handle.lock();
@@ -542,7 +542,7 @@ impl Transfer<'_> {
 }
 
 /// Writes a table's header line (CSV only; NDJSON has none).
-pub fn write_header(format: TableFormat, columns: &[String], out: &mut Vec<u8>) {
+pub(crate) fn write_header(format: TableFormat, columns: &[String], out: &mut Vec<u8>) {
     if format == TableFormat::Csv {
         let cells: Vec<Value> = columns.iter().map(|c| Value::String(c.clone())).collect();
         write_csv_line(&cells, out);
@@ -550,7 +550,7 @@ pub fn write_header(format: TableFormat, columns: &[String], out: &mut Vec<u8>) 
 }
 
 /// Writes one row.
-pub fn write_row(format: TableFormat, columns: &[String], cells: &[Value], out: &mut Vec<u8>) {
+pub(crate) fn write_row(format: TableFormat, columns: &[String], cells: &[Value], out: &mut Vec<u8>) {
     match format {
         TableFormat::Csv => write_csv_line(cells, out),
         TableFormat::Ndjson => {

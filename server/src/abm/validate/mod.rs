@@ -52,7 +52,7 @@ impl Report {
     }
 
     /// The findings with `prefix` put before every path (e.g. `model.` inside an envelope).
-    pub fn with_prefix(mut self, prefix: &str) -> Self {
+    pub(crate) fn with_prefix(mut self, prefix: &str) -> Self {
         for i in &mut self.issues {
             i.path = format!("{prefix}{}", i.path);
         }
@@ -60,14 +60,14 @@ impl Report {
     }
 
     /// Errors as one line each (for [`super::AbmError::Invalid`]).
-    pub fn error_lines(&self) -> Vec<String> {
+    pub(crate) fn error_lines(&self) -> Vec<String> {
         self.errors().map(ToString::to_string).collect()
     }
 }
 
 /// Validates the model of a document, with paths relative to the document (so `model.…` inside
 /// an envelope). A failure envelope has nothing to check.
-pub fn validate_document(doc: &AbmDocument) -> Report {
+pub(crate) fn validate_document(doc: &AbmDocument) -> Report {
     match doc.model() {
         Some(m) => validate(m).with_prefix(doc.model_path_prefix()),
         None => Report::default(),

@@ -28,7 +28,7 @@ use crate::engine::prompt::SceneText;
 use crate::engine::world::World;
 
 /// The one agent name with chair privileges (upstream compares names, not roles).
-pub const HOST: &str = "Host";
+pub(crate) const HOST: &str = "Host";
 
 /// Scene-specific configuration in a scenario file (none for council).
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -53,12 +53,12 @@ pub struct State {
     #[serde(default)]
     pub votes: IndexMap<String, String>,
     #[serde(default)]
-    pub voting_started: bool,
+    pub(crate) voting_started: bool,
     #[serde(default)]
-    pub voting_completed_announced: bool,
+    pub(crate) voting_completed_announced: bool,
     /// `None` until the first round starts (upstream: key absent); `""` after a round concludes.
     #[serde(default)]
-    pub vote_title: Option<String>,
+    pub(crate) vote_title: Option<String>,
     #[serde(default)]
     pub past_votes: Vec<PastVote>,
     /// Set by `finish_meeting`; ends the simulation.
@@ -369,7 +369,7 @@ impl SceneRules for Council {
 }
 
 /// The prompt text of the actions this scene adds, for the catalogue in `scenes/mod.rs`.
-pub const ACTIONS: &[(ActionKind, &ActionSpec)] = &[
+pub(crate) const ACTIONS: &[(ActionKind, &ActionSpec)] = &[
     (ActionKind::StartVoting, &START_VOTING),
     (ActionKind::FinishMeeting, &FINISH_MEETING),
     (ActionKind::RequestBrief, &REQUEST_BRIEF),
@@ -377,27 +377,27 @@ pub const ACTIONS: &[(ActionKind, &ActionSpec)] = &[
     (ActionKind::Vote, &VOTE),
 ];
 
-pub const START_VOTING: ActionSpec = ActionSpec {
+pub(crate) const START_VOTING: ActionSpec = ActionSpec {
     desc: "(Host) open a voting round on a titled question",
     instruction: "- To open a voting round with a title:\n<Action name=\"start_voting\"><title>[short subject]</title></Action>\n",
 };
 
-pub const FINISH_MEETING: ActionSpec = ActionSpec {
+pub(crate) const FINISH_MEETING: ActionSpec = ActionSpec {
     desc: "(Host) close the council session; this ends the scene",
     instruction: "- To close the session (Host only):\n<Action name=\"finish_meeting\" />\n",
 };
 
-pub const REQUEST_BRIEF: ActionSpec = ActionSpec {
+pub(crate) const REQUEST_BRIEF: ActionSpec = ActionSpec {
     desc: "(Host) get a short neutral briefing from an analyst when the debate stalls or facts are missing; say in 'desc' what topic and angle you need",
     instruction: "- To ask for a private briefing (Host only):\n<Action name=\"request_brief\"><desc>[topic and focus]</desc></Action>\n",
 };
 
-pub const VOTING_STATUS: ActionSpec = ActionSpec {
+pub(crate) const VOTING_STATUS: ActionSpec = ActionSpec {
     desc: "see how the current voting round stands: counts so far and who has not voted",
     instruction: "- To check the voting round:\n<Action name=\"voting_status\" />\n",
 };
 
-pub const VOTE: ActionSpec = ActionSpec {
+pub(crate) const VOTE: ActionSpec = ActionSpec {
     desc: "(member) cast your vote, optionally with a short comment",
     instruction: "- To vote once the round is open:\n<Action name=\"vote\"><vote>yes|no|abstain</vote><comment>[optional]</comment></Action>\n",
 };

@@ -161,7 +161,7 @@ const CATALOGUE: [&[(ActionKind, &ActionSpec)]; 5] = [
 ];
 
 /// An action's default prompt text, from the catalogue of the shared and the scenes' actions.
-pub fn action_spec(kind: ActionKind) -> &'static ActionSpec {
+pub(crate) fn action_spec(kind: ActionKind) -> &'static ActionSpec {
     CATALOGUE
         .iter()
         .flat_map(|list| list.iter())
@@ -173,7 +173,7 @@ pub fn action_spec(kind: ActionKind) -> &'static ActionSpec {
 /// What `GET /api/scene-types` shows of each scene type a document is offered: its actions and
 /// its default prose, as a scene of the type with its default `config` has them (a custom scene
 /// has no default `config`, so no default prose: its document writes all of it).
-pub fn scene_types() -> Vec<SceneTypeInfo> {
+pub(crate) fn scene_types() -> Vec<SceneTypeInfo> {
     SceneKind::OFFERED
         .into_iter()
         .map(|kind| {
@@ -264,7 +264,7 @@ impl Scene {
     }
 
     /// Upstream's scene type string (`simple_chat_scene`, …).
-    pub fn type_name(&self) -> &'static str {
+    pub(crate) fn type_name(&self) -> &'static str {
         match self {
             Scene::SimpleChat(_) => "simple_chat_scene",
             Scene::Council(_) => "council_scene",
@@ -279,7 +279,7 @@ impl Scene {
         each_scene!(self, s => s)
     }
 
-    pub fn rules_mut(&mut self) -> &mut dyn SceneRules {
+    pub(crate) fn rules_mut(&mut self) -> &mut dyn SceneRules {
         each_scene!(self, s => s)
     }
 
@@ -291,7 +291,7 @@ impl Scene {
 
     /// Shallow-assigns `updates` into the scene state. Every key must already exist and the result
     /// must still be a valid state; otherwise nothing changes.
-    pub fn patch_state(&mut self, updates: &Map<String, Value>) -> Result<(), SceneError> {
+    pub(crate) fn patch_state(&mut self, updates: &Map<String, Value>) -> Result<(), SceneError> {
         let mut full = serde_json::to_value(&*self).map_err(|e| SceneError::Unpatchable(e.to_string()))?;
         let state = full
             .get_mut("state")
@@ -414,7 +414,7 @@ pub(crate) fn check_refusals<S: SceneRules + Serialize + ?Sized>(
 }
 
 /// Deserialises a scene config, naming the offending field on error.
-pub fn parse_config<T: DeserializeOwned>(config: Value) -> Result<T, SceneError> {
+pub(crate) fn parse_config<T: DeserializeOwned>(config: Value) -> Result<T, SceneError> {
     let config = if config.is_null() {
         Value::Object(Map::new())
     } else {

@@ -28,9 +28,9 @@ pub struct SimpleChat {
     pub config: serde_json::Map<String, serde_json::Value>,
 }
 
-pub const DESCRIPTION: &str = "This is an online chat room. Behave like a real person in a group chat: post only when you have something worth saying, and feel free to stay quiet.";
+pub(crate) const DESCRIPTION: &str = "This is an online chat room. Behave like a real person in a group chat: post only when you have something worth saying, and feel free to stay quiet.";
 
-pub const GUIDELINES: &str = "Chat guidelines:\n\
+pub(crate) const GUIDELINES: &str = "Chat guidelines:\n\
 - Your patience is limited; long threads wear you out.\n\
 - Let your feelings show naturally in what you write.\n\
 - Do not repeat points you or others have already made.\n\

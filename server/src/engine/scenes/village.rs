@@ -42,7 +42,7 @@ use crate::engine::pyrepr::{py_repr, py_str};
 use crate::engine::world::World;
 
 /// Largest accepted map side; keeps a path search on an unreachable target bounded.
-pub const MAX_SIDE: i64 = 1000;
+pub(crate) const MAX_SIDE: i64 = 1000;
 
 type Xy = (i64, i64);
 
@@ -58,10 +58,10 @@ fn manhattan(a: Xy, b: Xy) -> i64 {
 /// One explicitly stored grid cell. Cells not stored are passable plain ground of cost 1.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Tile {
-    pub passable: bool,
-    pub movement_cost: i64,
-    pub terrain: String,
-    pub resources: IndexMap<String, i64>,
+    pub(crate) passable: bool,
+    pub(crate) movement_cost: i64,
+    pub(crate) terrain: String,
+    pub(crate) resources: IndexMap<String, i64>,
 }
 
 /// A named place on the map (upstream `MapLocation`).
@@ -77,13 +77,13 @@ pub struct Location {
     #[serde(default)]
     pub description: String,
     #[serde(default)]
-    pub resources: IndexMap<String, i64>,
+    pub(crate) resources: IndexMap<String, i64>,
     /// Most agents that can be "in" the place at once; -1 = unlimited.
     #[serde(default = "unlimited")]
-    pub capacity: i64,
+    pub(crate) capacity: i64,
     /// Who is here (upstream `agents_here`); not serialised, as upstream.
     #[serde(skip)]
-    pub occupants: BTreeSet<String>,
+    pub(crate) occupants: BTreeSet<String>,
 }
 
 fn generic() -> String {
@@ -249,7 +249,8 @@ impl GameMap {
         Ok(map)
     }
 
-    pub fn locations(&self) -> &[Location] {
+    #[cfg(test)]
+    pub(crate) fn locations(&self) -> &[Location] {
         &self.locations
     }
 
@@ -258,7 +259,7 @@ impl GameMap {
     }
 
     /// The place at a cell; when two share a cell the later one wins (upstream's grid index).
-    pub fn location_at(&self, xy: Xy) -> Option<&Location> {
+    pub(crate) fn location_at(&self, xy: Xy) -> Option<&Location> {
         self.locations.iter().rev().find(|l| l.xy() == xy)
     }
 
@@ -266,7 +267,7 @@ impl GameMap {
         self.locations.iter_mut().rev().find(|l| l.xy() == xy)
     }
 
-    pub fn tile(&self, xy: Xy) -> Option<&Tile> {
+    pub(crate) fn tile(&self, xy: Xy) -> Option<&Tile> {
         self.tiles.get(&xy)
     }
 
@@ -289,7 +290,7 @@ impl GameMap {
     /// A* over the 4-neighbour grid, exactly as upstream: step cost = the entered tile's
     /// `movement_cost`, Manhattan heuristic, open set popped in `(f, (x, y))` order with stale
     /// entries left in place, neighbours tried as +x, -x, +y, -y. The path includes both ends.
-    pub fn find_path(&self, start: Xy, goal: Xy) -> Option<Vec<Xy>> {
+    pub(crate) fn find_path(&self, start: Xy, goal: Xy) -> Option<Vec<Xy>> {
         use std::cmp::Reverse;
         use std::collections::{BinaryHeap, HashMap};
         if start == goal {
@@ -332,14 +333,14 @@ impl GameMap {
 
     /// Energy units of a path before the scene's multiplier: every entered tile costs its
     /// `movement_cost`, at least 1 (the start tile is free).
-    pub fn path_cost(&self, path: &[Xy]) -> i64 {
+    pub(crate) fn path_cost(&self, path: &[Xy]) -> i64 {
         path.iter()
             .skip(1)
             .fold(0i64, |sum, &xy| sum.saturating_add(self.step_cost(xy).max(1)))
     }
 
     /// Places within `radius` (Manhattan) of a cell, nearest first; ties in (y, x, name) order.
-    pub fn nearby_locations(&self, xy: Xy, radius: i64) -> Vec<&Location> {
+    pub(crate) fn nearby_locations(&self, xy: Xy, radius: i64) -> Vec<&Location> {
         let mut near: Vec<&Location> = self
             .locations
             .iter()
@@ -393,15 +394,15 @@ fn default_chat_range() -> i64 {
 pub struct Config {
     /// Multiplies a path's energy cost (may be fractional).
     #[serde(default = "default_movement_cost")]
-    pub movement_cost: Number,
+    pub(crate) movement_cost: Number,
     /// Manhattan distance within which agents hear each other.
     #[serde(default = "default_chat_range")]
-    pub chat_range: i64,
+    pub(crate) chat_range: i64,
     #[serde(default)]
     pub map: Arc<GameMap>,
     /// Accepted for compatibility and ignored (upstream crashes when it is true).
     #[serde(default)]
-    pub print_map_each_turn: bool,
+    pub(crate) print_map_each_turn: bool,
 }
 
 impl Default for Config {
@@ -911,29 +912,29 @@ impl SceneRules for Village {
 }
 
 /// The prompt text of the actions this scene adds, for the catalogue in `scenes/mod.rs`.
-pub const ACTIONS: &[(ActionKind, &ActionSpec)] = &[
+pub(crate) const ACTIONS: &[(ActionKind, &ActionSpec)] = &[
     (ActionKind::MoveToLocation, &MOVE_TO_LOCATION),
     (ActionKind::LookAround, &LOOK_AROUND),
     (ActionKind::GatherResource, &GATHER_RESOURCE),
     (ActionKind::Rest, &REST),
 ];
 
-pub const MOVE_TO_LOCATION: ActionSpec = ActionSpec {
+pub(crate) const MOVE_TO_LOCATION: ActionSpec = ActionSpec {
     desc: "walk to a named place or to grid coordinates",
     instruction: "- To walk to a named place:\n<Action name=\"move_to_location\"><location>[place name]</location></Action>\n- Or to coordinates:\n<Action name=\"move_to_location\"><x>12</x><y>7</y></Action>\n",
 };
 
-pub const LOOK_AROUND: ActionSpec = ActionSpec {
+pub(crate) const LOOK_AROUND: ActionSpec = ActionSpec {
     desc: "see the places, resources and people around you",
     instruction: "- To look around (the radius is optional):\n<Action name=\"look_around\"><radius>5</radius></Action>\n",
 };
 
-pub const GATHER_RESOURCE: ActionSpec = ActionSpec {
+pub(crate) const GATHER_RESOURCE: ActionSpec = ActionSpec {
     desc: "collect a resource where you stand",
     instruction: "- To collect a resource here:\n<Action name=\"gather_resource\"><resource>[resource name]</resource><amount>[number]</amount></Action>\n",
 };
 
-pub const REST: ActionSpec = ActionSpec {
+pub(crate) const REST: ActionSpec = ActionSpec {
     desc: "recover energy; resting inside a building helps more",
     instruction: "- To rest:\n<Action name=\"rest\" />\n",
 };

@@ -45,12 +45,12 @@ pub struct Config {
     /// Player name → role (`werewolf`, `seer`, `witch`, `villager`, …). Moved into `state.roles`
     /// by [`Werewolf::new`]; agents missing here get their `properties.role`.
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
-    pub role_map: IndexMap<String, String>,
+    pub(crate) role_map: IndexMap<String, String>,
     /// Players who run the game: they never skip a turn, hear the wolves and the witch at night and
     /// are told every secret night action. Anyone named "moderator" (any case) also counts as one,
     /// except for those notices, which go to this list only (as upstream).
     #[serde(default)]
-    pub moderators: Vec<String>,
+    pub(crate) moderators: Vec<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,8 +75,8 @@ impl Phase {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Potions {
-    pub heals_left: i64,
-    pub poisons_left: i64,
+    pub(crate) heals_left: i64,
+    pub(crate) poisons_left: i64,
 }
 
 impl Default for Potions {
@@ -93,7 +93,7 @@ impl Default for Potions {
 #[serde(deny_unknown_fields)]
 pub struct WitchAction {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub poison_target: Option<String>,
+    pub(crate) poison_target: Option<String>,
 }
 
 /// Upstream's state dict, key for key and in the same order.
@@ -103,25 +103,25 @@ pub struct State {
     pub time: i64,
     pub phase: Phase,
     /// Dawns so far; 0 during the first night.
-    pub day_count: i64,
+    pub(crate) day_count: i64,
     pub roles: IndexMap<String, String>,
     pub alive: Vec<String>,
     /// Voter → target, in the order voters first voted (ties go to the target voted first).
-    pub night_kill_votes: IndexMap<String, String>,
-    pub lynch_votes: IndexMap<String, String>,
+    pub(crate) night_kill_votes: IndexMap<String, String>,
+    pub(crate) lynch_votes: IndexMap<String, String>,
     /// Created on a witch's first potion; absent means "both potions left" to the actions but
     /// shows as `0/0` in the status line, as upstream.
-    pub witch_uses: IndexMap<String, Potions>,
-    pub witch_saved: bool,
-    pub witch_actions: IndexMap<String, WitchAction>,
+    pub(crate) witch_uses: IndexMap<String, Potions>,
+    pub(crate) witch_saved: bool,
+    pub(crate) witch_actions: IndexMap<String, WitchAction>,
     /// Turns taken (or skipped) this night, one entry per turn.
-    pub night_spoken: Vec<String>,
+    pub(crate) night_spoken: Vec<String>,
     pub complete: bool,
     pub winner: Option<String>,
     /// Upstream adds this key (always empty) at the first dawn that does not end the game; nothing
     /// reads it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub day_spoken: Option<Vec<String>>,
+    pub(crate) day_spoken: Option<Vec<String>>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -133,11 +133,11 @@ pub struct Werewolf {
     pub config: Config,
 }
 
-pub const DESCRIPTION: &str = "This is a game of Werewolf, a hidden-role deduction game that alternates between night and day. \
+pub(crate) const DESCRIPTION: &str = "This is a game of Werewolf, a hidden-role deduction game that alternates between night and day. \
 Each day has two parts: open discussion first, then voting, which the Moderator opens and closes. \
 At night the werewolves agree on one player to eliminate, the Seer may learn one player's true side, and the Witch may rescue the victim or poison someone, with one potion of each kind for the whole game.";
 
-pub const GUIDELINES: &str = "- Werewolf players: work together quietly, keep your identity hidden, and cast your kill vote at night; you get a single chance to talk and vote each night.\n\
+pub(crate) const GUIDELINES: &str = "- Werewolf players: work together quietly, keep your identity hidden, and cast your kill vote at night; you get a single chance to talk and vote each night.\n\
 - The Seer: choose each night's inspection carefully and steer the day's talk without exposing your role.\n\
 - The Witch: weigh rescuing the victim against poisoning a suspect; each potion can be used only once.\n\
 - Villagers: draw conclusions from what people say and how they vote; do not add confusion.\n\
@@ -176,7 +176,7 @@ impl Werewolf {
     }
 
     /// Listed as a moderator, or simply called "moderator" (any case), as upstream.
-    pub fn is_moderator(&self, name: &str) -> bool {
+    pub(crate) fn is_moderator(&self, name: &str) -> bool {
         self.config.moderators.iter().any(|m| m == name) || name.to_lowercase() == "moderator"
     }
 
@@ -461,7 +461,7 @@ impl Werewolf {
 }
 
 impl State {
-    pub fn is_alive(&self, name: &str) -> bool {
+    pub(crate) fn is_alive(&self, name: &str) -> bool {
         self.alive.iter().any(|n| n == name)
     }
 
@@ -481,7 +481,7 @@ impl State {
 
     /// The wolves' choice tonight: the target most voted by living wolves (the first one voted for
     /// on a tie), unless it is the first night or the target is dead or a wolf.
-    pub fn night_victim(&self) -> Option<String> {
+    pub(crate) fn night_victim(&self) -> Option<String> {
         let votes = tally(
             self.night_kill_votes
                 .iter()
@@ -496,7 +496,7 @@ impl State {
 
     /// Upstream's win check: only roles exactly `werewolf` and exactly `villager` count. Records
     /// the winner and completes the game when a side has won.
-    pub fn check_win(&mut self) -> Option<String> {
+    pub(crate) fn check_win(&mut self) -> Option<String> {
         let count = |role: &str| self.alive.iter().filter(|n| self.role(n) == Some(role)).count();
         let winner = match (count("werewolf"), count("villager")) {
             (0, 0) => "no one",
@@ -705,7 +705,7 @@ impl SceneRules for Werewolf {
 }
 
 /// The prompt text of the actions this scene adds, for the catalogue in `scenes/mod.rs`.
-pub const ACTIONS: &[(ActionKind, &ActionSpec)] = &[
+pub(crate) const ACTIONS: &[(ActionKind, &ActionSpec)] = &[
     (ActionKind::VoteLynch, &VOTE_LYNCH),
     (ActionKind::NightKill, &NIGHT_KILL),
     (ActionKind::Inspect, &INSPECT),
@@ -715,37 +715,37 @@ pub const ACTIONS: &[(ActionKind, &ActionSpec)] = &[
     (ActionKind::CloseVoting, &CLOSE_VOTING),
 ];
 
-pub const VOTE_LYNCH: ActionSpec = ActionSpec {
+pub(crate) const VOTE_LYNCH: ActionSpec = ActionSpec {
     desc: "once voting is open in the day, vote for the player you want lynched; one vote per day",
     instruction: "- To vote for a lynch during the day:\n<Action name=\"vote_lynch\"><target>player name</target></Action>\n",
 };
 
-pub const NIGHT_KILL: ActionSpec = ActionSpec {
+pub(crate) const NIGHT_KILL: ActionSpec = ActionSpec {
     desc: "at night, the werewolves vote for the player they will kill",
     instruction: "- Werewolves only, at night: vote for tonight's kill:\n<Action name=\"night_kill\"><target>player name</target></Action>\n",
 };
 
-pub const INSPECT: ActionSpec = ActionSpec {
+pub(crate) const INSPECT: ActionSpec = ActionSpec {
     desc: "at night, the Seer checks one player and learns whether they are a werewolf",
     instruction: "- Seer only, at night: check a player:\n<Action name=\"inspect\"><target>player name</target></Action>\n",
 };
 
-pub const WITCH_SAVE: ActionSpec = ActionSpec {
+pub(crate) const WITCH_SAVE: ActionSpec = ActionSpec {
     desc: "at night, the Witch rescues tonight's victim; usable once per game",
     instruction: "- Witch only, at night: rescue tonight's victim (one use per game):\n<Action name=\"witch_save\" />\n",
 };
 
-pub const WITCH_POISON: ActionSpec = ActionSpec {
+pub(crate) const WITCH_POISON: ActionSpec = ActionSpec {
     desc: "at night, the Witch poisons one player; usable once per game",
     instruction: "- Witch only, at night: poison a player (one use per game):\n<Action name=\"witch_poison\"><target>player name</target></Action>\n",
 };
 
-pub const OPEN_VOTING: ActionSpec = ActionSpec {
+pub(crate) const OPEN_VOTING: ActionSpec = ActionSpec {
     desc: "the Moderator ends the day discussion and opens voting",
     instruction: "- Moderator only: open voting once the discussion is over:\n<Action name=\"open_voting\" />\n",
 };
 
-pub const CLOSE_VOTING: ActionSpec = ActionSpec {
+pub(crate) const CLOSE_VOTING: ActionSpec = ActionSpec {
     desc: "the Moderator closes voting, settles the lynch and ends the day",
     instruction: "- Moderator only: close voting and end the day:\n<Action name=\"close_voting\" />\n",
 };

@@ -16,15 +16,15 @@ use super::expr::{MAX_LIST_LEN, MAX_STRING_CHARS, PARSE_STACK, Programs};
 use crate::engine::hooks::{Hook, MAX_HOOK_SOURCE_CHARS, defines};
 
 /// The most roles, variables, actions, phases, tallies, outcomes, endings or metrics.
-pub const MAX_ITEMS: usize = 100;
+pub(crate) const MAX_ITEMS: usize = 100;
 /// The most parameters, effects, requirements, transitions or enum values of one item.
-pub const MAX_PER_ITEM: usize = 20;
+pub(crate) const MAX_PER_ITEM: usize = 20;
 /// The most characters of a name.
-pub const MAX_NAME_CHARS: usize = 40;
+pub(crate) const MAX_NAME_CHARS: usize = 40;
 /// The most passes a phase may last (`rounds`, `max_rounds`).
-pub const MAX_ROUNDS: u32 = 1000;
+pub(crate) const MAX_ROUNDS: u32 = 1000;
 /// The most characters a `string` parameter may allow.
-pub const MAX_PARAM_CHARS: u32 = 4000;
+pub(crate) const MAX_PARAM_CHARS: u32 = 4000;
 
 /// Why an action, an effect or a branch op was refused: the message the actor (or the op's
 /// sender) reads.
@@ -48,7 +48,7 @@ fn err<T>(path: impl Into<String>, message: impl Into<String>) -> Result<T, Cust
 }
 
 /// An agent's role is one of the document's.
-pub fn check_role(doc: &CustomScene, path: &str, role: &str) -> Result<(), CustomError> {
+pub(crate) fn check_role(doc: &CustomScene, path: &str, role: &str) -> Result<(), CustomError> {
     known(path, "role", role, doc.roles.iter().map(|r| r.name.clone()))
 }
 
@@ -67,7 +67,11 @@ pub fn check(doc: &CustomScene) -> Result<Programs, CustomError> {
 /// The effects a hook returned, checked as a document's are (an actor's when `actor`, else a
 /// phase's) and their expressions compiled, on a thread with the parser's stack. The error
 /// names the effect's index and its field (`2`, `set.var: no variable is named 'x'…`).
-pub fn hook_effects(doc: &CustomScene, effects: &[Effect], actor: bool) -> Result<Programs, (usize, CustomError)> {
+pub(crate) fn hook_effects(
+    doc: &CustomScene,
+    effects: &[Effect],
+    actor: bool,
+) -> Result<Programs, (usize, CustomError)> {
     let who = if actor { Who::Actor } else { Who::Phase };
     on_parse_stack(|| {
         let mut c = Checker {
@@ -175,7 +179,7 @@ fn known(path: &str, what: &str, name: &str, names: impl Iterator<Item = String>
 
 /// A value of `ty` with `value`'s content, as it is kept: an int as an integer, a number as a
 /// float; lists of scalars and strings within their bounds.
-pub fn coerce(ty: VarType, value: &Value) -> Result<Value, Refused> {
+pub(crate) fn coerce(ty: VarType, value: &Value) -> Result<Value, Refused> {
     let want = || Refused(format!("{} is not a value of type {}", short(value), ty.name()));
     match (ty, value) {
         (VarType::Int, Value::Number(n)) => match (n.as_i64(), n.as_f64()) {

@@ -21,27 +21,27 @@ use cel::{Context, Env, ExecutionError, Program};
 use serde_json::Value;
 
 /// The most characters of one expression.
-pub const MAX_EXPR_CHARS: usize = 500;
+pub(crate) const MAX_EXPR_CHARS: usize = 500;
 /// The deepest nesting of one expression's text: brackets, `?:` conditionals and prefix
 /// operators (counted before parsing).
-pub const MAX_EXPR_DEPTH: usize = 16;
+pub(crate) const MAX_EXPR_DEPTH: usize = 16;
 /// The deepest nesting of a parsed expression (`1 + 1 + 1` is three deep). Evaluation recurses
 /// once per level; 20 levels run within 1 MiB of stack in a debug build.
-pub const MAX_TREE_DEPTH: usize = 20;
+pub(crate) const MAX_TREE_DEPTH: usize = 20;
 /// The stack of the thread a document's expressions are parsed on: the parser takes far more
 /// stack per level than evaluation (about 150 KiB in a debug build), more than a runtime
 /// worker thread has.
-pub const PARSE_STACK: usize = 64 << 20;
+pub(crate) const PARSE_STACK: usize = 64 << 20;
 /// The most list macros (`all`, `exists`, `exists_one`, `map`, `filter`) in one expression.
-pub const MAX_MACROS: usize = 2;
+pub(crate) const MAX_MACROS: usize = 2;
 /// The most items of a list value (a variable, or what an expression computes to store).
-pub const MAX_LIST_LEN: usize = 200;
+pub(crate) const MAX_LIST_LEN: usize = 200;
 /// The most characters of a string value.
-pub const MAX_STRING_CHARS: usize = 10_000;
+pub(crate) const MAX_STRING_CHARS: usize = 10_000;
 
 /// The names an expression may use: the state's parts, and `params` in an action's
 /// `require`, effects and `say` texts.
-pub const NAMES: [&str; 9] = [
+pub(crate) const NAMES: [&str; 9] = [
     "vars", "me", "agents", "agent", "phase", "round", "turn", "tallies", "params",
 ];
 
@@ -175,7 +175,7 @@ fn entry(e: &IdedEntryExpr) -> Vec<&IdedExpr> {
 
 /// Checks `text` against the bounds, then parses it and checks its depth and the names it
 /// uses. Call it on a thread with [`PARSE_STACK`].
-pub fn compile(text: &str) -> Result<Program, ExprError> {
+pub(crate) fn compile(text: &str) -> Result<Program, ExprError> {
     let chars = text.chars().count();
     if chars > MAX_EXPR_CHARS {
         return Err(ExprError::TooLong(chars));
@@ -249,7 +249,7 @@ impl<'a> Scope<'a> {
     }
 
     /// Evaluates `text` (compiled when the document was read) to JSON.
-    pub fn eval(&self, text: &str) -> Result<Value, ExprError> {
+    pub(crate) fn eval(&self, text: &str) -> Result<Value, ExprError> {
         let eval_err = |message: String| ExprError::Eval {
             text: text.to_string(),
             message,
@@ -278,7 +278,7 @@ impl<'a> Scope<'a> {
     }
 }
 
-pub fn type_error(text: &str, got: &Value, want: &'static str) -> ExprError {
+pub(crate) fn type_error(text: &str, got: &Value, want: &'static str) -> ExprError {
     let mut got = got.to_string();
     if got.len() > 80 {
         got.truncate(got.floor_char_boundary(77));
@@ -325,7 +325,7 @@ fn sum(Arguments(args): Arguments) -> Result<cel::Value, ExecutionError> {
 }
 
 /// JSON as CEL: integers as `int`, other numbers as `double`, objects as maps.
-pub fn to_cel(v: &Value) -> cel::Value {
+pub(crate) fn to_cel(v: &Value) -> cel::Value {
     match v {
         Value::Null => cel::Value::Null,
         Value::Bool(b) => cel::Value::Bool(*b),
@@ -351,7 +351,7 @@ pub fn to_cel(v: &Value) -> cel::Value {
 pub struct NoJson(String);
 
 /// A CEL value as JSON; what has no JSON form is an error.
-pub fn from_cel(v: &cel::Value) -> Result<Value, NoJson> {
+pub(crate) fn from_cel(v: &cel::Value) -> Result<Value, NoJson> {
     Ok(match v {
         cel::Value::Null => Value::Null,
         cel::Value::Bool(b) => Value::Bool(*b),

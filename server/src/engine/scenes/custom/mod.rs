@@ -44,7 +44,7 @@ pub const MARKER: &str = "Of the actions listed under Available Actions, the lat
      now; each takes exactly the fields its usage shows.";
 
 /// The sentence in its place when the document turns status lines off (`status_lines: false`).
-pub const MARKER_QUIET: &str = "Each action listed under Available Actions takes exactly the fields its usage shows; \
+pub(crate) const MARKER_QUIET: &str = "Each action listed under Available Actions takes exactly the fields its usage shows; \
      one that is not open now is refused with the reason.";
 
 /// Whether a system prompt is a custom scene's (it carries one of the two closing sentences).
@@ -54,8 +54,8 @@ pub fn marks(system: &str) -> bool {
 
 /// Where a status line lists the moves open to its agent now (last in the line), and the agents
 /// still in the game once someone is out (up to the next `;`).
-pub const OPEN_NOW: &str = "moves open now: ";
-pub const IN_THE_GAME: &str = "in the game: ";
+pub(crate) const OPEN_NOW: &str = "moves open now: ";
+pub(crate) const IN_THE_GAME: &str = "in the game: ";
 
 /// One agent as the scene sees it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -206,7 +206,7 @@ impl Custom {
     }
 
     /// The `scene_var_set` op: a variable set to a value of its type (`agent` for a per-agent one).
-    pub fn set_var(&mut self, name: &str, value: &Value, agent: Option<&str>) -> Result<(), Refused> {
+    pub(crate) fn set_var(&mut self, name: &str, value: &Value, agent: Option<&str>) -> Result<(), Refused> {
         let def = self.doc().variables.iter().find(|v| v.name == name).ok_or_else(|| {
             let names: Vec<&str> = self.doc().variables.iter().map(|v| v.name.as_str()).collect();
             Refused(format!("unknown variable '{name}' (variables: {})", names.join(", ")))
@@ -227,7 +227,7 @@ impl Custom {
     }
 
     /// The `agent_role_set` op: an agent takes another role of the document.
-    pub fn set_role(&mut self, agent: &str, role: &str) -> Result<(), Refused> {
+    pub(crate) fn set_role(&mut self, agent: &str, role: &str) -> Result<(), Refused> {
         if !self.doc().roles.iter().any(|r| r.name == role) {
             let names: Vec<&str> = self.doc().roles.iter().map(|r| r.name.as_str()).collect();
             return Err(Refused(format!("unknown role '{role}' (roles: {})", names.join(", "))));
@@ -344,7 +344,7 @@ impl Custom {
     // ---- hooks ----
 
     /// Whether the document carries Python hooks.
-    pub fn has_hooks(&self) -> bool {
+    pub(crate) fn has_hooks(&self) -> bool {
         self.config.hooks.is_some()
     }
 

@@ -148,7 +148,7 @@ pub struct Combo {
     pub m: Option<u32>,
     /// Highest attached pair of an airplane with pairs (informational only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pair_top: Option<Rank>,
+    pub(crate) pair_top: Option<Rank>,
 }
 
 pub(super) fn hand_tokens(hand: &Hand) -> Vec<&'static str> {
@@ -172,7 +172,7 @@ fn consecutive(ranks: &[Rank]) -> bool {
 
 /// Classifies a play (spec §1.10.4 rules 1–13, first match wins); `None` is an illegal play.
 /// Eight of a kind is a bomb only with two decks.
-pub fn evaluate(cards: &[Rank], two_decks: bool) -> Option<Combo> {
+pub(crate) fn evaluate(cards: &[Rank], two_decks: bool) -> Option<Combo> {
     let n = cards.len();
     let counts = count_ranks(cards);
     let ranks: Vec<Rank> = counts.keys().copied().collect();
@@ -268,7 +268,7 @@ pub fn evaluate(cards: &[Rank], two_decks: bool) -> Option<Combo> {
 }
 
 /// Whether `new` beats the current `lead`.
-pub fn can_beat(new: &Combo, lead: &Combo) -> bool {
+pub(crate) fn can_beat(new: &Combo, lead: &Combo) -> bool {
     use ComboType::{Bomb, Rocket};
     match (new.kind, lead.kind) {
         (Rocket, _) => true,

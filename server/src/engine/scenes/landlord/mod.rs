@@ -33,7 +33,8 @@ use simtree_shared::LandlordDeal;
 mod cards;
 mod state;
 
-pub use cards::{Combo, ComboType, Hand, Rank, can_beat, evaluate};
+pub use cards::{Combo, ComboType, Hand, Rank};
+pub(crate) use cards::{can_beat, evaluate};
 use cards::{count_ranks, hand_tokens};
 use state::check_decks;
 pub use state::{Config, Lead, Phase, Stage, State, Team};
@@ -106,7 +107,7 @@ impl Landlord {
     }
 
     /// A player's cards as tokens in rank order, space separated ("" when empty).
-    pub fn hand_text(&self, name: &str) -> String {
+    pub(crate) fn hand_text(&self, name: &str) -> String {
         self.hand(name).map(hand_tokens).unwrap_or_default().join(" ")
     }
 
@@ -653,7 +654,7 @@ impl SceneRules for Landlord {
 }
 
 /// The prompt text of the actions this scene adds, for the catalogue in `scenes/mod.rs`.
-pub const ACTIONS: &[(ActionKind, &ActionSpec)] = &[
+pub(crate) const ACTIONS: &[(ActionKind, &ActionSpec)] = &[
     (ActionKind::CallLandlord, &CALL_LANDLORD),
     (ActionKind::RobLandlord, &ROB_LANDLORD),
     (ActionKind::Pass, &PASS),
@@ -662,32 +663,32 @@ pub const ACTIONS: &[(ActionKind, &ActionSpec)] = &[
     (ActionKind::NoDouble, &NO_DOUBLE),
 ];
 
-pub const CALL_LANDLORD: ActionSpec = ActionSpec {
+pub(crate) const CALL_LANDLORD: ActionSpec = ActionSpec {
     desc: "in the call stage of bidding, claim the landlord seat for yourself",
     instruction: "- To call the landlord while bidding is in its call stage:\n<Action name=\"call_landlord\" />\n",
 };
 
-pub const ROB_LANDLORD: ActionSpec = ActionSpec {
+pub(crate) const ROB_LANDLORD: ActionSpec = ActionSpec {
     desc: "in the rob stage, take the landlord seat from whoever holds it; the multiplier doubles",
     instruction: "- To rob the landlord after a call (one chance per player):\n<Action name=\"rob_landlord\" />\n",
 };
 
-pub const PASS: ActionSpec = ActionSpec {
+pub(crate) const PASS: ActionSpec = ActionSpec {
     desc: "decline: no call or no rob while bidding, or let the current lead stand while playing",
     instruction: "- To pass (decline a call or rob, or skip beating the lead):\n<Action name=\"pass\" />\n",
 };
 
-pub const PLAY_CARDS: ActionSpec = ActionSpec {
+pub(crate) const PLAY_CARDS: ActionSpec = ActionSpec {
     desc: "put down a legal combination from your hand; when following, it has to beat the lead",
     instruction: "- To play cards, list their rank tokens separated by spaces:\n<Action name=\"play_cards\"><cards>7 7 7 4</cards></Action>\nRank tokens: 3 4 5 6 7 8 9 10 J Q K A 2 SJ BJ\n",
 };
 
-pub const DOUBLE: ActionSpec = ActionSpec {
+pub(crate) const DOUBLE: ActionSpec = ActionSpec {
     desc: "in the doubling stage, raise the stakes: the multiplier doubles",
     instruction: "- To double in the doubling stage:\n<Action name=\"double\" />\n",
 };
 
-pub const NO_DOUBLE: ActionSpec = ActionSpec {
+pub(crate) const NO_DOUBLE: ActionSpec = ActionSpec {
     desc: "in the doubling stage, keep the stakes as they are",
     instruction: "- To decline doubling in the doubling stage:\n<Action name=\"no_double\" />\n",
 };

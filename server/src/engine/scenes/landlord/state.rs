@@ -59,8 +59,8 @@ impl Team {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Lead {
     #[serde(flatten)]
-    pub combo: Combo,
-    pub owner: String,
+    pub(crate) combo: Combo,
+    pub(crate) owner: String,
 }
 
 /// Scene configuration in a scenario file. The shuffle uses the simulator's seeded RNG (the
@@ -70,7 +70,7 @@ pub struct Lead {
 pub struct Config {
     /// 1 (54 cards: 13 each, 2 bottom) or 2 (108 cards: 25 each, 8 bottom).
     #[serde(default = "one_deck", deserialize_with = "deck_count")]
-    pub num_decks: u8,
+    pub(crate) num_decks: u8,
 }
 
 impl Default for Config {
@@ -121,25 +121,25 @@ pub struct State {
     /// a patch cannot make a hand that takes gigabytes to print.
     #[serde(deserialize_with = "checked_hands")]
     pub hands: IndexMap<String, Hand>,
-    pub bidding_stage: Stage,
+    pub(crate) bidding_stage: Stage,
     /// Seat whose turn it is to call; in the rob stage, where the search for the next robber starts.
-    pub bid_turn_index: usize,
-    pub landlord_candidate: Option<String>,
+    pub(crate) bid_turn_index: usize,
+    pub(crate) landlord_candidate: Option<String>,
     pub landlord: Option<String>,
-    pub farmers: Vec<String>,
+    pub(crate) farmers: Vec<String>,
     /// Seat whose turn it is while playing.
-    pub current_turn: usize,
-    pub leading_combo: Option<Lead>,
-    pub passes_since_play: u32,
+    pub(crate) current_turn: usize,
+    pub(crate) leading_combo: Option<Lead>,
+    pub(crate) passes_since_play: u32,
     pub score_multiplier: u64,
-    pub rob_eligible: Vec<String>,
-    pub rob_acted: IndexMap<String, bool>,
+    pub(crate) rob_eligible: Vec<String>,
+    pub(crate) rob_acted: IndexMap<String, bool>,
     /// Whether each player has played any cards (spring / counter-spring).
-    pub played_flags: IndexMap<String, bool>,
+    pub(crate) played_flags: IndexMap<String, bool>,
     /// Whether each player has already sent its one message this turn.
-    pub turn_msg_used: IndexMap<String, bool>,
-    pub doubling_order: Vec<String>,
-    pub doubling_acted: IndexMap<String, bool>,
+    pub(crate) turn_msg_used: IndexMap<String, bool>,
+    pub(crate) doubling_order: Vec<String>,
+    pub(crate) doubling_acted: IndexMap<String, bool>,
     pub complete: bool,
     pub winner_team: Option<Team>,
 }
