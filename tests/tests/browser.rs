@@ -3811,9 +3811,11 @@ async fn slow_streaming_provider() -> String {
                 json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
                 json!({"choices": [], "usage": usage})
             ));
+            // About six seconds a reply: long enough for a loaded machine's browser to draw the
+            // node running before its run ends.
             let stream = futures_util::stream::unfold(events.into_iter(), |mut it| async move {
                 let e = it.next()?;
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                tokio::time::sleep(Duration::from_millis(200)).await;
                 Some((Ok::<_, std::io::Error>(e), it))
             });
             ([("content-type", "text/event-stream")], axum::body::Body::from_stream(stream)).into_response()
