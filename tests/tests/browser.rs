@@ -3836,6 +3836,11 @@ async fn the_live_reply_grows_in_studio_and_the_node_view_before_the_node_finish
         let node = k as u64 + 1;
         b.open(&format!("/{page}/{t}")).await;
         b.wait_css("g.node[data-id='0']").await;
+        // A run streams only while someone watches the tree: its socket must be open first (on
+        // a loaded machine the graph can be drawn before it is, and an unwatched 1-turn run
+        // ends at once).
+        b.wait_css("#conn.live").await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
         let server = &b.server;
         let run = async { server.post_advance(t, 0, 1).await };
         let watch = async {
