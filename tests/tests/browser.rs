@@ -5057,3 +5057,78 @@ async fn a_cancelled_node_is_drawn_and_named_cancelled_not_done_live_and_after_a
     assert_eq!(b.page_errors().await, Vec::<String>::new());
     b.finish("trust_cancelled").await;
 }
+
+/// A page on another origin (a notebook's, say) that shows `src` in an iframe; returns the
+/// It serves until the test ends.
+async fn framing_page(listener: tokio::net::TcpListener, src: String) {
+    let html = format!(
+        "<!doctype html><title>notebook</title><iframe id=\"f\" src=\"{src}\" width=\"900\" height=\"600\"></iframe>"
+    );
+    let app = axum::Router::new().route(
+        "/",
+        axum::routing::get(move || async move { axum::response::Html(html) }),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await.ok() });
+}
+
+/// What the frame of the page at `page` shows: its location once loaded (a blocked frame is
+/// Chromium's error page), and whether the tree's root is drawn in it.
+async fn framed(b: &Browser, page: &str) -> (String, bool) {
+    b.client.goto(page).await.expect("goto");
+    b.wait_css("#f").await;
+    // A frame refused by its headers never draws the graph: give an allowed one time to.
+    let mut drawn = false;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut href = String::new();
+    while Instant::now() < deadline {
+        b.client.enter_frame(0).await.expect("enter the frame");
+        href = b
+            .js("return location.href;")
+            .await
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        drawn = b.js("return !!document.querySelector(\"g.node[data-id='0']\");").await == json!(true);
+        b.client.enter_parent_frame().await.expect("leave the frame");
+        if drawn {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    (href, drawn)
+}
+
+#[tokio::test]
+async fn the_ui_refuses_to_be_framed_by_default_and_works_framed_by_an_allowed_origin() {
+    for allow in [false, true] {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let origin = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
+        let flags: Vec<&str> = if allow {
+            vec!["--allow-framing", &origin]
+        } else {
+            vec![]
+        };
+        let Some(b) = Browser::start(&flags).await else { return };
+        let t = b.server.create("simple_chat").await;
+        framing_page(listener, b.server.url(&format!("/simtree/{t}"))).await;
+        let (href, drawn) = framed(&b, &format!("{origin}/")).await;
+        if allow {
+            assert!(
+                drawn,
+                "allowed origin {origin}: the framed tree page drew no root (frame at {href})"
+            );
+            assert!(href.starts_with(&b.server.base), "{href}");
+        } else {
+            assert!(
+                !drawn,
+                "framed by {origin} without --allow-framing, and the tree was drawn"
+            );
+            assert!(
+                href.starts_with("chrome-error://"),
+                "a refused frame shows the browser's error page: {href}"
+            );
+        }
+        b.finish(if allow { "framing_allowed" } else { "framing_refused" })
+            .await;
+    }
+}
