@@ -306,3 +306,42 @@ async fn scene_types_show_each_catalogue_and_its_default_prose() {
             .any(|a| a["name"] == "vote")
     );
 }
+
+/// A council's chair is the document's to name (`scene.config.chair`): a jury's foreperson
+/// opens its vote and is named in every prompt, and no "Host" appears; a chair who is not an
+/// agent, or a config key the council does not have, is refused at its path.
+#[tokio::test]
+async fn a_council_names_its_own_chair_and_a_chair_who_is_no_agent_is_refused() {
+    let s = Server::start_with(&[]);
+    let mut doc = council();
+    doc["agents"][0]["name"] = json!("Foreperson");
+    doc["scene"]["config"] = json!({"chair": "Foreperson"});
+    let tree = s.post("/devui/simtree", &json!({"scenario": doc})).await;
+    assert_eq!(tree.0, 200, "{}", tree.1);
+    let t = tree.1["id"].as_u64().unwrap();
+    let node = advance(&s, t, 0, 2).await;
+    let prompts = system_prompts(&s, t, node).await;
+    assert!(!prompts.is_empty());
+    for p in &prompts {
+        assert!(p.contains("while Foreperson chairs the session"), "{p}");
+        assert!(!p.contains("the Host"), "{p}");
+    }
+
+    let trees = s.get("/devui/simtree").await.1;
+    for (config, expected) in [
+        (
+            json!({"chair": "Judge"}),
+            "scenario: scene.config.chair: 'Judge' is not an agent of this scene",
+        ),
+        (
+            json!({"chairs": "Host"}),
+            "scenario: scene.config: chairs: unknown field `chairs`, expected `chair`",
+        ),
+    ] {
+        let mut doc = council();
+        doc["scene"]["config"] = config;
+        let (st, r) = s.post("/devui/simtree", &json!({"scenario": doc})).await;
+        assert_eq!((st, r["detail"].as_str()), (422, Some(expected)), "{r}");
+    }
+    assert_eq!(s.get("/devui/simtree").await.1, trees, "no tree was made");
+}

@@ -1,7 +1,7 @@
 //! council (upstream `council_scene`): a legislative chamber built on the simple_chat room. Members
 //! debate a draft by posting messages; the Host chairs, may fetch a private brief from the LLM,
 //! opens a voting round, and closes the session. The round concludes by itself once every member
-//! (every agent not named exactly `Host`) has voted (spec §1.10.2, §1.6.4).
+//! (every agent but the chair — `Host`, or `config.chair`) has voted (spec §1.10.2, §1.6.4).
 //!
 //! Deliberate differences from upstream:
 //! * `complete` (set by `finish_meeting`) lives in the serialised state, so a clone of a finished
@@ -16,8 +16,8 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use simtree_shared::{Ballot, BriefSource};
 
-use super::SceneRules;
 use super::simple_chat;
+use super::{SceneError, SceneRules};
 use crate::engine::action::{
     ActionCtx, ActionKind, ActionResult, ActionSpec, Handled, Outcome, handle_common, required,
 };
@@ -27,13 +27,18 @@ use crate::engine::memory::{Message, Role};
 use crate::engine::prompt::SceneText;
 use crate::engine::world::World;
 
-/// The one agent name with chair privileges (upstream compares names, not roles).
+/// The agent with chair privileges unless the document names another (upstream compares names,
+/// not roles).
 pub(crate) const HOST: &str = "Host";
 
-/// Scene-specific configuration in a scenario file (none for council).
+/// Scene-specific configuration in a scenario file: `{"chair": name}`, the agent who chairs
+/// (opens votes, asks for briefs, never votes; "Host" when absent), named so in the prose.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Config {}
+pub struct Config {
+    #[serde(default)]
+    pub(crate) chair: Option<String>,
+}
 
 /// The tally of one concluded voting round, kept in `past_votes`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -73,6 +78,18 @@ pub struct Council {
     pub state: State,
     #[serde(default)]
     pub config: serde_json::Map<String, serde_json::Value>,
+    /// The chair's name (`config.chair`); left out when it is the Host, so stored councils read
+    /// the same either way.
+    #[serde(default = "host", skip_serializing_if = "is_host")]
+    pub chair: String,
+}
+
+fn host() -> String {
+    HOST.to_string()
+}
+
+fn is_host(name: &String) -> bool {
+    name == HOST
 }
 
 const COUNCIL_DESCRIPTION: &str = "The room is the chamber of a legislative council: the representatives debate a draft ordinance while the Host chairs the session and keeps order.";
@@ -106,7 +123,7 @@ fn fallback_brief(desc: &str) -> String {
 }
 
 impl Council {
-    pub fn new(name: String, initial_event: String, _config: Config) -> Self {
+    pub fn new(name: String, initial_event: String, config: Config) -> Self {
         Council {
             name,
             initial_event,
@@ -120,7 +137,26 @@ impl Council {
                 complete: false,
             },
             config: Default::default(),
+            chair: config.chair.unwrap_or_else(host),
         }
+    }
+
+    /// The chair as the prose names them: "the Host" (upstream's words), else their name.
+    fn the_chair(&self) -> String {
+        if is_host(&self.chair) {
+            "the Host".to_string()
+        } else {
+            self.chair.clone()
+        }
+    }
+
+    /// Upper-cased at the start of a sentence.
+    fn the_chair_starting(&self) -> String {
+        let mut s = self.the_chair();
+        if let Some(first) = s.get_mut(0..1) {
+            first.make_ascii_uppercase();
+        }
+        s
     }
 
     fn announce(&self, world: &mut World, text: String) {
@@ -144,7 +180,10 @@ impl Council {
         self.state.voting_completed_announced = false;
         self.announce(
             world,
-            format!("The Host has initiated the voting round: {title}. Please cast your votes now."),
+            format!(
+                "{} has initiated the voting round: {title}. Please cast your votes now.",
+                self.the_chair_starting()
+            ),
         );
         world.feedback(ctx.actor, &format!("Voting started: {title}"));
         let summary = format!("{name} started the voting: {title}");
@@ -152,7 +191,7 @@ impl Council {
     }
 
     fn voting_status(&self, ctx: &ActionCtx, world: &mut World) -> Handled {
-        let members = members(world);
+        let members = self.members(world);
         if !self.state.voting_started {
             world.feedback(ctx.actor, "Voting has not started.");
             return Ok(Outcome::ok(
@@ -203,8 +242,9 @@ impl Council {
 
     fn request_brief(&self, ctx: &ActionCtx, world: &mut World) -> Handled {
         let name = ctx.actor_name(world).to_string();
-        if name != HOST {
-            let error = "Only the Host can use request_brief.";
+        if name != self.chair {
+            let error = format!("Only {} can use request_brief.", self.the_chair());
+            let error = error.as_str();
             world.feedback(ctx.actor, error);
             return Ok(Outcome::fail(
                 ActionResult::error(error),
@@ -239,7 +279,12 @@ impl Council {
         if self.state.votes.contains_key(&name) {
             return fail(world, "You have already voted.");
         }
-        let Some(ballot) = ctx.call.get("vote").and_then(Ballot::parse).filter(|_| name != HOST) else {
+        let Some(ballot) = ctx
+            .call
+            .get("vote")
+            .and_then(Ballot::parse)
+            .filter(|_| name != self.chair)
+        else {
             return fail(world, "Invalid vote or role.");
         };
         let vote = ballot.as_str();
@@ -259,7 +304,7 @@ impl Council {
             world,
         );
 
-        let members = members(world).len();
+        let members = self.members(world).len();
         if members > 0 && self.state.votes.len() >= members && !self.state.voting_completed_announced {
             let (yes, no, abstain) = self.tally();
             // Passing needs a strict majority of all members, abstentions included.
@@ -308,16 +353,16 @@ impl Council {
         let count = |v: &str| self.state.votes.values().filter(|x| x.as_str() == v).count();
         (count("yes"), count("no"), count("abstain"))
     }
-}
 
-/// Every agent that may vote, in agent order.
-fn members(world: &World) -> Vec<String> {
-    world
-        .agents
-        .iter()
-        .filter(|a| a.name != HOST)
-        .map(|a| a.name.clone())
-        .collect()
+    /// Every agent that may vote (all but the chair), in agent order.
+    fn members(&self, world: &World) -> Vec<String> {
+        world
+            .agents
+            .iter()
+            .filter(|a| a.name != self.chair)
+            .map(|a| a.name.clone())
+            .collect()
+    }
 }
 
 impl SceneRules for Council {
@@ -332,14 +377,30 @@ impl SceneRules for Council {
     }
     fn text(&self) -> SceneText {
         SceneText {
-            description: format!("{}\n{COUNCIL_DESCRIPTION}", simple_chat::DESCRIPTION),
-            guidelines: format!("{}\n{COUNCIL_GUIDELINES}", simple_chat::GUIDELINES),
+            description: format!(
+                "{}\n{}",
+                simple_chat::DESCRIPTION,
+                COUNCIL_DESCRIPTION.replace("the Host", &self.the_chair())
+            ),
+            guidelines: format!(
+                "{}\n{}",
+                simple_chat::GUIDELINES,
+                COUNCIL_GUIDELINES.replace("the Host", &self.the_chair())
+            ),
             examples: String::new(),
             ..SceneText::default()
         }
     }
     fn scene_actions(&self, _agent: &Agent) -> Vec<ActionKind> {
         vec![ActionKind::SendMessage, ActionKind::Yield, ActionKind::VotingStatus]
+    }
+    /// A chair the document names must be one of its agents (a council without a `Host` agent
+    /// is upstream's and stays allowed: nobody chairs it).
+    fn pre_run(&mut self, world: &mut World) -> Result<(), SceneError> {
+        if !is_host(&self.chair) && world.agent_index(&self.chair).is_none() {
+            return Err(SceneError::UnknownChair(self.chair.clone()));
+        }
+        Ok(())
     }
     fn is_complete(&self) -> bool {
         self.state.complete
@@ -357,7 +418,7 @@ impl SceneRules for Council {
     /// The brief's two-message request, only for the Host with a `desc` (anyone else fails
     /// without an LLM call; a missing `desc` is an error before the call, as upstream).
     fn llm_request(&self, ctx: &ActionCtx, world: &World) -> Option<Vec<Message>> {
-        if ctx.kind != ActionKind::RequestBrief || ctx.actor_name(world) != HOST {
+        if ctx.kind != ActionKind::RequestBrief || ctx.actor_name(world) != self.chair {
             return None;
         }
         let desc = ctx.call.get("desc")?;
@@ -412,7 +473,7 @@ mod tests {
     use crate::engine::ordering::Ordering;
     use crate::engine::parse::ActionCall;
     use crate::engine::scenes::{Refused, Scene, check_refusal};
-    use crate::engine::simulator::{SimOptions, Simulator};
+    use crate::engine::simulator::{BuildError, SimOptions, Simulator};
     use crate::llm::MockClient;
     use crate::scenario::Scenario;
 
@@ -439,6 +500,103 @@ mod tests {
 
     fn act(c: &mut Council, w: &mut World, actor: &str, call: ActionCall) -> Handled {
         crate::engine::scenes::act_as(c, w, actor, &call)
+    }
+
+    /// A jury chaired by its foreperson (`config.chair`) and the three members.
+    fn chaired(chair: &str) -> Result<(Council, World), BuildError> {
+        let mut agents = vec![Agent::new(
+            "Foreperson",
+            vec![ActionKind::StartVoting, ActionKind::RequestBrief],
+        )];
+        agents.extend(MEMBERS.iter().map(|n| Agent::new(*n, vec![ActionKind::Vote])));
+        let config: Config = serde_json::from_value(json!({"chair": chair})).unwrap();
+        let scene = Scene::Council(Council::new("jury".into(), "Evidence.".into(), config));
+        let sim = Simulator::build(
+            agents,
+            scene,
+            Ordering::Sequential { names: vec![], idx: 0 },
+            SimOptions::default(),
+        )?;
+        let Scene::Council(council) = sim.scene else {
+            unreachable!()
+        };
+        let mut world = sim.world;
+        world.pending.clear();
+        Ok((council, world))
+    }
+
+    #[test]
+    fn a_document_names_its_chair_who_opens_the_vote_never_votes_and_is_named_in_the_prose() {
+        let (mut c, mut w) = chaired("Foreperson").unwrap();
+        let text = c.text();
+        assert!(
+            text.description.contains("while Foreperson chairs the session"),
+            "{}",
+            text.description
+        );
+        assert!(
+            text.guidelines.contains("before Foreperson has explicitly opened"),
+            "{}",
+            text.guidelines
+        );
+        assert!(!text.description.contains("Host") && !text.guidelines.contains("Host"));
+        let o = act(
+            &mut c,
+            &mut w,
+            "Foreperson",
+            ActionCall::new("start_voting").with("title", "Guilty?"),
+        )
+        .unwrap();
+        assert!(o.success);
+        assert_eq!(
+            drain(&mut w).1,
+            ["Public Event: Foreperson has initiated the voting round: Guilty?. Please cast your votes now."]
+        );
+        // The chair does not vote, and the round ends when the three members have.
+        let refused = act(
+            &mut c,
+            &mut w,
+            "Foreperson",
+            ActionCall::new("vote").with("vote", "yes"),
+        )
+        .unwrap();
+        assert!(!refused.success);
+        for m in MEMBERS {
+            act(&mut c, &mut w, m, ActionCall::new("vote").with("vote", "no")).unwrap();
+        }
+        assert_eq!(c.state.past_votes.len(), 1, "{:?}", c.state);
+        drain(&mut w);
+        // Only the chair may ask for a brief; the refusal names them.
+        act(
+            &mut c,
+            &mut w,
+            "Rep. A",
+            ActionCall::new("request_brief").with("desc", "x"),
+        )
+        .unwrap();
+        assert_eq!(
+            said_to(&drain(&mut w).0, "Rep. A"),
+            ["Only Foreperson can use request_brief."]
+        );
+        // Stored with its chair; a stored council without one is chaired by the Host.
+        let stored = serde_json::to_value(&c).unwrap();
+        assert_eq!(stored["chair"], "Foreperson");
+        let host = Council::new("c".into(), "e".into(), Config::default());
+        assert!(serde_json::to_value(&host).unwrap().get("chair").is_none());
+        let mut old = stored.clone();
+        old.as_object_mut().unwrap().remove("chair");
+        assert_eq!(serde_json::from_value::<Council>(old).unwrap().chair, HOST);
+    }
+
+    #[test]
+    fn a_chair_who_is_not_an_agent_is_refused() {
+        let Err(e) = chaired("Judge") else {
+            panic!("a chair who is not an agent was accepted")
+        };
+        assert_eq!(
+            e.to_string(),
+            "scene.config.chair: 'Judge' is not an agent of this scene"
+        );
     }
 
     /// Feedback lines each agent received since the last call, plus the queued broadcast texts.

@@ -48,6 +48,9 @@ pub enum SceneError {
     /// Landlord: a table of other than four players.
     #[error("the landlord scene needs exactly 4 agents, got {0}")]
     Players(usize),
+    /// Council: `config.chair` names no agent of the scene.
+    #[error("scene.config.chair: '{0}' is not an agent of this scene")]
+    UnknownChair(String),
     /// Village: a map side of zero or beyond the limit (`what` is `width` or `height`).
     #[error("map {what} must be between 1 and {max}, got {side}", max = village::MAX_SIDE)]
     MapSide { what: &'static str, side: i64 },
