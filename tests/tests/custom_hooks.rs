@@ -322,3 +322,60 @@ fn simtree_run_plays_a_hooked_document_on_its_own_worker_and_refuses_a_bad_sourc
     );
     assert!(stdout.is_empty(), "nothing ran: {stdout}");
 }
+
+/// An import carries its hooks' source inside each node's simulator: it is checked in the
+/// sandbox as a created tree's is (422 at `scene.config.hooks.source`), and a node whose hooks
+/// differ from the root's (no branch changes them) is refused; nothing is listed either way.
+#[tokio::test]
+async fn an_import_checks_its_hooks_as_creating_a_tree_does() {
+    let s = server(&[]);
+    let tree = create(&s, doc(), 7).await;
+    advance(&s, tree, 0, 2).await;
+    let export = simtree_e2e::text(&s, &format!("/devui/simtree/{tree}/export")).await;
+    let source = doc()["scene"]["config"]["hooks"]["source"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let encoded = serde_json::to_string(&source).unwrap();
+    let copies = export.matches(&encoded).count();
+    assert!(
+        copies >= 2,
+        "the export carries the source in each node's simulator ({copies})"
+    );
+    let trees = s.get("/devui/simtree").await.1;
+
+    let bad = serde_json::to_string("def on_phase_end(state, phase, rng)\n    return []\n").unwrap();
+    let (st, r) = s
+        .post_raw(
+            "/devui/simtree/import",
+            "application/json",
+            export.replace(&encoded, &bad),
+        )
+        .await;
+    assert_eq!(st, 422, "{r}");
+    assert!(
+        r["detail"]
+            .as_str()
+            .unwrap()
+            .contains("scene.config.hooks.source: not valid Python: line 1"),
+        "{r}"
+    );
+
+    // Only the last copy changed (a later node's simulator): its hooks differ from the root's.
+    let at = export.rfind(&encoded).unwrap();
+    let other = serde_json::to_string(&format!("{source}\n# changed\n")).unwrap();
+    let differing = format!("{}{other}{}", &export[..at], &export[at + encoded.len()..]);
+    let (st, r) = s.post_raw("/devui/simtree/import", "application/json", differing).await;
+    assert_eq!(st, 422, "{r}");
+    assert!(
+        r["detail"]
+            .as_str()
+            .unwrap()
+            .contains("rule hooks differ from the root's"),
+        "{r}"
+    );
+    assert_eq!(s.get("/devui/simtree").await.1, trees, "nothing was listed");
+    // The export as it was imports.
+    let (st, r) = s.post_raw("/devui/simtree/import", "application/json", export).await;
+    assert_eq!(st, 200, "{r}");
+}

@@ -64,9 +64,14 @@ impl Core {
     /// if need be: a document with hooks is refused where they could not run, or where they
     /// are not Python defining a hook (422 at `scene.config.hooks.source`).
     pub(super) fn check_hooks(&self, sim: &Sim) -> Result<(), WorkbenchError> {
-        let Some(source) = sim.hook_source() else {
-            return Ok(());
-        };
+        match sim.hook_source() {
+            Some(source) => self.check_hook_source(source),
+            None => Ok(()),
+        }
+    }
+
+    /// [`Core::check_hooks`] for a hook source already taken out of its simulator.
+    pub(super) fn check_hook_source(&self, source: &str) -> Result<(), WorkbenchError> {
         let pool = self.abm_pool()?;
         hooks::check_source(&pool, source).map_err(|e| match e {
             HookSourceError::Refused(c) => WorkbenchError::HookRefused(c),

@@ -576,6 +576,9 @@ impl Transfer<'_> {
         };
         let store = self.store.clone();
         let mut kind = None;
+        // The root's rule hooks, checked as creating a tree checks them; a branch cannot change
+        // them, so a node whose hooks differ is refused.
+        let mut hooks: Option<Option<String>> = None;
         let mut dedupe = store.as_ref().map(|_| crate::chunks::Dedupe::default());
         let mut ancestors: std::collections::HashMap<NodeId, Vec<NodeId>> = Default::default();
         // Where each imported node's agents' memories end: what a node added is indexed.
@@ -588,10 +591,20 @@ impl Transfer<'_> {
         let result = crate::tree::read_export(reader, &limits, self.market.clone(), |importer, n| {
             let node = importer.add(n)?;
             let id_n = node.id;
-            if kind.is_none()
-                && let Some(sim) = &node.sim
-            {
-                kind = Some(sim.sim_kind());
+            if let Some(sim) = &node.sim {
+                if kind.is_none() {
+                    kind = Some(sim.sim_kind());
+                }
+                let source = sim.hook_source();
+                match &hooks {
+                    None => hooks = Some(source.map(str::to_string)),
+                    Some(root) if root.as_deref() != source => {
+                        return Err(TreeError::InvalidOp(format!(
+                            "node {id_n}: its scene's rule hooks differ from the root's (no branch changes them)"
+                        )));
+                    }
+                    Some(_) => {}
+                }
             }
             if let Some(store) = &store {
                 let sim = node.sim.clone().expect("an imported node has its simulator");
@@ -693,9 +706,17 @@ impl Transfer<'_> {
             }
             Ok((importer.finish(store.as_ref().map(|_| self.source(id)))?, jobs))
         });
+        let kind = kind.unwrap_or(SimKind::Social);
         let tree = tree
             .map_err(WorkbenchError::from)
             .and_then(|(tree, (sweeps, explores))| {
+                if let Some(Some(source)) = &hooks {
+                    self.check_hook_source(source)?;
+                }
+                if kind == SimKind::Abm {
+                    // Imported models run on the worker like created ones; start it now, not mid-run.
+                    self.abm_pool()?;
+                }
                 let sweeps = imported::<SweepData>("sweeps", sweeps, &tree)?;
                 let explores = imported::<ExploreData>("explores", explores, &tree)?;
                 Ok(((sweeps, explores), tree))
@@ -710,11 +731,6 @@ impl Transfer<'_> {
                 return Err(e);
             }
         };
-        let kind = kind.unwrap_or(SimKind::Social);
-        if kind == SimKind::Abm {
-            // Imported models run on the worker like created ones; start it now, not mid-run.
-            self.abm_pool()?;
-        }
         let now = now_ms();
         let (name, description) = label;
         let name = name.unwrap_or_else(|| tree.scenario.clone());
