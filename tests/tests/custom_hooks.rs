@@ -379,3 +379,25 @@ async fn an_import_checks_its_hooks_as_creating_a_tree_does() {
     let (st, r) = s.post_raw("/devui/simtree/import", "application/json", export).await;
     assert_eq!(st, 200, "{r}");
 }
+
+/// Without bubblewrap, hooks and models are refused before anything is made, with the way
+/// out named; nothing runs unsandboxed and the server goes on serving.
+#[tokio::test]
+async fn without_bubblewrap_hooked_documents_and_models_are_refused_and_name_the_way_out() {
+    let s = Server::start_env(&[], &[("SIMTREE_BWRAP", "/nonexistent/bwrap")]);
+    let trees = s.get("/devui/simtree").await.1;
+    for body in [json!({"scenario": doc()}), json!({"scenario": "sir_network"})] {
+        let (st, r) = s.post("/devui/simtree", &body).await;
+        let detail = r["detail"].as_str().unwrap_or_default();
+        assert_eq!(st, 503, "{r}");
+        assert!(
+            detail.contains("/nonexistent/bwrap is not installed") && detail.contains("--unsafe-abm"),
+            "{r}"
+        );
+    }
+    let (st, r) = s.post("/api/documents/check", &json!({"document": doc()})).await;
+    assert_eq!(st, 503, "{r}");
+    assert_eq!(s.get("/devui/simtree").await.1, trees, "no tree was made");
+    let t = s.create("simple_chat").await;
+    advance(&s, t, 0, 1).await;
+}

@@ -67,8 +67,11 @@ impl Sandbox {
     }
 }
 
-/// The program that builds the sandbox.
-const BWRAP: &str = "bwrap";
+/// The program that builds the sandbox: `$SIMTREE_BWRAP`, else `bwrap` as the worker's `PATH`
+/// finds it.
+fn bwrap() -> PathBuf {
+    std::env::var_os("SIMTREE_BWRAP").map_or_else(|| PathBuf::from("bwrap"), PathBuf::from)
+}
 /// Size of the sandbox's `/tmp`.
 pub(crate) const TMP_BYTES: u64 = 64 << 20;
 /// Processes and threads one worker may have (Python, numpy's and Mesa's threads included).
@@ -112,7 +115,7 @@ pub(crate) fn worker_command(
                 .file_name()
                 .ok_or_else(|| AbmError::Spawn(format!("{} is not a file name", script.display())))?;
             let python = sandboxed_python(python)?;
-            let mut cmd = bwrap_command(Path::new(BWRAP), &python, Some(&absolute(dir)?))?;
+            let mut cmd = bwrap_command(&bwrap(), &python, Some(&absolute(dir)?))?;
             let no_exec = pass_fd(&mut cmd, &Filters::compile()?.no_exec)?;
             cmd.arg(&python)
                 .arg("-u")
@@ -250,7 +253,7 @@ fn absolute(p: &Path) -> Result<PathBuf, AbmError> {
 pub fn probe(python: &Path, sandbox: Sandbox) -> Result<(), AbmError> {
     match sandbox {
         Sandbox::Unsafe => Ok(()),
-        Sandbox::Bwrap => probe_with(Path::new(BWRAP), python),
+        Sandbox::Bwrap => probe_with(&bwrap(), python),
     }
 }
 
@@ -410,7 +413,7 @@ mod tests {
 
     #[test]
     fn the_sandbox_command_clears_the_environment_of_bwrap_itself() {
-        let cmd = bwrap_command(Path::new(BWRAP), Path::new("/usr/bin/env"), None).unwrap();
+        let cmd = bwrap_command(Path::new("bwrap"), Path::new("/usr/bin/env"), None).unwrap();
         let envs: Vec<_> = cmd.get_envs().collect();
         // env_clear plus exactly the allowlist: nothing of this process's environment is passed.
         assert_eq!(envs.len(), allowed_env().len(), "{envs:?}");
