@@ -13,7 +13,9 @@
 //! store (the scenario library, datasets, a tree's description and version, asks, search),
 //! path by path, checked the same way; from 2026-11-26b on they include a tree's money budget and
 //! the explorations of a tree (one finished, one interrupted by a SIGKILL while it ran); from
-//! 2026-11-29b on (schema 16) a scene the user wrote (`custom_ultimatum`) forked by its own op.
+//! 2026-11-29b on (schema 16) a scene the user wrote (`custom_ultimatum`) forked by its own op;
+//! from 2026-11-29c on that scene's prose rewritten by a branch (`scene_prose_set`) and a
+//! council whose document names its chair.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -29,6 +31,7 @@ const RELEASES: &[&str] = &[
     "release-2026-11-26b",
     "release-2026-11-29",
     "release-2026-11-29b",
+    "release-2026-11-29c",
 ];
 
 fn fixtures() -> PathBuf {
@@ -360,8 +363,35 @@ async fn populate(s: &Server, all_scenes: bool, small_abm: bool) -> u64 {
             let set =
                 json!({"parent": 0, "ops": [{"op": "scene_var_set", "name": "payoff", "agent": "Pat", "value": 7}]});
             child(s, &format!("/devui/simtree/{id}/branch"), set).await;
+            // Its prose rewritten by a branch (from 2026-11-29c on), then played on.
+            let prose = json!({"parent": n, "ops": [{"op": "scene_prose_set", "prose": {
+                "description": "A market stall: one trader names a split, the other takes it or walks.",
+                "rules": "- Be brief."}}]});
+            let p = child(s, &format!("/devui/simtree/{id}/branch"), prose).await;
+            child(
+                s,
+                &format!("/devui/simtree/{id}/advance"),
+                json!({"parent": p, "turns": 2}),
+            )
+            .await;
         }
     }
+    // A council whose document names its chair (from 2026-11-29c on).
+    let mut chaired: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixtures().join("../../../assets/scenarios/council.json")).unwrap(),
+    )
+    .unwrap();
+    chaired["agents"][0]["name"] = json!("Speaker");
+    chaired["scene"]["config"] = json!({"chair": "Speaker"});
+    let id = ok(s, "/devui/simtree", json!({"scenario": chaired})).await["id"]
+        .as_u64()
+        .unwrap();
+    child(
+        s,
+        &format!("/devui/simtree/{id}/advance"),
+        json!({"parent": 0, "turns": 4}),
+    )
+    .await;
 
     let trading: &[&str] = if all_scenes {
         &["momentum_tech", "llm_trader"]
