@@ -212,11 +212,13 @@ impl<'a> Validator<'a> {
 
     // -- declarations: names, sourceNames, agent types --
 
-    fn declare(&mut self, source_name: &'a str, expected: &str, path: &str, name: &str, npath: &str) {
+    /// The declaration at `path` of `name`, whose sourceName must be `kind` then the name.
+    fn declare(&mut self, source_name: &'a str, kind: &str, path: &str, name: &str) {
+        let expected = format!("{kind}{name}");
         if !is_identifier(name) {
             self.error(
                 "bad-identifier",
-                npath,
+                format!("{path}.name"),
                 format!("'{name}' is not a valid identifier (letters, digits, underscore)"),
             );
         }
@@ -243,48 +245,24 @@ impl<'a> Validator<'a> {
         let m = self.m;
         for (i, v) in m.global_variables.items().iter().enumerate() {
             let path = format!("globalVariables[{i}]");
-            self.declare(
-                &v.source_name,
-                &format!("globalVariable.{}", v.name),
-                &path,
-                &v.name,
-                &format!("{path}.name"),
-            );
+            self.declare(&v.source_name, "globalVariable.", &path, &v.name);
             self.globals.entry(&v.name).or_insert((path.clone(), v.var_type));
         }
         for (i, f) in m.global_functions.items().iter().enumerate() {
             let path = format!("globalFunctions[{i}]");
-            self.declare(
-                &f.source_name,
-                &format!("globalFunction.{}", f.name),
-                &path,
-                &f.name,
-                &format!("{path}.name"),
-            );
+            self.declare(&f.source_name, "globalFunction.", &path, &f.name);
             self.functions
                 .entry(&f.name)
                 .or_insert((path.clone(), f.function_inputs.get().map(Vec::as_slice)));
         }
         for (i, a) in m.environment.environment_attributes.items().iter().enumerate() {
             let path = format!("environment.environmentAttributes[{i}]");
-            self.declare(
-                &a.source_name,
-                &format!("environment.environmentAttribute.{}", a.name),
-                &path,
-                &a.name,
-                &format!("{path}.name"),
-            );
+            self.declare(&a.source_name, "environment.environmentAttribute.", &path, &a.name);
             self.env_attrs.entry(&a.name).or_insert((path.clone(), a.var_type));
         }
         for (i, b) in m.environment.environment_behaviors.items().iter().enumerate() {
             let path = format!("environment.environmentBehaviors[{i}]");
-            self.declare(
-                &b.source_name,
-                &format!("environment.environmentBehavior.{}", b.name),
-                &path,
-                &b.name,
-                &format!("{path}.name"),
-            );
+            self.declare(&b.source_name, "environment.environmentBehavior.", &path, &b.name);
             self.env_behaviors.entry(&b.name).or_insert(path.clone());
         }
         for ((g, i), t) in m.agent_types() {
@@ -317,10 +295,9 @@ impl<'a> Validator<'a> {
                 let apath = format!("{path}.agentAttributes[{k}]");
                 self.declare(
                     &a.source_name,
-                    &format!("agent.{name}.agentAttribute.{}", a.name),
+                    &format!("agent.{name}.agentAttribute."),
                     &apath,
                     &a.name,
-                    &format!("{apath}.name"),
                 );
                 if RESERVED_AGENT_ATTRIBUTES.contains(&a.name.as_str()) {
                     self.error(
@@ -339,13 +316,7 @@ impl<'a> Validator<'a> {
             }
             for (k, b) in t.agent_behaviors.items().iter().enumerate() {
                 let bpath = format!("{path}.agentBehaviors[{k}]");
-                self.declare(
-                    &b.source_name,
-                    &format!("agent.{name}.agentBehavior.{}", b.name),
-                    &bpath,
-                    &b.name,
-                    &format!("{bpath}.name"),
-                );
+                self.declare(&b.source_name, &format!("agent.{name}.agentBehavior."), &bpath, &b.name);
                 info.behaviors.entry(&b.name).or_insert(bpath);
             }
             self.types.push((name, info));
@@ -597,24 +568,8 @@ impl<'a> Validator<'a> {
                 }
                 _ => None,
             };
-            match expected {
-                None => self.error(
-                    "type-mismatch",
-                    format!("{path}.sourceName"),
-                    format!("a {} cannot be an initialization step", r.kind()),
-                ),
-                Some(e) if e != item.item_type => self.error(
-                    "type-mismatch",
-                    format!("{path}.type"),
-                    format!(
-                        "is {} but '{}' is a {}",
-                        json_name(&item.item_type),
-                        item.source_name,
-                        r.kind()
-                    ),
-                ),
-                _ => {}
-            }
+            let refused = format!("a {} cannot be an initialization step", r.kind());
+            self.step_type(&path, expected, &item.item_type, &item.source_name, &r, refused);
         }
         for (name, t) in &self.types {
             if !counted.contains(name) {
@@ -643,24 +598,30 @@ impl<'a> Validator<'a> {
                 SourceRef::GlobalFunction(_) => Some(ScheduleType::GlobalFunction),
                 _ => None,
             };
-            match expected {
-                None => self.error(
-                    "type-mismatch",
-                    format!("{path}.sourceName"),
-                    format!("a {} cannot be scheduled; schedule behaviors and functions", r.kind()),
-                ),
-                Some(e) if e != item.item_type => self.error(
-                    "type-mismatch",
-                    format!("{path}.type"),
-                    format!(
-                        "is {} but '{}' is a {}",
-                        json_name(&item.item_type),
-                        item.source_name,
-                        r.kind()
-                    ),
-                ),
-                _ => {}
-            }
+            let refused = format!("a {} cannot be scheduled; schedule behaviors and functions", r.kind());
+            self.step_type(&path, expected, &item.item_type, &item.source_name, &r, refused);
+        }
+    }
+
+    /// A scheduler step's `type` against what its `sourceName` is: `expected` is the type that
+    /// source allows (`None`: it cannot be such a step, `refused` says why).
+    fn step_type<T: PartialEq + Serialize>(
+        &mut self,
+        path: &str,
+        expected: Option<T>,
+        given: &T,
+        source_name: &str,
+        r: &SourceRef,
+        refused: String,
+    ) {
+        match expected {
+            None => self.error("type-mismatch", format!("{path}.sourceName"), refused),
+            Some(e) if e != *given => self.error(
+                "type-mismatch",
+                format!("{path}.type"),
+                format!("is {} but '{source_name}' is a {}", json_name(given), r.kind()),
+            ),
+            _ => {}
         }
     }
 
@@ -805,77 +766,61 @@ impl<'a> Validator<'a> {
                     format!("the code does not define '{fname}' (def {fname}(…)); the runner uses the function it does define"),
                 );
             }
-            for (off, ident) in dotted(&clean, "globalVariable.") {
-                if !self.globals.contains_key(ident.as_str()) {
-                    self.warn(
-                        "undeclared-variable",
-                        path,
-                        format!(
-                            "line {}: globalVariable.{ident} is not declared in globalVariables",
-                            line_of(code, off)
+            let unknown = |prefix: &str, known: &dyn Fn(&str) -> bool| unknown_refs(code, &clean, prefix, known);
+            let model =
+                |i: &str| MODEL_BUILTINS.contains(&i) || self.globals.contains_key(i) || assigned_model.contains(i);
+            let environment =
+                |i: &str| i == "model" || self.env_attrs.contains_key(i) || self.env_behaviors.contains_key(i);
+            let assigned = if *is_env { assigned_self(&clean) } else { HashSet::new() };
+            let refs = [
+                (
+                    "globalVariable.",
+                    unknown("globalVariable.", &|i| self.globals.contains_key(i)),
+                ),
+                (
+                    "globalFunction.",
+                    unknown("globalFunction.", &|i| self.functions.contains_key(i)),
+                ),
+                ("model.", unknown("model.", &model)),
+                (
+                    "environment.",
+                    unknown("environment.", &|i| environment(i) || assigned_env.contains(i)),
+                ),
+                (
+                    "self.",
+                    if *is_env {
+                        unknown("self.", &|i| environment(i) || assigned.contains(i))
+                    } else {
+                        Vec::new()
+                    },
+                ),
+            ];
+            for (prefix, found) in refs {
+                for (line, ident) in found {
+                    let what = format!("line {line}: {prefix}{ident}");
+                    match prefix {
+                        "globalVariable." => self.warn(
+                            "undeclared-variable",
+                            path,
+                            format!("{what} is not declared in globalVariables"),
                         ),
-                    );
-                }
-            }
-            for (off, ident) in dotted(&clean, "globalFunction.") {
-                if !self.functions.contains_key(ident.as_str()) {
-                    self.error(
-                        "unknown-function",
-                        path,
-                        format!(
-                            "line {}: globalFunction.{ident} is not defined in globalFunctions",
-                            line_of(code, off)
+                        "globalFunction." => self.error(
+                            "unknown-function",
+                            path,
+                            format!("{what} is not defined in globalFunctions"),
                         ),
-                    );
-                }
-            }
-            for (off, ident) in dotted(&clean, "model.") {
-                if !MODEL_BUILTINS.contains(&ident.as_str())
-                    && !self.globals.contains_key(ident.as_str())
-                    && !assigned_model.contains(&ident)
-                {
-                    self.warn(
-                        "undeclared-variable",
-                        path,
-                        format!(
-                            "line {}: model.{ident} is neither Mesa's nor declared (a global variable is globalVariable.{ident})",
-                            line_of(code, off)
-                        ),
-                    );
-                }
-            }
-            for (off, ident) in dotted(&clean, "environment.") {
-                if ident != "model"
-                    && !self.env_attrs.contains_key(ident.as_str())
-                    && !self.env_behaviors.contains_key(ident.as_str())
-                    && !assigned_env.contains(&ident)
-                {
-                    self.warn(
-                        "undeclared-variable",
-                        path,
-                        format!(
-                            "line {}: environment.{ident} is not an environment attribute or behavior",
-                            line_of(code, off)
-                        ),
-                    );
-                }
-            }
-            if *is_env {
-                let assigned = assigned_self(&clean);
-                for (off, ident) in dotted(&clean, "self.") {
-                    if ident != "model"
-                        && !self.env_attrs.contains_key(ident.as_str())
-                        && !self.env_behaviors.contains_key(ident.as_str())
-                        && !assigned.contains(&ident)
-                    {
-                        self.warn(
+                        "model." => self.warn(
                             "undeclared-variable",
                             path,
                             format!(
-                                "line {}: self.{ident} is not an environment attribute or behavior",
-                                line_of(code, off)
+                                "{what} is neither Mesa's nor declared (a global variable is globalVariable.{ident})"
                             ),
-                        );
+                        ),
+                        _ => self.warn(
+                            "undeclared-variable",
+                            path,
+                            format!("{what} is not an environment attribute or behavior"),
+                        ),
                     }
                 }
             }
@@ -904,22 +849,16 @@ impl<'a> Validator<'a> {
                 .join("\n");
             let assigned = assigned_self(&blank_strings_and_comments(&type_code));
             let mut found = Vec::new();
+            let known = |i: &str| {
+                attrs.contains(i) || behaviors.contains(i) || AGENT_BUILTINS.contains(&i) || assigned.contains(i)
+            };
             for (k, b) in t.agent_behaviors.items().iter().enumerate() {
                 let clean = blank_strings_and_comments(&b.code);
-                for (off, ident) in dotted(&clean, "self.") {
-                    if !attrs.contains(ident.as_str())
-                        && !behaviors.contains(ident.as_str())
-                        && !AGENT_BUILTINS.contains(&ident.as_str())
-                        && !assigned.contains(&ident)
-                    {
-                        found.push((
-                            format!("{tpath}.agentBehaviors[{k}].code"),
-                            format!(
-                                "line {}: self.{ident} is not an attribute or behavior of {name}",
-                                line_of(&b.code, off)
-                            ),
-                        ));
-                    }
+                for (line, ident) in unknown_refs(&b.code, &clean, "self.", &known) {
+                    found.push((
+                        format!("{tpath}.agentBehaviors[{k}].code"),
+                        format!("line {line}: self.{ident} is not an attribute or behavior of {name}"),
+                    ));
                 }
             }
             for (p, msg) in found {
@@ -1208,6 +1147,16 @@ impl<'a> Validator<'a> {
 }
 
 /// Whether a value declared `got` may stand where `want` is declared.
+/// Each `prefix<name>` in `clean` (the code with strings and comments blanked) whose name
+/// `known` does not accept, as (line in `code`, name).
+fn unknown_refs(code: &str, clean: &str, prefix: &str, known: &dyn Fn(&str) -> bool) -> Vec<(usize, String)> {
+    dotted(clean, prefix)
+        .into_iter()
+        .filter(|(_, ident)| !known(ident))
+        .map(|(off, ident)| (line_of(code, off), ident))
+        .collect()
+}
+
 fn compatible(want: VarType, got: VarType) -> bool {
     use VarType::*;
     let numeric = |t| matches!(t, Integer | Float | Number);
