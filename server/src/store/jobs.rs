@@ -301,7 +301,9 @@ pub(crate) fn fence_finish<S: Sql>(
             P::Text(&me.holder),
         ],
     )?;
-    sql.write(&format!("SELECT pg_notify('{CHANNEL}', 'done:{tree}:{node}')"), &[])
+    // (The payload is a parameter: one prepared statement serves every job's end.)
+    let done = format!("done:{tree}:{node}");
+    sql.write("SELECT pg_notify($1, $2)", &[P::Text(CHANNEL), P::Text(&done)])
 }
 
 /// Puts `me`'s job of `node` back for another attempt after a failure that may pass (`error`
