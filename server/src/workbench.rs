@@ -489,7 +489,13 @@ impl Core {
                         (a, b) => a.or(b),
                     },
                 };
-                (!limits.is_empty()).then(|| Arc::new(TreeBudget::new(limits, self.prices.clone())))
+                (!limits.is_empty()).then(|| {
+                    Arc::new(match self.jobs.get() {
+                        // Runs of the tree on any process charge one budget in the database.
+                        Some(hub) if self.store.is_some() => hub.budget(id, limits, self.prices.clone()),
+                        _ => TreeBudget::new(limits, self.prices.clone()),
+                    })
+                })
             },
             sweeps: Default::default(),
             explores: Default::default(),
@@ -799,10 +805,12 @@ impl Core {
         node: NodeId,
         budget: Option<Arc<TreeBudget>>,
     ) -> Result<(RunCtx, Arc<Ledger>), BackendError> {
+        let budget = budget.or_else(|| handle.budget.clone());
         self.client_with(handle, replay, sim, node, budget, Arc::new(Ledger::default()))
     }
 
-    /// [`Self::client_for`] recording in `ledger`.
+    /// [`Self::client_for`] recording in `ledger`, charging `budget` alone (a job charges the
+    /// budget its payload names, never one of its own process).
     fn client_with(
         &self,
         handle: &TreeHandle,
@@ -829,7 +837,7 @@ impl Core {
             scenario: &scenario,
             sim,
             replay,
-            budget: budget.or_else(|| handle.budget.clone()),
+            budget,
             abm,
             watch: Watch::new(Arc::new(stream)),
         };

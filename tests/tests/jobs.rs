@@ -1610,3 +1610,94 @@ async fn a_replay_is_a_job_that_makes_no_provider_call() {
         "the replay's log is the original's"
     );
 }
+
+/// Issue 40, item 4: a budgeted tree's runs are jobs, and its money is booked in the database.
+/// Three workers race through a 24-child fan-out on a priced provider whose calls together would
+/// cost more than the tree's cap: every call holds its most possible cost in the database's
+/// book before it starts, so what the provider billed stays within the cap, the book says what
+/// it billed, the children the cap stopped fail saying so, no hold is left behind, and every run
+/// went to a worker (none to the leader, which has no worker of its own).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_budgeted_trees_money_cap_holds_across_three_workers_racing_for_it() {
+    let pg = Postgres::start();
+    let (url, provider) = provider(Duration::from_millis(30), Arc::new(|| {})).await;
+    let mut env = llm_env(&url);
+    env.push(("LLM_MAX_TOKENS", "64".into()));
+    let prices = std::env::temp_dir().join(format!("simtree-race-prices-{}.json", std::process::id()));
+    std::fs::write(&prices, r#"{"fake-model": {"prompt": 30, "completion": 60}}"#).unwrap();
+    let s = jobs_server(&pg, &env, &["--no-worker", "--prices", prices.to_str().unwrap()]);
+    // (The workers have no price table of their own: the job carries the leader's.)
+    let workers = [
+        Worker::start(&pg, &env, &["--concurrency", "4"]),
+        Worker::start(&pg, &env, &["--concurrency", "4"]),
+        Worker::start(&pg, &env, &["--concurrency", "4"]),
+    ];
+    wait_for_workers(&pg, 3);
+    // The fake bills 100 prompt and 10 completion tokens a call: $0.0036.
+    let per_call = (100.0 * 30.0 + 10.0 * 60.0) / 1e6;
+    let cap = 0.75;
+    let (st, created) = s
+        .post(
+            "/devui/simtree",
+            &serde_json::json!({"scenario": "simple_chat", "money_budget": cap}),
+        )
+        .await;
+    assert_eq!(st, 200, "{created}");
+    let tree = created["id"].as_u64().unwrap();
+    // 24 × 12 calls would cost $1.04; each holds about $0.05 (its prompt at a token a byte).
+    let children = fan_out(&s, tree, 24, 12).await;
+    let ended = statuses(&s, tree).await;
+    let failed: Vec<u64> = children.iter().copied().filter(|c| ended[c] == "failed").collect();
+    assert!(
+        children.iter().all(|c| ended[c] == "done" || ended[c] == "failed"),
+        "every child ended: {ended:?}"
+    );
+    let calls = provider.seen.lock().unwrap().len();
+    let billed = calls as f64 * per_call;
+    assert!(
+        billed <= cap + 1e-12,
+        "the provider billed ${billed} of a ${cap} cap ({calls} calls)"
+    );
+    assert!(
+        billed > cap / 2.0,
+        "the budget was used, not refused at once: ${billed}"
+    );
+    assert!(!failed.is_empty(), "the cap stopped some children: {ended:?}");
+    let info = s.get(&format!("/devui/simtree/{tree}/node/{}/info", failed[0])).await.1;
+    assert!(info["error"].as_str().unwrap_or("").contains("money budget"), "{info}");
+    eprintln!("{}", info["error"]);
+    // The book says what the provider billed, on the leader's route and in the database.
+    let usage = s.get(&format!("/devui/simtree/{tree}/usage")).await.1;
+    let spent = usage["money_budget"]["spent"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{usage}"));
+    assert!(
+        (spent - billed).abs() < 1e-9,
+        "booked ${spent}, billed ${billed}: {usage}"
+    );
+    let booked: f64 = pg
+        .sql(&format!("SELECT money FROM budget_spent WHERE tree = {tree}"))
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(booked <= cap, "the database booked ${booked} of ${cap}");
+    assert_eq!(count(&pg, "SELECT COUNT(*) FROM budget_holds"), 0, "no hold is left");
+    // Per process: the 24 runs went to the workers, each of which took some.
+    let done: Vec<usize> = workers.iter().map(|w| w.done_at_least(1)).collect();
+    let until = Instant::now() + Duration::from_secs(10);
+    while workers.iter().map(Worker::done).sum::<usize>() < 24 && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let done_all: Vec<usize> = workers.iter().map(Worker::done).collect();
+    assert_eq!(
+        done_all.iter().sum::<usize>(),
+        24,
+        "each child ran once, on a worker: {done_all:?}"
+    );
+    assert!(done.iter().all(|&n| n > 0), "all three workers raced: {done_all:?}");
+    eprintln!(
+        "runs per worker {done_all:?}; {calls} calls billed ${billed:.4} of ${cap}; {} children stopped by the cap",
+        failed.len()
+    );
+    let _ = std::fs::remove_file(prices);
+}

@@ -19,21 +19,33 @@
 //! A **probe** ([`TreeBudget::probe`]) admits no call: it keeps what the first call it was asked
 //! for would have held under a money cap (or why that call could not be bounded), so a run can be
 //! started only to learn what its first call would hold, and makes no call.
+//!
+//! Where the spending is booked is a [`Book`]: this process's memory ([`MemoryBook`], one
+//! process on its data folder), or a database that every process charging the tree shares
+//! (PostgreSQL with jobs: `workbench/jobs.rs`), where a call's count and money hold are taken in
+//! one transaction under the tree's row lock, so that runs on two workers can never spend one
+//! tree's budget together past its caps. The rules above are the same for both: only where the
+//! numbers live differs.
 
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::LlmError;
+use serde::{Deserialize, Serialize};
+
 use super::chat::{ChatRequest, Usage};
 use super::price::PriceTable;
+use super::{BoxFuture, LlmError};
 
 /// The caps, any of which may be absent.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Limits {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calls: Option<u64>,
     /// US dollars.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub money: Option<f64>,
 }
 
@@ -43,13 +55,129 @@ impl Limits {
     }
 }
 
+/// What a book holds for a budget: tokens and dollars charged, calls started, and dollars held
+/// by calls still running.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Totals {
+    pub tokens: u64,
+    pub calls: u64,
+    pub money: f64,
+    pub held: f64,
+}
+
+/// Why a book refused a call, with what it found.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Refusal {
+    /// The tokens charged reached the cap.
+    Tokens { spent: u64 },
+    /// The calls started reached the cap.
+    Calls { made: u64 },
+    /// The call's hold does not fit beside what is spent and held.
+    Money { spent: f64, held: f64 },
+    /// The book could not be read (its database away): no call starts that it cannot count.
+    Unreadable(String),
+}
+
+/// Where a budget's spending is booked (see the module doc). Each method is one step of a call's
+/// life under the budget; `limits` are the budget's caps.
+pub trait Book: Send + Sync + std::fmt::Debug {
+    /// Counts a call and holds `money` dollars for it, when `limits` admit it beside what is
+    /// spent and held; returns the hold's id.
+    fn hold(&self, limits: Limits, money: f64) -> BoxFuture<'_, Result<u64, Refusal>>;
+    /// Ends hold `id` of `held` dollars: released, with `tokens` and `money` (dollars) charged.
+    fn settle(&self, id: u64, held: f64, tokens: u64, money: f64) -> BoxFuture<'_, ()>;
+    /// Takes back hold `id` of `held` dollars and its call (a budget it is within refused it).
+    fn undo(&self, id: u64, held: f64) -> BoxFuture<'_, ()>;
+    /// What is booked now (may block on a database: call it off the runtime's threads).
+    fn totals(&self) -> Totals;
+}
+
+/// A book in this process's memory.
+#[derive(Debug, Default)]
+pub struct MemoryBook {
+    tokens: AtomicU64,
+    calls: AtomicU64,
+    money: Mutex<Money>,
+}
+
+#[derive(Debug, Default)]
+struct Money {
+    spent: f64,
+    reserved: f64,
+}
+
+impl MemoryBook {
+    fn money(&self) -> std::sync::MutexGuard<'_, Money> {
+        self.money.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn admit(&self, limits: Limits, worst: f64) -> Result<u64, Refusal> {
+        if let Some(limit) = limits.tokens {
+            let spent = self.tokens.load(Ordering::Relaxed);
+            if spent >= limit {
+                return Err(Refusal::Tokens { spent });
+            }
+        }
+        if let Some(limit) = limits.calls {
+            let taken = self
+                .calls
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| (n < limit).then_some(n + 1));
+            if let Err(made) = taken {
+                return Err(Refusal::Calls { made });
+            }
+        } else {
+            self.calls.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(limit) = limits.money {
+            let mut m = self.money();
+            if m.spent + m.reserved + worst > limit {
+                let (spent, held) = (m.spent, m.reserved);
+                drop(m);
+                self.calls.fetch_sub(1, Ordering::SeqCst);
+                return Err(Refusal::Money { spent, held });
+            }
+            m.reserved += worst;
+        }
+        Ok(0)
+    }
+}
+
+impl Book for MemoryBook {
+    fn hold(&self, limits: Limits, money: f64) -> BoxFuture<'_, Result<u64, Refusal>> {
+        Box::pin(std::future::ready(self.admit(limits, money)))
+    }
+
+    fn settle(&self, _id: u64, held: f64, tokens: u64, money: f64) -> BoxFuture<'_, ()> {
+        self.tokens.fetch_add(tokens, Ordering::Relaxed);
+        let mut m = self.money();
+        m.reserved = (m.reserved - held).max(0.0);
+        m.spent += money;
+        Box::pin(std::future::ready(()))
+    }
+
+    fn undo(&self, _id: u64, held: f64) -> BoxFuture<'_, ()> {
+        self.calls.fetch_sub(1, Ordering::SeqCst);
+        let mut m = self.money();
+        m.reserved = (m.reserved - held).max(0.0);
+        Box::pin(std::future::ready(()))
+    }
+
+    fn totals(&self) -> Totals {
+        let m = self.money();
+        Totals {
+            tokens: self.tokens.load(Ordering::Relaxed),
+            calls: self.calls.load(Ordering::Relaxed),
+            money: m.spent,
+            held: m.reserved,
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct TreeBudget {
     limits: Limits,
     prices: Arc<PriceTable>,
-    tokens: AtomicU64,
-    calls: AtomicU64,
-    money: Mutex<Money>,
+    book: Books,
     /// The budget this one is part of (its tree's), charged with it.
     outer: Option<Arc<TreeBudget>>,
     /// Calls refused so far (by this budget or its outer one).
@@ -59,10 +187,11 @@ pub struct TreeBudget {
     probe: Option<Mutex<Option<Result<f64, Unbounded>>>>,
 }
 
-#[derive(Debug, Default)]
-struct Money {
-    spent: f64,
-    reserved: f64,
+/// A budget's book: its own in memory, or one shared with other processes.
+#[derive(Debug)]
+enum Books {
+    Memory(MemoryBook),
+    Shared(Arc<dyn Book>),
 }
 
 /// Why a call's cost has no bound, so a money cap cannot admit it (the model is named).
@@ -80,6 +209,7 @@ pub enum Unbounded {
 #[derive(Debug)]
 #[must_use = "a reservation is settled after the call"]
 pub struct Hold {
+    id: u64,
     money: f64,
     outer: Option<Box<Hold>>,
 }
@@ -106,13 +236,36 @@ impl TreeBudget {
         TreeBudget {
             limits,
             prices,
-            tokens: AtomicU64::new(0),
-            calls: AtomicU64::new(0),
-            money: Mutex::new(Money::default()),
+            book: Books::Memory(MemoryBook::default()),
             outer: None,
             refused: AtomicU64::new(0),
             probe: None,
         }
+    }
+
+    /// A budget whose spending is booked in `book`, which other processes share.
+    pub fn shared(limits: Limits, prices: Arc<PriceTable>, book: Arc<dyn Book>) -> TreeBudget {
+        TreeBudget {
+            book: Books::Shared(book),
+            ..TreeBudget::new(limits, prices)
+        }
+    }
+
+    fn book(&self) -> &dyn Book {
+        match &self.book {
+            Books::Memory(m) => m,
+            Books::Shared(b) => &**b,
+        }
+    }
+
+    /// Whether its spending is booked where other processes share it.
+    pub(crate) fn is_shared(&self) -> bool {
+        matches!(self.book, Books::Shared(_))
+    }
+
+    /// The prices its money is counted at.
+    pub(crate) fn prices(&self) -> &Arc<PriceTable> {
+        &self.prices
     }
 
     /// A budget that admits no call and keeps what its first call would have held under a money
@@ -136,12 +289,17 @@ impl TreeBudget {
         self.probe.as_ref()?.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// What its book holds now (blocking for a shared book).
+    pub(crate) fn totals(&self) -> Totals {
+        self.book().totals()
+    }
+
     /// Dollars a call may still hold here and in every budget this one is within: the smallest
     /// of their money caps less what is spent and held; `None` when none has a money cap.
     pub(crate) fn money_left(&self) -> Option<f64> {
         let own = self.limits.money.map(|limit| {
-            let m = self.money.lock().unwrap_or_else(|p| p.into_inner());
-            (limit - m.spent - m.reserved).max(0.0)
+            let t = self.totals();
+            (limit - t.money - t.held).max(0.0)
         });
         let outer = self.outer.as_ref().and_then(|o| o.money_left());
         match (own, outer) {
@@ -160,10 +318,13 @@ impl TreeBudget {
     }
 
     /// Counts what was spent before this budget existed (an exploration resumed after a
-    /// restart): `tokens` and `money` (dollars) as if charged, this budget's only.
+    /// restart): `tokens` and `money` (dollars) as if charged, this budget's only. (A shared
+    /// book has it already.)
     pub(crate) fn already_spent(&self, tokens: u64, money: f64) {
-        self.tokens.fetch_add(tokens, Ordering::Relaxed);
-        self.money.lock().unwrap_or_else(|p| p.into_inner()).spent += money;
+        if let Books::Memory(m) = &self.book {
+            m.tokens.fetch_add(tokens, Ordering::Relaxed);
+            m.money().spent += money;
+        }
     }
 
     pub fn limits(&self) -> Limits {
@@ -172,17 +333,17 @@ impl TreeBudget {
 
     /// Tokens charged so far.
     pub fn spent(&self) -> u64 {
-        self.tokens.load(Ordering::Relaxed)
+        self.totals().tokens
     }
 
     /// Calls started so far.
     pub fn calls(&self) -> u64 {
-        self.calls.load(Ordering::Relaxed)
+        self.totals().calls
     }
 
     /// Dollars charged so far (reservations of calls still running not included).
     pub(crate) fn money_spent(&self) -> f64 {
-        self.money.lock().unwrap_or_else(|p| p.into_inner()).spent
+        self.totals().money
     }
 
     /// Calls refused so far: once one is, the budget is spent for calls of that size.
@@ -192,31 +353,23 @@ impl TreeBudget {
 
     /// Admits a call of `model` (`dialect:model`) with `request`, or says which cap stops it.
     /// `max_tokens` is the provider's completion limit when the request sets none.
-    pub(crate) fn reserve(
+    pub(crate) async fn reserve(
         &self,
         model: &str,
         request: &ChatRequest,
         max_tokens: Option<u32>,
     ) -> Result<Hold, LlmError> {
-        self.admit(model, request, max_tokens).inspect_err(|_| {
+        self.admit(model, request, max_tokens).await.inspect_err(|_| {
             self.refused.fetch_add(1, Ordering::Relaxed);
         })
     }
 
-    fn admit(&self, model: &str, request: &ChatRequest, max_tokens: Option<u32>) -> Result<Hold, LlmError> {
+    async fn admit(&self, model: &str, request: &ChatRequest, max_tokens: Option<u32>) -> Result<Hold, LlmError> {
         let refuse = |why: String| Err(LlmError::Request(why));
         if let Some(seen) = &self.probe {
             let worst = self.worst_case(model, request, max_tokens);
             seen.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(worst);
             return refuse("a probe makes no call".into());
-        }
-        if let Some(limit) = self.limits.tokens {
-            let spent = self.spent();
-            if spent >= limit {
-                return refuse(format!(
-                    "token budget spent: {spent} of {limit} tokens used; raise the budget to continue"
-                ));
-            }
         }
         let worst = match self.limits.money {
             None => 0.0,
@@ -225,47 +378,26 @@ impl TreeBudget {
                 Err(why) => return refuse(why.to_string()),
             },
         };
-        if let Some(limit) = self.limits.calls {
-            let taken = self
-                .calls
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| (n < limit).then_some(n + 1));
-            if let Err(n) = taken {
-                return refuse(format!(
-                    "call budget spent: {n} of {limit} calls made; raise the budget to continue"
-                ));
-            }
-        } else {
-            self.calls.fetch_add(1, Ordering::Relaxed);
-        }
-        if let Some(limit) = self.limits.money {
-            let mut m = self.money.lock().unwrap_or_else(|p| p.into_inner());
-            if m.spent + m.reserved + worst > limit {
-                let (spent, reserved) = (m.spent, m.reserved);
-                drop(m);
-                self.calls.fetch_sub(1, Ordering::SeqCst);
-                return refuse(format!(
-                    "money budget: ${spent:.6} spent and ${reserved:.6} held by running calls of ${limit:.6}; \
-                     this call may cost up to ${worst:.6}; raise the budget to continue"
-                ));
-            }
-            m.reserved += worst;
-        }
+        let id = match self.book().hold(self.limits, worst).await {
+            Ok(id) => id,
+            Err(r) => return refuse(refusal_text(&r, self.limits, worst)),
+        };
         let outer = match &self.outer {
             None => None,
-            Some(o) => match o.reserve(model, request, max_tokens) {
+            Some(o) => match Box::pin(o.reserve(model, request, max_tokens)).await {
                 Ok(h) => Some(Box::new(h)),
                 Err(e) => {
-                    // Not admitted after all: undo this budget's count and reservation.
-                    self.calls.fetch_sub(1, Ordering::SeqCst);
-                    if self.limits.money.is_some() {
-                        let mut m = self.money.lock().unwrap_or_else(|p| p.into_inner());
-                        m.reserved = (m.reserved - worst).max(0.0);
-                    }
+                    // Not admitted after all: undo this budget's count and hold.
+                    self.book().undo(id, worst).await;
                     return Err(e);
                 }
             },
         };
-        Ok(Hold { money: worst, outer })
+        Ok(Hold {
+            id,
+            money: worst,
+            outer,
+        })
     }
 
     /// The most a call of `model` with `request` may cost (what a money cap holds for it), or why
@@ -282,18 +414,40 @@ impl TreeBudget {
 
     /// Ends a call admitted by [`TreeBudget::reserve`]: its tokens and cost are charged (nothing
     /// when it failed) and its reservation released.
-    pub fn settle(&self, model: &str, hold: Hold, usage: Option<&Usage>) {
+    pub async fn settle(&self, model: &str, hold: Hold, usage: Option<&Usage>) {
         if let (Some(o), Some(h)) = (&self.outer, hold.outer) {
-            o.settle(model, *h, usage);
+            Box::pin(o.settle(model, *h, usage)).await;
         }
-        if let Some(u) = usage {
-            self.tokens.fetch_add(u.total(), Ordering::Relaxed);
+        let tokens = usage.map_or(0, Usage::total);
+        let cost = match self.limits.money {
+            Some(_) => usage.and_then(|u| self.prices.cost(model, u)).unwrap_or(0.0),
+            None => 0.0,
+        };
+        self.book().settle(hold.id, hold.money, tokens, cost).await;
+    }
+}
+
+/// What a refused call's error says: which cap stopped it, with the numbers the book found
+/// against `limits` (`worst`: what the call would have held).
+fn refusal_text(r: &Refusal, limits: Limits, worst: f64) -> String {
+    match r {
+        Refusal::Tokens { spent } => {
+            let limit = limits.tokens.unwrap_or(0);
+            format!("token budget spent: {spent} of {limit} tokens used; raise the budget to continue")
         }
-        if self.limits.money.is_some() {
-            let cost = usage.and_then(|u| self.prices.cost(model, u)).unwrap_or(0.0);
-            let mut m = self.money.lock().unwrap_or_else(|p| p.into_inner());
-            m.reserved = (m.reserved - hold.money).max(0.0);
-            m.spent += cost;
+        Refusal::Calls { made } => {
+            let limit = limits.calls.unwrap_or(0);
+            format!("call budget spent: {made} of {limit} calls made; raise the budget to continue")
+        }
+        Refusal::Money { spent, held } => {
+            let limit = limits.money.unwrap_or(0.0);
+            format!(
+                "money budget: ${spent:.6} spent and ${held:.6} held by running calls of ${limit:.6}; \
+                 this call may cost up to ${worst:.6}; raise the budget to continue"
+            )
+        }
+        Refusal::Unreadable(cause) => {
+            format!("budget: the tree's spending cannot be read now ({cause}), so no call is made; try again")
         }
     }
 }
@@ -302,6 +456,18 @@ impl TreeBudget {
 mod tests {
     use super::*;
     use crate::llm::chat::{Message, Role};
+
+    /// A memory book's steps are ready at once.
+    fn now<T>(f: impl std::future::Future<Output = T>) -> T {
+        let mut f = std::pin::pin!(f);
+        match f
+            .as_mut()
+            .poll(&mut std::task::Context::from_waker(std::task::Waker::noop()))
+        {
+            std::task::Poll::Ready(v) => v,
+            std::task::Poll::Pending => unreachable!("a memory book never waits"),
+        }
+    }
 
     fn prices() -> Arc<PriceTable> {
         Arc::new(PriceTable::with_file(r#"{"fake:priced": {"prompt": 1000, "completion": 2000}}"#).unwrap())
@@ -320,8 +486,8 @@ mod tests {
             },
             prices(),
         );
-        let hold = b.reserve("fake:priced", &request(1), None).unwrap();
-        b.settle(
+        let hold = now(b.reserve("fake:priced", &request(1), None)).unwrap();
+        now(b.settle(
             "fake:priced",
             hold,
             Some(&Usage {
@@ -330,10 +496,12 @@ mod tests {
                 cached_tokens: 0,
                 cache_write_tokens: 0,
             }),
-        );
+        ));
         assert_eq!(b.spent(), 110);
         assert_eq!(
-            b.reserve("fake:priced", &request(1), None).unwrap_err().to_string(),
+            now(b.reserve("fake:priced", &request(1), None))
+                .unwrap_err()
+                .to_string(),
             "LLM request failed: token budget spent: 110 of 100 tokens used; raise the budget to continue"
         );
     }
@@ -351,9 +519,9 @@ mod tests {
         );
         let r = request(10);
         let holds: Vec<Hold> = (0..3)
-            .map(|_| b.reserve("fake:priced", &r, Some(100)).unwrap())
+            .map(|_| now(b.reserve("fake:priced", &r, Some(100))).unwrap())
             .collect();
-        let e = b.reserve("fake:priced", &r, Some(100)).unwrap_err().to_string();
+        let e = now(b.reserve("fake:priced", &r, Some(100))).unwrap_err().to_string();
         assert!(e.contains("money budget") && e.contains("held by running calls"), "{e}");
         let used = Usage {
             prompt_tokens: 10,
@@ -362,22 +530,22 @@ mod tests {
             cache_write_tokens: 0,
         };
         for h in holds {
-            b.settle("fake:priced", h, Some(&used));
+            now(b.settle("fake:priced", h, Some(&used)));
         }
         assert!((b.money_spent() - 0.33).abs() < 1e-12, "{}", b.money_spent());
         // $0.67 left: two more calls fit ($0.30 each held), a third does not.
         let more: Vec<Hold> = (0..2)
-            .map(|_| b.reserve("fake:priced", &r, Some(100)).unwrap())
+            .map(|_| now(b.reserve("fake:priced", &r, Some(100))).unwrap())
             .collect();
-        assert!(b.reserve("fake:priced", &r, Some(100)).is_err());
+        assert!(now(b.reserve("fake:priced", &r, Some(100))).is_err());
         for h in more {
-            b.settle("fake:priced", h, None);
+            now(b.settle("fake:priced", h, None));
         }
         assert!((b.money_spent() - 0.33).abs() < 1e-12, "a failed call costs nothing");
         assert_eq!(b.calls(), 5);
-        let unpriced = b.reserve("openai:unknown", &r, Some(100)).unwrap_err().to_string();
+        let unpriced = now(b.reserve("openai:unknown", &r, Some(100))).unwrap_err().to_string();
         assert!(unpriced.contains("no price"), "{unpriced}");
-        let unbounded = b.reserve("fake:priced", &r, None).unwrap_err().to_string();
+        let unbounded = now(b.reserve("fake:priced", &r, None)).unwrap_err().to_string();
         assert!(unbounded.contains("max_tokens"), "{unbounded}");
     }
 
@@ -406,16 +574,16 @@ mod tests {
             cache_write_tokens: 0,
         };
         for _ in 0..3 {
-            let h = part.reserve("fake:priced", &r, Some(100)).unwrap();
-            part.settle("fake:priced", h, Some(&used));
+            let h = now(part.reserve("fake:priced", &r, Some(100))).unwrap();
+            now(part.settle("fake:priced", h, Some(&used)));
         }
         assert_eq!((tree.calls(), tree.spent(), part.spent()), (3, 180, 180));
         // The tree's call cap refuses the fourth: the part's reservation is undone.
-        let e = part.reserve("fake:priced", &r, Some(100)).unwrap_err().to_string();
+        let e = now(part.reserve("fake:priced", &r, Some(100))).unwrap_err().to_string();
         assert!(e.contains("call budget spent"), "{e}");
         assert_eq!((part.calls(), part.refusals(), tree.refusals()), (3, 1, 1));
         assert!((part.money_spent() - 0.33).abs() < 1e-12);
-        assert_eq!(part.money.lock().unwrap().reserved, 0.0);
+        assert_eq!(part.totals().held, 0.0);
     }
 
     #[test]
@@ -424,15 +592,15 @@ mod tests {
         assert_eq!(p.probed(), None);
         let r = request(10);
         assert!(
-            p.reserve("fake:priced", &r, Some(100)).is_err(),
+            now(p.reserve("fake:priced", &r, Some(100))).is_err(),
             "a probe admits nothing"
         );
-        assert!(p.reserve("fake:priced", &request(500), Some(100)).is_err());
+        assert!(now(p.reserve("fake:priced", &request(500), Some(100))).is_err());
         let held = p.probed().unwrap().unwrap();
         let want = prompt_bound(&r) as f64 * 0.001 + 100.0 * 0.002;
         assert!((held - want).abs() < 1e-12, "the first call's: {held}, not {want}");
         let q = TreeBudget::probe(prices());
-        let _ = q.reserve("openai:unknown", &r, Some(100));
+        let _ = now(q.reserve("openai:unknown", &r, Some(100)));
         assert_eq!(q.probed(), Some(Err(Unbounded::NoPrice("openai:unknown".into()))));
         // What is left under a budget and the one it is within: the smaller.
         let tree = Arc::new(TreeBudget::new(
@@ -444,12 +612,12 @@ mod tests {
         ));
         let part = TreeBudget::within(Limits::default(), prices(), Some(tree.clone()));
         assert_eq!(part.money_left(), Some(0.5));
-        let h = tree.reserve("fake:priced", &r, Some(100)).unwrap();
+        let h = now(tree.reserve("fake:priced", &r, Some(100))).unwrap();
         assert!(
             (part.money_left().unwrap() - (0.5 - want)).abs() < 1e-12,
             "less what is held"
         );
-        tree.settle("fake:priced", h, None);
+        now(tree.settle("fake:priced", h, None));
         assert_eq!(TreeBudget::new(Limits::default(), prices()).money_left(), None);
     }
 
@@ -462,9 +630,9 @@ mod tests {
             },
             prices(),
         );
-        let _a = b.reserve("mock:mock", &request(1), None).unwrap();
-        let _b = b.reserve("mock:mock", &request(1), None).unwrap();
-        let e = b.reserve("mock:mock", &request(1), None).unwrap_err().to_string();
+        let _a = now(b.reserve("mock:mock", &request(1), None)).unwrap();
+        let _b = now(b.reserve("mock:mock", &request(1), None)).unwrap();
+        let e = now(b.reserve("mock:mock", &request(1), None)).unwrap_err().to_string();
         assert!(e.contains("call budget spent: 2 of 2"), "{e}");
     }
 }

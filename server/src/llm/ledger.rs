@@ -272,13 +272,13 @@ async fn metered_record(
 ) -> Result<(ChatResponse, LlmRecord), LlmError> {
     let model = provider.label();
     let hold = match budget {
-        Some(b) => Some(b.reserve(&model, request, provider.max_tokens())?),
+        Some(b) => Some(b.reserve(&model, request, provider.max_tokens()).await?),
         None => None,
     };
     let started = Instant::now();
     let result = provider.chat(request, state).await;
     if let (Some(b), Some(hold)) = (budget, hold) {
-        b.settle(&model, hold, result.as_ref().ok().map(|r| &r.usage));
+        b.settle(&model, hold, result.as_ref().ok().map(|r| &r.usage)).await;
     }
     let response = result?.into_result()?;
     let usage = response.usage;

@@ -79,8 +79,11 @@ pub struct Tally {
 #[error("price table: {0}")]
 pub struct PriceError(pub String);
 
-/// Prices by model label (`openai:gpt-4o-mini`) or model name (`gpt-4o-mini`).
-#[derive(Clone, Debug, PartialEq)]
+/// Prices by model label (`openai:gpt-4o-mini`) or model name (`gpt-4o-mini`). Its serde form
+/// (an object of model → price) travels in a budgeted run's job, so the worker counts money at
+/// the serving process's prices.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
 pub struct PriceTable {
     models: BTreeMap<String, Price>,
 }

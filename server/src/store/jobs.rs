@@ -25,6 +25,12 @@
 //! polling [`ended`] when it missed one, and [`forget`]s a job once its node shows the outcome.
 //! A worker stopped gracefully hands its claims back ([`release`]: queued, attempts unchanged).
 //!
+//! A budgeted tree's spending is booked here too (schema 17), so that runs on several processes
+//! charge one budget: [`budget_hold`] counts a call and holds its most possible cost in one
+//! statement that updates the tree's row only when the call fits, [`budget_settle`] charges what
+//! it cost, and a hold lapses with its job's claim (a dead worker's holds return when its job is
+//! re-claimed) or, made on a leader, when the next leader starts.
+//!
 //! The SQL is PostgreSQL's (`FOR UPDATE SKIP LOCKED`, `pg_notify`); SQLite has the tables (one
 //! migration list for both) but its single process never uses them.
 
@@ -34,6 +40,7 @@ use super::lease::Lease;
 use super::sql::{CHANNEL, Db, enqueue};
 use super::vocab::{Cell, P, Sql, i};
 use super::{StoreError, StoreResult, Write};
+use crate::llm::budget::{Limits, Refusal, Totals};
 
 /// The channel a worker tells the serving process on that a running node's log grew
 /// (`<tree>:<node>`), so that it relays the new entries to the node's watchers.
@@ -294,7 +301,9 @@ pub(crate) fn fence_finish<S: Sql>(
             P::Text(&me.holder),
         ],
     )?;
-    sql.write(&format!("SELECT pg_notify('{CHANNEL}', 'done:{tree}:{node}')"), &[])
+    // (The payload is a parameter: one prepared statement serves every job's end.)
+    let done = format!("done:{tree}:{node}");
+    sql.write("SELECT pg_notify($1, $2)", &[P::Text(CHANNEL), P::Text(&done)])
 }
 
 /// Puts `me`'s job of `node` back for another attempt after a failure that may pass (`error`
@@ -401,6 +410,8 @@ pub(crate) fn adoptable<S: Sql>(sql: &mut S) -> StoreResult<Vec<(u64, u64, Strin
     const NODE_RUNS: &str = "SELECT 1 FROM nodes n WHERE n.tree = j.tree AND n.id = j.node AND n.status = 'running'";
     sql.execute(&format!("DELETE FROM job_calls j WHERE NOT EXISTS ({NODE_RUNS})"), &[])?;
     sql.execute(&format!("DELETE FROM jobs j WHERE NOT EXISTS ({NODE_RUNS})"), &[])?;
+    // The last leader's budget holds lapse with it, and those of jobs no longer claimed.
+    release_lapsed_holds(sql, None, true)?;
     let rows = sql.query("SELECT tree, node, payload FROM jobs ORDER BY tree, node", &[])?;
     Ok(rows
         .into_iter()
@@ -508,6 +519,155 @@ pub(crate) fn others_taking_jobs<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult
 pub(crate) fn unregister<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<()> {
     sql.execute("DELETE FROM workers WHERE holder = $1", &[P::Text(&me.holder)])
         .map(drop)
+}
+
+// ---- the budget book: budgeted trees' spending, shared by every process that runs their calls ----
+
+/// Dollars as a statement parameter (sent as text, cast by the statement: `$n::float8`).
+fn dollars(v: f64) -> String {
+    format!("{v}")
+}
+
+/// Dollars read back from `…::TEXT` (0 when absent or not a number).
+fn dollars_of(c: Cell) -> f64 {
+    text(c).and_then(|t| t.parse().ok()).unwrap_or(0.0)
+}
+
+/// Releases, in one statement, the holds of `tree`'s budget that lapsed: those of a job whose
+/// claim their holder no longer has (its process died and the job was re-claimed, buried,
+/// handed back or ended). With `leader`, also every hold made outside a job (a leader's: the
+/// last leader is gone when a new one starts), in every tree.
+fn release_lapsed_holds<S: Sql>(sql: &mut S, tree: Option<u64>, leader: bool) -> StoreResult<u64> {
+    sql.execute(
+        "WITH gone AS (DELETE FROM budget_holds h
+                WHERE ($1::BIGINT < 0 OR h.tree = $1::BIGINT)
+                  AND ((h.job = 1 AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.tree = h.tree AND j.node = h.node
+                        AND j.status = 'claimed' AND j.claimed_by = h.holder))
+                       OR (h.job = 0 AND $2 = 1))
+                RETURNING h.tree, h.money)
+         UPDATE budget_spent s SET held = GREATEST(s.held - g.money, 0)
+         FROM (SELECT tree, SUM(money) AS money FROM gone GROUP BY tree) g WHERE s.tree = g.tree",
+        &[P::Int(tree.map_or(-1, |t| t as i64)), P::Int(i64::from(leader))],
+    )
+}
+
+/// Counts a call of `tree`'s budget and holds `money` dollars for it as hold `id` of `me`, when
+/// `limits` admit it beside what is spent and held (one statement: the tree's row is updated
+/// only if the call fits, so concurrent holds of any process are admitted one after another,
+/// each seeing the others'). `job`: the node whose job makes the call (the hold lapses with the
+/// claim); `None`: a call on the leader. A refusal says which cap, with what the row holds.
+pub(crate) fn budget_hold<S: Sql>(
+    sql: &mut S,
+    me: &Lease,
+    tree: u64,
+    job: Option<u64>,
+    id: u64,
+    limits: Limits,
+    money: f64,
+) -> StoreResult<Result<(), Refusal>> {
+    release_lapsed_holds(sql, Some(tree), false)?;
+    let cap = |v: Option<u64>| P::OptInt(v.map(|v| v as i64));
+    let money_cap = limits.money.map(dollars);
+    let money = dollars(money);
+    for _ in 0..2 {
+        let admitted = sql.execute(
+            "WITH ok AS (UPDATE budget_spent SET calls = calls + 1, held = held + $3::float8
+                    WHERE tree = $1 AND ($4::BIGINT IS NULL OR tokens < $4::BIGINT)
+                      AND ($5::BIGINT IS NULL OR calls < $5::BIGINT)
+                      AND ($6::TEXT IS NULL OR money + held + $3::float8 <= $6::float8)
+                    RETURNING tree)
+             INSERT INTO budget_holds (holder, id, tree, node, job, money)
+             SELECT $2, $7, tree, $8, $9, $3::float8 FROM ok",
+            &[
+                i(tree),
+                P::Text(&me.holder),
+                P::Text(&money),
+                cap(limits.tokens),
+                cap(limits.calls),
+                P::OptText(money_cap.as_deref()),
+                i(id),
+                i(job.unwrap_or(0)),
+                P::Int(i64::from(job.is_some())),
+            ],
+        )?;
+        if admitted == 1 {
+            return Ok(Ok(()));
+        }
+        match budget_totals(sql, tree)? {
+            None => {
+                // The tree's first call: its row, then the same again.
+                sql.execute(
+                    "INSERT INTO budget_spent (tree, tokens, calls, money, held) VALUES ($1, 0, 0, 0, 0)
+                     ON CONFLICT (tree) DO NOTHING",
+                    &[i(tree)],
+                )?;
+            }
+            Some(t) => {
+                let refusal = if limits.tokens.is_some_and(|l| t.tokens >= l) {
+                    Refusal::Tokens { spent: t.tokens }
+                } else if limits.calls.is_some_and(|l| t.calls >= l) {
+                    Refusal::Calls { made: t.calls }
+                } else {
+                    Refusal::Money {
+                        spent: t.money,
+                        held: t.held,
+                    }
+                };
+                return Ok(Err(refusal));
+            }
+        }
+    }
+    Err(StoreError::Db(format!(
+        "the budget row of tree {tree} could not be made"
+    )))
+}
+
+/// Ends hold `id` of `me`: released, and `tokens` and `money` dollars charged to `tree`; with
+/// `undo` its call is taken back instead (a budget it is within refused it). A hold that lapsed
+/// meanwhile (its claim lost) is released once only; what the call cost is charged either way.
+pub(crate) fn budget_settle<S: Sql>(
+    sql: &mut S,
+    me: &Lease,
+    tree: u64,
+    id: u64,
+    tokens: u64,
+    money: f64,
+    undo: bool,
+) -> StoreResult<()> {
+    let money = dollars(money);
+    sql.execute(
+        "WITH gone AS (DELETE FROM budget_holds WHERE holder = $1 AND id = $2 RETURNING money)
+         UPDATE budget_spent SET tokens = tokens + $4, money = money + $5::float8, calls = calls - $6,
+            held = GREATEST(held - COALESCE((SELECT SUM(money) FROM gone), 0), 0)
+         WHERE tree = $3",
+        &[
+            P::Text(&me.holder),
+            i(id),
+            i(tree),
+            i(tokens),
+            P::Text(&money),
+            P::Int(i64::from(undo)),
+        ],
+    )
+    .map(drop)
+}
+
+/// What `tree`'s budget has booked (`None`: nothing yet).
+pub(crate) fn budget_totals<S: Sql>(sql: &mut S, tree: u64) -> StoreResult<Option<Totals>> {
+    let rows = sql.query(
+        "SELECT tokens, calls, money::TEXT, held::TEXT FROM budget_spent WHERE tree = $1",
+        &[i(tree)],
+    )?;
+    Ok(rows.into_iter().next().map(|r| {
+        let mut r = r.into_iter();
+        let mut next = || r.next().unwrap_or(Cell::Null);
+        Totals {
+            tokens: int(next()),
+            calls: int(next()),
+            money: dollars_of(next()),
+            held: dollars_of(next()),
+        }
+    }))
 }
 
 /// A connection of one process to the queue: its own client, its identity (`me`: holder,
@@ -678,6 +838,28 @@ impl Queue {
 
     pub fn recorded_calls(&mut self, tree: u64, node: u64) -> StoreResult<Vec<String>> {
         recorded_calls(&mut self.db.sql, tree, node)
+    }
+
+    /// See [`budget_hold`].
+    pub(crate) fn budget_hold(
+        &mut self,
+        tree: u64,
+        job: Option<u64>,
+        id: u64,
+        limits: Limits,
+        money: f64,
+    ) -> StoreResult<Result<(), Refusal>> {
+        budget_hold(&mut self.db.sql, &self.me, tree, job, id, limits, money)
+    }
+
+    /// See [`budget_settle`].
+    pub(crate) fn budget_settle(&mut self, tree: u64, id: u64, tokens: u64, money: f64, undo: bool) -> StoreResult<()> {
+        budget_settle(&mut self.db.sql, &self.me, tree, id, tokens, money, undo)
+    }
+
+    /// See [`budget_totals`] (zero for a tree that has booked nothing yet).
+    pub(crate) fn budget_totals(&mut self, tree: u64) -> StoreResult<Totals> {
+        Ok(budget_totals(&mut self.db.sql, tree)?.unwrap_or_default())
     }
 
     /// Leaves the list of processes taking jobs.

@@ -375,18 +375,25 @@ impl Postgres {
         self.connected()?;
         let (rt, client) = (&self.rt, &self.client);
         // Statements not prepared on this connection yet: prepared together (one round trip).
-        let mut missing: Vec<(&str, Vec<Type>)> = Vec::new();
-        for (sql, p) in &queued {
-            let types: Vec<Type> = p.iter().map(|o| o.typed().1).collect();
-            let known = self.prepared.contains_key(&(sql.clone(), types.clone()))
-                || missing.iter().any(|(s, t)| s == sql && *t == types);
-            if !known {
-                missing.push((sql, types));
+        let missing_of = |prepared: &HashMap<(String, Vec<Type>), Statement>| {
+            let mut missing: Vec<(&str, Vec<Type>)> = Vec::new();
+            for (sql, p) in &queued {
+                let types: Vec<Type> = p.iter().map(|o| o.typed().1).collect();
+                let known = prepared.contains_key(&(sql.clone(), types.clone()))
+                    || missing.iter().any(|(s, t)| s == sql && *t == types);
+                if !known {
+                    missing.push((sql, types));
+                }
             }
-        }
+            missing
+        };
+        let mut missing = missing_of(&self.prepared);
         if !missing.is_empty() {
             if self.prepared.len() + missing.len() > MAX_PREPARED {
+                // Every statement of this transaction is prepared again, those known a moment
+                // ago too (a lookup of one below panicked once the cache was cleared).
                 self.prepared.clear();
+                missing = missing_of(&self.prepared);
             }
             let futures: Vec<Pending<'_, Statement>> = missing
                 .iter()

@@ -128,6 +128,17 @@ const MIGRATIONS: &[&str] = &[
     // 16 (issue 40, item 2): how many agent-based-model runs each process taking jobs runs at
     // once (`--abm-workers`: its Mesa pool; 0 in rows of processes before it, which take none).
     "ALTER TABLE workers ADD COLUMN abm BIGINT NOT NULL DEFAULT 0;",
+    // 17 (issue 40, item 4): budgeted trees' spending, shared by the processes that run their
+    // calls (`store/jobs.rs`, the budget book): per tree the tokens and dollars charged, the
+    // calls started and the dollars held by calls in flight; and each hold, by its holder (a
+    // process) and an id of that process's, for a job's run (`job` 1: it lapses with the claim)
+    // or one on the leader (0: it lapses when the next leader starts). Used with PostgreSQL
+    // only; a tree without a row has spent nothing.
+    "CREATE TABLE budget_spent (tree BIGINT PRIMARY KEY, tokens BIGINT NOT NULL, calls BIGINT NOT NULL,
+        money DOUBLE PRECISION NOT NULL, held DOUBLE PRECISION NOT NULL);
+     CREATE TABLE budget_holds (holder TEXT NOT NULL, id BIGINT NOT NULL, tree BIGINT NOT NULL, node BIGINT NOT NULL,
+        job BIGINT NOT NULL, money DOUBLE PRECISION NOT NULL, PRIMARY KEY (holder, id));
+     CREATE INDEX budget_holds_tree ON budget_holds (tree);",
 ];
 
 /// The schema version this build writes.
@@ -768,6 +779,8 @@ fn delete_tree<S: Sql>(sql: &mut S, tree: u64) -> StoreResult<()> {
         "origins",
         "jobs",
         "job_calls",
+        "budget_spent",
+        "budget_holds",
     ] {
         sql.write(&format!("DELETE FROM {table} WHERE tree = $1"), &[i(tree)])?;
     }

@@ -31,9 +31,14 @@
 //! A replay is a job like any run: the recorded calls it answers from travel in its payload
 //! ([`RunSpec::replay`]), so it makes no provider call wherever it runs.
 //!
-//! Runs stay in-process (exactly as without `--jobs`) when they need what this phase does not
-//! share between processes: a budget (the tree's or an exploration's, charged in memory), or no
-//! store.
+//! A budgeted tree's runs are jobs too: the tree's budget is booked in the database
+//! ([`QueueBook`], `store/jobs.rs`), its caps and prices travel in the job's payload
+//! ([`RunSpec::budget`]), and every call, on the leader or a worker, holds its most possible cost
+//! there before it starts, so workers racing for one tree never spend past its caps together.
+//!
+//! Runs stay in-process (exactly as without `--jobs`) when they need what is not shared between
+//! processes: an exploration's own budget (charged in the leader's memory, within the tree's), or
+//! no store.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -44,10 +49,15 @@ use simtree_shared::{NodeStatus, SimKind, TreeMsg};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::persist::LogBatch;
-use super::run::{Ended, Outcome, Pending, RunSpec, Running, StoreFault, conclude, end_writes, execute, patiently};
+use super::run::{
+    Ended, JobBudget, Outcome, Pending, RunSpec, Running, StoreFault, conclude, end_writes, execute, patiently,
+};
 use super::{Core, LiveState, Progress, RunResult, TreeHandle, WorkbenchError, lock};
 use crate::engine::Event;
+use crate::llm::BoxFuture;
+use crate::llm::budget::{Book, Limits, Refusal, Totals, TreeBudget};
 use crate::llm::ledger::{Ledger, RecordSink};
+use crate::llm::price::PriceTable;
 use crate::llm::record::LlmRecord;
 use crate::store::jobs::{self as queue, Job, JobRow, Listener, Queue, Status};
 use crate::store::lease::Lease;
@@ -133,6 +143,106 @@ impl Hub {
             .get(&tree)
             .map(|nodes| nodes.iter().map(|(node, _)| *node).collect())
             .unwrap_or_default()
+    }
+}
+
+/// A budgeted tree's book in the database ([`Queue::budget_hold`]), on a process's queue
+/// connection: the leader's for the runs it makes itself (`job` none), a worker's for the job it
+/// runs.
+pub(super) struct QueueBook {
+    queue: Arc<Mutex<Queue>>,
+    tree: u64,
+    job: Option<NodeId>,
+    /// What the book read last, shown while the database cannot be read.
+    last: Mutex<Totals>,
+}
+
+/// Hold ids, unique in this process (a hold is keyed by its process and its id).
+static HOLDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+impl QueueBook {
+    pub(super) fn new(queue: Arc<Mutex<Queue>>, tree: u64, job: Option<NodeId>) -> Arc<QueueBook> {
+        Arc::new(QueueBook {
+            queue,
+            tree,
+            job,
+            last: Mutex::new(Totals::default()),
+        })
+    }
+
+    /// Ends hold `id`, waiting out a database restarting (what a call cost is booked once).
+    async fn end(&self, id: u64, tokens: u64, money: f64, undo: bool) {
+        let tree = self.tree;
+        let ended = patiently("a budget's booking", || {
+            on_queue(&self.queue, move |q| q.budget_settle(tree, id, tokens, money, undo))
+        })
+        .await;
+        if let Err(e) = ended {
+            tracing::warn!(tree, hold = id, error = %e, "a call's cost could not be booked; its hold lapses with its claim");
+        }
+    }
+}
+
+impl std::fmt::Debug for QueueBook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueueBook")
+            .field("tree", &self.tree)
+            .field("job", &self.job)
+            .finish()
+    }
+}
+
+impl Book for QueueBook {
+    fn hold(&self, limits: Limits, money: f64) -> BoxFuture<'_, Result<u64, Refusal>> {
+        Box::pin(async move {
+            let (tree, job) = (self.tree, self.job);
+            let id = HOLDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let held = patiently("a budget's hold", || {
+                on_queue(&self.queue, move |q| q.budget_hold(tree, job, id, limits, money))
+            })
+            .await;
+            match held {
+                Ok(Ok(())) => Ok(id),
+                Ok(Err(refusal)) => Err(refusal),
+                Err(e) => Err(Refusal::Unreadable(e.to_string())),
+            }
+        })
+    }
+
+    fn settle(&self, id: u64, _held: f64, tokens: u64, money: f64) -> BoxFuture<'_, ()> {
+        Box::pin(self.end(id, tokens, money, false))
+    }
+
+    fn undo(&self, id: u64, _held: f64) -> BoxFuture<'_, ()> {
+        Box::pin(self.end(id, 0, 0.0, true))
+    }
+
+    fn totals(&self) -> Totals {
+        // On a thread of its own: the queue's client blocks on a runtime of its own, which a
+        // caller inside an async task (a request's handler) must not do on its thread.
+        let read = std::thread::scope(|s| {
+            s.spawn(|| lock(&self.queue).budget_totals(self.tree))
+                .join()
+                .unwrap_or_else(|_| Err(StoreError::Io("the budget's reading thread panicked".into())))
+        });
+        match read {
+            Ok(t) => {
+                *lock(&self.last) = t;
+                t
+            }
+            Err(e) => {
+                tracing::warn!(tree = self.tree, error = %e, "a budget's spending cannot be read now; the last read is shown");
+                *lock(&self.last)
+            }
+        }
+    }
+}
+
+impl Hub {
+    /// A budget of `limits` for tree `tree`, booked in the database (runs of the tree on any
+    /// process charge it together).
+    pub(super) fn budget(&self, tree: u64, limits: Limits, prices: Arc<PriceTable>) -> TreeBudget {
+        TreeBudget::shared(limits, prices, QueueBook::new(self.queue.clone(), tree, None))
     }
 }
 
@@ -237,13 +347,13 @@ impl Core {
     }
 
     /// Whether a run of `handle`'s tree goes through the queue: jobs are on, the tree is
-    /// stored, and the run needs nothing only this process has (a budget charged in memory) —
-    /// an agent-based model's only while some process on the database offers ABM slots. A
-    /// replay is a job: its recorded calls travel in its payload. Asked by
-    /// [`Core::spawn`] alone.
+    /// stored, and the run needs nothing only this process has (an exploration's budget,
+    /// charged in memory; the tree's own is booked in the database) — an agent-based model's
+    /// only while some process on the database offers ABM slots. A replay is a job: its
+    /// recorded calls travel in its payload. Asked by [`Core::spawn`] alone.
     pub(super) fn goes_to_queue(&self, handle: &TreeHandle, budget: bool) -> bool {
         let Some(hub) = self.jobs.get() else { return false };
-        let in_process = budget || handle.budget.is_some();
+        let in_process = budget || handle.budget.as_ref().is_some_and(|b| !b.is_shared());
         let abm_stays = handle.kind == SimKind::Abm && hub.abm_takers.load(std::sync::atomic::Ordering::SeqCst) == 0;
         !in_process && !abm_stays && handle.stored()
     }
@@ -761,7 +871,12 @@ impl Core {
         });
         let ledger = Arc::new(Ledger::resuming(earlier, Some(sink)));
         // A replay answers from the records its payload carries, never from a provider.
-        let (ctx, ledger) = match self.client_with(&handle, run.replay.clone(), &sim, id, None, ledger.clone()) {
+        // The tree's budget is charged in the database's book, at the serving process's prices.
+        let budget = run.budget.clone().map(|b| {
+            let book = QueueBook::new(queue.clone(), tree, Some(id));
+            Arc::new(TreeBudget::shared(b.limits, Arc::new(b.prices), book))
+        });
+        let (ctx, ledger) = match self.client_with(&handle, run.replay.clone(), &sim, id, budget, ledger.clone()) {
             Ok((ctx, ledger)) => (Ok(ctx), ledger),
             Err(e) => (Err(e), ledger),
         };
@@ -841,7 +956,11 @@ pub(super) fn spawn_job(
     p: Pending,
     running: Running,
 ) -> tokio::task::JoinHandle<RunResult> {
-    let Pending { id, log, spec, .. } = p;
+    let Pending { id, log, mut spec, .. } = p;
+    spec.budget = handle.budget.as_ref().map(|b| JobBudget {
+        limits: b.limits(),
+        prices: PriceTable::clone(b.prices()),
+    });
     let payload = serde_json::to_string(&spec).unwrap_or_default();
     tracing::info!(tree = handle.id, node = id, turns = spec.turns, "run queued as a job");
     let kind = match handle.kind {

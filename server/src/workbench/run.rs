@@ -22,8 +22,9 @@ use super::{
 };
 use crate::backend::BackendError;
 use crate::engine::Event;
-use crate::llm::budget::TreeBudget;
+use crate::llm::budget::{Limits, TreeBudget};
 use crate::llm::ledger::Ledger;
+use crate::llm::price::PriceTable;
 use crate::llm::record::LlmRecord;
 use crate::sim::{RunCtx, Sim};
 use crate::store::{StoreError, StoreResult, Write, encode_state};
@@ -47,6 +48,18 @@ pub(super) struct RunSpec {
     /// it runs (`None`: calls go to the backend, recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay: Option<Vec<LlmRecord>>,
+    /// The tree's budget, when it has one: its caps and the prices its money is counted at. The
+    /// run charges it in the database's book wherever it runs (jobs of earlier versions have
+    /// none: their trees had no budget).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<JobBudget>,
+}
+
+/// A tree's budget as a job carries it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(super) struct JobBudget {
+    pub limits: Limits,
+    pub prices: PriceTable,
 }
 
 impl RunSpec {
@@ -92,6 +105,7 @@ impl Pending {
                 replicate: None,
                 reseed: None,
                 replay,
+                budget: None,
             },
             budget: None,
         }
