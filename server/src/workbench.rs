@@ -97,6 +97,7 @@ use crate::llm::price::PriceTable;
 use crate::llm::record::LlmRecord;
 use crate::scenario::{ScenarioLibrary, UserScenario};
 use crate::sim::{RunCtx, ScenarioEntry, Sim};
+use crate::store::jobs::BudgetKey;
 use crate::trading::data::MarketData;
 use crate::tree::{NodeId, NodeLog, SimTree, TreeError};
 
@@ -489,13 +490,7 @@ impl Core {
                         (a, b) => a.or(b),
                     },
                 };
-                (!limits.is_empty()).then(|| {
-                    Arc::new(match self.jobs.get() {
-                        // Runs of the tree on any process charge one budget in the database.
-                        Some(hub) if self.store.is_some() => hub.budget(id, limits, self.prices.clone()),
-                        _ => TreeBudget::new(limits, self.prices.clone()),
-                    })
-                })
+                (!limits.is_empty()).then(|| Arc::new(self.booked_budget(BudgetKey::tree(id), limits)))
             },
             sweeps: Default::default(),
             explores: Default::default(),
@@ -851,7 +846,7 @@ impl Core {
     fn spawn(&self, handle: &Arc<TreeHandle>, p: Pending) -> tokio::task::JoinHandle<RunResult> {
         let running = handle.register_run(p.id);
         match self.jobs.get() {
-            Some(hub) if self.goes_to_queue(handle, p.budget.is_some()) => {
+            Some(hub) if self.goes_to_queue(handle, p.budget.as_deref()) => {
                 jobs::spawn_job(hub.clone(), handle, p, running)
             }
             _ => self.spawn_here(handle, p, running),

@@ -13,8 +13,8 @@
 //!   `max_tokens`, cannot be bounded, so under a money cap its calls are refused with the reason.
 //!   (This holds as long as the provider honours `max_tokens`, as the three dialects' servers do.)
 //!
-//! A budget may sit **within** another ([`TreeBudget::within`]): an exploration's budget within
-//! its tree's. A call is admitted only when both admit it, and is charged to both.
+//! A budget may sit **within** another ([`TreeBudget::within`], [`TreeBudget::inside`]): an
+//! exploration's budget within its tree's. A call is admitted only when both admit it, and is charged to both.
 //!
 //! A **probe** ([`TreeBudget::probe`]) admits no call: it keeps what the first call it was asked
 //! for would have held under a money cap (or why that call could not be bounded), so a run can be
@@ -90,6 +90,15 @@ pub trait Book: Send + Sync + std::fmt::Debug {
     fn undo(&self, id: u64, held: f64) -> BoxFuture<'_, ()>;
     /// What is booked now (may block on a database: call it off the runtime's threads).
     fn totals(&self) -> Totals;
+    /// Counts `tokens` and `money` dollars spent before this book existed (an exploration
+    /// carried on after a restart), unless the book has a record of its own already (a
+    /// database's book outlives the process). May block, as [`Book::totals`].
+    fn carry(&self, tokens: u64, money: f64);
+    /// Which part of its tree's budget a book other processes share keeps (0: the tree's own;
+    /// an exploration's id), so that a job can name it; `None` for a book of this process.
+    fn part(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// A book in this process's memory.
@@ -160,6 +169,11 @@ impl Book for MemoryBook {
         let mut m = self.money();
         m.reserved = (m.reserved - held).max(0.0);
         Box::pin(std::future::ready(()))
+    }
+
+    fn carry(&self, tokens: u64, money: f64) {
+        self.tokens.fetch_add(tokens, Ordering::Relaxed);
+        self.money().spent += money;
     }
 
     fn totals(&self) -> Totals {
@@ -263,6 +277,11 @@ impl TreeBudget {
         matches!(self.book, Books::Shared(_))
     }
 
+    /// The part of its tree's budget its shared book keeps ([`Book::part`]).
+    pub(crate) fn part(&self) -> Option<u64> {
+        self.book().part()
+    }
+
     /// The prices its money is counted at.
     pub(crate) fn prices(&self) -> &Arc<PriceTable> {
         &self.prices
@@ -311,20 +330,19 @@ impl TreeBudget {
     /// A budget of its own that also charges `outer` (when there is one): what a part of a
     /// tree's work (an exploration) may spend, within what the tree may.
     pub fn within(limits: Limits, prices: Arc<PriceTable>, outer: Option<Arc<TreeBudget>>) -> TreeBudget {
-        TreeBudget {
-            outer,
-            ..TreeBudget::new(limits, prices)
-        }
+        TreeBudget::new(limits, prices).inside(outer)
+    }
+
+    /// This budget, charged within `outer` too (see [`TreeBudget::within`]).
+    pub fn inside(self, outer: Option<Arc<TreeBudget>>) -> TreeBudget {
+        TreeBudget { outer, ..self }
     }
 
     /// Counts what was spent before this budget existed (an exploration resumed after a
     /// restart): `tokens` and `money` (dollars) as if charged, this budget's only. (A shared
-    /// book has it already.)
+    /// book that has a record already keeps it: [`Book::carry`].)
     pub(crate) fn already_spent(&self, tokens: u64, money: f64) {
-        if let Books::Memory(m) = &self.book {
-            m.tokens.fetch_add(tokens, Ordering::Relaxed);
-            m.money().spent += money;
-        }
+        self.book().carry(tokens, money);
     }
 
     pub fn limits(&self) -> Limits {

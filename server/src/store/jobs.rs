@@ -29,7 +29,8 @@
 //! charge one budget: [`budget_hold`] counts a call and holds its most possible cost in one
 //! statement that updates the tree's row only when the call fits, [`budget_settle`] charges what
 //! it cost, and a hold lapses with its job's claim (a dead worker's holds return when its job is
-//! re-claimed) or, made on a leader, when the next leader starts.
+//! re-claimed) or, made on a leader, when the next leader starts. A budget is booked by its
+//! [`BudgetKey`]: a tree's own (part 0), or an exploration's own caps within it (schema 18).
 //!
 //! The SQL is PostgreSQL's (`FOR UPDATE SKIP LOCKED`, `pg_notify`); SQLite has the tables (one
 //! migration list for both) but its single process never uses them.
@@ -533,7 +534,39 @@ fn dollars_of(c: Cell) -> f64 {
     text(c).and_then(|t| t.parse().ok()).unwrap_or(0.0)
 }
 
-/// Releases, in one statement, the holds of `tree`'s budget that lapsed: those of a job whose
+/// Which budget a row books: a tree's own (`part` 0), or the caps of one of its explorations
+/// (`part`: the exploration's id + 1), charged within the tree's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BudgetKey {
+    pub tree: u64,
+    pub part: u64,
+}
+
+impl BudgetKey {
+    /// Tree `tree`'s own budget.
+    pub(crate) fn tree(tree: u64) -> BudgetKey {
+        BudgetKey { tree, part: 0 }
+    }
+
+    /// The own caps of exploration `id` of tree `tree`.
+    pub(crate) fn explore(tree: u64, id: u64) -> BudgetKey {
+        BudgetKey { tree, part: id + 1 }
+    }
+}
+
+/// Forgets the book of budget `key` and its holds (an exploration dropped: its id may be
+/// given to the next one).
+pub(crate) fn budget_forget<S: Sql>(sql: &mut S, key: BudgetKey) -> StoreResult<()> {
+    for table in ["budget_spent", "budget_holds"] {
+        sql.write(
+            &format!("DELETE FROM {table} WHERE tree = $1 AND part = $2"),
+            &[i(key.tree), i(key.part)],
+        )?;
+    }
+    Ok(())
+}
+
+/// Releases, in one statement, the holds of `tree`'s budgets that lapsed: those of a job whose
 /// claim their holder no longer has (its process died and the job was re-claimed, buried,
 /// handed back or ended). With `leader`, also every hold made outside a job (a leader's: the
 /// last leader is gone when a new one starts), in every tree.
@@ -544,42 +577,47 @@ fn release_lapsed_holds<S: Sql>(sql: &mut S, tree: Option<u64>, leader: bool) ->
                   AND ((h.job = 1 AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.tree = h.tree AND j.node = h.node
                         AND j.status = 'claimed' AND j.claimed_by = h.holder))
                        OR (h.job = 0 AND $2 = 1))
-                RETURNING h.tree, h.money)
+                RETURNING h.tree, h.part, h.money)
          UPDATE budget_spent s SET held = GREATEST(s.held - g.money, 0)
-         FROM (SELECT tree, SUM(money) AS money FROM gone GROUP BY tree) g WHERE s.tree = g.tree",
+         FROM (SELECT tree, part, SUM(money) AS money FROM gone GROUP BY tree, part) g
+         WHERE s.tree = g.tree AND s.part = g.part",
         &[P::Int(tree.map_or(-1, |t| t as i64)), P::Int(i64::from(leader))],
     )
 }
 
-/// Counts a call of `tree`'s budget and holds `money` dollars for it as hold `id` of `me`, when
-/// `limits` admit it beside what is spent and held (one statement: the tree's row is updated
+/// Counts a call of budget `key` and holds `money` dollars for it as hold `id` of `me`, when
+/// `limits` admit it beside what is spent and held (one statement: the budget's row is updated
 /// only if the call fits, so concurrent holds of any process are admitted one after another,
 /// each seeing the others'). `job`: the node whose job makes the call (the hold lapses with the
 /// claim); `None`: a call on the leader. A refusal says which cap, with what the row holds.
 pub(crate) fn budget_hold<S: Sql>(
     sql: &mut S,
     me: &Lease,
-    tree: u64,
+    key: BudgetKey,
     job: Option<u64>,
     id: u64,
     limits: Limits,
     money: f64,
 ) -> StoreResult<Result<(), Refusal>> {
-    release_lapsed_holds(sql, Some(tree), false)?;
+    release_lapsed_holds(sql, Some(key.tree), false)?;
     let cap = |v: Option<u64>| P::OptInt(v.map(|v| v as i64));
     let money_cap = limits.money.map(dollars);
+    let money_f = money;
     let money = dollars(money);
-    for _ in 0..2 {
+    // Refused by the statement, a call is refused only when the row read after it shows which
+    // cap stops it: a row made or changed in between (another process's first call of the
+    // budget made it) is tried again.
+    for _ in 0..8 {
         let admitted = sql.execute(
             "WITH ok AS (UPDATE budget_spent SET calls = calls + 1, held = held + $3::float8
-                    WHERE tree = $1 AND ($4::BIGINT IS NULL OR tokens < $4::BIGINT)
+                    WHERE tree = $1 AND part = $10 AND ($4::BIGINT IS NULL OR tokens < $4::BIGINT)
                       AND ($5::BIGINT IS NULL OR calls < $5::BIGINT)
                       AND ($6::TEXT IS NULL OR money + held + $3::float8 <= $6::float8)
                     RETURNING tree)
-             INSERT INTO budget_holds (holder, id, tree, node, job, money)
-             SELECT $2, $7, tree, $8, $9, $3::float8 FROM ok",
+             INSERT INTO budget_holds (holder, id, tree, part, node, job, money)
+             SELECT $2, $7, tree, $10, $8, $9, $3::float8 FROM ok",
             &[
-                i(tree),
+                i(key.tree),
                 P::Text(&me.holder),
                 P::Text(&money),
                 cap(limits.tokens),
@@ -588,47 +626,59 @@ pub(crate) fn budget_hold<S: Sql>(
                 i(id),
                 i(job.unwrap_or(0)),
                 P::Int(i64::from(job.is_some())),
+                i(key.part),
             ],
         )?;
         if admitted == 1 {
             return Ok(Ok(()));
         }
-        match budget_totals(sql, tree)? {
-            None => {
-                // The tree's first call: its row, then the same again.
-                sql.execute(
-                    "INSERT INTO budget_spent (tree, tokens, calls, money, held) VALUES ($1, 0, 0, 0, 0)
-                     ON CONFLICT (tree) DO NOTHING",
-                    &[i(tree)],
-                )?;
-            }
+        match budget_totals(sql, key)? {
+            // The budget's first call: its row, then the same again.
+            None => budget_open(sql, key, 0, 0.0)?,
             Some(t) => {
                 let refusal = if limits.tokens.is_some_and(|l| t.tokens >= l) {
                     Refusal::Tokens { spent: t.tokens }
                 } else if limits.calls.is_some_and(|l| t.calls >= l) {
                     Refusal::Calls { made: t.calls }
-                } else {
+                } else if limits.money.is_some_and(|l| t.money + t.held + money_f > l) {
                     Refusal::Money {
                         spent: t.money,
                         held: t.held,
                     }
+                } else {
+                    continue;
                 };
                 return Ok(Err(refusal));
             }
         }
     }
     Err(StoreError::Db(format!(
-        "the budget row of tree {tree} could not be made"
+        "the budget of tree {} (part {}) changed under every try to hold a call",
+        key.tree, key.part
     )))
 }
 
-/// Ends hold `id` of `me`: released, and `tokens` and `money` dollars charged to `tree`; with
-/// `undo` its call is taken back instead (a budget it is within refused it). A hold that lapsed
-/// meanwhile (its claim lost) is released once only; what the call cost is charged either way.
+/// Makes the row of budget `key`, with `tokens` and `money` dollars spent before it was booked
+/// here (an exploration carried on from a version that kept its budget in memory); a row that
+/// is there already is left as it is.
+pub(crate) fn budget_open<S: Sql>(sql: &mut S, key: BudgetKey, tokens: u64, money: f64) -> StoreResult<()> {
+    let money = dollars(money);
+    sql.execute(
+        "INSERT INTO budget_spent (tree, part, tokens, calls, money, held) VALUES ($1, $2, $3, 0, $4::float8, 0)
+         ON CONFLICT (tree, part) DO NOTHING",
+        &[i(key.tree), i(key.part), i(tokens), P::Text(&money)],
+    )
+    .map(drop)
+}
+
+/// Ends hold `id` of `me`: released, and `tokens` and `money` dollars charged to budget `key`;
+/// with `undo` its call is taken back instead (a budget it is within refused it). A hold that
+/// lapsed meanwhile (its claim lost) is released once only; what the call cost is charged
+/// either way.
 pub(crate) fn budget_settle<S: Sql>(
     sql: &mut S,
     me: &Lease,
-    tree: u64,
+    key: BudgetKey,
     id: u64,
     tokens: u64,
     money: f64,
@@ -639,24 +689,25 @@ pub(crate) fn budget_settle<S: Sql>(
         "WITH gone AS (DELETE FROM budget_holds WHERE holder = $1 AND id = $2 RETURNING money)
          UPDATE budget_spent SET tokens = tokens + $4, money = money + $5::float8, calls = calls - $6,
             held = GREATEST(held - COALESCE((SELECT SUM(money) FROM gone), 0), 0)
-         WHERE tree = $3",
+         WHERE tree = $3 AND part = $7",
         &[
             P::Text(&me.holder),
             i(id),
-            i(tree),
+            i(key.tree),
             i(tokens),
             P::Text(&money),
             P::Int(i64::from(undo)),
+            i(key.part),
         ],
     )
     .map(drop)
 }
 
-/// What `tree`'s budget has booked (`None`: nothing yet).
-pub(crate) fn budget_totals<S: Sql>(sql: &mut S, tree: u64) -> StoreResult<Option<Totals>> {
+/// What budget `key` has booked (`None`: nothing yet).
+pub(crate) fn budget_totals<S: Sql>(sql: &mut S, key: BudgetKey) -> StoreResult<Option<Totals>> {
     let rows = sql.query(
-        "SELECT tokens, calls, money::TEXT, held::TEXT FROM budget_spent WHERE tree = $1",
-        &[i(tree)],
+        "SELECT tokens, calls, money::TEXT, held::TEXT FROM budget_spent WHERE tree = $1 AND part = $2",
+        &[i(key.tree), i(key.part)],
     )?;
     Ok(rows.into_iter().next().map(|r| {
         let mut r = r.into_iter();
@@ -843,23 +894,35 @@ impl Queue {
     /// See [`budget_hold`].
     pub(crate) fn budget_hold(
         &mut self,
-        tree: u64,
+        key: BudgetKey,
         job: Option<u64>,
         id: u64,
         limits: Limits,
         money: f64,
     ) -> StoreResult<Result<(), Refusal>> {
-        budget_hold(&mut self.db.sql, &self.me, tree, job, id, limits, money)
+        budget_hold(&mut self.db.sql, &self.me, key, job, id, limits, money)
     }
 
     /// See [`budget_settle`].
-    pub(crate) fn budget_settle(&mut self, tree: u64, id: u64, tokens: u64, money: f64, undo: bool) -> StoreResult<()> {
-        budget_settle(&mut self.db.sql, &self.me, tree, id, tokens, money, undo)
+    pub(crate) fn budget_settle(
+        &mut self,
+        key: BudgetKey,
+        id: u64,
+        tokens: u64,
+        money: f64,
+        undo: bool,
+    ) -> StoreResult<()> {
+        budget_settle(&mut self.db.sql, &self.me, key, id, tokens, money, undo)
     }
 
-    /// See [`budget_totals`] (zero for a tree that has booked nothing yet).
-    pub(crate) fn budget_totals(&mut self, tree: u64) -> StoreResult<Totals> {
-        Ok(budget_totals(&mut self.db.sql, tree)?.unwrap_or_default())
+    /// See [`budget_totals`] (zero for a budget that has booked nothing yet).
+    pub(crate) fn budget_totals(&mut self, key: BudgetKey) -> StoreResult<Totals> {
+        Ok(budget_totals(&mut self.db.sql, key)?.unwrap_or_default())
+    }
+
+    /// See [`budget_open`].
+    pub(crate) fn budget_open(&mut self, key: BudgetKey, tokens: u64, money: f64) -> StoreResult<()> {
+        budget_open(&mut self.db.sql, key, tokens, money)
     }
 
     /// Leaves the list of processes taking jobs.

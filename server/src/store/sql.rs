@@ -139,6 +139,17 @@ const MIGRATIONS: &[&str] = &[
      CREATE TABLE budget_holds (holder TEXT NOT NULL, id BIGINT NOT NULL, tree BIGINT NOT NULL, node BIGINT NOT NULL,
         job BIGINT NOT NULL, money DOUBLE PRECISION NOT NULL, PRIMARY KEY (holder, id));
      CREATE INDEX budget_holds_tree ON budget_holds (tree);",
+    // 18 (issue 40, item 3): a budget's parts: an exploration with its own token or money cap
+    // books it in the database too, as part `<exploration id>` of its tree (the tree's own
+    // budget is part 0, which the rows of schema 17 become), and each hold names its part.
+    "CREATE TABLE budget_parts (tree BIGINT NOT NULL, part BIGINT NOT NULL, tokens BIGINT NOT NULL,
+        calls BIGINT NOT NULL, money DOUBLE PRECISION NOT NULL, held DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (tree, part));
+     INSERT INTO budget_parts (tree, part, tokens, calls, money, held)
+        SELECT tree, 0, tokens, calls, money, held FROM budget_spent;
+     DROP TABLE budget_spent;
+     ALTER TABLE budget_parts RENAME TO budget_spent;
+     ALTER TABLE budget_holds ADD COLUMN part BIGINT NOT NULL DEFAULT 0;",
 ];
 
 /// The schema version this build writes.
@@ -329,6 +340,11 @@ impl<S: Sql> Db<S> {
 
     /// Creates the schema or brings it up to date. A database written by a newer build is refused.
     pub(crate) fn migrate(&mut self) -> StoreResult<()> {
+        self.migrate_to(MIGRATIONS.len())
+    }
+
+    /// Brings the schema up to version `version` (tests start from an earlier one).
+    fn migrate_to(&mut self, version: usize) -> StoreResult<()> {
         self.sql
             .batch("CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)")?;
         let rows = self.sql.query("SELECT version FROM schema_version", &[])?;
@@ -346,7 +362,7 @@ impl<S: Sql> Db<S> {
             )));
         }
         let mut index_logs = false;
-        for (n, m) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+        for (n, m) in MIGRATIONS.iter().enumerate().take(version).skip(current as usize) {
             index_logs |= m.contains("{search}");
             let ddl = m
                 .replace("{blob}", self.sql.blob_type())
@@ -587,6 +603,7 @@ impl<S: Sql> Db<S> {
             }
             Write::DeleteExplore { tree, id } => {
                 sql.write("DELETE FROM explores WHERE tree = $1 AND id = $2", &[i(*tree), i(*id)])?;
+                super::jobs::budget_forget(sql, super::jobs::BudgetKey::explore(*tree, *id))?;
             }
             Write::Applied { seq } => {
                 sql.write("UPDATE journal SET applied = $1", &[i(*seq)])?;
@@ -1193,6 +1210,38 @@ impl<S: Sql> Database for Db<S> {
 mod tests {
     use super::*;
     use crate::store::sqlite::Sqlite;
+
+    /// Schema 18 keeps what schema 17 booked: a tree's spending becomes its budget's part 0, and
+    /// its holds are of part 0.
+    #[test]
+    fn migration_18_keeps_a_trees_booked_spending_as_its_part_0() {
+        let dir = std::env::temp_dir().join(format!("simtree-migrate-18-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut db = Db::new(Sqlite::open(&dir.join("simtree.db")).unwrap());
+        db.migrate_to(17).unwrap();
+        db.sql
+            .batch(
+                "INSERT INTO budget_spent (tree, tokens, calls, money, held) VALUES (4, 1200, 9, 0.25, 0.5);
+                 INSERT INTO budget_holds (holder, id, tree, node, job, money) VALUES ('h/1/a', 3, 4, 7, 1, 0.5);",
+            )
+            .unwrap();
+        db.migrate().unwrap();
+        let spent = db
+            .sql
+            .query("SELECT tree, part, tokens, calls FROM budget_spent", &[])
+            .unwrap();
+        let cells: Vec<String> = spent[0].iter().map(|c| format!("{c:?}")).collect();
+        assert_eq!(spent.len(), 1);
+        assert_eq!(cells, ["Int(4)", "Int(0)", "Int(1200)", "Int(9)"]);
+        let holds = db.sql.query("SELECT part FROM budget_holds", &[]).unwrap();
+        assert_eq!(format!("{:?}", holds[0][0]), "Int(0)");
+        // Two parts of one tree are two rows now.
+        db.sql
+            .batch("INSERT INTO budget_spent (tree, part, tokens, calls, money, held) VALUES (4, 1, 0, 0, 0, 0)")
+            .unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     /// A relay that has some entries reads from the row holding the next one on, not the whole
     /// log again (both dialects run the same statement; PostgreSQL through tests/tests/jobs.rs).

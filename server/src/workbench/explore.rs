@@ -7,7 +7,8 @@
 //! candidates attached and committed before the reply); the rounds are then driven by a task the
 //! server owns. A round's runs are reserved (counted in `runs_used`) when they are attached,
 //! before any starts, so the runs budget is never passed; the token and money caps are a budget
-//! of the exploration's own within the tree's ([`TreeBudget::within`]), which refuses a provider
+//! of the exploration's own within the tree's ([`TreeBudget::inside`]; with jobs on, booked in
+//! the database as a part of the tree's book, so its replicates run on any process), which refuses a provider
 //! call that might pass them. After every replicate the row is rewritten and `explore_progress`
 //! goes out on the tree socket.
 //!
@@ -35,6 +36,7 @@ use super::{Core, MoneyShortfall, RequestLimit, TreeHandle, WorkbenchError, lock
 use crate::explore::{ExploreSpec, MAX_CANDIDATES, mean_ci, next_round, rank, survivors};
 use crate::llm::budget::{Limits as BudgetLimits, TreeBudget};
 use crate::store::Write;
+use crate::store::jobs::BudgetKey;
 use crate::sweep::{MAX_RUNS, Metric, paired};
 use crate::tree::{NodeId, SimTree, TreeError};
 
@@ -478,6 +480,21 @@ impl Studies<'_> {
 }
 
 impl Core {
+    /// Exploration `id`'s own token and money caps (`budget`), charged within its tree's budget;
+    /// `None` when it has neither. With jobs on they are booked in the database (part of the
+    /// tree's book), so its replicates run as jobs on any process and charge them together.
+    fn explore_budget(&self, handle: &TreeHandle, id: u64, budget: ExploreBudget) -> Option<Arc<TreeBudget>> {
+        let limits = BudgetLimits {
+            tokens: budget.tokens,
+            calls: None,
+            money: budget.money,
+        };
+        (!limits.is_empty()).then(|| {
+            let own = self.booked_budget(BudgetKey::explore(handle.id, id), limits);
+            Arc::new(own.inside(handle.budget.clone()))
+        })
+    }
+
     /// The money an exploration may spend and whose it is: its own `budget.money`, or what the
     /// tree's money budget has left when that is less; `None` when neither caps money.
     fn explore_money(&self, tree: u64, spec: &ExploreSpec) -> Result<Option<(f64, &'static str)>, WorkbenchError> {
@@ -559,15 +576,8 @@ impl Studies<'_> {
             }
             ids
         };
-        let budget = {
-            let b = BudgetLimits {
-                tokens: spec.budget.tokens,
-                calls: None,
-                money: spec.budget.money,
-            };
-            (!b.is_empty()).then(|| Arc::new(TreeBudget::within(b, self.prices.clone(), handle.budget.clone())))
-        };
         let record = handle.explores.add(|id| {
+            let budget = self.explore_budget(&handle, id, spec.budget);
             let data = ExploreData {
                 id,
                 parent,
@@ -733,18 +743,10 @@ impl Core {
             if t.ids_left() < cut.len() as u64 {
                 return Err(TreeError::IdsExhausted.into());
             }
-            let budget = {
-                let b = BudgetLimits {
-                    tokens: d.budget.tokens,
-                    calls: None,
-                    money: d.budget.money,
-                };
-                (!b.is_empty()).then(|| {
-                    let b = TreeBudget::within(b, self.prices.clone(), handle.budget.clone());
-                    b.already_spent(spent.tokens_used, spent.money_used.unwrap_or(0.0));
-                    Arc::new(b)
-                })
-            };
+            let budget = self.explore_budget(handle, id, d.budget);
+            if let Some(b) = &budget {
+                b.already_spent(spent.tokens_used, spent.money_used.unwrap_or(0.0));
+            }
             // Capacity and ids were checked, and every candidate is there: no attach can fail.
             let mut runs = Vec::with_capacity(cut.len() + running.len());
             for (i, k) in cut {

@@ -35,10 +35,10 @@
 //! ([`QueueBook`], `store/jobs.rs`), its caps and prices travel in the job's payload
 //! ([`RunSpec::budget`]), and every call, on the leader or a worker, holds its most possible cost
 //! there before it starts, so workers racing for one tree never spend past its caps together.
+//! An exploration's own token and money caps are booked the same way, as a part of its tree's
+//! book ([`BudgetKey::explore`]), and travel with its replicates' jobs ([`JobBudget::part`]).
 //!
-//! Runs stay in-process (exactly as without `--jobs`) when they need what is not shared between
-//! processes: an exploration's own budget (charged in the leader's memory, within the tree's), or
-//! no store.
+//! Runs stay in-process (exactly as without `--jobs`) only when there is no store.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -50,7 +50,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::persist::LogBatch;
 use super::run::{
-    Ended, JobBudget, Outcome, Pending, RunSpec, Running, StoreFault, conclude, end_writes, execute, patiently,
+    Ended, JobBudget, Outcome, PartBudget, Pending, RunSpec, Running, StoreFault, conclude, end_writes, execute,
+    patiently,
 };
 use super::{Core, LiveState, Progress, RunResult, TreeHandle, WorkbenchError, lock};
 use crate::engine::Event;
@@ -59,7 +60,7 @@ use crate::llm::budget::{Book, Limits, Refusal, Totals, TreeBudget};
 use crate::llm::ledger::{Ledger, RecordSink};
 use crate::llm::price::PriceTable;
 use crate::llm::record::LlmRecord;
-use crate::store::jobs::{self as queue, Job, JobRow, Listener, Queue, Status};
+use crate::store::jobs::{self as queue, BudgetKey, Job, JobRow, Listener, Queue, Status};
 use crate::store::lease::Lease;
 use crate::store::{Store, StoreError, Write, now_ms};
 use crate::tree::{NodeId, NodeLog, entry_json};
@@ -146,12 +147,12 @@ impl Hub {
     }
 }
 
-/// A budgeted tree's book in the database ([`Queue::budget_hold`]), on a process's queue
-/// connection: the leader's for the runs it makes itself (`job` none), a worker's for the job it
-/// runs.
+/// A budget's book in the database ([`Queue::budget_hold`]): a budgeted tree's, or an
+/// exploration's own caps within its tree ([`BudgetKey`]), on a process's queue connection: the
+/// leader's for the runs it makes itself (`job` none), a worker's for the job it runs.
 pub(super) struct QueueBook {
     queue: Arc<Mutex<Queue>>,
-    tree: u64,
+    key: BudgetKey,
     job: Option<NodeId>,
     /// What the book read last, shown while the database cannot be read.
     last: Mutex<Totals>,
@@ -161,10 +162,10 @@ pub(super) struct QueueBook {
 static HOLDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl QueueBook {
-    pub(super) fn new(queue: Arc<Mutex<Queue>>, tree: u64, job: Option<NodeId>) -> Arc<QueueBook> {
+    pub(super) fn new(queue: Arc<Mutex<Queue>>, key: BudgetKey, job: Option<NodeId>) -> Arc<QueueBook> {
         Arc::new(QueueBook {
             queue,
-            tree,
+            key,
             job,
             last: Mutex::new(Totals::default()),
         })
@@ -172,13 +173,13 @@ impl QueueBook {
 
     /// Ends hold `id`, waiting out a database restarting (what a call cost is booked once).
     async fn end(&self, id: u64, tokens: u64, money: f64, undo: bool) {
-        let tree = self.tree;
+        let key = self.key;
         let ended = patiently("a budget's booking", || {
-            on_queue(&self.queue, move |q| q.budget_settle(tree, id, tokens, money, undo))
+            on_queue(&self.queue, move |q| q.budget_settle(key, id, tokens, money, undo))
         })
         .await;
         if let Err(e) = ended {
-            tracing::warn!(tree, hold = id, error = %e, "a call's cost could not be booked; its hold lapses with its claim");
+            tracing::warn!(tree = key.tree, part = key.part, hold = id, error = %e, "a call's cost could not be booked; its hold lapses with its claim");
         }
     }
 }
@@ -186,7 +187,7 @@ impl QueueBook {
 impl std::fmt::Debug for QueueBook {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("QueueBook")
-            .field("tree", &self.tree)
+            .field("key", &self.key)
             .field("job", &self.job)
             .finish()
     }
@@ -195,10 +196,10 @@ impl std::fmt::Debug for QueueBook {
 impl Book for QueueBook {
     fn hold(&self, limits: Limits, money: f64) -> BoxFuture<'_, Result<u64, Refusal>> {
         Box::pin(async move {
-            let (tree, job) = (self.tree, self.job);
+            let (key, job) = (self.key, self.job);
             let id = HOLDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let held = patiently("a budget's hold", || {
-                on_queue(&self.queue, move |q| q.budget_hold(tree, job, id, limits, money))
+                on_queue(&self.queue, move |q| q.budget_hold(key, job, id, limits, money))
             })
             .await;
             match held {
@@ -218,31 +219,50 @@ impl Book for QueueBook {
     }
 
     fn totals(&self) -> Totals {
-        // On a thread of its own: the queue's client blocks on a runtime of its own, which a
-        // caller inside an async task (a request's handler) must not do on its thread.
-        let read = std::thread::scope(|s| {
-            s.spawn(|| lock(&self.queue).budget_totals(self.tree))
-                .join()
-                .unwrap_or_else(|_| Err(StoreError::Io("the budget's reading thread panicked".into())))
-        });
-        match read {
+        match self.aside(|q, key| q.budget_totals(key)) {
             Ok(t) => {
                 *lock(&self.last) = t;
                 t
             }
             Err(e) => {
-                tracing::warn!(tree = self.tree, error = %e, "a budget's spending cannot be read now; the last read is shown");
+                tracing::warn!(tree = self.key.tree, part = self.key.part, error = %e, "a budget's spending cannot be read now; the last read is shown");
                 *lock(&self.last)
             }
         }
     }
+
+    fn carry(&self, tokens: u64, money: f64) {
+        if let Err(e) = self.aside(|q, key| q.budget_open(key, tokens, money)) {
+            tracing::warn!(tree = self.key.tree, part = self.key.part, error = %e, "what a budget spent before it was booked here cannot be booked now");
+        }
+    }
+
+    fn part(&self) -> Option<u64> {
+        Some(self.key.part)
+    }
+}
+
+impl QueueBook {
+    /// `f` on the queue connection, on a thread of its own: the queue's client blocks on a
+    /// runtime of its own, which a caller inside an async task (a request's handler) must not
+    /// do on its thread.
+    fn aside<R: Send>(
+        &self,
+        f: impl FnOnce(&mut Queue, BudgetKey) -> Result<R, StoreError> + Send,
+    ) -> Result<R, StoreError> {
+        std::thread::scope(|s| {
+            s.spawn(|| f(&mut lock(&self.queue), self.key))
+                .join()
+                .unwrap_or_else(|_| Err(StoreError::Io("the budget's reading thread panicked".into())))
+        })
+    }
 }
 
 impl Hub {
-    /// A budget of `limits` for tree `tree`, booked in the database (runs of the tree on any
-    /// process charge it together).
-    pub(super) fn budget(&self, tree: u64, limits: Limits, prices: Arc<PriceTable>) -> TreeBudget {
-        TreeBudget::shared(limits, prices, QueueBook::new(self.queue.clone(), tree, None))
+    /// A budget of `limits` booked in the database as `key` (runs of the tree on any process
+    /// charge it together): a tree's own, or an exploration's.
+    pub(super) fn budget(&self, key: BudgetKey, limits: Limits, prices: Arc<PriceTable>) -> TreeBudget {
+        TreeBudget::shared(limits, prices, QueueBook::new(self.queue.clone(), key, None))
     }
 }
 
@@ -346,14 +366,26 @@ impl Core {
         self.jobs.set(Arc::new(hub)).map_err(|_| JobError::AlreadyEnabled)
     }
 
+    /// A budget of `limits` booked as `key` (a tree's own, or an exploration's): with jobs on,
+    /// in the database, so that runs of the tree on any process charge it together; in this
+    /// process's memory otherwise.
+    pub(super) fn booked_budget(&self, key: BudgetKey, limits: Limits) -> TreeBudget {
+        match self.jobs.get() {
+            Some(hub) if self.store.is_some() => hub.budget(key, limits, self.prices.clone()),
+            _ => TreeBudget::new(limits, self.prices.clone()),
+        }
+    }
+
     /// Whether a run of `handle`'s tree goes through the queue: jobs are on, the tree is
-    /// stored, and the run needs nothing only this process has (an exploration's budget,
-    /// charged in memory; the tree's own is booked in the database) — an agent-based model's
-    /// only while some process on the database offers ABM slots. A replay is a job: its
-    /// recorded calls travel in its payload. Asked by [`Core::spawn`] alone.
-    pub(super) fn goes_to_queue(&self, handle: &TreeHandle, budget: bool) -> bool {
+    /// stored, and the run needs nothing only this process has (a budget charged in its memory:
+    /// with jobs on, a tree's and an exploration's are booked in the database) — an
+    /// agent-based model's only while some process on the database offers ABM slots. A replay
+    /// is a job: its recorded calls travel in its payload. `budget`: the run's own (an
+    /// exploration's), charged instead of the tree's. Asked by [`Core::spawn`] alone.
+    pub(super) fn goes_to_queue(&self, handle: &TreeHandle, budget: Option<&TreeBudget>) -> bool {
         let Some(hub) = self.jobs.get() else { return false };
-        let in_process = budget || handle.budget.as_ref().is_some_and(|b| !b.is_shared());
+        let in_memory = |b: Option<&TreeBudget>| b.is_some_and(|b| !b.is_shared());
+        let in_process = in_memory(budget) || in_memory(handle.budget.as_deref());
         let abm_stays = handle.kind == SimKind::Abm && hub.abm_takers.load(std::sync::atomic::Ordering::SeqCst) == 0;
         !in_process && !abm_stays && handle.stored()
     }
@@ -872,9 +904,19 @@ impl Core {
         let ledger = Arc::new(Ledger::resuming(earlier, Some(sink)));
         // A replay answers from the records its payload carries, never from a provider.
         // The tree's budget is charged in the database's book, at the serving process's prices.
-        let budget = run.budget.clone().map(|b| {
-            let book = QueueBook::new(queue.clone(), tree, Some(id));
-            Arc::new(TreeBudget::shared(b.limits, Arc::new(b.prices), book))
+        let budget = run.budget.clone().and_then(|b| {
+            let b = *b;
+            let prices = Arc::new(b.prices);
+            let book = |part| QueueBook::new(queue.clone(), BudgetKey { tree, part }, Some(id));
+            let tree_budget =
+                (!b.limits.is_empty()).then(|| Arc::new(TreeBudget::shared(b.limits, prices.clone(), book(0))));
+            match b.part {
+                // An exploration's replicate: its caps, within the tree's.
+                Some(p) => Some(Arc::new(
+                    TreeBudget::shared(p.limits, prices, book(p.part)).inside(tree_budget),
+                )),
+                None => tree_budget,
+            }
         });
         let (ctx, ledger) = match self.client_with(&handle, run.replay.clone(), &sim, id, budget, ledger.clone()) {
             Ok((ctx, ledger)) => (Ok(ctx), ledger),
@@ -956,10 +998,25 @@ pub(super) fn spawn_job(
     p: Pending,
     running: Running,
 ) -> tokio::task::JoinHandle<RunResult> {
-    let Pending { id, log, mut spec, .. } = p;
-    spec.budget = handle.budget.as_ref().map(|b| JobBudget {
-        limits: b.limits(),
-        prices: PriceTable::clone(b.prices()),
+    let Pending {
+        id,
+        log,
+        mut spec,
+        budget,
+    } = p;
+    // (An exploration's budget is within its tree's, at the same prices.)
+    let part = budget.as_ref().and_then(|b| {
+        Some(PartBudget {
+            part: b.part()?,
+            limits: b.limits(),
+        })
+    });
+    spec.budget = budget.as_ref().or(handle.budget.as_ref()).map(|b| {
+        Box::new(JobBudget {
+            limits: handle.budget.as_ref().map(|t| t.limits()).unwrap_or_default(),
+            prices: PriceTable::clone(b.prices()),
+            part,
+        })
     });
     let payload = serde_json::to_string(&spec).unwrap_or_default();
     tracing::info!(tree = handle.id, node = id, turns = spec.turns, "run queued as a job");

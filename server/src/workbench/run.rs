@@ -52,14 +52,27 @@ pub(super) struct RunSpec {
     /// run charges it in the database's book wherever it runs (jobs of earlier versions have
     /// none: their trees had no budget).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub budget: Option<JobBudget>,
+    pub budget: Option<Box<JobBudget>>,
 }
 
-/// A tree's budget as a job carries it.
+/// A tree's budget as a job carries it: the tree's caps (none when only an exploration of it
+/// has a budget), the prices, and the exploration's own caps when the run is one of its
+/// replicates.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(super) struct JobBudget {
     pub limits: Limits,
     pub prices: PriceTable,
+    /// The exploration's caps, booked as part `part` of the tree's budget, within the tree's
+    /// (jobs of earlier versions have none: an exploration's budget kept its runs on the leader).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part: Option<PartBudget>,
+}
+
+/// An exploration's own caps as a job carries them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(super) struct PartBudget {
+    pub part: u64,
+    pub limits: Limits,
 }
 
 impl RunSpec {
