@@ -40,9 +40,11 @@ use std::time::Duration;
 use super::lease::Lease;
 use super::sql::{CHANNEL, Db, enqueue};
 use super::vocab::{Cell, P, Sql, i};
-use super::{StoreError, StoreResult, Write};
+use super::{Database, LogRow, NodeRow, StoreError, StoreResult, Write};
 use crate::llm::budget::{Limits, Refusal, Totals};
 
+/// The payload on [`CHANNEL`] that says a job was queued (the others say one ended).
+pub(crate) const QUEUED: &str = "queued";
 /// The channel a worker tells the serving process on that a running node's log grew
 /// (`<tree>:<node>`), so that it relays the new entries to the node's watchers.
 pub(crate) const LOG_CHANNEL: &str = "simtree_log";
@@ -325,7 +327,7 @@ pub fn retry<S: Sql>(sql: &mut S, me: &Lease, tree: u64, node: u64, error: &str)
         Some(Cell::Text(s)) => Status::parse(&s)?,
         _ => return Ok(None),
     };
-    sql.execute(&format!("SELECT pg_notify('{CHANNEL}', 'queued')"), &[])?;
+    sql.execute(&format!("SELECT pg_notify('{CHANNEL}', '{QUEUED}')"), &[])?;
     Ok(Some(status))
 }
 
@@ -341,7 +343,7 @@ pub fn release<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<u64> {
         &[P::Text(&me.holder)],
     )?;
     if n > 0 {
-        sql.execute(&format!("SELECT pg_notify('{CHANNEL}', 'queued')"), &[])?;
+        sql.execute(&format!("SELECT pg_notify('{CHANNEL}', '{QUEUED}')"), &[])?;
     }
     Ok(n)
 }
@@ -889,6 +891,19 @@ impl Queue {
 
     pub fn recorded_calls(&mut self, tree: u64, node: u64) -> StoreResult<Vec<String>> {
         recorded_calls(&mut self.db.sql, tree, node)
+    }
+
+    /// Node `node`'s record, read on this connection: not through the store's thread, which
+    /// commits what it has queued before it reads (a job's parent and node are committed
+    /// before its job is, so they are there).
+    pub(crate) fn node(&mut self, tree: u64, node: u64) -> StoreResult<Option<NodeRow>> {
+        self.db.node(tree, node)
+    }
+
+    /// Node `node`'s record and log rows, read on this connection (a job's end, as its worker
+    /// committed it).
+    pub(crate) fn node_end(&mut self, tree: u64, node: u64) -> StoreResult<(Option<NodeRow>, Vec<LogRow>)> {
+        Ok((self.db.node(tree, node)?, self.db.log(tree, node)?))
     }
 
     /// See [`budget_hold`].

@@ -41,7 +41,8 @@ pub fn enqueue<S: Sql>(
             i(max_attempts.max(1)),
         ],
     )?;
-    sql.write(&format!("SELECT pg_notify('{CHANNEL}', 'queued')"), &[])
+    let queued = super::jobs::QUEUED;
+    sql.write(&format!("SELECT pg_notify('{CHANNEL}', '{queued}')"), &[])
 }
 
 /// Schema versions, applied in order at start-up; each runs once, in a transaction.

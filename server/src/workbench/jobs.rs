@@ -507,38 +507,37 @@ impl Core {
         loop {
             let mut logs = HashSet::new();
             let mut check_ended = false;
-            tokio::select! {
-                got = rx.recv() => match got {
-                    None => tokio::time::sleep(POLL).await,
-                    Some(payloads) => {
-                        for p in payloads {
-                            if let Some(key) = p.strip_prefix("log:").and_then(pair) {
-                                logs.insert(key);
-                            } else {
-                                check_ended = true;
-                            }
-                        }
-                    }
-                },
-                _ = tick.tick() => check_ended = true,
-            }
-            while let Ok(more) = rx.try_recv() {
-                for p in more {
+            let mut ticked = false;
+            // A job queued is the workers' news, not the dispatcher's: only the others (a job
+            // ended, given up, cancelled) send it to the queue's ended jobs.
+            let mut take = |payloads: Vec<String>, check_ended: &mut bool| {
+                for p in payloads {
                     match p.strip_prefix("log:").and_then(pair) {
                         Some(key) => {
                             logs.insert(key);
                         }
-                        None => check_ended = true,
+                        None => *check_ended |= p != queue::QUEUED,
                     }
                 }
+            };
+            tokio::select! {
+                got = rx.recv() => match got {
+                    None => tokio::time::sleep(POLL).await,
+                    Some(payloads) => take(payloads, &mut check_ended),
+                },
+                _ = tick.tick() => (check_ended, ticked) = (true, true),
+            }
+            while let Ok(more) = rx.try_recv() {
+                take(more, &mut check_ended);
             }
             for (tree, node) in logs {
                 self.relay(&hub, tree, node).await;
             }
+            // (What the processes offer changes rarely: read once a second, off a run's path.)
+            if ticked && let Ok(n) = on_queue(&hub.queue, |q| q.abm_takers()).await {
+                hub.abm_takers.store(n, std::sync::atomic::Ordering::SeqCst);
+            }
             if check_ended {
-                if let Ok(n) = on_queue(&hub.queue, |q| q.abm_takers()).await {
-                    hub.abm_takers.store(n, std::sync::atomic::Ordering::SeqCst);
-                }
                 match on_queue(&hub.queue, |q| q.ended()).await {
                     Ok(rows) => {
                         for row in rows {
@@ -853,14 +852,16 @@ impl Core {
     ) -> Result<End, JobError> {
         let (tree, id) = (job.tree, job.node);
         let run: RunSpec = serde_json::from_str(&job.payload).map_err(JobError::Payload)?;
-        let store = self.store.clone().ok_or(JobError::NoStore)?;
+        if self.store.is_none() {
+            return Err(JobError::NoStore);
+        }
         // (Reads before the run starts wait out a database restarting, as its end's write does.)
         let read = patiently("a job's tree", || {
-            let (this, store) = (self.clone(), store.clone());
+            let (this, queue) = (self.clone(), queue.clone());
             async move {
                 off_runtime(move || {
                     let handle = this.fresh_tree(tree, run.parent)?;
-                    let attached = store.read(move |db| db.node(tree, id))?;
+                    let attached = lock(&queue).node(tree, id)?;
                     Ok::<_, WorkbenchError>((handle, attached))
                 })
                 .await
@@ -876,13 +877,20 @@ impl Core {
         };
         // What an earlier attempt recorded is answered from its recording (not paid again);
         // each new call is recorded as it returns, before its answer is used.
-        let earlier = patiently("a job's recorded calls", || {
-            on_queue(queue, move |q| q.recorded_calls(tree, id))
-        })
-        .await?
-        .iter()
-        .filter_map(|body| serde_json::from_str::<LlmRecord>(body).ok())
-        .collect::<Vec<_>>();
+        // (A first attempt has none: no read.)
+        let recorded = match job.attempts {
+            0 | 1 => Vec::new(),
+            _ => {
+                patiently("a job's recorded calls", || {
+                    on_queue(queue, move |q| q.recorded_calls(tree, id))
+                })
+                .await?
+            }
+        };
+        let earlier = recorded
+            .iter()
+            .filter_map(|body| serde_json::from_str::<LlmRecord>(body).ok())
+            .collect::<Vec<_>>();
         if !earlier.is_empty() {
             tracing::info!(
                 tree,
@@ -1103,12 +1111,13 @@ fn wait_for_job(
                     Some((row, progress)) => (Some(row), progress),
                     None => (None, left.unwrap_or_else(|| Progress::new(id, turns))),
                 };
-                take_end(&handle, id, row, &log, progress).await
+                take_end(&hub.queue, &handle, id, row, &log, progress).await
             }
         };
         let result = conclude(&handle, id, ended, running, started).await;
         if queued {
-            let _ = on_queue(&hub.queue, move |q| q.forget(tree, id)).await;
+            // (Off the reply's path: the node shows its end already.)
+            tokio::spawn(async move { on_queue(&hub.queue, move |q| q.forget(tree, id)).await });
         }
         result
     })
@@ -1139,6 +1148,7 @@ struct End {
 /// in the store until used), or a failure when the job was given up or cancelled. [`conclude`]
 /// stores and announces it.
 async fn take_end(
+    queue: &Arc<Mutex<Queue>>,
     handle: &Arc<TreeHandle>,
     id: NodeId,
     row: Option<JobRow>,
@@ -1146,29 +1156,18 @@ async fn take_end(
     mut progress: Progress,
 ) -> Ended {
     let tree = handle.id;
-    let store = handle.store.clone();
-    let read = match (&row, store) {
-        (Some(r), Some(store)) if matches!(r.status, Status::Done | Status::Failed) => {
-            // (A database restarting is waited out: the worker stored the end already.)
-            let read = || {
-                let store = store.clone();
-                async move {
-                    off_runtime(move || {
-                        let node = store.read(move |db| db.node(tree, id))?;
-                        let logs = store.read(move |db| db.log(tree, id))?;
-                        Ok::<_, StoreError>((node, logs))
-                    })
-                    .await
-                    .transpose()
-                }
-            };
-            patiently("a job's end", read).await.transpose()
+    let read = match &row {
+        Some(r) if matches!(r.status, Status::Done | Status::Failed) && handle.stored() => {
+            // (A database restarting is waited out: the worker stored the end already. Read on
+            // the queue's connection: the store's thread would commit what it has queued first.)
+            let read = || on_queue(queue, move |q| q.node_end(tree, id));
+            Some(patiently("a job's end", read).await)
         }
         _ => None,
     };
     // `durable`: the node's end is in the store already (the worker committed it with the
-    // job's end), so a failed flush below concerns only the tree's touch, which is kept and
-    // retried; otherwise the end is written here and, unstored, is not acknowledged.
+    // job's end), so the tree's touch written beside it is not waited for (it is kept and
+    // retried); otherwise the end is written here and, unstored, is not acknowledged.
     let (status, error, present, durable) = {
         let mut t = handle.lock();
         match read {

@@ -300,8 +300,8 @@ pub(super) struct Ended {
     pub(crate) present: bool,
     /// Its end could not be stored (the cause): it is not acknowledged.
     pub(crate) unstored: Option<String>,
-    /// Its end is committed already (a worker committed it with its job's end): a flush that
-    /// fails concerns only what the serving process wrote beside it, which is kept and retried.
+    /// Its end is committed already (a worker committed it with its job's end): what the
+    /// serving process wrote beside it is not waited for, and is kept and retried.
     pub durable: bool,
 }
 
@@ -323,10 +323,12 @@ pub(super) async fn conclude(
         mut unstored,
         durable,
     } = ended;
+    // (A durable end is not waited for: what is written beside it, the tree's touch, commits
+    // with the store's next group and is retried while it cannot.)
     if present
         && unstored.is_none()
-        && let Err(e) = patiently("a run's end", || handle.flush_async()).await
         && !durable
+        && let Err(e) = patiently("a run's end", || handle.flush_async()).await
     {
         unstored = Some(e.to_string());
     }
