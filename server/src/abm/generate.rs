@@ -112,7 +112,7 @@ pub async fn generate(llm: &dyn StructuredLlm, request: &GenerateRequest, option
 
 /// Why generation gave no model; the message is the `{success: false, message}` envelope's.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
-pub enum GenerateError {
+pub(crate) enum GenerateError {
     #[error("the prompt is empty")]
     EmptyPrompt,
     /// The structured-output call failed (after the provider's retries).

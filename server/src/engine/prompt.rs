@@ -32,7 +32,7 @@ pub struct SceneText {
 
 /// An action a scene defines itself, as the prompt lists it.
 #[derive(Clone, Debug, Default)]
-pub struct OwnAction {
+pub(crate) struct OwnAction {
     pub name: String,
     /// Its line in the action list.
     pub description: String,

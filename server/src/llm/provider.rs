@@ -727,7 +727,7 @@ fn networked(dialect: Dialect) -> bool {
 /// Without a key, the least loaded. Load counts the calls in flight at a member from every
 /// process when the pool shares its limits through a load board ([`ProviderPool::share_load`]),
 /// else this process's.
-pub struct EndpointSet {
+pub(crate) struct EndpointSet {
     label: String,
     members: Vec<(Arc<dyn ChatProvider>, Arc<Gate>)>,
     /// Whether the affinity key is followed (else: always the least loaded).

@@ -82,7 +82,7 @@ pub struct MarketData {
 /// Where a Case's window lies: the cutoff day, the previous decision point's cutoff (if any) and
 /// how many bars per ticker to include.
 #[derive(Clone, Copy, Debug)]
-pub struct CaseWindow<'a> {
+pub(crate) struct CaseWindow<'a> {
     pub cutoff: &'a str,
     pub(crate) previous_cutoff: Option<&'a str>,
     pub lookback: usize,

@@ -57,7 +57,7 @@ fn manhattan(a: Xy, b: Xy) -> i64 {
 
 /// One explicitly stored grid cell. Cells not stored are passable plain ground of cost 1.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Tile {
+pub(crate) struct Tile {
     pub(crate) passable: bool,
     pub(crate) movement_cost: i64,
     pub(crate) terrain: String,

@@ -74,7 +74,7 @@ impl Phase {
 /// A witch's remaining potions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Potions {
+pub(crate) struct Potions {
     pub(crate) heals_left: i64,
     pub(crate) poisons_left: i64,
 }
@@ -91,7 +91,7 @@ impl Default for Potions {
 /// What a witch prepared tonight.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct WitchAction {
+pub(crate) struct WitchAction {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) poison_target: Option<String>,
 }
