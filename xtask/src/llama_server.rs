@@ -61,7 +61,8 @@ pub fn prepare() -> Result<PathBuf, String> {
     }
     let dir = folder()?;
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let lock_path = dir.with_extension("lock");
+    // Beside the folder (`llama-server-0.3.36.lock`), which may be removed and built again.
+    let lock_path = dir.with_file_name(format!("llama-server-{LLAMA_CPP_PYTHON}.lock"));
     let lock = File::create(&lock_path).map_err(|e| format!("{}: {e}", lock_path.display()))?;
     eprintln!("xtask: waiting for the lock {}", lock_path.display());
     lock.lock().map_err(|e| format!("{}: {e}", lock_path.display()))?;
