@@ -9,7 +9,11 @@
 //!   tests (unit, golden, black-box against the real binary, headless Chromium), then the
 //!   schemathesis contract run against `/openapi.json` (`contract`) beside the Python client's
 //!   pytest suite (`pyclient`), then the real-model tests (`llm-e2e`);
-//! * `bench` — the engine and tree benchmarks (release build), printing their figures;
+//! * `bench` — the engine and tree benchmarks (release build), printing their figures, and the
+//!   prompt-caching bench when llama-server and the model are already cached;
+//! * `bench-llm-cache` — provider prompt caching on real inference: two llama.cpp `llama-server`
+//!   processes (built once per machine into `~/.cache/simtree`), affinity on and off (see
+//!   `llama_server.rs`, `tests/benches/llm_cache.rs`);
 //! * `ui-bench` — the web UI in headless Chromium (release wasm): first render, cold and warm,
 //!   and frame times of 250- to 20,000-node trees, the sizes sent (see `ui_bench.rs`);
 //! * `llm-e2e` — the real-model step of `test` alone: SmolLM2-135M (from PyPI) behind
@@ -27,6 +31,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 mod dist;
+mod llama_server;
 mod pyclient;
 mod pyenv;
 mod real_llm;
@@ -266,7 +271,12 @@ fn bench() -> Result<(), String> {
     run(explore)?;
     let mut jobs = cargo();
     jobs.args(["bench", "-p", "simtree-e2e", "--bench", "jobs"]);
-    run(jobs)
+    run(jobs)?;
+    // Opt-in: needs llama-server built (half an hour) and the model downloaded.
+    llama_server::bench_if_cached().unwrap_or_else(|| {
+        eprintln!("xtask: prompt-caching bench skipped: run `cargo xtask bench-llm-cache` once to build llama-server");
+        Ok(())
+    })
 }
 
 /// `tests/upstream-client/run.mjs` with its node modules (`npm ci` when they are missing or older
@@ -299,6 +309,7 @@ fn main() -> ExitCode {
         Some("test") => test(),
         Some("run") => serve(&args[1..]),
         Some("bench") => bench(),
+        Some("bench-llm-cache") => llama_server::bench(),
         Some("llm-e2e") => real_llm::test(),
         Some("contract") => schemathesis::test(),
         Some("pyclient") => pyclient::test(),
@@ -306,7 +317,7 @@ fn main() -> ExitCode {
         Some("upstream-client") => upstream_client(&args[1..]),
         Some("dist") => setup(false).and_then(|()| dist::build(args.iter().any(|a| a == "--release"))),
         _ => Err(
-            "usage: cargo xtask <run [serve flags…] | dist [--release] | test | bench | ui-bench | llm-e2e | contract | pyclient | upstream-client>"
+            "usage: cargo xtask <run [serve flags…] | dist [--release] | test | bench | bench-llm-cache | ui-bench | llm-e2e | contract | pyclient | upstream-client>"
                 .into(),
         ),
     };
