@@ -285,6 +285,14 @@ pub async fn save_scenario(name: &str, document: &Value) -> Result<SavedRef> {
     post("/api/scenarios", &body).await
 }
 
+/// `DELETE /api/scenarios/{id}`: a saved scenario, every version (trees made from it keep their
+/// copy). The reply is empty (204).
+pub async fn delete_scenario(id: &str) -> Result<()> {
+    send("DELETE", &format!("/api/scenarios/{}", path_segment(id)), None)
+        .await
+        .map(drop)
+}
+
 /// `PUT /api/scenarios/{id}`: the document as the saved scenario's next version.
 pub async fn update_scenario(id: &str, document: &Value) -> Result<SavedRef> {
     let body = ScenarioUpdate {
@@ -713,6 +721,18 @@ pub fn storage_get(key: &str) -> Option<String> {
 
 pub fn storage_set(key: &str, value: &str) {
     if let Some(s) = web_sys::window().and_then(|w| w.local_storage().ok().flatten()) {
+        let _ = s.set_item(key, value);
+    }
+}
+
+/// sessionStorage get/set: what the tab keeps across pages and reloads, and forgets when it
+/// closes (ignoring a browser that refuses storage).
+pub fn session_get(key: &str) -> Option<String> {
+    web_sys::window()?.session_storage().ok()??.get_item(key).ok()?
+}
+
+pub fn session_set(key: &str, value: &str) {
+    if let Some(s) = web_sys::window().and_then(|w| w.session_storage().ok().flatten()) {
         let _ = s.set_item(key, value);
     }
 }

@@ -97,6 +97,13 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
         "agent.milestones" => ("milestones", "里程碑"),
         "agent.strategy" => ("strategy", "策略"),
         "agent.notes" => ("notes", "备注"),
+        "chart.enlarge" => ("Enlarge", "放大"),
+        "chart.enlargeHint" => (
+            "Show the chart across the window (Escape closes it)",
+            "在整个窗口中显示图表（按 Esc 关闭）",
+        ),
+        "chart.close" => ("Close", "关闭"),
+        "chart.closeHint" => ("Back to the chart's place (Escape)", "返回图表原位置（Esc）"),
         "chart.empty" => (
             "Nothing to chart yet: advance this node to see its series.",
             "暂无可绘制的数据：推进此节点即可看到其序列。",
@@ -214,6 +221,7 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
         "conn.connecting" => ("connecting…", "连接中…"),
         "conn.lost" => ("reconnecting…", "重新连接中…"),
         "tree.label" => ("Tree", "树"),
+        "tree.openDocument" => ("Open this tree's document", "打开此树的文档"),
         "tree.none" => ("No tree open", "未打开模拟树"),
         "theme.toggle" => ("Theme: system, dark, light", "主题：跟随系统、深色、浅色"),
         "create.scenario" => ("Scenario", "场景"),
@@ -518,6 +526,26 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
             "已保存为 {{id}}，版本 {{version}}。",
         ),
         "new.saveVersion" => ("Save as its next version", "保存为下一个版本"),
+        "new.nameTaken" => (
+            "A saved scenario is already called {{id}}: save this document as its next version with the button below, or choose another name.",
+            "已有名为 {{id}} 的已保存场景：可用下方按钮将此文档保存为它的下一个版本，或换一个名称。",
+        ),
+        "new.fromMissing" => (
+            "There is no scenario called {{id}} in the library: choose one under “Start from”.",
+            "场景库中没有名为 {{id}} 的场景：请在“从已有场景开始”中选择一个。",
+        ),
+        "new.versionsOf" => ("Versions of {{id}}:", "{{id}} 的版本："),
+        "new.delete" => ("Delete from the library…", "从场景库删除…"),
+        "new.deleteConfirm" => (
+            "Delete {{id}} and all its versions ({{n}})? Trees made from it keep their copy, and the editor keeps this document.",
+            "删除 {{id}} 及其全部版本（{{n}} 个）？由它创建的树保留各自的副本，编辑器中的文档也会保留。",
+        ),
+        "new.deleteYes" => ("Delete", "删除"),
+        "new.deleteNo" => ("Keep it", "保留"),
+        "new.deleted" => (
+            "Deleted {{id}} from the library. The document is still here: save it to keep it.",
+            "已从场景库删除 {{id}}。文档仍在此处：如需保留请再次保存。",
+        ),
         "new.scenario" => ("Scenario", "场景"),
         "new.title" => ("Title", "标题"),
         "new.description" => ("Description", "描述"),
@@ -638,6 +666,16 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
             "例如：十二名陪审员在一名首席陪审员主持下审议一起盗窃案，投票直到意见一致，否则陪审团僵持",
         ),
         "new.generate" => ("Generate", "生成"),
+        "new.undo" => ("Undo", "撤销"),
+        "new.abmParams" => ("Parameters", "参数"),
+        "new.abmParamsHint" => (
+            "The step limit, each global's and each agent attribute's starting value, and each agent type's count (a number, text, or a globalVariable.… reference). Variables, agents and behaviours are added or removed in the JSON view.",
+            "步数上限、每个全局变量和智能体属性的初始值，以及每类智能体的数量（数字、文本或 globalVariable.… 引用）。变量、智能体和行为请在 JSON 视图中增删。",
+        ),
+        "new.undoHint" => (
+            "Put back the document as it was before the last Generate or Refine",
+            "恢复到上一次生成或改进之前的文档",
+        ),
         "new.refine" => ("Refine", "改进"),
         "new.refineHint" => (
             "Sends the description with the model as it stands, to be changed rather than written anew.",

@@ -377,6 +377,34 @@ impl ViewTransform {
     }
 }
 
+/// The screen pixels kept clear between two neighbours' labels.
+pub const LABEL_GAP: f64 = 6.0;
+
+/// The room each node's label has beside it, in world units: the distance to the nearest other
+/// node centred on the same row (the same `y`); `f64::INFINITY` alone on its row. (On screen,
+/// that times the zoom, less [`LABEL_GAP`].)
+/// Labels are centred under their nodes, so two neighbours whose labels are each narrower than
+/// their room never overlap; rows are far enough apart that labels of different rows do not
+/// (a row is [`ROW`] down, a slot [`LR_SLOT`] across).
+pub fn label_room(nodes: impl IntoIterator<Item = (u64, (f64, f64))>) -> HashMap<u64, f64> {
+    let mut at: Vec<(i64, f64, u64)> = nodes
+        .into_iter()
+        .map(|(id, (x, y))| ((y * 2.0).round() as i64, x, id))
+        .collect();
+    at.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+    let mut room = HashMap::with_capacity(at.len());
+    for (i, &(row, x, id)) in at.iter().enumerate() {
+        let apart = |j: Option<usize>| {
+            j.and_then(|j| at.get(j))
+                .filter(|other| other.0 == row)
+                .map_or(f64::INFINITY, |other| (other.1 - x).abs())
+        };
+        let nearest = apart(i.checked_sub(1)).min(apart(Some(i + 1)));
+        room.insert(id, nearest);
+    }
+    room
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -415,6 +443,15 @@ mod tests {
                 assert!(d >= NODE, "nodes overlap at {a:?} and {b:?}");
             }
         }
+    }
+
+    #[test]
+    fn a_labels_room_is_its_nearest_neighbour_on_its_row() {
+        let room = label_room([(1, (0.0, 0.0)), (2, (58.0, 0.0)), (3, (200.0, 0.0)), (4, (58.0, 88.0))]);
+        assert_eq!(room[&1], 58.0);
+        assert_eq!(room[&2], 58.0, "the nearer of its two neighbours");
+        assert_eq!(room[&3], 142.0);
+        assert_eq!(room[&4], f64::INFINITY, "alone on its row");
     }
 
     #[test]

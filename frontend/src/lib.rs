@@ -2,10 +2,11 @@
 //!
 //! Pure logic — the graph reducer, context deltas, event formatting, the tree layout, routes,
 //! i18n, node comparison, op labels — lives in plain modules tested on the native target
-//! (`model`, `layout`, `route`, `i18n`, `compare`, `ops`, `chart`, `editors`, `export`, `when`,
+//! (`model`, `layout`, `route`, `i18n`, `compare`, `ops`, `chart`, `editors`, `export`, `when`, `abm_form`,
 //! `sweep`, `notebook`). Components (`app`, `state`, `graph`, `pages`, `sweep_view`) only wire it to the DOM, and
 //! `api` talks to the server (fetch, WebSockets); `plot` draws [`chart`]'s line charts.
 
+pub mod abm_form;
 pub mod chart;
 pub mod compare;
 pub mod draft;

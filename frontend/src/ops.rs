@@ -11,6 +11,39 @@ use simtree_shared::{EdgeType, NodeView, Op};
 
 use crate::i18n::{Lang, t};
 
+/// How wide `text` is drawn at `font_px`, over-estimated so that a label measured by it never
+/// takes more room than this says: a wide (CJK) character is an em, a capital three quarters, any
+/// other character 0.62 of one (system sans-serif, bold included).
+pub fn text_px(text: &str, font_px: f64) -> f64 {
+    text.chars()
+        .map(|c| match c {
+            c if !c.is_ascii() => 1.0,
+            'A'..='Z' | 'm' | 'w' => 0.75,
+            _ => 0.62,
+        })
+        .sum::<f64>()
+        * font_px
+}
+
+/// `text` shortened to at most `max` characters and to `room` pixels at `font_px` (with an
+/// ellipsis when cut); `None` when fewer than three characters would be left, so that a label
+/// too cramped to read is left out rather than drawn over its neighbours.
+pub fn fit_label(text: &str, max: usize, room: f64, font_px: f64) -> Option<String> {
+    let text = ellipsis(text, max);
+    if text_px(&text, font_px) <= room {
+        return Some(text);
+    }
+    let mut kept = String::new();
+    for c in text.trim_end_matches('…').chars() {
+        kept.push(c);
+        if text_px(&kept, font_px) + font_px > room {
+            kept.pop();
+            break;
+        }
+    }
+    (kept.chars().count() >= 3).then(|| format!("{}…", kept.trim_end()))
+}
+
 /// Shortens `text` to `max` characters, with an ellipsis when cut.
 pub fn ellipsis(text: &str, max: usize) -> String {
     let text = text.trim();
@@ -376,6 +409,17 @@ pub fn needs_confirm(op: &Op) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_label_is_fitted_to_its_room_or_left_out() {
+        assert_eq!(fit_label("+3 turns", 22, 200.0, 10.0).as_deref(), Some("+3 turns"));
+        let cut = fit_label("broadcast: 'Breaking news'", 22, 60.0, 10.0).unwrap();
+        assert!(cut.ends_with('…') && text_px(&cut, 10.0) <= 60.0, "{cut}");
+        assert_eq!(fit_label("broadcast: 'Breaking news'", 22, 25.0, 10.0), None);
+        assert_eq!(fit_label("广播：突发新闻", 22, 45.0, 10.0).as_deref(), Some("广播：…"));
+        // The character cap holds however wide the room.
+        assert_eq!(fit_label(&"x".repeat(40), 22, 1e9, 10.0).unwrap().chars().count(), 22);
+    }
+
     #[test]
     fn the_money_part_shows_cost_savings_and_the_cacheable_share_when_known() {
         let mut u = simtree_shared::Usage::default();

@@ -168,27 +168,61 @@ pub fn LineChart(
         Some(format!("{at}: {values}"))
     };
     view! {
-        <svg
-            id=id
-            class="chart"
-            width=W
-            height=f.height
-            viewBox=format!("0 0 {W} {}", f.height)
-            on:mousemove=on_move
-            on:mouseleave=move |_| hover.set(None)
-        >
-            {plot_area(f)}
-            {grid}
-            {x_ticks}
-            {shaded}
-            {shapes}
-            {markers}
-            {cursor}
-        </svg>
-        <p class="legend chart-legend">{legend}{mark_legend}</p>
-        <p id=format!("{id}-readout") class="chart-readout muted">{move || readout().unwrap_or_else(|| "\u{a0}".into())}</p>
+        <Enlargeable id=id.to_string()>
+            <svg
+                id=id
+                class="chart"
+                width=W
+                height=f.height
+                viewBox=format!("0 0 {W} {}", f.height)
+                on:mousemove=on_move
+                on:mouseleave=move |_| hover.set(None)
+            >
+                {plot_area(f)}
+                {grid}
+                {x_ticks}
+                {shaded}
+                {shapes}
+                {markers}
+                {cursor}
+            </svg>
+            <p class="legend chart-legend">{legend}{mark_legend}</p>
+            <p id=format!("{id}-readout") class="chart-readout muted">{move || readout().unwrap_or_else(|| "\u{a0}".into())}</p>
+        </Enlargeable>
     }
     .into_any()
+}
+
+/// A chart with an Enlarge button: enlarged, it fills most of the window above a dimmed page
+/// (the SVG scales with its viewBox, and the hover follows it), until Close, a click beside it or
+/// Escape. The box is `{id}-box`, the button `{id}-enlarge`.
+#[component]
+fn Enlargeable(id: String, children: Children) -> impl IntoView {
+    let ctx = crate::state::ctx();
+    let big = RwSignal::new(false);
+    let keys = window_event_listener(leptos::ev::keydown, move |ev: web_sys::KeyboardEvent| {
+        if ev.key() == "Escape" && big.get_untracked() {
+            ev.prevent_default();
+            big.set(false);
+        }
+    });
+    on_cleanup(move || keys.remove());
+    view! {
+        <Show when=move || big.get()>
+            <div class="chart-backdrop" on:click=move |_| big.set(false)></div>
+        </Show>
+        <div id=format!("{id}-box") class=move || if big.get() { "chart-box enlarged" } else { "chart-box" }>
+            <button
+                id=format!("{id}-enlarge")
+                class="ghost chart-enlarge"
+                title=move || ctx.tr(if big.get() { "chart.closeHint" } else { "chart.enlargeHint" })
+                on:click=move |_| big.update(|b| *b = !*b)
+            >
+                {move || ctx.tr(if big.get() { "chart.close" } else { "chart.enlarge" })}
+            </button>
+            {children()}
+        </div>
+    }
 }
 
 /// The colours of buy and sell markers (as attributes, so a downloaded chart keeps them; the
@@ -332,26 +366,28 @@ pub fn SweepChart(id: String, plot: MetricPlot, on_pick: Callback<usize>) -> imp
         ))
     };
     view! {
-        <svg
-            id=id.clone()
-            class="chart sweep-chart"
-            width=W
-            height=f.height
-            viewBox=format!("0 0 {W} {}", f.height)
-            on:mousemove=move |ev| if let Some(cx) = cursor_x(&ev) { hover.set(f.slot_at(cx, n)) }
-            on:mouseleave=move |_| hover.set(None)
-        >
-            {plot_area(f)}
-            {y_grid(f, &axis)}
-            {labels}
-            <polygon class="band" points=f.band(&lo, &hi, &axis, x) fill=mean_colour fill-opacity="0.15" stroke="none"></polygon>
-            {bars}
-            <polyline class="mean-line" points=mean_line fill="none" stroke=mean_colour stroke-width="1.5"></polyline>
-            {means}
-            {replicates}
-            {slots}
-        </svg>
-        <p id=format!("{id}-readout") class="chart-readout muted">{move || readout().unwrap_or_else(|| "\u{a0}".into())}</p>
+        <Enlargeable id=id.clone()>
+            <svg
+                id=id.clone()
+                class="chart sweep-chart"
+                width=W
+                height=f.height
+                viewBox=format!("0 0 {W} {}", f.height)
+                on:mousemove=move |ev| if let Some(cx) = cursor_x(&ev) { hover.set(f.slot_at(cx, n)) }
+                on:mouseleave=move |_| hover.set(None)
+            >
+                {plot_area(f)}
+                {y_grid(f, &axis)}
+                {labels}
+                <polygon class="band" points=f.band(&lo, &hi, &axis, x) fill=mean_colour fill-opacity="0.15" stroke="none"></polygon>
+                {bars}
+                <polyline class="mean-line" points=mean_line fill="none" stroke=mean_colour stroke-width="1.5"></polyline>
+                {means}
+                {replicates}
+                {slots}
+            </svg>
+            <p id=format!("{id}-readout") class="chart-readout muted">{move || readout().unwrap_or_else(|| "\u{a0}".into())}</p>
+        </Enlargeable>
     }
     .into_any()
 }

@@ -1,4 +1,4 @@
-//! The page routes (spec §4.1, and the New page's `/new/<kind>?from=ID`), parsed from and
+//! The page routes (spec §4.1, and the New page's `/new/<kind>?from=ID` or `?tree=N`), parsed from and
 //! printed to a location path + query. A tree's page may name its selected node
 //! (`/simtree/3?node=12`, `/studio/3?node=12`): the query is not part of the route (selecting
 //! another node is the same page), [`node_param`] reads it and [`Route::at_node`] writes it.
@@ -9,10 +9,10 @@ use simtree_shared::SimKind;
 pub enum Route {
     Home,
     /// `/new[/social|/trading|/abm]`: write a scenario of a kind (none: pick one), optionally
-    /// starting from a library scenario (`?from=ID`).
+    /// starting from a library scenario (`?from=ID`) or a tree's own document (`?tree=N`).
     New {
         kind: Option<SimKind>,
-        from: Option<String>,
+        from: Option<Start>,
     },
     SimTree(Option<u64>),
     Studio(Option<u64>),
@@ -23,6 +23,15 @@ pub enum Route {
     },
 }
 
+/// What the New page starts from, named in its address.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Start {
+    /// `?from=ID` (`ID@K`: version K of a saved scenario).
+    Library(String),
+    /// `?tree=N`: the document tree N was made from.
+    Tree(u64),
+}
+
 impl Route {
     pub fn parse(path: &str, query: &str) -> Route {
         let parts: Vec<&str> = path.trim_matches('/').split('/').filter(|p| !p.is_empty()).collect();
@@ -30,7 +39,10 @@ impl Route {
         match parts.first().copied() {
             Some("new") => Route::New {
                 kind: parts.get(1).and_then(|k| kind_named(k)),
-                from: query_param(query, "from").filter(|f| !f.is_empty()),
+                from: query_param(query, "from")
+                    .filter(|f| !f.is_empty())
+                    .map(Start::Library)
+                    .or_else(|| query_param(query, "tree")?.parse().ok().map(Start::Tree)),
             },
             Some("simtree") => Route::SimTree(id(1)),
             Some("studio") => Route::Studio(id(1)),
@@ -57,8 +69,10 @@ impl Route {
                 if let Some(k) = kind {
                     href = format!("{href}/{}", kind_name(*k));
                 }
-                if let Some(f) = from {
-                    href = format!("{href}?from={}", encode(f));
+                match from {
+                    Some(Start::Library(f)) => href = format!("{href}?from={}", encode(f)),
+                    Some(Start::Tree(t)) => href = format!("{href}?tree={t}"),
+                    None => {}
                 }
                 href
             }
@@ -193,15 +207,27 @@ mod tests {
             Route::parse("/new", "?from=my%20scene%401"),
             Route::New {
                 kind: None,
-                from: Some("my scene@1".into())
+                from: Some(Start::Library("my scene@1".into()))
             }
         );
+        assert_eq!(
+            Route::parse("/new", "?tree=7"),
+            Route::New {
+                kind: None,
+                from: Some(Start::Tree(7))
+            }
+        );
+        assert_eq!(Route::parse("/new", "?tree=x"), Route::New { kind: None, from: None });
         for r in [
             Route::Home,
             Route::New { kind: None, from: None },
             Route::New {
                 kind: Some(SimKind::Trading),
-                from: Some("a b/c".into()),
+                from: Some(Start::Library("a b/c".into())),
+            },
+            Route::New {
+                kind: Some(SimKind::Abm),
+                from: Some(Start::Tree(12)),
             },
             Route::SimTree(Some(1)),
             Route::Studio(Some(4)),

@@ -109,7 +109,7 @@ fn offline_policy(sim: &Sim) -> Option<Offline> {
 }
 
 /// What one run needs besides its simulator.
-pub struct RunRequest<'a> {
+pub(crate) struct RunRequest<'a> {
     /// The scenario's name (settings-file overrides are per scenario).
     pub scenario: &'a str,
     pub sim: &'a Sim,

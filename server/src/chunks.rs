@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 const TAIL_MAX: usize = 4;
 
 /// A chunk's identity in the store: the node whose state first wrote it and an ordinal there.
-pub type ChunkKey = (u64, u32);
+pub(crate) type ChunkKey = (u64, u32);
 
 struct Chunk<T> {
     prev: Option<Arc<Chunk<T>>>,
@@ -183,7 +183,7 @@ impl<T> FromIterator<T> for AppendList<T> {
 /// A chunk written for the first time while a node's state was stored: its key and its JSON body
 /// `{"p": <previous chunk's key or null>, "i": [entries]}`.
 #[derive(Debug, Clone)]
-pub struct NewChunk {
+pub(crate) struct NewChunk {
     pub key: ChunkKey,
     pub data: Vec<u8>,
 }
@@ -232,7 +232,7 @@ impl ChunkCache {
 /// Chunks already stored while a tree is imported, by content: a node whose chunk equals one an
 /// ancestor stored references it (imported nodes do not share memory the way run nodes do).
 #[derive(Default)]
-pub struct Dedupe {
+pub(crate) struct Dedupe {
     /// Chunk bodies by a 128-bit content hash (bodies themselves are not kept: an import may be
     /// large). An accidental collision is out of reach; a crafted one could only swap entries
     /// within the importer's own tree.

@@ -31,7 +31,7 @@ pub(crate) const MAX_FIRST_REPLICATES: u64 = 100;
 /// The body of `POST …/explore`.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct ExploreSpec {
+pub(crate) struct ExploreSpec {
     /// The node every candidate branches from.
     pub parent: u64,
     /// Turns (steps, decision points) each replicate runs after its candidate's ops.

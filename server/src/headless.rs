@@ -19,7 +19,7 @@ use simtree_shared::SimKind;
 
 /// Counts the calls going through a client and the words going in and out (a stand-in for
 /// tokens that needs no provider's usage report), for a progress display.
-pub struct Counted {
+pub(crate) struct Counted {
     pub inner: Arc<dyn LlmClient>,
     pub calls: AtomicU64,
     pub words: AtomicU64,
@@ -50,7 +50,7 @@ impl LlmClient for Counted {
 
 /// Why a headless run's simulator could not be set up.
 #[derive(Debug, thiserror::Error)]
-pub enum SetupError {
+pub(crate) enum SetupError {
     #[error(transparent)]
     Sim(#[from] SimError),
     /// The shipped market data of a trading episode could not be read.

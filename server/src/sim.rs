@@ -45,7 +45,7 @@ pub enum Sim {
 /// The LLM calls one turn makes by a simulation's structure: at least `least`, at most `most`
 /// (parse retries aside), and in words why.
 #[derive(Clone, Debug, PartialEq)]
-pub struct CallShape {
+pub(crate) struct CallShape {
     pub least: u64,
     pub most: u64,
     pub why: String,

@@ -15,7 +15,7 @@ use simtree_e2e::browser::driver::{cdp, chromium_session, close_session, running
 use simtree_e2e::browser::trees::{
     children_of, finished_children, last_tracked, run_sweep, tree_with_run, view_of, wide_tree,
 };
-use simtree_e2e::browser::walk::{money, on_fake_provider, same_number};
+use simtree_e2e::browser::walk::{fitted, money, on_fake_provider, same_number};
 use simtree_e2e::browser::{Browser, UNREACHABLE_PROVIDER, WAIT, eventually};
 use simtree_e2e::{Server, advance, broadcast_child, get_ok, ok};
 
@@ -2804,7 +2804,8 @@ async fn the_new_page_generates_a_model_marks_a_validator_finding_refines_it_and
     b.click("#create-tree").await;
     let (_, info) = b.created_tree().await;
     assert_eq!(info["kind"], "abm");
-    assert_eq!(info["name"], "Forest Fire on a Grid");
+    // Offline, the model is titled from the description's words.
+    assert_eq!(info["name"], "A forest fire spreading across a grid");
     assert_eq!(b.page_errors().await, Vec::<String>::new());
     b.finish("new_abm_loop").await;
 }
@@ -2814,12 +2815,7 @@ async fn the_new_page_saves_to_the_library_as_versions_and_starts_from_shipped_a
     let Some(b) = Browser::start(&[]).await else { return };
     let s = &b.server;
     b.capture_errors().await;
-    b.open("/new/social").await;
-    b.wait_css("#social-form").await;
-    b.set_input("#new-title", "Pier talks").await;
-    b.set_input("#save-name", "pier_talks").await;
-    b.click("#save-library").await;
-    b.wait_text("#save-done", "pier_talks, version 1").await;
+    b.save_new_social("Pier talks", "pier_talks").await;
     b.wait_text("#start-from option[value='pier_talks']", "saved v1").await;
     // The name is taken now: saving again offers the next version.
     b.set_input("#new-title", "Pier talks, second draft").await;
@@ -4058,6 +4054,19 @@ async fn notes_written_in_another_window_show_live_without_a_reload() {
     b.finish("notes_from_another_window_after").await;
 }
 
+/// The canvas drew node `n`'s title alone, `title` or as much of it as fits between its
+/// siblings (cut with an ellipsis).
+fn drew_title(marks: &Value, n: u64, title: &str) {
+    let drawn = marks["titles"].as_array().expect("titles");
+    assert_eq!(drawn.len(), 1, "{marks}");
+    assert_eq!(drawn[0][0], n, "{marks}");
+    let text = drawn[0][1].as_str().unwrap_or_default();
+    assert!(
+        !text.is_empty() && fitted(text, title),
+        "{text:?} is not {title:?} fitted: {marks}"
+    );
+}
+
 #[tokio::test]
 async fn titles_stars_hits_and_the_tag_filter_are_drawn_on_the_canvas() {
     let Some(b) = Browser::start(&["--max-children", "200"]).await else {
@@ -4085,7 +4094,7 @@ async fn titles_stars_hits_and_the_tag_filter_are_drawn_on_the_canvas() {
     b.key("ArrowRight").await;
     b.wait_selected(150).await;
     let marks = b.wait_canvas_marks(|m| m["stars"] == json!([150])).await;
-    assert_eq!(marks["titles"], json!([[150, "Canvas ☕ title"]]), "{marks}");
+    drew_title(&marks, 150, "Canvas ☕ title");
     assert_eq!((marks["lit"].clone(), marks["dimmed"].clone()), (json!([]), json!(0)));
     // A search of the notebook lights its hit, ringed on the canvas.
     b.type_enter("#find-input", "Canvas").await;
@@ -4099,7 +4108,7 @@ async fn titles_stars_hits_and_the_tag_filter_are_drawn_on_the_canvas() {
     // The tag filter dims the nodes without the tag, 149 among them; 150's title stays drawn.
     b.select("#tag-filter", "keep").await;
     let marks = b.wait_canvas_marks(|m| m["dimmed"].as_u64().unwrap_or(0) > 0).await;
-    assert_eq!(marks["titles"], json!([[150, "Canvas ☕ title"]]), "{marks}");
+    drew_title(&marks, 150, "Canvas ☕ title");
     let in_view: u64 = b
         .js("return +document.querySelector('canvas.graph-canvas').getAttribute('data-in-view')")
         .await
@@ -4892,6 +4901,18 @@ async fn a_failed_nodes_calls_tab_shows_the_request_it_failed_on_and_why() {
     b.finish("trust_failed_calls").await;
 }
 
+/// Waits until node `n`'s tooltip in the graph (its SVG `<title>`) holds `want`.
+async fn tooltip_says(b: &Browser, n: u64, want: &str) {
+    eventually(async || {
+        let tip = b.texts(&format!("g.node[data-id='{n}'] > title")).await.join(" ");
+        match tip.contains(want) {
+            true => Ok(()),
+            false => Err(format!("node {n}'s tooltip {tip:?} never held {want:?}")),
+        }
+    })
+    .await
+}
+
 #[tokio::test]
 async fn an_advance_past_the_episodes_end_is_labelled_with_what_it_ran_and_the_header_names_the_data() {
     let Some(b) = Browser::start(&["--max-turns", "100000"]).await else {
@@ -4906,16 +4927,18 @@ async fn an_advance_past_the_episodes_end_is_labelled_with_what_it_ran_and_the_h
     b.open(&format!("/simtree/{t}")).await;
     b.capture_errors().await;
     let want = format!("+{points} of {asked} decisions");
-    b.wait_text(&format!("g.node[data-id='{a}'] text.nop"), &want).await;
+    // The graph's label is cut to the room between siblings; its tooltip says it whole.
+    tooltip_says(&b, a, &want).await;
+    b.wait_text(&format!("g.node[data-id='{a}'] text.nop"), &format!("+{points} of"))
+        .await;
     b.select_node(a).await;
     b.wait_text("#node-made", &want).await;
     // ... and while it is open (its run_finish says it); a whole advance keeps its label.
     let c = advance(s, t, 0, asked).await;
-    b.wait_text(&format!("g.node[data-id='{c}'] text.nop"), &want).await;
+    tooltip_says(&b, c, &want).await;
     let d = advance(s, t, 0, 3).await;
     b.wait_css(&format!("g.node[data-id='{d}']")).await;
-    b.shows(&format!("g.node[data-id='{d}'] text.nop"), "+3 decisions")
-        .await;
+    tooltip_says(&b, d, "+3 decisions").await;
     // The header names the scenario and its data, as the provenance does, not an episode id.
     let info = get_ok(s, &format!("/devui/simtree/{t}")).await;
     let p = &info["provenance"];
@@ -5131,4 +5154,315 @@ async fn the_ui_refuses_to_be_framed_by_default_and_works_framed_by_an_allowed_o
         b.finish(if allow { "framing_allowed" } else { "framing_refused" })
             .await;
     }
+}
+
+/// Issue 38, the library's edges: after saving a new version the New page still named the old
+/// one; a taken name and a missing scenario were answered with an API route; no page listed a
+/// saved scenario's versions or deleted it; a draft was lost on leaving the page; and a tree's
+/// own document could not be reopened on the New page.
+#[tokio::test]
+async fn the_library_lists_versions_deletes_keeps_drafts_and_reopens_a_trees_document() {
+    let Some(b) = Browser::start(&[]).await else { return };
+    let s = &b.server;
+    b.capture_errors().await;
+    b.save_new_social("Pier talks", "pier").await;
+    // The editor holds version 1 now: Create names it, the list shows it.
+    b.wait_text("#create-source", "pier@1").await;
+    b.wait_text("#library-versions .current", "v1").await;
+    // A taken name says what to do, not which route to call.
+    b.set_input("#new-title", "Pier talks, second draft").await;
+    b.click("#save-library").await;
+    let taken = b.wait_text("#save-error", "next version").await;
+    assert!(!taken.contains("/api/"), "{taken}");
+    b.click("#save-version").await;
+    b.wait_text("#save-done", "pier, version 2").await;
+    // The version shown follows the save: the picker, the list and Create say 2.
+    b.wait_value_is("#start-version", "2").await;
+    b.wait_text("#library-versions .current", "v2").await;
+    assert_eq!(b.texts("#library-versions a.version").await, vec!["v1"]);
+    b.wait_text("#create-source", "pier@2").await;
+    // Version 1 from the list, then back to 2.
+    b.click("#library-versions a.version[data-version='1']").await;
+    b.wait_value_is("#new-title", "Pier talks").await;
+    b.wait_value_is("#start-version", "1").await;
+    b.click("#library-versions a.version[data-version='2']").await;
+    b.wait_value("#new-title", "second draft").await;
+    // A draft survives another page and a reload.
+    b.set_input("#new-title", "Unsaved draft").await;
+    b.click("#nav-home").await;
+    b.wait_css("#nav-new").await;
+    b.click("#nav-new").await;
+    b.click("#new-kind-social").await;
+    b.wait_value_is("#new-title", "Unsaved draft").await;
+    b.open("/new/social").await;
+    b.wait_value_is("#new-title", "Unsaved draft").await;
+    assert_eq!(b.value_of("#save-name").await, "pier");
+    // Delete asks once more, then removes every version; the editor keeps the document.
+    b.wait_text("#library-versions", "pier").await;
+    b.click("#library-delete").await;
+    b.wait_text("#library-delete-confirm", "all its versions (2)").await;
+    b.click("#library-delete-yes").await;
+    b.wait_text("#library-deleted", "Deleted pier").await;
+    assert_eq!(s.get("/api/scenarios/pier").await.0, 404);
+    b.wait_count("#start-from option[value='pier']", 0).await;
+    b.wait_count("#library-entry", 0).await;
+    assert_eq!(b.value_of("#new-title").await, "Unsaved draft");
+    // A scenario that is not there is named, with what to do.
+    b.open("/new?from=pier").await;
+    let missing = b.wait_text("#start-from-error", "Start from").await;
+    assert!(!missing.contains("/api/"), "{missing}");
+    // A tree made from a document of its own opens that document on the New page…
+    let (_, shipped) = s.get("/api/scenarios/simple_chat").await;
+    let mut doc = shipped["document"].clone();
+    doc["title"] = json!("Made through the API");
+    let (st, made) = s.post("/devui/simtree", &json!({"scenario": doc})).await;
+    assert_eq!(st, 200, "{made}");
+    b.open_tree(made["id"].as_u64().unwrap()).await;
+    b.click("#open-document").await;
+    b.wait_address("/new/social?").await;
+    b.wait_value_is("#new-title", "Made through the API").await;
+    b.wait_text("#create-source", "as it is now").await;
+    // …and one made from the library opens that scenario, named as the tree records it.
+    let council = s.create("council").await;
+    b.open_tree(council).await;
+    b.click("#open-document").await;
+    b.wait_address("/new/social?").await;
+    b.wait_value("#new-title", "Council").await;
+    b.wait_text("#create-source", "council").await;
+    assert_eq!(b.page_errors().await, Vec::<String>::new());
+    b.finish("library_edges").await;
+}
+
+/// Issue 38: offline, "Describe in words" answered the same model whatever was typed, and
+/// Refine replaced an edited model with nothing to go back to. Now the offline generator says it
+/// is one, picks its example by the description's words, titles the model from them and runs it
+/// for the steps they name; Undo puts back the model as it was before Refine.
+#[tokio::test]
+async fn offline_describe_follows_the_words_and_undo_restores_the_model_before_refine() {
+    let Some(b) = Browser::start(&[]).await else { return };
+    b.capture_errors().await;
+    b.open("/new/abm").await;
+    b.wait_css("#abm-form").await;
+    b.set_input(
+        "#abm-prompt",
+        "Money changing hands in a village market. Run it for 60 steps.",
+    )
+    .await;
+    b.click("#abm-generate").await;
+    let info = b.wait_text("#abm-info", "Offline generator").await;
+    assert!(info.contains("Money changing hands in a village market"), "{info}");
+    assert!(
+        info.contains("Random Wealth Exchange") && info.contains("60 steps"),
+        "{info}"
+    );
+    let first = b.json_view().await;
+    assert_eq!(
+        first["supportingInfo"]["title"],
+        "Money changing hands in a village market"
+    );
+    assert_eq!(first["model"]["terminationCriteria"]["maxSteps"], 60);
+    // Other words, another model.
+    b.set_input("#abm-prompt", "A wildfire burning through a forest for 30 days")
+        .await;
+    b.click("#abm-generate").await;
+    b.wait_text("#abm-info", "A wildfire burning through a forest").await;
+    let fire = b.json_view().await;
+    assert_eq!(fire["model"]["terminationCriteria"]["maxSteps"], 30);
+    assert_ne!(fire["model"]["agents"], first["model"]["agents"]);
+    // An edit, then Refine: Undo puts back the edited model, and goes once the model is edited.
+    b.edit_json(|d| d["model"]["globalVariables"][0]["description"] = json!("my own edit"))
+        .await;
+    b.wait_css("#abm-valid").await;
+    let edited = b.json_view().await;
+    b.set_input("#abm-prompt", "A forest fire on a grid, for 80 steps")
+        .await;
+    b.click("#abm-refine").await;
+    b.wait_text("#abm-info", "80 steps").await;
+    assert_ne!(b.json_view().await, edited, "Refine replaced the model");
+    b.click("#abm-undo").await;
+    b.wait_count("#abm-undo", 0).await;
+    assert_eq!(b.json_view().await, edited, "Undo restores the model before Refine");
+    b.wait_css("#abm-valid").await;
+    assert_eq!(b.page_errors().await, Vec::<String>::new());
+    b.finish("abm_describe_offline").await;
+}
+
+/// Issue 38: a chart was drawn about 400 px wide in the inspector with no way to see it larger.
+/// Enlarge shows it across the window (the hover read-out still follows the pointer); Escape
+/// puts it back.
+#[tokio::test]
+async fn a_chart_enlarges_across_the_window_and_escape_puts_it_back() {
+    let Some(b) = Browser::start(&[]).await else { return };
+    b.capture_errors().await;
+    b.open_run("llm_trader", 20).await;
+    b.wait_css("#equity-chart polyline.equity").await;
+    let width = |r: [f64; 4]| r[2] - r[0];
+    let small = b.rect("#equity-chart").await;
+    let last_day = b.last_readout("equity-chart").await;
+    b.click("#equity-chart-enlarge").await;
+    b.wait_css("#equity-chart-box.enlarged").await;
+    let window = b.js("return window.innerWidth;").await.as_f64().unwrap();
+    let big = b.rect("#equity-chart").await;
+    assert!(
+        width(big) >= 0.8 * window && width(big) > 1.5 * width(small),
+        "enlarged {big:?} in a window {window} px wide; it was {small:?}"
+    );
+    // The read-out follows the pointer on the enlarged chart: its right end is the last day.
+    b.js("document.querySelector('#equity-chart').dispatchEvent(new MouseEvent('mouseleave'));")
+        .await;
+    assert_eq!(b.last_readout("equity-chart").await, last_day);
+    b.shot("chart_enlarged").await;
+    b.key("Escape").await;
+    b.wait_count("#equity-chart-box.enlarged", 0).await;
+    let back = b.rect("#equity-chart").await;
+    assert!((width(back) - width(small)).abs() < 1.0, "{back:?} vs {small:?}");
+    // Enlarge, then Close.
+    b.click("#equity-chart-enlarge").await;
+    b.wait_css("#equity-chart-box.enlarged").await;
+    b.click("#equity-chart-enlarge").await;
+    b.wait_count("#equity-chart-box.enlarged", 0).await;
+    assert_eq!(b.page_errors().await, Vec::<String>::new());
+    b.finish("chart_enlarge").await;
+}
+
+/// The screen boxes of the graph's node labels (titles and op labels) that show any text:
+/// [left, top, right, bottom, node id].
+async fn label_boxes(b: &Browser) -> Vec<[f64; 5]> {
+    let v = b
+        .js(
+            "return [...document.querySelectorAll('g.node text.ntitle, g.node text.nop')]
+              .filter(t => t.textContent.trim() !== '')
+              .map(t => { const r = t.getBoundingClientRect();
+                          return [r.left, r.top, r.right, r.bottom, Number(t.closest('g.node').dataset.id)]; })
+              .filter(r => r[2] > r[0]);",
+        )
+        .await;
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| std::array::from_fn(|i| r[i].as_f64().unwrap_or(f64::NAN)))
+        .collect()
+}
+
+/// Every two of `boxes` that overlap (by more than half a pixel either way).
+fn overlapping(boxes: &[[f64; 5]]) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    for (i, a) in boxes.iter().enumerate() {
+        for c in &boxes[i + 1..] {
+            if a[0] < c[2] - 0.5 && c[0] < a[2] - 0.5 && a[1] < c[3] - 0.5 && c[1] < a[3] - 0.5 {
+                out.push((a[4] as u64, c[4] as u64));
+            }
+        }
+    }
+    out
+}
+
+/// Issue 38: on a wide tree, node labels (titles, op labels) ran into each other. Each label now
+/// fits the room beside its node at the current zoom (cut with an ellipsis, or left to the
+/// tooltip when too little is left), so no two visible labels overlap, at any zoom.
+#[tokio::test]
+async fn the_labels_of_a_wide_tree_never_overlap_at_any_zoom() {
+    let Some(b) = Browser::start(&[]).await else { return };
+    b.capture_errors().await;
+    let s = &b.server;
+    let t = wide_tree(s, 6).await;
+    for n in 1..=6 {
+        let r = s
+            .http
+            .patch(s.url(&format!("/devui/simtree/{t}/node/{n}")))
+            .json(&json!({"title": format!("Branch {n}: the council votes before the storm")}))
+            .send()
+            .await
+            .expect("PATCH");
+        assert_eq!(r.status(), 200);
+    }
+    for text in [
+        "Breaking: the harbour is closed",
+        "Breaking: the bridge is open",
+        "A long broadcast",
+    ] {
+        broadcast_child(s, t, 0, text).await;
+    }
+    b.open_tree_of(t, 10).await;
+    let mut seen = 0;
+    for zoom in 0..6 {
+        let boxes = eventually(async || {
+            let boxes = label_boxes(&b).await;
+            match boxes.len() >= 4 || zoom == 0 {
+                true => Ok(boxes),
+                false => Err(format!("only {} labels shown at zoom step {zoom}", boxes.len())),
+            }
+        })
+        .await;
+        let clash = overlapping(&boxes);
+        if !clash.is_empty() {
+            b.shot("labels_overlap").await;
+        }
+        assert_eq!(clash, vec![], "labels overlap at zoom step {zoom}: {boxes:?}");
+        seen = seen.max(boxes.len());
+        // Zoom in by a wheel notch at the root.
+        b.js("const c = document.querySelector(\"g.node[data-id='0'] circle\").getBoundingClientRect();
+              document.querySelector('svg#graph').dispatchEvent(new WheelEvent('wheel',
+                {deltaY: -100, clientX: c.left + c.width / 2, clientY: c.top + c.height / 2, bubbles: true, cancelable: true}));")
+            .await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert!(seen >= 9, "at most {seen} labels were ever shown");
+    assert_eq!(b.page_errors().await, Vec::<String>::new());
+    b.finish("labels_apart").await;
+}
+
+/// Issue 38: the ABM kind had no form: every parameter was edited in the JSON. The form now
+/// shows the step limit, each global's starting value and each agent type's count and
+/// attributes, writes what is typed into the document (the JSON view and the tree made follow)
+/// and follows a structure changed in the JSON view.
+#[tokio::test]
+async fn the_abm_form_edits_globals_and_agent_parameters_beside_the_json() {
+    let Some(b) = Browser::start(&[]).await else { return };
+    b.capture_errors().await;
+    b.open("/new?from=sir_network").await;
+    b.wait_address("/new/abm?").await;
+    let population = "#abm-model-globalVariables-0-initialValue";
+    b.wait_value_is(population, "1000").await;
+    assert_eq!(
+        b.text("label[for='abm-model-globalVariables-0-initialValue']").await,
+        "totalPopulation"
+    );
+    b.wait_value_is("#abm-model-terminationCriteria-maxSteps", "200").await;
+    b.wait_value_is("#abm-model-agents-0-0-initialCount", "globalVariable.totalPopulation")
+        .await;
+    b.wait_value_is("#abm-model-agents-0-0-agentAttributes-1-initialValue", "-1")
+        .await;
+    assert!(b.texts("h4.abm-agent").await.contains(&"Person".to_string()));
+    // Typed values land in the document with their types.
+    b.set_input(population, "500").await;
+    b.set_input("#abm-model-terminationCriteria-maxSteps", "25").await;
+    b.set_input("#abm-model-agents-0-0-agentAttributes-0-initialValue", "S")
+        .await;
+    let doc = b.json_view().await;
+    assert_eq!(doc["model"]["globalVariables"][0]["initialValue"], 500);
+    assert_eq!(doc["model"]["terminationCriteria"]["maxSteps"], 25);
+    assert_eq!(doc["model"]["agents"][0][0]["agentAttributes"][0]["initialValue"], "S");
+    b.wait_css("#abm-valid").await;
+    // A variable added in the JSON view gets its field.
+    b.edit_json(|d| {
+        d["model"]["globalVariables"].as_array_mut().unwrap().push(json!({
+            "name": "note", "description": "A label", "type": "string", "initialValue": "x",
+            "sourceName": "globalVariable.note"
+        }))
+    })
+    .await;
+    b.wait_value_is("#abm-model-globalVariables-7-initialValue", "x").await;
+    b.edit_json(|d| drop(d["model"]["globalVariables"].as_array_mut().unwrap().pop()))
+        .await;
+    b.wait_count("#abm-model-globalVariables-7-initialValue", 0).await;
+    b.wait_css("#abm-valid").await;
+    b.click("#create-tree").await;
+    let (_, info) = b.created_tree().await;
+    assert_eq!(
+        info["document"]["model"]["globalVariables"][0]["initialValue"], 500,
+        "{info}"
+    );
+    assert_eq!(b.page_errors().await, Vec::<String>::new());
+    b.finish("abm_form").await;
 }

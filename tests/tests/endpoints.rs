@@ -4,6 +4,7 @@
 //! server's prompt cache serves them; a busy server's overflow goes to the least loaded; the
 //! servers' cached-token counts reach the usage routes.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -100,7 +101,7 @@ async fn children_of_one_node_meet_one_server_with_byte_identical_prompts() {
             1,
             "the siblings of round {round} went to one server: {servers:?}"
         );
-        chosen.extend(servers);
+        chosen.extend(calls.iter().cloned());
         // The siblings' prompts are the same bytes, step for step: the parent's context and
         // the same next turn (the offline-shaped server answers alike), so each distinct prompt
         // was sent once per child.
@@ -112,13 +113,25 @@ async fn children_of_one_node_meet_one_server_with_byte_identical_prompts() {
         assert!(!counts.is_empty() && counts.iter().all(|&c| c == 4), "{counts:?}");
         parents.push(kids[round % 4]);
     }
-    // Idle servers: without affinity every call would go to the first; with it the parents are
-    // spread by their keys.
-    let distinct: std::collections::BTreeSet<usize> = chosen.iter().copied().collect();
-    assert!(
-        distinct.len() > 1,
-        "every parent's children went to one server: {chosen:?}"
-    );
+    // Every later fan-out follows each agent to the server that served its last call, whose
+    // cache holds its prompt so far (each parent's key alone would spread them).
+    for (agent, servers) in servers_per_agent(&chosen) {
+        assert_eq!(
+            servers.len(),
+            1,
+            "{agent}'s calls left the server holding its prefix: {servers:?}"
+        );
+    }
+    // Idle servers: without affinity every call would go to the first; with it new trees, whose
+    // agents have not been served yet, are spread by their keys.
+    let mut roots = std::collections::BTreeSet::new();
+    for _ in 0..6 {
+        let other = s.create("simple_chat").await;
+        seen.lock().unwrap().clear();
+        fan_out(&s, other, 0, 2).await;
+        roots.extend(seen.lock().unwrap().iter().map(|(n, _)| *n));
+    }
+    assert!(roots.len() > 1, "every new tree went to one server: {roots:?}");
     // The servers' cached-token counts reach the usage routes.
     let (_, usage) = s.get(&format!("/devui/simtree/{tree}/usage")).await;
     let calls = usage["usage"]["calls"].as_u64().unwrap();
@@ -129,6 +142,51 @@ async fn children_of_one_node_meet_one_server_with_byte_identical_prompts() {
         json!(64 * info["usage"]["calls"].as_u64().unwrap()),
         "{info}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_chain_of_runs_stays_on_the_server_that_holds_its_agents_prompts() {
+    let (urls, seen) = three(Duration::ZERO).await;
+    let s = server_for(&urls, "8");
+    let tree = s.create("simple_chat").await;
+    // Twelve single-turn runs, each from a node of its own (so each with a key of its own),
+    // with a bulletin before each so every turn has something new to answer.
+    let mut node = 0;
+    for k in 0..12 {
+        let (st, r) = s
+            .post(
+                &format!("/devui/simtree/{tree}/branch"),
+                &json!({"parent": node, "ops": [{"op": "public_broadcast", "text": format!("Bulletin {k}.")}]}),
+            )
+            .await;
+        assert_eq!(st, 200, "{r}");
+        let b = r["child"].as_u64().unwrap();
+        let (st, r) = s.post_advance(tree, b, 1).await;
+        assert_eq!(st, 200, "{r}");
+        node = r["child"].as_u64().unwrap();
+    }
+    let calls = seen.lock().unwrap().clone();
+    assert!(calls.len() >= 12, "{} calls", calls.len());
+    let per_agent = servers_per_agent(&calls);
+    assert_eq!(per_agent.len(), 3, "three agents spoke: {per_agent:?}");
+    for (agent, servers) in per_agent {
+        assert_eq!(servers.len(), 1, "{agent}'s calls moved between servers: {servers:?}");
+    }
+}
+
+/// Per agent (told by the "You are …" line of its system prompt), the servers its calls reached.
+fn servers_per_agent(calls: &[(usize, Value)]) -> BTreeMap<String, BTreeSet<usize>> {
+    let mut out: BTreeMap<String, BTreeSet<usize>> = BTreeMap::new();
+    for (server, messages) in calls {
+        let system = messages[0]["content"].as_str().unwrap_or("");
+        let first = system
+            .lines()
+            .find(|l| l.starts_with("You are "))
+            .unwrap_or("")
+            .to_string();
+        out.entry(first).or_default().insert(*server);
+    }
+    out
 }
 
 #[tokio::test(flavor = "multi_thread")]

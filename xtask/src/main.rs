@@ -9,7 +9,11 @@
 //!   tests (unit, golden, black-box against the real binary, headless Chromium), then the
 //!   schemathesis contract run against `/openapi.json` (`contract`) beside the Python client's
 //!   pytest suite (`pyclient`), then the real-model tests (`llm-e2e`);
-//! * `bench` — the engine and tree benchmarks (release build), printing their figures;
+//! * `bench` — the engine and tree benchmarks (release build), printing their figures, and the
+//!   prompt-caching bench when llama-server and the model are already cached;
+//! * `bench-llm-cache` — provider prompt caching on real inference: two llama.cpp `llama-server`
+//!   processes (built once per machine into `~/.cache/simtree`), affinity on and off (see
+//!   `llama_server.rs`, `tests/benches/llm_cache.rs`);
 //! * `ui-bench` — the web UI in headless Chromium (release wasm): first render, cold and warm,
 //!   and frame times of 250- to 20,000-node trees, the sizes sent (see `ui_bench.rs`);
 //! * `llm-e2e` — the real-model step of `test` alone: SmolLM2-135M (from PyPI) behind
@@ -27,6 +31,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 mod dist;
+mod llama_server;
 mod pyclient;
 mod pyenv;
 mod real_llm;
@@ -147,11 +152,18 @@ fn test() -> Result<(), String> {
     run(clippy)?;
     dist::build(false)?;
     // The black-box tests start the real binary.
-    let mut build = cargo();
-    build.args(["build", "-p", "simtree-server", "--bin", "simtree"]);
-    run(build)?;
-    // The ABM worker's Python venv (real Mesa from PyPI), created once.
+    let build = || {
+        let mut build = cargo();
+        build.args(["build", "-p", "simtree-server", "--bin", "simtree"]);
+        run(build)
+    };
+    build()?;
     let bin = target_dir().join("debug/simtree");
+    second_build_rewrites_nothing(&bin, || {
+        dist::build(false)?;
+        build()
+    })?;
+    // The ABM worker's Python venv (real Mesa from PyPI), created once.
     let mut setup_abm = Command::new(&bin);
     setup_abm.args(["abm", "setup"]).current_dir(root());
     run(setup_abm)?;
@@ -181,6 +193,28 @@ fn test() -> Result<(), String> {
 /// `cargo xtask run`: the release web UI and server, built when something changed, then served.
 /// Prints how long it took to get to serving: with nothing changed since the last run, the web
 /// UI's check and cargo's are all that runs (seconds; see `dist.rs` and `server/build.rs`).
+/// Issue 37, item 9, timed in CI: a second UI build and server build with nothing changed
+/// rewrites no UI file, so the binary that embeds them is not linked again (its modification
+/// time stays) and `cargo xtask run` starts serving at once. Prints the figure.
+fn second_build_rewrites_nothing(
+    bin: &std::path::Path,
+    again: impl FnOnce() -> Result<(), String>,
+) -> Result<(), String> {
+    let modified = |p: &std::path::Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let before = modified(bin);
+    let started = std::time::Instant::now();
+    again()?;
+    let took = started.elapsed().as_secs_f64();
+    eprintln!("xtask: a second UI and server build with nothing changed took {took:.1} s");
+    if modified(bin) != before {
+        return Err(format!(
+            "a second UI and server build with nothing changed linked {} again ({took:.1} s): a UI file was rewritten",
+            bin.display()
+        ));
+    }
+    Ok(())
+}
+
 fn serve(args: &[String]) -> Result<(), String> {
     let started = std::time::Instant::now();
     setup(false)?;
@@ -237,7 +271,12 @@ fn bench() -> Result<(), String> {
     run(explore)?;
     let mut jobs = cargo();
     jobs.args(["bench", "-p", "simtree-e2e", "--bench", "jobs"]);
-    run(jobs)
+    run(jobs)?;
+    // Opt-in: needs llama-server built (half an hour) and the model downloaded.
+    llama_server::bench_if_cached().unwrap_or_else(|| {
+        eprintln!("xtask: prompt-caching bench skipped: run `cargo xtask bench-llm-cache` once to build llama-server");
+        Ok(())
+    })
 }
 
 /// `tests/upstream-client/run.mjs` with its node modules (`npm ci` when they are missing or older
@@ -270,6 +309,7 @@ fn main() -> ExitCode {
         Some("test") => test(),
         Some("run") => serve(&args[1..]),
         Some("bench") => bench(),
+        Some("bench-llm-cache") => llama_server::bench(),
         Some("llm-e2e") => real_llm::test(),
         Some("contract") => schemathesis::test(),
         Some("pyclient") => pyclient::test(),
@@ -277,7 +317,7 @@ fn main() -> ExitCode {
         Some("upstream-client") => upstream_client(&args[1..]),
         Some("dist") => setup(false).and_then(|()| dist::build(args.iter().any(|a| a == "--release"))),
         _ => Err(
-            "usage: cargo xtask <run [serve flags…] | dist [--release] | test | bench | ui-bench | llm-e2e | contract | pyclient | upstream-client>"
+            "usage: cargo xtask <run [serve flags…] | dist [--release] | test | bench | bench-llm-cache | ui-bench | llm-e2e | contract | pyclient | upstream-client>"
                 .into(),
         ),
     };

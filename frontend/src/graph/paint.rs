@@ -22,11 +22,12 @@ use simtree_shared::NodeStatus;
 use wasm_bindgen::JsCast;
 use web_sys::{CanvasRenderingContext2d, HtmlCanvasElement};
 
+use super::svg::{OP_FONT, TITLE_FONT};
 use crate::i18n::Lang;
-use crate::layout::{COL, Layout, NODE, ViewTransform};
+use crate::layout::{COL, LABEL_GAP, Layout, NODE, ViewTransform, label_room};
 use crate::model::GraphModel;
 use crate::notebook::Marks;
-use crate::ops::{ADVANCE, EdgeStyle, SWEEP, edge_style, ellipsis};
+use crate::ops::{ADVANCE, EdgeStyle, SWEEP, edge_style, fit_label};
 
 /// What a node looks like on the canvas: its status first, its role in the tree second (the
 /// SVG drawing's classes say the same through the stylesheet).
@@ -510,6 +511,9 @@ pub fn draw(
         return drawn;
     }
     let shown = layout.grid.within(&layout.pos, view);
+    // Each label fits the room beside its node, so neighbours' labels never overlap.
+    let room = label_room(shown.iter().map(|id| (*id, layout.pos[id])));
+    let room_px = |id: u64| room.get(&id).copied().unwrap_or(f64::INFINITY) * s - LABEL_GAP;
     ctx.set_text_align("center");
     ctx.set_font("11px system-ui, sans-serif");
     // Labels of nodes the tag filter dims are dimmed with them.
@@ -527,9 +531,8 @@ pub fn draw(
     ctx.set_font("600 11px system-ui, sans-serif");
     ctx.set_text_baseline("top");
     for &id in &shown {
-        if let Some(title) = marks.title(id) {
+        if let Some(text) = marks.title(id).and_then(|t| fit_label(t, 28, room_px(id), TITLE_FONT)) {
             let (x, y) = screen(layout.pos[&id]);
-            let text = ellipsis(title, 28);
             fade(id);
             label(&text, x, y + r + 4.0, &p.text);
             drawn.titles.push((id, text));
@@ -545,9 +548,12 @@ pub fn draw(
             continue;
         }
         let Some(made) = g.made_label(id, f.lang) else { continue };
+        let Some(text) = fit_label(&made, 22, room_px(id), OP_FONT) else {
+            continue;
+        };
         let (x, y) = screen(layout.pos[&id]);
         fade(id);
-        label(&ellipsis(&made, 22), x, y + r + 4.0, &p.muted);
+        label(&text, x, y + r + 4.0, &p.muted);
     }
     ctx.set_global_alpha(1.0);
     drawn

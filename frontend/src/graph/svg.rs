@@ -10,10 +10,14 @@ use leptos::prelude::*;
 
 use super::state::GraphState;
 use super::{dense, node_class, node_summary};
-use crate::layout::{COL, NODE};
+use crate::layout::{COL, LABEL_GAP, NODE, label_room};
 use crate::model::edge_name;
 use crate::notebook::lens_classes;
-use crate::ops::edge_style;
+use crate::ops::{edge_style, fit_label};
+
+/// The screen size of an op label's type and of a title's (bold), as `style.css` sets them.
+pub(super) const OP_FONT: f64 = 10.0;
+pub(super) const TITLE_FONT: f64 = 11.0;
 
 #[component]
 pub(super) fn SvgLayer(g: GraphState) -> impl IntoView {
@@ -64,6 +68,12 @@ pub(super) fn SvgLayer(g: GraphState) -> impl IntoView {
         })
     });
     let scale = Memo::new(move |_| view_t.with(|t| t.scale));
+    // Each shown node's room for its label (world units), so that labels never overlap.
+    let room = Memo::new(move |_| {
+        let shown = visible.get();
+        layout.with(|l| label_room(shown.iter().filter_map(|id| Some((*id, *l.pos.get(id)?)))))
+    });
+    let room_px = move |id: u64| room.with(|r| r.get(&id).copied()).unwrap_or(f64::INFINITY) * scale.get() - LABEL_GAP;
     // Level of detail: ids once neighbours are ~26 px apart, op labels once nodes are full size.
     let show_ids = Memo::new(move |_| COL * scale.get() >= 26.0);
     let show_ops = Memo::new(move |_| scale.get() >= 0.9);
@@ -125,8 +135,9 @@ pub(super) fn SvgLayer(g: GraphState) -> impl IntoView {
             tree.graph
                 .with(|g| {
                     (g.root != id)
-                        .then(|| g.made_label(id, ctx.lang.get()).map(|l| crate::ops::ellipsis(&l, 22)))
+                        .then(|| g.made_label(id, ctx.lang.get()))
                         .flatten()
+                        .and_then(|l| fit_label(&l, 22, room_px(id), OP_FONT))
                 })
                 .unwrap_or_default()
         };
@@ -152,7 +163,7 @@ pub(super) fn SvgLayer(g: GraphState) -> impl IntoView {
                     fallback=move || view! {
                         <Show when=move || show_ids.get()>
                             <text class="ntitle" text-anchor="middle" y=NODE / 2.0 + 4.0 dominant-baseline="hanging">
-                                {move || title().map(|t| crate::ops::ellipsis(&t, 28))}
+                                {move || title().and_then(|t| fit_label(&t, 28, room_px(id), TITLE_FONT))}
                             </text>
                         </Show>
                     }

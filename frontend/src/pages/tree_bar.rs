@@ -7,6 +7,7 @@ use simtree_shared::TreeInfo;
 
 use crate::api;
 use crate::graph::UsageLine;
+use crate::route::{Route, Start};
 use crate::state::{Conn, Tree, ctx};
 
 /// The bar above the graph: which tree is open, its scenario, the connection.
@@ -44,12 +45,29 @@ pub(super) fn TreeBar(tree: Tree) -> impl IntoView {
                     (Some(i), name) => format!("{name} (#{i})"),
                 }}
                 {move || chip().map(|c| view! { <span id="tree-chip" class="chip">{c}</span> })}
+                {move || tree.id.get().map(open_document)}
             </span>
             <span class="spacer"></span>
             <UsageLine tree />
             <span id="conn" class=move || format!("conn {}", conn().0)>{move || conn().1}</span>
             <ProvenanceLine info />
         </div>
+    }
+}
+
+/// A link to the New page holding the document tree `t` was made from (`/new?tree=N`), to edit
+/// a copy or make another tree of it.
+fn open_document(t: u64) -> impl IntoView {
+    let ctx = ctx();
+    let route = Route::New {
+        kind: None,
+        from: Some(Start::Tree(t)),
+    };
+    view! {
+        <a id="open-document" class="chip-link" href=route.href() on:click=move |ev: web_sys::MouseEvent| {
+            ev.prevent_default();
+            ctx.navigate(route.clone());
+        }>{move || ctx.tr("tree.openDocument")}</a>
     }
 }
 

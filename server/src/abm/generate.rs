@@ -8,7 +8,8 @@
 //! schema for the provider's dialect. The messages are the LLM layer's own (`llm::chat`). The
 //! answer is parsed strictly and validated before it is returned; when it has errors,
 //! the LLM gets one chance (by default) to repair them, with the findings quoted back.
-//! [`MockAbmLlm`] answers offline with one of the shipped example models.
+//! [`MockAbmLlm`] answers offline with one of the shipped example models, picked, titled and
+//! given its number of steps by the description's words.
 
 use serde_json::Value;
 
@@ -112,7 +113,7 @@ pub async fn generate(llm: &dyn StructuredLlm, request: &GenerateRequest, option
 
 /// Why generation gave no model; the message is the `{success: false, message}` envelope's.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
-pub enum GenerateError {
+pub(crate) enum GenerateError {
     #[error("the prompt is empty")]
     EmptyPrompt,
     /// The structured-output call failed (after the provider's retries).
@@ -161,42 +162,116 @@ pub(crate) fn check_answer(answer: &Value) -> Result<LlmAbmResponse, Vec<String>
 
 /// An offline stand-in for the LLM: answers with one of the shipped example models, picked by
 /// keywords of the prompt (fire/forest/grid → forest fire; wealth/money/market/trade → wealth
-/// exchange; anything else → the SIR network).
+/// exchange; anything else → the SIR network), titled and run for as many steps as it says.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct MockAbmLlm;
 
+/// The shipped examples the offline generator starts from, each with the words that pick it
+/// (the first one a word of the description starts with wins; the last is the fallback).
+const MOCK_TEMPLATES: [(&str, &str, &[&str]); 3] = [
+    (
+        include_str!("../../../assets/abm/forest_fire.json"),
+        "Forest Fire on a Grid",
+        &["fire", "forest", "grid", "burn", "tree"],
+    ),
+    (
+        include_str!("../../../assets/abm/wealth_exchange.json"),
+        "Random Wealth Exchange",
+        &["wealth", "money", "market", "trade", "econom", "inequal"],
+    ),
+    (
+        include_str!("../../../assets/abm/sir_network.json"),
+        "SIR Epidemic on a Contact Network",
+        &["sir", "epidem", "infect", "disease", "virus", "network"],
+    ),
+];
+
+/// The most words of a description a title keeps (a title of the offline generator's).
+const MOCK_TITLE_WORDS: usize = 7;
+
 impl MockAbmLlm {
-    /// The answer for a prompt.
+    /// The answer for a prompt, decided by its words alone (no model is called): the shipped
+    /// example whose keywords it holds, titled with the description's first sentence, run for
+    /// the number of steps it names ("for 50 steps"), with an explanation saying all that.
     pub fn answer(prompt: &str) -> Value {
         let p = prompt.to_lowercase();
-        let has = |words: &[&str]| words.iter().any(|w| p.contains(w));
-        let (text, title) = if has(&["fire", "forest", "grid"]) {
-            (
-                include_str!("../../../assets/abm/forest_fire.json"),
-                "Forest Fire on a Grid",
-            )
-        } else if has(&["wealth", "money", "market", "trade", "econom"]) {
-            (
-                include_str!("../../../assets/abm/wealth_exchange.json"),
-                "Random Wealth Exchange",
-            )
-        } else {
-            (
-                include_str!("../../../assets/abm/sir_network.json"),
-                "SIR Epidemic on a Contact Network",
-            )
-        };
+        let said: Vec<&str> = p.split(|c: char| !c.is_alphanumeric()).collect();
+        let picked = MOCK_TEMPLATES
+            .iter()
+            .find_map(|(text, title, words)| {
+                // A keyword is a word's start ("econom": economy, economics).
+                let found: Vec<&str> = words
+                    .iter()
+                    .copied()
+                    .filter(|w| said.iter().any(|s| s.starts_with(w)))
+                    .collect();
+                (!found.is_empty()).then_some((*text, *title, found))
+            })
+            .unwrap_or_else(|| {
+                let (text, title, _) = MOCK_TEMPLATES[MOCK_TEMPLATES.len() - 1];
+                (text, title, Vec::new())
+            });
+        let (text, example, found) = picked;
         let doc = super::model::AbmDocument::parse(text).expect("shipped examples parse");
         let model = doc.model().expect("shipped examples hold a model").clone();
-        serde_json::to_value(LlmAbmResponse {
-            model,
-            explanation: format!(
-                "Offline mock: this is the shipped example closest to the request ({title}); no LLM was called."
+        let title = mock_title(prompt).unwrap_or_else(|| example.to_owned());
+        let why = match found.as_slice() {
+            [] => "default, since no example's keyword is in the description".to_string(),
+            words => format!(
+                "the description's {}",
+                words.iter().map(|w| format!("\"{w}\"")).collect::<Vec<_>>().join(", ")
             ),
-            title: title.to_owned(),
+        };
+        let steps = mock_steps(&said);
+        let mut explanation = format!(
+            "Offline generator (no model was called): the shipped example \"{example}\", picked by {why}, titled from the description"
+        );
+        if let Some(n) = steps {
+            explanation.push_str(&format!(", run for at most {n} steps as it asks"));
+        }
+        explanation.push('.');
+        let mut answer = serde_json::to_value(LlmAbmResponse {
+            model,
+            explanation,
+            title,
         })
-        .unwrap_or(Value::Null)
+        .unwrap_or(Value::Null);
+        if let (Some(n), Some(max)) = (steps, answer.pointer_mut("/model/terminationCriteria/maxSteps")) {
+            *max = Value::from(n);
+        }
+        answer
     }
+}
+
+/// The description's first clause, at most [`MOCK_TITLE_WORDS`] words with no small word at
+/// the end ("for", "of"…), capitalised; `None` when it has no word.
+fn mock_title(prompt: &str) -> Option<String> {
+    const SMALL: [&str; 12] = [
+        "a", "an", "and", "at", "by", "for", "in", "of", "on", "the", "to", "with",
+    ];
+    let clause = prompt
+        .split(['.', ',', ':', ';', '!', '?', '\n'])
+        .next()
+        .unwrap_or_default();
+    let mut words: Vec<&str> = clause.split_whitespace().take(MOCK_TITLE_WORDS).collect();
+    while words.len() > 1 && words.last().is_some_and(|w| SMALL.contains(&w.to_lowercase().as_str())) {
+        words.pop();
+    }
+    let title = words.join(" ");
+    let mut chars = title.chars();
+    let first = chars.next()?;
+    Some(first.to_uppercase().chain(chars).collect())
+}
+
+/// The steps a description asks for: a number from 1 to 100,000 just before "step(s)",
+/// "round(s)", "day(s)" or "tick(s)" (`said`: its lowercase words).
+fn mock_steps(said: &[&str]) -> Option<u64> {
+    const UNITS: [&str; 8] = ["step", "steps", "round", "rounds", "day", "days", "tick", "ticks"];
+    let words: Vec<&str> = said.iter().copied().filter(|w| !w.is_empty()).collect();
+    words.windows(2).find_map(|pair| {
+        let n: u64 = pair[0].parse().ok()?;
+        (UNITS.contains(&pair[1]) && (1..=100_000).contains(&n)).then_some(n)
+    })
 }
 
 impl StructuredLlm for MockAbmLlm {
@@ -220,22 +295,57 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_mock_answers_with_a_valid_model() {
-        for (prompt, title) in [
-            ("write me an SIR abm network model using python and mesa", "SIR"),
-            ("a forest fire spreading on a grid", "Forest"),
-            ("agents trading money at random", "Wealth"),
+    async fn the_mock_answers_with_a_valid_model_that_follows_the_description() {
+        for (prompt, example, title, steps) in [
+            (
+                "write me an SIR abm network model using python and mesa",
+                "SIR Epidemic",
+                "Write me an SIR abm network model",
+                200,
+            ),
+            (
+                "a forest fire spreading on a grid. Run it for 40 steps",
+                "Forest Fire",
+                "A forest fire spreading on a grid",
+                40,
+            ),
+            (
+                "agents trading money at random",
+                "Wealth",
+                "Agents trading money at random",
+                300,
+            ),
+            (
+                "birds flocking for 25 ticks",
+                "SIR Epidemic",
+                "Birds flocking for 25 ticks",
+                25,
+            ),
+            ("a wildfire, burning for 30 days", "Forest Fire", "A wildfire", 30),
+            (
+                "people on a network of contacts",
+                "SIR Epidemic",
+                "People on a network of contacts",
+                200,
+            ),
         ] {
             let r = generate(&MockAbmLlm, &request(prompt), &GenerateOptions::default()).await;
             match r {
                 AbmResponse::Success { model, supporting_info } => {
-                    assert!(supporting_info.title.contains(title), "{prompt}");
-                    assert!(supporting_info.title.split_whitespace().count() <= 7);
+                    assert_eq!(supporting_info.title, title, "{prompt}");
+                    let why = &supporting_info.explanation;
+                    assert!(why.starts_with("Offline generator") && why.contains(example), "{why}");
+                    let model = serde_json::to_value(&*model).unwrap();
+                    assert_eq!(model["terminationCriteria"]["maxSteps"], steps, "{prompt}");
+                    let model = serde_json::from_value(model).unwrap();
                     assert!(validate(&model).is_ok());
                 }
                 AbmResponse::Failure { message } => panic!("{prompt}: {message}"),
             }
         }
+        // The same words, the same answer.
+        assert_eq!(MockAbmLlm::answer("a forest fire"), MockAbmLlm::answer("a forest fire"));
+        assert_eq!(mock_title("   "), None);
     }
 
     #[test]

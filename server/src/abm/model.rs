@@ -323,7 +323,7 @@ impl JsonSchema for ValueOrCall {
 /// Data type of a variable, attribute or parameter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum VarType {
+pub(crate) enum VarType {
     Integer,
     Float,
     Number,
@@ -373,7 +373,7 @@ impl fmt::Display for VarType {
 /// How a function or behavior is invoked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
-pub enum ExecutionMode {
+pub(crate) enum ExecutionMode {
     // Plain comments, not doc comments: schemars would turn documented variants into a
     // `oneOf` of constants instead of the seed's `enum`.
     // Once for every agent, with the agent as `self`.
@@ -387,7 +387,7 @@ pub enum ExecutionMode {
 /// The spatial structure agents live in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum TopologyType {
+pub(crate) enum TopologyType {
     None,
     Grid,
     Network,
@@ -396,7 +396,7 @@ pub enum TopologyType {
 /// What happens at the edge of a grid.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum BoundaryConditions {
+pub(crate) enum BoundaryConditions {
     Fixed,
     Torus,
 }
@@ -404,7 +404,7 @@ pub enum BoundaryConditions {
 /// What an initialization step sets up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub enum InitializationType {
+pub(crate) enum InitializationType {
     AgentAttribute,
     EnvironmentAttribute,
     GlobalVariable,
@@ -415,7 +415,7 @@ pub enum InitializationType {
 /// What a schedule entry runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub enum ScheduleType {
+pub(crate) enum ScheduleType {
     AgentBehavior,
     EnvironmentBehavior,
     GlobalFunction,
@@ -424,7 +424,7 @@ pub enum ScheduleType {
 /// Whether a tracked variable is recorded once per step or once per agent per step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum CollectionLevel {
+pub(crate) enum CollectionLevel {
     Model,
     Agent,
 }
@@ -432,7 +432,7 @@ pub enum CollectionLevel {
 /// When in a step a tracked variable is read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
-pub enum CheckTime {
+pub(crate) enum CheckTime {
     StartOfStep,
     EndOfStep,
 }
@@ -473,7 +473,7 @@ pub struct AbmModel {
 /// The library (and version) model code targets.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct AbmLibrary {
+pub(crate) struct AbmLibrary {
     /// Library name, compatible with codingLanguage (python: mesa, agentpy; julia: Agents.jl;
     /// java: MASON or Repast; netlogo: NetLogo).
     pub name: String,
@@ -486,7 +486,7 @@ pub struct AbmLibrary {
 /// A model-wide helper function.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct GlobalFunction {
+pub(crate) struct GlobalFunction {
     /// Function name; the code must define a function of this name.
     pub name: String,
     /// 'globalFunction.' followed by the name.
@@ -508,7 +508,7 @@ pub struct GlobalFunction {
 /// A parameter of a function or behavior.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct FunctionInput {
+pub(crate) struct FunctionInput {
     /// Parameter name as written in the signature.
     pub name: String,
     /// What the parameter is for.
@@ -525,7 +525,7 @@ pub struct FunctionInput {
 /// A value returned by a function or behavior.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct FunctionOutput {
+pub(crate) struct FunctionOutput {
     /// Name of the returned value.
     pub name: String,
     /// What the value means.
@@ -587,7 +587,7 @@ pub struct Topology {
 /// A behavior of the environment.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct EnvironmentBehavior {
+pub(crate) struct EnvironmentBehavior {
     /// Behavior name; the code must define a function of this name.
     pub name: String,
     /// What the behavior does to the world, in plain words.
@@ -624,7 +624,7 @@ pub struct AgentType {
 /// A behavior of an agent type.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct AgentBehavior {
+pub(crate) struct AgentBehavior {
     /// Behavior name; the code must define a function of this name.
     pub name: String,
     /// What the agent does, in plain words.
@@ -646,7 +646,7 @@ pub struct AgentBehavior {
 /// When the simulation stops.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct TerminationCriteria {
+pub(crate) struct TerminationCriteria {
     /// Upper bound on the number of steps; the run stops there if no rule fired before.
     #[schemars(with = "f64")]
     pub max_steps: Number,
@@ -658,7 +658,7 @@ pub struct TerminationCriteria {
 /// Stop when the variable named by sourceName equals value.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct TerminationRule {
+pub(crate) struct TerminationRule {
     /// sourceName of the watched variable or attribute (it must be declared, and code must keep
     /// it up to date).
     pub source_name: String,
@@ -692,7 +692,7 @@ pub struct Initialization {
 /// One set-up step.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct InitializationItem {
+pub(crate) struct InitializationItem {
     /// What is set up: a variable's sourceName, 'agent.<AgentType>.initialCount' to create the
     /// agents, or a global function's sourceName to run it.
     pub source_name: String,
@@ -903,7 +903,7 @@ fn parse_at<T: for<'de> Deserialize<'de>>(v: Value) -> Result<T, AbmError> {
 
 /// What a sourceName points at, parsed from its text.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum SourceRef {
+pub(crate) enum SourceRef {
     GlobalVariable(String),
     GlobalFunction(String),
     EnvironmentAttribute(String),

@@ -240,7 +240,7 @@ impl Snapshot {
 /// A snapshot's text that is not base64 (from the worker or a stored state).
 #[derive(Debug, thiserror::Error)]
 #[error("snapshot is not valid base64: {0}")]
-pub struct BadSnapshot(#[source] base64::DecodeError);
+pub(crate) struct BadSnapshot(#[source] base64::DecodeError);
 
 impl std::fmt::Debug for Snapshot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -421,7 +421,7 @@ pub struct HookRequest<'a> {
 
 /// A hook source as the worker's parser reads it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum HookSource {
+pub(crate) enum HookSource {
     /// The names of its top-level functions.
     Defines(Vec<String>),
     Syntax {

@@ -17,7 +17,7 @@ use super::world::World;
 /// Default prompt text of one action: the catalogue line and the usage block of the system prompt
 /// (the name is the [`ActionKind`]'s; a document's `scene.prose` may replace either).
 #[derive(Debug)]
-pub struct ActionSpec {
+pub(crate) struct ActionSpec {
     /// One line for the "Available Actions" catalogue.
     pub desc: &'static str,
     /// Usage text with an XML example; concatenated under "Usage:".
@@ -77,7 +77,7 @@ impl Outcome {
 #[error("{0}")]
 pub struct ActionError(pub String);
 
-pub type Handled = Result<Outcome, ActionError>;
+pub(crate) type Handled = Result<Outcome, ActionError>;
 
 /// A required field of an action, or the error upstream's `KeyError` stands for.
 pub fn required<'a>(call: &'a ActionCall, field: &str) -> Result<&'a str, ActionError> {
@@ -103,7 +103,7 @@ impl ActionCtx<'_> {
 
 /// What the shared handlers need of the scene they run in. Every scene has it through its
 /// `SceneRules` (a blanket impl in `scenes/mod.rs`), so this module needs no scene type.
-pub trait SharedActionScene {
+pub(crate) trait SharedActionScene {
     /// Scene time in minutes.
     fn time(&self) -> i64;
     /// Speaking range for `talk_to`, where the scene has a map.

@@ -27,7 +27,7 @@ pub enum ParseError {
 
 /// The sections of a response, each trimmed; a missing section is empty.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct Sections<'a> {
+pub(crate) struct Sections<'a> {
     pub thoughts: &'a str,
     pub plan: &'a str,
     pub action: &'a str,

@@ -32,7 +32,7 @@ pub struct SceneText {
 
 /// An action a scene defines itself, as the prompt lists it.
 #[derive(Clone, Debug, Default)]
-pub struct OwnAction {
+pub(crate) struct OwnAction {
     pub name: String,
     /// Its line in the action list.
     pub description: String,
@@ -41,6 +41,20 @@ pub struct OwnAction {
 }
 
 impl SceneText {
+    /// A scene's own description, rules and examples, with no document prose or own actions.
+    pub(crate) fn plain(
+        description: impl Into<String>,
+        guidelines: impl Into<String>,
+        examples: impl Into<String>,
+    ) -> SceneText {
+        SceneText {
+            description: description.into(),
+            guidelines: guidelines.into(),
+            examples: examples.into(),
+            ..SceneText::default()
+        }
+    }
+
     /// The scene's text with each part `prose` gives in place of the scene's own.
     pub(crate) fn with_prose(mut self, prose: Option<&Arc<SceneProse>>) -> SceneText {
         if let Some(p) = prose {

@@ -16,7 +16,7 @@ use super::routes::EstimateQuery;
 use crate::workbench::WorkbenchError;
 
 /// The query of a route that starts a job.
-pub type JobQuery = Result<Query<EstimateQuery>, QueryRejection>;
+pub(crate) type JobQuery = Result<Query<EstimateQuery>, QueryRejection>;
 
 /// Reads `body` into a spec with `parse`, then answers its estimate or starts it.
 pub(crate) fn start_or_estimate<S, E: Serialize, R: Serialize, P: Display>(

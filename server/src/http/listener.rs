@@ -69,7 +69,7 @@ pub(crate) const RESERVE: usize = 64;
 
 /// A request body that stalled or came too slowly (see the module docs).
 #[derive(Debug)]
-pub struct SlowBody(pub &'static str);
+pub(crate) struct SlowBody(pub &'static str);
 
 impl std::fmt::Display for SlowBody {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

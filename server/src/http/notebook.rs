@@ -34,7 +34,7 @@ pub(crate) async fn annotate_node(
 /// The query of the search routes.
 /// (Documented by hand in `openapi.rs`: `search_params`.)
 #[derive(Deserialize)]
-pub struct SearchParams {
+pub(crate) struct SearchParams {
     /// The words to find, matched as a phrase (1 to 256 characters, no control characters).
     q: Option<String>,
     /// Hits to skip (the `next` of the previous page).
@@ -91,7 +91,7 @@ pub(crate) async fn node_calls(
 
 /// `?offset=&limit=` of a paged list.
 #[derive(Deserialize)]
-pub struct PageParams {
+pub(crate) struct PageParams {
     offset: Option<u64>,
     limit: Option<u64>,
 }

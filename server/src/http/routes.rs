@@ -382,7 +382,7 @@ pub(crate) async fn abm_generate(State(app): St, ApiJson(req): ApiJson<GenerateR
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]
-pub struct SchemaQuery {
+pub(crate) struct SchemaQuery {
     provider: String,
 }
 

@@ -30,7 +30,7 @@ const CHUNK: usize = 64 * 1024;
 
 /// The query of `GET …/sweep/{id}/table` (documented by hand in `openapi.rs`).
 #[derive(Deserialize)]
-pub struct SweepTableParams {
+pub(crate) struct SweepTableParams {
     format: Option<String>,
     offset: Option<u64>,
     limit: Option<u64>,
@@ -40,7 +40,7 @@ pub struct SweepTableParams {
 
 /// The query of `GET …/node/{n}/table` (documented by hand in `openapi.rs`).
 #[derive(Deserialize)]
-pub struct LogTableParams {
+pub(crate) struct LogTableParams {
     format: Option<String>,
     offset: Option<u64>,
     limit: Option<u64>,

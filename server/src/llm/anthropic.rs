@@ -34,7 +34,7 @@ use super::wire::{StreamError, StreamReader, Wire, event_json};
 
 /// The Messages mapping.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct AnthropicWire;
+pub(crate) struct AnthropicWire;
 
 /// The breakpoint Anthropic caches a prefix up to.
 fn ephemeral() -> Value {
@@ -303,7 +303,7 @@ const MAX_STREAMED_BLOCKS: usize = 64;
 
 /// One Messages stream put back together.
 #[derive(Debug, Default)]
-pub struct AnthropicStream {
+pub(crate) struct AnthropicStream {
     /// Each block as it started, with its text or its tool input JSON as written so far.
     blocks: Vec<(Value, String)>,
     usage: Map<String, Value>,

@@ -70,7 +70,7 @@ impl StructuredLlm for ProviderStructured {
 
 /// Why no document passed its checks.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
-pub enum AskError {
+pub(crate) enum AskError {
     /// The structured-output call failed (after the provider's retries).
     #[error("the LLM call failed: {0}")]
     Llm(#[source] LlmError),
@@ -81,7 +81,7 @@ pub enum AskError {
 
 /// What passed, and how many repairs it took.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Passed<T> {
+pub(crate) struct Passed<T> {
     pub value: T,
     pub repairs: u32,
 }

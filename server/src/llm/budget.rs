@@ -103,7 +103,7 @@ pub trait Book: Send + Sync + std::fmt::Debug {
 
 /// A book in this process's memory.
 #[derive(Debug, Default)]
-pub struct MemoryBook {
+pub(crate) struct MemoryBook {
     tokens: AtomicU64,
     calls: AtomicU64,
     money: Mutex<Money>,

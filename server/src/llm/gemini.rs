@@ -39,7 +39,7 @@ const BLOCKED: [&str; 6] = [
 
 /// The generateContent mapping.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct GeminiWire;
+pub(crate) struct GeminiWire;
 
 /// The conversation as `contents` (system messages go to `systemInstruction`).
 fn contents(messages: &[Message]) -> Vec<Value> {
@@ -247,7 +247,7 @@ impl Wire for GeminiWire {
 
 /// One `streamGenerateContent` stream put back together.
 #[derive(Debug, Default)]
-pub struct GeminiStream {
+pub(crate) struct GeminiStream {
     parts: Vec<Value>,
     finish_reason: Option<Value>,
     usage: Option<Value>,

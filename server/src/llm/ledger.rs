@@ -98,7 +98,7 @@ impl UsageTotals {
 
 /// Where a run's records go as each call returns, before its answer is used (a job's recording
 /// in the store, so that a re-run after a crash does not pay for them again).
-pub type RecordSink = Arc<dyn Fn(LlmRecord) -> BoxFuture<'static, ()> + Send + Sync>;
+pub(crate) type RecordSink = Arc<dyn Fn(LlmRecord) -> BoxFuture<'static, ()> + Send + Sync>;
 
 /// The records of one run, in call order.
 #[derive(Default)]
@@ -302,7 +302,7 @@ async fn metered_record(
 
 /// Answers from recorded calls only (strict): the same request gets the same answers in the
 /// same order; an unknown request is an error naming its hash.
-pub struct ReplayClient {
+pub(crate) struct ReplayClient {
     answers: Mutex<HashMap<String, VecDeque<String>>>,
 }
 
@@ -343,7 +343,7 @@ impl LlmClient for ReplayClient {
 
 /// Sends each agent's calls to its own client (per-agent provider overrides), recognising the
 /// agent by the first line of the system prompt (`You are {name}.`); others go to `default`.
-pub struct RoutingClient {
+pub(crate) struct RoutingClient {
     pub default: Arc<dyn LlmClient>,
     pub by_agent: Vec<(String, Arc<dyn LlmClient>)>,
 }

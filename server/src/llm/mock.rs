@@ -61,7 +61,7 @@ pub(crate) const LIVE_PAUSE_BUDGET: std::time::Duration = std::time::Duration::f
 /// returned, paused — only while a person has this run's node open ([`StreamSink::paced`]) —
 /// while the run's [`LIVE_PAUSE_BUDGET`] lasts. The reply itself, the player's
 /// counters and everything stored are those of the plain player; unwatched runs do not wait.
-pub struct LiveReplies<C> {
+pub(crate) struct LiveReplies<C> {
     client: C,
     watch: Watch,
     /// What is left of the run's pause budget, in microseconds.

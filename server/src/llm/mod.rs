@@ -94,6 +94,13 @@ pub struct LlmState {
     /// them, and its first calls place no breakpoints beyond the system prompt.
     #[serde(skip)]
     pub prefixes: BTreeMap<String, cache::Sent>,
+    /// Per agent, which server of a model spread over several served its last call (an index
+    /// into `LLM_BASE_URLS`): that server's cache holds the agent's prompt so far, so its next
+    /// call, and the calls of its copies in a fan-out's children, go there first (see
+    /// `llm::provider::EndpointSet`). Not stored: a simulator read back from the store falls back
+    /// to the run's affinity key.
+    #[serde(skip)]
+    pub served_by: BTreeMap<String, usize>,
 }
 
 impl LlmState {

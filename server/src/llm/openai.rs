@@ -25,7 +25,7 @@ use super::{LlmError, schema};
 
 /// The Chat Completions mapping.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct OpenAiWire;
+pub(crate) struct OpenAiWire;
 
 /// A message as Chat Completions has it: `{role, content}`, plus an assistant's `tool_calls`
 /// (arguments as a JSON string, ids as given or `call_<n>`) or a `tool` message's `tool_call_id`.
@@ -247,7 +247,7 @@ const MAX_STREAMED_CALLS: usize = 64;
 
 /// One Chat Completions stream put back together.
 #[derive(Debug, Default)]
-pub struct OpenAiStream {
+pub(crate) struct OpenAiStream {
     content: String,
     refusal: Option<String>,
     /// id, name, arguments as written so far.

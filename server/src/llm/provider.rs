@@ -719,15 +719,16 @@ fn networked(dialect: Dialect) -> bool {
     matches!(dialect, Dialect::OpenAi | Dialect::Gemini | Dialect::Anthropic)
 }
 
-/// One model served by several servers. Each call goes to one member: the member a hash of the
-/// simulator's affinity key ([`LlmState::affinity`], set from the node a run starts from) ranks
-/// first, while it has a free slot — so siblings forked from one node, whose prompts are
-/// byte-identical up to where they diverge, meet the server that already holds that prefix in
-/// its cache — else the least loaded (in-flight requests over its limit; ties taken in turn).
-/// Without a key, the least loaded. Load counts the calls in flight at a member from every
-/// process when the pool shares its limits through a load board ([`ProviderPool::share_load`]),
-/// else this process's.
-pub struct EndpointSet {
+/// One model served by several servers. Each call goes to one member: the member that served the
+/// calling agent's last call ([`LlmState::served_by`]), while it has a free slot — its prompt
+/// cache holds that agent's prompt so far, which the next prompt extends; siblings forked from
+/// one node inherit it, so their byte-identical prompts meet the cache that has their prefix.
+/// Otherwise the member a hash of the simulator's affinity key ([`LlmState::affinity`], set from
+/// the node a run starts from) ranks first, while it has a free slot; else the least loaded
+/// (in-flight requests over its limit; ties taken in turn). Without an agent or a key, the least
+/// loaded. Load counts the calls in flight at a member from every process when the pool shares
+/// its limits through a load board ([`ProviderPool::share_load`]), else this process's.
+pub(crate) struct EndpointSet {
     label: String,
     members: Vec<(Arc<dyn ChatProvider>, Arc<Gate>)>,
     /// Whether the affinity key is followed (else: always the least loaded).
@@ -746,12 +747,17 @@ impl EndpointSet {
         }
     }
 
-    /// The member a call with affinity `key` goes to now.
-    pub fn choose(&self, key: u64) -> usize {
+    /// The member a call goes to now: `last` (the member that served the agent's last call)
+    /// while it has a free slot, else the one affinity `key` ranks first while it has one,
+    /// else the least loaded.
+    pub fn choose(&self, last: Option<usize>, key: u64) -> usize {
         let load = |i: usize| {
             let g = &self.members[i].1;
             g.in_flight_everywhere() as f64 / g.limit() as f64
         };
+        if let Some(i) = last.filter(|&i| i < self.members.len() && load(i) < 1.0) {
+            return i;
+        }
         if key != 0 {
             // Rendezvous hashing: every key has its own order of the members, stable when a
             // member is added or removed.
@@ -790,7 +796,15 @@ impl ChatProvider for EndpointSet {
         request: &'a ChatRequest,
         state: &'a mut LlmState,
     ) -> BoxFuture<'a, Result<ChatResponse, LlmError>> {
-        let i = self.choose(if self.affinity { state.affinity } else { 0 });
+        let i = if self.affinity {
+            let last = state.speaker.as_ref().and_then(|a| state.served_by.get(a)).copied();
+            self.choose(last, state.affinity)
+        } else {
+            self.choose(None, 0)
+        };
+        if let Some(agent) = &state.speaker {
+            state.served_by.insert(agent.clone(), i);
+        }
         self.members[i].0.chat(request, state)
     }
 }

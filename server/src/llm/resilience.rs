@@ -30,7 +30,7 @@ pub enum Failure {
 
 /// Retry settings, from [`LlmConfig`]'s `max_retries`, `retry_backoff_s` and `max_backoff_s`.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct RetryPolicy {
+pub(crate) struct RetryPolicy {
     /// Attempts after the first.
     pub max_retries: u32,
     /// Backoff before the first retry; doubles each retry.
@@ -196,7 +196,7 @@ pub struct Gate {
 
 /// Held while a request is on the wire.
 #[derive(Debug)]
-pub struct GatePermit<'a> {
+pub(crate) struct GatePermit<'a> {
     _permit: SemaphorePermit<'a>,
 }
 
@@ -314,7 +314,7 @@ impl Drop for Waiting<'_> {
 
 /// Spaces request starts `1 / rate` apart (a token bucket of depth one).
 #[derive(Debug)]
-pub struct RateLimiter {
+pub(crate) struct RateLimiter {
     interval: Duration,
     next: Mutex<Option<Instant>>,
 }

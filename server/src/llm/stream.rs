@@ -18,7 +18,7 @@ use super::config::{ApiKey, MIN_SECRET_LEN};
 
 /// One server-sent event: its `event:` name, if any, and its `data:` lines joined by newlines.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SseEvent {
+pub(crate) struct SseEvent {
     pub name: Option<String>,
     pub data: String,
 }
@@ -26,11 +26,11 @@ pub struct SseEvent {
 /// A line of the event stream that is not UTF-8 (with where the bytes go wrong).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the event stream is not UTF-8 ({0})")]
-pub struct NotUtf8(std::str::Utf8Error);
+pub(crate) struct NotUtf8(std::str::Utf8Error);
 
 /// Splits a `text/event-stream` body into events, fed chunk by chunk.
 #[derive(Debug, Default)]
-pub struct SseParser {
+pub(crate) struct SseParser {
     /// The unfinished line.
     line: Vec<u8>,
     /// The event being read (fields seen since the last blank line).
@@ -97,7 +97,7 @@ impl SseParser {
 
 /// Passes text on with any occurrence of the API key masked, holding back the last bytes that
 /// could be the start of one until the next piece (or [`Scrubber::flush`]) says they are not.
-pub struct Scrubber<'a> {
+pub(crate) struct Scrubber<'a> {
     key: Option<&'a ApiKey>,
     held: String,
 }

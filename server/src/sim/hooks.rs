@@ -18,7 +18,7 @@ use crate::engine::scenes::Scene;
 use crate::engine::scenes::custom::check::CustomError;
 
 /// Hooks run on a worker of the pool.
-pub struct PoolHooks(pub Arc<WorkerPool>);
+pub(crate) struct PoolHooks(pub Arc<WorkerPool>);
 
 impl HookRunner for PoolHooks {
     fn call(&self, call: &HookCall<'_>) -> Result<Value, HookCallFailed> {
@@ -75,7 +75,7 @@ pub fn source(sim: &Simulator) -> Option<&str> {
 /// Why a hook source was refused by the worker's parser, at `hooks.source` in the scene's
 /// config.
 #[derive(Debug, thiserror::Error)]
-pub enum HookSourceError {
+pub(crate) enum HookSourceError {
     #[error(transparent)]
     Refused(#[from] CustomError),
     /// The worker could not parse it (it is not running, say).

@@ -62,9 +62,9 @@ pub const SEAL_BYTES: usize = 1 << 20;
 const RESERVE: u64 = 64 << 10;
 
 /// A journaled group: its number and its writes.
-pub type Group = (u64, Vec<Write>);
+pub(crate) type Group = (u64, Vec<Write>);
 
-pub struct Journal {
+pub(crate) struct Journal {
     file: File,
     path: PathBuf,
     /// Where the next record goes.
@@ -305,7 +305,7 @@ impl Journal {
 
 /// Why a journal file was set aside, and the word its name carries (`simtree.journal.{word}-{ms}`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Aside {
+pub(crate) enum Aside {
     /// A damaged record (`data repair` applied the groups before it), or, before the fix of
     /// issue #42, any group that did not apply at start-up, a transient fault's included.
     Failed,
@@ -327,7 +327,7 @@ impl Aside {
 
 /// A journal file set aside in a data folder: its path, why, and when (Unix ms, from its name).
 #[derive(Debug, Clone)]
-pub struct AsideFile {
+pub(crate) struct AsideFile {
     pub path: PathBuf,
     pub why: Aside,
     pub at_ms: u64,

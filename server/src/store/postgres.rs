@@ -433,7 +433,7 @@ impl Postgres {
 
 /// A connection that only listens (`LISTEN` on each of its channels), for the run queue's wake-ups (see
 /// `store/jobs.rs`): notifications arrive as the connection is driven, during [`Self::wait`].
-pub struct Listening {
+pub(crate) struct Listening {
     rt: Rt,
     url: String,
     channels: &'static [&'static str],

@@ -32,7 +32,7 @@ pub(crate) const STATE_FORMAT: u8 = 1;
 
 /// Why a state row's bytes are no state this simtree reads.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum StateFormatError {
+pub(crate) enum StateFormatError {
     #[error("its state is in format {0}, newer than this simtree reads (up to {STATE_FORMAT}): upgrade simtree")]
     Newer(u8),
     #[error("its state has no format number after its tag")]

@@ -156,7 +156,7 @@ const MIGRATIONS: &[&str] = &[
 /// The schema version this build writes.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
-pub struct Db<S: Sql> {
+pub(crate) struct Db<S: Sql> {
     pub sql: S,
     /// The server lease this process holds (PostgreSQL): every write transaction renews it first,
     /// and is refused once it is lost.

@@ -8,7 +8,7 @@ use rusqlite::{Connection, params_from_iter};
 use super::vocab::{Cell, Fts, P, Sql};
 use super::{StoreError, StoreResult};
 
-pub struct Sqlite {
+pub(crate) struct Sqlite {
     conn: Connection,
     /// Where the scratch file of [`Sql::probe_space`] goes.
     probe: std::path::PathBuf,

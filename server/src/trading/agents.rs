@@ -105,7 +105,7 @@ pub(crate) fn submit_decision_tool() -> ToolSpec {
 
 /// The decision taken from an agent's tool calls.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Extracted {
+pub(crate) struct Extracted {
     /// Index (in the reply's `tool_calls`) of the `submit_decision` call used; `None` when there
     /// was none.
     pub call: Option<usize>,
@@ -116,7 +116,7 @@ pub struct Extracted {
 /// Why a `submit_decision` call's arguments are not a Decision (the step rejects it and tells
 /// the agent this message).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum DecisionError {
+pub(crate) enum DecisionError {
     /// The arguments came as a string that is not JSON (serde's message).
     #[error("arguments are not valid JSON: {0}")]
     NotJson(String),

@@ -82,7 +82,7 @@ pub struct MarketData {
 /// Where a Case's window lies: the cutoff day, the previous decision point's cutoff (if any) and
 /// how many bars per ticker to include.
 #[derive(Clone, Copy, Debug)]
-pub struct CaseWindow<'a> {
+pub(crate) struct CaseWindow<'a> {
     pub cutoff: &'a str,
     pub(crate) previous_cutoff: Option<&'a str>,
     pub lookback: usize,
@@ -453,26 +453,55 @@ fn check_header(file: &str, records: &[(usize, Vec<String>)], expected: &[&str])
     Ok(())
 }
 
+/// A data row after the header: its line, its fields and its date (the first field).
+struct DatedRow<'r> {
+    file: &'static str,
+    line: usize,
+    fields: &'r [String],
+    date: &'r str,
+}
+
+impl DatedRow<'_> {
+    fn error(&self, message: String) -> TradingError {
+        TradingError::Data {
+            file: self.file.into(),
+            line: self.line,
+            message,
+        }
+    }
+}
+
+/// The rows of `file` after its header (which must be `header`), in file order, each refused
+/// unless it has as many fields as the header and a valid date first.
+fn dated_rows<'r>(
+    file: &'static str,
+    records: &'r [(usize, Vec<String>)],
+    header: &'r [&str],
+) -> Result<impl Iterator<Item = Result<DatedRow<'r>, TradingError>>, TradingError> {
+    check_header(file, records, header)?;
+    Ok(records[1..].iter().map(move |(line, fields)| {
+        let row = DatedRow {
+            file,
+            line: *line,
+            fields,
+            date: fields.first().map_or("", |d| d.trim()),
+        };
+        if fields.len() != header.len() {
+            return Err(row.error(format!("expected {} fields, found {}", header.len(), fields.len())));
+        }
+        check_date(row.date).map_err(|m| row.error(format!("date: {m}")))?;
+        Ok(row)
+    }))
+}
+
 fn parse_ohlcv(text: &str) -> Result<BTreeMap<String, Vec<PricePoint>>, TradingError> {
     let file = OHLCV_FILE;
     let records = csv_records(file, text)?;
-    check_header(file, &records, &OHLCV_HEADER)?;
     let mut bars: BTreeMap<String, Vec<PricePoint>> = BTreeMap::new();
-    for (line, fields) in &records[1..] {
-        let err = |message: String| TradingError::Data {
-            file: file.into(),
-            line: *line,
-            message,
-        };
-        if fields.len() != OHLCV_HEADER.len() {
-            return Err(err(format!(
-                "expected {} fields, found {}",
-                OHLCV_HEADER.len(),
-                fields.len()
-            )));
-        }
-        let date = fields[0].trim();
-        check_date(date).map_err(|m| err(format!("date: {m}")))?;
+    for row in dated_rows(file, &records, &OHLCV_HEADER)? {
+        let row = row?;
+        let (fields, date) = (row.fields, row.date);
+        let err = |message: String| row.error(message);
         let ticker = fields[1].trim();
         if ticker.is_empty() {
             return Err(err("ticker: empty".into()));
@@ -521,23 +550,11 @@ fn parse_ohlcv(text: &str) -> Result<BTreeMap<String, Vec<PricePoint>>, TradingE
 fn parse_events(text: &str, market: &MarketData) -> Result<Vec<MarketEvent>, TradingError> {
     let file = EVENTS_FILE;
     let records = csv_records(file, text)?;
-    check_header(file, &records, &EVENTS_HEADER)?;
     let mut events = Vec::new();
-    for (line, fields) in &records[1..] {
-        let err = |message: String| TradingError::Data {
-            file: file.into(),
-            line: *line,
-            message,
-        };
-        if fields.len() != EVENTS_HEADER.len() {
-            return Err(err(format!(
-                "expected {} fields, found {}",
-                EVENTS_HEADER.len(),
-                fields.len()
-            )));
-        }
-        let date = fields[0].trim();
-        check_date(date).map_err(|m| err(format!("date: {m}")))?;
+    for row in dated_rows(file, &records, &EVENTS_HEADER)? {
+        let row = row?;
+        let (fields, date) = (row.fields, row.date);
+        let err = |message: String| row.error(message);
         let ticker = fields[1].trim();
         if market.bars(ticker).is_none() {
             return Err(err(format!(

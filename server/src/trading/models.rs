@@ -39,7 +39,7 @@ pub struct PricePoint {
 /// than the daily bars).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct IntervalPriceSummary {
+pub(crate) struct IntervalPriceSummary {
     pub open: f64,
     pub high: f64,
     pub low: f64,
@@ -105,7 +105,7 @@ pub struct Case {
 
 /// The agent-facing payload of a [`Case`]: everything but the metadata.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct AgentCase<'a> {
+pub(crate) struct AgentCase<'a> {
     pub case_id: &'a str,
     pub tickers: &'a [String],
     pub case_data: &'a CaseData,
@@ -287,7 +287,7 @@ pub struct EpisodeResult {
 /// What an agent is invoked with at one decision point.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct AgentInvocation {
+pub(crate) struct AgentInvocation {
     pub case: Case,
     pub episode_id: String,
     pub agent_id: String,

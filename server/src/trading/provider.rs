@@ -17,7 +17,7 @@ use crate::llm::record::LlmRecord;
 use crate::llm::{BoxFuture, ChatProvider, LlmClient, LlmError, LlmState};
 
 /// The trading agent's tool-calling model on a real provider, metered and recorded.
-pub struct ProviderToolModel {
+pub(crate) struct ProviderToolModel {
     pub provider: Arc<dyn ChatProvider>,
     pub ledger: Arc<Ledger>,
     pub budget: Option<Arc<TreeBudget>>,
@@ -59,7 +59,7 @@ impl ToolModel for ProviderToolModel {
 }
 
 /// Answers the trading agent from a node's recording (strict: an unrecorded request is an error).
-pub struct ReplayToolModel {
+pub(crate) struct ReplayToolModel {
     inner: ReplayClient,
 }
 

@@ -30,7 +30,7 @@ pub(crate) const SHIPPED_DATASET: &str = "shipped";
 pub(crate) const MAX_DATASETS: usize = 64;
 
 /// An uploaded dataset: its description, and its data while it is in use.
-pub struct UserDataset {
+pub(crate) struct UserDataset {
     pub info: DatasetInfo,
     /// The parsed data while an episode holds it (read back from the store when it is gone).
     market: Mutex<Weak<MarketData>>,

@@ -12,7 +12,7 @@ use super::{Core, NodeId, lock};
 
 /// How a drain ended.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Drained {
+pub(crate) struct Drained {
     /// Runs that were in flight when the drain began.
     pub in_flight: usize,
     /// Runs cancelled when the grace period was over.

@@ -304,7 +304,7 @@ impl ExploreData {
 
 /// Why a stored or imported exploration's row does not fit its tree.
 #[derive(Debug, thiserror::Error)]
-pub enum RowMismatch {
+pub(crate) enum RowMismatch {
     #[error("objective.metric: {0}")]
     Metric(crate::sweep::SweepError),
     #[error("candidates: {0} of them; an exploration has 1 to {MAX_CANDIDATES}")]

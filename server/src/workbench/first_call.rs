@@ -21,7 +21,7 @@ use crate::tree::NodeId;
 /// What the first provider call of one run would hold: dollars, or why its cost has no bound
 /// (an unpriced model, a provider without `max_tokens`). `None`: the run calls no provider in
 /// its first turn (an offline player, a baseline trading agent, a model step).
-pub type FirstHold = Option<Result<f64, Unbounded>>;
+pub(crate) type FirstHold = Option<Result<f64, Unbounded>>;
 
 impl Core {
     /// The hold of the first call of a run from `parent` with each of `branches`' ops applied

@@ -116,7 +116,7 @@ fn messages(prompt: &str, last: Option<&Value>) -> Vec<Message> {
 /// The offline writer: the shipped custom game closest to the description (by its words), in
 /// the user's title and description; building on a document, that document with the new
 /// description.
-pub struct MockSceneWriter;
+pub(crate) struct MockSceneWriter;
 
 impl MockSceneWriter {
     pub fn answer(prompt: &str, last: Option<&Value>) -> Value {

@@ -103,7 +103,7 @@ pub struct JobsConfig {
 const POLL: Duration = Duration::from_secs(1);
 
 /// The serving process's side: its queue connection and the runs it waits for.
-pub struct Hub {
+pub(crate) struct Hub {
     config: JobsConfig,
     queue: Arc<Mutex<Queue>>,
     waiting: DashMap<(u64, NodeId), Waiting>,

@@ -97,10 +97,10 @@ struct Entry {
 
 /// Extra checks a caller makes of a document before it is saved (the workbench builds a trading
 /// episode on its market, as creating a tree would).
-pub type Check<'a> = &'a dyn Fn(&UserScenario) -> Result<(), WorkbenchError>;
+pub(crate) type Check<'a> = &'a dyn Fn(&UserScenario) -> Result<(), WorkbenchError>;
 
 /// The saved scenarios (see the module doc).
-pub struct Library {
+pub(crate) struct Library {
     store: Option<Arc<Store>>,
     entries: Mutex<BTreeMap<String, Entry>>,
     /// The highest version each id was given, deleted ones included.

@@ -27,7 +27,7 @@ pub(crate) const MAX_LIVE_BYTES: usize = 64 * 1024;
 pub(crate) const DELTA_QUEUE: usize = 256;
 
 /// The live text of one running node.
-pub struct NodeStream {
+pub(crate) struct NodeStream {
     node: NodeId,
     tx: broadcast::Sender<TreeMsg>,
     /// The node's own log: someone has the node open while its socket is subscribed.

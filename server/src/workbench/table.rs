@@ -33,7 +33,7 @@ pub(crate) const EVENT_COLUMNS: [&str; 8] = ["node", "seq", "step", "time", "age
 
 /// How a table is written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TableFormat {
+pub(crate) enum TableFormat {
     /// A header line, then one line per row; text is quoted where it must be, objects and lists
     /// are written as JSON, an empty cell is a missing value.
     Csv,
@@ -92,7 +92,7 @@ impl Page {
 
 /// Which entries a log table holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scope {
+pub(crate) enum Scope {
     /// Every entry on a root path through the node: its ancestors', its own and its
     /// descendants', each once.
     Subtree,
@@ -127,7 +127,7 @@ fn one_of<T: Copy>(name: &str, given: Option<&str>, options: &[(&'static str, T)
 }
 
 /// A table ready to be read: its columns and row count, and where its rows come from.
-pub struct Table {
+pub(crate) struct Table {
     pub columns: Vec<String>,
     pub total: u64,
     handle: Arc<TreeHandle>,

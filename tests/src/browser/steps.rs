@@ -143,6 +143,17 @@ impl Browser {
             .await;
     }
 
+    /// Opens the New page's social form, titles the document `title` and saves it to the library
+    /// as `name`; waits until version 1 is saved.
+    pub async fn save_new_social(&self, title: &str, name: &str) {
+        self.open("/new/social").await;
+        self.wait_css("#social-form").await;
+        self.set_input("#new-title", title).await;
+        self.set_input("#save-name", name).await;
+        self.click("#save-library").await;
+        self.wait_text("#save-done", &format!("{name}, version 1")).await;
+    }
+
     /// The tree the page went to after "create tree" (`/simtree/N`), and its stored metadata with
     /// the document it was made from.
     pub async fn created_tree(&self) -> (u64, Value) {

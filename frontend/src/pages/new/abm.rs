@@ -1,6 +1,8 @@
 //! The agent-based model's form: describe the model in words, generate it (`/api/abm/generate`:
-//! the offline mock, or the server's provider), and refine it (the description again, with the
-//! model as it stands as `lastModel`). The validator (`/api/abm/validate`) runs on every change of
+//! the offline generator, or the server's provider), and refine it (the description again, with
+//! the model as it stands as `lastModel`); then its parameters as fields (the step limit, each
+//! global's and each agent attribute's starting value, each agent type's count: see
+//! [`crate::abm_form`]), beside the JSON view that changes its structure. The validator (`/api/abm/validate`) runs on every change of
 //! the document, and each finding is listed with its JSON path and a button that marks its line
 //! in the JSON view.
 
@@ -10,8 +12,9 @@ use serde_json::Value;
 use super::Doc;
 use super::describe::{Describe, Written};
 use crate::api::{self, ApiError};
-use crate::draft::{Validation, line_of_path, pretty};
+use crate::draft::{self, Validation, line_of_path, pretty};
 use crate::state::ctx;
+use crate::{abm_form, scene_form};
 
 /// Wait after the last change before the validator runs (typing in the JSON view).
 const VALIDATE_AFTER_MS: i32 = 300;
@@ -107,11 +110,66 @@ pub(super) fn AbmForm(doc: Doc) -> impl IntoView {
         <section id="abm-form" class="panel new-form">
             <Describe doc prefix="abm" title="new.describe" hint="new.describeHint" base=model_of write=write_model />
             {info}
+            <Show when=move || !empty()>
+                <Params doc />
+            </Show>
             <h3>{move || ctx.tr("new.validator")}</h3>
             <Show when=move || !empty() fallback=move || view! { <p class="hint muted">{move || ctx.tr("new.abmEmpty")}</p> }>
                 {findings}
             </Show>
         </section>
+    }
+}
+
+/// The model's parameters as fields, a section per agent type; each writes its place of the
+/// document (the JSON view and the validator follow).
+#[component]
+fn Params(doc: Doc) -> impl IntoView {
+    let ctx = ctx();
+    // The fields change only with the document's structure, not with each value typed.
+    let sections = Memo::new(move |_| doc.value.with(abm_form::fields));
+    view! {
+        <div id="abm-params">
+            <h3>{move || ctx.tr("new.abmParams")}</h3>
+            <p class="hint muted">{move || ctx.tr("new.abmParamsHint")}</p>
+            {move || {
+                sections
+                    .get()
+                    .into_iter()
+                    .map(|(heading, fields)| {
+                        view! {
+                            {heading.map(|h| view! { <h4 class="abm-agent">{h}</h4> })}
+                            <div class="abm-fields">{fields.into_iter().map(|f| param(doc, f)).collect_view()}</div>
+                        }
+                    })
+                    .collect_view()
+            }}
+        </div>
+    }
+}
+
+/// One parameter: its name, an input bound to its place, its description as the hint.
+fn param(doc: Doc, f: abm_form::Field) -> impl IntoView {
+    let id = abm_form::field_id(&f.ptr);
+    let parse = match f.parse {
+        abm_form::Parse::Count => draft::number_value,
+        abm_form::Parse::Text => draft::text_value,
+        abm_form::Parse::Value => scene_form::json_or_text,
+    };
+    let (shown, marked, ptr) = (f.ptr.clone(), f.ptr.clone(), f.ptr);
+    view! {
+        <div class="field" title=f.hint>
+            <label for=id.clone()><code>{f.label}</code></label>
+            <input
+                id=id
+                class=move || doc.field_class(&marked)
+                prop:value=move || doc.text(&shown)
+                on:input=move |ev| {
+                    let v = event_target_value(&ev);
+                    doc.edit(|d| draft::set_at(d, &ptr, parse(&v)));
+                }
+            />
+        </div>
     }
 }
 

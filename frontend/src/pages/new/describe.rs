@@ -1,6 +1,8 @@
 //! "Describe in words": a description, **Generate** (a document written anew) and **Refine**
 //! (the document as it stands, edits included, changed as the words ask), with the seconds
-//! spent while the request is out and the writer's explanation or refusal after. One box serves
+//! spent while the request is out and the writer's explanation or refusal after. **Undo** puts
+//! back the document as it was before the last Generate or Refine, while the document is still
+//! what that wrote (an edit since is the user's own and is kept). One box serves
 //! the agent-based model (`/api/abm/generate`) and the custom scene (`/api/documents/generate`);
 //! each passes its own `write`.
 
@@ -38,6 +40,16 @@ pub(super) fn Describe(
     let error = RwSignal::new(None::<String>);
     let explanation = RwSignal::new(None::<String>);
     let empty = move || doc.value.with(|d| d.as_object().is_none_or(|o| o.is_empty()));
+    // The document before the last answer replaced it, and that answer.
+    let replaced = RwSignal::new(None::<(Value, Value)>);
+    let can_undo = move || replaced.with(|r| r.as_ref().is_some_and(|(_, after)| doc.value.with(|d| d == after)));
+    let undo = move |_| {
+        if let Some((before, _)) = replaced.get_untracked() {
+            replaced.set(None);
+            explanation.set(None);
+            doc.replace(before);
+        }
+    };
     let generate = move |refine: bool| {
         let text = prompt.get_untracked();
         let last = refine.then(|| doc.value.with_untracked(base));
@@ -56,6 +68,8 @@ pub(super) fn Describe(
             generating.try_set(false);
             match r {
                 Ok(Ok((document, why))) => {
+                    let before = doc.value.get_untracked();
+                    replaced.try_set(Some((before, document.clone())));
                     doc.replace(document);
                     explanation.try_set(Some(why).filter(|w| !w.is_empty()));
                 }
@@ -81,6 +95,9 @@ pub(super) fn Describe(
             <button id=id("refine") disabled=move || generating.get() || empty() || prompt.get().trim().is_empty()
                 title=move || ctx.tr("new.refineHint")
                 on:click=move |_| generate(true)>{move || ctx.tr("new.refine")}</button>
+            <Show when=can_undo>
+                <button id=id("undo") title=move || ctx.tr("new.undoHint") on:click=undo>{move || ctx.tr("new.undo")}</button>
+            </Show>
             <Show when=move || generating.get()>
                 <span id=id("progress") class="muted">
                     {move || ctx.tr("new.generating").replace("{{s}}", &elapsed.get().to_string())}

@@ -12,6 +12,11 @@
 //! link to the JSON line its path names), a CSV's under the upload, the generator's under its
 //! button. Nothing here raises a toast except an unreachable server (the shell's banner).
 //!
+//! The page's draft (each kind's text, the library name, the scenario started from) is kept in
+//! the tab's sessionStorage ([`kept`]) and restored when the page opens again. `?tree=N` starts
+//! from the document tree N was made from (its library scenario and version, when it was made
+//! from one).
+//!
 //! While the JSON view holds text that is not a document, the document is the last one that
 //! was; making a tree of it or saving it would not be what the user sees, so Create and Save are
 //! disabled until the JSON parses again (and say why).
@@ -19,6 +24,8 @@
 mod abm;
 mod custom;
 mod describe;
+mod kept;
+mod library;
 mod social;
 mod trading;
 
@@ -30,7 +37,7 @@ use wasm_bindgen::JsCast;
 
 use crate::api::{self, ApiError};
 use crate::draft::{self, kind_of, line_of_path, line_span, pretty, refusal_path, set_at, text_at, title_of};
-use crate::route::Route;
+use crate::route::{Route, Start};
 use crate::state::{Link, ctx, set_title};
 
 /// One kind's document and its JSON view.
@@ -56,6 +63,15 @@ impl Doc {
             refused: RwSignal::new(None),
             area: NodeRef::new(),
         }
+    }
+
+    /// `value`, or the text a kept draft had in the JSON view (read as if typed there).
+    fn restored(value: Value, kept: Option<String>) -> Doc {
+        let doc = Doc::new(value);
+        if let Some(text) = kept {
+            doc.typed(text);
+        }
+        doc
     }
 
     /// A form's edit: the document changes in place and the JSON view shows it.
@@ -185,10 +201,12 @@ const KINDS: [(SimKind, &str, &str); 3] = [
 pub fn NewPage() -> impl IntoView {
     let ctx = ctx();
     set_title("New · simtree");
+    let kept = kept::Kept::read();
+    let [social, trading, abm] = kept.texts;
     let docs = [
-        Doc::new(draft::social_template()),
-        Doc::new(draft::trading_template()),
-        Doc::new(Value::Object(Default::default())),
+        Doc::restored(draft::social_template(), social),
+        Doc::restored(draft::trading_template(), trading),
+        Doc::restored(Value::Object(Default::default()), abm),
     ];
     let doc_of = move |k: SimKind| match k {
         SimKind::Social => docs[0],
@@ -212,10 +230,19 @@ pub fn NewPage() -> impl IntoView {
     });
     reload.run(());
     // The library name the page saves under; a scenario started from fills it in.
-    let save_name = RwSignal::new(String::new());
+    let save_name = RwSignal::new(kept.save_name);
     let from_error = RwSignal::new(None::<String>);
     // The library scenario (and version) the editor was started from, with every version kept.
-    let origin = RwSignal::new(None::<Origin>);
+    let origin = RwSignal::new(kept.origin);
+    // Every edit is kept for the tab (another page, a reload).
+    Effect::new(move |_| {
+        kept::Kept {
+            texts: docs.map(|d| Some(d.text.get())),
+            save_name: save_name.get(),
+            origin: origin.get(),
+        }
+        .write()
+    });
     let start_from = move |id: String| {
         from_error.set(None);
         leptos::task::spawn_local(async move {
@@ -247,7 +274,33 @@ pub fn NewPage() -> impl IntoView {
                     });
                 }
                 Err(ApiError::Offline) => ctx.went_offline(),
+                Err(ApiError::NotFound(_)) => from_error.set(Some(ctx.tr("new.fromMissing").replace("{{id}}", &id))),
                 Err(e) => from_error.set(Some(format!("{id}: {e}"))),
+            }
+        });
+    };
+    // A tree's own document: the one it was made from, or its library scenario at its version.
+    let start_from_tree = move |t: u64| {
+        from_error.set(None);
+        leptos::task::spawn_local(async move {
+            match api::tree_info(t).await {
+                Ok(info) => match info.document {
+                    Some(document) => {
+                        let k = kind_of(&document).unwrap_or(info.kind);
+                        origin.set(None);
+                        doc_of(k).replace(document);
+                        ctx.navigate(Route::New {
+                            kind: Some(k),
+                            from: None,
+                        });
+                    }
+                    None => start_from(match info.scenario_version {
+                        Some(v) => format!("{}@{v}", info.scenario),
+                        None => info.scenario,
+                    }),
+                },
+                Err(ApiError::Offline) => ctx.went_offline(),
+                Err(e) => from_error.set(Some(format!("{} {t}: {e}", ctx.tr("tree.label")))),
             }
         });
     };
@@ -256,10 +309,10 @@ pub fn NewPage() -> impl IntoView {
         Route::New { from, .. } => from,
         _ => None,
     });
-    Effect::new(move |_| {
-        if let Some(id) = from.get() {
-            start_from(id);
-        }
+    Effect::new(move |_| match from.get() {
+        Some(Start::Library(id)) => start_from(id),
+        Some(Start::Tree(t)) => start_from_tree(t),
+        None => {}
     });
     let picked = RwSignal::new(String::new());
     let form = move || match kind.get() {
@@ -357,7 +410,7 @@ pub fn NewPage() -> impl IntoView {
 
 /// The library scenario the editor was started from: made into a tree by name (`id@version`)
 /// while the document is still exactly its, so the tree records where it came from.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(super) struct Origin {
     /// What `POST /devui/simtree` names it by: `id@version` (saved) or `id` (shipped).
     reference: String,
@@ -504,10 +557,16 @@ fn Actions(
                         .replace("{{id}}", &s.id)
                         .replace("{{version}}", &s.version.to_string());
                     saved.try_set(Some(text));
+                    // The editor now holds that version: its label, list and Create follow.
+                    origin.try_update(|o| *o = Some(Origin::saved(o.take(), &s, document)));
                     on_saved.run(());
                 }
+                // The name is taken: say what to do (the server's text names its API route).
+                Err(ApiError::Http(409, _)) if !new_version => {
+                    taken.try_set(true);
+                    save_error.try_set(Some(ctx.tr("new.nameTaken").replace("{{id}}", &name)));
+                }
                 Err(e) => {
-                    taken.try_set(matches!(e, ApiError::Http(409, _)) && !new_version);
                     if let Some(m) = ctx.refusal(e) {
                         save_error.try_set(Some(m));
                     }
@@ -561,6 +620,7 @@ fn Actions(
                 </button>
             </div>
             <p class="hint muted">{move || ctx.tr("new.saveHint")}</p>
+            <library::SavedEntry origin on_deleted=on_saved />
             {move || saved.get().map(|s| view! { <p id="save-done" class="ok">{s}</p> })}
             {move || save_error.get().map(|e| refusal_view(doc, "save-error", e))}
             <Show when=move || taken.get()>

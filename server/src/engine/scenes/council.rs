@@ -366,30 +366,14 @@ impl Council {
 }
 
 impl SceneRules for Council {
-    fn time(&self) -> i64 {
-        self.state.time
-    }
-    fn set_time(&mut self, minutes: i64) {
-        self.state.time = minutes;
-    }
-    fn initial_event(&self) -> &str {
-        &self.initial_event
-    }
+    clock_and_opening!();
     fn text(&self) -> SceneText {
-        SceneText {
-            description: format!(
-                "{}\n{}",
-                simple_chat::DESCRIPTION,
-                COUNCIL_DESCRIPTION.replace("the Host", &self.the_chair())
-            ),
-            guidelines: format!(
-                "{}\n{}",
-                simple_chat::GUIDELINES,
-                COUNCIL_GUIDELINES.replace("the Host", &self.the_chair())
-            ),
-            examples: String::new(),
-            ..SceneText::default()
-        }
+        let chaired = |text: &str| text.replace("the Host", &self.the_chair());
+        SceneText::plain(
+            format!("{}\n{}", simple_chat::DESCRIPTION, chaired(COUNCIL_DESCRIPTION)),
+            format!("{}\n{}", simple_chat::GUIDELINES, chaired(COUNCIL_GUIDELINES)),
+            "",
+        )
     }
     fn scene_actions(&self, _agent: &Agent) -> Vec<ActionKind> {
         vec![ActionKind::SendMessage, ActionKind::Yield, ActionKind::VotingStatus]

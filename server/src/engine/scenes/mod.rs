@@ -25,6 +25,22 @@ pub use simtree_shared::SceneKind;
 use simtree_shared::scene::COMMON_ACTIONS;
 use simtree_shared::{ActionInfo, SceneTypeInfo};
 
+/// The [`SceneRules`] methods every scene writes alike: its clock is `state.time` and its
+/// opening event `initial_event`.
+macro_rules! clock_and_opening {
+    () => {
+        fn time(&self) -> i64 {
+            self.state.time
+        }
+        fn set_time(&mut self, minutes: i64) {
+            self.state.time = minutes;
+        }
+        fn initial_event(&self) -> &str {
+            &self.initial_event
+        }
+    };
+}
+
 pub mod council;
 pub mod custom;
 pub mod landlord;

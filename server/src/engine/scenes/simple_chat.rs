@@ -55,22 +55,9 @@ impl SimpleChat {
 }
 
 impl SceneRules for SimpleChat {
-    fn time(&self) -> i64 {
-        self.state.time
-    }
-    fn set_time(&mut self, minutes: i64) {
-        self.state.time = minutes;
-    }
-    fn initial_event(&self) -> &str {
-        &self.initial_event
-    }
+    clock_and_opening!();
     fn text(&self) -> SceneText {
-        SceneText {
-            description: DESCRIPTION.into(),
-            guidelines: GUIDELINES.into(),
-            examples: String::new(),
-            ..SceneText::default()
-        }
+        SceneText::plain(DESCRIPTION, GUIDELINES, String::new())
     }
     fn scene_actions(&self, _agent: &Agent) -> Vec<ActionKind> {
         vec![ActionKind::SendMessage, ActionKind::Yield]

@@ -57,7 +57,7 @@ fn manhattan(a: Xy, b: Xy) -> i64 {
 
 /// One explicitly stored grid cell. Cells not stored are passable plain ground of cost 1.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Tile {
+pub(crate) struct Tile {
     pub(crate) passable: bool,
     pub(crate) movement_cost: i64,
     pub(crate) terrain: String,
@@ -764,17 +764,9 @@ Lyra is standing close by; a friendly word costs nothing.\n\
 <Action name=\"talk_to\"><to>Lyra</to><message>Good to see you, Lyra!</message></Action>";
 
 impl SceneRules for Village {
-    fn time(&self) -> i64 {
-        self.state.time
-    }
-    fn set_time(&mut self, minutes: i64) {
-        self.state.time = minutes;
-    }
+    clock_and_opening!();
     fn minutes_per_turn(&self) -> i64 {
         0
-    }
-    fn initial_event(&self) -> &str {
-        &self.initial_event
     }
     fn text(&self) -> SceneText {
         let map = self.map();
@@ -791,12 +783,7 @@ impl SceneRules for Village {
             cost = self.config.movement_cost,
             range = self.config.chat_range,
         );
-        SceneText {
-            description,
-            guidelines: GUIDELINES.into(),
-            examples: EXAMPLES.into(),
-            ..SceneText::default()
-        }
+        SceneText::plain(description, GUIDELINES, EXAMPLES)
     }
     fn scene_actions(&self, _agent: &Agent) -> Vec<ActionKind> {
         use ActionKind::*;

@@ -74,7 +74,7 @@ impl Phase {
 /// A witch's remaining potions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Potions {
+pub(crate) struct Potions {
     pub(crate) heals_left: i64,
     pub(crate) poisons_left: i64,
 }
@@ -91,7 +91,7 @@ impl Default for Potions {
 /// What a witch prepared tonight.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct WitchAction {
+pub(crate) struct WitchAction {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) poison_target: Option<String>,
 }
@@ -555,22 +555,9 @@ fn py_action_repr(call: &ActionCall) -> String {
 }
 
 impl SceneRules for Werewolf {
-    fn time(&self) -> i64 {
-        self.state.time
-    }
-    fn set_time(&mut self, minutes: i64) {
-        self.state.time = minutes;
-    }
-    fn initial_event(&self) -> &str {
-        &self.initial_event
-    }
+    clock_and_opening!();
     fn text(&self) -> SceneText {
-        SceneText {
-            description: DESCRIPTION.into(),
-            guidelines: GUIDELINES.into(),
-            examples: String::new(),
-            ..SceneText::default()
-        }
+        SceneText::plain(DESCRIPTION, GUIDELINES, String::new())
     }
     fn scene_actions(&self, _agent: &Agent) -> Vec<ActionKind> {
         vec![ActionKind::Speak, ActionKind::VoteLynch, ActionKind::Yield]

@@ -227,7 +227,7 @@ impl Programs {
 }
 
 /// A view of the state to evaluate expressions in (the names of [`NAMES`]).
-pub struct Scope<'a> {
+pub(crate) struct Scope<'a> {
     ctx: Context<'static, 'static>,
     programs: &'a Programs,
 }
@@ -348,7 +348,7 @@ pub(crate) fn to_cel(v: &Value) -> cel::Value {
 /// A CEL value with no JSON form (bytes, a function, a number that is not finite).
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct NoJson(String);
+pub(crate) struct NoJson(String);
 
 /// A CEL value as JSON; what has no JSON form is an error.
 pub(crate) fn from_cel(v: &cel::Value) -> Result<Value, NoJson> {

@@ -1277,15 +1277,7 @@ fn added(ty: VarType, old: Option<&Value>, value: &Value) -> Result<Value, Fail>
 }
 
 impl SceneRules for Custom {
-    fn time(&self) -> i64 {
-        self.state.time
-    }
-    fn set_time(&mut self, minutes: i64) {
-        self.state.time = minutes;
-    }
-    fn initial_event(&self) -> &str {
-        &self.initial_event
-    }
+    clock_and_opening!();
     fn text(&self) -> SceneText {
         let doc = self.doc();
         SceneText {

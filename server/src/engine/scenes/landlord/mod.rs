@@ -542,17 +542,9 @@ fn fail(world: &mut World, actor: usize, feedback: &str, code: &str, summary: St
 }
 
 impl SceneRules for Landlord {
-    fn time(&self) -> i64 {
-        self.state.time
-    }
-    fn set_time(&mut self, minutes: i64) {
-        self.state.time = minutes;
-    }
+    clock_and_opening!();
     fn minutes_per_turn(&self) -> i64 {
         1
-    }
-    fn initial_event(&self) -> &str {
-        &self.initial_event
     }
     fn text(&self) -> SceneText {
         let (description, combos) = if self.two_decks() {
@@ -560,12 +552,11 @@ impl SceneRules for Landlord {
         } else {
             (DESCRIPTION_ONE_DECK, COMBOS_ONE_DECK)
         };
-        SceneText {
-            description: description.into(),
-            guidelines: format!("{RULES_BIDDING}{combos}{RULES_FORMAT}"),
-            examples: String::new(),
-            ..SceneText::default()
-        }
+        SceneText::plain(
+            description,
+            format!("{RULES_BIDDING}{combos}{RULES_FORMAT}"),
+            String::new(),
+        )
     }
     fn scene_actions(&self, _agent: &Agent) -> Vec<ActionKind> {
         vec![
