@@ -38,13 +38,12 @@
 use std::time::Duration;
 
 use super::lease::Lease;
+pub(crate) use super::sql::{BudgetKey, QUEUED};
 use super::sql::{CHANNEL, Db, enqueue};
 use super::vocab::{Cell, P, Sql, i};
 use super::{Database, LogRow, NodeRow, StoreError, StoreResult, Write};
 use crate::llm::budget::{Limits, Refusal, Totals};
 
-/// The payload on [`CHANNEL`] that says a job was queued (the others say one ended).
-pub(crate) const QUEUED: &str = "queued";
 /// The channel a worker tells the serving process on that a running node's log grew
 /// (`<tree>:<node>`), so that it relays the new entries to the node's watchers.
 pub(crate) const LOG_CHANNEL: &str = "simtree_log";
@@ -534,38 +533,6 @@ fn dollars(v: f64) -> String {
 /// Dollars read back from `…::TEXT` (0 when absent or not a number).
 fn dollars_of(c: Cell) -> f64 {
     text(c).and_then(|t| t.parse().ok()).unwrap_or(0.0)
-}
-
-/// Which budget a row books: a tree's own (`part` 0), or the caps of one of its explorations
-/// (`part`: the exploration's id + 1), charged within the tree's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct BudgetKey {
-    pub tree: u64,
-    pub part: u64,
-}
-
-impl BudgetKey {
-    /// Tree `tree`'s own budget.
-    pub(crate) fn tree(tree: u64) -> BudgetKey {
-        BudgetKey { tree, part: 0 }
-    }
-
-    /// The own caps of exploration `id` of tree `tree`.
-    pub(crate) fn explore(tree: u64, id: u64) -> BudgetKey {
-        BudgetKey { tree, part: id + 1 }
-    }
-}
-
-/// Forgets the book of budget `key` and its holds (an exploration dropped: its id may be
-/// given to the next one).
-pub(crate) fn budget_forget<S: Sql>(sql: &mut S, key: BudgetKey) -> StoreResult<()> {
-    for table in ["budget_spent", "budget_holds"] {
-        sql.write(
-            &format!("DELETE FROM {table} WHERE tree = $1 AND part = $2"),
-            &[i(key.tree), i(key.part)],
-        )?;
-    }
-    Ok(())
 }
 
 /// Releases, in one statement, the holds of `tree`'s budgets that lapsed: those of a job whose

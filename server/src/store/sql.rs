@@ -16,6 +16,8 @@ use crate::chunks::ChunkKey;
 
 /// The channel workers and the serving process wake on.
 pub(crate) const CHANNEL: &str = "simtree_jobs";
+/// The payload on [`CHANNEL`] that says a job was queued (the others say one ended).
+pub(crate) const QUEUED: &str = "queued";
 
 /// Queues the job of `node` in the write transaction under way (see [`Sql::write`]); the
 /// notification is delivered when it commits. A job already queued for the node is left as it is.
@@ -41,8 +43,7 @@ pub fn enqueue<S: Sql>(
             i(max_attempts.max(1)),
         ],
     )?;
-    let queued = super::jobs::QUEUED;
-    sql.write(&format!("SELECT pg_notify('{CHANNEL}', '{queued}')"), &[])
+    sql.write(&format!("SELECT pg_notify('{CHANNEL}', '{QUEUED}')"), &[])
 }
 
 /// Schema versions, applied in order at start-up; each runs once, in a transaction.
@@ -604,7 +605,7 @@ impl<S: Sql> Db<S> {
             }
             Write::DeleteExplore { tree, id } => {
                 sql.write("DELETE FROM explores WHERE tree = $1 AND id = $2", &[i(*tree), i(*id)])?;
-                super::jobs::budget_forget(sql, super::jobs::BudgetKey::explore(*tree, *id))?;
+                budget_forget(sql, BudgetKey::explore(*tree, *id))?;
             }
             Write::Applied { seq } => {
                 sql.write("UPDATE journal SET applied = $1", &[i(*seq)])?;
@@ -1205,6 +1206,38 @@ impl<S: Sql> Database for Db<S> {
         self.sql.commit()?;
         Ok(running.len() as u64)
     }
+}
+
+/// Which budget a row books: a tree's own (`part` 0), or the caps of one of its explorations
+/// (`part`: the exploration's id + 1), charged within the tree's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BudgetKey {
+    pub tree: u64,
+    pub part: u64,
+}
+
+impl BudgetKey {
+    /// Tree `tree`'s own budget.
+    pub(crate) fn tree(tree: u64) -> BudgetKey {
+        BudgetKey { tree, part: 0 }
+    }
+
+    /// The own caps of exploration `id` of tree `tree`.
+    pub(crate) fn explore(tree: u64, id: u64) -> BudgetKey {
+        BudgetKey { tree, part: id + 1 }
+    }
+}
+
+/// Forgets the book of budget `key` and its holds (an exploration dropped: its id may be
+/// given to the next one).
+fn budget_forget<S: Sql>(sql: &mut S, key: BudgetKey) -> StoreResult<()> {
+    for table in ["budget_spent", "budget_holds"] {
+        sql.write(
+            &format!("DELETE FROM {table} WHERE tree = $1 AND part = $2"),
+            &[i(key.tree), i(key.part)],
+        )?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
