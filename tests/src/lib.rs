@@ -383,17 +383,33 @@ impl Server {
     /// Starts an advance on its own task (its reply is the task's output), so the test can act
     /// while it runs.
     pub fn advance_in_background(&self, tree: u64, parent: u64, turns: u64) -> tokio::task::JoinHandle<Value> {
-        let url = self.url(&format!("/devui/simtree/{tree}/advance"));
+        self.post_in_background(
+            &format!("/devui/simtree/{tree}/advance"),
+            serde_json::json!({"parent": parent, "turns": turns}),
+        )
+    }
+
+    /// A fan-out of `count` children of `parent`, `turns` turns each, asked for on a task of its
+    /// own (its own connection); the task gives the reply.
+    pub fn fan_out_in_background(
+        &self,
+        tree: u64,
+        parent: u64,
+        turns: u64,
+        count: u64,
+    ) -> tokio::task::JoinHandle<Value> {
+        self.post_in_background(
+            &format!("/devui/simtree/{tree}/advance_multi"),
+            serde_json::json!({"parent": parent, "turns": turns, "count": count}),
+        )
+    }
+
+    fn post_in_background(&self, path: &str, body: Value) -> tokio::task::JoinHandle<Value> {
+        let url = self.url(path);
         tokio::spawn(async move {
-            reqwest::Client::new()
-                .post(url)
-                .json(&serde_json::json!({"parent": parent, "turns": turns}))
-                .send()
-                .await
-                .expect("POST advance")
-                .json::<Value>()
-                .await
-                .expect("advance reply")
+            let reply = reqwest::Client::new().post(&url).json(&body).send().await;
+            let reply = reply.unwrap_or_else(|e| panic!("POST {url}: {e}"));
+            reply.json::<Value>().await.expect("a JSON reply")
         })
     }
 

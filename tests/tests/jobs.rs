@@ -519,20 +519,7 @@ async fn killing_a_worker_mid_fan_out_loses_no_child() {
     wait_for_workers(&pg, 2);
     let tree = s.create("simple_chat").await;
     let started = Instant::now();
-    let fan = {
-        let base = s.base.clone();
-        tokio::spawn(async move {
-            reqwest::Client::new()
-                .post(format!("{base}/devui/simtree/{tree}/advance_multi"))
-                .json(&serde_json::json!({"parent": 0, "turns": 3, "count": 16}))
-                .send()
-                .await
-                .unwrap()
-                .json::<serde_json::Value>()
-                .await
-                .unwrap()
-        })
-    };
+    let fan = s.fan_out_in_background(tree, 0, 3, 16);
     // Once the doomed worker holds some runs, it dies without a word.
     let until = Instant::now() + Duration::from_secs(10);
     loop {
@@ -1911,20 +1898,7 @@ async fn a_worker_killed_mid_call_gives_its_budget_hold_back_and_the_book_equals
     assert_eq!(st, 200, "{created}");
     let tree = created["id"].as_u64().unwrap();
     // 8 × 12 calls would cost $0.35; each holds about $0.05 while it runs.
-    let fan = {
-        let base = s.base.clone();
-        tokio::spawn(async move {
-            reqwest::Client::new()
-                .post(format!("{base}/devui/simtree/{tree}/advance_multi"))
-                .json(&serde_json::json!({"parent": 0, "turns": 12, "count": 8}))
-                .send()
-                .await
-                .unwrap()
-                .json::<serde_json::Value>()
-                .await
-                .unwrap()
-        })
-    };
+    let fan = s.fan_out_in_background(tree, 0, 12, 8);
     let until = Instant::now() + Duration::from_secs(20);
     while !gone.load(std::sync::atomic::Ordering::SeqCst) {
         assert!(Instant::now() < until, "worker A never made its second call");
