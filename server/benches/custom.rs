@@ -116,7 +116,8 @@ fn main() {
         }
     };
     let pool = Arc::new(pool);
-    let give = |sim: &mut Simulator| simtree::sim::hooks::give(sim, Some(&pool));
+    let never = simtree::abm::worker::CancelToken::new();
+    let give = |sim: &mut Simulator| simtree::sim::hooks::give(sim, Some(&pool), &never);
     let with_hooks = row(
         &format!("house draw with its three hooks, mock ({sandbox})"),
         per_turn(&hooked, &MockClient, &give),

@@ -23,7 +23,7 @@ pub(crate) use entry::ABM_DEFAULT_STEPS;
 pub use entry::ScenarioEntry;
 
 use crate::abm::AbmError;
-use crate::abm::worker::WorkerPool;
+use crate::abm::worker::{CancelToken, WorkerPool};
 use crate::engine::Simulator;
 use crate::engine::event::{Event, EventSink, EventType};
 use crate::engine::simulator::{LimitError, RunError};
@@ -278,9 +278,21 @@ impl Sim {
     /// Runs `turns` turns (social), decision points (trading) or steps (ABM), streaming events
     /// into `sink`.
     pub async fn run(&mut self, turns: u64, ctx: &RunCtx, sink: &mut (dyn EventSink + Send)) -> Result<(), SimError> {
+        self.run_cancellable(turns, ctx, sink, &CancelToken::new()).await
+    }
+
+    /// [`Sim::run`], where cancelling `cancel` (from another task) stops a custom scene's Python
+    /// hook call in progress: its worker is killed and the hook fails as cancelled.
+    pub(crate) async fn run_cancellable(
+        &mut self,
+        turns: u64,
+        ctx: &RunCtx,
+        sink: &mut (dyn EventSink + Send),
+        cancel: &CancelToken,
+    ) -> Result<(), SimError> {
         match self {
             Sim::Social(s) => {
-                hooks::give(s, ctx.abm.as_ref());
+                hooks::give(s, ctx.abm.as_ref(), cancel);
                 social::run(s, turns, &*ctx.llm, sink).await
             }
             Sim::Trading(t) => trading::run(t, turns, &*ctx.tools, sink).await,

@@ -287,6 +287,44 @@ async fn a_hook_answering_no_effect_fails_the_turn_naming_the_hook_and_the_index
     no_half_turn(&s, tree, node).await;
 }
 
+/// A cancel stops a hook call in progress: the hook's worker is killed at once rather than at
+/// the call's wall-time bound (5 s), the node ends cancelled with no half-made turn, and the next
+/// hooked game gets a fresh worker.
+#[tokio::test]
+async fn a_cancel_stops_a_hook_call_in_progress_at_once() {
+    let s = server(&[]);
+    // A loop that ignores the CPU-time signal: only the wall-time bound or a kill stops it.
+    let source = "def on_phase_end(state, phase, rng):\n    import signal\n    signal.signal(signal.SIGXCPU, signal.SIG_IGN)\n    while True:\n        pass\n";
+    let tree = create(&s, with_hooks(source), 1).await;
+    let run = s.advance_in_background(tree, 0, 10);
+    let node = s.first_running(tree).await;
+    // The betting phase's end reaches the hook well within this (four mock turns, a worker start).
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let asked = Instant::now();
+    let (st, r) = s
+        .post(&format!("/devui/simtree/{tree}/node/{node}/cancel"), &json!({}))
+        .await;
+    assert_eq!(st, 200, "{r}");
+    let reply = run.await.unwrap();
+    let took = asked.elapsed();
+    // Waiting out the bound would take at least 5 - 2.5 s more.
+    assert!(
+        took < Duration::from_secs(2),
+        "the cancel waited {took:?} for the hook: {reply}"
+    );
+    let info = node_info(&s, tree, node).await;
+    assert_eq!(info["status"], "cancelled", "{info}");
+    let state = scene_state(&s, tree, node).await;
+    assert_eq!(
+        (state["vars"]["draw"].as_i64(), &state["outcome"]),
+        (Some(-1), &Value::Null),
+        "{state}"
+    );
+    let tree = create(&s, doc(), 2).await;
+    let end = advance(&s, tree, 0, 10).await;
+    assert!(scene_state(&s, tree, end).await["outcome"].is_string());
+}
+
 /// `simtree run` of a hooked document starts a sandboxed worker for its hooks (as the server
 /// does) and plays to the hook's outcome; a document whose hook source is not Python is refused
 /// before anything runs, naming `scene.config.hooks.source`.

@@ -11,14 +11,14 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::abm::AbmError;
-use crate::abm::worker::{HookRequest, HookSource, WorkerPool};
+use crate::abm::worker::{CancelToken, HookRequest, HookSource, WorkerPool};
 use crate::engine::Simulator;
 use crate::engine::hooks::{Hook, HookCall, HookCallFailed, HookRunner, Hooks};
 use crate::engine::scenes::Scene;
 use crate::engine::scenes::custom::check::CustomError;
 
-/// Hooks run on a worker of the pool.
-pub(crate) struct PoolHooks(pub Arc<WorkerPool>);
+/// Hooks run on a worker of the pool; cancelling the token kills a call in progress.
+pub(crate) struct PoolHooks(pub Arc<WorkerPool>, pub CancelToken);
 
 impl HookRunner for PoolHooks {
     fn call(&self, call: &HookCall<'_>) -> Result<Value, HookCallFailed> {
@@ -29,7 +29,8 @@ impl HookRunner for PoolHooks {
             arg: call.arg.as_ref(),
             seed: call.seed,
         };
-        off_the_runtime(|| self.0.with_worker(|w| w.hook(&req))).map_err(|e| HookCallFailed(stopped(e)))
+        off_the_runtime(|| self.0.with_worker_cancellable(&self.1, |w| w.hook(&req)))
+            .map_err(|e| HookCallFailed(stopped(e)))
     }
 }
 
@@ -59,9 +60,11 @@ fn stopped(e: AbmError) -> String {
 }
 
 /// Gives a social simulator the pool's workers as its hook runner (a scene without hooks never
-/// calls it).
-pub fn give(sim: &mut Simulator, pool: Option<&Arc<WorkerPool>>) {
-    sim.set_hooks(pool.map_or_else(Hooks::default, |p| Hooks::new(Arc::new(PoolHooks(p.clone())))));
+/// calls it), its calls stopped by `cancel`.
+pub fn give(sim: &mut Simulator, pool: Option<&Arc<WorkerPool>>, cancel: &CancelToken) {
+    sim.set_hooks(pool.map_or_else(Hooks::default, |p| {
+        Hooks::new(Arc::new(PoolHooks(p.clone(), cancel.clone())))
+    }));
 }
 
 /// The hook source of a simulator's custom scene, if it has one.

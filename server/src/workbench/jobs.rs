@@ -771,7 +771,7 @@ impl Core {
         let (tree, node) = (job.tree, job.node);
         tracing::info!(tree, node, attempt = job.attempts, "job claimed");
         let computed = tokio::select! {
-            end = self.compute(&job, queue, notifier) => Some(end),
+            end = self.compute(&job, queue, notifier, lost.clone()) => Some(end),
             Ok(_) = lost.wait_for(|l| *l) => None,
         };
         let Some(computed) = computed else {
@@ -849,6 +849,7 @@ impl Core {
         job: &Job,
         queue: &Arc<Mutex<Queue>>,
         notifier: &mpsc::UnboundedSender<(u64, NodeId)>,
+        mut lost: watch::Receiver<bool>,
     ) -> Result<End, JobError> {
         let (tree, id) = (job.tree, job.node);
         let run: RunSpec = serde_json::from_str(&job.payload).map_err(JobError::Payload)?;
@@ -950,8 +951,15 @@ impl Core {
             },
             LiveState::default(),
         );
-        // (A lost claim stops the run from `run_job`.)
-        let outcome = execute(&mut sim, run.turns, &ctx, &mut sink, std::future::pending()).await;
+        // A lost claim stops the run from `run_job`; here it stops a hook call in progress, which
+        // holds the run's thread (whatever this end then says, the claim's fence refuses it).
+        let stop = async move {
+            if lost.wait_for(|l| *l).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+            (NodeStatus::Cancelled, None)
+        };
+        let outcome = execute(&mut sim, run.turns, &ctx, &mut sink, stop).await;
         drop(sink);
         let rest = batch.take(tree);
         let mut writes: Vec<Write> = match anew {

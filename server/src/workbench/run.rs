@@ -20,6 +20,7 @@ use tokio::sync::watch;
 use super::{
     CatchUnwind, Core, LiveState, Progress, RunControl, RunResult, RunSink, TreeHandle, WorkbenchError, lock, persist,
 };
+use crate::abm::worker::CancelToken;
 use crate::backend::BackendError;
 use crate::engine::Event;
 use crate::llm::budget::{Limits, TreeBudget};
@@ -158,24 +159,56 @@ impl Outcome {
 /// (with the status and error the node then ends with). `ctx` is what the run talks to, or why
 /// there is nothing to talk to (the run then fails with it). The one executor of runs, in the
 /// serving process and on workers alike.
+///
+/// `stop` is awaited on a task of its own: a custom scene's Python hook blocks the run's thread
+/// while its worker answers, so the run cannot hear a stop meanwhile. The stop's task cancels the
+/// run's [`CancelToken`] instead, which kills the hook's worker process within
+/// [`crate::abm::worker::CANCEL_POLL`]; the run then ends as `stop` says, not as the failed hook.
 pub(super) async fn execute<F: FnMut(Event) + Send>(
     sim: &mut Sim,
     turns: u64,
     ctx: &Result<RunCtx, BackendError>,
     sink: &mut RunSink<F>,
-    stop: impl Future<Output = (NodeStatus, Option<String>)>,
+    stop: impl Future<Output = (NodeStatus, Option<String>)> + Send + 'static,
 ) -> Outcome {
     let ctx = match ctx {
         Err(e) => return Outcome::Ran(Some(e.to_string())),
         Ok(ctx) => ctx,
     };
-    let run = CatchUnwind(Box::pin(sim.run(turns, ctx, sink)));
-    tokio::select! {
-        r = run => match r {
-            Ok(result) => Outcome::Ran(result.err().map(String::from)),
-            Err(()) => Outcome::Panicked,
-        },
-        (status, error) = stop => Outcome::Stopped(status, error),
+    let cancel = CancelToken::new();
+    let stopper = AbortOnDrop(tokio::spawn({
+        let cancel = cancel.clone();
+        async move {
+            let stopped = stop.await;
+            cancel.cancel();
+            stopped
+        }
+    }));
+    let run = CatchUnwind(Box::pin(sim.run_cancellable(turns, ctx, sink, &cancel)));
+    let mut stopper = stopper;
+    let ran = tokio::select! {
+        Ok((status, error)) = &mut stopper.0 => return Outcome::Stopped(status, error),
+        r = run => r,
+    };
+    // A stop that came while a hook call held the run's thread ended the run (its hook failed
+    // as cancelled): the node ends as the stop says.
+    if cancel.is_cancelled()
+        && let Ok((status, error)) = (&mut stopper.0).await
+    {
+        return Outcome::Stopped(status, error);
+    }
+    match ran {
+        Ok(result) => Outcome::Ran(result.err().map(String::from)),
+        Err(()) => Outcome::Panicked,
+    }
+}
+
+/// A task aborted when its handle is dropped (a run's stop, once the run is over).
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -431,7 +464,7 @@ impl Core {
         tracing::info!(tree = handle.id, node = id, turns, "run started");
         tokio::spawn(async move {
             let mut cancelled = running.cancelled.clone();
-            let stop = async {
+            let stop = async move {
                 // (A sender gone is no stop: only a sent `true` is.)
                 tokio::select! {
                     true = async { cancelled.wait_for(|c| *c).await.is_ok() } => (NodeStatus::Cancelled, None),
