@@ -1317,20 +1317,98 @@ async fn frame_deltas(client: &Client, mode: &str) -> (Vec<f64>, Vec<f64>) {
     (list(0), list(1))
 }
 
+/// Input to the next painted frame, the user's way: a drag-pan (press, 60 moves, release) or 60
+/// wheel ticks over the graph, each sent through the browser's input pipeline with the DevTools
+/// Protocol's `Input.dispatchMouseEvent` (the browser process routes it to the renderer, whose
+/// main thread queues it like a real mouse's) one after the other. For each event the page
+/// records, from the event's own time stamp (when the browser took it in), when the rendering
+/// of the next frame after its handling was over (a message posted from that frame's
+/// requestAnimationFrame runs once its layout, paint and commit are done, as in
+/// [`watch_first_render`]). Returns those latencies (ms) and the requestAnimationFrame deltas
+/// seen while the events came (ms: the frame rate during the drag).
+async fn input_to_frame(b: &Browser, mode: &str) -> (Vec<f64>, Vec<f64>) {
+    let at = b
+        .js("window.__lat = []; window.__frames = []; window.__on = true;
+             const seen = (e) => {
+               const t0 = e.timeStamp;
+               requestAnimationFrame(() => {
+                 const c = new MessageChannel();
+                 c.port1.onmessage = () => window.__lat.push(performance.now() - t0);
+                 c.port2.postMessage(0);
+               });
+             };
+             if (!window.__latWatch) {
+               window.__latWatch = true;
+               addEventListener('mousemove', (e) => { if (e.buttons) seen(e); }, true);
+               addEventListener('wheel', seen, {capture: true, passive: true});
+             }
+             let last = null;
+             const frame = (t) => { if (last !== null) window.__frames.push(t - last); last = t;
+                                    if (window.__on) requestAnimationFrame(frame); };
+             requestAnimationFrame(frame);
+             const r = document.querySelector('svg#graph').getBoundingClientRect();
+             return [Math.round(r.left + r.width / 2), Math.round(r.top + r.height / 2)];")
+        .await;
+    let (cx, cy) = (at[0].as_f64().unwrap(), at[1].as_f64().unwrap());
+    let mouse = |kind: &str, x: f64, y: f64, buttons: u64| {
+        json!({"type": kind, "x": x, "y": y, "button": if buttons > 0 || kind != "mouseMoved" { "left" } else { "none" },
+               "buttons": buttons, "clickCount": if kind == "mouseMoved" { 0 } else { 1 }})
+    };
+    if mode == "pan" {
+        b.cdp("Input.dispatchMouseEvent", mouse("mousePressed", cx, cy, 1))
+            .await;
+    }
+    for i in 0..60 {
+        let step = f64::from(i % 30);
+        let event = match mode {
+            "pan" => mouse("mouseMoved", cx + step * 4.0, cy + step * 2.0, 1),
+            _ => json!({"type": "mouseWheel", "x": cx, "y": cy, "deltaX": 0,
+                        "deltaY": if i % 20 < 10 { -60 } else { 60 }}),
+        };
+        b.cdp("Input.dispatchMouseEvent", event).await;
+    }
+    if mode == "pan" {
+        b.cdp("Input.dispatchMouseEvent", mouse("mouseReleased", cx, cy, 0))
+            .await;
+    }
+    b.js("window.__on = false;").await;
+    // The last events' frames.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let v = b.js("return [window.__lat, window.__frames];").await;
+    let list = |i: usize| {
+        v[i].as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_f64)
+            .collect::<Vec<f64>>()
+    };
+    (list(0), list(1))
+}
+
+/// The median, p95 and max of `times` (NaN when there are none).
+fn quantiles(mut times: Vec<f64>) -> [f64; 3] {
+    if times.is_empty() {
+        return [f64::NAN; 3];
+    }
+    times.sort_by(f64::total_cmp);
+    let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
+    [at(0.5), at(0.95), at(1.0)]
+}
+
 /// "median 16.7 ms, p95 17.1 ms, max 18.0 ms" of frame deltas.
-fn frame_summary(mut deltas: Vec<f64>) -> String {
+fn frame_summary(deltas: &[f64]) -> String {
     if deltas.is_empty() {
         return "no frames".into();
     }
-    deltas.sort_by(f64::total_cmp);
-    let at = |q: f64| deltas[((deltas.len() - 1) as f64 * q).round() as usize];
-    format!(
-        "median {:.1} ms, p95 {:.1} ms, max {:.1} ms ({} frames)",
-        at(0.5),
-        at(0.95),
-        at(1.0),
-        deltas.len()
-    )
+    let n = deltas.len();
+    let [median, p95, max] = quantiles(deltas.to_vec());
+    format!("median {median:.1} ms, p95 {p95:.1} ms, max {max:.1} ms ({n} frames)")
+}
+
+/// "16.7 (16.8)": a median with its p95 in brackets, as the benchmark table writes it.
+fn median_p95(times: &[f64]) -> String {
+    let [median, p95, _] = quantiles(times.to_vec());
+    format!("{median:.1} ({p95:.1})")
 }
 
 /// The machine's 1-minute load average (`/proc/loadavg`), printed beside each load's figures.
@@ -1361,7 +1439,8 @@ const SETTLE: Duration = Duration::from_secs(2);
 #[tokio::test]
 #[ignore = "a benchmark: cargo xtask ui-bench runs it"]
 async fn ui_bench() {
-    let Some(b) = Browser::start(&["--max-children", "200"]).await else {
+    // (A 100,000-node tree is made of 317 fan-outs of 317.)
+    let Some(b) = Browser::start(&["--max-children", "400"]).await else {
         return;
     };
     // `SIMTREE_UI_BENCH_SIZES=5000` (a comma-separated list) times only those trees, and
@@ -1370,12 +1449,16 @@ async fn ui_bench() {
     let sizes: Vec<u64> = std::env::var("SIMTREE_UI_BENCH_SIZES")
         .ok()
         .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
-        .unwrap_or_else(|| vec![250, 2_000, 5_000, 20_000]);
+        .unwrap_or_else(|| vec![250, 2_000, 5_000, 20_000, 100_000]);
     let cold = std::env::var("SIMTREE_UI_BENCH_COLD")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(3_usize)
         .max(1);
+    let mut table = vec![
+        "| tree | first render, cold (median) | warm | pan, script-fed: frame (p95) | work | pan, input pipeline: input → frame (p95) | frame | wheel zoom, input → frame (p95) | frame |".to_string(),
+        "|---|---|---|---|---|---|---|---|---|".to_string(),
+    ];
     for n in sizes {
         let built = Instant::now();
         let t = two_level_tree(&b.server, n).await;
@@ -1404,7 +1487,12 @@ async fn ui_bench() {
                 );
             }
         }
+        let mut medians = Vec::new();
         for (kind, times) in ["cold", "cold at launch", "warm"].iter().zip(&mut firsts) {
+            if times.is_empty() {
+                medians.push(f64::NAN);
+                continue;
+            }
             times.sort_by(f64::total_cmp);
             let mid = times.len() / 2;
             let median = if times.len() % 2 == 0 {
@@ -1418,6 +1506,7 @@ async fn ui_bench() {
                 times[times.len() - 1],
                 times.len()
             );
+            medians.push(median);
         }
         // The frames are timed once the tree is drawn and the panels' loading has settled.
         b.open(&format!("/simtree/{t}")).await;
@@ -1428,11 +1517,33 @@ async fn ui_bench() {
         let (pan, pan_work) = frame_deltas(&b.client, "pan").await;
         let (zoom, zoom_work) = frame_deltas(&b.client, "zoom").await;
         println!("ui-bench:   {drawn} node elements (0 = on the canvas)");
-        println!("ui-bench:   pan frames  {}", frame_summary(pan));
-        println!("ui-bench:   pan work    {}", frame_summary(pan_work));
-        println!("ui-bench:   zoom frames {}", frame_summary(zoom));
-        println!("ui-bench:   zoom work   {}", frame_summary(zoom_work));
+        println!("ui-bench:   pan frames  {}", frame_summary(&pan));
+        println!("ui-bench:   pan work    {}", frame_summary(&pan_work));
+        println!("ui-bench:   zoom frames {}", frame_summary(&zoom));
+        println!("ui-bench:   zoom work   {}", frame_summary(&zoom_work));
+        // The same gestures through the browser's input pipeline.
+        let (pan_latency, pan_input_frames) = input_to_frame(&b, "pan").await;
+        let (zoom_latency, zoom_input_frames) = input_to_frame(&b, "zoom").await;
+        println!("ui-bench:   pan input → frame  {}", frame_summary(&pan_latency));
+        println!("ui-bench:   pan frames (input) {}", frame_summary(&pan_input_frames));
+        println!("ui-bench:   zoom input → frame {}", frame_summary(&zoom_latency));
+        println!("ui-bench:   zoom frames (input) {}", frame_summary(&zoom_input_frames));
+        table.push(format!(
+            "| {n} | {:.0} ms | {:.0} ms | {} | {} | {} | {} | {} | {} |",
+            medians[0],
+            medians[2],
+            median_p95(&pan),
+            median_p95(&pan_work),
+            median_p95(&pan_latency),
+            median_p95(&pan_input_frames),
+            median_p95(&zoom_latency),
+            median_p95(&zoom_input_frames),
+        ));
         b.server.delete(&format!("/devui/simtree/{t}")).await;
+    }
+    println!("ui-bench: all times in ms [load average {}]", load_average());
+    for row in table {
+        println!("{row}");
     }
     b.finish("ui_bench").await;
 }
