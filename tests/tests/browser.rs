@@ -15,7 +15,7 @@ use simtree_e2e::browser::driver::{cdp, chromium_session, close_session, running
 use simtree_e2e::browser::trees::{
     children_of, finished_children, last_tracked, run_sweep, tree_with_run, view_of, wide_tree,
 };
-use simtree_e2e::browser::walk::{fitted, money, on_fake_provider, same_number};
+use simtree_e2e::browser::walk::{FAIL_MARK, fitted, money, on_fake_provider, same_number};
 use simtree_e2e::browser::{Browser, UNREACHABLE_PROVIDER, WAIT, eventually};
 use simtree_e2e::{Server, advance, broadcast_child, get_ok, ok};
 
@@ -2785,12 +2785,19 @@ async fn the_new_page_makes_a_social_tree_from_its_form_and_json_view_with_a_ref
 
 /// A CSV of `days` trading days of ABC and XYZ from 2021-01-04 (weekdays), closes rising.
 fn prices_csv(days: usize) -> String {
+    prices_csv_of(&["ABC", "XYZ"], days)
+}
+
+/// A price file of `tickers` over `days` trading days from 2021-01-04, each rising by 0.5 a day
+/// from its own base.
+fn prices_csv_of(tickers: &[&str], days: usize) -> String {
     let mut csv = String::from("date,ticker,open,high,low,close,volume\n");
     let mut day = 4u32;
     let mut month = 1u32;
     for i in 0..days {
         let date = format!("2021-{month:02}-{day:02}");
-        for (t, base) in [("ABC", 40.0), ("XYZ", 10.0)] {
+        for (k, t) in tickers.iter().enumerate() {
+            let base = [40.0, 10.0, 25.0][k % 3];
             let close = base + i as f64 * 0.5;
             csv.push_str(&format!(
                 "{date},{t},{:.2},{:.2},{:.2},{close:.2},{}\n",
@@ -3243,7 +3250,9 @@ async fn an_export_shows_its_progress_downloads_once_and_says_when_it_fails() {
 async fn a_new_user_walks_a_social_tree_and_every_number_on_screen_is_the_apis() {
     let Some(b) = on_fake_provider().await else { return };
     let s = &b.server;
-    let t = b.create_from_home("council", Some("server")).await;
+    // Made from version 1 of a library scenario, on the server's (priced) model, with a money
+    // budget: the header's provenance line names them as the API does.
+    let t = b.create_from_library("council", "my_council", "server", "5").await;
     b.select_and_check(t, 0).await;
     b.scene_state_agrees(&view_of(s, t, 0).await["state"]).await;
     // Advance two turns: the view follows the new node.
@@ -3310,6 +3319,20 @@ async fn a_new_user_walks_a_social_tree_and_every_number_on_screen_is_the_apis()
         })
         .await;
     }
+    // A failed node: a broadcast the provider refuses to read, then a turn.
+    b.select_and_check(t, kids[1]).await;
+    b.choose_op("public_broadcast").await;
+    b.set_input("#op-text", FAIL_MARK).await;
+    b.apply_op().await;
+    let e = finished_children(s, t, kids[1], 1).await[0];
+    b.select_and_check(t, e).await;
+    b.advance_by(1).await;
+    let f = finished_children(s, t, e, 1).await[0];
+    b.failed_node_agrees(t, f).await;
+    // A money-budgeted exploration of the news from a run: its cost line, then its table.
+    let race = b.explore_with_money(t, kids[0], 1, 2, 6, 0.6).await;
+    b.select_and_check(t, race["candidates"][0]["children"][0].as_u64().unwrap())
+        .await;
     b.home_row_agrees(t).await;
     b.finish("walk_social").await;
 }
@@ -3318,7 +3341,10 @@ async fn a_new_user_walks_a_social_tree_and_every_number_on_screen_is_the_apis()
 async fn a_new_user_walks_a_trading_tree_and_every_number_on_screen_is_the_apis() {
     let Some(b) = on_fake_provider().await else { return };
     let s = &b.server;
-    let t = b.create_from_home("llm_trader", None).await;
+    // On the user's own market data, uploaded on the New page (the fake provider buys AAPL).
+    let t = b
+        .create_from_upload("my_prices", &prices_csv_of(&["AAPL", "MSFT"], 30), "llm")
+        .await;
     b.select_and_check(t, 0).await;
     b.trading_node_agrees(t, 0).await;
     b.advance_by(3).await;
@@ -3409,6 +3435,7 @@ async fn a_new_user_walks_a_trading_tree_and_every_number_on_screen_is_the_apis(
         }
     })
     .await;
+    b.series_csv_agrees(t, y).await;
     b.home_row_agrees(t).await;
     b.finish("walk_trading").await;
 }
@@ -3468,6 +3495,21 @@ async fn a_new_user_walks_an_abm_tree_and_every_number_on_screen_is_the_apis() {
             .await;
     }
     b.compare_agrees(t, kids[0], kids[1]).await;
+    b.series_csv_agrees(t, kids[1]).await;
+    // A sweep from the branch with the form's example axis, two replicates a cell: its table,
+    // then each replicate's own seed and figures.
+    b.select_and_check(t, c).await;
+    b.click("#sweep-new summary").await;
+    b.set_input("#sweep-turns", "3").await;
+    b.set_input("#sweep-replicates", "2").await;
+    let sweep = b.sweep_table_agrees_after_start(t).await;
+    for cell in sweep["cells"].as_array().unwrap() {
+        for k in cell["children"].as_array().unwrap() {
+            let k = k.as_u64().unwrap();
+            b.select_and_check(t, k).await;
+            b.abm_node_agrees(t, k).await;
+        }
+    }
     b.home_row_agrees(t).await;
     b.finish("walk_abm").await;
 }
