@@ -3505,7 +3505,10 @@ async fn a_new_user_walks_an_abm_tree_and_every_number_on_screen_is_the_apis() {
     let sweep = b.sweep_table_agrees_after_start(t).await;
     for cell in sweep["cells"].as_array().unwrap() {
         for k in cell["children"].as_array().unwrap() {
+            // (A cell's replicates are drawn as one fan: each is opened by its address.)
             let k = k.as_u64().unwrap();
+            b.open(&format!("/simtree/{t}?node={k}")).await;
+            b.wait_selected(k).await;
             b.select_and_check(t, k).await;
             b.abm_node_agrees(t, k).await;
         }

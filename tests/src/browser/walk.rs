@@ -1012,3 +1012,22 @@ pub async fn on_fake_provider() -> Option<Browser> {
 pub fn fitted(label: &str, whole: &str) -> bool {
     label == whole || label.is_empty() || (label.ends_with('…') && whole.starts_with(label.trim_end_matches('…')))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::numbers_in;
+
+    #[test]
+    fn numbers_are_read_as_the_page_writes_them() {
+        let check = |text: &str, want: &[(f64, usize)]| assert_eq!(numbers_in(text), want, "{text}");
+        check("45.5 ± 3.54 (n=2)", &[(45.5, 1), (3.54, 2), (2.0, 0)]);
+        check("+1,234.5 [-2, 3.25]", &[(1234.5, 1), (-2.0, 0), (3.25, 2)]);
+        check(
+            "done · round 2 · runs 6/6 · $0.0123",
+            &[(2.0, 0), (6.0, 0), (6.0, 0), (0.0123, 4)],
+        );
+        check("rate=0.3 · news=rain", &[(0.3, 1)]);
+        check("−0.5 and x-1", &[(-0.5, 1), (1.0, 0)]);
+        check("alive", &[]);
+    }
+}
