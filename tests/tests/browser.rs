@@ -3319,7 +3319,9 @@ async fn a_new_user_walks_a_social_tree_and_every_number_on_screen_is_the_apis()
         })
         .await;
     }
-    // A failed node: a broadcast the provider refuses to read, then a turn.
+    // A failed node: a broadcast the provider refuses to read, then a turn (back on the graph
+    // from the details).
+    b.open_node(t, kids[1]).await;
     b.select_and_check(t, kids[1]).await;
     b.choose_op("public_broadcast").await;
     b.set_input("#op-text", FAIL_MARK).await;
@@ -3507,8 +3509,7 @@ async fn a_new_user_walks_an_abm_tree_and_every_number_on_screen_is_the_apis() {
         for k in cell["children"].as_array().unwrap() {
             // (A cell's replicates are drawn as one fan: each is opened by its address.)
             let k = k.as_u64().unwrap();
-            b.open(&format!("/simtree/{t}?node={k}")).await;
-            b.wait_selected(k).await;
+            b.open_node(t, k).await;
             b.select_and_check(t, k).await;
             b.abm_node_agrees(t, k).await;
         }

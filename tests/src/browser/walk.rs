@@ -79,7 +79,10 @@ impl Browser {
     /// `agent` and creates the tree: its id, once the header's provenance line is the API's and
     /// names the dataset.
     pub async fn create_from_upload(&self, name: &str, csv: &str, agent: &str) -> u64 {
-        let file = std::env::temp_dir().join(format!("simtree-walk-{}-{name}.csv", std::process::id()));
+        // The file's name is the dataset's.
+        let dir = std::env::temp_dir().join(format!("simtree-walk-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join(format!("{name}.csv"));
         std::fs::write(&file, csv).unwrap();
         self.open("/new/trading").await;
         self.wait_css("#dataset-select option[value='shipped']").await;
@@ -94,7 +97,7 @@ impl Browser {
         self.select("#agent-kind", agent).await;
         self.click("#create-tree").await;
         let (t, info) = self.created_tree().await;
-        let _ = std::fs::remove_file(&file);
+        let _ = std::fs::remove_dir_all(&dir);
         assert_eq!(info["document"]["episode"]["dataset"], name, "{info}");
         let line = self.provenance_agrees(t).await;
         assert!(line.contains(name), "the dataset is named: {line}");
@@ -212,7 +215,7 @@ impl Browser {
     pub async fn select_and_check(&self, t: u64, n: u64) {
         let s = &self.server;
         let selected = self
-            .js("return document.querySelector('#stats span').textContent;")
+            .js("return document.querySelector('#stats span')?.textContent ?? null;")
             .await;
         if selected.as_str() != Some(&format!("Selected: {n}")) {
             self.click(&format!("g.node[data-id='{n}']")).await;
@@ -226,6 +229,12 @@ impl Browser {
             .flat_map(|x| x["edges"].as_array().unwrap().iter())
             .find(|e| e["to"] == n)
             .map(|e| e["ops"].clone());
+        let info = get_ok(s, &format!("/devui/simtree/{t}/node/{n}/info")).await;
+        // A failed node's line ends with why it failed, in the API's words.
+        let failed = match info["error"].as_str() {
+            Some(e) if info["status"] == "failed" => format!(" · failed: {e}"),
+            _ => String::new(),
+        };
         match ops.as_ref().map(|o| (o[0]["op"].as_str(), o[0]["turns"].as_u64())) {
             None => self.shows("#node-made", &format!("#{n} · root")).await,
             Some((Some("advance"), Some(turns))) => {
@@ -237,7 +246,8 @@ impl Browser {
                     _ => ("turn", "turns"),
                 };
                 let unit = if turns == 1 { one } else { many };
-                self.shows("#node-made", &format!("#{n} · +{turns} {unit}")).await;
+                self.shows("#node-made", &format!("#{n} · +{turns} {unit}{failed}"))
+                    .await;
                 // The graph's label under the node, when it is drawn, says the same (as much of
                 // it as fits beside its neighbours).
                 let label = self.texts(&format!("g.node[data-id='{n}'] text.nop")).await;
@@ -250,7 +260,6 @@ impl Browser {
                 self.wait_text("#node-made", &format!("#{n} · ")).await;
             }
         }
-        let info = get_ok(s, &format!("/devui/simtree/{t}/node/{n}/info")).await;
         let u = &info["usage"];
         let (calls, tokens) = (
             u["calls"].as_u64().unwrap(),
@@ -544,8 +553,7 @@ impl Browser {
         let failed = calls.iter().filter(|c| c["failed"].is_string()).count();
         self.wait_count("#calls article.call .call-failed", failed).await;
         self.wait_text("#calls article.call .call-failed", reason).await;
-        self.open(&format!("/simtree/{t}?node={n}")).await;
-        self.wait_selected(n).await;
+        self.open_node(t, n).await;
     }
 
     /// Starts the sweep the form describes (its cost line first checked against the API) and
@@ -553,7 +561,7 @@ impl Browser {
     pub async fn sweep_table_agrees_after_start(&self, t: u64) -> Value {
         self.capture_requests().await;
         let parent = self
-            .js("return document.querySelector('#stats span').textContent;")
+            .js("return document.querySelector('#stats span')?.textContent ?? null;")
             .await;
         let parent: u64 = parent
             .as_str()
