@@ -289,6 +289,44 @@ impl Browser {
             .collect()
     }
 
+    /// Keeps, from now on, the body of each request the page sends with a body, by address, in
+    /// the page, for [`Browser::sent`].
+    pub async fn capture_requests(&self) {
+        self.js(r#"window.__sent = window.__sent || [];
+            if (!window.__fetchKept) {
+                window.__fetchKept = window.fetch;
+                window.fetch = function (input, init) {
+                    const url = typeof input === 'string' ? input : input.url;
+                    const body = init && init.body;
+                    if (typeof body === 'string') window.__sent.push([url, body]);
+                    else if (input instanceof Request && input.method !== 'GET')
+                        input.clone().text().then(t => window.__sent.push([url, t]));
+                    return window.__fetchKept.apply(this, arguments);
+                };
+            }"#)
+            .await;
+    }
+
+    /// The body of the last request the page sent to an address containing `part` (since
+    /// [`Browser::capture_requests`]), once there is one that `ok` accepts.
+    pub async fn sent(&self, part: &str, ok: impl Fn(&Value) -> bool) -> Value {
+        eventually(async || {
+            let all = self.js("return window.__sent || [];").await;
+            let last = all
+                .as_array()
+                .into_iter()
+                .flatten()
+                .rev()
+                .find(|r| r[0].as_str().is_some_and(|u| u.contains(part)))
+                .and_then(|r| serde_json::from_str::<Value>(r[1].as_str()?).ok());
+            match last {
+                Some(body) if ok(&body) => Ok(body),
+                other => Err(format!("the page sent no such request to …{part}: last {other:?}")),
+            }
+        })
+        .await
+    }
+
     /// Keeps, from now on, what the page downloads (a link clicked with `download`) in the page,
     /// for [`Browser::downloaded`].
     pub async fn capture_downloads(&self) {

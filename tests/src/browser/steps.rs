@@ -39,6 +39,13 @@ impl Browser {
         t
     }
 
+    /// Opens tree `t`'s page at node `n` by its address (a node the graph does not draw on its
+    /// own, e.g. a sweep's replicate, or from a page without the graph).
+    pub async fn open_node(&self, t: u64, n: u64) {
+        self.open(&format!("/simtree/{t}?node={n}")).await;
+        self.wait_selected(n).await;
+    }
+
     /// Selects node `n` with a click on it in the graph.
     pub async fn select_node(&self, n: u64) {
         self.click(&format!("g.node[data-id='{n}']")).await;
