@@ -28,6 +28,9 @@ pub struct SceneText {
     /// Actions the scene defines itself (a custom scene's, those legal for the agent now),
     /// listed before the agent's own.
     pub(crate) own_actions: Vec<OwnAction>,
+    /// Who the catalogue's "(Host)" actions belong to when that is someone else (a council
+    /// whose document names its chair): their lines and usage name them instead.
+    pub(crate) chair: Option<String>,
 }
 
 /// An action a scene defines itself, as the prompt lists it.
@@ -72,15 +75,23 @@ impl SceneText {
     }
 
     /// An action's line in the action list and its usage text: the document's where it gives
-    /// them, else the catalogue's. A document's usage always ends its line.
-    fn action(&self, kind: ActionKind) -> (&str, Cow<'_, str>) {
+    /// them, else the catalogue's (naming the scene's chair in place of the Host). A document's
+    /// usage always ends its line.
+    fn action(&self, kind: ActionKind) -> (Cow<'_, str>, Cow<'_, str>) {
         let spec = action_spec(kind);
         let own = self.prose.as_deref().and_then(|p| p.action(kind));
-        let desc = own.and_then(|o| o.description.as_deref()).unwrap_or(spec.desc);
+        let chaired = |text: &'static str| match &self.chair {
+            Some(chair) if text.contains("Host") => Cow::Owned(text.replace("Host", chair)),
+            _ => Cow::Borrowed(text),
+        };
+        let desc = match own.and_then(|o| o.description.as_deref()) {
+            Some(d) => Cow::Borrowed(d),
+            None => chaired(spec.desc),
+        };
         let usage = match own.and_then(|o| o.usage.as_deref()) {
             Some(u) if u.ends_with('\n') => Cow::Borrowed(u),
             Some(u) => Cow::Owned(format!("{u}\n")),
-            None => Cow::Borrowed(spec.instruction),
+            None => chaired(spec.instruction),
         };
         (desc, usage)
     }

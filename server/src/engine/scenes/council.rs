@@ -369,11 +369,14 @@ impl SceneRules for Council {
     clock_and_opening!();
     fn text(&self) -> SceneText {
         let chaired = |text: &str| text.replace("the Host", &self.the_chair());
-        SceneText::plain(
-            format!("{}\n{}", simple_chat::DESCRIPTION, chaired(COUNCIL_DESCRIPTION)),
-            format!("{}\n{}", simple_chat::GUIDELINES, chaired(COUNCIL_GUIDELINES)),
-            "",
-        )
+        SceneText {
+            chair: (!is_host(&self.chair)).then(|| self.chair.clone()),
+            ..SceneText::plain(
+                format!("{}\n{}", simple_chat::DESCRIPTION, chaired(COUNCIL_DESCRIPTION)),
+                format!("{}\n{}", simple_chat::GUIDELINES, chaired(COUNCIL_GUIDELINES)),
+                "",
+            )
+        }
     }
     fn scene_actions(&self, _agent: &Agent) -> Vec<ActionKind> {
         vec![ActionKind::SendMessage, ActionKind::Yield, ActionKind::VotingStatus]
