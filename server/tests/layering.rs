@@ -19,8 +19,7 @@
 //! own) are left out of the circle check: a test may build its fixtures with a higher layer (an
 //! engine test loads a scenario).
 //!
-//! Files: inside a module too, the files' imports form no circle ([`KNOWN_FILE_CIRCLES`] lists
-//! the one not yet cut, with why).
+//! Files: inside a module too, the files' imports form no circle.
 //!
 //! Errors: no `Result<…, String>` outside the CLI edge ([`STRING_ERRORS_ALLOWED`]), in `server/`
 //! and `shared/`, no error type made `From<String>` or `From<&str>`, and no variant named by an
@@ -870,38 +869,14 @@ fn file_graph() -> std::collections::BTreeMap<String, BTreeSet<String>> {
     graph
 }
 
-/// File-level circles not yet cut, each with why (a new circle, or one of these grown or gone,
-/// fails [`no_file_level_circles`], so the list stays true).
-const KNOWN_FILE_CIRCLES: &[(&[&str], &str)] = &[(
-    &[
-        "crate::engine::action",
-        "crate::engine::agent",
-        "crate::engine::ordering",
-        "crate::engine::prompt",
-        "crate::engine::scenes",
-        "crate::engine::world",
-    ],
-    "the world owns its agents and an agent's turn reads the world (actions, prompts, ordering), \
-         and a prompt reads its actions' text from the scenes' catalogue: cutting it means a narrow \
-         view of the world for agents and the action text beside `ActionKind`",
-)];
-
-/// Issue #37, item 6: no circle of imports between the files of the crate, outside
-/// [`KNOWN_FILE_CIRCLES`] (cut: `abm::sandbox` ↔ `worker`, `llm::budget` → `price` → `ledger`,
-/// `trading::agents` ↔ `models`, `workbench::job` ↔ `sweep`, `store::sql` ↔ `lease`/`jobs`/`postgres`:
-/// the SQL vocabulary in `store/vocab.rs`, the queue's insert in `sql.rs`).
+/// Issue #37, item 6: no circle of imports between the files of the crate (cut: `abm::sandbox`
+/// ↔ `worker`, `llm::budget` → `price` → `ledger`, `trading::agents` ↔ `models`, `workbench::job`
+/// ↔ `sweep`, `store::sql` ↔ `lease`/`jobs`/`postgres`: the SQL vocabulary in `store/vocab.rs`,
+/// the queue's insert in `sql.rs`; the engine's `action` → `world` → `agent` → `prompt` →
+/// `scenes`: the shared handlers in `scenes/shared.rs`, an agent given its system prompt by the
+/// simulator, a prompt given the scenes' catalogue).
 #[test]
 fn no_file_level_circles() {
     let found: Vec<Vec<String>> = circles(&file_graph());
-    let known: Vec<Vec<String>> = KNOWN_FILE_CIRCLES
-        .iter()
-        .map(|(files, _)| files.iter().map(|f| f.to_string()).collect())
-        .collect();
-    let new: Vec<&Vec<String>> = found.iter().filter(|c| !known.contains(c)).collect();
-    assert!(new.is_empty(), "file-level import circles: {new:?}");
-    let gone: Vec<&Vec<String>> = known.iter().filter(|c| !found.contains(c)).collect();
-    assert!(
-        gone.is_empty(),
-        "KNOWN_FILE_CIRCLES lists circles that changed or are gone: {gone:?}"
-    );
+    assert!(found.is_empty(), "file-level import circles: {found:?}");
 }

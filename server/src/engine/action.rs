@@ -1,18 +1,16 @@
-//! Actions: what a handled action reports, and the prompt text and handlers of the actions every
-//! scene shares (speak, send_message, yield, talk_to, web_search, view_page, schedule_order).
+//! Actions: what a handled action reports, what a handler is given, and the prompt text of the
+//! actions every scene shares (speak, send_message, yield, talk_to, web_search, view_page,
+//! schedule_order). Their handlers are in `scenes/shared.rs`.
 //!
 //! The registry of names, [`ActionKind`], and which actions each scene type offers are in
 //! `simtree_shared::scene`, where the web UI reads them too. Scene-specific actions (council
 //! voting, werewolf night actions, landlord bidding and play, village movement) keep their prompt
-//! text and handlers in their scene's file. This module never names a scene: the scenes hand their
-//! prompt text to the catalogue in `scenes/mod.rs`, and the shared handlers reach the scene they
-//! run in through [`SharedActionScene`].
+//! text and handlers in their scene's file. This module names neither a scene nor the world: the
+//! scenes hand their prompt text to the catalogue in `scenes/mod.rs`.
 
 pub use simtree_shared::{ActionKind, ActionResult};
 
-use super::event::SceneEvent;
 use super::parse::ActionCall;
-use super::world::World;
 
 /// Default prompt text of one action: the catalogue line and the usage block of the system prompt
 /// (the name is the [`ActionKind`]'s; a document's `scene.prose` may replace either).
@@ -93,184 +91,6 @@ pub struct ActionCtx<'a> {
     pub(crate) actor: usize,
     /// The answer of an LLM call the simulator made on the action's behalf (`request_brief`).
     pub(crate) llm_reply: Option<String>,
-}
-
-impl ActionCtx<'_> {
-    pub(crate) fn actor_name<'w>(&self, world: &'w World) -> &'w str {
-        &world.agents[self.actor].name
-    }
-}
-
-/// What the shared handlers need of the scene they run in. Every scene has it through its
-/// `SceneRules` (a blanket impl in `scenes/mod.rs`), so this module needs no scene type.
-pub(crate) trait SharedActionScene {
-    /// Scene time in minutes.
-    fn time(&self) -> i64;
-    /// Speaking range for `talk_to`, where the scene has a map.
-    fn chat_range(&self) -> Option<i64>;
-    /// Delivers a spoken or posted message as the scene does.
-    fn deliver_message(&mut self, event: &SceneEvent, sender: usize, world: &mut World);
-}
-
-/// Handles the actions every scene shares. Scenes call this for any kind they do not handle
-/// themselves; an action the scene cannot run gets a clear failure instead of upstream's crash.
-pub(crate) fn handle_common<S: SharedActionScene + ?Sized>(
-    scene: &mut S,
-    ctx: &ActionCtx,
-    world: &mut World,
-) -> Handled {
-    let name = world.agents[ctx.actor].name.clone();
-    let time = Some(scene.time());
-    match ctx.kind {
-        ActionKind::Yield => Ok(Outcome::ok(
-            ActionResult::Done {},
-            format!("{name} yielded the floor"),
-            true,
-        )),
-        ActionKind::Speak | ActionKind::SendMessage => {
-            let speak = ctx.kind == ActionKind::Speak;
-            let message = ctx.call.get("message").unwrap_or("").to_string();
-            if message.is_empty() {
-                world.feedback(ctx.actor, "Missing message.");
-                let verb = if speak { "speak" } else { "post" };
-                return Ok(Outcome::fail(
-                    ActionResult::error("Missing message."),
-                    format!("{name} failed to {verb}"),
-                ));
-            }
-            let event = if speak {
-                SceneEvent::Speak {
-                    sender: name.clone(),
-                    message: message.clone(),
-                }
-            } else {
-                SceneEvent::Message {
-                    sender: name.clone(),
-                    message: message.clone(),
-                }
-            };
-            scene.deliver_message(&event, ctx.actor, world);
-            let summary = if speak {
-                format!("{name} said: {message}")
-            } else {
-                format!("{name}: {message}")
-            };
-            Ok(Outcome::ok(ActionResult::Message { message }, summary, false))
-        }
-        ActionKind::TalkTo => {
-            let (Some(to), Some(message)) = (ctx.call.get("to"), ctx.call.get("message")) else {
-                world.feedback(ctx.actor, "Provide 'to' (name) and 'message'.");
-                return Ok(Outcome::fail(
-                    ActionResult::error("missing_fields"),
-                    format!("{name} failed to talk"),
-                ));
-            };
-            let Some(target) = world.agent_index(to) else {
-                world.feedback(ctx.actor, &format!("No such person: {to}."));
-                return Ok(Outcome::fail(
-                    ActionResult::TalkFailed {
-                        error: "unknown_target".into(),
-                        to: to.into(),
-                    },
-                    format!("{name} failed to talk"),
-                ));
-            };
-            if let (Some(range), Some(d)) = (scene.chat_range(), world.distance(ctx.actor, target))
-                && d > range
-            {
-                // Upstream returns a malformed tuple here (an exception); we report a plain failure.
-                world.feedback(ctx.actor, &format!("{to} is too far to talk to."));
-                return Ok(Outcome::fail(
-                    ActionResult::TalkFailed {
-                        error: "too_far".into(),
-                        to: to.into(),
-                    },
-                    format!("{name} failed to talk"),
-                ));
-            }
-            let line = SceneEvent::TalkTo {
-                sender: name.clone(),
-                recipient: to.to_string(),
-                message: message.to_string(),
-            }
-            .line(time);
-            world.feedback(ctx.actor, &line);
-            world.feedback(target, &line);
-            Ok(Outcome::ok(
-                ActionResult::TalkedTo {
-                    to: to.into(),
-                    message: message.into(),
-                },
-                format!("{name} to {to}: {message}"),
-                false,
-            ))
-        }
-        ActionKind::WebSearch => {
-            let query = required(ctx.call, "query")?;
-            // No search backend is configured in this build: say so, as upstream does when the
-            // network is unavailable.
-            world.feedback(ctx.actor, "web_search: no results or network unavailable.");
-            Ok(Outcome::fail(
-                ActionResult::SearchFailed {
-                    query: query.into(),
-                    error: "not available offline".into(),
-                },
-                format!("{name} searched: '{query}' (0 results)"),
-            ))
-        }
-        ActionKind::ViewPage => {
-            let url = required(ctx.call, "url")?;
-            world.feedback(
-                ctx.actor,
-                &format!("view_page failed: web access is not available offline ({url})"),
-            );
-            Ok(Outcome::fail(
-                ActionResult::PageFailed {
-                    error: "view_error".into(),
-                    detail: "web access is not available offline".into(),
-                },
-                format!("{name} failed to view page: {url}"),
-            ))
-        }
-        ActionKind::ScheduleOrder => schedule_order(ctx, world),
-        other => {
-            let msg = format!("The action {} is not available in this scene.", other.name());
-            world.feedback(ctx.actor, &msg);
-            Ok(Outcome::fail(
-                ActionResult::error("unsupported_in_scene"),
-                format!("{name} tried {}", other.name()),
-            ))
-        }
-    }
-}
-
-fn schedule_order(ctx: &ActionCtx, world: &mut World) -> Handled {
-    let name = ctx.actor_name(world).to_string();
-    let order = required(ctx.call, "order")?;
-    if !world.ordering.can_schedule() {
-        return Err(ActionError("schedule_order needs the llm_moderated ordering".into()));
-    }
-    if !world.ordering.queue_is_empty() {
-        world.feedback(ctx.actor, "The schedule is not empty; shouldn't schedule now.");
-        return Ok(Outcome::fail(
-            ActionResult::error("schedule_not_empty"),
-            "schedule_order failed: schedule not empty",
-        ));
-    }
-    let names: Vec<String> = order
-        .split(',')
-        .map(str::trim)
-        .filter(|n| world.agent_index(n).is_some())
-        .map(String::from)
-        .collect();
-    world.ordering.add_to_queue(&names);
-    world.feedback(ctx.actor, &format!("Scheduled order: {}", names.join(", ")));
-    let summary = format!("{name} scheduled: {}", names.join(","));
-    Ok(Outcome::ok(
-        ActionResult::Scheduled { scheduled: names },
-        summary,
-        false,
-    ))
 }
 
 /// The prompt text of the actions every scene shares.

@@ -15,7 +15,6 @@ use super::event::Event;
 use super::memory::{Message, Role, ShortTermMemory};
 use super::parse::{self, ActionCall, ParseError};
 use super::plan::PlanState;
-use super::prompt::{self, SceneText};
 use crate::llm::{LlmClient, LlmError, LlmState};
 
 /// Upstream's `MAX_REPEAT`: parse retries, so a decision makes at most `max_repeat + 1` calls.
@@ -127,11 +126,12 @@ impl Agent {
         self.properties.get("role").and_then(Value::as_str)
     }
 
-    /// Makes one decision (spec §1.3.2). Events (`emotion_update`, `plan_update`, the assistant
+    /// Makes one decision (spec §1.3.2), with the system prompt `system_prompt` writes for this
+    /// agent as it is now. Events (`emotion_update`, `plan_update`, the assistant
     /// `agent_ctx_delta`) are pushed to `out` in upstream's order.
     pub async fn process(
         &mut self,
-        scene: &SceneText,
+        system_prompt: impl FnOnce(&Agent) -> String,
         llm: &dyn LlmClient,
         llm_state: &mut LlmState,
         out: &mut Vec<Event>,
@@ -141,7 +141,7 @@ impl Agent {
             return Ok(Decision::Idle);
         }
         let mut ctx = Vec::with_capacity(self.short_memory.len() + 2);
-        ctx.push(Message::new(Role::System, prompt::system_prompt(self, scene)));
+        ctx.push(Message::new(Role::System, system_prompt(self)));
         ctx.extend(self.short_memory.iter().cloned());
         let last_is_assistant = ctx.len() >= 2 && ctx.last().is_some_and(|m| m.role == Role::Assistant);
         if initiative || last_is_assistant {
@@ -218,6 +218,11 @@ mod tests {
     use serde_json::json;
     use std::sync::Mutex;
 
+    /// The system prompt of an agent in no scene.
+    fn no_scene(agent: &Agent) -> String {
+        crate::engine::prompt::system_prompt(agent, &crate::engine::prompt::SceneText::default())
+    }
+
     /// Answers with canned replies in order and records each request.
     struct Script {
         replies: Mutex<Vec<String>>,
@@ -258,11 +263,11 @@ mod tests {
         let llm = Script::new(&[GOOD]);
         let (mut st, mut out) = (LlmState::default(), Vec::new());
         assert_eq!(
-            run(a.process(&SceneText::default(), &llm, &mut st, &mut out, false)).unwrap(),
+            run(a.process(no_scene, &llm, &mut st, &mut out, false)).unwrap(),
             Decision::Idle
         );
         a.add_env_feedback("hello");
-        let d = run(a.process(&SceneText::default(), &llm, &mut st, &mut out, false)).unwrap();
+        let d = run(a.process(no_scene, &llm, &mut st, &mut out, false)).unwrap();
         assert_eq!(d, Decision::Acted(vec![ActionCall::new("yield")]));
         assert_eq!(llm.seen.lock().unwrap().len(), 1);
         // plan_update precedes the assistant delta.
@@ -281,7 +286,7 @@ mod tests {
         let two = "--- Action ---\n<Action name=\"yield\"></Action><Action name=\"yield\"></Action>";
         let llm = Script::new(&[two, two, two, two, GOOD]);
         let (mut st, mut out) = (LlmState::default(), Vec::new());
-        let err = run(a.process(&SceneText::default(), &llm, &mut st, &mut out, false)).unwrap_err();
+        let err = run(a.process(no_scene, &llm, &mut st, &mut out, false)).unwrap_err();
         assert!(matches!(err, AgentError::Unparseable { attempts: 4, .. }), "{err}");
         let seen = llm.seen.lock().unwrap();
         assert_eq!(seen.len(), 4);
@@ -299,7 +304,7 @@ mod tests {
         a.short_memory.append(Role::Assistant, "earlier");
         let llm = Script::new(&[GOOD]);
         let (mut st, mut out) = (LlmState::default(), Vec::new());
-        run(a.process(&SceneText::default(), &llm, &mut st, &mut out, false)).unwrap();
+        run(a.process(no_scene, &llm, &mut st, &mut out, false)).unwrap();
         let req = &llm.seen.lock().unwrap()[0];
         assert_eq!(req.last().unwrap().content.as_ref(), "Continue.");
         assert!(out.iter().all(|e| e.data["content"] != "Continue."));
@@ -315,7 +320,7 @@ mod tests {
         a.add_env_feedback("hi");
         let llm = Script::new(&[reply]);
         let (mut st, mut out) = (LlmState::default(), Vec::new());
-        run(a.process(&SceneText::default(), &llm, &mut st, &mut out, false)).unwrap();
+        run(a.process(no_scene, &llm, &mut st, &mut out, false)).unwrap();
         assert_eq!(a.emotion, "Trust");
         assert_eq!(out[0].kind, EventType::EmotionUpdate);
         assert!(
@@ -331,7 +336,7 @@ mod tests {
         a.add_env_feedback("hi");
         let llm = Script::new(&["I yield. <Action name=\"yield\" />"]);
         let (mut st, mut out) = (LlmState::default(), Vec::new());
-        let d = run(a.process(&SceneText::default(), &llm, &mut st, &mut out, false)).unwrap();
+        let d = run(a.process(no_scene, &llm, &mut st, &mut out, false)).unwrap();
         assert_eq!(d, Decision::Acted(vec![ActionCall::new("yield")]));
     }
 

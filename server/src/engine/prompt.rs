@@ -11,10 +11,9 @@ use std::sync::Arc;
 
 use simtree_shared::SceneProse;
 
-use super::action::ActionKind;
+use super::action::{ActionKind, ActionSpec};
 use super::agent::Agent;
 use super::plan;
-use super::scenes::action_spec;
 
 /// The scene-provided parts of the prompt: the scene's own text, then (from
 /// [`SceneText::with_prose`]) a document's prose in its place where the document gives some.
@@ -28,6 +27,9 @@ pub struct SceneText {
     /// Actions the scene defines itself (a custom scene's, those legal for the agent now),
     /// listed before the agent's own.
     pub(crate) own_actions: Vec<OwnAction>,
+    /// The catalogue's text of an action (`scenes::action_spec`, given by the simulator, which
+    /// knows the scenes); without it (an agent in no scene) the catalogue's lines are empty.
+    pub(crate) catalogue: Option<fn(ActionKind) -> &'static ActionSpec>,
     /// Who the catalogue's "(Host)" actions belong to when that is someone else (a council
     /// whose document names its chair): their lines and usage name them instead.
     pub(crate) chair: Option<String>,
@@ -74,11 +76,17 @@ impl SceneText {
         self
     }
 
+    /// The text with the catalogue's action text at hand.
+    pub(crate) fn with_catalogue(mut self, catalogue: fn(ActionKind) -> &'static ActionSpec) -> SceneText {
+        self.catalogue = Some(catalogue);
+        self
+    }
+
     /// An action's line in the action list and its usage text: the document's where it gives
     /// them, else the catalogue's (naming the scene's chair in place of the Host). A document's
     /// usage always ends its line.
     fn action(&self, kind: ActionKind) -> (Cow<'_, str>, Cow<'_, str>) {
-        let spec = action_spec(kind);
+        let spec = self.catalogue.map_or(&NO_TEXT, |c| c(kind));
         let own = self.prose.as_deref().and_then(|p| p.action(kind));
         let chaired = |text: &'static str| match &self.chair {
             Some(chair) if text.contains("Host") => Cow::Owned(text.replace("Host", chair)),
@@ -96,6 +104,12 @@ impl SceneText {
         (desc, usage)
     }
 }
+
+/// An action's text where there is no catalogue.
+const NO_TEXT: ActionSpec = ActionSpec {
+    desc: "",
+    instruction: "",
+};
 
 const PLAN_INIT_HINT: &str = "You have no goals or milestones yet. In this response, add a Plan Update that sets up numbered Goals and Milestones for yourself.";
 

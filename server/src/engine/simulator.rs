@@ -476,6 +476,7 @@ impl Simulator {
             .rules()
             .text_for(&self.world.agents[idx])
             .with_prose(self.prose.as_ref())
+            .with_catalogue(super::scenes::action_spec)
     }
 
     /// Agent `idx`'s system prompt and memory, as its next decision sends them.
@@ -621,7 +622,9 @@ impl Simulator {
             out,
             ..
         } = &mut self.world;
-        agents[idx].process(&text, llm, state, out, initiative).await
+        agents[idx]
+            .process(|a| super::prompt::system_prompt(a, &text), llm, state, out, initiative)
+            .await
     }
 
     /// Runs one action through the agent's action space and the scene. The outer error is an LLM

@@ -18,13 +18,12 @@ use simtree_shared::{Ballot, BriefSource};
 
 use super::simple_chat;
 use super::{SceneError, SceneRules};
-use crate::engine::action::{
-    ActionCtx, ActionKind, ActionResult, ActionSpec, Handled, Outcome, handle_common, required,
-};
+use crate::engine::action::{ActionCtx, ActionKind, ActionResult, ActionSpec, Handled, Outcome, required};
 use crate::engine::agent::Agent;
 use crate::engine::event::SceneEvent;
 use crate::engine::memory::{Message, Role};
 use crate::engine::prompt::SceneText;
+use crate::engine::scenes::handle_common;
 use crate::engine::world::World;
 
 /// The agent with chair privileges unless the document names another (upstream compares names,

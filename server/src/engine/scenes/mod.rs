@@ -14,13 +14,15 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::action::{ActionCtx, ActionKind, ActionSpec, Handled, SHARED_ACTIONS, SharedActionScene, handle_common};
+use super::action::{ActionCtx, ActionKind, ActionSpec, Handled, SHARED_ACTIONS};
 use super::agent::Agent;
 use super::event::SceneEvent;
 use super::memory::Message;
 use super::parse::ActionCall;
 use super::prompt::SceneText;
 use super::world::World;
+use shared::SharedActionScene;
+pub(crate) use shared::handle_common;
 pub use simtree_shared::SceneKind;
 use simtree_shared::scene::COMMON_ACTIONS;
 use simtree_shared::{ActionInfo, SceneTypeInfo};
@@ -44,6 +46,7 @@ macro_rules! clock_and_opening {
 pub mod council;
 pub mod custom;
 pub mod landlord;
+mod shared;
 pub mod simple_chat;
 pub mod village;
 pub mod werewolf;

@@ -32,13 +32,12 @@ use serde_json::{Map, Number, Value, json};
 use simtree_shared::ResourceSource;
 
 use super::{SceneError, SceneRules};
-use crate::engine::action::{
-    ActionCtx, ActionError, ActionKind, ActionResult, ActionSpec, Handled, Outcome, handle_common, required,
-};
+use crate::engine::action::{ActionCtx, ActionError, ActionKind, ActionResult, ActionSpec, Handled, Outcome, required};
 use crate::engine::agent::Agent;
 use crate::engine::event::SceneEvent;
 use crate::engine::prompt::SceneText;
 use crate::engine::pyrepr::{py_repr, py_str};
+use crate::engine::scenes::handle_common;
 use crate::engine::world::World;
 
 /// Largest accepted map side; keeps a path search on an unreachable target bounded.

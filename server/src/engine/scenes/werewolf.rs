@@ -30,12 +30,13 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
 use super::{SceneError, SceneRules};
-use crate::engine::action::{ActionCtx, ActionKind, ActionResult, ActionSpec, Handled, Outcome, handle_common};
+use crate::engine::action::{ActionCtx, ActionKind, ActionResult, ActionSpec, Handled, Outcome};
 use crate::engine::agent::Agent;
 use crate::engine::event::SceneEvent;
 use crate::engine::parse::ActionCall;
 use crate::engine::prompt::SceneText;
 use crate::engine::pyrepr::py_str_repr;
+use crate::engine::scenes::handle_common;
 use crate::engine::world::World;
 
 /// Scene configuration in a scenario file: `{"role_map": {name: role}, "moderators": [names]}`.

@@ -40,10 +40,11 @@ use state::check_decks;
 pub use state::{Config, Lead, Phase, Stage, State, Team};
 
 use super::{SceneError, SceneRules};
-use crate::engine::action::{ActionCtx, ActionKind, ActionResult, ActionSpec, Handled, Outcome, handle_common};
+use crate::engine::action::{ActionCtx, ActionKind, ActionResult, ActionSpec, Handled, Outcome};
 use crate::engine::agent::Agent;
 use crate::engine::event::SceneEvent;
 use crate::engine::prompt::SceneText;
+use crate::engine::scenes::handle_common;
 use crate::engine::world::World;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
