@@ -3285,6 +3285,7 @@ async fn a_new_user_walks_a_social_tree_and_every_number_on_screen_is_the_apis()
         b.scene_state_agrees(&view_of(s, t, k).await["state"]).await;
     }
     b.compare_agrees(t, kids[2], kids[0]).await;
+    b.exports_agree(t, kids[2]).await;
     // Branch again: properties of the first agent. The viewer's agent panel then shows each
     // agent's properties as `…/state` has them.
     b.choose_op("agent_props_patch").await;

@@ -104,6 +104,28 @@ impl Browser {
         t
     }
 
+    /// Node `n`'s log and tree `t`'s export, downloaded from the data panel, are the API's: each
+    /// line of the JSONL is the entry `…/logs` has at its place, and the export is `…/export`'s
+    /// document.
+    pub async fn exports_agree(&self, t: u64, n: u64) {
+        let s = &self.server;
+        self.select_and_check(t, n).await;
+        self.capture_downloads().await;
+        self.click("#download-log").await;
+        let log = self.downloaded(&format!("simtree-tree{t}-node{n}-log.jsonl")).await;
+        let lines: Vec<Value> = log
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+            .collect();
+        let api = get_ok(s, &format!("/devui/simtree/{t}/node/{n}/logs")).await;
+        assert_eq!(Value::Array(lines), api, "node {n}'s log file against …/logs");
+        self.click("#download-tree").await;
+        let export: Value =
+            serde_json::from_str(&self.downloaded(&format!("simtree-tree{t}-export.json")).await).unwrap();
+        let api = get_ok(s, &format!("/devui/simtree/{t}/export")).await;
+        assert_eq!(export, api, "tree {t}'s export file against …/export");
+    }
+
     /// Node `n`'s Series CSV, downloaded from its details, has a row for each step of its log
     /// (ABM: each `abm_step`, under the model's step number) or each day of its equity curve
     /// (trading: the strategy's and buy-and-hold's values), with the API's numbers.
