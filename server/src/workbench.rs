@@ -170,10 +170,10 @@ impl Workbench {
         }
     }
 
-    /// The core to set up (assets, store, job queue, prices, sandbox) before the workbench is
-    /// shared: a front end builds it, then hands it out.
-    pub fn setup(&mut self) -> &mut Core {
-        Arc::get_mut(&mut self.core).expect("a workbench is set up before it is shared")
+    /// Sets the workbench up (assets, store, job queue, prices, sandbox) before it is shared: a
+    /// front end builds it, then hands it out.
+    pub fn setup(&mut self) -> Setup<'_> {
+        Setup(Arc::get_mut(&mut self.core).expect("a workbench is set up before it is shared"))
     }
 
     /// The server-wide limits.
@@ -252,6 +252,45 @@ service!(
     /// cancels and deletions of subtrees.
     Runs
 );
+
+/// What a front end may set on a workbench before it is shared ([`Workbench::setup`]); nothing
+/// else of its core is written from outside.
+pub struct Setup<'a>(&'a mut Core);
+
+impl Setup<'_> {
+    /// Market data and the ABM worker's root from `assets` (`serve --assets`).
+    pub fn use_assets(&mut self, assets: &std::path::Path) -> &mut Self {
+        self.0.use_assets(assets);
+        self
+    }
+
+    /// What models cost (`serve --prices`).
+    pub fn use_prices(&mut self, prices: PriceTable) -> &mut Self {
+        self.0.prices = Arc::new(prices);
+        self
+    }
+
+    /// Where ABM model code and hooks run.
+    pub fn use_sandbox(&mut self, sandbox: crate::abm::Sandbox) -> &mut Self {
+        self.0.abm_sandbox = sandbox;
+        self
+    }
+
+    /// Keeps trees in `store`: reads the stored trees back and adopts what a last run left.
+    pub fn attach_store(&mut self, store: crate::store::Store) -> Result<(), crate::store::StoreError> {
+        self.0.attach_store(store)
+    }
+
+    /// A worker's store: it runs jobs and writes nothing but their nodes.
+    pub(crate) fn attach_store_for_jobs(&mut self, store: crate::store::Store) -> Result<(), crate::store::StoreError> {
+        self.0.attach_store_for_jobs(store)
+    }
+
+    /// Runs go through the job queue (`serve --jobs`).
+    pub(crate) fn enable_jobs(&mut self, config: jobs::JobsConfig) -> Result<(), jobs::JobError> {
+        self.0.enable_jobs(config)
+    }
+}
 
 /// What every service of the workbench shares: the tree set, the store, the limits, the clients
 /// runs talk to, the libraries and the run machinery (start, spawn, wait). The services are views

@@ -88,10 +88,9 @@ pub(crate) fn build_leader(plan: &LeaderPlan, me: Option<Lease>) -> Result<Resul
         plan.limits.clone(),
     );
     if let Some(path) = &plan.prices {
-        wb.setup().prices = Arc::new(crate::llm::price::PriceTable::load(path)?);
+        wb.setup().use_prices(crate::llm::price::PriceTable::load(path)?);
     }
-    wb.setup().abm_sandbox = plan.sandbox;
-    wb.setup().use_assets(&plan.assets);
+    wb.setup().use_sandbox(plan.sandbox).use_assets(&plan.assets);
     let store = match (plan.storage.database_url(), me) {
         (Some(url), Some(me)) => {
             match crate::store::Store::lead_postgres(url, Some(me)).map_err(FleetError::Postgres)? {

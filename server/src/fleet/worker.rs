@@ -48,8 +48,7 @@ pub(crate) fn worker_bench(
     url: &str,
 ) -> Result<Arc<Workbench>, FleetError> {
     let mut wb = Workbench::new(library.clone(), backend(llm_config)?, Limits::default());
-    wb.setup().abm_sandbox = sandbox;
-    wb.setup().use_assets(assets);
+    wb.setup().use_sandbox(sandbox).use_assets(assets);
     let store = crate::store::Store::open_postgres_with(url, None).map_err(FleetError::Postgres)?;
     wb.setup().attach_store_for_jobs(store)?;
     Ok(Arc::new(wb))

@@ -319,7 +319,7 @@ impl Core {
     /// the last server left in flight become `interrupted` (but those whose jobs are adopted,
     /// when jobs were enabled before), and every change from now on is written. Nothing but the
     /// tree list is read here.
-    pub fn attach_store(&mut self, store: Store) -> Result<(), StoreError> {
+    pub(crate) fn attach_store(&mut self, store: Store) -> Result<(), StoreError> {
         let store = Arc::new(store);
         let abandoned = store.read(|db| db.abandoned_imports())?;
         for (tree, nodes) in abandoned {
