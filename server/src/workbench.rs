@@ -949,6 +949,9 @@ impl Runs<'_> {
                         if seeds {
                             run.spec.replicate = Some(i as u64);
                         }
+                        if parents.len() > 1 {
+                            run.spec.fan_out = Some(parents.len() as u64);
+                        }
                         pending.push(run);
                     }
                     Err(e) => {
@@ -975,6 +978,13 @@ impl Runs<'_> {
                     failed += 1;
                     first_error.get_or_insert(e);
                 }
+            }
+        }
+        // What providers kept for the fan-out's runs (explicit caches) goes with it.
+        if let Backend::Provider(providers) = &self.backend {
+            let from: std::collections::BTreeSet<NodeId> = parents.iter().copied().collect();
+            for p in from {
+                providers.end_fan_out(crate::sim::affinity_of(handle.id, p)).await;
             }
         }
         match first_error {

@@ -573,6 +573,11 @@ impl Simulator {
         self.world.llm.start_run(affinity);
     }
 
+    /// Tells the run's calls how many sibling runs start from its node (see `LlmState::fan_out`).
+    pub fn set_fan_out(&mut self, n: u32) {
+        self.world.llm.fan_out = n;
+    }
+
     /// The `scene_prose_set` op: each part of `given` replaces that part of the prose the
     /// prompts carry from now on; the rest stays. Refused (nothing changed) when `given` names an
     /// action the scene does not have, or a part is too long.
