@@ -405,10 +405,11 @@ async fn timed(State(t): State<Timed>, Json(body): Json<Value>) -> Json<Value> {
 
 /// The children of a fan-out send each agent's first prompt alike. With the warm-up gate (the
 /// default) the first of them goes alone and the others only once it is answered, so the
-/// server has the prefix cached when they come; with `LLM_WARM_UP=false` they come together.
+/// server has the prefix cached when they come; `serial`, each goes once the one before it is
+/// answered; with `LLM_WARM_UP=off` they come together.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_first_call_of_a_shared_prefix_goes_alone_and_its_siblings_after_its_answer() {
-    for warm_up in [true, false] {
+    for warm_up in ["first", "serial", "off"] {
         let fake = Timed::default();
         let app = axum::Router::new()
             .route("/v1/chat/completions", post(timed))
@@ -421,7 +422,7 @@ async fn the_first_call_of_a_shared_prefix_goes_alone_and_its_siblings_after_its
                 ("LLM_BASE_URL", &url),
                 ("LLM_MODEL", "fake-model"),
                 ("LLM_TIMEOUT_S", "10"),
-                ("LLM_WARM_UP", if warm_up { "true" } else { "false" }),
+                ("LLM_WARM_UP", warm_up),
             ],
         );
         let tree = s.create("simple_chat").await;
@@ -455,10 +456,18 @@ async fn the_first_call_of_a_shared_prefix_goes_alone_and_its_siblings_after_its
             .iter()
             .map(|calls| calls[1..].iter().filter(|(came, _)| *came < calls[0].1).count())
             .collect();
-        if warm_up {
-            assert!(early.iter().all(|&n| n == 0), "held until the first answer: {early:?}");
-        } else {
-            assert!(early[0] >= 1, "without the gate they come together: {early:?}");
+        // How many came before the answer of the one before them left.
+        let overlapping: Vec<usize> = shared
+            .iter()
+            .map(|calls| calls.windows(2).filter(|w| w[1].0 < w[0].1).count())
+            .collect();
+        match warm_up {
+            "first" => {
+                assert!(early.iter().all(|&n| n == 0), "held until the first answer: {early:?}");
+                assert!(overlapping.iter().any(|&n| n > 0), "then together: {overlapping:?}");
+            }
+            "serial" => assert!(overlapping.iter().all(|&n| n == 0), "one at a time: {overlapping:?}"),
+            _ => assert!(early[0] >= 1, "without the gate they come together: {early:?}"),
         }
     }
 }

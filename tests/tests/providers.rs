@@ -874,34 +874,55 @@ async fn a_gemini_fan_out_shares_one_cached_content_per_agent_and_deletes_it_aft
 /// What a plan change costs the prompt cache: the plan is in the system prompt, the first part
 /// of every prompt, so an agent whose plan is replaced repeats nothing of its earlier prompts on
 /// its next call. Two branches of one node, one with a bulletin, one with the same bulletin and
-/// a replaced plan, each run three turns (every agent speaks once); the second's cacheable share
-/// is lower. The figures are printed for docs/providers.md.
+/// a replaced plan, each run three turns; the second's cacheable share is lower. In a tree
+/// created with `prompt_layout: state_last` the plan is in the last message instead, and the
+/// replaced plan costs next to nothing. The figures are printed for docs/providers.md.
 #[tokio::test]
-async fn a_replaced_plan_costs_the_agents_cached_prefix() {
+async fn a_replaced_plan_costs_the_agents_cached_prefix_unless_the_state_goes_last() {
     let (url, _fake, _task) = fake_provider(false).await;
     let s = server_for(&url, &[]);
-    let tree = s.create("simple_chat").await;
-    let node = simtree_e2e::advance(&s, tree, 0, 6).await;
-    let bulletin = json!({"op": "public_broadcast", "text": "The hall closes at noon today."});
-    let plan = json!({"op": "agent_plan_replace", "name": "Host", "plan_state": {
-        "goals": [{"id": "g1", "desc": "Close the meeting before noon", "priority": "high", "status": "pending"}],
-        "strategy": "Keep every turn short."}});
-    let mut shares = Vec::new();
-    for ops in [vec![bulletin.clone()], vec![bulletin, plan]] {
-        let b = simtree_e2e::ok(
-            &s,
-            &format!("/devui/simtree/{tree}/branch"),
-            json!({"parent": node, "ops": ops}),
+    let mut drops = Vec::new();
+    for layout in [None, Some("state_last")] {
+        let mut body = json!({"scenario": "simple_chat"});
+        if let Some(l) = layout {
+            body["prompt_layout"] = json!(l);
+        }
+        let tree = simtree_e2e::ok(&s, "/devui/simtree", body).await["id"]
+            .as_u64()
+            .unwrap();
+        let node = simtree_e2e::advance(&s, tree, 0, 6).await;
+        let bulletin = json!({"op": "public_broadcast", "text": "The hall closes at noon today."});
+        let plan = json!({"op": "agent_plan_replace", "name": "Host", "plan_state": {
+            "goals": [{"id": "g1", "desc": "Close the meeting before noon", "priority": "high", "status": "pending"}],
+            "strategy": "Keep every turn short."}});
+        let mut shares = Vec::new();
+        for ops in [vec![bulletin.clone()], vec![bulletin, plan]] {
+            let b = simtree_e2e::ok(
+                &s,
+                &format!("/devui/simtree/{tree}/branch"),
+                json!({"parent": node, "ops": ops}),
+            )
+            .await;
+            let child = simtree_e2e::advance(&s, tree, b["child"].as_u64().unwrap(), 3).await;
+            let info = simtree_e2e::get_ok(&s, &format!("/devui/simtree/{tree}/node/{child}/info")).await;
+            let share = info["usage"]["cacheable_share"].as_f64().unwrap_or(0.0);
+            println!(
+                "{}: cacheable share {share:.3} of {} prompt tokens",
+                layout.unwrap_or("upstream"),
+                info["usage"]["prompt_tokens"]
+            );
+            shares.push(share);
+        }
+        drops.push(shares[0] - shares[1]);
+    }
+    assert!(drops[0] > 0.03, "a replaced plan repeats less: {drops:?}");
+    assert!(drops[1] < 0.01, "with the state last it keeps the prefix: {drops:?}");
+    let (st, r) = s
+        .post(
+            "/devui/simtree",
+            &json!({"scenario": "simple_chat", "prompt_layout": "plan_first"}),
         )
         .await;
-        let child = simtree_e2e::advance(&s, tree, b["child"].as_u64().unwrap(), 3).await;
-        let info = simtree_e2e::get_ok(&s, &format!("/devui/simtree/{tree}/node/{child}/info")).await;
-        let share = info["usage"]["cacheable_share"].as_f64().unwrap_or(0.0);
-        println!(
-            "cacheable share: {share:.3} of {} prompt tokens",
-            info["usage"]["prompt_tokens"]
-        );
-        shares.push(share);
-    }
-    assert!(shares[1] < shares[0] - 0.03, "a replaced plan repeats less: {shares:?}");
+    assert!(st == 400 || st == 422, "{st} {r}");
+    assert!(r.to_string().contains("prompt_layout"), "{r}");
 }
