@@ -106,8 +106,6 @@ pub fn plan(messages: &[Message], state: &mut LlmState) -> CacheHints {
         .collect();
     prefixes.sort_unstable();
     prefixes.dedup();
-    // Every message but the last is fixed: the next turn's prompt starts with them (the last
-    // may still grow, as memory merges lines of one role into one message).
     // The prompt at the fork, when this prompt repeats it, is what every sibling run sends.
     let shared = sent
         .fork
@@ -119,6 +117,8 @@ pub fn plan(messages: &[Message], state: &mut LlmState) -> CacheHints {
             len: f.len,
             runs: u64::from(state.fan_out),
         });
+    // Every message but the last is fixed: the next turn's prompt starts with them (the last
+    // may still grow, as memory merges lines of one role into one message).
     if let Some(len) = messages.len().checked_sub(1).filter(|n| *n > 0) {
         sent.last = Some(Prefix { len, hash: hashes[len] });
     }
@@ -206,5 +206,25 @@ mod tests {
         assert!(plan(&changed, &mut child).prefixes.is_empty());
         assert_ne!(key(99, Some("Ann")), key(99, Some("Bo")));
         assert_ne!(key(99, Some("Ann")), key(98, Some("Ann")));
+    }
+
+    #[test]
+    fn a_fan_out_of_four_names_the_prompt_at_the_fork_as_shared() {
+        let mut parent = speaking(0);
+        let _ = plan(&prompt(&["a", "b", "c"]), &mut parent);
+        for (fan_out, shared) in [(0, false), (3, false), (4, true), (8, true)] {
+            let mut child = parent.clone();
+            child.start_run(99);
+            child.fan_out = fan_out;
+            let hints = plan(&prompt(&["a", "b", "c", "d", "e"]), &mut child);
+            assert_eq!(hints.shared.is_some(), shared, "a fan-out of {fan_out}");
+            if let Some(s) = hints.shared {
+                assert_eq!((s.len, s.affinity, s.runs), (3, 99, u64::from(fan_out)));
+                assert!(s.name.starts_with(&key(99, Some("Ann"))), "{}", s.name);
+            }
+        }
+        let mut child = parent.clone();
+        child.start_run(99);
+        assert_eq!(child.fan_out, 0, "a run starts alone");
     }
 }
