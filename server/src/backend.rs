@@ -17,8 +17,10 @@ use crate::engine::scripted;
 use crate::llm::budget::TreeBudget;
 use crate::llm::chat::{ChatRequest, ChatResponse, Message, Usage, Watch};
 use crate::llm::coalesce::Coalescer;
+use crate::llm::config::WarmUpMode;
 use crate::llm::ledger::{Ledger, MeteredClient, ReplayClient, RoutingClient};
 use crate::llm::record::LlmRecord;
+use crate::llm::warmup::WarmUp;
 use crate::llm::{
     BoxFuture, ChatProvider, ConfigError, Dialect, LlmClient, LlmConfig, LlmError, LlmSettings, LlmState, Offline,
     ProviderPool, mock,
@@ -230,6 +232,8 @@ pub struct Providers {
     scripted: Arc<dyn ChatProvider>,
     /// Where identical calls of runs in flight at once meet (`llm::coalesce`).
     coalescer: Arc<Coalescer>,
+    /// Where sibling runs' first calls wait for the first of them (`llm::warmup`).
+    warm_up: Arc<WarmUp>,
 }
 
 impl Providers {
@@ -241,6 +245,7 @@ impl Providers {
             pool: ProviderPool::new(),
             scripted: Arc::new(OfflineClient(Offline::Scripted)),
             coalescer: Arc::default(),
+            warm_up: Arc::default(),
         };
         p.resolve(None, None)?;
         for (scenario, sec) in &p.settings.scenarios {
@@ -264,10 +269,10 @@ impl Providers {
         watch: Watch,
     ) -> Result<RunCtx, BackendError> {
         let default = self.resolve(Some(scenario), None)?;
-        let coalesce = self
-            .config(Some(scenario), None)?
-            .coalesce
-            .then(|| self.coalescer.clone());
+        let config = self.config(Some(scenario), None)?;
+        let coalesce = config.coalesce.then(|| self.coalescer.clone());
+        let warm_up =
+            (config.warm_up != WarmUpMode::Off).then(|| (self.warm_up.clone(), config.warm_up == WarmUpMode::Serial));
         let metered = |provider: Arc<dyn ChatProvider>| -> Arc<dyn LlmClient> {
             Arc::new(MeteredClient {
                 provider,
@@ -275,6 +280,7 @@ impl Providers {
                 budget: budget.clone(),
                 watch: watch.clone(),
                 coalesce: coalesce.clone(),
+                warm_up: warm_up.clone(),
             })
         };
         let agents = match sim {
@@ -314,6 +320,11 @@ impl Providers {
             return Ok(self.scripted.clone());
         }
         Ok(self.pool.get(&config)?)
+    }
+
+    /// Ends the fan-out keyed `affinity`: explicit caches created for it are deleted.
+    pub async fn end_fan_out(&self, affinity: u64) {
+        self.pool.end_fan_out(affinity).await;
     }
 
     /// The settings for a scenario and agent (either optional).

@@ -67,6 +67,11 @@ impl CallShape {
 /// The seed of the `index`-th child of a fan-out from a state seeded with `parent`: a
 /// SplitMix64 step over both, so siblings get unrelated streams and the same fan-out gives the
 /// same seeds again. Kept below 2^53, so a browser reads it exactly.
+/// The key of the runs started from node `parent` of tree `tree` (see [`Sim::set_affinity`]).
+pub(crate) fn affinity_of(tree: u64, parent: u64) -> u64 {
+    child_seed(tree, parent) | 1
+}
+
 pub(crate) fn child_seed(parent: u64, index: u64) -> u64 {
     let mut z = parent ^ index.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -176,7 +181,7 @@ impl Sim {
     /// so a model spread over several servers sends them to one: see [`Self::set_affinity`]).
     pub(crate) fn fork_child(&self, tree: u64, parent: u64) -> Sim {
         let mut sim = self.fork();
-        sim.set_affinity(child_seed(tree, parent) | 1);
+        sim.set_affinity(affinity_of(tree, parent));
         sim
     }
 
@@ -225,6 +230,14 @@ impl Sim {
     pub fn set_affinity(&mut self, key: u64) {
         if let Sim::Social(s) = self {
             s.start_run(key);
+        }
+    }
+
+    /// Tells the run it starts with `n - 1` siblings from its node (a fan-out of `n`), whose
+    /// calls may share an explicitly cached prefix. Social scenes only, as [`Self::set_affinity`].
+    pub fn set_fan_out(&mut self, n: u64) {
+        if let Sim::Social(s) = self {
+            s.set_fan_out(u32::try_from(n).unwrap_or(u32::MAX));
         }
     }
 

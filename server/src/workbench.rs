@@ -573,6 +573,16 @@ impl Core {
     }
 }
 
+/// How a new tree's simulator is set up beyond its scenario and seed (`POST /devui/simtree`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TreeSetup {
+    /// The offline player the tree runs with whatever the server's default (`llm`).
+    pub offline: Option<Offline>,
+    /// Social scenes: every agent's emotion and plan go in the last message of its prompts
+    /// instead of its system prompt (`prompt_layout: state_last`; see `engine::prompt`).
+    pub state_last: bool,
+}
+
 impl Trees<'_> {
     pub fn create_tree(
         &self,
@@ -582,7 +592,11 @@ impl Trees<'_> {
         offline: Option<Offline>,
     ) -> Result<TreeRef, WorkbenchError> {
         let entry = ScenarioEntry::find(&self.scenarios, scenario)?;
-        self.create_from_entry(entry, scenario, None, None, None, seed, budget, offline)
+        let setup = TreeSetup {
+            offline,
+            ..TreeSetup::default()
+        };
+        self.create_from_entry(entry, scenario, None, None, None, seed, budget, setup)
     }
 
     /// A tree of a library scenario (by name) or of a document the user brought. A document is
@@ -593,7 +607,7 @@ impl Trees<'_> {
         name: Option<&str>,
         seed: Option<u64>,
         budget: BudgetLimits,
-        offline: Option<Offline>,
+        setup: TreeSetup,
     ) -> Result<TreeRef, WorkbenchError> {
         let name = name.map(check_name).transpose()?;
         match source {
@@ -632,11 +646,11 @@ impl Trees<'_> {
                             Some(origin),
                             seed,
                             budget,
-                            offline,
+                            setup,
                         );
                     }
                 };
-                self.create_from_entry(entry, scenario, name, None, None, seed, budget, offline)
+                self.create_from_entry(entry, scenario, name, None, None, seed, budget, setup)
             }
             ScenarioSource::Document(doc) => {
                 let user = UserScenario::from_document(DOCUMENT_ID, doc)?;
@@ -645,7 +659,7 @@ impl Trees<'_> {
                     t => t.chars().filter(|c| !c.is_control()).take(MAX_NAME_CHARS).collect(),
                 };
                 let doc = Arc::new(doc.clone());
-                self.create_from_entry((&user).into(), &label, name, Some(doc), None, seed, budget, offline)
+                self.create_from_entry((&user).into(), &label, name, Some(doc), None, seed, budget, setup)
             }
         }
     }
@@ -662,7 +676,7 @@ impl Core {
         origin: Option<SavedRef>,
         seed: Option<u64>,
         budget: BudgetLimits,
-        offline: Option<Offline>,
+        setup: TreeSetup,
     ) -> Result<TreeRef, WorkbenchError> {
         if entry.kind() == SimKind::Abm {
             self.abm_pool()?;
@@ -671,7 +685,10 @@ impl Core {
         let mut sim = entry.instantiate(seed, market.as_ref())?;
         self.check_hooks(&sim)?;
         if let Sim::Social(s) = &mut sim {
-            s.set_offline(offline);
+            s.set_offline(setup.offline);
+            if setup.state_last {
+                s.set_state_last();
+            }
         }
         let mut tree = SimTree::new(scenario, sim);
         tree.document = document;
@@ -988,6 +1005,9 @@ impl Runs<'_> {
                         if seeds {
                             run.spec.replicate = Some(i as u64);
                         }
+                        if parents.len() > 1 {
+                            run.spec.fan_out = Some(parents.len() as u64);
+                        }
                         pending.push(run);
                     }
                     Err(e) => {
@@ -1014,6 +1034,13 @@ impl Runs<'_> {
                     failed += 1;
                     first_error.get_or_insert(e);
                 }
+            }
+        }
+        // What providers kept for the fan-out's runs (explicit caches) goes with it.
+        if let Backend::Provider(providers) = &self.backend {
+            let from: std::collections::BTreeSet<NodeId> = parents.iter().copied().collect();
+            for p in from {
+                providers.end_fan_out(crate::sim::affinity_of(handle.id, p)).await;
             }
         }
         match first_error {

@@ -244,3 +244,33 @@ fn plan_updates_change_only_the_system_prompt() {
     }
     assert!(changed > 0, "no plan update reached a system prompt");
 }
+
+/// A tree created with `prompt_layout: state_last` has every agent's emotion and plan in the last
+/// message of its prompts: the plan updates of the test above then leave the system prompt as
+/// it was, and every prompt of an agent starts with its previous one up to its last message,
+/// system prompt included (the cache hints find it too).
+#[test]
+fn with_the_state_last_plan_updates_keep_the_whole_prefix() {
+    let (library, names) = scenes();
+    let mut pairs = 0;
+    for name in &names {
+        let mut sim = library.get(name).unwrap().build(Some(3)).unwrap();
+        sim.set_state_last();
+        let client = Capture::new(Offline::Scripted, true);
+        sim.run_blocking(30, &client).0.unwrap();
+        let calls = client.take();
+        pairs += check_turns(name, &calls, 0);
+        for (agent, cs) in by_agent(&calls) {
+            assert!(
+                cs.windows(2).all(|w| w[0].1[0] == w[1].1[0]),
+                "{name}: {agent}'s system prompt changed"
+            );
+            let last = &cs.last().unwrap().1;
+            assert!(
+                last.last().unwrap().content.contains("[Your state now]"),
+                "{name}: {agent}'s state is in the last message"
+            );
+        }
+    }
+    assert!(pairs > 0);
+}

@@ -538,6 +538,7 @@ fn metered(provider: Arc<dyn ChatProvider>, ledger: &Arc<Ledger>) -> MeteredClie
         budget: None,
         watch: Default::default(),
         coalesce: None,
+        warm_up: None,
     }
 }
 

@@ -316,6 +316,22 @@ pub struct CreateRequest {
     /// An offline player for this tree whatever the server's default: `mock` or `scripted`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm: Option<String>,
+    /// How social agents' prompts are laid out: `upstream` (the default, SocialSim4's) or
+    /// `state_last` (the emotion and plan in the last message instead of the system prompt, so
+    /// that a plan change keeps the provider's cached prefix). An extension.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_layout: Option<PromptLayout>,
+}
+
+/// The layout of social agents' prompts (see [`CreateRequest::prompt_layout`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum PromptLayout {
+    /// SocialSim4's: the emotion and plan in the system prompt.
+    Upstream,
+    /// The emotion and plan in the last message, after the memory.
+    StateLast,
 }
 
 /// `POST …/advance` and `…/advance_chain`.

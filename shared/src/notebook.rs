@@ -233,7 +233,7 @@ pub struct NodeCall {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CallCache {
     /// `prompt_cache_key` (OpenAI's key was sent), `cache_control` (Anthropic's breakpoints were
-    /// placed), `implicit` (nothing to send: the provider caches prefixes by itself, as Gemini
+    /// placed), `cached_content` (the prefix was sent as an explicit cache), `implicit` (nothing to send: the provider caches prefixes by itself, as Gemini
     /// and OpenAI-compatible servers do) or `none` (nothing asked, nothing cached).
     pub how: String,
     /// The `prompt_cache_key` sent: one per tree, node the run started from, and agent.
@@ -243,6 +243,10 @@ pub struct CallCache {
     /// (1: after the system prompt and tools; 0: after the tools).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub breakpoints: Vec<u32>,
+    /// The explicit cache the call's prefix was sent as (`cached_content`: Gemini's
+    /// `cachedContents/…`, created for a fan-out and deleted after it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_content: Option<String>,
 }
 
 /// `GET …/node/{n}/calls`.

@@ -13,7 +13,8 @@
 //! Opt-in: `cargo xtask bench-llm-cache` (and `cargo xtask bench` when the model and the server
 //! binary are already cached) sets `SIMTREE_LLAMA_SERVER` and `SIMTREE_REAL_LLM_MODEL`; without
 //! them this bench says so and does nothing. `SIMTREE_BENCH_AFFINITY=on` (or `off`) runs one
-//! configuration only.
+//! configuration only; `SIMTREE_BENCH_SLOTS` sets the slots per server (default 4) and
+//! `SIMTREE_BENCH_WARM_UP` the warm-up gate's mode (`first`, the default, `serial` or `off`).
 
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
@@ -33,6 +34,12 @@ fn slots() -> u32 {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(4)
+}
+
+/// How the warm-up gate lets a fan-out's siblings go (`llm::warmup`, `LLM_WARM_UP`): `first`
+/// unless `SIMTREE_BENCH_WARM_UP` says `off` or `serial`.
+fn warm_up() -> String {
+    std::env::var("SIMTREE_BENCH_WARM_UP").unwrap_or_else(|_| "first".into())
 }
 
 /// One llama-server process, killed on drop.
@@ -167,6 +174,7 @@ async fn measure(bin: &str, model: &str, affinity: bool) -> Figures {
             ("LLM_TIMEOUT_S", "600"),
             ("LLM_MAX_RETRIES", "0"),
             ("LLM_PREFIX_AFFINITY", if affinity { "true" } else { "false" }),
+            ("LLM_WARM_UP", &warm_up()),
         ],
     );
     let usage_of = |info: &Value| {
@@ -259,8 +267,9 @@ fn main() {
         .expect("runtime");
     println!(
         "prompt caching on llama-server: 2 servers × {} slots (1 thread each), SmolLM2-135M; simple_chat \
-         {DEPTH} turns deep, then {CHILDREN} children × {MORE} turns; replies ≤ 32 tokens",
-        slots()
+         {DEPTH} turns deep, then {CHILDREN} children × {MORE} turns; replies ≤ 32 tokens; warm-up gate {}",
+        slots(),
+        warm_up()
     );
     println!(
         "| affinity | fan-out calls | prompt tokens | evaluated (servers) | from cache (servers) | served from cache | \

@@ -99,7 +99,7 @@ fn main() {
             let req: simtree_shared::CreateRequest = serde_json::from_str(&body).unwrap();
             let src: ScenarioSource = req.scenario;
             wb.trees()
-                .create_tree_from(&src, None, Some(1), Default::default(), None)
+                .create_tree_from(&src, None, Some(1), Default::default(), Default::default())
                 .expect("create");
             t.elapsed()
         }

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Json;
 use axum::extract::State;
@@ -375,4 +375,99 @@ async fn processes_on_one_database_share_each_server_s_limit() {
     }
     assert_eq!(servers_used.len(), 2, "the keys are spread over both servers");
     drop((a, b));
+}
+
+/// When a request came and when its answer left.
+type Span = (Instant, Instant);
+
+/// A server that keeps when each request came and when its answer left, and says a part of
+/// every prompt came from its cache (so simtree takes it for a server with a prompt cache).
+#[derive(Clone, Default)]
+struct Timed {
+    log: Arc<Mutex<Vec<(String, Instant, Instant)>>>,
+}
+
+async fn timed(State(t): State<Timed>, Json(body): Json<Value>) -> Json<Value> {
+    let came = Instant::now();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let text = mock_reply(&body);
+    t.log
+        .lock()
+        .unwrap()
+        .push((body["messages"].to_string(), came, Instant::now()));
+    Json(json!({
+        "id": "cmpl-1", "object": "chat.completion", "model": body["model"],
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110,
+                  "prompt_tokens_details": {"cached_tokens": 64}}
+    }))
+}
+
+/// The children of a fan-out send each agent's first prompt alike. With the warm-up gate (the
+/// default) the first of them goes alone and the others only once it is answered, so the
+/// server has the prefix cached when they come; `serial`, each goes once the one before it is
+/// answered; with `LLM_WARM_UP=off` they come together.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_first_call_of_a_shared_prefix_goes_alone_and_its_siblings_after_its_answer() {
+    for warm_up in ["first", "serial", "off"] {
+        let fake = Timed::default();
+        let app = axum::Router::new()
+            .route("/v1/chat/completions", post(timed))
+            .with_state(fake.clone());
+        let (url, _task) = serve_provider(app).await;
+        let s = Server::start_env(
+            &[],
+            &[
+                ("LLM_DIALECT", "openai"),
+                ("LLM_BASE_URL", &url),
+                ("LLM_MODEL", "fake-model"),
+                ("LLM_TIMEOUT_S", "10"),
+                ("LLM_WARM_UP", warm_up),
+            ],
+        );
+        let tree = s.create("simple_chat").await;
+        // A first turn, whose answers say the server caches prompts.
+        let parent = simtree_e2e::advance(&s, tree, 0, 1).await;
+        fake.log.lock().unwrap().clear();
+        fan_out(&s, tree, parent, 4).await;
+        let log = fake.log.lock().unwrap().clone();
+        let mut by_prompt: BTreeMap<String, Vec<Span>> = BTreeMap::new();
+        for (prompt, came, left) in log {
+            by_prompt.entry(prompt).or_default().push((came, left));
+        }
+        let mut shared: Vec<(Instant, String, Vec<Span>)> = by_prompt
+            .into_iter()
+            .filter(|(_, calls)| calls.len() == 4)
+            .map(|(prompt, mut calls)| {
+                calls.sort();
+                let agent = prompt.split("You are ").nth(1).unwrap_or("").chars().take(12).collect();
+                (calls[0].0, agent, calls)
+            })
+            .collect();
+        assert!(!shared.is_empty(), "the children's first prompts are alike");
+        // Each agent's first prompt of the runs (its later calls extend a prompt the same run
+        // sent, and go as they come).
+        shared.sort();
+        let mut agents = BTreeSet::new();
+        shared.retain(|(_, agent, _)| agents.insert(agent.clone()));
+        let shared: Vec<Vec<Span>> = shared.into_iter().map(|(_, _, calls)| calls).collect();
+        // How many siblings came before the first one's answer left.
+        let early: Vec<usize> = shared
+            .iter()
+            .map(|calls| calls[1..].iter().filter(|(came, _)| *came < calls[0].1).count())
+            .collect();
+        // How many came before the answer of the one before them left.
+        let overlapping: Vec<usize> = shared
+            .iter()
+            .map(|calls| calls.windows(2).filter(|w| w[1].0 < w[0].1).count())
+            .collect();
+        match warm_up {
+            "first" => {
+                assert!(early.iter().all(|&n| n == 0), "held until the first answer: {early:?}");
+                assert!(overlapping.iter().any(|&n| n > 0), "then together: {overlapping:?}");
+            }
+            "serial" => assert!(overlapping.iter().all(|&n| n == 0), "one at a time: {overlapping:?}"),
+            _ => assert!(early[0] >= 1, "without the gate they come together: {early:?}"),
+        }
+    }
 }

@@ -709,3 +709,220 @@ async fn a_same_seed_fan_out_makes_one_upstream_call_per_step() {
         assert_eq!(coalesced, if coalesce { 3 * steps } else { 0 });
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Gemini's explicit cached contents for a fan-out.
+
+/// A Gemini-shaped server with `cachedContents`: it keeps each created cache (system
+/// instruction and contents), answers a call naming one as if its text had been sent, and logs
+/// creates, uses and deletes. With `refuse`, every create is refused.
+#[derive(Clone, Default)]
+struct Gemini {
+    refuse: bool,
+    caches: Arc<std::sync::Mutex<std::collections::BTreeMap<String, Value>>>,
+    created: Arc<std::sync::Mutex<Vec<Value>>>,
+    deleted: Arc<std::sync::Mutex<Vec<String>>>,
+    calls: Arc<std::sync::Mutex<Vec<Value>>>,
+}
+
+async fn gemini_generate(
+    State(g): State<Gemini>,
+    axum::extract::Path(call): axum::extract::Path<String>,
+    Json(body): Json<Value>,
+) -> (StatusCode, Json<Value>) {
+    assert_eq!(call, "gemini-test:generateContent");
+    g.calls.lock().unwrap().push(body.clone());
+    let mut full = body.clone();
+    let mut cached = 0;
+    if let Some(name) = body["cachedContent"].as_str() {
+        assert!(
+            body.get("systemInstruction").is_none(),
+            "a call naming a cache sets no system instruction"
+        );
+        let Some(cache) = g.caches.lock().unwrap().get(name).cloned() else {
+            return (
+                StatusCode::NOT_FOUND,
+                Json(json!({"error": {"message": format!("{name} not found")}})),
+            );
+        };
+        let mut contents = cache["contents"].as_array().cloned().unwrap_or_default();
+        contents.extend(body["contents"].as_array().cloned().unwrap_or_default());
+        full = json!({"systemInstruction": cache["systemInstruction"], "contents": contents});
+        cached = cache.to_string().len() / 4;
+    }
+    let text = mock_reply(&simtree_e2e::as_chat_completions(&full));
+    let prompt = full.to_string().len() / 4;
+    (
+        StatusCode::OK,
+        Json(json!({
+            "candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP"}],
+            "usageMetadata": {"promptTokenCount": prompt, "candidatesTokenCount": 10, "cachedContentTokenCount": cached}
+        })),
+    )
+}
+
+async fn gemini_create(State(g): State<Gemini>, Json(body): Json<Value>) -> (StatusCode, Json<Value>) {
+    g.created.lock().unwrap().push(body.clone());
+    if g.refuse {
+        return (
+            StatusCode::BAD_REQUEST,
+            Json(json!({"error": {"message": "Cached content is too small"}})),
+        );
+    }
+    let name = format!("cachedContents/c{}", g.created.lock().unwrap().len());
+    g.caches.lock().unwrap().insert(name.clone(), body.clone());
+    (StatusCode::OK, Json(json!({"name": name, "model": body["model"]})))
+}
+
+async fn gemini_delete(State(g): State<Gemini>, axum::extract::Path(id): axum::extract::Path<String>) -> Json<Value> {
+    let name = format!("cachedContents/{id}");
+    g.caches.lock().unwrap().remove(&name);
+    g.deleted.lock().unwrap().push(name);
+    Json(json!({}))
+}
+
+/// A fan-out of four on Gemini: each agent's prompt at the fork is created once as a cached
+/// content, the children's calls name it instead of sending it, the choice is on every call in
+/// the calls trace, and the caches are deleted when the fan-out ends. A server that refuses to
+/// create one gets plain calls, and the fan-out runs as without.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_gemini_fan_out_shares_one_cached_content_per_agent_and_deletes_it_after() {
+    for refuse in [false, true] {
+        let g = Gemini {
+            refuse,
+            ..Gemini::default()
+        };
+        let app = axum::Router::new()
+            .route("/v1beta/models/{call}", post(gemini_generate))
+            .route("/v1beta/cachedContents", post(gemini_create))
+            .route("/v1beta/cachedContents/{id}", axum::routing::delete(gemini_delete))
+            .with_state(g.clone());
+        let (url, _task) = serve_provider(app).await;
+        let base = url.replace("/v1", "/v1beta");
+        let s = Server::start_env(
+            &[],
+            &[
+                ("LLM_DIALECT", "gemini"),
+                ("LLM_BASE_URL", &base),
+                ("LLM_API_KEY", "gemini-test-secret"),
+                ("LLM_MODEL", "gemini-test"),
+                ("LLM_TIMEOUT_S", "5"),
+            ],
+        );
+        let tree = s.create("simple_chat").await;
+        let parent = simtree_e2e::advance(&s, tree, 0, 6).await;
+        assert!(g.created.lock().unwrap().is_empty(), "a run alone creates no cache");
+        g.calls.lock().unwrap().clear();
+        let (st, r) = s
+            .post(
+                &format!("/devui/simtree/{tree}/advance_multi"),
+                &json!({"parent": parent, "turns": 1, "count": 4}),
+            )
+            .await;
+        assert_eq!(st, 200, "{r}");
+        let children: Vec<u64> = r["children"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_u64().unwrap())
+            .collect();
+        let created = g.created.lock().unwrap().clone();
+        assert!(!created.is_empty(), "the fan-out asked for caches");
+        for c in &created {
+            assert_eq!(c["model"], "models/gemini-test", "{c}");
+            assert_eq!(c["ttl"], "3600s", "{c}");
+            assert!(c["systemInstruction"]["parts"][0]["text"].is_string(), "{c}");
+        }
+        let calls = g.calls.lock().unwrap().clone();
+        let named = calls.iter().filter(|c| c["cachedContent"].is_string()).count();
+        let mut hows = std::collections::BTreeSet::new();
+        for child in &children {
+            let (_, trace) = s.get(&format!("/devui/simtree/{tree}/node/{child}/calls")).await;
+            for call in trace["calls"].as_array().unwrap() {
+                hows.insert(call["cache"]["how"].as_str().unwrap_or("").to_string());
+                if call["cache"]["how"] == "cached_content" {
+                    assert!(
+                        call["cache"]["cached_content"]
+                            .as_str()
+                            .unwrap()
+                            .starts_with("cachedContents/")
+                    );
+                    assert!(call["cached_tokens"].as_u64().unwrap() > 0, "{call}");
+                }
+            }
+        }
+        let deleted = g.deleted.lock().unwrap().clone();
+        if refuse {
+            assert_eq!(named, 0, "a refused cache is never named");
+            assert!(deleted.is_empty());
+            assert_eq!(hows, ["implicit".to_string()].into(), "plain calls");
+        } else {
+            // One cache per agent (its siblings waited for it), named by each child's calls.
+            assert_eq!(created.len(), g.caches.lock().unwrap().len() + deleted.len());
+            assert!(
+                named >= 4 * created.len(),
+                "{named} calls named {} caches",
+                created.len()
+            );
+            assert!(hows.contains("cached_content"), "{hows:?}");
+            assert_eq!(deleted.len(), created.len(), "every cache is deleted after the fan-out");
+            assert!(g.caches.lock().unwrap().is_empty());
+        }
+    }
+}
+
+/// What a plan change costs the prompt cache: the plan is in the system prompt, the first part
+/// of every prompt, so an agent whose plan is replaced repeats nothing of its earlier prompts on
+/// its next call. Two branches of one node, one with a bulletin, one with the same bulletin and
+/// a replaced plan, each run three turns; the second's cacheable share is lower. In a tree
+/// created with `prompt_layout: state_last` the plan is in the last message instead, and the
+/// replaced plan costs next to nothing. The figures are printed for docs/providers.md.
+#[tokio::test]
+async fn a_replaced_plan_costs_the_agents_cached_prefix_unless_the_state_goes_last() {
+    let (url, _fake, _task) = fake_provider(false).await;
+    let s = server_for(&url, &[]);
+    let mut drops = Vec::new();
+    for layout in [None, Some("state_last")] {
+        let mut body = json!({"scenario": "simple_chat"});
+        if let Some(l) = layout {
+            body["prompt_layout"] = json!(l);
+        }
+        let tree = simtree_e2e::ok(&s, "/devui/simtree", body).await["id"]
+            .as_u64()
+            .unwrap();
+        let node = simtree_e2e::advance(&s, tree, 0, 6).await;
+        let bulletin = json!({"op": "public_broadcast", "text": "The hall closes at noon today."});
+        let plan = json!({"op": "agent_plan_replace", "name": "Host", "plan_state": {
+            "goals": [{"id": "g1", "desc": "Close the meeting before noon", "priority": "high", "status": "pending"}],
+            "strategy": "Keep every turn short."}});
+        let mut shares = Vec::new();
+        for ops in [vec![bulletin.clone()], vec![bulletin, plan]] {
+            let b = simtree_e2e::ok(
+                &s,
+                &format!("/devui/simtree/{tree}/branch"),
+                json!({"parent": node, "ops": ops}),
+            )
+            .await;
+            let child = simtree_e2e::advance(&s, tree, b["child"].as_u64().unwrap(), 3).await;
+            let info = simtree_e2e::get_ok(&s, &format!("/devui/simtree/{tree}/node/{child}/info")).await;
+            let share = info["usage"]["cacheable_share"].as_f64().unwrap_or(0.0);
+            println!(
+                "{}: cacheable share {share:.3} of {} prompt tokens",
+                layout.unwrap_or("upstream"),
+                info["usage"]["prompt_tokens"]
+            );
+            shares.push(share);
+        }
+        drops.push(shares[0] - shares[1]);
+    }
+    assert!(drops[0] > 0.03, "a replaced plan repeats less: {drops:?}");
+    assert!(drops[1] < 0.01, "with the state last it keeps the prefix: {drops:?}");
+    let (st, r) = s
+        .post(
+            "/devui/simtree",
+            &json!({"scenario": "simple_chat", "prompt_layout": "plan_first"}),
+        )
+        .await;
+    assert!(st == 400 || st == 422, "{st} {r}");
+    assert!(r.to_string().contains("prompt_layout"), "{r}");
+}

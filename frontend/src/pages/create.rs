@@ -74,6 +74,7 @@ pub(super) fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) ->
             token_budget: budget.get().trim().parse::<u64>().ok(),
             money_budget: None,
             llm: create_llm(llm.get()).filter(|_| social()),
+            prompt_layout: None,
         };
         if creating.get_untracked() {
             return;

@@ -60,6 +60,12 @@ pub struct Agent {
     /// Upstream crashes when this is missing (spec §0.1); we default to false.
     #[serde(default)]
     pub emotion_enabled: bool,
+    /// The emotion and plan go in the last message of each prompt instead of the system
+    /// prompt (a tree created with `prompt_layout: state_last`), so that a plan change keeps the
+    /// rest of the prompt a prefix the provider has cached. Off, and absent from stored agents,
+    /// by default: the prompts are SocialSim4's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) state_last: bool,
 }
 
 /// Why a decision failed.
@@ -97,6 +103,7 @@ impl Agent {
             plan_state: PlanState::default(),
             emotion: default_emotion(),
             emotion_enabled: false,
+            state_last: false,
         }
     }
 
@@ -148,6 +155,14 @@ impl Agent {
             // Stored (and merged) but never emitted as a delta, as upstream.
             self.short_memory.append(Role::User, "Continue.");
             ctx.push(Message::new(Role::User, "Continue."));
+        }
+        if self.state_last {
+            // Read by this call only, never stored: the next prompt has the state of then.
+            let state = prompt::state_message(self);
+            match ctx.last_mut().filter(|m| m.role == Role::User) {
+                Some(last) => *last = Message::new(Role::User, format!("{}\n\n{state}", last.content)),
+                None => ctx.push(Message::new(Role::User, state)),
+            }
         }
         let attempts = self.max_repeat + 1;
         let mut attempt = 0;

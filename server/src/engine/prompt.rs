@@ -175,18 +175,48 @@ pub(crate) fn output_format(emotion_enabled: bool) -> String {
     s
 }
 
-/// Builds the full system prompt of `agent` in `scene`.
-pub fn system_prompt(agent: &Agent, scene: &SceneText) -> String {
-    let emotion_line = if agent.emotion_enabled {
+/// The agent's emotion line (empty when emotions are off).
+fn emotion_line(agent: &Agent) -> String {
+    if agent.emotion_enabled {
         format!("Your current emotion is {}.", agent.emotion)
     } else {
         String::new()
-    };
+    }
+}
+
+/// The agent's plan as the prompt shows it, with the hint to start one while it has none.
+fn plan_block(agent: &Agent) -> String {
     let mut plan_block = plan::render(&agent.plan_state);
     if agent.plan_state.goals.is_empty() && agent.plan_state.milestones.is_empty() {
         plan_block.push_str(PLAN_INIT_HINT);
         plan_block.push('\n');
     }
+    plan_block
+}
+
+/// Where the system prompt of an agent laid out with its state last points to it.
+const STATE_LAST_NOTE: &str = "Your current plan (and emotion) are in the last message of the conversation.\n";
+
+/// The state an agent laid out with its state last reads in its prompt's last message (see
+/// `Agent::state_last`): its emotion line and its plan, which change as it acts. Kept out of the
+/// system prompt so that the system prompt and the memory stay a prefix the provider has cached.
+pub(crate) fn state_message(agent: &Agent) -> String {
+    let emotion = emotion_line(agent);
+    let plan = plan_block(agent);
+    if emotion.is_empty() {
+        format!("[Your state now]\n{plan}")
+    } else {
+        format!("[Your state now]\n{emotion}\n\n{plan}")
+    }
+}
+
+/// Builds the full system prompt of `agent` in `scene`.
+pub fn system_prompt(agent: &Agent, scene: &SceneText) -> String {
+    let (emotion_line, plan_block) = if agent.state_last {
+        (String::new(), STATE_LAST_NOTE.to_string())
+    } else {
+        (emotion_line(agent), plan_block(agent))
+    };
     let mut catalogue = String::new();
     let mut usage = String::new();
     for own in &scene.own_actions {

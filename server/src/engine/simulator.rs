@@ -569,9 +569,22 @@ impl Simulator {
         self.world.llm.offline = offline;
     }
 
+    /// Lays every agent's prompts out with its emotion and plan last (see
+    /// `prompt::state_message`), for a tree created so.
+    pub fn set_state_last(&mut self) {
+        for agent in &mut self.world.agents {
+            agent.state_last = true;
+        }
+    }
+
     /// Keys the calls of the run about to start to `affinity` (see `LlmState::start_run`).
     pub fn start_run(&mut self, affinity: u64) {
         self.world.llm.start_run(affinity);
+    }
+
+    /// Tells the run's calls how many sibling runs start from its node (see `LlmState::fan_out`).
+    pub fn set_fan_out(&mut self, n: u32) {
+        self.world.llm.fan_out = n;
     }
 
     /// The `scene_prose_set` op: each part of `given` replaces that part of the prose the

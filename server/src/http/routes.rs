@@ -54,6 +54,10 @@ pub async fn create_tree(State(app): St, ApiJson(body): ApiJson<CreateRequest>) 
         None => None,
         Some(name) => Some(name.parse()?),
     };
+    let setup = crate::workbench::TreeSetup {
+        offline,
+        state_last: body.prompt_layout == Some(simtree_shared::PromptLayout::StateLast),
+    };
     let budget = crate::llm::budget::Limits {
         tokens: body.token_budget,
         calls: None,
@@ -64,7 +68,7 @@ pub async fn create_tree(State(app): St, ApiJson(body): ApiJson<CreateRequest>) 
     let tree = blocking("building the scenario", move || {
         app.wb
             .trees()
-            .create_tree_from(&scenario, body.name.as_deref(), body.seed, budget, offline)
+            .create_tree_from(&scenario, body.name.as_deref(), body.seed, budget, setup)
     })
     .await?;
     Ok(Json(tree))

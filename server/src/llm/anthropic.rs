@@ -214,8 +214,8 @@ impl Wire for AnthropicWire {
             } else {
                 CacheHow::CacheControl
             },
-            key: None,
             breakpoints,
+            ..CacheUse::default()
         }
     }
 
@@ -439,6 +439,7 @@ mod tests {
         request.cache = CacheHints {
             key: None,
             prefixes: vec![2, 3, 4],
+            ..CacheHints::default()
         };
         let config = LlmConfig::for_dialect(Dialect::Anthropic);
         assert_eq!(

@@ -16,7 +16,10 @@
 //!   after the prompt at the fork and after the prompt of the last turn (three of the four
 //!   Anthropic allows);
 //! - Gemini caches prefixes by itself (implicit caching) and reports the tokens it served
-//!   (`cachedContentTokenCount`); explicit cached contents are not used.
+//!   (`cachedContentTokenCount`); for the runs of a fan-out of [`FAN_OUT_SHARED`] or more, the
+//!   agent's prompt at the fork is named as a [`SharedPrefix`], which the provider stores once as
+//!   an explicit cached content (see `provider::HttpProvider`) and deletes when the fan-out
+//!   ends.
 //!
 //! What each call asked is recorded with it ([`super::chat::CacheUse`]), as is an estimate of
 //! the tokens that repeat a prefix sent before (the tree's "cacheable share").
@@ -24,7 +27,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::LlmState;
-use super::chat::{CacheHints, Message};
+use super::chat::{CacheHints, Message, SharedPrefix};
 
 /// A prefix of a prompt: its length in messages (system included) and a hash of its text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -40,6 +43,10 @@ pub struct Sent {
     pub fork: Option<Prefix>,
     /// The prefix fixed by the agent's last call.
     pub last: Option<Prefix>,
+    /// Whether the agent has made a call in the run under way: its first call of a run shares
+    /// its prefix with the same call of every sibling run (see `llm::warmup`).
+    #[serde(skip)]
+    pub called: bool,
 }
 
 /// The hashes of every prefix of `messages`: `out[n]` covers the first `n` messages, each by its
@@ -86,7 +93,7 @@ pub fn plan(messages: &[Message], state: &mut LlmState) -> CacheHints {
     let Some(agent) = state.speaker.clone() else {
         return CacheHints {
             key,
-            prefixes: Vec::new(),
+            ..CacheHints::default()
         };
     };
     let hashes = prefix_hashes(messages);
@@ -99,13 +106,33 @@ pub fn plan(messages: &[Message], state: &mut LlmState) -> CacheHints {
         .collect();
     prefixes.sort_unstable();
     prefixes.dedup();
+    // The prompt at the fork, when this prompt repeats it, is what every sibling run sends.
+    let shared = sent
+        .fork
+        .filter(|f| u64::from(state.fan_out) >= FAN_OUT_SHARED && prefixes.contains(&f.len))
+        .zip(key.as_ref())
+        .map(|(f, key)| SharedPrefix {
+            name: format!("{key}-{:016x}", f.hash),
+            affinity: state.affinity,
+            len: f.len,
+            runs: u64::from(state.fan_out),
+        });
     // Every message but the last is fixed: the next turn's prompt starts with them (the last
     // may still grow, as memory merges lines of one role into one message).
     if let Some(len) = messages.len().checked_sub(1).filter(|n| *n > 0) {
         sent.last = Some(Prefix { len, hash: hashes[len] });
     }
-    CacheHints { key, prefixes }
+    CacheHints {
+        key,
+        prefixes,
+        shared,
+        cached: None,
+    }
 }
+
+/// The smallest fan-out whose runs share an explicitly cached prefix: creating one costs a call
+/// and its storage, which fewer runs do not repay.
+pub const FAN_OUT_SHARED: u64 = 4;
 
 /// The share of `messages`' bytes that repeat the longest prefix in `hints` (0 without one).
 pub(crate) fn repeated_share(messages: &[Message], hints: &CacheHints) -> f64 {
@@ -179,5 +206,25 @@ mod tests {
         assert!(plan(&changed, &mut child).prefixes.is_empty());
         assert_ne!(key(99, Some("Ann")), key(99, Some("Bo")));
         assert_ne!(key(99, Some("Ann")), key(98, Some("Ann")));
+    }
+
+    #[test]
+    fn a_fan_out_of_four_names_the_prompt_at_the_fork_as_shared() {
+        let mut parent = speaking(0);
+        let _ = plan(&prompt(&["a", "b", "c"]), &mut parent);
+        for (fan_out, shared) in [(0, false), (3, false), (4, true), (8, true)] {
+            let mut child = parent.clone();
+            child.start_run(99);
+            child.fan_out = fan_out;
+            let hints = plan(&prompt(&["a", "b", "c", "d", "e"]), &mut child);
+            assert_eq!(hints.shared.is_some(), shared, "a fan-out of {fan_out}");
+            if let Some(s) = hints.shared {
+                assert_eq!((s.len, s.affinity, s.runs), (3, 99, u64::from(fan_out)));
+                assert!(s.name.starts_with(&key(99, Some("Ann"))), "{}", s.name);
+            }
+        }
+        let mut child = parent.clone();
+        child.start_run(99);
+        assert_eq!(child.fan_out, 0, "a run starts alone");
     }
 }

@@ -319,6 +319,25 @@ pub struct CacheHints {
     /// an earlier call of the same agent sent byte for byte: its prompt at the fork and its
     /// prompt on its last turn. Ascending, each shorter than the prompt.
     pub prefixes: Vec<usize>,
+    /// The prefix every run of the call's fan-out sends (the agent's prompt at the fork), when
+    /// the run is one of a fan-out: a provider with explicit caches may store it once for all.
+    pub shared: Option<SharedPrefix>,
+    /// Set by the provider: the explicit cache (its name) that holds the first `len` messages,
+    /// which the dialect then sends by name instead of as text.
+    pub cached: Option<(String, usize)>,
+}
+
+/// A prefix the sibling runs of one fan-out all send.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SharedPrefix {
+    /// Names the prefix: the runs' cache key (tree, node, agent) and a hash of the prefix.
+    pub name: String,
+    /// The runs' affinity (tree and node they start from): the fan-out whose end deletes it.
+    pub affinity: u64,
+    /// Its length in messages from the start (system included).
+    pub len: usize,
+    /// How many runs the fan-out started.
+    pub runs: u64,
 }
 
 /// How a call asked the provider's prompt cache for help, recorded with the call.
@@ -336,6 +355,9 @@ pub enum CacheHow {
     PromptCacheKey,
     /// Anthropic's `cache_control` breakpoints were placed.
     CacheControl,
+    /// The prefix was sent by name, as an explicit cache created for a fan-out (Gemini's
+    /// `cachedContents`).
+    CachedContent,
 }
 
 impl CacheHow {
@@ -346,6 +368,7 @@ impl CacheHow {
             CacheHow::Implicit => "implicit",
             CacheHow::PromptCacheKey => "prompt_cache_key",
             CacheHow::CacheControl => "cache_control",
+            CacheHow::CachedContent => "cached_content",
         }
     }
 }
@@ -362,6 +385,12 @@ pub struct CacheUse {
     /// no system prompt).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub breakpoints: Vec<u32>,
+    /// The explicit cache the prefix was sent as (`cachedContents/…`), and how many messages
+    /// it held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_content: Option<String>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_messages: u32,
 }
 
 impl ChatRequest {

@@ -170,6 +170,33 @@ impl<'de> Deserialize<'de> for ApiKey {
     }
 }
 
+/// How the calls that share a prefix the provider has not cached yet are let go (`LLM_WARM_UP`,
+/// see `llm::warmup`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WarmUpMode {
+    /// All together, as they come.
+    Off,
+    /// The first alone, the others together once it is answered.
+    #[default]
+    First,
+    /// One at a time: each once the one before it is answered (for servers whose parallel
+    /// slots do not share a cached prefix, such as llama.cpp's `llama-server`).
+    Serial,
+}
+
+impl std::str::FromStr for WarmUpMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<WarmUpMode, String> {
+        match s {
+            "off" | "false" | "0" => Ok(WarmUpMode::Off),
+            "first" | "on" | "true" | "1" => Ok(WarmUpMode::First),
+            "serial" => Ok(WarmUpMode::Serial),
+            other => Err(format!("{other:?} is not off, first or serial")),
+        }
+    }
+}
+
 /// How the OpenAI dialect asks for structured output. Real OpenAI, vLLM and llama.cpp's own
 /// server take `json_schema`; llama-cpp-python's server only knows `json_object` with a `schema`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -260,6 +287,9 @@ pub struct LlmConfig {
     /// Send identical calls that runs of one fan-out have in flight at once to the provider
     /// once (`LLM_COALESCE`, default on; see `llm::coalesce`).
     pub coalesce: bool,
+    /// How the calls that share a prefix the provider has not cached yet go (`LLM_WARM_UP`,
+    /// default `first`: the first alone, the others once it is answered; see `llm::warmup`).
+    pub warm_up: WarmUpMode,
 }
 
 impl Default for LlmConfig {
@@ -295,6 +325,7 @@ impl LlmConfig {
             stream: true,
             prompt_cache: true,
             coalesce: true,
+            warm_up: WarmUpMode::First,
         }
     }
 
@@ -334,7 +365,8 @@ impl LlmConfig {
     /// `LLM_FREQUENCY_PENALTY`, `LLM_PRESENCE_PENALTY`, `LLM_MAX_TOKENS`, `LLM_TIMEOUT_S`,
     /// `LLM_MAX_RETRIES`, `LLM_RETRY_BACKOFF_S`, `LLM_MAX_BACKOFF_S`, `LLM_MAX_CONCURRENCY`,
     /// `LLM_REQUESTS_PER_S`, `LLM_ANTHROPIC_VERSION`, `LLM_OPENAI_JSON_MODE`,
-    /// `LLM_MAX_RESPONSE_BYTES`, `LLM_PREFIX_AFFINITY`, `LLM_STREAM`, `LLM_PROMPT_CACHE`, `LLM_COALESCE`.
+    /// `LLM_MAX_RESPONSE_BYTES`, `LLM_PREFIX_AFFINITY`, `LLM_STREAM`, `LLM_PROMPT_CACHE`, `LLM_COALESCE`,
+    /// `LLM_WARM_UP`.
     ///
     /// As upstream, an empty or zero numeric setting keeps the default; an unparsable one is an
     /// error naming the variable.
@@ -358,6 +390,13 @@ impl LlmConfig {
             stream: env_bool(&get, "LLM_STREAM")?,
             prompt_cache: env_bool(&get, "LLM_PROMPT_CACHE")?,
             coalesce: env_bool(&get, "LLM_COALESCE")?,
+            warm_up: get("LLM_WARM_UP")
+                .map(|v| {
+                    v.to_ascii_lowercase()
+                        .parse()
+                        .map_err(|m| ConfigError::new("LLM_WARM_UP", m))
+                })
+                .transpose()?,
             api_key: get("LLM_API_KEY").and_then(ApiKey::new),
             temperature: env_num(&get, "LLM_TEMPERATURE")?,
             top_p: env_num(&get, "LLM_TOP_P")?,
@@ -460,7 +499,8 @@ impl LlmConfig {
             prefix_affinity,
             stream,
             prompt_cache,
-            coalesce
+            coalesce,
+            warm_up
         );
         if let Some(u) = &o.base_url {
             self.base_url = Some(u.clone());
@@ -606,6 +646,8 @@ pub struct LlmOverride {
     pub prompt_cache: Option<bool>,
     /// Coalesce identical calls in flight at once (see [`LlmConfig::coalesce`]).
     pub coalesce: Option<bool>,
+    /// How the calls that share a prefix not cached yet go (see [`LlmConfig::warm_up`]).
+    pub warm_up: Option<WarmUpMode>,
 }
 
 /// One scenario's section of the config file: its own override plus per-agent ones.

@@ -22,10 +22,10 @@
 use serde_json::{Map, Value, json};
 
 use super::LlmError;
-use super::chat::{ChatRequest, ChatResponse, Message, Role, ToolCall, ToolChoice, Usage};
+use super::chat::{CacheHow, CacheUse, ChatRequest, ChatResponse, Message, Role, ToolCall, ToolChoice, Usage};
 use super::config::{Dialect, LlmConfig};
 use super::schema;
-use super::wire::{StreamError, StreamReader, Wire, event_json};
+use super::wire::{ExplicitCache, StreamError, StreamReader, Wire, event_json};
 
 /// Finish reasons that mean a filter withheld the answer.
 const BLOCKED: [&str; 6] = [
@@ -113,11 +113,21 @@ impl Wire for GeminiWire {
     }
 
     fn body(&self, config: &LlmConfig, request: &ChatRequest) -> Value {
-        let contents = contents(&request.messages);
         let mut b = Map::new();
-        b.insert("contents".into(), Value::Array(contents));
-        if let Some(sys) = request.system_text() {
-            b.insert("systemInstruction".into(), json!({"parts": [{"text": sys}]}));
+        match &request.cache.cached {
+            // The cached content holds the system instruction and the first messages: only the
+            // rest is sent (a request naming a cache may not set its own system instruction).
+            Some((name, len)) => {
+                let rest = contents(&request.messages[(*len).min(request.messages.len())..]);
+                b.insert("contents".into(), Value::Array(rest));
+                b.insert("cachedContent".into(), json!(name));
+            }
+            None => {
+                b.insert("contents".into(), Value::Array(contents(&request.messages)));
+                if let Some(sys) = request.system_text() {
+                    b.insert("systemInstruction".into(), json!({"parts": [{"text": sys}]}));
+                }
+            }
         }
         let mut g = Map::new();
         g.insert(
@@ -171,6 +181,25 @@ impl Wire for GeminiWire {
 
     fn stream_reader(&self) -> Box<dyn StreamReader> {
         Box::new(GeminiStream::default())
+    }
+
+    fn cache(&self, _config: &LlmConfig, request: &ChatRequest) -> CacheUse {
+        match &request.cache.cached {
+            Some((name, len)) => CacheUse {
+                how: CacheHow::CachedContent,
+                cached_content: Some(name.clone()),
+                cached_messages: *len as u32,
+                ..CacheUse::default()
+            },
+            None => CacheUse {
+                how: CacheHow::Implicit,
+                ..CacheUse::default()
+            },
+        }
+    }
+
+    fn explicit_cache(&self) -> Option<&dyn ExplicitCache> {
+        Some(self)
     }
 
     fn parse(&self, body: &Value) -> Result<ChatResponse, LlmError> {
@@ -242,6 +271,41 @@ impl Wire for GeminiWire {
             retries: 0,
             cache: None, // set by the provider, which knows what it sent
         })
+    }
+}
+
+/// `cachedContents`: `POST {base}/cachedContents` with the model, the system instruction and
+/// the first messages as `contents`, and a `ttl`; the answer's `name` (`cachedContents/…`) is
+/// sent as `cachedContent` by the calls that use it; `DELETE {base}/{name}` removes it.
+impl ExplicitCache for GeminiWire {
+    /// Gemini 2.5's documented minimums: 4,096 tokens for Pro models, 1,024 for the others.
+    fn minimum_tokens(&self, config: &LlmConfig) -> u64 {
+        if config.model.contains("pro") { 4096 } else { 1024 }
+    }
+
+    fn create(&self, config: &LlmConfig, request: &ChatRequest, len: usize, ttl_s: u64) -> (String, Value) {
+        let prefix = &request.messages[..len.min(request.messages.len())];
+        let model = config.model.trim_start_matches("models/");
+        let mut b = Map::new();
+        b.insert("model".into(), json!(format!("models/{model}")));
+        b.insert("contents".into(), Value::Array(contents(prefix)));
+        if let Some(sys) = request.system_text() {
+            b.insert("systemInstruction".into(), json!({"parts": [{"text": sys}]}));
+        }
+        b.insert("ttl".into(), json!(format!("{ttl_s}s")));
+        (format!("{}/cachedContents", config.endpoint()), Value::Object(b))
+    }
+
+    fn name(&self, answer: &Value) -> Option<String> {
+        answer
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|n| n.starts_with("cachedContents/"))
+            .map(str::to_string)
+    }
+
+    fn delete_url(&self, config: &LlmConfig, name: &str) -> String {
+        format!("{}/{name}", config.endpoint())
     }
 }
 

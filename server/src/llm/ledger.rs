@@ -24,6 +24,7 @@ use super::coalesce::{CallKey, Coalescer, Turn};
 use super::config::Dialect;
 use super::provider::ChatProvider;
 use super::record::LlmRecord;
+use super::warmup::{WarmKey, WarmUp};
 use super::{BoxFuture, LlmClient, LlmError, LlmState};
 
 /// A stable hash of a request's messages (FNV-1a 64 over the role and content of each message's
@@ -165,6 +166,9 @@ pub struct MeteredClient {
     pub watch: Watch,
     /// Where identical calls of runs from one node meet (`None`: coalescing is off).
     pub coalesce: Option<Arc<Coalescer>>,
+    /// Where the first calls of sibling runs wait for the first of them to warm the provider's
+    /// cache, and whether they then go one at a time (`None`: the warm-up gate is off).
+    pub warm_up: Option<(Arc<WarmUp>, bool)>,
 }
 
 impl LlmClient for MeteredClient {
@@ -188,9 +192,24 @@ impl LlmClient for MeteredClient {
                 self.provider.dialect(),
                 Dialect::OpenAi | Dialect::Gemini | Dialect::Anthropic
             );
-            let coalescer = self.coalesce.as_ref().filter(|_| networked && state.affinity != 0);
+            let run = networked && state.affinity != 0;
+            // An agent's first call of a run shares its prefix with the sibling runs' (held by
+            // the warm-up gate until the first of them is answered).
+            let first = match (run, state.speaker.as_ref()) {
+                (true, Some(agent)) => state
+                    .prefixes
+                    .get_mut(agent)
+                    .is_some_and(|s| !std::mem::replace(&mut s.called, true)),
+                _ => false,
+            };
+            let warm = state.speaker.clone().filter(|_| first).map(|agent| WarmKey {
+                provider: self.provider.label(),
+                affinity: state.affinity,
+                agent,
+            });
+            let coalescer = self.coalesce.as_ref().filter(|_| run);
             let Some(coalescer) = coalescer else {
-                let (text, record) = self.call(&request, state).await?;
+                let (text, record) = self.call(&request, state, warm).await?;
                 self.ledger.keep(record).await;
                 return Ok(text);
             };
@@ -203,7 +222,7 @@ impl LlmClient for MeteredClient {
             loop {
                 match coalescer.join(key.clone()) {
                     Turn::Lead(leader) => {
-                        let answer = self.call(&request, state).await;
+                        let answer = self.call(&request, state, warm.clone()).await;
                         leader.finish(&answer);
                         let (text, record) = answer?;
                         self.ledger.keep(record).await;
@@ -228,10 +247,30 @@ impl LlmClient for MeteredClient {
 }
 
 impl MeteredClient {
-    /// One metered call: the reply's text and its record, not yet kept.
-    async fn call(&self, request: &ChatRequest, state: &mut LlmState) -> Result<(String, LlmRecord), LlmError> {
+    /// One metered call: the reply's text and its record, not yet kept. With `warm` (an
+    /// agent's first call of a run), it first passes the warm-up gate.
+    async fn call(
+        &self,
+        request: &ChatRequest,
+        state: &mut LlmState,
+        warm: Option<WarmKey>,
+    ) -> Result<(String, LlmRecord), LlmError> {
+        let gate = self.warm_up.as_ref().map(|(gate, _)| gate);
+        let lead = match (&self.warm_up, warm) {
+            (Some((gate, serial)), Some(key)) => gate.enter(key, *serial).await,
+            _ => None,
+        };
         let budget = self.budget.as_deref();
-        let (response, record) = metered_record(&*self.provider, budget, request, state, |r| r.text.clone()).await?;
+        let result = metered_record(&*self.provider, budget, request, state, |r| r.text.clone()).await;
+        if let (Some(gate), Ok((_, record))) = (gate, &result)
+            && record.cached_tokens > 0
+        {
+            gate.saw_cache(&self.provider.label());
+        }
+        if let Some(lead) = lead {
+            lead.finish(result.is_ok());
+        }
+        let (response, record) = result?;
         Ok((response.text, record))
     }
 }

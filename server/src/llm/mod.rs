@@ -42,6 +42,7 @@ pub mod record;
 pub mod resilience;
 pub mod schema;
 pub mod stream;
+pub mod warmup;
 pub mod wire;
 
 pub use chat::{ChatRequest, ChatResponse, JsonSchema, Message, Role, ToolCall, ToolChoice, ToolSpec, Usage};
@@ -101,6 +102,11 @@ pub struct LlmState {
     /// to the run's affinity key.
     #[serde(skip)]
     pub served_by: BTreeMap<String, usize>,
+    /// How many sibling runs started from the run's node together (a fan-out), 0 when the run
+    /// is alone: a fan-out of several may share an explicitly cached prefix (Gemini's
+    /// `cachedContents`, see `llm::cache`). Not stored.
+    #[serde(skip)]
+    pub fan_out: u32,
 }
 
 impl LlmState {
@@ -108,8 +114,10 @@ impl LlmState {
     /// [`LlmState::affinity`]): what each agent sent last becomes its prompt at the fork.
     pub fn start_run(&mut self, affinity: u64) {
         self.affinity = affinity;
+        self.fan_out = 0;
         for sent in self.prefixes.values_mut() {
             sent.fork = sent.last;
+            sent.called = false;
         }
     }
 }

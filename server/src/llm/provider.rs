@@ -20,12 +20,13 @@ use std::time::{Instant, SystemTime};
 
 use serde_json::Value;
 
+use super::cache::FAN_OUT_SHARED;
 use super::chat::{ChatRequest, ChatResponse, JsonSchema, Message, StreamSink};
 use super::config::{ApiKey, ConfigError, Dialect, LlmConfig, OpenAiJsonMode};
 use super::endpoints::{LoadBoard, Sharing, share_load};
 use super::resilience::{Failure, Gate, RetryPolicy, retry_after, with_retries};
 use super::stream::{Scrubber, SseParser};
-use super::wire::Wire;
+use super::wire::{ExplicitCache, Wire};
 use super::{BoxFuture, LlmClient, LlmError, LlmState, MockClient, anthropic, gemini, openai, schema};
 
 impl ChatResponse {
@@ -58,6 +59,12 @@ pub trait ChatProvider: Send + Sync {
         request: &'a ChatRequest,
         state: &'a mut LlmState,
     ) -> BoxFuture<'a, Result<ChatResponse, LlmError>>;
+
+    /// The fan-out of runs keyed `affinity` ended: what the provider keeps for it (explicit
+    /// caches) is removed. Nothing to do for most.
+    fn end_fan_out(&self, _affinity: u64) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
 }
 
 /// Everything one call produced, handed to a [`ProviderClient`]'s observer (accounting and
@@ -207,7 +214,18 @@ pub struct Endpoint {
     /// Set when this server refused `prompt_cache_key` (a field it does not know): it is not
     /// sent to it again.
     refuses_cache_key: std::sync::atomic::AtomicBool,
+    /// The explicit caches created on this server for fan-outs, by shared prefix name: the
+    /// fan-out's affinity and the cache's name once created (`None`: creating it failed, and
+    /// the fan-out's calls go without).
+    explicit: Mutex<HashMap<String, (u64, ExplicitCell)>>,
 }
+
+/// One explicit cache, created once by the first call that needs it while the others wait.
+type ExplicitCell = Arc<tokio::sync::OnceCell<Option<String>>>;
+
+/// How long an explicit cache lives at most: it is deleted when its fan-out ends, and expires by
+/// itself if that never comes (a process that stopped, a run taken by a worker elsewhere).
+const EXPLICIT_TTL_S: u64 = 3600;
 
 impl Endpoint {
     pub(crate) fn from_config(config: &LlmConfig) -> Endpoint {
@@ -216,11 +234,16 @@ impl Endpoint {
             json_mode: Mutex::new(None),
             streams_without_usage: Default::default(),
             refuses_cache_key: Default::default(),
+            explicit: Default::default(),
         }
     }
 
     pub fn gate(&self) -> &Arc<Gate> {
         &self.gate
+    }
+
+    fn lock_explicit(&self) -> std::sync::MutexGuard<'_, HashMap<String, (u64, ExplicitCell)>> {
+        self.explicit.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The structured-output form this server accepted after refusing the configured one.
@@ -244,7 +267,7 @@ pub struct HttpProvider<W: Wire> {
 
 /// How an attempt ended when it did not fail outright.
 enum Reply {
-    Done(ChatResponse),
+    Done(Box<ChatResponse>),
     /// The server refused the request's `response_format` (a 400, 422 or 500 whose body names
     /// it): the other form may work. Carries the server's reason.
     FormatRefused(String),
@@ -392,10 +415,10 @@ impl<W: Wire> HttpProvider<W> {
     /// A 2xx body read as the dialect's response, the key masked in it.
     fn done(&self, json: &Value) -> Result<Reply, Failure> {
         let response = self.wire.parse(json).map_err(|e| Failure::Fatal(self.scrub_error(e)))?;
-        Ok(Reply::Done(match &self.config.api_key {
+        Ok(Reply::Done(Box::new(match &self.config.api_key {
             Some(k) => redact_response(k, response),
             None => response,
-        }))
+        })))
     }
 
     async fn attempt(&self, url: &str, body: &Value, sink: Option<&dyn StreamSink>) -> Result<Reply, Failure> {
@@ -590,9 +613,115 @@ fn error_detail(bytes: &[u8]) -> String {
 }
 
 impl<W: Wire> HttpProvider<W> {
+    /// One call, its shared prefix sent as an explicit cache when one serves it; a call that
+    /// fails so is sent again as plain text (the cache may have expired), and the cache is
+    /// not used again.
+    async fn call(&self, request: &ChatRequest, start: Instant) -> Result<ChatResponse, LlmError> {
+        let Some(cached) = self.explicit_cache(request).await else {
+            return self.call_as(request, start).await;
+        };
+        let mut named = request.clone();
+        named.cache.cached = Some(cached.clone());
+        match self.call_as(&named, start).await {
+            Err(e) if !matches!(e, LlmError::Refused(_)) => {
+                tracing::warn!(provider = %self.label(), error = %e, cache = %cached.0,
+                    "a call naming an explicit cache failed; it goes again without");
+                if let Some(shared) = &request.cache.shared {
+                    self.endpoint.lock_explicit().remove(&shared.name);
+                }
+                self.call_as(request, start).await
+            }
+            other => other,
+        }
+    }
+
+    /// The explicit cache (name, messages it holds) for `request`'s shared prefix, created by
+    /// the first call of the fan-out that asks: only for a dialect that has them, with the
+    /// prompt cache on, for a plain request of a fan-out of [`FAN_OUT_SHARED`] or more whose
+    /// prefix is above the provider's minimum (estimated at four bytes a token).
+    async fn explicit_cache(&self, request: &ChatRequest) -> Option<(String, usize)> {
+        let ec = self.wire.explicit_cache()?;
+        let shared = request.cache.shared.as_ref()?;
+        let plain = request.tools.is_empty() && request.response_schema.is_none();
+        if !self.config.prompt_cache || !plain || shared.runs < FAN_OUT_SHARED {
+            return None;
+        }
+        let prefix = request.messages.get(..shared.len)?;
+        let bytes: usize = prefix.iter().map(|m| m.content.len()).sum();
+        if (bytes as u64) / 4 < ec.minimum_tokens(&self.config) {
+            return None;
+        }
+        let cell = self
+            .endpoint
+            .lock_explicit()
+            .entry(shared.name.clone())
+            .or_insert_with(|| (shared.affinity, Arc::default()))
+            .1
+            .clone();
+        let name = cell
+            .get_or_init(|| self.create_explicit(ec, request, shared.len))
+            .await
+            .clone()?;
+        Some((name, shared.len))
+    }
+
+    /// Creates an explicit cache of the first `len` messages of `request`: its name, or `None`
+    /// (logged) when the server refuses or cannot be reached.
+    async fn create_explicit(&self, ec: &dyn ExplicitCache, request: &ChatRequest, len: usize) -> Option<String> {
+        let (url, body) = ec.create(&self.config, request, len, EXPLICIT_TTL_S);
+        let answer = self.explicit_request(self.http.post(&url).json(&body)).await;
+        let name = answer.as_ref().ok().and_then(|v| ec.name(v));
+        if name.is_none() {
+            let why = answer.map_or_else(|e| e.to_string(), |_| "the answer names no cache".into());
+            tracing::warn!(provider = %self.label(), reason = %why,
+                "an explicit prompt cache could not be created; the fan-out's calls go without");
+        }
+        name
+    }
+
+    /// Sends a request of the explicit-cache API (with the dialect's headers, within the
+    /// attempt timeout): its JSON answer, or why not (the key masked).
+    async fn explicit_request(&self, req: reqwest::RequestBuilder) -> Result<Value, LlmError> {
+        let failed = |e: reqwest::Error| LlmError::Request(self.scrub(e.to_string()));
+        let mut req = req.timeout(self.config.timeout());
+        for (name, value) in self.wire.headers(&self.config) {
+            req = req.header(name, value);
+        }
+        let resp = req.send().await.map_err(failed)?;
+        let status = resp.status();
+        let bytes = resp.bytes().await.map_err(failed)?;
+        if !status.is_success() {
+            return Err(LlmError::Request(
+                self.scrub(format!("HTTP {status}{}", error_detail(&bytes))),
+            ));
+        }
+        Ok(serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    }
+
+    /// Deletes the explicit caches created for the fan-out keyed `affinity`.
+    async fn delete_explicit(&self, affinity: u64) {
+        let Some(ec) = self.wire.explicit_cache() else { return };
+        let cells: Vec<ExplicitCell> = {
+            let mut map = self.endpoint.lock_explicit();
+            let keys: Vec<String> = map
+                .iter()
+                .filter(|(_, (a, _))| *a == affinity)
+                .map(|(k, _)| k.clone())
+                .collect();
+            keys.iter().filter_map(|k| map.remove(k)).map(|(_, c)| c).collect()
+        };
+        for name in cells.iter().filter_map(|c| c.get().cloned().flatten()) {
+            let url = ec.delete_url(&self.config, &name);
+            if let Err(why) = self.explicit_request(self.http.delete(&url)).await {
+                tracing::warn!(provider = %self.label(), cache = %name, reason = %why,
+                    "an explicit prompt cache could not be deleted; it expires by itself");
+            }
+        }
+    }
+
     /// One call: the request in the structured-output form the endpoint takes (switching once
     /// when the server refuses it), retries included.
-    async fn call(&self, request: &ChatRequest, start: Instant) -> Result<ChatResponse, LlmError> {
+    async fn call_as(&self, request: &ChatRequest, start: Instant) -> Result<ChatResponse, LlmError> {
         let url = self.wire.url(&self.config, request);
         let label = self.label();
         let first = self
@@ -600,7 +729,7 @@ impl<W: Wire> HttpProvider<W> {
             .learned_json_mode()
             .unwrap_or(self.config.openai_json_mode);
         let switchable = request.response_schema.is_some() && self.wire.dialect() == Dialect::OpenAi;
-        let mut response = match self.send(&url, request, first).await? {
+        let mut response = *match self.send(&url, request, first).await? {
             Reply::Done(r) => r,
             Reply::FormatRefused(reason) if switchable => {
                 let other = first.other();
@@ -646,6 +775,10 @@ impl<W: Wire> ChatProvider for HttpProvider<W> {
 
     fn max_tokens(&self) -> Option<u32> {
         Some(self.config.max_tokens)
+    }
+
+    fn end_fan_out(&self, affinity: u64) -> BoxFuture<'_, ()> {
+        Box::pin(self.delete_explicit(affinity))
     }
 
     /// Logs one line per call — `debug` with the latency and tokens, `warn` for a failure or a
@@ -807,6 +940,14 @@ impl ChatProvider for EndpointSet {
         }
         self.members[i].0.chat(request, state)
     }
+
+    fn end_fan_out(&self, affinity: u64) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            for (member, _) in &self.members {
+                member.end_fan_out(affinity).await;
+            }
+        })
+    }
 }
 
 /// Hands out providers so that everything aimed at one endpoint shares one [`Endpoint`]: the
@@ -892,6 +1033,18 @@ impl ProviderPool {
         }
         drop(inner);
         Some(share_load(sharing))
+    }
+
+    /// Ends the fan-out keyed `affinity` on every provider built (see
+    /// [`ChatProvider::end_fan_out`]).
+    pub async fn end_fan_out(&self, affinity: u64) {
+        let providers: Vec<Arc<dyn ChatProvider>> = {
+            let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+            inner.providers.iter().map(|(_, p)| p.clone()).collect()
+        };
+        for p in providers {
+            p.end_fan_out(affinity).await;
+        }
     }
 
     /// The gate shared by every provider for this config's endpoint, if one was built.

@@ -39,6 +39,25 @@ pub trait Wire: Send + Sync + 'static {
     fn stream_reader(&self) -> Box<dyn StreamReader> {
         unreachable!("only dialects that stream are asked for a stream reader")
     }
+
+    /// The provider's explicit prompt caches, when it has them (Gemini's `cachedContents`).
+    fn explicit_cache(&self) -> Option<&dyn ExplicitCache> {
+        None
+    }
+}
+
+/// A provider's explicit prompt caches: resources created for a prefix, sent by name, deleted
+/// when no longer needed. Pure, as [`Wire`]: the provider does the calls.
+pub trait ExplicitCache: Send + Sync {
+    /// The fewest prompt tokens the provider caches explicitly (a smaller prefix is refused).
+    fn minimum_tokens(&self, config: &LlmConfig) -> u64;
+    /// The URL and body that create a cache of the first `len` messages of `request`, kept for
+    /// at most `ttl_s` seconds.
+    fn create(&self, config: &LlmConfig, request: &ChatRequest, len: usize, ttl_s: u64) -> (String, Value);
+    /// The created cache's name, from the creating call's answer.
+    fn name(&self, answer: &Value) -> Option<String>;
+    /// The URL that deletes the cache `name` (with `DELETE`).
+    fn delete_url(&self, config: &LlmConfig, name: &str) -> String;
 }
 
 /// Reads one streamed reply, event by event, into the JSON body the same reply would have had

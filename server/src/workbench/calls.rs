@@ -116,6 +116,7 @@ fn call_cache(c: &CacheUse) -> CallCache {
         how: c.how.as_str().to_string(),
         key: c.key.clone(),
         breakpoints: c.breakpoints.clone(),
+        cached_content: c.cached_content.clone(),
     }
 }
 

@@ -54,6 +54,10 @@ pub(super) struct RunSpec {
     /// none: their trees had no budget).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<Box<JobBudget>>,
+    /// How many runs of one fan-out start from `parent` with this one (jobs of earlier versions
+    /// have none: their runs never share an explicitly cached prefix).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fan_out: Option<u64>,
 }
 
 /// A tree's budget as a job carries it: the tree's caps (none when only an exploration of it
@@ -86,6 +90,9 @@ impl RunSpec {
         }
         if let Some(seed) = self.reseed {
             sim.reseed(seed);
+        }
+        if let Some(n) = self.fan_out {
+            sim.set_fan_out(n);
         }
         sim
     }
@@ -120,6 +127,7 @@ impl Pending {
                 reseed: None,
                 replay,
                 budget: None,
+                fan_out: None,
             },
             budget: None,
         }

@@ -929,7 +929,7 @@ class CallCache(BaseModel):
     how: Annotated[
         str,
         Field(
-            description="`prompt_cache_key` (OpenAI's key was sent), `cache_control` (Anthropic's breakpoints were\nplaced), `implicit` (nothing to send: the provider caches prefixes by itself, as Gemini\nand OpenAI-compatible servers do) or `none` (nothing asked, nothing cached)."
+            description="`prompt_cache_key` (OpenAI's key was sent), `cache_control` (Anthropic's breakpoints were\nplaced), `cached_content` (the prefix was sent as an explicit cache), `implicit` (nothing to send: the provider caches prefixes by itself, as Gemini\nand OpenAI-compatible servers do) or `none` (nothing asked, nothing cached)."
         ),
     ]
     key: Annotated[
@@ -942,6 +942,12 @@ class CallCache(BaseModel):
         list[Breakpoint] | None,
         Field(
             description='Where the `cache_control` breakpoints were put, as prefix lengths in prompt messages\n(1: after the system prompt and tools; 0: after the tools).'
+        ),
+    ] = None
+    cached_content: Annotated[
+        str | None,
+        Field(
+            description="The explicit cache the call's prefix was sent as (`cached_content`: Gemini's\n`cachedContents/…`, created for a fan-out and deleted after it)."
         ),
     ] = None
 
@@ -1607,6 +1613,12 @@ class CreateRequest(BaseModel):
         str | None,
         Field(
             description="An offline player for this tree whatever the server's default: `mock` or `scripted`."
+        ),
+    ] = None
+    prompt_layout: Annotated[
+        Literal['upstream', 'state_last'] | None,
+        Field(
+            description="How social agents' prompts are laid out: `upstream` (the default, SocialSim4's) or\n`state_last` (the emotion and plan in the last message instead of the system prompt, so\nthat a plan change keeps the provider's cached prefix). An extension."
         ),
     ] = None
 

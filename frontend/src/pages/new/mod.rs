@@ -505,6 +505,7 @@ fn Actions(
             token_budget: None,
             money_budget: money.get_untracked().trim().parse().ok(),
             llm: super::create::create_llm(llm.get_untracked()).filter(|_| social()),
+            prompt_layout: None,
         };
         creating.set(true);
         create_error.set(None);
