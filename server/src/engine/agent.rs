@@ -133,12 +133,13 @@ impl Agent {
         self.properties.get("role").and_then(Value::as_str)
     }
 
-    /// Makes one decision (spec §1.3.2), with the system prompt `system_prompt` writes for this
-    /// agent as it is now. Events (`emotion_update`, `plan_update`, the assistant
-    /// `agent_ctx_delta`) are pushed to `out` in upstream's order.
+    /// Makes one decision (spec §1.3.2), with the prompt `prompt` writes for this agent as it is
+    /// now: its system prompt and, for an agent whose state goes last, the state message. Events
+    /// (`emotion_update`, `plan_update`, the assistant `agent_ctx_delta`) are pushed to `out` in
+    /// upstream's order.
     pub async fn process(
         &mut self,
-        system_prompt: impl FnOnce(&Agent) -> String,
+        prompt: impl FnOnce(&Agent) -> (String, Option<String>),
         llm: &dyn LlmClient,
         llm_state: &mut LlmState,
         out: &mut Vec<Event>,
@@ -147,8 +148,9 @@ impl Agent {
         if self.short_memory.len() == self.last_history_length && !initiative {
             return Ok(Decision::Idle);
         }
+        let (system, state) = prompt(self);
         let mut ctx = Vec::with_capacity(self.short_memory.len() + 2);
-        ctx.push(Message::new(Role::System, system_prompt(self)));
+        ctx.push(Message::new(Role::System, system));
         ctx.extend(self.short_memory.iter().cloned());
         let last_is_assistant = ctx.len() >= 2 && ctx.last().is_some_and(|m| m.role == Role::Assistant);
         if initiative || last_is_assistant {
@@ -156,13 +158,9 @@ impl Agent {
             self.short_memory.append(Role::User, "Continue.");
             ctx.push(Message::new(Role::User, "Continue."));
         }
-        if self.state_last {
+        if let Some(state) = state {
             // Read by this call only, never stored: the next prompt has the state of then.
-            let state = prompt::state_message(self);
-            match ctx.last_mut().filter(|m| m.role == Role::User) {
-                Some(last) => *last = Message::new(Role::User, format!("{}\n\n{state}", last.content)),
-                None => ctx.push(Message::new(Role::User, state)),
-            }
+            state_last(&mut ctx, state);
         }
         let attempts = self.max_repeat + 1;
         let mut attempt = 0;
@@ -225,6 +223,15 @@ impl Agent {
     }
 }
 
+/// Puts an agent's state message last in its context `ctx`: into its last user message, or as
+/// one of its own.
+pub(crate) fn state_last(ctx: &mut Vec<Message>, state: String) {
+    match ctx.last_mut().filter(|m| m.role == Role::User) {
+        Some(last) => *last = Message::new(Role::User, format!("{}\n\n{state}", last.content)),
+        None => ctx.push(Message::new(Role::User, state)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,8 +241,8 @@ mod tests {
     use std::sync::Mutex;
 
     /// The system prompt of an agent in no scene.
-    fn no_scene(agent: &Agent) -> String {
-        crate::engine::prompt::system_prompt(agent, &crate::engine::prompt::SceneText::default())
+    fn no_scene(agent: &Agent) -> (String, Option<String>) {
+        crate::engine::prompt::agent_prompt(agent, &crate::engine::prompt::SceneText::default())
     }
 
     /// Answers with canned replies in order and records each request.

@@ -210,6 +210,15 @@ pub(crate) fn state_message(agent: &Agent) -> String {
     }
 }
 
+/// What `agent`'s next decision in `scene` sends before its memory and after it: its system
+/// prompt, and its state message when its state goes last.
+pub(crate) fn agent_prompt(agent: &Agent, scene: &SceneText) -> (String, Option<String>) {
+    (
+        system_prompt(agent, scene),
+        agent.state_last.then(|| state_message(agent)),
+    )
+}
+
 /// Builds the full system prompt of `agent` in `scene`.
 pub fn system_prompt(agent: &Agent, scene: &SceneText) -> String {
     let (emotion_line, plan_block) = if agent.state_last {

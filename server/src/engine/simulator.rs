@@ -483,9 +483,13 @@ impl Simulator {
     fn context(&self, idx: usize) -> Vec<Message> {
         let agent = &self.world.agents[idx];
         let text = self.prompt_text(idx);
+        let (system, state) = super::prompt::agent_prompt(agent, &text);
         let mut ctx = Vec::with_capacity(agent.short_memory.len() + 2);
-        ctx.push(Message::new(Role::System, super::prompt::system_prompt(agent, &text)));
+        ctx.push(Message::new(Role::System, system));
         ctx.extend(agent.short_memory.iter().cloned());
+        if let Some(state) = state {
+            super::agent::state_last(&mut ctx, state);
+        }
         ctx
     }
 
@@ -636,7 +640,7 @@ impl Simulator {
             ..
         } = &mut self.world;
         agents[idx]
-            .process(|a| super::prompt::system_prompt(a, &text), llm, state, out, initiative)
+            .process(|a| super::prompt::agent_prompt(a, &text), llm, state, out, initiative)
             .await
     }
 

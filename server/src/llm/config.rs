@@ -185,18 +185,6 @@ pub enum WarmUpMode {
     Serial,
 }
 
-impl std::str::FromStr for WarmUpMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<WarmUpMode, String> {
-        match s {
-            "off" | "false" | "0" => Ok(WarmUpMode::Off),
-            "first" | "on" | "true" | "1" => Ok(WarmUpMode::First),
-            "serial" => Ok(WarmUpMode::Serial),
-            other => Err(format!("{other:?} is not off, first or serial")),
-        }
-    }
-}
-
 /// How the OpenAI dialect asks for structured output. Real OpenAI, vLLM and llama.cpp's own
 /// server take `json_schema`; llama-cpp-python's server only knows `json_object` with a `schema`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -390,13 +378,18 @@ impl LlmConfig {
             stream: env_bool(&get, "LLM_STREAM")?,
             prompt_cache: env_bool(&get, "LLM_PROMPT_CACHE")?,
             coalesce: env_bool(&get, "LLM_COALESCE")?,
-            warm_up: get("LLM_WARM_UP")
-                .map(|v| {
-                    v.to_ascii_lowercase()
-                        .parse()
-                        .map_err(|m| ConfigError::new("LLM_WARM_UP", m))
-                })
-                .transpose()?,
+            warm_up: match get("LLM_WARM_UP").map(|v| v.to_ascii_lowercase()).as_deref() {
+                None => None,
+                Some("off" | "false" | "0") => Some(WarmUpMode::Off),
+                Some("first" | "on" | "true" | "1") => Some(WarmUpMode::First),
+                Some("serial") => Some(WarmUpMode::Serial),
+                Some(other) => {
+                    return Err(ConfigError::new(
+                        "LLM_WARM_UP",
+                        format!("{other:?} is not off, first or serial"),
+                    ));
+                }
+            },
             api_key: get("LLM_API_KEY").and_then(ApiKey::new),
             temperature: env_num(&get, "LLM_TEMPERATURE")?,
             top_p: env_num(&get, "LLM_TOP_P")?,
