@@ -1437,6 +1437,23 @@ async fn an_exploration_whose_leader_is_killed_mid_round_finishes_under_the_foll
     assert_eq!(worker.lost.load(std::sync::atomic::Ordering::SeqCst), 0);
 }
 
+/// The log levels that make a server say what runs in its own process ("run started") and what
+/// its own worker claims ("job claimed").
+const RUNS_LOGGED: (&str, &str) = (
+    "RUST_LOG",
+    "warn,simtree::workbench::run=info,simtree::workbench::jobs=info",
+);
+
+/// Asserts that server `s`, started with [`RUNS_LOGGED`], ran no run: none in its process and
+/// none on its own worker (`name` says which server in the message).
+fn ran_no_run(s: &simtree_e2e::Server, name: &str) {
+    let said = s.output();
+    // (The harness keeps a server's first 64 KiB: a longer log could hide a line.)
+    assert!(said.len() < 60 << 10, "{name}'s log outgrew what the harness keeps");
+    assert!(!said.contains("run started"), "a run in {name}'s process:\n{said}");
+    assert!(!said.contains("job claimed"), "{name}'s own worker took a run:\n{said}");
+}
+
 /// Issue 40, item 2: runs of agent-based models are jobs. With two `simtree worker` processes
 /// offering ABM slots, none runs on the leader (which has a worker of its own: it leaves them to
 /// the workers), and a worker killed -9 in the middle of one loses nothing: its run is
@@ -1447,13 +1464,7 @@ async fn abm_runs_go_to_the_workers_and_a_killed_workers_run_is_re_claimed_with_
     let pg = Postgres::start();
     let flags = ["--database-url", pg.url.as_str(), "--jobs", "--job-lapse-secs", "2"];
     // What runs in the leader's process, and what its own worker claims, is logged.
-    let leader = simtree_e2e::Server::start_env(
-        &flags,
-        &[(
-            "RUST_LOG",
-            "warn,simtree::workbench::run=info,simtree::workbench::jobs=info",
-        )],
-    );
+    let leader = simtree_e2e::Server::start_env(&flags, &[RUNS_LOGGED]);
     let mut a = Worker::start(&pg, &[], &["--abm-workers", "2", "--job-lapse-secs", "2"]);
     let b = Worker::start(&pg, &[], &["--abm-workers", "2", "--job-lapse-secs", "2"]);
     wait_for_workers(&pg, 3);
@@ -1504,18 +1515,246 @@ async fn abm_runs_go_to_the_workers_and_a_killed_workers_run_is_re_claimed_with_
     }
     // Per process: the leader ran none (neither in its process nor on its own worker); worker
     // b re-claimed what a was running.
-    let said = leader.output();
-    assert!(!said.contains("run started"), "a run in the leader's process:\n{said}");
-    assert!(
-        !said.contains("job claimed"),
-        "the leader's own worker took a run:\n{said}"
-    );
-    assert!(said.contains("run queued as a job"), "{said}");
+    ran_no_run(&leader, "the leader");
+    assert!(leader.output().contains("run queued as a job"));
     assert!(
         b.reclaimed.load(std::sync::atomic::Ordering::SeqCst) >= 1,
         "b took a's run over"
     );
     assert!(b.done_at_least(1) >= 1);
+}
+
+/// Issue 40's team test: one leader, two followers and three `simtree worker` processes (one
+/// Mesa worker each) run a sweep of the SIR epidemic (4 infection rates × 10 replicates) and an
+/// exploration of the same rates at once. The leader is killed -9 while both are under way (the
+/// exploration in a round, the sweep with replicates measured and most not), then, once a
+/// follower leads, a worker in the middle of a model. Both finish by themselves under the new
+/// leader; every replicate is counted once (each listed once, each ran to its end once on a
+/// worker, no node made twice); the numbers are those of the same sweep and exploration run in
+/// one process; and no model ran on any server, leader or follower, while workers offered slots.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_team_finishes_an_abm_sweep_and_an_exploration_through_a_killed_leader_and_a_killed_worker() {
+    let pg = Postgres::start();
+    let flags = [
+        "--database-url",
+        pg.url.as_str(),
+        "--jobs",
+        "--lease-secs",
+        "2",
+        "--job-lapse-secs",
+        "2",
+    ];
+    let mut leader = simtree_e2e::Server::start_env(&flags, &[RUNS_LOGGED]);
+    leader.wait_leading(Duration::from_secs(10));
+    let followers = [
+        simtree_e2e::Server::start_env(&flags, &[RUNS_LOGGED]),
+        simtree_e2e::Server::start_env(&flags, &[RUNS_LOGGED]),
+    ];
+    let one = ["--abm-workers", "1", "--concurrency", "1", "--job-lapse-secs", "2"];
+    let mut workers = [
+        Worker::start(&pg, &[], &one),
+        Worker::start(&pg, &[], &one),
+        Worker::start(&pg, &[], &one),
+    ];
+    // Three servers' own workers and the three workers.
+    wait_for_workers(&pg, 6);
+    let until = Instant::now() + Duration::from_secs(20);
+    while count(&pg, "SELECT COUNT(*) FROM workers WHERE role = 'worker' AND abm = 1") < 3 {
+        assert!(Instant::now() < until, "the workers offer no ABM slots");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // (The leader reads the slots on offer once a second.)
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let alone = simtree_e2e::Server::start_with(&[]);
+    let rates = [0.03, 0.08, 0.15, 0.3];
+    let rate_axis = serde_json::json!([{"label": "rate", "op": {"op": "abm_set_global", "name": "infectionRate"},
+                                        "field": "value", "values": rates}]);
+    let explore = serde_json::json!({"parent": 0, "turns": 80, "seed": 21,
+        "objective": {"metric": "max:globalVariable.infectedCount", "goal": "min"},
+        "space": rate_axis, "replicates": 2, "budget": {"runs": 16}});
+    let sweep = serde_json::json!({"parent": 0, "turns": 80, "replicates": 10, "seed": 11, "axes": rate_axis,
+        "metrics": {"peak": "max:globalVariable.infectedCount", "infected": "last:globalVariable.infectedCount"}});
+    // The exploration first (its first round's jobs are the oldest), then the sweep, on one tree.
+    let mut started = Vec::new();
+    for s in [&leader, &alone] {
+        let (st, created) = s
+            .post(
+                "/devui/simtree",
+                &serde_json::json!({"scenario": "sir_network", "seed": 5}),
+            )
+            .await;
+        assert_eq!(st, 200, "{created}");
+        let tree = created["id"].as_u64().unwrap();
+        let (st, e) = s.post(&format!("/devui/simtree/{tree}/explore"), &explore).await;
+        assert_eq!(st, 200, "{e}");
+        let (st, w) = s.post(&format!("/devui/simtree/{tree}/sweep"), &sweep).await;
+        assert_eq!(st, 200, "{w}");
+        started.push((tree, e["explore"].as_u64().unwrap(), w["sweep"].as_u64().unwrap()));
+    }
+    let (tree, explore_id, sweep_id) = started[0];
+    let explore_path = format!("/devui/simtree/{tree}/explore/{explore_id}");
+    let sweep_path = format!("/devui/simtree/{tree}/sweep/{sweep_id}");
+    // The leader dies once some of the sweep's replicates are measured and most are not, while
+    // the exploration has replicates of a round still to come.
+    let until = Instant::now() + Duration::from_secs(120);
+    loop {
+        let (_, swept) = leader.get(&sweep_path).await;
+        let (_, explored) = leader.get(&explore_path).await;
+        let exploring: u64 = explored["candidates"]
+            .as_array()
+            .map_or(0, |c| c.iter().map(|c| c["pending"].as_u64().unwrap_or(0)).sum());
+        if swept["done"].as_u64() >= Some(1) {
+            assert!(swept["pending"].as_u64() >= Some(10), "killed too late: {swept}");
+            assert!(
+                explored["status"] == "running" && exploring > 0,
+                "the exploration is not mid-round: {explored}"
+            );
+            break;
+        }
+        assert!(Instant::now() < until, "the sweep did not start: {swept}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    leader.stop(); // SIGKILL
+    let until = Instant::now() + Duration::from_secs(15);
+    let next = loop {
+        if let Some(f) = followers.iter().find(|f| f.leads()) {
+            break f;
+        }
+        assert!(Instant::now() < until, "no follower took over");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    // Then a worker dies in the middle of a model it claimed under the new leader (a claim
+    // younger than the models take, so that it is killed before it ends it).
+    let until = Instant::now() + Duration::from_secs(60);
+    let doomed = loop {
+        let holder = pg.sql(
+            "SELECT claimed_by FROM jobs WHERE kind = 'abm' AND status = 'claimed'
+               AND updated >= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT - 100 LIMIT 1",
+        );
+        let holder = holder.trim();
+        if let Some(k) = workers
+            .iter()
+            .position(|w| !holder.is_empty() && holder.contains(&format!("/{}/", w.child.id())))
+        {
+            break k;
+        }
+        assert!(Instant::now() < until, "no worker took a model after the takeover");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    workers[doomed].kill9();
+    let (_, swept) = next.get(&sweep_path).await;
+    assert!(
+        swept["pending"].as_u64() >= Some(1),
+        "the worker died after the sweep: {swept}"
+    );
+    // Both finish without a person, each as in one process.
+    let table = sweep_finished(next, tree, sweep_id).await;
+    let reference = sweep_finished(&alone, started[1].0, started[1].2).await;
+    let explored = explore_finished(next, tree, explore_id).await;
+    let explored_alone = explore_finished(&alone, started[1].0, started[1].1).await;
+    assert_eq!(
+        (table["done"].as_u64(), table["failed"].as_u64()),
+        (Some(40), Some(0)),
+        "{table}"
+    );
+    for (i, (a, b)) in table["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(reference["cells"].as_array().unwrap())
+        .enumerate()
+    {
+        assert_eq!(a["metrics"], b["metrics"], "cell {i}'s metrics differ from one process");
+        assert_eq!(a["effects"], b["effects"], "cell {i}'s effects differ from one process");
+    }
+    assert_eq!(explored.status, simtree_shared::ExploreStatus::Done, "{explored:?}");
+    assert_eq!(explored.runs_used, explored_alone.runs_used, "{explored:?}");
+    assert!(explored.runs_used <= 16, "{explored:?}");
+    let summary = |t: &simtree_shared::ExploreTable| {
+        t.candidates
+            .iter()
+            .map(|c| {
+                (
+                    c.point.clone(),
+                    c.n,
+                    c.mean,
+                    c.alive,
+                    c.dropped_after,
+                    c.pending,
+                    c.failed,
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        summary(&explored),
+        summary(&explored_alone),
+        "the exploration differs from one process"
+    );
+    assert_eq!(
+        explored.best.as_ref().map(|b| &b.point),
+        explored_alone.best.as_ref().map(|b| &b.point)
+    );
+    // Every replicate counted once: listed once, no node made twice, none interrupted.
+    let swept: Vec<u64> = table["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["children"].as_array().unwrap().iter().map(|n| n.as_u64().unwrap()))
+        .collect();
+    let explored_runs: Vec<u64> = explored.candidates.iter().flat_map(|c| c.children.clone()).collect();
+    assert_eq!(explored_runs.len() as u64, explored.runs_used, "{explored:?}");
+    let replicates: BTreeSet<u64> = swept.iter().chain(&explored_runs).copied().collect();
+    let runs = swept.len() + explored_runs.len();
+    assert_eq!(replicates.len(), runs, "a replicate listed twice");
+    let ended = statuses(next, tree).await;
+    assert!(
+        ended.values().all(|s| s == "done"),
+        "every node is done (none interrupted and run again): {ended:?}"
+    );
+    assert_eq!(
+        ended.len(),
+        1 + 4 + 4 + runs,
+        "root, four cells, four candidates and each replicate once: {ended:?}"
+    );
+    // Per process: each replicate ran to its end once, on a worker; no server ran a model.
+    let until = Instant::now() + Duration::from_secs(10);
+    while workers.iter().map(Worker::done).sum::<usize>() < runs && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let per_worker: Vec<usize> = workers.iter().map(Worker::done).collect();
+    assert_eq!(per_worker.iter().sum::<usize>(), runs, "{per_worker:?}");
+    assert!(
+        workers
+            .iter()
+            .any(|w| w.reclaimed.load(std::sync::atomic::Ordering::SeqCst) >= 1),
+        "the killed worker's model was claimed again"
+    );
+    ran_no_run(&leader, "the killed leader");
+    for (k, f) in followers.iter().enumerate() {
+        ran_no_run(f, &format!("follower {k}"));
+    }
+    queue_empties(&pg, Duration::from_secs(10)).await;
+    eprintln!(
+        "{runs} replicates over the workers {per_worker:?} (worker {doomed} killed); exploration best {:?}",
+        explored.best.as_ref().map(|b| &b.point)
+    );
+}
+
+/// Polls an exploration's table until it stops running.
+async fn explore_finished(s: &simtree_e2e::Server, tree: u64, id: u64) -> simtree_shared::ExploreTable {
+    let path = format!("/devui/simtree/{tree}/explore/{id}");
+    let deadline = Instant::now() + Duration::from_secs(240);
+    loop {
+        let (st, table) = s.get(&path).await;
+        assert_eq!(st, 200, "{table}");
+        assert_ne!(table["status"], "interrupted", "it waits for nobody: {table}");
+        if table["status"] != "running" {
+            return serde_json::from_value(table).unwrap();
+        }
+        assert!(Instant::now() < deadline, "the exploration did not finish: {table}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Issue 40, item 5: a leader stopped with SIGTERM while 20 runs wait in the queue (a worker
