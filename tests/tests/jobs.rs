@@ -1400,17 +1400,7 @@ async fn an_exploration_whose_leader_is_killed_mid_round_finishes_under_the_foll
     assert_eq!(before["round"], 1, "{before}");
     leader.stop(); // SIGKILL
     follower.wait_leading(Duration::from_secs(15));
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let table: simtree_shared::ExploreTable = loop {
-        let (st, table) = follower.get(&path).await;
-        assert_eq!(st, 200, "{table}");
-        assert_ne!(table["status"], "interrupted", "it waits for nobody: {table}");
-        if table["status"] != "running" {
-            break serde_json::from_value(table).unwrap();
-        }
-        assert!(Instant::now() < deadline, "the exploration did not finish: {table}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let table = explore_finished(&follower, tree, id).await;
     assert_eq!(table.status, simtree_shared::ExploreStatus::Done, "{table:?}");
     assert!(table.runs_used <= budget, "{table:?}");
     assert!(table.round >= 2, "a round after the kill was run: {table:?}");
@@ -1886,11 +1876,16 @@ struct Book {
 
 /// The book of `tree`'s own budget in the database.
 fn book_of(pg: &Postgres, tree: u64) -> Book {
+    book_of_part(pg, tree, 0)
+}
+
+/// The book of part `part` of `tree`'s budget in the database (exploration `id`'s is `id + 1`).
+fn book_of_part(pg: &Postgres, tree: u64, part: u64) -> Book {
     let row = pg.sql(&format!(
-        "SELECT tokens, calls, money::TEXT, held::TEXT FROM budget_spent WHERE tree = {tree} AND part = 0"
+        "SELECT tokens, calls, money::TEXT, held::TEXT FROM budget_spent WHERE tree = {tree} AND part = {part}"
     ));
     let cells: Vec<&str> = row.trim().split('|').collect();
-    assert_eq!(cells.len(), 4, "the tree's book: {row:?}");
+    assert_eq!(cells.len(), 4, "the book of part {part}: {row:?}");
     Book {
         tokens: cells[0].parse().unwrap(),
         calls: cells[1].parse().unwrap(),
@@ -2213,9 +2208,7 @@ async fn an_explorations_own_money_cap_is_booked_in_the_database_and_its_replica
     let (url, provider) = provider(Duration::from_millis(30), Arc::new(|| {})).await;
     let mut env = llm_env(&url);
     env.push(("LLM_MAX_TOKENS", "64".into()));
-    let prices = std::env::temp_dir().join(format!("simtree-explore-prices-{}.json", std::process::id()));
-    std::fs::write(&prices, r#"{"fake-model": {"prompt": 30, "completion": 60}}"#).unwrap();
-    let per_call = (100.0 * 30.0 + 10.0 * 60.0) / 1e6;
+    let (prices, per_call) = prices_file("explore");
     let s = jobs_server(&pg, &env, &["--no-worker", "--prices", prices.to_str().unwrap()]);
     let workers = [
         Worker::start(&pg, &env, &["--concurrency", "2"]),
@@ -2245,17 +2238,7 @@ async fn an_explorations_own_money_cap_is_booked_in_the_database_and_its_replica
         .await;
     assert_eq!(status, 200, "{started}");
     let id = started["explore"].as_u64().unwrap();
-    let path = format!("/devui/simtree/{tree}/explore/{id}");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let table: simtree_shared::ExploreTable = loop {
-        let (st, table) = s.get(&path).await;
-        assert_eq!(st, 200, "{table}");
-        if table["status"] != "running" {
-            break serde_json::from_value(table).unwrap();
-        }
-        assert!(Instant::now() < deadline, "the exploration did not finish: {table}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let table = explore_finished(&s, tree, id).await;
     let _ = std::fs::remove_file(prices);
     let runs = table.runs_used as usize;
     assert!(runs > 0, "{table:?}");
@@ -2275,14 +2258,7 @@ async fn an_explorations_own_money_cap_is_booked_in_the_database_and_its_replica
         billed <= cap + 1e-12,
         "the provider billed ${billed} of the exploration's ${cap}"
     );
-    let own = pg.sql(&format!(
-        "SELECT money::TEXT FROM budget_spent WHERE tree = {tree} AND part = {}",
-        id + 1
-    ));
-    let own: f64 = own
-        .trim()
-        .parse()
-        .unwrap_or_else(|_| panic!("the exploration's book: {own:?}"));
+    let own = book_of_part(&pg, tree, id + 1).money;
     assert!(
         (own - billed).abs() < 1e-9,
         "its book says ${own}, the provider billed ${billed}"
@@ -2297,5 +2273,152 @@ async fn an_explorations_own_money_cap_is_booked_in_the_database_and_its_replica
     assert!(refused > 0, "the cap stopped some replicates: {table:?}");
     eprintln!(
         "{runs} replicates over the workers {per_worker:?}; {calls} calls billed ${billed:.4} of ${cap}; {refused} replicates stopped by the cap"
+    );
+}
+
+/// A price table for the fake provider's model, written to a file of this test process named
+/// after `what`, and what one of the fake's calls (100 prompt and 10 completion tokens) costs
+/// at it.
+fn prices_file(what: &str) -> (std::path::PathBuf, f64) {
+    let path = std::env::temp_dir().join(format!("simtree-{what}-prices-{}.json", std::process::id()));
+    std::fs::write(&path, r#"{"fake-model": {"prompt": 30, "completion": 60}}"#).unwrap();
+    (path, (100.0 * 30.0 + 10.0 * 60.0) / 1e6)
+}
+
+/// Issue 40, item 3: an exploration with its own money cap whose leader is killed -9 in the
+/// middle of a round finishes under the follower without a person. What its replicates spent
+/// before the kill stays in its book in the database (the follower carries it on from the book,
+/// not from nothing), the cap holds over the spending under both leaders together, each book
+/// says exactly what the provider billed, no hold is left, and each replicate is counted once.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_explorations_money_cap_holds_across_a_killed_leader_and_its_book_is_kept() {
+    let pg = Postgres::start();
+    let (url, provider) = provider(Duration::from_millis(60), Arc::new(|| {})).await;
+    let mut env = llm_env(&url);
+    env.push(("LLM_MAX_TOKENS", "64".into()));
+    let (prices, per_call) = prices_file("explore-kill");
+    let mut flags = queueing(&pg).to_vec();
+    flags.extend(["--job-lapse-secs", "2", "--prices", prices.to_str().unwrap()]);
+    let pairs = env_pairs(&env);
+    let mut leader = simtree_e2e::Server::start_env(&flags, &pairs);
+    leader.wait_leading(Duration::from_secs(10));
+    let follower = simtree_e2e::Server::start_env(&flags, &pairs);
+    let worker = Worker::start(&pg, &env, &["--concurrency", "2", "--job-lapse-secs", "2"]);
+    wait_for_workers(&pg, 1);
+    let (st, created) = leader
+        .post(
+            "/devui/simtree",
+            &serde_json::json!({"scenario": "simple_chat", "money_budget": 5.0}),
+        )
+        .await;
+    assert_eq!(st, 200, "{created}");
+    let tree = created["id"].as_u64().unwrap();
+    // A replicate of 3 turns makes about 10 calls: the first round (8 of them) costs about
+    // $0.30, the whole schedule (16) about $0.60; it may spend $0.80. Each call holds up to
+    // $0.20 while it runs (its prompt grows with the agents' memories), two at once (the
+    // worker's two slots): the first round fits, and the cap stops calls in the second.
+    let cap = 0.8;
+    let (status, started) = leader
+        .post(
+            &format!("/devui/simtree/{tree}/explore"),
+            &serde_json::json!({"parent": 0, "turns": 3, "seed": 3,
+                "objective": {"metric": "count:action_end", "goal": "max"},
+                "space": [{"label": "news", "op": {"op": "public_broadcast"}, "field": "text",
+                           "values": ["rain", "sun", "snow", "wind"]}],
+                "replicates": 2, "budget": {"runs": 16, "money": cap}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{started}");
+    let id = started["explore"].as_u64().unwrap();
+    // Killed once the first round's replicates have booked a sixth of its cost and are not done.
+    let until = Instant::now() + Duration::from_secs(30);
+    while count(
+        &pg,
+        &format!(
+            "SELECT COUNT(*) FROM budget_spent WHERE tree = {tree} AND part = {} AND money >= 0.05",
+            id + 1
+        ),
+    ) == 0
+        || count(&pg, "SELECT COUNT(DISTINCT node) FROM job_calls") < 2
+    {
+        assert!(Instant::now() < until, "the replicates never spent");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (_, before) = leader.get(&format!("/devui/simtree/{tree}/explore/{id}")).await;
+    assert_eq!(
+        (before["status"].as_str(), before["round"].as_u64()),
+        (Some("running"), Some(1)),
+        "{before}"
+    );
+    leader.stop(); // SIGKILL
+    let booked_before = book_of_part(&pg, tree, id + 1);
+    assert!(booked_before.money > 0.0, "{booked_before:?}");
+    follower.wait_leading(Duration::from_secs(15));
+    let table = explore_finished(&follower, tree, id).await;
+    let _ = std::fs::remove_file(prices);
+    let mut errors = Vec::new();
+    for c in table.candidates.iter().flat_map(|c| &c.children) {
+        let info = follower.get(&format!("/devui/simtree/{tree}/node/{c}/info")).await.1;
+        if let Some(e) = info["error"].as_str() {
+            errors.push(format!("{c}: {e}"));
+        }
+    }
+    assert!(
+        table.round >= 2,
+        "a round after the kill was run: {table:?}; {errors:#?}"
+    );
+    assert!(table.runs_used <= 16, "{table:?}");
+    let children: Vec<u64> = table.candidates.iter().flat_map(|c| c.children.clone()).collect();
+    let distinct: BTreeSet<u64> = children.iter().copied().collect();
+    assert_eq!(distinct.len(), children.len(), "a replicate listed twice: {table:?}");
+    assert_eq!(
+        children.len() as u64,
+        table.runs_used,
+        "every run counted once: {table:?}"
+    );
+    let ended = statuses(&follower, tree).await;
+    assert!(
+        children.iter().all(|c| ended[c] == "done" || ended[c] == "failed"),
+        "every replicate ended, none interrupted and run again: {ended:?}"
+    );
+    assert_eq!(ended.len(), 1 + 4 + children.len(), "no run made twice: {ended:?}");
+    assert_eq!(
+        worker.done_at_least(children.len()),
+        children.len(),
+        "each ran once, on the worker"
+    );
+    // The book: kept across the kill, equal to the bill, within the cap.
+    let calls = provider.billed();
+    let billed = calls as f64 * per_call;
+    let own = book_of_part(&pg, tree, id + 1);
+    assert!(
+        own.money >= booked_before.money,
+        "the book lost spending: {booked_before:?} then {own:?}"
+    );
+    assert!(
+        (own.money - billed).abs() < 1e-9,
+        "its book says ${}, the provider billed ${billed}",
+        own.money
+    );
+    assert!(
+        billed <= cap + 1e-12,
+        "the provider billed ${billed} of the exploration's ${cap}"
+    );
+    assert!(
+        (book_of(&pg, tree).money - billed).abs() < 1e-9,
+        "the tree's book is charged too: {:?}, billed ${billed}",
+        book_of(&pg, tree)
+    );
+    assert!(own.held.abs() < 1e-9, "{own:?}");
+    assert_eq!(count(&pg, "SELECT COUNT(*) FROM budget_holds"), 0, "no hold is left");
+    let shown = table.money_used.unwrap_or(0.0);
+    assert!(
+        (shown - billed).abs() < 1e-9,
+        "the table shows ${shown}, billed ${billed}"
+    );
+    eprintln!(
+        "{} replicates; {calls} calls billed ${billed:.4} of ${cap} (${:.4} before the kill)",
+        children.len(),
+        booked_before.money
     );
 }
