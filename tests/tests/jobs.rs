@@ -217,7 +217,10 @@ fn a_listener_is_woken_by_a_queued_job_and_by_an_ended_one() {
     assert!(start.elapsed() < Duration::from_secs(1));
     q.claim(1).unwrap();
     q.finish(5, 6, Status::Failed, Some("the run failed"), &[]).unwrap();
-    assert_eq!(listener.wait(Duration::from_secs(5)), vec!["done:5:6".to_string()]);
+    assert_eq!(
+        listener.wait(Duration::from_secs(5)),
+        vec!["done:5:6:failed".to_string()]
+    );
     let row = q.row(5, 6).unwrap().unwrap();
     assert_eq!(
         (row.status, row.error.as_deref()),
@@ -2421,4 +2424,73 @@ async fn an_explorations_money_cap_holds_across_a_killed_leader_and_its_book_is_
         children.len(),
         booked_before.money
     );
+}
+
+/// Issue 40, item 4 (what needs Mesa on the leader): a leader with no working Python or
+/// bubblewrap refuses a model's tree (503 naming the sandbox) while nobody else offers to run
+/// models — they would run in its process — and, once two workers offer ABM slots, creates one
+/// and runs a sweep of it: the tree's root needs no Mesa (the model is checked in Rust, its
+/// state is the specification and seed), and every run is a job on a worker.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_leader_without_python_makes_model_trees_whose_runs_go_to_the_workers() {
+    let pg = Postgres::start();
+    let flags = ["--database-url", pg.url.as_str(), "--jobs", "--job-lapse-secs", "2"];
+    let no_python = [
+        RUNS_LOGGED,
+        ("SIMTREE_BWRAP", "/nonexistent/bwrap"),
+        ("SIMTREE_BOOTSTRAP_PYTHON", "/nonexistent/python3"),
+    ];
+    let leader = simtree_e2e::Server::start_env(&flags, &no_python);
+    wait_for_workers(&pg, 1);
+    assert_eq!(
+        count(&pg, "SELECT abm FROM workers"),
+        0,
+        "the leader's own worker offers no models without Python"
+    );
+    let sir = serde_json::json!({"scenario": "sir_network", "seed": 3});
+    let (st, refused) = leader.post("/devui/simtree", &sir).await;
+    assert_eq!(st, 503, "{refused}");
+    assert!(
+        refused["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("/nonexistent/bwrap")),
+        "{refused}"
+    );
+    let one = ["--abm-workers", "1", "--concurrency", "1", "--job-lapse-secs", "2"];
+    let workers = [Worker::start(&pg, &[], &one), Worker::start(&pg, &[], &one)];
+    let until = Instant::now() + Duration::from_secs(20);
+    while count(&pg, "SELECT COUNT(*) FROM workers WHERE role = 'worker' AND abm = 1") < 2 {
+        assert!(Instant::now() < until, "the workers offer no ABM slots");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // (The leader reads the slots on offer once a second.)
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (st, created) = leader.post("/devui/simtree", &sir).await;
+    assert_eq!(st, 200, "{created}");
+    let tree = created["id"].as_u64().unwrap();
+    let (st, body) = leader
+        .post(
+            &format!("/devui/simtree/{tree}/sweep"),
+            &serde_json::json!({"parent": 0, "turns": 40, "replicates": 2, "seed": 1,
+                "axes": [{"label": "rate", "op": {"op": "abm_set_global", "name": "infectionRate"},
+                          "field": "value", "values": [0.05, 0.2]}],
+                "metrics": {"peak": "max:globalVariable.infectedCount"}}),
+        )
+        .await;
+    assert_eq!(st, 200, "{body}");
+    let table = sweep_finished(&leader, tree, body["sweep"].as_u64().unwrap()).await;
+    assert_eq!(
+        (table["done"].as_u64(), table["failed"].as_u64()),
+        (Some(4), Some(0)),
+        "{table}"
+    );
+    let until = Instant::now() + Duration::from_secs(10);
+    while workers.iter().map(Worker::done).sum::<usize>() < 4 && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(workers.iter().map(Worker::done).sum::<usize>(), 4);
+    ran_no_run(&leader, "the leader");
+    // A single advance of the model, read back on the leader.
+    let child = simtree_e2e::advance(&leader, tree, 0, 5).await;
+    assert_eq!(statuses(&leader, tree).await[&child], "done");
 }

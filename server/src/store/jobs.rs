@@ -21,8 +21,9 @@
 //! kind into slots of its own ([`Slots`]; ABM slots are its Mesa pool's workers, offered in its
 //! `workers` row).
 //!
-//! The serving process learns of ended jobs from the notification (`done:<tree>:<node>`), or by
-//! polling [`ended`] when it missed one, and [`forget`]s a job once its node shows the outcome.
+//! The serving process learns of ended jobs from the notification
+//! (`done:<tree>:<node>:<status>`: a job done needs no read), or by polling [`ended`] when it
+//! missed one, and [`forget`]s a job once its node shows the outcome.
 //! A worker stopped gracefully hands its claims back ([`release`]: queued, attempts unchanged).
 //!
 //! A budgeted tree's spending is booked here too (schema 17), so that runs on several processes
@@ -114,6 +115,20 @@ pub struct JobRow {
 const CANCELLED: &str = "cancelled";
 
 impl JobRow {
+    /// The row of a job done, as its end's notification tells it (`done:<tree>:<node>:done`):
+    /// what a leader needs of it without reading it.
+    pub(crate) fn done(tree: u64, node: u64) -> JobRow {
+        JobRow {
+            tree,
+            node,
+            status: Status::Done,
+            attempts: 0,
+            max_attempts: 0,
+            claimed_by: None,
+            error: None,
+        }
+    }
+
     /// Whether the job was cancelled ([`cancel`]) rather than failed by its run.
     pub fn cancelled(&self) -> bool {
         self.status == Status::Failed && self.error.as_deref() == Some(CANCELLED)
@@ -202,15 +217,17 @@ pub struct Slots {
 
 /// Claims up to `slots` jobs for `me`: queued ones, oldest first, and claimed ones whose
 /// claimer's heartbeat is older than `me.length` (it stopped: crashed, killed, cut off). Each
-/// claim counts an attempt; a lapsed job out of attempts is given up instead (dead).
+/// claim counts an attempt; a lapsed job out of attempts is never claimed again (its
+/// claimer's [`Queue`] gives it up, dead, at its next claim at most half a lapse later).
 pub fn claim<S: Sql>(sql: &mut S, me: &Lease, slots: Slots) -> StoreResult<Vec<Job>> {
     if slots.runs == 0 && slots.abm == 0 {
         return Ok(Vec::new());
     }
     let lapse = me.length.as_millis() as i64;
-    bury(sql, me.length)?;
     let now = sql.now_ms_sql();
-    let takeable = format!("(status = 'queued' OR (status = 'claimed' AND heartbeat_at < {now} - $2))");
+    let takeable = format!(
+        "(status = 'queued' OR (status = 'claimed' AND heartbeat_at < {now} - $2 AND attempts < max_attempts))"
+    );
     let rows = sql.query(
         &format!(
             "WITH runs AS (SELECT tree, node FROM jobs WHERE kind <> '{ABM}' AND {takeable}
@@ -303,8 +320,9 @@ pub(crate) fn fence_finish<S: Sql>(
             P::Text(&me.holder),
         ],
     )?;
-    // (The payload is a parameter: one prepared statement serves every job's end.)
-    let done = format!("done:{tree}:{node}");
+    // (The payload is a parameter: one prepared statement serves every job's end. It names
+    // the status, so that a leader waiting for a job that is done need not read the queue.)
+    let done = format!("done:{tree}:{node}:{}", status.as_str());
     sql.write("SELECT pg_notify($1, $2)", &[P::Text(CHANNEL), P::Text(&done)])
 }
 
@@ -489,16 +507,38 @@ pub(crate) fn offer_abm<S: Sql>(sql: &mut S, me: &Lease, abm: u64) -> StoreResul
     .map(drop)
 }
 
-/// How many agent-based-model runs the processes taking jobs run at once, together (those
-/// whose heartbeat is younger than a few `lapse`s): none means an ABM job would wait for
-/// nobody.
-pub(crate) fn abm_takers<S: Sql>(sql: &mut S, lapse: Duration) -> StoreResult<u64> {
+/// How many agent-based-model runs the processes taking jobs run at once (those whose
+/// heartbeat is younger than a few of `me`'s lapses).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct AbmTakers {
+    /// All of them together: none means an ABM job would wait for nobody.
+    pub all: u64,
+    /// Those of processes other than `me`'s (another host or pid): while there are some, `me`
+    /// needs no Mesa of its own for a model's runs.
+    pub others: u64,
+}
+
+/// See [`AbmTakers`].
+pub(crate) fn abm_takers<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<AbmTakers> {
     let now = sql.now_ms_sql();
     let rows = sql.query(
-        &format!("SELECT COALESCE(SUM(abm), 0)::BIGINT FROM workers WHERE heartbeat_at >= {now} - {ALIVE} * $1"),
-        &[P::Int(lapse.as_millis() as i64)],
+        &format!(
+            "SELECT COALESCE(SUM(abm), 0)::BIGINT,
+                    COALESCE(SUM(abm) FILTER (WHERE NOT (host = $2 AND pid = $3)), 0)::BIGINT
+             FROM workers WHERE heartbeat_at >= {now} - {ALIVE} * $1"
+        ),
+        &[
+            P::Int(me.length.as_millis() as i64),
+            P::Text(&me.host),
+            P::Int(i64::from(me.pid)),
+        ],
     )?;
-    Ok(first_int(rows))
+    let mut row = rows.into_iter().next().unwrap_or_default().into_iter();
+    let mut next = || int(row.next().unwrap_or(Cell::Null));
+    Ok(AbmTakers {
+        all: next(),
+        others: next(),
+    })
 }
 
 /// How many processes other than `me`'s (another host or pid) take jobs and are alive.
@@ -696,6 +736,8 @@ pub(crate) fn budget_totals<S: Sql>(sql: &mut S, key: BudgetKey) -> StoreResult<
 pub struct Queue {
     db: Db<super::postgres::Postgres>,
     pub me: Lease,
+    /// When this connection last gave up lapsed jobs out of attempts ([`Self::claim_slots`]).
+    buried: Option<std::time::Instant>,
 }
 
 impl Queue {
@@ -707,7 +749,7 @@ impl Queue {
         if let Some(role) = role {
             register(&mut db.sql, &me, role)?;
         }
-        Ok(Queue { db, me })
+        Ok(Queue { db, me, buried: None })
     }
 
     /// Queues the job of `node` in a transaction of its own (the serving process queues it in
@@ -730,7 +772,14 @@ impl Queue {
         })
     }
 
+    /// [`claim`], after giving up the lapsed jobs out of attempts when that was last done half
+    /// a lapse ago or more (a second at most): a claim is one statement, not two.
     pub(crate) fn claim_slots(&mut self, slots: Slots) -> StoreResult<Vec<Job>> {
+        let every = (self.me.length / 2).min(Duration::from_secs(1));
+        if self.buried.is_none_or(|at| at.elapsed() >= every) {
+            bury(&mut self.db.sql, self.me.length)?;
+            self.buried = Some(std::time::Instant::now());
+        }
         claim(&mut self.db.sql, &self.me, slots)
     }
 
@@ -738,9 +787,9 @@ impl Queue {
         offer_abm(&mut self.db.sql, &self.me, abm)
     }
 
-    /// See [`abm_takers`] (with this process's lapse).
-    pub(crate) fn abm_takers(&mut self) -> StoreResult<u64> {
-        abm_takers(&mut self.db.sql, self.me.length)
+    /// See [`abm_takers`].
+    pub(crate) fn abm_takers(&mut self) -> StoreResult<AbmTakers> {
+        abm_takers(&mut self.db.sql, &self.me)
     }
 
     pub(crate) fn others_taking_jobs(&mut self) -> StoreResult<u64> {
@@ -931,8 +980,8 @@ impl Listener {
     }
 
     /// Waits up to `timeout` for notifications; their payloads (`queued`, `ended`,
-    /// `done:<tree>:<node>`, and the log channel's `<tree>:<node>` as `log:<tree>:<node>`),
-    /// empty when none came (time to poll). Reconnects by itself.
+    /// `done:<tree>:<node>:<status>`, and the log channel's `<tree>:<node>` as
+    /// `log:<tree>:<node>`), empty when none came (time to poll). Reconnects by itself.
     pub fn wait(&mut self, timeout: Duration) -> Vec<String> {
         self.0.wait(timeout)
     }

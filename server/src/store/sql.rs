@@ -873,6 +873,20 @@ impl<S: Sql> Database for Db<S> {
         Ok(out)
     }
 
+    // (The trait's default reads the whole tree's records: a job's worker and its leader each
+    // read one node per job, which grew with the tree.)
+    fn node(&mut self, tree: u64, node: u64) -> StoreResult<Option<NodeRow>> {
+        let rows = self.sql.query(
+            &format!("SELECT {NODE_COLUMNS} FROM nodes WHERE tree = $1 AND id = $2"),
+            &[i(tree), i(node)],
+        )?;
+        // A damaged record reads as none, as among the tree's nodes ([`Self::nodes`]).
+        Ok(each(rows, StoredNode::read)?
+            .into_iter()
+            .next()
+            .and_then(|(stored, crc)| stored.row(crc).ok()))
+    }
+
     fn state(&mut self, tree: u64, node: u64) -> StoreResult<Option<Vec<u8>>> {
         let rows = self.sql.query(
             "SELECT data FROM states WHERE tree = $1 AND node = $2",
