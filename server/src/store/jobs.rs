@@ -40,7 +40,7 @@ use std::time::Duration;
 
 use super::lease::Lease;
 pub(crate) use super::sql::{BudgetKey, QUEUED};
-use super::sql::{CHANNEL, Db, enqueue};
+use super::sql::{CHANNEL, Db, enqueue, node_columns_of, node_of};
 use super::vocab::{Cell, P, Sql, i};
 use super::{Database, LogRow, NodeRow, StoreError, StoreResult, Write};
 use crate::llm::budget::{Limits, Refusal, Totals};
@@ -97,6 +97,9 @@ pub struct Job {
     /// Claims so far, this one included.
     pub attempts: u64,
     pub(crate) max_attempts: u64,
+    /// The node's record as the claim read it (its parent and the node are committed with or
+    /// before the job): the worker needs no read of its own. `None`: gone, or damaged.
+    pub(crate) attached: Option<NodeRow>,
 }
 
 /// A job's row, as [`row`] reads it.
@@ -238,9 +241,13 @@ pub fn claim<S: Sql>(sql: &mut S, me: &Lease, slots: Slots) -> StoreResult<Vec<J
                    ORDER BY created, tree, node LIMIT $4 FOR UPDATE SKIP LOCKED)
              UPDATE jobs j SET status = 'claimed', claimed_by = $1, heartbeat_at = {now}, updated = {now},
                 attempts = j.attempts + 1
-             FROM (SELECT tree, node FROM runs UNION ALL SELECT tree, node FROM abm) picked
-             WHERE j.tree = picked.tree AND j.node = picked.node
-             RETURNING j.tree, j.node, j.kind, j.payload, j.attempts, j.max_attempts"
+             FROM (SELECT p.tree AS job_tree, p.node AS job_node, {node}
+                   FROM (SELECT tree, node FROM runs UNION ALL SELECT tree, node FROM abm) p
+                   LEFT JOIN nodes n ON n.tree = p.tree AND n.id = p.node) picked
+             WHERE j.tree = picked.job_tree AND j.node = picked.job_node
+             RETURNING j.tree, j.node, j.kind, j.payload, j.attempts, j.max_attempts, {returned}",
+            node = node_columns_of("n"),
+            returned = node_columns_of("picked"),
         ),
         &[
             P::Text(&me.holder),
@@ -255,16 +262,17 @@ pub fn claim<S: Sql>(sql: &mut S, me: &Lease, slots: Slots) -> StoreResult<Vec<J
         .map(|r| {
             let mut r = r.into_iter();
             let mut next = || r.next().unwrap_or(Cell::Null);
-            Job {
+            Ok(Job {
                 tree: int(next()),
                 node: int(next()),
                 kind: text(next()).unwrap_or_default(),
                 payload: text(next()).unwrap_or_default(),
                 attempts: int(next()),
                 max_attempts: int(next()),
-            }
+                attached: node_of(&mut next)?,
+            })
         })
-        .collect();
+        .collect::<StoreResult<_>>()?;
     jobs.sort_by_key(|j| (j.tree, j.node));
     Ok(jobs)
 }
@@ -907,13 +915,6 @@ impl Queue {
 
     pub fn recorded_calls(&mut self, tree: u64, node: u64) -> StoreResult<Vec<String>> {
         recorded_calls(&mut self.db.sql, tree, node)
-    }
-
-    /// Node `node`'s record, read on this connection: not through the store's thread, which
-    /// commits what it has queued before it reads (a job's parent and node are committed
-    /// before its job is, so they are there).
-    pub(crate) fn node(&mut self, tree: u64, node: u64) -> StoreResult<Option<NodeRow>> {
-        self.db.node(tree, node)
     }
 
     /// Node `node`'s record and log rows, read on this connection (a job's end, as its worker

@@ -885,20 +885,17 @@ impl Core {
         }
         // (Reads before the run starts wait out a database restarting, as its end's write does.)
         let read = patiently("a job's tree", || {
-            let (this, queue) = (self.clone(), queue.clone());
+            let this = self.clone();
             async move {
-                off_runtime(move || {
-                    let handle = this.fresh_tree(tree, run.parent)?;
-                    let attached = lock(&queue).node(tree, id)?;
-                    Ok::<_, WorkbenchError>((handle, attached))
-                })
-                .await
-                .ok_or(JobError::Stopping)?
-                .map_err(JobError::from)
+                off_runtime(move || this.fresh_tree(tree, run.parent))
+                    .await
+                    .ok_or(JobError::Stopping)?
+                    .map_err(JobError::from)
             }
         });
-        let (handle, attached) = read.await?;
-        let attached = attached.ok_or(JobError::NotStored { tree, node: id })?;
+        let handle = read.await?;
+        // (The claim read the attached node with the job.)
+        let attached = job.attached.clone().ok_or(JobError::NotStored { tree, node: id })?;
         let mut sim = {
             let parent = handle.lock().sim(run.parent)?;
             run.start_sim(tree, &parent)
