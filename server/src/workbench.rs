@@ -678,7 +678,9 @@ impl Core {
         budget: BudgetLimits,
         setup: TreeSetup,
     ) -> Result<TreeRef, WorkbenchError> {
-        if entry.kind() == SimKind::Abm {
+        // (Refused now, not at its first run, when this process would run its models and
+        // cannot.)
+        if entry.kind() == SimKind::Abm && !self.abm_elsewhere() {
             self.abm_pool()?;
         }
         let market = self.market_for(document.as_deref().and_then(dataset_of))?;
@@ -871,10 +873,11 @@ impl Core {
         budget: Option<Arc<TreeBudget>>,
         ledger: Arc<Ledger>,
     ) -> Result<(RunCtx, Arc<Ledger>), BackendError> {
-        let abm = match sim.hook_source() {
-            // A tree of hooks read back from the store or an import starts the workers here.
-            Some(_) => self.abm_pool().ok(),
-            None => self.abm_pool.get().and_then(|r| r.as_ref().ok()).cloned(),
+        // A tree of hooks read back from the store or an import, or a model whose tree was made
+        // while other processes ran models, starts the workers here.
+        let abm = match sim.hook_source().is_some() || matches!(sim, Sim::Abm(_)) {
+            true => self.abm_pool().ok(),
+            false => None,
         };
         let (scenario, log) = {
             let mut t = handle.lock();

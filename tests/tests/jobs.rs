@@ -217,7 +217,10 @@ fn a_listener_is_woken_by_a_queued_job_and_by_an_ended_one() {
     assert!(start.elapsed() < Duration::from_secs(1));
     q.claim(1).unwrap();
     q.finish(5, 6, Status::Failed, Some("the run failed"), &[]).unwrap();
-    assert_eq!(listener.wait(Duration::from_secs(5)), vec!["done:5:6".to_string()]);
+    assert_eq!(
+        listener.wait(Duration::from_secs(5)),
+        vec!["done:5:6:failed".to_string()]
+    );
     let row = q.row(5, 6).unwrap().unwrap();
     assert_eq!(
         (row.status, row.error.as_deref()),
@@ -1400,17 +1403,7 @@ async fn an_exploration_whose_leader_is_killed_mid_round_finishes_under_the_foll
     assert_eq!(before["round"], 1, "{before}");
     leader.stop(); // SIGKILL
     follower.wait_leading(Duration::from_secs(15));
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let table: simtree_shared::ExploreTable = loop {
-        let (st, table) = follower.get(&path).await;
-        assert_eq!(st, 200, "{table}");
-        assert_ne!(table["status"], "interrupted", "it waits for nobody: {table}");
-        if table["status"] != "running" {
-            break serde_json::from_value(table).unwrap();
-        }
-        assert!(Instant::now() < deadline, "the exploration did not finish: {table}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let table = explore_finished(&follower, tree, id).await;
     assert_eq!(table.status, simtree_shared::ExploreStatus::Done, "{table:?}");
     assert!(table.runs_used <= budget, "{table:?}");
     assert!(table.round >= 2, "a round after the kill was run: {table:?}");
@@ -1437,6 +1430,23 @@ async fn an_exploration_whose_leader_is_killed_mid_round_finishes_under_the_foll
     assert_eq!(worker.lost.load(std::sync::atomic::Ordering::SeqCst), 0);
 }
 
+/// The log levels that make a server say what runs in its own process ("run started") and what
+/// its own worker claims ("job claimed").
+const RUNS_LOGGED: (&str, &str) = (
+    "RUST_LOG",
+    "warn,simtree::workbench::run=info,simtree::workbench::jobs=info",
+);
+
+/// Asserts that server `s`, started with [`RUNS_LOGGED`], ran no run: none in its process and
+/// none on its own worker (`name` says which server in the message).
+fn ran_no_run(s: &simtree_e2e::Server, name: &str) {
+    let said = s.output();
+    // (The harness keeps a server's first 64 KiB: a longer log could hide a line.)
+    assert!(said.len() < 60 << 10, "{name}'s log outgrew what the harness keeps");
+    assert!(!said.contains("run started"), "a run in {name}'s process:\n{said}");
+    assert!(!said.contains("job claimed"), "{name}'s own worker took a run:\n{said}");
+}
+
 /// Issue 40, item 2: runs of agent-based models are jobs. With two `simtree worker` processes
 /// offering ABM slots, none runs on the leader (which has a worker of its own: it leaves them to
 /// the workers), and a worker killed -9 in the middle of one loses nothing: its run is
@@ -1447,13 +1457,7 @@ async fn abm_runs_go_to_the_workers_and_a_killed_workers_run_is_re_claimed_with_
     let pg = Postgres::start();
     let flags = ["--database-url", pg.url.as_str(), "--jobs", "--job-lapse-secs", "2"];
     // What runs in the leader's process, and what its own worker claims, is logged.
-    let leader = simtree_e2e::Server::start_env(
-        &flags,
-        &[(
-            "RUST_LOG",
-            "warn,simtree::workbench::run=info,simtree::workbench::jobs=info",
-        )],
-    );
+    let leader = simtree_e2e::Server::start_env(&flags, &[RUNS_LOGGED]);
     let mut a = Worker::start(&pg, &[], &["--abm-workers", "2", "--job-lapse-secs", "2"]);
     let b = Worker::start(&pg, &[], &["--abm-workers", "2", "--job-lapse-secs", "2"]);
     wait_for_workers(&pg, 3);
@@ -1504,13 +1508,8 @@ async fn abm_runs_go_to_the_workers_and_a_killed_workers_run_is_re_claimed_with_
     }
     // Per process: the leader ran none (neither in its process nor on its own worker); worker
     // b re-claimed what a was running.
-    let said = leader.output();
-    assert!(!said.contains("run started"), "a run in the leader's process:\n{said}");
-    assert!(
-        !said.contains("job claimed"),
-        "the leader's own worker took a run:\n{said}"
-    );
-    assert!(said.contains("run queued as a job"), "{said}");
+    ran_no_run(&leader, "the leader");
+    assert!(leader.output().contains("run queued as a job"));
     assert!(
         b.reclaimed.load(std::sync::atomic::Ordering::SeqCst) >= 1,
         "b took a's run over"
@@ -1518,12 +1517,247 @@ async fn abm_runs_go_to_the_workers_and_a_killed_workers_run_is_re_claimed_with_
     assert!(b.done_at_least(1) >= 1);
 }
 
-/// Issue 40, item 5: a leader stopped with SIGTERM while 20 runs wait in the queue (a worker
-/// takes two at a time) hands them over instead of cancelling them after its grace period:
-/// their nodes stay running, the follower takes the released lease at once, adopts them, and
-/// every one finishes, each run once.
+/// Issue 40's team test: one leader, two followers and three `simtree worker` processes (one
+/// Mesa worker each) run a sweep of the SIR epidemic (4 infection rates × 10 replicates) and an
+/// exploration of the same rates at once. The leader is killed -9 while both are under way (the
+/// exploration in a round, the sweep with replicates measured and most not), then, once a
+/// follower leads, a worker in the middle of a model. Both finish by themselves under the new
+/// leader; every replicate is counted once (each listed once, each ran to its end once on a
+/// worker, no node made twice); the numbers are those of the same sweep and exploration run in
+/// one process; and no model ran on any server, leader or follower, while workers offered slots.
 #[tokio::test(flavor = "multi_thread")]
-async fn sigterm_with_a_queue_of_twenty_runs_hands_them_all_to_the_follower() {
+async fn a_team_finishes_an_abm_sweep_and_an_exploration_through_a_killed_leader_and_a_killed_worker() {
+    let pg = Postgres::start();
+    let flags = [
+        "--database-url",
+        pg.url.as_str(),
+        "--jobs",
+        "--lease-secs",
+        "2",
+        "--job-lapse-secs",
+        "2",
+    ];
+    let mut leader = simtree_e2e::Server::start_env(&flags, &[RUNS_LOGGED]);
+    leader.wait_leading(Duration::from_secs(10));
+    let followers = [
+        simtree_e2e::Server::start_env(&flags, &[RUNS_LOGGED]),
+        simtree_e2e::Server::start_env(&flags, &[RUNS_LOGGED]),
+    ];
+    let one = ["--abm-workers", "1", "--concurrency", "1", "--job-lapse-secs", "2"];
+    let mut workers = [
+        Worker::start(&pg, &[], &one),
+        Worker::start(&pg, &[], &one),
+        Worker::start(&pg, &[], &one),
+    ];
+    // Three servers' own workers and the three workers.
+    wait_for_workers(&pg, 6);
+    let until = Instant::now() + Duration::from_secs(20);
+    while count(&pg, "SELECT COUNT(*) FROM workers WHERE role = 'worker' AND abm = 1") < 3 {
+        assert!(Instant::now() < until, "the workers offer no ABM slots");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // (The leader reads the slots on offer once a second.)
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let alone = simtree_e2e::Server::start_with(&[]);
+    let rates = [0.03, 0.08, 0.15, 0.3];
+    let rate_axis = serde_json::json!([{"label": "rate", "op": {"op": "abm_set_global", "name": "infectionRate"},
+                                        "field": "value", "values": rates}]);
+    let explore = serde_json::json!({"parent": 0, "turns": 80, "seed": 21,
+        "objective": {"metric": "max:globalVariable.infectedCount", "goal": "min"},
+        "space": rate_axis, "replicates": 2, "budget": {"runs": 16}});
+    let sweep = serde_json::json!({"parent": 0, "turns": 80, "replicates": 10, "seed": 11, "axes": rate_axis,
+        "metrics": {"peak": "max:globalVariable.infectedCount", "infected": "last:globalVariable.infectedCount"}});
+    // The exploration first (its first round's jobs are the oldest), then the sweep, on one tree.
+    let mut started = Vec::new();
+    for s in [&leader, &alone] {
+        let (st, created) = s
+            .post(
+                "/devui/simtree",
+                &serde_json::json!({"scenario": "sir_network", "seed": 5}),
+            )
+            .await;
+        assert_eq!(st, 200, "{created}");
+        let tree = created["id"].as_u64().unwrap();
+        let (st, e) = s.post(&format!("/devui/simtree/{tree}/explore"), &explore).await;
+        assert_eq!(st, 200, "{e}");
+        let (st, w) = s.post(&format!("/devui/simtree/{tree}/sweep"), &sweep).await;
+        assert_eq!(st, 200, "{w}");
+        started.push((tree, e["explore"].as_u64().unwrap(), w["sweep"].as_u64().unwrap()));
+    }
+    let (tree, explore_id, sweep_id) = started[0];
+    let explore_path = format!("/devui/simtree/{tree}/explore/{explore_id}");
+    let sweep_path = format!("/devui/simtree/{tree}/sweep/{sweep_id}");
+    // The leader dies once some of the sweep's replicates are measured and most are not, while
+    // the exploration has replicates of a round still to come.
+    let until = Instant::now() + Duration::from_secs(120);
+    loop {
+        let (_, swept) = leader.get(&sweep_path).await;
+        let (_, explored) = leader.get(&explore_path).await;
+        let exploring: u64 = explored["candidates"]
+            .as_array()
+            .map_or(0, |c| c.iter().map(|c| c["pending"].as_u64().unwrap_or(0)).sum());
+        if swept["done"].as_u64() >= Some(1) {
+            assert!(swept["pending"].as_u64() >= Some(10), "killed too late: {swept}");
+            assert!(
+                explored["status"] == "running" && exploring > 0,
+                "the exploration is not mid-round: {explored}"
+            );
+            break;
+        }
+        assert!(Instant::now() < until, "the sweep did not start: {swept}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    leader.stop(); // SIGKILL
+    let until = Instant::now() + Duration::from_secs(15);
+    let next = loop {
+        if let Some(f) = followers.iter().find(|f| f.leads()) {
+            break f;
+        }
+        assert!(Instant::now() < until, "no follower took over");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    // Then a worker dies in the middle of a model it claimed under the new leader (a claim
+    // younger than the models take, so that it is killed before it ends it).
+    let until = Instant::now() + Duration::from_secs(60);
+    let doomed = loop {
+        let holder = pg.sql(
+            "SELECT claimed_by FROM jobs WHERE kind = 'abm' AND status = 'claimed'
+               AND updated >= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT - 100 LIMIT 1",
+        );
+        let holder = holder.trim();
+        if let Some(k) = workers
+            .iter()
+            .position(|w| !holder.is_empty() && holder.contains(&format!("/{}/", w.child.id())))
+        {
+            break k;
+        }
+        assert!(Instant::now() < until, "no worker took a model after the takeover");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    workers[doomed].kill9();
+    let (_, swept) = next.get(&sweep_path).await;
+    assert!(
+        swept["pending"].as_u64() >= Some(1),
+        "the worker died after the sweep: {swept}"
+    );
+    // Both finish without a person, each as in one process.
+    let table = sweep_finished(next, tree, sweep_id).await;
+    let reference = sweep_finished(&alone, started[1].0, started[1].2).await;
+    let explored = explore_finished(next, tree, explore_id).await;
+    let explored_alone = explore_finished(&alone, started[1].0, started[1].1).await;
+    assert_eq!(
+        (table["done"].as_u64(), table["failed"].as_u64()),
+        (Some(40), Some(0)),
+        "{table}"
+    );
+    for (i, (a, b)) in table["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(reference["cells"].as_array().unwrap())
+        .enumerate()
+    {
+        assert_eq!(a["metrics"], b["metrics"], "cell {i}'s metrics differ from one process");
+        assert_eq!(a["effects"], b["effects"], "cell {i}'s effects differ from one process");
+    }
+    assert_eq!(explored.status, simtree_shared::ExploreStatus::Done, "{explored:?}");
+    assert_eq!(explored.runs_used, explored_alone.runs_used, "{explored:?}");
+    assert!(explored.runs_used <= 16, "{explored:?}");
+    let summary = |t: &simtree_shared::ExploreTable| {
+        t.candidates
+            .iter()
+            .map(|c| {
+                (
+                    c.point.clone(),
+                    c.n,
+                    c.mean,
+                    c.alive,
+                    c.dropped_after,
+                    c.pending,
+                    c.failed,
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        summary(&explored),
+        summary(&explored_alone),
+        "the exploration differs from one process"
+    );
+    assert_eq!(
+        explored.best.as_ref().map(|b| &b.point),
+        explored_alone.best.as_ref().map(|b| &b.point)
+    );
+    // Every replicate counted once: listed once, no node made twice, none interrupted.
+    let swept: Vec<u64> = table["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["children"].as_array().unwrap().iter().map(|n| n.as_u64().unwrap()))
+        .collect();
+    let explored_runs: Vec<u64> = explored.candidates.iter().flat_map(|c| c.children.clone()).collect();
+    assert_eq!(explored_runs.len() as u64, explored.runs_used, "{explored:?}");
+    let replicates: BTreeSet<u64> = swept.iter().chain(&explored_runs).copied().collect();
+    let runs = swept.len() + explored_runs.len();
+    assert_eq!(replicates.len(), runs, "a replicate listed twice");
+    let ended = statuses(next, tree).await;
+    assert!(
+        ended.values().all(|s| s == "done"),
+        "every node is done (none interrupted and run again): {ended:?}"
+    );
+    assert_eq!(
+        ended.len(),
+        1 + 4 + 4 + runs,
+        "root, four cells, four candidates and each replicate once: {ended:?}"
+    );
+    // Per process: each replicate ran to its end once, on a worker; no server ran a model.
+    let until = Instant::now() + Duration::from_secs(10);
+    while workers.iter().map(Worker::done).sum::<usize>() < runs && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let per_worker: Vec<usize> = workers.iter().map(Worker::done).collect();
+    assert_eq!(per_worker.iter().sum::<usize>(), runs, "{per_worker:?}");
+    assert!(
+        workers
+            .iter()
+            .any(|w| w.reclaimed.load(std::sync::atomic::Ordering::SeqCst) >= 1),
+        "the killed worker's model was claimed again"
+    );
+    ran_no_run(&leader, "the killed leader");
+    for (k, f) in followers.iter().enumerate() {
+        ran_no_run(f, &format!("follower {k}"));
+    }
+    queue_empties(&pg, Duration::from_secs(10)).await;
+    eprintln!(
+        "{runs} replicates over the workers {per_worker:?} (worker {doomed} killed); exploration best {:?}",
+        explored.best.as_ref().map(|b| &b.point)
+    );
+}
+
+/// Polls an exploration's table until it stops running.
+async fn explore_finished(s: &simtree_e2e::Server, tree: u64, id: u64) -> simtree_shared::ExploreTable {
+    let path = format!("/devui/simtree/{tree}/explore/{id}");
+    let deadline = Instant::now() + Duration::from_secs(240);
+    loop {
+        let (st, table) = s.get(&path).await;
+        assert_eq!(st, 200, "{table}");
+        assert_ne!(table["status"], "interrupted", "it waits for nobody: {table}");
+        if table["status"] != "running" {
+            return serde_json::from_value(table).unwrap();
+        }
+        assert!(Instant::now() < deadline, "the exploration did not finish: {table}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Issue 40, item 5: a leader stopped with SIGTERM while a fan-out of 50 runs waits in the queue
+/// (a worker takes two at a time) hands them over instead of cancelling them after its grace
+/// period: their nodes stay running, the follower takes the released lease at once, adopts
+/// them, and every one finishes, each run once (a second worker joins after the handover, to
+/// keep the test short).
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_with_a_queue_of_fifty_runs_hands_them_all_to_the_follower() {
+    const RUNS: u64 = 50;
     let pg = Postgres::start();
     let (url, _) = provider(Duration::from_millis(100), Arc::new(|| {})).await;
     let env = llm_env(&url);
@@ -1542,7 +1776,7 @@ async fn sigterm_with_a_queue_of_twenty_runs_hands_them_all_to_the_follower() {
         tokio::spawn(async move {
             reqwest::Client::new()
                 .post(url)
-                .json(&serde_json::json!({"parent": 0, "turns": 3, "count": 20}))
+                .json(&serde_json::json!({"parent": 0, "turns": 3, "count": RUNS}))
                 .send()
                 .await
         })
@@ -1553,14 +1787,17 @@ async fn sigterm_with_a_queue_of_twenty_runs_hands_them_all_to_the_follower() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let queued = count(&pg, "SELECT COUNT(*) FROM jobs WHERE status = 'queued'");
-    assert!(queued >= 10, "a queue when the stop comes: {queued}");
+    assert!(queued >= RUNS - 5, "a queue when the stop comes: {queued}");
     leader.terminate();
     drop(request);
     follower.wait_leading(Duration::from_secs(10));
+    let handed = count(&pg, "SELECT COUNT(*) FROM jobs WHERE status IN ('queued', 'claimed')");
+    assert!(handed >= RUNS - 10, "the queue was handed over: {handed} jobs left");
+    let helper = Worker::start(&pg, &env, &["--concurrency", "4", "--job-lapse-secs", "2"]);
     let deadline = Instant::now() + Duration::from_secs(120);
     let ended = loop {
         let ended = statuses(&follower, tree).await;
-        if ended.len() == 21 && ended.values().all(|s| s != "running") {
+        if ended.len() == 1 + RUNS as usize && ended.values().all(|s| s != "running") {
             break ended;
         }
         assert!(Instant::now() < deadline, "the runs did not finish: {ended:?}");
@@ -1570,7 +1807,11 @@ async fn sigterm_with_a_queue_of_twenty_runs_hands_them_all_to_the_follower() {
         ended.values().all(|s| s == "done"),
         "every run finished, none cancelled or interrupted: {ended:?}"
     );
-    assert_eq!(worker.done_at_least(20), 20, "each run ran once");
+    let until = Instant::now() + Duration::from_secs(10);
+    while worker.done() + helper.done() < RUNS as usize && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(worker.done() + helper.done(), RUNS as usize, "each run ran once");
     queue_empties(&pg, Duration::from_secs(10)).await;
 }
 
@@ -1638,11 +1879,16 @@ struct Book {
 
 /// The book of `tree`'s own budget in the database.
 fn book_of(pg: &Postgres, tree: u64) -> Book {
+    book_of_part(pg, tree, 0)
+}
+
+/// The book of part `part` of `tree`'s budget in the database (exploration `id`'s is `id + 1`).
+fn book_of_part(pg: &Postgres, tree: u64, part: u64) -> Book {
     let row = pg.sql(&format!(
-        "SELECT tokens, calls, money::TEXT, held::TEXT FROM budget_spent WHERE tree = {tree} AND part = 0"
+        "SELECT tokens, calls, money::TEXT, held::TEXT FROM budget_spent WHERE tree = {tree} AND part = {part}"
     ));
     let cells: Vec<&str> = row.trim().split('|').collect();
-    assert_eq!(cells.len(), 4, "the tree's book: {row:?}");
+    assert_eq!(cells.len(), 4, "the book of part {part}: {row:?}");
     Book {
         tokens: cells[0].parse().unwrap(),
         calls: cells[1].parse().unwrap(),
@@ -1965,9 +2211,7 @@ async fn an_explorations_own_money_cap_is_booked_in_the_database_and_its_replica
     let (url, provider) = provider(Duration::from_millis(30), Arc::new(|| {})).await;
     let mut env = llm_env(&url);
     env.push(("LLM_MAX_TOKENS", "64".into()));
-    let prices = std::env::temp_dir().join(format!("simtree-explore-prices-{}.json", std::process::id()));
-    std::fs::write(&prices, r#"{"fake-model": {"prompt": 30, "completion": 60}}"#).unwrap();
-    let per_call = (100.0 * 30.0 + 10.0 * 60.0) / 1e6;
+    let (prices, per_call) = prices_file("explore");
     let s = jobs_server(&pg, &env, &["--no-worker", "--prices", prices.to_str().unwrap()]);
     let workers = [
         Worker::start(&pg, &env, &["--concurrency", "2"]),
@@ -1997,17 +2241,7 @@ async fn an_explorations_own_money_cap_is_booked_in_the_database_and_its_replica
         .await;
     assert_eq!(status, 200, "{started}");
     let id = started["explore"].as_u64().unwrap();
-    let path = format!("/devui/simtree/{tree}/explore/{id}");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let table: simtree_shared::ExploreTable = loop {
-        let (st, table) = s.get(&path).await;
-        assert_eq!(st, 200, "{table}");
-        if table["status"] != "running" {
-            break serde_json::from_value(table).unwrap();
-        }
-        assert!(Instant::now() < deadline, "the exploration did not finish: {table}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let table = explore_finished(&s, tree, id).await;
     let _ = std::fs::remove_file(prices);
     let runs = table.runs_used as usize;
     assert!(runs > 0, "{table:?}");
@@ -2027,14 +2261,7 @@ async fn an_explorations_own_money_cap_is_booked_in_the_database_and_its_replica
         billed <= cap + 1e-12,
         "the provider billed ${billed} of the exploration's ${cap}"
     );
-    let own = pg.sql(&format!(
-        "SELECT money::TEXT FROM budget_spent WHERE tree = {tree} AND part = {}",
-        id + 1
-    ));
-    let own: f64 = own
-        .trim()
-        .parse()
-        .unwrap_or_else(|_| panic!("the exploration's book: {own:?}"));
+    let own = book_of_part(&pg, tree, id + 1).money;
     assert!(
         (own - billed).abs() < 1e-9,
         "its book says ${own}, the provider billed ${billed}"
@@ -2050,4 +2277,220 @@ async fn an_explorations_own_money_cap_is_booked_in_the_database_and_its_replica
     eprintln!(
         "{runs} replicates over the workers {per_worker:?}; {calls} calls billed ${billed:.4} of ${cap}; {refused} replicates stopped by the cap"
     );
+}
+
+/// A price table for the fake provider's model, written to a file of this test process named
+/// after `what`, and what one of the fake's calls (100 prompt and 10 completion tokens) costs
+/// at it.
+fn prices_file(what: &str) -> (std::path::PathBuf, f64) {
+    let path = std::env::temp_dir().join(format!("simtree-{what}-prices-{}.json", std::process::id()));
+    std::fs::write(&path, r#"{"fake-model": {"prompt": 30, "completion": 60}}"#).unwrap();
+    (path, (100.0 * 30.0 + 10.0 * 60.0) / 1e6)
+}
+
+/// Issue 40, item 3: an exploration with its own money cap whose leader is killed -9 in the
+/// middle of a round finishes under the follower without a person. What its replicates spent
+/// before the kill stays in its book in the database (the follower carries it on from the book,
+/// not from nothing), the cap holds over the spending under both leaders together, each book
+/// says exactly what the provider billed, no hold is left, and each replicate is counted once.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_explorations_money_cap_holds_across_a_killed_leader_and_its_book_is_kept() {
+    let pg = Postgres::start();
+    let (url, provider) = provider(Duration::from_millis(60), Arc::new(|| {})).await;
+    let mut env = llm_env(&url);
+    env.push(("LLM_MAX_TOKENS", "64".into()));
+    let (prices, per_call) = prices_file("explore-kill");
+    let mut flags = queueing(&pg).to_vec();
+    flags.extend(["--job-lapse-secs", "2", "--prices", prices.to_str().unwrap()]);
+    let pairs = env_pairs(&env);
+    let mut leader = simtree_e2e::Server::start_env(&flags, &pairs);
+    leader.wait_leading(Duration::from_secs(10));
+    let follower = simtree_e2e::Server::start_env(&flags, &pairs);
+    let worker = Worker::start(&pg, &env, &["--concurrency", "2", "--job-lapse-secs", "2"]);
+    wait_for_workers(&pg, 1);
+    let (st, created) = leader
+        .post(
+            "/devui/simtree",
+            &serde_json::json!({"scenario": "simple_chat", "money_budget": 5.0}),
+        )
+        .await;
+    assert_eq!(st, 200, "{created}");
+    let tree = created["id"].as_u64().unwrap();
+    // A replicate of 3 turns makes about 10 calls: the first round (8 of them) costs about
+    // $0.30, the whole schedule (16) about $0.60; it may spend $0.80. Each call holds up to
+    // $0.20 while it runs (its prompt grows with the agents' memories), two at once (the
+    // worker's two slots): the first round fits, and the cap stops calls in the second.
+    let cap = 0.8;
+    let (status, started) = leader
+        .post(
+            &format!("/devui/simtree/{tree}/explore"),
+            &serde_json::json!({"parent": 0, "turns": 3, "seed": 3,
+                "objective": {"metric": "count:action_end", "goal": "max"},
+                "space": [{"label": "news", "op": {"op": "public_broadcast"}, "field": "text",
+                           "values": ["rain", "sun", "snow", "wind"]}],
+                "replicates": 2, "budget": {"runs": 16, "money": cap}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{started}");
+    let id = started["explore"].as_u64().unwrap();
+    // Killed once the first round's replicates have booked a sixth of its cost and are not done.
+    let until = Instant::now() + Duration::from_secs(30);
+    while count(
+        &pg,
+        &format!(
+            "SELECT COUNT(*) FROM budget_spent WHERE tree = {tree} AND part = {} AND money >= 0.05",
+            id + 1
+        ),
+    ) == 0
+        || count(&pg, "SELECT COUNT(DISTINCT node) FROM job_calls") < 2
+    {
+        assert!(Instant::now() < until, "the replicates never spent");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (_, before) = leader.get(&format!("/devui/simtree/{tree}/explore/{id}")).await;
+    assert_eq!(
+        (before["status"].as_str(), before["round"].as_u64()),
+        (Some("running"), Some(1)),
+        "{before}"
+    );
+    leader.stop(); // SIGKILL
+    let booked_before = book_of_part(&pg, tree, id + 1);
+    assert!(booked_before.money > 0.0, "{booked_before:?}");
+    follower.wait_leading(Duration::from_secs(15));
+    let table = explore_finished(&follower, tree, id).await;
+    let _ = std::fs::remove_file(prices);
+    let mut errors = Vec::new();
+    for c in table.candidates.iter().flat_map(|c| &c.children) {
+        let info = follower.get(&format!("/devui/simtree/{tree}/node/{c}/info")).await.1;
+        if let Some(e) = info["error"].as_str() {
+            errors.push(format!("{c}: {e}"));
+        }
+    }
+    assert!(
+        table.round >= 2,
+        "a round after the kill was run: {table:?}; {errors:#?}"
+    );
+    assert!(table.runs_used <= 16, "{table:?}");
+    let children: Vec<u64> = table.candidates.iter().flat_map(|c| c.children.clone()).collect();
+    let distinct: BTreeSet<u64> = children.iter().copied().collect();
+    assert_eq!(distinct.len(), children.len(), "a replicate listed twice: {table:?}");
+    assert_eq!(
+        children.len() as u64,
+        table.runs_used,
+        "every run counted once: {table:?}"
+    );
+    let ended = statuses(&follower, tree).await;
+    assert!(
+        children.iter().all(|c| ended[c] == "done" || ended[c] == "failed"),
+        "every replicate ended, none interrupted and run again: {ended:?}"
+    );
+    assert_eq!(ended.len(), 1 + 4 + children.len(), "no run made twice: {ended:?}");
+    assert_eq!(
+        worker.done_at_least(children.len()),
+        children.len(),
+        "each ran once, on the worker"
+    );
+    // The book: kept across the kill, equal to the bill, within the cap.
+    let calls = provider.billed();
+    let billed = calls as f64 * per_call;
+    let own = book_of_part(&pg, tree, id + 1);
+    assert!(
+        own.money >= booked_before.money,
+        "the book lost spending: {booked_before:?} then {own:?}"
+    );
+    assert!(
+        (own.money - billed).abs() < 1e-9,
+        "its book says ${}, the provider billed ${billed}",
+        own.money
+    );
+    assert!(
+        billed <= cap + 1e-12,
+        "the provider billed ${billed} of the exploration's ${cap}"
+    );
+    assert!(
+        (book_of(&pg, tree).money - billed).abs() < 1e-9,
+        "the tree's book is charged too: {:?}, billed ${billed}",
+        book_of(&pg, tree)
+    );
+    assert!(own.held.abs() < 1e-9, "{own:?}");
+    assert_eq!(count(&pg, "SELECT COUNT(*) FROM budget_holds"), 0, "no hold is left");
+    let shown = table.money_used.unwrap_or(0.0);
+    assert!(
+        (shown - billed).abs() < 1e-9,
+        "the table shows ${shown}, billed ${billed}"
+    );
+    eprintln!(
+        "{} replicates; {calls} calls billed ${billed:.4} of ${cap} (${:.4} before the kill)",
+        children.len(),
+        booked_before.money
+    );
+}
+
+/// Issue 40, item 4 (what needs Mesa on the leader): a leader with no working Python or
+/// bubblewrap refuses a model's tree (503 naming the sandbox) while nobody else offers to run
+/// models — they would run in its process — and, once two workers offer ABM slots, creates one
+/// and runs a sweep of it: the tree's root needs no Mesa (the model is checked in Rust, its
+/// state is the specification and seed), and every run is a job on a worker.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_leader_without_python_makes_model_trees_whose_runs_go_to_the_workers() {
+    let pg = Postgres::start();
+    let flags = ["--database-url", pg.url.as_str(), "--jobs", "--job-lapse-secs", "2"];
+    let no_python = [
+        RUNS_LOGGED,
+        ("SIMTREE_BWRAP", "/nonexistent/bwrap"),
+        ("SIMTREE_BOOTSTRAP_PYTHON", "/nonexistent/python3"),
+    ];
+    let leader = simtree_e2e::Server::start_env(&flags, &no_python);
+    wait_for_workers(&pg, 1);
+    assert_eq!(
+        count(&pg, "SELECT abm FROM workers"),
+        0,
+        "the leader's own worker offers no models without Python"
+    );
+    let sir = serde_json::json!({"scenario": "sir_network", "seed": 3});
+    let (st, refused) = leader.post("/devui/simtree", &sir).await;
+    assert_eq!(st, 503, "{refused}");
+    assert!(
+        refused["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("/nonexistent/bwrap")),
+        "{refused}"
+    );
+    let one = ["--abm-workers", "1", "--concurrency", "1", "--job-lapse-secs", "2"];
+    let workers = [Worker::start(&pg, &[], &one), Worker::start(&pg, &[], &one)];
+    let until = Instant::now() + Duration::from_secs(20);
+    while count(&pg, "SELECT COUNT(*) FROM workers WHERE role = 'worker' AND abm = 1") < 2 {
+        assert!(Instant::now() < until, "the workers offer no ABM slots");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // (The leader reads the slots on offer once a second.)
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (st, created) = leader.post("/devui/simtree", &sir).await;
+    assert_eq!(st, 200, "{created}");
+    let tree = created["id"].as_u64().unwrap();
+    let (st, body) = leader
+        .post(
+            &format!("/devui/simtree/{tree}/sweep"),
+            &serde_json::json!({"parent": 0, "turns": 40, "replicates": 2, "seed": 1,
+                "axes": [{"label": "rate", "op": {"op": "abm_set_global", "name": "infectionRate"},
+                          "field": "value", "values": [0.05, 0.2]}],
+                "metrics": {"peak": "max:globalVariable.infectedCount"}}),
+        )
+        .await;
+    assert_eq!(st, 200, "{body}");
+    let table = sweep_finished(&leader, tree, body["sweep"].as_u64().unwrap()).await;
+    assert_eq!(
+        (table["done"].as_u64(), table["failed"].as_u64()),
+        (Some(4), Some(0)),
+        "{table}"
+    );
+    let until = Instant::now() + Duration::from_secs(10);
+    while workers.iter().map(Worker::done).sum::<usize>() < 4 && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(workers.iter().map(Worker::done).sum::<usize>(), 4);
+    ran_no_run(&leader, "the leader");
+    // A single advance of the model, read back on the leader.
+    let child = simtree_e2e::advance(&leader, tree, 0, 5).await;
+    assert_eq!(statuses(&leader, tree).await[&child], "done");
 }

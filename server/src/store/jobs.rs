@@ -21,8 +21,9 @@
 //! kind into slots of its own ([`Slots`]; ABM slots are its Mesa pool's workers, offered in its
 //! `workers` row).
 //!
-//! The serving process learns of ended jobs from the notification (`done:<tree>:<node>`), or by
-//! polling [`ended`] when it missed one, and [`forget`]s a job once its node shows the outcome.
+//! The serving process learns of ended jobs from the notification
+//! (`done:<tree>:<node>:<status>`: a job done needs no read), or by polling [`ended`] when it
+//! missed one, and [`forget`]s a job once its node shows the outcome.
 //! A worker stopped gracefully hands its claims back ([`release`]: queued, attempts unchanged).
 //!
 //! A budgeted tree's spending is booked here too (schema 17), so that runs on several processes
@@ -39,7 +40,7 @@ use std::time::Duration;
 
 use super::lease::Lease;
 pub(crate) use super::sql::{BudgetKey, QUEUED};
-use super::sql::{CHANNEL, Db, enqueue};
+use super::sql::{CHANNEL, Db, enqueue, node_columns_of, node_of};
 use super::vocab::{Cell, P, Sql, i};
 use super::{Database, LogRow, NodeRow, StoreError, StoreResult, Write};
 use crate::llm::budget::{Limits, Refusal, Totals};
@@ -96,6 +97,9 @@ pub struct Job {
     /// Claims so far, this one included.
     pub attempts: u64,
     pub(crate) max_attempts: u64,
+    /// The node's record as the claim read it (its parent and the node are committed with or
+    /// before the job): the worker needs no read of its own. `None`: gone, or damaged.
+    pub(crate) attached: Option<NodeRow>,
 }
 
 /// A job's row, as [`row`] reads it.
@@ -114,6 +118,20 @@ pub struct JobRow {
 const CANCELLED: &str = "cancelled";
 
 impl JobRow {
+    /// The row of a job done, as its end's notification tells it (`done:<tree>:<node>:done`):
+    /// what a leader needs of it without reading it.
+    pub(crate) fn done(tree: u64, node: u64) -> JobRow {
+        JobRow {
+            tree,
+            node,
+            status: Status::Done,
+            attempts: 0,
+            max_attempts: 0,
+            claimed_by: None,
+            error: None,
+        }
+    }
+
     /// Whether the job was cancelled ([`cancel`]) rather than failed by its run.
     pub fn cancelled(&self) -> bool {
         self.status == Status::Failed && self.error.as_deref() == Some(CANCELLED)
@@ -202,15 +220,17 @@ pub struct Slots {
 
 /// Claims up to `slots` jobs for `me`: queued ones, oldest first, and claimed ones whose
 /// claimer's heartbeat is older than `me.length` (it stopped: crashed, killed, cut off). Each
-/// claim counts an attempt; a lapsed job out of attempts is given up instead (dead).
+/// claim counts an attempt; a lapsed job out of attempts is never claimed again (its
+/// claimer's [`Queue`] gives it up, dead, at its next claim at most half a lapse later).
 pub fn claim<S: Sql>(sql: &mut S, me: &Lease, slots: Slots) -> StoreResult<Vec<Job>> {
     if slots.runs == 0 && slots.abm == 0 {
         return Ok(Vec::new());
     }
     let lapse = me.length.as_millis() as i64;
-    bury(sql, me.length)?;
     let now = sql.now_ms_sql();
-    let takeable = format!("(status = 'queued' OR (status = 'claimed' AND heartbeat_at < {now} - $2))");
+    let takeable = format!(
+        "(status = 'queued' OR (status = 'claimed' AND heartbeat_at < {now} - $2 AND attempts < max_attempts))"
+    );
     let rows = sql.query(
         &format!(
             "WITH runs AS (SELECT tree, node FROM jobs WHERE kind <> '{ABM}' AND {takeable}
@@ -221,9 +241,13 @@ pub fn claim<S: Sql>(sql: &mut S, me: &Lease, slots: Slots) -> StoreResult<Vec<J
                    ORDER BY created, tree, node LIMIT $4 FOR UPDATE SKIP LOCKED)
              UPDATE jobs j SET status = 'claimed', claimed_by = $1, heartbeat_at = {now}, updated = {now},
                 attempts = j.attempts + 1
-             FROM (SELECT tree, node FROM runs UNION ALL SELECT tree, node FROM abm) picked
-             WHERE j.tree = picked.tree AND j.node = picked.node
-             RETURNING j.tree, j.node, j.kind, j.payload, j.attempts, j.max_attempts"
+             FROM (SELECT p.tree AS job_tree, p.node AS job_node, {node}
+                   FROM (SELECT tree, node FROM runs UNION ALL SELECT tree, node FROM abm) p
+                   LEFT JOIN nodes n ON n.tree = p.tree AND n.id = p.node) picked
+             WHERE j.tree = picked.job_tree AND j.node = picked.job_node
+             RETURNING j.tree, j.node, j.kind, j.payload, j.attempts, j.max_attempts, {returned}",
+            node = node_columns_of("n"),
+            returned = node_columns_of("picked"),
         ),
         &[
             P::Text(&me.holder),
@@ -238,16 +262,17 @@ pub fn claim<S: Sql>(sql: &mut S, me: &Lease, slots: Slots) -> StoreResult<Vec<J
         .map(|r| {
             let mut r = r.into_iter();
             let mut next = || r.next().unwrap_or(Cell::Null);
-            Job {
+            Ok(Job {
                 tree: int(next()),
                 node: int(next()),
                 kind: text(next()).unwrap_or_default(),
                 payload: text(next()).unwrap_or_default(),
                 attempts: int(next()),
                 max_attempts: int(next()),
-            }
+                attached: node_of(&mut next)?,
+            })
         })
-        .collect();
+        .collect::<StoreResult<_>>()?;
     jobs.sort_by_key(|j| (j.tree, j.node));
     Ok(jobs)
 }
@@ -303,8 +328,9 @@ pub(crate) fn fence_finish<S: Sql>(
             P::Text(&me.holder),
         ],
     )?;
-    // (The payload is a parameter: one prepared statement serves every job's end.)
-    let done = format!("done:{tree}:{node}");
+    // (The payload is a parameter: one prepared statement serves every job's end. It names
+    // the status, so that a leader waiting for a job that is done need not read the queue.)
+    let done = format!("done:{tree}:{node}:{}", status.as_str());
     sql.write("SELECT pg_notify($1, $2)", &[P::Text(CHANNEL), P::Text(&done)])
 }
 
@@ -489,16 +515,38 @@ pub(crate) fn offer_abm<S: Sql>(sql: &mut S, me: &Lease, abm: u64) -> StoreResul
     .map(drop)
 }
 
-/// How many agent-based-model runs the processes taking jobs run at once, together (those
-/// whose heartbeat is younger than a few `lapse`s): none means an ABM job would wait for
-/// nobody.
-pub(crate) fn abm_takers<S: Sql>(sql: &mut S, lapse: Duration) -> StoreResult<u64> {
+/// How many agent-based-model runs the processes taking jobs run at once (those whose
+/// heartbeat is younger than a few of `me`'s lapses).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct AbmTakers {
+    /// All of them together: none means an ABM job would wait for nobody.
+    pub all: u64,
+    /// Those of processes other than `me`'s (another host or pid): while there are some, `me`
+    /// needs no Mesa of its own for a model's runs.
+    pub others: u64,
+}
+
+/// See [`AbmTakers`].
+pub(crate) fn abm_takers<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<AbmTakers> {
     let now = sql.now_ms_sql();
     let rows = sql.query(
-        &format!("SELECT COALESCE(SUM(abm), 0)::BIGINT FROM workers WHERE heartbeat_at >= {now} - {ALIVE} * $1"),
-        &[P::Int(lapse.as_millis() as i64)],
+        &format!(
+            "SELECT COALESCE(SUM(abm), 0)::BIGINT,
+                    COALESCE(SUM(abm) FILTER (WHERE NOT (host = $2 AND pid = $3)), 0)::BIGINT
+             FROM workers WHERE heartbeat_at >= {now} - {ALIVE} * $1"
+        ),
+        &[
+            P::Int(me.length.as_millis() as i64),
+            P::Text(&me.host),
+            P::Int(i64::from(me.pid)),
+        ],
     )?;
-    Ok(first_int(rows))
+    let mut row = rows.into_iter().next().unwrap_or_default().into_iter();
+    let mut next = || int(row.next().unwrap_or(Cell::Null));
+    Ok(AbmTakers {
+        all: next(),
+        others: next(),
+    })
 }
 
 /// How many processes other than `me`'s (another host or pid) take jobs and are alive.
@@ -696,6 +744,8 @@ pub(crate) fn budget_totals<S: Sql>(sql: &mut S, key: BudgetKey) -> StoreResult<
 pub struct Queue {
     db: Db<super::postgres::Postgres>,
     pub me: Lease,
+    /// When this connection last gave up lapsed jobs out of attempts ([`Self::claim_slots`]).
+    buried: Option<std::time::Instant>,
 }
 
 impl Queue {
@@ -707,7 +757,7 @@ impl Queue {
         if let Some(role) = role {
             register(&mut db.sql, &me, role)?;
         }
-        Ok(Queue { db, me })
+        Ok(Queue { db, me, buried: None })
     }
 
     /// Queues the job of `node` in a transaction of its own (the serving process queues it in
@@ -730,7 +780,14 @@ impl Queue {
         })
     }
 
+    /// [`claim`], after giving up the lapsed jobs out of attempts when that was last done half
+    /// a lapse ago or more (a second at most): a claim is one statement, not two.
     pub(crate) fn claim_slots(&mut self, slots: Slots) -> StoreResult<Vec<Job>> {
+        let every = (self.me.length / 2).min(Duration::from_secs(1));
+        if self.buried.is_none_or(|at| at.elapsed() >= every) {
+            bury(&mut self.db.sql, self.me.length)?;
+            self.buried = Some(std::time::Instant::now());
+        }
         claim(&mut self.db.sql, &self.me, slots)
     }
 
@@ -738,9 +795,9 @@ impl Queue {
         offer_abm(&mut self.db.sql, &self.me, abm)
     }
 
-    /// See [`abm_takers`] (with this process's lapse).
-    pub(crate) fn abm_takers(&mut self) -> StoreResult<u64> {
-        abm_takers(&mut self.db.sql, self.me.length)
+    /// See [`abm_takers`].
+    pub(crate) fn abm_takers(&mut self) -> StoreResult<AbmTakers> {
+        abm_takers(&mut self.db.sql, &self.me)
     }
 
     pub(crate) fn others_taking_jobs(&mut self) -> StoreResult<u64> {
@@ -860,13 +917,6 @@ impl Queue {
         recorded_calls(&mut self.db.sql, tree, node)
     }
 
-    /// Node `node`'s record, read on this connection: not through the store's thread, which
-    /// commits what it has queued before it reads (a job's parent and node are committed
-    /// before its job is, so they are there).
-    pub(crate) fn node(&mut self, tree: u64, node: u64) -> StoreResult<Option<NodeRow>> {
-        self.db.node(tree, node)
-    }
-
     /// Node `node`'s record and log rows, read on this connection (a job's end, as its worker
     /// committed it).
     pub(crate) fn node_end(&mut self, tree: u64, node: u64) -> StoreResult<(Option<NodeRow>, Vec<LogRow>)> {
@@ -931,8 +981,8 @@ impl Listener {
     }
 
     /// Waits up to `timeout` for notifications; their payloads (`queued`, `ended`,
-    /// `done:<tree>:<node>`, and the log channel's `<tree>:<node>` as `log:<tree>:<node>`),
-    /// empty when none came (time to poll). Reconnects by itself.
+    /// `done:<tree>:<node>:<status>`, and the log channel's `<tree>:<node>` as
+    /// `log:<tree>:<node>`), empty when none came (time to poll). Reconnects by itself.
     pub fn wait(&mut self, timeout: Duration) -> Vec<String> {
         self.0.wait(timeout)
     }

@@ -1541,6 +1541,49 @@ mod journal_tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    #[test]
+    fn one_node_is_read_alone_as_the_trees_records_hold_it() {
+        let dir = std::env::temp_dir().join(format!("simtree-one-node-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = Store::open_sqlite(&dir).unwrap();
+        for tree in [0, 1] {
+            store.write(Write::Tree(tree_row(tree, "t")));
+            for id in 0..4 {
+                let status = if id == 3 { NodeStatus::Running } else { NodeStatus::Done };
+                store.write(Write::Node {
+                    tree,
+                    row: NodeRow {
+                        id,
+                        parent: id.checked_sub(1),
+                        depth: id as u32,
+                        edge_type: simtree_shared::EdgeType::Advance,
+                        ops: Vec::new(),
+                        status,
+                        error: (tree == 1).then(|| format!("in tree {tree}")),
+                        created: 10 * tree + id,
+                        finished: None,
+                        turns: id,
+                        records: Vec::new(),
+                    },
+                });
+            }
+        }
+        store.flush().unwrap();
+        for tree in [0, 1] {
+            let all = store.read(move |db| db.nodes(tree)).unwrap().rows;
+            for id in 0..5 {
+                let one = store.read(move |db| db.node(tree, id)).unwrap();
+                assert_eq!(
+                    one.as_ref(),
+                    all.iter().find(|r| r.id == id),
+                    "node {id} of tree {tree}"
+                );
+            }
+        }
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// A database whose applies fail while `fail` is set; it keeps what it applied.
     #[derive(Default)]
     struct Flaky {

@@ -170,6 +170,33 @@ pub(crate) struct Db<S: Sql> {
 const NODE_COLUMNS: &str =
     "tree, id, parent, depth, edge_type, ops, status, error, created, finished, turns, records, crc";
 
+/// [`NODE_COLUMNS`] of the table named `alias` in a query (`n.tree, n.id, …`), for a query that
+/// reads a node's record beside other columns ([`node_of`]).
+pub(super) fn node_columns_of(alias: &str) -> String {
+    NODE_COLUMNS
+        .split(", ")
+        .map(|c| format!("{alias}.{c}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The node record in the next cells of a row, as [`NODE_COLUMNS`] hold it: `None` when there
+/// is none (NULL, from an outer join) or it is damaged (as among a tree's records, where a
+/// damaged one is listed apart).
+pub(super) fn node_of(next: &mut dyn FnMut() -> Cell) -> StoreResult<Option<NodeRow>> {
+    let first = next();
+    if matches!(first, Cell::Null) {
+        // (Every column of the record is read, so the cells after it stay in place.)
+        for _ in 1..NODE_COLUMNS.split(", ").count() {
+            next();
+        }
+        return Ok(None);
+    }
+    let mut first = Some(first);
+    let (stored, crc) = StoredNode::read(&mut || first.take().unwrap_or_else(&mut *next))?;
+    Ok(stored.row(crc).ok())
+}
+
 /// A node record as its columns hold it.
 #[derive(Clone)]
 struct StoredNode {
@@ -871,6 +898,16 @@ impl<S: Sql> Database for Db<S> {
             }
         }
         Ok(out)
+    }
+
+    // (The trait's default reads the whole tree's records: a job's worker and its leader each
+    // read one node per job, which grew with the tree.)
+    fn node(&mut self, tree: u64, node: u64) -> StoreResult<Option<NodeRow>> {
+        let rows = self.sql.query(
+            &format!("SELECT {NODE_COLUMNS} FROM nodes WHERE tree = $1 AND id = $2"),
+            &[i(tree), i(node)],
+        )?;
+        Ok(each(rows, node_of)?.into_iter().next().flatten())
     }
 
     fn state(&mut self, tree: u64, node: u64) -> StoreResult<Option<Vec<u8>>> {

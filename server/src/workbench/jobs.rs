@@ -10,9 +10,10 @@
 //!   and ends the job in one transaction with the node's record, state, remaining log and
 //!   memory text — fenced by its claim, so a worker that lost it stores nothing;
 //! - the server relays log rows it is told of to the node's log (so its watchers see entries
-//!   as from an in-process run, with `run_progress`), and on the job's end (`done:<t>:<n>`, or
-//!   its once-a-second poll) takes the node's stored record into its tree (the state stays in
-//!   the store until used), or fails the node with the job's error when it was given up.
+//!   as from an in-process run, with `run_progress`), and on the job's end
+//!   (`done:<t>:<n>:<status>`, or its once-a-second poll) takes the node's stored record into
+//!   its tree (the state stays in the store until used), or fails the node with the job's
+//!   error when it was given up.
 //!
 //! A server starting on a database whose last server died mid-run adopts that server's jobs
 //! ([`Core::enable_jobs`], before the store is attached): their nodes stay `running`, and
@@ -60,7 +61,7 @@ use crate::llm::budget::{Book, Limits, Refusal, Totals, TreeBudget};
 use crate::llm::ledger::{Ledger, RecordSink};
 use crate::llm::price::PriceTable;
 use crate::llm::record::LlmRecord;
-use crate::store::jobs::{self as queue, BudgetKey, Job, JobRow, Listener, Queue, Status};
+use crate::store::jobs::{self as queue, AbmTakers, BudgetKey, Job, JobRow, Listener, Queue, Status};
 use crate::store::lease::Lease;
 use crate::store::{Store, StoreError, Write, now_ms};
 use crate::tree::{NodeId, NodeLog, entry_json};
@@ -110,9 +111,10 @@ pub(crate) struct Hub {
     /// Runs the last server left to jobs, by tree, with their turns: kept running (not
     /// interrupted) and waited for once the dispatcher starts ([`Core::dispatch_jobs`]).
     adopted: Mutex<HashMap<u64, Vec<(NodeId, u64)>>>,
-    /// The agent-based-model runs the processes on the database take at once, together (read
-    /// once a second): while none, ABM runs stay in this process.
-    abm_takers: std::sync::atomic::AtomicU64,
+    /// The agent-based-model runs the processes on the database take at once (read once a
+    /// second): while none, ABM runs stay in this process; while other processes take some,
+    /// this one needs no Mesa of its own ([`Core::abm_elsewhere`]).
+    abm_takers: Mutex<AbmTakers>,
 }
 
 impl Hub {
@@ -343,7 +345,7 @@ impl Core {
             tracing::warn!("jobs enabled after the store was attached: no run of the last server is adopted");
         }
         let left = q.adoptable().map_err(JobError::Adopt)?;
-        let abm_takers = q.abm_takers().unwrap_or(0);
+        let abm_takers = q.abm_takers().unwrap_or_default();
         let mut adopted: HashMap<u64, Vec<(NodeId, u64)>> = HashMap::new();
         for (tree, node, payload) in &left {
             let turns = serde_json::from_str::<RunSpec>(payload).map_or(0, |r| r.turns);
@@ -361,7 +363,7 @@ impl Core {
             queue: Arc::new(Mutex::new(q)),
             waiting: DashMap::new(),
             adopted: Mutex::new(adopted),
-            abm_takers: abm_takers.into(),
+            abm_takers: Mutex::new(abm_takers),
         };
         self.jobs.set(Arc::new(hub)).map_err(|_| JobError::AlreadyEnabled)
     }
@@ -386,8 +388,17 @@ impl Core {
         let Some(hub) = self.jobs.get() else { return false };
         let in_memory = |b: Option<&TreeBudget>| b.is_some_and(|b| !b.is_shared());
         let in_process = in_memory(budget) || in_memory(handle.budget.as_deref());
-        let abm_stays = handle.kind == SimKind::Abm && hub.abm_takers.load(std::sync::atomic::Ordering::SeqCst) == 0;
+        let abm_stays = handle.kind == SimKind::Abm && lock(&hub.abm_takers).all == 0;
         !in_process && !abm_stays && handle.stored()
+    }
+
+    /// Whether agent-based models run on other processes: jobs are on, with a store, and another
+    /// process on the database offers ABM slots. Then a model's runs are jobs for them, and
+    /// creating, loading or importing a model's tree needs no Mesa pool here: nothing of a
+    /// model runs in this process. (A custom scene's hook source is still checked here, in
+    /// this process's sandbox: `check.rs`.)
+    pub(super) fn abm_elsewhere(&self) -> bool {
+        self.store.is_some() && self.jobs.get().is_some_and(|hub| lock(&hub.abm_takers).others > 0)
     }
 
     /// Takes over the runs the last server left to jobs ([`Self::enable_jobs`]): each tree
@@ -506,17 +517,24 @@ impl Core {
         let mut tick = tokio::time::interval(POLL);
         loop {
             let mut logs = HashSet::new();
+            let mut done = HashSet::new();
             let mut check_ended = false;
             let mut ticked = false;
-            // A job queued is the workers' news, not the dispatcher's: only the others (a job
-            // ended, given up, cancelled) send it to the queue's ended jobs.
+            // A job queued is the workers' news, not the dispatcher's. A job done says so in
+            // its payload: its row need not be read. Only the others (a job failed, given up,
+            // cancelled) send it to the queue's ended jobs.
             let mut take = |payloads: Vec<String>, check_ended: &mut bool| {
                 for p in payloads {
-                    match p.strip_prefix("log:").and_then(pair) {
-                        Some(key) => {
-                            logs.insert(key);
-                        }
-                        None => *check_ended |= p != queue::QUEUED,
+                    if let Some(key) = p.strip_prefix("log:").and_then(pair) {
+                        logs.insert(key);
+                    } else if let Some(key) = p
+                        .strip_prefix("done:")
+                        .and_then(|p| p.strip_suffix(":done"))
+                        .and_then(pair)
+                    {
+                        done.insert(key);
+                    } else {
+                        *check_ended |= p != queue::QUEUED;
                     }
                 }
             };
@@ -533,9 +551,19 @@ impl Core {
             for (tree, node) in logs {
                 self.relay(&hub, tree, node).await;
             }
+            for (tree, node) in done {
+                match hub.waiting.remove(&(tree, node)) {
+                    Some((_, w)) => {
+                        let row = JobRow::done(tree, node);
+                        let _ = w.done.send((row, w.progress));
+                    }
+                    // Nobody waits: the queue's ended jobs forget it.
+                    None => check_ended = true,
+                }
+            }
             // (What the processes offer changes rarely: read once a second, off a run's path.)
             if ticked && let Ok(n) = on_queue(&hub.queue, |q| q.abm_takers()).await {
-                hub.abm_takers.store(n, std::sync::atomic::Ordering::SeqCst);
+                *lock(&hub.abm_takers) = n;
             }
             if check_ended {
                 match on_queue(&hub.queue, |q| q.ended()).await {
@@ -858,20 +886,17 @@ impl Core {
         }
         // (Reads before the run starts wait out a database restarting, as its end's write does.)
         let read = patiently("a job's tree", || {
-            let (this, queue) = (self.clone(), queue.clone());
+            let this = self.clone();
             async move {
-                off_runtime(move || {
-                    let handle = this.fresh_tree(tree, run.parent)?;
-                    let attached = lock(&queue).node(tree, id)?;
-                    Ok::<_, WorkbenchError>((handle, attached))
-                })
-                .await
-                .ok_or(JobError::Stopping)?
-                .map_err(JobError::from)
+                off_runtime(move || this.fresh_tree(tree, run.parent))
+                    .await
+                    .ok_or(JobError::Stopping)?
+                    .map_err(JobError::from)
             }
         });
-        let (handle, attached) = read.await?;
-        let attached = attached.ok_or(JobError::NotStored { tree, node: id })?;
+        let handle = read.await?;
+        // (The claim read the attached node with the job.)
+        let attached = job.attached.clone().ok_or(JobError::NotStored { tree, node: id })?;
         let mut sim = {
             let parent = handle.lock().sim(run.parent)?;
             run.start_sim(tree, &parent)

@@ -431,7 +431,7 @@ impl Core {
         tree.set_notes(id, notes);
         let asks = store.read(move |db| db.asks(id))?;
         tree.set_asks(id, asks);
-        if row.kind == SimKind::Abm {
+        if row.kind == SimKind::Abm && !self.abm_elsewhere() {
             // A restored model runs on the worker like a created one: start it now, not mid-run
             // (a worker that cannot start fails the run with the reason).
             let _ = self.abm_pool();
@@ -713,7 +713,7 @@ impl Transfer<'_> {
                 if let Some(Some(source)) = &hooks {
                     self.check_hook_source(source)?;
                 }
-                if kind == SimKind::Abm {
+                if kind == SimKind::Abm && !self.abm_elsewhere() {
                     // Imported models run on the worker like created ones; start it now, not mid-run.
                     self.abm_pool()?;
                 }
