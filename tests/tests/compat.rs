@@ -15,7 +15,8 @@
 //! the explorations of a tree (one finished, one interrupted by a SIGKILL while it ran); from
 //! 2026-11-29b on (schema 16) a scene the user wrote (`custom_ultimatum`) forked by its own op;
 //! from 2026-11-29c on that scene's prose rewritten by a branch (`scene_prose_set`) and a
-//! council whose document names its chair.
+//! council whose document names its chair; from 2026-11-29d on a tree made with
+//! `prompt_layout: state_last`.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -32,6 +33,7 @@ const RELEASES: &[&str] = &[
     "release-2026-11-29",
     "release-2026-11-29b",
     "release-2026-11-29c",
+    "release-2026-11-29d",
 ];
 
 fn fixtures() -> PathBuf {
@@ -390,6 +392,21 @@ async fn populate(s: &Server, all_scenes: bool, small_abm: bool) -> u64 {
         s,
         &format!("/devui/simtree/{id}/advance"),
         json!({"parent": 0, "turns": 4}),
+    )
+    .await;
+    // A tree whose agents' state goes last in their prompts (from 2026-11-29d on).
+    let id = ok(
+        s,
+        "/devui/simtree",
+        json!({"scenario": "simple_chat", "prompt_layout": "state_last"}),
+    )
+    .await["id"]
+        .as_u64()
+        .unwrap();
+    child(
+        s,
+        &format!("/devui/simtree/{id}/advance"),
+        json!({"parent": 0, "turns": 3}),
     )
     .await;
 
