@@ -88,7 +88,7 @@ impl Backend {
 impl Backend {
     /// `dialect:model` of what answers `agent` of a run of `sim` (`mock` or `scripted` when
     /// offline), for the calls trace; never a key or a URL.
-    pub fn label(&self, scenario: &str, sim: &Sim, agent: Option<&str>) -> String {
+    pub(crate) fn label(&self, scenario: &str, sim: &Sim, agent: Option<&str>) -> String {
         match (offline_policy(sim), self) {
             (Some(Offline::Scripted), _) => "scripted".into(),
             (Some(Offline::Mock), _) | (None, Backend::Mock) => "mock".into(),
@@ -238,7 +238,7 @@ pub struct Providers {
 
 impl Providers {
     /// Checks that the default and every override in the settings resolve to a usable provider.
-    pub fn new(base: LlmConfig, settings: LlmSettings) -> Result<Providers, BackendError> {
+    pub(crate) fn new(base: LlmConfig, settings: LlmSettings) -> Result<Providers, BackendError> {
         let p = Providers {
             base,
             settings,
@@ -313,7 +313,11 @@ impl Providers {
 
     /// The provider for a scenario and agent (either optional). The scripted player is served
     /// here, not by the pool: it is the engine's.
-    pub fn resolve(&self, scenario: Option<&str>, agent: Option<&str>) -> Result<Arc<dyn ChatProvider>, BackendError> {
+    pub(crate) fn resolve(
+        &self,
+        scenario: Option<&str>,
+        agent: Option<&str>,
+    ) -> Result<Arc<dyn ChatProvider>, BackendError> {
         let config = self.config(scenario, agent)?;
         if config.dialect == Dialect::Scripted {
             config.validate()?;
@@ -323,7 +327,7 @@ impl Providers {
     }
 
     /// Ends the fan-out keyed `affinity`: explicit caches created for it are deleted.
-    pub async fn end_fan_out(&self, affinity: u64) {
+    pub(crate) async fn end_fan_out(&self, affinity: u64) {
         self.pool.end_fan_out(affinity).await;
     }
 

@@ -84,7 +84,7 @@ impl<T: std::fmt::Debug> std::fmt::Debug for AppendList<T> {
 }
 
 impl<T> AppendList<T> {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
@@ -111,7 +111,7 @@ impl<T> AppendList<T> {
         self.len() == 0
     }
 
-    pub fn last(&self) -> Option<&T> {
+    pub(crate) fn last(&self) -> Option<&T> {
         match self.tail.last() {
             Some(a) => Some(a),
             None => self.frozen.as_ref().and_then(|c| c.items.last()).map(|a| &**a),
@@ -119,7 +119,7 @@ impl<T> AppendList<T> {
     }
 
     /// The entries in order, oldest first.
-    pub fn iter(&self) -> impl Iterator<Item = &T> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
         self.iter_from(0)
     }
 
@@ -153,11 +153,11 @@ impl<T> AppendList<T> {
 
 impl<T: Clone> AppendList<T> {
     /// The last entry, to edit in place (a clone's copy is unaffected).
-    pub fn last_mut(&mut self) -> Option<&mut T> {
+    pub(crate) fn last_mut(&mut self) -> Option<&mut T> {
         self.tail.last_mut().map(Arc::make_mut)
     }
 
-    pub fn to_vec(&self) -> Vec<T> {
+    pub(crate) fn to_vec(&self) -> Vec<T> {
         self.iter().cloned().collect()
     }
 }

@@ -94,7 +94,7 @@ fn extract(dir: &Dir<'_>, to: &Path) -> Result<(), EmbedError> {
 }
 
 /// The embedded assets, extracted (the folder holding `scenarios/`, `data/`, `python/`, …).
-pub fn assets() -> Result<PathBuf, EmbedError> {
+pub(crate) fn assets() -> Result<PathBuf, EmbedError> {
     Ok(release_dir()?.join("assets"))
 }
 
@@ -117,7 +117,7 @@ pub fn assets_dir() -> Result<PathBuf, EmbedError> {
 }
 
 /// The embedded web UI, extracted; `None` when this binary was built without one.
-pub fn ui() -> Option<PathBuf> {
+pub(crate) fn ui() -> Option<PathBuf> {
     let dir = release_dir().ok()?.join("dist");
     dir.join("index.html").is_file().then_some(dir)
 }

@@ -63,12 +63,12 @@ fn bad(m: impl Into<String>) -> ExploreError {
 
 impl ExploreSpec {
     /// Reads a body; errors name the field.
-    pub fn from_value(body: serde_json::Value) -> Result<ExploreSpec, ExploreError> {
+    pub(crate) fn from_value(body: serde_json::Value) -> Result<ExploreSpec, ExploreError> {
         serde_path_to_error::deserialize(body).map_err(|e| bad(format!("{}: {}", e.path(), e.inner())))
     }
 
     /// The objective's metric, parsed.
-    pub fn metric(&self) -> Result<Metric, ExploreError> {
+    pub(crate) fn metric(&self) -> Result<Metric, ExploreError> {
         Metric::parse(&self.objective.metric).map_err(|e| bad(format!("objective.metric: {e}")))
     }
 
@@ -76,7 +76,7 @@ impl ExploreSpec {
     /// every check but the tree's: the space is not empty and holds at most
     /// [`MAX_CANDIDATES`], each op is well-formed, the metric parses, the replicates and the
     /// budget are within bounds.
-    pub fn check(&self) -> Result<(Vec<Cell>, Metric), ExploreError> {
+    pub(crate) fn check(&self) -> Result<(Vec<Cell>, Metric), ExploreError> {
         let metric = self.metric()?;
         if self.space.is_empty() {
             return Err(bad("space: name at least one axis (an op with a field and its values)"));
@@ -154,13 +154,13 @@ impl ExploreSpec {
     }
 
     /// The seed of replicate `k`.
-    pub fn seed_of(&self, k: u64) -> u64 {
+    pub(crate) fn seed_of(&self, k: u64) -> u64 {
         self.seed.wrapping_add(k)
     }
 }
 
 /// How many candidates stay in the race after a round among `alive`: the better half, rounded up.
-pub fn survivors(alive: usize) -> usize {
+pub(crate) fn survivors(alive: usize) -> usize {
     alive.div_ceil(2).max(1)
 }
 

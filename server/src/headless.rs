@@ -26,7 +26,7 @@ pub(crate) struct Counted {
 }
 
 impl Counted {
-    pub fn new(inner: Arc<dyn LlmClient>) -> Counted {
+    pub(crate) fn new(inner: Arc<dyn LlmClient>) -> Counted {
         Counted {
             inner,
             calls: AtomicU64::new(0),
@@ -118,12 +118,12 @@ pub struct Finished {
 }
 
 impl Finished {
-    pub fn export(&mut self) -> Result<TreeExport, TreeError> {
+    pub(crate) fn export(&mut self) -> Result<TreeExport, TreeError> {
         self.tree.export()
     }
 
     /// The run's final simulator.
-    pub fn sim(&mut self) -> Option<Arc<Sim>> {
+    pub(crate) fn sim(&mut self) -> Option<Arc<Sim>> {
         self.tree.sim(self.node).ok()
     }
 }
@@ -131,7 +131,7 @@ impl Finished {
 /// Runs `turns` turns of `tree`'s root as its first child, streaming every event (root's initial
 /// ones first) into `sink` and the node's log. A failed run still finishes its node (status
 /// failed, with the partial log), as the server's runs do.
-pub async fn advance(
+pub(crate) async fn advance(
     mut tree: SimTree,
     turns: u64,
     ctx: &RunCtx,

@@ -27,7 +27,7 @@ const READING_VALID: Duration = Duration::from_millis(50);
 
 impl Watch {
     /// A watch for `budget` bytes of resident memory (0: none).
-    pub fn new(budget: u64) -> Watch {
+    pub(crate) fn new(budget: u64) -> Watch {
         Watch {
             budget,
             verdict: OnceLock::new(),
@@ -35,7 +35,7 @@ impl Watch {
         }
     }
 
-    pub fn budget(&self) -> u64 {
+    pub(crate) fn budget(&self) -> u64 {
         self.budget
     }
 
@@ -64,7 +64,7 @@ impl Watch {
     }
 
     /// Checks now (not waiting for the poller): the error to give a new run when over budget.
-    pub fn check(&self) -> Result<(), OverBudget> {
+    pub(crate) fn check(&self) -> Result<(), OverBudget> {
         if self.budget == 0 {
             return Ok(());
         }

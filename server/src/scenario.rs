@@ -257,7 +257,7 @@ pub struct TradingScenario {
 }
 
 impl TradingScenario {
-    pub fn load_file(path: &Path) -> Result<TradingScenario, ScenarioError> {
+    pub(crate) fn load_file(path: &Path) -> Result<TradingScenario, ScenarioError> {
         let (text, file, id) = read_asset(path, "trading")?;
         let de = &mut serde_json::Deserializer::from_str(&text);
         let mut s: TradingScenario = serde_path_to_error::deserialize(de).map_err(|e| ScenarioError::Invalid {
@@ -296,7 +296,7 @@ pub struct AbmScenario {
 }
 
 impl AbmScenario {
-    pub fn load_file(path: &Path) -> Result<AbmScenario, ScenarioError> {
+    pub(crate) fn load_file(path: &Path) -> Result<AbmScenario, ScenarioError> {
         let (text, file, id) = read_asset(path, "abm")?;
         let doc = crate::abm::model::AbmDocument::parse(&text).map_err(|e| ScenarioError::Invalid {
             file: file.clone(),
@@ -372,7 +372,7 @@ impl ScenarioLibrary {
         Ok(lib)
     }
 
-    pub fn abm(&self, id: &str) -> Option<&AbmScenario> {
+    pub(crate) fn abm(&self, id: &str) -> Option<&AbmScenario> {
         self.abm.iter().find(|s| s.id == id)
     }
 
@@ -485,7 +485,7 @@ impl UserScenario {
     }
 
     /// The document's own title, if it has one (a tree made from it is named after it).
-    pub fn title(&self) -> &str {
+    pub(crate) fn title(&self) -> &str {
         match self {
             UserScenario::Social(s) => &s.title,
             UserScenario::Trading(t) => &t.title,

@@ -55,7 +55,7 @@ pub(crate) struct CallShape {
 pub(crate) const ABM_CALLS: &str = "a model step makes no LLM call";
 
 impl CallShape {
-    pub fn none(why: &str) -> CallShape {
+    pub(crate) fn none(why: &str) -> CallShape {
         CallShape {
             least: 0,
             most: 0,
@@ -162,7 +162,7 @@ pub(crate) fn counts_as_turn(e: &Event) -> bool {
 
 impl Sim {
     /// The kind's wire name (`social`, `trading`, `abm`).
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         self.sim_kind().as_str()
     }
 
@@ -204,7 +204,7 @@ impl Sim {
 
     /// The seed this state's random streams were last set from (`None`: a trading episode,
     /// which holds no random state). Shown in a node's info, so a fan-out child's is on record.
-    pub fn seed(&self) -> Option<u64> {
+    pub(crate) fn seed(&self) -> Option<u64> {
         match self {
             Sim::Social(s) => Some(s.world().llm.seed),
             Sim::Abm(a) => Some(a.current_seed()),
@@ -235,7 +235,7 @@ impl Sim {
 
     /// Tells the run it starts with `n - 1` siblings from its node (a fan-out of `n`), whose
     /// calls may share an explicitly cached prefix. Social scenes only, as [`Self::set_affinity`].
-    pub fn set_fan_out(&mut self, n: u64) {
+    pub(crate) fn set_fan_out(&mut self, n: u64) {
         if let Sim::Social(s) = self {
             s.set_fan_out(u32::try_from(n).unwrap_or(u32::MAX));
         }
@@ -247,7 +247,7 @@ impl Sim {
     /// providers sample on their side, so neither follows the seed). Agent-based models: the
     /// worker reseeds the model before the next step. Trading episodes hold no random state:
     /// their replicates are identical.
-    pub fn reseed(&mut self, seed: u64) {
+    pub(crate) fn reseed(&mut self, seed: u64) {
         match self {
             Sim::Social(s) => social::reseed(s, seed),
             Sim::Abm(a) => a.reseed = Some(seed),
@@ -359,7 +359,7 @@ impl Sim {
 
     /// The request an interview of `agent` sends at this state: exactly the context its next
     /// decision would see, then `question` as an interview turn. Nothing changes.
-    pub fn interview(&self, agent: &str, question: &str) -> Result<ChatRequest, SimError> {
+    pub(crate) fn interview(&self, agent: &str, question: &str) -> Result<ChatRequest, SimError> {
         match self {
             Sim::Social(s) => social::interview(s, agent, question),
             Sim::Trading(t) => trading::interview(t, agent, question),

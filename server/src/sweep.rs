@@ -222,7 +222,7 @@ pub enum Reduce {
 }
 
 impl Metric {
-    pub fn parse(spec: &str) -> Result<Metric, SweepError> {
+    pub(crate) fn parse(spec: &str) -> Result<Metric, SweepError> {
         let (kind, arg) = spec.split_once(':').ok_or_else(|| {
             SweepError::Spec(format!(
                 "{spec:?}: expected kind:argument, e.g. max:globalVariable.infectedCount"
@@ -255,7 +255,7 @@ impl Metric {
 
     /// This metric of a finished run: its events and final simulator. `Null` when the run does
     /// not have it (a variable never tracked, a state key missing).
-    pub fn of(&self, events: &[Event], sim: &Sim) -> Value {
+    pub(crate) fn of(&self, events: &[Event], sim: &Sim) -> Value {
         match self {
             Metric::Series { reduce, var } => {
                 let xs: Vec<f64> = events
@@ -477,7 +477,7 @@ pub(crate) fn bootstrap_seed(sweep_seed: u64, cell: usize, metric: usize) -> u64
 }
 
 /// Every metric's effect for `cell` against `base` (see [`effect_of`]).
-pub fn effects(
+pub(crate) fn effects(
     metrics: &[(String, Metric)],
     base: &[Outcome],
     cell: &[Outcome],
@@ -661,7 +661,7 @@ pub fn table(results: &[CellResult]) -> String {
 }
 
 /// CSV with one row per run: the cell's labels, the replicate, its seed, then each metric.
-pub fn csv(spec: &SweepSpec, results: &[CellResult]) -> String {
+pub(crate) fn csv(spec: &SweepSpec, results: &[CellResult]) -> String {
     let Some(first) = results.first() else {
         return String::new();
     };

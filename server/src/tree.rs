@@ -90,7 +90,7 @@ pub struct Node {
 
 impl Node {
     /// The node's record as the store keeps it.
-    pub fn row(&self) -> crate::store::NodeRow {
+    pub(crate) fn row(&self) -> crate::store::NodeRow {
         crate::store::NodeRow {
             id: self.id,
             parent: self.parent,
@@ -106,7 +106,7 @@ impl Node {
         }
     }
 
-    pub fn attached(&self) -> Attached {
+    pub(crate) fn attached(&self) -> Attached {
         Attached {
             node: self.id,
             parent: self.parent,
@@ -178,7 +178,7 @@ impl SimTree {
         }
     }
 
-    pub fn root(&self) -> NodeId {
+    pub(crate) fn root(&self) -> NodeId {
         0
     }
 
@@ -190,7 +190,7 @@ impl SimTree {
         self.nodes.is_empty()
     }
 
-    pub fn node(&self, id: NodeId) -> Result<&Node, TreeError> {
+    pub(crate) fn node(&self, id: NodeId) -> Result<&Node, TreeError> {
         self.nodes.get(&id).ok_or(TreeError::NodeNotFound(id))
     }
 
@@ -280,7 +280,7 @@ impl SimTree {
 
     /// The nodes holding a simulator or log entries in memory that the store can give back:
     /// `(id, bytes, last use)`.
-    pub fn cached(&self) -> Vec<(NodeId, usize, u64)> {
+    pub(crate) fn cached(&self) -> Vec<(NodeId, usize, u64)> {
         if self.source.is_none() {
             return Vec::new();
         }
@@ -311,18 +311,18 @@ impl SimTree {
     }
 
     /// The next node id (persisted, so ids stay unique across restarts).
-    pub fn seq(&self) -> NodeId {
+    pub(crate) fn seq(&self) -> NodeId {
         self.next_id
     }
 
     /// A node's record as the store keeps it.
-    pub fn row(&self, id: NodeId) -> Result<crate::store::NodeRow, TreeError> {
+    pub(crate) fn row(&self, id: NodeId) -> Result<crate::store::NodeRow, TreeError> {
         Ok(self.node(id)?.row())
     }
 
     /// A stored tree's structure, its states and logs left in the store until needed. Runs that
     /// were in flight come back `interrupted`.
-    pub fn restore(
+    pub(crate) fn restore(
         scenario: String,
         seq: NodeId,
         rows: Vec<crate::store::NodeRow>,
@@ -663,7 +663,7 @@ impl SimTree {
     }
 
     /// Removes `id` and all its descendants; returns the removed ids (for cancelling runs).
-    pub fn delete_subtree(&mut self, id: NodeId) -> Result<Vec<NodeId>, TreeError> {
+    pub(crate) fn delete_subtree(&mut self, id: NodeId) -> Result<Vec<NodeId>, TreeError> {
         let node = self.node(id)?;
         let Some(parent) = node.parent else {
             return Err(TreeError::DeleteRoot);
@@ -686,7 +686,7 @@ impl SimTree {
     }
 
     /// Root path of `id`, root first.
-    pub fn path(&self, id: NodeId) -> Result<Vec<NodeId>, TreeError> {
+    pub(crate) fn path(&self, id: NodeId) -> Result<Vec<NodeId>, TreeError> {
         let mut path = vec![id];
         let mut cur = self.node(id)?;
         while let Some(p) = cur.parent {
@@ -713,7 +713,7 @@ impl SimTree {
     }
 
     /// Lowest common ancestor.
-    pub fn lca(&self, a: NodeId, b: NodeId) -> Result<NodeId, TreeError> {
+    pub(crate) fn lca(&self, a: NodeId, b: NodeId) -> Result<NodeId, TreeError> {
         let pa = self.path(a)?;
         let pb = self.path(b)?;
         Ok(pa
@@ -739,7 +739,7 @@ impl SimTree {
     }
 
     /// The leaves at maximum depth (`only_max_depth`) or all leaves.
-    pub fn frontier(&self, only_max_depth: bool) -> Vec<NodeId> {
+    pub(crate) fn frontier(&self, only_max_depth: bool) -> Vec<NodeId> {
         let max = self.max_depth();
         self.nodes
             .values()
@@ -749,7 +749,7 @@ impl SimTree {
     }
 
     /// LLM usage summed over the whole tree.
-    pub fn usage(&self) -> UsageTotals {
+    pub(crate) fn usage(&self) -> UsageTotals {
         let mut total = UsageTotals::default();
         for n in self.nodes.values() {
             total.add(&UsageTotals::of(&n.records));
@@ -758,16 +758,16 @@ impl SimTree {
     }
 
     /// Every node of the tree, by id.
-    pub fn nodes(&self) -> impl Iterator<Item = &Node> {
+    pub(crate) fn nodes(&self) -> impl Iterator<Item = &Node> {
         self.nodes.values()
     }
 
     /// Every recorded LLM call of the tree, node by node.
-    pub fn records(&self) -> impl Iterator<Item = &LlmRecord> {
+    pub(crate) fn records(&self) -> impl Iterator<Item = &LlmRecord> {
         self.nodes.values().flat_map(|n| &n.records)
     }
 
-    pub fn running(&self) -> Vec<NodeId> {
+    pub(crate) fn running(&self) -> Vec<NodeId> {
         self.nodes
             .values()
             .filter(|n| n.status == NodeStatus::Running)
@@ -775,7 +775,7 @@ impl SimTree {
             .collect()
     }
 
-    pub fn graph(&self) -> Graph {
+    pub(crate) fn graph(&self) -> Graph {
         let nodes = self
             .nodes
             .values()
@@ -808,7 +808,7 @@ impl SimTree {
         }
     }
 
-    pub fn summaries(&self) -> Vec<Summary> {
+    pub(crate) fn summaries(&self) -> Vec<Summary> {
         self.nodes
             .values()
             .map(|n| Summary {
@@ -904,7 +904,7 @@ impl SimTree {
     }
 
     /// `id` and its descendants, `id` first then breadth first (by id within a level).
-    pub fn subtree(&self, id: NodeId) -> Vec<NodeId> {
+    pub(crate) fn subtree(&self, id: NodeId) -> Vec<NodeId> {
         let mut out = vec![id];
         let mut at = 0;
         while at < out.len() {

@@ -177,7 +177,7 @@ impl Workbench {
     }
 
     /// The server-wide limits.
-    pub fn limits(&self) -> &Limits {
+    pub(crate) fn limits(&self) -> &Limits {
         &self.core.limits
     }
 
@@ -187,7 +187,7 @@ impl Workbench {
     }
 
     /// What runs talk to: the mock or the configured providers.
-    pub fn backend(&self) -> &Backend {
+    pub(crate) fn backend(&self) -> &Backend {
         &self.core.backend
     }
 
@@ -202,7 +202,7 @@ impl Workbench {
     }
 
     /// The scenario library: shipped and saved documents, checks, previews and generation.
-    pub fn scenarios(&self) -> Scenarios<'_> {
+    pub(crate) fn scenarios(&self) -> Scenarios<'_> {
         Scenarios(&self.core)
     }
 
@@ -222,7 +222,7 @@ impl Workbench {
     }
 
     /// Estimates, usage and provenance.
-    pub fn usage(&self) -> Usage<'_> {
+    pub(crate) fn usage(&self) -> Usage<'_> {
         Usage(&self.core)
     }
 
@@ -237,7 +237,7 @@ impl Workbench {
     }
 
     /// The run queue's loops.
-    pub fn jobs(&self) -> Jobs<'_> {
+    pub(crate) fn jobs(&self) -> Jobs<'_> {
         Jobs(&self.core)
     }
 }
@@ -259,19 +259,19 @@ pub struct Setup<'a>(&'a mut Core);
 
 impl Setup<'_> {
     /// Market data and the ABM worker's root from `assets` (`serve --assets`).
-    pub fn use_assets(&mut self, assets: &std::path::Path) -> &mut Self {
+    pub(crate) fn use_assets(&mut self, assets: &std::path::Path) -> &mut Self {
         self.0.use_assets(assets);
         self
     }
 
     /// What models cost (`serve --prices`).
-    pub fn use_prices(&mut self, prices: PriceTable) -> &mut Self {
+    pub(crate) fn use_prices(&mut self, prices: PriceTable) -> &mut Self {
         self.0.prices = Arc::new(prices);
         self
     }
 
     /// Where ABM model code and hooks run.
-    pub fn use_sandbox(&mut self, sandbox: crate::abm::Sandbox) -> &mut Self {
+    pub(crate) fn use_sandbox(&mut self, sandbox: crate::abm::Sandbox) -> &mut Self {
         self.0.abm_sandbox = sandbox;
         self
     }
@@ -942,7 +942,12 @@ impl Runs<'_> {
     /// changed. A mock run is simply re-run (the mock is deterministic). A request the recording
     /// does not hold fails the run (strict replay) and the reply is a 409 naming it. The recorded
     /// turn count obeys the same limit as an advance (an imported tree may claim anything).
-    pub async fn replay(&self, tree: u64, node: NodeId, parent: Option<NodeId>) -> Result<RunResult, WorkbenchError> {
+    pub(crate) async fn replay(
+        &self,
+        tree: u64,
+        node: NodeId,
+        parent: Option<NodeId>,
+    ) -> Result<RunResult, WorkbenchError> {
         let handle = self.tree(tree)?;
         let (parent, turns, records, seed) = {
             let mut t = handle.lock();
@@ -1104,7 +1109,7 @@ impl Runs<'_> {
             .await
     }
 
-    pub async fn advance_frontier(
+    pub(crate) async fn advance_frontier(
         &self,
         tree: u64,
         turns: u64,
@@ -1164,7 +1169,7 @@ impl Runs<'_> {
     /// Stops a running node: its partial log and the state it reached are kept, its status
     /// becomes `cancelled`. Answers once the run has ended (within a turn of the request, or at
     /// once for a run waiting on a provider or a worker).
-    pub async fn cancel(&self, tree: u64, node: NodeId) -> Result<(), WorkbenchError> {
+    pub(crate) async fn cancel(&self, tree: u64, node: NodeId) -> Result<(), WorkbenchError> {
         let handle = self.tree(tree)?;
         if !handle.lock().node(node)?.status.is_running() {
             return Err(WorkbenchError::NodeNotRunning(node));
@@ -1250,7 +1255,7 @@ impl Trees<'_> {
     }
 
     /// `GET …/summaries`: every node's summary with its annotation.
-    pub fn summaries(&self, tree: u64) -> Result<Vec<simtree_shared::NotedSummary>, WorkbenchError> {
+    pub(crate) fn summaries(&self, tree: u64) -> Result<Vec<simtree_shared::NotedSummary>, WorkbenchError> {
         Ok(self.tree(tree)?.lock().noted_summaries())
     }
 
@@ -1271,7 +1276,7 @@ impl Trees<'_> {
     }
 
     /// The bare graph (`GET …/graph/columns` writes it as columns).
-    pub fn graph(&self, tree: u64) -> Result<simtree_shared::Graph, WorkbenchError> {
+    pub(crate) fn graph(&self, tree: u64) -> Result<simtree_shared::Graph, WorkbenchError> {
         Ok(self.tree(tree)?.lock().graph())
     }
 
@@ -1290,12 +1295,12 @@ impl Trees<'_> {
     }
 
     /// The lowest common ancestor of `a` and `b`.
-    pub fn lca(&self, tree: u64, a: NodeId, b: NodeId) -> Result<NodeId, WorkbenchError> {
+    pub(crate) fn lca(&self, tree: u64, a: NodeId, b: NodeId) -> Result<NodeId, WorkbenchError> {
         Ok(self.tree(tree)?.lock().lca(a, b)?)
     }
 
     /// A node's kind-specific view.
-    pub fn view(&self, tree: u64, node: NodeId) -> Result<simtree_shared::NodeView, WorkbenchError> {
+    pub(crate) fn view(&self, tree: u64, node: NodeId) -> Result<simtree_shared::NodeView, WorkbenchError> {
         Ok(self.tree(tree)?.lock().sim(node)?.view())
     }
 
@@ -1307,7 +1312,7 @@ impl Trees<'_> {
 
     /// Subscribes to a tree's messages and live text; the snapshot to start from is taken after
     /// (see [`TreeWatch::snapshot`]), so nothing between the two is missed.
-    pub fn watch(&self, tree: u64) -> Result<TreeWatch, WorkbenchError> {
+    pub(crate) fn watch(&self, tree: u64) -> Result<TreeWatch, WorkbenchError> {
         let handle = self.tree(tree)?;
         Ok(TreeWatch {
             events: handle.events.subscribe(),
@@ -1336,13 +1341,13 @@ pub struct TreeWatch {
 
 impl TreeWatch {
     /// The root as an `attached` message (none if it cannot be read) and the graph now.
-    pub fn snapshot(&self) -> (Option<TreeMsg>, simtree_shared::Graph) {
+    pub(crate) fn snapshot(&self) -> (Option<TreeMsg>, simtree_shared::Graph) {
         let t = self.handle.lock();
         (t.node(0).ok().map(|n| TreeMsg::Attached(n.attached())), t.graph())
     }
 
     /// The graph now (after a watcher fell behind).
-    pub fn graph(&self) -> simtree_shared::Graph {
+    pub(crate) fn graph(&self) -> simtree_shared::Graph {
         self.handle.lock().graph()
     }
 }

@@ -83,7 +83,7 @@ The model above is the one you gave before. Build on it: change what the request
 keep everything else as it is, and explain what you changed.";
 
 /// Builds the message list of sd-ai's contract.
-pub fn messages(options: &GenerateOptions, prompt: &str, last_model: Option<&Value>) -> Vec<Message> {
+pub(crate) fn messages(options: &GenerateOptions, prompt: &str, last_model: Option<&Value>) -> Vec<Message> {
     let mut out = vec![Message::new(Role::System, options.system_prompt.as_str())];
     if let Some(last) = last_model {
         let text = serde_json::to_string_pretty(last).unwrap_or_default();

@@ -54,7 +54,7 @@ impl<T> Maybe<T> {
     }
 
     /// The value, if any (absent and `null` both read as `None`).
-    pub fn get(&self) -> Option<&T> {
+    pub(crate) fn get(&self) -> Option<&T> {
         match self {
             Maybe::Set(v) => Some(v),
             _ => None,
@@ -72,7 +72,7 @@ impl<T> Maybe<T> {
 
 impl<T> Maybe<Vec<T>> {
     /// The list, or an empty slice when absent or `null`.
-    pub fn items(&self) -> &[T] {
+    pub(crate) fn items(&self) -> &[T] {
         self.get().map(Vec::as_slice).unwrap_or(&[])
     }
 }
@@ -146,7 +146,7 @@ impl Scalar {
     }
 
     /// A short description of the literal's JSON kind, for messages.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             Scalar::String(_) => "a string",
             Scalar::Number(n) if n.is_f64() => "a float",
@@ -349,7 +349,7 @@ impl VarType {
 
     /// Whether a JSON value fits this type (integers fit float/number; arrays and objects only
     /// their own types).
-    pub fn admits(self, v: &Value) -> bool {
+    pub(crate) fn admits(self, v: &Value) -> bool {
         match (self, v) {
             (VarType::Integer, Value::Number(n)) => {
                 n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
@@ -832,7 +832,7 @@ impl AbmDocument {
     }
 
     /// Like [`AbmDocument::parse`], from an already parsed JSON value.
-    pub fn from_value(v: Value) -> Result<Self, AbmError> {
+    pub(crate) fn from_value(v: Value) -> Result<Self, AbmError> {
         let obj = v
             .as_object()
             .ok_or_else(|| AbmError::Parse("a model document must be a JSON object".into()))?;
@@ -915,7 +915,7 @@ pub(crate) enum SourceRef {
 
 impl SourceRef {
     /// Parses a sourceName; `None` if it has none of the format's shapes.
-    pub fn parse(s: &str) -> Option<SourceRef> {
+    pub(crate) fn parse(s: &str) -> Option<SourceRef> {
         let parts: Vec<&str> = s.split('.').collect();
         let ident = |p: &str| is_identifier(p);
         match parts.as_slice() {
@@ -949,7 +949,7 @@ impl SourceRef {
     }
 
     /// The kind of element, for messages.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             SourceRef::GlobalVariable(_) => "global variable",
             SourceRef::GlobalFunction(_) => "global function",
@@ -972,7 +972,7 @@ pub(crate) fn is_identifier(s: &str) -> bool {
 impl AgentType {
     /// The type's name as its sourceNames give it (`agent.<Name>.…`), from the first attribute
     /// or behavior that has one. The format has no name field of its own.
-    pub fn name(&self) -> Option<String> {
+    pub(crate) fn name(&self) -> Option<String> {
         let attrs = self.agent_attributes.iter().map(|a| a.source_name.as_str());
         let behaviors = self.agent_behaviors.items().iter().map(|b| b.source_name.as_str());
         attrs.chain(behaviors).find_map(|s| match SourceRef::parse(s)? {
@@ -992,7 +992,7 @@ impl AbmModel {
     }
 
     /// The agent type whose sourceNames say `agent.<name>.…`.
-    pub fn agent_type(&self, name: &str) -> Option<&AgentType> {
+    pub(crate) fn agent_type(&self, name: &str) -> Option<&AgentType> {
         self.agent_types()
             .map(|(_, t)| t)
             .find(|t| t.name().as_deref() == Some(name))
@@ -1013,7 +1013,7 @@ impl AbmModel {
     }
 
     /// The tracked variables (empty if none are declared).
-    pub fn tracked_variables(&self) -> &[TrackedVariable] {
+    pub(crate) fn tracked_variables(&self) -> &[TrackedVariable] {
         self.data_analytics
             .get()
             .map(|d| d.tracked_variables.items())

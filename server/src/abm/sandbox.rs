@@ -250,7 +250,7 @@ fn absolute(p: &Path) -> Result<PathBuf, AbmError> {
 
 /// Checks once, at pool start, that the sandbox can be built on this machine: runs the
 /// interpreter inside it. Nothing to check for [`Sandbox::Unsafe`].
-pub fn probe(python: &Path, sandbox: Sandbox) -> Result<(), AbmError> {
+pub(crate) fn probe(python: &Path, sandbox: Sandbox) -> Result<(), AbmError> {
     match sandbox {
         Sandbox::Unsafe => Ok(()),
         Sandbox::Bwrap => probe_with(&bwrap(), python),

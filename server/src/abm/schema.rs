@@ -43,7 +43,7 @@ impl Provider {
     pub const ALL: [Provider; 3] = [Provider::OpenAi, Provider::Gemini, Provider::Claude];
 
     /// The name used on the command line and in routes.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Provider::OpenAi => "openai",
             Provider::Gemini => "gemini",
@@ -73,7 +73,7 @@ impl FromStr for Provider {
 
 /// The response schema in sd-ai's converted form (what Claude receives, and Gemini apart from
 /// the nested `propertyOrdering`).
-pub fn response_schema() -> Value {
+pub(crate) fn response_schema() -> Value {
     let mut settings = SchemaSettings::draft07();
     settings.inline_subschemas = true;
     let root = settings.into_generator().into_root_schema_for::<LlmAbmResponse>();
@@ -89,7 +89,7 @@ pub fn response_schema() -> Value {
 
 impl Provider {
     /// The LLM dialect that speaks for this provider.
-    pub fn dialect(self) -> Dialect {
+    pub(crate) fn dialect(self) -> Dialect {
         match self {
             Provider::OpenAi => Dialect::OpenAi,
             Provider::Gemini => Dialect::Gemini,

@@ -216,7 +216,7 @@ impl Snapshot {
         Snapshot(Arc::new(bytes))
     }
 
-    pub fn as_bytes(&self) -> &[u8] {
+    pub(crate) fn as_bytes(&self) -> &[u8] {
         &self.0
     }
 
@@ -733,7 +733,7 @@ impl AbmWorker {
     }
 
     /// Reseeds the model's random generators (`random` and numpy's).
-    pub fn reseed(&mut self, id: ModelId, seed: u64) -> Result<(), AbmError> {
+    pub(crate) fn reseed(&mut self, id: ModelId, seed: u64) -> Result<(), AbmError> {
         let mut args = Map::new();
         args.insert("seed".into(), seed.into());
         self.model_call(id, "reseed", args, true).map(|_| ())
@@ -833,7 +833,7 @@ impl AbmWorker {
     /// Runs one rule hook of a custom scene (`call.hook` of `call.source`) within the hooks'
     /// bounds ([`HOOK_CPU_SECONDS`], [`HOOK_CALL_TIMEOUT`] or the per-call budget if smaller):
     /// what it returned, as JSON (`null` for `None` or a hook the source does not define).
-    pub fn hook(&mut self, call: &HookRequest<'_>) -> Result<Value, AbmError> {
+    pub(crate) fn hook(&mut self, call: &HookRequest<'_>) -> Result<Value, AbmError> {
         let mut args = Map::new();
         args.insert("source".into(), call.source.into());
         args.insert("hook".into(), call.hook.into());

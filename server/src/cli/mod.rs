@@ -124,7 +124,7 @@ pub struct StorageArgs {
 
 impl StorageArgs {
     /// Where these flags keep the trees (the default data folder when none is named).
-    pub fn site(&self) -> Result<StoreSite, String> {
+    pub(crate) fn site(&self) -> Result<StoreSite, String> {
         if self.ephemeral {
             return Ok(StoreSite::Memory);
         }
@@ -141,7 +141,7 @@ impl StorageArgs {
     }
 
     /// Opens the store these flags name (`None` for `--ephemeral`).
-    pub fn open(&self) -> Result<Option<crate::store::Store>, String> {
+    pub(crate) fn open(&self) -> Result<Option<crate::store::Store>, String> {
         self.site()?.open().map_err(|e| e.to_string())
     }
 }

@@ -33,7 +33,7 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    pub fn ok(result: ActionResult, summary: impl Into<String>, pass_control: bool) -> Self {
+    pub(crate) fn ok(result: ActionResult, summary: impl Into<String>, pass_control: bool) -> Self {
         Outcome {
             success: true,
             result,
@@ -42,7 +42,7 @@ impl Outcome {
         }
     }
 
-    pub fn fail(result: ActionResult, summary: impl Into<String>) -> Self {
+    pub(crate) fn fail(result: ActionResult, summary: impl Into<String>) -> Self {
         Outcome {
             success: false,
             result,
@@ -53,7 +53,7 @@ impl Outcome {
 
     /// The action is not in the agent's action space: no feedback, no summary (upstream's silent
     /// failure; the agent's next step sees no new input and its turn ends).
-    pub fn silent() -> Self {
+    pub(crate) fn silent() -> Self {
         Outcome {
             success: false,
             result: ActionResult::Done {},
@@ -78,7 +78,7 @@ pub struct ActionError(pub String);
 pub(crate) type Handled = Result<Outcome, ActionError>;
 
 /// A required field of an action, or the error upstream's `KeyError` stands for.
-pub fn required<'a>(call: &'a ActionCall, field: &str) -> Result<&'a str, ActionError> {
+pub(crate) fn required<'a>(call: &'a ActionCall, field: &str) -> Result<&'a str, ActionError> {
     call.get(field)
         .ok_or_else(|| ActionError(format!("action {} is missing its required field <{field}>", call.name)))
 }

@@ -87,7 +87,7 @@ pub enum Decision {
 }
 
 impl Agent {
-    pub fn new(name: impl Into<String>, action_space: Vec<ActionKind>) -> Self {
+    pub(crate) fn new(name: impl Into<String>, action_space: Vec<ActionKind>) -> Self {
         Agent {
             name: name.into(),
             user_profile: "".into(),
@@ -123,13 +123,13 @@ impl Agent {
     }
 
     /// `properties.map_xy` as integer coordinates, when present.
-    pub fn map_xy(&self) -> Option<(i64, i64)> {
+    pub(crate) fn map_xy(&self) -> Option<(i64, i64)> {
         let xy = self.properties.get("map_xy")?.as_array()?;
         Some((xy.first()?.as_i64()?, xy.get(1)?.as_i64()?))
     }
 
     /// `properties.role` when it is a string.
-    pub fn role(&self) -> Option<&str> {
+    pub(crate) fn role(&self) -> Option<&str> {
         self.properties.get("role").and_then(Value::as_str)
     }
 
@@ -137,7 +137,7 @@ impl Agent {
     /// now: its system prompt and, for an agent whose state goes last, the state message. Events
     /// (`emotion_update`, `plan_update`, the assistant `agent_ctx_delta`) are pushed to `out` in
     /// upstream's order.
-    pub async fn process(
+    pub(crate) async fn process(
         &mut self,
         prompt: impl FnOnce(&Agent) -> (String, Option<String>),
         llm: &dyn LlmClient,

@@ -21,7 +21,7 @@ pub struct Event {
 
 impl Event {
     /// The event of a payload (one of `simtree_shared`'s event payloads), of the payload's type.
-    pub fn of<P: EventPayload>(payload: &P) -> Self {
+    pub(crate) fn of<P: EventPayload>(payload: &P) -> Self {
         Event {
             kind: P::KIND,
             // The payloads have string keys and finite numbers: serialising cannot fail.
@@ -103,7 +103,7 @@ pub enum SceneEvent {
 
 impl SceneEvent {
     /// A public announcement with the default `Public Event` prefix.
-    pub fn public(content: impl Into<String>) -> Self {
+    pub(crate) fn public(content: impl Into<String>) -> Self {
         SceneEvent::Public {
             content: content.into(),
             prefix: "Public Event".into(),
@@ -119,7 +119,7 @@ impl SceneEvent {
     }
 
     /// The line an agent reads, with the `[H:MM] ` prefix when a time is given.
-    pub fn line(&self, time: Option<i64>) -> String {
+    pub(crate) fn line(&self, time: Option<i64>) -> String {
         let t = time_prefix(time);
         match self {
             SceneEvent::Message { sender, message } => format!("{t}[Message] {sender}: {message}"),
@@ -148,7 +148,7 @@ impl SceneEvent {
     }
 
     /// Upstream's event class, written as `system_broadcast.data.type`.
-    pub fn class(&self) -> SceneEventClass {
+    pub(crate) fn class(&self) -> SceneEventClass {
         match self {
             SceneEvent::Message { .. } => SceneEventClass::MessageEvent,
             SceneEvent::Public { .. } => SceneEventClass::PublicEvent,

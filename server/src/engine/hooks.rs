@@ -35,7 +35,7 @@ impl Hook {
     pub const ALL: [Hook; 3] = [Hook::OnAction, Hook::OnPhaseEnd, Hook::Outcome];
 
     /// The Python function's name.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Hook::OnAction => "on_action",
             Hook::OnPhaseEnd => "on_phase_end",
@@ -78,11 +78,11 @@ pub trait HookRunner: Send + Sync {
 pub struct Hooks(Option<Arc<dyn HookRunner>>);
 
 impl Hooks {
-    pub fn new(runner: Arc<dyn HookRunner>) -> Hooks {
+    pub(crate) fn new(runner: Arc<dyn HookRunner>) -> Hooks {
         Hooks(Some(runner))
     }
 
-    pub fn runner(&self) -> Option<&dyn HookRunner> {
+    pub(crate) fn runner(&self) -> Option<&dyn HookRunner> {
         self.0.as_deref()
     }
 }
@@ -120,7 +120,7 @@ pub enum HookError {
 
 /// Whether `source` defines `hook` as a top-level function (`def NAME(` at the start of a line:
 /// the form the document check requires).
-pub fn defines(source: &str, hook: Hook) -> bool {
+pub(crate) fn defines(source: &str, hook: Hook) -> bool {
     let name = hook.name();
     source.lines().any(|l| {
         l.strip_prefix("def ")

@@ -25,12 +25,12 @@ pub struct ShortTermMemory {
 }
 
 impl ShortTermMemory {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Appends one line, merging it into the last entry when the roles match.
-    pub fn append(&mut self, role: Role, content: &str) {
+    pub(crate) fn append(&mut self, role: Role, content: &str) {
         if let Some(last) = self.list.last_mut()
             && last.role == role
         {
@@ -53,7 +53,7 @@ impl ShortTermMemory {
         self.list.is_empty()
     }
 
-    pub fn last(&self) -> Option<&Message> {
+    pub(crate) fn last(&self) -> Option<&Message> {
         self.list.last()
     }
 
@@ -63,7 +63,7 @@ impl ShortTermMemory {
     }
 
     /// Entries in order.
-    pub fn iter(&self) -> impl Iterator<Item = &Message> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Message> {
         self.list.iter()
     }
 

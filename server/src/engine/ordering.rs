@@ -77,7 +77,7 @@ impl Ordering {
     }
 
     /// Registry name, as upstream serialises it.
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             Ordering::Sequential { .. } => "sequential",
             Ordering::Asynchronous { .. } => "asynchronous",
@@ -89,7 +89,7 @@ impl Ordering {
     }
 
     /// Picks the next name. `controlled` is the scene's choice, consulted only by `Controlled`.
-    pub fn pick(&mut self, agents: &[Agent], rng: &mut Rng, controlled: Option<String>) -> Pick {
+    pub(crate) fn pick(&mut self, agents: &[Agent], rng: &mut Rng, controlled: Option<String>) -> Pick {
         let is_agent = |n: &str| agents.iter().any(|a| a.name == n);
         match self {
             Ordering::Sequential { names, idx } | Ordering::Asynchronous { names, idx } => {
@@ -157,7 +157,7 @@ impl Ordering {
         }
     }
 
-    pub fn moderator(&self) -> Option<&str> {
+    pub(crate) fn moderator(&self) -> Option<&str> {
         match self {
             Ordering::LlmModerated { moderator, .. } => Some(moderator),
             _ => None,

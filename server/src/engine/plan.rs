@@ -9,7 +9,7 @@
 pub use simtree_shared::{Goal, Milestone, PlanState};
 
 /// The plan block of the system prompt.
-pub fn render(plan: &PlanState) -> String {
+pub(crate) fn render(plan: &PlanState) -> String {
     let or = |v: &Option<String>, d: &str| v.clone().unwrap_or_else(|| d.to_string());
     let mut out = String::from("Internal Plan State:\nInternal Goals:\n");
     if plan.goals.is_empty() {

@@ -220,7 +220,7 @@ pub(crate) fn agent_prompt(agent: &Agent, scene: &SceneText) -> (String, Option<
 }
 
 /// Builds the full system prompt of `agent` in `scene`.
-pub fn system_prompt(agent: &Agent, scene: &SceneText) -> String {
+pub(crate) fn system_prompt(agent: &Agent, scene: &SceneText) -> String {
     let (emotion_line, plan_block) = if agent.state_last {
         (String::new(), STATE_LAST_NOTE.to_string())
     } else {

@@ -13,7 +13,7 @@ pub struct Rng {
 }
 
 impl Rng {
-    pub fn seeded(seed: u64) -> Self {
+    pub(crate) fn seeded(seed: u64) -> Self {
         let mut x = seed;
         let mut next = || {
             x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -41,7 +41,7 @@ impl Rng {
     }
 
     /// A uniform index in `0..n` (`n > 0`), without modulo bias.
-    pub fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         assert!(n > 0, "Rng::below(0)");
         let n = n as u64;
         let zone = u64::MAX - (u64::MAX % n);

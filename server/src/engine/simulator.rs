@@ -132,7 +132,7 @@ impl Simulator {
     /// actions it lacks, the scene's initial event is broadcast, then the scene's `pre_run` runs.
     /// Builder-time deltas are dropped; the queued `system_broadcast`s stay pending (they become
     /// the root node's log), as upstream.
-    pub fn build(
+    pub(crate) fn build(
         agents: Vec<Agent>,
         mut scene: Scene,
         ordering: Ordering,
@@ -183,7 +183,7 @@ impl Simulator {
     /// Broadcasts a public event at the current scene time (builder announcements and the
     /// `public_broadcast` branch op). Deltas go to the output buffer; drain them with
     /// [`Simulator::drain`] or drop them with `world.take_out()`.
-    pub fn broadcast(&mut self, event: &SceneEvent) {
+    pub(crate) fn broadcast(&mut self, event: &SceneEvent) {
         let time = Some(self.scene.rules().time());
         self.world.broadcast(event, time, None);
     }
@@ -471,7 +471,7 @@ impl Simulator {
 
     /// The scene's part of agent `idx`'s system prompt: its own text with the document's prose
     /// in place.
-    pub fn prompt_text(&self, idx: usize) -> SceneText {
+    pub(crate) fn prompt_text(&self, idx: usize) -> SceneText {
         self.scene
             .rules()
             .text_for(&self.world.agents[idx])
@@ -496,7 +496,7 @@ impl Simulator {
     /// The prompt an interview of agent `name` sends: exactly the context its next decision
     /// would see (its system prompt and memory), then `question` as a user turn (merged into a
     /// last user entry, as memory merges). `None` for an unknown agent. Nothing changes.
-    pub fn interview(&self, name: &str, question: &str) -> Option<Vec<Message>> {
+    pub(crate) fn interview(&self, name: &str, question: &str) -> Option<Vec<Message>> {
         let idx = self.world.agent_index(name)?;
         let mut ctx = self.context(idx);
         let turn = format!(
@@ -541,18 +541,18 @@ impl Simulator {
     }
 
     /// Turns counted by the most recent run (upstream's `turns`).
-    pub fn turns(&self) -> u64 {
+    pub(crate) fn turns(&self) -> u64 {
         self.turns
     }
 
     /// The most steps one agent's turn may take.
-    pub fn max_steps_per_turn(&self) -> u32 {
+    pub(crate) fn max_steps_per_turn(&self) -> u32 {
         self.max_steps_per_turn
     }
 
     /// Puts the world's random stream (turn order, scene rules) and the seed the `scripted`
     /// player draws from at `seed`.
-    pub fn reseed(&mut self, seed: u64) {
+    pub(crate) fn reseed(&mut self, seed: u64) {
         self.world.rng = super::rng::Rng::seeded(seed);
         self.world.llm.seed = seed;
     }
@@ -582,12 +582,12 @@ impl Simulator {
     }
 
     /// Keys the calls of the run about to start to `affinity` (see `LlmState::start_run`).
-    pub fn start_run(&mut self, affinity: u64) {
+    pub(crate) fn start_run(&mut self, affinity: u64) {
         self.world.llm.start_run(affinity);
     }
 
     /// Tells the run's calls how many sibling runs start from its node (see `LlmState::fan_out`).
-    pub fn set_fan_out(&mut self, n: u32) {
+    pub(crate) fn set_fan_out(&mut self, n: u32) {
         self.world.llm.fan_out = n;
     }
 

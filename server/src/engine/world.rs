@@ -39,7 +39,7 @@ pub struct World {
 }
 
 impl World {
-    pub fn new(agents: Vec<Agent>, ordering: Ordering, seed: u64) -> Self {
+    pub(crate) fn new(agents: Vec<Agent>, ordering: Ordering, seed: u64) -> Self {
         World {
             agents,
             ordering,
@@ -63,7 +63,7 @@ impl World {
         self.agents.iter().find(|a| a.name == name)
     }
 
-    pub fn names(&self) -> Vec<String> {
+    pub(crate) fn names(&self) -> Vec<String> {
         self.agents.iter().map(|a| a.name.clone()).collect()
     }
 
@@ -78,7 +78,7 @@ impl World {
     }
 
     /// Moves every deferred event to the output, in FIFO order.
-    pub fn flush_pending(&mut self) {
+    pub(crate) fn flush_pending(&mut self) {
         self.out.extend(self.pending.drain(..));
     }
 
@@ -88,14 +88,14 @@ impl World {
     }
 
     /// Gives an agent a line of environment feedback (memory + `agent_ctx_delta`).
-    pub fn feedback(&mut self, agent: usize, text: &str) {
+    pub(crate) fn feedback(&mut self, agent: usize, text: &str) {
         let delta = self.agents[agent].add_env_feedback(text);
         self.out.push(delta);
     }
 
     /// Delivers a scene event to every agent except its sender (optionally only to `receivers`),
     /// then queues a `system_broadcast` record. `time` is the scene time at emission.
-    pub fn broadcast(&mut self, event: &SceneEvent, time: Option<i64>, receivers: Option<&[usize]>) {
+    pub(crate) fn broadcast(&mut self, event: &SceneEvent, time: Option<i64>, receivers: Option<&[usize]>) {
         let line = event.line(time);
         let mut recipients = Vec::new();
         for i in 0..self.agents.len() {

@@ -42,7 +42,7 @@ impl Leader {
     /// Stops what [`lead`] started beside the router (the endpoint-load board), then closes the
     /// store: its last writes are committed and the lease released before the process ends,
     /// whatever connections still hold the app.
-    pub async fn stop(self) {
+    pub(crate) async fn stop(self) {
         if let Some((stop, task)) = self.sharing {
             stop.notify_one();
             let _ = task.await;

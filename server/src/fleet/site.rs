@@ -20,7 +20,7 @@ pub enum StoreSite {
 impl StoreSite {
     /// Opens the store (`None` for [`StoreSite::Memory`]), taking no lease: [`super::lead`] takes
     /// it for a leader.
-    pub fn open(&self) -> Result<Option<Store>, FleetError> {
+    pub(crate) fn open(&self) -> Result<Option<Store>, FleetError> {
         match self {
             StoreSite::Memory => Ok(None),
             StoreSite::Folder(dir) => Store::open_sqlite(dir).map(Some).map_err(|source| FleetError::Folder {

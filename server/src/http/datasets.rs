@@ -15,7 +15,7 @@ use super::state::AppState;
 type St = State<Arc<AppState>>;
 
 /// `POST /api/datasets?name=N` with a `text/csv` body: checked whole; nothing is kept on a refusal.
-pub async fn upload(
+pub(crate) async fn upload(
     State(app): St,
     Query(q): Query<std::collections::HashMap<String, String>>,
     body: Bytes,
@@ -35,12 +35,12 @@ pub async fn upload(
 }
 
 /// `GET /api/datasets`.
-pub async fn list(State(app): St) -> Json<Vec<DatasetInfo>> {
+pub(crate) async fn list(State(app): St) -> Json<Vec<DatasetInfo>> {
     Json(app.wb.datasets().dataset_list())
 }
 
 /// `DELETE /api/datasets/{name}`.
-pub async fn delete(State(app): St, ApiPath(name): ApiPath<String>) -> Result<Json<OkReply>, ApiError> {
+pub(crate) async fn delete(State(app): St, ApiPath(name): ApiPath<String>) -> Result<Json<OkReply>, ApiError> {
     if !app.wb.datasets().has_dataset(&name) {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,

@@ -83,7 +83,7 @@ pub struct Door {
 impl Door {
     /// A door that follows no one yet; `static_dir` and `access` serve the web UI as a leader
     /// would, `max_websockets` bounds forwarded sockets, `max_connections` accepted ones.
-    pub fn new(
+    pub(crate) fn new(
         access: Arc<super::Access>,
         static_dir: PathBuf,
         max_websockets: usize,
@@ -116,7 +116,7 @@ impl Door {
     }
 
     /// A door that leads from the start (a lone server, or the first on its database).
-    pub fn leader(app: Arc<AppState>, host: &str) -> Door {
+    pub(crate) fn leader(app: Arc<AppState>, host: &str) -> Door {
         let door = Door::new(
             app.access.clone(),
             app.static_dir.clone(),
@@ -129,7 +129,7 @@ impl Door {
     }
 
     /// From now on this process leads: its own router answers every request.
-    pub fn lead(&self, app: Arc<AppState>) {
+    pub(crate) fn lead(&self, app: Arc<AppState>) {
         let router = super::router(app.clone());
         if self.draining.load(Ordering::Acquire) {
             app.draining.store(true, Ordering::Release);
@@ -147,12 +147,12 @@ impl Door {
     }
 
     /// The app, once this process leads.
-    pub fn leading(&self) -> Option<&Arc<AppState>> {
+    pub(crate) fn leading(&self) -> Option<&Arc<AppState>> {
         self.leading.get().map(|(app, _)| app)
     }
 
     /// Follows `holder` (as the lease row says now).
-    pub fn follow(&self, holder: Holder) {
+    pub(crate) fn follow(&self, holder: Holder) {
         let mut f = lock(&self.followed);
         let moved = f.as_ref().is_none_or(|f| f.holder.holder != holder.holder);
         if moved {
@@ -168,7 +168,7 @@ impl Door {
     }
 
     /// Records whether the database answered the last look at the lease row.
-    pub fn database(&self, fault: Option<String>) {
+    pub(crate) fn database(&self, fault: Option<String>) {
         *lock(&self.database) = fault;
     }
 
@@ -206,7 +206,7 @@ impl Door {
     }
 
     /// Marks the server as stopping (`/ready` 503; a leader refuses new work).
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         self.draining.store(true, Ordering::Release);
         if let Some(app) = self.leading() {
             app.draining.store(true, Ordering::Release);

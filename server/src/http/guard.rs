@@ -215,7 +215,7 @@ fn refuse(status: StatusCode, detail: String) -> Response {
 }
 
 /// The middleware: host, origin, then token (see the module docs).
-pub async fn guard(State(access): State<Arc<Access>>, req: Request, next: Next) -> Response {
+pub(crate) async fn guard(State(access): State<Arc<Access>>, req: Request, next: Next) -> Response {
     if req.uri().path() == "/health" {
         return next.run(req).await;
     }

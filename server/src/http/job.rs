@@ -45,7 +45,7 @@ pub(crate) fn read_job<S, P: Display>(
 }
 
 /// A job's table, or a 404 saying which job (`what` with its id) the tree lacks.
-pub fn found<T>(table: Option<T>, what: &str, id: u64, tree: u64) -> Result<Json<T>, ApiError> {
+pub(crate) fn found<T>(table: Option<T>, what: &str, id: u64, tree: u64) -> Result<Json<T>, ApiError> {
     table
         .map(Json)
         .ok_or_else(|| ApiError::not_found(format!("{what} {id} not found in simtree {tree}")))

@@ -348,7 +348,7 @@ fn lock(t: &Mutex<Table>) -> std::sync::MutexGuard<'_, Table> {
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
     router: Router,
     max_connections: usize,
@@ -434,7 +434,7 @@ fn full() -> axum::response::Response {
 
 /// Raises this process's open-file limit to its hard limit (the flood of sockets a public page
 /// can open should meet the connection cap, not the descriptor limit). Returns the new limit.
-pub fn raise_fd_limit() -> u64 {
+pub(crate) fn raise_fd_limit() -> u64 {
     // SAFETY: getrlimit/setrlimit only read and write the struct passed to them.
     unsafe {
         let mut lim = libc::rlimit {

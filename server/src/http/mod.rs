@@ -214,13 +214,13 @@ async fn refuse_when_stopping(
 }
 
 /// Binds `addr` for [`serve`].
-pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+pub(crate) async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
     tokio::net::TcpListener::bind(addr).await
 }
 
 /// The first line printed: the address to open (with the token when there is one; tests read
 /// it, so keep its shape).
-pub fn announce(bound: SocketAddr, access: &Access) {
+pub(crate) fn announce(bound: SocketAddr, access: &Access) {
     match &access.token {
         Some(token) => println!("simtree listening on http://{bound}/?token={token}"),
         None => println!("simtree listening on http://{bound}"),
@@ -229,7 +229,7 @@ pub fn announce(bound: SocketAddr, access: &Access) {
 
 /// Serves `door` on `listener` until `stop` (a [`stop_requested`] made before the server said
 /// it listens); a leader then lets its runs finish.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
     door: Arc<fleet::Door>,
     stop: impl std::future::Future<Output = ()>,

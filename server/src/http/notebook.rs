@@ -98,7 +98,7 @@ pub(crate) struct PageParams {
 
 /// `POST …/node/{n}/ask`: one agent's answer from its context at the node; the timeline is
 /// unchanged, the ask is kept in the node's history.
-pub async fn ask(
+pub(crate) async fn ask(
     State(app): St,
     ApiPath((tree, node)): ApiPath<(u64, NodeId)>,
     ApiJson(req): ApiJson<AskRequest>,
@@ -107,6 +107,9 @@ pub async fn ask(
 }
 
 /// `GET …/node/{n}/asks`: the questions asked at the node, oldest first.
-pub async fn asks(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> Result<Json<Vec<Ask>>, ApiError> {
+pub(crate) async fn asks(
+    State(app): St,
+    ApiPath((tree, node)): ApiPath<(u64, NodeId)>,
+) -> Result<Json<Vec<Ask>>, ApiError> {
     Ok(Json(app.wb.notebook().asks(tree, node)?))
 }

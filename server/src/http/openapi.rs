@@ -736,7 +736,7 @@ fn estimate_params(g: &mut SchemaGenerator, paths: &mut Map<String, Value>) {
 }
 
 /// Builds the whole document.
-pub fn document() -> Value {
+pub(crate) fn document() -> Value {
     let mut g = SchemaSettings::openapi3().into_generator();
     let error = schema::<ErrorBody>(&mut g);
     let mut paths = Map::new();
@@ -825,7 +825,7 @@ pub fn document() -> Value {
 }
 
 /// `GET /openapi.json`.
-pub async fn openapi() -> Json<Value> {
+pub(crate) async fn openapi() -> Json<Value> {
     Json(document())
 }
 

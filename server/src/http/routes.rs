@@ -29,14 +29,14 @@ type AppResult<T> = Result<T, ApiError>;
 
 type St = State<Arc<AppState>>;
 
-pub async fn health() -> Json<OkReply> {
+pub(crate) async fn health() -> Json<OkReply> {
     Json(OkReply { ok: true })
 }
 
 /// `GET /ready`: 503 naming the cause while the store cannot take writes (a full disk, a lost
 /// database connection, a lost server lease) or once the server is stopping; 200 again once it
 /// can, without a restart.
-pub async fn ready(State(app): St) -> AppResult<Json<OkReply>> {
+pub(crate) async fn ready(State(app): St) -> AppResult<Json<OkReply>> {
     if app.draining.load(std::sync::atomic::Ordering::Acquire) {
         return Err(super::error::ApiError::shutting_down());
     }
@@ -44,7 +44,7 @@ pub async fn ready(State(app): St) -> AppResult<Json<OkReply>> {
     Ok(Json(OkReply { ok: true }))
 }
 
-pub async fn create_tree(State(app): St, ApiJson(body): ApiJson<CreateRequest>) -> AppResult<Json<TreeRef>> {
+pub(crate) async fn create_tree(State(app): St, ApiJson(body): ApiJson<CreateRequest>) -> AppResult<Json<TreeRef>> {
     // Upstream's DevUI calls the Chinese chat `simple_chat_chinese`.
     let scenario = match body.scenario {
         ScenarioSource::Name(n) if n == "simple_chat_chinese" => ScenarioSource::Name("simple_chat_zh".into()),
@@ -93,11 +93,11 @@ pub(crate) async fn patch_tree(
     Ok(Json(app.wb.notebook().edit_tree(tree, &body)?))
 }
 
-pub async fn summaries(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Response> {
+pub(crate) async fn summaries(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Response> {
     Ok(Json(app.wb.trees().summaries(tree)?).into_response())
 }
 
-pub async fn graph(
+pub(crate) async fn graph(
     State(app): St,
     ApiPath(tree): ApiPath<u64>,
     q: Result<Query<GraphQuery>, axum::extract::rejection::QueryRejection>,
@@ -141,13 +141,13 @@ pub struct EstimateQuery {
 
 impl EstimateQuery {
     /// The query of a run route; a malformed one (`?estimate=yes`) is a 422 naming it.
-    pub fn read(q: Result<Query<EstimateQuery>, axum::extract::rejection::QueryRejection>) -> AppResult<bool> {
+    pub(crate) fn read(q: Result<Query<EstimateQuery>, axum::extract::rejection::QueryRejection>) -> AppResult<bool> {
         q.map(|Query(q)| q.estimate)
             .map_err(|e| ApiError::unprocessable(format!("estimate: {}", e.body_text())))
     }
 }
 
-pub async fn advance(
+pub(crate) async fn advance(
     State(app): St,
     ApiPath(tree): ApiPath<u64>,
     q: Result<Query<EstimateQuery>, axum::extract::rejection::QueryRejection>,
@@ -160,7 +160,7 @@ pub async fn advance(
     Ok(Json(run_json(done)).into_response())
 }
 
-pub async fn advance_frontier(
+pub(crate) async fn advance_frontier(
     State(app): St,
     ApiPath(tree): ApiPath<u64>,
     ApiJson(b): ApiJson<FrontierRequest>,
@@ -169,7 +169,7 @@ pub async fn advance_frontier(
     Ok(Json(ChildrenReply { children, note: None }))
 }
 
-pub async fn advance_multi(
+pub(crate) async fn advance_multi(
     State(app): St,
     ApiPath(tree): ApiPath<u64>,
     q: Result<Query<EstimateQuery>, axum::extract::rejection::QueryRejection>,
@@ -200,7 +200,7 @@ pub async fn advance_multi(
     Ok(Json(ChildrenReply { children, note }).into_response())
 }
 
-pub async fn advance_chain(
+pub(crate) async fn advance_chain(
     State(app): St,
     ApiPath(tree): ApiPath<u64>,
     ApiJson(b): ApiJson<AdvanceRequest>,
@@ -224,7 +224,7 @@ fn run_json(done: RunResult) -> RunReply {
 }
 
 /// Extension: re-run a node's advance from its LLM recording (zero provider calls).
-pub async fn replay(
+pub(crate) async fn replay(
     State(app): St,
     ApiPath(tree): ApiPath<u64>,
     ApiJson(b): ApiJson<ReplayRequest>,
@@ -234,12 +234,15 @@ pub async fn replay(
 }
 
 /// Extension: a node's status, failure reason and LLM usage.
-pub async fn node_info(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Json<NodeInfo>> {
+pub(crate) async fn node_info(
+    State(app): St,
+    ApiPath((tree, node)): ApiPath<(u64, NodeId)>,
+) -> AppResult<Json<NodeInfo>> {
     Ok(Json(app.wb.usage().node_info(tree, node)?))
 }
 
 /// Extension: LLM usage summed over the tree, and its budget.
-pub async fn usage(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Json<UsageReply>> {
+pub(crate) async fn usage(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Json<UsageReply>> {
     Ok(Json(app.wb.usage().tree_usage(tree)?))
 }
 
@@ -252,7 +255,7 @@ pub struct BranchBody {
     ops: Vec<Value>,
 }
 
-pub async fn branch(
+pub(crate) async fn branch(
     State(app): St,
     ApiPath(tree): ApiPath<u64>,
     ApiJson(b): ApiJson<BranchBody>,
@@ -302,12 +305,12 @@ pub(crate) async fn delete_node(
 }
 
 /// The node's full log, assembled from pre-serialised entries without re-encoding them.
-pub async fn logs(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Response> {
+pub(crate) async fn logs(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Response> {
     let body = app.wb.trees().log_json(tree, node)?;
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
-pub async fn state(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Response> {
+pub(crate) async fn state(State(app): St, ApiPath((tree, node)): ApiPath<(u64, NodeId)>) -> AppResult<Response> {
     let s = app.wb.trees().state_so_far(tree, node)?;
     Ok(Json(s).into_response())
 }
@@ -350,13 +353,16 @@ pub(crate) async fn sim_state(State(app): St, ApiPath((tree, node)): ApiPath<(u6
     )
 }
 
-pub async fn lca(State(app): St, ApiPath((tree, a, b)): ApiPath<(u64, NodeId, NodeId)>) -> AppResult<Json<LcaReply>> {
+pub(crate) async fn lca(
+    State(app): St,
+    ApiPath((tree, a, b)): ApiPath<(u64, NodeId, NodeId)>,
+) -> AppResult<Json<LcaReply>> {
     Ok(Json(LcaReply {
         lca: app.wb.trees().lca(tree, a, b)?,
     }))
 }
 
-pub async fn delete_tree(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Json<OkReply>> {
+pub(crate) async fn delete_tree(State(app): St, ApiPath(tree): ApiPath<u64>) -> AppResult<Json<OkReply>> {
     app.wb.trees().delete_tree(tree)?;
     Ok(Json(OkReply { ok: true }))
 }

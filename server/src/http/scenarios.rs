@@ -20,7 +20,7 @@ type St = State<Arc<AppState>>;
 
 /// `GET /api/scenarios`: the shipped scenarios, then the saved ones (`origin: "saved"`, with
 /// their latest `version`).
-pub async fn list(State(app): St) -> Json<Vec<ScenarioSummary>> {
+pub(crate) async fn list(State(app): St) -> Json<Vec<ScenarioSummary>> {
     Json(app.wb.scenarios().scenario_list())
 }
 
@@ -39,7 +39,7 @@ pub struct VersionQuery {
 
 /// `GET /api/scenarios/{id}`: a scenario's document (shipped, or saved: the latest, or
 /// `?version=N`; `{id}@N` says the same), with the versions kept.
-pub async fn get(
+pub(crate) async fn get(
     State(app): St,
     ApiPath(id): ApiPath<String>,
     q: Result<Query<VersionQuery>, axum::extract::rejection::QueryRejection>,
@@ -54,7 +54,7 @@ pub async fn get(
 
 /// `POST /api/scenarios {name, document}` → 201 `{id, version}`: checked like an inline document;
 /// nothing is kept on a refusal.
-pub async fn save(
+pub(crate) async fn save(
     State(app): St,
     ApiJson(body): ApiJson<NewScenario>,
 ) -> Result<(StatusCode, Json<SavedRef>), ApiError> {
@@ -66,7 +66,7 @@ pub async fn save(
 }
 
 /// `PUT /api/scenarios/{id} {document}` → `{id, version}`: the next version.
-pub async fn put(
+pub(crate) async fn put(
     State(app): St,
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<ScenarioUpdate>,
@@ -79,7 +79,7 @@ pub async fn put(
 }
 
 /// `DELETE /api/scenarios/{id}` → 204: every version; trees made from it keep their copy.
-pub async fn delete(State(app): St, ApiPath(id): ApiPath<String>) -> Result<StatusCode, ApiError> {
+pub(crate) async fn delete(State(app): St, ApiPath(id): ApiPath<String>) -> Result<StatusCode, ApiError> {
     blocking("deleting the scenario", move || app.wb.scenarios().delete_scenario(&id)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -93,7 +93,10 @@ fn at_path(e: crate::workbench::WorkbenchError) -> ApiError {
 
 /// `POST /api/documents/check {document}`: 200 when a tree could be made of the document as it
 /// is; else the 422 creating one would answer, with `path`. Nothing is made or kept.
-pub async fn check(State(app): St, ApiJson(body): ApiJson<DocumentRequest>) -> Result<Json<ScenarioChecked>, ApiError> {
+pub(crate) async fn check(
+    State(app): St,
+    ApiJson(body): ApiJson<DocumentRequest>,
+) -> Result<Json<ScenarioChecked>, ApiError> {
     let checked = blocking("checking the scenario", move || {
         app.wb.scenarios().check_document(&body.document).map_err(at_path)
     })
@@ -105,7 +108,7 @@ pub async fn check(State(app): St, ApiJson(body): ApiJson<DocumentRequest>) -> R
 /// document written by the server's model (the offline mock without one) that passes the
 /// document check. 422 for an empty or overlong prompt, or when the model's last answer still
 /// had problems (each listed); 503 when the model could not be asked. Nothing is made or kept.
-pub async fn generate(
+pub(crate) async fn generate(
     State(app): St,
     ApiJson(body): ApiJson<GenerateDocumentRequest>,
 ) -> Result<Json<GeneratedDocument>, ApiError> {
@@ -113,7 +116,7 @@ pub async fn generate(
 }
 
 /// `POST /api/documents/preview {document}`: each role's first prompt (a social document).
-pub async fn preview(
+pub(crate) async fn preview(
     State(app): St,
     ApiJson(body): ApiJson<DocumentRequest>,
 ) -> Result<Json<Vec<RolePrompt>>, ApiError> {

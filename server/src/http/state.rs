@@ -28,7 +28,7 @@ pub(crate) const DEFAULT_SHUTDOWN_GRACE: std::time::Duration = std::time::Durati
 
 impl AppState {
     /// HTTP state around `wb` with the default UI folder and an open loopback policy.
-    pub fn new(wb: Workbench) -> AppState {
+    pub(crate) fn new(wb: Workbench) -> AppState {
         AppState {
             ws_slots: Arc::new(tokio::sync::Semaphore::new(wb.limits().max_websockets.max(1))),
             wb: Arc::new(wb),

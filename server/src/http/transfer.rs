@@ -27,7 +27,7 @@ type St = State<Arc<AppState>>;
 
 /// `GET …/{tree}/export`: the tree as one JSON document, streamed node by node. Refused (409)
 /// while a run is in flight; nodes deleted during the export are left out with their subtrees.
-pub async fn export(State(app): St, ApiPath(tree): ApiPath<u64>) -> Result<Response, ApiError> {
+pub(crate) async fn export(State(app): St, ApiPath(tree): ApiPath<u64>) -> Result<Response, ApiError> {
     let export = app.wb.transfer().export(tree)?;
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(8);
     tokio::task::spawn_blocking(move || {
@@ -110,7 +110,7 @@ impl Read for BodyReader {
 /// `--max-import-bytes`; 413 beyond it, 422 when the export is refused (nothing is kept).
 /// The reply also compares the provenance the export states with what this server states for the
 /// new tree (the statement is never used to build it).
-pub async fn import(State(app): St, body: Body) -> Result<Json<ImportReply>, ApiError> {
+pub(crate) async fn import(State(app): St, body: Body) -> Result<Json<ImportReply>, ApiError> {
     let limit = app.wb.limits().max_import_bytes;
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(16);
     let too_large = Arc::new(AtomicBool::new(false));

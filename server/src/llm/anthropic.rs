@@ -48,7 +48,7 @@ const MAX_BREAKPOINTS: usize = 4;
 /// system prompt (which Anthropic caches with the tools before it), or after the tools when there
 /// is no system prompt; then after each prefix an earlier call sent (the request's hints: the
 /// prompt at the fork, the prompt of the last turn). None when the prompt cache is off.
-pub fn breakpoints(config: &LlmConfig, request: &ChatRequest) -> Vec<u32> {
+pub(crate) fn breakpoints(config: &LlmConfig, request: &ChatRequest) -> Vec<u32> {
     if !config.prompt_cache {
         return Vec::new();
     }

@@ -50,7 +50,7 @@ pub struct Limits {
 }
 
 impl Limits {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.tokens.is_none() && self.calls.is_none() && self.money.is_none()
     }
 }
@@ -246,7 +246,7 @@ pub(crate) fn prompt_bound(request: &ChatRequest) -> u64 {
 }
 
 impl TreeBudget {
-    pub fn new(limits: Limits, prices: Arc<PriceTable>) -> TreeBudget {
+    pub(crate) fn new(limits: Limits, prices: Arc<PriceTable>) -> TreeBudget {
         TreeBudget {
             limits,
             prices,
@@ -258,7 +258,7 @@ impl TreeBudget {
     }
 
     /// A budget whose spending is booked in `book`, which other processes share.
-    pub fn shared(limits: Limits, prices: Arc<PriceTable>, book: Arc<dyn Book>) -> TreeBudget {
+    pub(crate) fn shared(limits: Limits, prices: Arc<PriceTable>, book: Arc<dyn Book>) -> TreeBudget {
         TreeBudget {
             book: Books::Shared(book),
             ..TreeBudget::new(limits, prices)
@@ -289,7 +289,7 @@ impl TreeBudget {
 
     /// A budget that admits no call and keeps what its first call would have held under a money
     /// cap ([`TreeBudget::probed`]).
-    pub fn probe(prices: Arc<PriceTable>) -> TreeBudget {
+    pub(crate) fn probe(prices: Arc<PriceTable>) -> TreeBudget {
         TreeBudget {
             probe: Some(Mutex::new(None)),
             ..TreeBudget::new(
@@ -334,7 +334,7 @@ impl TreeBudget {
     }
 
     /// This budget, charged within `outer` too (see [`TreeBudget::within`]).
-    pub fn inside(self, outer: Option<Arc<TreeBudget>>) -> TreeBudget {
+    pub(crate) fn inside(self, outer: Option<Arc<TreeBudget>>) -> TreeBudget {
         TreeBudget { outer, ..self }
     }
 
@@ -345,17 +345,17 @@ impl TreeBudget {
         self.book().carry(tokens, money);
     }
 
-    pub fn limits(&self) -> Limits {
+    pub(crate) fn limits(&self) -> Limits {
         self.limits
     }
 
     /// Tokens charged so far.
-    pub fn spent(&self) -> u64 {
+    pub(crate) fn spent(&self) -> u64 {
         self.totals().tokens
     }
 
     /// Calls started so far.
-    pub fn calls(&self) -> u64 {
+    pub(crate) fn calls(&self) -> u64 {
         self.totals().calls
     }
 
@@ -365,7 +365,7 @@ impl TreeBudget {
     }
 
     /// Calls refused so far: once one is, the budget is spent for calls of that size.
-    pub fn refusals(&self) -> u64 {
+    pub(crate) fn refusals(&self) -> u64 {
         self.refused.load(Ordering::Relaxed)
     }
 
@@ -432,7 +432,7 @@ impl TreeBudget {
 
     /// Ends a call admitted by [`TreeBudget::reserve`]: its tokens and cost are charged (nothing
     /// when it failed) and its reservation released.
-    pub async fn settle(&self, model: &str, hold: Hold, usage: Option<&Usage>) {
+    pub(crate) async fn settle(&self, model: &str, hold: Hold, usage: Option<&Usage>) {
         if let (Some(o), Some(h)) = (&self.outer, hold.outer) {
             Box::pin(o.settle(model, *h, usage)).await;
         }

@@ -33,7 +33,7 @@ pub enum Role {
 }
 
 impl Role {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Role::System => "system",
             Role::User => "user",
@@ -129,12 +129,12 @@ impl Message {
     }
 
     /// The calls an assistant message made (none for any other message).
-    pub fn tool_calls(&self) -> &[ToolCall] {
+    pub(crate) fn tool_calls(&self) -> &[ToolCall] {
         self.tools.as_ref().map_or(&[], |t| &t.calls)
     }
 
     /// For a `tool` message: the id of the call it answers.
-    pub fn tool_call_id(&self) -> Option<&str> {
+    pub(crate) fn tool_call_id(&self) -> Option<&str> {
         self.tools.as_ref()?.call_id.as_deref()
     }
 
@@ -255,12 +255,12 @@ pub trait StreamSink: Send + Sync {
 pub struct Watch(Option<Arc<dyn StreamSink>>);
 
 impl Watch {
-    pub fn new(sink: Arc<dyn StreamSink>) -> Watch {
+    pub(crate) fn new(sink: Arc<dyn StreamSink>) -> Watch {
         Watch(Some(sink))
     }
 
     /// The sink, when there is one and someone watches.
-    pub fn wanted(&self) -> Option<&dyn StreamSink> {
+    pub(crate) fn wanted(&self) -> Option<&dyn StreamSink> {
         self.0.as_deref().filter(|s| s.wanted())
     }
 }
@@ -362,7 +362,7 @@ pub enum CacheHow {
 
 impl CacheHow {
     /// The name as it is written in records and on the wire.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             CacheHow::None => "none",
             CacheHow::Implicit => "implicit",
@@ -429,7 +429,7 @@ pub struct Usage {
 }
 
 impl Usage {
-    pub fn total(&self) -> u64 {
+    pub(crate) fn total(&self) -> u64 {
         self.prompt_tokens + self.completion_tokens
     }
 }

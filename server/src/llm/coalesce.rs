@@ -62,7 +62,7 @@ impl Coalescer {
     }
 
     /// Joins the call `key`: leads it when none is in flight, else waits for it.
-    pub fn join(self: &Arc<Self>, key: CallKey) -> Turn {
+    pub(crate) fn join(self: &Arc<Self>, key: CallKey) -> Turn {
         let mut inflight = self.lock();
         if let Some(waiters) = inflight.get_mut(&key) {
             let (tx, rx) = oneshot::channel();
@@ -84,7 +84,7 @@ impl Coalescer {
 
 impl Leader {
     /// Hands the call's answer to everyone who waited for it.
-    pub fn finish(mut self, answer: &Answer) {
+    pub(crate) fn finish(mut self, answer: &Answer) {
         let Some(key) = self.key.take() else { return };
         let waiters = self.coalescer.lock().remove(&key).unwrap_or_default();
         for w in waiters {

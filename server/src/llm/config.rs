@@ -24,7 +24,7 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
-    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
         ConfigError {
             field: field.into(),
             message: message.into(),
@@ -199,14 +199,14 @@ pub enum OpenAiJsonMode {
 
 impl OpenAiJsonMode {
     /// The other form: what to try when a server refuses this one.
-    pub fn other(self) -> OpenAiJsonMode {
+    pub(crate) fn other(self) -> OpenAiJsonMode {
         match self {
             OpenAiJsonMode::JsonSchema => OpenAiJsonMode::JsonObject,
             OpenAiJsonMode::JsonObject => OpenAiJsonMode::JsonSchema,
         }
     }
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             OpenAiJsonMode::JsonSchema => "json_schema",
             OpenAiJsonMode::JsonObject => "json_object",
@@ -318,14 +318,14 @@ impl LlmConfig {
     }
 
     /// The configured base URL or the dialect's default, without a trailing slash.
-    pub fn endpoint(&self) -> &str {
+    pub(crate) fn endpoint(&self) -> &str {
         self.base_url
             .as_deref()
             .unwrap_or(self.dialect.default_base_url())
             .trim_end_matches('/')
     }
 
-    pub fn timeout(&self) -> Duration {
+    pub(crate) fn timeout(&self) -> Duration {
         Duration::from_secs_f64(self.timeout_s)
     }
 
@@ -338,7 +338,7 @@ impl LlmConfig {
     }
 
     /// A short label for errors and accounting, e.g. `openai:gpt-4o-mini`.
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         format!("{}:{}", self.dialect, self.model)
     }
 
@@ -520,7 +520,7 @@ impl LlmConfig {
     }
 
     /// Checks ranges; the error's field is the config field name.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         let bad = |f: &str, m: &str| Err(ConfigError::new(f, m));
         let pos = |v: f64| v.is_finite() && v > 0.0;
         if self.model.trim().is_empty() {
@@ -723,7 +723,7 @@ impl LlmSettings {
 
     /// The config for `agent` in `scenario` (either may be absent): `base` with the file's
     /// default, scenario and agent overrides applied in that order. Errors name the section.
-    pub fn resolve(
+    pub(crate) fn resolve(
         &self,
         base: &LlmConfig,
         scenario: Option<&str>,

@@ -76,7 +76,7 @@ pub struct Sharing {
 }
 
 impl Sharing {
-    pub fn new(board: Arc<dyn LoadBoard>) -> Sharing {
+    pub(crate) fn new(board: Arc<dyn LoadBoard>) -> Sharing {
         Sharing {
             board,
             gates: Mutex::new(Vec::new()),
@@ -85,7 +85,7 @@ impl Sharing {
     }
 
     /// Puts `gate` (of the endpoint at `url`) under the board.
-    pub fn add(&self, url: &str, gate: Arc<Gate>) {
+    pub(crate) fn add(&self, url: &str, gate: Arc<Gate>) {
         gate.share(self.kick.clone());
         let mut gates = self.gates.lock().unwrap_or_else(|p| p.into_inner());
         if !gates.iter().any(|(_, g)| Arc::ptr_eq(g, &gate)) {
@@ -100,7 +100,7 @@ impl Sharing {
 
     /// One exchange with the board: shrinks what must shrink, publishes, then grows. Returns
     /// whether some caller still waits for a grant.
-    pub async fn refresh(&self) -> Result<bool, BoardError> {
+    pub(crate) async fn refresh(&self) -> Result<bool, BoardError> {
         let gates = self.gates();
         let mut grants: Vec<usize> = Vec::new();
         let decide: Decide<'_> = Box::new(|others: &[LoadRow]| {
@@ -131,7 +131,7 @@ impl Sharing {
     }
 
     /// Refreshes until `stop` is notified, then leaves the board.
-    pub async fn run(self: Arc<Self>, stop: Arc<Notify>) {
+    pub(crate) async fn run(self: Arc<Self>, stop: Arc<Notify>) {
         let mut last_ok = Instant::now();
         let mut last = Instant::now() - REFRESH;
         let mut hungry = true;
@@ -175,7 +175,7 @@ impl Sharing {
 
 /// Shares `gates` through `board`: spawns the refresher on the current runtime. Notify the
 /// returned handle to stop it (it then leaves the board).
-pub fn share_load(sharing: Arc<Sharing>) -> (Arc<Notify>, tokio::task::JoinHandle<()>) {
+pub(crate) fn share_load(sharing: Arc<Sharing>) -> (Arc<Notify>, tokio::task::JoinHandle<()>) {
     let stop = Arc::new(Notify::new());
     let task = tokio::spawn(sharing.run(stop.clone()));
     (stop, task)

@@ -69,7 +69,7 @@ pub struct UsageTotals {
 }
 
 impl UsageTotals {
-    pub fn of(records: &[LlmRecord]) -> UsageTotals {
+    pub(crate) fn of(records: &[LlmRecord]) -> UsageTotals {
         records.iter().fold(UsageTotals::default(), |mut t, r| {
             t.add(&UsageTotals {
                 calls: 1,
@@ -85,7 +85,7 @@ impl UsageTotals {
         })
     }
 
-    pub fn add(&mut self, other: &UsageTotals) {
+    pub(crate) fn add(&mut self, other: &UsageTotals) {
         self.calls += other.calls;
         self.prompt_tokens += other.prompt_tokens;
         self.completion_tokens += other.completion_tokens;
@@ -346,7 +346,7 @@ pub(crate) struct ReplayClient {
 }
 
 impl ReplayClient {
-    pub fn new(records: &[LlmRecord]) -> ReplayClient {
+    pub(crate) fn new(records: &[LlmRecord]) -> ReplayClient {
         let mut answers: HashMap<String, VecDeque<String>> = HashMap::new();
         for r in records {
             answers.entry(r.hash.clone()).or_default().push_back(r.response.clone());

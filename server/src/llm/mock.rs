@@ -70,7 +70,7 @@ pub(crate) struct LiveReplies<C> {
 
 impl<C> LiveReplies<C> {
     /// `client`'s replies shown to `watch` (one per run: the budget is the run's).
-    pub fn new(client: C, watch: Watch) -> LiveReplies<C> {
+    pub(crate) fn new(client: C, watch: Watch) -> LiveReplies<C> {
         LiveReplies {
             client,
             watch,

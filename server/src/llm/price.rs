@@ -40,7 +40,7 @@ pub struct Price {
 impl Price {
     /// What `prompt` and `completion` tokens cost at this price, every prompt token at the
     /// prompt price (as if nothing were cached).
-    pub fn cost(&self, prompt: u64, completion: u64) -> f64 {
+    pub(crate) fn cost(&self, prompt: u64, completion: u64) -> f64 {
         (prompt as f64 * self.prompt + completion as f64 * self.completion) / 1e6
     }
 
@@ -59,7 +59,7 @@ impl Price {
 
     /// The most `prompt` and `completion` tokens can cost, whatever the cache does (every prompt
     /// token at the higher of the prompt and cache-write prices): what a money cap holds.
-    pub fn worst(&self, prompt: u64, completion: u64) -> f64 {
+    pub(crate) fn worst(&self, prompt: u64, completion: u64) -> f64 {
         let per_prompt = self.prompt.max(self.cache_write.unwrap_or(self.prompt));
         (prompt as f64 * per_prompt + completion as f64 * self.completion) / 1e6
     }
@@ -167,7 +167,7 @@ impl PriceTable {
     }
 
     /// The defaults plus the file at `path` (at most 1 MiB).
-    pub fn load(path: &Path) -> Result<PriceTable, PriceError> {
+    pub(crate) fn load(path: &Path) -> Result<PriceTable, PriceError> {
         let at = |e: String| PriceError(format!("{}: {e}", path.display()));
         let size = std::fs::metadata(path).map_err(|e| at(e.to_string()))?.len();
         if size > MAX_FILE_BYTES {
@@ -179,7 +179,7 @@ impl PriceTable {
 
     /// The price of the model behind `label` (`dialect:model`): the label's entry, else the
     /// model name's; none for the offline players.
-    pub fn price(&self, label: &str) -> Option<Price> {
+    pub(crate) fn price(&self, label: &str) -> Option<Price> {
         let (dialect, model) = label.split_once(':').unwrap_or(("", label));
         if matches!(dialect, "mock" | "scripted") {
             return None;
@@ -189,7 +189,7 @@ impl PriceTable {
 
     /// What `usage` cost on `label`'s model, cached tokens at their price; `None` when it has no
     /// price.
-    pub fn cost(&self, label: &str, usage: &Usage) -> Option<f64> {
+    pub(crate) fn cost(&self, label: &str, usage: &Usage) -> Option<f64> {
         self.price(label).map(|p| p.cost_of(usage))
     }
 

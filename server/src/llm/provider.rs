@@ -883,7 +883,7 @@ impl EndpointSet {
     /// The member a call goes to now: `last` (the member that served the agent's last call)
     /// while it has a free slot, else the one affinity `key` ranks first while it has one,
     /// else the least loaded.
-    pub fn choose(&self, last: Option<usize>, key: u64) -> usize {
+    pub(crate) fn choose(&self, last: Option<usize>, key: u64) -> usize {
         let load = |i: usize| {
             let g = &self.members[i].1;
             g.in_flight_everywhere() as f64 / g.limit() as f64
@@ -1037,7 +1037,7 @@ impl ProviderPool {
 
     /// Ends the fan-out keyed `affinity` on every provider built (see
     /// [`ChatProvider::end_fan_out`]).
-    pub async fn end_fan_out(&self, affinity: u64) {
+    pub(crate) async fn end_fan_out(&self, affinity: u64) {
         let providers: Vec<Arc<dyn ChatProvider>> = {
             let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
             inner.providers.iter().map(|(_, p)| p.clone()).collect()

@@ -49,7 +49,7 @@ pub struct LlmRecord {
 
 impl LlmRecord {
     /// The tokens the call used, as the provider reported them.
-    pub fn usage(&self) -> Usage {
+    pub(crate) fn usage(&self) -> Usage {
         Usage {
             prompt_tokens: self.prompt_tokens,
             completion_tokens: self.completion_tokens,

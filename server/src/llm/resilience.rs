@@ -201,7 +201,7 @@ pub(crate) struct GatePermit<'a> {
 }
 
 impl Gate {
-    pub fn new(max_concurrency: usize, requests_per_second: Option<f64>) -> Gate {
+    pub(crate) fn new(max_concurrency: usize, requests_per_second: Option<f64>) -> Gate {
         let limit = max_concurrency.max(1);
         Gate {
             permits: Semaphore::new(limit),
@@ -219,12 +219,12 @@ impl Gate {
     }
 
     /// The concurrency limit (of the endpoint, across processes when shared).
-    pub fn limit(&self) -> usize {
+    pub(crate) fn limit(&self) -> usize {
         self.limit
     }
 
     /// Requests of this process currently holding a permit.
-    pub fn in_flight(&self) -> usize {
+    pub(crate) fn in_flight(&self) -> usize {
         self.capacity
             .load(Ordering::Acquire)
             .saturating_sub(self.permits.available_permits())
@@ -237,7 +237,7 @@ impl Gate {
     }
 
     /// Callers waiting for a permit.
-    pub fn waiting(&self) -> usize {
+    pub(crate) fn waiting(&self) -> usize {
         self.waiting.load(Ordering::Relaxed)
     }
 
@@ -320,7 +320,7 @@ pub(crate) struct RateLimiter {
 }
 
 impl RateLimiter {
-    pub fn new(requests_per_second: f64) -> RateLimiter {
+    pub(crate) fn new(requests_per_second: f64) -> RateLimiter {
         let rps = if requests_per_second.is_finite() && requests_per_second > 0.0 {
             requests_per_second
         } else {
@@ -333,7 +333,7 @@ impl RateLimiter {
     }
 
     /// Reserves the next free start time and sleeps until it.
-    pub async fn wait(&self) {
+    pub(crate) async fn wait(&self) {
         let slot = {
             let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
             let now = Instant::now();

@@ -19,7 +19,7 @@ use super::config::Dialect;
 /// A response schema in the form `dialect` sends it: OpenAI's strict form, Gemini's
 /// OpenAPI-style `responseSchema`, and the schema as written for Anthropic (a tool's
 /// `input_schema`) and the offline players.
-pub fn for_dialect(dialect: Dialect, schema: &Value) -> Value {
+pub(crate) fn for_dialect(dialect: Dialect, schema: &Value) -> Value {
     match dialect {
         Dialect::OpenAi => to_openai_strict(schema),
         Dialect::Gemini => to_gemini(schema),
@@ -186,7 +186,7 @@ fn type_name(v: &Value) -> &'static str {
 }
 
 /// Checks `value` against `schema`; the error names the JSON path (`$.orders[1].qty`).
-pub fn validate(schema: &Value, value: &Value) -> Result<(), SchemaError> {
+pub(crate) fn validate(schema: &Value, value: &Value) -> Result<(), SchemaError> {
     check(schema, schema, value, "$")
 }
 
@@ -301,7 +301,7 @@ fn check(root: &Value, node: &Value, v: &Value, path: &str) -> Result<(), Schema
 /// A deterministic value that [`validate`]s against `schema`: the first `const`/`enum` option,
 /// else the smallest value of the first non-null type (every property filled, arrays at their
 /// `minItems`, numbers at their `minimum` or 0, strings `"mock"` padded to `minLength`).
-pub fn example(schema: &Value) -> Value {
+pub(crate) fn example(schema: &Value) -> Value {
     gen_example(schema, schema, 0)
 }
 

@@ -61,7 +61,7 @@ impl SseParser {
 
     /// The stream ended: the event it left unfinished, if it has data (servers may omit the
     /// last blank line).
-    pub fn finish(&mut self) -> Result<Option<SseEvent>, NotUtf8> {
+    pub(crate) fn finish(&mut self) -> Result<Option<SseEvent>, NotUtf8> {
         let line = std::mem::take(&mut self.line);
         if !line.is_empty() {
             self.line_done(&line)?;
@@ -104,7 +104,7 @@ pub(crate) struct Scrubber<'a> {
 
 impl<'a> Scrubber<'a> {
     /// Keys shorter than [`MIN_SECRET_LEN`] are not masked (see [`ApiKey::redact`]).
-    pub fn new(key: Option<&'a ApiKey>) -> Scrubber<'a> {
+    pub(crate) fn new(key: Option<&'a ApiKey>) -> Scrubber<'a> {
         Scrubber {
             key: key.filter(|k| k.expose().chars().count() >= MIN_SECRET_LEN),
             held: String::new(),
@@ -112,7 +112,7 @@ impl<'a> Scrubber<'a> {
     }
 
     /// The part of `piece` (with what was held) that is safe to show now.
-    pub fn push(&mut self, piece: &str) -> String {
+    pub(crate) fn push(&mut self, piece: &str) -> String {
         let Some(key) = self.key else {
             return piece.to_string();
         };
@@ -127,7 +127,7 @@ impl<'a> Scrubber<'a> {
     }
 
     /// What is still held, masked: the reply is complete.
-    pub fn flush(&mut self) -> String {
+    pub(crate) fn flush(&mut self) -> String {
         let held = std::mem::take(&mut self.held);
         match self.key {
             Some(k) => k.redact(&held),

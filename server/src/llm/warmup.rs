@@ -69,7 +69,7 @@ impl WarmUp {
     }
 
     /// Notes that `provider` serves prompts from a cache (it reported cached tokens).
-    pub fn saw_cache(&self, provider: &str) {
+    pub(crate) fn saw_cache(&self, provider: &str) {
         let mut inner = self.lock();
         if !inner.caching.contains(provider) {
             inner.caching.insert(provider.to_string());
@@ -79,7 +79,7 @@ impl WarmUp {
     /// Waits, if another call warms `key`'s prefix now, until it is answered (`serial`: until
     /// every call before this one is). Returns the lead when this call goes first (hand it the
     /// outcome: the next waits for it), `None` when it may simply go.
-    pub async fn enter(self: &Arc<Self>, key: WarmKey, serial: bool) -> Option<WarmLead> {
+    pub(crate) async fn enter(self: &Arc<Self>, key: WarmKey, serial: bool) -> Option<WarmLead> {
         let wait = {
             let mut inner = self.lock();
             if !inner.caching.contains(&key.provider) || inner.warm.contains(&key) {
@@ -147,7 +147,7 @@ impl WarmUp {
 impl WarmLead {
     /// The leader's call ended: `answered` marks the prefix warm (later siblings go at once);
     /// either way the held ones go now (one at a time: the next one).
-    pub fn finish(mut self, answered: bool) {
+    pub(crate) fn finish(mut self, answered: bool) {
         if let Some(key) = self.key.take() {
             self.gate.release(key, answered);
         }

@@ -85,7 +85,7 @@ pub enum StreamError {
 }
 
 /// A stream event's data as JSON, or an error quoting its start.
-pub fn event_json(data: &str) -> Result<Value, LlmError> {
+pub(crate) fn event_json(data: &str) -> Result<Value, LlmError> {
     serde_json::from_str(data).map_err(|e| {
         let start: String = data.chars().take(120).collect();
         LlmError::Response(format!("a stream event is not JSON ({e}); it starts {start:?}"))

@@ -82,7 +82,7 @@ impl AbmSim {
     /// Checks an imported node's history before it is ever replayed: every recorded patch fits
     /// the model, the steps add up to the node's (an export from before histories existed, with
     /// steps but no history, cannot be rebuilt and is refused), and the total is bounded.
-    pub fn check_imported(&self) -> Result<(), AbmImportError> {
+    pub(crate) fn check_imported(&self) -> Result<(), AbmImportError> {
         let mut total: u64 = 0;
         for (index, adv) in self.history.iter().enumerate() {
             for p in &adv.patches {
@@ -122,7 +122,7 @@ impl AbmSim {
 
     /// Forgets the snapshot, so the next run rebuilds the state from the specification and the
     /// history. For states that came from outside (imports): their snapshot is never loaded.
-    pub fn distrust(&mut self) {
+    pub(crate) fn distrust(&mut self) {
         self.snapshot = None;
     }
 

@@ -36,14 +36,14 @@ impl<'a> From<&'a UserScenario> for ScenarioEntry<'a> {
 
 impl<'a> ScenarioEntry<'a> {
     /// Every scenario: the social scenes, then the trading episodes, then the models.
-    pub fn all(library: &'a ScenarioLibrary) -> impl Iterator<Item = ScenarioEntry<'a>> + 'a {
+    pub(crate) fn all(library: &'a ScenarioLibrary) -> impl Iterator<Item = ScenarioEntry<'a>> + 'a {
         let social = library.scenarios.iter().map(ScenarioEntry::Social);
         let trading = library.trading.iter().map(ScenarioEntry::Trading);
         social.chain(trading).chain(library.abm.iter().map(ScenarioEntry::Abm))
     }
 
     /// The scenario called `id`; the error lists the ones there are.
-    pub fn find(library: &'a ScenarioLibrary, id: &str) -> Result<ScenarioEntry<'a>, SimError> {
+    pub(crate) fn find(library: &'a ScenarioLibrary, id: &str) -> Result<ScenarioEntry<'a>, SimError> {
         ScenarioEntry::all(library).find(|e| e.id() == id).ok_or_else(|| {
             SimError::Scenario(format!(
                 "{} (available: {})",
@@ -53,7 +53,7 @@ impl<'a> ScenarioEntry<'a> {
         })
     }
 
-    pub fn id(&self) -> &'a str {
+    pub(crate) fn id(&self) -> &'a str {
         match self {
             ScenarioEntry::Social(s) => &s.id,
             ScenarioEntry::Trading(t) => &t.id,
@@ -61,7 +61,7 @@ impl<'a> ScenarioEntry<'a> {
         }
     }
 
-    pub fn kind(&self) -> SimKind {
+    pub(crate) fn kind(&self) -> SimKind {
         match self {
             ScenarioEntry::Social(_) => SimKind::Social,
             ScenarioEntry::Trading(_) => SimKind::Trading,
@@ -70,7 +70,7 @@ impl<'a> ScenarioEntry<'a> {
     }
 
     /// Turns (social), decision points (trading) or steps (ABM) a run takes by default.
-    pub fn default_turns(&self) -> u64 {
+    pub(crate) fn default_turns(&self) -> u64 {
         match self {
             ScenarioEntry::Social(s) => s.default_turns,
             ScenarioEntry::Trading(t) => t.default_turns,
@@ -79,7 +79,7 @@ impl<'a> ScenarioEntry<'a> {
     }
 
     /// The entry of `GET /api/scenarios`.
-    pub fn summary(&self) -> ScenarioSummary {
+    pub(crate) fn summary(&self) -> ScenarioSummary {
         let (title, description, scene) = match self {
             ScenarioEntry::Social(s) => {
                 let scene = serde_json::to_value(s.scene.kind)

@@ -68,7 +68,7 @@ pub fn give(sim: &mut Simulator, pool: Option<&Arc<WorkerPool>>, cancel: &Cancel
 }
 
 /// The hook source of a simulator's custom scene, if it has one.
-pub fn source(sim: &Simulator) -> Option<&str> {
+pub(crate) fn source(sim: &Simulator) -> Option<&str> {
     match sim.scene() {
         Scene::Custom(c) => c.config.hooks.as_ref().map(|h| h.source.as_str()),
         _ => None,

@@ -56,7 +56,7 @@ fn open(dir: &Path) -> Result<Db<Sqlite>, CheckError> {
 }
 
 /// Verifies a whole data folder (the server must not be running on it).
-pub fn check(dir: &Path) -> Result<Report, CheckError> {
+pub(crate) fn check(dir: &Path) -> Result<Report, CheckError> {
     let mut db = open(dir)?;
     let mut report = Report::default();
     let applied = db.journal_applied()?;
@@ -196,7 +196,7 @@ fn rows<S: Sql>(db: &mut Db<S>, report: &mut Report) -> Result<(), CheckError> {
 /// Applies the journal's intact groups and sets a damaged journal, or one with a group the
 /// database refuses, aside; then applies what journals set aside earlier hold that the
 /// database lacks, where that is safe. Returns what it did, a line per journal.
-pub fn repair(dir: &Path) -> Result<String, CheckError> {
+pub(crate) fn repair(dir: &Path) -> Result<String, CheckError> {
     let mut db = open(dir)?;
     let applied = db.journal_applied()?;
     let path = dir.join("simtree.journal");

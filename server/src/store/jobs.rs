@@ -64,7 +64,7 @@ pub enum Status {
 }
 
 impl Status {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Status::Queued => "queued",
             Status::Claimed => "claimed",
@@ -133,7 +133,7 @@ impl JobRow {
     }
 
     /// Whether the job was cancelled ([`cancel`]) rather than failed by its run.
-    pub fn cancelled(&self) -> bool {
+    pub(crate) fn cancelled(&self) -> bool {
         self.status == Status::Failed && self.error.as_deref() == Some(CANCELLED)
     }
 }
@@ -222,7 +222,7 @@ pub struct Slots {
 /// claimer's heartbeat is older than `me.length` (it stopped: crashed, killed, cut off). Each
 /// claim counts an attempt; a lapsed job out of attempts is never claimed again (its
 /// claimer's [`Queue`] gives it up, dead, at its next claim at most half a lapse later).
-pub fn claim<S: Sql>(sql: &mut S, me: &Lease, slots: Slots) -> StoreResult<Vec<Job>> {
+pub(crate) fn claim<S: Sql>(sql: &mut S, me: &Lease, slots: Slots) -> StoreResult<Vec<Job>> {
     if slots.runs == 0 && slots.abm == 0 {
         return Ok(Vec::new());
     }
@@ -279,7 +279,7 @@ pub fn claim<S: Sql>(sql: &mut S, me: &Lease, slots: Slots) -> StoreResult<Vec<J
 
 /// Renews `me`'s claims and its `workers` row; returns the jobs it still holds (one taken over
 /// by another claimer after a lapse is not among them: its run should stop).
-pub fn heartbeat<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<Vec<(u64, u64)>> {
+pub(crate) fn heartbeat<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<Vec<(u64, u64)>> {
     let now = sql.now_ms_sql();
     sql.execute(
         &format!("UPDATE workers SET heartbeat_at = {now} WHERE holder = $1"),
@@ -337,7 +337,7 @@ pub(crate) fn fence_finish<S: Sql>(
 /// Puts `me`'s job of `node` back for another attempt after a failure that may pass (`error`
 /// says what happened), or gives it up (dead, with `error`) when it has had its attempts.
 /// `None` when the job is not `me`'s any more.
-pub fn retry<S: Sql>(sql: &mut S, me: &Lease, tree: u64, node: u64, error: &str) -> StoreResult<Option<Status>> {
+pub(crate) fn retry<S: Sql>(sql: &mut S, me: &Lease, tree: u64, node: u64, error: &str) -> StoreResult<Option<Status>> {
     let now = sql.now_ms_sql();
     let rows = sql.query(
         &format!(
@@ -358,7 +358,7 @@ pub fn retry<S: Sql>(sql: &mut S, me: &Lease, tree: u64, node: u64, error: &str)
 
 /// Hands every claim of `me` back (a graceful stop): queued again, the attempt not counted.
 /// Returns how many.
-pub fn release<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<u64> {
+pub(crate) fn release<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<u64> {
     let now = sql.now_ms_sql();
     let n = sql.execute(
         &format!(
@@ -375,7 +375,7 @@ pub fn release<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<u64> {
 
 /// Jobs that ended (done, failed or dead) and are not yet forgotten: what the serving process
 /// has to show on its nodes.
-pub fn ended<S: Sql>(sql: &mut S) -> StoreResult<Vec<JobRow>> {
+pub(crate) fn ended<S: Sql>(sql: &mut S) -> StoreResult<Vec<JobRow>> {
     rows(
         sql,
         "WHERE status IN ('done', 'failed', 'dead') ORDER BY tree, node",
@@ -384,7 +384,7 @@ pub fn ended<S: Sql>(sql: &mut S) -> StoreResult<Vec<JobRow>> {
 }
 
 /// One job's row.
-pub fn row<S: Sql>(sql: &mut S, tree: u64, node: u64) -> StoreResult<Option<JobRow>> {
+pub(crate) fn row<S: Sql>(sql: &mut S, tree: u64, node: u64) -> StoreResult<Option<JobRow>> {
     Ok(rows(sql, "WHERE tree = $1 AND node = $2", &[i(tree), i(node)])?
         .into_iter()
         .next())
@@ -414,7 +414,7 @@ fn rows<S: Sql>(sql: &mut S, filter: &str, params: &[P<'_>]) -> StoreResult<Vec<
 
 /// Stops the job of `node` where it is (queued or claimed: its claimer's result will be refused
 /// and its heartbeat tells it to stop): failed, `cancelled`. False when it had ended already.
-pub fn cancel<S: Sql>(sql: &mut S, tree: u64, node: u64) -> StoreResult<bool> {
+pub(crate) fn cancel<S: Sql>(sql: &mut S, tree: u64, node: u64) -> StoreResult<bool> {
     let now = sql.now_ms_sql();
     let n = sql.execute(
         &format!(
@@ -452,7 +452,7 @@ pub(crate) fn adoptable<S: Sql>(sql: &mut S) -> StoreResult<Vec<(u64, u64, Strin
 }
 
 /// Removes an ended job and its recorded calls (its node shows the outcome now).
-pub fn forget<S: Sql>(sql: &mut S, tree: u64, node: u64) -> StoreResult<()> {
+pub(crate) fn forget<S: Sql>(sql: &mut S, tree: u64, node: u64) -> StoreResult<()> {
     sql.execute(
         "DELETE FROM jobs WHERE tree = $1 AND node = $2 AND status IN ('done', 'failed', 'dead')",
         &[i(tree), i(node)],
@@ -477,7 +477,7 @@ pub(crate) fn record_call<S: Sql>(sql: &mut S, me: &Lease, tree: u64, node: u64,
 }
 
 /// The LLM calls the job of `node` recorded so far (JSON records), in order.
-pub fn recorded_calls<S: Sql>(sql: &mut S, tree: u64, node: u64) -> StoreResult<Vec<String>> {
+pub(crate) fn recorded_calls<S: Sql>(sql: &mut S, tree: u64, node: u64) -> StoreResult<Vec<String>> {
     let rows = sql.query(
         "SELECT body FROM job_calls WHERE tree = $1 AND node = $2 ORDER BY seq",
         &[i(tree), i(node)],
@@ -878,7 +878,7 @@ impl Queue {
         retry(&mut self.db.sql, &self.me, tree, node, error)
     }
 
-    pub fn release(&mut self) -> StoreResult<u64> {
+    pub(crate) fn release(&mut self) -> StoreResult<u64> {
         release(&mut self.db.sql, &self.me)
     }
 
@@ -891,13 +891,13 @@ impl Queue {
     }
 
     /// Whether the job of `node` is still this process's claim.
-    pub fn holds(&mut self, tree: u64, node: u64) -> StoreResult<bool> {
+    pub(crate) fn holds(&mut self, tree: u64, node: u64) -> StoreResult<bool> {
         Ok(self
             .row(tree, node)?
             .is_some_and(|r| r.status == Status::Claimed && r.claimed_by.as_deref() == Some(&self.me.holder)))
     }
 
-    pub fn cancel(&mut self, tree: u64, node: u64) -> StoreResult<bool> {
+    pub(crate) fn cancel(&mut self, tree: u64, node: u64) -> StoreResult<bool> {
         cancel(&mut self.db.sql, tree, node)
     }
 
@@ -913,7 +913,7 @@ impl Queue {
         record_call(&mut self.db.sql, &self.me, tree, node, body)
     }
 
-    pub fn recorded_calls(&mut self, tree: u64, node: u64) -> StoreResult<Vec<String>> {
+    pub(crate) fn recorded_calls(&mut self, tree: u64, node: u64) -> StoreResult<Vec<String>> {
         recorded_calls(&mut self.db.sql, tree, node)
     }
 

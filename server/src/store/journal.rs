@@ -105,7 +105,7 @@ impl Journal {
     ///
     /// A damaged record with acknowledged groups after it is an error (start-up stops, rather
     /// than drop what was acknowledged): `simtree data repair` opens it with [`Self::open_damaged`].
-    pub fn open(path: &Path, applied: u64) -> StoreResult<(Journal, Vec<Group>)> {
+    pub(crate) fn open(path: &Path, applied: u64) -> StoreResult<(Journal, Vec<Group>)> {
         let (journal, pending, damage) = Self::open_damaged(path, applied)?;
         match damage {
             None => Ok((journal, pending)),
@@ -118,7 +118,7 @@ impl Journal {
     }
 
     /// [`Self::open`], with the groups before any damage and what the damage is.
-    pub fn open_damaged(path: &Path, applied: u64) -> StoreResult<(Journal, Vec<Group>, Option<String>)> {
+    pub(crate) fn open_damaged(path: &Path, applied: u64) -> StoreResult<(Journal, Vec<Group>, Option<String>)> {
         let mut file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -145,7 +145,7 @@ impl Journal {
 
     /// Adds a write to the group being gathered. A write too large to journal is left out, and
     /// [`Self::unjournaled`] says so until [`Self::discard`].
-    pub fn stage(&mut self, w: &Write) {
+    pub(crate) fn stage(&mut self, w: &Write) {
         if self.buf.is_empty() {
             self.buf.extend_from_slice(&[0; HEADER]);
         }
@@ -158,18 +158,18 @@ impl Journal {
     }
 
     /// Bytes gathered for the next group.
-    pub fn staged_bytes(&self) -> usize {
+    pub(crate) fn staged_bytes(&self) -> usize {
         self.buf.len().saturating_sub(HEADER)
     }
 
     /// True when a write queued since the last [`Self::discard`] is not in the journal (too
     /// large, or its group failed to be written): only a database commit makes it durable.
-    pub fn unjournaled(&self) -> bool {
+    pub(crate) fn unjournaled(&self) -> bool {
         self.unjournaled
     }
 
     /// Drops the gathered writes (a database commit is making them durable instead).
-    pub fn discard(&mut self) {
+    pub(crate) fn discard(&mut self) {
         self.buf.clear();
         self.unjournaled = false;
     }
@@ -179,7 +179,7 @@ impl Journal {
     /// file is past [`WRAP_BYTES`], the journal starts over at its beginning.
     /// The group is not appended (an error, as for a failed write) when it would leave less
     /// than [`RESERVE`] allocated past it and the disk has no room for more.
-    pub fn seal(&mut self, applied: u64) -> StoreResult<Option<u64>> {
+    pub(crate) fn seal(&mut self, applied: u64) -> StoreResult<Option<u64>> {
         self.seal_with(applied, true)
     }
 
@@ -187,7 +187,7 @@ impl Journal {
     /// roll-back's deletion, durable whenever the rows it deletes may be. The writes gathered
     /// before it are left out of the journal (they are in the queue, and unacknowledged), so the
     /// next flush waits for a database commit ([`Self::unjournaled`]).
-    pub fn seal_alone(&mut self, w: &Write, applied: u64) -> StoreResult<Option<u64>> {
+    pub(crate) fn seal_alone(&mut self, w: &Write, applied: u64) -> StoreResult<Option<u64>> {
         self.buf.clear();
         self.stage(w);
         let sealed = self.seal_with(applied, false);
@@ -265,7 +265,7 @@ impl Journal {
 
     /// Stages and seals `writes` as one group.
     #[cfg(test)]
-    pub fn append(&mut self, writes: &[Write]) -> StoreResult<Option<u64>> {
+    pub(crate) fn append(&mut self, writes: &[Write]) -> StoreResult<Option<u64>> {
         for w in writes {
             self.stage(w);
         }
@@ -274,7 +274,7 @@ impl Journal {
 
     /// Empties the file (after a start-up replay, or when the store closes with everything
     /// applied), so that nothing older than the next record is left in it.
-    pub fn clear(&mut self) -> StoreResult<()> {
+    pub(crate) fn clear(&mut self) -> StoreResult<()> {
         self.offset = 0;
         self.file.set_len(0).map_err(|e| io("truncate", &self.path, e))?;
         // (Truncating freed the reserve too; a filesystem that cannot preallocate stays so.)
@@ -284,7 +284,7 @@ impl Journal {
 
     /// Moves the file aside (damaged: [`Aside::Failed`]; a group the database refuses:
     /// [`Aside::Refused`]) and starts an empty one.
-    pub fn set_aside(&mut self, why: Aside) -> StoreResult<PathBuf> {
+    pub(crate) fn set_aside(&mut self, why: Aside) -> StoreResult<PathBuf> {
         let aside = self
             .path
             .with_extension(format!("journal.{}-{}", why.word(), super::now_ms()));
@@ -335,7 +335,7 @@ pub(crate) struct AsideFile {
 
 impl AsideFile {
     /// The set-aside journals of the data folder `dir`, oldest first.
-    pub fn list(dir: &Path) -> StoreResult<Vec<AsideFile>> {
+    pub(crate) fn list(dir: &Path) -> StoreResult<Vec<AsideFile>> {
         let entries = match std::fs::read_dir(dir) {
             Ok(e) => e,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -362,13 +362,13 @@ impl AsideFile {
     }
 
     /// The intact groups of the file after group `applied` (read only; the file is not locked).
-    pub fn groups(&self, applied: u64) -> StoreResult<Vec<Group>> {
+    pub(crate) fn groups(&self, applied: u64) -> StoreResult<Vec<Group>> {
         let bytes = std::fs::read(&self.path).map_err(|e| io("read", &self.path, e))?;
         Ok(scan(&bytes, applied).0)
     }
 
     /// Renames the file to say why it is kept now.
-    pub fn rename(&self, why: Aside) -> StoreResult<PathBuf> {
+    pub(crate) fn rename(&self, why: Aside) -> StoreResult<PathBuf> {
         let to = self
             .path
             .with_file_name(format!("simtree.journal.{}-{}", why.word(), super::now_ms()));

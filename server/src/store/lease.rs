@@ -57,7 +57,7 @@ impl Lease {
 
     /// How often the lease is renewed: a sixth of its length (5 s for 30 s), so that a few
     /// renewals may fail (a slow database, a busy machine) before it lapses.
-    pub fn heartbeat(&self) -> Duration {
+    pub(crate) fn heartbeat(&self) -> Duration {
         self.length / 6
     }
 
@@ -83,7 +83,7 @@ pub struct Holder {
 
 impl Holder {
     /// "host H, pid P, since <UTC> (N s ago)".
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         format!(
             "host {}, pid {}, since {} ({} ago)",
             self.host,
@@ -119,7 +119,7 @@ impl Holder {
     }
 
     /// Whether the lease has lapsed (its holder stopped renewing it): anyone may take it.
-    pub fn lapsed(&self) -> bool {
+    pub(crate) fn lapsed(&self) -> bool {
         self.left_ms() == 0
     }
 }
@@ -130,7 +130,7 @@ fn seconds(ms: u64) -> String {
 
 /// The message of a store that must hold the lease to write (a command run on a database a
 /// server leads) while another process holds it.
-pub fn refusal(other: &Holder) -> StoreError {
+pub(crate) fn refusal(other: &Holder) -> StoreError {
     StoreError::LeaseLost(format!(
         "this PostgreSQL database is already served by another simtree ({}). Only the process holding its \
          lease writes trees: another writer would overwrite them. Make the change through that server, stop it \
@@ -148,7 +148,7 @@ fn now<S: Sql>(sql: &S) -> &'static str {
 }
 
 /// Takes the lease if it is free, lapsed or already ours; otherwise returns who holds it.
-pub fn take<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<Result<(), Holder>> {
+pub(crate) fn take<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<Result<(), Holder>> {
     let now = now(sql);
     let taken = sql.execute(
         &format!(
@@ -253,7 +253,7 @@ pub(crate) fn fence<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<()> {
 }
 
 /// Gives the lease up (a graceful shutdown): another server may start at once.
-pub fn release<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<()> {
+pub(crate) fn release<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<()> {
     sql.execute(
         "DELETE FROM lease WHERE name = 'server' AND holder = $1",
         &[P::Text(&me.holder)],
@@ -262,7 +262,7 @@ pub fn release<S: Sql>(sql: &mut S, me: &Lease) -> StoreResult<()> {
 }
 
 /// Who holds the lease now, if anyone.
-pub fn holder<S: Sql>(sql: &mut S) -> StoreResult<Option<Holder>> {
+pub(crate) fn holder<S: Sql>(sql: &mut S) -> StoreResult<Option<Holder>> {
     let now = now(sql);
     let rows = sql.query(
         &format!("SELECT holder, host, pid, acquired, expires, {now}, address FROM lease WHERE name = 'server'"),
@@ -296,7 +296,7 @@ pub fn holder<S: Sql>(sql: &mut S) -> StoreResult<Option<Holder>> {
 }
 
 /// The message of a server that lost its lease.
-pub fn lost(by: Option<&Holder>) -> String {
+pub(crate) fn lost(by: Option<&Holder>) -> String {
     match by {
         Some(h) => format!(
             "this server lost the database's server lease to another simtree ({}) while it could not renew it; \

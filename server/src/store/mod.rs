@@ -86,7 +86,7 @@ impl StoreError {
     /// Whether the fault may pass by itself within seconds: a lost connection or an I/O error
     /// (a database restarting), which a run's store work waits out. A full disk waits for
     /// someone to free space, and a closed store does not come back: neither is waited for.
-    pub fn may_pass_soon(&self) -> bool {
+    pub(crate) fn may_pass_soon(&self) -> bool {
         matches!(self, StoreError::Io(_))
     }
 
@@ -104,7 +104,7 @@ impl StoreError {
     }
 
     /// The same kind of error, its message put in context (`what` and then the message).
-    pub fn context(self, what: impl std::fmt::Display) -> StoreError {
+    pub(crate) fn context(self, what: impl std::fmt::Display) -> StoreError {
         let m = format!("{what}: {}", self.message());
         match self {
             StoreError::Full(_) => StoreError::Full(m),
@@ -196,7 +196,7 @@ impl NodeRows {
     /// The records of tree `tree` when every one is intact; else the damage of the first, naming
     /// the tree, the node and `location` (the store's file). Never a wrong node: a tree whose
     /// structure cannot be trusted is not loaded.
-    pub fn intact(self, tree: u64, location: &str) -> Result<Vec<NodeRow>, SourceError> {
+    pub(crate) fn intact(self, tree: u64, location: &str) -> Result<Vec<NodeRow>, SourceError> {
         match self.damaged.first() {
             None => Ok(self.rows),
             Some((node, why)) => Err(SourceError::Damaged(format!(
@@ -814,7 +814,7 @@ impl Store {
     /// Queues the deletion of `nodes` of `tree`, taken back out of the tree because their writes
     /// failed (a run's end, a branch). With SQLite it is journaled at once, even while commits
     /// fail, so that no restart brings back rows of them that reached the database before.
-    pub fn write_removal(&self, tree: u64, nodes: Vec<u64>) {
+    pub(crate) fn write_removal(&self, tree: u64, nodes: Vec<u64>) {
         let w = Write::DeleteNodes { tree, nodes };
         let posted = match &self.front {
             Some(front) => front.write_removal(&self.mailbox, w),
@@ -1070,7 +1070,7 @@ impl Store {
     /// For a process about to exit while handles to the store may still be alive (connections a
     /// stopping runtime drops late): without it the process could end before the lease is
     /// released. False when the thread did not end in time.
-    pub fn close(&self, within: std::time::Duration) -> bool {
+    pub(crate) fn close(&self, within: std::time::Duration) -> bool {
         self.mailbox.lock().closed = true;
         self.mailbox.ready.notify_one();
         let until = std::time::Instant::now() + within;

@@ -121,7 +121,7 @@ fn connect(rt: &tokio::runtime::Runtime, url: &str) -> Result<Client, tokio_post
 pub(crate) const IDLE_IN_TRANSACTION: &str = "SET idle_in_transaction_session_timeout = '5s'";
 
 impl Postgres {
-    pub fn connect(url: &str) -> StoreResult<Postgres> {
+    pub(crate) fn connect(url: &str) -> StoreResult<Postgres> {
         let rt = runtime()?;
         let client = connect(&rt, url).map_err(err)?;
         Ok(Postgres {
@@ -445,7 +445,7 @@ pub(crate) struct Listening {
 }
 
 impl Listening {
-    pub fn connect(url: &str, channels: &'static [&'static str]) -> StoreResult<Listening> {
+    pub(crate) fn connect(url: &str, channels: &'static [&'static str]) -> StoreResult<Listening> {
         let rt = runtime()?;
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let mut l = Listening {
@@ -492,7 +492,7 @@ impl Listening {
     /// Waits up to `timeout` for notifications and returns their payloads (none: the timeout
     /// passed). A lost connection is opened again (at most once a second); meanwhile this
     /// just waits, and the caller's polling covers what was missed.
-    pub fn wait(&mut self, timeout: std::time::Duration) -> Vec<String> {
+    pub(crate) fn wait(&mut self, timeout: std::time::Duration) -> Vec<String> {
         if self.client.as_ref().is_none_or(Client::is_closed) {
             self.client = None;
             let now = std::time::Instant::now();

@@ -40,7 +40,7 @@ pub(crate) enum StateFormatError {
 }
 
 /// The state JSON of a row's unpacked bytes, with the format it is in.
-pub fn state_json(bytes: &[u8]) -> Result<(u8, &[u8]), StateFormatError> {
+pub(crate) fn state_json(bytes: &[u8]) -> Result<(u8, &[u8]), StateFormatError> {
     match bytes {
         [STATE_TAG, format, json @ ..] if (1..=STATE_FORMAT).contains(format) => Ok((*format, json)),
         [STATE_TAG, format, ..] => Err(StateFormatError::Newer(*format)),
@@ -91,7 +91,7 @@ pub struct Pressure {
 }
 
 impl Pressure {
-    pub fn new(budget: usize) -> Pressure {
+    pub(crate) fn new(budget: usize) -> Pressure {
         Pressure {
             threshold: (budget / 8).max(1),
             ..Pressure::default()
@@ -99,7 +99,7 @@ impl Pressure {
     }
 
     /// Counts `bytes` brought in; wakes the sweeper when they pass the threshold.
-    pub fn add(&self, bytes: usize) {
+    pub(crate) fn add(&self, bytes: usize) {
         use std::sync::atomic::Ordering;
         let before = self.loaded.fetch_add(bytes, Ordering::Relaxed);
         if before < self.threshold && before + bytes >= self.threshold {
@@ -108,7 +108,7 @@ impl Pressure {
     }
 
     /// The sweeper ran: start counting again. Returns what was loaded since the last time.
-    pub fn reset(&self) -> usize {
+    pub(crate) fn reset(&self) -> usize {
         self.loaded.swap(0, std::sync::atomic::Ordering::Relaxed)
     }
 }
@@ -118,7 +118,7 @@ impl TreeSource {
     /// that never finished).
     /// The second value is what the rebuilt state costs in memory, roughly, for the cache: its
     /// stored form plus the chunks read for it (an upper bound: some may be shared).
-    pub fn state(&self, node: u64, path: &[u64]) -> Result<Option<(Sim, usize)>, SourceError> {
+    pub(crate) fn state(&self, node: u64, path: &[u64]) -> Result<Option<(Sim, usize)>, SourceError> {
         let tree = self.tree;
         let Some(data) = self.store.read(move |db| db.state(tree, node))? else {
             return Ok(None);
@@ -151,7 +151,7 @@ impl TreeSource {
 
     /// A node's stored log entries (every row verified: a damaged one is an error, never a
     /// log with a hole or an entry that is not JSON).
-    pub fn log(&self, node: u64) -> Result<Vec<String>, SourceError> {
+    pub(crate) fn log(&self, node: u64) -> Result<Vec<String>, SourceError> {
         let tree = self.tree;
         let rows = self.store.read(move |db| db.log(tree, node))?;
         self.pressure.add(rows.iter().map(|r| r.entries.len()).sum());

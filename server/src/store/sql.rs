@@ -21,7 +21,7 @@ pub(crate) const QUEUED: &str = "queued";
 
 /// Queues the job of `node` in the write transaction under way (see [`Sql::write`]); the
 /// notification is delivered when it commits. A job already queued for the node is left as it is.
-pub fn enqueue<S: Sql>(
+pub(crate) fn enqueue<S: Sql>(
     sql: &mut S,
     tree: u64,
     node: u64,
@@ -326,7 +326,7 @@ fn parse_enum<T: serde::de::DeserializeOwned>(s: &str) -> StoreResult<T> {
 }
 
 impl<S: Sql> Db<S> {
-    pub fn new(sql: S) -> Db<S> {
+    pub(crate) fn new(sql: S) -> Db<S> {
         Db {
             sql,
             lease: None,

@@ -64,7 +64,7 @@ fn err(e: rusqlite::Error) -> StoreError {
 }
 
 impl Sqlite {
-    pub fn open(file: &Path) -> StoreResult<Sqlite> {
+    pub(crate) fn open(file: &Path) -> StoreResult<Sqlite> {
         let conn = Connection::open(file).map_err(err)?;
         // WAL: readers never block the writer; NORMAL: a commit survives a crash of the process
         // (not of the machine's power), which is what kill -9 tests.

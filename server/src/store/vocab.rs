@@ -115,6 +115,6 @@ pub struct Fts {
 }
 
 /// An id or count as a statement parameter.
-pub fn i(v: u64) -> P<'static> {
+pub(crate) fn i(v: u64) -> P<'static> {
     P::Int(v as i64)
 }

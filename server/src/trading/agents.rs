@@ -62,7 +62,7 @@ where
 }
 
 /// The JSON schema of a Decision, as the `submit_decision` tool's parameters.
-pub fn decision_schema() -> Value {
+pub(crate) fn decision_schema() -> Value {
     json!({
         "type": "object",
         "properties": {

@@ -114,7 +114,7 @@ impl MarketData {
     }
 
     /// Parses the two files' contents (events optional).
-    pub fn parse(ohlcv: &str, events: Option<&str>) -> Result<Self, TradingError> {
+    pub(crate) fn parse(ohlcv: &str, events: Option<&str>) -> Result<Self, TradingError> {
         let bars = parse_ohlcv(ohlcv)?;
         let mut market = MarketData {
             bars,
@@ -149,7 +149,7 @@ impl MarketData {
         Ok(market)
     }
 
-    pub fn tickers(&self) -> Vec<&str> {
+    pub(crate) fn tickers(&self) -> Vec<&str> {
         self.bars.keys().map(String::as_str).collect()
     }
 
@@ -162,7 +162,7 @@ impl MarketData {
     }
 
     /// The bar of `ticker` on `day`.
-    pub fn bar(&self, ticker: &str, day: &str) -> Option<&PricePoint> {
+    pub(crate) fn bar(&self, ticker: &str, day: &str) -> Option<&PricePoint> {
         let bars = self.bars.get(ticker)?;
         bars.binary_search_by(|b| b.timestamp.as_str().cmp(day))
             .ok()
@@ -267,7 +267,7 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    pub fn new(
+    pub(crate) fn new(
         market: &MarketData,
         tickers: &[String],
         start: &str,

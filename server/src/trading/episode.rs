@@ -300,7 +300,7 @@ impl TradingEpisode {
         &self.config
     }
 
-    pub fn agent(&self) -> &AgentSpec {
+    pub(crate) fn agent(&self) -> &AgentSpec {
         &self.agent
     }
 
@@ -329,12 +329,12 @@ impl TradingEpisode {
 
     /// The request an interview of the agent sends now (see [`agents::interview_request`]);
     /// `None` for a rule-based agent.
-    pub fn interview(&self, question: &str) -> Option<ChatRequest> {
+    pub(crate) fn interview(&self, question: &str) -> Option<ChatRequest> {
         agents::interview_request(&self.agent, &self.memory, question)
     }
 
     /// Runs the next decision point. On a model error nothing changes.
-    pub async fn step(&mut self, model: &dyn ToolModel) -> Result<StepReport, TradingError> {
+    pub(crate) async fn step(&mut self, model: &dyn ToolModel) -> Result<StepReport, TradingError> {
         if self.is_done() {
             return Err(TradingError::Finished {
                 episode_id: self.config.episode_id.clone(),
@@ -422,7 +422,11 @@ impl TradingEpisode {
     }
 
     /// Runs up to `max_steps` decision points (fewer if the episode ends first).
-    pub async fn run(&mut self, max_steps: usize, model: &dyn ToolModel) -> Result<Vec<StepReport>, TradingError> {
+    pub(crate) async fn run(
+        &mut self,
+        max_steps: usize,
+        model: &dyn ToolModel,
+    ) -> Result<Vec<StepReport>, TradingError> {
         let mut reports = Vec::new();
         while reports.len() < max_steps && !self.is_done() {
             reports.push(self.step(model).await?);
@@ -548,7 +552,7 @@ impl TradingEpisode {
         }
     }
 
-    pub fn decision_point_logs(&self) -> Vec<DecisionPointLog> {
+    pub(crate) fn decision_point_logs(&self) -> Vec<DecisionPointLog> {
         self.logs.to_vec()
     }
 

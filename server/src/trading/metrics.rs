@@ -27,7 +27,7 @@ use super::models::{DecisionStatus, EpisodeConfig, EpisodeLog, ExecutedTrade, Po
 pub(crate) const TRADING_DAYS_PER_YEAR: f64 = 252.0;
 
 /// The figures of a series of daily returns.
-pub fn performance(returns: &[f64]) -> Performance {
+pub(crate) fn performance(returns: &[f64]) -> Performance {
     let n = returns.len();
     if n == 0 {
         return Performance::default();
@@ -90,7 +90,7 @@ pub struct Equity {
 
 /// Values `holdings` (sorted by date; on equal dates the later entry wins) at every day of `days`.
 /// Days before the first holding use it anyway (the initial portfolio).
-pub fn equity(market: &MarketData, days: &[String], holdings: &[Holding]) -> Equity {
+pub(crate) fn equity(market: &MarketData, days: &[String], holdings: &[Holding]) -> Equity {
     let value = |p: &PortfolioSnapshot, day: &str| p.value(|t| market.close(t, day));
     let mut out = Equity::default();
     let Some(first) = holdings.first() else {

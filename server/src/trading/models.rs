@@ -49,7 +49,7 @@ pub(crate) struct IntervalPriceSummary {
 
 impl IntervalPriceSummary {
     /// The summary of a run of bars (oldest first); `None` for no bars.
-    pub fn of(bars: &[PricePoint]) -> Option<Self> {
+    pub(crate) fn of(bars: &[PricePoint]) -> Option<Self> {
         let (first, last) = (bars.first()?, bars.last()?);
         Some(IntervalPriceSummary {
             open: first.open,
@@ -126,7 +126,7 @@ impl Case {
     }
 
     /// The execution price of `ticker` (its `current_price`), when the case has one.
-    pub fn price(&self, ticker: &str) -> Option<f64> {
+    pub(crate) fn price(&self, ticker: &str) -> Option<f64> {
         self.stock_data.get(ticker).map(|s| s.current_price)
     }
 }
@@ -151,7 +151,7 @@ pub struct Order {
 }
 
 impl Order {
-    pub fn new(ticker: impl Into<String>, side: Side, quantity: i64) -> Self {
+    pub(crate) fn new(ticker: impl Into<String>, side: Side, quantity: i64) -> Self {
         Order {
             ticker: ticker.into(),
             side,
@@ -169,7 +169,7 @@ pub struct Decision {
 }
 
 impl Decision {
-    pub fn hold() -> Self {
+    pub(crate) fn hold() -> Self {
         Decision::default()
     }
 }
@@ -194,7 +194,7 @@ pub struct DecisionResult {
 }
 
 impl DecisionResult {
-    pub fn rejected(message: impl Into<String>) -> Self {
+    pub(crate) fn rejected(message: impl Into<String>) -> Self {
         DecisionResult {
             status: DecisionStatus::Rejected,
             message: message.into(),

@@ -64,7 +64,7 @@ pub(crate) struct ReplayToolModel {
 }
 
 impl ReplayToolModel {
-    pub fn new(records: &[LlmRecord]) -> ReplayToolModel {
+    pub(crate) fn new(records: &[LlmRecord]) -> ReplayToolModel {
         ReplayToolModel {
             inner: ReplayClient::new(records),
         }

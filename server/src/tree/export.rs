@@ -32,7 +32,7 @@ impl SimTree {
     }
 
     /// Every node id, ascending (parents before children).
-    pub fn ids(&self) -> Vec<NodeId> {
+    pub(crate) fn ids(&self) -> Vec<NodeId> {
         self.nodes.keys().copied().collect()
     }
 

@@ -76,7 +76,7 @@ pub struct Importer {
 pub(crate) const MAX_EXPORT_SWEEPS: usize = 1000;
 
 impl Importer {
-    pub fn new(
+    pub(crate) fn new(
         format: String,
         scenario: String,
         root: NodeId,
@@ -118,7 +118,7 @@ impl Importer {
     }
 
     /// The scenario the export names.
-    pub fn scenario(&self) -> &str {
+    pub(crate) fn scenario(&self) -> &str {
         &self.scenario
     }
 
@@ -128,7 +128,7 @@ impl Importer {
     }
 
     /// Checks one node and attaches it; returns it (with its simulator) for the store.
-    pub fn add(&mut self, n: NodeExport) -> Result<&Node, TreeError> {
+    pub(crate) fn add(&mut self, n: NodeExport) -> Result<&Node, TreeError> {
         let bad = |m: String| TreeError::InvalidOp(m);
         let i = self.count;
         let id = n.id;
@@ -247,7 +247,7 @@ impl Importer {
     }
 
     /// Drops a stored node's simulator and log from memory (they are in the store now).
-    pub fn release(&mut self, id: NodeId) {
+    pub(crate) fn release(&mut self, id: NodeId) {
         if let Some(n) = self.nodes.get_mut(&id) {
             n.sim = None;
             n.log = Arc::new(NodeLog::unloaded());
@@ -255,7 +255,7 @@ impl Importer {
     }
 
     /// The tree, once every node is in. `seq` is the export's when it came after the nodes.
-    pub fn finish(mut self, source: Option<crate::store::TreeSource>) -> Result<SimTree, TreeError> {
+    pub(crate) fn finish(mut self, source: Option<crate::store::TreeSource>) -> Result<SimTree, TreeError> {
         let bad = |m: String| TreeError::InvalidOp(m);
         if !self.nodes.contains_key(&0) {
             return Err(bad("the export has no root node 0".into()));

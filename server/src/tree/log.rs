@@ -107,7 +107,7 @@ impl NodeLog {
     }
 
     /// Bytes the entries take in memory.
-    pub fn bytes(&self) -> usize {
+    pub(crate) fn bytes(&self) -> usize {
         let inner = self.lock();
         inner.text.len() + inner.ends.len() * std::mem::size_of::<usize>()
     }
@@ -130,15 +130,15 @@ impl NodeLog {
     }
 
     /// Calls `f` with each entry, in order, under the log's lock.
-    pub fn for_each(&self, mut f: impl FnMut(&str)) {
+    pub(crate) fn for_each(&self, mut f: impl FnMut(&str)) {
         self.lock().entries().for_each(&mut f);
     }
 
-    pub fn entries(&self) -> Vec<String> {
+    pub(crate) fn entries(&self) -> Vec<String> {
         self.lock().entries().map(str::to_string).collect()
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.lock().ends.len()
     }
 
@@ -151,11 +151,11 @@ impl NodeLog {
     /// it reads what it has not sent yet from the log itself ([`Self::entries_from`]), so one
     /// that falls more than `capacity` entries behind loses none of them.
     /// Whether a socket watches this node now.
-    pub fn watched(&self) -> bool {
+    pub(crate) fn watched(&self) -> bool {
         self.lock().live.as_ref().is_some_and(|tx| tx.receiver_count() > 0)
     }
 
-    pub fn watch(&self, capacity: usize) -> (broadcast::Receiver<Arc<str>>, usize) {
+    pub(crate) fn watch(&self, capacity: usize) -> (broadcast::Receiver<Arc<str>>, usize) {
         let mut inner = self.lock();
         let next = inner.ends.len();
         let rx = inner

@@ -102,7 +102,7 @@ fn tags(list: &[String]) -> Result<Vec<String>, NoteError> {
 
 /// `current` with `patch` applied (each field given replaces; empty clears), checked; `None`
 /// when nothing is left written.
-pub fn patched(current: Option<&Annotation>, patch: &NodePatch) -> Result<Option<Annotation>, NoteError> {
+pub(crate) fn patched(current: Option<&Annotation>, patch: &NodePatch) -> Result<Option<Annotation>, NoteError> {
     if patch.title.is_none() && patch.note.is_none() && patch.tags.is_none() && patch.starred.is_none() {
         return Err(NoteError::NothingToChange);
     }
@@ -123,7 +123,7 @@ pub fn patched(current: Option<&Annotation>, patch: &NodePatch) -> Result<Option
 }
 
 /// An annotation from outside (an import) as the server would have stored it, or why not.
-pub fn checked(a: &Annotation) -> Result<Option<Annotation>, NoteError> {
+pub(crate) fn checked(a: &Annotation) -> Result<Option<Annotation>, NoteError> {
     let patch = NodePatch {
         title: Some(a.title.clone().unwrap_or_default()),
         note: Some(a.note.clone().unwrap_or_default()),
@@ -135,13 +135,13 @@ pub fn checked(a: &Annotation) -> Result<Option<Annotation>, NoteError> {
 
 /// A tree's description as given: at most 10 KiB, no control characters but newline and tab;
 /// `None` when empty (it is removed).
-pub fn description(d: &str) -> Result<Option<String>, NoteError> {
+pub(crate) fn description(d: &str) -> Result<Option<String>, NoteError> {
     text("description", d, MAX_DESCRIPTION_BYTES)
 }
 
 /// A question as asked: 1 to 4000 characters, not only spaces, no control characters but
 /// newline and tab.
-pub fn question(q: &str) -> Result<String, NoteError> {
+pub(crate) fn question(q: &str) -> Result<String, NoteError> {
     let n = q.chars().count();
     if q.trim().is_empty() || n > MAX_QUESTION_CHARS {
         return Err(NoteError::Question(n));

@@ -21,7 +21,7 @@ use crate::tree::{NodeId, TreeError, notebook};
 
 impl Notebook<'_> {
     /// Asks `req.agent` at `node` `req.question`; the answer, stored with the node.
-    pub async fn ask(&self, tree: u64, node: NodeId, req: &AskRequest) -> Result<Ask, WorkbenchError> {
+    pub(crate) async fn ask(&self, tree: u64, node: NodeId, req: &AskRequest) -> Result<Ask, WorkbenchError> {
         let question = notebook::question(&req.question)?;
         let handle = self.tree(tree)?;
         let (sim, scenario, earlier) = {
@@ -136,7 +136,7 @@ impl Notebook<'_> {
     }
 
     /// `GET …/node/{n}/asks`: the node's ask history, oldest first.
-    pub fn asks(&self, tree: u64, node: NodeId) -> Result<Vec<Ask>, WorkbenchError> {
+    pub(crate) fn asks(&self, tree: u64, node: NodeId) -> Result<Vec<Ask>, WorkbenchError> {
         let handle = self.tree(tree)?;
         let t = handle.lock();
         t.node(node)?;

@@ -141,7 +141,7 @@ fn action_of(reply: &str) -> (Option<simtree_shared::ActionCall>, Option<String>
 impl Notebook<'_> {
     /// `GET …/node/{n}/calls`: every model call of the node's run, in order, then the
     /// interviews asked at it (their prompts built again from the node's state).
-    pub async fn calls(
+    pub(crate) async fn calls(
         &self,
         tree: u64,
         node: NodeId,

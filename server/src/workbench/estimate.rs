@@ -68,7 +68,7 @@ impl Usage<'_> {
     /// The cost of `runs` runs of `turns` turns each from `parent` (an advance: 1 run; a fan-out:
     /// its count; a sweep: cells × replicates), without running them. `what` names the request
     /// in the basis.
-    pub fn estimate(
+    pub(crate) fn estimate(
         &self,
         tree: u64,
         parent: NodeId,

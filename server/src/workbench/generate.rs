@@ -119,7 +119,7 @@ fn messages(prompt: &str, last: Option<&Value>) -> Vec<Message> {
 pub(crate) struct MockSceneWriter;
 
 impl MockSceneWriter {
-    pub fn answer(prompt: &str, last: Option<&Value>) -> Value {
+    pub(crate) fn answer(prompt: &str, last: Option<&Value>) -> Value {
         let mut doc = match last {
             Some(last) => last.clone(),
             None => {

@@ -73,12 +73,12 @@ service!(
 
 impl Jobs<'_> {
     /// The serving process's dispatch loop ([`Core::dispatch_jobs`]), a task of its own.
-    pub fn dispatch(&self) -> impl std::future::Future<Output = ()> + Send + 'static + use<> {
+    pub(crate) fn dispatch(&self) -> impl std::future::Future<Output = ()> + Send + 'static + use<> {
         Arc::clone(self.0).dispatch_jobs()
     }
 
     /// Takes jobs and runs them until `stop` resolves ([`Core::work`]).
-    pub fn work<S: std::future::Future<Output = ()> + Send + 'static>(
+    pub(crate) fn work<S: std::future::Future<Output = ()> + Send + 'static>(
         &self,
         config: JobsConfig,
         concurrency: usize,

@@ -166,7 +166,7 @@ impl Library {
     }
 
     /// The library a store holds.
-    pub fn open(store: Arc<Store>, max_bytes: usize) -> Result<Library, StoreError> {
+    pub(crate) fn open(store: Arc<Store>, max_bytes: usize) -> Result<Library, StoreError> {
         let rows = store.read(|db| db.scenarios())?;
         let counters = store.read(|db| db.scenario_counters())?;
         let mut entries: BTreeMap<String, Entry> = BTreeMap::new();
@@ -213,12 +213,12 @@ impl Library {
     }
 
     /// Saved scenarios by id, each with its latest version.
-    pub fn list(&self) -> Vec<ScenarioSummary> {
+    pub(crate) fn list(&self) -> Vec<ScenarioSummary> {
         lock(&self.entries).values().map(|e| e.summary.clone()).collect()
     }
 
     /// Whether `id` is a saved scenario.
-    pub fn contains(&self, id: &str) -> bool {
+    pub(crate) fn contains(&self, id: &str) -> bool {
         lock(&self.entries).contains_key(id)
     }
 
@@ -260,7 +260,7 @@ impl Library {
 
     /// `POST /api/scenarios`: version 1 (or the next after a deleted scenario's last) of a new
     /// saved scenario. Nothing is kept on a refusal.
-    pub fn save(
+    pub(crate) fn save(
         &self,
         shipped: &ScenarioLibrary,
         name: &str,
@@ -300,7 +300,7 @@ impl Library {
     }
 
     /// `PUT /api/scenarios/{id}`: the next version of a saved scenario.
-    pub fn update(
+    pub(crate) fn update(
         &self,
         shipped: &ScenarioLibrary,
         id: &str,
@@ -339,7 +339,7 @@ impl Library {
     }
 
     /// `DELETE /api/scenarios/{id}`: every version (trees made from it keep their copy).
-    pub fn delete(&self, shipped: &ScenarioLibrary, id: &str) -> Result<(), WorkbenchError> {
+    pub(crate) fn delete(&self, shipped: &ScenarioLibrary, id: &str) -> Result<(), WorkbenchError> {
         Self::shipped_conflict(shipped, id)?;
         let mut entries = lock(&self.entries);
         if !entries.contains_key(id) {
@@ -359,7 +359,7 @@ impl Library {
 
     /// A saved scenario's document: version `version`, or the latest. `None` when `id` is not
     /// a saved scenario.
-    pub fn get(&self, id: &str, version: Option<u64>) -> Result<Option<ScenarioDocument>, WorkbenchError> {
+    pub(crate) fn get(&self, id: &str, version: Option<u64>) -> Result<Option<ScenarioDocument>, WorkbenchError> {
         let (chosen, body, versions) = {
             let entries = lock(&self.entries);
             let Some(entry) = entries.get(id) else {

@@ -49,7 +49,7 @@ struct Pending {
 }
 
 impl NodeStream {
-    pub fn new(node: NodeId, tx: broadcast::Sender<TreeMsg>) -> NodeStream {
+    pub(crate) fn new(node: NodeId, tx: broadcast::Sender<TreeMsg>) -> NodeStream {
         NodeStream {
             node,
             tx,

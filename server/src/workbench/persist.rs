@@ -181,7 +181,7 @@ impl TreeHandle {
         self.touch(tree);
     }
 
-    pub fn info(&self) -> TreeInfo {
+    pub(crate) fn info(&self) -> TreeInfo {
         let meta = lock(&self.meta).clone();
         let (scenario, nodes) = {
             let t = self.lock();
@@ -362,7 +362,7 @@ impl Upkeep<'_> {
 
     /// Whether acknowledged writes can be stored now: `Err` with the cause while the store's
     /// commits fail (a full disk, a lost database). Memory-only workbenches are always ready.
-    pub fn ready(&self) -> Result<(), NotReady> {
+    pub(crate) fn ready(&self) -> Result<(), NotReady> {
         let Some(store) = &self.store else {
             return Ok(());
         };

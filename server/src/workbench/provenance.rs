@@ -112,7 +112,7 @@ impl Core {
 
 /// How an export's `statement` of provenance compares with `here`, this server's for the tree
 /// the export became: field by field, `line` left out (it only restates the others).
-pub fn compare(statement: Option<&Value>, here: Provenance) -> ProvenanceCheck {
+pub(crate) fn compare(statement: Option<&Value>, here: Provenance) -> ProvenanceCheck {
     let export = statement.map(|v| serde_json::from_value::<Provenance>(v.clone()));
     let (export, note) = match export {
         None => (

@@ -43,7 +43,7 @@ pub(crate) enum TableFormat {
 
 impl TableFormat {
     /// `csv` (the default) or `ndjson`.
-    pub fn parse(given: Option<&str>) -> Result<TableFormat, WorkbenchError> {
+    pub(crate) fn parse(given: Option<&str>) -> Result<TableFormat, WorkbenchError> {
         one_of(
             "format",
             given,
@@ -68,7 +68,7 @@ pub struct Page {
 
 impl Page {
     /// `limit` is 1 to [`MAX_TABLE_ROWS`] (default: the most).
-    pub fn new(offset: Option<u64>, limit: Option<u64>) -> Result<Page, WorkbenchError> {
+    pub(crate) fn new(offset: Option<u64>, limit: Option<u64>) -> Result<Page, WorkbenchError> {
         let limit = limit.unwrap_or(MAX_TABLE_ROWS);
         if !(1..=MAX_TABLE_ROWS).contains(&limit) {
             return Err(RequestError::PageLimit {
@@ -84,7 +84,7 @@ impl Page {
     }
 
     /// The offset of the page after this one in a table of `total` rows, if there is one.
-    pub fn next(&self, total: u64) -> Option<u64> {
+    pub(crate) fn next(&self, total: u64) -> Option<u64> {
         let end = self.offset.saturating_add(self.limit);
         (end < total).then_some(end)
     }
@@ -102,7 +102,7 @@ pub(crate) enum Scope {
 
 impl Scope {
     /// `subtree` (the default) or `path`.
-    pub fn parse(given: Option<&str>) -> Result<Scope, WorkbenchError> {
+    pub(crate) fn parse(given: Option<&str>) -> Result<Scope, WorkbenchError> {
         one_of("scope", given, &[("subtree", Scope::Subtree), ("path", Scope::Path)])
     }
 }
@@ -159,7 +159,7 @@ struct LogPart {
 impl Table {
     /// Makes the rows of `page`, in order, handing each to `row`; stops early when `row` says
     /// false (the reader went away).
-    pub fn read(&self, page: Page, mut row: impl FnMut(&[Value]) -> bool) -> Result<(), WorkbenchError> {
+    pub(crate) fn read(&self, page: Page, mut row: impl FnMut(&[Value]) -> bool) -> Result<(), WorkbenchError> {
         let mut cursor = Cursor {
             skip: page.offset,
             left: page.limit.min(self.total.saturating_sub(page.offset)),

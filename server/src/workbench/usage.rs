@@ -16,7 +16,7 @@ service!(
 
 impl Usage<'_> {
     /// A node's status, failure reason, usage, seed, annotation and (once it ended) provenance.
-    pub fn node_info(&self, tree: u64, node: NodeId) -> Result<NodeInfo, WorkbenchError> {
+    pub(crate) fn node_info(&self, tree: u64, node: NodeId) -> Result<NodeInfo, WorkbenchError> {
         let handle = self.tree(tree)?;
         let mut info = {
             let mut t = handle.lock();

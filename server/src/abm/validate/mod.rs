@@ -38,16 +38,16 @@ pub struct Report {
 }
 
 impl Report {
-    pub fn errors(&self) -> impl Iterator<Item = &Issue> {
+    pub(crate) fn errors(&self) -> impl Iterator<Item = &Issue> {
         self.issues.iter().filter(|i| i.severity == Severity::Error)
     }
 
-    pub fn warnings(&self) -> impl Iterator<Item = &Issue> {
+    pub(crate) fn warnings(&self) -> impl Iterator<Item = &Issue> {
         self.issues.iter().filter(|i| i.severity == Severity::Warning)
     }
 
     /// No errors (warnings allowed).
-    pub fn is_ok(&self) -> bool {
+    pub(crate) fn is_ok(&self) -> bool {
         self.errors().next().is_none()
     }
 

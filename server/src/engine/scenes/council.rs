@@ -122,7 +122,7 @@ fn fallback_brief(desc: &str) -> String {
 }
 
 impl Council {
-    pub fn new(name: String, initial_event: String, config: Config) -> Self {
+    pub(crate) fn new(name: String, initial_event: String, config: Config) -> Self {
         Council {
             name,
             initial_event,

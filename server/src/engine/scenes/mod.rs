@@ -258,7 +258,12 @@ macro_rules! each_scene {
 impl Scene {
     /// Builds a scene from a scenario's `scene` block. `config` is scene-specific; unknown or
     /// ill-typed keys are errors naming the field.
-    pub fn build(kind: SceneKind, name: String, initial_event: String, config: Value) -> Result<Scene, SceneError> {
+    pub(crate) fn build(
+        kind: SceneKind,
+        name: String,
+        initial_event: String,
+        config: Value,
+    ) -> Result<Scene, SceneError> {
         Ok(match kind {
             SceneKind::SimpleChat | SceneKind::EmotionalConflict => {
                 Scene::SimpleChat(simple_chat::SimpleChat::new(name, initial_event, parse_config(config)?))
@@ -274,7 +279,7 @@ impl Scene {
     }
 
     /// The scene's type as documents name it.
-    pub fn kind(&self) -> SceneKind {
+    pub(crate) fn kind(&self) -> SceneKind {
         match self {
             Scene::SimpleChat(_) => SceneKind::SimpleChat,
             Scene::Council(_) => SceneKind::Council,
@@ -297,7 +302,7 @@ impl Scene {
         }
     }
 
-    pub fn rules(&self) -> &dyn SceneRules {
+    pub(crate) fn rules(&self) -> &dyn SceneRules {
         each_scene!(self, s => s)
     }
 
@@ -368,7 +373,7 @@ pub(crate) struct Refused<'a> {
 #[cfg(test)]
 impl<'a> Refused<'a> {
     /// The usual refusal, whose result is its error code alone.
-    pub fn error(error: &str, summary: &'a str, told: &'a str) -> Refused<'a> {
+    pub(crate) fn error(error: &str, summary: &'a str, told: &'a str) -> Refused<'a> {
         Refused {
             result: serde_json::json!({ "error": error }),
             summary,

@@ -44,7 +44,7 @@ pub(crate) const GUIDELINES: &str = "Chat guidelines:\n\
 - Ignore messages that have nothing to do with you.";
 
 impl SimpleChat {
-    pub fn new(name: String, initial_event: String, _config: Config) -> Self {
+    pub(crate) fn new(name: String, initial_event: String, _config: Config) -> Self {
         SimpleChat {
             name,
             initial_event,

@@ -253,7 +253,7 @@ impl GameMap {
         &self.locations
     }
 
-    pub fn location(&self, name: &str) -> Option<&Location> {
+    pub(crate) fn location(&self, name: &str) -> Option<&Location> {
         self.locations.iter().find(|l| l.name == name)
     }
 
@@ -431,7 +431,7 @@ pub struct Village {
 }
 
 impl Village {
-    pub fn new(name: String, initial_event: String, config: Config) -> Self {
+    pub(crate) fn new(name: String, initial_event: String, config: Config) -> Self {
         Village {
             name,
             initial_event,
@@ -440,7 +440,7 @@ impl Village {
         }
     }
 
-    pub fn map(&self) -> &GameMap {
+    pub(crate) fn map(&self) -> &GameMap {
         &self.config.map
     }
 

@@ -63,7 +63,7 @@ pub enum Phase {
 }
 
 impl Phase {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Phase::Night => "night",
             Phase::DayDiscussion => "day_discussion",
@@ -149,7 +149,7 @@ pub(crate) const GUIDELINES: &str = "- Werewolf players: work together quietly, 
 - Nobody talks while voting is open; cast your lynch vote before you yield.";
 
 impl Werewolf {
-    pub fn new(name: String, initial_event: String, config: Config) -> Self {
+    pub(crate) fn new(name: String, initial_event: String, config: Config) -> Self {
         let mut config = config;
         let roles = std::mem::take(&mut config.role_map);
         let state = Box::new(State {
@@ -466,7 +466,7 @@ impl State {
         self.alive.iter().any(|n| n == name)
     }
 
-    pub fn role(&self, name: &str) -> Option<&str> {
+    pub(crate) fn role(&self, name: &str) -> Option<&str> {
         self.roles.get(name).map(String::as_str)
     }
 

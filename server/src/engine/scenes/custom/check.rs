@@ -54,7 +54,7 @@ pub(crate) fn check_role(doc: &CustomScene, path: &str, role: &str) -> Result<()
 
 /// Checks `doc` and compiles its expressions, on a thread of its own with the parser's stack
 /// ([`PARSE_STACK`]).
-pub fn check(doc: &CustomScene) -> Result<Programs, CustomError> {
+pub(crate) fn check(doc: &CustomScene) -> Result<Programs, CustomError> {
     on_parse_stack(|| {
         let mut c = Checker {
             doc,

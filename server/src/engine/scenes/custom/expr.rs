@@ -218,7 +218,7 @@ impl std::fmt::Debug for Programs {
 
 impl Programs {
     /// Compiles `text` unless it already is.
-    pub fn add(&mut self, text: &str) -> Result<(), ExprError> {
+    pub(crate) fn add(&mut self, text: &str) -> Result<(), ExprError> {
         if !self.0.contains_key(text) {
             self.0.insert(text.to_string(), compile(text)?);
         }
@@ -234,7 +234,7 @@ pub(crate) struct Scope<'a> {
 
 impl<'a> Scope<'a> {
     /// A scope binding each `(name, value)`.
-    pub fn new(programs: &'a Programs, bindings: Vec<(&'static str, Value)>) -> Scope<'a> {
+    pub(crate) fn new(programs: &'a Programs, bindings: Vec<(&'static str, Value)>) -> Scope<'a> {
         let mut ctx = Context::with_env(ENV.clone());
         for (name, value) in bindings {
             ctx.add_variable_from_value(name, to_cel(&value));
@@ -244,7 +244,7 @@ impl<'a> Scope<'a> {
     }
 
     /// Binds `name` (the action's `params`) in this scope.
-    pub fn bind(&mut self, name: &'static str, value: &Value) {
+    pub(crate) fn bind(&mut self, name: &'static str, value: &Value) {
         self.ctx.add_variable_from_value(name, to_cel(value));
     }
 
@@ -263,14 +263,14 @@ impl<'a> Scope<'a> {
         from_cel(&value).map_err(|e| eval_err(e.0))
     }
 
-    pub fn bool(&self, text: &str) -> Result<bool, ExprError> {
+    pub(crate) fn bool(&self, text: &str) -> Result<bool, ExprError> {
         match self.eval(text)? {
             Value::Bool(b) => Ok(b),
             other => Err(type_error(text, &other, "a boolean")),
         }
     }
 
-    pub fn string(&self, text: &str) -> Result<String, ExprError> {
+    pub(crate) fn string(&self, text: &str) -> Result<String, ExprError> {
         match self.eval(text)? {
             Value::String(s) => Ok(s),
             other => Err(type_error(text, &other, "a string")),

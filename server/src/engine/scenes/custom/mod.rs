@@ -48,7 +48,7 @@ pub(crate) const MARKER_QUIET: &str = "Each action listed under Available Action
      one that is not open now is refused with the reason.";
 
 /// Whether a system prompt is a custom scene's (it carries one of the two closing sentences).
-pub fn marks(system: &str) -> bool {
+pub(crate) fn marks(system: &str) -> bool {
     system.contains(MARKER) || system.contains(MARKER_QUIET)
 }
 
@@ -157,7 +157,7 @@ type Fail = Refused;
 
 impl Custom {
     /// Reads and checks a document (`scene.config`); errors name the path inside it.
-    pub fn new(name: String, initial_event: String, config: Value) -> Result<Custom, SceneError> {
+    pub(crate) fn new(name: String, initial_event: String, config: Value) -> Result<Custom, SceneError> {
         let doc: CustomScene = super::parse_config(config)?;
         let programs = check::check(&doc)?;
         let vars = doc
@@ -200,7 +200,7 @@ impl Custom {
 
     /// The value of metric `name` now (`None` for a name the document does not define; `null`
     /// when it cannot be evaluated).
-    pub fn metric(&self, name: &str) -> Option<Value> {
+    pub(crate) fn metric(&self, name: &str) -> Option<Value> {
         let m = self.doc().metrics.iter().find(|m| m.name == name)?;
         Some(self.scope(&self.state, None).eval(&m.value).unwrap_or(Value::Null))
     }

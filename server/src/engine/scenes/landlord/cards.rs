@@ -56,7 +56,7 @@ impl Rank {
         Rank::BJ,
     ];
 
-    pub fn token(self) -> &'static str {
+    pub(crate) fn token(self) -> &'static str {
         match self {
             Rank::Three => "3",
             Rank::Four => "4",
@@ -77,11 +77,11 @@ impl Rank {
     }
 
     /// Strict token parsing: exactly the tokens above, case-sensitive.
-    pub fn parse(token: &str) -> Option<Rank> {
+    pub(crate) fn parse(token: &str) -> Option<Rank> {
         Rank::ALL.into_iter().find(|r| r.token() == token)
     }
 
-    pub fn value(self) -> u8 {
+    pub(crate) fn value(self) -> u8 {
         self as u8
     }
 
@@ -114,7 +114,7 @@ pub enum ComboType {
 }
 
 impl ComboType {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ComboType::Rocket => "rocket",
             ComboType::Bomb => "bomb",

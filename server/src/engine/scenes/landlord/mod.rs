@@ -76,7 +76,7 @@ const RULES_FORMAT: &str = "- Writing cards: name ranks only, separated by space
 - Table talk: during your own turn you may post one message to the table with send_message.";
 
 impl Landlord {
-    pub fn new(name: String, initial_event: String, config: Config) -> Result<Self, SceneError> {
+    pub(crate) fn new(name: String, initial_event: String, config: Config) -> Result<Self, SceneError> {
         check_decks(u64::from(config.num_decks))?;
         Ok(Landlord {
             name,
@@ -121,7 +121,7 @@ impl Landlord {
     }
 
     /// Shuffles a fresh deck with the simulator's RNG, deals it and restarts bidding.
-    pub fn redeal(&mut self, world: &mut World) {
+    pub(crate) fn redeal(&mut self, world: &mut World) {
         let players = self.state.players.clone();
         let mut deck: Vec<Rank> = Vec::new();
         for _ in 0..self.config.num_decks {
