@@ -605,7 +605,7 @@ async fn deleting_nodes_whose_runs_are_in_flight_frees_the_workers() {
     }
     let mut running = Vec::new();
     let (_, seen) = watcher
-        .until(Duration::from_secs(30), |m| {
+        .until(Duration::from_secs(60), |m| {
             if m["type"] == "run_start" {
                 running.push(m["data"]["node"].as_u64().unwrap());
             }
