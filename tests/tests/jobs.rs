@@ -2218,29 +2218,10 @@ async fn an_explorations_own_money_cap_is_booked_in_the_database_and_its_replica
         Worker::start(&pg, &env, &["--concurrency", "2"]),
     ];
     wait_for_workers(&pg, 2);
-    let (st, created) = s
-        .post(
-            "/devui/simtree",
-            &serde_json::json!({"scenario": "simple_chat", "money_budget": 5.0}),
-        )
-        .await;
-    assert_eq!(st, 200, "{created}");
-    let tree = created["id"].as_u64().unwrap();
     // Its whole schedule (16 runs of 6 calls) would cost $0.35; it may spend $0.60, and each
     // call holds up to $0.11 while it runs (so four at once hold $0.45).
     let cap = 0.6;
-    let (status, started) = s
-        .post(
-            &format!("/devui/simtree/{tree}/explore"),
-            &serde_json::json!({"parent": 0, "turns": 6, "seed": 3,
-                "objective": {"metric": "count:action_end", "goal": "max"},
-                "space": [{"label": "news", "op": {"op": "public_broadcast"}, "field": "text",
-                           "values": ["rain", "sun", "snow", "wind"]}],
-                "replicates": 2, "budget": {"runs": 16, "money": cap}}),
-        )
-        .await;
-    assert_eq!(status, 200, "{started}");
-    let id = started["explore"].as_u64().unwrap();
+    let (tree, id) = capped_exploration(&s, 6, cap).await;
     let table = explore_finished(&s, tree, id).await;
     let _ = std::fs::remove_file(prices);
     let runs = table.runs_used as usize;
@@ -2308,31 +2289,12 @@ async fn an_explorations_money_cap_holds_across_a_killed_leader_and_its_book_is_
     let follower = simtree_e2e::Server::start_env(&flags, &pairs);
     let worker = Worker::start(&pg, &env, &["--concurrency", "2", "--job-lapse-secs", "2"]);
     wait_for_workers(&pg, 1);
-    let (st, created) = leader
-        .post(
-            "/devui/simtree",
-            &serde_json::json!({"scenario": "simple_chat", "money_budget": 5.0}),
-        )
-        .await;
-    assert_eq!(st, 200, "{created}");
-    let tree = created["id"].as_u64().unwrap();
     // A replicate of 3 turns makes about 10 calls: the first round (8 of them) costs about
     // $0.30, the whole schedule (16) about $0.60; it may spend $0.80. Each call holds up to
     // $0.20 while it runs (its prompt grows with the agents' memories), two at once (the
     // worker's two slots): the first round fits, and the cap stops calls in the second.
     let cap = 0.8;
-    let (status, started) = leader
-        .post(
-            &format!("/devui/simtree/{tree}/explore"),
-            &serde_json::json!({"parent": 0, "turns": 3, "seed": 3,
-                "objective": {"metric": "count:action_end", "goal": "max"},
-                "space": [{"label": "news", "op": {"op": "public_broadcast"}, "field": "text",
-                           "values": ["rain", "sun", "snow", "wind"]}],
-                "replicates": 2, "budget": {"runs": 16, "money": cap}}),
-        )
-        .await;
-    assert_eq!(status, 200, "{started}");
-    let id = started["explore"].as_u64().unwrap();
+    let (tree, id) = capped_exploration(&leader, 3, cap).await;
     // Killed once the first round's replicates have booked a sixth of its cost and are not done.
     let until = Instant::now() + Duration::from_secs(30);
     while count(
@@ -2493,4 +2455,30 @@ async fn a_leader_without_python_makes_model_trees_whose_runs_go_to_the_workers(
     // A single advance of the model, read back on the leader.
     let child = simtree_e2e::advance(&leader, tree, 0, 5).await;
     assert_eq!(statuses(&leader, tree).await[&child], "done");
+}
+
+/// A `simple_chat` tree with a $5 money budget on `s`, and an exploration from its root of four
+/// news items, `turns` turns a replicate, two replicates, at most 16 runs and `cap` dollars of its
+/// own: the tree's and the exploration's ids.
+async fn capped_exploration(s: &simtree_e2e::Server, turns: u64, cap: f64) -> (u64, u64) {
+    let (st, created) = s
+        .post(
+            "/devui/simtree",
+            &serde_json::json!({"scenario": "simple_chat", "money_budget": 5.0}),
+        )
+        .await;
+    assert_eq!(st, 200, "{created}");
+    let tree = created["id"].as_u64().unwrap();
+    let (status, started) = s
+        .post(
+            &format!("/devui/simtree/{tree}/explore"),
+            &serde_json::json!({"parent": 0, "turns": turns, "seed": 3,
+                "objective": {"metric": "count:action_end", "goal": "max"},
+                "space": [{"label": "news", "op": {"op": "public_broadcast"}, "field": "text",
+                           "values": ["rain", "sun", "snow", "wind"]}],
+                "replicates": 2, "budget": {"runs": 16, "money": cap}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{started}");
+    (tree, started["explore"].as_u64().unwrap())
 }
