@@ -113,17 +113,17 @@ fn offline_policy(sim: &Sim) -> Option<Offline> {
 /// What one run needs besides its simulator.
 pub(crate) struct RunRequest<'a> {
     /// The scenario's name (settings-file overrides are per scenario).
-    pub scenario: &'a str,
-    pub sim: &'a Sim,
+    pub(crate) scenario: &'a str,
+    pub(crate) sim: &'a Sim,
     /// Calls recorded by an earlier run of the same advance, to replay instead of calling out.
-    pub replay: Option<Vec<LlmRecord>>,
+    pub(crate) replay: Option<Vec<LlmRecord>>,
     /// The tree's token budget, charged by real providers.
-    pub budget: Option<Arc<TreeBudget>>,
-    pub abm: Option<Arc<WorkerPool>>,
+    pub(crate) budget: Option<Arc<TreeBudget>>,
+    pub(crate) abm: Option<Arc<WorkerPool>>,
     /// Where replies stream while someone watches the run (real providers that stream, and the
     /// offline players, which show each reply in a few pieces; replays make no call and do not
     /// stream).
-    pub watch: Watch,
+    pub(crate) watch: Watch,
 }
 
 /// What one run talks to, and the ledger its real calls are recorded in.
@@ -224,9 +224,9 @@ impl ChatProvider for OfflineClient {
 /// Real providers: the server's default configuration with the settings file's per-scenario and
 /// per-agent overrides; everything aimed at one endpoint shares one pool gate.
 pub struct Providers {
-    pub base: LlmConfig,
-    pub settings: LlmSettings,
-    pub pool: ProviderPool,
+    pub(crate) base: LlmConfig,
+    pub(crate) settings: LlmSettings,
+    pub(crate) pool: ProviderPool,
     /// The one scripted player every `scripted` setting resolves to (so agents that share it
     /// are not routed apart).
     scripted: Arc<dyn ChatProvider>,

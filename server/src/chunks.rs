@@ -184,8 +184,8 @@ impl<T> FromIterator<T> for AppendList<T> {
 /// `{"p": <previous chunk's key or null>, "i": [entries]}`.
 #[derive(Debug, Clone)]
 pub(crate) struct NewChunk {
-    pub key: ChunkKey,
-    pub data: Vec<u8>,
+    pub(crate) key: ChunkKey,
+    pub(crate) data: Vec<u8>,
 }
 
 /// Chunks of one tree that are alive in memory, by key, so that nodes rebuilt from the store
@@ -238,7 +238,7 @@ pub(crate) struct Dedupe {
     /// within the importer's own tree.
     by_hash: HashMap<u128, Vec<ChunkKey>>,
     /// The ancestors of the node being written (a sibling's chunk may be deleted with it).
-    pub ancestors: std::collections::HashSet<u64>,
+    pub(crate) ancestors: std::collections::HashSet<u64>,
 }
 
 struct Writer {

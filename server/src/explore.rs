@@ -33,19 +33,19 @@ pub(crate) const MAX_FIRST_REPLICATES: u64 = 100;
 #[serde(deny_unknown_fields)]
 pub(crate) struct ExploreSpec {
     /// The node every candidate branches from.
-    pub parent: u64,
+    pub(crate) parent: u64,
     /// Turns (steps, decision points) each replicate runs after its candidate's ops.
-    pub turns: u64,
+    pub(crate) turns: u64,
     /// Seed of replicate 0; replicate `k` uses `seed + k` in every candidate.
     #[serde(default)]
-    pub seed: u64,
-    pub objective: Objective,
+    pub(crate) seed: u64,
+    pub(crate) objective: Objective,
     /// Sweep axes; every combination of their values is a candidate.
-    pub space: Vec<Axis>,
+    pub(crate) space: Vec<Axis>,
     /// Replicates of every candidate in the first round (default 2).
     #[serde(default = "two")]
-    pub replicates: u64,
-    pub budget: ExploreBudget,
+    pub(crate) replicates: u64,
+    pub(crate) budget: ExploreBudget,
 }
 
 fn two() -> u64 {

@@ -20,9 +20,9 @@ use simtree_shared::SimKind;
 /// Counts the calls going through a client and the words going in and out (a stand-in for
 /// tokens that needs no provider's usage report), for a progress display.
 pub(crate) struct Counted {
-    pub inner: Arc<dyn LlmClient>,
-    pub calls: AtomicU64,
-    pub words: AtomicU64,
+    pub(crate) inner: Arc<dyn LlmClient>,
+    pub(crate) calls: AtomicU64,
+    pub(crate) words: AtomicU64,
 }
 
 impl Counted {
@@ -110,11 +110,10 @@ pub(crate) fn fresh_sim(
 
 /// One finished headless run: the tree (root plus the run's node) and what the run recorded.
 pub struct Finished {
-    pub tree: SimTree,
-    pub node: NodeId,
-    pub status: NodeStatus,
-    pub error: Option<String>,
-    pub records: Vec<LlmRecord>,
+    pub(crate) tree: SimTree,
+    pub(crate) node: NodeId,
+    pub(crate) error: Option<String>,
+    pub(crate) records: Vec<LlmRecord>,
 }
 
 impl Finished {
@@ -155,7 +154,6 @@ pub(crate) async fn advance(
     Ok(Finished {
         tree,
         node,
-        status,
         error,
         records,
     })

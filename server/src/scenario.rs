@@ -40,37 +40,37 @@ pub enum ScenarioError {
 #[serde(deny_unknown_fields)]
 pub struct SceneSpec {
     #[serde(rename = "type")]
-    pub kind: SceneKind,
-    pub name: String,
+    pub(crate) kind: SceneKind,
+    pub(crate) name: String,
     #[serde(default)]
-    pub initial_event: String,
+    pub(crate) initial_event: String,
     #[serde(default)]
-    pub config: Value,
+    pub(crate) config: Value,
     /// The document's own prose for the scene, part by part in place of the type's defaults.
     #[serde(default, skip_serializing_if = "SceneProse::is_empty")]
-    pub prose: SceneProse,
+    pub(crate) prose: SceneProse,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentSpec {
-    pub name: String,
+    pub(crate) name: String,
     #[serde(default)]
-    pub user_profile: String,
+    pub(crate) user_profile: String,
     #[serde(default)]
-    pub style: String,
+    pub(crate) style: String,
     #[serde(default)]
     pub(crate) initial_instruction: String,
     #[serde(default)]
     pub(crate) role_prompt: String,
     #[serde(default)]
-    pub language: Option<String>,
+    pub(crate) language: Option<String>,
     #[serde(default)]
-    pub action_space: Vec<ActionKind>,
+    pub(crate) action_space: Vec<ActionKind>,
     #[serde(default)]
-    pub properties: Map<String, Value>,
+    pub(crate) properties: Map<String, Value>,
     #[serde(default)]
-    pub emotion_enabled: Option<bool>,
+    pub(crate) emotion_enabled: Option<bool>,
     #[serde(default)]
     pub(crate) max_repeat: Option<u32>,
 }
@@ -90,26 +90,26 @@ fn default_turns() -> u64 {
 pub struct Scenario {
     /// File stem; filled in by the loader.
     #[serde(default, skip_serializing)]
-    pub id: String,
+    pub(crate) id: String,
     #[serde(default)]
-    pub title: String,
+    pub(crate) title: String,
     #[serde(default)]
-    pub description: String,
-    pub scene: SceneSpec,
-    pub agents: Vec<AgentSpec>,
+    pub(crate) description: String,
+    pub(crate) scene: SceneSpec,
+    pub(crate) agents: Vec<AgentSpec>,
     #[serde(default = "default_ordering")]
-    pub ordering: Ordering,
+    pub(crate) ordering: Ordering,
     #[serde(default = "default_steps")]
-    pub max_steps_per_turn: u32,
+    pub(crate) max_steps_per_turn: u32,
     #[serde(default = "default_turns")]
-    pub default_turns: u64,
+    pub(crate) default_turns: u64,
     #[serde(default)]
-    pub seed: u64,
+    pub(crate) seed: u64,
     #[serde(default)]
-    pub emotion_enabled: bool,
+    pub(crate) emotion_enabled: bool,
     /// Public announcements made after construction (upstream builders' extra broadcasts).
     #[serde(default)]
-    pub broadcasts: Vec<String>,
+    pub(crate) broadcasts: Vec<String>,
 }
 
 impl Scenario {
@@ -245,14 +245,14 @@ impl AgentSpec {
 #[serde(deny_unknown_fields)]
 pub struct TradingScenario {
     #[serde(default, skip_serializing)]
-    pub id: String,
+    pub(crate) id: String,
     #[serde(default)]
-    pub title: String,
+    pub(crate) title: String,
     #[serde(default)]
-    pub description: String,
+    pub(crate) description: String,
     /// Decision points to run by default.
     #[serde(default = "default_turns")]
-    pub default_turns: u64,
+    pub(crate) default_turns: u64,
     pub episode: crate::trading::models::EpisodeConfig,
 }
 
@@ -289,10 +289,10 @@ fn read_asset(path: &Path, folder: &str) -> Result<(String, String, String), Sce
 /// An agent-based model shipped in `assets/abm/<id>.json` (sd-ai envelope or bare model).
 #[derive(Clone, Debug)]
 pub struct AbmScenario {
-    pub id: String,
-    pub title: String,
-    pub description: String,
-    pub model: crate::abm::model::AbmModel,
+    pub(crate) id: String,
+    pub(crate) title: String,
+    pub(crate) description: String,
+    pub(crate) model: crate::abm::model::AbmModel,
 }
 
 impl AbmScenario {
@@ -334,9 +334,9 @@ pub(crate) fn abm_text(doc: &Value, key: &str) -> String {
 /// agent-based models.
 #[derive(Clone, Debug, Default)]
 pub struct ScenarioLibrary {
-    pub scenarios: Vec<Scenario>,
-    pub trading: Vec<TradingScenario>,
-    pub abm: Vec<AbmScenario>,
+    pub(crate) scenarios: Vec<Scenario>,
+    pub(crate) trading: Vec<TradingScenario>,
+    pub(crate) abm: Vec<AbmScenario>,
 }
 
 impl ScenarioLibrary {

@@ -46,9 +46,9 @@ pub enum Sim {
 /// (parse retries aside), and in words why.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct CallShape {
-    pub least: u64,
-    pub most: u64,
-    pub why: String,
+    pub(crate) least: u64,
+    pub(crate) most: u64,
+    pub(crate) why: String,
 }
 
 /// Why a model step is estimated at no call.

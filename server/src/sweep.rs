@@ -33,8 +33,8 @@ pub use simtree_shared::sweep::{Axis, Baseline, SweepSpec};
 /// One cell of the grid: a value per axis label and the ops that set them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Cell {
-    pub labels: IndexMap<String, Value>,
-    pub ops: Vec<Op>,
+    pub(crate) labels: IndexMap<String, Value>,
+    pub(crate) ops: Vec<Op>,
 }
 
 /// Why a sweep was refused or stopped.

@@ -61,31 +61,31 @@ pub(crate) const MAX_NODE_ID: NodeId = (1 << 53) - 1;
 
 #[derive(Debug)]
 pub struct Node {
-    pub id: NodeId,
-    pub parent: Option<NodeId>,
-    pub depth: u32,
-    pub edge_type: EdgeType,
-    pub ops: Vec<Op>,
-    pub children: Vec<NodeId>,
+    pub(crate) id: NodeId,
+    pub(crate) parent: Option<NodeId>,
+    pub(crate) depth: u32,
+    pub(crate) edge_type: EdgeType,
+    pub(crate) ops: Vec<Op>,
+    pub(crate) children: Vec<NodeId>,
     /// The node's simulator; `None` while it runs (the run owns it) and, in a stored tree,
     /// while it is only in the store (see [`SimTree::sim`]).
-    pub sim: Option<Arc<Sim>>,
+    pub(crate) sim: Option<Arc<Sim>>,
     /// Turns (steps, decision points) the simulator has run, kept beside it so that summaries
     /// need no simulator.
-    pub turns: u64,
+    pub(crate) turns: u64,
     /// Unix milliseconds: attached, and when its run ended.
-    pub created: u64,
-    pub finished: Option<u64>,
+    pub(crate) created: u64,
+    pub(crate) finished: Option<u64>,
     /// What its simulator costs in memory, roughly (its stored form's size), for the cache.
     cost: usize,
     /// When the simulator or log was last used (a global tick), for the cache.
     used: u64,
-    pub log: Arc<NodeLog>,
-    pub status: NodeStatus,
+    pub(crate) log: Arc<NodeLog>,
+    pub(crate) status: NodeStatus,
     /// Why the run failed, when it did.
-    pub error: Option<String>,
+    pub(crate) error: Option<String>,
     /// Every real LLM call of the node's run (request hash → response, tokens), for replay.
-    pub records: Vec<LlmRecord>,
+    pub(crate) records: Vec<LlmRecord>,
 }
 
 impl Node {
@@ -120,21 +120,21 @@ impl Node {
 #[derive(Debug)]
 pub struct SimTree {
     /// Which scenario the tree was made from.
-    pub scenario: String,
+    pub(crate) scenario: String,
     /// The document the scenario came from when a user brought it (kept, shown and exported
     /// with the tree; `None` for a library scenario).
-    pub document: Option<Arc<Value>>,
+    pub(crate) document: Option<Arc<Value>>,
     /// The version of the saved scenario the document is, when the tree was made from the
     /// library (`scenario` is then the saved scenario's id).
-    pub scenario_version: Option<u64>,
+    pub(crate) scenario_version: Option<u64>,
     nodes: BTreeMap<NodeId, Node>,
     next_id: NodeId,
     /// Where nodes not in memory come back from (a stored tree).
     source: Option<crate::store::TreeSource>,
     /// What users wrote on nodes (only annotated nodes are here).
-    pub notes: BTreeMap<NodeId, Annotation>,
+    pub(crate) notes: BTreeMap<NodeId, Annotation>,
     /// The questions asked of agents at nodes, in order (only nodes asked are here).
-    pub asks: BTreeMap<NodeId, Vec<Ask>>,
+    pub(crate) asks: BTreeMap<NodeId, Vec<Ask>>,
 }
 
 impl std::fmt::Debug for crate::store::TreeSource {

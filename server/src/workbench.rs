@@ -334,23 +334,23 @@ pub struct Core {
 }
 
 pub struct TreeHandle {
-    pub id: u64,
+    pub(crate) id: u64,
     tree: Mutex<SimTree>,
-    pub events: broadcast::Sender<TreeMsg>,
+    pub(crate) events: broadcast::Sender<TreeMsg>,
     /// The live text of running nodes (`delta` messages; see `workbench::live_text`): a channel
     /// of its own, so that a watcher that misses some is not sent a resync.
-    pub deltas: broadcast::Sender<TreeMsg>,
+    pub(crate) deltas: broadcast::Sender<TreeMsg>,
     /// The runs in flight: how to stop each and how to learn it has ended.
     runs: Mutex<HashMap<NodeId, RunControl>>,
     /// The tree's optional budget (tokens, calls, money); every run of the tree charges it.
-    pub budget: Option<Arc<TreeBudget>>,
+    pub(crate) budget: Option<Arc<TreeBudget>>,
     /// The tree's sweeps, by id (see `workbench::sweep`).
     sweeps: sweep::Sweeps,
     /// The tree's explorations, by id (see `workbench::explore`).
     explores: explore::Explores,
     /// The tree's own money cap (`money_budget` of its creation; stored with it).
     money_budget: Option<f64>,
-    pub kind: SimKind,
+    pub(crate) kind: SimKind,
     meta: Mutex<Meta>,
     store: Option<Arc<crate::store::Store>>,
 }
@@ -577,10 +577,10 @@ impl Core {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TreeSetup {
     /// The offline player the tree runs with whatever the server's default (`llm`).
-    pub offline: Option<Offline>,
+    pub(crate) offline: Option<Offline>,
     /// Social scenes: every agent's emotion and plan go in the last message of its prompts
     /// instead of its system prompt (`prompt_layout: state_last`; see `engine::prompt`).
-    pub state_last: bool,
+    pub(crate) state_last: bool,
 }
 
 impl Trees<'_> {
@@ -1333,9 +1333,9 @@ impl Trees<'_> {
 /// A watcher's subscription to one tree ([`Trees::watch`]).
 pub struct TreeWatch {
     /// Lifecycle messages, in causal order per node.
-    pub events: broadcast::Receiver<TreeMsg>,
+    pub(crate) events: broadcast::Receiver<TreeMsg>,
     /// Live text of running nodes.
-    pub deltas: broadcast::Receiver<TreeMsg>,
+    pub(crate) deltas: broadcast::Receiver<TreeMsg>,
     handle: Arc<TreeHandle>,
 }
 
@@ -1399,8 +1399,8 @@ impl Progress {
 #[derive(Debug)]
 pub struct RunResult {
     pub node: NodeId,
-    pub status: NodeStatus,
-    pub error: Option<String>,
+    pub(crate) status: NodeStatus,
+    pub(crate) error: Option<String>,
     /// The node was deleted while it ran (nothing was stored).
     deleted: bool,
     /// Its end could not be stored (the cause): the node was removed, nothing acknowledged.

@@ -261,10 +261,10 @@ impl JsonSchema for Scalar {
 pub struct FunctionCall {
     /// Name of the function to call: one of the model's global functions (or, in an attribute
     /// of an agent or of the environment, one of its behaviors).
-    pub function: String,
+    pub(crate) function: String,
     /// Arguments in order: literals, or the sourceName of a variable or attribute whose value
     /// is passed.
-    pub args: Vec<Scalar>,
+    pub(crate) args: Vec<Scalar>,
 }
 
 /// A value that is either a literal (which may be a sourceName reference such as
@@ -458,13 +458,13 @@ pub struct AbmModel {
     #[serde(default, skip_serializing_if = "Maybe::is_absent")]
     pub global_variables: Maybe<Vec<Variable>>,
     /// The world the agents live in.
-    pub environment: Environment,
+    pub(crate) environment: Environment,
     /// The agent types, as groups of types (an array of arrays).
-    pub agents: Vec<Vec<AgentType>>,
+    pub(crate) agents: Vec<Vec<AgentType>>,
     /// When the simulation stops.
     pub(crate) termination_criteria: TerminationCriteria,
     /// What is set up before the first step, and what runs in each step, in order.
-    pub scheduler: Scheduler,
+    pub(crate) scheduler: Scheduler,
     /// The variables recorded while the model runs.
     #[serde(default, skip_serializing_if = "Maybe::is_absent")]
     pub data_analytics: Maybe<DataAnalytics>,
@@ -476,11 +476,11 @@ pub struct AbmModel {
 pub(crate) struct AbmLibrary {
     /// Library name, compatible with codingLanguage (python: mesa, agentpy; julia: Agents.jl;
     /// java: MASON or Repast; netlogo: NetLogo).
-    pub name: String,
+    pub(crate) name: String,
     /// Library version such as '3.x' or '3.3'. It decides the idioms the code may use: Mesa 3
     /// creates agents as Agent(model) and counts steps in model.steps; it has no model.schedule.
     #[serde(default, skip_serializing_if = "Maybe::is_absent")]
-    pub version: Maybe<String>,
+    pub(crate) version: Maybe<String>,
 }
 
 /// A model-wide helper function.
@@ -488,9 +488,9 @@ pub(crate) struct AbmLibrary {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(crate) struct GlobalFunction {
     /// Function name; the code must define a function of this name.
-    pub name: String,
+    pub(crate) name: String,
     /// 'globalFunction.' followed by the name.
-    pub source_name: String,
+    pub(crate) source_name: String,
     /// What the function does, in plain words (no code).
     pub(crate) function_description: String,
     /// Parameters of the function, in order.
@@ -502,7 +502,7 @@ pub(crate) struct GlobalFunction {
     pub(crate) execution_mode: ExecutionMode,
     /// The full function definition (signature, docstring, body) in codingLanguage. It may use
     /// globalVariable.<name> and globalFunction.<name> and nothing undeclared.
-    pub code: String,
+    pub(crate) code: String,
 }
 
 /// A parameter of a function or behavior.
@@ -510,13 +510,13 @@ pub(crate) struct GlobalFunction {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(crate) struct FunctionInput {
     /// Parameter name as written in the signature.
-    pub name: String,
+    pub(crate) name: String,
     /// What the parameter is for.
-    pub description: String,
+    pub(crate) description: String,
     #[serde(rename = "type")]
     pub(crate) var_type: VarType,
     /// Whether callers may leave the parameter out.
-    pub optional: bool,
+    pub(crate) optional: bool,
     /// Value used when an optional parameter is left out.
     #[serde(default, skip_serializing_if = "Maybe::is_absent")]
     pub(crate) default_value: Maybe<Scalar>,
@@ -527,9 +527,9 @@ pub(crate) struct FunctionInput {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(crate) struct FunctionOutput {
     /// Name of the returned value.
-    pub name: String,
+    pub(crate) name: String,
     /// What the value means.
-    pub description: String,
+    pub(crate) description: String,
     #[serde(rename = "type")]
     pub(crate) var_type: VarType,
 }
@@ -542,7 +542,7 @@ pub struct Variable {
     /// Name, usable as an identifier in code.
     pub name: String,
     /// What the variable represents and why the model needs it.
-    pub description: String,
+    pub(crate) description: String,
     #[serde(rename = "type")]
     pub(crate) var_type: VarType,
     /// Starting value: a literal, the sourceName of another variable, a framework reference
@@ -550,7 +550,7 @@ pub struct Variable {
     pub initial_value: ValueOrCall,
     /// Fully qualified name: 'globalVariable.<name>',
     /// 'environment.environmentAttribute.<name>' or 'agent.<AgentType>.agentAttribute.<name>'.
-    pub source_name: String,
+    pub(crate) source_name: String,
 }
 
 /// The simulated world.
@@ -558,13 +558,13 @@ pub struct Variable {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Environment {
     /// Name of the world, e.g. 'forest' or 'town'.
-    pub name: String,
+    pub(crate) name: String,
     /// What the world represents, in plain words.
-    pub description: String,
-    pub topology: Topology,
+    pub(crate) description: String,
+    pub(crate) topology: Topology,
     /// Properties of the world itself, each with a type and a starting value.
     #[serde(default, skip_serializing_if = "Maybe::is_absent")]
-    pub environment_attributes: Maybe<Vec<Variable>>,
+    pub(crate) environment_attributes: Maybe<Vec<Variable>>,
     /// Functions that update the world; called with the environment as `self`.
     #[serde(default, skip_serializing_if = "Maybe::is_absent")]
     pub(crate) environment_behaviors: Maybe<Vec<EnvironmentBehavior>>,
@@ -575,7 +575,7 @@ pub struct Environment {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Topology {
     /// The structure in plain words, e.g. 'a wrap-around grid' or 'a scale-free social network'.
-    pub description: String,
+    pub(crate) description: String,
     /// none (agents have no location), grid or network.
     #[serde(rename = "type")]
     pub(crate) topology_type: TopologyType,
@@ -589,9 +589,9 @@ pub struct Topology {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(crate) struct EnvironmentBehavior {
     /// Behavior name; the code must define a function of this name.
-    pub name: String,
+    pub(crate) name: String,
     /// What the behavior does to the world, in plain words.
-    pub description: String,
+    pub(crate) description: String,
     /// Parameters after `self`.
     #[serde(default, skip_serializing_if = "Maybe::is_absent")]
     pub(crate) inputs: Maybe<Vec<FunctionInput>>,
@@ -601,9 +601,9 @@ pub(crate) struct EnvironmentBehavior {
     pub(crate) execution_mode: ExecutionMode,
     /// The full function definition, taking the environment as `self` (self.model is the
     /// model).
-    pub code: String,
+    pub(crate) code: String,
     /// 'environment.environmentBehavior.' followed by the name.
-    pub source_name: String,
+    pub(crate) source_name: String,
 }
 
 /// One agent type.
@@ -626,9 +626,9 @@ pub struct AgentType {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(crate) struct AgentBehavior {
     /// Behavior name; the code must define a function of this name.
-    pub name: String,
+    pub(crate) name: String,
     /// What the agent does, in plain words.
-    pub description: String,
+    pub(crate) description: String,
     /// Parameters after `self`.
     #[serde(default, skip_serializing_if = "Maybe::is_absent")]
     pub(crate) inputs: Maybe<Vec<FunctionInput>>,
@@ -637,10 +637,10 @@ pub(crate) struct AgentBehavior {
     pub(crate) outputs: Maybe<Vec<FunctionOutput>>,
     pub(crate) execution_mode: ExecutionMode,
     /// 'agent.<AgentType>.agentBehavior.' followed by the name.
-    pub source_name: String,
+    pub(crate) source_name: String,
     /// The full function definition, taking the agent as `self` (self.model is the model,
     /// self.random its seeded random generator).
-    pub code: String,
+    pub(crate) code: String,
 }
 
 /// When the simulation stops.
@@ -649,7 +649,7 @@ pub(crate) struct AgentBehavior {
 pub(crate) struct TerminationCriteria {
     /// Upper bound on the number of steps; the run stops there if no rule fired before.
     #[schemars(with = "f64")]
-    pub max_steps: Number,
+    pub(crate) max_steps: Number,
     /// Rules that end the run early when a watched variable reaches a value.
     #[serde(default, skip_serializing_if = "Maybe::is_absent")]
     pub(crate) termination_rules: Maybe<Vec<TerminationRule>>,
@@ -661,21 +661,21 @@ pub(crate) struct TerminationCriteria {
 pub(crate) struct TerminationRule {
     /// sourceName of the watched variable or attribute (it must be declared, and code must keep
     /// it up to date).
-    pub source_name: String,
+    pub(crate) source_name: String,
     /// What the rule means.
-    pub description: String,
+    pub(crate) description: String,
     /// Data type of the value.
     #[serde(rename = "type")]
     pub(crate) value_type: String,
-    pub value: ValueOrCall,
+    pub(crate) value: ValueOrCall,
 }
 
 /// Set-up and per-step order.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Scheduler {
-    pub initialization: Initialization,
-    pub schedule: Schedule,
+    pub(crate) initialization: Initialization,
+    pub(crate) schedule: Schedule,
 }
 
 /// What is set up before the first step.
@@ -683,7 +683,7 @@ pub struct Scheduler {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Initialization {
     /// The set-up sequence in plain words.
-    pub description: String,
+    pub(crate) description: String,
     /// Set-up steps; include a global function that seeds the starting conditions (for example
     /// the first infected agents) when every agent would otherwise start alike.
     pub(crate) initialization_order: Vec<InitializationItem>,
@@ -695,7 +695,7 @@ pub struct Initialization {
 pub(crate) struct InitializationItem {
     /// What is set up: a variable's sourceName, 'agent.<AgentType>.initialCount' to create the
     /// agents, or a global function's sourceName to run it.
-    pub source_name: String,
+    pub(crate) source_name: String,
     #[serde(rename = "type")]
     pub(crate) item_type: InitializationType,
     /// Position in the sequence, from 1.
@@ -708,9 +708,9 @@ pub(crate) struct InitializationItem {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Schedule {
     /// The per-step sequence in plain words.
-    pub description: String,
+    pub(crate) description: String,
     /// The operations of one step, in order.
-    pub schedule_order: Vec<ScheduleItem>,
+    pub(crate) schedule_order: Vec<ScheduleItem>,
 }
 
 /// One operation of a step.
@@ -718,7 +718,7 @@ pub struct Schedule {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ScheduleItem {
     /// sourceName of the behavior or global function to run.
-    pub source_name: String,
+    pub(crate) source_name: String,
     #[serde(rename = "type")]
     pub(crate) item_type: ScheduleType,
     /// Position in the step, from 1.
@@ -739,7 +739,7 @@ pub struct DataAnalytics {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TrackedVariable {
     /// Why the variable is recorded.
-    pub description: String,
+    pub(crate) description: String,
     /// sourceName of a global variable, environment attribute or agent attribute.
     pub source_name: String,
     pub(crate) collection_level: CollectionLevel,
@@ -754,13 +754,13 @@ pub struct TrackedVariable {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LlmAbmResponse {
-    pub model: AbmModel,
+    pub(crate) model: AbmModel,
     /// Markdown. Explain briefly, in plain language, why the model is built this way and what
     /// changed from the previous model if there was one. Do not mention JSON or restate the
     /// request.
-    pub explanation: String,
+    pub(crate) explanation: String,
     /// A title of at most seven words summing up the explanation.
-    pub title: String,
+    pub(crate) title: String,
 }
 
 /// The sd-ai API envelope: `{success: true, model, supportingInfo}` or

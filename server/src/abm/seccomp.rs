@@ -33,7 +33,7 @@ use super::AbmError;
 /// `prctl(PR_SET_SECCOMP)` read).
 pub(crate) struct Filters {
     /// Installed by `bwrap`: processes, tracing, sockets and hidden memory refused with `EPERM`.
-    pub sandbox: Vec<u8>,
+    pub(crate) sandbox: Vec<u8>,
     /// Installed by `bwrap`: `clone3` answered with `ENOSYS`.
     pub(crate) clone3: Vec<u8>,
     /// Installed by the worker once started: `execve` and `execveat` refused with `EPERM`.

@@ -333,7 +333,7 @@ pub struct StepReport {
     /// Time spent stepping inside the worker (no IPC), in ms.
     pub elapsed_ms: f64,
     /// Fallbacks the worker applied so far (e.g. an undefined getter replaced by a variable).
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
 }
 
 /// A model's current state in brief.
@@ -341,12 +341,12 @@ pub struct StepReport {
 #[serde(rename_all = "camelCase")]
 pub struct ModelInfo {
     pub steps: u64,
-    pub terminated: Option<Termination>,
+    pub(crate) terminated: Option<Termination>,
     /// Agents alive per type.
     pub agents: IndexMap<String, u64>,
-    pub global_variables: IndexMap<String, Value>,
+    pub(crate) global_variables: IndexMap<String, Value>,
     pub environment_attributes: IndexMap<String, Value>,
-    pub topology: String,
+    pub(crate) topology: String,
     /// Edges of the network (network topology only).
     pub edges: Option<u64>,
 }
@@ -396,7 +396,7 @@ pub struct Advance {
 pub struct Advanced {
     pub report: StepReport,
     /// The state after the run.
-    pub snapshot: Snapshot,
+    pub(crate) snapshot: Snapshot,
     /// The tracked variables before the first step (after patches).
     pub before: IndexMap<String, Value>,
 }
@@ -411,12 +411,12 @@ pub(crate) const HOOK_CPU_SECONDS: u64 = 2;
 /// One call of a custom scene's rule hook.
 #[derive(Clone, Debug)]
 pub struct HookRequest<'a> {
-    pub source: &'a str,
+    pub(crate) source: &'a str,
     /// `on_action`, `on_phase_end` or `outcome`.
-    pub hook: &'a str,
-    pub state: &'a Value,
-    pub arg: Option<&'a Value>,
-    pub seed: u64,
+    pub(crate) hook: &'a str,
+    pub(crate) state: &'a Value,
+    pub(crate) arg: Option<&'a Value>,
+    pub(crate) seed: u64,
 }
 
 /// A hook source as the worker's parser reads it.

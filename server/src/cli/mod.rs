@@ -43,13 +43,13 @@ use worker::*;
 pub struct Cli {
     /// Folder with scenarios/ (default: $SIMTREE_ASSETS, ./assets, or the checkout's assets).
     #[arg(long, global = true)]
-    pub assets: Option<PathBuf>,
+    pub(crate) assets: Option<PathBuf>,
     /// Run agent-based model code without the bubblewrap sandbox, with your user's access to
     /// files, network and environment (for machines where bwrap cannot start).
     #[arg(long, global = true)]
     pub(crate) unsafe_abm: bool,
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 // Parsed once per process: the size of the `serve` variant costs nothing worth a box.
@@ -100,17 +100,17 @@ pub struct StorageArgs {
     /// Folder of the embedded database (default: $SIMTREE_DATA, else the platform data folder,
     /// e.g. ~/.local/share/simtree).
     #[arg(long, env = "SIMTREE_DATA")]
-    pub data: Option<PathBuf>,
+    pub(crate) data: Option<PathBuf>,
     /// Keep trees in memory only: they die with the process.
     #[arg(long, conflicts_with_all = ["data", "database_url"])]
-    pub ephemeral: bool,
+    pub(crate) ephemeral: bool,
     /// A PostgreSQL database instead of the embedded one (postgres://user@host:port/db).
     #[arg(long, env = "SIMTREE_DATABASE_URL", hide_env_values = true, conflicts_with = "data")]
     pub(crate) database_url: Option<String>,
     /// Memory (MiB) for the live simulators and logs of stored trees; others are read back from
     /// the store when used (0: no limit).
     #[arg(long, default_value_t = Limits::default().cache_bytes >> 20)]
-    pub cache_mb: usize,
+    pub(crate) cache_mb: usize,
     /// Largest import in bytes (imports stream into the store; `--max-body-bytes` does not apply).
     #[arg(long, default_value_t = Limits::default().max_import_bytes)]
     pub(crate) max_import_bytes: u64,
@@ -119,7 +119,7 @@ pub struct StorageArgs {
     /// until it lapses.
     #[arg(long, env = "SIMTREE_LEASE_SECS", default_value_t = crate::store::lease::DEFAULT_LEASE.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..=3600))]
-    pub lease_secs: u64,
+    pub(crate) lease_secs: u64,
 }
 
 impl StorageArgs {

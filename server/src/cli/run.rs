@@ -8,34 +8,34 @@ use super::*;
 pub struct RunArgs {
     /// Scenario id (file stem in assets/scenarios).
     #[arg(long, required_unless_present = "scenario_file", conflicts_with = "scenario_file")]
-    pub scenario: Option<String>,
+    pub(crate) scenario: Option<String>,
     /// A scenario document of your own instead: a social scenario, a trading scenario or an
     /// agent-based model (checked as `POST /devui/simtree` checks it).
     #[arg(long)]
     pub(crate) scenario_file: Option<PathBuf>,
     /// Turns to run (default: the scenario's default_turns).
     #[arg(long)]
-    pub turns: Option<u64>,
+    pub(crate) turns: Option<u64>,
     /// Seed for the simulator's RNG (default: the scenario's seed).
     #[arg(long)]
-    pub seed: Option<u64>,
+    pub(crate) seed: Option<u64>,
     /// Print JSON lines instead of human-readable lines.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// The LLM dialect, overriding LLM_DIALECT: mock, scripted, openai, gemini or anthropic.
     #[arg(long)]
-    pub llm: Option<Dialect>,
+    pub(crate) llm: Option<Dialect>,
     /// LLM settings file (TOML or JSON) layered over the LLM_* environment variables.
     #[arg(long)]
     pub(crate) llm_config: Option<PathBuf>,
     /// Folder to write the run to: tree.json (importable with POST /devui/simtree/import),
     /// log.jsonl, usage.json and records.json.
     #[arg(long)]
-    pub out: Option<PathBuf>,
+    pub(crate) out: Option<PathBuf>,
     /// The data folder a trading document's `episode.dataset` is read from (default:
     /// $SIMTREE_DATA, else the platform data folder; opened only for such a document).
     #[arg(long, env = "SIMTREE_DATA")]
-    pub data: Option<PathBuf>,
+    pub(crate) data: Option<PathBuf>,
     /// A PostgreSQL database to read `episode.dataset` from instead of a data folder.
     #[arg(long, env = "SIMTREE_DATABASE_URL", hide_env_values = true, conflicts_with = "data")]
     pub(crate) database_url: Option<String>,

@@ -8,7 +8,7 @@ use super::*;
 pub struct ServeArgs {
     /// Address to listen on (port 0 picks a free port; the bound address is printed).
     #[arg(long, default_value = "127.0.0.1:8090")]
-    pub addr: std::net::SocketAddr,
+    pub(crate) addr: std::net::SocketAddr,
     /// Largest accepted request body in bytes.
     #[arg(long, default_value_t = Limits::default().max_body_bytes)]
     pub(crate) max_body_bytes: usize,
@@ -20,7 +20,7 @@ pub struct ServeArgs {
     pub(crate) max_children: u64,
     /// Most trees the server holds at once.
     #[arg(long, default_value_t = Limits::default().max_trees)]
-    pub max_trees: usize,
+    pub(crate) max_trees: usize,
     /// Messages a tree socket's watcher may fall behind before it gets a resync (a node socket
     /// never resyncs: it reads what its watcher missed from the node's log).
     #[arg(long, default_value_t = Limits::default().ws_queue)]
@@ -33,22 +33,22 @@ pub struct ServeArgs {
     pub(crate) llm_config: Option<PathBuf>,
     /// Default token budget of every new tree (real providers only; default unlimited).
     #[arg(long)]
-    pub token_budget: Option<u64>,
+    pub(crate) token_budget: Option<u64>,
     /// Provider calls every tree may make (real providers only; default unlimited).
     #[arg(long)]
     pub(crate) call_budget: Option<u64>,
     /// US dollars every tree may spend on priced models, never exceeded (default unlimited;
     /// see docs/providers.md).
     #[arg(long, value_parser = money_arg)]
-    pub money_budget: Option<f64>,
+    pub(crate) money_budget: Option<f64>,
     /// A price table (JSON: model → {prompt, completion} dollars per million tokens) added
     /// to the defaults for well-known models.
     #[arg(long, env = "SIMTREE_PRICES")]
-    pub prices: Option<PathBuf>,
+    pub(crate) prices: Option<PathBuf>,
     /// Access token every route but /health requires (Bearer header, cookie or ?token=).
     /// Required when binding a non-loopback address.
     #[arg(long, env = "SIMTREE_TOKEN", hide_env_values = true)]
-    pub token: Option<String>,
+    pub(crate) token: Option<String>,
     /// Another origin (scheme://host[:port]) allowed to call the API and open its sockets,
     /// e.g. a dev server of another client. Repeatable. The server's own origin always is.
     #[arg(long = "allow-origin", value_name = "URL")]
@@ -86,11 +86,11 @@ pub struct ServeArgs {
     /// leads (e.g. http://10.0.0.5:8090); default http://<the bound address>. Required when
     /// binding an unspecified address (0.0.0.0, ::).
     #[arg(long, env = "SIMTREE_ADVERTISE", value_name = "URL")]
-    pub advertise: Option<String>,
+    pub(crate) advertise: Option<String>,
     #[command(flatten)]
-    pub storage: StorageArgs,
+    pub(crate) storage: StorageArgs,
     #[command(flatten)]
-    pub jobs: ServeJobs,
+    pub(crate) jobs: ServeJobs,
 }
 
 /// `serve`'s job queue flags.
@@ -100,7 +100,7 @@ pub struct ServeJobs {
     /// server, unless --no-worker) take them. The default with --database-url (the flag stays for
     /// scripts that name it); with SQLite every run stays in this process.
     #[arg(long, requires = "database_url", conflicts_with = "no_jobs")]
-    pub jobs: bool,
+    pub(crate) jobs: bool,
     /// PostgreSQL: keep every run in this process, without the job queue (as with SQLite).
     #[arg(long)]
     pub(crate) no_jobs: bool,
@@ -108,7 +108,7 @@ pub struct ServeJobs {
     #[arg(long, requires = "database_url", conflicts_with = "no_jobs")]
     pub(crate) no_worker: bool,
     #[command(flatten)]
-    pub queue: QueueArgs,
+    pub(crate) queue: QueueArgs,
 }
 
 /// `simtree serve`: the plan of the flags, then the server's life on its database (`fleet`).

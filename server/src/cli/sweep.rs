@@ -7,19 +7,19 @@ use super::*;
 #[derive(Debug, clap::Args)]
 pub struct SweepArgs {
     /// The sweep file (JSON: scenario, turns, replicates, seed, axes, metrics, prefix).
-    pub file: PathBuf,
+    pub(crate) file: PathBuf,
     /// One JSON line per cell instead of a table.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// Also write one CSV row per run to this file.
     #[arg(long)]
-    pub csv: Option<PathBuf>,
+    pub(crate) csv: Option<PathBuf>,
     /// Runs at once (default: the machine's cores).
     #[arg(long)]
-    pub parallel: Option<usize>,
+    pub(crate) parallel: Option<usize>,
     /// The LLM dialect, overriding LLM_DIALECT (social and trading scenarios).
     #[arg(long)]
-    pub llm: Option<Dialect>,
+    pub(crate) llm: Option<Dialect>,
     /// LLM settings file (TOML or JSON) layered over the LLM_* environment variables.
     #[arg(long)]
     pub(crate) llm_config: Option<PathBuf>,

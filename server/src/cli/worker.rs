@@ -11,12 +11,12 @@ pub struct WorkerArgs {
     pub(crate) database_url: String,
     /// Runs at once (default: the machine's cores).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
-    pub concurrency: Option<u64>,
+    pub(crate) concurrency: Option<u64>,
     /// LLM settings file (TOML or JSON) layered over the LLM_* environment variables.
     #[arg(long)]
     pub(crate) llm_config: Option<PathBuf>,
     #[command(flatten)]
-    pub queue: QueueArgs,
+    pub(crate) queue: QueueArgs,
 }
 
 /// How runs go through the job queue (`serve --jobs`, `worker`).

@@ -17,7 +17,7 @@ use super::parse::ActionCall;
 #[derive(Debug)]
 pub(crate) struct ActionSpec {
     /// One line for the "Available Actions" catalogue.
-    pub desc: &'static str,
+    pub(crate) desc: &'static str,
     /// Usage text with an XML example; concatenated under "Usage:".
     pub(crate) instruction: &'static str,
 }
@@ -26,9 +26,9 @@ pub(crate) struct ActionSpec {
 /// minus `meta`, which is always empty. It becomes the `action_end` event.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Outcome {
-    pub success: bool,
-    pub result: ActionResult,
-    pub summary: Option<String>,
+    pub(crate) success: bool,
+    pub(crate) result: ActionResult,
+    pub(crate) summary: Option<String>,
     pub(crate) pass_control: bool,
 }
 
@@ -85,8 +85,8 @@ pub(crate) fn required<'a>(call: &'a ActionCall, field: &str) -> Result<&'a str,
 
 /// Everything a handler gets besides the scene and the world.
 pub struct ActionCtx<'a> {
-    pub call: &'a ActionCall,
-    pub kind: ActionKind,
+    pub(crate) call: &'a ActionCall,
+    pub(crate) kind: ActionKind,
     /// Index of the acting agent in `world.agents`.
     pub(crate) actor: usize,
     /// The answer of an LLM call the simulator made on the action's behalf (`request_brief`).

@@ -35,16 +35,16 @@ fn default_emotion() -> String {
 pub struct Agent {
     pub name: String,
     #[serde(default)]
-    pub user_profile: Arc<str>,
+    pub(crate) user_profile: Arc<str>,
     #[serde(default)]
-    pub style: Arc<str>,
+    pub(crate) style: Arc<str>,
     #[serde(default)]
     pub(crate) initial_instruction: Arc<str>,
     #[serde(default)]
     pub(crate) role_prompt: Arc<str>,
     #[serde(default = "default_language")]
-    pub language: Arc<str>,
-    pub action_space: Vec<ActionKind>,
+    pub(crate) language: Arc<str>,
+    pub(crate) action_space: Vec<ActionKind>,
     #[serde(default)]
     pub short_memory: ShortTermMemory,
     #[serde(default)]
@@ -52,14 +52,14 @@ pub struct Agent {
     #[serde(default = "default_max_repeat")]
     pub(crate) max_repeat: u32,
     #[serde(default)]
-    pub properties: Map<String, Value>,
+    pub(crate) properties: Map<String, Value>,
     #[serde(default)]
-    pub plan_state: PlanState,
+    pub(crate) plan_state: PlanState,
     #[serde(default = "default_emotion")]
-    pub emotion: String,
+    pub(crate) emotion: String,
     /// Upstream crashes when this is missing (spec §0.1); we default to false.
     #[serde(default)]
-    pub emotion_enabled: bool,
+    pub(crate) emotion_enabled: bool,
     /// The emotion and plan go in the last message of each prompt instead of the system
     /// prompt (a tree created with `prompt_layout: state_last`), so that a plan change keeps the
     /// rest of the prompt a prefix the provider has cached. Off, and absent from stored agents,

@@ -48,15 +48,15 @@ impl Hook {
 #[derive(Clone, Debug)]
 pub struct HookCall<'a> {
     /// The document's whole hook source.
-    pub source: &'a str,
-    pub hook: Hook,
+    pub(crate) source: &'a str,
+    pub(crate) hook: Hook,
     /// The scene's state (`vars`, `agents`, `agent`, `phase`, `round`, `turn`, `tallies`,
     /// `outcome`).
-    pub state: Value,
+    pub(crate) state: Value,
     /// The action (`on_action`) or the phase's name (`on_phase_end`); `None` for `outcome`.
-    pub arg: Option<Value>,
+    pub(crate) arg: Option<Value>,
     /// The seed of the hook's `rng` (`random.Random(seed)`).
-    pub seed: u64,
+    pub(crate) seed: u64,
 }
 
 /// Why a runner gave no answer: the message names the bound that stopped the hook, or what

@@ -28,11 +28,11 @@ pub enum ParseError {
 /// The sections of a response, each trimmed; a missing section is empty.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct Sections<'a> {
-    pub thoughts: &'a str,
-    pub plan: &'a str,
-    pub action: &'a str,
-    pub plan_update: &'a str,
-    pub emotion_update: &'a str,
+    pub(crate) thoughts: &'a str,
+    pub(crate) plan: &'a str,
+    pub(crate) action: &'a str,
+    pub(crate) plan_update: &'a str,
+    pub(crate) emotion_update: &'a str,
 }
 
 const THOUGHTS: &str = "--- Thoughts ---";

@@ -19,11 +19,11 @@ use super::plan;
 /// [`SceneText::with_prose`]) a document's prose in its place where the document gives some.
 #[derive(Clone, Debug, Default)]
 pub struct SceneText {
-    pub description: String,
+    pub(crate) description: String,
     pub(crate) guidelines: String,
-    pub examples: String,
+    pub(crate) examples: String,
     /// The document's prose, for its actions' lines and usage (the rest is already in place).
-    pub prose: Option<Arc<SceneProse>>,
+    pub(crate) prose: Option<Arc<SceneProse>>,
     /// Actions the scene defines itself (a custom scene's, those legal for the agent now),
     /// listed before the agent's own.
     pub(crate) own_actions: Vec<OwnAction>,
@@ -38,11 +38,11 @@ pub struct SceneText {
 /// An action a scene defines itself, as the prompt lists it.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct OwnAction {
-    pub name: String,
+    pub(crate) name: String,
     /// Its line in the action list.
-    pub description: String,
+    pub(crate) description: String,
     /// Its usage block, ending with a newline.
-    pub usage: String,
+    pub(crate) usage: String,
 }
 
 impl SceneText {

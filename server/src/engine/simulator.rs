@@ -109,11 +109,11 @@ pub enum BuildError {
 /// Construction-time settings.
 #[derive(Clone, Debug)]
 pub struct SimOptions {
-    pub max_steps_per_turn: u32,
-    pub emotion_enabled: bool,
-    pub seed: u64,
+    pub(crate) max_steps_per_turn: u32,
+    pub(crate) emotion_enabled: bool,
+    pub(crate) seed: u64,
     /// The document's prose for its scene (see [`Simulator::prose`]).
-    pub prose: Option<Arc<SceneProse>>,
+    pub(crate) prose: Option<Arc<SceneProse>>,
 }
 
 impl Default for SimOptions {

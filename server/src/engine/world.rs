@@ -21,17 +21,17 @@ use crate::llm::LlmState;
 pub struct World {
     /// Agents in map order (the order of the scenario file).
     pub agents: Vec<Agent>,
-    pub ordering: Ordering,
+    pub(crate) ordering: Ordering,
     /// Upstream's FIFO of deferred events (`system_broadcast`s), flushed at step boundaries.
-    pub pending: VecDeque<Event>,
-    pub rng: Rng,
+    pub(crate) pending: VecDeque<Event>,
+    pub(crate) rng: Rng,
     pub llm: LlmState,
     /// Events emitted immediately but not yet handed to a sink. Always empty between runs.
     #[serde(skip)]
     pub(crate) out: Vec<Event>,
     /// What runs a custom scene's Python hooks during this run (given by the run's caller).
     #[serde(skip)]
-    pub hooks: Hooks,
+    pub(crate) hooks: Hooks,
     /// The first hook failure of the turn running now; the simulator undoes the turn and ends
     /// the run with it.
     #[serde(skip)]

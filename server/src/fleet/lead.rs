@@ -18,17 +18,17 @@ use crate::workbench::jobs::JobsConfig;
 /// What `serve` builds to lead its database: at start-up, and again when a follower takes over
 /// from a leader whose lease lapsed.
 pub struct LeaderPlan {
-    pub library: ScenarioLibrary,
-    pub assets: PathBuf,
-    pub sandbox: crate::abm::Sandbox,
+    pub(crate) library: ScenarioLibrary,
+    pub(crate) assets: PathBuf,
+    pub(crate) sandbox: crate::abm::Sandbox,
     pub(crate) llm_config: Option<PathBuf>,
-    pub prices: Option<PathBuf>,
-    pub limits: Limits,
-    pub storage: StoreSite,
+    pub(crate) prices: Option<PathBuf>,
+    pub(crate) limits: Limits,
+    pub(crate) storage: StoreSite,
     /// The job queue runs go through (PostgreSQL only), if they do.
-    pub queue: Option<JobsConfig>,
+    pub(crate) queue: Option<JobsConfig>,
     pub(crate) static_dir: PathBuf,
-    pub access: Arc<Access>,
+    pub(crate) access: Arc<Access>,
     pub(crate) shutdown_grace: Duration,
 }
 

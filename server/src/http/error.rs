@@ -15,10 +15,10 @@ use crate::workbench::WorkbenchError;
 
 #[derive(Debug)]
 pub struct ApiError {
-    pub status: StatusCode,
-    pub detail: String,
+    pub(crate) status: StatusCode,
+    pub(crate) detail: String,
     /// The JSON path inside a document that `detail` names, where the route states it.
-    pub path: Option<String>,
+    pub(crate) path: Option<String>,
 }
 
 impl ApiError {

@@ -64,7 +64,7 @@ pub struct Door {
     /// [`GIVE_UP_AFTER`] probes in a row): forwards still waiting for it give up.
     down: tokio::sync::watch::Sender<u64>,
     /// Rung when a forward failed: the lease row is read again at once.
-    pub stale: tokio::sync::Notify,
+    pub(crate) stale: tokio::sync::Notify,
     client: Client<HttpConnector, Body>,
     via: HeaderValue,
     /// Set when the server was asked to stop.

@@ -30,7 +30,7 @@ pub(crate) const TOKEN_COOKIE: &str = "simtree_token";
 #[derive(Clone, Debug, Default)]
 pub struct Access {
     /// Required on every route but `/health` when set.
-    pub token: Option<String>,
+    pub(crate) token: Option<String>,
     /// Extra origins (`scheme://host[:port]`) allowed besides the server's own.
     pub(crate) allowed_origins: Vec<String>,
     /// Require a loopback `Host` (set when the server is bound to a loopback address).

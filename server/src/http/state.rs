@@ -8,11 +8,11 @@ pub use crate::backend::{Backend, Providers};
 pub use crate::workbench::{Limits, RunResult, TreeHandle, Workbench};
 
 pub struct AppState {
-    pub wb: Arc<Workbench>,
+    pub(crate) wb: Arc<Workbench>,
     /// The web UI's files (`frontend/dist`, or the copy embedded in the binary).
     pub(crate) static_dir: PathBuf,
     /// Origins, hosts and the token (see `http::guard`).
-    pub access: Arc<super::Access>,
+    pub(crate) access: Arc<super::Access>,
     /// One permit per open WebSocket (`Limits::max_websockets`).
     pub(crate) ws_slots: Arc<tokio::sync::Semaphore>,
     /// Set when the server was asked to stop (SIGTERM, Ctrl-C): `/ready` answers 503 and

@@ -17,9 +17,9 @@ use super::{BoxFuture, ChatProvider, LlmError, LlmState, structured};
 /// What the structured-output call receives.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct StructuredRequest {
-    pub messages: Vec<Message>,
+    pub(crate) messages: Vec<Message>,
     /// The response schema (wrapped per provider by [`super::structured`]).
-    pub schema: Value,
+    pub(crate) schema: Value,
     /// The schema's name (OpenAI's `json_schema.name`).
     pub(crate) schema_name: &'static str,
 }
@@ -82,8 +82,8 @@ pub(crate) enum AskError {
 /// What passed, and how many repairs it took.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Passed<T> {
-    pub value: T,
-    pub repairs: u32,
+    pub(crate) value: T,
+    pub(crate) repairs: u32,
 }
 
 /// Asks `llm` with `req`, checks each answer with `check` (the value, or its problems one line

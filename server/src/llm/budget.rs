@@ -41,12 +41,12 @@ use super::{BoxFuture, LlmError};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Limits {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tokens: Option<u64>,
+    pub(crate) tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub calls: Option<u64>,
+    pub(crate) calls: Option<u64>,
     /// US dollars.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub money: Option<f64>,
+    pub(crate) money: Option<f64>,
 }
 
 impl Limits {
@@ -59,10 +59,10 @@ impl Limits {
 /// by calls still running.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Totals {
-    pub tokens: u64,
-    pub calls: u64,
-    pub money: f64,
-    pub held: f64,
+    pub(crate) tokens: u64,
+    pub(crate) calls: u64,
+    pub(crate) money: f64,
+    pub(crate) held: f64,
 }
 
 /// Why a book refused a call, with what it found.

@@ -32,21 +32,21 @@ use super::chat::{CacheHints, Message, SharedPrefix};
 /// A prefix of a prompt: its length in messages (system included) and a hash of its text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Prefix {
-    pub len: usize,
-    pub hash: u64,
+    pub(crate) len: usize,
+    pub(crate) hash: u64,
 }
 
 /// What one agent's earlier calls sent, as prefixes later prompts may repeat.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Sent {
     /// The prefix fixed by the agent's last call before the run started (at the fork).
-    pub fork: Option<Prefix>,
+    pub(crate) fork: Option<Prefix>,
     /// The prefix fixed by the agent's last call.
-    pub last: Option<Prefix>,
+    pub(crate) last: Option<Prefix>,
     /// Whether the agent has made a call in the run under way: its first call of a run shares
     /// its prefix with the same call of every sibling run (see `llm::warmup`).
     #[serde(skip)]
-    pub called: bool,
+    pub(crate) called: bool,
 }
 
 /// The hashes of every prefix of `messages`: `out[n]` covers the first `n` messages, each by its

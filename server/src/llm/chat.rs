@@ -212,9 +212,9 @@ pub enum ToolChoice {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct JsonSchema {
     /// `^[a-zA-Z0-9_-]{1,64}$` — it becomes a function/tool name in some dialects.
-    pub name: String,
+    pub(crate) name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
+    pub(crate) description: Option<String>,
     pub schema: Value,
 }
 
@@ -294,16 +294,16 @@ pub struct ChatRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub top_p: Option<f64>,
+    pub(crate) top_p: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
     /// Where the reply's text goes while it streams (`llm::stream`); not part of the request.
     #[serde(skip)]
-    pub watch: Watch,
+    pub(crate) watch: Watch,
     /// What the provider's prompt cache may be told (`llm::cache`); not part of the request
     /// either: the same conversation asks the same whatever its hints.
     #[serde(skip)]
-    pub cache: CacheHints,
+    pub(crate) cache: CacheHints,
 }
 
 /// Where a request's prompt repeats what earlier calls sent, and the key its calls share: set
@@ -314,30 +314,30 @@ pub struct ChatRequest {
 pub struct CacheHints {
     /// One key per (tree, node the run started from, agent): the children of one node and the
     /// turns of one agent share it.
-    pub key: Option<String>,
+    pub(crate) key: Option<String>,
     /// Lengths, in messages from the start (system included), of prefixes of this prompt that
     /// an earlier call of the same agent sent byte for byte: its prompt at the fork and its
     /// prompt on its last turn. Ascending, each shorter than the prompt.
     pub prefixes: Vec<usize>,
     /// The prefix every run of the call's fan-out sends (the agent's prompt at the fork), when
     /// the run is one of a fan-out: a provider with explicit caches may store it once for all.
-    pub shared: Option<SharedPrefix>,
+    pub(crate) shared: Option<SharedPrefix>,
     /// Set by the provider: the explicit cache (its name) that holds the first `len` messages,
     /// which the dialect then sends by name instead of as text.
-    pub cached: Option<(String, usize)>,
+    pub(crate) cached: Option<(String, usize)>,
 }
 
 /// A prefix the sibling runs of one fan-out all send.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SharedPrefix {
     /// Names the prefix: the runs' cache key (tree, node, agent) and a hash of the prefix.
-    pub name: String,
+    pub(crate) name: String,
     /// The runs' affinity (tree and node they start from): the fan-out whose end deletes it.
-    pub affinity: u64,
+    pub(crate) affinity: u64,
     /// Its length in messages from the start (system included).
-    pub len: usize,
+    pub(crate) len: usize,
     /// How many runs the fan-out started.
-    pub runs: u64,
+    pub(crate) runs: u64,
 }
 
 /// How a call asked the provider's prompt cache for help, recorded with the call.
@@ -388,9 +388,9 @@ pub struct CacheUse {
     /// The explicit cache the prefix was sent as (`cachedContents/…`), and how many messages
     /// it held.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cached_content: Option<String>,
+    pub(crate) cached_content: Option<String>,
     #[serde(default, skip_serializing_if = "is_zero")]
-    pub cached_messages: u32,
+    pub(crate) cached_messages: u32,
 }
 
 impl ChatRequest {
@@ -421,11 +421,11 @@ pub struct Usage {
     pub completion_tokens: u64,
     /// Of the prompt tokens, those the server read from its prompt cache (when it says).
     #[serde(default)]
-    pub cached_tokens: u64,
+    pub(crate) cached_tokens: u64,
     /// Of the prompt tokens, those the server wrote to its prompt cache, which some providers
     /// bill above the prompt price (Anthropic's `cache_creation_input_tokens`).
     #[serde(default)]
-    pub cache_write_tokens: u64,
+    pub(crate) cache_write_tokens: u64,
 }
 
 impl Usage {
@@ -456,7 +456,7 @@ pub struct ChatResponse {
     /// Set when the model refused or a safety filter blocked the answer; `text` is then empty
     /// or partial. The provider layer turns it into `LlmError::Refused`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub refusal: Option<String>,
+    pub(crate) refusal: Option<String>,
     /// The provider's stop/finish reason as it spelled it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<String>,
@@ -467,11 +467,11 @@ pub struct ChatResponse {
     /// Attempts that failed transiently (a timeout, a dropped or cut stream, 429, 5xx) and were
     /// retried before this reply came: the provider's HTTP retries. 0 offline and in replays.
     #[serde(default, skip_serializing_if = "is_zero")]
-    pub retries: u32,
+    pub(crate) retries: u32,
     /// What the call asked of the provider's prompt cache (set by the HTTP provider; `None`
     /// offline).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache: Option<CacheUse>,
+    pub(crate) cache: Option<CacheUse>,
 }
 
 fn is_zero(n: &u32) -> bool {

@@ -23,10 +23,10 @@ use super::record::LlmRecord;
 /// What makes two calls the same call.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct CallKey {
-    pub provider: String,
-    pub affinity: u64,
-    pub seed: u64,
-    pub hash: String,
+    pub(crate) provider: String,
+    pub(crate) affinity: u64,
+    pub(crate) seed: u64,
+    pub(crate) hash: String,
 }
 
 /// The leader's answer: its reply text and its record.

@@ -19,8 +19,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 #[error("LLM config: {field}: {message}")]
 pub struct ConfigError {
     /// The environment variable, file path or `scenarios.x.agents.y.field` path.
-    pub field: String,
-    pub message: String,
+    pub(crate) field: String,
+    pub(crate) message: String,
 }
 
 impl ConfigError {
@@ -224,7 +224,7 @@ pub(crate) const DEFAULT_MAX_RESPONSE_BYTES: u64 = 8 * 1024 * 1024;
 /// Everything needed to build one provider client. Serialises without the key.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct LlmConfig {
-    pub dialect: Dialect,
+    pub(crate) dialect: Dialect,
     pub model: String,
     /// `None` means the dialect's public endpoint ([`Dialect::default_base_url`]).
     pub base_url: Option<String>,
@@ -264,20 +264,20 @@ pub struct LlmConfig {
     pub openai_json_mode: OpenAiJsonMode,
     /// The largest response body read from the provider; a larger one is an error, never
     /// buffered whole. A streamed reply counts every byte of its stream.
-    pub max_response_bytes: u64,
+    pub(crate) max_response_bytes: u64,
     /// Stream replies while someone watches the run (`LLM_STREAM`, default on; see
     /// `llm::stream`). Off, every call is a plain request.
-    pub stream: bool,
+    pub(crate) stream: bool,
     /// Ask the provider's prompt cache for help (`LLM_PROMPT_CACHE`, default on; see
     /// `llm::cache`): `prompt_cache_key` on the openai dialect, `cache_control` breakpoints on
     /// anthropic. Off for a server that refuses fields it does not know.
     pub prompt_cache: bool,
     /// Send identical calls that runs of one fan-out have in flight at once to the provider
     /// once (`LLM_COALESCE`, default on; see `llm::coalesce`).
-    pub coalesce: bool,
+    pub(crate) coalesce: bool,
     /// How the calls that share a prefix the provider has not cached yet go (`LLM_WARM_UP`,
     /// default `first`: the first alone, the others once it is answered; see `llm::warmup`).
-    pub warm_up: WarmUpMode,
+    pub(crate) warm_up: WarmUpMode,
 }
 
 impl Default for LlmConfig {
@@ -609,38 +609,38 @@ fn env_bool(get: &dyn Fn(&str) -> Option<String>, name: &str) -> Result<Option<b
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LlmOverride {
-    pub dialect: Option<Dialect>,
-    pub model: Option<String>,
-    pub base_url: Option<String>,
+    pub(crate) dialect: Option<Dialect>,
+    pub(crate) model: Option<String>,
+    pub(crate) base_url: Option<String>,
     /// Several servers of one model (see [`LlmConfig::base_urls`]).
-    pub base_urls: Option<Vec<String>>,
+    pub(crate) base_urls: Option<Vec<String>>,
     pub(crate) prefix_affinity: Option<bool>,
     /// A literal key (discouraged in files that are shared; prefer `api_key_env`).
-    pub api_key: Option<ApiKey>,
+    pub(crate) api_key: Option<ApiKey>,
     /// The name of an environment variable holding the key.
     pub(crate) api_key_env: Option<String>,
-    pub temperature: Option<f64>,
-    pub top_p: Option<f64>,
-    pub frequency_penalty: Option<f64>,
+    pub(crate) temperature: Option<f64>,
+    pub(crate) top_p: Option<f64>,
+    pub(crate) frequency_penalty: Option<f64>,
     pub(crate) presence_penalty: Option<f64>,
-    pub max_tokens: Option<u32>,
-    pub timeout_s: Option<f64>,
-    pub max_retries: Option<u32>,
-    pub retry_backoff_s: Option<f64>,
+    pub(crate) max_tokens: Option<u32>,
+    pub(crate) timeout_s: Option<f64>,
+    pub(crate) max_retries: Option<u32>,
+    pub(crate) retry_backoff_s: Option<f64>,
     pub(crate) max_backoff_s: Option<f64>,
-    pub max_concurrency: Option<usize>,
-    pub requests_per_second: Option<f64>,
+    pub(crate) max_concurrency: Option<usize>,
+    pub(crate) requests_per_second: Option<f64>,
     pub(crate) anthropic_version: Option<String>,
-    pub openai_json_mode: Option<OpenAiJsonMode>,
-    pub max_response_bytes: Option<u64>,
+    pub(crate) openai_json_mode: Option<OpenAiJsonMode>,
+    pub(crate) max_response_bytes: Option<u64>,
     /// Stream replies while someone watches (see [`LlmConfig::stream`]).
-    pub stream: Option<bool>,
+    pub(crate) stream: Option<bool>,
     /// Ask the provider's prompt cache for help (see [`LlmConfig::prompt_cache`]).
-    pub prompt_cache: Option<bool>,
+    pub(crate) prompt_cache: Option<bool>,
     /// Coalesce identical calls in flight at once (see [`LlmConfig::coalesce`]).
-    pub coalesce: Option<bool>,
+    pub(crate) coalesce: Option<bool>,
     /// How the calls that share a prefix not cached yet go (see [`LlmConfig::warm_up`]).
-    pub warm_up: Option<WarmUpMode>,
+    pub(crate) warm_up: Option<WarmUpMode>,
 }
 
 /// One scenario's section of the config file: its own override plus per-agent ones.
@@ -648,10 +648,10 @@ pub struct LlmOverride {
 #[serde(deny_unknown_fields)]
 pub struct ScenarioLlm {
     #[serde(flatten)]
-    pub llm: LlmOverride,
+    pub(crate) llm: LlmOverride,
     /// Keyed by agent name exactly as in the scenario.
     #[serde(default)]
-    pub agents: BTreeMap<String, LlmOverride>,
+    pub(crate) agents: BTreeMap<String, LlmOverride>,
 }
 
 /// A config file (TOML or JSON):
@@ -675,10 +675,10 @@ pub struct ScenarioLlm {
 #[serde(deny_unknown_fields)]
 pub struct LlmSettings {
     #[serde(default)]
-    pub default: LlmOverride,
+    pub(crate) default: LlmOverride,
     /// Keyed by scenario name (the scenario file's stem, e.g. `council`).
     #[serde(default)]
-    pub scenarios: BTreeMap<String, ScenarioLlm>,
+    pub(crate) scenarios: BTreeMap<String, ScenarioLlm>,
 }
 
 impl LlmSettings {

@@ -40,12 +40,12 @@ pub(crate) const ROW_TTL: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoadRow {
     /// The endpoint's base URL.
-    pub endpoint: String,
-    pub in_flight: u64,
+    pub(crate) endpoint: String,
+    pub(crate) in_flight: u64,
     /// Slots the process holds: it never has more in flight.
-    pub reserved: u64,
+    pub(crate) reserved: u64,
     /// In flight plus waiting.
-    pub wanted: u64,
+    pub(crate) wanted: u64,
 }
 
 /// The decision made under the board's lock: from the other processes' live rows, this

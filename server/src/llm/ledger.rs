@@ -50,22 +50,22 @@ pub(crate) fn request_hash(messages: &[Message]) -> String {
 /// Sums of calls, tokens and latency (per node, per tree).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UsageTotals {
-    pub calls: u64,
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
-    pub latency_ms: u64,
+    pub(crate) calls: u64,
+    pub(crate) prompt_tokens: u64,
+    pub(crate) completion_tokens: u64,
+    pub(crate) latency_ms: u64,
     #[serde(default)]
-    pub cached_tokens: u64,
+    pub(crate) cached_tokens: u64,
     #[serde(default)]
-    pub cache_write_tokens: u64,
+    pub(crate) cache_write_tokens: u64,
     /// Prompt tokens that repeat a prefix an earlier call sent (estimated, see
     /// [`LlmRecord::repeated_tokens`]).
     #[serde(default)]
-    pub repeated_tokens: u64,
+    pub(crate) repeated_tokens: u64,
     /// Calls answered by an identical call in flight for another run (see `llm::coalesce`);
     /// counted in `calls` too, but not paid.
     #[serde(default)]
-    pub coalesced: u64,
+    pub(crate) coalesced: u64,
 }
 
 impl UsageTotals {
@@ -383,8 +383,8 @@ impl LlmClient for ReplayClient {
 /// Sends each agent's calls to its own client (per-agent provider overrides), recognising the
 /// agent by the first line of the system prompt (`You are {name}.`); others go to `default`.
 pub(crate) struct RoutingClient {
-    pub default: Arc<dyn LlmClient>,
-    pub by_agent: Vec<(String, Arc<dyn LlmClient>)>,
+    pub(crate) default: Arc<dyn LlmClient>,
+    pub(crate) by_agent: Vec<(String, Arc<dyn LlmClient>)>,
 }
 
 impl RoutingClient {

@@ -27,11 +27,11 @@ use super::record::LlmRecord;
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Price {
-    pub prompt: f64,
-    pub completion: f64,
+    pub(crate) prompt: f64,
+    pub(crate) completion: f64,
     /// Per million prompt tokens served from the provider's cache; the prompt price when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cached: Option<f64>,
+    pub(crate) cached: Option<f64>,
     /// Per million prompt tokens written to the provider's cache; the prompt price when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) cache_write: Option<f64>,

@@ -12,22 +12,22 @@ use super::chat::{CacheUse, Usage};
 /// One recorded call.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LlmRecord {
-    pub hash: String,
-    pub response: String,
+    pub(crate) hash: String,
+    pub(crate) response: String,
     pub prompt_tokens: u64,
-    pub completion_tokens: u64,
-    pub latency_ms: u64,
+    pub(crate) completion_tokens: u64,
+    pub(crate) latency_ms: u64,
     /// Prompt tokens the provider served from its cache (absent in records of earlier builds).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cached_tokens: u64,
     /// The model that answered (`dialect:model`), which prices the call; absent in records made
     /// before models were recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     /// The provider's HTTP retries before the reply came (transient failures: timeouts, cut
     /// streams, 429, 5xx); absent when none, and in records of earlier builds (read as 0).
     #[serde(default, skip_serializing_if = "is_zero_u32")]
-    pub retries: u32,
+    pub(crate) retries: u32,
     /// Prompt tokens the provider wrote to its cache (Anthropic bills them above the prompt
     /// price).
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -44,7 +44,7 @@ pub struct LlmRecord {
     /// The answer came from an identical call another run of the tree had in flight at the
     /// same time (coalesced): this run made no call and paid nothing for it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub coalesced: bool,
+    pub(crate) coalesced: bool,
 }
 
 impl LlmRecord {

@@ -32,9 +32,9 @@ pub enum Failure {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct RetryPolicy {
     /// Attempts after the first.
-    pub max_retries: u32,
+    pub(crate) max_retries: u32,
     /// Backoff before the first retry; doubles each retry.
-    pub backoff: Duration,
+    pub(crate) backoff: Duration,
     /// Cap on one wait. A `Retry-After` longer than this ends the call instead of blocking a
     /// run for minutes.
     pub(crate) max_backoff: Duration,

@@ -78,8 +78,8 @@ fn strict_node(v: &mut Value) {
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[error("{path}: {problem}")]
 pub struct SchemaError {
-    pub path: String,
-    pub problem: Problem,
+    pub(crate) path: String,
+    pub(crate) problem: Problem,
 }
 
 /// What is wrong at a [`SchemaError`]'s path.

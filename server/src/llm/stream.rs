@@ -19,8 +19,8 @@ use super::config::{ApiKey, MIN_SECRET_LEN};
 /// One server-sent event: its `event:` name, if any, and its `data:` lines joined by newlines.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct SseEvent {
-    pub name: Option<String>,
-    pub data: String,
+    pub(crate) name: Option<String>,
+    pub(crate) data: String,
 }
 
 /// A line of the event stream that is not UTF-8 (with where the bytes go wrong).

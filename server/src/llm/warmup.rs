@@ -29,9 +29,9 @@ use tokio::sync::oneshot;
 /// What makes calls share a prefix: one agent's first call in the runs started from one node.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct WarmKey {
-    pub provider: String,
-    pub affinity: u64,
-    pub agent: String,
+    pub(crate) provider: String,
+    pub(crate) affinity: u64,
+    pub(crate) agent: String,
 }
 
 /// How many answered keys are remembered (a sibling that comes after its leader answered goes

@@ -28,8 +28,8 @@ use crate::engine::event::{Event, EventSink};
 /// history.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct AbmSim {
-    pub model: Arc<AbmModel>,
-    pub seed: u64,
+    pub(crate) model: Arc<AbmModel>,
+    pub(crate) seed: u64,
     /// The state after the node's run, as this server's worker pickled it; `None` before the
     /// first run and on imported nodes.
     #[serde(skip)]
@@ -39,13 +39,13 @@ pub struct AbmSim {
     pub history: AppendList<Advance>,
     pub steps: u64,
     #[serde(default)]
-    pub terminated: Option<Termination>,
+    pub(crate) terminated: Option<Termination>,
     /// Branch ops, applied in the worker right before the next step.
     #[serde(default)]
     pub pending: Vec<Patch>,
     /// A new seed for the next run (replicates of one parent get distinct seeds).
     #[serde(default)]
-    pub reseed: Option<u64>,
+    pub(crate) reseed: Option<u64>,
 }
 
 /// The most model steps an imported node's history may replay when it is rebuilt.

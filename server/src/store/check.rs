@@ -27,11 +27,11 @@ use super::{Database, StoreError, refuse_emptied, unpack};
 /// What `check` found: one line per problem, and what it looked at.
 #[derive(Debug, Default)]
 pub struct Report {
-    pub problems: Vec<String>,
-    pub trees: usize,
-    pub nodes: usize,
+    pub(crate) problems: Vec<String>,
+    pub(crate) trees: usize,
+    pub(crate) nodes: usize,
     /// Journal groups not yet in the database (a start-up applies them).
-    pub pending: usize,
+    pub(crate) pending: usize,
 }
 
 /// Why `check` or `repair` could not look (a problem they find is a line of the [`Report`]).

@@ -92,8 +92,8 @@ pub struct Job {
     pub tree: u64,
     pub node: u64,
     /// What to do (`run`), and its parameters (JSON).
-    pub kind: String,
-    pub payload: String,
+    pub(crate) kind: String,
+    pub(crate) payload: String,
     /// Claims so far, this one included.
     pub attempts: u64,
     pub(crate) max_attempts: u64,
@@ -105,7 +105,7 @@ pub struct Job {
 /// A job's row, as [`row`] reads it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobRow {
-    pub tree: u64,
+    pub(crate) tree: u64,
     pub node: u64,
     pub status: Status,
     pub attempts: u64,
@@ -211,8 +211,8 @@ const ALIVE: i64 = 3;
 /// agent-based models ([`ABM`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Slots {
-    pub runs: u64,
-    pub abm: u64,
+    pub(crate) runs: u64,
+    pub(crate) abm: u64,
     /// Its ABM slots are used only while no `worker` process offering some is alive (a
     /// server's own worker: agent-based models go to the workers when there are any).
     pub(crate) abm_second: bool,
@@ -520,10 +520,10 @@ pub(crate) fn offer_abm<S: Sql>(sql: &mut S, me: &Lease, abm: u64) -> StoreResul
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct AbmTakers {
     /// All of them together: none means an ABM job would wait for nobody.
-    pub all: u64,
+    pub(crate) all: u64,
     /// Those of processes other than `me`'s (another host or pid): while there are some, `me`
     /// needs no Mesa of its own for a model's runs.
-    pub others: u64,
+    pub(crate) others: u64,
 }
 
 /// See [`AbmTakers`].
@@ -743,7 +743,7 @@ pub(crate) fn budget_totals<S: Sql>(sql: &mut S, key: BudgetKey) -> StoreResult<
 /// (or through [`crate::store::blocking`]), never from inside an async task.
 pub struct Queue {
     db: Db<super::postgres::Postgres>,
-    pub me: Lease,
+    pub(crate) me: Lease,
     /// When this connection last gave up lapsed jobs out of attempts ([`Self::claim_slots`]).
     buried: Option<std::time::Instant>,
 }

@@ -328,9 +328,9 @@ impl Aside {
 /// A journal file set aside in a data folder: its path, why, and when (Unix ms, from its name).
 #[derive(Debug, Clone)]
 pub(crate) struct AsideFile {
-    pub path: PathBuf,
-    pub why: Aside,
-    pub at_ms: u64,
+    pub(crate) path: PathBuf,
+    pub(crate) why: Aside,
+    pub(crate) at_ms: u64,
 }
 
 impl AsideFile {

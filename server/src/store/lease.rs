@@ -30,12 +30,12 @@ pub(crate) const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 pub struct Lease {
     /// Unique per process start: host, pid and start time.
     pub holder: String,
-    pub host: String,
-    pub pid: u32,
-    pub length: Duration,
+    pub(crate) host: String,
+    pub(crate) pid: u32,
+    pub(crate) length: Duration,
     /// The base URL other servers reach this one at (`serve --advertise`), written into the
     /// lease row when it is taken: followers forward their requests there.
-    pub address: Option<String>,
+    pub(crate) address: Option<String>,
 }
 
 impl Lease {
@@ -69,16 +69,16 @@ impl Lease {
 /// The holder of a lease, as its row says.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Holder {
-    pub holder: String,
-    pub host: String,
-    pub pid: u64,
+    pub(crate) holder: String,
+    pub(crate) host: String,
+    pub(crate) pid: u64,
     pub(crate) acquired: u64,
     pub(crate) expires: u64,
     /// The database's clock when the row was read.
-    pub now: u64,
+    pub(crate) now: u64,
     /// Where the holder serves (`serve --advertise`); `None` from servers before it was
     /// written, and from stores that lead without serving.
-    pub address: Option<String>,
+    pub(crate) address: Option<String>,
 }
 
 impl Holder {

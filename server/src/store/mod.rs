@@ -153,35 +153,35 @@ pub enum RowError {
 #[derive(Debug, Clone, PartialEq)]
 pub struct TreeRow {
     pub id: u64,
-    pub name: String,
-    pub scenario: String,
-    pub kind: SimKind,
+    pub(crate) name: String,
+    pub(crate) scenario: String,
+    pub(crate) kind: SimKind,
     /// Unix milliseconds.
-    pub created: u64,
-    pub last_activity: u64,
-    pub seq: u64,
-    pub nodes: u64,
-    pub budget: Option<u64>,
+    pub(crate) created: u64,
+    pub(crate) last_activity: u64,
+    pub(crate) seq: u64,
+    pub(crate) nodes: u64,
+    pub(crate) budget: Option<u64>,
     /// Written by [`Write::Describe`] only ([`Write::Tree`] leaves it as it is).
-    pub description: Option<String>,
+    pub(crate) description: Option<String>,
 }
 
 /// A node's record.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeRow {
     pub id: u64,
-    pub parent: Option<u64>,
-    pub depth: u32,
-    pub edge_type: EdgeType,
-    pub ops: Vec<Op>,
+    pub(crate) parent: Option<u64>,
+    pub(crate) depth: u32,
+    pub(crate) edge_type: EdgeType,
+    pub(crate) ops: Vec<Op>,
     pub status: NodeStatus,
-    pub error: Option<String>,
+    pub(crate) error: Option<String>,
     /// Unix milliseconds: attached, and when its run ended.
-    pub created: u64,
-    pub finished: Option<u64>,
+    pub(crate) created: u64,
+    pub(crate) finished: Option<u64>,
     /// Turns the node's simulator has run (summaries need no simulator).
-    pub turns: u64,
-    pub records: Vec<LlmRecord>,
+    pub(crate) turns: u64,
+    pub(crate) records: Vec<LlmRecord>,
 }
 
 /// A tree's node records as read: the intact ones, and the ids of those that are damaged (a
@@ -189,7 +189,7 @@ pub struct NodeRow {
 #[derive(Debug, Default)]
 pub struct NodeRows {
     pub rows: Vec<NodeRow>,
-    pub damaged: Vec<(u64, RowError)>,
+    pub(crate) damaged: Vec<(u64, RowError)>,
 }
 
 impl NodeRows {
@@ -214,7 +214,7 @@ impl NodeRows {
 /// the CRC-32 of the text (`None` in rows written before checksums: format 0).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogRow {
-    pub index: u64,
+    pub(crate) index: u64,
     pub entries: String,
     pub(crate) crc: Option<u32>,
 }
@@ -420,11 +420,11 @@ impl Write {
 /// A stored version of a saved scenario.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScenarioRow {
-    pub id: String,
-    pub version: u64,
+    pub(crate) id: String,
+    pub(crate) version: u64,
     /// Unix milliseconds.
-    pub saved: u64,
-    pub body: String,
+    pub(crate) saved: u64,
+    pub(crate) body: String,
 }
 
 /// What a backend does; called only from the store's thread.
@@ -560,12 +560,12 @@ pub trait Database: Send {
 /// A text found by [`Database::search`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct TextMatch {
-    pub id: u64,
-    pub tree: u64,
-    pub node: u64,
-    pub kind: String,
+    pub(crate) id: u64,
+    pub(crate) tree: u64,
+    pub(crate) node: u64,
+    pub(crate) kind: String,
     /// Higher is better (the database's rank, in millionths).
-    pub score: i64,
+    pub(crate) score: i64,
 }
 
 type Job = Box<dyn FnOnce(&mut dyn Database) + Send>;
@@ -594,7 +594,7 @@ pub struct Store {
     /// SQLite's commit journal, written from the callers' threads.
     front: Option<Arc<Front>>,
     /// `sqlite:<file>` or `postgresql` (the URL is not repeated: it may hold a password).
-    pub location: String,
+    pub(crate) location: String,
     /// Tree ids are taken from the database ([`Store::take_tree_id`]): PostgreSQL, which other
     /// processes may share. A SQLite folder has one process, which counts in memory.
     ids_from_database: bool,

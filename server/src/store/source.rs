@@ -15,8 +15,8 @@ use crate::trading::data::MarketData;
 /// A node's state in the store form: deflated JSON and the chunks it writes first. The size of
 /// the uncompressed state (tails and keys, not chunks) is returned for cache accounting.
 pub struct EncodedState {
-    pub data: Vec<u8>,
-    pub chunks: Vec<(ChunkKey, Vec<u8>)>,
+    pub(crate) data: Vec<u8>,
+    pub(crate) chunks: Vec<(ChunkKey, Vec<u8>)>,
     pub(crate) raw_len: usize,
 }
 
@@ -71,10 +71,10 @@ pub(crate) fn encode_state(
 /// Where the nodes of one stored tree come back from: their state (rebuilt from the state row and
 /// the chunk rows of the root path, sharing chunks already in memory) and their logs.
 pub struct TreeSource {
-    pub store: Arc<Store>,
-    pub tree: u64,
-    pub cache: Arc<ChunkCache>,
-    pub market: Option<Arc<MarketData>>,
+    pub(crate) store: Arc<Store>,
+    pub(crate) tree: u64,
+    pub(crate) cache: Arc<ChunkCache>,
+    pub(crate) market: Option<Arc<MarketData>>,
     /// Told what each rebuild brings into memory, so the cache is trimmed before it overshoots.
     pub(crate) pressure: Arc<Pressure>,
 }

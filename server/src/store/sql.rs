@@ -158,10 +158,10 @@ const MIGRATIONS: &[&str] = &[
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 pub(crate) struct Db<S: Sql> {
-    pub sql: S,
+    pub(crate) sql: S,
     /// The server lease this process holds (PostgreSQL): every write transaction renews it first,
     /// and is refused once it is lost.
-    pub lease: Option<Lease>,
+    pub(crate) lease: Option<Lease>,
     /// Why writes are refused for good: the lease was lost (see `store/lease.rs`).
     lease_lost: Option<String>,
 }
@@ -1249,8 +1249,8 @@ impl<S: Sql> Database for Db<S> {
 /// (`part`: the exploration's id + 1), charged within the tree's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct BudgetKey {
-    pub tree: u64,
-    pub part: u64,
+    pub(crate) tree: u64,
+    pub(crate) part: u64,
 }
 
 impl BudgetKey {

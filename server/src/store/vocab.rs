@@ -109,9 +109,9 @@ pub struct Fts {
     pub(crate) ddl: &'static str,
     /// `$1` the query, `$2` a tree (or -1 for every tree), `$3` at most this many rows; gives
     /// `id, tree, node, kind, score` (a score in millionths, higher better), best first.
-    pub query: &'static str,
+    pub(crate) query: &'static str,
     /// The `$1` of `query` for the user's text.
-    pub phrase: fn(&str) -> String,
+    pub(crate) phrase: fn(&str) -> String,
 }
 
 /// An id or count as a statement parameter.

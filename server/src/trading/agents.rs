@@ -37,9 +37,9 @@ pub(crate) const SUBMIT_DECISION: &str = "submit_decision";
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ModelReply {
     #[serde(default)]
-    pub text: String,
+    pub(crate) text: String,
     #[serde(default)]
-    pub tool_calls: Vec<ToolCall>,
+    pub(crate) tool_calls: Vec<ToolCall>,
 }
 
 /// A chat model with tool calling. Implementations: [`MockToolModel`], [`FnToolModel`], and
@@ -108,9 +108,9 @@ pub(crate) fn submit_decision_tool() -> ToolSpec {
 pub(crate) struct Extracted {
     /// Index (in the reply's `tool_calls`) of the `submit_decision` call used; `None` when there
     /// was none.
-    pub call: Option<usize>,
+    pub(crate) call: Option<usize>,
     /// The Decision, or why the call's arguments are not one.
-    pub decision: Result<Decision, DecisionError>,
+    pub(crate) decision: Result<Decision, DecisionError>,
 }
 
 /// Why a `submit_decision` call's arguments are not a Decision (the step rejects it and tells
@@ -237,8 +237,8 @@ pub(crate) fn case_message(invocation: &AgentInvocation) -> String {
 /// to its tool calls.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Exchange {
-    pub case_id: String,
-    pub reply: ModelReply,
+    pub(crate) case_id: String,
+    pub(crate) reply: ModelReply,
     pub results: Vec<Message>,
 }
 

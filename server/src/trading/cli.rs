@@ -24,19 +24,19 @@ use super::storage::{self, write_run};
 pub struct TradeRunArgs {
     /// buy_and_hold, momentum, mean_reversion or llm (offline mock model).
     #[arg(long)]
-    pub agent: String,
+    pub(crate) agent: String,
     /// Comma-separated tickers, e.g. AAPL,MSFT.
     #[arg(long, value_delimiter = ',', required = true)]
-    pub tickers: Vec<String>,
+    pub(crate) tickers: Vec<String>,
     /// First day of the window (YYYY-MM-DD).
     #[arg(long)]
-    pub from: String,
+    pub(crate) from: String,
     /// Last day of the window (YYYY-MM-DD, inclusive).
     #[arg(long)]
-    pub to: String,
+    pub(crate) to: String,
     /// Initial cash.
     #[arg(long, default_value_t = 100_000.0)]
-    pub cash: f64,
+    pub(crate) cash: f64,
     /// Folder that receives {run_id}/.
     #[arg(long, default_value = "experiments")]
     pub out: PathBuf,
@@ -45,13 +45,13 @@ pub struct TradeRunArgs {
     pub(crate) run_id: Option<String>,
     /// Trading days between decision points.
     #[arg(long, default_value_t = 1)]
-    pub every: u32,
+    pub(crate) every: u32,
     /// Daily bars per ticker shown in each Case.
     #[arg(long, default_value_t = 20)]
-    pub lookback: u32,
+    pub(crate) lookback: u32,
     /// Folder with daily_ohlcv.csv and events.csv (default: assets/data/market).
     #[arg(long)]
-    pub data: Option<PathBuf>,
+    pub(crate) data: Option<PathBuf>,
 }
 
 impl TradeRunArgs {

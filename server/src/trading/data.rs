@@ -42,10 +42,10 @@ pub enum Session {
 /// One dated public fact from `events.csv`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MarketEvent {
-    pub date: String,
-    pub ticker: String,
-    pub kind: CaseDataKind,
-    pub session: Session,
+    pub(crate) date: String,
+    pub(crate) ticker: String,
+    pub(crate) kind: CaseDataKind,
+    pub(crate) session: Session,
     pub(crate) headline: String,
 }
 
@@ -83,9 +83,9 @@ pub struct MarketData {
 /// how many bars per ticker to include.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct CaseWindow<'a> {
-    pub cutoff: &'a str,
+    pub(crate) cutoff: &'a str,
     pub(crate) previous_cutoff: Option<&'a str>,
-    pub lookback: usize,
+    pub(crate) lookback: usize,
 }
 
 impl MarketData {
@@ -261,9 +261,9 @@ impl MarketData {
 /// then every `interval`-th trading day after it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Schedule {
-    pub days: Vec<String>,
+    pub(crate) days: Vec<String>,
     /// Indices into `days`, one per decision point.
-    pub points: Vec<usize>,
+    pub(crate) points: Vec<usize>,
 }
 
 impl Schedule {

@@ -154,10 +154,10 @@ pub enum RowError {
 /// A checked dataset: the market data and what `GET /api/datasets` shows of it.
 #[derive(Clone, Debug)]
 pub struct Dataset {
-    pub market: MarketData,
-    pub rows: usize,
-    pub first: String,
-    pub last: String,
+    pub(crate) market: MarketData,
+    pub(crate) rows: usize,
+    pub(crate) first: String,
+    pub(crate) last: String,
 }
 
 /// What a dataset's text will take in memory once parsed, from above: its lines at 96 bytes

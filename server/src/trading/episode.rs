@@ -103,12 +103,12 @@ pub enum ConsistencyError {
 pub struct StepReport {
     /// The Case as built (with its metadata; the agent saw `case.for_agent()`).
     pub case: Case,
-    pub log: DecisionPointLog,
+    pub(crate) log: DecisionPointLog,
     /// The portfolio after execution and its value at the cutoff day's close.
-    pub portfolio: PortfolioSnapshot,
-    pub value: f64,
+    pub(crate) portfolio: PortfolioSnapshot,
+    pub(crate) value: f64,
     /// No decision point is left.
-    pub done: bool,
+    pub(crate) done: bool,
 }
 
 /// One trading episode's state. See the module docs.

@@ -76,16 +76,16 @@ pub(crate) fn simple_returns(values: &[f64]) -> Vec<f64> {
 /// The portfolio in force from the close of `date` on.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Holding {
-    pub date: String,
-    pub portfolio: PortfolioSnapshot,
+    pub(crate) date: String,
+    pub(crate) portfolio: PortfolioSnapshot,
 }
 
 /// An equity curve with its time-weighted daily returns (`returns[i]` is the return into
 /// `points[i + 1]`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Equity {
-    pub points: Vec<EquityPoint>,
-    pub returns: Vec<f64>,
+    pub(crate) points: Vec<EquityPoint>,
+    pub(crate) returns: Vec<f64>,
 }
 
 /// Values `holdings` (sorted by date; on equal dates the later entry wins) at every day of `days`.
@@ -245,11 +245,11 @@ pub fn evaluate_log(log: &EpisodeLog, market: &MarketData) -> Result<EpisodeMetr
 /// one) and the totals of trades and rejections.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunMetrics {
-    pub episodes: usize,
+    pub(crate) episodes: usize,
     pub(crate) mean_strategy: Performance,
     pub(crate) mean_buy_and_hold: Performance,
-    pub num_trades: usize,
-    pub rejected_decisions: usize,
+    pub(crate) num_trades: usize,
+    pub(crate) rejected_decisions: usize,
 }
 
 #[cfg(test)]

@@ -28,11 +28,11 @@ pub use simtree_shared::trading::{CaseDataItem, CaseDataKind, ExecutedTrade, Por
 #[serde(deny_unknown_fields)]
 pub struct PricePoint {
     pub timestamp: String,
-    pub open: f64,
-    pub high: f64,
-    pub low: f64,
-    pub close: f64,
-    pub volume: u64,
+    pub(crate) open: f64,
+    pub(crate) high: f64,
+    pub(crate) low: f64,
+    pub(crate) close: f64,
+    pub(crate) volume: u64,
 }
 
 /// Open/high/low/close/volume over the bars since the previous decision point (a lighter payload
@@ -40,11 +40,11 @@ pub struct PricePoint {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct IntervalPriceSummary {
-    pub open: f64,
-    pub high: f64,
-    pub low: f64,
-    pub close: f64,
-    pub volume: u64,
+    pub(crate) open: f64,
+    pub(crate) high: f64,
+    pub(crate) low: f64,
+    pub(crate) close: f64,
+    pub(crate) volume: u64,
 }
 
 impl IntervalPriceSummary {
@@ -91,11 +91,11 @@ pub struct Case {
     /// `{episode_id}:{decision_point_idx}`; required.
     pub case_id: String,
     /// The tradable universe: an order for any other ticker rejects the decision.
-    pub tickers: Vec<String>,
+    pub(crate) tickers: Vec<String>,
     #[serde(default)]
     pub case_data: CaseData,
     pub stock_data: BTreeMap<String, StockData>,
-    pub portfolio: PortfolioSnapshot,
+    pub(crate) portfolio: PortfolioSnapshot,
     #[serde(default)]
     pub(crate) decision_point_idx: Option<u32>,
     /// The last trading day whose data the case may hold (`YYYY-MM-DD`).
@@ -106,11 +106,11 @@ pub struct Case {
 /// The agent-facing payload of a [`Case`]: everything but the metadata.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub(crate) struct AgentCase<'a> {
-    pub case_id: &'a str,
-    pub tickers: &'a [String],
-    pub case_data: &'a CaseData,
-    pub stock_data: &'a BTreeMap<String, StockData>,
-    pub portfolio: &'a PortfolioSnapshot,
+    pub(crate) case_id: &'a str,
+    pub(crate) tickers: &'a [String],
+    pub(crate) case_data: &'a CaseData,
+    pub(crate) stock_data: &'a BTreeMap<String, StockData>,
+    pub(crate) portfolio: &'a PortfolioSnapshot,
 }
 
 impl Case {
@@ -144,10 +144,10 @@ impl Case {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Order {
-    pub ticker: String,
-    pub side: Side,
+    pub(crate) ticker: String,
+    pub(crate) side: Side,
     #[serde(deserialize_with = "whole_number")]
-    pub quantity: i64,
+    pub(crate) quantity: i64,
 }
 
 impl Order {
@@ -165,7 +165,7 @@ impl Order {
 #[serde(deny_unknown_fields)]
 pub struct Decision {
     #[serde(default)]
-    pub orders: Vec<Order>,
+    pub(crate) orders: Vec<Order>,
 }
 
 impl Decision {
@@ -218,7 +218,7 @@ impl DecisionResult {
 #[serde(deny_unknown_fields)]
 pub struct EpisodeConfig {
     pub episode_id: String,
-    pub agent_id: String,
+    pub(crate) agent_id: String,
     pub tickers: Vec<String>,
     pub initial_cash: f64,
     /// First trading day of the window (`YYYY-MM-DD`, inclusive; default: the data's first day).
@@ -238,7 +238,7 @@ pub struct EpisodeConfig {
     pub agent: Option<AgentSpec>,
     /// An uploaded market dataset to trade on (`GET /api/datasets`; default: the shipped data).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dataset: Option<String>,
+    pub(crate) dataset: Option<String>,
 }
 
 impl EpisodeConfig {
@@ -288,9 +288,9 @@ pub struct EpisodeResult {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct AgentInvocation {
-    pub case: Case,
-    pub episode_id: String,
-    pub agent_id: String,
+    pub(crate) case: Case,
+    pub(crate) episode_id: String,
+    pub(crate) agent_id: String,
     /// Decision points left after this one.
     #[serde(default)]
     pub(crate) steps_remaining: Option<u32>,
@@ -300,7 +300,7 @@ pub(crate) struct AgentInvocation {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentInvocationResult {
-    pub decision: Decision,
+    pub(crate) decision: Decision,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -311,7 +311,7 @@ pub struct AgentInvocationResult {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DecisionPointLog {
-    pub case_id: String,
+    pub(crate) case_id: String,
     pub(crate) decision_point_idx: u32,
     /// The agent's raw output (its text and tool calls), for debugging.
     #[serde(default)]
@@ -327,7 +327,7 @@ pub struct DecisionPointLog {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EpisodeLog {
-    pub config: EpisodeConfig,
+    pub(crate) config: EpisodeConfig,
     #[serde(default)]
     pub decision_point_logs: Vec<DecisionPointLog>,
     /// `null` until the episode has run its last decision point.
@@ -341,9 +341,9 @@ pub struct EpisodeLog {
 pub struct SimulationLog {
     pub(crate) run_id: String,
     #[serde(default)]
-    pub episode_logs: Vec<EpisodeLog>,
+    pub(crate) episode_logs: Vec<EpisodeLog>,
     #[serde(default)]
-    pub errors: Vec<String>,
+    pub(crate) errors: Vec<String>,
     #[serde(default)]
     pub(crate) simulation_version: Option<String>,
     #[serde(default)]

@@ -18,11 +18,11 @@ use crate::llm::{BoxFuture, ChatProvider, LlmClient, LlmError, LlmState};
 
 /// The trading agent's tool-calling model on a real provider, metered and recorded.
 pub(crate) struct ProviderToolModel {
-    pub provider: Arc<dyn ChatProvider>,
-    pub ledger: Arc<Ledger>,
-    pub budget: Option<Arc<TreeBudget>>,
+    pub(crate) provider: Arc<dyn ChatProvider>,
+    pub(crate) ledger: Arc<Ledger>,
+    pub(crate) budget: Option<Arc<TreeBudget>>,
     /// Where replies stream while someone watches the run.
-    pub watch: Watch,
+    pub(crate) watch: Watch,
 }
 
 /// The agent's view of a response: its text and calls, every call with an id (`call_<n>` where

@@ -78,45 +78,45 @@ pub(crate) const EXPORT_FAILED: &str = "\u{1}simtree export failed: ";
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TreeExport {
-    pub format: String,
-    pub scenario: String,
+    pub(crate) format: String,
+    pub(crate) scenario: String,
     /// The tree's name and description (absent in exports before the notebook).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
+    pub(crate) description: Option<String>,
     /// The document a user brought the scenario as (absent for a library scenario).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub document: Option<Value>,
+    pub(crate) document: Option<Value>,
     /// The version of the saved scenario `scenario` the document is (a tree made from the
     /// library).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scenario_version: Option<u64>,
-    pub root: NodeId,
-    pub seq: NodeId,
-    pub nodes: Vec<NodeExport>,
+    pub(crate) scenario_version: Option<u64>,
+    pub(crate) root: NodeId,
+    pub(crate) seq: NodeId,
+    pub(crate) nodes: Vec<NodeExport>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NodeExport {
-    pub id: NodeId,
-    pub parent: Option<NodeId>,
-    pub depth: u32,
-    pub edge_type: EdgeType,
-    pub ops: Vec<Op>,
-    pub status: NodeStatus,
+    pub(crate) id: NodeId,
+    pub(crate) parent: Option<NodeId>,
+    pub(crate) depth: u32,
+    pub(crate) edge_type: EdgeType,
+    pub(crate) ops: Vec<Op>,
+    pub(crate) status: NodeStatus,
     #[serde(default)]
-    pub error: Option<String>,
-    pub sim: Sim,
-    pub logs: LogEntries,
+    pub(crate) error: Option<String>,
+    pub(crate) sim: Sim,
+    pub(crate) logs: LogEntries,
     /// Recorded LLM calls, so an imported tree can still be replayed offline.
     #[serde(default)]
-    pub records: Vec<LlmRecord>,
+    pub(crate) records: Vec<LlmRecord>,
     /// What a user wrote on the node (absent when nothing; exports before the notebook lack it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub annotation: Option<Annotation>,
+    pub(crate) annotation: Option<Annotation>,
     /// The questions asked of its agents (absent when none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub asks: Vec<Ask>,
+    pub(crate) asks: Vec<Ask>,
 }

@@ -55,21 +55,21 @@ pub struct Importer {
     count: usize,
     /// The export's sweeps and explorations as it holds them (after `nodes`; absent in older
     /// exports); the workbench checks them.
-    pub sweeps: Vec<Value>,
-    pub explores: Vec<Value>,
+    pub(crate) sweeps: Vec<Value>,
+    pub(crate) explores: Vec<Value>,
     /// The document the tree was made from, if the export carries one (the workbench checks it).
-    pub document: Option<Value>,
+    pub(crate) document: Option<Value>,
     /// The saved scenario's version the document is, if the export says (`scenario` is its id).
-    pub scenario_version: Option<u64>,
+    pub(crate) scenario_version: Option<u64>,
     /// The export's node annotations and asks, checked as they arrive.
-    pub notes: BTreeMap<NodeId, Annotation>,
-    pub asks: BTreeMap<NodeId, Vec<Ask>>,
+    pub(crate) notes: BTreeMap<NodeId, Annotation>,
+    pub(crate) asks: BTreeMap<NodeId, Vec<Ask>>,
     /// The export's tree name and description (unchecked: the workbench checks them).
-    pub name: Option<String>,
-    pub description: Option<String>,
+    pub(crate) name: Option<String>,
+    pub(crate) description: Option<String>,
     /// The export's statement of provenance as it was written: never trusted or stored, only
     /// compared with what the importing server states (`Core::provenance_check`).
-    pub statement: Option<Value>,
+    pub(crate) statement: Option<Value>,
 }
 
 /// Sweeps (and explorations) an export may carry at most.

@@ -14,9 +14,9 @@ use super::{Core, NodeId, lock};
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Drained {
     /// Runs that were in flight when the drain began.
-    pub in_flight: usize,
+    pub(crate) in_flight: usize,
     /// Runs cancelled when the grace period was over.
-    pub cancelled: usize,
+    pub(crate) cancelled: usize,
     /// Runs left to the next leader (jobs still queued or claimed when the grace period was over).
     pub(crate) handed_over: usize,
 }

@@ -48,39 +48,39 @@ pub(super) type Explores = Jobs<ExploreRecord>;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExploreData {
-    pub id: u64,
-    pub parent: NodeId,
-    pub turns: u64,
-    pub seed: u64,
-    pub objective: Objective,
+    pub(crate) id: u64,
+    pub(crate) parent: NodeId,
+    pub(crate) turns: u64,
+    pub(crate) seed: u64,
+    pub(crate) objective: Objective,
     /// Replicates of every candidate in the first round.
-    pub replicates: u64,
-    pub budget: ExploreBudget,
+    pub(crate) replicates: u64,
+    pub(crate) budget: ExploreBudget,
     /// The most runs it may start (its runs budget or its whole schedule).
     pub(crate) run_cap: u64,
-    pub status: ExploreStatus,
+    pub(crate) status: ExploreStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    pub round: u32,
+    pub(crate) reason: Option<String>,
+    pub(crate) round: u32,
     /// The last round whose candidates were ranked (absent in rows written before resuming
     /// existed: inferred when one is resumed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ranked: Option<u32>,
-    pub runs_used: u64,
-    pub candidates: Vec<CandidateData>,
+    pub(crate) ranked: Option<u32>,
+    pub(crate) runs_used: u64,
+    pub(crate) candidates: Vec<CandidateData>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CandidateData {
-    pub point: IndexMap<String, Value>,
-    pub node: NodeId,
+    pub(crate) point: IndexMap<String, Value>,
+    pub(crate) node: NodeId,
     /// Replicate `k` (seed `seed + k`) is `children[k]`; its result `results[k]`.
-    pub children: Vec<NodeId>,
-    pub results: Vec<Replicate>,
+    pub(crate) children: Vec<NodeId>,
+    pub(crate) results: Vec<Replicate>,
     /// The round after which it was halved away.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dropped_after: Option<u32>,
+    pub(crate) dropped_after: Option<u32>,
 }
 
 /// An exploration in memory.

@@ -14,11 +14,11 @@ use crate::tree::{EXPORT_FORMAT, NodeExport, NodeId, TreeError};
 /// An export under way ([`Transfer::export`]).
 pub struct Export {
     /// The document's fields before its nodes.
-    pub header: Value,
+    pub(crate) header: Value,
     /// The nodes to write, in order; those deleted meanwhile are skipped.
     pub ids: Vec<NodeId>,
-    pub sweeps: Vec<SweepData>,
-    pub explores: Vec<super::explore::ExploreData>,
+    pub(crate) sweeps: Vec<SweepData>,
+    pub(crate) explores: Vec<super::explore::ExploreData>,
     handle: Arc<TreeHandle>,
 }
 

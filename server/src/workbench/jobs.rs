@@ -94,8 +94,8 @@ impl Jobs<'_> {
 /// Mesa pool's workers; 0: none).
 #[derive(Debug, Clone)]
 pub struct JobsConfig {
-    pub url: String,
-    pub lapse: Duration,
+    pub(crate) url: String,
+    pub(crate) lapse: Duration,
     pub(crate) max_attempts: u64,
     pub(crate) abm_workers: usize,
 }

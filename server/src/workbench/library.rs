@@ -57,8 +57,8 @@ pub(crate) fn check_scenario_name(name: &str) -> Result<(), ScenarioNameError> {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("scenario name {name:?}: {why}")]
 pub struct ScenarioNameError {
-    pub name: String,
-    pub why: NameFault,
+    pub(crate) name: String,
+    pub(crate) why: NameFault,
 }
 
 /// What is wrong with a scenario name.

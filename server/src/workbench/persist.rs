@@ -37,11 +37,11 @@ service!(
 /// A tree's editable and descriptive metadata.
 #[derive(Clone, Debug)]
 pub struct Meta {
-    pub name: String,
+    pub(crate) name: String,
     /// What the tree is about (`PATCH /devui/simtree/{tree} {"description"}`).
-    pub description: Option<String>,
-    pub created: u64,
-    pub last_activity: u64,
+    pub(crate) description: Option<String>,
+    pub(crate) created: u64,
+    pub(crate) last_activity: u64,
 }
 
 /// The longest tree name.

@@ -36,28 +36,28 @@ use crate::tree::{NodeId, NodeLog, entry_json};
 /// before, so a queue left by an earlier version is read as it was).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(super) struct RunSpec {
-    pub parent: NodeId,
-    pub turns: u64,
+    pub(crate) parent: NodeId,
+    pub(crate) turns: u64,
     /// The index whose seed the child takes in a fan-out with its own seeds ([`Sim::replicate`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replicate: Option<u64>,
+    pub(crate) replicate: Option<u64>,
     /// The seed a sweep's or an exploration's replicate runs with ([`Sim::reseed`]), applied
     /// after `replicate`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reseed: Option<u64>,
+    pub(crate) reseed: Option<u64>,
     /// The recorded calls a replay answers from, strictly: it makes no provider call wherever
     /// it runs (`None`: calls go to the backend, recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replay: Option<Vec<LlmRecord>>,
+    pub(crate) replay: Option<Vec<LlmRecord>>,
     /// The tree's budget, when it has one: its caps and the prices its money is counted at. The
     /// run charges it in the database's book wherever it runs (jobs of earlier versions have
     /// none: their trees had no budget).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub budget: Option<Box<JobBudget>>,
+    pub(crate) budget: Option<Box<JobBudget>>,
     /// How many runs of one fan-out start from `parent` with this one (jobs of earlier versions
     /// have none: their runs never share an explicitly cached prefix).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fan_out: Option<u64>,
+    pub(crate) fan_out: Option<u64>,
 }
 
 /// A tree's budget as a job carries it: the tree's caps (none when only an exploration of it
@@ -65,19 +65,19 @@ pub(super) struct RunSpec {
 /// replicates.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(super) struct JobBudget {
-    pub limits: Limits,
-    pub prices: PriceTable,
+    pub(crate) limits: Limits,
+    pub(crate) prices: PriceTable,
     /// The exploration's caps, booked as part `part` of the tree's budget, within the tree's
     /// (jobs of earlier versions have none: an exploration's budget kept its runs on the leader).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub part: Option<PartBudget>,
+    pub(crate) part: Option<PartBudget>,
 }
 
 /// An exploration's own caps as a job carries them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(super) struct PartBudget {
-    pub part: u64,
-    pub limits: Limits,
+    pub(crate) part: u64,
+    pub(crate) limits: Limits,
 }
 
 impl RunSpec {
@@ -100,11 +100,11 @@ impl RunSpec {
 
 /// A run attached to its tree (its node `running`) and not started yet.
 pub(super) struct Pending {
-    pub id: NodeId,
-    pub log: Arc<NodeLog>,
-    pub spec: RunSpec,
+    pub(crate) id: NodeId,
+    pub(crate) log: Arc<NodeLog>,
+    pub(crate) spec: RunSpec,
     /// The budget the run charges instead of the tree's (an exploration's, within the tree's).
-    pub budget: Option<Arc<TreeBudget>>,
+    pub(crate) budget: Option<Arc<TreeBudget>>,
 }
 
 impl Pending {
@@ -260,9 +260,9 @@ pub(super) fn end_writes(
 /// A run as its tree holds it while it runs: a cancel reaches it through `cancelled`, and
 /// `ended` tells those waiting for it (a deletion, a drain) that it has ended.
 pub(super) struct Running {
-    pub cancelled: watch::Receiver<bool>,
+    pub(crate) cancelled: watch::Receiver<bool>,
     ended: watch::Sender<bool>,
-    pub live: LiveState,
+    pub(crate) live: LiveState,
 }
 
 impl TreeHandle {
@@ -335,15 +335,15 @@ pub(super) async fn patiently<T, E: StoreFault, F: Future<Output = Result<T, E>>
 
 /// How a run ended, as [`conclude`] takes it into the tree.
 pub(super) struct Ended {
-    pub status: NodeStatus,
-    pub error: Option<String>,
+    pub(crate) status: NodeStatus,
+    pub(crate) error: Option<String>,
     /// The node is still in the tree, its end taken into it (false: deleted while it ran).
     pub(crate) present: bool,
     /// Its end could not be stored (the cause): it is not acknowledged.
     pub(crate) unstored: Option<String>,
     /// Its end is committed already (a worker committed it with its job's end): what the
     /// serving process wrote beside it is not waited for, and is kept and retried.
-    pub durable: bool,
+    pub(crate) durable: bool,
 }
 
 /// The end of every run, in this process or a job: what its end wrote is committed before

@@ -62,8 +62,8 @@ impl TableFormat {
 /// Which rows of a table a request wants: from `offset`, at most `limit`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Page {
-    pub offset: u64,
-    pub limit: u64,
+    pub(crate) offset: u64,
+    pub(crate) limit: u64,
 }
 
 impl Page {
@@ -128,8 +128,8 @@ fn one_of<T: Copy>(name: &str, given: Option<&str>, options: &[(&'static str, T)
 
 /// A table ready to be read: its columns and row count, and where its rows come from.
 pub(crate) struct Table {
-    pub columns: Vec<String>,
-    pub total: u64,
+    pub(crate) columns: Vec<String>,
+    pub(crate) total: u64,
     handle: Arc<TreeHandle>,
     source: Source,
 }

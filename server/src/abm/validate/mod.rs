@@ -34,7 +34,7 @@ pub use simtree_shared::abm::{Issue, Severity};
 /// All findings for a model.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Report {
-    pub issues: Vec<Issue>,
+    pub(crate) issues: Vec<Issue>,
 }
 
 impl Report {

@@ -43,19 +43,19 @@ pub struct Config {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PastVote {
-    pub title: String,
-    pub yes: usize,
-    pub no: usize,
-    pub abstain: usize,
+    pub(crate) title: String,
+    pub(crate) yes: usize,
+    pub(crate) no: usize,
+    pub(crate) abstain: usize,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct State {
-    pub time: i64,
+    pub(crate) time: i64,
     /// Member name → `yes` | `no` | `abstain`, in voting order.
     #[serde(default)]
-    pub votes: IndexMap<String, String>,
+    pub(crate) votes: IndexMap<String, String>,
     #[serde(default)]
     pub(crate) voting_started: bool,
     #[serde(default)]
@@ -64,23 +64,23 @@ pub struct State {
     #[serde(default)]
     pub(crate) vote_title: Option<String>,
     #[serde(default)]
-    pub past_votes: Vec<PastVote>,
+    pub(crate) past_votes: Vec<PastVote>,
     /// Set by `finish_meeting`; ends the simulation.
     #[serde(default)]
-    pub complete: bool,
+    pub(crate) complete: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Council {
-    pub name: String,
-    pub initial_event: String,
-    pub state: State,
+    pub(crate) name: String,
+    pub(crate) initial_event: String,
+    pub(crate) state: State,
     #[serde(default)]
-    pub config: serde_json::Map<String, serde_json::Value>,
+    pub(crate) config: serde_json::Map<String, serde_json::Value>,
     /// The chair's name (`config.chair`); left out when it is the Host, so stored councils read
     /// the same either way.
     #[serde(default = "host", skip_serializing_if = "is_host")]
-    pub chair: String,
+    pub(crate) chair: String,
 }
 
 fn host() -> String {

@@ -363,11 +363,11 @@ pub(crate) fn act_as<S: SceneRules + ?Sized>(
 #[cfg(test)]
 pub(crate) struct Refused<'a> {
     /// The action's result as it is logged: `{"error": code, …}`.
-    pub result: Value,
+    pub(crate) result: Value,
     /// The outcome's summary.
-    pub summary: &'a str,
+    pub(crate) summary: &'a str,
     /// The one line the actor alone is told.
-    pub told: &'a str,
+    pub(crate) told: &'a str,
 }
 
 #[cfg(test)]

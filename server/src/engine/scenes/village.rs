@@ -67,14 +67,14 @@ pub(crate) struct Tile {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Location {
-    pub name: String,
-    pub x: i64,
-    pub y: i64,
+    pub(crate) name: String,
+    pub(crate) x: i64,
+    pub(crate) y: i64,
     /// `building`, `resource`, `landmark` or `generic`; resting in a building restores more.
     #[serde(rename = "type", default = "generic")]
-    pub kind: String,
+    pub(crate) kind: String,
     #[serde(default)]
-    pub description: String,
+    pub(crate) description: String,
     #[serde(default)]
     pub(crate) resources: IndexMap<String, i64>,
     /// Most agents that can be "in" the place at once; -1 = unlimited.
@@ -165,8 +165,8 @@ struct TileView<'a> {
 /// The village grid: its size, the sparse special tiles and the named places.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GameMap {
-    pub width: i64,
-    pub height: i64,
+    pub(crate) width: i64,
+    pub(crate) height: i64,
     /// Stored tiles in insertion order (upstream's dict); may lie outside the grid.
     tiles: IndexMap<Xy, Tile>,
     /// Named places in insertion order; all inside the grid, names unique.
@@ -398,7 +398,7 @@ pub struct Config {
     #[serde(default = "default_chat_range")]
     pub(crate) chat_range: i64,
     #[serde(default)]
-    pub map: Arc<GameMap>,
+    pub(crate) map: Arc<GameMap>,
     /// Accepted for compatibility and ignored (upstream crashes when it is true).
     #[serde(default)]
     pub(crate) print_map_each_turn: bool,
@@ -419,15 +419,15 @@ impl Default for Config {
 #[serde(deny_unknown_fields)]
 pub struct State {
     /// Minutes since the first morning; +60 per turn.
-    pub time: i64,
+    pub(crate) time: i64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Village {
-    pub name: String,
-    pub initial_event: String,
-    pub state: State,
-    pub config: Config,
+    pub(crate) name: String,
+    pub(crate) initial_event: String,
+    pub(crate) state: State,
+    pub(crate) config: Config,
 }
 
 impl Village {

@@ -101,12 +101,12 @@ pub(crate) struct WitchAction {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct State {
-    pub time: i64,
-    pub phase: Phase,
+    pub(crate) time: i64,
+    pub(crate) phase: Phase,
     /// Dawns so far; 0 during the first night.
     pub(crate) day_count: i64,
-    pub roles: IndexMap<String, String>,
-    pub alive: Vec<String>,
+    pub(crate) roles: IndexMap<String, String>,
+    pub(crate) alive: Vec<String>,
     /// Voter → target, in the order voters first voted (ties go to the target voted first).
     pub(crate) night_kill_votes: IndexMap<String, String>,
     pub(crate) lynch_votes: IndexMap<String, String>,
@@ -117,8 +117,8 @@ pub struct State {
     pub(crate) witch_actions: IndexMap<String, WitchAction>,
     /// Turns taken (or skipped) this night, one entry per turn.
     pub(crate) night_spoken: Vec<String>,
-    pub complete: bool,
-    pub winner: Option<String>,
+    pub(crate) complete: bool,
+    pub(crate) winner: Option<String>,
     /// Upstream adds this key (always empty) at the first dawn that does not end the game; nothing
     /// reads it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -127,11 +127,11 @@ pub struct State {
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Werewolf {
-    pub name: String,
-    pub initial_event: String,
+    pub(crate) name: String,
+    pub(crate) initial_event: String,
     /// Boxed so the `Scene` enum stays small next to the chat scenes.
-    pub state: Box<State>,
-    pub config: Config,
+    pub(crate) state: Box<State>,
+    pub(crate) config: Config,
 }
 
 pub(crate) const DESCRIPTION: &str = "This is a game of Werewolf, a hidden-role deduction game that alternates between night and day. \

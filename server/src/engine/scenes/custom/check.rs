@@ -36,8 +36,8 @@ pub struct Refused(pub String);
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{path}: {message}")]
 pub struct CustomError {
-    pub path: String,
-    pub message: String,
+    pub(crate) path: String,
+    pub(crate) message: String,
 }
 
 fn err<T>(path: impl Into<String>, message: impl Into<String>) -> Result<T, CustomError> {

@@ -61,45 +61,45 @@ pub(crate) const IN_THE_GAME: &str = "in the game: ";
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Member {
-    pub role: String,
-    pub alive: bool,
-    pub muted: bool,
+    pub(crate) role: String,
+    pub(crate) alive: bool,
+    pub(crate) muted: bool,
     /// Its per-agent variables.
-    pub vars: IndexMap<String, Value>,
+    pub(crate) vars: IndexMap<String, Value>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CustomState {
-    pub time: i64,
-    pub phase: String,
+    pub(crate) time: i64,
+    pub(crate) phase: String,
     /// The pass over the phase's actors, from 1.
-    pub round: u32,
+    pub(crate) round: u32,
     /// Turns taken in the phase.
-    pub turn: u64,
+    pub(crate) turn: u64,
     /// Who acts in this pass, in order, and the index of the next.
-    pub queue: Vec<String>,
-    pub next: usize,
+    pub(crate) queue: Vec<String>,
+    pub(crate) next: usize,
     /// Agents who have taken an action in this phase.
-    pub acted: Vec<String>,
+    pub(crate) acted: Vec<String>,
     /// The shared variables.
-    pub vars: IndexMap<String, Value>,
+    pub(crate) vars: IndexMap<String, Value>,
     /// Every agent, by name, in the scenario's order.
-    pub agents: IndexMap<String, Member>,
+    pub(crate) agents: IndexMap<String, Member>,
     /// Per tally, each voter's choice.
-    pub votes: IndexMap<String, IndexMap<String, Value>>,
+    pub(crate) votes: IndexMap<String, IndexMap<String, Value>>,
     /// How the scene ended; `None` while it runs.
-    pub outcome: Option<String>,
+    pub(crate) outcome: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(try_from = "Stored")]
 pub struct Custom {
-    pub name: String,
-    pub initial_event: String,
+    pub(crate) name: String,
+    pub(crate) initial_event: String,
     /// Boxed: the scene enum stays as small as the shipped scenes'.
-    pub state: Box<CustomState>,
-    pub config: Arc<CustomScene>,
+    pub(crate) state: Box<CustomState>,
+    pub(crate) config: Arc<CustomScene>,
     #[serde(skip)]
     programs: Arc<Programs>,
     /// The phase changed during the turn running now (its pass starts afresh).

@@ -138,14 +138,14 @@ impl ComboType {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Combo {
     #[serde(rename = "type")]
-    pub kind: ComboType,
+    pub(crate) kind: ComboType,
     /// The rank that decides comparisons (the highest of a sequence, the quad of a four-with-two).
-    pub key: Rank,
+    pub(crate) key: Rank,
     /// Number of cards.
-    pub len: u32,
+    pub(crate) len: u32,
     /// Number of triples in a triple sequence or an airplane.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub m: Option<u32>,
+    pub(crate) m: Option<u32>,
     /// Highest attached pair of an airplane with pairs (informational only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) pair_top: Option<Rank>,

@@ -111,27 +111,27 @@ fn checked_hands<'de, D: Deserializer<'de>>(d: D) -> Result<IndexMap<String, Han
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct State {
-    pub time: i64,
-    pub phase: Phase,
+    pub(crate) time: i64,
+    pub(crate) phase: Phase,
     /// Agent names in seat order (set by `pre_run`).
-    pub players: Vec<String>,
+    pub(crate) players: Vec<String>,
     /// Bottom cards in dealt order; they stay listed after joining the landlord's hand.
-    pub bottom: Vec<Rank>,
+    pub(crate) bottom: Vec<Rank>,
     /// Each player's cards. Counts above 8 (two full decks) are rejected when the state is read, so
     /// a patch cannot make a hand that takes gigabytes to print.
     #[serde(deserialize_with = "checked_hands")]
-    pub hands: IndexMap<String, Hand>,
+    pub(crate) hands: IndexMap<String, Hand>,
     pub(crate) bidding_stage: Stage,
     /// Seat whose turn it is to call; in the rob stage, where the search for the next robber starts.
     pub(crate) bid_turn_index: usize,
     pub(crate) landlord_candidate: Option<String>,
-    pub landlord: Option<String>,
+    pub(crate) landlord: Option<String>,
     pub(crate) farmers: Vec<String>,
     /// Seat whose turn it is while playing.
     pub(crate) current_turn: usize,
     pub(crate) leading_combo: Option<Lead>,
     pub(crate) passes_since_play: u32,
-    pub score_multiplier: u64,
+    pub(crate) score_multiplier: u64,
     pub(crate) rob_eligible: Vec<String>,
     pub(crate) rob_acted: IndexMap<String, bool>,
     /// Whether each player has played any cards (spring / counter-spring).
@@ -140,8 +140,8 @@ pub struct State {
     pub(crate) turn_msg_used: IndexMap<String, bool>,
     pub(crate) doubling_order: Vec<String>,
     pub(crate) doubling_acted: IndexMap<String, bool>,
-    pub complete: bool,
-    pub winner_team: Option<Team>,
+    pub(crate) complete: bool,
+    pub(crate) winner_team: Option<Team>,
 }
 
 impl Default for State {
