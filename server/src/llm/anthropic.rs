@@ -269,17 +269,7 @@ impl Wire for AnthropicWire {
         for block in blocks {
             match block.get("type").and_then(Value::as_str) {
                 Some("text") => text.push_str(block.get("text").and_then(Value::as_str).unwrap_or("")),
-                Some("tool_use") => {
-                    let name = block
-                        .get("name")
-                        .and_then(Value::as_str)
-                        .ok_or_else(|| LlmError::Response("a tool_use block has no name".into()))?;
-                    tool_calls.push(ToolCall {
-                        id: block.get("id").and_then(Value::as_str).map(str::to_string),
-                        name: name.to_string(),
-                        arguments: block.get("input").cloned().unwrap_or_else(|| json!({})),
-                    });
-                }
+                Some("tool_use") => tool_calls.push(ToolCall::from_json(block, "input", "a tool_use block")?),
                 _ => {} // thinking and other block kinds carry no answer
             }
         }
@@ -287,12 +277,10 @@ impl Wire for AnthropicWire {
             text: text.trim().to_string(),
             tool_calls,
             usage,
-            latency_ms: 0,
             refusal,
             finish_reason: stop_reason,
-            cut_at_max_tokens: None, // set by the provider, which knows the limit
-            retries: 0,
-            cache: None, // set by the provider, which knows what it sent
+            // The latency, the cut at the limit, retries and cache use: the provider's to set.
+            ..ChatResponse::default()
         })
     }
 }

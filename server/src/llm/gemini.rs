@@ -25,7 +25,7 @@ use super::LlmError;
 use super::chat::{CacheHow, CacheUse, ChatRequest, ChatResponse, Message, Role, ToolCall, ToolChoice, Usage};
 use super::config::{Dialect, LlmConfig};
 use super::schema;
-use super::wire::{ExplicitCache, StreamError, StreamReader, Wire, event_json};
+use super::wire::{ExplicitCache, StreamError, StreamReader, Wire, event_json, put_sampling};
 
 /// Finish reasons that mean a filter withheld the answer.
 const BLOCKED: [&str; 6] = [
@@ -130,21 +130,18 @@ impl Wire for GeminiWire {
             }
         }
         let mut g = Map::new();
-        g.insert(
-            "temperature".into(),
-            json!(request.temperature.unwrap_or(config.temperature)),
+        put_sampling(
+            &mut g,
+            config,
+            request,
+            [
+                "temperature",
+                "topP",
+                "maxOutputTokens",
+                "frequencyPenalty",
+                "presencePenalty",
+            ],
         );
-        g.insert("topP".into(), json!(request.top_p.unwrap_or(config.top_p)));
-        g.insert(
-            "maxOutputTokens".into(),
-            json!(request.max_tokens.unwrap_or(config.max_tokens)),
-        );
-        if config.frequency_penalty != 0.0 {
-            g.insert("frequencyPenalty".into(), json!(config.frequency_penalty));
-        }
-        if config.presence_penalty != 0.0 {
-            g.insert("presencePenalty".into(), json!(config.presence_penalty));
-        }
         if let Some(s) = &request.response_schema {
             g.insert("responseMimeType".into(), json!("application/json"));
             g.insert("responseSchema".into(), schema::to_gemini(&s.schema));
@@ -249,27 +246,17 @@ impl Wire for GeminiWire {
                 text.push_str(t);
             }
             if let Some(call) = part.get("functionCall") {
-                let name = call
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| LlmError::Response("a functionCall part has no name".into()))?;
-                tool_calls.push(ToolCall {
-                    id: call.get("id").and_then(Value::as_str).map(str::to_string),
-                    name: name.to_string(),
-                    arguments: call.get("args").cloned().unwrap_or_else(|| json!({})),
-                });
+                tool_calls.push(ToolCall::from_json(call, "args", "a functionCall part")?);
             }
         }
         Ok(ChatResponse {
             text: text.trim().to_string(),
             tool_calls,
             usage,
-            latency_ms: 0,
             refusal,
             finish_reason,
-            cut_at_max_tokens: None, // set by the provider, which knows the limit
-            retries: 0,
-            cache: None, // set by the provider, which knows what it sent
+            // The latency, the cut at the limit, retries and cache use: the provider's to set.
+            ..ChatResponse::default()
         })
     }
 }

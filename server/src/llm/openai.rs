@@ -20,7 +20,7 @@ use serde_json::{Map, Value, json};
 
 use super::chat::{CacheHow, CacheUse, ChatRequest, ChatResponse, Message, ToolCall, ToolChoice, Usage};
 use super::config::{Dialect, LlmConfig, OpenAiJsonMode};
-use super::wire::{StreamError, StreamReader, Wire, event_json};
+use super::wire::{StreamError, StreamReader, Wire, event_json, put_sampling};
 use super::{LlmError, schema};
 
 /// The Chat Completions mapping.
@@ -89,21 +89,18 @@ impl Wire for OpenAiWire {
         let mut b = Map::new();
         b.insert("model".into(), json!(config.model));
         b.insert("messages".into(), Value::Array(messages));
-        b.insert(
-            "temperature".into(),
-            json!(request.temperature.unwrap_or(config.temperature)),
+        put_sampling(
+            &mut b,
+            config,
+            request,
+            [
+                "temperature",
+                "top_p",
+                "max_tokens",
+                "frequency_penalty",
+                "presence_penalty",
+            ],
         );
-        b.insert("top_p".into(), json!(request.top_p.unwrap_or(config.top_p)));
-        b.insert(
-            "max_tokens".into(),
-            json!(request.max_tokens.unwrap_or(config.max_tokens)),
-        );
-        if config.frequency_penalty != 0.0 {
-            b.insert("frequency_penalty".into(), json!(config.frequency_penalty));
-        }
-        if config.presence_penalty != 0.0 {
-            b.insert("presence_penalty".into(), json!(config.presence_penalty));
-        }
         if !request.tools.is_empty() {
             let tools: Vec<Value> = request
                 .tools
@@ -231,12 +228,10 @@ impl Wire for OpenAiWire {
                     .unwrap_or(0),
                 cache_write_tokens: 0,
             },
-            latency_ms: 0,
             refusal,
             finish_reason,
-            cut_at_max_tokens: None, // set by the provider, which knows the limit
-            retries: 0,
-            cache: None, // set by the provider, which knows what it sent
+            // The latency, the cut at the limit, retries and cache use: the provider's to set.
+            ..ChatResponse::default()
         })
     }
 }

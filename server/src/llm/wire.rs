@@ -3,7 +3,7 @@
 //! (`openai.rs`, `gemini.rs`, `anthropic.rs`) depend on this and on the chat vocabulary only;
 //! the provider names them once, in its constructor table (`provider::build_provider`).
 
-use serde_json::Value;
+use serde_json::{Map, Value, json};
 
 use super::LlmError;
 use super::chat::{CacheHow, CacheUse, ChatRequest, ChatResponse};
@@ -85,6 +85,30 @@ pub enum StreamError {
 }
 
 /// A stream event's data as JSON, or an error quoting its start.
+/// Writes a request's sampling settings into `body` under a dialect's `keys` (temperature,
+/// top-p, output limit, frequency penalty, presence penalty): the request's own values, else
+/// the configuration's; the penalties only when they are not zero.
+pub(crate) fn put_sampling(body: &mut Map<String, Value>, config: &LlmConfig, request: &ChatRequest, keys: [&str; 5]) {
+    let [temperature, top_p, max_tokens, frequency, presence] = keys;
+    body.insert(
+        temperature.into(),
+        json!(request.temperature.unwrap_or(config.temperature)),
+    );
+    body.insert(top_p.into(), json!(request.top_p.unwrap_or(config.top_p)));
+    body.insert(
+        max_tokens.into(),
+        json!(request.max_tokens.unwrap_or(config.max_tokens)),
+    );
+    for (key, penalty) in [
+        (frequency, config.frequency_penalty),
+        (presence, config.presence_penalty),
+    ] {
+        if penalty != 0.0 {
+            body.insert(key.into(), json!(penalty));
+        }
+    }
+}
+
 pub(crate) fn event_json(data: &str) -> Result<Value, LlmError> {
     serde_json::from_str(data).map_err(|e| {
         let start: String = data.chars().take(120).collect();
