@@ -416,38 +416,43 @@ impl SceneRules for Council {
 }
 
 /// The prompt text of the actions this scene adds, for the catalogue in `scenes/mod.rs`.
-pub(crate) const ACTIONS: &[(ActionKind, &ActionSpec)] = &[
-    (ActionKind::StartVoting, &START_VOTING),
-    (ActionKind::FinishMeeting, &FINISH_MEETING),
-    (ActionKind::RequestBrief, &REQUEST_BRIEF),
-    (ActionKind::VotingStatus, &VOTING_STATUS),
-    (ActionKind::Vote, &VOTE),
+pub(crate) const ACTIONS: &[(ActionKind, ActionSpec)] = &[
+    (
+        ActionKind::StartVoting,
+        ActionSpec {
+            desc: "(Host) open a voting round on a titled question",
+            instruction: "- To open a voting round with a title:\n<Action name=\"start_voting\"><title>[short subject]</title></Action>\n",
+        },
+    ),
+    (
+        ActionKind::FinishMeeting,
+        ActionSpec {
+            desc: "(Host) close the council session; this ends the scene",
+            instruction: "- To close the session (Host only):\n<Action name=\"finish_meeting\" />\n",
+        },
+    ),
+    (
+        ActionKind::RequestBrief,
+        ActionSpec {
+            desc: "(Host) get a short neutral briefing from an analyst when the debate stalls or facts are missing; say in 'desc' what topic and angle you need",
+            instruction: "- To ask for a private briefing (Host only):\n<Action name=\"request_brief\"><desc>[topic and focus]</desc></Action>\n",
+        },
+    ),
+    (
+        ActionKind::VotingStatus,
+        ActionSpec {
+            desc: "see how the current voting round stands: counts so far and who has not voted",
+            instruction: "- To check the voting round:\n<Action name=\"voting_status\" />\n",
+        },
+    ),
+    (
+        ActionKind::Vote,
+        ActionSpec {
+            desc: "(member) cast your vote, optionally with a short comment",
+            instruction: "- To vote once the round is open:\n<Action name=\"vote\"><vote>yes|no|abstain</vote><comment>[optional]</comment></Action>\n",
+        },
+    ),
 ];
-
-pub(crate) const START_VOTING: ActionSpec = ActionSpec {
-    desc: "(Host) open a voting round on a titled question",
-    instruction: "- To open a voting round with a title:\n<Action name=\"start_voting\"><title>[short subject]</title></Action>\n",
-};
-
-pub(crate) const FINISH_MEETING: ActionSpec = ActionSpec {
-    desc: "(Host) close the council session; this ends the scene",
-    instruction: "- To close the session (Host only):\n<Action name=\"finish_meeting\" />\n",
-};
-
-pub(crate) const REQUEST_BRIEF: ActionSpec = ActionSpec {
-    desc: "(Host) get a short neutral briefing from an analyst when the debate stalls or facts are missing; say in 'desc' what topic and angle you need",
-    instruction: "- To ask for a private briefing (Host only):\n<Action name=\"request_brief\"><desc>[topic and focus]</desc></Action>\n",
-};
-
-pub(crate) const VOTING_STATUS: ActionSpec = ActionSpec {
-    desc: "see how the current voting round stands: counts so far and who has not voted",
-    instruction: "- To check the voting round:\n<Action name=\"voting_status\" />\n",
-};
-
-pub(crate) const VOTE: ActionSpec = ActionSpec {
-    desc: "(member) cast your vote, optionally with a short comment",
-    instruction: "- To vote once the round is open:\n<Action name=\"vote\"><vote>yes|no|abstain</vote><comment>[optional]</comment></Action>\n",
-};
 
 #[cfg(test)]
 mod tests {

@@ -174,7 +174,7 @@ impl<T: SceneRules + ?Sized> SharedActionScene for T {
 }
 
 /// Every action's prompt text: the shared actions', then each scene's.
-const CATALOGUE: [&[(ActionKind, &ActionSpec)]; 5] = [
+const CATALOGUE: [&[(ActionKind, ActionSpec)]; 5] = [
     SHARED_ACTIONS,
     council::ACTIONS,
     landlord::ACTIONS,
@@ -186,9 +186,9 @@ const CATALOGUE: [&[(ActionKind, &ActionSpec)]; 5] = [
 pub(crate) fn action_spec(kind: ActionKind) -> &'static ActionSpec {
     CATALOGUE
         .iter()
-        .flat_map(|list| list.iter())
+        .flat_map(|list| *list)
         .find(|(k, _)| *k == kind)
-        .map(|(_, spec)| *spec)
+        .map(|(_, spec)| spec)
         .expect("every action kind is in the catalogue (checked by a test)")
 }
 
@@ -474,7 +474,7 @@ mod tests {
     /// gives its type, and the actions a scene adds to every agent are in that catalogue.
     #[test]
     fn each_scene_lists_the_prompt_text_of_its_catalogue() {
-        let kinds = |list: &[(ActionKind, &ActionSpec)]| list.iter().map(|(k, _)| *k).collect::<Vec<_>>();
+        let kinds = |list: &[(ActionKind, ActionSpec)]| list.iter().map(|(k, _)| *k).collect::<Vec<_>>();
         assert_eq!(kinds(SHARED_ACTIONS), COMMON_ACTIONS);
         for (scene, list) in [
             (SceneKind::Council, council::ACTIONS),

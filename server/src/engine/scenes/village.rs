@@ -898,32 +898,36 @@ impl SceneRules for Village {
 }
 
 /// The prompt text of the actions this scene adds, for the catalogue in `scenes/mod.rs`.
-pub(crate) const ACTIONS: &[(ActionKind, &ActionSpec)] = &[
-    (ActionKind::MoveToLocation, &MOVE_TO_LOCATION),
-    (ActionKind::LookAround, &LOOK_AROUND),
-    (ActionKind::GatherResource, &GATHER_RESOURCE),
-    (ActionKind::Rest, &REST),
+pub(crate) const ACTIONS: &[(ActionKind, ActionSpec)] = &[
+    (
+        ActionKind::MoveToLocation,
+        ActionSpec {
+            desc: "walk to a named place or to grid coordinates",
+            instruction: "- To walk to a named place:\n<Action name=\"move_to_location\"><location>[place name]</location></Action>\n- Or to coordinates:\n<Action name=\"move_to_location\"><x>12</x><y>7</y></Action>\n",
+        },
+    ),
+    (
+        ActionKind::LookAround,
+        ActionSpec {
+            desc: "see the places, resources and people around you",
+            instruction: "- To look around (the radius is optional):\n<Action name=\"look_around\"><radius>5</radius></Action>\n",
+        },
+    ),
+    (
+        ActionKind::GatherResource,
+        ActionSpec {
+            desc: "collect a resource where you stand",
+            instruction: "- To collect a resource here:\n<Action name=\"gather_resource\"><resource>[resource name]</resource><amount>[number]</amount></Action>\n",
+        },
+    ),
+    (
+        ActionKind::Rest,
+        ActionSpec {
+            desc: "recover energy; resting inside a building helps more",
+            instruction: "- To rest:\n<Action name=\"rest\" />\n",
+        },
+    ),
 ];
-
-pub(crate) const MOVE_TO_LOCATION: ActionSpec = ActionSpec {
-    desc: "walk to a named place or to grid coordinates",
-    instruction: "- To walk to a named place:\n<Action name=\"move_to_location\"><location>[place name]</location></Action>\n- Or to coordinates:\n<Action name=\"move_to_location\"><x>12</x><y>7</y></Action>\n",
-};
-
-pub(crate) const LOOK_AROUND: ActionSpec = ActionSpec {
-    desc: "see the places, resources and people around you",
-    instruction: "- To look around (the radius is optional):\n<Action name=\"look_around\"><radius>5</radius></Action>\n",
-};
-
-pub(crate) const GATHER_RESOURCE: ActionSpec = ActionSpec {
-    desc: "collect a resource where you stand",
-    instruction: "- To collect a resource here:\n<Action name=\"gather_resource\"><resource>[resource name]</resource><amount>[number]</amount></Action>\n",
-};
-
-pub(crate) const REST: ActionSpec = ActionSpec {
-    desc: "recover energy; resting inside a building helps more",
-    instruction: "- To rest:\n<Action name=\"rest\" />\n",
-};
 
 #[cfg(test)]
 mod tests {

@@ -849,7 +849,7 @@ fn prompt_text_names_the_game_and_avoids_other_scenes_trigger_words() {
         let l = Landlord::new("l".into(), "e".into(), Config { num_decks: decks }).unwrap();
         let text = l.text();
         let mut all = format!("{}\n{}", text.description, text.guidelines);
-        for spec in [CALL_LANDLORD, ROB_LANDLORD, PASS, PLAY_CARDS, DOUBLE, NO_DOUBLE] {
+        for (_, spec) in ACTIONS {
             all.push_str(spec.desc);
             all.push_str(spec.instruction);
         }
