@@ -459,34 +459,31 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::embedded::assets_dir;
-    use crate::engine::event::{Event, EventType};
-    use crate::engine::ordering::Ordering;
+    use crate::engine::event::EventType;
     use crate::engine::parse::ActionCall;
+    use crate::engine::scenes::testing::{mock_run, summaries};
     use crate::engine::scenes::{Refused, Scene, check_refusal};
-    use crate::engine::simulator::{BuildError, SimOptions, Simulator};
-    use crate::llm::MockClient;
+    use crate::engine::simulator::{BuildError, Simulator};
     use crate::scenario::Scenario;
 
     const MEMBERS: [&str; 3] = ["Rep. A", "Rep. B", "Rep. C"];
 
-    fn setup() -> (Council, World) {
-        let mut agents = vec![Agent::new(HOST, vec![ActionKind::StartVoting])];
+    /// `chair` and the three members in session in `council`, its initial broadcasts dropped.
+    fn seated(chair: Agent, council: Council) -> Result<(Council, World), BuildError> {
+        let mut agents = vec![chair];
         agents.extend(MEMBERS.iter().map(|n| Agent::new(*n, vec![ActionKind::Vote])));
-        let scene = Scene::Council(Council::new("council".into(), "Draft.".into(), Config::default()));
-        let sim = Simulator::build(
-            agents,
-            scene,
-            Ordering::Sequential { names: vec![], idx: 0 },
-            SimOptions::default(),
-        )
-        .unwrap();
+        let sim = Simulator::in_order(agents, Scene::Council(council))?;
         let Scene::Council(council) = sim.scene else {
             unreachable!()
         };
         let mut world = sim.world;
         world.pending.clear();
-        (council, world)
+        Ok((council, world))
+    }
+
+    fn setup() -> (Council, World) {
+        let host = Agent::new(HOST, vec![ActionKind::StartVoting]);
+        seated(host, Council::new("council".into(), "Draft.".into(), Config::default())).unwrap()
     }
 
     fn act(c: &mut Council, w: &mut World, actor: &str, call: ActionCall) -> Handled {
@@ -495,25 +492,9 @@ mod tests {
 
     /// A jury chaired by its foreperson (`config.chair`) and the three members.
     fn chaired(chair: &str) -> Result<(Council, World), BuildError> {
-        let mut agents = vec![Agent::new(
-            "Foreperson",
-            vec![ActionKind::StartVoting, ActionKind::RequestBrief],
-        )];
-        agents.extend(MEMBERS.iter().map(|n| Agent::new(*n, vec![ActionKind::Vote])));
+        let foreperson = Agent::new("Foreperson", vec![ActionKind::StartVoting, ActionKind::RequestBrief]);
         let config: Config = serde_json::from_value(json!({"chair": chair})).unwrap();
-        let scene = Scene::Council(Council::new("jury".into(), "Evidence.".into(), config));
-        let sim = Simulator::build(
-            agents,
-            scene,
-            Ordering::Sequential { names: vec![], idx: 0 },
-            SimOptions::default(),
-        )?;
-        let Scene::Council(council) = sim.scene else {
-            unreachable!()
-        };
-        let mut world = sim.world;
-        world.pending.clear();
-        Ok((council, world))
+        seated(foreperson, Council::new("jury".into(), "Evidence.".into(), config))
     }
 
     #[test]
@@ -921,13 +902,7 @@ mod tests {
     fn the_simulator_passes_the_llm_answer_to_request_brief() {
         let host = Agent::new(HOST, vec![ActionKind::RequestBrief]);
         let scene = Scene::Council(Council::new("c".into(), "Draft.".into(), Config::default()));
-        let mut sim = Simulator::build(
-            vec![host, Agent::new("Rep. A", vec![])],
-            scene,
-            Ordering::Sequential { names: vec![], idx: 0 },
-            SimOptions::default(),
-        )
-        .unwrap();
+        let mut sim = Simulator::in_order(vec![host, Agent::new("Rep. A", vec![])], scene).unwrap();
         // Script the host: request a brief, then yield.
         struct Script;
         impl crate::llm::LlmClient for Script {
@@ -987,13 +962,7 @@ mod tests {
     fn a_finished_meeting_stops_the_run() {
         let host = Agent::new(HOST, vec![ActionKind::FinishMeeting]);
         let scene = Scene::Council(Council::new("c".into(), "Draft.".into(), Config::default()));
-        let mut sim = Simulator::build(
-            vec![host],
-            scene,
-            Ordering::Sequential { names: vec![], idx: 0 },
-            SimOptions::default(),
-        )
-        .unwrap();
+        let mut sim = Simulator::in_order(vec![host], scene).unwrap();
         struct Finish;
         impl crate::llm::LlmClient for Finish {
             fn chat<'a>(
@@ -1077,13 +1046,9 @@ mod tests {
         );
     }
 
-    fn council_scenario() -> Scenario {
-        Scenario::load_file(&assets_dir().unwrap().join("scenarios/council.json")).unwrap()
-    }
-
     #[test]
     fn scenario_file_builds_the_upstream_roster() {
-        let s = council_scenario();
+        let s = Scenario::shipped("council");
         assert_eq!(s.default_turns, 120);
         let sim = s.build(None).unwrap();
         let names = sim.world.names();
@@ -1118,13 +1083,7 @@ mod tests {
             sim.world.agents[5].action_space,
             [SendMessage, Yield, Vote, VotingStatus]
         );
-        let first = sim.world.agents[0]
-            .short_memory
-            .iter()
-            .next()
-            .unwrap()
-            .content
-            .to_string();
+        let first = sim.world.agents[0].short_memory.first().unwrap().content.to_string();
         assert!(first.starts_with(
             "[18:00] Public Event: The chamber will now consider the following draft for debate and vote:\n"
         ));
@@ -1135,23 +1094,19 @@ mod tests {
 
     #[test]
     fn mock_run_of_the_council_scenario() {
-        let mut sim = council_scenario().build(None).unwrap();
-        let (r, events) = sim.run_blocking(30, &MockClient);
-        let r = r.unwrap();
-        assert_eq!(r.turns, 30);
-        assert!(!r.complete);
-        assert!(
-            events.iter().all(|e| e.kind != EventType::AgentError),
-            "no agent errors"
-        );
-        let ends: Vec<&Event> = events.iter().filter(|e| e.kind == EventType::ActionEnd).collect();
-        let summaries: Vec<&str> = ends.iter().filter_map(|e| e.data["summary"].as_str()).collect();
         // The Host greets once, the first "Rep" speaks once, everything else yields.
-        assert_eq!(summaries[0], "Host: Good morning, council.");
-        assert_eq!(summaries[1], "Host yielded the floor");
-        assert_eq!(summaries[2], "Rep. Chen Wei: I support moving forward.");
-        assert_eq!(summaries[3], "Rep. Chen Wei yielded the floor");
-        assert!(summaries[4..].iter().all(|s| s.ends_with(" yielded the floor")));
+        let (sim, events) = mock_run("council", 30);
+        let said = summaries(&events);
+        assert_eq!(
+            said[..4],
+            [
+                "Host: Good morning, council.",
+                "Host yielded the floor",
+                "Rep. Chen Wei: I support moving forward.",
+                "Rep. Chen Wei yielded the floor"
+            ]
+        );
+        assert!(said[4..].iter().all(|s| s.ends_with(" yielded the floor")));
         assert_eq!(sim.scene.rules().time(), 1080 + 30 * 3);
     }
 }

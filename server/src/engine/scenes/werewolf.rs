@@ -754,8 +754,9 @@ mod tests {
     use super::*;
     use crate::engine::event::{Event, EventType};
     use crate::engine::ordering::Ordering;
+    use crate::engine::scenes::testing::mock_run;
     use crate::engine::scenes::{Refused, Scene, check_refusal, check_refusals};
-    use crate::engine::simulator::{SimOptions, Simulator};
+    use crate::engine::simulator::Simulator;
     use crate::llm::MockClient;
     use crate::scenario::Scenario;
 
@@ -794,8 +795,7 @@ mod tests {
             })
             .collect();
         let scene = Scene::Werewolf(Werewolf::new("werewolf_village".into(), "Night falls.".into(), config));
-        let ordering = Ordering::Sequential { names: vec![], idx: 0 };
-        Simulator::build(agents, scene, ordering, SimOptions::default()).unwrap()
+        Simulator::in_order(agents, scene).unwrap()
     }
 
     fn game_with(roster: &[(&str, Option<&str>)], config: Config) -> Simulator {
@@ -1721,14 +1721,9 @@ mod tests {
         }
     }
 
-    fn scenario() -> Scenario {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/scenarios/werewolf.json");
-        Scenario::load_file(&path).unwrap()
-    }
-
     #[test]
     fn scenario_file_matches_the_builder() {
-        let sc = scenario();
+        let sc = Scenario::shipped("werewolf");
         assert_eq!(sc.default_turns, 400);
         let Ordering::Cycled { names: order, .. } = &sc.ordering else {
             panic!("cycled ordering expected")
@@ -1779,17 +1774,12 @@ mod tests {
 
     #[test]
     fn mock_run_of_the_scenario_reaches_day_one() {
-        let mut sim = scenario().build(None).unwrap();
-        let (report, events) = sim.run_blocking(30, &MockClient);
-        let report = report.unwrap();
-        assert_eq!(report.turns, 30);
-        assert!(!report.complete);
+        let (mut sim, events) = mock_run("werewolf", 30);
         let s = &ww(&sim).state;
         // Nine night turns (the wolves twice, seer, witch, moderator), then the day.
         assert_eq!(s.day_count, 1);
         assert_eq!(s.phase, Phase::DayDiscussion);
         assert_eq!(s.alive.len(), 9);
-        assert!(events.iter().all(|e| e.kind != EventType::AgentError));
         let dawn = events
             .iter()
             .filter(|e| e.kind == EventType::SystemBroadcast)
