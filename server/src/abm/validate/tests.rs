@@ -76,6 +76,9 @@ fn shipped_examples_have_no_errors_or_warnings() {
 
 /// Applies `edit` to the seed example and expects exactly the finding (severity, code, path)
 /// among the results.
+/// A table row: an edit of the seed model, the issue code it must raise and the issue's path.
+type Case = (fn(&mut Value), &'static str, &'static str);
+
 fn expect(edit: impl FnOnce(&mut Value), sev: Severity, code: &str, path: &str) -> Report {
     let mut v = seed_value();
     edit(&mut v);
@@ -91,9 +94,8 @@ fn expect(edit: impl FnOnce(&mut Value), sev: Severity, code: &str, path: &str) 
 #[test]
 fn each_error_class_is_reported_with_its_path() {
     use Severity::Error;
-    // (edit of the seed model, code, path)
     #[rustfmt::skip]
-    let cases: [(fn(&mut Value), &str, &str); 21] = [
+    let cases: [Case; 21] = [
         (|v| m(v)["globalVariables"][1]["sourceName"] = json!("globalVariables.infectionRate"), "source-name-format", "model.globalVariables[1].sourceName"),
         (|v| { m(v)["globalVariables"][2]["name"] = json!("infectionRate"); m(v)["globalVariables"][2]["sourceName"] = json!("globalVariable.infectionRate"); }, "duplicate-source-name", "model.globalVariables[2].sourceName"),
         (|v| m(v)["globalVariables"][0]["name"] = json!("total population"), "bad-identifier", "model.globalVariables[0].name"),
@@ -136,9 +138,8 @@ fn pitfall_warnings_are_reported_with_their_path() {
     let text = listing(&r);
     assert!(text.contains("globalVariable.recoveryChance"), "{text}");
     assert!(text.contains("self.daysSick"), "{text}");
-    // (edit of the seed model, code, path)
     #[rustfmt::skip]
-    let cases: [(fn(&mut Value), &str, &str); 13] = [
+    let cases: [Case; 13] = [
         (|v| m(v)["agents"][0][0]["agentBehaviors"][1]["code"] = json!("def checkRecovery(self):\n    if self.status == 'I' and self.random.random() < self.model.recovery_rate:\n        self.status = 'R'"), "undeclared-variable", "model.agents[0][0].agentBehaviors[1].code"),
         (|v| { m(v)["environment"]["topology"]["type"] = json!("grid"); m(v)["environment"]["topology"]["boundaryConditions"] = json!("torus"); }, "mesa2-idiom", "model.agents[0][0].agentBehaviors[0].code"),
         (|v| m(v)["globalFunctions"][0]["code"] = json!("def calculateInfectionProbability(c, t):\n    return environment.humidity * t"), "undeclared-variable", "model.globalFunctions[0].code"),
