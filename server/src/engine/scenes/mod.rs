@@ -442,7 +442,7 @@ pub(crate) fn check_refusals<S: SceneRules + Serialize + ?Sized>(
 
 /// Tests: runs of the shipped scenarios.
 #[cfg(test)]
-pub(crate) mod testing {
+mod testing {
     use crate::engine::event::{Event, EventType};
     use crate::engine::simulator::Simulator;
 
