@@ -169,15 +169,17 @@ impl Scenario {
     }
 
     pub fn load_file(path: &Path) -> Result<Scenario, ScenarioError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io {
-            path: path.into(),
-            source,
-        })?;
-        let file = path
-            .file_name()
-            .map(|f| f.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        Scenario::from_json(&format!("scenarios/{file}"), &text)
+        let (text, file, _) = read_asset(path, "scenarios")?;
+        Scenario::from_json(&file, &text)
+    }
+
+    /// A scenario shipped in `assets/scenarios/<id>.json`, for tests.
+    #[cfg(test)]
+    pub(crate) fn shipped(id: &str) -> Scenario {
+        let path = crate::embedded::assets_dir()
+            .unwrap()
+            .join(format!("scenarios/{id}.json"));
+        Scenario::load_file(&path).unwrap()
     }
 
     /// Builds a fresh simulator; `seed` overrides the file's seed.

@@ -94,50 +94,57 @@ pub struct ActionCtx<'a> {
 }
 
 /// The prompt text of the actions every scene shares.
-pub(crate) const SHARED_ACTIONS: &[(ActionKind, &ActionSpec)] = &[
-    (ActionKind::Speak, &SPEAK),
-    (ActionKind::SendMessage, &SEND_MESSAGE),
-    (ActionKind::TalkTo, &TALK_TO),
-    (ActionKind::Yield, &YIELD),
-    (ActionKind::WebSearch, &WEB_SEARCH),
-    (ActionKind::ViewPage, &VIEW_PAGE),
-    (ActionKind::ScheduleOrder, &SCHEDULE_ORDER),
+pub(crate) const SHARED_ACTIONS: &[(ActionKind, ActionSpec)] = &[
+    (
+        ActionKind::Speak,
+        ActionSpec {
+            desc: "say something out loud to everyone who can hear you right now",
+            instruction: "- To say something aloud:\n<Action name=\"speak\"><message>your words</message></Action>\n",
+        },
+    ),
+    (
+        ActionKind::SendMessage,
+        ActionSpec {
+            desc: "post a message that everyone in the room can read",
+            instruction: "- To post a message to everyone:\n<Action name=\"send_message\"><message>your message</message></Action>\n",
+        },
+    ),
+    (
+        ActionKind::TalkTo,
+        ActionSpec {
+            desc: "speak privately to one person who is close enough to hear you",
+            instruction: "- To talk to someone nearby:\n<Action name=\"talk_to\"><to>their name</to><message>your words</message></Action>\n",
+        },
+    ),
+    (
+        ActionKind::Yield,
+        ActionSpec {
+            desc: "end your turn and let others act",
+            instruction: "- To end your turn:\n<Action name=\"yield\"></Action>\n",
+        },
+    ),
+    (
+        ActionKind::WebSearch,
+        ActionSpec {
+            desc: "look something up on the web and read a list of results",
+            instruction: "- To search the web:\n<Action name=\"web_search\"><query>search terms</query><max_results>5</max_results></Action>\n",
+        },
+    ),
+    (
+        ActionKind::ViewPage,
+        ActionSpec {
+            desc: "open a web page and read its main text",
+            instruction: "- To read a web page:\n<Action name=\"view_page\"><url>https://example.com</url></Action>\n",
+        },
+    ),
+    (
+        ActionKind::ScheduleOrder,
+        ActionSpec {
+            desc: "decide who acts next, as a comma-separated list of names",
+            instruction: "- To set who acts next:\n<Action name=\"schedule_order\"><order>Alice, Bob</order></Action>\n",
+        },
+    ),
 ];
-
-pub(crate) const SPEAK: ActionSpec = ActionSpec {
-    desc: "say something out loud to everyone who can hear you right now",
-    instruction: "- To say something aloud:\n<Action name=\"speak\"><message>your words</message></Action>\n",
-};
-
-pub(crate) const SEND_MESSAGE: ActionSpec = ActionSpec {
-    desc: "post a message that everyone in the room can read",
-    instruction: "- To post a message to everyone:\n<Action name=\"send_message\"><message>your message</message></Action>\n",
-};
-
-pub(crate) const TALK_TO: ActionSpec = ActionSpec {
-    desc: "speak privately to one person who is close enough to hear you",
-    instruction: "- To talk to someone nearby:\n<Action name=\"talk_to\"><to>their name</to><message>your words</message></Action>\n",
-};
-
-pub(crate) const YIELD: ActionSpec = ActionSpec {
-    desc: "end your turn and let others act",
-    instruction: "- To end your turn:\n<Action name=\"yield\"></Action>\n",
-};
-
-pub(crate) const WEB_SEARCH: ActionSpec = ActionSpec {
-    desc: "look something up on the web and read a list of results",
-    instruction: "- To search the web:\n<Action name=\"web_search\"><query>search terms</query><max_results>5</max_results></Action>\n",
-};
-
-pub(crate) const VIEW_PAGE: ActionSpec = ActionSpec {
-    desc: "open a web page and read its main text",
-    instruction: "- To read a web page:\n<Action name=\"view_page\"><url>https://example.com</url></Action>\n",
-};
-
-pub(crate) const SCHEDULE_ORDER: ActionSpec = ActionSpec {
-    desc: "decide who acts next, as a comma-separated list of names",
-    instruction: "- To set who acts next:\n<Action name=\"schedule_order\"><order>Alice, Bob</order></Action>\n",
-};
 
 #[cfg(test)]
 mod tests {

@@ -53,6 +53,11 @@ impl ShortTermMemory {
         self.list.is_empty()
     }
 
+    #[cfg(test)]
+    pub(crate) fn first(&self) -> Option<&Message> {
+        self.iter().next()
+    }
+
     pub(crate) fn last(&self) -> Option<&Message> {
         self.list.last()
     }

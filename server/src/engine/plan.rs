@@ -11,31 +11,32 @@ pub use simtree_shared::{Goal, Milestone, PlanState};
 /// The plan block of the system prompt.
 pub(crate) fn render(plan: &PlanState) -> String {
     let or = |v: &Option<String>, d: &str| v.clone().unwrap_or_else(|| d.to_string());
-    let mut out = String::from("Internal Plan State:\nInternal Goals:\n");
-    if plan.goals.is_empty() {
-        out.push_str("(none)\n");
-    }
-    for g in &plan.goals {
-        out.push_str(&format!(
-            "- [{}] {} (priority: {}, status: {})\n",
+    // A heading, then one line per entry or "(none)".
+    let list = |out: &mut String, heading: &str, lines: Vec<String>| {
+        out.push_str(heading);
+        if lines.is_empty() {
+            out.push_str("(none)\n");
+        }
+        for line in lines {
+            out.push_str(&format!("- {line}\n"));
+        }
+    };
+    let mut out = String::from("Internal Plan State:\n");
+    let goals = plan.goals.iter().map(|g| {
+        let (id, desc, priority, status) = (
             or(&g.id, "?"),
             or(&g.desc, ""),
             or(&g.priority, ""),
-            or(&g.status, "pending")
-        ));
-    }
-    out.push_str("Internal Milestones:\n");
-    if plan.milestones.is_empty() {
-        out.push_str("(none)\n");
-    }
-    for m in &plan.milestones {
-        out.push_str(&format!(
-            "- [{}] {} (status: {})\n",
-            or(&m.id, "?"),
-            or(&m.desc, ""),
-            or(&m.status, "pending")
-        ));
-    }
+            or(&g.status, "pending"),
+        );
+        format!("[{id}] {desc} (priority: {priority}, status: {status})")
+    });
+    list(&mut out, "Internal Goals:\n", goals.collect());
+    let milestones = plan.milestones.iter().map(|m| {
+        let (id, desc, status) = (or(&m.id, "?"), or(&m.desc, ""), or(&m.status, "pending"));
+        format!("[{id}] {desc} (status: {status})")
+    });
+    list(&mut out, "Internal Milestones:\n", milestones.collect());
     out.push_str(&format!(
         "Internal Strategy:\n{}\nInternal Notes:\n{}\n",
         plan.strategy, plan.notes

@@ -128,6 +128,13 @@ impl Default for SimOptions {
 }
 
 impl Simulator {
+    /// A simulator whose agents take turns in list order, with the default options (for tests).
+    #[cfg(test)]
+    pub(crate) fn in_order(agents: Vec<Agent>, scene: Scene) -> Result<Self, BuildError> {
+        let ordering = Ordering::Sequential { names: vec![], idx: 0 };
+        Self::build(agents, scene, ordering, SimOptions::default())
+    }
+
     /// Builds a fresh simulation: every agent is initialised by the scene and gets the scene's
     /// actions it lacks, the scene's initial event is broadcast, then the scene's `pre_run` runs.
     /// Builder-time deltas are dropped; the queued `system_broadcast`s stay pending (they become

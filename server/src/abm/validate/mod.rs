@@ -153,6 +153,12 @@ enum Owner<'a> {
     Agent(&'a str),
 }
 
+/// The code of all the behaviors of an agent type, one after another.
+fn behavior_code(t: &AgentType) -> String {
+    let code: Vec<&str> = t.agent_behaviors.items().iter().map(|b| b.code.as_str()).collect();
+    code.join("\n")
+}
+
 struct TypeInfo<'a> {
     path: String,
     def: &'a AgentType,
@@ -184,6 +190,15 @@ impl<'a> Validator<'a> {
             env_behaviors: HashMap::new(),
             types: Vec::new(),
         }
+    }
+
+    /// The agent types as (name, path, definition), a list the checks can hold while they
+    /// report.
+    fn type_list(&self) -> Vec<(String, String, &'a AgentType)> {
+        self.types
+            .iter()
+            .map(|(n, t)| (n.clone(), t.path.clone(), t.def))
+            .collect()
     }
 
     fn error(&mut self, code: &'static str, path: impl Into<String>, message: impl Into<String>) {
@@ -392,11 +407,7 @@ impl<'a> Validator<'a> {
             let path = format!("environment.environmentAttributes[{i}].initialValue");
             self.value(&v.initial_value, Some(v.var_type), Owner::Environment, &path);
         }
-        let types: Vec<(String, String, &'a AgentType)> = self
-            .types
-            .iter()
-            .map(|(n, t)| (n.clone(), t.path.clone(), t.def))
-            .collect();
+        let types = self.type_list();
         for (name, path, t) in &types {
             for (k, a) in t.agent_attributes.iter().enumerate() {
                 let p = format!("{path}.agentAttributes[{k}].initialValue");
@@ -735,11 +746,7 @@ impl<'a> Validator<'a> {
                 true,
             ));
         }
-        let types: Vec<(String, String, &'a AgentType)> = self
-            .types
-            .iter()
-            .map(|(n, t)| (n.clone(), t.path.clone(), t.def))
-            .collect();
+        let types = self.type_list();
         for (_, path, t) in &types {
             for (k, b) in t.agent_behaviors.items().iter().enumerate() {
                 blocks.push((format!("{path}.agentBehaviors[{k}].code"), &b.code, &b.name, false));
@@ -840,13 +847,7 @@ impl<'a> Validator<'a> {
             let info = self.agent_type(name).expect("listed above");
             let attrs: HashSet<&str> = info.attributes.keys().copied().collect();
             let behaviors: HashSet<&str> = info.behaviors.keys().copied().collect();
-            let type_code: String = t
-                .agent_behaviors
-                .items()
-                .iter()
-                .map(|b| b.code.as_str())
-                .collect::<Vec<_>>()
-                .join("\n");
+            let type_code = behavior_code(t);
             let assigned = assigned_self(&blank_strings_and_comments(&type_code));
             let mut found = Vec::new();
             let known = |i: &str| {
@@ -1109,14 +1110,7 @@ impl<'a> Validator<'a> {
         }
         let mut found = Vec::new();
         for (name, t) in &self.types {
-            let code: String = t
-                .def
-                .agent_behaviors
-                .items()
-                .iter()
-                .map(|b| b.code.as_str())
-                .collect::<Vec<_>>()
-                .join("\n");
+            let code = behavior_code(t.def);
             for (k, a) in t.def.agent_attributes.iter().enumerate() {
                 let ValueOrCall::Literal(Scalar::String(start)) = &a.initial_value else {
                     continue;

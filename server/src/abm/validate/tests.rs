@@ -76,6 +76,9 @@ fn shipped_examples_have_no_errors_or_warnings() {
 
 /// Applies `edit` to the seed example and expects exactly the finding (severity, code, path)
 /// among the results.
+/// A table row: an edit of the seed model, the issue code it must raise and the issue's path.
+type Case = (fn(&mut Value), &'static str, &'static str);
+
 fn expect(edit: impl FnOnce(&mut Value), sev: Severity, code: &str, path: &str) -> Report {
     let mut v = seed_value();
     edit(&mut v);
@@ -91,167 +94,33 @@ fn expect(edit: impl FnOnce(&mut Value), sev: Severity, code: &str, path: &str) 
 #[test]
 fn each_error_class_is_reported_with_its_path() {
     use Severity::Error;
-    expect(
-        |v| m(v)["globalVariables"][1]["sourceName"] = json!("globalVariables.infectionRate"),
-        Error,
-        "source-name-format",
-        "model.globalVariables[1].sourceName",
-    );
-    expect(
-        |v| {
-            m(v)["globalVariables"][2]["name"] = json!("infectionRate");
-            m(v)["globalVariables"][2]["sourceName"] = json!("globalVariable.infectionRate");
-        },
-        Error,
-        "duplicate-source-name",
-        "model.globalVariables[2].sourceName",
-    );
-    expect(
-        |v| {
-            m(v)["globalVariables"][0]["name"] = json!("total population");
-        },
-        Error,
-        "bad-identifier",
-        "model.globalVariables[0].name",
-    );
-    expect(
-        |v| {
-            m(v)["agents"][0][0]["agentAttributes"][1]["sourceName"] =
-                json!("agent.People.agentAttribute.infectionTime")
-        },
-        Error,
-        "source-name-format",
-        "model.agents[0][0].agentAttributes[1].sourceName",
-    );
-    expect(
-        |v| {
-            m(v)["agents"][0][0]["agentAttributes"] = json!([]);
-            m(v)["agents"][0][0]["agentBehaviors"] = json!([]);
-        },
-        Error,
-        "agent-type-name",
-        "model.agents[0][0]",
-    );
-    expect(
-        |v| {
-            m(v)["scheduler"]["schedule"]["scheduleOrder"][1]["sourceName"] =
-                json!("agent.Person.agentBehavior.recover")
-        },
-        Error,
-        "unresolved-reference",
-        "model.scheduler.schedule.scheduleOrder[1].sourceName",
-    );
-    expect(
-        |v| {
-            m(v)["scheduler"]["initialization"]["initializationOrder"][3]["sourceName"] =
-                json!("agent.Human.initialCount")
-        },
-        Error,
-        "unresolved-reference",
-        "model.scheduler.initialization.initializationOrder[3].sourceName",
-    );
-    expect(
-        |v| m(v)["dataAnalytics"]["trackedVariables"][1]["sourceName"] = json!("globalVariable.population"),
-        Error,
-        "unresolved-reference",
-        "model.dataAnalytics.trackedVariables[1].sourceName",
-    );
-    expect(
-        |v| m(v)["globalVariables"][1]["initialValue"] = json!("globalVariable.baseRate"),
-        Error,
-        "unresolved-reference",
-        "model.globalVariables[1].initialValue",
-    );
-    expect(
-        |v| m(v)["globalVariables"][0]["initialValue"] = json!({"function": "computePopulation", "args": []}),
-        Error,
-        "unknown-function",
-        "model.globalVariables[0].initialValue.function",
-    );
-    expect(
-        |v| {
-            let code = m(v)["agents"][0][0]["agentBehaviors"][0]["code"]
-                .as_str()
-                .unwrap()
-                .replace(
-                    "globalFunction.calculateInfectionProbability",
-                    "globalFunction.infectionChance",
-                );
-            m(v)["agents"][0][0]["agentBehaviors"][0]["code"] = json!(code);
-        },
-        Error,
-        "unknown-function",
-        "model.agents[0][0].agentBehaviors[0].code",
-    );
-    expect(
-        |v| m(v)["scheduler"]["schedule"]["scheduleOrder"][0]["type"] = json!("environmentBehavior"),
-        Error,
-        "type-mismatch",
-        "model.scheduler.schedule.scheduleOrder[0].type",
-    );
-    expect(
-        |v| m(v)["scheduler"]["initialization"]["initializationOrder"][0]["type"] = json!("environmentAttribute"),
-        Error,
-        "type-mismatch",
-        "model.scheduler.initialization.initializationOrder[0].type",
-    );
-    expect(
-        |v| m(v)["globalVariables"][1]["initialValue"] = json!("high"),
-        Error,
-        "type-mismatch",
-        "model.globalVariables[1].initialValue",
-    );
-    expect(
-        |v| m(v)["agents"][0][0]["agentAttributes"][0]["initialValue"] = json!(0),
-        Error,
-        "type-mismatch",
-        "model.agents[0][0].agentAttributes[0].initialValue",
-    );
-    expect(
-        |v| m(v)["agents"][0][0]["initialCount"] = json!(12.5),
-        Error,
-        "type-mismatch",
-        "model.agents[0][0].initialCount",
-    );
-    expect(
-        |v| m(v)["terminationCriteria"]["maxSteps"] = json!(0),
-        Error,
-        "type-mismatch",
-        "model.terminationCriteria.maxSteps",
-    );
-    expect(
-        |v| {
-            m(v)["terminationCriteria"]["terminationRules"][0]["sourceName"] =
-                json!("agent.Person.agentAttribute.status");
-        },
-        Error,
-        "type-mismatch",
-        "model.terminationCriteria.terminationRules[0].type",
-    );
-    expect(
-        |v| m(v)["scheduler"]["schedule"]["scheduleOrder"][0]["orderInSchedule"] = json!(0),
-        Error,
-        "type-mismatch",
-        "model.scheduler.schedule.scheduleOrder[0].orderInSchedule",
-    );
-    expect(
-        |v| {
-            m(v)["dataAnalytics"]["trackedVariables"][0]["sourceName"] =
-                json!("agent.Person.agentBehavior.checkRecovery")
-        },
-        Error,
-        "type-mismatch",
-        "model.dataAnalytics.trackedVariables[0].sourceName",
-    );
-    expect(
-        |v| {
-            m(v)["agents"][0][0]["agentAttributes"][2]["name"] = json!("unique_id");
-            m(v)["agents"][0][0]["agentAttributes"][2]["sourceName"] = json!("agent.Person.agentAttribute.unique_id");
-        },
-        Error,
-        "reserved-name",
-        "model.agents[0][0].agentAttributes[2].name",
-    );
+    #[rustfmt::skip]
+    let cases: [Case; 21] = [
+        (|v| m(v)["globalVariables"][1]["sourceName"] = json!("globalVariables.infectionRate"), "source-name-format", "model.globalVariables[1].sourceName"),
+        (|v| { m(v)["globalVariables"][2]["name"] = json!("infectionRate"); m(v)["globalVariables"][2]["sourceName"] = json!("globalVariable.infectionRate"); }, "duplicate-source-name", "model.globalVariables[2].sourceName"),
+        (|v| m(v)["globalVariables"][0]["name"] = json!("total population"), "bad-identifier", "model.globalVariables[0].name"),
+        (|v| m(v)["agents"][0][0]["agentAttributes"][1]["sourceName"] = json!("agent.People.agentAttribute.infectionTime"), "source-name-format", "model.agents[0][0].agentAttributes[1].sourceName"),
+        (|v| { m(v)["agents"][0][0]["agentAttributes"] = json!([]); m(v)["agents"][0][0]["agentBehaviors"] = json!([]); }, "agent-type-name", "model.agents[0][0]"),
+        (|v| m(v)["scheduler"]["schedule"]["scheduleOrder"][1]["sourceName"] = json!("agent.Person.agentBehavior.recover"), "unresolved-reference", "model.scheduler.schedule.scheduleOrder[1].sourceName"),
+        (|v| m(v)["scheduler"]["initialization"]["initializationOrder"][3]["sourceName"] = json!("agent.Human.initialCount"), "unresolved-reference", "model.scheduler.initialization.initializationOrder[3].sourceName"),
+        (|v| m(v)["dataAnalytics"]["trackedVariables"][1]["sourceName"] = json!("globalVariable.population"), "unresolved-reference", "model.dataAnalytics.trackedVariables[1].sourceName"),
+        (|v| m(v)["globalVariables"][1]["initialValue"] = json!("globalVariable.baseRate"), "unresolved-reference", "model.globalVariables[1].initialValue"),
+        (|v| m(v)["globalVariables"][0]["initialValue"] = json!({"function": "computePopulation", "args": []}), "unknown-function", "model.globalVariables[0].initialValue.function"),
+        (|v| { let code = m(v)["agents"][0][0]["agentBehaviors"][0]["code"].as_str().unwrap().replace("globalFunction.calculateInfectionProbability", "globalFunction.infectionChance"); m(v)["agents"][0][0]["agentBehaviors"][0]["code"] = json!(code); }, "unknown-function", "model.agents[0][0].agentBehaviors[0].code"),
+        (|v| m(v)["scheduler"]["schedule"]["scheduleOrder"][0]["type"] = json!("environmentBehavior"), "type-mismatch", "model.scheduler.schedule.scheduleOrder[0].type"),
+        (|v| m(v)["scheduler"]["initialization"]["initializationOrder"][0]["type"] = json!("environmentAttribute"), "type-mismatch", "model.scheduler.initialization.initializationOrder[0].type"),
+        (|v| m(v)["globalVariables"][1]["initialValue"] = json!("high"), "type-mismatch", "model.globalVariables[1].initialValue"),
+        (|v| m(v)["agents"][0][0]["agentAttributes"][0]["initialValue"] = json!(0), "type-mismatch", "model.agents[0][0].agentAttributes[0].initialValue"),
+        (|v| m(v)["agents"][0][0]["initialCount"] = json!(12.5), "type-mismatch", "model.agents[0][0].initialCount"),
+        (|v| m(v)["terminationCriteria"]["maxSteps"] = json!(0), "type-mismatch", "model.terminationCriteria.maxSteps"),
+        (|v| m(v)["terminationCriteria"]["terminationRules"][0]["sourceName"] = json!("agent.Person.agentAttribute.status"), "type-mismatch", "model.terminationCriteria.terminationRules[0].type"),
+        (|v| m(v)["scheduler"]["schedule"]["scheduleOrder"][0]["orderInSchedule"] = json!(0), "type-mismatch", "model.scheduler.schedule.scheduleOrder[0].orderInSchedule"),
+        (|v| m(v)["dataAnalytics"]["trackedVariables"][0]["sourceName"] = json!("agent.Person.agentBehavior.checkRecovery"), "type-mismatch", "model.dataAnalytics.trackedVariables[0].sourceName"),
+        (|v| { m(v)["agents"][0][0]["agentAttributes"][2]["name"] = json!("unique_id"); m(v)["agents"][0][0]["agentAttributes"][2]["sourceName"] = json!("agent.Person.agentAttribute.unique_id"); }, "reserved-name", "model.agents[0][0].agentAttributes[2].name"),
+    ];
+    for (edit, code, path) in cases {
+        expect(edit, Error, code, path);
+    }
 }
 
 #[test]
@@ -269,112 +138,25 @@ fn pitfall_warnings_are_reported_with_their_path() {
     let text = listing(&r);
     assert!(text.contains("globalVariable.recoveryChance"), "{text}");
     assert!(text.contains("self.daysSick"), "{text}");
-    expect(
-        |v| {
-            let code = "def checkRecovery(self):\n    if self.status == 'I' and self.random.random() < self.model.recovery_rate:\n        self.status = 'R'";
-            m(v)["agents"][0][0]["agentBehaviors"][1]["code"] = json!(code);
-        },
-        Warning,
-        "undeclared-variable",
-        "model.agents[0][0].agentBehaviors[1].code",
-    );
-    expect(
-        |v| {
-            m(v)["environment"]["topology"]["type"] = json!("grid");
-            m(v)["environment"]["topology"]["boundaryConditions"] = json!("torus");
-        },
-        Warning,
-        "mesa2-idiom",
-        "model.agents[0][0].agentBehaviors[0].code",
-    );
-    expect(
-        |v| {
-            let code = "def calculateInfectionProbability(c, t):\n    return environment.humidity * t";
-            m(v)["globalFunctions"][0]["code"] = json!(code);
-        },
-        Warning,
-        "undeclared-variable",
-        "model.globalFunctions[0].code",
-    );
-    expect(
-        |v| m(v)["abmLibrary"]["version"] = json!("2.4"),
-        Warning,
-        "mesa2-idiom",
-        "model.abmLibrary.version",
-    );
-    expect(
-        |v| {
-            m(v)["environment"]["topology"]["type"] = json!("grid");
-        },
-        Warning,
-        "boundary-conditions",
-        "model.environment.topology.boundaryConditions",
-    );
-    expect(
-        |v| {
-            let order = m(v)["scheduler"]["schedule"]["scheduleOrder"].as_array_mut().unwrap();
-            order.pop();
-        },
-        Warning,
-        "unscheduled",
-        "model.agents[0][0].agentBehaviors[1].sourceName",
-    );
-    expect(
-        |v| m(v)["scheduler"]["schedule"]["scheduleOrder"][1]["orderInSchedule"] = json!(1),
-        Warning,
-        "duplicate-order",
-        "model.scheduler.schedule.scheduleOrder[1].orderInSchedule",
-    );
-    expect(
-        |v| {
-            let order = m(v)["scheduler"]["initialization"]["initializationOrder"]
-                .as_array_mut()
-                .unwrap();
-            order.pop();
-        },
-        Warning,
-        "not-in-initialization",
-        "model.agents[0][0].initialCount",
-    );
-    expect(
-        |v| {
-            m(v)["agents"][0][0]["initialCount"] =
-                json!({"function": "calculateInfectionProbability", "args": [1, 2, 3]})
-        },
-        Warning,
-        "argument-count",
-        "model.agents[0][0].initialCount.args",
-    );
-    expect(
-        |v| {
-            let code = "def calculateInfectionProbability(c, t):\n    return np.random.random()";
-            m(v)["globalFunctions"][0]["code"] = json!(code);
-        },
-        Warning,
-        "unseeded-random",
-        "model.globalFunctions[0].code",
-    );
-    expect(
-        |v| {
-            let code = "def infectionChance(c, t):\n    return 1 - (1 - t) ** c";
-            m(v)["globalFunctions"][0]["code"] = json!(code);
-        },
-        Warning,
-        "function-name",
-        "model.globalFunctions[0].code",
-    );
-    expect(
-        |v| m(v)["agents"][0][0]["agentBehaviors"][0]["executionMode"] = json!("model-once"),
-        Warning,
-        "execution-mode",
-        "model.agents[0][0].agentBehaviors[0].executionMode",
-    );
-    expect(
-        |v| m(v)["codingLanguage"] = json!("julia"),
-        Warning,
-        "not-runnable",
-        "model.codingLanguage",
-    );
+    #[rustfmt::skip]
+    let cases: [Case; 13] = [
+        (|v| m(v)["agents"][0][0]["agentBehaviors"][1]["code"] = json!("def checkRecovery(self):\n    if self.status == 'I' and self.random.random() < self.model.recovery_rate:\n        self.status = 'R'"), "undeclared-variable", "model.agents[0][0].agentBehaviors[1].code"),
+        (|v| { m(v)["environment"]["topology"]["type"] = json!("grid"); m(v)["environment"]["topology"]["boundaryConditions"] = json!("torus"); }, "mesa2-idiom", "model.agents[0][0].agentBehaviors[0].code"),
+        (|v| m(v)["globalFunctions"][0]["code"] = json!("def calculateInfectionProbability(c, t):\n    return environment.humidity * t"), "undeclared-variable", "model.globalFunctions[0].code"),
+        (|v| m(v)["abmLibrary"]["version"] = json!("2.4"), "mesa2-idiom", "model.abmLibrary.version"),
+        (|v| m(v)["environment"]["topology"]["type"] = json!("grid"), "boundary-conditions", "model.environment.topology.boundaryConditions"),
+        (|v| { let order = m(v)["scheduler"]["schedule"]["scheduleOrder"].as_array_mut().unwrap(); order.pop(); }, "unscheduled", "model.agents[0][0].agentBehaviors[1].sourceName"),
+        (|v| m(v)["scheduler"]["schedule"]["scheduleOrder"][1]["orderInSchedule"] = json!(1), "duplicate-order", "model.scheduler.schedule.scheduleOrder[1].orderInSchedule"),
+        (|v| { let order = m(v)["scheduler"]["initialization"]["initializationOrder"].as_array_mut().unwrap(); order.pop(); }, "not-in-initialization", "model.agents[0][0].initialCount"),
+        (|v| m(v)["agents"][0][0]["initialCount"] = json!({"function": "calculateInfectionProbability", "args": [1, 2, 3]}), "argument-count", "model.agents[0][0].initialCount.args"),
+        (|v| m(v)["globalFunctions"][0]["code"] = json!("def calculateInfectionProbability(c, t):\n    return np.random.random()"), "unseeded-random", "model.globalFunctions[0].code"),
+        (|v| m(v)["globalFunctions"][0]["code"] = json!("def infectionChance(c, t):\n    return 1 - (1 - t) ** c"), "function-name", "model.globalFunctions[0].code"),
+        (|v| m(v)["agents"][0][0]["agentBehaviors"][0]["executionMode"] = json!("model-once"), "execution-mode", "model.agents[0][0].agentBehaviors[0].executionMode"),
+        (|v| m(v)["codingLanguage"] = json!("julia"), "not-runnable", "model.codingLanguage"),
+    ];
+    for (edit, code, path) in cases {
+        expect(edit, Warning, code, path);
+    }
 }
 
 #[test]

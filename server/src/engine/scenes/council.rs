@@ -416,72 +416,74 @@ impl SceneRules for Council {
 }
 
 /// The prompt text of the actions this scene adds, for the catalogue in `scenes/mod.rs`.
-pub(crate) const ACTIONS: &[(ActionKind, &ActionSpec)] = &[
-    (ActionKind::StartVoting, &START_VOTING),
-    (ActionKind::FinishMeeting, &FINISH_MEETING),
-    (ActionKind::RequestBrief, &REQUEST_BRIEF),
-    (ActionKind::VotingStatus, &VOTING_STATUS),
-    (ActionKind::Vote, &VOTE),
+pub(crate) const ACTIONS: &[(ActionKind, ActionSpec)] = &[
+    (
+        ActionKind::StartVoting,
+        ActionSpec {
+            desc: "(Host) open a voting round on a titled question",
+            instruction: "- To open a voting round with a title:\n<Action name=\"start_voting\"><title>[short subject]</title></Action>\n",
+        },
+    ),
+    (
+        ActionKind::FinishMeeting,
+        ActionSpec {
+            desc: "(Host) close the council session; this ends the scene",
+            instruction: "- To close the session (Host only):\n<Action name=\"finish_meeting\" />\n",
+        },
+    ),
+    (
+        ActionKind::RequestBrief,
+        ActionSpec {
+            desc: "(Host) get a short neutral briefing from an analyst when the debate stalls or facts are missing; say in 'desc' what topic and angle you need",
+            instruction: "- To ask for a private briefing (Host only):\n<Action name=\"request_brief\"><desc>[topic and focus]</desc></Action>\n",
+        },
+    ),
+    (
+        ActionKind::VotingStatus,
+        ActionSpec {
+            desc: "see how the current voting round stands: counts so far and who has not voted",
+            instruction: "- To check the voting round:\n<Action name=\"voting_status\" />\n",
+        },
+    ),
+    (
+        ActionKind::Vote,
+        ActionSpec {
+            desc: "(member) cast your vote, optionally with a short comment",
+            instruction: "- To vote once the round is open:\n<Action name=\"vote\"><vote>yes|no|abstain</vote><comment>[optional]</comment></Action>\n",
+        },
+    ),
 ];
-
-pub(crate) const START_VOTING: ActionSpec = ActionSpec {
-    desc: "(Host) open a voting round on a titled question",
-    instruction: "- To open a voting round with a title:\n<Action name=\"start_voting\"><title>[short subject]</title></Action>\n",
-};
-
-pub(crate) const FINISH_MEETING: ActionSpec = ActionSpec {
-    desc: "(Host) close the council session; this ends the scene",
-    instruction: "- To close the session (Host only):\n<Action name=\"finish_meeting\" />\n",
-};
-
-pub(crate) const REQUEST_BRIEF: ActionSpec = ActionSpec {
-    desc: "(Host) get a short neutral briefing from an analyst when the debate stalls or facts are missing; say in 'desc' what topic and angle you need",
-    instruction: "- To ask for a private briefing (Host only):\n<Action name=\"request_brief\"><desc>[topic and focus]</desc></Action>\n",
-};
-
-pub(crate) const VOTING_STATUS: ActionSpec = ActionSpec {
-    desc: "see how the current voting round stands: counts so far and who has not voted",
-    instruction: "- To check the voting round:\n<Action name=\"voting_status\" />\n",
-};
-
-pub(crate) const VOTE: ActionSpec = ActionSpec {
-    desc: "(member) cast your vote, optionally with a short comment",
-    instruction: "- To vote once the round is open:\n<Action name=\"vote\"><vote>yes|no|abstain</vote><comment>[optional]</comment></Action>\n",
-};
 
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::embedded::assets_dir;
-    use crate::engine::event::{Event, EventType};
-    use crate::engine::ordering::Ordering;
+    use crate::engine::event::EventType;
     use crate::engine::parse::ActionCall;
+    use crate::engine::scenes::testing::{mock_run, summaries};
     use crate::engine::scenes::{Refused, Scene, check_refusal};
-    use crate::engine::simulator::{BuildError, SimOptions, Simulator};
-    use crate::llm::MockClient;
+    use crate::engine::simulator::{BuildError, Simulator};
     use crate::scenario::Scenario;
 
     const MEMBERS: [&str; 3] = ["Rep. A", "Rep. B", "Rep. C"];
 
-    fn setup() -> (Council, World) {
-        let mut agents = vec![Agent::new(HOST, vec![ActionKind::StartVoting])];
+    /// `chair` and the three members in session in `council`, its initial broadcasts dropped.
+    fn seated(chair: Agent, council: Council) -> Result<(Council, World), BuildError> {
+        let mut agents = vec![chair];
         agents.extend(MEMBERS.iter().map(|n| Agent::new(*n, vec![ActionKind::Vote])));
-        let scene = Scene::Council(Council::new("council".into(), "Draft.".into(), Config::default()));
-        let sim = Simulator::build(
-            agents,
-            scene,
-            Ordering::Sequential { names: vec![], idx: 0 },
-            SimOptions::default(),
-        )
-        .unwrap();
+        let sim = Simulator::in_order(agents, Scene::Council(council))?;
         let Scene::Council(council) = sim.scene else {
             unreachable!()
         };
         let mut world = sim.world;
         world.pending.clear();
-        (council, world)
+        Ok((council, world))
+    }
+
+    fn setup() -> (Council, World) {
+        let host = Agent::new(HOST, vec![ActionKind::StartVoting]);
+        seated(host, Council::new("council".into(), "Draft.".into(), Config::default())).unwrap()
     }
 
     fn act(c: &mut Council, w: &mut World, actor: &str, call: ActionCall) -> Handled {
@@ -490,25 +492,9 @@ mod tests {
 
     /// A jury chaired by its foreperson (`config.chair`) and the three members.
     fn chaired(chair: &str) -> Result<(Council, World), BuildError> {
-        let mut agents = vec![Agent::new(
-            "Foreperson",
-            vec![ActionKind::StartVoting, ActionKind::RequestBrief],
-        )];
-        agents.extend(MEMBERS.iter().map(|n| Agent::new(*n, vec![ActionKind::Vote])));
+        let foreperson = Agent::new("Foreperson", vec![ActionKind::StartVoting, ActionKind::RequestBrief]);
         let config: Config = serde_json::from_value(json!({"chair": chair})).unwrap();
-        let scene = Scene::Council(Council::new("jury".into(), "Evidence.".into(), config));
-        let sim = Simulator::build(
-            agents,
-            scene,
-            Ordering::Sequential { names: vec![], idx: 0 },
-            SimOptions::default(),
-        )?;
-        let Scene::Council(council) = sim.scene else {
-            unreachable!()
-        };
-        let mut world = sim.world;
-        world.pending.clear();
-        Ok((council, world))
+        seated(foreperson, Council::new("jury".into(), "Evidence.".into(), config))
     }
 
     #[test]
@@ -916,13 +902,7 @@ mod tests {
     fn the_simulator_passes_the_llm_answer_to_request_brief() {
         let host = Agent::new(HOST, vec![ActionKind::RequestBrief]);
         let scene = Scene::Council(Council::new("c".into(), "Draft.".into(), Config::default()));
-        let mut sim = Simulator::build(
-            vec![host, Agent::new("Rep. A", vec![])],
-            scene,
-            Ordering::Sequential { names: vec![], idx: 0 },
-            SimOptions::default(),
-        )
-        .unwrap();
+        let mut sim = Simulator::in_order(vec![host, Agent::new("Rep. A", vec![])], scene).unwrap();
         // Script the host: request a brief, then yield.
         struct Script;
         impl crate::llm::LlmClient for Script {
@@ -982,13 +962,7 @@ mod tests {
     fn a_finished_meeting_stops_the_run() {
         let host = Agent::new(HOST, vec![ActionKind::FinishMeeting]);
         let scene = Scene::Council(Council::new("c".into(), "Draft.".into(), Config::default()));
-        let mut sim = Simulator::build(
-            vec![host],
-            scene,
-            Ordering::Sequential { names: vec![], idx: 0 },
-            SimOptions::default(),
-        )
-        .unwrap();
+        let mut sim = Simulator::in_order(vec![host], scene).unwrap();
         struct Finish;
         impl crate::llm::LlmClient for Finish {
             fn chat<'a>(
@@ -1072,13 +1046,9 @@ mod tests {
         );
     }
 
-    fn council_scenario() -> Scenario {
-        Scenario::load_file(&assets_dir().unwrap().join("scenarios/council.json")).unwrap()
-    }
-
     #[test]
     fn scenario_file_builds_the_upstream_roster() {
-        let s = council_scenario();
+        let s = Scenario::shipped("council");
         assert_eq!(s.default_turns, 120);
         let sim = s.build(None).unwrap();
         let names = sim.world.names();
@@ -1113,13 +1083,7 @@ mod tests {
             sim.world.agents[5].action_space,
             [SendMessage, Yield, Vote, VotingStatus]
         );
-        let first = sim.world.agents[0]
-            .short_memory
-            .iter()
-            .next()
-            .unwrap()
-            .content
-            .to_string();
+        let first = sim.world.agents[0].short_memory.first().unwrap().content.to_string();
         assert!(first.starts_with(
             "[18:00] Public Event: The chamber will now consider the following draft for debate and vote:\n"
         ));
@@ -1130,23 +1094,19 @@ mod tests {
 
     #[test]
     fn mock_run_of_the_council_scenario() {
-        let mut sim = council_scenario().build(None).unwrap();
-        let (r, events) = sim.run_blocking(30, &MockClient);
-        let r = r.unwrap();
-        assert_eq!(r.turns, 30);
-        assert!(!r.complete);
-        assert!(
-            events.iter().all(|e| e.kind != EventType::AgentError),
-            "no agent errors"
-        );
-        let ends: Vec<&Event> = events.iter().filter(|e| e.kind == EventType::ActionEnd).collect();
-        let summaries: Vec<&str> = ends.iter().filter_map(|e| e.data["summary"].as_str()).collect();
         // The Host greets once, the first "Rep" speaks once, everything else yields.
-        assert_eq!(summaries[0], "Host: Good morning, council.");
-        assert_eq!(summaries[1], "Host yielded the floor");
-        assert_eq!(summaries[2], "Rep. Chen Wei: I support moving forward.");
-        assert_eq!(summaries[3], "Rep. Chen Wei yielded the floor");
-        assert!(summaries[4..].iter().all(|s| s.ends_with(" yielded the floor")));
+        let (sim, events) = mock_run("council", 30);
+        let said = summaries(&events);
+        assert_eq!(
+            said[..4],
+            [
+                "Host: Good morning, council.",
+                "Host yielded the floor",
+                "Rep. Chen Wei: I support moving forward.",
+                "Rep. Chen Wei yielded the floor"
+            ]
+        );
+        assert!(said[4..].iter().all(|s| s.ends_with(" yielded the floor")));
         assert_eq!(sim.scene.rules().time(), 1080 + 30 * 3);
     }
 }

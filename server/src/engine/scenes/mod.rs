@@ -174,7 +174,7 @@ impl<T: SceneRules + ?Sized> SharedActionScene for T {
 }
 
 /// Every action's prompt text: the shared actions', then each scene's.
-const CATALOGUE: [&[(ActionKind, &ActionSpec)]; 5] = [
+const CATALOGUE: [&[(ActionKind, ActionSpec)]; 5] = [
     SHARED_ACTIONS,
     council::ACTIONS,
     landlord::ACTIONS,
@@ -186,9 +186,9 @@ const CATALOGUE: [&[(ActionKind, &ActionSpec)]; 5] = [
 pub(crate) fn action_spec(kind: ActionKind) -> &'static ActionSpec {
     CATALOGUE
         .iter()
-        .flat_map(|list| list.iter())
+        .flat_map(|list| *list)
         .find(|(k, _)| *k == kind)
-        .map(|(_, spec)| *spec)
+        .map(|(_, spec)| spec)
         .expect("every action kind is in the catalogue (checked by a test)")
 }
 
@@ -440,6 +440,37 @@ pub(crate) fn check_refusals<S: SceneRules + Serialize + ?Sized>(
     }
 }
 
+/// Tests: runs of the shipped scenarios.
+#[cfg(test)]
+mod testing {
+    use crate::engine::event::{Event, EventType};
+    use crate::engine::simulator::Simulator;
+
+    /// The shipped scenario `id` run for `turns` turns with the mock model: every turn runs, the
+    /// scene is not over and no agent errs. The simulator and the events.
+    pub(crate) fn mock_run(id: &str, turns: u64) -> (Simulator, Vec<Event>) {
+        let mut sim = crate::scenario::Scenario::shipped(id).build(None).unwrap();
+        let (report, events) = sim.run_blocking(turns, &crate::llm::MockClient);
+        let report = report.unwrap();
+        assert_eq!(report.turns, turns);
+        assert!(!report.complete);
+        assert!(
+            events.iter().all(|e| e.kind != EventType::AgentError),
+            "no agent errors"
+        );
+        (sim, events)
+    }
+
+    /// The summaries of the `action_end` events, in order ("-" for one without).
+    pub(crate) fn summaries(events: &[Event]) -> Vec<String> {
+        events
+            .iter()
+            .filter(|e| e.kind == EventType::ActionEnd)
+            .map(|e| e.data["summary"].as_str().unwrap_or("-").to_string())
+            .collect()
+    }
+}
+
 /// Deserialises a scene config, naming the offending field on error.
 pub(crate) fn parse_config<T: DeserializeOwned>(config: Value) -> Result<T, SceneError> {
     let config = if config.is_null() {
@@ -474,7 +505,7 @@ mod tests {
     /// gives its type, and the actions a scene adds to every agent are in that catalogue.
     #[test]
     fn each_scene_lists_the_prompt_text_of_its_catalogue() {
-        let kinds = |list: &[(ActionKind, &ActionSpec)]| list.iter().map(|(k, _)| *k).collect::<Vec<_>>();
+        let kinds = |list: &[(ActionKind, ActionSpec)]| list.iter().map(|(k, _)| *k).collect::<Vec<_>>();
         assert_eq!(kinds(SHARED_ACTIONS), COMMON_ACTIONS);
         for (scene, list) in [
             (SceneKind::Council, council::ACTIONS),

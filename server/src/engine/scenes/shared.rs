@@ -75,28 +75,23 @@ pub(crate) fn handle_common<S: SharedActionScene + ?Sized>(
                     format!("{name} failed to talk"),
                 ));
             };
+            // The addressee is unknown or out of range: `error`, telling the speaker `feedback`.
+            let refuse = |world: &mut World, error: &str, feedback: String| {
+                world.feedback(ctx.actor, &feedback);
+                let result = ActionResult::TalkFailed {
+                    error: error.into(),
+                    to: to.into(),
+                };
+                Ok(Outcome::fail(result, format!("{name} failed to talk")))
+            };
             let Some(target) = world.agent_index(to) else {
-                world.feedback(ctx.actor, &format!("No such person: {to}."));
-                return Ok(Outcome::fail(
-                    ActionResult::TalkFailed {
-                        error: "unknown_target".into(),
-                        to: to.into(),
-                    },
-                    format!("{name} failed to talk"),
-                ));
+                return refuse(world, "unknown_target", format!("No such person: {to}."));
             };
             if let (Some(range), Some(d)) = (scene.chat_range(), world.distance(ctx.actor, target))
                 && d > range
             {
                 // Upstream returns a malformed tuple here (an exception); we report a plain failure.
-                world.feedback(ctx.actor, &format!("{to} is too far to talk to."));
-                return Ok(Outcome::fail(
-                    ActionResult::TalkFailed {
-                        error: "too_far".into(),
-                        to: to.into(),
-                    },
-                    format!("{name} failed to talk"),
-                ));
+                return refuse(world, "too_far", format!("{to} is too far to talk to."));
             }
             let line = SceneEvent::TalkTo {
                 sender: name.clone(),

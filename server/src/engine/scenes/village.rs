@@ -898,43 +898,45 @@ impl SceneRules for Village {
 }
 
 /// The prompt text of the actions this scene adds, for the catalogue in `scenes/mod.rs`.
-pub(crate) const ACTIONS: &[(ActionKind, &ActionSpec)] = &[
-    (ActionKind::MoveToLocation, &MOVE_TO_LOCATION),
-    (ActionKind::LookAround, &LOOK_AROUND),
-    (ActionKind::GatherResource, &GATHER_RESOURCE),
-    (ActionKind::Rest, &REST),
+pub(crate) const ACTIONS: &[(ActionKind, ActionSpec)] = &[
+    (
+        ActionKind::MoveToLocation,
+        ActionSpec {
+            desc: "walk to a named place or to grid coordinates",
+            instruction: "- To walk to a named place:\n<Action name=\"move_to_location\"><location>[place name]</location></Action>\n- Or to coordinates:\n<Action name=\"move_to_location\"><x>12</x><y>7</y></Action>\n",
+        },
+    ),
+    (
+        ActionKind::LookAround,
+        ActionSpec {
+            desc: "see the places, resources and people around you",
+            instruction: "- To look around (the radius is optional):\n<Action name=\"look_around\"><radius>5</radius></Action>\n",
+        },
+    ),
+    (
+        ActionKind::GatherResource,
+        ActionSpec {
+            desc: "collect a resource where you stand",
+            instruction: "- To collect a resource here:\n<Action name=\"gather_resource\"><resource>[resource name]</resource><amount>[number]</amount></Action>\n",
+        },
+    ),
+    (
+        ActionKind::Rest,
+        ActionSpec {
+            desc: "recover energy; resting inside a building helps more",
+            instruction: "- To rest:\n<Action name=\"rest\" />\n",
+        },
+    ),
 ];
-
-pub(crate) const MOVE_TO_LOCATION: ActionSpec = ActionSpec {
-    desc: "walk to a named place or to grid coordinates",
-    instruction: "- To walk to a named place:\n<Action name=\"move_to_location\"><location>[place name]</location></Action>\n- Or to coordinates:\n<Action name=\"move_to_location\"><x>12</x><y>7</y></Action>\n",
-};
-
-pub(crate) const LOOK_AROUND: ActionSpec = ActionSpec {
-    desc: "see the places, resources and people around you",
-    instruction: "- To look around (the radius is optional):\n<Action name=\"look_around\"><radius>5</radius></Action>\n",
-};
-
-pub(crate) const GATHER_RESOURCE: ActionSpec = ActionSpec {
-    desc: "collect a resource where you stand",
-    instruction: "- To collect a resource here:\n<Action name=\"gather_resource\"><resource>[resource name]</resource><amount>[number]</amount></Action>\n",
-};
-
-pub(crate) const REST: ActionSpec = ActionSpec {
-    desc: "recover energy; resting inside a building helps more",
-    instruction: "- To rest:\n<Action name=\"rest\" />\n",
-};
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::embedded::assets_dir;
-    use crate::engine::event::{Event, EventType};
-    use crate::engine::ordering::Ordering;
+    use crate::engine::event::EventType;
     use crate::engine::parse::ActionCall;
+    use crate::engine::scenes::testing::{mock_run, summaries};
     use crate::engine::scenes::{Refused, Scene, check_refusal};
-    use crate::engine::simulator::{SimOptions, Simulator};
-    use crate::llm::MockClient;
+    use crate::engine::simulator::Simulator;
     use crate::scenario::Scenario;
 
     /// An 8×6 map: a wall at x=3 for y 0..=3, a swamp, a mud patch, a free road tile and a berry
@@ -968,13 +970,7 @@ mod tests {
             config,
         )
         .unwrap();
-        let sim = Simulator::build(
-            agents,
-            scene,
-            Ordering::Sequential { names: vec![], idx: 0 },
-            SimOptions::default(),
-        )
-        .unwrap();
+        let sim = Simulator::in_order(agents, scene).unwrap();
         let Scene::Village(v) = sim.scene else { unreachable!() };
         let mut world = sim.world;
         world.pending.clear();
@@ -1729,13 +1725,9 @@ mod tests {
         assert_eq!(py_str(&json!("plain")), "plain");
     }
 
-    fn village_scenario() -> Scenario {
-        Scenario::load_file(&assets_dir().unwrap().join("scenarios/village.json")).unwrap()
-    }
-
     #[test]
     fn scenario_file_builds_the_upstream_village() {
-        let s = village_scenario();
+        let s = Scenario::shipped("village");
         assert_eq!(s.default_turns, 40);
         let sim = s.build(None).unwrap();
         assert_eq!(sim.world.names(), ["Elias Thorne", "Seraphina", "Kaelen", "Lyra"]);
@@ -1771,13 +1763,7 @@ mod tests {
         let actions = [TalkTo, Yield, MoveToLocation, LookAround, GatherResource, Rest];
         assert!(sim.world.agents.iter().all(|a| a.action_space == actions));
         assert_eq!(sim.world.agents[1].properties["map_xy"], json!([18, 12]));
-        let first = sim.world.agents[0]
-            .short_memory
-            .iter()
-            .next()
-            .unwrap()
-            .content
-            .to_string();
+        let first = sim.world.agents[0].short_memory.first().unwrap().content.to_string();
         assert_eq!(
             first,
             "[0:00] Public Event: The sun rises over Silverwood village, bringing whisper of new mysteries.\n[0:00] Public Event: Participants: Elias Thorne, Seraphina, Kaelen, Lyra\n[0:00] Public Event: Word spreads: the village well runs weak, and humming echoes near the ancient ruins after dusk."
@@ -1786,16 +1772,17 @@ mod tests {
 
     #[test]
     fn mock_run_of_the_village_scenario() {
-        let mut sim = village_scenario().build(None).unwrap();
-        let (r, events) = sim.run_blocking(30, &MockClient);
-        assert_eq!(r.unwrap().turns, 30);
-        assert!(events.iter().all(|e| e.kind != EventType::AgentError));
-        let ends: Vec<&Event> = events.iter().filter(|e| e.kind == EventType::ActionEnd).collect();
-        let summaries: Vec<&str> = ends.iter().filter_map(|e| e.data["summary"].as_str()).collect();
+        let (sim, events) = mock_run("village", 30);
+        let summaries = summaries(&events);
         // Everyone looks around on their first call, then only yields.
-        assert_eq!(summaries[0], "Elias Thorne looked around (r=5)");
-        assert_eq!(summaries[1], "Elias Thorne yielded the floor");
-        assert_eq!(summaries[2], "Seraphina looked around (r=5)");
+        assert_eq!(
+            summaries[..3],
+            [
+                "Elias Thorne looked around (r=5)",
+                "Elias Thorne yielded the floor",
+                "Seraphina looked around (r=5)"
+            ]
+        );
         assert_eq!(summaries.iter().filter(|s| s.contains("looked around")).count(), 4);
         assert_eq!(summaries.len(), 34);
         let elias_look = events

@@ -347,14 +347,43 @@ impl Werewolf {
         Ok(Outcome::ok(ActionResult::Tally { target, tally }, summary, true))
     }
 
+    /// Refuses by day (`wrong_phase`, telling `by_day`) or when `name` is not a living `role`.
+    fn night_role(&self, name: &str, role: &str, by_day: &'static str, only: Refusal) -> Result<(), Refusal> {
+        if self.state.phase != Phase::Night {
+            return Err(Refusal(by_day, "wrong_phase"));
+        }
+        if !self.state.is_alive(name) || self.state.role(name) != Some(role) {
+            return Err(only);
+        }
+        Ok(())
+    }
+
+    /// Refuses anyone but a moderator, then any phase but `phase`: opening the vote belongs to
+    /// the discussion, closing it to the vote.
+    fn moderator_in(&self, name: &str, phase: Phase) -> Result<(), Refusal> {
+        let (only, elsewhen) = match phase {
+            Phase::DayDiscussion => (
+                "Only the moderator can open voting.",
+                "Open voting only during discussion phase.",
+            ),
+            _ => (
+                "Only the moderator can close voting.",
+                "Close voting only during voting phase.",
+            ),
+        };
+        if !self.is_moderator(name) {
+            return Err(Refusal(only, "not_moderator"));
+        }
+        if self.state.phase != phase {
+            return Err(Refusal(elsewhen, "wrong_phase"));
+        }
+        Ok(())
+    }
+
     fn inspect(&mut self, ctx: &ActionCtx, world: &mut World) -> Result<Outcome, Refusal> {
         let name = ctx.actor_name(world).to_string();
-        if self.state.phase != Phase::Night {
-            return Err(Refusal("You can only inspect at night.", "wrong_phase"));
-        }
-        if !self.state.is_alive(&name) || self.state.role(&name) != Some("seer") {
-            return Err(Refusal("Only a living Seer can inspect.", "not_seer_or_dead"));
-        }
+        let only = Refusal("Only a living Seer can inspect.", "not_seer_or_dead");
+        self.night_role(&name, "seer", "You can only inspect at night.", only)?;
         let Some(target) = living_target(&self.state, ctx.call) else {
             return Err(Refusal("Provide a living 'target' to inspect.", "invalid_target"));
         };
@@ -375,12 +404,8 @@ impl Werewolf {
 
     fn witch_save(&mut self, ctx: &ActionCtx, world: &mut World) -> Result<Outcome, Refusal> {
         let name = ctx.actor_name(world).to_string();
-        if self.state.phase != Phase::Night {
-            return Err(Refusal("You can only use save at night.", "wrong_phase"));
-        }
-        if !self.state.is_alive(&name) || self.state.role(&name) != Some("witch") {
-            return Err(Refusal("Only a living Witch can save.", "not_witch_or_dead"));
-        }
+        let only = Refusal("Only a living Witch can save.", "not_witch_or_dead");
+        self.night_role(&name, "witch", "You can only use save at night.", only)?;
         let uses = self.state.witch_uses.entry(name.clone()).or_default();
         if uses.heals_left <= 0 {
             return Err(Refusal("You have already used your save potion.", "no_heal_left"));
@@ -389,21 +414,14 @@ impl Werewolf {
         self.state.witch_saved = true;
         world.feedback(ctx.actor, "You prepare the save potion for tonight's victim.");
         self.tell_moderators(world, format!("{name} prepared a save potion."));
-        Ok(Outcome::ok(
-            ActionResult::Saved { saved: true },
-            format!("{name} used witch save"),
-            true,
-        ))
+        let summary = format!("{name} used witch save");
+        Ok(Outcome::ok(ActionResult::Saved { saved: true }, summary, true))
     }
 
     fn witch_poison(&mut self, ctx: &ActionCtx, world: &mut World) -> Result<Outcome, Refusal> {
         let name = ctx.actor_name(world).to_string();
-        if self.state.phase != Phase::Night {
-            return Err(Refusal("You can only poison at night.", "wrong_phase"));
-        }
-        if !self.state.is_alive(&name) || self.state.role(&name) != Some("witch") {
-            return Err(Refusal("Only a living Witch can poison.", "not_witch_or_dead"));
-        }
+        let only = Refusal("Only a living Witch can poison.", "not_witch_or_dead");
+        self.night_role(&name, "witch", "You can only poison at night.", only)?;
         let Some(target) = living_target(&self.state, ctx.call).filter(|t| *t != name) else {
             let feedback = "Provide a living 'target' other than yourself.";
             return Err(Refusal(feedback, "invalid_target"));
@@ -423,41 +441,25 @@ impl Werewolf {
 
     fn open_voting(&mut self, ctx: &ActionCtx, world: &mut World) -> Result<Outcome, Refusal> {
         let name = ctx.actor_name(world).to_string();
-        if !self.is_moderator(&name) {
-            return Err(Refusal("Only the moderator can open voting.", "not_moderator"));
-        }
-        if self.state.phase != Phase::DayDiscussion {
-            return Err(Refusal("Open voting only during discussion phase.", "wrong_phase"));
-        }
+        self.moderator_in(&name, Phase::DayDiscussion)?;
         self.state.phase = Phase::DayVoting;
         self.state.lynch_votes.clear();
         self.announce(world, "Voting is now open.".to_string());
-        Ok(Outcome::ok(
-            ActionResult::VotingOpened { opened: true },
-            format!("{name} opened voting"),
-            true,
-        ))
+        let summary = format!("{name} opened voting");
+        Ok(Outcome::ok(ActionResult::VotingOpened { opened: true }, summary, true))
     }
 
     fn close_voting(&mut self, ctx: &ActionCtx, world: &mut World) -> Result<Outcome, Refusal> {
         let name = ctx.actor_name(world).to_string();
-        if !self.is_moderator(&name) {
-            return Err(Refusal("Only the moderator can close voting.", "not_moderator"));
-        }
-        if self.state.phase != Phase::DayVoting {
-            return Err(Refusal("Close voting only during voting phase.", "wrong_phase"));
-        }
+        self.moderator_in(&name, Phase::DayVoting)?;
         self.resolve_lynch(world);
         self.state.lynch_votes.clear();
         self.state.phase = Phase::Night;
         if let Some(winner) = self.state.check_win() {
             self.announce(world, format!("Game over: {winner} win."));
         }
-        Ok(Outcome::ok(
-            ActionResult::VotingClosed { closed: true },
-            format!("{name} closed voting"),
-            true,
-        ))
+        let summary = format!("{name} closed voting");
+        Ok(Outcome::ok(ActionResult::VotingClosed { closed: true }, summary, true))
     }
 }
 
@@ -693,50 +695,57 @@ impl SceneRules for Werewolf {
 }
 
 /// The prompt text of the actions this scene adds, for the catalogue in `scenes/mod.rs`.
-pub(crate) const ACTIONS: &[(ActionKind, &ActionSpec)] = &[
-    (ActionKind::VoteLynch, &VOTE_LYNCH),
-    (ActionKind::NightKill, &NIGHT_KILL),
-    (ActionKind::Inspect, &INSPECT),
-    (ActionKind::WitchSave, &WITCH_SAVE),
-    (ActionKind::WitchPoison, &WITCH_POISON),
-    (ActionKind::OpenVoting, &OPEN_VOTING),
-    (ActionKind::CloseVoting, &CLOSE_VOTING),
+pub(crate) const ACTIONS: &[(ActionKind, ActionSpec)] = &[
+    (
+        ActionKind::VoteLynch,
+        ActionSpec {
+            desc: "once voting is open in the day, vote for the player you want lynched; one vote per day",
+            instruction: "- To vote for a lynch during the day:\n<Action name=\"vote_lynch\"><target>player name</target></Action>\n",
+        },
+    ),
+    (
+        ActionKind::NightKill,
+        ActionSpec {
+            desc: "at night, the werewolves vote for the player they will kill",
+            instruction: "- Werewolves only, at night: vote for tonight's kill:\n<Action name=\"night_kill\"><target>player name</target></Action>\n",
+        },
+    ),
+    (
+        ActionKind::Inspect,
+        ActionSpec {
+            desc: "at night, the Seer checks one player and learns whether they are a werewolf",
+            instruction: "- Seer only, at night: check a player:\n<Action name=\"inspect\"><target>player name</target></Action>\n",
+        },
+    ),
+    (
+        ActionKind::WitchSave,
+        ActionSpec {
+            desc: "at night, the Witch rescues tonight's victim; usable once per game",
+            instruction: "- Witch only, at night: rescue tonight's victim (one use per game):\n<Action name=\"witch_save\" />\n",
+        },
+    ),
+    (
+        ActionKind::WitchPoison,
+        ActionSpec {
+            desc: "at night, the Witch poisons one player; usable once per game",
+            instruction: "- Witch only, at night: poison a player (one use per game):\n<Action name=\"witch_poison\"><target>player name</target></Action>\n",
+        },
+    ),
+    (
+        ActionKind::OpenVoting,
+        ActionSpec {
+            desc: "the Moderator ends the day discussion and opens voting",
+            instruction: "- Moderator only: open voting once the discussion is over:\n<Action name=\"open_voting\" />\n",
+        },
+    ),
+    (
+        ActionKind::CloseVoting,
+        ActionSpec {
+            desc: "the Moderator closes voting, settles the lynch and ends the day",
+            instruction: "- Moderator only: close voting and end the day:\n<Action name=\"close_voting\" />\n",
+        },
+    ),
 ];
-
-pub(crate) const VOTE_LYNCH: ActionSpec = ActionSpec {
-    desc: "once voting is open in the day, vote for the player you want lynched; one vote per day",
-    instruction: "- To vote for a lynch during the day:\n<Action name=\"vote_lynch\"><target>player name</target></Action>\n",
-};
-
-pub(crate) const NIGHT_KILL: ActionSpec = ActionSpec {
-    desc: "at night, the werewolves vote for the player they will kill",
-    instruction: "- Werewolves only, at night: vote for tonight's kill:\n<Action name=\"night_kill\"><target>player name</target></Action>\n",
-};
-
-pub(crate) const INSPECT: ActionSpec = ActionSpec {
-    desc: "at night, the Seer checks one player and learns whether they are a werewolf",
-    instruction: "- Seer only, at night: check a player:\n<Action name=\"inspect\"><target>player name</target></Action>\n",
-};
-
-pub(crate) const WITCH_SAVE: ActionSpec = ActionSpec {
-    desc: "at night, the Witch rescues tonight's victim; usable once per game",
-    instruction: "- Witch only, at night: rescue tonight's victim (one use per game):\n<Action name=\"witch_save\" />\n",
-};
-
-pub(crate) const WITCH_POISON: ActionSpec = ActionSpec {
-    desc: "at night, the Witch poisons one player; usable once per game",
-    instruction: "- Witch only, at night: poison a player (one use per game):\n<Action name=\"witch_poison\"><target>player name</target></Action>\n",
-};
-
-pub(crate) const OPEN_VOTING: ActionSpec = ActionSpec {
-    desc: "the Moderator ends the day discussion and opens voting",
-    instruction: "- Moderator only: open voting once the discussion is over:\n<Action name=\"open_voting\" />\n",
-};
-
-pub(crate) const CLOSE_VOTING: ActionSpec = ActionSpec {
-    desc: "the Moderator closes voting, settles the lynch and ends the day",
-    instruction: "- Moderator only: close voting and end the day:\n<Action name=\"close_voting\" />\n",
-};
 
 #[cfg(test)]
 mod tests {
@@ -745,8 +754,9 @@ mod tests {
     use super::*;
     use crate::engine::event::{Event, EventType};
     use crate::engine::ordering::Ordering;
+    use crate::engine::scenes::testing::mock_run;
     use crate::engine::scenes::{Refused, Scene, check_refusal, check_refusals};
-    use crate::engine::simulator::{SimOptions, Simulator};
+    use crate::engine::simulator::Simulator;
     use crate::llm::MockClient;
     use crate::scenario::Scenario;
 
@@ -785,8 +795,7 @@ mod tests {
             })
             .collect();
         let scene = Scene::Werewolf(Werewolf::new("werewolf_village".into(), "Night falls.".into(), config));
-        let ordering = Ordering::Sequential { names: vec![], idx: 0 };
-        Simulator::build(agents, scene, ordering, SimOptions::default()).unwrap()
+        Simulator::in_order(agents, scene).unwrap()
     }
 
     fn game_with(roster: &[(&str, Option<&str>)], config: Config) -> Simulator {
@@ -844,6 +853,24 @@ mod tests {
             .filter(|(_, l)| l == text)
             .map(|(a, _)| a.clone())
             .collect()
+    }
+
+    /// Night `day_count`: Elena votes to kill `victim`, the witch Bram makes `witch`'s call if
+    /// any, then the nine turns to dawn. The lines given since the calls.
+    fn dawn(sim: &mut Simulator, day_count: i64, victim: &str, witch: Option<ActionCall>) -> Vec<(String, String)> {
+        night(sim, day_count);
+        act(sim, "Elena", target("night_kill", victim));
+        if let Some(call) = witch {
+            act(sim, "Bram", call);
+        }
+        lines(sim);
+        end_turns(sim, 9);
+        lines(sim)
+    }
+
+    /// Asserts that all nine players, the dead too, received `text`.
+    fn all_hear(lines: &[(String, String)], text: &str) {
+        assert_eq!(receivers(lines, text).len(), 9, "{text}");
     }
 
     /// The queued `system_broadcast` records, drained.
@@ -908,20 +935,7 @@ mod tests {
         let s = &ww(&sim).state;
         assert_eq!(s.time, 1080);
         assert_eq!(s.phase, Phase::Night);
-        assert_eq!(
-            s.alive,
-            names(&[
-                "Moderator",
-                "Elena",
-                "Bram",
-                "Ronan",
-                "Mira",
-                "Pia",
-                "Taro",
-                "Ava",
-                "Niko"
-            ])
-        );
+        assert_eq!(s.alive, names(&ROSTER.map(|(n, _)| n)));
         let roles: Vec<(&str, &str)> = s.roles.iter().map(|(n, r)| (n.as_str(), r.as_str())).collect();
         assert_eq!(
             roles,
@@ -1216,7 +1230,8 @@ mod tests {
         assert_eq!(s.day_spoken, Some(vec![]));
         let got = lines(&mut sim);
         let text = "[18:27] Public Event: The night ends. At dawn, Pia was found dead.";
-        assert_eq!(receivers(&got, text).len(), 9, "the dead hear it too");
+        // The dead hear it too.
+        all_hear(&got, text);
         assert_eq!(
             broadcasts(&mut sim)[0]["text"],
             "Public Event: The night ends. At dawn, Pia was found dead."
@@ -1229,19 +1244,10 @@ mod tests {
     #[test]
     fn dawn_with_victim_and_poison_lists_both() {
         let mut sim = game();
-        night(&mut sim, 1);
-        act(&mut sim, "Elena", target("night_kill", "Pia"));
-        act(&mut sim, "Bram", target("witch_poison", "Niko"));
-        lines(&mut sim);
-        end_turns(&mut sim, 9);
-        let got = lines(&mut sim);
-        assert_eq!(
-            receivers(
-                &got,
-                "[18:27] Public Event: The night ends. At dawn, multiple bodies were found: Pia, Niko"
-            )
-            .len(),
-            9
+        let got = dawn(&mut sim, 1, "Pia", Some(target("witch_poison", "Niko")));
+        all_hear(
+            &got,
+            "[18:27] Public Event: The night ends. At dawn, multiple bodies were found: Pia, Niko",
         );
         let s = &ww(&sim).state;
         assert!(!s.is_alive("Pia") && !s.is_alive("Niko"));
@@ -1252,35 +1258,15 @@ mod tests {
     #[test]
     fn dawn_with_a_save_kills_no_one_and_poisoning_the_victim_counts_once() {
         let mut sim = game();
-        night(&mut sim, 1);
-        act(&mut sim, "Elena", target("night_kill", "Pia"));
-        act(&mut sim, "Bram", ActionCall::new("witch_save"));
-        lines(&mut sim);
-        end_turns(&mut sim, 9);
-        assert_eq!(
-            receivers(
-                &lines(&mut sim),
-                "[18:27] Public Event: The night ends. At dawn, no one died."
-            )
-            .len(),
-            9
-        );
+        let got = dawn(&mut sim, 1, "Pia", Some(ActionCall::new("witch_save")));
+        all_hear(&got, "[18:27] Public Event: The night ends. At dawn, no one died.");
         assert!(ww(&sim).state.is_alive("Pia"));
         assert!(!ww(&sim).state.witch_saved);
 
-        night(&mut sim, 2);
-        act(&mut sim, "Elena", target("night_kill", "Taro"));
-        act(&mut sim, "Bram", target("witch_poison", "Taro"));
-        lines(&mut sim);
-        end_turns(&mut sim, 9);
-        let got = lines(&mut sim);
-        assert_eq!(
-            receivers(
-                &got,
-                "[18:54] Public Event: The night ends. At dawn, Taro was found dead."
-            )
-            .len(),
-            9
+        let got = dawn(&mut sim, 2, "Taro", Some(target("witch_poison", "Taro")));
+        all_hear(
+            &got,
+            "[18:54] Public Event: The night ends. At dawn, Taro was found dead.",
         );
     }
 
@@ -1289,13 +1275,9 @@ mod tests {
         let mut sim = game();
         lines(&mut sim);
         end_turns(&mut sim, 9);
-        assert_eq!(
-            receivers(
-                &lines(&mut sim),
-                "[18:27] Public Event: The night ends. At dawn, no one died."
-            )
-            .len(),
-            9
+        all_hear(
+            &lines(&mut sim),
+            "[18:27] Public Event: The night ends. At dawn, no one died.",
         );
         assert_eq!(ww(&sim).state.day_count, 1);
         assert!(!ww(&sim).is_complete());
@@ -1354,10 +1336,7 @@ mod tests {
         );
         assert_eq!(ww(&sim).state.phase, Phase::DayVoting);
         assert!(ww(&sim).state.lynch_votes.is_empty());
-        assert_eq!(
-            receivers(&lines(&mut sim), "[18:00] Public Event: Voting is now open.").len(),
-            9
-        );
+        all_hear(&lines(&mut sim), "[18:00] Public Event: Voting is now open.");
 
         let o = act(&mut sim, "Pia", target("vote_lynch", "Elena"));
         assert_eq!(
@@ -1371,10 +1350,7 @@ mod tests {
                 true
             )
         );
-        assert_eq!(
-            receivers(&lines(&mut sim), "[18:00] Public Event: Pia voted to lynch Elena.").len(),
-            9
-        );
+        all_hear(&lines(&mut sim), "[18:00] Public Event: Pia voted to lynch Elena.");
         assert_eq!(
             act(&mut sim, "Taro", target("vote_lynch", "Elena")).result_json()["tally"],
             2
@@ -1417,13 +1393,9 @@ mod tests {
             )
         );
         // 8 alive need 5: no majority; Elena leads alone with 2 live votes.
-        assert_eq!(
-            receivers(
-                &lines(&mut sim),
-                "[18:00] Public Event: By vote, Elena was lynched. Night begins."
-            )
-            .len(),
-            9
+        all_hear(
+            &lines(&mut sim),
+            "[18:00] Public Event: By vote, Elena was lynched. Night begins.",
         );
         let s = &ww(&sim).state;
         assert_eq!(s.phase, Phase::Night);
@@ -1432,7 +1404,10 @@ mod tests {
         assert!(!s.complete);
     }
 
-    fn lynch(votes: &[(&str, &str)], dead: &[&str]) -> (Simulator, Vec<(String, String)>) {
+    /// Lynch votes as (voter, target).
+    type Votes<'a> = &'a [(&'a str, &'a str)];
+
+    fn lynch(votes: Votes, dead: &[&str]) -> (Simulator, Vec<(String, String)>) {
         let mut sim = game();
         for (v, t) in votes {
             st(&mut sim).lynch_votes.insert(v.to_string(), t.to_string());
@@ -1449,75 +1424,46 @@ mod tests {
 
     #[test]
     fn lynch_by_majority_plurality_or_not_at_all() {
-        const NO_LYNCH: &str = "[18:00] Public Event: No lynch today. Night begins.";
-        // 9 alive need 5; a majority is taken even when listed after a leader-to-be.
-        let (sim, got) = lynch(
-            &[
-                ("Pia", "Mira"),
-                ("Elena", "Taro"),
-                ("Bram", "Taro"),
-                ("Ronan", "Taro"),
-                ("Ava", "Taro"),
-                ("Niko", "Taro"),
-            ],
-            &[],
-        );
-        assert_eq!(
-            receivers(&got, "[18:00] Public Event: By vote, Taro was lynched. Night begins.").len(),
-            9
-        );
-        assert!(!ww(&sim).state.is_alive("Taro"));
-        // Plurality: 3 against 2.
-        let (sim, got) = lynch(
-            &[
-                ("Pia", "Mira"),
-                ("Taro", "Mira"),
-                ("Ava", "Mira"),
-                ("Elena", "Ronan"),
-                ("Niko", "Ronan"),
-            ],
-            &[],
-        );
-        assert_eq!(
-            receivers(&got, "[18:00] Public Event: By vote, Mira was lynched. Night begins.").len(),
-            9
-        );
-        assert!(!ww(&sim).state.is_alive("Mira"));
-        // A tie at the top lynches no one.
-        let (sim, got) = lynch(
-            &[("Pia", "Mira"), ("Taro", "Mira"), ("Elena", "Ronan"), ("Niko", "Ronan")],
-            &[],
-        );
-        assert_eq!(receivers(&got, NO_LYNCH).len(), 9);
-        assert_eq!(ww(&sim).state.alive.len(), 9);
-        // No votes at all.
-        let (_, got) = lynch(&[], &[]);
-        assert_eq!(receivers(&got, NO_LYNCH).len(), 9);
-        // Votes of the dead and for the dead are ignored: Mira's 2 dead votes leave Ronan ahead.
-        let (sim, got) = lynch(
-            &[("Pia", "Mira"), ("Taro", "Mira"), ("Elena", "Ronan")],
-            &["Pia", "Taro"],
-        );
-        assert_eq!(
-            receivers(&got, "[18:00] Public Event: By vote, Ronan was lynched. Night begins.").len(),
-            9
-        );
-        assert!(ww(&sim).state.is_alive("Mira") && !ww(&sim).state.is_alive("Ronan"));
-        let (_, got) = lynch(&[("Elena", "Pia"), ("Niko", "Pia"), ("Mira", "Taro")], &["Pia"]);
-        assert_eq!(
-            receivers(&got, "[18:00] Public Event: By vote, Taro was lynched. Night begins.").len(),
-            9
-        );
+        // (votes, the dead, who is lynched)
+        #[rustfmt::skip]
+        let rows: [(Votes, &[&str], Option<&str>); 6] = [
+            // 9 alive need 5; a majority is taken even when listed after a leader-to-be.
+            (&[("Pia", "Mira"), ("Elena", "Taro"), ("Bram", "Taro"), ("Ronan", "Taro"), ("Ava", "Taro"), ("Niko", "Taro")], &[], Some("Taro")),
+            // Plurality: 3 against 2.
+            (&[("Pia", "Mira"), ("Taro", "Mira"), ("Ava", "Mira"), ("Elena", "Ronan"), ("Niko", "Ronan")], &[], Some("Mira")),
+            // A tie at the top lynches no one.
+            (&[("Pia", "Mira"), ("Taro", "Mira"), ("Elena", "Ronan"), ("Niko", "Ronan")], &[], None),
+            // No votes at all.
+            (&[], &[], None),
+            // Votes of the dead and for the dead are ignored: Mira's 2 dead votes leave Ronan ahead.
+            (&[("Pia", "Mira"), ("Taro", "Mira"), ("Elena", "Ronan")], &["Pia", "Taro"], Some("Ronan")),
+            (&[("Elena", "Pia"), ("Niko", "Pia"), ("Mira", "Taro")], &["Pia"], Some("Taro")),
+        ];
+        for (votes, dead, lynched) in rows {
+            let (sim, got) = lynch(votes, dead);
+            let s = &ww(&sim).state;
+            match lynched {
+                Some(name) => {
+                    all_hear(
+                        &got,
+                        &format!("[18:00] Public Event: By vote, {name} was lynched. Night begins."),
+                    );
+                    assert!(!s.is_alive(name), "{votes:?}");
+                    assert_eq!(s.alive.len(), 8 - dead.len(), "{votes:?}: only {name} dies");
+                }
+                None => {
+                    all_hear(&got, "[18:00] Public Event: No lynch today. Night begins.");
+                    assert_eq!(s.alive.len(), 9 - dead.len(), "{votes:?}");
+                }
+            }
+        }
     }
 
     #[test]
     fn win_checks() {
         // Lynching the last wolf: villagers win.
         let (sim, got) = lynch(&[("Pia", "Niko")], &["Elena", "Mira"]);
-        assert_eq!(
-            receivers(&got, "[18:00] Public Event: Game over: villagers win.").len(),
-            9
-        );
+        all_hear(&got, "[18:00] Public Event: Game over: villagers win.");
         assert!(ww(&sim).is_complete());
         assert_eq!(ww(&sim).state.winner.as_deref(), Some("villagers"));
         // The last villager killed at night: werewolves win, and no day begins.
@@ -1525,13 +1471,8 @@ mod tests {
         for d in ["Pia", "Taro"] {
             st(&mut sim).kill(d);
         }
-        night(&mut sim, 1);
-        act(&mut sim, "Elena", target("night_kill", "Ava"));
-        lines(&mut sim);
-        end_turns(&mut sim, 9);
-        let got = lines(&mut sim);
-        let over = receivers(&got, "[18:27] Public Event: Game over: werewolves win.");
-        assert_eq!(over.len(), 9);
+        let got = dawn(&mut sim, 1, "Ava", None);
+        all_hear(&got, "[18:27] Public Event: Game over: werewolves win.");
         let pos = |t: &str| got.iter().position(|(a, l)| a == "Moderator" && l.contains(t)).unwrap();
         assert!(pos("Ava was found dead") < pos("Game over"));
         let s = &ww(&sim).state;
@@ -1764,7 +1705,11 @@ mod tests {
             let desc = crate::engine::scenes::action_spec(kind).desc;
             assert!(desc.contains("vote") || desc.contains("voting"), "{}", kind.name());
         }
-        assert!(INSPECT.desc.contains("werewolf"));
+        assert!(
+            crate::engine::scenes::action_spec(ActionKind::Inspect)
+                .desc
+                .contains("werewolf")
+        );
         for kind in [ActionKind::WitchSave, ActionKind::WitchPoison] {
             let text = format!(
                 "{} {}",
@@ -1776,30 +1721,15 @@ mod tests {
         }
     }
 
-    fn scenario() -> Scenario {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/scenarios/werewolf.json");
-        Scenario::load_file(&path).unwrap()
-    }
-
     #[test]
     fn scenario_file_matches_the_builder() {
-        let sc = scenario();
+        let sc = Scenario::shipped("werewolf");
         assert_eq!(sc.default_turns, 400);
         let Ordering::Cycled { names: order, .. } = &sc.ordering else {
             panic!("cycled ordering expected")
         };
         assert_eq!(order.len(), 27);
-        let all = names(&[
-            "Moderator",
-            "Elena",
-            "Bram",
-            "Ronan",
-            "Mira",
-            "Pia",
-            "Taro",
-            "Ava",
-            "Niko",
-        ]);
+        let all = names(&ROSTER.map(|(n, _)| n));
         let mut expected = names(&["Elena", "Mira", "Niko", "Elena", "Mira", "Niko", "Ronan", "Bram"]);
         expected.extend(all.iter().cloned().chain(all.iter().cloned()));
         expected.push("Moderator".into());
@@ -1844,17 +1774,12 @@ mod tests {
 
     #[test]
     fn mock_run_of_the_scenario_reaches_day_one() {
-        let mut sim = scenario().build(None).unwrap();
-        let (report, events) = sim.run_blocking(30, &MockClient);
-        let report = report.unwrap();
-        assert_eq!(report.turns, 30);
-        assert!(!report.complete);
+        let (mut sim, events) = mock_run("werewolf", 30);
         let s = &ww(&sim).state;
         // Nine night turns (the wolves twice, seer, witch, moderator), then the day.
         assert_eq!(s.day_count, 1);
         assert_eq!(s.phase, Phase::DayDiscussion);
         assert_eq!(s.alive.len(), 9);
-        assert!(events.iter().all(|e| e.kind != EventType::AgentError));
         let dawn = events
             .iter()
             .filter(|e| e.kind == EventType::SystemBroadcast)

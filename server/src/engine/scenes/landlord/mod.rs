@@ -646,44 +646,50 @@ impl SceneRules for Landlord {
 }
 
 /// The prompt text of the actions this scene adds, for the catalogue in `scenes/mod.rs`.
-pub(crate) const ACTIONS: &[(ActionKind, &ActionSpec)] = &[
-    (ActionKind::CallLandlord, &CALL_LANDLORD),
-    (ActionKind::RobLandlord, &ROB_LANDLORD),
-    (ActionKind::Pass, &PASS),
-    (ActionKind::PlayCards, &PLAY_CARDS),
-    (ActionKind::Double, &DOUBLE),
-    (ActionKind::NoDouble, &NO_DOUBLE),
+pub(crate) const ACTIONS: &[(ActionKind, ActionSpec)] = &[
+    (
+        ActionKind::CallLandlord,
+        ActionSpec {
+            desc: "in the call stage of bidding, claim the landlord seat for yourself",
+            instruction: "- To call the landlord while bidding is in its call stage:\n<Action name=\"call_landlord\" />\n",
+        },
+    ),
+    (
+        ActionKind::RobLandlord,
+        ActionSpec {
+            desc: "in the rob stage, take the landlord seat from whoever holds it; the multiplier doubles",
+            instruction: "- To rob the landlord after a call (one chance per player):\n<Action name=\"rob_landlord\" />\n",
+        },
+    ),
+    (
+        ActionKind::Pass,
+        ActionSpec {
+            desc: "decline: no call or no rob while bidding, or let the current lead stand while playing",
+            instruction: "- To pass (decline a call or rob, or skip beating the lead):\n<Action name=\"pass\" />\n",
+        },
+    ),
+    (
+        ActionKind::PlayCards,
+        ActionSpec {
+            desc: "put down a legal combination from your hand; when following, it has to beat the lead",
+            instruction: "- To play cards, list their rank tokens separated by spaces:\n<Action name=\"play_cards\"><cards>7 7 7 4</cards></Action>\nRank tokens: 3 4 5 6 7 8 9 10 J Q K A 2 SJ BJ\n",
+        },
+    ),
+    (
+        ActionKind::Double,
+        ActionSpec {
+            desc: "in the doubling stage, raise the stakes: the multiplier doubles",
+            instruction: "- To double in the doubling stage:\n<Action name=\"double\" />\n",
+        },
+    ),
+    (
+        ActionKind::NoDouble,
+        ActionSpec {
+            desc: "in the doubling stage, keep the stakes as they are",
+            instruction: "- To decline doubling in the doubling stage:\n<Action name=\"no_double\" />\n",
+        },
+    ),
 ];
-
-pub(crate) const CALL_LANDLORD: ActionSpec = ActionSpec {
-    desc: "in the call stage of bidding, claim the landlord seat for yourself",
-    instruction: "- To call the landlord while bidding is in its call stage:\n<Action name=\"call_landlord\" />\n",
-};
-
-pub(crate) const ROB_LANDLORD: ActionSpec = ActionSpec {
-    desc: "in the rob stage, take the landlord seat from whoever holds it; the multiplier doubles",
-    instruction: "- To rob the landlord after a call (one chance per player):\n<Action name=\"rob_landlord\" />\n",
-};
-
-pub(crate) const PASS: ActionSpec = ActionSpec {
-    desc: "decline: no call or no rob while bidding, or let the current lead stand while playing",
-    instruction: "- To pass (decline a call or rob, or skip beating the lead):\n<Action name=\"pass\" />\n",
-};
-
-pub(crate) const PLAY_CARDS: ActionSpec = ActionSpec {
-    desc: "put down a legal combination from your hand; when following, it has to beat the lead",
-    instruction: "- To play cards, list their rank tokens separated by spaces:\n<Action name=\"play_cards\"><cards>7 7 7 4</cards></Action>\nRank tokens: 3 4 5 6 7 8 9 10 J Q K A 2 SJ BJ\n",
-};
-
-pub(crate) const DOUBLE: ActionSpec = ActionSpec {
-    desc: "in the doubling stage, raise the stakes: the multiplier doubles",
-    instruction: "- To double in the doubling stage:\n<Action name=\"double\" />\n",
-};
-
-pub(crate) const NO_DOUBLE: ActionSpec = ActionSpec {
-    desc: "in the doubling stage, keep the stakes as they are",
-    instruction: "- To decline doubling in the doubling stage:\n<Action name=\"no_double\" />\n",
-};
 
 #[cfg(test)]
 mod tests;

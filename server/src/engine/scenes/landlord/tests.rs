@@ -4,6 +4,7 @@ use super::*;
 use crate::engine::event::{Event, EventType};
 use crate::engine::ordering::Ordering;
 use crate::engine::parse::ActionCall;
+use crate::engine::scenes::testing::summaries;
 use crate::engine::scenes::{Refused, Scene, SceneKind, check_refusal, check_refusals};
 use crate::engine::simulator::{BuildError, SimOptions, Simulator};
 use crate::llm::MockClient;
@@ -849,7 +850,7 @@ fn prompt_text_names_the_game_and_avoids_other_scenes_trigger_words() {
         let l = Landlord::new("l".into(), "e".into(), Config { num_decks: decks }).unwrap();
         let text = l.text();
         let mut all = format!("{}\n{}", text.description, text.guidelines);
-        for spec in [CALL_LANDLORD, ROB_LANDLORD, PASS, PLAY_CARDS, DOUBLE, NO_DOUBLE] {
+        for (_, spec) in ACTIONS {
             all.push_str(spec.desc);
             all.push_str(spec.instruction);
         }
@@ -897,22 +898,9 @@ fn patched_nonsense_never_panics() {
     assert_eq!(l.hand_size("Zed"), 13);
 }
 
-fn scenario() -> Scenario {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../assets/scenarios/landlord.json");
-    Scenario::load_file(std::path::Path::new(path)).unwrap()
-}
-
-fn summaries(events: &[Event]) -> Vec<String> {
-    events
-        .iter()
-        .filter(|e| e.kind == EventType::ActionEnd)
-        .map(|e| e.data["summary"].as_str().unwrap_or("-").to_string())
-        .collect()
-}
-
 #[test]
 fn the_scenario_file_builds_a_dealt_table() {
-    let s = scenario();
+    let s = Scenario::shipped("landlord");
     assert_eq!((s.max_steps_per_turn, s.default_turns), (3, 200));
     let sim = s.build(Some(1)).unwrap();
     let Scene::Landlord(l) = &sim.scene else { panic!() };
@@ -941,7 +929,7 @@ fn the_scenario_file_builds_a_dealt_table() {
 #[test]
 fn a_sixty_turn_mock_run_bids_doubles_and_plays_without_panicking() {
     for decks in [2, 1] {
-        let mut s = scenario();
+        let mut s = Scenario::shipped("landlord");
         s.scene.config = json!({"num_decks": decks});
         let mut sim = s.build(Some(42)).unwrap();
         let (report, events) = sim.run_blocking(60, &MockClient);
