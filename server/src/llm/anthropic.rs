@@ -28,9 +28,9 @@
 use serde_json::{Map, Value, json};
 
 use super::LlmError;
-use super::chat::{CacheHow, CacheUse, ChatRequest, ChatResponse, Message, Role, ToolCall, ToolChoice, Usage};
+use super::chat::{CacheHow, CacheUse, ChatRequest, ChatResponse, Message, Role, ToolChoice, Usage};
 use super::config::{Dialect, LlmConfig};
-use super::wire::{StreamError, StreamReader, Wire, event_json};
+use super::wire::{StreamError, StreamReader, Wire, event_json, tool_call};
 
 /// The Messages mapping.
 #[derive(Clone, Copy, Debug, Default)]
@@ -269,7 +269,7 @@ impl Wire for AnthropicWire {
         for block in blocks {
             match block.get("type").and_then(Value::as_str) {
                 Some("text") => text.push_str(block.get("text").and_then(Value::as_str).unwrap_or("")),
-                Some("tool_use") => tool_calls.push(ToolCall::from_json(block, "input", "a tool_use block")?),
+                Some("tool_use") => tool_calls.push(tool_call(block, "input", "a tool_use block")?),
                 _ => {} // thinking and other block kinds carry no answer
             }
         }
@@ -402,7 +402,7 @@ impl StreamReader for AnthropicStream {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::chat::{CacheHints, ToolSpec};
+    use crate::llm::chat::{CacheHints, ToolCall, ToolSpec};
 
     /// Without a system prompt the first breakpoint goes on the last tool; a prefix ending in a
     /// tool result or an assistant's calls is marked on that message's last block.

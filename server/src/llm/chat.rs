@@ -178,18 +178,6 @@ pub struct ToolCall {
 }
 
 impl ToolCall {
-    /// A call as Anthropic's `tool_use` blocks and Gemini's `functionCall` parts write it: its
-    /// `name`, an optional `id`, and the arguments object under `arguments` (`{}` when absent).
-    /// `what` names the block in the error when it has no name.
-    pub(crate) fn from_json(call: &Value, arguments: &str, what: &str) -> Result<ToolCall, super::LlmError> {
-        let text = |key: &str| call.get(key).and_then(Value::as_str).map(str::to_string);
-        Ok(ToolCall {
-            name: text("name").ok_or_else(|| super::LlmError::Response(format!("{what} has no name")))?,
-            id: text("id"),
-            arguments: call.get(arguments).cloned().unwrap_or_else(|| serde_json::json!({})),
-        })
-    }
-
     /// The arguments as the JSON object Gemini's `args` and Anthropic's `input` must be: as they
     /// are when they are one, else parsed from the model's raw string, else wrapped as
     /// `{"arguments": …}` so nothing the model wrote is lost.

@@ -22,10 +22,10 @@
 use serde_json::{Map, Value, json};
 
 use super::LlmError;
-use super::chat::{CacheHow, CacheUse, ChatRequest, ChatResponse, Message, Role, ToolCall, ToolChoice, Usage};
+use super::chat::{CacheHow, CacheUse, ChatRequest, ChatResponse, Message, Role, ToolChoice, Usage};
 use super::config::{Dialect, LlmConfig};
 use super::schema;
-use super::wire::{ExplicitCache, StreamError, StreamReader, Wire, event_json, put_sampling};
+use super::wire::{ExplicitCache, StreamError, StreamReader, Wire, event_json, put_sampling, tool_call};
 
 /// Finish reasons that mean a filter withheld the answer.
 const BLOCKED: [&str; 6] = [
@@ -246,7 +246,7 @@ impl Wire for GeminiWire {
                 text.push_str(t);
             }
             if let Some(call) = part.get("functionCall") {
-                tool_calls.push(ToolCall::from_json(call, "args", "a functionCall part")?);
+                tool_calls.push(tool_call(call, "args", "a functionCall part")?);
             }
         }
         Ok(ChatResponse {

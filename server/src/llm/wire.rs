@@ -6,7 +6,7 @@
 use serde_json::{Map, Value, json};
 
 use super::LlmError;
-use super::chat::{CacheHow, CacheUse, ChatRequest, ChatResponse};
+use super::chat::{CacheHow, CacheUse, ChatRequest, ChatResponse, ToolCall};
 use super::config::{Dialect, LlmConfig};
 
 /// How one HTTP dialect shapes requests and reads responses. Pure: no I/O.
@@ -107,6 +107,18 @@ pub(crate) fn put_sampling(body: &mut Map<String, Value>, config: &LlmConfig, re
             body.insert(key.into(), json!(penalty));
         }
     }
+}
+
+/// A call as Anthropic's `tool_use` blocks and Gemini's `functionCall` parts write it: its
+/// `name`, an optional `id`, and the arguments object under `arguments` (`{}` when absent).
+/// `what` names the block in the error when it has no name.
+pub(crate) fn tool_call(call: &Value, arguments: &str, what: &str) -> Result<ToolCall, LlmError> {
+    let text = |key: &str| call.get(key).and_then(Value::as_str).map(str::to_string);
+    Ok(ToolCall {
+        name: text("name").ok_or_else(|| LlmError::Response(format!("{what} has no name")))?,
+        id: text("id"),
+        arguments: call.get(arguments).cloned().unwrap_or_else(|| json!({})),
+    })
 }
 
 pub(crate) fn event_json(data: &str) -> Result<Value, LlmError> {
