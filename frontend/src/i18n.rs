@@ -596,6 +596,16 @@ pub fn t(lang: Lang, key: &'static str) -> &'static str {
         "new.agentRole" => ("Role", "角色"),
         "new.version" => ("Version", "版本"),
         "new.money" => ("Money budget (US$)", "金额预算（美元）"),
+        "new.layout" => ("Prompt layout", "提示词布局"),
+        "new.layoutUpstream" => ("Default (state in the system prompt)", "默认（状态在系统提示词中）"),
+        "new.layoutStateLast" => (
+            "State last (keeps the cache when plans change)",
+            "状态置后（计划改变时保留缓存）",
+        ),
+        "new.layoutNote" => (
+            "State last puts each agent's emotion and plan in the last message of its prompt, so a provider's prompt cache keeps serving the rest when a plan changes; its prompts then differ from SocialSim4's.",
+            "“状态置后”把每个智能体的情绪和计划放在提示词的最后一条消息里，计划改变时服务商的提示词缓存仍能复用其余部分；此时提示词与 SocialSim4 的不同。",
+        ),
         "new.moneyInvalid" => (
             "The money budget must be a number of dollars, 0 or more.",
             "金额预算必须是不小于 0 的美元数。",

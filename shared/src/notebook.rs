@@ -247,6 +247,27 @@ pub struct CallCache {
     /// `cachedContents/…`, created for a fan-out and deleted after it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_content: Option<String>,
+    /// The explicit cache this call created for its fan-out, being the first call to need it:
+    /// billed apart from the call's tokens, and part of its `money`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created: Option<CreatedCache>,
+    /// How long the warm-up gate held the call, in milliseconds, until the first call of its
+    /// prefix was answered; absent when it was not held (the first call, a later turn, the gate
+    /// off or a provider that has not been seen to cache).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_ms: Option<u64>,
+}
+
+/// An explicit prompt cache a call created (Gemini's `cachedContents`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct CreatedCache {
+    /// The tokens it stores: as the provider counted them at creation, else as the call that
+    /// used it was served from it, else the most the prefix could be (one per byte and framing).
+    pub tokens: u64,
+    /// The lifetime asked for, in seconds: storage is priced for all of it, though the cache is
+    /// deleted sooner when its fan-out ends.
+    pub ttl_s: u64,
 }
 
 /// `GET …/node/{n}/calls`.

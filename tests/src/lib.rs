@@ -565,6 +565,18 @@ pub async fn finished_sweep(s: &Server, tree: u64, sweep: u64) -> Value {
     }
 }
 
+/// `POST …/advance_multi` from `parent` (must answer 200): `count` children run `turns` turns
+/// each; their ids.
+pub async fn fan_out(s: &Server, tree: u64, parent: u64, count: u64, turns: u64) -> Vec<u64> {
+    let body = serde_json::json!({"parent": parent, "turns": turns, "count": count});
+    ok(s, &format!("/devui/simtree/{tree}/advance_multi"), body).await["children"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_u64().unwrap())
+        .collect()
+}
+
 /// `POST …/advance` (must answer 200); the child's id.
 pub async fn advance(s: &Server, tree: u64, parent: u64, turns: u64) -> u64 {
     ok(

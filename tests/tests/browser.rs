@@ -2976,6 +2976,8 @@ async fn the_new_page_saves_to_the_library_as_versions_and_starts_from_shipped_a
     b.click("#create-tree").await;
     let (_, info) = b.created_tree().await;
     assert_eq!(info["kind"], "abm");
+    // The prompt layout chosen on the form is the tree's.
+    b.create_with_state_last("council").await;
     assert_eq!(b.page_errors().await, Vec::<String>::new());
     b.finish("new_library").await;
 }

@@ -66,22 +66,6 @@ fn server_for(urls: &[String], concurrency: &str) -> Server {
     )
 }
 
-async fn fan_out(s: &Server, tree: u64, parent: u64, count: u64) -> Vec<u64> {
-    let (st, r) = s
-        .post(
-            &format!("/devui/simtree/{tree}/advance_multi"),
-            &json!({"parent": parent, "turns": 1, "count": count}),
-        )
-        .await;
-    assert_eq!(st, 200, "{r}");
-    r["children"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c.as_u64().unwrap())
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn children_of_one_node_meet_one_server_with_byte_identical_prompts() {
     let (urls, seen) = three(Duration::ZERO).await;
@@ -92,7 +76,7 @@ async fn children_of_one_node_meet_one_server_with_byte_identical_prompts() {
     let mut chosen = Vec::new();
     for round in 0..4 {
         seen.lock().unwrap().clear();
-        let kids = fan_out(&s, tree, parents[round], 4).await;
+        let kids = simtree_e2e::fan_out(&s, tree, parents[round], 4, 1).await;
         assert_eq!(kids.len(), 4);
         let calls = seen.lock().unwrap().clone();
         let servers: std::collections::BTreeSet<usize> = calls.iter().map(|(n, _)| *n).collect();
@@ -128,7 +112,7 @@ async fn children_of_one_node_meet_one_server_with_byte_identical_prompts() {
     for _ in 0..6 {
         let other = s.create("simple_chat").await;
         seen.lock().unwrap().clear();
-        fan_out(&s, other, 0, 2).await;
+        simtree_e2e::fan_out(&s, other, 0, 2, 1).await;
         roots.extend(seen.lock().unwrap().iter().map(|(n, _)| *n));
     }
     assert!(roots.len() > 1, "every new tree went to one server: {roots:?}");
@@ -196,7 +180,7 @@ async fn a_busy_server_s_overflow_goes_to_the_least_loaded() {
     let (urls, seen) = three(Duration::from_millis(300)).await;
     let s = server_for(&urls, "1");
     let tree = s.create("simple_chat").await;
-    let kids = fan_out(&s, tree, 0, 6).await;
+    let kids = simtree_e2e::fan_out(&s, tree, 0, 6, 1).await;
     assert_eq!(kids.len(), 6);
     let calls = seen.lock().unwrap().clone();
     let per: Vec<usize> = (0..3).map(|n| calls.iter().filter(|(s, _)| *s == n).count()).collect();
@@ -406,7 +390,8 @@ async fn timed(State(t): State<Timed>, Json(body): Json<Value>) -> Json<Value> {
 /// The children of a fan-out send each agent's first prompt alike. With the warm-up gate (the
 /// default) the first of them goes alone and the others only once it is answered, so the
 /// server has the prefix cached when they come; `serial`, each goes once the one before it is
-/// answered; with `LLM_WARM_UP=off` they come together.
+/// answered; with `LLM_WARM_UP=off` they come together. Each held call records how long it was
+/// held (`cache.held_ms` in the calls trace).
 #[tokio::test(flavor = "multi_thread")]
 async fn the_first_call_of_a_shared_prefix_goes_alone_and_its_siblings_after_its_answer() {
     for warm_up in ["first", "serial", "off"] {
@@ -429,8 +414,24 @@ async fn the_first_call_of_a_shared_prefix_goes_alone_and_its_siblings_after_its
         // A first turn, whose answers say the server caches prompts.
         let parent = simtree_e2e::advance(&s, tree, 0, 1).await;
         fake.log.lock().unwrap().clear();
-        fan_out(&s, tree, parent, 4).await;
+        let children = simtree_e2e::fan_out(&s, tree, parent, 4, 1).await;
         let log = fake.log.lock().unwrap().clone();
+        // Per agent, how long each child's first call of it was held (none: it was not).
+        let mut held: BTreeMap<String, Vec<Option<u64>>> = BTreeMap::new();
+        for child in &children {
+            let trace = simtree_e2e::get_ok(&s, &format!("/devui/simtree/{tree}/node/{child}/calls")).await;
+            let mut seen = BTreeSet::new();
+            for call in trace["calls"].as_array().unwrap() {
+                let agent = call["agent"].as_str().unwrap_or("").to_string();
+                let ms = call["cache"]["held_ms"].as_u64();
+                if seen.insert(agent.clone()) {
+                    held.entry(agent).or_default().push(ms);
+                } else {
+                    assert_eq!(ms, None, "a later call of a run is never held: {call}");
+                }
+            }
+        }
+        assert!(!held.is_empty());
         let mut by_prompt: BTreeMap<String, Vec<Span>> = BTreeMap::new();
         for (prompt, came, left) in log {
             by_prompt.entry(prompt).or_default().push((came, left));
@@ -468,6 +469,31 @@ async fn the_first_call_of_a_shared_prefix_goes_alone_and_its_siblings_after_its
             }
             "serial" => assert!(overlapping.iter().all(|&n| n == 0), "one at a time: {overlapping:?}"),
             _ => assert!(early[0] >= 1, "without the gate they come together: {early:?}"),
+        }
+        // The leader goes at once; its three siblings record the wait for its answer (the
+        // server takes 300 ms), one after another when serial.
+        for (agent, ms) in &held {
+            let mut waits: Vec<u64> = ms.iter().flatten().copied().collect();
+            waits.sort_unstable();
+            if warm_up == "off" {
+                assert!(waits.is_empty(), "{agent}: nothing is held without the gate: {ms:?}");
+                continue;
+            }
+            // (A sibling that starts after the leader's answer goes at once: on a slow machine
+            // fewer than three may be held.)
+            assert!(
+                !waits.is_empty() && waits.len() <= 3,
+                "{agent}: the siblings were held, never the leader: {ms:?}"
+            );
+            assert!(
+                ms.iter().any(Option::is_none),
+                "{agent}: the leader went at once: {ms:?}"
+            );
+            let longest = waits[waits.len() - 1];
+            assert!(longest >= 200, "{agent}: held until the answer came: {ms:?}");
+            if warm_up == "serial" && waits.len() == 3 {
+                assert!(longest >= 750, "{agent}: the last waited for all before it: {ms:?}");
+            }
         }
     }
 }

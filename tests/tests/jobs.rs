@@ -419,22 +419,6 @@ fn jobs_server(pg: &Postgres, env: &[(&'static str, String)], extra: &[&str]) ->
     simtree_e2e::Server::start_env(&flags, &env)
 }
 
-async fn fan_out(s: &simtree_e2e::Server, tree: u64, count: u64, turns: u64) -> Vec<u64> {
-    let (status, r) = s
-        .post(
-            &format!("/devui/simtree/{tree}/advance_multi"),
-            &serde_json::json!({"parent": 0, "turns": turns, "count": count}),
-        )
-        .await;
-    assert_eq!(status, 200, "{r}");
-    r["children"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c.as_u64().unwrap())
-        .collect()
-}
-
 async fn statuses(s: &simtree_e2e::Server, tree: u64) -> BTreeMap<u64, String> {
     let (status, g) = s.get(&format!("/devui/simtree/{tree}/graph")).await;
     assert_eq!(status, 200, "{g}");
@@ -465,7 +449,7 @@ async fn a_fan_out_spreads_over_two_workers_and_looks_as_an_in_process_one() {
     let tree = s.create("simple_chat").await;
     let mut watcher = s.watch(&format!("/devui/simtree/{tree}/events")).await;
     let started = Instant::now();
-    let children = fan_out(&s, tree, 16, 2).await;
+    let children = simtree_e2e::fan_out(&s, tree, 0, 16, 2).await;
     let took = started.elapsed();
     assert_eq!(children.len(), 16);
     let statuses = statuses(&s, tree).await;
@@ -501,7 +485,7 @@ async fn a_fan_out_spreads_over_two_workers_and_looks_as_an_in_process_one() {
     let env_pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let alone = simtree_e2e::Server::start_env(&[], &env_pairs);
     let other = alone.create("simple_chat").await;
-    let theirs = fan_out(&alone, other, 16, 2).await;
+    let theirs = simtree_e2e::fan_out(&alone, other, 0, 16, 2).await;
     for (mine, theirs) in children.iter().zip(&theirs) {
         let a = simtree_e2e::own_entries(&s, tree, *mine).await;
         let b = simtree_e2e::own_entries(&alone, other, *theirs).await;
@@ -963,7 +947,7 @@ async fn a_server_killed_mid_fan_out_is_followed_by_one_that_adopts_its_jobs_and
     let alone_pairs: Vec<(&str, &str)> = alone_env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let alone = simtree_e2e::Server::start_env(&[], &alone_pairs);
     let other = alone.create("simple_chat").await;
-    let theirs = fan_out(&alone, other, 8, 6).await;
+    let theirs = simtree_e2e::fan_out(&alone, other, 0, 8, 6).await;
     for (mine, theirs) in children.iter().zip(&theirs) {
         let a = simtree_e2e::own_entries(&second, tree, *mine).await;
         let b = simtree_e2e::own_entries(&alone, other, *theirs).await;
@@ -1922,7 +1906,7 @@ async fn race_for_a_budget(flags: &[&str], budget: serde_json::Value) -> Race {
     let (st, created) = s.post("/devui/simtree", &body).await;
     assert_eq!(st, 200, "{created}");
     let tree = created["id"].as_u64().unwrap();
-    let children = fan_out(&s, tree, 24, 12).await;
+    let children = simtree_e2e::fan_out(&s, tree, 0, 24, 12).await;
     let ended = statuses(&s, tree).await;
     assert!(
         children.iter().all(|c| ended[c] == "done" || ended[c] == "failed"),

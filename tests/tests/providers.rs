@@ -715,10 +715,13 @@ async fn a_same_seed_fan_out_makes_one_upstream_call_per_step() {
 
 /// A Gemini-shaped server with `cachedContents`: it keeps each created cache (system
 /// instruction and contents), answers a call naming one as if its text had been sent, and logs
-/// creates, uses and deletes. With `refuse`, every create is refused.
+/// creates, uses and deletes. With `refuse`, every create is refused; with `count`, a create's
+/// answer says how many tokens the cache holds (`usageMetadata.totalTokenCount`: a quarter of its
+/// text's bytes, plus 7 so that it differs from what the calls that use it report).
 #[derive(Clone, Default)]
 struct Gemini {
     refuse: bool,
+    count: bool,
     caches: Arc<std::sync::Mutex<std::collections::BTreeMap<String, Value>>>,
     created: Arc<std::sync::Mutex<Vec<Value>>>,
     deleted: Arc<std::sync::Mutex<Vec<String>>>,
@@ -771,7 +774,40 @@ async fn gemini_create(State(g): State<Gemini>, Json(body): Json<Value>) -> (Sta
     }
     let name = format!("cachedContents/c{}", g.created.lock().unwrap().len());
     g.caches.lock().unwrap().insert(name.clone(), body.clone());
-    (StatusCode::OK, Json(json!({"name": name, "model": body["model"]})))
+    let mut answer = json!({"name": name, "model": body["model"]});
+    if g.count {
+        answer["usageMetadata"] = json!({"totalTokenCount": body.to_string().len() / 4 + 7});
+    }
+    (StatusCode::OK, Json(answer))
+}
+
+/// A Gemini-shaped server (`g`) and a simtree server on it with `flags`.
+async fn gemini_server(g: &Gemini, flags: &[&str]) -> (Server, tokio::task::JoinHandle<()>) {
+    let app = axum::Router::new()
+        .route("/v1beta/models/{call}", post(gemini_generate))
+        .route("/v1beta/cachedContents", post(gemini_create))
+        .route("/v1beta/cachedContents/{id}", axum::routing::delete(gemini_delete))
+        .with_state(g.clone());
+    let (url, task) = serve_provider(app).await;
+    let base = url.replace("/v1", "/v1beta");
+    let s = Server::start_env(
+        flags,
+        &[
+            ("LLM_DIALECT", "gemini"),
+            ("LLM_BASE_URL", &base),
+            ("LLM_API_KEY", "gemini-test-secret"),
+            ("LLM_MODEL", "gemini-test"),
+            ("LLM_TIMEOUT_S", "5"),
+        ],
+    );
+    (s, task)
+}
+
+/// A tree on `s` six turns deep, then a fan-out of four from it: the tree and the children.
+async fn gemini_fan_out(s: &Server) -> (u64, Vec<u64>) {
+    let tree = s.create("simple_chat").await;
+    let parent = simtree_e2e::advance(s, tree, 0, 6).await;
+    (tree, simtree_e2e::fan_out(s, tree, parent, 4, 1).await)
 }
 
 async fn gemini_delete(State(g): State<Gemini>, axum::extract::Path(id): axum::extract::Path<String>) -> Json<Value> {
@@ -792,40 +828,12 @@ async fn a_gemini_fan_out_shares_one_cached_content_per_agent_and_deletes_it_aft
             refuse,
             ..Gemini::default()
         };
-        let app = axum::Router::new()
-            .route("/v1beta/models/{call}", post(gemini_generate))
-            .route("/v1beta/cachedContents", post(gemini_create))
-            .route("/v1beta/cachedContents/{id}", axum::routing::delete(gemini_delete))
-            .with_state(g.clone());
-        let (url, _task) = serve_provider(app).await;
-        let base = url.replace("/v1", "/v1beta");
-        let s = Server::start_env(
-            &[],
-            &[
-                ("LLM_DIALECT", "gemini"),
-                ("LLM_BASE_URL", &base),
-                ("LLM_API_KEY", "gemini-test-secret"),
-                ("LLM_MODEL", "gemini-test"),
-                ("LLM_TIMEOUT_S", "5"),
-            ],
-        );
+        let (s, _task) = gemini_server(&g, &[]).await;
         let tree = s.create("simple_chat").await;
         let parent = simtree_e2e::advance(&s, tree, 0, 6).await;
         assert!(g.created.lock().unwrap().is_empty(), "a run alone creates no cache");
         g.calls.lock().unwrap().clear();
-        let (st, r) = s
-            .post(
-                &format!("/devui/simtree/{tree}/advance_multi"),
-                &json!({"parent": parent, "turns": 1, "count": 4}),
-            )
-            .await;
-        assert_eq!(st, 200, "{r}");
-        let children: Vec<u64> = r["children"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c.as_u64().unwrap())
-            .collect();
+        let children = simtree_e2e::fan_out(&s, tree, parent, 4, 1).await;
         let created = g.created.lock().unwrap().clone();
         assert!(!created.is_empty(), "the fan-out asked for caches");
         for c in &created {
@@ -869,6 +877,122 @@ async fn a_gemini_fan_out_shares_one_cached_content_per_agent_and_deletes_it_aft
             assert!(g.caches.lock().unwrap().is_empty());
         }
     }
+}
+
+/// A price file for the Gemini tests: a dollar per million prompt tokens, two per million
+/// completion tokens, a quarter for cached ones, and `storage` per million tokens kept an hour.
+fn gemini_prices(storage: f64) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!("simtree-gemini-prices-{}-{storage}.json", std::process::id()));
+    let prices = json!({"gemini:gemini-test":
+        {"prompt": 1, "completion": 2, "cached": 0.25, "cache_storage": storage}});
+    std::fs::write(&path, prices.to_string()).unwrap();
+    path
+}
+
+/// The explicit caches a fan-out creates are paid for. The call that created each records it
+/// (the tokens the create's answer counted, else those the call was served from, and the hour
+/// it was asked to live), its money includes the write at the prompt price and an hour's
+/// storage, the tree's money includes them, a money budget charges exactly that, and a replay
+/// of the child shows the same record.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_gemini_cache_create_is_metered_priced_and_charged_to_the_budget() {
+    for count in [true, false] {
+        let g = Gemini {
+            count,
+            ..Gemini::default()
+        };
+        let prices = gemini_prices(4.5);
+        let flags = ["--prices", prices.to_str().unwrap(), "--money-budget", "100"];
+        let (s, _task) = gemini_server(&g, &flags).await;
+        let (tree, children) = gemini_fan_out(&s).await;
+        let created = g.created.lock().unwrap().clone();
+        assert!(!created.is_empty(), "the fan-out created caches");
+        let mut recorded = Vec::new();
+        let mut creator = None;
+        for child in &children {
+            let trace = simtree_e2e::get_ok(&s, &format!("/devui/simtree/{tree}/node/{child}/calls")).await;
+            for call in trace["calls"].as_array().unwrap() {
+                let Some(c) = call["cache"].get("created") else {
+                    continue;
+                };
+                let tokens = c["tokens"].as_u64().unwrap();
+                assert_eq!(c["ttl_s"], 3600, "{call}");
+                let n = |k: &str| call[k].as_u64().unwrap_or(0) as f64;
+                let own = (n("prompt_tokens") - n("cached_tokens")
+                    + 0.25 * n("cached_tokens")
+                    + 2.0 * n("completion_tokens"))
+                    / 1e6;
+                let stored = tokens as f64 * (1.0 + 4.5) / 1e6;
+                let money = call["money"].as_f64().unwrap();
+                assert!(
+                    (money - own - stored).abs() < 1e-12,
+                    "{money} ≠ {own} + {stored}: {call}"
+                );
+                recorded.push(tokens);
+                creator = Some(*child);
+            }
+        }
+        // One record per cache created, with the tokens its answer gave, else those the call
+        // that used it was served from (the fake's quarter of the cache's bytes).
+        let mut want: Vec<u64> = created
+            .iter()
+            .map(|c| c.to_string().len() as u64 / 4 + if count { 7 } else { 0 })
+            .collect();
+        want.sort_unstable();
+        recorded.sort_unstable();
+        assert_eq!(recorded, want, "count in the create's answer: {count}");
+        // The tree's money holds the caches, and the budget charged exactly what was recorded.
+        let usage = simtree_e2e::get_ok(&s, &format!("/devui/simtree/{tree}/usage")).await;
+        let money = usage["usage"]["money"].as_f64().unwrap();
+        let spent = usage["money_budget"]["spent"].as_f64().unwrap();
+        let stored: f64 = recorded.iter().map(|&t| t as f64 * 5.5 / 1e6).sum();
+        assert!(money > stored, "{usage}");
+        assert!(
+            (money - spent).abs() < 1e-9,
+            "the budget charged {spent}, the calls cost {money}"
+        );
+        // A replay answers from the recording that holds the cache's record, with no call.
+        let before = g.calls.lock().unwrap().len();
+        let again = simtree_e2e::ok(
+            &s,
+            &format!("/devui/simtree/{tree}/replay"),
+            json!({"node": creator.unwrap()}),
+        )
+        .await;
+        let replay = again["child"].as_u64().unwrap();
+        let info = simtree_e2e::get_ok(&s, &format!("/devui/simtree/{tree}/node/{replay}/info")).await;
+        assert_eq!(info["status"], "done", "{info}");
+        assert_eq!(g.calls.lock().unwrap().len(), before, "a replay calls no provider");
+    }
+}
+
+/// A budget too small to hold an explicit cache's most possible cost: no cache is created, the
+/// fan-out's calls go as plain requests, every child ends done, and the budget is not passed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_budget_too_small_for_a_gemini_cache_makes_plain_calls_within_it() {
+    let g = Gemini::default();
+    // Storage at $10,000 per million tokens an hour: a prefix of over a thousand tokens would
+    // hold more than ten dollars; the calls themselves cost cents.
+    let prices = gemini_prices(10_000.0);
+    let limit = 2.0;
+    let flags = ["--prices", prices.to_str().unwrap(), "--money-budget", "2"];
+    let (s, _task) = gemini_server(&g, &flags).await;
+    let (tree, children) = gemini_fan_out(&s).await;
+    assert!(g.created.lock().unwrap().is_empty(), "no cache was asked for");
+    let calls = g.calls.lock().unwrap().clone();
+    assert!(calls.iter().all(|c| c.get("cachedContent").is_none()), "plain calls");
+    for child in &children {
+        let info = simtree_e2e::get_ok(&s, &format!("/devui/simtree/{tree}/node/{child}/info")).await;
+        assert_eq!(info["status"], "done", "{info}");
+        let trace = simtree_e2e::get_ok(&s, &format!("/devui/simtree/{tree}/node/{child}/calls")).await;
+        for call in trace["calls"].as_array().unwrap() {
+            assert_eq!(call["cache"]["how"], "implicit", "{call}");
+        }
+    }
+    let usage = simtree_e2e::get_ok(&s, &format!("/devui/simtree/{tree}/usage")).await;
+    let spent = usage["money_budget"]["spent"].as_f64().unwrap();
+    let money = usage["usage"]["money"].as_f64().unwrap();
+    assert!(spent <= limit && (money - spent).abs() < 1e-9, "{usage}");
 }
 
 /// What a plan change costs the prompt cache: the plan is in the system prompt, the first part

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from conftest import ROOT, binary
-from simtree_client import Client, Conflict, NotFound, Unprocessable, frames, models
+from simtree_client import Client, Conflict, NotFound, SimtreeError, Unprocessable, frames, models
 
 SIR_SWEEP = {
     "turns": 4,
@@ -60,6 +60,20 @@ def test_trees_are_created_listed_edited_and_deleted(client: Client):
         tree.info()
     with pytest.raises(ValueError):
         client.create()
+
+
+def test_a_tree_created_with_the_state_last_lays_its_prompts_out_so(client: Client):
+    """``prompt_layout="state_last"`` reaches the server: the agents' state goes in the last
+    message of each prompt (``[Your state now]``), which the default layout never sends."""
+    last = {}
+    for layout in (None, "state_last"):
+        tree = client.create(scenario="simple_chat", prompt_layout=layout)
+        call = tree.root.advance(1).calls().calls[0]
+        last[layout] = call.messages[-1].content
+    assert "[Your state now]" in last["state_last"], last
+    assert "[Your state now]" not in last[None], last
+    with pytest.raises(SimtreeError, match="prompt_layout"):
+        client.create(scenario="simple_chat", prompt_layout="plan_first")
 
 
 def test_a_node_advances_branches_fans_out_and_is_annotated(client: Client):

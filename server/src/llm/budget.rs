@@ -13,6 +13,12 @@
 //!   `max_tokens`, cannot be bounded, so under a money cap its calls are refused with the reason.
 //!   (This holds as long as the provider honours `max_tokens`, as the three dialects' servers do.)
 //!
+//! A provider's **explicit cache** (Gemini's `cachedContents`, created for a fan-out) is
+//! admitted the same way before it is created ([`TreeBudget::reserve_store`]): its most possible
+//! cost (the prefix's token bound written once and stored for the lifetime asked for) is held, it
+//! is not created when that does not fit, and the hold is replaced by what it cost. It counts
+//! against the token and money caps, not the call cap: it is no call of the run.
+//!
 //! A budget may sit **within** another ([`TreeBudget::within`], [`TreeBudget::inside`]): an
 //! exploration's budget within its tree's. A call is admitted only when both admit it, and is charged to both.
 //!
@@ -33,7 +39,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
-use super::chat::{ChatRequest, Usage};
+use super::chat::{ChatRequest, Message, Usage};
 use super::price::PriceTable;
 use super::{BoxFuture, LlmError};
 
@@ -81,13 +87,14 @@ pub enum Refusal {
 /// Where a budget's spending is booked (see the module doc). Each method is one step of a call's
 /// life under the budget; `limits` are the budget's caps.
 pub trait Book: Send + Sync + std::fmt::Debug {
-    /// Counts a call and holds `money` dollars for it, when `limits` admit it beside what is
-    /// spent and held; returns the hold's id.
-    fn hold(&self, limits: Limits, money: f64) -> BoxFuture<'_, Result<u64, Refusal>>;
+    /// Holds `money` dollars, and counts a call when `call`, when `limits` admit it beside what
+    /// is spent and held; returns the hold's id.
+    fn hold(&self, limits: Limits, money: f64, call: bool) -> BoxFuture<'_, Result<u64, Refusal>>;
     /// Ends hold `id` of `held` dollars: released, with `tokens` and `money` (dollars) charged.
     fn settle(&self, id: u64, held: f64, tokens: u64, money: f64) -> BoxFuture<'_, ()>;
-    /// Takes back hold `id` of `held` dollars and its call (a budget it is within refused it).
-    fn undo(&self, id: u64, held: f64) -> BoxFuture<'_, ()>;
+    /// Takes back hold `id` of `held` dollars, and its call when it counted one (`call`): a
+    /// budget it is within refused it.
+    fn undo(&self, id: u64, held: f64, call: bool) -> BoxFuture<'_, ()>;
     /// What is booked now (may block on a database: call it off the runtime's threads).
     fn totals(&self) -> Totals;
     /// Counts `tokens` and `money` dollars spent before this book existed (an exploration
@@ -120,14 +127,16 @@ impl MemoryBook {
         self.money.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn admit(&self, limits: Limits, worst: f64) -> Result<u64, Refusal> {
+    fn admit(&self, limits: Limits, worst: f64, call: bool) -> Result<u64, Refusal> {
         if let Some(limit) = limits.tokens {
             let spent = self.tokens.load(Ordering::Relaxed);
             if spent >= limit {
                 return Err(Refusal::Tokens { spent });
             }
         }
-        if let Some(limit) = limits.calls {
+        if !call {
+            // Nothing to count.
+        } else if let Some(limit) = limits.calls {
             let taken = self
                 .calls
                 .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| (n < limit).then_some(n + 1));
@@ -142,7 +151,7 @@ impl MemoryBook {
             if m.spent + m.reserved + worst > limit {
                 let (spent, held) = (m.spent, m.reserved);
                 drop(m);
-                self.calls.fetch_sub(1, Ordering::SeqCst);
+                self.calls.fetch_sub(u64::from(call), Ordering::SeqCst);
                 return Err(Refusal::Money { spent, held });
             }
             m.reserved += worst;
@@ -152,8 +161,8 @@ impl MemoryBook {
 }
 
 impl Book for MemoryBook {
-    fn hold(&self, limits: Limits, money: f64) -> BoxFuture<'_, Result<u64, Refusal>> {
-        Box::pin(std::future::ready(self.admit(limits, money)))
+    fn hold(&self, limits: Limits, money: f64, call: bool) -> BoxFuture<'_, Result<u64, Refusal>> {
+        Box::pin(std::future::ready(self.admit(limits, money, call)))
     }
 
     fn settle(&self, _id: u64, held: f64, tokens: u64, money: f64) -> BoxFuture<'_, ()> {
@@ -164,8 +173,8 @@ impl Book for MemoryBook {
         Box::pin(std::future::ready(()))
     }
 
-    fn undo(&self, _id: u64, held: f64) -> BoxFuture<'_, ()> {
-        self.calls.fetch_sub(1, Ordering::SeqCst);
+    fn undo(&self, _id: u64, held: f64, call: bool) -> BoxFuture<'_, ()> {
+        self.calls.fetch_sub(u64::from(call), Ordering::SeqCst);
         let mut m = self.money();
         m.reserved = (m.reserved - held).max(0.0);
         Box::pin(std::future::ready(()))
@@ -219,6 +228,24 @@ pub enum Unbounded {
     NoMaxTokens(String),
 }
 
+/// What a budget is asked to admit.
+#[derive(Clone, Copy, Debug)]
+enum Ask<'a> {
+    /// A call of this request; the provider's completion limit when the request sets none.
+    Call(&'a ChatRequest, Option<u32>),
+    /// Storing at most `tokens` in the provider's explicit cache for `ttl_s` seconds.
+    Store { tokens: u64, ttl_s: u64 },
+}
+
+/// What an admitted ask spent, charged when it is settled.
+#[derive(Clone, Copy, Debug)]
+enum Spent<'a> {
+    /// The call's usage (`None`: it failed and costs nothing).
+    Call(Option<&'a Usage>),
+    /// `tokens` stored for `ttl_s` seconds (0: nothing was).
+    Store { tokens: u64, ttl_s: u64 },
+}
+
 /// What a started call holds until it is settled.
 #[derive(Debug)]
 #[must_use = "a reservation is settled after the call"]
@@ -236,13 +263,19 @@ const TOKENS_PER_REQUEST: u64 = 64;
 /// The most prompt tokens `request` can count as: one per byte of its text (a token is at least
 /// one byte in every byte-level tokenizer), plus framing.
 pub(crate) fn prompt_bound(request: &ChatRequest) -> u64 {
-    let text: usize = request.messages.iter().map(|m| m.flat().1.len()).sum::<usize>()
-        + serde_json::to_string(&request.tools).map_or(0, |t| t.len())
+    let text: usize = serde_json::to_string(&request.tools).map_or(0, |t| t.len())
         + request
             .response_schema
             .as_ref()
             .map_or(0, |s| s.schema.to_string().len());
-    text as u64 + TOKENS_PER_MESSAGE * request.messages.len() as u64 + TOKENS_PER_REQUEST
+    messages_bound(&request.messages) + text as u64
+}
+
+/// The most tokens `messages` can count as, alone or as a request's prefix (see
+/// [`prompt_bound`]).
+pub(crate) fn messages_bound(messages: &[Message]) -> u64 {
+    let text: usize = messages.iter().map(|m| m.flat().1.len()).sum();
+    text as u64 + TOKENS_PER_MESSAGE * messages.len() as u64 + TOKENS_PER_REQUEST
 }
 
 impl TreeBudget {
@@ -377,36 +410,61 @@ impl TreeBudget {
         request: &ChatRequest,
         max_tokens: Option<u32>,
     ) -> Result<Hold, LlmError> {
-        self.admit(model, request, max_tokens).await.inspect_err(|_| {
-            self.refused.fetch_add(1, Ordering::Relaxed);
+        self.ask(model, Ask::Call(request, max_tokens)).await
+    }
+
+    /// Admits storing at most `tokens` tokens in `model`'s provider's explicit cache for `ttl_s`
+    /// seconds (see the module doc), or says which cap stops it. A refusal here refuses no call.
+    pub(crate) async fn reserve_store(&self, model: &str, tokens: u64, ttl_s: u64) -> Result<Hold, LlmError> {
+        self.ask(model, Ask::Store { tokens, ttl_s }).await
+    }
+
+    async fn ask(&self, model: &str, ask: Ask<'_>) -> Result<Hold, LlmError> {
+        self.admit(model, ask).await.inspect_err(|_| {
+            if matches!(ask, Ask::Call(..)) {
+                self.refused.fetch_add(1, Ordering::Relaxed);
+            }
         })
     }
 
-    async fn admit(&self, model: &str, request: &ChatRequest, max_tokens: Option<u32>) -> Result<Hold, LlmError> {
+    async fn admit(&self, model: &str, ask: Ask<'_>) -> Result<Hold, LlmError> {
         let refuse = |why: String| Err(LlmError::Request(why));
         if let Some(seen) = &self.probe {
-            let worst = self.worst_case(model, request, max_tokens);
-            seen.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(worst);
+            if let Ask::Call(..) = ask {
+                let worst = self.worst_case(model, ask);
+                seen.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(worst);
+            }
             return refuse("a probe makes no call".into());
         }
         let worst = match self.limits.money {
             None => 0.0,
-            Some(_) => match self.worst_case(model, request, max_tokens) {
+            Some(_) => match self.worst_case(model, ask) {
                 Ok(w) => w,
                 Err(why) => return refuse(why.to_string()),
             },
         };
-        let id = match self.book().hold(self.limits, worst).await {
+        // A store is no call: the call cap neither stops nor counts it.
+        let (limits, call) = match ask {
+            Ask::Call(..) => (self.limits, true),
+            Ask::Store { .. } => (
+                Limits {
+                    calls: None,
+                    ..self.limits
+                },
+                false,
+            ),
+        };
+        let id = match self.book().hold(limits, worst, call).await {
             Ok(id) => id,
-            Err(r) => return refuse(refusal_text(&r, self.limits, worst)),
+            Err(r) => return refuse(refusal_text(&r, limits, worst)),
         };
         let outer = match &self.outer {
             None => None,
-            Some(o) => match Box::pin(o.reserve(model, request, max_tokens)).await {
+            Some(o) => match Box::pin(o.ask(model, ask)).await {
                 Ok(h) => Some(Box::new(h)),
                 Err(e) => {
                     // Not admitted after all: undo this budget's count and hold.
-                    self.book().undo(id, worst).await;
+                    self.book().undo(id, worst, call).await;
                     return Err(e);
                 }
             },
@@ -418,27 +476,48 @@ impl TreeBudget {
         })
     }
 
-    /// The most a call of `model` with `request` may cost (what a money cap holds for it), or why
-    /// it has no bound.
-    fn worst_case(&self, model: &str, request: &ChatRequest, max_tokens: Option<u32>) -> Result<f64, Unbounded> {
+    /// The most `ask` may cost on `model` (what a money cap holds for it), or why it has no
+    /// bound.
+    fn worst_case(&self, model: &str, ask: Ask<'_>) -> Result<f64, Unbounded> {
         let Some(price) = self.prices.price(model) else {
             return Err(Unbounded::NoPrice(model.to_string()));
         };
-        let Some(completion) = request.max_tokens.or(max_tokens) else {
-            return Err(Unbounded::NoMaxTokens(model.to_string()));
-        };
-        Ok(price.worst(prompt_bound(request), u64::from(completion)))
+        match ask {
+            Ask::Call(request, max_tokens) => {
+                let Some(completion) = request.max_tokens.or(max_tokens) else {
+                    return Err(Unbounded::NoMaxTokens(model.to_string()));
+                };
+                Ok(price.worst(prompt_bound(request), u64::from(completion)))
+            }
+            Ask::Store { tokens, ttl_s } => Ok(price.stored(tokens, ttl_s)),
+        }
     }
 
     /// Ends a call admitted by [`TreeBudget::reserve`]: its tokens and cost are charged (nothing
     /// when it failed) and its reservation released.
     pub(crate) async fn settle(&self, model: &str, hold: Hold, usage: Option<&Usage>) {
+        self.settle_as(model, hold, Spent::Call(usage)).await;
+    }
+
+    /// Ends a store admitted by [`TreeBudget::reserve_store`]: `tokens` stored for `ttl_s`
+    /// seconds are charged (0: nothing was stored) and the hold released.
+    pub(crate) async fn settle_store(&self, model: &str, hold: Hold, tokens: u64, ttl_s: u64) {
+        self.settle_as(model, hold, Spent::Store { tokens, ttl_s }).await;
+    }
+
+    async fn settle_as(&self, model: &str, hold: Hold, spent: Spent<'_>) {
         if let (Some(o), Some(h)) = (&self.outer, hold.outer) {
-            Box::pin(o.settle(model, *h, usage)).await;
+            Box::pin(o.settle_as(model, *h, spent)).await;
         }
-        let tokens = usage.map_or(0, Usage::total);
+        let (tokens, cost) = match spent {
+            Spent::Call(usage) => (
+                usage.map_or(0, Usage::total),
+                usage.and_then(|u| self.prices.cost(model, u)),
+            ),
+            Spent::Store { tokens, ttl_s } => (tokens, self.prices.stored(model, tokens, ttl_s)),
+        };
         let cost = match self.limits.money {
-            Some(_) => usage.and_then(|u| self.prices.cost(model, u)).unwrap_or(0.0),
+            Some(_) => cost.unwrap_or(0.0),
             None => 0.0,
         };
         self.book().settle(hold.id, hold.money, tokens, cost).await;
@@ -637,6 +716,48 @@ mod tests {
         );
         now(tree.settle("fake:priced", h, None));
         assert_eq!(TreeBudget::new(Limits::default(), prices()).money_left(), None);
+    }
+
+    #[test]
+    fn a_store_is_held_at_its_most_and_charged_what_it_stored_but_is_no_call() {
+        // 1,000 tokens at most, kept an hour: written at $1000 and stored at $500 per million
+        // an hour = $1.50 held.
+        let prices = Arc::new(
+            PriceTable::with_file(r#"{"fake:priced": {"prompt": 1000, "completion": 2000, "cache_storage": 500}}"#)
+                .unwrap(),
+        );
+        let tree = Arc::new(TreeBudget::new(
+            Limits {
+                money: Some(2.0),
+                calls: Some(1),
+                ..Limits::default()
+            },
+            prices.clone(),
+        ));
+        let part = TreeBudget::within(Limits::default(), prices, Some(tree.clone()));
+        let h = now(part.reserve_store("fake:priced", 1_000, 3600)).unwrap();
+        assert!((tree.totals().held - 1.5).abs() < 1e-12, "{:?}", tree.totals());
+        let e = now(tree.reserve_store("fake:priced", 1_000, 3600))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("money budget"), "a second does not fit beside it: {e}");
+        // No call was counted: the call cap still admits its one call.
+        assert_eq!((tree.calls(), tree.refusals()), (0, 0));
+        now(part.settle_store("fake:priced", h, 400, 1800));
+        // 400 tokens written ($0.40) and kept half an hour ($0.10).
+        assert!((tree.money_spent() - 0.5).abs() < 1e-12, "{}", tree.money_spent());
+        assert_eq!((tree.spent(), tree.totals().held), (400, 0.0));
+        let call = now(tree.reserve("fake:priced", &request(1), Some(10))).unwrap();
+        now(tree.settle("fake:priced", call, None));
+        assert_eq!(tree.calls(), 1);
+        // Nothing stored costs nothing; a model without a price cannot be bounded.
+        let h = now(tree.reserve_store("fake:priced", 10, 3600)).unwrap();
+        now(tree.settle_store("fake:priced", h, 0, 3600));
+        assert!((tree.money_spent() - 0.5).abs() < 1e-12);
+        let e = now(tree.reserve_store("openai:unknown", 10, 3600))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no price"), "{e}");
     }
 
     #[test]

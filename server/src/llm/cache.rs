@@ -126,7 +126,7 @@ pub fn plan(messages: &[Message], state: &mut LlmState) -> CacheHints {
         key,
         prefixes,
         shared,
-        cached: None,
+        ..CacheHints::default()
     }
 }
 

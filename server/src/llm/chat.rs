@@ -17,6 +17,8 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -325,6 +327,53 @@ pub struct CacheHints {
     /// Set by the provider: the explicit cache (its name) that holds the first `len` messages,
     /// which the dialect then sends by name instead of as text.
     pub(crate) cached: Option<(String, usize)>,
+    /// What pays for an explicit cache this call may create (the tree's budget); none: nothing
+    /// caps it.
+    pub spend: Spend,
+}
+
+/// What may pay for storing a prefix in a provider's explicit cache (a tree's budget), asked
+/// by the provider before it creates one and told afterwards what the cache cost. One per call:
+/// it keeps the hold between the two.
+pub trait StoreBudget: Send + Sync {
+    /// Holds the most that storing at most `tokens` tokens for `ttl_s` seconds can cost; `false`
+    /// when the budget refuses (the cache is then not created).
+    fn hold(&self, tokens: u64, ttl_s: u64) -> Pin<Box<dyn Future<Output = bool> + Send + '_>>;
+    /// Ends the hold: `tokens` were stored for `ttl_s` seconds (0: nothing was stored).
+    fn settle(&self, tokens: u64, ttl_s: u64) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
+}
+
+/// A request's optional [`StoreBudget`]. Like [`Watch`], not part of what a request asks: two
+/// hints are equal whatever their budgets.
+#[derive(Clone, Default)]
+pub struct Spend(Option<Arc<dyn StoreBudget>>);
+
+impl Spend {
+    pub(crate) fn new(budget: Arc<dyn StoreBudget>) -> Spend {
+        Spend(Some(budget))
+    }
+
+    pub(crate) fn budget(&self) -> Option<&dyn StoreBudget> {
+        self.0.as_deref()
+    }
+}
+
+impl PartialEq for Spend {
+    fn eq(&self, _: &Spend) -> bool {
+        true
+    }
+}
+
+impl Eq for Spend {}
+
+impl fmt::Debug for Spend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Spend(budget)"
+        } else {
+            "Spend(none)"
+        })
+    }
 }
 
 /// A prefix the sibling runs of one fan-out all send.
@@ -391,6 +440,23 @@ pub struct CacheUse {
     pub(crate) cached_content: Option<String>,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub(crate) cached_messages: u32,
+    /// The explicit cache this call created for its fan-out (it was the first to need it), which
+    /// the provider bills apart from the call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created: Option<CacheCreated>,
+    /// How long the warm-up gate held the call (milliseconds) until the first call of its
+    /// prefix was answered (`llm::warmup`); absent when it was not held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_ms: Option<u64>,
+}
+
+/// An explicit cache a call created: the tokens it stores (as the provider counted them, else as
+/// the calls that used it reported them, else at most) and the lifetime asked for, which is what
+/// storage is billed for (the cache is deleted sooner when its fan-out ends, so this is the most).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheCreated {
+    pub tokens: u64,
+    pub ttl_s: u64,
 }
 
 impl ChatRequest {

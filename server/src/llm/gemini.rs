@@ -291,6 +291,11 @@ impl ExplicitCache for GeminiWire {
             .map(str::to_string)
     }
 
+    /// A cached content's `usageMetadata.totalTokenCount`.
+    fn tokens(&self, answer: &Value) -> Option<u64> {
+        answer.pointer("/usageMetadata/totalTokenCount").and_then(Value::as_u64)
+    }
+
     fn delete_url(&self, config: &LlmConfig, name: &str) -> String {
         format!("{}/{name}", config.endpoint())
     }

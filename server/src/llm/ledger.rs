@@ -17,14 +17,14 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::budget::TreeBudget;
+use super::budget::{Hold, TreeBudget};
 use super::cache;
-use super::chat::{ChatRequest, ChatResponse, Message, Role, Watch};
+use super::chat::{CacheUse, ChatRequest, ChatResponse, Message, Role, Spend, StoreBudget, Watch};
 use super::coalesce::{CallKey, Coalescer, Turn};
 use super::config::Dialect;
 use super::provider::ChatProvider;
 use super::record::LlmRecord;
-use super::warmup::{WarmKey, WarmUp};
+use super::warmup::{Entered, WarmKey, WarmUp};
 use super::{BoxFuture, LlmClient, LlmError, LlmState};
 
 /// A stable hash of a request's messages (FNV-1a 64 over the role and content of each message's
@@ -181,11 +181,19 @@ impl LlmClient for MeteredClient {
             if let Some(sink) = self.watch.wanted() {
                 sink.speaker(state.speaker.as_deref());
             }
-            let request = ChatRequest {
+            let mut request = ChatRequest {
                 watch: self.watch.clone(),
                 cache: cache::plan(messages, state),
                 ..ChatRequest::new(messages.to_vec())
             };
+            // A prefix the provider may store for the fan-out is paid from the tree's budget.
+            if let Some(budget) = self.budget.as_ref().filter(|_| request.cache.shared.is_some()) {
+                request.cache.spend = Spend::new(Arc::new(StoreHold {
+                    budget: budget.clone(),
+                    model: self.provider.label(),
+                    hold: Mutex::new(None),
+                }));
+            }
             // Only calls that reach a server are shared: an offline provider keeps per-run
             // state (the mock's counters) that a shared answer would skip.
             let networked = matches!(
@@ -231,7 +239,13 @@ impl LlmClient for MeteredClient {
                     Turn::Wait(rx) => {
                         // The leader was cancelled: ask again (and perhaps lead).
                         let Ok(answer) = rx.await else { continue };
-                        let (text, record) = answer?;
+                        let (text, mut record) = answer?;
+                        // What the leader's call created, and its wait at the warm-up gate,
+                        // were the leader's.
+                        if let Some(c) = &mut record.cache {
+                            c.created = None;
+                            c.held_ms = None;
+                        }
                         self.ledger
                             .keep(LlmRecord {
                                 coalesced: true,
@@ -248,7 +262,8 @@ impl LlmClient for MeteredClient {
 
 impl MeteredClient {
     /// One metered call: the reply's text and its record, not yet kept. With `warm` (an
-    /// agent's first call of a run), it first passes the warm-up gate.
+    /// agent's first call of a run), it first passes the warm-up gate; a wait there is
+    /// recorded with the call's cache use.
     async fn call(
         &self,
         request: &ChatRequest,
@@ -256,12 +271,16 @@ impl MeteredClient {
         warm: Option<WarmKey>,
     ) -> Result<(String, LlmRecord), LlmError> {
         let gate = self.warm_up.as_ref().map(|(gate, _)| gate);
-        let lead = match (&self.warm_up, warm) {
+        let entered = match (&self.warm_up, warm) {
             (Some((gate, serial)), Some(key)) => gate.enter(key, *serial).await,
-            _ => None,
+            _ => Entered::default(),
         };
+        let lead = entered.lead;
         let budget = self.budget.as_deref();
-        let result = metered_record(&*self.provider, budget, request, state, |r| r.text.clone()).await;
+        let mut result = metered_record(&*self.provider, budget, request, state, |r| r.text.clone()).await;
+        if let (Some(held), Ok((_, record))) = (entered.held, &mut result) {
+            record.cache.get_or_insert_with(CacheUse::default).held_ms = Some(held.as_millis() as u64);
+        }
         if let (Some(gate), Ok((_, record))) = (gate, &result)
             && record.cached_tokens > 0
         {
@@ -272,6 +291,40 @@ impl MeteredClient {
         }
         let (response, record) = result?;
         Ok((response.text, record))
+    }
+}
+
+/// A tree's budget as what pays for the explicit cache one call may create for its fan-out
+/// ([`TreeBudget::reserve_store`]): it keeps the hold between the provider's ask and its end.
+struct StoreHold {
+    budget: Arc<TreeBudget>,
+    model: String,
+    hold: Mutex<Option<Hold>>,
+}
+
+impl StoreBudget for StoreHold {
+    fn hold(&self, tokens: u64, ttl_s: u64) -> BoxFuture<'_, bool> {
+        Box::pin(async move {
+            match self.budget.reserve_store(&self.model, tokens, ttl_s).await {
+                Ok(h) => {
+                    *self.hold.lock().unwrap_or_else(|p| p.into_inner()) = Some(h);
+                    true
+                }
+                Err(e) => {
+                    tracing::info!(model = %self.model, reason = %e, "no explicit prompt cache within the budget");
+                    false
+                }
+            }
+        })
+    }
+
+    fn settle(&self, tokens: u64, ttl_s: u64) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let hold = self.hold.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if let Some(h) = hold {
+                self.budget.settle_store(&self.model, h, tokens, ttl_s).await;
+            }
+        })
     }
 }
 

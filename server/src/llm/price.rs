@@ -24,7 +24,7 @@ use super::record::LlmRecord;
 
 /// Dollars per million tokens, each way, and for prompt tokens read from or written to the
 /// provider's cache.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Price {
     pub(crate) prompt: f64,
@@ -35,6 +35,10 @@ pub struct Price {
     /// Per million prompt tokens written to the provider's cache; the prompt price when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) cache_write: Option<f64>,
+    /// Per million tokens kept in an explicit cache, per hour (Gemini's `cachedContents`
+    /// storage); nothing when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) cache_storage: Option<f64>,
 }
 
 impl Price {
@@ -62,6 +66,39 @@ impl Price {
     pub(crate) fn worst(&self, prompt: u64, completion: u64) -> f64 {
         let per_prompt = self.prompt.max(self.cache_write.unwrap_or(self.prompt));
         (prompt as f64 * per_prompt + completion as f64 * self.completion) / 1e6
+    }
+
+    /// What an explicit cache of `tokens` kept for `ttl_s` seconds costs: the tokens written once
+    /// at the cache-write price, then stored for the whole lifetime asked for.
+    pub(crate) fn stored(&self, tokens: u64, ttl_s: u64) -> f64 {
+        let hours = ttl_s as f64 / 3600.0;
+        tokens as f64 * (self.cache_write.unwrap_or(self.prompt) + self.cache_storage.unwrap_or(0.0) * hours) / 1e6
+    }
+
+    /// What a recorded call cost: nothing when coalesced (another run's call paid), else its
+    /// tokens and the explicit cache it created.
+    fn paid(&self, r: &LlmRecord) -> f64 {
+        if r.coalesced {
+            return 0.0;
+        }
+        let created = r.cache.as_ref().and_then(|c| c.created);
+        self.cost_of(&r.usage()) + created.map_or(0.0, |c| self.stored(c.tokens, c.ttl_s))
+    }
+}
+
+/// The derived form, but `cache_storage` only when there is one: a tree's provenance names the
+/// hash of the table's debug form, which must not change for tables that set none.
+impl std::fmt::Debug for Price {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct("Price");
+        d.field("prompt", &self.prompt)
+            .field("completion", &self.completion)
+            .field("cached", &self.cached)
+            .field("cache_write", &self.cache_write);
+        if self.cache_storage.is_some() {
+            d.field("cache_storage", &self.cache_storage);
+        }
+        d.finish()
     }
 }
 
@@ -98,7 +135,9 @@ const MAX_PRICE: f64 = 10_000.0;
 /// List prices of well-known hosted models (USD per million tokens: prompt, completion, cached
 /// prompt, cache write) at the time of writing. OpenAI and Gemini charge nothing extra to write
 /// their caches; Anthropic charges 1.25 times the prompt price. Providers change them: a price
-/// file overrides any of them.
+/// file overrides any of them. They carry no explicit cache storage price: the table is named
+/// by its hash in every tree's provenance, which stored trees keep, so Gemini's storage price is
+/// one a price file adds.
 const DEFAULTS: &[(&str, f64, f64, f64, Option<f64>)] = &[
     ("gpt-4o", 2.50, 10.00, 1.25, None),
     ("gpt-4o-mini", 0.15, 0.60, 0.075, None),
@@ -123,6 +162,7 @@ impl Default for PriceTable {
                         completion,
                         cached: Some(cached),
                         cache_write,
+                        cache_storage: None,
                     };
                     (m.to_string(), price)
                 })
@@ -134,7 +174,8 @@ impl Default for PriceTable {
 impl PriceTable {
     /// The defaults with a price file's entries added or replaced: a JSON object of model →
     /// `{"prompt": dollars per 1M tokens, "completion": …}`, optionally with `"cached"` and
-    /// `"cache_write"` (each the prompt price when absent).
+    /// `"cache_write"` (each the prompt price when absent) and `"cache_storage"` (per hour;
+    /// nothing when absent).
     pub(crate) fn with_file(text: &str) -> Result<PriceTable, PriceError> {
         let de = &mut serde_json::Deserializer::from_str(text);
         let entries: BTreeMap<String, Price> =
@@ -149,7 +190,11 @@ impl PriceTable {
                     "{model:?}: a model name has 1 to {MAX_NAME} characters"
                 )));
             }
-            let optional = [("cached", price.cached), ("cache_write", price.cache_write)];
+            let optional = [
+                ("cached", price.cached),
+                ("cache_write", price.cache_write),
+                ("cache_storage", price.cache_storage),
+            ];
             let given = optional.iter().filter_map(|&(what, v)| Some((what, v?)));
             for (what, v) in [("prompt", price.prompt), ("completion", price.completion)]
                 .into_iter()
@@ -193,6 +238,12 @@ impl PriceTable {
         self.price(label).map(|p| p.cost_of(usage))
     }
 
+    /// What an explicit cache of `tokens` kept `ttl_s` seconds costs on `label`'s model
+    /// ([`Price::stored`]); `None` when it has no price.
+    pub(crate) fn stored(&self, label: &str, tokens: u64, ttl_s: u64) -> Option<f64> {
+        self.price(label).map(|p| p.stored(tokens, ttl_s))
+    }
+
     /// What recorded calls cost: `None` when there are none or any lacks a price (a call
     /// recorded before models were, or on an unpriced model), so a sum is never a partial one.
     pub(crate) fn money_of<'a>(&self, records: impl IntoIterator<Item = &'a LlmRecord>) -> Option<f64> {
@@ -200,14 +251,15 @@ impl PriceTable {
     }
 
     /// What recorded calls cost and what caching and coalescing saved, on the terms of
-    /// [`PriceTable::money_of`]. A coalesced call costs nothing and saves its full price.
+    /// [`PriceTable::money_of`]. A coalesced call costs nothing and saves its full price; an
+    /// explicit cache a call created is part of what it cost.
     pub fn tally<'a>(&self, records: impl IntoIterator<Item = &'a LlmRecord>) -> Option<Tally> {
         let mut t = Tally::default();
         let mut any = false;
         for r in records {
             let price = self.price(r.model.as_deref()?)?;
             let full = price.cost(r.prompt_tokens, r.completion_tokens);
-            let paid = if r.coalesced { 0.0 } else { price.cost_of(&r.usage()) };
+            let paid = price.paid(r);
             t.money += paid;
             t.saved += full - paid;
             any = true;
@@ -304,6 +356,49 @@ mod tests {
             (tally.money - one).abs() < 1e-15 && (tally.saved - one).abs() < 1e-15,
             "{tally:?}"
         );
+    }
+
+    #[test]
+    fn a_created_cache_is_written_once_and_stored_for_its_lifetime() {
+        use crate::llm::chat::{CacheCreated, CacheUse};
+        let t = PriceTable::with_file(r#"{"m": {"prompt": 2, "completion": 4, "cache_storage": 1}}"#).unwrap();
+        // 1M tokens written at the prompt price ($2) and kept 90 minutes at $1 an hour.
+        assert!((t.stored("gemini:m", 1_000_000, 5400).unwrap() - 3.5).abs() < 1e-12);
+        let call = LlmRecord {
+            prompt_tokens: 1_000_000,
+            model: Some("gemini:m".into()),
+            ..LlmRecord::default()
+        };
+        let creator = LlmRecord {
+            cache: Some(CacheUse {
+                created: Some(CacheCreated {
+                    tokens: 1_000_000,
+                    ttl_s: 3600,
+                }),
+                ..CacheUse::default()
+            }),
+            ..call.clone()
+        };
+        let tally = t.tally([&creator]).unwrap();
+        assert!((tally.money - (2.0 + 3.0)).abs() < 1e-12, "{tally:?}");
+        assert!((tally.saved + 3.0).abs() < 1e-12, "the cache is a cost: {tally:?}");
+        // A coalesced copy of the creator's answer paid for nothing.
+        let copy = LlmRecord {
+            coalesced: true,
+            ..creator
+        };
+        assert_eq!(t.money_of([&copy]), Some(0.0));
+        // Without a storage price only the write is paid, and the price's debug form (whose
+        // hash provenance names) is what it was before storage prices existed.
+        let plain = PriceTable::with_file(r#"{"m": {"prompt": 2, "completion": 4}}"#).unwrap();
+        assert!((plain.stored("gemini:m", 1_000_000, 3600).unwrap() - 2.0).abs() < 1e-12);
+        assert_eq!(
+            format!("{:?}", plain.price("m").unwrap()),
+            "Price { prompt: 2.0, completion: 4.0, cached: None, cache_write: None }"
+        );
+        assert!(format!("{:?}", t.price("m").unwrap()).ends_with("cache_storage: Some(1.0) }"));
+        let e = PriceTable::with_file(r#"{"m": {"prompt": 1, "completion": 1, "cache_storage": -2}}"#).unwrap_err();
+        assert!(e.to_string().contains("m.cache_storage"), "{e}");
     }
 
     #[test]

@@ -20,8 +20,9 @@ use std::time::{Instant, SystemTime};
 
 use serde_json::Value;
 
+use super::budget::messages_bound;
 use super::cache::FAN_OUT_SHARED;
-use super::chat::{ChatRequest, ChatResponse, JsonSchema, Message, StreamSink};
+use super::chat::{CacheCreated, CacheUse, ChatRequest, ChatResponse, JsonSchema, Message, StreamSink};
 use super::config::{ApiKey, ConfigError, Dialect, LlmConfig, OpenAiJsonMode};
 use super::endpoints::{LoadBoard, Sharing, share_load};
 use super::resilience::{Failure, Gate, RetryPolicy, retry_after, with_retries};
@@ -612,34 +613,68 @@ fn error_detail(bytes: &[u8]) -> String {
     }
 }
 
+/// The explicit cache a call names: its name and how many messages it holds, and, for the call
+/// that created it, what it was created with.
+struct Named {
+    name: String,
+    len: usize,
+    created: Option<Creation>,
+}
+
+/// A cache a call created: the tokens the provider said it holds (when it said) and the most it
+/// can hold (the prefix's bound, which the budget held).
+#[derive(Clone, Copy)]
+struct Creation {
+    reported: Option<u64>,
+    bound: u64,
+}
+
 impl<W: Wire> HttpProvider<W> {
     /// One call, its shared prefix sent as an explicit cache when one serves it; a call that
     /// fails so is sent again as plain text (the cache may have expired), and the cache is
-    /// not used again.
+    /// not used again. The call that created the cache records it and settles it with the
+    /// request's budget.
     async fn call(&self, request: &ChatRequest, start: Instant) -> Result<ChatResponse, LlmError> {
-        let Some(cached) = self.explicit_cache(request).await else {
+        let Some(named) = self.explicit_cache(request).await else {
             return self.call_as(request, start).await;
         };
-        let mut named = request.clone();
-        named.cache.cached = Some(cached.clone());
-        match self.call_as(&named, start).await {
+        let mut by_name = request.clone();
+        by_name.cache.cached = Some((named.name.clone(), named.len));
+        let (mut result, used) = match self.call_as(&by_name, start).await {
             Err(e) if !matches!(e, LlmError::Refused(_)) => {
-                tracing::warn!(provider = %self.label(), error = %e, cache = %cached.0,
+                tracing::warn!(provider = %self.label(), error = %e, cache = %named.name,
                     "a call naming an explicit cache failed; it goes again without");
                 if let Some(shared) = &request.cache.shared {
                     self.endpoint.lock_explicit().remove(&shared.name);
                 }
-                self.call_as(request, start).await
+                (self.call_as(request, start).await, false)
             }
-            other => other,
+            other => (other, true),
+        };
+        if let Some(c) = named.created {
+            // What the cache holds: as the provider counted it, else as the call that used it
+            // was served from it, else at most.
+            let served = result.as_ref().ok().filter(|_| used).map(|r| r.usage.cached_tokens);
+            let tokens = c.reported.or(served.filter(|n| *n > 0)).unwrap_or(c.bound);
+            if let Some(budget) = request.cache.spend.budget() {
+                budget.settle(tokens, EXPLICIT_TTL_S).await;
+            }
+            if let Ok(r) = &mut result {
+                r.cache.get_or_insert_with(CacheUse::default).created = Some(CacheCreated {
+                    tokens,
+                    ttl_s: EXPLICIT_TTL_S,
+                });
+            }
         }
+        result
     }
 
-    /// The explicit cache (name, messages it holds) for `request`'s shared prefix, created by
-    /// the first call of the fan-out that asks: only for a dialect that has them, with the
-    /// prompt cache on, for a plain request of a fan-out of [`FAN_OUT_SHARED`] or more whose
-    /// prefix is above the provider's minimum (estimated at four bytes a token).
-    async fn explicit_cache(&self, request: &ChatRequest) -> Option<(String, usize)> {
+    /// The explicit cache for `request`'s shared prefix, created by the first call of the
+    /// fan-out that asks: only for a dialect that has them, with the prompt cache on, for a
+    /// plain request of a fan-out of [`FAN_OUT_SHARED`] or more whose prefix is above the
+    /// provider's minimum (estimated at four bytes a token), and when the request's budget
+    /// admits storing it.
+    async fn explicit_cache(&self, request: &ChatRequest) -> Option<Named> {
         let ec = self.wire.explicit_cache()?;
         let shared = request.cache.shared.as_ref()?;
         let plain = request.tools.is_empty() && request.response_schema.is_none();
@@ -658,25 +693,62 @@ impl<W: Wire> HttpProvider<W> {
             .or_insert_with(|| (shared.affinity, Arc::default()))
             .1
             .clone();
+        let bound = messages_bound(prefix);
+        let mut created = None;
+        let mine = &mut created;
         let name = cell
-            .get_or_init(|| self.create_explicit(ec, request, shared.len))
+            .get_or_init(move || async move {
+                let made = self.create_explicit(ec, request, shared.len, bound).await;
+                *mine = made.as_ref().map(|&(_, reported)| Creation { reported, bound });
+                made.map(|(name, _)| name)
+            })
             .await
             .clone()?;
-        Some((name, shared.len))
+        Some(Named {
+            name,
+            len: shared.len,
+            created,
+        })
     }
 
-    /// Creates an explicit cache of the first `len` messages of `request`: its name, or `None`
-    /// (logged) when the server refuses or cannot be reached.
-    async fn create_explicit(&self, ec: &dyn ExplicitCache, request: &ChatRequest, len: usize) -> Option<String> {
-        let (url, body) = ec.create(&self.config, request, len, EXPLICIT_TTL_S);
-        let answer = self.explicit_request(self.http.post(&url).json(&body)).await;
-        let name = answer.as_ref().ok().and_then(|v| ec.name(v));
-        if name.is_none() {
-            let why = answer.map_or_else(|e| e.to_string(), |_| "the answer names no cache".into());
-            tracing::warn!(provider = %self.label(), reason = %why,
-                "an explicit prompt cache could not be created; the fan-out's calls go without");
+    /// Creates an explicit cache of the first `len` messages of `request` (at most `bound`
+    /// tokens), once the request's budget holds what that may cost: its name and the tokens the
+    /// provider says it holds, or `None` (logged) when the budget or the server refuses or the
+    /// server cannot be reached.
+    async fn create_explicit(
+        &self,
+        ec: &dyn ExplicitCache,
+        request: &ChatRequest,
+        len: usize,
+        bound: u64,
+    ) -> Option<(String, Option<u64>)> {
+        let budget = request.cache.spend.budget();
+        if let Some(b) = budget
+            && !b.hold(bound, EXPLICIT_TTL_S).await
+        {
+            tracing::info!(provider = %self.label(),
+                "the tree's budget cannot hold an explicit prompt cache; the fan-out's calls go without");
+            return None;
         }
-        name
+        let (url, body) = ec.create(&self.config, request, len, EXPLICIT_TTL_S);
+        let made = match self.explicit_request(self.http.post(&url).json(&body)).await {
+            Ok(answer) => ec
+                .name(&answer)
+                .map(|name| (name, ec.tokens(&answer)))
+                .ok_or_else(|| "the answer names no cache".to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        match made {
+            Ok(made) => Some(made),
+            Err(why) => {
+                tracing::warn!(provider = %self.label(), reason = %why,
+                    "an explicit prompt cache could not be created; the fan-out's calls go without");
+                if let Some(b) = budget {
+                    b.settle(0, EXPLICIT_TTL_S).await;
+                }
+                None
+            }
+        }
     }
 
     /// Sends a request of the explicit-cache API (with the dialect's headers, within the

@@ -23,6 +23,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
@@ -56,6 +57,15 @@ pub struct WarmUp {
     inner: Mutex<Inner>,
 }
 
+/// How a call passed the gate.
+#[derive(Default)]
+pub(crate) struct Entered {
+    /// Set when the call goes first: it warms the prefix for those held after it.
+    pub lead: Option<WarmLead>,
+    /// How long the call was held, when it was.
+    pub held: Option<Duration>,
+}
+
 /// The call that warms a prefix for the others. Dropped without [`WarmLead::finish`] (cancelled,
 /// or failed), it releases them.
 pub struct WarmLead {
@@ -77,13 +87,14 @@ impl WarmUp {
     }
 
     /// Waits, if another call warms `key`'s prefix now, until it is answered (`serial`: until
-    /// every call before this one is). Returns the lead when this call goes first (hand it the
-    /// outcome: the next waits for it), `None` when it may simply go.
-    pub(crate) async fn enter(self: &Arc<Self>, key: WarmKey, serial: bool) -> Option<WarmLead> {
+    /// every call before this one is). The lead is there when this call goes first (hand it the
+    /// outcome: the next waits for it), and `held` says for how long the call waited, when it
+    /// did.
+    pub(crate) async fn enter(self: &Arc<Self>, key: WarmKey, serial: bool) -> Entered {
         let wait = {
             let mut inner = self.lock();
             if !inner.caching.contains(&key.provider) || inner.warm.contains(&key) {
-                return None;
+                return Entered::default();
             }
             match inner.warming.get_mut(&key) {
                 Some((_, waiters)) => {
@@ -93,14 +104,22 @@ impl WarmUp {
                 }
                 None => {
                     inner.warming.insert(key.clone(), (serial, VecDeque::new()));
-                    return Some(self.lead(key));
+                    return Entered {
+                        lead: Some(self.lead(key)),
+                        held: None,
+                    };
                 }
             }
         };
+        let since = Instant::now();
         // Told to lead next (one at a time), or to go: answered, failed or cancelled.
-        match wait.await {
+        let lead = match wait.await {
             Ok(true) => Some(self.lead(key)),
             _ => None,
+        };
+        Entered {
+            lead,
+            held: Some(since.elapsed()),
         }
     }
 
@@ -184,25 +203,30 @@ mod tests {
     async fn siblings_wait_for_the_first_answer_only_on_a_provider_that_caches() {
         let gate = Arc::new(WarmUp::default());
         assert!(
-            gate.enter(key("Ann"), false).await.is_none(),
+            gate.enter(key("Ann"), false).await.lead.is_none(),
             "no cache seen: nothing is held"
         );
         gate.saw_cache("openai:m");
-        let lead = gate.enter(key("Ann"), false).await.expect("the first leads");
+        let first = gate.enter(key("Ann"), false).await;
+        assert!(first.held.is_none(), "the first is not held");
+        let lead = first.lead.expect("the first leads");
         let sibling = tokio::spawn({
             let gate = gate.clone();
-            async move { gate.enter(key("Ann"), false).await.is_none() }
+            async move {
+                let entered = gate.enter(key("Ann"), false).await;
+                entered.lead.is_none() && entered.held.is_some()
+            }
         });
         settle().await;
         assert_eq!(gate.waiting(), 1, "the sibling is held while the leader is out");
         assert!(
-            gate.enter(key("Bo"), false).await.is_some(),
+            gate.enter(key("Bo"), false).await.lead.is_some(),
             "another agent leads its own"
         );
         lead.finish(true);
-        assert!(sibling.await.unwrap(), "released, and it does not lead");
+        assert!(sibling.await.unwrap(), "released, held, and it does not lead");
         assert!(
-            gate.enter(key("Ann"), false).await.is_none(),
+            gate.enter(key("Ann"), false).await.lead.is_none(),
             "a late sibling goes at once"
         );
     }
@@ -212,10 +236,10 @@ mod tests {
         let gate = Arc::new(WarmUp::default());
         gate.saw_cache("openai:m");
         for fail in [true, false] {
-            let lead = gate.enter(key("Ann"), false).await.expect("leads");
+            let lead = gate.enter(key("Ann"), false).await.lead.expect("leads");
             let sibling = tokio::spawn({
                 let gate = gate.clone();
-                async move { gate.enter(key("Ann"), false).await.is_none() }
+                async move { gate.enter(key("Ann"), false).await.lead.is_none() }
             });
             settle().await;
             assert_eq!(gate.waiting(), 1);
@@ -228,7 +252,7 @@ mod tests {
             assert_eq!(gate.waiting(), 0);
         }
         assert!(
-            gate.enter(key("Ann"), false).await.is_some(),
+            gate.enter(key("Ann"), false).await.lead.is_some(),
             "not warm: the next call leads again"
         );
     }
@@ -237,13 +261,13 @@ mod tests {
     async fn one_at_a_time_each_sibling_waits_for_the_one_before_it() {
         let gate = Arc::new(WarmUp::default());
         gate.saw_cache("openai:m");
-        let first = gate.enter(key("Ann"), true).await.expect("leads");
+        let first = gate.enter(key("Ann"), true).await.lead.expect("leads");
         let order = Arc::new(Mutex::new(Vec::new()));
         let siblings: Vec<_> = (0..3)
             .map(|i| {
                 let (gate, order) = (gate.clone(), order.clone());
                 tokio::spawn(async move {
-                    let lead = gate.enter(key("Ann"), true).await;
+                    let lead = gate.enter(key("Ann"), true).await.lead;
                     order.lock().unwrap().push(i);
                     lead.expect("each leads the next in turn").finish(true);
                 })
@@ -258,6 +282,6 @@ mod tests {
         }
         assert_eq!(order.lock().unwrap().len(), 3);
         assert_eq!(gate.waiting(), 0);
-        assert!(gate.enter(key("Ann"), true).await.is_none(), "warm once all went");
+        assert!(gate.enter(key("Ann"), true).await.lead.is_none(), "warm once all went");
     }
 }

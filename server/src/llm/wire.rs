@@ -56,6 +56,8 @@ pub trait ExplicitCache: Send + Sync {
     fn create(&self, config: &LlmConfig, request: &ChatRequest, len: usize, ttl_s: u64) -> (String, Value);
     /// The created cache's name, from the creating call's answer.
     fn name(&self, answer: &Value) -> Option<String>;
+    /// The tokens the created cache holds, from the creating call's answer, when it says.
+    fn tokens(&self, answer: &Value) -> Option<u64>;
     /// The URL that deletes the cache `name` (with `DELETE`).
     fn delete_url(&self, config: &LlmConfig, name: &str) -> String;
 }

@@ -602,31 +602,40 @@ fn release_lapsed_holds<S: Sql>(sql: &mut S, tree: Option<u64>, leader: bool) ->
     )
 }
 
-/// Counts a call of budget `key` and holds `money` dollars for it as hold `id` of `me`, when
-/// `limits` admit it beside what is spent and held (one statement: the budget's row is updated
-/// only if the call fits, so concurrent holds of any process are admitted one after another,
-/// each seeing the others'). `job`: the node whose job makes the call (the hold lapses with the
-/// claim); `None`: a call on the leader. A refusal says which cap, with what the row holds.
+/// One hold asked of a budget's row: its id (unique for its holder), the dollars it holds, and
+/// whether it counts a call (an explicit cache stored for a fan-out is no call).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct HoldAsk {
+    pub id: u64,
+    pub money: f64,
+    pub call: bool,
+}
+
+/// Counts a call of budget `key` (when `ask.call`) and holds `ask.money` dollars for it as hold
+/// `ask.id` of `me`, when `limits` admit it beside what is spent and held (one statement: the
+/// budget's row is updated only if the call fits, so concurrent holds of any process are
+/// admitted one after another, each seeing the others'). `job`: the node whose job makes the
+/// call (the hold lapses with the claim); `None`: a call on the leader. A refusal says which cap,
+/// with what the row holds.
 pub(crate) fn budget_hold<S: Sql>(
     sql: &mut S,
     me: &Lease,
     key: BudgetKey,
     job: Option<u64>,
-    id: u64,
     limits: Limits,
-    money: f64,
+    ask: HoldAsk,
 ) -> StoreResult<Result<(), Refusal>> {
     release_lapsed_holds(sql, Some(key.tree), false)?;
     let cap = |v: Option<u64>| P::OptInt(v.map(|v| v as i64));
     let money_cap = limits.money.map(dollars);
-    let money_f = money;
-    let money = dollars(money);
+    let (id, money_f) = (ask.id, ask.money);
+    let money = dollars(money_f);
     // Refused by the statement, a call is refused only when the row read after it shows which
     // cap stops it: a row made or changed in between (another process's first call of the
     // budget made it) is tried again.
     for _ in 0..8 {
         let admitted = sql.execute(
-            "WITH ok AS (UPDATE budget_spent SET calls = calls + 1, held = held + $3::float8
+            "WITH ok AS (UPDATE budget_spent SET calls = calls + $11, held = held + $3::float8
                     WHERE tree = $1 AND part = $10 AND ($4::BIGINT IS NULL OR tokens < $4::BIGINT)
                       AND ($5::BIGINT IS NULL OR calls < $5::BIGINT)
                       AND ($6::TEXT IS NULL OR money + held + $3::float8 <= $6::float8)
@@ -644,6 +653,7 @@ pub(crate) fn budget_hold<S: Sql>(
                 i(job.unwrap_or(0)),
                 P::Int(i64::from(job.is_some())),
                 i(key.part),
+                P::Int(i64::from(ask.call)),
             ],
         )?;
         if admitted == 1 {
@@ -928,11 +938,10 @@ impl Queue {
         &mut self,
         key: BudgetKey,
         job: Option<u64>,
-        id: u64,
         limits: Limits,
-        money: f64,
+        ask: HoldAsk,
     ) -> StoreResult<Result<(), Refusal>> {
-        budget_hold(&mut self.db.sql, &self.me, key, job, id, limits, money)
+        budget_hold(&mut self.db.sql, &self.me, key, job, limits, ask)
     }
 
     /// See [`budget_settle`].

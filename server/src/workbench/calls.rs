@@ -8,7 +8,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use simtree_shared::{CallCache, CallMessage, NodeCall, NodeCalls, NodeStatus, Op};
+use simtree_shared::{CallCache, CallMessage, CreatedCache, NodeCall, NodeCalls, NodeStatus, Op};
 
 use super::notebook::Notebook;
 use super::{RequestError, WorkbenchError};
@@ -117,6 +117,11 @@ fn call_cache(c: &CacheUse) -> CallCache {
         key: c.key.clone(),
         breakpoints: c.breakpoints.clone(),
         cached_content: c.cached_content.clone(),
+        created: c.created.map(|c| CreatedCache {
+            tokens: c.tokens,
+            ttl_s: c.ttl_s,
+        }),
+        held_ms: c.held_ms,
     }
 }
 

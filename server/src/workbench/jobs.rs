@@ -61,7 +61,7 @@ use crate::llm::budget::{Book, Limits, Refusal, Totals, TreeBudget};
 use crate::llm::ledger::{Ledger, RecordSink};
 use crate::llm::price::PriceTable;
 use crate::llm::record::LlmRecord;
-use crate::store::jobs::{self as queue, AbmTakers, BudgetKey, Job, JobRow, Listener, Queue, Status};
+use crate::store::jobs::{self as queue, AbmTakers, BudgetKey, HoldAsk, Job, JobRow, Listener, Queue, Status};
 use crate::store::lease::Lease;
 use crate::store::{Store, StoreError, Write, now_ms};
 use crate::tree::{NodeId, NodeLog, entry_json};
@@ -196,12 +196,13 @@ impl std::fmt::Debug for QueueBook {
 }
 
 impl Book for QueueBook {
-    fn hold(&self, limits: Limits, money: f64) -> BoxFuture<'_, Result<u64, Refusal>> {
+    fn hold(&self, limits: Limits, money: f64, call: bool) -> BoxFuture<'_, Result<u64, Refusal>> {
         Box::pin(async move {
             let (key, job) = (self.key, self.job);
             let id = HOLDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let ask = HoldAsk { id, money, call };
             let held = patiently("a budget's hold", || {
-                on_queue(&self.queue, move |q| q.budget_hold(key, job, id, limits, money))
+                on_queue(&self.queue, move |q| q.budget_hold(key, job, limits, ask))
             })
             .await;
             match held {
@@ -216,8 +217,8 @@ impl Book for QueueBook {
         Box::pin(self.end(id, tokens, money, false))
     }
 
-    fn undo(&self, id: u64, _held: f64) -> BoxFuture<'_, ()> {
-        Box::pin(self.end(id, 0, 0.0, true))
+    fn undo(&self, id: u64, _held: f64, call: bool) -> BoxFuture<'_, ()> {
+        Box::pin(self.end(id, 0, 0.0, call))
     }
 
     fn totals(&self) -> Totals {

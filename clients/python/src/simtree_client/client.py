@@ -678,9 +678,13 @@ class _Client(_Handle):
         llm: str | None = None,
         token_budget: int | None = None,
         money_budget: float | None = None,
+        prompt_layout: str | None = None,
     ) -> Tree:
         """A new tree from a library scenario (``scenario="council"``, ``"mine@2"``) or from a
-        ``document`` (a social or trading scenario, or an agent-based model)."""
+        ``document`` (a social or trading scenario, or an agent-based model). ``prompt_layout``
+        lays social agents' prompts out: ``"upstream"`` (the server's default) or
+        ``"state_last"`` (the emotion and plan in the last message, so that a plan change keeps
+        the provider's cached prefix)."""
         if (scenario is None) == (document is None):
             raise ValueError("give exactly one of scenario= or document=")
         body = {
@@ -690,6 +694,7 @@ class _Client(_Handle):
             "llm": llm,
             "token_budget": token_budget,
             "money_budget": money_budget,
+            "prompt_layout": prompt_layout,
         }
         body = {k: v for k, v in body.items() if v is not None}
         return self._call(

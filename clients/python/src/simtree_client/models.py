@@ -922,34 +922,24 @@ class Breakpoint(RootModel[int]):
     root: Annotated[int, Field(ge=0)]
 
 
-class CallCache(BaseModel):
+class CreatedCache(BaseModel):
     model_config = ConfigDict(
         populate_by_name=True,
     )
-    how: Annotated[
-        str,
+    tokens: Annotated[
+        int,
         Field(
-            description="`prompt_cache_key` (OpenAI's key was sent), `cache_control` (Anthropic's breakpoints were\nplaced), `cached_content` (the prefix was sent as an explicit cache), `implicit` (nothing to send: the provider caches prefixes by itself, as Gemini\nand OpenAI-compatible servers do) or `none` (nothing asked, nothing cached)."
+            description='The tokens it stores: as the provider counted them at creation, else as the call that\nused it was served from it, else the most the prefix could be (one per byte and framing).',
+            ge=0,
         ),
     ]
-    key: Annotated[
-        str | None,
+    ttl_s: Annotated[
+        int,
         Field(
-            description='The `prompt_cache_key` sent: one per tree, node the run started from, and agent.'
+            description='The lifetime asked for, in seconds: storage is priced for all of it, though the cache is\ndeleted sooner when its fan-out ends.',
+            ge=0,
         ),
-    ] = None
-    breakpoints: Annotated[
-        list[Breakpoint] | None,
-        Field(
-            description='Where the `cache_control` breakpoints were put, as prefix lengths in prompt messages\n(1: after the system prompt and tools; 0: after the tools).'
-        ),
-    ] = None
-    cached_content: Annotated[
-        str | None,
-        Field(
-            description="The explicit cache the call's prefix was sent as (`cached_content`: Gemini's\n`cachedContents/…`, created for a fan-out and deleted after it)."
-        ),
-    ] = None
+    ]
 
 
 class AskRequest(BaseModel):
@@ -1974,106 +1964,45 @@ class TradingView(BaseModel):
     metrics: EpisodeMetrics
 
 
-class NodeCall(BaseModel):
+class CallCache(BaseModel):
     model_config = ConfigDict(
         populate_by_name=True,
     )
-    index: Annotated[
-        int, Field(description="The call's place in the node's run, from 0.", ge=0)
-    ]
-    agent: Annotated[
-        str | None,
-        Field(
-            description='The agent whose turn it was (the `You are …` line of its system prompt), when known.'
-        ),
-    ] = None
-    messages: Annotated[
-        list[CallMessage], Field(description='The prompt, system first.')
-    ]
-    reply: Annotated[
+    how: Annotated[
         str,
         Field(
-            description="The model's reply as it came (a trading agent's tool calls written out after its text)."
+            description="`prompt_cache_key` (OpenAI's key was sent), `cache_control` (Anthropic's breakpoints were\nplaced), `cached_content` (the prefix was sent as an explicit cache), `implicit` (nothing to send: the provider caches prefixes by itself, as Gemini\nand OpenAI-compatible servers do) or `none` (nothing asked, nothing cached)."
         ),
     ]
-    action: Annotated[
-        ActionCall | None,
-        Field(
-            description='The action the engine read from the reply (social scenes), or why it could not.'
-        ),
-    ] = None
-    parse_error: str | None = None
-    attempt: Annotated[
-        int,
-        Field(
-            description="1 for an agent's first call of a step, 2… for the calls that followed a reply that could\nnot be parsed.",
-            ge=0,
-        ),
-    ]
-    prompt_tokens: Annotated[int, Field(ge=0)]
-    completion_tokens: Annotated[int, Field(ge=0)]
-    money: Annotated[
-        float | None,
-        Field(
-            description="What the call cost in US dollars by the server's price table; absent for a model without\na price (the offline players, a local model) or a call without tokens."
-        ),
-    ] = None
-    latency_ms: Annotated[int, Field(ge=0)]
-    provider: Annotated[
-        str,
-        Field(
-            description='`dialect:model` of the provider that answered (`mock`, `scripted` offline); never a key.'
-        ),
-    ]
-    retries: Annotated[
-        int,
-        Field(
-            description="The provider's HTTP retries before it answered (timeouts, dropped or cut streams, 429,\n5xx), from the recording: 0 offline, for interviews, and in recordings of earlier\nversions. Unlike `attempt`, which counts calls after unparseable replies.",
-            ge=0,
-        ),
-    ] = 0
-    recorded: Annotated[
-        bool,
-        Field(
-            description="The call is in the node's recording (a real provider's), so a replay answers it."
-        ),
-    ]
-    ask: Annotated[
-        bool | None,
-        Field(
-            description="An interview (`POST …/ask`) rather than a call of the node's run; `index` continues the\nrun's numbering."
-        ),
-    ] = None
-    cached_tokens: Annotated[
-        int | None,
-        Field(
-            description='Of the prompt tokens, those the provider served from its cache (from the recording).',
-            ge=0,
-        ),
-    ] = None
-    cache_write_tokens: Annotated[
-        int | None,
-        Field(
-            description='Of the prompt tokens, those the provider wrote to its cache (from the recording).',
-            ge=0,
-        ),
-    ] = None
-    cache: Annotated[
-        CallCache | None,
-        Field(
-            description="What the call asked of the provider's prompt cache (from the recording; absent offline\nand in recordings of earlier versions)."
-        ),
-    ] = None
-    failed: Annotated[
+    key: Annotated[
         str | None,
         Field(
-            description="The call got no reply: the run failed on it, for this reason (the node's failure). Its\nprompt is the request that failed."
+            description='The `prompt_cache_key` sent: one per tree, node the run started from, and agent.'
         ),
     ] = None
-    coalesced: Annotated[
-        bool | None,
+    breakpoints: Annotated[
+        list[Breakpoint] | None,
         Field(
-            description='The call was answered by an identical call another run had in flight at the same time:\nthis run made none and paid nothing for it.'
+            description='Where the `cache_control` breakpoints were put, as prefix lengths in prompt messages\n(1: after the system prompt and tools; 0: after the tools).'
+        ),
+    ] = None
+    cached_content: Annotated[
+        str | None,
+        Field(
+            description="The explicit cache the call's prefix was sent as (`cached_content`: Gemini's\n`cachedContents/…`, created for a fan-out and deleted after it)."
+        ),
+    ] = None
+    created: Annotated[
+        CreatedCache | None,
+        Field(
+            description="The explicit cache this call created for its fan-out, being the first call to need it:\nbilled apart from the call's tokens, and part of its `money`."
+        ),
+    ] = None
+    held_ms: Annotated[
+        int | None,
+        Field(
+            description='How long the warm-up gate held the call, in milliseconds, until the first call of its\nprefix was answered; absent when it was not held (the first call, a later turn, the gate\noff or a provider that has not been seen to cache).',
+            ge=0,
         ),
     ] = None
 
@@ -2488,28 +2417,106 @@ class NodeView(RootModel[NodeViewSocial | NodeViewTrading | NodeViewAbm]):
     ]
 
 
-class NodeCalls(BaseModel):
+class NodeCall(BaseModel):
     model_config = ConfigDict(
         populate_by_name=True,
     )
-    node: Annotated[int, Field(ge=0)]
-    calls: Annotated[
-        list[NodeCall],
+    index: Annotated[
+        int, Field(description="The call's place in the node's run, from 0.", ge=0)
+    ]
+    agent: Annotated[
+        str | None,
         Field(
-            description='The page asked for (`?offset=&limit=`, 50 by default), in order.'
+            description='The agent whose turn it was (the `You are …` line of its system prompt), when known.'
+        ),
+    ] = None
+    messages: Annotated[
+        list[CallMessage], Field(description='The prompt, system first.')
+    ]
+    reply: Annotated[
+        str,
+        Field(
+            description="The model's reply as it came (a trading agent's tool calls written out after its text)."
         ),
     ]
-    total: Annotated[
+    action: Annotated[
+        ActionCall | None,
+        Field(
+            description='The action the engine read from the reply (social scenes), or why it could not.'
+        ),
+    ] = None
+    parse_error: str | None = None
+    attempt: Annotated[
         int,
         Field(
-            description="Calls of the node in all: its run's, then the interviews asked at it.",
+            description="1 for an agent's first call of a step, 2… for the calls that followed a reply that could\nnot be parsed.",
+            ge=0,
+        ),
+    ]
+    prompt_tokens: Annotated[int, Field(ge=0)]
+    completion_tokens: Annotated[int, Field(ge=0)]
+    money: Annotated[
+        float | None,
+        Field(
+            description="What the call cost in US dollars by the server's price table; absent for a model without\na price (the offline players, a local model) or a call without tokens."
+        ),
+    ] = None
+    latency_ms: Annotated[int, Field(ge=0)]
+    provider: Annotated[
+        str,
+        Field(
+            description='`dialect:model` of the provider that answered (`mock`, `scripted` offline); never a key.'
+        ),
+    ]
+    retries: Annotated[
+        int,
+        Field(
+            description="The provider's HTTP retries before it answered (timeouts, dropped or cut streams, 429,\n5xx), from the recording: 0 offline, for interviews, and in recordings of earlier\nversions. Unlike `attempt`, which counts calls after unparseable replies.",
             ge=0,
         ),
     ] = 0
-    note: Annotated[
+    recorded: Annotated[
+        bool,
+        Field(
+            description="The call is in the node's recording (a real provider's), so a replay answers it."
+        ),
+    ]
+    ask: Annotated[
+        bool | None,
+        Field(
+            description="An interview (`POST …/ask`) rather than a call of the node's run; `index` continues the\nrun's numbering."
+        ),
+    ] = None
+    cached_tokens: Annotated[
+        int | None,
+        Field(
+            description='Of the prompt tokens, those the provider served from its cache (from the recording).',
+            ge=0,
+        ),
+    ] = None
+    cache_write_tokens: Annotated[
+        int | None,
+        Field(
+            description='Of the prompt tokens, those the provider wrote to its cache (from the recording).',
+            ge=0,
+        ),
+    ] = None
+    cache: Annotated[
+        CallCache | None,
+        Field(
+            description="What the call asked of the provider's prompt cache (from the recording; absent offline\nand in recordings of earlier versions)."
+        ),
+    ] = None
+    failed: Annotated[
         str | None,
         Field(
-            description="Why a node has no calls to show, when it has none (a branch, the root, an agent-based\nmodel's steps)."
+            description="The call got no reply: the run failed on it, for this reason (the node's failure). Its\nprompt is the request that failed."
+        ),
+    ] = None
+    coalesced: Annotated[
+        bool | None,
+        Field(
+            description='The call was answered by an identical call another run had in flight at the same time:\nthis run made none and paid nothing for it.'
         ),
     ] = None
 
@@ -2607,6 +2614,32 @@ class SummaryEdge(BaseModel):
         ),
     ]
     ops: list[OpAdvance | OpAgentCtxAppend | OpAgentPlanReplace | OpAgentPropsPatch | OpSceneStatePatch | OpPublicBroadcast | OpSceneVarSet | OpAgentRoleSet | OpSceneProseSet | OpPortfolioPatch | OpCaseDataInject | OpAgentSwap | OpAgentPromptReplace | OpAbmSetGlobal | OpAbmSetEnvironment | OpAbmSetAgent]
+
+
+class NodeCalls(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    node: Annotated[int, Field(ge=0)]
+    calls: Annotated[
+        list[NodeCall],
+        Field(
+            description='The page asked for (`?offset=&limit=`, 50 by default), in order.'
+        ),
+    ]
+    total: Annotated[
+        int,
+        Field(
+            description="Calls of the node in all: its run's, then the interviews asked at it.",
+            ge=0,
+        ),
+    ] = 0
+    note: Annotated[
+        str | None,
+        Field(
+            description="Why a node has no calls to show, when it has none (a branch, the root, an agent-based\nmodel's steps)."
+        ),
+    ] = None
 
 
 class NotedSummary(BaseModel):

@@ -32,7 +32,9 @@ mod trading;
 use leptos::html;
 use leptos::prelude::*;
 use serde_json::Value;
-use simtree_shared::{CreateRequest, RolePrompt, ScenarioOrigin, ScenarioSource, ScenarioSummary, SimKind};
+use simtree_shared::{
+    CreateRequest, PromptLayout, RolePrompt, ScenarioOrigin, ScenarioSource, ScenarioSummary, SimKind,
+};
 use wasm_bindgen::JsCast;
 
 use crate::api::{self, ApiError};
@@ -472,6 +474,7 @@ fn Actions(
     let seed = RwSignal::new(String::new());
     let llm = RwSignal::new(super::create::MOCK.to_string());
     let money = RwSignal::new(String::new());
+    let state_last = RwSignal::new(false);
     let creating = RwSignal::new(false);
     let create_error = RwSignal::new(None::<String>);
     // What the JSON view holds is not the document: nothing is made or saved from a stale one.
@@ -505,7 +508,7 @@ fn Actions(
             token_budget: None,
             money_budget: money.get_untracked().trim().parse().ok(),
             llm: super::create::create_llm(llm.get_untracked()).filter(|_| social()),
-            prompt_layout: None,
+            prompt_layout: (state_last.get_untracked() && social()).then_some(PromptLayout::StateLast),
         };
         creating.set(true);
         create_error.set(None);
@@ -587,7 +590,17 @@ fn Actions(
                 <input id="new-seed" type="number" min="0" placeholder="0" prop:value=move || seed.get()
                     on:input=move |ev| seed.set(event_target_value(&ev)) />
             </div>
-            <Show when=social>{super::create::player_field("new-llm", "new-llm-note", llm)}</Show>
+            <Show when=social>
+                {super::create::player_field("new-llm", "new-llm-note", llm)}
+                <div class="field">
+                    <label for="new-layout">{move || ctx.tr("new.layout")}</label>
+                    <select id="new-layout" on:change=move |ev| state_last.set(event_target_value(&ev) == "state_last")>
+                        <option value="upstream" selected=move || !state_last.get()>{move || ctx.tr("new.layoutUpstream")}</option>
+                        <option value="state_last" selected=move || state_last.get()>{move || ctx.tr("new.layoutStateLast")}</option>
+                    </select>
+                    <p id="new-layout-note" class="hint muted">{move || ctx.tr("new.layoutNote")}</p>
+                </div>
+            </Show>
             <div class="row">
                 <label for="new-money">{move || ctx.tr("new.money")}</label>
                 <input id="new-money" inputmode="decimal" placeholder="∞" prop:value=move || money.get()
