@@ -17,6 +17,7 @@ use crate::editors::{
     AbmTarget, Field, PLAN_SCHEMA, abm_agent_ids, abm_fields, abm_op, abm_sets, agent_swap, last_abm_values, news_item,
     op_kinds, parse_value, plan_from_text, portfolio_patch, prompt_replace, scene_patch, social_fields, value_text,
 };
+use crate::field::labelled;
 use crate::ops::{Kind, needs_confirm};
 use crate::state::{Tree, ctx};
 
@@ -33,11 +34,6 @@ fn text_input(id: &'static str, sig: RwSignal<String>, placeholder: &'static str
 }
 
 /// A labelled field.
-fn labelled(label: &'static str, for_id: &'static str, body: impl IntoView) -> impl IntoView {
-    let ctx = ctx();
-    view! { <div class="field"><label for=for_id>{move || ctx.tr(label)}</label>{body}</div> }
-}
-
 #[component]
 pub fn BranchEditor(tree: Tree, node_view: RwSignal<Option<NodeView>>) -> impl IntoView {
     let ctx = ctx();

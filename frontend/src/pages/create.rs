@@ -6,6 +6,7 @@ use simtree_shared::{CreateRequest, ScenarioSummary, SimKind};
 use crate::api;
 use crate::route::Route;
 use crate::state::{Tree, ctx};
+use crate::wait::count_seconds;
 
 /// The LLM choices of the create form: the offline mock (the default), and the server's own LLM
 /// settings, which the form sends as no `llm` at all (the server does not say which provider it
@@ -80,14 +81,8 @@ pub(super) fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) ->
             return;
         }
         creating.set(true);
-        waited.set(0);
+        count_seconds(creating, waited);
         error.set(None);
-        leptos::task::spawn_local(async move {
-            while creating.try_get_untracked() == Some(true) {
-                api::sleep(1000).await;
-                waited.try_update(|s| *s += 1);
-            }
-        });
         leptos::task::spawn_local(async move {
             let reply = api::create_tree(&body).await;
             creating.try_set(false);
