@@ -64,9 +64,9 @@ pub fn ExplorePanel(tree: Tree) -> impl IntoView {
 #[component]
 fn ExploreRace(tree: Tree, table: ExploreTable) -> impl IntoView {
     let ctx = ctx();
-    let budget = match (table.budget.runs, table.budget.money) {
-        (Some(r), _) => format!("{}/{r}", table.runs_used),
-        (None, _) => table.runs_used.to_string(),
+    let budget = match table.budget.runs {
+        Some(r) => format!("{}/{r}", table.runs_used),
+        None => table.runs_used.to_string(),
     };
     let mut head = format!(
         "{} · {} {} · {} {budget}",
@@ -75,8 +75,12 @@ fn ExploreRace(tree: Tree, table: ExploreTable) -> impl IntoView {
         table.round,
         ctx.tr("explore.runs"),
     );
-    if let Some(m) = table.money_used {
-        head.push_str(&format!(" · ${m:.4}"));
+    // The money spent, and of how much when the exploration has a money cap.
+    match (table.money_used, table.budget.money) {
+        (Some(m), Some(cap)) => head.push_str(&format!(" · ${m:.4} / ${cap:.4}")),
+        (Some(m), None) => head.push_str(&format!(" · ${m:.4}")),
+        (None, Some(cap)) => head.push_str(&format!(" · – / ${cap:.4}")),
+        (None, None) => {}
     }
     let reason = table.reason.clone();
     let goal_key = match table.objective.goal {
