@@ -218,6 +218,11 @@ mod tests {
             include_str!("trees.rs"),
             include_str!("sweep_view.rs"),
             include_str!("explore_view.rs"),
+            include_str!("job_view.rs"),
+            include_str!("estimate.rs"),
+            include_str!("pages/new/library.rs"),
+            include_str!("pages/new/describe.rs"),
+            include_str!("pages/live_text.rs"),
             include_str!("plot.rs"),
             include_str!("pages/new/mod.rs"),
             include_str!("pages/new/social.rs"),
@@ -235,6 +240,10 @@ mod tests {
             include_str!("pages/notebook/find.rs"),
             include_str!("pages/notebook/global.rs"),
         ];
+        let prefixes: std::collections::BTreeSet<&str> = rows(TEXTS)
+            .filter_map(|(key, _, _)| key.split_once('.'))
+            .map(|(p, _)| p)
+            .collect();
         let mut keys = Vec::new();
         for src in sources {
             for part in src.split(".tr(\"").skip(1).chain(src.split("t(lang, \"").skip(1)) {
@@ -242,10 +251,15 @@ mod tests {
                     keys.push(part[..end].to_string());
                 }
             }
-            // The New page's fields take their label's key as an argument.
-            for part in src.split("\"new.").skip(1) {
-                if let Some(end) = part.find('"') {
-                    keys.push(format!("new.{}", &part[..end]));
+            // Fields and panels take their words' keys as arguments: any string that starts with
+            // a key's first part and a dot, and is one word after it, is a key.
+            for prefix in &prefixes {
+                for part in src.split(&format!("\"{prefix}.")).skip(1) {
+                    if let Some(end) = part.find('"')
+                        && part[..end].chars().all(|c| c.is_ascii_alphanumeric())
+                    {
+                        keys.push(format!("{prefix}.{}", &part[..end]));
+                    }
                 }
             }
         }

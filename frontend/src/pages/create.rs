@@ -4,6 +4,7 @@ use leptos::prelude::*;
 use simtree_shared::{CreateRequest, ScenarioSummary, SimKind};
 
 use crate::api;
+use crate::field::labelled;
 use crate::route::Route;
 use crate::state::{Tree, ctx};
 use crate::wait::count_seconds;
@@ -103,20 +104,20 @@ pub(super) fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) ->
             }
         });
     };
+    let scenario = view! {
+        <select id="scenario-select" on:change=move |ev| choice.set(event_target_value(&ev)) prop:value=move || choice.get()>
+            <For
+                each=move || scenarios.get()
+                key=|s| s.id.clone()
+                children=move |ScenarioSummary { id, title, .. }| view! { <option value=id.clone() selected=move || choice.get() == id>{format!("{id} — {title}")}</option> }
+            />
+        </select>
+        <p id="scenario-desc" class="hint muted">{description}</p>
+    };
     view! {
         <section class="panel">
             <h3>{move || ctx.tr("simtree.createNew")}</h3>
-            <div class="field">
-                <label for="scenario-select">{move || ctx.tr("create.scenario")}</label>
-                <select id="scenario-select" on:change=move |ev| choice.set(event_target_value(&ev)) prop:value=move || choice.get()>
-                    <For
-                        each=move || scenarios.get()
-                        key=|s| s.id.clone()
-                        children=move |ScenarioSummary { id, title, .. }| view! { <option value=id.clone() selected=move || choice.get() == id>{format!("{id} — {title}")}</option> }
-                    />
-                </select>
-                <p id="scenario-desc" class="hint muted">{description}</p>
-            </div>
+            {labelled("create.scenario", "scenario-select", scenario)}
             <div class="row">
                 <label>{move || ctx.tr("create.seed")}</label>
                 <input id="seed-input" type="number" min="0" placeholder="0" prop:value=move || seed.get() on:input=move |ev| seed.set(event_target_value(&ev)) />
