@@ -17,6 +17,7 @@ use crate::editors::{
     AbmTarget, Field, PLAN_SCHEMA, abm_agent_ids, abm_fields, abm_op, abm_sets, agent_swap, last_abm_values, news_item,
     op_kinds, parse_value, plan_from_text, portfolio_patch, prompt_replace, scene_patch, social_fields, value_text,
 };
+use crate::field::labelled;
 use crate::ops::{Kind, needs_confirm};
 use crate::state::{Tree, ctx};
 
@@ -33,11 +34,6 @@ fn text_input(id: &'static str, sig: RwSignal<String>, placeholder: &'static str
 }
 
 /// A labelled field.
-fn labelled(label: &'static str, for_id: &'static str, body: impl IntoView) -> impl IntoView {
-    let ctx = ctx();
-    view! { <div class="field"><label for=for_id>{move || ctx.tr(label)}</label>{body}</div> }
-}
-
 #[component]
 pub fn BranchEditor(tree: Tree, node_view: RwSignal<Option<NodeView>>) -> impl IntoView {
     let ctx = ctx();
@@ -112,18 +108,18 @@ pub fn BranchEditor(tree: Tree, node_view: RwSignal<Option<NodeView>>) -> impl I
             },
         }
     };
+    let op_kind = view! {
+        <select id="op-kind" on:change=move |ev| kind.set(event_target_value(&ev)) prop:value=move || kind.get()>
+            {move || op_kinds(tree.kind.get()).iter().map(|k| {
+                let label = if *k == "custom" { ctx.tr("branch.custom") } else { crate::i18n::wire_term(ctx.lang.get(), k) };
+                view! { <option value=*k selected=move || kind.get() == *k>{label}</option> }
+            }).collect_view()}
+        </select>
+    };
     view! {
         <section class="panel branch">
             <h3>{move || ctx.tr("simtree.branch")}</h3>
-            <div class="field">
-                <label for="op-kind">{move || ctx.tr("simtree.opKind")}</label>
-                <select id="op-kind" on:change=move |ev| kind.set(event_target_value(&ev)) prop:value=move || kind.get()>
-                    {move || op_kinds(tree.kind.get()).iter().map(|k| {
-                        let label = if *k == "custom" { ctx.tr("branch.custom") } else { crate::i18n::wire_term(ctx.lang.get(), k) };
-                        view! { <option value=*k selected=move || kind.get() == *k>{label}</option> }
-                    }).collect_view()}
-                </select>
-            </div>
+            {labelled("simtree.opKind", "op-kind", op_kind)}
             {form}
             {move || draft.get().err().filter(|e| !e.is_empty()).map(|e| {
                 let class = if e.starts_with(crate::editors::NOTHING_YET) { "hint muted" } else { "error" };

@@ -267,15 +267,9 @@ mod tests {
         let mut b = root.clone();
         b.extend([what_if(3), decision(3, 1, "sell"), decision(3, 2, "hold")]);
         let c = compare(&[0, 1, 2], &a, &[0, 1, 3], &b, events);
-        let pairs: Vec<(Option<usize>, Option<usize>, bool)> =
-            c.rows.iter().map(|r| (r.left, r.right, r.diverge)).collect();
         assert_eq!(
-            pairs,
-            [
-                (None, Some(0), true),
-                (Some(0), Some(1), false),
-                (Some(1), Some(2), false)
-            ],
+            rows(&c),
+            WHAT_IF_THEN_PAIRS,
             "the what-if alone, then decision 1 beside decision 1, 2 beside 2"
         );
         // A side that starts later (its parent ran more decisions) lines up by point too.
@@ -296,17 +290,20 @@ mod tests {
             &[what_if(2), step(2, 3, 1), step(2, 4, 2)],
             events,
         );
-        let rows: Vec<(Option<usize>, Option<usize>, bool)> =
-            c.rows.iter().map(|r| (r.left, r.right, r.diverge)).collect();
-        assert_eq!(
-            rows,
-            [
-                (None, Some(0), true),
-                (Some(0), Some(1), false),
-                (Some(1), Some(2), false)
-            ]
-        );
+        assert_eq!(rows(&c), WHAT_IF_THEN_PAIRS, "step 3 beside step 3, 4 beside 4");
     }
+
+    /// A comparison's rows as (left entry, right entry, diverges).
+    fn rows(c: &Comparison) -> Vec<(Option<usize>, Option<usize>, bool)> {
+        c.rows.iter().map(|r| (r.left, r.right, r.diverge)).collect()
+    }
+
+    /// A "what if" entry alone on the right, then two pairs that agree.
+    const WHAT_IF_THEN_PAIRS: [(Option<usize>, Option<usize>, bool); 3] = [
+        (None, Some(0), true),
+        (Some(0), Some(1), false),
+        (Some(1), Some(2), false),
+    ];
 
     #[test]
     fn identical_branches_do_not_diverge_and_ancestors_compare() {

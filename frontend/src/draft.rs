@@ -216,16 +216,17 @@ fn strings_at(doc: &Value, ptr: &str) -> Vec<String> {
 
 /// The non-empty lines of a text area as a list.
 pub fn lines_value(text: &str) -> Value {
-    text.lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .map(|l| Value::String(l.into()))
-        .collect()
+    list_value(text.lines())
 }
 
 /// The non-empty comma-separated names of a text field as a list.
 pub fn names_value(text: &str) -> Value {
-    text.split(',')
+    list_value(text.split(','))
+}
+
+/// The parts of a text, trimmed, as a list of strings (empty parts left out).
+fn list_value<'a>(parts: impl Iterator<Item = &'a str>) -> Value {
+    parts
         .map(str::trim)
         .filter(|l| !l.is_empty())
         .map(|l| Value::String(l.into()))

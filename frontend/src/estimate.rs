@@ -7,6 +7,7 @@ use simtree_shared::Estimate;
 
 use crate::api;
 use crate::state::ctx;
+use crate::wait::debounced;
 
 /// How long a form must stay unchanged before its estimate is asked for (ms).
 const DEBOUNCE_MS: i32 = 300;
@@ -17,28 +18,9 @@ const DEBOUNCE_MS: i32 = 300;
 pub fn debounced_estimate(
     request: impl Fn() -> Option<(u64, &'static str, Value)> + 'static,
 ) -> RwSignal<Option<Estimate>> {
-    let estimate = RwSignal::new(None::<Estimate>);
-    let asked = StoredValue::new(0u64);
-    Effect::new(move |_| {
-        let req = request();
-        asked.update_value(|n| *n += 1);
-        let mine = asked.get_value();
-        let Some((tree, route, body)) = req else {
-            estimate.set(None);
-            return;
-        };
-        leptos::task::spawn_local(async move {
-            api::sleep(DEBOUNCE_MS).await;
-            if asked.try_get_value() != Some(mine) {
-                return;
-            }
-            let got = api::estimate(tree, route, &body).await.ok();
-            if asked.try_get_value() == Some(mine) {
-                estimate.try_set(got);
-            }
-        });
-    });
-    estimate
+    debounced(DEBOUNCE_MS, request, |(tree, route, body)| async move {
+        api::estimate(tree, route, &body).await.ok()
+    })
 }
 
 /// The estimate's words: calls, tokens and (when the model has a price) money. Calls without
@@ -69,7 +51,7 @@ pub fn estimate_text(e: &Estimate, template: &str, unknown: &str, money_word: &s
 /// The line under a form: the estimate, its basis on hover, and under it the server's warning
 /// when it has one (a money budget that cannot pay for the run it is about to start).
 #[component]
-pub fn EstimateLine(id: &'static str, estimate: RwSignal<Option<Estimate>>) -> impl IntoView {
+pub fn EstimateLine(#[prop(into)] id: String, estimate: RwSignal<Option<Estimate>>) -> impl IntoView {
     let ctx = ctx();
     move || {
         estimate.get().map(|e| {
@@ -88,7 +70,7 @@ pub fn EstimateLine(id: &'static str, estimate: RwSignal<Option<Estimate>>) -> i
                 .clone()
                 .map(|w| view! { <p id=format!("{id}-warning") class="reason">{w}</p> });
             view! {
-                <p id=id class="estimate muted" title=e.basis.clone()>{text}</p>
+                <p id=id.clone() class="estimate muted" title=e.basis.clone()>{text}</p>
                 {warning}
             }
         })

@@ -2,8 +2,9 @@
 //! `POST …/explore` (one axis, read as the sweep form reads it, an objective and a budget), the
 //! words of a candidate's row and where the race stands. See `docs/explore.md`.
 
+use indexmap::IndexMap;
 use serde_json::{Value, json};
-use simtree_shared::{CandidateRow, ExploreStatus, ExploreTable};
+use simtree_shared::{ExploreStatus, ExploreTable};
 
 use crate::ops::Kind;
 use crate::sweep::SweepForm;
@@ -102,9 +103,9 @@ impl ExploreForm {
     }
 }
 
-/// A candidate's axis values, `rate=0.01 · x=2`.
-pub fn point_label(c: &CandidateRow) -> String {
-    c.point
+/// A candidate's axis values, `rate=0.01 · x=2 · model=a` (a text value without its quotes).
+pub fn point_text(point: &IndexMap<String, Value>) -> String {
+    point
         .iter()
         .map(|(k, v)| match v {
             Value::String(s) => format!("{k}={s}"),
@@ -167,6 +168,7 @@ pub fn merge(list: &mut Vec<ExploreTable>, table: ExploreTable) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use simtree_shared::CandidateRow;
 
     #[test]
     fn the_example_makes_a_body_the_server_reads() {
@@ -245,7 +247,7 @@ mod tests {
             best: None,
         };
         assert_eq!(race_order(&table), vec![1, 2, 0]);
-        assert_eq!(point_label(&table.candidates[0]), "rate=0.1");
+        assert_eq!(point_text(&table.candidates[0].point), "rate=0.1");
         assert_eq!(mean_text(Some(13.6667), Some([5.0, 22.25])), "13.67 [5, 22.25]");
         assert_eq!(mean_text(Some(693.0), None), "693");
         assert_eq!(mean_text(None, None), "–");

@@ -6,75 +6,67 @@
 //! place. The words come from [`crate::explore`] (pure).
 
 use leptos::prelude::*;
+use serde_json::Value;
 use simtree_shared::{ExploreStatus, ExploreTable, TreeMsg};
 
-use crate::api;
-use crate::estimate::{EstimateLine, debounced_estimate};
-use crate::explore::{ExploreForm, mean_text, merge, point_label, race_order, status_key};
-use crate::job_view::{JobKind, JobList, job_list, send_start, text_input};
-use crate::state::{Tree, ctx};
+use crate::api::{self, ApiError};
+use crate::explore::{ExploreForm, mean_text, merge, point_text, race_order, status_key};
+use crate::job_view::{Job, JobNames, job_form, job_panel, text_input};
+use crate::state::{Ctx, Tree, ctx};
+
+impl Job for ExploreTable {
+    const NAMES: JobNames = JobNames {
+        name: "explore",
+        title: "explore.title",
+        none: "explore.none",
+        new: "explore.new",
+        start: "explore.start",
+    };
+    fn id(&self) -> u64 {
+        self.explore
+    }
+    fn parent(&self) -> u64 {
+        self.parent
+    }
+    fn standing(&self, ctx: Ctx) -> String {
+        ctx.tr(status_key(self.status)).to_string()
+    }
+    async fn all(tree: u64) -> Result<Vec<Self>, ApiError> {
+        api::explores(tree).await
+    }
+    async fn one(tree: u64, id: u64) -> Result<Self, ApiError> {
+        api::explore(tree, id).await
+    }
+    async fn start(tree: u64, body: Value) -> Result<u64, ApiError> {
+        Ok(api::start_explore(tree, &body).await?.explore)
+    }
+    fn progress(msg: &TreeMsg) -> Option<u64> {
+        match msg {
+            TreeMsg::ExploreProgress { explore, .. } => Some(*explore),
+            _ => None,
+        }
+    }
+    fn merge(list: &mut Vec<Self>, table: Self) {
+        merge(list, table)
+    }
+}
 
 #[component]
 pub fn ExplorePanel(tree: Tree) -> impl IntoView {
-    let ctx = ctx();
-    let list = job_list(
+    job_panel(
         tree,
-        JobKind {
-            all: api::explores,
-            one: api::explore,
-            id_of: |e: &ExploreTable| e.explore,
-            progress: |m| match m {
-                TreeMsg::ExploreProgress { explore, .. } => Some(*explore),
-                _ => None,
-            },
-            merge,
-        },
-    );
-    let JobList {
-        tables,
-        chosen,
-        started,
-    } = list;
-    let table = move || list.table(|e| e.explore);
-    view! {
-        <section id="explores" class="panel explores">
-            <h3>{move || ctx.tr("explore.title")}</h3>
-            <div id="explore-list" class="sweep-list">
-                {move || {
-                    let list = tables.get();
-                    if list.is_empty() {
-                        return view! { <p class="muted">{ctx.tr("explore.none")}</p> }.into_any();
-                    }
-                    list.into_iter()
-                        .map(|e| {
-                            let id = e.explore;
-                            let text = format!("#{id} · {} #{} · {}", ctx.tr("sweep.from"), e.parent, ctx.tr(status_key(e.status)));
-                            view! {
-                                <button class="sweep-pick" class:active=move || chosen.get() == Some(id) data-explore=id
-                                    on:click=move |_| chosen.set(Some(id))>{text}</button>
-                            }
-                        })
-                        .collect_view()
-                        .into_any()
-                }}
-            </div>
-            {move || {
-                // Its words are fixed when drawn: another language draws it again.
-                ctx.lang.track();
-                table().map(|t| view! { <ExploreRace tree table=t /> })
-            }}
-            <NewExplore tree started />
-        </section>
-    }
+        move |table: ExploreTable| view! { <ExploreRace tree table /> },
+        move |started| view! { <NewExplore tree started /> },
+    )
 }
 
 /// One exploration: where it stands, its candidates in the order the race left them, its best.
 #[component]
 fn ExploreRace(tree: Tree, table: ExploreTable) -> impl IntoView {
     let ctx = ctx();
-    let budget = match (table.budget.runs, table.budget.money) {
-        (Some(r), _) => format!("{}/{r}", table.runs_used),
-        (None, _) => table.runs_used.to_string(),
+    let budget = match table.budget.runs {
+        Some(r) => format!("{}/{r}", table.runs_used),
+        None => table.runs_used.to_string(),
     };
     let mut head = format!(
         "{} · {} {} · {} {budget}",
@@ -83,8 +75,12 @@ fn ExploreRace(tree: Tree, table: ExploreTable) -> impl IntoView {
         table.round,
         ctx.tr("explore.runs"),
     );
-    if let Some(m) = table.money_used {
-        head.push_str(&format!(" · ${m:.4}"));
+    // The money spent, and of how much when the exploration has a money cap.
+    match (table.money_used, table.budget.money) {
+        (Some(m), Some(cap)) => head.push_str(&format!(" · ${m:.4} / ${cap:.4}")),
+        (Some(m), None) => head.push_str(&format!(" · ${m:.4}")),
+        (None, Some(cap)) => head.push_str(&format!(" · – / ${cap:.4}")),
+        (None, None) => {}
     }
     let reason = table.reason.clone();
     let goal_key = match table.objective.goal {
@@ -109,7 +105,7 @@ fn ExploreRace(tree: Tree, table: ExploreTable) -> impl IntoView {
             }
             view! {
                 <tr data-candidate=i data-node=node class:dropped=!c.alive class:selected=move || tree.selected.get() == Some(node)>
-                    <td><button class="link cell-pick" title=ctx.tr("sweep.pickCell") on:click=move |_| tree.selected.set(Some(node))>{point_label(&c)}</button></td>
+                    <td><button class="link cell-pick" title=ctx.tr("sweep.pickCell") on:click=move |_| tree.selected.set(Some(node))>{point_text(&c.point)}</button></td>
                     <td class="mean">{mean_text(c.mean, c.ci95)}</td>
                     <td class="runs">{runs}</td>
                     <td class="state">{state}</td>
@@ -119,12 +115,7 @@ fn ExploreRace(tree: Tree, table: ExploreTable) -> impl IntoView {
         .collect_view();
     let best = table.best.clone().map(|b| {
         let node = b.node;
-        let label = b
-            .point
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(" · ");
+        let label = point_text(&b.point);
         let margin = b
             .margin
             .as_ref()
@@ -176,68 +167,35 @@ fn ExploreRace(tree: Tree, table: ExploreTable) -> impl IntoView {
 fn NewExplore(tree: Tree, started: Callback<u64>) -> impl IntoView {
     let ctx = ctx();
     let form = RwSignal::new(ExploreForm::example(tree.kind.get_untracked()));
-    let error = RwSignal::new(None::<String>);
-    let sending = RwSignal::new(false);
     Effect::new(move |_| form.set(ExploreForm::example(tree.kind.get())));
-    // The worst case: every run the budget (or the whole schedule) allows.
-    let estimate = debounced_estimate(move || {
-        let (t, parent) = (tree.id.get()?, tree.selected.get()?);
-        if tree.graph.with(|g| g.status_of(parent)) == simtree_shared::NodeStatus::Running {
-            return None;
-        }
-        Some((t, "explore", form.with(|f| f.to_body(parent)).ok()?))
-    });
-    let start = move |_| {
-        let (Some(t), Some(parent)) = (tree.id.get_untracked(), tree.selected.get_untracked()) else {
-            return;
-        };
-        let body = match form.with_untracked(|f| f.to_body(parent)) {
-            Ok(b) => b,
-            Err(key) => {
-                error.set(Some(ctx.tr(key).to_string()));
-                return;
-            }
-        };
-        send_start(
-            async move { api::start_explore(t, &body).await },
-            error,
-            sending,
-            move |s| started.run(s.explore),
-        );
-    };
+    // Its estimate is the worst case: every run the budget (or the whole schedule) allows.
+    let body = move |parent| form.with(|f| f.to_body(parent)).map_err(|key| ctx.tr(key).to_string());
     let input = move |id, key, field| text_input(form, id, key, field);
-    view! {
-        <details id="explore-new" class="sweep-new">
-            <summary>{move || ctx.tr("explore.new")} " " {move || tree.selected.get().map(|n| format!("#{n}"))}</summary>
-            <div class="sweep-form">
-                {input("explore-metric", "explore.metric", |f| &mut f.metric)}
-                <div class="field">
-                    <label for="explore-goal">{move || ctx.tr("explore.goal")}</label>
-                    <select id="explore-goal" prop:value=move || form.with(|f| f.goal.clone())
-                        on:change=move |ev| form.update(|f| f.goal = event_target_value(&ev))>
-                        <option value="min">{move || ctx.tr("explore.min")}</option>
-                        <option value="max">{move || ctx.tr("explore.max")}</option>
-                    </select>
-                </div>
-                {input("explore-label", "sweep.axis", |f| &mut f.axis.label)}
-                {input("explore-op", "sweep.op", |f| &mut f.axis.op)}
-                {input("explore-field", "sweep.field", |f| &mut f.axis.field)}
-                {input("explore-values", "sweep.values", |f| &mut f.axis.values)}
-                <div class="row">
-                    {input("explore-replicates", "explore.replicates", |f| &mut f.axis.replicates)}
-                    {input("explore-turns", "sweep.turns", |f| &mut f.axis.turns)}
-                    {input("explore-seed", "sweep.seed", |f| &mut f.axis.seed)}
-                </div>
-                <div class="row">
-                    {input("explore-runs", "explore.budgetRuns", |f| &mut f.runs)}
-                    {input("explore-money", "explore.budgetMoney", |f| &mut f.money)}
-                </div>
+    let fields = view! {
+        <div class="sweep-form">
+            {input("explore-metric", "explore.metric", |f| &mut f.metric)}
+            <div class="field">
+                <label for="explore-goal">{move || ctx.tr("explore.goal")}</label>
+                <select id="explore-goal" prop:value=move || form.with(|f| f.goal.clone())
+                    on:change=move |ev| form.update(|f| f.goal = event_target_value(&ev))>
+                    <option value="min">{move || ctx.tr("explore.min")}</option>
+                    <option value="max">{move || ctx.tr("explore.max")}</option>
+                </select>
             </div>
-            <EstimateLine id="explore-estimate" estimate=estimate />
-            {move || error.get().map(|e| view! { <p id="explore-error" class="reason">{e}</p> })}
-            <button id="explore-start" class="primary" disabled=move || sending.get() || tree.selected.get().is_none() on:click=start>
-                {move || ctx.tr("explore.start")}
-            </button>
-        </details>
-    }
+            {input("explore-label", "sweep.axis", |f| &mut f.axis.label)}
+            {input("explore-op", "sweep.op", |f| &mut f.axis.op)}
+            {input("explore-field", "sweep.field", |f| &mut f.axis.field)}
+            {input("explore-values", "sweep.values", |f| &mut f.axis.values)}
+            <div class="row">
+                {input("explore-replicates", "explore.replicates", |f| &mut f.axis.replicates)}
+                {input("explore-turns", "sweep.turns", |f| &mut f.axis.turns)}
+                {input("explore-seed", "sweep.seed", |f| &mut f.axis.seed)}
+            </div>
+            <div class="row">
+                {input("explore-runs", "explore.budgetRuns", |f| &mut f.runs)}
+                {input("explore-money", "explore.budgetMoney", |f| &mut f.money)}
+            </div>
+        </div>
+    };
+    job_form::<ExploreTable>(tree, started, body, fields)
 }

@@ -30,6 +30,7 @@ mod branch;
 mod data;
 mod estimate;
 mod explore_view;
+mod field;
 mod graph;
 mod job_view;
 mod pages;
@@ -37,6 +38,7 @@ mod plot;
 mod state;
 mod sweep_view;
 mod trees;
+mod wait;
 
 use wasm_bindgen::prelude::*;
 

@@ -505,16 +505,22 @@ mod tests {
         );
     }
 
-    #[test]
-    fn the_forest_plot_has_a_row_per_cell_but_the_baseline_and_always_shows_zero() {
+    /// Two cells of two replicates each, the second's `peak` 37 [30, 44] above the first's.
+    fn two_cells() -> SweepTable {
         let mut t = table(vec![
             row(0.01, summary(Some(3.0), Some(1.0), json!([2, 4]))),
             row(0.3, summary(Some(40.0), Some(1.0), json!([39, 41]))),
-            row(0.5, summary(Some(45.0), None, json!([45, null]))),
         ]);
         t.cells[1]
             .effects
             .insert("peak".into(), effect(Some(37.0), Some([30.0, 44.0]), 2));
+        t
+    }
+
+    #[test]
+    fn the_forest_plot_has_a_row_per_cell_but_the_baseline_and_always_shows_zero() {
+        let mut t = two_cells();
+        t.cells.push(row(0.5, summary(Some(45.0), None, json!([45, null]))));
         t.cells[2].effects.insert("peak".into(), effect(Some(41.0), None, 1));
         let p = ForestPlot::of(&t, "peak").unwrap();
         assert_eq!(p.baseline, "rate=0.01");
@@ -536,14 +542,9 @@ mod tests {
 
     #[test]
     fn the_table_downloads_as_csv_with_its_effects() {
-        let mut t = table(vec![
-            row(0.01, summary(Some(3.0), Some(1.0), json!([2, 4]))),
-            row(0.3, summary(Some(40.0), Some(1.0), json!([39, 41]))),
-        ]);
+        let mut t = two_cells();
         t.metrics.insert("peak".into(), "max:infected".into());
-        let mut e = effect(Some(37.0), Some([30.0, 44.0]), 2);
-        e.sd_diff = Some(0.5);
-        t.cells[1].effects.insert("peak".into(), e);
+        t.cells[1].effects.get_mut("peak").unwrap().sd_diff = Some(0.5);
         assert_eq!(
             t.to_csv(),
             "rate,peak.mean,peak.sd,peak.n,peak.diff,peak.ci_lo,peak.ci_hi,peak.n_pairs,peak.sd_diff,peak.dropped\n\

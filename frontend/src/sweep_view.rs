@@ -8,69 +8,61 @@
 //! The words and numbers come from [`crate::sweep`] (pure); the charts are [`crate::plot`]'s.
 
 use leptos::prelude::*;
+use serde_json::Value;
 use simtree_shared::{SweepTable, TreeMsg};
 
-use crate::api;
-use crate::estimate::{EstimateLine, debounced_estimate};
-use crate::job_view::{JobKind, JobList, job_list, send_start, text_input};
+use crate::api::{self, ApiError};
+use crate::job_view::{Job, JobNames, job_form, job_panel, text_input};
 use crate::plot::SweepChart;
-use crate::state::{Tree, ctx};
+use crate::state::{Ctx, Tree, ctx};
 use crate::sweep::{
     ForestPlot, MetricPlot, SweepForm, cell_label, effect_text, effect_title, merge_table, summary_text, with_parent,
 };
 
+impl Job for SweepTable {
+    const NAMES: JobNames = JobNames {
+        name: "sweep",
+        title: "sweep.title",
+        none: "sweep.none",
+        new: "sweep.new",
+        start: "sweep.start",
+    };
+    fn id(&self) -> u64 {
+        self.sweep
+    }
+    fn parent(&self) -> u64 {
+        self.parent
+    }
+    fn standing(&self, _: Ctx) -> String {
+        format!("{}/{}", self.done + self.failed, self.total)
+    }
+    async fn all(tree: u64) -> Result<Vec<Self>, ApiError> {
+        api::sweeps(tree).await
+    }
+    async fn one(tree: u64, id: u64) -> Result<Self, ApiError> {
+        api::sweep(tree, id).await
+    }
+    async fn start(tree: u64, body: Value) -> Result<u64, ApiError> {
+        Ok(api::start_sweep(tree, &body).await?.sweep)
+    }
+    fn progress(msg: &TreeMsg) -> Option<u64> {
+        match msg {
+            TreeMsg::SweepProgress { sweep, .. } => Some(*sweep),
+            _ => None,
+        }
+    }
+    fn merge(list: &mut Vec<Self>, table: Self) {
+        merge_table(list, table)
+    }
+}
+
 #[component]
 pub fn SweepPanel(tree: Tree) -> impl IntoView {
-    let ctx = ctx();
-    let list = job_list(
+    job_panel(
         tree,
-        JobKind {
-            all: api::sweeps,
-            one: api::sweep,
-            id_of: |s: &SweepTable| s.sweep,
-            progress: |m| match m {
-                TreeMsg::SweepProgress { sweep, .. } => Some(*sweep),
-                _ => None,
-            },
-            merge: merge_table,
-        },
-    );
-    let JobList {
-        tables,
-        chosen,
-        started,
-    } = list;
-    let table = move || list.table(|s| s.sweep);
-    view! {
-        <section id="sweeps" class="panel sweeps">
-            <h3>{move || ctx.tr("sweep.title")}</h3>
-            <div id="sweep-list" class="sweep-list">
-                {move || {
-                    let list = tables.get();
-                    if list.is_empty() {
-                        return view! { <p class="muted">{ctx.tr("sweep.none")}</p> }.into_any();
-                    }
-                    list.into_iter()
-                        .map(|s| {
-                            let id = s.sweep;
-                            let text = format!("#{id} · {} #{} · {}/{}", ctx.tr("sweep.from"), s.parent, s.done + s.failed, s.total);
-                            view! {
-                                <button class="sweep-pick" class:active=move || chosen.get() == Some(id) data-sweep=id
-                                    on:click=move |_| chosen.set(Some(id))>{text}</button>
-                            }
-                        })
-                        .collect_view()
-                        .into_any()
-                }}
-            </div>
-            {move || {
-                // Its words are fixed when drawn: another language draws it again.
-                ctx.lang.track();
-                table().map(|t| view! { <SweepResult tree table=t /> })
-            }}
-            <NewSweep tree started />
-        </section>
-    }
+        move |table: SweepTable| view! { <SweepResult tree table /> },
+        move |started| view! { <NewSweep tree started /> },
+    )
 }
 
 /// One sweep: where its runs stand, its table and a chart per metric.
@@ -287,34 +279,17 @@ fn NewSweep(tree: Tree, started: Callback<u64>) -> impl IntoView {
     let form = RwSignal::new(SweepForm::example(tree.kind.get_untracked()));
     let json_mode = RwSignal::new(false);
     let json_text = RwSignal::new(String::new());
-    let error = RwSignal::new(None::<String>);
-    let sending = RwSignal::new(false);
     // A working example for what the tree simulates.
     Effect::new(move |_| form.set(SweepForm::example(tree.kind.get())));
-    let file = move || -> Result<String, String> {
-        if json_mode.get_untracked() {
-            return Ok(json_text.get_untracked());
-        }
-        form.with_untracked(SweepForm::to_file)
-            .map(|f| serde_json::to_string_pretty(&f).unwrap_or_default())
-            .map_err(|key| ctx.tr(key).to_string())
-    };
-    // What the sweep would cost, asked again as the form (or its JSON) changes.
-    let estimate = debounced_estimate(move || {
-        let (t, parent) = (tree.id.get()?, tree.selected.get()?);
-        // A running node cannot be swept from (the server says 409): nothing to estimate.
-        if tree.graph.with(|g| g.status_of(parent)) == simtree_shared::NodeStatus::Running {
-            return None;
-        }
+    let body = move |parent| {
         let text = if json_mode.get() {
             json_text.get()
         } else {
-            form.with(SweepForm::to_file)
-                .ok()
-                .map(|f| serde_json::to_string(&f).unwrap_or_default())?
+            let file = form.with(SweepForm::to_file).map_err(|key| ctx.tr(key).to_string())?;
+            serde_json::to_string(&file).unwrap_or_default()
         };
-        Some((t, "sweep", with_parent(&text, parent)?))
-    });
+        with_parent(&text, parent).ok_or_else(|| ctx.tr("sweep.errJson").to_string())
+    };
     let toggle_json = move |ev| {
         let on = event_target_checked(&ev);
         if on && let Ok(text) = form.with_untracked(SweepForm::to_file) {
@@ -322,64 +297,36 @@ fn NewSweep(tree: Tree, started: Callback<u64>) -> impl IntoView {
         }
         json_mode.set(on);
     };
-    let start = move |_| {
-        let (Some(t), Some(parent)) = (tree.id.get_untracked(), tree.selected.get_untracked()) else {
-            return;
-        };
-        let body =
-            file().and_then(|text| with_parent(&text, parent).ok_or_else(|| ctx.tr("sweep.errJson").to_string()));
-        let body = match body {
-            Ok(b) => b,
-            Err(e) => {
-                error.set(Some(e));
-                return;
-            }
-        };
-        // The server names the field at fault (`axes[0].values`, `metrics.peak: …`).
-        send_start(
-            async move { api::start_sweep(t, &body).await },
-            error,
-            sending,
-            move |s| started.run(s.sweep),
-        );
-    };
     let input = move |id, key, field| text_input(form, id, key, field);
-    view! {
-        <details id="sweep-new" class="sweep-new">
-            <summary>{move || ctx.tr("sweep.new")} " " {move || tree.selected.get().map(|n| format!("#{n}"))}</summary>
-            <label class="check">
-                <input id="sweep-json-mode" type="checkbox" prop:checked=move || json_mode.get() on:change=toggle_json />
-                {move || ctx.tr("sweep.json")}
-            </label>
-            <Show
-                when=move || json_mode.get()
-                fallback=move || view! {
-                    <div class="sweep-form">
-                        {input("sweep-label", "sweep.axis", |f| &mut f.label)}
-                        {input("sweep-op", "sweep.op", |f| &mut f.op)}
-                        {input("sweep-field", "sweep.field", |f| &mut f.field)}
-                        {input("sweep-values", "sweep.values", |f| &mut f.values)}
-                        <div class="row">
-                            {input("sweep-replicates", "sweep.replicates", |f| &mut f.replicates)}
-                            {input("sweep-turns", "sweep.turns", |f| &mut f.turns)}
-                            {input("sweep-seed", "sweep.seed", |f| &mut f.seed)}
-                        </div>
-                        <div class="field">
-                            <label for="sweep-metrics">{move || ctx.tr("sweep.metrics")}</label>
-                            <textarea id="sweep-metrics" prop:value=move || form.with(|f| f.metrics.clone())
-                                on:input=move |ev| form.update(|f| f.metrics = event_target_value(&ev))></textarea>
-                        </div>
+    let fields = view! {
+        <label class="check">
+            <input id="sweep-json-mode" type="checkbox" prop:checked=move || json_mode.get() on:change=toggle_json />
+            {move || ctx.tr("sweep.json")}
+        </label>
+        <Show
+            when=move || json_mode.get()
+            fallback=move || view! {
+                <div class="sweep-form">
+                    {input("sweep-label", "sweep.axis", |f| &mut f.label)}
+                    {input("sweep-op", "sweep.op", |f| &mut f.op)}
+                    {input("sweep-field", "sweep.field", |f| &mut f.field)}
+                    {input("sweep-values", "sweep.values", |f| &mut f.values)}
+                    <div class="row">
+                        {input("sweep-replicates", "sweep.replicates", |f| &mut f.replicates)}
+                        {input("sweep-turns", "sweep.turns", |f| &mut f.turns)}
+                        {input("sweep-seed", "sweep.seed", |f| &mut f.seed)}
                     </div>
-                }
-            >
-                <textarea id="sweep-json" class="sweep-json" prop:value=move || json_text.get()
-                    on:input=move |ev| json_text.set(event_target_value(&ev))></textarea>
-            </Show>
-            <EstimateLine id="sweep-estimate" estimate=estimate />
-            {move || error.get().map(|e| view! { <p id="sweep-error" class="reason">{e}</p> })}
-            <button id="sweep-start" class="primary" disabled=move || sending.get() || tree.selected.get().is_none() on:click=start>
-                {move || ctx.tr("sweep.start")}
-            </button>
-        </details>
-    }
+                    <div class="field">
+                        <label for="sweep-metrics">{move || ctx.tr("sweep.metrics")}</label>
+                        <textarea id="sweep-metrics" prop:value=move || form.with(|f| f.metrics.clone())
+                            on:input=move |ev| form.update(|f| f.metrics = event_target_value(&ev))></textarea>
+                    </div>
+                </div>
+            }
+        >
+            <textarea id="sweep-json" class="sweep-json" prop:value=move || json_text.get()
+                on:input=move |ev| json_text.set(event_target_value(&ev))></textarea>
+        </Show>
+    };
+    job_form::<SweepTable>(tree, started, body, fields)
 }

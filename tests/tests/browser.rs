@@ -1835,6 +1835,16 @@ async fn the_side_panels_style_through_the_stylesheet_in_both_themes() {
         "light was {light}"
     );
     assert_ne!(light, dark);
+    // The series' colours are lifted on the dark theme, and only there.
+    let lift = async |theme: &str| {
+        b.js(&format!(
+            "document.documentElement.setAttribute('data-theme', '{theme}');
+             return getComputedStyle(document.querySelector('#equity-chart polyline')).filter;"
+        ))
+        .await
+    };
+    assert_eq!(lift("light").await, json!("none"));
+    assert_eq!(lift("dark").await, json!("brightness(1.7) saturate(1.2)"));
     b.js("document.querySelector('#equity-chart').scrollIntoView({block: 'center'})")
         .await;
     b.finish("charts_dark_theme").await;

@@ -4,8 +4,10 @@ use leptos::prelude::*;
 use simtree_shared::{CreateRequest, ScenarioSummary, SimKind};
 
 use crate::api;
+use crate::field::labelled;
 use crate::route::Route;
 use crate::state::{Tree, ctx};
+use crate::wait::count_seconds;
 
 /// The LLM choices of the create form: the offline mock (the default), and the server's own LLM
 /// settings, which the form sends as no `llm` at all (the server does not say which provider it
@@ -80,14 +82,8 @@ pub(super) fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) ->
             return;
         }
         creating.set(true);
-        waited.set(0);
+        count_seconds(creating, waited);
         error.set(None);
-        leptos::task::spawn_local(async move {
-            while creating.try_get_untracked() == Some(true) {
-                api::sleep(1000).await;
-                waited.try_update(|s| *s += 1);
-            }
-        });
         leptos::task::spawn_local(async move {
             let reply = api::create_tree(&body).await;
             creating.try_set(false);
@@ -108,20 +104,20 @@ pub(super) fn CreatePanel(studio: bool, #[prop(optional)] tree: Option<Tree>) ->
             }
         });
     };
+    let scenario = view! {
+        <select id="scenario-select" on:change=move |ev| choice.set(event_target_value(&ev)) prop:value=move || choice.get()>
+            <For
+                each=move || scenarios.get()
+                key=|s| s.id.clone()
+                children=move |ScenarioSummary { id, title, .. }| view! { <option value=id.clone() selected=move || choice.get() == id>{format!("{id} — {title}")}</option> }
+            />
+        </select>
+        <p id="scenario-desc" class="hint muted">{description}</p>
+    };
     view! {
         <section class="panel">
             <h3>{move || ctx.tr("simtree.createNew")}</h3>
-            <div class="field">
-                <label for="scenario-select">{move || ctx.tr("create.scenario")}</label>
-                <select id="scenario-select" on:change=move |ev| choice.set(event_target_value(&ev)) prop:value=move || choice.get()>
-                    <For
-                        each=move || scenarios.get()
-                        key=|s| s.id.clone()
-                        children=move |ScenarioSummary { id, title, .. }| view! { <option value=id.clone() selected=move || choice.get() == id>{format!("{id} — {title}")}</option> }
-                    />
-                </select>
-                <p id="scenario-desc" class="hint muted">{description}</p>
-            </div>
+            {labelled("create.scenario", "scenario-select", scenario)}
             <div class="row">
                 <label>{move || ctx.tr("create.seed")}</label>
                 <input id="seed-input" type="number" min="0" placeholder="0" prop:value=move || seed.get() on:input=move |ev| seed.set(event_target_value(&ev)) />

@@ -755,9 +755,10 @@ impl Browser {
     }
 
     /// The exploration panel of the tree's latest exploration, once it is over: the head (round,
-    /// runs used of the budget, money spent), each candidate's row (its axis values, mean with
-    /// its 95% interval, replicates measured of all, and when it was dropped) and the best line
-    /// are the numbers of `…/explores`; a candidate that was never measured is never the best.
+    /// runs used of the budget, money spent and the money cap), each candidate's row (its axis
+    /// values, mean with its 95% interval, replicates measured of all, and when it was dropped)
+    /// and the best line are the numbers of `…/explores`; a candidate that was never measured is
+    /// never the best.
     pub async fn explore_table_agrees(&self, t: u64) -> Value {
         let url = format!("/devui/simtree/{t}/explores");
         let table = eventually(async || {
@@ -775,6 +776,7 @@ impl Browser {
         let mut want = vec![table["round"].as_f64().unwrap(), table["runs_used"].as_f64().unwrap()];
         want.extend(table["budget"]["runs"].as_f64());
         want.extend(table["money_used"].as_f64());
+        want.extend(table["budget"]["money"].as_f64());
         numbers_agree(&head, &want, "the exploration's head");
         if let Some(reason) = table["reason"].as_str() {
             self.wait_text("#explore-race", reason).await;

@@ -14,6 +14,7 @@ use super::describe::{Describe, Written};
 use crate::api::{self, ApiError};
 use crate::draft::{self, Validation, line_of_path, pretty};
 use crate::state::ctx;
+use crate::wait::debounced;
 use crate::{abm_form, scene_form};
 
 /// Wait after the last change before the validator runs (typing in the JSON view).
@@ -30,24 +31,13 @@ enum Check {
 #[component]
 pub(super) fn AbmForm(doc: Doc) -> impl IntoView {
     let ctx = ctx();
-    let check = RwSignal::new(None::<Check>);
     let empty = move || doc.value.with(|d| d.as_object().is_none_or(|o| o.is_empty()));
     // The validator runs on the document a short while after it last changed.
-    let round = StoredValue::new(0u64);
-    Effect::new(move |_| {
-        let text = doc.value.with(pretty);
-        let n = round.get_value() + 1;
-        round.set_value(n);
-        if empty() {
-            check.set(None);
-            return;
-        }
-        leptos::task::spawn_local(async move {
-            api::sleep(VALIDATE_AFTER_MS).await;
-            if round.try_get_value() != Some(n) {
-                return;
-            }
-            let r = match api::abm_validate(text).await {
+    let check = debounced(
+        VALIDATE_AFTER_MS,
+        move || (!empty()).then(|| doc.value.with(pretty)),
+        move |text| async move {
+            match api::abm_validate(text).await {
                 Ok(v) => Some(Check::Report(v)),
                 Err(ApiError::Offline) => {
                     ctx.went_offline();
@@ -55,12 +45,9 @@ pub(super) fn AbmForm(doc: Doc) -> impl IntoView {
                 }
                 Err(ApiError::Http(_, body)) => Some(Check::Refused(body.detail)),
                 Err(e) => Some(Check::Refused(e.to_string())),
-            };
-            if round.try_get_value() == Some(n) {
-                check.try_set(r);
             }
-        });
-    });
+        },
+    );
     let info = move || {
         doc.value.with(|d| {
             let title = d.pointer("/supportingInfo/title").and_then(Value::as_str)?.to_string();

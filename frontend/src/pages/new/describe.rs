@@ -15,6 +15,7 @@ use serde_json::Value;
 use super::Doc;
 use crate::api;
 use crate::state::ctx;
+use crate::wait::count_seconds;
 
 /// What a writer answers: the new document and what it says of it, or why it wrote none.
 pub(super) type Written = std::result::Result<(Value, String), String>;
@@ -54,15 +55,8 @@ pub(super) fn Describe(
         let text = prompt.get_untracked();
         let last = refine.then(|| doc.value.with_untracked(base));
         generating.set(true);
-        elapsed.set(0);
+        count_seconds(generating, elapsed);
         error.set(None);
-        // The seconds so far, while the request is out.
-        leptos::task::spawn_local(async move {
-            while generating.try_get_untracked() == Some(true) {
-                api::sleep(1000).await;
-                elapsed.try_update(|s| *s += 1);
-            }
-        });
         leptos::task::spawn_local(async move {
             let r = write(text, last).await;
             generating.try_set(false);

@@ -39,6 +39,7 @@ use wasm_bindgen::JsCast;
 
 use crate::api::{self, ApiError};
 use crate::draft::{self, kind_of, line_of_path, line_span, pretty, refusal_path, set_at, text_at, title_of};
+use crate::field::labelled;
 use crate::route::{Route, Start};
 use crate::state::{Link, ctx, set_title};
 
@@ -160,7 +161,6 @@ fn JsonPane(doc: Doc) -> impl IntoView {
 
 /// A labelled text input bound to one place of the document (`multi`: a text area).
 pub(super) fn text_field(doc: Doc, id: String, label: &'static str, ptr: String, multi: bool) -> impl IntoView {
-    let ctx = ctx();
     let shown = ptr.clone();
     let marked = ptr.clone();
     let class = move || doc.field_class(&marked);
@@ -174,10 +174,65 @@ pub(super) fn text_field(doc: Doc, id: String, label: &'static str, ptr: String,
     } else {
         view! { <input id=id.clone() class=class prop:value=move || doc.text(&shown) on:input=write /> }.into_any()
     };
+    labelled(label, id, control)
+}
+
+/// A labelled list of strings at one place of the document: comma-separated names in a text
+/// input, or one a line in a text area (`lines`); empty ones are left out.
+pub(super) fn list_field(
+    doc: Doc,
+    id: &'static str,
+    label: &'static str,
+    ptr: &'static str,
+    lines: bool,
+) -> impl IntoView {
+    let shown = move || {
+        doc.value.with(|d| {
+            if lines {
+                draft::lines_of(d, ptr)
+            } else {
+                draft::names_of(d, ptr)
+            }
+        })
+    };
+    let write = move |ev: web_sys::Event| {
+        let v = event_target_value(&ev);
+        let list = if lines {
+            draft::lines_value(&v)
+        } else {
+            draft::names_value(&v)
+        };
+        doc.edit(|d| set_at(d, ptr, Some(list)));
+    };
+    let control = if lines {
+        view! { <textarea id=id prop:value=shown on:change=write></textarea> }.into_any()
+    } else {
+        view! { <input id=id prop:value=shown on:change=write /> }.into_any()
+    };
+    labelled(label, id, control)
+}
+
+/// A labelled choice among `options`, the one `current` gives selected; a change is written to
+/// the document by `set`.
+pub(super) fn choice_field(
+    doc: Doc,
+    id: &'static str,
+    label: &'static str,
+    options: impl IntoIterator<Item = &'static str>,
+    current: impl Fn() -> String + Copy + Send + Sync + 'static,
+    set: fn(&mut Value, &str),
+) -> impl IntoView {
+    let ctx = ctx();
+    let options = options
+        .into_iter()
+        .map(|o| view! { <option value=o selected=move || current() == o>{o}</option> })
+        .collect_view();
     view! {
-        <div class="field">
+        <div class="row">
             <label for=id>{move || ctx.tr(label)}</label>
-            {control}
+            <select id=id on:change=move |ev| { let v = event_target_value(&ev); doc.edit(|d| set(d, &v)) }>
+                {options}
+            </select>
         </div>
     }
 }

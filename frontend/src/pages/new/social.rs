@@ -8,12 +8,12 @@
 
 use leptos::prelude::*;
 
-use super::{Doc, number_field, text_field};
+use super::{Doc, choice_field, list_field, number_field, text_field};
 use simtree_shared::SceneTypeInfo;
 
 use crate::draft::{
-    ORDERINGS, actions_of, add_agent, agent_count, agent_names, has_action, lines_of, lines_value, names_of,
-    names_value, roles_of, roles_value, scene_types, set_at, set_ordering, set_scene_type, text_value, toggle_action,
+    ORDERINGS, actions_of, add_agent, agent_count, agent_names, has_action, roles_of, roles_value, scene_types, set_at,
+    set_ordering, set_scene_type, text_value, toggle_action,
 };
 use crate::state::ctx;
 
@@ -42,12 +42,7 @@ pub(super) fn SocialForm(doc: Doc) -> impl IntoView {
             {text_field(doc, "new-title".into(), "new.title", "/title".into(), false)}
             {text_field(doc, "new-description".into(), "new.description", "/description".into(), true)}
             <h3>{move || ctx.tr("new.scene")}</h3>
-            <div class="row">
-                <label for="scene-type">{move || ctx.tr("new.sceneType")}</label>
-                <select id="scene-type" on:change=move |ev| { let v = event_target_value(&ev); doc.edit(|d| set_scene_type(d, &v)) }>
-                    {scene_types().map(|t| view! { <option value=t selected=move || scene.get() == t>{t}</option> }).collect_view()}
-                </select>
-            </div>
+            {choice_field(doc, "scene-type", "new.sceneType", scene_types(), move || scene.get(), set_scene_type)}
             {text_field(doc, "scene-name".into(), "new.sceneName", "/scene/name".into(), false)}
             {text_field(doc, "initial-event".into(), "new.initialEvent", "/scene/initial_event".into(), true)}
             <p id="scene-summary" class="hint muted">{move || {
@@ -67,21 +62,9 @@ pub(super) fn SocialForm(doc: Doc) -> impl IntoView {
             <For each=move || 0..doc.value.with(agent_count) key=|i| *i children=move |i| agent_card(doc, i, types) />
             <button id="add-agent" on:click=move |_| doc.edit(add_agent)>{move || ctx.tr("new.addAgent")}</button>
             <h3>{move || ctx.tr("new.ordering")}</h3>
-            <div class="row">
-                <label for="ordering-kind">{move || ctx.tr("new.orderingKind")}</label>
-                <select id="ordering-kind" on:change=move |ev| { let v = event_target_value(&ev); doc.edit(|d| set_ordering(d, &v)) }>
-                    {ORDERINGS.map(|o| view! { <option value=o selected=move || ordering() == o>{o}</option> }).collect_view()}
-                </select>
-            </div>
+            {choice_field(doc, "ordering-kind", "new.orderingKind", ORDERINGS, ordering, set_ordering)}
             {move || match ordering().as_str() {
-                "cycled" => view! {
-                    <div class="field">
-                        <label for="ordering-names">{move || ctx.tr("new.orderingNames")}</label>
-                        <input id="ordering-names" prop:value=move || doc.value.with(|d| names_of(d, "/ordering/names"))
-                            on:change=move |ev| { let v = event_target_value(&ev); doc.edit(|d| set_at(d, "/ordering/names", Some(names_value(&v)))) } />
-                    </div>
-                }
-                .into_any(),
+                "cycled" => list_field(doc, "ordering-names", "new.orderingNames", "/ordering/names", false).into_any(),
                 "llm_moderated" => view! {
                     <div class="row">
                         <label for="ordering-moderator">{move || ctx.tr("new.moderator")}</label>
@@ -101,11 +84,7 @@ pub(super) fn SocialForm(doc: Doc) -> impl IntoView {
                 _ => ().into_any(),
             }}
             <h3>{move || ctx.tr("new.events")}</h3>
-            <div class="field">
-                <label for="broadcasts">{move || ctx.tr("new.broadcasts")}</label>
-                <textarea id="broadcasts" prop:value=move || doc.value.with(|d| lines_of(d, "/broadcasts"))
-                    on:change=move |ev| { let v = event_target_value(&ev); doc.edit(|d| set_at(d, "/broadcasts", Some(lines_value(&v)))) }></textarea>
-            </div>
+            {list_field(doc, "broadcasts", "new.broadcasts", "/broadcasts", true)}
             <div class="row">
                 {number_field(doc, "max-steps", "new.maxSteps", "/max_steps_per_turn")}
                 {number_field(doc, "default-turns", "new.defaultTurns", "/default_turns")}
@@ -119,11 +98,7 @@ fn scene_config(doc: Doc, scene: &str) -> AnyView {
     let ctx = ctx();
     match scene {
         "werewolf" => view! {
-            <div class="field">
-                <label for="werewolf-moderators">{move || ctx.tr("new.moderators")}</label>
-                <input id="werewolf-moderators" prop:value=move || doc.value.with(|d| names_of(d, "/scene/config/moderators"))
-                    on:change=move |ev| { let v = event_target_value(&ev); doc.edit(|d| set_at(d, "/scene/config/moderators", Some(names_value(&v)))) } />
-            </div>
+            {list_field(doc, "werewolf-moderators", "new.moderators", "/scene/config/moderators", false)}
             <div class="field">
                 <label for="werewolf-roles">{move || ctx.tr("new.roles")}</label>
                 <textarea id="werewolf-roles" placeholder="Ann: werewolf\nBen: seer" prop:value=move || doc.value.with(roles_of)

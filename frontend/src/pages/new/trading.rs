@@ -7,7 +7,7 @@ use leptos::prelude::*;
 use simtree_shared::DatasetInfo;
 use simtree_shared::trading::AgentSpec;
 
-use super::{Doc, number_field, text_field};
+use super::{Doc, choice_field, number_field, text_field};
 use crate::api::{self, ApiError};
 use crate::chart::COLOURS;
 use crate::draft::{
@@ -101,12 +101,7 @@ pub(super) fn TradingForm(doc: Doc) -> impl IntoView {
                 "–"
                 {date_input(doc, "end-date", "/episode/end_date", current)}
             </div>
-            <div class="row">
-                <label for="agent-kind">{move || ctx.tr("new.agentKind")}</label>
-                <select id="agent-kind" on:change=move |ev| { let v = event_target_value(&ev); doc.edit(|d| set_trading_agent(d, &v)) }>
-                    {AgentSpec::KINDS.map(|k| view! { <option value=k selected=move || agent() == k>{k}</option> }).collect_view()}
-                </select>
-            </div>
+            {choice_field(doc, "agent-kind", "new.agentKind", AgentSpec::KINDS, agent, set_trading_agent)}
             <div class="row">
                 {number_field(doc, "initial-cash", "new.cash", "/episode/initial_cash")}
                 {number_field(doc, "default-turns", "new.defaultTurns", "/default_turns")}
