@@ -847,23 +847,10 @@ impl Core {
         Ok(Pending::new(id, parent, log, turns, replay))
     }
 
-    /// What one run talks to, and the ledger its real calls are recorded in (see
+    /// What one run talks to, recording its real calls in `ledger` and charging `budget` alone
+    /// (a job charges the budget its payload names, never one of its own process; see
     /// [`crate::backend::run_ctx`]). With real providers the tree's scenario and each agent may
     /// have their own (settings-file overrides, checked at start-up).
-    fn client_for(
-        &self,
-        handle: &TreeHandle,
-        replay: Option<Vec<LlmRecord>>,
-        sim: &Sim,
-        node: NodeId,
-        budget: Option<Arc<TreeBudget>>,
-    ) -> Result<(RunCtx, Arc<Ledger>), BackendError> {
-        let budget = budget.or_else(|| handle.budget.clone());
-        self.client_with(handle, replay, sim, node, budget, Arc::new(Ledger::default()))
-    }
-
-    /// [`Self::client_for`] recording in `ledger`, charging `budget` alone (a job charges the
-    /// budget its payload names, never one of its own process).
     fn client_with(
         &self,
         handle: &TreeHandle,

@@ -52,6 +52,25 @@ pub struct Cli {
     pub(crate) command: Command,
 }
 
+/// The LLM options of the commands that run simulations in their own process (`run`, `sweep`).
+#[derive(Debug, clap::Args)]
+pub struct LlmArgs {
+    /// The LLM dialect, overriding LLM_DIALECT: mock, scripted, openai, gemini or anthropic
+    /// (used by social and trading scenarios).
+    #[arg(long)]
+    llm: Option<Dialect>,
+    /// LLM settings file (TOML or JSON) layered over the LLM_* environment variables.
+    #[arg(long)]
+    llm_config: Option<PathBuf>,
+}
+
+impl LlmArgs {
+    /// The LLM backend these options (and the LLM_* environment variables) configure.
+    fn backend(&self) -> Result<crate::backend::Backend, String> {
+        crate::backend::Backend::from_settings(self.llm_config.as_deref(), self.llm).map_err(|e| e.to_string())
+    }
+}
+
 // Parsed once per process: the size of the `serve` variant costs nothing worth a box.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]

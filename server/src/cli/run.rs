@@ -22,12 +22,8 @@ pub struct RunArgs {
     /// Print JSON lines instead of human-readable lines.
     #[arg(long)]
     pub(crate) json: bool,
-    /// The LLM dialect, overriding LLM_DIALECT: mock, scripted, openai, gemini or anthropic.
-    #[arg(long)]
-    pub(crate) llm: Option<Dialect>,
-    /// LLM settings file (TOML or JSON) layered over the LLM_* environment variables.
-    #[arg(long)]
-    pub(crate) llm_config: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) llm: LlmArgs,
     /// Folder to write the run to: tree.json (importable with POST /devui/simtree/import),
     /// log.jsonl, usage.json and records.json.
     #[arg(long)]
@@ -50,7 +46,7 @@ pub(super) fn run_headless(
     a: RunArgs,
 ) -> Result<(), String> {
     use std::io::IsTerminal;
-    let backend = crate::backend::Backend::from_settings(a.llm_config.as_deref(), a.llm).map_err(|e| e.to_string())?;
+    let backend = a.llm.backend()?;
     let (scenario, document) = match &a.scenario_file {
         Some(file) => {
             let (label, doc) = read_scenario_file(file)?;

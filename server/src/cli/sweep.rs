@@ -17,12 +17,8 @@ pub struct SweepArgs {
     /// Runs at once (default: the machine's cores).
     #[arg(long)]
     pub(crate) parallel: Option<usize>,
-    /// The LLM dialect, overriding LLM_DIALECT (social and trading scenarios).
-    #[arg(long)]
-    pub(crate) llm: Option<Dialect>,
-    /// LLM settings file (TOML or JSON) layered over the LLM_* environment variables.
-    #[arg(long)]
-    pub(crate) llm_config: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) llm: LlmArgs,
 }
 
 /// `simtree sweep`: every cell × replicate in parallel, with a progress bar on a terminal.
@@ -38,12 +34,11 @@ pub(super) fn sweep(
         csv,
         parallel,
         llm,
-        llm_config,
     } = a;
     let text = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
     let spec = <crate::sweep::SweepSpec as crate::sweep::SweepPlan>::parse(&text)
         .map_err(|e| format!("{}: {e}", file.display()))?;
-    let backend = crate::backend::Backend::from_settings(llm_config.as_deref(), llm).map_err(|e| e.to_string())?;
+    let backend = llm.backend()?;
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let env = crate::sweep::Env {
         library,

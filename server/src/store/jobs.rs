@@ -832,21 +832,10 @@ impl Queue {
         self.end(tree, node, status, error, false, writes)
     }
 
-    /// [`Self::finish`] for a job run again: the log rows (and their search text) an earlier
-    /// attempt left are deleted first, in the same transaction, and `writes` hold the whole log
-    /// (batches of two attempts need not start at the same entries).
-    pub(crate) fn finish_anew(
-        &mut self,
-        tree: u64,
-        node: u64,
-        status: Status,
-        error: Option<&str>,
-        writes: &[Write],
-    ) -> StoreResult<()> {
-        self.end(tree, node, status, error, true, writes)
-    }
-
-    fn end(
+    /// [`Self::finish`], or for a job run again (`anew`): then the log rows (and their search
+    /// text) an earlier attempt left are deleted first, in the same transaction, and `writes`
+    /// hold the whole log (batches of two attempts need not start at the same entries).
+    pub(crate) fn end(
         &mut self,
         tree: u64,
         node: u64,

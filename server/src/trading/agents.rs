@@ -733,14 +733,7 @@ mod tests {
                 let bars: Vec<PricePoint> = closes
                     .iter()
                     .enumerate()
-                    .map(|(i, &c)| PricePoint {
-                        timestamp: format!("2020-01-{:02}", i + 1),
-                        open: c,
-                        high: c,
-                        low: c,
-                        close: c,
-                        volume: 1,
-                    })
+                    .map(|(i, &c)| PricePoint::daily(&format!("2020-01-{:02}", i + 1), c, c, c, c, 1))
                     .collect();
                 let summary = crate::trading::models::IntervalPriceSummary::of(&bars);
                 let price = *closes.last().unwrap();

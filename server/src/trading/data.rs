@@ -527,14 +527,7 @@ fn parse_ohlcv(text: &str) -> Result<BTreeMap<String, Vec<PricePoint>>, TradingE
                 "{ticker} {date}: high/low {high}/{low} do not bracket open/close {open}/{close}"
             )));
         }
-        let bar = PricePoint {
-            timestamp: date.to_owned(),
-            open,
-            high,
-            low,
-            close,
-            volume,
-        };
+        let bar = PricePoint::daily(date, open, high, low, close, volume);
         push_in_date_order(bars.entry(ticker.to_owned()).or_default(), ticker, bar).map_err(|e| err(e.to_string()))?;
     }
     if bars.is_empty() {
@@ -749,29 +742,19 @@ date,ticker,kind,session,headline
     #[test]
     fn case_template_errors_name_the_ticker_and_day() {
         let m = tiny_market();
-        let e = m
-            .case_template(
-                &tk(&["A", "B"]),
-                CaseWindow {
-                    cutoff: "2020-01-03",
-                    previous_cutoff: None,
-                    lookback: 3,
-                },
-            )
-            .unwrap_err()
-            .to_string();
-        assert_eq!(e, "episode config: B has no bar on the cutoff day 2020-01-03");
-        let e = m
-            .case_template(
-                &tk(&["Z"]),
-                CaseWindow {
-                    cutoff: "2020-01-03",
-                    previous_cutoff: None,
-                    lookback: 3,
-                },
-            )
-            .unwrap_err()
-            .to_string();
+        let error = |tickers: &[&str]| {
+            let window = CaseWindow {
+                cutoff: "2020-01-03",
+                previous_cutoff: None,
+                lookback: 3,
+            };
+            m.case_template(&tk(tickers), window).unwrap_err().to_string()
+        };
+        assert_eq!(
+            error(&["A", "B"]),
+            "episode config: B has no bar on the cutoff day 2020-01-03"
+        );
+        let e = error(&["Z"]);
         assert!(e.contains("no market data for ticker Z"), "{e}");
     }
 

@@ -260,14 +260,7 @@ pub(crate) fn parse_dataset(text: &str) -> Result<Dataset, DatasetError> {
         if !bars.contains_key(ticker) && bars.len() == MAX_DATASET_TICKERS {
             return Err(err(RowError::TooManyTickers));
         }
-        let bar = PricePoint {
-            timestamp: date.to_owned(),
-            open,
-            high,
-            low,
-            close,
-            volume: volume as u64,
-        };
+        let bar = PricePoint::daily(date, open, high, low, close, volume as u64);
         push_in_date_order(bars.entry(ticker.to_owned()).or_default(), ticker, bar).map_err(|e| err(RowError::Order(e)))
     })?;
     if header.is_none() {

@@ -363,14 +363,7 @@ mod tests {
             closes
                 .iter()
                 .enumerate()
-                .map(|(i, &c)| PricePoint {
-                    timestamp: format!("2020-01-0{}", i + 1),
-                    open: c,
-                    high: c,
-                    low: c,
-                    close: c,
-                    volume: 1,
-                })
+                .map(|(i, &c)| PricePoint::daily(&format!("2020-01-0{}", i + 1), c, c, c, c, 1))
                 .collect()
         };
         let mut m = BTreeMap::new();

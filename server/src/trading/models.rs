@@ -35,6 +35,20 @@ pub struct PricePoint {
     pub(crate) volume: u64,
 }
 
+impl PricePoint {
+    /// The bar of one day.
+    pub(crate) fn daily(date: &str, open: f64, high: f64, low: f64, close: f64, volume: u64) -> PricePoint {
+        PricePoint {
+            timestamp: date.to_owned(),
+            open,
+            high,
+            low,
+            close,
+            volume,
+        }
+    }
+}
+
 /// Open/high/low/close/volume over the bars since the previous decision point (a lighter payload
 /// than the daily bars).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -843,9 +843,8 @@ impl Core {
         let end = Arc::new((writes, error));
         loop {
             let e = end.clone();
-            let finished = on_queue(queue, move |q| match anew {
-                true => q.finish_anew(tree, node, job_status, e.1.as_deref(), &e.0),
-                false => q.finish(tree, node, job_status, e.1.as_deref(), &e.0),
+            let finished = on_queue(queue, move |q| {
+                q.end(tree, node, job_status, e.1.as_deref(), anew, &e.0)
             })
             .await;
             let Err(e) = finished else {
@@ -959,7 +958,7 @@ impl Core {
         };
         let marks = sim.memory_marks();
         let mut batch = LogBatch::new(id);
-        // A job run again stores its whole log at its end (see `Queue::finish_anew`).
+        // A job run again stores its whole log at its end (see `Queue::end`).
         let anew = job.attempts > 1;
         let mut all: Vec<String> = Vec::new();
         let mut index = 0usize;

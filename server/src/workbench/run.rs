@@ -456,7 +456,8 @@ impl Core {
         };
         // A provider that no longer resolves (its settings were checked at start-up) fails the run
         // with the reason, rather than running it on something else.
-        let (ctx, ledger) = match self.client_for(&handle, replay, &sim, id, budget) {
+        let budget = budget.or_else(|| handle.budget.clone());
+        let (ctx, ledger) = match self.client_with(&handle, replay, &sim, id, budget, Arc::default()) {
             Ok((ctx, ledger)) => (Ok(ctx), ledger),
             Err(e) => (Err(e), Arc::new(Ledger::default())),
         };
