@@ -717,11 +717,13 @@ async fn a_same_seed_fan_out_makes_one_upstream_call_per_step() {
 /// instruction and contents), answers a call naming one as if its text had been sent, and logs
 /// creates, uses and deletes. With `refuse`, every create is refused; with `count`, a create's
 /// answer says how many tokens the cache holds (`usageMetadata.totalTokenCount`: a quarter of its
-/// text's bytes, plus 7 so that it differs from what the calls that use it report).
+/// text's bytes, plus 7 so that it differs from what the calls that use it report); with
+/// `break_after_create`, every call once a cache was created answers 500.
 #[derive(Clone, Default)]
 struct Gemini {
     refuse: bool,
     count: bool,
+    break_after_create: bool,
     caches: Arc<std::sync::Mutex<std::collections::BTreeMap<String, Value>>>,
     created: Arc<std::sync::Mutex<Vec<Value>>>,
     deleted: Arc<std::sync::Mutex<Vec<String>>>,
@@ -735,6 +737,12 @@ async fn gemini_generate(
 ) -> (StatusCode, Json<Value>) {
     assert_eq!(call, "gemini-test:generateContent");
     g.calls.lock().unwrap().push(body.clone());
+    if g.break_after_create && !g.created.lock().unwrap().is_empty() {
+        return (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Json(json!({"error": {"message": "internal error"}})),
+        );
+    }
     let mut full = body.clone();
     let mut cached = 0;
     if let Some(name) = body["cachedContent"].as_str() {
@@ -781,8 +789,9 @@ async fn gemini_create(State(g): State<Gemini>, Json(body): Json<Value>) -> (Sta
     (StatusCode::OK, Json(answer))
 }
 
-/// A Gemini-shaped server (`g`) and a simtree server on it with `flags`.
-async fn gemini_server(g: &Gemini, flags: &[&str]) -> (Server, tokio::task::JoinHandle<()>) {
+/// A Gemini-shaped server (`g`) and a simtree server on it with `flags` and `env` beside the
+/// provider's settings.
+async fn gemini_server(g: &Gemini, flags: &[&str], env: &[(&str, &str)]) -> (Server, tokio::task::JoinHandle<()>) {
     let app = axum::Router::new()
         .route("/v1beta/models/{call}", post(gemini_generate))
         .route("/v1beta/cachedContents", post(gemini_create))
@@ -790,16 +799,14 @@ async fn gemini_server(g: &Gemini, flags: &[&str]) -> (Server, tokio::task::Join
         .with_state(g.clone());
     let (url, task) = serve_provider(app).await;
     let base = url.replace("/v1", "/v1beta");
-    let s = Server::start_env(
-        flags,
-        &[
-            ("LLM_DIALECT", "gemini"),
-            ("LLM_BASE_URL", &base),
-            ("LLM_API_KEY", "gemini-test-secret"),
-            ("LLM_MODEL", "gemini-test"),
-            ("LLM_TIMEOUT_S", "5"),
-        ],
-    );
+    let provider = [
+        ("LLM_DIALECT", "gemini"),
+        ("LLM_BASE_URL", &base),
+        ("LLM_API_KEY", "gemini-test-secret"),
+        ("LLM_MODEL", "gemini-test"),
+        ("LLM_TIMEOUT_S", "5"),
+    ];
+    let s = Server::start_env(flags, &[&provider[..], env].concat());
     (s, task)
 }
 
@@ -828,7 +835,7 @@ async fn a_gemini_fan_out_shares_one_cached_content_per_agent_and_deletes_it_aft
             refuse,
             ..Gemini::default()
         };
-        let (s, _task) = gemini_server(&g, &[]).await;
+        let (s, _task) = gemini_server(&g, &[], &[]).await;
         let tree = s.create("simple_chat").await;
         let parent = simtree_e2e::advance(&s, tree, 0, 6).await;
         assert!(g.created.lock().unwrap().is_empty(), "a run alone creates no cache");
@@ -903,7 +910,7 @@ async fn a_gemini_cache_create_is_metered_priced_and_charged_to_the_budget() {
         };
         let prices = gemini_prices(4.5);
         let flags = ["--prices", prices.to_str().unwrap(), "--money-budget", "100"];
-        let (s, _task) = gemini_server(&g, &flags).await;
+        let (s, _task) = gemini_server(&g, &flags, &[]).await;
         let (tree, children) = gemini_fan_out(&s).await;
         let created = g.created.lock().unwrap().clone();
         assert!(!created.is_empty(), "the fan-out created caches");
@@ -966,6 +973,62 @@ async fn a_gemini_cache_create_is_metered_priced_and_charged_to_the_budget() {
     }
 }
 
+/// A call that fails after it created its fan-out's cache (every call answers 500 from then on,
+/// with no retry left): the budget was charged for the cache, and the tree's usage holds the
+/// same money, carried by a record of the failed call that the calls trace shows on it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cache_created_by_a_call_that_then_fails_is_in_usage_as_in_the_budget() {
+    let g = Gemini {
+        break_after_create: true,
+        ..Gemini::default()
+    };
+    let prices = gemini_prices(4.5);
+    let flags = ["--prices", prices.to_str().unwrap(), "--money-budget", "100"];
+    let (s, _task) = gemini_server(&g, &flags, &[("LLM_MAX_RETRIES", "0")]).await;
+    let tree = s.create("simple_chat").await;
+    let parent = simtree_e2e::advance(&s, tree, 0, 6).await;
+    let before = simtree_e2e::get_ok(&s, &format!("/devui/simtree/{tree}/usage")).await;
+    // The children's calls fail; a social run carries on past a failed call (its agent acts
+    // not), so the children end done or failed.
+    let body = json!({"parent": parent, "turns": 1, "count": 4});
+    s.post(&format!("/devui/simtree/{tree}/advance_multi"), &body).await;
+    assert!(!g.created.lock().unwrap().is_empty(), "a cache was created");
+    let usage = simtree_e2e::get_ok(&s, &format!("/devui/simtree/{tree}/usage")).await;
+    let money = usage["usage"]["money"].as_f64().unwrap();
+    let spent = usage["money_budget"]["spent"].as_f64().unwrap();
+    let earlier = before["usage"]["money"].as_f64().unwrap();
+    assert!(spent > earlier, "the budget was charged for the cache: {usage}");
+    assert!(
+        (money - spent).abs() < 1e-9,
+        "the budget charged {spent}, usage says {money}"
+    );
+    assert_eq!(
+        usage["usage"]["calls"], before["usage"]["calls"],
+        "a failed call is no answered call"
+    );
+    // The failed child's calls trace shows the failed call with the cache it created.
+    let graph = simtree_e2e::get_ok(&s, &format!("/devui/simtree/{tree}/graph")).await;
+    let mut carried = 0.0;
+    for n in graph["nodes"].as_array().unwrap() {
+        let id = n["id"].as_u64().unwrap();
+        if id <= parent {
+            continue;
+        }
+        let trace = simtree_e2e::get_ok(&s, &format!("/devui/simtree/{tree}/node/{id}/calls")).await;
+        for call in trace["calls"].as_array().unwrap() {
+            if let Some(c) = call["cache"].get("created") {
+                assert!(call["failed"].is_string(), "{call}");
+                assert_eq!(c["ttl_s"], 3600, "{call}");
+                carried += call["money"].as_f64().unwrap();
+            }
+        }
+    }
+    assert!(
+        (earlier + carried - money).abs() < 1e-9,
+        "{earlier} before, {carried} for the caches, {money} in all"
+    );
+}
+
 /// A budget too small to hold an explicit cache's most possible cost: no cache is created, the
 /// fan-out's calls go as plain requests, every child ends done, and the budget is not passed.
 #[tokio::test(flavor = "multi_thread")]
@@ -976,7 +1039,7 @@ async fn a_budget_too_small_for_a_gemini_cache_makes_plain_calls_within_it() {
     let prices = gemini_prices(10_000.0);
     let limit = 2.0;
     let flags = ["--prices", prices.to_str().unwrap(), "--money-budget", "2"];
-    let (s, _task) = gemini_server(&g, &flags).await;
+    let (s, _task) = gemini_server(&g, &flags, &[]).await;
     let (tree, children) = gemini_fan_out(&s).await;
     assert!(g.created.lock().unwrap().is_empty(), "no cache was asked for");
     let calls = g.calls.lock().unwrap().clone();

@@ -52,7 +52,11 @@ impl History {
                 .flatten()
                 .map(|a| a.request.as_str())
                 .collect();
-            for r in n.records.iter().filter(|r| !asked.contains(&r.hash.as_str())) {
+            for r in n
+                .records
+                .iter()
+                .filter(|r| !r.failed && !asked.contains(&r.hash.as_str()))
+            {
                 h.calls += 1;
                 h.prompt += r.prompt_tokens;
                 h.completion += r.completion_tokens;
