@@ -1029,6 +1029,33 @@ async fn a_cache_created_by_a_call_that_then_fails_is_in_usage_as_in_the_budget(
     );
 }
 
+/// An estimate of a fan-out that will create explicit caches includes their most possible
+/// cost: with storage priced high, so that the caches are most of what the fan-out spends, the
+/// estimate is not below what the fan-out then spent; a single advance creates none and its
+/// estimate says nothing of caches.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_estimate_of_a_fan_out_foresees_its_cache_creates() {
+    let g = Gemini::default();
+    let prices = gemini_prices(1000.0);
+    let (s, _task) = gemini_server(&g, &["--prices", prices.to_str().unwrap()], &[]).await;
+    let tree = s.create("simple_chat").await;
+    let parent = simtree_e2e::advance(&s, tree, 0, 6).await;
+    let p = |path: &str| format!("/devui/simtree/{tree}/{path}?estimate=true");
+    let body = json!({"parent": parent, "turns": 1, "count": 4});
+    let estimate = simtree_e2e::ok(&s, &p("advance_multi"), body).await;
+    let basis = estimate["basis"].as_str().unwrap();
+    assert!(basis.contains("explicit caches: up to"), "{basis}");
+    let alone = simtree_e2e::ok(&s, &p("advance"), json!({"parent": parent, "turns": 1})).await;
+    assert!(!alone["basis"].as_str().unwrap().contains("explicit caches"), "{alone}");
+    let usage = |u: Value| u["usage"]["money"].as_f64().unwrap();
+    let before = usage(simtree_e2e::get_ok(&s, &format!("/devui/simtree/{tree}/usage")).await);
+    simtree_e2e::fan_out(&s, tree, parent, 4, 1).await;
+    assert!(!g.created.lock().unwrap().is_empty(), "the fan-out created caches");
+    let spent = usage(simtree_e2e::get_ok(&s, &format!("/devui/simtree/{tree}/usage")).await) - before;
+    let foreseen = estimate["money"].as_f64().unwrap();
+    assert!(spent <= foreseen, "spent {spent}, estimated {foreseen}: {basis}");
+}
+
 /// A budget too small to hold an explicit cache's most possible cost: no cache is created, the
 /// fan-out's calls go as plain requests, every child ends done, and the budget is not passed.
 #[tokio::test(flavor = "multi_thread")]

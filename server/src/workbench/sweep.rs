@@ -348,6 +348,7 @@ impl Studies<'_> {
             parent,
             spec.turns,
             runs,
+            1,
             &format!("sweep of {} cells", cells.len()),
         )
     }
