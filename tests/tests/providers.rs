@@ -1056,6 +1056,41 @@ async fn an_estimate_of_a_fan_out_foresees_its_cache_creates() {
     assert!(spent <= foreseen, "spent {spent}, estimated {foreseen}: {basis}");
 }
 
+/// The replicates of a sweep cell are a fan-out from the cell: with four of them, each agent's
+/// prompt at the fork is created once as a cached content, every replicate's calls name it, and
+/// it is deleted once the cell's replicates have ended.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sweep_cell_of_four_replicates_shares_one_cached_content_per_agent() {
+    let g = Gemini::default();
+    let (s, _task) = gemini_server(&g, &[], &[]).await;
+    let tree = s.create("simple_chat").await;
+    let parent = simtree_e2e::advance(&s, tree, 0, 6).await;
+    g.calls.lock().unwrap().clear();
+    let spec = json!({"parent": parent, "turns": 1, "replicates": 4,
+        "axes": [{"label": "news", "op": {"op": "public_broadcast"}, "field": "text", "values": ["rain"]}],
+        "metrics": {"actions": "count:action_end"}});
+    let started = simtree_e2e::ok(&s, &format!("/devui/simtree/{tree}/sweep"), spec).await;
+    let table = simtree_e2e::finished_sweep(&s, tree, started["sweep"].as_u64().unwrap()).await;
+    assert_eq!(table["done"], 4, "{table}");
+    let created = g.created.lock().unwrap().len();
+    assert!(created >= 1, "the cell's replicates created a cache");
+    let named = g
+        .calls
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|c| c["cachedContent"].is_string())
+        .count();
+    assert!(named >= 4 * created, "{named} calls named {created} caches");
+    // The caches go once the cell's last replicate is measured.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while g.deleted.lock().unwrap().len() < created && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(g.deleted.lock().unwrap().len(), created, "every cache is deleted");
+    assert!(g.caches.lock().unwrap().is_empty());
+}
+
 /// A budget too small to hold an explicit cache's most possible cost: no cache is created, the
 /// fan-out's calls go as plain requests, every child ends done, and the budget is not passed.
 #[tokio::test(flavor = "multi_thread")]
