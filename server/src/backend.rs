@@ -36,6 +36,16 @@ pub enum Backend {
     Provider(Arc<Providers>),
 }
 
+impl Backend {
+    /// The fan-out of runs from the node keyed `affinity` ended: what providers kept for it
+    /// (explicit caches) goes with it.
+    pub(crate) async fn end_fan_out(&self, affinity: u64) {
+        if let Backend::Provider(providers) = self {
+            providers.end_fan_out(affinity).await;
+        }
+    }
+}
+
 /// Why a backend could not be built or could not serve a run; the message names the setting.
 #[derive(Debug, thiserror::Error)]
 #[error("LLM settings: {0}")]

@@ -1032,11 +1032,9 @@ impl Runs<'_> {
             }
         }
         // What providers kept for the fan-out's runs (explicit caches) goes with it.
-        if let Backend::Provider(providers) = &self.backend {
-            let from: std::collections::BTreeSet<NodeId> = parents.iter().copied().collect();
-            for p in from {
-                providers.end_fan_out(crate::sim::affinity_of(handle.id, p)).await;
-            }
+        let from: std::collections::BTreeSet<NodeId> = parents.iter().copied().collect();
+        for p in from {
+            self.backend.end_fan_out(crate::sim::affinity_of(handle.id, p)).await;
         }
         match first_error {
             Some(WorkbenchError::Removed { node, cause, .. }) => {

@@ -717,11 +717,13 @@ async fn a_same_seed_fan_out_makes_one_upstream_call_per_step() {
 /// instruction and contents), answers a call naming one as if its text had been sent, and logs
 /// creates, uses and deletes. With `refuse`, every create is refused; with `count`, a create's
 /// answer says how many tokens the cache holds (`usageMetadata.totalTokenCount`: a quarter of its
-/// text's bytes, plus 7 so that it differs from what the calls that use it report).
+/// text's bytes, plus 7 so that it differs from what the calls that use it report); with
+/// `break_after_create`, every call once a cache was created answers 500.
 #[derive(Clone, Default)]
 struct Gemini {
     refuse: bool,
     count: bool,
+    break_after_create: bool,
     caches: Arc<std::sync::Mutex<std::collections::BTreeMap<String, Value>>>,
     created: Arc<std::sync::Mutex<Vec<Value>>>,
     deleted: Arc<std::sync::Mutex<Vec<String>>>,
@@ -735,6 +737,12 @@ async fn gemini_generate(
 ) -> (StatusCode, Json<Value>) {
     assert_eq!(call, "gemini-test:generateContent");
     g.calls.lock().unwrap().push(body.clone());
+    if g.break_after_create && !g.created.lock().unwrap().is_empty() {
+        return (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Json(json!({"error": {"message": "internal error"}})),
+        );
+    }
     let mut full = body.clone();
     let mut cached = 0;
     if let Some(name) = body["cachedContent"].as_str() {
@@ -781,8 +789,9 @@ async fn gemini_create(State(g): State<Gemini>, Json(body): Json<Value>) -> (Sta
     (StatusCode::OK, Json(answer))
 }
 
-/// A Gemini-shaped server (`g`) and a simtree server on it with `flags`.
-async fn gemini_server(g: &Gemini, flags: &[&str]) -> (Server, tokio::task::JoinHandle<()>) {
+/// A Gemini-shaped server (`g`) and a simtree server on it with `flags` and `env` beside the
+/// provider's settings.
+async fn gemini_server(g: &Gemini, flags: &[&str], env: &[(&str, &str)]) -> (Server, tokio::task::JoinHandle<()>) {
     let app = axum::Router::new()
         .route("/v1beta/models/{call}", post(gemini_generate))
         .route("/v1beta/cachedContents", post(gemini_create))
@@ -790,16 +799,14 @@ async fn gemini_server(g: &Gemini, flags: &[&str]) -> (Server, tokio::task::Join
         .with_state(g.clone());
     let (url, task) = serve_provider(app).await;
     let base = url.replace("/v1", "/v1beta");
-    let s = Server::start_env(
-        flags,
-        &[
-            ("LLM_DIALECT", "gemini"),
-            ("LLM_BASE_URL", &base),
-            ("LLM_API_KEY", "gemini-test-secret"),
-            ("LLM_MODEL", "gemini-test"),
-            ("LLM_TIMEOUT_S", "5"),
-        ],
-    );
+    let provider = [
+        ("LLM_DIALECT", "gemini"),
+        ("LLM_BASE_URL", &base),
+        ("LLM_API_KEY", "gemini-test-secret"),
+        ("LLM_MODEL", "gemini-test"),
+        ("LLM_TIMEOUT_S", "5"),
+    ];
+    let s = Server::start_env(flags, &[&provider[..], env].concat());
     (s, task)
 }
 
@@ -828,7 +835,7 @@ async fn a_gemini_fan_out_shares_one_cached_content_per_agent_and_deletes_it_aft
             refuse,
             ..Gemini::default()
         };
-        let (s, _task) = gemini_server(&g, &[]).await;
+        let (s, _task) = gemini_server(&g, &[], &[]).await;
         let tree = s.create("simple_chat").await;
         let parent = simtree_e2e::advance(&s, tree, 0, 6).await;
         assert!(g.created.lock().unwrap().is_empty(), "a run alone creates no cache");
@@ -903,7 +910,7 @@ async fn a_gemini_cache_create_is_metered_priced_and_charged_to_the_budget() {
         };
         let prices = gemini_prices(4.5);
         let flags = ["--prices", prices.to_str().unwrap(), "--money-budget", "100"];
-        let (s, _task) = gemini_server(&g, &flags).await;
+        let (s, _task) = gemini_server(&g, &flags, &[]).await;
         let (tree, children) = gemini_fan_out(&s).await;
         let created = g.created.lock().unwrap().clone();
         assert!(!created.is_empty(), "the fan-out created caches");
@@ -966,6 +973,124 @@ async fn a_gemini_cache_create_is_metered_priced_and_charged_to_the_budget() {
     }
 }
 
+/// A call that fails after it created its fan-out's cache (every call answers 500 from then on,
+/// with no retry left): the budget was charged for the cache, and the tree's usage holds the
+/// same money, carried by a record of the failed call that the calls trace shows on it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cache_created_by_a_call_that_then_fails_is_in_usage_as_in_the_budget() {
+    let g = Gemini {
+        break_after_create: true,
+        ..Gemini::default()
+    };
+    let prices = gemini_prices(4.5);
+    let flags = ["--prices", prices.to_str().unwrap(), "--money-budget", "100"];
+    let (s, _task) = gemini_server(&g, &flags, &[("LLM_MAX_RETRIES", "0")]).await;
+    let tree = s.create("simple_chat").await;
+    let parent = simtree_e2e::advance(&s, tree, 0, 6).await;
+    let before = simtree_e2e::get_ok(&s, &format!("/devui/simtree/{tree}/usage")).await;
+    // The children's calls fail; a social run carries on past a failed call (its agent acts
+    // not), so the children end done or failed.
+    let body = json!({"parent": parent, "turns": 1, "count": 4});
+    s.post(&format!("/devui/simtree/{tree}/advance_multi"), &body).await;
+    assert!(!g.created.lock().unwrap().is_empty(), "a cache was created");
+    let usage = simtree_e2e::get_ok(&s, &format!("/devui/simtree/{tree}/usage")).await;
+    let money = usage["usage"]["money"].as_f64().unwrap();
+    let spent = usage["money_budget"]["spent"].as_f64().unwrap();
+    let earlier = before["usage"]["money"].as_f64().unwrap();
+    assert!(spent > earlier, "the budget was charged for the cache: {usage}");
+    assert!(
+        (money - spent).abs() < 1e-9,
+        "the budget charged {spent}, usage says {money}"
+    );
+    assert_eq!(
+        usage["usage"]["calls"], before["usage"]["calls"],
+        "a failed call is no answered call"
+    );
+    // The failed child's calls trace shows the failed call with the cache it created.
+    let graph = simtree_e2e::get_ok(&s, &format!("/devui/simtree/{tree}/graph")).await;
+    let mut carried = 0.0;
+    for n in graph["nodes"].as_array().unwrap() {
+        let id = n["id"].as_u64().unwrap();
+        if id <= parent {
+            continue;
+        }
+        let trace = simtree_e2e::get_ok(&s, &format!("/devui/simtree/{tree}/node/{id}/calls")).await;
+        for call in trace["calls"].as_array().unwrap() {
+            if let Some(c) = call["cache"].get("created") {
+                assert!(call["failed"].is_string(), "{call}");
+                assert_eq!(c["ttl_s"], 3600, "{call}");
+                carried += call["money"].as_f64().unwrap();
+            }
+        }
+    }
+    assert!(
+        (earlier + carried - money).abs() < 1e-9,
+        "{earlier} before, {carried} for the caches, {money} in all"
+    );
+}
+
+/// An estimate of a fan-out that will create explicit caches includes their most possible
+/// cost: with storage priced high, so that the caches are most of what the fan-out spends, the
+/// estimate is not below what the fan-out then spent; a single advance creates none and its
+/// estimate says nothing of caches.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_estimate_of_a_fan_out_foresees_its_cache_creates() {
+    let g = Gemini::default();
+    let prices = gemini_prices(1000.0);
+    let (s, _task) = gemini_server(&g, &["--prices", prices.to_str().unwrap()], &[]).await;
+    let tree = s.create("simple_chat").await;
+    let parent = simtree_e2e::advance(&s, tree, 0, 6).await;
+    let p = |path: &str| format!("/devui/simtree/{tree}/{path}?estimate=true");
+    let body = json!({"parent": parent, "turns": 1, "count": 4});
+    let estimate = simtree_e2e::ok(&s, &p("advance_multi"), body).await;
+    let basis = estimate["basis"].as_str().unwrap();
+    assert!(basis.contains("explicit caches: up to"), "{basis}");
+    let alone = simtree_e2e::ok(&s, &p("advance"), json!({"parent": parent, "turns": 1})).await;
+    assert!(!alone["basis"].as_str().unwrap().contains("explicit caches"), "{alone}");
+    let usage = |u: Value| u["usage"]["money"].as_f64().unwrap();
+    let before = usage(simtree_e2e::get_ok(&s, &format!("/devui/simtree/{tree}/usage")).await);
+    simtree_e2e::fan_out(&s, tree, parent, 4, 1).await;
+    assert!(!g.created.lock().unwrap().is_empty(), "the fan-out created caches");
+    let spent = usage(simtree_e2e::get_ok(&s, &format!("/devui/simtree/{tree}/usage")).await) - before;
+    let foreseen = estimate["money"].as_f64().unwrap();
+    assert!(spent <= foreseen, "spent {spent}, estimated {foreseen}: {basis}");
+}
+
+/// The replicates of a sweep cell are a fan-out from the cell: with four of them, each agent's
+/// prompt at the fork is created once as a cached content, every replicate's calls name it, and
+/// it is deleted once the cell's replicates have ended.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sweep_cell_of_four_replicates_shares_one_cached_content_per_agent() {
+    let g = Gemini::default();
+    let (s, _task) = gemini_server(&g, &[], &[]).await;
+    let tree = s.create("simple_chat").await;
+    let parent = simtree_e2e::advance(&s, tree, 0, 6).await;
+    g.calls.lock().unwrap().clear();
+    let spec = json!({"parent": parent, "turns": 1, "replicates": 4,
+        "axes": [{"label": "news", "op": {"op": "public_broadcast"}, "field": "text", "values": ["rain"]}],
+        "metrics": {"actions": "count:action_end"}});
+    let started = simtree_e2e::ok(&s, &format!("/devui/simtree/{tree}/sweep"), spec).await;
+    let table = simtree_e2e::finished_sweep(&s, tree, started["sweep"].as_u64().unwrap()).await;
+    assert_eq!(table["done"], 4, "{table}");
+    let created = g.created.lock().unwrap().len();
+    assert!(created >= 1, "the cell's replicates created a cache");
+    let named = g
+        .calls
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|c| c["cachedContent"].is_string())
+        .count();
+    assert!(named >= 4 * created, "{named} calls named {created} caches");
+    // The caches go once the cell's last replicate is measured.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while g.deleted.lock().unwrap().len() < created && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(g.deleted.lock().unwrap().len(), created, "every cache is deleted");
+    assert!(g.caches.lock().unwrap().is_empty());
+}
+
 /// A budget too small to hold an explicit cache's most possible cost: no cache is created, the
 /// fan-out's calls go as plain requests, every child ends done, and the budget is not passed.
 #[tokio::test(flavor = "multi_thread")]
@@ -976,7 +1101,7 @@ async fn a_budget_too_small_for_a_gemini_cache_makes_plain_calls_within_it() {
     let prices = gemini_prices(10_000.0);
     let limit = 2.0;
     let flags = ["--prices", prices.to_str().unwrap(), "--money-budget", "2"];
-    let (s, _task) = gemini_server(&g, &flags).await;
+    let (s, _task) = gemini_server(&g, &flags, &[]).await;
     let (tree, children) = gemini_fan_out(&s).await;
     assert!(g.created.lock().unwrap().is_empty(), "no cache was asked for");
     let calls = g.calls.lock().unwrap().clone();

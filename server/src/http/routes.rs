@@ -154,7 +154,7 @@ pub(crate) async fn advance(
     ApiJson(b): ApiJson<AdvanceRequest>,
 ) -> AppResult<Response> {
     if EstimateQuery::read(q)? {
-        return Ok(Json(app.wb.usage().estimate(tree, b.parent, b.turns, 1, "advance")?).into_response());
+        return Ok(Json(app.wb.usage().estimate(tree, b.parent, b.turns, 1, 1, "advance")?).into_response());
     }
     let done = app.wb.runs().advance(tree, b.parent, b.turns).await?;
     Ok(Json(run_json(done)).into_response())
@@ -180,7 +180,7 @@ pub(crate) async fn advance_multi(
         return Ok(Json(
             app.wb
                 .usage()
-                .estimate(tree, b.parent, b.turns, runs, "advance_multi")?,
+                .estimate(tree, b.parent, b.turns, runs, runs, "advance_multi")?,
         )
         .into_response());
     }

@@ -27,13 +27,24 @@
 use serde::{Deserialize, Serialize};
 
 use super::LlmState;
+use super::budget::messages_bound;
 use super::chat::{CacheHints, Message, SharedPrefix};
 
-/// A prefix of a prompt: its length in messages (system included) and a hash of its text.
+/// A prefix of a prompt: its length in messages (system included), a hash of its text, the
+/// bytes of its text ([`text_bytes`]) and the most tokens it can count as
+/// ([`messages_bound`]): what an explicit cache of it may cost, foreseen by estimates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Prefix {
     pub(crate) len: usize,
     pub(crate) hash: u64,
+    pub(crate) bytes: u64,
+    pub(crate) bound: u64,
+}
+
+/// The bytes of `messages`' text, which a provider's minimum for an explicit cache is checked
+/// against.
+pub(crate) fn text_bytes(messages: &[Message]) -> u64 {
+    messages.iter().map(|m| m.content.len() as u64).sum()
 }
 
 /// What one agent's earlier calls sent, as prefixes later prompts may repeat.
@@ -120,7 +131,12 @@ pub fn plan(messages: &[Message], state: &mut LlmState) -> CacheHints {
     // Every message but the last is fixed: the next turn's prompt starts with them (the last
     // may still grow, as memory merges lines of one role into one message).
     if let Some(len) = messages.len().checked_sub(1).filter(|n| *n > 0) {
-        sent.last = Some(Prefix { len, hash: hashes[len] });
+        sent.last = Some(Prefix {
+            len,
+            hash: hashes[len],
+            bytes: text_bytes(&messages[..len]),
+            bound: messages_bound(&messages[..len]),
+        });
     }
     CacheHints {
         key,

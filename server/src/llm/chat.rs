@@ -327,8 +327,8 @@ pub struct CacheHints {
     /// Set by the provider: the explicit cache (its name) that holds the first `len` messages,
     /// which the dialect then sends by name instead of as text.
     pub(crate) cached: Option<(String, usize)>,
-    /// What pays for an explicit cache this call may create (the tree's budget); none: nothing
-    /// caps it.
+    /// What pays for an explicit cache this call may create (the tree's budget, if any) and is
+    /// told what it cost; none: nothing caps it or asks.
     pub spend: Spend,
 }
 

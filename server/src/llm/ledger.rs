@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use super::budget::{Hold, TreeBudget};
 use super::cache;
-use super::chat::{CacheUse, ChatRequest, ChatResponse, Message, Role, Spend, StoreBudget, Watch};
+use super::chat::{CacheCreated, CacheUse, ChatRequest, ChatResponse, Message, Role, Spend, StoreBudget, Watch};
 use super::coalesce::{CallKey, Coalescer, Turn};
 use super::config::Dialect;
 use super::provider::ChatProvider;
@@ -72,7 +72,7 @@ impl UsageTotals {
     pub(crate) fn of(records: &[LlmRecord]) -> UsageTotals {
         records.iter().fold(UsageTotals::default(), |mut t, r| {
             t.add(&UsageTotals {
-                calls: 1,
+                calls: u64::from(!r.failed),
                 prompt_tokens: r.prompt_tokens,
                 completion_tokens: r.completion_tokens,
                 latency_ms: r.latency_ms,
@@ -125,11 +125,13 @@ impl Ledger {
     /// each new record to `sink` before the call's answer is used.
     pub(crate) fn resuming(earlier: Vec<LlmRecord>, sink: Option<RecordSink>) -> Ledger {
         let mut by_hash: HashMap<String, VecDeque<LlmRecord>> = HashMap::new();
-        for r in earlier {
+        // A failed call answered nothing, but what it paid for is this run's too.
+        let (failed, answered): (Vec<LlmRecord>, Vec<LlmRecord>) = earlier.into_iter().partition(|r| r.failed);
+        for r in answered {
             by_hash.entry(r.hash.clone()).or_default().push_back(r);
         }
         Ledger {
-            records: Mutex::default(),
+            records: Mutex::new(failed),
             earlier: Mutex::new(by_hash),
             sink,
         }
@@ -186,13 +188,18 @@ impl LlmClient for MeteredClient {
                 cache: cache::plan(messages, state),
                 ..ChatRequest::new(messages.to_vec())
             };
-            // A prefix the provider may store for the fan-out is paid from the tree's budget.
-            if let Some(budget) = self.budget.as_ref().filter(|_| request.cache.shared.is_some()) {
-                request.cache.spend = Spend::new(Arc::new(StoreHold {
-                    budget: budget.clone(),
+            // A prefix the provider may store for the fan-out is paid from the tree's budget,
+            // and what it cost is known here even when the call then fails.
+            let store = request.cache.shared.is_some().then(|| {
+                Arc::new(StoreHold {
+                    budget: self.budget.clone(),
                     model: self.provider.label(),
                     hold: Mutex::new(None),
-                }));
+                    created: Mutex::new(None),
+                })
+            });
+            if let Some(store) = &store {
+                request.cache.spend = Spend::new(store.clone());
             }
             // Only calls that reach a server are shared: an offline provider keeps per-run
             // state (the mock's counters) that a shared answer would skip.
@@ -217,7 +224,8 @@ impl LlmClient for MeteredClient {
             });
             let coalescer = self.coalesce.as_ref().filter(|_| run);
             let Some(coalescer) = coalescer else {
-                let (text, record) = self.call(&request, state, warm).await?;
+                let answer = self.call(&request, state, warm).await;
+                let (text, record) = self.failed(answer, &request, store.as_deref()).await?;
                 self.ledger.keep(record).await;
                 return Ok(text);
             };
@@ -232,7 +240,7 @@ impl LlmClient for MeteredClient {
                     Turn::Lead(leader) => {
                         let answer = self.call(&request, state, warm.clone()).await;
                         leader.finish(&answer);
-                        let (text, record) = answer?;
+                        let (text, record) = self.failed(answer, &request, store.as_deref()).await?;
                         self.ledger.keep(record).await;
                         return Ok(text);
                     }
@@ -261,6 +269,34 @@ impl LlmClient for MeteredClient {
 }
 
 impl MeteredClient {
+    /// `answer`, and when it is a failure of a call that created an explicit cache (the
+    /// provider bills it whatever became of the call), a record of the failed call that carries
+    /// the cache, kept first: the money the budget was charged for it is in usage too.
+    async fn failed(
+        &self,
+        answer: Result<(String, LlmRecord), LlmError>,
+        request: &ChatRequest,
+        store: Option<&StoreHold>,
+    ) -> Result<(String, LlmRecord), LlmError> {
+        if answer.is_err()
+            && let Some(created) = store.and_then(StoreHold::created)
+        {
+            self.ledger
+                .keep(LlmRecord {
+                    hash: request_hash(&request.messages),
+                    model: Some(self.provider.label()),
+                    cache: Some(CacheUse {
+                        created: Some(created),
+                        ..CacheUse::default()
+                    }),
+                    failed: true,
+                    ..LlmRecord::default()
+                })
+                .await;
+        }
+        answer
+    }
+
     /// One metered call: the reply's text and its record, not yet kept. With `warm` (an
     /// agent's first call of a run), it first passes the warm-up gate; a wait there is
     /// recorded with the call's cache use.
@@ -294,18 +330,29 @@ impl MeteredClient {
     }
 }
 
-/// A tree's budget as what pays for the explicit cache one call may create for its fan-out
-/// ([`TreeBudget::reserve_store`]): it keeps the hold between the provider's ask and its end.
+/// What pays for the explicit cache one call may create for its fan-out: the tree's budget
+/// when it has one ([`TreeBudget::reserve_store`]), which keeps the hold between the
+/// provider's ask and its end; and what the cache cost, which the call's record carries even
+/// when the call fails.
 struct StoreHold {
-    budget: Arc<TreeBudget>,
+    budget: Option<Arc<TreeBudget>>,
     model: String,
     hold: Mutex<Option<Hold>>,
+    created: Mutex<Option<CacheCreated>>,
+}
+
+impl StoreHold {
+    /// The cache the call created, once the provider said what it cost.
+    fn created(&self) -> Option<CacheCreated> {
+        *self.created.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 impl StoreBudget for StoreHold {
     fn hold(&self, tokens: u64, ttl_s: u64) -> BoxFuture<'_, bool> {
         Box::pin(async move {
-            match self.budget.reserve_store(&self.model, tokens, ttl_s).await {
+            let Some(budget) = &self.budget else { return true };
+            match budget.reserve_store(&self.model, tokens, ttl_s).await {
                 Ok(h) => {
                     *self.hold.lock().unwrap_or_else(|p| p.into_inner()) = Some(h);
                     true
@@ -320,9 +367,12 @@ impl StoreBudget for StoreHold {
 
     fn settle(&self, tokens: u64, ttl_s: u64) -> BoxFuture<'_, ()> {
         Box::pin(async move {
+            if tokens > 0 {
+                *self.created.lock().unwrap_or_else(|p| p.into_inner()) = Some(CacheCreated { tokens, ttl_s });
+            }
             let hold = self.hold.lock().unwrap_or_else(|p| p.into_inner()).take();
-            if let Some(h) = hold {
-                self.budget.settle_store(&self.model, h, tokens, ttl_s).await;
+            if let (Some(budget), Some(h)) = (&self.budget, hold) {
+                budget.settle_store(&self.model, h, tokens, ttl_s).await;
             }
         })
     }
@@ -388,6 +438,7 @@ async fn metered_record(
         cache: response.cache.clone(),
         repeated_tokens: (usage.prompt_tokens as f64 * repeated).round() as u64,
         coalesced: false,
+        failed: false,
     };
     Ok((response, recorded))
 }
@@ -401,7 +452,7 @@ pub(crate) struct ReplayClient {
 impl ReplayClient {
     pub(crate) fn new(records: &[LlmRecord]) -> ReplayClient {
         let mut answers: HashMap<String, VecDeque<String>> = HashMap::new();
-        for r in records {
+        for r in records.iter().filter(|r| !r.failed) {
             answers.entry(r.hash.clone()).or_default().push_back(r.response.clone());
         }
         ReplayClient {
@@ -552,6 +603,29 @@ mod tests {
         let err = rt.block_on(client.chat(&m, &mut st)).unwrap_err();
         assert!(err.to_string().contains("strict replay"));
         assert_eq!(UsageTotals::of(&[rec("a"), rec("b")]).completion_tokens, 4);
+    }
+
+    /// A failed call's record (it carries an explicit cache its call created) answers no
+    /// replay, counts as no call, and an interrupted run's is carried into the next attempt.
+    #[test]
+    fn a_failed_record_answers_nothing_and_is_carried_on() {
+        let m = [Message::new(Role::User, "q")];
+        let failed = LlmRecord {
+            hash: request_hash(&m),
+            cache: Some(CacheUse {
+                created: Some(CacheCreated { tokens: 9, ttl_s: 60 }),
+                ..CacheUse::default()
+            }),
+            failed: true,
+            ..LlmRecord::default()
+        };
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let replay = ReplayClient::new(std::slice::from_ref(&failed));
+        assert!(rt.block_on(replay.chat(&m, &mut LlmState::default())).is_err());
+        assert_eq!(UsageTotals::of(std::slice::from_ref(&failed)).calls, 0);
+        let ledger = Ledger::resuming(vec![failed.clone()], None);
+        assert_eq!(ledger.earlier(&failed.hash), None, "no answer");
+        assert_eq!(ledger.take(), vec![failed]);
     }
 
     #[test]

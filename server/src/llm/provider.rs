@@ -21,7 +21,7 @@ use std::time::{Instant, SystemTime};
 use serde_json::Value;
 
 use super::budget::messages_bound;
-use super::cache::FAN_OUT_SHARED;
+use super::cache::{self, FAN_OUT_SHARED};
 use super::chat::{CacheCreated, CacheUse, ChatRequest, ChatResponse, JsonSchema, Message, StreamSink};
 use super::config::{ApiKey, ConfigError, Dialect, LlmConfig, OpenAiJsonMode};
 use super::endpoints::{LoadBoard, Sharing, share_load};
@@ -65,6 +65,12 @@ pub trait ChatProvider: Send + Sync {
     /// caches) is removed. Nothing to do for most.
     fn end_fan_out(&self, _affinity: u64) -> BoxFuture<'_, ()> {
         Box::pin(async {})
+    }
+
+    /// Whether the plain calls of a fan-out of `runs` runs store a shared prefix of `bytes`
+    /// bytes of text in an explicit cache, and for how many seconds at most; `None` for most.
+    fn stores_prefix(&self, _bytes: u64, _runs: u64) -> Option<u64> {
+        None
     }
 }
 
@@ -678,12 +684,8 @@ impl<W: Wire> HttpProvider<W> {
         let ec = self.wire.explicit_cache()?;
         let shared = request.cache.shared.as_ref()?;
         let plain = request.tools.is_empty() && request.response_schema.is_none();
-        if !self.config.prompt_cache || !plain || shared.runs < FAN_OUT_SHARED {
-            return None;
-        }
         let prefix = request.messages.get(..shared.len)?;
-        let bytes: usize = prefix.iter().map(|m| m.content.len()).sum();
-        if (bytes as u64) / 4 < ec.minimum_tokens(&self.config) {
+        if !plain || self.stores_prefix(cache::text_bytes(prefix), shared.runs).is_none() {
             return None;
         }
         let cell = self
@@ -853,6 +855,15 @@ impl<W: Wire> ChatProvider for HttpProvider<W> {
         Box::pin(self.delete_explicit(affinity))
     }
 
+    /// With the prompt cache on, a dialect that has explicit caches stores the prefix of a
+    /// fan-out of [`FAN_OUT_SHARED`] or more whose text is above the provider's minimum
+    /// (estimated at four bytes a token), for [`EXPLICIT_TTL_S`].
+    fn stores_prefix(&self, bytes: u64, runs: u64) -> Option<u64> {
+        let ec = self.wire.explicit_cache()?;
+        let fits = self.config.prompt_cache && runs >= FAN_OUT_SHARED && bytes / 4 >= ec.minimum_tokens(&self.config);
+        fits.then_some(EXPLICIT_TTL_S)
+    }
+
     /// Logs one line per call — `debug` with the latency and tokens, `warn` for a failure or a
     /// refusal (each retry has its own `warn`, see `resilience`) — with the dialect and model but
     /// never the key or the prompt.
@@ -1019,6 +1030,11 @@ impl ChatProvider for EndpointSet {
                 member.end_fan_out(affinity).await;
             }
         })
+    }
+
+    /// The members serve one model alike.
+    fn stores_prefix(&self, bytes: u64, runs: u64) -> Option<u64> {
+        self.members.first()?.0.stores_prefix(bytes, runs)
     }
 }
 

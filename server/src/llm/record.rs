@@ -45,6 +45,12 @@ pub struct LlmRecord {
     /// same time (coalesced): this run made no call and paid nothing for it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(crate) coalesced: bool,
+    /// No answer came: the call failed after it had created an explicit cache for its fan-out,
+    /// which the provider bills whatever became of the call. The record carries that cost (its
+    /// `cache.created`, no tokens, no response); it is no call a replay answers or usage counts
+    /// in `calls`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) failed: bool,
 }
 
 impl LlmRecord {

@@ -325,7 +325,7 @@ impl Notebook<'_> {
             let record = records
                 .iter()
                 .enumerate()
-                .find(|(k, r)| !used[*k] && r.hash == call.hash)
+                .find(|(k, r)| !used[*k] && r.hash == call.hash && r.failed == call.failed)
                 .map(|(k, r)| {
                     used[k] = true;
                     r

@@ -13,6 +13,7 @@ use simtree_shared::{Estimate, NodeStatus, SimKind};
 
 use super::{RequestLimit, Usage, WorkbenchError};
 use crate::backend::Backend;
+use crate::llm::cache::Prefix;
 use crate::sim::{ABM_CALLS, CallShape, Sim};
 use crate::tree::{NodeId, SimTree};
 
@@ -52,7 +53,11 @@ impl History {
                 .flatten()
                 .map(|a| a.request.as_str())
                 .collect();
-            for r in n.records.iter().filter(|r| !asked.contains(&r.hash.as_str())) {
+            for r in n
+                .records
+                .iter()
+                .filter(|r| !r.failed && !asked.contains(&r.hash.as_str()))
+            {
                 h.calls += 1;
                 h.prompt += r.prompt_tokens;
                 h.completion += r.completion_tokens;
@@ -66,14 +71,21 @@ impl History {
 
 impl Usage<'_> {
     /// The cost of `runs` runs of `turns` turns each from `parent` (an advance: 1 run; a fan-out:
-    /// its count; a sweep: cells × replicates), without running them. `what` names the request
-    /// in the basis.
+    /// its count; a sweep: cells × replicates), without running them, in fan-outs of `fan_out`
+    /// runs each (an advance: 1; a fan-out: its count; a sweep: the replicates of a cell). `what`
+    /// names the request in the basis.
+    ///
+    /// A fan-out whose provider stores each agent's prompt at the fork in an explicit cache
+    /// (Gemini's, see `llm::cache`) is charged the most each may cost (its prefix's bound,
+    /// written and stored for its lifetime), once per fan-out and agent, so that an estimate
+    /// is not below what the run then spends on them.
     pub(crate) fn estimate(
         &self,
         tree: u64,
         parent: NodeId,
         turns: u64,
         runs: u64,
+        fan_out: u64,
         what: &str,
     ) -> Result<Estimate, WorkbenchError> {
         self.check_turns(turns)?;
@@ -87,7 +99,7 @@ impl Usage<'_> {
             .into());
         }
         let handle = self.tree(tree)?;
-        let (shape, offline, history, scenario) = {
+        let (shape, offline, history, scenario, forks) = {
             let mut t = handle.lock();
             t.node(parent)?;
             // A model step makes no call: an agent-based node is not rebuilt (which could mean
@@ -103,8 +115,19 @@ impl Usage<'_> {
                 }
                 _ => None,
             };
+            // Each agent's last prompt but its last message: its prompt at the fork.
+            let forks: Vec<(String, Prefix)> = match sim.as_deref() {
+                Some(Sim::Social(s)) => s
+                    .world()
+                    .llm
+                    .prefixes
+                    .iter()
+                    .filter_map(|(agent, sent)| Some((agent.clone(), sent.last?)))
+                    .collect(),
+                _ => Vec::new(),
+            };
             let shape = sim.map_or_else(|| CallShape::none(ABM_CALLS), |s| s.call_shape());
-            (shape, offline, History::of(&t), t.scenario.clone())
+            (shape, offline, History::of(&t), t.scenario.clone(), forks)
         };
         let total_turns = runs.saturating_mul(turns);
         let head = format!("{what}: {runs} run(s) × {turns} turn(s)");
@@ -174,9 +197,12 @@ impl Usage<'_> {
             cached_tokens: share(history.cached),
             cache_write_tokens: share(history.cache_write),
         };
+        let stores = self.stores(&scenario, &forks, runs / fan_out.max(1), fan_out);
         let money = price
             .map(|p| p.cost_of(&usage))
-            .filter(|_| history.calls > 0 || calls == 0);
+            .filter(|_| history.calls > 0 || calls == 0)
+            .zip(stores.money)
+            .map(|(calls, stores)| calls + stores);
         let money_basis = match (&model, price) {
             (Some(m), Some(p)) => format!(
                 "{m} at ${} / ${} per million prompt / completion tokens{}",
@@ -201,8 +227,55 @@ impl Usage<'_> {
             prompt_tokens: prompt,
             completion_tokens: completion,
             money,
-            basis: format!("{head}; calls: {calls_basis}; tokens: {tokens_basis}; money: {money_basis}"),
+            basis: format!(
+                "{head}; calls: {calls_basis}; tokens: {tokens_basis}; money: {money_basis}{}",
+                stores.basis
+            ),
             warning: None,
         })
     }
+
+    /// What `fan_outs` fan-outs of `fan_out` runs may spend on explicit caches of the agents'
+    /// prompts at the fork (`forks`): each agent's provider says whether it stores one.
+    fn stores(&self, scenario: &str, forks: &[(String, Prefix)], fan_outs: u64, fan_out: u64) -> Stores {
+        let mut out = Stores {
+            money: Some(0.0),
+            basis: String::new(),
+        };
+        let Backend::Provider(providers) = &self.backend else {
+            return out;
+        };
+        let (mut caches, mut tokens) = (0u64, 0u64);
+        for (agent, prefix) in forks {
+            let Ok(provider) = providers.resolve(Some(scenario), Some(agent)) else {
+                continue;
+            };
+            let Some(ttl_s) = provider.stores_prefix(prefix.bytes, fan_out) else {
+                continue;
+            };
+            caches += fan_outs;
+            tokens += prefix.bound * fan_outs;
+            let price = self.prices.price(&provider.label());
+            out.money = out
+                .money
+                .zip(price)
+                .map(|(m, p)| m + p.stored(prefix.bound, ttl_s) * fan_outs as f64);
+        }
+        if caches > 0 {
+            out.basis = format!(
+                "; explicit caches: up to {caches} created (each agent's prompt at the fork, once per fan-out \
+                 of {fan_out}), at most {tokens} tokens written and stored for their lifetime{}",
+                out.money
+                    .map_or_else(|| ", unpriced".to_string(), |m| format!(", ${m:.6}"))
+            );
+        }
+        out
+    }
+}
+
+/// What a request's fan-outs may spend on explicit caches: money (`None` when a provider that
+/// stores one has no price) and the basis's words for it (empty when none is created).
+struct Stores {
+    money: Option<f64>,
+    basis: String,
 }

@@ -462,6 +462,7 @@ impl Studies<'_> {
             spec.parent,
             spec.turns,
             cap,
+            1,
             &format!("exploration of {} candidates", cells.len()),
         )?;
         e.basis = format!("the worst case: all {cap} runs it may start. {}", e.basis);

@@ -279,6 +279,10 @@ impl Studies<'_> {
                 for k in 0..spec.replicates {
                     let mut p = Core::attach_run(&handle, &mut t, c, spec.turns, None, EdgeType::Sweep)?;
                     p.reseed(spec.seed_of(k));
+                    // A cell's replicates are a fan-out from it (see `LlmState::fan_out`).
+                    if spec.replicates > 1 {
+                        p.spec.fan_out = Some(spec.replicates);
+                    }
                     pending.push(p);
                 }
             }
@@ -348,6 +352,7 @@ impl Studies<'_> {
             parent,
             spec.turns,
             runs,
+            spec.replicates,
             &format!("sweep of {} cells", cells.len()),
         )
     }
@@ -395,17 +400,27 @@ impl Studies<'_> {
 
 impl Core {
     /// Starts every step (a replicate's run, or the wait for one adopted), then, as each ends
-    /// (in whatever order), stores its metrics and announces the sweep's progress.
+    /// (in whatever order), stores its metrics and announces the sweep's progress. When a
+    /// cell's last step ends, its fan-out ends (its explicit caches are deleted).
     fn collect(&self, handle: Arc<TreeHandle>, record: Arc<SweepRecord>, steps: Vec<(usize, usize, Step)>) {
+        let cells: Vec<NodeId> = lock(&record.data).cells.iter().map(|c| c.node).collect();
+        let mut left = vec![0usize; cells.len()];
         let mut set = tokio::task::JoinSet::new();
         for (c, k, step) in steps {
+            left[c] += 1;
             let (_, ran) = self.start_step(&handle, step);
             set.spawn(async move { (c, k, ran.await) });
         }
+        let backend = self.backend.clone();
         tokio::spawn(async move {
             while let Some(joined) = set.join_next().await {
+                // A step that panicked leaves its cell's caches to expire by themselves.
                 let Ok((c, k, ran)) = joined else { continue };
                 record_result(&handle, &record, c, k, ran);
+                left[c] -= 1;
+                if left[c] == 0 {
+                    backend.end_fan_out(crate::sim::affinity_of(handle.id, cells[c])).await;
+                }
             }
         });
     }
