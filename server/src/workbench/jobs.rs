@@ -125,8 +125,9 @@ impl Nearby {
 
 /// The own worker's mark on a job whose end it commits ([`Hub::expect`]): the serving process
 /// does not act on the job's `done` notification, and takes the end from [`Self::hand_over`].
-/// Dropped without handing over (its commit refused, its task stopped), the mark goes, and the
-/// end, if any, comes as from another process.
+/// Dropped without handing over (its commit refused, its task stopped), the mark goes; an end
+/// whose notification it kept from the dispatcher is found by the dispatcher's once-a-second
+/// look at the queue's ended jobs.
 struct Expected {
     hub: Arc<Hub>,
     key: (u64, NodeId),
