@@ -744,6 +744,48 @@ async fn a_server_with_jobs_runs_them_itself_and_a_cancel_reaches_the_job() {
     queue_empties(&pg, Duration::from_secs(5)).await;
 }
 
+/// Issue 40, item 6: the end of a job run by the server's own worker is handed to the waiting
+/// run in memory after its fenced commit (no notification waited for, no read back), and what
+/// the server shows then is what the database holds: a server started afresh on it, without
+/// jobs, shows the same records and logs — for a one-turn run and for one whose log was partly
+/// relayed while it ran (the provider answers after 150 ms, past a log batch's age).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_run_by_the_servers_own_worker_is_handed_over_in_memory_as_it_was_stored() {
+    let pg = Postgres::start();
+    let (url, _) = provider(Duration::from_millis(150), Arc::new(|| {})).await;
+    let mut env = llm_env(&url);
+    env.push(("RUST_LOG", "simtree=info".into()));
+    let mut s = jobs_server(&pg, &env, &["--lease-secs", "2"]);
+    wait_for_workers(&pg, 1);
+    let tree = s.create("simple_chat").await;
+    let one = simtree_e2e::advance(&s, tree, 0, 1).await;
+    let three = simtree_e2e::advance(&s, tree, one, 3).await;
+    let said = s.output();
+    assert_eq!(
+        said.matches("job's end handed over in memory").count(),
+        2,
+        "each job's end is handed over:\n{said}"
+    );
+    let before = shown(&s, tree, &[one, three]).await;
+    assert!(before.iter().all(|(_, log)| log.len() > 1), "{before:?}");
+    queue_empties(&pg, Duration::from_secs(10)).await;
+    s.stop();
+    let plain = next_server(&["--database-url", pg.url.as_str(), "--no-jobs"], &env);
+    assert_eq!(shown(&plain, tree, &[one, three]).await, before);
+}
+
+/// The graph's summary of each of `nodes`, with its own log entries.
+async fn shown(s: &simtree_e2e::Server, tree: u64, nodes: &[u64]) -> Vec<(serde_json::Value, Vec<serde_json::Value>)> {
+    let (status, g) = s.get(&format!("/devui/simtree/{tree}/graph")).await;
+    assert_eq!(status, 200, "{g}");
+    let mut seen = Vec::new();
+    for &node in nodes {
+        let summary = g["nodes"].as_array().unwrap().iter().find(|n| n["id"] == node).cloned();
+        seen.push((summary.unwrap(), simtree_e2e::own_entries(s, tree, node).await));
+    }
+    seen
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_worker_stopped_with_sigterm_hands_its_run_back_and_another_finishes_it() {
     let pg = Postgres::start();

@@ -49,6 +49,7 @@ impl QueueArgs {
                 || std::thread::available_parallelism().map_or(1, usize::from),
                 |n| n as usize,
             ),
+            nearby: Default::default(),
         }
     }
 }

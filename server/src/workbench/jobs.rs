@@ -91,13 +91,89 @@ impl Jobs<'_> {
 
 /// How the queue is used: the database, how long a claim lasts without a heartbeat, how many
 /// times a job is tried, and how many agent-based-model runs this process takes at once (its
-/// Mesa pool's workers; 0: none).
+/// Mesa pool's workers; 0: none). Its clones share one [`Nearby`]: a server and its own worker
+/// are given clones of one config.
 #[derive(Debug, Clone)]
 pub struct JobsConfig {
     pub(crate) url: String,
     pub(crate) lapse: Duration,
     pub(crate) max_attempts: u64,
     pub(crate) abm_workers: usize,
+    pub(crate) nearby: Arc<Nearby>,
+}
+
+/// What a serving process and its own worker (one process: `serve` with its worker) tell each
+/// other in memory, beside what the database tells every process (the `NOTIFY`s stay, for the
+/// other processes and as the fallback): that a job was queued, which wakes the own worker at
+/// once, and a job's end once its fenced commit is through, which the waiting run takes
+/// instead of reading the node and its log back. The database stays the truth: an end is
+/// handed over only after it is committed, and a process that dies loses only what the
+/// database then tells the next one, as before.
+#[derive(Debug, Default)]
+pub(crate) struct Nearby {
+    /// A job was queued (committed) by the serving process.
+    queued: tokio::sync::Notify,
+    /// The serving process's hub, while this process leads with jobs on.
+    hub: Mutex<std::sync::Weak<Hub>>,
+}
+
+impl Nearby {
+    fn hub(&self) -> Option<Arc<Hub>> {
+        lock(&self.hub).upgrade()
+    }
+}
+
+/// The own worker's mark on a job whose end it commits ([`Hub::expect`]): the serving process
+/// does not act on the job's `done` notification, and takes the end from [`Self::hand_over`].
+/// Dropped without handing over (its commit refused, its task stopped), the mark goes; an end
+/// whose notification it kept from the dispatcher is found by the dispatcher's once-a-second
+/// look at the queue's ended jobs.
+struct Expected {
+    hub: Arc<Hub>,
+    key: (u64, NodeId),
+    handed: bool,
+}
+
+impl Expected {
+    /// Hands the committed end to the run waiting for it (none: the dispatcher took the end
+    /// from the queue already).
+    fn hand_over(mut self, end: NearEnd) {
+        let (tree, node) = self.key;
+        // (The mark stays, for the notification; it is marked handed before it is taken.)
+        self.handed = true;
+        if let Some((_, w)) = self.hub.waiting.remove(&self.key) {
+            tracing::info!(tree, node, "job's end handed over in memory");
+            let end = JobEnd {
+                row: JobRow::done(tree, node),
+                progress: w.progress,
+                near: Some(end),
+            };
+            let _ = w.done.send(end);
+        }
+    }
+}
+
+impl Drop for Expected {
+    fn drop(&mut self) {
+        if !self.handed {
+            self.hub.nearby_ends.remove(&self.key);
+        }
+    }
+}
+
+/// A done job's end as its worker committed it, handed over in memory ([`Nearby`]).
+struct NearEnd {
+    row: crate::store::NodeRow,
+    /// The node's whole log.
+    log: Vec<String>,
+}
+
+/// A job's end as the run waiting for it gets it: the job's row, its relayed progress, and the
+/// end itself when the own worker handed it over.
+struct JobEnd {
+    row: JobRow,
+    progress: Progress,
+    near: Option<NearEnd>,
 }
 
 /// How often a waiting process looks at the queue when no notification woke it.
@@ -115,6 +191,11 @@ pub(crate) struct Hub {
     /// second): while none, ABM runs stay in this process; while other processes take some,
     /// this one needs no Mesa of its own ([`Core::abm_elsewhere`]).
     abm_takers: Mutex<AbmTakers>,
+    /// Jobs whose end the own worker is committing or has handed over in memory, with since
+    /// when: their `done` notification is left to it ([`Expected`]; a mark left behind goes
+    /// after a few seconds, and the once-a-second look at the queue's ended jobs finds any end
+    /// the worker did not hand over).
+    nearby_ends: DashMap<(u64, NodeId), std::time::Instant>,
 }
 
 impl Hub {
@@ -138,6 +219,17 @@ impl Hub {
         on_queue(&self.queue, |q| q.others_taking_jobs())
             .await
             .is_ok_and(|n| n > 0)
+    }
+
+    /// Marks the job of `node` as one whose end this process's own worker is about to commit
+    /// and hand over ([`Expected::hand_over`]).
+    fn expect(self: &Arc<Self>, tree: u64, node: NodeId) -> Expected {
+        self.nearby_ends.insert((tree, node), std::time::Instant::now());
+        Expected {
+            hub: self.clone(),
+            key: (tree, node),
+            handed: false,
+        }
     }
 
     /// The nodes of `tree` still to adopt (shown running when the tree is loaded).
@@ -271,7 +363,7 @@ impl Hub {
 
 /// A run the server waits for: where its end goes, and its log and progress for relaying.
 struct Waiting {
-    done: oneshot::Sender<(JobRow, Progress)>,
+    done: oneshot::Sender<JobEnd>,
     handle: Arc<TreeHandle>,
     log: Arc<NodeLog>,
     progress: Progress,
@@ -365,8 +457,11 @@ impl Core {
             waiting: DashMap::new(),
             adopted: Mutex::new(adopted),
             abm_takers: Mutex::new(abm_takers),
+            nearby_ends: DashMap::new(),
         };
-        self.jobs.set(Arc::new(hub)).map_err(|_| JobError::AlreadyEnabled)
+        let hub = Arc::new(hub);
+        *lock(&hub.config.nearby.hub) = Arc::downgrade(&hub);
+        self.jobs.set(hub).map_err(|_| JobError::AlreadyEnabled)
     }
 
     /// A budget of `limits` booked as `key` (a tree's own, or an exploration's): with jobs on,
@@ -553,18 +648,29 @@ impl Core {
                 self.relay(&hub, tree, node).await;
             }
             for (tree, node) in done {
+                // The own worker hands it over (or did).
+                if hub.nearby_ends.remove(&(tree, node)).is_some() {
+                    continue;
+                }
                 match hub.waiting.remove(&(tree, node)) {
                     Some((_, w)) => {
-                        let row = JobRow::done(tree, node);
-                        let _ = w.done.send((row, w.progress));
+                        let end = JobEnd {
+                            row: JobRow::done(tree, node),
+                            progress: w.progress,
+                            near: None,
+                        };
+                        let _ = w.done.send(end);
                     }
                     // Nobody waits: the queue's ended jobs forget it.
                     None => check_ended = true,
                 }
             }
-            // (What the processes offer changes rarely: read once a second, off a run's path.)
-            if ticked && let Ok(n) = on_queue(&hub.queue, |q| q.abm_takers()).await {
-                *lock(&hub.abm_takers) = n;
+            if ticked {
+                // (What the processes offer changes rarely: read once a second, off a run's path.)
+                if let Ok(n) = on_queue(&hub.queue, |q| q.abm_takers()).await {
+                    *lock(&hub.abm_takers) = n;
+                }
+                hub.nearby_ends.retain(|_, at| at.elapsed() < Duration::from_secs(10));
             }
             if check_ended {
                 match on_queue(&hub.queue, |q| q.ended()).await {
@@ -573,7 +679,12 @@ impl Core {
                             let key = (row.tree, row.node);
                             match hub.waiting.remove(&key) {
                                 Some((_, w)) => {
-                                    let _ = w.done.send((row, w.progress));
+                                    let end = JobEnd {
+                                        row,
+                                        progress: w.progress,
+                                        near: None,
+                                    };
+                                    let _ = w.done.send(end);
                                 }
                                 // Nobody waits: a job of a node deleted meanwhile.
                                 None => {
@@ -601,7 +712,7 @@ impl Core {
             return;
         };
         let w = &mut *w;
-        push_new(&rows, have, &w.log, |entry| {
+        push_new(&EndLog::Stored(rows), have, &w.log, |entry| {
             if let Ok(e) = serde_json::from_str::<Event>(entry)
                 && let Some(msg) = w.progress.observe(&e)
             {
@@ -669,6 +780,7 @@ impl Core {
         // The trees jobs read stay a cache within --cache-mb, as a server's do.
         let sweeper = tokio::spawn(self.clone().sweep_cache());
         let concurrency = concurrency.max(1);
+        let nearby = config.nearby.clone();
         tokio::pin!(stop);
         let mut claim_now = true;
         loop {
@@ -697,9 +809,10 @@ impl Core {
                             let abm = job.kind == queue::ABM;
                             let this = self.clone();
                             let (queue, ended_tx, notifier) = (queue.clone(), ended_tx.clone(), notifier.clone());
+                            let nearby = nearby.clone();
                             let (lost_tx, lost) = watch::channel(false);
                             let task = tokio::spawn(async move {
-                                this.run_job(&queue, job, &notifier, lost).await;
+                                this.run_job(&queue, job, &notifier, &nearby, lost).await;
                                 let _ = ended_tx.send(key);
                             });
                             running.insert(
@@ -718,6 +831,7 @@ impl Core {
             claim_now = false;
             tokio::select! {
                 _ = &mut stop => break,
+                () = nearby.queued.notified() => claim_now = true,
                 got = wake.recv() => {
                     // Claim on a queued job, and after each quiet second (the poll).
                     claim_now = got.as_ref().is_none_or(|p| p.is_empty() || p.iter().any(|p| !p.starts_with("log:") && !p.starts_with("done:")));
@@ -795,12 +909,15 @@ impl Core {
         queue: &Arc<Mutex<Queue>>,
         job: Job,
         notifier: &mpsc::UnboundedSender<(u64, NodeId)>,
+        nearby: &Nearby,
         mut lost: watch::Receiver<bool>,
     ) {
         let (tree, node) = (job.tree, job.node);
         tracing::info!(tree, node, attempt = job.attempts, "job claimed");
+        // The serving process in this one waits for the job: its end is handed over in memory.
+        let leader = nearby.hub();
         let computed = tokio::select! {
-            end = self.compute(&job, queue, notifier, lost.clone()) => Some(end),
+            end = self.compute(&job, queue, notifier, leader.is_some(), lost.clone()) => Some(end),
             Ok(_) = lost.wait_for(|l| *l) => None,
         };
         let Some(computed) = computed else {
@@ -821,6 +938,7 @@ impl Core {
                 writes: Vec::new(),
                 anew: false,
                 keep: None,
+                log: Vec::new(),
             },
         };
         // Log rows queued on the store before are committed first: the server reads the whole
@@ -834,6 +952,7 @@ impl Core {
             writes,
             anew,
             keep,
+            log,
         } = end;
         let job_status = if status == NodeStatus::Done {
             Status::Done
@@ -841,6 +960,12 @@ impl Core {
             Status::Failed
         };
         let end = Arc::new((writes, error));
+        // The serving process leaves the end's notification to this worker, which hands the
+        // end over once it is committed (a done run's only: the others are read).
+        let mut near = leader
+            .as_ref()
+            .filter(|_| keep.is_some())
+            .map(|hub| hub.expect(tree, node));
         loop {
             let e = end.clone();
             let finished = on_queue(queue, move |q| {
@@ -849,11 +974,15 @@ impl Core {
             .await;
             let Err(e) = finished else {
                 tracing::info!(tree, node, status = ?status, "job done");
-                // Only what is stored enters this worker's copy (a refused end never does).
-                if let Some((row, sim)) = keep
-                    && let Some(h) = self.trees.open(tree)
-                {
-                    h.lock().insert_finished(row, sim);
+                // Only what is stored enters this worker's copy (a refused end never does), and
+                // the serving process's tree.
+                if let Some((row, sim)) = keep {
+                    if let Some(near) = near.take() {
+                        near.hand_over(NearEnd { row: row.clone(), log });
+                    }
+                    if let Some(h) = self.trees.open(tree) {
+                        h.lock().insert_finished(row, sim);
+                    }
                 }
                 return;
             };
@@ -877,6 +1006,7 @@ impl Core {
         job: &Job,
         queue: &Arc<Mutex<Queue>>,
         notifier: &mpsc::UnboundedSender<(u64, NodeId)>,
+        keep_log: bool,
         mut lost: watch::Receiver<bool>,
     ) -> Result<End, JobError> {
         let (tree, id) = (job.tree, job.node);
@@ -966,7 +1096,7 @@ impl Core {
             |e: Event| {
                 let entry = entry_json(&e, id);
                 batch.push(&handle, index, &entry);
-                if anew {
+                if anew || keep_log {
                     all.push(entry);
                 }
                 index += 1;
@@ -1010,6 +1140,7 @@ impl Core {
             writes,
             anew,
             keep,
+            log: all,
         })
     }
 
@@ -1113,6 +1244,8 @@ fn wait_for_job(
         let ended_as = match queued.await {
             Err(e) => Err(e.to_string()),
             Ok(()) => {
+                // (This process's own worker hears it before the database's notification.)
+                hub.config.nearby.queued.notify_one();
                 let ended = tokio::select! {
                     row = &mut done => Some(row.ok()),
                     // (A sender gone is no cancel: only a sent `true` is.)
@@ -1140,11 +1273,11 @@ fn wait_for_job(
                 durable: false,
             },
             Ok(ended) => {
-                let (row, progress) = match ended {
-                    Some((row, progress)) => (Some(row), progress),
-                    None => (None, left.unwrap_or_else(|| Progress::new(id, turns))),
+                let (row, progress, near) = match ended {
+                    Some(end) => (Some(end.row), end.progress, end.near),
+                    None => (None, left.unwrap_or_else(|| Progress::new(id, turns)), None),
                 };
-                take_end(&hub.queue, &handle, id, row, &log, progress).await
+                take_end(&hub.queue, &handle, id, (row, near), &log, progress).await
             }
         };
         let result = conclude(&handle, id, ended, running, started).await;
@@ -1175,26 +1308,31 @@ struct End {
     /// The finished node and its simulator, for this worker's copy of the tree once the end is
     /// stored: the next step of a chain then starts from it instead of reading the tree again.
     keep: Option<(crate::store::NodeRow, Arc<crate::sim::Sim>)>,
+    /// The node's whole log, kept when the serving process in this one waits for it (or the
+    /// job was run again); else empty.
+    log: Vec<String>,
 }
 
 /// Takes a job's end into the serving process's tree: the node's stored record (the state stays
-/// in the store until used), or a failure when the job was given up or cancelled. [`conclude`]
-/// stores and announces it.
+/// in the store until used) — as the own worker handed it over, or read — or a failure when the
+/// job was given up or cancelled. [`conclude`] stores and announces it.
 async fn take_end(
     queue: &Arc<Mutex<Queue>>,
     handle: &Arc<TreeHandle>,
     id: NodeId,
-    row: Option<JobRow>,
+    (row, near): (Option<JobRow>, Option<NearEnd>),
     log: &Arc<NodeLog>,
     mut progress: Progress,
 ) -> Ended {
     let tree = handle.id;
-    let read = match &row {
-        Some(r) if matches!(r.status, Status::Done | Status::Failed) && handle.stored() => {
+    let read = match (&row, near) {
+        (Some(_), Some(near)) => Some(Ok((Some(near.row), EndLog::Kept(near.log)))),
+        (Some(r), None) if matches!(r.status, Status::Done | Status::Failed) && handle.stored() => {
             // (A database restarting is waited out: the worker stored the end already. Read on
             // the queue's connection: the store's thread would commit what it has queued first.)
             let read = || on_queue(queue, move |q| q.node_end(tree, id));
-            Some(patiently("a job's end", read).await)
+            let read = patiently("a job's end", read).await;
+            Some(read.map(|(node, rows)| (node, EndLog::Stored(rows))))
         }
         _ => None,
     };
@@ -1265,18 +1403,38 @@ async fn take_end(
     }
 }
 
-/// Pushes to `log` the entries of `rows` from index `have` on, calling `each` with each.
-fn push_new(rows: &[crate::store::LogRow], have: usize, log: &NodeLog, mut each: impl FnMut(&str)) {
-    for r in rows {
-        let Ok(entries) = r.verified() else { return };
-        for (k, entry) in entries.enumerate() {
-            let at = r.index as usize + k;
-            if at == log.len() && at >= have {
-                log.push(entry);
-                each(entry);
+/// A node's log entries as a job's end gives them: stored rows read back, or the whole log
+/// kept by the own worker that ran it.
+enum EndLog {
+    Stored(Vec<crate::store::LogRow>),
+    Kept(Vec<String>),
+}
+
+impl EndLog {
+    /// Each entry with its index, in order (of stored rows, up to the first damaged one).
+    fn each(&self, mut f: impl FnMut(usize, &str)) {
+        match self {
+            EndLog::Stored(rows) => {
+                for r in rows {
+                    let Ok(entries) = r.verified() else { return };
+                    entries
+                        .enumerate()
+                        .for_each(|(k, entry)| f(r.index as usize + k, entry));
+                }
             }
+            EndLog::Kept(entries) => entries.iter().enumerate().for_each(|(k, entry)| f(k, entry)),
         }
     }
+}
+
+/// Pushes to `log` the entries of `from` from index `have` on, calling `each` with each.
+fn push_new(from: &EndLog, have: usize, log: &NodeLog, mut each: impl FnMut(&str)) {
+    from.each(|at, entry| {
+        if at == log.len() && at >= have {
+            log.push(entry);
+            each(entry);
+        }
+    });
 }
 
 /// `<tree>:<node>`.
