@@ -1091,6 +1091,60 @@ async fn a_sweep_cell_of_four_replicates_shares_one_cached_content_per_agent() {
     assert!(g.caches.lock().unwrap().is_empty());
 }
 
+/// An exploration's round gives each candidate four replicates: they are a fan-out from the
+/// candidate, share one cached content per agent, and the caches go when the round ends. Its
+/// estimate foresees the creates.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_explorations_round_of_four_replicates_shares_one_cached_content_per_candidate_and_agent() {
+    let g = Gemini::default();
+    let (s, _task) = gemini_server(&g, &[], &[]).await;
+    let tree = s.create("simple_chat").await;
+    let parent = simtree_e2e::advance(&s, tree, 0, 6).await;
+    g.calls.lock().unwrap().clear();
+    let spec = json!({"parent": parent, "turns": 1, "seed": 3,
+        "objective": {"metric": "count:action_end", "goal": "max"},
+        "space": [{"label": "news", "op": {"op": "public_broadcast"}, "field": "text",
+                   "values": ["rain", "sun"]}],
+        "replicates": 4, "budget": {"runs": 8}});
+    let url = format!("/devui/simtree/{tree}/explore");
+    let estimate = simtree_e2e::ok(&s, &format!("{url}?estimate=true"), spec.clone()).await;
+    assert!(
+        estimate["basis"].as_str().unwrap_or("").contains("explicit cache"),
+        "the estimate foresees the creates: {estimate}"
+    );
+    let started = simtree_e2e::ok(&s, &url, spec).await;
+    let id = started["explore"].as_u64().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let (st, table) = s.get(&format!("{url}/{id}")).await;
+        assert_eq!(st, 200, "{table}");
+        if table["status"] != "running" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the exploration did not end: {table}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let created = g.created.lock().unwrap().len();
+    assert!(created >= 2, "each candidate's replicates created a cache: {created}");
+    let named = g
+        .calls
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|c| c["cachedContent"].is_string())
+        .count();
+    assert!(named >= 4 * created, "{named} calls named {created} caches");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while g.deleted.lock().unwrap().len() < created && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(g.deleted.lock().unwrap().len(), created, "every cache is deleted");
+    assert!(g.caches.lock().unwrap().is_empty());
+}
+
 /// A budget too small to hold an explicit cache's most possible cost: no cache is created, the
 /// fan-out's calls go as plain requests, every child ends done, and the budget is not passed.
 #[tokio::test(flavor = "multi_thread")]

@@ -462,7 +462,9 @@ impl Studies<'_> {
             spec.parent,
             spec.turns,
             cap,
-            1,
+            // A round's replicates of a candidate are a fan-out; at most cap / FAN_OUT_SHARED of
+            // them are large enough to store their prefix in an explicit cache.
+            crate::llm::cache::FAN_OUT_SHARED,
             &format!("exploration of {} candidates", cells.len()),
         )?;
         e.basis = format!("the worst case: all {cap} runs it may start. {}", e.basis);
@@ -857,11 +859,17 @@ async fn drive(wb: Arc<Core>, handle: Arc<TreeHandle>, record: Arc<ExploreRecord
         if record.stopped() {
             handle.cancel(nodes);
         }
+        let mut cells = std::collections::BTreeSet::new();
         while let Some(joined) = set.join_next().await {
             let Ok((c, k, cell, ran)) = joined else { continue };
+            cells.insert(cell);
             lock(&record.data).candidates[c].results[k] = outcome(&handle, &record.metrics, cell, ran);
             handle.explores.persist(&record, &handle);
             record.progress(&handle);
+        }
+        // The round's fan-outs ended: what providers kept for them (explicit caches) goes.
+        for cell in cells {
+            wb.backend.end_fan_out(crate::sim::affinity_of(handle.id, cell)).await;
         }
         if record.stopped() {
             break None;
@@ -963,6 +971,10 @@ fn attach_round(wb: &Core, handle: &TreeHandle, record: &ExploreRecord) -> Resul
             })?;
             p.reseed(seed.wrapping_add(k));
             p.budget = record.budget.clone();
+            // A candidate's replicates of one round are a fan-out from it (see `LlmState::fan_out`).
+            if add > 1 {
+                p.spec.fan_out = Some(add);
+            }
             d.candidates[c].children.push(p.id);
             d.candidates[c].results.push(Replicate::Pending);
             runs.push((c, k as usize, cell, Step::Run(p)));
