@@ -835,6 +835,18 @@ fn next_server(flags: &[&str], env: &[(&'static str, String)]) -> simtree_e2e::S
     s
 }
 
+/// Waits (up to 20 s) until `workers` worker processes each offer `slots` ABM slots, then for
+/// the leader's once-a-second read of the slots on offer.
+async fn abm_slots_offered(pg: &Postgres, workers: u64, slots: u64) {
+    let until = Instant::now() + Duration::from_secs(20);
+    let query = format!("SELECT COUNT(*) FROM workers WHERE role = 'worker' AND abm = {slots}");
+    while count(pg, &query) < workers {
+        assert!(Instant::now() < until, "the workers offer no ABM slots");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+}
+
 /// Waits up to `within` for the queue to forget every job (their nodes show the outcome).
 async fn queue_empties(pg: &Postgres, within: Duration) {
     let until = Instant::now() + within;
@@ -1484,13 +1496,7 @@ async fn abm_runs_go_to_the_workers_and_a_killed_workers_run_is_re_claimed_with_
     let mut a = Worker::start(&pg, &[], &["--abm-workers", "2", "--job-lapse-secs", "2"]);
     let b = Worker::start(&pg, &[], &["--abm-workers", "2", "--job-lapse-secs", "2"]);
     wait_for_workers(&pg, 3);
-    let until = Instant::now() + Duration::from_secs(20);
-    while count(&pg, "SELECT COUNT(*) FROM workers WHERE role = 'worker' AND abm = 2") < 2 {
-        assert!(Instant::now() < until, "the workers offer no ABM slots");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    // (The leader reads the slots on offer once a second.)
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    abm_slots_offered(&pg, 2, 2).await;
     let alone = simtree_e2e::Server::start_with(&[]);
     let spec = serde_json::json!({
         "parent": 0, "turns": 300, "replicates": 3, "seed": 4,
@@ -1574,13 +1580,7 @@ async fn a_team_finishes_an_abm_sweep_and_an_exploration_through_a_killed_leader
     ];
     // Three servers' own workers and the three workers.
     wait_for_workers(&pg, 6);
-    let until = Instant::now() + Duration::from_secs(20);
-    while count(&pg, "SELECT COUNT(*) FROM workers WHERE role = 'worker' AND abm = 1") < 3 {
-        assert!(Instant::now() < until, "the workers offer no ABM slots");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    // (The leader reads the slots on offer once a second.)
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    abm_slots_offered(&pg, 3, 1).await;
     let alone = simtree_e2e::Server::start_with(&[]);
     let rates = [0.03, 0.08, 0.15, 0.3];
     let rate_axis = serde_json::json!([{"label": "rate", "op": {"op": "abm_set_global", "name": "infectionRate"},
@@ -2443,13 +2443,7 @@ async fn a_leader_without_python_makes_model_trees_whose_runs_go_to_the_workers(
     );
     let one = ["--abm-workers", "1", "--concurrency", "1", "--job-lapse-secs", "2"];
     let workers = [Worker::start(&pg, &[], &one), Worker::start(&pg, &[], &one)];
-    let until = Instant::now() + Duration::from_secs(20);
-    while count(&pg, "SELECT COUNT(*) FROM workers WHERE role = 'worker' AND abm = 1") < 2 {
-        assert!(Instant::now() < until, "the workers offer no ABM slots");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    // (The leader reads the slots on offer once a second.)
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    abm_slots_offered(&pg, 2, 1).await;
     let (st, created) = leader.post("/devui/simtree", &sir).await;
     assert_eq!(st, 200, "{created}");
     let tree = created["id"].as_u64().unwrap();
