@@ -723,6 +723,8 @@ async fn a_same_seed_fan_out_makes_one_upstream_call_per_step() {
 struct Gemini {
     refuse: bool,
     count: bool,
+    /// The create's answer claims a billion tokens (a provider that lies or errs).
+    inflate: bool,
     break_after_create: bool,
     caches: Arc<std::sync::Mutex<std::collections::BTreeMap<String, Value>>>,
     created: Arc<std::sync::Mutex<Vec<Value>>>,
@@ -783,7 +785,9 @@ async fn gemini_create(State(g): State<Gemini>, Json(body): Json<Value>) -> (Sta
     let name = format!("cachedContents/c{}", g.created.lock().unwrap().len());
     g.caches.lock().unwrap().insert(name.clone(), body.clone());
     let mut answer = json!({"name": name, "model": body["model"]});
-    if g.count {
+    if g.inflate {
+        answer["usageMetadata"] = json!({"totalTokenCount": 1_000_000_000u64});
+    } else if g.count {
         answer["usageMetadata"] = json!({"totalTokenCount": body.to_string().len() / 4 + 7});
     }
     (StatusCode::OK, Json(answer))
@@ -1072,23 +1076,8 @@ async fn a_sweep_cell_of_four_replicates_shares_one_cached_content_per_agent() {
     let started = simtree_e2e::ok(&s, &format!("/devui/simtree/{tree}/sweep"), spec).await;
     let table = simtree_e2e::finished_sweep(&s, tree, started["sweep"].as_u64().unwrap()).await;
     assert_eq!(table["done"], 4, "{table}");
-    let created = g.created.lock().unwrap().len();
-    assert!(created >= 1, "the cell's replicates created a cache");
-    let named = g
-        .calls
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|c| c["cachedContent"].is_string())
-        .count();
-    assert!(named >= 4 * created, "{named} calls named {created} caches");
     // The caches go once the cell's last replicate is measured.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while g.deleted.lock().unwrap().len() < created && std::time::Instant::now() < deadline {
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    assert_eq!(g.deleted.lock().unwrap().len(), created, "every cache is deleted");
-    assert!(g.caches.lock().unwrap().is_empty());
+    fan_outs_shared_their_caches(&g, 1, "the cell's replicates").await;
 }
 
 /// An exploration's round gives each candidate four replicates: they are a fan-out from the
@@ -1127,8 +1116,14 @@ async fn an_explorations_round_of_four_replicates_shares_one_cached_content_per_
         );
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
+    fan_outs_shared_their_caches(&g, 2, "each candidate's replicates").await;
+}
+
+/// At least `least` caches were created (by `whose` fan-outs of four), every call of a fan-out
+/// named its cache, and every cache is deleted within 10 s.
+async fn fan_outs_shared_their_caches(g: &Gemini, least: usize, whose: &str) {
     let created = g.created.lock().unwrap().len();
-    assert!(created >= 2, "each candidate's replicates created a cache: {created}");
+    assert!(created >= least, "{whose} created {created} caches, fewer than {least}");
     let named = g
         .calls
         .lock()
@@ -1143,6 +1138,32 @@ async fn an_explorations_round_of_four_replicates_shares_one_cached_content_per_
     }
     assert_eq!(g.deleted.lock().unwrap().len(), created, "every cache is deleted");
     assert!(g.caches.lock().unwrap().is_empty());
+}
+
+/// A create whose answer claims more tokens than its prefix can hold is charged at most what the
+/// budget held for it: the tree's money stays within its budget.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cache_create_that_claims_a_billion_tokens_is_charged_at_most_its_prefix() {
+    let g = Gemini {
+        inflate: true,
+        ..Gemini::default()
+    };
+    let prices = gemini_prices(4.5);
+    let flags = ["--prices", prices.to_str().unwrap(), "--money-budget", "100"];
+    let (s, _task) = gemini_server(&g, &flags, &[]).await;
+    let (tree, children) = gemini_fan_out(&s).await;
+    assert!(!g.created.lock().unwrap().is_empty(), "the fan-out created caches");
+    for child in &children {
+        let trace = simtree_e2e::get_ok(&s, &format!("/devui/simtree/{tree}/node/{child}/calls")).await;
+        for call in trace["calls"].as_array().unwrap() {
+            if let Some(c) = call["cache"].get("created") {
+                assert!(c["tokens"].as_u64().unwrap() < 1_000_000, "{call}");
+            }
+        }
+    }
+    let usage = s.get(&format!("/devui/simtree/{tree}/usage")).await.1;
+    let money = usage["usage"]["money"].as_f64().unwrap_or_else(|| panic!("{usage}"));
+    assert!(money <= 100.0, "the tree spent ${money} of a $100 budget");
 }
 
 /// A budget too small to hold an explicit cache's most possible cost: no cache is created, the

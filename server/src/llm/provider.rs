@@ -659,9 +659,10 @@ impl<W: Wire> HttpProvider<W> {
         };
         if let Some(c) = named.created {
             // What the cache holds: as the provider counted it, else as the call that used it
-            // was served from it, else at most.
+            // was served from it, else at most; never more than the most the prefix can be,
+            // which the budget held (a count above it is not believed).
             let served = result.as_ref().ok().filter(|_| used).map(|r| r.usage.cached_tokens);
-            let tokens = c.reported.or(served.filter(|n| *n > 0)).unwrap_or(c.bound);
+            let tokens = c.reported.or(served.filter(|n| *n > 0)).unwrap_or(c.bound).min(c.bound);
             if let Some(budget) = request.cache.spend.budget() {
                 budget.settle(tokens, EXPLICIT_TTL_S).await;
             }
