@@ -234,8 +234,8 @@ impl ChatProvider for OfflineClient {
 /// Real providers: the server's default configuration with the settings file's per-scenario and
 /// per-agent overrides; everything aimed at one endpoint shares one pool gate.
 pub struct Providers {
-    pub(crate) base: LlmConfig,
-    pub(crate) settings: LlmSettings,
+    base: LlmConfig,
+    settings: LlmSettings,
     pub(crate) pool: ProviderPool,
     /// The one scripted player every `scripted` setting resolves to (so agents that share it
     /// are not routed apart).

@@ -41,7 +41,7 @@ pub(crate) struct ExploreSpec {
     pub(crate) seed: u64,
     pub(crate) objective: Objective,
     /// Sweep axes; every combination of their values is a candidate.
-    pub(crate) space: Vec<Axis>,
+    space: Vec<Axis>,
     /// Replicates of every candidate in the first round (default 2).
     #[serde(default = "two")]
     pub(crate) replicates: u64,

@@ -20,7 +20,7 @@ use simtree_shared::SimKind;
 /// Counts the calls going through a client and the words going in and out (a stand-in for
 /// tokens that needs no provider's usage report), for a progress display.
 pub(crate) struct Counted {
-    pub(crate) inner: Arc<dyn LlmClient>,
+    inner: Arc<dyn LlmClient>,
     pub(crate) calls: AtomicU64,
     pub(crate) words: AtomicU64,
 }

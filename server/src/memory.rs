@@ -93,8 +93,8 @@ impl Watch {
 #[derive(Clone, Copy, Debug, thiserror::Error)]
 #[error("{}", over_budget_message(*.resident, *.budget))]
 pub struct OverBudget {
-    pub(crate) resident: u64,
-    pub(crate) budget: u64,
+    resident: u64,
+    budget: u64,
 }
 
 pub(crate) fn over_budget_message(resident: u64, budget: u64) -> String {

@@ -43,36 +43,36 @@ pub struct SceneSpec {
     pub(crate) kind: SceneKind,
     pub(crate) name: String,
     #[serde(default)]
-    pub(crate) initial_event: String,
+    initial_event: String,
     #[serde(default)]
     pub(crate) config: Value,
     /// The document's own prose for the scene, part by part in place of the type's defaults.
     #[serde(default, skip_serializing_if = "SceneProse::is_empty")]
-    pub(crate) prose: SceneProse,
+    prose: SceneProse,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentSpec {
-    pub(crate) name: String,
+    name: String,
     #[serde(default)]
-    pub(crate) user_profile: String,
+    user_profile: String,
     #[serde(default)]
-    pub(crate) style: String,
+    style: String,
     #[serde(default)]
-    pub(crate) initial_instruction: String,
+    initial_instruction: String,
     #[serde(default)]
-    pub(crate) role_prompt: String,
+    role_prompt: String,
     #[serde(default)]
-    pub(crate) language: Option<String>,
+    language: Option<String>,
     #[serde(default)]
-    pub(crate) action_space: Vec<ActionKind>,
+    action_space: Vec<ActionKind>,
     #[serde(default)]
-    pub(crate) properties: Map<String, Value>,
+    properties: Map<String, Value>,
     #[serde(default)]
-    pub(crate) emotion_enabled: Option<bool>,
+    emotion_enabled: Option<bool>,
     #[serde(default)]
-    pub(crate) max_repeat: Option<u32>,
+    max_repeat: Option<u32>,
 }
 
 fn default_ordering() -> Ordering {
@@ -96,7 +96,7 @@ pub struct Scenario {
     #[serde(default)]
     pub(crate) description: String,
     pub(crate) scene: SceneSpec,
-    pub(crate) agents: Vec<AgentSpec>,
+    agents: Vec<AgentSpec>,
     #[serde(default = "default_ordering")]
     pub(crate) ordering: Ordering,
     #[serde(default = "default_steps")]
@@ -104,12 +104,12 @@ pub struct Scenario {
     #[serde(default = "default_turns")]
     pub(crate) default_turns: u64,
     #[serde(default)]
-    pub(crate) seed: u64,
+    seed: u64,
     #[serde(default)]
-    pub(crate) emotion_enabled: bool,
+    emotion_enabled: bool,
     /// Public announcements made after construction (upstream builders' extra broadcasts).
     #[serde(default)]
-    pub(crate) broadcasts: Vec<String>,
+    broadcasts: Vec<String>,
 }
 
 impl Scenario {

@@ -47,7 +47,7 @@ pub enum Sim {
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct CallShape {
     pub(crate) least: u64,
-    pub(crate) most: u64,
+    most: u64,
     pub(crate) why: String,
 }
 

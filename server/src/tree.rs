@@ -64,7 +64,7 @@ pub struct Node {
     pub(crate) id: NodeId,
     pub(crate) parent: Option<NodeId>,
     pub(crate) depth: u32,
-    pub(crate) edge_type: EdgeType,
+    edge_type: EdgeType,
     pub(crate) ops: Vec<Op>,
     pub(crate) children: Vec<NodeId>,
     /// The node's simulator; `None` while it runs (the run owns it) and, in a stored tree,
@@ -74,8 +74,8 @@ pub struct Node {
     /// need no simulator.
     pub(crate) turns: u64,
     /// Unix milliseconds: attached, and when its run ended.
-    pub(crate) created: u64,
-    pub(crate) finished: Option<u64>,
+    created: u64,
+    finished: Option<u64>,
     /// What its simulator costs in memory, roughly (its stored form's size), for the cache.
     cost: usize,
     /// When the simulator or log was last used (a global tick), for the cache.

@@ -302,30 +302,30 @@ pub struct Core {
     /// What rebuilds brought into memory since the cache was last trimmed.
     pressure: Arc<crate::store::Pressure>,
     /// Where trees are kept (`None`: `--ephemeral`, memory only).
-    pub(crate) store: Option<Arc<crate::store::Store>>,
+    store: Option<Arc<crate::store::Store>>,
     next_tree: AtomicU64,
-    pub(crate) scenarios: ScenarioLibrary,
-    pub(crate) backend: Backend,
-    pub(crate) limits: Limits,
+    scenarios: ScenarioLibrary,
+    backend: Backend,
+    limits: Limits,
     /// Daily market data for trading episodes (loaded once; `None` when the data is missing).
-    pub(crate) market: Option<Arc<MarketData>>,
+    market: Option<Arc<MarketData>>,
     /// The Python/Mesa workers, started with the first agent-based tree.
     abm_pool: std::sync::OnceLock<Result<Arc<WorkerPool>, Arc<AbmStartError>>>,
     /// How many Python/Mesa workers the pool starts with (a process taking jobs: its
     /// `--abm-workers`).
     abm_pool_size: std::sync::atomic::AtomicUsize,
     /// The checkout (for the worker script and its venv).
-    pub(crate) root: std::path::PathBuf,
+    root: std::path::PathBuf,
     /// True while the server's resident memory is above its budget.
     memory: crate::memory::Watch,
     /// Where ABM model code runs: bubblewrap (default) or unsandboxed (`serve --unsafe-abm`).
-    pub(crate) abm_sandbox: crate::abm::Sandbox,
+    abm_sandbox: crate::abm::Sandbox,
     /// Market datasets users uploaded, by name (see `workbench::datasets`).
     datasets: DashMap<String, Arc<datasets::UserDataset>>,
     /// Scenarios users saved (see `workbench::library`).
-    pub(crate) library: library::Library,
+    library: library::Library,
     /// What models cost (the defaults, or `serve --prices`): usage, estimates, money budgets.
-    pub(crate) prices: Arc<PriceTable>,
+    prices: Arc<PriceTable>,
     /// The run queue, once `serve --jobs` enabled it (see `workbench::jobs`).
     jobs: std::sync::OnceLock<Arc<jobs::Hub>>,
     /// A `simtree worker`'s copy of the trees: it runs jobs and writes nothing but their nodes
@@ -334,23 +334,23 @@ pub struct Core {
 }
 
 pub struct TreeHandle {
-    pub(crate) id: u64,
+    id: u64,
     tree: Mutex<SimTree>,
-    pub(crate) events: broadcast::Sender<TreeMsg>,
+    events: broadcast::Sender<TreeMsg>,
     /// The live text of running nodes (`delta` messages; see `workbench::live_text`): a channel
     /// of its own, so that a watcher that misses some is not sent a resync.
-    pub(crate) deltas: broadcast::Sender<TreeMsg>,
+    deltas: broadcast::Sender<TreeMsg>,
     /// The runs in flight: how to stop each and how to learn it has ended.
     runs: Mutex<HashMap<NodeId, RunControl>>,
     /// The tree's optional budget (tokens, calls, money); every run of the tree charges it.
-    pub(crate) budget: Option<Arc<TreeBudget>>,
+    budget: Option<Arc<TreeBudget>>,
     /// The tree's sweeps, by id (see `workbench::sweep`).
     sweeps: sweep::Sweeps,
     /// The tree's explorations, by id (see `workbench::explore`).
     explores: explore::Explores,
     /// The tree's own money cap (`money_budget` of its creation; stored with it).
     money_budget: Option<f64>,
-    pub(crate) kind: SimKind,
+    kind: SimKind,
     meta: Mutex<Meta>,
     store: Option<Arc<crate::store::Store>>,
 }

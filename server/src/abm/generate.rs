@@ -26,10 +26,10 @@ pub use simtree_shared::abm::GenerateRequest;
 /// Prompts and the repair budget; the defaults are this module's prompts and one repair.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GenerateOptions {
-    pub(crate) system_prompt: String,
-    pub(crate) assistant_prompt: String,
+    system_prompt: String,
+    assistant_prompt: String,
     /// How many times an answer with validation errors is sent back to be fixed.
-    pub(crate) max_repairs: u32,
+    max_repairs: u32,
 }
 
 impl Default for GenerateOptions {

@@ -492,14 +492,14 @@ pub(crate) struct GlobalFunction {
     /// 'globalFunction.' followed by the name.
     pub(crate) source_name: String,
     /// What the function does, in plain words (no code).
-    pub(crate) function_description: String,
+    function_description: String,
     /// Parameters of the function, in order.
     #[serde(default, skip_serializing_if = "Maybe::is_absent")]
     pub(crate) function_inputs: Maybe<Vec<FunctionInput>>,
     /// Values the function returns.
     #[serde(default, skip_serializing_if = "Maybe::is_absent")]
-    pub(crate) function_outputs: Maybe<Vec<FunctionOutput>>,
-    pub(crate) execution_mode: ExecutionMode,
+    function_outputs: Maybe<Vec<FunctionOutput>>,
+    execution_mode: ExecutionMode,
     /// The full function definition (signature, docstring, body) in codingLanguage. It may use
     /// globalVariable.<name> and globalFunction.<name> and nothing undeclared.
     pub(crate) code: String,
@@ -512,14 +512,14 @@ pub(crate) struct FunctionInput {
     /// Parameter name as written in the signature.
     pub(crate) name: String,
     /// What the parameter is for.
-    pub(crate) description: String,
+    description: String,
     #[serde(rename = "type")]
-    pub(crate) var_type: VarType,
+    var_type: VarType,
     /// Whether callers may leave the parameter out.
     pub(crate) optional: bool,
     /// Value used when an optional parameter is left out.
     #[serde(default, skip_serializing_if = "Maybe::is_absent")]
-    pub(crate) default_value: Maybe<Scalar>,
+    default_value: Maybe<Scalar>,
 }
 
 /// A value returned by a function or behavior.
@@ -527,11 +527,11 @@ pub(crate) struct FunctionInput {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(crate) struct FunctionOutput {
     /// Name of the returned value.
-    pub(crate) name: String,
+    name: String,
     /// What the value means.
-    pub(crate) description: String,
+    description: String,
     #[serde(rename = "type")]
-    pub(crate) var_type: VarType,
+    var_type: VarType,
 }
 
 /// A variable: a global variable, an environment attribute or an agent attribute (the three
@@ -542,7 +542,7 @@ pub struct Variable {
     /// Name, usable as an identifier in code.
     pub name: String,
     /// What the variable represents and why the model needs it.
-    pub(crate) description: String,
+    description: String,
     #[serde(rename = "type")]
     pub(crate) var_type: VarType,
     /// Starting value: a literal, the sourceName of another variable, a framework reference
@@ -558,9 +558,9 @@ pub struct Variable {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Environment {
     /// Name of the world, e.g. 'forest' or 'town'.
-    pub(crate) name: String,
+    name: String,
     /// What the world represents, in plain words.
-    pub(crate) description: String,
+    description: String,
     pub(crate) topology: Topology,
     /// Properties of the world itself, each with a type and a starting value.
     #[serde(default, skip_serializing_if = "Maybe::is_absent")]
@@ -575,7 +575,7 @@ pub struct Environment {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Topology {
     /// The structure in plain words, e.g. 'a wrap-around grid' or 'a scale-free social network'.
-    pub(crate) description: String,
+    description: String,
     /// none (agents have no location), grid or network.
     #[serde(rename = "type")]
     pub(crate) topology_type: TopologyType,
@@ -591,14 +591,14 @@ pub(crate) struct EnvironmentBehavior {
     /// Behavior name; the code must define a function of this name.
     pub(crate) name: String,
     /// What the behavior does to the world, in plain words.
-    pub(crate) description: String,
+    description: String,
     /// Parameters after `self`.
     #[serde(default, skip_serializing_if = "Maybe::is_absent")]
-    pub(crate) inputs: Maybe<Vec<FunctionInput>>,
+    inputs: Maybe<Vec<FunctionInput>>,
     /// Values the behavior returns.
     #[serde(default, skip_serializing_if = "Maybe::is_absent")]
-    pub(crate) outputs: Maybe<Vec<FunctionOutput>>,
-    pub(crate) execution_mode: ExecutionMode,
+    outputs: Maybe<Vec<FunctionOutput>>,
+    execution_mode: ExecutionMode,
     /// The full function definition, taking the environment as `self` (self.model is the
     /// model).
     pub(crate) code: String,
@@ -628,13 +628,13 @@ pub(crate) struct AgentBehavior {
     /// Behavior name; the code must define a function of this name.
     pub(crate) name: String,
     /// What the agent does, in plain words.
-    pub(crate) description: String,
+    description: String,
     /// Parameters after `self`.
     #[serde(default, skip_serializing_if = "Maybe::is_absent")]
-    pub(crate) inputs: Maybe<Vec<FunctionInput>>,
+    inputs: Maybe<Vec<FunctionInput>>,
     /// Values the behavior returns.
     #[serde(default, skip_serializing_if = "Maybe::is_absent")]
-    pub(crate) outputs: Maybe<Vec<FunctionOutput>>,
+    outputs: Maybe<Vec<FunctionOutput>>,
     pub(crate) execution_mode: ExecutionMode,
     /// 'agent.<AgentType>.agentBehavior.' followed by the name.
     pub(crate) source_name: String,
@@ -663,7 +663,7 @@ pub(crate) struct TerminationRule {
     /// it up to date).
     pub(crate) source_name: String,
     /// What the rule means.
-    pub(crate) description: String,
+    description: String,
     /// Data type of the value.
     #[serde(rename = "type")]
     pub(crate) value_type: String,
@@ -683,7 +683,7 @@ pub struct Scheduler {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Initialization {
     /// The set-up sequence in plain words.
-    pub(crate) description: String,
+    description: String,
     /// Set-up steps; include a global function that seeds the starting conditions (for example
     /// the first infected agents) when every agent would otherwise start alike.
     pub(crate) initialization_order: Vec<InitializationItem>,
@@ -708,7 +708,7 @@ pub(crate) struct InitializationItem {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Schedule {
     /// The per-step sequence in plain words.
-    pub(crate) description: String,
+    description: String,
     /// The operations of one step, in order.
     pub(crate) schedule_order: Vec<ScheduleItem>,
 }
@@ -739,11 +739,11 @@ pub struct DataAnalytics {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TrackedVariable {
     /// Why the variable is recorded.
-    pub(crate) description: String,
+    description: String,
     /// sourceName of a global variable, environment attribute or agent attribute.
     pub source_name: String,
-    pub(crate) collection_level: CollectionLevel,
-    pub(crate) check_time: CheckTime,
+    collection_level: CollectionLevel,
+    check_time: CheckTime,
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -333,7 +333,7 @@ pub struct StepReport {
     /// Time spent stepping inside the worker (no IPC), in ms.
     pub elapsed_ms: f64,
     /// Fallbacks the worker applied so far (e.g. an undefined getter replaced by a variable).
-    pub(crate) warnings: Vec<String>,
+    warnings: Vec<String>,
 }
 
 /// A model's current state in brief.
@@ -344,7 +344,7 @@ pub struct ModelInfo {
     pub(crate) terminated: Option<Termination>,
     /// Agents alive per type.
     pub agents: IndexMap<String, u64>,
-    pub(crate) global_variables: IndexMap<String, Value>,
+    global_variables: IndexMap<String, Value>,
     pub environment_attributes: IndexMap<String, Value>,
     pub(crate) topology: String,
     /// Edges of the network (network topology only).

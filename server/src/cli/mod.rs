@@ -43,13 +43,13 @@ use worker::*;
 pub struct Cli {
     /// Folder with scenarios/ (default: $SIMTREE_ASSETS, ./assets, or the checkout's assets).
     #[arg(long, global = true)]
-    pub(crate) assets: Option<PathBuf>,
+    assets: Option<PathBuf>,
     /// Run agent-based model code without the bubblewrap sandbox, with your user's access to
     /// files, network and environment (for machines where bwrap cannot start).
     #[arg(long, global = true)]
-    pub(crate) unsafe_abm: bool,
+    unsafe_abm: bool,
     #[command(subcommand)]
-    pub(crate) command: Command,
+    command: Command,
 }
 
 /// The LLM options of the commands that run simulations in their own process (`run`, `sweep`).
@@ -119,26 +119,26 @@ pub struct StorageArgs {
     /// Folder of the embedded database (default: $SIMTREE_DATA, else the platform data folder,
     /// e.g. ~/.local/share/simtree).
     #[arg(long, env = "SIMTREE_DATA")]
-    pub(crate) data: Option<PathBuf>,
+    data: Option<PathBuf>,
     /// Keep trees in memory only: they die with the process.
     #[arg(long, conflicts_with_all = ["data", "database_url"])]
-    pub(crate) ephemeral: bool,
+    ephemeral: bool,
     /// A PostgreSQL database instead of the embedded one (postgres://user@host:port/db).
     #[arg(long, env = "SIMTREE_DATABASE_URL", hide_env_values = true, conflicts_with = "data")]
-    pub(crate) database_url: Option<String>,
+    database_url: Option<String>,
     /// Memory (MiB) for the live simulators and logs of stored trees; others are read back from
     /// the store when used (0: no limit).
     #[arg(long, default_value_t = Limits::default().cache_bytes >> 20)]
-    pub(crate) cache_mb: usize,
+    cache_mb: usize,
     /// Largest import in bytes (imports stream into the store; `--max-body-bytes` does not apply).
     #[arg(long, default_value_t = Limits::default().max_import_bytes)]
-    pub(crate) max_import_bytes: u64,
+    max_import_bytes: u64,
     /// PostgreSQL: length of the server lease in seconds (one server per database). It is
     /// renewed every sixth of that; a server that died without releasing it holds the database
     /// until it lapses.
     #[arg(long, env = "SIMTREE_LEASE_SECS", default_value_t = crate::store::lease::DEFAULT_LEASE.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..=3600))]
-    pub(crate) lease_secs: u64,
+    lease_secs: u64,
 }
 
 impl StorageArgs {

@@ -8,33 +8,33 @@ use super::*;
 pub struct RunArgs {
     /// Scenario id (file stem in assets/scenarios).
     #[arg(long, required_unless_present = "scenario_file", conflicts_with = "scenario_file")]
-    pub(crate) scenario: Option<String>,
+    scenario: Option<String>,
     /// A scenario document of your own instead: a social scenario, a trading scenario or an
     /// agent-based model (checked as `POST /devui/simtree` checks it).
     #[arg(long)]
-    pub(crate) scenario_file: Option<PathBuf>,
+    scenario_file: Option<PathBuf>,
     /// Turns to run (default: the scenario's default_turns).
     #[arg(long)]
-    pub(crate) turns: Option<u64>,
+    turns: Option<u64>,
     /// Seed for the simulator's RNG (default: the scenario's seed).
     #[arg(long)]
-    pub(crate) seed: Option<u64>,
+    seed: Option<u64>,
     /// Print JSON lines instead of human-readable lines.
     #[arg(long)]
-    pub(crate) json: bool,
+    json: bool,
     #[command(flatten)]
-    pub(crate) llm: LlmArgs,
+    llm: LlmArgs,
     /// Folder to write the run to: tree.json (importable with POST /devui/simtree/import),
     /// log.jsonl, usage.json and records.json.
     #[arg(long)]
-    pub(crate) out: Option<PathBuf>,
+    out: Option<PathBuf>,
     /// The data folder a trading document's `episode.dataset` is read from (default:
     /// $SIMTREE_DATA, else the platform data folder; opened only for such a document).
     #[arg(long, env = "SIMTREE_DATA")]
-    pub(crate) data: Option<PathBuf>,
+    data: Option<PathBuf>,
     /// A PostgreSQL database to read `episode.dataset` from instead of a data folder.
     #[arg(long, env = "SIMTREE_DATABASE_URL", hide_env_values = true, conflicts_with = "data")]
-    pub(crate) database_url: Option<String>,
+    database_url: Option<String>,
 }
 
 /// `simtree run`: one advance of a fresh tree, printed as it happens. Output stops quietly when

@@ -8,89 +8,89 @@ use super::*;
 pub struct ServeArgs {
     /// Address to listen on (port 0 picks a free port; the bound address is printed).
     #[arg(long, default_value = "127.0.0.1:8090")]
-    pub(crate) addr: std::net::SocketAddr,
+    addr: std::net::SocketAddr,
     /// Largest accepted request body in bytes.
     #[arg(long, default_value_t = Limits::default().max_body_bytes)]
-    pub(crate) max_body_bytes: usize,
+    max_body_bytes: usize,
     /// Most turns one request may run.
     #[arg(long, default_value_t = Limits::default().max_turns_per_request)]
-    pub(crate) max_turns: u64,
+    max_turns: u64,
     /// Most children one fan-out request may create.
     #[arg(long, default_value_t = Limits::default().max_children_per_request)]
-    pub(crate) max_children: u64,
+    max_children: u64,
     /// Most trees the server holds at once.
     #[arg(long, default_value_t = Limits::default().max_trees)]
-    pub(crate) max_trees: usize,
+    max_trees: usize,
     /// Messages a tree socket's watcher may fall behind before it gets a resync (a node socket
     /// never resyncs: it reads what its watcher missed from the node's log).
     #[arg(long, default_value_t = Limits::default().ws_queue)]
-    pub(crate) ws_queue: usize,
+    ws_queue: usize,
     /// The web UI's build folder (default: $SIMTREE_STATIC or the checkout's frontend/dist).
     #[arg(long)]
-    pub(crate) static_dir: Option<PathBuf>,
+    static_dir: Option<PathBuf>,
     /// LLM settings file (TOML or JSON) layered over the LLM_* environment variables.
     #[arg(long)]
-    pub(crate) llm_config: Option<PathBuf>,
+    llm_config: Option<PathBuf>,
     /// Default token budget of every new tree (real providers only; default unlimited).
     #[arg(long)]
-    pub(crate) token_budget: Option<u64>,
+    token_budget: Option<u64>,
     /// Provider calls every tree may make (real providers only; default unlimited).
     #[arg(long)]
-    pub(crate) call_budget: Option<u64>,
+    call_budget: Option<u64>,
     /// US dollars every tree may spend on priced models, never exceeded (default unlimited;
     /// see docs/providers.md).
     #[arg(long, value_parser = money_arg)]
-    pub(crate) money_budget: Option<f64>,
+    money_budget: Option<f64>,
     /// A price table (JSON: model → {prompt, completion} dollars per million tokens) added
     /// to the defaults for well-known models.
     #[arg(long, env = "SIMTREE_PRICES")]
-    pub(crate) prices: Option<PathBuf>,
+    prices: Option<PathBuf>,
     /// Access token every route but /health requires (Bearer header, cookie or ?token=).
     /// Required when binding a non-loopback address.
     #[arg(long, env = "SIMTREE_TOKEN", hide_env_values = true)]
-    pub(crate) token: Option<String>,
+    token: Option<String>,
     /// Another origin (scheme://host[:port]) allowed to call the API and open its sockets,
     /// e.g. a dev server of another client. Repeatable. The server's own origin always is.
     #[arg(long = "allow-origin", value_name = "URL")]
-    pub(crate) allow_origin: Vec<String>,
+    allow_origin: Vec<String>,
     /// An origin (scheme://host[:port]) whose pages may show the web UI in a frame, e.g. a
     /// Jupyter server for `tree.show()`. Repeatable. By default no page may (clickjacking).
     #[arg(long = "allow-framing", value_name = "URL")]
-    pub(crate) allow_framing: Vec<String>,
+    allow_framing: Vec<String>,
     /// Most nodes one tree may hold.
     #[arg(long, default_value_t = Limits::default().max_nodes_per_tree)]
-    pub(crate) max_nodes_per_tree: usize,
+    max_nodes_per_tree: usize,
     /// Resident memory (MiB) above which new runs are refused and running ones stopped
     /// (0: no budget).
     #[arg(long, default_value_t = Limits::default().max_memory_bytes >> 20)]
-    pub(crate) max_memory_mb: u64,
+    max_memory_mb: u64,
     /// Connections held at once; to make room, the oldest silent one is closed, then a slow
     /// body of the address with the most; one remote address holds at most a quarter, and
     /// /health and /ready are answered beyond it.
     #[arg(long, default_value_t = Limits::default().max_connections)]
-    pub(crate) max_connections: usize,
+    max_connections: usize,
     /// WebSockets open at once; an upgrade beyond it gets 503.
     #[arg(long, default_value_t = Limits::default().max_websockets)]
-    pub(crate) max_websockets: usize,
+    max_websockets: usize,
     /// Seconds a WebSocket client may send nothing, pongs included, before it is closed (1001,
     /// saying where to resume); a client that reads is never closed for it.
     #[arg(long, default_value_t = Limits::default().ws_idle.as_secs(), value_parser = clap::value_parser!(u64).range(3..=86_400))]
-    pub(crate) ws_idle_secs: u64,
+    ws_idle_secs: u64,
     /// Seconds the runs in flight may take to finish once the server is asked to stop
     /// (SIGTERM, Ctrl-C); the rest are then cancelled and stored as cancelled.
     #[arg(long, env = "SIMTREE_SHUTDOWN_GRACE_SECS",
           default_value_t = crate::http::DEFAULT_SHUTDOWN_GRACE.as_secs(),
           value_parser = clap::value_parser!(u64).range(0..=3600))]
-    pub(crate) shutdown_grace_secs: u64,
+    shutdown_grace_secs: u64,
     /// PostgreSQL: the base URL the other servers on the database reach this one at when it
     /// leads (e.g. http://10.0.0.5:8090); default http://<the bound address>. Required when
     /// binding an unspecified address (0.0.0.0, ::).
     #[arg(long, env = "SIMTREE_ADVERTISE", value_name = "URL")]
-    pub(crate) advertise: Option<String>,
+    advertise: Option<String>,
     #[command(flatten)]
-    pub(crate) storage: StorageArgs,
+    storage: StorageArgs,
     #[command(flatten)]
-    pub(crate) jobs: ServeJobs,
+    jobs: ServeJobs,
 }
 
 /// `serve`'s job queue flags.
@@ -100,15 +100,15 @@ pub struct ServeJobs {
     /// server, unless --no-worker) take them. The default with --database-url (the flag stays for
     /// scripts that name it); with SQLite every run stays in this process.
     #[arg(long, requires = "database_url", conflicts_with = "no_jobs")]
-    pub(crate) jobs: bool,
+    jobs: bool,
     /// PostgreSQL: keep every run in this process, without the job queue (as with SQLite).
     #[arg(long)]
-    pub(crate) no_jobs: bool,
+    no_jobs: bool,
     /// PostgreSQL: run no jobs in this process (only `simtree worker` processes do).
     #[arg(long, requires = "database_url", conflicts_with = "no_jobs")]
-    pub(crate) no_worker: bool,
+    no_worker: bool,
     #[command(flatten)]
-    pub(crate) queue: QueueArgs,
+    queue: QueueArgs,
 }
 
 /// `simtree serve`: the plan of the flags, then the server's life on its database (`fleet`).

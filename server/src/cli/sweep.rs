@@ -7,18 +7,18 @@ use super::*;
 #[derive(Debug, clap::Args)]
 pub struct SweepArgs {
     /// The sweep file (JSON: scenario, turns, replicates, seed, axes, metrics, prefix).
-    pub(crate) file: PathBuf,
+    file: PathBuf,
     /// One JSON line per cell instead of a table.
     #[arg(long)]
-    pub(crate) json: bool,
+    json: bool,
     /// Also write one CSV row per run to this file.
     #[arg(long)]
-    pub(crate) csv: Option<PathBuf>,
+    csv: Option<PathBuf>,
     /// Runs at once (default: the machine's cores).
     #[arg(long)]
-    pub(crate) parallel: Option<usize>,
+    parallel: Option<usize>,
     #[command(flatten)]
-    pub(crate) llm: LlmArgs,
+    llm: LlmArgs,
 }
 
 /// `simtree sweep`: every cell × replicate in parallel, with a progress bar on a terminal.

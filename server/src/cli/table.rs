@@ -12,35 +12,35 @@ use super::*;
 #[derive(Debug, clap::Args)]
 pub struct TableArgs {
     /// The tree.
-    pub(crate) tree: u64,
+    tree: u64,
     /// A sweep of the tree: one row per run, step and variable.
     #[arg(long, conflicts_with_all = ["node", "path"])]
-    pub(crate) sweep: Option<u64>,
+    sweep: Option<u64>,
     /// Without a sweep: the log around this node, one row per entry (default: the root, so the
     /// whole tree).
     #[arg(long)]
-    pub(crate) node: Option<u64>,
+    node: Option<u64>,
     /// Only the node's root path (its full log), not its subtree.
     #[arg(long)]
-    pub(crate) path: bool,
+    path: bool,
     /// A sweep's metric rows only, without each run's steps.
     #[arg(long)]
-    pub(crate) no_series: bool,
+    no_series: bool,
     /// csv (a header line, then a line per row) or ndjson (a JSON object per line).
     #[arg(long, default_value = "csv", value_parser = ["csv", "ndjson"])]
-    pub(crate) format: String,
+    format: String,
     /// Write to this file instead of stdout.
     #[arg(long, short)]
-    pub(crate) out: Option<PathBuf>,
+    out: Option<PathBuf>,
     /// The server: the address or the link `simtree serve` printed (with `?token=`).
     #[arg(long, env = "SIMTREE_URL", default_value = "http://127.0.0.1:8090")]
-    pub(crate) url: String,
+    url: String,
     /// The server's access token, if it has one and the URL does not carry it.
     #[arg(long, env = "SIMTREE_TOKEN", hide_env_values = true)]
-    pub(crate) token: Option<String>,
+    token: Option<String>,
     /// Rows per request.
     #[arg(long, default_value_t = crate::workbench::table::MAX_TABLE_ROWS)]
-    pub(crate) page: u64,
+    page: u64,
 }
 
 /// Writes every page of the table.

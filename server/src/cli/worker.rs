@@ -8,15 +8,15 @@ use super::*;
 pub struct WorkerArgs {
     /// The PostgreSQL database the server queues runs in.
     #[arg(long, env = "SIMTREE_DATABASE_URL", hide_env_values = true)]
-    pub(crate) database_url: String,
+    database_url: String,
     /// Runs at once (default: the machine's cores).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
-    pub(crate) concurrency: Option<u64>,
+    concurrency: Option<u64>,
     /// LLM settings file (TOML or JSON) layered over the LLM_* environment variables.
     #[arg(long)]
-    pub(crate) llm_config: Option<PathBuf>,
+    llm_config: Option<PathBuf>,
     #[command(flatten)]
-    pub(crate) queue: QueueArgs,
+    queue: QueueArgs,
 }
 
 /// How runs go through the job queue (`serve --jobs`, `worker`).
@@ -26,17 +26,17 @@ pub struct QueueArgs {
     /// (heartbeats come every sixth of that).
     #[arg(long, default_value_t = crate::store::jobs::DEFAULT_LAPSE.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..=3600))]
-    pub(crate) job_lapse_secs: u64,
+    job_lapse_secs: u64,
     /// Times a run is tried before it is given up and its node fails (a run whose process
     /// dies every time is not retried forever). The server's value applies to the runs it queues.
     #[arg(long, default_value_t = crate::store::jobs::DEFAULT_MAX_ATTEMPTS,
           value_parser = clap::value_parser!(u64).range(1..=100))]
-    pub(crate) job_attempts: u64,
+    job_attempts: u64,
     /// Agent-based-model runs this process takes from the queue at once: the Python/Mesa
     /// workers of its pool (default: the machine's cores; 0: it takes none). A server's own
     /// worker takes them only while no `simtree worker` offers any.
     #[arg(long, value_parser = clap::value_parser!(u64).range(0..=256))]
-    pub(crate) abm_workers: Option<u64>,
+    abm_workers: Option<u64>,
 }
 
 impl QueueArgs {

@@ -48,7 +48,7 @@ pub struct Agent {
     #[serde(default)]
     pub short_memory: ShortTermMemory,
     #[serde(default)]
-    pub(crate) last_history_length: usize,
+    last_history_length: usize,
     #[serde(default = "default_max_repeat")]
     pub(crate) max_repeat: u32,
     #[serde(default)]

@@ -28,8 +28,8 @@ pub enum ParseError {
 /// The sections of a response, each trimmed; a missing section is empty.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct Sections<'a> {
-    pub(crate) thoughts: &'a str,
-    pub(crate) plan: &'a str,
+    thoughts: &'a str,
+    plan: &'a str,
     pub(crate) action: &'a str,
     pub(crate) plan_update: &'a str,
     pub(crate) emotion_update: &'a str,

@@ -117,7 +117,7 @@ pub(crate) async fn graph(
 #[derive(Debug, Default, Deserialize)]
 pub struct GraphQuery {
     #[serde(default)]
-    pub(crate) edges: Option<String>,
+    edges: Option<String>,
 }
 
 /// `GET …/graph/columns`: the graph in the columnar binary form of `simtree_shared::columns`
@@ -136,7 +136,7 @@ pub(crate) async fn graph_columns(State(app): St, ApiPath(tree): ApiPath<u64>) -
 #[derive(Debug, Default, Deserialize)]
 pub struct EstimateQuery {
     #[serde(default)]
-    pub(crate) estimate: bool,
+    estimate: bool,
 }
 
 impl EstimateQuery {

@@ -35,8 +35,8 @@ use super::chat::{CacheHints, Message, SharedPrefix};
 /// ([`messages_bound`]): what an explicit cache of it may cost, foreseen by estimates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Prefix {
-    pub(crate) len: usize,
-    pub(crate) hash: u64,
+    len: usize,
+    hash: u64,
     pub(crate) bytes: u64,
     pub(crate) bound: u64,
 }

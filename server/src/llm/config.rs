@@ -19,8 +19,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 #[error("LLM config: {field}: {message}")]
 pub struct ConfigError {
     /// The environment variable, file path or `scenarios.x.agents.y.field` path.
-    pub(crate) field: String,
-    pub(crate) message: String,
+    field: String,
+    message: String,
 }
 
 impl ConfigError {
@@ -609,38 +609,38 @@ fn env_bool(get: &dyn Fn(&str) -> Option<String>, name: &str) -> Result<Option<b
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LlmOverride {
-    pub(crate) dialect: Option<Dialect>,
-    pub(crate) model: Option<String>,
-    pub(crate) base_url: Option<String>,
+    dialect: Option<Dialect>,
+    model: Option<String>,
+    base_url: Option<String>,
     /// Several servers of one model (see [`LlmConfig::base_urls`]).
-    pub(crate) base_urls: Option<Vec<String>>,
-    pub(crate) prefix_affinity: Option<bool>,
+    base_urls: Option<Vec<String>>,
+    prefix_affinity: Option<bool>,
     /// A literal key (discouraged in files that are shared; prefer `api_key_env`).
-    pub(crate) api_key: Option<ApiKey>,
+    api_key: Option<ApiKey>,
     /// The name of an environment variable holding the key.
-    pub(crate) api_key_env: Option<String>,
-    pub(crate) temperature: Option<f64>,
-    pub(crate) top_p: Option<f64>,
-    pub(crate) frequency_penalty: Option<f64>,
-    pub(crate) presence_penalty: Option<f64>,
-    pub(crate) max_tokens: Option<u32>,
-    pub(crate) timeout_s: Option<f64>,
-    pub(crate) max_retries: Option<u32>,
-    pub(crate) retry_backoff_s: Option<f64>,
-    pub(crate) max_backoff_s: Option<f64>,
-    pub(crate) max_concurrency: Option<usize>,
-    pub(crate) requests_per_second: Option<f64>,
-    pub(crate) anthropic_version: Option<String>,
-    pub(crate) openai_json_mode: Option<OpenAiJsonMode>,
-    pub(crate) max_response_bytes: Option<u64>,
+    api_key_env: Option<String>,
+    temperature: Option<f64>,
+    top_p: Option<f64>,
+    frequency_penalty: Option<f64>,
+    presence_penalty: Option<f64>,
+    max_tokens: Option<u32>,
+    timeout_s: Option<f64>,
+    max_retries: Option<u32>,
+    retry_backoff_s: Option<f64>,
+    max_backoff_s: Option<f64>,
+    max_concurrency: Option<usize>,
+    requests_per_second: Option<f64>,
+    anthropic_version: Option<String>,
+    openai_json_mode: Option<OpenAiJsonMode>,
+    max_response_bytes: Option<u64>,
     /// Stream replies while someone watches (see [`LlmConfig::stream`]).
-    pub(crate) stream: Option<bool>,
+    stream: Option<bool>,
     /// Ask the provider's prompt cache for help (see [`LlmConfig::prompt_cache`]).
-    pub(crate) prompt_cache: Option<bool>,
+    prompt_cache: Option<bool>,
     /// Coalesce identical calls in flight at once (see [`LlmConfig::coalesce`]).
-    pub(crate) coalesce: Option<bool>,
+    coalesce: Option<bool>,
     /// How the calls that share a prefix not cached yet go (see [`LlmConfig::warm_up`]).
-    pub(crate) warm_up: Option<WarmUpMode>,
+    warm_up: Option<WarmUpMode>,
 }
 
 /// One scenario's section of the config file: its own override plus per-agent ones.
@@ -648,7 +648,7 @@ pub struct LlmOverride {
 #[serde(deny_unknown_fields)]
 pub struct ScenarioLlm {
     #[serde(flatten)]
-    pub(crate) llm: LlmOverride,
+    llm: LlmOverride,
     /// Keyed by agent name exactly as in the scenario.
     #[serde(default)]
     pub(crate) agents: BTreeMap<String, LlmOverride>,
@@ -675,7 +675,7 @@ pub struct ScenarioLlm {
 #[serde(deny_unknown_fields)]
 pub struct LlmSettings {
     #[serde(default)]
-    pub(crate) default: LlmOverride,
+    default: LlmOverride,
     /// Keyed by scenario name (the scenario file's stem, e.g. `council`).
     #[serde(default)]
     pub(crate) scenarios: BTreeMap<String, ScenarioLlm>,

@@ -38,7 +38,7 @@ pub struct Price {
     /// Per million tokens kept in an explicit cache, per hour (Gemini's `cachedContents`
     /// storage); nothing when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) cache_storage: Option<f64>,
+    cache_storage: Option<f64>,
 }
 
 impl Price {

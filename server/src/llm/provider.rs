@@ -949,7 +949,7 @@ pub(crate) struct EndpointSet {
     label: String,
     members: Vec<(Arc<dyn ChatProvider>, Arc<Gate>)>,
     /// Whether the affinity key is followed (else: always the least loaded).
-    pub(crate) affinity: bool,
+    affinity: bool,
     /// Where the next search for the least loaded starts: ties go round.
     next: std::sync::atomic::AtomicUsize,
 }

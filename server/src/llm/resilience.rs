@@ -32,12 +32,12 @@ pub enum Failure {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct RetryPolicy {
     /// Attempts after the first.
-    pub(crate) max_retries: u32,
+    max_retries: u32,
     /// Backoff before the first retry; doubles each retry.
-    pub(crate) backoff: Duration,
+    backoff: Duration,
     /// Cap on one wait. A `Retry-After` longer than this ends the call instead of blocking a
     /// run for minutes.
-    pub(crate) max_backoff: Duration,
+    max_backoff: Duration,
 }
 
 impl RetryPolicy {

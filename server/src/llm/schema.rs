@@ -78,8 +78,8 @@ fn strict_node(v: &mut Value) {
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[error("{path}: {problem}")]
 pub struct SchemaError {
-    pub(crate) path: String,
-    pub(crate) problem: Problem,
+    path: String,
+    problem: Problem,
 }
 
 /// What is wrong at a [`SchemaError`]'s path.

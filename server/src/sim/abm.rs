@@ -28,8 +28,8 @@ use crate::engine::event::{Event, EventSink};
 /// history.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct AbmSim {
-    pub(crate) model: Arc<AbmModel>,
-    pub(crate) seed: u64,
+    model: Arc<AbmModel>,
+    seed: u64,
     /// The state after the node's run, as this server's worker pickled it; `None` before the
     /// first run and on imported nodes.
     #[serde(skip)]
@@ -39,7 +39,7 @@ pub struct AbmSim {
     pub history: AppendList<Advance>,
     pub steps: u64,
     #[serde(default)]
-    pub(crate) terminated: Option<Termination>,
+    terminated: Option<Termination>,
     /// Branch ops, applied in the worker right before the next step.
     #[serde(default)]
     pub pending: Vec<Patch>,

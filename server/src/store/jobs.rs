@@ -96,7 +96,7 @@ pub struct Job {
     pub(crate) payload: String,
     /// Claims so far, this one included.
     pub attempts: u64,
-    pub(crate) max_attempts: u64,
+    max_attempts: u64,
     /// The node's record as the claim read it (its parent and the node are committed with or
     /// before the job): the worker needs no read of its own. `None`: gone, or damaged.
     pub(crate) attached: Option<NodeRow>,
@@ -109,7 +109,7 @@ pub struct JobRow {
     pub node: u64,
     pub status: Status,
     pub attempts: u64,
-    pub(crate) max_attempts: u64,
+    max_attempts: u64,
     pub claimed_by: Option<String>,
     pub error: Option<String>,
 }

@@ -72,10 +72,10 @@ pub struct Holder {
     pub(crate) holder: String,
     pub(crate) host: String,
     pub(crate) pid: u64,
-    pub(crate) acquired: u64,
-    pub(crate) expires: u64,
+    acquired: u64,
+    expires: u64,
     /// The database's clock when the row was read.
-    pub(crate) now: u64,
+    now: u64,
     /// Where the holder serves (`serve --advertise`); `None` from servers before it was
     /// written, and from stores that lead without serving.
     pub(crate) address: Option<String>,

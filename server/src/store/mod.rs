@@ -189,7 +189,7 @@ pub struct NodeRow {
 #[derive(Debug, Default)]
 pub struct NodeRows {
     pub rows: Vec<NodeRow>,
-    pub(crate) damaged: Vec<(u64, RowError)>,
+    damaged: Vec<(u64, RowError)>,
 }
 
 impl NodeRows {
@@ -216,7 +216,7 @@ impl NodeRows {
 pub struct LogRow {
     pub(crate) index: u64,
     pub entries: String,
-    pub(crate) crc: Option<u32>,
+    crc: Option<u32>,
 }
 
 impl LogRow {
@@ -423,7 +423,7 @@ pub struct ScenarioRow {
     pub(crate) id: String,
     pub(crate) version: u64,
     /// Unix milliseconds.
-    pub(crate) saved: u64,
+    saved: u64,
     pub(crate) body: String,
 }
 

@@ -24,34 +24,34 @@ use super::storage::{self, write_run};
 pub struct TradeRunArgs {
     /// buy_and_hold, momentum, mean_reversion or llm (offline mock model).
     #[arg(long)]
-    pub(crate) agent: String,
+    agent: String,
     /// Comma-separated tickers, e.g. AAPL,MSFT.
     #[arg(long, value_delimiter = ',', required = true)]
-    pub(crate) tickers: Vec<String>,
+    tickers: Vec<String>,
     /// First day of the window (YYYY-MM-DD).
     #[arg(long)]
-    pub(crate) from: String,
+    from: String,
     /// Last day of the window (YYYY-MM-DD, inclusive).
     #[arg(long)]
-    pub(crate) to: String,
+    to: String,
     /// Initial cash.
     #[arg(long, default_value_t = 100_000.0)]
-    pub(crate) cash: f64,
+    cash: f64,
     /// Folder that receives {run_id}/.
     #[arg(long, default_value = "experiments")]
     pub out: PathBuf,
     /// Run id (default: agent-tickers-from-to, with -2, -3… if taken).
     #[arg(long)]
-    pub(crate) run_id: Option<String>,
+    run_id: Option<String>,
     /// Trading days between decision points.
     #[arg(long, default_value_t = 1)]
-    pub(crate) every: u32,
+    every: u32,
     /// Daily bars per ticker shown in each Case.
     #[arg(long, default_value_t = 20)]
-    pub(crate) lookback: u32,
+    lookback: u32,
     /// Folder with daily_ohlcv.csv and events.csv (default: assets/data/market).
     #[arg(long)]
-    pub(crate) data: Option<PathBuf>,
+    data: Option<PathBuf>,
 }
 
 impl TradeRunArgs {

@@ -42,11 +42,11 @@ pub enum Session {
 /// One dated public fact from `events.csv`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MarketEvent {
-    pub(crate) date: String,
-    pub(crate) ticker: String,
-    pub(crate) kind: CaseDataKind,
-    pub(crate) session: Session,
-    pub(crate) headline: String,
+    date: String,
+    ticker: String,
+    kind: CaseDataKind,
+    session: Session,
+    headline: String,
 }
 
 impl MarketEvent {

@@ -85,7 +85,7 @@ pub struct Holding {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Equity {
     pub(crate) points: Vec<EquityPoint>,
-    pub(crate) returns: Vec<f64>,
+    returns: Vec<f64>,
 }
 
 /// Values `holdings` (sorted by date; on equal dates the later entry wins) at every day of `days`.
@@ -245,11 +245,11 @@ pub fn evaluate_log(log: &EpisodeLog, market: &MarketData) -> Result<EpisodeMetr
 /// one) and the totals of trades and rejections.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunMetrics {
-    pub(crate) episodes: usize,
-    pub(crate) mean_strategy: Performance,
-    pub(crate) mean_buy_and_hold: Performance,
-    pub(crate) num_trades: usize,
-    pub(crate) rejected_decisions: usize,
+    episodes: usize,
+    mean_strategy: Performance,
+    mean_buy_and_hold: Performance,
+    num_trades: usize,
+    rejected_decisions: usize,
 }
 
 #[cfg(test)]

@@ -28,9 +28,9 @@ pub use simtree_shared::trading::{CaseDataItem, CaseDataKind, ExecutedTrade, Por
 #[serde(deny_unknown_fields)]
 pub struct PricePoint {
     pub timestamp: String,
-    pub(crate) open: f64,
-    pub(crate) high: f64,
-    pub(crate) low: f64,
+    open: f64,
+    high: f64,
+    low: f64,
     pub(crate) close: f64,
     pub(crate) volume: u64,
 }
@@ -120,11 +120,11 @@ pub struct Case {
 /// The agent-facing payload of a [`Case`]: everything but the metadata.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub(crate) struct AgentCase<'a> {
-    pub(crate) case_id: &'a str,
-    pub(crate) tickers: &'a [String],
-    pub(crate) case_data: &'a CaseData,
-    pub(crate) stock_data: &'a BTreeMap<String, StockData>,
-    pub(crate) portfolio: &'a PortfolioSnapshot,
+    case_id: &'a str,
+    tickers: &'a [String],
+    case_data: &'a CaseData,
+    stock_data: &'a BTreeMap<String, StockData>,
+    portfolio: &'a PortfolioSnapshot,
 }
 
 impl Case {
@@ -314,7 +314,7 @@ pub(crate) struct AgentInvocation {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentInvocationResult {
-    pub(crate) decision: Decision,
+    decision: Decision,
 }
 
 // ---------------------------------------------------------------------------------------------

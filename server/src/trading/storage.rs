@@ -22,7 +22,7 @@ pub(crate) const TRADE_HISTORY_FILE: &str = "trade_history.json";
 /// A run as stored on disk.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StoredRun {
-    pub(crate) run_id: String,
+    run_id: String,
     pub configs: Vec<EpisodeConfig>,
     pub episode_logs: Vec<EpisodeLog>,
     pub trade_history: TradeHistory,

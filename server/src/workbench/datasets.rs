@@ -31,7 +31,7 @@ pub(crate) const MAX_DATASETS: usize = 64;
 
 /// An uploaded dataset: its description, and its data while it is in use.
 pub(crate) struct UserDataset {
-    pub(crate) info: DatasetInfo,
+    info: DatasetInfo,
     /// The parsed data while an episode holds it (read back from the store when it is gone).
     market: Mutex<Weak<MarketData>>,
     /// Without a store the data has nowhere to be read back from: it stays.

@@ -14,11 +14,11 @@ use super::{Core, NodeId, lock};
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Drained {
     /// Runs that were in flight when the drain began.
-    pub(crate) in_flight: usize,
+    in_flight: usize,
     /// Runs cancelled when the grace period was over.
     pub(crate) cancelled: usize,
     /// Runs left to the next leader (jobs still queued or claimed when the grace period was over).
-    pub(crate) handed_over: usize,
+    handed_over: usize,
 }
 
 impl Upkeep<'_> {

@@ -48,39 +48,39 @@ pub(super) type Explores = Jobs<ExploreRecord>;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExploreData {
-    pub(crate) id: u64,
-    pub(crate) parent: NodeId,
-    pub(crate) turns: u64,
-    pub(crate) seed: u64,
-    pub(crate) objective: Objective,
+    id: u64,
+    parent: NodeId,
+    turns: u64,
+    seed: u64,
+    objective: Objective,
     /// Replicates of every candidate in the first round.
-    pub(crate) replicates: u64,
-    pub(crate) budget: ExploreBudget,
+    replicates: u64,
+    budget: ExploreBudget,
     /// The most runs it may start (its runs budget or its whole schedule).
-    pub(crate) run_cap: u64,
-    pub(crate) status: ExploreStatus,
+    run_cap: u64,
+    status: ExploreStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) reason: Option<String>,
-    pub(crate) round: u32,
+    reason: Option<String>,
+    round: u32,
     /// The last round whose candidates were ranked (absent in rows written before resuming
     /// existed: inferred when one is resumed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) ranked: Option<u32>,
-    pub(crate) runs_used: u64,
-    pub(crate) candidates: Vec<CandidateData>,
+    ranked: Option<u32>,
+    runs_used: u64,
+    candidates: Vec<CandidateData>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CandidateData {
-    pub(crate) point: IndexMap<String, Value>,
-    pub(crate) node: NodeId,
+    point: IndexMap<String, Value>,
+    node: NodeId,
     /// Replicate `k` (seed `seed + k`) is `children[k]`; its result `results[k]`.
-    pub(crate) children: Vec<NodeId>,
-    pub(crate) results: Vec<Replicate>,
+    children: Vec<NodeId>,
+    results: Vec<Replicate>,
     /// The round after which it was halved away.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) dropped_after: Option<u32>,
+    dropped_after: Option<u32>,
 }
 
 /// An exploration in memory.

@@ -57,8 +57,8 @@ pub(crate) fn check_scenario_name(name: &str) -> Result<(), ScenarioNameError> {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("scenario name {name:?}: {why}")]
 pub struct ScenarioNameError {
-    pub(crate) name: String,
-    pub(crate) why: NameFault,
+    name: String,
+    why: NameFault,
 }
 
 /// What is wrong with a scenario name.
@@ -106,7 +106,7 @@ pub(crate) struct Library {
     /// The highest version each id was given, deleted ones included.
     counters: Mutex<HashMap<String, u64>>,
     /// Largest document, in bytes of JSON: the limit inline documents have (the request body).
-    pub(crate) max_bytes: usize,
+    max_bytes: usize,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

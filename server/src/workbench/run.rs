@@ -44,7 +44,7 @@ pub(super) struct RunSpec {
     /// The seed a sweep's or an exploration's replicate runs with ([`Sim::reseed`]), applied
     /// after `replicate`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) reseed: Option<u64>,
+    reseed: Option<u64>,
     /// The recorded calls a replay answers from, strictly: it makes no provider call wherever
     /// it runs (`None`: calls go to the backend, recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -262,7 +262,7 @@ pub(super) fn end_writes(
 pub(super) struct Running {
     pub(crate) cancelled: watch::Receiver<bool>,
     ended: watch::Sender<bool>,
-    pub(crate) live: LiveState,
+    live: LiveState,
 }
 
 impl TreeHandle {

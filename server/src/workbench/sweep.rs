@@ -50,21 +50,21 @@ pub(super) type Sweeps = Jobs<SweepRecord>;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SweepData {
-    pub(crate) id: u64,
-    pub(crate) parent: NodeId,
-    pub(crate) turns: u64,
+    id: u64,
+    parent: NodeId,
+    turns: u64,
     /// The seed of replicate `k`, shared by every cell.
-    pub(crate) seeds: Vec<u64>,
+    seeds: Vec<u64>,
     /// Metric name → definition (`max:<var>`…), in the file's order.
-    pub(crate) metrics: IndexMap<String, String>,
+    metrics: IndexMap<String, String>,
     /// The index of the cell the others' effects are measured against (absent in rows written
     /// before effects: the first cell).
     #[serde(default, skip_serializing_if = "is_zero")]
-    pub(crate) baseline: usize,
+    baseline: usize,
     /// How the effects' intervals are made (absent: `t`).
     #[serde(default, skip_serializing_if = "IntervalKind::is_t")]
-    pub(crate) interval: IntervalKind,
-    pub(crate) cells: Vec<CellData>,
+    interval: IntervalKind,
+    cells: Vec<CellData>,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -74,11 +74,11 @@ fn is_zero(n: &usize) -> bool {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CellData {
-    pub(crate) cell: IndexMap<String, Value>,
-    pub(crate) node: NodeId,
+    cell: IndexMap<String, Value>,
+    node: NodeId,
     /// Replicate `k` is `children[k]`; its result is `results[k]`.
-    pub(crate) children: Vec<NodeId>,
-    pub(crate) results: Vec<Replicate>,
+    children: Vec<NodeId>,
+    results: Vec<Replicate>,
 }
 
 /// A sweep in memory: its data and its metrics, parsed.

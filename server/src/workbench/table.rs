@@ -62,8 +62,8 @@ impl TableFormat {
 /// Which rows of a table a request wants: from `offset`, at most `limit`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Page {
-    pub(crate) offset: u64,
-    pub(crate) limit: u64,
+    offset: u64,
+    limit: u64,
 }
 
 impl Page {

@@ -36,17 +36,17 @@ pub(crate) const HOST: &str = "Host";
 #[serde(deny_unknown_fields)]
 pub struct Config {
     #[serde(default)]
-    pub(crate) chair: Option<String>,
+    chair: Option<String>,
 }
 
 /// The tally of one concluded voting round, kept in `past_votes`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PastVote {
-    pub(crate) title: String,
-    pub(crate) yes: usize,
-    pub(crate) no: usize,
-    pub(crate) abstain: usize,
+    title: String,
+    yes: usize,
+    no: usize,
+    abstain: usize,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -55,16 +55,16 @@ pub struct State {
     pub(crate) time: i64,
     /// Member name → `yes` | `no` | `abstain`, in voting order.
     #[serde(default)]
-    pub(crate) votes: IndexMap<String, String>,
+    votes: IndexMap<String, String>,
     #[serde(default)]
-    pub(crate) voting_started: bool,
+    voting_started: bool,
     #[serde(default)]
-    pub(crate) voting_completed_announced: bool,
+    voting_completed_announced: bool,
     /// `None` until the first round starts (upstream: key absent); `""` after a round concludes.
     #[serde(default)]
-    pub(crate) vote_title: Option<String>,
+    vote_title: Option<String>,
     #[serde(default)]
-    pub(crate) past_votes: Vec<PastVote>,
+    past_votes: Vec<PastVote>,
     /// Set by `finish_meeting`; ends the simulation.
     #[serde(default)]
     pub(crate) complete: bool,
@@ -72,15 +72,15 @@ pub struct State {
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Council {
-    pub(crate) name: String,
-    pub(crate) initial_event: String,
-    pub(crate) state: State,
+    name: String,
+    initial_event: String,
+    state: State,
     #[serde(default)]
-    pub(crate) config: serde_json::Map<String, serde_json::Value>,
+    config: serde_json::Map<String, serde_json::Value>,
     /// The chair's name (`config.chair`); left out when it is the Host, so stored councils read
     /// the same either way.
     #[serde(default = "host", skip_serializing_if = "is_host")]
-    pub(crate) chair: String,
+    chair: String,
 }
 
 fn host() -> String {

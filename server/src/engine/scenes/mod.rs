@@ -363,11 +363,11 @@ pub(crate) fn act_as<S: SceneRules + ?Sized>(
 #[cfg(test)]
 pub(crate) struct Refused<'a> {
     /// The action's result as it is logged: `{"error": code, …}`.
-    pub(crate) result: Value,
+    result: Value,
     /// The outcome's summary.
-    pub(crate) summary: &'a str,
+    summary: &'a str,
     /// The one line the actor alone is told.
-    pub(crate) told: &'a str,
+    told: &'a str,
 }
 
 #[cfg(test)]

@@ -16,16 +16,16 @@ pub struct Config {}
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ChatState {
-    pub(crate) time: i64,
+    time: i64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SimpleChat {
-    pub(crate) name: String,
-    pub(crate) initial_event: String,
-    pub(crate) state: ChatState,
+    name: String,
+    initial_event: String,
+    state: ChatState,
     #[serde(default)]
-    pub(crate) config: serde_json::Map<String, serde_json::Value>,
+    config: serde_json::Map<String, serde_json::Value>,
 }
 
 pub(crate) const DESCRIPTION: &str = "This is an online chat room. Behave like a real person in a group chat: post only when you have something worth saying, and feel free to stay quiet.";

@@ -57,32 +57,32 @@ fn manhattan(a: Xy, b: Xy) -> i64 {
 /// One explicitly stored grid cell. Cells not stored are passable plain ground of cost 1.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub(crate) struct Tile {
-    pub(crate) passable: bool,
-    pub(crate) movement_cost: i64,
-    pub(crate) terrain: String,
-    pub(crate) resources: IndexMap<String, i64>,
+    passable: bool,
+    movement_cost: i64,
+    terrain: String,
+    resources: IndexMap<String, i64>,
 }
 
 /// A named place on the map (upstream `MapLocation`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Location {
-    pub(crate) name: String,
-    pub(crate) x: i64,
-    pub(crate) y: i64,
+    name: String,
+    x: i64,
+    y: i64,
     /// `building`, `resource`, `landmark` or `generic`; resting in a building restores more.
     #[serde(rename = "type", default = "generic")]
-    pub(crate) kind: String,
+    kind: String,
     #[serde(default)]
-    pub(crate) description: String,
+    description: String,
     #[serde(default)]
-    pub(crate) resources: IndexMap<String, i64>,
+    resources: IndexMap<String, i64>,
     /// Most agents that can be "in" the place at once; -1 = unlimited.
     #[serde(default = "unlimited")]
-    pub(crate) capacity: i64,
+    capacity: i64,
     /// Who is here (upstream `agents_here`); not serialised, as upstream.
     #[serde(skip)]
-    pub(crate) occupants: BTreeSet<String>,
+    occupants: BTreeSet<String>,
 }
 
 fn generic() -> String {
@@ -165,8 +165,8 @@ struct TileView<'a> {
 /// The village grid: its size, the sparse special tiles and the named places.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GameMap {
-    pub(crate) width: i64,
-    pub(crate) height: i64,
+    width: i64,
+    height: i64,
     /// Stored tiles in insertion order (upstream's dict); may lie outside the grid.
     tiles: IndexMap<Xy, Tile>,
     /// Named places in insertion order; all inside the grid, names unique.
@@ -393,15 +393,15 @@ fn default_chat_range() -> i64 {
 pub struct Config {
     /// Multiplies a path's energy cost (may be fractional).
     #[serde(default = "default_movement_cost")]
-    pub(crate) movement_cost: Number,
+    movement_cost: Number,
     /// Manhattan distance within which agents hear each other.
     #[serde(default = "default_chat_range")]
-    pub(crate) chat_range: i64,
+    chat_range: i64,
     #[serde(default)]
-    pub(crate) map: Arc<GameMap>,
+    map: Arc<GameMap>,
     /// Accepted for compatibility and ignored (upstream crashes when it is true).
     #[serde(default)]
-    pub(crate) print_map_each_turn: bool,
+    print_map_each_turn: bool,
 }
 
 impl Default for Config {
@@ -424,10 +424,10 @@ pub struct State {
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Village {
-    pub(crate) name: String,
-    pub(crate) initial_event: String,
-    pub(crate) state: State,
-    pub(crate) config: Config,
+    name: String,
+    initial_event: String,
+    state: State,
+    config: Config,
 }
 
 impl Village {

@@ -46,12 +46,12 @@ pub struct Config {
     /// Player name → role (`werewolf`, `seer`, `witch`, `villager`, …). Moved into `state.roles`
     /// by [`Werewolf::new`]; agents missing here get their `properties.role`.
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
-    pub(crate) role_map: IndexMap<String, String>,
+    role_map: IndexMap<String, String>,
     /// Players who run the game: they never skip a turn, hear the wolves and the witch at night and
     /// are told every secret night action. Anyone named "moderator" (any case) also counts as one,
     /// except for those notices, which go to this list only (as upstream).
     #[serde(default)]
-    pub(crate) moderators: Vec<String>,
+    moderators: Vec<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -76,8 +76,8 @@ impl Phase {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Potions {
-    pub(crate) heals_left: i64,
-    pub(crate) poisons_left: i64,
+    heals_left: i64,
+    poisons_left: i64,
 }
 
 impl Default for Potions {
@@ -94,7 +94,7 @@ impl Default for Potions {
 #[serde(deny_unknown_fields)]
 pub(crate) struct WitchAction {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) poison_target: Option<String>,
+    poison_target: Option<String>,
 }
 
 /// Upstream's state dict, key for key and in the same order.
@@ -104,34 +104,34 @@ pub struct State {
     pub(crate) time: i64,
     pub(crate) phase: Phase,
     /// Dawns so far; 0 during the first night.
-    pub(crate) day_count: i64,
-    pub(crate) roles: IndexMap<String, String>,
-    pub(crate) alive: Vec<String>,
+    day_count: i64,
+    roles: IndexMap<String, String>,
+    alive: Vec<String>,
     /// Voter → target, in the order voters first voted (ties go to the target voted first).
-    pub(crate) night_kill_votes: IndexMap<String, String>,
-    pub(crate) lynch_votes: IndexMap<String, String>,
+    night_kill_votes: IndexMap<String, String>,
+    lynch_votes: IndexMap<String, String>,
     /// Created on a witch's first potion; absent means "both potions left" to the actions but
     /// shows as `0/0` in the status line, as upstream.
-    pub(crate) witch_uses: IndexMap<String, Potions>,
-    pub(crate) witch_saved: bool,
-    pub(crate) witch_actions: IndexMap<String, WitchAction>,
+    witch_uses: IndexMap<String, Potions>,
+    witch_saved: bool,
+    witch_actions: IndexMap<String, WitchAction>,
     /// Turns taken (or skipped) this night, one entry per turn.
-    pub(crate) night_spoken: Vec<String>,
+    night_spoken: Vec<String>,
     pub(crate) complete: bool,
-    pub(crate) winner: Option<String>,
+    winner: Option<String>,
     /// Upstream adds this key (always empty) at the first dawn that does not end the game; nothing
     /// reads it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) day_spoken: Option<Vec<String>>,
+    day_spoken: Option<Vec<String>>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Werewolf {
-    pub(crate) name: String,
-    pub(crate) initial_event: String,
+    name: String,
+    initial_event: String,
     /// Boxed so the `Scene` enum stays small next to the chat scenes.
-    pub(crate) state: Box<State>,
-    pub(crate) config: Config,
+    state: Box<State>,
+    config: Config,
 }
 
 pub(crate) const DESCRIPTION: &str = "This is a game of Werewolf, a hidden-role deduction game that alternates between night and day. \

@@ -61,44 +61,44 @@ pub(crate) const IN_THE_GAME: &str = "in the game: ";
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Member {
-    pub(crate) role: String,
-    pub(crate) alive: bool,
-    pub(crate) muted: bool,
+    role: String,
+    alive: bool,
+    muted: bool,
     /// Its per-agent variables.
-    pub(crate) vars: IndexMap<String, Value>,
+    vars: IndexMap<String, Value>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CustomState {
-    pub(crate) time: i64,
-    pub(crate) phase: String,
+    time: i64,
+    phase: String,
     /// The pass over the phase's actors, from 1.
-    pub(crate) round: u32,
+    round: u32,
     /// Turns taken in the phase.
-    pub(crate) turn: u64,
+    turn: u64,
     /// Who acts in this pass, in order, and the index of the next.
-    pub(crate) queue: Vec<String>,
-    pub(crate) next: usize,
+    queue: Vec<String>,
+    next: usize,
     /// Agents who have taken an action in this phase.
-    pub(crate) acted: Vec<String>,
+    acted: Vec<String>,
     /// The shared variables.
-    pub(crate) vars: IndexMap<String, Value>,
+    vars: IndexMap<String, Value>,
     /// Every agent, by name, in the scenario's order.
-    pub(crate) agents: IndexMap<String, Member>,
+    agents: IndexMap<String, Member>,
     /// Per tally, each voter's choice.
-    pub(crate) votes: IndexMap<String, IndexMap<String, Value>>,
+    votes: IndexMap<String, IndexMap<String, Value>>,
     /// How the scene ended; `None` while it runs.
-    pub(crate) outcome: Option<String>,
+    outcome: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(try_from = "Stored")]
 pub struct Custom {
-    pub(crate) name: String,
-    pub(crate) initial_event: String,
+    name: String,
+    initial_event: String,
     /// Boxed: the scene enum stays as small as the shipped scenes'.
-    pub(crate) state: Box<CustomState>,
+    state: Box<CustomState>,
     pub(crate) config: Arc<CustomScene>,
     #[serde(skip)]
     programs: Arc<Programs>,

@@ -49,12 +49,12 @@ use crate::engine::world::World;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Landlord {
-    pub(crate) name: String,
-    pub(crate) initial_event: String,
+    name: String,
+    initial_event: String,
     /// Boxed: the state is several times larger than other scenes' and lives inside `Scene`.
-    pub(crate) state: Box<State>,
+    state: Box<State>,
     #[serde(default)]
-    pub(crate) config: Config,
+    config: Config,
 }
 
 const DESCRIPTION_ONE_DECK: &str = "Four players sit down to Dou Dizhu (Landlord) with a single 54-card deck: the ranks 3 up to A, then 2, the small joker SJ and the big joker BJ. Suits do not matter, only ranks and how many of each you hold. Everyone receives 13 cards; the last 2 lie face down as bottom cards and go to the landlord once bidding is over.";
