@@ -220,11 +220,17 @@ fn run(cli: Cli) -> Result<(), String> {
         return table(args);
     }
     let library = ScenarioLibrary::load_assets(&assets).map_err(|e| e.to_string())?;
+    let ground = Ground {
+        library,
+        assets,
+        sandbox,
+    };
+    let library = &ground.library;
     match cli.command {
         Command::Trade { .. } | Command::Abm { .. } | Command::Data { .. } | Command::Table(_) => Ok(()),
-        Command::Scenarios { command: Some(command) } => scenarios(command, library, &assets),
+        Command::Scenarios { command: Some(command) } => scenarios(command, ground),
         Command::Scenarios { command: None } => {
-            for e in ScenarioEntry::all(&library) {
+            for e in ScenarioEntry::all(library) {
                 let s = e.summary();
                 // A social scenario shows its scene's name; the other kinds their kind.
                 let what = match e {
@@ -235,11 +241,19 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             Ok(())
         }
-        Command::Serve(args) => serve(args, library, assets, sandbox),
-        Command::Worker(args) => worker(args, &library, &assets, sandbox),
-        Command::Run(args) => run_headless(&library, &assets, sandbox, args),
-        Command::Sweep(args) => sweep(args, &library, &assets, sandbox),
+        Command::Serve(args) => serve(args, ground),
+        Command::Worker(args) => worker(args, &ground),
+        Command::Run(args) => run_headless(args, &ground),
+        Command::Sweep(args) => sweep(args, &ground),
     }
+}
+
+/// What the commands that build simulations start from: the shipped scenarios, the assets
+/// folder they came from, and where ABM code runs.
+struct Ground {
+    library: ScenarioLibrary,
+    assets: PathBuf,
+    sandbox: crate::abm::Sandbox,
 }
 
 /// A workbench on the store `storage` names (the shipped market data, the uploaded datasets and

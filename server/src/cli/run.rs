@@ -39,12 +39,7 @@ pub struct RunArgs {
 
 /// `simtree run`: one advance of a fresh tree, printed as it happens. Output stops quietly when
 /// the reader goes away (`| head`); the run itself still finishes so `--out` is complete.
-pub(super) fn run_headless(
-    library: &ScenarioLibrary,
-    assets: &std::path::Path,
-    sandbox: crate::abm::Sandbox,
-    a: RunArgs,
-) -> Result<(), String> {
+pub(super) fn run_headless(a: RunArgs, g: &Ground) -> Result<(), String> {
     use std::io::IsTerminal;
     let backend = a.llm.backend()?;
     let (scenario, document) = match &a.scenario_file {
@@ -64,12 +59,12 @@ pub(super) fn run_headless(
                 }
                 _ => None,
             };
-            crate::headless::fresh_sim((&user).into(), a.seed, assets, sandbox, market)
+            crate::headless::fresh_sim((&user).into(), a.seed, &g.assets, g.sandbox, market)
                 .map_err(|e| format!("{}: {e}", file.display()))?
         }
         _ => {
-            let entry = ScenarioEntry::find(library, &scenario)?;
-            crate::headless::fresh_sim(entry, a.seed, assets, sandbox, None).map_err(|e| e.to_string())?
+            let entry = ScenarioEntry::find(&g.library, &scenario)?;
+            crate::headless::fresh_sim(entry, a.seed, &g.assets, g.sandbox, None).map_err(|e| e.to_string())?
         }
     };
     let turns = a.turns.unwrap_or(default_turns);

@@ -28,14 +28,10 @@ pub enum ScenariosCommand {
 }
 
 /// `simtree scenarios list|save|rm`: the library routes' checks and messages, on the data folder.
-pub(super) fn scenarios(
-    command: ScenariosCommand,
-    library: ScenarioLibrary,
-    assets: &std::path::Path,
-) -> Result<(), String> {
+pub(super) fn scenarios(command: ScenariosCommand, ground: Ground) -> Result<(), String> {
     match command {
         ScenariosCommand::List { storage } => {
-            let wb = workbench_on(&storage, library, assets)?;
+            let wb = workbench_on(&storage, ground.library, &ground.assets)?;
             let mut out = std::io::stdout().lock();
             for s in wb.scenarios().scenario_list() {
                 let origin = match s.version {
@@ -51,7 +47,7 @@ pub(super) fn scenarios(
         }
         ScenariosCommand::Save { name, file, storage } => {
             let (_, doc) = read_scenario_file(&file)?;
-            let wb = workbench_on(&storage, library, assets)?;
+            let wb = workbench_on(&storage, ground.library, &ground.assets)?;
             let saved = if wb.scenarios().is_saved(&name) {
                 wb.scenarios().update_scenario(&name, &doc)
             } else {
@@ -62,7 +58,7 @@ pub(super) fn scenarios(
             Ok(())
         }
         ScenariosCommand::Rm { name, storage } => {
-            let wb = workbench_on(&storage, library, assets)?;
+            let wb = workbench_on(&storage, ground.library, &ground.assets)?;
             wb.scenarios().delete_scenario(&name).map_err(|e| e.to_string())?;
             println!("removed {name}");
             Ok(())

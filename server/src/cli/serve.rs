@@ -112,12 +112,12 @@ pub struct ServeJobs {
 }
 
 /// `simtree serve`: the plan of the flags, then the server's life on its database (`fleet`).
-pub(super) fn serve(
-    a: ServeArgs,
-    library: ScenarioLibrary,
-    assets: PathBuf,
-    sandbox: crate::abm::Sandbox,
-) -> Result<(), String> {
+pub(super) fn serve(a: ServeArgs, ground: Ground) -> Result<(), String> {
+    let Ground {
+        library,
+        assets,
+        sandbox,
+    } = ground;
     let ServeArgs {
         addr,
         max_body_bytes,

@@ -22,12 +22,7 @@ pub struct SweepArgs {
 }
 
 /// `simtree sweep`: every cell × replicate in parallel, with a progress bar on a terminal.
-pub(super) fn sweep(
-    a: SweepArgs,
-    library: &ScenarioLibrary,
-    assets: &std::path::Path,
-    sandbox: crate::abm::Sandbox,
-) -> Result<(), String> {
+pub(super) fn sweep(a: SweepArgs, g: &Ground) -> Result<(), String> {
     let SweepArgs {
         file,
         json,
@@ -41,11 +36,11 @@ pub(super) fn sweep(
     let backend = llm.backend()?;
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let env = crate::sweep::Env {
-        library,
+        library: &g.library,
         backend: &backend,
-        root: assets.join(".."),
+        root: g.assets.join(".."),
         parallel: parallel.unwrap_or(cores),
-        sandbox,
+        sandbox: g.sandbox,
     };
     let bar = {
         use std::io::IsTerminal;

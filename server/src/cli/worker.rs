@@ -55,19 +55,14 @@ impl QueueArgs {
 }
 
 /// `simtree worker`: runs jobs until SIGTERM or ctrl-c.
-pub(super) fn worker(
-    a: WorkerArgs,
-    library: &ScenarioLibrary,
-    assets: &std::path::Path,
-    sandbox: crate::abm::Sandbox,
-) -> Result<(), String> {
+pub(super) fn worker(a: WorkerArgs, g: &Ground) -> Result<(), String> {
     let WorkerArgs {
         database_url,
         concurrency,
         llm_config,
         queue,
     } = a;
-    let wb = crate::fleet::worker_bench(library, assets, sandbox, llm_config.as_deref(), &database_url)
+    let wb = crate::fleet::worker_bench(&g.library, &g.assets, g.sandbox, llm_config.as_deref(), &database_url)
         .map_err(|e| e.to_string())?;
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let concurrency = concurrency.map_or(cores, |c| c as usize);

@@ -570,19 +570,20 @@ mod tests {
         Arc::new(PriceTable::with_file(r#"{"fake:priced": {"prompt": 1000, "completion": 2000}}"#).unwrap())
     }
 
+    /// A budget at the test prices with the caps `cap` sets.
+    fn capped(cap: impl FnOnce(&mut Limits)) -> TreeBudget {
+        let mut limits = Limits::default();
+        cap(&mut limits);
+        TreeBudget::new(limits, prices())
+    }
+
     fn request(words: usize) -> ChatRequest {
         ChatRequest::new(vec![Message::new(Role::User, "x ".repeat(words))])
     }
 
     #[test]
     fn tokens_stop_new_calls_once_spent() {
-        let b = TreeBudget::new(
-            Limits {
-                tokens: Some(100),
-                ..Limits::default()
-            },
-            prices(),
-        );
+        let b = capped(|l| l.tokens = Some(100));
         let hold = now(b.reserve("fake:priced", &request(1), None)).unwrap();
         now(b.settle(
             "fake:priced",
@@ -607,13 +608,7 @@ mod tests {
     fn money_is_reserved_at_the_worst_case_so_concurrent_calls_never_pass_the_cap() {
         // A call of 10 words with max_tokens 100 may cost (20 + 16 + 64) × $0.001 + 100 × $0.002
         // = $0.30; actually it costs 10 × $0.001 + 50 × $0.002 = $0.11.
-        let b = TreeBudget::new(
-            Limits {
-                money: Some(1.0),
-                ..Limits::default()
-            },
-            prices(),
-        );
+        let b = capped(|l| l.money = Some(1.0));
         let r = request(10);
         let holds: Vec<Hold> = (0..3)
             .map(|_| now(b.reserve("fake:priced", &r, Some(100))).unwrap())
@@ -648,13 +643,7 @@ mod tests {
 
     #[test]
     fn a_budget_within_another_is_admitted_only_when_both_admit_and_charges_both() {
-        let tree = Arc::new(TreeBudget::new(
-            Limits {
-                calls: Some(3),
-                ..Limits::default()
-            },
-            prices(),
-        ));
+        let tree = Arc::new(capped(|l| l.calls = Some(3)));
         let part = TreeBudget::within(
             Limits {
                 money: Some(1.0),
@@ -700,13 +689,7 @@ mod tests {
         let _ = now(q.reserve("openai:unknown", &r, Some(100)));
         assert_eq!(q.probed(), Some(Err(Unbounded::NoPrice("openai:unknown".into()))));
         // What is left under a budget and the one it is within: the smaller.
-        let tree = Arc::new(TreeBudget::new(
-            Limits {
-                money: Some(0.5),
-                ..Limits::default()
-            },
-            prices(),
-        ));
+        let tree = Arc::new(capped(|l| l.money = Some(0.5)));
         let part = TreeBudget::within(Limits::default(), prices(), Some(tree.clone()));
         assert_eq!(part.money_left(), Some(0.5));
         let h = now(tree.reserve("fake:priced", &r, Some(100))).unwrap();
@@ -762,13 +745,7 @@ mod tests {
 
     #[test]
     fn calls_are_counted_as_they_start() {
-        let b = TreeBudget::new(
-            Limits {
-                calls: Some(2),
-                ..Limits::default()
-            },
-            prices(),
-        );
+        let b = capped(|l| l.calls = Some(2));
         let _a = now(b.reserve("mock:mock", &request(1), None)).unwrap();
         let _b = now(b.reserve("mock:mock", &request(1), None)).unwrap();
         let e = now(b.reserve("mock:mock", &request(1), None)).unwrap_err().to_string();

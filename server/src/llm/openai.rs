@@ -358,15 +358,7 @@ mod tests {
 
     #[test]
     fn parses_text_tool_calls_usage_and_refusals() {
-        let r = OpenAiWire
-            .parse(&json!({
-                "choices": [{"message": {"role": "assistant", "content": "  hi  ",
-                    "tool_calls": [{"id": "c1", "type": "function",
-                        "function": {"name": "vote", "arguments": "{\"target\":\"Pia\"}"}}]},
-                    "finish_reason": "tool_calls"}],
-                "usage": {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17}
-            }))
-            .unwrap();
+        let r = OpenAiWire.parse(&vote_body("  hi  ")).unwrap();
         assert_eq!(r.text, "hi");
         assert_eq!(r.tool_calls[0].arguments, json!({"target": "Pia"}));
         assert_eq!(r.tool_calls[0].id.as_deref(), Some("c1"));
@@ -392,6 +384,17 @@ mod tests {
         );
     }
 
+    /// A reply saying `content` and calling `vote` on Pia, with its usage.
+    fn vote_body(content: &str) -> Value {
+        json!({
+            "choices": [{"message": {"role": "assistant", "content": content,
+                "tool_calls": [{"id": "c1", "type": "function",
+                    "function": {"name": "vote", "arguments": "{\"target\":\"Pia\"}"}}]},
+                "finish_reason": "tool_calls"}],
+            "usage": {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17}
+        })
+    }
+
     /// Feeds `events` to a stream reader: the text pieces and the body the stream makes.
     fn streamed(events: &[&str]) -> (Vec<String>, Result<Value, StreamError>) {
         let mut r = OpenAiWire.stream_reader();
@@ -404,15 +407,7 @@ mod tests {
 
     #[test]
     fn a_stream_reads_as_the_same_response_as_the_plain_body() {
-        let plain = OpenAiWire
-            .parse(&json!({
-                "choices": [{"message": {"role": "assistant", "content": "Hello there",
-                    "tool_calls": [{"id": "c1", "type": "function",
-                        "function": {"name": "vote", "arguments": "{\"target\":\"Pia\"}"}}]},
-                    "finish_reason": "tool_calls"}],
-                "usage": {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17}
-            }))
-            .unwrap();
+        let plain = OpenAiWire.parse(&vote_body("Hello there")).unwrap();
         let (pieces, got) = streamed(&[
             r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":"Hel"},"finish_reason":null}]}"#,
             r#"{"choices":[{"index":0,"delta":{"content":"lo there"}}],"usage":null}"#,

@@ -199,48 +199,54 @@ mod tests {
         }
     }
 
+    /// Whether a call of `agent`'s leads (the gate is entered and left at once).
+    async fn leads(gate: &Arc<WarmUp>, agent: &str) -> bool {
+        gate.enter(key(agent), false).await.lead.is_some()
+    }
+
+    /// A gate that has seen the provider cache.
+    fn warm_gate() -> Arc<WarmUp> {
+        let gate = Arc::new(WarmUp::default());
+        gate.saw_cache("openai:m");
+        gate
+    }
+
+    /// A sibling call of Ann's entering the gate: whether it led and whether it was held.
+    fn sibling(gate: &Arc<WarmUp>) -> tokio::task::JoinHandle<(bool, bool)> {
+        let gate = gate.clone();
+        tokio::spawn(async move {
+            let entered = gate.enter(key("Ann"), false).await;
+            (entered.lead.is_some(), entered.held.is_some())
+        })
+    }
+
     #[tokio::test]
     async fn siblings_wait_for_the_first_answer_only_on_a_provider_that_caches() {
         let gate = Arc::new(WarmUp::default());
-        assert!(
-            gate.enter(key("Ann"), false).await.lead.is_none(),
-            "no cache seen: nothing is held"
-        );
+        assert!(!leads(&gate, "Ann").await, "no cache seen: nothing is held");
         gate.saw_cache("openai:m");
         let first = gate.enter(key("Ann"), false).await;
         assert!(first.held.is_none(), "the first is not held");
         let lead = first.lead.expect("the first leads");
-        let sibling = tokio::spawn({
-            let gate = gate.clone();
-            async move {
-                let entered = gate.enter(key("Ann"), false).await;
-                entered.lead.is_none() && entered.held.is_some()
-            }
-        });
+        let sibling = sibling(&gate);
         settle().await;
         assert_eq!(gate.waiting(), 1, "the sibling is held while the leader is out");
-        assert!(
-            gate.enter(key("Bo"), false).await.lead.is_some(),
-            "another agent leads its own"
-        );
+        assert!(leads(&gate, "Bo").await, "another agent leads its own");
         lead.finish(true);
-        assert!(sibling.await.unwrap(), "released, held, and it does not lead");
-        assert!(
-            gate.enter(key("Ann"), false).await.lead.is_none(),
-            "a late sibling goes at once"
+        assert_eq!(
+            sibling.await.unwrap(),
+            (false, true),
+            "released, held, and it does not lead"
         );
+        assert!(!leads(&gate, "Ann").await, "a late sibling goes at once");
     }
 
     #[tokio::test]
     async fn a_failed_or_cancelled_leader_releases_its_siblings_without_warming() {
-        let gate = Arc::new(WarmUp::default());
-        gate.saw_cache("openai:m");
+        let gate = warm_gate();
         for fail in [true, false] {
             let lead = gate.enter(key("Ann"), false).await.lead.expect("leads");
-            let sibling = tokio::spawn({
-                let gate = gate.clone();
-                async move { gate.enter(key("Ann"), false).await.lead.is_none() }
-            });
+            let sibling = sibling(&gate);
             settle().await;
             assert_eq!(gate.waiting(), 1);
             if fail {
@@ -248,19 +254,15 @@ mod tests {
             } else {
                 drop(lead);
             }
-            assert!(sibling.await.unwrap());
+            assert!(!sibling.await.unwrap().0, "released, and it does not lead");
             assert_eq!(gate.waiting(), 0);
         }
-        assert!(
-            gate.enter(key("Ann"), false).await.lead.is_some(),
-            "not warm: the next call leads again"
-        );
+        assert!(leads(&gate, "Ann").await, "not warm: the next call leads again");
     }
 
     #[tokio::test]
     async fn one_at_a_time_each_sibling_waits_for_the_one_before_it() {
-        let gate = Arc::new(WarmUp::default());
-        gate.saw_cache("openai:m");
+        let gate = warm_gate();
         let first = gate.enter(key("Ann"), true).await.lead.expect("leads");
         let order = Arc::new(Mutex::new(Vec::new()));
         let siblings: Vec<_> = (0..3)

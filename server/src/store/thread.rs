@@ -286,6 +286,25 @@ impl Gone {
     }
 }
 
+/// A sweep's or exploration's row as (is an exploration, tree, id).
+fn job_row(w: &Write) -> Option<(bool, u64, u64)> {
+    match *w {
+        Write::Sweep { tree, id, .. } => Some((false, tree, id)),
+        Write::Explore { tree, id, .. } => Some((true, tree, id)),
+        _ => None,
+    }
+}
+
+/// Whether `w` deletes the rows of `row`'s kind in its tree.
+fn deletes_job_rows(w: &Write, (explore, tree, _): (bool, u64, u64)) -> bool {
+    match *w {
+        Write::DeleteTree { tree: t } => t == tree,
+        Write::DeleteSweep { tree: t, .. } => !explore && t == tree,
+        Write::DeleteExplore { tree: t, .. } => explore && t == tree,
+        _ => false,
+    }
+}
+
 /// Queues a write, appending log entries to the previous write when they continue it (a run's
 /// entries arrive one by one; a row holds a batch).
 pub(super) fn push_merged(writes: &mut Vec<Write>, w: Write) {
@@ -314,30 +333,16 @@ pub(super) fn push_merged(writes: &mut Vec<Write>, w: Write) {
         *c0 += count;
         return;
     }
-    // A sweep's row is rewritten whole as each replicate ends: a queued one it supersedes is
-    // replaced in place (unless a deletion for its tree comes after it).
-    if let Write::Sweep { tree, id, .. } = &w {
+    // A sweep's or exploration's row is rewritten whole as each replicate ends: a queued one it
+    // supersedes is replaced in place (unless a deletion for its tree comes after it).
+    if let Some(row) = job_row(&w) {
         for queued in writes.iter_mut().rev() {
-            match queued {
-                Write::Sweep { tree: t, id: i, .. } if t == tree && i == id => {
-                    *queued = w;
-                    return;
-                }
-                Write::DeleteSweep { tree: t, .. } | Write::DeleteTree { tree: t } if t == tree => break,
-                _ => {}
+            if job_row(queued) == Some(row) {
+                *queued = w;
+                return;
             }
-        }
-    }
-    // So is an exploration's.
-    if let Write::Explore { tree, id, .. } = &w {
-        for queued in writes.iter_mut().rev() {
-            match queued {
-                Write::Explore { tree: t, id: i, .. } if t == tree && i == id => {
-                    *queued = w;
-                    return;
-                }
-                Write::DeleteExplore { tree: t, .. } | Write::DeleteTree { tree: t } if t == tree => break,
-                _ => {}
+            if deletes_job_rows(queued, row) {
+                break;
             }
         }
     }

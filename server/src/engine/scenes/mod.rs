@@ -443,6 +443,7 @@ pub(crate) fn check_refusals<S: SceneRules + Serialize + ?Sized>(
 /// Tests: runs of the shipped scenarios.
 #[cfg(test)]
 mod testing {
+    use crate::engine::action::{ActionResult, Outcome};
     use crate::engine::event::{Event, EventType};
     use crate::engine::simulator::Simulator;
 
@@ -459,6 +460,12 @@ mod testing {
             "no agent errors"
         );
         (sim, events)
+    }
+
+    /// Asserts that `o` succeeded with `result` and `summary` and ended the actor's turn.
+    #[track_caller]
+    pub(crate) fn passed(o: &Outcome, result: ActionResult, summary: &str) {
+        assert_eq!(*o, Outcome::ok(result, summary, true));
     }
 
     /// The summaries of the `action_end` events, in order ("-" for one without).

@@ -754,7 +754,7 @@ mod tests {
     use super::*;
     use crate::engine::event::{Event, EventType};
     use crate::engine::ordering::Ordering;
-    use crate::engine::scenes::testing::mock_run;
+    use crate::engine::scenes::testing::{mock_run, passed};
     use crate::engine::scenes::{Refused, Scene, check_refusal, check_refusals};
     use crate::engine::simulator::Simulator;
     use crate::llm::MockClient;
@@ -978,16 +978,13 @@ mod tests {
         night(&mut sim, 1);
         lines(&mut sim);
         let o = act(&mut sim, "Elena", target("night_kill", "Pia"));
-        assert_eq!(
-            o,
-            Outcome::ok(
-                ActionResult::Tally {
-                    target: "Pia".into(),
-                    tally: 1
-                },
-                "Elena voted night kill: Pia",
-                true
-            )
+        passed(
+            &o,
+            ActionResult::Tally {
+                target: "Pia".into(),
+                tally: 1,
+            },
+            "Elena voted night kill: Pia",
         );
         let got = lines(&mut sim);
         // Every wolf (the voter too) and the moderator, in map order.
@@ -1059,16 +1056,13 @@ mod tests {
         let mut sim = game();
         lines(&mut sim);
         let o = act(&mut sim, "Ronan", target("inspect", "Elena"));
-        assert_eq!(
-            o,
-            Outcome::ok(
-                ActionResult::Inspected {
-                    target: "Elena".into(),
-                    is_werewolf: true
-                },
-                "Ronan inspected Elena (werewolf)",
-                true
-            )
+        passed(
+            &o,
+            ActionResult::Inspected {
+                target: "Elena".into(),
+                is_werewolf: true,
+            },
+            "Ronan inspected Elena (werewolf)",
         );
         assert_eq!(
             lines(&mut sim),
@@ -1119,10 +1113,7 @@ mod tests {
         assert!(ww(&sim).state.witch_uses.is_empty());
 
         let o = act(&mut sim, "Bram", ActionCall::new("witch_save"));
-        assert_eq!(
-            o,
-            Outcome::ok(ActionResult::Saved { saved: true }, "Bram used witch save", true)
-        );
+        passed(&o, ActionResult::Saved { saved: true }, "Bram used witch save");
         assert_eq!(
             lines(&mut sim),
             vec![
@@ -1170,13 +1161,10 @@ mod tests {
             refused(&mut sim, who, call, error, feedback);
         }
         let o = act(&mut sim, "Bram", target("witch_poison", "Elena"));
-        assert_eq!(
-            o,
-            Outcome::ok(
-                ActionResult::PoisonPrepared { target: "Elena".into() },
-                "Bram prepared poison for Elena",
-                true
-            )
+        passed(
+            &o,
+            ActionResult::PoisonPrepared { target: "Elena".into() },
+            "Bram prepared poison for Elena",
         );
         assert_eq!(
             lines(&mut sim),
@@ -1326,29 +1314,23 @@ mod tests {
 
         st(&mut sim).lynch_votes.insert("Pia".into(), "Elena".into());
         let o = act(&mut sim, "Moderator", ActionCall::new("open_voting"));
-        assert_eq!(
-            o,
-            Outcome::ok(
-                ActionResult::VotingOpened { opened: true },
-                "Moderator opened voting",
-                true
-            )
+        passed(
+            &o,
+            ActionResult::VotingOpened { opened: true },
+            "Moderator opened voting",
         );
         assert_eq!(ww(&sim).state.phase, Phase::DayVoting);
         assert!(ww(&sim).state.lynch_votes.is_empty());
         all_hear(&lines(&mut sim), "[18:00] Public Event: Voting is now open.");
 
         let o = act(&mut sim, "Pia", target("vote_lynch", "Elena"));
-        assert_eq!(
-            o,
-            Outcome::ok(
-                ActionResult::Tally {
-                    target: "Elena".into(),
-                    tally: 1
-                },
-                "Pia voted to lynch Elena",
-                true
-            )
+        passed(
+            &o,
+            ActionResult::Tally {
+                target: "Elena".into(),
+                tally: 1,
+            },
+            "Pia voted to lynch Elena",
         );
         all_hear(&lines(&mut sim), "[18:00] Public Event: Pia voted to lynch Elena.");
         assert_eq!(
@@ -1384,13 +1366,10 @@ mod tests {
         );
 
         let o = act(&mut sim, "Moderator", ActionCall::new("close_voting"));
-        assert_eq!(
-            o,
-            Outcome::ok(
-                ActionResult::VotingClosed { closed: true },
-                "Moderator closed voting",
-                true
-            )
+        passed(
+            &o,
+            ActionResult::VotingClosed { closed: true },
+            "Moderator closed voting",
         );
         // 8 alive need 5: no majority; Elena leads alone with 2 live votes.
         all_hear(

@@ -4,7 +4,7 @@ use super::*;
 use crate::engine::event::{Event, EventType};
 use crate::engine::ordering::Ordering;
 use crate::engine::parse::ActionCall;
-use crate::engine::scenes::testing::summaries;
+use crate::engine::scenes::testing::{passed, summaries};
 use crate::engine::scenes::{Refused, Scene, SceneKind, check_refusal, check_refusals};
 use crate::engine::simulator::{BuildError, SimOptions, Simulator};
 use crate::llm::MockClient;
@@ -247,13 +247,10 @@ fn passing_the_call_moves_round_the_table_and_a_silent_round_redeals() {
 fn call_opens_the_rob_stage_and_robs_double_until_the_landlord_is_seated() {
     let (mut l, mut w) = table(1, 4);
     let out = act(&mut l, &mut w, "Alice", "call_landlord");
-    assert_eq!(
-        out,
-        Outcome::ok(
-            ActionResult::Called { called: "Alice".into() },
-            "Alice called landlord",
-            true
-        )
+    passed(
+        &out,
+        ActionResult::Called { called: "Alice".into() },
+        "Alice called landlord",
     );
     assert_eq!(l.state.bidding_stage, Stage::Rob);
     assert_eq!(l.state.landlord_candidate.as_deref(), Some("Alice"));
@@ -279,13 +276,10 @@ fn call_opens_the_rob_stage_and_robs_double_until_the_landlord_is_seated() {
     );
 
     let out = act(&mut l, &mut w, "Bob", "rob_landlord");
-    assert_eq!(
-        out,
-        Outcome::ok(
-            ActionResult::Robbed { robbed: "Bob".into() },
-            "Bob robbed landlord",
-            true
-        )
+    passed(
+        &out,
+        ActionResult::Robbed { robbed: "Bob".into() },
+        "Bob robbed landlord",
     );
     assert_eq!(l.state.score_multiplier, 2);
     assert_eq!(l.state.landlord_candidate.as_deref(), Some("Bob"));
@@ -302,10 +296,7 @@ fn call_opens_the_rob_stage_and_robs_double_until_the_landlord_is_seated() {
     check_refusals(&mut l, &mut w, &rows);
 
     let out = act(&mut l, &mut w, "Carol", "pass");
-    assert_eq!(
-        out,
-        Outcome::ok(ActionResult::Passed { pass: true }, "Carol passed rob", true)
-    );
+    passed(&out, ActionResult::Passed { pass: true }, "Carol passed rob");
     assert_eq!(l.controlled_next(&w).as_deref(), Some("Dave"));
     drain(&mut w);
 
@@ -378,10 +369,7 @@ fn doubling_runs_farmers_first_then_starts_play_with_the_landlord() {
     drain(&mut w);
 
     let out = act(&mut l, &mut w, "Carol", "double");
-    assert_eq!(
-        out,
-        Outcome::ok(ActionResult::Doubled { double: true }, "Carol doubled", true)
-    );
+    passed(&out, ActionResult::Doubled { double: true }, "Carol doubled");
     assert_eq!(l.state.score_multiplier, 2);
     assert_eq!(
         heard(&drain(&mut w), "Bob"),
@@ -395,10 +383,7 @@ fn doubling_runs_farmers_first_then_starts_play_with_the_landlord() {
     check_refusals(&mut l, &mut w, &rows);
     assert_eq!(l.controlled_next(&w).as_deref(), Some("Dave"));
     let out = act(&mut l, &mut w, "Dave", "no_double");
-    assert_eq!(
-        out,
-        Outcome::ok(ActionResult::Doubled { double: false }, "Dave declined doubling", true)
-    );
+    passed(&out, ActionResult::Doubled { double: false }, "Dave declined doubling");
     assert_eq!(
         heard(&drain(&mut w), "Alice"),
         ["[18:00] Public Event: Dave declined to double."]
@@ -538,10 +523,7 @@ fn a_trick_ends_when_everyone_else_passes() {
     let lead = l.state.leading_combo.clone().unwrap();
     assert_eq!((lead.combo.kind, lead.owner.as_str()), (ComboType::Pair, "Alice"));
     let out = act(&mut l, &mut w, "Bob", "pass");
-    assert_eq!(
-        out,
-        Outcome::ok(ActionResult::Passed { pass: true }, "Bob passed", true)
-    );
+    passed(&out, ActionResult::Passed { pass: true }, "Bob passed");
     assert_eq!(l.controlled_next(&w).as_deref(), Some("Carol"));
     act(&mut l, &mut w, "Carol", "pass");
     assert_eq!(l.state.passes_since_play, 2);
@@ -583,16 +565,13 @@ fn the_landlord_going_out_untouched_is_a_spring() {
     playing(&mut l, "Alice", ["3 3", "4", "5", "6"]);
     l.state.score_multiplier = 2;
     let out = play(&mut l, &mut w, "Alice", "3 3");
-    assert_eq!(
-        out,
-        Outcome::ok(
-            ActionResult::Played {
-                played: vec!["3".into(), "3".into()],
-                win: true
-            },
-            "Alice played: 3 3 (pair), remaining: (empty) [WIN]",
-            true
-        )
+    passed(
+        &out,
+        ActionResult::Played {
+            played: vec!["3".into(), "3".into()],
+            win: true,
+        },
+        "Alice played: 3 3 (pair), remaining: (empty) [WIN]",
     );
     assert_eq!(
         heard(&drain(&mut w), "Dave"),
@@ -680,16 +659,13 @@ fn play_cards_failures_report_code_and_remaining_hand_in_rank_order() {
     l.state.leading_combo = None;
     drain(&mut w);
     let out = play(&mut l, &mut w, "Bob", "3  3");
-    assert_eq!(
-        out,
-        Outcome::ok(
-            ActionResult::Played {
-                played: vec!["3".into(), "3".into()],
-                win: false
-            },
-            "Bob played: 3 3 (pair), remaining: 10 K 2 BJ",
-            true
-        )
+    passed(
+        &out,
+        ActionResult::Played {
+            played: vec!["3".into(), "3".into()],
+            win: false,
+        },
+        "Bob played: 3 3 (pair), remaining: 10 K 2 BJ",
     );
     assert_eq!(
         heard(&drain(&mut w), "Carol"),
