@@ -69,7 +69,7 @@ fn an_imported_model_that_cannot_be_rebuilt_is_refused_with_the_reason() {
         refused(&|a| a.history.push(Advance {
             patches: vec![unknown.clone()],
             reseed: None,
-            steps: 1,
+            steps: 1
         })),
         "history[0]: the model declares no global variable 'nope'"
     );
@@ -82,7 +82,7 @@ fn an_imported_model_that_cannot_be_rebuilt_is_refused_with_the_reason() {
         refused(&|a| a.history.push(Advance {
             patches: vec![],
             reseed: None,
-            steps: MAX_REBUILD_STEPS + 1,
+            steps: MAX_REBUILD_STEPS + 1
         })),
         format!(
             "the history replays {} steps; at most {MAX_REBUILD_STEPS} can be rebuilt",

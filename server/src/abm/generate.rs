@@ -217,10 +217,12 @@ impl MockAbmLlm {
         let title = mock_title(prompt).unwrap_or_else(|| example.to_owned());
         let why = match found.as_slice() {
             [] => "default, since no example's keyword is in the description".to_string(),
-            words => format!(
-                "the description's {}",
-                words.iter().map(|w| format!("\"{w}\"")).collect::<Vec<_>>().join(", ")
-            ),
+            words => {
+                format!(
+                    "the description's {}",
+                    words.iter().map(|w| format!("\"{w}\"")).collect::<Vec<_>>().join(", ")
+                )
+            }
         };
         let steps = mock_steps(&said);
         let mut explanation = format!(

@@ -3,7 +3,7 @@
 
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{FromRequest, FromRequestParts, Path, Request};
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
@@ -226,6 +226,25 @@ where
     }
 }
 
+/// `Query<T>` whose rejection is a 422 JSON detail naming the parameter at fault
+/// (e.g. `?limit=ten`).
+pub struct ApiQuery<T>(pub T);
+
+impl<S, T> FromRequestParts<S> for ApiQuery<T>
+where
+    T: DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match Query::<T>::from_request_parts(parts, state).await {
+            Ok(Query(v)) => Ok(ApiQuery(v)),
+            Err(rejection) => Err(ApiError::unprocessable(rejection.body_text())),
+        }
+    }
+}
+
 /// Unknown routes answer like upstream's framework: 404 `{"detail": "Not Found"}`.
 pub(crate) async fn not_found() -> ApiError {
     ApiError::not_found("Not Found")
@@ -234,6 +253,24 @@ pub(crate) async fn not_found() -> ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_malformed_query_is_a_422_naming_its_parameter() {
+        #[derive(Debug, serde::Deserialize)]
+        struct Q {
+            #[serde(default)]
+            estimate: bool,
+        }
+        let read = |uri: &str| {
+            let (mut parts, ()) = Request::builder().uri(uri).body(()).unwrap().into_parts();
+            async move { ApiQuery::<Q>::from_request_parts(&mut parts, &()).await }
+        };
+        assert!(read("/x?estimate=true").await.unwrap().0.estimate);
+        assert!(!read("/x").await.unwrap().0.estimate);
+        let refused = read("/x?estimate=maybe").await.err().unwrap();
+        assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert!(refused.detail.contains("estimate"), "{}", refused.detail);
+    }
 
     #[tokio::test]
     async fn a_blocking_task_answers_its_value_its_error_or_500_when_it_crashes() {

@@ -12,7 +12,8 @@ use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
 use super::error::{ApiError, ApiJson, ApiPath};
-use super::job::{JobQuery, found, read_job};
+use super::job::{found, read_job};
+use super::routes::Estimate;
 use super::state::AppState;
 use crate::explore::ExploreSpec;
 use simtree_shared::ExploreTable;
@@ -26,10 +27,10 @@ type St = State<Arc<AppState>>;
 pub(crate) async fn start_explore(
     State(app): St,
     ApiPath(tree): ApiPath<u64>,
-    q: JobQuery,
+    Estimate(estimate): Estimate,
     ApiJson(body): ApiJson<Value>,
 ) -> Result<Response, ApiError> {
-    let (spec, estimate) = read_job(body, q, ExploreSpec::from_value)?;
+    let spec = read_job(body, ExploreSpec::from_value)?;
     if estimate {
         return Ok(Json(app.wb.studies().estimate_explore(tree, &spec).await?).into_response());
     }

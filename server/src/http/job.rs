@@ -5,43 +5,31 @@
 use std::fmt::Display;
 
 use axum::Json;
-use axum::extract::Query;
-use axum::extract::rejection::QueryRejection;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::Value;
 
 use super::error::ApiError;
-use super::routes::EstimateQuery;
 use crate::workbench::WorkbenchError;
-
-/// The query of a route that starts a job.
-pub(crate) type JobQuery = Result<Query<EstimateQuery>, QueryRejection>;
 
 /// Reads `body` into a spec with `parse`, then answers its estimate or starts it.
 pub(crate) fn start_or_estimate<S, E: Serialize, R: Serialize, P: Display>(
     body: Value,
-    q: JobQuery,
+    estimate_only: bool,
     parse: impl FnOnce(Value) -> Result<S, P>,
     estimate: impl FnOnce(&S) -> Result<E, WorkbenchError>,
     start: impl FnOnce(S) -> Result<R, WorkbenchError>,
 ) -> Result<Response, ApiError> {
-    let (spec, estimate_only) = read_job(body, q, parse)?;
+    let spec = read_job(body, parse)?;
     if estimate_only {
         return Ok(Json(estimate(&spec)?).into_response());
     }
     Ok(Json(start(spec)?).into_response())
 }
 
-/// Reads `body` into a spec with `parse` (a 422 naming the field at fault) and whether only its
-/// estimate is asked for (`?estimate=true`).
-pub(crate) fn read_job<S, P: Display>(
-    body: Value,
-    q: JobQuery,
-    parse: impl FnOnce(Value) -> Result<S, P>,
-) -> Result<(S, bool), ApiError> {
-    let spec = parse(body).map_err(|e| ApiError::unprocessable(e.to_string()))?;
-    Ok((spec, EstimateQuery::read(q)?))
+/// Reads `body` into a spec with `parse` (a 422 naming the field at fault).
+pub(crate) fn read_job<S, P: Display>(body: Value, parse: impl FnOnce(Value) -> Result<S, P>) -> Result<S, ApiError> {
+    parse(body).map_err(|e| ApiError::unprocessable(e.to_string()))
 }
 
 /// A job's table, or a 404 saying which job (`what` with its id) the tree lacks.

@@ -5,12 +5,11 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use serde::Deserialize;
 use simtree_shared::{Ask, AskRequest, NodeCalls, NodeInfo, NodePatch, SearchReply};
 
-use super::error::{ApiError, ApiJson, ApiPath, blocking};
+use super::error::{ApiError, ApiJson, ApiPath, ApiQuery, blocking};
 use super::routes::node_info;
 use super::state::AppState;
 use crate::tree::NodeId;
@@ -43,17 +42,12 @@ pub(crate) struct SearchParams {
     limit: Option<u64>,
 }
 
-fn params(q: Result<Query<SearchParams>, QueryRejection>) -> Result<SearchParams, ApiError> {
-    q.map(|Query(q)| q).map_err(|e| ApiError::unprocessable(e.body_text()))
-}
-
 /// `GET …/{tree}/search?q=&offset=&limit=`.
 pub(crate) async fn search_tree(
     State(app): St,
     ApiPath(tree): ApiPath<u64>,
-    q: Result<Query<SearchParams>, QueryRejection>,
+    ApiQuery(p): ApiQuery<SearchParams>,
 ) -> Result<Json<SearchReply>, ApiError> {
-    let p = params(q)?;
     let wb = app.wb.clone();
     let reply = blocking("the search", move || {
         wb.notebook().search(Some(tree), p.q.as_deref(), p.offset, p.limit)
@@ -65,9 +59,8 @@ pub(crate) async fn search_tree(
 /// `GET /api/search?q=&offset=&limit=`: every tree's hits (each names its tree).
 pub(crate) async fn search_all(
     State(app): St,
-    q: Result<Query<SearchParams>, QueryRejection>,
+    ApiQuery(p): ApiQuery<SearchParams>,
 ) -> Result<Json<SearchReply>, ApiError> {
-    let p = params(q)?;
     let wb = app.wb.clone();
     let reply = blocking("the search", move || {
         wb.notebook().search(None, p.q.as_deref(), p.offset, p.limit)
@@ -81,11 +74,8 @@ pub(crate) async fn search_all(
 pub(crate) async fn node_calls(
     State(app): St,
     ApiPath((tree, node)): ApiPath<(u64, NodeId)>,
-    q: Result<Query<PageParams>, QueryRejection>,
+    ApiQuery(p): ApiQuery<PageParams>,
 ) -> Result<Json<NodeCalls>, ApiError> {
-    let p = q
-        .map(|Query(q)| q)
-        .map_err(|e| ApiError::unprocessable(e.body_text()))?;
     Ok(Json(app.wb.notebook().calls(tree, node, p.offset, p.limit).await?))
 }
 

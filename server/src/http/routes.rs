@@ -16,14 +16,13 @@ use simtree_shared::{
     UsageReply,
 };
 
-use super::error::{ApiError, ApiJson, ApiPath, blocking};
+use super::error::{ApiError, ApiJson, ApiPath, ApiQuery, blocking};
 use super::state::{AppState, Backend, RunResult};
 use crate::abm::generate::{GenerateOptions, GenerateRequest, MockAbmLlm, ProviderStructured, generate};
 use crate::abm::model::AbmDocument;
 use crate::abm::schema::{Provider, wrapped};
 use crate::abm::validate::validate_document;
 use crate::tree::NodeId;
-use axum::extract::Query;
 
 type AppResult<T> = Result<T, ApiError>;
 
@@ -100,9 +99,8 @@ pub(crate) async fn summaries(State(app): St, ApiPath(tree): ApiPath<u64>) -> Ap
 pub(crate) async fn graph(
     State(app): St,
     ApiPath(tree): ApiPath<u64>,
-    q: Result<Query<GraphQuery>, axum::extract::rejection::QueryRejection>,
+    ApiQuery(q): ApiQuery<GraphQuery>,
 ) -> AppResult<Response> {
-    let Query(q) = q.map_err(|e| ApiError::unprocessable(format!("edges: {}", e.body_text())))?;
     let keep = q
         .edges
         .as_deref()
@@ -139,21 +137,25 @@ pub struct EstimateQuery {
     estimate: bool,
 }
 
-impl EstimateQuery {
-    /// The query of a run route; a malformed one (`?estimate=yes`) is a 422 naming it.
-    pub(crate) fn read(q: Result<Query<EstimateQuery>, axum::extract::rejection::QueryRejection>) -> AppResult<bool> {
-        q.map(|Query(q)| q.estimate)
-            .map_err(|e| ApiError::unprocessable(format!("estimate: {}", e.body_text())))
+/// The flag `?estimate=true` of a run route (a malformed one, `?estimate=yes`, is a 422 naming it).
+pub(crate) struct Estimate(pub(crate) bool);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Estimate {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, state: &S) -> Result<Self, ApiError> {
+        let ApiQuery(q) = ApiQuery::<EstimateQuery>::from_request_parts(parts, state).await?;
+        Ok(Estimate(q.estimate))
     }
 }
 
 pub(crate) async fn advance(
     State(app): St,
     ApiPath(tree): ApiPath<u64>,
-    q: Result<Query<EstimateQuery>, axum::extract::rejection::QueryRejection>,
+    Estimate(estimate): Estimate,
     ApiJson(b): ApiJson<AdvanceRequest>,
 ) -> AppResult<Response> {
-    if EstimateQuery::read(q)? {
+    if estimate {
         return Ok(Json(app.wb.usage().estimate(tree, b.parent, b.turns, 1, 1, "advance")?).into_response());
     }
     let done = app.wb.runs().advance(tree, b.parent, b.turns).await?;
@@ -172,10 +174,10 @@ pub(crate) async fn advance_frontier(
 pub(crate) async fn advance_multi(
     State(app): St,
     ApiPath(tree): ApiPath<u64>,
-    q: Result<Query<EstimateQuery>, axum::extract::rejection::QueryRejection>,
+    Estimate(estimate): Estimate,
     ApiJson(b): ApiJson<MultiRequest>,
 ) -> AppResult<Response> {
-    if EstimateQuery::read(q)? {
+    if estimate {
         let runs = b.count.max(0) as u64;
         return Ok(Json(
             app.wb
@@ -397,11 +399,8 @@ pub(crate) struct SchemaQuery {
 }
 
 /// The LLM response schema of seed 001 in one provider's wrapping (`openai`, `gemini`, `claude`).
-pub(crate) async fn abm_schema(
-    q: Result<Query<SchemaQuery>, axum::extract::rejection::QueryRejection>,
-) -> AppResult<Json<Value>> {
-    // A missing or malformed query is a JSON 422 like every other bad input, not axum's 400 text.
-    let Query(q) = q.map_err(|e| ApiError::unprocessable(e.body_text()))?;
+/// A missing or malformed query is a JSON 422 like every other bad input, not axum's 400 text.
+pub(crate) async fn abm_schema(ApiQuery(q): ApiQuery<SchemaQuery>) -> AppResult<Json<Value>> {
     let provider: Provider = q.provider.parse().map_err(ApiError::unprocessable)?;
     Ok(Json(wrapped(provider)))
 }

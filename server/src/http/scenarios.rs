@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
 use simtree_shared::refusal_path;
@@ -13,7 +13,7 @@ use simtree_shared::{
     ScenarioDocument, ScenarioSummary, ScenarioUpdate, SceneTypeInfo,
 };
 
-use super::error::{ApiError, ApiJson, ApiPath, blocking};
+use super::error::{ApiError, ApiJson, ApiPath, ApiQuery, blocking};
 use super::state::AppState;
 
 type St = State<Arc<AppState>>;
@@ -42,9 +42,8 @@ pub struct VersionQuery {
 pub(crate) async fn get(
     State(app): St,
     ApiPath(id): ApiPath<String>,
-    q: Result<Query<VersionQuery>, axum::extract::rejection::QueryRejection>,
+    ApiQuery(q): ApiQuery<VersionQuery>,
 ) -> Result<Json<ScenarioDocument>, ApiError> {
-    let Query(q) = q.map_err(|e| ApiError::unprocessable(e.body_text()))?;
     let doc = blocking("reading the scenario", move || {
         app.wb.scenarios().scenario_document(&id, q.version)
     })

@@ -10,7 +10,8 @@ use axum::response::Response;
 use serde_json::Value;
 
 use super::error::{ApiError, ApiJson, ApiPath};
-use super::job::{JobQuery, found, start_or_estimate};
+use super::job::{found, start_or_estimate};
+use super::routes::Estimate;
 use super::state::AppState;
 use crate::sweep::{SweepPlan, SweepSpec};
 use simtree_shared::SweepTable;
@@ -22,12 +23,12 @@ type St = State<Arc<AppState>>;
 pub(crate) async fn start_sweep(
     State(app): St,
     ApiPath(tree): ApiPath<u64>,
-    q: JobQuery,
+    Estimate(estimate): Estimate,
     ApiJson(body): ApiJson<Value>,
 ) -> Result<Response, ApiError> {
     start_or_estimate(
         body,
-        q,
+        estimate,
         SweepSpec::from_value,
         |spec| app.wb.studies().estimate_sweep(tree, spec),
         |spec| app.wb.studies().start_sweep(tree, spec),

@@ -10,14 +10,13 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::{HeaderName, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use tokio::sync::mpsc;
 
-use super::error::{ApiError, ApiPath, blocking};
+use super::error::{ApiError, ApiPath, ApiQuery, blocking};
 use super::state::AppState;
 use super::transfer::channel_body;
 use crate::tree::NodeId;
@@ -48,17 +47,12 @@ pub(crate) struct LogTableParams {
     scope: Option<String>,
 }
 
-fn read<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
-    q.map(|Query(q)| q).map_err(|e| ApiError::unprocessable(e.body_text()))
-}
-
 /// `GET …/sweep/{id}/table?format=csv|ndjson&series=true&offset=&limit=`.
 pub(crate) async fn sweep_table(
     State(app): St,
     ApiPath((tree, id)): ApiPath<(u64, u64)>,
-    q: Result<Query<SweepTableParams>, QueryRejection>,
+    ApiQuery(p): ApiQuery<SweepTableParams>,
 ) -> Result<Response, ApiError> {
-    let p = read(q)?;
     let format = TableFormat::parse(p.format.as_deref())?;
     let page = Page::new(p.offset, p.limit)?;
     let series = p.series.unwrap_or(true);
@@ -75,9 +69,8 @@ pub(crate) async fn sweep_table(
 pub(crate) async fn log_table(
     State(app): St,
     ApiPath((tree, node)): ApiPath<(u64, NodeId)>,
-    q: Result<Query<LogTableParams>, QueryRejection>,
+    ApiQuery(p): ApiQuery<LogTableParams>,
 ) -> Result<Response, ApiError> {
-    let p = read(q)?;
     let format = TableFormat::parse(p.format.as_deref())?;
     let page = Page::new(p.offset, p.limit)?;
     let scope = Scope::parse(p.scope.as_deref())?;

@@ -1269,7 +1269,7 @@ mod tests {
                     prompt_tokens: 3,
                     completion_tokens: 1,
                     cached_tokens: 0,
-                    cache_write_tokens: 0,
+                    cache_write_tokens: 0
                 }
             )]
         );
